@@ -1,0 +1,32 @@
+# `make test` and `make demo` each create .venv on first use and install feedkv with its
+# pinned dependencies; later runs reinstall only when pyproject.toml changed.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.feedkv-installed
+
+.PHONY: test demo lint bench clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "feedkv needs Python 3.11 or newer; set PYTHON=/path/to/python3.11")'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check feedkv tests bench
+	$(BIN)/ruff format --check feedkv tests bench
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest -q
+
+demo: $(STAMP)
+	$(BIN)/feedkv demo
+
+bench: $(STAMP)
+	$(BIN)/feedkv bench storage
+
+clean:
+	rm -rf $(VENV) demo-data

@@ -1,0 +1,74 @@
+"""The ``feedkv`` command: the edge where argv and the terminal meet the library."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from feedkv.errors import FeedKVError
+
+__all__ = ["main"]
+
+BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _bench_names() -> list[str]:
+    if not BENCH_DIR.is_dir():
+        return []
+    return sorted(p.stem for p in BENCH_DIR.glob("*.py") if not p.stem.startswith("_"))
+
+
+def _run_bench(name: str, args: list[str]) -> int:
+    names = _bench_names()
+    if name not in names:
+        known = ", ".join(names) or f"none found (benchmarks live in {BENCH_DIR})"
+        print(f"feedkv bench: unknown benchmark {name!r}; available: {known}", file=sys.stderr)
+        return 2
+    spec = importlib.util.spec_from_file_location(f"feedkv_bench_{name}", BENCH_DIR / f"{name}.py")
+    if spec is None or spec.loader is None:
+        print(f"feedkv bench: cannot load {name}", file=sys.stderr)
+        return 2
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    code: int = module.main(args)
+    return code
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="feedkv", description="feedkv: a transactional MVCC store built around change feeds"
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = commands.add_parser("demo", help="run the end-to-end demo on an embedded store")
+    demo.add_argument("--store", default="demo-data", help="store directory (recreated)")
+    demo.add_argument("--seconds", type=float, default=3.0, help="length of the workload")
+
+    bench = commands.add_parser("bench", help="run a benchmark and print its JSON record")
+    bench.add_argument("name", help="benchmark name: " + (", ".join(_bench_names()) or "none"))
+    bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the benchmark")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "demo":
+            from feedkv.cli.demo import run_demo
+
+            return run_demo(Path(args.store), seconds=args.seconds)
+        if args.command == "bench":
+            return _run_bench(args.name, list(args.args))
+    except FeedKVError as exc:
+        print(f"feedkv: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""The feedkv error tree.
+
+Every error feedkv raises derives from :class:`FeedKVError`. The tree is shaped by what
+the caller should do about the error::
+
+    FeedKVError
+    ├── RetryableError                 try again: the state that caused it will change
+    │   ├── WriteIntentError           another txn's intent is in the way (push or wait)
+    │   └── WriteTooOldError           a newer committed version exists (retry higher)
+    ├── InvalidArgumentError           your mistake: the message names the bad part
+    │   ├── TimestampParseError
+    │   ├── InvalidKeyError
+    │   ├── InvalidSpanError
+    │   └── ValueTooLargeError
+    ├── ConditionFailedError           a conditional put found a different value
+    ├── BatchTimestampBeforeGCError    the data at that timestamp was garbage collected
+    ├── ClockOffsetError               a remote clock is too far ahead to trust
+    ├── StoreLockedError               another process owns the store directory
+    ├── ExternalError                  a fault outside feedkv (disk, network, sink)
+    │   └── StorageError
+    └── InvariantViolation             a bug in feedkv: an internal promise was broken
+
+``InvalidArgumentError`` is also a :class:`ValueError`, so callers that already catch
+``ValueError`` for bad input keep working. Third-party exceptions are translated where
+they enter feedkv (``raise StorageError(...) from exc``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from feedkv.storage.intent import Intent
+    from feedkv.util.hlc import Timestamp
+
+__all__ = [
+    "BatchTimestampBeforeGCError",
+    "ClockOffsetError",
+    "ConditionFailedError",
+    "ExternalError",
+    "FeedKVError",
+    "InvalidArgumentError",
+    "InvalidKeyError",
+    "InvalidSpanError",
+    "InvariantViolation",
+    "RetryableError",
+    "StorageError",
+    "StoreLockedError",
+    "TimestampParseError",
+    "ValueTooLargeError",
+    "WriteIntentError",
+    "WriteTooOldError",
+]
+
+
+class FeedKVError(Exception):
+    """Root of every error feedkv raises."""
+
+
+class RetryableError(FeedKVError):
+    """The operation may succeed if retried; the message says what to wait for."""
+
+
+class WriteIntentError(RetryableError):
+    """A read or write met intents of other transactions.
+
+    ``intents`` lists every conflicting intent found (a scan reports all of them, so the
+    caller can push or wait for each transaction once).
+    """
+
+    def __init__(self, intents: list[Intent]) -> None:
+        self.intents = intents
+        shown = ", ".join(
+            f"{i.key!r} (txn {i.txn.id.hex()[:8]} at {i.txn.write_ts})" for i in intents[:3]
+        )
+        more = f" and {len(intents) - 3} more" if len(intents) > 3 else ""
+        super().__init__(f"conflicting intents on {shown}{more}")
+
+
+class WriteTooOldError(RetryableError):
+    """A write at ``ts`` met a committed version at or above it.
+
+    Retry the write at ``actual_ts`` (one tick above the newest version).
+    """
+
+    def __init__(self, key: bytes, ts: Timestamp, existing_ts: Timestamp) -> None:
+        self.key = key
+        self.ts = ts
+        self.existing_ts = existing_ts
+        self.actual_ts = existing_ts.next()
+        super().__init__(
+            f"write of {key!r} at {ts} is too old: a committed version exists at "
+            f"{existing_ts}; retry at {self.actual_ts}"
+        )
+
+
+class InvalidArgumentError(FeedKVError, ValueError):
+    """The caller passed something malformed; the message names the bad part."""
+
+
+class TimestampParseError(InvalidArgumentError):
+    """A timestamp string did not have the form ``<wall ns>.<logical, 10 digits>``."""
+
+
+class InvalidKeyError(InvalidArgumentError):
+    """A key is empty, too long, or outside the user keyspace."""
+
+
+class InvalidSpanError(InvalidArgumentError):
+    """A span is empty or inverted (its end must sort after its start)."""
+
+
+class ValueTooLargeError(InvalidArgumentError):
+    """A value is larger than the store accepts."""
+
+
+class ConditionFailedError(FeedKVError):
+    """A conditional put expected one value and found another (``actual``, ``None`` if absent)."""
+
+    def __init__(self, key: bytes, expected: bytes | None, actual: bytes | None) -> None:
+        self.key = key
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"condition failed for {key!r}: expected {_show(expected)}, found {_show(actual)}"
+        )
+
+
+class BatchTimestampBeforeGCError(FeedKVError):
+    """A read or export asked for history older than the garbage-collection threshold."""
+
+    def __init__(self, ts: Timestamp, threshold: Timestamp, what: str = "read") -> None:
+        self.ts = ts
+        self.threshold = threshold
+        super().__init__(
+            f"{what} at {ts} is below the garbage-collection threshold {threshold}: "
+            "that history has been removed; read at or above the threshold"
+        )
+
+
+class ClockOffsetError(FeedKVError):
+    """A remote timestamp is further ahead of the local clock than the max offset allows."""
+
+
+class StoreLockedError(FeedKVError):
+    """The store directory is already open in another process."""
+
+
+class ExternalError(FeedKVError):
+    """A fault outside feedkv: disk, network, or a sink."""
+
+
+class StorageError(ExternalError):
+    """The storage engine failed (disk full, I/O error, corrupt file)."""
+
+
+class InvariantViolation(FeedKVError):
+    """An internal promise was broken. This is a bug in feedkv; please report it."""
+
+
+def _show(value: bytes | None) -> str:
+    if value is None:
+        return "no value"
+    if len(value) > 32:
+        return f"{value[:32]!r}... ({len(value)} bytes)"
+    return repr(value)

@@ -1,0 +1,125 @@
+"""The storage engine contract.
+
+An engine is an ordered byte store with named sub-databases, snapshot reads and
+atomic, durable writes. feedkv has one implementation (:mod:`feedkv.storage.lmdb_engine`);
+everything above talks to it through the protocols here.
+
+Writes are *functions*, not byte lists: a caller submits ``fn(rw)`` and the engine runs
+it inside its single write transaction, so ``fn`` reads its own writes and everything
+committed before it. Many callers' functions share one transaction and one fsync (group
+commit); each function is isolated (if it raises, none of its writes land and the others
+in the group are unaffected). The returned future completes only once the writes are
+durable. A function may be re-run if the group has to be retried (for instance after
+the map grew), so it must depend only on what it reads through ``rw``.
+
+``on_applied`` callbacks run on the engine's commit thread, after the group is durable,
+in commit order, while ``apply_lock`` is held. A reader that takes ``apply_lock`` and then
+opens a snapshot sees exactly the writes whose callbacks have run: this is how a
+rangefeed registers with no gap and no double.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from typing import Protocol, TypeVar
+
+__all__ = ["Engine", "ReadWriter", "Reader", "Snapshot", "WriteBatch"]
+
+T = TypeVar("T")
+
+
+class Reader(Protocol):
+    """Reads of one consistent state. Not thread-safe: one thread uses a reader at a time."""
+
+    def get(self, db: str, key: bytes) -> bytes | None:
+        """The value at ``key`` in sub-database ``db``, or ``None``."""
+        ...
+
+    def seek(self, db: str, key: bytes) -> tuple[bytes, bytes] | None:
+        """The first entry with a key ``>= key``, or ``None``."""
+        ...
+
+    def seek_before(self, db: str, key: bytes) -> tuple[bytes, bytes] | None:
+        """The last entry with a key ``< key``, or ``None``."""
+        ...
+
+    def scan(
+        self, db: str, start: bytes, end: bytes | None = None, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Entries with ``start <= key < end`` (``end=None``: to the last key).
+
+        Ascending, or descending with ``reverse=True``. The iterator is lazy and valid
+        only while the reader is.
+        """
+        ...
+
+
+class ReadWriter(Reader, Protocol):
+    """A reader that can also write; reads see its own writes."""
+
+    def put(self, db: str, key: bytes, value: bytes) -> None: ...
+
+    def delete(self, db: str, key: bytes) -> bool:
+        """Delete ``key``; returns whether it existed."""
+        ...
+
+
+class Snapshot(Reader, Protocol):
+    """A reader of the state at the moment it was opened; close it promptly."""
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Snapshot: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class Engine(Protocol):
+    apply_lock: threading.RLock
+
+    def snapshot(self) -> Snapshot:
+        """A consistent read-only view; never blocks writers."""
+        ...
+
+    def submit(
+        self,
+        fn: Callable[[ReadWriter], T],
+        on_applied: Callable[[T], None] | None = None,
+    ) -> Future[T]:
+        """Queue ``fn`` for the next group commit; the future completes once durable."""
+        ...
+
+    def write(self, fn: Callable[[ReadWriter], T]) -> T:
+        """``submit(fn).result()``: run ``fn`` atomically and wait until it is durable."""
+        ...
+
+    def close(self) -> None:
+        """Commit what is queued, then release the store. Idempotent."""
+        ...
+
+
+class WriteBatch:
+    """Raw puts and deletes applied atomically: ``engine.write(batch.apply)``."""
+
+    __slots__ = ("_ops",)
+
+    def __init__(self) -> None:
+        self._ops: list[tuple[str, bytes, bytes | None]] = []
+
+    def put(self, db: str, key: bytes, value: bytes) -> None:
+        self._ops.append((db, key, value))
+
+    def delete(self, db: str, key: bytes) -> None:
+        self._ops.append((db, key, None))
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def apply(self, rw: ReadWriter) -> None:
+        for db, key, value in self._ops:
+            if value is None:
+                rw.delete(db, key)
+            else:
+                rw.put(db, key, value)

@@ -1,0 +1,389 @@
+"""The LMDB storage engine: named sub-databases, snapshots and group commit.
+
+One commit thread owns LMDB's single write transaction. Callers ``submit`` functions;
+the thread drains everything queued, runs each function in a nested transaction of one
+group transaction (so a failing function leaves no trace), commits the group with one
+fsync, runs the ``on_applied`` callbacks in order under ``apply_lock``, and completes
+the futures.
+
+The memory map starts at ``map_size`` and doubles when full. Remapping is only safe
+with no read transaction open in this process, so snapshots are counted and growth
+waits for them to close (new snapshots wait for growth to finish).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import queue
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import lmdb
+
+from feedkv.errors import FeedKVError, InvariantViolation, StorageError, StoreLockedError
+from feedkv.storage.engine import ReadWriter
+
+__all__ = ["DEFAULT_MAP_SIZE", "EngineStats", "LMDBEngine", "LMDBSnapshot"]
+
+T = TypeVar("T")
+
+DEFAULT_MAP_SIZE = 64 << 30  # virtual address space only; the file grows with the data
+MAX_GROUP_JOBS = 4096
+GROWTH_WAIT_SECONDS = 30.0
+
+
+class _View:
+    """Reads and writes through one LMDB transaction."""
+
+    __slots__ = ("_cursors", "_dbs", "_txn")
+
+    def __init__(self, txn: Any, dbs: dict[str, Any]) -> None:
+        self._txn = txn
+        self._dbs = dbs
+        self._cursors: dict[str, Any] = {}
+
+    def _cursor(self, db: str) -> Any:
+        cursor = self._cursors.get(db)
+        if cursor is None:
+            cursor = self._cursors[db] = self._txn.cursor(db=self._dbs[db])
+        return cursor
+
+    def get(self, db: str, key: bytes) -> bytes | None:
+        value: bytes | None = self._txn.get(key, db=self._dbs[db])
+        return value
+
+    def seek(self, db: str, key: bytes) -> tuple[bytes, bytes] | None:
+        cursor = self._cursor(db)
+        if cursor.set_range(key):
+            item: tuple[bytes, bytes] = cursor.item()
+            return item
+        return None
+
+    def seek_before(self, db: str, key: bytes) -> tuple[bytes, bytes] | None:
+        cursor = self._cursor(db)
+        found = cursor.prev() if cursor.set_range(key) else cursor.last()
+        if found:
+            item: tuple[bytes, bytes] = cursor.item()
+            return item
+        return None
+
+    def scan(
+        self, db: str, start: bytes, end: bytes | None = None, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        cursor = self._txn.cursor(db=self._dbs[db])
+        if not reverse:
+            if not cursor.set_range(start):
+                return
+            if end is None:
+                yield from cursor.iternext()
+                return
+            for key, value in cursor.iternext():
+                if key >= end:
+                    return
+                yield key, value
+            return
+        if end is None:
+            found = cursor.last()
+        else:
+            found = cursor.prev() if cursor.set_range(end) else cursor.last()
+        if not found:
+            return
+        for key, value in cursor.iterprev():
+            if key < start:
+                return
+            yield key, value
+
+    def put(self, db: str, key: bytes, value: bytes) -> None:
+        self._txn.put(key, value, db=self._dbs[db])
+
+    def delete(self, db: str, key: bytes) -> bool:
+        deleted: bool = self._txn.delete(key, db=self._dbs[db])
+        return deleted
+
+
+class LMDBSnapshot(_View):
+    """A read transaction: the state at the moment it was opened."""
+
+    __slots__ = ("_engine",)
+
+    def __init__(self, engine: LMDBEngine, txn: Any) -> None:
+        super().__init__(txn, engine._dbs)
+        self._engine: LMDBEngine | None = engine
+
+    def close(self) -> None:
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            self._cursors.clear()
+            self._txn.abort()
+            engine._snapshot_closed()
+
+    def __enter__(self) -> LMDBSnapshot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class EngineStats:
+    groups: int = 0
+    jobs: int = 0
+    map_growths: int = 0
+
+
+@dataclass(slots=True)
+class _Job:
+    fn: Callable[[ReadWriter], Any]
+    on_applied: Callable[[Any], None] | None
+    future: Future[Any]
+
+
+_STOP = object()
+
+
+class LMDBEngine:
+    """An LMDB environment holding the sub-databases named in ``databases``.
+
+    ``sync=False`` skips the fsync at commit (benchmarks that say so); a process crash
+    still loses nothing committed, a machine crash may.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        databases: Sequence[str],
+        sync: bool = True,
+        map_size: int = DEFAULT_MAP_SIZE,
+    ) -> None:
+        self.path = Path(path)
+        self.sync = sync
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create store directory {self.path}: {exc}") from exc
+        self._lock_file = _lock_store(self.path)
+        try:
+            self._env = lmdb.open(
+                str(self.path),
+                map_size=map_size,
+                max_dbs=len(databases) + 1,
+                sync=sync,
+                metasync=sync,
+                readahead=False,
+                max_readers=1024,
+                max_spare_txns=16,
+            )
+            self._dbs = {name: self._env.open_db(name.encode()) for name in databases}
+        except lmdb.Error as exc:
+            self._lock_file.close()
+            raise StorageError(f"cannot open store at {self.path}: {exc}") from exc
+        self.apply_lock = threading.RLock()
+        self.stats = EngineStats()
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._guard = threading.Condition()
+        self._open_snapshots = 0
+        self._growing = False
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._committer = threading.Thread(target=self._commit_loop, name="feedkv-commit")
+        self._committer.daemon = True
+        self._committer.start()
+
+    @property
+    def map_size(self) -> int:
+        size: int = self._env.info()["map_size"]
+        return size
+
+    def databases(self) -> list[str]:
+        return list(self._dbs)
+
+    def snapshot(self) -> LMDBSnapshot:
+        with self._guard:
+            while self._growing:
+                self._guard.wait()
+            if self._closed:
+                raise StorageError(f"the store at {self.path} is closed")
+            self._open_snapshots += 1
+        try:
+            txn = self._env.begin(write=False, buffers=False)
+        except lmdb.Error as exc:
+            self._snapshot_closed()
+            raise StorageError(f"cannot open a snapshot: {exc}") from exc
+        return LMDBSnapshot(self, txn)
+
+    def _snapshot_closed(self) -> None:
+        with self._guard:
+            self._open_snapshots -= 1
+            if self._open_snapshots == 0:
+                self._guard.notify_all()
+
+    def submit(
+        self,
+        fn: Callable[[ReadWriter], T],
+        on_applied: Callable[[T], None] | None = None,
+    ) -> Future[T]:
+        if self._closed:
+            raise StorageError(f"the store at {self.path} is closed")
+        future: Future[T] = Future()
+        self._queue.put(_Job(fn, on_applied, future))
+        return future
+
+    def write(self, fn: Callable[[ReadWriter], T]) -> T:
+        if threading.current_thread() is self._committer:
+            raise InvariantViolation("engine.write called from the commit thread would deadlock")
+        return self.submit(fn).result()
+
+    def close(self) -> None:
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._queue.put(_STOP)
+            self._committer.join()
+            with self._guard:
+                self._guard.notify_all()
+            self._env.close()
+            self._lock_file.close()
+
+    def __enter__(self) -> LMDBEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # The commit thread.
+
+    def _commit_loop(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is _STOP:
+                return
+            jobs = [first]
+            stop = False
+            while len(jobs) < MAX_GROUP_JOBS:
+                try:
+                    job = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if job is _STOP:
+                    stop = True
+                    break
+                jobs.append(job)
+            self._commit_group(jobs)
+            if stop:
+                return
+
+    def _commit_group(self, jobs: list[_Job]) -> None:
+        while True:
+            try:
+                outcomes = self._run_group(jobs)
+                break
+            except lmdb.MapFullError:
+                try:
+                    self._grow_map()
+                except FeedKVError as exc:
+                    for job in jobs:
+                        job.future.set_exception(exc)
+                    return
+            except lmdb.Error as exc:
+                error = StorageError(f"commit failed in {self.path}: {exc}")
+                error.__cause__ = exc
+                for job in jobs:
+                    job.future.set_exception(error)
+                return
+        self.stats.groups += 1
+        self.stats.jobs += len(jobs)
+        for job, (ok, value) in zip(jobs, outcomes, strict=True):
+            if ok:
+                job.future.set_result(value)
+            else:
+                job.future.set_exception(value)
+
+    def _run_group(self, jobs: list[_Job]) -> list[tuple[bool, Any]]:
+        outcomes: list[tuple[bool, Any]] = []
+        with self.apply_lock:
+            txn = self._env.begin(write=True)
+            try:
+                for job in jobs:
+                    child = self._env.begin(write=True, parent=txn)
+                    try:
+                        result = job.fn(_View(child, self._dbs))
+                    except lmdb.MapFullError:
+                        child.abort()
+                        raise
+                    except lmdb.Error as exc:
+                        child.abort()
+                        error = StorageError(f"write failed in {self.path}: {exc}")
+                        error.__cause__ = exc
+                        outcomes.append((False, error))
+                        continue
+                    except BaseException as exc:
+                        child.abort()
+                        outcomes.append((False, exc))
+                        continue
+                    child.commit()
+                    outcomes.append((True, result))
+                txn.commit()
+            except BaseException:
+                txn.abort()
+                raise
+            for index, (job, (ok, result)) in enumerate(zip(jobs, outcomes, strict=True)):
+                if ok and job.on_applied is not None:
+                    try:
+                        job.on_applied(result)
+                    except BaseException as exc:
+                        violation = InvariantViolation(
+                            f"on_applied callback failed after a durable commit: {exc!r}"
+                        )
+                        violation.__cause__ = exc
+                        outcomes[index] = (False, violation)
+        return outcomes
+
+    def _grow_map(self) -> None:
+        new_size = self.map_size * 2
+        with self._guard:
+            self._growing = True
+            try:
+                if not self._guard.wait_for(
+                    lambda: self._open_snapshots == 0, timeout=GROWTH_WAIT_SECONDS
+                ):
+                    raise StorageError(
+                        f"the store at {self.path} is full ({self.map_size} bytes mapped) and "
+                        f"{self._open_snapshots} snapshot(s) stayed open for "
+                        f"{GROWTH_WAIT_SECONDS:.0f}s, so the map could not grow"
+                    )
+                self._env.set_mapsize(new_size)
+                self.stats.map_growths += 1
+            finally:
+                self._growing = False
+                self._guard.notify_all()
+
+
+def _lock_store(path: Path) -> Any:
+    """Take the store's lock file, or raise :class:`StoreLockedError` naming the owner."""
+    lock_path = path / "feedkv.lock"
+    handle = open(lock_path, "a+")  # noqa: SIM115 - held open for the engine's life
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        owner = handle.read().strip() or "unknown"
+        handle.close()
+        raise StoreLockedError(
+            f"the store at {path} is in use by process {owner}; stop that process or "
+            "open a different store directory"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    with contextlib.suppress(OSError):
+        os.fsync(handle.fileno())
+    return handle

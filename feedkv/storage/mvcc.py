@@ -1,0 +1,494 @@
+"""Multi-version concurrency control over an engine.
+
+Every key keeps its committed versions (newest first) and at most one intent: the
+provisional write of a transaction. Readers at timestamp ``ts`` see the newest committed
+version at or below ``ts``. Functions here are pure over a reader or read-writer:
+mutations run inside ``engine.write(fn)`` and return their logical operations.
+
+Conflict rules (what the KV layer builds transactions on):
+
+- A read at ``ts`` meeting another transaction's intent at or below ``ts`` raises
+  :class:`WriteIntentError` (a scan collects every such intent first). Intents above
+  ``ts`` are invisible. A transaction reads its own intent (the value written by its
+  current sequence, in its current epoch).
+- A write meeting another transaction's intent raises :class:`WriteIntentError`.
+- A write at ``ts`` meeting a committed version at or above ``ts`` raises
+  :class:`WriteTooOldError` carrying the timestamp to retry at.
+- Reads below the garbage-collection threshold raise
+  :class:`BatchTimestampBeforeGCError`; they never return partial history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from feedkv.errors import (
+    ConditionFailedError,
+    InvalidArgumentError,
+    InvariantViolation,
+    ValueTooLargeError,
+    WriteIntentError,
+    WriteTooOldError,
+)
+from feedkv.storage.engine import Reader, ReadWriter
+from feedkv.storage.gc import check_gc_threshold
+from feedkv.storage.intent import Intent, IntentRecord, TxnMeta, TxnStatus
+from feedkv.storage.logical_ops import (
+    AbortIntent,
+    CommitIntent,
+    DeleteRange,
+    LogicalOp,
+    UpdateIntent,
+    WriteIntent,
+    WriteValue,
+)
+from feedkv.storage.mvcc_key import (
+    SUFFIX_LEN,
+    decode_version_key,
+    encode_change_key,
+    encode_version_value,
+    escape_key,
+    key_versions_start,
+    unescape_key,
+    version_key,
+)
+from feedkv.storage.schema import CHANGES, INTENTS, VERSIONS
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import Span, check_key
+
+__all__ = [
+    "MAX_VALUE_BYTES",
+    "KeyValue",
+    "ScanResult",
+    "conditional_put",
+    "delete",
+    "delete_range",
+    "get",
+    "put",
+    "resolve_intent",
+    "resolve_intents",
+    "scan",
+    "scan_intents",
+]
+
+MAX_VALUE_BYTES = 16 << 20
+_NO_CHANGE = b""
+_ESCAPED_NEXT = b"\x00\x02"
+
+
+@dataclass(frozen=True, slots=True)
+class KeyValue:
+    """A visible value and the timestamp of the version (or intent) it came from."""
+
+    key: bytes
+    value: bytes
+    ts: Timestamp
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    """Rows of a scan. ``resume_key`` is the next key to read when ``limit`` cut it short:
+    forward scans continue at ``Span(resume_key, end)``, reverse scans at
+    ``Span(start, key_next(resume_key))``."""
+
+    rows: list[KeyValue]
+    resume_key: bytes | None = None
+
+
+# Reads.
+
+
+def get(
+    reader: Reader, key: bytes, ts: Timestamp, *, txn: TxnMeta | None = None
+) -> KeyValue | None:
+    """The value of ``key`` visible at ``ts`` (to ``txn``, if given), or ``None``."""
+    check_key(key)
+    check_gc_threshold(reader, Span.for_key(key), ts)
+    raw_intent = reader.get(INTENTS, key)
+    if raw_intent is not None:
+        found, kv = _read_intent(key, raw_intent, ts, txn)
+        if found:
+            return kv
+    return _visible_version(reader, key, escape_key(key), ts, None)
+
+
+def scan(
+    reader: Reader,
+    span: Span,
+    ts: Timestamp,
+    *,
+    txn: TxnMeta | None = None,
+    limit: int | None = None,
+    reverse: bool = False,
+) -> ScanResult:
+    """The live values in ``span`` at ``ts``, in key order (descending if ``reverse``).
+
+    Raises :class:`WriteIntentError` listing every conflicting intent it met.
+    """
+    if limit is not None and limit < 0:
+        raise InvalidArgumentError(f"scan limit must be >= 0, got {limit}")
+    check_gc_threshold(reader, span, ts)
+    rows: list[KeyValue] = []
+    conflicts: list[Intent] = []
+    for key, escaped, newest, raw_intent in _keys_in_span(reader, span, reverse):
+        if limit is not None and len(rows) >= limit:
+            if conflicts:
+                break
+            return ScanResult(rows, key)
+        if raw_intent is not None:
+            try:
+                found, kv = _read_intent(key, raw_intent, ts, txn)
+            except WriteIntentError as exc:
+                conflicts.extend(exc.intents)
+                continue
+            if found:
+                if kv is not None:
+                    rows.append(kv)
+                continue
+        if escaped is None:
+            continue
+        kv = _visible_version(reader, key, escaped, ts, newest)
+        if kv is not None:
+            rows.append(kv)
+    if conflicts:
+        raise WriteIntentError(conflicts)
+    return ScanResult(rows)
+
+
+def scan_intents(reader: Reader, span: Span, max_ts: Timestamp | None = None) -> list[Intent]:
+    """Every intent in ``span`` (with a write timestamp ``<= max_ts`` if given), by key."""
+    intents = []
+    for key, raw in reader.scan(INTENTS, span.start, span.end):
+        meta = IntentRecord.decode(raw).txn
+        if max_ts is None or meta.write_ts <= max_ts:
+            intents.append(Intent(key, meta))
+    return intents
+
+
+def _read_intent(
+    key: bytes, raw: bytes, ts: Timestamp, txn: TxnMeta | None
+) -> tuple[bool, KeyValue | None]:
+    """Resolve what an intent means for a read: ``(decided, value)``.
+
+    ``decided=False`` means the intent is invisible and committed versions decide.
+    """
+    record = IntentRecord.decode(raw)
+    meta = record.txn
+    if txn is not None and meta.id == txn.id:
+        if meta.epoch == txn.epoch:
+            found, value = record.value_at_seq(txn.seq)
+            if found:
+                return True, None if value is None else KeyValue(key, value, meta.write_ts)
+        return False, None
+    if meta.write_ts <= ts:
+        raise WriteIntentError([Intent(key, meta)])
+    return False, None
+
+
+def _visible_version(
+    reader: Reader,
+    key: bytes,
+    escaped: bytes,
+    ts: Timestamp,
+    newest: tuple[bytes, bytes] | None,
+) -> KeyValue | None:
+    """The newest committed version of ``key`` at or below ``ts``, if live.
+
+    ``newest`` is the key's newest version entry when the caller already holds it (a
+    forward scan lands on it), which saves a seek when it is visible at ``ts``.
+    """
+    if newest is not None:
+        version_ts = decode_version_key(newest[0])[1]
+        if version_ts <= ts:
+            raw_value = newest[1]
+            return KeyValue(key, raw_value[1:], version_ts) if raw_value else None
+    item = reader.seek(VERSIONS, version_key(key, ts))
+    if item is None:
+        return None
+    raw_key, raw_value = item
+    if raw_key[:-SUFFIX_LEN] != escaped or not raw_value:
+        return None
+    return KeyValue(key, raw_value[1:], decode_version_key(raw_key)[1])
+
+
+def _newest_version(reader: Reader, key: bytes) -> tuple[Timestamp, bytes | None] | None:
+    """The newest committed version of ``key`` (value ``None`` for a tombstone)."""
+    item = reader.seek(VERSIONS, key_versions_start(key))
+    if item is None:
+        return None
+    raw_key, raw_value = item
+    found_key, ts = decode_version_key(raw_key)
+    if found_key != key:
+        return None
+    return ts, raw_value[1:] if raw_value else None
+
+
+def _version_keys(
+    reader: Reader, span: Span, reverse: bool
+) -> Iterator[tuple[bytes, bytes, tuple[bytes, bytes] | None]]:
+    """Distinct user keys with versions in ``span``: ``(key, escaped key, newest entry)``.
+
+    Forward iteration lands on each key's newest version and passes it along; reverse
+    iteration lands on the oldest, so it passes ``None``.
+    """
+    low = escape_key(span.start) + b"\x00\x01"
+    high = escape_key(span.end) + b"\x00\x01"
+    if not reverse:
+        target = low
+        while True:
+            item = reader.seek(VERSIONS, target)
+            if item is None or item[0] >= high:
+                return
+            escaped = item[0][:-SUFFIX_LEN]
+            yield unescape_key(escaped), escaped, item
+            target = escaped + _ESCAPED_NEXT
+    else:
+        target = high
+        while True:
+            item = reader.seek_before(VERSIONS, target)
+            if item is None or item[0] < low:
+                return
+            escaped = item[0][:-SUFFIX_LEN]
+            yield unescape_key(escaped), escaped, None
+            target = escaped + b"\x00\x01"
+
+
+def _keys_in_span(
+    reader: Reader, span: Span, reverse: bool
+) -> Iterator[tuple[bytes, bytes | None, tuple[bytes, bytes] | None, bytes | None]]:
+    """Keys with versions or intents in ``span``, merged in order:
+    ``(key, escaped key or None if no versions, newest version entry, raw intent)``."""
+    versions = _version_keys(reader, span, reverse)
+    intents = reader.scan(INTENTS, span.start, span.end, reverse=reverse)
+    version = next(versions, None)
+    intent = next(intents, None)
+    while version is not None:
+        if intent is None:
+            yield version[0], version[1], version[2], None
+            yield from ((k, e, n, None) for k, e, n in versions)
+            return
+        if version[0] == intent[0]:
+            yield version[0], version[1], version[2], intent[1]
+            version = next(versions, None)
+            intent = next(intents, None)
+        elif (version[0] > intent[0]) if reverse else (version[0] < intent[0]):
+            yield version[0], version[1], version[2], None
+            version = next(versions, None)
+        else:
+            yield intent[0], None, None, intent[1]
+            intent = next(intents, None)
+    if intent is not None:
+        yield intent[0], None, None, intent[1]
+        yield from ((k, None, None, raw) for k, raw in intents)
+
+
+# Writes.
+
+
+def put(
+    rw: ReadWriter,
+    key: bytes,
+    ts: Timestamp,
+    value: bytes | None,
+    *,
+    txn: TxnMeta | None = None,
+) -> list[LogicalOp]:
+    """Write ``value`` (``None`` deletes) at ``ts``; with ``txn``, as that txn's intent."""
+    check_key(key)
+    _check_value(value)
+    record, newest = _prepare_write(rw, key, ts, txn)
+    return _write(rw, key, ts, value, txn, record, newest)
+
+
+def delete(
+    rw: ReadWriter, key: bytes, ts: Timestamp, *, txn: TxnMeta | None = None
+) -> list[LogicalOp]:
+    """Write a tombstone for ``key`` at ``ts``."""
+    return put(rw, key, ts, None, txn=txn)
+
+
+def conditional_put(
+    rw: ReadWriter,
+    key: bytes,
+    ts: Timestamp,
+    value: bytes | None,
+    expected: bytes | None,
+    *,
+    txn: TxnMeta | None = None,
+) -> list[LogicalOp]:
+    """Write ``value`` only if the current value is ``expected`` (``None``: absent).
+
+    Raises :class:`ConditionFailedError` carrying the actual value otherwise.
+    """
+    check_key(key)
+    _check_value(value)
+    record, newest = _prepare_write(rw, key, ts, txn)
+    if record is not None and txn is not None and record.txn.epoch == txn.epoch:
+        found, current = record.value_at_seq(txn.seq)
+        if not found:
+            current = newest[1] if newest else None
+    else:
+        current = newest[1] if newest else None
+    if current != expected:
+        raise ConditionFailedError(key, expected, current)
+    return _write(rw, key, ts, value, txn, record, newest)
+
+
+def delete_range(
+    rw: ReadWriter, span: Span, ts: Timestamp, *, txn: TxnMeta | None = None
+) -> tuple[list[bytes], list[LogicalOp]]:
+    """Delete every live key in ``span`` at ``ts`` with point tombstones (intents with
+    ``txn``). Returns the deleted keys and the logical ops."""
+    deleted: list[bytes] = []
+    ops: list[LogicalOp] = []
+    conflicts: list[Intent] = []
+    for key, _escaped, _newest, _raw in list(_keys_in_span(rw, span, reverse=False)):
+        try:
+            record, newest = _prepare_write(rw, key, ts, txn)
+        except WriteIntentError as exc:
+            conflicts.extend(exc.intents)
+            continue
+        if record is not None and txn is not None and record.txn.epoch == txn.epoch:
+            found, current = record.value_at_seq(txn.seq)
+            live = current is not None if found else bool(newest and newest[1] is not None)
+        else:
+            live = bool(newest and newest[1] is not None)
+        if not live:
+            continue
+        ops.extend(_write(rw, key, ts, None, txn, record, newest))
+        deleted.append(key)
+    if conflicts:
+        raise WriteIntentError(conflicts)
+    if deleted and txn is None:
+        ops.append(DeleteRange(span, ts))
+    return deleted, ops
+
+
+def resolve_intent(rw: ReadWriter, key: bytes, txn: TxnMeta, status: TxnStatus) -> list[LogicalOp]:
+    """Resolve ``txn``'s intent on ``key``; a no-op if there is none (idempotent).
+
+    - ``COMMITTED``: the value becomes a committed version at ``txn.write_ts`` (which must
+      be at or above the intent's timestamp). An intent from an older epoch is aborted.
+    - ``ABORTED``: the intent is removed.
+    - ``PENDING``: a push; the intent moves up to ``txn.write_ts`` if that is higher.
+    """
+    raw = rw.get(INTENTS, key)
+    if raw is None:
+        return []
+    record = IntentRecord.decode(raw)
+    meta = record.txn
+    if meta.id != txn.id:
+        return []
+    if status is TxnStatus.PENDING:
+        if txn.write_ts <= meta.write_ts:
+            return []
+        moved = IntentRecord(meta.with_ts(txn.write_ts), record.value, record.history)
+        rw.put(INTENTS, key, moved.encode())
+        return [UpdateIntent(txn.id, key, txn.write_ts)]
+    if meta.epoch > txn.epoch:
+        raise InvariantViolation(
+            f"resolving {key!r} for epoch {txn.epoch} but the intent is from epoch {meta.epoch}"
+        )
+    if status is TxnStatus.ABORTED or meta.epoch < txn.epoch:
+        rw.delete(INTENTS, key)
+        return [AbortIntent(txn.id, key)]
+    commit_ts = txn.write_ts
+    if commit_ts < meta.write_ts:
+        raise InvariantViolation(
+            f"cannot commit the intent on {key!r} at {commit_ts}, below its timestamp "
+            f"{meta.write_ts}"
+        )
+    newest = _newest_version(rw, key)
+    if newest is not None and newest[0] >= commit_ts:
+        raise InvariantViolation(
+            f"committing {key!r} at {commit_ts} but a committed version exists at {newest[0]}"
+        )
+    rw.put(VERSIONS, version_key(key, commit_ts), encode_version_value(record.value))
+    rw.put(CHANGES, encode_change_key(commit_ts, key), _NO_CHANGE)
+    rw.delete(INTENTS, key)
+    prev = newest[1] if newest is not None else None
+    return [CommitIntent(txn.id, key, commit_ts, record.value, prev)]
+
+
+def resolve_intents(rw: ReadWriter, span: Span, txn: TxnMeta, status: TxnStatus) -> list[LogicalOp]:
+    """Resolve every intent of ``txn`` in ``span`` (see :func:`resolve_intent`)."""
+    keys = [
+        key
+        for key, raw in rw.scan(INTENTS, span.start, span.end)
+        if IntentRecord.decode(raw).txn.id == txn.id
+    ]
+    ops: list[LogicalOp] = []
+    for key in keys:
+        ops.extend(resolve_intent(rw, key, txn, status))
+    return ops
+
+
+def _check_value(value: bytes | None) -> None:
+    if value is None:
+        return
+    if type(value) is not bytes:
+        raise InvalidArgumentError(f"values are bytes, not {type(value).__name__}")
+    if len(value) > MAX_VALUE_BYTES:
+        raise ValueTooLargeError(
+            f"value of {len(value)} bytes exceeds the limit of {MAX_VALUE_BYTES} bytes"
+        )
+
+
+def _prepare_write(
+    rw: ReadWriter, key: bytes, ts: Timestamp, txn: TxnMeta | None
+) -> tuple[IntentRecord | None, tuple[Timestamp, bytes | None] | None]:
+    """Check a write of ``key`` at ``ts`` can proceed; return the txn's own intent record
+    (if any) and the newest committed version."""
+    raw_intent = rw.get(INTENTS, key)
+    record = None
+    if raw_intent is not None:
+        record = IntentRecord.decode(raw_intent)
+        if txn is None or record.txn.id != txn.id:
+            raise WriteIntentError([Intent(key, record.txn)])
+        if record.txn.epoch > txn.epoch:
+            raise InvalidArgumentError(
+                f"write to {key!r} from epoch {txn.epoch} of txn {txn.id.hex()[:8]} arrived "
+                f"after epoch {record.txn.epoch} wrote it"
+            )
+    newest = _newest_version(rw, key)
+    if newest is not None and newest[0] >= ts:
+        raise WriteTooOldError(key, ts, newest[0])
+    return record, newest
+
+
+def _write(
+    rw: ReadWriter,
+    key: bytes,
+    ts: Timestamp,
+    value: bytes | None,
+    txn: TxnMeta | None,
+    record: IntentRecord | None,
+    newest: tuple[Timestamp, bytes | None] | None,
+) -> list[LogicalOp]:
+    if txn is None:
+        rw.put(VERSIONS, version_key(key, ts), encode_version_value(value))
+        rw.put(CHANGES, encode_change_key(ts, key), _NO_CHANGE)
+        return [WriteValue(key, ts, value, newest[1] if newest is not None else None)]
+    if record is None:
+        rw.put(INTENTS, key, IntentRecord(txn.with_ts(ts), value).encode())
+        return [WriteIntent(txn.id, txn.key, key, ts)]
+    history = record.history
+    write_ts = ts
+    if record.txn.epoch == txn.epoch:
+        if txn.seq <= record.txn.seq:
+            found, earlier = record.value_at_seq(txn.seq)
+            if found and earlier == value:
+                return []  # a replay of a write this txn already made
+            raise InvalidArgumentError(
+                f"txn {txn.id.hex()[:8]} rewrote {key!r} at sequence {txn.seq}, not after "
+                f"its latest sequence {record.txn.seq}"
+            )
+        history = (*history, (record.txn.seq, record.value))
+        write_ts = max(ts, record.txn.write_ts)
+    else:
+        history = ()
+    rw.put(INTENTS, key, IntentRecord(txn.with_ts(write_ts), value, history).encode())
+    if write_ts != record.txn.write_ts:
+        return [UpdateIntent(txn.id, key, write_ts)]
+    return []

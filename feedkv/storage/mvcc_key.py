@@ -1,0 +1,104 @@
+"""Byte layouts of the MVCC sub-databases.
+
+``versions``: committed versions only. Key = escaped user key, terminator ``00 01``,
+then the *inverted* timestamp (12 bytes), so a key's versions sit together, newest
+first. Escaping (``00`` -> ``00 ff``) keeps keys that are prefixes of other keys in
+order: ``a`` and its versions sort before ``a\\x00``. Value = ``01`` + bytes, or empty
+for a tombstone.
+
+``intents``: one record per key with an intent, keyed by the raw user key (see
+:mod:`feedkv.storage.intent`). Keeping intents out of version space means versions
+never have to be told apart from provisional values, and finding a span's intents costs
+O(intents), not O(data).
+
+``changes``: the committed-change time index. Key = timestamp (12 bytes, not inverted)
++ raw user key; empty value. Written in the same transaction as the version, so an
+incremental export over ``(lo, hi]`` walks only the changes in that window.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from feedkv.util.hlc import MAX_LOGICAL, Timestamp
+
+__all__ = [
+    "SUFFIX_LEN",
+    "TOMBSTONE",
+    "decode_change_key",
+    "decode_ts",
+    "decode_version_key",
+    "decode_version_value",
+    "encode_change_key",
+    "encode_ts",
+    "encode_version_value",
+    "escape_key",
+    "key_versions_end",
+    "key_versions_start",
+    "unescape_key",
+    "version_key",
+]
+
+_TS = struct.Struct(">QI")
+_MAX_WALL = (1 << 64) - 1
+_TERMINATOR = b"\x00\x01"
+SUFFIX_LEN = 2 + _TS.size
+TOMBSTONE = b""
+_VALUE_TAG = b"\x01"
+
+
+def encode_ts(ts: Timestamp) -> bytes:
+    return _TS.pack(ts[0], ts[1])
+
+
+def decode_ts(buf: bytes, offset: int = 0) -> Timestamp:
+    wall, logical = _TS.unpack_from(buf, offset)
+    return Timestamp(wall, logical)
+
+
+def escape_key(key: bytes) -> bytes:
+    return key.replace(b"\x00", b"\x00\xff") if b"\x00" in key else key
+
+
+def unescape_key(escaped: bytes) -> bytes:
+    return escaped.replace(b"\x00\xff", b"\x00") if b"\x00" in escaped else escaped
+
+
+def version_key(key: bytes, ts: Timestamp) -> bytes:
+    """The ``versions`` key of ``key`` at ``ts``."""
+    return escape_key(key) + _TERMINATOR + _TS.pack(_MAX_WALL - ts[0], MAX_LOGICAL - ts[1])
+
+
+def key_versions_start(key: bytes) -> bytes:
+    """The smallest ``versions`` key of ``key`` (sorts at or before its newest version)."""
+    return escape_key(key) + _TERMINATOR
+
+
+def key_versions_end(key: bytes) -> bytes:
+    """A ``versions`` key after every version of ``key`` and before the next user key."""
+    return escape_key(key) + b"\x00\x02"
+
+
+def decode_version_key(raw: bytes) -> tuple[bytes, Timestamp]:
+    """Split a ``versions`` key into its user key and timestamp."""
+    inv_wall, inv_logical = _TS.unpack_from(raw, len(raw) - _TS.size)
+    return unescape_key(raw[:-SUFFIX_LEN]), Timestamp(
+        _MAX_WALL - inv_wall, MAX_LOGICAL - inv_logical
+    )
+
+
+def encode_version_value(value: bytes | None) -> bytes:
+    return TOMBSTONE if value is None else _VALUE_TAG + value
+
+
+def decode_version_value(raw: bytes) -> bytes | None:
+    return raw[1:] if raw else None
+
+
+def encode_change_key(ts: Timestamp, key: bytes) -> bytes:
+    return _TS.pack(ts[0], ts[1]) + key
+
+
+def decode_change_key(raw: bytes) -> tuple[Timestamp, bytes]:
+    wall, logical = _TS.unpack_from(raw)
+    return Timestamp(wall, logical), raw[_TS.size :]

@@ -1,0 +1,171 @@
+"""Hybrid logical clock timestamps.
+
+A :class:`Timestamp` is ``(wall_ns, logical)``: nanoseconds since the Unix epoch plus a
+logical counter that orders events within one nanosecond. Timestamps are totally
+ordered (tuple order), hashable and immutable; ``next()`` and ``prev()`` step one tick.
+
+The string form is ``"<wall>.<logical as 10 digits>"``, the same shape CockroachDB prints
+for ``cluster_logical_timestamp()``: ``1700000000000000000.0000000003``.
+
+A :class:`Clock` hands out timestamps that never go backwards, even if the physical
+clock does, and absorbs timestamps seen from other nodes (``update``) unless they are
+further ahead than the maximum clock offset, which would let one bad clock drag the
+whole cluster into the future.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+from feedkv.errors import ClockOffsetError, InvalidArgumentError, TimestampParseError
+
+__all__ = [
+    "MAX_LOGICAL",
+    "MAX_TIMESTAMP",
+    "ZERO_TIMESTAMP",
+    "Clock",
+    "ManualClock",
+    "Timestamp",
+]
+
+MAX_WALL = (1 << 63) - 1
+MAX_LOGICAL = (1 << 32) - 1
+
+
+class Timestamp(NamedTuple):
+    """A point in hybrid logical time. Compare, hash and sort like a tuple."""
+
+    wall: int
+    logical: int = 0
+
+    def next(self) -> Timestamp:
+        """The smallest timestamp after this one."""
+        if self.logical == MAX_LOGICAL:
+            return Timestamp(self.wall + 1, 0)
+        return Timestamp(self.wall, self.logical + 1)
+
+    def prev(self) -> Timestamp:
+        """The largest timestamp before this one."""
+        if self.logical:
+            return Timestamp(self.wall, self.logical - 1)
+        if self.wall == 0:
+            raise InvalidArgumentError("the zero timestamp has no predecessor")
+        return Timestamp(self.wall - 1, MAX_LOGICAL)
+
+    def is_zero(self) -> bool:
+        return self.wall == 0 and self.logical == 0
+
+    def __str__(self) -> str:
+        return f"{self.wall}.{self.logical:010d}"
+
+    def __repr__(self) -> str:
+        return f"Timestamp({self.wall}, {self.logical})"
+
+    @classmethod
+    def parse(cls, text: str) -> Timestamp:
+        """Parse ``"<wall>.<10 logical digits>"``; a bare ``"<wall>"`` means logical 0.
+
+        Raises :class:`TimestampParseError` naming what is wrong with ``text``.
+        """
+        if not isinstance(text, str):
+            raise TimestampParseError(f"timestamp must be a string, not {type(text).__name__}")
+        wall_text, dot, logical_text = text.partition(".")
+        if not wall_text.isdigit() or not wall_text.isascii():
+            raise TimestampParseError(
+                f"invalid timestamp {text!r}: expected '<wall nanoseconds>.<logical>', "
+                f"e.g. '1700000000000000000.0000000003'"
+            )
+        if dot and (
+            len(logical_text) != 10 or not logical_text.isdigit() or not logical_text.isascii()
+        ):
+            raise TimestampParseError(
+                f"invalid timestamp {text!r}: the logical part must be exactly 10 digits"
+            )
+        wall = int(wall_text)
+        logical = int(logical_text) if dot else 0
+        if wall > MAX_WALL:
+            raise TimestampParseError(f"invalid timestamp {text!r}: wall time out of range")
+        if logical > MAX_LOGICAL:
+            raise TimestampParseError(
+                f"invalid timestamp {text!r}: logical part exceeds {MAX_LOGICAL}"
+            )
+        return cls(wall, logical)
+
+    @classmethod
+    def checked(cls, wall: int, logical: int = 0) -> Timestamp:
+        """Build a timestamp from untrusted integers, rejecting out-of-range parts."""
+        if not 0 <= wall <= MAX_WALL or not 0 <= logical <= MAX_LOGICAL:
+            raise InvalidArgumentError(f"timestamp parts out of range: ({wall}, {logical})")
+        return cls(wall, logical)
+
+
+ZERO_TIMESTAMP = Timestamp(0, 0)
+MAX_TIMESTAMP = Timestamp(MAX_WALL, MAX_LOGICAL)
+
+
+class Clock:
+    """A hybrid logical clock: monotone, thread-safe, and fed by remote timestamps.
+
+    ``physical`` returns wall nanoseconds (``time.time_ns`` by default); it is injected so
+    tests can drive time by hand (see :class:`ManualClock`).
+    """
+
+    def __init__(
+        self,
+        physical: Callable[[], int] = time.time_ns,
+        *,
+        max_offset_ns: int = 500_000_000,
+    ) -> None:
+        self._physical = physical
+        self.max_offset_ns = max_offset_ns
+        self._last = ZERO_TIMESTAMP
+        self._lock = threading.Lock()
+
+    def physical_now(self) -> int:
+        return self._physical()
+
+    def now(self) -> Timestamp:
+        """A timestamp greater than every timestamp this clock has returned or seen."""
+        wall = self._physical()
+        with self._lock:
+            last = self._last
+            ts = Timestamp(wall, 0) if wall > last.wall else last.next()
+            self._last = ts
+            return ts
+
+    def update(self, remote: Timestamp) -> None:
+        """Absorb a timestamp seen from elsewhere so later ``now()`` calls exceed it.
+
+        Raises :class:`ClockOffsetError` if ``remote`` is more than ``max_offset_ns`` ahead
+        of this node's physical clock; the clock is left unchanged.
+        """
+        wall = self._physical()
+        if self.max_offset_ns and remote.wall - wall > self.max_offset_ns:
+            raise ClockOffsetError(
+                f"remote timestamp {remote} is {(remote.wall - wall) / 1e6:.1f} ms ahead of "
+                f"the local clock, more than the {self.max_offset_ns / 1e6:.0f} ms max offset"
+            )
+        with self._lock:
+            if remote > self._last:
+                self._last = remote
+
+
+class ManualClock(Clock):
+    """A clock whose physical time moves only when a test says so."""
+
+    def __init__(self, wall_ns: int = 1_700_000_000_000_000_000, *, max_offset_ns: int = 0):
+        self._manual_wall = wall_ns
+        super().__init__(lambda: self._manual_wall, max_offset_ns=max_offset_ns)
+
+    def advance(self, ns: int) -> None:
+        if ns < 0:
+            raise InvalidArgumentError("a manual clock only moves forward")
+        self._manual_wall += ns
+
+    def set(self, wall_ns: int) -> None:
+        if wall_ns < self._manual_wall:
+            raise InvalidArgumentError("a manual clock only moves forward")
+        self._manual_wall = wall_ns

@@ -44,6 +44,8 @@ class Timestamp(NamedTuple):
     def next(self) -> Timestamp:
         """The smallest timestamp after this one."""
         if self.logical == MAX_LOGICAL:
+            if self.wall == MAX_WALL:
+                raise InvalidArgumentError("the maximum timestamp has no successor")
             return Timestamp(self.wall + 1, 0)
         return Timestamp(self.wall, self.logical + 1)
 
@@ -72,25 +74,28 @@ class Timestamp(NamedTuple):
         """
         if not isinstance(text, str):
             raise TimestampParseError(f"timestamp must be a string, not {type(text).__name__}")
+        shown = repr(text) if len(text) <= 40 else repr(text[:40]) + "..."
         wall_text, dot, logical_text = text.partition(".")
         if not wall_text.isdigit() or not wall_text.isascii():
             raise TimestampParseError(
-                f"invalid timestamp {text!r}: expected '<wall nanoseconds>.<logical>', "
+                f"invalid timestamp {shown}: expected '<wall nanoseconds>.<logical>', "
                 f"e.g. '1700000000000000000.0000000003'"
             )
+        if len(wall_text) > len(str(MAX_WALL)):
+            raise TimestampParseError(f"invalid timestamp {shown}: wall time out of range")
         if dot and (
             len(logical_text) != 10 or not logical_text.isdigit() or not logical_text.isascii()
         ):
             raise TimestampParseError(
-                f"invalid timestamp {text!r}: the logical part must be exactly 10 digits"
+                f"invalid timestamp {shown}: the logical part must be exactly 10 digits"
             )
         wall = int(wall_text)
         logical = int(logical_text) if dot else 0
         if wall > MAX_WALL:
-            raise TimestampParseError(f"invalid timestamp {text!r}: wall time out of range")
+            raise TimestampParseError(f"invalid timestamp {shown}: wall time out of range")
         if logical > MAX_LOGICAL:
             raise TimestampParseError(
-                f"invalid timestamp {text!r}: logical part exceeds {MAX_LOGICAL}"
+                f"invalid timestamp {shown}: logical part exceeds {MAX_LOGICAL}"
             )
         return cls(wall, logical)
 
@@ -110,14 +115,15 @@ class Clock:
     """A hybrid logical clock: monotone, thread-safe, and fed by remote timestamps.
 
     ``physical`` returns wall nanoseconds (``time.time_ns`` by default); it is injected so
-    tests can drive time by hand (see :class:`ManualClock`).
+    tests can drive time by hand (see :class:`ManualClock`). ``max_offset_ns=None`` turns
+    the offset check off.
     """
 
     def __init__(
         self,
         physical: Callable[[], int] = time.time_ns,
         *,
-        max_offset_ns: int = 500_000_000,
+        max_offset_ns: int | None = 500_000_000,
     ) -> None:
         self._physical = physical
         self.max_offset_ns = max_offset_ns
@@ -143,7 +149,7 @@ class Clock:
         of this node's physical clock; the clock is left unchanged.
         """
         wall = self._physical()
-        if self.max_offset_ns and remote.wall - wall > self.max_offset_ns:
+        if self.max_offset_ns is not None and remote.wall - wall > self.max_offset_ns:
             raise ClockOffsetError(
                 f"remote timestamp {remote} is {(remote.wall - wall) / 1e6:.1f} ms ahead of "
                 f"the local clock, more than the {self.max_offset_ns / 1e6:.0f} ms max offset"
@@ -156,7 +162,9 @@ class Clock:
 class ManualClock(Clock):
     """A clock whose physical time moves only when a test says so."""
 
-    def __init__(self, wall_ns: int = 1_700_000_000_000_000_000, *, max_offset_ns: int = 0):
+    def __init__(
+        self, wall_ns: int = 1_700_000_000_000_000_000, *, max_offset_ns: int | None = None
+    ) -> None:
         self._manual_wall = wall_ns
         super().__init__(lambda: self._manual_wall, max_offset_ns=max_offset_ns)
 

@@ -22,10 +22,10 @@ from typing import Any
 from feedkv.storage import export, mvcc
 from feedkv.storage.engine import ReadWriter
 from feedkv.storage.lmdb_engine import LMDBEngine
-from feedkv.storage.mvcc_key import decode_version_key
+from feedkv.storage.mvcc_key import decode_version_key, key_versions_start
 from feedkv.storage.schema import MVCC_DATABASES, VERSIONS
 from feedkv.util.hlc import Timestamp
-from feedkv.util.keys import KEY_MAX, Span
+from feedkv.util.keys import Span
 
 VALUE = b"v" * 100
 BASE_WALL = 1_700_000_000_000_000_000
@@ -130,7 +130,7 @@ def point_reads(engine: LMDBEngine, keys: int, versions: int, n: int) -> dict[st
 
 
 def scans(engine: LMDBEngine, total_versions: int) -> dict[str, float]:
-    everything = Span(b"\x01", KEY_MAX)
+    everything = Span.for_prefix(b"user/")
     with engine.snapshot() as snap:
         t0 = time.perf_counter()
         rows = mvcc.scan(snap, everything, END_OF_TIME).rows
@@ -151,14 +151,16 @@ def export_vs_scan(engine: LMDBEngine, keys: int, versions: int) -> dict[str, fl
     total = keys * versions
     lo = ts_of(versions // 2, 0, keys).prev()
     hi = Timestamp(lo.wall + total // 100, 0)
-    everything = Span(b"\x01", KEY_MAX)
+    everything = Span.for_prefix(b"user/")
     with engine.snapshot() as snap:
         t0 = time.perf_counter()
         exported = sum(1 for _ in export.iter_export(snap, everything, lo, hi))
         export_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         brute = 0
-        for raw_key, _ in snap.scan(VERSIONS, b"", None):
+        for raw_key, _ in snap.scan(
+            VERSIONS, key_versions_start(everything.start), key_versions_start(everything.end)
+        ):
             ts = decode_version_key(raw_key)[1]
             if lo < ts <= hi:
                 brute += 1

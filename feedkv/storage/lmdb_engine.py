@@ -8,7 +8,10 @@ the futures.
 
 The memory map starts at ``map_size`` and doubles when full. Remapping is only safe
 with no read transaction open in this process, so snapshots are counted and growth
-waits for them to close (new snapshots wait for growth to finish).
+waits for them to close (new snapshots wait for growth to finish). NB: a thread that
+holds a snapshot while it waits for its own write can stall growth until
+``GROWTH_WAIT_SECONDS`` pass and that write fails; close snapshots before writing. The
+default map is large (virtual address space only) so growth is rare.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@
 timestamp in ``(lo, hi]`` (``lo`` exclusive, ``hi`` inclusive), ordered by timestamp and
 then key, so each key's versions come oldest first. With ``with_diff`` each version
 carries the value it replaced. It walks the ``changes`` time index, so its cost is the
-number of changes in the window (store-wide), not the amount of data in the span.
+number of changes in the window (store-wide), not the amount of data in the span, and
+reads them sequentially (each index entry carries its value; only ``with_diff`` seeks
+into the versions).
 
 Intents are not versions: :func:`export` reports the intents in the span that could
 still commit inside the window (write timestamp ``<= hi``) separately; the rangefeed's
@@ -16,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from feedkv.errors import InvalidArgumentError, InvariantViolation
+from feedkv.errors import InvalidArgumentError
 from feedkv.storage.engine import Reader
 from feedkv.storage.gc import check_gc_threshold
 from feedkv.storage.intent import Intent
@@ -59,14 +61,10 @@ def iter_export(
     start_key, end_key = span.start, span.end
     index_start = encode_ts(lo.next())
     index_end = None if hi == MAX_TIMESTAMP else encode_ts(hi.next())
-    get = reader.get
-    for raw, _ in reader.scan(CHANGES, index_start, index_end):
+    for raw, raw_value in reader.scan(CHANGES, index_start, index_end):
         ts, key = decode_change_key(raw)
         if key < start_key or key >= end_key:
             continue
-        raw_value = get(VERSIONS, version_key(key, ts))
-        if raw_value is None:
-            raise InvariantViolation(f"time index names {key!r}@{ts} but the version is gone")
         value = raw_value[1:] if raw_value else None
         if not with_diff:
             yield ExportedVersion(key, ts, value)

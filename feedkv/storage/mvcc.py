@@ -73,7 +73,6 @@ __all__ = [
 ]
 
 MAX_VALUE_BYTES = 16 << 20
-_NO_CHANGE = b""
 _ESCAPED_NEXT = b"\x00\x02"
 
 
@@ -404,8 +403,7 @@ def resolve_intent(rw: ReadWriter, key: bytes, txn: TxnMeta, status: TxnStatus) 
         raise InvariantViolation(
             f"committing {key!r} at {commit_ts} but a committed version exists at {newest[0]}"
         )
-    rw.put(VERSIONS, version_key(key, commit_ts), encode_version_value(record.value))
-    rw.put(CHANGES, encode_change_key(commit_ts, key), _NO_CHANGE)
+    _write_version(rw, key, commit_ts, record.value)
     rw.delete(INTENTS, key)
     prev = newest[1] if newest is not None else None
     return [CommitIntent(txn.id, key, commit_ts, record.value, prev)]
@@ -457,6 +455,13 @@ def _prepare_write(
     return record, newest
 
 
+def _write_version(rw: ReadWriter, key: bytes, ts: Timestamp, value: bytes | None) -> None:
+    """A committed version and its time-index entry, in the same transaction."""
+    raw = encode_version_value(value)
+    rw.put(VERSIONS, version_key(key, ts), raw)
+    rw.put(CHANGES, encode_change_key(ts, key), raw)
+
+
 def _write(
     rw: ReadWriter,
     key: bytes,
@@ -467,8 +472,7 @@ def _write(
     newest: tuple[Timestamp, bytes | None] | None,
 ) -> list[LogicalOp]:
     if txn is None:
-        rw.put(VERSIONS, version_key(key, ts), encode_version_value(value))
-        rw.put(CHANGES, encode_change_key(ts, key), _NO_CHANGE)
+        _write_version(rw, key, ts, value)
         return [WriteValue(key, ts, value, newest[1] if newest is not None else None)]
     if record is None:
         rw.put(INTENTS, key, IntentRecord(txn.with_ts(ts), value).encode())

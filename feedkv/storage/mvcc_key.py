@@ -12,8 +12,10 @@ never have to be told apart from provisional values, and finding a span's intent
 O(intents), not O(data).
 
 ``changes``: the committed-change time index. Key = timestamp (12 bytes, not inverted)
-+ raw user key; empty value. Written in the same transaction as the version, so an
-incremental export over ``(lo, hi]`` walks only the changes in that window.
++ raw user key; value = the version's value, duplicated so that an export reads the
+index sequentially instead of seeking into ``versions`` at random for every change.
+Written in the same transaction as the version, so an incremental export over
+``(lo, hi]`` walks only the changes in that window.
 """
 
 from __future__ import annotations

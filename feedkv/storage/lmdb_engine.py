@@ -232,10 +232,13 @@ class LMDBEngine:
         fn: Callable[[ReadWriter], T],
         on_applied: Callable[[T], None] | None = None,
     ) -> Future[T]:
-        if self._closed:
-            raise StorageError(f"the store at {self.path} is closed")
         future: Future[T] = Future()
-        self._queue.put(_Job(fn, on_applied, future))
+        with self._close_lock:
+            # NB: the check and the put happen under the lock close() takes before it
+            # queues the stop marker, so no job can land behind it and hang.
+            if self._closed:
+                raise StorageError(f"the store at {self.path} is closed")
+            self._queue.put(_Job(fn, on_applied, future))
         return future
 
     def write(self, fn: Callable[[ReadWriter], T]) -> T:
@@ -244,16 +247,18 @@ class LMDBEngine:
         return self.submit(fn).result()
 
     def close(self) -> None:
+        if threading.current_thread() is self._committer:
+            raise InvariantViolation("engine.close called from the commit thread would deadlock")
         with self._close_lock:
             if self._closed:
                 return
             self._closed = True
             self._queue.put(_STOP)
-            self._committer.join()
-            with self._guard:
-                self._guard.notify_all()
-            self._env.close()
-            self._lock_file.close()
+        self._committer.join()
+        with self._guard:
+            self._guard.notify_all()
+        self._env.close()
+        self._lock_file.close()
 
     def __enter__(self) -> LMDBEngine:
         return self

@@ -22,15 +22,12 @@ from feedkv.errors import InvalidArgumentError
 from feedkv.storage.engine import Reader
 from feedkv.storage.gc import check_gc_threshold
 from feedkv.storage.intent import Intent
-from feedkv.storage.mvcc import scan_intents
+from feedkv.storage.mvcc import scan_intents, version_at
 from feedkv.storage.mvcc_key import (
-    SUFFIX_LEN,
     decode_change_key,
     encode_ts,
-    escape_key,
-    version_key,
 )
-from feedkv.storage.schema import CHANGES, VERSIONS
+from feedkv.storage.schema import CHANGES
 from feedkv.util.hlc import MAX_TIMESTAMP, Timestamp
 from feedkv.util.keys import Span
 
@@ -69,11 +66,8 @@ def iter_export(
         if not with_diff:
             yield ExportedVersion(key, ts, value)
             continue
-        prev = None
-        item = reader.seek(VERSIONS, version_key(key, ts.prev()))
-        if item is not None and item[0][:-SUFFIX_LEN] == escape_key(key) and item[1]:
-            prev = item[1][1:]
-        yield ExportedVersion(key, ts, value, prev)
+        replaced = version_at(reader, key, ts.prev())
+        yield ExportedVersion(key, ts, value, replaced[1] if replaced is not None else None)
 
 
 def export(

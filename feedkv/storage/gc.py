@@ -20,7 +20,7 @@ from feedkv.storage.mvcc_key import (
     SUFFIX_LEN,
     decode_version_key,
     encode_change_key,
-    escape_key,
+    key_versions_start,
 )
 from feedkv.storage.schema import CHANGES, GC_THRESHOLDS, VERSIONS
 from feedkv.util.hlc import Timestamp
@@ -92,8 +92,8 @@ def _forward_threshold(rw: ReadWriter, span: Span, threshold: Timestamp) -> None
 def gc(rw: ReadWriter, span: Span, threshold: Timestamp) -> GCResult:
     """Remove versions in ``span`` no read at or above ``threshold`` can see."""
     _forward_threshold(rw, span, threshold)
-    low = escape_key(span.start) + b"\x00\x01"
-    high = escape_key(span.end) + b"\x00\x01"
+    low = key_versions_start(span.start)
+    high = key_versions_start(span.end)
     doomed: list[tuple[bytes, Timestamp, bytes]] = []
     keys_seen = 0
     current: bytes | None = None

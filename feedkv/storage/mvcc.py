@@ -48,7 +48,6 @@ from feedkv.storage.mvcc_key import (
     decode_version_key,
     encode_change_key,
     encode_version_value,
-    escape_key,
     key_versions_start,
     unescape_key,
     version_key,
@@ -70,6 +69,7 @@ __all__ = [
     "resolve_intents",
     "scan",
     "scan_intents",
+    "version_at",
 ]
 
 MAX_VALUE_BYTES = 16 << 20
@@ -109,7 +109,7 @@ def get(
         found, kv = _read_intent(key, raw_intent, ts, txn)
         if found:
             return kv
-    return _visible_version(reader, key, escape_key(key), ts, None)
+    return _visible_version(reader, key, ts, None)
 
 
 def scan(
@@ -147,7 +147,7 @@ def scan(
                 continue
         if escaped is None:
             continue
-        kv = _visible_version(reader, key, escaped, ts, newest)
+        kv = _visible_version(reader, key, ts, newest)
         if kv is not None:
             rows.append(kv)
     if conflicts:
@@ -188,7 +188,6 @@ def _read_intent(
 def _visible_version(
     reader: Reader,
     key: bytes,
-    escaped: bytes,
     ts: Timestamp,
     newest: tuple[bytes, bytes] | None,
 ) -> KeyValue | None:
@@ -202,25 +201,33 @@ def _visible_version(
         if version_ts <= ts:
             raw_value = newest[1]
             return KeyValue(key, raw_value[1:], version_ts) if raw_value else None
-    item = reader.seek(VERSIONS, version_key(key, ts))
-    if item is None:
+    found = version_at(reader, key, ts)
+    if found is None or found[1] is None:
         return None
-    raw_key, raw_value = item
-    if raw_key[:-SUFFIX_LEN] != escaped or not raw_value:
-        return None
-    return KeyValue(key, raw_value[1:], decode_version_key(raw_key)[1])
+    return KeyValue(key, found[1], found[0])
+
+
+def version_at(reader: Reader, key: bytes, ts: Timestamp) -> tuple[Timestamp, bytes | None] | None:
+    """The newest committed version of ``key`` at or below ``ts``: ``(version ts, value)``,
+    value ``None`` for a tombstone; ``None`` if the key has no such version."""
+    return _version_of(key, reader.seek(VERSIONS, version_key(key, ts)))
 
 
 def _newest_version(reader: Reader, key: bytes) -> tuple[Timestamp, bytes | None] | None:
     """The newest committed version of ``key`` (value ``None`` for a tombstone)."""
-    item = reader.seek(VERSIONS, key_versions_start(key))
+    return _version_of(key, reader.seek(VERSIONS, key_versions_start(key)))
+
+
+def _version_of(
+    key: bytes, item: tuple[bytes, bytes] | None
+) -> tuple[Timestamp, bytes | None] | None:
+    """Decode a ``versions`` entry a seek landed on, if it belongs to ``key``."""
     if item is None:
         return None
-    raw_key, raw_value = item
-    found_key, ts = decode_version_key(raw_key)
+    found_key, version_ts = decode_version_key(item[0])
     if found_key != key:
         return None
-    return ts, raw_value[1:] if raw_value else None
+    return version_ts, item[1][1:] if item[1] else None
 
 
 def _version_keys(
@@ -231,8 +238,8 @@ def _version_keys(
     Forward iteration lands on each key's newest version and passes it along; reverse
     iteration lands on the oldest, so it passes ``None``.
     """
-    low = escape_key(span.start) + b"\x00\x01"
-    high = escape_key(span.end) + b"\x00\x01"
+    low = key_versions_start(span.start)
+    high = key_versions_start(span.end)
     if not reverse:
         target = low
         while True:

@@ -228,14 +228,15 @@ def test_snapshot_close_is_idempotent(engine: LMDBEngine) -> None:
 # Group commit.
 
 
+def increment(rw: ReadWriter) -> int:
+    count = int(rw.get("a", b"counter") or b"0") + 1
+    rw.put("a", b"counter", str(count).encode())
+    return count
+
+
 def test_jobs_queued_together_commit_as_one_group_in_submit_order(engine: LMDBEngine) -> None:
     threads, per_thread = 8, 25
     futures: list[list[Future[int]]] = [[] for _ in range(threads)]
-
-    def increment(rw: ReadWriter) -> int:
-        count = int(rw.get("a", b"counter") or b"0") + 1
-        rw.put("a", b"counter", str(count).encode())
-        return count
 
     def submitter(index: int) -> None:
         for _ in range(per_thread):
@@ -263,11 +264,6 @@ def test_jobs_queued_together_commit_as_one_group_in_submit_order(engine: LMDBEn
 def test_concurrent_writers_all_complete_with_distinct_results(engine: LMDBEngine) -> None:
     threads, per_thread = 8, 20
     results: list[list[int]] = [[] for _ in range(threads)]
-
-    def increment(rw: ReadWriter) -> int:
-        count = int(rw.get("a", b"counter") or b"0") + 1
-        rw.put("a", b"counter", str(count).encode())
-        return count
 
     def writer(index: int) -> None:
         for _ in range(per_thread):

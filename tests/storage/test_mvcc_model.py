@@ -105,6 +105,14 @@ class MVCCMachine(RuleBasedStateMachine):
         self.now += 1
         return self.now
 
+    def pick_writer(self, data: st.DataObject, transactional: bool) -> tuple[ModelTxn | None, int]:
+        """A transaction's next write (or a non-transactional one) and its timestamp."""
+        txn = data.draw(st.sampled_from(self.txns)) if transactional and self.txns else None
+        if txn is None:
+            return None, self.tick()
+        txn.seq += 1
+        return txn, txn.write_ts
+
     def model_visible(self, key: bytes, at: int, txn: ModelTxn | None) -> tuple[str, bytes | None]:
         intent = self.model.intents.get(key)
         if intent is not None:
@@ -199,12 +207,7 @@ class MVCCMachine(RuleBasedStateMachine):
         expect: bytes | None,
         transactional: bool,
     ) -> None:
-        txn = data.draw(st.sampled_from(self.txns)) if transactional and self.txns else None
-        if txn is not None:
-            txn.seq += 1
-            at = txn.write_ts
-        else:
-            at = self.tick()
+        txn, at = self.pick_writer(data, transactional)
         expected = self.model_prepare(key, at, txn)
         if expected is None:
             current = self.model_visible(key, 10**9, txn)[1]
@@ -228,12 +231,7 @@ class MVCCMachine(RuleBasedStateMachine):
 
     @rule(data=st.data(), span=st.sampled_from(SPANS), transactional=st.booleans())
     def delete_range(self, data: st.DataObject, span: Span, transactional: bool) -> None:
-        txn = data.draw(st.sampled_from(self.txns)) if transactional and self.txns else None
-        if txn is not None:
-            txn.seq += 1
-            at = txn.write_ts
-        else:
-            at = self.tick()
+        txn, at = self.pick_writer(data, transactional)
         outcome = None
         conflicts = False
         to_delete = []

@@ -6,18 +6,27 @@ the caller should do about the error::
     FeedKVError
     ├── RetryableError                 try again: the state that caused it will change
     │   ├── WriteIntentError           another txn's intent is in the way (push or wait)
-    │   └── WriteTooOldError           a newer committed version exists (retry higher)
+    │   ├── WriteTooOldError           a newer committed version exists (retry higher)
+    │   ├── TransactionRetryError      the txn must restart (its reads could not refresh)
+    │   ├── TransactionAbortedError    the txn was aborted (pushed, expired, rolled back)
+    │   └── RangeRoutingError          a request reached the wrong range (stale cache)
+    │       ├── RangeKeyMismatchError
+    │       └── RangeNotFoundError
     ├── InvalidArgumentError           your mistake: the message names the bad part
     │   ├── TimestampParseError
     │   ├── InvalidKeyError
     │   ├── InvalidSpanError
-    │   └── ValueTooLargeError
+    │   ├── ValueTooLargeError
+    │   └── InvalidURLError
     ├── ConditionFailedError           a conditional put found a different value
     ├── BatchTimestampBeforeGCError    the data at that timestamp was garbage collected
     ├── ClockOffsetError               a remote clock is too far ahead to trust
     ├── StoreLockedError               another process owns the store directory
+    ├── TransactionStatusError         the txn was already committed or rolled back
     ├── ExternalError                  a fault outside feedkv (disk, network, sink)
-    │   └── StorageError
+    │   ├── StorageError
+    │   ├── NodeUnavailableError       the node cannot be reached or is shutting down
+    │   └── AmbiguousResultError       a commit may or may not have happened
     └── InvariantViolation             a bug in feedkv: an internal promise was broken
 
 ``InvalidArgumentError`` is also a :class:`ValueError`, so callers that already catch
@@ -30,10 +39,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from feedkv.kv.range_descriptor import RangeDescriptor
     from feedkv.storage.intent import Intent
     from feedkv.util.hlc import Timestamp
 
 __all__ = [
+    "AmbiguousResultError",
     "BatchTimestampBeforeGCError",
     "ClockOffsetError",
     "ConditionFailedError",
@@ -42,11 +53,19 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidKeyError",
     "InvalidSpanError",
+    "InvalidURLError",
     "InvariantViolation",
+    "NodeUnavailableError",
+    "RangeKeyMismatchError",
+    "RangeNotFoundError",
+    "RangeRoutingError",
     "RetryableError",
     "StorageError",
     "StoreLockedError",
     "TimestampParseError",
+    "TransactionAbortedError",
+    "TransactionRetryError",
+    "TransactionStatusError",
     "ValueTooLargeError",
     "WriteIntentError",
     "WriteTooOldError",
@@ -94,6 +113,50 @@ class WriteTooOldError(RetryableError):
         )
 
 
+class TransactionRetryError(RetryableError):
+    """The transaction must restart at a higher timestamp.
+
+    Its write timestamp moved (a newer write, a read or the closed timestamp pushed it) and
+    a read it made could not be refreshed there without seeing a different value.
+    ``db.run_transaction`` retries it. ``ts``, when set, is the timestamp the transaction
+    must move to (its coordinator refreshes its reads there before giving up).
+    """
+
+    def __init__(self, reason: str, message: str, ts: Timestamp | None = None) -> None:
+        self.reason = reason
+        self.ts = ts
+        super().__init__(f"restart transaction ({reason}): {message}")
+
+
+class TransactionAbortedError(RetryableError):
+    """The transaction was aborted: a higher-priority txn pushed it, its record expired, or
+    it was rolled back. Start again with a new transaction; ``run_transaction`` does."""
+
+
+class RangeRoutingError(RetryableError):
+    """A request named a range that no longer holds its keys; the client refreshes its range
+    cache and resends. Users only see this when routing keeps failing."""
+
+
+class RangeKeyMismatchError(RangeRoutingError):
+    """The range exists but no longer covers every key of the request (split or merged).
+
+    ``descriptors`` are the node's current descriptors for the request's keys.
+    """
+
+    def __init__(self, message: str, descriptors: list[RangeDescriptor]) -> None:
+        self.descriptors = descriptors
+        super().__init__(message)
+
+
+class RangeNotFoundError(RangeRoutingError):
+    """The range id is unknown to the node (merged away)."""
+
+    def __init__(self, range_id: int) -> None:
+        self.range_id = range_id
+        super().__init__(f"range r{range_id} is not on this node (merged away?)")
+
+
 class InvalidArgumentError(FeedKVError, ValueError):
     """The caller passed something malformed; the message names the bad part."""
 
@@ -112,6 +175,10 @@ class InvalidSpanError(InvalidArgumentError):
 
 class ValueTooLargeError(InvalidArgumentError):
     """A value is larger than the store accepts."""
+
+
+class InvalidURLError(InvalidArgumentError):
+    """A connection target is neither a store path nor a ``feedkv://host:port`` URL."""
 
 
 class ConditionFailedError(FeedKVError):
@@ -146,8 +213,23 @@ class StoreLockedError(FeedKVError):
     """The store directory is already open in another process."""
 
 
+class TransactionStatusError(FeedKVError):
+    """The transaction was already committed or rolled back; it cannot be used again."""
+
+
 class ExternalError(FeedKVError):
     """A fault outside feedkv: disk, network, or a sink."""
+
+
+class NodeUnavailableError(ExternalError):
+    """The node could not be reached, or it is shutting down. Nothing was applied."""
+
+
+class AmbiguousResultError(ExternalError):
+    """The connection failed after a write was sent: it may or may not have been applied.
+
+    Read the key back before retrying a write that is not idempotent.
+    """
 
 
 class StorageError(ExternalError):

@@ -142,7 +142,7 @@ def test_only_argument_errors_are_value_errors() -> None:
     assert value_errors == argument_errors
 
 
-def test_retryable_errors_are_the_conflict_errors() -> None:
+def test_retryable_errors_are_conflicts_restarts_and_routing() -> None:
     from feedkv.errors import RetryableError
 
     retryable = {
@@ -150,7 +150,16 @@ def test_retryable_errors_are_the_conflict_errors() -> None:
         for name in feedkv.errors.__all__
         if issubclass(getattr(feedkv.errors, name), RetryableError)
     }
-    assert retryable == {"RetryableError", "WriteIntentError", "WriteTooOldError"}
+    assert retryable == {
+        "RetryableError",
+        "WriteIntentError",
+        "WriteTooOldError",
+        "TransactionRetryError",
+        "TransactionAbortedError",
+        "RangeRoutingError",
+        "RangeKeyMismatchError",
+        "RangeNotFoundError",
+    }
 
 
 def test_storage_error_is_an_external_fault() -> None:

@@ -63,6 +63,7 @@ __all__ = [
     "conditional_put",
     "delete",
     "delete_range",
+    "first_change",
     "get",
     "put",
     "resolve_intent",
@@ -153,6 +154,26 @@ def scan(
     if conflicts:
         raise WriteIntentError(conflicts)
     return ScanResult(rows)
+
+
+def first_change(
+    reader: Reader, span: Span, lo: Timestamp, hi: Timestamp, *, txn_id: bytes | None = None
+) -> bytes | None:
+    """The first key in ``span`` with a committed version in ``(lo, hi]`` or another
+    transaction's intent at or below ``hi``; ``None`` if nothing changed.
+
+    This is what a transaction refreshing its reads from ``lo`` to ``hi`` must not find.
+    """
+    for key, escaped, _newest, raw_intent in _keys_in_span(reader, span, reverse=False):
+        if raw_intent is not None:
+            meta = IntentRecord.decode(raw_intent).txn
+            if meta.id != txn_id and meta.write_ts <= hi:
+                return key
+        if escaped is not None:
+            found = version_at(reader, key, hi)
+            if found is not None and found[0] > lo:
+                return key
+    return None
 
 
 def scan_intents(reader: Reader, span: Span, max_ts: Timestamp | None = None) -> list[Intent]:
@@ -345,27 +366,40 @@ def delete_range(
     rw: ReadWriter, span: Span, ts: Timestamp, *, txn: TxnMeta | None = None
 ) -> tuple[list[bytes], list[LogicalOp]]:
     """Delete every live key in ``span`` at ``ts`` with point tombstones (intents with
-    ``txn``). Returns the deleted keys and the logical ops."""
-    deleted: list[bytes] = []
-    ops: list[LogicalOp] = []
+    ``txn``). Returns the deleted keys and the logical ops.
+
+    All or nothing: every conflict is found before anything is written, so a
+    :class:`WriteIntentError` lists every conflicting intent and a
+    :class:`WriteTooOldError` names the newest version in the span.
+    """
+    planned: list[tuple[bytes, IntentRecord | None, tuple[Timestamp, bytes | None] | None]] = []
     conflicts: list[Intent] = []
+    too_old: WriteTooOldError | None = None
     for key, _escaped, _newest, _raw in list(_keys_in_span(rw, span, reverse=False)):
         try:
             record, newest = _prepare_write(rw, key, ts, txn)
         except WriteIntentError as exc:
             conflicts.extend(exc.intents)
             continue
+        except WriteTooOldError as exc:
+            if too_old is None or exc.existing_ts > too_old.existing_ts:
+                too_old = exc
+            continue
         if record is not None and txn is not None and record.txn.epoch == txn.epoch:
             found, current = record.value_at_seq(txn.seq)
             live = current is not None if found else bool(newest and newest[1] is not None)
         else:
             live = bool(newest and newest[1] is not None)
-        if not live:
-            continue
-        ops.extend(_write(rw, key, ts, None, txn, record, newest))
-        deleted.append(key)
+        if live:
+            planned.append((key, record, newest))
     if conflicts:
         raise WriteIntentError(conflicts)
+    if too_old is not None:
+        raise too_old
+    ops: list[LogicalOp] = []
+    for key, record, newest in planned:
+        ops.extend(_write(rw, key, ts, None, txn, record, newest))
+    deleted = [key for key, _record, _newest in planned]
     if deleted and txn is None:
         ops.append(DeleteRange(span, ts))
     return deleted, ops
@@ -376,7 +410,7 @@ def resolve_intent(rw: ReadWriter, key: bytes, txn: TxnMeta, status: TxnStatus) 
 
     - ``COMMITTED``: the value becomes a committed version at ``txn.write_ts`` (which must
       be at or above the intent's timestamp). An intent from an older epoch is aborted.
-    - ``ABORTED``: the intent is removed.
+    - ``ABORTED``: the intent is removed, whatever its epoch.
     - ``PENDING``: a push; the intent moves up to ``txn.write_ts`` if that is higher.
     """
     raw = rw.get(INTENTS, key)
@@ -392,11 +426,14 @@ def resolve_intent(rw: ReadWriter, key: bytes, txn: TxnMeta, status: TxnStatus) 
         moved = IntentRecord(meta.with_ts(txn.write_ts), record.value, record.history)
         rw.put(INTENTS, key, moved.encode())
         return [UpdateIntent(txn.id, key, txn.write_ts)]
+    if status is TxnStatus.ABORTED:
+        rw.delete(INTENTS, key)
+        return [AbortIntent(txn.id, key)]
     if meta.epoch > txn.epoch:
         raise InvariantViolation(
-            f"resolving {key!r} for epoch {txn.epoch} but the intent is from epoch {meta.epoch}"
+            f"committing {key!r} for epoch {txn.epoch} but the intent is from epoch {meta.epoch}"
         )
-    if status is TxnStatus.ABORTED or meta.epoch < txn.epoch:
+    if meta.epoch < txn.epoch:
         rw.delete(INTENTS, key)
         return [AbortIntent(txn.id, key)]
     commit_ts = txn.write_ts

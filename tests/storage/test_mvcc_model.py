@@ -232,23 +232,18 @@ class MVCCMachine(RuleBasedStateMachine):
     @rule(data=st.data(), span=st.sampled_from(SPANS), transactional=st.booleans())
     def delete_range(self, data: st.DataObject, span: Span, transactional: bool) -> None:
         txn, at = self.pick_writer(data, transactional)
-        outcome = None
-        conflicts = False
+        problems = set()
         to_delete = []
         for key in self.model.live_keys():
             if not span.contains_key(key):
                 continue
             problem = self.model_prepare(key, at, txn)
-            if problem == "intent":
-                conflicts = True
-                continue
-            if problem == "too_old":
-                outcome = "too_old"
-                break
-            if self.model_visible(key, 10**9, txn)[1] is not None:
+            if problem is not None:
+                problems.add(problem)
+            elif self.model_visible(key, 10**9, txn)[1] is not None:
                 to_delete.append(key)
-        if outcome is None and conflicts:
-            outcome = "intent"
+        # Every conflict is found before anything is written; intents win over too-old.
+        outcome = next((p for p in ("intent", "too_old") if p in problems), None)
         meta = txn.meta() if txn is not None else None
         try:
             deleted, _ = self.run(lambda rw: mvcc.delete_range(rw, span, ts(at), txn=meta))

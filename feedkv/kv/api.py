@@ -1,0 +1,338 @@
+"""The batch API a node serves: requests, responses and the transaction they travel with.
+
+A :class:`BatchRequest` addresses one range (``header.range_id``; ``0`` lets the node route
+by key, for callers inside the node) and carries requests that the range applies as one
+command: all of them or none. Requests are plain frozen dataclasses; the gRPC layer
+translates them to protobuf at the edge (:mod:`feedkv.kv.wire`).
+
+Timestamps: a batch outside a transaction reads and writes at ``header.timestamp``, or at
+the node's clock when that is ``None`` (reads with ``as_of`` set it). A transactional batch
+reads at ``txn.read_ts`` and writes at ``txn.write_ts``; the node may push ``write_ts`` up
+(a newer version, a later read, the closed timestamp) and returns the updated
+:class:`Transaction` in the response. A transaction whose ``read_ts`` is zero has not
+started yet: the node assigns it its clock's time.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+
+from feedkv.kv.range_descriptor import RangeDescriptor
+from feedkv.kv.txn_record import TxnRecord
+from feedkv.storage.intent import TxnMeta, TxnStatus
+from feedkv.storage.mvcc import KeyValue
+from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
+from feedkv.util.keys import Span
+
+__all__ = [
+    "BatchRequest",
+    "BatchResponse",
+    "ConditionalPut",
+    "ConditionalPutResponse",
+    "DeleteRange",
+    "DeleteRangeResponse",
+    "EndTxn",
+    "EndTxnResponse",
+    "Get",
+    "GetResponse",
+    "Header",
+    "HeartbeatTxn",
+    "HeartbeatTxnResponse",
+    "Merge",
+    "MergeResponse",
+    "PushTxn",
+    "PushTxnResponse",
+    "PushType",
+    "Put",
+    "PutResponse",
+    "RangeLookup",
+    "RangeLookupResponse",
+    "RefreshRange",
+    "RefreshRangeResponse",
+    "Request",
+    "ResolveIntent",
+    "ResolveIntentResponse",
+    "Response",
+    "Scan",
+    "ScanResponse",
+    "Split",
+    "SplitResponse",
+    "Transaction",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Transaction:
+    """A transaction as its coordinator (the client) tracks it.
+
+    ``key`` anchors the transaction record (empty until the first write is sent). ``seq``
+    numbers the transaction's writes so a replayed or reordered write is recognised.
+    """
+
+    id: bytes
+    key: bytes
+    epoch: int
+    read_ts: Timestamp
+    write_ts: Timestamp
+    priority: int
+    seq: int = 0
+
+    def meta(self) -> TxnMeta:
+        return TxnMeta(self.id, self.key, self.epoch, self.write_ts, self.seq)
+
+    def started(self) -> bool:
+        return self.read_ts != ZERO_TIMESTAMP
+
+    def with_write_ts(self, ts: Timestamp) -> Transaction:
+        return replace(self, write_ts=ts)
+
+
+# Requests.
+
+
+@dataclass(frozen=True, slots=True)
+class Get:
+    key: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Put:
+    """Write ``value``; ``None`` deletes the key."""
+
+    key: bytes
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionalPut:
+    """Write ``value`` only if the current value is ``expected`` (``None``: absent)."""
+
+    key: bytes
+    value: bytes | None
+    expected: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRange:
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    span: Span
+    limit: int | None = None
+    reverse: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class EndTxn:
+    """Commit or roll back the header's transaction.
+
+    ``lock_spans`` cover every intent the transaction wrote outside this batch; the node
+    resolves those in its own range at once and the rest in the background. Sent in the
+    same batch as the transaction's only writes, on one range, with no ``lock_spans``, it
+    commits in one phase: the writes land as committed values and no record is written.
+    """
+
+    commit: bool
+    lock_spans: tuple[Span, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatTxn:
+    """Create the transaction's record (``PENDING``) or keep it alive; returns the record."""
+
+
+class PushType(enum.Enum):
+    TIMESTAMP = "TIMESTAMP"  # move the pushee's commit timestamp above ``push_to``
+    ABORT = "ABORT"  # abort the pushee
+    TOUCH = "TOUCH"  # succeed only if the pushee is finished or expired
+
+
+@dataclass(frozen=True, slots=True)
+class PushTxn:
+    """Push the transaction ``pushee`` (found through one of its intents).
+
+    Succeeds when the pushee is finished, expired, or has lower priority than the pusher
+    (ties go to the larger txn id); otherwise raises :class:`TxnPushFailed` and the pusher
+    waits. The response holds the pushee's record after the push.
+    """
+
+    pushee: TxnMeta
+    push_type: PushType
+    push_to: Timestamp
+    pusher_priority: int
+    pusher_id: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResolveIntent:
+    """Resolve ``txn``'s intents in ``span`` to ``status`` (idempotent).
+
+    ``COMMITTED`` commits them at ``txn.write_ts``; ``ABORTED`` removes them; ``PENDING``
+    moves them up to ``txn.write_ts``.
+    """
+
+    span: Span
+    txn: TxnMeta
+    status: TxnStatus
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshRange:
+    """Check that nothing in ``span`` changed in ``(from_ts, header txn's write_ts]``: no
+    committed version and no other transaction's intent. Raises
+    :class:`TransactionRetryError` if something did."""
+
+    span: Span
+    from_ts: Timestamp  # exclusive
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """Split the range holding ``key`` at ``key`` (a no-op if a range starts there)."""
+
+    key: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Merge:
+    """Merge the range holding ``key`` with its right-hand neighbour."""
+
+    key: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RangeLookup:
+    """The descriptor of the range holding ``key`` and up to ``prefetch`` ranges after it."""
+
+    key: bytes
+    prefetch: int = 8
+
+
+Request = (
+    Get
+    | Put
+    | ConditionalPut
+    | DeleteRange
+    | Scan
+    | EndTxn
+    | HeartbeatTxn
+    | PushTxn
+    | ResolveIntent
+    | RefreshRange
+    | Split
+    | Merge
+    | RangeLookup
+)
+
+
+# Responses.
+
+
+@dataclass(frozen=True, slots=True)
+class GetResponse:
+    value: bytes | None
+    ts: Timestamp | None = None  # of the version read
+
+
+@dataclass(frozen=True, slots=True)
+class PutResponse:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionalPutResponse:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRangeResponse:
+    keys: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResponse:
+    rows: tuple[KeyValue, ...]
+    resume_key: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EndTxnResponse:
+    status: TxnStatus
+    one_phase: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatTxnResponse:
+    record: TxnRecord
+
+
+@dataclass(frozen=True, slots=True)
+class PushTxnResponse:
+    record: TxnRecord
+
+
+@dataclass(frozen=True, slots=True)
+class ResolveIntentResponse:
+    resolved: int
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshRangeResponse:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class SplitResponse:
+    left: RangeDescriptor
+    right: RangeDescriptor
+
+
+@dataclass(frozen=True, slots=True)
+class MergeResponse:
+    merged: RangeDescriptor
+
+
+@dataclass(frozen=True, slots=True)
+class RangeLookupResponse:
+    descriptors: tuple[RangeDescriptor, ...]
+
+
+Response = (
+    GetResponse
+    | PutResponse
+    | ConditionalPutResponse
+    | DeleteRangeResponse
+    | ScanResponse
+    | EndTxnResponse
+    | HeartbeatTxnResponse
+    | PushTxnResponse
+    | ResolveIntentResponse
+    | RefreshRangeResponse
+    | SplitResponse
+    | MergeResponse
+    | RangeLookupResponse
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    range_id: int = 0
+    generation: int = 0
+    timestamp: Timestamp | None = None
+    txn: Transaction | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRequest:
+    header: Header
+    requests: tuple[Request, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResponse:
+    responses: tuple[Response, ...]
+    timestamp: Timestamp  # the batch's timestamp (a non-transactional write's commit ts)
+    txn: Transaction | None = None  # the transaction after the batch (write_ts maybe pushed)

@@ -1,0 +1,530 @@
+"""Evaluating a batch as one command of one range.
+
+:func:`evaluate` runs on the engine's commit thread, inside the engine transaction the
+store submitted it in: it reads and writes MVCC state through ``rw`` and returns an
+:class:`Applied` record (the response, the logical ops, and what must happen once the
+command is durable). Because every command of every range is evaluated on that one
+thread, commands are serialized without latches, and a read can never miss a write
+ordered before it. If evaluation raises, none of the command's writes land.
+
+Timestamps are settled here. Before a write at ``ts`` lands, ``ts`` moves above the
+highest read of its key (timestamp cache) and above the range's closed timestamp; a
+transaction's ``write_ts`` follows, and the coordinator must refresh its reads before it
+commits. A batch outside a transaction that meets a newer version raises
+:class:`WriteTooOldError` and the store re-runs it higher; a transaction's write is
+simply placed above the version.
+
+Side effects outside ``rw`` (timestamp cache, closed timestamps) are monotone, so the
+engine may re-run a command (after growing its map) without harm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from feedkv.errors import (
+    InvalidArgumentError,
+    RangeKeyMismatchError,
+    RangeNotFoundError,
+    TransactionAbortedError,
+    TransactionRetryError,
+    TransactionStatusError,
+    WriteTooOldError,
+)
+from feedkv.kv.api import (
+    BatchRequest,
+    BatchResponse,
+    ConditionalPut,
+    ConditionalPutResponse,
+    DeleteRange,
+    DeleteRangeResponse,
+    EndTxn,
+    EndTxnResponse,
+    Get,
+    GetResponse,
+    HeartbeatTxn,
+    HeartbeatTxnResponse,
+    Merge,
+    MergeResponse,
+    PushTxn,
+    PushTxnResponse,
+    PushType,
+    Put,
+    PutResponse,
+    RangeLookup,
+    RangeLookupResponse,
+    RefreshRange,
+    RefreshRangeResponse,
+    Request,
+    ResolveIntent,
+    ResolveIntentResponse,
+    Response,
+    Scan,
+    ScanResponse,
+    Split,
+    SplitResponse,
+    Transaction,
+)
+from feedkv.kv.closed_timestamp import ClosedTimestamps
+from feedkv.kv.observer import RangeEndReason
+from feedkv.kv.range_descriptor import (
+    RangeDescriptor,
+    all_descriptors,
+    delete_descriptor,
+    descriptor_by_id,
+    descriptor_for_key,
+    next_range_id,
+    write_descriptor,
+)
+from feedkv.kv.tscache import TimestampCache
+from feedkv.kv.txn_record import TxnRecord, read_record, write_record
+from feedkv.storage import mvcc
+from feedkv.storage.engine import ReadWriter
+from feedkv.storage.intent import TxnMeta, TxnStatus
+from feedkv.storage.logical_ops import LogicalOp
+from feedkv.util.hlc import Clock, Timestamp
+from feedkv.util.keys import KEY_MAX, Span, check_key
+
+__all__ = ["Applied", "CommandContext", "PushBatch", "RangeChange", "TxnPushFailed", "evaluate"]
+
+_WRITES = (Put, ConditionalPut, DeleteRange)
+_WriteFn = Callable[[Timestamp, TxnMeta | None], list[LogicalOp]]
+
+
+class PushBatch(Exception):
+    """A batch writing committed values must re-run at ``ts`` (the store does so)."""
+
+    def __init__(self, ts: Timestamp) -> None:
+        self.ts = ts
+        super().__init__(f"re-run the batch at {ts}")
+
+
+class TxnPushFailed(Exception):
+    """The pushee is alive and outranks the pusher: the pusher must wait (internal)."""
+
+    def __init__(self, record: TxnRecord) -> None:
+        self.record = record
+        super().__init__(
+            f"txn {record.meta.id.hex()[:8]} is pending with priority {record.priority}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RangeChange:
+    """A range whose descriptor this command replaced (its observers are ended)."""
+
+    range_id: int
+    reason: RangeEndReason
+
+
+@dataclass(slots=True)
+class Applied:
+    """What a command did: its response and what must follow once it is durable."""
+
+    response: BatchResponse
+    range_id: int
+    ops: list[LogicalOp] = field(default_factory=list)
+    range_changes: list[RangeChange] = field(default_factory=list)
+    resolve_later: list[ResolveIntent] = field(default_factory=list)
+    finished_txns: list[bytes] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class CommandContext:
+    """The store's state a command reads and advances (all owned by the commit thread)."""
+
+    clock: Clock
+    tscache: TimestampCache
+    closed: ClosedTimestamps
+    txn_liveness_ns: int
+
+
+def _request_span(request: Request, txn: Transaction | None) -> Span | None:
+    """The keys a request touches (``None``: an admin request routed by the node)."""
+    if isinstance(request, Get | Put | ConditionalPut):
+        return Span.for_key(check_key(request.key))
+    if isinstance(request, DeleteRange | Scan | ResolveIntent | RefreshRange):
+        return request.span
+    if isinstance(request, EndTxn | HeartbeatTxn):
+        if txn is None or not txn.key:
+            raise InvalidArgumentError(
+                f"{type(request).__name__} needs a transaction with an anchor key"
+            )
+        return Span.for_key(txn.key)
+    if isinstance(request, PushTxn):
+        return Span.for_key(request.pushee.key)
+    return None
+
+
+def _route(rw: ReadWriter, batch: BatchRequest) -> RangeDescriptor:
+    header = batch.header
+    spans = [s for r in batch.requests if (s := _request_span(r, header.txn)) is not None]
+    if header.range_id:
+        desc = descriptor_by_id(rw, header.range_id)
+        if desc is None:
+            raise RangeNotFoundError(header.range_id)
+    elif spans:
+        desc = descriptor_for_key(rw, spans[0].start)
+    else:
+        desc = descriptor_for_key(rw, _admin_key(batch.requests[0]))
+    for span in spans:
+        if not desc.span.contains(span):
+            current = [d for d in all_descriptors(rw) if d.span.overlaps(span)]
+            raise RangeKeyMismatchError(
+                f"{span} is not inside {desc}; it now spans " + ", ".join(str(d) for d in current),
+                current,
+            )
+    return desc
+
+
+def _admin_key(request: Request) -> bytes:
+    if isinstance(request, Split | Merge | RangeLookup):
+        return check_key(request.key) if request.key else request.key
+    raise InvalidArgumentError(f"cannot route a {type(request).__name__} without keys")
+
+
+def evaluate(ctx: CommandContext, rw: ReadWriter, batch: BatchRequest) -> Applied:
+    """Evaluate ``batch`` against ``rw`` as one command of the range it addresses."""
+    if not batch.requests:
+        raise InvalidArgumentError("empty batch: send at least one request")
+    desc = _route(rw, batch)
+    now = ctx.clock.now()
+    closed = ctx.closed.close(desc.range_id, now)
+    txn = batch.header.txn
+    if txn is not None and not txn.started():
+        txn = replace(txn, read_ts=now, write_ts=now)
+    ts = batch.header.timestamp or now
+    applied = Applied(BatchResponse((), ts, txn), desc.range_id)
+    ev = _Evaluator(ctx, rw, desc, applied, ts, txn, closed)
+    last = batch.requests[-1]
+    if (
+        txn is not None
+        and isinstance(last, EndTxn)
+        and last.commit
+        and not last.lock_spans
+        and any(isinstance(r, _WRITES) for r in batch.requests)
+    ):
+        ev.begin_one_phase()
+    responses = tuple(ev.run(request) for request in batch.requests)
+    applied.response = BatchResponse(responses, ev.ts, ev.txn)
+    return applied
+
+
+class _Evaluator:
+    def __init__(
+        self,
+        ctx: CommandContext,
+        rw: ReadWriter,
+        desc: RangeDescriptor,
+        applied: Applied,
+        ts: Timestamp,
+        txn: Transaction | None,
+        closed: Timestamp,
+    ) -> None:
+        self.ctx = ctx
+        self.rw = rw
+        self.desc = desc
+        self.applied = applied
+        self.ts = ts
+        self.txn = txn
+        self.closed = closed
+        self.one_phase = False
+
+    # Timestamps.
+
+    def begin_one_phase(self) -> None:
+        """Evaluate the batch's writes as committed values at the transaction's timestamp."""
+        txn = self.txn
+        if txn is None or read_record(self.rw, txn.key, txn.id) is not None:
+            return
+        self.one_phase = True
+        self.ts = txn.write_ts
+
+    @property
+    def read_ts(self) -> Timestamp:
+        return self.txn.read_ts if self.txn is not None else self.ts
+
+    @property
+    def txn_id(self) -> bytes | None:
+        return self.txn.id if self.txn is not None else None
+
+    def _floor(self, read: Timestamp) -> Timestamp:
+        return max(read, self.closed)
+
+    def _write_ts(self, floor: Timestamp) -> Timestamp:
+        """The timestamp a write lands at, given the highest read below it must clear."""
+        floor = self._floor(floor)
+        if self.txn is not None and not self.one_phase:
+            ts = self.txn.write_ts
+            if ts <= floor:
+                ts = floor.next()
+                self.txn = self.txn.with_write_ts(ts)
+            return ts
+        if self.ts <= floor:
+            self._pushed(floor.next())
+        return self.ts
+
+    def _pushed(self, ts: Timestamp) -> None:
+        """A batch writing committed values must move to ``ts``: re-run it there."""
+        if self.one_phase and self.txn is not None:
+            raise TransactionRetryError(
+                "RETRY_SERIALIZABLE",
+                f"the one-phase commit was pushed from {self.ts} to {ts}; refresh and retry",
+                ts,
+            )
+        raise PushBatch(ts)
+
+    def _next_seq(self) -> TxnMeta | None:
+        if self.txn is None or self.one_phase:
+            return None
+        self.txn = replace(self.txn, seq=self.txn.seq + 1)
+        return self.txn.meta()
+
+    def _write(self, key_floor: Timestamp, write: _WriteFn) -> list[LogicalOp]:
+        while True:
+            ts = self._write_ts(key_floor)
+            meta = self._next_seq()
+            try:
+                return write(ts, meta)
+            except WriteTooOldError as exc:
+                if self.txn is None or self.one_phase:
+                    self._pushed(exc.actual_ts)
+                if self.txn is not None:
+                    self.txn = replace(self.txn, seq=self.txn.seq - 1)
+                key_floor = exc.existing_ts
+
+    # Requests.
+
+    def run(self, request: Request) -> Response:
+        handler = _HANDLERS.get(type(request))
+        if handler is None:
+            raise InvalidArgumentError(f"unknown request type {type(request).__name__}")
+        return handler(self, request)
+
+    def get(self, req: Get) -> GetResponse:
+        ts = self.read_ts
+        kv = mvcc.get(self.rw, req.key, ts, txn=self._read_meta())
+        self.ctx.tscache.add_key(req.key, ts, self.txn_id)
+        return GetResponse(kv.value, kv.ts) if kv is not None else GetResponse(None)
+
+    def scan(self, req: Scan) -> ScanResponse:
+        ts = self.read_ts
+        result = mvcc.scan(
+            self.rw, req.span, ts, txn=self._read_meta(), limit=req.limit, reverse=req.reverse
+        )
+        read = req.span
+        if result.resume_key is not None:
+            read = (
+                Span(req.span.start, result.resume_key)
+                if not req.reverse
+                else Span(result.resume_key, req.span.end)
+            )
+        self.ctx.tscache.add_span(read, ts, self.txn_id)
+        return ScanResponse(tuple(result.rows), result.resume_key)
+
+    def _read_meta(self) -> TxnMeta | None:
+        return self.txn.meta() if self.txn is not None else None
+
+    def put(self, req: Put) -> PutResponse:
+        floor = self.ctx.tscache.max_read(req.key, self.txn_id)
+        self.applied.ops.extend(
+            self._write(floor, lambda ts, meta: mvcc.put(self.rw, req.key, ts, req.value, txn=meta))
+        )
+        return PutResponse()
+
+    def conditional_put(self, req: ConditionalPut) -> ConditionalPutResponse:
+        floor = self.ctx.tscache.max_read(req.key, self.txn_id)
+        self.applied.ops.extend(
+            self._write(
+                floor,
+                lambda ts, meta: mvcc.conditional_put(
+                    self.rw, req.key, ts, req.value, req.expected, txn=meta
+                ),
+            )
+        )
+        return ConditionalPutResponse()
+
+    def delete_range(self, req: DeleteRange) -> DeleteRangeResponse:
+        floor = self.ctx.tscache.max_read_span(req.span, self.txn_id)
+        deleted: list[bytes] = []
+
+        def write(ts: Timestamp, meta: TxnMeta | None) -> list[LogicalOp]:
+            keys, ops = mvcc.delete_range(self.rw, req.span, ts, txn=meta)
+            deleted[:] = keys
+            return ops
+
+        self.applied.ops.extend(self._write(floor, write))
+        return DeleteRangeResponse(tuple(deleted))
+
+    # Transactions.
+
+    def _txn(self, request: Request) -> Transaction:
+        if self.txn is None:
+            raise InvalidArgumentError(f"{type(request).__name__} needs a transaction")
+        return self.txn
+
+    def end_txn(self, req: EndTxn) -> EndTxnResponse:
+        txn = self._txn(req)
+        if self.one_phase:
+            # The batch's writes already landed as committed values at ``self.ts``.
+            self.txn = txn.with_write_ts(self.ts)
+            return EndTxnResponse(TxnStatus.COMMITTED, one_phase=True)
+        record = read_record(self.rw, txn.key, txn.id)
+        if record is not None and record.status is not TxnStatus.PENDING:
+            if record.status is TxnStatus.COMMITTED and req.commit:
+                return EndTxnResponse(TxnStatus.COMMITTED)
+            if record.status is TxnStatus.ABORTED and not req.commit:
+                return EndTxnResponse(TxnStatus.ABORTED)
+            if record.status is TxnStatus.ABORTED:
+                raise TransactionAbortedError(
+                    f"txn {txn.id.hex()[:8]} was aborted (a higher-priority transaction or an "
+                    "expired heartbeat); start it again"
+                )
+            raise TransactionStatusError(f"txn {txn.id.hex()[:8]} is already committed")
+        if req.commit:
+            if record is not None and record.meta.write_ts > txn.write_ts:
+                raise TransactionRetryError(
+                    "RETRY_PUSHED",
+                    f"another transaction pushed this one to {record.meta.write_ts}",
+                    record.meta.write_ts,
+                )
+            if txn.write_ts != txn.read_ts:
+                raise TransactionRetryError(
+                    "RETRY_SERIALIZABLE",
+                    f"reads at {txn.read_ts} must be refreshed to {txn.write_ts} before commit",
+                    txn.write_ts,
+                )
+        status = TxnStatus.COMMITTED if req.commit else TxnStatus.ABORTED
+        if record is None and not req.lock_spans and not req.commit:
+            return EndTxnResponse(status)
+        priority = record.priority if record is not None else txn.priority
+        write_record(self.rw, TxnRecord(txn.meta(), status, priority, 0))
+        meta = txn.meta()
+        for span in req.lock_spans:
+            local = span.intersect(self.desc.span)
+            if local is not None:
+                self.applied.ops.extend(mvcc.resolve_intents(self.rw, local, meta, status))
+            for remote in span.subtract(self.desc.span) if local is not None else [span]:
+                self.applied.resolve_later.append(ResolveIntent(remote, meta, status))
+        self.applied.finished_txns.append(txn.id)
+        return EndTxnResponse(status)
+
+    def heartbeat_txn(self, req: HeartbeatTxn) -> HeartbeatTxnResponse:
+        txn = self._txn(req)
+        now_ns = self.ctx.clock.physical_now()
+        record = read_record(self.rw, txn.key, txn.id)
+        if record is None:
+            record = TxnRecord(txn.meta(), TxnStatus.PENDING, txn.priority, now_ns)
+        elif record.status is TxnStatus.ABORTED:
+            raise TransactionAbortedError(
+                f"txn {txn.id.hex()[:8]} was aborted while it ran; start it again"
+            )
+        elif record.status is TxnStatus.PENDING:
+            meta = TxnMeta(txn.id, txn.key, max(txn.epoch, record.meta.epoch), record.meta.write_ts)
+            record = replace(record, meta=meta, last_active_ns=now_ns)
+        write_record(self.rw, record)
+        return HeartbeatTxnResponse(record)
+
+    def push_txn(self, req: PushTxn) -> PushTxnResponse:
+        pushee = req.pushee
+        record = read_record(self.rw, pushee.key, pushee.id)
+        if record is None:
+            # Records are written before intents, so an intent without one is orphaned.
+            record = TxnRecord(pushee, TxnStatus.ABORTED, 0, 0)
+            write_record(self.rw, record)
+            self.applied.finished_txns.append(pushee.id)
+            return PushTxnResponse(record)
+        if record.status is not TxnStatus.PENDING:
+            return PushTxnResponse(record)
+        if record.expired(self.ctx.clock.physical_now(), self.ctx.txn_liveness_ns):
+            record = record.with_status(TxnStatus.ABORTED)
+            write_record(self.rw, record)
+            self.applied.finished_txns.append(pushee.id)
+            return PushTxnResponse(record)
+        if req.push_type is PushType.TIMESTAMP and record.meta.write_ts >= req.push_to:
+            return PushTxnResponse(record)
+        wins = (req.pusher_priority, req.pusher_id or b"") > (record.priority, pushee.id)
+        if req.push_type is PushType.TOUCH or not wins:
+            raise TxnPushFailed(record)
+        if req.push_type is PushType.ABORT:
+            record = record.with_status(TxnStatus.ABORTED)
+            self.applied.finished_txns.append(pushee.id)
+        else:
+            record = record.pushed_to(req.push_to)
+        write_record(self.rw, record)
+        return PushTxnResponse(record)
+
+    def resolve_intent(self, req: ResolveIntent) -> ResolveIntentResponse:
+        ops = mvcc.resolve_intents(self.rw, req.span, req.txn, req.status)
+        self.applied.ops.extend(ops)
+        return ResolveIntentResponse(len(ops))
+
+    def refresh_range(self, req: RefreshRange) -> RefreshRangeResponse:
+        txn = self._txn(req)
+        changed = mvcc.first_change(self.rw, req.span, req.from_ts, txn.write_ts, txn_id=txn.id)
+        if changed is not None:
+            raise TransactionRetryError(
+                "RETRY_SERIALIZABLE",
+                f"{changed!r} changed after the transaction read it at {req.from_ts}",
+            )
+        self.ctx.tscache.add_span(req.span, txn.write_ts, txn.id)
+        return RefreshRangeResponse()
+
+    # Ranges.
+
+    def split(self, req: Split) -> SplitResponse:
+        key = check_key(req.key)
+        desc = descriptor_for_key(self.rw, key)
+        if desc.start == key:
+            left = next(d for d in all_descriptors(self.rw) if d.end == key)
+            return SplitResponse(left, desc)
+        generation = desc.generation + 1
+        left = RangeDescriptor(desc.range_id, Span(desc.start, key), generation)
+        right = RangeDescriptor(next_range_id(self.rw), Span(key, desc.end), generation)
+        write_descriptor(self.rw, left)
+        write_descriptor(self.rw, right)
+        self.ctx.closed.split(left.range_id, right.range_id)
+        self.applied.range_changes.append(RangeChange(desc.range_id, RangeEndReason.RANGE_SPLIT))
+        return SplitResponse(left, right)
+
+    def merge(self, req: Merge) -> MergeResponse:
+        left = descriptor_for_key(self.rw, check_key(req.key) if req.key else req.key)
+        if left.end == KEY_MAX:
+            raise InvalidArgumentError(f"cannot merge {left}: it is the last range")
+        right = descriptor_for_key(self.rw, left.end)
+        merged = RangeDescriptor(
+            left.range_id,
+            Span(left.start, right.end),
+            max(left.generation, right.generation) + 1,
+        )
+        delete_descriptor(self.rw, left)
+        delete_descriptor(self.rw, right)
+        write_descriptor(self.rw, merged)
+        self.ctx.closed.merge(left.range_id, right.range_id)
+        self.applied.range_changes.append(RangeChange(left.range_id, RangeEndReason.RANGE_MERGED))
+        self.applied.range_changes.append(RangeChange(right.range_id, RangeEndReason.RANGE_MERGED))
+        return MergeResponse(merged)
+
+    def range_lookup(self, req: RangeLookup) -> RangeLookupResponse:
+        descs = all_descriptors(self.rw)
+        index = next(i for i, d in enumerate(descs) if d.contains_key(req.key))
+        return RangeLookupResponse(tuple(descs[index : index + 1 + max(req.prefetch, 0)]))
+
+
+_HANDLERS: dict[type, Callable[[_Evaluator, Any], Response]] = {
+    Get: _Evaluator.get,
+    Scan: _Evaluator.scan,
+    Put: _Evaluator.put,
+    ConditionalPut: _Evaluator.conditional_put,
+    DeleteRange: _Evaluator.delete_range,
+    EndTxn: _Evaluator.end_txn,
+    HeartbeatTxn: _Evaluator.heartbeat_txn,
+    PushTxn: _Evaluator.push_txn,
+    ResolveIntent: _Evaluator.resolve_intent,
+    RefreshRange: _Evaluator.refresh_range,
+    Split: _Evaluator.split,
+    Merge: _Evaluator.merge,
+    RangeLookup: _Evaluator.range_lookup,
+}

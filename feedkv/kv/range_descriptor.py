@@ -1,0 +1,136 @@
+"""Range descriptors and the meta keyspace that holds them.
+
+A range is a contiguous span of keys ``[start, end)`` with an id and a generation. The
+store keeps every descriptor in its ``meta`` sub-database, written in the same engine
+transaction as the command that changed it (a split or a merge), so the set of ranges is
+exactly as durable as the data:
+
+- ``desc/<range id, 8 bytes>`` -> the descriptor;
+- ``end/<end key>`` -> the range id, so the range holding ``key`` is the first entry whose
+  end key sorts after ``key`` (one seek);
+- ``next_range_id`` -> the id the next split hands out.
+
+Every split and merge bumps the generation of the ranges it touches; a client whose cached
+descriptor carries an older generation learns so from the node's reply.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from feedkv.errors import InvariantViolation
+from feedkv.storage.engine import Reader, ReadWriter
+from feedkv.util.keys import KEY_MAX, KEY_MIN, Span, key_next, prefix_end
+
+__all__ = [
+    "META",
+    "RangeDescriptor",
+    "all_descriptors",
+    "bootstrap",
+    "descriptor_by_id",
+    "descriptor_for_key",
+    "next_range_id",
+    "write_descriptor",
+    "delete_descriptor",
+]
+
+META = "meta"
+
+_DESC = b"desc/"
+_END = b"end/"
+_NEXT_ID = b"next_range_id"
+_HEADER = struct.Struct(">QQH")  # range id, generation, start key length
+
+
+@dataclass(frozen=True, slots=True)
+class RangeDescriptor:
+    """A range: its id, the span ``[start, end)`` it owns, and its generation."""
+
+    range_id: int
+    span: Span
+    generation: int
+
+    @property
+    def start(self) -> bytes:
+        return self.span.start
+
+    @property
+    def end(self) -> bytes:
+        return self.span.end
+
+    def contains_key(self, key: bytes) -> bool:
+        return self.span.start <= key < self.span.end
+
+    def encode(self) -> bytes:
+        start = self.span.start
+        return _HEADER.pack(self.range_id, self.generation, len(start)) + start + self.span.end
+
+    @classmethod
+    def decode(cls, raw: bytes) -> RangeDescriptor:
+        range_id, generation, start_len = _HEADER.unpack_from(raw)
+        start = raw[_HEADER.size : _HEADER.size + start_len]
+        end = raw[_HEADER.size + start_len :]
+        return cls(range_id, Span(start, end), generation)
+
+    def __str__(self) -> str:
+        return f"r{self.range_id}:{self.span} (gen {self.generation})"
+
+
+def _desc_key(range_id: int) -> bytes:
+    return _DESC + range_id.to_bytes(8, "big")
+
+
+def descriptor_by_id(reader: Reader, range_id: int) -> RangeDescriptor | None:
+    raw = reader.get(META, _desc_key(range_id))
+    return RangeDescriptor.decode(raw) if raw is not None else None
+
+
+def descriptor_for_key(reader: Reader, key: bytes) -> RangeDescriptor:
+    """The range holding ``key`` (``KEY_MIN <= key < KEY_MAX``)."""
+    found = reader.seek(META, _END + key_next(key))
+    if found is None or not found[0].startswith(_END):
+        raise InvariantViolation(f"no range holds {key!r}: the meta keyspace has a hole")
+    desc = descriptor_by_id(reader, int.from_bytes(found[1], "big"))
+    if desc is None or not desc.contains_key(key):
+        raise InvariantViolation(f"the meta index points {key!r} at {desc}, which lacks it")
+    return desc
+
+
+def all_descriptors(reader: Reader) -> list[RangeDescriptor]:
+    """Every range, in key order."""
+    descs = []
+    for _key, raw_id in reader.scan(META, _END, prefix_end(_END)):
+        desc = descriptor_by_id(reader, int.from_bytes(raw_id, "big"))
+        if desc is None:
+            raise InvariantViolation(f"the meta index names range r{int.from_bytes(raw_id)}")
+        descs.append(desc)
+    return descs
+
+
+def write_descriptor(rw: ReadWriter, desc: RangeDescriptor) -> None:
+    """Store ``desc`` and index its end key (the caller removes a stale end entry)."""
+    rw.put(META, _desc_key(desc.range_id), desc.encode())
+    rw.put(META, _END + desc.end, desc.range_id.to_bytes(8, "big"))
+
+
+def delete_descriptor(rw: ReadWriter, desc: RangeDescriptor) -> None:
+    rw.delete(META, _desc_key(desc.range_id))
+    rw.delete(META, _END + desc.end)
+
+
+def next_range_id(rw: ReadWriter) -> int:
+    """Hand out a new range id (persisted with the caller's write)."""
+    raw = rw.get(META, _NEXT_ID)
+    range_id = int.from_bytes(raw, "big") if raw is not None else 2
+    rw.put(META, _NEXT_ID, (range_id + 1).to_bytes(8, "big"))
+    return range_id
+
+
+def bootstrap(rw: ReadWriter) -> bool:
+    """Create range r1 over the whole keyspace if the store has no ranges yet."""
+    found = rw.seek(META, _END)
+    if found is not None and found[0].startswith(_END):
+        return False
+    write_descriptor(rw, RangeDescriptor(1, Span(KEY_MIN, KEY_MAX), 0))
+    return True

@@ -1,0 +1,305 @@
+"""A store: one engine holding many ranges, and the loop that applies their commands.
+
+:meth:`Store.send` is the whole write path. It submits the batch to the engine as one
+function (:func:`feedkv.kv.command.evaluate`), so the command is evaluated on the commit
+thread, lands in the next group commit, and its logical ops reach the range's observers
+in apply order under ``engine.apply_lock``. When evaluation meets another transaction's
+intent, ``send`` resolves the conflict on the caller's thread, outside the commit thread:
+
+- it pushes the intent's transaction through its record (a writer asks to abort it, a
+  reader to move its commit timestamp above the read);
+- a finished, expired or lower-priority pushee gives way at once; otherwise the pusher
+  waits for the pushee to finish (woken when any transaction finishes, re-pushing
+  every ``push_poll_s`` so an expired heartbeat is noticed);
+- then it resolves the intents it met and runs the batch again.
+
+Priorities are random per transaction and ties go to the larger txn id, so in any cycle of
+waiters one transaction outranks the next and the cycle breaks: no deadlock.
+
+Two side loops run per store: one closes every range's timestamp every
+``closed_ts_interval_s`` (and tells observers), one resolves the intents of finished
+transactions that live outside the range of their record.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from feedkv.errors import (
+    FeedKVError,
+    InvariantViolation,
+    NodeUnavailableError,
+    RangeRoutingError,
+    TransactionAbortedError,
+    WriteIntentError,
+)
+from feedkv.kv.api import (
+    BatchRequest,
+    BatchResponse,
+    ConditionalPut,
+    DeleteRange,
+    Header,
+    PushTxn,
+    PushTxnResponse,
+    PushType,
+    Put,
+    ResolveIntent,
+    Transaction,
+)
+from feedkv.kv.closed_timestamp import ClosedTimestamps
+from feedkv.kv.command import Applied, CommandContext, PushBatch, TxnPushFailed, evaluate
+from feedkv.kv.observer import RangeEndReason, RangeObserver
+from feedkv.kv.range_descriptor import (
+    META,
+    RangeDescriptor,
+    all_descriptors,
+    bootstrap,
+    descriptor_by_id,
+)
+from feedkv.kv.tscache import TimestampCache
+from feedkv.kv.txn_record import TXN_RECORDS, TxnRecord, read_record
+from feedkv.storage.engine import ReadWriter, Snapshot
+from feedkv.storage.intent import Intent, TxnMeta, TxnStatus
+from feedkv.storage.lmdb_engine import LMDBEngine
+from feedkv.storage.schema import MVCC_DATABASES
+from feedkv.util.hlc import Clock, Timestamp
+from feedkv.util.keys import Span
+
+__all__ = ["Store", "StoreConfig"]
+
+log = logging.getLogger(__name__)
+
+DATABASES = (*MVCC_DATABASES, META, TXN_RECORDS)
+MAX_PRIORITY = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    closed_ts_target_ns: int = 1_000_000_000
+    closed_ts_interval_s: float = 0.2
+    txn_liveness_ns: int = 5_000_000_000  # a pending txn not heartbeated this long is expired
+    push_poll_s: float = 0.05
+    sync: bool = True
+
+
+class _WaitQueue:
+    """Wakes pushers when a transaction finishes; a generation count closes the race
+    between a failed push and the wait that follows it."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.generation = 0
+
+    def notify(self) -> None:
+        with self._cond:
+            self.generation += 1
+            self._cond.notify_all()
+
+    def wait(self, seen: int, timeout: float) -> None:
+        with self._cond:
+            if self.generation == seen:
+                self._cond.wait(timeout)
+
+
+class Store:
+    def __init__(
+        self, path: str | Path, *, clock: Clock | None = None, config: StoreConfig | None = None
+    ) -> None:
+        self.config = config or StoreConfig()
+        self.clock = clock or Clock()
+        self.engine = LMDBEngine(path, databases=DATABASES, sync=self.config.sync)
+        self.engine.write(bootstrap)
+        opened_at = self.clock.now()
+        self._ctx = CommandContext(
+            clock=self.clock,
+            tscache=TimestampCache(opened_at),
+            closed=ClosedTimestamps(self.config.closed_ts_target_ns, opened_at),
+            txn_liveness_ns=self.config.txn_liveness_ns,
+        )
+        self._observers: dict[int, list[RangeObserver]] = {}
+        self._waiters = _WaitQueue()
+        self._to_resolve: queue.SimpleQueue[ResolveIntent | None] = queue.SimpleQueue()
+        self._stopping = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._close_loop, name="feedkv-closed-ts", daemon=True),
+            threading.Thread(target=self._resolve_loop, name="feedkv-resolver", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    # The public surface.
+
+    def send(self, batch: BatchRequest) -> BatchResponse:
+        """Apply ``batch`` as one command of its range; blocks until it is durable."""
+        if self._stopping.is_set():
+            raise NodeUnavailableError("the node is shutting down")
+        header = batch.header
+        if header.txn is not None and header.txn.started():
+            self.clock.update(header.txn.write_ts)
+        if header.timestamp is not None:
+            self.clock.update(header.timestamp)
+        while True:
+            try:
+                return self._execute(batch).response
+            except WriteIntentError as exc:
+                self._handle_conflicts(batch, exc.intents)
+            except PushBatch as exc:
+                at = max(exc.ts, self.clock.now())
+                batch = replace(batch, header=replace(batch.header, timestamp=at))
+
+    def descriptors(self) -> list[RangeDescriptor]:
+        with self.engine.snapshot() as snap:
+            return all_descriptors(snap)
+
+    def closed_timestamp(self, range_id: int) -> Timestamp:
+        """The range's closed timestamp: no write will land at or below it."""
+        return self._ctx.closed.get(range_id)
+
+    def observe(self, range_id: int, observer: RangeObserver) -> tuple[RangeDescriptor, Snapshot]:
+        """Register ``observer`` on a range; returns its descriptor and a snapshot holding
+        every command applied before the first ``on_ops`` the observer will get."""
+        with self.engine.apply_lock:
+            snap = self.engine.snapshot()
+            desc = descriptor_by_id(snap, range_id)
+            if desc is None:
+                snap.close()
+                raise RangeRoutingError(f"range r{range_id} is not on this store")
+            self._observers.setdefault(range_id, []).append(observer)
+            return desc, snap
+
+    def unobserve(self, range_id: int, observer: RangeObserver) -> None:
+        with self.engine.apply_lock:
+            observers = self._observers.get(range_id, [])
+            if observer in observers:
+                observers.remove(observer)
+
+    def close(self) -> None:
+        """Stop the side loops, end every observer, and close the engine. Idempotent."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        self._to_resolve.put(None)
+        self._waiters.notify()
+        for thread in self._threads:
+            thread.join()
+        with self.engine.apply_lock:
+            observers, self._observers = self._observers, {}
+            for group in observers.values():
+                for observer in group:
+                    observer.on_range_ended(RangeEndReason.NODE_SHUTDOWN)
+        self.engine.close()
+
+    # Applying commands.
+
+    def _execute(self, batch: BatchRequest) -> Applied:
+        ctx = self._ctx
+
+        def command(rw: ReadWriter) -> Applied:
+            return evaluate(ctx, rw, batch)
+
+        return self.engine.submit(command, self._on_applied).result()
+
+    def _on_applied(self, applied: Applied) -> None:
+        if applied.ops:
+            for observer in self._observers.get(applied.range_id, ()):
+                observer.on_ops(applied.ops)
+        for change in applied.range_changes:
+            for observer in self._observers.pop(change.range_id, ()):
+                observer.on_range_ended(change.reason)
+        for resolve in applied.resolve_later:
+            self._to_resolve.put(resolve)
+        if applied.finished_txns:
+            self._waiters.notify()
+
+    # Conflicts.
+
+    def _handle_conflicts(self, batch: BatchRequest, intents: list[Intent]) -> None:
+        header = batch.header
+        txn = header.txn
+        writing = any(isinstance(r, Put | ConditionalPut | DeleteRange) for r in batch.requests)
+        read_ts = (
+            txn.read_ts if txn is not None and txn.started() else header.timestamp
+        ) or self.clock.now()
+        by_txn: dict[bytes, list[Intent]] = {}
+        for intent in intents:
+            by_txn.setdefault(intent.txn.id, []).append(intent)
+        resolves: list[ResolveIntent] = []
+        for group in by_txn.values():
+            pushee = max((i.txn for i in group), key=lambda m: m.write_ts)
+            push_type = PushType.ABORT if writing else PushType.TIMESTAMP
+            record = self._push(pushee, push_type, read_ts.next(), txn)
+            meta = record.meta if record.status is not TxnStatus.ABORTED else pushee
+            resolves.extend(ResolveIntent(Span.for_key(i.key), meta, record.status) for i in group)
+        self._execute(BatchRequest(Header(range_id=header.range_id), tuple(resolves)))
+
+    def _push(
+        self, pushee: TxnMeta, push_type: PushType, push_to: Timestamp, pusher: Transaction | None
+    ) -> TxnRecord:
+        priority = pusher.priority if pusher is not None else random.randint(1, MAX_PRIORITY)
+        request = PushTxn(pushee, push_type, push_to, priority, pusher.id if pusher else None)
+        while True:
+            seen = self._waiters.generation
+            try:
+                response = self._execute(BatchRequest(Header(), (request,))).response
+            except TxnPushFailed:
+                pass
+            else:
+                result = response.responses[0]
+                if not isinstance(result, PushTxnResponse):
+                    raise InvariantViolation(f"a push answered with {result!r}")
+                return result.record
+            self._check_still_pending(pusher)
+            self._waiters.wait(seen, self.config.push_poll_s)
+
+    def _check_still_pending(self, txn: Transaction | None) -> None:
+        if self._stopping.is_set():
+            raise NodeUnavailableError("the node is shutting down")
+        if txn is None or not txn.key:
+            return
+        with self.engine.snapshot() as snap:
+            record = read_record(snap, txn.key, txn.id)
+        if record is not None and record.status is TxnStatus.ABORTED:
+            raise TransactionAbortedError(
+                f"txn {txn.id.hex()[:8]} was aborted while it waited for another transaction"
+            )
+
+    # Side loops.
+
+    def _close_loop(self) -> None:
+        ctx = self._ctx
+
+        def close_all(rw: ReadWriter) -> list[tuple[int, Timestamp]]:
+            now = ctx.clock.now()
+            return [(d.range_id, ctx.closed.close(d.range_id, now)) for d in all_descriptors(rw)]
+
+        def publish(closed: list[tuple[int, Timestamp]]) -> None:
+            for range_id, ts in closed:
+                for observer in self._observers.get(range_id, ()):
+                    observer.on_closed(ts)
+
+        while not self._stopping.wait(self.config.closed_ts_interval_s):
+            self._quietly(lambda: self.engine.submit(close_all, publish).result())
+
+    def _resolve_loop(self) -> None:
+        while (request := self._to_resolve.get()) is not None:
+            self._quietly(self._resolve_everywhere, request)
+
+    def _resolve_everywhere(self, request: ResolveIntent) -> None:
+        for desc in self.descriptors():
+            part = desc.span.intersect(request.span)
+            if part is not None:
+                resolve = replace(request, span=part)
+                self._execute(BatchRequest(Header(range_id=desc.range_id), (resolve,)))
+
+    def _quietly(self, fn: Callable[..., object], *args: object) -> None:
+        try:
+            fn(*args)
+        except FeedKVError as exc:
+            if not self._stopping.is_set():
+                log.warning("background work failed (it will be retried lazily): %s", exc)

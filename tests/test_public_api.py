@@ -17,7 +17,7 @@ import feedkv.errors
 import feedkv.storage
 import feedkv.util
 
-EXPECTED_TOP_LEVEL = ["FeedKVError", "Span", "Timestamp"]
+EXPECTED_TOP_LEVEL = ["DB", "FeedKVError", "Span", "Timestamp", "Txn", "connect"]
 
 
 def _submodule_names(package: ModuleType) -> list[str]:

@@ -298,6 +298,7 @@ class MergeResponse:
 @dataclass(frozen=True, slots=True)
 class RangeLookupResponse:
     descriptors: tuple[RangeDescriptor, ...]
+    closed_timestamps: tuple[Timestamp, ...] = ()  # one per descriptor
 
 
 Response = (

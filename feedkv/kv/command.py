@@ -510,7 +510,9 @@ class _Evaluator:
     def range_lookup(self, req: RangeLookup) -> RangeLookupResponse:
         descs = all_descriptors(self.rw)
         index = next(i for i, d in enumerate(descs) if d.contains_key(req.key))
-        return RangeLookupResponse(tuple(descs[index : index + 1 + max(req.prefetch, 0)]))
+        found = tuple(descs[index : index + 1 + max(req.prefetch, 0)])
+        closed = tuple(self.ctx.closed.get(d.range_id) for d in found)
+        return RangeLookupResponse(found, closed)
 
 
 _HANDLERS: dict[type, Callable[[_Evaluator, Any], Response]] = {

@@ -1,0 +1,253 @@
+"""The client API: ``feedkv.connect(target)`` and the :class:`DB` it returns.
+
+``target`` is either a store directory, which opens an embedded node in this process, or
+``feedkv://host:port``, which talks to a node over gRPC. Both give the same API; every
+call is safe to make from many threads at once.
+
+Single-key calls (``put``, ``get``, ``delete``) each run as one command of one range.
+``scan`` reads every range it crosses at one timestamp. ``transaction()`` and
+``run_transaction(fn)`` give serializable transactions (see :mod:`feedkv.kv.txn`).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from feedkv.errors import InvalidArgumentError, InvalidURLError, RetryableError
+from feedkv.kv.api import (
+    BatchRequest,
+    BatchResponse,
+    Get,
+    GetResponse,
+    Header,
+    Merge,
+    MergeResponse,
+    Put,
+    RangeLookup,
+    RangeLookupResponse,
+    Scan,
+    ScanResponse,
+    Split,
+    SplitResponse,
+)
+from feedkv.kv.range_descriptor import RangeDescriptor
+from feedkv.kv.router import Router, Transport
+from feedkv.kv.store import Store, StoreConfig
+from feedkv.kv.txn import Txn
+from feedkv.storage.mvcc import KeyValue
+from feedkv.util.hlc import Clock, Timestamp
+from feedkv.util.keys import KEY_MIN, Span, check_key
+
+__all__ = ["DB", "LocalTransport", "RangeInfo", "connect"]
+
+T = TypeVar("T")
+
+_URL = re.compile(r"^feedkv://(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.\-]+):(?P<port>\d{1,5})/?$")
+
+
+@dataclass(frozen=True, slots=True)
+class RangeInfo:
+    """A range as ``db.ranges()`` reports it."""
+
+    range_id: int
+    span: Span
+    generation: int
+    closed_ts: Timestamp
+
+
+class LocalTransport:
+    """Batches straight into a store in this process (an embedded node)."""
+
+    def __init__(self, store: Store, *, owned: bool) -> None:
+        self.store = store
+        self._owned = owned
+
+    def send(self, batch: BatchRequest) -> BatchResponse:
+        return self.store.send(batch)
+
+    def now(self) -> Timestamp:
+        return self.store.clock.now()
+
+    def close(self) -> None:
+        if self._owned:
+            self.store.close()
+
+
+def connect(
+    target: str | Path, *, clock: Clock | None = None, config: StoreConfig | None = None
+) -> DB:
+    """Open a store directory in-process, or connect to ``feedkv://host:port``.
+
+    ``clock`` and ``config`` apply to an embedded store only.
+    """
+    text = str(target)
+    if "://" in text:
+        match = _URL.match(text)
+        if match is None:
+            raise InvalidURLError(
+                f"cannot connect to {text!r}: expected feedkv://host:port or a store directory"
+            )
+        port = int(match["port"])
+        if not 0 < port < 65536:
+            raise InvalidURLError(f"cannot connect to {text!r}: port {port} is out of range")
+        from feedkv.kv.grpc_transport import GrpcTransport
+
+        return DB(GrpcTransport(match["host"].strip("[]"), port), target=text)
+    if not text:
+        raise InvalidURLError("cannot connect to '': give a store directory or feedkv://host:port")
+    return DB(LocalTransport(Store(text, clock=clock, config=config), owned=True), target=text)
+
+
+class DB:
+    def __init__(self, transport: Transport, *, target: str = "") -> None:
+        self.target = target
+        self._transport = transport
+        self._router = Router(transport)
+
+    @property
+    def transport(self) -> Transport:
+        return self._transport
+
+    # Single keys.
+
+    def put(self, key: bytes, value: bytes) -> Timestamp:
+        """Write ``value`` at ``key``; returns the commit timestamp."""
+        if type(value) is not bytes:
+            raise InvalidArgumentError(f"values are bytes, not {type(value).__name__}")
+        return self._write(key, value)
+
+    def delete(self, key: bytes) -> Timestamp:
+        """Delete ``key`` (a tombstone); returns the commit timestamp."""
+        return self._write(key, None)
+
+    def _write(self, key: bytes, value: bytes | None) -> Timestamp:
+        check_key(key)
+        return self._router.send_key(key, Header(), (Put(key, value),)).timestamp
+
+    def get(self, key: bytes, *, as_of: Timestamp | None = None) -> bytes | None:
+        """The value at ``key`` now, or as of ``as_of``; ``None`` if absent."""
+        check_key(key)
+        response = self._router.send_key(key, Header(timestamp=as_of), (Get(key),))
+        result = response.responses[0]
+        return result.value if isinstance(result, GetResponse) else None
+
+    def scan(
+        self,
+        start: bytes,
+        end: bytes,
+        *,
+        as_of: Timestamp | None = None,
+        limit: int | None = None,
+        reverse: bool = False,
+    ) -> list[KeyValue]:
+        """Live keys in ``[start, end)`` at one timestamp (now, or ``as_of``), in key order
+        (descending with ``reverse``), at most ``limit`` of them."""
+        if limit is not None and limit < 0:
+            raise InvalidArgumentError(f"scan limit must be >= 0, got {limit}")
+        span = Span(start, end)
+        rows: list[KeyValue] = []
+        pinned = [as_of]
+        for _part, response in self._router.send_span(
+            span,
+            lambda: Header(timestamp=pinned[0]),
+            lambda p: (Scan(p, None if limit is None else limit - len(rows), reverse),),
+            reverse=reverse,
+        ):
+            pinned[0] = response.timestamp
+            result = response.responses[0]
+            if isinstance(result, ScanResponse):
+                rows.extend(result.rows)
+                if result.resume_key is not None:
+                    break
+        return rows
+
+    # Transactions.
+
+    def transaction(self, *, priority: int | None = None) -> Txn:
+        """A new transaction; as a context manager it commits on success and rolls back
+        on an exception."""
+        return Txn(self._router, priority=priority)
+
+    def run_transaction(
+        self,
+        fn: Callable[[Txn], T],
+        *,
+        max_attempts: int | None = None,
+        max_backoff_s: float = 1.0,
+    ) -> T:
+        """Run ``fn(txn)`` and commit, retrying on retryable errors with jittered
+        exponential backoff; returns what ``fn`` returned. ``fn`` may run several times,
+        so it should have no effects outside the transaction."""
+        attempt = 0
+        priority: int | None = None
+        while True:
+            attempt += 1
+            txn = self.transaction(priority=priority)
+            try:
+                result = fn(txn)
+                txn.commit()
+                return result
+            except RetryableError:
+                txn.rollback()
+                if max_attempts is not None and attempt >= max_attempts:
+                    raise
+                # A retried txn keeps its priority so that it eventually wins its conflicts.
+                priority = max(priority or 0, txn.priority)
+                delay = min(max_backoff_s, 0.001 * 2 ** min(attempt, 20))
+                time.sleep(random.uniform(0, delay))  # wait-ok: retry backoff
+            except BaseException:
+                txn.rollback()
+                raise
+
+    # Ranges and time.
+
+    def now(self) -> Timestamp:
+        """The node's current time: a timestamp above every committed write."""
+        return self._transport.now()
+
+    def split(self, key: bytes) -> tuple[RangeDescriptor, RangeDescriptor]:
+        """Split the range holding ``key`` so a range starts at ``key``."""
+        check_key(key)
+        response = self._transport.send(BatchRequest(Header(), (Split(key),)))
+        result = response.responses[0]
+        if not isinstance(result, SplitResponse):
+            raise InvalidArgumentError(f"split answered with {result!r}")
+        self._router.ranges.insert((result.left, result.right))
+        return result.left, result.right
+
+    def merge(self, key: bytes) -> RangeDescriptor:
+        """Merge the range holding ``key`` with the range to its right."""
+        response = self._transport.send(BatchRequest(Header(), (Merge(key),)))
+        result = response.responses[0]
+        if not isinstance(result, MergeResponse):
+            raise InvalidArgumentError(f"merge answered with {result!r}")
+        self._router.ranges.insert((result.merged,))
+        return result.merged
+
+    def ranges(self) -> list[RangeInfo]:
+        """Every range, in key order, with its closed timestamp."""
+        response = self._transport.send(
+            BatchRequest(Header(), (RangeLookup(KEY_MIN, prefetch=1 << 30),))
+        )
+        result = response.responses[0]
+        if not isinstance(result, RangeLookupResponse):
+            raise InvalidArgumentError(f"range lookup answered with {result!r}")
+        return [
+            RangeInfo(d.range_id, d.span, d.generation, ts)
+            for d, ts in zip(result.descriptors, result.closed_timestamps, strict=True)
+        ]
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def __enter__(self) -> DB:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

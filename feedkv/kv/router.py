@@ -1,0 +1,127 @@
+"""Routing requests to ranges: the client half of range addressing.
+
+A :class:`Router` sends batches over a :class:`Transport` to the range that holds their
+keys, found in its :class:`RangeCache`. A node answers a stale address (the range split,
+merged, or moved) with a routing error; the router refreshes its cache from the error and
+sends again, so callers never see one unless routing keeps failing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from typing import Protocol
+
+from feedkv.errors import RangeKeyMismatchError, RangeNotFoundError, RangeRoutingError
+from feedkv.kv.api import (
+    BatchRequest,
+    BatchResponse,
+    Header,
+    RangeLookup,
+    RangeLookupResponse,
+    Request,
+)
+from feedkv.kv.range_cache import RangeCache
+from feedkv.kv.range_descriptor import RangeDescriptor
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import Span
+
+__all__ = ["Router", "Transport"]
+
+MAX_ROUTING_ATTEMPTS = 50
+
+
+class Transport(Protocol):
+    """How batches reach a node: in-process or over gRPC."""
+
+    def send(self, batch: BatchRequest) -> BatchResponse:
+        """Apply ``batch`` on the node; raises the node's error if it failed."""
+        ...
+
+    def now(self) -> Timestamp:
+        """The node's clock."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Router:
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+        self.ranges = RangeCache(self._lookup)
+
+    def _lookup(self, key: bytes) -> Sequence[RangeDescriptor]:
+        response = self.transport.send(BatchRequest(Header(), (RangeLookup(key),)))
+        result = response.responses[0]
+        if not isinstance(result, RangeLookupResponse):
+            raise RangeRoutingError(f"range lookup for {key!r} answered with {result!r}")
+        return result.descriptors
+
+    def _refresh(self, desc: RangeDescriptor, exc: RangeRoutingError) -> None:
+        self.ranges.evict(desc)
+        if isinstance(exc, RangeKeyMismatchError):
+            self.ranges.insert(exc.descriptors)
+
+    def send_key(self, key: bytes, header: Header, requests: tuple[Request, ...]) -> BatchResponse:
+        """Send ``requests`` (all inside the range holding ``key``) to that range."""
+        error: RangeRoutingError | None = None
+        for _attempt in range(MAX_ROUTING_ATTEMPTS):
+            desc = self.ranges.get(key)
+            batch = BatchRequest(
+                replace(header, range_id=desc.range_id, generation=desc.generation), requests
+            )
+            try:
+                return self.transport.send(batch)
+            except (RangeKeyMismatchError, RangeNotFoundError) as exc:
+                error = exc
+                self._refresh(desc, exc)
+        raise RangeRoutingError(
+            f"gave up routing a request for {key!r} after {MAX_ROUTING_ATTEMPTS} attempts"
+        ) from error
+
+    def send_span(
+        self,
+        span: Span,
+        header: Callable[[], Header],
+        make: Callable[[Span], tuple[Request, ...]],
+        *,
+        reverse: bool = False,
+    ) -> Iterator[tuple[Span, BatchResponse]]:
+        """Send ``make(part)`` to each range ``span`` touches, in key order (or reverse);
+        yields each part and its response. Stop iterating to stop sending.
+
+        ``header()`` is called for each batch, so a caller can pin the timestamp the first
+        response chose for the rest."""
+        remaining: Span | None = span
+        failures = 0
+        while remaining is not None:
+            parts = self.divide(remaining)
+            for desc, part in reversed(parts) if reverse else parts:
+                batch = BatchRequest(
+                    replace(header(), range_id=desc.range_id, generation=desc.generation),
+                    make(part),
+                )
+                try:
+                    response = self.transport.send(batch)
+                except (RangeKeyMismatchError, RangeNotFoundError) as exc:
+                    failures += 1
+                    if failures >= MAX_ROUTING_ATTEMPTS:
+                        raise
+                    self._refresh(desc, exc)
+                    break
+                yield part, response
+                if reverse:
+                    remaining = Span(span.start, part.start) if part.start > span.start else None
+                else:
+                    remaining = Span(part.end, span.end) if part.end < span.end else None
+
+    def divide(self, span: Span) -> list[tuple[RangeDescriptor, Span]]:
+        """The cached ranges ``span`` touches and the part of it in each, in key order."""
+        parts = []
+        start = span.start
+        while start < span.end:
+            desc = self.ranges.get(start)
+            part = Span(start, min(desc.end, span.end))
+            parts.append((desc, part))
+            start = part.end
+        return parts

@@ -1,0 +1,338 @@
+"""The transaction coordinator: a serializable transaction as the client runs it.
+
+Reads go to the ranges at the transaction's read timestamp, and the coordinator remembers
+every span it read. Writes are buffered in the client until commit (reads see them), so a
+conditional put is a read plus a buffered write, and a delete-range is a scan plus
+buffered deletes; either way the read is remembered and checked at commit.
+
+Commit:
+
+- **One phase**: when every buffered write lives in one range, one batch carries the
+  writes and the ``EndTxn``; the range writes committed values directly, no intents and no
+  transaction record.
+- **Two phases** otherwise: the coordinator creates the record on the range of the first
+  written key (the anchor), writes intents range by range (heartbeating the record
+  meanwhile), then sends ``EndTxn`` with the spans it locked. The anchor's range resolves
+  its own intents in the same command; the node resolves the rest in the background.
+
+Serializability: whenever the write timestamp ends above the read timestamp (a newer
+version, a later read, the closed timestamp or a pusher moved it), the coordinator
+*refreshes*: it asks each read span whether anything changed between the two timestamps.
+If nothing did, the reads are as good at the new timestamp and the commit proceeds there;
+otherwise the transaction fails with :class:`TransactionRetryError`, which
+``db.run_transaction`` retries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import random
+import threading
+import uuid
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from feedkv.errors import (
+    ConditionFailedError,
+    FeedKVError,
+    InvalidArgumentError,
+    TransactionRetryError,
+    TransactionStatusError,
+)
+from feedkv.kv.api import (
+    BatchResponse,
+    EndTxn,
+    Get,
+    GetResponse,
+    Header,
+    HeartbeatTxn,
+    Put,
+    RefreshRange,
+    Request,
+    Scan,
+    ScanResponse,
+    Transaction,
+)
+from feedkv.storage.mvcc import MAX_VALUE_BYTES, KeyValue
+from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
+from feedkv.util.keys import Span, check_key, merge_spans
+
+if TYPE_CHECKING:
+    from feedkv.kv.router import Router
+
+__all__ = ["Txn", "TxnState"]
+
+MAX_PRIORITY = 2**31 - 1
+HEARTBEAT_INTERVAL_S = 1.0
+
+
+class TxnState(enum.Enum):
+    OPEN = "open"
+    COMMITTED = "committed"
+    ROLLED_BACK = "rolled back"
+
+
+class Txn:
+    """One transaction. Use it from one thread; ``db.transaction()`` makes one."""
+
+    def __init__(self, router: Router, *, priority: int | None = None) -> None:
+        self._router = router
+        self._txn = Transaction(
+            id=uuid.uuid4().bytes,
+            key=b"",
+            epoch=0,
+            read_ts=ZERO_TIMESTAMP,
+            write_ts=ZERO_TIMESTAMP,
+            priority=priority if priority is not None else random.randint(1, MAX_PRIORITY),
+        )
+        self._writes: dict[bytes, bytes | None] = {}
+        self._reads: list[Span] = []
+        self._locked: list[Span] = []
+        self.state = TxnState.OPEN
+        self.commit_ts: Timestamp | None = None
+
+    @property
+    def id(self) -> bytes:
+        return self._txn.id
+
+    @property
+    def priority(self) -> int:
+        return self._txn.priority
+
+    @property
+    def read_ts(self) -> Timestamp | None:
+        """The timestamp the transaction reads at (``None`` until its first read)."""
+        return self._txn.read_ts if self._txn.started() else None
+
+    # Reads.
+
+    def get(self, key: bytes) -> bytes | None:
+        self._check_open()
+        check_key(key)
+        if key in self._writes:
+            return self._writes[key]
+        response = self._send_key(key, (Get(key),))
+        self._reads.append(Span.for_key(key))
+        result = response.responses[0]
+        return result.value if isinstance(result, GetResponse) else None
+
+    def scan(
+        self, start: bytes, end: bytes, *, limit: int | None = None, reverse: bool = False
+    ) -> list[KeyValue]:
+        """Live keys in ``[start, end)`` with this transaction's own writes applied."""
+        self._check_open()
+        span = Span(start, end)
+        if limit is not None and limit < 0:
+            raise InvalidArgumentError(f"scan limit must be >= 0, got {limit}")
+        own = {k: v for k, v in self._writes.items() if span.contains_key(k)}
+        rows = self._scan(span, None if own else limit, reverse)
+        if own:
+            merged = {kv.key: kv for kv in rows}
+            for key, value in own.items():
+                if value is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = KeyValue(key, value, self._txn.read_ts)
+            rows = [merged[k] for k in sorted(merged, reverse=reverse)]
+            if limit is not None:
+                rows = rows[:limit]
+        return rows
+
+    def _scan(self, span: Span, limit: int | None, reverse: bool) -> list[KeyValue]:
+        rows: list[KeyValue] = []
+        read_end = span.end if not reverse else span.start
+        for part, response in self._router.send_span(
+            span,
+            self._header,
+            lambda p: (Scan(p, None if limit is None else limit - len(rows), reverse),),
+            reverse=reverse,
+        ):
+            self._adopt(response)
+            result = response.responses[0]
+            if not isinstance(result, ScanResponse):
+                continue
+            rows.extend(result.rows)
+            if result.resume_key is not None:
+                read_end = result.resume_key
+                self._reads.append(
+                    Span(part.start, read_end) if not reverse else Span(read_end, part.end)
+                )
+                break
+            self._reads.append(part)
+            read_end = part.end if not reverse else part.start
+        return rows
+
+    # Writes (buffered until commit).
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self._check_open()
+        check_key(key)
+        if type(value) is not bytes:
+            raise InvalidArgumentError(f"values are bytes, not {type(value).__name__}")
+        if len(value) > MAX_VALUE_BYTES:
+            raise InvalidArgumentError(
+                f"value of {len(value)} bytes exceeds the limit of {MAX_VALUE_BYTES} bytes"
+            )
+        self._writes[key] = value
+
+    def delete(self, key: bytes) -> None:
+        self._check_open()
+        check_key(key)
+        self._writes[key] = None
+
+    def conditional_put(self, key: bytes, value: bytes | None, expected: bytes | None) -> None:
+        """Write ``value`` if ``key`` holds ``expected`` (``None``: absent), else raise
+        :class:`ConditionFailedError` with the actual value."""
+        actual = self.get(key)
+        if actual != expected:
+            raise ConditionFailedError(key, expected, actual)
+        if value is None:
+            self.delete(key)
+        else:
+            self.put(key, value)
+
+    def delete_range(self, start: bytes, end: bytes) -> list[bytes]:
+        """Delete every live key in ``[start, end)``; returns the keys deleted."""
+        keys = [kv.key for kv in self.scan(start, end)]
+        for key in keys:
+            self._writes[key] = None
+        return keys
+
+    # Ending.
+
+    def commit(self) -> Timestamp:
+        """Commit; returns the commit timestamp. Raises a :class:`RetryableError` if the
+        transaction must be retried (it is then rolled back)."""
+        self._check_open()
+        try:
+            if self._writes:
+                self._commit_writes()
+            else:
+                self.commit_ts = self._txn.read_ts if self._txn.started() else None
+        except BaseException:
+            self._rollback_quietly()
+            raise
+        self.state = TxnState.COMMITTED
+        return self.commit_ts or self._txn.write_ts
+
+    def rollback(self) -> None:
+        """Abandon the transaction and remove its intents. Idempotent."""
+        if self.state is not TxnState.OPEN:
+            return
+        self._rollback_quietly()
+
+    def _rollback_quietly(self) -> None:
+        self.state = TxnState.ROLLED_BACK
+        if not self._locked:
+            return
+        # If this fails, the record expires and pushers clean up the intents.
+        with contextlib.suppress(FeedKVError):
+            self._send_key(self._txn.key, (EndTxn(False, tuple(merge_spans(self._locked))),))
+
+    def _commit_writes(self) -> None:
+        writes = self._writes
+        self._txn = replace(self._txn, key=next(iter(writes)))
+        puts = [Put(k, v) for k, v in writes.items()]
+        groups: dict[int, list[Put]] = {}
+        for put in puts:
+            groups.setdefault(self._router.ranges.get(put.key).range_id, []).append(put)
+        if len(groups) == 1:
+            self._commit_one_phase(puts)
+        else:
+            self._commit_two_phase(puts)
+
+    def _commit_one_phase(self, puts: list[Put]) -> None:
+        while True:
+            try:
+                response = self._send_key(puts[0].key, (*puts, EndTxn(True)))
+            except TransactionRetryError as exc:
+                if exc.ts is None:
+                    raise
+                self._refresh(exc.ts)
+                continue
+            self.commit_ts = self._txn.write_ts if response.txn is None else response.txn.write_ts
+            return
+
+    def _commit_two_phase(self, puts: list[Put]) -> None:
+        self._send_key(self._txn.key, (HeartbeatTxn(),))
+        stop = threading.Event()
+        beat = threading.Thread(target=self._heartbeat, args=(stop,), daemon=True)
+        beat.start()
+        try:
+            remaining = puts
+            while remaining:
+                desc = self._router.ranges.get(remaining[0].key)
+                batch = [p for p in remaining if desc.contains_key(p.key)]
+                self._send_key(batch[0].key, tuple(batch))
+                self._locked.extend(Span.for_key(p.key) for p in batch)
+                remaining = [p for p in remaining if not desc.contains_key(p.key)]
+            lock_spans = tuple(merge_spans(self._locked))
+            while True:
+                if self._txn.write_ts != self._txn.read_ts:
+                    self._refresh(self._txn.write_ts)
+                try:
+                    self._send_key(self._txn.key, (EndTxn(True, lock_spans),))
+                except TransactionRetryError as exc:
+                    if exc.ts is None or exc.reason != "RETRY_PUSHED":
+                        raise
+                    self._txn = self._txn.with_write_ts(exc.ts)
+                    continue
+                self.commit_ts = self._txn.write_ts
+                return
+        finally:
+            stop.set()
+            beat.join()
+
+    def _heartbeat(self, stop: threading.Event) -> None:
+        while not stop.wait(HEARTBEAT_INTERVAL_S):
+            try:
+                self._router.send_key(self._txn.key, self._header(), (HeartbeatTxn(),))
+            except FeedKVError:
+                return
+
+    def _refresh(self, to_ts: Timestamp) -> None:
+        """Move the reads from ``read_ts`` up to ``to_ts`` or raise TransactionRetryError."""
+        from_ts = self._txn.read_ts
+        header = Header(txn=self._txn.with_write_ts(to_ts))
+        for span in merge_spans(self._reads):
+            for _part, _response in self._router.send_span(
+                span, lambda: header, lambda p: (RefreshRange(p, from_ts),)
+            ):
+                pass
+        self._txn = replace(self._txn, read_ts=to_ts, write_ts=to_ts)
+
+    # Plumbing.
+
+    def _header(self) -> Header:
+        return Header(txn=self._txn)
+
+    def _send_key(self, key: bytes, requests: tuple[Request, ...]) -> BatchResponse:
+        response = self._router.send_key(key, self._header(), requests)
+        self._adopt(response)
+        return response
+
+    def _adopt(self, response: BatchResponse) -> None:
+        txn = response.txn
+        if txn is None:
+            return
+        current = self._txn
+        self._txn = replace(
+            current,
+            read_ts=txn.read_ts if not current.started() else current.read_ts,
+            write_ts=max(current.write_ts, txn.write_ts),
+            seq=max(current.seq, txn.seq),
+        )
+
+    def _check_open(self) -> None:
+        if self.state is not TxnState.OPEN:
+            raise TransactionStatusError(f"the transaction is {self.state.value}")
+
+    def __enter__(self) -> Txn:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None and self.state is TxnState.OPEN:
+            self.commit()
+        else:
+            self.rollback()

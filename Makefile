@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.feedkv-installed
 
-.PHONY: test demo lint bench clean
+.PHONY: test demo lint bench clean proto
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "feedkv needs Python 3.11 or newer; set PYTHON=/path/to/python3.11")'
@@ -27,6 +27,10 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/feedkv bench storage
+
+proto: $(STAMP)
+	$(BIN)/python -m grpc_tools.protoc -I feedkv/kv/proto --python_out=feedkv/kv/proto \
+		--pyi_out=feedkv/kv/proto feedkv/kv/proto/feedkv.proto
 
 clean:
 	rm -rf $(VENV) demo-data

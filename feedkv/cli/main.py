@@ -47,6 +47,17 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--store", default="demo-data", help="store directory (recreated)")
     demo.add_argument("--seconds", type=float, default=3.0, help="length of the workload")
 
+    start = commands.add_parser("start", help="run a node: a store served over gRPC")
+    start.add_argument("--store", required=True, help="store directory (created if missing)")
+    start.add_argument(
+        "--listen", default="127.0.0.1:26257", help="HOST:PORT to serve on (port 0: any free)"
+    )
+    start.add_argument(
+        "--closed-ts-target",
+        default="1s",
+        help="how far behind now ranges close timestamps (e.g. 1s, 200ms; default 1s)",
+    )
+
     bench = commands.add_parser("bench", help="run a benchmark and print its JSON record")
     bench.add_argument("name", help="benchmark name: " + (", ".join(_bench_names()) or "none"))
     bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the benchmark")
@@ -60,6 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from feedkv.cli.demo import run_demo
 
             return run_demo(Path(args.store), seconds=args.seconds)
+        if args.command == "start":
+            from feedkv.cli.start import run_node
+
+            return run_node(Path(args.store), args.listen, args.closed_ts_target)
         if args.command == "bench":
             return _run_bench(args.name, list(args.args))
     except FeedKVError as exc:

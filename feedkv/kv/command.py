@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from feedkv.errors import (
+    FeedKVError,
     InvalidArgumentError,
     RangeKeyMismatchError,
     RangeNotFoundError,
@@ -93,7 +94,7 @@ _WRITES = (Put, ConditionalPut, DeleteRange)
 _WriteFn = Callable[[Timestamp, TxnMeta | None], list[LogicalOp]]
 
 
-class PushBatch(Exception):
+class PushBatch(FeedKVError):
     """A batch writing committed values must re-run at ``ts`` (the store does so)."""
 
     def __init__(self, ts: Timestamp) -> None:
@@ -101,7 +102,7 @@ class PushBatch(Exception):
         super().__init__(f"re-run the batch at {ts}")
 
 
-class TxnPushFailed(Exception):
+class TxnPushFailed(FeedKVError):
     """The pushee is alive and outranks the pusher: the pusher must wait (internal)."""
 
     def __init__(self, record: TxnRecord) -> None:

@@ -1,0 +1,33 @@
+"""``feedkv start``: run a node in the foreground until SIGTERM or Ctrl-C, then drain."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from feedkv.kv.node import Node, parse_duration_ns
+from feedkv.kv.store import StoreConfig
+
+__all__ = ["run_node"]
+
+
+def run_node(store: Path, listen: str, closed_ts_target: str) -> int:
+    config = StoreConfig(closed_ts_target_ns=parse_duration_ns(closed_ts_target))
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    node = Node(store, listen=listen, config=config)
+    print(f"feedkv node listening on {node.url} (store {store})", flush=True)
+    while not stop.wait(3600):
+        pass
+    print("feedkv node draining", file=sys.stderr, flush=True)
+    node.stop()
+    print("feedkv node stopped", file=sys.stderr, flush=True)
+    return 0

@@ -1,0 +1,422 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class TxnStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PENDING: _ClassVar[TxnStatus]
+    COMMITTED: _ClassVar[TxnStatus]
+    ABORTED: _ClassVar[TxnStatus]
+
+class PushType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PUSH_TIMESTAMP: _ClassVar[PushType]
+    PUSH_ABORT: _ClassVar[PushType]
+    PUSH_TOUCH: _ClassVar[PushType]
+PENDING: TxnStatus
+COMMITTED: TxnStatus
+ABORTED: TxnStatus
+PUSH_TIMESTAMP: PushType
+PUSH_ABORT: PushType
+PUSH_TOUCH: PushType
+
+class Timestamp(_message.Message):
+    __slots__ = ("wall", "logical")
+    WALL_FIELD_NUMBER: _ClassVar[int]
+    LOGICAL_FIELD_NUMBER: _ClassVar[int]
+    wall: int
+    logical: int
+    def __init__(self, wall: _Optional[int] = ..., logical: _Optional[int] = ...) -> None: ...
+
+class Span(_message.Message):
+    __slots__ = ("start", "end")
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    start: bytes
+    end: bytes
+    def __init__(self, start: _Optional[bytes] = ..., end: _Optional[bytes] = ...) -> None: ...
+
+class Value(_message.Message):
+    __slots__ = ("bytes",)
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    bytes: bytes
+    def __init__(self, bytes: _Optional[bytes] = ...) -> None: ...
+
+class TxnMeta(_message.Message):
+    __slots__ = ("id", "key", "epoch", "write_ts", "seq")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    WRITE_TS_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    id: bytes
+    key: bytes
+    epoch: int
+    write_ts: Timestamp
+    seq: int
+    def __init__(self, id: _Optional[bytes] = ..., key: _Optional[bytes] = ..., epoch: _Optional[int] = ..., write_ts: _Optional[_Union[Timestamp, _Mapping]] = ..., seq: _Optional[int] = ...) -> None: ...
+
+class Transaction(_message.Message):
+    __slots__ = ("id", "key", "epoch", "read_ts", "write_ts", "priority", "seq")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    READ_TS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_TS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    id: bytes
+    key: bytes
+    epoch: int
+    read_ts: Timestamp
+    write_ts: Timestamp
+    priority: int
+    seq: int
+    def __init__(self, id: _Optional[bytes] = ..., key: _Optional[bytes] = ..., epoch: _Optional[int] = ..., read_ts: _Optional[_Union[Timestamp, _Mapping]] = ..., write_ts: _Optional[_Union[Timestamp, _Mapping]] = ..., priority: _Optional[int] = ..., seq: _Optional[int] = ...) -> None: ...
+
+class TxnRecord(_message.Message):
+    __slots__ = ("meta", "status", "priority", "last_active_ns")
+    META_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACTIVE_NS_FIELD_NUMBER: _ClassVar[int]
+    meta: TxnMeta
+    status: TxnStatus
+    priority: int
+    last_active_ns: int
+    def __init__(self, meta: _Optional[_Union[TxnMeta, _Mapping]] = ..., status: _Optional[_Union[TxnStatus, str]] = ..., priority: _Optional[int] = ..., last_active_ns: _Optional[int] = ...) -> None: ...
+
+class RangeDescriptor(_message.Message):
+    __slots__ = ("range_id", "span", "generation")
+    RANGE_ID_FIELD_NUMBER: _ClassVar[int]
+    SPAN_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    range_id: int
+    span: Span
+    generation: int
+    def __init__(self, range_id: _Optional[int] = ..., span: _Optional[_Union[Span, _Mapping]] = ..., generation: _Optional[int] = ...) -> None: ...
+
+class KeyValue(_message.Message):
+    __slots__ = ("key", "value", "ts")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    TS_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    value: bytes
+    ts: Timestamp
+    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., ts: _Optional[_Union[Timestamp, _Mapping]] = ...) -> None: ...
+
+class GetRequest(_message.Message):
+    __slots__ = ("key",)
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    def __init__(self, key: _Optional[bytes] = ...) -> None: ...
+
+class PutRequest(_message.Message):
+    __slots__ = ("key", "value")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    value: Value
+    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
+
+class ConditionalPutRequest(_message.Message):
+    __slots__ = ("key", "value", "expected")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    value: Value
+    expected: Value
+    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[_Union[Value, _Mapping]] = ..., expected: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
+
+class DeleteRangeRequest(_message.Message):
+    __slots__ = ("span",)
+    SPAN_FIELD_NUMBER: _ClassVar[int]
+    span: Span
+    def __init__(self, span: _Optional[_Union[Span, _Mapping]] = ...) -> None: ...
+
+class ScanRequest(_message.Message):
+    __slots__ = ("span", "limit", "reverse")
+    SPAN_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    REVERSE_FIELD_NUMBER: _ClassVar[int]
+    span: Span
+    limit: int
+    reverse: bool
+    def __init__(self, span: _Optional[_Union[Span, _Mapping]] = ..., limit: _Optional[int] = ..., reverse: _Optional[bool] = ...) -> None: ...
+
+class EndTxnRequest(_message.Message):
+    __slots__ = ("commit", "lock_spans")
+    COMMIT_FIELD_NUMBER: _ClassVar[int]
+    LOCK_SPANS_FIELD_NUMBER: _ClassVar[int]
+    commit: bool
+    lock_spans: _containers.RepeatedCompositeFieldContainer[Span]
+    def __init__(self, commit: _Optional[bool] = ..., lock_spans: _Optional[_Iterable[_Union[Span, _Mapping]]] = ...) -> None: ...
+
+class HeartbeatTxnRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PushTxnRequest(_message.Message):
+    __slots__ = ("pushee", "push_type", "push_to", "pusher_priority", "pusher_id")
+    PUSHEE_FIELD_NUMBER: _ClassVar[int]
+    PUSH_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PUSH_TO_FIELD_NUMBER: _ClassVar[int]
+    PUSHER_PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    PUSHER_ID_FIELD_NUMBER: _ClassVar[int]
+    pushee: TxnMeta
+    push_type: PushType
+    push_to: Timestamp
+    pusher_priority: int
+    pusher_id: bytes
+    def __init__(self, pushee: _Optional[_Union[TxnMeta, _Mapping]] = ..., push_type: _Optional[_Union[PushType, str]] = ..., push_to: _Optional[_Union[Timestamp, _Mapping]] = ..., pusher_priority: _Optional[int] = ..., pusher_id: _Optional[bytes] = ...) -> None: ...
+
+class ResolveIntentRequest(_message.Message):
+    __slots__ = ("span", "txn", "status")
+    SPAN_FIELD_NUMBER: _ClassVar[int]
+    TXN_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    span: Span
+    txn: TxnMeta
+    status: TxnStatus
+    def __init__(self, span: _Optional[_Union[Span, _Mapping]] = ..., txn: _Optional[_Union[TxnMeta, _Mapping]] = ..., status: _Optional[_Union[TxnStatus, str]] = ...) -> None: ...
+
+class RefreshRangeRequest(_message.Message):
+    __slots__ = ("span", "from_ts")
+    SPAN_FIELD_NUMBER: _ClassVar[int]
+    FROM_TS_FIELD_NUMBER: _ClassVar[int]
+    span: Span
+    from_ts: Timestamp
+    def __init__(self, span: _Optional[_Union[Span, _Mapping]] = ..., from_ts: _Optional[_Union[Timestamp, _Mapping]] = ...) -> None: ...
+
+class SplitRequest(_message.Message):
+    __slots__ = ("key",)
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    def __init__(self, key: _Optional[bytes] = ...) -> None: ...
+
+class MergeRequest(_message.Message):
+    __slots__ = ("key",)
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    def __init__(self, key: _Optional[bytes] = ...) -> None: ...
+
+class RangeLookupRequest(_message.Message):
+    __slots__ = ("key", "prefetch")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    PREFETCH_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    prefetch: int
+    def __init__(self, key: _Optional[bytes] = ..., prefetch: _Optional[int] = ...) -> None: ...
+
+class RequestUnion(_message.Message):
+    __slots__ = ("get", "put", "conditional_put", "delete_range", "scan", "end_txn", "heartbeat_txn", "push_txn", "resolve_intent", "refresh_range", "split", "merge", "range_lookup")
+    GET_FIELD_NUMBER: _ClassVar[int]
+    PUT_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONAL_PUT_FIELD_NUMBER: _ClassVar[int]
+    DELETE_RANGE_FIELD_NUMBER: _ClassVar[int]
+    SCAN_FIELD_NUMBER: _ClassVar[int]
+    END_TXN_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_TXN_FIELD_NUMBER: _ClassVar[int]
+    PUSH_TXN_FIELD_NUMBER: _ClassVar[int]
+    RESOLVE_INTENT_FIELD_NUMBER: _ClassVar[int]
+    REFRESH_RANGE_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_FIELD_NUMBER: _ClassVar[int]
+    MERGE_FIELD_NUMBER: _ClassVar[int]
+    RANGE_LOOKUP_FIELD_NUMBER: _ClassVar[int]
+    get: GetRequest
+    put: PutRequest
+    conditional_put: ConditionalPutRequest
+    delete_range: DeleteRangeRequest
+    scan: ScanRequest
+    end_txn: EndTxnRequest
+    heartbeat_txn: HeartbeatTxnRequest
+    push_txn: PushTxnRequest
+    resolve_intent: ResolveIntentRequest
+    refresh_range: RefreshRangeRequest
+    split: SplitRequest
+    merge: MergeRequest
+    range_lookup: RangeLookupRequest
+    def __init__(self, get: _Optional[_Union[GetRequest, _Mapping]] = ..., put: _Optional[_Union[PutRequest, _Mapping]] = ..., conditional_put: _Optional[_Union[ConditionalPutRequest, _Mapping]] = ..., delete_range: _Optional[_Union[DeleteRangeRequest, _Mapping]] = ..., scan: _Optional[_Union[ScanRequest, _Mapping]] = ..., end_txn: _Optional[_Union[EndTxnRequest, _Mapping]] = ..., heartbeat_txn: _Optional[_Union[HeartbeatTxnRequest, _Mapping]] = ..., push_txn: _Optional[_Union[PushTxnRequest, _Mapping]] = ..., resolve_intent: _Optional[_Union[ResolveIntentRequest, _Mapping]] = ..., refresh_range: _Optional[_Union[RefreshRangeRequest, _Mapping]] = ..., split: _Optional[_Union[SplitRequest, _Mapping]] = ..., merge: _Optional[_Union[MergeRequest, _Mapping]] = ..., range_lookup: _Optional[_Union[RangeLookupRequest, _Mapping]] = ...) -> None: ...
+
+class Header(_message.Message):
+    __slots__ = ("range_id", "generation", "timestamp", "txn")
+    RANGE_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    TXN_FIELD_NUMBER: _ClassVar[int]
+    range_id: int
+    generation: int
+    timestamp: Timestamp
+    txn: Transaction
+    def __init__(self, range_id: _Optional[int] = ..., generation: _Optional[int] = ..., timestamp: _Optional[_Union[Timestamp, _Mapping]] = ..., txn: _Optional[_Union[Transaction, _Mapping]] = ...) -> None: ...
+
+class BatchRequest(_message.Message):
+    __slots__ = ("header", "requests")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    header: Header
+    requests: _containers.RepeatedCompositeFieldContainer[RequestUnion]
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., requests: _Optional[_Iterable[_Union[RequestUnion, _Mapping]]] = ...) -> None: ...
+
+class GetResponse(_message.Message):
+    __slots__ = ("value", "ts")
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    TS_FIELD_NUMBER: _ClassVar[int]
+    value: Value
+    ts: Timestamp
+    def __init__(self, value: _Optional[_Union[Value, _Mapping]] = ..., ts: _Optional[_Union[Timestamp, _Mapping]] = ...) -> None: ...
+
+class PutResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ConditionalPutResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DeleteRangeResponse(_message.Message):
+    __slots__ = ("keys",)
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    keys: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, keys: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class ScanResponse(_message.Message):
+    __slots__ = ("rows", "resume_key")
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    RESUME_KEY_FIELD_NUMBER: _ClassVar[int]
+    rows: _containers.RepeatedCompositeFieldContainer[KeyValue]
+    resume_key: bytes
+    def __init__(self, rows: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., resume_key: _Optional[bytes] = ...) -> None: ...
+
+class EndTxnResponse(_message.Message):
+    __slots__ = ("status", "one_phase")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ONE_PHASE_FIELD_NUMBER: _ClassVar[int]
+    status: TxnStatus
+    one_phase: bool
+    def __init__(self, status: _Optional[_Union[TxnStatus, str]] = ..., one_phase: _Optional[bool] = ...) -> None: ...
+
+class HeartbeatTxnResponse(_message.Message):
+    __slots__ = ("record",)
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    record: TxnRecord
+    def __init__(self, record: _Optional[_Union[TxnRecord, _Mapping]] = ...) -> None: ...
+
+class PushTxnResponse(_message.Message):
+    __slots__ = ("record",)
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    record: TxnRecord
+    def __init__(self, record: _Optional[_Union[TxnRecord, _Mapping]] = ...) -> None: ...
+
+class ResolveIntentResponse(_message.Message):
+    __slots__ = ("resolved",)
+    RESOLVED_FIELD_NUMBER: _ClassVar[int]
+    resolved: int
+    def __init__(self, resolved: _Optional[int] = ...) -> None: ...
+
+class RefreshRangeResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SplitResponse(_message.Message):
+    __slots__ = ("left", "right")
+    LEFT_FIELD_NUMBER: _ClassVar[int]
+    RIGHT_FIELD_NUMBER: _ClassVar[int]
+    left: RangeDescriptor
+    right: RangeDescriptor
+    def __init__(self, left: _Optional[_Union[RangeDescriptor, _Mapping]] = ..., right: _Optional[_Union[RangeDescriptor, _Mapping]] = ...) -> None: ...
+
+class MergeResponse(_message.Message):
+    __slots__ = ("merged",)
+    MERGED_FIELD_NUMBER: _ClassVar[int]
+    merged: RangeDescriptor
+    def __init__(self, merged: _Optional[_Union[RangeDescriptor, _Mapping]] = ...) -> None: ...
+
+class RangeLookupResponse(_message.Message):
+    __slots__ = ("descriptors", "closed_timestamps")
+    DESCRIPTORS_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_TIMESTAMPS_FIELD_NUMBER: _ClassVar[int]
+    descriptors: _containers.RepeatedCompositeFieldContainer[RangeDescriptor]
+    closed_timestamps: _containers.RepeatedCompositeFieldContainer[Timestamp]
+    def __init__(self, descriptors: _Optional[_Iterable[_Union[RangeDescriptor, _Mapping]]] = ..., closed_timestamps: _Optional[_Iterable[_Union[Timestamp, _Mapping]]] = ...) -> None: ...
+
+class ResponseUnion(_message.Message):
+    __slots__ = ("get", "put", "conditional_put", "delete_range", "scan", "end_txn", "heartbeat_txn", "push_txn", "resolve_intent", "refresh_range", "split", "merge", "range_lookup")
+    GET_FIELD_NUMBER: _ClassVar[int]
+    PUT_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONAL_PUT_FIELD_NUMBER: _ClassVar[int]
+    DELETE_RANGE_FIELD_NUMBER: _ClassVar[int]
+    SCAN_FIELD_NUMBER: _ClassVar[int]
+    END_TXN_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_TXN_FIELD_NUMBER: _ClassVar[int]
+    PUSH_TXN_FIELD_NUMBER: _ClassVar[int]
+    RESOLVE_INTENT_FIELD_NUMBER: _ClassVar[int]
+    REFRESH_RANGE_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_FIELD_NUMBER: _ClassVar[int]
+    MERGE_FIELD_NUMBER: _ClassVar[int]
+    RANGE_LOOKUP_FIELD_NUMBER: _ClassVar[int]
+    get: GetResponse
+    put: PutResponse
+    conditional_put: ConditionalPutResponse
+    delete_range: DeleteRangeResponse
+    scan: ScanResponse
+    end_txn: EndTxnResponse
+    heartbeat_txn: HeartbeatTxnResponse
+    push_txn: PushTxnResponse
+    resolve_intent: ResolveIntentResponse
+    refresh_range: RefreshRangeResponse
+    split: SplitResponse
+    merge: MergeResponse
+    range_lookup: RangeLookupResponse
+    def __init__(self, get: _Optional[_Union[GetResponse, _Mapping]] = ..., put: _Optional[_Union[PutResponse, _Mapping]] = ..., conditional_put: _Optional[_Union[ConditionalPutResponse, _Mapping]] = ..., delete_range: _Optional[_Union[DeleteRangeResponse, _Mapping]] = ..., scan: _Optional[_Union[ScanResponse, _Mapping]] = ..., end_txn: _Optional[_Union[EndTxnResponse, _Mapping]] = ..., heartbeat_txn: _Optional[_Union[HeartbeatTxnResponse, _Mapping]] = ..., push_txn: _Optional[_Union[PushTxnResponse, _Mapping]] = ..., resolve_intent: _Optional[_Union[ResolveIntentResponse, _Mapping]] = ..., refresh_range: _Optional[_Union[RefreshRangeResponse, _Mapping]] = ..., split: _Optional[_Union[SplitResponse, _Mapping]] = ..., merge: _Optional[_Union[MergeResponse, _Mapping]] = ..., range_lookup: _Optional[_Union[RangeLookupResponse, _Mapping]] = ...) -> None: ...
+
+class Error(_message.Message):
+    __slots__ = ("type", "message", "descriptors", "range_id", "reason", "ts", "key", "expected", "actual")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTORS_FIELD_NUMBER: _ClassVar[int]
+    RANGE_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    TS_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_FIELD_NUMBER: _ClassVar[int]
+    ACTUAL_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    message: str
+    descriptors: _containers.RepeatedCompositeFieldContainer[RangeDescriptor]
+    range_id: int
+    reason: str
+    ts: Timestamp
+    key: bytes
+    expected: Value
+    actual: Value
+    def __init__(self, type: _Optional[str] = ..., message: _Optional[str] = ..., descriptors: _Optional[_Iterable[_Union[RangeDescriptor, _Mapping]]] = ..., range_id: _Optional[int] = ..., reason: _Optional[str] = ..., ts: _Optional[_Union[Timestamp, _Mapping]] = ..., key: _Optional[bytes] = ..., expected: _Optional[_Union[Value, _Mapping]] = ..., actual: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
+
+class BatchResponse(_message.Message):
+    __slots__ = ("responses", "timestamp", "txn", "error")
+    RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    TXN_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    responses: _containers.RepeatedCompositeFieldContainer[ResponseUnion]
+    timestamp: Timestamp
+    txn: Transaction
+    error: Error
+    def __init__(self, responses: _Optional[_Iterable[_Union[ResponseUnion, _Mapping]]] = ..., timestamp: _Optional[_Union[Timestamp, _Mapping]] = ..., txn: _Optional[_Union[Transaction, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
+
+class NowRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class NowResponse(_message.Message):
+    __slots__ = ("now",)
+    NOW_FIELD_NUMBER: _ClassVar[int]
+    now: Timestamp
+    def __init__(self, now: _Optional[_Union[Timestamp, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,416 @@
+"""Translation between the batch API's dataclasses and their protobuf messages.
+
+The node and the gRPC client both use these functions, so whatever crosses the wire is
+checked the same way the in-process API checks it: a malformed message (an inverted span,
+a 15-byte txn id, an unknown request) raises :class:`InvalidArgumentError` naming the bad
+part, and the node answers with that error instead of applying anything.
+
+Errors travel as an ``Error`` message naming the :mod:`feedkv.errors` class and carrying
+the details that class holds; the client raises the same class again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from google.protobuf.message import Message
+
+from feedkv import errors
+from feedkv.errors import FeedKVError, InvalidArgumentError
+from feedkv.kv import api
+from feedkv.kv.proto import feedkv_pb2 as pb
+from feedkv.kv.range_descriptor import RangeDescriptor
+from feedkv.kv.txn_record import TxnRecord
+from feedkv.storage.intent import TxnMeta, TxnStatus
+from feedkv.storage.mvcc import KeyValue
+from feedkv.util.hlc import MAX_LOGICAL, MAX_WALL, Timestamp
+from feedkv.util.keys import Span
+
+__all__ = [
+    "batch_request_from_proto",
+    "batch_request_to_proto",
+    "batch_response_from_proto",
+    "batch_response_to_proto",
+    "error_from_proto",
+    "error_to_proto",
+    "timestamp_from_proto",
+    "timestamp_to_proto",
+]
+
+_STATUS_TO = {
+    TxnStatus.PENDING: pb.PENDING,
+    TxnStatus.COMMITTED: pb.COMMITTED,
+    TxnStatus.ABORTED: pb.ABORTED,
+}
+_STATUS_FROM: dict[int, TxnStatus] = {v: k for k, v in _STATUS_TO.items()}
+_PUSH_TO = {
+    api.PushType.TIMESTAMP: pb.PUSH_TIMESTAMP,
+    api.PushType.ABORT: pb.PUSH_ABORT,
+    api.PushType.TOUCH: pb.PUSH_TOUCH,
+}
+_PUSH_FROM: dict[int, api.PushType] = {v: k for k, v in _PUSH_TO.items()}
+
+
+# Small values.
+
+
+def timestamp_to_proto(ts: Timestamp, out: pb.Timestamp | None = None) -> pb.Timestamp:
+    msg = out if out is not None else pb.Timestamp()
+    msg.wall = ts.wall
+    msg.logical = ts.logical
+    return msg
+
+
+def timestamp_from_proto(msg: pb.Timestamp) -> Timestamp:
+    if not 0 <= msg.wall <= MAX_WALL or msg.logical > MAX_LOGICAL:
+        raise InvalidArgumentError(f"timestamp {msg.wall}.{msg.logical} is out of range")
+    return Timestamp(msg.wall, msg.logical)
+
+
+def _span_to(span: Span, out: pb.Span) -> None:
+    out.start = span.start
+    out.end = span.end
+
+
+def _span_from(msg: pb.Span) -> Span:
+    return Span(msg.start, msg.end)
+
+
+def _value_to(value: bytes | None, parent: Message, field: str) -> None:
+    if value is not None:
+        getattr(parent, field).bytes = value
+
+
+def _value_from(parent: Message, field: str) -> bytes | None:
+    return getattr(parent, field).bytes if parent.HasField(field) else None
+
+
+def _txn_id(raw: bytes) -> bytes:
+    if len(raw) != 16:
+        raise InvalidArgumentError(f"a txn id is 16 bytes, got {len(raw)}")
+    return raw
+
+
+def _meta_to(meta: TxnMeta, out: pb.TxnMeta) -> None:
+    out.id = meta.id
+    out.key = meta.key
+    out.epoch = meta.epoch
+    timestamp_to_proto(meta.write_ts, out.write_ts)
+    out.seq = meta.seq
+
+
+def _meta_from(msg: pb.TxnMeta) -> TxnMeta:
+    return TxnMeta(_txn_id(msg.id), msg.key, msg.epoch, timestamp_from_proto(msg.write_ts), msg.seq)
+
+
+def _txn_to(txn: api.Transaction, out: pb.Transaction) -> None:
+    out.id = txn.id
+    out.key = txn.key
+    out.epoch = txn.epoch
+    timestamp_to_proto(txn.read_ts, out.read_ts)
+    timestamp_to_proto(txn.write_ts, out.write_ts)
+    out.priority = txn.priority
+    out.seq = txn.seq
+
+
+def _txn_from(msg: pb.Transaction) -> api.Transaction:
+    return api.Transaction(
+        id=_txn_id(msg.id),
+        key=msg.key,
+        epoch=msg.epoch,
+        read_ts=timestamp_from_proto(msg.read_ts),
+        write_ts=timestamp_from_proto(msg.write_ts),
+        priority=msg.priority,
+        seq=msg.seq,
+    )
+
+
+def _record_to(record: TxnRecord, out: pb.TxnRecord) -> None:
+    _meta_to(record.meta, out.meta)
+    out.status = _STATUS_TO[record.status]
+    out.priority = record.priority
+    out.last_active_ns = record.last_active_ns
+
+
+def _record_from(msg: pb.TxnRecord) -> TxnRecord:
+    return TxnRecord(
+        _meta_from(msg.meta), _STATUS_FROM[msg.status], msg.priority, msg.last_active_ns
+    )
+
+
+def _desc_to(desc: RangeDescriptor, out: pb.RangeDescriptor) -> None:
+    out.range_id = desc.range_id
+    _span_to(desc.span, out.span)
+    out.generation = desc.generation
+
+
+def _desc_from(msg: pb.RangeDescriptor) -> RangeDescriptor:
+    return RangeDescriptor(msg.range_id, _span_from(msg.span), msg.generation)
+
+
+def _status_from(code: int) -> TxnStatus:
+    if code not in _STATUS_FROM:
+        raise InvalidArgumentError(f"unknown txn status {code}")
+    return _STATUS_FROM[code]
+
+
+def _push_type_from(code: int) -> api.PushType:
+    if code not in _PUSH_FROM:
+        raise InvalidArgumentError(f"unknown push type {code}")
+    return _PUSH_FROM[code]
+
+
+# Requests.
+
+
+def _encode_request(req: api.Request, out: pb.RequestUnion) -> None:
+    if isinstance(req, api.Get):
+        out.get.key = req.key
+    elif isinstance(req, api.Put):
+        out.put.key = req.key
+        _value_to(req.value, out.put, "value")
+    elif isinstance(req, api.ConditionalPut):
+        out.conditional_put.key = req.key
+        _value_to(req.value, out.conditional_put, "value")
+        _value_to(req.expected, out.conditional_put, "expected")
+    elif isinstance(req, api.DeleteRange):
+        _span_to(req.span, out.delete_range.span)
+    elif isinstance(req, api.Scan):
+        _span_to(req.span, out.scan.span)
+        if req.limit is not None:
+            out.scan.limit = req.limit
+        out.scan.reverse = req.reverse
+    elif isinstance(req, api.EndTxn):
+        out.end_txn.commit = req.commit
+        for span in req.lock_spans:
+            _span_to(span, out.end_txn.lock_spans.add())
+    elif isinstance(req, api.HeartbeatTxn):
+        out.heartbeat_txn.SetInParent()
+    elif isinstance(req, api.PushTxn):
+        _meta_to(req.pushee, out.push_txn.pushee)
+        out.push_txn.push_type = _PUSH_TO[req.push_type]
+        timestamp_to_proto(req.push_to, out.push_txn.push_to)
+        out.push_txn.pusher_priority = req.pusher_priority
+        out.push_txn.pusher_id = req.pusher_id or b""
+    elif isinstance(req, api.ResolveIntent):
+        _span_to(req.span, out.resolve_intent.span)
+        _meta_to(req.txn, out.resolve_intent.txn)
+        out.resolve_intent.status = _STATUS_TO[req.status]
+    elif isinstance(req, api.RefreshRange):
+        _span_to(req.span, out.refresh_range.span)
+        timestamp_to_proto(req.from_ts, out.refresh_range.from_ts)
+    elif isinstance(req, api.Split):
+        out.split.key = req.key
+    elif isinstance(req, api.Merge):
+        out.merge.key = req.key
+    elif isinstance(req, api.RangeLookup):
+        out.range_lookup.key = req.key
+        out.range_lookup.prefetch = min(req.prefetch, 2**32 - 1)
+
+
+def _decode_request(msg: pb.RequestUnion) -> api.Request:
+    kind = msg.WhichOneof("value")
+    if kind is None:
+        raise InvalidArgumentError("a request in the batch is empty (no request type set)")
+    body: Any = getattr(msg, kind)
+    return _REQUEST_DECODERS[kind](body)
+
+
+_REQUEST_DECODERS: dict[str, Callable[[Any], api.Request]] = {
+    "get": lambda m: api.Get(m.key),
+    "put": lambda m: api.Put(m.key, _value_from(m, "value")),
+    "conditional_put": lambda m: api.ConditionalPut(
+        m.key, _value_from(m, "value"), _value_from(m, "expected")
+    ),
+    "delete_range": lambda m: api.DeleteRange(_span_from(m.span)),
+    "scan": lambda m: api.Scan(
+        _span_from(m.span), m.limit if m.HasField("limit") else None, m.reverse
+    ),
+    "end_txn": lambda m: api.EndTxn(m.commit, tuple(_span_from(s) for s in m.lock_spans)),
+    "heartbeat_txn": lambda m: api.HeartbeatTxn(),
+    "push_txn": lambda m: api.PushTxn(
+        _meta_from(m.pushee),
+        _push_type_from(m.push_type),
+        timestamp_from_proto(m.push_to),
+        m.pusher_priority,
+        _txn_id(m.pusher_id) if m.pusher_id else None,
+    ),
+    "resolve_intent": lambda m: api.ResolveIntent(
+        _span_from(m.span), _meta_from(m.txn), _status_from(m.status)
+    ),
+    "refresh_range": lambda m: api.RefreshRange(
+        _span_from(m.span), timestamp_from_proto(m.from_ts)
+    ),
+    "split": lambda m: api.Split(m.key),
+    "merge": lambda m: api.Merge(m.key),
+    "range_lookup": lambda m: api.RangeLookup(m.key, m.prefetch),
+}
+
+
+def batch_request_to_proto(batch: api.BatchRequest) -> pb.BatchRequest:
+    msg = pb.BatchRequest()
+    header = batch.header
+    msg.header.range_id = header.range_id
+    msg.header.generation = header.generation
+    if header.timestamp is not None:
+        timestamp_to_proto(header.timestamp, msg.header.timestamp)
+    if header.txn is not None:
+        _txn_to(header.txn, msg.header.txn)
+    for req in batch.requests:
+        _encode_request(req, msg.requests.add())
+    return msg
+
+
+def batch_request_from_proto(msg: pb.BatchRequest) -> api.BatchRequest:
+    h = msg.header
+    header = api.Header(
+        range_id=h.range_id,
+        generation=h.generation,
+        timestamp=timestamp_from_proto(h.timestamp) if h.HasField("timestamp") else None,
+        txn=_txn_from(h.txn) if h.HasField("txn") else None,
+    )
+    return api.BatchRequest(header, tuple(_decode_request(r) for r in msg.requests))
+
+
+# Responses.
+
+
+def _encode_response(resp: api.Response, out: pb.ResponseUnion) -> None:
+    if isinstance(resp, api.GetResponse):
+        out.get.SetInParent()
+        _value_to(resp.value, out.get, "value")
+        if resp.ts is not None:
+            timestamp_to_proto(resp.ts, out.get.ts)
+    elif isinstance(resp, api.PutResponse):
+        out.put.SetInParent()
+    elif isinstance(resp, api.ConditionalPutResponse):
+        out.conditional_put.SetInParent()
+    elif isinstance(resp, api.DeleteRangeResponse):
+        out.delete_range.SetInParent()
+        out.delete_range.keys.extend(resp.keys)
+    elif isinstance(resp, api.ScanResponse):
+        out.scan.SetInParent()
+        for kv in resp.rows:
+            row = out.scan.rows.add()
+            row.key = kv.key
+            row.value = kv.value
+            timestamp_to_proto(kv.ts, row.ts)
+        if resp.resume_key is not None:
+            out.scan.resume_key = resp.resume_key
+    elif isinstance(resp, api.EndTxnResponse):
+        out.end_txn.status = _STATUS_TO[resp.status]
+        out.end_txn.one_phase = resp.one_phase
+    elif isinstance(resp, api.HeartbeatTxnResponse):
+        _record_to(resp.record, out.heartbeat_txn.record)
+    elif isinstance(resp, api.PushTxnResponse):
+        _record_to(resp.record, out.push_txn.record)
+    elif isinstance(resp, api.ResolveIntentResponse):
+        out.resolve_intent.resolved = resp.resolved
+    elif isinstance(resp, api.RefreshRangeResponse):
+        out.refresh_range.SetInParent()
+    elif isinstance(resp, api.SplitResponse):
+        _desc_to(resp.left, out.split.left)
+        _desc_to(resp.right, out.split.right)
+    elif isinstance(resp, api.MergeResponse):
+        _desc_to(resp.merged, out.merge.merged)
+    elif isinstance(resp, api.RangeLookupResponse):
+        out.range_lookup.SetInParent()
+        for desc in resp.descriptors:
+            _desc_to(desc, out.range_lookup.descriptors.add())
+        for ts in resp.closed_timestamps:
+            timestamp_to_proto(ts, out.range_lookup.closed_timestamps.add())
+
+
+_RESPONSE_DECODERS: dict[str, Callable[[Any], api.Response]] = {
+    "get": lambda m: api.GetResponse(
+        _value_from(m, "value"), timestamp_from_proto(m.ts) if m.HasField("ts") else None
+    ),
+    "put": lambda m: api.PutResponse(),
+    "conditional_put": lambda m: api.ConditionalPutResponse(),
+    "delete_range": lambda m: api.DeleteRangeResponse(tuple(m.keys)),
+    "scan": lambda m: api.ScanResponse(
+        tuple(KeyValue(r.key, r.value, timestamp_from_proto(r.ts)) for r in m.rows),
+        m.resume_key if m.HasField("resume_key") else None,
+    ),
+    "end_txn": lambda m: api.EndTxnResponse(_status_from(m.status), m.one_phase),
+    "heartbeat_txn": lambda m: api.HeartbeatTxnResponse(_record_from(m.record)),
+    "push_txn": lambda m: api.PushTxnResponse(_record_from(m.record)),
+    "resolve_intent": lambda m: api.ResolveIntentResponse(m.resolved),
+    "refresh_range": lambda m: api.RefreshRangeResponse(),
+    "split": lambda m: api.SplitResponse(_desc_from(m.left), _desc_from(m.right)),
+    "merge": lambda m: api.MergeResponse(_desc_from(m.merged)),
+    "range_lookup": lambda m: api.RangeLookupResponse(
+        tuple(_desc_from(d) for d in m.descriptors),
+        tuple(timestamp_from_proto(t) for t in m.closed_timestamps),
+    ),
+}
+
+
+def batch_response_to_proto(resp: api.BatchResponse) -> pb.BatchResponse:
+    msg = pb.BatchResponse()
+    for r in resp.responses:
+        _encode_response(r, msg.responses.add())
+    timestamp_to_proto(resp.timestamp, msg.timestamp)
+    if resp.txn is not None:
+        _txn_to(resp.txn, msg.txn)
+    return msg
+
+
+def batch_response_from_proto(msg: pb.BatchResponse) -> api.BatchResponse:
+    """The response, or raise the error the node reported."""
+    if msg.HasField("error"):
+        raise error_from_proto(msg.error)
+    responses = []
+    for r in msg.responses:
+        kind = r.WhichOneof("value")
+        if kind is None:
+            raise InvalidArgumentError("the node sent an empty response")
+        responses.append(_RESPONSE_DECODERS[kind](getattr(r, kind)))
+    return api.BatchResponse(
+        tuple(responses),
+        timestamp_from_proto(msg.timestamp),
+        _txn_from(msg.txn) if msg.HasField("txn") else None,
+    )
+
+
+# Errors.
+
+
+def error_to_proto(exc: FeedKVError, out: pb.Error) -> None:
+    out.type = type(exc).__name__
+    out.message = str(exc)
+    if isinstance(exc, errors.RangeKeyMismatchError):
+        for desc in exc.descriptors:
+            _desc_to(desc, out.descriptors.add())
+    if isinstance(exc, errors.RangeNotFoundError):
+        out.range_id = exc.range_id
+    if isinstance(exc, errors.TransactionRetryError):
+        out.reason = exc.reason
+        if exc.ts is not None:
+            timestamp_to_proto(exc.ts, out.ts)
+    if isinstance(exc, errors.ConditionFailedError):
+        out.key = exc.key
+        _value_to(exc.expected, out, "expected")
+        _value_to(exc.actual, out, "actual")
+
+
+def error_from_proto(msg: pb.Error) -> FeedKVError:
+    """Rebuild the node's error as the same :mod:`feedkv.errors` class."""
+    cls = getattr(errors, msg.type, None)
+    if not (isinstance(cls, type) and issubclass(cls, FeedKVError)):
+        return FeedKVError(f"{msg.type}: {msg.message}")
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, msg.message)
+    if isinstance(exc, errors.RangeKeyMismatchError):
+        exc.descriptors = [_desc_from(d) for d in msg.descriptors]
+    if isinstance(exc, errors.RangeNotFoundError):
+        exc.range_id = msg.range_id
+    if isinstance(exc, errors.TransactionRetryError):
+        exc.reason = msg.reason
+        exc.ts = timestamp_from_proto(msg.ts) if msg.HasField("ts") else None
+    if isinstance(exc, errors.ConditionFailedError):
+        exc.key = msg.key
+        exc.expected = _value_from(msg, "expected")
+        exc.actual = _value_from(msg, "actual")
+    return exc

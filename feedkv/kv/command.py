@@ -86,7 +86,7 @@ from feedkv.storage.engine import ReadWriter
 from feedkv.storage.intent import TxnMeta, TxnStatus
 from feedkv.storage.logical_ops import LogicalOp
 from feedkv.util.hlc import Clock, Timestamp
-from feedkv.util.keys import KEY_MAX, Span, check_key
+from feedkv.util.keys import KEY_MAX, Span, check_key, key_next
 
 __all__ = ["Applied", "CommandContext", "PushBatch", "RangeChange", "TxnPushFailed", "evaluate"]
 
@@ -213,6 +213,15 @@ def evaluate(ctx: CommandContext, rw: ReadWriter, batch: BatchRequest) -> Applie
     return applied
 
 
+def _read_part(span: Span, resume_key: bytes, reverse: bool) -> Span | None:
+    """The part of ``span`` a scan read before it stopped at ``resume_key`` (``None``:
+    nothing, the limit ran out before the first key)."""
+    if reverse:
+        resume_end = key_next(resume_key)
+        return Span(resume_end, span.end) if resume_end < span.end else None
+    return Span(span.start, resume_key) if span.start < resume_key else None
+
+
 class _Evaluator:
     def __init__(
         self,
@@ -315,14 +324,11 @@ class _Evaluator:
         result = mvcc.scan(
             self.rw, req.span, ts, txn=self._read_meta(), limit=req.limit, reverse=req.reverse
         )
-        read = req.span
+        read: Span | None = req.span
         if result.resume_key is not None:
-            read = (
-                Span(req.span.start, result.resume_key)
-                if not req.reverse
-                else Span(result.resume_key, req.span.end)
-            )
-        self.ctx.tscache.add_span(read, ts, self.txn_id)
+            read = _read_part(req.span, result.resume_key, req.reverse)
+        if read is not None:
+            self.ctx.tscache.add_span(read, ts, self.txn_id)
         return ScanResponse(tuple(result.rows), result.resume_key)
 
     def _read_meta(self) -> TxnMeta | None:

@@ -31,8 +31,6 @@ from feedkv.kv.api import (
     Put,
     RangeLookup,
     RangeLookupResponse,
-    Scan,
-    ScanResponse,
     Split,
     SplitResponse,
 )
@@ -150,21 +148,18 @@ class DB:
         (descending with ``reverse``), at most ``limit`` of them."""
         if limit is not None and limit < 0:
             raise InvalidArgumentError(f"scan limit must be >= 0, got {limit}")
-        span = Span(start, end)
-        rows: list[KeyValue] = []
-        pinned = [as_of]
-        for _part, response in self._router.send_span(
-            span,
+        pinned: list[Timestamp | None] = [as_of]
+
+        def pin(response: BatchResponse) -> None:
+            pinned[0] = response.timestamp  # every range reads at the first one's timestamp
+
+        rows, _read = self._router.scan(
+            Span(start, end),
             lambda: Header(timestamp=pinned[0]),
-            lambda p: (Scan(p, None if limit is None else limit - len(rows), reverse),),
+            limit=limit,
             reverse=reverse,
-        ):
-            pinned[0] = response.timestamp
-            result = response.responses[0]
-            if isinstance(result, ScanResponse):
-                rows.extend(result.rows)
-                if result.resume_key is not None:
-                    break
+            on_response=pin,
+        )
         return rows
 
     # Transactions.

@@ -12,7 +12,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from feedkv.errors import RangeKeyMismatchError, RangeNotFoundError, RangeRoutingError
+from feedkv.errors import (
+    InvariantViolation,
+    RangeKeyMismatchError,
+    RangeNotFoundError,
+    RangeRoutingError,
+)
 from feedkv.kv.api import (
     BatchRequest,
     BatchResponse,
@@ -20,11 +25,14 @@ from feedkv.kv.api import (
     RangeLookup,
     RangeLookupResponse,
     Request,
+    Scan,
+    ScanResponse,
 )
 from feedkv.kv.range_cache import RangeCache
 from feedkv.kv.range_descriptor import RangeDescriptor
+from feedkv.storage.mvcc import KeyValue
 from feedkv.util.hlc import Timestamp
-from feedkv.util.keys import Span
+from feedkv.util.keys import Span, key_next
 
 __all__ = ["Router", "Transport"]
 
@@ -62,11 +70,24 @@ class Router:
         if isinstance(exc, RangeKeyMismatchError):
             self.ranges.insert(exc.descriptors)
 
-    def send_key(self, key: bytes, header: Header, requests: tuple[Request, ...]) -> BatchResponse:
-        """Send ``requests`` (all inside the range holding ``key``) to that range."""
+    def send_key(
+        self,
+        key: bytes,
+        header: Header,
+        requests: tuple[Request, ...],
+        *,
+        span: Span | None = None,
+    ) -> BatchResponse:
+        """Send ``requests`` (all inside the range holding ``key``) to that range.
+
+        ``span`` covers every key of the requests; when the fresh descriptors show it no
+        longer fits in one range, the routing error is raised so the caller can divide
+        the batch."""
         error: RangeRoutingError | None = None
         for _attempt in range(MAX_ROUTING_ATTEMPTS):
             desc = self.ranges.get(key)
+            if error is not None and span is not None and not desc.span.contains(span):
+                raise error
             batch = BatchRequest(
                 replace(header, range_id=desc.range_id, generation=desc.generation), requests
             )
@@ -115,6 +136,42 @@ class Router:
                 else:
                     remaining = Span(part.end, span.end) if part.end < span.end else None
 
+    def scan(
+        self,
+        span: Span,
+        header: Callable[[], Header],
+        *,
+        limit: int | None,
+        reverse: bool,
+        on_response: Callable[[BatchResponse], None],
+    ) -> tuple[list[KeyValue], list[Span]]:
+        """Scan ``span`` range by range until ``limit`` rows; returns the rows and the
+        spans actually read (what a transaction must refresh). ``on_response`` sees each
+        range's response first (to pin a timestamp or adopt a transaction update)."""
+        rows: list[KeyValue] = []
+        read: list[Span] = []
+        if limit == 0:
+            return rows, read
+        for part, response in self.send_span(
+            span,
+            header,
+            lambda p: (Scan(p, None if limit is None else limit - len(rows), reverse),),
+            reverse=reverse,
+        ):
+            on_response(response)
+            result = response.responses[0]
+            if not isinstance(result, ScanResponse):
+                raise InvariantViolation(f"a scan answered with {result!r}")
+            rows.extend(result.rows)
+            if result.resume_key is None:
+                read.append(part)
+            else:
+                done = _read_before(part, result.resume_key, reverse)
+                read.extend([done] if done is not None else [])
+            if result.resume_key is not None or (limit is not None and len(rows) >= limit):
+                break
+        return rows, read
+
     def divide(self, span: Span) -> list[tuple[RangeDescriptor, Span]]:
         """The cached ranges ``span`` touches and the part of it in each, in key order."""
         parts = []
@@ -125,3 +182,11 @@ class Router:
             parts.append((desc, part))
             start = part.end
         return parts
+
+
+def _read_before(part: Span, resume_key: bytes, reverse: bool) -> Span | None:
+    """The part of ``part`` a limited scan covered before stopping at ``resume_key``."""
+    if reverse:
+        end = key_next(resume_key)
+        return Span(end, part.end) if end < part.end else None
+    return Span(part.start, resume_key) if part.start < resume_key else None

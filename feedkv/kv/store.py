@@ -27,6 +27,7 @@ import logging
 import queue
 import random
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -77,6 +78,7 @@ log = logging.getLogger(__name__)
 
 DATABASES = (*MVCC_DATABASES, META, TXN_RECORDS)
 MAX_PRIORITY = 2**31 - 1
+SLOW_PUSH_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +150,7 @@ class Store:
             try:
                 return self._execute(batch).response
             except WriteIntentError as exc:
+                batch = self._pin_timestamp(batch)
                 self._handle_conflicts(batch, exc.intents)
             except PushBatch as exc:
                 at = max(exc.ts, self.clock.now())
@@ -219,13 +222,25 @@ class Store:
 
     # Conflicts.
 
+    def _pin_timestamp(self, batch: BatchRequest) -> BatchRequest:
+        """Fix the timestamp of a batch that had the node choose one, before pushing on
+        its behalf: a retry at a fresh ``now()`` would meet the pushed intent again."""
+        header = batch.header
+        if header.txn is not None and not header.txn.started():
+            now = self.clock.now()
+            txn = replace(header.txn, read_ts=now, write_ts=now)
+            return replace(batch, header=replace(header, txn=txn))
+        if header.txn is None and header.timestamp is None:
+            return replace(batch, header=replace(header, timestamp=self.clock.now()))
+        return batch
+
     def _handle_conflicts(self, batch: BatchRequest, intents: list[Intent]) -> None:
         header = batch.header
         txn = header.txn
         writing = any(isinstance(r, Put | ConditionalPut | DeleteRange) for r in batch.requests)
-        read_ts = (
-            txn.read_ts if txn is not None and txn.started() else header.timestamp
-        ) or self.clock.now()
+        read_ts = txn.read_ts if txn is not None else header.timestamp
+        if read_ts is None:
+            raise InvariantViolation("conflicts are handled after the batch's timestamp is fixed")
         by_txn: dict[bytes, list[Intent]] = {}
         for intent in intents:
             by_txn.setdefault(intent.txn.id, []).append(intent)
@@ -243,12 +258,23 @@ class Store:
     ) -> TxnRecord:
         priority = pusher.priority if pusher is not None else random.randint(1, MAX_PRIORITY)
         request = PushTxn(pushee, push_type, push_to, priority, pusher.id if pusher else None)
+        waited_since = time.monotonic()
+        warned = False
         while True:
             seen = self._waiters.generation
             try:
                 response = self._execute(BatchRequest(Header(), (request,))).response
-            except TxnPushFailed:
-                pass
+            except TxnPushFailed as exc:
+                if not warned and time.monotonic() - waited_since > SLOW_PUSH_S:
+                    warned = True
+                    log.warning(
+                        "slow push: waited %.1f s for txn %s (%s, priority %d) blocking %s",
+                        time.monotonic() - waited_since,
+                        pushee.id.hex()[:8],
+                        exc.record.status.value,
+                        exc.record.priority,
+                        pusher.id.hex()[:8] if pusher is not None else "a request",
+                    )
             else:
                 result = response.responses[0]
                 if not isinstance(result, PushTxnResponse):

@@ -37,6 +37,7 @@ from feedkv.errors import (
     ConditionFailedError,
     FeedKVError,
     InvalidArgumentError,
+    RangeKeyMismatchError,
     TransactionRetryError,
     TransactionStatusError,
 )
@@ -50,13 +51,11 @@ from feedkv.kv.api import (
     Put,
     RefreshRange,
     Request,
-    Scan,
-    ScanResponse,
     Transaction,
 )
-from feedkv.storage.mvcc import MAX_VALUE_BYTES, KeyValue
+from feedkv.storage.mvcc import KeyValue, check_value
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
-from feedkv.util.keys import Span, check_key, merge_spans
+from feedkv.util.keys import Span, check_key, key_next, merge_spans
 
 if TYPE_CHECKING:
     from feedkv.kv.router import Router
@@ -140,27 +139,10 @@ class Txn:
         return rows
 
     def _scan(self, span: Span, limit: int | None, reverse: bool) -> list[KeyValue]:
-        rows: list[KeyValue] = []
-        read_end = span.end if not reverse else span.start
-        for part, response in self._router.send_span(
-            span,
-            self._header,
-            lambda p: (Scan(p, None if limit is None else limit - len(rows), reverse),),
-            reverse=reverse,
-        ):
-            self._adopt(response)
-            result = response.responses[0]
-            if not isinstance(result, ScanResponse):
-                continue
-            rows.extend(result.rows)
-            if result.resume_key is not None:
-                read_end = result.resume_key
-                self._reads.append(
-                    Span(part.start, read_end) if not reverse else Span(read_end, part.end)
-                )
-                break
-            self._reads.append(part)
-            read_end = part.end if not reverse else part.start
+        rows, read = self._router.scan(
+            span, self._header, limit=limit, reverse=reverse, on_response=self._adopt
+        )
+        self._reads.extend(read)
         return rows
 
     # Writes (buffered until commit).
@@ -168,12 +150,9 @@ class Txn:
     def put(self, key: bytes, value: bytes) -> None:
         self._check_open()
         check_key(key)
-        if type(value) is not bytes:
-            raise InvalidArgumentError(f"values are bytes, not {type(value).__name__}")
-        if len(value) > MAX_VALUE_BYTES:
-            raise InvalidArgumentError(
-                f"value of {len(value)} bytes exceeds the limit of {MAX_VALUE_BYTES} bytes"
-            )
+        if value is None:
+            raise InvalidArgumentError("put needs a value; use delete() to remove a key")
+        check_value(value)
         self._writes[key] = value
 
     def delete(self, key: bytes) -> None:
@@ -231,21 +210,22 @@ class Txn:
             self._send_key(self._txn.key, (EndTxn(False, tuple(merge_spans(self._locked))),))
 
     def _commit_writes(self) -> None:
-        writes = self._writes
-        self._txn = replace(self._txn, key=next(iter(writes)))
-        puts = [Put(k, v) for k, v in writes.items()]
-        groups: dict[int, list[Put]] = {}
-        for put in puts:
-            groups.setdefault(self._router.ranges.get(put.key).range_id, []).append(put)
-        if len(groups) == 1:
-            self._commit_one_phase(puts)
-        else:
-            self._commit_two_phase(puts)
+        self._txn = replace(self._txn, key=next(iter(self._writes)))
+        puts = [Put(k, v) for k, v in self._writes.items()]
+        one_range = self._router.ranges.get(puts[0].key)
+        if all(one_range.contains_key(p.key) for p in puts):
+            try:
+                self._commit_one_phase(puts)
+                return
+            except RangeKeyMismatchError:
+                pass  # the range split under us: the writes now span ranges
+        self._commit_two_phase(puts)
 
     def _commit_one_phase(self, puts: list[Put]) -> None:
+        span = Span(min(p.key for p in puts), key_next(max(p.key for p in puts)))
         while True:
             try:
-                response = self._send_key(puts[0].key, (*puts, EndTxn(True)))
+                response = self._send_key(puts[0].key, (*puts, EndTxn(True)), span=span)
             except TransactionRetryError as exc:
                 if exc.ts is None:
                     raise
@@ -264,7 +244,11 @@ class Txn:
             while remaining:
                 desc = self._router.ranges.get(remaining[0].key)
                 batch = [p for p in remaining if desc.contains_key(p.key)]
-                self._send_key(batch[0].key, tuple(batch))
+                span = Span(batch[0].key, key_next(max(p.key for p in batch)))
+                try:
+                    self._send_key(batch[0].key, tuple(batch), span=span)
+                except RangeKeyMismatchError:
+                    continue  # the router refreshed its cache: divide again
                 self._locked.extend(Span.for_key(p.key) for p in batch)
                 remaining = [p for p in remaining if not desc.contains_key(p.key)]
             lock_spans = tuple(merge_spans(self._locked))
@@ -307,8 +291,10 @@ class Txn:
     def _header(self) -> Header:
         return Header(txn=self._txn)
 
-    def _send_key(self, key: bytes, requests: tuple[Request, ...]) -> BatchResponse:
-        response = self._router.send_key(key, self._header(), requests)
+    def _send_key(
+        self, key: bytes, requests: tuple[Request, ...], *, span: Span | None = None
+    ) -> BatchResponse:
+        response = self._router.send_key(key, self._header(), requests, span=span)
         self._adopt(response)
         return response
 

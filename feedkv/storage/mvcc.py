@@ -62,6 +62,7 @@ __all__ = [
     "ScanResult",
     "conditional_put",
     "delete",
+    "check_value",
     "delete_range",
     "first_change",
     "get",
@@ -323,7 +324,7 @@ def put(
 ) -> list[LogicalOp]:
     """Write ``value`` (``None`` deletes) at ``ts``; with ``txn``, as that txn's intent."""
     check_key(key)
-    _check_value(value)
+    check_value(value)
     record, newest = _prepare_write(rw, key, ts, txn)
     return _write(rw, key, ts, value, txn, record, newest)
 
@@ -349,7 +350,7 @@ def conditional_put(
     Raises :class:`ConditionFailedError` carrying the actual value otherwise.
     """
     check_key(key)
-    _check_value(value)
+    check_value(value)
     record, newest = _prepare_write(rw, key, ts, txn)
     if record is not None and txn is not None and record.txn.epoch == txn.epoch:
         found, current = record.value_at_seq(txn.seq)
@@ -466,7 +467,9 @@ def resolve_intents(rw: ReadWriter, span: Span, txn: TxnMeta, status: TxnStatus)
     return ops
 
 
-def _check_value(value: bytes | None) -> None:
+def check_value(value: bytes | None) -> None:
+    """Raise :class:`InvalidArgumentError` unless ``value`` is bytes within the size limit
+    (or ``None``, a deletion)."""
     if value is None:
         return
     if type(value) is not bytes:

@@ -1,0 +1,274 @@
+"""Tests for feedkv.kv.range_descriptor against a real LMDB engine in ``tmp_path``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from feedkv.errors import InvariantViolation
+from feedkv.kv.range_descriptor import (
+    META,
+    RangeDescriptor,
+    all_descriptors,
+    bootstrap,
+    delete_descriptor,
+    descriptor_by_id,
+    descriptor_for_key,
+    next_range_id,
+    write_descriptor,
+)
+from feedkv.storage.engine import Reader, ReadWriter
+from feedkv.storage.lmdb_engine import LMDBEngine
+from feedkv.util.keys import KEY_MAX, KEY_MIN, Span
+
+T = TypeVar("T")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def engine(store: Path) -> Iterator[LMDBEngine]:
+    with LMDBEngine(store, databases=[META]) as opened:
+        yield opened
+
+
+def desc(range_id: int, start: bytes, end: bytes, generation: int = 0) -> RangeDescriptor:
+    return RangeDescriptor(range_id, Span(start, end), generation)
+
+
+def read(engine: LMDBEngine, fn: Callable[[Reader], T]) -> T:
+    with engine.snapshot() as snap:
+        return fn(snap)
+
+
+def write_all(engine: LMDBEngine, *descs: RangeDescriptor) -> None:
+    def fn(rw: ReadWriter) -> None:
+        for d in descs:
+            write_descriptor(rw, d)
+
+    engine.write(fn)
+
+
+def split_into(engine: LMDBEngine, *splits: bytes) -> list[RangeDescriptor]:
+    """Bootstrap, then split r1 at each key in turn, as the split command does."""
+    engine.write(bootstrap)
+    for key in splits:
+
+        def split(rw: ReadWriter, key: bytes = key) -> None:
+            parent = descriptor_for_key(rw, key)
+            gen = parent.generation + 1
+            write_descriptor(rw, desc(parent.range_id, parent.start, key, gen))
+            write_descriptor(rw, desc(next_range_id(rw), key, parent.end, gen))
+
+        engine.write(split)
+    return read(engine, all_descriptors)
+
+
+# --- Encoding -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "descriptor",
+    [
+        desc(1, KEY_MIN, KEY_MAX),
+        desc(7, b"a", b"b", generation=3),
+        desc(2, b"\x00", b"\x00\x00"),
+        desc(3, b"\xff\x00\xff", KEY_MAX),
+        desc(2**64 - 1, b"k" * 400, b"l", generation=2**64 - 1),
+    ],
+    ids=["whole keyspace", "plain", "zero bytes", "0xff bytes", "largest fields"],
+)
+def test_a_descriptor_round_trips_through_its_encoding(descriptor: RangeDescriptor) -> None:
+    assert RangeDescriptor.decode(descriptor.encode()) == descriptor
+
+
+@given(
+    range_id=st.integers(0, 2**64 - 1),
+    generation=st.integers(0, 2**64 - 1),
+    bounds=st.lists(st.binary(max_size=12), min_size=2, max_size=2, unique=True),
+)
+def test_any_descriptor_round_trips_through_its_encoding(
+    range_id: int, generation: int, bounds: list[bytes]
+) -> None:
+    start, end = sorted(bounds)
+    descriptor = desc(range_id, start, end, generation)
+
+    assert RangeDescriptor.decode(descriptor.encode()) == descriptor
+
+
+def test_a_descriptor_holds_its_start_key_but_not_its_end_key() -> None:
+    d = desc(1, b"b", b"d")
+
+    assert d.contains_key(b"b")
+    assert d.contains_key(b"c\xff")
+    assert not d.contains_key(b"a")
+    assert not d.contains_key(b"d")
+
+
+# --- Bootstrap ------------------------------------------------------------------------
+
+
+def test_bootstrap_creates_r1_over_the_whole_keyspace(engine: LMDBEngine) -> None:
+    assert engine.write(bootstrap) is True
+
+    assert read(engine, all_descriptors) == [desc(1, KEY_MIN, KEY_MAX)]
+    assert read(engine, lambda r: descriptor_by_id(r, 1)) == desc(1, KEY_MIN, KEY_MAX)
+
+
+def test_bootstrapping_twice_creates_r1_once(engine: LMDBEngine) -> None:
+    engine.write(bootstrap)
+
+    assert engine.write(bootstrap) is False
+    assert read(engine, all_descriptors) == [desc(1, KEY_MIN, KEY_MAX)]
+
+
+def test_bootstrap_leaves_a_split_keyspace_alone(engine: LMDBEngine) -> None:
+    before = split_into(engine, b"m")
+
+    assert engine.write(bootstrap) is False
+    assert read(engine, all_descriptors) == before
+
+
+def test_the_bootstrapped_range_survives_a_restart(store: Path) -> None:
+    with LMDBEngine(store, databases=[META]) as first:
+        first.write(bootstrap)
+
+    with LMDBEngine(store, databases=[META]) as second:
+        assert second.write(bootstrap) is False
+        assert read(second, all_descriptors) == [desc(1, KEY_MIN, KEY_MAX)]
+
+
+# --- Lookups --------------------------------------------------------------------------
+
+
+def test_every_key_maps_to_r1_before_any_split(engine: LMDBEngine) -> None:
+    engine.write(bootstrap)
+
+    for key in [KEY_MIN, b"\x00", b"a", b"\xff\xfe\xff"]:
+        assert read(engine, lambda r, key=key: descriptor_for_key(r, key)).range_id == 1
+
+
+def test_descriptor_for_key_finds_the_range_holding_each_key_after_splits(
+    engine: LMDBEngine,
+) -> None:
+    split_into(engine, b"m", b"d", b"t")
+    # r1 [KEY_MIN, d), r3 [d, m), r2 [m, t), r4 [t, KEY_MAX)
+    expected = {
+        KEY_MIN: 1,
+        b"a": 1,
+        b"c\xff": 1,
+        b"d": 3,
+        b"d\x00": 3,
+        b"l\xff\xff": 3,
+        b"m": 2,
+        b"s": 2,
+        b"t": 4,
+        b"\xff\xfe": 4,
+    }
+
+    found = {key: read(engine, lambda r, key=key: descriptor_for_key(r, key)) for key in expected}
+
+    assert {key: d.range_id for key, d in found.items()} == expected
+    assert all(d.contains_key(key) for key, d in found.items())
+
+
+def test_a_split_bumps_the_generation_of_both_halves(engine: LMDBEngine) -> None:
+    descs = split_into(engine, b"m")
+
+    assert descs == [desc(1, KEY_MIN, b"m", 1), desc(2, b"m", KEY_MAX, 1)]
+
+
+def test_a_merge_written_as_delete_and_rewrite_is_found_by_key(engine: LMDBEngine) -> None:
+    left, right = split_into(engine, b"m")
+    merged = desc(left.range_id, left.start, right.end, 2)
+
+    def merge(rw: ReadWriter) -> None:
+        delete_descriptor(rw, left)
+        delete_descriptor(rw, right)
+        write_descriptor(rw, merged)
+
+    engine.write(merge)
+
+    assert read(engine, lambda r: descriptor_for_key(r, b"x")) == merged
+    assert read(engine, lambda r: descriptor_by_id(r, right.range_id)) is None
+    assert read(engine, all_descriptors) == [merged]
+
+
+def test_a_key_past_the_last_range_is_reported_as_a_hole(engine: LMDBEngine) -> None:
+    write_all(engine, desc(1, KEY_MIN, b"m"))
+
+    with pytest.raises(InvariantViolation, match="hole"):
+        read(engine, lambda r: descriptor_for_key(r, b"x"))
+
+
+def test_a_key_in_a_gap_between_ranges_is_reported(engine: LMDBEngine) -> None:
+    write_all(engine, desc(1, KEY_MIN, b"d"), desc(2, b"m", KEY_MAX))
+
+    with pytest.raises(InvariantViolation, match="lacks it"):
+        read(engine, lambda r: descriptor_for_key(r, b"f"))
+
+
+def test_descriptor_by_id_of_an_unknown_range_is_none(engine: LMDBEngine) -> None:
+    engine.write(bootstrap)
+
+    assert read(engine, lambda r: descriptor_by_id(r, 2)) is None
+
+
+def test_all_descriptors_lists_ranges_in_key_order_not_id_order(engine: LMDBEngine) -> None:
+    descs = [
+        desc(5, b"\xff", KEY_MAX),
+        desc(1, KEY_MIN, b"\x00"),
+        desc(3, b"b", b"\xff"),
+        desc(9, b"\x00", b"b"),
+    ]
+    write_all(engine, *descs)
+
+    assert read(engine, all_descriptors) == sorted(descs, key=lambda d: d.start)
+
+
+# --- Range ids ------------------------------------------------------------------------
+
+
+def test_next_range_id_hands_out_increasing_ids_starting_after_r1(engine: LMDBEngine) -> None:
+    ids = [engine.write(next_range_id) for _ in range(3)]
+
+    assert ids == [2, 3, 4]
+
+
+def test_ids_handed_out_in_one_write_are_distinct(engine: LMDBEngine) -> None:
+    assert engine.write(lambda rw: [next_range_id(rw) for _ in range(3)]) == [2, 3, 4]
+
+
+def test_next_range_id_persists_across_a_restart(store: Path) -> None:
+    with LMDBEngine(store, databases=[META]) as first:
+        first.write(next_range_id)
+        first.write(next_range_id)
+
+    with LMDBEngine(store, databases=[META]) as second:
+        assert second.write(next_range_id) == 4
+
+
+def test_an_id_handed_out_by_a_failed_write_is_handed_out_again(engine: LMDBEngine) -> None:
+    def fail_after_taking_an_id(rw: ReadWriter) -> None:
+        next_range_id(rw)
+        raise RuntimeError("the split failed")
+
+    with pytest.raises(RuntimeError):
+        engine.write(fail_after_taking_an_id)
+
+    assert engine.write(next_range_id) == 2
+
+
+def test_the_id_counter_does_not_look_like_a_range(engine: LMDBEngine) -> None:
+    engine.write(bootstrap)
+    engine.write(next_range_id)
+
+    assert read(engine, all_descriptors) == [desc(1, KEY_MIN, KEY_MAX)]

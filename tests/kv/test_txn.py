@@ -1,0 +1,544 @@
+"""Serializable transactions as the client coordinates them: buffering, one- and two-phase
+commits, refreshes, write skew, and retries."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+import pytest
+
+from feedkv.errors import (
+    ConditionFailedError,
+    InvalidArgumentError,
+    InvalidKeyError,
+    TransactionRetryError,
+    TransactionStatusError,
+    ValueTooLargeError,
+)
+from feedkv.kv.api import BatchRequest, BatchResponse, Get, GetResponse, Header, Put
+from feedkv.kv.db import DB
+from feedkv.kv.observer import RangeEndReason
+from feedkv.kv.store import Store
+from feedkv.kv.txn import Txn, TxnState
+from feedkv.kv.txn_record import TXN_RECORDS, TxnRecord
+from feedkv.storage import logical_ops as ops
+from feedkv.storage.intent import Intent, TxnStatus
+from feedkv.storage.mvcc import MAX_VALUE_BYTES, scan_intents
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import KEY_MAX, KEY_MIN, Span
+
+ALL = (b"\x00", b"\xff")
+EVERYTHING = Span(KEY_MIN, KEY_MAX)
+
+
+class OpLog:
+    """A range observer that keeps every logical op it is handed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ops: list[ops.LogicalOp] = []
+
+    def on_ops(self, batch: Sequence[ops.LogicalOp]) -> None:
+        with self._lock:
+            self._ops.extend(batch)
+
+    def on_closed(self, closed_ts: Timestamp) -> None:
+        pass
+
+    def on_range_ended(self, reason: RangeEndReason) -> None:
+        pass
+
+    @property
+    def ops(self) -> list[ops.LogicalOp]:
+        with self._lock:
+            return list(self._ops)
+
+
+def watch(store: Store) -> OpLog:
+    """An op log registered on every range of the store."""
+    log = OpLog()
+    for desc in store.descriptors():
+        _desc, snap = store.observe(desc.range_id, log)
+        snap.close()
+    return log
+
+
+def txn_records(store: Store) -> list[TxnRecord]:
+    with store.engine.snapshot() as snap:
+        return [TxnRecord.decode(raw) for _key, raw in snap.scan(TXN_RECORDS, b"")]
+
+
+def intents(store: Store) -> list[Intent]:
+    with store.engine.snapshot() as snap:
+        return scan_intents(snap, EVERYTHING)
+
+
+def rows(db: DB) -> list[tuple[bytes, bytes]]:
+    return [(kv.key, kv.value) for kv in db.scan(*ALL)]
+
+
+@pytest.fixture(params=["one range", "two ranges"])
+def layout(request: pytest.FixtureRequest, db: DB) -> str:
+    """Run a test with keys ``a``..``z`` in one range, or split at ``m``."""
+    if request.param == "two ranges":
+        db.split(b"m")
+    return str(request.param)
+
+
+# Reads see the transaction's own writes.
+
+
+def test_a_transaction_reads_its_own_buffered_puts_and_deletes(db: DB) -> None:
+    db.put(b"a", b"committed")
+    db.put(b"b", b"committed")
+    with db.transaction() as txn:
+        txn.put(b"a", b"mine")
+        txn.delete(b"b")
+        txn.put(b"c", b"new")
+        assert txn.get(b"a") == b"mine"
+        assert txn.get(b"b") is None
+        assert txn.get(b"c") == b"new"
+        # Nobody else sees them before the commit.
+        assert db.get(b"a") == b"committed"
+        assert db.get(b"c") is None
+
+
+def test_a_transaction_scan_merges_its_own_writes_into_what_it_reads(db: DB, layout: str) -> None:
+    for key in (b"a", b"d", b"p", b"x"):
+        db.put(key, b"committed")
+    with db.transaction() as txn:
+        txn.put(b"b", b"mine")
+        txn.put(b"p", b"mine")
+        txn.delete(b"d")
+        txn.put(b"z", b"mine")
+        assert [(kv.key, kv.value) for kv in txn.scan(*ALL)] == [
+            (b"a", b"committed"),
+            (b"b", b"mine"),
+            (b"p", b"mine"),
+            (b"x", b"committed"),
+            (b"z", b"mine"),
+        ]
+        assert [kv.key for kv in txn.scan(*ALL, reverse=True)] == [b"z", b"x", b"p", b"b", b"a"]
+        assert [kv.key for kv in txn.scan(*ALL, limit=2)] == [b"a", b"b"]
+        assert [kv.key for kv in txn.scan(*ALL, limit=2, reverse=True)] == [b"z", b"x"]
+        assert [kv.key for kv in txn.scan(b"c", b"q")] == [b"p"]
+
+
+# Commit and rollback.
+
+
+def test_commit_makes_every_write_visible_at_one_commit_timestamp(db: DB, layout: str) -> None:
+    db.put(b"gone", b"old")
+    with db.transaction() as txn:
+        for key in (b"a", b"k", b"q", b"z"):
+            txn.put(key, b"v-" + key)
+        txn.delete(b"gone")
+    assert txn.state is TxnState.COMMITTED
+    assert txn.commit_ts is not None
+    found = db.scan(*ALL)
+    assert [(kv.key, kv.value) for kv in found] == [
+        (b"a", b"v-a"),
+        (b"k", b"v-k"),
+        (b"q", b"v-q"),
+        (b"z", b"v-z"),
+    ]
+    assert {kv.ts for kv in found} == {txn.commit_ts}
+    assert db.get(b"gone", as_of=txn.commit_ts.prev()) == b"old"
+    assert db.get(b"a", as_of=txn.commit_ts.prev()) is None
+
+
+def test_rollback_leaves_nothing_behind(db: DB, store: Store, layout: str) -> None:
+    db.put(b"a", b"before")
+    txn = db.transaction()
+    txn.put(b"a", b"after")
+    txn.put(b"z", b"after")
+    txn.rollback()
+    assert txn.state is TxnState.ROLLED_BACK
+    assert rows(db) == [(b"a", b"before")]
+    assert intents(store) == []
+    assert txn_records(store) == []
+
+
+def test_an_exception_inside_a_transaction_block_rolls_it_back_and_propagates(
+    db: DB, store: Store, layout: str
+) -> None:
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom), db.transaction() as txn:
+        txn.put(b"a", b"never")
+        txn.put(b"z", b"never")
+        raise Boom
+    assert txn.state is TxnState.ROLLED_BACK
+    assert rows(db) == []
+    assert intents(store) == []
+
+
+def test_a_single_range_transaction_commits_in_one_phase_without_record_or_intents(
+    db: DB, store: Store
+) -> None:
+    log = watch(store)
+    with db.transaction() as txn:
+        txn.put(b"a", b"1")
+        txn.put(b"b", b"2")
+        txn.delete(b"c")
+    commit_ts = txn.commit_ts
+    assert commit_ts is not None
+    assert txn_records(store) == []
+    assert intents(store) == []
+    assert log.ops == [
+        ops.WriteValue(b"a", commit_ts, b"1", None),
+        ops.WriteValue(b"b", commit_ts, b"2", None),
+        ops.WriteValue(b"c", commit_ts, None, None),
+    ]
+
+
+def test_a_transaction_spanning_two_ranges_commits_through_a_record_and_resolves_its_intents(
+    db: DB, store: Store, wait_until: Callable[..., bool]
+) -> None:
+    db.split(b"m")
+    log = watch(store)
+    with db.transaction() as txn:
+        txn.put(b"a", b"left")
+        txn.put(b"z", b"right")
+    commit_ts = txn.commit_ts
+    assert commit_ts is not None
+
+    [record] = txn_records(store)
+    assert record.status is TxnStatus.COMMITTED
+    assert record.meta.id == txn.id
+    assert record.meta.write_ts == commit_ts
+    assert wait_until(lambda: intents(store) == [])
+
+    assert wait_until(lambda: sum(isinstance(op, ops.CommitIntent) for op in log.ops) == 2)
+    commits = {op.key: op for op in log.ops if isinstance(op, ops.CommitIntent)}
+    assert commits == {
+        b"a": ops.CommitIntent(txn.id, b"a", commit_ts, b"left", None),
+        b"z": ops.CommitIntent(txn.id, b"z", commit_ts, b"right", None),
+    }
+    written = [op for op in log.ops if isinstance(op, ops.WriteIntent)]
+    assert sorted(op.key for op in written) == [b"a", b"z"]
+    assert all(op.txn_id == txn.id for op in written)
+    assert not any(isinstance(op, ops.WriteValue) for op in log.ops)
+    assert rows(db) == [(b"a", b"left"), (b"z", b"right")]
+
+
+# Serializability.
+
+
+def _take_doctor_off_call(txn: Txn, me: bytes) -> bool:
+    """Go off call if the other doctor stays on call; returns whether this one left."""
+    on_call = sum(txn.get(doctor) == b"on" for doctor in (b"alice", b"zed"))
+    if on_call < 2:
+        return False
+    txn.put(me, b"off")
+    return True
+
+
+def test_write_skew_is_prevented_only_one_of_two_doctors_goes_off_call(db: DB, layout: str) -> None:
+    db.put(b"alice", b"on")
+    db.put(b"zed", b"on")
+    first, second = db.transaction(), db.transaction()
+    # Both read both doctors before either writes.
+    assert _take_doctor_off_call(first, b"alice")
+    assert _take_doctor_off_call(second, b"zed")
+
+    outcomes: list[str] = []
+    for txn in (first, second):
+        try:
+            txn.commit()
+            outcomes.append("committed")
+        except TransactionRetryError:
+            outcomes.append("retry")
+    assert sorted(outcomes) == ["committed", "retry"]
+    assert [db.get(b"alice"), db.get(b"zed")].count(b"on") == 1
+
+
+def test_concurrent_retrying_doctors_never_both_go_off_call(db: DB, layout: str) -> None:
+    db.put(b"alice", b"on")
+    db.put(b"zed", b"on")
+    both_read = threading.Barrier(2, timeout=10)
+    left: dict[bytes, bool] = {}
+    failures: list[BaseException] = []
+
+    def doctor(me: bytes) -> None:
+        attempts = 0
+
+        def go(txn: Txn) -> bool:
+            nonlocal attempts
+            attempts += 1
+            on_call = sum(txn.get(d) == b"on" for d in (b"alice", b"zed"))
+            if attempts == 1:
+                both_read.wait()
+            if on_call < 2:
+                return False
+            txn.put(me, b"off")
+            return True
+
+        try:
+            left[me] = db.run_transaction(go)
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=doctor, args=(me,)) for me in (b"alice", b"zed")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads)
+    assert failures == []
+    assert sorted(left.values()) == [False, True]
+    assert [db.get(b"alice"), db.get(b"zed")].count(b"on") == 1
+
+
+def test_a_transaction_pushed_by_a_later_read_refreshes_and_commits_above_it(
+    db: DB, store: Store, layout: str
+) -> None:
+    db.put(b"r", b"read me")
+    txn = db.transaction()
+    assert txn.get(b"r") == b"read me"
+    read_ts = txn.read_ts
+    assert read_ts is not None
+    later_read = store.send(BatchRequest(Header(), (Get(b"w"),))).timestamp
+    txn.put(b"w", b"written")
+    txn.put(b"a", b"written")
+    commit_ts = txn.commit()
+
+    assert commit_ts > later_read > read_ts
+    found = db.scan(*ALL)
+    assert [(kv.key, kv.value) for kv in found] == [
+        (b"a", b"written"),
+        (b"r", b"read me"),
+        (b"w", b"written"),
+    ]
+    assert {kv.ts for kv in found if kv.key != b"r"} == {commit_ts}
+
+
+def test_a_pushed_transaction_whose_read_changed_fails_and_writes_nothing(
+    db: DB, store: Store, layout: str, wait_until: Callable[..., bool]
+) -> None:
+    db.put(b"r", b"read me")
+    txn = db.transaction()
+    assert txn.get(b"r") == b"read me"
+    db.put(b"r", b"changed")
+    store.send(BatchRequest(Header(), (Get(b"w"),)))
+    txn.put(b"w", b"written")
+    txn.put(b"a", b"written")
+    with pytest.raises(TransactionRetryError):
+        txn.commit()
+    assert txn.state is TxnState.ROLLED_BACK
+    assert rows(db) == [(b"r", b"changed")]
+    assert wait_until(lambda: intents(store) == [])
+
+
+class _ReadAfterIntents:
+    """A transport that, right after a transaction's intents land on the range holding
+    ``key``, has another client read ``key`` at a fixed, later timestamp."""
+
+    def __init__(self, store: Store, key: bytes) -> None:
+        self._store = store
+        self._key = key
+        self.read_at: Timestamp | None = None
+        self.read_value: bytes | None = None
+
+    def send(self, batch: BatchRequest) -> BatchResponse:
+        response = self._store.send(batch)
+        wrote_key = any(isinstance(r, Put) and r.key == self._key for r in batch.requests)
+        if batch.header.txn is not None and wrote_key and self.read_at is None:
+            self.read_at = self._store.clock.now()
+            read = self._store.send(BatchRequest(Header(timestamp=self.read_at), (Get(self._key),)))
+            result = read.responses[0]
+            assert isinstance(result, GetResponse)
+            self.read_value = result.value
+        return response
+
+    def now(self) -> Timestamp:
+        return self._store.clock.now()
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_transaction_whose_pending_intent_a_reader_pushed_commits_above_the_read(
+    db: DB, store: Store, wait_until: Callable[..., bool]
+) -> None:
+    db.split(b"m")
+    db.put(b"z", b"before")
+    spy = _ReadAfterIntents(store, b"z")
+    client = DB(spy)
+    with client.transaction(priority=1) as txn:
+        txn.put(b"a", b"mine")
+        txn.put(b"z", b"mine")
+
+    assert spy.read_at is not None
+    assert spy.read_value == b"before"
+    assert txn.commit_ts is not None and txn.commit_ts > spy.read_at
+    assert db.get(b"z", as_of=spy.read_at) == b"before"
+    found = db.scan(*ALL)
+    assert [(kv.key, kv.value) for kv in found] == [(b"a", b"mine"), (b"z", b"mine")]
+    assert {kv.ts for kv in found} == {txn.commit_ts}
+    assert wait_until(lambda: intents(store) == [])
+
+
+def test_a_read_only_transaction_commits_at_its_read_timestamp(db: DB) -> None:
+    db.put(b"a", b"1")
+    txn = db.transaction()
+    assert txn.get(b"a") == b"1"
+    assert txn.commit() == txn.read_ts
+
+
+# Conditional puts and delete-range.
+
+
+def test_conditional_put_writes_only_when_the_current_value_is_the_expected_one(db: DB) -> None:
+    db.put(b"k", b"v1")
+    with db.transaction() as txn:
+        txn.conditional_put(b"k", b"v2", b"v1")
+        txn.conditional_put(b"fresh", b"new", None)
+        # It reads the transaction's own buffered write.
+        txn.conditional_put(b"k", b"v3", b"v2")
+        txn.conditional_put(b"fresh", None, b"new")
+    assert db.get(b"k") == b"v3"
+    assert db.get(b"fresh") is None
+
+
+@pytest.mark.parametrize(
+    ("expected", "actual_after_setup"),
+    [(b"wrong", b"v1"), (None, b"v1")],
+    ids=["different value", "expected absent"],
+)
+def test_conditional_put_with_a_wrong_expectation_fails_naming_the_actual_value(
+    db: DB, expected: bytes | None, actual_after_setup: bytes
+) -> None:
+    db.put(b"k", b"v1")
+    with pytest.raises(ConditionFailedError) as info, db.transaction() as txn:
+        txn.conditional_put(b"k", b"v2", expected)
+    assert info.value.actual == actual_after_setup
+    assert info.value.expected == expected
+    assert db.get(b"k") == b"v1"
+
+
+def test_conditional_put_expecting_a_value_fails_on_an_absent_key(db: DB) -> None:
+    txn = db.transaction()
+    with pytest.raises(ConditionFailedError, match="found no value"):
+        txn.conditional_put(b"k", b"v", b"something")
+    txn.rollback()
+    assert db.get(b"k") is None
+
+
+def test_delete_range_deletes_every_live_key_of_the_span(db: DB, layout: str) -> None:
+    for key in (b"a", b"c", b"e", b"n", b"p", b"x"):
+        db.put(key, b"v")
+    db.delete(b"e")
+    with db.transaction() as txn:
+        txn.put(b"d", b"buffered")
+        deleted = txn.delete_range(b"b", b"q")
+        assert deleted == [b"c", b"d", b"n", b"p"]
+        assert txn.get(b"c") is None
+        assert [kv.key for kv in txn.scan(*ALL)] == [b"a", b"x"]
+    assert [key for key, _value in rows(db)] == [b"a", b"x"]
+
+
+# Misuse and retries.
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        lambda txn: txn.get(b"a"),
+        lambda txn: txn.put(b"a", b"again"),
+        lambda txn: txn.delete(b"a"),
+        lambda txn: txn.scan(*ALL),
+        lambda txn: txn.commit(),
+    ],
+    ids=["get", "put", "delete", "scan", "commit"],
+)
+@pytest.mark.parametrize("ending", ["commit", "rollback"])
+def test_a_finished_transaction_cannot_be_used_again(
+    db: DB, use: Callable[[Txn], object], ending: str
+) -> None:
+    txn = db.transaction()
+    txn.put(b"a", b"once")
+    if ending == "commit":
+        txn.commit()
+    else:
+        txn.rollback()
+    with pytest.raises(TransactionStatusError, match=ending.replace("rollback", "rolled back")):
+        use(txn)
+    assert db.get(b"a") == (b"once" if ending == "commit" else None)
+
+
+def test_run_transaction_retries_after_a_retryable_failure_and_returns_the_value(db: DB) -> None:
+    db.put(b"x", b"original")
+    attempts: list[Timestamp | None] = []
+
+    def copy_x_to_y(txn: Txn) -> bytes | None:
+        x = txn.get(b"x")
+        attempts.append(txn.read_ts)
+        if len(attempts) == 1:
+            db.put(b"x", b"changed")  # invalidates the read ...
+            db.get(b"y")  # ... and a later read of y pushes the commit above it
+        assert x is not None
+        txn.put(b"y", x)
+        return x
+
+    assert db.run_transaction(copy_x_to_y) == b"changed"
+    assert len(attempts) == 2
+    assert db.get(b"y") == b"changed"
+
+
+def test_run_transaction_does_not_retry_an_error_that_is_not_retryable(db: DB) -> None:
+    db.put(b"k", b"actual")
+    calls: list[int] = []
+
+    def insist(txn: Txn) -> None:
+        calls.append(1)
+        txn.put(b"other", b"never")
+        txn.conditional_put(b"k", b"v", b"expected")
+
+    with pytest.raises(ConditionFailedError):
+        db.run_transaction(insist)
+    assert calls == [1]
+    assert db.get(b"other") is None
+
+
+def test_run_transaction_gives_up_after_max_attempts(db: DB) -> None:
+    calls: list[int] = []
+
+    def always_conflicts(txn: Txn) -> None:
+        calls.append(1)
+        raise TransactionRetryError("TEST", "this attempt conflicts")
+
+    with pytest.raises(TransactionRetryError, match="this attempt conflicts"):
+        db.run_transaction(always_conflicts, max_attempts=3, max_backoff_s=0.001)
+    assert len(calls) == 3
+
+
+BAD_TXN_CALLS: list[tuple[str, Callable[[Txn], object], type[Exception], str]] = [
+    ("empty key", lambda txn: txn.put(b"", b"v"), InvalidKeyError, "empty key"),
+    ("str key", lambda txn: txn.get("k"), InvalidKeyError, "not str"),  # type: ignore[arg-type]
+    ("str value", lambda txn: txn.put(b"k", "v"), InvalidArgumentError, "not str"),  # type: ignore[arg-type]
+    ("negative limit", lambda txn: txn.scan(*ALL, limit=-1), InvalidArgumentError, ">= 0"),
+    (
+        "value over 16 MiB",
+        lambda txn: txn.put(b"k", b"x" * (MAX_VALUE_BYTES + 1)),
+        ValueTooLargeError,
+        "exceeds the limit",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [case[1:] for case in BAD_TXN_CALLS],
+    ids=[case[0] for case in BAD_TXN_CALLS],
+)
+def test_bad_input_to_a_transaction_fails_clearly_and_the_transaction_stays_usable(
+    db: DB, call: Callable[[Txn], object], error: type[Exception], message: str
+) -> None:
+    with db.transaction() as txn:
+        with pytest.raises(error, match=message):
+            call(txn)
+        txn.put(b"ok", b"v")
+    assert rows(db) == [(b"ok", b"v")]

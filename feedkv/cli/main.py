@@ -57,6 +57,11 @@ def _parser() -> argparse.ArgumentParser:
         default="1s",
         help="how far behind now ranges close timestamps (e.g. 1s, 200ms; default 1s)",
     )
+    start.add_argument(
+        "--txn-liveness",
+        default="5s",
+        help="how long a transaction without a heartbeat stays alive (default 5s)",
+    )
 
     bench = commands.add_parser("bench", help="run a benchmark and print its JSON record")
     bench.add_argument("name", help="benchmark name: " + (", ".join(_bench_names()) or "none"))
@@ -74,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "start":
             from feedkv.cli.start import run_node
 
-            return run_node(Path(args.store), args.listen, args.closed_ts_target)
+            return run_node(Path(args.store), args.listen, args.closed_ts_target, args.txn_liveness)
         if args.command == "bench":
             return _run_bench(args.name, list(args.args))
     except FeedKVError as exc:

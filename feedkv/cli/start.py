@@ -14,8 +14,11 @@ from feedkv.kv.store import StoreConfig
 __all__ = ["run_node"]
 
 
-def run_node(store: Path, listen: str, closed_ts_target: str) -> int:
-    config = StoreConfig(closed_ts_target_ns=parse_duration_ns(closed_ts_target))
+def run_node(store: Path, listen: str, closed_ts_target: str, txn_liveness: str = "5s") -> int:
+    config = StoreConfig(
+        closed_ts_target_ns=parse_duration_ns(closed_ts_target),
+        txn_liveness_ns=parse_duration_ns(txn_liveness),
+    )
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -1,0 +1,54 @@
+"""A feedkv node in a subprocess (``feedkv start``), for crash and end-to-end tests."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+__all__ = ["NodeProcess"]
+
+_URL = re.compile(r"feedkv://\S+")
+
+
+class NodeProcess:
+    """Starts ``feedkv start`` on an ephemeral loopback port and waits for its URL."""
+
+    def __init__(self, store: Path, *extra_args: str, start_timeout_s: float = 30.0) -> None:
+        self.store = store
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "feedkv.cli.main",
+                "start",
+                "--store",
+                str(store),
+                "--listen",
+                "127.0.0.1:0",
+                *extra_args,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        match = _URL.search(line)
+        if match is None:
+            self.process.kill()
+            _out, err = self.process.communicate(timeout=start_timeout_s)
+            raise RuntimeError(f"the node did not start: {line!r} {err}")
+        self.url = match.group(0)
+
+    def kill(self) -> None:
+        """SIGKILL: no drain, no clean close."""
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def terminate(self, timeout_s: float = 30.0) -> int:
+        """SIGTERM and wait: returns the exit code."""
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=timeout_s)

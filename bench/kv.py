@@ -1,0 +1,298 @@
+"""`feedkv bench kv`: a kv0-style workload against a node, embedded and over gRPC.
+
+Single-row upserts of 100-byte values over 100k keys from 32 concurrent clients, each
+commit durable (fsync). Three rows:
+
+- ``grpc``: a `feedkv start` subprocess on loopback; the clients are threads spread over
+  client processes (Python clients share a GIL, so one process cannot drive the node);
+- ``embedded``: 32 threads in the process that holds the store;
+- ``postgresql``: the same upserts (`INSERT ... ON CONFLICT DO UPDATE`, synchronous
+  commit) against a PostgreSQL server this benchmark starts on loopback, when one is
+  installed; otherwise the row says why it is missing.
+
+Prints one JSON object: commits/s, p50/p99 latency per row, the targets and the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import feedkv
+from feedkv.kv.store import StoreConfig
+from feedkv.testing.node_process import NodeProcess
+
+KEYS = 100_000
+VALUE = b"v" * 100
+TARGETS = {"grpc_commits_per_s": 5_000, "grpc_p99_ms": 50.0, "embedded_commits_per_s": 15_000}
+
+
+def key_of(i: int) -> bytes:
+    return b"kv0/%08d" % i
+
+
+def drive(
+    clients: int, seconds: float, make_put: Callable[[], Callable[[int], None]], seed: int = 0
+) -> tuple[int, list[float]]:
+    """Run ``clients`` threads upserting random keys for ``seconds``; returns commits and
+    latencies (seconds)."""
+    stop = threading.Event()
+    counts = [0] * clients
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    errors: list[BaseException] = []
+
+    def client(n: int) -> None:
+        put = make_put()
+        rng = random.Random(seed * 1000 + n)
+        mine = latencies[n]
+        try:
+            while not stop.is_set():
+                i = rng.randrange(KEYS)
+                start = time.perf_counter()
+                put(i)
+                mine.append(time.perf_counter() - start)
+                counts[n] += 1
+        except BaseException as exc:
+            errors.append(exc)
+            stop.set()
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    for thread in threads:
+        thread.start()
+    stop.wait(seconds)  # wait-ok: the measurement window
+    stop.set()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return sum(counts), [x for lat in latencies for x in lat]
+
+
+def summarize(commits: int, latencies: list[float], seconds: float) -> dict[str, Any]:
+    latencies.sort()
+
+    def pct(p: float) -> float:
+        return round(latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000, 2)
+
+    return {
+        "commits": commits,
+        "commits_per_s": round(commits / seconds),
+        "p50_ms": pct(0.50),
+        "p99_ms": pct(0.99),
+    }
+
+
+# feedkv, embedded.
+
+
+def run_embedded(clients: int, seconds: float) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="feedkv-bench-kv-") as tmp:
+        db = feedkv.connect(Path(tmp) / "store", config=StoreConfig(sync=True))
+        try:
+            commits, latencies = drive(clients, seconds, lambda: lambda i: _put(db, i))
+        finally:
+            db.close()
+    return summarize(commits, latencies, seconds)
+
+
+def _put(db: feedkv.DB, i: int) -> None:
+    db.put(key_of(i), VALUE)
+
+
+# feedkv over gRPC: client processes against a node subprocess.
+
+
+def grpc_client(url: str, clients: int, seconds: float, seed: int) -> None:
+    """Runs in a client process (this file run with --client-of): prints its figures."""
+    db = feedkv.connect(url)
+    try:
+        commits, latencies = drive(clients, seconds, lambda: lambda i: _put(db, i), seed)
+    finally:
+        db.close()
+    print(json.dumps({"commits": commits, "latencies": latencies}))
+
+
+def run_grpc(clients: int, seconds: float, processes: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="feedkv-bench-kv-") as tmp:
+        node = NodeProcess(Path(tmp) / "store")
+        try:
+            per = [clients // processes + (p < clients % processes) for p in range(processes)]
+            procs = [
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--client-of",
+                        node.url,
+                        "--clients",
+                        str(n),
+                        "--seconds",
+                        str(seconds),
+                        "--seed",
+                        str(p),
+                    ],
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                for p, n in enumerate(per)
+            ]
+            results = [json.loads(proc.communicate(timeout=seconds + 120)[0]) for proc in procs]
+        finally:
+            node.terminate()
+    commits = sum(r["commits"] for r in results)
+    latencies = [x for r in results for x in r["latencies"]]
+    row = summarize(commits, latencies, seconds)
+    row["client_processes"] = processes
+    return row
+
+
+# PostgreSQL, started here on loopback when installed.
+
+
+def _find_pg_bin() -> Path | None:
+    for candidate in [
+        shutil.which("pg_ctl"),
+        *sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl")),
+    ]:
+        if candidate and Path(candidate).exists():
+            path = Path(candidate).parent
+            if (path / "initdb").exists() and (path / "postgres").exists():
+                return path
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def run_postgresql(clients: int, seconds: float) -> dict[str, Any]:
+    pg_bin = _find_pg_bin()
+    if pg_bin is None:
+        return {"skipped": "PostgreSQL is not installed (apt-get install postgresql)"}
+    try:
+        import psycopg
+    except ImportError:
+        return {"skipped": "psycopg is not installed (pip install 'psycopg[binary]')"}
+    with tempfile.TemporaryDirectory(prefix="feedkv-bench-pg-") as tmp:
+        data = Path(tmp) / "data"
+        as_root = os.geteuid() == 0
+        if as_root:
+            # PostgreSQL refuses to run as root; run it as an unprivileged user.
+            shutil.chown(tmp, "nobody")
+            os.chmod(tmp, 0o777)
+        run_as = ["runuser", "-u", "nobody", "--"] if as_root else []
+        subprocess.run(
+            [*run_as, str(pg_bin / "initdb"), "-D", str(data), "-U", "bench", "--auth=trust"],
+            check=True,
+            capture_output=True,
+        )
+        port = _free_port()
+        subprocess.run(
+            [
+                *run_as,
+                str(pg_bin / "pg_ctl"),
+                "-D",
+                str(data),
+                "-l",
+                str(Path(tmp) / "log"),
+                "-o",
+                f"-p {port} -k {tmp} -c listen_addresses=127.0.0.1 -c max_connections=100",
+                "-w",
+                "start",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        try:
+            dsn = f"host=127.0.0.1 port={port} user=bench dbname=postgres"
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute("CREATE TABLE kv (k BYTEA PRIMARY KEY, v BYTEA NOT NULL)")
+            conns: list[Any] = []
+
+            def make_put() -> Callable[[int], None]:
+                conn = psycopg.connect(dsn, autocommit=True)
+                conns.append(conn)
+                sql = (
+                    "INSERT INTO kv (k, v) VALUES (%s, %s) "
+                    "ON CONFLICT (k) DO UPDATE SET v = excluded.v"
+                )
+
+                def put(i: int) -> None:
+                    conn.execute(sql, (key_of(i), VALUE), prepare=True)
+
+                return put
+
+            commits, latencies = drive(clients, seconds, make_put)
+            for conn in conns:
+                conn.close()
+        finally:
+            subprocess.run(
+                [*run_as, str(pg_bin / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"],
+                capture_output=True,
+            )
+    row = summarize(commits, latencies, seconds)
+    row["server"] = f"PostgreSQL from {pg_bin}, synchronous_commit=on, loopback TCP"
+    return row
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="feedkv bench kv", description=__doc__)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--client-processes", type=int, default=2)
+    parser.add_argument("--skip-postgresql", action="store_true")
+    parser.add_argument("--client-of", metavar="URL", help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.client_of:
+        grpc_client(args.client_of, args.clients, args.seconds, args.seed)
+        return 0
+
+    result: dict[str, Any] = {
+        "benchmark": "kv",
+        "workload": f"kv0: single-row upserts of {len(VALUE)}-byte values over {KEYS} keys",
+        "clients": args.clients,
+        "seconds": args.seconds,
+        "cores": os.cpu_count(),
+    }
+    result["grpc"] = run_grpc(args.clients, args.seconds, args.client_processes)
+    result["embedded"] = run_embedded(args.clients, args.seconds)
+    result["postgresql"] = (
+        {"skipped": "--skip-postgresql"}
+        if args.skip_postgresql
+        else run_postgresql(args.clients, args.seconds)
+    )
+    pg = result["postgresql"]
+    if "commits_per_s" in pg:
+        result["ratio_vs_postgresql"] = {
+            mode: round(result[mode]["commits_per_s"] / pg["commits_per_s"], 2)
+            for mode in ("grpc", "embedded")
+        }
+    result["targets"] = TARGETS
+    result["targets_met"] = {
+        "grpc_commits_per_s": result["grpc"]["commits_per_s"] >= TARGETS["grpc_commits_per_s"],
+        "grpc_p99_ms": result["grpc"]["p99_ms"] <= TARGETS["grpc_p99_ms"],
+        "embedded_commits_per_s": result["embedded"]["commits_per_s"]
+        >= TARGETS["embedded_commits_per_s"],
+    }
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -161,23 +161,33 @@ def _request_span(request: Request, txn: Transaction | None) -> Span | None:
 
 def _route(rw: ReadWriter, batch: BatchRequest) -> RangeDescriptor:
     header = batch.header
-    spans = [s for r in batch.requests if (s := _request_span(r, header.txn)) is not None]
     if header.range_id:
         desc = descriptor_by_id(rw, header.range_id)
         if desc is None:
             raise RangeNotFoundError(header.range_id)
-    elif spans:
-        desc = descriptor_for_key(rw, spans[0].start)
     else:
-        desc = descriptor_for_key(rw, _admin_key(batch.requests[0]))
-    for span in spans:
-        if not desc.span.contains(span):
-            current = [d for d in all_descriptors(rw) if d.span.overlaps(span)]
-            raise RangeKeyMismatchError(
-                f"{span} is not inside {desc}; it now spans " + ", ".join(str(d) for d in current),
-                current,
-            )
+        first = next((s for r in batch.requests if (s := _request_span(r, header.txn))), None)
+        key = first.start if first is not None else _admin_key(batch.requests[0])
+        desc = descriptor_for_key(rw, key)
+    start, end = desc.span.start, desc.span.end
+    for request in batch.requests:
+        if isinstance(request, Get | Put | ConditionalPut):
+            # The common case, without building a span.
+            if start <= check_key(request.key) < end:
+                continue
+            _mismatch(rw, desc, Span.for_key(request.key))
+        span = _request_span(request, header.txn)
+        if span is not None and not desc.span.contains(span):
+            _mismatch(rw, desc, span)
     return desc
+
+
+def _mismatch(rw: ReadWriter, desc: RangeDescriptor, span: Span) -> None:
+    current = [d for d in all_descriptors(rw) if d.span.overlaps(span)]
+    raise RangeKeyMismatchError(
+        f"{span} is not inside {desc}; it now spans " + ", ".join(str(d) for d in current),
+        current,
+    )
 
 
 def _admin_key(request: Request) -> bytes:

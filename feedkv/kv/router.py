@@ -88,11 +88,9 @@ class Router:
             desc = self.ranges.get(key)
             if error is not None and span is not None and not desc.span.contains(span):
                 raise error
-            batch = BatchRequest(
-                replace(header, range_id=desc.range_id, generation=desc.generation), requests
-            )
+            addressed = Header(desc.range_id, desc.generation, header.timestamp, header.txn)
             try:
-                return self.transport.send(batch)
+                return self.transport.send(BatchRequest(addressed, requests))
             except (RangeKeyMismatchError, RangeNotFoundError) as exc:
                 error = exc
                 self._refresh(desc, exc)

@@ -22,12 +22,63 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
-from typing import Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-__all__ = ["Engine", "ReadWriter", "Reader", "Snapshot", "WriteBatch"]
+__all__ = ["Completion", "Engine", "ReadWriter", "Reader", "Snapshot", "WriteBatch"]
 
 T = TypeVar("T")
+
+
+class Completion(Generic[T]):
+    """The outcome of a submitted write, set once by the commit thread.
+
+    Like ``concurrent.futures.Future`` but built on one lock: completing it is a single
+    C-level release, which matters when the commit thread completes tens of thousands
+    of them a second.
+    """
+
+    __slots__ = ("_done", "_failed", "_lock", "_value")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self._done = False
+        self._failed = False
+        self._value: Any = None
+
+    def set_result(self, value: T) -> None:
+        self._value = value
+        self._done = True
+        self._lock.release()
+
+    def set_exception(self, exc: BaseException) -> None:
+        self._value = exc
+        self._failed = True
+        self._done = True
+        self._lock.release()
+
+    def done(self) -> bool:
+        return self._done
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """Wait for the outcome; the function's exception, or ``None`` if it succeeded."""
+        self._wait(timeout)
+        return self._value if self._failed else None
+
+    def result(self, timeout: float | None = None) -> T:
+        """Wait for the outcome; raise the function's exception if it failed."""
+        self._wait(timeout)
+        if self._failed:
+            raise self._value
+        result: T = self._value
+        return result
+
+    def _wait(self, timeout: float | None) -> None:
+        if self._done:
+            return
+        if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
+            raise TimeoutError("the write is not durable yet")
+        self._lock.release()  # let any other waiter through
 
 
 class Reader(Protocol):
@@ -87,8 +138,8 @@ class Engine(Protocol):
         self,
         fn: Callable[[ReadWriter], T],
         on_applied: Callable[[T], None] | None = None,
-    ) -> Future[T]:
-        """Queue ``fn`` for the next group commit; the future completes once durable."""
+    ) -> Completion[T]:
+        """Queue ``fn`` for the next group commit; the completion is set once durable."""
         ...
 
     def write(self, fn: Callable[[ReadWriter], T]) -> T:

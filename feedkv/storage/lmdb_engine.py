@@ -22,7 +22,6 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,7 +29,7 @@ from typing import Any, TypeVar
 import lmdb
 
 from feedkv.errors import FeedKVError, InvariantViolation, StorageError, StoreLockedError
-from feedkv.storage.engine import ReadWriter
+from feedkv.storage.engine import Completion, ReadWriter
 
 __all__ = ["DEFAULT_MAP_SIZE", "EngineStats", "LMDBEngine", "LMDBSnapshot"]
 
@@ -144,7 +143,7 @@ class EngineStats:
 class _Job:
     fn: Callable[[ReadWriter], Any]
     on_applied: Callable[[Any], None] | None
-    future: Future[Any]
+    future: Completion[Any]
 
 
 _STOP = object()
@@ -231,8 +230,8 @@ class LMDBEngine:
         self,
         fn: Callable[[ReadWriter], T],
         on_applied: Callable[[T], None] | None = None,
-    ) -> Future[T]:
-        future: Future[T] = Future()
+    ) -> Completion[T]:
+        future: Completion[T] = Completion()
         with self._close_lock:
             # NB: the check and the put happen under the lock close() takes before it
             # queues the stop marker, so no job can land behind it and hang.

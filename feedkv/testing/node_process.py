@@ -34,8 +34,8 @@ class NodeProcess:
             stderr=subprocess.PIPE,
             text=True,
         )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
+        stdout = self.process.stdout
+        line = stdout.readline() if stdout is not None else ""
         match = _URL.search(line)
         if match is None:
             self.process.kill()

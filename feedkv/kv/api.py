@@ -26,6 +26,7 @@ from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
 from feedkv.util.keys import Span
 
 __all__ = [
+    "MAX_PRIORITY",
     "BatchRequest",
     "BatchResponse",
     "ConditionalPut",
@@ -60,6 +61,9 @@ __all__ = [
     "SplitResponse",
     "Transaction",
 ]
+
+
+MAX_PRIORITY = 2**31 - 1  # transaction priorities are drawn from [1, MAX_PRIORITY]
 
 
 @dataclass(frozen=True, slots=True)

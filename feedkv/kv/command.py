@@ -417,8 +417,8 @@ class _Evaluator:
         if record is None and not req.lock_spans and not req.commit:
             return EndTxnResponse(status)
         priority = record.priority if record is not None else txn.priority
-        write_record(self.rw, TxnRecord(txn.meta(), status, priority, 0))
         meta = txn.meta()
+        write_record(self.rw, TxnRecord(meta, status, priority, 0))
         for span in req.lock_spans:
             local = span.intersect(self.desc.span)
             if local is not None:

@@ -12,7 +12,6 @@ Single-key calls (``put``, ``get``, ``delete``) each run as one command of one r
 from __future__ import annotations
 
 import random
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from feedkv.errors import InvalidArgumentError, InvalidURLError, RetryableError
+from feedkv.kv.address import split_host_port
 from feedkv.kv.api import (
     BatchRequest,
     BatchResponse,
@@ -38,7 +38,7 @@ from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.router import Router, Transport
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.kv.txn import Txn
-from feedkv.storage.mvcc import KeyValue
+from feedkv.storage.mvcc import KeyValue, check_value
 from feedkv.util.hlc import Clock, Timestamp
 from feedkv.util.keys import KEY_MIN, Span, check_key
 
@@ -46,7 +46,7 @@ __all__ = ["DB", "LocalTransport", "RangeInfo", "connect"]
 
 T = TypeVar("T")
 
-_URL = re.compile(r"^feedkv://(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.\-]+):(?P<port>\d{1,5})/?$")
+SCHEME = "feedkv://"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,17 +86,16 @@ def connect(
     """
     text = str(target)
     if "://" in text:
-        match = _URL.match(text)
-        if match is None:
+        address = split_host_port(text.removeprefix(SCHEME).rstrip("/"))
+        if not text.startswith(SCHEME) or address is None or not address[0]:
             raise InvalidURLError(
                 f"cannot connect to {text!r}: expected feedkv://host:port or a store directory"
             )
-        port = int(match["port"])
-        if not 0 < port < 65536:
-            raise InvalidURLError(f"cannot connect to {text!r}: port {port} is out of range")
+        if address[1] == 0:
+            raise InvalidURLError(f"cannot connect to {text!r}: port 0 is not a node's port")
         from feedkv.kv.grpc_transport import GrpcTransport
 
-        return DB(GrpcTransport(match["host"].strip("[]"), port), target=text)
+        return DB(GrpcTransport(*address), target=text)
     if not text:
         raise InvalidURLError("cannot connect to '': give a store directory or feedkv://host:port")
     return DB(LocalTransport(Store(text, clock=clock, config=config), owned=True), target=text)
@@ -118,6 +117,7 @@ class DB:
         """Write ``value`` at ``key``; returns the commit timestamp."""
         if type(value) is not bytes:
             raise InvalidArgumentError(f"values are bytes, not {type(value).__name__}")
+        check_value(value)  # the size limit, before the value crosses the wire
         return self._write(key, value)
 
     def delete(self, key: bytes) -> Timestamp:

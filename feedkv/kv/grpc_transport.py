@@ -7,6 +7,7 @@ from typing import Any
 import grpc
 
 from feedkv.errors import AmbiguousResultError, NodeUnavailableError
+from feedkv.kv.address import host_port
 from feedkv.kv.api import (
     BatchRequest,
     BatchResponse,
@@ -49,7 +50,7 @@ class GrpcTransport:
     and raises :class:`NodeUnavailableError` if it does not answer."""
 
     def __init__(self, host: str, port: int, *, connect_timeout_s: float = 5.0) -> None:
-        self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        self.address = host_port(host, port)
         self._channel = grpc.insecure_channel(
             self.address,
             options=[
@@ -93,11 +94,7 @@ class GrpcTransport:
         return timestamp_from_proto(reply.now)
 
     def _translate(self, exc: Any, batch: BatchRequest) -> Exception:
-        code = exc.code() if hasattr(exc, "code") else None
-        writes = any(isinstance(r, _MUTATIONS) for r in batch.requests)
-        if code == grpc.StatusCode.UNAVAILABLE and not writes:
-            return NodeUnavailableError(f"node {self.address} is unavailable: {_details(exc)}")
-        if writes:
+        if any(isinstance(r, _MUTATIONS) for r in batch.requests):
             return AmbiguousResultError(
                 f"the connection to {self.address} failed during a write ({_details(exc)}); "
                 "it may or may not have been applied"

@@ -12,25 +12,25 @@ import re
 from pathlib import Path
 
 from feedkv.errors import InvalidArgumentError
+from feedkv.kv.address import host_port, split_host_port
 from feedkv.kv.server import NodeServer
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.util.hlc import Clock
 
 __all__ = ["Node", "parse_duration_ns", "parse_listen"]
 
-_LISTEN = re.compile(r"^(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.\-]*):(?P<port>\d{1,5})$")
 _DURATION = re.compile(r"^(?P<num>\d+(?:\.\d+)?)(?P<unit>ns|us|µs|ms|s|m)?$")
 _UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 10**9, "m": 60 * 10**9}
 
 
 def parse_listen(text: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:PORT`` for IPv6; an empty host means 127.0.0.1)."""
-    match = _LISTEN.match(text)
-    if match is None or int(match["port"]) > 65535:
+    address = split_host_port(text)
+    if address is None:
         raise InvalidArgumentError(
             f"cannot listen on {text!r}: expected HOST:PORT with a port from 0 to 65535"
         )
-    return match["host"].strip("[]") or "127.0.0.1", int(match["port"])
+    return address[0] or "127.0.0.1", address[1]
 
 
 def parse_duration_ns(text: str) -> int:
@@ -64,8 +64,7 @@ class Node:
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"feedkv://{host}:{self.server.port}"
+        return f"feedkv://{host_port(self.host, self.server.port)}"
 
     def stop(self, grace_s: float = 10.0) -> None:
         """Drain calls in flight, then close the store. Idempotent."""

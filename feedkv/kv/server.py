@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 
 from feedkv.errors import FeedKVError, InvalidArgumentError, NodeUnavailableError
+from feedkv.kv.address import host_port
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.store import Store
 from feedkv.kv.wire import (
@@ -61,7 +62,7 @@ class NodeServer:
         self._server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE, handlers),)
         )
-        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        address = host_port(host, port)
         try:
             self.port: int = self._server.add_insecure_port(address)
         except RuntimeError as exc:

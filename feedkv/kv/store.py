@@ -41,6 +41,7 @@ from feedkv.errors import (
     WriteIntentError,
 )
 from feedkv.kv.api import (
+    MAX_PRIORITY,
     BatchRequest,
     BatchResponse,
     ConditionalPut,
@@ -77,7 +78,6 @@ __all__ = ["Store", "StoreConfig"]
 log = logging.getLogger(__name__)
 
 DATABASES = (*MVCC_DATABASES, META, TXN_RECORDS)
-MAX_PRIORITY = 2**31 - 1
 SLOW_PUSH_S = 1.0
 
 

@@ -42,6 +42,7 @@ from feedkv.errors import (
     TransactionStatusError,
 )
 from feedkv.kv.api import (
+    MAX_PRIORITY,
     BatchResponse,
     EndTxn,
     Get,
@@ -62,7 +63,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Txn", "TxnState"]
 
-MAX_PRIORITY = 2**31 - 1
 HEARTBEAT_INTERVAL_S = 1.0
 
 

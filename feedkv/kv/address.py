@@ -1,0 +1,23 @@
+"""``HOST:PORT`` addresses, as nodes listen on them and clients dial them."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["host_port", "split_host_port"]
+
+_HOST_PORT = re.compile(r"^(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.\-]*):(?P<port>\d{1,5})$")
+
+
+def split_host_port(text: str) -> tuple[str, int] | None:
+    """``(host, port)`` from ``HOST:PORT`` or ``[IPv6]:PORT`` (the host may be empty);
+    ``None`` if ``text`` is not of that form or the port is above 65535."""
+    match = _HOST_PORT.match(text)
+    if match is None or int(match["port"]) > 65535:
+        return None
+    return match["host"].strip("[]"), int(match["port"])
+
+
+def host_port(host: str, port: int) -> str:
+    """The ``HOST:PORT`` form of an address, bracketing IPv6 hosts."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -62,6 +62,11 @@ def _parser() -> argparse.ArgumentParser:
         default="5s",
         help="how long a transaction without a heartbeat stays alive (default 5s)",
     )
+    start.add_argument(
+        "--range-max-bytes",
+        default="64MiB",
+        help="split ranges past this size; merge neighbours below a quarter of it (64MiB)",
+    )
 
     bench = commands.add_parser("bench", help="run a benchmark and print its JSON record")
     bench.add_argument("name", help="benchmark name: " + (", ".join(_bench_names()) or "none"))
@@ -77,9 +82,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_demo(Path(args.store), seconds=args.seconds)
         if args.command == "start":
-            from feedkv.cli.start import run_node
+            from feedkv.cli.start import run_node, store_config
 
-            return run_node(Path(args.store), args.listen, args.closed_ts_target, args.txn_liveness)
+            config = store_config(args.closed_ts_target, args.txn_liveness, args.range_max_bytes)
+            return run_node(Path(args.store), args.listen, config)
         if args.command == "bench":
             return _run_bench(args.name, list(args.args))
     except FeedKVError as exc:

@@ -8,17 +8,25 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from feedkv.kv.node import Node, parse_duration_ns
+from feedkv.kv.node import Node, parse_duration_ns, parse_size
 from feedkv.kv.store import StoreConfig
 
-__all__ = ["run_node"]
+__all__ = ["run_node", "store_config"]
 
 
-def run_node(store: Path, listen: str, closed_ts_target: str, txn_liveness: str = "5s") -> int:
-    config = StoreConfig(
+def store_config(closed_ts_target: str, txn_liveness: str, range_max_bytes: str) -> StoreConfig:
+    """The node's settings from its command-line flags (merges start below a quarter of
+    the maximum range size)."""
+    max_bytes = parse_size(range_max_bytes)
+    return StoreConfig(
         closed_ts_target_ns=parse_duration_ns(closed_ts_target),
         txn_liveness_ns=parse_duration_ns(txn_liveness),
+        range_max_bytes=max_bytes,
+        range_min_bytes=max_bytes // 4,
     )
+
+
+def run_node(store: Path, listen: str, config: StoreConfig) -> int:
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -195,16 +195,22 @@ class RefreshRange:
 
 @dataclass(frozen=True, slots=True)
 class Split:
-    """Split the range holding ``key`` at ``key`` (a no-op if a range starts there)."""
+    """Split the range holding ``key`` at ``key`` (a no-op if a range starts there).
+
+    A manual split (not ``automatic``) makes the new range *sticky*: the store's own
+    merges never undo it."""
 
     key: bytes
+    automatic: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Merge:
-    """Merge the range holding ``key`` with its right-hand neighbour."""
+    """Merge the range holding ``key`` with its right-hand neighbour; an ``automatic``
+    merge (the store's own) leaves a sticky right-hand neighbour alone."""
 
     key: bytes
+    automatic: bool = False
 
 
 @dataclass(frozen=True, slots=True)

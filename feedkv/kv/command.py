@@ -114,10 +114,18 @@ class TxnPushFailed(FeedKVError):
 
 @dataclass(frozen=True, slots=True)
 class RangeChange:
-    """A range whose descriptor this command replaced (its observers are ended)."""
+    """A split of ``left`` that created ``right``, or a merge of ``right`` into ``left``
+    (``reason`` says which); the observers of the ranges it replaced are ended."""
 
-    range_id: int
     reason: RangeEndReason
+    left: int
+    right: int
+
+    def ended(self) -> tuple[int, ...]:
+        """The ranges whose descriptors this change replaced."""
+        if self.reason is RangeEndReason.RANGE_SPLIT:
+            return (self.left,)
+        return (self.left, self.right)
 
 
 @dataclass(slots=True)
@@ -495,15 +503,22 @@ class _Evaluator:
         key = check_key(req.key)
         desc = descriptor_for_key(self.rw, key)
         if desc.start == key:
+            if not req.automatic and not desc.sticky:
+                desc = replace(desc, sticky=True)
+                write_descriptor(self.rw, desc)
             left = next(d for d in all_descriptors(self.rw) if d.end == key)
             return SplitResponse(left, desc)
         generation = desc.generation + 1
-        left = RangeDescriptor(desc.range_id, Span(desc.start, key), generation)
-        right = RangeDescriptor(next_range_id(self.rw), Span(key, desc.end), generation)
+        left = RangeDescriptor(desc.range_id, Span(desc.start, key), generation, desc.sticky)
+        right = RangeDescriptor(
+            next_range_id(self.rw), Span(key, desc.end), generation, not req.automatic
+        )
         write_descriptor(self.rw, left)
         write_descriptor(self.rw, right)
         self.ctx.closed.split(left.range_id, right.range_id)
-        self.applied.range_changes.append(RangeChange(desc.range_id, RangeEndReason.RANGE_SPLIT))
+        self.applied.range_changes.append(
+            RangeChange(RangeEndReason.RANGE_SPLIT, left.range_id, right.range_id)
+        )
         return SplitResponse(left, right)
 
     def merge(self, req: Merge) -> MergeResponse:
@@ -511,17 +526,21 @@ class _Evaluator:
         if left.end == KEY_MAX:
             raise InvalidArgumentError(f"cannot merge {left}: it is the last range")
         right = descriptor_for_key(self.rw, left.end)
+        if req.automatic and right.sticky:
+            return MergeResponse(left)
         merged = RangeDescriptor(
             left.range_id,
             Span(left.start, right.end),
             max(left.generation, right.generation) + 1,
+            left.sticky,
         )
         delete_descriptor(self.rw, left)
         delete_descriptor(self.rw, right)
         write_descriptor(self.rw, merged)
         self.ctx.closed.merge(left.range_id, right.range_id)
-        self.applied.range_changes.append(RangeChange(left.range_id, RangeEndReason.RANGE_MERGED))
-        self.applied.range_changes.append(RangeChange(right.range_id, RangeEndReason.RANGE_MERGED))
+        self.applied.range_changes.append(
+            RangeChange(RangeEndReason.RANGE_MERGED, left.range_id, right.range_id)
+        )
         return MergeResponse(merged)
 
     def range_lookup(self, req: RangeLookup) -> RangeLookupResponse:

@@ -51,12 +51,14 @@ SCHEME = "feedkv://"
 
 @dataclass(frozen=True, slots=True)
 class RangeInfo:
-    """A range as ``db.ranges()`` reports it."""
+    """A range as ``db.ranges()`` reports it (``sticky``: it starts at a manual split,
+    which the store's automatic merges leave alone)."""
 
     range_id: int
     span: Span
     generation: int
     closed_ts: Timestamp
+    sticky: bool
 
 
 class LocalTransport:
@@ -234,7 +236,7 @@ class DB:
         if not isinstance(result, RangeLookupResponse):
             raise InvalidArgumentError(f"range lookup answered with {result!r}")
         return [
-            RangeInfo(d.range_id, d.span, d.generation, ts)
+            RangeInfo(d.range_id, d.span, d.generation, ts, d.sticky)
             for d, ts in zip(result.descriptors, result.closed_timestamps, strict=True)
         ]
 

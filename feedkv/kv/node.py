@@ -17,10 +17,20 @@ from feedkv.kv.server import NodeServer
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.util.hlc import Clock
 
-__all__ = ["Node", "parse_duration_ns", "parse_listen"]
+__all__ = ["Node", "parse_duration_ns", "parse_listen", "parse_size"]
 
 _DURATION = re.compile(r"^(?P<num>\d+(?:\.\d+)?)(?P<unit>ns|us|µs|ms|s|m)?$")
 _UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 10**9, "m": 60 * 10**9}
+_SIZE = re.compile(r"^(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>B|KiB|MiB|GiB|KB|MB|GB)?$", re.IGNORECASE)
+_UNIT_BYTES = {
+    "b": 1,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+}
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -41,6 +51,16 @@ def parse_duration_ns(text: str) -> int:
             f"bad duration {text!r}: expected a number with a unit (ns, us, ms, s, m), e.g. 1s"
         )
     return int(float(match["num"]) * _UNIT_NS[match["unit"] or "s"])
+
+
+def parse_size(text: str) -> int:
+    """A size such as ``64MiB``, ``512KiB``, ``1GB`` or ``4096`` (bare numbers: bytes)."""
+    match = _SIZE.match(text.strip())
+    if match is None:
+        raise InvalidArgumentError(
+            f"bad size {text!r}: expected a number with a unit (B, KiB, MiB, GiB), e.g. 64MiB"
+        )
+    return int(float(match["num"]) * _UNIT_BYTES[(match["unit"] or "b").lower()])
 
 
 class Node:

@@ -40,16 +40,21 @@ META = "meta"
 _DESC = b"desc/"
 _END = b"end/"
 _NEXT_ID = b"next_range_id"
-_HEADER = struct.Struct(">QQH")  # range id, generation, start key length
+_HEADER = struct.Struct(">QQ?H")  # range id, generation, sticky, start key length
 
 
 @dataclass(frozen=True, slots=True)
 class RangeDescriptor:
-    """A range: its id, the span ``[start, end)`` it owns, and its generation."""
+    """A range: its id, the span ``[start, end)`` it owns, and its generation.
+
+    ``sticky``: the range's start key was set by a manual split, so the store never
+    merges it away on its own (only ``db.merge`` does).
+    """
 
     range_id: int
     span: Span
     generation: int
+    sticky: bool = False
 
     @property
     def start(self) -> bytes:
@@ -64,14 +69,15 @@ class RangeDescriptor:
 
     def encode(self) -> bytes:
         start = self.span.start
-        return _HEADER.pack(self.range_id, self.generation, len(start)) + start + self.span.end
+        header = _HEADER.pack(self.range_id, self.generation, self.sticky, len(start))
+        return header + start + self.span.end
 
     @classmethod
     def decode(cls, raw: bytes) -> RangeDescriptor:
-        range_id, generation, start_len = _HEADER.unpack_from(raw)
+        range_id, generation, sticky, start_len = _HEADER.unpack_from(raw)
         start = raw[_HEADER.size : _HEADER.size + start_len]
         end = raw[_HEADER.size + start_len :]
-        return cls(range_id, Span(start, end), generation)
+        return cls(range_id, Span(start, end), generation, sticky)
 
     def __str__(self) -> str:
         return f"r{self.range_id}:{self.span} (gen {self.generation})"

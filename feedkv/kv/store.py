@@ -16,13 +16,16 @@ intent, ``send`` resolves the conflict on the caller's thread, outside the commi
 Priorities are random per transaction and ties go to the larger txn id, so in any cycle of
 waiters one transaction outranks the next and the cycle breaks: no deadlock.
 
-Two side loops run per store: one closes every range's timestamp every
-``closed_ts_interval_s`` (and tells observers), one resolves the intents of finished
-transactions that live outside the range of their record.
+Three side loops run per store: one closes every range's timestamp every
+``closed_ts_interval_s`` (tells observers, and persists range size estimates), one
+resolves the intents of finished transactions that live outside the range of their
+record, and one splits ranges grown past ``range_max_bytes`` at their byte midpoint and
+merges neighbours that are both below ``range_min_bytes`` (never across a manual split).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue
 import random
@@ -47,11 +50,13 @@ from feedkv.kv.api import (
     ConditionalPut,
     DeleteRange,
     Header,
+    Merge,
     PushTxn,
     PushTxnResponse,
     PushType,
     Put,
     ResolveIntent,
+    Split,
     Transaction,
 )
 from feedkv.kv.closed_timestamp import ClosedTimestamps
@@ -64,6 +69,7 @@ from feedkv.kv.range_descriptor import (
     bootstrap,
     descriptor_by_id,
 )
+from feedkv.kv.range_size import RangeSizes, measure, op_bytes
 from feedkv.kv.tscache import TimestampCache
 from feedkv.kv.txn_record import TXN_RECORDS, TxnRecord, read_record
 from feedkv.storage.engine import ReadWriter, Snapshot
@@ -88,6 +94,9 @@ class StoreConfig:
     txn_liveness_ns: int = 5_000_000_000  # a pending txn not heartbeated this long is expired
     push_poll_s: float = 0.05
     sync: bool = True
+    range_max_bytes: int = 64 << 20  # split a range past this size
+    range_min_bytes: int = 16 << 20  # merge neighbours that are both below this size
+    range_check_interval_s: float = 10.0  # how often small neighbours are looked for
 
 
 class _WaitQueue:
@@ -125,12 +134,17 @@ class Store:
             txn_liveness_ns=self.config.txn_liveness_ns,
         )
         self._observers: dict[int, list[RangeObserver]] = {}
+        self._sizes = RangeSizes()
+        with self.engine.snapshot() as snap:
+            self._unmeasured = self._sizes.load(snap, all_descriptors(snap))
+        self._check_ranges = threading.Event()
         self._waiters = _WaitQueue()
         self._to_resolve: queue.SimpleQueue[ResolveIntent | None] = queue.SimpleQueue()
         self._stopping = threading.Event()
         self._threads = [
             threading.Thread(target=self._close_loop, name="feedkv-closed-ts", daemon=True),
             threading.Thread(target=self._resolve_loop, name="feedkv-resolver", daemon=True),
+            threading.Thread(target=self._range_loop, name="feedkv-ranges", daemon=True),
         ]
         for thread in self._threads:
             thread.start()
@@ -187,6 +201,7 @@ class Store:
         if self._stopping.is_set():
             return
         self._stopping.set()
+        self._check_ranges.set()
         self._to_resolve.put(None)
         self._waiters.notify()
         for thread in self._threads:
@@ -212,9 +227,17 @@ class Store:
         if applied.ops:
             for observer in self._observers.get(applied.range_id, ()):
                 observer.on_ops(applied.ops)
+            size = self._sizes.add(applied.range_id, sum(map(op_bytes, applied.ops)))
+            if size > self.config.range_max_bytes:
+                self._check_ranges.set()
         for change in applied.range_changes:
-            for observer in self._observers.pop(change.range_id, ()):
-                observer.on_range_ended(change.reason)
+            for range_id in change.ended():
+                for observer in self._observers.pop(range_id, ()):
+                    observer.on_range_ended(change.reason)
+            if change.reason is RangeEndReason.RANGE_SPLIT:
+                self._sizes.split(change.left, change.right)
+            else:
+                self._sizes.merge(change.left, change.right)
         for resolve in applied.resolve_later:
             self._to_resolve.put(resolve)
         if applied.finished_txns:
@@ -300,11 +323,14 @@ class Store:
     def _close_loop(self) -> None:
         ctx = self._ctx
 
-        def close_all(rw: ReadWriter) -> list[tuple[int, Timestamp]]:
+        def close_all(rw: ReadWriter) -> tuple[list[tuple[int, Timestamp]], dict[int, int | None]]:
             now = ctx.clock.now()
-            return [(d.range_id, ctx.closed.close(d.range_id, now)) for d in all_descriptors(rw)]
+            closed = [(d.range_id, ctx.closed.close(d.range_id, now)) for d in all_descriptors(rw)]
+            return closed, self._sizes.persist(rw)
 
-        def publish(closed: list[tuple[int, Timestamp]]) -> None:
+        def publish(done: tuple[list[tuple[int, Timestamp]], dict[int, int | None]]) -> None:
+            closed, sizes = done
+            self._sizes.persisted(sizes)
             for range_id, ts in closed:
                 for observer in self._observers.get(range_id, ()):
                     observer.on_closed(ts)
@@ -322,6 +348,45 @@ class Store:
             if part is not None:
                 resolve = replace(request, span=part)
                 self._execute(BatchRequest(Header(range_id=desc.range_id), (resolve,)))
+
+    def _range_loop(self) -> None:
+        for desc in self._unmeasured:
+            self._quietly(self._measure, desc)
+        while True:
+            self._check_ranges.wait(self.config.range_check_interval_s)
+            self._check_ranges.clear()
+            if self._stopping.is_set():
+                return
+            self._quietly(self._split_and_merge)
+
+    def _measure(self, desc: RangeDescriptor) -> tuple[int, bytes | None]:
+        """Measure ``desc`` exactly and correct its estimate; returns (bytes, midpoint)."""
+        with self.engine.apply_lock:
+            snap = self.engine.snapshot()
+            estimate = self._sizes.get(desc.range_id)
+        with snap:
+            measured = measure(snap, desc.span)
+        with self.engine.apply_lock:
+            self._sizes.add(desc.range_id, measured.total - estimate)
+        return measured.total, measured.midpoint
+
+    def _split_and_merge(self) -> None:
+        config = self.config
+        descs = self.descriptors()
+        for desc in descs:
+            if self._sizes.get(desc.range_id) > config.range_max_bytes:
+                size, midpoint = self._measure(desc)
+                if size > config.range_max_bytes and midpoint is not None:
+                    log.info("splitting %s (%d bytes) at %r", desc, size, midpoint)
+                    self._execute(BatchRequest(Header(), (Split(midpoint, automatic=True),)))
+        small = config.range_min_bytes
+        for left, right in itertools.pairwise(descs):
+            if right.sticky or max(map(self._sizes.get, (left.range_id, right.range_id))) >= small:
+                continue
+            if self._measure(left)[0] < small and self._measure(right)[0] < small:
+                log.info("merging %s and %s: both are below %d bytes", left, right, small)
+                self._execute(BatchRequest(Header(), (Merge(left.start, automatic=True),)))
+                return  # the descriptors changed; look again next round
 
     def _quietly(self, fn: Callable[..., object], *args: object) -> None:
         try:

@@ -143,10 +143,11 @@ def _desc_to(desc: RangeDescriptor, out: pb.RangeDescriptor) -> None:
     out.range_id = desc.range_id
     _span_to(desc.span, out.span)
     out.generation = desc.generation
+    out.sticky = desc.sticky
 
 
 def _desc_from(msg: pb.RangeDescriptor) -> RangeDescriptor:
-    return RangeDescriptor(msg.range_id, _span_from(msg.span), msg.generation)
+    return RangeDescriptor(msg.range_id, _span_from(msg.span), msg.generation, msg.sticky)
 
 
 def _status_from(code: int) -> TxnStatus:
@@ -202,8 +203,10 @@ def _encode_request(req: api.Request, out: pb.RequestUnion) -> None:
         timestamp_to_proto(req.from_ts, out.refresh_range.from_ts)
     elif isinstance(req, api.Split):
         out.split.key = req.key
+        out.split.automatic = req.automatic
     elif isinstance(req, api.Merge):
         out.merge.key = req.key
+        out.merge.automatic = req.automatic
     elif isinstance(req, api.RangeLookup):
         out.range_lookup.key = req.key
         out.range_lookup.prefetch = min(req.prefetch, 2**32 - 1)
@@ -242,8 +245,8 @@ _REQUEST_DECODERS: dict[str, Callable[[Any], api.Request]] = {
     "refresh_range": lambda m: api.RefreshRange(
         _span_from(m.span), timestamp_from_proto(m.from_ts)
     ),
-    "split": lambda m: api.Split(m.key),
-    "merge": lambda m: api.Merge(m.key),
+    "split": lambda m: api.Split(m.key, m.automatic),
+    "merge": lambda m: api.Merge(m.key, m.automatic),
     "range_lookup": lambda m: api.RangeLookup(m.key, m.prefetch),
 }
 

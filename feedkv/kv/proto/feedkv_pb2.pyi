@@ -92,14 +92,16 @@ class TxnRecord(_message.Message):
     def __init__(self, meta: _Optional[_Union[TxnMeta, _Mapping]] = ..., status: _Optional[_Union[TxnStatus, str]] = ..., priority: _Optional[int] = ..., last_active_ns: _Optional[int] = ...) -> None: ...
 
 class RangeDescriptor(_message.Message):
-    __slots__ = ("range_id", "span", "generation")
+    __slots__ = ("range_id", "span", "generation", "sticky")
     RANGE_ID_FIELD_NUMBER: _ClassVar[int]
     SPAN_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
+    STICKY_FIELD_NUMBER: _ClassVar[int]
     range_id: int
     span: Span
     generation: int
-    def __init__(self, range_id: _Optional[int] = ..., span: _Optional[_Union[Span, _Mapping]] = ..., generation: _Optional[int] = ...) -> None: ...
+    sticky: bool
+    def __init__(self, range_id: _Optional[int] = ..., span: _Optional[_Union[Span, _Mapping]] = ..., generation: _Optional[int] = ..., sticky: _Optional[bool] = ...) -> None: ...
 
 class KeyValue(_message.Message):
     __slots__ = ("key", "value", "ts")
@@ -196,16 +198,20 @@ class RefreshRangeRequest(_message.Message):
     def __init__(self, span: _Optional[_Union[Span, _Mapping]] = ..., from_ts: _Optional[_Union[Timestamp, _Mapping]] = ...) -> None: ...
 
 class SplitRequest(_message.Message):
-    __slots__ = ("key",)
+    __slots__ = ("key", "automatic")
     KEY_FIELD_NUMBER: _ClassVar[int]
+    AUTOMATIC_FIELD_NUMBER: _ClassVar[int]
     key: bytes
-    def __init__(self, key: _Optional[bytes] = ...) -> None: ...
+    automatic: bool
+    def __init__(self, key: _Optional[bytes] = ..., automatic: _Optional[bool] = ...) -> None: ...
 
 class MergeRequest(_message.Message):
-    __slots__ = ("key",)
+    __slots__ = ("key", "automatic")
     KEY_FIELD_NUMBER: _ClassVar[int]
+    AUTOMATIC_FIELD_NUMBER: _ClassVar[int]
     key: bytes
-    def __init__(self, key: _Optional[bytes] = ...) -> None: ...
+    automatic: bool
+    def __init__(self, key: _Optional[bytes] = ..., automatic: _Optional[bool] = ...) -> None: ...
 
 class RangeLookupRequest(_message.Message):
     __slots__ = ("key", "prefetch")

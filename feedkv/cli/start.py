@@ -8,8 +8,9 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from feedkv.kv.node import Node, parse_duration_ns, parse_size
 from feedkv.kv.store import StoreConfig
+from feedkv.node import Node
+from feedkv.util.units import parse_duration_ns, parse_size
 
 __all__ = ["run_node", "store_config"]
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["host_port", "split_host_port"]
+from feedkv.errors import InvalidArgumentError
+
+__all__ = ["host_port", "parse_listen", "split_host_port"]
 
 _HOST_PORT = re.compile(r"^(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.\-]*):(?P<port>\d{1,5})$")
 
@@ -21,3 +23,13 @@ def split_host_port(text: str) -> tuple[str, int] | None:
 def host_port(host: str, port: int) -> str:
     """The ``HOST:PORT`` form of an address, bracketing IPv6 hosts."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6; an empty host means 127.0.0.1)."""
+    address = split_host_port(text)
+    if address is None:
+        raise InvalidArgumentError(
+            f"cannot listen on {text!r}: expected HOST:PORT with a port from 0 to 65535"
+        )
+    return address[0] or "127.0.0.1", address[1]

@@ -1,8 +1,8 @@
-"""The client API: ``feedkv.connect(target)`` and the :class:`DB` it returns.
+"""The KV client: what :class:`feedkv.DB` offers for keys, ranges and transactions.
 
-``target`` is either a store directory, which opens an embedded node in this process, or
-``feedkv://host:port``, which talks to a node over gRPC. Both give the same API; every
-call is safe to make from many threads at once.
+A :class:`KVClient` talks to a node through a transport: :class:`LocalTransport` for an
+embedded node, :class:`~feedkv.kv.grpc_transport.GrpcTransport` for a server. Every call
+is safe to make from many threads at once.
 
 Single-key calls (``put``, ``get``, ``delete``) each run as one command of one range.
 ``scan`` reads every range it crosses at one timestamp. ``transaction()`` and
@@ -15,11 +15,9 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TypeVar
+from typing import Self, TypeVar
 
-from feedkv.errors import InvalidArgumentError, InvalidURLError, RetryableError
-from feedkv.kv.address import split_host_port
+from feedkv.errors import InvalidArgumentError, RetryableError
 from feedkv.kv.api import (
     BatchRequest,
     BatchResponse,
@@ -36,17 +34,15 @@ from feedkv.kv.api import (
 )
 from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.router import Router, Transport
-from feedkv.kv.store import Store, StoreConfig
+from feedkv.kv.store import Store
 from feedkv.kv.txn import Txn
 from feedkv.storage.mvcc import KeyValue, check_value
-from feedkv.util.hlc import Clock, Timestamp
+from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import KEY_MIN, Span, check_key
 
-__all__ = ["DB", "LocalTransport", "RangeInfo", "connect"]
+__all__ = ["KVClient", "LocalTransport", "RangeInfo"]
 
 T = TypeVar("T")
-
-SCHEME = "feedkv://"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,31 +75,9 @@ class LocalTransport:
             self.store.close()
 
 
-def connect(
-    target: str | Path, *, clock: Clock | None = None, config: StoreConfig | None = None
-) -> DB:
-    """Open a store directory in-process, or connect to ``feedkv://host:port``.
+class KVClient:
+    """The KV API over a transport (:class:`feedkv.DB` adds feeds on top)."""
 
-    ``clock`` and ``config`` apply to an embedded store only.
-    """
-    text = str(target)
-    if "://" in text:
-        address = split_host_port(text.removeprefix(SCHEME).rstrip("/"))
-        if not text.startswith(SCHEME) or address is None or not address[0]:
-            raise InvalidURLError(
-                f"cannot connect to {text!r}: expected feedkv://host:port or a store directory"
-            )
-        if address[1] == 0:
-            raise InvalidURLError(f"cannot connect to {text!r}: port 0 is not a node's port")
-        from feedkv.kv.grpc_transport import GrpcTransport
-
-        return DB(GrpcTransport(*address), target=text)
-    if not text:
-        raise InvalidURLError("cannot connect to '': give a store directory or feedkv://host:port")
-    return DB(LocalTransport(Store(text, clock=clock, config=config), owned=True), target=text)
-
-
-class DB:
     def __init__(self, transport: Transport, *, target: str = "") -> None:
         self.target = target
         self._transport = transport
@@ -243,7 +217,7 @@ class DB:
     def close(self) -> None:
         self._transport.close()
 
-    def __enter__(self) -> DB:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 import feedkv
-from feedkv.kv.db import DB, LocalTransport
+from feedkv import DB
+from feedkv.kv.db import LocalTransport
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.util.hlc import ManualClock
 

@@ -15,9 +15,9 @@ import pytest
 
 import feedkv
 from feedkv.errors import FeedKVError, InvalidArgumentError
-from feedkv.kv.node import Node
 from feedkv.kv.store import StoreConfig
 from feedkv.kv.txn import Txn
+from feedkv.node import Node
 from feedkv.storage.mvcc import scan_intents
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp

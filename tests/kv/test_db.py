@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import feedkv
+from feedkv import DB
 from feedkv.errors import (
     FeedKVError,
     InvalidArgumentError,
@@ -19,7 +20,7 @@ from feedkv.errors import (
     ValueTooLargeError,
 )
 from feedkv.kv.api import BatchRequest, BatchResponse, Header, Merge, Put, Scan, Split
-from feedkv.kv.db import DB
+from feedkv.kv.db import KVClient
 from feedkv.kv.store import DATABASES, Store, StoreConfig
 from feedkv.storage.mvcc import MAX_VALUE_BYTES, KeyValue
 from feedkv.util.hlc import ManualClock, Timestamp
@@ -184,7 +185,7 @@ def test_scan_across_ranges_reads_every_range_at_the_first_ranges_timestamp(
     db.split(b"d")
     db.split(b"g")
     spy = _WriteAfterFirstScan(db.transport, store, Put(b"e", b"written mid-scan"))
-    rows = DB(spy).scan(*ALL)
+    rows = KVClient(spy).scan(*ALL)
     assert keys(rows) == [b"a", b"j"]
     assert len(spy.scan_timestamps) == 3
     assert len(set(spy.scan_timestamps)) == 1

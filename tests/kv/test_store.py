@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from feedkv import DB
 from feedkv.errors import NodeUnavailableError, RangeRoutingError, TransactionAbortedError
 from feedkv.kv.api import (
     BatchRequest,
@@ -22,7 +23,6 @@ from feedkv.kv.api import (
     Put,
     Transaction,
 )
-from feedkv.kv.db import DB
 from feedkv.kv.observer import RangeEndReason
 from feedkv.kv.store import MAX_PRIORITY, Store, StoreConfig
 from feedkv.kv.txn_record import TxnRecord, read_record

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
+from feedkv import DB
 from feedkv.errors import (
     ConditionFailedError,
     InvalidArgumentError,
@@ -17,7 +18,7 @@ from feedkv.errors import (
     ValueTooLargeError,
 )
 from feedkv.kv.api import BatchRequest, BatchResponse, Get, GetResponse, Header, Put
-from feedkv.kv.db import DB
+from feedkv.kv.db import KVClient
 from feedkv.kv.observer import RangeEndReason
 from feedkv.kv.store import Store
 from feedkv.kv.txn import Txn, TxnState
@@ -366,7 +367,7 @@ def test_a_transaction_whose_pending_intent_a_reader_pushed_commits_above_the_re
     db.split(b"m")
     db.put(b"z", b"before")
     spy = _ReadAfterIntents(store, b"z")
-    client = DB(spy)
+    client = KVClient(spy)
     with client.transaction(priority=1) as txn:
         txn.put(b"a", b"mine")
         txn.put(b"z", b"mine")

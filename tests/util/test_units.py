@@ -1,27 +1,11 @@
-"""The node's command-line settings: listen addresses, durations and sizes, each with a
-clear error for bad input."""
+"""Durations and sizes from the command line, each with a clear error for bad input."""
 
 from __future__ import annotations
 
 import pytest
 
-from feedkv.cli.start import store_config
 from feedkv.errors import InvalidArgumentError
-from feedkv.kv.node import parse_duration_ns, parse_listen, parse_size
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [("127.0.0.1:26257", ("127.0.0.1", 26257)), (":0", ("127.0.0.1", 0)), ("[::1]:9", ("::1", 9))],
-)
-def test_listen_addresses_parse_to_host_and_port(text: str, expected: tuple[str, int]) -> None:
-    assert parse_listen(text) == expected
-
-
-@pytest.mark.parametrize("text", ["", "localhost", "host:port", "1.2.3.4:70000"])
-def test_a_bad_listen_address_is_refused_with_the_expected_form(text: str) -> None:
-    with pytest.raises(InvalidArgumentError, match="HOST:PORT"):
-        parse_listen(text)
+from feedkv.util.units import parse_duration_ns, parse_size
 
 
 @pytest.mark.parametrize(
@@ -58,9 +42,3 @@ def test_sizes_take_binary_or_decimal_units_and_bare_numbers_are_bytes(
 def test_a_bad_size_names_the_units_it_accepts(text: str) -> None:
     with pytest.raises(InvalidArgumentError, match=r"bad size .* e\.g\. 64MiB"):
         parse_size(text)
-
-
-def test_merges_start_below_a_quarter_of_the_maximum_range_size() -> None:
-    config = store_config("1s", "5s", "64MiB")
-    assert config.range_max_bytes == 64 << 20
-    assert config.range_min_bytes == 16 << 20

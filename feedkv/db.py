@@ -1,0 +1,141 @@
+"""``feedkv.connect(target)`` and the :class:`DB` it returns.
+
+``target`` is either a store directory, which opens an embedded node in this process, or
+``feedkv://host:port``, which talks to a node over gRPC. Both give the same API: the KV
+calls of :class:`~feedkv.kv.db.KVClient` plus change feeds (:meth:`DB.rangefeed`,
+:meth:`DB.watch`). Every call is safe to make from many threads at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterable
+from pathlib import Path
+
+from feedkv.errors import InvalidURLError, NodeUnavailableError
+from feedkv.kv.address import split_host_port
+from feedkv.kv.db import KVClient, LocalTransport
+from feedkv.kv.router import Transport
+from feedkv.kv.store import StoreConfig
+from feedkv.node import Node
+from feedkv.rangefeed.client import FeedTransport, RangeFeed
+from feedkv.rangefeed.event import Value
+from feedkv.rangefeed.store_feeds import FeedConfig
+from feedkv.util.hlc import Clock, Timestamp
+from feedkv.util.keys import Span, check_key
+
+__all__ = ["DB", "connect"]
+
+SCHEME = "feedkv://"
+
+
+def connect(
+    target: str | Path,
+    *,
+    clock: Clock | None = None,
+    config: StoreConfig | None = None,
+    feed_config: FeedConfig | None = None,
+) -> DB:
+    """Open a store directory in-process, or connect to ``feedkv://host:port``.
+
+    ``clock``, ``config`` and ``feed_config`` apply to an embedded node only.
+    """
+    text = str(target)
+    if "://" in text:
+        address = split_host_port(text.removeprefix(SCHEME).rstrip("/"))
+        if not text.startswith(SCHEME) or address is None or not address[0]:
+            raise InvalidURLError(
+                f"cannot connect to {text!r}: expected feedkv://host:port or a store directory"
+            )
+        if address[1] == 0:
+            raise InvalidURLError(f"cannot connect to {text!r}: port 0 is not a node's port")
+        from feedkv.kv.grpc_transport import GrpcTransport
+
+        return DB(GrpcTransport(*address), None, target=text)
+    if not text:
+        raise InvalidURLError("cannot connect to '': give a store directory or feedkv://host:port")
+    node = Node(text, listen=None, config=config, feed_config=feed_config, clock=clock)
+    return DB(LocalTransport(node.store, owned=False), node.feeds, target=text, node=node)
+
+
+class DB(KVClient):
+    def __init__(
+        self,
+        transport: Transport,
+        feeds: FeedTransport | None,
+        *,
+        target: str = "",
+        node: Node | None = None,
+    ) -> None:
+        super().__init__(transport, target=target)
+        self._feeds = feeds
+        self._node = node
+        self._open_feeds: weakref.WeakSet[RangeFeed] = weakref.WeakSet()
+        self._feeds_lock = threading.Lock()
+
+    @property
+    def node(self) -> Node | None:
+        """The embedded node (``None`` when connected to a server)."""
+        return self._node
+
+    def rangefeed(
+        self, spans: Span | Iterable[Span], since: Timestamp, *, with_diff: bool = False
+    ) -> RangeFeed:
+        """Every change in ``spans`` after ``since`` (exclusive), with checkpoints; see
+        :mod:`feedkv.rangefeed.client`. Iterate it (or ``async for``); ``close()`` ends it."""
+        return self._track(
+            RangeFeed(
+                self._feed_transport(),
+                self._router,
+                [spans] if isinstance(spans, Span) else spans,
+                since,
+                with_diff=with_diff,
+            )
+        )
+
+    def watch(
+        self, key: bytes, *, prefix: bool = False, since: Timestamp | None = None
+    ) -> RangeFeed:
+        """etcd-style: every change of ``key`` (or of every key under it, with ``prefix``)
+        as :class:`~feedkv.rangefeed.event.Value` events. With no ``since``, first the
+        current value(s), then every change after them."""
+        check_key(key)
+        span = Span.for_prefix(key) if prefix else Span.for_key(key)
+        initial: list[Value] = []
+        if since is None:
+            since = self.now()
+            initial = [
+                Value(kv.key, kv.value, kv.ts)
+                for kv in self.scan(span.start, span.end, as_of=since)
+            ]
+        return self._track(
+            RangeFeed(
+                self._feed_transport(),
+                self._router,
+                [span],
+                since,
+                values_only=True,
+                initial=initial,
+            )
+        )
+
+    def close(self) -> None:
+        """Close open feeds, then the connection (and an embedded node). Idempotent."""
+        with self._feeds_lock:
+            feeds = list(self._open_feeds)
+        for feed in feeds:
+            feed.close()
+        super().close()
+        if self._node is not None:
+            self._node.stop()
+
+    def _feed_transport(self) -> FeedTransport:
+        if self._feeds is None:
+            raise NodeUnavailableError("rangefeeds over gRPC are not available yet")
+        return self._feeds
+
+    def _track(self, feed: RangeFeed) -> RangeFeed:
+        with self._feeds_lock:
+            self._open_feeds.add(feed)
+        return feed

@@ -1,0 +1,248 @@
+"""The multi-range rangefeed client: one feed over any spans, whatever the ranges do.
+
+:class:`RangeFeed` divides its spans on range boundaries (from the client's range cache)
+and registers one *piece* per range, all delivering into one stream. It yields:
+
+- every :class:`Value` of every piece, eagerly, as it arrives;
+- a :class:`Checkpoint` per feed span whenever the lowest checkpoint over all pieces
+  (a :class:`~feedkv.rangefeed.frontier.SpanFrontier`) moves.
+
+When a piece ends with a retryable error (its range split or merged, the node is
+restarting, the consumer fell behind), the piece is divided again on fresh range
+boundaries and registered from its own last checkpoint. What the new registration sends
+again is filtered out: a piece remembers the newest timestamp it passed on per key since
+its last checkpoint, and each key's values arrive in timestamp order, so anything at or
+below that was already yielded. Consumers therefore see each value once and per key in
+order, as long as this client lives; across processes the contract is at-least-once
+from the last checkpoint. A terminal error (history below the GC threshold, a broken
+invariant) is raised from the iterator.
+
+Iterate from one thread (or ``async for`` in one task); :meth:`RangeFeed.close` may be
+called from any thread and ends the iteration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Hashable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol, Self
+
+from feedkv.errors import (
+    BatchTimestampBeforeGCError,
+    ExternalError,
+    InvalidArgumentError,
+    InvariantViolation,
+    RetryableError,
+)
+from feedkv.kv.range_descriptor import RangeDescriptor
+from feedkv.kv.router import Router
+from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
+from feedkv.rangefeed.frontier import SpanFrontier
+from feedkv.rangefeed.stream import EventStream
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import Span, merge_spans
+
+__all__ = ["FeedTransport", "RangeFeed"]
+
+MAX_BACKOFF_S = 1.0
+
+
+class FeedTransport(Protocol):
+    """How a client registers with nodes: in-process or over gRPC."""
+
+    def new_stream(self) -> EventStream:
+        """A stream for one feed's events."""
+        ...
+
+    def register(
+        self, tag: Hashable, span: Span, start_ts: Timestamp, with_diff: bool, stream: EventStream
+    ) -> object:
+        """Subscribe ``stream`` to ``span`` after ``start_ts`` (exclusive); returns a handle
+        for :meth:`unregister`. Failures to register arrive as an :class:`Error` event,
+        or raise when the node cannot be reached."""
+        ...
+
+    def unregister(self, handle: object) -> None: ...
+
+
+@dataclass(slots=True)
+class _Piece:
+    span: Span
+    resume: Timestamp  # the piece's last checkpoint (or the feed's start): exclusive
+    seen: dict[bytes, Timestamp] = field(default_factory=dict)
+    desc: RangeDescriptor | None = None
+    handle: object | None = None
+    attempts: int = 0
+
+
+class RangeFeed:
+    def __init__(
+        self,
+        transport: FeedTransport,
+        router: Router,
+        spans: Iterable[Span],
+        since: Timestamp,
+        *,
+        with_diff: bool = False,
+        values_only: bool = False,
+        initial: Iterable[Event] = (),
+    ) -> None:
+        self.spans = merge_spans(spans)
+        if not self.spans:
+            raise InvalidArgumentError("a rangefeed needs at least one non-empty span")
+        self.since = since
+        self.with_diff = with_diff
+        self.frontier = SpanFrontier(self.spans, since)
+        self._transport = transport
+        self._router = router
+        self._values_only = values_only
+        self._stream = transport.new_stream()
+        self._tags = itertools.count(1)
+        self._pieces: dict[int, _Piece] = {}
+        self._retry: list[tuple[float, _Piece]] = []
+        self._ready: deque[Event] = deque(initial)
+        self._lock = threading.Lock()
+        self._closed = False
+        for span in self.spans:
+            self._start(_Piece(span, since))
+
+    # Iteration.
+
+    def __iter__(self) -> Iterator[Event]:
+        return self
+
+    def __next__(self) -> Event:
+        while not self._ready:
+            if self._closed:
+                raise StopIteration
+            self._pump()
+        return self._ready.popleft()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> Event:
+        if not self._ready:
+            try:
+                return await asyncio.to_thread(self.__next__)
+            except StopIteration:
+                raise StopAsyncIteration from None
+        return self._ready.popleft()
+
+    def close(self) -> None:
+        """End the feed: unregister every piece; iteration stops. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            handles = [p.handle for p in self._pieces.values() if p.handle is not None]
+            self._pieces.clear()
+            self._retry.clear()
+        for handle in handles:
+            with contextlib.suppress(ExternalError):  # a node that is gone has nothing left
+                self._transport.unregister(handle)
+        self._stream.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # Events.
+
+    def _pump(self) -> None:
+        timeout = 0.5
+        if self._retry:
+            timeout = max(0.0, min(due for due, _p in self._retry) - time.monotonic())
+            self._retry_due()
+        for tag, event in self._stream.take(timeout):
+            piece = self._pieces.get(tag)  # type: ignore[call-overload]
+            if piece is not None:
+                self._handle(tag, piece, event)
+
+    def _handle(self, tag: Hashable, piece: _Piece, event: Event) -> None:
+        if isinstance(event, Value):
+            if event.ts <= piece.seen.get(event.key, piece.resume):
+                return  # sent again after a retry: already yielded
+            piece.seen[event.key] = event.ts
+            self._ready.append(event)
+        elif isinstance(event, Checkpoint):
+            piece.attempts = 0
+            if event.ts > piece.resume:
+                piece.resume = event.ts
+                piece.seen = {k: ts for k, ts in piece.seen.items() if ts > event.ts}
+            if self.frontier.forward(event.span, event.ts) and not self._values_only:
+                ts = self.frontier.frontier
+                self._ready.extend(Checkpoint(span, ts) for span in self.spans)
+        elif isinstance(event, Error):
+            with self._lock:
+                self._pieces.pop(tag, None)  # type: ignore[call-overload]
+            self._ended(piece, event)
+
+    def _ended(self, piece: _Piece, error: Error) -> None:
+        if error.reason is ErrorReason.UNREGISTERED:
+            return
+        if not error.reason.retryable:
+            self.close()
+            if error.reason is ErrorReason.GC_THRESHOLD and error.threshold is not None:
+                raise BatchTimestampBeforeGCError(piece.resume, error.threshold, "rangefeed")
+            raise InvariantViolation(f"the rangefeed of {piece.span} failed: {error.message}")
+        if piece.desc is not None:
+            self._router.ranges.evict(piece.desc)
+        piece.attempts += 1
+        if error.reason in (ErrorReason.RANGE_SPLIT, ErrorReason.RANGE_MERGED) and (
+            piece.attempts == 1
+        ):
+            self._start(piece)  # the new ranges are ready: go again at once
+        else:
+            self._later(piece)
+
+    # Registering pieces.
+
+    def _start(self, piece: _Piece) -> None:
+        """Register ``piece``, divided on the ranges it now spans."""
+        try:
+            parts = self._router.divide(piece.span)
+        except (RetryableError, ExternalError):
+            self._later(piece)
+            return
+        for desc, span in parts:
+            part = _Piece(
+                span,
+                piece.resume,
+                {k: ts for k, ts in piece.seen.items() if span.contains_key(k)},
+                desc,
+                attempts=piece.attempts,
+            )
+            tag = next(self._tags)
+            with self._lock:
+                if self._closed:
+                    return
+                self._pieces[tag] = part
+            try:
+                part.handle = self._transport.register(
+                    tag, span, part.resume, self.with_diff, self._stream
+                )
+            except (RetryableError, ExternalError):
+                with self._lock:
+                    self._pieces.pop(tag, None)
+                self._later(part)
+
+    def _later(self, piece: _Piece) -> None:
+        delay = min(MAX_BACKOFF_S, 0.01 * 2 ** min(piece.attempts, 10))
+        piece.attempts += 1
+        self._retry.append((time.monotonic() + delay, piece))
+
+    def _retry_due(self) -> None:
+        now = time.monotonic()
+        due = [p for at, p in self._retry if at <= now]
+        self._retry = [(at, p) for at, p in self._retry if at > now]
+        for piece in due:
+            self._start(piece)

@@ -1,0 +1,69 @@
+"""What a rangefeed stream carries.
+
+For one registration ``(span, start_ts, with_diff)`` a stream sends:
+
+- :class:`Value`: a committed change of one key, at a timestamp above ``start_ts``
+  (``value=None``: a deletion). Per key, values come in ascending timestamp order.
+  With ``with_diff``, ``prev_value`` is the key's value at ``ts - 1 tick``.
+- :class:`Checkpoint`: ``(span, ts)`` promises that no value in ``span`` at or below
+  ``ts`` will follow. The first checkpoint after registration marks the end of the
+  catch-up scan.
+- :class:`Error`: the stream ended; always the last event. ``reason`` says whether to
+  register again (see :attr:`ErrorReason.retryable`).
+
+feedkv deletes a span as one tombstone per key, so a range deletion reaches a feed as
+one deleting :class:`Value` per key; there is no range-tombstone event to miss.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import Span
+
+__all__ = ["Checkpoint", "Error", "ErrorReason", "Event", "Value"]
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    key: bytes
+    value: bytes | None
+    ts: Timestamp
+    prev_value: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    span: Span
+    ts: Timestamp  # inclusive: nothing at or below it follows in ``span``
+
+
+class ErrorReason(enum.Enum):
+    """Why a stream ended."""
+
+    RANGE_SPLIT = "RANGE_SPLIT"
+    RANGE_MERGED = "RANGE_MERGED"
+    REPLICA_REMOVED = "REPLICA_REMOVED"
+    NODE_SHUTDOWN = "NODE_SHUTDOWN"
+    SLOW_CONSUMER = "SLOW_CONSUMER"
+    RANGE_NOT_FOUND = "RANGE_NOT_FOUND"  # the span is no longer (only) on this range
+    GC_THRESHOLD = "GC_THRESHOLD"  # the start timestamp is below the GC threshold
+    INVARIANT_VIOLATION = "INVARIANT_VIOLATION"  # a bug: the processor broke a promise
+    UNREGISTERED = "UNREGISTERED"  # the consumer asked to stop
+
+    @property
+    def retryable(self) -> bool:
+        """Whether registering again (from the last checkpoint) can succeed."""
+        return self not in (ErrorReason.GC_THRESHOLD, ErrorReason.INVARIANT_VIOLATION)
+
+
+@dataclass(frozen=True, slots=True)
+class Error:
+    reason: ErrorReason
+    message: str = ""
+    threshold: Timestamp | None = None  # GC_THRESHOLD: the lowest start that would work
+
+
+Event = Value | Checkpoint | Error

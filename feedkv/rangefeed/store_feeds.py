@@ -1,0 +1,229 @@
+"""The rangefeeds of one store: processors per range, catch-up scans, and the pusher.
+
+:meth:`StoreFeeds.register` is the server side of a rangefeed. Under the store's apply
+lock it finds the range holding the span, starts the range's processor if it has none
+(observing the range, scanning its intents and reading its closed timestamp, all at that
+one moment), adds the registration, and takes the snapshot its catch-up scan will read.
+The scan then runs on a worker thread while live events wait in the registration; when
+it is done the registration goes live with its first checkpoint.
+
+A span that is not inside one range (the caller's range cache is stale) gets an immediate
+``RANGE_NOT_FOUND`` error event: the client re-divides and registers again.
+
+Threads: ``catchup_workers`` catch-up scans at once (others queue), and one pusher that
+every ``push_interval_s`` pushes transactions older than ``push_age_ns``
+(:mod:`feedkv.rangefeed.pusher`) and stops processors left with no registrations.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Hashable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from feedkv.errors import (
+    BatchTimestampBeforeGCError,
+    FeedKVError,
+    InvalidArgumentError,
+    NodeUnavailableError,
+)
+from feedkv.kv.range_descriptor import descriptor_for_key
+from feedkv.kv.store import Store
+from feedkv.rangefeed.budget import Budget
+from feedkv.rangefeed.catchup import catch_up
+from feedkv.rangefeed.event import ErrorReason
+from feedkv.rangefeed.processor import Processor
+from feedkv.rangefeed.pusher import StorePusher, TxnPusher
+from feedkv.rangefeed.registration import Registration, event_size
+from feedkv.rangefeed.resolved_timestamp import UnresolvedTxn
+from feedkv.rangefeed.stream import EventStream
+from feedkv.storage.engine import Snapshot
+from feedkv.storage.intent import TxnMeta, TxnStatus
+from feedkv.storage.mvcc import scan_intents
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import Span
+
+__all__ = ["FeedConfig", "StoreFeeds"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class FeedConfig:
+    push_age_ns: int = 10_000_000_000  # push transactions older than this
+    push_interval_s: float = 0.25
+    per_registration: int = 4096  # events queued per registration before SLOW_CONSUMER
+    budget_bytes: int = 128 << 20  # the node's memory for queued events
+    catchup_workers: int = 4
+    catchup_wait_s: float = 30.0  # how long a catch-up scan waits for a stalled consumer
+
+
+class StoreFeeds:
+    def __init__(
+        self, store: Store, config: FeedConfig | None = None, *, pusher: TxnPusher | None = None
+    ) -> None:
+        self.store = store
+        self.config = config or FeedConfig()
+        self.budget = Budget(self.config.budget_bytes)
+        self._pusher = pusher or StorePusher(store)
+        self._processors: dict[int, Processor] = {}
+        self._lock = store.engine.apply_lock
+        self._catchups = ThreadPoolExecutor(
+            max_workers=self.config.catchup_workers, thread_name_prefix="feedkv-catchup"
+        )
+        self._stopping = threading.Event()
+        self._push_thread = threading.Thread(
+            target=self._push_loop, name="feedkv-txn-pusher", daemon=True
+        )
+        self._push_thread.start()
+
+    def new_stream(self) -> EventStream:
+        """A stream for one consumer, drawing on this node's budget."""
+        return EventStream(self.budget, per_registration=self.config.per_registration)
+
+    def register(
+        self,
+        tag: Hashable,
+        span: Span,
+        start_ts: Timestamp,  # exclusive
+        with_diff: bool,
+        stream: EventStream,
+    ) -> Registration:
+        """Subscribe ``stream`` to ``span`` after ``start_ts``; events arrive tagged ``tag``."""
+        if self._stopping.is_set():
+            raise NodeUnavailableError("the node is shutting down")
+        reg = Registration(tag, span, start_ts, with_diff, stream)
+        with self._lock:
+            snap = self.store.engine.snapshot()
+            try:
+                desc = descriptor_for_key(snap, span.start)
+                if not desc.span.contains(span):
+                    snap.close()
+                    reg.end(
+                        ErrorReason.RANGE_NOT_FOUND,
+                        f"{span} is not inside one range; {desc} holds its start",
+                    )
+                    return reg
+                processor = self._processors.get(desc.range_id)
+                if processor is None or processor.ended is not None:
+                    processor = self._start_processor(desc.range_id, desc.span, snap)
+                processor.register(reg)
+            except BaseException:
+                snap.close()
+                raise
+        self._catchups.submit(self._catch_up, processor, reg, snap)
+        return reg
+
+    def unregister(self, reg: object) -> None:
+        """End ``reg`` (its stream gets ``UNREGISTERED``); idempotent."""
+        if not isinstance(reg, Registration):
+            raise InvalidArgumentError(f"not a registration of this node: {reg!r}")
+        with self._lock:
+            reg.end(ErrorReason.UNREGISTERED, "unregistered by the consumer")
+            for processor in self._processors.values():
+                processor.unregister(reg)
+
+    def processor(self, range_id: int) -> Processor | None:
+        """The running processor of ``range_id``, if any (for tests and introspection)."""
+        with self._lock:
+            processor = self._processors.get(range_id)
+            return processor if processor is not None and processor.ended is None else None
+
+    def close(self) -> None:
+        """Stop the pusher and catch-up scans; the store ends the processors. Idempotent."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        self._push_thread.join()
+        self.budget.close()
+        with self._lock:
+            for processor in self._processors.values():
+                processor.end(ErrorReason.NODE_SHUTDOWN, "the node is shutting down")
+            self._processors.clear()
+        self._catchups.shutdown(wait=True, cancel_futures=True)
+
+    # Under the apply lock.
+
+    def _start_processor(self, range_id: int, span: Span, snap: Snapshot) -> Processor:
+        processor = Processor(range_id, span)
+        _desc, observed = self.store.observe(range_id, processor)
+        observed.close()  # the caller's snapshot was taken under the same hold of the lock
+        intents = scan_intents(snap, span)
+        processor.init(
+            ((i.txn.id, i.txn.key, i.txn.write_ts) for i in intents),
+            self.store.closed_timestamp(range_id),
+        )
+        self._processors[range_id] = processor
+        return processor
+
+    def _sweep(self) -> None:
+        for range_id, processor in list(self._processors.items()):
+            if processor.ended is not None:
+                del self._processors[range_id]
+            elif not len(processor.registry):
+                self.store.unobserve(range_id, processor)
+                processor.end(ErrorReason.UNREGISTERED, "no registrations left")
+                del self._processors[range_id]
+
+    # Catch-up scans (worker threads).
+
+    def _catch_up(self, processor: Processor, reg: Registration, snap: Snapshot) -> None:
+        try:
+            with snap:
+                for event in catch_up(snap, reg.span, reg.start_ts, reg.with_diff):
+                    pushed = reg.stream.push_wait(
+                        reg, event, event_size(event), self.config.catchup_wait_s
+                    )
+                    if not pushed:
+                        self._end(processor, reg, ErrorReason.SLOW_CONSUMER, "catch-up stalled")
+                        return
+        except BatchTimestampBeforeGCError as exc:
+            with self._lock:
+                reg.end(ErrorReason.GC_THRESHOLD, str(exc), exc.threshold)
+                processor.unregister(reg)
+            return
+        except FeedKVError as exc:
+            log.warning("catch-up scan of %s failed: %s", reg, exc)
+            self._end(processor, reg, ErrorReason.NODE_SHUTDOWN, f"catch-up failed: {exc}")
+            return
+        with self._lock:
+            if not reg.done:
+                processor.finish_catch_up(reg)
+
+    def _end(self, processor: Processor, reg: Registration, reason: ErrorReason, msg: str) -> None:
+        with self._lock:
+            reg.end(reason, msg)
+            processor.unregister(reg)
+
+    # The pusher.
+
+    def _push_loop(self) -> None:
+        while not self._stopping.wait(self.config.push_interval_s):
+            now = self.store.clock.now()
+            older_than = Timestamp(now.wall - self.config.push_age_ns, 0)
+            with self._lock:
+                self._sweep()
+                work = [(p, p.txns_to_push(older_than)) for p in self._processors.values()]
+            for processor, txns in work:
+                for txn in txns:
+                    try:
+                        self._push(processor, txn, now)
+                    except FeedKVError as exc:
+                        if not self._stopping.is_set():
+                            log.warning("pushing txn %s failed: %s", txn.txn_id.hex()[:8], exc)
+
+    def _push(self, processor: Processor, txn: UnresolvedTxn, now: Timestamp) -> None:
+        record = self._pusher.push(TxnMeta(txn.txn_id, txn.txn_key, 0, txn.ts), now)
+        if record is None:
+            return
+        if record.status is TxnStatus.PENDING:
+            with self._lock:
+                processor.forward_txn(txn.txn_id, record.meta.write_ts)
+        elif record.status is TxnStatus.COMMITTED:
+            self._pusher.resolve(processor.span, record.meta, TxnStatus.COMMITTED)
+        else:
+            self._pusher.resolve(processor.span, record.meta, TxnStatus.ABORTED)
+            with self._lock:
+                processor.forget_txn(txn.txn_id)

@@ -29,6 +29,11 @@ from feedkv.util.keys import Span
 __all__ = ["GCResult", "check_gc_threshold", "gc", "gc_threshold"]
 
 _RECORD = struct.Struct(">QI")
+_TAG = b"t"  # NB: record keys are tagged: LMDB refuses the empty key a span from KEY_MIN has
+
+
+def _record_key(start: bytes) -> bytes:
+    return _TAG + start
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,14 +45,16 @@ class GCResult:
 def _records(reader: Reader, span: Span) -> list[tuple[bytes, bytes, Timestamp]]:
     """Threshold records ``(start, end, ts)`` overlapping ``span``, in key order."""
     records = []
-    before = reader.seek_before(GC_THRESHOLDS, span.start + b"\x00")
+    first = _record_key(span.start + b"\x00")
+    before = reader.seek_before(GC_THRESHOLDS, first)
     if before is not None:
-        start, raw = before
+        key, raw = before
         end = raw[_RECORD.size :]
         if end > span.start:
-            records.append((start, end, Timestamp(*_RECORD.unpack_from(raw))))
-    for start, raw in reader.scan(GC_THRESHOLDS, span.start + b"\x00", span.end):
-        records.append((start, raw[_RECORD.size :], Timestamp(*_RECORD.unpack_from(raw))))
+            records.append((key[len(_TAG) :], end, Timestamp(*_RECORD.unpack_from(raw))))
+    for key, raw in reader.scan(GC_THRESHOLDS, first, _record_key(span.end)):
+        ts = Timestamp(*_RECORD.unpack_from(raw))
+        records.append((key[len(_TAG) :], raw[_RECORD.size :], ts))
     return records
 
 
@@ -59,7 +66,7 @@ def gc_threshold(reader: Reader, span: Span) -> Timestamp:
 
 def check_gc_threshold(reader: Reader, span: Span, ts: Timestamp, what: str = "read") -> None:
     """Raise :class:`BatchTimestampBeforeGCError` if history at ``ts`` in ``span`` is gone."""
-    item = reader.seek_before(GC_THRESHOLDS, span.end)
+    item = reader.seek_before(GC_THRESHOLDS, _record_key(span.end))
     if item is None:
         return  # no thresholds at or before this span: the common, fast case
     threshold = gc_threshold(reader, span)
@@ -84,9 +91,9 @@ def _forward_threshold(rw: ReadWriter, span: Span, threshold: Timestamp) -> None
     if cursor < span.end:
         pieces.append((cursor, span.end, threshold))
     for start, _, _ in old:
-        rw.delete(GC_THRESHOLDS, start)
+        rw.delete(GC_THRESHOLDS, _record_key(start))
     for start, end, ts in pieces:
-        rw.put(GC_THRESHOLDS, start, _RECORD.pack(ts[0], ts[1]) + end)
+        rw.put(GC_THRESHOLDS, _record_key(start), _RECORD.pack(ts[0], ts[1]) + end)
 
 
 def gc(rw: ReadWriter, span: Span, threshold: Timestamp) -> GCResult:

@@ -10,7 +10,7 @@ from feedkv.storage.intent import TxnMeta
 from feedkv.storage.lmdb_engine import LMDBEngine
 from feedkv.storage.schema import VERSIONS
 from feedkv.util.hlc import Timestamp as T
-from feedkv.util.keys import Span
+from feedkv.util.keys import KEY_MAX, KEY_MIN, Span
 
 
 def version_count(engine: LMDBEngine) -> int:
@@ -60,3 +60,16 @@ def test_gc_leaves_intents_alone(mvcc_engine: LMDBEngine) -> None:
     mvcc_engine.write(lambda rw: gc.gc(rw, Span(b"a", b"z"), T(40)))
     with mvcc_engine.snapshot() as snap:
         assert [i.key for i in mvcc.scan_intents(snap, Span(b"a", b"z"))] == [b"k"]
+
+
+def test_gc_of_the_whole_keyspace_records_a_threshold_from_the_first_key(
+    mvcc_engine: LMDBEngine,
+) -> None:
+    mvcc_engine.write(lambda rw: mvcc.put(rw, b"\x00", T(10), b"v"))
+    mvcc_engine.write(lambda rw: mvcc.put(rw, b"\x00", T(20), b"w"))
+    result = mvcc_engine.write(lambda rw: gc.gc(rw, Span(KEY_MIN, KEY_MAX), T(30)))
+    assert result.versions_removed == 1
+    with mvcc_engine.snapshot() as snap:
+        assert gc.gc_threshold(snap, Span(KEY_MIN, b"\x01")) == T(30)
+        with pytest.raises(BatchTimestampBeforeGCError):
+            mvcc.get(snap, b"\x00", T(29))

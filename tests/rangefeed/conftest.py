@@ -1,0 +1,118 @@
+"""Fixtures for rangefeeds: an embedded node with fast closed timestamps and pusher, and
+hand-driven transactions that leave intents behind."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import feedkv
+from feedkv import DB
+from feedkv.kv.api import BatchRequest, EndTxn, Header, HeartbeatTxn, Put, Transaction
+from feedkv.kv.store import Store, StoreConfig
+from feedkv.rangefeed.event import Event
+from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
+from feedkv.rangefeed.stream import EventStream
+from feedkv.util.keys import Span
+
+DEADLINE_S = 10.0
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = DEADLINE_S) -> bool:
+    """Poll ``predicate`` until it holds or ``timeout`` passes; returns its last answer."""
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            return predicate()
+        pause.wait(0.005)
+
+
+@pytest.fixture
+def store_config() -> StoreConfig:
+    """Closed timestamps 20 ms behind now, closed every 10 ms; txns expire after 200 ms."""
+    return StoreConfig(
+        closed_ts_target_ns=20_000_000,
+        closed_ts_interval_s=0.01,
+        txn_liveness_ns=200_000_000,
+        push_poll_s=0.01,
+        sync=False,
+    )
+
+
+@pytest.fixture
+def feed_config() -> FeedConfig:
+    """Transactions older than 100 ms are pushed every 20 ms."""
+    return FeedConfig(push_age_ns=100_000_000, push_interval_s=0.02)
+
+
+@pytest.fixture
+def db(tmp_path: Path, store_config: StoreConfig, feed_config: FeedConfig) -> Iterator[DB]:
+    database = feedkv.connect(tmp_path / "store", config=store_config, feed_config=feed_config)
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def store(db: DB) -> Store:
+    assert db.node is not None
+    return db.node.store
+
+
+@pytest.fixture
+def feeds(db: DB) -> StoreFeeds:
+    assert db.node is not None
+    return db.node.feeds
+
+
+class Collector:
+    """Takes events from a stream on the test's thread until a condition holds."""
+
+    def __init__(self, stream: EventStream) -> None:
+        self.stream = stream
+        self.events: list[tuple[object, Event]] = []
+
+    def until(
+        self, predicate: Callable[[list[Event]], bool], timeout: float = DEADLINE_S
+    ) -> list[Event]:
+        deadline = time.monotonic() + timeout
+        while not predicate(self.of_all()):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"timed out; events so far: {self.events[-20:]}")
+            self.events.extend(self.stream.take(min(left, 0.05)))
+        return self.of_all()
+
+    def of_all(self) -> list[Event]:
+        return [event for _tag, event in self.events]
+
+    def of(self, tag: object) -> list[Event]:
+        return [event for t, event in self.events if t == tag]
+
+
+def begin(store: Store, anchor: bytes) -> Transaction:
+    """A transaction coordinated by hand: its record exists, nothing else."""
+    now = store.clock.now()
+    txn = Transaction(uuid.uuid4().bytes, anchor, 0, now, now, 1)
+    response = store.send(BatchRequest(Header(txn=txn), (HeartbeatTxn(),)))
+    return response.txn or txn
+
+
+def write_intent(store: Store, txn: Transaction, key: bytes, value: bytes) -> Transaction:
+    response = store.send(BatchRequest(Header(txn=txn), (Put(key, value),)))
+    assert response.txn is not None
+    return response.txn
+
+
+def end_txn(
+    store: Store, txn: Transaction, spans: tuple[Span, ...], *, commit: bool
+) -> Transaction:
+    response = store.send(BatchRequest(Header(txn=txn), (EndTxn(commit, spans),)))
+    return response.txn or txn

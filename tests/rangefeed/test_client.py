@@ -1,0 +1,240 @@
+"""The multi-range client: whole-feed checkpoints from a span frontier, and retries that
+hide splits, merges and slow-consumer cut-offs without losing or repeating a value."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import wait_until
+
+import feedkv
+from feedkv import DB
+from feedkv.errors import BatchTimestampBeforeGCError
+from feedkv.kv.store import Store, StoreConfig
+from feedkv.rangefeed.client import RangeFeed
+from feedkv.rangefeed.event import Checkpoint, Event, Value
+from feedkv.rangefeed.store_feeds import FeedConfig
+from feedkv.storage.gc import gc
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import KEY_MAX, KEY_MIN, Span
+
+EVERYTHING = Span(KEY_MIN, KEY_MAX)
+ZERO = Timestamp(0, 0)
+
+
+def read_until(
+    feed: RangeFeed, done: Callable[[list[Event]], bool], limit: int = 100_000
+) -> list[Event]:
+    """Iterate ``feed`` until ``done(events)``; the feed's own deadline is the test's."""
+    events: list[Event] = []
+    closer = threading.Timer(10.0, feed.close)
+    closer.start()
+    try:
+        for event in feed:
+            events.append(event)
+            if done(events) or len(events) >= limit:
+                return events
+    finally:
+        closer.cancel()
+    raise AssertionError(f"the feed ended before the condition held: {events[-10:]}")
+
+
+def resolved_past(ts: Timestamp) -> Callable[[list[Event]], bool]:
+    return lambda events: any(isinstance(e, Checkpoint) and e.ts >= ts for e in events)
+
+
+def per_key(events: list[Event]) -> dict[bytes, list[Timestamp]]:
+    out: dict[bytes, list[Timestamp]] = {}
+    for event in events:
+        if isinstance(event, Value):
+            out.setdefault(event.key, []).append(event.ts)
+    return out
+
+
+def test_a_feed_over_many_ranges_checkpoints_its_whole_span(db: DB) -> None:
+    for split in (b"c", b"f", b"p"):
+        db.split(split)
+    with db.rangefeed([Span(b"a", b"h"), Span(b"o", b"q")], ZERO) as feed:
+        last = ZERO
+        for key in (b"a", b"d", b"g", b"o", b"z"):
+            last = db.put(key, key)
+        events = read_until(feed, resolved_past(last))
+    assert sorted(e.key for e in events if isinstance(e, Value)) == [b"a", b"d", b"g", b"o"]
+    checkpoints = [e for e in events if isinstance(e, Checkpoint)]
+    assert {c.span for c in checkpoints} == {Span(b"a", b"h"), Span(b"o", b"q")}
+    stamps = [c.ts for c in checkpoints]
+    assert stamps == sorted(stamps)
+
+
+def test_no_value_follows_a_checkpoint_at_or_above_it(db: DB) -> None:
+    stop = threading.Event()
+
+    def writer() -> None:
+        i = 0
+        while not stop.is_set():
+            db.put(b"k%d" % (i % 7), b"%d" % i)
+            i += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        with db.rangefeed(EVERYTHING, ZERO) as feed:
+            events = read_until(feed, lambda es: sum(isinstance(e, Checkpoint) for e in es) >= 20)
+    finally:
+        stop.set()
+        thread.join()
+    resolved = ZERO
+    for event in events:
+        if isinstance(event, Checkpoint):
+            resolved = max(resolved, event.ts)
+        elif isinstance(event, Value):
+            assert event.ts > resolved, f"{event} after a checkpoint at {resolved}"
+
+
+def test_splits_and_merges_during_a_feed_lose_and_repeat_nothing(db: DB) -> None:
+    stop = threading.Event()
+    written: dict[bytes, list[Timestamp]] = {}
+
+    def writer() -> None:
+        i = 0
+        while not stop.is_set():
+            key = b"k%02d" % (i % 20)
+            written.setdefault(key, []).append(db.put(key, b"%d" % i))
+            i += 1
+
+    def reshaper() -> None:
+        while not stop.is_set():
+            db.split(b"k10")
+            db.split(b"k05")
+            db.merge(b"k00")
+            db.merge(b"k00")
+
+    with db.rangefeed(EVERYTHING, ZERO) as feed:
+        threads = [threading.Thread(target=writer), threading.Thread(target=reshaper)]
+        for thread in threads:
+            thread.start()
+        try:
+            assert wait_until(lambda: sum(map(len, written.values())) >= 300)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+        last = db.put(b"zz", b"end")
+        events = read_until(feed, resolved_past(last))
+    got = per_key(events)
+    for key, stamps in written.items():
+        assert got.get(key) == stamps, f"{key!r}: got {got.get(key)} wrote {stamps}"
+
+
+def test_a_slow_consumer_is_cut_off_and_resumed_without_losing_or_repeating(
+    tmp_path: Path, store_config: StoreConfig
+) -> None:
+    config = FeedConfig(per_registration=8, push_interval_s=0.02)
+    with feedkv.connect(tmp_path / "s", config=store_config, feed_config=config) as db:
+        feed = db.rangefeed(EVERYTHING, ZERO)
+        written = [db.put(b"key", b"%d" % i) for i in range(100)]  # nobody reads meanwhile
+        events = read_until(feed, resolved_past(written[-1]))
+        feed.close()
+    assert per_key(events)[b"key"] == written
+
+
+def test_with_diff_previous_values_survive_a_retry(db: DB) -> None:
+    db.put(b"k", b"0")
+    start = db.now()
+    with db.rangefeed(EVERYTHING, start, with_diff=True) as feed:
+        for i in range(1, 6):
+            db.put(b"k", b"%d" % i)
+            if i == 3:
+                db.split(b"k")
+        last = db.put(b"k", b"6")
+        events = read_until(feed, resolved_past(last))
+    pairs = [(e.prev_value, e.value) for e in events if isinstance(e, Value)]
+    assert pairs == [(b"%d" % i, b"%d" % (i + 1)) for i in range(6)]
+
+
+def test_history_below_the_gc_threshold_raises_a_clear_error(db: DB, store: Store) -> None:
+    old = db.put(b"k", b"1")
+    db.put(b"k", b"2")
+    threshold = db.now()
+    store.engine.write(lambda rw: gc(rw, EVERYTHING, threshold))
+    feed = db.rangefeed(EVERYTHING, old)
+    with pytest.raises(BatchTimestampBeforeGCError, match="garbage-collection threshold"):
+        read_until(feed, lambda es: False)
+
+
+def test_closing_from_another_thread_ends_the_iteration(db: DB) -> None:
+    feed = db.rangefeed(EVERYTHING, db.now())
+    ended = threading.Event()
+
+    def consume() -> None:
+        for _event in feed:
+            pass
+        ended.set()
+
+    thread = threading.Thread(target=consume)
+    thread.start()
+    feed.close()
+    assert ended.wait(10)
+    thread.join()
+
+
+def test_closing_the_db_ends_its_open_feeds(tmp_path: Path, store_config: StoreConfig) -> None:
+    db = feedkv.connect(tmp_path / "s", config=store_config)
+    feed = db.rangefeed(EVERYTHING, db.now())
+    db.close()
+    assert list(feed) == []
+
+
+def test_a_feed_can_be_read_with_async_for(db: DB) -> None:
+    async def first_value() -> Event:
+        with db.rangefeed(EVERYTHING, ZERO) as feed:
+            db.put(b"async", b"yes")
+            async for event in feed:
+                if isinstance(event, Value):
+                    return event
+        raise AssertionError("the feed ended")
+
+    event = asyncio.run(asyncio.wait_for(first_value(), 10))
+    assert (event.key, event.value) == (b"async", b"yes")  # type: ignore[union-attr]
+
+
+def test_an_empty_span_list_is_refused(db: DB) -> None:
+    with pytest.raises(ValueError, match="at least one non-empty span"):
+        db.rangefeed([], ZERO)
+
+
+# Watch.
+
+
+def test_a_watch_yields_the_current_value_then_every_change(db: DB) -> None:
+    db.put(b"cfg", b"v1")
+    db.put(b"cfg/other", b"not this key")
+    with db.watch(b"cfg") as watch:
+        db.put(b"cfg", b"v2")
+        db.delete(b"cfg")
+        got = [next(watch) for _ in range(3)]
+    assert [(e.key, e.value) for e in got] == [(b"cfg", b"v1"), (b"cfg", b"v2"), (b"cfg", None)]  # type: ignore[union-attr]
+
+
+def test_a_prefix_watch_covers_every_key_under_it_and_only_values(db: DB) -> None:
+    db.put(b"app/a", b"1")
+    db.put(b"apq", b"outside")
+    with db.watch(b"app/", prefix=True) as watch:
+        db.put(b"app/b", b"2")
+        db.put(b"apq", b"still outside")
+        db.put(b"app/a", b"3")
+        got = [next(watch) for _ in range(3)]
+    assert all(isinstance(e, Value) for e in got)
+    assert [(e.key, e.value) for e in got] == [(b"app/a", b"1"), (b"app/b", b"2"), (b"app/a", b"3")]  # type: ignore[union-attr]
+
+
+def test_a_watch_from_a_timestamp_replays_history_after_it(db: DB) -> None:
+    start = db.put(b"w", b"1")
+    db.put(b"w", b"2")
+    with db.watch(b"w", since=start) as watch:
+        event = next(watch)
+    assert (event.value, event.ts > start) == (b"2", True)  # type: ignore[union-attr]

@@ -1,0 +1,242 @@
+"""The server side of a rangefeed on a real store: catch-up and the live seam, intents
+and checkpoints, the pusher, ends with a reason, and slow consumers."""
+
+from __future__ import annotations
+
+import threading
+
+from conftest import Collector, begin, end_txn, wait_until, write_intent
+
+from feedkv import DB
+from feedkv.kv.store import Store
+from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
+from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import KEY_MAX, KEY_MIN, Span
+
+EVERYTHING = Span(KEY_MIN, KEY_MAX)
+ZERO = Timestamp(0, 0)
+
+
+def values(events: list[Event]) -> list[tuple[bytes, bytes | None]]:
+    return [(e.key, e.value) for e in events if isinstance(e, Value)]
+
+
+def checkpoints(events: list[Event]) -> list[Timestamp]:
+    return [e.ts for e in events if isinstance(e, Checkpoint)]
+
+
+def has_checkpoint_above(ts: Timestamp) -> object:
+    return lambda events: any(isinstance(e, Checkpoint) and e.ts >= ts for e in events)
+
+
+def register(
+    feeds: StoreFeeds, span: Span = EVERYTHING, since: Timestamp = ZERO, *, diff: bool = False
+) -> Collector:
+    stream = feeds.new_stream()
+    feeds.register("r", span, since, diff, stream)
+    return Collector(stream)
+
+
+# Catch-up and the seam.
+
+
+def test_the_catch_up_sends_history_after_the_start_then_a_first_checkpoint(
+    db: DB, feeds: StoreFeeds
+) -> None:
+    db.put(b"a", b"1")
+    start = db.put(b"b", b"1")
+    db.put(b"a", b"2")
+    db.delete(b"b")
+    feed = register(feeds, since=start)
+    events = feed.until(lambda es: bool(checkpoints(es)))
+    first_checkpoint = next(i for i, e in enumerate(events) if isinstance(e, Checkpoint))
+    assert values(events[:first_checkpoint]) == [(b"a", b"2"), (b"b", None)]
+
+
+def test_the_catch_up_gives_previous_values_when_asked(db: DB, feeds: StoreFeeds) -> None:
+    start = db.put(b"k", b"old")
+    db.put(b"k", b"new")
+    feed = register(feeds, since=start, diff=True)
+    events = feed.until(lambda es: bool(checkpoints(es)))
+    assert [(e.value, e.prev_value) for e in events if isinstance(e, Value)] == [(b"new", b"old")]
+
+
+def test_writes_racing_a_registration_arrive_once_each_in_order(db: DB, feeds: StoreFeeds) -> None:
+    stop = threading.Event()
+    written: list[int] = []
+
+    def writer() -> None:
+        i = 0
+        while not stop.is_set():
+            db.put(b"key", b"%d" % i)
+            written.append(i)
+            i += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert wait_until(lambda: len(written) >= 50)
+        feed = register(feeds)
+        feed.until(lambda es: bool(checkpoints(es)))
+        assert wait_until(lambda: len(written) >= 100 + len(feed.events))
+    finally:
+        stop.set()
+        thread.join()
+    final = db.put(b"done", b"")
+    events = feed.until(has_checkpoint_above(final))  # type: ignore[arg-type]
+    seen = [int(v or b"-1") for k, v in values(events) if k == b"key"]
+    assert seen == list(range(len(written)))
+
+
+def test_values_at_or_below_the_start_are_never_sent(db: DB, feeds: StoreFeeds) -> None:
+    db.put(b"a", b"before")
+    start = db.now()
+    feed = register(feeds, since=start)
+    after = db.put(b"a", b"after")
+    events = feed.until(has_checkpoint_above(after))  # type: ignore[arg-type]
+    assert values(events) == [(b"a", b"after")]
+    assert all(e.ts > start for e in events if isinstance(e, Value))
+
+
+def test_only_keys_in_the_registered_span_are_sent(db: DB, feeds: StoreFeeds) -> None:
+    feed = register(feeds, Span(b"b", b"d"))
+    for key in (b"a", b"b", b"c", b"d"):
+        last = db.put(key, key)
+    events = feed.until(has_checkpoint_above(last))  # type: ignore[arg-type]
+    assert values(events) == [(b"b", b"b"), (b"c", b"c")]
+    assert {e.span for e in events if isinstance(e, Checkpoint)} == {Span(b"b", b"d")}
+
+
+# Intents and checkpoints.
+
+
+def test_a_checkpoint_never_passes_an_unresolved_intent(db: DB, store: Store) -> None:
+    feeds = StoreFeeds(store, FeedConfig(push_age_ns=10**15))  # no pushes: the txn commits
+    try:
+        txn = begin(store, b"x")
+        txn = write_intent(store, txn, b"x", b"provisional")
+        feed = register(feeds)
+        later = db.put(b"other", b"v")
+        # The closed timestamp passes ``later`` but the intent holds checkpoints below it.
+        assert wait_until(lambda: store.closed_timestamp(1) > later)
+        feed.until(lambda es: len(checkpoints(es)) >= 3)
+        assert max(checkpoints(feed.of_all())) < txn.write_ts
+        assert (b"x", b"provisional") not in values(feed.of_all())
+        txn = end_txn(store, txn, (Span.for_key(b"x"),), commit=True)
+        events = feed.until(has_checkpoint_above(txn.write_ts))  # type: ignore[arg-type]
+        assert (b"x", b"provisional") in values(events)
+    finally:
+        feeds.close()
+
+
+def test_an_aborted_intent_is_never_published_and_releases_checkpoints(
+    db: DB, store: Store, feeds: StoreFeeds
+) -> None:
+    txn = begin(store, b"x")
+    txn = write_intent(store, txn, b"x", b"never")
+    feed = register(feeds)
+    end_txn(store, txn, (Span.for_key(b"x"),), commit=False)
+    after = db.put(b"y", b"v")
+    events = feed.until(has_checkpoint_above(after))  # type: ignore[arg-type]
+    assert values(events) == [(b"y", b"v")]
+
+
+def test_an_abandoned_transaction_cannot_stall_checkpoints(
+    db: DB, store: Store, feeds: StoreFeeds
+) -> None:
+    txn = begin(store, b"x")
+    txn = write_intent(store, txn, b"x", b"abandoned")
+    feed = register(feeds)
+    later = db.put(b"y", b"v")
+    # Nobody heartbeats the txn: after its liveness the pusher aborts and removes it.
+    events = feed.until(has_checkpoint_above(later))  # type: ignore[arg-type]
+    assert values(events) == [(b"y", b"v")]
+    assert db.get(b"x") is None
+
+
+def test_a_pending_transaction_is_pushed_above_checkpoints_while_it_lives(
+    db: DB, store: Store, feeds: StoreFeeds
+) -> None:
+    txn = begin(store, b"x")
+    txn = write_intent(store, txn, b"x", b"slow")
+    stop = threading.Event()
+
+    def heartbeat() -> None:
+        from feedkv.kv.api import BatchRequest, Header, HeartbeatTxn
+
+        while not stop.wait(0.02):
+            store.send(BatchRequest(Header(txn=txn), (HeartbeatTxn(),)))
+
+    beat = threading.Thread(target=heartbeat)
+    beat.start()
+    try:
+        feed = register(feeds)
+        later = db.put(b"y", b"v")
+        feed.until(has_checkpoint_above(later))  # type: ignore[arg-type]
+        processor = feeds.processor(1)
+        assert processor is not None
+        unresolved = processor.rts.intents.get(txn.id)
+        assert unresolved is not None and unresolved.ts > txn.write_ts
+    finally:
+        stop.set()
+        beat.join()
+
+
+# Endings.
+
+
+def test_a_split_ends_the_stream_with_range_split_as_its_last_event(
+    db: DB, feeds: StoreFeeds
+) -> None:
+    feed = register(feeds)
+    feed.until(lambda es: bool(checkpoints(es)))
+    db.split(b"m")
+    events = feed.until(lambda es: any(isinstance(e, Error) for e in es))
+    assert isinstance(events[-1], Error)
+    assert events[-1].reason is ErrorReason.RANGE_SPLIT
+
+
+def test_a_span_across_two_ranges_is_refused_with_range_not_found(
+    db: DB, feeds: StoreFeeds
+) -> None:
+    db.split(b"m")
+    feed = register(feeds, Span(b"a", b"z"))
+    events = feed.until(lambda es: bool(es))
+    assert events == [Error(ErrorReason.RANGE_NOT_FOUND, events[0].message)]  # type: ignore[union-attr]
+
+
+def test_a_consumer_that_falls_behind_is_cut_off_with_slow_consumer(db: DB, store: Store) -> None:
+    feeds = StoreFeeds(store, FeedConfig(per_registration=5))
+    try:
+        stream = feeds.new_stream()
+        feeds.register("r", EVERYTHING, ZERO, False, stream)
+        for i in range(20):
+            db.put(b"k%02d" % i, b"v")
+        collector = Collector(stream)
+        events = collector.until(lambda es: any(isinstance(e, Error) for e in es))
+        assert isinstance(events[-1], Error)
+        assert events[-1].reason is ErrorReason.SLOW_CONSUMER
+        assert "fell behind" in events[-1].message
+        assert feeds.budget.used == 0
+    finally:
+        feeds.close()
+
+
+def test_unregistering_ends_the_stream_and_stops_the_processor(db: DB, feeds: StoreFeeds) -> None:
+    stream = feeds.new_stream()
+    reg = feeds.register("r", EVERYTHING, ZERO, False, stream)
+    feed = Collector(stream)
+    feed.until(lambda es: bool(checkpoints(es)))
+    feeds.unregister(reg)
+    events = feed.until(lambda es: any(isinstance(e, Error) for e in es))
+    assert events[-1] == Error(ErrorReason.UNREGISTERED, "unregistered by the consumer")
+    assert wait_until(lambda: feeds.processor(1) is None)
+
+
+def test_closing_the_node_ends_every_stream_with_node_shutdown(db: DB, feeds: StoreFeeds) -> None:
+    feed = register(feeds)
+    feed.until(lambda es: bool(checkpoints(es)))
+    feeds.close()
+    events = feed.until(lambda es: any(isinstance(e, Error) for e in es))
+    assert events[-1].reason is ErrorReason.NODE_SHUTDOWN  # type: ignore[union-attr]

@@ -13,7 +13,7 @@ import weakref
 from collections.abc import Iterable
 from pathlib import Path
 
-from feedkv.errors import InvalidURLError, NodeUnavailableError
+from feedkv.errors import InvalidURLError
 from feedkv.kv.address import split_host_port
 from feedkv.kv.db import KVClient, LocalTransport
 from feedkv.kv.router import Transport
@@ -51,8 +51,11 @@ def connect(
         if address[1] == 0:
             raise InvalidURLError(f"cannot connect to {text!r}: port 0 is not a node's port")
         from feedkv.kv.grpc_transport import GrpcTransport
+        from feedkv.rangefeed.grpc_transport import GrpcFeedTransport
 
-        return DB(GrpcTransport(*address), None, target=text)
+        transport = GrpcTransport(*address)
+        feeds = GrpcFeedTransport(transport.channel, transport.address)
+        return DB(transport, feeds, target=text)
     if not text:
         raise InvalidURLError("cannot connect to '': give a store directory or feedkv://host:port")
     node = Node(text, listen=None, config=config, feed_config=feed_config, clock=clock)
@@ -63,7 +66,7 @@ class DB(KVClient):
     def __init__(
         self,
         transport: Transport,
-        feeds: FeedTransport | None,
+        feeds: FeedTransport,
         *,
         target: str = "",
         node: Node | None = None,
@@ -86,7 +89,7 @@ class DB(KVClient):
         :mod:`feedkv.rangefeed.client`. Iterate it (or ``async for``); ``close()`` ends it."""
         return self._track(
             RangeFeed(
-                self._feed_transport(),
+                self._feeds,
                 self._router,
                 [spans] if isinstance(spans, Span) else spans,
                 since,
@@ -111,7 +114,7 @@ class DB(KVClient):
             ]
         return self._track(
             RangeFeed(
-                self._feed_transport(),
+                self._feeds,
                 self._router,
                 [span],
                 since,
@@ -126,14 +129,11 @@ class DB(KVClient):
             feeds = list(self._open_feeds)
         for feed in feeds:
             feed.close()
+        if self._node is None:
+            self._feeds.close()  # an embedded node's feeds stop with the node
         super().close()
         if self._node is not None:
             self._node.stop()
-
-    def _feed_transport(self) -> FeedTransport:
-        if self._feeds is None:
-            raise NodeUnavailableError("rangefeeds over gRPC are not available yet")
-        return self._feeds
 
     def _track(self, feed: RangeFeed) -> RangeFeed:
         with self._feeds_lock:

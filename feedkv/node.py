@@ -3,8 +3,8 @@
 ``feedkv.connect(path)`` runs one inside the calling process without a server;
 ``feedkv start`` runs one that listens; tests and embedded users that need a URL (Spark
 executors are other processes) start one with ``Node(path, listen="127.0.0.1:0")``.
-Stopping drains: the server refuses new calls and lets calls in flight finish, the
-rangefeeds stop, then the store closes (every observer is told ``NODE_SHUTDOWN``).
+Stopping drains: the rangefeeds end (each stream is told ``NODE_SHUTDOWN``), the server
+refuses new calls and lets calls in flight finish, then the store closes.
 
 The node is where the layers meet, so it lives above them: the KV layer knows nothing of
 rangefeeds, and the rangefeed layer only observes the store.
@@ -18,6 +18,7 @@ from typing import Self
 from feedkv.kv.address import host_port, parse_listen
 from feedkv.kv.server import NodeServer
 from feedkv.kv.store import Store, StoreConfig
+from feedkv.rangefeed.service import RangeFeedService
 from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
 from feedkv.util.hlc import Clock
 
@@ -40,7 +41,10 @@ class Node:
         try:
             self.feeds = StoreFeeds(self.store, feed_config)
             if address is not None:
-                self.server = NodeServer(self.store, *address)
+                rangefeed = RangeFeedService(self.feeds).handler()
+                self.server = NodeServer(
+                    self.store, *address, more_methods={"RangeFeed": rangefeed}
+                )
                 self.server.start()
         except BaseException:
             self.store.close()
@@ -54,10 +58,11 @@ class Node:
         return f"feedkv://{host_port(self.server.host, self.server.port)}"
 
     def stop(self, grace_s: float = 10.0) -> None:
-        """Drain calls in flight, stop the rangefeeds, then close the store. Idempotent."""
+        """End the rangefeeds (their streams send ``NODE_SHUTDOWN`` and finish), drain
+        calls in flight, then close the store. Idempotent."""
+        self.feeds.close()
         if self.server is not None:
             self.server.stop(grace_s)
-        self.feeds.close()
         self.store.close()
 
     def __enter__(self) -> Self:

@@ -78,6 +78,11 @@ class GrpcTransport:
             response_deserializer=pb.NowResponse.FromString,
         )
 
+    @property
+    def channel(self) -> grpc.Channel:
+        """The channel, for services of layers above (rangefeeds) to share."""
+        return self._channel
+
     def send(self, batch: BatchRequest) -> BatchResponse:
         msg = batch_request_to_proto(batch)
         try:

@@ -37,7 +37,16 @@ MAX_MESSAGE_BYTES = 64 << 20
 class NodeServer:
     """Serves ``store`` on ``host:port`` (port 0 picks a free one; see :attr:`port`)."""
 
-    def __init__(self, store: Store, host: str, port: int, *, workers: int = 64) -> None:
+    def __init__(
+        self,
+        store: Store,
+        host: str,
+        port: int,
+        *,
+        workers: int = 64,
+        more_methods: dict[str, grpc.RpcMethodHandler] | None = None,
+    ) -> None:
+        """``more_methods`` adds methods served by layers above (the rangefeed stream)."""
         self.store = store
         self._server = grpc.server(
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="feedkv-rpc"),
@@ -58,6 +67,7 @@ class NodeServer:
                 request_deserializer=pb.NowRequest.FromString,
                 response_serializer=pb.NowResponse.SerializeToString,
             ),
+            **(more_methods or {}),
         }
         self._server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE, handlers),)

@@ -34,6 +34,8 @@ __all__ = [
     "batch_response_to_proto",
     "error_from_proto",
     "error_to_proto",
+    "span_from_proto",
+    "span_to_proto",
     "timestamp_from_proto",
     "timestamp_to_proto",
 ]
@@ -68,12 +70,12 @@ def timestamp_from_proto(msg: pb.Timestamp) -> Timestamp:
     return Timestamp(msg.wall, msg.logical)
 
 
-def _span_to(span: Span, out: pb.Span) -> None:
+def span_to_proto(span: Span, out: pb.Span) -> None:
     out.start = span.start
     out.end = span.end
 
 
-def _span_from(msg: pb.Span) -> Span:
+def span_from_proto(msg: pb.Span) -> Span:
     return Span(msg.start, msg.end)
 
 
@@ -141,13 +143,13 @@ def _record_from(msg: pb.TxnRecord) -> TxnRecord:
 
 def _desc_to(desc: RangeDescriptor, out: pb.RangeDescriptor) -> None:
     out.range_id = desc.range_id
-    _span_to(desc.span, out.span)
+    span_to_proto(desc.span, out.span)
     out.generation = desc.generation
     out.sticky = desc.sticky
 
 
 def _desc_from(msg: pb.RangeDescriptor) -> RangeDescriptor:
-    return RangeDescriptor(msg.range_id, _span_from(msg.span), msg.generation, msg.sticky)
+    return RangeDescriptor(msg.range_id, span_from_proto(msg.span), msg.generation, msg.sticky)
 
 
 def _status_from(code: int) -> TxnStatus:
@@ -176,16 +178,16 @@ def _encode_request(req: api.Request, out: pb.RequestUnion) -> None:
         _value_to(req.value, out.conditional_put, "value")
         _value_to(req.expected, out.conditional_put, "expected")
     elif isinstance(req, api.DeleteRange):
-        _span_to(req.span, out.delete_range.span)
+        span_to_proto(req.span, out.delete_range.span)
     elif isinstance(req, api.Scan):
-        _span_to(req.span, out.scan.span)
+        span_to_proto(req.span, out.scan.span)
         if req.limit is not None:
             out.scan.limit = req.limit
         out.scan.reverse = req.reverse
     elif isinstance(req, api.EndTxn):
         out.end_txn.commit = req.commit
         for span in req.lock_spans:
-            _span_to(span, out.end_txn.lock_spans.add())
+            span_to_proto(span, out.end_txn.lock_spans.add())
     elif isinstance(req, api.HeartbeatTxn):
         out.heartbeat_txn.SetInParent()
     elif isinstance(req, api.PushTxn):
@@ -195,11 +197,11 @@ def _encode_request(req: api.Request, out: pb.RequestUnion) -> None:
         out.push_txn.pusher_priority = req.pusher_priority
         out.push_txn.pusher_id = req.pusher_id or b""
     elif isinstance(req, api.ResolveIntent):
-        _span_to(req.span, out.resolve_intent.span)
+        span_to_proto(req.span, out.resolve_intent.span)
         _meta_to(req.txn, out.resolve_intent.txn)
         out.resolve_intent.status = _STATUS_TO[req.status]
     elif isinstance(req, api.RefreshRange):
-        _span_to(req.span, out.refresh_range.span)
+        span_to_proto(req.span, out.refresh_range.span)
         timestamp_to_proto(req.from_ts, out.refresh_range.from_ts)
     elif isinstance(req, api.Split):
         out.split.key = req.key
@@ -226,11 +228,11 @@ _REQUEST_DECODERS: dict[str, Callable[[Any], api.Request]] = {
     "conditional_put": lambda m: api.ConditionalPut(
         m.key, _value_from(m, "value"), _value_from(m, "expected")
     ),
-    "delete_range": lambda m: api.DeleteRange(_span_from(m.span)),
+    "delete_range": lambda m: api.DeleteRange(span_from_proto(m.span)),
     "scan": lambda m: api.Scan(
-        _span_from(m.span), m.limit if m.HasField("limit") else None, m.reverse
+        span_from_proto(m.span), m.limit if m.HasField("limit") else None, m.reverse
     ),
-    "end_txn": lambda m: api.EndTxn(m.commit, tuple(_span_from(s) for s in m.lock_spans)),
+    "end_txn": lambda m: api.EndTxn(m.commit, tuple(span_from_proto(s) for s in m.lock_spans)),
     "heartbeat_txn": lambda m: api.HeartbeatTxn(),
     "push_txn": lambda m: api.PushTxn(
         _meta_from(m.pushee),
@@ -240,10 +242,10 @@ _REQUEST_DECODERS: dict[str, Callable[[Any], api.Request]] = {
         _txn_id(m.pusher_id) if m.pusher_id else None,
     ),
     "resolve_intent": lambda m: api.ResolveIntent(
-        _span_from(m.span), _meta_from(m.txn), _status_from(m.status)
+        span_from_proto(m.span), _meta_from(m.txn), _status_from(m.status)
     ),
     "refresh_range": lambda m: api.RefreshRange(
-        _span_from(m.span), timestamp_from_proto(m.from_ts)
+        span_from_proto(m.span), timestamp_from_proto(m.from_ts)
     ),
     "split": lambda m: api.Split(m.key, m.automatic),
     "merge": lambda m: api.Merge(m.key, m.automatic),

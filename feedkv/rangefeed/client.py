@@ -70,6 +70,10 @@ class FeedTransport(Protocol):
 
     def unregister(self, handle: object) -> None: ...
 
+    def close(self) -> None:
+        """Release the transport's connections (idempotent)."""
+        ...
+
 
 @dataclass(slots=True)
 class _Piece:
@@ -193,6 +197,8 @@ class RangeFeed:
             self.close()
             if error.reason is ErrorReason.GC_THRESHOLD and error.threshold is not None:
                 raise BatchTimestampBeforeGCError(piece.resume, error.threshold, "rangefeed")
+            if error.reason is ErrorReason.INVALID_REQUEST:
+                raise InvalidArgumentError(f"the rangefeed of {piece.span}: {error.message}")
             raise InvariantViolation(f"the rangefeed of {piece.span} failed: {error.message}")
         if piece.desc is not None:
             self._router.ranges.evict(piece.desc)

@@ -50,13 +50,20 @@ class ErrorReason(enum.Enum):
     SLOW_CONSUMER = "SLOW_CONSUMER"
     RANGE_NOT_FOUND = "RANGE_NOT_FOUND"  # the span is no longer (only) on this range
     GC_THRESHOLD = "GC_THRESHOLD"  # the start timestamp is below the GC threshold
+    DISCONNECTED = "DISCONNECTED"  # the connection to the node broke
+    INVALID_REQUEST = "INVALID_REQUEST"  # the registration itself was malformed
     INVARIANT_VIOLATION = "INVARIANT_VIOLATION"  # a bug: the processor broke a promise
     UNREGISTERED = "UNREGISTERED"  # the consumer asked to stop
 
     @property
     def retryable(self) -> bool:
         """Whether registering again (from the last checkpoint) can succeed."""
-        return self not in (ErrorReason.GC_THRESHOLD, ErrorReason.INVARIANT_VIOLATION)
+        return self not in _TERMINAL
+
+
+_TERMINAL = frozenset(
+    (ErrorReason.GC_THRESHOLD, ErrorReason.INVALID_REQUEST, ErrorReason.INVARIANT_VIOLATION)
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,6 +79,10 @@ class StoreFeeds:
         )
         self._push_thread.start()
 
+    @property
+    def closed(self) -> bool:
+        return self._stopping.is_set()
+
     def new_stream(self) -> EventStream:
         """A stream for one consumer, drawing on this node's budget."""
         return EventStream(self.budget, per_registration=self.config.per_registration)

@@ -15,6 +15,7 @@ import feedkv
 from feedkv import DB
 from feedkv.kv.api import BatchRequest, EndTxn, Header, HeartbeatTxn, Put, Transaction
 from feedkv.kv.store import Store, StoreConfig
+from feedkv.node import Node
 from feedkv.rangefeed.event import Event
 from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
 from feedkv.rangefeed.stream import EventStream
@@ -53,23 +54,41 @@ def feed_config() -> FeedConfig:
     return FeedConfig(push_age_ns=100_000_000, push_interval_s=0.02)
 
 
-@pytest.fixture
-def db(tmp_path: Path, store_config: StoreConfig, feed_config: FeedConfig) -> Iterator[DB]:
-    database = feedkv.connect(tmp_path / "store", config=store_config, feed_config=feed_config)
-    yield database
-    database.close()
+@pytest.fixture(params=["embedded", "grpc"])
+def node_and_db(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    store_config: StoreConfig,
+    feed_config: FeedConfig,
+) -> Iterator[tuple[Node, DB]]:
+    """A node and a client of it: in-process, or over gRPC on loopback."""
+    if request.param == "embedded":
+        database = feedkv.connect(tmp_path / "store", config=store_config, feed_config=feed_config)
+        assert database.node is not None
+        yield database.node, database
+        database.close()
+        return
+    with Node(
+        tmp_path / "store", listen="127.0.0.1:0", config=store_config, feed_config=feed_config
+    ) as node:
+        database = feedkv.connect(node.url)
+        yield node, database
+        database.close()
 
 
 @pytest.fixture
-def store(db: DB) -> Store:
-    assert db.node is not None
-    return db.node.store
+def db(node_and_db: tuple[Node, DB]) -> DB:
+    return node_and_db[1]
 
 
 @pytest.fixture
-def feeds(db: DB) -> StoreFeeds:
-    assert db.node is not None
-    return db.node.feeds
+def store(node_and_db: tuple[Node, DB]) -> Store:
+    return node_and_db[0].store
+
+
+@pytest.fixture
+def feeds(node_and_db: tuple[Node, DB]) -> StoreFeeds:
+    return node_and_db[0].feeds
 
 
 class Collector:

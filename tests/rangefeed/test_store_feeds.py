@@ -4,17 +4,43 @@ and checkpoints, the pusher, ends with a reason, and slow consumers."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
 from conftest import Collector, begin, end_txn, wait_until, write_intent
 
+import feedkv
 from feedkv import DB
-from feedkv.kv.store import Store
+from feedkv.kv.store import Store, StoreConfig
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
 from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import KEY_MAX, KEY_MIN, Span
 
 EVERYTHING = Span(KEY_MIN, KEY_MAX)
+
+
+@pytest.fixture
+def db(tmp_path: Path, store_config: StoreConfig, feed_config: FeedConfig) -> Iterator[DB]:
+    """The server side needs no client transport: an embedded node only."""
+    database = feedkv.connect(tmp_path / "store", config=store_config, feed_config=feed_config)
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def store(db: DB) -> Store:
+    assert db.node is not None
+    return db.node.store
+
+
+@pytest.fixture
+def feeds(db: DB) -> StoreFeeds:
+    assert db.node is not None
+    return db.node.feeds
+
+
 ZERO = Timestamp(0, 0)
 
 

@@ -426,3 +426,77 @@ class NowResponse(_message.Message):
     NOW_FIELD_NUMBER: _ClassVar[int]
     now: Timestamp
     def __init__(self, now: _Optional[_Union[Timestamp, _Mapping]] = ...) -> None: ...
+
+class RangeFeedRegister(_message.Message):
+    __slots__ = ("tag", "span", "start_ts", "with_diff")
+    TAG_FIELD_NUMBER: _ClassVar[int]
+    SPAN_FIELD_NUMBER: _ClassVar[int]
+    START_TS_FIELD_NUMBER: _ClassVar[int]
+    WITH_DIFF_FIELD_NUMBER: _ClassVar[int]
+    tag: int
+    span: Span
+    start_ts: Timestamp
+    with_diff: bool
+    def __init__(self, tag: _Optional[int] = ..., span: _Optional[_Union[Span, _Mapping]] = ..., start_ts: _Optional[_Union[Timestamp, _Mapping]] = ..., with_diff: _Optional[bool] = ...) -> None: ...
+
+class RangeFeedUnregister(_message.Message):
+    __slots__ = ("tag",)
+    TAG_FIELD_NUMBER: _ClassVar[int]
+    tag: int
+    def __init__(self, tag: _Optional[int] = ...) -> None: ...
+
+class RangeFeedRequest(_message.Message):
+    __slots__ = ("register", "unregister")
+    REGISTER_FIELD_NUMBER: _ClassVar[int]
+    UNREGISTER_FIELD_NUMBER: _ClassVar[int]
+    register: RangeFeedRegister
+    unregister: RangeFeedUnregister
+    def __init__(self, register: _Optional[_Union[RangeFeedRegister, _Mapping]] = ..., unregister: _Optional[_Union[RangeFeedUnregister, _Mapping]] = ...) -> None: ...
+
+class RangeFeedValue(_message.Message):
+    __slots__ = ("key", "value", "ts", "prev_value")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    TS_FIELD_NUMBER: _ClassVar[int]
+    PREV_VALUE_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    value: Value
+    ts: Timestamp
+    prev_value: Value
+    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[_Union[Value, _Mapping]] = ..., ts: _Optional[_Union[Timestamp, _Mapping]] = ..., prev_value: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
+
+class RangeFeedCheckpoint(_message.Message):
+    __slots__ = ("span", "ts")
+    SPAN_FIELD_NUMBER: _ClassVar[int]
+    TS_FIELD_NUMBER: _ClassVar[int]
+    span: Span
+    ts: Timestamp
+    def __init__(self, span: _Optional[_Union[Span, _Mapping]] = ..., ts: _Optional[_Union[Timestamp, _Mapping]] = ...) -> None: ...
+
+class RangeFeedError(_message.Message):
+    __slots__ = ("reason", "message", "threshold")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    message: str
+    threshold: Timestamp
+    def __init__(self, reason: _Optional[str] = ..., message: _Optional[str] = ..., threshold: _Optional[_Union[Timestamp, _Mapping]] = ...) -> None: ...
+
+class RangeFeedEvent(_message.Message):
+    __slots__ = ("tag", "value", "checkpoint", "error")
+    TAG_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    tag: int
+    value: RangeFeedValue
+    checkpoint: RangeFeedCheckpoint
+    error: RangeFeedError
+    def __init__(self, tag: _Optional[int] = ..., value: _Optional[_Union[RangeFeedValue, _Mapping]] = ..., checkpoint: _Optional[_Union[RangeFeedCheckpoint, _Mapping]] = ..., error: _Optional[_Union[RangeFeedError, _Mapping]] = ...) -> None: ...
+
+class RangeFeedEvents(_message.Message):
+    __slots__ = ("events",)
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[RangeFeedEvent]
+    def __init__(self, events: _Optional[_Iterable[_Union[RangeFeedEvent, _Mapping]]] = ...) -> None: ...

@@ -1,0 +1,177 @@
+"""The client side of the ``RangeFeed`` gRPC stream (a :class:`FeedTransport`).
+
+One :class:`GrpcFeedTransport` per client and node keeps one bidirectional stream open,
+created on the first registration. Registrations of every feed of the client share it:
+each gets a wire tag, and a reader thread hands incoming events to the owning feed's
+stream. A feed that does not keep up is cut off here exactly as on the server
+(``SLOW_CONSUMER``, and the server is told to unregister), so one slow feed never holds
+up the others on the connection. When the connection breaks, every registration on it
+ends with ``DISCONNECTED`` and the next registration opens a new stream; the multi-range
+client retries with backoff, which is what reconnecting means.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+from collections.abc import Hashable
+from typing import Any
+
+import grpc
+
+from feedkv.errors import InvalidArgumentError
+from feedkv.kv.proto import feedkv_pb2 as pb
+from feedkv.kv.server import SERVICE
+from feedkv.kv.wire import span_to_proto, timestamp_to_proto
+from feedkv.rangefeed.budget import Budget
+from feedkv.rangefeed.event import Error, ErrorReason
+from feedkv.rangefeed.registration import event_size
+from feedkv.rangefeed.stream import EventStream
+from feedkv.rangefeed.wire import event_from_proto
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import Span
+
+__all__ = ["GrpcFeedTransport"]
+
+
+class _ClientRegistration:
+    """A registration as the client sees it (what an :class:`EventStream` queues for)."""
+
+    __slots__ = ("done", "mux", "queued", "stream", "tag", "wire_tag")
+
+    def __init__(self, tag: Hashable, wire_tag: int, stream: EventStream, mux: _Mux) -> None:
+        self.tag = tag
+        self.wire_tag = wire_tag
+        self.stream = stream
+        self.mux = mux
+        self.queued = 0
+        self.done = False
+
+    def end(self, error: Error) -> None:
+        if not self.done:
+            self.done = True
+            self.stream.push_final(self, error)
+
+
+class _Mux:
+    """One open ``RangeFeed`` call and the registrations riding on it."""
+
+    def __init__(self, method: Any, address: str) -> None:
+        self.address = address
+        self.regs: dict[int, _ClientRegistration] = {}
+        self.alive = True
+        self._lock = threading.Lock()
+        self._requests: queue.SimpleQueue[pb.RangeFeedRequest | None] = queue.SimpleQueue()
+        self._call = method(iter(self._requests.get, None))
+        self._reader = threading.Thread(
+            target=self._read, name="feedkv-rangefeed-client", daemon=True
+        )
+        self._reader.start()
+
+    def add(self, reg: _ClientRegistration, request: pb.RangeFeedRequest) -> None:
+        with self._lock:
+            if not self.alive:
+                reg.end(Error(ErrorReason.DISCONNECTED, f"the stream to {self.address} closed"))
+                return
+            self.regs[reg.wire_tag] = reg
+        self._requests.put(request)
+
+    def remove(self, reg: _ClientRegistration) -> None:
+        with self._lock:
+            if self.regs.pop(reg.wire_tag, None) is None or not self.alive:
+                return
+        self._requests.put(pb.RangeFeedRequest(unregister=pb.RangeFeedUnregister(tag=reg.wire_tag)))
+
+    def close(self) -> None:
+        self._requests.put(None)
+        self._call.cancel()
+
+    def _read(self) -> None:
+        reason = "the node closed the stream"
+        try:
+            for batch in self._call:
+                for msg in batch.events:
+                    self._deliver(msg)
+        except grpc.RpcError as exc:
+            details = exc.details() if hasattr(exc, "details") else None
+            reason = str(details or exc)
+        except InvalidArgumentError as exc:
+            reason = f"the node sent a malformed event: {exc}"
+            self._call.cancel()
+        with self._lock:
+            self.alive = False
+            regs, self.regs = self.regs, {}
+        error = Error(ErrorReason.DISCONNECTED, f"the stream to {self.address} broke: {reason}")
+        for reg in regs.values():
+            reg.end(error)
+
+    def _deliver(self, msg: pb.RangeFeedEvent) -> None:
+        reg = self.regs.get(msg.tag)
+        if reg is None:
+            return  # unregistered meanwhile
+        event = event_from_proto(msg)
+        if isinstance(event, Error):
+            with self._lock:
+                self.regs.pop(msg.tag, None)
+            reg.end(event)
+        elif not reg.stream.push(reg, event, event_size(event)):
+            self.remove(reg)
+            reg.end(Error(ErrorReason.SLOW_CONSUMER, "the feed's consumer fell behind"))
+
+
+class GrpcFeedTransport:
+    def __init__(
+        self,
+        channel: grpc.Channel,
+        address: str,
+        *,
+        budget_bytes: int = 256 << 20,
+        per_registration: int = 4096,
+    ) -> None:
+        self.address = address
+        self._method = channel.stream_stream(
+            f"/{SERVICE}/RangeFeed",
+            request_serializer=pb.RangeFeedRequest.SerializeToString,
+            response_deserializer=pb.RangeFeedEvents.FromString,
+        )
+        self._budget = Budget(budget_bytes)
+        self._per_registration = per_registration
+        self._wire_tags = itertools.count(1)
+        self._lock = threading.Lock()
+        self._mux: _Mux | None = None
+        self._closed = False
+
+    def new_stream(self) -> EventStream:
+        return EventStream(self._budget, per_registration=self._per_registration)
+
+    def register(
+        self, tag: Hashable, span: Span, start_ts: Timestamp, with_diff: bool, stream: EventStream
+    ) -> object:
+        with self._lock:
+            if self._mux is None or not self._mux.alive:
+                self._mux = _Mux(self._method, self.address)
+            mux = self._mux
+        wire_tag = next(self._wire_tags)
+        reg = _ClientRegistration(tag, wire_tag, stream, mux)
+        request = pb.RangeFeedRequest()
+        register = request.register
+        register.tag = wire_tag
+        span_to_proto(span, register.span)
+        timestamp_to_proto(start_ts, register.start_ts)
+        register.with_diff = with_diff
+        mux.add(reg, request)
+        return reg
+
+    def unregister(self, handle: object) -> None:
+        if not isinstance(handle, _ClientRegistration):
+            raise InvalidArgumentError(f"not a registration of this transport: {handle!r}")
+        handle.mux.remove(handle)
+        handle.end(Error(ErrorReason.UNREGISTERED, "unregistered by the consumer"))
+
+    def close(self) -> None:
+        with self._lock:
+            mux, self._mux = self._mux, None
+        if mux is not None:
+            mux.close()
+        self._budget.close()

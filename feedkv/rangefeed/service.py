@@ -1,0 +1,127 @@
+"""The server side of the ``RangeFeed`` gRPC stream: many registrations on one stream.
+
+A client opens one bidirectional stream per node. Each ``RangeFeedRegister`` message
+registers a span under the client's tag; every event of every registration goes into one
+:class:`~feedkv.rangefeed.stream.EventStream`, and the handler sends what it holds in
+batches (at most ``MAX_BATCH_EVENTS`` events or about ``MAX_BATCH_BYTES`` per message).
+When the client closes the stream, its registrations are unregistered; when the node
+stops, every registration's ``NODE_SHUTDOWN`` error is sent before the stream ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Hashable, Iterator
+from typing import Any
+
+import grpc
+
+from feedkv.errors import FeedKVError, InvalidArgumentError
+from feedkv.kv.proto import feedkv_pb2 as pb
+from feedkv.kv.wire import span_from_proto, timestamp_from_proto
+from feedkv.rangefeed.event import ErrorReason, Event
+from feedkv.rangefeed.registration import Registration, event_size
+from feedkv.rangefeed.store_feeds import StoreFeeds
+from feedkv.rangefeed.stream import EventStream
+from feedkv.rangefeed.wire import event_to_proto
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import KEY_MIN, Span
+
+__all__ = ["MAX_BATCH_BYTES", "MAX_BATCH_EVENTS", "RangeFeedService"]
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH_EVENTS = 1000
+MAX_BATCH_BYTES = 4 << 20
+_POLL_S = 0.2
+
+
+class RangeFeedService:
+    def __init__(self, feeds: StoreFeeds) -> None:
+        self.feeds = feeds
+
+    def handler(self) -> grpc.RpcMethodHandler:
+        return grpc.stream_stream_rpc_method_handler(
+            self._serve,
+            request_deserializer=pb.RangeFeedRequest.FromString,
+            response_serializer=pb.RangeFeedEvents.SerializeToString,
+        )
+
+    def _serve(
+        self, requests: Iterator[pb.RangeFeedRequest], context: Any
+    ) -> Iterator[pb.RangeFeedEvents]:
+        stream = self.feeds.new_stream()
+        regs: dict[int, Registration] = {}
+        client_done = threading.Event()
+        reader = threading.Thread(
+            target=self._read,
+            args=(requests, stream, regs, client_done),
+            name="feedkv-rangefeed-reader",
+            daemon=True,
+        )
+        reader.start()
+        try:
+            while context.is_active():
+                items = stream.take(_POLL_S)
+                if items:
+                    yield from _batches(items)
+                elif client_done.is_set() or self.feeds.closed:
+                    return
+        finally:
+            for reg in list(regs.values()):
+                self.feeds.unregister(reg)
+            stream.close()
+
+    def _read(
+        self,
+        requests: Iterator[pb.RangeFeedRequest],
+        stream: EventStream,
+        regs: dict[int, Registration],
+        client_done: threading.Event,
+    ) -> None:
+        try:
+            for msg in requests:
+                kind = msg.WhichOneof("kind")
+                if kind == "register":
+                    regs[msg.register.tag] = self._register(msg.register, stream)
+                elif kind == "unregister":
+                    reg = regs.pop(msg.unregister.tag, None)
+                    if reg is not None:
+                        self.feeds.unregister(reg)
+        except grpc.RpcError:
+            pass  # the client went away; the handler cleans up
+        finally:
+            client_done.set()
+
+    def _register(self, msg: pb.RangeFeedRegister, stream: EventStream) -> Registration:
+        try:
+            span = span_from_proto(msg.span)
+            start_ts = timestamp_from_proto(msg.start_ts)
+        except (InvalidArgumentError, ValueError) as exc:
+            return _refused(msg.tag, stream, ErrorReason.INVALID_REQUEST, str(exc))
+        try:
+            return self.feeds.register(msg.tag, span, start_ts, msg.with_diff, stream)
+        except FeedKVError as exc:
+            return _refused(msg.tag, stream, ErrorReason.NODE_SHUTDOWN, str(exc))
+
+
+def _refused(tag: int, stream: EventStream, reason: ErrorReason, message: str) -> Registration:
+    """A registration that ends before it starts, so the client hears why."""
+    reg = Registration(tag, Span(KEY_MIN, b"\x00"), Timestamp(0, 0), False, stream)
+    reg.end(reason, message)
+    return reg
+
+
+def _batches(items: list[tuple[Hashable, Event]]) -> Iterator[pb.RangeFeedEvents]:
+    batch = pb.RangeFeedEvents()
+    size = 0
+    for tag, event in items:
+        event_to_proto(tag, event, batch.events.add())  # type: ignore[arg-type]
+        size += event_size(event)
+        if len(batch.events) >= MAX_BATCH_EVENTS or size >= MAX_BATCH_BYTES:
+            yield batch
+            batch = pb.RangeFeedEvents()
+            size = 0
+    if batch.events:
+        yield batch

@@ -68,6 +68,20 @@ def _parser() -> argparse.ArgumentParser:
         help="split ranges past this size; merge neighbours below a quarter of it (64MiB)",
     )
 
+    debug = commands.add_parser("debug", help="tools for looking inside a running node")
+    debug_commands = debug.add_subparsers(dest="debug_command", required=True, metavar="TOOL")
+    feed = debug_commands.add_parser(
+        "rangefeed", help="print a span's changes and checkpoints as they arrive"
+    )
+    feed.add_argument("--url", default="feedkv://127.0.0.1:26257", help="the node to watch")
+    feed.add_argument("--since", help="replay changes after this timestamp (default: now)")
+    feed.add_argument("--with-diff", action="store_true", help="show each change's old value")
+    feed.add_argument("--format", choices=("text", "json"), default="text")
+    feed.add_argument("start", help="first key (\\xNN escapes allowed; '' for everything)")
+    feed.add_argument(
+        "end", nargs="?", help="end key, exclusive (default: every key with START as prefix)"
+    )
+
     bench = commands.add_parser("bench", help="run a benchmark and print its JSON record")
     bench.add_argument("name", help="benchmark name: " + (", ".join(_bench_names()) or "none"))
     bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the benchmark")
@@ -86,6 +100,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             config = store_config(args.closed_ts_target, args.txn_liveness, args.range_max_bytes)
             return run_node(Path(args.store), args.listen, config)
+        if args.command == "debug":
+            from feedkv.cli.debug_rangefeed import run_debug_rangefeed
+
+            return run_debug_rangefeed(
+                args.url, args.start, args.end, args.since, args.with_diff, args.format
+            )
         if args.command == "bench":
             return _run_bench(args.name, list(args.args))
     except FeedKVError as exc:

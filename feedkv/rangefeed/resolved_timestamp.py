@@ -145,10 +145,11 @@ class ResolvedTimestamp:
             self._check_above_resolved(op.ts, op)
             return False
         if isinstance(op, WriteIntent):
+            # NB: a later intent of a known txn forwards the whole txn (it cannot commit
+            # below its newest write), which may raise the resolved timestamp.
             self._check_above_resolved(op.ts, op)
             queue.add(op.txn_id, op.txn_key, op.ts)
-            return False  # a new intent sits above resolved: it cannot lower it
-        if isinstance(op, UpdateIntent):
+        elif isinstance(op, UpdateIntent):
             queue.forward(op.txn_id, op.ts)
         elif isinstance(op, CommitIntent):
             self._check_above_resolved(op.ts, op)

@@ -276,6 +276,16 @@ def test_update_intent_keeps_the_refcount() -> None:
     assert rts.resolved == t(20)
 
 
+def test_a_newer_intent_of_a_known_transaction_moves_resolved_like_an_update() -> None:
+    # The queue forwards a txn to its newest intent, so a second WriteIntent higher up
+    # can raise the oldest intent and with it the resolved timestamp.
+    rts = initialized(ZERO, scanned(TXN_A, t(5)))
+    rts.forward_closed(t(20))
+    assert rts.consume(write_intent_op(TXN_A, t(12), b"y")) is True
+    assert rts.resolved == t(12).prev()
+    assert refcount(rts, TXN_A) == 2
+
+
 def test_update_intent_of_an_unknown_transaction_is_a_no_op() -> None:
     rts = initialized(t(10))
     assert rts.consume(update_intent_op(TXN_A, t(12))) is False

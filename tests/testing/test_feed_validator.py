@@ -110,8 +110,14 @@ def test_redelivered_values_pass_when_duplicates_are_allowed() -> None:
 
 
 def test_a_resumed_run_that_checkpoints_lower_is_reported_only_as_checkpoint_order() -> None:
-    first_run = [*without_diffs(CLEAN_FEED[:8])]  # ends with checkpoint 16
-    resumed = [val(b"d", 14, b"d14"), cp(14), val(b"b", 15, None), val(b"b", 17, b"b17"), cp(20)]
+    first_run = without_diffs(CLEAN_FEED[:8])  # ends with checkpoint 16
+    resumed: list[Event] = [
+        val(b"d", 14, b"d14"),
+        cp(14),
+        val(b"b", 15, None),
+        val(b"b", 17, b"b17"),
+        cp(20),
+    ]
     violations = run(first_run + resumed, HISTORY, allow_duplicates=True)
     assert contracts(violations) == [Contract.CHECKPOINT_ORDER]
     assert violations[0].event_index == 9
@@ -180,7 +186,12 @@ def test_a_value_at_exactly_the_checkpoint_timestamp_is_reported() -> None:
 def test_a_checkpoint_binds_only_its_own_span() -> None:
     left, right = Span(b"a", b"g"), Span(b"g", b"n")
     history = [Version(b"b", ts(12), b"x"), Version(b"h", ts(12), b"y")]
-    events: list[Event] = [val(b"b", 12, b"x"), Checkpoint(left, ts(20)), val(b"h", 12, b"y"), cp(20)]
+    events: list[Event] = [
+        val(b"b", 12, b"x"),
+        Checkpoint(left, ts(20)),
+        val(b"h", 12, b"y"),
+        cp(20),
+    ]
     assert run(events, history, spans=[left, right]) == []
 
 
@@ -281,7 +292,12 @@ def test_a_prev_value_without_with_diff_is_reported() -> None:
 
 def test_an_event_after_an_error_is_reported() -> None:
     history = [Version(b"b", ts(12), b"x")]
-    events: list[Event] = [cp(11), Error(ErrorReason.RANGE_SPLIT, "r1 split"), val(b"b", 12, b"x"), cp(12)]
+    events: list[Event] = [
+        cp(11),
+        Error(ErrorReason.RANGE_SPLIT, "r1 split"),
+        val(b"b", 12, b"x"),
+        cp(12),
+    ]
     violations = run(events, history)
     assert contracts(violations) == [Contract.ERROR_LAST]
     assert violations[0].event_index == 2
@@ -297,7 +313,11 @@ def test_an_error_as_the_last_event_is_accepted() -> None:
 
 def test_a_value_or_checkpoint_outside_the_spans_is_reported() -> None:
     history = [Version(b"b", ts(12), b"x")]
-    events: list[Event] = [val(b"b", 12, b"x"), val(b"x", 12, b"y"), Checkpoint(Span(b"m", b"p"), ts(12))]
+    events: list[Event] = [
+        val(b"b", 12, b"x"),
+        val(b"x", 12, b"y"),
+        Checkpoint(Span(b"m", b"p"), ts(12)),
+    ]
     violations = run(events, history)
     assert contracts(violations) == [Contract.IN_SPANS] * 2
     assert [v.event_index for v in violations] == [1, 2]

@@ -1,0 +1,347 @@
+"""Tests for feedkv.rangefeed.stream: the queue between registrations and one consumer.
+
+Registrations are small fakes with the three attributes the stream uses. Waiting is
+observed through a condition variable that reports each waiter, never slept through.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from feedkv.rangefeed.budget import Budget
+from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Value
+from feedkv.rangefeed.stream import EventStream
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import Span
+
+DEADLINE_S = 10.0
+T = TypeVar("T")
+
+
+@dataclass(eq=False)
+class FakeReg:
+    tag: Hashable
+    queued: int = 0
+    done: bool = False
+
+
+def value(n: int) -> Value:
+    return Value(b"k%d" % n, b"v%d" % n, Timestamp(n, 0))
+
+
+SLOW = Error(ErrorReason.SLOW_CONSUMER, "fell behind")
+
+
+class ObservedCondition(threading.Condition):
+    """A condition variable that counts the threads that start waiting on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._entered = threading.Semaphore(0)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        # NB: called with the lock held, so a notifier that needs the lock runs only once
+        # this waiter has really released it inside super().wait().
+        self._entered.release()
+        return super().wait(timeout)
+
+    def await_waiters(self, n: int = 1) -> None:
+        for _ in range(n):
+            assert self._entered.acquire(timeout=DEADLINE_S), "no thread started waiting"
+
+
+def observe(stream: EventStream) -> ObservedCondition:
+    cond = ObservedCondition()
+    stream._cond = cond  # NB: private; swapped before any thread uses the stream
+    return cond
+
+
+class Background(Generic[T]):
+    """Runs ``fn`` on a thread and hands back its result or its exception."""
+
+    def __init__(self, fn: Callable[[], T]) -> None:
+        self._fn = fn
+        self._result: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._result = self._fn()
+        except BaseException as exc:
+            self._error = exc
+
+    def result(self) -> T | None:
+        self._thread.join(DEADLINE_S)
+        assert not self._thread.is_alive(), "the background call did not return"
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+
+def make_stream(limit: int = 10_000, per_registration: int = 100) -> EventStream:
+    return EventStream(Budget(limit), per_registration=per_registration)
+
+
+# --- push and take --------------------------------------------------------------------
+
+
+def test_take_returns_events_in_push_order_across_registrations() -> None:
+    stream = make_stream()
+    a, b = FakeReg("a"), FakeReg("b")
+    assert stream.push(a, value(1), 10)
+    assert stream.push(b, value(2), 10)
+    assert stream.push(a, value(3), 10)
+    assert stream.push(b, value(4), 10)
+    assert stream.take(timeout=0) == [
+        ("a", value(1)),
+        ("b", value(2)),
+        ("a", value(3)),
+        ("b", value(4)),
+    ]
+
+
+def test_take_with_nothing_queued_returns_an_empty_list() -> None:
+    stream = make_stream()
+    assert stream.take(timeout=0) == []
+    assert stream.take(timeout=0.01) == []
+
+
+def test_take_empties_the_queue() -> None:
+    stream = make_stream()
+    reg = FakeReg("r")
+    stream.push(reg, value(1), 10)
+    assert stream.take(timeout=0) == [("r", value(1))]
+    assert stream.take(timeout=0) == []
+
+
+def test_the_registration_counts_its_queued_events_until_taken() -> None:
+    stream = make_stream()
+    a, b = FakeReg("a"), FakeReg("b")
+    stream.push(a, value(1), 10)
+    stream.push(a, value(2), 10)
+    stream.push(b, value(3), 10)
+    assert (a.queued, b.queued) == (2, 1)
+    stream.take(timeout=0)
+    assert (a.queued, b.queued) == (0, 0)
+
+
+def test_take_is_woken_by_a_push() -> None:
+    stream = make_stream()
+    cond = observe(stream)
+    consumer = Background(lambda: stream.take())  # no timeout
+    cond.await_waiters()
+    stream.push(FakeReg("r"), value(1), 10)
+    assert consumer.result() == [("r", value(1))]
+
+
+# --- bounds ---------------------------------------------------------------------------
+
+
+def test_push_refuses_a_registration_at_its_bound() -> None:
+    stream = make_stream(per_registration=2)
+    full, other = FakeReg("full"), FakeReg("other")
+    assert stream.push(full, value(1), 10)
+    assert stream.push(full, value(2), 10)
+    assert stream.push(full, value(3), 10) is False
+    assert full.queued == 2
+    assert stream.push(other, value(4), 10)  # the bound is per registration
+    assert [event for _tag, event in stream.take(timeout=0)] == [value(1), value(2), value(4)]
+    assert stream.push(full, value(5), 10)  # room again once taken
+
+
+def test_force_bypasses_the_registration_bound() -> None:
+    stream = make_stream(per_registration=1)
+    reg = FakeReg("r")
+    assert stream.push(reg, value(1), 10)
+    assert stream.push(reg, value(2), 10, force=True)
+    assert stream.push(reg, value(3), 10, force=True)
+    assert reg.queued == 3
+    assert [event for _tag, event in stream.take(timeout=0)] == [value(1), value(2), value(3)]
+
+
+def test_force_does_not_bypass_the_budget() -> None:
+    stream = make_stream(limit=100)
+    reg = FakeReg("r")
+    assert stream.push(reg, value(1), 80)
+    assert stream.push(reg, value(2), 30, force=True) is False
+    assert reg.queued == 1
+    assert stream.budget.used == 80
+
+
+def test_push_refuses_when_the_budget_is_spent() -> None:
+    stream = make_stream(limit=100)
+    a, b = FakeReg("a"), FakeReg("b")
+    assert stream.push(a, value(1), 70)
+    assert stream.push(b, value(2), 40) is False
+    assert b.queued == 0
+    assert stream.budget.used == 70
+    assert stream.take(timeout=0) == [("a", value(1))]
+    assert stream.push(b, value(2), 40)
+
+
+def test_the_budget_is_charged_on_push_and_released_on_take() -> None:
+    stream = make_stream(limit=1000)
+    reg = FakeReg("r")
+    stream.push(reg, value(1), 100)
+    stream.push(reg, value(2), 250)
+    assert stream.budget.used == 350
+    stream.take(timeout=0)
+    assert stream.budget.used == 0
+
+
+def test_streams_share_their_budget() -> None:
+    budget = Budget(100)
+    one, two = EventStream(budget), EventStream(budget)
+    assert one.push(FakeReg("a"), value(1), 60)
+    assert two.push(FakeReg("b"), value(2), 60) is False
+    one.take(timeout=0)
+    assert two.push(FakeReg("b"), value(2), 60)
+
+
+# --- ended registrations and final errors ---------------------------------------------
+
+
+def test_nothing_is_queued_for_a_registration_that_is_done() -> None:
+    stream = make_stream()
+    reg = FakeReg("r", done=True)
+    assert stream.push(reg, value(1), 10) is False
+    assert stream.push(reg, value(2), 10, force=True) is False
+    assert stream.push_wait(reg, value(3), 10, timeout=DEADLINE_S) is False
+    assert reg.queued == 0
+    assert stream.budget.used == 0
+    assert stream.take(timeout=0) == []
+
+
+def test_push_final_is_queued_even_when_every_bound_is_reached() -> None:
+    stream = make_stream(limit=100, per_registration=1)
+    reg = FakeReg("r")
+    assert stream.push(reg, value(1), 100)
+    assert stream.push(reg, value(2), 1) is False
+    stream.push_final(reg, SLOW)
+    assert stream.budget.used == 100  # the final error costs nothing
+    assert stream.take(timeout=0) == [("r", value(1)), ("r", SLOW)]
+    assert reg.queued == 0
+
+
+def test_push_final_is_queued_for_a_registration_that_just_ended() -> None:
+    stream = make_stream()
+    reg = FakeReg("r")
+    reg.done = True  # ending marks the registration done, then sends its error
+    stream.push_final(reg, SLOW)
+    assert stream.take(timeout=0) == [("r", SLOW)]
+
+
+# --- push_wait ------------------------------------------------------------------------
+
+
+def test_push_wait_queues_at_once_when_there_is_room() -> None:
+    stream = make_stream()
+    reg = FakeReg("r")
+    assert stream.push_wait(reg, value(1), 10, timeout=0) is True
+    assert stream.budget.used == 10
+    assert stream.take(timeout=0) == [("r", value(1))]
+
+
+def test_push_wait_waits_for_room_and_is_woken_by_take() -> None:
+    stream = make_stream(per_registration=1)
+    cond = observe(stream)
+    reg = FakeReg("r")
+    stream.push(reg, value(1), 10)
+    pusher = Background(lambda: stream.push_wait(reg, value(2), 10, timeout=DEADLINE_S))
+    cond.await_waiters()
+    assert stream.take(timeout=0) == [("r", value(1))]
+    assert pusher.result() is True
+    assert stream.take(timeout=0) == [("r", value(2))]
+
+
+def test_push_wait_waits_for_budget_and_is_woken_by_take() -> None:
+    stream = make_stream(limit=100)
+    budget_cond = ObservedCondition()
+    stream.budget._cond = budget_cond  # NB: private; the wait is inside the budget
+    other, reg = FakeReg("other"), FakeReg("r")
+    stream.push(other, value(1), 100)
+    pusher = Background(lambda: stream.push_wait(reg, value(2), 50, timeout=DEADLINE_S))
+    budget_cond.await_waiters()
+    assert stream.take(timeout=0) == [("other", value(1))]
+    assert pusher.result() is True
+    assert stream.budget.used == 50
+    assert stream.take(timeout=0) == [("r", value(2))]
+
+
+def test_push_wait_times_out_when_the_registration_stays_full() -> None:
+    stream = make_stream(per_registration=1)
+    reg = FakeReg("r")
+    stream.push(reg, value(1), 10)
+    assert stream.push_wait(reg, value(2), 10, timeout=0.01) is False
+    assert reg.queued == 1
+    assert stream.budget.used == 10
+    assert stream.take(timeout=0) == [("r", value(1))]
+
+
+def test_push_wait_times_out_when_the_budget_stays_spent() -> None:
+    stream = make_stream(limit=100)
+    other, reg = FakeReg("other"), FakeReg("r")
+    stream.push(other, value(1), 100)
+    assert stream.push_wait(reg, value(2), 10, timeout=0.01) is False
+    assert reg.queued == 0
+    assert stream.budget.used == 100
+
+
+def test_push_wait_is_woken_by_close() -> None:
+    stream = make_stream(per_registration=1)
+    cond = observe(stream)
+    reg = FakeReg("r")
+    stream.push(reg, value(1), 10)
+    pusher = Background(lambda: stream.push_wait(reg, value(2), 10, timeout=DEADLINE_S))
+    cond.await_waiters()
+    stream.close()
+    assert pusher.result() is False
+    assert stream.budget.used == 0
+
+
+# --- close ----------------------------------------------------------------------------
+
+
+def test_close_wakes_a_waiting_take() -> None:
+    stream = make_stream()
+    cond = observe(stream)
+    consumer = Background(lambda: stream.take())  # no timeout
+    cond.await_waiters()
+    stream.close()
+    assert consumer.result() == []
+    assert stream.closed is True
+
+
+def test_close_drops_queued_events_and_releases_their_memory() -> None:
+    stream = make_stream(limit=1000)
+    reg = FakeReg("r")
+    stream.push(reg, value(1), 100)
+    stream.push(reg, value(2), 200)
+    stream.close()
+    assert stream.budget.used == 0
+    assert stream.take(timeout=0) == []
+
+
+def test_a_closed_stream_accepts_nothing() -> None:
+    stream = make_stream()
+    reg = FakeReg("r")
+    stream.close()
+    assert stream.push(reg, value(1), 10) is False
+    assert stream.push(reg, value(2), 10, force=True) is False
+    assert stream.push_wait(reg, value(3), 10, timeout=0) is False
+    stream.push_final(reg, Error(ErrorReason.NODE_SHUTDOWN))
+    assert stream.take() == []  # returns at once: closed
+    assert stream.budget.used == 0
+
+
+def test_a_checkpoint_is_queued_like_any_event() -> None:
+    stream = make_stream()
+    reg = FakeReg("r")
+    checkpoint = Checkpoint(Span(b"a", b"b"), Timestamp(5, 0))
+    assert stream.push(reg, checkpoint, 64)
+    assert stream.take(timeout=0) == [("r", checkpoint)]

@@ -28,6 +28,9 @@ __all__ = ["Checkpoint", "Error", "ErrorReason", "Event", "Value"]
 
 @dataclass(frozen=True, slots=True)
 class Value:
+    """A committed change of ``key`` at ``ts`` (``value=None``: deleted). ``prev_value``
+    is the value at ``ts - 1 tick`` for registrations with diffs, else ``None``."""
+
     key: bytes
     value: bytes | None
     ts: Timestamp
@@ -36,6 +39,8 @@ class Value:
 
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
+    """No value in ``span`` at or below ``ts`` will follow on this stream."""
+
     span: Span
     ts: Timestamp  # inclusive: nothing at or below it follows in ``span``
 
@@ -68,6 +73,8 @@ _TERMINAL = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class Error:
+    """The stream ended (always its last event); ``reason.retryable`` says what to do."""
+
     reason: ErrorReason
     message: str = ""
     threshold: Timestamp | None = None  # GC_THRESHOLD: the lowest start that would work

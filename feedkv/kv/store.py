@@ -224,16 +224,12 @@ class Store:
         return self.engine.submit(command, self._on_applied).result()
 
     def _on_applied(self, applied: Applied) -> None:
+        # The store's own bookkeeping first: a failing observer must not skip it.
         if applied.ops:
-            for observer in self._observers.get(applied.range_id, ()):
-                observer.on_ops(applied.ops)
             size = self._sizes.add(applied.range_id, sum(map(op_bytes, applied.ops)))
             if size > self.config.range_max_bytes:
                 self._check_ranges.set()
         for change in applied.range_changes:
-            for range_id in change.ended():
-                for observer in self._observers.pop(range_id, ()):
-                    observer.on_range_ended(change.reason)
             if change.reason is RangeEndReason.RANGE_SPLIT:
                 self._sizes.split(change.left, change.right)
             else:
@@ -242,6 +238,13 @@ class Store:
             self._to_resolve.put(resolve)
         if applied.finished_txns:
             self._waiters.notify()
+        if applied.ops:
+            for observer in self._observers.get(applied.range_id, ()):
+                observer.on_ops(applied.ops)
+        for change in applied.range_changes:
+            for range_id in change.ended():
+                for observer in self._observers.pop(range_id, ()):
+                    observer.on_range_ended(change.reason)
 
     # Conflicts.
 

@@ -102,10 +102,8 @@ class Registration:
         if self.done:
             return False
         for i, (event, size) in enumerate(pending):
-            self.stream.budget.release(size)  # pushing charges it again
-            if not self.stream.push(self, event, size, force=True):
-                for _event, rest in pending[i + 1 :]:
-                    self.stream.budget.release(rest)
+            if not self.stream.push_paid(self, event, size):
+                self.stream.budget.release(sum(rest for _event, rest in pending[i:]))
                 self.end(ErrorReason.SLOW_CONSUMER, self._slow_message())
                 return False
         return self.publish(Checkpoint(self.span, resolved))

@@ -47,15 +47,22 @@ class EventStream:
         self._waiting = False
         self._closed = False
 
-    def push(self, reg: Queued, event: Event, size: int, *, force: bool = False) -> bool:
-        """Queue ``event`` for ``reg`` without blocking; ``False`` if there is no room.
-        ``force`` skips the per-registration bound (for events already counted)."""
+    def push(self, reg: Queued, event: Event, size: int) -> bool:
+        """Queue ``event`` for ``reg`` without blocking; ``False`` if there is no room."""
         with self._cond:
-            if self._closed or reg.done:
+            if not self._accepts(reg):
                 return False
-            if (not force and reg.queued >= self.per_registration) or not self.budget.try_acquire(
-                size
-            ):
+            if reg.queued >= self.per_registration or not self.budget.try_acquire(size):
+                return False
+            self._append(reg, event, size)
+            return True
+
+    def push_paid(self, reg: Queued, event: Event, size: int) -> bool:
+        """Queue an event whose ``size`` the caller already took from the budget (held
+        while catching up), past the per-registration bound; on ``False`` the caller
+        still owns the memory."""
+        with self._cond:
+            if not self._accepts(reg):
                 return False
             self._append(reg, event, size)
             return True
@@ -65,15 +72,15 @@ class EventStream:
         wait ran out, the stream closed or the registration ended."""
         with self._cond:
             if not self._cond.wait_for(
-                lambda: self._closed or reg.queued < self.per_registration, timeout
+                lambda: not self._accepts(reg) or reg.queued < self.per_registration, timeout
             ):
                 return False
-            if self._closed:
+            if not self._accepts(reg):
                 return False
         if not self.budget.acquire(size, timeout):
             return False
         with self._cond:
-            if self._closed or reg.done:
+            if not self._accepts(reg):
                 self.budget.release(size)
                 return False
             self._append(reg, event, size)
@@ -84,6 +91,9 @@ class EventStream:
         with self._cond:
             if not self._closed:
                 self._append(reg, error, 0)
+
+    def _accepts(self, reg: Queued) -> bool:
+        return not self._closed and not reg.done
 
     def _append(self, reg: Queued, event: Event, size: int) -> None:
         reg.queued += 1

@@ -117,6 +117,33 @@ def test_catch_up_events_come_before_the_held_live_events() -> None:
     assert taken(reg) == [value(11, b"scan"), value(13, b"live"), Checkpoint(SPAN, RESOLVED)]
 
 
+class ContendedBudget(Budget):
+    """A budget under pressure: the moment memory is released, another thread's waiting
+    ``acquire`` (say, a second registration's catch-up scan) takes it."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self.contended = False
+
+    def release(self, n: int) -> None:
+        super().release(n)
+        if self.contended:
+            self.try_acquire(n)  # the competitor wins the race for the freed bytes
+
+
+def test_held_events_keep_their_memory_through_finish_catch_up() -> None:
+    # The held events were charged when they arrived; moving them to the stream must not
+    # hand that memory to a competitor and then find none left for them.
+    held = [value(11, b"a"), value(12, b"b")]
+    budget = ContendedBudget(sum(event_size(e) for e in held) + event_size(value(0)))
+    reg = Registration("tag", SPAN, START, False, EventStream(budget))
+    for event in held:
+        assert reg.publish(event) is True
+    budget.contended = True
+    assert reg.finish_catch_up(RESOLVED) is True
+    assert taken(reg) == [*held, Checkpoint(SPAN, RESOLVED)]
+
+
 def test_a_held_buffer_with_room_left_for_the_checkpoint_finishes_cleanly() -> None:
     reg = make_registration(per_registration=3)
     assert reg.publish(value(11)) is True

@@ -154,23 +154,15 @@ def test_push_refuses_a_registration_at_its_bound() -> None:
     assert stream.push(full, value(5), 10)  # room again once taken
 
 
-def test_force_bypasses_the_registration_bound() -> None:
-    stream = make_stream(per_registration=1)
+def test_a_paid_event_passes_the_registration_bound_and_keeps_its_memory() -> None:
+    stream = make_stream(per_registration=1, limit=100)
     reg = FakeReg("r")
     assert stream.push(reg, value(1), 10)
-    assert stream.push(reg, value(2), 10, force=True)
-    assert stream.push(reg, value(3), 10, force=True)
-    assert reg.queued == 3
-    assert [event for _tag, event in stream.take(timeout=0)] == [value(1), value(2), value(3)]
-
-
-def test_force_does_not_bypass_the_budget() -> None:
-    stream = make_stream(limit=100)
-    reg = FakeReg("r")
-    assert stream.push(reg, value(1), 80)
-    assert stream.push(reg, value(2), 30, force=True) is False
-    assert reg.queued == 1
-    assert stream.budget.used == 80
+    assert stream.budget.try_acquire(90)  # what a catching-up registration held
+    assert stream.push_paid(reg, value(2), 90)
+    assert (reg.queued, stream.budget.used) == (2, 100)
+    assert [event for _tag, event in stream.take(timeout=0)] == [value(1), value(2)]
+    assert stream.budget.used == 0
 
 
 def test_push_refuses_when_the_budget_is_spent() -> None:
@@ -210,7 +202,7 @@ def test_nothing_is_queued_for_a_registration_that_is_done() -> None:
     stream = make_stream()
     reg = FakeReg("r", done=True)
     assert stream.push(reg, value(1), 10) is False
-    assert stream.push(reg, value(2), 10, force=True) is False
+    assert stream.push_paid(reg, value(2), 10) is False
     assert stream.push_wait(reg, value(3), 10, timeout=DEADLINE_S) is False
     assert reg.queued == 0
     assert stream.budget.used == 0
@@ -332,7 +324,7 @@ def test_a_closed_stream_accepts_nothing() -> None:
     reg = FakeReg("r")
     stream.close()
     assert stream.push(reg, value(1), 10) is False
-    assert stream.push(reg, value(2), 10, force=True) is False
+    assert stream.push_paid(reg, value(2), 10) is False
     assert stream.push_wait(reg, value(3), 10, timeout=0) is False
     stream.push_final(reg, Error(ErrorReason.NODE_SHUTDOWN))
     assert stream.take() == []  # returns at once: closed

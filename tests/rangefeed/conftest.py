@@ -8,6 +8,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import pytest
 
@@ -22,6 +23,7 @@ from feedkv.rangefeed.stream import EventStream
 from feedkv.util.keys import Span
 
 DEADLINE_S = 10.0
+T = TypeVar("T")
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = DEADLINE_S) -> bool:
@@ -135,3 +137,45 @@ def end_txn(
 ) -> Transaction:
     response = store.send(BatchRequest(Header(txn=txn), (EndTxn(commit, spans),)))
     return response.txn or txn
+
+
+class ObservedCondition(threading.Condition):
+    """A condition variable that counts the threads that start waiting on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._entered = threading.Semaphore(0)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        # NB: called with the lock held, so a notifier that needs the lock runs only once
+        # this waiter has really released it inside super().wait().
+        self._entered.release()
+        return super().wait(timeout)
+
+    def await_waiters(self, n: int = 1) -> None:
+        for _ in range(n):
+            assert self._entered.acquire(timeout=DEADLINE_S), "no thread started waiting"
+
+
+class Background(Generic[T]):
+    """Runs ``fn`` on a thread and hands back its result or its exception."""
+
+    def __init__(self, fn: Callable[[], T]) -> None:
+        self._fn = fn
+        self._result: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._result = self._fn()
+        except BaseException as exc:
+            self._error = exc
+
+    def result(self) -> T | None:
+        self._thread.join(DEADLINE_S)
+        assert not self._thread.is_alive(), "the background call did not return"
+        if self._error is not None:
+            raise self._error
+        return self._result

@@ -6,10 +6,10 @@ observed through a condition variable that reports each waiter, never slept thro
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+
+from conftest import Background, ObservedCondition
 
 from feedkv.rangefeed.budget import Budget
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Value
@@ -18,7 +18,6 @@ from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
 DEADLINE_S = 10.0
-T = TypeVar("T")
 
 
 @dataclass(eq=False)
@@ -35,52 +34,10 @@ def value(n: int) -> Value:
 SLOW = Error(ErrorReason.SLOW_CONSUMER, "fell behind")
 
 
-class ObservedCondition(threading.Condition):
-    """A condition variable that counts the threads that start waiting on it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._entered = threading.Semaphore(0)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        # NB: called with the lock held, so a notifier that needs the lock runs only once
-        # this waiter has really released it inside super().wait().
-        self._entered.release()
-        return super().wait(timeout)
-
-    def await_waiters(self, n: int = 1) -> None:
-        for _ in range(n):
-            assert self._entered.acquire(timeout=DEADLINE_S), "no thread started waiting"
-
-
 def observe(stream: EventStream) -> ObservedCondition:
     cond = ObservedCondition()
     stream._cond = cond  # NB: private; swapped before any thread uses the stream
     return cond
-
-
-class Background(Generic[T]):
-    """Runs ``fn`` on a thread and hands back its result or its exception."""
-
-    def __init__(self, fn: Callable[[], T]) -> None:
-        self._fn = fn
-        self._result: T | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._result = self._fn()
-        except BaseException as exc:
-            self._error = exc
-
-    def result(self) -> T | None:
-        self._thread.join(DEADLINE_S)
-        assert not self._thread.is_alive(), "the background call did not return"
-        if self._error is not None:
-            raise self._error
-        return self._result
 
 
 def make_stream(limit: int = 10_000, per_registration: int = 100) -> EventStream:

@@ -297,6 +297,10 @@ class _Evaluator:
     def _pushed(self, ts: Timestamp) -> None:
         """A batch writing committed values must move to ``ts``: re-run it there."""
         if self.one_phase and self.txn is not None:
+            # NB: refresh to now, not just above the closed timestamp: the closed timestamp
+            # moves on during the refresh's round trip, so a retry aimed just above it
+            # would be pushed again, forever.
+            ts = max(ts, self.ctx.clock.now())
             raise TransactionRetryError(
                 "RETRY_SERIALIZABLE",
                 f"the one-phase commit was pushed from {self.ts} to {ts}; refresh and retry",

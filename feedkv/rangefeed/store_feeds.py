@@ -100,6 +100,8 @@ class StoreFeeds:
             raise NodeUnavailableError("the node is shutting down")
         reg = Registration(tag, span, start_ts, with_diff, stream)
         with self._lock:
+            if self._stopping.is_set():
+                raise NodeUnavailableError("the node is shutting down")
             snap = self.store.engine.snapshot()
             try:
                 desc = descriptor_for_key(snap, span.start)
@@ -117,7 +119,11 @@ class StoreFeeds:
             except BaseException:
                 snap.close()
                 raise
-        self._catchups.submit(self._catch_up, processor, reg, snap)
+        try:
+            self._catchups.submit(self._catch_up, processor, reg, snap)
+        except RuntimeError:  # close() shut the workers down after the lock was let go
+            snap.close()
+            self._end(processor, reg, ErrorReason.NODE_SHUTDOWN, "the node is shutting down")
         return reg
 
     def unregister(self, reg: object) -> None:

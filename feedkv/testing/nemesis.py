@@ -14,7 +14,9 @@ connected over gRPC). Workers run, over a small set of keys:
   transaction is never heartbeated again and the node must clean its intents up;
 - ``PUSH``: a highest-priority transaction writing keys this worker left intents on
   recently, which aborts their transactions on the spot;
-- ``PUT`` and ``DELETE``: single-key writes outside transactions.
+- ``PUT`` and ``DELETE``: single-key writes outside transactions; ``SCAN``: a read of
+  every key at the node's current time, which pushes the timestamps of the pending
+  transactions whose intents it meets.
 
 The chaos thread splits and merges ranges at keys of the set and, when the caller gives
 a ``restart`` callback, restarts the node at points drawn from the seed.
@@ -65,7 +67,7 @@ from feedkv.kv.api import (
 )
 from feedkv.kv.db import KVClient
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
-from feedkv.util.keys import Span, merge_spans
+from feedkv.util.keys import Span, key_next, merge_spans
 
 __all__ = [
     "CHAOS",
@@ -92,6 +94,7 @@ class Op(enum.StrEnum):
     PUSH = "push"
     PUT = "put"
     DELETE = "delete"
+    SCAN = "scan"
     SPLIT = "split"
     MERGE = "merge"
     RESTART = "restart"
@@ -106,6 +109,7 @@ WORKER_OPS = (
     Op.PUSH,
     Op.PUT,
     Op.DELETE,
+    Op.SCAN,
 )
 CHAOS_OPS = (Op.SPLIT, Op.MERGE)
 
@@ -118,6 +122,7 @@ _DEFAULT_WEIGHTS: Mapping[Op, int] = {
     Op.PUSH: 8,
     Op.PUT: 12,
     Op.DELETE: 4,
+    Op.SCAN: 5,
 }
 _DEFAULT_CHAOS_WEIGHTS: Mapping[Op, int] = {Op.SPLIT: 3, Op.MERGE: 2}
 
@@ -176,8 +181,8 @@ class Step:
     ``writes`` are ``(key, value)`` in the order they are sent (``None`` deletes; a key
     may appear twice in hand-driven transactions); ``reads`` are read first by client
     transactions; ``key`` is where a split or merge happens; ``priority`` is the
-    transaction's; ``pause_s`` is the pause before the step (for ``SLOW_COMMIT``: the time
-    its intents live before the commit).
+    transaction's; ``pause_s`` is the pause before the step; ``hold_s`` how long a
+    ``SLOW_COMMIT`` leaves its intents pending before it commits.
     """
 
     op: Op
@@ -186,6 +191,7 @@ class Step:
     key: bytes | None = None
     priority: int | None = None
     pause_s: float = 0.0
+    hold_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +276,8 @@ class _Planner:
         pause = config.op_pause_s
         count = rng.randint(1, min(config.max_keys_per_txn, len(self._keys)))
         keys = rng.sample(self._keys, count)
+        if op is Op.SCAN:
+            return Step(op, pause_s=pause)
         if op in (Op.PUT, Op.DELETE):
             value = None if op is Op.DELETE else self._value(index, 0)
             return Step(op, writes=((keys[0], value),), pause_s=pause)
@@ -289,11 +297,10 @@ class _Planner:
         if op in (Op.COMMIT, Op.ROLLBACK):
             reads = tuple(rng.sample(self._keys, rng.randint(0, min(2, len(self._keys)))))
         priority = MAX_PRIORITY if op is Op.PUSH else rng.randint(1, MAX_PRIORITY - 1)
-        if op is Op.SLOW_COMMIT:
-            pause = rng.uniform(*config.slow_commit_s)
+        hold = rng.uniform(*config.slow_commit_s) if op is Op.SLOW_COMMIT else 0.0
         if hand_driven:
             self._recent.extend(keys)
-        return Step(op, writes=writes, reads=reads, priority=priority, pause_s=pause)
+        return Step(op, writes, reads, None, priority, pause, hold)
 
     def _value(self, index: int, part: int) -> bytes:
         return f"{self.name}.{index}.{part}".encode()
@@ -357,6 +364,7 @@ class Nemesis:
         self._log: list[OpRecord] = []
         self._restarts = 0
         self._unexpected: list[tuple[OpRecord, BaseException]] = []
+        self._in_flight: dict[str, tuple[int, Step, float]] = {}
         self._threads: list[threading.Thread] = []
 
     # Running.
@@ -381,10 +389,16 @@ class Nemesis:
         deadline = time.monotonic() + timeout_s
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        stuck = [t.name for t in self._threads if t.is_alive()]
-        if stuck:
+        if any(t.is_alive() for t in self._threads):
+            now = time.monotonic()
+            with self._changed:
+                stuck = [
+                    f"{name}#{index} ({now - started:.1f} s in {step})"
+                    for name, (index, step, started) in sorted(self._in_flight.items())
+                ]
             raise TimeoutError(
-                f"nemesis threads {', '.join(stuck)} did not stop within {timeout_s:g} s"
+                f"nemesis seed {self.seed}: steps still running {timeout_s:g} s after stop: "
+                + "; ".join(stuck)
             )
         with self._changed:
             unexpected = list(self._unexpected)
@@ -422,6 +436,7 @@ class Nemesis:
             return self._restarts
 
     def report(self) -> NemesisReport:
+        """What happened so far (:meth:`stop` returns the final one)."""
         return NemesisReport(self.seed, tuple(self.log))
 
     def wait_for(self, *, operations: int = 0, restarts: int = 0, timeout_s: float = 30.0) -> None:
@@ -450,6 +465,8 @@ class Nemesis:
             if self._stop.wait(step.pause_s):  # wait-ok: pacing the workload
                 return
             started = time.monotonic()
+            with self._changed:
+                self._in_flight[planner.name] = (index, step, started)
             txn_id: list[bytes] = []
             ts: Timestamp | None = None
             error: BaseException | None = None
@@ -475,6 +492,7 @@ class Nemesis:
             )
             index += 1
             with self._changed:
+                del self._in_flight[planner.name]
                 self._log.append(record)
                 if step.op is Op.RESTART and error is None:
                     self._restarts += 1
@@ -492,6 +510,9 @@ class Nemesis:
             key, value = step.writes[0]
             ts = self.db.put(key, value) if value is not None else self.db.delete(key)
             return "written", ts
+        if op is Op.SCAN:
+            self.db.scan(min(self.keys), key_next(max(self.keys)))
+            return "read", None
         if op is Op.SPLIT and step.key is not None:
             self.db.split(step.key)
             return "split", None
@@ -541,7 +562,7 @@ class Nemesis:
                 return "aborted", None
             # The intents live a while: the rangefeed pusher may move the transaction
             # (or abort it, if the pause outlives its liveness). Stopping cuts it short.
-            self._stop.wait(step.pause_s)  # wait-ok: pacing the workload
+            self._stop.wait(step.hold_s)  # wait-ok: pacing the workload
             txn = self._send(txn, HeartbeatTxn())
             return "committed", self._commit(txn, tuple(merge_spans(locked)))
         except FeedKVError:

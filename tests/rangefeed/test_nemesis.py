@@ -5,7 +5,8 @@ Each scenario consumes the feed on its own thread into a
 :class:`~feedkv.testing.feed_validator.FeedValidator`, stops the nemesis, writes a marker,
 waits for the feed to checkpoint past it and checks the events against the store's
 committed history up to the marker. A broken promise fails with the nemesis operations
-that wrote the keys concerned.
+that wrote the keys concerned. The last test is the smallest form of a hang the nemesis
+ran into (a commit that waited out an abandoned intent).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,7 +22,8 @@ import pytest
 
 import feedkv
 from feedkv import DB
-from feedkv.errors import ExternalError, NodeUnavailableError
+from feedkv.errors import ExternalError, FeedKVError, NodeUnavailableError
+from feedkv.kv.api import MAX_PRIORITY, BatchRequest, Header, HeartbeatTxn, Put, Transaction
 from feedkv.kv.store import StoreConfig
 from feedkv.node import Node
 from feedkv.rangefeed.client import RangeFeed
@@ -28,7 +31,7 @@ from feedkv.rangefeed.event import Checkpoint
 from feedkv.rangefeed.store_feeds import FeedConfig
 from feedkv.storage.export import iter_export
 from feedkv.testing.feed_validator import FeedValidator, Violation, assert_valid
-from feedkv.testing.nemesis import CHAOS, Nemesis, NemesisConfig, NemesisReport, Op, plan
+from feedkv.testing.nemesis import CHAOS, Nemesis, NemesisConfig, NemesisReport, Op, Step, plan
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import MAX_TIMESTAMP, Timestamp
 from feedkv.util.keys import KEY_MAX, KEY_MIN, Span
@@ -39,6 +42,8 @@ KEYS = [b"k%02d" % i for i in range(16)]
 MARKER = b"zz-marker"  # outside the nemesis keys
 OPERATIONS = 250  # per run: about two seconds of nemesis
 DEADLINE_S = 30.0
+STOP_DEADLINE_S = 10.0  # for the steps in flight when the nemesis stops
+COMMIT_DEADLINE_S = 5.0  # a commit waiting out one abandoned intent takes ~0.2 s
 
 STORE_CONFIG = StoreConfig(
     closed_ts_target_ns=20_000_000,
@@ -194,7 +199,7 @@ def run_and_check(
         try:
             nemesis.wait_for(operations=OPERATIONS, restarts=restarts, timeout_s=DEADLINE_S)
         finally:
-            report = nemesis.stop()
+            report = nemesis.stop(timeout_s=STOP_DEADLINE_S)
         marker_ts = write_marker(db)
         consumer.wait_resolved(marker_ts)
     finally:
@@ -213,14 +218,14 @@ def run_and_check(
 
 def assert_the_run_followed_the_plan(report: NemesisReport, restarts: int) -> None:
     """Every thread ran a prefix of what the seed draws, and the nemesis did its job."""
-    by_thread: dict[str, list[Op]] = {}
+    by_thread: dict[str, list[Step]] = {}
     for record in report.log:
-        by_thread.setdefault(record.thread, []).append(record.step.op)
+        by_thread.setdefault(record.thread, []).append(record.step)
     drawn = plan(
         KEYS, report.seed, max(map(len, by_thread.values())), NemesisConfig(restarts=restarts)
     )
-    for thread, ops in by_thread.items():
-        assert ops == [step.op for step in drawn[thread][: len(ops)]], thread
+    for thread, steps in by_thread.items():
+        assert steps == list(drawn[thread][: len(steps)]), thread
     outcomes = report.counts()
     assert outcomes[Op.COMMIT, "committed"] > 0, report
     assert outcomes[Op.ABANDON, "abandoned"] > 0, report
@@ -266,3 +271,42 @@ def test_the_same_seed_draws_the_same_operations() -> None:
     assert Op.RESTART in chaos[:10]
     drawn = {step.op for steps in first.values() for step in steps}
     assert drawn == set(Op)
+
+
+def test_a_commit_that_waited_out_an_abandoned_intent_still_finishes(tmp_path: Path) -> None:
+    """The smallest form of a hang the nemesis runs into. A one-phase commit meets the
+    intent of an abandoned, higher-priority transaction, so it waits out the owner's
+    liveness (200 ms), far longer than the closed timestamp target (20 ms). Its timestamp,
+    fixed when it first met the intent, is then below the closed timestamp; the commit
+    must move above it and finish, not chase it forever."""
+    db = feedkv.connect(tmp_path / "store", config=STORE_CONFIG, feed_config=FEED_CONFIG)
+    outcome: list[Timestamp | FeedKVError] = []
+    done = threading.Event()
+
+    def commit() -> None:
+        txn = db.transaction(priority=1)
+        txn.put(b"x", b"mine")
+        try:
+            outcome.append(txn.commit())
+        except FeedKVError as exc:
+            outcome.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=commit, daemon=True)
+    try:
+        owner = Transaction(uuid.uuid4().bytes, b"x", 0, ZERO, ZERO, MAX_PRIORITY)
+        owner = db.transport.send(BatchRequest(Header(txn=owner), (HeartbeatTxn(),))).txn or owner
+        db.transport.send(BatchRequest(Header(txn=owner), (Put(b"x", b"abandoned"),)))
+        thread.start()
+        assert done.wait(COMMIT_DEADLINE_S), (
+            f"the commit did not finish within {COMMIT_DEADLINE_S:g} s of waiting for an "
+            "abandoned intent (each retry is pushed to just above the closed timestamp, "
+            "which has moved on by the time the retry is evaluated)"
+        )
+        assert isinstance(outcome[0], Timestamp), outcome
+        assert db.get(b"x") == b"mine"
+    finally:
+        db.close()  # a stuck commit ends: the node refuses its next attempt
+        if thread.is_alive():
+            thread.join(DEADLINE_S)

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import re
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["NodeProcess"]
+__all__ = ["NodeProcess", "free_port"]
 
 _URL = re.compile(r"feedkv://\S+")
+
+
+def free_port() -> int:
+    """A loopback port that was free a moment ago (for a node restarted on one port)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 class NodeProcess:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,11 +18,21 @@ import feedkv
 from feedkv.cli.debug_rangefeed import format_event, parse_key
 from feedkv.errors import InvalidArgumentError
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Value
-from feedkv.testing.node_process import NodeProcess
+from feedkv.testing.node_process import NodeProcess, free_port
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
 DEADLINE_S = 30.0
+
+
+def debug_rangefeed(*args: str) -> subprocess.Popen[str]:
+    """``feedkv debug rangefeed ARGS`` as a subprocess with its output piped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "feedkv.cli.main", "debug", "rangefeed", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 class Lines:
@@ -48,12 +57,6 @@ class Lines:
         return seen
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def values_of(lines: list[str]) -> list[tuple[str, str | None]]:
     records = [json.loads(line) for line in lines]
     return [(r["key"], r["value"]) for r in records if r["type"] == "value"]
@@ -64,24 +67,14 @@ def test_the_feed_prints_changes_survives_a_node_restart_and_exits_cleanly_on_ct
 ) -> None:
     port = free_port()
     node = NodeProcess(tmp_path / "store", "--listen", f"127.0.0.1:{port}")
-    watcher = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "feedkv.cli.main",
-            "debug",
-            "rangefeed",
-            "--url",
-            node.url,
-            "--format",
-            "json",
-            "--since",
-            "0",
-            "app/",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    watcher = debug_rangefeed(
+        "--url",
+        node.url,
+        "--format",
+        "json",
+        "--since",
+        "0",
+        "app/",
     )
     try:
         lines = Lines(watcher)
@@ -106,20 +99,10 @@ def test_the_feed_prints_changes_survives_a_node_restart_and_exits_cleanly_on_ct
 
 
 def test_an_unreachable_node_is_retried_until_interrupted(tmp_path: Path) -> None:
-    watcher = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "feedkv.cli.main",
-            "debug",
-            "rangefeed",
-            "--url",
-            f"feedkv://127.0.0.1:{free_port()}",
-            "k",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    watcher = debug_rangefeed(
+        "--url",
+        f"feedkv://127.0.0.1:{free_port()}",
+        "k",
     )
     try:
         assert watcher.stderr is not None

@@ -20,22 +20,16 @@ from feedkv.node import Node
 from feedkv.rangefeed.event import Event
 from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
 from feedkv.rangefeed.stream import EventStream
+from feedkv.testing import waiting
 from feedkv.util.keys import Span
 
 DEADLINE_S = 10.0
 T = TypeVar("T")
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = DEADLINE_S) -> bool:
-    """Poll ``predicate`` until it holds or ``timeout`` passes; returns its last answer."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            return predicate()
-        pause.wait(0.005)
+def wait_until(predicate: Callable[[], object], timeout: float = DEADLINE_S) -> object:
+    """:func:`feedkv.testing.waiting.wait_until` with this suite's deadline."""
+    return waiting.wait_until(predicate, timeout_s=timeout)
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ ran into (a commit that waited out an abandoned intent).
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 import uuid
@@ -32,6 +31,7 @@ from feedkv.rangefeed.store_feeds import FeedConfig
 from feedkv.storage.export import iter_export
 from feedkv.testing.feed_validator import FeedValidator, Violation, assert_valid
 from feedkv.testing.nemesis import CHAOS, Nemesis, NemesisConfig, NemesisReport, Op, Step, plan
+from feedkv.testing.node_process import free_port
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import MAX_TIMESTAMP, Timestamp
 from feedkv.util.keys import KEY_MAX, KEY_MIN, Span
@@ -105,13 +105,6 @@ class FeedConsumer:
         if self.error is not None:
             raise self.error
         return self.validator
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 class RestartableNode:

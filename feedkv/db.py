@@ -2,8 +2,9 @@
 
 ``target`` is either a store directory, which opens an embedded node in this process, or
 ``feedkv://host:port``, which talks to a node over gRPC. Both give the same API: the KV
-calls of :class:`~feedkv.kv.db.KVClient` plus change feeds (:meth:`DB.rangefeed`,
-:meth:`DB.watch`). Every call is safe to make from many threads at once.
+calls of :class:`~feedkv.kv.db.KVClient`, change feeds (:meth:`DB.rangefeed`,
+:meth:`DB.watch`) and SQL (:meth:`DB.sql`, :meth:`DB.session`). Every call is safe to
+make from many threads at once.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import threading
 import weakref
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from feedkv.errors import InvalidURLError
 from feedkv.kv.address import split_host_port
@@ -24,6 +26,9 @@ from feedkv.rangefeed.event import Value
 from feedkv.rangefeed.store_feeds import FeedConfig
 from feedkv.util.hlc import Clock, Timestamp
 from feedkv.util.keys import Span, check_key
+
+if TYPE_CHECKING:
+    from feedkv.sql.session import Result, Session
 
 __all__ = ["DB", "connect"]
 
@@ -76,6 +81,7 @@ class DB(KVClient):
         self._node = node
         self._open_feeds: weakref.WeakSet[RangeFeed] = weakref.WeakSet()
         self._feeds_lock = threading.Lock()
+        self._sessions = threading.local()
 
     @property
     def node(self) -> Node | None:
@@ -122,6 +128,22 @@ class DB(KVClient):
                 initial=initial,
             )
         )
+
+    def sql(self, statement: str, *params: Any) -> Result:
+        """Run SQL (``$1``, ``$2``... take ``params``) as ``root`` in ``defaultdb`` and
+        return the last statement's :class:`~feedkv.sql.session.Result` (rows, column
+        names, tag). Each thread has its own session, so ``BEGIN`` ... ``COMMIT`` works
+        across calls from one thread."""
+        session = getattr(self._sessions, "session", None)
+        if session is None:
+            session = self._sessions.session = self.session()
+        return session.execute(statement, *params)
+
+    def session(self, *, user: str = "root", database: str = "defaultdb") -> Session:
+        """A new SQL session (see :mod:`feedkv.sql.session`)."""
+        from feedkv.sql.session import Session
+
+        return Session(self, user=user, database=database)
 
     def close(self) -> None:
         """Close open feeds, then the connection (and an embedded node). Idempotent."""

@@ -19,6 +19,9 @@ the caller should do about the error::
     │   ├── ValueTooLargeError
     │   └── InvalidURLError
     ├── ConditionFailedError           a conditional put found a different value
+    ├── SQLError                       a SQL statement failed; ``code`` is its SQLSTATE
+    │   └── SerializationFailure       SQLSTATE 40001: retry the transaction (also
+    │                                  a RetryableError)
     ├── BatchTimestampBeforeGCError    the data at that timestamp was garbage collected
     ├── ClockOffsetError               a remote clock is too far ahead to trust
     ├── StoreLockedError               another process owns the store directory
@@ -60,6 +63,8 @@ __all__ = [
     "RangeNotFoundError",
     "RangeRoutingError",
     "RetryableError",
+    "SQLError",
+    "SerializationFailure",
     "StorageError",
     "StoreLockedError",
     "TimestampParseError",
@@ -191,6 +196,26 @@ class ConditionFailedError(FeedKVError):
         super().__init__(
             f"condition failed for {key!r}: expected {_show(expected)}, found {_show(actual)}"
         )
+
+
+class SQLError(FeedKVError):
+    """A SQL statement failed. ``code`` is the PostgreSQL SQLSTATE (``42P01``: unknown
+    table, ``23505``: duplicate key, ...); ``position`` is the 1-based character offset
+    of the problem in the statement when one is known (syntax errors)."""
+
+    def __init__(self, code: str, message: str, *, position: int | None = None) -> None:
+        self.code = code
+        self.message = message
+        self.position = position
+        super().__init__(message)
+
+
+class SerializationFailure(SQLError, RetryableError):
+    """SQLSTATE 40001: the transaction conflicted with another and must be retried from
+    its start (``session.run_transaction`` does that)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("40001", message)
 
 
 class BatchTimestampBeforeGCError(FeedKVError):

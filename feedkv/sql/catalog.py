@@ -1,0 +1,226 @@
+"""The catalog: databases, tables and users, stored as KV pairs under ``F1``.
+
+    F1 "desc" id            -> descriptor JSON (a database or a table)
+    F1 "ns" parent id name  -> id (databases have parent 0)
+    F1 "seq"                -> the last descriptor id handed out
+    F1 "user" name          -> {"admin": bool}
+
+Everything is read and written through a :class:`Reader` (a transaction, or a snapshot
+at a fixed timestamp), so a schema change is atomic with its data changes and any past
+version of a descriptor is a read ``as_of`` that time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from feedkv.errors import SQLError
+from feedkv.kv.db import KVClient
+from feedkv.kv.txn import Txn
+from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor, decode_descriptor
+from feedkv.sql.row_codec import CATALOG_PREFIX
+from feedkv.storage.mvcc import KeyValue
+from feedkv.util.encoding import decode_value, encode_value, encode_values
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import prefix_end
+
+__all__ = [
+    "DEFAULT_DATABASE",
+    "FIRST_ID",
+    "ROOT",
+    "Reader",
+    "Snapshot",
+    "User",
+    "allocate_id",
+    "bootstrap",
+    "database_by_name",
+    "descriptor_key",
+    "get_descriptor",
+    "get_user",
+    "list_databases",
+    "list_tables",
+    "put_database",
+    "put_table",
+    "put_user",
+    "remove_name",
+    "table_by_id",
+    "table_by_name",
+]
+
+DEFAULT_DATABASE = "defaultdb"
+ROOT = "root"
+FIRST_ID = 100
+
+_DESC = CATALOG_PREFIX + encode_value("desc")
+_NS = CATALOG_PREFIX + encode_value("ns")
+_SEQ = CATALOG_PREFIX + encode_value("seq")
+_USER = CATALOG_PREFIX + encode_value("user")
+
+
+class Reader(Protocol):
+    """Reads at one consistent point: a :class:`~feedkv.kv.txn.Txn` or a
+    :class:`Snapshot`."""
+
+    def get(self, key: bytes) -> bytes | None: ...
+
+    def scan(
+        self, start: bytes, end: bytes, *, limit: int | None = None, reverse: bool = False
+    ) -> list[KeyValue]: ...
+
+
+class Snapshot:
+    """Reads as of a fixed timestamp, outside any transaction (AS OF SYSTEM TIME)."""
+
+    def __init__(self, db: KVClient, ts: Timestamp) -> None:
+        self.db = db
+        self.ts = ts
+
+    def get(self, key: bytes) -> bytes | None:
+        return self.db.get(key, as_of=self.ts)
+
+    def scan(
+        self, start: bytes, end: bytes, *, limit: int | None = None, reverse: bool = False
+    ) -> list[KeyValue]:
+        if reverse:
+            rows = self.db.scan(start, end, as_of=self.ts)
+            rows.reverse()
+            return rows[:limit] if limit is not None else rows
+        return self.db.scan(start, end, as_of=self.ts, limit=limit)
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    name: str
+    admin: bool
+
+
+def descriptor_key(descriptor_id: int) -> bytes:
+    return _DESC + encode_value(descriptor_id)
+
+
+def _name_key(parent_id: int, name: str) -> bytes:
+    return _NS + encode_values([parent_id, name])
+
+
+def _user_key(name: str) -> bytes:
+    return _USER + encode_value(name)
+
+
+# Reads.
+
+
+def get_descriptor(
+    reader: Reader, descriptor_id: int
+) -> TableDescriptor | DatabaseDescriptor | None:
+    raw = reader.get(descriptor_key(descriptor_id))
+    return decode_descriptor(raw) if raw is not None else None
+
+
+def database_by_name(reader: Reader, name: str) -> DatabaseDescriptor:
+    """The database called ``name``; SQLSTATE 3D000 if there is none."""
+    raw = reader.get(_name_key(0, name))
+    if raw is not None:
+        found = get_descriptor(reader, int(decode_value(raw)[0]))  # type: ignore[arg-type]
+        if isinstance(found, DatabaseDescriptor):
+            return found
+    raise SQLError("3D000", f"database {name!r} does not exist")
+
+
+def table_by_name(reader: Reader, database: DatabaseDescriptor, name: str) -> TableDescriptor:
+    """The live table ``name`` in ``database``; SQLSTATE 42P01 if there is none."""
+    raw = reader.get(_name_key(database.id, name))
+    if raw is not None:
+        found = table_by_id(reader, int(decode_value(raw)[0]))  # type: ignore[arg-type]
+        if found is not None and not found.dropped:
+            return found
+    raise SQLError("42P01", f'relation "{name}" does not exist')
+
+
+def table_by_id(reader: Reader, table_id: int) -> TableDescriptor | None:
+    found = get_descriptor(reader, table_id)
+    return found if isinstance(found, TableDescriptor) else None
+
+
+def _names(reader: Reader, parent_id: int) -> Iterator[tuple[str, int]]:
+    prefix = _NS + encode_value(parent_id)
+    for kv in reader.scan(prefix, prefix_end(prefix)):
+        name, _ = decode_value(kv.key, len(prefix))
+        descriptor_id, _ = decode_value(kv.value)
+        yield str(name), int(descriptor_id)  # type: ignore[arg-type]
+
+
+def list_databases(reader: Reader) -> list[DatabaseDescriptor]:
+    out = []
+    for _name, descriptor_id in _names(reader, 0):
+        found = get_descriptor(reader, descriptor_id)
+        if isinstance(found, DatabaseDescriptor):
+            out.append(found)
+    return out
+
+
+def list_tables(reader: Reader, database: DatabaseDescriptor) -> list[TableDescriptor]:
+    out = []
+    for _name, descriptor_id in _names(reader, database.id):
+        found = table_by_id(reader, descriptor_id)
+        if found is not None and not found.dropped:
+            out.append(found)
+    return out
+
+
+def get_user(reader: Reader, name: str) -> User | None:
+    raw = reader.get(_user_key(name))
+    if raw is None:
+        return None
+    return User(name, bool(json.loads(raw).get("admin")))
+
+
+# Writes.
+
+
+def allocate_id(txn: Txn) -> int:
+    raw = txn.get(_SEQ)
+    last = int(decode_value(raw)[0]) if raw is not None else FIRST_ID - 1  # type: ignore[arg-type]
+    txn.put(_SEQ, encode_value(last + 1))
+    return last + 1
+
+
+def put_database(txn: Txn, database: DatabaseDescriptor) -> None:
+    txn.put(descriptor_key(database.id), database.to_json())
+    txn.put(_name_key(0, database.name), encode_value(database.id))
+
+
+def put_table(txn: Txn, table: TableDescriptor, *, name_entry: bool = True) -> None:
+    """Write ``table`` (a new version); with ``name_entry`` also its name."""
+    txn.put(descriptor_key(table.id), table.to_json())
+    if name_entry:
+        txn.put(_name_key(table.database_id, table.name), encode_value(table.id))
+
+
+def remove_name(txn: Txn, parent_id: int, name: str) -> None:
+    txn.delete(_name_key(parent_id, name))
+
+
+def remove_descriptor(txn: Txn, descriptor_id: int) -> None:
+    txn.delete(descriptor_key(descriptor_id))
+
+
+def put_user(txn: Txn, user: User) -> None:
+    txn.put(_user_key(user.name), json.dumps({"admin": user.admin}).encode())
+
+
+def bootstrap(db: KVClient) -> None:
+    """Create ``defaultdb`` and the ``root`` user if this store has no catalog yet.
+    Safe to run from many clients at once: the first commit wins, the rest see it."""
+    if db.get(_SEQ) is not None:
+        return
+
+    def create(txn: Txn) -> None:
+        if txn.get(_SEQ) is not None:
+            return
+        put_database(txn, DatabaseDescriptor(allocate_id(txn), DEFAULT_DATABASE))
+        put_user(txn, User(ROOT, admin=True))
+
+    db.run_transaction(create)

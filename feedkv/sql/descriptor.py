@@ -1,0 +1,243 @@
+"""Database and table descriptors: the schema of each table, versioned.
+
+A descriptor is stored as JSON under its id in the catalog (:mod:`feedkv.sql.catalog`).
+Every schema change writes a new version of it in the same transaction as the change
+itself, so the descriptor of table T as of timestamp X is an MVCC read at X, which is
+how changefeeds decode a row with the schema it was written under.
+
+Column ids and family ids are never reused within a table: a dropped column's id stays
+retired, so a value written under an old version never decodes as a new column.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from feedkv.errors import SQLError
+from feedkv.sql.types import ColumnType, Kind
+
+__all__ = [
+    "PRIMARY_FAMILY",
+    "PRIMARY_INDEX_ID",
+    "ROWID",
+    "Column",
+    "DatabaseDescriptor",
+    "Family",
+    "TableDescriptor",
+    "quote_name",
+]
+
+PRIMARY_INDEX_ID = 1
+PRIMARY_FAMILY = "primary"
+ROWID = "rowid"
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A column. ``default`` is the SQL text of its DEFAULT expression; ``hidden``
+    columns (the implicit ``rowid``) are left out of ``SELECT *``."""
+
+    id: int
+    name: str
+    type: ColumnType
+    nullable: bool = True
+    default: str | None = None
+    hidden: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "name": self.name, "type": self.type.to_json()}
+        if not self.nullable:
+            out["not_null"] = True
+        if self.default is not None:
+            out["default"] = self.default
+        if self.hidden:
+            out["hidden"] = True
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Column:
+        return cls(
+            id=data["id"],
+            name=data["name"],
+            type=ColumnType.from_json(data["type"]),
+            nullable=not data.get("not_null", False),
+            default=data.get("default"),
+            hidden=data.get("hidden", False),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """A column family: the non-key columns stored together in one KV pair per row."""
+
+    id: int
+    name: str
+    column_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseDescriptor:
+    id: int
+    name: str
+
+    def to_json(self) -> bytes:
+        return json.dumps({"database": {"id": self.id, "name": self.name}}).encode()
+
+
+@dataclass(frozen=True)
+class TableDescriptor:
+    """A table's schema at one version.
+
+    ``primary_key`` lists column ids in key order. Family 0 (``primary`` unless named)
+    always exists: every row has a KV pair for it, even when all its columns are NULL,
+    so a row is never invisible.
+    """
+
+    id: int
+    name: str
+    database_id: int
+    columns: tuple[Column, ...]
+    primary_key: tuple[int, ...]
+    families: tuple[Family, ...]
+    version: int = 1
+    next_column_id: int = 1
+    next_family_id: int = 1
+    dropped: bool = False
+    _by_name: dict[str, Column] = field(init=False, repr=False, compare=False)
+    _by_id: dict[int, Column] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_name", {c.name: c for c in self.columns})
+        object.__setattr__(self, "_by_id", {c.id: c for c in self.columns})
+
+    # Lookups.
+
+    def column(self, name: str) -> Column:
+        """The column called ``name``; SQLSTATE 42703 names it if there is none."""
+        found = self._by_name.get(name)
+        if found is None:
+            raise SQLError("42703", f"column {name!r} does not exist in table {self.name!r}")
+        return found
+
+    def find_column(self, name: str) -> Column | None:
+        return self._by_name.get(name)
+
+    def column_by_id(self, column_id: int) -> Column | None:
+        return self._by_id.get(column_id)
+
+    @property
+    def visible_columns(self) -> tuple[Column, ...]:
+        return tuple(c for c in self.columns if not c.hidden)
+
+    @property
+    def key_columns(self) -> tuple[Column, ...]:
+        return tuple(self._by_id[i] for i in self.primary_key)
+
+    def family(self, name: str) -> Family:
+        for family in self.families:
+            if family.name == name:
+                return family
+        raise SQLError("42704", f"column family {name!r} does not exist in table {self.name!r}")
+
+    def family_of(self, column_id: int) -> Family:
+        for family in self.families:
+            if column_id in family.column_ids:
+                return family
+        return self.families[0]
+
+    # Changes (each returns the next version).
+
+    def bumped(self, **changes: Any) -> TableDescriptor:
+        return replace(self, version=self.version + 1, **changes)
+
+    # Text.
+
+    def create_statement(self, qualified_name: str | None = None) -> str:
+        lines = []
+        for column in self.columns:
+            line = f"{quote_name(column.name)} {column.type.sql()}"
+            if not column.nullable:
+                line += " NOT NULL"
+            if column.default is not None:
+                line += f" DEFAULT {column.default}"
+            if column.hidden:
+                line += " NOT VISIBLE"
+            lines.append(line)
+        key = ", ".join(quote_name(c.name) + " ASC" for c in self.key_columns)
+        lines.append(f"CONSTRAINT {quote_name(self.name + '_pkey')} PRIMARY KEY ({key})")
+        if len(self.families) > 1 or self.families[0].name != PRIMARY_FAMILY:
+            for family in self.families:
+                names = ", ".join(
+                    quote_name(self._by_id[i].name) for i in family.column_ids if i in self._by_id
+                )
+                lines.append(f"FAMILY {quote_name(family.name)} ({names})")
+        body = ",\n\t".join(lines)
+        return f"CREATE TABLE {qualified_name or quote_name(self.name)} (\n\t{body}\n)"
+
+    # Storage.
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "table": {
+                    "id": self.id,
+                    "name": self.name,
+                    "database_id": self.database_id,
+                    "version": self.version,
+                    "columns": [c.to_json() for c in self.columns],
+                    "primary_key": list(self.primary_key),
+                    "families": [
+                        {"id": f.id, "name": f.name, "columns": list(f.column_ids)}
+                        for f in self.families
+                    ],
+                    "next_column_id": self.next_column_id,
+                    "next_family_id": self.next_family_id,
+                    "dropped": self.dropped,
+                }
+            },
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TableDescriptor:
+        return cls(
+            id=data["id"],
+            name=data["name"],
+            database_id=data["database_id"],
+            columns=tuple(Column.from_json(c) for c in data["columns"]),
+            primary_key=tuple(data["primary_key"]),
+            families=tuple(
+                Family(f["id"], f["name"], tuple(f["columns"])) for f in data["families"]
+            ),
+            version=data["version"],
+            next_column_id=data["next_column_id"],
+            next_family_id=data["next_family_id"],
+            dropped=data.get("dropped", False),
+        )
+
+
+def decode_descriptor(raw: bytes) -> TableDescriptor | DatabaseDescriptor:
+    data = json.loads(raw)
+    if "table" in data:
+        return TableDescriptor.from_dict(data["table"])
+    db = data["database"]
+    return DatabaseDescriptor(db["id"], db["name"])
+
+
+def quote_name(name: str) -> str:
+    """``name`` as an identifier: bare when it is lower-case and plain, else quoted."""
+    if (
+        name
+        and (name[0].isalpha() or name[0] == "_")
+        and all(ch.isalnum() or ch == "_" for ch in name)
+        and name == name.lower()
+        and name.isascii()
+    ):
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+def is_key_type(ctype: ColumnType) -> bool:
+    return ctype.kind is not Kind.JSONB

@@ -1,0 +1,678 @@
+"""Scalar expressions: sqlglot trees compiled once into Python closures.
+
+:func:`compile_expr` resolves column names against a :class:`Scope` at compile time,
+so evaluating is a call per node with no name lookups. NULL follows SQL's three-valued
+logic: arithmetic and comparisons with NULL give NULL; ``AND``/``OR`` treat NULL as
+unknown. A constant (literal or placeholder) compared with a column is converted to
+the column's type first, so ``d = '2024-01-01'`` works for a DATE column ``d``.
+
+Division of integers gives a DECIMAL, as in CockroachDB; ``//`` is integer division.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import re
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+
+from feedkv.errors import SQLError
+from feedkv.sql.types import ColumnType, Kind, coerce, format_value, type_of_value
+
+__all__ = [
+    "AGGREGATES",
+    "Compiled",
+    "Context",
+    "Scope",
+    "compile_expr",
+    "contains_aggregate",
+    "expression_name",
+]
+
+
+@dataclass
+class Context:
+    """What an evaluation may need besides the row: the statement's placeholders and
+    its clock. ``logical_timestamp`` and ``unique_rowid`` are supplied by the session."""
+
+    params: Sequence[Any] = ()
+    now: datetime.datetime = field(default_factory=lambda: datetime.datetime.now(datetime.UTC))
+    logical_timestamp: Callable[[], decimal.Decimal] | None = None
+    unique_rowid: Callable[[], int] | None = None
+
+
+Env = Sequence[Any]
+Compiled = Callable[[Env, Context], Any]
+
+
+@dataclass
+class Scope:
+    """The columns an expression may name: ``(qualifier, name) -> (index, type)``. An
+    unqualified name is found under qualifier ``""``."""
+
+    columns: dict[tuple[str, str], tuple[int, ColumnType]] = field(default_factory=dict)
+    table_name: str = ""
+
+    def add(self, qualifiers: Sequence[str], name: str, index: int, ctype: ColumnType) -> None:
+        for qualifier in qualifiers:
+            self.columns[(qualifier, name)] = (index, ctype)
+
+    def resolve(self, qualifier: str, name: str) -> tuple[int, ColumnType]:
+        found = self.columns.get((qualifier, name))
+        if found is None:
+            shown = f"{qualifier}.{name}" if qualifier else name
+            if qualifier and not any(q == qualifier for q, _ in self.columns):
+                raise SQLError("42P01", f"missing FROM-clause entry for table {qualifier!r}")
+            where = f" in table {self.table_name!r}" if self.table_name else ""
+            raise SQLError("42703", f"column {shown!r} does not exist{where}")
+        return found
+
+
+AGGREGATES = (exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg)
+
+
+def contains_aggregate(node: exp.Expr) -> bool:
+    return any(True for _ in node.find_all(*AGGREGATES))
+
+
+def expression_name(node: exp.Expr) -> str:
+    """The column name a result column gets (as PostgreSQL names it)."""
+    if isinstance(node, exp.Alias):
+        return node.alias
+    if isinstance(node, exp.Column):
+        return node.name if node.this.quoted else node.name.lower()
+    if isinstance(node, exp.Count):
+        return "count"
+    if isinstance(node, exp.Func):
+        name = node.sql_name() if not isinstance(node, exp.Anonymous) else node.name
+        return name.lower()
+    if isinstance(node, exp.Cast):
+        return expression_name(node.this)
+    return "?column?"
+
+
+def compile_expr(node: exp.Expr, scope: Scope) -> Compiled:
+    """``node`` as a closure ``(row, context) -> value``. Errors about the expression
+    itself (unknown columns or functions, aggregates where they are not allowed) are
+    raised here, before any row is read."""
+    return _Compiler(scope).compile(node)
+
+
+def constant_type(node: exp.Expr) -> bool:
+    return not any(True for _ in node.find_all(exp.Column))
+
+
+class _Compiler:
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+
+    def compile(self, node: exp.Expr) -> Compiled:
+        handler = _HANDLERS.get(type(node))
+        if handler is None:
+            raise SQLError("0A000", f"unsupported expression: {_shown(node)}")
+        return handler(self, node)
+
+    def typed(self, node: exp.Expr) -> ColumnType | None:
+        if isinstance(node, exp.Column):
+            return self.scope.resolve(_qualifier(node), _column_name(node))[1]
+        if isinstance(node, exp.Paren):
+            return self.typed(node.this)
+        return None
+
+    # Leaves.
+
+    def literal(self, node: exp.Literal) -> Compiled:
+        value: Any
+        if node.is_string:
+            value = node.this
+        else:
+            text = node.this
+            try:
+                value = int(text)
+            except ValueError:
+                try:
+                    value = decimal.Decimal(text)
+                except decimal.InvalidOperation:
+                    raise SQLError("42601", f"invalid number {text!r}") from None
+        return lambda row, ctx: value
+
+    def boolean(self, node: exp.Boolean) -> Compiled:
+        value = bool(node.this)
+        return lambda row, ctx: value
+
+    def null(self, node: exp.Null) -> Compiled:
+        return lambda row, ctx: None
+
+    def hexstring(self, node: exp.HexString) -> Compiled:
+        try:
+            value = bytes.fromhex(node.this)
+        except ValueError:
+            raise SQLError("22P02", f"invalid hexadecimal bytes literal x'{node.this}'") from None
+        return lambda row, ctx: value
+
+    def bytestring(self, node: exp.ByteString) -> Compiled:
+        value = str(node.this)
+        return lambda row, ctx: value
+
+    def parameter(self, node: exp.Parameter) -> Compiled:
+        text = node.this.name if isinstance(node.this, exp.Expr) else str(node.this)
+        if not text.isdigit() or int(text) < 1:
+            raise SQLError("42601", f"invalid placeholder ${text}")
+        index = int(text) - 1
+
+        def param(row: Env, ctx: Context) -> Any:
+            try:
+                return ctx.params[index]
+            except IndexError:
+                raise SQLError("08P01", f"no value given for placeholder ${index + 1}") from None
+
+        return param
+
+    def column(self, node: exp.Column) -> Compiled:
+        index, _ = self.scope.resolve(_qualifier(node), _column_name(node))
+        return lambda row, ctx: row[index]
+
+    def star(self, node: exp.Star) -> Compiled:
+        raise SQLError("42601", "* is only allowed as a whole SELECT item or in count(*)")
+
+    # Operators.
+
+    def paren(self, node: exp.Paren) -> Compiled:
+        return self.compile(node.this)
+
+    def neg(self, node: exp.Neg) -> Compiled:
+        inner = self.compile(node.this)
+
+        def neg(row: Env, ctx: Context) -> Any:
+            value = inner(row, ctx)
+            if value is None:
+                return None
+            if not _is_number(value):
+                raise SQLError("42883", f"unary minus is not defined for {type_of_value(value)}")
+            return -value
+
+        return neg
+
+    def arithmetic(self, node: exp.Binary) -> Compiled:
+        left, right = self.compile(node.this), self.compile(node.expression)
+        op = type(node)
+
+        def arith(row: Env, ctx: Context) -> Any:
+            a, b = left(row, ctx), right(row, ctx)
+            if a is None or b is None:
+                return None
+            return _arithmetic(op, a, b)
+
+        return arith
+
+    def dpipe(self, node: exp.DPipe) -> Compiled:
+        left, right = self.compile(node.this), self.compile(node.expression)
+
+        def concat(row: Env, ctx: Context) -> Any:
+            a, b = left(row, ctx), right(row, ctx)
+            if a is None or b is None:
+                return None
+            if isinstance(a, bytes) and isinstance(b, bytes):
+                return a + b
+            return _text(a) + _text(b)
+
+        return concat
+
+    def comparison(self, node: exp.Binary) -> Compiled:
+        left, right = self._pair(node.this, node.expression)
+        compare = _COMPARE[type(node)]
+        symbol = _SYMBOLS[type(node)]
+
+        def cmp(row: Env, ctx: Context) -> Any:
+            a, b = left(row, ctx), right(row, ctx)
+            if a is None or b is None:
+                return None
+            try:
+                return compare(a, b)
+            except TypeError:
+                raise _incomparable(symbol, a, b) from None
+
+        return cmp
+
+    def null_safe(self, node: exp.Binary) -> Compiled:
+        left, right = self._pair(node.this, node.expression)
+        distinct = isinstance(node, exp.NullSafeNEQ)
+
+        def cmp(row: Env, ctx: Context) -> Any:
+            a, b = left(row, ctx), right(row, ctx)
+            same = (a is None and b is None) or (a is not None and b is not None and a == b)
+            return not same if distinct else same
+
+        return cmp
+
+    def _pair(self, a: exp.Expr, b: exp.Expr) -> tuple[Compiled, Compiled]:
+        """Both sides compiled; a constant side is converted to the other side's column
+        type."""
+        left, right = self.compile(a), self.compile(b)
+        left_type, right_type = self.typed(a), self.typed(b)
+        if left_type is not None and right_type is None and constant_type(b):
+            right = _converted(right, left_type)
+        elif right_type is not None and left_type is None and constant_type(a):
+            left = _converted(left, right_type)
+        return left, right
+
+    def and_(self, node: exp.And) -> Compiled:
+        left, right = self.compile(node.this), self.compile(node.expression)
+
+        def and_(row: Env, ctx: Context) -> Any:
+            a = _truth(left(row, ctx))
+            if a is False:
+                return False
+            b = _truth(right(row, ctx))
+            if b is False:
+                return False
+            return None if a is None or b is None else True
+
+        return and_
+
+    def or_(self, node: exp.Or) -> Compiled:
+        left, right = self.compile(node.this), self.compile(node.expression)
+
+        def or_(row: Env, ctx: Context) -> Any:
+            a = _truth(left(row, ctx))
+            if a is True:
+                return True
+            b = _truth(right(row, ctx))
+            if b is True:
+                return True
+            return None if a is None or b is None else False
+
+        return or_
+
+    def not_(self, node: exp.Not) -> Compiled:
+        inner = self.compile(node.this)
+
+        def not_(row: Env, ctx: Context) -> Any:
+            value = _truth(inner(row, ctx))
+            return None if value is None else not value
+
+        return not_
+
+    def is_(self, node: exp.Is) -> Compiled:
+        inner = self.compile(node.this)
+        target = node.expression
+        negate = bool(node.args.get("negate"))
+        if isinstance(target, exp.Null):
+
+            def is_null(row: Env, ctx: Context) -> Any:
+                return (inner(row, ctx) is None) != negate
+
+            return is_null
+        if isinstance(target, exp.Boolean):
+            wanted = bool(target.this)
+
+            def is_bool(row: Env, ctx: Context) -> Any:
+                return (_truth(inner(row, ctx)) is wanted) != negate
+
+            return is_bool
+        raise SQLError("0A000", f"unsupported IS expression: {_shown(node)}")
+
+    def in_(self, node: exp.In) -> Compiled:
+        if node.args.get("query") is not None:
+            raise SQLError("0A000", "IN (subquery) is not supported")
+        target_type = self.typed(node.this)
+        inner = self.compile(node.this)
+        options = []
+        for option in node.expressions:
+            compiled = self.compile(option)
+            if target_type is not None and constant_type(option):
+                compiled = _converted(compiled, target_type)
+            options.append(compiled)
+
+        def in_(row: Env, ctx: Context) -> Any:
+            value = inner(row, ctx)
+            if value is None:
+                return None
+            saw_null = False
+            for option in options:
+                candidate = option(row, ctx)
+                if candidate is None:
+                    saw_null = True
+                elif candidate == value:
+                    return True
+            return None if saw_null else False
+
+        return in_
+
+    def between(self, node: exp.Between) -> Compiled:
+        low = exp.GTE(this=node.this, expression=node.args["low"])
+        high = exp.LTE(this=node.this.copy(), expression=node.args["high"])
+        return self.compile(exp.And(this=low, expression=high))
+
+    def like(self, node: exp.Like | exp.ILike, escape: str | None = None) -> Compiled:
+        inner = self.compile(node.this)
+        pattern_of = self.compile(node.expression)
+        negate = bool(node.args.get("negate"))
+        flags = re.IGNORECASE if isinstance(node, exp.ILike) else 0
+        cache: dict[str, re.Pattern[str]] = {}
+
+        def like(row: Env, ctx: Context) -> Any:
+            value, pattern = inner(row, ctx), pattern_of(row, ctx)
+            if value is None or pattern is None:
+                return None
+            if not isinstance(value, str) or not isinstance(pattern, str):
+                raise _incomparable("LIKE", value, pattern)
+            regex = cache.get(pattern)
+            if regex is None:
+                regex = cache[pattern] = re.compile(_like_regex(pattern, escape), flags | re.S)
+            return (regex.fullmatch(value) is not None) != negate
+
+        return like
+
+    def escape(self, node: exp.Escape) -> Compiled:
+        inner = node.this
+        char = node.expression
+        if not isinstance(inner, exp.Like | exp.ILike) or not isinstance(char, exp.Literal):
+            raise SQLError("0A000", f"unsupported ESCAPE: {_shown(node)}")
+        if len(char.this) != 1:
+            raise SQLError("22019", "invalid escape string: it must be one character")
+        return self.like(inner, char.this)
+
+    def cast(self, node: exp.Cast) -> Compiled:
+        from feedkv.sql.parser import column_type
+
+        inner = self.compile(node.this)
+        target = column_type(node.args["to"])
+
+        def cast(row: Env, ctx: Context) -> Any:
+            value = inner(row, ctx)
+            if value is None:
+                return None
+            if target.kind is Kind.STRING and not isinstance(value, str):
+                value = format_value(value)
+            elif target.kind is Kind.INT and isinstance(value, bool):
+                value = int(value)
+            return coerce(value, target, None)
+
+        return cast
+
+    # Functions.
+
+    def current_timestamp(self, node: exp.Expr) -> Compiled:
+        return lambda row, ctx: ctx.now
+
+    def current_date(self, node: exp.Expr) -> Compiled:
+        return lambda row, ctx: ctx.now.date()
+
+    def uuid(self, node: exp.Expr) -> Compiled:
+        return lambda row, ctx: uuid.uuid4()
+
+    def unary_function(self, node: exp.Func) -> Compiled:
+        inner = self.compile(node.this)
+        function = _UNARY[type(node)]
+        name = expression_name(node)
+
+        def call(row: Env, ctx: Context) -> Any:
+            value = inner(row, ctx)
+            if value is None:
+                return None
+            try:
+                return function(value)
+            except (TypeError, AttributeError):
+                raise SQLError(
+                    "42883", f"unknown signature: {name}({type_of_value(value)})"
+                ) from None
+
+        return call
+
+    def coalesce(self, node: exp.Coalesce) -> Compiled:
+        options = [self.compile(node.this), *(self.compile(e) for e in node.expressions)]
+
+        def coalesce(row: Env, ctx: Context) -> Any:
+            for option in options:
+                value = option(row, ctx)
+                if value is not None:
+                    return value
+            return None
+
+        return coalesce
+
+    def anonymous(self, node: exp.Anonymous) -> Compiled:
+        name = str(node.this).lower()
+        if node.expressions:
+            raise SQLError("42883", f"unknown signature: {name}() with arguments")
+        if name == "cluster_logical_timestamp":
+
+            def logical(row: Env, ctx: Context) -> Any:
+                if ctx.logical_timestamp is None:
+                    raise SQLError("0A000", "cluster_logical_timestamp() is not available here")
+                return ctx.logical_timestamp()
+
+            return logical
+        if name == "unique_rowid":
+
+            def rowid(row: Env, ctx: Context) -> Any:
+                if ctx.unique_rowid is None:
+                    raise SQLError("0A000", "unique_rowid() is not available here")
+                return ctx.unique_rowid()
+
+            return rowid
+        if name in ("gen_random_uuid", "uuid_generate_v4"):
+            return self.uuid(node)
+        if name in ("now", "statement_timestamp", "transaction_timestamp"):
+            return self.current_timestamp(node)
+        raise SQLError("42883", f"unknown function: {name}()")
+
+    def aggregate(self, node: exp.Expr) -> Compiled:
+        raise SQLError(
+            "42803",
+            f"aggregate function {expression_name(node)}() is not allowed here "
+            "(only in the SELECT list, without GROUP BY)",
+        )
+
+
+def _qualifier(node: exp.Column) -> str:
+    table = node.args.get("table")
+    if table is None:
+        return ""
+    return str(table.this) if table.quoted else str(table.this).lower()
+
+
+def _column_name(node: exp.Column) -> str:
+    return node.name if node.this.quoted else node.name.lower()
+
+
+def _shown(node: exp.Expr) -> str:
+    text = node.sql(dialect="postgres")
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _converted(inner: Compiled, ctype: ColumnType) -> Compiled:
+    if ctype.kind is Kind.JSONB:
+        return inner
+
+    def convert(row: Env, ctx: Context) -> Any:
+        value = inner(row, ctx)
+        if value is None:
+            return None
+        if ctype.kind is Kind.STRING and not isinstance(value, str):
+            return value  # compared as is: an error names both types
+        if ctype.kind in (Kind.INT, Kind.FLOAT, Kind.DECIMAL) and _is_number(value):
+            return value  # numbers compare across kinds exactly
+        return coerce(value, ColumnType(ctype.kind), None)
+
+    return convert
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float | decimal.Decimal) and not isinstance(value, bool)
+
+
+def _truth(value: object) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise SQLError(
+        "42804", f"argument of a condition must be type bool, not {type_of_value(value)}"
+    )
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else format_value(value)
+
+
+def _incomparable(symbol: str, a: object, b: object) -> SQLError:
+    return SQLError(
+        "42883",
+        f"unsupported comparison operator: <{type_of_value(a)}> {symbol} <{type_of_value(b)}>",
+    )
+
+
+def _comparable(a: object, b: object) -> None:
+    if _is_number(a) and _is_number(b):
+        return
+    if type(a) is not type(b) and not (
+        isinstance(a, datetime.date) and isinstance(b, datetime.date)
+    ):
+        raise TypeError
+
+
+def _checked(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+    def compare(a: Any, b: Any) -> bool:
+        _comparable(a, b)
+        return op(a, b)
+
+    return compare
+
+
+_COMPARE: dict[type, Callable[[Any, Any], bool]] = {
+    exp.EQ: _checked(lambda a, b: a == b),
+    exp.NEQ: _checked(lambda a, b: a != b),
+    exp.LT: _checked(lambda a, b: a < b),
+    exp.LTE: _checked(lambda a, b: a <= b),
+    exp.GT: _checked(lambda a, b: a > b),
+    exp.GTE: _checked(lambda a, b: a >= b),
+}
+_SYMBOLS = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+
+
+_OPERATORS: dict[type, str] = {
+    exp.Add: "+",
+    exp.Sub: "-",
+    exp.Mul: "*",
+    exp.Div: "/",
+    exp.IntDiv: "//",
+    exp.Mod: "%",
+}
+
+
+def _arithmetic(op: type, a: Any, b: Any) -> Any:
+    if not _is_number(a) or not _is_number(b):
+        symbol = _OPERATORS.get(op, "?")
+        raise SQLError(
+            "42883",
+            f"unsupported binary operator: <{type_of_value(a)}> {symbol} <{type_of_value(b)}>",
+        )
+    if isinstance(a, decimal.Decimal) and isinstance(b, float):
+        b = decimal.Decimal(repr(b))
+    elif isinstance(b, decimal.Decimal) and isinstance(a, float):
+        a = decimal.Decimal(repr(a))
+    try:
+        if op is exp.Add:
+            return a + b
+        if op is exp.Sub:
+            return a - b
+        if op is exp.Mul:
+            return a * b
+        if op is exp.Div:
+            if isinstance(a, int) and isinstance(b, int):
+                return decimal.Decimal(a) / decimal.Decimal(b)
+            return a / b
+        if op is exp.IntDiv:
+            return a // b
+        if op is exp.Mod:
+            return a % b
+    except (ZeroDivisionError, decimal.DivisionByZero, decimal.InvalidOperation):
+        raise SQLError("22012", "division by zero") from None
+    raise SQLError("0A000", f"unsupported operator {op.__name__}")
+
+
+def _like_regex(pattern: str, escape: str | None) -> str:
+    escape = "\\" if escape is None else escape
+    out = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == escape and i + 1 < len(pattern):
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        if ch == "%":
+            out.append(".*")
+        elif ch == "_":
+            out.append(".")
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return "".join(out)
+
+
+def _length(value: Any) -> int:
+    if isinstance(value, str | bytes):
+        return len(value)
+    raise TypeError
+
+
+_UNARY: dict[type, Callable[[Any], Any]] = {
+    exp.Lower: lambda v: v.lower(),
+    exp.Upper: lambda v: v.upper(),
+    exp.Length: _length,
+    exp.Abs: lambda v: abs(v) if _is_number(v) else (_ for _ in ()).throw(TypeError()),
+}
+
+_HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
+    exp.Literal: _Compiler.literal,
+    exp.Boolean: _Compiler.boolean,
+    exp.Null: _Compiler.null,
+    exp.HexString: _Compiler.hexstring,
+    exp.ByteString: _Compiler.bytestring,
+    exp.Parameter: _Compiler.parameter,
+    exp.Column: _Compiler.column,
+    exp.Star: _Compiler.star,
+    exp.Paren: _Compiler.paren,
+    exp.Neg: _Compiler.neg,
+    exp.Add: _Compiler.arithmetic,
+    exp.Sub: _Compiler.arithmetic,
+    exp.Mul: _Compiler.arithmetic,
+    exp.Div: _Compiler.arithmetic,
+    exp.IntDiv: _Compiler.arithmetic,
+    exp.Mod: _Compiler.arithmetic,
+    exp.DPipe: _Compiler.dpipe,
+    exp.EQ: _Compiler.comparison,
+    exp.NEQ: _Compiler.comparison,
+    exp.LT: _Compiler.comparison,
+    exp.LTE: _Compiler.comparison,
+    exp.GT: _Compiler.comparison,
+    exp.GTE: _Compiler.comparison,
+    exp.NullSafeEQ: _Compiler.null_safe,
+    exp.NullSafeNEQ: _Compiler.null_safe,
+    exp.And: _Compiler.and_,
+    exp.Or: _Compiler.or_,
+    exp.Not: _Compiler.not_,
+    exp.Is: _Compiler.is_,
+    exp.In: _Compiler.in_,
+    exp.Between: _Compiler.between,
+    exp.Like: _Compiler.like,
+    exp.ILike: _Compiler.like,
+    exp.Escape: _Compiler.escape,
+    exp.Cast: _Compiler.cast,
+    exp.CurrentTimestamp: _Compiler.current_timestamp,
+    exp.CurrentDate: _Compiler.current_date,
+    exp.Uuid: _Compiler.uuid,
+    exp.Lower: _Compiler.unary_function,
+    exp.Upper: _Compiler.unary_function,
+    exp.Length: _Compiler.unary_function,
+    exp.Abs: _Compiler.unary_function,
+    exp.Coalesce: _Compiler.coalesce,
+    exp.Anonymous: _Compiler.anonymous,
+    **{agg: _Compiler.aggregate for agg in AGGREGATES},
+}

@@ -1,0 +1,765 @@
+"""SQL text to :mod:`feedkv.sql.statements`.
+
+sqlglot (PostgreSQL dialect) parses statements and expressions. CockroachDB's own
+syntax that PostgreSQL lacks is handled around it, on sqlglot's tokens:
+
+- ``UPSERT INTO`` is parsed as ``INSERT INTO`` and marked as an upsert;
+- ``AS OF SYSTEM TIME <expr>`` is cut out of a SELECT and parsed on its own;
+- ``FAMILY name (cols)`` table elements, and ``FAMILY f`` / ``CREATE FAMILY f`` column
+  qualifiers, are cut out of CREATE TABLE and ALTER TABLE ADD COLUMN;
+- ``SHOW ...``, ``ALTER TABLE ... SPLIT AT VALUES``, ``CREATE USER`` and
+  ``GRANT admin TO`` are parsed here entirely.
+
+Cut-out text is replaced by spaces, so the positions in sqlglot's syntax errors stay
+true to what the user typed. Every error is a :class:`~feedkv.errors.SQLError`: 42601
+for a syntax error (with the 1-based ``position``), 0A000 for a feature feedkv does not
+support.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.postgres import Postgres
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
+
+from feedkv.errors import SQLError
+from feedkv.sql import statements as st
+from feedkv.sql.types import ColumnType, parse_type_name
+
+__all__ = ["column_type", "parse", "parse_expression", "placeholder_count"]
+
+# NB: sqlglot logs a warning whenever it falls back to an opaque Command; feedkv turns
+# those into errors of its own, so the warnings would only be noise on the terminal.
+logging.getLogger("sqlglot").setLevel(logging.ERROR)
+
+_DIALECT = Postgres()
+_NAME_TOKENS = {TokenType.VAR, TokenType.IDENTIFIER}
+
+
+def parse(text: str) -> list[st.Statement]:
+    """Every statement in ``text`` (separated by ``;``), parsed."""
+    if not isinstance(text, str):
+        raise SQLError("42601", f"a statement is a string, not {type(text).__name__}")
+    tokens = _tokenize(text, 0)
+    out: list[st.Statement] = []
+    group: list[Token] = []
+    for token in [*tokens, None]:
+        if token is None or token.token_type is TokenType.SEMICOLON:
+            if group:
+                start, end = group[0].start, group[-1].end + 1
+                out.append(_Statement(text[start:end], group, start).parse())
+            group = []
+        else:
+            group.append(token)
+    return out
+
+
+def parse_expression(text: str) -> exp.Expr:
+    """One scalar expression (a DEFAULT clause, say)."""
+    try:
+        select = sqlglot.parse_one(f"SELECT {text}", read=_DIALECT)
+    except (ParseError, TokenError) as exc:
+        raise SQLError("42601", f"invalid expression {text!r}: {_first_line(exc)}") from None
+    if not isinstance(select, exp.Select) or len(select.expressions) != 1:
+        raise SQLError("42601", f"invalid expression {text!r}")
+    expression: exp.Expr = select.expressions[0]
+    return expression
+
+
+def placeholder_count(statement: st.Statement) -> int:
+    """The highest ``$n`` the statement uses (0 if none)."""
+    highest = 0
+    for value in _expressions_of(statement):
+        for param in value.find_all(exp.Parameter):
+            index = _placeholder_index(param)
+            highest = max(highest, index)
+    return highest
+
+
+def _placeholder_index(param: exp.Parameter) -> int:
+    inner = param.this
+    text = inner.name if isinstance(inner, exp.Expr) else str(inner)
+    if not text.isdigit() or int(text) < 1:
+        raise SQLError("42601", f"invalid placeholder ${text}; placeholders are $1, $2, ...")
+    return int(text)
+
+
+def _expressions_of(statement: st.Statement) -> list[exp.Expr]:
+    out: list[exp.Expr] = []
+    for name in getattr(statement, "__slots__", ()):
+        value = getattr(statement, name, None)
+        out.extend(_collect(value))
+    return out
+
+
+def _collect(value: object) -> list[exp.Expr]:
+    if isinstance(value, exp.Expr):
+        return [value]
+    if isinstance(value, tuple):
+        return [e for item in value for e in _collect(item)]
+    if isinstance(value, st.ColumnSpec) and value.default is not None:
+        return [value.default]
+    return []
+
+
+def _tokenize(text: str, offset: int) -> list[Token]:
+    try:
+        tokens = list(_DIALECT.tokenize(text))
+    except TokenError:
+        raise SQLError("42601", "syntax error: unterminated quoted string or identifier") from None
+    for token in tokens:
+        token.start += offset
+        token.end += offset
+    out: list[Token] = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        out.append(token)
+        i += 1
+        # NB: sqlglot swallows the rest of a SHOW statement into one string token;
+        # feedkv parses SHOW itself, so it needs those words as tokens.
+        if token.token_type is TokenType.SHOW and i < len(tokens):
+            rest = tokens[i]
+            if rest.token_type is TokenType.STRING:
+                start = text.index(rest.text, token.end + 1 - offset)
+                out.extend(_tokenize(rest.text, offset + start))
+                i += 1
+    return out
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0]
+
+
+def _name(token: Token) -> str:
+    """An identifier token's name: unquoted names fold to lower case."""
+    if token.token_type is TokenType.IDENTIFIER:
+        return token.text
+    return token.text.lower()
+
+
+def _ident(node: exp.Expr | str | None) -> str:
+    if isinstance(node, exp.Identifier):
+        text = str(node.this)
+        return text if node.quoted else text.lower()
+    if isinstance(node, exp.Expr):
+        return _ident(node.this) if not isinstance(node.this, str) else node.this.lower()
+    return (node or "").lower()
+
+
+@dataclass
+class _Statement:
+    """One statement being parsed: its text, its tokens (positions relative to the
+    whole script) and where it starts in the script."""
+
+    text: str
+    tokens: list[Token]
+    offset: int
+
+    def __post_init__(self) -> None:
+        self.words = [t.text.upper() for t in self.tokens]
+        self.masked = list(self.text)
+
+    # Positions.
+
+    def _pos(self, token: Token) -> int:
+        return token.start - self.offset
+
+    def _mask(self, first: int, last: int) -> None:
+        """Blank out tokens ``first..last`` (inclusive) in the text given to sqlglot."""
+        start = self._pos(self.tokens[first])
+        end = self._pos(self.tokens[last]) + len(self._raw(last))
+        for i in range(start, end):
+            if self.masked[i] != "\n":
+                self.masked[i] = " "
+
+    def _raw(self, index: int) -> str:
+        token = self.tokens[index]
+        return self.text[self._pos(token) : token.end - self.offset + 1]
+
+    def _error_at(self, index: int, message: str) -> SQLError:
+        if index >= len(self.tokens):
+            return SQLError(
+                "42601", f"at or near EOF: syntax error: {message}", position=len(self.text) + 1
+            )
+        token = self.tokens[index]
+        return SQLError(
+            "42601",
+            f'at or near "{token.text.lower()}": syntax error: {message}',
+            position=token.start + 1,
+        )
+
+    # Dispatch.
+
+    def parse(self) -> st.Statement:
+        words = self.words
+        if words[0] == "SHOW":
+            return self._show()
+        if words[:2] in (["CREATE", "USER"], ["CREATE", "ROLE"]):
+            return self._create_user()
+        if words[0] == "GRANT":
+            return self._grant()
+        if words[0] == "ALTER" and "SPLIT" in words:
+            return self._split_at()
+        if words[:2] == ["START", "TRANSACTION"] or words == ["BEGIN", "TRANSACTION"]:
+            return st.Begin(self.text)
+        if words[0] == "END" and len(words) <= 2:
+            return st.Commit(self.text)
+        upsert = words[0] == "UPSERT"
+        if upsert:
+            self.masked[0:6] = list("INSERT")
+        families: list[st.FamilySpec] = []
+        column_families: dict[str, tuple[str | None, bool]] = {}
+        if words[:2] == ["CREATE", "TABLE"] or words[:2] == ["ALTER", "TABLE"]:
+            families, column_families = self._cut_families()
+        as_of = self._cut_as_of()
+        node = self._sqlglot()
+        return _Converter(self.text, upsert, families, column_families, as_of).convert(node)
+
+    def _sqlglot(self) -> exp.Expr:
+        masked = "".join(self.masked)
+        try:
+            nodes = sqlglot.parse(masked, read=_DIALECT)
+        except ParseError as exc:
+            raise self._syntax_error(exc) from None
+        except TokenError as exc:
+            raise SQLError("42601", f"syntax error: {_first_line(exc)}") from None
+        if len(nodes) != 1 or nodes[0] is None:
+            raise SQLError("42601", "syntax error: expected exactly one statement")
+        node: exp.Expr = nodes[0]
+        return node
+
+    def _syntax_error(self, exc: ParseError) -> SQLError:
+        if not exc.errors:
+            return SQLError("42601", f"syntax error: {_first_line(exc)}")
+        first = exc.errors[0]
+        line, col = first.get("line") or 1, first.get("col") or 1
+        highlight = first.get("highlight") or ""
+        lines = self.text.split("\n")
+        line_start = sum(len(x) + 1 for x in lines[: line - 1])
+        position = self.offset + line_start + max(col - len(highlight), 0) + 1
+        near = highlight.strip().lower() or "EOF"
+        description = first.get("description") or "syntax error"
+        if "<class" in description:  # sqlglot internals say nothing to the user
+            description = "unexpected input"
+        return SQLError(
+            "42601", f'at or near "{near}": syntax error: {description}', position=position
+        )
+
+    # CockroachDB-only clauses, cut out of the text sqlglot sees.
+
+    def _cut_as_of(self) -> exp.Expr | None:
+        words = self.words
+        for i in range(len(words) - 3):
+            if words[i : i + 4] != ["AS", "OF", "SYSTEM", "TIME"]:
+                continue
+            depth = 0
+            j = i + 4
+            while j < len(words):
+                kind = self.tokens[j].token_type
+                if kind is TokenType.L_PAREN:
+                    depth += 1
+                elif kind is TokenType.R_PAREN:
+                    depth -= 1
+                elif depth == 0 and words[j] in _CLAUSE_WORDS:
+                    break
+                j += 1
+            if j == i + 4:
+                raise self._error_at(j, "AS OF SYSTEM TIME needs a timestamp expression")
+            start = self._pos(self.tokens[i + 4])
+            end = self._pos(self.tokens[j - 1]) + len(self._raw(j - 1))
+            expression = parse_expression(self.text[start:end])
+            self._mask(i, j - 1)
+            return expression
+        return None
+
+    def _cut_families(
+        self,
+    ) -> tuple[list[st.FamilySpec], dict[str, tuple[str | None, bool]]]:
+        """Cut out FAMILY table elements and column FAMILY qualifiers."""
+        families: list[st.FamilySpec] = []
+        column_families: dict[str, tuple[str | None, bool]] = {}
+        if self.words[:2] == ["ALTER", "TABLE"]:
+            self._cut_column_family(0, len(self.tokens), column_families)
+            return families, column_families
+        try:
+            open_index = self.words.index("(")
+        except ValueError:
+            return families, column_families
+        elements = self._elements(open_index)
+        for n, (first, last) in enumerate(elements):
+            if self.words[first] == "FAMILY":
+                families.append(self._family_element(first, last))
+                if n > 0:
+                    self._mask(first - 1, last)  # with the comma before it
+                elif n + 1 < len(elements):
+                    self._mask(first, last + 1)  # with the comma after it
+                else:
+                    self._mask(first, last)
+            else:
+                self._cut_column_family(first, last + 1, column_families)
+        return families, column_families
+
+    def _elements(self, open_index: int) -> list[tuple[int, int]]:
+        """The comma-separated elements inside the parentheses at ``open_index``."""
+        elements = []
+        depth = 0
+        start = open_index + 1
+        for i in range(open_index, len(self.tokens)):
+            kind = self.tokens[i].token_type
+            if kind is TokenType.L_PAREN:
+                depth += 1
+            elif kind is TokenType.R_PAREN:
+                depth -= 1
+                if depth == 0:
+                    if i > start:
+                        elements.append((start, i - 1))
+                    break
+            elif kind is TokenType.COMMA and depth == 1:
+                elements.append((start, i - 1))
+                start = i + 1
+        return elements
+
+    def _family_element(self, first: int, last: int) -> st.FamilySpec:
+        i = first + 1
+        name = None
+        if i <= last and self.tokens[i].token_type is not TokenType.L_PAREN:
+            name = _name(self.tokens[i])
+            i += 1
+        if i > last or self.tokens[i].token_type is not TokenType.L_PAREN:
+            raise self._error_at(i, "expected FAMILY [name] (column, ...)")
+        columns = []
+        for j in range(i + 1, last):
+            token = self.tokens[j]
+            if token.token_type is TokenType.COMMA:
+                continue
+            if token.token_type not in _NAME_TOKENS and not token.text.isidentifier():
+                raise self._error_at(j, "expected a column name in FAMILY (...)")
+            columns.append(_name(token))
+        if self.tokens[last].token_type is not TokenType.R_PAREN or not columns:
+            raise self._error_at(last, "expected FAMILY [name] (column, ...)")
+        return st.FamilySpec(name, tuple(columns))
+
+    def _cut_column_family(
+        self, first: int, stop: int, out: dict[str, tuple[str | None, bool]]
+    ) -> None:
+        """``col type ... [CREATE [IF NOT EXISTS]] FAMILY [name]`` inside one column
+        definition (``first`` is its first token; in ALTER TABLE, the statement's)."""
+        words = self.words
+        for i in range(first, stop):
+            if words[i] != "FAMILY":
+                continue
+            create_at = i
+            while create_at > first and words[create_at - 1] in ("CREATE", "IF", "NOT", "EXISTS"):
+                create_at -= 1
+            create = words[create_at] == "CREATE"
+            name = None
+            end = i
+            if i + 1 < stop and words[i + 1] not in _COLUMN_WORDS:
+                name = _name(self.tokens[i + 1])
+                end = i + 1
+            elif not create:
+                raise self._error_at(i + 1, "expected a family name after FAMILY")
+            column = self._column_name_of(first)
+            out[column] = (name, create)
+            self._mask(create_at, end)
+            return
+
+    def _column_name_of(self, first: int) -> str:
+        words = self.words
+        if words[:2] == ["ALTER", "TABLE"]:
+            i = words.index("ADD") + 1 if "ADD" in words else first
+            if i < len(words) and words[i] == "COLUMN":
+                i += 1
+            while i < len(words) and words[i] in ("IF", "NOT", "EXISTS"):
+                i += 1
+            return _name(self.tokens[i])
+        return _name(self.tokens[first])
+
+    # Statements parsed entirely here.
+
+    def _show(self) -> st.Statement:
+        words = self.words
+        if words[1:] == ["TABLES"]:
+            return st.ShowTables(self.text)
+        if words[1:3] == ["TABLES", "FROM"] and len(words) == 4:
+            return st.ShowTables(self.text, _name(self.tokens[3]))
+        if words[1:] == ["DATABASES"]:
+            return st.ShowDatabases(self.text)
+        if words[1:3] == ["CREATE", "TABLE"] or (words[1] == "CREATE" and len(words) > 2):
+            start = 3 if words[2] == "TABLE" else 2
+            return st.ShowCreateTable(self.text, self._table_name(start, len(words)))
+        if words[1:4] == ["RANGES", "FROM", "TABLE"]:
+            return st.ShowRanges(self.text, self._table_name(4, len(words)))
+        raise SQLError(
+            "0A000",
+            f"unsupported statement {' '.join(words[:3])}...; feedkv supports SHOW TABLES, "
+            "SHOW DATABASES, SHOW CREATE TABLE and SHOW RANGES FROM TABLE",
+        )
+
+    def _table_name(self, start: int, stop: int) -> st.TableName:
+        parts: list[str] = []
+        i = start
+        while i < stop:
+            token = self.tokens[i]
+            if token.token_type is TokenType.DOT:
+                i += 1
+                continue
+            if token.token_type not in _NAME_TOKENS and not token.text.isidentifier():
+                raise self._error_at(i, "expected a table name")
+            parts.append(_name(token))
+            i += 1
+        if not parts or len(parts) > 3:
+            raise self._error_at(start, "expected a table name")
+        return _table_name_of(parts)
+
+    def _create_user(self) -> st.CreateUser:
+        words = self.words
+        i = 2
+        if_not_exists = words[2:5] == ["IF", "NOT", "EXISTS"]
+        if if_not_exists:
+            i = 5
+        if i >= len(words):
+            raise self._error_at(i, "expected a user name")
+        if i + 1 < len(words) and words[i + 1] != "WITH":
+            raise self._error_at(i + 1, "CREATE USER takes a name (options are not supported)")
+        return st.CreateUser(self.text, _name(self.tokens[i]), if_not_exists)
+
+    def _grant(self) -> st.GrantAdmin:
+        words = self.words
+        if len(words) < 4 or words[1] != "ADMIN" or words[2] != "TO":
+            raise SQLError(
+                "0A000", "only GRANT admin TO <user> is supported (all other users are not admins)"
+            )
+        users = tuple(_name(t) for t in self.tokens[3:] if t.token_type is not TokenType.COMMA)
+        return st.GrantAdmin(self.text, users)
+
+    def _split_at(self) -> st.SplitAt:
+        words = self.words
+        at = words.index("SPLIT")
+        if words[1] != "TABLE" or words[at + 1 : at + 2] != ["AT"]:
+            raise self._error_at(at, "expected ALTER TABLE t SPLIT AT VALUES (...)")
+        table = self._table_name(2, at)
+        if at + 2 >= len(words) or words[at + 2] != "VALUES":
+            raise self._error_at(at + 2, "expected VALUES after SPLIT AT")
+        values_text = self.text[self._pos(self.tokens[at + 2]) :]
+        try:
+            node = sqlglot.parse_one(values_text, read=_DIALECT)
+        except (ParseError, TokenError) as exc:
+            raise SQLError("42601", f"syntax error in SPLIT AT: {_first_line(exc)}") from None
+        if not isinstance(node, exp.Values):
+            raise self._error_at(at + 2, "expected VALUES (...), (...)")
+        rows = tuple(tuple(row.expressions) for row in node.expressions)
+        return st.SplitAt(self.text, table, rows)
+
+
+_CLAUSE_WORDS = {"WHERE", "ORDER", "LIMIT", "OFFSET", "GROUP", "HAVING", "FOR"}
+_COLUMN_WORDS = {
+    "NOT",
+    "NULL",
+    "DEFAULT",
+    "PRIMARY",
+    "CONSTRAINT",
+    "UNIQUE",
+    "CHECK",
+    "REFERENCES",
+    ",",
+    ")",
+}
+
+
+def _table_name_of(parts: list[str]) -> st.TableName:
+    if len(parts) == 1:
+        return st.TableName(parts[0])
+    if len(parts) == 2:
+        database = None if parts[0] == "public" else parts[0]
+        return st.TableName(parts[1], database)
+    if parts[1] != "public":
+        raise SQLError("3F000", f"schema {parts[1]!r} does not exist; only 'public' is supported")
+    return st.TableName(parts[2], parts[0])
+
+
+def _table_of(node: exp.Expr) -> st.TableName:
+    if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
+        raise SQLError("0A000", f"expected a table name, got {node.sql(dialect=_DIALECT)!r}")
+    parts = [
+        _ident(part)
+        for part in (node.args.get("catalog"), node.args.get("db"), node.this)
+        if part is not None and _ident(part)
+    ]
+    return _table_name_of(parts)
+
+
+@dataclass
+class _Converter:
+    """Turns sqlglot's tree into a statement dataclass, refusing what feedkv lacks."""
+
+    text: str
+    upsert: bool
+    families: list[st.FamilySpec]
+    column_families: dict[str, tuple[str | None, bool]]
+    as_of: exp.Expr | None
+
+    def convert(self, node: exp.Expr) -> st.Statement:
+        if self.as_of is not None and not isinstance(node, exp.Select):
+            raise SQLError("0A000", "AS OF SYSTEM TIME is only supported in SELECT")
+        handler = getattr(self, f"_{type(node).__name__.lower()}", None)
+        if handler is None:
+            raise _unsupported(node)
+        result: st.Statement = handler(node)
+        return result
+
+    def _transaction(self, node: exp.Transaction) -> st.Statement:
+        return st.Begin(self.text)
+
+    def _commit(self, node: exp.Commit) -> st.Statement:
+        return st.Commit(self.text)
+
+    def _rollback(self, node: exp.Rollback) -> st.Statement:
+        if node.args.get("savepoint"):
+            raise SQLError("0A000", "savepoints are not supported")
+        return st.Rollback(self.text)
+
+    def _create(self, node: exp.Create) -> st.Statement:
+        kind = str(node.args.get("kind") or "").upper()
+        if_not_exists = bool(node.args.get("exists"))
+        if kind == "DATABASE":
+            return st.CreateDatabase(self.text, _ident(node.this.this), if_not_exists)
+        if kind != "TABLE":
+            raise _unsupported(node)
+        if node.expression is not None:
+            raise SQLError("0A000", "CREATE TABLE ... AS is not supported")
+        schema = node.this
+        if not isinstance(schema, exp.Schema):
+            raise SQLError("42601", "CREATE TABLE needs a column list: CREATE TABLE t (a INT, ...)")
+        table = _table_of(schema.this)
+        columns: list[st.ColumnSpec] = []
+        primary_key: tuple[str, ...] | None = None
+        for element in schema.expressions:
+            if isinstance(element, exp.ColumnDef):
+                columns.append(self._column(element))
+            elif isinstance(element, exp.PrimaryKey):
+                if primary_key is not None:
+                    raise SQLError("42P16", f"multiple primary keys for table {table.name!r}")
+                primary_key = tuple(_ident(e) for e in element.expressions)
+            elif isinstance(element, exp.Constraint):
+                inner = element.expressions[0] if element.expressions else None
+                if isinstance(inner, exp.PrimaryKey):
+                    if primary_key is not None:
+                        raise SQLError("42P16", f"multiple primary keys for table {table.name!r}")
+                    primary_key = tuple(_ident(e) for e in inner.expressions)
+                else:
+                    raise _unsupported(element, "table constraint")
+            else:
+                raise _unsupported(element, "table element")
+        return st.CreateTable(
+            self.text, table, tuple(columns), primary_key, tuple(self.families), if_not_exists
+        )
+
+    def _column(self, node: exp.ColumnDef) -> st.ColumnSpec:
+        name = _ident(node.this)
+        kind = node.args.get("kind")
+        if not isinstance(kind, exp.DataType):
+            raise SQLError("42601", f"column {name!r} needs a type")
+        nullable = True
+        default = None
+        primary_key = False
+        for constraint in node.args.get("constraints") or []:
+            inner = constraint.args.get("kind")
+            if isinstance(inner, exp.NotNullColumnConstraint):
+                nullable = bool(inner.args.get("allow_null"))
+            elif isinstance(inner, exp.DefaultColumnConstraint):
+                default = inner.this
+            elif isinstance(inner, exp.PrimaryKeyColumnConstraint):
+                primary_key = True
+                nullable = False
+            else:
+                raise _unsupported(constraint, "column constraint")
+        family, create = self.column_families.get(name, (None, False))
+        return st.ColumnSpec(
+            name, column_type(kind), nullable, default, primary_key, family, create
+        )
+
+    def _drop(self, node: exp.Drop) -> st.Statement:
+        kind = str(node.args.get("kind") or "").upper()
+        if_exists = bool(node.args.get("exists"))
+        tables = node.args.get("tables") or [node.this]
+        if kind == "DATABASE":
+            return st.DropDatabase(
+                self.text, _ident(tables[0].this), if_exists, bool(node.args.get("cascade"))
+            )
+        if kind == "TABLE":
+            return st.DropTable(self.text, tuple(_table_of(t) for t in tables), if_exists)
+        raise _unsupported(node)
+
+    def _alter(self, node: exp.Alter) -> st.Statement:
+        if str(node.args.get("kind") or "").upper() != "TABLE":
+            raise _unsupported(node)
+        table = _table_of(node.this)
+        actions = node.args.get("actions") or []
+        if len(actions) != 1:
+            raise SQLError("0A000", "ALTER TABLE supports one ADD COLUMN or DROP COLUMN at a time")
+        action = actions[0]
+        if isinstance(action, exp.ColumnDef):
+            column = self._column(action)
+            if column.primary_key:
+                raise SQLError("0A000", "cannot add a PRIMARY KEY column to an existing table")
+            return st.AddColumn(self.text, table, column, bool(action.args.get("exists")))
+        if isinstance(action, exp.Drop) and str(action.args.get("kind")).upper() == "COLUMN":
+            dropped = action.args.get("tables") or [action.this]
+            if len(dropped) != 1:
+                raise SQLError("0A000", "ALTER TABLE drops one column at a time")
+            return st.DropColumn(
+                self.text, table, _ident(dropped[0]), bool(action.args.get("exists"))
+            )
+        raise _unsupported(action, "ALTER TABLE action")
+
+    def _truncatetable(self, node: exp.TruncateTable) -> st.Statement:
+        return st.Truncate(self.text, tuple(_table_of(t) for t in node.expressions))
+
+    def _insert(self, node: exp.Insert) -> st.Statement:
+        target = node.this
+        columns: tuple[str, ...] | None = None
+        if isinstance(target, exp.Schema):
+            columns = tuple(_ident(c) for c in target.expressions)
+            target = target.this
+        table = _table_of(target)
+        source = node.expression
+        if not isinstance(source, exp.Values):
+            raise SQLError("0A000", "INSERT supports VALUES (...) rows only, not INSERT ... SELECT")
+        rows = tuple(
+            tuple(row.expressions) if isinstance(row, exp.Tuple) else (row,)
+            for row in source.expressions
+        )
+        on_conflict: str | None = None
+        sets: tuple[tuple[str, exp.Expr], ...] = ()
+        conflict = node.args.get("conflict")
+        if conflict is not None:
+            if self.upsert:
+                raise SQLError("42601", "UPSERT does not take an ON CONFLICT clause")
+            action = str(conflict.args.get("action") or "").upper()
+            if "NOTHING" in action:
+                on_conflict = "nothing"
+            elif "UPDATE" in action:
+                on_conflict = "update"
+                sets = tuple(_assignment(e) for e in conflict.expressions)
+                if not conflict.args.get("conflict_keys"):
+                    raise SQLError(
+                        "42601",
+                        "ON CONFLICT DO UPDATE needs the conflict columns: ON CONFLICT (pk)",
+                    )
+            else:
+                raise _unsupported(conflict, "ON CONFLICT action")
+        return st.Insert(
+            self.text,
+            table,
+            columns,
+            rows,
+            on_conflict,
+            sets,
+            _returning(node),
+            self.upsert,
+        )
+
+    def _update(self, node: exp.Update) -> st.Statement:
+        if node.args.get("from_") or node.args.get("from"):
+            raise SQLError("0A000", "UPDATE ... FROM is not supported")
+        table = _table_of(node.this)
+        sets = tuple(_assignment(e) for e in node.expressions)
+        where = node.args.get("where")
+        return st.Update(
+            self.text, table, sets, where.this if where is not None else None, _returning(node)
+        )
+
+    def _delete(self, node: exp.Delete) -> st.Statement:
+        if node.args.get("using"):
+            raise SQLError("0A000", "DELETE ... USING is not supported")
+        table = _table_of(node.this)
+        where = node.args.get("where")
+        return st.Delete(
+            self.text, table, where.this if where is not None else None, _returning(node)
+        )
+
+    def _select(self, node: exp.Select) -> st.Statement:
+        for unsupported in ("joins", "group", "having", "with_", "with", "windows", "distinct"):
+            if node.args.get(unsupported):
+                raise SQLError(
+                    "0A000", f"{unsupported.rstrip('_').upper()} in SELECT is not supported"
+                )
+        if any(isinstance(n, exp.Subquery | exp.Select) for n in node.find_all(exp.Subquery)):
+            raise SQLError("0A000", "subqueries are not supported")
+        table: st.TableName | None = None
+        alias: str | None = None
+        from_ = node.args.get("from_") or node.args.get("from")
+        if from_ is not None:
+            source = from_.this
+            if not isinstance(source, exp.Table):
+                raise SQLError("0A000", "SELECT reads from one table (no subqueries or functions)")
+            table = _table_of(source)
+            if source.alias:
+                alias = source.alias
+        elif self.as_of is not None:
+            raise SQLError("0A000", "AS OF SYSTEM TIME needs a FROM clause")
+        order: list[tuple[exp.Expr, bool]] = []
+        order_node = node.args.get("order")
+        if order_node is not None:
+            for item in order_node.expressions:
+                order.append((item.this, bool(item.args.get("desc"))))
+        limit = node.args.get("limit")
+        offset = node.args.get("offset")
+        where = node.args.get("where")
+        return st.Select(
+            self.text,
+            table,
+            alias,
+            tuple(node.expressions),
+            where.this if where is not None else None,
+            tuple(order),
+            limit.expression if limit is not None else None,
+            offset.expression if offset is not None else None,
+            self.as_of,
+        )
+
+
+def _assignment(node: exp.Expr) -> tuple[str, exp.Expr]:
+    if not isinstance(node, exp.EQ) or not isinstance(node.this, exp.Column):
+        raise SQLError("42601", f"expected column = value, got {node.sql(dialect=_DIALECT)!r}")
+    return _ident(node.this.this), node.expression
+
+
+def _returning(node: exp.Expr) -> tuple[exp.Expr, ...] | None:
+    returning = node.args.get("returning")
+    if returning is None:
+        return None
+    return tuple(returning.expressions)
+
+
+def column_type(node: exp.DataType) -> ColumnType:
+    kind = node.this
+    name = kind.name if hasattr(kind, "name") else str(kind)
+    if name == "USERDEFINED":
+        name = _ident(node.args.get("kind"))
+    if (node.expressions and name.upper() in ("ARRAY",)) or node.args.get("nested"):
+        raise SQLError("0A000", f"type {node.sql(dialect=_DIALECT)} is not supported")
+    params: list[int] = []
+    for param in node.expressions:
+        value = param.this if isinstance(param, exp.DataTypeParam) else param
+        if not isinstance(value, exp.Literal) or value.is_string or not value.name.isdigit():
+            raise SQLError("42601", f"invalid type parameter in {node.sql(dialect=_DIALECT)}")
+        params.append(int(value.name))
+    if name.upper() in ("TEXT",) and params:
+        name = "STRING"
+    return parse_type_name(name, params)
+
+
+def _unsupported(node: exp.Expr, what: str = "statement") -> SQLError:
+    text = node.sql(dialect=_DIALECT)
+    if isinstance(node, exp.Command):
+        text = f"{node.this} {node.expression.sql() if node.expression else ''}".strip()
+    shown = text if len(text) <= 60 else text[:57] + "..."
+    return SQLError("0A000", f"unsupported {what}: {shown}")

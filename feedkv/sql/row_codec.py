@@ -1,0 +1,193 @@
+"""Rows to KV pairs and back.
+
+A row of table T is one KV pair per column family::
+
+    key   = F2 | table id | index id (1) | primary key columns... | family id
+    value = (column id, value) pairs of the family's non-NULL columns
+
+Every part of the key uses the order-preserving encoding of :mod:`feedkv.util.encoding`,
+so key order is SQL order of the primary key, and all families of a row sit together
+under the row's prefix. Family 0's pair always exists (its value may be empty); other
+families' pairs exist only while one of their columns is not NULL. The catalog lives
+under ``F1`` (:mod:`feedkv.sql.catalog`), below every table.
+
+:func:`decode_row_key` and :class:`RowAssembler` turn any table KV pair back into a
+row; that is exactly what a changefeed needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from feedkv.errors import InvalidArgumentError, SQLError
+from feedkv.sql.descriptor import PRIMARY_INDEX_ID, Family, TableDescriptor
+from feedkv.sql.types import (
+    from_key_primitive,
+    from_value_primitive,
+    key_primitive,
+    value_primitive,
+)
+from feedkv.storage.mvcc import KeyValue
+from feedkv.util.encoding import decode_value, encode_value, encode_values
+from feedkv.util.keys import Span, prefix_end
+
+__all__ = [
+    "CATALOG_PREFIX",
+    "TABLES_PREFIX",
+    "RowAssembler",
+    "decode_family_value",
+    "decode_row_key",
+    "encode_family_value",
+    "family_key",
+    "row_kvs",
+    "row_prefix",
+    "row_span",
+    "table_id_of_key",
+    "table_prefix",
+    "table_span",
+]
+
+CATALOG_PREFIX = b"\xf1"
+TABLES_PREFIX = b"\xf2"
+
+Row = dict[int, Any]  # column id -> value
+
+
+def table_prefix(table_id: int) -> bytes:
+    return TABLES_PREFIX + encode_value(table_id)
+
+
+def table_span(table_id: int) -> Span:
+    """Every key of the table (all its rows, all families)."""
+    prefix = table_prefix(table_id)
+    return Span(prefix, prefix_end(prefix))
+
+
+def index_prefix(desc: TableDescriptor) -> bytes:
+    return table_prefix(desc.id) + encode_value(PRIMARY_INDEX_ID)
+
+
+def row_prefix(desc: TableDescriptor, key_values: Iterable[Any]) -> bytes:
+    """The key prefix shared by the row's families; ``key_values`` are coerced values
+    of the primary key columns, in key order (a leading subset gives a key range)."""
+    return index_prefix(desc) + encode_values(
+        [
+            key_primitive(column.type.kind, value)
+            for column, value in zip(desc.key_columns, key_values, strict=False)
+        ]
+    )
+
+
+def row_span(desc: TableDescriptor, key_values: Iterable[Any]) -> Span:
+    prefix = row_prefix(desc, key_values)
+    return Span(prefix, prefix_end(prefix))
+
+
+def family_key(prefix: bytes, family_id: int) -> bytes:
+    return prefix + encode_value(family_id)
+
+
+def encode_family_value(desc: TableDescriptor, family: Family, row: Mapping[int, Any]) -> bytes:
+    parts: list[Any] = []
+    key_ids = desc.primary_key
+    for column_id in family.column_ids:
+        value = row.get(column_id)
+        if value is None or column_id in key_ids:
+            continue
+        column = desc.column_by_id(column_id)
+        if column is None:
+            continue
+        parts.append(column_id)
+        parts.append(value_primitive(column.type.kind, value))
+    return encode_values(parts)
+
+
+def row_kvs(desc: TableDescriptor, row: Mapping[int, Any]) -> dict[bytes, bytes | None]:
+    """The KV pairs of ``row`` (coerced values by column id): a value per family, or
+    ``None`` for a non-primary family whose columns are all NULL (delete its pair)."""
+    prefix = row_prefix(desc, [row.get(i) for i in desc.primary_key])
+    out: dict[bytes, bytes | None] = {}
+    for family in desc.families:
+        value = encode_family_value(desc, family, row)
+        out[family_key(prefix, family.id)] = value if value or family.id == 0 else None
+    return out
+
+
+def table_id_of_key(key: bytes) -> int | None:
+    """The table a key belongs to, or ``None`` for a key outside every table."""
+    if not key.startswith(TABLES_PREFIX):
+        return None
+    try:
+        table_id, _ = decode_value(key, len(TABLES_PREFIX))
+    except InvalidArgumentError:
+        return None
+    return table_id if isinstance(table_id, int) and not isinstance(table_id, bool) else None
+
+
+def decode_row_key(desc: TableDescriptor, key: bytes) -> tuple[tuple[Any, ...], int, bytes]:
+    """``(primary key values, family id, row prefix)`` of a row's KV key."""
+    pos = len(TABLES_PREFIX)
+    try:
+        table_id, pos = decode_value(key, pos)
+        index_id, pos = decode_value(key, pos)
+        if table_id != desc.id or index_id != PRIMARY_INDEX_ID:
+            raise SQLError(
+                "XX000", f"key {key!r} is not a row of table {desc.name!r} (id {desc.id})"
+            )
+        values = []
+        for column in desc.key_columns:
+            raw, pos = decode_value(key, pos)
+            values.append(from_key_primitive(column.type.kind, raw))
+        prefix_len = pos
+        family_id, pos = decode_value(key, pos)
+    except InvalidArgumentError as exc:
+        raise SQLError("XX000", f"cannot decode row key {key!r}: {exc}") from exc
+    if pos != len(key) or not isinstance(family_id, int):
+        raise SQLError("XX000", f"cannot decode row key {key!r}: malformed family suffix")
+    return tuple(values), family_id, key[:prefix_len]
+
+
+def decode_family_value(desc: TableDescriptor, value: bytes) -> Row:
+    """The columns stored in one family's value. Columns this version of the descriptor
+    no longer has (dropped ones) are skipped."""
+    row: Row = {}
+    pos = 0
+    try:
+        while pos < len(value):
+            column_id, pos = decode_value(value, pos)
+            raw, pos = decode_value(value, pos)
+            column = desc.column_by_id(column_id)  # type: ignore[arg-type]
+            if column is not None:
+                row[column.id] = from_value_primitive(column.type.kind, raw)
+    except InvalidArgumentError as exc:
+        raise SQLError("XX000", f"cannot decode a row value of {desc.name!r}: {exc}") from exc
+    return row
+
+
+class RowAssembler:
+    """Merges the family KV pairs of consecutive rows (as a scan returns them, in key
+    order) into whole rows: ``dict`` of column id -> value with NULLs filled in, plus
+    the keys of the pairs the row has (to delete it, or to write only what changed)."""
+
+    def __init__(self, desc: TableDescriptor) -> None:
+        self._desc = desc
+
+    def rows(self, kvs: Iterable[KeyValue]) -> Iterator[tuple[Row, dict[bytes, bytes]]]:
+        desc = self._desc
+        current: Row | None = None
+        pairs: dict[bytes, bytes] = {}
+        current_prefix = b""
+        for kv in kvs:
+            key_values, _family, prefix = decode_row_key(desc, kv.key)
+            if current is None or prefix != current_prefix:
+                if current is not None:
+                    yield current, pairs
+                current = dict.fromkeys(c.id for c in desc.columns)
+                current.update(zip(desc.primary_key, key_values, strict=True))
+                current_prefix = prefix
+                pairs = {}
+            current.update(decode_family_value(desc, kv.value))
+            pairs[kv.key] = kv.value
+        if current is not None:
+            yield current, pairs

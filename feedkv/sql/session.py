@@ -1,0 +1,233 @@
+"""A SQL session: who is running statements, in which database, in which transaction.
+
+Outside ``BEGIN``, each statement runs in a transaction of its own that is retried on
+conflicts, so a single statement never fails with 40001. Between ``BEGIN`` and
+``COMMIT`` the statements share one serializable transaction; a conflict there raises
+:class:`~feedkv.errors.SerializationFailure` (SQLSTATE 40001) and the client retries
+the whole transaction, which :meth:`Session.run_transaction` does. After an error inside
+a transaction, only ``ROLLBACK`` (or ``COMMIT``, which rolls back) is accepted, as in
+PostgreSQL.
+
+Sessions run SQL in the client: statements become KV reads and writes of the connected
+node, so an embedded store and a server give the same results.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from feedkv.errors import RetryableError, SerializationFailure, SQLError
+from feedkv.kv.txn import Txn
+from feedkv.sql import catalog
+from feedkv.sql import statements as st
+from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
+from feedkv.sql.executor import Execution, Result
+from feedkv.sql.expr import Compiled, Scope, compile_expr
+from feedkv.sql.parser import parse, parse_expression, placeholder_count
+
+if TYPE_CHECKING:
+    from feedkv.kv.db import KVClient
+
+__all__ = ["Result", "Session"]
+
+T = TypeVar("T")
+
+
+@functools.lru_cache(maxsize=2048)
+def prepare(text: str) -> tuple[tuple[st.Statement, int], ...]:
+    """Parsed statements with their placeholder counts (cached by text: parsing is the
+    expensive part of a short statement)."""
+    return tuple((statement, placeholder_count(statement)) for statement in parse(text))
+
+
+class Session:
+    """Runs statements as ``user`` with ``database`` as the current database. Use one
+    session from one thread at a time."""
+
+    def __init__(
+        self, db: KVClient, *, user: str = catalog.ROOT, database: str = catalog.DEFAULT_DATABASE
+    ) -> None:
+        self.db = db
+        self.user = user
+        self.database = database
+        self._txn: Txn | None = None
+        self._failed = False
+        self._after_commit: list[Callable[[], object]] = []
+        self._table_ids: dict[tuple[str, str], int] = {}
+        self._database_ids: dict[str, int] = {}
+        self._defaults: dict[tuple[int, int], dict[int, Compiled]] = {}
+        self._checked_user = False
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._txn is not None
+
+    def execute(self, text: str, *params: Any) -> Result:
+        """Run every statement in ``text``; returns the last one's result."""
+        results = self.execute_all(text, params)
+        if not results:
+            raise SQLError("42601", "empty statement: nothing to run")
+        return results[-1]
+
+    sql = execute
+
+    def execute_all(self, text: str, params: Sequence[Any] = ()) -> list[Result]:
+        """Run every statement in ``text`` and return each one's result."""
+        prepared = prepare(text)
+        if not self._checked_user:
+            self._check_user()
+        return [self._run(statement, count, params) for statement, count in prepared]
+
+    def run_transaction(self, fn: Callable[[Session], T], *, max_attempts: int | None = None) -> T:
+        """``BEGIN``; ``fn(self)``; ``COMMIT``, retried from the start on SQLSTATE 40001
+        with jittered backoff. ``fn`` may run more than once."""
+        attempt = 0
+        while True:
+            attempt += 1
+            self.execute("BEGIN")
+            try:
+                result = fn(self)
+                self.execute("COMMIT")
+                return result
+            except SerializationFailure:
+                self._abandon()
+                if max_attempts is not None and attempt >= max_attempts:
+                    raise
+                time.sleep(random.uniform(0, min(1.0, 0.001 * 2**attempt)))  # wait-ok: backoff
+            except BaseException:
+                self._abandon()
+                raise
+
+    def close(self) -> None:
+        """Roll back an open transaction. Idempotent."""
+        self._abandon()
+
+    # Statement execution.
+
+    def _run(self, statement: st.Statement, placeholders: int, params: Sequence[Any]) -> Result:
+        if len(params) != placeholders:
+            raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
+        if isinstance(statement, st.Begin):
+            if self._txn is not None:
+                raise SQLError("25001", "there is already a transaction in progress")
+            self._txn = self.db.transaction()
+            self._failed = False
+            return Result(tag="BEGIN")
+        if isinstance(statement, st.Commit):
+            return self._commit()
+        if isinstance(statement, st.Rollback):
+            self._abandon()
+            return Result(tag="ROLLBACK")
+        if self._txn is None:
+            return self._run_alone(statement, params)
+        if self._failed:
+            raise SQLError(
+                "25P02",
+                "current transaction is aborted, commands ignored until end of transaction block",
+            )
+        execution = Execution(self, self._txn, params)
+        try:
+            result = execution.run(statement)
+        except RetryableError as exc:
+            self._failed = True
+            if isinstance(exc, SQLError):
+                raise
+            raise SerializationFailure(f"restart transaction: {exc}") from exc
+        except BaseException:
+            self._failed = True
+            raise
+        self._after_commit.extend(execution.after_commit)
+        return result
+
+    def _run_alone(self, statement: st.Statement, params: Sequence[Any]) -> Result:
+        executions: list[Execution] = []
+
+        def attempt(txn: Txn) -> Result:
+            execution = Execution(self, txn, params)
+            executions.append(execution)
+            return execution.run(statement)
+
+        result = self.db.run_transaction(attempt)
+        for hook in executions[-1].after_commit:
+            hook()
+        return result
+
+    def _commit(self) -> Result:
+        txn = self._txn
+        if txn is None:
+            raise SQLError("25P01", "there is no transaction in progress")
+        if self._failed:
+            self._abandon()
+            return Result(tag="ROLLBACK")
+        hooks, self._after_commit = self._after_commit, []
+        self._txn = None
+        try:
+            txn.commit()
+        except RetryableError as exc:
+            txn.rollback()
+            raise SerializationFailure(f"restart transaction: {exc}") from exc
+        for hook in hooks:
+            hook()
+        return Result(tag="COMMIT")
+
+    def _abandon(self) -> None:
+        if self._txn is not None:
+            self._txn.rollback()
+        self._txn = None
+        self._failed = False
+        self._after_commit = []
+
+    def _check_user(self) -> None:
+        catalog.bootstrap(self.db)
+        if catalog.get_user(catalog.Snapshot(self.db, self.db.now()), self.user) is None:
+            raise SQLError("28000", f'role "{self.user}" does not exist')
+        self._checked_user = True
+
+    # Name resolution with a cache of ids (the descriptor itself is always read).
+
+    def resolve_database(self, reader: catalog.Reader, name: str) -> DatabaseDescriptor:
+        cached = self._database_ids.get(name)
+        if cached is not None:
+            found = catalog.get_descriptor(reader, cached)
+            if isinstance(found, DatabaseDescriptor) and found.name == name:
+                return found
+        database = catalog.database_by_name(reader, name)
+        self._database_ids[name] = database.id
+        return database
+
+    def resolve_table(
+        self, reader: catalog.Reader, database: str | None, name: str
+    ) -> TableDescriptor:
+        database = database or self.database
+        cached = self._table_ids.get((database, name))
+        if cached is not None:
+            found = catalog.table_by_id(reader, cached)
+            if found is not None and found.name == name and not found.dropped:
+                return found
+        table = catalog.table_by_name(reader, self.resolve_database(reader, database), name)
+        self._table_ids[(database, name)] = table.id
+        return table
+
+    def forget(self, *, database: str | None = None, table: int | None = None) -> None:
+        if database is not None:
+            self._database_ids.pop(database, None)
+        if table is not None:
+            for key in [k for k, v in self._table_ids.items() if v == table]:
+                del self._table_ids[key]
+
+    def defaults(self, desc: TableDescriptor) -> dict[int, Compiled]:
+        """The compiled DEFAULT expressions of ``desc``'s columns, by column id."""
+        key = (desc.id, desc.version)
+        found = self._defaults.get(key)
+        if found is None:
+            found = {
+                c.id: compile_expr(parse_expression(c.default), Scope())
+                for c in desc.columns
+                if c.default is not None
+            }
+            self._defaults[key] = found
+        return found

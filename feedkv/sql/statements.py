@@ -1,0 +1,221 @@
+"""The statements feedkv's SQL dialect understands, as the parser produces them.
+
+Expressions stay sqlglot expression trees (:mod:`feedkv.sql.expr` compiles them); the
+statement around them is one of the frozen dataclasses below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from feedkv.sql.types import ColumnType
+
+__all__ = [
+    "AddColumn",
+    "Begin",
+    "ColumnSpec",
+    "Commit",
+    "CreateDatabase",
+    "CreateTable",
+    "CreateUser",
+    "Delete",
+    "DropColumn",
+    "DropDatabase",
+    "DropTable",
+    "FamilySpec",
+    "GrantAdmin",
+    "Insert",
+    "Rollback",
+    "Select",
+    "ShowCreateTable",
+    "ShowDatabases",
+    "ShowRanges",
+    "ShowTables",
+    "SplitAt",
+    "Statement",
+    "TableName",
+    "Truncate",
+    "Update",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TableName:
+    """A table as written: ``t``, ``db.t`` or ``db.public.t`` (``database`` is ``None``
+    for the session's current database)."""
+
+    name: str
+    database: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.database}.{self.name}" if self.database else self.name
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """Base of every statement; ``text`` is the statement as written."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Begin(Statement):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Commit(Statement):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Rollback(Statement):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class CreateDatabase(Statement):
+    name: str
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DropDatabase(Statement):
+    name: str
+    if_exists: bool = False
+    cascade: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ShowDatabases(Statement):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnSpec:
+    name: str
+    type: ColumnType
+    nullable: bool = True
+    default: exp.Expr | None = None
+    primary_key: bool = False
+    family: str | None = None
+    create_family: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FamilySpec:
+    name: str | None
+    columns: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTable(Statement):
+    table: TableName
+    columns: tuple[ColumnSpec, ...]
+    primary_key: tuple[str, ...] | None
+    families: tuple[FamilySpec, ...]
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DropTable(Statement):
+    tables: tuple[TableName, ...]
+    if_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AddColumn(Statement):
+    table: TableName
+    column: ColumnSpec
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DropColumn(Statement):
+    table: TableName
+    column: str
+    if_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Truncate(Statement):
+    tables: tuple[TableName, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShowTables(Statement):
+    database: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShowCreateTable(Statement):
+    table: TableName
+
+
+@dataclass(frozen=True, slots=True)
+class ShowRanges(Statement):
+    table: TableName
+
+
+@dataclass(frozen=True, slots=True)
+class SplitAt(Statement):
+    table: TableName
+    rows: tuple[tuple[exp.Expr, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CreateUser(Statement):
+    name: str
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GrantAdmin(Statement):
+    users: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Insert(Statement):
+    """INSERT or UPSERT. ``on_conflict`` is ``None`` (a duplicate key is an error),
+    ``"nothing"`` or ``"update"`` (with ``conflict_sets``, which may refer to
+    ``excluded.col``). UPSERT is INSERT ... ON CONFLICT DO UPDATE of the given columns."""
+
+    table: TableName
+    columns: tuple[str, ...] | None
+    rows: tuple[tuple[exp.Expr, ...], ...]
+    on_conflict: str | None = None
+    conflict_sets: tuple[tuple[str, exp.Expr], ...] = ()
+    returning: tuple[exp.Expr, ...] | None = None
+    upsert: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Update(Statement):
+    table: TableName
+    sets: tuple[tuple[str, exp.Expr], ...]
+    where: exp.Expr | None = None
+    returning: tuple[exp.Expr, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Delete(Statement):
+    table: TableName
+    where: exp.Expr | None = None
+    returning: tuple[exp.Expr, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Select(Statement):
+    """A single-table (or table-less) SELECT. ``as_of`` is the AS OF SYSTEM TIME
+    expression, if any."""
+
+    table: TableName | None
+    alias: str | None
+    items: tuple[exp.Expr, ...]
+    where: exp.Expr | None = None
+    order_by: tuple[tuple[exp.Expr, bool], ...] = ()  # (expression, descending)
+    limit: exp.Expr | None = None
+    offset: exp.Expr | None = None
+    as_of: exp.Expr | None = None

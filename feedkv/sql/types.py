@@ -1,0 +1,560 @@
+"""Column types: their names, how values are checked on assignment, and how they are
+stored in keys (order-preserving) and in values.
+
+A SQL value in Python is one of: ``None`` (NULL), ``int`` (INT), ``float`` (FLOAT),
+``decimal.Decimal`` (DECIMAL), ``str`` (STRING), ``bytes`` (BYTES), ``bool`` (BOOL),
+``datetime.date`` (DATE), naive ``datetime.datetime`` (TIMESTAMP), UTC-aware
+``datetime.datetime`` (TIMESTAMPTZ), ``uuid.UUID`` (UUID) and, for JSONB, the parsed JSON
+document (dict, list, str, int, float, bool or None).
+
+Each type maps onto the primitives of :mod:`feedkv.util.encoding` so that key order is
+SQL order: DATE is days and timestamps microseconds since the Unix epoch, UUID its 16
+bytes, DECIMAL a byte string built by :func:`decimal_key` whose byte order is numeric
+order. JSONB cannot be part of a key.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import enum
+import json
+import math
+import struct
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from feedkv.errors import SQLError
+
+__all__ = [
+    "ColumnType",
+    "Kind",
+    "coerce",
+    "decimal_from_key",
+    "decimal_key",
+    "format_value",
+    "from_key_primitive",
+    "from_value_primitive",
+    "key_primitive",
+    "parse_type_name",
+    "type_of_value",
+    "value_primitive",
+]
+
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+EPOCH_DATE = datetime.date(1970, 1, 1)
+EPOCH = datetime.datetime(1970, 1, 1)
+UTC = datetime.UTC
+
+
+class Kind(enum.Enum):
+    INT = "INT8"
+    FLOAT = "FLOAT8"
+    DECIMAL = "DECIMAL"
+    STRING = "STRING"
+    BYTES = "BYTES"
+    BOOL = "BOOL"
+    DATE = "DATE"
+    TIMESTAMP = "TIMESTAMP"
+    TIMESTAMPTZ = "TIMESTAMPTZ"
+    UUID = "UUID"
+    JSONB = "JSONB"
+
+
+_ALIASES = {
+    "INT": Kind.INT,
+    "INT8": Kind.INT,
+    "INT4": Kind.INT,
+    "INT2": Kind.INT,
+    "INTEGER": Kind.INT,
+    "BIGINT": Kind.INT,
+    "SMALLINT": Kind.INT,
+    "TINYINT": Kind.INT,
+    "FLOAT": Kind.FLOAT,
+    "FLOAT8": Kind.FLOAT,
+    "FLOAT4": Kind.FLOAT,
+    "REAL": Kind.FLOAT,
+    "DOUBLE": Kind.FLOAT,
+    "DECIMAL": Kind.DECIMAL,
+    "NUMERIC": Kind.DECIMAL,
+    "DEC": Kind.DECIMAL,
+    "STRING": Kind.STRING,
+    "TEXT": Kind.STRING,
+    "VARCHAR": Kind.STRING,
+    "CHAR": Kind.STRING,
+    "NVARCHAR": Kind.STRING,
+    "NCHAR": Kind.STRING,
+    "BYTES": Kind.BYTES,
+    "BYTEA": Kind.BYTES,
+    "BLOB": Kind.BYTES,
+    "VARBINARY": Kind.BYTES,
+    "BINARY": Kind.BYTES,
+    "BOOL": Kind.BOOL,
+    "BOOLEAN": Kind.BOOL,
+    "DATE": Kind.DATE,
+    "TIMESTAMP": Kind.TIMESTAMP,
+    "DATETIME": Kind.TIMESTAMP,
+    "TIMESTAMPTZ": Kind.TIMESTAMPTZ,
+    "UUID": Kind.UUID,
+    "JSONB": Kind.JSONB,
+    "JSON": Kind.JSONB,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnType:
+    """A column's type. ``width`` limits STRING length in characters; ``precision`` and
+    ``scale`` apply to DECIMAL (values are rounded to ``scale`` digits)."""
+
+    kind: Kind
+    width: int | None = None
+    precision: int | None = None
+    scale: int | None = None
+
+    def sql(self) -> str:
+        if self.kind is Kind.STRING and self.width is not None:
+            return f"STRING({self.width})"
+        if self.kind is Kind.DECIMAL and self.precision is not None:
+            if self.scale is not None:
+                return f"DECIMAL({self.precision},{self.scale})"
+            return f"DECIMAL({self.precision})"
+        return self.kind.value
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind.name}
+        for name in ("width", "precision", "scale"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ColumnType:
+        return cls(
+            Kind[data["kind"]],
+            width=data.get("width"),
+            precision=data.get("precision"),
+            scale=data.get("scale"),
+        )
+
+    def __str__(self) -> str:
+        return self.sql()
+
+
+def parse_type_name(name: str, params: list[int] | None = None) -> ColumnType:
+    """The column type called ``name`` (any of the usual aliases), with its parameters."""
+    kind = _ALIASES.get(name.upper())
+    if kind is None:
+        raise SQLError("42704", f"type {name.lower()!r} does not exist")
+    params = params or []
+    if kind is Kind.STRING and name.upper() in ("VARCHAR", "CHAR", "STRING", "NCHAR", "NVARCHAR"):
+        if len(params) > 1:
+            raise SQLError("42601", f"{name.upper()} takes at most one parameter (a width)")
+        if params:
+            if params[0] < 1:
+                raise SQLError("22023", f"length for type {name.upper()} must be at least 1")
+            return ColumnType(kind, width=params[0])
+        return ColumnType(kind)
+    if kind is Kind.DECIMAL:
+        if len(params) > 2:
+            raise SQLError("42601", "DECIMAL takes at most two parameters (precision, scale)")
+        precision = params[0] if params else None
+        scale = params[1] if len(params) > 1 else (0 if params else None)
+        if precision is not None and precision < 1:
+            raise SQLError("22023", f"precision {precision} must be at least 1")
+        if precision is not None and scale is not None and not 0 <= scale <= precision:
+            raise SQLError(
+                "22023", f"scale ({scale}) must be between 0 and precision ({precision})"
+            )
+        return ColumnType(kind, precision=precision, scale=scale)
+    return ColumnType(kind)
+
+
+def type_of_value(value: object) -> str:
+    """The SQL type name of a Python value (for error messages)."""
+    if value is None:
+        return "unknown"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, decimal.Decimal):
+        return "decimal"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bytes):
+        return "bytes"
+    if isinstance(value, datetime.datetime):
+        return "timestamptz" if value.tzinfo is not None else "timestamp"
+    if isinstance(value, datetime.date):
+        return "date"
+    if isinstance(value, uuid.UUID):
+        return "uuid"
+    if isinstance(value, dict | list):
+        return "jsonb"
+    return type(value).__name__
+
+
+def coerce(value: object, ctype: ColumnType, column: str | None) -> Any:
+    """``value`` as a value of ``ctype`` for assignment to ``column`` (``None``: not a
+    column, a comparison or cast), or an error that names the column and both types.
+    ``None`` stays ``None`` (NOT NULL is checked elsewhere)."""
+    if value is None:
+        return None
+    try:
+        return _COERCE[ctype.kind](value, ctype)
+    except _Mismatch:
+        where = f" of column {column!r}" if column else ""
+        raise SQLError(
+            "42804", f"value type {type_of_value(value)} doesn't match type {ctype.sql()}{where}"
+        ) from None
+    except SQLError as exc:
+        if column is None:
+            raise
+        raise SQLError(exc.code, f"{exc.message} (column {column!r})") from None
+
+
+class _Mismatch(Exception):
+    pass
+
+
+def _bad_text(text: str, ctype: ColumnType) -> SQLError:
+    return SQLError("22P02", f"could not parse {text!r} as type {ctype.sql()}")
+
+
+def _to_int(value: object, ctype: ColumnType) -> int:
+    if isinstance(value, bool):
+        raise _Mismatch
+    if isinstance(value, int):
+        result = value
+    elif isinstance(value, float | decimal.Decimal):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SQLError("22003", f"{value} is out of range for type INT8")
+        result = int(decimal.Decimal(value).to_integral_value(decimal.ROUND_HALF_EVEN))
+    elif isinstance(value, str):
+        try:
+            result = int(value.strip())
+        except ValueError:
+            raise _bad_text(value, ctype) from None
+    else:
+        raise _Mismatch
+    if not INT64_MIN <= result <= INT64_MAX:
+        raise SQLError("22003", f"integer {result} is out of range for type INT8")
+    return result
+
+
+def _to_float(value: object, ctype: ColumnType) -> float:
+    if isinstance(value, bool):
+        raise _Mismatch
+    if isinstance(value, int | float | decimal.Decimal):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            raise _bad_text(value, ctype) from None
+    raise _Mismatch
+
+
+def _to_decimal(value: object, ctype: ColumnType) -> decimal.Decimal:
+    if isinstance(value, bool):
+        raise _Mismatch
+    if isinstance(value, decimal.Decimal):
+        result = value
+    elif isinstance(value, int):
+        result = decimal.Decimal(value)
+    elif isinstance(value, float):
+        result = decimal.Decimal(repr(value))
+    elif isinstance(value, str):
+        try:
+            result = decimal.Decimal(value.strip())
+        except decimal.InvalidOperation:
+            raise _bad_text(value, ctype) from None
+    else:
+        raise _Mismatch
+    if not result.is_finite():
+        raise SQLError("22P02", f"DECIMAL value {result} is not supported (only finite numbers)")
+    if ctype.scale is not None:
+        result = result.quantize(decimal.Decimal(1).scaleb(-ctype.scale), decimal.ROUND_HALF_UP)
+        digits = len(result.as_tuple().digits)
+        if ctype.precision is not None and digits > ctype.precision and result != 0:
+            raise SQLError("22003", f"value {result} does not fit {ctype.sql()}")
+    return result
+
+
+def _to_string(value: object, ctype: ColumnType) -> str:
+    if not isinstance(value, str):
+        raise _Mismatch
+    if ctype.width is not None and len(value) > ctype.width:
+        raise SQLError("22001", f"value too long for type {ctype.sql()}")
+    return value
+
+
+def _to_bytes(value: object, ctype: ColumnType) -> bytes:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, str):
+        if value.startswith("\\x"):
+            try:
+                return bytes.fromhex(value[2:])
+            except ValueError:
+                raise _bad_text(value, ctype) from None
+        return value.encode()
+    raise _Mismatch
+
+
+_TRUE_WORDS = {"t", "true", "yes", "y", "on", "1"}
+_FALSE_WORDS = {"f", "false", "no", "n", "off", "0"}
+
+
+def _to_bool(value: object, ctype: ColumnType) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _TRUE_WORDS:
+            return True
+        if word in _FALSE_WORDS:
+            return False
+        raise _bad_text(value, ctype)
+    raise _Mismatch
+
+
+def _to_date(value: object, ctype: ColumnType) -> datetime.date:
+    if isinstance(value, datetime.datetime):
+        return value.date()
+    if isinstance(value, datetime.date):
+        return value
+    if isinstance(value, str):
+        try:
+            return datetime.date.fromisoformat(value.strip())
+        except ValueError:
+            try:
+                return datetime.datetime.fromisoformat(value.strip()).date()
+            except ValueError:
+                raise _bad_text(value, ctype) from None
+    raise _Mismatch
+
+
+def _parse_datetime(value: str, ctype: ColumnType) -> datetime.datetime:
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        return datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise _bad_text(value, ctype) from None
+
+
+def _to_timestamp(value: object, ctype: ColumnType) -> datetime.datetime:
+    if isinstance(value, str):
+        value = _parse_datetime(value, ctype)
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC).replace(tzinfo=None)
+        return value
+    if isinstance(value, datetime.date):
+        return datetime.datetime(value.year, value.month, value.day)
+    raise _Mismatch
+
+
+def _to_timestamptz(value: object, ctype: ColumnType) -> datetime.datetime:
+    if isinstance(value, str):
+        value = _parse_datetime(value, ctype)
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+    if isinstance(value, datetime.date):
+        return datetime.datetime(value.year, value.month, value.day, tzinfo=UTC)
+    raise _Mismatch
+
+
+def _to_uuid(value: object, ctype: ColumnType) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    if isinstance(value, str):
+        try:
+            return uuid.UUID(value.strip())
+        except ValueError:
+            raise _bad_text(value, ctype) from None
+    if isinstance(value, bytes) and len(value) == 16:
+        return uuid.UUID(bytes=value)
+    raise _Mismatch
+
+
+def _to_json(value: object, ctype: ColumnType) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError as exc:
+            raise SQLError("22P02", f"could not parse JSON: {exc}") from None
+    if isinstance(value, dict | list | int | float | bool):
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise SQLError("22P02", f"value is not a JSON document: {exc}") from None
+        return value
+    raise _Mismatch
+
+
+_COERCE: dict[Kind, Any] = {
+    Kind.INT: _to_int,
+    Kind.FLOAT: _to_float,
+    Kind.DECIMAL: _to_decimal,
+    Kind.STRING: _to_string,
+    Kind.BYTES: _to_bytes,
+    Kind.BOOL: _to_bool,
+    Kind.DATE: _to_date,
+    Kind.TIMESTAMP: _to_timestamp,
+    Kind.TIMESTAMPTZ: _to_timestamptz,
+    Kind.UUID: _to_uuid,
+    Kind.JSONB: _to_json,
+}
+
+
+# Storage.
+
+Primitive = None | bool | int | float | str | bytes
+
+
+def _micros(value: datetime.datetime) -> int:
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    delta = value - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _from_micros(micros: int, aware: bool) -> datetime.datetime:
+    value = EPOCH + datetime.timedelta(microseconds=micros)
+    return value.replace(tzinfo=UTC) if aware else value
+
+
+def key_primitive(kind: Kind, value: Any) -> Primitive:
+    """``value`` (already coerced) as a key column primitive whose order is SQL order."""
+    if value is None:
+        return None
+    if kind is Kind.DECIMAL:
+        return decimal_key(value)
+    if kind is Kind.JSONB:
+        raise SQLError("0A000", "JSONB values cannot be part of a primary key")
+    return _shared_primitive(kind, value)
+
+
+def from_key_primitive(kind: Kind, raw: Primitive) -> Any:
+    if raw is None:
+        return None
+    if kind is Kind.DECIMAL:
+        return decimal_from_key(bytes(raw))  # type: ignore[arg-type]
+    return _from_shared(kind, raw)
+
+
+def value_primitive(kind: Kind, value: Any) -> Primitive:
+    """``value`` (already coerced) as a stored-value primitive (exact round trip)."""
+    if value is None:
+        return None
+    if kind is Kind.DECIMAL:
+        return str(value)
+    if kind is Kind.JSONB:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return _shared_primitive(kind, value)
+
+
+def from_value_primitive(kind: Kind, raw: Primitive) -> Any:
+    if raw is None:
+        return None
+    if kind is Kind.DECIMAL:
+        return decimal.Decimal(str(raw))
+    if kind is Kind.JSONB:
+        return json.loads(str(raw))
+    return _from_shared(kind, raw)
+
+
+def _shared_primitive(kind: Kind, value: Any) -> Primitive:
+    if kind is Kind.DATE:
+        return int((value - EPOCH_DATE).days)
+    if kind is Kind.TIMESTAMP or kind is Kind.TIMESTAMPTZ:
+        return _micros(value)
+    if kind is Kind.UUID:
+        return bytes(value.bytes)
+    result: Primitive = value
+    return result
+
+
+def _from_shared(kind: Kind, raw: Primitive) -> Any:
+    if kind is Kind.DATE:
+        return EPOCH_DATE + datetime.timedelta(days=int(raw))  # type: ignore[arg-type]
+    if kind is Kind.TIMESTAMP:
+        return _from_micros(int(raw), aware=False)  # type: ignore[arg-type]
+    if kind is Kind.TIMESTAMPTZ:
+        return _from_micros(int(raw), aware=True)  # type: ignore[arg-type]
+    if kind is Kind.UUID:
+        return uuid.UUID(bytes=bytes(raw))  # type: ignore[arg-type]
+    return raw
+
+
+_EXPONENT = struct.Struct(">I")
+_EXPONENT_BIAS = 1 << 31
+
+
+def decimal_key(value: decimal.Decimal) -> bytes:
+    """A byte string whose byte order is the numeric order of finite decimals.
+
+    Zero is ``02``. A positive number ``0.d1d2... * 10**e`` is ``03``, then ``e`` biased
+    as 4 big-endian bytes, then its digits as ASCII with trailing zeros dropped: a
+    shorter digit string is a prefix of a longer one and sorts first, as it should. A
+    negative number is ``01`` and the inverted bytes of the same with a ``00`` appended,
+    so a larger magnitude sorts first and a prefix no longer does. Equal numbers with
+    different scales (1.5, 1.50) get the same key.
+    """
+    if value == 0:
+        return b"\x02"
+    sign, digits, exponent = value.as_tuple()
+    if not isinstance(exponent, int):
+        raise SQLError("22P02", f"DECIMAL value {value} is not supported in a key")
+    significant = "".join(map(str, digits)).lstrip("0")
+    adjusted = exponent + len(significant)
+    body = _EXPONENT.pack(adjusted + _EXPONENT_BIAS) + significant.rstrip("0").encode()
+    if not sign:
+        return b"\x03" + body
+    return b"\x01" + bytes(255 - b for b in body + b"\x00")
+
+
+def decimal_from_key(raw: bytes) -> decimal.Decimal:
+    """The inverse of :func:`decimal_key` (normalized: 1.50 comes back as 1.5)."""
+    if raw == b"\x02":
+        return decimal.Decimal(0)
+    negative = raw[:1] == b"\x01"
+    body = bytes(255 - b for b in raw[1:-1]) if negative else raw[1:]
+    (biased,) = _EXPONENT.unpack(body[:4])
+    digits = body[4:].decode()
+    exponent = biased - _EXPONENT_BIAS - len(digits)
+    return decimal.Decimal(f"{'-' if negative else ''}{digits}E{exponent}")
+
+
+# Display.
+
+
+def format_value(value: Any) -> str:
+    """``value`` as ``feedkv sql`` prints it (NULL as ``NULL``)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, bytes):
+        return "\\x" + value.hex()
+    if isinstance(value, datetime.datetime):
+        text = value.isoformat(sep=" ")
+        return text
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return repr(value)
+    return str(value)

@@ -22,7 +22,14 @@ from typing import Any
 from sqlglot import exp
 
 from feedkv.errors import SQLError
-from feedkv.sql.types import ColumnType, Kind, coerce, format_value, type_of_value
+from feedkv.sql.types import (
+    ColumnType,
+    Kind,
+    coerce,
+    format_value,
+    kind_of_value,
+    type_of_value,
+)
 
 __all__ = [
     "AGGREGATES",
@@ -227,6 +234,9 @@ class _Compiler:
         left, right = self._pair(node.this, node.expression)
         compare = _COMPARE[type(node)]
         symbol = _SYMBOLS[type(node)]
+        # A string constant compared with a non-string takes the other side's type.
+        left_text = _is_text_constant(node.this)
+        right_text = _is_text_constant(node.expression)
 
         def cmp(row: Env, ctx: Context) -> Any:
             a, b = left(row, ctx), right(row, ctx)
@@ -235,6 +245,10 @@ class _Compiler:
             try:
                 return compare(a, b)
             except TypeError:
+                if right_text and isinstance(b, str):
+                    return compare(a, _as_kind_of(b, a, symbol))
+                if left_text and isinstance(a, str):
+                    return compare(_as_kind_of(a, b, symbol), b)
                 raise _incomparable(symbol, a, b) from None
 
         return cmp
@@ -502,6 +516,17 @@ def _converted(inner: Compiled, ctype: ColumnType) -> Compiled:
         return coerce(value, ColumnType(ctype.kind), None)
 
     return convert
+
+
+def _is_text_constant(node: exp.Expr) -> bool:
+    return (isinstance(node, exp.Literal) and node.is_string) or isinstance(node, exp.Parameter)
+
+
+def _as_kind_of(text: str, other: object, symbol: str) -> Any:
+    kind = kind_of_value(other)
+    if kind is None or kind is Kind.STRING:
+        raise _incomparable(symbol, other, text)
+    return coerce(text, ColumnType(kind), None)
 
 
 def _is_number(value: object) -> bool:

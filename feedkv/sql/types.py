@@ -37,6 +37,7 @@ __all__ = [
     "from_key_primitive",
     "from_value_primitive",
     "key_primitive",
+    "kind_of_value",
     "parse_type_name",
     "type_of_value",
     "value_primitive",
@@ -196,6 +197,26 @@ def type_of_value(value: object) -> str:
     if isinstance(value, dict | list):
         return "jsonb"
     return type(value).__name__
+
+
+def kind_of_value(value: object) -> Kind | None:
+    """The column kind a Python value belongs to (``None`` for NULL or JSON documents)."""
+    name = type_of_value(value)
+    return _KIND_BY_NAME.get(name)
+
+
+_KIND_BY_NAME = {
+    "bool": Kind.BOOL,
+    "int": Kind.INT,
+    "float": Kind.FLOAT,
+    "decimal": Kind.DECIMAL,
+    "string": Kind.STRING,
+    "bytes": Kind.BYTES,
+    "timestamptz": Kind.TIMESTAMPTZ,
+    "timestamp": Kind.TIMESTAMP,
+    "date": Kind.DATE,
+    "uuid": Kind.UUID,
+}
 
 
 def coerce(value: object, ctype: ColumnType, column: str | None) -> Any:

@@ -1,0 +1,44 @@
+"""Fixtures for the SQL layer: a real node on disk, reached in-process or over gRPC."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import feedkv
+from feedkv import DB
+from feedkv.kv.store import StoreConfig
+from feedkv.node import Node
+
+
+@pytest.fixture
+def store_config() -> StoreConfig:
+    """Fast side loops, no fsync."""
+    return StoreConfig(closed_ts_interval_s=0.01, push_poll_s=0.01, sync=False)
+
+
+@pytest.fixture
+def db(tmp_path: Path, store_config: StoreConfig) -> Iterator[DB]:
+    """An embedded node on a real LMDB store in ``tmp_path``."""
+    database = feedkv.connect(tmp_path / "store", config=store_config)
+    yield database
+    database.close()
+
+
+@pytest.fixture(params=["embedded", "grpc"])
+def any_db(
+    request: pytest.FixtureRequest, tmp_path: Path, store_config: StoreConfig
+) -> Iterator[DB]:
+    """The same store reached in-process, or over gRPC on loopback from a node in this
+    process: SQL must behave the same either way."""
+    if request.param == "embedded":
+        database = feedkv.connect(tmp_path / "store", config=store_config)
+        yield database
+        database.close()
+        return
+    with Node(tmp_path / "store", listen="127.0.0.1:0", config=store_config) as node:
+        database = feedkv.connect(node.url)
+        yield database
+        database.close()

@@ -553,7 +553,10 @@ def decimal_from_key(raw: bytes) -> decimal.Decimal:
     (biased,) = _EXPONENT.unpack(body[:4])
     digits = body[4:].decode()
     exponent = biased - _EXPONENT_BIAS - len(digits)
-    return decimal.Decimal(f"{'-' if negative else ''}{digits}E{exponent}")
+    sign = "-" if negative else ""
+    if exponent >= 0:  # an integer: no exponent notation (100, not 1E+2)
+        return decimal.Decimal(f"{sign}{digits}{'0' * exponent}")
+    return decimal.Decimal(f"{sign}{digits}E{exponent}")
 
 
 # Display.
@@ -572,6 +575,8 @@ def format_value(value: Any) -> str:
         return text
     if isinstance(value, dict | list):
         return json.dumps(value, sort_keys=True)
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")
     if isinstance(value, float):
         if math.isnan(value):
             return "NaN"

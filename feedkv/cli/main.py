@@ -68,6 +68,24 @@ def _parser() -> argparse.ArgumentParser:
         help="split ranges past this size; merge neighbours below a quarter of it (64MiB)",
     )
 
+    sql = commands.add_parser(
+        "sql", help="run SQL statements, or an interactive SQL shell without -e"
+    )
+    where = sql.add_mutually_exclusive_group()
+    where.add_argument("--url", default="feedkv://127.0.0.1:26257", help="the node to talk to")
+    where.add_argument("--store", help="open this store directory in-process instead")
+    sql.add_argument(
+        "-e",
+        "--execute",
+        action="append",
+        default=[],
+        metavar="STATEMENT",
+        help="run STATEMENT and print its results (repeatable); stops at the first error",
+    )
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    sql.add_argument("--user", default="root", help="run statements as this user (root)")
+    sql.add_argument("--database", "-d", default="defaultdb", help="current database")
+
     debug = commands.add_parser("debug", help="tools for looking inside a running node")
     debug_commands = debug.add_subparsers(dest="debug_command", required=True, metavar="TOOL")
     feed = debug_commands.add_parser(
@@ -100,6 +118,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             config = store_config(args.closed_ts_target, args.txn_liveness, args.range_max_bytes)
             return run_node(Path(args.store), args.listen, config)
+        if args.command == "sql":
+            from feedkv.cli.sql import run_sql
+
+            return run_sql(
+                args.store or args.url,
+                args.execute,
+                output=args.format,
+                user=args.user,
+                database=args.database,
+            )
         if args.command == "debug":
             from feedkv.cli.debug_rangefeed import run_debug_rangefeed
 

@@ -1,0 +1,179 @@
+"""``feedkv sql``: run statements and print their results, or an interactive shell.
+
+With ``-e`` each statement runs in order and the first error stops the run (exit 1).
+Without ``-e``, a terminal gets an interactive shell (history, statements spanning
+lines until a ``;``); anything else on stdin is run as a script.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import feedkv
+from feedkv.errors import FeedKVError, SQLError
+from feedkv.sql.session import Result, Session
+from feedkv.sql.types import format_value
+
+__all__ = ["format_result", "run_sql"]
+
+HISTORY = Path.home() / ".feedkv_sql_history"
+
+
+def run_sql(
+    target: str,
+    statements: Sequence[str],
+    *,
+    output: str = "table",
+    user: str = "root",
+    database: str = "defaultdb",
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    with feedkv.connect(target) as db:
+        session = db.session(user=user, database=database)
+        try:
+            if statements:
+                return _run_each(session, statements, output, stdout, stderr)
+            if stdin.isatty():
+                return _shell(session, output, stdin, stdout, stderr)
+            return _run_each(session, [stdin.read()], output, stdout, stderr)
+        finally:
+            session.close()
+
+
+def _run_each(
+    session: Session, statements: Sequence[str], output: str, stdout: TextIO, stderr: TextIO
+) -> int:
+    for text in statements:
+        if not text.strip():
+            continue
+        try:
+            for result in session.execute_all(text):
+                stdout.write(format_result(result, output))
+        except SQLError as exc:
+            _print_error(exc, text, stderr)
+            return 1
+    return 0
+
+
+def _shell(session: Session, output: str, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    readline = _readline()
+    stdout.write("# Welcome to the feedkv SQL shell. End statements with ';'; \\q quits.\n")
+    buffer: list[str] = []
+    while True:
+        transaction = "*" if session.in_transaction else ""
+        prompt = f"{session.user}@{session.database}{transaction}> "
+        if buffer:
+            prompt = " " * (len(prompt) - 3) + "-> "
+        try:
+            line = input(prompt)
+        except EOFError:
+            stdout.write("\n")
+            return 0
+        except KeyboardInterrupt:
+            stdout.write("^C\n")
+            buffer = []
+            continue
+        if not buffer and line.strip() in ("\\q", "quit", "exit"):
+            return 0
+        if not buffer and line.strip() in ("\\?", "help"):
+            stdout.write("End each statement with ';'. \\q quits. Ctrl-C clears the input.\n")
+            continue
+        buffer.append(line)
+        text = "\n".join(buffer).strip()
+        if not text.endswith(";"):
+            continue
+        buffer = []
+        if readline is not None:
+            readline.add_history(text.replace("\n", " "))
+            with contextlib.suppress(OSError):
+                readline.write_history_file(HISTORY)
+        try:
+            for result in session.execute_all(text):
+                stdout.write(format_result(result, output))
+        except SQLError as exc:
+            _print_error(exc, text, stderr)
+        except FeedKVError as exc:
+            stderr.write(f"ERROR: {exc}\n")
+
+
+def _readline() -> Any:
+    try:
+        import readline
+    except ImportError:  # not every platform has it; the shell works without history
+        return None
+    with contextlib.suppress(OSError):
+        readline.read_history_file(HISTORY)
+    return readline
+
+
+def _print_error(exc: SQLError, text: str, stderr: TextIO) -> None:
+    stderr.write(f"ERROR: {exc.message}\nSQLSTATE: {exc.code}\n")
+    if exc.position is not None and 0 < exc.position <= len(text) + 1:
+        line_start = text.rfind("\n", 0, exc.position - 1) + 1
+        line_end = text.find("\n", exc.position - 1)
+        line = text[line_start : line_end if line_end != -1 else len(text)]
+        stderr.write(f"{line}\n{' ' * (exc.position - 1 - line_start)}^\n")
+
+
+def format_result(result: Result, output: str) -> str:
+    """``result`` as ``feedkv sql`` prints it in the ``table``, ``csv`` or ``json``
+    format. A statement without columns prints its tag."""
+    if not result.columns:
+        return f"{result.tag}\n" if output == "table" else ""
+    return _FORMATS[output](result)
+
+
+def _table(result: Result) -> str:
+    cells = [[format_value(v) for v in row] for row in result.rows]
+    widths = [len(c) for c in result.columns]
+    for row in cells:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], max(len(part) for part in cell.split("\n")))
+    out = io.StringIO()
+    header = " | ".join(c.center(w) for c, w in zip(result.columns, widths, strict=True))
+    out.write(f" {header.rstrip()}\n")
+    out.write("+".join("-" * (w + 2) for w in widths) + "\n")
+    for row in cells:
+        line = " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
+        out.write(f" {line.rstrip()}\n")
+    count = len(cells)
+    out.write(f"({count} row{'s' if count != 1 else ''})\n")
+    return out.getvalue()
+
+
+def _csv(result: Result) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(result.columns)
+    for row in result.rows:
+        writer.writerow(["" if v is None else format_value(v) for v in row])
+    return out.getvalue()
+
+
+def _json(result: Result) -> str:
+    lines = []
+    for row in result.rows:
+        record = {name: _json_value(value) for name, value in zip(result.columns, row, strict=True)}
+        lines.append(json.dumps(record, ensure_ascii=False) + "\n")
+    return "".join(lines)
+
+
+def _json_value(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str | dict | list):
+        return value
+    return format_value(value)
+
+
+_FORMATS: dict[str, Callable[[Result], str]] = {"table": _table, "csv": _csv, "json": _json}

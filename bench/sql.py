@@ -1,0 +1,164 @@
+"""`feedkv bench sql`: single-row INSERT and primary-key UPDATE through `db.sql`.
+
+32 concurrent sessions, embedded and over gRPC (client processes against a `feedkv
+start` subprocess, as in `feedkv bench kv`), each commit durable. Every mode also runs
+the kv0 put workload in the same run, so the ratio SQL / KV compares like with like.
+Target: SQL reaches at least half of KV's commits/s in each mode.
+
+Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import feedkv
+from feedkv.kv.store import StoreConfig
+from feedkv.testing.node_process import NodeProcess
+
+_spec = importlib.util.spec_from_file_location("feedkv_bench_kv", Path(__file__).with_name("kv.py"))
+assert _spec is not None and _spec.loader is not None
+kv = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(kv)
+
+TARGET_RATIO = 0.5
+ROWS = 10_000  # rows the UPDATE workload picks from
+CREATE = "CREATE TABLE IF NOT EXISTS bench (k INT PRIMARY KEY, v STRING)"
+INSERT = "INSERT INTO bench (k, v) VALUES ($1, $2)"
+UPDATE = "UPDATE bench SET v = $2 WHERE k = $1"
+VALUE = "v" * 100
+_bases = itertools.count(1)
+
+
+def workload(db: feedkv.DB, op: str) -> Callable[[], Callable[[int], None]]:
+    """A per-client factory for ``kv.drive``: each client gets its own session."""
+
+    def make() -> Callable[[int], None]:
+        if op == "kv":
+            return lambda i: db.put(kv.key_of(i), kv.VALUE)
+        session = db.session()
+        if op == "insert":
+            keys = itertools.count(next(_bases) * 1_000_000_000 + os.getpid() % 1000 * 1_000_000)
+            return lambda i: session.execute(INSERT, next(keys), VALUE) and None
+        return lambda i: session.execute(UPDATE, i % ROWS, VALUE) and None
+
+    return make
+
+
+def prepare(db: feedkv.DB) -> None:
+    db.sql(CREATE)
+    session = db.session()
+    for start in range(0, ROWS, 500):
+        values = ", ".join(f"({k}, 'seed')" for k in range(start, min(start + 500, ROWS)))
+        session.execute(f"UPSERT INTO bench (k, v) VALUES {values}")
+
+
+def run_embedded(clients: int, seconds: float) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="feedkv-bench-sql-") as tmp:
+        db = feedkv.connect(Path(tmp) / "store", config=StoreConfig(sync=True))
+        try:
+            prepare(db)
+            for op in ("kv", "insert", "update"):
+                commits, latencies = kv.drive(clients, seconds, workload(db, op))
+                out[op] = kv.summarize(commits, latencies, seconds)
+        finally:
+            db.close()
+    return out
+
+
+def client_main(url: str, op: str, clients: int, seconds: float, seed: int) -> None:
+    """Runs in a client process: prints its figures as JSON."""
+    db = feedkv.connect(url)
+    try:
+        commits, latencies = kv.drive(clients, seconds, workload(db, op), seed)
+    finally:
+        db.close()
+    print(json.dumps({"commits": commits, "latencies": latencies}))
+
+
+def run_grpc(clients: int, seconds: float, processes: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="feedkv-bench-sql-") as tmp:
+        node = NodeProcess(Path(tmp) / "store")
+        try:
+            with feedkv.connect(node.url) as db:
+                prepare(db)
+            for op in ("kv", "insert", "update"):
+                per = [clients // processes + (p < clients % processes) for p in range(processes)]
+                procs = [
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            __file__,
+                            "--client-of",
+                            node.url,
+                            "--op",
+                            op,
+                            "--clients",
+                            str(n),
+                            "--seconds",
+                            str(seconds),
+                            "--seed",
+                            str(p),
+                        ],
+                        stdout=subprocess.PIPE,
+                        text=True,
+                    )
+                    for p, n in enumerate(per)
+                ]
+                results = [json.loads(p.communicate(timeout=seconds + 120)[0]) for p in procs]
+                commits = sum(r["commits"] for r in results)
+                latencies = [x for r in results for x in r["latencies"]]
+                out[op] = kv.summarize(commits, latencies, seconds)
+        finally:
+            node.terminate()
+    return out
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="feedkv bench sql", description=__doc__)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--client-processes", type=int, default=2)
+    parser.add_argument("--client-of", metavar="URL", help=argparse.SUPPRESS)
+    parser.add_argument("--op", default="insert", help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.client_of:
+        client_main(args.client_of, args.op, args.clients, args.seconds, args.seed)
+        return 0
+    result: dict[str, Any] = {
+        "benchmark": "sql",
+        "workload": "single-row INSERT of new keys, and UPDATE by primary key of 10k rows, "
+        "through db.sql with placeholders; kv = the kv0 put workload, same run",
+        "clients": args.clients,
+        "seconds": args.seconds,
+        "cores": os.cpu_count(),
+        "embedded": run_embedded(args.clients, args.seconds),
+        "grpc": run_grpc(args.clients, args.seconds, args.client_processes),
+    }
+    ratios = {}
+    for mode in ("embedded", "grpc"):
+        base = result[mode]["kv"]["commits_per_s"]
+        for op in ("insert", "update"):
+            ratios[f"{mode}_{op}"] = round(result[mode][op]["commits_per_s"] / max(base, 1), 2)
+    result["ratio_vs_kv"] = ratios
+    result["target_ratio"] = TARGET_RATIO
+    result["targets_met"] = {name: ratio >= TARGET_RATIO for name, ratio in ratios.items()}
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

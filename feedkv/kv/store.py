@@ -49,13 +49,17 @@ from feedkv.kv.api import (
     BatchResponse,
     ConditionalPut,
     DeleteRange,
+    Get,
     Header,
     Merge,
     PushTxn,
     PushTxnResponse,
     PushType,
     Put,
+    RangeLookup,
+    RefreshRange,
     ResolveIntent,
+    Scan,
     Split,
     Transaction,
 )
@@ -80,6 +84,9 @@ from feedkv.util.hlc import Clock, Timestamp
 from feedkv.util.keys import Span
 
 __all__ = ["Store", "StoreConfig"]
+
+# Requests that never write: they are answered without waiting for a group's fsync.
+_READ_ONLY = frozenset({Get, Scan, RefreshRange, RangeLookup})
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +228,8 @@ class Store:
         def command(rw: ReadWriter) -> Applied:
             return evaluate(ctx, rw, batch)
 
-        return self.engine.submit(command, self._on_applied).result()
+        read_only = all(type(r) in _READ_ONLY for r in batch.requests)
+        return self.engine.submit(command, self._on_applied, read_only=read_only).result()
 
     def _on_applied(self, applied: Applied) -> None:
         # The store's own bookkeeping first: a failing observer must not skip it.

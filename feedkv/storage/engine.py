@@ -12,6 +12,11 @@ in the group are unaffected). The returned future completes only once the writes
 durable. A function may be re-run if the group has to be retried (for instance after
 the map grew), so it must depend only on what it reads through ``rw``.
 
+A function submitted with ``read_only=True`` promises not to write. It runs on the commit
+thread, in order with the writes (so it sees everything submitted before its group), but
+against the last committed state before the writes of its group, and completes as soon
+as it has run: a read never waits for an fsync, and a group of reads commits nothing.
+
 ``on_applied`` callbacks run on the engine's commit thread, after the group is durable,
 in commit order, while ``apply_lock`` is held. A reader that takes ``apply_lock`` and then
 opens a snapshot sees exactly the writes whose callbacks have run: this is how a
@@ -138,8 +143,11 @@ class Engine(Protocol):
         self,
         fn: Callable[[ReadWriter], T],
         on_applied: Callable[[T], None] | None = None,
+        *,
+        read_only: bool = False,
     ) -> Completion[T]:
-        """Queue ``fn`` for the next group commit; the completion is set once durable."""
+        """Queue ``fn`` for the next group commit; the completion is set once durable
+        (a ``read_only`` function's as soon as it has run)."""
         ...
 
     def write(self, fn: Callable[[ReadWriter], T]) -> T:

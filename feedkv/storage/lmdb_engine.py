@@ -144,6 +144,7 @@ class _Job:
     fn: Callable[[ReadWriter], Any]
     on_applied: Callable[[Any], None] | None
     future: Completion[Any]
+    read_only: bool = False
 
 
 _STOP = object()
@@ -230,6 +231,8 @@ class LMDBEngine:
         self,
         fn: Callable[[ReadWriter], T],
         on_applied: Callable[[T], None] | None = None,
+        *,
+        read_only: bool = False,
     ) -> Completion[T]:
         future: Completion[T] = Completion()
         with self._close_lock:
@@ -237,7 +240,7 @@ class LMDBEngine:
             # queues the stop marker, so no job can land behind it and hang.
             if self._closed:
                 raise StorageError(f"the store at {self.path} is closed")
-            self._queue.put(_Job(fn, on_applied, future))
+            self._queue.put(_Job(fn, on_applied, future, read_only))
         return future
 
     def write(self, fn: Callable[[ReadWriter], T]) -> T:
@@ -288,6 +291,14 @@ class LMDBEngine:
                 return
 
     def _commit_group(self, jobs: list[_Job]) -> None:
+        reads = [job for job in jobs if job.read_only]
+        if reads:
+            # NB: reads run before the group's writes, against the committed state, so
+            # they can be answered now; the queue gave no order among these jobs.
+            self._run_reads(reads)
+            jobs = [job for job in jobs if not job.read_only]
+            if not jobs:
+                return
         while True:
             try:
                 outcomes = self._run_group(jobs)
@@ -312,6 +323,27 @@ class LMDBEngine:
                 job.future.set_result(value)
             else:
                 job.future.set_exception(value)
+
+    def _run_reads(self, jobs: list[_Job]) -> None:
+        with self.apply_lock:
+            txn = self._env.begin(write=False)
+            try:
+                for job in jobs:
+                    try:
+                        result = job.fn(_View(txn, self._dbs))
+                        if job.on_applied is not None:
+                            job.on_applied(result)
+                    except lmdb.Error as exc:
+                        error = StorageError(f"read failed in {self.path}: {exc}")
+                        error.__cause__ = exc
+                        job.future.set_exception(error)
+                    except BaseException as exc:
+                        job.future.set_exception(exc)
+                    else:
+                        job.future.set_result(result)
+            finally:
+                txn.abort()
+        self.stats.jobs += len(jobs)
 
     def _run_group(self, jobs: list[_Job]) -> list[tuple[bool, Any]]:
         outcomes: list[tuple[bool, Any]] = []

@@ -12,6 +12,7 @@ rangefeeds, and the rangefeed layer only observes the store.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Self
 
@@ -20,6 +21,7 @@ from feedkv.kv.server import NodeServer
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.rangefeed.service import RangeFeedService
 from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
+from feedkv.sql.row_codec import row_split_key
 from feedkv.util.hlc import Clock
 
 __all__ = ["Node"]
@@ -36,6 +38,9 @@ class Node:
         clock: Clock | None = None,
     ) -> None:
         address = parse_listen(listen) if listen is not None else None
+        config = config or StoreConfig()
+        if config.split_key is None:
+            config = replace(config, split_key=row_split_key)
         self.store = Store(store_path, clock=clock, config=config)
         self.server: NodeServer | None = None
         try:

@@ -104,6 +104,9 @@ class StoreConfig:
     range_max_bytes: int = 64 << 20  # split a range past this size
     range_min_bytes: int = 16 << 20  # merge neighbours that are both below this size
     range_check_interval_s: float = 10.0  # how often small neighbours are looked for
+    # Moves an automatic split point back to a boundary the layer above needs kept whole
+    # (a SQL row's start, so its column families stay in one range); None: any key.
+    split_key: Callable[[bytes], bytes] | None = None
 
 
 class _WaitQueue:
@@ -387,6 +390,10 @@ class Store:
         for desc in descs:
             if self._sizes.get(desc.range_id) > config.range_max_bytes:
                 size, midpoint = self._measure(desc)
+                if config.split_key is not None and midpoint is not None:
+                    midpoint = config.split_key(midpoint)
+                    if midpoint <= desc.span.start:
+                        midpoint = None  # one row fills the range: nowhere to split
                 if size > config.range_max_bytes and midpoint is not None:
                     log.info("splitting %s (%d bytes) at %r", desc, size, midpoint)
                     self._execute(BatchRequest(Header(), (Split(midpoint, automatic=True),)))

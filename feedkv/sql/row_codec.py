@@ -42,6 +42,7 @@ __all__ = [
     "family_key",
     "row_kvs",
     "row_prefix",
+    "row_split_key",
     "row_span",
     "table_id_of_key",
     "table_prefix",
@@ -112,6 +113,21 @@ def row_kvs(desc: TableDescriptor, row: Mapping[int, Any]) -> dict[bytes, bytes 
         value = encode_family_value(desc, family, row)
         out[family_key(prefix, family.id)] = value if value or family.id == 0 else None
     return out
+
+
+def row_split_key(key: bytes) -> bytes:
+    """The start of the SQL row that ``key`` belongs to (``key`` itself outside tables):
+    splitting a range there keeps all of a row's column families in one range."""
+    if not key.startswith(TABLES_PREFIX):
+        return key
+    pos, last = len(TABLES_PREFIX), len(TABLES_PREFIX)
+    try:
+        while pos < len(key):
+            last = pos
+            _, pos = decode_value(key, pos)
+    except InvalidArgumentError:
+        return key
+    return key[:last]
 
 
 def table_id_of_key(key: bytes) -> int | None:

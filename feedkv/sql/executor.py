@@ -53,15 +53,16 @@ from feedkv.sql.expr import (
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.row_codec import (
     RowAssembler,
-    decode_row_key,
     encode_family_value,
     family_key,
+    index_prefix,
     row_prefix,
     row_span,
     table_prefix,
     table_span,
 )
-from feedkv.sql.types import ColumnType, Kind, coerce
+from feedkv.sql.types import ColumnType, Kind, coerce, from_key_primitive
+from feedkv.util.encoding import decode_value
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, prefix_end
 from feedkv.util.units import parse_duration_ns
@@ -571,14 +572,24 @@ class Execution:
         return Result(("start_key", "end_key", "range_id", "generation"), rows, f"SHOW {len(rows)}")
 
     def _pretty(self, desc: TableDescriptor, key: bytes) -> str:
+        """A key as ``/Table/<id>/1/<key values...>`` (as many values as it holds)."""
         base = f"/Table/{desc.id}"
         if key == table_prefix(desc.id):
             return base
         if key == table_span(desc.id).end:
             return f"/Table/{desc.id + 1}"
+        prefix = index_prefix(desc)
+        if not key.startswith(prefix):
+            return base + "/" + key.hex()
+        values = []
+        pos = len(prefix)
         try:
-            values, _family, _prefix = decode_row_key(desc, key + b"\x80")
-        except SQLError:
+            for column in desc.key_columns:
+                if pos >= len(key):
+                    break
+                raw, pos = decode_value(key, pos)
+                values.append(from_key_primitive(column.type.kind, raw))
+        except (InvalidArgumentError, SQLError):
             return base + "/" + key.hex()
         return base + "/1/" + "/".join(str(v) for v in values)
 
@@ -701,6 +712,12 @@ class Execution:
 
     def select(self, s: st.Select) -> Result:
         if s.as_of is not None:
+            if self.session.in_transaction:
+                raise SQLError(
+                    "0A000",
+                    "AS OF SYSTEM TIME cannot be used inside BEGIN ... COMMIT: a transaction "
+                    "reads at its own timestamp",
+                )
             ts = timestamp_of(self._constant(s.as_of), self.session.db.now())
             if ts > self.session.db.now():
                 raise SQLError("22007", f"AS OF SYSTEM TIME: {ts} is in the future")
@@ -1002,7 +1019,9 @@ def _duplicate(desc: TableDescriptor, row: dict[int, Any]) -> SQLError:
 def _sort_by(key: Compiled, context: Context) -> Callable[[tuple[Any, ...]], tuple[int, Any]]:
     def sort_key(env: tuple[Any, ...]) -> tuple[int, Any]:
         value = key(env, context)
-        return (0, 0) if value is None else (1, value)
+        if value is None:
+            return (0, 0)
+        return (2, 0) if isinstance(value, float) and value != value else (1, value)
 
     return sort_key
 

@@ -564,9 +564,20 @@ def _comparable(a: object, b: object) -> None:
 def _checked(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
     def compare(a: Any, b: Any) -> bool:
         _comparable(a, b)
+        if _is_nan(a) or _is_nan(b):
+            # As in PostgreSQL: NaN equals NaN and sorts above every other number.
+            return op(_nan_rank(a), _nan_rank(b))
         return op(a, b)
 
     return compare
+
+
+def _is_nan(value: object) -> bool:
+    return isinstance(value, float) and value != value
+
+
+def _nan_rank(value: Any) -> tuple[int, Any]:
+    return (1, 0) if _is_nan(value) else (0, value)
 
 
 _COMPARE: dict[type, Callable[[Any, Any], bool]] = {

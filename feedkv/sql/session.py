@@ -1,7 +1,8 @@
 """A SQL session: who is running statements, in which database, in which transaction.
 
 Outside ``BEGIN``, each statement runs in a transaction of its own that is retried on
-conflicts, so a single statement never fails with 40001. Between ``BEGIN`` and
+conflicts, so a single statement never fails with 40001 (in a string of several
+statements too: each is its own transaction unless the string says ``BEGIN``). Between ``BEGIN`` and
 ``COMMIT`` the statements share one serializable transaction; a conflict there raises
 :class:`~feedkv.errors.SerializationFailure` (SQLSTATE 40001) and the client retries
 the whole transaction, which :meth:`Session.run_transaction` does. After an error inside
@@ -91,7 +92,12 @@ class Session:
             self.execute("BEGIN")
             try:
                 result = fn(self)
-                self.execute("COMMIT")
+                if self.execute("COMMIT").tag != "COMMIT":
+                    raise SQLError(
+                        "25P02",
+                        "the transaction was rolled back because a statement in it failed; "
+                        "nothing was committed",
+                    )
                 return result
             except SerializationFailure:
                 self._abandon()

@@ -227,16 +227,104 @@ def decode_descriptor(raw: bytes) -> TableDescriptor | DatabaseDescriptor:
 
 
 def quote_name(name: str) -> str:
-    """``name`` as an identifier: bare when it is lower-case and plain, else quoted."""
-    if (
+    """``name`` as an identifier: bare when it is lower-case, plain and not a reserved
+    word, else quoted."""
+    plain = (
         name
         and (name[0].isalpha() or name[0] == "_")
         and all(ch.isalnum() or ch == "_" for ch in name)
         and name == name.lower()
         and name.isascii()
-    ):
+    )
+    if plain and name.upper() not in RESERVED_WORDS:
         return name
     return '"' + name.replace('"', '""') + '"'
+
+
+# PostgreSQL's reserved key words (and CockroachDB's FAMILY): a name spelled like one
+# must be quoted to be read back.
+RESERVED_WORDS = frozenset(
+    [
+        "ALL",
+        "ANALYSE",
+        "ANALYZE",
+        "AND",
+        "ANY",
+        "ARRAY",
+        "AS",
+        "ASC",
+        "ASYMMETRIC",
+        "BOTH",
+        "CASE",
+        "CAST",
+        "CHECK",
+        "COLLATE",
+        "COLUMN",
+        "CONSTRAINT",
+        "CREATE",
+        "CURRENT_CATALOG",
+        "CURRENT_DATE",
+        "CURRENT_ROLE",
+        "CURRENT_TIME",
+        "CURRENT_TIMESTAMP",
+        "CURRENT_USER",
+        "DEFAULT",
+        "DEFERRABLE",
+        "DESC",
+        "DISTINCT",
+        "DO",
+        "ELSE",
+        "END",
+        "EXCEPT",
+        "FALSE",
+        "FAMILY",
+        "FETCH",
+        "FOR",
+        "FOREIGN",
+        "FROM",
+        "GRANT",
+        "GROUP",
+        "HAVING",
+        "IN",
+        "INITIALLY",
+        "INTERSECT",
+        "INTO",
+        "LATERAL",
+        "LEADING",
+        "LIMIT",
+        "LOCALTIME",
+        "LOCALTIMESTAMP",
+        "NOT",
+        "NULL",
+        "OFFSET",
+        "ON",
+        "ONLY",
+        "OR",
+        "ORDER",
+        "PLACING",
+        "PRIMARY",
+        "REFERENCES",
+        "RETURNING",
+        "SELECT",
+        "SESSION_USER",
+        "SOME",
+        "SYMMETRIC",
+        "TABLE",
+        "THEN",
+        "TO",
+        "TRAILING",
+        "TRUE",
+        "UNION",
+        "UNIQUE",
+        "USER",
+        "USING",
+        "VARIADIC",
+        "WHEN",
+        "WHERE",
+        "WINDOW",
+        "WITH",
+    ]
+)
 
 
 def is_key_type(ctype: ColumnType) -> bool:

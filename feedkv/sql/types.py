@@ -252,7 +252,7 @@ def _to_int(value: object, ctype: ColumnType) -> int:
     if isinstance(value, int):
         result = value
     elif isinstance(value, float | decimal.Decimal):
-        if isinstance(value, float) and not math.isfinite(value):
+        if not (math.isfinite(value) if isinstance(value, float) else value.is_finite()):
             raise SQLError("22003", f"{value} is out of range for type INT8")
         result = int(decimal.Decimal(value).to_integral_value(decimal.ROUND_HALF_EVEN))
     elif isinstance(value, str):
@@ -270,13 +270,16 @@ def _to_int(value: object, ctype: ColumnType) -> int:
 def _to_float(value: object, ctype: ColumnType) -> float:
     if isinstance(value, bool):
         raise _Mismatch
-    if isinstance(value, int | float | decimal.Decimal):
-        return float(value)
     if isinstance(value, str):
         try:
             return float(value.strip())
         except ValueError:
             raise _bad_text(value, ctype) from None
+    if isinstance(value, int | float | decimal.Decimal):
+        try:
+            return float(value)
+        except OverflowError:
+            raise SQLError("22003", f"{value} is out of range for type FLOAT8") from None
     raise _Mismatch
 
 
@@ -299,7 +302,11 @@ def _to_decimal(value: object, ctype: ColumnType) -> decimal.Decimal:
     if not result.is_finite():
         raise SQLError("22P02", f"DECIMAL value {result} is not supported (only finite numbers)")
     if ctype.scale is not None:
-        result = result.quantize(decimal.Decimal(1).scaleb(-ctype.scale), decimal.ROUND_HALF_UP)
+        # NB: the default context holds 28 digits; a DECIMAL(40,2) needs more.
+        wide = decimal.Context(prec=len(result.as_tuple().digits) + ctype.scale + 2)
+        result = result.quantize(
+            decimal.Decimal(1).scaleb(-ctype.scale), decimal.ROUND_HALF_UP, context=wide
+        )
         digits = len(result.as_tuple().digits)
         if ctype.precision is not None and digits > ctype.precision and result != 0:
             raise SQLError("22003", f"value {result} does not fit {ctype.sql()}")
@@ -407,18 +414,23 @@ def _to_uuid(value: object, ctype: ColumnType) -> uuid.UUID:
     raise _Mismatch
 
 
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _to_json(value: object, ctype: ColumnType) -> Any:
     if isinstance(value, str):
         try:
-            return json.loads(value)
+            return json.loads(value, parse_constant=_no_constants)
         except ValueError as exc:
             raise SQLError("22P02", f"could not parse JSON: {exc}") from None
-    if isinstance(value, dict | list | int | float | bool):
+    if isinstance(value, dict | list | tuple | int | float | bool):
         try:
-            json.dumps(value, allow_nan=False)
+            # Through text and back: the value is then exactly what storage returns
+            # (string keys, lists for tuples).
+            return json.loads(json.dumps(value, allow_nan=False))
         except (TypeError, ValueError) as exc:
             raise SQLError("22P02", f"value is not a JSON document: {exc}") from None
-        return value
     raise _Mismatch
 
 

@@ -155,8 +155,14 @@ class TableDescriptor:
     # Text.
 
     def create_statement(self, qualified_name: str | None = None) -> str:
+        """The CREATE TABLE statement that makes this table (feedkv's parser reads it
+        back). A table with the implicit ``rowid`` key shows neither it nor a key, so
+        running the statement makes the same table again."""
         lines = []
+        implicit_key = any(c.hidden for c in self.key_columns)
         for column in self.columns:
+            if column.hidden and column.id in self.primary_key:
+                continue
             line = f"{quote_name(column.name)} {column.type.sql()}"
             if not column.nullable:
                 line += " NOT NULL"
@@ -165,12 +171,15 @@ class TableDescriptor:
             if column.hidden:
                 line += " NOT VISIBLE"
             lines.append(line)
-        key = ", ".join(quote_name(c.name) + " ASC" for c in self.key_columns)
-        lines.append(f"CONSTRAINT {quote_name(self.name + '_pkey')} PRIMARY KEY ({key})")
+        if not implicit_key:
+            key = ", ".join(quote_name(c.name) for c in self.key_columns)
+            lines.append(f"CONSTRAINT {quote_name(self.name + '_pkey')} PRIMARY KEY ({key})")
         if len(self.families) > 1 or self.families[0].name != PRIMARY_FAMILY:
             for family in self.families:
                 names = ", ".join(
-                    quote_name(self._by_id[i].name) for i in family.column_ids if i in self._by_id
+                    quote_name(self._by_id[i].name)
+                    for i in family.column_ids
+                    if i in self._by_id and not (implicit_key and i in self.primary_key)
                 )
                 lines.append(f"FAMILY {quote_name(family.name)} ({names})")
         body = ",\n\t".join(lines)

@@ -67,9 +67,10 @@ class Script:
             if not line:
                 current, in_expected = None, False
                 continue
+            if current is None and line.startswith("#"):
+                script.blocks.append(Block(line, [], line=number))  # kept when rewriting
+                continue
             if current is None:
-                if line.startswith("#"):
-                    continue
                 current = Block(line, [], line=number)
                 script.blocks.append(current)
             elif line == "----":
@@ -85,6 +86,9 @@ class Script:
     def write(self, path: Path) -> None:
         out: list[str] = []
         for block in self.blocks:
+            if block.header.startswith("#"):
+                out.extend((block.header, ""))
+                continue
             out.append(block.header)
             out.extend(block.sql)
             if block.expected is not None:
@@ -112,6 +116,8 @@ def run_script(path: Path, tmp_path: Path) -> None:
         for block in script.blocks:
             where = f"{path.name}:{block.line}"
             words = block.header.split()
+            if words[0].startswith("#"):
+                continue
             if words[0] == "user":
                 session = sessions.setdefault(words[1], db.session(user=words[1]))
                 continue

@@ -11,6 +11,7 @@ import contextlib
 import csv
 import io
 import json
+import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -59,9 +60,10 @@ def _run_each(
         if not text.strip():
             continue
         try:
-            for result in session.execute_all(text):
+            for result in session.execute_each(text):
                 stdout.write(format_result(result, output))
         except SQLError as exc:
+            stdout.flush()
             _print_error(exc, text, stderr)
             return 1
     return 0
@@ -100,12 +102,15 @@ def _shell(session: Session, output: str, stdin: TextIO, stdout: TextIO, stderr:
             with contextlib.suppress(OSError):
                 readline.write_history_file(HISTORY)
         try:
-            for result in session.execute_all(text):
+            for result in session.execute_each(text):
                 stdout.write(format_result(result, output))
         except SQLError as exc:
+            stdout.flush()
             _print_error(exc, text, stderr)
         except FeedKVError as exc:
             stderr.write(f"ERROR: {exc}\n")
+        except KeyboardInterrupt:
+            stderr.write("query interrupted\n")
 
 
 def _readline() -> Any:
@@ -115,6 +120,7 @@ def _readline() -> Any:
         return None
     with contextlib.suppress(OSError):
         readline.read_history_file(HISTORY)
+    readline.set_auto_history(False)  # the shell adds whole statements, not their lines
     return readline
 
 
@@ -146,8 +152,12 @@ def _table(result: Result) -> str:
     out.write(f" {header.rstrip()}\n")
     out.write("+".join("-" * (w + 2) for w in widths) + "\n")
     for row in cells:
-        line = " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
-        out.write(f" {line.rstrip()}\n")
+        parts = [cell.split("\n") for cell in row]
+        for n in range(max((len(p) for p in parts), default=1)):
+            line = " | ".join(
+                (p[n] if n < len(p) else "").ljust(w) for p, w in zip(parts, widths, strict=True)
+            )
+            out.write(f" {line.rstrip()}\n")
     count = len(cells)
     out.write(f"({count} row{'s' if count != 1 else ''})\n")
     return out.getvalue()
@@ -171,6 +181,8 @@ def _json(result: Result) -> str:
 
 
 def _json_value(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return format_value(value)  # JSON has no NaN or Infinity
     if value is None or isinstance(value, bool | int | float | str | dict | list):
         return value
     return format_value(value)

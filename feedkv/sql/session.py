@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from feedkv.errors import RetryableError, SerializationFailure, SQLError
@@ -78,10 +78,16 @@ class Session:
 
     def execute_all(self, text: str, params: Sequence[Any] = ()) -> list[Result]:
         """Run every statement in ``text`` and return each one's result."""
+        return list(self.execute_each(text, params))
+
+    def execute_each(self, text: str, params: Sequence[Any] = ()) -> Iterator[Result]:
+        """Run the statements in ``text`` one by one, yielding each result as soon as its
+        statement is done (so a caller can show what took effect before an error)."""
         prepared = prepare(text)
         if not self._checked_user:
             self._check_user()
-        return [self._run(statement, count, params) for statement, count in prepared]
+        for statement, count in prepared:
+            yield self._run(statement, count, params)
 
     def run_transaction(self, fn: Callable[[Session], T], *, max_attempts: int | None = None) -> T:
         """``BEGIN``; ``fn(self)``; ``COMMIT``, retried from the start on SQLSTATE 40001

@@ -159,6 +159,7 @@ def test_retryable_errors_are_conflicts_restarts_and_routing() -> None:
         "RangeRoutingError",
         "RangeKeyMismatchError",
         "RangeNotFoundError",
+        "SerializationFailure",  # SQLSTATE 40001: restart the SQL transaction
     }
 
 

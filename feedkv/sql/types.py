@@ -25,7 +25,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from feedkv.errors import SQLError
+from feedkv.errors import FeedKVError, SQLError
 
 __all__ = [
     "ColumnType",
@@ -238,8 +238,9 @@ def coerce(value: object, ctype: ColumnType, column: str | None) -> Any:
         raise SQLError(exc.code, f"{exc.message} (column {column!r})") from None
 
 
-class _Mismatch(Exception):
-    pass
+class _Mismatch(FeedKVError):
+    """Raised by a converter for a value of the wrong kind; :func:`coerce` turns it into
+    the SQLSTATE 42804 error that names the column."""
 
 
 def _bad_text(text: str, ctype: ColumnType) -> SQLError:

@@ -61,7 +61,7 @@ from feedkv.sql.row_codec import (
     table_prefix,
     table_span,
 )
-from feedkv.sql.types import ColumnType, Kind, coerce, from_key_primitive
+from feedkv.sql.types import ColumnType, Kind, coerce, format_value, from_key_primitive
 from feedkv.util.encoding import decode_value
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, prefix_end
@@ -201,6 +201,15 @@ class Execution:
             raise SQLError("54000", f"primary key too long: {exc}") from None
         except ValueTooLargeError as exc:
             raise SQLError("54000", f"row too large: {exc}") from None
+        except InvalidArgumentError as exc:
+            code = "22021" if "Unicode" in str(exc) else "22023"
+            raise SQLError(code, str(exc)) from None
+        except RecursionError:
+            raise SQLError("54001", "statement too complex: it nests too deeply") from None
+        except decimal.DecimalException:
+            raise SQLError("22003", "numeric value out of range") from None
+        except TypeError as exc:  # ordering values that have no order (JSONB)
+            raise SQLError("42883", f"values cannot be compared: {exc}") from None
 
     # Plumbing.
 
@@ -813,7 +822,9 @@ class Execution:
     def _count(self, node: exp.Expr, what: str) -> int:
         value = self._constant(node)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise SQLError("2201W", f"{what} must be a non-negative integer, got {value!r}")
+            raise SQLError(
+                "2201W", f"{what} must be a non-negative integer, got {format_value(value)}"
+            )
         return value
 
     # Writes.

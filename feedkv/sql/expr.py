@@ -23,6 +23,8 @@ from sqlglot import exp
 
 from feedkv.errors import SQLError
 from feedkv.sql.types import (
+    INT64_MAX,
+    INT64_MIN,
     ColumnType,
     Kind,
     coerce,
@@ -612,6 +614,13 @@ def _arithmetic(op: type, a: Any, b: Any) -> Any:
         b = decimal.Decimal(repr(b))
     elif isinstance(b, decimal.Decimal) and isinstance(a, float):
         a = decimal.Decimal(repr(a))
+    result = _arithmetic_unchecked(op, a, b)
+    if isinstance(result, int) and not INT64_MIN <= result <= INT64_MAX:
+        raise SQLError("22003", "integer out of range for type INT8")
+    return result
+
+
+def _arithmetic_unchecked(op: type, a: Any, b: Any) -> Any:
     try:
         if op is exp.Add:
             return a + b
@@ -643,7 +652,8 @@ def _like_regex(pattern: str, escape: str | None) -> str:
             i += 2
             continue
         if ch == "%":
-            out.append(".*")
+            if not out or out[-1] != ".*":  # %% is %: runs of .* backtrack badly
+                out.append(".*")
         elif ch == "_":
             out.append(".")
         else:

@@ -52,11 +52,25 @@ def parse(text: str) -> list[st.Statement]:
         if token is None or token.token_type is TokenType.SEMICOLON:
             if group:
                 start, end = group[0].start, group[-1].end + 1
-                out.append(_Statement(text[start:end], group, start).parse())
+                out.append(_parse_one(text[start:end], group, start))
             group = []
         else:
             group.append(token)
     return out
+
+
+def _parse_one(text: str, tokens: list[Token], offset: int) -> st.Statement:
+    try:
+        return _Statement(text, tokens, offset).parse()
+    except SQLError:
+        raise
+    except RecursionError:
+        raise SQLError("54001", "statement too complex: it nests too deeply") from None
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+        # NB: sqlglot accepts some malformed input and leaves holes in its tree that the
+        # conversion trips over; what it could not make sense of is a syntax error.
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        raise SQLError("42601", f"syntax error in {shown!r}") from None
 
 
 def parse_expression(text: str) -> exp.Expr:
@@ -245,7 +259,7 @@ class _Statement:
         position = self.offset + line_start + max(col - len(highlight), 0) + 1
         near = highlight.strip().lower() or "EOF"
         description = first.get("description") or "syntax error"
-        if "<class" in description:  # sqlglot internals say nothing to the user
+        if "<class" in description or "<Token" in description:  # sqlglot internals
             description = "unexpected input"
         return SQLError(
             "42601", f'at or near "{near}": syntax error: {description}', position=position

@@ -124,38 +124,47 @@ def grpc_client(url: str, clients: int, seconds: float, seed: int) -> None:
     print(json.dumps({"commits": commits, "latencies": latencies}))
 
 
-def run_grpc(clients: int, seconds: float, processes: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="feedkv-bench-kv-") as tmp:
-        node = NodeProcess(Path(tmp) / "store")
-        try:
-            per = [clients // processes + (p < clients % processes) for p in range(processes)]
-            procs = [
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        __file__,
-                        "--client-of",
-                        node.url,
-                        "--clients",
-                        str(n),
-                        "--seconds",
-                        str(seconds),
-                        "--seed",
-                        str(p),
-                    ],
-                    stdout=subprocess.PIPE,
-                    text=True,
-                )
-                for p, n in enumerate(per)
-            ]
-            results = [json.loads(proc.communicate(timeout=seconds + 120)[0]) for proc in procs]
-        finally:
-            node.terminate()
+def client_processes(
+    script: str, url: str, clients: int, seconds: float, processes: int, *extra: str
+) -> dict[str, Any]:
+    """Run ``script --client-of url`` in ``processes`` client processes sharing ``clients``
+    threads; merges the figures they print."""
+    per = [clients // processes + (p < clients % processes) for p in range(processes)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                script,
+                "--client-of",
+                url,
+                "--clients",
+                str(n),
+                "--seconds",
+                str(seconds),
+                "--seed",
+                str(p),
+                *extra,
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for p, n in enumerate(per)
+    ]
+    results = [json.loads(proc.communicate(timeout=seconds + 120)[0]) for proc in procs]
     commits = sum(r["commits"] for r in results)
     latencies = [x for r in results for x in r["latencies"]]
     row = summarize(commits, latencies, seconds)
     row["client_processes"] = processes
     return row
+
+
+def run_grpc(clients: int, seconds: float, processes: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="feedkv-bench-kv-") as tmp:
+        node = NodeProcess(Path(tmp) / "store")
+        try:
+            return client_processes(__file__, node.url, clients, seconds, processes)
+        finally:
+            node.terminate()
 
 
 # PostgreSQL, started here on loopback when installed.

@@ -15,7 +15,6 @@ import importlib.util
 import itertools
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -95,32 +94,9 @@ def run_grpc(clients: int, seconds: float, processes: int) -> dict[str, Any]:
             with feedkv.connect(node.url) as db:
                 prepare(db)
             for op in ("kv", "insert", "update"):
-                per = [clients // processes + (p < clients % processes) for p in range(processes)]
-                procs = [
-                    subprocess.Popen(
-                        [
-                            sys.executable,
-                            __file__,
-                            "--client-of",
-                            node.url,
-                            "--op",
-                            op,
-                            "--clients",
-                            str(n),
-                            "--seconds",
-                            str(seconds),
-                            "--seed",
-                            str(p),
-                        ],
-                        stdout=subprocess.PIPE,
-                        text=True,
-                    )
-                    for p, n in enumerate(per)
-                ]
-                results = [json.loads(p.communicate(timeout=seconds + 120)[0]) for p in procs]
-                commits = sum(r["commits"] for r in results)
-                latencies = [x for r in results for x in r["latencies"]]
-                out[op] = kv.summarize(commits, latencies, seconds)
+                out[op] = kv.client_processes(
+                    __file__, node.url, clients, seconds, processes, "--op", op
+                )
         finally:
             node.terminate()
     return out

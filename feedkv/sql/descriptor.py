@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from feedkv.errors import SQLError
-from feedkv.sql.types import ColumnType, Kind
+from feedkv.sql.types import ColumnType
 
 __all__ = [
     "PRIMARY_FAMILY",
@@ -25,7 +25,9 @@ __all__ = [
     "Column",
     "DatabaseDescriptor",
     "Family",
+    "RESERVED_WORDS",
     "TableDescriptor",
+    "decode_descriptor",
     "quote_name",
 ]
 
@@ -261,7 +263,3 @@ RESERVED_WORDS = frozenset(
     REFERENCES RETURNING SELECT SESSION_USER SOME SYMMETRIC TABLE THEN TO TRAILING TRUE UNION
     UNIQUE USER USING VARIADIC WHEN WHERE WINDOW WITH""".split()  # noqa: SIM905
 )
-
-
-def is_key_type(ctype: ColumnType) -> bool:
-    return ctype.kind is not Kind.JSONB

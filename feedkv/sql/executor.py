@@ -56,6 +56,7 @@ from feedkv.sql.row_codec import (
     encode_family_value,
     family_key,
     index_prefix,
+    row_kvs,
     row_prefix,
     row_span,
     table_prefix,
@@ -880,7 +881,7 @@ class Execution:
                         coerce(make((), self.context), column.type, column.name) if make else None
                     )
             _check_not_null(desc, row)
-            kvs = _row_pairs(desc, row)
+            kvs = row_kvs(desc, row)
             first_key = next(iter(kvs))
             existing_raw = txn.get(first_key)
             if existing_raw is None:
@@ -924,7 +925,7 @@ class Execution:
         """Write the families of ``row`` whose values differ from ``pairs`` (the row's
         KV pairs as read), deleting pairs that no longer exist."""
         txn = self._txn
-        for key, value in _row_pairs(desc, row).items():
+        for key, value in row_kvs(desc, row).items():
             old = pairs.get(key)
             if value is None:
                 if old is not None:
@@ -949,7 +950,7 @@ class Execution:
             if any(new[i] != old[i] for i in key_ids):
                 for key in pairs:
                     txn.delete(key)
-                new_pairs = _row_pairs(desc, new)
+                new_pairs = row_kvs(desc, new)
                 if txn.get(next(iter(new_pairs))) is not None:
                     raise _duplicate(desc, new)
                 for key, encoded in new_pairs.items():
@@ -998,15 +999,6 @@ def _unalias(node: exp.Expr) -> exp.Expr:
 
 def _proposed(index: int) -> Compiled:
     return lambda env, ctx: env[index]
-
-
-def _row_pairs(desc: TableDescriptor, row: dict[int, Any]) -> dict[bytes, bytes | None]:
-    prefix = row_prefix(desc, [row[i] for i in desc.primary_key])
-    out: dict[bytes, bytes | None] = {}
-    for family in desc.families:
-        value = encode_family_value(desc, family, row)
-        out[family_key(prefix, family.id)] = value if value or family.id == 0 else None
-    return out
 
 
 def _check_not_null(desc: TableDescriptor, row: dict[int, Any]) -> None:

@@ -112,7 +112,7 @@ def compile_expr(node: exp.Expr, scope: Scope) -> Compiled:
     return _Compiler(scope).compile(node)
 
 
-def constant_type(node: exp.Expr) -> bool:
+def is_constant(node: exp.Expr) -> bool:
     return not any(True for _ in node.find_all(exp.Column))
 
 
@@ -271,9 +271,9 @@ class _Compiler:
         type."""
         left, right = self.compile(a), self.compile(b)
         left_type, right_type = self.typed(a), self.typed(b)
-        if left_type is not None and right_type is None and constant_type(b):
+        if left_type is not None and right_type is None and is_constant(b):
             right = _converted(right, left_type)
-        elif right_type is not None and left_type is None and constant_type(a):
+        elif right_type is not None and left_type is None and is_constant(a):
             left = _converted(left, right_type)
         return left, right
 
@@ -341,7 +341,7 @@ class _Compiler:
         options = []
         for option in node.expressions:
             compiled = self.compile(option)
-            if target_type is not None and constant_type(option):
+            if target_type is not None and is_constant(option):
                 compiled = _converted(compiled, target_type)
             options.append(compiled)
 

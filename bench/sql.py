@@ -46,10 +46,15 @@ def workload(db: feedkv.DB, op: str) -> Callable[[], Callable[[int], None]]:
         if op == "kv":
             return lambda i: db.put(kv.key_of(i), kv.VALUE)
         session = db.session()
-        if op == "insert":
-            keys = itertools.count(next(_bases) * 1_000_000_000 + os.getpid() % 1000 * 1_000_000)
-            return lambda i: session.execute(INSERT, next(keys), VALUE) and None
-        return lambda i: session.execute(UPDATE, i % ROWS, VALUE) and None
+        keys = itertools.count(next(_bases) * 1_000_000_000 + os.getpid() % 1000 * 1_000_000)
+
+        def insert(i: int) -> None:
+            session.execute(INSERT, next(keys), VALUE)
+
+        def update(i: int) -> None:
+            session.execute(UPDATE, i % ROWS, VALUE)
+
+        return insert if op == "insert" else update
 
     return make
 

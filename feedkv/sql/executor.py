@@ -49,6 +49,7 @@ from feedkv.sql.expr import (
     compile_expr,
     contains_aggregate,
     expression_name,
+    is_constant,
 )
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.row_codec import (
@@ -91,12 +92,6 @@ class Result:
 
     def __getitem__(self, index: int) -> tuple[Any, ...]:
         return self.rows[index]
-
-    @property
-    def row_count(self) -> int:
-        """Rows returned, or rows affected by INSERT/UPDATE/DELETE."""
-        last = self.tag.rsplit(" ", 1)[-1]
-        return int(last) if last.isdigit() else len(self.rows)
 
 
 def logical_decimal(ts: Timestamp) -> decimal.Decimal:
@@ -257,8 +252,6 @@ class Execution:
 
     def _constant(self, node: exp.Expr) -> Any:
         return compile_expr(node, Scope())((), self.context)
-
-    # Transaction control is the session's; these only run in the wrong state.
 
     # Databases.
 
@@ -1090,7 +1083,7 @@ def _key_plan(desc: TableDescriptor, where: exp.Expr, scope: Scope) -> _KeyPlan 
 
 
 def _is_constant(node: exp.Expr) -> bool:
-    return not any(True for _ in node.find_all(exp.Column)) and not contains_aggregate(node)
+    return is_constant(node) and not contains_aggregate(node)
 
 
 def _aggregate(

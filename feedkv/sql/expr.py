@@ -278,32 +278,26 @@ class _Compiler:
         return left, right
 
     def and_(self, node: exp.And) -> Compiled:
-        left, right = self.compile(node.this), self.compile(node.expression)
-
-        def and_(row: Env, ctx: Context) -> Any:
-            a = _truth(left(row, ctx))
-            if a is False:
-                return False
-            b = _truth(right(row, ctx))
-            if b is False:
-                return False
-            return None if a is None or b is None else True
-
-        return and_
+        return self._junction(node, decisive=False)
 
     def or_(self, node: exp.Or) -> Compiled:
+        return self._junction(node, decisive=True)
+
+    def _junction(self, node: exp.Binary, decisive: bool) -> Compiled:
+        """AND (``decisive`` False) or OR (True): either side equal to ``decisive``
+        decides; otherwise NULL on either side gives NULL."""
         left, right = self.compile(node.this), self.compile(node.expression)
 
-        def or_(row: Env, ctx: Context) -> Any:
+        def junction(row: Env, ctx: Context) -> Any:
             a = _truth(left(row, ctx))
-            if a is True:
-                return True
+            if a is decisive:
+                return decisive
             b = _truth(right(row, ctx))
-            if b is True:
-                return True
-            return None if a is None or b is None else False
+            if b is decisive:
+                return decisive
+            return None if a is None or b is None else not decisive
 
-        return or_
+        return junction
 
     def not_(self, node: exp.Not) -> Compiled:
         inner = self.compile(node.this)
@@ -668,11 +662,17 @@ def _length(value: Any) -> int:
     raise TypeError
 
 
+def _abs(value: Any) -> Any:
+    if _is_number(value):
+        return abs(value)
+    raise TypeError
+
+
 _UNARY: dict[type, Callable[[Any], Any]] = {
     exp.Lower: lambda v: v.lower(),
     exp.Upper: lambda v: v.upper(),
     exp.Length: _length,
-    exp.Abs: lambda v: abs(v) if _is_number(v) else (_ for _ in ()).throw(TypeError()),
+    exp.Abs: _abs,
 }
 
 _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {

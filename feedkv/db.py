@@ -28,6 +28,7 @@ from feedkv.util.hlc import Clock, Timestamp
 from feedkv.util.keys import Span, check_key
 
 if TYPE_CHECKING:
+    from feedkv.changefeed.create import Changefeeds
     from feedkv.sql.session import Result, Session
 
 __all__ = ["DB", "connect"]
@@ -82,6 +83,7 @@ class DB(KVClient):
         self._open_feeds: weakref.WeakSet[RangeFeed] = weakref.WeakSet()
         self._feeds_lock = threading.Lock()
         self._sessions = threading.local()
+        self._changefeeds: Changefeeds | None = None
 
     @property
     def node(self) -> Node | None:
@@ -143,10 +145,23 @@ class DB(KVClient):
         """A new SQL session (see :mod:`feedkv.sql.session`)."""
         from feedkv.sql.session import Session
 
-        return Session(self, user=user, database=database)
+        return Session(self, user=user, database=database, changefeeds=self.changefeeds)
+
+    @property
+    def changefeeds(self) -> Changefeeds:
+        """The changefeeds started through this connection's sessions."""
+        with self._feeds_lock:
+            if self._changefeeds is None:
+                from feedkv.changefeed.create import Changefeeds
+
+                self._changefeeds = Changefeeds(self)
+            return self._changefeeds
 
     def close(self) -> None:
-        """Close open feeds, then the connection (and an embedded node). Idempotent."""
+        """Stop changefeeds, close open feeds, then the connection (and an embedded node).
+        Idempotent."""
+        if self._changefeeds is not None:
+            self._changefeeds.close()
         with self._feeds_lock:
             feeds = list(self._open_feeds)
         for feed in feeds:

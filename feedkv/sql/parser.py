@@ -7,8 +7,9 @@ syntax that PostgreSQL lacks is handled around it, on sqlglot's tokens:
 - ``AS OF SYSTEM TIME <expr>`` is cut out of a SELECT and parsed on its own;
 - ``FAMILY name (cols)`` table elements, and ``FAMILY f`` / ``CREATE FAMILY f`` column
   qualifiers, are cut out of CREATE TABLE and ALTER TABLE ADD COLUMN;
-- ``SHOW ...``, ``ALTER TABLE ... SPLIT AT VALUES``, ``CREATE USER`` and
-  ``GRANT admin TO`` are parsed here entirely.
+- ``SHOW ...``, ``ALTER TABLE ... SPLIT AT VALUES``, ``CREATE USER``,
+  ``GRANT admin TO`` and ``CREATE CHANGEFEED`` (but for its ``AS SELECT`` query) are
+  parsed here entirely.
 
 Cut-out text is replaced by spaces, so the positions in sqlglot's syntax errors stay
 true to what the user typed. Every error is a :class:`~feedkv.errors.SQLError`: 42601
@@ -214,6 +215,8 @@ class _Statement:
         words = self.words
         if words[0] == "SHOW":
             return self._show()
+        if words[:2] == ["CREATE", "CHANGEFEED"] or words[:2] == ["EXPERIMENTAL", "CHANGEFEED"]:
+            return self._changefeed()
         if words[:2] in (["CREATE", "USER"], ["CREATE", "ROLE"]):
             return self._create_user()
         if words[0] == "GRANT":
@@ -418,18 +421,17 @@ class _Statement:
 
     def _table_name(self, start: int, stop: int) -> st.TableName:
         parts: list[str] = []
-        i = start
-        while i < stop:
+        for i in range(start, stop):
             token = self.tokens[i]
-            if token.token_type is TokenType.DOT:
-                i += 1
-                continue
-            if token.token_type not in _NAME_TOKENS and not token.text.isidentifier():
+            if (i - start) % 2:
+                if token.token_type is not TokenType.DOT:
+                    raise self._error_at(i, "expected a table name (db.table or table)")
+            elif token.token_type in _NAME_TOKENS or token.text.isidentifier():
+                parts.append(_name(token))
+            else:
                 raise self._error_at(i, "expected a table name")
-            parts.append(_name(token))
-            i += 1
-        if not parts or len(parts) > 3:
-            raise self._error_at(start, "expected a table name")
+        if not parts or len(parts) > 3 or (stop - start) % 2 == 0:
+            raise self._error_at(min(start, stop), "expected a table name")
         return _table_name_of(parts)
 
     def _create_user(self) -> st.CreateUser:
@@ -471,7 +473,97 @@ class _Statement:
         rows = tuple(tuple(row.expressions) for row in node.expressions)
         return st.SplitAt(self.text, table, rows)
 
+    def _changefeed(self) -> st.CreateChangefeed:
+        words = self.words
+        sinkless = words[0] == "EXPERIMENTAL"
+        i = 2
+        targets: list[st.ChangefeedTarget] = []
+        if i < len(words) and words[i] == "FOR":
+            i += 1
+            while True:
+                if i < len(words) and words[i] == "TABLE":
+                    i += 1
+                stop = i
+                while stop < len(words) and words[stop] not in _TARGET_END:
+                    stop += 1
+                table = self._table_name(i, stop)
+                family = None
+                i = stop
+                if i < len(words) and words[i] == "FAMILY":
+                    if i + 1 >= len(words) or words[i + 1] in _TARGET_END:
+                        raise self._error_at(i + 1, "expected a family name after FAMILY")
+                    family = _name(self.tokens[i + 1])
+                    i += 2
+                targets.append(st.ChangefeedTarget(table, family))
+                if i < len(words) and words[i] == ",":
+                    i += 1
+                    continue
+                break
+        sink = None
+        if i < len(words) and words[i] == "INTO":
+            if sinkless:
+                raise self._error_at(
+                    i, "EXPERIMENTAL CHANGEFEED has no sink; use CREATE CHANGEFEED"
+                )
+            if i + 1 >= len(words) or self.tokens[i + 1].token_type is not TokenType.STRING:
+                raise self._error_at(i + 1, "expected the sink URI as a string after INTO")
+            sink = self.tokens[i + 1].text
+            i += 2
+        options: list[tuple[str, str | None]] = []
+        if i < len(words) and words[i] == "WITH":
+            i += 1
+            while True:
+                token = self.tokens[i] if i < len(words) else None
+                if token is None or not token.text.isidentifier() or words[i] == "AS":
+                    raise self._error_at(i, "expected an option name after WITH")
+                name = token.text.lower()
+                i += 1
+                value = None
+                if i < len(words) and words[i] == "=":
+                    value_token = self.tokens[i + 1] if i + 1 < len(words) else None
+                    if value_token is None or value_token.token_type not in _OPTION_VALUES:
+                        raise self._error_at(
+                            i + 1, f"option {name} takes a string, a number or a word"
+                        )
+                    value = value_token.text
+                    i += 2
+                options.append((name, value))
+                if i < len(words) and words[i] == ",":
+                    i += 1
+                    continue
+                break
+        query = None
+        if i < len(words) and words[i] == "AS":
+            if targets:
+                raise self._error_at(i, "a changefeed has either FOR targets or AS SELECT")
+            query = self._changefeed_query(i + 1)
+            targets.append(st.ChangefeedTarget(query.table))  # type: ignore[arg-type]
+            i = len(words)
+        if i < len(words):
+            raise self._error_at(i, "unexpected input after the changefeed's options")
+        if not targets:
+            raise self._error_at(2, "expected FOR TABLE <name> or AS SELECT ... FROM <table>")
+        return st.CreateChangefeed(self.text, tuple(targets), sink, tuple(options), query)
 
+    def _changefeed_query(self, first: int) -> st.Select:
+        if first >= len(self.words) or self.words[first] != "SELECT":
+            raise self._error_at(first, "expected SELECT after AS")
+        start = self._pos(self.tokens[first])
+        text = self.text[start:]
+        select = _Statement(text, self.tokens[first:], self.offset + start).parse()
+        if not isinstance(select, st.Select) or select.table is None:
+            raise self._error_at(first, "a changefeed query selects from one table")
+        if select.order_by or select.limit is not None or select.offset is not None:
+            raise SQLError(
+                "0A000", "a changefeed query takes no ORDER BY, LIMIT or OFFSET: it never ends"
+            )
+        if select.as_of is not None:
+            raise SQLError("0A000", "a changefeed query takes no AS OF SYSTEM TIME; use cursor")
+        return select
+
+
+_TARGET_END = {",", "FAMILY", "INTO", "WITH", "AS"}
+_OPTION_VALUES = {TokenType.STRING, TokenType.NUMBER, TokenType.VAR, TokenType.IDENTIFIER}
 _CLAUSE_WORDS = {"WHERE", "ORDER", "LIMIT", "OFFSET", "GROUP", "HAVING", "FOR"}
 _COLUMN_WORDS = {
     "NOT",

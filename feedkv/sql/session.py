@@ -19,7 +19,7 @@ import functools
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from feedkv.errors import RetryableError, SerializationFailure, SQLError
 from feedkv.kv.txn import Txn
@@ -33,7 +33,7 @@ from feedkv.sql.parser import parse, parse_expression, placeholder_count
 if TYPE_CHECKING:
     from feedkv.kv.db import KVClient
 
-__all__ = ["Result", "Session"]
+__all__ = ["ChangefeedService", "Result", "Session"]
 
 T = TypeVar("T")
 
@@ -45,14 +45,30 @@ def prepare(text: str) -> tuple[tuple[st.Statement, int], ...]:
     return tuple((statement, placeholder_count(statement)) for statement in parse(text))
 
 
+class ChangefeedService(Protocol):
+    """Starts changefeeds for ``CREATE CHANGEFEED`` statements (the changefeed layer
+    provides it; the SQL layer only parses the statement)."""
+
+    def create(
+        self, statement: st.CreateChangefeed, session: Session, params: Sequence[Any]
+    ) -> Result: ...
+
+
 class Session:
     """Runs statements as ``user`` with ``database`` as the current database. Use one
-    session from one thread at a time."""
+    session from one thread at a time. ``changefeeds`` runs ``CREATE CHANGEFEED``
+    (sessions made by :meth:`feedkv.db.DB.session` have it)."""
 
     def __init__(
-        self, db: KVClient, *, user: str = catalog.ROOT, database: str = catalog.DEFAULT_DATABASE
+        self,
+        db: KVClient,
+        *,
+        user: str = catalog.ROOT,
+        database: str = catalog.DEFAULT_DATABASE,
+        changefeeds: ChangefeedService | None = None,
     ) -> None:
         self.db = db
+        self.changefeeds = changefeeds
         self.user = user
         self.database = database
         self._txn: Txn | None = None
@@ -134,6 +150,10 @@ class Session:
         if isinstance(statement, st.Rollback):
             self._abandon()
             return Result(tag="ROLLBACK")
+        if isinstance(statement, st.CreateChangefeed):
+            if self.changefeeds is None:
+                raise SQLError("0A000", "changefeeds need a database from feedkv.connect()")
+            return self.changefeeds.create(statement, self, params)
         if self._txn is None:
             return self._run_alone(statement, params)
         if self._failed:

@@ -15,8 +15,10 @@ from feedkv.sql.types import ColumnType
 __all__ = [
     "AddColumn",
     "Begin",
+    "ChangefeedTarget",
     "ColumnSpec",
     "Commit",
+    "CreateChangefeed",
     "CreateDatabase",
     "CreateTable",
     "CreateUser",
@@ -219,3 +221,26 @@ class Select(Statement):
     limit: exp.Expr | None = None
     offset: exp.Expr | None = None
     as_of: exp.Expr | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChangefeedTarget:
+    """``TABLE t`` or ``TABLE t FAMILY f`` in a changefeed's target list."""
+
+    table: TableName
+    family: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CreateChangefeed(Statement):
+    """``CREATE CHANGEFEED FOR ... [INTO 'uri'] [WITH ...]``, the sinkless
+    ``EXPERIMENTAL CHANGEFEED FOR ...``, or the CDC query form ``CREATE CHANGEFEED
+    [INTO ...] [WITH ...] AS SELECT ...`` (``query``; its single table is the target).
+
+    ``options`` keep the order written; a value is ``None`` for a bare option
+    (``WITH updated``), else its text."""
+
+    targets: tuple[ChangefeedTarget, ...]
+    sink: str | None
+    options: tuple[tuple[str, str | None], ...] = ()
+    query: Select | None = None

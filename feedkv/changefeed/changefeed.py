@@ -1,0 +1,286 @@
+"""Running one changefeed: initial scan, rangefeed, rows, messages, resolved markers.
+
+:class:`Changefeed` runs a :class:`ChangefeedSpec` into a sink, wherever it is asked
+to run (a thread for ``CREATE CHANGEFEED``, the SQL client for a sinkless changefeed,
+Spark for jobs):
+
+1. With an initial scan, every row of every target as of the start timestamp
+   (``updated`` is that timestamp), then the feed from there. ``cursor`` starts the
+   feed at the cursor with no scan; ``initial_scan='only'`` stops after the scan.
+2. A rangefeed over the targets' spans from the start (exclusive). Each value becomes a
+   row change (:class:`~feedkv.changefeed.rows.RowDecoder`), is encoded and emitted.
+3. Each checkpoint moves the frontier: every row at or below it has been emitted. The
+   sink is flushed at least every ``min_checkpoint_frequency``, and when ``resolved``
+   markers are due the marker follows the flush, so it never precedes a row it covers.
+   The high-water mark (:attr:`Changefeed.high_water`) is the last flushed frontier: a
+   restart from it loses nothing.
+4. Schema changes of a watched table are found as the history is read
+   (:class:`~feedkv.changefeed.schema_history.SchemaHistory`), before any row at or
+   after them is emitted. Which changes count: ``schema_change_events=default``, those
+   that rewrite rows (a column added with a value, a column dropped);
+   ``column_changes``, any column added or dropped. What happens, by
+   ``schema_change_policy``: ``backfill`` emits every row at the change's timestamp
+   (rows rewritten by the change arrive through the feed; otherwise they are scanned);
+   ``nobackfill`` leaves the rewritten rows out; ``stop`` ends the feed resolved up to
+   one tick before the change, with an error saying so. A dropped table always ends it.
+5. ``end_time`` ends the feed once the frontier reaches it; rows after it are not
+   emitted.
+
+A sink failure (:class:`~feedkv.changefeed.sink.SinkError`) restarts the feed from its
+high-water mark after a backoff; nothing acknowledged is lost and rows after the mark
+may be emitted again (at-least-once).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from feedkv.changefeed.encoder import Encoder, make_encoder
+from feedkv.changefeed.options import ChangefeedOptions
+from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
+from feedkv.changefeed.schema_history import SchemaChange
+from feedkv.changefeed.sink import Message, Sink, SinkError
+from feedkv.errors import FeedKVError
+from feedkv.rangefeed.event import Checkpoint, Value
+from feedkv.util.hlc import Timestamp
+
+if TYPE_CHECKING:
+    from feedkv.db import DB
+
+__all__ = ["Changefeed", "ChangefeedError", "ChangefeedSpec"]
+
+log = logging.getLogger(__name__)
+
+MAX_RESTART_BACKOFF = 10.0
+
+
+class ChangefeedError(FeedKVError):
+    """The changefeed ended and cannot go on by itself (a schema change under
+    ``schema_change_policy='stop'``, a dropped table, data garbage-collected)."""
+
+
+@dataclass(frozen=True)
+class ChangefeedSpec:
+    """Everything needed to run a changefeed, fixed when it is created.
+
+    ``topics`` maps each target table id to its topic name (the table's name then, or
+    ``db.public.t`` with ``full_table_name``). ``start`` is exclusive: the cursor, or the
+    statement's timestamp (the initial scan reads as of it)."""
+
+    targets: tuple[Target, ...]
+    topics: dict[int, str]
+    options: ChangefeedOptions
+    start: Timestamp
+    sink_uri: str | None = None
+    description: str = ""
+    user: str = "root"
+
+
+class Changefeed:
+    """Runs ``spec`` into ``sink``: :meth:`run` blocks until the feed ends (end time,
+    scan-only, :meth:`close`) and raises :class:`ChangefeedError` if it fails."""
+
+    def __init__(
+        self,
+        db: DB,
+        spec: ChangefeedSpec,
+        sink: Sink,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.spec = spec
+        self.high_water = spec.start
+        self.rows_emitted = 0
+        self._db = db
+        self._sink = sink
+        self._clock = clock
+        self._sleep = sleep
+        self._closed = threading.Event()
+        self._feed_lock = threading.Lock()
+        self._feed: object | None = None
+        self._encoder: Encoder = make_encoder(spec.options)
+        self._scanned = not spec.options.scans
+
+    def close(self) -> None:
+        """Stop :meth:`run` (from any thread). Idempotent."""
+        self._closed.set()
+        with self._feed_lock:
+            feed = self._feed
+        if feed is not None:
+            feed.close()  # type: ignore[attr-defined]
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    def run(self) -> None:
+        attempt = 0
+        while not self.closed:
+            try:
+                self._run_from(self.high_water)
+                return
+            except SinkError as exc:
+                attempt += 1
+                delay = min(MAX_RESTART_BACKOFF, 0.1 * 2 ** min(attempt, 8))
+                log.warning(
+                    "changefeed sink failed (%s); restarting from %s in %.1fs",
+                    exc,
+                    self.high_water,
+                    delay,
+                )
+                self._closed.wait(delay)
+
+    # One attempt, from a high-water mark.
+
+    def _run_from(self, start: Timestamp) -> None:
+        o = self.spec.options
+        decoder = RowDecoder(
+            self._db,
+            list(self.spec.targets),
+            start,
+            diff=o.diff,
+            split_families=o.split_column_families,
+        )
+        self._reset(decoder, start)
+        if not self._scanned:
+            for target in self.spec.targets:
+                for scanned in decoder.scan_rows(target, start):
+                    if self.closed:
+                        return
+                    self._emit(scanned)
+            self._sink.flush()
+            self._scanned = True
+            if o.initial_scan == "only":
+                return
+            if o.resolved is not None:
+                self._sink.emit_resolved(start, self._all_topics())
+        last_flush = last_resolved = self._clock()
+        spans = [t.span for t in self.spec.targets]
+        feed = self._db.rangefeed(spans, start, with_diff=o.diff)
+        with self._feed_lock:
+            self._feed = feed
+        if self.closed:
+            feed.close()
+        end = o.end_time
+        try:
+            for event in feed:
+                if isinstance(event, Value):
+                    if end is not None and event.ts > end:
+                        continue
+                    self._check_schema(event.ts)
+                    if self._stop is not None and event.ts >= self._stop.ts:
+                        continue
+                    row = decoder.decode(event)
+                    if row is not None and (row.table.id, row.mvcc_ts) not in self._skip:
+                        self._emit(row)
+                    continue
+                if not isinstance(event, Checkpoint) or event.ts <= self.high_water:
+                    continue
+                frontier = event.ts
+                self._check_schema(frontier)
+                final = None
+                if self._stop is not None and frontier >= self._stop.ts.prev():
+                    frontier = final = self._stop.ts.prev()
+                if end is not None and frontier >= end:
+                    frontier = final = end
+                now = self._clock()
+                resolved_due = o.resolved is not None and now - last_resolved >= o.resolved
+                if (
+                    final is None
+                    and not resolved_due
+                    and now - last_flush < o.min_checkpoint_frequency
+                ):
+                    continue
+                self._sink.flush()
+                last_flush = now
+                self.high_water = frontier
+                if o.resolved is not None and (resolved_due or final is not None):
+                    self._sink.emit_resolved(frontier, self._all_topics())
+                    last_resolved = now
+                if final is not None:
+                    self._finish()
+                    return
+        finally:
+            feed.close()
+
+    def _finish(self) -> None:
+        stop = self._stop
+        if stop is not None and (
+            self.spec.options.end_time is None or stop.ts <= self.spec.options.end_time
+        ):
+            if stop.after.dropped:
+                raise ChangefeedError(f"{stop.describe()} at {stop.ts}; the changefeed ended")
+            raise ChangefeedError(
+                f"schema change occurred at {stop.ts}: {stop.describe()}; "
+                f"the changefeed stopped, resolved up to {stop.ts.prev()}"
+            )
+
+    # Schema changes.
+
+    def _reset(self, decoder: RowDecoder, start: Timestamp) -> None:
+        self._decoder = decoder
+        self._checked = start  # schema changes are known through here
+        self._stop: SchemaChange | None = None
+        self._skip: set[tuple[int, Timestamp]] = set()  # (table, ts): nobackfill rewrites
+
+    def _check_schema(self, upto: Timestamp) -> None:
+        if upto <= self._checked or self._stop is not None:
+            return
+        o = self.spec.options
+        changes: list[tuple[Timestamp, int, SchemaChange]] = []
+        for table_id, history in self._decoder.histories.items():
+            changes.extend((c.ts, table_id, c) for c in history.changes(self._checked, upto))
+        self._checked = upto
+        for _ts, table_id, change in sorted(changes, key=lambda c: (c[0], c[1])):
+            if change.after.dropped:
+                self._stop = change
+                return
+            counts = (
+                change.changes_columns
+                if o.schema_change_events == "column_changes"
+                else change.rewrites_rows
+            )
+            if not counts:
+                continue
+            if o.schema_change_policy == "stop":
+                self._stop = change
+                return
+            if o.schema_change_policy == "nobackfill":
+                if change.rewrites_rows:
+                    self._skip.add((table_id, change.ts))
+            elif not change.rewrites_rows:
+                for target in self.spec.targets:
+                    if target.table_id == table_id:
+                        for event in self._decoder.scan_rows(target, change.ts):
+                            self._emit(event)
+
+    # Emitting.
+
+    def _topic(self, event: RowEvent) -> str:
+        base = self.spec.topics[event.table.id]
+        return f"{base}.{event.family.name}" if event.family is not None else base
+
+    def _all_topics(self) -> list[str]:
+        return sorted(set(self.spec.topics.values()))
+
+    def _emit(self, event: RowEvent) -> None:
+        topic = self._topic(event)
+        encoder = self._encoder
+        self._sink.emit_row(
+            Message(
+                topic,
+                encoder.encode_key(event, topic),
+                encoder.encode_value(event, topic),
+                event.mvcc_ts,
+                event.updated,
+                event.table.version,
+                event if self.spec.options.format in ("csv", "parquet") else None,
+            )
+        )
+        self.rows_emitted += 1

@@ -1,0 +1,204 @@
+"""``CREATE CHANGEFEED`` and ``EXPERIMENTAL CHANGEFEED``: from a statement to a running
+changefeed.
+
+:func:`plan_changefeed` checks everything before anything starts: the user is an admin,
+the tables (and families) exist as of the statement's timestamp, every option and the
+sink URI are valid together. A failure raises :class:`~feedkv.errors.SQLError` and
+creates nothing.
+
+:class:`Changefeeds` is the SQL session's way to start changefeeds (the
+``changefeeds`` service of :class:`~feedkv.sql.session.Session`). A sinkless changefeed
+streams back as a :class:`~feedkv.changefeed.sinkless.FeedResult`; one with a sink runs
+in a thread of this process and the statement returns its ``job_id``. (Jobs that
+persist, pause, resume and run on Spark replace that thread in the Spark layer.)
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from feedkv.changefeed.changefeed import Changefeed, ChangefeedSpec
+from feedkv.changefeed.options import ChangefeedOptions, option_error, parse_options
+from feedkv.changefeed.rows import Target
+from feedkv.changefeed.sink import Sink, SinkURI, make_sink, parse_sink_uri
+from feedkv.changefeed.sinkless import COLUMNS, ChannelSink, FeedResult
+from feedkv.errors import SQLError
+from feedkv.sql import catalog
+from feedkv.sql import statements as st
+from feedkv.sql.executor import ROW_IDS, Result
+
+if TYPE_CHECKING:
+    from feedkv.db import DB
+    from feedkv.sql.session import Session
+
+__all__ = ["Changefeeds", "Plan", "plan_changefeed"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Plan:
+    spec: ChangefeedSpec
+    sink: SinkURI | None
+
+
+def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
+    """Validate ``statement`` as ``session``'s user; see the module docstring."""
+    if session.in_transaction:
+        raise SQLError(
+            "25001", "CREATE CHANGEFEED cannot be used inside a transaction; COMMIT first"
+        )
+    db = session.db
+    now = db.now()
+    snapshot = catalog.Snapshot(db, now)
+    user = catalog.get_user(snapshot, session.user)
+    if user is None or not user.admin:
+        raise SQLError(
+            "42501",
+            f"user {session.user} does not have the admin role needed to create a changefeed",
+        )
+    if statement.query is not None:
+        raise SQLError("0A000", "changefeed queries (AS SELECT) are not supported yet")
+    options = parse_options(statement.options, now=now)
+    targets: list[Target] = []
+    topics: dict[int, str] = {}
+    for written in statement.targets:
+        database = session.resolve_database(snapshot, written.table.database or session.database)
+        desc = catalog.table_by_name(snapshot, database, written.table.name)
+        if written.family is not None:
+            desc.family(written.family)  # 42704 when it does not exist
+        target = Target(desc.id, written.family)
+        if target in targets:
+            raise option_error(f"table {written.table} is a target more than once")
+        targets.append(target)
+        topics[desc.id] = (
+            f"{database.name}.public.{desc.name}" if options.full_table_name else desc.name
+        )
+    sink = None
+    if statement.sink is not None:
+        sink = parse_sink_uri(statement.sink, options)
+    else:
+        _check_sinkless(options)
+    spec = ChangefeedSpec(
+        targets=tuple(targets),
+        topics=topics,
+        options=options,
+        start=options.cursor or now,
+        sink_uri=statement.sink,
+        description=statement.text,
+        user=session.user,
+    )
+    return Plan(spec, sink)
+
+
+def _check_sinkless(options: ChangefeedOptions) -> None:
+    if options.format == "parquet":
+        raise option_error(
+            "format=parquet needs a file sink (CREATE CHANGEFEED ... INTO 'file://...')"
+        )
+    for name, _value in options.given:
+        if name in (
+            "compression",
+            "kafka_sink_config",
+            "webhook_sink_config",
+            "webhook_auth_header",
+        ):
+            raise option_error(f"option {name} is not usable without a sink")
+
+
+class Changefeeds:
+    """The changefeeds this process started; :meth:`close` stops them all."""
+
+    def __init__(self, db: DB) -> None:
+        self._db = db
+        self._lock = threading.Lock()
+        self._running: dict[int, tuple[Changefeed, threading.Thread]] = {}
+        self._errors: dict[int, BaseException] = {}
+        self._sinkless: list[FeedResult] = []
+
+    def create(self, statement: st.CreateChangefeed, session: Session, params: Any = ()) -> Result:
+        plan = plan_changefeed(statement, session)
+        if plan.sink is None:
+            return self._start_sinkless(plan.spec)
+        sink = make_sink(plan.sink, plan.spec.options, start=plan.spec.start, db=self._db)
+        job_id = ROW_IDS.next()
+        changefeed = Changefeed(self._db, plan.spec, sink)
+        thread = threading.Thread(
+            target=self._run,
+            args=(job_id, changefeed, sink),
+            name=f"changefeed-{job_id}",
+            daemon=True,
+        )
+        with self._lock:
+            self._running[job_id] = (changefeed, thread)
+        thread.start()
+        return Result(columns=("job_id",), rows=[(job_id,)], tag="CREATE CHANGEFEED")
+
+    def get(self, job_id: int) -> Changefeed | None:
+        with self._lock:
+            found = self._running.get(job_id)
+        return found[0] if found else None
+
+    def error(self, job_id: int) -> BaseException | None:
+        """How changefeed ``job_id`` failed, if it did."""
+        with self._lock:
+            return self._errors.get(job_id)
+
+    def wait(self, job_id: int, timeout: float | None = None) -> bool:
+        """Wait for changefeed ``job_id`` to end; returns whether it did."""
+        with self._lock:
+            found = self._running.get(job_id)
+        if found is None:
+            return True
+        found[1].join(timeout)
+        return not found[1].is_alive()
+
+    def cancel(self, job_id: int) -> None:
+        changefeed = self.get(job_id)
+        if changefeed is not None:
+            changefeed.close()
+            self.wait(job_id)
+
+    def close(self) -> None:
+        with self._lock:
+            running = list(self._running.values())
+            sinkless, self._sinkless = self._sinkless, []
+        for result in sinkless:
+            result.close()
+        for changefeed, _thread in running:
+            changefeed.close()
+        for _changefeed, thread in running:
+            thread.join()
+
+    def _run(self, job_id: int, changefeed: Changefeed, sink: Sink) -> None:
+        try:
+            changefeed.run()
+        except BaseException as exc:
+            log.warning("changefeed %d failed: %s", job_id, exc)
+            with self._lock:
+                self._errors[job_id] = exc
+        finally:
+            sink.close()
+
+    def _start_sinkless(self, spec: ChangefeedSpec) -> FeedResult:
+        channel = ChannelSink(text=spec.options.format != "avro")
+        changefeed = Changefeed(self._db, spec, channel)
+        result = FeedResult(
+            columns=COLUMNS, tag="CHANGEFEED", changefeed=changefeed, channel=channel
+        )
+
+        def run() -> None:
+            try:
+                changefeed.run()
+            except BaseException as exc:
+                channel.end(exc)
+            else:
+                channel.end()
+
+        threading.Thread(target=run, name="sinkless-changefeed", daemon=True).start()
+        with self._lock:
+            self._sinkless.append(result)
+        return result

@@ -1,0 +1,192 @@
+"""Row changes to message bytes: envelopes and the JSON format.
+
+A message is a key (the primary key as a JSON array, ``[1, "a"]``) and a value, shaped
+by the envelope as CockroachDB users know it:
+
+- ``wrapped`` (default): ``{"after": {...}}``, plus ``"before"`` (``diff``),
+  ``"key"`` (``key_in_value``), ``"topic"`` (``topic_in_value``), ``"updated"`` and
+  ``"mvcc_timestamp"`` when asked for. A deletion has ``"after": null``.
+- ``bare``: the row itself, with a ``"__crdb__"`` object holding ``updated``,
+  ``mvcc_timestamp`` and ``key``/``topic`` when asked for; a deletion has no value.
+- ``row``: the row itself and nothing else; a deletion has no value.
+- ``key_only``: no value at all.
+
+A value of ``None`` is a tombstone: the sink decides how to write it (a Kafka
+tombstone, a ``null`` line in a file). Resolved messages are
+``{"resolved": "<ts>"}``. Timestamps are strings in the HLC decimal form
+``<wall ns>.<logical, 10 digits>``.
+
+Column values follow CockroachDB's JSON forms: numbers for INT, FLOAT and DECIMAL
+(exact digits; NaN and infinities as strings), ``"\\x..."`` hex for BYTES, ISO 8601 for
+dates and times (``Z`` for TIMESTAMPTZ), JSONB embedded as JSON.
+
+:func:`make_encoder` picks the encoder for a format; Avro lives in
+:mod:`feedkv.changefeed.avro` and is imported only when asked for.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import math
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from feedkv.changefeed.options import ChangefeedOptions
+from feedkv.changefeed.rows import RowEvent
+from feedkv.sql.descriptor import TableDescriptor
+from feedkv.sql.types import Kind
+from feedkv.util.hlc import Timestamp
+
+__all__ = ["Encoder", "JSONEncoder", "json_value", "make_encoder"]
+
+
+class Encoder(Protocol):
+    """Turns row changes and resolved timestamps into message bytes."""
+
+    def encode_key(self, event: RowEvent, topic: str) -> bytes: ...
+
+    def encode_value(self, event: RowEvent, topic: str) -> bytes | None:
+        """The message value; ``None`` is a tombstone (a deletion with no value)."""
+        ...
+
+    def encode_resolved(self, ts: Timestamp, topic: str | None) -> bytes: ...
+
+
+def make_encoder(options: ChangefeedOptions) -> Encoder:
+    """The encoder for ``options.format``; csv and parquet are file formats written by
+    the file sink from :class:`~feedkv.changefeed.rows.RowEvent` objects directly, and
+    use the JSON encoder for their keys."""
+    if options.format == "avro":
+        from feedkv.changefeed.avro import AvroEncoder
+
+        return AvroEncoder(options)
+    return JSONEncoder(options)
+
+
+def _json_float(value: float) -> str:
+    if math.isnan(value):
+        return '"NaN"'
+    if math.isinf(value):
+        return '"Infinity"' if value > 0 else '"-Infinity"'
+    return repr(value)
+
+
+def _json_decimal(value: decimal.Decimal) -> str:
+    if value.is_nan():
+        return '"NaN"'
+    if value.is_infinite():
+        return '"Infinity"' if value > 0 else '"-Infinity"'
+    return str(value)
+
+
+def _json_timestamptz(value: datetime.datetime) -> str:
+    text = value.astimezone(datetime.UTC).replace(tzinfo=None).isoformat()
+    return json.dumps(text + "Z")
+
+
+_dumps = json.dumps
+
+_BY_KIND: dict[Kind, Callable[[Any], str]] = {
+    Kind.INT: str,
+    Kind.FLOAT: _json_float,
+    Kind.DECIMAL: _json_decimal,
+    Kind.STRING: _dumps,
+    Kind.BYTES: lambda v: '"\\\\x' + v.hex() + '"',
+    Kind.BOOL: lambda v: "true" if v else "false",
+    Kind.DATE: lambda v: '"' + v.isoformat() + '"',
+    Kind.TIMESTAMP: lambda v: '"' + v.isoformat() + '"',
+    Kind.TIMESTAMPTZ: _json_timestamptz,
+    Kind.UUID: lambda v: '"' + str(v) + '"',
+    Kind.JSONB: lambda v: _dumps(v, sort_keys=True),
+}
+
+
+def json_value(kind: Kind, value: Any) -> str:
+    """One column value as JSON text."""
+    return "null" if value is None else _BY_KIND[kind](value)
+
+
+class _RowFormat:
+    """How one descriptor version's rows become JSON objects: the ``"name": `` prefix
+    and value formatter of every column, worked out once."""
+
+    def __init__(self, desc: TableDescriptor) -> None:
+        self.columns = {
+            c.name: (_dumps(c.name) + ": ", _BY_KIND[c.type.kind]) for c in desc.columns
+        }
+        self.key = [_BY_KIND[c.type.kind] for c in desc.key_columns]
+
+    def row(self, row: dict[str, Any]) -> str:
+        parts = []
+        columns = self.columns
+        for name, value in row.items():
+            prefix, fmt = columns[name]
+            parts.append(prefix + ("null" if value is None else fmt(value)))
+        return "{" + ", ".join(parts) + "}"
+
+    def key_array(self, key: tuple[Any, ...]) -> str:
+        return (
+            "["
+            + ", ".join("null" if v is None else f(v) for f, v in zip(self.key, key, strict=True))
+            + "]"
+        )
+
+
+class JSONEncoder:
+    def __init__(self, options: ChangefeedOptions) -> None:
+        self._o = options
+        self._formats: dict[tuple[int, int], _RowFormat] = {}
+
+    def _format(self, desc: TableDescriptor) -> _RowFormat:
+        found = self._formats.get((desc.id, desc.version))
+        if found is None:
+            found = self._formats[(desc.id, desc.version)] = _RowFormat(desc)
+        return found
+
+    def encode_key(self, event: RowEvent, topic: str) -> bytes:
+        return self._format(event.table).key_array(event.key).encode()
+
+    def encode_value(self, event: RowEvent, topic: str) -> bytes | None:
+        o = self._o
+        envelope = o.envelope
+        if envelope == "key_only":
+            return None
+        fmt = self._format(event.table)
+        if envelope == "wrapped":
+            parts = ['"after": ' + ("null" if event.after is None else fmt.row(event.after))]
+            if o.diff:
+                parts.append(
+                    '"before": ' + ("null" if event.before is None else fmt.row(event.before))
+                )
+            if o.key_in_value:
+                parts.append('"key": ' + fmt.key_array(event.key))
+            if o.topic_in_value:
+                parts.append('"topic": ' + _dumps(topic))
+            if o.updated:
+                parts.append(f'"updated": "{event.updated}"')
+            if o.mvcc_timestamp:
+                parts.append(f'"mvcc_timestamp": "{event.mvcc_ts}"')
+            return ("{" + ", ".join(parts) + "}").encode()
+        if event.after is None:
+            return None
+        body = fmt.row(event.after)
+        if envelope == "row":
+            return body.encode()
+        meta = []
+        if o.key_in_value:
+            meta.append('"key": ' + fmt.key_array(event.key))
+        if o.topic_in_value:
+            meta.append('"topic": ' + _dumps(topic))
+        if o.updated:
+            meta.append(f'"updated": "{event.updated}"')
+        if o.mvcc_timestamp:
+            meta.append(f'"mvcc_timestamp": "{event.mvcc_ts}"')
+        if not meta:
+            return body.encode()
+        crdb = '"__crdb__": {' + ", ".join(meta) + "}"
+        return (body[:-1] + (", " if len(body) > 2 else "") + crdb + "}").encode()
+
+    def encode_resolved(self, ts: Timestamp, topic: str | None) -> bytes:
+        return f'{{"resolved": "{ts}"}}'.encode()

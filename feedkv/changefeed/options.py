@@ -1,0 +1,267 @@
+"""A changefeed's ``WITH`` options: what each one means, its values, and the
+combinations that make no sense.
+
+:func:`parse_options` turns the ``(name, value)`` pairs the parser produced into a frozen
+:class:`ChangefeedOptions`, or raises :class:`~feedkv.errors.SQLError` 22023 naming the bad
+option and what would be right ("unknown option 'envelop'; did you mean 'envelope'?").
+Options that depend on the sink (``compression`` on files only, ``kafka_sink_config``
+on Kafka only...) are checked by the sink registry (:mod:`feedkv.changefeed.sink`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from feedkv.errors import InvalidArgumentError, SQLError
+from feedkv.sql.executor import timestamp_of
+from feedkv.util.hlc import Timestamp
+from feedkv.util.units import parse_duration_ns
+
+__all__ = [
+    "DEFAULT_MIN_CHECKPOINT_FREQUENCY",
+    "OPTION_NAMES",
+    "ChangefeedOptions",
+    "option_error",
+    "parse_options",
+]
+
+DEFAULT_MIN_CHECKPOINT_FREQUENCY = 30.0  # seconds, as in CockroachDB
+
+
+def option_error(message: str) -> SQLError:
+    """An error in a changefeed's options or sink (SQLSTATE 22023, invalid parameter)."""
+    return SQLError("22023", message)
+
+
+@dataclass(frozen=True, slots=True)
+class ChangefeedOptions:
+    """Every option with its value (defaults filled in). Durations are in seconds.
+
+    ``resolved`` is ``None`` when no resolved markers are wanted, else the least time
+    between two markers. ``given`` keeps the options as written, for descriptions."""
+
+    cursor: Timestamp | None = None
+    end_time: Timestamp | None = None
+    initial_scan: str = "yes"  # yes | no | only
+    envelope: str = "wrapped"  # wrapped | bare | key_only | row
+    format: str = "json"  # json | avro | csv | parquet
+    updated: bool = False
+    mvcc_timestamp: bool = False
+    diff: bool = False
+    resolved: float | None = None
+    min_checkpoint_frequency: float = DEFAULT_MIN_CHECKPOINT_FREQUENCY
+    key_in_value: bool = False
+    topic_in_value: bool = False
+    full_table_name: bool = False
+    split_column_families: bool = False
+    schema_change_events: str = "default"  # default | column_changes
+    schema_change_policy: str = "backfill"  # backfill | nobackfill | stop
+    on_error: str = "fail"  # fail | pause
+    compression: str | None = None  # gzip | zstd
+    confluent_schema_registry: str | None = None
+    kafka_sink_config: dict[str, Any] | None = None
+    webhook_sink_config: dict[str, Any] | None = None
+    webhook_auth_header: str | None = None
+    webhook_client_timeout: float | None = None
+    metrics_label: str | None = None
+    given: tuple[tuple[str, str | None], ...] = field(default=())
+
+    @property
+    def scans(self) -> bool:
+        """Whether the changefeed starts with an initial scan."""
+        return self.initial_scan in ("yes", "only")
+
+
+# Value parsers: each takes the option's name and its text (None when bare) and returns
+# the field's value, or raises with a message that names the option.
+
+_Parser = Callable[[str, "str | None", Timestamp], Any]
+
+
+def _flag(name: str, value: str | None, now: Timestamp) -> bool:
+    if value is not None:
+        raise option_error(f"option {name} takes no value (write WITH {name})")
+    return True
+
+
+def _choice(*choices: str, bare: str | None = None) -> _Parser:
+    def parse(name: str, value: str | None, now: Timestamp) -> str:
+        if value is None and bare is not None:
+            return bare
+        if value is None:
+            raise option_error(f"option {name} needs a value: one of {', '.join(choices)}")
+        if value.lower() not in choices:
+            raise option_error(
+                f"unknown {name} {value!r}{_suggest(value.lower(), choices)}; "
+                f"expected one of {', '.join(choices)}"
+            )
+        return value.lower()
+
+    return parse
+
+
+def _duration(name: str, value: str | None, now: Timestamp) -> float:
+    if value is None:
+        raise option_error(f"option {name} needs a duration, such as '10s'")
+    try:
+        ns = parse_duration_ns(value)
+    except InvalidArgumentError:
+        raise option_error(
+            f"option {name}: {value!r} is not a duration; write one such as '10s' or '500ms'"
+        ) from None
+    if ns < 0:
+        raise option_error(f"option {name}: the duration {value!r} is negative")
+    return ns / 1e9
+
+
+def _resolved(name: str, value: str | None, now: Timestamp) -> float | None:
+    return None if value is None else _duration(name, value, now)  # None: see parse_options
+
+
+def _timestamp(name: str, value: str | None, now: Timestamp) -> Timestamp:
+    if value is None:
+        raise option_error(f"option {name} needs a timestamp")
+    if value.lower() == "now":
+        return now
+    try:
+        return timestamp_of(value, now)
+    except SQLError:
+        raise option_error(
+            f"option {name}: {value!r} is not a timestamp; use a logical timestamp "
+            "(cluster_logical_timestamp()), a negative interval such as '-10s', or a date/time"
+        ) from None
+
+
+def _text(name: str, value: str | None, now: Timestamp) -> str:
+    if not value:
+        raise option_error(f"option {name} needs a value")
+    return value
+
+
+def _json_object(name: str, value: str | None, now: Timestamp) -> dict[str, Any]:
+    text = _text(name, value, now)
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise option_error(f"option {name} is not valid JSON: {exc.msg} at {exc.pos}") from None
+    if not isinstance(parsed, dict):
+        raise option_error(f"option {name} must be a JSON object, such as '{{\"Flush\": ...}}'")
+    return parsed
+
+
+_OPTIONS: dict[str, _Parser] = {
+    "cursor": _timestamp,
+    "end_time": _timestamp,
+    "initial_scan": _choice("yes", "no", "only", bare="yes"),
+    "envelope": _choice("wrapped", "bare", "key_only", "row"),
+    "format": _choice("json", "avro", "csv", "parquet"),
+    "updated": _flag,
+    "mvcc_timestamp": _flag,
+    "diff": _flag,
+    "resolved": _resolved,
+    "min_checkpoint_frequency": _duration,
+    "key_in_value": _flag,
+    "topic_in_value": _flag,
+    "full_table_name": _flag,
+    "split_column_families": _flag,
+    "schema_change_events": _choice("default", "column_changes"),
+    "schema_change_policy": _choice("backfill", "nobackfill", "stop"),
+    "on_error": _choice("fail", "pause"),
+    "compression": _choice("gzip", "zstd"),
+    "confluent_schema_registry": _text,
+    "kafka_sink_config": _json_object,
+    "webhook_sink_config": _json_object,
+    "webhook_auth_header": _text,
+    "webhook_client_timeout": _duration,
+    "metrics_label": _text,
+}
+
+OPTION_NAMES = frozenset(_OPTIONS)
+
+# Older spellings CockroachDB users still write, and what they mean now.
+_ALIASES = {
+    "no_initial_scan": ("initial_scan", "no"),
+    "initial_scan_only": ("initial_scan", "only"),
+}
+
+
+def _suggest(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def parse_options(given: Iterable[tuple[str, str | None]], *, now: Timestamp) -> ChangefeedOptions:
+    """Validate the options of a ``WITH`` clause; ``now`` anchors relative timestamps
+    (``cursor='-10s'``). Raises SQLError 22023 on the first problem."""
+    given = tuple(given)
+    values: dict[str, Any] = {}
+    for name, value in given:
+        if name in _ALIASES:
+            if value is not None:
+                raise option_error(f"option {name} takes no value (write WITH {name})")
+            name, value = _ALIASES[name]
+        parser = _OPTIONS.get(name)
+        if parser is None:
+            raise option_error(f"unknown option {name!r}{_suggest(name, _OPTIONS)}")
+        if name in values:
+            raise option_error(f"option {name} is given more than once")
+        values[name] = parser(name, value, now)
+    if "cursor" in values:
+        values.setdefault("initial_scan", "no")  # a cursor resumes: nothing to scan
+    if "resolved" in values and values["resolved"] is None:  # bare: as often as checkpoints
+        values["resolved"] = values.get(
+            "min_checkpoint_frequency", DEFAULT_MIN_CHECKPOINT_FREQUENCY
+        )
+    options = ChangefeedOptions(**values, given=given)
+    _check_combinations(options, set(values), now)
+    return options
+
+
+def _check_combinations(o: ChangefeedOptions, named: set[str], now: Timestamp) -> None:
+    if o.initial_scan == "only":
+        for name in ("resolved", "end_time", "diff", "mvcc_timestamp"):
+            if name in named:
+                raise option_error(
+                    f"option {name} cannot be used with initial_scan='only': "
+                    "such a changefeed ends after its scan"
+                )
+    if o.format == "csv" and o.initial_scan != "only":
+        raise option_error("format=csv is only supported with initial_scan='only'")
+    if o.format == "csv" and o.envelope not in ("wrapped", "row"):
+        raise option_error(f"format=csv does not support envelope={o.envelope}")
+    if o.format == "avro":
+        if o.confluent_schema_registry is None:
+            raise option_error(
+                "format=avro needs a schema registry: add "
+                "confluent_schema_registry='http://host:port'"
+            )
+        for name in ("key_in_value", "topic_in_value"):
+            if name in named:
+                raise option_error(f"option {name} is only usable with format=json")
+        if o.envelope == "row":
+            raise option_error("envelope=row is not supported with format=avro")
+    elif o.confluent_schema_registry is not None:
+        raise option_error("option confluent_schema_registry is only usable with format=avro")
+    if o.format in ("csv", "parquet") and ("key_in_value" in named or "topic_in_value" in named):
+        raise option_error(f"key_in_value and topic_in_value are not usable with format={o.format}")
+    if o.envelope == "key_only":
+        for name in ("diff", "updated", "mvcc_timestamp", "key_in_value"):
+            if name in named:
+                raise option_error(
+                    f"option {name} is not usable with envelope=key_only: there is no value "
+                    "to carry it"
+                )
+    if o.diff and o.envelope not in ("wrapped",):
+        raise option_error(f"option diff is only usable with envelope=wrapped, not {o.envelope}")
+    if o.topic_in_value and o.envelope != "wrapped":
+        raise option_error("option topic_in_value is only usable with envelope=wrapped")
+    if o.end_time is not None:
+        start = o.cursor or now
+        if o.end_time <= start:
+            raise option_error(f"end_time {o.end_time} is not after the changefeed's start {start}")
+    if o.cursor is not None and o.cursor > now:
+        raise option_error(f"cursor {o.cursor} is in the future (now is {now})")

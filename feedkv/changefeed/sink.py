@@ -1,0 +1,504 @@
+"""Sinks: where a changefeed's messages go, and the machinery every sink shares.
+
+A changefeed talks to a :class:`Sink`: ``emit_row`` (may buffer), ``flush`` (blocks
+until everything emitted is durable), ``emit_resolved`` (called only after a flush, so
+a resolved marker never precedes a row it covers) and ``close``.
+
+Most sinks are a :class:`BatchingSink` around a thin :class:`SinkClient` that only knows
+its wire (write a file, POST a payload). The batcher is written once: per-topic batches
+sealed by size, count or age; one sender thread that delivers sealed batches in order
+(so per-key order survives) and retries a failing delivery with backoff; a memory
+budget for sealed batches waiting to be sent, past which they spill to disk; and a disk
+budget, past which ``emit_row`` blocks, which stalls the feed until the sink recovers.
+A delivery that still fails after its retries fails the sink with a retryable
+:class:`SinkError`; the changefeed then restarts from its last resolved timestamp.
+
+Sinks are chosen by URI scheme through :data:`SINK_KINDS` (:func:`parse_sink_uri`
+checks a URI and the options against what the sink supports at creation time;
+:func:`make_sink` builds it, importing optional dependencies only then).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+import os
+import pickle
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import parse_qsl, urlsplit
+
+from feedkv.changefeed.options import ChangefeedOptions, option_error
+from feedkv.errors import ExternalError
+from feedkv.util.hlc import Timestamp
+from feedkv.util.units import parse_duration_ns
+
+__all__ = [
+    "SINK_KINDS",
+    "BatchingSink",
+    "FlushConfig",
+    "Message",
+    "RetryConfig",
+    "Sink",
+    "SinkClient",
+    "SinkError",
+    "SinkKind",
+    "SinkURI",
+    "make_sink",
+    "parse_sink_uri",
+]
+
+
+class SinkError(ExternalError):
+    """The sink could not take messages (down, refusing, timing out). Retryable: the
+    changefeed restarts from its last resolved timestamp."""
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One encoded row change. ``value=None`` is a tombstone (a deletion without a value).
+    ``row`` carries the decoded row for file formats that write rows, not bytes."""
+
+    topic: str
+    key: bytes
+    value: bytes | None
+    mvcc_ts: Timestamp
+    updated: Timestamp
+    schema_id: int = 0  # the version of the table descriptor the row was decoded with
+    row: Any = None
+
+    @property
+    def size(self) -> int:
+        return len(self.key) + (len(self.value) if self.value else 0) + 64
+
+
+class Sink(Protocol):
+    def emit_row(self, message: Message) -> None:
+        """Take one message. May buffer; may block while the sink is full (backpressure)."""
+        ...
+
+    def flush(self) -> None:
+        """Block until every message emitted so far is durable in the sink; raises
+        :class:`SinkError` if it cannot be."""
+        ...
+
+    def emit_resolved(self, ts: Timestamp, topics: Iterable[str]) -> None:
+        """Write a resolved marker for ``ts``; callers flush first. Durable on return."""
+        ...
+
+    def close(self) -> None:
+        """Release resources; messages not flushed are dropped. Idempotent."""
+        ...
+
+
+class SinkClient(Protocol):
+    """One sink's wire: delivers a whole batch or raises :class:`SinkError`."""
+
+    def send(self, topic: str, batch: list[Message]) -> None: ...
+
+    def send_resolved(self, ts: Timestamp, topics: list[str]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FlushConfig:
+    """When a batch is sealed: at ``messages`` messages or ``bytes`` bytes, or when its
+    oldest message is ``frequency`` seconds old (0: only on size and on flush)."""
+
+    messages: int = 1000
+    bytes: int = 4 << 20
+    frequency: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class RetryConfig:
+    """A failing delivery is tried ``max`` more times, waiting ``backoff`` seconds
+    before the first retry and doubling up to ``max_backoff``."""
+
+    max: int = 3
+    backoff: float = 0.5
+    max_backoff: float = 10.0
+
+    def delays(self) -> Iterable[float]:
+        delay = self.backoff
+        for _ in range(self.max):
+            yield delay
+            delay = min(delay * 2, self.max_backoff)
+
+
+@dataclass
+class _Batch:
+    topic: str
+    messages: list[Message] = field(default_factory=list)
+    bytes: int = 0
+    opened: float = 0.0
+    spilled: str | None = None  # the file holding the messages while they wait on disk
+
+    def load(self) -> list[Message]:
+        if self.spilled is None:
+            return self.messages
+        with open(self.spilled, "rb") as f:
+            messages: list[Message] = pickle.load(f)
+        return messages
+
+
+class BatchingSink:
+    """A :class:`Sink` over a :class:`SinkClient`; see the module docstring.
+
+    ``memory_budget`` bounds the bytes of sealed batches held in memory; past it they
+    spill to files in ``spill_dir`` up to ``disk_budget`` bytes, past which ``emit_row``
+    blocks. ``sleep`` and ``clock`` are injected for tests."""
+
+    def __init__(
+        self,
+        client: SinkClient,
+        *,
+        flush: FlushConfig | None = None,
+        retry: RetryConfig | None = None,
+        memory_budget: int = 64 << 20,
+        disk_budget: int = 1 << 30,
+        spill_dir: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._client = client
+        self._flush = flush or FlushConfig()
+        self._retry = retry or RetryConfig()
+        self._memory_budget = memory_budget
+        self._disk_budget = disk_budget
+        self._spill_dir = spill_dir
+        self._clock = clock
+        self._sleep = sleep
+        self._cond = threading.Condition()
+        self._open: dict[str, _Batch] = {}
+        self._sealed: deque[_Batch] = deque()
+        self._memory = 0  # bytes of sealed batches in memory
+        self._disk = 0  # bytes of sealed batches spilled to disk
+        self._sending = 0  # batches taken by the sender, not yet delivered
+        self._error: SinkError | None = None
+        self._closed = False
+        self.stats = {"batches": 0, "messages": 0, "retries": 0, "spilled": 0}
+        self._sender = threading.Thread(target=self._run, name="sink-sender", daemon=True)
+        self._sender.start()
+
+    # Sink.
+
+    def emit_row(self, message: Message) -> None:
+        with self._cond:
+            self._raise_if_failed()
+            batch = self._open.get(message.topic)
+            if batch is None:
+                batch = self._open[message.topic] = _Batch(message.topic, opened=self._clock())
+            batch.messages.append(message)
+            batch.bytes += message.size
+            if len(batch.messages) >= self._flush.messages or batch.bytes >= self._flush.bytes:
+                self._seal(message.topic)
+
+    def flush(self) -> None:
+        with self._cond:
+            for topic in list(self._open):
+                self._seal(topic)
+            self._cond.wait_for(
+                lambda: (
+                    self._error is not None or self._closed or not (self._sealed or self._sending)
+                )
+            )
+            self._raise_if_failed()
+
+    def emit_resolved(self, ts: Timestamp, topics: Iterable[str]) -> None:
+        topics = sorted(set(topics))
+        self._deliver(functools.partial(self._client.send_resolved, ts, topics))
+
+    def close(self) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            for batch in self._sealed:
+                self._discard(batch)
+            self._sealed.clear()
+            self._cond.notify_all()
+        self._sender.join()
+        self._client.close()
+
+    # Batches.
+
+    def _seal(self, topic: str, *, may_wait: bool = True) -> None:
+        """Move the open batch of ``topic`` to the send queue (lock held); spill it to
+        disk when memory is over budget, and wait while the disk is too (unless called
+        by the sender, which must never wait for itself)."""
+        batch = self._open.pop(topic)
+        over_memory = self._memory + batch.bytes > self._memory_budget
+        if over_memory and self._sealed and may_wait:
+            self._cond.wait_for(
+                lambda: (
+                    self._error is not None
+                    or self._closed
+                    or self._disk + batch.bytes <= self._disk_budget
+                    or not self._sealed
+                )
+            )
+            self._raise_if_failed()
+        if over_memory and self._sealed and self._disk + batch.bytes <= self._disk_budget:
+            self._spill(batch)
+        if batch.spilled is None:
+            self._memory += batch.bytes
+        self._sealed.append(batch)
+        self._cond.notify_all()
+
+    def _spill(self, batch: _Batch) -> None:
+        fd, path = tempfile.mkstemp(prefix="feedkv-sink-", suffix=".spill", dir=self._spill_dir)
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(batch.messages, f, protocol=pickle.HIGHEST_PROTOCOL)
+        batch.messages = []
+        batch.spilled = path
+        self._disk += batch.bytes
+        self.stats["spilled"] += 1
+
+    def _discard(self, batch: _Batch) -> None:
+        if batch.spilled is not None:
+            os.unlink(batch.spilled)
+            self._disk -= batch.bytes
+        else:
+            self._memory -= batch.bytes
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                batch = self._next_batch()
+                if batch is None:
+                    return
+                self._sending += 1
+            messages: list[Message] = []
+            try:
+                messages = batch.load()
+                self._deliver(functools.partial(self._client.send, batch.topic, messages))
+            except SinkError as exc:
+                with self._cond:
+                    self._error = self._error or exc
+            finally:
+                with self._cond:
+                    self._discard(batch)
+                    self._sending -= 1
+                    self.stats["batches"] += 1
+                    self.stats["messages"] += len(messages)
+                    self._cond.notify_all()
+
+    def _next_batch(self) -> _Batch | None:
+        """The next sealed batch to send (lock held), sealing open batches that are too
+        old while waiting; ``None`` when closed."""
+        while True:
+            if self._closed:
+                return None
+            if self._sealed and self._error is None:
+                return self._sealed.popleft()
+            timeout = None
+            if self._flush.frequency > 0 and self._open:
+                now = self._clock()
+                for topic, open_batch in list(self._open.items()):
+                    if now - open_batch.opened >= self._flush.frequency:
+                        self._seal(topic, may_wait=False)
+                if self._sealed:
+                    continue
+                oldest = min(b.opened for b in self._open.values())
+                timeout = max(0.0, oldest + self._flush.frequency - now)
+            self._cond.wait(timeout)
+
+    def _deliver(self, send: Callable[[], None]) -> None:
+        delays = iter(self._retry.delays())
+        while True:
+            try:
+                send()
+                return
+            except SinkError:
+                delay = next(delays, None)
+                if delay is None or self._closed:
+                    raise
+                self.stats["retries"] += 1
+                self._sleep(delay)
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise SinkError(str(self._error)) from self._error
+        if self._closed:
+            raise SinkError("the sink is closed")
+
+
+# The registry.
+
+
+@dataclass(frozen=True, slots=True)
+class SinkKind:
+    """What one kind of sink accepts. ``factory`` is ``module:function`` taking
+    ``(SinkURI, ChangefeedOptions)``, imported when a sink is made."""
+
+    name: str
+    schemes: tuple[str, ...]
+    factory: str
+    params: frozenset[str] = frozenset()
+    formats: frozenset[str] = frozenset({"json"})
+    options: frozenset[str] = frozenset()  # sink-specific options it accepts
+
+
+@dataclass(frozen=True, slots=True)
+class SinkURI:
+    """A parsed sink URI: ``params`` are its query parameters (each at most once)."""
+
+    uri: str
+    kind: SinkKind
+    scheme: str
+    host: str
+    path: str
+    params: dict[str, str]
+
+    def param(self, name: str, default: str | None = None) -> str | None:
+        return self.params.get(name, default)
+
+    def size_param(self, name: str, default: int) -> int:
+        from feedkv.util.units import parse_size
+
+        text = self.params.get(name)
+        if text is None:
+            return default
+        try:
+            return parse_size(text)
+        except ValueError:
+            raise option_error(
+                f"sink parameter {name}={text!r} is not a size such as '16MiB'"
+            ) from None
+
+    def duration_param(self, name: str, default: float) -> float:
+        text = self.params.get(name)
+        if text is None:
+            return default
+        try:
+            return parse_duration_ns(text) / 1e9
+        except ValueError:
+            raise option_error(
+                f"sink parameter {name}={text!r} is not a duration such as '5s'"
+            ) from None
+
+
+_SINK_OPTIONS = frozenset(
+    {
+        "compression",
+        "kafka_sink_config",
+        "webhook_sink_config",
+        "webhook_auth_header",
+        "webhook_client_timeout",
+    }
+)
+_TLS = frozenset({"ca_cert", "client_cert", "client_key", "insecure_tls_skip_verify"})
+
+SINK_KINDS: tuple[SinkKind, ...] = (
+    SinkKind(
+        "cloud storage",
+        ("file", "s3"),
+        "feedkv.changefeed.sinks.cloud_storage:make",
+        frozenset(
+            {
+                "file_size",
+                "partition_format",
+                "AWS_ACCESS_KEY_ID",
+                "AWS_SECRET_ACCESS_KEY",
+                "AWS_SESSION_TOKEN",
+                "AWS_REGION",
+                "AWS_ENDPOINT",
+            }
+        ),
+        frozenset({"json", "csv", "parquet"}),
+        frozenset({"compression"}),
+    ),
+    SinkKind(
+        "kafka",
+        ("kafka",),
+        "feedkv.changefeed.sinks.kafka:make",
+        frozenset(
+            {
+                "topic_prefix",
+                "topic_name",
+                "tls_enabled",
+                "sasl_enabled",
+                "sasl_mechanism",
+                "sasl_user",
+                "sasl_password",
+            }
+        )
+        | _TLS,
+        frozenset({"json", "avro"}),
+        frozenset({"kafka_sink_config"}),
+    ),
+    SinkKind(
+        "webhook",
+        ("webhook-https", "webhook-http"),
+        "feedkv.changefeed.sinks.webhook:make",
+        _TLS,
+        frozenset({"json"}),
+        frozenset({"webhook_sink_config", "webhook_auth_header", "webhook_client_timeout"}),
+    ),
+    SinkKind(
+        "SQL table",
+        ("experimental-sql",),
+        "feedkv.changefeed.sinks.sql_table:make",
+        frozenset(),
+        frozenset({"json"}),
+    ),
+    SinkKind(
+        "null",
+        ("null",),
+        "feedkv.changefeed.sinks.null:make",
+        frozenset(),
+        frozenset({"json", "avro", "csv", "parquet"}),
+    ),
+)
+_BY_SCHEME = {scheme: kind for kind in SINK_KINDS for scheme in kind.schemes}
+
+
+def parse_sink_uri(uri: str, options: ChangefeedOptions) -> SinkURI:
+    """Check ``uri`` and the sink-specific ``options`` against what its sink supports;
+    raises SQLError 22023 naming the problem."""
+    try:
+        parts = urlsplit(uri)
+        query = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+    except ValueError as exc:
+        raise option_error(f"sink URI {uri!r} is not a URI: {exc}") from None
+    kind = _BY_SCHEME.get(parts.scheme.lower())
+    if kind is None:
+        known = ", ".join(f"{s}://" for s in _BY_SCHEME)
+        hint = difflib.get_close_matches(parts.scheme.lower(), list(_BY_SCHEME), n=1)
+        suggestion = f"; did you mean {hint[0]}://?" if hint else ""
+        what = f"scheme {parts.scheme!r}" if parts.scheme else "no scheme"
+        raise option_error(f"sink URI {uri!r} has {what}{suggestion}; expected one of {known}")
+    params: dict[str, str] = {}
+    for name, value in query:
+        if name not in kind.params:
+            hint = difflib.get_close_matches(name, list(kind.params), n=1)
+            suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
+            raise option_error(f"unknown {kind.name} sink parameter {name!r}{suggestion}")
+        if name in params:
+            raise option_error(f"sink parameter {name!r} is given more than once")
+        params[name] = value
+    if options.format not in kind.formats:
+        raise option_error(
+            f"format={options.format} is not supported by the {kind.name} sink; "
+            f"it takes {', '.join(sorted(kind.formats))}"
+        )
+    for name, _value in options.given:
+        if name in _SINK_OPTIONS and name not in kind.options:
+            raise option_error(f"option {name} is not usable with the {kind.name} sink")
+    return SinkURI(uri, kind, parts.scheme.lower(), parts.netloc, parts.path, params)
+
+
+def make_sink(uri: SinkURI, options: ChangefeedOptions, **kwargs: Any) -> Sink:
+    """Build the sink for a checked URI (importing its client library now)."""
+    module, _, function = uri.kind.factory.partition(":")
+    factory = getattr(importlib.import_module(module), function)
+    sink: Sink = factory(uri, options, **kwargs)
+    return sink

@@ -1,0 +1,107 @@
+"""Sinkless changefeeds: ``EXPERIMENTAL CHANGEFEED FOR t`` streams rows back to the
+SQL client.
+
+The changefeed runs in a thread of the client's process and emits into a
+:class:`ChannelSink`, a bounded queue; the statement's :class:`FeedResult` yields the
+rows as they arrive: ``(table, key, value)``, with resolved markers as ``(None, None,
+'{"resolved": "..."}')``. JSON keys and values are text, Avro ones bytes. A consumer
+that stops reading stalls the feed (the queue is bounded), it never loses rows.
+Closing the result stops the changefeed; a failure of the changefeed is raised from
+the iteration.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from feedkv.changefeed.changefeed import Changefeed
+from feedkv.changefeed.sink import Message, SinkError
+from feedkv.sql.executor import Result
+from feedkv.util.hlc import Timestamp
+
+__all__ = ["COLUMNS", "ChannelSink", "FeedResult"]
+
+COLUMNS = ("table", "key", "value")
+_END = object()
+
+
+class ChannelSink:
+    """A sink whose "durable" is "handed to the reader": rows go straight into a
+    bounded queue, in order."""
+
+    def __init__(self, *, text: bool = True, capacity: int = 10_000) -> None:
+        self._queue: queue.Queue[object] = queue.Queue(maxsize=capacity)
+        self._text = text
+        self._closed = threading.Event()
+
+    def _put(self, item: object) -> None:
+        while True:
+            if self._closed.is_set():
+                raise SinkError("the sinkless changefeed's reader went away")
+            try:
+                self._queue.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def _out(self, data: bytes | None) -> str | bytes | None:
+        if data is None or not self._text:
+            return data
+        return data.decode()
+
+    def emit_row(self, message: Message) -> None:
+        self._put((message.topic, self._out(message.key), self._out(message.value)))
+
+    def flush(self) -> None:
+        pass
+
+    def emit_resolved(self, ts: Timestamp, topics: Iterable[str]) -> None:
+        self._put((None, None, self._out(f'{{"resolved": "{ts}"}}'.encode())))
+
+    def end(self, error: BaseException | None = None) -> None:
+        """The changefeed is over; the reader gets ``error`` (if any) after the rows."""
+        with contextlib.suppress(SinkError):
+            self._put(error if error is not None else _END)
+
+    def take(self) -> Iterator[tuple[Any, ...]]:
+        while True:
+            item = self._queue.get()
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item  # type: ignore[misc]
+
+    def close(self) -> None:
+        self._closed.set()
+
+
+@dataclass(frozen=True)
+class FeedResult(Result):
+    """The result of a sinkless changefeed: iterating it blocks for each next row until
+    the changefeed ends (``initial_scan='only'``, ``end_time``) or :meth:`close` is
+    called from another thread. ``len()`` is not known; ``rows`` stays empty."""
+
+    changefeed: Changefeed | None = None
+    channel: ChannelSink = field(default_factory=ChannelSink)
+    _thread: threading.Thread | None = None
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        try:
+            yield from self.channel.take()
+        finally:
+            self.close()
+
+    def __len__(self) -> int:
+        raise TypeError("a changefeed's rows stream: iterate them instead of counting")
+
+    def close(self) -> None:
+        """Stop the changefeed. Idempotent."""
+        if self.changefeed is not None:
+            self.changefeed.close()
+        self.channel.close()

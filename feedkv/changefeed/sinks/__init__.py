@@ -1,0 +1,1 @@
+"""The sinks' thin clients; :mod:`feedkv.changefeed.sink` holds the shared machinery."""

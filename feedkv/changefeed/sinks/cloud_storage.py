@@ -1,0 +1,182 @@
+"""``file:///dir`` and ``s3://bucket/prefix``: changefeed files in a directory tree.
+
+Files are named so that reading them in lexicographic order is safe::
+
+    <date>/<ts>-<session>-<file id>-<topic>-<schema id>.ndjson[.gz|.zst]
+    <date>/<ts>.RESOLVED
+
+``<ts>`` is ``YYYYMMDDHHMMSS`` + 9 digits of nanoseconds + 10 of logical time. A data
+file's ``<ts>`` is the sink's last resolved timestamp when the file was written (the
+feed's start before any), so it never decreases; ``<session>`` (when this sink started)
+and ``<file id>`` (counting up) order files with the same ``<ts>``. A resolved file for
+``T`` is written after every file holding a row at or below ``T``, and those files'
+names all sort before it; files that sort after it hold only rows above ``T`` or rows
+already seen. ``<date>`` is the directory chosen by ``partition_format``: ``daily``
+(``2024-05-01``, the default), ``hourly`` (``2024-05-01/13``) or ``flat`` (none).
+
+Each line of an ``.ndjson`` file is one message value; a deletion without a value
+(envelopes ``bare``, ``row`` and ``key_only``) is written as its key. ``file_size``
+(default 16 MiB) bounds a file before compression. ``format=csv`` and ``format=parquet``
+write the rows themselves, one file per batch.
+"""
+
+from __future__ import annotations
+
+import datetime
+import gzip
+import io
+import os
+import secrets
+import time
+from typing import Any, Protocol
+
+from feedkv.changefeed.options import ChangefeedOptions, option_error
+from feedkv.changefeed.sink import BatchingSink, FlushConfig, Message, SinkError, SinkURI
+from feedkv.util.hlc import Timestamp
+
+__all__ = ["BlobStore", "CloudStorageClient", "LocalBlobs", "make", "name_ts"]
+
+DEFAULT_FILE_SIZE = 16 << 20
+_PARTITIONS = {"daily": "%Y-%m-%d", "hourly": "%Y-%m-%d/%H", "flat": ""}
+
+
+class BlobStore(Protocol):
+    def put(self, name: str, data: bytes) -> None:
+        """Write ``data`` as ``name`` (a relative path), durably and atomically: a
+        reader sees the whole file or none of it. Raises SinkError."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class LocalBlobs:
+    """A directory on the local disk; each file is written to a temporary name,
+    fsynced and renamed into place."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        try:
+            os.makedirs(root, exist_ok=True)
+        except OSError as exc:
+            raise option_error(
+                f"cannot use {root!r} for changefeed files: {exc.strerror}"
+            ) from None
+
+    def put(self, name: str, data: bytes) -> None:
+        path = os.path.join(self.root, name)
+        directory = os.path.dirname(path)
+        tmp = f"{path}.{secrets.token_hex(4)}.tmp"
+        try:
+            os.makedirs(directory, exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise SinkError(f"cannot write changefeed file {path}: {exc.strerror}") from exc
+
+    def close(self) -> None:
+        pass
+
+
+def name_ts(ts: Timestamp) -> str:
+    """``ts`` as file names carry it: sortable text."""
+    seconds, nanos = divmod(ts.wall, 1_000_000_000)
+    when = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    return f"{when:%Y%m%d%H%M%S}{nanos:09d}{ts.logical:010d}"
+
+
+class CloudStorageClient:
+    def __init__(
+        self,
+        blobs: BlobStore,
+        options: ChangefeedOptions,
+        *,
+        start: Timestamp,
+        partition_format: str = "daily",
+    ) -> None:
+        self._blobs = blobs
+        self._options = options
+        self._file_ts = start
+        self._partition = _PARTITIONS[partition_format]
+        self._session = f"{time.time_ns():016x}{secrets.token_hex(2)}"
+        self._file_id = 0
+        self._compression = options.compression
+        self._extension = {"json": ".ndjson", "csv": ".csv", "parquet": ".parquet"}[options.format]
+        if self._compression and options.format != "parquet":
+            self._extension += ".gz" if self._compression == "gzip" else ".zst"
+
+    def _dir(self, ts: Timestamp) -> str:
+        if not self._partition:
+            return ""
+        when = datetime.datetime.fromtimestamp(ts.wall // 1_000_000_000, datetime.UTC)
+        return when.strftime(self._partition) + "/"
+
+    def send(self, topic: str, batch: list[Message]) -> None:
+        self._file_id += 1
+        name = (
+            f"{self._dir(self._file_ts)}{name_ts(self._file_ts)}-{self._session}-"
+            f"{self._file_id:08x}-{_safe(topic)}-{batch[0].schema_id}{self._extension}"
+        )
+        self._blobs.put(name, self._compress(self._body(batch)))
+
+    def send_resolved(self, ts: Timestamp, topics: list[str]) -> None:
+        body = f'{{"resolved": "{ts}"}}'.encode()
+        self._blobs.put(f"{self._dir(ts)}{name_ts(ts)}.RESOLVED", body)
+        self._file_ts = max(self._file_ts, ts)
+
+    def close(self) -> None:
+        self._blobs.close()
+
+    def _body(self, batch: list[Message]) -> bytes:
+        fmt = self._options.format
+        if fmt == "json":
+            return b"".join((m.key if m.value is None else m.value) + b"\n" for m in batch)
+        from feedkv.changefeed import file_formats
+
+        if fmt == "csv":
+            return file_formats.csv_bytes(batch)
+        return file_formats.parquet_bytes(batch, self._compression)
+
+    def _compress(self, data: bytes) -> bytes:
+        if self._compression is None or self._options.format == "parquet":
+            return data
+        if self._compression == "gzip":
+            buffer = io.BytesIO()
+            with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as f:
+                f.write(data)
+            return buffer.getvalue()
+        import zstandard
+
+        return zstandard.ZstdCompressor().compress(data)
+
+
+def _safe(topic: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "._" else "_" for ch in topic)
+
+
+def make(uri: SinkURI, options: ChangefeedOptions, *, start: Timestamp, **_: Any) -> BatchingSink:
+    partition = uri.param("partition_format", "daily") or "daily"
+    if partition not in _PARTITIONS:
+        raise option_error(f"partition_format={partition!r} is not one of {', '.join(_PARTITIONS)}")
+    file_size = uri.size_param("file_size", DEFAULT_FILE_SIZE)
+    if uri.scheme == "file":
+        if uri.host not in ("", "localhost"):
+            raise option_error(
+                f"sink URI {uri.uri!r}: a file:// URI names a local path (file:///dir)"
+            )
+        if not uri.path or uri.path == "/":
+            raise option_error(f"sink URI {uri.uri!r} needs a directory: file:///path/to/dir")
+        blobs: BlobStore = LocalBlobs(uri.path)
+    else:
+        from feedkv.changefeed.sinks.s3 import S3Blobs
+
+        blobs = S3Blobs(uri)
+    client = CloudStorageClient(blobs, options, start=start, partition_format=partition)
+    return BatchingSink(client, flush=FlushConfig(messages=1 << 62, bytes=file_size))

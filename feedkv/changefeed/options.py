@@ -223,7 +223,7 @@ def parse_options(given: Iterable[tuple[str, str | None]], *, now: Timestamp) ->
 
 def _check_combinations(o: ChangefeedOptions, named: set[str], now: Timestamp) -> None:
     if o.initial_scan == "only":
-        for name in ("resolved", "end_time", "diff", "mvcc_timestamp"):
+        for name in ("resolved", "end_time", "diff"):
             if name in named:
                 raise option_error(
                     f"option {name} cannot be used with initial_scan='only': "

@@ -38,6 +38,7 @@ class ChannelSink:
         self._queue: queue.Queue[object] = queue.Queue(maxsize=capacity)
         self._text = text
         self._closed = threading.Event()
+        self._ended = False
 
     def _put(self, item: object) -> None:
         while True:
@@ -70,12 +71,28 @@ class ChannelSink:
 
     def take(self) -> Iterator[tuple[Any, ...]]:
         while True:
-            item = self._queue.get()
-            if item is _END:
+            row = self.poll(None)
+            if row is None:
                 return
-            if isinstance(item, BaseException):
-                raise item
-            yield item  # type: ignore[misc]
+            yield row
+
+    def poll(self, timeout: float | None) -> tuple[Any, ...] | None:
+        """The next row, waiting up to ``timeout`` seconds (``None``: for ever); ``None``
+        when the feed has ended. Raises TimeoutError when no row came in time, and the
+        changefeed's error if it failed."""
+        if self._ended:
+            return None
+        try:
+            item = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(f"no changefeed row within {timeout} s") from None
+        if item is _END:
+            self._ended = True
+            return None
+        if isinstance(item, BaseException):
+            self._ended = True
+            raise item
+        return item  # type: ignore[return-value]
 
     def close(self) -> None:
         self._closed.set()
@@ -96,6 +113,11 @@ class FeedResult(Result):
             yield from self.channel.take()
         finally:
             self.close()
+
+    def poll(self, timeout: float | None = None) -> tuple[Any, ...] | None:
+        """The next row within ``timeout`` seconds (TimeoutError if none came), or
+        ``None`` once the changefeed has ended."""
+        return self.channel.poll(timeout)
 
     def __len__(self) -> int:
         raise TypeError("a changefeed's rows stream: iterate them instead of counting")

@@ -521,7 +521,9 @@ class _Statement:
                 value = None
                 if i < len(words) and words[i] == "=":
                     value_token = self.tokens[i + 1] if i + 1 < len(words) else None
-                    if value_token is None or value_token.token_type not in _OPTION_VALUES:
+                    if value_token is None or not (
+                        value_token.token_type in _OPTION_VALUES or value_token.text.isidentifier()
+                    ):
                         raise self._error_at(
                             i + 1, f"option {name} takes a string, a number or a word"
                         )

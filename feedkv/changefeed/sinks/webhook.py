@@ -1,0 +1,379 @@
+"""``webhook-https://host/path``: changefeed batches POSTed as JSON to an HTTP endpoint.
+
+The URL posted to is the sink URI with ``webhook-`` taken off its scheme
+(``webhook-http://`` is accepted too, for an endpoint on a trusted network). Each batch,
+of one topic, is one ``POST`` with ``Content-Type: application/json`` and the body::
+
+    {"payload": [<message value>, ...], "length": <number of messages>}
+
+Each message value is embedded as the JSON object the encoder wrote, byte for byte (so
+a DECIMAL keeps every digit). A message without a value (a deletion under envelope
+``bare`` or ``row``; every message under ``key_only``) is sent as ``{"key": <key>}``. A
+resolved marker is a ``POST`` of ``{"resolved": "<ts>"}``. ``webhook_auth_header`` is
+sent as the ``Authorization`` header of every request. A payload does not say which
+topic it is for, nor, under ``wrapped``, the row's key: ask for them with
+``topic_in_value`` and ``key_in_value``.
+
+What a consumer may rely on:
+
+- **At least once.** A batch answered with a 2xx status is delivered. Anything else (a
+  non-2xx status, a refused or dropped connection, no answer within
+  ``webhook_client_timeout``, 3 s by default as in CockroachDB) is a :class:`SinkError`:
+  the batch is sent again after a backoff, and when the retries run out the changefeed
+  restarts from its last resolved timestamp. Either can deliver a batch twice (the
+  endpoint may have taken a request whose answer was lost), and a restart sends again
+  the rows after the resolved timestamp. With ``updated`` or ``mvcc_timestamp`` every
+  message carries its row's MVCC timestamp, so a consumer deduplicates on (key,
+  timestamp).
+- **In order.** One batch is in flight at a time and batches go in the order they were
+  sealed, so the changes of one key arrive in timestamp order, apart from redeliveries
+  (which a consumer keeping the newest timestamp per key ignores).
+- **Resolved follows its rows.** ``{"resolved": T}`` is posted only after every row at
+  or below ``T`` was acknowledged; after it come only rows above ``T`` or redeliveries.
+
+A 4xx answer other than 408 and 429 usually means no retry will succeed (a wrong path,
+bad credentials). It is still a retryable :class:`SinkError`: the changefeed keeps
+restarting with its backoff, and logs the status and the start of the answer, so that
+fixing the endpoint resumes the feed without re-creating it.
+
+``webhook_sink_config`` takes CockroachDB's JSON; keys left out take these defaults::
+
+    {"Flush": {"Messages": 100, "Bytes": 1048576, "Frequency": "1s"},
+     "Retry": {"Max": 3, "Backoff": "500ms"}}
+
+A batch is sent when it holds ``Messages`` messages or ``Bytes`` bytes, or when its
+oldest message is ``Frequency`` old (``"0s"``: only on size and at the changefeed's
+checkpoints). ``Max`` is a positive number of retries or ``"inf"``; the wait before a
+retry starts at ``Backoff`` and doubles, up to 10 s. Keys match without regard to case,
+as Go's ``encoding/json`` matches them; an unknown key or a bad value is refused when the
+changefeed is created. NB: CockroachDB sends one message per request unless told
+otherwise, and refuses ``Messages`` without ``Frequency`` ("messages may never be
+sent"). Here only one request is in flight, so one message per request would cap a feed
+at one row per round trip; and a batch never waits past the next checkpoint, when the
+changefeed flushes the sink, so ``Messages`` alone is safe.
+
+TLS, as URI parameters of a ``webhook-https://`` URI: ``ca_cert``, a base64-encoded PEM
+CA certificate to trust besides the usual roots; ``client_cert`` and ``client_key``,
+a base64-encoded PEM certificate and its unencrypted key, presented to the server;
+``insecure_tls_skip_verify=true``, to accept any server certificate (for tests only).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import difflib
+import json
+import os
+import ssl
+import sys
+import tempfile
+from typing import Any
+
+import httpx
+
+from feedkv.changefeed.options import ChangefeedOptions, option_error
+from feedkv.changefeed.sink import (
+    BatchingSink,
+    FlushConfig,
+    Message,
+    RetryConfig,
+    SinkError,
+    SinkURI,
+)
+from feedkv.errors import InvalidArgumentError, SQLError
+from feedkv.util.hlc import Timestamp
+from feedkv.util.units import parse_duration_ns
+
+__all__ = [
+    "DEFAULT_FLUSH",
+    "DEFAULT_RETRY",
+    "DEFAULT_TIMEOUT",
+    "WebhookClient",
+    "make",
+    "parse_sink_config",
+]
+
+DEFAULT_TIMEOUT = 3.0  # seconds, as in CockroachDB
+DEFAULT_FLUSH = FlushConfig(messages=100, bytes=1 << 20, frequency=1.0)
+DEFAULT_RETRY = RetryConfig(max=3, backoff=0.5, max_backoff=10.0)
+INFINITE_RETRIES = sys.maxsize
+
+_ANSWER_SHOWN = 200  # characters of a refusing answer's body quoted in the error
+
+
+class WebhookClient:
+    """Posts batches and resolved markers to ``url``, one request at a time per caller.
+
+    Each call blocks until the endpoint answers, the request times out (``timeout``
+    seconds, for each of connecting, sending, waiting and reading) or fails; anything
+    but a 2xx answer raises :class:`SinkError`. ``verify`` is what httpx takes: a TLS
+    context, or a bool. ``transport`` replaces the network, for tests."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        auth_header: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        verify: ssl.SSLContext | bool = True,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"Content-Type": "application/json"}
+        if auth_header is not None:
+            headers["Authorization"] = auth_header
+        self.url = httpx.URL(url)
+        # NB: errors name the URL without its user information, which may be a password.
+        self._shown = str(self.url.copy_with(username=None, password=None))
+        self._client = httpx.Client(
+            headers=headers, timeout=timeout, verify=verify, transport=transport
+        )
+
+    def send(self, topic: str, batch: list[Message]) -> None:
+        entries = b",".join(
+            m.value if m.value is not None else b'{"key":' + m.key + b"}" for m in batch
+        )
+        body = b'{"payload":[' + entries + b'],"length":' + str(len(batch)).encode() + b"}"
+        self._post(body, f"a batch of {len(batch)} messages of {topic}")
+
+    def send_resolved(self, ts: Timestamp, topics: list[str]) -> None:
+        self._post(f'{{"resolved":"{ts}"}}'.encode(), f"resolved timestamp {ts}")
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _post(self, body: bytes, what: str) -> None:
+        try:
+            response = self._client.post(self.url, content=body)
+        except httpx.TimeoutException as exc:
+            raise SinkError(
+                f"webhook sink: posting {what} to {self._shown} timed out ({exc}); "
+                "raise webhook_client_timeout if the endpoint is slow"
+            ) from exc
+        except httpx.HTTPError as exc:
+            reason = str(exc) or type(exc).__name__
+            raise SinkError(f"webhook sink: cannot post {what} to {self._shown}: {reason}") from exc
+        if not response.is_success:
+            answer = response.text[:_ANSWER_SHOWN].strip()
+            raise SinkError(
+                f"webhook sink: {self._shown} refused {what}: {response.status_code} "
+                f"{response.reason_phrase}" + (f": {answer}" if answer else "")
+            )
+
+
+# Configuration.
+
+
+def make(uri: SinkURI, options: ChangefeedOptions, **_: Any) -> BatchingSink:
+    """The webhook sink for a checked URI; raises SQLError 22023 for a bad parameter or
+    option, before anything is sent."""
+    if not uri.host:
+        raise option_error(f"sink URI {uri.uri!r} needs a host: webhook-https://host/path")
+    url = f"{uri.scheme.removeprefix('webhook-')}://{uri.host}{uri.path}"
+    try:
+        httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise option_error(f"sink URI {uri.uri!r} is not a usable URL: {exc}") from None
+    timeout = options.webhook_client_timeout
+    if timeout is None:
+        timeout = DEFAULT_TIMEOUT
+    if timeout <= 0:
+        raise option_error("option webhook_client_timeout must be more than 0s, such as '3s'")
+    auth = options.webhook_auth_header
+    if auth is not None and not all(" " <= ch <= "~" or ch == "\t" for ch in auth):
+        raise option_error(
+            "option webhook_auth_header must be printable ASCII on one line, "
+            "such as 'Bearer <token>'"
+        )
+    flush, retry = parse_sink_config(options.webhook_sink_config)
+    client = WebhookClient(url, auth_header=auth, timeout=timeout, verify=_verify(uri))
+    return BatchingSink(client, flush=flush, retry=retry)
+
+
+_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
+    "Flush": ("Messages", "Bytes", "Frequency"),
+    "Retry": ("Max", "Backoff"),
+}
+
+
+def parse_sink_config(config: dict[str, Any] | None) -> tuple[FlushConfig, RetryConfig]:
+    """``webhook_sink_config`` (see the module docstring) as the batcher's configs;
+    raises SQLError 22023 naming the bad key."""
+    values: dict[str, dict[str, Any]] = {"Flush": {}, "Retry": {}}
+    for section, body in _keys(config or {}, tuple(_CONFIG_KEYS), "").items():
+        if body is None:
+            continue
+        if not isinstance(body, dict):
+            raise _config_error(f"{section} must be an object, such as {_example(section)}")
+        values[section] = _keys(body, _CONFIG_KEYS[section], f"{section}.")
+    flush, retry = values["Flush"], values["Retry"]
+    return (
+        FlushConfig(
+            messages=_count("Flush.Messages", flush.get("Messages"), DEFAULT_FLUSH.messages),
+            bytes=_count("Flush.Bytes", flush.get("Bytes"), DEFAULT_FLUSH.bytes),
+            frequency=_seconds("Flush.Frequency", flush.get("Frequency"), DEFAULT_FLUSH.frequency),
+        ),
+        RetryConfig(
+            max=_retries(retry.get("Max")),
+            backoff=_seconds("Retry.Backoff", retry.get("Backoff"), DEFAULT_RETRY.backoff),
+            max_backoff=DEFAULT_RETRY.max_backoff,
+        ),
+    )
+
+
+def _keys(given: dict[str, Any], known: tuple[str, ...], prefix: str) -> dict[str, Any]:
+    """``given`` with its keys spelled as in ``known`` (matched without regard to case)."""
+    by_lower = {k.lower(): k for k in known}
+    found: dict[str, Any] = {}
+    for key, value in given.items():
+        name = by_lower.get(key.lower())
+        if name is None:
+            hint = difflib.get_close_matches(key.lower(), list(by_lower), n=1)
+            suggestion = f"; did you mean {prefix}{by_lower[hint[0]]}?" if hint else ""
+            raise _config_error(
+                f"unknown key {prefix}{key}{suggestion} (expected "
+                f"{', '.join(prefix + k for k in known)})"
+            )
+        if name in found:
+            raise _config_error(f"{prefix}{name} is given more than once")
+        found[name] = value
+    return found
+
+
+def _count(name: str, value: Any, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise _config_error(f"{name} must be a positive integer, not {_show(value)}")
+    return value
+
+
+def _seconds(name: str, value: Any, default: float) -> float:
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise _config_error(f'{name} must be a duration string such as "1s", not {_show(value)}')
+    try:
+        return parse_duration_ns(value) / 1e9
+    except InvalidArgumentError:
+        raise _config_error(
+            f'{name} must be a duration such as "1s" or "500ms", not {_show(value)}'
+        ) from None
+
+
+def _retries(value: Any) -> int:
+    if value is None:
+        return DEFAULT_RETRY.max
+    if isinstance(value, str):
+        if value.strip().lower() == "inf":
+            return INFINITE_RETRIES
+        if value.strip().isdigit():  # CockroachDB takes a number in a string too
+            value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise _config_error(
+            f'Retry.Max must be a positive integer, or "inf" to retry forever, not {_show(value)}'
+        )
+    return value
+
+
+def _config_error(message: str) -> SQLError:
+    return option_error(f"option webhook_sink_config: {message}")
+
+
+def _example(section: str) -> str:
+    if section == "Flush":
+        return '{"Messages": 100, "Frequency": "1s"}'
+    return '{"Max": 3, "Backoff": "500ms"}'
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value)
+
+
+# TLS.
+
+
+def _verify(uri: SinkURI) -> ssl.SSLContext | bool:
+    """What httpx should verify the server with, from the TLS parameters of ``uri``."""
+    given = sorted(uri.params)
+    if not given:
+        return True
+    if uri.scheme != "webhook-https":
+        raise option_error(
+            f"sink parameter {given[0]} needs TLS: use a webhook-https:// URI, not {uri.scheme}://"
+        )
+    skip = _bool_param(uri, "insecure_tls_skip_verify")
+    ca = _pem_param(uri, "ca_cert")
+    cert = _pem_param(uri, "client_cert")
+    key = _pem_param(uri, "client_key")
+    if cert is not None and key is None:
+        raise option_error("sink parameter client_cert needs client_key as well")
+    if key is not None and cert is None:
+        raise option_error("sink parameter client_key needs client_cert as well")
+    if ca is None and cert is None:
+        return not skip
+    context = httpx.create_ssl_context(verify=not skip)
+    if ca is not None:
+        try:
+            context.load_verify_locations(cadata=ca.decode("ascii", errors="replace"))
+        except (ssl.SSLError, ValueError) as exc:
+            raise option_error(
+                f"sink parameter ca_cert is not a usable certificate: {exc}"
+            ) from None
+    if cert is not None and key is not None:
+        _load_client_cert(context, cert, key)
+    return context
+
+
+def _load_client_cert(context: ssl.SSLContext, cert: bytes, key: bytes) -> None:
+    # NB: ssl loads a certificate chain only from files; these live for the call alone.
+    with tempfile.TemporaryDirectory(prefix="feedkv-webhook-") as directory:
+        cert_path = os.path.join(directory, "client.crt")
+        key_path = os.path.join(directory, "client.key")
+        for path, data in ((cert_path, cert), (key_path, key)):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        try:
+            # A password callback, so that an encrypted key fails instead of prompting.
+            context.load_cert_chain(cert_path, key_path, password=lambda: b"")
+        except ssl.SSLError as exc:
+            raise option_error(
+                "sink parameters client_cert and client_key are not a usable certificate "
+                f"and unencrypted key: {exc.reason or exc}"
+            ) from None
+
+
+def _bool_param(uri: SinkURI, name: str) -> bool:
+    text = uri.param(name)
+    if text is None:
+        return False
+    if text.lower() in ("true", "t", "1"):
+        return True
+    if text.lower() in ("false", "f", "0"):
+        return False
+    raise option_error(f"sink parameter {name}={text!r} must be true or false")
+
+
+_URLSAFE = str.maketrans("-_", "+/")
+
+
+def _pem_param(uri: SinkURI, name: str) -> bytes | None:
+    text = uri.param(name)
+    if text is None:
+        return None
+    # NB: a '+' written unescaped in a query string reads back as a space; and the
+    # URL-safe alphabet is taken too.
+    encoded = text.strip().replace(" ", "+").translate(_URLSAFE)
+    try:
+        pem = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        raise option_error(
+            f"sink parameter {name} is not base64; encode the PEM file, such as with "
+            "`base64 -w0 ca.crt`, and URL-encode the result"
+        ) from None
+    if b"-----BEGIN " not in pem:
+        raise option_error(
+            f"sink parameter {name} is base64 but not of a PEM file (one with -----BEGIN ...)"
+        )
+    return pem

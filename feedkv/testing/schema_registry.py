@@ -1,0 +1,417 @@
+"""A real, minimal Confluent-compatible schema registry, served over HTTP for tests.
+
+:class:`SchemaRegistryServer` speaks the subset of the Confluent Schema Registry REST API
+that serializers and deserializers use (confluent-kafka's ``SchemaRegistryClient``,
+feedkv's own :class:`~feedkv.changefeed.avro.SchemaRegistry`):
+
+- ``POST /subjects/{subject}/versions``: register a schema; ``{"id": n}``.
+- ``POST /subjects/{subject}``: look a schema up under a subject.
+- ``GET /schemas/ids/{id}``: ``{"schema": "..."}`` (``schemaType`` only when not AVRO,
+  as the real registry does); ``GET /schemas/types``.
+- ``GET /subjects``, ``GET /subjects/{subject}/versions``,
+  ``GET /subjects/{subject}/versions/{version|latest}``.
+- ``GET /config``: the global compatibility level.
+- ``GET /associations/resources/{namespace}/{name}``: always empty, so clients name
+  subjects after topics (``<topic>-key``, ``<topic>-value``).
+
+As in the real registry, schema ids are global and count up from 1; a schema already
+known (the same type and the same JSON, whatever its spacing or key order) keeps its id
+under every subject, and registering it again under a subject that has it adds no
+version. Errors are JSON bodies ``{"error_code": 40401, "message": "..."}`` with the
+matching HTTP status. Compatibility is not checked: every schema is accepted.
+
+For outage tests, :meth:`SchemaRegistryServer.fail_next` answers the next requests
+with HTTP 500; :attr:`SchemaRegistryServer.requests` lists every request received.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, cast
+from urllib.parse import parse_qs, unquote, urlsplit
+
+__all__ = ["RegisteredSchema", "RegistryRequest", "SchemaRegistryServer"]
+
+_JSON = "application/vnd.schemaregistry.v1+json"
+
+# Confluent's error codes.
+SUBJECT_NOT_FOUND = 40401
+VERSION_NOT_FOUND = 40402
+SCHEMA_NOT_FOUND = 40403
+INVALID_SCHEMA = 42201
+INVALID_VERSION = 42202
+INTERNAL_ERROR = 50001
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryRequest:
+    """One request the server received. ``path`` is percent-decoded and has no query;
+    ``body`` is the parsed JSON body (``None`` when there was none or it was not JSON);
+    ``status`` is the HTTP status it was answered with."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+    status: int
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredSchema:
+    """A schema under a subject: its global ``id`` and its ``version`` in the subject
+    (from 1)."""
+
+    subject: str
+    version: int
+    id: int
+    schema: str
+    schema_type: str = "AVRO"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "subject": self.subject,
+            "version": self.version,
+            "id": self.id,
+            "schema": self.schema,
+        }
+        if self.schema_type != "AVRO":
+            out["schemaType"] = self.schema_type
+        return out
+
+
+class _Error(Exception):
+    def __init__(self, status: HTTPStatus, code: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def _canonical(schema_type: str, text: str) -> str:
+    """What makes two schema texts the same schema: for AVRO and JSON, equal JSON."""
+    if schema_type == "PROTOBUF":
+        return text.strip()
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _Error(
+            HTTPStatus.UNPROCESSABLE_ENTITY,
+            INVALID_SCHEMA,
+            f"Invalid schema: {exc.msg} at position {exc.pos}",
+        ) from None
+    return json.dumps(parsed, sort_keys=True, separators=(",", ":"))
+
+
+class _State:
+    """The registry's schemas and subjects. Thread-safe: every call takes the lock."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.schemas: list[tuple[str, str]] = []  # id - 1 -> (schema type, text as given)
+        self.ids: dict[tuple[str, str], int] = {}  # (type, canonical text) -> id
+        self.subjects: dict[str, list[RegisteredSchema]] = {}
+        self.failures = 0
+        self.requests: list[RegistryRequest] = []
+
+    def register(self, subject: str, text: str, schema_type: str) -> RegisteredSchema:
+        canonical = _canonical(schema_type, text)
+        with self.lock:
+            schema_id = self.ids.get((schema_type, canonical))
+            if schema_id is None:
+                self.schemas.append((schema_type, text))
+                schema_id = self.ids[(schema_type, canonical)] = len(self.schemas)
+            versions = self.subjects.setdefault(subject, [])
+            for registered in versions:
+                if registered.id == schema_id:
+                    return registered
+            registered = RegisteredSchema(
+                subject, len(versions) + 1, schema_id, self.schemas[schema_id - 1][1], schema_type
+            )
+            versions.append(registered)
+            return registered
+
+    def lookup(self, subject: str, text: str, schema_type: str) -> RegisteredSchema:
+        canonical = _canonical(schema_type, text)
+        with self.lock:
+            versions = self._versions(subject)
+            schema_id = self.ids.get((schema_type, canonical))
+            for registered in versions:
+                if registered.id == schema_id:
+                    return registered
+        raise _Error(HTTPStatus.NOT_FOUND, SCHEMA_NOT_FOUND, "Schema not found")
+
+    def schema(self, schema_id: int) -> tuple[str, str]:
+        with self.lock:
+            if 1 <= schema_id <= len(self.schemas):
+                return self.schemas[schema_id - 1]
+        raise _Error(HTTPStatus.NOT_FOUND, SCHEMA_NOT_FOUND, f"Schema {schema_id} not found")
+
+    def version(self, subject: str, version: str) -> RegisteredSchema:
+        """Version ``version`` of ``subject``: a number from 1, ``latest`` or ``-1``."""
+        with self.lock:
+            versions = self._versions(subject)
+            number = len(versions) if version in ("latest", "-1") else _version_number(version)
+            if number > len(versions):
+                raise _Error(
+                    HTTPStatus.NOT_FOUND, VERSION_NOT_FOUND, f"Version {version} not found."
+                )
+            return versions[number - 1]
+
+    def versions(self, subject: str) -> list[int]:
+        with self.lock:
+            return [r.version for r in self._versions(subject)]
+
+    def _versions(self, subject: str) -> list[RegisteredSchema]:
+        versions = self.subjects.get(subject)
+        if not versions:
+            raise _Error(HTTPStatus.NOT_FOUND, SUBJECT_NOT_FOUND, f"Subject '{subject}' not found.")
+        return versions
+
+
+def _version_number(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if not 1 <= number < 2**31:
+        raise _Error(
+            HTTPStatus.UNPROCESSABLE_ENTITY,
+            INVALID_VERSION,
+            f"The specified version '{text}' is not a valid version id. Allowed values are "
+            'between [1, 2^31-1] and the string "latest"',
+        )
+    return number
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], state: _State) -> None:
+        super().__init__(address, _Handler)
+        self.state = state
+
+
+class _Handler(BaseHTTPRequestHandler):
+    # NB: HTTP/1.0, one request per connection: a closed server then refuses every
+    # client at once, instead of kept-alive connections being served on.
+    protocol_version = "HTTP/1.0"
+    server_version = "feedkv-schema-registry/1"
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # tests read ``requests`` instead
+
+    def _handle(self, method: str) -> None:
+        state = cast(_HTTPServer, self.server).state
+        split = urlsplit(self.path)
+        path = unquote(split.path)
+        query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        body: Any = None
+        if raw:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = None
+        with state.lock:
+            failing = state.failures > 0
+            if failing:
+                state.failures -= 1
+        status: int
+        payload: Any
+        if failing:
+            status, payload = (
+                HTTPStatus.INTERNAL_SERVER_ERROR,
+                {
+                    "error_code": INTERNAL_ERROR,
+                    "message": "Error in the backend data store (injected by fail_next)",
+                },
+            )
+        else:
+            try:
+                status, payload = HTTPStatus.OK, _route(state, method, path, query, body, raw)
+            except _Error as exc:
+                status, payload = exc.status, {"error_code": exc.code, "message": exc.message}
+        with state.lock:
+            state.requests.append(RegistryRequest(method, path, query, body, int(status)))
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", _JSON)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _schema_of(body: Any, raw: bytes) -> tuple[str, str]:
+    """The schema text and type of a register or lookup request."""
+    if not isinstance(body, dict):
+        what = "not JSON" if raw else "empty"
+        raise _Error(
+            HTTPStatus.UNPROCESSABLE_ENTITY, INVALID_SCHEMA, f"Invalid schema: the body is {what}"
+        )
+    text = body.get("schema")
+    if not isinstance(text, str):
+        raise _Error(
+            HTTPStatus.UNPROCESSABLE_ENTITY,
+            INVALID_SCHEMA,
+            'Invalid schema: the body needs "schema", the schema as a string of JSON',
+        )
+    if body.get("references"):
+        raise _Error(
+            HTTPStatus.UNPROCESSABLE_ENTITY,
+            INVALID_SCHEMA,
+            "Invalid schema: references are not supported by this test registry",
+        )
+    schema_type = body.get("schemaType") or "AVRO"
+    if schema_type not in ("AVRO", "JSON", "PROTOBUF"):
+        raise _Error(
+            HTTPStatus.UNPROCESSABLE_ENTITY, INVALID_SCHEMA, f"Invalid schema type {schema_type}"
+        )
+    return text, str(schema_type)
+
+
+def _schema_id(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise _Error(HTTPStatus.NOT_FOUND, SCHEMA_NOT_FOUND, f"Schema {text} not found") from None
+
+
+def _route(
+    state: _State, method: str, path: str, query: dict[str, str], body: Any, raw: bytes
+) -> Any:
+    parts = [p for p in path.split("/") if p]
+    match method, parts:
+        case "POST", ["subjects", subject, "versions"]:
+            return {"id": state.register(subject, *_schema_of(body, raw)).id}
+        case "POST", ["subjects", subject]:
+            return state.lookup(subject, *_schema_of(body, raw)).to_json()
+        case "GET", ["schemas", "types"]:
+            return ["AVRO", "JSON", "PROTOBUF"]
+        case "GET", ["schemas", "ids", schema_id]:
+            schema_type, text = state.schema(_schema_id(schema_id))
+            found: dict[str, Any] = {"schema": text}
+            if schema_type != "AVRO":
+                found["schemaType"] = schema_type
+            return found
+        case "GET", ["subjects"]:
+            with state.lock:
+                return sorted(state.subjects)
+        case "GET", ["subjects", subject, "versions"]:
+            return state.versions(subject)
+        case "GET", ["subjects", subject, "versions", version]:
+            return state.version(subject, version).to_json()
+        case "GET", ["subjects", subject, "versions", version, "schema"]:
+            return json.loads(state.version(subject, version).schema)
+        case "GET", ["config"]:
+            return {"compatibilityLevel": "BACKWARD"}
+        case "GET", ["associations", "resources", _namespace, _resource]:
+            return []  # no subject is associated with a topic: clients fall back to names
+    if method not in ("GET", "POST"):
+        raise _Error(HTTPStatus.METHOD_NOT_ALLOWED, 405, "HTTP 405 Method Not Allowed")
+    raise _Error(HTTPStatus.NOT_FOUND, 404, "HTTP 404 Not Found")
+
+
+class SchemaRegistryServer:
+    """A schema registry on ``127.0.0.1`` (a free port), serving from a daemon thread.
+
+    Use it as a context manager, or call :meth:`start` and :meth:`close`. The state is
+    in memory and starts empty; :meth:`close` drops it. Every method is thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._state = _State()
+        self._server: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> SchemaRegistryServer:
+        """Bind a free port and serve; returns ``self``. Raises if already started."""
+        if self._server is not None:
+            raise RuntimeError("the schema registry server is already started")
+        self._server = _HTTPServer(("127.0.0.1", 0), self._state)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"schema-registry-{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("the schema registry server is not started: call start()")
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``, with no trailing slash."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        """Stop serving and release the port; later requests are refused. Idempotent."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> SchemaRegistryServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # Test knobs and assertions.
+
+    def fail_next(self, n: int = 1) -> None:
+        """Answer the next ``n`` requests (whatever they are) with HTTP 500, error code
+        50001, as a registry whose backend is down does. Replaces any failures still
+        pending."""
+        if n < 0:
+            raise ValueError(f"fail_next needs a count of requests >= 0, not {n}")
+        with self._state.lock:
+            self._state.failures = n
+
+    @property
+    def requests(self) -> list[RegistryRequest]:
+        """Every request received so far, in order (a copy)."""
+        with self._state.lock:
+            return list(self._state.requests)
+
+    def subjects(self) -> dict[str, list[RegisteredSchema]]:
+        """Every subject and its versions, oldest first (a copy)."""
+        with self._state.lock:
+            return {s: list(v) for s, v in self._state.subjects.items()}
+
+    def schema(self, schema_id: int) -> str:
+        """The text of schema ``schema_id``; ``KeyError`` if there is none."""
+        try:
+            return self._state.schema(schema_id)[1]
+        except _Error:
+            raise KeyError(schema_id) from None

@@ -196,6 +196,8 @@ class BatchingSink:
             batch = self._open.get(message.topic)
             if batch is None:
                 batch = self._open[message.topic] = _Batch(message.topic, opened=self._clock())
+                if self._flush.frequency > 0:
+                    self._cond.notify_all()  # the sender times the new batch's age
             batch.messages.append(message)
             batch.bytes += message.size
             if len(batch.messages) >= self._flush.messages or batch.bytes >= self._flush.bytes:

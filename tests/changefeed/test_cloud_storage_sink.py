@@ -1,0 +1,143 @@
+"""The cloud storage sink on the local disk (``file://``): names, order, formats."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+
+from feedkv import DB
+from feedkv.changefeed.sinks.cloud_storage import name_ts
+from feedkv.testing.waiting import wait_until
+from feedkv.util.hlc import Timestamp
+
+FAST = "resolved='0s', min_checkpoint_frequency='0s'"
+
+
+def files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file() and not p.name.endswith(".tmp"))
+
+
+def lines(path: Path) -> list[Any]:
+    raw = path.read_bytes()
+    if path.name.endswith(".gz"):
+        raw = gzip.decompress(raw)
+    elif path.name.endswith(".zst"):
+        raw = zstandard.ZstdDecompressor().decompress(raw)
+    return [json.loads(line) for line in raw.decode().splitlines()]
+
+
+def resolved_files(root: Path) -> list[Path]:
+    return [p for p in files(root) if p.name.endswith(".RESOLVED")]
+
+
+def wait_resolved_past(root: Path, ts: Timestamp) -> None:
+    def done() -> bool:
+        found = resolved_files(root)
+        return bool(found) and Timestamp.parse(json.loads(found[-1].read_text())["resolved"]) >= ts
+
+    wait_until(done, timeout_s=30, what=f"a resolved file at or past {ts}")
+
+
+@pytest.fixture
+def table(db: DB) -> DB:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    db.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+    return db
+
+
+def test_reading_files_in_name_order_gives_rows_before_their_resolved_marker(
+    table: DB, tmp_path: Path
+) -> None:
+    db = table
+    out = tmp_path / "out"
+    db.sql(f"CREATE CHANGEFEED FOR t INTO 'file://{out}' WITH updated, {FAST}")
+    for i in range(3, 30):
+        db.sql("UPSERT INTO t VALUES ($1, 'x')", i % 7)
+    last = db.now()
+    wait_resolved_past(out, last)
+    resolved = Timestamp(0, 0)
+    latest: dict[int, Timestamp] = {}
+    seen: set[tuple[int, Timestamp]] = set()
+    for path in files(out):
+        if path.name.endswith(".RESOLVED"):
+            resolved = Timestamp.parse(json.loads(path.read_text())["resolved"])
+            continue
+        for row in lines(path):
+            updated = Timestamp.parse(row["updated"])
+            key = row["after"]["k"]
+            assert updated >= latest.get(key, Timestamp(0, 0))  # per key, never older
+            assert updated > resolved or (key, updated) in seen  # nothing new below a marker
+            latest[key] = updated
+            seen.add((key, updated))
+    assert set(latest) == {0, 1, 2, 3, 4, 5, 6}
+    assert resolved >= last
+
+
+def test_file_names_sort_by_time_with_the_date_directory() -> None:
+    early = Timestamp(1_700_000_000_000_000_000, 5)
+    later = Timestamp(1_700_000_000_000_000_001, 0)
+    assert name_ts(early) < name_ts(later)
+    assert name_ts(early) == "20231114221320" + "000000000" + "0000000005"
+
+
+def test_gzip_and_zstd_compression(table: DB, tmp_path: Path) -> None:
+    db = table
+    for codec, suffix in (("gzip", ".ndjson.gz"), ("zstd", ".ndjson.zst")):
+        out = tmp_path / codec
+        db.sql(f"CREATE CHANGEFEED FOR t INTO 'file://{out}' WITH compression={codec}, {FAST}")
+        wait_until(
+            lambda out=out, suffix=suffix: [p for p in files(out) if p.name.endswith(suffix)]
+        )
+        data = [p for p in files(out) if p.name.endswith(suffix)]
+        assert sorted(r["after"]["k"] for p in data for r in lines(p)) == [1, 2]
+
+
+def test_csv_export_with_initial_scan_only(table: DB, tmp_path: Path) -> None:
+    db = table
+    out = tmp_path / "csv"
+    (job_id,) = db.sql(
+        f"CREATE CHANGEFEED FOR t INTO 'file://{out}?partition_format=flat' "
+        "WITH format=csv, initial_scan='only'"
+    ).rows[0]
+    assert db.changefeeds.wait(job_id, timeout=30)
+    (path,) = files(out)
+    assert path.parent == out and path.name.endswith("-t-1.csv")
+    assert path.read_text() == "1,a\n2,b\n"
+
+
+def test_parquet_files_have_typed_columns_and_event_types(db: DB, tmp_path: Path) -> None:
+    db.sql("CREATE TABLE p (k INT PRIMARY KEY, n FLOAT, s STRING)")
+    db.sql("INSERT INTO p VALUES (1, 1.5, 'a')")
+    out = tmp_path / "parquet"
+    db.sql(f"CREATE CHANGEFEED FOR p INTO 'file://{out}' WITH format=parquet, diff, {FAST}")
+    wait_until(lambda: [p for p in files(out) if p.suffix == ".parquet"])
+    db.sql("UPDATE p SET s = 'b' WHERE k = 1")
+    db.sql("DELETE FROM p WHERE k = 1")
+    wait_resolved_past(out, db.now())
+    rows = [r for p in files(out) if p.suffix == ".parquet" for r in pq.read_table(p).to_pylist()]
+    assert [(r["k"], r["n"], r["s"], r["__crdb__event_type"]) for r in rows] == [
+        (1, 1.5, "a", "c"),
+        (1, 1.5, "b", "u"),
+        (1, None, None, "d"),
+    ]
+    assert pq.read_table(files(out)[0]).schema.field("n").type == "double"
+
+
+def test_bad_file_sink_parameters_are_refused(table: DB, tmp_path: Path) -> None:
+    from feedkv.errors import SQLError
+
+    for uri, message in (
+        (f"file://{tmp_path}/x?partition_format=weekly", "partition_format"),
+        ("file://host/x", "local path"),
+        ("file://", "needs a directory"),
+        (f"file://{tmp_path}/x?file_size=huge", "not a size"),
+    ):
+        with pytest.raises(SQLError, match=message) as raised:
+            table.sql(f"CREATE CHANGEFEED FOR t INTO '{uri}'")
+        assert raised.value.code == "22023"

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 
 from feedkv.changefeed.encoder import Encoder, make_encoder
 from feedkv.changefeed.options import ChangefeedOptions
+from feedkv.changefeed.query import CDCQuery
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
 from feedkv.changefeed.schema_history import SchemaChange
 from feedkv.changefeed.sink import Message, Sink, SinkError
@@ -79,6 +80,7 @@ class ChangefeedSpec:
     sink_uri: str | None = None
     description: str = ""
     user: str = "root"
+    query: str | None = None  # a CDC query's SELECT text
 
 
 class Changefeed:
@@ -105,6 +107,7 @@ class Changefeed:
         self._feed_lock = threading.Lock()
         self._feed: object | None = None
         self._encoder: Encoder = make_encoder(spec.options)
+        self._query = CDCQuery(spec.query) if spec.query is not None else None
         self._scanned = not spec.options.scans
 
     def close(self) -> None:
@@ -144,7 +147,7 @@ class Changefeed:
             self._db,
             list(self.spec.targets),
             start,
-            diff=o.diff,
+            diff=o.diff or self._query is not None,  # a query may read cdc_prev
             split_families=o.split_column_families,
         )
         self._reset(decoder, start)
@@ -162,7 +165,7 @@ class Changefeed:
                 self._sink.emit_resolved(start, self._all_topics())
         last_flush = last_resolved = self._clock()
         spans = [t.span for t in self.spec.targets]
-        feed = self._db.rangefeed(spans, start, with_diff=o.diff)
+        feed = self._db.rangefeed(spans, start, with_diff=o.diff or self._query is not None)
         with self._feed_lock:
             self._feed = feed
         if self.closed:
@@ -270,6 +273,11 @@ class Changefeed:
         return sorted(set(self.spec.topics.values()))
 
     def _emit(self, event: RowEvent) -> None:
+        if self._query is not None:
+            filtered = self._query.apply(event)
+            if filtered is None:
+                return
+            event = filtered
         topic = self._topic(event)
         encoder = self._encoder
         self._sink.emit_row(

@@ -15,6 +15,7 @@ persist, pause, resume and run on Spark replace that thread in the Spark layer.)
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from feedkv.changefeed.changefeed import Changefeed, ChangefeedSpec
 from feedkv.changefeed.options import ChangefeedOptions, option_error, parse_options
+from feedkv.changefeed.query import CDCQuery
 from feedkv.changefeed.rows import Target
 from feedkv.changefeed.sink import Sink, SinkURI, make_sink, parse_sink_uri
 from feedkv.changefeed.sinkless import COLUMNS, ChannelSink, FeedResult
@@ -60,9 +62,12 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
             "42501",
             f"user {session.user} does not have the admin role needed to create a changefeed",
         )
-    if statement.query is not None:
-        raise SQLError("0A000", "changefeed queries (AS SELECT) are not supported yet")
     options = parse_options(statement.options, now=now)
+    query = None
+    if statement.query is not None:
+        query = CDCQuery(statement.query.text)
+        if not any(name == "envelope" for name, _ in options.given):
+            options = dataclasses.replace(options, envelope="bare")  # as in CockroachDB
     targets: list[Target] = []
     topics: dict[int, str] = {}
     for written in statement.targets:
@@ -74,12 +79,19 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
         if target in targets:
             raise option_error(f"table {written.table} is a target more than once")
         targets.append(target)
+        if query is not None:
+            query.check(desc)
         topics[desc.id] = (
             f"{database.name}.public.{desc.name}" if options.full_table_name else desc.name
         )
     sink = None
     if statement.sink is not None:
         sink = parse_sink_uri(statement.sink, options)
+        if sink.scheme == "experimental-sql" and any(
+            topics[t.table_id].split(".")[-1] == (sink.host + sink.path).split(".")[-1].strip("/")
+            for t in targets
+        ):
+            raise option_error("a changefeed cannot write into a table it watches")
     else:
         _check_sinkless(options)
     spec = ChangefeedSpec(
@@ -90,6 +102,7 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
         sink_uri=statement.sink,
         description=statement.text,
         user=session.user,
+        query=statement.query.text if statement.query is not None else None,
     )
     return Plan(spec, sink)
 

@@ -39,7 +39,7 @@ from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.types import Kind
 from feedkv.util.hlc import Timestamp
 
-__all__ = ["Encoder", "JSONEncoder", "json_value", "make_encoder"]
+__all__ = ["Encoder", "JSONEncoder", "json_any", "json_value", "make_encoder"]
 
 
 class Encoder(Protocol):
@@ -108,6 +108,31 @@ def json_value(kind: Kind, value: Any) -> str:
     return "null" if value is None else _BY_KIND[kind](value)
 
 
+def json_any(value: Any) -> str:
+    """A value of a computed column (no declared type) as JSON text, by its Python type."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _json_float(value)
+    if isinstance(value, decimal.Decimal):
+        return _json_decimal(value)
+    if isinstance(value, bytes):
+        return _BY_KIND[Kind.BYTES](value)
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is not None:
+            return _json_timestamptz(value)
+        return '"' + value.isoformat() + '"'
+    if isinstance(value, datetime.date):
+        return '"' + value.isoformat() + '"'
+    if isinstance(value, dict | list):
+        return _dumps(value, sort_keys=True)
+    return _dumps(str(value))
+
+
 class _RowFormat:
     """How one descriptor version's rows become JSON objects: the ``"name": `` prefix
     and value formatter of every column, worked out once."""
@@ -122,7 +147,11 @@ class _RowFormat:
         parts = []
         columns = self.columns
         for name, value in row.items():
-            prefix, fmt = columns[name]
+            found = columns.get(name)
+            if found is None:  # a CDC query's computed column
+                parts.append(_dumps(name) + ": " + json_any(value))
+                continue
+            prefix, fmt = found
             parts.append(prefix + ("null" if value is None else fmt(value)))
         return "{" + ", ".join(parts) + "}"
 

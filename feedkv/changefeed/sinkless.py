@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,12 +81,20 @@ class ChannelSink:
         """The next row, waiting up to ``timeout`` seconds (``None``: for ever); ``None``
         when the feed has ended. Raises TimeoutError when no row came in time, and the
         changefeed's error if it failed."""
-        if self._ended:
-            return None
-        try:
-            item = self._queue.get(timeout=timeout)
-        except queue.Empty:
-            raise TimeoutError(f"no changefeed row within {timeout} s") from None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self._ended:
+                return None
+            wait = 0.1 if deadline is None else min(0.1, deadline - time.monotonic())
+            try:
+                item = self._queue.get(timeout=max(0.0, wait))
+                break
+            except queue.Empty:
+                if self._closed.is_set():
+                    self._ended = True  # closed by the reader: whatever is left is dropped
+                    return None
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"no changefeed row within {timeout} s") from None
         if item is _END:
             self._ended = True
             return None

@@ -333,7 +333,7 @@ class SchemaRegistryServer:
     """A schema registry on ``127.0.0.1`` (a free port), serving from a daemon thread.
 
     Use it as a context manager, or call :meth:`start` and :meth:`close`. The state is
-    in memory and starts empty; :meth:`close` drops it. Every method is thread-safe.
+    in memory and starts empty. Every method is thread-safe.
     """
 
     def __init__(self) -> None:

@@ -1,0 +1,65 @@
+"""CDC queries: CREATE CHANGEFEED ... AS SELECT, with cdc_prev and event_op()."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from feedkv import DB
+from feedkv.changefeed.sinkless import FeedResult
+from feedkv.errors import SQLError
+
+DEADLINE = 30.0
+
+
+@pytest.fixture
+def table(db: DB) -> DB:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING, n INT)")
+    db.sql("INSERT INTO t VALUES (1, 'a', 1), (2, 'b', 20)")
+    return db
+
+
+def test_a_query_filters_and_projects_with_the_previous_row_and_the_operation(table: DB) -> None:
+    db = table
+    result = db.sql(
+        "EXPERIMENTAL CHANGEFEED AS SELECT k, n * 2 AS dbl, cdc_prev.n AS old, "
+        "event_op() AS op FROM t WHERE n > 5 OR event_op() = 'delete'"
+    )
+    assert isinstance(result, FeedResult)
+    first = result.poll(DEADLINE)
+    db.sql("UPDATE t SET n = 3 WHERE k = 2")  # filtered out: n is not > 5
+    db.sql("UPDATE t SET n = 30 WHERE k = 1")
+    db.sql("DELETE FROM t WHERE k = 2")
+    second, third = result.poll(DEADLINE), result.poll(DEADLINE)
+    result.close()
+    assert first == ("t", "[2]", json.dumps({"k": 2, "dbl": 40, "old": None, "op": "insert"}))
+    assert second == ("t", "[1]", json.dumps({"k": 1, "dbl": 60, "old": 1, "op": "update"}))
+    assert third == ("t", "[2]", None)  # a deletion is a tombstone in the bare envelope
+
+
+def test_a_query_with_star_and_the_wrapped_envelope(table: DB) -> None:
+    result = table.sql(
+        "EXPERIMENTAL CHANGEFEED WITH envelope=wrapped, initial_scan='only' "
+        "AS SELECT * FROM t WHERE v = 'b'"
+    )
+    assert [json.loads(v) for _t, _k, v in result] == [
+        {"after": {"k": 2, "v": "b", "n": 20}}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("query", "code"),
+    [
+        ("SELECT nope FROM t", "42703"),
+        ("SELECT count(*) FROM t", "42803"),
+        ("SELECT k FROM t WHERE event_op(1) = 'x'", "42883"),
+        ("SELECT k FROM nope", "42P01"),
+        ("SELECT k FROM t ORDER BY k", "0A000"),
+        ("SELECT cdc_prev.nope FROM t", "42703"),
+    ],
+)
+def test_bad_queries_are_refused_at_creation(table: DB, query: str, code: str) -> None:
+    with pytest.raises(SQLError) as raised:
+        table.sql(f"EXPERIMENTAL CHANGEFEED AS {query}")
+    assert raised.value.code == code

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import feedkv
+from feedkv.changefeed.sinkless import FeedResult
 from feedkv.errors import FeedKVError, SQLError
 from feedkv.sql.session import Result, Session
 from feedkv.sql.types import format_value
@@ -61,10 +62,14 @@ def _run_each(
             continue
         try:
             for result in session.execute_each(text):
-                stdout.write(format_result(result, output))
+                write_result(result, output, stdout)
         except SQLError as exc:
             stdout.flush()
             _print_error(exc, text, stderr)
+            return 1
+        except FeedKVError as exc:
+            stdout.flush()
+            stderr.write(f"ERROR: {exc}\n")
             return 1
     return 0
 
@@ -103,7 +108,7 @@ def _shell(session: Session, output: str, stdin: TextIO, stdout: TextIO, stderr:
                 readline.write_history_file(HISTORY)
         try:
             for result in session.execute_each(text):
-                stdout.write(format_result(result, output))
+                write_result(result, output, stdout)
         except SQLError as exc:
             stdout.flush()
             _print_error(exc, text, stderr)
@@ -131,6 +136,34 @@ def _print_error(exc: SQLError, text: str, stderr: TextIO) -> None:
         line_end = text.find("\n", exc.position - 1)
         line = text[line_start : line_end if line_end != -1 else len(text)]
         stderr.write(f"{line}\n{' ' * (exc.position - 1 - line_start)}^\n")
+
+
+def write_result(result: Result, output: str, stdout: TextIO) -> None:
+    """Print ``result``; a changefeed's rows are printed one line each as they arrive,
+    until it ends or Ctrl-C stops it."""
+    if not isinstance(result, FeedResult):
+        stdout.write(format_result(result, output))
+        return
+    if output == "csv":
+        stdout.write(",".join(result.columns) + "\n")
+    try:
+        for row in result:
+            if output == "json":
+                record = dict(zip(result.columns, (_json_value(v) for v in row), strict=True))
+                line = json.dumps(record, ensure_ascii=False)
+            elif output == "csv":
+                buffer = io.StringIO()
+                csv.writer(buffer, lineterminator="").writerow(
+                    ["" if v is None else v for v in row]
+                )
+                line = buffer.getvalue()
+            else:
+                line = " | ".join("NULL" if v is None else format_value(v) for v in row)
+            stdout.write(line + "\n")
+            stdout.flush()
+    except KeyboardInterrupt:
+        result.close()
+        stdout.write("changefeed stopped\n")
 
 
 def format_result(result: Result, output: str) -> str:

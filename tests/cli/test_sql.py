@@ -565,3 +565,32 @@ def test_the_shell_saves_each_statement_to_its_history_once(
     assert terminal.wait() == 0
 
     assert history_entries(tmp_path / "home") == ["SELECT 1 AS one;", "SELECT 2 AS two;"]
+
+
+# Sinkless changefeeds.
+
+
+def test_a_sinkless_changefeed_prints_each_row_as_a_line_until_it_ends(sql: Sql) -> None:
+    setup = sql(
+        "-e",
+        "CREATE TABLE t (k INT PRIMARY KEY, v STRING)",
+        "-e",
+        "INSERT INTO t VALUES (1, 'a'), (2, NULL)",
+    )
+    assert setup.code == 0
+
+    run = sql("-e", "EXPERIMENTAL CHANGEFEED FOR t WITH initial_scan='only'")
+    assert run.code == 0, run.err
+    assert run.out.splitlines() == [
+        't | [1] | {"after": {"k": 1, "v": "a"}}',
+        't | [2] | {"after": {"k": 2, "v": null}}',
+    ]
+
+    run = sql("--format", "json", "-e", "EXPERIMENTAL CHANGEFEED FOR t WITH initial_scan='only'")
+    assert [json.loads(line)["key"] for line in run.out.splitlines()] == ["[1]", "[2]"]
+
+
+def test_a_failing_changefeed_prints_its_error(sql: Sql) -> None:
+    run = sql("-e", "EXPERIMENTAL CHANGEFEED FOR missing")
+    assert run.code == 1
+    assert "SQLSTATE: 42P01" in run.err

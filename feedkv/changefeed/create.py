@@ -15,6 +15,7 @@ persist, pause, resume and run on Spark replace that thread in the Spark layer.)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import threading
@@ -27,7 +28,8 @@ from feedkv.changefeed.query import CDCQuery
 from feedkv.changefeed.rows import Target
 from feedkv.changefeed.sink import Sink, SinkURI, make_sink, parse_sink_uri
 from feedkv.changefeed.sinkless import COLUMNS, ChannelSink, FeedResult
-from feedkv.errors import SQLError
+from feedkv.errors import FeedKVError, SQLError
+from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.executor import ROW_IDS, Result
@@ -138,6 +140,7 @@ class Changefeeds:
             return self._start_sinkless(plan.spec)
         sink = make_sink(plan.sink, plan.spec.options, start=plan.spec.start, db=self._db)
         job_id = ROW_IDS.next()
+        self._watch(plan.spec, job_id, watching=True)
         changefeed = Changefeed(self._db, plan.spec, sink)
         thread = threading.Thread(
             target=self._run,
@@ -195,6 +198,17 @@ class Changefeeds:
                 self._errors[job_id] = exc
         finally:
             sink.close()
+            with contextlib.suppress(FeedKVError):  # a closed node forgets nothing it had
+                self._watch(changefeed.spec, job_id, watching=False)
+
+    def _watch(self, spec: ChangefeedSpec, job_id: int, *, watching: bool) -> None:
+        """Record the tables ``job_id`` watches, so TRUNCATE can refuse them."""
+
+        def write(txn: Txn) -> None:
+            for target in spec.targets:
+                catalog.set_changefeed_watch(txn, target.table_id, job_id, watching=watching)
+
+        self._db.run_transaction(write)
 
     def _start_sinkless(self, spec: ChangefeedSpec) -> FeedResult:
         channel = ChannelSink(text=spec.options.format != "avro")

@@ -4,6 +4,7 @@
     F1 "ns" parent id name  -> id (databases have parent 0)
     F1 "seq"                -> the last descriptor id handed out
     F1 "user" name          -> {"admin": bool}
+    F1 "cdc" table id job   -> {} while changefeed job ``job`` watches the table
 
 Everything is read and written through a :class:`Reader` (a transaction, or a snapshot
 at a fixed timestamp), so a schema change is atomic with its data changes and any past
@@ -36,6 +37,7 @@ __all__ = [
     "User",
     "allocate_id",
     "bootstrap",
+    "changefeed_watchers",
     "database_by_name",
     "descriptor_key",
     "get_descriptor",
@@ -45,6 +47,7 @@ __all__ = [
     "put_database",
     "put_table",
     "put_user",
+    "set_changefeed_watch",
     "remove_name",
     "table_by_id",
     "table_by_name",
@@ -58,6 +61,7 @@ _DESC = CATALOG_PREFIX + encode_value("desc")
 _NS = CATALOG_PREFIX + encode_value("ns")
 _SEQ = CATALOG_PREFIX + encode_value("seq")
 _USER = CATALOG_PREFIX + encode_value("user")
+_CDC = CATALOG_PREFIX + encode_value("cdc")
 
 
 class Reader(Protocol):
@@ -205,6 +209,24 @@ def remove_name(txn: Txn, parent_id: int, name: str) -> None:
 
 def remove_descriptor(txn: Txn, descriptor_id: int) -> None:
     txn.delete(descriptor_key(descriptor_id))
+
+
+def set_changefeed_watch(txn: Txn, table_id: int, job_id: int, *, watching: bool) -> None:
+    """Record (or forget) that changefeed job ``job_id`` watches table ``table_id``."""
+    key = _CDC + encode_values([table_id, job_id])
+    if watching:
+        txn.put(key, b"{}")
+    else:
+        txn.delete(key)
+
+
+def changefeed_watchers(reader: Reader, table_id: int) -> list[int]:
+    """The changefeed jobs watching table ``table_id``."""
+    prefix = _CDC + encode_value(table_id)
+    return [
+        int(decode_value(kv.key, len(prefix))[0])  # type: ignore[arg-type]
+        for kv in reader.scan(prefix, prefix_end(prefix))
+    ]
 
 
 def put_user(txn: Txn, user: User) -> None:

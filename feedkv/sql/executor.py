@@ -438,6 +438,13 @@ class Execution:
     def truncate(self, s: st.Truncate) -> Result:
         for name in s.tables:
             desc = self._table(name)
+            watchers = catalog.changefeed_watchers(self._reader, desc.id)
+            if watchers:
+                raise SQLError(
+                    "55006",
+                    f"cannot TRUNCATE {desc.name!r}: changefeed job {watchers[0]} watches it; "
+                    "cancel the changefeed first (or DELETE FROM the table)",
+                )
             span = table_span(desc.id)
             self._txn.delete_range(span.start, span.end)
         return Result(tag="TRUNCATE")

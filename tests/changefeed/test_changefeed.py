@@ -335,3 +335,15 @@ def test_changefeeds_need_an_admin_and_no_open_transaction(table: DB) -> None:
         session.execute("EXPERIMENTAL CHANGEFEED FOR t")
     assert raised.value.code == "25001"
     session.execute("ROLLBACK")
+
+
+def test_truncate_is_refused_while_a_changefeed_watches_the_table(table: DB) -> None:
+    db = table
+    (job_id,) = db.sql("CREATE CHANGEFEED FOR t INTO 'null://'").rows[0]
+    with pytest.raises(SQLError) as raised:
+        db.sql("TRUNCATE t")
+    assert raised.value.code == "55006" and str(job_id) in raised.value.message
+    assert len(db.sql("SELECT * FROM t").rows) == 2  # nothing was deleted
+    db.changefeeds.cancel(job_id)
+    db.sql("TRUNCATE t")
+    assert db.sql("SELECT * FROM t").rows == []

@@ -1,0 +1,192 @@
+"""`feedkv bench changefeed`: changefeed throughput and latency on an embedded store.
+
+- initial scan: a table of ``--rows`` rows (default 1M) emitted by a sinkless
+  changefeed (``initial_scan='only'``, rows read by the client) and by a ``null://``
+  changefeed job; rows/s. Target: >= 100k rows/s.
+- steady state: ``--writers`` sessions UPDATE rows for ``--seconds`` while a sinkless
+  changefeed follows; the feed's rows/s against the commits/s, and whether every
+  committed change arrived (it must keep up with the write rate).
+- latency: one writer at a light, fixed rate; from a commit's acknowledgement to its
+  row reaching the sinkless client, p50/p99. Target: p50 <= 50 ms.
+
+Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import feedkv
+from feedkv.changefeed.sinkless import FeedResult
+from feedkv.kv.store import StoreConfig
+
+TARGET_SCAN = 100_000
+TARGET_P50_MS = 50.0
+BATCH = 1000
+
+
+def load(db: feedkv.DB, rows: int) -> float:
+    db.sql("CREATE TABLE bench (k INT PRIMARY KEY, v STRING, n INT)")
+    t0 = time.perf_counter()
+    for lo in range(0, rows, BATCH):
+        hi = min(rows, lo + BATCH)
+        values = ", ".join(f"({i}, 'value-{i}', {i % 97})" for i in range(lo, hi))
+        db.sql(f"INSERT INTO bench VALUES {values}")
+    return time.perf_counter() - t0
+
+
+def scan_sinkless(db: feedkv.DB, rows: int) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    result = db.sql("EXPERIMENTAL CHANGEFEED FOR bench WITH initial_scan='only'")
+    assert isinstance(result, FeedResult)
+    got = sum(1 for _ in result)
+    seconds = time.perf_counter() - t0
+    assert got == rows, f"the scan emitted {got} rows, expected {rows}"
+    return {"rows": got, "seconds": round(seconds, 2), "rows_per_s": round(got / seconds)}
+
+
+def scan_null(db: feedkv.DB, rows: int) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    (job_id,) = db.sql("CREATE CHANGEFEED FOR bench INTO 'null://' WITH initial_scan='only'").rows[
+        0
+    ]
+    changefeed = db.changefeeds.get(job_id)
+    assert changefeed is not None
+    db.changefeeds.wait(job_id)
+    seconds = time.perf_counter() - t0
+    got = changefeed.rows_emitted
+    assert got == rows, f"the scan emitted {got} rows, expected {rows}"
+    return {"rows": got, "seconds": round(seconds, 2), "rows_per_s": round(got / seconds)}
+
+
+def steady(db: feedkv.DB, rows: int, writers: int, seconds: float) -> dict[str, Any]:
+    cursor = db.sql("SELECT cluster_logical_timestamp()").rows[0][0]
+    result = db.sql(
+        f"EXPERIMENTAL CHANGEFEED FOR bench WITH cursor='{cursor}', "
+        "resolved='0s', min_checkpoint_frequency='0s'"
+    )
+    assert isinstance(result, FeedResult)
+    received = 0
+    done_writing = threading.Event()
+    last_write: list[Any] = [None]
+
+    def consume() -> None:
+        nonlocal received
+        for table, _key, _value in result:
+            if table is not None:
+                received += 1
+            elif done_writing.is_set() and last_write[0] is not None:
+                resolved = json.loads(_value)["resolved"]
+                if resolved >= last_write[0]:
+                    return
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    commits = [0] * writers
+    stop = time.monotonic() + seconds
+
+    def write(w: int) -> None:
+        session = db.session()
+        i = w
+        while time.monotonic() < stop:
+            session.execute("UPDATE bench SET n = n + 1 WHERE k = $1", i % rows)
+            commits[w] += 1
+            i += writers
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    write_s = time.perf_counter() - t0
+    last_write[0] = str(db.now())
+    done_writing.set()
+    received_during = received
+    consumer.join(timeout=60)
+    caught_up_s = time.perf_counter() - t0 - write_s
+    result.close()
+    total = sum(commits)
+    return {
+        "writers": writers,
+        "commits_per_s": round(total / write_s),
+        "rows_received": received,
+        "received_during_run": round(received_during / max(total, 1), 3),
+        "caught_up_after_s": round(caught_up_s, 2),
+        "kept_up": received >= total,
+    }
+
+
+def latency(db: feedkv.DB, samples: int, interval: float) -> dict[str, Any]:
+    cursor = db.sql("SELECT cluster_logical_timestamp()").rows[0][0]
+    result = db.sql(f"EXPERIMENTAL CHANGEFEED FOR bench WITH cursor='{cursor}'")
+    assert isinstance(result, FeedResult)
+    acked: dict[str, float] = {}
+    lags: list[float] = []
+
+    def consume() -> None:
+        for table, key, _value in result:
+            if table is None:
+                continue
+            at = time.perf_counter()
+            while key not in acked:  # the row can arrive before execute() returns
+                time.sleep(0.0001)  # wait-ok: the writer records its ack right after
+            lags.append(max(0.0, at - acked[key]) * 1e3)
+            if len(lags) == samples:
+                return
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    session = db.session()
+    pause = threading.Event()
+    for i in range(samples):
+        session.execute("UPDATE bench SET n = n + 1 WHERE k = $1", i)
+        acked[f"[{i}]"] = time.perf_counter()
+        pause.wait(interval)
+    consumer.join(timeout=60)
+    result.close()
+    lags.sort()
+    return {
+        "samples": len(lags),
+        "p50_ms": round(statistics.median(lags), 2),
+        "p99_ms": round(lags[min(len(lags) - 1, int(len(lags) * 0.99))], 2),
+        "target_p50_ms": TARGET_P50_MS,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="feedkv bench changefeed")
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--writers", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--samples", type=int, default=200)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        db = feedkv.connect(Path(tmp) / "store", config=StoreConfig())
+        try:
+            load_s = load(db, args.rows)
+            record = {
+                "benchmark": "changefeed",
+                "rows": args.rows,
+                "load_seconds": round(load_s, 1),
+                "initial_scan_sinkless": scan_sinkless(db, args.rows),
+                "initial_scan_null_sink": scan_null(db, args.rows),
+                "target_scan_rows_per_s": TARGET_SCAN,
+                "steady_state": steady(db, args.rows, args.writers, args.seconds),
+                "latency": latency(db, args.samples, 0.01),
+            }
+        finally:
+            db.close()
+    print(json.dumps(record, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -30,6 +30,7 @@ from feedkv.sql.row_codec import (
     RowAssembler,
     decode_family_value,
     decode_row_key,
+    decode_rows,
     table_id_of_key,
     table_span,
 )
@@ -128,15 +129,14 @@ class RowDecoder:
         if desc is None or desc.dropped:
             return
         families = self._families_of(desc, target)
+        key_ids = desc.primary_key
         span = target.span
         start = span.start
-        assembler = RowAssembler(desc)
-        while True:
+        while start < span.end:
             kvs = self._db.scan(start, span.end, as_of=ts, limit=batch)
-            if not kvs:
-                return
-            full = len(kvs) == batch
-            if full:
+            if len(kvs) < batch:
+                start = span.end
+            else:
                 # NB: a page may end inside a row; hold that row back for the next page.
                 _, _, last_prefix = decode_row_key(desc, kvs[-1].key)
                 kept = [kv for kv in kvs if not kv.key.startswith(last_prefix)]
@@ -145,22 +145,13 @@ class RowDecoder:
                 else:
                     kvs = self._db.scan(last_prefix, prefix_end(last_prefix), as_of=ts)
                     start = prefix_end(last_prefix)
-            else:
-                start = span.end
-            by_prefix: dict[bytes, Timestamp] = {}
-            for kv in kvs:
-                prefix = decode_row_key(desc, kv.key)[2]
-                by_prefix[prefix] = max(by_prefix.get(prefix, kv.ts), kv.ts)
-            for (row, pairs), mvcc_ts in zip(assembler.rows(kvs), by_prefix.values(), strict=True):
-                key = tuple(row[i] for i in desc.primary_key)
+            for row, present, mvcc_ts in decode_rows(desc, kvs):
+                key = tuple(row[i] for i in key_ids)
                 for family in families:
-                    if family is not None and not self._family_present(desc, family, pairs):
+                    if family is not None and family.id != 0 and family.id not in present:
                         continue
-                    yield RowEvent(
-                        desc, family, key, named_row(desc, row, family), None, mvcc_ts, ts
-                    )
-            if start >= span.end:
-                return
+                    after = named_row(desc, row, family)
+                    yield RowEvent(desc, family, key, after, None, mvcc_ts, ts)
 
     # Decoding strategies.
 
@@ -238,9 +229,3 @@ class RowDecoder:
         if self._split:
             return list(desc.families)
         return [None]
-
-    @staticmethod
-    def _family_present(desc: TableDescriptor, family: Family, pairs: dict[bytes, bytes]) -> bool:
-        if family.id == 0:
-            return True
-        return any(decode_row_key(desc, k)[1] == family.id for k in pairs)

@@ -109,6 +109,8 @@ class TableDescriptor:
     dropped: bool = False
     _by_name: dict[str, Column] = field(init=False, repr=False, compare=False)
     _by_id: dict[int, Column] = field(init=False, repr=False, compare=False)
+    # NB: the row codec keeps its per-version decoding plan here (row_codec._layout).
+    _codec: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {c.name: c for c in self.columns})

@@ -17,12 +17,14 @@ row; that is exactly what a changefeed needs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import functools
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.sql.descriptor import PRIMARY_INDEX_ID, Family, TableDescriptor
 from feedkv.sql.types import (
+    Kind,
     from_key_primitive,
     from_value_primitive,
     key_primitive,
@@ -30,6 +32,7 @@ from feedkv.sql.types import (
 )
 from feedkv.storage.mvcc import KeyValue
 from feedkv.util.encoding import decode_value, encode_value, encode_values
+from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, prefix_end
 
 __all__ = [
@@ -38,6 +41,7 @@ __all__ = [
     "RowAssembler",
     "decode_family_value",
     "decode_row_key",
+    "decode_rows",
     "encode_family_value",
     "family_key",
     "row_kvs",
@@ -141,20 +145,49 @@ def table_id_of_key(key: bytes) -> int | None:
     return table_id if isinstance(table_id, int) and not isinstance(table_id, bool) else None
 
 
+class _Layout:
+    """How one descriptor version's keys and values decode, worked out once: the
+    primary index prefix, a converter per key column, and one per column id (``None``
+    where the stored primitive is already the value)."""
+
+    __slots__ = ("columns", "index_prefix", "key_converters")
+
+    def __init__(self, desc: TableDescriptor) -> None:
+        self.index_prefix = index_prefix(desc)
+        self.key_converters = [_key_converter(c.type.kind) for c in desc.key_columns]
+        self.columns = {c.id: _value_converter(c.type.kind) for c in desc.columns}
+
+
+_IDENTITY = frozenset({Kind.INT, Kind.FLOAT, Kind.STRING, Kind.BYTES, Kind.BOOL})
+
+
+def _key_converter(kind: Kind) -> Callable[[Any], Any] | None:
+    return None if kind in _IDENTITY else functools.partial(from_key_primitive, kind)
+
+
+def _value_converter(kind: Kind) -> Callable[[Any], Any] | None:
+    return None if kind in _IDENTITY else functools.partial(from_value_primitive, kind)
+
+
+def _layout(desc: TableDescriptor) -> _Layout:
+    layout: _Layout | None = desc._codec
+    if layout is None:
+        layout = _Layout(desc)
+        object.__setattr__(desc, "_codec", layout)
+    return layout
+
+
 def decode_row_key(desc: TableDescriptor, key: bytes) -> tuple[tuple[Any, ...], int, bytes]:
     """``(primary key values, family id, row prefix)`` of a row's KV key."""
-    pos = len(TABLES_PREFIX)
+    layout = _layout(desc)
+    if not key.startswith(layout.index_prefix):
+        raise SQLError("XX000", f"key {key!r} is not a row of table {desc.name!r} (id {desc.id})")
+    pos = len(layout.index_prefix)
     try:
-        table_id, pos = decode_value(key, pos)
-        index_id, pos = decode_value(key, pos)
-        if table_id != desc.id or index_id != PRIMARY_INDEX_ID:
-            raise SQLError(
-                "XX000", f"key {key!r} is not a row of table {desc.name!r} (id {desc.id})"
-            )
         values = []
-        for column in desc.key_columns:
+        for convert in layout.key_converters:
             raw, pos = decode_value(key, pos)
-            values.append(from_key_primitive(column.type.kind, raw))
+            values.append(raw if convert is None or raw is None else convert(raw))
         prefix_len = pos
         family_id, pos = decode_value(key, pos)
     except InvalidArgumentError as exc:
@@ -167,18 +200,48 @@ def decode_row_key(desc: TableDescriptor, key: bytes) -> tuple[tuple[Any, ...], 
 def decode_family_value(desc: TableDescriptor, value: bytes) -> Row:
     """The columns stored in one family's value. Columns this version of the descriptor
     no longer has (dropped ones) are skipped."""
+    columns = _layout(desc).columns
     row: Row = {}
     pos = 0
+    end = len(value)
     try:
-        while pos < len(value):
+        while pos < end:
             column_id, pos = decode_value(value, pos)
             raw, pos = decode_value(value, pos)
-            column = desc.column_by_id(column_id)  # type: ignore[arg-type]
-            if column is not None:
-                row[column.id] = from_value_primitive(column.type.kind, raw)
+            if column_id in columns:
+                convert = columns[column_id]  # type: ignore[index]
+                row[column_id] = raw if convert is None or raw is None else convert(raw)  # type: ignore[index]
     except InvalidArgumentError as exc:
         raise SQLError("XX000", f"cannot decode a row value of {desc.name!r}: {exc}") from exc
     return row
+
+
+def decode_rows(
+    desc: TableDescriptor, kvs: Iterable[KeyValue]
+) -> Iterator[tuple[Row, list[int], Timestamp]]:
+    """Whole rows from the family pairs of consecutive rows (in key order), each with
+    the family ids it has and the newest timestamp among them."""
+    column_ids = [c.id for c in desc.columns]
+    current: Row | None = None
+    families: list[int] = []
+    newest = Timestamp(0, 0)
+    current_prefix = b""
+    for kv in kvs:
+        key_values, family, prefix = decode_row_key(desc, kv.key)
+        if current is None or prefix != current_prefix:
+            if current is not None:
+                yield current, families, newest
+            current = dict.fromkeys(column_ids)
+            current.update(zip(desc.primary_key, key_values, strict=True))
+            current_prefix = prefix
+            families = []
+            newest = kv.ts
+        current.update(decode_family_value(desc, kv.value))
+        families.append(family)
+        if kv.ts > newest:
+            newest = kv.ts
+    if current is not None:
+        yield current, families, newest
 
 
 class RowAssembler:

@@ -35,6 +35,8 @@ from types import TracebackType
 from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from feedkv.errors import FeedKVError
+
 __all__ = ["RegisteredSchema", "RegistryRequest", "SchemaRegistryServer"]
 
 _JSON = "application/vnd.schemaregistry.v1+json"
@@ -84,7 +86,9 @@ class RegisteredSchema:
         return out
 
 
-class _Error(Exception):
+class _Error(FeedKVError):
+    """An error answer of the registry (its HTTP status and Confluent error code)."""
+
     def __init__(self, status: HTTPStatus, code: int, message: str) -> None:
         super().__init__(message)
         self.status = status

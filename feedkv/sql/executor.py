@@ -834,7 +834,13 @@ class Execution:
         desc = self._table(s.table)
         txn = self._txn
         if s.columns is None:
+            # As in PostgreSQL: VALUES shorter than the table fill its leading columns and
+            # the rest take their defaults.
             targets = list(desc.visible_columns)
+            if s.rows and len({len(r) for r in s.rows}) > 1:
+                raise SQLError("42601", "VALUES lists must all be the same length")
+            if s.rows and len(s.rows[0]) < len(targets):
+                targets = targets[: len(s.rows[0])]
         else:
             targets = [desc.column(name) for name in s.columns]
             if len({c.id for c in targets}) != len(targets):

@@ -89,6 +89,7 @@ __all__ = [
     "DEFAULT_FLUSH",
     "DEFAULT_RETRY",
     "DEFAULT_TIMEOUT",
+    "INFINITE_RETRIES",
     "WebhookClient",
     "make",
     "parse_sink_config",
@@ -97,18 +98,20 @@ __all__ = [
 DEFAULT_TIMEOUT = 3.0  # seconds, as in CockroachDB
 DEFAULT_FLUSH = FlushConfig(messages=100, bytes=1 << 20, frequency=1.0)
 DEFAULT_RETRY = RetryConfig(max=3, backoff=0.5, max_backoff=10.0)
-INFINITE_RETRIES = sys.maxsize
+INFINITE_RETRIES = sys.maxsize  # Retry.Max "inf"
 
 _ANSWER_SHOWN = 200  # characters of a refusing answer's body quoted in the error
 
 
 class WebhookClient:
-    """Posts batches and resolved markers to ``url``, one request at a time per caller.
+    """Posts batches and resolved markers to ``url`` (the :class:`SinkClient` of the
+    webhook sink; see the module docstring for the bodies).
 
-    Each call blocks until the endpoint answers, the request times out (``timeout``
-    seconds, for each of connecting, sending, waiting and reading) or fails; anything
-    but a 2xx answer raises :class:`SinkError`. ``verify`` is what httpx takes: a TLS
-    context, or a bool. ``transport`` replaces the network, for tests."""
+    Each call blocks until the endpoint answers, the request times out or fails; anything
+    but a 2xx answer raises :class:`SinkError`, and nothing is retried here (the batcher
+    retries). NB: ``timeout`` bounds each of connecting, sending, waiting and reading,
+    not the whole request as CockroachDB's does. ``verify`` is what httpx takes: a TLS
+    context, or a bool. Safe to call from several threads."""
 
     def __init__(
         self,
@@ -117,7 +120,6 @@ class WebhookClient:
         auth_header: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         verify: ssl.SSLContext | bool = True,
-        transport: httpx.BaseTransport | None = None,
     ) -> None:
         headers = {"Content-Type": "application/json"}
         if auth_header is not None:
@@ -125,9 +127,7 @@ class WebhookClient:
         self.url = httpx.URL(url)
         # NB: errors name the URL without its user information, which may be a password.
         self._shown = str(self.url.copy_with(username=None, password=None))
-        self._client = httpx.Client(
-            headers=headers, timeout=timeout, verify=verify, transport=transport
-        )
+        self._client = httpx.Client(headers=headers, timeout=timeout, verify=verify)
 
     def send(self, topic: str, batch: list[Message]) -> None:
         entries = b",".join(

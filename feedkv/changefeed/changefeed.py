@@ -109,6 +109,7 @@ class Changefeed:
         self._encoder: Encoder = make_encoder(spec.options)
         self._query = CDCQuery(spec.query) if spec.query is not None else None
         self._scanned = not spec.options.scans
+        self._topics_used: set[str] = set()
 
     def close(self) -> None:
         """Stop :meth:`run` (from any thread). Idempotent."""
@@ -162,7 +163,7 @@ class Changefeed:
             if o.initial_scan == "only":
                 return
             if o.resolved is not None:
-                self._sink.emit_resolved(start, self._all_topics())
+                self._sink.emit_resolved(start, self._all_topics(start))
         last_flush = last_resolved = self._clock()
         spans = [t.span for t in self.spec.targets]
         feed = self._db.rangefeed(spans, start, with_diff=o.diff or self._query is not None)
@@ -204,7 +205,7 @@ class Changefeed:
                 last_flush = now
                 self.high_water = frontier
                 if o.resolved is not None and (resolved_due or final is not None):
-                    self._sink.emit_resolved(frontier, self._all_topics())
+                    self._sink.emit_resolved(frontier, self._all_topics(frontier))
                     last_resolved = now
                 if final is not None:
                     self._finish()
@@ -269,8 +270,21 @@ class Changefeed:
         base = self.spec.topics[event.table.id]
         return f"{base}.{event.family.name}" if event.family is not None else base
 
-    def _all_topics(self) -> list[str]:
-        return sorted(set(self.spec.topics.values()))
+    def _all_topics(self, ts: Timestamp) -> list[str]:
+        """Every topic rows may go to as of ``ts`` (a topic per family when families
+        are split), and any topic rows went to: each gets the resolved marker."""
+        split = self.spec.options.split_column_families
+        topics = set(self._topics_used)
+        for target in self.spec.targets:
+            base = self.spec.topics[target.table_id]
+            desc = self._decoder.histories[target.table_id].at(ts)
+            if target.family is not None:
+                topics.add(f"{base}.{target.family}")
+            elif split and desc is not None:
+                topics.update(f"{base}.{family.name}" for family in desc.families)
+            else:
+                topics.add(base)
+        return sorted(topics)
 
     def _emit(self, event: RowEvent) -> None:
         if self._query is not None:
@@ -279,6 +293,7 @@ class Changefeed:
                 return
             event = filtered
         topic = self._topic(event)
+        self._topics_used.add(topic)
         encoder = self._encoder
         self._sink.emit_row(
             Message(

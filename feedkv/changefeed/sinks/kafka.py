@@ -1,0 +1,485 @@
+"""``kafka://host:port``: each changefeed topic to a Kafka topic, through librdkafka.
+
+The contract a consumer can rely on:
+
+- **At least once.** :meth:`KafkaSink.flush` returns once the brokers have acknowledged
+  every message emitted before it (as ``RequiredAcks`` asks), and raises
+  :class:`~feedkv.changefeed.sink.SinkError` if one could not be delivered; the changefeed
+  then restarts from its last resolved timestamp and sends those rows again. A consumer
+  may see a message twice; it never misses one.
+- **Ordered per partition, one partition per key.** The partition is librdkafka's
+  ``murmur2_random`` hash of the key (the one Java clients use), so every version of a
+  row lands in one partition, in the order it was emitted. Retries inside librdkafka do
+  not reorder: ``RequiredAcks=ALL`` turns on the idempotent producer; below it, one
+  request is in flight per broker at a time, as in CockroachDB's sink.
+- **Tombstones.** A deletion without a value (``value=None``) is sent with a null value,
+  which Kafka's log compaction reads as "drop this key".
+- **Resolved markers on every partition.** ``emit_resolved(ts, topics)`` flushes, sends
+  ``{"resolved": "<ts>"}`` (an Avro ``resolved`` record with ``format=avro``) to every
+  partition of every Kafka topic named, and flushes again: once a consumer reads it on a
+  partition, it has read every row at or below ``ts`` that belongs to that partition.
+
+librdkafka batches, compresses and retries by itself, so this sink is a thin client over
+its ``Producer`` rather than a :class:`~feedkv.changefeed.sink.BatchingSink`. When the
+producer's queue is full, ``emit_row`` blocks serving delivery reports until there is room
+(backpressure). One thread uses a sink at a time (the changefeed's); delivery reports run
+on it, inside ``emit_row`` and ``flush``.
+
+Topics: the Kafka topic is ``topic_prefix`` + the changefeed topic, or ``topic_prefix`` +
+``topic_name`` for every row when ``topic_name`` is given, with characters Kafka does not
+allow (outside ``[a-zA-Z0-9._-]``) replaced by ``_``. Topics are created by the brokers on
+first use (``auto.create.topics.enable``) or must exist beforehand.
+
+``kafka_sink_config`` takes CockroachDB's JSON and maps it to librdkafka:
+``Flush.Messages``/``Flush.MaxMessages`` to ``batch.num.messages``, ``Flush.Bytes`` to
+``batch.size``, ``Flush.Frequency`` to ``linger.ms``, ``RequiredAcks`` (``ONE``, the
+default; ``ALL``; ``NONE``) to ``acks``, ``ClientID`` to ``client.id``, ``Compression`` to
+``compression.codec``. ``Version`` is checked but needs no setting: librdkafka asks the
+brokers which protocol versions they speak. CockroachDB's rule that ``Flush.Frequency``
+must come with ``Flush.Messages`` or ``Flush.Bytes`` guards against a Sarama stall that
+librdkafka does not have (its flush sends at once), so it is not enforced here.
+
+TLS and SASL come from URI parameters: ``tls_enabled=true`` (with ``ca_cert``,
+``client_cert`` and ``client_key`` as base64-encoded PEM, and
+``insecure_tls_skip_verify``); ``sasl_enabled=true`` with ``sasl_mechanism`` (``PLAIN``,
+the default, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``), ``sasl_user`` and ``sasl_password``.
+Everything is checked by :func:`make`, before anything is sent.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import difflib
+import logging
+import re
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from feedkv.changefeed.options import ChangefeedOptions, option_error
+from feedkv.changefeed.sink import Message, SinkError, SinkURI
+from feedkv.errors import InvalidArgumentError
+from feedkv.util.hlc import Timestamp
+from feedkv.util.units import parse_duration_ns
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError, KafkaException, Producer
+    from confluent_kafka import Message as KafkaMessage
+
+__all__ = ["KafkaSink", "kafka_topic", "make", "producer_config"]
+
+log = logging.getLogger(__name__)
+
+DELIVERY_TIMEOUT = 60.0  # seconds librdkafka keeps trying to deliver a message
+# NB: longer than the delivery timeout, so that a flush normally ends with a report for
+# every message (delivered or failed) rather than with messages still in the air.
+FLUSH_TIMEOUT = DELIVERY_TIMEOUT + 10.0
+METADATA_TIMEOUT = 10.0  # seconds to learn a topic's partitions for a resolved marker
+_POLL = 0.1  # seconds to wait for delivery reports while the queue is full
+
+_MAX_TOPIC_LENGTH = 249
+_ILLEGAL_TOPIC_CHARS = re.compile(r"[^a-zA-Z0-9._-]")
+
+_CONFIG_KEYS = ("Flush", "RequiredAcks", "ClientID", "Compression", "Version")
+_FLUSH_KEYS = ("Messages", "MaxMessages", "Bytes", "Frequency")
+_ACKS = {"ONE": 1, "ALL": -1, "NONE": 0, "1": 1, "-1": -1, "0": 0}
+_CODECS = {"NONE": "none", "GZIP": "gzip", "SNAPPY": "snappy", "LZ4": "lz4", "ZSTD": "zstd"}
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_MAX_BATCH_MESSAGES = 1_000_000  # librdkafka's bounds
+_MAX_BATCH_BYTES = 2**31 - 1
+_MAX_LINGER_MS = 900_000
+
+
+def kafka_topic(topic: str, *, prefix: str = "", name: str | None = None) -> str:
+    """The Kafka topic for changefeed topic ``topic``: ``prefix`` + (``name`` or
+    ``topic``), every character outside ``[a-zA-Z0-9._-]`` replaced by ``_``."""
+    return _ILLEGAL_TOPIC_CHARS.sub("_", prefix + (topic if name is None else name))
+
+
+class KafkaSink:
+    """A :class:`~feedkv.changefeed.sink.Sink` over a librdkafka ``Producer``, which it
+    owns and closes; see the module docstring for the contract.
+
+    ``flush_timeout`` bounds a flush and ``metadata_timeout`` the lookup of a topic's
+    partitions (seconds); ``encode_resolved(ts, kafka_topic)`` makes a resolved marker."""
+
+    def __init__(
+        self,
+        producer: Producer,
+        *,
+        topic_prefix: str = "",
+        topic_name: str | None = None,
+        flush_timeout: float = FLUSH_TIMEOUT,
+        metadata_timeout: float = METADATA_TIMEOUT,
+        encode_resolved: Callable[[Timestamp, str], bytes] | None = None,
+    ) -> None:
+        self._producer = producer
+        self._prefix = topic_prefix
+        self._name = topic_name
+        self._flush_timeout = flush_timeout
+        self._metadata_timeout = metadata_timeout
+        self._encode_resolved = encode_resolved or _json_resolved
+        self._topics: dict[str, str] = {}
+        self._failures = 0  # delivery reports with an error since the last flush
+        self._first_failure = ""
+        self._closed = False
+
+    def emit_row(self, message: Message) -> None:
+        """Queue ``message`` in librdkafka; blocks while its queue is full."""
+        self._check_open()
+        self._produce(self._topic(message.topic), message.key, message.value)
+
+    def flush(self) -> None:
+        self._check_open()
+        left = self._producer.flush(self._flush_timeout)
+        self._raise_failures()
+        if left:
+            raise SinkError(
+                f"{left} Kafka messages were not acknowledged within the flush timeout "
+                f"({self._flush_timeout:g}s)"
+            )
+
+    def emit_resolved(self, ts: Timestamp, topics: Iterable[str]) -> None:
+        # NB: callers flush first; flushing again costs nothing and keeps the marker
+        # behind every row whatever the caller did.
+        self.flush()
+        for topic in sorted({self._topic(t) for t in topics}):
+            payload = self._encode_resolved(ts, topic)
+            for partition in self._partitions(topic):
+                self._produce(topic, None, payload, partition)
+        self.flush()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        # Messages not flushed are dropped (the Sink contract); purging them first keeps
+        # close() from waiting on brokers that may be gone.
+        self._producer.purge()
+        self._producer.poll(0)
+        self._producer.close()
+
+    def _topic(self, topic: str) -> str:
+        found = self._topics.get(topic)
+        if found is None:
+            found = self._topics[topic] = kafka_topic(topic, prefix=self._prefix, name=self._name)
+        return found
+
+    def _produce(
+        self, topic: str, key: bytes | None, value: bytes | None, partition: int = -1
+    ) -> None:
+        from confluent_kafka import KafkaException
+
+        while True:
+            try:
+                self._producer.produce(
+                    topic, value, key, partition=partition, on_delivery=self._on_delivery
+                )
+                break
+            except BufferError:
+                # The queue is full: serving delivery reports frees room.
+                self._producer.poll(_POLL)
+                self._raise_failures()
+            except KafkaException as exc:
+                raise SinkError(f"cannot send to Kafka topic {topic!r}: {_reason(exc)}") from exc
+        self._producer.poll(0)
+
+    def _on_delivery(self, error: KafkaError | None, message: KafkaMessage) -> None:
+        if error is None:
+            return
+        if not self._failures:
+            self._first_failure = f"{message.topic()}[{message.partition()}]: {error.str()}"
+        self._failures += 1
+
+    def _raise_failures(self) -> None:
+        if self._failures:
+            failures, first = self._failures, self._first_failure
+            self._failures, self._first_failure = 0, ""
+            raise SinkError(f"{failures} Kafka messages were not delivered; the first: {first}")
+
+    def _partitions(self, topic: str) -> list[int]:
+        """Every partition of ``topic``, waiting (up to the metadata timeout) for a topic
+        the brokers are still creating."""
+        from confluent_kafka import KafkaException
+
+        deadline = time.monotonic() + self._metadata_timeout
+        while True:
+            try:
+                metadata = self._producer.list_topics(
+                    topic, timeout=max(0.001, deadline - time.monotonic())
+                )
+            except KafkaException as exc:
+                raise SinkError(
+                    f"cannot learn the partitions of Kafka topic {topic!r}: {_reason(exc)}"
+                ) from exc
+            found = metadata.topics.get(topic)
+            error = found.error if found is not None else None
+            if found is not None and error is None and found.partitions:
+                return sorted(found.partitions)
+            if time.monotonic() >= deadline or (error is not None and not error.retriable()):
+                why = error.str() if error is not None else "it has no partitions"
+                raise SinkError(f"cannot learn the partitions of Kafka topic {topic!r}: {why}")
+            self._producer.poll(_POLL)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SinkError("the Kafka sink is closed")
+
+
+def _json_resolved(ts: Timestamp, topic: str) -> bytes:
+    return f'{{"resolved": "{ts}"}}'.encode()
+
+
+def _reason(exc: KafkaException) -> str:
+    from confluent_kafka import KafkaError
+
+    error = exc.args[0] if exc.args else None
+    return error.str() if isinstance(error, KafkaError) else str(exc)
+
+
+# Settings.
+
+
+def producer_config(uri: SinkURI, options: ChangefeedOptions) -> dict[str, Any]:
+    """The librdkafka settings for a ``kafka://`` URI and the changefeed's options;
+    raises SQLError 22023 naming what is wrong."""
+    if not uri.host:
+        raise option_error(f"sink URI {uri.uri!r} names no broker: write kafka://host:port")
+    if uri.path not in ("", "/"):
+        raise option_error(
+            f"sink URI {uri.uri!r}: a kafka:// URI names brokers only; "
+            "choose topics with topic_prefix or topic_name"
+        )
+    config: dict[str, Any] = {
+        "bootstrap.servers": uri.host,
+        "partitioner": "murmur2_random",
+        "message.timeout.ms": int(DELIVERY_TIMEOUT * 1000),
+    }
+    config.update(_sink_config(options.kafka_sink_config or {}))
+    config.update(_security(uri))
+    return config
+
+
+def _sink_config(given: dict[str, Any]) -> dict[str, Any]:
+    _check_keys(given, _CONFIG_KEYS, "kafka_sink_config")
+    config: dict[str, Any] = {}
+    flush = given.get("Flush", {})
+    if not isinstance(flush, dict):
+        raise option_error(
+            "kafka_sink_config Flush must be an object, such as "
+            '{"Messages": 1000, "Frequency": "1s"}'
+        )
+    _check_keys(flush, _FLUSH_KEYS, "kafka_sink_config Flush")
+    messages = _count(flush, "Messages", _MAX_BATCH_MESSAGES)
+    max_messages = _count(flush, "MaxMessages", _MAX_BATCH_MESSAGES)
+    if messages and max_messages and max_messages < messages:
+        raise option_error(
+            f"kafka_sink_config Flush.MaxMessages ({max_messages}) must be at least "
+            f"Flush.Messages ({messages})"
+        )
+    if messages or max_messages:
+        # A batch is sent when it holds Messages, which never exceeds MaxMessages.
+        config["batch.num.messages"] = messages or max_messages
+    size = _count(flush, "Bytes", _MAX_BATCH_BYTES)
+    if size:
+        config["batch.size"] = size
+    if "Frequency" in flush:
+        config["linger.ms"] = _linger_ms(flush["Frequency"])
+    acks = _ACKS[_choice(given, "RequiredAcks", _ACKS, "ONE")]  # CockroachDB's default
+    config["acks"] = acks
+    if acks == -1:
+        config["enable.idempotence"] = True
+    else:
+        # NB: without idempotence, a retried request overtakes the ones behind it.
+        config["max.in.flight.requests.per.connection"] = 1
+    if "ClientID" in given:
+        client_id = given["ClientID"]
+        if not isinstance(client_id, str) or not client_id:
+            raise option_error(
+                f"kafka_sink_config ClientID must be a non-empty string, not {client_id!r}"
+            )
+        config["client.id"] = client_id
+    if "Compression" in given:
+        config["compression.codec"] = _CODECS[_choice(given, "Compression", _CODECS, "NONE")]
+    if "Version" in given:
+        _check_version(given["Version"])
+    return config
+
+
+def _check_keys(given: dict[str, Any], known: tuple[str, ...], where: str) -> None:
+    for key in given:
+        if key not in known:
+            by_lower = {k.lower(): k for k in known}
+            close = difflib.get_close_matches(str(key).lower(), list(by_lower), n=1)
+            hint = f"; did you mean {by_lower[close[0]]!r}?" if close else ""
+            raise option_error(
+                f"unknown key {key!r} in {where}{hint} (it takes {', '.join(known)})"
+            )
+
+
+def _count(flush: dict[str, Any], key: str, maximum: int) -> int:
+    """A whole number from 0 (not set, as in CockroachDB) to ``maximum``."""
+    value = flush.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
+        raise option_error(
+            f"kafka_sink_config Flush.{key} must be a whole number from 0 to {maximum}, "
+            f"not {value!r}"
+        )
+    return value
+
+
+def _linger_ms(value: Any) -> float:
+    try:
+        if not isinstance(value, str):
+            raise InvalidArgumentError("not a string")
+        ms = parse_duration_ns(value) / 1e6
+    except InvalidArgumentError:
+        raise option_error(
+            f"kafka_sink_config Flush.Frequency must be a duration such as '500ms' or '1s', "
+            f"not {value!r}"
+        ) from None
+    if ms > _MAX_LINGER_MS:
+        raise option_error(f"kafka_sink_config Flush.Frequency {value!r} is over the 15m limit")
+    return ms
+
+
+def _choice(given: dict[str, Any], key: str, choices: dict[str, Any], default: str) -> str:
+    value = given.get(key, default)
+    names = [name for name in choices if not name.lstrip("-").isdigit()]
+    if isinstance(value, str) and value.upper() in choices:
+        return value.upper()
+    close = difflib.get_close_matches(str(value).upper(), names, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise option_error(f"kafka_sink_config {key} {value!r} is not one of {', '.join(names)}{hint}")
+
+
+def _check_version(value: Any) -> None:
+    match = re.fullmatch(r"(\d+)\.(\d+)(\.\d+){0,2}", value) if isinstance(value, str) else None
+    if match is None:
+        raise option_error(
+            f"kafka_sink_config Version must be a Kafka version such as '2.7.0', not {value!r}"
+        )
+    if (int(match[1]), int(match[2])) < (0, 10):
+        raise option_error(
+            f"kafka_sink_config Version {value!r}: Kafka versions before 0.10 are not supported"
+        )
+
+
+def _security(uri: SinkURI) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    tls = _bool_param(uri, "tls_enabled")
+    for name in ("ca_cert", "client_cert", "client_key", "insecure_tls_skip_verify"):
+        if name in uri.params and not tls:
+            raise option_error(f"sink parameter {name} needs tls_enabled=true")
+    if ("client_cert" in uri.params) != ("client_key" in uri.params):
+        raise option_error("sink parameters client_cert and client_key go together: give both")
+    for param, setting in (
+        ("ca_cert", "ssl.ca.pem"),
+        ("client_cert", "ssl.certificate.pem"),
+        ("client_key", "ssl.key.pem"),
+    ):
+        pem = _pem_param(uri, param)
+        if pem is not None:
+            config[setting] = pem
+    if _bool_param(uri, "insecure_tls_skip_verify"):
+        config["enable.ssl.certificate.verification"] = False
+        config["ssl.endpoint.identification.algorithm"] = "none"
+    sasl = _bool_param(uri, "sasl_enabled")
+    for name in ("sasl_mechanism", "sasl_user", "sasl_password"):
+        if name in uri.params and not sasl:
+            raise option_error(f"sink parameter {name} needs sasl_enabled=true")
+    if sasl:
+        mechanism = (uri.param("sasl_mechanism") or "PLAIN").upper()
+        if mechanism not in _SASL_MECHANISMS:
+            raise option_error(
+                f"sink parameter sasl_mechanism={uri.param('sasl_mechanism')!r} is not one of "
+                f"{', '.join(_SASL_MECHANISMS)}"
+            )
+        for name in ("sasl_user", "sasl_password"):
+            if not uri.param(name):
+                raise option_error(f"sink parameter {name} is needed with sasl_enabled=true")
+        config["sasl.mechanism"] = mechanism
+        config["sasl.username"] = uri.param("sasl_user")
+        config["sasl.password"] = uri.param("sasl_password")
+    protocol = {
+        (False, False): "PLAINTEXT",
+        (True, False): "SSL",
+        (False, True): "SASL_PLAINTEXT",
+        (True, True): "SASL_SSL",
+    }
+    config["security.protocol"] = protocol[tls, sasl]
+    return config
+
+
+def _bool_param(uri: SinkURI, name: str) -> bool:
+    text = uri.param(name)
+    if text is None:
+        return False
+    if text.lower() in ("true", "t", "1"):
+        return True
+    if text.lower() in ("false", "f", "0"):
+        return False
+    raise option_error(
+        f"sink parameter {name}={text!r} is not a boolean; write {name}=true or {name}=false"
+    )
+
+
+def _pem_param(uri: SinkURI, name: str) -> str | None:
+    text = uri.param(name)
+    if text is None:
+        return None
+    # NB: a '+' of base64 left unescaped in the URI's query arrives as a space.
+    try:
+        pem = base64.b64decode(text.replace(" ", "+"), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        raise option_error(
+            f"sink parameter {name} is not base64-encoded PEM: encode the file with "
+            "`base64 -w0 file.pem` and URL-escape the result"
+        ) from None
+    if "-----BEGIN " not in pem:
+        raise option_error(f"sink parameter {name} decodes to something other than PEM")
+    return pem
+
+
+def _topic_params(uri: SinkURI) -> tuple[str, str | None]:
+    prefix = uri.param("topic_prefix", "") or ""
+    name = uri.param("topic_name")
+    if name is not None:
+        topic = kafka_topic("", prefix=prefix, name=name)
+        if topic in ("", ".", "..") or len(topic) > _MAX_TOPIC_LENGTH:
+            raise option_error(
+                f"sink parameter topic_name={name!r} makes the Kafka topic {topic!r}, which "
+                f"Kafka refuses (it needs 1 to {_MAX_TOPIC_LENGTH} characters, not '.' or '..')"
+            )
+    elif len(prefix) >= _MAX_TOPIC_LENGTH:
+        raise option_error("sink parameter topic_prefix is too long for a Kafka topic")
+    return prefix, name
+
+
+def make(
+    uri: SinkURI, options: ChangefeedOptions, *, flush_timeout: float = FLUSH_TIMEOUT, **_: Any
+) -> KafkaSink:
+    """Check everything and build the sink; connects to no broker yet."""
+    config = producer_config(uri, options)
+    prefix, name = _topic_params(uri)
+    encode_resolved = _json_resolved
+    if options.format == "avro":
+        from feedkv.changefeed.encoder import make_encoder
+
+        encode_resolved = make_encoder(options).encode_resolved
+    from confluent_kafka import KafkaException, Producer
+
+    try:
+        producer = Producer({**config, "logger": log})
+    except KafkaException as exc:
+        raise option_error(
+            f"the Kafka client refuses the sink's settings: {_reason(exc)}"
+        ) from None
+    return KafkaSink(
+        producer,
+        topic_prefix=prefix,
+        topic_name=name,
+        flush_timeout=flush_timeout,
+        encode_resolved=encode_resolved,
+    )

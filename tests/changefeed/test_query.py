@@ -43,9 +43,7 @@ def test_a_query_with_star_and_the_wrapped_envelope(table: DB) -> None:
         "EXPERIMENTAL CHANGEFEED WITH envelope=wrapped, initial_scan='only' "
         "AS SELECT * FROM t WHERE v = 'b'"
     )
-    assert [json.loads(v) for _t, _k, v in result] == [
-        {"after": {"k": 2, "v": "b", "n": 20}}
-    ]
+    assert [json.loads(v) for _t, _k, v in result] == [{"after": {"k": 2, "v": "b", "n": 20}}]
 
 
 @pytest.mark.parametrize(

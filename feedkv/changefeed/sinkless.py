@@ -115,7 +115,6 @@ class FeedResult(Result):
 
     changefeed: Changefeed | None = None
     channel: ChannelSink = field(default_factory=ChannelSink)
-    _thread: threading.Thread | None = None
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         try:

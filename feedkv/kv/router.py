@@ -8,7 +8,7 @@ sends again, so callers never see one unless routing keeps failing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -133,6 +133,37 @@ class Router:
                     remaining = Span(span.start, part.start) if part.start > span.start else None
                 else:
                     remaining = Span(part.end, span.end) if part.end < span.end else None
+
+    def send_spans(
+        self,
+        spans: Iterable[Span],
+        header: Header,
+        make: Callable[[Span], tuple[Request, ...]],
+    ) -> None:
+        """Send ``make(part)`` for every range-sized part of ``spans``, all the parts of
+        one range in one batch (a transaction's refresh of many point reads is one round
+        trip per range, not one per read)."""
+        pending = list(spans)
+        failures = 0
+        while pending:
+            groups: dict[int, tuple[RangeDescriptor, list[Span]]] = {}
+            for span in pending:
+                for desc, part in self.divide(span):
+                    groups.setdefault(desc.range_id, (desc, []))[1].append(part)
+            pending = []
+            for desc, parts in groups.values():
+                batch = BatchRequest(
+                    replace(header, range_id=desc.range_id, generation=desc.generation),
+                    tuple(request for part in parts for request in make(part)),
+                )
+                try:
+                    self.transport.send(batch)
+                except (RangeKeyMismatchError, RangeNotFoundError) as exc:
+                    failures += 1
+                    if failures >= MAX_ROUTING_ATTEMPTS:
+                        raise
+                    self._refresh(desc, exc)
+                    pending.extend(parts)
 
     def scan(
         self,

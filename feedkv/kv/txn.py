@@ -279,11 +279,9 @@ class Txn:
         """Move the reads from ``read_ts`` up to ``to_ts`` or raise TransactionRetryError."""
         from_ts = self._txn.read_ts
         header = Header(txn=self._txn.with_write_ts(to_ts))
-        for span in merge_spans(self._reads):
-            for _part, _response in self._router.send_span(
-                span, lambda: header, lambda p: (RefreshRange(p, from_ts),)
-            ):
-                pass
+        self._router.send_spans(
+            merge_spans(self._reads), header, lambda p: (RefreshRange(p, from_ts),)
+        )
         self._txn = replace(self._txn, read_ts=to_ts, write_ts=to_ts)
 
     # Plumbing.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,15 @@ from feedkv.errors import (
     TransactionStatusError,
     ValueTooLargeError,
 )
-from feedkv.kv.api import BatchRequest, BatchResponse, Get, GetResponse, Header, Put
+from feedkv.kv.api import (
+    BatchRequest,
+    BatchResponse,
+    Get,
+    GetResponse,
+    Header,
+    Put,
+    RefreshRange,
+)
 from feedkv.kv.db import KVClient
 from feedkv.kv.observer import RangeEndReason
 from feedkv.kv.store import Store
@@ -543,3 +552,31 @@ def test_bad_input_to_a_transaction_fails_clearly_and_the_transaction_stays_usab
             call(txn)
         txn.put(b"ok", b"v")
     assert rows(db) == [(b"ok", b"v")]
+
+
+def test_a_refresh_of_many_reads_is_one_batch_per_range(db: DB, store: Store) -> None:
+    keys = [b"k%04d" % i for i in range(300)]
+    for key in keys[::2]:
+        db.put(key, b"v")
+    txn = db.transaction()
+    for key in keys:  # 300 point reads, 300 refresh spans
+        txn.get(key)
+    store.send(BatchRequest(Header(), (Get(b"w"),)))  # pushes the write above the reads
+    batches: list[BatchRequest] = []
+    transport = db.transport
+    send = transport.send
+
+    def counting(batch: BatchRequest) -> Any:
+        batches.append(batch)
+        return send(batch)
+
+    transport.send = counting  # type: ignore[method-assign]
+    try:
+        txn.put(b"w", b"written")
+        txn.commit()
+    finally:
+        transport.send = send  # type: ignore[method-assign]
+    refreshes = [b for b in batches if any(isinstance(r, RefreshRange) for r in b.requests)]
+    assert len(refreshes) == 1
+    assert sum(isinstance(r, RefreshRange) for r in refreshes[0].requests) == len(keys)
+    assert db.get(b"w") == b"written"

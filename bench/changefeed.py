@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -39,6 +40,8 @@ def load(db: feedkv.DB, rows: int) -> float:
         hi = min(rows, lo + BATCH)
         values = ", ".join(f"({i}, 'value-{i}', {i % 97})" for i in range(lo, hi))
         db.sql(f"INSERT INTO bench VALUES {values}")
+        if hi % 50_000 == 0:
+            print(f"loaded {hi:,} rows in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return time.perf_counter() - t0
 
 

@@ -37,6 +37,11 @@ from feedkv.util.hlc import Timestamp
 __all__ = ["AvroEncoder", "SchemaRegistry", "column_schema", "row_schema"]
 
 MAGIC = b"\x00"
+RESOLVED_SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "resolved",
+    "fields": [{"name": "resolved", "type": "string"}],
+}
 
 
 class SchemaRegistry:
@@ -187,13 +192,7 @@ class AvroEncoder:
         self._o = options
         self._registry = registry or SchemaRegistry(options.confluent_schema_registry or "")
         self._schemas: dict[tuple[int, int], _Schemas] = {}
-        self._resolved = fastavro.parse_schema(
-            {
-                "type": "record",
-                "name": "resolved",
-                "fields": [{"name": "resolved", "type": "string"}],
-            }
-        )
+        self._resolved = fastavro.parse_schema(RESOLVED_SCHEMA)
 
     def _for(self, desc: TableDescriptor) -> _Schemas:
         found = self._schemas.get((desc.id, desc.version))
@@ -246,10 +245,5 @@ class AvroEncoder:
         return self._frame(schemas.value_id, schemas.parsed_value, record)
 
     def encode_resolved(self, ts: Timestamp, topic: str | None) -> bytes:
-        schema = {
-            "type": "record",
-            "name": "resolved",
-            "fields": [{"name": "resolved", "type": "string"}],
-        }
-        schema_id = self._registry.register(f"{topic or 'resolved'}-value", schema)
+        schema_id = self._registry.register(f"{topic or 'resolved'}-value", RESOLVED_SCHEMA)
         return self._frame(schema_id, self._resolved, {"resolved": str(ts)})

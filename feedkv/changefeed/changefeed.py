@@ -108,6 +108,7 @@ class Changefeed:
         self._feed: object | None = None
         self._encoder: Encoder = make_encoder(spec.options)
         self._query = CDCQuery(spec.query) if spec.query is not None else None
+        self._with_diff = spec.options.diff or self._query is not None  # cdc_prev needs it
         self._scanned = not spec.options.scans
         self._topics_used: set[str] = set()
 
@@ -148,7 +149,7 @@ class Changefeed:
             self._db,
             list(self.spec.targets),
             start,
-            diff=o.diff or self._query is not None,  # a query may read cdc_prev
+            diff=self._with_diff,
             split_families=o.split_column_families,
         )
         self._reset(decoder, start)
@@ -166,7 +167,7 @@ class Changefeed:
                 self._sink.emit_resolved(start, self._all_topics(start))
         last_flush = last_resolved = self._clock()
         spans = [t.span for t in self.spec.targets]
-        feed = self._db.rangefeed(spans, start, with_diff=o.diff or self._query is not None)
+        feed = self._db.rangefeed(spans, start, with_diff=self._with_diff)
         with self._feed_lock:
             self._feed = feed
         if self.closed:

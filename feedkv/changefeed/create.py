@@ -26,7 +26,7 @@ from feedkv.changefeed.changefeed import Changefeed, ChangefeedSpec
 from feedkv.changefeed.options import ChangefeedOptions, option_error, parse_options
 from feedkv.changefeed.query import CDCQuery
 from feedkv.changefeed.rows import Target
-from feedkv.changefeed.sink import Sink, SinkURI, make_sink, parse_sink_uri
+from feedkv.changefeed.sink import SINK_OPTIONS, Sink, SinkURI, make_sink, parse_sink_uri
 from feedkv.changefeed.sinkless import COLUMNS, ChannelSink, FeedResult
 from feedkv.errors import FeedKVError, SQLError
 from feedkv.kv.txn import Txn
@@ -115,12 +115,7 @@ def _check_sinkless(options: ChangefeedOptions) -> None:
             "format=parquet needs a file sink (CREATE CHANGEFEED ... INTO 'file://...')"
         )
     for name, _value in options.given:
-        if name in (
-            "compression",
-            "kafka_sink_config",
-            "webhook_sink_config",
-            "webhook_auth_header",
-        ):
+        if name in SINK_OPTIONS:
             raise option_error(f"option {name} is not usable without a sink")
 
 

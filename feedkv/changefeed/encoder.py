@@ -189,20 +189,20 @@ class JSONEncoder:
                 parts.append(
                     '"before": ' + ("null" if event.before is None else fmt.row(event.before))
                 )
-            if o.key_in_value:
-                parts.append('"key": ' + fmt.key_array(event.key))
-            if o.topic_in_value:
-                parts.append('"topic": ' + _dumps(topic))
-            if o.updated:
-                parts.append(f'"updated": "{event.updated}"')
-            if o.mvcc_timestamp:
-                parts.append(f'"mvcc_timestamp": "{event.mvcc_ts}"')
+            parts += self._metadata(event, topic, fmt)
             return ("{" + ", ".join(parts) + "}").encode()
         if event.after is None:
             return None
         body = fmt.row(event.after)
-        if envelope == "row":
+        meta = self._metadata(event, topic, fmt) if envelope == "bare" else []
+        if not meta:
             return body.encode()
+        crdb = '"__crdb__": {' + ", ".join(meta) + "}"
+        return (body[:-1] + (", " if len(body) > 2 else "") + crdb + "}").encode()
+
+    def _metadata(self, event: RowEvent, topic: str, fmt: _RowFormat) -> list[str]:
+        """The ``key``, ``topic``, ``updated`` and ``mvcc_timestamp`` fields asked for."""
+        o = self._o
         meta = []
         if o.key_in_value:
             meta.append('"key": ' + fmt.key_array(event.key))
@@ -212,10 +212,7 @@ class JSONEncoder:
             meta.append(f'"updated": "{event.updated}"')
         if o.mvcc_timestamp:
             meta.append(f'"mvcc_timestamp": "{event.mvcc_ts}"')
-        if not meta:
-            return body.encode()
-        crdb = '"__crdb__": {' + ", ".join(meta) + "}"
-        return (body[:-1] + (", " if len(body) > 2 else "") + crdb + "}").encode()
+        return meta
 
     def encode_resolved(self, ts: Timestamp, topic: str | None) -> bytes:
         return f'{{"resolved": "{ts}"}}'.encode()

@@ -27,7 +27,6 @@ from feedkv.kv.db import KVClient
 from feedkv.rangefeed.event import Value
 from feedkv.sql.descriptor import Family, TableDescriptor
 from feedkv.sql.row_codec import (
-    RowAssembler,
     decode_family_value,
     decode_row_key,
     decode_rows,
@@ -119,7 +118,7 @@ class RowDecoder:
         if self._split:
             return self._family_event(desc, target, key, family_id, value)
         if len(desc.families) == 1:
-            return self._single_family_event(desc, key, value)
+            return self._value_event(desc, key, value, None)
         return self._merged_event(desc, key, prefix, value)
 
     def scan_rows(self, target: Target, ts: Timestamp, batch: int = 1000) -> Iterator[RowEvent]:
@@ -155,16 +154,18 @@ class RowDecoder:
 
     # Decoding strategies.
 
-    def _single_family_event(
-        self, desc: TableDescriptor, key: tuple[Any, ...], value: Value
+    def _value_event(
+        self, desc: TableDescriptor, key: tuple[Any, ...], value: Value, family: Family | None
     ) -> RowEvent:
-        after = self._row_from_value(desc, key, value.value, None)
+        """The change one family value makes: the whole row when the table has one
+        family, else (``family``) the key columns and that family's columns."""
+        after = self._row_from_value(desc, key, value.value, family)
         before, had = None, False
         if self._diff and value.prev_value is not None:
-            old = self.histories[desc.id].at(value.ts.prev())
-            if old is not None and not old.dropped:
-                before, had = self._row_from_value(old, key, value.prev_value, None), True
-        return RowEvent(desc, None, key, after, before, value.ts, value.ts, had)
+            old = self._previous(desc, value.ts)
+            if old is not None:
+                before, had = self._row_from_value(old, key, value.prev_value, family), True
+        return RowEvent(desc, family, key, after, before, value.ts, value.ts, had)
 
     def _merged_event(
         self, desc: TableDescriptor, key: tuple[Any, ...], prefix: bytes, value: Value
@@ -178,8 +179,8 @@ class RowDecoder:
         after = self._read_row(desc, prefix, value.ts)
         before, had = None, False
         if self._diff:
-            old = self.histories[desc.id].at(value.ts.prev())
-            if old is not None and not old.dropped:
+            old = self._previous(desc, value.ts)
+            if old is not None:
                 before = self._read_row(old, prefix, value.ts.prev())
                 had = before is not None
         return RowEvent(desc, None, key, after, before, value.ts, value.ts, had)
@@ -195,13 +196,12 @@ class RowDecoder:
         family = next((f for f in desc.families if f.id == family_id), None)
         if family is None or (target.family is not None and family.name != target.family):
             return None
-        after = self._row_from_value(desc, key, value.value, family)
-        before, had = None, False
-        if self._diff and value.prev_value is not None:
-            old = self.histories[desc.id].at(value.ts.prev())
-            if old is not None and not old.dropped:
-                before, had = self._row_from_value(old, key, value.prev_value, family), True
-        return RowEvent(desc, family, key, after, before, value.ts, value.ts, had)
+        return self._value_event(desc, key, value, family)
+
+    def _previous(self, desc: TableDescriptor, ts: Timestamp) -> TableDescriptor | None:
+        """The descriptor one tick before ``ts`` (``None`` if the table was not there)."""
+        old = self.histories[desc.id].at(ts.prev())
+        return None if old is None or old.dropped else old
 
     # Helpers.
 
@@ -219,7 +219,7 @@ class RowDecoder:
         self, desc: TableDescriptor, prefix: bytes, ts: Timestamp
     ) -> dict[str, Any] | None:
         kvs = self._db.scan(prefix, prefix_end(prefix), as_of=ts)
-        for row, _pairs in RowAssembler(desc).rows(kvs):
+        for row, _families, _ts in decode_rows(desc, kvs):
             return named_row(desc, row)
         return None
 

@@ -20,6 +20,8 @@ checks a URI and the options against what the sink supports at creation time;
 
 from __future__ import annotations
 
+import base64
+import binascii
 import difflib
 import functools
 import importlib
@@ -37,10 +39,11 @@ from urllib.parse import parse_qsl, urlsplit
 from feedkv.changefeed.options import ChangefeedOptions, option_error
 from feedkv.errors import ExternalError
 from feedkv.util.hlc import Timestamp
-from feedkv.util.units import parse_duration_ns
+from feedkv.util.units import parse_size
 
 __all__ = [
     "SINK_KINDS",
+    "SINK_OPTIONS",
     "BatchingSink",
     "FlushConfig",
     "Message",
@@ -364,8 +367,6 @@ class SinkURI:
         return self.params.get(name, default)
 
     def size_param(self, name: str, default: int) -> int:
-        from feedkv.util.units import parse_size
-
         text = self.params.get(name)
         if text is None:
             return default
@@ -376,19 +377,49 @@ class SinkURI:
                 f"sink parameter {name}={text!r} is not a size such as '16MiB'"
             ) from None
 
-    def duration_param(self, name: str, default: float) -> float:
+    def bool_param(self, name: str) -> bool:
+        """A true/false parameter (``true``, ``t``, ``1`` / ``false``, ``f``, ``0``);
+        false when absent."""
         text = self.params.get(name)
         if text is None:
-            return default
+            return False
+        if text.lower() in ("true", "t", "1"):
+            return True
+        if text.lower() in ("false", "f", "0"):
+            return False
+        raise option_error(
+            f"sink parameter {name}={text!r} is not a boolean: "
+            f"{name}={text!r} must be true or false"
+        )
+
+    def pem_param(self, name: str) -> bytes | None:
+        """A base64-encoded PEM file (certificates and keys, as CockroachDB's URIs carry
+        them), decoded; ``None`` when absent."""
+        text = self.params.get(name)
+        if text is None:
+            return None
+        # NB: a '+' written unescaped in a query string reads back as a space; and the
+        # URL-safe alphabet is taken too.
+        encoded = text.strip().replace(" ", "+").translate(_URLSAFE)
         try:
-            return parse_duration_ns(text) / 1e9
-        except ValueError:
+            pem = base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError):
             raise option_error(
-                f"sink parameter {name}={text!r} is not a duration such as '5s'"
+                f"sink parameter {name} is not base64-encoded PEM: encode the file with "
+                "`base64 -w0 file.pem` and URL-escape the result"
             ) from None
+        if b"-----BEGIN " not in pem:
+            raise option_error(
+                f"sink parameter {name} is base64 but not of a PEM file: "
+                f"{name} decodes to something other than PEM (no -----BEGIN line)"
+            )
+        return pem
 
 
-_SINK_OPTIONS = frozenset(
+_URLSAFE = str.maketrans("-_", "+/")
+
+# Options only some sinks accept (each SinkKind lists the ones it does).
+SINK_OPTIONS = frozenset(
     {
         "compression",
         "kafka_sink_config",
@@ -493,7 +524,7 @@ def parse_sink_uri(uri: str, options: ChangefeedOptions) -> SinkURI:
             f"it takes {', '.join(sorted(kind.formats))}"
         )
     for name, _value in options.given:
-        if name in _SINK_OPTIONS and name not in kind.options:
+        if name in SINK_OPTIONS and name not in kind.options:
             raise option_error(f"option {name} is not usable with the {kind.name} sink")
     return SinkURI(uri, kind, parts.scheme.lower(), parts.netloc, parts.path, params)
 

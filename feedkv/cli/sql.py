@@ -60,16 +60,7 @@ def _run_each(
     for text in statements:
         if not text.strip():
             continue
-        try:
-            for result in session.execute_each(text):
-                write_result(result, output, stdout)
-        except SQLError as exc:
-            stdout.flush()
-            _print_error(exc, text, stderr)
-            return 1
-        except FeedKVError as exc:
-            stdout.flush()
-            stderr.write(f"ERROR: {exc}\n")
+        if not _execute(session, text, output, stdout, stderr):
             return 1
     return 0
 
@@ -107,15 +98,26 @@ def _shell(session: Session, output: str, stdin: TextIO, stdout: TextIO, stderr:
             with contextlib.suppress(OSError):
                 readline.write_history_file(HISTORY)
         try:
-            for result in session.execute_each(text):
-                write_result(result, output, stdout)
-        except SQLError as exc:
-            stdout.flush()
-            _print_error(exc, text, stderr)
-        except FeedKVError as exc:
-            stderr.write(f"ERROR: {exc}\n")
+            _execute(session, text, output, stdout, stderr)
         except KeyboardInterrupt:
             stderr.write("query interrupted\n")
+
+
+def _execute(session: Session, text: str, output: str, stdout: TextIO, stderr: TextIO) -> bool:
+    """Run ``text`` and print each result; print the error and return ``False`` if a
+    statement fails."""
+    try:
+        for result in session.execute_each(text):
+            write_result(result, output, stdout)
+    except SQLError as exc:
+        stdout.flush()
+        _print_error(exc, text, stderr)
+        return False
+    except FeedKVError as exc:
+        stdout.flush()
+        stderr.write(f"ERROR: {exc}\n")
+        return False
+    return True
 
 
 def _readline() -> Any:

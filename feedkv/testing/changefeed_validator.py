@@ -67,6 +67,7 @@ from feedkv.errors import InvalidArgumentError
 from feedkv.sql import catalog
 from feedkv.sql.descriptor import Column, TableDescriptor, quote_name
 from feedkv.sql.types import Kind
+from feedkv.testing.feed_validator import assert_valid
 from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
@@ -88,7 +89,6 @@ __all__ = [
     "sql_table_reader",
 ]
 
-MAX_LISTED = 20  # failures assert_no_failures spells out before it only counts the rest
 MAX_DIFFERENCES = 5  # rows a fingerprint failure spells out
 MAX_SHOWN = 200  # characters of a row shown in a failure
 
@@ -565,13 +565,7 @@ class ChangefeedValidator:
 def assert_no_failures(failures: Sequence[str]) -> None:
     """Raise :class:`AssertionError` listing the first 20 of ``failures`` (and how many
     more there are); do nothing if there are none."""
-    if not failures:
-        return
-    lines = [f"the changefeed broke {len(failures)} promise(s):"]
-    lines += [f"  {failure}" for failure in failures[:MAX_LISTED]]
-    if len(failures) > MAX_LISTED:
-        lines.append(f"  ... and {len(failures) - MAX_LISTED} more")
-    raise AssertionError("\n".join(lines))
+    assert_valid(failures, what="the changefeed")
 
 
 # Reading the table through SQL.

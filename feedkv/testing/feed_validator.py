@@ -492,12 +492,12 @@ class FeedValidator:
         return i >= 0 and self.spans[i].contains(span)
 
 
-def assert_valid(violations: Sequence[Violation]) -> None:
+def assert_valid(violations: Sequence[object], *, what: str = "the feed") -> None:
     """Raise :class:`AssertionError` listing the first 20 of ``violations`` (and how many
-    more there are); do nothing if there are none."""
+    more there are), saying that ``what`` broke them; do nothing if there are none."""
     if not violations:
         return
-    lines = [f"the feed broke {len(violations)} promise(s):"]
+    lines = [f"{what} broke {len(violations)} promise(s):"]
     lines += [f"  {violation}" for violation in violations[:MAX_LISTED]]
     if len(violations) > MAX_LISTED:
         lines.append(f"  ... and {len(violations) - MAX_LISTED} more")

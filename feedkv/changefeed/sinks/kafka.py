@@ -48,8 +48,6 @@ Everything is checked by :func:`make`, before anything is sent.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import difflib
 import logging
 import re
@@ -368,7 +366,7 @@ def _check_version(value: Any) -> None:
 
 def _security(uri: SinkURI) -> dict[str, Any]:
     config: dict[str, Any] = {}
-    tls = _bool_param(uri, "tls_enabled")
+    tls = uri.bool_param("tls_enabled")
     for name in ("ca_cert", "client_cert", "client_key", "insecure_tls_skip_verify"):
         if name in uri.params and not tls:
             raise option_error(f"sink parameter {name} needs tls_enabled=true")
@@ -379,13 +377,13 @@ def _security(uri: SinkURI) -> dict[str, Any]:
         ("client_cert", "ssl.certificate.pem"),
         ("client_key", "ssl.key.pem"),
     ):
-        pem = _pem_param(uri, param)
+        pem = uri.pem_param(param)
         if pem is not None:
-            config[setting] = pem
-    if _bool_param(uri, "insecure_tls_skip_verify"):
+            config[setting] = pem.decode("ascii", "replace")  # librdkafka takes text
+    if uri.bool_param("insecure_tls_skip_verify"):
         config["enable.ssl.certificate.verification"] = False
         config["ssl.endpoint.identification.algorithm"] = "none"
-    sasl = _bool_param(uri, "sasl_enabled")
+    sasl = uri.bool_param("sasl_enabled")
     for name in ("sasl_mechanism", "sasl_user", "sasl_password"):
         if name in uri.params and not sasl:
             raise option_error(f"sink parameter {name} needs sasl_enabled=true")
@@ -410,36 +408,6 @@ def _security(uri: SinkURI) -> dict[str, Any]:
     }
     config["security.protocol"] = protocol[tls, sasl]
     return config
-
-
-def _bool_param(uri: SinkURI, name: str) -> bool:
-    text = uri.param(name)
-    if text is None:
-        return False
-    if text.lower() in ("true", "t", "1"):
-        return True
-    if text.lower() in ("false", "f", "0"):
-        return False
-    raise option_error(
-        f"sink parameter {name}={text!r} is not a boolean; write {name}=true or {name}=false"
-    )
-
-
-def _pem_param(uri: SinkURI, name: str) -> str | None:
-    text = uri.param(name)
-    if text is None:
-        return None
-    # NB: a '+' of base64 left unescaped in the URI's query arrives as a space.
-    try:
-        pem = base64.b64decode(text.replace(" ", "+"), validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError):
-        raise option_error(
-            f"sink parameter {name} is not base64-encoded PEM: encode the file with "
-            "`base64 -w0 file.pem` and URL-escape the result"
-        ) from None
-    if "-----BEGIN " not in pem:
-        raise option_error(f"sink parameter {name} decodes to something other than PEM")
-    return pem
 
 
 def _topic_params(uri: SinkURI) -> tuple[str, str | None]:

@@ -60,8 +60,6 @@ a base64-encoded PEM certificate and its unencrypted key, presented to the serve
 
 from __future__ import annotations
 
-import base64
-import binascii
 import difflib
 import json
 import os
@@ -302,10 +300,10 @@ def _verify(uri: SinkURI) -> ssl.SSLContext | bool:
         raise option_error(
             f"sink parameter {given[0]} needs TLS: use a webhook-https:// URI, not {uri.scheme}://"
         )
-    skip = _bool_param(uri, "insecure_tls_skip_verify")
-    ca = _pem_param(uri, "ca_cert")
-    cert = _pem_param(uri, "client_cert")
-    key = _pem_param(uri, "client_key")
+    skip = uri.bool_param("insecure_tls_skip_verify")
+    ca = uri.pem_param("ca_cert")
+    cert = uri.pem_param("client_cert")
+    key = uri.pem_param("client_key")
     if cert is not None and key is None:
         raise option_error("sink parameter client_cert needs client_key as well")
     if key is not None and cert is None:
@@ -342,38 +340,3 @@ def _load_client_cert(context: ssl.SSLContext, cert: bytes, key: bytes) -> None:
                 "sink parameters client_cert and client_key are not a usable certificate "
                 f"and unencrypted key: {exc.reason or exc}"
             ) from None
-
-
-def _bool_param(uri: SinkURI, name: str) -> bool:
-    text = uri.param(name)
-    if text is None:
-        return False
-    if text.lower() in ("true", "t", "1"):
-        return True
-    if text.lower() in ("false", "f", "0"):
-        return False
-    raise option_error(f"sink parameter {name}={text!r} must be true or false")
-
-
-_URLSAFE = str.maketrans("-_", "+/")
-
-
-def _pem_param(uri: SinkURI, name: str) -> bytes | None:
-    text = uri.param(name)
-    if text is None:
-        return None
-    # NB: a '+' written unescaped in a query string reads back as a space; and the
-    # URL-safe alphabet is taken too.
-    encoded = text.strip().replace(" ", "+").translate(_URLSAFE)
-    try:
-        pem = base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError):
-        raise option_error(
-            f"sink parameter {name} is not base64; encode the PEM file, such as with "
-            "`base64 -w0 ca.crt`, and URL-encode the result"
-        ) from None
-    if b"-----BEGIN " not in pem:
-        raise option_error(
-            f"sink parameter {name} is base64 but not of a PEM file (one with -----BEGIN ...)"
-        )
-    return pem

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 
 from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.txn_record import TxnRecord
+from feedkv.storage.export import ExportedVersion
 from feedkv.storage.intent import TxnMeta, TxnStatus
 from feedkv.storage.mvcc import KeyValue
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
@@ -35,6 +36,9 @@ __all__ = [
     "DeleteRangeResponse",
     "EndTxn",
     "EndTxnResponse",
+    "Export",
+    "ExportPosition",
+    "ExportResponse",
     "Get",
     "GetResponse",
     "Header",
@@ -221,6 +225,33 @@ class RangeLookup:
     prefetch: int = 8
 
 
+@dataclass(frozen=True, slots=True)
+class ExportPosition:
+    """A place in an export's (timestamp, key) order: the next version to read."""
+
+    ts: Timestamp
+    key: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Export:
+    """Every committed version in ``span`` with a timestamp in ``(lo, hi]``, ordered by
+    (timestamp, key), so each key's versions come oldest first (an incremental export).
+
+    It reads at ``hi`` like a scan: intents that could still commit at or below ``hi``
+    are pushed above it or resolved first, and later writes land above ``hi``, so the
+    answer is final. At most ``limit`` versions; ``resume`` in the response says where
+    to go on (pass it back as ``resume``). ``with_diff`` adds each version's previous
+    value."""
+
+    span: Span
+    lo: Timestamp
+    hi: Timestamp
+    with_diff: bool = False
+    limit: int | None = None
+    resume: ExportPosition | None = None
+
+
 Request = (
     Get
     | Put
@@ -235,6 +266,7 @@ Request = (
     | Split
     | Merge
     | RangeLookup
+    | Export
 )
 
 
@@ -311,6 +343,12 @@ class RangeLookupResponse:
     closed_timestamps: tuple[Timestamp, ...] = ()  # one per descriptor
 
 
+@dataclass(frozen=True, slots=True)
+class ExportResponse:
+    versions: tuple[ExportedVersion, ...]
+    resume: ExportPosition | None = None
+
+
 Response = (
     GetResponse
     | PutResponse
@@ -325,6 +363,7 @@ Response = (
     | SplitResponse
     | MergeResponse
     | RangeLookupResponse
+    | ExportResponse
 )
 
 

@@ -20,6 +20,7 @@ engine may re-run a command (after growing its map) without harm.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -32,6 +33,7 @@ from feedkv.errors import (
     TransactionAbortedError,
     TransactionRetryError,
     TransactionStatusError,
+    WriteIntentError,
     WriteTooOldError,
 )
 from feedkv.kv.api import (
@@ -43,6 +45,9 @@ from feedkv.kv.api import (
     DeleteRangeResponse,
     EndTxn,
     EndTxnResponse,
+    Export,
+    ExportPosition,
+    ExportResponse,
     Get,
     GetResponse,
     HeartbeatTxn,
@@ -83,6 +88,7 @@ from feedkv.kv.tscache import TimestampCache
 from feedkv.kv.txn_record import TxnRecord, read_record, write_record
 from feedkv.storage import mvcc
 from feedkv.storage.engine import ReadWriter
+from feedkv.storage.export import iter_export
 from feedkv.storage.intent import TxnMeta, TxnStatus
 from feedkv.storage.logical_ops import LogicalOp
 from feedkv.util.hlc import Clock, Timestamp
@@ -154,7 +160,7 @@ def _request_span(request: Request, txn: Transaction | None) -> Span | None:
     """The keys a request touches (``None``: an admin request routed by the node)."""
     if isinstance(request, Get | Put | ConditionalPut):
         return Span.for_key(check_key(request.key))
-    if isinstance(request, DeleteRange | Scan | ResolveIntent | RefreshRange):
+    if isinstance(request, DeleteRange | Scan | ResolveIntent | RefreshRange | Export):
         return request.span
     if isinstance(request, EndTxn | HeartbeatTxn):
         if txn is None or not txn.key:
@@ -501,6 +507,25 @@ class _Evaluator:
         self.ctx.tscache.add_span(req.span, txn.write_ts, txn.id)
         return RefreshRangeResponse()
 
+    def export(self, req: Export) -> ExportResponse:
+        if self.txn is not None:
+            raise InvalidArgumentError("an export cannot run inside a transaction")
+        intents = mvcc.scan_intents(self.rw, req.span, max_ts=req.hi)
+        if intents:
+            raise WriteIntentError(intents)  # the store pushes them above hi, then retries
+        self.ctx.tscache.add_span(req.span, req.hi, None)
+        start_at = (req.resume.ts, req.resume.key) if req.resume is not None else None
+        versions = iter_export(
+            self.rw, req.span, req.lo, req.hi, with_diff=req.with_diff, start_at=start_at
+        )
+        page = list(itertools.islice(versions, req.limit)) if req.limit else list(versions)
+        resume = None
+        if req.limit and len(page) == req.limit:
+            following = next(versions, None)
+            if following is not None:
+                resume = ExportPosition(following.ts, following.key)
+        return ExportResponse(tuple(page), resume)
+
     # Ranges.
 
     def split(self, req: Split) -> SplitResponse:
@@ -569,4 +594,5 @@ _HANDLERS: dict[type, Callable[[_Evaluator, Any], Response]] = {
     Split: _Evaluator.split,
     Merge: _Evaluator.merge,
     RangeLookup: _Evaluator.range_lookup,
+    Export: _Evaluator.export,
 }

@@ -13,14 +13,22 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Self, TypeVar
 
-from feedkv.errors import InvalidArgumentError, RetryableError
+from feedkv.errors import (
+    InvalidArgumentError,
+    InvariantViolation,
+    RangeRoutingError,
+    RetryableError,
+)
 from feedkv.kv.api import (
     BatchRequest,
     BatchResponse,
+    Export,
+    ExportPosition,
+    ExportResponse,
     Get,
     GetResponse,
     Header,
@@ -36,6 +44,7 @@ from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.router import Router, Transport
 from feedkv.kv.store import Store
 from feedkv.kv.txn import Txn
+from feedkv.storage.export import ExportedVersion
 from feedkv.storage.mvcc import KeyValue, check_value
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import KEY_MIN, Span, check_key
@@ -43,6 +52,8 @@ from feedkv.util.keys import KEY_MIN, Span, check_key
 __all__ = ["KVClient", "LocalTransport", "RangeInfo"]
 
 T = TypeVar("T")
+
+EXPORT_PAGE_SIZE = 5000
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +148,51 @@ class KVClient:
             on_response=pin,
         )
         return rows
+
+    def export(
+        self,
+        span: Span,
+        lo: Timestamp,
+        hi: Timestamp,
+        *,
+        with_diff: bool = False,
+        page_size: int = EXPORT_PAGE_SIZE,
+    ) -> Iterator[ExportedVersion]:
+        """Every committed version in ``span`` with a timestamp in ``(lo, hi]`` (an
+        incremental export), range by range; within a range ordered by (timestamp, key),
+        so each key's versions come oldest first. The answer is final: intents that
+        could still commit in the window are pushed above ``hi`` first. ``with_diff``
+        adds each version's previous value. Fetched ``page_size`` versions at a time."""
+        if hi < lo:
+            raise InvalidArgumentError(f"export window ({lo}, {hi}] is inverted")
+        if page_size <= 0:
+            raise InvalidArgumentError(f"export page size must be > 0, got {page_size}")
+        # Pieces still to read, each with where its (timestamp, key) order resumes; a
+        # resume point stays valid for any part of its piece, so a split range between
+        # pages only divides the piece.
+        todo: list[tuple[Span, ExportPosition | None]] = [(span, None)]
+        header = Header(timestamp=hi)
+        while todo:
+            piece, resume = todo.pop()
+            part = self._router.divide(piece)[0][1]
+            try:
+                response = self._router.send_key(
+                    part.start,
+                    header,
+                    (Export(part, lo, hi, with_diff, page_size, resume),),
+                    span=part,
+                )
+            except RangeRoutingError:
+                todo.append((piece, resume))  # the cache is fresh now: divide again
+                continue
+            result = response.responses[0]
+            if not isinstance(result, ExportResponse):
+                raise InvariantViolation(f"an export answered with {result!r}")
+            if part.end < piece.end:
+                todo.append((Span(part.end, piece.end), resume))
+            if result.resume is not None:
+                todo.append((part, result.resume))
+            yield from result.versions
 
     # Transactions.
 

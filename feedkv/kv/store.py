@@ -49,6 +49,7 @@ from feedkv.kv.api import (
     BatchResponse,
     ConditionalPut,
     DeleteRange,
+    Export,
     Get,
     Header,
     Merge,
@@ -86,7 +87,7 @@ from feedkv.util.keys import Span
 __all__ = ["Store", "StoreConfig"]
 
 # Requests that never write: they are answered without waiting for a group's fsync.
-_READ_ONLY = frozenset({Get, Scan, RefreshRange, RangeLookup})
+_READ_ONLY = frozenset({Get, Scan, RefreshRange, RangeLookup, Export})
 
 log = logging.getLogger(__name__)
 

@@ -22,6 +22,7 @@ from feedkv.kv import api
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.txn_record import TxnRecord
+from feedkv.storage.export import ExportedVersion
 from feedkv.storage.intent import TxnMeta, TxnStatus
 from feedkv.storage.mvcc import KeyValue
 from feedkv.util.hlc import MAX_LOGICAL, MAX_WALL, Timestamp
@@ -86,6 +87,20 @@ def _value_to(value: bytes | None, parent: Message, field: str) -> None:
 
 def _value_from(parent: Message, field: str) -> bytes | None:
     return getattr(parent, field).bytes if parent.HasField(field) else None
+
+
+def _position_to(position: api.ExportPosition | None, parent: Message, field: str) -> None:
+    if position is not None:
+        out = getattr(parent, field)
+        timestamp_to_proto(position.ts, out.ts)
+        out.key = position.key
+
+
+def _position_from(parent: Message, field: str) -> api.ExportPosition | None:
+    if not parent.HasField(field):
+        return None
+    msg = getattr(parent, field)
+    return api.ExportPosition(timestamp_from_proto(msg.ts), msg.key)
 
 
 def _txn_id(raw: bytes) -> bytes:
@@ -212,6 +227,14 @@ def _encode_request(req: api.Request, out: pb.RequestUnion) -> None:
     elif isinstance(req, api.RangeLookup):
         out.range_lookup.key = req.key
         out.range_lookup.prefetch = min(req.prefetch, 2**32 - 1)
+    elif isinstance(req, api.Export):
+        span_to_proto(req.span, out.export.span)
+        timestamp_to_proto(req.lo, out.export.lo)
+        timestamp_to_proto(req.hi, out.export.hi)
+        out.export.with_diff = req.with_diff
+        if req.limit is not None:
+            out.export.limit = req.limit
+        _position_to(req.resume, out.export, "resume")
 
 
 def _decode_request(msg: pb.RequestUnion) -> api.Request:
@@ -250,6 +273,14 @@ _REQUEST_DECODERS: dict[str, Callable[[Any], api.Request]] = {
     "split": lambda m: api.Split(m.key, m.automatic),
     "merge": lambda m: api.Merge(m.key, m.automatic),
     "range_lookup": lambda m: api.RangeLookup(m.key, m.prefetch),
+    "export": lambda m: api.Export(
+        span_from_proto(m.span),
+        timestamp_from_proto(m.lo),
+        timestamp_from_proto(m.hi),
+        m.with_diff,
+        m.limit if m.HasField("limit") else None,
+        _position_from(m, "resume"),
+    ),
 }
 
 
@@ -325,6 +356,15 @@ def _encode_response(resp: api.Response, out: pb.ResponseUnion) -> None:
             _desc_to(desc, out.range_lookup.descriptors.add())
         for ts in resp.closed_timestamps:
             timestamp_to_proto(ts, out.range_lookup.closed_timestamps.add())
+    elif isinstance(resp, api.ExportResponse):
+        out.export.SetInParent()
+        for exported in resp.versions:
+            version = out.export.versions.add()
+            version.key = exported.key
+            timestamp_to_proto(exported.ts, version.ts)
+            _value_to(exported.value, version, "value")
+            _value_to(exported.prev_value, version, "prev_value")
+        _position_to(resp.resume, out.export, "resume")
 
 
 _RESPONSE_DECODERS: dict[str, Callable[[Any], api.Response]] = {
@@ -348,6 +388,18 @@ _RESPONSE_DECODERS: dict[str, Callable[[Any], api.Response]] = {
     "range_lookup": lambda m: api.RangeLookupResponse(
         tuple(_desc_from(d) for d in m.descriptors),
         tuple(timestamp_from_proto(t) for t in m.closed_timestamps),
+    ),
+    "export": lambda m: api.ExportResponse(
+        tuple(
+            ExportedVersion(
+                v.key,
+                timestamp_from_proto(v.ts),
+                _value_from(v, "value"),
+                _value_from(v, "prev_value"),
+            )
+            for v in m.versions
+        ),
+        _position_from(m, "resume"),
     ),
 }
 

@@ -25,6 +25,7 @@ from feedkv.storage.intent import Intent
 from feedkv.storage.mvcc import scan_intents, version_at
 from feedkv.storage.mvcc_key import (
     decode_change_key,
+    encode_change_key,
     encode_ts,
 )
 from feedkv.storage.schema import CHANGES
@@ -49,14 +50,25 @@ class ExportResult:
 
 
 def iter_export(
-    reader: Reader, span: Span, lo: Timestamp, hi: Timestamp, *, with_diff: bool = False
+    reader: Reader,
+    span: Span,
+    lo: Timestamp,
+    hi: Timestamp,
+    *,
+    with_diff: bool = False,
+    start_at: tuple[Timestamp, bytes] | None = None,
 ) -> Iterator[ExportedVersion]:
-    """Committed versions in ``span`` with ``lo < ts <= hi``, by (timestamp, key)."""
+    """Committed versions in ``span`` with ``lo < ts <= hi``, by (timestamp, key);
+    ``start_at`` (a timestamp and key) skips the versions ordered before it."""
     if hi < lo:
         raise InvalidArgumentError(f"export window ({lo}, {hi}] is inverted")
     check_gc_threshold(reader, span, lo, "export")
     start_key, end_key = span.start, span.end
     index_start = encode_ts(lo.next())
+    if start_at is not None:
+        if not lo < start_at[0] <= hi:
+            raise InvalidArgumentError(f"export resumes at {start_at[0]}, outside ({lo}, {hi}]")
+        index_start = encode_change_key(*start_at)
     index_end = None if hi == MAX_TIMESTAMP else encode_ts(hi.next())
     for raw, raw_value in reader.scan(CHANGES, index_start, index_end):
         ts, key = decode_change_key(raw)

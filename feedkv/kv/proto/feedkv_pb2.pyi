@@ -221,8 +221,32 @@ class RangeLookupRequest(_message.Message):
     prefetch: int
     def __init__(self, key: _Optional[bytes] = ..., prefetch: _Optional[int] = ...) -> None: ...
 
+class ExportRequest(_message.Message):
+    __slots__ = ("span", "lo", "hi", "with_diff", "limit", "resume")
+    SPAN_FIELD_NUMBER: _ClassVar[int]
+    LO_FIELD_NUMBER: _ClassVar[int]
+    HI_FIELD_NUMBER: _ClassVar[int]
+    WITH_DIFF_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    RESUME_FIELD_NUMBER: _ClassVar[int]
+    span: Span
+    lo: Timestamp
+    hi: Timestamp
+    with_diff: bool
+    limit: int
+    resume: ExportPosition
+    def __init__(self, span: _Optional[_Union[Span, _Mapping]] = ..., lo: _Optional[_Union[Timestamp, _Mapping]] = ..., hi: _Optional[_Union[Timestamp, _Mapping]] = ..., with_diff: _Optional[bool] = ..., limit: _Optional[int] = ..., resume: _Optional[_Union[ExportPosition, _Mapping]] = ...) -> None: ...
+
+class ExportPosition(_message.Message):
+    __slots__ = ("ts", "key")
+    TS_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    ts: Timestamp
+    key: bytes
+    def __init__(self, ts: _Optional[_Union[Timestamp, _Mapping]] = ..., key: _Optional[bytes] = ...) -> None: ...
+
 class RequestUnion(_message.Message):
-    __slots__ = ("get", "put", "conditional_put", "delete_range", "scan", "end_txn", "heartbeat_txn", "push_txn", "resolve_intent", "refresh_range", "split", "merge", "range_lookup")
+    __slots__ = ("get", "put", "conditional_put", "delete_range", "scan", "end_txn", "heartbeat_txn", "push_txn", "resolve_intent", "refresh_range", "split", "merge", "range_lookup", "export")
     GET_FIELD_NUMBER: _ClassVar[int]
     PUT_FIELD_NUMBER: _ClassVar[int]
     CONDITIONAL_PUT_FIELD_NUMBER: _ClassVar[int]
@@ -236,6 +260,7 @@ class RequestUnion(_message.Message):
     SPLIT_FIELD_NUMBER: _ClassVar[int]
     MERGE_FIELD_NUMBER: _ClassVar[int]
     RANGE_LOOKUP_FIELD_NUMBER: _ClassVar[int]
+    EXPORT_FIELD_NUMBER: _ClassVar[int]
     get: GetRequest
     put: PutRequest
     conditional_put: ConditionalPutRequest
@@ -249,7 +274,8 @@ class RequestUnion(_message.Message):
     split: SplitRequest
     merge: MergeRequest
     range_lookup: RangeLookupRequest
-    def __init__(self, get: _Optional[_Union[GetRequest, _Mapping]] = ..., put: _Optional[_Union[PutRequest, _Mapping]] = ..., conditional_put: _Optional[_Union[ConditionalPutRequest, _Mapping]] = ..., delete_range: _Optional[_Union[DeleteRangeRequest, _Mapping]] = ..., scan: _Optional[_Union[ScanRequest, _Mapping]] = ..., end_txn: _Optional[_Union[EndTxnRequest, _Mapping]] = ..., heartbeat_txn: _Optional[_Union[HeartbeatTxnRequest, _Mapping]] = ..., push_txn: _Optional[_Union[PushTxnRequest, _Mapping]] = ..., resolve_intent: _Optional[_Union[ResolveIntentRequest, _Mapping]] = ..., refresh_range: _Optional[_Union[RefreshRangeRequest, _Mapping]] = ..., split: _Optional[_Union[SplitRequest, _Mapping]] = ..., merge: _Optional[_Union[MergeRequest, _Mapping]] = ..., range_lookup: _Optional[_Union[RangeLookupRequest, _Mapping]] = ...) -> None: ...
+    export: ExportRequest
+    def __init__(self, get: _Optional[_Union[GetRequest, _Mapping]] = ..., put: _Optional[_Union[PutRequest, _Mapping]] = ..., conditional_put: _Optional[_Union[ConditionalPutRequest, _Mapping]] = ..., delete_range: _Optional[_Union[DeleteRangeRequest, _Mapping]] = ..., scan: _Optional[_Union[ScanRequest, _Mapping]] = ..., end_txn: _Optional[_Union[EndTxnRequest, _Mapping]] = ..., heartbeat_txn: _Optional[_Union[HeartbeatTxnRequest, _Mapping]] = ..., push_txn: _Optional[_Union[PushTxnRequest, _Mapping]] = ..., resolve_intent: _Optional[_Union[ResolveIntentRequest, _Mapping]] = ..., refresh_range: _Optional[_Union[RefreshRangeRequest, _Mapping]] = ..., split: _Optional[_Union[SplitRequest, _Mapping]] = ..., merge: _Optional[_Union[MergeRequest, _Mapping]] = ..., range_lookup: _Optional[_Union[RangeLookupRequest, _Mapping]] = ..., export: _Optional[_Union[ExportRequest, _Mapping]] = ...) -> None: ...
 
 class Header(_message.Message):
     __slots__ = ("range_id", "generation", "timestamp", "txn")
@@ -345,6 +371,26 @@ class MergeResponse(_message.Message):
     merged: RangeDescriptor
     def __init__(self, merged: _Optional[_Union[RangeDescriptor, _Mapping]] = ...) -> None: ...
 
+class ExportedVersion(_message.Message):
+    __slots__ = ("key", "ts", "value", "prev_value")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    TS_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    PREV_VALUE_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    ts: Timestamp
+    value: Value
+    prev_value: Value
+    def __init__(self, key: _Optional[bytes] = ..., ts: _Optional[_Union[Timestamp, _Mapping]] = ..., value: _Optional[_Union[Value, _Mapping]] = ..., prev_value: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
+
+class ExportResponse(_message.Message):
+    __slots__ = ("versions", "resume")
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    RESUME_FIELD_NUMBER: _ClassVar[int]
+    versions: _containers.RepeatedCompositeFieldContainer[ExportedVersion]
+    resume: ExportPosition
+    def __init__(self, versions: _Optional[_Iterable[_Union[ExportedVersion, _Mapping]]] = ..., resume: _Optional[_Union[ExportPosition, _Mapping]] = ...) -> None: ...
+
 class RangeLookupResponse(_message.Message):
     __slots__ = ("descriptors", "closed_timestamps")
     DESCRIPTORS_FIELD_NUMBER: _ClassVar[int]
@@ -354,7 +400,7 @@ class RangeLookupResponse(_message.Message):
     def __init__(self, descriptors: _Optional[_Iterable[_Union[RangeDescriptor, _Mapping]]] = ..., closed_timestamps: _Optional[_Iterable[_Union[Timestamp, _Mapping]]] = ...) -> None: ...
 
 class ResponseUnion(_message.Message):
-    __slots__ = ("get", "put", "conditional_put", "delete_range", "scan", "end_txn", "heartbeat_txn", "push_txn", "resolve_intent", "refresh_range", "split", "merge", "range_lookup")
+    __slots__ = ("get", "put", "conditional_put", "delete_range", "scan", "end_txn", "heartbeat_txn", "push_txn", "resolve_intent", "refresh_range", "split", "merge", "range_lookup", "export")
     GET_FIELD_NUMBER: _ClassVar[int]
     PUT_FIELD_NUMBER: _ClassVar[int]
     CONDITIONAL_PUT_FIELD_NUMBER: _ClassVar[int]
@@ -368,6 +414,7 @@ class ResponseUnion(_message.Message):
     SPLIT_FIELD_NUMBER: _ClassVar[int]
     MERGE_FIELD_NUMBER: _ClassVar[int]
     RANGE_LOOKUP_FIELD_NUMBER: _ClassVar[int]
+    EXPORT_FIELD_NUMBER: _ClassVar[int]
     get: GetResponse
     put: PutResponse
     conditional_put: ConditionalPutResponse
@@ -381,7 +428,8 @@ class ResponseUnion(_message.Message):
     split: SplitResponse
     merge: MergeResponse
     range_lookup: RangeLookupResponse
-    def __init__(self, get: _Optional[_Union[GetResponse, _Mapping]] = ..., put: _Optional[_Union[PutResponse, _Mapping]] = ..., conditional_put: _Optional[_Union[ConditionalPutResponse, _Mapping]] = ..., delete_range: _Optional[_Union[DeleteRangeResponse, _Mapping]] = ..., scan: _Optional[_Union[ScanResponse, _Mapping]] = ..., end_txn: _Optional[_Union[EndTxnResponse, _Mapping]] = ..., heartbeat_txn: _Optional[_Union[HeartbeatTxnResponse, _Mapping]] = ..., push_txn: _Optional[_Union[PushTxnResponse, _Mapping]] = ..., resolve_intent: _Optional[_Union[ResolveIntentResponse, _Mapping]] = ..., refresh_range: _Optional[_Union[RefreshRangeResponse, _Mapping]] = ..., split: _Optional[_Union[SplitResponse, _Mapping]] = ..., merge: _Optional[_Union[MergeResponse, _Mapping]] = ..., range_lookup: _Optional[_Union[RangeLookupResponse, _Mapping]] = ...) -> None: ...
+    export: ExportResponse
+    def __init__(self, get: _Optional[_Union[GetResponse, _Mapping]] = ..., put: _Optional[_Union[PutResponse, _Mapping]] = ..., conditional_put: _Optional[_Union[ConditionalPutResponse, _Mapping]] = ..., delete_range: _Optional[_Union[DeleteRangeResponse, _Mapping]] = ..., scan: _Optional[_Union[ScanResponse, _Mapping]] = ..., end_txn: _Optional[_Union[EndTxnResponse, _Mapping]] = ..., heartbeat_txn: _Optional[_Union[HeartbeatTxnResponse, _Mapping]] = ..., push_txn: _Optional[_Union[PushTxnResponse, _Mapping]] = ..., resolve_intent: _Optional[_Union[ResolveIntentResponse, _Mapping]] = ..., refresh_range: _Optional[_Union[RefreshRangeResponse, _Mapping]] = ..., split: _Optional[_Union[SplitResponse, _Mapping]] = ..., merge: _Optional[_Union[MergeResponse, _Mapping]] = ..., range_lookup: _Optional[_Union[RangeLookupResponse, _Mapping]] = ..., export: _Optional[_Union[ExportResponse, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("type", "message", "descriptors", "range_id", "reason", "ts", "key", "expected", "actual")

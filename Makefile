@@ -12,6 +12,8 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "feedkv needs Python 3.11 or newer; set PYTHON=/path/to/python3.11")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@$(BIN)/python -c 'from feedkv.spark.java import java_home; java_home()' 2>/dev/null \
+		|| $(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,java]'
 	@touch $(STAMP)
 
 lint: $(STAMP)

@@ -24,7 +24,7 @@ from feedkv.changefeed.sink import Message
 from feedkv.sql.descriptor import Column
 from feedkv.sql.types import Kind, format_value
 
-__all__ = ["arrow_type", "csv_bytes", "parquet_bytes"]
+__all__ = ["arrow_type", "arrow_value", "csv_bytes", "parquet_bytes"]
 
 
 def csv_bytes(batch: list[Message]) -> bytes:
@@ -57,7 +57,8 @@ def arrow_type(kind: Kind) -> pa.DataType:
     return _ARROW[kind]
 
 
-def _arrow_value(kind: Kind, value: Any) -> Any:
+def arrow_value(kind: Kind, value: Any) -> Any:
+    """A column value as its Arrow type (:func:`arrow_type`) takes it."""
     if value is None:
         return None
     if kind is Kind.DECIMAL or kind is Kind.UUID:
@@ -84,7 +85,7 @@ def parquet_bytes(batch: list[Message], compression: str | None) -> bytes:
         else:
             kinds.append("u" if event.had_before else "c")
         for name, column in columns.items():
-            data[name].append(_arrow_value(column.type.kind, row.get(name)))
+            data[name].append(arrow_value(column.type.kind, row.get(name)))
         updated.append(str(event.updated))
         mvcc.append(str(event.mvcc_ts))
     arrays = [pa.array(data[name], type=_ARROW[c.type.kind]) for name, c in columns.items()]

@@ -121,15 +121,18 @@ class RowDecoder:
             return self._value_event(desc, key, value, None)
         return self._merged_event(desc, key, prefix, value)
 
-    def scan_rows(self, target: Target, ts: Timestamp, batch: int = 1000) -> Iterator[RowEvent]:
-        """Every row of ``target`` as of ``ts`` (an initial scan or a backfill), read in
+    def scan_rows(
+        self, target: Target, ts: Timestamp, batch: int = 1000, *, span: Span | None = None
+    ) -> Iterator[RowEvent]:
+        """Every row of ``target`` (or of the part of it in ``span``, which starts and
+        ends on row boundaries) as of ``ts``: an initial scan or a backfill, read in
         key order ``batch`` KV pairs at a time; ``updated`` is ``ts``."""
         desc = self.histories[target.table_id].at(ts)
         if desc is None or desc.dropped:
             return
         families = self._families_of(desc, target)
         key_ids = desc.primary_key
-        span = target.span
+        span = span or target.span
         start = span.start
         while start < span.end:
             kvs = self._db.scan(start, span.end, as_of=ts, limit=batch)

@@ -1,0 +1,103 @@
+"""Offsets and partitions of the feedkv stream: pure logic, no Spark.
+
+An offset is how far a stream has read (:class:`FeedOffset`): every change of the
+watched spans at or below ``resolved``. While the initial scan is under way it also has
+a ``scan_key``: the rows as of ``resolved`` with keys below it have been read (the scan
+is cut into batches in key order when admission control asks for it). Spark keeps
+offsets as JSON; :meth:`FeedOffset.to_json` builds the dict in a fixed key order, so the
+same offset is always the same text.
+
+A micro-batch goes from one offset to the next, and :func:`plan_pieces` cuts it into
+:class:`Piece` objects, one per range it touches:
+
+- a scan piece reads the rows of ``[start, end)`` as of ``ts``;
+- a changes piece reads the committed changes with timestamps in ``(lo, hi]`` (an
+  incremental export), so the batch is final, replayable and holds whole transactions
+  as long as ``hi`` is at most the feed's resolved timestamp.
+
+A batch is either part of the initial scan or a window of changes, never both.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from feedkv.errors import InvalidArgumentError
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import Span
+
+__all__ = ["FeedOffset", "Piece", "plan_pieces"]
+
+
+@dataclass(frozen=True, slots=True)
+class FeedOffset:
+    resolved: Timestamp
+    scan_key: bytes | None = None  # None: no scan, or the scan is finished
+
+    @property
+    def scanning(self) -> bool:
+        return self.scan_key is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "resolved": str(self.resolved),
+            "scan_key": self.scan_key.hex() if self.scan_key is not None else None,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> FeedOffset:
+        if not isinstance(data, dict) or not isinstance(data.get("resolved"), str):
+            raise InvalidArgumentError(f"not a feedkv offset: {data!r}")
+        scan_key = data.get("scan_key")
+        try:
+            key = bytes.fromhex(scan_key) if scan_key is not None else None
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"not a feedkv offset (bad scan_key): {data!r}") from exc
+        return cls(Timestamp.parse(data["resolved"]), key)
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """One partition of a micro-batch: a scan of ``span`` as of ``hi`` (``lo`` is
+    ``None``), or the changes in ``span`` with timestamps in ``(lo, hi]``."""
+
+    span: Span
+    hi: Timestamp
+    lo: Timestamp | None = None
+
+    @property
+    def is_scan(self) -> bool:
+        return self.lo is None
+
+
+def plan_pieces(
+    start: FeedOffset, end: FeedOffset, span: Span, boundaries: Sequence[bytes]
+) -> list[Piece]:
+    """The pieces of the batch ``(start, end]`` over ``span``, cut at the range
+    ``boundaries`` (range start keys, any order). Empty when there is nothing to read."""
+    if start.scan_key is not None:
+        if end.resolved != start.resolved:
+            raise InvalidArgumentError(
+                f"a scan batch ends at the scan's timestamp {start.resolved}, not {end.resolved}"
+            )
+        stop = end.scan_key if end.scan_key is not None else span.end
+        if not start.scan_key < stop:
+            return []
+        scanned = Span(start.scan_key, stop)
+        return [Piece(part, start.resolved) for part in _cut(scanned, boundaries)]
+    if end.scanning:
+        raise InvalidArgumentError(f"a batch cannot go from a finished scan back to {end}")
+    if end.resolved < start.resolved:
+        raise InvalidArgumentError(f"offsets go backwards: {start.resolved} to {end.resolved}")
+    if end.resolved == start.resolved:
+        return []
+    return [Piece(part, end.resolved, start.resolved) for part in _cut(span, boundaries)]
+
+
+def _cut(span: Span, boundaries: Sequence[bytes]) -> list[Span]:
+    inside = sorted(b for b in set(boundaries) if span.start < b < span.end)
+    edges = [span.start, *inside, span.end]
+    return [Span(a, b) for a, b in itertools.pairwise(edges)]

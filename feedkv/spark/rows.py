@@ -1,0 +1,188 @@
+"""What Spark tasks run: a piece of a batch read from the store as row changes, and
+row changes as Arrow record batches typed from the table's descriptor.
+
+Tasks run in Spark's Python workers, other processes than the node: each opens a client
+to the node's URL once per process (:func:`connection`) and reuses it for every task
+that process runs.
+
+Rows carry the table's columns (typed: DECIMAL and UUID as text, JSONB as JSON text,
+TIMESTAMP without a zone, TIMESTAMPTZ in UTC) plus:
+
+- ``__op``: ``insert``, ``update`` or ``delete`` (rows of the initial scan are inserts);
+- ``__mvcc_ts``: the change's MVCC timestamp, ``<wall>.<logical>`` as CockroachDB prints it;
+- ``__key``: the primary key as a JSON array, the changefeed's message key;
+- ``__before`` (with ``diff``): the row one tick before the change, a struct of the
+  same columns (null when there was none).
+
+A deleted row keeps only its key columns. Rows decoded with an older or newer version
+of the descriptor than the stream's schema fill the columns they share (the rest null).
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from feedkv.changefeed.encoder import json_value
+from feedkv.changefeed.file_formats import arrow_type, arrow_value
+from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
+from feedkv.rangefeed.event import Value
+from feedkv.spark.offsets import Piece
+from feedkv.sql.descriptor import TableDescriptor
+from feedkv.sql.types import Kind
+
+if TYPE_CHECKING:
+    from feedkv.db import DB
+
+__all__ = [
+    "META_COLUMNS",
+    "arrow_schema",
+    "connection",
+    "piece_events",
+    "record_batches",
+    "spark_ddl",
+]
+
+META_COLUMNS = ("__op", "__mvcc_ts", "__key", "__before")
+BATCH_ROWS = 8192
+
+_SPARK_TYPES = {
+    Kind.INT: "BIGINT",
+    Kind.FLOAT: "DOUBLE",
+    Kind.DECIMAL: "STRING",
+    Kind.STRING: "STRING",
+    Kind.BYTES: "BINARY",
+    Kind.BOOL: "BOOLEAN",
+    Kind.DATE: "DATE",
+    Kind.TIMESTAMP: "TIMESTAMP_NTZ",
+    Kind.TIMESTAMPTZ: "TIMESTAMP",
+    Kind.UUID: "STRING",
+    Kind.JSONB: "STRING",
+}
+
+_connections: dict[str, DB] = {}
+_connections_lock = threading.Lock()
+
+
+def connection(url: str) -> DB:
+    """This process's client to the node at ``url`` (opened on first use)."""
+    with _connections_lock:
+        db = _connections.get(url)
+        if db is None:
+            import feedkv
+
+            db = _connections[url] = feedkv.connect(url)
+        return db
+
+
+@atexit.register
+def _close_connections() -> None:
+    with _connections_lock:
+        for db in _connections.values():
+            db.close()
+        _connections.clear()
+
+
+def piece_events(
+    db: DB, target: Target, piece: Piece, *, diff: bool, split_families: bool = False
+) -> Iterator[RowEvent]:
+    """The row changes of one piece: the rows as of ``piece.hi`` for a scan piece, else
+    every change in ``(piece.lo, piece.hi]``, each key's oldest first."""
+    decoder = RowDecoder(
+        db, [target], piece.lo or piece.hi, diff=diff, split_families=split_families
+    )
+    if piece.lo is None:
+        yield from decoder.scan_rows(target, piece.hi, span=piece.span)
+        return
+    for version in db.export(piece.span, piece.lo, piece.hi, with_diff=diff):
+        event = decoder.decode(Value(version.key, version.value, version.ts, version.prev_value))
+        if event is not None:
+            yield event
+
+
+def _ddl_columns(desc: TableDescriptor) -> list[str]:
+    return [f"`{c.name}` {_SPARK_TYPES[c.type.kind]}" for c in desc.columns]
+
+
+def spark_ddl(desc: TableDescriptor, *, diff: bool) -> str:
+    """The stream's Spark schema, as DDL."""
+    columns = _ddl_columns(desc)
+    columns += ["`__op` STRING", "`__mvcc_ts` STRING", "`__key` STRING"]
+    if diff:
+        columns.append(f"`__before` STRUCT<{', '.join(_ddl_columns(desc))}>")
+    return ", ".join(columns)
+
+
+def _row_fields(desc: TableDescriptor) -> list[pa.Field]:
+    return [pa.field(c.name, arrow_type(c.type.kind)) for c in desc.columns]
+
+
+def arrow_schema(desc: TableDescriptor, *, diff: bool) -> pa.Schema:
+    """The Arrow schema matching :func:`spark_ddl`."""
+    fields = _row_fields(desc)
+    fields += [pa.field(name, pa.string()) for name in META_COLUMNS[:3]]
+    if diff:
+        fields.append(pa.field("__before", pa.struct(_row_fields(desc))))
+    return pa.schema(fields)
+
+
+def _op(event: RowEvent) -> str:
+    if event.after is None:
+        return "delete"
+    return "update" if event.had_before else "insert"
+
+
+def _key_json(event: RowEvent) -> str:
+    kinds = [c.type.kind for c in event.table.key_columns]
+    return "[" + ", ".join(json_value(k, v) for k, v in zip(kinds, event.key, strict=True)) + "]"
+
+
+def record_batches(
+    events: Iterable[RowEvent], desc: TableDescriptor, *, diff: bool, size: int = BATCH_ROWS
+) -> Iterator[pa.RecordBatch]:
+    """``events`` as record batches of at most ``size`` rows in :func:`arrow_schema`."""
+    schema = arrow_schema(desc, diff=diff)
+    kinds = {c.name: c.type.kind for c in desc.columns}
+    columns: dict[str, list[Any]] = {name: [] for name in schema.names}
+    befores: list[dict[str, Any] | None] = []
+    count = 0
+
+    def flush() -> pa.RecordBatch:
+        arrays = [
+            pa.array(columns[name], type=schema.field(name).type)
+            for name in schema.names
+            if name != "__before"
+        ]
+        if diff:
+            arrays.append(pa.array(befores, type=schema.field("__before").type))
+        for values in columns.values():
+            values.clear()
+        befores.clear()
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    for event in events:
+        row = event.after
+        if row is None:
+            row = dict(zip((c.name for c in event.table.key_columns), event.key, strict=True))
+        for name, kind in kinds.items():
+            columns[name].append(arrow_value(kind, row.get(name)))
+        columns["__op"].append(_op(event))
+        columns["__mvcc_ts"].append(str(event.mvcc_ts))
+        columns["__key"].append(_key_json(event))
+        if diff:
+            before = event.before
+            befores.append(
+                None
+                if before is None
+                else {name: arrow_value(kind, before.get(name)) for name, kind in kinds.items()}
+            )
+        count += 1
+        if count == size:
+            yield flush()
+            count = 0
+    if count:
+        yield flush()

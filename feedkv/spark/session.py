@@ -1,0 +1,55 @@
+"""A Spark session for feedkv: local by default, with the feedkv data source registered.
+
+``spark_session()`` finds Java (:mod:`feedkv.spark.java`), points Spark's Python workers
+at this interpreter (so they import feedkv and its pinned dependencies), keeps every
+socket on loopback, turns off the web UI and console progress bars, and registers
+:class:`~feedkv.spark.source.FeedKVDataSource`. ``master`` defaults to the
+``FEEDKV_SPARK_MASTER`` environment variable, then ``local[*]``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from feedkv.spark.java import java_home
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["DEFAULT_MASTER", "spark_session"]
+
+DEFAULT_MASTER = "local[*]"
+
+_CONFIG = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+    "spark.python.worker.reuse": "true",
+}
+
+
+def spark_session(
+    master: str | None = None, *, app_name: str = "feedkv", config: dict[str, str] | None = None
+) -> SparkSession:
+    """The (one per process) Spark session, created on first call."""
+    os.environ.setdefault("JAVA_HOME", str(java_home()))
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from feedkv.spark.source import FeedKVDataSource
+
+    builder = SparkSession.builder.appName(app_name).master(
+        master or os.environ.get("FEEDKV_SPARK_MASTER") or DEFAULT_MASTER
+    )
+    for key, value in {**_CONFIG, **(config or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(FeedKVDataSource)
+    return spark

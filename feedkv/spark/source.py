@@ -1,0 +1,317 @@
+"""The feedkv Spark data source (PySpark's Python Data Source API), format ``feedkv``.
+
+Register it once per session with ``spark.dataSource.register(FeedKVDataSource)`` (the
+session from :func:`feedkv.spark.session.spark_session` comes with it registered).
+
+Batch: a consistent snapshot of a table, one partition per range::
+
+    spark.read.format("feedkv").option("url", "feedkv://127.0.0.1:26257")
+        .option("table", "rides").option("as_of", ts).load()
+
+Streaming: every change of the table, in micro-batches that each hold the committed
+changes of a window ``(previous offset, next offset]`` (see :mod:`feedkv.spark.offsets`)::
+
+    spark.readStream.format("feedkv").option("url", url).option("table", "rides")
+        .option("cursor", ts).option("initial_scan", "no").load()
+
+Options: ``url`` (required: ``feedkv://host:port``), ``table`` (required: ``name`` or
+``database.name``; the database defaults to ``defaultdb``), ``as_of`` (batch only),
+``cursor`` (stream: start after this timestamp, with no initial scan unless
+``initial_scan`` says ``yes``), ``initial_scan`` (``yes``/``no``, stream), ``diff``
+(``true`` adds ``__before``), ``maxRowsPerTrigger`` (bounds initial-scan batches).
+The columns are the table's as of when the query starts, plus the columns listed in
+:mod:`feedkv.spark.rows`.
+
+The driver's stream reader keeps a rangefeed over the table open to follow its resolved
+timestamp: a batch never ends above it, so it is final. ``Trigger.AvailableNow`` stops
+at the resolved timestamp current when the query started.
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from feedkv.changefeed.rows import Target
+from feedkv.errors import InvalidArgumentError
+from feedkv.rangefeed.event import Checkpoint
+from feedkv.spark.offsets import FeedOffset, Piece, plan_pieces
+from feedkv.spark.rows import connection, piece_events, record_batches, spark_ddl
+from feedkv.sql import catalog
+from feedkv.sql.descriptor import TableDescriptor
+from feedkv.sql.row_codec import row_split_key, table_span
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import Span, prefix_end
+
+__all__ = ["FeedKVDataSource", "SourceOptions"]
+
+FIRST_CHECKPOINT_TIMEOUT_S = 60.0
+
+_OPTIONS = ("url", "table", "as_of", "cursor", "initial_scan", "diff", "maxrowspertrigger")
+
+
+def _bool(name: str, text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "yes", "1"):
+        return True
+    if lowered in ("false", "no", "0"):
+        return False
+    raise InvalidArgumentError(f"feedkv source option {name}={text!r}: expected true or false")
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """The source's options, checked. ``table`` is ``(database, name)``."""
+
+    url: str
+    database: str
+    table: str
+    as_of: Timestamp | None = None
+    cursor: Timestamp | None = None
+    initial_scan: bool = True
+    diff: bool = False
+    max_rows_per_trigger: int | None = None
+    given: tuple[str, ...] = field(default=())
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
+        lowered = {k.lower(): v for k, v in options.items()}
+        for name in lowered:
+            if name not in _OPTIONS:
+                close = difflib.get_close_matches(name, _OPTIONS, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise InvalidArgumentError(f"unknown feedkv source option {name!r}{hint}")
+        for required in ("url", "table"):
+            if not lowered.get(required):
+                raise InvalidArgumentError(f"the feedkv source needs the option {required!r}")
+        database, _, table = lowered["table"].rpartition(".")
+        cursor = Timestamp.parse(lowered["cursor"]) if "cursor" in lowered else None
+        scan = lowered.get("initial_scan")
+        if scan is not None and scan.lower() not in ("yes", "no"):
+            raise InvalidArgumentError(f"feedkv source option initial_scan={scan!r}: yes or no")
+        max_rows = lowered.get("maxrowspertrigger")
+        if max_rows is not None and (not max_rows.isdigit() or int(max_rows) <= 0):
+            raise InvalidArgumentError(
+                f"feedkv source option maxRowsPerTrigger={max_rows!r}: a positive integer"
+            )
+        return cls(
+            url=lowered["url"],
+            database=database or "defaultdb",
+            table=table,
+            as_of=Timestamp.parse(lowered["as_of"]) if "as_of" in lowered else None,
+            cursor=cursor,
+            initial_scan=scan.lower() == "yes" if scan is not None else cursor is None,
+            diff=_bool("diff", lowered["diff"]) if "diff" in lowered else False,
+            max_rows_per_trigger=int(max_rows) if max_rows is not None else None,
+            given=tuple(lowered),
+        )
+
+    def descriptor(self, ts: Timestamp | None = None) -> TableDescriptor:
+        """The table as of ``ts`` (now by default); SQLSTATE 42P01 if it does not exist."""
+        db = connection(self.url)
+        snapshot = catalog.Snapshot(db, ts or db.now())
+        database = catalog.database_by_name(snapshot, self.database)
+        return catalog.table_by_name(snapshot, database, self.table)
+
+
+def _range_starts(url: str) -> list[bytes]:
+    return [info.span.start for info in connection(url).ranges()]
+
+
+class _PieceReader:
+    """Reads one piece into Arrow batches (runs in Spark's Python workers)."""
+
+    def __init__(self, options: SourceOptions, desc: TableDescriptor) -> None:
+        self.options = options
+        self.desc = desc
+
+    def read_piece(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        piece: Piece = partition.value
+        db = connection(self.options.url)
+        events = piece_events(db, Target(self.desc.id), piece, diff=self.options.diff)
+        yield from record_batches(events, self.desc, diff=self.options.diff)
+
+
+class _BatchReader(_PieceReader, DataSourceReader):
+    def __init__(self, options: SourceOptions, desc: TableDescriptor, ts: Timestamp) -> None:
+        super().__init__(options, desc)
+        self.ts = ts
+
+    def partitions(self) -> list[InputPartition]:
+        start = FeedOffset(self.ts, table_span(self.desc.id).start)
+        pieces = plan_pieces(
+            start, FeedOffset(self.ts), table_span(self.desc.id), _range_starts(self.options.url)
+        )
+        return [InputPartition(piece) for piece in pieces]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return self.read_piece(partition)
+
+
+class ResolvedFollower:
+    """Follows a span's resolved timestamp through a rangefeed (values are ignored)."""
+
+    def __init__(self, url: str, span: Span, since: Timestamp) -> None:
+        self.resolved = since
+        self.error: BaseException | None = None
+        self._first = threading.Event()
+        self._feed = connection(url).rangefeed(span, since)
+        self._thread = threading.Thread(target=self._run, name="feedkv-resolved", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            for event in self._feed:
+                if isinstance(event, Checkpoint) and event.ts > self.resolved:
+                    self.resolved = event.ts
+                    self._first.set()
+        except BaseException as exc:  # handed to the caller of current()
+            self.error = exc
+            self._first.set()
+
+    def current(self, *, wait_s: float = 0.0) -> Timestamp:
+        """The resolved timestamp (after waiting up to ``wait_s`` for it to move once)."""
+        if wait_s:
+            self._first.wait(wait_s)
+        if self.error is not None:
+            raise self.error
+        return self.resolved
+
+    def close(self) -> None:
+        self._feed.close()
+        self._thread.join(timeout=10)
+
+
+class _StreamReader(_PieceReader, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Lives in Spark's driver-side Python runner; pickled to executors for ``read``
+    before any feed is opened (all live state is created on first use)."""
+
+    def __init__(self, options: SourceOptions, desc: TableDescriptor) -> None:
+        super().__init__(options, desc)
+        self.span = table_span(desc.id)
+        self._follower: ResolvedFollower | None = None
+        self._stop_at: Timestamp | None = None
+        self._initial: dict[str, Any] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_follower"] = None
+        return state
+
+    def initialOffset(self) -> dict[str, Any]:
+        if self._initial is None:  # Spark asks more than once: the answer must not change
+            o = self.options
+            start = o.cursor or connection(o.url).now()
+            self._initial = FeedOffset(start, self.span.start if o.initial_scan else None).to_json()
+        return self._initial
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        rows = self.options.max_rows_per_trigger
+        return ReadMaxRows(rows) if rows is not None else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        db = connection(self.options.url)
+        self._stop_at = self._resolved(db.now(), wait=True)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        offset = FeedOffset.from_json(start)
+        if offset.scan_key is not None:
+            if isinstance(limit, ReadMaxRows):
+                return FeedOffset(offset.resolved, self._scan_cut(offset, limit.max_rows)).to_json()
+            return FeedOffset(offset.resolved).to_json()
+        resolved = self._resolved(offset.resolved)
+        if self._stop_at is not None:
+            resolved = min(resolved, self._stop_at)
+        return FeedOffset(max(resolved, offset.resolved)).to_json()
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        pieces = plan_pieces(
+            FeedOffset.from_json(start),
+            FeedOffset.from_json(end),
+            self.span,
+            _range_starts(self.options.url),
+        )
+        return [InputPartition(piece) for piece in pieces]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return self.read_piece(partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        FeedOffset.from_json(end)  # nothing is held for the stream yet: see ARCHITECTURE
+
+    def stop(self) -> None:
+        if self._follower is not None:
+            self._follower.close()
+            self._follower = None
+
+    def _resolved(self, since: Timestamp, *, wait: bool = False) -> Timestamp:
+        if self._follower is None:
+            self._follower = ResolvedFollower(self.options.url, self.span, since)
+        return self._follower.current(wait_s=FIRST_CHECKPOINT_TIMEOUT_S if wait else 0.0)
+
+    def _scan_cut(self, offset: FeedOffset, max_rows: int) -> bytes | None:
+        """Where a scan batch of at most ``max_rows`` rows from ``offset`` ends (``None``:
+        the scan finishes in this batch)."""
+        start_key = offset.scan_key
+        if start_key is None:
+            return None
+        db = connection(self.options.url)
+        kvs = db.scan(start_key, self.span.end, as_of=offset.resolved, limit=max_rows + 1)
+        if len(kvs) <= max_rows:
+            return None
+        cut = row_split_key(kvs[-1].key)  # the row the limit reached is left for later
+        return cut if cut > start_key else prefix_end(cut)
+
+
+class FeedKVDataSource(DataSource):
+    """``format("feedkv")``: a table of a feedkv node as a batch or streaming source."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self.feed_options = SourceOptions.parse(options)
+        self._desc: TableDescriptor | None = None
+
+    @classmethod
+    def name(cls) -> str:
+        return "feedkv"
+
+    def _descriptor(self) -> TableDescriptor:
+        if self._desc is None:
+            self._desc = self.feed_options.descriptor(self.feed_options.as_of)
+        return self._desc
+
+    def schema(self) -> str:
+        return spark_ddl(self._descriptor(), diff=self.feed_options.diff)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        o = self.feed_options
+        if o.cursor is not None or "initial_scan" in o.given or "maxrowspertrigger" in o.given:
+            raise InvalidArgumentError(
+                "cursor, initial_scan and maxRowsPerTrigger are streaming options; "
+                "a batch read takes as_of"
+            )
+        ts = o.as_of or connection(o.url).now()
+        return _BatchReader(o, self._descriptor(), ts)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        if self.feed_options.as_of is not None:
+            raise InvalidArgumentError("as_of is a batch option; a stream starts at cursor")
+        return _StreamReader(self.feed_options, self._descriptor())

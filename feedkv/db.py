@@ -9,13 +9,15 @@ make from many threads at once.
 
 from __future__ import annotations
 
+import os
+import tempfile
 import threading
 import weakref
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from feedkv.errors import InvalidURLError
+from feedkv.errors import InvalidArgumentError, InvalidURLError
 from feedkv.kv.address import split_host_port
 from feedkv.kv.db import KVClient, LocalTransport
 from feedkv.kv.router import Transport
@@ -28,12 +30,14 @@ from feedkv.util.hlc import Clock, Timestamp
 from feedkv.util.keys import Span, check_key
 
 if TYPE_CHECKING:
-    from feedkv.changefeed.create import Changefeeds
+    from feedkv.changefeed.changefeed import ChangefeedSpec
+    from feedkv.changefeed.create import Changefeeds, Job
     from feedkv.sql.session import Result, Session
 
 __all__ = ["DB", "connect"]
 
 SCHEME = "feedkv://"
+RUNNERS = ("spark", "thread")
 
 
 def connect(
@@ -42,11 +46,20 @@ def connect(
     clock: Clock | None = None,
     config: StoreConfig | None = None,
     feed_config: FeedConfig | None = None,
+    changefeed_runner: str = "spark",
 ) -> DB:
     """Open a store directory in-process, or connect to ``feedkv://host:port``.
 
     ``clock``, ``config`` and ``feed_config`` apply to an embedded node only.
+    ``changefeed_runner`` says where ``CREATE CHANGEFEED ... INTO`` jobs run: ``spark``
+    (a Spark Structured Streaming query, :mod:`feedkv.spark.runner`) or ``thread`` (a
+    thread of this process: the changefeed core alone, for its tests and for programs
+    without Java).
     """
+    if changefeed_runner not in RUNNERS:
+        raise InvalidArgumentError(
+            f"changefeed_runner={changefeed_runner!r}: expected one of {', '.join(RUNNERS)}"
+        )
     text = str(target)
     if "://" in text:
         address = split_host_port(text.removeprefix(SCHEME).rstrip("/"))
@@ -61,11 +74,17 @@ def connect(
 
         transport = GrpcTransport(*address)
         feeds = GrpcFeedTransport(transport.channel, transport.address)
-        return DB(transport, feeds, target=text)
+        return DB(transport, feeds, target=text, changefeed_runner=changefeed_runner)
     if not text:
         raise InvalidURLError("cannot connect to '': give a store directory or feedkv://host:port")
     node = Node(text, listen=None, config=config, feed_config=feed_config, clock=clock)
-    return DB(LocalTransport(node.store, owned=False), node.feeds, target=text, node=node)
+    return DB(
+        LocalTransport(node.store, owned=False),
+        node.feeds,
+        target=text,
+        node=node,
+        changefeed_runner=changefeed_runner,
+    )
 
 
 class DB(KVClient):
@@ -76,8 +95,10 @@ class DB(KVClient):
         *,
         target: str = "",
         node: Node | None = None,
+        changefeed_runner: str = "spark",
     ) -> None:
         super().__init__(transport, target=target)
+        self.changefeed_runner = changefeed_runner
         self._feeds = feeds
         self._node = node
         self._open_feeds: weakref.WeakSet[RangeFeed] = weakref.WeakSet()
@@ -89,6 +110,13 @@ class DB(KVClient):
     def node(self) -> Node | None:
         """The embedded node (``None`` when connected to a server)."""
         return self._node
+
+    def serving_url(self) -> str:
+        """A ``feedkv://`` URL other processes can reach this database at: the server's
+        own, or (embedded) the node's, which starts serving on a loopback port."""
+        if self._node is None:
+            return self.target
+        return self._node.serve()
 
     def rangefeed(
         self, spans: Span | Iterable[Span], since: Timestamp, *, with_diff: bool = False
@@ -154,8 +182,18 @@ class DB(KVClient):
             if self._changefeeds is None:
                 from feedkv.changefeed.create import Changefeeds
 
-                self._changefeeds = Changefeeds(self)
+                spark = self.changefeed_runner == "spark"
+                self._changefeeds = Changefeeds(self, self._spark_job if spark else None)
             return self._changefeeds
+
+    def _spark_job(self, job_id: int, spec: ChangefeedSpec) -> Job:
+        from feedkv.spark.runner import SparkJob
+
+        if self._node is not None:
+            jobs = self._node.path / "changefeed-jobs"
+        else:
+            jobs = Path(tempfile.gettempdir()) / "feedkv-changefeed-jobs" / str(os.getpid())
+        return SparkJob(self.serving_url(), job_id, spec, jobs / str(job_id) / "checkpoint")
 
     def close(self) -> None:
         """Stop changefeeds, close open feeds, then the connection (and an embedded node).

@@ -12,6 +12,7 @@ rangefeeds, and the rangefeed layer only observes the store.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Self
@@ -37,23 +38,33 @@ class Node:
         feed_config: FeedConfig | None = None,
         clock: Clock | None = None,
     ) -> None:
-        address = parse_listen(listen) if listen is not None else None
         config = config or StoreConfig()
         if config.split_key is None:
             config = replace(config, split_key=row_split_key)
+        self.path = Path(store_path)
         self.store = Store(store_path, clock=clock, config=config)
         self.server: NodeServer | None = None
+        self._serve_lock = threading.Lock()
         try:
             self.feeds = StoreFeeds(self.store, feed_config)
-            if address is not None:
-                rangefeed = RangeFeedService(self.feeds).handler()
-                self.server = NodeServer(
-                    self.store, *address, more_methods={"RangeFeed": rangefeed}
-                )
-                self.server.start()
+            if listen is not None:
+                self.serve(listen)
         except BaseException:
             self.store.close()
             raise
+
+    def serve(self, listen: str = "127.0.0.1:0") -> str:
+        """Start the gRPC server (if it is not running) and return :attr:`url`: an
+        embedded node does this when other processes (Spark's) need to reach it."""
+        with self._serve_lock:
+            if self.server is None:
+                rangefeed = RangeFeedService(self.feeds).handler()
+                server = NodeServer(
+                    self.store, *parse_listen(listen), more_methods={"RangeFeed": rangefeed}
+                )
+                server.start()
+                self.server = server
+        return self.url
 
     @property
     def url(self) -> str:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -48,12 +48,19 @@ from feedkv.changefeed.schema_history import SchemaChange
 from feedkv.changefeed.sink import Message, Sink, SinkError
 from feedkv.errors import FeedKVError
 from feedkv.rangefeed.event import Checkpoint, Value
+from feedkv.sql.descriptor import TableDescriptor
 from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
     from feedkv.db import DB
 
-__all__ = ["Changefeed", "ChangefeedError", "ChangefeedSpec"]
+__all__ = [
+    "Changefeed",
+    "ChangefeedError",
+    "ChangefeedSpec",
+    "event_message",
+    "resolved_topics",
+]
 
 log = logging.getLogger(__name__)
 
@@ -267,44 +274,57 @@ class Changefeed:
 
     # Emitting.
 
-    def _topic(self, event: RowEvent) -> str:
-        base = self.spec.topics[event.table.id]
-        return f"{base}.{event.family.name}" if event.family is not None else base
-
     def _all_topics(self, ts: Timestamp) -> list[str]:
-        """Every topic rows may go to as of ``ts`` (a topic per family when families
-        are split), and any topic rows went to: each gets the resolved marker."""
-        split = self.spec.options.split_column_families
-        topics = set(self._topics_used)
-        for target in self.spec.targets:
-            base = self.spec.topics[target.table_id]
-            desc = self._decoder.histories[target.table_id].at(ts)
-            if target.family is not None:
-                topics.add(f"{base}.{target.family}")
-            elif split and desc is not None:
-                topics.update(f"{base}.{family.name}" for family in desc.families)
-            else:
-                topics.add(base)
-        return sorted(topics)
+        histories = self._decoder.histories
+        return resolved_topics(self.spec, lambda t: histories[t].at(ts), self._topics_used)
 
     def _emit(self, event: RowEvent) -> None:
-        if self._query is not None:
-            filtered = self._query.apply(event)
-            if filtered is None:
-                return
-            event = filtered
-        topic = self._topic(event)
-        self._topics_used.add(topic)
-        encoder = self._encoder
-        self._sink.emit_row(
-            Message(
-                topic,
-                encoder.encode_key(event, topic),
-                encoder.encode_value(event, topic),
-                event.mvcc_ts,
-                event.updated,
-                event.table.version,
-                event if self.spec.options.format in ("csv", "parquet") else None,
-            )
-        )
-        self.rows_emitted += 1
+        message = event_message(self.spec, self._encoder, self._query, event)
+        if message is not None:
+            self._topics_used.add(message.topic)
+            self._sink.emit_row(message)
+            self.rows_emitted += 1
+
+
+def event_message(
+    spec: ChangefeedSpec, encoder: Encoder, query: CDCQuery | None, event: RowEvent
+) -> Message | None:
+    """The message a row change becomes (``None``: a CDC query filtered it out)."""
+    if query is not None:
+        filtered = query.apply(event)
+        if filtered is None:
+            return None
+        event = filtered
+    base = spec.topics[event.table.id]
+    topic = f"{base}.{event.family.name}" if event.family is not None else base
+    return Message(
+        topic,
+        encoder.encode_key(event, topic),
+        encoder.encode_value(event, topic),
+        event.mvcc_ts,
+        event.updated,
+        event.table.version,
+        event if spec.options.format in ("csv", "parquet") else None,
+    )
+
+
+def resolved_topics(
+    spec: ChangefeedSpec,
+    descriptor: Callable[[int], TableDescriptor | None],
+    used: Iterable[str] = (),
+) -> list[str]:
+    """Every topic rows may go to (a topic per family when families are split, by
+    ``descriptor(table_id)`` of the moment), and any topic rows went to (``used``):
+    each gets the resolved marker."""
+    split = spec.options.split_column_families
+    topics = set(used)
+    for target in spec.targets:
+        base = spec.topics[target.table_id]
+        desc = descriptor(target.table_id)
+        if target.family is not None:
+            topics.add(f"{base}.{target.family}")
+        elif split and desc is not None:
+            topics.update(f"{base}.{family.name}" for family in desc.families)
+        else:
+            topics.add(base)
+    return sorted(topics)

@@ -19,8 +19,9 @@ import contextlib
 import dataclasses
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from feedkv.changefeed.changefeed import Changefeed, ChangefeedSpec
 from feedkv.changefeed.options import ChangefeedOptions, option_error, parse_options
@@ -33,6 +34,7 @@ from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.executor import ROW_IDS, Result
+from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
     from feedkv.db import DB
@@ -119,13 +121,57 @@ def _check_sinkless(options: ChangefeedOptions) -> None:
             raise option_error(f"option {name} is not usable without a sink")
 
 
-class Changefeeds:
-    """The changefeeds this process started; :meth:`close` stops them all."""
+class Job(Protocol):
+    """A running changefeed job: :meth:`run` blocks until it ends (raising how it
+    failed), :meth:`close` stops it from another thread."""
 
-    def __init__(self, db: DB) -> None:
+    @property
+    def spec(self) -> ChangefeedSpec: ...
+
+    @property
+    def high_water(self) -> Timestamp: ...
+
+    def run(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+JobFactory = Callable[[int, ChangefeedSpec], Job]
+
+
+class ThreadJob:
+    """A changefeed run by a thread of this process into its own sink."""
+
+    def __init__(self, changefeed: Changefeed, sink: Sink) -> None:
+        self.changefeed = changefeed
+        self.spec = changefeed.spec
+        self._sink = sink
+
+    @property
+    def high_water(self) -> Timestamp:
+        return self.changefeed.high_water
+
+    def run(self) -> None:
+        try:
+            self.changefeed.run()
+        finally:
+            self._sink.close()
+
+    def close(self) -> None:
+        self.changefeed.close()
+
+
+class Changefeeds:
+    """The changefeeds this process started; :meth:`close` stops them all.
+
+    Jobs (``CREATE CHANGEFEED ... INTO``) are made by ``make_job`` (the Spark runner
+    that :class:`~feedkv.db.DB` injects), or run as a :class:`ThreadJob` without one."""
+
+    def __init__(self, db: DB, make_job: JobFactory | None = None) -> None:
         self._db = db
+        self._make_job = make_job
         self._lock = threading.Lock()
-        self._running: dict[int, tuple[Changefeed, threading.Thread]] = {}
+        self._running: dict[int, tuple[Job, threading.Thread]] = {}
         self._errors: dict[int, BaseException] = {}
         self._sinkless: list[FeedResult] = []
 
@@ -133,13 +179,16 @@ class Changefeeds:
         plan = plan_changefeed(statement, session)
         if plan.sink is None:
             return self._start_sinkless(plan.spec)
-        sink = make_sink(plan.sink, plan.spec.options, start=plan.spec.start, db=self._db)
         job_id = ROW_IDS.next()
+        if self._make_job is not None:
+            changefeed: Job = self._make_job(job_id, plan.spec)
+        else:
+            sink = make_sink(plan.sink, plan.spec.options, start=plan.spec.start, db=self._db)
+            changefeed = ThreadJob(Changefeed(self._db, plan.spec, sink), sink)
         self._watch(plan.spec, job_id, watching=True)
-        changefeed = Changefeed(self._db, plan.spec, sink)
         thread = threading.Thread(
             target=self._run,
-            args=(job_id, changefeed, sink),
+            args=(job_id, changefeed),
             name=f"changefeed-{job_id}",
             daemon=True,
         )
@@ -148,7 +197,7 @@ class Changefeeds:
         thread.start()
         return Result(columns=("job_id",), rows=[(job_id,)], tag="CREATE CHANGEFEED")
 
-    def get(self, job_id: int) -> Changefeed | None:
+    def get(self, job_id: int) -> Job | None:
         with self._lock:
             found = self._running.get(job_id)
         return found[0] if found else None
@@ -184,7 +233,7 @@ class Changefeeds:
         for _changefeed, thread in running:
             thread.join()
 
-    def _run(self, job_id: int, changefeed: Changefeed, sink: Sink) -> None:
+    def _run(self, job_id: int, changefeed: Job) -> None:
         try:
             changefeed.run()
         except BaseException as exc:
@@ -192,7 +241,6 @@ class Changefeeds:
             with self._lock:
                 self._errors[job_id] = exc
         finally:
-            sink.close()
             with contextlib.suppress(FeedKVError):  # a closed node forgets nothing it had
                 self._watch(changefeed.spec, job_id, watching=False)
 

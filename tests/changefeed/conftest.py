@@ -23,6 +23,6 @@ def store_config() -> StoreConfig:
 @pytest.fixture
 def db(tmp_path: Path, store_config: StoreConfig) -> Iterator[DB]:
     """An embedded node on a real LMDB store in ``tmp_path``."""
-    database = feedkv.connect(tmp_path / "store", config=store_config)
+    database = feedkv.connect(tmp_path / "store", config=store_config, changefeed_runner="thread")
     yield database
     database.close()

@@ -34,7 +34,15 @@ from feedkv.changefeed.options import ChangefeedOptions, option_error
 from feedkv.changefeed.sink import BatchingSink, FlushConfig, Message, SinkError, SinkURI
 from feedkv.util.hlc import Timestamp
 
-__all__ = ["BlobStore", "CloudStorageClient", "LocalBlobs", "make", "name_ts"]
+__all__ = [
+    "BlobStore",
+    "CloudStorageClient",
+    "LocalBlobs",
+    "blob_store",
+    "file_sink",
+    "make",
+    "name_ts",
+]
 
 DEFAULT_FILE_SIZE = 16 << 20
 _PARTITIONS = {"daily": "%Y-%m-%d", "hourly": "%Y-%m-%d/%H", "flat": ""}
@@ -44,6 +52,19 @@ class BlobStore(Protocol):
     def put(self, name: str, data: bytes) -> None:
         """Write ``data`` as ``name`` (a relative path), durably and atomically: a
         reader sees the whole file or none of it. Raises SinkError."""
+        ...
+
+    def get(self, name: str) -> bytes | None:
+        """The contents of ``name`` (``None``: there is no such file)."""
+        ...
+
+    def rename(self, name: str, new_name: str) -> None:
+        """Move ``name`` to ``new_name`` durably (replacing it); a missing ``name``
+        that is already at ``new_name`` is no error, so a retried rename succeeds."""
+        ...
+
+    def delete(self, name: str) -> None:
+        """Remove ``name`` if it exists."""
         ...
 
     def close(self) -> None: ...
@@ -73,16 +94,49 @@ class LocalBlobs:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
-            fd = os.open(directory, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _fsync_dir(directory)
         except OSError as exc:
             raise SinkError(f"cannot write changefeed file {path}: {exc.strerror}") from exc
 
+    def get(self, name: str) -> bytes | None:
+        try:
+            with open(os.path.join(self.root, name), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise SinkError(f"cannot read changefeed file {name}: {exc.strerror}") from exc
+
+    def rename(self, name: str, new_name: str) -> None:
+        src, dst = os.path.join(self.root, name), os.path.join(self.root, new_name)
+        try:
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            os.replace(src, dst)
+            _fsync_dir(os.path.dirname(dst))
+        except FileNotFoundError:
+            if not os.path.exists(dst):
+                raise SinkError(f"cannot publish changefeed file {name}: it is gone") from None
+        except OSError as exc:
+            raise SinkError(f"cannot publish changefeed file {dst}: {exc.strerror}") from exc
+
+    def delete(self, name: str) -> None:
+        try:
+            os.remove(os.path.join(self.root, name))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise SinkError(f"cannot remove changefeed file {name}: {exc.strerror}") from exc
+
     def close(self) -> None:
         pass
+
+
+def _fsync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def name_ts(ts: Timestamp) -> str:
@@ -162,10 +216,23 @@ def _safe(topic: str) -> str:
 
 
 def make(uri: SinkURI, options: ChangefeedOptions, *, start: Timestamp, **_: Any) -> BatchingSink:
+    return file_sink(uri, blob_store(uri), options, start=start)
+
+
+def file_sink(
+    uri: SinkURI, blobs: BlobStore, options: ChangefeedOptions, *, start: Timestamp
+) -> BatchingSink:
+    """A sink writing changefeed files into ``blobs``, configured by ``uri``."""
     partition = uri.param("partition_format", "daily") or "daily"
     if partition not in _PARTITIONS:
         raise option_error(f"partition_format={partition!r} is not one of {', '.join(_PARTITIONS)}")
     file_size = uri.size_param("file_size", DEFAULT_FILE_SIZE)
+    client = CloudStorageClient(blobs, options, start=start, partition_format=partition)
+    return BatchingSink(client, flush=FlushConfig(messages=1 << 62, bytes=file_size))
+
+
+def blob_store(uri: SinkURI) -> BlobStore:
+    """The directory or bucket a ``file://`` or ``s3://`` URI names."""
     if uri.scheme == "file":
         if uri.host not in ("", "localhost"):
             raise option_error(
@@ -173,10 +240,7 @@ def make(uri: SinkURI, options: ChangefeedOptions, *, start: Timestamp, **_: Any
             )
         if not uri.path or uri.path == "/":
             raise option_error(f"sink URI {uri.uri!r} needs a directory: file:///path/to/dir")
-        blobs: BlobStore = LocalBlobs(uri.path)
-    else:
-        from feedkv.changefeed.sinks.s3 import S3Blobs
+        return LocalBlobs(uri.path)
+    from feedkv.changefeed.sinks.s3 import S3Blobs
 
-        blobs = S3Blobs(uri)
-    client = CloudStorageClient(blobs, options, start=start, partition_format=partition)
-    return BatchingSink(client, flush=FlushConfig(messages=1 << 62, bytes=file_size))
+    return S3Blobs(uri)

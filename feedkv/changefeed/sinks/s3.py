@@ -46,12 +46,46 @@ class S3Blobs:
         kwargs.setdefault("region_name", "us-east-1")
         self._client = boto3.client("s3", **kwargs)
 
+    def _key(self, name: str) -> str:
+        return f"{self.prefix}/{name}" if self.prefix else name
+
     def put(self, name: str, data: bytes) -> None:
-        key = f"{self.prefix}/{name}" if self.prefix else name
+        key = self._key(name)
         try:
             self._client.put_object(Bucket=self.bucket, Key=key, Body=data)
         except self._errors as exc:
             raise SinkError(f"cannot write s3://{self.bucket}/{key}: {exc}") from exc
+
+    def get(self, name: str) -> bytes | None:
+        key = self._key(name)
+        try:
+            body: bytes = self._client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except self._client.exceptions.NoSuchKey:
+            return None
+        except self._errors as exc:
+            raise SinkError(f"cannot read s3://{self.bucket}/{key}: {exc}") from exc
+        return body
+
+    def rename(self, name: str, new_name: str) -> None:
+        src, dst = self._key(name), self._key(new_name)
+        try:
+            self._client.copy_object(
+                Bucket=self.bucket, Key=dst, CopySource={"Bucket": self.bucket, "Key": src}
+            )
+        except self._client.exceptions.NoSuchKey:
+            if self.get(new_name) is None:
+                raise SinkError(f"cannot publish s3://{self.bucket}/{src}: it is gone") from None
+            return
+        except self._errors as exc:
+            raise SinkError(f"cannot publish s3://{self.bucket}/{dst}: {exc}") from exc
+        self.delete(name)
+
+    def delete(self, name: str) -> None:
+        key = self._key(name)
+        try:
+            self._client.delete_object(Bucket=self.bucket, Key=key)
+        except self._errors as exc:
+            raise SinkError(f"cannot remove s3://{self.bucket}/{key}: {exc}") from exc
 
     def close(self) -> None:
         self._client.close()

@@ -1,0 +1,376 @@
+"""A changefeed as a Spark Structured Streaming query: ``feedkv_changefeed`` in, sink out.
+
+The query reads ``spark.readStream.format("feedkv_changefeed")`` and writes
+``writeStream.format("feedkv_changefeed")``; both carry the changefeed's spec.
+
+- **Source.** The same offsets and pieces as the ``feedkv`` source
+  (:mod:`feedkv.spark.offsets`), over every target table. Tasks decode each piece's
+  changes into rows and encode them with the changefeed core's encoders, so a batch
+  arrives as messages (topic, key, value, timestamps). Each piece ends with a marker row
+  whose ``resolved`` column is the piece's upper bound: the timestamp the batch resolves.
+- **Sink.** Tasks send their messages; the driver's ``commit(batch id)`` writes the
+  resolved marker only after every task's messages are durable.
+
+  File and cloud-storage sinks are exactly-once. Tasks write their files under
+  ``.feedkv/staging/``; the commit records the batch's files in
+  ``.feedkv/manifests/<batch id>.json``, then moves each into place, then writes the
+  resolved marker. A replayed batch id finds its manifest: it finishes publishing the
+  files listed there and drops the replay's files, so nothing is written twice. Other
+  sinks (Kafka, webhook, SQL table) are at-least-once; every message carries its MVCC
+  timestamp so consumers can drop what they saw.
+
+The query's checkpoint holds the offsets, so a restarted query (after a crash, a
+pause, a node restart) continues from the last committed batch with no gap.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import pickle
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit
+from pyspark.sql.types import StructType
+
+from feedkv.changefeed.changefeed import ChangefeedSpec, event_message, resolved_topics
+from feedkv.changefeed.encoder import make_encoder
+from feedkv.changefeed.query import CDCQuery
+from feedkv.changefeed.rows import Target
+from feedkv.changefeed.schema_history import SchemaHistory
+from feedkv.changefeed.sink import Message, Sink, make_sink, parse_sink_uri
+from feedkv.changefeed.sinks.cloud_storage import BlobStore, blob_store, file_sink
+from feedkv.errors import InvalidArgumentError
+from feedkv.spark.offsets import FeedOffset, Piece, plan_pieces
+from feedkv.spark.rows import connection, piece_events
+from feedkv.spark.source import ResolvedFollower
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import Span
+
+__all__ = ["ChangefeedDataSource", "decode_spec", "encode_spec"]
+
+FILE_SCHEMES = ("file", "s3")
+MANIFESTS = ".feedkv/manifests"
+STAGING = ".feedkv/staging"
+
+SCHEMA = (
+    "topic STRING, key BINARY, value BINARY, mvcc_ts STRING, updated STRING, "
+    "schema_id BIGINT, row BINARY, resolved STRING"
+)
+_ARROW = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("mvcc_ts", pa.string()),
+        ("updated", pa.string()),
+        ("schema_id", pa.int64()),
+        ("row", pa.binary()),
+        ("resolved", pa.string()),
+    ]
+)
+BATCH_ROWS = 8192
+
+
+def encode_spec(spec: ChangefeedSpec) -> str:
+    """A spec as a Spark option value."""
+    return base64.b64encode(pickle.dumps(spec)).decode()
+
+
+def decode_spec(text: str) -> ChangefeedSpec:
+    spec = pickle.loads(base64.b64decode(text))
+    if not isinstance(spec, ChangefeedSpec):
+        raise InvalidArgumentError("the feedkv_changefeed option 'spec' is not a changefeed spec")
+    return spec
+
+
+@dataclass(frozen=True)
+class _Job:
+    url: str
+    spec: ChangefeedSpec
+
+    @classmethod
+    def from_options(cls, options: dict[str, str]) -> _Job:
+        for required in ("url", "spec"):
+            if not options.get(required):
+                raise InvalidArgumentError(f"feedkv_changefeed needs the option {required!r}")
+        return cls(options["url"], decode_spec(options["spec"]))
+
+
+# Reading.
+
+
+@dataclass(frozen=True)
+class _TablePiece:
+    target: Target
+    piece: Piece
+
+
+def _message_batches(job: _Job, part: _TablePiece) -> Iterator[pa.RecordBatch]:
+    spec = job.spec
+    options = spec.options
+    db = connection(job.url)
+    query = CDCQuery(spec.query) if spec.query is not None else None
+    encoder = make_encoder(options)
+    diff = options.diff or query is not None
+    rows_out = options.format in ("csv", "parquet")
+    columns: dict[str, list[Any]] = {name: [] for name in _ARROW.names}
+
+    def flush() -> pa.RecordBatch:
+        batch = pa.RecordBatch.from_arrays(
+            [pa.array(columns[n], type=_ARROW.field(n).type) for n in _ARROW.names],
+            schema=_ARROW,
+        )
+        for values in columns.values():
+            values.clear()
+        return batch
+
+    # The marker row comes first: the sink names files after the window's lower bound.
+    piece = part.piece
+    for name in _ARROW.names:
+        marker = {"resolved": str(piece.hi), "updated": str(piece.lo or piece.hi)}
+        columns[name].append(marker.get(name))
+    events = piece_events(
+        db, part.target, piece, diff=diff, split_families=options.split_column_families
+    )
+    for event in events:
+        message = event_message(spec, encoder, query, event)
+        if message is None:
+            continue
+        columns["topic"].append(message.topic)
+        columns["key"].append(message.key)
+        columns["value"].append(message.value)
+        columns["mvcc_ts"].append(str(message.mvcc_ts))
+        columns["updated"].append(str(message.updated))
+        columns["schema_id"].append(message.schema_id)
+        columns["row"].append(pickle.dumps(event) if rows_out else None)
+        columns["resolved"].append(None)
+        if len(columns["topic"]) >= BATCH_ROWS:
+            yield flush()
+    yield flush()
+
+
+class _ChangefeedReader(DataSourceStreamReader):
+    def __init__(self, job: _Job) -> None:
+        self.job = job
+        self._spans = [t.span for t in job.spec.targets]
+        self._follower: ResolvedFollower | None = None
+        self._initial: dict[str, Any] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_follower": None}
+
+    def initialOffset(self) -> dict[str, Any]:
+        if self._initial is None:
+            spec = self.job.spec
+            scan_key = min(s.start for s in self._spans) if spec.options.scans else None
+            self._initial = FeedOffset(spec.start, scan_key).to_json()
+        return self._initial
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        offset = FeedOffset.from_json(start)
+        if offset.scanning:
+            return FeedOffset(offset.resolved).to_json()  # the whole scan is one batch
+        if self.job.spec.options.initial_scan == "only":
+            return offset.to_json()
+        if self._follower is None:
+            whole = Span(min(s.start for s in self._spans), max(s.end for s in self._spans))
+            self._follower = ResolvedFollower(self.job.url, whole, offset.resolved)
+        resolved = max(self._follower.current(), offset.resolved)
+        end_time = self.job.spec.options.end_time
+        if end_time is not None:
+            resolved = min(resolved, max(end_time, offset.resolved))
+        return FeedOffset(resolved).to_json()
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        first, last = FeedOffset.from_json(start), FeedOffset.from_json(end)
+        boundaries = [info.span.start for info in connection(self.job.url).ranges()]
+        parts = []
+        for target in self.job.spec.targets:
+            span = target.span
+            table_start = FeedOffset(first.resolved, span.start) if first.scanning else first
+            for piece in plan_pieces(table_start, last, span, boundaries):
+                parts.append(InputPartition(_TablePiece(target, piece)))
+        return parts
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _message_batches(self.job, partition.value)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        FeedOffset.from_json(end)
+
+    def stop(self) -> None:
+        if self._follower is not None:
+            self._follower.close()
+            self._follower = None
+
+
+# Writing.
+
+
+@dataclass
+class _TaskResult(WriterCommitMessage):
+    resolved: Timestamp | None = None
+    lo: Timestamp | None = None
+    rows: int = 0
+    staged: list[tuple[str, str]] = field(default_factory=list)  # (staged name, final name)
+
+
+class _StagedBlobs:
+    """Writes a task's files under a staging prefix and remembers where each belongs."""
+
+    def __init__(self, blobs: BlobStore) -> None:
+        self._blobs = blobs
+        self._prefix = f"{STAGING}/{secrets.token_hex(8)}/"
+        self.staged: list[tuple[str, str]] = []
+
+    def put(self, name: str, data: bytes) -> None:
+        self._blobs.put(self._prefix + name, data)
+        self.staged.append((self._prefix + name, name))
+
+    def get(self, name: str) -> bytes | None:
+        return self._blobs.get(name)
+
+    def rename(self, name: str, new_name: str) -> None:
+        self._blobs.rename(name, new_name)
+
+    def delete(self, name: str) -> None:
+        self._blobs.delete(name)
+
+    def close(self) -> None:
+        self._blobs.close()
+
+
+def _message(row: Any) -> Message:
+    return Message(
+        row.topic,
+        row.key,
+        row.value,
+        Timestamp.parse(row.mvcc_ts),
+        Timestamp.parse(row.updated),
+        row.schema_id,
+        pickle.loads(row.row) if row.row is not None else None,
+    )
+
+
+class _ChangefeedWriter(DataSourceStreamWriter):
+    def __init__(self, job: _Job) -> None:
+        self.job = job
+        self.uri = parse_sink_uri(job.spec.sink_uri or "", job.spec.options)
+        self.exactly_once = self.uri.scheme in FILE_SCHEMES
+
+    def write(self, iterator: Iterator[Any]) -> _TaskResult:
+        result = _TaskResult()
+        staged: _StagedBlobs | None = None
+        sink: Sink | None = None
+        try:
+            for row in iterator:
+                if row.resolved is not None:  # a piece's marker: its window
+                    hi, lo = Timestamp.parse(row.resolved), Timestamp.parse(row.updated)
+                    result.resolved = max(result.resolved or hi, hi)
+                    result.lo = min(result.lo or lo, lo)
+                    continue
+                if sink is None:
+                    options = self.job.spec.options
+                    start = result.lo or self.job.spec.start
+                    if self.exactly_once:
+                        staged = _StagedBlobs(blob_store(self.uri))
+                        sink = file_sink(self.uri, staged, options, start=start)
+                    else:
+                        sink = make_sink(self.uri, options, start=start)
+                sink.emit_row(_message(row))
+                result.rows += 1
+            if sink is not None:
+                sink.flush()
+        finally:
+            if sink is not None:
+                sink.close()
+        if staged is not None:
+            result.staged = staged.staged
+        return result
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        results = [m for m in messages if isinstance(m, _TaskResult)]
+        resolved = max((m.resolved for m in results if m.resolved), default=None)
+        if self.exactly_once:
+            blobs = blob_store(self.uri)
+            try:
+                self._publish(blobs, batchId, results)
+            finally:
+                blobs.close()
+        if resolved is None or self.job.spec.options.resolved is None:
+            return
+        ts = resolved
+        db = connection(self.job.url)
+        histories: dict[int, SchemaHistory] = {}
+
+        def descriptor(table_id: int) -> Any:
+            history = histories.setdefault(table_id, SchemaHistory(db, table_id, ts))
+            return history.at(ts)
+
+        sink = make_sink(self.uri, self.job.spec.options, start=self.job.spec.start)
+        try:
+            sink.emit_resolved(ts, resolved_topics(self.job.spec, descriptor))
+        finally:
+            sink.close()
+
+    def _publish(self, blobs: BlobStore, batch_id: int, results: list[_TaskResult]) -> None:
+        name = f"{MANIFESTS}/{batch_id:020d}.json"
+        written = blobs.get(name)
+        staged = [pair for result in results for pair in result.staged]
+        if written is None:
+            blobs.put(name, json.dumps({"batch": batch_id, "files": staged}).encode())
+            files = staged
+        else:  # a replay: the batch's files are the ones its first run recorded
+            files = [tuple(pair) for pair in json.loads(written)["files"]]
+            for staged_name, _final in set(staged) - set(files):
+                blobs.delete(staged_name)
+        for staged_name, final in files:
+            blobs.rename(staged_name, final)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if not self.exactly_once:
+            return
+        blobs = blob_store(self.uri)
+        try:
+            for result in messages:
+                for staged_name, _final in getattr(result, "staged", []):
+                    blobs.delete(staged_name)
+        finally:
+            blobs.close()
+
+
+class ChangefeedDataSource(DataSource):
+    """``format("feedkv_changefeed")``: a changefeed's messages (read) and its sink
+    (write). Options: ``url`` (the node) and ``spec`` (:func:`encode_spec`)."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self.job = _Job.from_options(dict(options))
+
+    @classmethod
+    def name(cls) -> str:
+        return "feedkv_changefeed"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return _ChangefeedReader(self.job)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return _ChangefeedWriter(self.job)

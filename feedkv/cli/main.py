@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="run the end-to-end demo on an embedded store")
     demo.add_argument("--store", default="demo-data", help="store directory (recreated)")
-    demo.add_argument("--seconds", type=float, default=3.0, help="length of the workload")
+    demo.add_argument("--seconds", type=float, default=20.0, help="length of the workload")
 
     start = commands.add_parser("start", help="run a node: a store served over gRPC")
     start.add_argument("--store", required=True, help="store directory (created if missing)")

@@ -347,9 +347,14 @@ class _ChangefeedWriter(DataSourceStreamWriter):
             return
         blobs = blob_store(self.uri)
         try:
+            # A commit that failed after writing its manifest is finished by the replay:
+            # the files the manifest lists must stay.
+            written = blobs.get(f"{MANIFESTS}/{batchId:020d}.json")
+            keep = {pair[0] for pair in json.loads(written)["files"]} if written else set()
             for result in messages:
                 for staged_name, _final in getattr(result, "staged", []):
-                    blobs.delete(staged_name)
+                    if staged_name not in keep:
+                        blobs.delete(staged_name)
         finally:
             blobs.close()
 

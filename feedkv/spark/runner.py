@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from feedkv.changefeed.changefeed import ChangefeedError, ChangefeedSpec
-from feedkv.spark.changefeed_job import ChangefeedDataSource, encode_spec
+from feedkv.spark.changefeed_job import encode_spec
 from feedkv.spark.offsets import FeedOffset
 from feedkv.spark.session import spark_session
 
@@ -69,7 +69,9 @@ class SparkJob:
 
     def run(self) -> None:
         spark = spark_session(self._master)
-        spark.dataSource.register(ChangefeedDataSource)
+        # NB: Spark looks Python data sources up in the JVM's active session, which is
+        # per thread; this thread's must be the session they are registered with.
+        spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
         options = {"url": self._url, "spec": encode_spec(self.spec)}
         o = self.spec.options
         writer = (

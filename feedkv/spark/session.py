@@ -3,7 +3,8 @@
 ``spark_session()`` finds Java (:mod:`feedkv.spark.java`), points Spark's Python workers
 at this interpreter (so they import feedkv and its pinned dependencies), keeps every
 socket on loopback, turns off the web UI and console progress bars, and registers
-:class:`~feedkv.spark.source.FeedKVDataSource`. ``master`` defaults to the
+:class:`~feedkv.spark.source.FeedKVDataSource` and the changefeed jobs' source and
+sink (:class:`~feedkv.spark.changefeed_job.ChangefeedDataSource`). ``master`` defaults to the
 ``FEEDKV_SPARK_MASTER`` environment variable, then ``local[*]``.
 """
 
@@ -42,6 +43,7 @@ def spark_session(
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
+    from feedkv.spark.changefeed_job import ChangefeedDataSource
     from feedkv.spark.source import FeedKVDataSource
 
     builder = SparkSession.builder.appName(app_name).master(
@@ -52,4 +54,5 @@ def spark_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(FeedKVDataSource)
+    spark.dataSource.register(ChangefeedDataSource)
     return spark

@@ -1,0 +1,33 @@
+"""A real local Spark session, shared by the whole test session (it takes seconds to
+start), and a listening node on a real store for Spark's workers to reach."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import feedkv
+from feedkv import DB
+from feedkv.kv.store import StoreConfig
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    from feedkv.spark.session import spark_session
+
+    session = spark_session("local[2]")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[DB]:
+    """An embedded store that serves gRPC on loopback for Spark, closing 200 ms behind."""
+    config = StoreConfig(sync=False, closed_ts_target_ns=200_000_000, closed_ts_interval_s=0.05)
+    database = feedkv.connect(tmp_path / "store", config=config)
+    database.serving_url()
+    yield database
+    database.close()

@@ -1,0 +1,385 @@
+"""Tests for the exactly-once file publishing of feedkv.spark.changefeed_job, without
+Spark and without a node.
+
+The writer is driven as Spark would drive it: ``write()`` once per task with the task's
+rows (a marker row first, then messages), then ``commit(results, batch id)`` on the
+driver, or ``abort()``. Tasks stage their files under ``.feedkv/staging``; a commit
+records them in ``.feedkv/manifests/<batch id>.json`` and moves them into place. A
+replayed batch id (Spark re-running a batch after a crash) must publish each of the
+first run's files exactly once and drop the replay's own files. The sink directory is a
+real one under ``tmp_path``; crashes are simulated by putting files back where an
+unfinished commit would have left them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import pickle
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+from feedkv.changefeed.changefeed import ChangefeedSpec
+from feedkv.changefeed.options import parse_options
+from feedkv.changefeed.rows import Target
+from feedkv.changefeed.sink import SinkError
+from feedkv.changefeed.sinks.cloud_storage import name_ts
+from feedkv.errors import InvalidArgumentError
+from feedkv.spark.changefeed_job import (
+    MANIFESTS,
+    STAGING,
+    _ChangefeedWriter,
+    _Job,
+    _TaskResult,
+    decode_spec,
+    encode_spec,
+)
+from feedkv.util.hlc import Timestamp
+
+URL = "feedkv://127.0.0.1:1"  # never dialled: no option here needs the node
+TABLE_ID = 104
+START = Timestamp(1_700_000_000_000_000_000, 0)
+LO = Timestamp(1_700_000_001_000_000_000, 0)
+HI = Timestamp(1_700_000_002_000_000_000, 0)
+
+
+class Row(NamedTuple):
+    """A row of the ``feedkv_changefeed`` source as the writer reads it."""
+
+    topic: str | None
+    key: bytes | None
+    value: bytes | None
+    mvcc_ts: str | None
+    updated: str | None
+    schema_id: int | None
+    row: bytes | None
+    resolved: str | None
+
+
+def marker(lo: Timestamp = LO, hi: Timestamp = HI) -> Row:
+    """A piece's marker row: its window ``(lo, hi]``."""
+    return Row(None, None, None, None, str(lo), None, None, str(hi))
+
+
+def change(row_id: int, ts: Timestamp | None = None, topic: str = "t") -> Row:
+    ts = ts or HI
+    value = json.dumps({"after": {"id": row_id}}).encode()
+    return Row(topic, f"[{row_id}]".encode(), value, str(ts), str(ts), 1, None, None)
+
+
+def task(*row_ids: int) -> list[Row]:
+    """One task's rows: its piece's marker, then a change per id."""
+    return [marker(), *(change(i) for i in row_ids)]
+
+
+def make_spec(out: Path, *, sink_params: str = "") -> ChangefeedSpec:
+    return ChangefeedSpec(
+        targets=(Target(table_id=TABLE_ID),),
+        topics={TABLE_ID: "t"},
+        options=parse_options((), now=START),
+        start=START,
+        sink_uri=f"file://{out}{sink_params}",
+    )
+
+
+def make_writer(out: Path, *, sink_params: str = "") -> _ChangefeedWriter:
+    return _ChangefeedWriter(_Job(URL, make_spec(out, sink_params=sink_params)))
+
+
+@pytest.fixture
+def out(tmp_path: Path) -> Path:
+    return tmp_path / "out"
+
+
+@pytest.fixture
+def writer(out: Path) -> _ChangefeedWriter:
+    return make_writer(out)
+
+
+def relative_files(root: Path) -> list[str]:
+    if not root.exists():
+        return []
+    return sorted(
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.is_file() and not p.name.endswith(".tmp")
+    )
+
+
+def published(out: Path) -> dict[str, bytes]:
+    """The files a consumer of the sink sees: everything outside ``.feedkv``."""
+    return {
+        name: (out / name).read_bytes()
+        for name in relative_files(out)
+        if not name.startswith(".feedkv/")
+    }
+
+
+def staged_files(out: Path) -> list[str]:
+    return relative_files(out / STAGING)
+
+
+def manifest(out: Path, batch_id: int) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((out / MANIFESTS / f"{batch_id:020d}.json").read_text())
+    return loaded
+
+
+def manifest_files(out: Path, batch_id: int) -> list[tuple[str, str]]:
+    return [(staged, final) for staged, final in manifest(out, batch_id)["files"]]
+
+
+def lines_of(files: Iterable[bytes]) -> list[bytes]:
+    return [line for body in files for line in body.splitlines()]
+
+
+def values(rows: Iterable[Row]) -> list[bytes]:
+    return [r.value for r in rows if r.resolved is None and r.value is not None]
+
+
+# Writing and committing one batch.
+
+
+def test_written_files_stay_out_of_sight_until_the_batch_commits(
+    writer: _ChangefeedWriter, out: Path
+) -> None:
+    writer.write(iter(task(1, 2)))
+    assert staged_files(out)
+    assert published(out) == {}
+    assert not (out / MANIFESTS).exists()
+
+
+def test_a_task_result_names_each_staged_file_and_where_it_belongs(
+    writer: _ChangefeedWriter, out: Path
+) -> None:
+    result = writer.write(iter(task(1, 2, 3)))
+    assert result.rows == 3
+    assert (result.lo, result.resolved) == (LO, HI)
+    assert result.staged, "a task with messages stages at least one file"
+    for staged, final in result.staged:
+        assert staged.startswith(f"{STAGING}/") and staged.endswith("/" + final)
+        assert not final.startswith(".feedkv")
+        assert (out / staged).is_file()
+    assert sorted(s for s, _ in result.staged) == [f"{STAGING}/{n}" for n in staged_files(out)]
+
+
+def test_a_commit_publishes_the_staged_files_outside_the_feedkv_directory(
+    writer: _ChangefeedWriter, out: Path
+) -> None:
+    result = writer.write(iter(task(1, 2)))
+    writer.commit([result], 0)
+    finals = sorted(final for _staged, final in result.staged)
+    assert sorted(published(out)) == finals
+    assert staged_files(out) == []
+
+
+def test_the_manifest_lists_the_files_of_the_batch(writer: _ChangefeedWriter, out: Path) -> None:
+    first, second = writer.write(iter(task(1, 2))), writer.write(iter(task(3)))
+    writer.commit([first, second], 0)
+    assert (out / MANIFESTS / "00000000000000000000.json").is_file()
+    assert manifest(out, 0)["batch"] == 0
+    assert manifest_files(out, 0) == first.staged + second.staged
+    assert sorted(final for _staged, final in manifest_files(out, 0)) == sorted(published(out))
+
+
+def test_published_files_hold_the_values_written_one_per_line(
+    writer: _ChangefeedWriter, out: Path
+) -> None:
+    rows = task(1, 2, 3)
+    writer.commit([writer.write(iter(rows))], 0)
+    assert lines_of(published(out).values()) == values(rows)
+
+
+def test_every_task_of_a_batch_is_published(writer: _ChangefeedWriter, out: Path) -> None:
+    tasks = [task(1, 2), task(3), task(4, 5, 6)]
+    writer.commit([writer.write(iter(rows)) for rows in tasks], 0)
+    assert sorted(lines_of(published(out).values())) == sorted(
+        v for rows in tasks for v in values(rows)
+    )
+
+
+def test_a_task_that_writes_several_files_publishes_each_of_them(out: Path) -> None:
+    writer = make_writer(out, sink_params="?file_size=1")  # one message per file
+    rows = task(1, 2, 3, 4)
+    result = writer.write(iter(rows))
+    writer.commit([result], 0)
+    assert len(published(out)) == 4
+    assert sorted(lines_of(published(out).values())) == sorted(values(rows))
+
+
+def test_data_files_are_named_after_the_windows_lower_bound(
+    writer: _ChangefeedWriter, out: Path
+) -> None:
+    writer.commit([writer.write(iter(task(1)))], 0)
+    (name,) = published(out)
+    assert name.split("/")[-1].startswith(name_ts(LO) + "-")
+
+
+def test_a_task_result_spans_the_windows_of_all_its_markers(writer: _ChangefeedWriter) -> None:
+    early, late = Timestamp(LO.wall - 10, 0), Timestamp(HI.wall + 10, 0)
+    rows = [marker(LO, HI), marker(early, HI), marker(LO, late), change(1)]
+    result = writer.write(iter(rows))
+    assert (result.lo, result.resolved) == (early, late)
+
+
+def test_a_task_with_only_its_marker_stages_nothing_and_commits_an_empty_batch(
+    writer: _ChangefeedWriter, out: Path
+) -> None:
+    result = writer.write(iter([marker()]))
+    assert (result.rows, result.staged, result.resolved) == (0, [], HI)
+    writer.commit([result], 0)
+    assert published(out) == {}
+    assert manifest_files(out, 0) == []
+
+
+def test_successive_batches_each_get_a_manifest_and_publish_their_own_files(
+    writer: _ChangefeedWriter, out: Path
+) -> None:
+    first, second = task(1, 2), task(3)
+    writer.commit([writer.write(iter(first))], 0)
+    writer.commit([writer.write(iter(second))], 1)
+    assert sorted(relative_files(out / MANIFESTS)) == [
+        "00000000000000000000.json",
+        "00000000000000000001.json",
+    ]
+    assert sorted(lines_of(published(out).values())) == sorted(values(first + second))
+
+
+def test_a_commit_accepts_task_results_that_went_through_pickle(
+    writer: _ChangefeedWriter, out: Path
+) -> None:
+    rows = task(1, 2)
+    result = pickle.loads(pickle.dumps(writer.write(iter(rows))))
+    assert isinstance(result, _TaskResult)
+    writer.commit([result, None], 0)
+    assert lines_of(published(out).values()) == values(rows)
+
+
+# Replays: Spark runs a batch id again after a crash.
+
+
+def test_a_replayed_batch_publishes_nothing_twice(writer: _ChangefeedWriter, out: Path) -> None:
+    rows = task(1, 2, 3)
+    writer.commit([writer.write(iter(rows))], 0)
+    before = published(out)
+
+    replay = make_writer(out)  # a restarted query has a new writer
+    replay.commit([replay.write(iter(rows))], 0)
+
+    assert published(out) == before
+    assert lines_of(published(out).values()) == values(rows)
+
+
+def test_a_replayed_batch_deletes_the_files_the_replay_staged(
+    writer: _ChangefeedWriter, out: Path
+) -> None:
+    rows = task(1, 2)
+    writer.commit([writer.write(iter(rows))], 0)
+    recorded = manifest(out, 0)
+
+    again = writer.write(iter(rows))
+    assert again.staged and all((out / staged).is_file() for staged, _ in again.staged)
+    writer.commit([again], 0)
+
+    assert staged_files(out) == []
+    assert manifest(out, 0) == recorded
+
+
+def test_a_replay_finishes_publishing_a_file_the_first_commit_left_staged(
+    out: Path,
+) -> None:
+    writer = make_writer(out, sink_params="?file_size=1")
+    rows = task(1, 2, 3)
+    writer.commit([writer.write(iter(rows))], 0)
+    before = published(out)
+    staged, final = manifest_files(out, 0)[1]
+    (out / staged).parent.mkdir(parents=True, exist_ok=True)
+    (out / final).rename(out / staged)  # as if the commit died before this rename
+
+    writer.commit([], 0)
+
+    assert published(out) == before
+    assert staged_files(out) == []
+
+
+def test_a_replay_after_a_crash_before_any_rename_publishes_the_first_runs_files(
+    writer: _ChangefeedWriter, out: Path
+) -> None:
+    rows = task(1, 2, 3)
+    writer.commit([writer.write(iter(rows))], 0)
+    before = published(out)
+    for staged, final in manifest_files(out, 0):  # back to just after the manifest
+        (out / staged).parent.mkdir(parents=True, exist_ok=True)
+        (out / final).rename(out / staged)
+    assert published(out) == {}
+
+    replay = make_writer(out)
+    replay.commit([replay.write(iter(rows))], 0)
+
+    assert published(out) == before
+    assert lines_of(published(out).values()) == values(rows)
+    assert staged_files(out) == []
+
+
+# Aborting.
+
+
+def test_abort_deletes_the_staged_files_and_publishes_nothing(
+    writer: _ChangefeedWriter, out: Path
+) -> None:
+    results = [writer.write(iter(task(1, 2))), writer.write(iter(task(3)))]
+    assert staged_files(out)
+    writer.abort([*results, None], 0)
+    assert staged_files(out) == []
+    assert published(out) == {}
+    assert not (out / MANIFESTS).exists()
+
+
+def test_abort_after_a_full_commit_leaves_the_published_files_alone(
+    writer: _ChangefeedWriter, out: Path
+) -> None:
+    result = writer.write(iter(task(1, 2)))
+    writer.commit([result], 0)
+    before = published(out)
+    writer.abort([result], 0)
+    assert published(out) == before
+
+
+def test_a_commit_that_failed_after_its_manifest_is_finished_by_the_replay_despite_the_abort(
+    out: Path,
+) -> None:
+    # Spark calls abort(messages) when commit raises, then replays the batch id. Once the
+    # manifest is written it promises its files: the abort must not delete them.
+    writer = make_writer(out, sink_params="?file_size=1")  # one message per file
+    rows = task(1, 2, 3)
+    result = writer.write(iter(rows))
+    _staged, blocked = result.staged[1]
+    (out / blocked).mkdir(parents=True)  # a fault: the second file cannot be moved into place
+    with pytest.raises(SinkError):
+        writer.commit([result], 0)
+    writer.abort([result], 0)
+    (out / blocked).rmdir()  # the fault clears and the query restarts
+
+    replay = make_writer(out, sink_params="?file_size=1")
+    replay.commit([replay.write(iter(rows))], 0)
+
+    assert sorted(lines_of(published(out).values())) == sorted(values(rows))
+    assert staged_files(out) == []
+
+
+# The spec as a Spark option.
+
+
+def test_a_spec_survives_encoding_as_an_option_value(out: Path) -> None:
+    spec = make_spec(out)
+    text = encode_spec(spec)
+    assert isinstance(text, str)
+    assert decode_spec(text) == spec
+
+
+def test_decoding_an_option_value_that_is_not_a_spec_is_rejected() -> None:
+    text = base64.b64encode(pickle.dumps({"targets": [TABLE_ID]})).decode()
+    with pytest.raises(InvalidArgumentError, match="not a changefeed spec"):
+        decode_spec(text)

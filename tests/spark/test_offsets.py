@@ -1,0 +1,245 @@
+"""Tests for feedkv.spark.offsets: the stream's offsets as JSON and how a micro-batch
+between two offsets is cut into pieces. Pure logic: no Spark session, no node.
+
+A scan batch reads ``[scan_key, end.scan_key or span.end)`` as of the scan's timestamp;
+a changes batch reads ``(start.resolved, end.resolved]`` over the whole span. Either is
+cut at the range boundaries strictly inside what it reads, and the pieces cover it
+exactly, in key order, with no overlap.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from feedkv.errors import InvalidArgumentError, TimestampParseError
+from feedkv.spark.offsets import FeedOffset, Piece, plan_pieces
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import Span
+
+T1 = Timestamp(1_700_000_000_000_000_000, 3)
+T2 = Timestamp(1_700_000_005_000_000_000, 0)
+SPAN = Span(b"b", b"p")
+
+
+def spans_of(pieces: list[Piece]) -> list[tuple[bytes, bytes]]:
+    return [(p.span.start, p.span.end) for p in pieces]
+
+
+# FeedOffset as JSON.
+
+
+@pytest.mark.parametrize(
+    "offset",
+    [
+        FeedOffset(T1),
+        FeedOffset(T1, b"\x00\xffkey"),
+        FeedOffset(Timestamp(0, 0), b""),
+        FeedOffset(Timestamp(5, 0)),
+    ],
+    ids=["no-scan", "scanning", "zero-ts-empty-key", "logical-zero"],
+)
+def test_an_offset_survives_a_round_trip_through_json_text(offset: FeedOffset) -> None:
+    text = json.dumps(offset.to_json())
+    back = FeedOffset.from_json(json.loads(text))
+    assert back == offset
+    assert back.scanning == offset.scanning
+
+
+def test_an_offset_as_json_names_resolved_then_scan_key() -> None:
+    assert list(FeedOffset(T1, b"k").to_json()) == ["resolved", "scan_key"]
+    assert list(FeedOffset(T1).to_json()) == ["resolved", "scan_key"]
+
+
+def test_the_same_offset_always_gives_the_same_json_text() -> None:
+    first = json.dumps(FeedOffset(T1, b"\x01\x02").to_json())
+    again = json.dumps(FeedOffset(Timestamp(T1.wall, T1.logical), bytes([1, 2])).to_json())
+    assert first == again
+    assert first == '{"resolved": "1700000000000000000.0000000003", "scan_key": "0102"}'
+
+
+def test_a_finished_scan_is_written_with_a_null_scan_key() -> None:
+    assert FeedOffset(T2).to_json() == {"resolved": str(T2), "scan_key": None}
+
+
+def test_an_offset_without_a_scan_key_field_reads_as_a_finished_scan() -> None:
+    assert FeedOffset.from_json({"resolved": str(T1)}) == FeedOffset(T1)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        None,
+        "1700000000000000000.0000000003",
+        [str(T1), None],
+        {},
+        {"scan_key": None},
+        {"resolved": None, "scan_key": None},
+        {"resolved": 1700000000000000000, "scan_key": None},
+    ],
+    ids=["none", "string", "list", "empty-dict", "no-resolved", "null-resolved", "int-resolved"],
+)
+def test_reading_something_that_is_not_an_offset_is_rejected(data: Any) -> None:
+    with pytest.raises(InvalidArgumentError, match="not a feedkv offset"):
+        FeedOffset.from_json(data)
+
+
+@pytest.mark.parametrize(
+    "scan_key", ["zz", "abc", 12, ["00"]], ids=["non-hex", "odd", "int", "list"]
+)
+def test_an_offset_with_a_scan_key_that_is_not_hex_is_rejected(scan_key: Any) -> None:
+    with pytest.raises(InvalidArgumentError, match="bad scan_key"):
+        FeedOffset.from_json({"resolved": str(T1), "scan_key": scan_key})
+
+
+@pytest.mark.parametrize(
+    "resolved",
+    ["", "yesterday", "1.23", "-5.0000000000", "1700000000000000000.0000000003x"],
+)
+def test_an_offset_with_a_malformed_timestamp_is_rejected(resolved: str) -> None:
+    with pytest.raises(TimestampParseError, match="invalid timestamp"):
+        FeedOffset.from_json({"resolved": resolved, "scan_key": None})
+
+
+# plan_pieces: the initial scan.
+
+
+def test_a_scan_batch_reads_from_its_scan_key_to_the_span_end_when_the_scan_finishes() -> None:
+    pieces = plan_pieces(FeedOffset(T1, b"d"), FeedOffset(T1), SPAN, [])
+    assert pieces == [Piece(Span(b"d", b"p"), T1)]
+    assert all(p.is_scan for p in pieces)
+
+
+def test_a_scan_batch_reads_up_to_the_end_offsets_scan_key() -> None:
+    pieces = plan_pieces(FeedOffset(T1, b"b"), FeedOffset(T1, b"g"), SPAN, [])
+    assert pieces == [Piece(Span(b"b", b"g"), T1)]
+
+
+def test_a_scan_batch_is_cut_at_the_range_boundaries_inside_it() -> None:
+    pieces = plan_pieces(FeedOffset(T1, b"d"), FeedOffset(T1), SPAN, [b"f", b"k"])
+    assert spans_of(pieces) == [(b"d", b"f"), (b"f", b"k"), (b"k", b"p")]
+    assert all(p.hi == T1 and p.lo is None for p in pieces)
+
+
+def test_a_scan_batch_ignores_boundaries_at_or_outside_what_it_reads() -> None:
+    boundaries = [b"a", b"b", b"c", b"d", b"h", b"p", b"q"]
+    pieces = plan_pieces(FeedOffset(T1, b"d"), FeedOffset(T1, b"m"), SPAN, boundaries)
+    assert spans_of(pieces) == [(b"d", b"h"), (b"h", b"m")]
+
+
+def test_a_scan_batch_that_reads_no_keys_has_no_pieces() -> None:
+    assert plan_pieces(FeedOffset(T1, b"g"), FeedOffset(T1, b"g"), SPAN, [b"c"]) == []
+    assert plan_pieces(FeedOffset(T1, b"p"), FeedOffset(T1), SPAN, [b"c"]) == []
+    assert plan_pieces(FeedOffset(T1, b"x"), FeedOffset(T1), SPAN, [b"c"]) == []
+
+
+def test_a_scan_batch_must_end_at_the_scans_timestamp() -> None:
+    with pytest.raises(InvalidArgumentError, match="scan batch ends at the scan's timestamp"):
+        plan_pieces(FeedOffset(T1, b"d"), FeedOffset(T2), SPAN, [])
+    with pytest.raises(InvalidArgumentError, match="scan batch ends at the scan's timestamp"):
+        plan_pieces(FeedOffset(T1, b"d"), FeedOffset(T2, b"g"), SPAN, [])
+
+
+# plan_pieces: windows of changes.
+
+
+def test_a_changes_batch_reads_the_window_from_start_to_end_over_every_range() -> None:
+    pieces = plan_pieces(FeedOffset(T1), FeedOffset(T2), SPAN, [b"k", b"f"])
+    assert pieces == [
+        Piece(Span(b"b", b"f"), T2, T1),
+        Piece(Span(b"f", b"k"), T2, T1),
+        Piece(Span(b"k", b"p"), T2, T1),
+    ]
+    assert not any(p.is_scan for p in pieces)
+
+
+def test_a_changes_batch_ignores_boundaries_at_or_outside_the_span() -> None:
+    boundaries = [b"a", b"b", b"p", b"z", b"h", b"h"]
+    pieces = plan_pieces(FeedOffset(T1), FeedOffset(T2), SPAN, boundaries)
+    assert spans_of(pieces) == [(b"b", b"h"), (b"h", b"p")]
+
+
+def test_a_changes_batch_with_no_boundaries_inside_is_one_piece() -> None:
+    assert plan_pieces(FeedOffset(T1), FeedOffset(T2), SPAN, []) == [Piece(SPAN, T2, T1)]
+
+
+def test_a_batch_between_equal_offsets_has_no_pieces() -> None:
+    assert plan_pieces(FeedOffset(T1), FeedOffset(T1), SPAN, [b"f"]) == []
+
+
+def test_a_changes_batch_cannot_go_backwards() -> None:
+    with pytest.raises(InvalidArgumentError, match="offsets go backwards") as info:
+        plan_pieces(FeedOffset(T2), FeedOffset(T1), SPAN, [])
+    assert str(T1) in str(info.value) and str(T2) in str(info.value)
+
+
+def test_a_batch_cannot_go_from_a_finished_scan_back_into_a_scan() -> None:
+    with pytest.raises(InvalidArgumentError, match="finished scan back to"):
+        plan_pieces(FeedOffset(T1), FeedOffset(T1, b"d"), SPAN, [])
+    with pytest.raises(InvalidArgumentError, match="finished scan back to"):
+        plan_pieces(FeedOffset(T1), FeedOffset(T2, b"d"), SPAN, [])
+
+
+# Pieces cover what a batch reads exactly.
+
+_keys = st.binary(min_size=0, max_size=3)
+
+
+@st.composite
+def spans(draw: st.DrawFn) -> Span:
+    a, b = draw(st.lists(_keys, min_size=2, max_size=2, unique=True))
+    return Span(min(a, b), max(a, b))
+
+
+def assert_tiles(pieces: list[Piece], start: bytes, end: bytes, boundaries: list[bytes]) -> None:
+    """``pieces`` cover ``[start, end)`` in key order, back to back, cut exactly at the
+    boundaries strictly inside it."""
+    assert pieces, "a non-empty key range gives at least one piece"
+    assert pieces[0].span.start == start
+    assert pieces[-1].span.end == end
+    for before, after in itertools.pairwise(pieces):
+        assert before.span.end == after.span.start
+    cuts = [p.span.start for p in pieces[1:]]
+    assert cuts == sorted({b for b in boundaries if start < b < end})
+
+
+@settings(max_examples=300, deadline=None)
+@given(span=spans(), boundaries=st.lists(_keys, max_size=12))
+def test_the_pieces_of_a_changes_batch_tile_the_span(span: Span, boundaries: list[bytes]) -> None:
+    pieces = plan_pieces(FeedOffset(T1), FeedOffset(T2), span, boundaries)
+    assert_tiles(pieces, span.start, span.end, boundaries)
+    assert all(p.lo == T1 and p.hi == T2 for p in pieces)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    span=spans(),
+    boundaries=st.lists(_keys, max_size=12),
+    scan_from=_keys,
+    scan_to=st.none() | _keys,
+)
+def test_the_pieces_of_a_scan_batch_tile_the_keys_it_reads(
+    span: Span, boundaries: list[bytes], scan_from: bytes, scan_to: bytes | None
+) -> None:
+    pieces = plan_pieces(FeedOffset(T1, scan_from), FeedOffset(T1, scan_to), span, boundaries)
+    stop = span.end if scan_to is None else scan_to
+    if scan_from >= stop:
+        assert pieces == []
+        return
+    assert_tiles(pieces, scan_from, stop, boundaries)
+    assert all(p.is_scan and p.hi == T1 for p in pieces)
+
+
+@settings(max_examples=100, deadline=None)
+@given(span=spans(), boundaries=st.lists(_keys, max_size=12))
+def test_the_order_of_the_boundaries_does_not_change_the_pieces(
+    span: Span, boundaries: list[bytes]
+) -> None:
+    forward = plan_pieces(FeedOffset(T1), FeedOffset(T2), span, sorted(boundaries))
+    backward = plan_pieces(FeedOffset(T1), FeedOffset(T2), span, sorted(boundaries, reverse=True))
+    assert forward == backward

@@ -1,0 +1,120 @@
+"""The feedkv source and a changefeed job on a real local Spark session."""
+
+from __future__ import annotations
+
+import glob
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from feedkv import DB
+from feedkv.util.hlc import Timestamp
+
+DEADLINE_S = 120.0
+
+
+def wait_for(predicate: Any, timeout: float = DEADLINE_S) -> bool:
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    while not predicate():
+        if time.monotonic() > deadline:
+            return bool(predicate())
+        pause.wait(0.2)
+    return True
+
+
+def make_table(db: DB) -> None:
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, name STRING, price DECIMAL(10,2), ok BOOL)")
+    db.sql("INSERT INTO t VALUES (1, 'a', 1.50, true), (2, 'b', 2.25, false), (3, 'c', NULL, true)")
+
+
+def test_a_batch_read_is_the_table_as_of_a_timestamp_with_typed_columns(spark: Any, db: DB) -> None:
+    make_table(db)
+    before = db.now()
+    db.sql("UPDATE t SET name = 'changed' WHERE id = 1")
+
+    def reader() -> Any:  # NB: a DataFrameReader keeps the options it is given
+        return spark.read.format("feedkv").option("url", db.serving_url()).option("table", "t")
+
+    rows = reader().option("as_of", str(before)).load().orderBy("id").collect()
+    assert [(r.id, r.name, r.price, r.ok) for r in rows] == [
+        (1, "a", "1.50", True),
+        (2, "b", "2.25", False),
+        (3, "c", None, True),
+    ]
+    assert {r["__op"] for r in rows} == {"insert"}
+    assert [r["__key"] for r in rows] == ["[1]", "[2]", "[3]"]
+    now = reader().load().where("id = 1").collect()
+    assert now[0].name == "changed"
+
+
+def test_a_stream_reads_the_initial_scan_then_every_change_with_ops_and_before(
+    spark: Any, db: DB, tmp_path: Path
+) -> None:
+    make_table(db)
+    cursor = db.now()
+    db.sql("UPDATE t SET name = 'x' WHERE id = 2")
+    db.sql("DELETE FROM t WHERE id = 3")
+    db.sql("INSERT INTO t VALUES (4, 'd', 4.00, true)")
+    end = db.now()
+    assert wait_for(lambda: all(r.closed_ts >= end for r in db.ranges()))
+    seen: list[Any] = []
+    query = (
+        spark.readStream.format("feedkv")
+        .option("url", db.serving_url())
+        .option("table", "t")
+        .option("cursor", str(cursor))
+        .option("diff", "true")
+        .load()
+        .writeStream.foreachBatch(lambda df, _batch: seen.extend(df.collect()))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    changes = sorted(
+        (r.id, r["__op"], r.name, r["__before"]["name"] if r["__before"] else None) for r in seen
+    )
+    assert changes == [(2, "update", "x", "b"), (3, "delete", None, "c"), (4, "insert", "d", None)]
+
+
+def test_a_changefeed_job_runs_on_spark_and_its_files_match_the_store(
+    db: DB, tmp_path: Path
+) -> None:
+    make_table(db)
+    out = tmp_path / "out"
+    [(job_id,)] = db.sql(
+        f"CREATE CHANGEFEED FOR TABLE t INTO 'file://{out}' "
+        "WITH updated, key_in_value, resolved = '200ms', min_checkpoint_frequency = '200ms'"
+    ).rows
+    for i in range(5, 25):
+        db.sql("INSERT INTO t VALUES ($1, 'n', 1.00, true)", i)
+    db.sql("DELETE FROM t WHERE id < 10")
+    end = db.now()
+
+    def resolved() -> Timestamp:
+        markers = [
+            json.loads(Path(p).read_text())["resolved"] for p in glob.glob(f"{out}/*/*.RESOLVED")
+        ]
+        return max((Timestamp.parse(m) for m in markers), default=Timestamp(0, 0))
+
+    assert wait_for(lambda: resolved() >= end or db.changefeeds.error(job_id) is not None)
+    assert db.changefeeds.error(job_id) is None
+    newest: dict[int, tuple[Timestamp, Any]] = {}
+    lines = 0
+    for path in glob.glob(f"{out}/*/*.ndjson"):
+        for line in Path(path).read_text().splitlines():
+            message = json.loads(line)
+            lines += 1
+            ts = Timestamp.parse(message["updated"])
+            key = message["key"][0]
+            if key not in newest or newest[key][0] < ts:
+                newest[key] = (ts, message["after"])
+    expected = db.sql(f"SELECT id FROM t AS OF SYSTEM TIME '{end}'").rows
+    assert sorted(k for k, (_ts, after) in newest.items() if after is not None) == sorted(
+        r[0] for r in expected
+    )
+    assert lines == 3 + 20 + 8  # scan, inserts, deletes (ids 1-3, 5-9): each exactly once
+    db.changefeeds.cancel(job_id)

@@ -71,7 +71,8 @@ class SparkJob:
         spark = spark_session(self._master)
         # NB: Spark looks Python data sources up in the JVM's active session, which is
         # per thread; this thread's must be the session they are registered with.
-        spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
+        jvm: Any = spark._jvm
+        jvm.SparkSession.setActiveSession(spark._jsparkSession)
         options = {"url": self._url, "spec": encode_spec(self.spec)}
         o = self.spec.options
         writer = (

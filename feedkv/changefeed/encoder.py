@@ -39,7 +39,15 @@ from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.types import Kind
 from feedkv.util.hlc import Timestamp
 
-__all__ = ["Encoder", "JSONEncoder", "json_any", "json_value", "make_encoder"]
+__all__ = [
+    "Encoder",
+    "JSONEncoder",
+    "RowFormat",
+    "RowFormats",
+    "json_any",
+    "json_value",
+    "make_encoder",
+]
 
 
 class Encoder(Protocol):
@@ -133,7 +141,7 @@ def json_any(value: Any) -> str:
     return _dumps(str(value))
 
 
-class _RowFormat:
+class RowFormat:
     """How one descriptor version's rows become JSON objects: the ``"name": `` prefix
     and value formatter of every column, worked out once."""
 
@@ -163,16 +171,23 @@ class _RowFormat:
         )
 
 
+class RowFormats:
+    """The :class:`RowFormat` of each descriptor version, built on first use."""
+
+    def __init__(self) -> None:
+        self._formats: dict[tuple[int, int], RowFormat] = {}
+
+    def __call__(self, desc: TableDescriptor) -> RowFormat:
+        found = self._formats.get((desc.id, desc.version))
+        if found is None:
+            found = self._formats[(desc.id, desc.version)] = RowFormat(desc)
+        return found
+
+
 class JSONEncoder:
     def __init__(self, options: ChangefeedOptions) -> None:
         self._o = options
-        self._formats: dict[tuple[int, int], _RowFormat] = {}
-
-    def _format(self, desc: TableDescriptor) -> _RowFormat:
-        found = self._formats.get((desc.id, desc.version))
-        if found is None:
-            found = self._formats[(desc.id, desc.version)] = _RowFormat(desc)
-        return found
+        self._format = RowFormats()
 
     def encode_key(self, event: RowEvent, topic: str) -> bytes:
         return self._format(event.table).key_array(event.key).encode()
@@ -200,7 +215,7 @@ class JSONEncoder:
         crdb = '"__crdb__": {' + ", ".join(meta) + "}"
         return (body[:-1] + (", " if len(body) > 2 else "") + crdb + "}").encode()
 
-    def _metadata(self, event: RowEvent, topic: str, fmt: _RowFormat) -> list[str]:
+    def _metadata(self, event: RowEvent, topic: str, fmt: RowFormat) -> list[str]:
         """The ``key``, ``topic``, ``updated`` and ``mvcc_timestamp`` fields asked for."""
         o = self._o
         meta = []

@@ -113,21 +113,38 @@ def _changefeed_messages(out: Path) -> dict[str, list[dict[str, Any]]]:
     return found
 
 
+class _MessageCount:
+    """Counts the changefeed's messages for the display: published files never change,
+    so each is read once."""
+
+    def __init__(self, out: Path) -> None:
+        self._out = out
+        self._lines: dict[str, int] = {}
+
+    def __call__(self) -> int:
+        for path in glob.glob(str(self._out / "*" / "*.ndjson")):
+            if path not in self._lines:
+                with open(path, "rb") as f:
+                    self._lines[path] = sum(1 for _ in f)
+        return sum(self._lines.values())
+
+
 def _resolved(out: Path) -> Timestamp | None:
-    markers = sorted(Path(p).name for p in glob.glob(str(out / "*" / "*.RESOLVED")))
+    markers = glob.glob(str(out / "*" / "*.RESOLVED"))
     if not markers:
         return None
-    body = max(glob.glob(str(out / "*" / markers[-1])))
-    return Timestamp.parse(json.loads(Path(body).read_text())["resolved"])
+    newest = max(markers, key=lambda p: Path(p).name)  # names sort by timestamp
+    return Timestamp.parse(json.loads(Path(newest).read_text())["resolved"])
 
 
-def _progress(workload: _Workload, out: Path, job: Any, started: float, phase: str) -> Table:
+def _progress(
+    workload: _Workload, messages: _MessageCount, job: Any, started: float, phase: str
+) -> Table:
     table = Table(title=f"feedkv demo: {phase}", show_header=False)
-    messages = sum(len(v) for v in _changefeed_messages(out).values())
     high = job.high_water if job is not None else None
     lag = (time.time_ns() - high.wall) / 1e9 if high is not None and high.wall else None
     table.add_row("statements run", f"{workload.statements:,}")
-    table.add_row("changefeed rows written", f"{messages:,}")
+    table.add_row("changefeed rows written", f"{messages():,}")
     table.add_row("high-water mark", str(high) if high is not None else "-")
     table.add_row("lag (now - high water)", f"{lag:.1f} s" if lag is not None else "-")
     table.add_row("elapsed", f"{time.monotonic() - started:.0f} s")
@@ -219,12 +236,13 @@ def run_demo(store: Path, *, seconds: float) -> int:
             "WITH updated, key_in_value, resolved = '1s', min_checkpoint_frequency = '1s'"
         ).rows[0][0]
         job = db.changefeeds.get(job_id)
+        count = _MessageCount(out)
         writer = threading.Thread(target=workload.run, args=(seconds,), daemon=True)
         writer.start()
         with Live(console=console, refresh_per_second=2) as live:
             while writer.is_alive():
                 writer.join(0.5)
-                live.update(_progress(workload, out, job, started, "workload running"))
+                live.update(_progress(workload, count, job, started, "workload running"))
             end = db.now()
             deadline = time.monotonic() + CATCH_UP_TIMEOUT_S
             while (
@@ -233,7 +251,7 @@ def run_demo(store: Path, *, seconds: float) -> int:
                 and db.changefeeds.error(job_id) is None
             ):
                 time.sleep(0.5)  # wait-ok: the display refreshes while the job catches up
-                live.update(_progress(workload, out, job, started, "catching up"))
+                live.update(_progress(workload, count, job, started, "catching up"))
         failure = db.changefeeds.error(job_id)
         if failure is not None:
             console.print(f"[red]the changefeed job failed:[/] {failure}")

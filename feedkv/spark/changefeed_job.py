@@ -53,10 +53,10 @@ from feedkv.changefeed.sink import Message, Sink, make_sink, parse_sink_uri
 from feedkv.changefeed.sinks.cloud_storage import BlobStore, blob_store, file_sink
 from feedkv.errors import InvalidArgumentError
 from feedkv.spark.offsets import FeedOffset, Piece, plan_pieces
-from feedkv.spark.rows import connection, piece_events
-from feedkv.spark.source import ResolvedFollower
+from feedkv.spark.rows import BATCH_ROWS, ArrowBuffer, connection, piece_events
+from feedkv.spark.source import FollowingStreamReader, range_starts
+from feedkv.sql.descriptor import TableDescriptor
 from feedkv.util.hlc import Timestamp
-from feedkv.util.keys import Span
 
 __all__ = ["ChangefeedDataSource", "decode_spec", "encode_spec"]
 
@@ -80,7 +80,6 @@ _ARROW = pa.schema(
         ("resolved", pa.string()),
     ]
 )
-BATCH_ROWS = 8192
 
 
 def encode_spec(spec: ChangefeedSpec) -> str:
@@ -125,21 +124,13 @@ def _message_batches(job: _Job, part: _TablePiece) -> Iterator[pa.RecordBatch]:
     encoder = make_encoder(options)
     diff = options.diff or query is not None
     rows_out = options.format in ("csv", "parquet")
-    columns: dict[str, list[Any]] = {name: [] for name in _ARROW.names}
-
-    def flush() -> pa.RecordBatch:
-        batch = pa.RecordBatch.from_arrays(
-            [pa.array(columns[n], type=_ARROW.field(n).type) for n in _ARROW.names],
-            schema=_ARROW,
-        )
-        for values in columns.values():
-            values.clear()
-        return batch
+    buffer = ArrowBuffer(_ARROW)
+    columns = buffer.columns
 
     # The marker row comes first: the sink names files after the window's lower bound.
     piece = part.piece
+    marker = {"resolved": str(piece.hi), "updated": str(piece.lo or piece.hi)}
     for name in _ARROW.names:
-        marker = {"resolved": str(piece.hi), "updated": str(piece.lo or piece.hi)}
         columns[name].append(marker.get(name))
     events = piece_events(
         db, part.target, piece, diff=diff, split_families=options.split_column_families
@@ -156,27 +147,20 @@ def _message_batches(job: _Job, part: _TablePiece) -> Iterator[pa.RecordBatch]:
         columns["schema_id"].append(message.schema_id)
         columns["row"].append(pickle.dumps(event) if rows_out else None)
         columns["resolved"].append(None)
-        if len(columns["topic"]) >= BATCH_ROWS:
-            yield flush()
-    yield flush()
+        if len(buffer) >= BATCH_ROWS:
+            yield buffer.flush()
+    yield buffer.flush()
 
 
-class _ChangefeedReader(DataSourceStreamReader):
+class _ChangefeedReader(FollowingStreamReader):
     def __init__(self, job: _Job) -> None:
+        super().__init__(job.url, [t.span for t in job.spec.targets])
         self.job = job
-        self._spans = [t.span for t in job.spec.targets]
-        self._follower: ResolvedFollower | None = None
-        self._initial: dict[str, Any] | None = None
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_follower": None}
-
-    def initialOffset(self) -> dict[str, Any]:
-        if self._initial is None:
-            spec = self.job.spec
-            scan_key = min(s.start for s in self._spans) if spec.options.scans else None
-            self._initial = FeedOffset(spec.start, scan_key).to_json()
-        return self._initial
+    def start_offset(self) -> FeedOffset:
+        spec = self.job.spec
+        scan_key = min(s.start for s in self.spans) if spec.options.scans else None
+        return FeedOffset(spec.start, scan_key)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadAllAvailable()
@@ -187,10 +171,7 @@ class _ChangefeedReader(DataSourceStreamReader):
             return FeedOffset(offset.resolved).to_json()  # the whole scan is one batch
         if self.job.spec.options.initial_scan == "only":
             return offset.to_json()
-        if self._follower is None:
-            whole = Span(min(s.start for s in self._spans), max(s.end for s in self._spans))
-            self._follower = ResolvedFollower(self.job.url, whole, offset.resolved)
-        resolved = max(self._follower.current(), offset.resolved)
+        resolved = max(self.resolved(offset.resolved), offset.resolved)
         end_time = self.job.spec.options.end_time
         if end_time is not None:
             resolved = min(resolved, max(end_time, offset.resolved))
@@ -198,7 +179,7 @@ class _ChangefeedReader(DataSourceStreamReader):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         first, last = FeedOffset.from_json(start), FeedOffset.from_json(end)
-        boundaries = [info.span.start for info in connection(self.job.url).ranges()]
+        boundaries = range_starts(self.job.url)
         parts = []
         for target in self.job.spec.targets:
             span = target.span
@@ -209,14 +190,6 @@ class _ChangefeedReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _message_batches(self.job, partition.value)
-
-    def commit(self, end: dict[str, Any]) -> None:
-        FeedOffset.from_json(end)
-
-    def stop(self) -> None:
-        if self._follower is not None:
-            self._follower.close()
-            self._follower = None
 
 
 # Writing.
@@ -272,6 +245,10 @@ class _ChangefeedWriter(DataSourceStreamWriter):
         self.job = job
         self.uri = parse_sink_uri(job.spec.sink_uri or "", job.spec.options)
         self.exactly_once = self.uri.scheme in FILE_SCHEMES
+        self._histories: dict[int, SchemaHistory] = {}  # the driver's, across commits
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_histories": {}}
 
     def write(self, iterator: Iterator[Any]) -> _TaskResult:
         result = _TaskResult()
@@ -314,17 +291,18 @@ class _ChangefeedWriter(DataSourceStreamWriter):
                 blobs.close()
         if resolved is None or self.job.spec.options.resolved is None:
             return
-        ts = resolved
-        db = connection(self.job.url)
-        histories: dict[int, SchemaHistory] = {}
+        histories = self._histories
 
-        def descriptor(table_id: int) -> Any:
-            history = histories.setdefault(table_id, SchemaHistory(db, table_id, ts))
-            return history.at(ts)
+        def descriptor(table_id: int) -> TableDescriptor | None:
+            history = histories.get(table_id)
+            if history is None:
+                db = connection(self.job.url)
+                history = histories[table_id] = SchemaHistory(db, table_id, resolved)
+            return history.at(resolved)
 
         sink = make_sink(self.uri, self.job.spec.options, start=self.job.spec.start)
         try:
-            sink.emit_resolved(ts, resolved_topics(self.job.spec, descriptor))
+            sink.emit_resolved(resolved, resolved_topics(self.job.spec, descriptor))
         finally:
             sink.close()
 

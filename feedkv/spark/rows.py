@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from feedkv.changefeed.encoder import json_value
+from feedkv.changefeed.encoder import RowFormats
 from feedkv.changefeed.file_formats import arrow_type, arrow_value
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
 from feedkv.rangefeed.event import Value
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "META_COLUMNS",
+    "ArrowBuffer",
     "arrow_schema",
     "connection",
     "piece_events",
@@ -136,34 +137,38 @@ def _op(event: RowEvent) -> str:
     return "update" if event.had_before else "insert"
 
 
-def _key_json(event: RowEvent) -> str:
-    kinds = [c.type.kind for c in event.table.key_columns]
-    return "[" + ", ".join(json_value(k, v) for k, v in zip(kinds, event.key, strict=True)) + "]"
+class ArrowBuffer:
+    """Rows gathered column by column and handed out as record batches of ``schema``
+    (struct columns take dicts)."""
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        self.columns: dict[str, list[Any]] = {name: [] for name in schema.names}
+
+    def __len__(self) -> int:
+        return len(self.columns[self.schema.names[0]])
+
+    def flush(self) -> pa.RecordBatch:
+        batch = pa.RecordBatch.from_arrays(
+            [
+                pa.array(values, type=self.schema.field(name).type)
+                for name, values in self.columns.items()
+            ],
+            schema=self.schema,
+        )
+        for values in self.columns.values():
+            values.clear()
+        return batch
 
 
 def record_batches(
     events: Iterable[RowEvent], desc: TableDescriptor, *, diff: bool, size: int = BATCH_ROWS
 ) -> Iterator[pa.RecordBatch]:
     """``events`` as record batches of at most ``size`` rows in :func:`arrow_schema`."""
-    schema = arrow_schema(desc, diff=diff)
+    buffer = ArrowBuffer(arrow_schema(desc, diff=diff))
+    columns = buffer.columns
     kinds = {c.name: c.type.kind for c in desc.columns}
-    columns: dict[str, list[Any]] = {name: [] for name in schema.names}
-    befores: list[dict[str, Any] | None] = []
-    count = 0
-
-    def flush() -> pa.RecordBatch:
-        arrays = [
-            pa.array(columns[name], type=schema.field(name).type)
-            for name in schema.names
-            if name != "__before"
-        ]
-        if diff:
-            arrays.append(pa.array(befores, type=schema.field("__before").type))
-        for values in columns.values():
-            values.clear()
-        befores.clear()
-        return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
+    formats = RowFormats()
     for event in events:
         row = event.after
         if row is None:
@@ -172,17 +177,15 @@ def record_batches(
             columns[name].append(arrow_value(kind, row.get(name)))
         columns["__op"].append(_op(event))
         columns["__mvcc_ts"].append(str(event.mvcc_ts))
-        columns["__key"].append(_key_json(event))
+        columns["__key"].append(formats(event.table).key_array(event.key))
         if diff:
             before = event.before
-            befores.append(
+            columns["__before"].append(
                 None
                 if before is None
                 else {name: arrow_value(kind, before.get(name)) for name, kind in kinds.items()}
             )
-        count += 1
-        if count == size:
-            yield flush()
-            count = 0
-    if count:
-        yield flush()
+        if len(buffer) == size:
+            yield buffer.flush()
+    if len(buffer):
+        yield buffer.flush()

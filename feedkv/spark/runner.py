@@ -46,8 +46,6 @@ class SparkJob:
         self.spec = spec
         self.job_id = job_id
         self.high_water = spec.start
-        self.rows_emitted = 0
-        self.batches = 0
         self._url = url
         self._checkpoint = str(checkpoint_dir)
         self._master = master
@@ -107,25 +105,13 @@ class SparkJob:
             raise ChangefeedError(f"changefeed job {self.job_id} failed: {error}") from None
 
     def _track(self, query: Any) -> None:
-        for progress in query.recentProgress:
-            batch = progress.get("batchId", -1) if isinstance(progress, dict) else -1
-            if batch < self.batches:
-                continue
-            self.batches = batch + 1
-            for source in progress.get("sources", []):
-                end = source.get("endOffset")
-                if isinstance(end, str):
-                    end = json.loads(end)
-                if end:
-                    offset = FeedOffset.from_json(end)
-                    if not offset.scanning and offset.resolved > self.high_water:
-                        self.high_water = offset.resolved
-                self.rows_emitted += int(source.get("numInputRows", 0))
-
-    def progress(self) -> dict[str, Any]:
-        """What the job has done: batches, rows read, high-water mark."""
-        return {
-            "batches": self.batches,
-            "rows": self.rows_emitted,
-            "high_water": str(self.high_water),
-        }
+        """Moves the high-water mark to the end of the last finished batch."""
+        progress = query.lastProgress
+        for source in progress.get("sources", []) if progress else []:
+            end = source.get("endOffset")
+            if isinstance(end, str):
+                end = json.loads(end)
+            if end:
+                offset = FeedOffset.from_json(end)
+                if not offset.scanning and offset.resolved > self.high_water:
+                    self.high_water = offset.resolved

@@ -61,7 +61,13 @@ from feedkv.sql.row_codec import row_split_key, table_span
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, prefix_end
 
-__all__ = ["FeedKVDataSource", "SourceOptions"]
+__all__ = [
+    "FeedKVDataSource",
+    "FollowingStreamReader",
+    "ResolvedFollower",
+    "SourceOptions",
+    "range_starts",
+]
 
 FIRST_CHECKPOINT_TIMEOUT_S = 60.0
 
@@ -132,7 +138,8 @@ class SourceOptions:
         return catalog.table_by_name(snapshot, database, self.table)
 
 
-def _range_starts(url: str) -> list[bytes]:
+def range_starts(url: str) -> list[bytes]:
+    """Where each range of the node at ``url`` starts: the places to cut batches."""
     return [info.span.start for info in connection(url).ranges()]
 
 
@@ -158,7 +165,7 @@ class _BatchReader(_PieceReader, DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         start = FeedOffset(self.ts, table_span(self.desc.id).start)
         pieces = plan_pieces(
-            start, FeedOffset(self.ts), table_span(self.desc.id), _range_starts(self.options.url)
+            start, FeedOffset(self.ts), table_span(self.desc.id), range_starts(self.options.url)
         )
         return [InputPartition(piece) for piece in pieces]
 
@@ -167,13 +174,14 @@ class _BatchReader(_PieceReader, DataSourceReader):
 
 
 class ResolvedFollower:
-    """Follows a span's resolved timestamp through a rangefeed (values are ignored)."""
+    """Follows the resolved timestamp of ``spans`` through a rangefeed (values are
+    ignored)."""
 
-    def __init__(self, url: str, span: Span, since: Timestamp) -> None:
+    def __init__(self, url: str, spans: list[Span], since: Timestamp) -> None:
         self.resolved = since
         self.error: BaseException | None = None
         self._first = threading.Event()
-        self._feed = connection(url).rangefeed(span, since)
+        self._feed = connection(url).rangefeed(spans, since)
         self._thread = threading.Thread(target=self._run, name="feedkv-resolved", daemon=True)
         self._thread.start()
 
@@ -200,59 +208,28 @@ class ResolvedFollower:
         self._thread.join(timeout=10)
 
 
-class _StreamReader(_PieceReader, DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Lives in Spark's driver-side Python runner; pickled to executors for ``read``
-    before any feed is opened (all live state is created on first use)."""
+class FollowingStreamReader(DataSourceStreamReader):
+    """A stream reader of ``spans`` that follows their resolved timestamp. It lives in
+    Spark's driver-side Python runner and is pickled to executors for ``read`` before
+    any feed is opened: live state is created on first use. Subclasses say where a new
+    stream starts (:meth:`start_offset`)."""
 
-    def __init__(self, options: SourceOptions, desc: TableDescriptor) -> None:
-        super().__init__(options, desc)
-        self.span = table_span(desc.id)
+    def __init__(self, url: str, spans: list[Span]) -> None:
+        self.url = url
+        self.spans = spans
         self._follower: ResolvedFollower | None = None
-        self._stop_at: Timestamp | None = None
         self._initial: dict[str, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_follower"] = None
-        return state
+        return {**self.__dict__, "_follower": None}
+
+    def start_offset(self) -> FeedOffset:
+        raise NotImplementedError
 
     def initialOffset(self) -> dict[str, Any]:
         if self._initial is None:  # Spark asks more than once: the answer must not change
-            o = self.options
-            start = o.cursor or connection(o.url).now()
-            self._initial = FeedOffset(start, self.span.start if o.initial_scan else None).to_json()
+            self._initial = self.start_offset().to_json()
         return self._initial
-
-    def getDefaultReadLimit(self) -> ReadLimit:
-        rows = self.options.max_rows_per_trigger
-        return ReadMaxRows(rows) if rows is not None else ReadAllAvailable()
-
-    def prepareForTriggerAvailableNow(self) -> None:
-        db = connection(self.options.url)
-        self._stop_at = self._resolved(db.now(), wait=True)
-
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        offset = FeedOffset.from_json(start)
-        if offset.scan_key is not None:
-            if isinstance(limit, ReadMaxRows):
-                return FeedOffset(offset.resolved, self._scan_cut(offset, limit.max_rows)).to_json()
-            return FeedOffset(offset.resolved).to_json()
-        resolved = self._resolved(offset.resolved)
-        if self._stop_at is not None:
-            resolved = min(resolved, self._stop_at)
-        return FeedOffset(max(resolved, offset.resolved)).to_json()
-
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        pieces = plan_pieces(
-            FeedOffset.from_json(start),
-            FeedOffset.from_json(end),
-            self.span,
-            _range_starts(self.options.url),
-        )
-        return [InputPartition(piece) for piece in pieces]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return self.read_piece(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         FeedOffset.from_json(end)  # nothing is held for the stream yet: see ARCHITECTURE
@@ -262,10 +239,56 @@ class _StreamReader(_PieceReader, DataSourceStreamReader, SupportsTriggerAvailab
             self._follower.close()
             self._follower = None
 
-    def _resolved(self, since: Timestamp, *, wait: bool = False) -> Timestamp:
+    def resolved(self, since: Timestamp, *, wait: bool = False) -> Timestamp:
+        """The spans' resolved timestamp (following them from ``since`` on first use;
+        ``wait``: until it has moved once)."""
         if self._follower is None:
-            self._follower = ResolvedFollower(self.options.url, self.span, since)
+            self._follower = ResolvedFollower(self.url, self.spans, since)
         return self._follower.current(wait_s=FIRST_CHECKPOINT_TIMEOUT_S if wait else 0.0)
+
+
+class _StreamReader(_PieceReader, FollowingStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: SourceOptions, desc: TableDescriptor) -> None:
+        _PieceReader.__init__(self, options, desc)
+        self.span = table_span(desc.id)
+        FollowingStreamReader.__init__(self, options.url, [self.span])
+        self._stop_at: Timestamp | None = None
+
+    def start_offset(self) -> FeedOffset:
+        o = self.options
+        start = o.cursor or connection(o.url).now()
+        return FeedOffset(start, self.span.start if o.initial_scan else None)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        rows = self.options.max_rows_per_trigger
+        return ReadMaxRows(rows) if rows is not None else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        db = connection(self.options.url)
+        self._stop_at = self.resolved(db.now(), wait=True)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        offset = FeedOffset.from_json(start)
+        if offset.scan_key is not None:
+            if isinstance(limit, ReadMaxRows):
+                return FeedOffset(offset.resolved, self._scan_cut(offset, limit.max_rows)).to_json()
+            return FeedOffset(offset.resolved).to_json()
+        resolved = self.resolved(offset.resolved)
+        if self._stop_at is not None:
+            resolved = min(resolved, self._stop_at)
+        return FeedOffset(max(resolved, offset.resolved)).to_json()
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        pieces = plan_pieces(
+            FeedOffset.from_json(start),
+            FeedOffset.from_json(end),
+            self.span,
+            range_starts(self.options.url),
+        )
+        return [InputPartition(piece) for piece in pieces]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return self.read_piece(partition)
 
     def _scan_cut(self, offset: FeedOffset, max_rows: int) -> bytes | None:
         """Where a scan batch of at most ``max_rows`` rows from ``offset`` ends (``None``:

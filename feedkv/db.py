@@ -9,8 +9,6 @@ make from many threads at once.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import threading
 import weakref
 from collections.abc import Iterable
@@ -26,12 +24,14 @@ from feedkv.node import Node
 from feedkv.rangefeed.client import FeedTransport, RangeFeed
 from feedkv.rangefeed.event import Value
 from feedkv.rangefeed.store_feeds import FeedConfig
+from feedkv.sql import catalog
 from feedkv.util.hlc import Clock, Timestamp
 from feedkv.util.keys import Span, check_key
 
 if TYPE_CHECKING:
-    from feedkv.changefeed.changefeed import ChangefeedSpec
     from feedkv.changefeed.create import Changefeeds, Job
+    from feedkv.changefeed.jobs import JobRecord
+    from feedkv.changefeed.registry import JobFactory
     from feedkv.sql.session import Result, Session
 
 __all__ = ["DB", "connect"]
@@ -47,14 +47,17 @@ def connect(
     config: StoreConfig | None = None,
     feed_config: FeedConfig | None = None,
     changefeed_runner: str = "spark",
+    spark_master: str | None = None,
 ) -> DB:
     """Open a store directory in-process, or connect to ``feedkv://host:port``.
 
-    ``clock``, ``config`` and ``feed_config`` apply to an embedded node only.
-    ``changefeed_runner`` says where ``CREATE CHANGEFEED ... INTO`` jobs run: ``spark``
-    (a Spark Structured Streaming query, :mod:`feedkv.spark.runner`) or ``thread`` (a
-    thread of this process: the changefeed core alone, for its tests and for programs
-    without Java).
+    ``clock``, ``config`` and ``feed_config`` apply to an embedded node only, and so do
+    the job settings: an embedded node runs the store's changefeed jobs (resuming those
+    that were running when it last stopped), a server runs its own. ``changefeed_runner``
+    says how: ``spark`` (a Spark Structured Streaming query on ``spark_master``, by
+    default ``$FEEDKV_SPARK_MASTER`` or ``local[*]``; :mod:`feedkv.spark.runner`) or
+    ``thread`` (a thread of this process: the changefeed core alone, for its tests and
+    for programs without Java).
     """
     if changefeed_runner not in RUNNERS:
         raise InvalidArgumentError(
@@ -78,13 +81,21 @@ def connect(
     if not text:
         raise InvalidURLError("cannot connect to '': give a store directory or feedkv://host:port")
     node = Node(text, listen=None, config=config, feed_config=feed_config, clock=clock)
-    return DB(
+    db = DB(
         LocalTransport(node.store, owned=False),
         node.feeds,
         target=text,
         node=node,
         changefeed_runner=changefeed_runner,
+        spark_master=spark_master,
     )
+    try:
+        if db.scan(*catalog.job_span(), limit=1):
+            db.changefeeds.start()  # resume the jobs this node was running
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
 class DB(KVClient):
@@ -96,9 +107,11 @@ class DB(KVClient):
         target: str = "",
         node: Node | None = None,
         changefeed_runner: str = "spark",
+        spark_master: str | None = None,
     ) -> None:
         super().__init__(transport, target=target)
         self.changefeed_runner = changefeed_runner
+        self.spark_master = spark_master
         self._feeds = feeds
         self._node = node
         self._open_feeds: weakref.WeakSet[RangeFeed] = weakref.WeakSet()
@@ -177,23 +190,35 @@ class DB(KVClient):
 
     @property
     def changefeeds(self) -> Changefeeds:
-        """The changefeeds started through this connection's sessions."""
+        """Changefeeds and changefeed jobs (an embedded node's job registry runs them)."""
         with self._feeds_lock:
             if self._changefeeds is None:
-                from feedkv.changefeed.create import Changefeeds
+                from feedkv.changefeed.create import Changefeeds, thread_jobs
+                from feedkv.changefeed.registry import JobRegistry
 
-                spark = self.changefeed_runner == "spark"
-                self._changefeeds = Changefeeds(self, self._spark_job if spark else None)
+                registry = None
+                if self._node is not None:
+                    spark = self.changefeed_runner == "spark"
+                    make_job = self._spark_jobs(self._node) if spark else thread_jobs(self)
+                    registry = JobRegistry(self, self._node.node_id, make_job)
+                self._changefeeds = Changefeeds(self, registry)
             return self._changefeeds
 
-    def _spark_job(self, job_id: int, spec: ChangefeedSpec) -> Job:
+    def _spark_jobs(self, node: Node) -> JobFactory:
+        """Runs each job as a Spark query whose checkpoint lives in the store directory."""
         from feedkv.spark.runner import SparkJob
 
-        if self._node is not None:
-            jobs = self._node.path / "changefeed-jobs"
-        else:
-            jobs = Path(tempfile.gettempdir()) / "feedkv-changefeed-jobs" / str(os.getpid())
-        return SparkJob(self.serving_url(), job_id, spec, jobs / str(job_id) / "checkpoint")
+        def make(record: JobRecord) -> Job:
+            checkpoint = node.path / "changefeed-jobs" / str(record.id) / "checkpoint"
+            return SparkJob(
+                self.serving_url(),
+                record.id,
+                record.resume_spec(),
+                checkpoint,
+                master=self.spark_master,
+            )
+
+        return make
 
     def close(self) -> None:
         """Stop changefeeds, close open feeds, then the connection (and an embedded node).

@@ -12,6 +12,7 @@ rangefeeds, and the rangefeed layer only observes the store.
 
 from __future__ import annotations
 
+import secrets
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -43,6 +44,7 @@ class Node:
             config = replace(config, split_key=row_split_key)
         self.path = Path(store_path)
         self.store = Store(store_path, clock=clock, config=config)
+        self.node_id = _node_id(self.path)
         self.server: NodeServer | None = None
         self._serve_lock = threading.Lock()
         try:
@@ -86,3 +88,11 @@ class Node:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _node_id(path: Path) -> str:
+    """The node's identity, kept in its store directory (job leases name it)."""
+    file = path / "node-id"
+    if not file.exists():
+        file.write_text(secrets.token_hex(8) + "\n")
+    return file.read_text().strip()

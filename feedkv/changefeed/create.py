@@ -1,5 +1,5 @@
-"""``CREATE CHANGEFEED`` and ``EXPERIMENTAL CHANGEFEED``: from a statement to a running
-changefeed.
+"""``CREATE CHANGEFEED``, ``EXPERIMENTAL CHANGEFEED`` and the job statements: from a
+statement to a running changefeed, and the control of it.
 
 :func:`plan_changefeed` checks everything before anything starts: the user is an admin,
 the tables (and families) exist as of the statement's timestamp, every option and the
@@ -8,28 +8,47 @@ creates nothing.
 
 :class:`Changefeeds` is the SQL session's way to start changefeeds (the
 ``changefeeds`` service of :class:`~feedkv.sql.session.Session`). A sinkless changefeed
-streams back as a :class:`~feedkv.changefeed.sinkless.FeedResult`; one with a sink runs
-in a thread of this process and the statement returns its ``job_id``. (Jobs that
-persist, pause, resume and run on Spark replace that thread in the Spark layer.)
+streams back as a :class:`~feedkv.changefeed.sinkless.FeedResult`; one with a sink
+becomes a job record (:mod:`feedkv.changefeed.jobs`) that a node's registry
+(:mod:`feedkv.changefeed.registry`) runs, and the statement returns its ``job_id``.
+``ALTER CHANGEFEED`` changes a paused job's targets and options, checked as strictly as
+a new changefeed's; it cannot change where the job started (``cursor``,
+``initial_scan``), and an added table is followed from the job's high-water mark.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from feedkv.changefeed.changefeed import Changefeed, ChangefeedSpec
+from feedkv.changefeed.jobs import (
+    ACTIVE,
+    CANCEL_REQUESTED,
+    CANCELED,
+    PAUSE_REQUESTED,
+    PAUSED,
+    RUNNING,
+    SHOW_COLUMNS,
+    JobRecord,
+    get_job,
+    list_jobs,
+    put_job,
+    redacted,
+    show_row,
+)
 from feedkv.changefeed.options import ChangefeedOptions, option_error, parse_options
 from feedkv.changefeed.query import CDCQuery
+from feedkv.changefeed.registry import JobFactory, JobRegistry
 from feedkv.changefeed.rows import Target
 from feedkv.changefeed.sink import SINK_OPTIONS, Sink, SinkURI, make_sink, parse_sink_uri
 from feedkv.changefeed.sinkless import COLUMNS, ChannelSink, FeedResult
-from feedkv.errors import FeedKVError, SQLError
+from feedkv.errors import SQLError
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
@@ -40,7 +59,7 @@ if TYPE_CHECKING:
     from feedkv.db import DB
     from feedkv.sql.session import Session
 
-__all__ = ["Changefeeds", "Plan", "plan_changefeed"]
+__all__ = ["Changefeeds", "Job", "Plan", "ThreadJob", "plan_changefeed", "thread_jobs"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +68,7 @@ log = logging.getLogger(__name__)
 class Plan:
     spec: ChangefeedSpec
     sink: SinkURI | None
+    now: Timestamp  # the statement's timestamp
 
 
 def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
@@ -60,12 +80,7 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
     db = session.db
     now = db.now()
     snapshot = catalog.Snapshot(db, now)
-    user = catalog.get_user(snapshot, session.user)
-    if user is None or not user.admin:
-        raise SQLError(
-            "42501",
-            f"user {session.user} does not have the admin role needed to create a changefeed",
-        )
+    _require_admin(session, "create a changefeed")
     options = parse_options(statement.options, now=now)
     query = None
     if statement.query is not None:
@@ -85,9 +100,7 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
         targets.append(target)
         if query is not None:
             query.check(desc)
-        topics[desc.id] = (
-            f"{database.name}.public.{desc.name}" if options.full_table_name else desc.name
-        )
+        topics[desc.id] = _topic(database.name, desc.name, options)
     sink = None
     if statement.sink is not None:
         sink = parse_sink_uri(statement.sink, options)
@@ -108,7 +121,7 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
         user=session.user,
         query=statement.query.text if statement.query is not None else None,
     )
-    return Plan(spec, sink)
+    return Plan(spec, sink, now)
 
 
 def _check_sinkless(options: ChangefeedOptions) -> None:
@@ -136,9 +149,6 @@ class Job(Protocol):
     def close(self) -> None: ...
 
 
-JobFactory = Callable[[int, ChangefeedSpec], Job]
-
-
 class ThreadJob:
     """A changefeed run by a thread of this process into its own sink."""
 
@@ -161,97 +171,152 @@ class ThreadJob:
         self.changefeed.close()
 
 
+def thread_jobs(db: DB) -> JobFactory:
+    """Runs each job as a :class:`ThreadJob` from its high-water mark."""
+
+    def make(record: JobRecord) -> Job:
+        spec = record.resume_spec()
+        uri = parse_sink_uri(spec.sink_uri or "", spec.options)
+        sink = make_sink(uri, spec.options, start=spec.start, db=db)
+        return ThreadJob(Changefeed(db, spec, sink), sink)
+
+    return make
+
+
 class Changefeeds:
-    """The changefeeds this process started; :meth:`close` stops them all.
+    """The SQL session's changefeed service: ``CREATE CHANGEFEED`` and the job
+    statements (``SHOW CHANGEFEED JOBS``, ``PAUSE`` / ``RESUME`` / ``CANCEL JOB``,
+    ``ALTER CHANGEFEED``). :meth:`close` stops the sinkless feeds it started.
 
-    Jobs (``CREATE CHANGEFEED ... INTO``) are made by ``make_job`` (the Spark runner
-    that :class:`~feedkv.db.DB` injects), or run as a :class:`ThreadJob` without one."""
+    ``CREATE CHANGEFEED ... INTO`` writes a job record; the node's ``registry`` (given
+    when this process runs a node) runs it. A client of a remote node has none: the
+    server's registry adopts the job."""
 
-    def __init__(self, db: DB, make_job: JobFactory | None = None) -> None:
+    def __init__(self, db: DB, registry: JobRegistry | None = None) -> None:
         self._db = db
-        self._make_job = make_job
+        self._registry = registry
         self._lock = threading.Lock()
-        self._running: dict[int, tuple[Job, threading.Thread]] = {}
-        self._errors: dict[int, BaseException] = {}
         self._sinkless: list[FeedResult] = []
 
     def create(self, statement: st.CreateChangefeed, session: Session, params: Any = ()) -> Result:
         plan = plan_changefeed(statement, session)
         if plan.sink is None:
             return self._start_sinkless(plan.spec)
-        job_id = ROW_IDS.next()
-        if self._make_job is not None:
-            changefeed: Job = self._make_job(job_id, plan.spec)
-        else:
-            sink = make_sink(plan.sink, plan.spec.options, start=plan.spec.start, db=self._db)
-            changefeed = ThreadJob(Changefeed(self._db, plan.spec, sink), sink)
-        self._watch(plan.spec, job_id, watching=True)
-        thread = threading.Thread(
-            target=self._run,
-            args=(job_id, changefeed),
-            name=f"changefeed-{job_id}",
-            daemon=True,
-        )
-        with self._lock:
-            self._running[job_id] = (changefeed, thread)
-        thread.start()
-        return Result(columns=("job_id",), rows=[(job_id,)], tag="CREATE CHANGEFEED")
+        # The sink is made once to check it (its parameters, its table...): a job
+        # that could never write is refused now, not found failed later.
+        make_sink(plan.sink, plan.spec.options, start=plan.spec.start, db=self._db).close()
+        record = JobRecord(ROW_IDS.next(), plan.spec, created=plan.now)
+        self._db.run_transaction(lambda txn: put_job(txn, record, watching=True))
+        if self._registry is not None:
+            self._registry.start()
+            self._registry.poke()
+        return Result(columns=("job_id",), rows=[(record.id,)], tag="CREATE CHANGEFEED")
+
+    def execute(self, statement: st.Statement, session: Session) -> Result:
+        """Run a job statement."""
+        _require_admin(session, "manage changefeed jobs")
+        if isinstance(statement, st.ShowChangefeedJobs):
+            return self._show(statement.job_id)
+        if isinstance(statement, st.ControlJob):
+            return self._control(statement.action, statement.job_id)
+        if isinstance(statement, st.AlterChangefeed):
+            return self._alter(statement, session)
+        raise SQLError("0A000", f"not a job statement: {statement.text}")
+
+    def record(self, job_id: int) -> JobRecord | None:
+        """Job ``job_id`` as it is recorded now."""
+        return get_job(catalog.Snapshot(self._db, self._db.now()), job_id)
 
     def get(self, job_id: int) -> Job | None:
-        with self._lock:
-            found = self._running.get(job_id)
-        return found[0] if found else None
+        """Job ``job_id`` if this process runs it."""
+        return self._registry.running(job_id) if self._registry is not None else None
 
-    def error(self, job_id: int) -> BaseException | None:
-        """How changefeed ``job_id`` failed, if it did."""
-        with self._lock:
-            return self._errors.get(job_id)
+    def error(self, job_id: int) -> str | None:
+        """How job ``job_id`` failed (or why it paused), if it did."""
+        record = self.record(job_id)
+        return record.error or None if record is not None else None
 
     def wait(self, job_id: int, timeout: float | None = None) -> bool:
-        """Wait for changefeed ``job_id`` to end; returns whether it did."""
-        with self._lock:
-            found = self._running.get(job_id)
-        if found is None:
-            return True
-        found[1].join(timeout)
-        return not found[1].is_alive()
+        """Wait until job ``job_id`` no longer runs (it ended or paused); returns whether
+        it got there within ``timeout`` seconds."""
+        return self._wait_for(job_id, lambda r: r.status not in ACTIVE, timeout)
 
     def cancel(self, job_id: int) -> None:
-        changefeed = self.get(job_id)
-        if changefeed is not None:
-            changefeed.close()
-            self.wait(job_id)
+        """``CANCEL JOB job_id``."""
+        self._control("cancel", job_id)
+
+    def start(self) -> None:
+        """Start running this node's jobs (a node does when it opens a store with jobs)."""
+        if self._registry is not None:
+            self._registry.start()
 
     def close(self) -> None:
+        """Stop the sinkless feeds, and the jobs this node runs (they stay ``running``
+        in their records: the next start resumes them)."""
         with self._lock:
-            running = list(self._running.values())
             sinkless, self._sinkless = self._sinkless, []
         for result in sinkless:
             result.close()
-        for changefeed, _thread in running:
-            changefeed.close()
-        for _changefeed, thread in running:
-            thread.join()
+        if self._registry is not None:
+            self._registry.close()
 
-    def _run(self, job_id: int, changefeed: Job) -> None:
-        try:
-            changefeed.run()
-        except BaseException as exc:
-            log.warning("changefeed %d failed: %s", job_id, exc)
-            with self._lock:
-                self._errors[job_id] = exc
-        finally:
-            with contextlib.suppress(FeedKVError):  # a closed node forgets nothing it had
-                self._watch(changefeed.spec, job_id, watching=False)
+    # Job statements.
 
-    def _watch(self, spec: ChangefeedSpec, job_id: int, *, watching: bool) -> None:
-        """Record the tables ``job_id`` watches, so TRUNCATE can refuse them."""
+    def _show(self, job_id: int | None) -> Result:
+        snapshot = catalog.Snapshot(self._db, self._db.now())
+        if job_id is None:
+            records = list_jobs(snapshot)
+        else:
+            records = [_existing(get_job(snapshot, job_id), job_id)]
+        rows = [show_row(record, snapshot) for record in reversed(records)]  # newest first
+        return Result(columns=SHOW_COLUMNS, rows=rows, tag=f"SHOW {len(rows)}")
 
-        def write(txn: Txn) -> None:
-            for target in spec.targets:
-                catalog.set_changefeed_watch(txn, target.table_id, job_id, watching=watching)
+    def _control(self, action: str, job_id: int) -> Result:
+        def change(txn: Txn) -> None:
+            record = _existing(get_job(txn, job_id), job_id)
+            status, watching = _requested(record, action)
+            if status != record.status:
+                updated = record.replace(status=status)
+                if action == "resume":
+                    updated = updated.replace(error="", running_status="")
+                put_job(txn, updated, watching=watching)
 
-        self._db.run_transaction(write)
+        self._db.run_transaction(change)
+        if self._registry is not None:
+            self._registry.poke()
+        self._wait_for(job_id, lambda r: r.status not in REQUESTED, CONTROL_WAIT_S)
+        return Result(tag=f"{action.upper()} JOB")
+
+    def _alter(self, statement: st.AlterChangefeed, session: Session) -> Result:
+        def change(txn: Txn) -> None:
+            record = _existing(get_job(txn, statement.job_id), statement.job_id)
+            if record.status != PAUSED:
+                raise SQLError(
+                    "55000",
+                    f"job {record.id} is {record.status}: ALTER CHANGEFEED changes paused jobs "
+                    f"only (PAUSE JOB {record.id} first)",
+                )
+            spec = altered_spec(record, statement, session, txn)
+            old = {t.table_id for t in record.spec.targets}
+            new = {t.table_id for t in spec.targets}
+            for table_id in old - new:
+                catalog.set_changefeed_watch(txn, table_id, record.id, watching=False)
+            put_job(txn, record.replace(spec=spec), watching=True)
+
+        self._db.run_transaction(change)
+        return Result(tag="ALTER CHANGEFEED")
+
+    def _wait_for(
+        self, job_id: int, done: Callable[[JobRecord], bool], timeout: float | None
+    ) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            record = self.record(job_id)
+            if record is None or done(record):
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(WAIT_POLL_S)  # wait-ok: a job record changes in another thread
 
     def _start_sinkless(self, spec: ChangefeedSpec) -> FeedResult:
         channel = ChannelSink(text=spec.options.format != "avro")
@@ -272,3 +337,118 @@ class Changefeeds:
         with self._lock:
             self._sinkless.append(result)
         return result
+
+
+CONTROL_WAIT_S = 30.0  # how long PAUSE / CANCEL JOB wait for the runner to stop
+WAIT_POLL_S = 0.05
+REQUESTED = frozenset({PAUSE_REQUESTED, CANCEL_REQUESTED})
+
+# Options that say where a changefeed starts: ALTER CHANGEFEED cannot change them.
+_FIXED_OPTIONS = frozenset({"cursor", "initial_scan", "no_initial_scan", "initial_scan_only"})
+
+
+def _existing(record: JobRecord | None, job_id: int) -> JobRecord:
+    if record is None:
+        raise SQLError("42704", f"job with ID {job_id} does not exist")
+    return record
+
+
+def _requested(record: JobRecord, action: str) -> tuple[str, bool | None]:
+    """The status ``action`` moves ``record`` to, and whether it then watches its
+    tables (``None``: unchanged). Raises when the action does not apply."""
+    status = record.status
+    held = record.lease is not None  # a runner has it, or had it and will be found dead
+    if action == "pause":
+        if status in (PAUSED, PAUSE_REQUESTED):
+            return status, None
+        if status == RUNNING:
+            return (PAUSE_REQUESTED if held else PAUSED), None
+    elif action == "resume":
+        if status in (RUNNING, PAUSED):
+            return RUNNING, None
+    elif action == "cancel":
+        if status in (RUNNING, PAUSED, PAUSE_REQUESTED):
+            return (CANCEL_REQUESTED, None) if held else (CANCELED, False)
+        if status == CANCEL_REQUESTED:
+            return status, None
+    raise SQLError("55000", f"job {record.id} is {status}: it cannot be {action}d")
+
+
+def altered_spec(
+    record: JobRecord, statement: st.AlterChangefeed, session: Session, txn: Txn
+) -> ChangefeedSpec:
+    """``record``'s spec with ``statement``'s changes, validated like a new one."""
+    spec = record.spec
+    if (statement.add or statement.drop) and spec.query is not None:
+        raise option_error(
+            "a CDC query changefeed watches its query's table: it takes no ADD or DROP"
+        )
+    if (statement.add or statement.drop) and record.high_water is None:
+        raise SQLError(
+            "55000",
+            f"job {record.id} has not finished its initial scan; it can gain or lose tables "
+            "once it has",
+        )
+    given = dict(spec.options.given)
+    for name in [*statement.unset, *(name for name, _ in statement.set_options)]:
+        if name in _FIXED_OPTIONS:
+            raise option_error(
+                f"option {name} says where the changefeed started: it cannot be altered"
+            )
+    for name in statement.unset:
+        given.pop(name, None)
+    given.update(statement.set_options)
+    options = parse_options(given.items(), now=record.created)
+    parse_sink_uri(spec.sink_uri or "", options)  # the sink must still accept them
+    targets = list(spec.targets)
+    for written in statement.drop:
+        database = session.resolve_database(txn, written.table.database or session.database)
+        desc = catalog.table_by_name(txn, database, written.table.name)
+        dropped = Target(desc.id, written.family)
+        if dropped not in targets:
+            raise option_error(f"table {written.table} is not a target of job {record.id}")
+        targets.remove(dropped)
+    for written in statement.add:
+        database = session.resolve_database(txn, written.table.database or session.database)
+        desc = catalog.table_by_name(txn, database, written.table.name)
+        if written.family is not None:
+            desc.family(written.family)
+        added = Target(desc.id, written.family)
+        if added in targets:
+            raise option_error(f"table {written.table} is already a target of job {record.id}")
+        targets.append(added)
+    if not targets:
+        raise option_error(f"job {record.id} would watch no table; CANCEL JOB {record.id} instead")
+    topics = {}
+    for target in targets:
+        table = catalog.table_by_id(txn, target.table_id)
+        parent = catalog.get_descriptor(txn, table.database_id) if table else None
+        if table is None or parent is None:
+            raise option_error(f"table [{target.table_id}] of job {record.id} was dropped")
+        topics[table.id] = _topic(parent.name, table.name, options)
+    spec = dataclasses.replace(spec, targets=tuple(targets), topics=topics, options=options)
+    return dataclasses.replace(spec, description=describe(spec))
+
+
+def describe(spec: ChangefeedSpec) -> str:
+    """The CREATE CHANGEFEED statement that would make ``spec`` (for an altered job)."""
+    if spec.query is not None:
+        return spec.description
+    tables = ", ".join(
+        spec.topics[t.table_id] + (f" FAMILY {t.family}" if t.family else "") for t in spec.targets
+    )
+    text = f"CREATE CHANGEFEED FOR TABLE {tables} INTO '{redacted(spec.sink_uri or '')}'"
+    given = [name if value is None else f"{name} = '{value}'" for name, value in spec.options.given]
+    return text + (f" WITH {', '.join(given)}" if given else "")
+
+
+def _topic(database: str, table: str, options: ChangefeedOptions) -> str:
+    return f"{database}.public.{table}" if options.full_table_name else table
+
+
+def _require_admin(session: Session, what: str) -> None:
+    user = catalog.get_user(catalog.Snapshot(session.db, session.db.now()), session.user)
+    if user is None or not user.admin:
+        raise SQLError(
+            "42501", f"user {session.user} does not have the admin role needed to {what}"
+        )

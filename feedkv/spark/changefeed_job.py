@@ -13,7 +13,7 @@ The query reads ``spark.readStream.format("feedkv_changefeed")`` and writes
 
   File and cloud-storage sinks are exactly-once. Tasks write their files under
   ``.feedkv/staging/``; the commit records the batch's files in
-  ``.feedkv/manifests/<batch id>.json``, then moves each into place, then writes the
+  ``.feedkv/jobs/<job id>/manifests/<batch id>.json``, then moves each into place, then writes the
   resolved marker. A replayed batch id finds its manifest: it finishes publishing the
   files listed there and drops the replay's files, so nothing is written twice. Other
   sinks (Kafka, webhook, SQL table) are at-least-once; every message carries its MVCC
@@ -58,10 +58,9 @@ from feedkv.spark.source import FollowingStreamReader, range_starts
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.util.hlc import Timestamp
 
-__all__ = ["ChangefeedDataSource", "decode_spec", "encode_spec"]
+__all__ = ["ChangefeedDataSource", "decode_spec", "encode_spec", "manifests"]
 
 FILE_SCHEMES = ("file", "s3")
-MANIFESTS = ".feedkv/manifests"
 STAGING = ".feedkv/staging"
 
 SCHEMA = (
@@ -94,17 +93,30 @@ def decode_spec(text: str) -> ChangefeedSpec:
     return spec
 
 
+def manifests(job_id: int) -> str:
+    """Where job ``job_id`` keeps its batches' manifests, under its sink's root: jobs
+    that share a sink keep apart."""
+    return f".feedkv/jobs/{job_id}/manifests"
+
+
 @dataclass(frozen=True)
 class _Job:
     url: str
     spec: ChangefeedSpec
+    job_id: int = 0
 
     @classmethod
     def from_options(cls, options: dict[str, str]) -> _Job:
         for required in ("url", "spec"):
             if not options.get(required):
                 raise InvalidArgumentError(f"feedkv_changefeed needs the option {required!r}")
-        return cls(options["url"], decode_spec(options["spec"]))
+        job_id = options.get("job_id", "0")
+        if not job_id.isdigit():
+            raise InvalidArgumentError(f"feedkv_changefeed: job_id {job_id!r} is not a job id")
+        return cls(options["url"], decode_spec(options["spec"]), int(job_id))
+
+    def manifest(self, batch_id: int) -> str:
+        return f"{manifests(self.job_id)}/{batch_id:020d}.json"
 
 
 # Reading.
@@ -307,7 +319,7 @@ class _ChangefeedWriter(DataSourceStreamWriter):
             sink.close()
 
     def _publish(self, blobs: BlobStore, batch_id: int, results: list[_TaskResult]) -> None:
-        name = f"{MANIFESTS}/{batch_id:020d}.json"
+        name = self.job.manifest(batch_id)
         written = blobs.get(name)
         staged = [pair for result in results for pair in result.staged]
         if written is None:
@@ -327,7 +339,7 @@ class _ChangefeedWriter(DataSourceStreamWriter):
         try:
             # A commit that failed after writing its manifest is finished by the replay:
             # the files the manifest lists must stay.
-            written = blobs.get(f"{MANIFESTS}/{batchId:020d}.json")
+            written = blobs.get(self.job.manifest(batchId))
             keep = {pair[0] for pair in json.loads(written)["files"]} if written else set()
             for result in messages:
                 for staged_name, _final in getattr(result, "staged", []):

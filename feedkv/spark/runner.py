@@ -71,7 +71,7 @@ class SparkJob:
         # per thread; this thread's must be the session they are registered with.
         jvm: Any = spark._jvm
         jvm.SparkSession.setActiveSession(spark._jsparkSession)
-        options = {"url": self._url, "spec": encode_spec(self.spec)}
+        options = {"url": self._url, "spec": encode_spec(self.spec), "job_id": str(self.job_id)}
         o = self.spec.options
         writer = (
             spark.readStream.format("feedkv_changefeed")

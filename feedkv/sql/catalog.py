@@ -5,6 +5,7 @@
     F1 "seq"                -> the last descriptor id handed out
     F1 "user" name          -> {"admin": bool}
     F1 "cdc" table id job   -> {} while changefeed job ``job`` watches the table
+    F1 "job" id             -> a changefeed job's record (:mod:`feedkv.changefeed.jobs`)
 
 Everything is read and written through a :class:`Reader` (a transaction, or a snapshot
 at a fixed timestamp), so a schema change is atomic with its data changes and any past
@@ -42,6 +43,8 @@ __all__ = [
     "descriptor_key",
     "get_descriptor",
     "get_user",
+    "job_key",
+    "job_span",
     "list_databases",
     "list_tables",
     "put_database",
@@ -62,6 +65,7 @@ _NS = CATALOG_PREFIX + encode_value("ns")
 _SEQ = CATALOG_PREFIX + encode_value("seq")
 _USER = CATALOG_PREFIX + encode_value("user")
 _CDC = CATALOG_PREFIX + encode_value("cdc")
+_JOB = CATALOG_PREFIX + encode_value("job")
 
 
 class Reader(Protocol):
@@ -107,6 +111,15 @@ def descriptor_key(descriptor_id: int) -> bytes:
 
 def _name_key(parent_id: int, name: str) -> bytes:
     return _NS + encode_values([parent_id, name])
+
+
+def job_key(job_id: int) -> bytes:
+    return _JOB + encode_value(job_id)
+
+
+def job_span() -> tuple[bytes, bytes]:
+    """The keys of every job record."""
+    return _JOB, prefix_end(_JOB)
 
 
 def _user_key(name: str) -> bytes:

@@ -8,8 +8,9 @@ syntax that PostgreSQL lacks is handled around it, on sqlglot's tokens:
 - ``FAMILY name (cols)`` table elements, and ``FAMILY f`` / ``CREATE FAMILY f`` column
   qualifiers, are cut out of CREATE TABLE and ALTER TABLE ADD COLUMN;
 - ``SHOW ...``, ``ALTER TABLE ... SPLIT AT VALUES``, ``CREATE USER``,
-  ``GRANT admin TO`` and ``CREATE CHANGEFEED`` (but for its ``AS SELECT`` query) are
-  parsed here entirely.
+  ``GRANT admin TO``, ``CREATE CHANGEFEED`` (but for its ``AS SELECT`` query),
+  ``ALTER CHANGEFEED`` and ``PAUSE`` / ``RESUME`` / ``CANCEL JOB`` are parsed here
+  entirely.
 
 Cut-out text is replaced by spaces, so the positions in sqlglot's syntax errors stay
 true to what the user typed. Every error is a :class:`~feedkv.errors.SQLError`: 42601
@@ -219,6 +220,10 @@ class _Statement:
             return self._changefeed()
         if words[:2] in (["CREATE", "USER"], ["CREATE", "ROLE"]):
             return self._create_user()
+        if words[0] in ("PAUSE", "RESUME", "CANCEL"):
+            return self._job_control()
+        if words[:2] == ["ALTER", "CHANGEFEED"]:
+            return self._alter_changefeed()
         if words[0] == "GRANT":
             return self._grant()
         if words[0] == "ALTER" and "SPLIT" in words:
@@ -413,10 +418,18 @@ class _Statement:
             return st.ShowCreateTable(self.text, self._table_name(start, len(words)))
         if words[1:4] == ["RANGES", "FROM", "TABLE"]:
             return st.ShowRanges(self.text, self._table_name(4, len(words)))
+        if words[1:] == ["CHANGEFEED", "JOBS"] or words[1:] == ["JOBS"]:
+            return st.ShowChangefeedJobs(self.text)
+        if words[1:3] == ["CHANGEFEED", "JOB"] or words[1:2] == ["JOB"]:
+            at = 3 if words[1] == "CHANGEFEED" else 2
+            if len(words) > at + 1:
+                raise self._error_at(at + 1, "unexpected input after the job id")
+            return st.ShowChangefeedJobs(self.text, self._job_id(at))
         raise SQLError(
             "0A000",
             f"unsupported statement {' '.join(words[:3])}...; feedkv supports SHOW TABLES, "
-            "SHOW DATABASES, SHOW CREATE TABLE and SHOW RANGES FROM TABLE",
+            "SHOW DATABASES, SHOW CREATE TABLE, SHOW RANGES FROM TABLE and "
+            "SHOW CHANGEFEED JOBS",
         )
 
     def _table_name(self, start: int, stop: int) -> st.TableName:
@@ -479,26 +492,7 @@ class _Statement:
         i = 2
         targets: list[st.ChangefeedTarget] = []
         if i < len(words) and words[i] == "FOR":
-            i += 1
-            while True:
-                if i < len(words) and words[i] == "TABLE":
-                    i += 1
-                stop = i
-                while stop < len(words) and words[stop] not in _TARGET_END:
-                    stop += 1
-                table = self._table_name(i, stop)
-                family = None
-                i = stop
-                if i < len(words) and words[i] == "FAMILY":
-                    if i + 1 >= len(words) or words[i + 1] in _TARGET_END:
-                        raise self._error_at(i + 1, "expected a family name after FAMILY")
-                    family = _name(self.tokens[i + 1])
-                    i += 2
-                targets.append(st.ChangefeedTarget(table, family))
-                if i < len(words) and words[i] == ",":
-                    i += 1
-                    continue
-                break
+            targets, i = self._targets(i + 1)
         sink = None
         if i < len(words) and words[i] == "INTO":
             if sinkless:
@@ -511,29 +505,7 @@ class _Statement:
             i += 2
         options: list[tuple[str, str | None]] = []
         if i < len(words) and words[i] == "WITH":
-            i += 1
-            while True:
-                token = self.tokens[i] if i < len(words) else None
-                if token is None or not token.text.isidentifier() or words[i] == "AS":
-                    raise self._error_at(i, "expected an option name after WITH")
-                name = token.text.lower()
-                i += 1
-                value = None
-                if i < len(words) and words[i] == "=":
-                    value_token = self.tokens[i + 1] if i + 1 < len(words) else None
-                    if value_token is None or not (
-                        value_token.token_type in _OPTION_VALUES or value_token.text.isidentifier()
-                    ):
-                        raise self._error_at(
-                            i + 1, f"option {name} takes a string, a number or a word"
-                        )
-                    value = value_token.text
-                    i += 2
-                options.append((name, value))
-                if i < len(words) and words[i] == ",":
-                    i += 1
-                    continue
-                break
+            options, i = self._options(i + 1, values=True)
         query = None
         if i < len(words) and words[i] == "AS":
             if targets:
@@ -546,6 +518,105 @@ class _Statement:
         if not targets:
             raise self._error_at(2, "expected FOR TABLE <name> or AS SELECT ... FROM <table>")
         return st.CreateChangefeed(self.text, tuple(targets), sink, tuple(options), query)
+
+    def _targets(self, i: int) -> tuple[list[st.ChangefeedTarget], int]:
+        """``[TABLE] t [FAMILY f], ...`` from token ``i``; returns the targets and the
+        index after them."""
+        words = self.words
+        targets = []
+        while True:
+            if i < len(words) and words[i] == "TABLE":
+                i += 1
+            stop = i
+            while stop < len(words) and words[stop] not in _TARGET_END:
+                stop += 1
+            table = self._table_name(i, stop)
+            family = None
+            i = stop
+            if i < len(words) and words[i] == "FAMILY":
+                if i + 1 >= len(words) or words[i + 1] in _TARGET_END:
+                    raise self._error_at(i + 1, "expected a family name after FAMILY")
+                family = _name(self.tokens[i + 1])
+                i += 2
+            targets.append(st.ChangefeedTarget(table, family))
+            if i < len(words) and words[i] == ",":
+                i += 1
+                continue
+            return targets, i
+
+    def _options(self, i: int, *, values: bool) -> tuple[list[tuple[str, str | None]], int]:
+        """``name [= value], ...`` from token ``i`` (names alone unless ``values``);
+        returns the options and the index after them."""
+        words = self.words
+        options: list[tuple[str, str | None]] = []
+        while True:
+            token = self.tokens[i] if i < len(words) else None
+            if token is None or not token.text.isidentifier() or words[i] in _TARGET_END:
+                raise self._error_at(i, "expected an option name")
+            name = token.text.lower()
+            i += 1
+            value = None
+            if values and i < len(words) and words[i] == "=":
+                value_token = self.tokens[i + 1] if i + 1 < len(words) else None
+                if value_token is None or not (
+                    value_token.token_type in _OPTION_VALUES or value_token.text.isidentifier()
+                ):
+                    raise self._error_at(i + 1, f"option {name} takes a string, a number or a word")
+                value = value_token.text
+                i += 2
+            options.append((name, value))
+            if i < len(words) and words[i] == ",":
+                i += 1
+                continue
+            return options, i
+
+    def _job_id(self, i: int) -> int:
+        token = self.tokens[i] if i < len(self.words) else None
+        if token is None or token.token_type is not TokenType.NUMBER or not token.text.isdigit():
+            raise self._error_at(i, "expected a job id (an integer)")
+        return int(token.text)
+
+    def _job_control(self) -> st.ControlJob:
+        words = self.words
+        if words[1:2] != ["JOB"]:
+            raise self._error_at(1, f"expected {words[0]} JOB <job id>")
+        job_id = self._job_id(2)
+        if len(words) > 3:
+            raise self._error_at(3, "unexpected input after the job id")
+        return st.ControlJob(self.text, words[0].lower(), job_id)
+
+    def _alter_changefeed(self) -> st.AlterChangefeed:
+        words = self.words
+        job_id = self._job_id(2)
+        i = 3
+        add: list[st.ChangefeedTarget] = []
+        drop: list[st.ChangefeedTarget] = []
+        set_options: list[tuple[str, str | None]] = []
+        unset: list[str] = []
+        if i >= len(words):
+            raise self._error_at(i, "expected ADD, DROP, SET or UNSET")
+        while i < len(words):
+            command = words[i]
+            if command == "ADD" or command == "DROP":
+                targets, i = self._targets(i + 1)
+                (add if command == "ADD" else drop).extend(targets)
+                if i < len(words) and words[i] == "WITH":
+                    raise SQLError(
+                        "0A000",
+                        "ALTER CHANGEFEED ... ADD takes no options: an added table is followed "
+                        "from the job's high-water mark, without an initial scan",
+                    )
+            elif command == "SET":
+                options, i = self._options(i + 1, values=True)
+                set_options.extend(options)
+            elif command == "UNSET":
+                names, i = self._options(i + 1, values=False)
+                unset.extend(name for name, _ in names)
+            else:
+                raise self._error_at(i, "expected ADD, DROP, SET or UNSET")
+        return st.AlterChangefeed(
+            self.text, job_id, tuple(add), tuple(drop), tuple(set_options), tuple(unset)
+        )
 
     def _changefeed_query(self, first: int) -> st.Select:
         if first >= len(self.words) or self.words[first] != "SELECT":
@@ -564,7 +635,7 @@ class _Statement:
         return select
 
 
-_TARGET_END = {",", "FAMILY", "INTO", "WITH", "AS"}
+_TARGET_END = {",", "FAMILY", "INTO", "WITH", "AS", "ADD", "DROP", "SET", "UNSET"}
 _OPTION_VALUES = {TokenType.STRING, TokenType.NUMBER, TokenType.VAR, TokenType.IDENTIFIER}
 _CLAUSE_WORDS = {"WHERE", "ORDER", "LIMIT", "OFFSET", "GROUP", "HAVING", "FOR"}
 _COLUMN_WORDS = {

@@ -45,13 +45,18 @@ def prepare(text: str) -> tuple[tuple[st.Statement, int], ...]:
     return tuple((statement, placeholder_count(statement)) for statement in parse(text))
 
 
+_JOB_STATEMENTS = st.ShowChangefeedJobs | st.ControlJob | st.AlterChangefeed
+
+
 class ChangefeedService(Protocol):
-    """Starts changefeeds for ``CREATE CHANGEFEED`` statements (the changefeed layer
-    provides it; the SQL layer only parses the statement)."""
+    """Starts changefeeds for ``CREATE CHANGEFEED`` statements and runs the job
+    statements (the changefeed layer provides it; the SQL layer only parses them)."""
 
     def create(
         self, statement: st.CreateChangefeed, session: Session, params: Sequence[Any]
     ) -> Result: ...
+
+    def execute(self, statement: st.Statement, session: Session) -> Result: ...
 
 
 class Session:
@@ -150,10 +155,14 @@ class Session:
         if isinstance(statement, st.Rollback):
             self._abandon()
             return Result(tag="ROLLBACK")
-        if isinstance(statement, st.CreateChangefeed):
+        if isinstance(statement, st.CreateChangefeed | _JOB_STATEMENTS):
             if self.changefeeds is None:
                 raise SQLError("0A000", "changefeeds need a database from feedkv.connect()")
-            return self.changefeeds.create(statement, self, params)
+            if isinstance(statement, st.CreateChangefeed):
+                return self.changefeeds.create(statement, self, params)
+            if self._txn is not None and not isinstance(statement, st.ShowChangefeedJobs):
+                raise SQLError("25001", "job statements cannot run inside a transaction")
+            return self.changefeeds.execute(statement, self)
         if self._txn is None:
             return self._run_alone(statement, params)
         if self._failed:

@@ -14,10 +14,12 @@ from feedkv.sql.types import ColumnType
 
 __all__ = [
     "AddColumn",
+    "AlterChangefeed",
     "Begin",
     "ChangefeedTarget",
     "ColumnSpec",
     "Commit",
+    "ControlJob",
     "CreateChangefeed",
     "CreateDatabase",
     "CreateTable",
@@ -31,6 +33,7 @@ __all__ = [
     "Insert",
     "Rollback",
     "Select",
+    "ShowChangefeedJobs",
     "ShowCreateTable",
     "ShowDatabases",
     "ShowRanges",
@@ -244,3 +247,31 @@ class CreateChangefeed(Statement):
     sink: str | None
     options: tuple[tuple[str, str | None], ...] = ()
     query: Select | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShowChangefeedJobs(Statement):
+    """``SHOW CHANGEFEED JOBS``, or ``SHOW CHANGEFEED JOB <id>`` (``job_id``)."""
+
+    job_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ControlJob(Statement):
+    """``PAUSE JOB <id>``, ``RESUME JOB <id>`` or ``CANCEL JOB <id>``; ``action`` is
+    pause, resume or cancel."""
+
+    action: str
+    job_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class AlterChangefeed(Statement):
+    """``ALTER CHANGEFEED <id>`` followed by ``ADD <targets>``, ``DROP <targets>``,
+    ``SET <options>`` and ``UNSET <names>`` commands, in any number and order."""
+
+    job_id: int
+    add: tuple[ChangefeedTarget, ...] = ()
+    drop: tuple[ChangefeedTarget, ...] = ()
+    set_options: tuple[tuple[str, str | None], ...] = ()
+    unset: tuple[str, ...] = ()

@@ -566,7 +566,7 @@ def test_bad_kafka_sink_config_fails_create_changefeed(bootstrap: str, db: DB) -
         )
     assert raised.value.code == "22023"
     assert "did you mean 'Frequency'?" in raised.value.message
-    assert not db.changefeeds._running
+    assert not db.sql("SHOW CHANGEFEED JOBS").rows
 
 
 def test_avro_changefeeds_send_avro_resolved_markers(bootstrap: str, db: DB) -> None:

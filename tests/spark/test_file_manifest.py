@@ -4,7 +4,7 @@ Spark and without a node.
 The writer is driven as Spark would drive it: ``write()`` once per task with the task's
 rows (a marker row first, then messages), then ``commit(results, batch id)`` on the
 driver, or ``abort()``. Tasks stage their files under ``.feedkv/staging``; a commit
-records them in ``.feedkv/manifests/<batch id>.json`` and moves them into place. A
+records them in ``.feedkv/jobs/<job id>/manifests/<batch id>.json`` and moves them into place. A
 replayed batch id (Spark re-running a batch after a crash) must publish each of the
 first run's files exactly once and drop the replay's own files. The sink directory is a
 real one under ``tmp_path``; crashes are simulated by putting files back where an
@@ -29,13 +29,13 @@ from feedkv.changefeed.sink import SinkError
 from feedkv.changefeed.sinks.cloud_storage import name_ts
 from feedkv.errors import InvalidArgumentError
 from feedkv.spark.changefeed_job import (
-    MANIFESTS,
     STAGING,
     _ChangefeedWriter,
     _Job,
     _TaskResult,
     decode_spec,
     encode_spec,
+    manifests,
 )
 from feedkv.util.hlc import Timestamp
 
@@ -123,7 +123,7 @@ def staged_files(out: Path) -> list[str]:
 
 
 def manifest(out: Path, batch_id: int) -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads((out / MANIFESTS / f"{batch_id:020d}.json").read_text())
+    loaded: dict[str, Any] = json.loads((out / manifests(0) / f"{batch_id:020d}.json").read_text())
     return loaded
 
 
@@ -148,7 +148,7 @@ def test_written_files_stay_out_of_sight_until_the_batch_commits(
     writer.write(iter(task(1, 2)))
     assert staged_files(out)
     assert published(out) == {}
-    assert not (out / MANIFESTS).exists()
+    assert not (out / manifests(0)).exists()
 
 
 def test_a_task_result_names_each_staged_file_and_where_it_belongs(
@@ -178,7 +178,7 @@ def test_a_commit_publishes_the_staged_files_outside_the_feedkv_directory(
 def test_the_manifest_lists_the_files_of_the_batch(writer: _ChangefeedWriter, out: Path) -> None:
     first, second = writer.write(iter(task(1, 2))), writer.write(iter(task(3)))
     writer.commit([first, second], 0)
-    assert (out / MANIFESTS / "00000000000000000000.json").is_file()
+    assert (out / manifests(0) / "00000000000000000000.json").is_file()
     assert manifest(out, 0)["batch"] == 0
     assert manifest_files(out, 0) == first.staged + second.staged
     assert sorted(final for _staged, final in manifest_files(out, 0)) == sorted(published(out))
@@ -240,7 +240,7 @@ def test_successive_batches_each_get_a_manifest_and_publish_their_own_files(
     first, second = task(1, 2), task(3)
     writer.commit([writer.write(iter(first))], 0)
     writer.commit([writer.write(iter(second))], 1)
-    assert sorted(relative_files(out / MANIFESTS)) == [
+    assert sorted(relative_files(out / manifests(0))) == [
         "00000000000000000000.json",
         "00000000000000000001.json",
     ]
@@ -334,7 +334,7 @@ def test_abort_deletes_the_staged_files_and_publishes_nothing(
     writer.abort([*results, None], 0)
     assert staged_files(out) == []
     assert published(out) == {}
-    assert not (out / MANIFESTS).exists()
+    assert not (out / manifests(0)).exists()
 
 
 def test_abort_after_a_full_commit_leaves_the_published_files_alone(

@@ -1,0 +1,234 @@
+"""Changefeed jobs as records in the store: what a job is, where it stands, who runs it.
+
+A job record (``F1 "job" id`` in the catalog, JSON) holds the changefeed's spec, its
+status, its progress (the high-water mark its runner reported), the error that stopped
+it, and a lease: the runner that owns it (a node id and an instance of that node's
+process) and until when. Everything about a job is read and changed through records in
+transactions, so ``SHOW CHANGEFEED JOBS`` from any client sees what the node running the
+job sees, and a job outlives the process that created it.
+
+Statuses follow CockroachDB's::
+
+    running ──PAUSE──> pause-requested ──runner stops──> paused ──RESUME──> running
+    running ──CANCEL─> cancel-requested ─runner stops──> canceled
+    running ──ends───> succeeded (end_time, initial_scan='only')
+    running ──error──> failed, or paused with the error (on_error=pause)
+
+A request on a job that no runner holds takes effect at once (``paused``,
+``canceled``). Terminal jobs (canceled, failed, succeeded) no longer watch their tables,
+so TRUNCATE is allowed again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from feedkv.changefeed.changefeed import ChangefeedSpec
+from feedkv.changefeed.options import parse_options
+from feedkv.changefeed.rows import Target
+from feedkv.kv.txn import Txn
+from feedkv.sql import catalog
+from feedkv.sql.executor import logical_decimal
+from feedkv.util.hlc import Timestamp
+
+__all__ = [
+    "ACTIVE",
+    "CANCELED",
+    "CANCEL_REQUESTED",
+    "FAILED",
+    "PAUSED",
+    "PAUSE_REQUESTED",
+    "RUNNING",
+    "SHOW_COLUMNS",
+    "SUCCEEDED",
+    "TERMINAL",
+    "JobRecord",
+    "Lease",
+    "get_job",
+    "list_jobs",
+    "put_job",
+    "show_row",
+]
+
+RUNNING = "running"
+PAUSE_REQUESTED = "pause-requested"
+PAUSED = "paused"
+CANCEL_REQUESTED = "cancel-requested"
+CANCELED = "canceled"
+FAILED = "failed"
+SUCCEEDED = "succeeded"
+TERMINAL = frozenset({CANCELED, FAILED, SUCCEEDED})
+ACTIVE = frozenset({RUNNING, PAUSE_REQUESTED, CANCEL_REQUESTED})  # a runner may hold it
+
+SHOW_COLUMNS = (
+    "job_id",
+    "description",
+    "user_name",
+    "status",
+    "running_status",
+    "created",
+    "high_water_timestamp",
+    "error",
+    "sink_uri",
+    "full_table_names",
+    "format",
+)
+
+# Sink URI parameters whose values SHOW CHANGEFEED JOBS never prints.
+_SECRET_WORDS = ("password", "secret", "token", "key", "cert", "auth")
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """``owner`` (``<node id>/<instance>``) runs the job until ``expires_ns`` (the HLC's
+    wall time), renewing it while it runs."""
+
+    owner: str
+    expires_ns: int
+
+    @property
+    def node_id(self) -> str:
+        return self.owner.split("/", 1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """A changefeed job. ``created`` is the CREATE statement's timestamp: relative option
+    values (``cursor='-10s'``) stay anchored to it when options are parsed again."""
+
+    id: int
+    spec: ChangefeedSpec
+    created: Timestamp
+    status: str = RUNNING
+    high_water: Timestamp | None = None
+    running_status: str = ""
+    error: str = ""
+    lease: Lease | None = None
+
+    def replace(self, **changes: Any) -> JobRecord:
+        return dataclasses.replace(self, **changes)
+
+    def resume_spec(self) -> ChangefeedSpec:
+        """The spec to run from the recorded high-water mark: after it, with no scan."""
+        spec = self.spec
+        if self.high_water is None or self.high_water <= spec.start:
+            return spec
+        options = dataclasses.replace(spec.options, initial_scan="no")
+        return dataclasses.replace(spec, start=self.high_water, options=options)
+
+    def to_json(self) -> bytes:
+        spec = self.spec
+        return json.dumps(
+            {
+                "id": self.id,
+                "status": self.status,
+                "created": str(self.created),
+                "high_water": str(self.high_water) if self.high_water else None,
+                "running_status": self.running_status,
+                "error": self.error,
+                "lease": [self.lease.owner, self.lease.expires_ns] if self.lease else None,
+                "spec": {
+                    "targets": [[t.table_id, t.family] for t in spec.targets],
+                    "topics": {str(k): v for k, v in spec.topics.items()},
+                    "options": [list(pair) for pair in spec.options.given],
+                    "start": str(spec.start),
+                    "sink_uri": spec.sink_uri,
+                    "description": spec.description,
+                    "user": spec.user,
+                    "query": spec.query,
+                },
+            }
+        ).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> JobRecord:
+        d = json.loads(data)
+        s = d["spec"]
+        created = Timestamp.parse(d["created"])
+        spec = ChangefeedSpec(
+            targets=tuple(Target(t, f) for t, f in s["targets"]),
+            topics={int(k): v for k, v in s["topics"].items()},
+            options=parse_options([tuple(pair) for pair in s["options"]], now=created),
+            start=Timestamp.parse(s["start"]),
+            sink_uri=s["sink_uri"],
+            description=s["description"],
+            user=s["user"],
+            query=s["query"],
+        )
+        lease = Lease(d["lease"][0], d["lease"][1]) if d["lease"] else None
+        return cls(
+            id=d["id"],
+            spec=spec,
+            created=created,
+            status=d["status"],
+            high_water=Timestamp.parse(d["high_water"]) if d["high_water"] else None,
+            running_status=d["running_status"],
+            error=d["error"],
+            lease=lease,
+        )
+
+
+def get_job(reader: catalog.Reader, job_id: int) -> JobRecord | None:
+    data = reader.get(catalog.job_key(job_id))
+    return JobRecord.from_json(data) if data is not None else None
+
+
+def list_jobs(reader: catalog.Reader) -> list[JobRecord]:
+    """Every job, oldest first."""
+    start, end = catalog.job_span()
+    return [JobRecord.from_json(kv.value) for kv in reader.scan(start, end)]
+
+
+def put_job(txn: Txn, record: JobRecord, *, watching: bool | None = None) -> None:
+    """Write ``record``; with ``watching``, also record (or forget) that it watches its
+    tables, which TRUNCATE checks."""
+    txn.put(catalog.job_key(record.id), record.to_json())
+    if watching is not None:
+        for target in record.spec.targets:
+            catalog.set_changefeed_watch(txn, target.table_id, record.id, watching=watching)
+
+
+def show_row(record: JobRecord, reader: catalog.Reader) -> tuple[Any, ...]:
+    """``record`` as a row of :data:`SHOW_COLUMNS`."""
+    spec = record.spec
+    names = []
+    for target in spec.targets:
+        desc = catalog.table_by_id(reader, target.table_id)
+        database = catalog.get_descriptor(reader, desc.database_id) if desc else None
+        if desc is None or database is None:
+            names.append(f"[{target.table_id}]")  # dropped since
+        else:
+            names.append(f"{database.name}.public.{desc.name}")
+    created = datetime.datetime.fromtimestamp(record.created.wall / 1e9, tz=datetime.UTC)
+    return (
+        record.id,
+        spec.description,
+        spec.user,
+        record.status,
+        record.running_status,
+        created,
+        logical_decimal(record.high_water) if record.high_water else None,
+        record.error,
+        redacted(spec.sink_uri or ""),
+        names,
+        spec.options.format,
+    )
+
+
+def redacted(uri: str) -> str:
+    """``uri`` with the values of secret-looking query parameters (passwords, keys,
+    tokens, certificates) and any password in its authority replaced by ``redacted``."""
+    parts = urlsplit(uri)
+    params = [
+        (name, "redacted" if any(w in name.lower() for w in _SECRET_WORDS) else value)
+        for name, value in parse_qsl(parts.query, keep_blank_values=True)
+    ]
+    netloc = parts.netloc
+    if parts.password:
+        netloc = netloc.replace(f":{parts.password}@", ":redacted@", 1)
+    return urlunsplit(parts._replace(netloc=netloc, query=urlencode(params, safe="/:")))

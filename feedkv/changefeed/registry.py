@@ -1,0 +1,295 @@
+"""The job registry: a node runs the changefeed jobs it holds leases on.
+
+Every node (an embedded store, or ``feedkv start``) has one registry. Its loop looks at
+the job records (:mod:`feedkv.changefeed.jobs`) every ``interval_s``, or at once when
+:meth:`JobRegistry.poke`\\ d:
+
+- a ``running`` job that no live runner holds is claimed (a lease written in a
+  transaction, so two registries never both win) and run in a thread of its own;
+- a job this registry runs is renewed every ``renew_s``, with its high-water mark, and
+  stopped when a pause or a cancel is requested, or when its lease was taken over;
+- a pause or cancel request on a job whose runner is gone takes effect at once.
+
+A lease is dead once it expires, or at once when it names this node but another
+instance: a store belongs to one process at a time, so that process has died (a crash,
+a SIGKILL) and its jobs resume as soon as the store is open again. When the registry
+closes (the node stops) its jobs stop and give their leases back, still ``running``.
+
+When a job ends, its runner thread records why: paused or canceled on request,
+succeeded, failed, or paused with the error under ``on_error=pause``.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from feedkv.changefeed.jobs import (
+    ACTIVE,
+    CANCEL_REQUESTED,
+    CANCELED,
+    FAILED,
+    PAUSE_REQUESTED,
+    PAUSED,
+    RUNNING,
+    SUCCEEDED,
+    JobRecord,
+    Lease,
+    get_job,
+    list_jobs,
+    put_job,
+)
+from feedkv.errors import FeedKVError
+from feedkv.kv.txn import Txn
+from feedkv.sql import catalog
+from feedkv.sql.executor import logical_decimal
+from feedkv.util.hlc import Timestamp
+
+if TYPE_CHECKING:
+    from feedkv.changefeed.create import Job
+    from feedkv.kv.db import KVClient
+
+__all__ = ["JobFactory", "JobRegistry", "RegistrySettings"]
+
+log = logging.getLogger(__name__)
+
+JobFactory = Callable[[JobRecord], "Job"]
+
+
+@dataclass(frozen=True, slots=True)
+class RegistrySettings:
+    lease_s: float = 10.0
+    renew_s: float = 1.0  # also how often SHOW CHANGEFEED JOBS sees progress
+    interval_s: float = 0.5
+
+
+@dataclass
+class _Runner:
+    job: Job
+    thread: threading.Thread | None = None
+    lost: bool = False  # another registry holds the lease now
+    renewed: float = field(default_factory=time.monotonic)
+
+
+class JobRegistry:
+    def __init__(
+        self,
+        db: KVClient,
+        node_id: str,
+        make_job: JobFactory,
+        settings: RegistrySettings | None = None,
+    ) -> None:
+        self.owner = f"{node_id}/{secrets.token_hex(6)}"
+        self.settings = settings or RegistrySettings()
+        self._db = db
+        self._node_id = node_id
+        self._make_job = make_job
+        self._lock = threading.Lock()
+        self._runners: dict[int, _Runner] = {}
+        self._wake = threading.Event()
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the loop (idempotent)."""
+        with self._lock:
+            if self._thread is not None or self._closed.is_set():
+                return
+            self._thread = threading.Thread(target=self._loop, name="job-registry", daemon=True)
+            self._thread.start()
+
+    def poke(self) -> None:
+        """Look at the job records now (a job was created or asked to change)."""
+        self._wake.set()
+
+    def running(self, job_id: int) -> Job | None:
+        """The job this registry runs as ``job_id``, if it runs it."""
+        with self._lock:
+            runner = self._runners.get(job_id)
+        return runner.job if runner is not None else None
+
+    def close(self) -> None:
+        """Stop the loop and every job; their leases are given back. Idempotent."""
+        self._closed.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._lock:
+            runners = list(self._runners.values())
+        for runner in runners:
+            runner.job.close()
+        for runner in runners:
+            if runner.thread is not None:
+                runner.thread.join()
+
+    # The loop.
+
+    def _loop(self) -> None:
+        while not self._closed.is_set():
+            try:
+                self._tick()
+            except FeedKVError as exc:  # the store is unreachable or shutting down: retry
+                log.warning("job registry: %s", exc)
+            self._wake.wait(self.settings.interval_s)
+            self._wake.clear()
+
+    def _tick(self) -> None:
+        now = self._db.now()
+        for record in list_jobs(catalog.Snapshot(self._db, now)):
+            if self._closed.is_set():
+                return
+            with self._lock:
+                runner = self._runners.get(record.id)
+            if runner is not None:
+                self._tend(record, runner)
+            elif record.status in ACTIVE and self._claimable(record.lease, now.wall):
+                if record.status == RUNNING:
+                    self._adopt(record.id)
+                else:  # requested while nobody ran it
+                    self._update(record.id, self._stopped_by_request)
+
+    def _claimable(self, lease: Lease | None, now_ns: int) -> bool:
+        return (
+            lease is None
+            or lease.expires_ns <= now_ns
+            or (lease.node_id == self._node_id and lease.owner != self.owner)
+        )
+
+    def _tend(self, record: JobRecord, runner: _Runner) -> None:
+        if record.lease is None or record.lease.owner != self.owner:
+            log.warning("changefeed job %d: lost its lease; stopping it here", record.id)
+            runner.lost = True
+            runner.job.close()
+        elif record.status != RUNNING:
+            runner.job.close()  # its thread records the outcome
+        elif time.monotonic() - runner.renewed >= self.settings.renew_s:
+            runner.renewed = time.monotonic()
+            self._update(record.id, lambda r: self._renewed(r, runner.job))
+
+    # Claiming, running and finishing a job.
+
+    def _adopt(self, job_id: int) -> None:
+        lease_ns = int(self.settings.lease_s * 1e9)
+
+        def claim(txn: Txn) -> JobRecord | None:
+            record = get_job(txn, job_id)
+            now = self._db.now().wall
+            if record is None or record.status != RUNNING or not self._claimable(record.lease, now):
+                return None
+            record = record.replace(lease=Lease(self.owner, now + lease_ns), running_status="")
+            put_job(txn, record)
+            return record
+
+        record = self._db.run_transaction(claim)
+        if record is None:
+            return
+        log.info("changefeed job %d: running it here (%s)", job_id, self.owner)
+        try:
+            job = self._make_job(record)
+        except FeedKVError as exc:
+            failure = exc
+            self._update(job_id, lambda r: self._ended(r, None, failure))
+            return
+        runner = _Runner(job)
+        runner.thread = threading.Thread(
+            target=self._run, args=(job_id, runner), name=f"changefeed-{job_id}", daemon=True
+        )
+        with self._lock:
+            self._runners[job_id] = runner
+        runner.thread.start()
+
+    def _run(self, job_id: int, runner: _Runner) -> None:
+        error: BaseException | None = None
+        try:
+            runner.job.run()
+        except BaseException as exc:
+            log.warning("changefeed job %d failed: %s", job_id, exc)
+            error = exc
+        try:
+            if not runner.lost:
+                self._update(job_id, lambda r: self._ended(r, runner.job, error))
+        except FeedKVError as exc:  # the node is gone; the lease expires instead
+            log.warning("changefeed job %d: could not record its end: %s", job_id, exc)
+        finally:
+            with self._lock:
+                self._runners.pop(job_id, None)
+
+    def _update(
+        self, job_id: int, change: Callable[[JobRecord], tuple[JobRecord, bool | None] | None]
+    ) -> None:
+        """Apply ``change`` to the job's record in a transaction. ``change`` returns the
+        new record and whether the job still watches its tables (``None``: unchanged),
+        or ``None`` to write nothing."""
+
+        def write(txn: Txn) -> None:
+            record = get_job(txn, job_id)
+            if record is None:
+                return
+            changed = change(record)
+            if changed is not None:
+                put_job(txn, changed[0], watching=changed[1])
+
+        self._db.run_transaction(write)
+
+    def _owned(self, record: JobRecord) -> bool:
+        return record.lease is not None and record.lease.owner == self.owner
+
+    def _renewed(self, record: JobRecord, job: Job) -> tuple[JobRecord, bool | None] | None:
+        if not self._owned(record) or record.status != RUNNING:
+            return None
+        expires = self._db.now().wall + int(self.settings.lease_s * 1e9)
+        high_water = _progress(record, job)
+        status = (
+            f"running: resolved={logical_decimal(high_water)}"
+            if high_water is not None
+            else "running: initial scan"
+        )
+        return (
+            record.replace(
+                lease=Lease(self.owner, expires), high_water=high_water, running_status=status
+            ),
+            None,
+        )
+
+    def _stopped_by_request(self, record: JobRecord) -> tuple[JobRecord, bool | None] | None:
+        if record.status == PAUSE_REQUESTED:
+            return record.replace(status=PAUSED, lease=None, running_status="paused"), None
+        if record.status == CANCEL_REQUESTED:
+            return record.replace(status=CANCELED, lease=None, running_status=""), False
+        return None
+
+    def _ended(
+        self, record: JobRecord, job: Job | None, error: BaseException | None
+    ) -> tuple[JobRecord, bool | None] | None:
+        if record.lease is not None and not self._owned(record):
+            return None  # taken over: the new owner records what happens
+        if job is not None:
+            record = record.replace(high_water=_progress(record, job))
+        requested = self._stopped_by_request(record)
+        if requested is not None:
+            return requested
+        if error is not None:
+            message = str(error) or type(error).__name__
+            if record.spec.options.on_error == "pause":
+                status = "paused on error: " + message
+                return record.replace(
+                    status=PAUSED, lease=None, error=message, running_status=status
+                ), None
+            failed = record.replace(status=FAILED, lease=None, error=message, running_status="")
+            return failed, False
+        if self._closed.is_set():  # the node stops: another start resumes the job
+            return record.replace(lease=None, running_status="waiting for a node"), None
+        return record.replace(status=SUCCEEDED, lease=None, running_status=""), False
+
+
+def _progress(record: JobRecord, job: Job) -> Timestamp | None:
+    """The job's high-water mark, once it is past the spec's start (the scan is done)."""
+    high_water = job.high_water
+    if high_water <= record.spec.start:
+        return record.high_water
+    return max(high_water, record.high_water or high_water)

@@ -43,6 +43,7 @@ RUNNERS = ("spark", "thread")
 def connect(
     target: str | Path,
     *,
+    listen: str | None = None,
     clock: Clock | None = None,
     config: StoreConfig | None = None,
     feed_config: FeedConfig | None = None,
@@ -51,10 +52,10 @@ def connect(
 ) -> DB:
     """Open a store directory in-process, or connect to ``feedkv://host:port``.
 
-    ``clock``, ``config`` and ``feed_config`` apply to an embedded node only, and so do
-    the job settings: an embedded node runs the store's changefeed jobs (resuming those
-    that were running when it last stopped), a server runs its own. ``changefeed_runner``
-    says how: ``spark`` (a Spark Structured Streaming query on ``spark_master``, by
+    The other arguments apply to an embedded node only. With ``listen`` (``HOST:PORT``)
+    it also serves gRPC there. An embedded node runs the store's changefeed jobs,
+    resuming those that were running when it last stopped (a server runs its own);
+    ``changefeed_runner`` says how: ``spark`` (a Spark Structured Streaming query on ``spark_master``, by
     default ``$FEEDKV_SPARK_MASTER`` or ``local[*]``; :mod:`feedkv.spark.runner`) or
     ``thread`` (a thread of this process: the changefeed core alone, for its tests and
     for programs without Java).
@@ -80,7 +81,7 @@ def connect(
         return DB(transport, feeds, target=text, changefeed_runner=changefeed_runner)
     if not text:
         raise InvalidURLError("cannot connect to '': give a store directory or feedkv://host:port")
-    node = Node(text, listen=None, config=config, feed_config=feed_config, clock=clock)
+    node = Node(text, listen=listen, config=config, feed_config=feed_config, clock=clock)
     db = DB(
         LocalTransport(node.store, owned=False),
         node.feeds,

@@ -67,6 +67,16 @@ def _parser() -> argparse.ArgumentParser:
         default="64MiB",
         help="split ranges past this size; merge neighbours below a quarter of it (64MiB)",
     )
+    start.add_argument(
+        "--spark-master",
+        help="the Spark master changefeed jobs run on (default $FEEDKV_SPARK_MASTER or local[*])",
+    )
+    start.add_argument(
+        "--changefeed-runner",
+        choices=("spark", "thread"),
+        default="spark",
+        help="run changefeed jobs as Spark queries (default) or as threads of the node",
+    )
 
     sql = commands.add_parser(
         "sql", help="run SQL statements, or an interactive SQL shell without -e"
@@ -117,7 +127,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             from feedkv.cli.start import run_node, store_config
 
             config = store_config(args.closed_ts_target, args.txn_liveness, args.range_max_bytes)
-            return run_node(Path(args.store), args.listen, config)
+            return run_node(
+                Path(args.store),
+                args.listen,
+                config,
+                changefeed_runner=args.changefeed_runner,
+                spark_master=args.spark_master,
+            )
         if args.command == "sql":
             from feedkv.cli.sql import run_sql
 

@@ -8,8 +8,8 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from feedkv.db import connect
 from feedkv.kv.store import StoreConfig
-from feedkv.node import Node
 from feedkv.util.units import parse_duration_ns, parse_size
 
 __all__ = ["run_node", "store_config"]
@@ -27,7 +27,16 @@ def store_config(closed_ts_target: str, txn_liveness: str, range_max_bytes: str)
     )
 
 
-def run_node(store: Path, listen: str, config: StoreConfig) -> int:
+def run_node(
+    store: Path,
+    listen: str,
+    config: StoreConfig,
+    *,
+    changefeed_runner: str = "spark",
+    spark_master: str | None = None,
+) -> int:
+    """Serve the store on ``listen`` and run its changefeed jobs until SIGTERM or
+    SIGINT; then stop the jobs (they resume at the next start) and drain."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -35,11 +44,20 @@ def run_node(store: Path, listen: str, config: StoreConfig) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    node = Node(store, listen=listen, config=config)
-    print(f"feedkv node listening on {node.url} (store {store})", flush=True)
-    while not stop.wait(3600):
-        pass
-    print("feedkv node draining", file=sys.stderr, flush=True)
-    node.stop()
+    db = connect(
+        store,
+        listen=listen,
+        config=config,
+        changefeed_runner=changefeed_runner,
+        spark_master=spark_master,
+    )
+    try:
+        db.changefeeds.start()
+        print(f"feedkv node listening on {db.serving_url()} (store {store})", flush=True)
+        while not stop.wait(3600):
+            pass
+        print("feedkv node draining", file=sys.stderr, flush=True)
+    finally:
+        db.close()
     print("feedkv node stopped", file=sys.stderr, flush=True)
     return 0

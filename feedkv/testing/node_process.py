@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import TextIO
 
 __all__ = ["NodeProcess", "free_port"]
 
@@ -23,11 +24,26 @@ def free_port() -> int:
 
 
 class NodeProcess:
-    """Starts ``feedkv start`` on an ephemeral loopback port and waits for its URL."""
+    """Starts ``feedkv start`` on an ephemeral loopback port and waits for its URL.
+    Its stderr (logs; Spark's are many) goes to :attr:`log`, beside the store."""
 
     def __init__(self, store: Path, *extra_args: str, start_timeout_s: float = 30.0) -> None:
         self.store = store
-        self.process = subprocess.Popen(
+        self.log = store.parent / f"{store.name}.stderr"
+        with self.log.open("a") as log:
+            self.process = self._start(store, extra_args, log)
+        stdout = self.process.stdout
+        line = stdout.readline() if stdout is not None else ""
+        match = _URL.search(line)
+        if match is None:
+            self.process.kill()
+            self.process.wait(timeout=start_timeout_s)
+            raise RuntimeError(f"the node did not start: {line!r} {self.log.read_text()[-2000:]}")
+        self.url = match.group(0)
+
+    @staticmethod
+    def _start(store: Path, extra_args: tuple[str, ...], log: TextIO) -> subprocess.Popen[str]:
+        return subprocess.Popen(
             [
                 sys.executable,
                 "-m",
@@ -40,17 +56,9 @@ class NodeProcess:
                 *extra_args,
             ],
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=log,
             text=True,
         )
-        stdout = self.process.stdout
-        line = stdout.readline() if stdout is not None else ""
-        match = _URL.search(line)
-        if match is None:
-            self.process.kill()
-            _out, err = self.process.communicate(timeout=start_timeout_s)
-            raise RuntimeError(f"the node did not start: {line!r} {err}")
-        self.url = match.group(0)
 
     def kill(self) -> None:
         """SIGKILL: no drain, no clean close."""

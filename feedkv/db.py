@@ -55,10 +55,10 @@ def connect(
     The other arguments apply to an embedded node only. With ``listen`` (``HOST:PORT``)
     it also serves gRPC there. An embedded node runs the store's changefeed jobs,
     resuming those that were running when it last stopped (a server runs its own);
-    ``changefeed_runner`` says how: ``spark`` (a Spark Structured Streaming query on ``spark_master``, by
-    default ``$FEEDKV_SPARK_MASTER`` or ``local[*]``; :mod:`feedkv.spark.runner`) or
-    ``thread`` (a thread of this process: the changefeed core alone, for its tests and
-    for programs without Java).
+    ``changefeed_runner`` says how: ``spark`` (a Spark Structured Streaming query on
+    ``spark_master``, by default ``$FEEDKV_SPARK_MASTER`` or ``local[*]``;
+    :mod:`feedkv.spark.runner`) or ``thread`` (a thread of this process: the changefeed
+    core alone, for its tests and for programs without Java).
     """
     if changefeed_runner not in RUNNERS:
         raise InvalidArgumentError(

@@ -208,8 +208,7 @@ class Changefeeds:
         record = JobRecord(ROW_IDS.next(), plan.spec, created=plan.now)
         self._db.run_transaction(lambda txn: put_job(txn, record, watching=True))
         if self._registry is not None:
-            self._registry.start()
-            self._registry.poke()
+            self._registry.adopt(record.id)
         return Result(columns=("job_id",), rows=[(record.id,)], tag="CREATE CHANGEFEED")
 
     def execute(self, statement: st.Statement, session: Session) -> Result:

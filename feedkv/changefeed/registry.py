@@ -149,7 +149,7 @@ class JobRegistry:
                 self._tend(record, runner)
             elif record.status in ACTIVE and self._claimable(record.lease, now.wall):
                 if record.status == RUNNING:
-                    self._adopt(record.id)
+                    self.adopt(record.id)
                 else:  # requested while nobody ran it
                     self._update(record.id, self._stopped_by_request)
 
@@ -173,7 +173,10 @@ class JobRegistry:
 
     # Claiming, running and finishing a job.
 
-    def _adopt(self, job_id: int) -> None:
+    def adopt(self, job_id: int) -> None:
+        """Claim job ``job_id`` and start it here, if it is running and unclaimed (the
+        node that creates a job starts it at once)."""
+        self.start()
         lease_ns = int(self.settings.lease_s * 1e9)
 
         def claim(txn: Txn) -> JobRecord | None:

@@ -12,7 +12,7 @@ The query reads ``spark.readStream.format("feedkv_changefeed")`` and writes
   resolved marker only after every task's messages are durable.
 
   File and cloud-storage sinks are exactly-once. Tasks write their files under
-  ``.feedkv/staging/``; the commit records the batch's files in
+  ``.feedkv/jobs/<job id>/staging/``; the commit records the batch's files in
   ``.feedkv/jobs/<job id>/manifests/<batch id>.json``, then moves each into place, then writes the
   resolved marker. A replayed batch id finds its manifest: it finishes publishing the
   files listed there and drops the replay's files, so nothing is written twice. Other
@@ -58,10 +58,9 @@ from feedkv.spark.source import FollowingStreamReader, range_starts
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.util.hlc import Timestamp
 
-__all__ = ["ChangefeedDataSource", "decode_spec", "encode_spec", "manifests"]
+__all__ = ["ChangefeedDataSource", "decode_spec", "encode_spec", "manifests", "staging"]
 
 FILE_SCHEMES = ("file", "s3")
-STAGING = ".feedkv/staging"
 
 SCHEMA = (
     "topic STRING, key BINARY, value BINARY, mvcc_ts STRING, updated STRING, "
@@ -97,6 +96,11 @@ def manifests(job_id: int) -> str:
     """Where job ``job_id`` keeps its batches' manifests, under its sink's root: jobs
     that share a sink keep apart."""
     return f".feedkv/jobs/{job_id}/manifests"
+
+
+def staging(job_id: int) -> str:
+    """Where job ``job_id``'s tasks write files before a commit publishes them."""
+    return f".feedkv/jobs/{job_id}/staging/"
 
 
 @dataclass(frozen=True)
@@ -218,9 +222,9 @@ class _TaskResult(WriterCommitMessage):
 class _StagedBlobs:
     """Writes a task's files under a staging prefix and remembers where each belongs."""
 
-    def __init__(self, blobs: BlobStore) -> None:
+    def __init__(self, blobs: BlobStore, prefix: str) -> None:
         self._blobs = blobs
-        self._prefix = f"{STAGING}/{secrets.token_hex(8)}/"
+        self._prefix = f"{prefix}{secrets.token_hex(8)}/"
         self.staged: list[tuple[str, str]] = []
 
     def put(self, name: str, data: bytes) -> None:
@@ -235,6 +239,9 @@ class _StagedBlobs:
 
     def delete(self, name: str) -> None:
         self._blobs.delete(name)
+
+    def list(self, prefix: str) -> list[str]:
+        return self._blobs.list(prefix)
 
     def close(self) -> None:
         self._blobs.close()
@@ -277,7 +284,7 @@ class _ChangefeedWriter(DataSourceStreamWriter):
                     options = self.job.spec.options
                     start = result.lo or self.job.spec.start
                     if self.exactly_once:
-                        staged = _StagedBlobs(blob_store(self.uri))
+                        staged = _StagedBlobs(blob_store(self.uri), staging(self.job.job_id))
                         sink = file_sink(self.uri, staged, options, start=start)
                     else:
                         sink = make_sink(self.uri, options, start=start)
@@ -331,6 +338,10 @@ class _ChangefeedWriter(DataSourceStreamWriter):
                 blobs.delete(staged_name)
         for staged_name, final in files:
             blobs.rename(staged_name, final)
+        # What is left in staging was written by attempts that never committed (a
+        # driver that died, tasks retried): batches run one at a time, so it is garbage.
+        for leftover in blobs.list(staging(self.job.job_id)):
+            blobs.delete(leftover)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if not self.exactly_once:

@@ -3,7 +3,7 @@ Spark and without a node.
 
 The writer is driven as Spark would drive it: ``write()`` once per task with the task's
 rows (a marker row first, then messages), then ``commit(results, batch id)`` on the
-driver, or ``abort()``. Tasks stage their files under ``.feedkv/staging``; a commit
+driver, or ``abort()``. Tasks stage their files under ``.feedkv/jobs/<job id>/staging``; a commit
 records them in ``.feedkv/jobs/<job id>/manifests/<batch id>.json`` and moves them into place. A
 replayed batch id (Spark re-running a batch after a crash) must publish each of the
 first run's files exactly once and drop the replay's own files. The sink directory is a
@@ -29,13 +29,13 @@ from feedkv.changefeed.sink import SinkError
 from feedkv.changefeed.sinks.cloud_storage import name_ts
 from feedkv.errors import InvalidArgumentError
 from feedkv.spark.changefeed_job import (
-    STAGING,
     _ChangefeedWriter,
     _Job,
     _TaskResult,
     decode_spec,
     encode_spec,
     manifests,
+    staging,
 )
 from feedkv.util.hlc import Timestamp
 
@@ -119,7 +119,7 @@ def published(out: Path) -> dict[str, bytes]:
 
 
 def staged_files(out: Path) -> list[str]:
-    return relative_files(out / STAGING)
+    return relative_files(out / staging(0))
 
 
 def manifest(out: Path, batch_id: int) -> dict[str, Any]:
@@ -159,10 +159,10 @@ def test_a_task_result_names_each_staged_file_and_where_it_belongs(
     assert (result.lo, result.resolved) == (LO, HI)
     assert result.staged, "a task with messages stages at least one file"
     for staged, final in result.staged:
-        assert staged.startswith(f"{STAGING}/") and staged.endswith("/" + final)
+        assert staged.startswith(staging(0)) and staged.endswith("/" + final)
         assert not final.startswith(".feedkv")
         assert (out / staged).is_file()
-    assert sorted(s for s, _ in result.staged) == [f"{STAGING}/{n}" for n in staged_files(out)]
+    assert sorted(s for s, _ in result.staged) == [f"{staging(0)}{n}" for n in staged_files(out)]
 
 
 def test_a_commit_publishes_the_staged_files_outside_the_feedkv_directory(
@@ -383,3 +383,17 @@ def test_decoding_an_option_value_that_is_not_a_spec_is_rejected() -> None:
     text = base64.b64encode(pickle.dumps({"targets": [TABLE_ID]})).decode()
     with pytest.raises(InvalidArgumentError, match="not a changefeed spec"):
         decode_spec(text)
+
+
+def test_a_commit_removes_what_attempts_that_never_committed_left_in_staging(
+    writer: _ChangefeedWriter, out: Path
+) -> None:
+    # A driver that died mid-batch leaves its tasks' staged files behind: nothing
+    # publishes them, and the next batch to commit clears them out.
+    orphaned = writer.write(iter(task(1, 2)))
+    assert staged_files(out)
+    committed = task(3)
+    writer.commit([writer.write(iter(committed))], 0)
+    assert staged_files(out) == []
+    assert lines_of(published(out).values()) == values(committed)
+    assert all(final not in published(out) for _staged, final in orphaned.staged)

@@ -67,6 +67,10 @@ class BlobStore(Protocol):
         """Remove ``name`` if it exists."""
         ...
 
+    def list(self, prefix: str) -> list[str]:
+        """The names of the files under the folder ``prefix`` (which ends with ``/``)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -126,6 +130,14 @@ class LocalBlobs:
             pass
         except OSError as exc:
             raise SinkError(f"cannot remove changefeed file {name}: {exc.strerror}") from exc
+
+    def list(self, prefix: str) -> list[str]:
+        top = os.path.join(self.root, prefix)
+        return [
+            os.path.relpath(os.path.join(directory, file), self.root)
+            for directory, _dirs, files in os.walk(top)
+            for file in files
+        ]
 
     def close(self) -> None:
         pass

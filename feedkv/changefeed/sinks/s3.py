@@ -87,5 +87,16 @@ class S3Blobs:
         except self._errors as exc:
             raise SinkError(f"cannot remove s3://{self.bucket}/{key}: {exc}") from exc
 
+    def list(self, prefix: str) -> list[str]:
+        start = self._key(prefix)
+        cut = len(self._key(""))
+        try:
+            pages = self._client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=start
+            )
+            return [item["Key"][cut:] for page in pages for item in page.get("Contents", [])]
+        except self._errors as exc:
+            raise SinkError(f"cannot list s3://{self.bucket}/{start}: {exc}") from exc
+
     def close(self) -> None:
         self._client.close()

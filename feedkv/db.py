@@ -90,6 +90,7 @@ def connect(
         changefeed_runner=changefeed_runner,
         spark_master=spark_master,
     )
+    node.store.protected = db._protected_by_jobs
     try:
         if db.scan(*catalog.job_span(), limit=1):
             db.changefeeds.start()  # resume the jobs this node was running
@@ -204,6 +205,12 @@ class DB(KVClient):
                     registry = JobRegistry(self, self._node.node_id, make_job)
                 self._changefeeds = Changefeeds(self, registry)
             return self._changefeeds
+
+    def _protected_by_jobs(self) -> list[tuple[Span, Timestamp]]:
+        """The history changefeed jobs still need (garbage collection keeps it)."""
+        from feedkv.changefeed.jobs import protected_spans
+
+        return protected_spans(catalog.Snapshot(self, self.now()))
 
     def _spark_jobs(self, node: Node) -> JobFactory:
         """Runs each job as a Spark query whose checkpoint lives in the store directory."""

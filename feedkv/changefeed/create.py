@@ -48,7 +48,8 @@ from feedkv.changefeed.registry import JobFactory, JobRegistry
 from feedkv.changefeed.rows import Target
 from feedkv.changefeed.sink import SINK_OPTIONS, Sink, SinkURI, make_sink, parse_sink_uri
 from feedkv.changefeed.sinkless import COLUMNS, ChannelSink, FeedResult
-from feedkv.errors import SQLError
+from feedkv.errors import BatchTimestampBeforeGCError, SQLError
+from feedkv.kv.db import KVClient
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
@@ -101,6 +102,8 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
         if query is not None:
             query.check(desc)
         topics[desc.id] = _topic(database.name, desc.name, options)
+        if options.cursor is not None:
+            _check_history(db, target, desc.name, options.cursor)
     sink = None
     if statement.sink is not None:
         sink = parse_sink_uri(statement.sink, options)
@@ -122,6 +125,18 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
         query=statement.query.text if statement.query is not None else None,
     )
     return Plan(spec, sink, now)
+
+
+def _check_history(db: KVClient, target: Target, table: str, cursor: Timestamp) -> None:
+    """Refuse a cursor older than what garbage collection kept of ``table``."""
+    try:
+        for _version in db.export(target.span, cursor, cursor):  # an empty window: a check
+            pass
+    except BatchTimestampBeforeGCError as exc:
+        raise option_error(
+            f"cursor {cursor} is too old: table {table}'s history before it has been garbage "
+            f"collected ({exc})"
+        ) from None
 
 
 def _check_sinkless(options: ChangefeedOptions) -> None:

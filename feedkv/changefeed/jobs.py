@@ -16,7 +16,8 @@ Statuses follow CockroachDB's::
 
 A request on a job that no runner holds takes effect at once (``paused``,
 ``canceled``). Terminal jobs (canceled, failed, succeeded) no longer watch their tables,
-so TRUNCATE is allowed again.
+so TRUNCATE is allowed again, and no longer hold back garbage collection
+(:func:`protected_spans`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
 from feedkv.sql.executor import logical_decimal
 from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import Span
 
 __all__ = [
     "ACTIVE",
@@ -51,6 +53,7 @@ __all__ = [
     "Lease",
     "get_job",
     "list_jobs",
+    "protected_spans",
     "put_job",
     "show_row",
 ]
@@ -191,6 +194,21 @@ def put_job(txn: Txn, record: JobRecord, *, watching: bool | None = None) -> Non
     if watching is not None:
         for target in record.spec.targets:
             catalog.set_changefeed_watch(txn, target.table_id, record.id, watching=watching)
+
+
+def protected_spans(reader: catalog.Reader) -> list[tuple[Span, Timestamp]]:
+    """What garbage collection must keep for the jobs that have not ended (paused ones
+    too): each target table's rows and descriptor history from the job's high-water
+    mark (or its start) on."""
+    held = []
+    for record in list_jobs(reader):
+        if record.status in TERMINAL:
+            continue
+        since = record.high_water or record.spec.start
+        for target in record.spec.targets:
+            held.append((target.span, since))
+            held.append((Span.for_key(catalog.descriptor_key(target.table_id)), since))
+    return held
 
 
 def show_row(record: JobRecord, reader: catalog.Reader) -> tuple[Any, ...]:

@@ -44,7 +44,7 @@ from feedkv.changefeed.jobs import (
     list_jobs,
     put_job,
 )
-from feedkv.errors import FeedKVError
+from feedkv.errors import BatchTimestampBeforeGCError, FeedKVError
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
 from feedkv.sql.executor import logical_decimal
@@ -59,6 +59,8 @@ __all__ = ["JobFactory", "JobRegistry", "RegistrySettings"]
 log = logging.getLogger(__name__)
 
 JobFactory = Callable[[JobRecord], "Job"]
+
+GC_WORDS = "below the garbage-collection threshold"  # BatchTimestampBeforeGCError's text
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +279,7 @@ class JobRegistry:
         if requested is not None:
             return requested
         if error is not None:
-            message = str(error) or type(error).__name__
+            message = _failure(error)
             if record.spec.options.on_error == "pause":
                 status = "paused on error: " + message
                 return record.replace(
@@ -296,3 +298,17 @@ def _progress(record: JobRecord, job: Job) -> Timestamp | None:
     if high_water <= record.spec.start:
         return record.high_water
     return max(high_water, record.high_water or high_water)
+
+
+def _failure(error: BaseException) -> str:
+    """What a job's error column says about ``error``."""
+    message = str(error) or type(error).__name__
+    # NB: from a Spark query the error is text (a Python traceback inside a JVM
+    # exception), so the GC case is recognised by its words, not its type.
+    if isinstance(error, BatchTimestampBeforeGCError) or GC_WORDS in message:
+        return (
+            "the changefeed fell behind the garbage-collection threshold: the history it "
+            "still needed is gone, so it cannot go on; create a new changefeed (with a "
+            f"cursor after the threshold, or an initial scan). Cause: {message}"
+        )
+    return message

@@ -39,6 +39,8 @@ __all__ = [
     "Export",
     "ExportPosition",
     "ExportResponse",
+    "GC",
+    "GCResponse",
     "Get",
     "GetResponse",
     "Header",
@@ -252,6 +254,16 @@ class Export:
     resume: ExportPosition | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class GC:
+    """Remove the versions in ``span`` that no read at or above ``threshold`` can see,
+    and refuse reads and exports below it from then on (the node's GC queue sends it;
+    it is not part of the client API)."""
+
+    span: Span
+    threshold: Timestamp
+
+
 Request = (
     Get
     | Put
@@ -267,6 +279,7 @@ Request = (
     | Merge
     | RangeLookup
     | Export
+    | GC
 )
 
 
@@ -349,6 +362,11 @@ class ExportResponse:
     resume: ExportPosition | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class GCResponse:
+    versions_removed: int
+
+
 Response = (
     GetResponse
     | PutResponse
@@ -364,6 +382,7 @@ Response = (
     | MergeResponse
     | RangeLookupResponse
     | ExportResponse
+    | GCResponse
 )
 
 

@@ -37,6 +37,7 @@ from feedkv.errors import (
     WriteTooOldError,
 )
 from feedkv.kv.api import (
+    GC,
     BatchRequest,
     BatchResponse,
     ConditionalPut,
@@ -48,6 +49,7 @@ from feedkv.kv.api import (
     Export,
     ExportPosition,
     ExportResponse,
+    GCResponse,
     Get,
     GetResponse,
     HeartbeatTxn,
@@ -89,6 +91,7 @@ from feedkv.kv.txn_record import TxnRecord, read_record, write_record
 from feedkv.storage import mvcc
 from feedkv.storage.engine import ReadWriter
 from feedkv.storage.export import iter_export
+from feedkv.storage.gc import gc
 from feedkv.storage.intent import TxnMeta, TxnStatus
 from feedkv.storage.logical_ops import LogicalOp
 from feedkv.util.hlc import Clock, Timestamp
@@ -160,7 +163,7 @@ def _request_span(request: Request, txn: Transaction | None) -> Span | None:
     """The keys a request touches (``None``: an admin request routed by the node)."""
     if isinstance(request, Get | Put | ConditionalPut):
         return Span.for_key(check_key(request.key))
-    if isinstance(request, DeleteRange | Scan | ResolveIntent | RefreshRange | Export):
+    if isinstance(request, DeleteRange | Scan | ResolveIntent | RefreshRange | Export | GC):
         return request.span
     if isinstance(request, EndTxn | HeartbeatTxn):
         if txn is None or not txn.key:
@@ -526,6 +529,12 @@ class _Evaluator:
                 resume = ExportPosition(following.ts, following.key)
         return ExportResponse(tuple(page), resume)
 
+    def gc(self, req: GC) -> GCResponse:
+        span = req.span.intersect(self.desc.span)
+        if span is None or self.txn is not None:
+            raise InvalidArgumentError(f"GC of {req.span} does not fit range {self.desc}")
+        return GCResponse(gc(self.rw, span, req.threshold).versions_removed)
+
     # Ranges.
 
     def split(self, req: Split) -> SplitResponse:
@@ -595,4 +604,5 @@ _HANDLERS: dict[type, Callable[[_Evaluator, Any], Response]] = {
     Merge: _Evaluator.merge,
     RangeLookup: _Evaluator.range_lookup,
     Export: _Evaluator.export,
+    GC: _Evaluator.gc,
 }

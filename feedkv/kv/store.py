@@ -44,12 +44,14 @@ from feedkv.errors import (
     WriteIntentError,
 )
 from feedkv.kv.api import (
+    GC,
     MAX_PRIORITY,
     BatchRequest,
     BatchResponse,
     ConditionalPut,
     DeleteRange,
     Export,
+    GCResponse,
     Get,
     Header,
     Merge,
@@ -105,6 +107,8 @@ class StoreConfig:
     range_max_bytes: int = 64 << 20  # split a range past this size
     range_min_bytes: int = 16 << 20  # merge neighbours that are both below this size
     range_check_interval_s: float = 10.0  # how often small neighbours are looked for
+    gc_ttl_ns: int = 4 * 3600 * 1_000_000_000  # history kept for reads in the past
+    gc_interval_s: float = 60.0  # how often ranges are garbage-collected
     # Moves an automatic split point back to a boundary the layer above needs kept whole
     # (a SQL row's start, so its column families stay in one range); None: any key.
     split_key: Callable[[bytes], bytes] | None = None
@@ -152,10 +156,12 @@ class Store:
         self._waiters = _WaitQueue()
         self._to_resolve: queue.SimpleQueue[ResolveIntent | None] = queue.SimpleQueue()
         self._stopping = threading.Event()
+        self.protected: Callable[[], list[tuple[Span, Timestamp]]] = list
         self._threads = [
             threading.Thread(target=self._close_loop, name="feedkv-closed-ts", daemon=True),
             threading.Thread(target=self._resolve_loop, name="feedkv-resolver", daemon=True),
             threading.Thread(target=self._range_loop, name="feedkv-ranges", daemon=True),
+            threading.Thread(target=self._gc_loop, name="feedkv-gc", daemon=True),
         ]
         for thread in self._threads:
             thread.start()
@@ -406,6 +412,35 @@ class Store:
                 log.info("merging %s and %s: both are below %d bytes", left, right, small)
                 self._execute(BatchRequest(Header(), (Merge(left.start, automatic=True),)))
                 return  # the descriptors changed; look again next round
+
+    # Garbage collection.
+
+    def _gc_loop(self) -> None:
+        while not self._stopping.wait(self.config.gc_interval_s):
+            self._quietly(self.collect_garbage)
+
+    def collect_garbage(self) -> int:
+        """GC every range up to ``gc_ttl`` ago, but never past its closed timestamp nor
+        into history that :attr:`protected` (spans and the timestamps they need history
+        from, set by the layers above: changefeed jobs) still holds. Returns the number
+        of versions removed."""
+        protected = self.protected()
+        horizon = self.clock.now().wall - self.config.gc_ttl_ns
+        removed = 0
+        for desc in self.descriptors():
+            threshold = min(Timestamp(max(horizon, 0), 0), self.closed_timestamp(desc.range_id))
+            for span, ts in protected:
+                if span.overlaps(desc.span):
+                    threshold = min(threshold, ts)
+            if threshold > Timestamp(0, 0):
+                header = Header(range_id=desc.range_id, generation=desc.generation)
+                response = self._execute(BatchRequest(header, (GC(desc.span, threshold),)))
+                removed += sum(
+                    r.versions_removed
+                    for r in response.response.responses
+                    if isinstance(r, GCResponse)
+                )
+        return removed
 
     def _quietly(self, fn: Callable[..., object], *args: object) -> None:
         try:

@@ -1,0 +1,159 @@
+"""Garbage collection and changefeed jobs: a job's history is kept while it has not
+ended (paused too), and a job that lost it fails saying so.
+
+The store's GC queue runs here by hand (``Store.collect_garbage``) with a TTL of a few
+milliseconds, so whatever a job does not protect goes at once."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import feedkv
+from feedkv import DB
+from feedkv.changefeed.registry import _failure
+from feedkv.errors import BatchTimestampBeforeGCError, SQLError
+from feedkv.kv.store import Store, StoreConfig
+from feedkv.testing.waiting import wait_until
+from feedkv.util.hlc import Timestamp
+
+FAST = "resolved='0s', min_checkpoint_frequency='0s'"
+
+
+@pytest.fixture
+def db(tmp_path: Path, store_config: StoreConfig) -> Iterator[DB]:
+    config = replace(store_config, gc_ttl_ns=1_000_000, gc_interval_s=3600.0)
+    database = feedkv.connect(tmp_path / "store", config=config, changefeed_runner="thread")
+    yield database
+    database.close()
+
+
+def store_of(db: DB) -> Store:
+    assert db.node is not None
+    return db.node.store
+
+
+def updated_values(out: Path) -> list[tuple[int, str]]:
+    """Every (k, v) the sink holds, in the order of the rows' timestamps."""
+    rows = []
+    for path in out.rglob("*.ndjson"):
+        for line in path.read_text().splitlines():
+            message = json.loads(line)
+            if "after" in message:
+                rows.append((message["updated"], message["after"]["k"], message["after"]["v"]))
+    return [(k, v) for _ts, k, v in sorted(rows)]
+
+
+def wait_status(db: DB, job_id: int, status: str) -> None:
+    def reached() -> bool:
+        return bool(db.sql(f"SHOW CHANGEFEED JOB {job_id}").rows[0][3] == status)
+
+    wait_until(reached, timeout_s=30, what=f"job {job_id} {status}")
+
+
+def versions_once_past(db: DB, table: str, k: int, start: int, end: int) -> Timestamp:
+    """Write versions ``v<start>`` .. ``v<end - 1>`` of row ``k``; returns a time after
+    the first and before the others (a read there needs history GC may remove)."""
+    db.sql(f"UPSERT INTO {table} VALUES ({k}, 'v{start}')")
+    middle = db.now()
+    for i in range(start + 1, end):
+        db.sql(f"UPSERT INTO {table} VALUES ({k}, 'v{i}')")
+    return middle
+
+
+def wait_closed_past(db: DB, ts: Timestamp) -> None:
+    store = store_of(db)
+    wait_until(
+        lambda: all(store.closed_timestamp(d.range_id) > ts for d in store.descriptors()),
+        timeout_s=30,
+        what=f"every range closed past {ts}",
+    )
+
+
+def test_a_paused_job_keeps_its_history_and_unwatched_tables_lose_theirs(
+    db: DB, tmp_path: Path
+) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    db.sql("CREATE TABLE u (k INT PRIMARY KEY, v STRING)")
+    out = tmp_path / "out"
+    [(job_id,)] = db.sql(f"CREATE CHANGEFEED FOR t INTO 'file://{out}' WITH updated, {FAST}").rows
+    db.sql("INSERT INTO t VALUES (1, 'v0')")
+    wait_until(lambda: updated_values(out) == [(1, "v0")], timeout_s=30, what="the first row")
+    db.sql(f"PAUSE JOB {job_id}")
+    middle_t = versions_once_past(db, "t", 1, 1, 4)
+    middle_u = versions_once_past(db, "u", 1, 0, 3)
+    wait_closed_past(db, db.now())
+
+    assert store_of(db).collect_garbage() > 0
+    with pytest.raises(BatchTimestampBeforeGCError):
+        db.sql(f"SELECT v FROM u AS OF SYSTEM TIME {middle_u.wall}.{middle_u.logical:010d}")
+    # t's versions after the job's high-water mark are all still there.
+    assert db.sql(f"SELECT v FROM t AS OF SYSTEM TIME {middle_t.wall}.{middle_t.logical:010d}")
+
+    db.sql(f"RESUME JOB {job_id}")
+    want = [(1, f"v{i}") for i in range(4)]
+    wait_until(lambda: updated_values(out) == want, timeout_s=30, what="every version of t")
+
+
+def test_a_canceled_job_no_longer_holds_history_back(db: DB, tmp_path: Path) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    [(job_id,)] = db.sql(
+        f"CREATE CHANGEFEED FOR t INTO 'file://{tmp_path / 'out'}' WITH {FAST}"
+    ).rows
+    db.sql(f"PAUSE JOB {job_id}")
+    middle = versions_once_past(db, "t", 1, 0, 3)
+    wait_closed_past(db, db.now())
+    store_of(db).collect_garbage()
+    assert db.sql(f"SELECT v FROM t AS OF SYSTEM TIME {middle.wall}.{middle.logical:010d}")
+
+    db.sql(f"CANCEL JOB {job_id}")
+    store_of(db).collect_garbage()
+    with pytest.raises(BatchTimestampBeforeGCError):
+        db.sql(f"SELECT v FROM t AS OF SYSTEM TIME {middle.wall}.{middle.logical:010d}")
+
+
+def test_a_cursor_older_than_the_gc_threshold_is_refused(db: DB, tmp_path: Path) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    middle = versions_once_past(db, "t", 1, 0, 3)
+    wait_closed_past(db, db.now())
+    store_of(db).collect_garbage()
+    cursor = f"{middle.wall}.{middle.logical:010d}"
+    with pytest.raises(SQLError) as raised:
+        db.sql(f"CREATE CHANGEFEED FOR t INTO 'file://{tmp_path / 'out'}' WITH cursor='{cursor}'")
+    assert raised.value.code == "22023"
+    assert "too old" in raised.value.message and "garbage collected" in raised.value.message
+    assert not db.sql("SHOW CHANGEFEED JOBS").rows
+
+
+def test_a_job_whose_history_was_collected_fails_saying_so(db: DB, tmp_path: Path) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    out = tmp_path / "out"
+    [(job_id,)] = db.sql(f"CREATE CHANGEFEED FOR t INTO 'file://{out}' WITH updated, {FAST}").rows
+    db.sql("INSERT INTO t VALUES (1, 'v0')")
+    wait_until(lambda: updated_values(out) == [(1, "v0")], timeout_s=30, what="the first row")
+    db.sql(f"PAUSE JOB {job_id}")
+    versions_once_past(db, "t", 1, 1, 4)
+    wait_closed_past(db, db.now())
+    store = store_of(db)
+    protected = store.protected
+    store.protected = list  # the protection is lost (as if it had expired)
+    store.collect_garbage()
+    store.protected = protected
+
+    db.sql(f"RESUME JOB {job_id}")
+    wait_status(db, job_id, "failed")
+    error = db.sql(f"SHOW CHANGEFEED JOB {job_id}").rows[0][7]
+    assert "fell behind the garbage-collection threshold" in error
+    assert "create a new changefeed" in error
+
+
+def test_the_failure_message_names_gc_even_as_text_from_spark() -> None:
+    cause = BatchTimestampBeforeGCError(Timestamp(5, 0), Timestamp(9, 0), "export")
+    assert "fell behind the garbage-collection threshold" in _failure(cause)
+    from_spark = RuntimeError(f"Job aborted ... feedkv.errors.BatchTimestampBeforeGCError: {cause}")
+    assert "fell behind the garbage-collection threshold" in _failure(from_spark)
+    assert _failure(RuntimeError("sink down")) == "sink down"

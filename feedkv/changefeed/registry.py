@@ -137,6 +137,8 @@ class JobRegistry:
                 self._tick()
             except FeedKVError as exc:  # the store is unreachable or shutting down: retry
                 log.warning("job registry: %s", exc)
+            except Exception:  # a bug; the registry must go on running the other jobs
+                log.exception("job registry: unexpected error")
             self._wake.wait(self.settings.interval_s)
             self._wake.clear()
 

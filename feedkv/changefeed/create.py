@@ -37,6 +37,7 @@ from feedkv.changefeed.jobs import (
     SHOW_COLUMNS,
     JobRecord,
     get_job,
+    is_secret,
     list_jobs,
     put_job,
     redacted,
@@ -120,7 +121,7 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
         options=options,
         start=options.cursor or now,
         sink_uri=statement.sink,
-        description=statement.text,
+        description=_redacted_text(statement.text, statement.sink, options.given),
         user=session.user,
         query=statement.query.text if statement.query is not None else None,
     )
@@ -357,6 +358,8 @@ CONTROL_WAIT_S = 30.0  # how long PAUSE / CANCEL JOB wait for the runner to stop
 WAIT_POLL_S = 0.05
 REQUESTED = frozenset({PAUSE_REQUESTED, CANCEL_REQUESTED})
 
+_DONE = {"pause": "paused", "resume": "resumed", "cancel": "canceled"}
+
 # Options that say where a changefeed starts: ALTER CHANGEFEED cannot change them.
 _FIXED_OPTIONS = frozenset({"cursor", "initial_scan", "no_initial_scan", "initial_scan_only"})
 
@@ -385,7 +388,7 @@ def _requested(record: JobRecord, action: str) -> tuple[str, bool | None]:
             return (CANCEL_REQUESTED, None) if held else (CANCELED, False)
         if status == CANCEL_REQUESTED:
             return status, None
-    raise SQLError("55000", f"job {record.id} is {status}: it cannot be {action}d")
+    raise SQLError("55000", f"job {record.id} is {status}: it cannot be {_DONE[action]}")
 
 
 def altered_spec(
@@ -437,7 +440,7 @@ def altered_spec(
     for target in targets:
         table = catalog.table_by_id(txn, target.table_id)
         parent = catalog.get_descriptor(txn, table.database_id) if table else None
-        if table is None or parent is None:
+        if table is None or table.dropped or parent is None:
             raise option_error(f"table [{target.table_id}] of job {record.id} was dropped")
         topics[table.id] = _topic(parent.name, table.name, options)
     spec = dataclasses.replace(spec, targets=tuple(targets), topics=topics, options=options)
@@ -452,8 +455,27 @@ def describe(spec: ChangefeedSpec) -> str:
         spec.topics[t.table_id] + (f" FAMILY {t.family}" if t.family else "") for t in spec.targets
     )
     text = f"CREATE CHANGEFEED FOR TABLE {tables} INTO '{redacted(spec.sink_uri or '')}'"
-    given = [name if value is None else f"{name} = '{value}'" for name, value in spec.options.given]
+    given = [
+        name if value is None else f"{name} = {_literal('redacted' if is_secret(name) else value)}"
+        for name, value in spec.options.given
+    ]
     return text + (f" WITH {', '.join(given)}" if given else "")
+
+
+def _redacted_text(text: str, sink: str | None, given: tuple[tuple[str, str | None], ...]) -> str:
+    """The statement as SHOW CHANGEFEED JOBS describes it: the secrets in its sink URI
+    and in options such as ``webhook_auth_header`` redacted (they are string literals,
+    where a quote is written twice)."""
+    if sink:
+        text = text.replace(_literal(sink), _literal(redacted(sink)))
+    for name, value in given:
+        if value and is_secret(name):
+            text = text.replace(_literal(value), "'redacted'")
+    return text
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _topic(database: str, table: str, options: ChangefeedOptions) -> str:

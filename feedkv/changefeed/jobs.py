@@ -53,7 +53,9 @@ __all__ = [
     "Lease",
     "get_job",
     "list_jobs",
+    "is_secret",
     "protected_spans",
+    "redacted",
     "put_job",
     "show_row",
 ]
@@ -218,7 +220,7 @@ def show_row(record: JobRecord, reader: catalog.Reader) -> tuple[Any, ...]:
     for target in spec.targets:
         desc = catalog.table_by_id(reader, target.table_id)
         database = catalog.get_descriptor(reader, desc.database_id) if desc else None
-        if desc is None or database is None:
+        if desc is None or desc.dropped or database is None:
             names.append(f"[{target.table_id}]")  # dropped since
         else:
             names.append(f"{database.name}.public.{desc.name}")
@@ -238,12 +240,17 @@ def show_row(record: JobRecord, reader: catalog.Reader) -> tuple[Any, ...]:
     )
 
 
+def is_secret(name: str) -> bool:
+    """Whether a sink parameter or an option named ``name`` holds a secret."""
+    return any(word in name.lower() for word in _SECRET_WORDS)
+
+
 def redacted(uri: str) -> str:
     """``uri`` with the values of secret-looking query parameters (passwords, keys,
     tokens, certificates) and any password in its authority replaced by ``redacted``."""
     parts = urlsplit(uri)
     params = [
-        (name, "redacted" if any(w in name.lower() for w in _SECRET_WORDS) else value)
+        (name, "redacted" if is_secret(name) else value)
         for name, value in parse_qsl(parts.query, keep_blank_values=True)
     ]
     netloc = parts.netloc

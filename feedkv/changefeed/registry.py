@@ -65,7 +65,7 @@ GC_WORDS = "below the garbage-collection threshold"  # BatchTimestampBeforeGCErr
 
 @dataclass(frozen=True, slots=True)
 class RegistrySettings:
-    lease_s: float = 10.0
+    lease_s: float = 30.0
     renew_s: float = 1.0  # also how often SHOW CHANGEFEED JOBS sees progress
     interval_s: float = 0.5
 

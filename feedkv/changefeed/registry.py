@@ -15,8 +15,11 @@ instance: a store belongs to one process at a time, so that process has died (a 
 a SIGKILL) and its jobs resume as soon as the store is open again. When the registry
 closes (the node stops) its jobs stop and give their leases back, still ``running``.
 
-When a job ends, its runner thread records why: paused or canceled on request,
-succeeded, failed, or paused with the error under ``on_error=pause``.
+A job that hits a fault outside the changefeed (:class:`~feedkv.errors.ExternalError`
+or a :class:`~feedkv.errors.RetryableError`: Spark could not start, a node could not be
+reached) runs again from its high-water mark, waiting longer after each failure. When
+a job ends, its runner thread records why: paused or canceled on request, succeeded,
+failed, or paused with the error under ``on_error=pause``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 from feedkv.changefeed.jobs import (
@@ -44,7 +48,7 @@ from feedkv.changefeed.jobs import (
     list_jobs,
     put_job,
 )
-from feedkv.errors import BatchTimestampBeforeGCError, FeedKVError
+from feedkv.errors import BatchTimestampBeforeGCError, ExternalError, FeedKVError, RetryableError
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
 from feedkv.sql.executor import logical_decimal
@@ -68,6 +72,8 @@ class RegistrySettings:
     lease_s: float = 30.0
     renew_s: float = 1.0  # also how often SHOW CHANGEFEED JOBS sees progress
     interval_s: float = 0.5
+    retry_s: float = 1.0  # the first wait before a job that hit an outside fault reruns
+    retry_max_s: float = 60.0
 
 
 @dataclass
@@ -76,6 +82,11 @@ class _Runner:
     thread: threading.Thread | None = None
     lost: bool = False  # another registry holds the lease now
     renewed: float = field(default_factory=time.monotonic)
+    stopped: threading.Event = field(default_factory=threading.Event)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.job.close()
 
 
 class JobRegistry:
@@ -124,7 +135,7 @@ class JobRegistry:
         with self._lock:
             runners = list(self._runners.values())
         for runner in runners:
-            runner.job.close()
+            runner.stop()
         for runner in runners:
             if runner.thread is not None:
                 runner.thread.join()
@@ -168,9 +179,9 @@ class JobRegistry:
         if record.lease is None or record.lease.owner != self.owner:
             log.warning("changefeed job %d: lost its lease; stopping it here", record.id)
             runner.lost = True
-            runner.job.close()
+            runner.stop()
         elif record.status != RUNNING:
-            runner.job.close()  # its thread records the outcome
+            runner.stop()  # its thread records the outcome
         elif time.monotonic() - runner.renewed >= self.settings.renew_s:
             runner.renewed = time.monotonic()
             self._update(record.id, lambda r: self._renewed(r, runner.job))
@@ -211,12 +222,32 @@ class JobRegistry:
         runner.thread.start()
 
     def _run(self, job_id: int, runner: _Runner) -> None:
-        error: BaseException | None = None
-        try:
-            runner.job.run()
-        except BaseException as exc:
-            log.warning("changefeed job %d failed: %s", job_id, exc)
-            error = exc
+        attempt = 0
+        while True:
+            error: BaseException | None = None
+            try:
+                runner.job.run()
+            except BaseException as exc:
+                log.warning("changefeed job %d failed: %s", job_id, exc)
+                error = exc
+            if not isinstance(error, RetryableError | ExternalError) or runner.stopped.is_set():
+                break
+            # A fault outside the changefeed (Spark could not start, a node was
+            # unreachable): run it again from its high-water mark, backing off.
+            attempt += 1
+            delay = min(self.settings.retry_max_s, self.settings.retry_s * 2 ** (attempt - 1))
+            self._update(job_id, partial(self._retrying, job=runner.job, error=error, delay=delay))
+            record = None
+            if not runner.stopped.wait(delay):
+                record = get_job(catalog.Snapshot(self._db, self._db.now()), job_id)
+            if record is None or record.status != RUNNING or not self._owned(record):
+                error = None  # stopped while it waited: a request or a shutdown says why
+                break
+            try:
+                runner.job = self._make_job(record)
+            except FeedKVError as exc:
+                error = exc
+                break
         try:
             if not runner.lost:
                 self._update(job_id, lambda r: self._ended(r, runner.job, error))
@@ -262,6 +293,14 @@ class JobRegistry:
             ),
             None,
         )
+
+    def _retrying(
+        self, record: JobRecord, job: Job, error: BaseException, delay: float
+    ) -> tuple[JobRecord, bool | None] | None:
+        if not self._owned(record):
+            return None
+        status = f"retrying in {delay:g} s after: {error}"
+        return record.replace(high_water=_progress(record, job), running_status=status), None
 
     def _stopped_by_request(self, record: JobRecord) -> tuple[JobRecord, bool | None] | None:
         if record.status == PAUSE_REQUESTED:

@@ -10,6 +10,11 @@ Micro-batches are triggered every ``min_checkpoint_frequency`` (at least every 2
 each batch's end is the resolved timestamp, so that is how often rows become durable
 and resolved markers can be written. ``initial_scan='only'`` runs one scan batch and
 ends; ``end_time`` ends the job once a batch reaches it.
+
+A failure raises :class:`~feedkv.changefeed.changefeed.ChangefeedError` when it is the
+changefeed's own (a schema change under ``schema_change_policy='stop'``, lost history,
+a bad option), else :class:`~feedkv.errors.ExternalError`, which the job registry
+retries (Spark could not start, an executor lost its node).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from feedkv.changefeed.changefeed import ChangefeedError, ChangefeedSpec
+from feedkv.errors import ExternalError
 from feedkv.spark.changefeed_job import encode_spec
 from feedkv.spark.offsets import FeedOffset
 from feedkv.spark.session import spark_session
@@ -30,6 +36,13 @@ __all__ = ["SparkJob"]
 log = logging.getLogger(__name__)
 
 MIN_TRIGGER_S = 0.2
+TERMINAL_ERRORS = (
+    "ChangefeedError",
+    "BatchTimestampBeforeGCError",
+    "InvalidArgumentError",
+    "SQLError",
+    "InvariantViolation",
+)
 POLL_S = 0.2
 
 
@@ -66,7 +79,10 @@ class SparkJob:
             query.stop()
 
     def run(self) -> None:
-        spark = spark_session(self._master)
+        try:
+            spark = spark_session(self._master)
+        except Exception as exc:  # PySpark's own errors: the JVM did not start
+            raise ExternalError(f"changefeed job {self.job_id}: cannot start Spark: {exc}") from exc
         # NB: Spark looks Python data sources up in the JVM's active session, which is
         # per thread; this thread's must be the session they are registered with.
         jvm: Any = spark._jvm
@@ -102,7 +118,12 @@ class SparkJob:
             query.stop()
         error = query.exception()
         if error is not None and not self.closed:
-            raise ChangefeedError(f"changefeed job {self.job_id} failed: {error}") from None
+            message = f"changefeed job {self.job_id}: its Spark query failed: {error}"
+            # NB: the error is text here; a terminal feedkv error inside it ends the job,
+            # anything else (a lost executor, an unreachable node) is worth a retry.
+            if any(name in str(error) for name in TERMINAL_ERRORS):
+                raise ChangefeedError(message) from None
+            raise ExternalError(message) from None
 
     def _track(self, query: Any) -> None:
         """Moves the high-water mark to the end of the last finished batch."""

@@ -1,0 +1,380 @@
+"""Changefeed jobs on Spark into a file sink stay exactly-once through PAUSE / RESUME,
+ALTER CHANGEFEED ADD, and SIGKILLs of the node that drives the Spark query.
+
+Exactly-once is checked against the store: every committed row version after the job's
+start (an incremental export of the table) is in the published files once, and nothing
+else is."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import feedkv
+from feedkv import DB
+from feedkv.errors import FeedKVError
+from feedkv.sql import catalog
+from feedkv.sql.row_codec import decode_row_key, table_span
+from feedkv.testing.node_process import NodeProcess
+from feedkv.testing.waiting import wait_until
+from feedkv.util.hlc import Timestamp
+
+DEADLINE_S = 240.0  # Spark starts slowly on a loaded machine
+KILLS = 3
+
+# (topic, primary key, updated): one row version as the sink published it.
+Version = tuple[str, tuple[Any, ...], Timestamp]
+
+
+# Reading the sink and the store.
+
+
+def published(out: Path) -> Counter[Version]:
+    """Every row version in the sink's published files, counted (``.feedkv/`` holds the
+    staging area and the manifests; ``*.RESOLVED`` are markers)."""
+    versions: Counter[Version] = Counter()
+    stray = []
+    for path in sorted(out.rglob("*")):
+        relative = path.relative_to(out)
+        if not path.is_file() or relative.parts[0] == ".feedkv" or "RESOLVED" in path.name:
+            continue
+        if not path.name.endswith(".ndjson"):
+            stray.append(str(relative))
+            continue
+        # <ts>-<session>-<file id>-<topic>-<schema id>.ndjson
+        topic = path.name.split("-")[3]
+        for line in path.read_text().splitlines():
+            message = json.loads(line)
+            versions[(topic, tuple(message["key"]), Timestamp.parse(message["updated"]))] += 1
+    assert not stray, f"files outside .feedkv/ that are neither data nor markers: {stray}"
+    return versions
+
+
+def committed(db: DB, table: str, after: Timestamp) -> set[Version]:
+    """Every committed version of ``table``'s rows with a timestamp above ``after``, up to
+    now, read from the store (an incremental export)."""
+    now = db.now()
+    snapshot = catalog.Snapshot(db, now)
+    desc = catalog.table_by_name(snapshot, catalog.database_by_name(snapshot, "defaultdb"), table)
+    return {
+        (table, decode_row_key(desc, version.key)[0], version.ts)
+        for version in db.export(table_span(desc.id), after, now)
+    }
+
+
+def assert_exactly_once(out: Path, expected: set[Version]) -> None:
+    seen = published(out)
+    duplicated = sorted((v, n) for v, n in seen.items() if n > 1)
+    missing = sorted(expected - seen.keys())
+    extra = sorted(seen.keys() - expected)
+    assert not (duplicated or missing or extra), (
+        f"{len(expected)} versions expected, {sum(seen.values())} published: "
+        f"{len(duplicated)} duplicated {duplicated[:5]}, {len(missing)} missing {missing[:5]}, "
+        f"{len(extra)} unexpected {extra[:5]}"
+    )
+
+
+# The job, through SQL.
+
+
+def show_job(db: DB, job_id: int) -> dict[str, Any]:
+    result = db.sql(f"SHOW CHANGEFEED JOB {job_id}")
+    [row] = result.rows
+    return dict(zip(result.columns, row, strict=True))
+
+
+def high_water(db: DB, job_id: int) -> Timestamp | None:
+    """The job's high-water mark as SHOW CHANGEFEED JOB gives it (``None`` before any);
+    a job that ended, or paused on an error, fails the test."""
+    job = show_job(db, job_id)
+    if job["status"] in ("failed", "canceled", "succeeded") or (
+        job["status"] == "paused" and job["error"]
+    ):
+        raise AssertionError(f"changefeed job {job_id} is {job['status']}: {job['error']}")
+    value: Decimal | None = job["high_water_timestamp"]
+    return Timestamp.parse(format(value, "f")) if value is not None else None
+
+
+def wait_for_high_water(db: DB, job_id: int, above: Timestamp | None) -> Timestamp:
+    """Wait until the job's high-water mark is at or past ``above`` (past none: set)."""
+
+    def reached() -> Timestamp | None:
+        mark = high_water(db, job_id)
+        return mark if mark is not None and (above is None or mark >= above) else None
+
+    mark = wait_until(reached, timeout_s=DEADLINE_S, poll_s=0.1, what=f"high water >= {above}")
+    assert mark is not None
+    return mark
+
+
+def create_job(db: DB, table: str, out: Path, frequency: str) -> int:
+    [(job_id,)] = db.sql(
+        f"CREATE CHANGEFEED FOR TABLE {table} INTO 'file://{out}' WITH updated, key_in_value, "
+        f"resolved = '{frequency}', min_checkpoint_frequency = '{frequency}'"
+    ).rows
+    return int(job_id)
+
+
+def job_start(db: DB, job_id: int) -> Timestamp:
+    """Where the job's feed starts (exclusive): the CREATE statement's timestamp."""
+    record = db.changefeeds.record(job_id)
+    assert record is not None
+    return record.spec.start
+
+
+# 1. Pause, resume and ALTER CHANGEFEED ADD on an embedded store.
+
+
+def write_rows(db: DB, table: str, ids: range, value: str) -> int:
+    """Insert ``ids``, update every other one, delete the last: one version per statement;
+    returns how many statements (versions) that was."""
+    for i in ids:
+        db.sql(f"INSERT INTO {table} VALUES ($1, $2)", i, value)
+    for i in ids[::2]:
+        db.sql(f"UPDATE {table} SET v = $2 WHERE id = $1", i, value + "'")
+    db.sql(f"DELETE FROM {table} WHERE id = $1", ids[-1])
+    return len(ids) + len(ids[::2]) + 1
+
+
+def test_pause_resume_and_alter_add_are_exactly_once(spark: Any, db: DB, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, v STRING)")
+    db.sql("CREATE TABLE u (id INT PRIMARY KEY, v STRING)")
+    job_id = create_job(db, "t", out, "200ms")
+    start = job_start(db, job_id)
+    written_t = write_rows(db, "t", range(1, 11), "running")
+    write_rows(db, "u", range(1, 6), "unwatched")  # before u is a target: never sent
+    wait_for_high_water(db, job_id, db.now())
+
+    db.sql(f"PAUSE JOB {job_id}")
+    wait_until(
+        lambda: show_job(db, job_id)["status"] == "paused",
+        timeout_s=DEADLINE_S,
+        poll_s=0.1,
+        what="the job paused",
+    )
+    written_t += write_rows(db, "t", range(11, 16), "paused")
+    write_rows(db, "u", range(6, 11), "paused")
+    db.sql(f"ALTER CHANGEFEED {job_id} ADD u")
+    added_after = high_water(db, job_id)  # u is followed from here, with no scan
+    assert added_after is not None
+    job = show_job(db, job_id)
+    assert job["status"] == "paused"
+    assert job["full_table_names"] == ["defaultdb.public.t", "defaultdb.public.u"]
+    assert "FOR TABLE t, u INTO" in job["description"]
+
+    db.sql(f"RESUME JOB {job_id}")
+    written_t += write_rows(db, "t", range(16, 21), "resumed")
+    write_rows(db, "u", range(11, 16), "resumed")
+    wait_for_high_water(db, job_id, db.now())
+    assert show_job(db, job_id)["status"] == "running"
+
+    expected_t = committed(db, "t", start)
+    assert len(expected_t) == written_t  # the store holds what the workload wrote
+    expected_u = committed(db, "u", added_after)
+    assert {key for _topic, key, _ts in expected_u} >= {(i,) for i in range(6, 16)}
+    assert_exactly_once(out, expected_t | expected_u)
+    db.sql(f"CANCEL JOB {job_id}")
+
+
+# 2. SIGKILL the node driving the Spark query, again and again.
+
+
+class Writer:
+    """Inserts, updates and deletes rows of ``t`` through one node until stopped or the
+    node dies. What it wrote is read back from the store, not remembered: a write cut
+    short by the kill may or may not have committed."""
+
+    def __init__(self, url: str, phase: int, rng: random.Random) -> None:
+        self.statements = 0
+        self.failure: BaseException | None = None
+        self._url = url
+        self._next_id = phase * 1_000_000
+        self._rng = random.Random(rng.random())
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"writer-{phase}", daemon=True)
+
+    def __enter__(self) -> Writer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=DEADLINE_S)
+        assert not self._thread.is_alive(), "the writer did not stop"
+        if self.failure is not None and not isinstance(self.failure, FeedKVError):
+            raise self.failure
+
+    def wait_for(self, statements: int) -> None:
+        """Wait until it has run ``statements`` more statements."""
+        target = self.statements + statements
+        wait_until(
+            lambda: self.statements >= target or self.failure is not None,
+            timeout_s=DEADLINE_S,
+            what=f"{statements} writes",
+        )
+        if self.failure is not None:
+            raise AssertionError(f"the writer stopped: {self.failure!r}") from self.failure
+
+    def _run(self) -> None:
+        ids: list[int] = []
+        try:
+            with feedkv.connect(self._url) as db:
+                while not self._stop.wait(0.01):  # NB: paced, to leave Spark some CPU
+                    choice = self._rng.random()
+                    if choice < 0.5 or len(ids) < 5:
+                        self._next_id += 1
+                        ids.append(self._next_id)
+                        db.sql("INSERT INTO t VALUES ($1, $2)", self._next_id, 0)
+                    elif choice < 0.9:
+                        db.sql("UPDATE t SET v = v + 1 WHERE id = $1", self._rng.choice(ids))
+                    else:
+                        db.sql("DELETE FROM t WHERE id = $1", ids.pop(self._rng.randrange(5)))
+                    self.statements += 1
+        except BaseException as exc:  # the node was killed, or a real failure
+            self.failure = exc
+
+
+def descendants(pid: int) -> set[int]:
+    """The processes under ``pid`` (Spark's JVM and its Python workers)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def kill_node(node: NodeProcess) -> list[int]:
+    """SIGKILL the node; its Spark JVM (which watches its parent's pipe) and workers must
+    follow. Returns the ones that had not exited after a while, now killed too."""
+    family = descendants(node.process.pid)
+    node.kill()
+    with contextlib.suppress(TimeoutError):
+        wait_until(
+            lambda: not any(alive(p) for p in family), timeout_s=60, poll_s=0.1, what="orphans"
+        )
+    orphans = [p for p in family if alive(p)]
+    for pid in orphans:
+        with contextlib.suppress(OSError):  # it exited since
+            os.kill(pid, signal.SIGKILL)
+    return orphans
+
+
+@pytest.fixture
+def nodes() -> Iterator[list[NodeProcess]]:
+    """The test's node processes; any still running at the end are killed."""
+    started: list[NodeProcess] = []
+    yield started
+    for node in started:
+        if node.process.poll() is None:
+            kill_node(node)
+
+
+NODE_ARGS = ("--spark-master", "local[2]", "--closed-ts-target", "200ms")
+
+
+@pytest.mark.timeout(900)
+def test_killing_the_driver_repeatedly_loses_and_duplicates_nothing(
+    tmp_path: Path, nodes: list[NodeProcess]
+) -> None:
+    store, out = tmp_path / "store", tmp_path / "out"
+    rng = random.Random(20260311)
+    nodes.append(NodeProcess(store, *NODE_ARGS))
+    with feedkv.connect(nodes[-1].url) as client:
+        client.sql("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+        job_id = create_job(client, "t", out, "200ms")
+        start = job_start(client, job_id)
+    orphans: list[int] = []
+    for phase in range(KILLS):
+        node = nodes[-1]
+        with feedkv.connect(node.url) as client, Writer(node.url, phase, rng) as writer:
+            # Kill once batches were committed since this start (the mark moved), a few
+            # writes later: by then the next batches are in flight.
+            mark = high_water(client, job_id)
+            wait_for_high_water(client, job_id, mark.next() if mark else None)
+            writer.wait_for(rng.randint(1, 20))
+            orphans += kill_node(node)
+        nodes.append(NodeProcess(store, *NODE_ARGS))
+
+    with feedkv.connect(nodes[-1].url) as client:
+        with Writer(nodes[-1].url, KILLS, rng) as writer:
+            mark = high_water(client, job_id)
+            wait_for_high_water(client, job_id, mark.next() if mark else None)
+            writer.wait_for(20)
+        assert writer.failure is None
+        wait_for_high_water(client, job_id, client.now())
+        assert show_job(client, job_id)["status"] == "running"
+        expected = committed(client, "t", start)
+        assert_exactly_once(out, expected)
+        client.sql(f"CANCEL JOB {job_id}")
+    assert nodes[-1].terminate(timeout_s=120) == 0
+    assert not orphans, f"processes outlived their killed node: {orphans}"
+
+
+def test_a_job_whose_spark_driver_cannot_start_runs_once_a_node_can_start_it(
+    tmp_path: Path, nodes: list[NodeProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, out = tmp_path / "store", tmp_path / "out"
+    # A Spark whose launcher dies as a gRPC-forked child does (SIGABRT before exec).
+    broken = tmp_path / "broken-spark"
+    (broken / "bin").mkdir(parents=True)
+    (broken / "bin" / "spark-submit").write_text("#!/bin/sh\nkill -ABRT $$\n")
+    (broken / "bin" / "spark-submit").chmod(0o755)
+    spark_home = os.environ.get("SPARK_HOME")
+    monkeypatch.setenv("SPARK_HOME", str(broken))
+    nodes.append(NodeProcess(store, *NODE_ARGS))
+    with feedkv.connect(nodes[-1].url) as client:
+        client.sql("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+        job_id = create_job(client, "t", out, "200ms")
+        start = job_start(client, job_id)
+
+        def launch_failed() -> bool:
+            job = show_job(client, job_id)
+            return "JAVA_GATEWAY_EXITED" in job["error"] + job["running_status"]
+
+        wait_until(launch_failed, timeout_s=DEADLINE_S, poll_s=0.1, what="a failed launch")
+        for i in range(10):
+            client.sql("INSERT INTO t VALUES ($1, $2)", i, i)
+    assert nodes[-1].terminate(timeout_s=120) == 0
+
+    if spark_home is None:
+        monkeypatch.delenv("SPARK_HOME")
+    else:
+        monkeypatch.setenv("SPARK_HOME", spark_home)
+    nodes.append(NodeProcess(store, *NODE_ARGS))
+    with feedkv.connect(nodes[-1].url) as client:
+        wait_for_high_water(client, job_id, client.now())
+        assert_exactly_once(out, committed(client, "t", start))
+        client.sql(f"CANCEL JOB {job_id}")
+    assert nodes[-1].terminate(timeout_s=120) == 0

@@ -74,16 +74,22 @@ def wait_closed_past(db: DB, ts: Timestamp) -> None:
     )
 
 
-def test_a_paused_job_keeps_its_history_and_unwatched_tables_lose_theirs(
-    db: DB, tmp_path: Path
-) -> None:
+def paused_job(db: DB, out: Path) -> int:
+    """A job on a new table t that delivered t's first row, then was paused."""
     db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
-    db.sql("CREATE TABLE u (k INT PRIMARY KEY, v STRING)")
-    out = tmp_path / "out"
     [(job_id,)] = db.sql(f"CREATE CHANGEFEED FOR t INTO 'file://{out}' WITH updated, {FAST}").rows
     db.sql("INSERT INTO t VALUES (1, 'v0')")
     wait_until(lambda: updated_values(out) == [(1, "v0")], timeout_s=30, what="the first row")
     db.sql(f"PAUSE JOB {job_id}")
+    return int(job_id)
+
+
+def test_a_paused_job_keeps_its_history_and_unwatched_tables_lose_theirs(
+    db: DB, tmp_path: Path
+) -> None:
+    db.sql("CREATE TABLE u (k INT PRIMARY KEY, v STRING)")
+    out = tmp_path / "out"
+    job_id = paused_job(db, out)
     middle_t = versions_once_past(db, "t", 1, 1, 4)
     middle_u = versions_once_past(db, "u", 1, 0, 3)
     wait_closed_past(db, db.now())
@@ -130,12 +136,8 @@ def test_a_cursor_older_than_the_gc_threshold_is_refused(db: DB, tmp_path: Path)
 
 
 def test_a_job_whose_history_was_collected_fails_saying_so(db: DB, tmp_path: Path) -> None:
-    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
     out = tmp_path / "out"
-    [(job_id,)] = db.sql(f"CREATE CHANGEFEED FOR t INTO 'file://{out}' WITH updated, {FAST}").rows
-    db.sql("INSERT INTO t VALUES (1, 'v0')")
-    wait_until(lambda: updated_values(out) == [(1, "v0")], timeout_s=30, what="the first row")
-    db.sql(f"PAUSE JOB {job_id}")
+    job_id = paused_job(db, out)
     versions_once_past(db, "t", 1, 1, 4)
     wait_closed_past(db, db.now())
     store = store_of(db)

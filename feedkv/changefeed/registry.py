@@ -191,6 +191,8 @@ class JobRegistry:
     def adopt(self, job_id: int) -> None:
         """Claim job ``job_id`` and start it here, if it is running and unclaimed (the
         node that creates a job starts it at once)."""
+        if self._closed.is_set():
+            return  # the node is stopping: its next start adopts the job
         self.start()
         lease_ns = int(self.settings.lease_s * 1e9)
 

@@ -176,12 +176,16 @@ class JobRegistry:
         )
 
     def _tend(self, record: JobRecord, runner: _Runner) -> None:
-        if record.lease is None or record.lease.owner != self.owner:
-            log.warning("changefeed job %d: lost its lease; stopping it here", record.id)
-            runner.lost = True
-            runner.stop()
-        elif record.status != RUNNING:
-            runner.stop()  # its thread records the outcome
+        if not self._owned(record) or record.status != RUNNING:
+            # NB: the tick's snapshot may predate this runner's claim (or a RESUME): only
+            # a fresh read may stop a job.
+            fresh = get_job(catalog.Snapshot(self._db, self._db.now()), record.id)
+            if fresh is None or not self._owned(fresh):
+                log.warning("changefeed job %d: lost its lease; stopping it here", record.id)
+                runner.lost = True
+                runner.stop()
+            elif fresh.status != RUNNING:
+                runner.stop()  # its thread records the outcome
         elif time.monotonic() - runner.renewed >= self.settings.renew_s:
             runner.renewed = time.monotonic()
             self._update(record.id, lambda r: self._renewed(r, runner.job))

@@ -1,0 +1,422 @@
+"""`feedkv bench spark`: changefeed jobs run as Spark Structured Streaming queries
+(``--master``, default ``local[2]``) writing files on the local disk.
+
+- initial scan: a table of ``--rows`` rows (default 1M) written into Parquet files by
+  ``CREATE CHANGEFEED ... INTO 'file://...' WITH format=parquet, initial_scan='only'``,
+  from the statement until the job has ended; rows/s. The files' rows are then counted
+  and their keys checked against the table. A one-row job runs first so the scan does
+  not pay for starting Spark (that is ``spark_start_s``). Target: >= 100k rows/s.
+- steady state: ``--writers`` sessions UPDATE ``--batch`` rows a statement at an offered
+  ``--rate`` rows/s (default 20k) for ``--seconds`` while a JSON job (``WITH updated,
+  resolved='1s', min_checkpoint_frequency='1s'``, the default 1 s closed-timestamp
+  target) follows the table. Committed and delivered rows/s, and the lag from commit to
+  file: from a row's ``updated`` timestamp (its commit's wall time) to the moment a poll
+  of the sink directory found the file holding it, p50/p99. Target: 20k rows/s sustained
+  (committed, every row delivered, the lag not growing over the run) with p50 lag
+  <= 2.5 s.
+
+Loading the table is timed apart (``load_seconds``). Progress goes to stderr; prints
+one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+import feedkv
+
+TARGET_SCAN_ROWS_PER_S = 100_000
+TARGET_STEADY_ROWS_PER_S = 20_000
+TARGET_P50_LAG_S = 2.5
+# The offered rate counts as reached at 95% of it: pacing and the last partial second
+# lose a little.
+REACHED = 0.95
+LOAD_BATCH = 1000
+STAGING = ".feedkv"  # the file sink's staging files and manifests, not output
+
+# NB: one statement text with placeholders for every batch: the SQL layer caches parses
+# by text, and parsing a literal 1000-row VALUES list costs as much as running it.
+INSERT = "INSERT INTO bench VALUES " + ", ".join(
+    f"(${3 * j + 1}, ${3 * j + 2}, ${3 * j + 3})" for j in range(LOAD_BATCH)
+)
+UPDATE = "UPDATE bench SET n = n + 1 WHERE k >= $1 AND k < $2"
+
+
+def say(message: str) -> None:
+    print(f"[bench spark] {message}", file=sys.stderr, flush=True)
+
+
+def load(db: feedkv.DB, rows: int, loaders: int) -> float:
+    """Insert ``rows`` rows from ``loaders`` threads (a session each); the seconds taken."""
+    if rows % LOAD_BATCH:
+        raise ValueError(f"--rows {rows} must be a multiple of {LOAD_BATCH}")
+    db.sql("CREATE TABLE bench (k INT PRIMARY KEY, v STRING, n INT)")
+    loaded = [0] * loaders
+    errors: list[BaseException] = []
+    t0 = time.perf_counter()
+
+    def insert(n: int) -> None:
+        session = db.session()
+        try:
+            for lo in range(n * LOAD_BATCH, rows, loaders * LOAD_BATCH):
+                params: list[Any] = []
+                for k in range(lo, lo + LOAD_BATCH):
+                    params += (k, f"value-{k}", k % 97)
+                session.execute(INSERT, *params)
+                loaded[n] += LOAD_BATCH
+                if n == 0 and (lo // LOAD_BATCH) % 100 == 0:
+                    elapsed = time.perf_counter() - t0
+                    say(f"loaded {sum(loaded):,} rows in {elapsed:.0f} s")
+        except BaseException as exc:  # reported by the caller
+            errors.append(exc)
+
+    threads = [threading.Thread(target=insert, args=(n,)) for n in range(loaders)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError(f"loading failed: {errors[0]!r}") from errors[0]
+    return time.perf_counter() - t0
+
+
+def run_job(db: feedkv.DB, statement: str, timeout: float) -> float:
+    """Run a job that ends by itself; the seconds from the statement to its end."""
+    t0 = time.perf_counter()
+    (job_id,) = db.sql(statement).rows[0]
+    if not db.changefeeds.wait(job_id, timeout):
+        raise RuntimeError(f"changefeed job {job_id} did not end within {timeout:.0f} s")
+    seconds = time.perf_counter() - t0
+    error = db.changefeeds.error(job_id)
+    if error is not None:
+        raise RuntimeError(f"changefeed job {job_id} failed: {error}")
+    return seconds
+
+
+def output_files(root: Path, suffix: str) -> list[Path]:
+    """Published files under ``root`` whose names end with ``suffix``, in name order."""
+    found = []
+    for directory, subdirs, names in os.walk(root):
+        if STAGING in subdirs:
+            subdirs.remove(STAGING)
+        found += [Path(directory, name) for name in names if name.endswith(suffix)]
+    return sorted(found)
+
+
+def start_spark(db: feedkv.DB, tmp: Path, timeout: float) -> float:
+    """A one-row ``initial_scan='only'`` job: starts Spark and its Python workers."""
+    db.sql("CREATE TABLE warmup (k INT PRIMARY KEY)")
+    db.sql("INSERT INTO warmup VALUES (1)")
+    return run_job(
+        db,
+        f"CREATE CHANGEFEED FOR TABLE warmup INTO '{(tmp / 'warmup').as_uri()}' "
+        "WITH format=parquet, initial_scan='only'",
+        timeout,
+    )
+
+
+def initial_scan(db: feedkv.DB, tmp: Path, rows: int, timeout: float) -> dict[str, Any]:
+    sink = tmp / "scan"
+    seconds = run_job(
+        db,
+        f"CREATE CHANGEFEED FOR TABLE bench INTO '{sink.as_uri()}' "
+        "WITH format=parquet, initial_scan='only'",
+        timeout,
+    )
+    files = output_files(sink, ".parquet")
+    keys = ds.dataset([str(f) for f in files], format="parquet").to_table(columns=["k"])["k"]
+    got, distinct = len(keys), pc.count_distinct(keys).as_py()
+    if got != rows or distinct != rows:
+        raise RuntimeError(
+            f"the scan wrote {got} rows ({distinct} distinct keys) in {len(files)} Parquet "
+            f"files under {sink}; the table has {rows}"
+        )
+    if rows and (pc.min(keys).as_py(), pc.max(keys).as_py()) != (0, rows - 1):
+        raise RuntimeError(f"the scan's keys are not the table's 0..{rows - 1}")
+    rate = rows / seconds
+    return {
+        "rows": rows,
+        "files": len(files),
+        "seconds": round(seconds, 2),
+        "rows_per_s": round(rate),
+        "target_rows_per_s": TARGET_SCAN_ROWS_PER_S,
+        "met": rate >= TARGET_SCAN_ROWS_PER_S,
+    }
+
+
+class Watcher:
+    """Polls a file sink's directory every ``interval`` seconds from its own thread and
+    reads each new file once: for each row version (key, ``updated``) the wall-clock time
+    the poll found it at, and the highest resolved timestamp seen."""
+
+    def __init__(self, root: Path, interval: float) -> None:
+        self.root = root
+        self.interval = interval
+        self.found: dict[tuple[Any, str], int] = {}  # (key, updated) -> found at, ns
+        self.duplicates = 0
+        self.files = 0
+        self.resolved_files = 0
+        self.resolved_wall = 0
+        self.cpu_s = 0.0
+        self.changed = threading.Condition()
+        self._seen: set[Path] = set()
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="bench-watcher", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._raise()
+
+    def wait_for(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Wait until ``done()`` holds (checked after each poll that found files)."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while not done():
+                self._raise()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.changed.wait(left)
+        return True
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise RuntimeError(f"reading {self.root} failed: {self._error!r}") from self._error
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(self.interval):
+                self._poll()
+        except BaseException as exc:
+            self._error = exc
+        finally:
+            self.cpu_s = time.thread_time()
+            with self.changed:
+                self.changed.notify_all()
+
+    def _poll(self) -> None:
+        listed = output_files(self.root, "") if self.root.exists() else []
+        found_at = time.time_ns()
+        new = [p for p in listed if p not in self._seen and not p.name.endswith(".tmp")]
+        if not new:
+            return
+        for path in new:
+            self._seen.add(path)
+            if path.name.endswith(".RESOLVED"):
+                resolved = json.loads(path.read_bytes())["resolved"]
+                self.resolved_wall = max(self.resolved_wall, int(resolved.split(".")[0]))
+                self.resolved_files += 1
+                continue
+            self.files += 1
+            for line in path.read_bytes().splitlines():
+                message = json.loads(line)
+                version = (message["after"]["k"], message["updated"])
+                if version in self.found:
+                    self.duplicates += 1
+                else:
+                    self.found[version] = found_at
+        with self.changed:
+            self.changed.notify_all()
+
+
+def percentile(ordered: list[float], p: float) -> float:
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
+
+
+def steady(
+    db: feedkv.DB,
+    tmp: Path,
+    rows: int,
+    *,
+    writers: int,
+    rate: float,
+    batch: int,
+    seconds: float,
+    poll: float,
+    drain: float,
+) -> dict[str, Any]:
+    if rows < writers * batch:
+        raise ValueError(f"--rows {rows} is too few for {writers} writers of {batch} rows")
+    sink = tmp / "steady"
+    watcher = Watcher(sink, poll)
+    watcher.start()
+    t0 = time.perf_counter()
+    (job_id,) = db.sql(
+        f"CREATE CHANGEFEED FOR TABLE bench INTO '{sink.as_uri()}' "
+        "WITH updated, resolved='1s', min_checkpoint_frequency='1s', initial_scan='no'"
+    ).rows[0]
+    # Writing starts once the job has written a resolved file: it is running by then.
+    if not watcher.wait_for(lambda: watcher.resolved_files > 0, 300):
+        error = db.changefeeds.error(job_id)
+        raise RuntimeError(f"changefeed job {job_id} wrote no resolved file in 300 s: {error}")
+    job_start_s = time.perf_counter() - t0
+    say(f"steady-state job {job_id} running after {job_start_s:.1f} s; writing")
+
+    committed = [0] * writers
+    errors: list[BaseException] = []
+    interval = batch * writers / rate  # between one writer's statements
+    slice_rows = rows // writers // batch * batch
+    start_ns = time.time_ns()
+    start = time.monotonic()
+    stop = start + seconds
+
+    def write(w: int) -> None:
+        session = db.session()
+        pause = threading.Event()
+        base = w * slice_rows
+        i = 0
+        try:
+            while True:
+                due = start + i * interval
+                if due >= stop or time.monotonic() >= stop:  # a writer behind stops too
+                    return
+                if due > time.monotonic():
+                    pause.wait(due - time.monotonic())
+                lo = base + (i * batch) % slice_rows
+                tag = session.execute(UPDATE, lo, lo + batch).tag
+                committed[w] += int(tag.split()[-1])
+                i += 1
+        except BaseException as exc:  # reported by the caller
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    write_s = time.monotonic() - start
+    end_ns = time.time_ns()
+    if errors:
+        raise RuntimeError(f"a writer failed: {errors[0]!r}") from errors[0]
+    total = sum(committed)
+    delivered_by_end = len(watcher.found)
+    say(f"committed {total:,} rows in {write_s:.1f} s; {delivered_by_end:,} in files so far")
+    caught_up = watcher.wait_for(lambda: len(watcher.found) >= total, drain)
+    watcher.stop()
+    error = db.changefeeds.error(job_id)
+    if error is not None:
+        raise RuntimeError(f"changefeed job {job_id} failed: {error}")
+
+    found = watcher.found
+    lags = sorted((at - int(updated.split(".")[0])) / 1e9 for (_k, updated), at in found.items())
+    thirds: list[list[float]] = [[], [], []]
+    span_ns = max(1, end_ns - start_ns)
+    for (_k, updated), at in found.items():
+        wall = int(updated.split(".")[0])
+        thirds[min(2, max(0, 3 * (wall - start_ns) // span_ns))].append((at - wall) / 1e9)
+    p50_by_third = [round(statistics.median(t), 3) if t else None for t in thirds]
+    last_found = max(found.values(), default=start_ns)
+    deliver_s = max(1e-9, (last_found - start_ns) / 1e9)
+    first, last = p50_by_third[0], p50_by_third[2]
+    # Falling behind shows as a lag that grows over the run; one closed-timestamp target
+    # (1 s) of growth is allowed for noise.
+    growing = first is not None and last is not None and last > first + 1.0
+    kept_up = caught_up and len(found) == total and not growing
+    commit_rate = total / write_s
+    p50 = statistics.median(lags) if lags else float("inf")
+    return {
+        "writers": writers,
+        "batch_rows": batch,
+        "seconds": round(write_s, 2),
+        "offered_rows_per_s": round(rate),
+        "committed_rows": total,
+        "committed_rows_per_s": round(commit_rate),
+        "rows_delivered": len(found),
+        "rows_delivered_during_writes": delivered_by_end,
+        "rows_delivered_per_s": round(len(found) / deliver_s),
+        "duplicates": watcher.duplicates,
+        "files": watcher.files,
+        "caught_up_after_s": round((last_found - end_ns) / 1e9, 2) if caught_up else None,
+        "lag_p50_s": round(p50, 3),
+        "lag_p99_s": round(percentile(lags, 0.99), 3) if lags else None,
+        "lag_max_s": round(lags[-1], 3) if lags else None,
+        "lag_p50_s_by_third": p50_by_third,
+        "kept_up": kept_up,
+        "job_start_s": round(job_start_s, 2),
+        "watcher_cpu_s": round(watcher.cpu_s, 2),
+        "target_rows_per_s": TARGET_STEADY_ROWS_PER_S,
+        "target_p50_lag_s": TARGET_P50_LAG_S,
+        "met": {
+            "sustained": kept_up and commit_rate >= REACHED * TARGET_STEADY_ROWS_PER_S,
+            "p50_lag": p50 <= TARGET_P50_LAG_S,
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="feedkv bench spark", description=__doc__)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--master", default="local[2]", help="Spark master for the jobs")
+    parser.add_argument("--loaders", type=int, default=2, help="threads loading the table")
+    parser.add_argument("--writers", type=int, default=2)
+    parser.add_argument("--rate", type=float, default=20_000, help="offered UPDATE rows/s")
+    parser.add_argument("--batch", type=int, default=1000, help="rows an UPDATE changes")
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--poll", type=float, default=0.05, help="sink directory poll, s")
+    parser.add_argument("--drain", type=float, default=120.0, help="wait for the last rows, s")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="wait for a scan job, s")
+    parser.add_argument("--store", type=Path, help="work directory, kept (default: temporary)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    args = parser.parse_args(argv)
+    # NB: read when the first job starts Spark, so it must be set before that.
+    os.environ["FEEDKV_SPARK_MASTER"] = args.master
+    tmp = args.store.resolve() if args.store else Path(tempfile.mkdtemp(prefix="feedkv-spark-"))
+    say(f"working in {tmp}")
+    db = feedkv.connect(tmp / "store")
+    try:
+        load_s = load(db, args.rows, args.loaders)
+        say(f"loaded {args.rows:,} rows in {load_s:.0f} s; starting Spark ({args.master})")
+        spark_start_s = start_spark(db, tmp, args.timeout)
+        say(f"Spark started in {spark_start_s:.1f} s; initial scan")
+        scan = initial_scan(db, tmp, args.rows, args.timeout)
+        say(f"initial scan: {scan['rows_per_s']:,} rows/s; steady state")
+        record = {
+            "benchmark": "spark",
+            "master": args.master,
+            "cores": os.cpu_count(),
+            "rows": args.rows,
+            "load_seconds": round(load_s, 1),
+            "load_rows_per_s": round(args.rows / load_s),
+            "spark_start_s": round(spark_start_s, 2),
+            "initial_scan": scan,
+            "steady_state": steady(
+                db,
+                tmp,
+                args.rows,
+                writers=args.writers,
+                rate=args.rate,
+                batch=args.batch,
+                seconds=args.seconds,
+                poll=args.poll,
+                drain=args.drain,
+            ),
+        }
+    finally:
+        db.close()
+        if not (args.store or args.keep):
+            shutil.rmtree(tmp, ignore_errors=True)
+    print(json.dumps(record, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -325,6 +325,7 @@ def steady(
         thirds[min(2, max(0, 3 * (wall - start_ns) // span_ns))].append((at - wall) / 1e9)
     p50_by_third = [round(statistics.median(t), 3) if t else None for t in thirds]
     last_found = max(found.values(), default=start_ns)
+    # Delivered rows/s: from the first write until the last row was found in a file.
     deliver_s = max(1e-9, (last_found - start_ns) / 1e9)
     first, last = p50_by_third[0], p50_by_third[2]
     # Falling behind shows as a lag that grows over the run; one closed-timestamp target

@@ -60,13 +60,31 @@ def say(message: str) -> None:
     print(f"[bench spark] {message}", file=sys.stderr, flush=True)
 
 
+def run_threads(work: Callable[[int], None], count: int, what: str) -> None:
+    """Run ``work(0)`` .. ``work(count - 1)`` in threads; raise the first failure."""
+    errors: list[BaseException] = []
+
+    def run(n: int) -> None:
+        try:
+            work(n)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError(f"{what} failed: {errors[0]!r}") from errors[0]
+
+
 def load(db: feedkv.DB, rows: int, loaders: int) -> float:
     """Insert ``rows`` rows from ``loaders`` threads (a session each); the seconds taken."""
     if rows % LOAD_BATCH:
         raise ValueError(f"--rows {rows} must be a multiple of {LOAD_BATCH}")
     db.sql("CREATE TABLE bench (k INT PRIMARY KEY, v STRING, n INT)")
     loaded = [0] * loaders
-    errors: list[BaseException] = []
     t0 = time.perf_counter()
 
     def insert(n: int) -> None:
@@ -81,16 +99,10 @@ def load(db: feedkv.DB, rows: int, loaders: int) -> float:
                 if n == 0 and (lo // LOAD_BATCH) % 100 == 0:
                     elapsed = time.perf_counter() - t0
                     say(f"loaded {sum(loaded):,} rows in {elapsed:.0f} s")
-        except BaseException as exc:  # reported by the caller
-            errors.append(exc)
+        finally:
+            session.close()
 
-    threads = [threading.Thread(target=insert, args=(n,)) for n in range(loaders)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise RuntimeError(f"loading failed: {errors[0]!r}") from errors[0]
+    run_threads(insert, loaders, "loading")
     return time.perf_counter() - t0
 
 
@@ -272,7 +284,6 @@ def steady(
     say(f"steady-state job {job_id} running after {job_start_s:.1f} s; writing")
 
     committed = [0] * writers
-    errors: list[BaseException] = []
     interval = batch * writers / rate  # between one writer's statements
     slice_rows = rows // writers // batch * batch
     start_ns = time.time_ns()
@@ -295,18 +306,12 @@ def steady(
                 tag = session.execute(UPDATE, lo, lo + batch).tag
                 committed[w] += int(tag.split()[-1])
                 i += 1
-        except BaseException as exc:  # reported by the caller
-            errors.append(exc)
+        finally:
+            session.close()
 
-    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(write, writers, "a writer")
     write_s = time.monotonic() - start
     end_ns = time.time_ns()
-    if errors:
-        raise RuntimeError(f"a writer failed: {errors[0]!r}") from errors[0]
     total = sum(committed)
     delivered_by_end = len(watcher.found)
     say(f"committed {total:,} rows in {write_s:.1f} s; {delivered_by_end:,} in files so far")

@@ -42,6 +42,7 @@ from feedkv.changefeed.jobs import (
     put_job,
     redacted,
     show_row,
+    table_names,
 )
 from feedkv.changefeed.options import ChangefeedOptions, option_error, parse_options
 from feedkv.changefeed.query import CDCQuery
@@ -54,6 +55,7 @@ from feedkv.kv.db import KVClient
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
+from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
 from feedkv.sql.executor import ROW_IDS, Result
 from feedkv.util.hlc import Timestamp
 
@@ -82,7 +84,7 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
     db = session.db
     now = db.now()
     snapshot = catalog.Snapshot(db, now)
-    _require_admin(session, "create a changefeed")
+    _require_admin(session, snapshot, "create a changefeed")
     options = parse_options(statement.options, now=now)
     query = None
     if statement.query is not None:
@@ -92,8 +94,7 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
     targets: list[Target] = []
     topics: dict[int, str] = {}
     for written in statement.targets:
-        database = session.resolve_database(snapshot, written.table.database or session.database)
-        desc = catalog.table_by_name(snapshot, database, written.table.name)
+        database, desc = _table(session, snapshot, written)
         if written.family is not None:
             desc.family(written.family)  # 42704 when it does not exist
         target = Target(desc.id, written.family)
@@ -229,7 +230,7 @@ class Changefeeds:
 
     def execute(self, statement: st.Statement, session: Session) -> Result:
         """Run a job statement."""
-        _require_admin(session, "manage changefeed jobs")
+        _require_admin(session, self._snapshot(), "manage changefeed jobs")
         if isinstance(statement, st.ShowChangefeedJobs):
             return self._show(statement.job_id)
         if isinstance(statement, st.ControlJob):
@@ -240,7 +241,7 @@ class Changefeeds:
 
     def record(self, job_id: int) -> JobRecord | None:
         """Job ``job_id`` as it is recorded now."""
-        return get_job(catalog.Snapshot(self._db, self._db.now()), job_id)
+        return get_job(self._snapshot(), job_id)
 
     def get(self, job_id: int) -> Job | None:
         """Job ``job_id`` if this process runs it."""
@@ -277,8 +278,11 @@ class Changefeeds:
 
     # Job statements.
 
+    def _snapshot(self) -> catalog.Snapshot:
+        return catalog.Snapshot(self._db, self._db.now())
+
     def _show(self, job_id: int | None) -> Result:
-        snapshot = catalog.Snapshot(self._db, self._db.now())
+        snapshot = self._snapshot()
         if job_id is None:
             records = list_jobs(snapshot)
         else:
@@ -419,15 +423,13 @@ def altered_spec(
     parse_sink_uri(spec.sink_uri or "", options)  # the sink must still accept them
     targets = list(spec.targets)
     for written in statement.drop:
-        database = session.resolve_database(txn, written.table.database or session.database)
-        desc = catalog.table_by_name(txn, database, written.table.name)
+        _database, desc = _table(session, txn, written)
         dropped = Target(desc.id, written.family)
         if dropped not in targets:
             raise option_error(f"table {written.table} is not a target of job {record.id}")
         targets.remove(dropped)
     for written in statement.add:
-        database = session.resolve_database(txn, written.table.database or session.database)
-        desc = catalog.table_by_name(txn, database, written.table.name)
+        _database, desc = _table(session, txn, written)
         if written.family is not None:
             desc.family(written.family)
         added = Target(desc.id, written.family)
@@ -438,11 +440,10 @@ def altered_spec(
         raise option_error(f"job {record.id} would watch no table; CANCEL JOB {record.id} instead")
     topics = {}
     for target in targets:
-        table = catalog.table_by_id(txn, target.table_id)
-        parent = catalog.get_descriptor(txn, table.database_id) if table else None
-        if table is None or table.dropped or parent is None:
+        names = table_names(txn, target.table_id)
+        if names is None:
             raise option_error(f"table [{target.table_id}] of job {record.id} was dropped")
-        topics[table.id] = _topic(parent.name, table.name, options)
+        topics[target.table_id] = _topic(*names, options)
     spec = dataclasses.replace(spec, targets=tuple(targets), topics=topics, options=options)
     return dataclasses.replace(spec, description=describe(spec))
 
@@ -482,8 +483,16 @@ def _topic(database: str, table: str, options: ChangefeedOptions) -> str:
     return f"{database}.public.{table}" if options.full_table_name else table
 
 
-def _require_admin(session: Session, what: str) -> None:
-    user = catalog.get_user(catalog.Snapshot(session.db, session.db.now()), session.user)
+def _table(
+    session: Session, reader: catalog.Reader, written: st.ChangefeedTarget
+) -> tuple[DatabaseDescriptor, TableDescriptor]:
+    """The table a changefeed target names, and its database (42P01 if none)."""
+    database = session.resolve_database(reader, written.table.database or session.database)
+    return database, catalog.table_by_name(reader, database, written.table.name)
+
+
+def _require_admin(session: Session, reader: catalog.Reader, what: str) -> None:
+    user = catalog.get_user(reader, session.user)
     if user is None or not user.admin:
         raise SQLError(
             "42501", f"user {session.user} does not have the admin role needed to {what}"

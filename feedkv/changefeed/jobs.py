@@ -58,6 +58,7 @@ __all__ = [
     "redacted",
     "put_job",
     "show_row",
+    "table_names",
 ]
 
 RUNNING = "running"
@@ -218,12 +219,8 @@ def show_row(record: JobRecord, reader: catalog.Reader) -> tuple[Any, ...]:
     spec = record.spec
     names = []
     for target in spec.targets:
-        desc = catalog.table_by_id(reader, target.table_id)
-        database = catalog.get_descriptor(reader, desc.database_id) if desc else None
-        if desc is None or desc.dropped or database is None:
-            names.append(f"[{target.table_id}]")  # dropped since
-        else:
-            names.append(f"{database.name}.public.{desc.name}")
+        found = table_names(reader, target.table_id)
+        names.append(f"{found[0]}.public.{found[1]}" if found else f"[{target.table_id}]")
     created = datetime.datetime.fromtimestamp(record.created.wall / 1e9, tz=datetime.UTC)
     return (
         record.id,
@@ -238,6 +235,15 @@ def show_row(record: JobRecord, reader: catalog.Reader) -> tuple[Any, ...]:
         names,
         spec.options.format,
     )
+
+
+def table_names(reader: catalog.Reader, table_id: int) -> tuple[str, str] | None:
+    """The names of table ``table_id`` and of its database (``None``: it was dropped)."""
+    desc = catalog.table_by_id(reader, table_id)
+    database = catalog.get_descriptor(reader, desc.database_id) if desc else None
+    if desc is None or desc.dropped or database is None:
+        return None
+    return database.name, desc.name
 
 
 def is_secret(name: str) -> bool:

@@ -179,7 +179,7 @@ class JobRegistry:
         if not self._owned(record) or record.status != RUNNING:
             # NB: the tick's snapshot may predate this runner's claim (or a RESUME): only
             # a fresh read may stop a job.
-            fresh = get_job(catalog.Snapshot(self._db, self._db.now()), record.id)
+            fresh = self._fresh(record.id)
             if fresh is None or not self._owned(fresh):
                 log.warning("changefeed job %d: lost its lease; stopping it here", record.id)
                 runner.lost = True
@@ -245,7 +245,7 @@ class JobRegistry:
             self._update(job_id, partial(self._retrying, job=runner.job, error=error, delay=delay))
             record = None
             if not runner.stopped.wait(delay):
-                record = get_job(catalog.Snapshot(self._db, self._db.now()), job_id)
+                record = self._fresh(job_id)
             if record is None or record.status != RUNNING or not self._owned(record):
                 error = None  # stopped while it waited: a request or a shutdown says why
                 break
@@ -279,6 +279,10 @@ class JobRegistry:
                 put_job(txn, changed[0], watching=changed[1])
 
         self._db.run_transaction(write)
+
+    def _fresh(self, job_id: int) -> JobRecord | None:
+        """Job ``job_id``'s record as of now."""
+        return get_job(catalog.Snapshot(self._db, self._db.now()), job_id)
 
     def _owned(self, record: JobRecord) -> bool:
         return record.lease is not None and record.lease.owner == self.owner

@@ -99,6 +99,17 @@ class SchemaHistory:
             i = bisect.bisect_right(self._times, ts)
             return self._versions[i - 1] if i else None
 
+    def version(self, number: int) -> TableDescriptor | None:
+        """Version ``number`` of the descriptor (``None`` if it was not in force at or
+        after ``since``)."""
+        with self._lock:
+            if not self._versions or self._versions[-1].version < number:
+                self._extend(max(self.known_through, self._db.now()))
+            for desc in reversed(self._versions):
+                if desc.version == number:
+                    return desc
+            return None
+
     def changes(self, lo: Timestamp, hi: Timestamp) -> list[SchemaChange]:
         """Every version change in ``(lo, hi]``, oldest first."""
         with self._lock:

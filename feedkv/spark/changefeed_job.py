@@ -36,6 +36,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
     DataSourceStreamWriter,
     InputPartition,
@@ -47,18 +48,25 @@ from pyspark.sql.types import StructType
 from feedkv.changefeed.changefeed import ChangefeedSpec, event_message, resolved_topics
 from feedkv.changefeed.encoder import make_encoder
 from feedkv.changefeed.query import CDCQuery
-from feedkv.changefeed.rows import Target
+from feedkv.changefeed.rows import RowEvent, Target
 from feedkv.changefeed.schema_history import SchemaHistory
 from feedkv.changefeed.sink import Message, Sink, make_sink, parse_sink_uri
 from feedkv.changefeed.sinks.cloud_storage import BlobStore, blob_store, file_sink
-from feedkv.errors import InvalidArgumentError
+from feedkv.errors import InvalidArgumentError, InvariantViolation
 from feedkv.spark.offsets import FeedOffset, Piece, plan_pieces
 from feedkv.spark.rows import BATCH_ROWS, ArrowBuffer, connection, piece_events
 from feedkv.spark.source import FollowingStreamReader, range_starts
-from feedkv.sql.descriptor import TableDescriptor
+from feedkv.sql.descriptor import Family, TableDescriptor
 from feedkv.util.hlc import Timestamp
 
-__all__ = ["ChangefeedDataSource", "decode_spec", "encode_spec", "manifests", "staging"]
+__all__ = [
+    "ARROW_SCHEMA",
+    "ChangefeedDataSource",
+    "decode_spec",
+    "encode_spec",
+    "manifests",
+    "staging",
+]
 
 FILE_SCHEMES = ("file", "s3")
 
@@ -66,7 +74,7 @@ SCHEMA = (
     "topic STRING, key BINARY, value BINARY, mvcc_ts STRING, updated STRING, "
     "schema_id BIGINT, row BINARY, resolved STRING"
 )
-_ARROW = pa.schema(
+ARROW_SCHEMA = pa.schema(
     [
         ("topic", pa.string()),
         ("key", pa.binary()),
@@ -140,13 +148,13 @@ def _message_batches(job: _Job, part: _TablePiece) -> Iterator[pa.RecordBatch]:
     encoder = make_encoder(options)
     diff = options.diff or query is not None
     rows_out = options.format in ("csv", "parquet")
-    buffer = ArrowBuffer(_ARROW)
+    buffer = ArrowBuffer(ARROW_SCHEMA)
     columns = buffer.columns
 
     # The marker row comes first: the sink names files after the window's lower bound.
     piece = part.piece
     marker = {"resolved": str(piece.hi), "updated": str(piece.lo or piece.hi)}
-    for name in _ARROW.names:
+    for name in ARROW_SCHEMA.names:
         columns[name].append(marker.get(name))
     events = piece_events(
         db, part.target, piece, diff=diff, split_families=options.split_column_families
@@ -161,11 +169,19 @@ def _message_batches(job: _Job, part: _TablePiece) -> Iterator[pa.RecordBatch]:
         columns["mvcc_ts"].append(str(message.mvcc_ts))
         columns["updated"].append(str(message.updated))
         columns["schema_id"].append(message.schema_id)
-        columns["row"].append(pickle.dumps(event) if rows_out else None)
+        columns["row"].append(_pack_row(event) if rows_out else None)
         columns["resolved"].append(None)
         if len(buffer) >= BATCH_ROWS:
             yield buffer.flush()
     yield buffer.flush()
+
+
+def _pack_row(event: RowEvent) -> bytes:
+    """A row change for a file format (csv, parquet) without its descriptor: the
+    writer reads each descriptor version once (:class:`_Rows`)."""
+    family = event.family.name if event.family is not None else None
+    fields = (event.table.id, event.table.version, family, event.key, event.after)
+    return pickle.dumps((*fields, event.had_before), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 class _ChangefeedReader(FollowingStreamReader):
@@ -247,19 +263,51 @@ class _StagedBlobs:
         self._blobs.close()
 
 
-def _message(row: Any) -> Message:
-    return Message(
-        row.topic,
-        row.key,
-        row.value,
-        Timestamp.parse(row.mvcc_ts),
-        Timestamp.parse(row.updated),
-        row.schema_id,
-        pickle.loads(row.row) if row.row is not None else None,
-    )
+_Described = tuple[TableDescriptor, Family | None]
 
 
-class _ChangefeedWriter(DataSourceStreamWriter):
+class _Rows:
+    """Turns a batch's packed row changes (:func:`_pack_row`) back into
+    :class:`RowEvent` objects, reading each descriptor version the first time it is
+    needed."""
+
+    def __init__(self, job: _Job) -> None:
+        self._job = job
+        self._histories: dict[int, SchemaHistory] = {}
+        self._described: dict[tuple[int, int, str | None], _Described] = {}
+
+    def event(self, packed: bytes, mvcc_ts: Timestamp, updated: Timestamp) -> RowEvent:
+        table_id, version, family, key, after, had_before = pickle.loads(packed)
+        described = self._described.get((table_id, version, family))
+        if described is None:
+            described = self._described[table_id, version, family] = self._describe(
+                table_id, version, family
+            )
+        desc, fam = described
+        return RowEvent(desc, fam, key, after, None, mvcc_ts, updated, had_before)
+
+    def _describe(self, table_id: int, version: int, family: str | None) -> _Described:
+        history = self._histories.get(table_id)
+        if history is None:
+            db = connection(self._job.url)
+            history = self._histories[table_id] = SchemaHistory(db, table_id, self._job.spec.start)
+        desc = history.version(version)
+        if desc is None:
+            raise InvariantViolation(f"table {table_id} has no descriptor version {version}")
+        if family is None:
+            return desc, None
+        return desc, next(f for f in desc.families if f.name == family)
+
+
+def _tuples(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:
+    """The rows of record batches in :data:`ARROW_SCHEMA` as tuples."""
+    for batch in batches:
+        yield from zip(
+            *(batch.column(name).to_pylist() for name in ARROW_SCHEMA.names), strict=True
+        )
+
+
+class _ChangefeedWriter(DataSourceStreamArrowWriter):
     def __init__(self, job: _Job) -> None:
         self.job = job
         self.uri = parse_sink_uri(job.spec.sink_uri or "", job.spec.options)
@@ -269,26 +317,24 @@ class _ChangefeedWriter(DataSourceStreamWriter):
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_histories": {}}
 
-    def write(self, iterator: Iterator[Any]) -> _TaskResult:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> _TaskResult:
         result = _TaskResult()
         staged: _StagedBlobs | None = None
         sink: Sink | None = None
+        rows = _Rows(self.job)
+        parse = Timestamp.parse
         try:
-            for row in iterator:
-                if row.resolved is not None:  # a piece's marker: its window
-                    hi, lo = Timestamp.parse(row.resolved), Timestamp.parse(row.updated)
+            for topic, key, value, mvcc, updated, schema_id, row, resolved in _tuples(iterator):
+                if resolved is not None:  # a piece's marker: its window
+                    hi, lo = parse(resolved), parse(updated)
                     result.resolved = max(result.resolved or hi, hi)
                     result.lo = min(result.lo or lo, lo)
                     continue
                 if sink is None:
-                    options = self.job.spec.options
-                    start = result.lo or self.job.spec.start
-                    if self.exactly_once:
-                        staged = _StagedBlobs(blob_store(self.uri), staging(self.job.job_id))
-                        sink = file_sink(self.uri, staged, options, start=start)
-                    else:
-                        sink = make_sink(self.uri, options, start=start)
-                sink.emit_row(_message(row))
+                    staged, sink = self._open(result.lo or self.job.spec.start)
+                mvcc_ts, updated_ts = parse(mvcc), parse(updated)
+                event = rows.event(row, mvcc_ts, updated_ts) if row is not None else None
+                sink.emit_row(Message(topic, key, value, mvcc_ts, updated_ts, schema_id, event))
                 result.rows += 1
             if sink is not None:
                 sink.flush()
@@ -298,6 +344,14 @@ class _ChangefeedWriter(DataSourceStreamWriter):
         if staged is not None:
             result.staged = staged.staged
         return result
+
+    def _open(self, start: Timestamp) -> tuple[_StagedBlobs | None, Sink]:
+        """The task's sink (and, exactly-once, the staging its files go to)."""
+        options = self.job.spec.options
+        if not self.exactly_once:
+            return None, make_sink(self.uri, options, start=start)
+        staged = _StagedBlobs(blob_store(self.uri), staging(self.job.job_id))
+        return staged, file_sink(self.uri, staged, options, start=start)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         results = [m for m in messages if isinstance(m, _TaskResult)]

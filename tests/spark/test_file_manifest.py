@@ -2,9 +2,10 @@
 Spark and without a node.
 
 The writer is driven as Spark would drive it: ``write()`` once per task with the task's
-rows (a marker row first, then messages), then ``commit(results, batch id)`` on the
-driver, or ``abort()``. Tasks stage their files under ``.feedkv/jobs/<job id>/staging``; a commit
-records them in ``.feedkv/jobs/<job id>/manifests/<batch id>.json`` and moves them into place. A
+rows as Arrow record batches (a marker row first, then messages), then
+``commit(results, batch id)`` on the driver, or ``abort()``. Tasks stage their files
+under ``.feedkv/jobs/<job id>/staging``; a commit records them in
+``.feedkv/jobs/<job id>/manifests/<batch id>.json`` and moves them into place. A
 replayed batch id (Spark re-running a batch after a crash) must publish each of the
 first run's files exactly once and drop the replay's own files. The sink directory is a
 real one under ``tmp_path``; crashes are simulated by putting files back where an
@@ -16,10 +17,11 @@ from __future__ import annotations
 import base64
 import json
 import pickle
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import pyarrow as pa
 import pytest
 
 from feedkv.changefeed.changefeed import ChangefeedSpec
@@ -29,6 +31,7 @@ from feedkv.changefeed.sink import SinkError
 from feedkv.changefeed.sinks.cloud_storage import name_ts
 from feedkv.errors import InvalidArgumentError
 from feedkv.spark.changefeed_job import (
+    ARROW_SCHEMA,
     _ChangefeedWriter,
     _Job,
     _TaskResult,
@@ -57,6 +60,11 @@ class Row(NamedTuple):
     schema_id: int | None
     row: bytes | None
     resolved: str | None
+
+
+def batches(rows: Iterable[Row]) -> Iterator[pa.RecordBatch]:
+    """A task's rows as Spark hands them to the writer: Arrow record batches."""
+    yield pa.RecordBatch.from_pylist([r._asdict() for r in rows], schema=ARROW_SCHEMA)
 
 
 def marker(lo: Timestamp = LO, hi: Timestamp = HI) -> Row:
@@ -145,7 +153,7 @@ def values(rows: Iterable[Row]) -> list[bytes]:
 def test_written_files_stay_out_of_sight_until_the_batch_commits(
     writer: _ChangefeedWriter, out: Path
 ) -> None:
-    writer.write(iter(task(1, 2)))
+    writer.write(batches(task(1, 2)))
     assert staged_files(out)
     assert published(out) == {}
     assert not (out / manifests(0)).exists()
@@ -154,7 +162,7 @@ def test_written_files_stay_out_of_sight_until_the_batch_commits(
 def test_a_task_result_names_each_staged_file_and_where_it_belongs(
     writer: _ChangefeedWriter, out: Path
 ) -> None:
-    result = writer.write(iter(task(1, 2, 3)))
+    result = writer.write(batches(task(1, 2, 3)))
     assert result.rows == 3
     assert (result.lo, result.resolved) == (LO, HI)
     assert result.staged, "a task with messages stages at least one file"
@@ -168,7 +176,7 @@ def test_a_task_result_names_each_staged_file_and_where_it_belongs(
 def test_a_commit_publishes_the_staged_files_outside_the_feedkv_directory(
     writer: _ChangefeedWriter, out: Path
 ) -> None:
-    result = writer.write(iter(task(1, 2)))
+    result = writer.write(batches(task(1, 2)))
     writer.commit([result], 0)
     finals = sorted(final for _staged, final in result.staged)
     assert sorted(published(out)) == finals
@@ -176,7 +184,7 @@ def test_a_commit_publishes_the_staged_files_outside_the_feedkv_directory(
 
 
 def test_the_manifest_lists_the_files_of_the_batch(writer: _ChangefeedWriter, out: Path) -> None:
-    first, second = writer.write(iter(task(1, 2))), writer.write(iter(task(3)))
+    first, second = writer.write(batches(task(1, 2))), writer.write(batches(task(3)))
     writer.commit([first, second], 0)
     assert (out / manifests(0) / "00000000000000000000.json").is_file()
     assert manifest(out, 0)["batch"] == 0
@@ -188,13 +196,13 @@ def test_published_files_hold_the_values_written_one_per_line(
     writer: _ChangefeedWriter, out: Path
 ) -> None:
     rows = task(1, 2, 3)
-    writer.commit([writer.write(iter(rows))], 0)
+    writer.commit([writer.write(batches(rows))], 0)
     assert lines_of(published(out).values()) == values(rows)
 
 
 def test_every_task_of_a_batch_is_published(writer: _ChangefeedWriter, out: Path) -> None:
     tasks = [task(1, 2), task(3), task(4, 5, 6)]
-    writer.commit([writer.write(iter(rows)) for rows in tasks], 0)
+    writer.commit([writer.write(batches(rows)) for rows in tasks], 0)
     assert sorted(lines_of(published(out).values())) == sorted(
         v for rows in tasks for v in values(rows)
     )
@@ -203,7 +211,7 @@ def test_every_task_of_a_batch_is_published(writer: _ChangefeedWriter, out: Path
 def test_a_task_that_writes_several_files_publishes_each_of_them(out: Path) -> None:
     writer = make_writer(out, sink_params="?file_size=1")  # one message per file
     rows = task(1, 2, 3, 4)
-    result = writer.write(iter(rows))
+    result = writer.write(batches(rows))
     writer.commit([result], 0)
     assert len(published(out)) == 4
     assert sorted(lines_of(published(out).values())) == sorted(values(rows))
@@ -212,7 +220,7 @@ def test_a_task_that_writes_several_files_publishes_each_of_them(out: Path) -> N
 def test_data_files_are_named_after_the_windows_lower_bound(
     writer: _ChangefeedWriter, out: Path
 ) -> None:
-    writer.commit([writer.write(iter(task(1)))], 0)
+    writer.commit([writer.write(batches(task(1)))], 0)
     (name,) = published(out)
     assert name.split("/")[-1].startswith(name_ts(LO) + "-")
 
@@ -220,14 +228,14 @@ def test_data_files_are_named_after_the_windows_lower_bound(
 def test_a_task_result_spans_the_windows_of_all_its_markers(writer: _ChangefeedWriter) -> None:
     early, late = Timestamp(LO.wall - 10, 0), Timestamp(HI.wall + 10, 0)
     rows = [marker(LO, HI), marker(early, HI), marker(LO, late), change(1)]
-    result = writer.write(iter(rows))
+    result = writer.write(batches(rows))
     assert (result.lo, result.resolved) == (early, late)
 
 
 def test_a_task_with_only_its_marker_stages_nothing_and_commits_an_empty_batch(
     writer: _ChangefeedWriter, out: Path
 ) -> None:
-    result = writer.write(iter([marker()]))
+    result = writer.write(batches([marker()]))
     assert (result.rows, result.staged, result.resolved) == (0, [], HI)
     writer.commit([result], 0)
     assert published(out) == {}
@@ -238,8 +246,8 @@ def test_successive_batches_each_get_a_manifest_and_publish_their_own_files(
     writer: _ChangefeedWriter, out: Path
 ) -> None:
     first, second = task(1, 2), task(3)
-    writer.commit([writer.write(iter(first))], 0)
-    writer.commit([writer.write(iter(second))], 1)
+    writer.commit([writer.write(batches(first))], 0)
+    writer.commit([writer.write(batches(second))], 1)
     assert sorted(relative_files(out / manifests(0))) == [
         "00000000000000000000.json",
         "00000000000000000001.json",
@@ -251,7 +259,7 @@ def test_a_commit_accepts_task_results_that_went_through_pickle(
     writer: _ChangefeedWriter, out: Path
 ) -> None:
     rows = task(1, 2)
-    result = pickle.loads(pickle.dumps(writer.write(iter(rows))))
+    result = pickle.loads(pickle.dumps(writer.write(batches(rows))))
     assert isinstance(result, _TaskResult)
     writer.commit([result, None], 0)
     assert lines_of(published(out).values()) == values(rows)
@@ -262,11 +270,11 @@ def test_a_commit_accepts_task_results_that_went_through_pickle(
 
 def test_a_replayed_batch_publishes_nothing_twice(writer: _ChangefeedWriter, out: Path) -> None:
     rows = task(1, 2, 3)
-    writer.commit([writer.write(iter(rows))], 0)
+    writer.commit([writer.write(batches(rows))], 0)
     before = published(out)
 
     replay = make_writer(out)  # a restarted query has a new writer
-    replay.commit([replay.write(iter(rows))], 0)
+    replay.commit([replay.write(batches(rows))], 0)
 
     assert published(out) == before
     assert lines_of(published(out).values()) == values(rows)
@@ -276,10 +284,10 @@ def test_a_replayed_batch_deletes_the_files_the_replay_staged(
     writer: _ChangefeedWriter, out: Path
 ) -> None:
     rows = task(1, 2)
-    writer.commit([writer.write(iter(rows))], 0)
+    writer.commit([writer.write(batches(rows))], 0)
     recorded = manifest(out, 0)
 
-    again = writer.write(iter(rows))
+    again = writer.write(batches(rows))
     assert again.staged and all((out / staged).is_file() for staged, _ in again.staged)
     writer.commit([again], 0)
 
@@ -292,7 +300,7 @@ def test_a_replay_finishes_publishing_a_file_the_first_commit_left_staged(
 ) -> None:
     writer = make_writer(out, sink_params="?file_size=1")
     rows = task(1, 2, 3)
-    writer.commit([writer.write(iter(rows))], 0)
+    writer.commit([writer.write(batches(rows))], 0)
     before = published(out)
     staged, final = manifest_files(out, 0)[1]
     (out / staged).parent.mkdir(parents=True, exist_ok=True)
@@ -308,7 +316,7 @@ def test_a_replay_after_a_crash_before_any_rename_publishes_the_first_runs_files
     writer: _ChangefeedWriter, out: Path
 ) -> None:
     rows = task(1, 2, 3)
-    writer.commit([writer.write(iter(rows))], 0)
+    writer.commit([writer.write(batches(rows))], 0)
     before = published(out)
     for staged, final in manifest_files(out, 0):  # back to just after the manifest
         (out / staged).parent.mkdir(parents=True, exist_ok=True)
@@ -316,7 +324,7 @@ def test_a_replay_after_a_crash_before_any_rename_publishes_the_first_runs_files
     assert published(out) == {}
 
     replay = make_writer(out)
-    replay.commit([replay.write(iter(rows))], 0)
+    replay.commit([replay.write(batches(rows))], 0)
 
     assert published(out) == before
     assert lines_of(published(out).values()) == values(rows)
@@ -329,7 +337,7 @@ def test_a_replay_after_a_crash_before_any_rename_publishes_the_first_runs_files
 def test_abort_deletes_the_staged_files_and_publishes_nothing(
     writer: _ChangefeedWriter, out: Path
 ) -> None:
-    results = [writer.write(iter(task(1, 2))), writer.write(iter(task(3)))]
+    results = [writer.write(batches(task(1, 2))), writer.write(batches(task(3)))]
     assert staged_files(out)
     writer.abort([*results, None], 0)
     assert staged_files(out) == []
@@ -340,7 +348,7 @@ def test_abort_deletes_the_staged_files_and_publishes_nothing(
 def test_abort_after_a_full_commit_leaves_the_published_files_alone(
     writer: _ChangefeedWriter, out: Path
 ) -> None:
-    result = writer.write(iter(task(1, 2)))
+    result = writer.write(batches(task(1, 2)))
     writer.commit([result], 0)
     before = published(out)
     writer.abort([result], 0)
@@ -354,7 +362,7 @@ def test_a_commit_that_failed_after_its_manifest_is_finished_by_the_replay_despi
     # manifest is written it promises its files: the abort must not delete them.
     writer = make_writer(out, sink_params="?file_size=1")  # one message per file
     rows = task(1, 2, 3)
-    result = writer.write(iter(rows))
+    result = writer.write(batches(rows))
     _staged, blocked = result.staged[1]
     (out / blocked).mkdir(parents=True)  # a fault: the second file cannot be moved into place
     with pytest.raises(SinkError):
@@ -363,7 +371,7 @@ def test_a_commit_that_failed_after_its_manifest_is_finished_by_the_replay_despi
     (out / blocked).rmdir()  # the fault clears and the query restarts
 
     replay = make_writer(out, sink_params="?file_size=1")
-    replay.commit([replay.write(iter(rows))], 0)
+    replay.commit([replay.write(batches(rows))], 0)
 
     assert sorted(lines_of(published(out).values())) == sorted(values(rows))
     assert staged_files(out) == []
@@ -390,10 +398,10 @@ def test_a_commit_removes_what_attempts_that_never_committed_left_in_staging(
 ) -> None:
     # A driver that died mid-batch leaves its tasks' staged files behind: nothing
     # publishes them, and the next batch to commit clears them out.
-    orphaned = writer.write(iter(task(1, 2)))
+    orphaned = writer.write(batches(task(1, 2)))
     assert staged_files(out)
     committed = task(3)
-    writer.commit([writer.write(iter(committed))], 0)
+    writer.commit([writer.write(batches(committed))], 0)
     assert staged_files(out) == []
     assert lines_of(published(out).values()) == values(committed)
     assert all(final not in published(out) for _staged, final in orphaned.staged)

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from feedkv.changefeed.encoder import Encoder, make_encoder
-from feedkv.changefeed.options import ChangefeedOptions
+from feedkv.changefeed.options import ROW_FORMATS, ChangefeedOptions
 from feedkv.changefeed.query import CDCQuery
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
 from feedkv.changefeed.schema_history import SchemaChange
@@ -297,14 +297,16 @@ def event_message(
         event = filtered
     base = spec.topics[event.table.id]
     topic = f"{base}.{event.family.name}" if event.family is not None else base
+    # Row formats (csv, parquet) write the row itself: it needs no encoded value.
+    rows_out = spec.options.format in ROW_FORMATS
     return Message(
         topic,
         encoder.encode_key(event, topic),
-        encoder.encode_value(event, topic),
+        None if rows_out else encoder.encode_value(event, topic),
         event.mvcc_ts,
         event.updated,
         event.table.version,
-        event if spec.options.format in ("csv", "parquet") else None,
+        event if rows_out else None,
     )
 
 

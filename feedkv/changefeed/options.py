@@ -24,6 +24,7 @@ from feedkv.util.units import parse_duration_ns
 __all__ = [
     "DEFAULT_MIN_CHECKPOINT_FREQUENCY",
     "OPTION_NAMES",
+    "ROW_FORMATS",
     "ChangefeedOptions",
     "option_error",
     "parse_options",
@@ -153,6 +154,9 @@ def _json_object(name: str, value: str | None, now: Timestamp) -> dict[str, Any]
     return parsed
 
 
+# Formats the file sink writes from the rows themselves, not from encoded messages.
+ROW_FORMATS = frozenset({"csv", "parquet"})
+
 _OPTIONS: dict[str, _Parser] = {
     "cursor": _timestamp,
     "end_time": _timestamp,
@@ -246,7 +250,7 @@ def _check_combinations(o: ChangefeedOptions, named: set[str], now: Timestamp) -
             raise option_error("envelope=row is not supported with format=avro")
     elif o.confluent_schema_registry is not None:
         raise option_error("option confluent_schema_registry is only usable with format=avro")
-    if o.format in ("csv", "parquet") and ("key_in_value" in named or "topic_in_value" in named):
+    if o.format in ROW_FORMATS and ("key_in_value" in named or "topic_in_value" in named):
         raise option_error(f"key_in_value and topic_in_value are not usable with format={o.format}")
     if o.envelope == "key_only":
         for name in ("diff", "updated", "mvcc_timestamp", "key_in_value"):

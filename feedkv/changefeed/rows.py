@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,7 @@ from feedkv.sql.row_codec import (
     table_id_of_key,
     table_span,
 )
+from feedkv.storage.mvcc import KeyValue
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, prefix_end
 
@@ -122,7 +124,7 @@ class RowDecoder:
         return self._merged_event(desc, key, prefix, value)
 
     def scan_rows(
-        self, target: Target, ts: Timestamp, batch: int = 1000, *, span: Span | None = None
+        self, target: Target, ts: Timestamp, batch: int = 2000, *, span: Span | None = None
     ) -> Iterator[RowEvent]:
         """Every row of ``target`` (or of the part of it in ``span``, which starts and
         ends on row boundaries) as of ``ts``: an initial scan or a backfill, read in
@@ -132,21 +134,7 @@ class RowDecoder:
             return
         families = self._families_of(desc, target)
         key_ids = desc.primary_key
-        span = span or target.span
-        start = span.start
-        while start < span.end:
-            kvs = self._db.scan(start, span.end, as_of=ts, limit=batch)
-            if len(kvs) < batch:
-                start = span.end
-            else:
-                # NB: a page may end inside a row; hold that row back for the next page.
-                _, _, last_prefix = decode_row_key(desc, kvs[-1].key)
-                kept = [kv for kv in kvs if not kv.key.startswith(last_prefix)]
-                if kept:
-                    kvs, start = kept, last_prefix
-                else:
-                    kvs = self._db.scan(last_prefix, prefix_end(last_prefix), as_of=ts)
-                    start = prefix_end(last_prefix)
+        for kvs in self._pages(desc, span or target.span, ts, batch):
             for row, present, mvcc_ts in decode_rows(desc, kvs):
                 key = tuple(row[i] for i in key_ids)
                 for family in families:
@@ -154,6 +142,38 @@ class RowDecoder:
                         continue
                     after = named_row(desc, row, family)
                     yield RowEvent(desc, family, key, after, None, mvcc_ts, ts)
+
+    def _pages(
+        self, desc: TableDescriptor, span: Span, ts: Timestamp, batch: int
+    ) -> Iterator[list[KeyValue]]:
+        """The KV pairs of ``span`` as of ``ts`` in pages of whole rows. The next page is
+        read while the caller decodes this one: the node and the decoder work at once."""
+        with ThreadPoolExecutor(1, thread_name_prefix="scan-ahead") as ahead:
+            start = span.start
+            page = ahead.submit(self._page, desc, start, span.end, ts, batch)
+            while True:
+                kvs, start = page.result()
+                if start < span.end:
+                    page = ahead.submit(self._page, desc, start, span.end, ts, batch)
+                yield kvs
+                if start >= span.end:
+                    return
+
+    def _page(
+        self, desc: TableDescriptor, start: bytes, end: bytes, ts: Timestamp, batch: int
+    ) -> tuple[list[KeyValue], bytes]:
+        """Up to ``batch`` KV pairs from ``start`` (more when one row has more), ending
+        on a row boundary, and where the next page starts (``end``: there is none)."""
+        kvs = self._db.scan(start, end, as_of=ts, limit=batch)
+        if len(kvs) < batch:
+            return kvs, end
+        # NB: a page may end inside a row; hold that row back for the next page.
+        _, _, last_prefix = decode_row_key(desc, kvs[-1].key)
+        kept = [kv for kv in kvs if not kv.key.startswith(last_prefix)]
+        if kept:
+            return kept, last_prefix
+        whole_row = self._db.scan(last_prefix, prefix_end(last_prefix), as_of=ts)
+        return whole_row, prefix_end(last_prefix)
 
     # Decoding strategies.
 

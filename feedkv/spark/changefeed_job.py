@@ -55,7 +55,7 @@ from feedkv.changefeed.sinks.cloud_storage import BlobStore, blob_store, file_si
 from feedkv.errors import InvalidArgumentError, InvariantViolation
 from feedkv.spark.offsets import FeedOffset, Piece, plan_pieces
 from feedkv.spark.rows import BATCH_ROWS, ArrowBuffer, connection, piece_events
-from feedkv.spark.source import FollowingStreamReader, range_starts
+from feedkv.spark.source import FollowingStreamReader, range_starts, scan_cuts
 from feedkv.sql.descriptor import Family, TableDescriptor
 from feedkv.util.hlc import Timestamp
 
@@ -116,16 +116,20 @@ class _Job:
     url: str
     spec: ChangefeedSpec
     job_id: int = 0
+    scan_parallelism: int = 1  # how many tasks a range's initial scan is cut into
 
     @classmethod
     def from_options(cls, options: dict[str, str]) -> _Job:
         for required in ("url", "spec"):
             if not options.get(required):
                 raise InvalidArgumentError(f"feedkv_changefeed needs the option {required!r}")
-        job_id = options.get("job_id", "0")
-        if not job_id.isdigit():
-            raise InvalidArgumentError(f"feedkv_changefeed: job_id {job_id!r} is not a job id")
-        return cls(options["url"], decode_spec(options["spec"]), int(job_id))
+        numbers = {}
+        for name, default in (("job_id", "0"), ("scan_parallelism", "1")):
+            text = options.get(name, default)
+            if not text.isdigit():
+                raise InvalidArgumentError(f"feedkv_changefeed: {name} {text!r} is not a number")
+            numbers[name] = int(text)
+        return cls(options["url"], decode_spec(options["spec"]), **numbers)
 
     def manifest(self, batch_id: int) -> str:
         return f"{manifests(self.job_id)}/{batch_id:020d}.json"
@@ -147,7 +151,6 @@ def _message_batches(job: _Job, part: _TablePiece) -> Iterator[pa.RecordBatch]:
     query = CDCQuery(spec.query) if spec.query is not None else None
     encoder = make_encoder(options)
     diff = options.diff or query is not None
-    rows_out = options.format in ("csv", "parquet")
     buffer = ArrowBuffer(ARROW_SCHEMA)
     columns = buffer.columns
 
@@ -169,7 +172,7 @@ def _message_batches(job: _Job, part: _TablePiece) -> Iterator[pa.RecordBatch]:
         columns["mvcc_ts"].append(str(message.mvcc_ts))
         columns["updated"].append(str(message.updated))
         columns["schema_id"].append(message.schema_id)
-        columns["row"].append(_pack_row(event) if rows_out else None)
+        columns["row"].append(_pack_row(message.row) if message.row is not None else None)
         columns["resolved"].append(None)
         if len(buffer) >= BATCH_ROWS:
             yield buffer.flush()
@@ -215,8 +218,12 @@ class _ChangefeedReader(FollowingStreamReader):
         parts = []
         for target in self.job.spec.targets:
             span = target.span
-            table_start = FeedOffset(first.resolved, span.start) if first.scanning else first
-            for piece in plan_pieces(table_start, last, span, boundaries):
+            table_start = first
+            cuts: list[bytes] = []
+            if first.scanning:
+                table_start = FeedOffset(first.resolved, span.start)
+                cuts = scan_cuts(self.job.url, span, first.resolved, self.job.scan_parallelism)
+            for piece in plan_pieces(table_start, last, span, boundaries + cuts):
                 parts.append(InputPartition(_TablePiece(target, piece)))
         return parts
 

@@ -87,7 +87,12 @@ class SparkJob:
         # per thread; this thread's must be the session they are registered with.
         jvm: Any = spark._jvm
         jvm.SparkSession.setActiveSession(spark._jsparkSession)
-        options = {"url": self._url, "spec": encode_spec(self.spec), "job_id": str(self.job_id)}
+        options = {
+            "url": self._url,
+            "spec": encode_spec(self.spec),
+            "job_id": str(self.job_id),
+            "scan_parallelism": str(spark.sparkContext.defaultParallelism),
+        }
         o = self.spec.options
         writer = (
             spark.readStream.format("feedkv_changefeed")

@@ -57,7 +57,8 @@ from feedkv.spark.offsets import FeedOffset, Piece, plan_pieces
 from feedkv.spark.rows import connection, piece_events, record_batches, spark_ddl
 from feedkv.sql import catalog
 from feedkv.sql.descriptor import TableDescriptor
-from feedkv.sql.row_codec import row_split_key, table_span
+from feedkv.sql.row_codec import TABLES_PREFIX, row_split_key, table_span
+from feedkv.util.encoding import key_between
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, prefix_end
 
@@ -67,6 +68,7 @@ __all__ = [
     "ResolvedFollower",
     "SourceOptions",
     "range_starts",
+    "scan_cuts",
 ]
 
 FIRST_CHECKPOINT_TIMEOUT_S = 60.0
@@ -141,6 +143,29 @@ class SourceOptions:
 def range_starts(url: str) -> list[bytes]:
     """Where each range of the node at ``url`` starts: the places to cut batches."""
     return [info.span.start for info in connection(url).ranges()]
+
+
+def scan_cuts(url: str, span: Span, ts: Timestamp, parts: int) -> list[bytes]:
+    """Row boundaries that cut the rows of ``span`` as of ``ts`` into about ``parts``
+    pieces, so one range's initial scan can run as several tasks. The cuts are spread
+    evenly between the first and the last key's primary-key values (see
+    :func:`~feedkv.util.encoding.key_between`), each moved to the start of the row it
+    falls in: a row's column families stay in one piece."""
+    if parts <= 1:
+        return []
+    db = connection(url)
+    first = db.scan(span.start, span.end, as_of=ts, limit=1)
+    last = db.scan(span.start, span.end, as_of=ts, limit=1, reverse=True)
+    if not first:
+        return []
+    cuts: list[bytes] = []
+    for i in range(1, parts):
+        probe = key_between(first[0].key, last[0].key, i / parts, columns_at=len(TABLES_PREFIX))
+        found = db.scan(probe, span.end, as_of=ts, limit=1)
+        cut = row_split_key(found[0].key) if found else None
+        if cut is not None and cut > (cuts[-1] if cuts else span.start):
+            cuts.append(cut)
+    return cuts
 
 
 class _PieceReader:

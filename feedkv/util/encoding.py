@@ -54,6 +54,7 @@ __all__ = [
     "decode_values",
     "encode_value",
     "encode_values",
+    "key_between",
 ]
 
 KeyValue: TypeAlias = bool | int | float | str | bytes | None
@@ -199,6 +200,44 @@ def decode_values(buf: bytes, directions: Sequence[Direction]) -> list[KeyValue]
             f"{len(directions)} key columns"
         )
     return values
+
+
+def key_between(lo: bytes, hi: bytes, fraction: float, *, columns_at: int = 0) -> bytes:
+    """A byte string about ``fraction`` (0 to 1) of the way from ``lo`` to ``hi`` (``lo
+    <= hi``), for cutting the keys between them into parts of similar size; it is in
+    ``[lo, hi]`` but not necessarily a key.
+
+    From byte ``columns_at`` on (the bytes before it are a prefix both keys share), the
+    keys are read as composite keys of ascending encodings, column by column: the first column
+    where they differ is interpolated by value when both are ints or both are floats (the
+    int marker carries the length, so the bytes of 7 and of 70000 are far apart while
+    their values are not); otherwise the bytes from that column on are interpolated as
+    big-endian numbers."""
+    scale = 1 << 32
+    share = max(0, min(scale, round(fraction * scale)))
+    between = _interpolate(lo, hi, share, scale, columns_at)
+    return min(max(between, lo), hi)  # a shorter key or a padded one can fall outside
+
+
+def _interpolate(lo: bytes, hi: bytes, share: int, scale: int, pos: int) -> bytes:
+    while pos < len(lo) and pos < len(hi):
+        try:
+            a, end_a = decode_value(lo, pos)
+            b, end_b = decode_value(hi, pos)
+        except InvalidArgumentError:
+            break
+        if lo[pos:end_a] == hi[pos:end_b]:
+            pos = end_a
+            continue
+        if type(a) is int and type(b) is int:
+            return lo[:pos] + encode_value(a + (b - a) * share // scale)
+        if type(a) is float and type(b) is float and not (a != a or b != b):  # NaN: bytes
+            return lo[:pos] + encode_value(a + (b - a) * share / scale)
+        break
+    width = max(len(lo), len(hi)) - pos
+    x = int.from_bytes(lo[pos:].ljust(width, b"\0"))
+    y = int.from_bytes(hi[pos:].ljust(width, b"\0"))
+    return lo[:pos] + (x + (y - x) * share // scale).to_bytes(width)
 
 
 def _encode_asc(value: KeyValue) -> bytes:

@@ -18,6 +18,7 @@ from feedkv.util.encoding import (
     decode_values,
     encode_value,
     encode_values,
+    key_between,
 )
 
 ASC = Direction.ASC
@@ -349,3 +350,43 @@ def test_non_direction_arguments_are_rejected() -> None:
         encode_value(1, "desc")  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError, match="must be a Direction"):
         decode_value(b"\x80", 0, "desc")  # type: ignore[arg-type]
+
+
+# Cutting key ranges
+
+
+PREFIX = b"\xf2\x89"  # bytes both keys share, before their columns
+
+
+@given(
+    st.lists(any_value, min_size=1, max_size=3),
+    st.lists(any_value, min_size=1, max_size=3),
+    st.floats(min_value=0, max_value=1),
+)
+def test_a_key_between_two_keys_lies_between_them(
+    a: list[KeyValue], b: list[KeyValue], fraction: float
+) -> None:
+    lo, hi = sorted((PREFIX + encode_values(a), PREFIX + encode_values(b)))
+    between = key_between(lo, hi, fraction, columns_at=len(PREFIX))
+    assert lo <= between <= hi
+    assert key_between(lo, hi, 0.0, columns_at=len(PREFIX)) <= key_between(
+        lo, hi, 1.0, columns_at=len(PREFIX)
+    )
+
+
+def test_ints_are_cut_by_value_not_by_their_length_marked_bytes() -> None:
+    lo, hi = PREFIX + encode_values([0, 5]), PREFIX + encode_values([199_999, 1])
+    cuts = [key_between(lo, hi, i / 4, columns_at=len(PREFIX)) for i in (1, 2, 3)]
+    assert [decode_value(cut, len(PREFIX))[0] for cut in cuts] == [49_999, 99_999, 149_999]
+
+
+def test_floats_are_cut_by_value() -> None:
+    lo, hi = PREFIX + encode_value(-1.5), PREFIX + encode_value(2.5)
+    assert decode_value(key_between(lo, hi, 0.5, columns_at=len(PREFIX)), len(PREFIX))[0] == 0.5
+
+
+def test_equal_leading_columns_are_kept_and_the_first_difference_is_cut() -> None:
+    lo, hi = PREFIX + encode_values([7, "apple"]), PREFIX + encode_values([7, "zebra"])
+    between = key_between(lo, hi, 0.5, columns_at=len(PREFIX))
+    assert between.startswith(PREFIX + encode_value(7))
+    assert lo < between < hi

@@ -134,10 +134,21 @@ class DB(KVClient):
         return self._node.serve()
 
     def rangefeed(
-        self, spans: Span | Iterable[Span], since: Timestamp, *, with_diff: bool = False
+        self,
+        spans: Span | Iterable[Span],
+        since: Timestamp,
+        *,
+        with_diff: bool = False,
+        values: bool = True,
     ) -> RangeFeed:
         """Every change in ``spans`` after ``since`` (exclusive), with checkpoints; see
-        :mod:`feedkv.rangefeed.client`. Iterate it (or ``async for``); ``close()`` ends it."""
+        :mod:`feedkv.rangefeed.client`. Iterate it (or ``async for``); ``close()`` ends it.
+
+        ``with_diff`` adds each value's previous value. ``values=False`` gives a
+        checkpoint-only feed, for following the resolved timestamp: the same checkpoints,
+        no values, and the nodes skip the catch-up scan and the per-write fan-out for it.
+        It cannot be combined with ``with_diff`` (:class:`~feedkv.errors.InvalidArgumentError`).
+        """
         return self._track(
             RangeFeed(
                 self._feeds,
@@ -145,6 +156,7 @@ class DB(KVClient):
                 [spans] if isinstance(spans, Span) else spans,
                 since,
                 with_diff=with_diff,
+                values=values,
             )
         )
 

@@ -3,7 +3,9 @@
 :class:`RangeFeed` divides its spans on range boundaries (from the client's range cache)
 and registers one *piece* per range, all delivering into one stream. It yields:
 
-- every :class:`Value` of every piece, eagerly, as it arrives;
+- every :class:`Value` of every piece, eagerly, as it arrives (none with
+  ``values=False``: a checkpoint-only feed, registered as such, so the nodes neither scan
+  history for it nor send it values);
 - a :class:`Checkpoint` per feed span whenever the lowest checkpoint over all pieces
   (a :class:`~feedkv.rangefeed.frontier.SpanFrontier`) moves.
 
@@ -61,11 +63,19 @@ class FeedTransport(Protocol):
         ...
 
     def register(
-        self, tag: Hashable, span: Span, start_ts: Timestamp, with_diff: bool, stream: EventStream
+        self,
+        tag: Hashable,
+        span: Span,
+        start_ts: Timestamp,
+        with_diff: bool,
+        stream: EventStream,
+        *,
+        values: bool = True,
     ) -> object:
         """Subscribe ``stream`` to ``span`` after ``start_ts`` (exclusive); returns a handle
-        for :meth:`unregister`. Failures to register arrive as an :class:`Error` event,
-        or raise when the node cannot be reached."""
+        for :meth:`unregister`. Without ``values`` only checkpoints are sent. Failures to
+        register arrive as an :class:`Error` event, or raise when the node cannot be
+        reached."""
         ...
 
     def unregister(self, handle: object) -> None: ...
@@ -94,14 +104,25 @@ class RangeFeed:
         since: Timestamp,
         *,
         with_diff: bool = False,
+        values: bool = True,
         values_only: bool = False,
         initial: Iterable[Event] = (),
     ) -> None:
+        if with_diff and not values:
+            raise InvalidArgumentError(
+                "a rangefeed with with_diff=True needs values: values=False sends only "
+                "checkpoints, so there is nothing to diff; drop one of the two"
+            )
+        if values_only and not values:
+            raise InvalidArgumentError(
+                "a rangefeed with values_only=True and values=False would send nothing"
+            )
         self.spans = merge_spans(spans)
         if not self.spans:
             raise InvalidArgumentError("a rangefeed needs at least one non-empty span")
         self.since = since
         self.with_diff = with_diff
+        self.values = values
         self.frontier = SpanFrontier(self.spans, since)
         self._transport = transport
         self._router = router
@@ -173,8 +194,8 @@ class RangeFeed:
 
     def _handle(self, tag: Hashable, piece: _Piece, event: Event) -> None:
         if isinstance(event, Value):
-            if event.ts <= piece.seen.get(event.key, piece.resume):
-                return  # sent again after a retry: already yielded
+            if not self.values or event.ts <= piece.seen.get(event.key, piece.resume):
+                return  # from a node that predates values=False, or already yielded
             piece.seen[event.key] = event.ts
             self._ready.append(event)
         elif isinstance(event, Checkpoint):
@@ -234,7 +255,7 @@ class RangeFeed:
                 self._pieces[tag] = part
             try:
                 part.handle = self._transport.register(
-                    tag, span, part.resume, self.with_diff, self._stream
+                    tag, span, part.resume, self.with_diff, self._stream, values=self.values
                 )
             except (RetryableError, ExternalError):
                 with self._lock:

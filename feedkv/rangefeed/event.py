@@ -1,10 +1,12 @@
 """What a rangefeed stream carries.
 
-For one registration ``(span, start_ts, with_diff)`` a stream sends:
+For one registration ``(span, start_ts, with_diff, values)`` a stream sends:
 
 - :class:`Value`: a committed change of one key, at a timestamp above ``start_ts``
   (``value=None``: a deletion). Per key, values come in ascending timestamp order.
-  With ``with_diff``, ``prev_value`` is the key's value at ``ts - 1 tick``.
+  With ``with_diff``, ``prev_value`` is the key's value at ``ts - 1 tick``. Without
+  ``values`` (a checkpoint-only registration) none are sent, and there is no catch-up
+  scan; ``with_diff`` then is refused.
 - :class:`Checkpoint`: ``(span, ts)`` promises that no value in ``span`` at or below
   ``ts`` will follow. The first checkpoint after registration marks the end of the
   catch-up scan.

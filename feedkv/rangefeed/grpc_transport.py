@@ -146,7 +146,14 @@ class GrpcFeedTransport:
         return EventStream(self._budget, per_registration=self._per_registration)
 
     def register(
-        self, tag: Hashable, span: Span, start_ts: Timestamp, with_diff: bool, stream: EventStream
+        self,
+        tag: Hashable,
+        span: Span,
+        start_ts: Timestamp,
+        with_diff: bool,
+        stream: EventStream,
+        *,
+        values: bool = True,
     ) -> object:
         with self._lock:
             if self._mux is None or not self._mux.alive:
@@ -160,6 +167,7 @@ class GrpcFeedTransport:
         span_to_proto(span, register.span)
         timestamp_to_proto(start_ts, register.start_ts)
         register.with_diff = with_diff
+        register.checkpoints_only = not values
         mux.add(reg, request)
         return reg
 

@@ -8,7 +8,8 @@ threads (catch-up scans, the txn pusher). So a processor needs no lock of its ow
 never blocks: events go into bounded streams, and a registration without room is ended.
 
 - ``WriteValue`` and ``CommitIntent`` ops become :class:`Value` events for every
-  registration covering the key (with ``prev_value`` for those that asked for diffs);
+  registration covering the key (with ``prev_value`` for those that asked for diffs)
+  except checkpoint-only ones, which are skipped before any event is built for them;
   intents themselves are never published, so aborted and intermediate writes never are.
 - Every op feeds the :class:`ResolvedTimestamp`; when it moves, each live registration
   gets a :class:`Checkpoint` of its span.
@@ -135,14 +136,18 @@ class Processor:
     # Fan-out.
 
     def _publish_value(self, regs: tuple[Registration, ...], op: WriteValue | CommitIntent) -> None:
-        plain = Value(op.key, op.value, op.ts)
+        plain: Value | None = None
         with_diff: Value | None = None
         for reg in regs:
+            if not reg.values:
+                continue
             if reg.with_diff:
                 if with_diff is None:
                     with_diff = Value(op.key, op.value, op.ts, op.prev_value)
                 event = with_diff
             else:
+                if plain is None:
+                    plain = Value(op.key, op.value, op.ts)
                 event = plain
             if not reg.publish(event):
                 self.registry.remove(reg)

@@ -1,4 +1,5 @@
-"""One consumer's subscription to part of one range: ``(span, start_ts, with_diff)``.
+"""One consumer's subscription to part of one range: ``(span, start_ts, with_diff,
+values)``.
 
 A registration lives in two phases:
 
@@ -13,6 +14,11 @@ The snapshot holds exactly the commands whose events the registration is not sen
 so the seam has no gap and no double, and each key's values stay in timestamp order.
 Events at or below ``start_ts`` are never sent. ``pending`` is bounded like the stream;
 overflowing either ends the registration with ``SLOW_CONSUMER``.
+
+A registration without ``values`` (checkpoints only, e.g. a follower of the resolved
+timestamp) is never sent a :class:`Value`: it has no catch-up scan and goes live at once
+(:class:`~feedkv.rangefeed.store_feeds.StoreFeeds` sees to that), and the processor skips
+it when it fans values out, so it costs no event, queue space or budget per write.
 
 All methods except the catch-up scan itself run under the store's apply lock.
 """
@@ -53,6 +59,7 @@ class Registration:
         "start_ts",
         "stream",
         "tag",
+        "values",
         "with_diff",
     )
 
@@ -63,11 +70,14 @@ class Registration:
         start_ts: Timestamp,  # exclusive
         with_diff: bool,
         stream: EventStream,
+        *,
+        values: bool = True,  # False: checkpoints only
     ) -> None:
         self.tag = tag
         self.span = span
         self.start_ts = start_ts
         self.with_diff = with_diff
+        self.values = values
         self.stream = stream
         self.queued = 0  # events in the stream not yet taken (the stream counts them)
         self.catching_up = True
@@ -79,7 +89,7 @@ class Registration:
         ended because there was no room for it."""
         if self.done:
             return False
-        if isinstance(event, Value) and event.ts <= self.start_ts:
+        if isinstance(event, Value) and (event.ts <= self.start_ts or not self.values):
             return True
         size = event_size(event)
         pending = self.pending

@@ -4,6 +4,8 @@ A client opens one bidirectional stream per node. Each ``RangeFeedRegister`` mes
 registers a span under the client's tag; every event of every registration goes into one
 :class:`~feedkv.rangefeed.stream.EventStream`, and the handler sends what it holds in
 batches (at most ``MAX_BATCH_EVENTS`` events or about ``MAX_BATCH_BYTES`` per message).
+``checkpoints_only`` asks for checkpoints without values; older clients never set it and
+get values, as before.
 When the client closes the stream, its registrations are unregistered; when the node
 stops, every registration's ``NODE_SHUTDOWN`` error is sent before the stream ends.
 """
@@ -101,7 +103,11 @@ class RangeFeedService:
         except (InvalidArgumentError, ValueError) as exc:
             return _refused(msg.tag, stream, ErrorReason.INVALID_REQUEST, str(exc))
         try:
-            return self.feeds.register(msg.tag, span, start_ts, msg.with_diff, stream)
+            return self.feeds.register(
+                msg.tag, span, start_ts, msg.with_diff, stream, values=not msg.checkpoints_only
+            )
+        except InvalidArgumentError as exc:
+            return _refused(msg.tag, stream, ErrorReason.INVALID_REQUEST, str(exc))
         except FeedKVError as exc:
             return _refused(msg.tag, stream, ErrorReason.NODE_SHUTDOWN, str(exc))
 

@@ -5,7 +5,9 @@ lock it finds the range holding the span, starts the range's processor if it has
 (observing the range, scanning its intents and reading its closed timestamp, all at that
 one moment), adds the registration, and takes the snapshot its catch-up scan will read.
 The scan then runs on a worker thread while live events wait in the registration; when
-it is done the registration goes live with its first checkpoint.
+it is done the registration goes live with its first checkpoint. A checkpoint-only
+registration (``values=False``) has no history to send: it goes live at once, under the
+same hold of the lock, with that first checkpoint.
 
 A span that is not inside one range (the caller's range cache is stale) gets an immediate
 ``RANGE_NOT_FOUND`` error event: the client re-divides and registers again.
@@ -48,6 +50,11 @@ from feedkv.util.keys import Span
 __all__ = ["FeedConfig", "StoreFeeds"]
 
 log = logging.getLogger(__name__)
+
+_DIFF_WITHOUT_VALUES = (
+    "with_diff=True needs values: a checkpoint-only registration (values=False) gets no "
+    "values to diff; drop with_diff or keep values"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,11 +101,16 @@ class StoreFeeds:
         start_ts: Timestamp,  # exclusive
         with_diff: bool,
         stream: EventStream,
+        *,
+        values: bool = True,
     ) -> Registration:
-        """Subscribe ``stream`` to ``span`` after ``start_ts``; events arrive tagged ``tag``."""
+        """Subscribe ``stream`` to ``span`` after ``start_ts``; events arrive tagged ``tag``.
+        Without ``values`` only checkpoints are sent (and ``with_diff`` is refused)."""
+        if with_diff and not values:
+            raise InvalidArgumentError(_DIFF_WITHOUT_VALUES)
         if self._stopping.is_set():
             raise NodeUnavailableError("the node is shutting down")
-        reg = Registration(tag, span, start_ts, with_diff, stream)
+        reg = Registration(tag, span, start_ts, with_diff, stream, values=values)
         with self._lock:
             if self._stopping.is_set():
                 raise NodeUnavailableError("the node is shutting down")
@@ -119,6 +131,10 @@ class StoreFeeds:
             except BaseException:
                 snap.close()
                 raise
+            if not values:
+                snap.close()
+                processor.finish_catch_up(reg)
+                return reg
         try:
             self._catchups.submit(self._catch_up, processor, reg, snap)
         except RuntimeError:  # close() shut the workers down after the lock was let go

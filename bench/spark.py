@@ -6,8 +6,9 @@
   from the statement until the job has ended; rows/s. The files' rows are then counted
   and their keys checked against the table. A one-row job runs first so the scan does
   not pay for starting Spark (that is ``spark_start_s``). Target: >= 100k rows/s.
-- steady state: ``--writers`` sessions UPDATE ``--batch`` rows a statement at an offered
-  ``--rate`` rows/s (default 20k) for ``--seconds`` while a JSON job (``WITH updated,
+- steady state: ``--writers`` client processes (a session each, over gRPC, as an
+  application's would be) UPDATE ``--batch`` rows a statement at an offered ``--rate``
+  rows/s (default 20k) for ``--seconds`` while a JSON job (``WITH updated,
   resolved='1s', min_checkpoint_frequency='1s'``, the default 1 s closed-timestamp
   target) follows the table. Committed and delivered rows/s, and the lag from commit to
   file: from a row's ``updated`` timestamp (its commit's wall time) to the moment a poll
@@ -26,6 +27,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -47,6 +49,7 @@ TARGET_P50_LAG_S = 2.5
 REACHED = 0.95
 LOAD_BATCH = 1000
 STAGING = ".feedkv"  # the file sink's staging files and manifests, not output
+WRITER_START_S = 3.0  # for the writer processes to start before the first UPDATE
 
 # NB: one statement text with placeholders for every batch: the SQL layer caches parses
 # by text, and parsing a literal 1000-row VALUES list costs as much as running it.
@@ -250,6 +253,32 @@ class Watcher:
             self.changed.notify_all()
 
 
+def write_paced(
+    url: str, base: int, slice_rows: int, batch: int, interval: float, start: float, stop: float
+) -> int:
+    """Runs in a writer process: one session UPDATEs ``batch`` rows of its slice of the
+    table every ``interval`` seconds of wall-clock time from ``start`` to ``stop`` (a
+    writer running behind stops at ``stop`` too); the rows committed."""
+    db = feedkv.connect(url)
+    session = db.session()
+    pause = threading.Event()
+    committed = 0
+    i = 0
+    try:
+        while True:
+            due = start + i * interval
+            if due >= stop or time.time() >= stop:
+                return committed
+            if due > time.time():
+                pause.wait(due - time.time())
+            lo = base + (i * batch) % slice_rows
+            committed += int(session.execute(UPDATE, lo, lo + batch).tag.split()[-1])
+            i += 1
+    finally:
+        session.close()
+        db.close()
+
+
 def percentile(ordered: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
 
@@ -283,36 +312,36 @@ def steady(
     job_start_s = time.perf_counter() - t0
     say(f"steady-state job {job_id} running after {job_start_s:.1f} s; writing")
 
-    committed = [0] * writers
-    interval = batch * writers / rate  # between one writer's statements
     slice_rows = rows // writers // batch * batch
-    start_ns = time.time_ns()
-    start = time.monotonic()
-    stop = start + seconds
-
-    def write(w: int) -> None:
-        session = db.session()
-        pause = threading.Event()
-        base = w * slice_rows
-        i = 0
-        try:
-            while True:
-                due = start + i * interval
-                if due >= stop or time.monotonic() >= stop:  # a writer behind stops too
-                    return
-                if due > time.monotonic():
-                    pause.wait(due - time.monotonic())
-                lo = base + (i * batch) % slice_rows
-                tag = session.execute(UPDATE, lo, lo + batch).tag
-                committed[w] += int(tag.split()[-1])
-                i += 1
-        finally:
-            session.close()
-
-    run_threads(write, writers, "a writer")
-    write_s = time.monotonic() - start
+    start = time.time() + WRITER_START_S  # the writer processes start meanwhile
+    start_ns = int(start * 1e9)
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--writer-of",
+                db.serving_url(),
+                "--slice",
+                f"{w * slice_rows}:{slice_rows}",
+                "--batch",
+                str(batch),
+                "--interval",
+                str(batch * writers / rate),
+                "--window",
+                f"{start}:{start + seconds}",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(writers)
+    ]
+    outputs = [proc.communicate(timeout=seconds + 300)[0] for proc in procs]
+    if any(proc.returncode for proc in procs):
+        raise RuntimeError(f"a writer process failed (exit codes {[p.returncode for p in procs]})")
+    total = sum(json.loads(out)["committed"] for out in outputs)
     end_ns = time.time_ns()
-    total = sum(committed)
+    write_s = end_ns / 1e9 - start
     delivered_by_end = len(watcher.found)
     say(f"committed {total:,} rows in {write_s:.1f} s; {delivered_by_end:,} in files so far")
     caught_up = watcher.wait_for(lambda: len(watcher.found) >= total, drain)
@@ -368,7 +397,27 @@ def steady(
     }
 
 
+def writer_main(argv: list[str]) -> int:
+    """``spark.py --writer-of URL ...``: one steady-state writer process."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--writer-of", required=True)
+    parser.add_argument("--slice", required=True, help="BASE:ROWS")
+    parser.add_argument("--batch", type=int, required=True)
+    parser.add_argument("--interval", type=float, required=True)
+    parser.add_argument("--window", required=True, help="START:STOP, wall-clock seconds")
+    args = parser.parse_args(argv)
+    base, slice_rows = map(int, args.slice.split(":"))
+    start, stop = map(float, args.window.split(":"))
+    committed = write_paced(
+        args.writer_of, base, slice_rows, args.batch, args.interval, start, stop
+    )
+    print(json.dumps({"committed": committed}))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv and argv[0] == "--writer-of":
+        return writer_main(argv)
     parser = argparse.ArgumentParser(prog="feedkv bench spark", description=__doc__)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--master", default="local[2]", help="Spark master for the jobs")

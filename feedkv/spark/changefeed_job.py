@@ -4,10 +4,14 @@ The query reads ``spark.readStream.format("feedkv_changefeed")`` and writes
 ``writeStream.format("feedkv_changefeed")``; both carry the changefeed's spec.
 
 - **Source.** The same offsets and pieces as the ``feedkv`` source
-  (:mod:`feedkv.spark.offsets`), over every target table. Tasks decode each piece's
-  changes into rows and encode them with the changefeed core's encoders, so a batch
-  arrives as messages (topic, key, value, timestamps). Each piece ends with a marker row
-  whose ``resolved`` column is the piece's upper bound: the timestamp the batch resolves.
+  (:mod:`feedkv.spark.offsets`), over every target table, with each range's piece cut
+  further at row boundaries into as many tasks as Spark runs at once (the ``parallelism``
+  option, :func:`~feedkv.spark.source.scan_cuts`). Tasks decode each piece's changes
+  into rows and encode them with the changefeed core's encoders, so a batch arrives as
+  messages (topic, key, value, timestamps) in Arrow record batches. Csv and parquet
+  rows travel with the row itself, packed without its descriptor (:func:`_pack_row`).
+  Each piece starts with a marker row whose ``resolved`` column is the piece's upper
+  bound: the timestamp the batch resolves.
 - **Sink.** Tasks send their messages; the driver's ``commit(batch id)`` writes the
   resolved marker only after every task's messages are durable.
 
@@ -116,7 +120,7 @@ class _Job:
     url: str
     spec: ChangefeedSpec
     job_id: int = 0
-    scan_parallelism: int = 1  # how many tasks a range's initial scan is cut into
+    parallelism: int = 1  # how many tasks a range's part of a batch is cut into
 
     @classmethod
     def from_options(cls, options: dict[str, str]) -> _Job:
@@ -124,7 +128,7 @@ class _Job:
             if not options.get(required):
                 raise InvalidArgumentError(f"feedkv_changefeed needs the option {required!r}")
         numbers = {}
-        for name, default in (("job_id", "0"), ("scan_parallelism", "1")):
+        for name, default in (("job_id", "0"), ("parallelism", "1")):
             text = options.get(name, default)
             if not text.isdigit():
                 raise InvalidArgumentError(f"feedkv_changefeed: {name} {text!r} is not a number")
@@ -218,11 +222,8 @@ class _ChangefeedReader(FollowingStreamReader):
         parts = []
         for target in self.job.spec.targets:
             span = target.span
-            table_start = first
-            cuts: list[bytes] = []
-            if first.scanning:
-                table_start = FeedOffset(first.resolved, span.start)
-                cuts = scan_cuts(self.job.url, span, first.resolved, self.job.scan_parallelism)
+            table_start = FeedOffset(first.resolved, span.start) if first.scanning else first
+            cuts = scan_cuts(self.job.url, span, last.resolved, self.job.parallelism)
             for piece in plan_pieces(table_start, last, span, boundaries + cuts):
                 parts.append(InputPartition(_TablePiece(target, piece)))
         return parts
@@ -423,7 +424,8 @@ class _ChangefeedWriter(DataSourceStreamArrowWriter):
 
 class ChangefeedDataSource(DataSource):
     """``format("feedkv_changefeed")``: a changefeed's messages (read) and its sink
-    (write). Options: ``url`` (the node) and ``spec`` (:func:`encode_spec`)."""
+    (write). Options: ``url`` (the node), ``spec`` (:func:`encode_spec`), ``job_id``
+    and ``parallelism`` (tasks per range and batch)."""
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)

@@ -91,7 +91,7 @@ class SparkJob:
             "url": self._url,
             "spec": encode_spec(self.spec),
             "job_id": str(self.job_id),
-            "scan_parallelism": str(spark.sparkContext.defaultParallelism),
+            "parallelism": str(spark.sparkContext.defaultParallelism),
         }
         o = self.spec.options
         writer = (

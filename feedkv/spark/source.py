@@ -147,7 +147,8 @@ def range_starts(url: str) -> list[bytes]:
 
 def scan_cuts(url: str, span: Span, ts: Timestamp, parts: int) -> list[bytes]:
     """Row boundaries that cut the rows of ``span`` as of ``ts`` into about ``parts``
-    pieces, so one range's initial scan can run as several tasks. The cuts are spread
+    pieces, so one range's part of a batch (its initial scan, or its changes) can run as
+    several tasks. The cuts are spread
     evenly between the first and the last key's primary-key values (see
     :func:`~feedkv.util.encoding.key_between`), each moved to the start of the row it
     falls in: a row's column families stay in one piece."""
@@ -199,14 +200,14 @@ class _BatchReader(_PieceReader, DataSourceReader):
 
 
 class ResolvedFollower:
-    """Follows the resolved timestamp of ``spans`` through a rangefeed (values are
-    ignored)."""
+    """Follows the resolved timestamp of ``spans`` through a checkpoint-only rangefeed
+    (``values=False``: the node sends no values and scans no history for it)."""
 
     def __init__(self, url: str, spans: list[Span], since: Timestamp) -> None:
         self.resolved = since
         self.error: BaseException | None = None
         self._first = threading.Event()
-        self._feed = connection(url).rangefeed(spans, since)
+        self._feed = connection(url).rangefeed(spans, since, values=False)
         self._thread = threading.Thread(target=self._run, name="feedkv-resolved", daemon=True)
         self._thread.start()
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import replace
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 import feedkv
 from feedkv import DB
+from feedkv.changefeed.jobs import SHOW_COLUMNS
 from feedkv.changefeed.registry import _failure
 from feedkv.errors import BatchTimestampBeforeGCError, SQLError
 from feedkv.kv.store import Store, StoreConfig
@@ -22,6 +24,7 @@ from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
 FAST = "resolved='0s', min_checkpoint_frequency='0s'"
+HIGH_WATER = SHOW_COLUMNS.index("high_water_timestamp")
 
 
 @pytest.fixture
@@ -37,15 +40,20 @@ def store_of(db: DB) -> Store:
     return db.node.store
 
 
-def updated_values(out: Path) -> list[tuple[int, str]]:
-    """Every (k, v) the sink holds, in the order of the rows' timestamps."""
+def updated_rows(out: Path) -> list[tuple[str, int, str]]:
+    """Every (updated, k, v) the sink holds, in the order of the rows' timestamps."""
     rows = []
     for path in out.rglob("*.ndjson"):
         for line in path.read_text().splitlines():
             message = json.loads(line)
             if "after" in message:
                 rows.append((message["updated"], message["after"]["k"], message["after"]["v"]))
-    return [(k, v) for _ts, k, v in sorted(rows)]
+    return sorted(rows)
+
+
+def updated_values(out: Path) -> list[tuple[int, str]]:
+    """Every (k, v) the sink holds, in the order of the rows' timestamps."""
+    return [(k, v) for _ts, k, v in updated_rows(out)]
 
 
 def wait_status(db: DB, job_id: int, status: str) -> None:
@@ -75,11 +83,19 @@ def wait_closed_past(db: DB, ts: Timestamp) -> None:
 
 
 def paused_job(db: DB, out: Path) -> int:
-    """A job on a new table t that delivered t's first row, then was paused."""
+    """A job on a new table t whose high-water mark passed t's first row, then was
+    paused (so resuming it sends no row twice: the file sink is at-least-once)."""
     db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
     [(job_id,)] = db.sql(f"CREATE CHANGEFEED FOR t INTO 'file://{out}' WITH updated, {FAST}").rows
     db.sql("INSERT INTO t VALUES (1, 'v0')")
     wait_until(lambda: updated_values(out) == [(1, "v0")], timeout_s=30, what="the first row")
+    [first] = [Decimal(ts) for ts, _k, _v in updated_rows(out)]
+
+    def past_first_row() -> bool:
+        high_water = db.sql(f"SHOW CHANGEFEED JOB {job_id}").rows[0][HIGH_WATER]
+        return high_water is not None and high_water >= first
+
+    wait_until(past_first_row, timeout_s=30, what="the high-water mark past the first row")
     db.sql(f"PAUSE JOB {job_id}")
     return int(job_id)
 

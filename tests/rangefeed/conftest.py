@@ -17,10 +17,12 @@ from feedkv import DB
 from feedkv.kv.api import BatchRequest, EndTxn, Header, HeartbeatTxn, Put, Transaction
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.node import Node
-from feedkv.rangefeed.event import Event
+from feedkv.rangefeed.client import RangeFeed
+from feedkv.rangefeed.event import Checkpoint, Event
 from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
 from feedkv.rangefeed.stream import EventStream
 from feedkv.testing import waiting
+from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
 DEADLINE_S = 10.0
@@ -173,3 +175,24 @@ class Background(Generic[T]):
         if self._error is not None:
             raise self._error
         return self._result
+
+
+def read_until(
+    feed: RangeFeed, done: Callable[[list[Event]], bool], limit: int = 100_000
+) -> list[Event]:
+    """Iterate ``feed`` until ``done(events)``; the feed's own deadline is the test's."""
+    events: list[Event] = []
+    closer = threading.Timer(DEADLINE_S, feed.close)
+    closer.start()
+    try:
+        for event in feed:
+            events.append(event)
+            if done(events) or len(events) >= limit:
+                return events
+    finally:
+        closer.cancel()
+    raise AssertionError(f"the feed ended before the condition held: {events[-10:]}")
+
+
+def resolved_past(ts: Timestamp) -> Callable[[list[Event]], bool]:
+    return lambda events: any(isinstance(e, Checkpoint) and e.ts >= ts for e in events)

@@ -4,11 +4,18 @@ multi-range client, across splits and behind open transactions."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
-from conftest import DEADLINE_S, Collector, begin, end_txn, wait_until, write_intent
+from conftest import (
+    Collector,
+    begin,
+    end_txn,
+    read_until,
+    resolved_past,
+    wait_until,
+    write_intent,
+)
 
 from feedkv import DB
 from feedkv.errors import InvalidArgumentError
@@ -17,7 +24,7 @@ from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.store import Store
 from feedkv.node import Node
 from feedkv.rangefeed.budget import Budget
-from feedkv.rangefeed.client import FeedTransport, RangeFeed
+from feedkv.rangefeed.client import FeedTransport
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
 from feedkv.rangefeed.grpc_transport import GrpcFeedTransport
 from feedkv.rangefeed.processor import Processor
@@ -33,25 +40,6 @@ EVERYTHING = Span(KEY_MIN, KEY_MAX)
 USER = Span(b"a", b"z")  # the test's keys, and nothing a fresh store may write itself
 ZERO = Timestamp(0, 0)
 NO_PUSHES = FeedConfig(push_age_ns=10**15, push_interval_s=0.02)  # open txns stay put
-
-
-def read_until(feed: RangeFeed, done: Callable[[list[Event]], bool]) -> list[Event]:
-    """Iterate ``feed`` until ``done(events)``; the deadline closes the feed."""
-    events: list[Event] = []
-    closer = threading.Timer(DEADLINE_S, feed.close)
-    closer.start()
-    try:
-        for event in feed:
-            events.append(event)
-            if done(events):
-                return events
-    finally:
-        closer.cancel()
-    raise AssertionError(f"the feed ended before the condition held: {events[-10:]}")
-
-
-def resolved_past(ts: Timestamp) -> Callable[[list[Event]], bool]:
-    return lambda events: any(isinstance(e, Checkpoint) and e.ts >= ts for e in events)
 
 
 def stamps(events: list[Event]) -> list[Timestamp]:

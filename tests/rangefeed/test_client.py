@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import wait_until
+from conftest import read_until, resolved_past, wait_until
 
 import feedkv
 from feedkv import DB
 from feedkv.errors import BatchTimestampBeforeGCError
 from feedkv.kv.store import Store, StoreConfig
-from feedkv.rangefeed.client import RangeFeed
 from feedkv.rangefeed.event import Checkpoint, Event, Value
 from feedkv.rangefeed.store_feeds import FeedConfig
 from feedkv.storage.gc import gc
@@ -24,27 +22,6 @@ from feedkv.util.keys import KEY_MAX, KEY_MIN, Span
 
 EVERYTHING = Span(KEY_MIN, KEY_MAX)
 ZERO = Timestamp(0, 0)
-
-
-def read_until(
-    feed: RangeFeed, done: Callable[[list[Event]], bool], limit: int = 100_000
-) -> list[Event]:
-    """Iterate ``feed`` until ``done(events)``; the feed's own deadline is the test's."""
-    events: list[Event] = []
-    closer = threading.Timer(10.0, feed.close)
-    closer.start()
-    try:
-        for event in feed:
-            events.append(event)
-            if done(events) or len(events) >= limit:
-                return events
-    finally:
-        closer.cancel()
-    raise AssertionError(f"the feed ended before the condition held: {events[-10:]}")
-
-
-def resolved_past(ts: Timestamp) -> Callable[[list[Event]], bool]:
-    return lambda events: any(isinstance(e, Checkpoint) and e.ts >= ts for e in events)
 
 
 def per_key(events: list[Event]) -> dict[bytes, list[Timestamp]]:

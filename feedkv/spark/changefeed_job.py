@@ -279,8 +279,9 @@ class _Rows:
     :class:`RowEvent` objects, reading each descriptor version the first time it is
     needed."""
 
-    def __init__(self, job: _Job) -> None:
+    def __init__(self, job: _Job, since: Timestamp) -> None:
         self._job = job
+        self._since = since  # the window's start: history before it may be collected
         self._histories: dict[int, SchemaHistory] = {}
         self._described: dict[tuple[int, int, str | None], _Described] = {}
 
@@ -298,7 +299,7 @@ class _Rows:
         history = self._histories.get(table_id)
         if history is None:
             db = connection(self._job.url)
-            history = self._histories[table_id] = SchemaHistory(db, table_id, self._job.spec.start)
+            history = self._histories[table_id] = SchemaHistory(db, table_id, self._since)
         desc = history.version(version)
         if desc is None:
             raise InvariantViolation(f"table {table_id} has no descriptor version {version}")
@@ -329,7 +330,7 @@ class _ChangefeedWriter(DataSourceStreamArrowWriter):
         result = _TaskResult()
         staged: _StagedBlobs | None = None
         sink: Sink | None = None
-        rows = _Rows(self.job)
+        rows: _Rows | None = None
         parse = Timestamp.parse
         try:
             for topic, key, value, mvcc, updated, schema_id, row, resolved in _tuples(iterator):
@@ -338,8 +339,10 @@ class _ChangefeedWriter(DataSourceStreamArrowWriter):
                     result.resolved = max(result.resolved or hi, hi)
                     result.lo = min(result.lo or lo, lo)
                     continue
-                if sink is None:
-                    staged, sink = self._open(result.lo or self.job.spec.start)
+                if sink is None or rows is None:
+                    start = result.lo or self.job.spec.start
+                    staged, sink = self._open(start)
+                    rows = _Rows(self.job, start)
                 mvcc_ts, updated_ts = parse(mvcc), parse(updated)
                 event = rows.event(row, mvcc_ts, updated_ts) if row is not None else None
                 sink.emit_row(Message(topic, key, value, mvcc_ts, updated_ts, schema_id, event))

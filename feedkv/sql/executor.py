@@ -160,11 +160,13 @@ class _Bound:
 
 @dataclass
 class _KeyPlan:
-    """Constraints on the primary key columns found in WHERE."""
+    """Constraints on the primary key columns found in WHERE; ``complete`` when WHERE is
+    nothing but them (then a span built from exact values needs no filter after it)."""
 
     equal: list[Compiled]
     low: _Bound | None = None
     high: _Bound | None = None
+    complete: bool = False
 
 
 class Execution:
@@ -654,59 +656,78 @@ class Execution:
 
     def _plan_span(
         self, desc: TableDescriptor, where: exp.Expr | None, scope: Scope
-    ) -> Callable[[], Span]:
+    ) -> Callable[[], tuple[Span, bool]]:
         """A function giving the key span to read for ``where`` (evaluated per run, as
-        placeholders may differ)."""
+        placeholders may differ), and whether that span is exactly the rows ``where``
+        selects (then they need no filtering)."""
         whole = table_span(desc.id)
         if where is None:
-            return lambda: whole
+            return lambda: (whole, True)
         plan = _key_plan(desc, where, scope)
         if plan is None:
-            return lambda: whole
+            return lambda: (whole, False)
         keys = desc.key_columns
         context = self.context
 
-        def span() -> Span:
+        def bound(compiled: Compiled, column: Column) -> tuple[Any, bool]:
+            """A constant as the column's type, and whether it kept its value."""
+            raw = compiled((), context)
+            value = coerce(raw, column.type, column.name)
+            return value, type(value) is type(raw) and value == raw
+
+        def span() -> tuple[Span, bool]:
+            exact = plan.complete
             try:
-                equal = [
-                    coerce(value((), context), keys[i].type, keys[i].name)
-                    for i, value in enumerate(plan.equal)
-                ]
+                equal = []
+                for i, compiled in enumerate(plan.equal):
+                    value, kept = bound(compiled, keys[i])
+                    equal.append(value)
+                    exact = exact and kept
             except SQLError:
-                return whole  # let the WHERE clause report (or filter) it
+                return whole, False  # let the WHERE clause report (or filter) it
+            nothing = Span(whole.start, whole.start + b"\x00")
             if any(v is None for v in equal):
-                return Span(whole.start, whole.start + b"\x00")  # = NULL matches nothing
+                return nothing, exact  # = NULL matches nothing
             if len(equal) == len(keys) or (plan.low is None and plan.high is None):
-                return row_span(desc, equal)
+                return row_span(desc, equal), exact
             column = keys[len(equal)]
             prefix = row_prefix(desc, equal)
             start, end = prefix, prefix_end(prefix)
+            # NB: a bound the column's type changed (1.5 for an INT) says nothing exact
+            # about the keys (k > 1.5 wants 2, which k > 2 would miss): it is left to the
+            # filter.
             try:
                 if plan.low is not None:
-                    low = coerce(plan.low.value((), context), column.type, column.name)
+                    low, kept = bound(plan.low.value, column)
                     if low is None:
-                        return Span(whole.start, whole.start + b"\x00")
-                    bound = row_prefix(desc, [*equal, low])
-                    start = max(start, bound if plan.low.inclusive else prefix_end(bound))
+                        return nothing, exact
+                    exact = exact and kept
+                    if kept:
+                        key = row_prefix(desc, [*equal, low])
+                        start = max(start, key if plan.low.inclusive else prefix_end(key))
                 if plan.high is not None:
-                    high = coerce(plan.high.value((), context), column.type, column.name)
+                    high, kept = bound(plan.high.value, column)
                     if high is None:
-                        return Span(whole.start, whole.start + b"\x00")
-                    bound = row_prefix(desc, [*equal, high])
-                    end = min(end, prefix_end(bound) if plan.high.inclusive else bound)
+                        return nothing, exact
+                    exact = exact and kept
+                    if kept:
+                        key = row_prefix(desc, [*equal, high])
+                        end = min(end, prefix_end(key) if plan.high.inclusive else key)
             except SQLError:
-                return row_span(desc, equal) if equal else whole
+                return (row_span(desc, equal) if equal else whole), False
             if end <= start:
-                return Span(start, start + b"\x00")
-            return Span(start, end)
+                return Span(start, start + b"\x00"), exact
+            return Span(start, end), exact
 
         return span
 
     def _matching(
         self, desc: TableDescriptor, where: exp.Expr | None, scope: Scope
     ) -> Iterator[tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]]:
-        span = self._plan_span(desc, where, scope)()
-        test = compile_expr(where, scope) if where is not None else None
+        span, exact = self._plan_span(desc, where, scope)()
+        test = compile_expr(where, scope) if where is not None else None  # NB: checks it too
+        if exact:
+            test = None
         ids = [c.id for c in desc.columns]
         for row, pairs in self._rows(desc, span):
             env = tuple(row[i] for i in ids)
@@ -1058,13 +1079,16 @@ def _key_plan(desc: TableDescriptor, where: exp.Expr, scope: Scope) -> _KeyPlan 
     equal: dict[str, Compiled] = {}
     lows: dict[str, _Bound] = {}
     highs: dict[str, _Bound] = {}
-    for conjunct in _flatten_and(where):
+    conjuncts = list(_flatten_and(where))
+    source: dict[int, exp.Expr] = {}  # id of each constraint -> the conjunct it came from
+    for conjunct in conjuncts:
         if isinstance(conjunct, exp.Between) and isinstance(conjunct.this, exp.Column):
             name = conjunct.this.name.lower()
             low, high = conjunct.args["low"], conjunct.args["high"]
             if _is_constant(low) and _is_constant(high):
                 lows[name] = _Bound(compile_expr(low, empty), True)
                 highs[name] = _Bound(compile_expr(high, empty), True)
+                source[id(lows[name])] = source[id(highs[name])] = conjunct
             continue
         op: type[exp.Expr] = type(conjunct)
         if op not in _FLIP:
@@ -1076,12 +1100,14 @@ def _key_plan(desc: TableDescriptor, where: exp.Expr, scope: Scope) -> _KeyPlan 
             continue
         name = left.name.lower()
         value = compile_expr(right, empty)
+        constraint: Compiled | _Bound
         if op is exp.EQ:
-            equal[name] = value
+            constraint = equal[name] = value
         elif op in (exp.GT, exp.GTE):
-            lows[name] = _Bound(value, op is exp.GTE)
+            constraint = lows[name] = _Bound(value, op is exp.GTE)
         else:
-            highs[name] = _Bound(value, op is exp.LTE)
+            constraint = highs[name] = _Bound(value, op is exp.LTE)
+        source[id(constraint)] = conjunct
     plan = _KeyPlan([])
     for column in desc.key_columns:
         if column.name in equal:
@@ -1092,6 +1118,8 @@ def _key_plan(desc: TableDescriptor, where: exp.Expr, scope: Scope) -> _KeyPlan 
         break
     if not plan.equal and plan.low is None and plan.high is None:
         return None
+    used = [*plan.equal, *(b for b in (plan.low, plan.high) if b is not None)]
+    plan.complete = {id(source[id(c)]) for c in used} == {id(c) for c in conjuncts}
     return plan
 
 

@@ -70,16 +70,17 @@ def table_span(table_id: int) -> Span:
 
 
 def index_prefix(desc: TableDescriptor) -> bytes:
-    return table_prefix(desc.id) + encode_value(PRIMARY_INDEX_ID)
+    return _layout(desc).index_prefix
 
 
 def row_prefix(desc: TableDescriptor, key_values: Iterable[Any]) -> bytes:
     """The key prefix shared by the row's families; ``key_values`` are coerced values
     of the primary key columns, in key order (a leading subset gives a key range)."""
-    return index_prefix(desc) + encode_values(
+    layout = _layout(desc)
+    return layout.index_prefix + encode_values(
         [
-            key_primitive(column.type.kind, value)
-            for column, value in zip(desc.key_columns, key_values, strict=False)
+            value if convert is None or value is None else convert(value)
+            for convert, value in zip(layout.key_encoders, key_values, strict=False)
         ]
     )
 
@@ -94,17 +95,16 @@ def family_key(prefix: bytes, family_id: int) -> bytes:
 
 
 def encode_family_value(desc: TableDescriptor, family: Family, row: Mapping[int, Any]) -> bytes:
+    return _encode_family(_layout(desc).families[family.id][1], row)
+
+
+def _encode_family(columns: list[tuple[int, _Convert | None]], row: Mapping[int, Any]) -> bytes:
     parts: list[Any] = []
-    key_ids = desc.primary_key
-    for column_id in family.column_ids:
+    for column_id, convert in columns:
         value = row.get(column_id)
-        if value is None or column_id in key_ids:
-            continue
-        column = desc.column_by_id(column_id)
-        if column is None:
-            continue
-        parts.append(column_id)
-        parts.append(value_primitive(column.type.kind, value))
+        if value is not None:
+            parts.append(column_id)
+            parts.append(value if convert is None else convert(value))
     return encode_values(parts)
 
 
@@ -113,9 +113,9 @@ def row_kvs(desc: TableDescriptor, row: Mapping[int, Any]) -> dict[bytes, bytes 
     ``None`` for a non-primary family whose columns are all NULL (delete its pair)."""
     prefix = row_prefix(desc, [row.get(i) for i in desc.primary_key])
     out: dict[bytes, bytes | None] = {}
-    for family in desc.families:
-        value = encode_family_value(desc, family, row)
-        out[family_key(prefix, family.id)] = value if value or family.id == 0 else None
+    for family_id, (suffix, columns) in _layout(desc).families.items():
+        value = _encode_family(columns, row)
+        out[prefix + suffix] = value if value or family_id == 0 else None
     return out
 
 
@@ -145,20 +145,43 @@ def table_id_of_key(key: bytes) -> int | None:
     return table_id if isinstance(table_id, int) and not isinstance(table_id, bool) else None
 
 
-class _Layout:
-    """How one descriptor version's keys and values decode, worked out once: the
-    primary index prefix, a converter per key column, and one per column id (``None``
-    where the stored primitive is already the value)."""
+_Convert = Callable[[Any], Any]
 
-    __slots__ = ("columns", "index_prefix", "key_converters")
+
+class _Layout:
+    """How one descriptor version's keys and values encode and decode, worked out once:
+    the primary index prefix; per key column a converter to its primitive and one back;
+    per column id a converter from its stored primitive; and per family its key suffix
+    and the (column id, converter to the stored primitive) of its non-key columns.
+    ``None`` stands for a converter where the value is already the primitive."""
+
+    __slots__ = ("columns", "families", "index_prefix", "key_converters", "key_encoders")
 
     def __init__(self, desc: TableDescriptor) -> None:
-        self.index_prefix = index_prefix(desc)
-        self.key_converters = [_key_converter(c.type.kind) for c in desc.key_columns]
+        self.index_prefix = table_prefix(desc.id) + encode_value(PRIMARY_INDEX_ID)
+        keys = desc.key_columns
+        self.key_converters = [_key_converter(c.type.kind) for c in keys]
+        self.key_encoders = [_encoder(key_primitive, c.type.kind) for c in keys]
         self.columns = {c.id: _value_converter(c.type.kind) for c in desc.columns}
+        key_ids = set(desc.primary_key)
+        self.families: dict[int, tuple[bytes, list[tuple[int, _Convert | None]]]] = {}
+        for family in desc.families:
+            columns = []
+            for column_id in family.column_ids:
+                column = desc.column_by_id(column_id)
+                if column is not None and column_id not in key_ids:
+                    columns.append((column_id, _encoder(value_primitive, column.type.kind)))
+            self.families[family.id] = (encode_value(family.id), columns)
 
 
 _IDENTITY = frozenset({Kind.INT, Kind.FLOAT, Kind.STRING, Kind.BYTES, Kind.BOOL})
+
+
+def _encoder(to_primitive: Callable[[Kind, Any], Any], kind: Kind) -> _Convert | None:
+    # NB: JSONB keys must still reach key_primitive, which refuses them.
+    if kind in _IDENTITY:
+        return None
+    return functools.partial(to_primitive, kind)
 
 
 def _key_converter(kind: Kind) -> Callable[[Any], Any] | None:

@@ -45,7 +45,7 @@ from feedkv.changefeed.options import ROW_FORMATS, ChangefeedOptions
 from feedkv.changefeed.query import CDCQuery
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
 from feedkv.changefeed.schema_history import SchemaChange
-from feedkv.changefeed.sink import Message, Sink, SinkError
+from feedkv.changefeed.sink import Message, Sink, SinkError, message_options
 from feedkv.errors import FeedKVError
 from feedkv.rangefeed.event import Checkpoint, Value
 from feedkv.sql.descriptor import TableDescriptor
@@ -113,7 +113,7 @@ class Changefeed:
         self._closed = threading.Event()
         self._feed_lock = threading.Lock()
         self._feed: object | None = None
-        self._encoder: Encoder = make_encoder(spec.options)
+        self._encoder: Encoder = make_encoder(message_options(spec.options, spec.sink_uri))
         self._query = CDCQuery(spec.query) if spec.query is not None else None
         self._with_diff = spec.options.diff or self._query is not None  # cdc_prev needs it
         self._scanned = not spec.options.scans

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import difflib
 import functools
 import importlib
@@ -54,6 +55,7 @@ __all__ = [
     "SinkKind",
     "SinkURI",
     "make_sink",
+    "message_options",
     "parse_sink_uri",
 ]
 
@@ -350,6 +352,7 @@ class SinkKind:
     params: frozenset[str] = frozenset()
     formats: frozenset[str] = frozenset({"json"})
     options: frozenset[str] = frozenset()  # sink-specific options it accepts
+    keyless: bool = False  # its messages have no key beside the value (files, webhooks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -448,6 +451,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         ),
         frozenset({"json", "csv", "parquet"}),
         frozenset({"compression"}),
+        keyless=True,
     ),
     SinkKind(
         "kafka",
@@ -475,6 +479,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         _TLS,
         frozenset({"json"}),
         frozenset({"webhook_sink_config", "webhook_auth_header", "webhook_client_timeout"}),
+        keyless=True,
     ),
     SinkKind(
         "SQL table",
@@ -492,6 +497,21 @@ SINK_KINDS: tuple[SinkKind, ...] = (
     ),
 )
 _BY_SCHEME = {scheme: kind for kind in SINK_KINDS for scheme in kind.schemes}
+
+
+def message_options(options: ChangefeedOptions, sink_uri: str | None) -> ChangefeedOptions:
+    """The options a sink's messages are encoded with. A sink whose messages have no
+    key beside the value (files, webhooks) gets the key inside a wrapped JSON value, as
+    with ``key_in_value``: CockroachDB turns it on for those sinks, or a deletion would
+    not say which row it deleted."""
+    if sink_uri is None or options.key_in_value:
+        return options
+    if options.format != "json" or options.envelope != "wrapped":
+        return options
+    kind = _BY_SCHEME.get(urlsplit(sink_uri).scheme.lower())
+    if kind is None or not kind.keyless:
+        return options
+    return dataclasses.replace(options, key_in_value=True)
 
 
 def parse_sink_uri(uri: str, options: ChangefeedOptions) -> SinkURI:

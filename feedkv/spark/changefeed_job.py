@@ -54,7 +54,7 @@ from feedkv.changefeed.encoder import make_encoder
 from feedkv.changefeed.query import CDCQuery
 from feedkv.changefeed.rows import RowEvent, Target
 from feedkv.changefeed.schema_history import SchemaHistory
-from feedkv.changefeed.sink import Message, Sink, make_sink, parse_sink_uri
+from feedkv.changefeed.sink import Message, Sink, make_sink, message_options, parse_sink_uri
 from feedkv.changefeed.sinks.cloud_storage import BlobStore, blob_store, file_sink
 from feedkv.errors import InvalidArgumentError, InvariantViolation
 from feedkv.spark.offsets import FeedOffset, Piece, plan_pieces
@@ -153,7 +153,7 @@ def _message_batches(job: _Job, part: _TablePiece) -> Iterator[pa.RecordBatch]:
     options = spec.options
     db = connection(job.url)
     query = CDCQuery(spec.query) if spec.query is not None else None
-    encoder = make_encoder(options)
+    encoder = make_encoder(message_options(options, spec.sink_uri))
     diff = options.diff or query is not None
     buffer = ArrowBuffer(ARROW_SCHEMA)
     columns = buffer.columns

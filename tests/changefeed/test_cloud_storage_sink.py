@@ -12,6 +12,8 @@ import pytest
 import zstandard
 
 from feedkv import DB
+from feedkv.changefeed.options import parse_options
+from feedkv.changefeed.sink import message_options
 from feedkv.changefeed.sinks.cloud_storage import name_ts
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
@@ -77,6 +79,33 @@ def test_reading_files_in_name_order_gives_rows_before_their_resolved_marker(
             seen.add((key, updated))
     assert set(latest) == {0, 1, 2, 3, 4, 5, 6}
     assert resolved >= last
+
+
+def test_a_wrapped_line_carries_its_key_so_a_deletion_names_its_row(
+    table: DB, tmp_path: Path
+) -> None:
+    db = table
+    out = tmp_path / "out"
+    db.sql(f"CREATE CHANGEFEED FOR t INTO 'file://{out}' WITH updated, {FAST}")
+    db.sql("DELETE FROM t WHERE k = 2")
+    wait_resolved_past(out, db.now())
+    rows = [row for path in files(out) if path.suffix == ".ndjson" for row in lines(path)]
+    assert {(tuple(r["key"]), r["after"] is None) for r in rows} == {
+        ((1,), False),  # the initial scan
+        ((2,), False),
+        ((2,), True),  # the deletion
+    }
+
+
+def test_message_options_put_the_key_in_the_value_only_where_a_sink_has_no_key() -> None:
+    now = Timestamp(1, 0)
+    wrapped = parse_options((), now=now)
+    assert message_options(wrapped, "file:///tmp/x").key_in_value
+    assert message_options(wrapped, "webhook-https://127.0.0.1:1/hook").key_in_value
+    assert not message_options(wrapped, "kafka://127.0.0.1:9092").key_in_value
+    assert not message_options(wrapped, None).key_in_value  # sinkless: the key is a column
+    bare = parse_options((("envelope", "bare"),), now=now)
+    assert not message_options(bare, "file:///tmp/x").key_in_value
 
 
 def test_file_names_sort_by_time_with_the_date_directory() -> None:

@@ -15,7 +15,10 @@ already seen. ``<date>`` is the directory chosen by ``partition_format``: ``dail
 (``2024-05-01``, the default), ``hourly`` (``2024-05-01/13``) or ``flat`` (none).
 
 Each line of an ``.ndjson`` file is one message value; a deletion without a value
-(envelopes ``bare``, ``row`` and ``key_only``) is written as its key. ``file_size``
+(envelopes ``bare``, ``row`` and ``key_only``) is written as its key. Under ``wrapped``
+a JSON value carries the row's key (``key_in_value`` is on for files, as in
+CockroachDB: :func:`~feedkv.changefeed.sink.message_options`), so a deletion says
+which row it deleted. ``file_size``
 (default 16 MiB) bounds a file before compression. ``format=csv`` and ``format=parquet``
 write the rows themselves, one file per batch.
 """

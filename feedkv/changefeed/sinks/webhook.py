@@ -10,9 +10,10 @@ Each message value is embedded as the JSON object the encoder wrote, byte for by
 a DECIMAL keeps every digit). A message without a value (a deletion under envelope
 ``bare`` or ``row``; every message under ``key_only``) is sent as ``{"key": <key>}``. A
 resolved marker is a ``POST`` of ``{"resolved": "<ts>"}``. ``webhook_auth_header`` is
-sent as the ``Authorization`` header of every request. A payload does not say which
-topic it is for, nor, under ``wrapped``, the row's key: ask for them with
-``topic_in_value`` and ``key_in_value``.
+sent as the ``Authorization`` header of every request. Under ``wrapped`` a JSON value
+carries the row's key (``key_in_value`` is on for this sink, as in CockroachDB:
+:func:`~feedkv.changefeed.sink.message_options`); it does not say which topic it is
+for unless asked with ``topic_in_value``.
 
 What a consumer may rely on:
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import signal
 import socket
@@ -9,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import TextIO
+
+from feedkv.testing.waiting import wait_until
 
 __all__ = ["NodeProcess", "free_port"]
 
@@ -65,7 +69,55 @@ class NodeProcess:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(timeout=30)
 
+    def kill_all(self, timeout_s: float = 60.0) -> list[int]:
+        """SIGKILL the node; the processes it started (Spark's JVM, which watches its
+        parent's pipe, and its Python workers) must follow. Returns the ones that had
+        not exited within ``timeout_s``, now killed too."""
+        family = _descendants(self.process.pid)
+        self.kill()
+        with contextlib.suppress(TimeoutError):
+            wait_until(
+                lambda: not any(_alive(p) for p in family),
+                timeout_s=timeout_s,
+                poll_s=0.1,
+                what="the node's children to exit",
+            )
+        orphans = [p for p in family if _alive(p)]
+        for pid in orphans:
+            with contextlib.suppress(OSError):  # it exited since
+                os.kill(pid, signal.SIGKILL)
+        return orphans
+
     def terminate(self, timeout_s: float = 30.0) -> int:
         """SIGTERM and wait: returns the exit code."""
         self.process.send_signal(signal.SIGTERM)
         return self.process.wait(timeout=timeout_s)
+
+
+def _descendants(pid: int) -> set[int]:
+    """The processes under ``pid``, from ``/proc``."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

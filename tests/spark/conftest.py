@@ -12,6 +12,7 @@ import pytest
 import feedkv
 from feedkv import DB
 from feedkv.kv.store import StoreConfig
+from feedkv.testing.node_process import NodeProcess
 
 
 @pytest.fixture(scope="session")
@@ -31,3 +32,14 @@ def db(tmp_path: Path) -> Iterator[DB]:
     database.serving_url()
     yield database
     database.close()
+
+
+@pytest.fixture
+def nodes() -> Iterator[list[NodeProcess]]:
+    """The test's node processes; any still running at the end are killed, with what
+    they started."""
+    started: list[NodeProcess] = []
+    yield started
+    for node in started:
+        if node.process.poll() is None:
+            node.kill_all()

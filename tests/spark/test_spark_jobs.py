@@ -7,14 +7,11 @@ else is."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
-import signal
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -246,61 +243,6 @@ class Writer:
             self.failure = exc
 
 
-def descendants(pid: int) -> set[int]:
-    """The processes under ``pid`` (Spark's JVM and its Python workers)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(parent, []).append(int(entry.name))
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def kill_node(node: NodeProcess) -> list[int]:
-    """SIGKILL the node; its Spark JVM (which watches its parent's pipe) and workers must
-    follow. Returns the ones that had not exited after a while, now killed too."""
-    family = descendants(node.process.pid)
-    node.kill()
-    with contextlib.suppress(TimeoutError):
-        wait_until(
-            lambda: not any(alive(p) for p in family), timeout_s=60, poll_s=0.1, what="orphans"
-        )
-    orphans = [p for p in family if alive(p)]
-    for pid in orphans:
-        with contextlib.suppress(OSError):  # it exited since
-            os.kill(pid, signal.SIGKILL)
-    return orphans
-
-
-@pytest.fixture
-def nodes() -> Iterator[list[NodeProcess]]:
-    """The test's node processes; any still running at the end are killed."""
-    started: list[NodeProcess] = []
-    yield started
-    for node in started:
-        if node.process.poll() is None:
-            kill_node(node)
-
-
 NODE_ARGS = ("--spark-master", "local[2]", "--closed-ts-target", "200ms")
 
 
@@ -324,7 +266,7 @@ def test_killing_the_driver_repeatedly_loses_and_duplicates_nothing(
             mark = high_water(client, job_id)
             wait_for_high_water(client, job_id, mark.next() if mark else None)
             writer.wait_for(rng.randint(1, 20))
-            orphans += kill_node(node)
+            orphans += node.kill_all()
         nodes.append(NodeProcess(store, *NODE_ARGS))
 
     with feedkv.connect(nodes[-1].url) as client:

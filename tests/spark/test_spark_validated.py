@@ -13,14 +13,11 @@ sink promises is safe (:mod:`feedkv.changefeed.sinks.cloud_storage`)."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
-import os
 import random
-import signal
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from decimal import Decimal
 from pathlib import Path
@@ -539,56 +536,6 @@ SEED_RESTART = 20260502
 RESTARTS = 2
 
 
-def descendants(pid: int) -> set[int]:
-    """The processes under ``pid`` (Spark's JVM and its Python workers)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def kill_node(node: NodeProcess) -> None:
-    """SIGKILL the node, and whatever of its Spark it left behind."""
-    family = descendants(node.process.pid)
-    node.kill()
-    with contextlib.suppress(TimeoutError):
-        wait_until(lambda: not any(alive(p) for p in family), timeout_s=30, poll_s=0.1)
-    for pid in family:
-        if alive(pid):
-            with contextlib.suppress(OSError):  # it exited since
-                os.kill(pid, signal.SIGKILL)
-
-
-@pytest.fixture
-def nodes() -> Iterator[list[NodeProcess]]:
-    """The test's node processes; any still running at the end are killed."""
-    started: list[NodeProcess] = []
-    yield started
-    for node in started:
-        if node.process.poll() is None:
-            kill_node(node)
-
-
 @pytest.mark.timeout(600)
 def test_a_job_whose_node_is_killed_keeps_every_changefeed_promise(
     tmp_path: Path, nodes: list[NodeProcess]
@@ -617,7 +564,7 @@ def test_a_job_whose_node_is_killed_keeps_every_changefeed_promise(
             wait_for_high_water(client, job_id, high_water(client, job_id))
         workload.allow(restart * phase)
         workload.wait_for(restart * phase - rng.randint(20, 40))
-        kill_node(nodes[-1])
+        nodes[-1].kill_all()
         nodes.append(NodeProcess(store, *args))
         assert nodes[-1].url == url
     with feedkv.connect(url) as client:

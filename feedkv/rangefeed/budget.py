@@ -25,12 +25,14 @@ class Budget:
             raise InvalidArgumentError(f"a memory budget needs a positive limit, not {limit}")
         self.limit = limit
         self.used = 0
-        self._cond = threading.Condition()
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
+        self._waiters = 0
         self._closed = False
 
     def try_acquire(self, n: int) -> bool:
         """Take ``n`` bytes if they are free now; never blocks."""
-        with self._cond:
+        with self._mutex:
             if self._closed or self.used + n > self.limit:
                 return False
             self.used += n
@@ -41,9 +43,13 @@ class Budget:
         it got them. Raises :class:`NodeUnavailableError` if the budget closes."""
         n = min(n, self.limit)  # one huge event may use the whole budget, not more
         with self._cond:
-            got = self._cond.wait_for(
-                lambda: self._closed or self.used + n <= self.limit, timeout=timeout
-            )
+            self._waiters += 1
+            try:
+                got = self._cond.wait_for(
+                    lambda: self._closed or self.used + n <= self.limit, timeout=timeout
+                )
+            finally:
+                self._waiters -= 1
             if self._closed:
                 raise NodeUnavailableError("the rangefeed budget closed: the node is stopping")
             if not got:
@@ -52,9 +58,10 @@ class Budget:
             return True
 
     def release(self, n: int) -> None:
-        with self._cond:
+        with self._mutex:
             self.used = max(0, self.used - n)
-            self._cond.notify_all()
+            if self._waiters:
+                self._cond.notify_all()
 
     @contextmanager
     def reserve(self, n: int, timeout: float | None = None) -> Iterator[bool]:

@@ -12,9 +12,11 @@ and registers one *piece* per range, all delivering into one stream. It yields:
 When a piece ends with a retryable error (its range split or merged, the node is
 restarting, the consumer fell behind), the piece is divided again on fresh range
 boundaries and registered from its own last checkpoint. What the new registration sends
-again is filtered out: a piece remembers the newest timestamp it passed on per key since
-its last checkpoint, and each key's values arrive in timestamp order, so anything at or
-below that was already yielded. Consumers therefore see each value once and per key in
+again is filtered out: a piece keeps the batches of values it passed on that may be above
+its last checkpoint (each batch knows its newest timestamp, so this costs nothing per
+value), a restarted piece turns them into the newest timestamp yielded per key, and each
+key's values arrive in timestamp order, so anything at or below that was already
+yielded. Consumers therefore see each value once and per key in
 order, as long as this client lives; across processes the contract is at-least-once
 from the last checkpoint. A terminal error (history below the GC threshold, a broken
 invariant) is raised from the iterator.
@@ -46,7 +48,7 @@ from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.router import Router
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
 from feedkv.rangefeed.frontier import SpanFrontier
-from feedkv.rangefeed.stream import EventStream
+from feedkv.rangefeed.stream import EventStream, StreamItem, ValueBatch
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, merge_spans
 
@@ -89,7 +91,8 @@ class FeedTransport(Protocol):
 class _Piece:
     span: Span
     resume: Timestamp  # the piece's last checkpoint (or the feed's start): exclusive
-    seen: dict[bytes, Timestamp] = field(default_factory=dict)
+    seen: dict[bytes, Timestamp] = field(default_factory=dict)  # since a restart
+    recent: list[ValueBatch] = field(default_factory=list)  # yielded, maybe above resume
     desc: RangeDescriptor | None = None
     handle: object | None = None
     attempts: int = 0
@@ -187,29 +190,41 @@ class RangeFeed:
         if self._retry:
             timeout = max(0.0, min(due for due, _p in self._retry) - time.monotonic())
             self._retry_due()
-        for tag, event in self._stream.take(timeout):
+        for tag, item in self._stream.take_batches(timeout):
             piece = self._pieces.get(tag)  # type: ignore[call-overload]
             if piece is not None:
-                self._handle(tag, piece, event)
+                self._handle(tag, piece, item)
 
-    def _handle(self, tag: Hashable, piece: _Piece, event: Event) -> None:
-        if isinstance(event, Value):
-            if not self.values or event.ts <= piece.seen.get(event.key, piece.resume):
-                return  # from a node that predates values=False, or already yielded
-            piece.seen[event.key] = event.ts
-            self._ready.append(event)
-        elif isinstance(event, Checkpoint):
+    def _handle(self, tag: Hashable, piece: _Piece, item: StreamItem) -> None:
+        if isinstance(item, ValueBatch | Value):
+            if self.values:  # else from a node that predates values=False
+                self._yield(piece, item if isinstance(item, ValueBatch) else _batch(item))
+        elif isinstance(item, Checkpoint):
             piece.attempts = 0
-            if event.ts > piece.resume:
-                piece.resume = event.ts
-                piece.seen = {k: ts for k, ts in piece.seen.items() if ts > event.ts}
-            if self.frontier.forward(event.span, event.ts) and not self._values_only:
+            if item.ts > piece.resume:
+                piece.resume = item.ts
+                piece.recent = [b for b in piece.recent if b.max_ts > item.ts]
+                if piece.seen:
+                    piece.seen = {k: ts for k, ts in piece.seen.items() if ts > item.ts}
+            if self.frontier.forward(item.span, item.ts) and not self._values_only:
                 ts = self.frontier.frontier
                 self._ready.extend(Checkpoint(span, ts) for span in self.spans)
-        elif isinstance(event, Error):
+        else:
             with self._lock:
                 self._pieces.pop(tag, None)  # type: ignore[call-overload]
-            self._ended(piece, event)
+            self._ended(piece, item)
+
+    def _yield(self, piece: _Piece, batch: ValueBatch) -> None:
+        values = batch.values
+        if piece.seen:  # restarted: drop what the piece's predecessor yielded
+            seen, resume = piece.seen, piece.resume
+            values = [v for v in values if v.ts > seen.get(v.key, resume)]
+            for value in values:
+                seen[value.key] = value.ts
+            batch = ValueBatch(values, batch.max_ts)
+        if batch.max_ts > piece.resume:
+            piece.recent.append(batch)
+        self._ready.extend(values)
 
     def _ended(self, piece: _Piece, error: Error) -> None:
         if error.reason is ErrorReason.UNREGISTERED:
@@ -240,12 +255,17 @@ class RangeFeed:
         except (RetryableError, ExternalError):
             self._later(piece)
             return
+        seen = dict(piece.seen)
+        for batch in piece.recent:
+            for value in batch.values:
+                if value.ts > piece.resume:
+                    seen[value.key] = value.ts
         for desc, span in parts:
             part = _Piece(
                 span,
                 piece.resume,
-                {k: ts for k, ts in piece.seen.items() if span.contains_key(k)},
-                desc,
+                {k: ts for k, ts in seen.items() if span.contains_key(k)},
+                desc=desc,
                 attempts=piece.attempts,
             )
             tag = next(self._tags)
@@ -273,3 +293,7 @@ class RangeFeed:
         self._retry = [(at, p) for at, p in self._retry if at > now]
         for piece in due:
             self._start(piece)
+
+
+def _batch(value: Value) -> ValueBatch:
+    return ValueBatch([value], value.ts)

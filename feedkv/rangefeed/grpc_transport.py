@@ -25,9 +25,9 @@ from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.server import SERVICE
 from feedkv.kv.wire import span_to_proto, timestamp_to_proto
 from feedkv.rangefeed.budget import Budget
-from feedkv.rangefeed.event import Error, ErrorReason
+from feedkv.rangefeed.event import Error, ErrorReason, Event, Value
 from feedkv.rangefeed.registration import event_size
-from feedkv.rangefeed.stream import EventStream
+from feedkv.rangefeed.stream import EventStream, ValueBatch
 from feedkv.rangefeed.wire import event_from_proto
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
@@ -91,8 +91,7 @@ class _Mux:
         reason = "the node closed the stream"
         try:
             for batch in self._call:
-                for msg in batch.events:
-                    self._deliver(msg)
+                self._deliver(batch)
         except grpc.RpcError as exc:
             details = exc.details() if hasattr(exc, "details") else None
             reason = str(details or exc)
@@ -106,16 +105,38 @@ class _Mux:
         for reg in regs.values():
             reg.end(error)
 
-    def _deliver(self, msg: pb.RangeFeedEvent) -> None:
-        reg = self.regs.get(msg.tag)
+    def _deliver(self, batch: pb.RangeFeedEvents) -> None:
+        """Hand each registration its events, a run of values as one batch."""
+        run: list[Value] = []
+        run_tag = 0
+        for msg in batch.events:
+            event = event_from_proto(msg)
+            if run and (msg.tag != run_tag or not isinstance(event, Value)):
+                self._push(run_tag, run)
+                run = []
+            if isinstance(event, Value):
+                run.append(event)
+                run_tag = msg.tag
+            else:
+                self._push(msg.tag, event)
+        if run:
+            self._push(run_tag, run)
+
+    def _push(self, wire_tag: int, item: list[Value] | Event) -> None:
+        reg = self.regs.get(wire_tag)
         if reg is None:
             return  # unregistered meanwhile
-        event = event_from_proto(msg)
-        if isinstance(event, Error):
+        if isinstance(item, Error):
             with self._lock:
-                self.regs.pop(msg.tag, None)
-            reg.end(event)
-        elif not reg.stream.push(reg, event, event_size(event)):
+                self.regs.pop(wire_tag, None)
+            reg.end(item)
+            return
+        if isinstance(item, list):
+            size = sum(map(event_size, item))
+            pushed = reg.stream.push(reg, ValueBatch(item, max(v.ts for v in item)), size)
+        else:
+            pushed = reg.stream.push(reg, item, event_size(item))
+        if not pushed:
             self.remove(reg)
             reg.end(Error(ErrorReason.SLOW_CONSUMER, "the feed's consumer fell behind"))
 

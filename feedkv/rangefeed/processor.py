@@ -4,17 +4,30 @@ registrations, and its closed timestamps and intents into checkpoints.
 The store calls a processor as a :class:`~feedkv.kv.observer.RangeObserver`: on the
 commit thread, under the apply lock, in apply order. Every other method is called under
 the same lock by :class:`~feedkv.rangefeed.store_feeds.StoreFeeds`, which owns the
-threads (catch-up scans, the txn pusher). So a processor needs no lock of its own and
-never blocks: events go into bounded streams, and a registration without room is ended.
+threads (catch-up scans, the txn pusher). So a processor never blocks.
 
-- ``WriteValue`` and ``CommitIntent`` ops become :class:`Value` events for every
-  registration covering the key (with ``prev_value`` for those that asked for diffs)
-  except checkpoint-only ones, which are skipped before any event is built for them;
-  intents themselves are never published, so aborted and intermediate writes never are.
-- Every op feeds the :class:`ResolvedTimestamp`; when it moves, each live registration
-  gets a :class:`Checkpoint` of its span.
+**One log, many readers.** The processor does not copy each value to each registration:
+it appends every ``WriteValue`` and ``CommitIntent`` some registration covers to one
+:class:`EventLog`, once, and each registration reads the log from its own cursor when its
+consumer takes events (see :meth:`Registration.read`). Fanning a write out to a hundred
+feeds therefore costs the commit thread one append and a glance at each consumer (those
+asleep are woken once per commit group, by a :class:`Waker`), and the consumers do the
+rest on their own threads, in batches. This is how etcd's
+watchers share one event history.
+
+- A value is logged without ``prev_value``, and also with it while a registration wants
+  diffs; intents themselves are never logged, so aborted and intermediate writes never
+  reach a registration.
+- Every op feeds the :class:`ResolvedTimestamp`; when it moves, a *mark* (log position,
+  resolved timestamp) is appended: a reader that has read the log up to the mark sends a
+  :class:`Checkpoint` of its own span.
+- Memory: each logged value is charged to the node's budget once and released when every
+  registration has read past it (:meth:`Processor._trim`). A registration more than its
+  stream's ``per_registration`` values behind, or holding the log when the budget is
+  spent, is ended with ``SLOW_CONSUMER``: never silently skipped.
 - When the range splits, merges or the node stops, every registration gets an
-  :class:`Error` with the reason and the processor is finished.
+  :class:`Error` with the reason after the values logged before it, and the processor is
+  finished.
 
 An invariant violation (an intent below the resolved timestamp) ends every registration
 with ``INVARIANT_VIOLATION`` and is logged as an error; the write that revealed it is
@@ -25,29 +38,84 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from feedkv.errors import InvariantViolation
 from feedkv.kv.observer import RangeEndReason
-from feedkv.rangefeed.event import Checkpoint, ErrorReason, Value
-from feedkv.rangefeed.registration import Registration
+from feedkv.rangefeed.budget import Budget
+from feedkv.rangefeed.event import ErrorReason, Value
+from feedkv.rangefeed.registration import Registration, event_size
 from feedkv.rangefeed.registry import Registry
 from feedkv.rangefeed.resolved_timestamp import ResolvedTimestamp, UnresolvedTxn
+from feedkv.rangefeed.stream import EventStream
 from feedkv.storage.logical_ops import AbortTxn, CommitIntent, LogicalOp, WriteValue
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
-__all__ = ["Processor"]
+__all__ = ["EventLog", "Processor", "Waker"]
 
 log = logging.getLogger(__name__)
 
+_MAX_MARKS = 64  # marks kept before a trim drops the ones every reader has passed
+_ZERO = Timestamp(0, 0)
+
+
+class EventLog(NamedTuple):
+    """The processor's log, swapped whole when trimmed so readers on other threads always
+    see one consistent version: entry ``i`` of each list is at position ``base + i``."""
+
+    base: int
+    values: list[Value]  # without prev_value
+    diffs: list[Value | None]  # with prev_value (None while no registration wants diffs)
+    marks: list[tuple[int, Timestamp]]  # (position, resolved): a checkpoint after it
+
+
+class Waker:
+    """Wakes the consumers of many commands' values once per commit group: the processors
+    note streams whose consumer sleeps (:meth:`defer`), the engine's group hook
+    :meth:`flush` wakes them. Both run on the commit thread under the apply lock."""
+
+    def __init__(self) -> None:
+        self._pending: set[EventStream] = set()
+
+    def defer(self, streams: Iterable[EventStream]) -> None:
+        pending = self._pending
+        for stream in streams:
+            if stream.waiting:
+                pending.add(stream)
+
+    def flush(self) -> None:
+        if self._pending:
+            pending, self._pending = self._pending, set()
+            for stream in pending:
+                stream.wake()
+
 
 class Processor:
-    def __init__(self, range_id: int, span: Span) -> None:
+    def __init__(
+        self,
+        range_id: int,
+        span: Span,
+        budget: Budget | None = None,
+        waker: Waker | None = None,  # None: wake consumers at once
+    ) -> None:
         self.range_id = range_id
         self.span = span
         self.registry: Registry[Registration] = Registry()
         self.rts = ResolvedTimestamp()
         self.ended: ErrorReason | None = None
+        self.budget = budget or Budget(1 << 62)
+        self.log = EventLog(0, [], [], [])
+        self.end_pos = 0  # the position after the newest logged value
+        self.max_ts = _ZERO  # no logged value is above it
+        self.resolved = _ZERO  # the newest mark's timestamp
+        self._waker = waker
+        self._streams: dict[EventStream, int] = {}  # registrations per consumer
+        self._value_regs = 0  # registrations that read values (not only checkpoints)
+        self._diff_regs = 0
+        self._held = 0  # budget bytes of the logged values
+        self._low = 0  # the lowest cursor at the last trim
+        self._limit = 1 << 62  # the smallest per_registration of the value readers
 
     # Set-up (under the apply lock).
 
@@ -56,16 +124,41 @@ class Processor:
         lock, and its closed timestamp at that moment."""
         self.rts.forward_closed(closed)
         self.rts.init(intents)
+        self.resolved = self.rts.resolved
 
     def register(self, reg: Registration) -> None:
+        """Add ``reg``, reading the log from now on (its catch-up covers what is older)."""
+        reg.attach(self, self.end_pos)
         self.registry.add(reg)
+        self._streams[reg.stream] = self._streams.get(reg.stream, 0) + 1
+        if reg.values:
+            self._value_regs += 1
+            self._diff_regs += reg.with_diff
+            self._limit = min(self._limit, reg.stream.per_registration)
 
     def unregister(self, reg: Registration) -> None:
+        if reg not in self.registry:
+            return
         self.registry.remove(reg)
+        left = self._streams.pop(reg.stream) - 1
+        if left:
+            self._streams[reg.stream] = left
+        if reg.values:
+            self._value_regs -= 1
+            self._diff_regs -= reg.with_diff
+            readers = [r.stream.per_registration for r in self.registry if r.values]
+            self._limit = min(readers, default=1 << 62)
+            if not readers and self.ended is None:
+                self._trim()  # nobody reads the log: give its memory back
 
     def finish_catch_up(self, reg: Registration) -> None:
-        if not reg.finish_catch_up(self.rts.resolved):
-            self.registry.remove(reg)
+        """``reg``'s history is sent: it reads the values logged since it registered,
+        then a first checkpoint at the current resolved timestamp."""
+        if reg.done:
+            self.unregister(reg)
+            return
+        self._mark(force=True)
+        reg.go_live()
 
     # RangeObserver (the commit thread, under the apply lock).
 
@@ -73,20 +166,27 @@ class Processor:
         if self.ended is not None:
             return
         rts = self.rts
-        moved = False
+        logged = moved = False
         try:
             for op in ops:
-                if isinstance(op, WriteValue | CommitIntent):
-                    regs = self.registry.covering(op.key)
-                    if regs:
-                        self._publish_value(regs, op)
+                if (
+                    self._value_regs
+                    and isinstance(op, WriteValue | CommitIntent)
+                    and self.registry.covering(op.key)
+                ):
+                    logged = self._append(op) or logged
                 if rts.consume(op):
                     moved = True
         except InvariantViolation as exc:
             self._violated(exc)
             return
         if moved:
-            self._checkpoint()
+            self._mark()
+        if logged or moved:
+            if self._waker is not None:
+                self._waker.defer(self._streams)
+            else:
+                self._wake()
 
     def on_closed(self, closed_ts: Timestamp) -> None:
         if self.ended is not None:
@@ -97,7 +197,8 @@ class Processor:
             self._violated(exc)
             return
         if moved:
-            self._checkpoint()
+            self._mark()
+            self._wake()
 
     def on_range_ended(self, reason: RangeEndReason) -> None:
         self.end(ErrorReason(reason.value), f"r{self.range_id} ended: {reason.value}")
@@ -111,49 +212,114 @@ class Processor:
     def forward_txn(self, txn_id: bytes, ts: Timestamp) -> None:
         """A push moved the transaction's earliest commit to ``ts``."""
         if self.ended is None and self.rts.forward_txn(txn_id, ts):
-            self._checkpoint()
+            self._mark()
+            self._wake()
 
     def forget_txn(self, txn_id: bytes) -> None:
         """The transaction is aborted: none of its intents can commit."""
         if self.ended is None and self.rts.consume(AbortTxn(txn_id)):
-            self._checkpoint()
+            self._mark()
+            self._wake()
 
     # Ending.
 
     def end(self, reason: ErrorReason, message: str) -> None:
-        """End every registration with ``reason``; the processor stops."""
+        """End every registration with ``reason`` after what was logged; the processor
+        stops (and keeps its log for the readers still reading it)."""
         if self.ended is not None:
             return
         self.ended = reason
         for reg in self.registry:
-            reg.end(reason, message)
-            self.registry.remove(reg)
+            reg.end(reason, message, after_log=True)
+            self.unregister(reg)
+        self._release()
 
     def _violated(self, exc: InvariantViolation) -> None:
         log.error("rangefeed processor of r%d stopped: %s", self.range_id, exc)
         self.end(ErrorReason.INVARIANT_VIOLATION, f"r{self.range_id}: {exc}")
 
-    # Fan-out.
+    # The log.
 
-    def _publish_value(self, regs: tuple[Registration, ...], op: WriteValue | CommitIntent) -> None:
-        plain: Value | None = None
-        with_diff: Value | None = None
-        for reg in regs:
+    def _append(self, op: WriteValue | CommitIntent) -> bool:
+        plain = Value(op.key, op.value, op.ts)
+        diff = Value(op.key, op.value, op.ts, op.prev_value) if self._diff_regs else None
+        size = event_size(diff or plain)
+        if not self.budget.try_acquire(size) and not self._make_room(size):
+            return False
+        if not self._value_regs:  # making room cut every reader off
+            self.budget.release(size)
+            return False
+        self._held += size
+        if op.ts > self.max_ts:  # before the value is visible: readers take it as a bound
+            self.max_ts = op.ts
+        entries = self.log
+        entries.values.append(plain)
+        entries.diffs.append(diff)
+        self.end_pos += 1
+        if self.end_pos - self._low > self._limit:
+            self._trim()
+        return True
+
+    def _mark(self, *, force: bool = False) -> None:
+        """Note a checkpoint at the resolved timestamp after everything logged so far."""
+        resolved = self.rts.resolved
+        marks = self.log.marks
+        if not force and marks and marks[-1][1] >= resolved:
+            return
+        marks.append((self.end_pos, resolved))
+        self.resolved = resolved
+        if len(marks) > _MAX_MARKS:
+            self._trim()
+
+    def _wake(self) -> None:
+        for stream in self._streams:
+            if stream.waiting:
+                stream.wake()
+
+    def _trim(self) -> None:
+        """End the readers too far behind, then drop what every reader has read."""
+        low = self.end_pos
+        for reg in self.registry:
             if not reg.values:
                 continue
-            if reg.with_diff:
-                if with_diff is None:
-                    with_diff = Value(op.key, op.value, op.ts, op.prev_value)
-                event = with_diff
+            if self.end_pos - reg.cursor > reg.stream.per_registration:
+                reg.end(ErrorReason.SLOW_CONSUMER, reg.slow_message(self.end_pos - reg.cursor))
+                self.unregister(reg)
             else:
-                if plain is None:
-                    plain = Value(op.key, op.value, op.ts)
-                event = plain
-            if not reg.publish(event):
-                self.registry.remove(reg)
+                low = min(low, reg.cursor)
+        entries = self.log
+        cut = low - entries.base
+        marks = entries.marks
+        keep = next((i for i, (pos, _ts) in enumerate(marks) if pos >= low), len(marks))
+        dropped = zip(entries.values[:cut], entries.diffs[:cut], strict=True)
+        freed = sum(event_size(diff or plain) for plain, diff in dropped)
+        self.log = EventLog(
+            low, entries.values[cut:], entries.diffs[cut:], marks[max(0, keep - 1) :]
+        )
+        self._low = low
+        self._held -= freed
+        self.budget.release(freed)
 
-    def _checkpoint(self) -> None:
-        resolved = self.rts.resolved
-        for reg in self.registry:
-            if not reg.catching_up and not reg.publish(Checkpoint(reg.span, resolved)):
-                self.registry.remove(reg)
+    def _make_room(self, size: int) -> bool:
+        """The budget is spent: trim, then end the readers holding the log back until the
+        value fits; ``False`` if it cannot (other processors hold the budget)."""
+        self._trim()
+        while not self.budget.try_acquire(size):
+            behind = [r for r in self.registry if r.values and r.cursor < self.end_pos]
+            if not behind:
+                for reg in self.registry:
+                    if reg.values:
+                        reg.end(ErrorReason.SLOW_CONSUMER, reg.slow_message(0))
+                        self.unregister(reg)
+                return False
+            slowest = min(behind, key=lambda r: r.cursor)
+            slowest.end(
+                ErrorReason.SLOW_CONSUMER, slowest.slow_message(self.end_pos - slowest.cursor)
+            )
+            self.unregister(slowest)
+            self._trim()
+        return True
+
+    def _release(self) -> None:
+        self.budget.release(self._held)
+        self._held = 0

@@ -4,33 +4,41 @@ values)``.
 A registration lives in two phases:
 
 1. **Catching up.** It was added to its processor under the apply lock together with a
-   snapshot. A catch-up scan sends the snapshot's history from ``start_ts`` on, while
-   live events (from commands applied after the snapshot) wait in ``pending``.
-2. **Live.** :meth:`Registration.finish_catch_up` (under the apply lock) moves the
-   pending events to the stream and sends the first checkpoint; from then on events
-   go straight to the stream.
+   snapshot, with its *cursor* at the end of the processor's log. A catch-up scan sends
+   the snapshot's history from ``start_ts`` on through the stream, while live values
+   collect in the log behind the cursor.
+2. **Live.** :meth:`Registration.go_live` (under the apply lock, when the scan is done)
+   lets the consumer read the log from the cursor: the values logged meanwhile, then a
+   first checkpoint, then whatever follows.
 
-The snapshot holds exactly the commands whose events the registration is not sent live,
+The snapshot holds exactly the commands whose values are not in the log past the cursor,
 so the seam has no gap and no double, and each key's values stay in timestamp order.
-Events at or below ``start_ts`` are never sent. ``pending`` is bounded like the stream;
-overflowing either ends the registration with ``SLOW_CONSUMER``.
+Values at or below ``start_ts`` are never sent; nor are values outside the span (the log
+holds the whole range's).
+
+The consumer's thread does the reading (:meth:`Registration.read`, called by
+:meth:`~feedkv.rangefeed.stream.EventStream.take_batches`), a slice of the log at a time:
+the commit thread only appends. A registration that ends (:meth:`Registration.end`) sends
+its :class:`Error` last: after the values logged before a split or a shutdown, or at once
+when it is cut off or unregistered.
 
 A registration without ``values`` (checkpoints only, e.g. a follower of the resolved
-timestamp) is never sent a :class:`Value`: it has no catch-up scan and goes live at once
-(:class:`~feedkv.rangefeed.store_feeds.StoreFeeds` sees to that), and the processor skips
-it when it fans values out, so it costs no event, queue space or budget per write.
-
-All methods except the catch-up scan itself run under the store's apply lock.
+timestamp) reads only the log's checkpoint marks: it has no catch-up scan and goes live
+at once (:class:`~feedkv.rangefeed.store_feeds.StoreFeeds` sees to that).
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import TYPE_CHECKING
 
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
-from feedkv.rangefeed.stream import EventStream
+from feedkv.rangefeed.stream import EventStream, StreamItem, ValueBatch
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
+
+if TYPE_CHECKING:
+    from feedkv.rangefeed.processor import Processor
 
 __all__ = ["Registration", "event_size"]
 
@@ -52,14 +60,20 @@ def event_size(event: Event) -> int:
 class Registration:
     __slots__ = (
         "catching_up",
+        "cursor",
         "done",
-        "pending",
+        "filtering",
+        "final",
+        "final_pos",
+        "processor",
         "queued",
+        "sent",
         "span",
         "start_ts",
         "stream",
         "tag",
         "values",
+        "whole",
         "with_diff",
     )
 
@@ -79,63 +93,128 @@ class Registration:
         self.with_diff = with_diff
         self.values = values
         self.stream = stream
-        self.queued = 0  # events in the stream not yet taken (the stream counts them)
+        self.queued = 0  # catch-up values in the stream not yet taken (the stream counts)
+        self.processor: Processor | None = None
+        self.cursor = 0  # the log position read up to
+        self.whole = False  # the span holds the whole range: no key filter needed
+        self.filtering = True  # values at or below start_ts may still be in the log
+        self.sent: Timestamp | None = None  # the last checkpoint read
         self.catching_up = True
-        self.pending: list[tuple[Event, int]] | None = []
         self.done = False
+        self.final: Error | None = None
+        self.final_pos = 0  # with ``final``: the log position read up to before it
 
-    def publish(self, event: Event) -> bool:
-        """Send (or, while catching up, hold) a live event; ``False`` if the registration
-        ended because there was no room for it."""
-        if self.done:
-            return False
-        if isinstance(event, Value) and (event.ts <= self.start_ts or not self.values):
-            return True
-        size = event_size(event)
-        pending = self.pending
-        if pending is not None:
-            if isinstance(event, Checkpoint):
-                return True  # the catch-up sends its own first checkpoint
-            if len(pending) < self.stream.per_registration and self.stream.budget.try_acquire(size):
-                pending.append((event, size))
-                return True
-        elif self.stream.push(self, event, size):
-            return True
-        self.end(ErrorReason.SLOW_CONSUMER, self._slow_message())
-        return False
+    # Under the apply lock.
 
-    def finish_catch_up(self, resolved: Timestamp) -> bool:
-        """Send the held live events and the first checkpoint; ``False`` if the stream
-        refused them (the registration has ended)."""
-        pending, self.pending = self.pending or [], None
-        self.catching_up = False
-        if self.done:
-            return False
-        for i, (event, size) in enumerate(pending):
-            if not self.stream.push_paid(self, event, size):
-                self.stream.budget.release(sum(rest for _event, rest in pending[i:]))
-                self.end(ErrorReason.SLOW_CONSUMER, self._slow_message())
-                return False
-        return self.publish(Checkpoint(self.span, resolved))
+    def attach(self, processor: Processor, cursor: int) -> None:
+        """Read ``processor``'s log from ``cursor`` once live."""
+        self.processor = processor
+        self.cursor = cursor
+        self.whole = self.span.contains(processor.span)
+        with self.stream.lock:
+            self.stream.attach(self)
+
+    def go_live(self) -> None:
+        with self.stream.lock:
+            self.catching_up = False
+        self.stream.wake()
 
     def end(
-        self, reason: ErrorReason, message: str = "", threshold: Timestamp | None = None
+        self,
+        reason: ErrorReason,
+        message: str = "",
+        threshold: Timestamp | None = None,
+        *,
+        after_log: bool = False,
     ) -> None:
-        """Send the final error and stop (idempotent)."""
-        if self.done:
+        """Stop with a final error (idempotent): read after what the log holds now when
+        ``after_log`` (the range ended), else at once."""
+        error = Error(reason, message, threshold)
+        if self.processor is None:
+            if not self.done:
+                self.done = True
+                self.stream.push_final(self, error)
             return
-        self.done = True
-        if self.pending:
-            self.stream.budget.release(sum(size for _event, size in self.pending))
-        self.pending = None
-        self.stream.push_final(self, Error(reason, message, threshold))
+        with self.stream.lock:
+            if self.done:
+                return
+            self.done = True
+            self.final = error
+            live = after_log and not self.catching_up
+            self.final_pos = self.processor.end_pos if live else self.cursor
+        self.stream.wake()
 
-    def _slow_message(self) -> str:
+    def slow_message(self, behind: int) -> str:
         return (
-            f"the consumer of {self.span} fell behind: {self.queued} events queued "
+            f"the consumer of {self.span} fell behind: {behind} of the range's values unread "
             f"(limit {self.stream.per_registration}) or the node's rangefeed budget "
             f"({self.stream.budget.limit} bytes) is spent"
         )
+
+    # The consumer's thread, under the stream's lock.
+
+    def has_news(self) -> bool:
+        if self.final is not None:
+            return True
+        processor = self.processor
+        if self.catching_up or processor is None:
+            return False
+        if self.values and processor.end_pos > self.cursor:
+            return True
+        return self.sent is None or processor.resolved > self.sent
+
+    def read(self, out: list[tuple[Hashable, StreamItem]]) -> bool:
+        """Append what the consumer has not read yet to ``out``; ``True`` once the final
+        error is in it (the registration is finished)."""
+        processor = self.processor
+        if processor is not None and not self.catching_up:
+            self._read_log(processor, out)
+        if self.final is not None:
+            out.append((self.tag, self.final))
+            return True
+        return False
+
+    def _read_log(self, processor: Processor, out: list[tuple[Hashable, StreamItem]]) -> None:
+        entries = processor.log
+        source = entries.diffs if self.with_diff else entries.values
+        base = entries.base
+        stop = base + len(source)
+        bound = processor.max_ts  # read after the length: bounds every value before it
+        if self.final is not None:
+            stop = min(stop, self.final_pos)
+        start = max(self.cursor, base)
+        values: list[Value] = []
+        if self.values and stop > start:
+            values = source[start - base : stop - base]  # type: ignore[assignment]
+            self.cursor = stop
+        mark: tuple[int, Timestamp] | None = None
+        for pos, ts in reversed(entries.marks):
+            if pos <= stop:
+                if self.sent is None or ts > self.sent:
+                    mark = (pos, ts)
+                break
+        if mark is None:
+            self._emit(values, bound, out)
+            return
+        cut = max(0, mark[0] - start)
+        self._emit(values[:cut], bound, out)
+        out.append((self.tag, Checkpoint(self.span, mark[1])))
+        self.sent = mark[1]
+        if mark[1] >= self.start_ts:
+            self.filtering = False
+        self._emit(values[cut:], bound, out)
+
+    def _emit(
+        self, values: list[Value], bound: Timestamp, out: list[tuple[Hashable, StreamItem]]
+    ) -> None:
+        if values and self.filtering:
+            after = self.start_ts
+            values = [v for v in values if v.ts > after]
+        if values and not self.whole:
+            start, end = self.span.start, self.span.end
+            values = [v for v in values if start <= v.key < end]
+        if values:
+            out.append((self.tag, ValueBatch(values, bound)))
 
     def __repr__(self) -> str:
         phase = "done" if self.done else "catching up" if self.catching_up else "live"

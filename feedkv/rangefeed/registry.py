@@ -37,6 +37,9 @@ class Registry(Generic[R]):
     def __len__(self) -> int:
         return len(self._all)
 
+    def __contains__(self, reg: object) -> bool:
+        return self._all.get(id(reg)) is reg
+
     def __iter__(self) -> Iterator[R]:
         return iter(list(self._all.values()))
 

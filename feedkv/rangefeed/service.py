@@ -22,10 +22,10 @@ import grpc
 from feedkv.errors import FeedKVError, InvalidArgumentError
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.wire import span_from_proto, timestamp_from_proto
-from feedkv.rangefeed.event import ErrorReason, Event
+from feedkv.rangefeed.event import ErrorReason
 from feedkv.rangefeed.registration import Registration, event_size
 from feedkv.rangefeed.store_feeds import StoreFeeds
-from feedkv.rangefeed.stream import EventStream
+from feedkv.rangefeed.stream import EventStream, StreamItem, ValueBatch
 from feedkv.rangefeed.wire import event_to_proto
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import KEY_MIN, Span
@@ -65,7 +65,7 @@ class RangeFeedService:
         reader.start()
         try:
             while context.is_active():
-                items = stream.take(_POLL_S)
+                items = stream.take_batches(_POLL_S)
                 if items:
                     yield from _batches(items)
                 elif client_done.is_set() or self.feeds.closed:
@@ -119,15 +119,16 @@ def _refused(tag: int, stream: EventStream, reason: ErrorReason, message: str) -
     return reg
 
 
-def _batches(items: list[tuple[Hashable, Event]]) -> Iterator[pb.RangeFeedEvents]:
+def _batches(items: list[tuple[Hashable, StreamItem]]) -> Iterator[pb.RangeFeedEvents]:
     batch = pb.RangeFeedEvents()
     size = 0
-    for tag, event in items:
-        event_to_proto(tag, event, batch.events.add())  # type: ignore[arg-type]
-        size += event_size(event)
-        if len(batch.events) >= MAX_BATCH_EVENTS or size >= MAX_BATCH_BYTES:
-            yield batch
-            batch = pb.RangeFeedEvents()
-            size = 0
+    for tag, item in items:
+        for event in item.values if isinstance(item, ValueBatch) else (item,):
+            event_to_proto(tag, event, batch.events.add())  # type: ignore[arg-type]
+            size += event_size(event)
+            if len(batch.events) >= MAX_BATCH_EVENTS or size >= MAX_BATCH_BYTES:
+                yield batch
+                batch = pb.RangeFeedEvents()
+                size = 0
     if batch.events:
         yield batch

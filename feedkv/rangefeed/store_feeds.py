@@ -4,8 +4,9 @@
 lock it finds the range holding the span, starts the range's processor if it has none
 (observing the range, scanning its intents and reading its closed timestamp, all at that
 one moment), adds the registration, and takes the snapshot its catch-up scan will read.
-The scan then runs on a worker thread while live events wait in the registration; when
-it is done the registration goes live with its first checkpoint. A checkpoint-only
+The scan then runs on a worker thread, sending pages of history, while live values
+collect in the processor's log behind the registration's cursor; when it is done the
+registration goes live and reads them, then its first checkpoint. A checkpoint-only
 registration (``values=False``) has no history to send: it goes live at once, under the
 same hold of the lock, with that first checkpoint.
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -35,12 +36,12 @@ from feedkv.kv.range_descriptor import descriptor_for_key
 from feedkv.kv.store import Store
 from feedkv.rangefeed.budget import Budget
 from feedkv.rangefeed.catchup import catch_up
-from feedkv.rangefeed.event import ErrorReason
-from feedkv.rangefeed.processor import Processor
+from feedkv.rangefeed.event import ErrorReason, Value
+from feedkv.rangefeed.processor import Processor, Waker
 from feedkv.rangefeed.pusher import StorePusher, TxnPusher
 from feedkv.rangefeed.registration import Registration, event_size
 from feedkv.rangefeed.resolved_timestamp import UnresolvedTxn
-from feedkv.rangefeed.stream import EventStream
+from feedkv.rangefeed.stream import EventStream, ValueBatch
 from feedkv.storage.engine import Snapshot
 from feedkv.storage.intent import TxnMeta, TxnStatus
 from feedkv.storage.mvcc import scan_intents
@@ -50,6 +51,9 @@ from feedkv.util.keys import Span
 __all__ = ["FeedConfig", "StoreFeeds"]
 
 log = logging.getLogger(__name__)
+
+CATCH_UP_PAGE_VALUES = 512
+CATCH_UP_PAGE_BYTES = 1 << 20
 
 _DIFF_WITHOUT_VALUES = (
     "with_diff=True needs values: a checkpoint-only registration (values=False) gets no "
@@ -76,6 +80,8 @@ class StoreFeeds:
         self.budget = Budget(self.config.budget_bytes)
         self._pusher = pusher or StorePusher(store)
         self._processors: dict[int, Processor] = {}
+        self._waker = Waker()
+        store.engine.on_group_applied(self._waker.flush)
         self._lock = store.engine.apply_lock
         self._catchups = ThreadPoolExecutor(
             max_workers=self.config.catchup_workers, thread_name_prefix="feedkv-catchup"
@@ -148,8 +154,8 @@ class StoreFeeds:
             raise InvalidArgumentError(f"not a registration of this node: {reg!r}")
         with self._lock:
             reg.end(ErrorReason.UNREGISTERED, "unregistered by the consumer")
-            for processor in self._processors.values():
-                processor.unregister(reg)
+            if reg.processor is not None:
+                reg.processor.unregister(reg)
 
     def processor(self, range_id: int) -> Processor | None:
         """The running processor of ``range_id``, if any (for tests and introspection)."""
@@ -173,7 +179,7 @@ class StoreFeeds:
     # Under the apply lock.
 
     def _start_processor(self, range_id: int, span: Span, snap: Snapshot) -> Processor:
-        processor = Processor(range_id, span)
+        processor = Processor(range_id, span, self.budget, self._waker)
         _desc, observed = self.store.observe(range_id, processor)
         observed.close()  # the caller's snapshot was taken under the same hold of the lock
         intents = scan_intents(snap, span)
@@ -198,11 +204,8 @@ class StoreFeeds:
     def _catch_up(self, processor: Processor, reg: Registration, snap: Snapshot) -> None:
         try:
             with snap:
-                for event in catch_up(snap, reg.span, reg.start_ts, reg.with_diff):
-                    pushed = reg.stream.push_wait(
-                        reg, event, event_size(event), self.config.catchup_wait_s
-                    )
-                    if not pushed:
+                for page, size in _pages(catch_up(snap, reg.span, reg.start_ts, reg.with_diff)):
+                    if not reg.stream.push_wait(reg, page, size, self.config.catchup_wait_s):
                         self._end(processor, reg, ErrorReason.SLOW_CONSUMER, "catch-up stalled")
                         return
         except BatchTimestampBeforeGCError as exc:
@@ -215,8 +218,7 @@ class StoreFeeds:
             self._end(processor, reg, ErrorReason.NODE_SHUTDOWN, f"catch-up failed: {exc}")
             return
         with self._lock:
-            if not reg.done:
-                processor.finish_catch_up(reg)
+            processor.finish_catch_up(reg)
 
     def _end(self, processor: Processor, reg: Registration, reason: ErrorReason, msg: str) -> None:
         with self._lock:
@@ -253,3 +255,21 @@ class StoreFeeds:
             self._pusher.resolve(processor.span, record.meta, TxnStatus.ABORTED)
             with self._lock:
                 processor.forget_txn(txn.txn_id)
+
+
+def _pages(values: Iterable[Value]) -> Iterator[tuple[ValueBatch, int]]:
+    """``values`` in batches of at most ``CATCH_UP_PAGE_VALUES`` values or about
+    ``CATCH_UP_PAGE_BYTES``, each with its budget size."""
+    page: list[Value] = []
+    size = 0
+    top = Timestamp(0, 0)
+    for value in values:
+        page.append(value)
+        size += event_size(value)
+        if value.ts > top:
+            top = value.ts
+        if len(page) >= CATCH_UP_PAGE_VALUES or size >= CATCH_UP_PAGE_BYTES:
+            yield ValueBatch(page, top), size
+            page, size = [], 0
+    if page:
+        yield ValueBatch(page, top), size

@@ -4,71 +4,109 @@ A consumer (a client's feed in this process, or a gRPC stream to a remote client
 :class:`EventStream`; every registration it makes delivers into it, tagged with the
 consumer's tag for that registration, so one stream multiplexes many range feeds.
 
-Processors push on the commit thread and must never block: :meth:`EventStream.push`
-either queues the event or refuses it, when the registration already has
-``per_registration`` events queued or the node's budget is spent. The registration then
-ends with ``SLOW_CONSUMER``: a consumer that falls behind is cut off, never silently
-skipped. Catch-up scans are not on the commit thread, so they wait for room instead
-(:meth:`EventStream.push_wait`). An ending :class:`~feedkv.rangefeed.event.Error` is
-always queued (:meth:`EventStream.push_final`).
+Events reach a stream in two ways:
 
-:meth:`EventStream.take` hands the consumer everything queued, in order, and gives the
-memory back.
+- **Readers.** A live server-side registration is *attached*: it reads its processor's
+  shared log itself when the consumer takes (:meth:`Reader.read`), so the commit thread
+  never copies a value per consumer; it only wakes a waiting consumer (:meth:`wake`).
+- **Pushes.** Catch-up scans push pages of history (:meth:`push_wait`, waiting for room,
+  as they are not on the commit thread); the gRPC client pushes what arrives for its
+  feeds (:meth:`push`, which refuses rather than waits: the registration then ends with
+  ``SLOW_CONSUMER``, never silently skipped). Pushed items count against the
+  registration's bound (``per_registration`` values) and the node's budget. An ending
+  :class:`~feedkv.rangefeed.event.Error` is always queued (:meth:`push_final`).
+
+:meth:`take_batches` hands the consumer everything pushed, then everything its readers
+have, as ``(tag, item)`` where an item is an event or a :class:`ValueBatch`;
+:meth:`take` flattens the batches.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Hashable
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from feedkv.rangefeed.budget import Budget
-from feedkv.rangefeed.event import Error, Event
+from feedkv.rangefeed.event import Error, Event, Value
+from feedkv.util.hlc import Timestamp
 
-__all__ = ["EventStream", "Queued"]
+__all__ = ["EventStream", "Queued", "Reader", "StreamItem", "ValueBatch"]
+
+
+class ValueBatch(NamedTuple):
+    """Values of one registration, in order; none is above ``max_ts``."""
+
+    values: list[Value]
+    max_ts: Timestamp
+
+
+StreamItem = Event | ValueBatch
 
 
 class Queued(Protocol):
-    """What the stream needs of a registration: its tag, a count of its queued events,
-    and whether it has ended (nothing is queued after its final error)."""
+    """What the stream needs of a registration it queues for: its tag, a count of its
+    queued values, and whether it has ended (nothing is queued after its final error)."""
 
     tag: Hashable
     queued: int
     done: bool
 
 
+class Reader(Protocol):
+    """A registration that reads its events itself when the consumer takes."""
+
+    def has_news(self) -> bool: ...
+
+    def read(self, out: list[tuple[Hashable, StreamItem]]) -> bool:
+        """Append what is new to ``out``; ``True`` when the reader is finished."""
+        ...
+
+
+def _count(item: StreamItem) -> int:
+    return len(item.values) if isinstance(item, ValueBatch) else 1
+
+
 class EventStream:
     def __init__(self, budget: Budget, *, per_registration: int = 4096) -> None:
         self.budget = budget
         self.per_registration = per_registration
-        self._items: deque[tuple[Queued, Event, int]] = deque()
-        self._cond = threading.Condition()
-        self._waiting = False
+        self.lock = threading.Lock()
+        self.waiting = False  # the consumer is (about to be) asleep in take_batches
+        self._cond = threading.Condition(self.lock)
+        self._items: deque[tuple[Queued, StreamItem, int]] = deque()
+        self._readers: dict[int, Reader] = {}
         self._closed = False
 
-    def push(self, reg: Queued, event: Event, size: int) -> bool:
-        """Queue ``event`` for ``reg`` without blocking; ``False`` if there is no room."""
-        with self._cond:
+    # Readers (the caller holds ``lock``).
+
+    def attach(self, reader: Reader) -> None:
+        if not self._closed:
+            self._readers[id(reader)] = reader
+
+    def wake(self) -> None:
+        """A reader has news: wake the consumer if it sleeps."""
+        with self.lock:
+            if self.waiting:
+                self.waiting = False
+                self._cond.notify_all()
+
+    # Pushes.
+
+    def push(self, reg: Queued, item: StreamItem, size: int) -> bool:
+        """Queue ``item`` for ``reg`` without blocking; ``False`` if there is no room."""
+        with self.lock:
             if not self._accepts(reg):
                 return False
             if reg.queued >= self.per_registration or not self.budget.try_acquire(size):
                 return False
-            self._append(reg, event, size)
+            self._append(reg, item, size)
             return True
 
-    def push_paid(self, reg: Queued, event: Event, size: int) -> bool:
-        """Queue an event whose ``size`` the caller already took from the budget (held
-        while catching up), past the per-registration bound; on ``False`` the caller
-        still owns the memory."""
-        with self._cond:
-            if not self._accepts(reg):
-                return False
-            self._append(reg, event, size)
-            return True
-
-    def push_wait(self, reg: Queued, event: Event, size: int, timeout: float) -> bool:
-        """Queue ``event``, waiting up to ``timeout`` seconds for room; ``False`` if the
+    def push_wait(self, reg: Queued, item: StreamItem, size: int, timeout: float) -> bool:
+        """Queue ``item``, waiting up to ``timeout`` seconds for room; ``False`` if the
         wait ran out, the stream closed or the registration ended."""
         with self._cond:
             if not self._cond.wait_for(
@@ -79,48 +117,78 @@ class EventStream:
                 return False
         if not self.budget.acquire(size, timeout):
             return False
-        with self._cond:
+        with self.lock:
             if not self._accepts(reg):
                 self.budget.release(size)
                 return False
-            self._append(reg, event, size)
+            self._append(reg, item, size)
             return True
 
     def push_final(self, reg: Queued, error: Error) -> None:
         """Queue the registration's last event, whatever the bounds."""
-        with self._cond:
+        with self.lock:
             if not self._closed:
                 self._append(reg, error, 0)
 
     def _accepts(self, reg: Queued) -> bool:
         return not self._closed and not reg.done
 
-    def _append(self, reg: Queued, event: Event, size: int) -> None:
-        reg.queued += 1
-        self._items.append((reg, event, size))
-        if self._waiting:
+    def _append(self, reg: Queued, item: StreamItem, size: int) -> None:
+        reg.queued += _count(item)
+        self._items.append((reg, item, size))
+        if self.waiting:
+            self.waiting = False
             self._cond.notify_all()
 
-    def take(self, timeout: float | None = None) -> list[tuple[Hashable, Event]]:
-        """Everything queued, as ``(tag, event)`` in push order; waits up to ``timeout``
-        for the first event (an empty list: nothing came, or the stream closed)."""
-        with self._cond:
-            if not self._items and not self._closed:
-                self._waiting = True
-                try:
-                    self._cond.wait_for(lambda: self._items or self._closed, timeout)
-                finally:
-                    self._waiting = False
+    # Taking.
+
+    def take_batches(self, timeout: float | None = None) -> list[tuple[Hashable, StreamItem]]:
+        """Everything pushed, then everything the readers have, as ``(tag, item)``;
+        waits up to ``timeout`` for the first (an empty list: nothing came, or the
+        stream closed)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self.lock:
+            while True:
+                self.waiting = True  # before looking: a producer that saw False came first
+                if self._ready():
+                    break
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                self._cond.wait(left)
+            self.waiting = False
             items, self._items = self._items, deque()
+            out: list[tuple[Hashable, StreamItem]] = []
             released = 0
-            for reg, _event, size in items:
-                reg.queued -= 1
+            for reg, item, size in items:
+                reg.queued -= _count(item)
                 released += size
+                out.append((reg.tag, item))
+            for key, reader in list(self._readers.items()):
+                if reader.read(out):
+                    del self._readers[key]
             if items:
                 self._cond.notify_all()  # catch-up scans waiting for room
         if released:
             self.budget.release(released)
-        return [(reg.tag, event) for reg, event, _size in items]
+        return out
+
+    def take(self, timeout: float | None = None) -> list[tuple[Hashable, Event]]:
+        """:meth:`take_batches` with each batch's values as events of their own."""
+        out: list[tuple[Hashable, Event]] = []
+        for tag, item in self.take_batches(timeout):
+            if isinstance(item, ValueBatch):
+                out.extend((tag, value) for value in item.values)
+            else:
+                out.append((tag, item))
+        return out
+
+    def _ready(self) -> bool:
+        return (
+            bool(self._items)
+            or self._closed
+            or any(reader.has_news() for reader in self._readers.values())
+        )
 
     @property
     def closed(self) -> bool:
@@ -129,9 +197,10 @@ class EventStream:
     def close(self) -> None:
         """Stop accepting events, drop what is queued, and wake the consumer and any
         waiting pusher (the consumer is going away)."""
-        with self._cond:
+        with self.lock:
             self._closed = True
-            released = sum(size for _reg, _event, size in self._items)
+            released = sum(size for _reg, _item, size in self._items)
             self._items.clear()
+            self._readers.clear()
             self._cond.notify_all()
         self.budget.release(released)

@@ -18,9 +18,10 @@ against the last committed state before the writes of its group, and completes a
 as it has run: a read never waits for an fsync, and a group of reads commits nothing.
 
 ``on_applied`` callbacks run on the engine's commit thread, after the group is durable,
-in commit order, while ``apply_lock`` is held. A reader that takes ``apply_lock`` and then
-opens a snapshot sees exactly the writes whose callbacks have run: this is how a
-rangefeed registers with no gap and no double.
+in commit order, while ``apply_lock`` is held; then the hooks given to
+``on_group_applied``, once per group (to act once on what many callbacks noted). A
+reader that takes ``apply_lock`` and then opens a snapshot sees exactly the writes whose
+callbacks have run: this is how a rangefeed registers with no gap and no double.
 """
 
 from __future__ import annotations
@@ -148,6 +149,11 @@ class Engine(Protocol):
     ) -> Completion[T]:
         """Queue ``fn`` for the next group commit; the completion is set once durable
         (a ``read_only`` function's as soon as it has run)."""
+        ...
+
+    def on_group_applied(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` on the commit thread after each group's ``on_applied``
+        callbacks, under ``apply_lock``."""
         ...
 
     def write(self, fn: Callable[[ReadWriter], T]) -> T:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import queue
 import threading
@@ -34,6 +35,8 @@ from feedkv.storage.engine import Completion, ReadWriter
 __all__ = ["DEFAULT_MAP_SIZE", "EngineStats", "LMDBEngine", "LMDBSnapshot"]
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAP_SIZE = 64 << 30  # virtual address space only; the file grows with the data
 MAX_GROUP_JOBS = 4096
@@ -188,6 +191,7 @@ class LMDBEngine:
             self._lock_file.close()
             raise StorageError(f"cannot open store at {self.path}: {exc}") from exc
         self.apply_lock = threading.RLock()
+        self._group_hooks: list[Callable[[], None]] = []
         self.stats = EngineStats()
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._guard = threading.Condition()
@@ -206,6 +210,9 @@ class LMDBEngine:
 
     def databases(self) -> list[str]:
         return list(self._dbs)
+
+    def on_group_applied(self, hook: Callable[[], None]) -> None:
+        self._group_hooks.append(hook)
 
     def snapshot(self) -> LMDBSnapshot:
         with self._guard:
@@ -383,6 +390,11 @@ class LMDBEngine:
                         )
                         violation.__cause__ = exc
                         outcomes[index] = (False, violation)
+            for hook in self._group_hooks:
+                try:
+                    hook()
+                except Exception:
+                    log.exception("a group hook failed after a durable commit")
         return outcomes
 
     def _grow_map(self) -> None:

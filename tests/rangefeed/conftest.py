@@ -138,8 +138,8 @@ def end_txn(
 class ObservedCondition(threading.Condition):
     """A condition variable that counts the threads that start waiting on it."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, lock: threading.Lock | None = None) -> None:
+        super().__init__(lock)
         self._entered = threading.Semaphore(0)
 
     def wait(self, timeout: float | None = None) -> bool:

@@ -17,7 +17,7 @@ DEADLINE_S = 10.0
 
 
 def observe(budget: Budget) -> ObservedCondition:
-    cond = ObservedCondition()
+    cond = ObservedCondition(budget._mutex)
     budget._cond = cond  # NB: private; swapped before any thread uses the budget
     return cond
 

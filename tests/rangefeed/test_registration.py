@@ -1,50 +1,106 @@
 """Tests for feedkv.rangefeed.registration: one consumer's subscription to one range.
 
-A registration holds live events while its catch-up scan runs, then sends them followed
-by its first checkpoint; a consumer that cannot keep up gets ``SLOW_CONSUMER`` as its last
-event, and every byte it held goes back to the budget. Each test uses a real stream and
-budget, driven on one thread.
+A processor appends each value once to a shared log; a registration reads that log from
+its own cursor when its consumer takes. While it catches up it reads nothing, so live
+values collect in the log behind its cursor; once live it sends them, then its first
+checkpoint, dropping what is at or below its start timestamp or outside its span. Each
+logged value is charged to the budget once and released when every reader has read past
+it and the log is trimmed. A reader more than ``per_registration`` values behind, or
+holding the log when the budget is spent, gets ``SLOW_CONSUMER`` as its last event; an
+ending range delivers what was logged before it, then the reason.
+
+Each test drives a real processor, registrations, streams and budget on one thread,
+through logical ops and closed timestamps.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
+
+from feedkv.kv.observer import RangeEndReason
 from feedkv.rangefeed.budget import Budget
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
+from feedkv.rangefeed.processor import Processor
 from feedkv.rangefeed.registration import Registration, event_size
-from feedkv.rangefeed.stream import EventStream
+from feedkv.rangefeed.stream import EventStream, ValueBatch
+from feedkv.storage.logical_ops import WriteValue
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
-SPAN = Span(b"a", b"m")
+RANGE = Span(b"a", b"z")  # the processor's range
+SPAN = Span(b"c", b"m")  # a registration's span, inside it
+CLOSED = Timestamp(5, 0)  # the processor's resolved timestamp once initialised
 START = Timestamp(10, 0)  # exclusive
-RESOLVED = Timestamp(20, 0)
 
 
 def t(wall: int, logical: int = 0) -> Timestamp:
     return Timestamp(wall, logical)
 
 
-def value(wall: int, key: bytes = b"k", data: bytes = b"v") -> Value:
-    return Value(key, data, t(wall))
+def value(wall: int, key: bytes = b"k", data: bytes = b"v", prev: bytes | None = None) -> Value:
+    return Value(key, data, t(wall), prev)
 
 
-def make_registration(
-    *, per_registration: int = 100, limit: int = 100_000, start_ts: Timestamp = START
+def size(*values: Value) -> int:
+    return sum(event_size(v) for v in values)
+
+
+def make_processor(*, budget: Budget | None = None) -> Processor:
+    """A processor of ``RANGE`` with no intents, resolved at ``CLOSED``."""
+    processor = Processor(1, RANGE, budget or Budget(1 << 20))
+    processor.init([], CLOSED)
+    return processor
+
+
+def register(
+    processor: Processor,
+    tag: str = "r",
+    *,
+    span: Span = SPAN,
+    start_ts: Timestamp = START,
+    with_diff: bool = False,
+    per_registration: int = 100,
+    values: bool = True,
 ) -> Registration:
-    stream = EventStream(Budget(limit), per_registration=per_registration)
-    return Registration("tag", SPAN, start_ts, False, stream)
-
-
-def live(*, per_registration: int = 100, limit: int = 100_000) -> Registration:
-    """A registration past its catch-up, with its first checkpoint already taken."""
-    reg = make_registration(per_registration=per_registration, limit=limit)
-    assert reg.finish_catch_up(RESOLVED)
-    assert taken(reg) == [Checkpoint(SPAN, RESOLVED)]
+    """A registration on a stream of its own, catching up."""
+    stream = EventStream(processor.budget, per_registration=per_registration)
+    reg = Registration(tag, span, start_ts, with_diff, stream, values=values)
+    processor.register(reg)
     return reg
 
 
+def live(
+    processor: Processor,
+    tag: str = "r",
+    *,
+    span: Span = SPAN,
+    with_diff: bool = False,
+    per_registration: int = 100,
+) -> Registration:
+    """A registration past its catch-up, with its first checkpoint already taken."""
+    reg = register(
+        processor, tag, span=span, with_diff=with_diff, per_registration=per_registration
+    )
+    processor.finish_catch_up(reg)
+    assert taken(reg) == [Checkpoint(span, processor.resolved)]
+    return reg
+
+
+def log(processor: Processor, *values: Value) -> None:
+    """Apply one command writing ``values``."""
+    processor.on_ops([WriteValue(v.key, v.ts, v.value, v.prev_value) for v in values])
+
+
+def push_page(reg: Registration, *values: Value) -> bool:
+    """What a catch-up scan does from its worker thread: push a page of history."""
+    page = ValueBatch(list(values), max(v.ts for v in values))
+    return reg.stream.push_wait(reg, page, size(*values), timeout=0)
+
+
 def taken(reg: Registration) -> list[Event]:
-    """Everything queued for ``reg``'s consumer, without waiting."""
+    """Everything ``reg``'s consumer can take now, without waiting."""
     events = reg.stream.take(timeout=0)
     assert all(tag == reg.tag for tag, _event in events)
     return [event for _tag, event in events]
@@ -57,210 +113,235 @@ def is_slow(event: Event) -> bool:
 # --- the start timestamp --------------------------------------------------------------
 
 
-def test_values_at_or_below_the_start_are_dropped_while_catching_up() -> None:
-    reg = make_registration()
-    assert reg.publish(value(9)) is True
-    assert reg.publish(value(10)) is True
-    assert reg.publish(Value(b"k", b"v", START.next())) is True
-    assert reg.finish_catch_up(RESOLVED) is True
-    assert taken(reg) == [Value(b"k", b"v", START.next()), Checkpoint(SPAN, RESOLVED)]
-    assert reg.stream.budget.used == 0
+def test_values_at_or_below_the_start_are_never_sent_while_catching_up() -> None:
+    processor = make_processor()
+    reg = register(processor)
+    log(processor, value(7), value(10), Value(b"k", b"v", START.next()))
+    processor.finish_catch_up(reg)
+    assert taken(reg) == [Value(b"k", b"v", START.next()), Checkpoint(SPAN, CLOSED)]
 
 
-def test_values_at_or_below_the_start_are_dropped_when_live() -> None:
-    reg = live()
-    assert reg.publish(value(10)) is True
-    assert reg.publish(value(3)) is True
-    assert taken(reg) == []
-    assert reg.stream.budget.used == 0
+def test_values_at_or_below_the_start_are_never_sent_when_live() -> None:
+    processor = make_processor()
+    reg = live(processor)  # its first checkpoint (CLOSED) is below the start
+    log(processor, value(7), value(10), value(11))
+    assert taken(reg) == [value(11)]
     assert reg.done is False
 
 
 # --- catching up ----------------------------------------------------------------------
 
 
-def test_live_events_are_held_while_catching_up() -> None:
-    reg = make_registration()
+def test_live_values_wait_in_the_log_while_catching_up() -> None:
+    processor = make_processor()
+    reg = register(processor)
+    log(processor, value(11, b"d"))
+    log(processor, value(12, b"e"))
     assert reg.catching_up is True
-    assert reg.publish(value(11, b"a")) is True
-    assert reg.publish(value(12, b"b")) is True
     assert taken(reg) == []
-    # Held events already count against the node's budget.
-    assert reg.stream.budget.used == event_size(value(11, b"a")) + event_size(value(12, b"b"))
+    assert processor.log.values == [value(11, b"d"), value(12, b"e")]
+    # Logged values already count against the budget.
+    assert processor.budget.used == size(value(11, b"d"), value(12, b"e"))
 
 
-def test_finish_catch_up_sends_held_events_then_the_first_checkpoint() -> None:
-    reg = make_registration()
-    reg.publish(value(11, b"a"))
-    reg.publish(value(12, b"b"))
-    assert reg.finish_catch_up(RESOLVED) is True
+def test_finish_catch_up_sends_the_logged_values_then_the_first_checkpoint() -> None:
+    processor = make_processor()
+    reg = register(processor)
+    log(processor, value(11, b"d"))
+    log(processor, value(12, b"e"))
+    processor.finish_catch_up(reg)
     assert reg.catching_up is False
-    assert taken(reg) == [value(11, b"a"), value(12, b"b"), Checkpoint(SPAN, RESOLVED)]
-    assert reg.stream.budget.used == 0
+    assert taken(reg) == [value(11, b"d"), value(12, b"e"), Checkpoint(SPAN, CLOSED)]
 
 
-def test_checkpoints_are_not_held_while_catching_up() -> None:
-    reg = make_registration()
-    assert reg.publish(Checkpoint(SPAN, t(15))) is True
-    assert reg.publish(value(16)) is True
-    assert reg.publish(Checkpoint(SPAN, t(17))) is True
-    assert reg.finish_catch_up(RESOLVED) is True
-    assert taken(reg) == [value(16), Checkpoint(SPAN, RESOLVED)]
+def test_checkpoints_are_not_sent_while_catching_up() -> None:
+    processor = make_processor()
+    reg = register(processor)
+    processor.on_closed(t(15))
+    log(processor, value(16))
+    processor.on_closed(t(17))
+    assert taken(reg) == []
+    processor.finish_catch_up(reg)
+    assert taken(reg) == [value(16), Checkpoint(SPAN, t(17))]
 
 
-def test_catch_up_events_come_before_the_held_live_events() -> None:
-    reg = make_registration()
-    assert reg.publish(value(13, b"live")) is True
-    # The catch-up scan runs on another thread and pushes straight into the stream.
-    assert reg.stream.push_wait(reg, value(11, b"scan"), 80, timeout=0) is True
-    assert reg.finish_catch_up(RESOLVED) is True
-    assert taken(reg) == [value(11, b"scan"), value(13, b"live"), Checkpoint(SPAN, RESOLVED)]
+def test_catch_up_pages_come_before_the_logged_values() -> None:
+    processor = make_processor()
+    reg = register(processor)
+    log(processor, value(13, b"live"))
+    assert push_page(reg, value(11, b"scan"), value(12, b"scan")) is True
+    processor.finish_catch_up(reg)
+    assert taken(reg) == [
+        value(11, b"scan"),
+        value(12, b"scan"),
+        value(13, b"live"),
+        Checkpoint(SPAN, CLOSED),
+    ]
+    # The page's memory went back when taken; the logged value stays until trimmed.
+    assert processor.budget.used == size(value(13, b"live"))
 
 
-class ContendedBudget(Budget):
-    """A budget under pressure: the moment memory is released, another thread's waiting
-    ``acquire`` (say, a second registration's catch-up scan) takes it."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(limit)
-        self.contended = False
-
-    def release(self, n: int) -> None:
-        super().release(n)
-        if self.contended:
-            self.try_acquire(n)  # the competitor wins the race for the freed bytes
+def test_going_live_needs_no_more_memory() -> None:
+    # The logged values were charged when they were logged; a budget they fill exactly
+    # must not stop the registration from reading them and its first checkpoint.
+    logged = [value(11, b"d"), value(12, b"e")]
+    processor = make_processor(budget=Budget(size(*logged)))
+    reg = register(processor)
+    log(processor, *logged)
+    processor.finish_catch_up(reg)
+    assert taken(reg) == [*logged, Checkpoint(SPAN, CLOSED)]
+    assert reg.done is False
 
 
-def test_held_events_keep_their_memory_through_finish_catch_up() -> None:
-    # The held events were charged when they arrived; moving them to the stream must not
-    # hand that memory to a competitor and then find none left for them.
-    held = [value(11, b"a"), value(12, b"b")]
-    budget = ContendedBudget(sum(event_size(e) for e in held) + event_size(value(0)))
-    reg = Registration("tag", SPAN, START, False, EventStream(budget))
-    for event in held:
-        assert reg.publish(event) is True
-    budget.contended = True
-    assert reg.finish_catch_up(RESOLVED) is True
-    assert taken(reg) == [*held, Checkpoint(SPAN, RESOLVED)]
-
-
-def test_a_held_buffer_with_room_left_for_the_checkpoint_finishes_cleanly() -> None:
-    reg = make_registration(per_registration=3)
-    assert reg.publish(value(11)) is True
-    assert reg.publish(value(12)) is True
-    assert reg.finish_catch_up(RESOLVED) is True
-    assert taken(reg) == [value(11), value(12), Checkpoint(SPAN, RESOLVED)]
+def test_a_reader_exactly_per_registration_values_behind_goes_live_cleanly() -> None:
+    processor = make_processor()
+    reg = register(processor, per_registration=2)
+    log(processor, value(11))
+    log(processor, value(12))
+    processor.finish_catch_up(reg)
+    assert taken(reg) == [value(11), value(12), Checkpoint(SPAN, CLOSED)]
     assert reg.done is False
 
 
 # --- live -----------------------------------------------------------------------------
 
 
-def test_live_events_go_straight_to_the_stream_in_order() -> None:
-    reg = live()
-    assert reg.publish(value(21, b"a")) is True
-    assert reg.publish(Checkpoint(SPAN, t(21))) is True
-    assert reg.publish(value(22, b"b")) is True
-    assert taken(reg) == [value(21, b"a"), Checkpoint(SPAN, t(21)), value(22, b"b")]
-    assert reg.stream.budget.used == 0
+def test_live_values_and_checkpoints_are_taken_in_log_order() -> None:
+    processor = make_processor()
+    reg = live(processor)
+    log(processor, value(21, b"d"))
+    processor.on_closed(t(21))
+    log(processor, value(22, b"e"))
+    assert taken(reg) == [value(21, b"d"), Checkpoint(SPAN, t(21)), value(22, b"e")]
 
 
-def test_the_budget_is_charged_by_event_size() -> None:
-    reg = live()
-    big = Value(b"key", b"x" * 100, t(21), b"y" * 50)
-    reg.publish(big)
-    reg.publish(Checkpoint(SPAN, t(21)))
-    assert event_size(big) > event_size(Checkpoint(SPAN, t(21)))
-    assert reg.stream.budget.used == event_size(big) + event_size(Checkpoint(SPAN, t(21)))
-    taken(reg)
-    assert reg.stream.budget.used == 0
+def test_logged_values_are_taken_as_one_batch_bounded_by_the_newest_timestamp() -> None:
+    processor = make_processor()
+    reg = live(processor)
+    log(processor, value(21, b"d"))
+    log(processor, value(22, b"e"))
+    assert reg.stream.take_batches(timeout=0) == [
+        ("r", ValueBatch([value(21, b"d"), value(22, b"e")], t(22)))
+    ]
+
+
+# --- span and diffs -------------------------------------------------------------------
+
+
+def test_values_outside_the_span_are_not_sent() -> None:
+    processor = make_processor()
+    whole = live(processor, "whole", span=RANGE)
+    part = live(processor, "part", span=SPAN)
+    keys = [b"b", b"c", b"k", b"m", b"x"]  # SPAN is [c, m)
+    log(processor, *(value(21 + i, key) for i, key in enumerate(keys)))
+    assert [e.key for e in taken(whole) if isinstance(e, Value)] == keys
+    assert [e.key for e in taken(part) if isinstance(e, Value)] == [b"c", b"k"]
+
+
+def test_a_value_no_registration_covers_is_not_logged() -> None:
+    processor = make_processor()
+    reg = live(processor)
+    log(processor, value(21, b"x"))
+    assert processor.log.values == []
+    assert processor.budget.used == 0
+    assert taken(reg) == []
+
+
+def test_a_diff_registration_gets_prev_value_and_a_plain_one_does_not() -> None:
+    processor = make_processor()
+    diff = live(processor, "diff", with_diff=True)
+    plain = live(processor, "plain")
+    log(processor, value(21, data=b"new", prev=b"old"))
+    assert taken(diff) == [value(21, data=b"new", prev=b"old")]
+    assert taken(plain) == [value(21, data=b"new")]
+
+
+# --- the budget -----------------------------------------------------------------------
+
+
+def test_a_value_is_charged_once_however_many_registrations_read_it() -> None:
+    processor = make_processor()
+    first, second = live(processor, "first"), live(processor, "second")
+    log(processor, value(21))
+    assert processor.log.values == [value(21)]
+    assert processor.budget.used == size(value(21))
+    assert taken(first) == [value(21)]
+    assert taken(second) == [value(21)]
+
+
+def test_a_value_is_charged_with_its_prev_value_only_while_a_reader_wants_diffs() -> None:
+    big = Value(b"k", b"x" * 100, t(21), b"y" * 50)
+    plain = make_processor()
+    live(plain)
+    log(plain, big)
+    assert plain.budget.used == event_size(replace(big, prev_value=None))
+    diff = make_processor()
+    live(diff, with_diff=True)
+    log(diff, big)
+    assert diff.budget.used == event_size(big)
+
+
+def test_a_value_stays_charged_until_every_reader_has_read_past_it() -> None:
+    processor = make_processor()
+    fast = live(processor, "fast", per_registration=2)  # the log is trimmed every 2 values
+    lagging = live(processor, "lagging")
+    log(processor, value(21))
+    log(processor, value(22))
+    assert taken(fast) == [value(21), value(22)]
+    log(processor, value(23))  # a trim: the lagging reader holds all three
+    assert processor.budget.used == size(value(21), value(22), value(23))
+    assert taken(lagging) == [value(21), value(22), value(23)]
+    assert taken(fast) == [value(23)]
+    log(processor, value(24))  # a trim: both have read past the first three
+    assert processor.log.base == 3
+    assert processor.budget.used == size(value(24))
+    assert (fast.done, lagging.done) == (False, False)
 
 
 # --- slow consumers -------------------------------------------------------------------
 
 
-def test_overflowing_the_held_buffer_ends_with_slow_consumer() -> None:
-    reg = make_registration(per_registration=2)
-    assert reg.publish(value(11)) is True
-    assert reg.publish(value(12)) is True
-    assert reg.publish(value(13)) is False
+def test_a_reader_more_than_per_registration_values_behind_ends_with_slow_consumer() -> None:
+    processor = make_processor()
+    reg = live(processor, per_registration=2)
+    log(processor, value(21))
+    log(processor, value(22))
+    assert reg in processor.registry  # two behind: at the limit, not past it
+    log(processor, value(23))
+    assert reg not in processor.registry
     assert reg.done is True
     events = taken(reg)
     assert len(events) == 1
     assert is_slow(events[0])
-    assert reg.stream.budget.used == 0  # the held events were given back
+    # Nothing follows, and the log it held is given back.
+    log(processor, value(24))
+    processor.on_closed(t(30))
+    assert taken(reg) == []
+    assert processor.budget.used == 0
 
 
-def test_overflowing_the_budget_while_catching_up_ends_with_slow_consumer() -> None:
-    size = event_size(value(11))
-    reg = make_registration(limit=size + size // 2)
-    assert reg.publish(value(11)) is True
-    assert reg.publish(value(12)) is False
+def test_falling_behind_while_catching_up_ends_with_slow_consumer() -> None:
+    processor = make_processor()
+    reg = register(processor, per_registration=2)
+    log(processor, value(11))
+    log(processor, value(12))
+    log(processor, value(13))
     assert reg.done is True
     assert [is_slow(e) for e in taken(reg)] == [True]
-    assert reg.stream.budget.used == 0
-
-
-def test_nothing_follows_slow_consumer_after_a_held_overflow() -> None:
-    reg = make_registration(per_registration=1)
-    reg.publish(value(11))
-    reg.publish(value(12))
-    assert is_slow(taken(reg)[-1])
-    assert reg.publish(value(13)) is False
-    assert reg.publish(Checkpoint(SPAN, t(13))) is False
-    assert reg.finish_catch_up(RESOLVED) is False
-    assert reg.stream.push_wait(reg, value(14), 80, timeout=0) is False  # a late catch-up
+    assert processor.budget.used == 0
+    # Nothing follows: not the scan's late pages, not a first checkpoint.
+    assert push_page(reg, value(9, b"d")) is False
+    processor.finish_catch_up(reg)
+    log(processor, value(14))
     assert taken(reg) == []
-    assert reg.stream.budget.used == 0
-
-
-def test_overflowing_the_stream_when_live_ends_with_slow_consumer() -> None:
-    reg = live(per_registration=2)
-    assert reg.publish(value(21)) is True
-    assert reg.publish(value(22)) is True
-    assert reg.publish(value(23)) is False
-    assert reg.done is True
-    assert reg.publish(Checkpoint(SPAN, t(23))) is False
-    assert reg.publish(value(24)) is False
-    events = taken(reg)
-    assert events[:2] == [value(21), value(22)]
-    assert len(events) == 3
-    assert is_slow(events[-1])
-    assert taken(reg) == []
-    assert reg.stream.budget.used == 0
-
-
-def test_running_out_of_budget_when_live_ends_with_slow_consumer() -> None:
-    size = event_size(value(21))
-    reg = live(limit=size + size // 2)
-    assert reg.publish(value(21)) is True
-    assert reg.publish(value(22)) is False
-    events = taken(reg)
-    assert events[0] == value(21)
-    assert is_slow(events[-1])
-    assert len(events) == 2
-
-
-def test_a_stream_full_at_the_seam_ends_with_slow_consumer_as_the_last_event() -> None:
-    reg = make_registration(per_registration=2)
-    assert reg.publish(value(13, b"live")) is True
-    assert reg.stream.push_wait(reg, value(11, b"scan"), 80, timeout=0) is True
-    assert reg.stream.push_wait(reg, value(12, b"scan"), 80, timeout=0) is True
-    assert reg.finish_catch_up(RESOLVED) is False
-    assert reg.done is True
-    events = taken(reg)
-    assert is_slow(events[-1])
-    assert not any(isinstance(e, Checkpoint) for e in events)
-    assert reg.publish(value(14)) is False
-    assert taken(reg) == []
-    assert reg.stream.budget.used == 0
 
 
 def test_the_slow_consumer_message_names_the_span_and_the_limit() -> None:
-    reg = live(per_registration=1)
-    reg.publish(value(21))
-    reg.publish(value(22))
-    error = taken(reg)[-1]
+    processor = make_processor()
+    reg = live(processor, per_registration=1)
+    log(processor, value(21))
+    log(processor, value(22))
+    [error] = taken(reg)
     assert isinstance(error, Error)
     assert error.reason is ErrorReason.SLOW_CONSUMER
     assert error.reason.retryable
@@ -268,56 +349,171 @@ def test_the_slow_consumer_message_names_the_span_and_the_limit() -> None:
     assert "limit 1" in error.message
 
 
+def test_a_slow_reader_does_not_affect_the_others_on_its_processor() -> None:
+    processor = make_processor()
+    slow = live(processor, "slow", per_registration=2)
+    fast = live(processor, "fast", per_registration=2)
+    delivered: list[Event] = []
+    for wall in (21, 22, 23):
+        log(processor, value(wall))
+        delivered += taken(fast)
+    processor.on_closed(t(30))
+    delivered += taken(fast)
+    assert slow.done is True
+    assert fast.done is False
+    assert delivered == [value(21), value(22), value(23), Checkpoint(SPAN, t(30))]
+    assert [is_slow(e) for e in taken(slow)] == [True]
+
+
+def test_running_out_of_budget_ends_the_reader_holding_the_log_back() -> None:
+    processor = make_processor(budget=Budget(size(value(21), value(22))))
+    holding = live(processor, "holding")
+    reading = live(processor, "reading")
+    log(processor, value(21))
+    log(processor, value(22))
+    assert taken(reading) == [value(21), value(22)]
+    log(processor, value(23))  # the budget is spent: the holding reader gives way
+    assert holding.done is True
+    assert [is_slow(e) for e in taken(holding)] == [True]
+    assert reading.done is False
+    assert taken(reading) == [value(23)]
+    assert processor.budget.used == size(value(23))
+
+
+def test_a_budget_spent_elsewhere_ends_the_readers_instead_of_skipping_a_value() -> None:
+    budget = Budget(size(value(21)))
+    other, processor = make_processor(budget=budget), make_processor(budget=budget)
+    live(other)
+    reg = live(processor)
+    log(other, value(21))  # the other processor's reader holds the whole budget
+    log(processor, value(22))
+    assert reg.done is True
+    assert [is_slow(e) for e in taken(reg)] == [True]
+    assert processor.log.values == []
+
+
 # --- ending ---------------------------------------------------------------------------
 
 
-def test_end_sends_the_reason_as_the_last_event() -> None:
-    reg = live()
-    reg.publish(value(21))
+def test_end_sends_the_reason_as_the_last_event_at_once() -> None:
+    processor = make_processor()
+    reg = live(processor)
+    log(processor, value(21))  # not read yet: an end that is not after the log cuts it
     reg.end(ErrorReason.GC_THRESHOLD, "too old", t(5))
     assert reg.done is True
-    assert taken(reg) == [value(21), Error(ErrorReason.GC_THRESHOLD, "too old", t(5))]
-    assert reg.publish(value(22)) is False
+    assert taken(reg) == [Error(ErrorReason.GC_THRESHOLD, "too old", t(5))]
+    log(processor, value(22))
+    processor.on_closed(t(30))
     assert taken(reg) == []
 
 
 def test_end_is_idempotent() -> None:
-    reg = live()
+    processor = make_processor()
+    reg = live(processor)
     reg.end(ErrorReason.RANGE_SPLIT, "split")
     reg.end(ErrorReason.RANGE_SPLIT, "split")
     reg.end(ErrorReason.SLOW_CONSUMER, "later")
     assert taken(reg) == [Error(ErrorReason.RANGE_SPLIT, "split")]
-
-
-def test_ending_while_catching_up_gives_held_memory_back() -> None:
-    reg = make_registration()
-    reg.publish(value(11, b"a"))
-    reg.publish(value(12, b"b"))
-    assert reg.stream.budget.used > 0
     reg.end(ErrorReason.UNREGISTERED)
-    assert reg.stream.budget.used == 0
-    reg.end(ErrorReason.UNREGISTERED)
-    assert reg.stream.budget.used == 0
-    assert taken(reg) == [Error(ErrorReason.UNREGISTERED)]
-    assert reg.finish_catch_up(RESOLVED) is False
     assert taken(reg) == []
 
 
-def test_finish_catch_up_on_a_closed_stream_gives_held_memory_back() -> None:
-    reg = make_registration()
-    reg.publish(value(11, b"a"))
-    reg.publish(value(12, b"b"))
-    reg.publish(value(13, b"c"))
-    reg.stream.close()
-    assert reg.finish_catch_up(RESOLVED) is False
+def test_a_refused_registration_gets_its_error_straight_into_the_stream() -> None:
+    reg = Registration("r", SPAN, START, False, EventStream(Budget(1 << 20)))
+    reg.end(ErrorReason.RANGE_NOT_FOUND, "not inside one range")
+    reg.end(ErrorReason.RANGE_NOT_FOUND, "not inside one range")
     assert reg.done is True
-    assert reg.stream.budget.used == 0
+    assert taken(reg) == [Error(ErrorReason.RANGE_NOT_FOUND, "not inside one range")]
+    assert taken(reg) == []
+
+
+def test_an_ending_range_delivers_the_logged_values_then_the_reason() -> None:
+    processor = make_processor()
+    reg = live(processor)
+    log(processor, value(21))
+    processor.on_closed(t(25))
+    log(processor, value(26))
+    processor.on_range_ended(RangeEndReason.RANGE_SPLIT)
+    log(processor, value(27))  # the processor has stopped
+    assert taken(reg) == [
+        value(21),
+        Checkpoint(SPAN, t(25)),
+        value(26),
+        Error(ErrorReason.RANGE_SPLIT, "r1 ended: RANGE_SPLIT"),
+    ]
+    assert taken(reg) == []
+    assert processor.budget.used == 0
+
+
+def test_ending_the_processor_ends_every_registration_with_the_reason() -> None:
+    processor = make_processor()
+    first, second = live(processor, "first"), live(processor, "second", span=RANGE)
+    log(processor, value(21))
+    processor.end(ErrorReason.NODE_SHUTDOWN, "stopping")
+    shutdown = Error(ErrorReason.NODE_SHUTDOWN, "stopping")
+    assert taken(first) == [value(21), shutdown]
+    assert taken(second) == [value(21), shutdown]
+    assert len(processor.registry) == 0
+
+
+def test_ending_while_catching_up_sends_no_logged_values() -> None:
+    processor = make_processor()
+    reg = register(processor)
+    assert push_page(reg, value(11, b"scan")) is True
+    log(processor, value(12, b"live"))
+    processor.on_range_ended(RangeEndReason.RANGE_MERGED)
+    assert taken(reg) == [
+        value(11, b"scan"),
+        Error(ErrorReason.RANGE_MERGED, "r1 ended: RANGE_MERGED"),
+    ]
+    processor.finish_catch_up(reg)  # the scan finishing late changes nothing
+    assert taken(reg) == []
+
+
+@pytest.mark.parametrize("ending", ["cut off", "range ended"])
+def test_a_registration_ended_while_catching_up_sends_no_checkpoint(ending: str) -> None:
+    processor = make_processor()
+    processor.on_closed(t(20))  # a mark in the log before the registration's cursor
+    reg = register(processor)
+    assert push_page(reg, value(12, b"d")) is True  # the scan sent part of the history,
+    if ending == "cut off":  # then stalled
+        reg.end(ErrorReason.SLOW_CONSUMER, "catch-up stalled")
+        processor.unregister(reg)
+    else:
+        processor.on_range_ended(RangeEndReason.RANGE_SPLIT)
+    events = taken(reg)
+    # NB: a Checkpoint(SPAN, 20) here moves the client's resume point to 20, so it
+    # registers again after 20 and never gets the history the scan had left to send.
+    assert [e for e in events if isinstance(e, Checkpoint)] == []
+    assert events[:-1] == [value(12, b"d")]
+
+
+# --- checkpoints only -----------------------------------------------------------------
+
+
+def test_a_checkpoint_only_registration_reads_only_the_marks_and_never_holds_the_log() -> None:
+    processor = make_processor()
+    values = live(processor, "values", per_registration=1)
+    checkpoints = register(processor, "checkpoints", values=False, per_registration=1)
+    processor.finish_catch_up(checkpoints)
+    assert taken(checkpoints) == [Checkpoint(SPAN, CLOSED)]
+    for wall in (21, 22, 23):
+        log(processor, value(wall))
+        assert taken(values) == [value(wall)]
+    processor.on_closed(t(30))
+    assert taken(checkpoints) == [Checkpoint(SPAN, t(30))]
+    assert checkpoints.done is False
+    assert processor.budget.used == size(value(23))
+
+
+# --- repr -----------------------------------------------------------------------------
 
 
 def test_repr_shows_the_phase() -> None:
-    reg = make_registration()
+    processor = make_processor()
+    reg = register(processor)
     assert "catching up" in repr(reg)
-    reg.finish_catch_up(RESOLVED)
+    processor.finish_catch_up(reg)
     assert "live" in repr(reg)
     reg.end(ErrorReason.UNREGISTERED)
     assert "done" in repr(reg)

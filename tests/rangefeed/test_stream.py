@@ -13,7 +13,7 @@ from conftest import Background, ObservedCondition
 
 from feedkv.rangefeed.budget import Budget
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Value
-from feedkv.rangefeed.stream import EventStream
+from feedkv.rangefeed.stream import EventStream, ValueBatch
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
@@ -35,7 +35,7 @@ SLOW = Error(ErrorReason.SLOW_CONSUMER, "fell behind")
 
 
 def observe(stream: EventStream) -> ObservedCondition:
-    cond = ObservedCondition()
+    cond = ObservedCondition(stream.lock)
     stream._cond = cond  # NB: private; swapped before any thread uses the stream
     return cond
 
@@ -111,15 +111,23 @@ def test_push_refuses_a_registration_at_its_bound() -> None:
     assert stream.push(full, value(5), 10)  # room again once taken
 
 
-def test_a_paid_event_passes_the_registration_bound_and_keeps_its_memory() -> None:
-    stream = make_stream(per_registration=1, limit=100)
+def test_a_batch_counts_each_of_its_values_against_the_bound() -> None:
+    stream = make_stream(per_registration=3)
     reg = FakeReg("r")
-    assert stream.push(reg, value(1), 10)
-    assert stream.budget.try_acquire(90)  # what a catching-up registration held
-    assert stream.push_paid(reg, value(2), 90)
-    assert (reg.queued, stream.budget.used) == (2, 100)
-    assert [event for _tag, event in stream.take(timeout=0)] == [value(1), value(2)]
-    assert stream.budget.used == 0
+    assert stream.push(reg, ValueBatch([value(1), value(2), value(3)], Timestamp(3, 0)), 30)
+    assert reg.queued == 3
+    assert stream.push(reg, value(4), 10) is False  # at the bound
+    assert stream.take(timeout=0) == [("r", value(1)), ("r", value(2)), ("r", value(3))]
+    assert (reg.queued, stream.budget.used) == (0, 0)
+
+
+def test_take_batches_keeps_a_batch_whole() -> None:
+    stream = make_stream()
+    reg = FakeReg("r")
+    batch = ValueBatch([value(1), value(2)], Timestamp(2, 0))
+    stream.push(reg, batch, 20)
+    stream.push(reg, SLOW, 0)
+    assert stream.take_batches(timeout=0) == [("r", batch), ("r", SLOW)]
 
 
 def test_push_refuses_when_the_budget_is_spent() -> None:
@@ -159,7 +167,6 @@ def test_nothing_is_queued_for_a_registration_that_is_done() -> None:
     stream = make_stream()
     reg = FakeReg("r", done=True)
     assert stream.push(reg, value(1), 10) is False
-    assert stream.push_paid(reg, value(2), 10) is False
     assert stream.push_wait(reg, value(3), 10, timeout=DEADLINE_S) is False
     assert reg.queued == 0
     assert stream.budget.used == 0
@@ -210,7 +217,7 @@ def test_push_wait_waits_for_room_and_is_woken_by_take() -> None:
 
 def test_push_wait_waits_for_budget_and_is_woken_by_take() -> None:
     stream = make_stream(limit=100)
-    budget_cond = ObservedCondition()
+    budget_cond = ObservedCondition(stream.budget._mutex)
     stream.budget._cond = budget_cond  # NB: private; the wait is inside the budget
     other, reg = FakeReg("other"), FakeReg("r")
     stream.push(other, value(1), 100)
@@ -281,7 +288,6 @@ def test_a_closed_stream_accepts_nothing() -> None:
     reg = FakeReg("r")
     stream.close()
     assert stream.push(reg, value(1), 10) is False
-    assert stream.push_paid(reg, value(2), 10) is False
     assert stream.push_wait(reg, value(3), 10, timeout=0) is False
     stream.push_final(reg, Error(ErrorReason.NODE_SHUTDOWN))
     assert stream.take() == []  # returns at once: closed

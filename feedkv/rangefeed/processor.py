@@ -151,6 +151,10 @@ class Processor:
             if not readers and self.ended is None:
                 self._trim()  # nobody reads the log: give its memory back
 
+    def skip_log(self, reg: Registration) -> None:
+        """``reg``'s catch-up snapshot is taken now: it holds every value logged so far."""
+        reg.cursor = self.end_pos
+
     def finish_catch_up(self, reg: Registration) -> None:
         """``reg``'s history is sent: it reads the values logged since it registered,
         then a first checkpoint at the current resolved timestamp."""

@@ -3,10 +3,11 @@ values)``.
 
 A registration lives in two phases:
 
-1. **Catching up.** It was added to its processor under the apply lock together with a
-   snapshot, with its *cursor* at the end of the processor's log. A catch-up scan sends
-   the snapshot's history from ``start_ts`` on through the stream, while live values
-   collect in the log behind the cursor.
+1. **Catching up.** It was added to its processor under the apply lock, with its
+   *cursor* at the end of the processor's log. When its catch-up scan starts, it takes a
+   snapshot under the apply lock and moves the cursor to the log's end at that moment;
+   the scan sends the snapshot's history from ``start_ts`` on through the stream, while
+   live values collect in the log behind the cursor.
 2. **Live.** :meth:`Registration.go_live` (under the apply lock, when the scan is done)
    lets the consumer read the log from the cursor: the values logged meanwhile, then a
    first checkpoint, then whatever follows.

@@ -6,7 +6,10 @@ lock it finds the range holding the span, starts the range's processor if it has
 one moment), adds the registration, and takes the snapshot its catch-up scan will read.
 The scan then runs on a worker thread, sending pages of history, while live values
 collect in the processor's log behind the registration's cursor; when it is done the
-registration goes live and reads them, then its first checkpoint. A checkpoint-only
+registration goes live and reads them, then its first checkpoint. A scan takes its
+snapshot when a worker starts it, under the apply lock, and moves the cursor to the log's
+end at that moment: what the log held before is in the snapshot. So scans waiting for a
+worker hold no reader of the store, however many registrations arrive at once. A checkpoint-only
 registration (``values=False``) has no history to send: it goes live at once, under the
 same hold of the lock, with that first checkpoint.
 
@@ -120,11 +123,9 @@ class StoreFeeds:
         with self._lock:
             if self._stopping.is_set():
                 raise NodeUnavailableError("the node is shutting down")
-            snap = self.store.engine.snapshot()
-            try:
+            with self.store.engine.snapshot() as snap:
                 desc = descriptor_for_key(snap, span.start)
                 if not desc.span.contains(span):
-                    snap.close()
                     reg.end(
                         ErrorReason.RANGE_NOT_FOUND,
                         f"{span} is not inside one range; {desc} holds its start",
@@ -134,17 +135,12 @@ class StoreFeeds:
                 if processor is None or processor.ended is not None:
                     processor = self._start_processor(desc.range_id, desc.span, snap)
                 processor.register(reg)
-            except BaseException:
-                snap.close()
-                raise
             if not values:
-                snap.close()
                 processor.finish_catch_up(reg)
                 return reg
         try:
-            self._catchups.submit(self._catch_up, processor, reg, snap)
+            self._catchups.submit(self._catch_up, processor, reg)
         except RuntimeError:  # close() shut the workers down after the lock was let go
-            snap.close()
             self._end(processor, reg, ErrorReason.NODE_SHUTDOWN, "the node is shutting down")
         return reg
 
@@ -201,7 +197,15 @@ class StoreFeeds:
 
     # Catch-up scans (worker threads).
 
-    def _catch_up(self, processor: Processor, reg: Registration, snap: Snapshot) -> None:
+    def _catch_up(self, processor: Processor, reg: Registration) -> None:
+        with self._lock:
+            if reg.done:
+                processor.unregister(reg)
+                return
+            # NB: the snapshot is taken now, not at registration, so queued scans hold no
+            # reader of the store; the log values it covers are skipped to match.
+            snap = self.store.engine.snapshot()
+            processor.skip_log(reg)
         try:
             with snap:
                 for page, size in _pages(catch_up(snap, reg.span, reg.start_ts, reg.with_diff)):

@@ -216,6 +216,25 @@ def test_a_pending_transaction_is_pushed_above_checkpoints_while_it_lives(
 # Endings.
 
 
+def test_more_registrations_at_once_than_the_store_has_readers_all_catch_up(
+    db: DB, feeds: StoreFeeds
+) -> None:
+    # NB: the store allows 1024 concurrent readers; a scan waiting for a worker holds none.
+    db.put(b"k", b"v")
+    stream = feeds.new_stream()
+    count = 1500
+    for i in range(count):
+        feeds.register(i, Span(b"k", b"k\x00"), ZERO, False, stream)
+    feed = Collector(stream)
+
+    def caught_up() -> set[object]:
+        return {tag for tag, e in feed.events if isinstance(e, Checkpoint)}
+
+    events = feed.until(lambda _es: len(caught_up()) == count)
+    assert len(values(events)) == count  # each registration's history: the one value
+    assert not [e for e in events if isinstance(e, Error)]
+
+
 def test_a_split_ends_the_stream_with_range_split_as_its_last_event(
     db: DB, feeds: StoreFeeds
 ) -> None:

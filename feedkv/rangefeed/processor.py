@@ -156,7 +156,7 @@ class Processor:
         reg.cursor = self.end_pos
 
     def finish_catch_up(self, reg: Registration) -> None:
-        """``reg``'s history is sent: it reads the values logged since it registered,
+        """``reg``'s history is sent: it reads the values logged since its snapshot,
         then a first checkpoint at the current resolved timestamp."""
         if reg.done:
             self.unregister(reg)

@@ -225,10 +225,12 @@ class DB(KVClient):
         return protected_spans(catalog.Snapshot(self, self.now()))
 
     def _spark_jobs(self, node: Node) -> JobFactory:
-        """Runs each job as a Spark query whose checkpoint lives in the store directory."""
-        from feedkv.spark.runner import SparkJob
+        """Runs each job as a Spark query whose checkpoint lives in the store directory
+        (PySpark is imported when the first job starts, not with the first session)."""
 
         def make(record: JobRecord) -> Job:
+            from feedkv.spark.runner import SparkJob
+
             checkpoint = node.path / "changefeed-jobs" / str(record.id) / "checkpoint"
             return SparkJob(
                 self.serving_url(),

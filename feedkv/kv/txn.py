@@ -44,6 +44,7 @@ from feedkv.errors import (
 from feedkv.kv.api import (
     MAX_PRIORITY,
     BatchResponse,
+    ConditionalPut,
     EndTxn,
     Get,
     GetResponse,
@@ -89,6 +90,7 @@ class Txn:
             priority=priority if priority is not None else random.randint(1, MAX_PRIORITY),
         )
         self._writes: dict[bytes, bytes | None] = {}
+        self._absent: set[bytes] = set()  # written keys that must hold nothing before
         self._reads: list[Span] = []
         self._locked: list[Span] = []
         self.state = TxnState.OPEN
@@ -174,6 +176,20 @@ class Txn:
         else:
             self.put(key, value)
 
+    def put_if_absent(self, key: bytes, value: bytes) -> None:
+        """Write ``value`` if ``key`` holds nothing, checked when the writes are sent at
+        commit, which then raises :class:`ConditionFailedError`: an insert's existence
+        check without the read :meth:`conditional_put` makes first. A key this
+        transaction already wrote is checked at once, against that write."""
+        if key in self._writes:
+            written = self._writes[key]
+            if written is not None:
+                raise ConditionFailedError(key, None, written)
+            self.put(key, value)  # this transaction deleted it
+            return
+        self.put(key, value)
+        self._absent.add(key)
+
     def delete_range(self, start: bytes, end: bytes) -> list[bytes]:
         """Delete every live key in ``[start, end)``; returns the keys deleted."""
         keys = [kv.key for kv in self.scan(start, end)]
@@ -214,13 +230,17 @@ class Txn:
 
     def _commit_writes(self) -> None:
         self._txn = replace(self._txn, key=next(iter(self._writes)))
-        puts = [Put(k, v) for k, v in self._writes.items()]
+        absent = self._absent
+        puts = [
+            ConditionalPut(k, v, None) if k in absent else Put(k, v)
+            for k, v in self._writes.items()
+        ]
         one_range = self._router.ranges.get(puts[0].key)
         if all(one_range.contains_key(p.key) for p in puts) and self._commit_one_phase(puts):
             return
         self._commit_two_phase(puts)
 
-    def _commit_one_phase(self, puts: list[Put]) -> bool:
+    def _commit_one_phase(self, puts: list[Put | ConditionalPut]) -> bool:
         """Commit ``puts`` in one command; ``False`` when it should go two-phase instead."""
         span = Span(min(p.key for p in puts), key_next(max(p.key for p in puts)))
         for _attempt in range(ONE_PHASE_ATTEMPTS):
@@ -240,7 +260,7 @@ class Txn:
         # the write timestamp once written, so two phases always finish.
         return False
 
-    def _commit_two_phase(self, puts: list[Put]) -> None:
+    def _commit_two_phase(self, puts: list[Put | ConditionalPut]) -> None:
         self._send_key(self._txn.key, (HeartbeatTxn(),))
         stop = threading.Event()
         beat = threading.Thread(target=self._heartbeat, args=(stop,), daemon=True)

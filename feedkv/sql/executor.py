@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from feedkv.errors import (
+    ConditionFailedError,
     InvalidArgumentError,
     InvalidKeyError,
     SQLError,
@@ -72,7 +73,7 @@ from feedkv.util.units import parse_duration_ns
 if TYPE_CHECKING:
     from feedkv.sql.session import Session
 
-__all__ = ["Execution", "Result", "logical_decimal", "timestamp_of"]
+__all__ = ["Execution", "Result", "duplicate_key", "logical_decimal", "timestamp_of"]
 
 
 @dataclass(frozen=True)
@@ -177,11 +178,16 @@ class Execution:
         session: Session,
         txn: Txn | None,
         params: Sequence[Any],
+        *,
+        autocommit: bool = False,  # the statement's transaction commits right after it
     ) -> None:
         self.session = session
         self.txn = txn
+        self.autocommit = autocommit
         self.reader: catalog.Reader | None = txn
         self.after_commit: list[Callable[[], object]] = []
+        # Rows written blind, by their first key: a failed check at commit is a duplicate.
+        self.inserted: dict[bytes, tuple[TableDescriptor, dict[int, Any]]] = {}
         self.context = Context(
             params=params,
             now=datetime.datetime.now(datetime.UTC),
@@ -910,14 +916,15 @@ class Execution:
             _check_not_null(desc, row)
             kvs = row_kvs(desc, row)
             first_key = next(iter(kvs))
-            existing_raw = txn.get(first_key)
-            if existing_raw is None:
+            if s.on_conflict is None and not s.upsert and self._insert_blind(desc, row, kvs):
+                final = row
+            elif txn.get(first_key) is None:
                 for key, encoded in kvs.items():
                     if encoded is not None:
                         txn.put(key, encoded)
                 final = row
             elif s.on_conflict is None and not s.upsert:
-                raise _duplicate(desc, row)
+                raise duplicate_key(desc, row)
             elif s.on_conflict == "nothing":
                 continue
             else:
@@ -937,6 +944,27 @@ class Execution:
         if returning is not None:
             return Result(returning[0], out_rows, f"INSERT 0 {count}")
         return Result(tag=f"INSERT 0 {count}")
+
+    def _insert_blind(
+        self, desc: TableDescriptor, row: dict[int, Any], kvs: dict[bytes, bytes | None]
+    ) -> bool:
+        """Write a new row without reading first, when the statement commits on its own:
+        the row's first key must be absent at commit (:meth:`Txn.put_if_absent`), and the
+        session turns a failed check into the duplicate-key error. ``False``: read first
+        (an explicit transaction reports a duplicate at the statement, as PostgreSQL)."""
+        first_key, first = next(iter(kvs.items()))
+        if not self.autocommit or first is None:
+            return False
+        assert self.txn is not None
+        try:
+            self.txn.put_if_absent(first_key, first)
+        except ConditionFailedError:
+            raise duplicate_key(desc, row) from None
+        for key, encoded in kvs.items():
+            if key != first_key and encoded is not None:
+                self.txn.put(key, encoded)
+        self.inserted[first_key] = (desc, row)
+        return True
 
     def _read_row(
         self, desc: TableDescriptor, row: dict[int, Any]
@@ -979,7 +1007,7 @@ class Execution:
                     txn.delete(key)
                 new_pairs = row_kvs(desc, new)
                 if txn.get(next(iter(new_pairs))) is not None:
-                    raise _duplicate(desc, new)
+                    raise duplicate_key(desc, new)
                 for key, encoded in new_pairs.items():
                     if encoded is not None:
                         txn.put(key, encoded)
@@ -1036,7 +1064,7 @@ def _check_not_null(desc: TableDescriptor, row: dict[int, Any]) -> None:
             )
 
 
-def _duplicate(desc: TableDescriptor, row: dict[int, Any]) -> SQLError:
+def duplicate_key(desc: TableDescriptor, row: dict[int, Any]) -> SQLError:
     names = ", ".join(c.name for c in desc.key_columns)
     values = ", ".join(str(row[i]) for i in desc.primary_key)
     return SQLError(

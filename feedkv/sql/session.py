@@ -21,12 +21,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from feedkv.errors import RetryableError, SerializationFailure, SQLError
+from feedkv.errors import ConditionFailedError, RetryableError, SerializationFailure, SQLError
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
-from feedkv.sql.executor import Execution, Result
+from feedkv.sql.executor import Execution, Result, duplicate_key
 from feedkv.sql.expr import Compiled, Scope, compile_expr
 from feedkv.sql.parser import parse, parse_expression, placeholder_count
 
@@ -188,11 +188,17 @@ class Session:
         executions: list[Execution] = []
 
         def attempt(txn: Txn) -> Result:
-            execution = Execution(self, txn, params)
+            execution = Execution(self, txn, params, autocommit=True)
             executions.append(execution)
             return execution.run(statement)
 
-        result = self.db.run_transaction(attempt)
+        try:
+            result = self.db.run_transaction(attempt)
+        except ConditionFailedError as exc:
+            inserted = executions[-1].inserted.get(exc.key) if executions else None
+            if inserted is None:
+                raise
+            raise duplicate_key(*inserted) from None
         for hook in executions[-1].after_commit:
             hook()
         return result

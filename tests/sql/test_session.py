@@ -142,6 +142,37 @@ def test_concurrent_implicit_increments_lose_no_update(any_db: DB) -> None:
     assert any_db.sql("SELECT v FROM counter WHERE k = 1").rows == [(threads * increments,)]
 
 
+def test_concurrent_inserts_of_one_key_let_exactly_one_win(any_db: DB) -> None:
+    # NB: a statement on its own checks that its row is new when it commits, not by
+    # reading first; racing inserts must still see each other.
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    threads, keys = 8, 20
+    won: list[tuple[int, int]] = []
+    lost: list[str] = []
+    lock = threading.Lock()
+
+    def work(me: int) -> Callable[[], None]:
+        def run() -> None:
+            for k in range(keys):
+                try:
+                    any_db.sql("INSERT INTO t VALUES ($1, $2)", k, f"by {me}")
+                except SQLError as exc:
+                    with lock:
+                        lost.append(exc.code)
+                else:
+                    with lock:
+                        won.append((k, me))
+
+        return run
+
+    run_threads([work(me) for me in range(threads)])
+
+    assert sorted(k for k, _me in won) == list(range(keys))
+    assert lost == ["23505"] * (threads - 1) * keys
+    rows = any_db.sql("SELECT k, v FROM t ORDER BY k").rows
+    assert rows == [(k, f"by {me}") for k, me in sorted(won)]
+
+
 def test_db_sql_transaction_belongs_to_the_calling_thread(any_db: DB) -> None:
     any_db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
     any_db.sql("BEGIN")

@@ -21,13 +21,13 @@ order, as long as this client lives; across processes the contract is at-least-o
 from the last checkpoint. A terminal error (history below the GC threshold, a broken
 invariant) is raised from the iterator.
 
-Iterate from one thread (or ``async for`` in one task); :meth:`RangeFeed.close` may be
-called from any thread and ends the iteration.
+Iterate from one thread (or ``async for`` in one task, which waits in the event loop, not
+on a thread); :meth:`RangeFeed.close` may be called from any thread and ends the
+iteration.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import threading
@@ -156,11 +156,11 @@ class RangeFeed:
         return self
 
     async def __anext__(self) -> Event:
-        if not self._ready:
-            try:
-                return await asyncio.to_thread(self.__next__)
-            except StopIteration:
-                raise StopAsyncIteration from None
+        while not self._ready:
+            if self._closed:
+                raise StopAsyncIteration
+            await self._stream.wait_async(self._due_in())
+            self._pump(block=False)
         return self._ready.popleft()
 
     def close(self) -> None:
@@ -185,10 +185,15 @@ class RangeFeed:
 
     # Events.
 
-    def _pump(self) -> None:
-        timeout = 0.5
+    def _due_in(self) -> float:
+        """How long to wait for events before a piece is due to be registered again."""
+        if not self._retry:
+            return 0.5
+        return max(0.0, min(due for due, _p in self._retry) - time.monotonic())
+
+    def _pump(self, *, block: bool = True) -> None:
+        timeout = self._due_in() if block else 0.0
         if self._retry:
-            timeout = max(0.0, min(due for due, _p in self._retry) - time.monotonic())
             self._retry_due()
         for tag, item in self._stream.take_batches(timeout):
             piece = self._pieces.get(tag)  # type: ignore[call-overload]

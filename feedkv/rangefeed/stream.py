@@ -18,11 +18,14 @@ Events reach a stream in two ways:
 
 :meth:`take_batches` hands the consumer everything pushed, then everything its readers
 have, as ``(tag, item)`` where an item is an event or a :class:`ValueBatch`;
-:meth:`take` flattens the batches.
+:meth:`take` flattens the batches. A consumer in an event loop waits with
+:meth:`wait_async` (a future the producers resolve), so many feeds iterated with
+``async for`` need no thread each.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections import deque
@@ -65,6 +68,11 @@ class Reader(Protocol):
         ...
 
 
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 def _count(item: StreamItem) -> int:
     return len(item.values) if isinstance(item, ValueBatch) else 1
 
@@ -78,6 +86,7 @@ class EventStream:
         self._cond = threading.Condition(self.lock)
         self._items: deque[tuple[Queued, StreamItem, int]] = deque()
         self._readers: dict[int, Reader] = {}
+        self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._closed = False
 
     # Readers (the caller holds ``lock``).
@@ -90,8 +99,15 @@ class EventStream:
         """A reader has news: wake the consumer if it sleeps."""
         with self.lock:
             if self.waiting:
-                self.waiting = False
-                self._cond.notify_all()
+                self._notify()
+
+    def _notify(self) -> None:
+        """Wake the consumer, on a thread or in an event loop (the caller holds ``lock``)."""
+        self.waiting = False
+        self._cond.notify_all()
+        for loop, future in self._async_waiters:
+            loop.call_soon_threadsafe(_resolve, future)
+        self._async_waiters.clear()
 
     # Pushes.
 
@@ -137,8 +153,7 @@ class EventStream:
         reg.queued += _count(item)
         self._items.append((reg, item, size))
         if self.waiting:
-            self.waiting = False
-            self._cond.notify_all()
+            self._notify()
 
     # Taking.
 
@@ -173,6 +188,26 @@ class EventStream:
             self.budget.release(released)
         return out
 
+    async def wait_async(self, timeout: float | None = None) -> None:
+        """Wait in the running event loop, without a thread, until there is something
+        to take, the stream closes or ``timeout`` runs out."""
+        loop = asyncio.get_running_loop()
+        with self.lock:
+            self.waiting = True
+            if self._ready():
+                self.waiting = False
+                return
+            waiter = (loop, loop.create_future())
+            self._async_waiters.append(waiter)
+        try:
+            await asyncio.wait_for(waiter[1], timeout)
+        except TimeoutError:
+            pass
+        finally:
+            with self.lock:
+                if waiter in self._async_waiters:
+                    self._async_waiters.remove(waiter)
+
     def take(self, timeout: float | None = None) -> list[tuple[Hashable, Event]]:
         """:meth:`take_batches` with each batch's values as events of their own."""
         out: list[tuple[Hashable, Event]] = []
@@ -202,5 +237,5 @@ class EventStream:
             released = sum(size for _reg, _item, size in self._items)
             self._items.clear()
             self._readers.clear()
-            self._cond.notify_all()
+            self._notify()
         self.budget.release(released)

@@ -179,6 +179,33 @@ def test_a_feed_can_be_read_with_async_for(db: DB) -> None:
     assert (event.key, event.value) == (b"async", b"yes")  # type: ignore[union-attr]
 
 
+def test_many_idle_watches_in_one_event_loop_do_not_hold_up_a_busy_one(db: DB) -> None:
+    # NB: each waiting `async for` once held a thread of the loop's default executor (a
+    # handful), so idle watches starved the rest; they now wait in the loop itself.
+    async def busy_gets_its_value() -> Event:
+        since = db.now()
+        idle = [db.watch(b"idle%d/" % i, prefix=True, since=since) for i in range(16)]
+        busy = db.watch(b"busy/", prefix=True, since=since)
+
+        async def drain(feed: object) -> None:
+            async for _event in feed:  # type: ignore[attr-defined]
+                pass
+
+        waiting = [asyncio.create_task(drain(feed)) for feed in idle]
+        try:
+            db.put(b"busy/key", b"v")
+            async for event in busy:
+                return event
+            raise AssertionError("the busy watch ended")
+        finally:
+            for feed in [*idle, busy]:
+                feed.close()
+            await asyncio.gather(*waiting)
+
+    event = asyncio.run(asyncio.wait_for(busy_gets_its_value(), 10))
+    assert (event.key, event.value) == (b"busy/key", b"v")  # type: ignore[union-attr]
+
+
 def test_an_empty_span_list_is_refused(db: DB) -> None:
     with pytest.raises(ValueError, match="at least one non-empty span"):
         db.rangefeed([], ZERO)

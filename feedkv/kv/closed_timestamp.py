@@ -9,8 +9,9 @@ timestamps (resolved = min(closed, oldest unresolved intent - 1 tick)).
 A new tracker starts every range at the clock's time when the store opened: the previous
 process's promises are not persisted, and its clock could not have closed anything later.
 
-Only the engine's commit thread moves closed timestamps (inside submitted functions), so
-a write and a close of the same range are ordered. Any thread may read them.
+Only commands move closed timestamps, under the engine's ``eval_lock`` (the commit
+thread's, and reads evaluated beside it), so a write and a close of the same range are
+ordered. Any thread may read them.
 """
 
 from __future__ import annotations

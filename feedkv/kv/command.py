@@ -151,7 +151,8 @@ class Applied:
 
 @dataclass(frozen=True, slots=True)
 class CommandContext:
-    """The store's state a command reads and advances (all owned by the commit thread)."""
+    """The store's state a command reads and advances (only under the engine's
+    ``eval_lock``: commands on the commit thread, reads beside it)."""
 
     clock: Clock
     tscache: TimestampCache
@@ -174,6 +175,26 @@ def _request_span(request: Request, txn: Transaction | None) -> Span | None:
     if isinstance(request, PushTxn):
         return Span.for_key(request.pushee.key)
     return None
+
+
+def batch_spans(batch: BatchRequest) -> tuple[Span, ...] | None:
+    """The keys ``batch`` reads or writes, with the intents an ``EndTxn`` resolves;
+    ``None`` for a split or merge (they rewrite the range map, which every request reads
+    and a ``RangeLookup`` reads alone)."""
+    spans: list[Span] = []
+    for request in batch.requests:
+        if isinstance(request, RangeLookup):
+            continue
+        try:
+            span = _request_span(request, batch.header.txn)
+        except InvalidArgumentError:
+            return None  # evaluation will refuse it; assume the worst until then
+        if span is None:
+            return None
+        spans.append(span)
+        if isinstance(request, EndTxn):
+            spans.extend(request.lock_spans)
+    return tuple(spans)
 
 
 def _route(rw: ReadWriter, batch: BatchRequest) -> RangeDescriptor:

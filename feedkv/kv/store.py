@@ -3,8 +3,13 @@
 :meth:`Store.send` is the whole write path. It submits the batch to the engine as one
 function (:func:`feedkv.kv.command.evaluate`), so the command is evaluated on the commit
 thread, lands in the next group commit, and its logical ops reach the range's observers
-in apply order under ``engine.apply_lock``. When evaluation meets another transaction's
-intent, ``send`` resolves the conflict on the caller's thread, outside the commit thread:
+in apply order under ``engine.apply_lock``. A read-only batch is evaluated on the
+caller's thread instead (``engine.read_now``), unless a write it overlaps has been
+evaluated and is not yet durable: then it is queued with the writes (see
+:class:`_InFlight`). So reads do not wait for other keys' fsyncs.
+
+When evaluation meets another transaction's intent, ``send`` resolves the conflict on
+the caller's thread, outside the commit thread:
 
 - it pushes the intent's transaction through its record (a writer asks to abort it, a
   reader to move its commit timestamp above the read);
@@ -67,7 +72,14 @@ from feedkv.kv.api import (
     Transaction,
 )
 from feedkv.kv.closed_timestamp import ClosedTimestamps
-from feedkv.kv.command import Applied, CommandContext, PushBatch, TxnPushFailed, evaluate
+from feedkv.kv.command import (
+    Applied,
+    CommandContext,
+    PushBatch,
+    TxnPushFailed,
+    batch_spans,
+    evaluate,
+)
 from feedkv.kv.observer import RangeEndReason, RangeObserver
 from feedkv.kv.range_descriptor import (
     META,
@@ -84,7 +96,7 @@ from feedkv.storage.intent import Intent, TxnMeta, TxnStatus
 from feedkv.storage.lmdb_engine import LMDBEngine
 from feedkv.storage.schema import MVCC_DATABASES
 from feedkv.util.hlc import Clock, Timestamp
-from feedkv.util.keys import Span
+from feedkv.util.keys import KEY_MAX, KEY_MIN, Span
 
 __all__ = ["Store", "StoreConfig"]
 
@@ -112,6 +124,36 @@ class StoreConfig:
     # Moves an automatic split point back to a boundary the layer above needs kept whole
     # (a SQL row's start, so its column families stay in one range); None: any key.
     split_key: Callable[[bytes], bytes] | None = None
+
+
+class _InFlight:
+    """The spans of write batches evaluated and not yet durable (the group commit is
+    syncing them). A read runs on its own thread beside the commit thread
+    (:meth:`Store._read`), against the committed state: it would miss these, so one that
+    overlaps them goes through the commit queue instead. A write evaluated after the read
+    took its timestamp-cache entry is pushed above it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._spans: dict[int, tuple[Span, ...] | None] = {}  # None: a split or merge
+        self.tokens = itertools.count()
+
+    def add(self, token: int, spans: tuple[Span, ...] | None) -> None:
+        with self._lock:
+            self._spans[token] = spans
+
+    def remove(self, token: int) -> None:
+        with self._lock:
+            self._spans.pop(token, None)
+
+    def blocks(self, spans: tuple[Span, ...]) -> bool:
+        """Whether a write in flight overlaps ``spans`` or rewrites the range map (which
+        every request reads)."""
+        with self._lock:
+            for held in self._spans.values():
+                if held is None or any(w.overlaps(r) for w in held for r in spans):
+                    return True
+        return False
 
 
 class _WaitQueue:
@@ -154,6 +196,7 @@ class Store:
             self._unmeasured = self._sizes.load(snap, all_descriptors(snap))
         self._check_ranges = threading.Event()
         self._waiters = _WaitQueue()
+        self._in_flight = _InFlight()
         self._to_resolve: queue.SimpleQueue[ResolveIntent | None] = queue.SimpleQueue()
         self._stopping = threading.Event()
         self.protected: Callable[[], list[tuple[Span, Timestamp]]] = list
@@ -234,12 +277,39 @@ class Store:
 
     def _execute(self, batch: BatchRequest) -> Applied:
         ctx = self._ctx
+        spans = batch_spans(batch)
+        if all(type(r) in _READ_ONLY for r in batch.requests):
+            return self._read(batch, spans)
+        token = next(self._in_flight.tokens)
 
         def command(rw: ReadWriter) -> Applied:
+            self._in_flight.add(token, spans)  # the commit thread, under eval_lock
             return evaluate(ctx, rw, batch)
 
-        read_only = all(type(r) in _READ_ONLY for r in batch.requests)
-        return self.engine.submit(command, self._on_applied, read_only=read_only).result()
+        try:
+            return self.engine.submit(command, self._on_applied).result()
+        finally:
+            self._in_flight.remove(token)
+
+    def _read(self, batch: BatchRequest, spans: tuple[Span, ...] | None) -> Applied:
+        """Evaluate a read-only batch on this thread when no write it overlaps is being
+        synced, so it does not wait for a group commit's fsync; else in the commit queue,
+        in order with the writes (always correct, and fair to a read of a hot key)."""
+        ctx = self._ctx
+        read_spans = spans if spans is not None else (Span(KEY_MIN, KEY_MAX),)
+
+        def direct(rw: ReadWriter) -> Applied | None:
+            # NB: under the engine's eval_lock, so no write is being evaluated meanwhile.
+            return None if self._in_flight.blocks(read_spans) else evaluate(ctx, rw, batch)
+
+        applied = self.engine.read_now(direct)
+        if applied is not None:
+            return applied
+
+        def queued(rw: ReadWriter) -> Applied:
+            return evaluate(ctx, rw, batch)
+
+        return self.engine.submit(queued, self._on_applied, read_only=True).result()
 
     def _on_applied(self, applied: Applied) -> None:
         # The store's own bookkeeping first: a failing observer must not skip it.

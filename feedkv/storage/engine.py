@@ -16,6 +16,8 @@ A function submitted with ``read_only=True`` promises not to write. It runs on t
 thread, in order with the writes (so it sees everything submitted before its group), but
 against the last committed state before the writes of its group, and completes as soon
 as it has run: a read never waits for an fsync, and a group of reads commits nothing.
+``read_now`` runs a read on the caller's thread instead, not queued at all (the store
+uses it when no write the read overlaps is between evaluation and commit).
 
 ``on_applied`` callbacks run on the engine's commit thread, after the group is durable,
 in commit order, while ``apply_lock`` is held; then the hooks given to
@@ -149,6 +151,12 @@ class Engine(Protocol):
     ) -> Completion[T]:
         """Queue ``fn`` for the next group commit; the completion is set once durable
         (a ``read_only`` function's as soon as it has run)."""
+        ...
+
+    def read_now(self, fn: Callable[[ReadWriter], T]) -> T:
+        """Run the read-only ``fn`` on the calling thread against the committed state,
+        while no write function runs; the caller must know that no write it would have
+        to see is evaluated and not yet committed."""
         ...
 
     def on_group_applied(self, hook: Callable[[], None]) -> None:

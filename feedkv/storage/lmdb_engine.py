@@ -191,6 +191,7 @@ class LMDBEngine:
             self._lock_file.close()
             raise StorageError(f"cannot open store at {self.path}: {exc}") from exc
         self.apply_lock = threading.RLock()
+        self.eval_lock = threading.Lock()
         self._group_hooks: list[Callable[[], None]] = []
         self.stats = EngineStats()
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -249,6 +250,18 @@ class LMDBEngine:
                 raise StorageError(f"the store at {self.path} is closed")
             self._queue.put(_Job(fn, on_applied, future, read_only))
         return future
+
+    def read_now(self, fn: Callable[[ReadWriter], T]) -> T:
+        """Run the read-only ``fn`` on this thread, against the committed state, while no
+        write is being evaluated (``eval_lock``): not queued behind a group commit."""
+        with self.eval_lock:
+            txn = self._env.begin(write=False)
+            try:
+                return fn(_View(txn, self._dbs))
+            except lmdb.Error as exc:
+                raise StorageError(f"read failed in {self.path}: {exc}") from exc
+            finally:
+                txn.abort()
 
     def write(self, fn: Callable[[ReadWriter], T]) -> T:
         if threading.current_thread() is self._committer:
@@ -357,25 +370,26 @@ class LMDBEngine:
         with self.apply_lock:
             txn = self._env.begin(write=True)
             try:
-                for job in jobs:
-                    child = self._env.begin(write=True, parent=txn)
-                    try:
-                        result = job.fn(_View(child, self._dbs))
-                    except lmdb.MapFullError:
-                        child.abort()
-                        raise
-                    except lmdb.Error as exc:
-                        child.abort()
-                        error = StorageError(f"write failed in {self.path}: {exc}")
-                        error.__cause__ = exc
-                        outcomes.append((False, error))
-                        continue
-                    except BaseException as exc:
-                        child.abort()
-                        outcomes.append((False, exc))
-                        continue
-                    child.commit()
-                    outcomes.append((True, result))
+                with self.eval_lock:
+                    for job in jobs:
+                        child = self._env.begin(write=True, parent=txn)
+                        try:
+                            result = job.fn(_View(child, self._dbs))
+                        except lmdb.MapFullError:
+                            child.abort()
+                            raise
+                        except lmdb.Error as exc:
+                            child.abort()
+                            error = StorageError(f"write failed in {self.path}: {exc}")
+                            error.__cause__ = exc
+                            outcomes.append((False, error))
+                            continue
+                        except BaseException as exc:
+                            child.abort()
+                            outcomes.append((False, exc))
+                            continue
+                        child.commit()
+                        outcomes.append((True, result))
                 txn.commit()
             except BaseException:
                 txn.abort()
@@ -410,7 +424,8 @@ class LMDBEngine:
                         f"{self._open_snapshots} snapshot(s) stayed open for "
                         f"{GROWTH_WAIT_SECONDS:.0f}s, so the map could not grow"
                     )
-                self._env.set_mapsize(new_size)
+                with self.eval_lock:  # no read_now transaction is open
+                    self._env.set_mapsize(new_size)
                 self.stats.map_growths += 1
             finally:
                 self._growing = False

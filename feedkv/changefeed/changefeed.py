@@ -26,9 +26,10 @@ Spark for jobs):
 5. ``end_time`` ends the feed once the frontier reaches it; rows after it are not
    emitted.
 
-A sink failure (:class:`~feedkv.changefeed.sink.SinkError`) restarts the feed from its
-high-water mark after a backoff; nothing acknowledged is lost and rows after the mark
-may be emitted again (at-least-once).
+A sink failure (:class:`~feedkv.changefeed.sink.SinkError`) resets the sink (what it had
+not delivered is dropped) and restarts the feed from its high-water mark after a backoff;
+nothing acknowledged is lost and rows after the mark may be emitted again
+(at-least-once).
 """
 
 from __future__ import annotations
@@ -146,6 +147,7 @@ class Changefeed:
                     self.high_water,
                     delay,
                 )
+                self._sink.reset()
                 self._closed.wait(delay)
 
     # One attempt, from a high-water mark.

@@ -2,7 +2,8 @@
 
 A changefeed talks to a :class:`Sink`: ``emit_row`` (may buffer), ``flush`` (blocks
 until everything emitted is durable), ``emit_resolved`` (called only after a flush, so
-a resolved marker never precedes a row it covers) and ``close``.
+a resolved marker never precedes a row it covers), ``close``, and ``reset`` (after a
+failure: drop what was not delivered, forget the failure, take rows again).
 
 Most sinks are a :class:`BatchingSink` around a thin :class:`SinkClient` that only knows
 its wire (write a file, POST a payload). The batcher is written once: per-topic batches
@@ -11,7 +12,8 @@ sealed by size, count or age; one sender thread that delivers sealed batches in 
 budget for sealed batches waiting to be sent, past which they spill to disk; and a disk
 budget, past which ``emit_row`` blocks, which stalls the feed until the sink recovers.
 A delivery that still fails after its retries fails the sink with a retryable
-:class:`SinkError`; the changefeed then restarts from its last resolved timestamp.
+:class:`SinkError`; the changefeed resets the sink and restarts from its last resolved
+timestamp.
 
 Sinks are chosen by URI scheme through :data:`SINK_KINDS` (:func:`parse_sink_uri`
 checks a URI and the options against what the sink supports at creation time;
@@ -99,6 +101,12 @@ class Sink(Protocol):
 
     def close(self) -> None:
         """Release resources; messages not flushed are dropped. Idempotent."""
+        ...
+
+    def reset(self) -> None:
+        """After a :class:`SinkError`: drop what was not delivered and forget the
+        failure, so the changefeed can emit again from its last resolved timestamp
+        (which covers everything dropped)."""
         ...
 
 
@@ -228,12 +236,25 @@ class BatchingSink:
             if self._closed:
                 return
             self._closed = True
-            for batch in self._sealed:
-                self._discard(batch)
-            self._sealed.clear()
+            self._drop_unsent()
             self._cond.notify_all()
         self._sender.join()
         self._client.close()
+
+    def reset(self) -> None:
+        with self._cond:
+            self._drop_unsent()
+            self._open.clear()
+            # NB: a batch the sender holds may still land; one sent after the restart's
+            # rows would break their order, so wait for it to land or fail.
+            self._cond.wait_for(lambda: self._closed or not self._sending)
+            self._error = None
+            self._cond.notify_all()
+
+    def _drop_unsent(self) -> None:
+        for batch in self._sealed:
+            self._discard(batch)
+        self._sealed.clear()
 
     # Batches.
 

@@ -62,6 +62,9 @@ class ChannelSink:
     def flush(self) -> None:
         pass
 
+    def reset(self) -> None:
+        pass  # nothing is held back; a reader that went away stays gone
+
     def emit_resolved(self, ts: Timestamp, topics: Iterable[str]) -> None:
         self._put((None, None, self._out(f'{{"resolved": "{ts}"}}'.encode())))
 

@@ -105,6 +105,25 @@ def test_a_delivery_that_keeps_failing_fails_the_flush_and_later_emits() -> None
     assert client.batches == []
 
 
+def test_reset_after_a_failure_drops_what_was_not_sent_and_takes_rows_again() -> None:
+    client = RecordingClient(failures=3)
+    sink = BatchingSink(
+        client,
+        flush=FlushConfig(messages=1),
+        retry=RetryConfig(max=2, backoff=0.001),
+        sleep=no_sleep,
+    )
+    sink.emit_row(message(1))  # its batch fails three times: past its retries
+    with pytest.raises(SinkError, match="down"):
+        sink.flush()
+    sink.reset()
+    sink.emit_row(message(1))  # the changefeed emits again from its resolved timestamp
+    sink.emit_row(message(2))
+    sink.flush()
+    sink.close()
+    assert client.batches == [("t", [b"[1]"]), ("t", [b"[2]"])]
+
+
 def test_resolved_is_delivered_after_the_rows_it_follows() -> None:
     client = RecordingClient()
     sink = BatchingSink(client)

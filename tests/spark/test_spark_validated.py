@@ -13,12 +13,7 @@ sink promises is safe (:mod:`feedkv.changefeed.sinks.cloud_storage`)."""
 
 from __future__ import annotations
 
-import itertools
-import json
 import random
-import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -27,321 +22,27 @@ import pytest
 
 import feedkv
 from feedkv import DB
-from feedkv.errors import ExternalError, SerializationFailure
-from feedkv.sql import catalog
-from feedkv.sql.row_codec import decode_row_key, table_span
-from feedkv.sql.session import Session
-from feedkv.testing.changefeed_validator import (
-    ChangefeedMessage,
-    ChangefeedValidator,
-    parse_json_message,
-    sql_row_reader,
-    sql_table_reader,
-)
+from feedkv.testing.changefeed_validator import ChangefeedMessage, parse_json_message
 from feedkv.testing.node_process import NodeProcess, free_port
+from feedkv.testing.sql_workload import (
+    DEADLINE_S,
+    Workload,
+    check_feed,
+    cloud_storage_messages,
+    create_table,
+    embedded,
+    published_files,
+    remote,
+)
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
-DEADLINE_S = 120.0  # for the job to get somewhere; Spark is slow on a loaded machine
-IDS = 30  # the workload's keys: few, so each row changes many times
-INITIAL_ROWS = 10  # rows written before the changefeed, for its initial scan
-PACE_S = 0.02  # between a client's operations, to leave Spark some CPU
 # NB: key_in_value, which CockroachDB implies for cloud storage sinks: without it a line
 # of a file carries no key, and a deletion ({"after": null, ...}) names no row.
 OPTIONS = (
     "updated, diff, mvcc_timestamp, key_in_value, resolved = '200ms', "
     "min_checkpoint_frequency = '200ms'"
 )
-
-Statement = tuple[str, tuple[Any, ...]]
-
-
-# The workload.
-
-
-@dataclass(frozen=True)
-class Op:
-    """One client operation: ``write`` (one statement in a transaction of its own),
-    ``commit`` (``BEGIN``, the statements, ``COMMIT``: retried whole on 40001),
-    ``rollback`` (``BEGIN``, the statements, ``ROLLBACK``) or ``split``."""
-
-    kind: str
-    statements: tuple[Statement, ...]
-
-
-def sample_ids(rng: random.Random, low: int, high: int, among: int = IDS) -> list[int]:
-    return rng.sample(range(among), rng.randint(low, high))
-
-
-def placeholders(count: int, first: int = 1) -> str:
-    return ", ".join(f"${i}" for i in range(first, first + count))
-
-
-def random_values(rng: random.Random, ids: Sequence[int]) -> tuple[str, tuple[Any, ...]]:
-    """``($1, $2, $3), ...`` for rows ``ids`` with random ``v`` and ``n``."""
-    rows, params = [], []
-    for i, k in enumerate(ids):
-        rows.append(f"(${3 * i + 1}, ${3 * i + 2}, ${3 * i + 3})")
-        v = rng.choice([None, "a", "b", "é", "x" * 40, f"k{k}"])
-        params += [k, v, rng.choice([None, rng.randrange(-1000, 1000)])]
-    return ", ".join(rows), tuple(params)
-
-
-def random_write(rng: random.Random, among: int = IDS) -> Statement:
-    """A statement that writes one or several rows of ``t`` (ids below ``among``)."""
-    roll = rng.random()
-    if roll < 0.3:
-        values, params = random_values(rng, sample_ids(rng, 1, 4, among))
-        return f"UPSERT INTO t VALUES {values}", params
-    if roll < 0.45:
-        values, params = random_values(rng, sample_ids(rng, 1, 3, among))
-        return f"INSERT INTO t VALUES {values} ON CONFLICT (id) DO NOTHING", params
-    if roll < 0.7:
-        ids = sample_ids(rng, 2, 5, among)
-        text = f"UPDATE t SET v = $1, n = n + 1 WHERE id IN ({placeholders(len(ids), 2)})"
-        return text, (rng.choice(["u", "w", None]), *ids)
-    if roll < 0.8:
-        low = rng.randrange(among)
-        return "UPDATE t SET n = -n, v = v || '.' WHERE id >= $1 AND id < $2", (
-            low,
-            low + rng.randint(3, 6),
-        )
-    if roll < 0.9:
-        ids = sample_ids(rng, 1, 3, among)
-        return f"DELETE FROM t WHERE id IN ({placeholders(len(ids))})", tuple(ids)
-    low = rng.randrange(among)
-    return "DELETE FROM t WHERE id >= $1 AND id < $2", (low, low + rng.randint(2, 4))
-
-
-def random_transaction(rng: random.Random) -> tuple[Statement, ...]:
-    """Reads and writes of a few hot rows (so transactions conflict), a row written
-    twice now and then (an intermediate write that must never be published)."""
-    hot = rng.choice([5, 8, IDS])
-    statements: list[Statement] = []
-    for _ in range(rng.randint(2, 5)):
-        if rng.random() < 0.3:
-            ids = sample_ids(rng, 1, 3, hot)
-            statements.append((f"SELECT n FROM t WHERE id IN ({placeholders(len(ids))})", (*ids,)))
-        else:
-            statements.append(random_write(rng, hot))
-    return tuple(statements)
-
-
-def random_op(rng: random.Random) -> Op:
-    roll = rng.random()
-    if roll < 0.62:
-        return Op("write", (random_write(rng),))
-    if roll < 0.87:
-        return Op("commit", random_transaction(rng))
-    if roll < 0.96:
-        return Op("rollback", random_transaction(rng))
-    return Op("split", ((f"ALTER TABLE t SPLIT AT VALUES ({rng.randrange(1, IDS)})", ()),))
-
-
-def plan(seed: int, clients: int, ops: int) -> list[list[Op]]:
-    """Each client's operations: drawn from ``seed`` alone, never from an outcome."""
-    return [
-        [random_op(rng) for _ in range(ops)]
-        for rng in (random.Random(f"{seed}/{client}") for client in range(clients))
-    ]
-
-
-@dataclass
-class Stats:
-    """What the clients' operations did (retries are attempts beyond the first)."""
-
-    writes: int = 0
-    commits: int = 0
-    rollbacks: int = 0
-    splits: int = 0
-    retries: int = 0  # transactions restarted on 40001
-    unavailable: int = 0  # operations cut short by a node that was down
-
-    def add(self, other: Stats) -> None:
-        for f in fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
-
-
-# A session, and how to let go of it.
-Connector = Callable[[], tuple[Session, Callable[[], None]]]
-
-
-def embedded(db: DB) -> Connector:
-    return lambda: (db.session(), lambda: None)
-
-
-def remote(url: str) -> Connector:
-    def connect() -> tuple[Session, Callable[[], None]]:
-        client = feedkv.connect(url)
-        return client.session(), client.close
-
-    return connect
-
-
-class Workload:
-    """Runs :func:`plan`'s operations, one thread per client, through ``connect``.
-
-    Conflicts are part of the game: statements and ``run_transaction`` retry them. With
-    ``outages``, so is a node that is down: an operation that fails with an
-    :class:`~feedkv.errors.ExternalError` (unreachable, ambiguous commit) is run again on
-    a new connection, so it may take effect twice; what was written is read back from
-    the store, never remembered. Any other error is a finding, raised by :meth:`join`.
-    """
-
-    def __init__(
-        self, connect: Connector, seed: int, *, clients: int, ops: int, outages: bool = False
-    ) -> None:
-        self.seed = seed
-        self.outages = outages
-        self.total = clients * ops
-        self.stats = Stats()
-        self.failures: list[str] = []
-        self._connect = connect
-        self._lock = threading.Lock()
-        self._turn = threading.Condition(self._lock)
-        self._allowed = self.total
-        self._started = 0
-        self._done = 0
-        self._pace = threading.Event()  # never set: a pause between operations
-        self._threads = [
-            threading.Thread(target=self._client, args=(i, ops_), name=f"client-{i}", daemon=True)
-            for i, ops_ in enumerate(plan(seed, clients, ops))
-        ]
-
-    @property
-    def done(self) -> int:
-        """Operations finished so far, over all clients."""
-        with self._lock:
-            return self._done
-
-    def start(self) -> Workload:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def allow(self, ops: int) -> None:
-        """Let the clients start ``ops`` operations in all; the rest wait for more."""
-        with self._turn:
-            self._allowed = ops
-            self._turn.notify_all()
-
-    def wait_for(self, done: int) -> None:
-        """Wait until ``done`` operations have finished (or a client failed)."""
-        wait_until(
-            lambda: self.done >= done or self.failures,
-            timeout_s=DEADLINE_S,
-            what=f"{done} operations of the workload",
-        )
-
-    def join(self) -> Stats:
-        self.allow(self.total)
-        for thread in self._threads:
-            thread.join(timeout=DEADLINE_S)
-            assert not thread.is_alive(), f"{thread.name} did not finish"
-        assert not self.failures, f"the workload (seed {self.seed}) failed: {self.failures}"
-        return self.stats
-
-    def _client(self, index: int, ops: list[Op]) -> None:
-        stats = Stats()
-        connection = None
-        try:
-            connection = self._connect()
-            for number, op in enumerate(ops):
-                self._claim()
-                try:
-                    connection = self._run_op(connection, op, stats)
-                except BaseException as exc:
-                    self.failures.append(f"client {index}, operation #{number} {op}: {exc!r}")
-                    return
-                with self._lock:
-                    self._done += 1
-                self._pace.wait(PACE_S)  # wait-ok: pacing between operations
-        except BaseException as exc:
-            self.failures.append(f"client {index}: {exc!r}")
-        finally:
-            if connection is not None:
-                connection[1]()
-            with self._lock:
-                self.stats.add(stats)
-
-    def _claim(self) -> None:
-        """Wait until one more operation is allowed, and take it."""
-        with self._turn:
-            if not self._turn.wait_for(lambda: self._started < self._allowed, 2 * DEADLINE_S):
-                raise TimeoutError(f"held back at {self._allowed} operations for too long")
-            self._started += 1
-
-    def _run_op(
-        self, connection: tuple[Session, Callable[[], None]], op: Op, stats: Stats
-    ) -> tuple[Session, Callable[[], None]]:
-        """Run ``op``, again on a new connection while the node is unreachable; returns
-        the connection to go on with."""
-        for attempt in itertools.count(1):
-            try:
-                self._run(connection[0], op, stats)
-                return connection
-            except ExternalError:
-                if not self.outages or attempt >= 20:
-                    raise
-                stats.unavailable += 1
-                connection[1]()
-                connection = self._reconnect()
-        raise AssertionError("unreachable")
-
-    def _reconnect(self) -> tuple[Session, Callable[[], None]]:
-        """A new connection; connecting waits (5 s at a time) for a node to answer."""
-
-        def attempt() -> tuple[Session, Callable[[], None]] | None:
-            try:
-                return self._connect()
-            except ExternalError:
-                return None
-
-        connected = wait_until(attempt, timeout_s=DEADLINE_S, poll_s=0.05, what="a node")
-        assert connected is not None
-        return connected
-
-    @staticmethod
-    def _run(session: Session, op: Op, stats: Stats) -> None:
-        if op.kind == "write":
-            [(text, params)] = op.statements
-            session.execute(text, *params)
-            stats.writes += 1
-        elif op.kind == "split":
-            [(text, params)] = op.statements
-            session.execute(text, *params)
-            stats.splits += 1
-        elif op.kind == "commit":
-            attempts = 0
-
-            def body(s: Session) -> None:
-                nonlocal attempts
-                attempts += 1
-                for text, params in op.statements:
-                    s.execute(text, *params)
-
-            try:
-                session.run_transaction(body)
-            finally:
-                stats.retries += max(0, attempts - 1)
-            stats.commits += 1
-        else:
-            session.execute("BEGIN")
-            try:
-                for text, params in op.statements:
-                    session.execute(text, *params)
-            except SerializationFailure:
-                stats.retries += 1  # it was going to be rolled back anyway
-            finally:
-                session.execute("ROLLBACK")  # NB: needs no node: the writes are buffered
-            stats.rollbacks += 1
-
-
-def create_table(db: DB) -> None:
-    db.sql("CREATE TABLE t (id INT PRIMARY KEY, v STRING, n INT)")
-    rng = random.Random(0)
-    values, params = random_values(rng, range(INITIAL_ROWS))
-    db.sql(f"INSERT INTO t VALUES {values}", *params)
 
 
 # The job, through SQL.
@@ -403,18 +104,11 @@ def job_start(db: DB, job_id: int) -> Timestamp:
 # Reading the sink.
 
 
-def published(out: Path) -> list[Path]:
-    """The sink's published files in file-name order: ``.feedkv/`` (staging, manifests)
-    is not output, nor a ``*.tmp`` a killed writer left before its rename."""
-    files = sorted((p.relative_to(out).as_posix(), p) for p in out.rglob("*") if p.is_file())
-    return [p for name, p in files if not name.startswith(".feedkv/") and p.suffix != ".tmp"]
-
-
 def highest_resolved(out: Path) -> Timestamp | None:
     marks = [
-        parse_json_message(None, None, p.read_bytes()).resolved
-        for p in published(out)
-        if p.name.endswith(".RESOLVED")
+        parse_json_message(None, None, (out / name).read_bytes()).resolved
+        for name in published_files(out)
+        if name.endswith(".RESOLVED")
     ]
     return max((m for m in marks if m is not None), default=None)
 
@@ -432,58 +126,13 @@ def wait_for_resolved(db: DB, job_id: int, out: Path, end: Timestamp) -> None:
 
 def read_feed(out: Path) -> list[ChangefeedMessage]:
     """Every message the sink published, in file-name order."""
-    messages: list[ChangefeedMessage] = []
-    stray = []
-    for path in published(out):
-        if path.name.endswith(".RESOLVED"):
-            messages.append(parse_json_message(None, None, path.read_bytes()))
-        elif path.name.endswith(".ndjson"):
-            topic = path.name.split("-")[3]  # <ts>-<session>-<file id>-<topic>-<schema id>
-            for line in path.read_text().splitlines():
-                key = json.dumps(json.loads(line)["key"])
-                messages.append(parse_json_message(topic, key, line))
-        else:
-            stray.append(path.relative_to(out).as_posix())
-    assert not stray, f"files outside .feedkv/ that are neither data nor markers: {stray}"
-    return messages
-
-
-def committed(db: DB, after: Timestamp, upto: Timestamp) -> set[tuple[tuple[Any, ...], Timestamp]]:
-    """Every committed version of ``t``'s rows in ``(after, upto]`` (an incremental
-    export): (primary key, timestamp)."""
-    snapshot = catalog.Snapshot(db, upto)
-    desc = catalog.table_by_name(snapshot, catalog.database_by_name(snapshot, "defaultdb"), "t")
-    return {
-        (decode_row_key(desc, version.key)[0], version.ts)
-        for version in db.export(table_span(desc.id), after, upto)
-    }
+    return cloud_storage_messages(published_files(out), lambda name: (out / name).read_bytes())
 
 
 def validate(db: DB, out: Path, start: Timestamp, end: Timestamp, seed: int) -> None:
     """Run every validator over the published stream, reading the table through ``db``;
     and check the stream holds every committed version up to ``end``."""
-    messages = read_feed(out)
-    validator = ChangefeedValidator(sql_row_reader(db, "t"), sql_table_reader(db, "t"))
-    validator.note_all(messages)
-    try:
-        validator.check()
-    except AssertionError as exc:
-        raise AssertionError(f"seed {seed}: {exc}") from None
-
-    rows = [m for m in messages if m.resolved is None]
-    versions = {(tuple(m.key or ()), m.updated) for m in rows}
-    expected = committed(db, start, end)
-    assert len(expected) >= 300, f"the workload committed only {len(expected)} row versions"
-    missing = sorted(expected - versions, key=str)
-    assert not missing, (
-        f"seed {seed}: {len(missing)} committed versions never emitted: {missing[:5]}"
-    )
-    scanned = [m for m in rows if m.updated == start]
-    assert {tuple(m.key or ()) for m in scanned} == {(k,) for k in range(INITIAL_ROWS)}
-    assert any(m.before is not None and m.after is not None for m in rows)  # updates
-    assert any(m.before is not None and m.after is None for m in rows)  # deletions
-    # the scan's marker, some while the workload ran, and the one at or past its end
-    assert len({m.resolved for m in messages if m.resolved is not None}) >= 3
+    check_feed(db, {"": read_feed(out)}, start, end, seed, min_versions=300)
 
 
 # 1. An embedded node: PAUSE and RESUME in the middle of the workload.

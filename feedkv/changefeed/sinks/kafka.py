@@ -148,6 +148,14 @@ class KafkaSink:
                 self._produce(topic, None, payload, partition)
         self.flush()
 
+    def reset(self) -> None:
+        if self._closed:
+            return
+        self._producer.purge()  # what librdkafka still queues: the restart sends it again
+        self._producer.poll(0)  # the purged messages' delivery reports
+        self._failures = 0
+        self._first_failure = ""
+
     def close(self) -> None:
         if self._closed:
             return

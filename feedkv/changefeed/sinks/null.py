@@ -29,6 +29,9 @@ class NullSink:
     def close(self) -> None:
         pass
 
+    def reset(self) -> None:
+        pass
+
 
 def make(uri: SinkURI, options: ChangefeedOptions, **_: Any) -> NullSink:
     return NullSink()

@@ -53,8 +53,7 @@ from typing import Any, Protocol
 import boto3
 import confluent_kafka
 import pytest
-from confluent_kafka import Producer
-from test_kafka_sink import QUIET, Reader
+from test_kafka_sink import Reader
 from test_webhook_sink import Endpoint
 
 import feedkv
@@ -198,38 +197,52 @@ class FlakyS3:
 
 class MockKafka:
     """librdkafka's mock cluster of three brokers (topics made on first use, with four
-    partitions), held up by a producer of its own, whose brokers can be taken down and
-    brought back.
+    partitions), whose brokers can be taken down and brought back.
 
-    confluent-kafka does not wrap librdkafka's mock cluster API, so it is called through
-    ctypes on the librdkafka that confluent-kafka loaded. NB: a confluent-kafka client is
-    a C struct whose first field after the Python object header is its ``rd_kafka_t *``;
-    the cluster found through it must give back this cluster's bootstrap servers.
+    confluent-kafka does not wrap librdkafka's mock cluster API, so the cluster is made
+    and driven through ctypes on the librdkafka that confluent-kafka loaded, with its
+    public C API only: a producer handle of its own holds the cluster up.
     """
 
+    BROKERS = 3
+
     def __init__(self) -> None:
-        self._holder = Producer({"test.mock.num.brokers": 3, "logger": QUIET})
-        found = self._holder.list_topics(timeout=DEADLINE_S).brokers.values()
-        brokers = sorted(found, key=lambda b: b.id)
-        self.bootstrap = ",".join(f"{b.host}:{b.port}" for b in brokers)
-        self.broker_ids = [b.id for b in brokers]
         libs = os.path.join(os.path.dirname(confluent_kafka.__file__), "..", "confluent_kafka.libs")
         [library] = glob.glob(os.path.join(libs, "librdkafka*.so*"))
-        self._lib = ctypes.CDLL(library)
-        self._lib.rd_kafka_handle_mock_cluster.restype = ctypes.c_void_p
-        self._lib.rd_kafka_handle_mock_cluster.argtypes = [ctypes.c_void_p]
-        self._lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
-        self._lib.rd_kafka_mock_cluster_bootstraps.argtypes = [ctypes.c_void_p]
-        for call in (
-            self._lib.rd_kafka_mock_broker_set_down,
-            self._lib.rd_kafka_mock_broker_set_up,
-        ):
+        lib = self._lib = ctypes.CDLL(library)
+        lib.rd_kafka_conf_new.restype = ctypes.c_void_p
+        lib.rd_kafka_conf_set.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_char_p,
+            ctypes.c_char_p,
+            ctypes.c_char_p,
+            ctypes.c_size_t,
+        ]
+        lib.rd_kafka_new.restype = ctypes.c_void_p
+        lib.rd_kafka_new.argtypes = [
+            ctypes.c_int,
+            ctypes.c_void_p,
+            ctypes.c_char_p,
+            ctypes.c_size_t,
+        ]
+        lib.rd_kafka_destroy.argtypes = [ctypes.c_void_p]
+        lib.rd_kafka_handle_mock_cluster.restype = ctypes.c_void_p
+        lib.rd_kafka_handle_mock_cluster.argtypes = [ctypes.c_void_p]
+        lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
+        lib.rd_kafka_mock_cluster_bootstraps.argtypes = [ctypes.c_void_p]
+        for call in (lib.rd_kafka_mock_broker_set_down, lib.rd_kafka_mock_broker_set_up):
             call.argtypes = [ctypes.c_void_p, ctypes.c_int32]
             call.restype = ctypes.c_int
-        handle = ctypes.c_void_p.from_address(id(self._holder) + object.__basicsize__).value
-        self._cluster = self._lib.rd_kafka_handle_mock_cluster(handle)
-        assert self._cluster, "the holder's librdkafka handle has no mock cluster"
-        assert self._lib.rd_kafka_mock_cluster_bootstraps(self._cluster) == self.bootstrap.encode()
+        error = ctypes.create_string_buffer(512)
+        conf = lib.rd_kafka_conf_new()
+        for name, value in ((b"test.mock.num.brokers", b"%d" % self.BROKERS), (b"log_level", b"0")):
+            assert lib.rd_kafka_conf_set(conf, name, value, error, len(error)) == 0, error.value
+        self._handle = lib.rd_kafka_new(0, conf, error, len(error))  # 0: a producer
+        assert self._handle, error.value
+        self._cluster = lib.rd_kafka_handle_mock_cluster(self._handle)
+        assert self._cluster, "librdkafka made no mock cluster"
+        self.bootstrap = lib.rd_kafka_mock_cluster_bootstraps(self._cluster).decode()
+        self.broker_ids = list(range(1, self.BROKERS + 1))  # the mock numbers them from 1
 
     def set_down(self) -> None:
         """Take every broker down: connections are closed and refused."""
@@ -241,7 +254,7 @@ class MockKafka:
             assert self._lib.rd_kafka_mock_broker_set_up(self._cluster, broker) == 0
 
     def close(self) -> None:
-        self._holder.close()
+        self._lib.rd_kafka_destroy(self._handle)
 
 
 # The sinks, and what their consumers read.

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import feedkv
+from feedkv.changefeed.create import ThreadJob
 from feedkv.changefeed.sinkless import FeedResult
 from feedkv.kv.store import StoreConfig
 
@@ -60,11 +61,11 @@ def scan_null(db: feedkv.DB, rows: int) -> dict[str, Any]:
     (job_id,) = db.sql("CREATE CHANGEFEED FOR bench INTO 'null://' WITH initial_scan='only'").rows[
         0
     ]
-    changefeed = db.changefeeds.get(job_id)
-    assert changefeed is not None
+    job = db.changefeeds.get(job_id)
+    assert isinstance(job, ThreadJob), f"the benchmark runs jobs on threads, not {job!r}"
     db.changefeeds.wait(job_id)
     seconds = time.perf_counter() - t0
-    got = changefeed.rows_emitted
+    got = job.changefeed.rows_emitted
     assert got == rows, f"the scan emitted {got} rows, expected {rows}"
     return {"rows": got, "seconds": round(seconds, 2), "rows_per_s": round(got / seconds)}
 

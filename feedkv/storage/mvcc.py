@@ -46,11 +46,13 @@ from feedkv.storage.logical_ops import (
 from feedkv.storage.mvcc_key import (
     SUFFIX_LEN,
     decode_version_key,
+    decode_version_ts,
     encode_change_key,
     encode_version_value,
     key_versions_start,
     unescape_key,
     version_key,
+    version_suffix,
 )
 from feedkv.storage.schema import CHANGES, INTENTS, VERSIONS
 from feedkv.util.hlc import Timestamp
@@ -130,6 +132,10 @@ def scan(
     if limit is not None and limit < 0:
         raise InvalidArgumentError(f"scan limit must be >= 0, got {limit}")
     check_gc_threshold(reader, span, ts)
+    if not reverse:
+        first_intent = reader.seek(INTENTS, span.start)
+        if first_intent is None or first_intent[0] >= span.end:
+            return _scan_committed(reader, span, ts, limit)
     rows: list[KeyValue] = []
     conflicts: list[Intent] = []
     for key, escaped, newest, raw_intent in _keys_in_span(reader, span, reverse):
@@ -155,6 +161,46 @@ def scan(
     if conflicts:
         raise WriteIntentError(conflicts)
     return ScanResult(rows)
+
+
+_SKIPS_BEFORE_SEEK = 16  # a key's newer versions stepped over before seeking past them
+
+
+def _scan_committed(reader: Reader, span: Span, ts: Timestamp, limit: int | None) -> ScanResult:
+    """:func:`scan` forward over a span without intents, in one pass over the versions
+    (newest first per key): the first version of a key at or below ``ts`` is the visible
+    one, and the key's older versions are stepped over, or sought past when many."""
+    rows: list[KeyValue] = []
+    floor = version_suffix(ts)
+    high = key_versions_start(span.end)
+    start = key_versions_start(span.start)
+    current = b""  # the escaped key of the versions being read
+    decided = False  # its visible version (or its absence at ts) is known
+    while True:
+        skipped = 0
+        for raw, value in reader.scan(VERSIONS, start, high):
+            escaped = raw[:-SUFFIX_LEN]
+            if escaped != current:
+                if limit is not None and len(rows) >= limit:
+                    return ScanResult(rows, unescape_key(escaped))
+                current, decided, skipped = escaped, False, 0
+            elif decided:
+                skipped += 1
+                if skipped > _SKIPS_BEFORE_SEEK:
+                    start = escaped + _ESCAPED_NEXT  # after every version of the key
+                    break
+                continue
+            if raw[-len(floor) :] < floor:  # newer than ts
+                skipped += 1
+                if skipped > _SKIPS_BEFORE_SEEK:
+                    start = escaped + raw[-SUFFIX_LEN : -len(floor)] + floor
+                    break
+                continue
+            decided = True
+            if value:
+                rows.append(KeyValue(unescape_key(escaped), value[1:], decode_version_ts(raw)))
+        else:
+            return ScanResult(rows)
 
 
 def first_change(

@@ -30,6 +30,7 @@ __all__ = [
     "decode_change_key",
     "decode_ts",
     "decode_version_key",
+    "decode_version_ts",
     "decode_version_value",
     "encode_change_key",
     "encode_ts",
@@ -39,6 +40,7 @@ __all__ = [
     "key_versions_start",
     "unescape_key",
     "version_key",
+    "version_suffix",
 ]
 
 _TS = struct.Struct(">QI")
@@ -69,6 +71,18 @@ def unescape_key(escaped: bytes) -> bytes:
 def version_key(key: bytes, ts: Timestamp) -> bytes:
     """The ``versions`` key of ``key`` at ``ts``."""
     return escape_key(key) + _TERMINATOR + _TS.pack(_MAX_WALL - ts[0], MAX_LOGICAL - ts[1])
+
+
+def version_suffix(ts: Timestamp) -> bytes:
+    """The last bytes of a ``versions`` key at ``ts``: a key's versions at or below ``ts``
+    are exactly those whose suffix is at least this."""
+    return _TS.pack(_MAX_WALL - ts[0], MAX_LOGICAL - ts[1])
+
+
+def decode_version_ts(raw: bytes) -> Timestamp:
+    """The timestamp of a ``versions`` key."""
+    inv_wall, inv_logical = _TS.unpack_from(raw, len(raw) - _TS.size)
+    return Timestamp(_MAX_WALL - inv_wall, MAX_LOGICAL - inv_logical)
 
 
 def key_versions_start(key: bytes) -> bytes:

@@ -242,6 +242,48 @@ def test_scan_with_limit_resumes_where_it_stopped_forward_and_reverse(
     assert backwards == keys[::-1]
 
 
+@pytest.mark.parametrize("skips", [0, 16, 1000])  # seek at once, past 16, never
+def test_a_scan_over_long_histories_sees_each_keys_version_at_its_timestamp(
+    mvcc_engine: LMDBEngine, monkeypatch: pytest.MonkeyPatch, skips: int
+) -> None:
+    # NB: up to 40 versions per key, with tombstones, keys that prefix others and keys
+    # holding the escape byte; a scan steps over a key's other versions or seeks past them.
+    monkeypatch.setattr(mvcc, "_SKIPS_BEFORE_SEEK", skips)
+    keys = [b"h", b"h\x00", b"h\x00\x01", b"i", b"j"]
+    history: dict[bytes, list[tuple[int, bytes | None]]] = {k: [] for k in keys}
+    for n in range(1, 41):
+        for i, key in enumerate(keys):
+            if (n + i) % 3 == 0:
+                continue
+            value = None if (n + i) % 7 == 0 else b"%s@%d" % (key, n)
+            at = 10 * n + i
+            if value is None:
+                mvcc_engine.write(lambda rw, k=key, t=at: mvcc.delete(rw, k, T(t)))
+            else:
+                mvcc_engine.write(lambda rw, k=key, t=at, v=value: mvcc.put(rw, k, T(t), v))
+            history[key].append((at, value))
+
+    def expected(at: int) -> list[tuple[bytes, bytes]]:
+        out = []
+        for key in sorted(keys):
+            visible = [v for t, v in history[key] if t <= at]
+            if visible and visible[-1] is not None:
+                out.append((key, visible[-1]))
+        return out
+
+    with mvcc_engine.snapshot() as snap:
+        for at in (5, 11, 99, 173, 255, 401, 10_000):
+            for limit in (None, 1, 2):
+                span, got = Span(b"h", b"k"), []
+                while True:
+                    result = mvcc.scan(snap, span, T(at), limit=limit)
+                    got += [(kv.key, kv.value) for kv in result.rows]
+                    if result.resume_key is None:
+                        break
+                    span = Span(result.resume_key, span.end)
+                assert got == expected(at), (at, limit)
+
+
 def test_keys_that_prefix_other_keys_keep_their_versions_apart(
     mvcc_engine: LMDBEngine,
 ) -> None:

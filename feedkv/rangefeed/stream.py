@@ -26,6 +26,7 @@ have, as ``(tag, item)`` where an item is an event or a :class:`ValueBatch`;
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections import deque
@@ -106,7 +107,8 @@ class EventStream:
         self.waiting = False
         self._cond.notify_all()
         for loop, future in self._async_waiters:
-            loop.call_soon_threadsafe(_resolve, future)
+            with contextlib.suppress(RuntimeError):  # its loop has closed: nobody waits
+                loop.call_soon_threadsafe(_resolve, future)
         self._async_waiters.clear()
 
     # Pushes.

@@ -206,6 +206,21 @@ def test_many_idle_watches_in_one_event_loop_do_not_hold_up_a_busy_one(db: DB) -
     assert (event.key, event.value) == (b"busy/key", b"v")  # type: ignore[union-attr]
 
 
+def test_a_feed_left_waiting_in_a_closed_event_loop_still_closes(db: DB) -> None:
+    feed = db.watch(b"nobody/", prefix=True, since=db.now())
+    loop = asyncio.new_event_loop()
+    waiting = loop.create_task(feed.__anext__())
+    for _ in range(100):  # loop iterations, not time: until the feed waits in the loop
+        if feed._stream._async_waiters:
+            break
+        loop.run_until_complete(asyncio.sleep(0))
+    assert feed._stream._async_waiters and not waiting.done()
+    loop.close()  # NB: abandons the waiting task, as a loop stopped abruptly does
+    waiting._log_destroy_pending = False  # type: ignore[attr-defined]  # it is on purpose
+    feed.close()  # wakes a waiter whose loop is gone: nothing to raise
+    assert feed._closed
+
+
 def test_an_empty_span_list_is_refused(db: DB) -> None:
     with pytest.raises(ValueError, match="at least one non-empty span"):
         db.rangefeed([], ZERO)

@@ -37,6 +37,7 @@ already durable and is not failed.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
@@ -115,7 +116,7 @@ class Processor:
         self._diff_regs = 0
         self._held = 0  # budget bytes of the logged values
         self._low = 0  # the lowest cursor at the last trim
-        self._limit = 1 << 62  # the smallest per_registration of the value readers
+        self._limits: Counter[int] = Counter()  # the value readers' per_registration
 
     # Set-up (under the apply lock).
 
@@ -134,7 +135,7 @@ class Processor:
         if reg.values:
             self._value_regs += 1
             self._diff_regs += reg.with_diff
-            self._limit = min(self._limit, reg.stream.per_registration)
+            self._limits[reg.stream.per_registration] += 1
 
     def unregister(self, reg: Registration) -> None:
         if reg not in self.registry:
@@ -146,9 +147,10 @@ class Processor:
         if reg.values:
             self._value_regs -= 1
             self._diff_regs -= reg.with_diff
-            readers = [r.stream.per_registration for r in self.registry if r.values]
-            self._limit = min(readers, default=1 << 62)
-            if not readers and self.ended is None:
+            self._limits[reg.stream.per_registration] -= 1
+            if not self._limits[reg.stream.per_registration]:
+                del self._limits[reg.stream.per_registration]
+            if not self._value_regs and self.ended is None:
                 self._trim()  # nobody reads the log: give its memory back
 
     def skip_log(self, reg: Registration) -> None:
@@ -260,15 +262,18 @@ class Processor:
         entries.values.append(plain)
         entries.diffs.append(diff)
         self.end_pos += 1
-        if self.end_pos - self._low > self._limit:
+        if self.end_pos - self._low > min(self._limits):
             self._trim()
         return True
 
     def _mark(self, *, force: bool = False) -> None:
-        """Note a checkpoint at the resolved timestamp after everything logged so far."""
+        """Note a checkpoint at the resolved timestamp after everything logged so far
+        (``force``: even if it has not moved, for a registration's first checkpoint)."""
         resolved = self.rts.resolved
         marks = self.log.marks
-        if not force and marks and marks[-1][1] >= resolved:
+        if marks and (
+            marks[-1] == (self.end_pos, resolved) or (not force and marks[-1][1] >= resolved)
+        ):
             return
         marks.append((self.end_pos, resolved))
         self.resolved = resolved

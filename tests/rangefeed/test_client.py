@@ -213,7 +213,7 @@ def test_a_feed_left_waiting_in_a_closed_event_loop_still_closes(db: DB) -> None
     for _ in range(100):  # loop iterations, not time: until the feed waits in the loop
         if feed._stream._async_waiters:
             break
-        loop.run_until_complete(asyncio.sleep(0))
+        loop.run_until_complete(asyncio.sleep(0))  # wait-ok: one loop iteration, no time
     assert feed._stream._async_waiters and not waiting.done()
     loop.close()  # NB: abandons the waiting task, as a loop stopped abruptly does
     waiting._log_destroy_pending = False  # type: ignore[attr-defined]  # it is on purpose

@@ -94,6 +94,16 @@ def wait_for_status(db: DB, job_id: int, status: str) -> None:
     )
 
 
+def cancel_job(db: DB, job_id: int) -> None:
+    db.sql(f"CANCEL JOB {job_id}")
+    wait_until(
+        lambda: show_job(db, job_id)["status"] == "canceled",
+        timeout_s=DEADLINE_S,
+        poll_s=0.1,
+        what="the job canceled",
+    )
+
+
 def job_start(db: DB, job_id: int) -> Timestamp:
     """Where the job's feed starts (exclusive): the CREATE statement's timestamp."""
     record = db.changefeeds.record(job_id)
@@ -166,13 +176,7 @@ def test_a_paused_and_resumed_job_keeps_every_changefeed_promise(
     assert check_job(db, job_id)["status"] == "running"
     # NB: stopped before its files are read: a listing taken while a batch is published
     # could see a resolved file in one date directory but miss data files in another
-    db.sql(f"CANCEL JOB {job_id}")
-    wait_until(
-        lambda: show_job(db, job_id)["status"] == "canceled",
-        timeout_s=DEADLINE_S,
-        poll_s=0.1,
-        what="the job canceled",
-    )
+    cancel_job(db, job_id)
 
     assert stats.commits > 50 and stats.rollbacks > 10 and stats.splits > 5
     validate(db, out, start, end, SEED_PAUSE)
@@ -224,13 +228,7 @@ def test_a_job_whose_node_is_killed_keeps_every_changefeed_promise(
         end = client.now()
         wait_for_resolved(client, job_id, out, end)
         assert check_job(client, job_id)["status"] == "running"
-        client.sql(f"CANCEL JOB {job_id}")
-        wait_until(
-            lambda: show_job(client, job_id)["status"] == "canceled",
-            timeout_s=DEADLINE_S,
-            poll_s=0.1,
-            what="the job canceled",
-        )
+        cancel_job(client, job_id)
         assert stats.commits > 30 and stats.rollbacks > 5
         assert stats.unavailable > 0  # the kills did cut operations short
         validate(client, out, start, end, SEED_RESTART)

@@ -146,6 +146,10 @@ class RangeFeed:
         return self
 
     def __next__(self) -> Event:
+        try:
+            return self._ready.popleft()
+        except IndexError:
+            pass
         while not self._ready:
             if self._closed:
                 raise StopIteration

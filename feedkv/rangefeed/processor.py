@@ -11,7 +11,7 @@ it appends every ``WriteValue`` and ``CommitIntent`` some registration covers to
 :class:`EventLog`, once, and each registration reads the log from its own cursor when its
 consumer takes events (see :meth:`Registration.read`). Fanning a write out to a hundred
 feeds therefore costs the commit thread one append and a glance at each consumer (those
-asleep are woken once per commit group, by a :class:`Waker`), and the consumers do the
+asleep are woken once per commit group, paced, by a :class:`Waker`), and the consumers do the
 rest on their own threads, in batches. This is how etcd's
 watchers share one event history.
 
@@ -37,6 +37,8 @@ already durable and is not failed.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
@@ -72,22 +74,81 @@ class EventLog(NamedTuple):
 
 
 class Waker:
-    """Wakes the consumers of many commands' values once per commit group: the processors
-    note streams whose consumer sleeps (:meth:`defer`), the engine's group hook
-    :meth:`flush` wakes them. Both run on the commit thread under the apply lock."""
+    """Wakes the consumers of many commands' values once per commit group, paced.
 
-    def __init__(self) -> None:
+    Processors note streams whose consumer sleeps (:meth:`defer`); the engine's group
+    hook :meth:`flush` wakes them. Under CPython's GIL a wake is not free: the consumer's
+    thread is scheduled, takes the GIL from the writers and hands it back, and a hundred
+    consumers woken on every commit group (400 a second) cost the writers three quarters
+    of their throughput. So after waking ``n`` streams the waker wakes no one for
+    ``n * per_wake_s`` (at most ``max_gap_s``); what comes meanwhile is woken by the
+    waker's own thread when the gap ends, each consumer then taking everything logged
+    since. One feed is woken at once (then a gap of 0.3 ms); a hundred busy ones every
+    30 ms, in batches: with them writers keep 0.6 of their rate instead of 0.25.
+
+    :meth:`defer` and :meth:`flush` run on the commit thread under the apply lock.
+    """
+
+    def __init__(self, *, per_wake_s: float = 3e-4, max_gap_s: float = 0.05) -> None:
+        self._per_wake_s = per_wake_s
+        self._max_gap_s = max_gap_s
         self._pending: set[EventStream] = set()
+        self._lock = threading.Lock()  # guards _pending's swap and _open_at
+        self._open_at = 0.0  # the monotonic time from which a flush may wake
+        self._due = threading.Condition(self._lock)  # the thread waits for a gap's end
+        self._held = False  # wakes are waiting for the gap to end
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="feedkv-waker", daemon=True)
+        self._thread.start()
 
     def defer(self, streams: Iterable[EventStream]) -> None:
-        pending = self._pending
-        for stream in streams:
-            if stream.waiting:
-                pending.add(stream)
+        woken = [stream for stream in streams if stream.waiting]
+        if woken:
+            with self._lock:
+                self._pending.update(woken)
 
     def flush(self) -> None:
-        if self._pending:
+        if not self._pending:
+            return
+        with self._lock:
+            if time.monotonic() < self._open_at:
+                if not self._held:
+                    self._held = True
+                    self._due.notify()
+                return
+            pending = self._take()
+        for stream in pending:
+            stream.wake()
+
+    def close(self) -> None:
+        """Stop the thread, waking what waits for a gap's end. Idempotent."""
+        with self._lock:
+            self._closed = True
             pending, self._pending = self._pending, set()
+            self._due.notify()
+        self._thread.join()
+        for stream in pending:
+            stream.wake()
+
+    def _take(self) -> set[EventStream]:
+        """The pending streams, opening the next gap (the caller holds ``_lock``)."""
+        pending, self._pending = self._pending, set()
+        gap = min(self._max_gap_s, len(pending) * self._per_wake_s)
+        self._open_at = time.monotonic() + gap
+        self._held = False
+        return pending
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while True:
+                    if self._closed:
+                        return
+                    left = self._open_at - time.monotonic() if self._held else None
+                    if left is not None and left <= 0:
+                        break
+                    self._due.wait(left)
+                pending = self._take()
             for stream in pending:
                 stream.wake()
 

@@ -31,6 +31,7 @@ at once (:class:`~feedkv.rangefeed.store_feeds.StoreFeeds` sees to that).
 from __future__ import annotations
 
 from collections.abc import Hashable
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["Registration", "event_size"]
 
 _EVENT_OVERHEAD = 64
+_KEY = attrgetter("key")
 
 
 def event_size(event: Event) -> int:
@@ -213,7 +215,9 @@ class Registration:
             values = [v for v in values if v.ts > after]
         if values and not self.whole:
             start, end = self.span.start, self.span.end
-            values = [v for v in values if start <= v.key < end]
+            # NB: min and max run in C; most slices lie wholly inside a feed's span.
+            if min(values, key=_KEY).key < start or max(values, key=_KEY).key >= end:
+                values = [v for v in values if start <= v.key < end]
         if values:
             out.append((self.tag, ValueBatch(values, bound)))
 

@@ -171,6 +171,7 @@ class StoreFeeds:
                 processor.end(ErrorReason.NODE_SHUTDOWN, "the node is shutting down")
             self._processors.clear()
         self._catchups.shutdown(wait=True, cancel_futures=True)
+        self._waker.close()
 
     # Under the apply lock.
 

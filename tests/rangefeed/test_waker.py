@@ -1,0 +1,81 @@
+"""The Waker wakes sleeping consumers once per commit group, and after a wake holds the
+next ones back for a gap that grows with how many it woke."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from feedkv.rangefeed.processor import Waker
+
+
+class Sleeper:
+    """A consumer asleep on its stream: all the Waker looks at and calls."""
+
+    def __init__(self, waiting: bool = True) -> None:
+        self.waiting = waiting
+        self.woken = threading.Event()
+        self.by: list[str] = []
+
+    def wake(self) -> None:
+        self.by.append(threading.current_thread().name)
+        self.woken.set()
+
+
+@pytest.fixture
+def slow_waker():
+    waker = Waker(per_wake_s=60.0, max_gap_s=60.0)
+    yield waker
+    waker.close()
+
+
+def test_a_flush_with_no_gap_open_wakes_at_once_on_the_callers_thread(slow_waker: Waker) -> None:
+    sleeper = Sleeper()
+    slow_waker.defer([sleeper])
+    slow_waker.flush()
+    assert sleeper.woken.is_set()
+    assert sleeper.by == [threading.current_thread().name]
+
+
+def test_only_consumers_that_sleep_are_woken(slow_waker: Waker) -> None:
+    awake, asleep = Sleeper(waiting=False), Sleeper()
+    slow_waker.defer([awake, asleep])
+    slow_waker.flush()
+    assert asleep.woken.is_set()
+    assert not awake.woken.is_set()
+
+
+def test_wakes_in_the_gap_wait_for_it_and_close_releases_them(slow_waker: Waker) -> None:
+    first, second = Sleeper(), Sleeper()
+    slow_waker.defer([first])
+    slow_waker.flush()  # opens a 60 s gap
+    slow_waker.defer([second])
+    slow_waker.flush()
+    assert not second.woken.is_set()
+    slow_waker.close()
+    assert second.woken.is_set()
+
+
+def test_the_waker_thread_wakes_what_came_in_the_gap_when_it_ends() -> None:
+    waker = Waker(per_wake_s=0.05, max_gap_s=0.05)
+    try:
+        first, second = Sleeper(), Sleeper()
+        waker.defer([first])
+        waker.flush()
+        waker.defer([second])
+        waker.flush()
+        assert second.woken.wait(10)
+    finally:
+        waker.close()
+
+
+def test_each_consumer_is_woken_once_however_many_commands_named_it(slow_waker: Waker) -> None:
+    first, second = Sleeper(), Sleeper()
+    slow_waker.defer([first])
+    slow_waker.flush()
+    for _ in range(5):
+        slow_waker.defer([second])
+        slow_waker.flush()
+    slow_waker.close()
+    assert len(second.by) == 1

@@ -31,6 +31,7 @@ import decimal
 import json
 import math
 from collections.abc import Callable
+from json.encoder import encode_basestring_ascii
 from typing import Any, Protocol
 
 from feedkv.changefeed.options import ChangefeedOptions
@@ -100,7 +101,7 @@ _BY_KIND: dict[Kind, Callable[[Any], str]] = {
     Kind.INT: str,
     Kind.FLOAT: _json_float,
     Kind.DECIMAL: _json_decimal,
-    Kind.STRING: _dumps,
+    Kind.STRING: encode_basestring_ascii,  # what json.dumps does for a str, minus its checks
     Kind.BYTES: lambda v: '"\\\\x' + v.hex() + '"',
     Kind.BOOL: lambda v: "true" if v else "false",
     Kind.DATE: lambda v: '"' + v.isoformat() + '"',
@@ -164,11 +165,9 @@ class RowFormat:
         return "{" + ", ".join(parts) + "}"
 
     def key_array(self, key: tuple[Any, ...]) -> str:
-        return (
-            "["
-            + ", ".join("null" if v is None else f(v) for f, v in zip(self.key, key, strict=True))
-            + "]"
-        )
+        # NB: one format per descriptor version, so key and formats are equally long.
+        parts = ["null" if v is None else f(v) for f, v in zip(self.key, key, strict=False)]
+        return "[" + ", ".join(parts) + "]"
 
 
 class RowFormats:

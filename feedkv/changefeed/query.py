@@ -18,7 +18,6 @@ naming it.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from sqlglot import exp
@@ -123,7 +122,7 @@ class CDCQuery:
         if event.after is None:
             return event
         projected = {name: fn(env, self._context) for name, fn in items}
-        return dataclasses.replace(event, after=projected, before=None)
+        return event._replace(after=projected, before=None)
 
 
 def _column_getter(index: int) -> Compiled:

@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from feedkv.changefeed.schema_history import SchemaHistory
 from feedkv.kv.db import KVClient
@@ -54,8 +54,7 @@ class Target:
         return table_span(self.table_id)
 
 
-@dataclass(frozen=True, slots=True)
-class RowEvent:
+class RowEvent(NamedTuple):
     """One version of one row (or of one family of a row, when families are split).
 
     ``after`` is ``None`` for a deletion. ``before`` is the row at ``mvcc_ts - 1 tick``
@@ -134,13 +133,18 @@ class RowDecoder:
             return
         families = self._families_of(desc, target)
         key_ids = desc.primary_key
+        names = [c.name for c in desc.columns]
         for kvs in self._pages(desc, span or target.span, ts, batch):
             for row, present, mvcc_ts in decode_rows(desc, kvs):
-                key = tuple(row[i] for i in key_ids)
+                key = tuple([row[i] for i in key_ids])
                 for family in families:
-                    if family is not None and family.id != 0 and family.id not in present:
+                    if family is None:
+                        # NB: decode_rows fills every column, in column order.
+                        after = dict(zip(names, row.values(), strict=False))
+                    elif family.id != 0 and family.id not in present:
                         continue
-                    after = named_row(desc, row, family)
+                    else:
+                        after = named_row(desc, row, family)
                     yield RowEvent(desc, family, key, after, None, mvcc_ts, ts)
 
     def _pages(

@@ -36,7 +36,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from feedkv.changefeed.options import ChangefeedOptions, option_error
@@ -67,8 +67,7 @@ class SinkError(ExternalError):
     changefeed restarts from its last resolved timestamp."""
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
+class Message(NamedTuple):
     """One encoded row change. ``value=None`` is a tombstone (a deletion without a value).
     ``row`` carries the decoded row for file formats that write rows, not bytes."""
 

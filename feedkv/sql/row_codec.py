@@ -3,11 +3,14 @@
 A row of table T is one KV pair per column family::
 
     key   = F2 | table id | index id (1) | primary key columns... | family id
-    value = (column id, value) pairs of the family's non-NULL columns
+    value = msgpack array [column id, value, column id, value, ...] of the family's
+            non-NULL columns (empty bytes when there are none)
 
 Every part of the key uses the order-preserving encoding of :mod:`feedkv.util.encoding`,
 so key order is SQL order of the primary key, and all families of a row sit together
-under the row's prefix. Family 0's pair always exists (its value may be empty); other
+under the row's prefix. Values need no order, only speed: msgpack decodes a row in C, a
+fifth of the time the key encoding took column by column (scans and changefeeds decode
+every row they read). Family 0's pair always exists (its value may be empty); other
 families' pairs exist only while one of their columns is not NULL. The catalog lives
 under ``F1`` (:mod:`feedkv.sql.catalog`), below every table.
 
@@ -20,6 +23,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
+
+import msgpack
 
 from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.sql.descriptor import PRIMARY_INDEX_ID, Family, TableDescriptor
@@ -105,7 +110,13 @@ def _encode_family(columns: list[tuple[int, _Convert | None]], row: Mapping[int,
         if value is not None:
             parts.append(column_id)
             parts.append(value if convert is None else convert(value))
-    return encode_values(parts)
+    if not parts:
+        return b""
+    try:
+        packed: bytes = msgpack.packb(parts)
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError(f"a string value is not valid Unicode: {exc.reason}") from None
+    return packed
 
 
 def row_kvs(desc: TableDescriptor, row: Mapping[int, Any]) -> dict[bytes, bytes | None]:
@@ -155,7 +166,15 @@ class _Layout:
     and the (column id, converter to the stored primitive) of its non-key columns.
     ``None`` stands for a converter where the value is already the primitive."""
 
-    __slots__ = ("columns", "families", "index_prefix", "key_converters", "key_encoders")
+    __slots__ = (
+        "columns",
+        "converted",
+        "families",
+        "family_ids",
+        "index_prefix",
+        "key_converters",
+        "key_encoders",
+    )
 
     def __init__(self, desc: TableDescriptor) -> None:
         self.index_prefix = table_prefix(desc.id) + encode_value(PRIMARY_INDEX_ID)
@@ -163,6 +182,7 @@ class _Layout:
         self.key_converters = [_key_converter(c.type.kind) for c in keys]
         self.key_encoders = [_encoder(key_primitive, c.type.kind) for c in keys]
         self.columns = {c.id: _value_converter(c.type.kind) for c in desc.columns}
+        self.converted = [(i, f) for i, f in self.columns.items() if f is not None]
         key_ids = set(desc.primary_key)
         self.families: dict[int, tuple[bytes, list[tuple[int, _Convert | None]]]] = {}
         for family in desc.families:
@@ -172,6 +192,7 @@ class _Layout:
                 if column is not None and column_id not in key_ids:
                     columns.append((column_id, _encoder(value_primitive, column.type.kind)))
             self.families[family.id] = (encode_value(family.id), columns)
+        self.family_ids = {suffix: i for i, (suffix, _) in self.families.items()}
 
 
 _IDENTITY = frozenset({Kind.INT, Kind.FLOAT, Kind.STRING, Kind.BYTES, Kind.BOOL})
@@ -212,7 +233,10 @@ def decode_row_key(desc: TableDescriptor, key: bytes) -> tuple[tuple[Any, ...], 
             raw, pos = decode_value(key, pos)
             values.append(raw if convert is None or raw is None else convert(raw))
         prefix_len = pos
-        family_id, pos = decode_value(key, pos)
+        known = layout.family_ids.get(key[pos:])
+        if known is not None:
+            return tuple(values), known, key[:prefix_len]
+        family_id, pos = decode_value(key, pos)  # a family this version does not have
     except InvalidArgumentError as exc:
         raise SQLError("XX000", f"cannot decode row key {key!r}: {exc}") from exc
     if pos != len(key) or not isinstance(family_id, int):
@@ -223,19 +247,24 @@ def decode_row_key(desc: TableDescriptor, key: bytes) -> tuple[tuple[Any, ...], 
 def decode_family_value(desc: TableDescriptor, value: bytes) -> Row:
     """The columns stored in one family's value. Columns this version of the descriptor
     no longer has (dropped ones) are skipped."""
-    columns = _layout(desc).columns
-    row: Row = {}
-    pos = 0
-    end = len(value)
+    if not value:
+        return {}
+    layout = _layout(desc)
     try:
-        while pos < end:
-            column_id, pos = decode_value(value, pos)
-            raw, pos = decode_value(value, pos)
-            if column_id in columns:
-                convert = columns[column_id]  # type: ignore[index]
-                row[column_id] = raw if convert is None or raw is None else convert(raw)  # type: ignore[index]
-    except InvalidArgumentError as exc:
+        flat = msgpack.unpackb(value)
+    except (ValueError, msgpack.UnpackException) as exc:
         raise SQLError("XX000", f"cannot decode a row value of {desc.name!r}: {exc}") from exc
+    if type(flat) is not list or len(flat) % 2:
+        raise SQLError("XX000", f"cannot decode a row value of {desc.name!r}: not column pairs")
+    pairs = iter(flat)
+    row: Row = dict(zip(pairs, pairs, strict=False))  # even length checked; strict: +0.5 us
+    columns = layout.columns
+    if not row.keys() <= columns.keys():
+        row = {i: v for i, v in row.items() if i in columns}
+    for column_id, convert in layout.converted:
+        raw = row.get(column_id)
+        if raw is not None:
+            row[column_id] = convert(raw)
     return row
 
 
@@ -244,7 +273,8 @@ def decode_rows(
 ) -> Iterator[tuple[Row, list[int], Timestamp]]:
     """Whole rows from the family pairs of consecutive rows (in key order), each with
     the family ids it has and the newest timestamp among them."""
-    column_ids = [c.id for c in desc.columns]
+    empty: Row = dict.fromkeys(c.id for c in desc.columns)
+    key_ids = desc.primary_key
     current: Row | None = None
     families: list[int] = []
     newest = Timestamp(0, 0)
@@ -254,8 +284,8 @@ def decode_rows(
         if current is None or prefix != current_prefix:
             if current is not None:
                 yield current, families, newest
-            current = dict.fromkeys(column_ids)
-            current.update(zip(desc.primary_key, key_values, strict=True))
+            current = empty.copy()
+            current.update(zip(key_ids, key_values, strict=False))  # as long: one decoder
             current_prefix = prefix
             families = []
             newest = kv.ts

@@ -38,11 +38,24 @@ __all__ = ["ChangefeedService", "Result", "Session"]
 T = TypeVar("T")
 
 
-@functools.lru_cache(maxsize=2048)
+_CACHED_TEXT_CHARS = 2000
+
+
 def prepare(text: str) -> tuple[tuple[st.Statement, int], ...]:
-    """Parsed statements with their placeholder counts (cached by text: parsing is the
-    expensive part of a short statement)."""
+    """Parsed statements with their placeholder counts, cached by text when the text is
+    short: parsing is the expensive part of a short statement, and a long one (a bulk
+    INSERT of literal rows) rarely comes twice while its tree would stay in memory,
+    and in every garbage collection, until 2,048 others pushed it out."""
+    if len(text) > _CACHED_TEXT_CHARS:
+        return _prepare(text)
+    return _prepare_cached(text)
+
+
+def _prepare(text: str) -> tuple[tuple[st.Statement, int], ...]:
     return tuple((statement, placeholder_count(statement)) for statement in parse(text))
+
+
+_prepare_cached = functools.lru_cache(maxsize=2048)(_prepare)
 
 
 _JOB_STATEMENTS = st.ShowChangefeedJobs | st.ControlJob | st.AlterChangefeed

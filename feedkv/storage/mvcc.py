@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from feedkv.errors import (
     ConditionFailedError,
@@ -80,8 +81,7 @@ MAX_VALUE_BYTES = 16 << 20
 _ESCAPED_NEXT = b"\x00\x02"
 
 
-@dataclass(frozen=True, slots=True)
-class KeyValue:
+class KeyValue(NamedTuple):
     """A visible value and the timestamp of the version (or intent) it came from."""
 
     key: bytes

@@ -60,6 +60,9 @@ def decode_ts(buf: bytes, offset: int = 0) -> Timestamp:
     return Timestamp(wall, logical)
 
 
+_new_tuple = tuple.__new__
+
+
 def escape_key(key: bytes) -> bytes:
     return key.replace(b"\x00", b"\x00\xff") if b"\x00" in key else key
 
@@ -82,7 +85,8 @@ def version_suffix(ts: Timestamp) -> bytes:
 def decode_version_ts(raw: bytes) -> Timestamp:
     """The timestamp of a ``versions`` key."""
     inv_wall, inv_logical = _TS.unpack_from(raw, len(raw) - _TS.size)
-    return Timestamp(_MAX_WALL - inv_wall, MAX_LOGICAL - inv_logical)
+    # NB: one per version scanned; tuple.__new__ skips the NamedTuple's Python __new__.
+    return _new_tuple(Timestamp, (_MAX_WALL - inv_wall, MAX_LOGICAL - inv_logical))
 
 
 def key_versions_start(key: bytes) -> bytes:

@@ -329,21 +329,22 @@ def test_nul_and_ff_bytes_and_unicode_survive_in_key_and_value_columns() -> None
 
 
 @pytest.mark.parametrize(
-    ("value", "expected_sign"),
+    ("value", "key_sign"),
     [(-0.0, 1.0), (0.0, 1.0), (math.inf, 1.0), (-math.inf, -1.0)],
 )
-def test_signed_zero_is_stored_as_positive_zero_and_infinities_keep_their_sign(
-    value: float, expected_sign: float
+def test_a_key_stores_signed_zero_as_zero_and_a_value_keeps_its_sign(
+    value: float, key_sign: float
 ) -> None:
-    # NB: the key encoding is canonical (-0.0 == 0.0 must be one key); value columns
-    # share it, so they do not keep the sign of zero either.
+    # NB: the key encoding is canonical (-0.0 == 0.0 must be one key); value columns are
+    # msgpack floats and keep -0.0, as PostgreSQL's float8 does.
     desc = table([Kind.FLOAT, Kind.FLOAT])
     [(assembled, _)] = list(
         RowAssembler(desc).rows(present_pairs(row_kvs(desc, {1: value, 2: value})))
     )
-    for column_id in (1, 2):
-        assert assembled[column_id] == value
-        assert math.copysign(1.0, assembled[column_id]) == expected_sign
+    assert assembled[1] == value
+    assert math.copysign(1.0, assembled[1]) == key_sign
+    assert assembled[2] == value
+    assert math.copysign(1.0, assembled[2]) == math.copysign(1.0, value)
 
 
 def test_nan_round_trips_in_key_and_value_columns() -> None:

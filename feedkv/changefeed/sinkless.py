@@ -2,10 +2,10 @@
 SQL client.
 
 The changefeed runs in a thread of the client's process and emits into a
-:class:`ChannelSink`, a bounded queue; the statement's :class:`FeedResult` yields the
+:class:`ChannelSink`, a bounded buffer; the statement's :class:`FeedResult` yields the
 rows as they arrive: ``(table, key, value)``, with resolved markers as ``(None, None,
 '{"resolved": "..."}')``. JSON keys and values are text, Avro ones bytes. A consumer
-that stops reading stalls the feed (the queue is bounded), it never loses rows.
+that stops reading stalls the feed (the buffer is bounded), it never loses rows.
 Closing the result stops the changefeed; a failure of the changefeed is raised from
 the iteration.
 """
@@ -13,9 +13,9 @@ the iteration.
 from __future__ import annotations
 
 import contextlib
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,24 +32,34 @@ _END = object()
 
 
 class ChannelSink:
-    """A sink whose "durable" is "handed to the reader": rows go straight into a
-    bounded queue, in order."""
+    """A sink whose "durable" is "handed to the reader": rows go into a bounded
+    buffer, in order, and the reader takes everything buffered at once. A row costs
+    the changefeed an append under a lock, not a queue's put with its waits: a queue
+    per row held the sinkless initial scan to 70% of the null sink's rate."""
 
     def __init__(self, *, text: bool = True, capacity: int = 10_000) -> None:
-        self._queue: queue.Queue[object] = queue.Queue(maxsize=capacity)
         self._text = text
-        self._closed = threading.Event()
+        self._capacity = capacity
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # rows came, room freed, closed
+        self._buffer: deque[object] = deque()  # the writer's side
+        self._taken: deque[object] = deque()  # the reader's side, read without the lock
+        self._reader_waits = False
+        self._writer_waits = False
+        self._closed = False
         self._ended = False
 
     def _put(self, item: object) -> None:
-        while True:
-            if self._closed.is_set():
+        with self._lock:
+            while len(self._buffer) >= self._capacity and not self._closed:
+                self._writer_waits = True
+                self._changed.wait()
+            if self._closed:
                 raise SinkError("the sinkless changefeed's reader went away")
-            try:
-                self._queue.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
+            self._buffer.append(item)
+            if self._reader_waits:
+                self._reader_waits = False
+                self._changed.notify_all()
 
     def _out(self, data: bytes | None) -> str | bytes | None:
         if data is None or not self._text:
@@ -74,40 +84,61 @@ class ChannelSink:
             self._put(error if error is not None else _END)
 
     def take(self) -> Iterator[tuple[Any, ...]]:
-        while True:
-            row = self.poll(None)
-            if row is None:
-                return
-            yield row
+        """Every row until the feed ends (raising the changefeed's error, if it failed)."""
+        while not self._ended:
+            taken = self._taken
+            while taken:
+                item = taken.popleft()
+                if type(item) is not tuple:
+                    self._finish(item)
+                    return
+                yield item
+            if not self._refill(None):
+                self._ended = True  # closed by the reader: whatever is left is dropped
 
     def poll(self, timeout: float | None) -> tuple[Any, ...] | None:
         """The next row, waiting up to ``timeout`` seconds (``None``: for ever); ``None``
         when the feed has ended. Raises TimeoutError when no row came in time, and the
         changefeed's error if it failed."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            if self._ended:
-                return None
-            wait = 0.1 if deadline is None else min(0.1, deadline - time.monotonic())
-            try:
-                item = self._queue.get(timeout=max(0.0, wait))
-                break
-            except queue.Empty:
-                if self._closed.is_set():
-                    self._ended = True  # closed by the reader: whatever is left is dropped
-                    return None
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise TimeoutError(f"no changefeed row within {timeout} s") from None
-        if item is _END:
+        if self._ended:
+            return None
+        if not self._taken and not self._refill(timeout):
             self._ended = True
             return None
+        item = self._taken.popleft()
+        if type(item) is not tuple:
+            self._finish(item)
+            return None
+        return item
+
+    def _finish(self, item: object) -> None:
+        """The feed's last item: the end, or the error it failed with (raised)."""
+        self._ended = True
         if isinstance(item, BaseException):
-            self._ended = True
             raise item
-        return item  # type: ignore[return-value]
+
+    def _refill(self, timeout: float | None) -> bool:
+        """Take everything buffered, waiting for the first row; ``False`` if closed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while not self._buffer:
+                if self._closed:
+                    return False
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"no changefeed row within {timeout} s")
+                self._reader_waits = True
+                self._changed.wait(left)
+            self._taken, self._buffer = self._buffer, self._taken
+            if self._writer_waits:
+                self._writer_waits = False
+                self._changed.notify_all()
+        return True
 
     def close(self) -> None:
-        self._closed.set()
+        with self._lock:
+            self._closed = True
+            self._changed.notify_all()
 
 
 @dataclass(frozen=True)

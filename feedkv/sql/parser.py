@@ -180,6 +180,7 @@ class _Statement:
     def __post_init__(self) -> None:
         self.words = [t.text.upper() for t in self.tokens]
         self.masked = list(self.text)
+        self.edited = False  # ``masked`` differs from ``text``: tokenize it anew
 
     # Positions.
 
@@ -193,6 +194,7 @@ class _Statement:
         for i in range(start, end):
             if self.masked[i] != "\n":
                 self.masked[i] = " "
+        self.edited = True
 
     def _raw(self, index: int) -> str:
         token = self.tokens[index]
@@ -235,6 +237,7 @@ class _Statement:
         upsert = words[0] == "UPSERT"
         if upsert:
             self.masked[0:6] = list("INSERT")
+            self.edited = True
         families: list[st.FamilySpec] = []
         column_families: dict[str, tuple[str | None, bool]] = {}
         if words[:2] == ["CREATE", "TABLE"] or words[:2] == ["ALTER", "TABLE"]:
@@ -246,7 +249,10 @@ class _Statement:
     def _sqlglot(self) -> exp.Expr:
         masked = "".join(self.masked)
         try:
-            nodes = sqlglot.parse(masked, read=_DIALECT)
+            if self.edited or self.offset:
+                nodes = sqlglot.parse(masked, read=_DIALECT)
+            else:  # the tokens are the text's own: do not tokenize it twice
+                nodes = _DIALECT.parser().parse(self.tokens, masked)
         except ParseError as exc:
             raise self._syntax_error(exc) from None
         except TokenError as exc:

@@ -11,6 +11,7 @@ retired, so a value written under an old version never decodes as a new column.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -231,7 +232,12 @@ class TableDescriptor:
         )
 
 
+@functools.lru_cache(maxsize=1024)
 def decode_descriptor(raw: bytes) -> TableDescriptor | DatabaseDescriptor:
+    """The descriptor stored as ``raw``. Every statement reads its table's descriptor
+    (a read, so schema changes and transactions see the version they should), but the
+    same bytes decode to the same immutable descriptor: decoding is cached by them, and
+    with it the row codec's plan kept on the descriptor."""
     data = json.loads(raw)
     if "table" in data:
         return TableDescriptor.from_dict(data["table"])

@@ -936,7 +936,7 @@ class Execution:
                 for column, value in sets:
                     final[column.id] = coerce(value(both, self.context), column.type, column.name)
                 _check_not_null(desc, final)
-                self._write_changes(desc, pairs, final)
+                self._write_changes(desc, pairs, final, {column.id for column, _ in sets})
             count += 1
             if returning is not None:
                 env = tuple(final[c.id] for c in desc.columns)
@@ -975,17 +975,26 @@ class Execution:
         raise SQLError("XX000", "a row vanished while it was being updated")
 
     def _write_changes(
-        self, desc: TableDescriptor, pairs: dict[bytes, bytes], row: dict[int, Any]
+        self,
+        desc: TableDescriptor,
+        pairs: dict[bytes, bytes],
+        row: dict[int, Any],
+        assigned: set[int],
     ) -> None:
-        """Write the families of ``row`` whose values differ from ``pairs`` (the row's
-        KV pairs as read), deleting pairs that no longer exist."""
+        """Write the families of ``row`` that have an ``assigned`` column or whose value
+        differs from ``pairs`` (the row's KV pairs as read), deleting pairs that no longer
+        exist. An assignment is a write even when it changes nothing, as in CockroachDB
+        and PostgreSQL: it makes a new version, which a changefeed emits."""
         txn = self._txn
-        for key, value in row_kvs(desc, row).items():
+        touched = {family.id for family in desc.families if assigned & set(family.column_ids)}
+        for family_id, (key, value) in zip(
+            (f.id for f in desc.families), row_kvs(desc, row).items(), strict=True
+        ):
             old = pairs.get(key)
             if value is None:
                 if old is not None:
                     txn.delete(key)
-            elif value != old:
+            elif value != old or family_id in touched:
                 txn.put(key, value)
 
     def update(self, s: st.Update) -> Result:
@@ -1012,7 +1021,7 @@ class Execution:
                     if encoded is not None:
                         txn.put(key, encoded)
             else:
-                self._write_changes(desc, pairs, new)
+                self._write_changes(desc, pairs, new, {column.id for column, _ in sets})
             count += 1
             if returning is not None:
                 new_env = tuple(new[c.id] for c in desc.columns)

@@ -209,6 +209,28 @@ def test_column_families_merge_into_whole_rows(db: DB) -> None:
     ]
 
 
+def test_an_update_that_changes_nothing_is_still_a_change(db: DB) -> None:
+    # As in CockroachDB and PostgreSQL: an assignment writes a new version of the
+    # families it names (and only those), so the feed sees the UPDATE and UPSERT.
+    db.sql(
+        "CREATE TABLE fam (k INT PRIMARY KEY, a STRING, b STRING, FAMILY f1 (k, a), FAMILY f2 (b))"
+    )
+    db.sql("INSERT INTO fam VALUES (1, 'a1', 'b1')")
+    result = feed(
+        db, f"EXPERIMENTAL CHANGEFEED FOR fam WITH split_column_families, updated, {FAST}"
+    )
+    rows_until(result, count(2))
+    db.sql("UPDATE fam SET b = 'b1' WHERE k = 1")
+    db.sql("UPSERT INTO fam (k, a) VALUES (1, 'a1')")
+    now = db.now()
+    rows = data(rows_until(result, resolved_past(now)))
+    result.close()
+    assert [(t, v["after"]) for t, _k, v in rows] == [
+        ("fam.f2", {"k": 1, "b": "b1"}),
+        ("fam.f1", {"k": 1, "a": "a1"}),
+    ]
+
+
 def test_split_column_families_and_family_targets(db: DB) -> None:
     db.sql(
         "CREATE TABLE fam (k INT PRIMARY KEY, a STRING, b STRING, FAMILY f1 (k, a), FAMILY f2 (b))"

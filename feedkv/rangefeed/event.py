@@ -15,12 +15,16 @@ For one registration ``(span, start_ts, with_diff, values)`` a stream sends:
 
 feedkv deletes a span as one tombstone per key, so a range deletion reaches a feed as
 one deleting :class:`Value` per key; there is no range-tombstone event to miss.
+
+:class:`Value` and :class:`Checkpoint` are named tuples: a feed makes one per change,
+and a tuple is built in a third of a frozen dataclass's time.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
@@ -28,8 +32,7 @@ from feedkv.util.keys import Span
 __all__ = ["Checkpoint", "Error", "ErrorReason", "Event", "Value"]
 
 
-@dataclass(frozen=True, slots=True)
-class Value:
+class Value(NamedTuple):
     """A committed change of ``key`` at ``ts`` (``value=None``: deleted). ``prev_value``
     is the value at ``ts - 1 tick`` for registrations with diffs, else ``None``."""
 
@@ -39,8 +42,7 @@ class Value:
     prev_value: bytes | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Checkpoint:
+class Checkpoint(NamedTuple):
     """No value in ``span`` at or below ``ts`` will follow on this stream."""
 
     span: Span

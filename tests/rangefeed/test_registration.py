@@ -15,8 +15,6 @@ through logical ops and closed timestamps.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from feedkv.kv.observer import RangeEndReason
@@ -274,7 +272,7 @@ def test_a_value_is_charged_with_its_prev_value_only_while_a_reader_wants_diffs(
     plain = make_processor()
     live(plain)
     log(plain, big)
-    assert plain.budget.used == event_size(replace(big, prev_value=None))
+    assert plain.budget.used == event_size(big._replace(prev_value=None))
     diff = make_processor()
     live(diff, with_diff=True)
     log(diff, big)

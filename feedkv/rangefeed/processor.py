@@ -76,11 +76,11 @@ class EventLog(NamedTuple):
 class Waker:
     """Wakes the consumers of many commands' values once per commit group, paced.
 
-    Processors note streams whose consumer sleeps (:meth:`defer`); the engine's group
-    hook :meth:`flush` wakes them. Under CPython's GIL a wake is not free: the consumer's
-    thread is scheduled, takes the GIL from the writers and hands it back, and a hundred
-    consumers woken on every commit group (400 a second) cost the writers three quarters
-    of their throughput. So after waking ``n`` streams the waker wakes no one for
+    Processors note the streams of their values' consumers (:meth:`defer`); the engine's
+    group hook :meth:`flush` wakes those asleep. Under CPython's GIL a wake is not free:
+    the consumer's thread is scheduled, takes the GIL from the writers and hands it back,
+    and a hundred consumers woken on every commit group (400 a second) cost the writers
+    three quarters of their throughput. So after waking ``n`` streams the waker wakes no one for
     ``n * per_wake_s`` (at most ``max_gap_s``); what comes meanwhile is woken by the
     waker's own thread when the gap ends, each consumer then taking everything logged
     since. One feed is woken at once (then a gap of 0.3 ms); a hundred busy ones every
@@ -93,6 +93,7 @@ class Waker:
         self._per_wake_s = per_wake_s
         self._max_gap_s = max_gap_s
         self._pending: set[EventStream] = set()
+        self.group = 0  # commit groups flushed: a processor defers its streams once per group
         self._lock = threading.Lock()  # guards _pending's swap and _open_at
         self._open_at = 0.0  # the monotonic time from which a flush may wake
         self._due = threading.Condition(self._lock)  # the thread waits for a gap's end
@@ -102,12 +103,13 @@ class Waker:
         self._thread.start()
 
     def defer(self, streams: Iterable[EventStream]) -> None:
-        woken = [stream for stream in streams if stream.waiting]
-        if woken:
-            with self._lock:
-                self._pending.update(woken)
+        """Note ``streams`` for the next wake, once per commit group: those asleep then
+        are woken (a consumer that falls asleep later finds the news before it sleeps)."""
+        with self._lock:
+            self._pending.update(streams)
 
     def flush(self) -> None:
+        self.group += 1
         if not self._pending:
             return
         with self._lock:
@@ -172,6 +174,7 @@ class Processor:
         self.max_ts = _ZERO  # no logged value is above it
         self.resolved = _ZERO  # the newest mark's timestamp
         self._waker = waker
+        self._deferred_in = -1  # the waker's group this processor's streams were deferred in
         self._streams: dict[EventStream, int] = {}  # registrations per consumer
         self._value_regs = 0  # registrations that read values (not only checkpoints)
         self._diff_regs = 0
@@ -193,6 +196,7 @@ class Processor:
         reg.attach(self, self.end_pos)
         self.registry.add(reg)
         self._streams[reg.stream] = self._streams.get(reg.stream, 0) + 1
+        self._deferred_in = -1  # a new stream: defer again in this group
         if reg.values:
             self._value_regs += 1
             self._diff_regs += reg.with_diff
@@ -251,7 +255,9 @@ class Processor:
             self._mark()
         if logged or moved:
             if self._waker is not None:
-                self._waker.defer(self._streams)
+                if self._deferred_in != self._waker.group:
+                    self._deferred_in = self._waker.group
+                    self._waker.defer(self._streams)
             else:
                 self._wake()
 

@@ -18,9 +18,10 @@ class Sleeper:
         self.woken = threading.Event()
         self.by: list[str] = []
 
-    def wake(self) -> None:
-        self.by.append(threading.current_thread().name)
-        self.woken.set()
+    def wake(self) -> None:  # as EventStream.wake: only a sleeping consumer is woken
+        if self.waiting:
+            self.by.append(threading.current_thread().name)
+            self.woken.set()
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ it appends every ``WriteValue`` and ``CommitIntent`` some registration covers to
 :class:`EventLog`, once, and each registration reads the log from its own cursor when its
 consumer takes events (see :meth:`Registration.read`). Fanning a write out to a hundred
 feeds therefore costs the commit thread one append and a glance at each consumer (those
-asleep are woken once per commit group, paced, by a :class:`Waker`), and the consumers do the
-rest on their own threads, in batches. This is how etcd's
-watchers share one event history.
+asleep are woken once per commit group, paced, by a :class:`Waker`), and the consumers
+do the rest on their own threads, in batches. This is how etcd's watchers share one
+event history.
 
 - A value is logged without ``prev_value``, and also with it while a registration wants
   diffs; intents themselves are never logged, so aborted and intermediate writes never
@@ -80,9 +80,9 @@ class Waker:
     group hook :meth:`flush` wakes those asleep. Under CPython's GIL a wake is not free:
     the consumer's thread is scheduled, takes the GIL from the writers and hands it back,
     and a hundred consumers woken on every commit group (400 a second) cost the writers
-    three quarters of their throughput. So after waking ``n`` streams the waker wakes no one for
-    ``n * per_wake_s`` (at most ``max_gap_s``); what comes meanwhile is woken by the
-    waker's own thread when the gap ends, each consumer then taking everything logged
+    three quarters of their throughput. So after waking ``n`` streams the waker wakes no
+    one for ``n * per_wake_s`` (at most ``max_gap_s``); what comes meanwhile is woken by
+    the waker's own thread when the gap ends, each consumer then taking everything logged
     since. One feed is woken at once (then a gap of 0.3 ms); a hundred busy ones every
     30 ms, in batches: with them writers keep 0.6 of their rate instead of 0.25.
 
@@ -93,8 +93,8 @@ class Waker:
         self._per_wake_s = per_wake_s
         self._max_gap_s = max_gap_s
         self._pending: set[EventStream] = set()
-        self.group = 0  # commit groups flushed: a processor defers its streams once per group
-        self._lock = threading.Lock()  # guards _pending's swap and _open_at
+        self._wakes = 0  # times the pending streams were taken to be woken
+        self._lock = threading.Lock()  # guards _pending, _wakes and _open_at
         self._open_at = 0.0  # the monotonic time from which a flush may wake
         self._due = threading.Condition(self._lock)  # the thread waits for a gap's end
         self._held = False  # wakes are waiting for the gap to end
@@ -102,14 +102,16 @@ class Waker:
         self._thread = threading.Thread(target=self._run, name="feedkv-waker", daemon=True)
         self._thread.start()
 
-    def defer(self, streams: Iterable[EventStream]) -> None:
-        """Note ``streams`` for the next wake, once per commit group: those asleep then
-        are woken (a consumer that falls asleep later finds the news before it sleeps)."""
+    def defer(self, streams: Iterable[EventStream], token: int) -> int:
+        """Note ``streams`` for the next wake; those asleep then are woken (a consumer
+        that falls asleep later finds the news before it sleeps). Returns a token: given
+        back with the same streams before they are woken, it makes the call free."""
         with self._lock:
-            self._pending.update(streams)
+            if token != self._wakes:
+                self._pending.update(streams)
+            return self._wakes
 
     def flush(self) -> None:
-        self.group += 1
         if not self._pending:
             return
         with self._lock:
@@ -135,6 +137,7 @@ class Waker:
     def _take(self) -> set[EventStream]:
         """The pending streams, opening the next gap (the caller holds ``_lock``)."""
         pending, self._pending = self._pending, set()
+        self._wakes += 1
         gap = min(self._max_gap_s, len(pending) * self._per_wake_s)
         self._open_at = time.monotonic() + gap
         self._held = False
@@ -174,7 +177,7 @@ class Processor:
         self.max_ts = _ZERO  # no logged value is above it
         self.resolved = _ZERO  # the newest mark's timestamp
         self._waker = waker
-        self._deferred_in = -1  # the waker's group this processor's streams were deferred in
+        self._deferred = -1  # the Waker's token while this processor's streams are pending
         self._streams: dict[EventStream, int] = {}  # registrations per consumer
         self._value_regs = 0  # registrations that read values (not only checkpoints)
         self._diff_regs = 0
@@ -196,7 +199,7 @@ class Processor:
         reg.attach(self, self.end_pos)
         self.registry.add(reg)
         self._streams[reg.stream] = self._streams.get(reg.stream, 0) + 1
-        self._deferred_in = -1  # a new stream: defer again in this group
+        self._deferred = -1  # a new stream: defer the streams again
         if reg.values:
             self._value_regs += 1
             self._diff_regs += reg.with_diff
@@ -255,9 +258,7 @@ class Processor:
             self._mark()
         if logged or moved:
             if self._waker is not None:
-                if self._deferred_in != self._waker.group:
-                    self._deferred_in = self._waker.group
-                    self._waker.defer(self._streams)
+                self._deferred = self._waker.defer(self._streams, self._deferred)
             else:
                 self._wake()
 

@@ -33,7 +33,7 @@ def slow_waker():
 
 def test_a_flush_with_no_gap_open_wakes_at_once_on_the_callers_thread(slow_waker: Waker) -> None:
     sleeper = Sleeper()
-    slow_waker.defer([sleeper])
+    slow_waker.defer([sleeper], -1)
     slow_waker.flush()
     assert sleeper.woken.is_set()
     assert sleeper.by == [threading.current_thread().name]
@@ -41,7 +41,7 @@ def test_a_flush_with_no_gap_open_wakes_at_once_on_the_callers_thread(slow_waker
 
 def test_only_consumers_that_sleep_are_woken(slow_waker: Waker) -> None:
     awake, asleep = Sleeper(waiting=False), Sleeper()
-    slow_waker.defer([awake, asleep])
+    slow_waker.defer([awake, asleep], -1)
     slow_waker.flush()
     assert asleep.woken.is_set()
     assert not awake.woken.is_set()
@@ -49,9 +49,9 @@ def test_only_consumers_that_sleep_are_woken(slow_waker: Waker) -> None:
 
 def test_wakes_in_the_gap_wait_for_it_and_close_releases_them(slow_waker: Waker) -> None:
     first, second = Sleeper(), Sleeper()
-    slow_waker.defer([first])
+    slow_waker.defer([first], -1)
     slow_waker.flush()  # opens a 60 s gap
-    slow_waker.defer([second])
+    slow_waker.defer([second], -1)
     slow_waker.flush()
     assert not second.woken.is_set()
     slow_waker.close()
@@ -62,9 +62,9 @@ def test_the_waker_thread_wakes_what_came_in_the_gap_when_it_ends() -> None:
     waker = Waker(per_wake_s=0.05, max_gap_s=0.05)
     try:
         first, second = Sleeper(), Sleeper()
-        waker.defer([first])
+        waker.defer([first], -1)
         waker.flush()
-        waker.defer([second])
+        waker.defer([second], -1)
         waker.flush()
         assert second.woken.wait(10)
     finally:
@@ -73,10 +73,26 @@ def test_the_waker_thread_wakes_what_came_in_the_gap_when_it_ends() -> None:
 
 def test_each_consumer_is_woken_once_however_many_commands_named_it(slow_waker: Waker) -> None:
     first, second = Sleeper(), Sleeper()
-    slow_waker.defer([first])
+    slow_waker.defer([first], -1)
     slow_waker.flush()
     for _ in range(5):
-        slow_waker.defer([second])
+        slow_waker.defer([second], -1)
         slow_waker.flush()
     slow_waker.close()
     assert len(second.by) == 1
+
+
+def test_a_token_makes_deferring_pending_streams_free_until_they_are_woken() -> None:
+    waker = Waker(per_wake_s=0.0, max_gap_s=0.0)
+    try:
+        sleeper = Sleeper()
+        token = waker.defer([sleeper], -1)
+        assert waker.defer([sleeper], token) == token
+        waker.flush()
+        assert sleeper.by == [threading.current_thread().name]
+        # Woken since: the token is stale, so the streams are pending again.
+        assert waker.defer([sleeper], token) != token
+        waker.flush()
+        assert len(sleeper.by) == 2
+    finally:
+        waker.close()

@@ -899,6 +899,7 @@ class Execution:
                 for c in targets
                 if c.id not in key_ids
             ]
+        assigned = {column.id for column, _ in sets}
         returning = self._returning(desc, s.returning, scope)
         provided = {c.id for c in targets}
         out_rows = []
@@ -936,7 +937,7 @@ class Execution:
                 for column, value in sets:
                     final[column.id] = coerce(value(both, self.context), column.type, column.name)
                 _check_not_null(desc, final)
-                self._write_changes(desc, pairs, final, {column.id for column, _ in sets})
+                self._write_changes(desc, pairs, final, assigned)
             count += 1
             if returning is not None:
                 env = tuple(final[c.id] for c in desc.columns)
@@ -986,21 +987,19 @@ class Execution:
         exist. An assignment is a write even when it changes nothing, as in CockroachDB
         and PostgreSQL: it makes a new version, which a changefeed emits."""
         txn = self._txn
-        touched = {family.id for family in desc.families if assigned & set(family.column_ids)}
-        for family_id, (key, value) in zip(
-            (f.id for f in desc.families), row_kvs(desc, row).items(), strict=True
-        ):
+        for family, (key, value) in zip(desc.families, row_kvs(desc, row).items(), strict=True):
             old = pairs.get(key)
             if value is None:
                 if old is not None:
                     txn.delete(key)
-            elif value != old or family_id in touched:
+            elif value != old or not assigned.isdisjoint(family.column_ids):
                 txn.put(key, value)
 
     def update(self, s: st.Update) -> Result:
         desc = self._table(s.table)
         scope = self._scope(desc)
         sets = [(desc.column(name), compile_expr(e, scope)) for name, e in s.sets]
+        assigned = {column.id for column, _ in sets}
         returning = self._returning(desc, s.returning, scope)
         key_ids = set(desc.primary_key)
         out_rows = []
@@ -1021,7 +1020,7 @@ class Execution:
                     if encoded is not None:
                         txn.put(key, encoded)
             else:
-                self._write_changes(desc, pairs, new, {column.id for column, _ in sets})
+                self._write_changes(desc, pairs, new, assigned)
             count += 1
             if returning is not None:
                 new_env = tuple(new[c.id] for c in desc.columns)

@@ -120,8 +120,9 @@ def _encode_family(columns: list[tuple[int, _Convert | None]], row: Mapping[int,
 
 
 def row_kvs(desc: TableDescriptor, row: Mapping[int, Any]) -> dict[bytes, bytes | None]:
-    """The KV pairs of ``row`` (coerced values by column id): a value per family, or
-    ``None`` for a non-primary family whose columns are all NULL (delete its pair)."""
+    """The KV pairs of ``row`` (coerced values by column id), in the descriptor's family
+    order: a value per family, or ``None`` for a non-primary family whose columns are
+    all NULL (delete its pair)."""
     prefix = row_prefix(desc, [row.get(i) for i in desc.primary_key])
     out: dict[bytes, bytes | None] = {}
     for family_id, (suffix, columns) in _layout(desc).families.items():

@@ -308,6 +308,8 @@ class RowAssembler:
 
     def rows(self, kvs: Iterable[KeyValue]) -> Iterator[tuple[Row, dict[bytes, bytes]]]:
         desc = self._desc
+        empty: Row = dict.fromkeys(c.id for c in desc.columns)
+        key_ids = desc.primary_key
         current: Row | None = None
         pairs: dict[bytes, bytes] = {}
         current_prefix = b""
@@ -316,8 +318,8 @@ class RowAssembler:
             if current is None or prefix != current_prefix:
                 if current is not None:
                     yield current, pairs
-                current = dict.fromkeys(c.id for c in desc.columns)
-                current.update(zip(desc.primary_key, key_values, strict=True))
+                current = empty.copy()
+                current.update(zip(key_ids, key_values, strict=False))  # as long: one decoder
                 current_prefix = prefix
                 pairs = {}
             current.update(decode_family_value(desc, kv.value))

@@ -104,14 +104,14 @@ def sql_sort_key(kind: Kind, value: Any) -> Any:
 
 def assert_same_value(kind: Kind, expected: Any, actual: Any, *, key: bool) -> None:
     """``actual`` is what decoding must give back for ``expected``: exactly it, except
-    that a float -0.0 comes back as 0.0 and a DECIMAL key column comes back normalized
-    (equal in value, its scale not kept)."""
+    that a float -0.0 key column comes back as 0.0 and a DECIMAL key column comes back
+    normalized (equal in value, its scale not kept)."""
     if kind is Kind.FLOAT:
         assert isinstance(actual, float)
         if math.isnan(expected):
             assert math.isnan(actual)
             return
-        canonical = 0.0 if expected == 0 else expected
+        canonical = 0.0 if key and expected == 0 else expected
         assert actual == canonical
         assert math.copysign(1.0, actual) == math.copysign(1.0, canonical)
         return

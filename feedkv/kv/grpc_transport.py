@@ -1,12 +1,24 @@
-"""The client side of the node's gRPC service (a :class:`feedkv.kv.router.Transport`)."""
+"""The client side of the node's gRPC service (a :class:`feedkv.kv.router.Transport`).
+
+Batches travel on one ``BatchStream`` per transport (see :mod:`feedkv.kv.server` for
+why): each thread's batch gets a call number and waits for its answer, and the batches
+that queue up while a message is being sent go together in the next one. When the
+stream breaks, every batch waiting on it fails (a write as ambiguous: it may have been
+applied) and the next batch opens a new stream. When the node ends the stream itself,
+draining, the batches it did not answer were not applied.
+"""
 
 from __future__ import annotations
 
+import itertools
+import queue
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
 
-from feedkv.errors import AmbiguousResultError, NodeUnavailableError
+from feedkv.errors import AmbiguousResultError, FeedKVError, NodeUnavailableError
 from feedkv.kv.address import host_port
 from feedkv.kv.api import (
     BatchRequest,
@@ -28,9 +40,13 @@ from feedkv.kv.wire import (
     batch_response_from_proto,
     timestamp_from_proto,
 )
+from feedkv.storage.engine import Completion
 from feedkv.util.hlc import Timestamp
 
 __all__ = ["GrpcTransport"]
+
+# A message of calls holds those queued when it is sent, up to about this many bytes.
+MAX_CALLS_BYTES = 4 << 20
 
 _MUTATIONS = (
     Put,
@@ -67,11 +83,13 @@ class GrpcTransport:
                 f"no feedkv node answered at {self.address} within {connect_timeout_s:g} s; "
                 "is `feedkv start` running there?"
             ) from exc
-        self._batch = self._channel.unary_unary(
-            f"/{SERVICE}/Batch",
-            request_serializer=pb.BatchRequest.SerializeToString,
-            response_deserializer=pb.BatchResponse.FromString,
+        self._batch_stream = self._channel.stream_stream(
+            f"/{SERVICE}/BatchStream",
+            request_serializer=pb.BatchCalls.SerializeToString,
+            response_deserializer=pb.BatchReplies.FromString,
         )
+        self._stream_lock = threading.Lock()
+        self._stream: _CallStream | None = None
         self._now = self._channel.unary_unary(
             f"/{SERVICE}/Now",
             request_serializer=pb.NowRequest.SerializeToString,
@@ -84,12 +102,25 @@ class GrpcTransport:
         return self._channel
 
     def send(self, batch: BatchRequest) -> BatchResponse:
-        msg = batch_request_to_proto(batch)
+        call = pb.BatchCall()
+        batch_request_to_proto(batch, call.request)
         try:
-            reply = self._batch(msg)
-        except grpc.RpcError as exc:
-            raise self._translate(exc, batch) from exc
+            while (reply := self._open_stream().call(call)) is None:
+                pass  # that stream ended before the call was sent: open another
+        except _StreamEnded as exc:
+            if exc.maybe_applied:
+                raise self._translate(exc, batch) from exc
+            raise NodeUnavailableError(f"node {self.address}: {exc}") from exc
         return batch_response_from_proto(reply)
+
+    def _open_stream(self) -> _CallStream:
+        stream = self._stream
+        if stream is None or stream.ended:
+            with self._stream_lock:
+                stream = self._stream
+                if stream is None or stream.ended:
+                    stream = self._stream = _CallStream(self._batch_stream)
+        return stream
 
     def now(self) -> Timestamp:
         try:
@@ -107,7 +138,89 @@ class GrpcTransport:
         return NodeUnavailableError(f"node {self.address}: {_details(exc)}")
 
     def close(self) -> None:
+        with self._stream_lock:
+            if self._stream is not None:
+                self._stream.close()
         self._channel.close()
+
+
+class _StreamEnded(FeedKVError):
+    """The stream ended before answering a call; ``maybe_applied`` unless the node
+    ended it cleanly (draining) or the call was never sent."""
+
+    def __init__(self, message: str, *, maybe_applied: bool) -> None:
+        super().__init__(message)
+        self.maybe_applied = maybe_applied
+
+
+class _CallStream:
+    """One open ``BatchStream`` and the calls waiting for their answers on it."""
+
+    def __init__(self, method: Any) -> None:
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._waiting: dict[int, Completion[pb.BatchResponse]] = {}
+        self._end: _StreamEnded | None = None
+        self._outgoing: queue.SimpleQueue[pb.BatchCall | None] = queue.SimpleQueue()
+        self._call = method(self._frames())
+        threading.Thread(target=self._read, name="feedkv-batch-client", daemon=True).start()
+
+    @property
+    def ended(self) -> bool:
+        return self._end is not None
+
+    def call(self, call: pb.BatchCall) -> pb.BatchResponse | None:
+        """Send ``call`` (its ``id`` is set here) and wait for the node's answer; ``None``
+        if the stream had already ended (nothing was sent)."""
+        answer: Completion[pb.BatchResponse] = Completion()
+        with self._lock:
+            if self._end is not None:
+                return None
+            call.id = next(self._ids)
+            self._waiting[call.id] = answer
+        self._outgoing.put(call)
+        return answer.result()
+
+    def close(self) -> None:
+        self._outgoing.put(None)
+        self._call.cancel()
+
+    def _frames(self) -> Iterator[pb.BatchCalls]:
+        """The calls queued up while the last message was sent go in the next one."""
+        outgoing = self._outgoing
+        while (call := outgoing.get()) is not None:
+            frame = pb.BatchCalls()
+            size = 0
+            while call is not None:
+                frame.calls.append(call)
+                size += call.ByteSize()
+                if size >= MAX_CALLS_BYTES:
+                    break
+                try:
+                    call = outgoing.get_nowait()
+                except queue.Empty:
+                    break
+            yield frame
+            if call is None:
+                return
+
+    def _read(self) -> None:
+        end = _StreamEnded("the node ended the stream (it is shutting down)", maybe_applied=False)
+        try:
+            for frame in self._call:
+                waiting = self._waiting
+                for reply in frame.replies:
+                    answer = waiting.pop(reply.id, None)
+                    if answer is not None:
+                        answer.set_result(reply.response)
+        except grpc.RpcError as exc:
+            end = _StreamEnded(_details(exc), maybe_applied=True)
+        with self._lock:
+            self._end = end
+            waiting, self._waiting = self._waiting, {}
+        self._outgoing.put(None)
+        for answer in waiting.values():
+            answer.set_exception(end)
 
 
 def _details(exc: Any) -> str:

@@ -91,7 +91,7 @@ from feedkv.kv.range_descriptor import (
 from feedkv.kv.range_size import RangeSizes, measure, op_bytes
 from feedkv.kv.tscache import TimestampCache
 from feedkv.kv.txn_record import TXN_RECORDS, TxnRecord, read_record
-from feedkv.storage.engine import ReadWriter, Snapshot
+from feedkv.storage.engine import Completion, ReadWriter, Snapshot
 from feedkv.storage.intent import Intent, TxnMeta, TxnStatus
 from feedkv.storage.lmdb_engine import LMDBEngine
 from feedkv.storage.schema import MVCC_DATABASES
@@ -213,22 +213,43 @@ class Store:
 
     def send(self, batch: BatchRequest) -> BatchResponse:
         """Apply ``batch`` as one command of its range; blocks until it is durable."""
-        if self._stopping.is_set():
-            raise NodeUnavailableError("the node is shutting down")
+        return self.finish(batch, self.start(batch))
+
+    def start(self, batch: BatchRequest) -> Completion[Applied]:
+        """Begin applying ``batch`` without waiting: the first attempt, which completes
+        on the commit thread (or at once: a read, or a refusal). Pass it to
+        :meth:`finish`; :meth:`settled` says whether that will return at once."""
         header = batch.header
-        if header.txn is not None and header.txn.started():
-            self.clock.update(header.txn.write_ts)
-        if header.timestamp is not None:
-            self.clock.update(header.timestamp)
+        try:
+            if self._stopping.is_set():
+                raise NodeUnavailableError("the node is shutting down")
+            if header.txn is not None and header.txn.started():
+                self.clock.update(header.txn.write_ts)
+            if header.timestamp is not None:
+                self.clock.update(header.timestamp)
+        except FeedKVError as exc:
+            return Completion.failed(exc)
+        return self._attempt(batch)
+
+    @staticmethod
+    def settled(attempt: Completion[Applied]) -> bool:
+        """Whether ``attempt`` has completed with nothing left to do: no conflicting
+        intent to push and no timestamp to move, so :meth:`finish` will not block."""
+        return attempt.done() and not isinstance(attempt.exception(), WriteIntentError | PushBatch)
+
+    def finish(self, batch: BatchRequest, attempt: Completion[Applied]) -> BatchResponse:
+        """Wait for ``attempt`` (from :meth:`start`); resolve the conflicts it met and run
+        the batch again until it applies. Raises the batch's error."""
         while True:
             try:
-                return self._execute(batch).response
+                return attempt.result().response
             except WriteIntentError as exc:
                 batch = self._pin_timestamp(batch)
                 self._handle_conflicts(batch, exc.intents)
             except PushBatch as exc:
                 at = max(exc.ts, self.clock.now())
                 batch = replace(batch, header=replace(batch.header, timestamp=at))
+            attempt = self._attempt(batch)
 
     def descriptors(self) -> list[RangeDescriptor]:
         with self.engine.snapshot() as snap:
@@ -276,22 +297,33 @@ class Store:
     # Applying commands.
 
     def _execute(self, batch: BatchRequest) -> Applied:
-        ctx = self._ctx
-        spans = batch_spans(batch)
-        if all(type(r) in _READ_ONLY for r in batch.requests):
-            return self._read(batch, spans)
-        token = next(self._in_flight.tokens)
+        return self._attempt(batch).result()
 
-        def command(rw: ReadWriter) -> Applied:
-            self._in_flight.add(token, spans)  # the commit thread, under eval_lock
-            return evaluate(ctx, rw, batch)
-
+    def _attempt(self, batch: BatchRequest) -> Completion[Applied]:
+        """Evaluate ``batch`` once: a write on the commit thread, a read here if it can."""
         try:
-            return self.engine.submit(command, self._on_applied).result()
-        finally:
-            self._in_flight.remove(token)
+            ctx = self._ctx
+            spans = batch_spans(batch)
+            if all(type(r) in _READ_ONLY for r in batch.requests):
+                return self._read(batch, spans)
+            token = next(self._in_flight.tokens)
+            in_flight = self._in_flight
 
-    def _read(self, batch: BatchRequest, spans: tuple[Span, ...] | None) -> Applied:
+            def command(rw: ReadWriter) -> Applied:
+                in_flight.add(token, spans)  # the commit thread, under eval_lock
+                return evaluate(ctx, rw, batch)
+
+            try:
+                attempt = self.engine.submit(command, self._on_applied)
+            except BaseException:
+                in_flight.remove(token)
+                raise
+            attempt.add_done_callback(lambda: in_flight.remove(token))
+            return attempt
+        except Exception as exc:
+            return Completion.failed(exc)
+
+    def _read(self, batch: BatchRequest, spans: tuple[Span, ...] | None) -> Completion[Applied]:
         """Evaluate a read-only batch on this thread when no write it overlaps is being
         synced, so it does not wait for a group commit's fsync; else in the commit queue,
         in order with the writes (always correct, and fair to a read of a hot key)."""
@@ -304,12 +336,12 @@ class Store:
 
         applied = self.engine.read_now(direct)
         if applied is not None:
-            return applied
+            return Completion.of(applied)
 
         def queued(rw: ReadWriter) -> Applied:
             return evaluate(ctx, rw, batch)
 
-        return self.engine.submit(queued, self._on_applied, read_only=True).result()
+        return self.engine.submit(queued, self._on_applied, read_only=True)
 
     def _on_applied(self, applied: Applied) -> None:
         # The store's own bookkeeping first: a failing observer must not skip it.

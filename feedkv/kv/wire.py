@@ -284,8 +284,12 @@ _REQUEST_DECODERS: dict[str, Callable[[Any], api.Request]] = {
 }
 
 
-def batch_request_to_proto(batch: api.BatchRequest) -> pb.BatchRequest:
-    msg = pb.BatchRequest()
+def batch_request_to_proto(
+    batch: api.BatchRequest, out: pb.BatchRequest | None = None
+) -> pb.BatchRequest:
+    """Encode ``batch`` into ``out`` (a new message when none; a stream's call
+    encodes in place, sparing a copy)."""
+    msg = pb.BatchRequest() if out is None else out
     header = batch.header
     msg.header.range_id = header.range_id
     msg.header.generation = header.generation
@@ -404,8 +408,10 @@ _RESPONSE_DECODERS: dict[str, Callable[[Any], api.Response]] = {
 }
 
 
-def batch_response_to_proto(resp: api.BatchResponse) -> pb.BatchResponse:
-    msg = pb.BatchResponse()
+def batch_response_to_proto(
+    resp: api.BatchResponse, out: pb.BatchResponse | None = None
+) -> pb.BatchResponse:
+    msg = pb.BatchResponse() if out is None else out
     for r in resp.responses:
         _encode_response(r, msg.responses.add())
     timestamp_to_proto(resp.timestamp, msg.timestamp)

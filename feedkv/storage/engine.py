@@ -45,7 +45,7 @@ class Completion(Generic[T]):
     of them a second.
     """
 
-    __slots__ = ("_done", "_failed", "_lock", "_value")
+    __slots__ = ("_callbacks", "_done", "_failed", "_lock", "_value")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -53,17 +53,52 @@ class Completion(Generic[T]):
         self._done = False
         self._failed = False
         self._value: Any = None
+        self._callbacks: list[Callable[[], None]] = []
+
+    @classmethod
+    def failed(cls, exc: BaseException) -> Completion[Any]:
+        """A completion that has already failed with ``exc``."""
+        done: Completion[Any] = cls()
+        done.set_exception(exc)
+        return done
+
+    @classmethod
+    def of(cls, value: T) -> Completion[T]:
+        """A completion that already holds ``value``."""
+        done: Completion[T] = cls()
+        done.set_result(value)
+        return done
 
     def set_result(self, value: T) -> None:
         self._value = value
         self._done = True
         self._lock.release()
+        if self._callbacks:
+            self._fire()
 
     def set_exception(self, exc: BaseException) -> None:
         self._value = exc
         self._failed = True
         self._done = True
         self._lock.release()
+        if self._callbacks:
+            self._fire()
+
+    def add_done_callback(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` once this completes: at once if it has, else on the thread that
+        completes it (the commit thread: ``fn`` must be quick and must not raise)."""
+        self._callbacks.append(fn)
+        if self._done:
+            self._fire()
+
+    def _fire(self) -> None:
+        # The completing thread and add_done_callback may both get here; list.pop is
+        # atomic, so each callback runs once.
+        try:
+            fn = self._callbacks.pop()
+        except IndexError:
+            return
+        fn()
 
     def done(self) -> bool:
         return self._done

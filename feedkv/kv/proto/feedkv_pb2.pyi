@@ -465,6 +465,34 @@ class BatchResponse(_message.Message):
     error: Error
     def __init__(self, responses: _Optional[_Iterable[_Union[ResponseUnion, _Mapping]]] = ..., timestamp: _Optional[_Union[Timestamp, _Mapping]] = ..., txn: _Optional[_Union[Transaction, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
 
+class BatchCall(_message.Message):
+    __slots__ = ("id", "request")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    request: BatchRequest
+    def __init__(self, id: _Optional[int] = ..., request: _Optional[_Union[BatchRequest, _Mapping]] = ...) -> None: ...
+
+class BatchCalls(_message.Message):
+    __slots__ = ("calls",)
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    calls: _containers.RepeatedCompositeFieldContainer[BatchCall]
+    def __init__(self, calls: _Optional[_Iterable[_Union[BatchCall, _Mapping]]] = ...) -> None: ...
+
+class BatchReply(_message.Message):
+    __slots__ = ("id", "response")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    response: BatchResponse
+    def __init__(self, id: _Optional[int] = ..., response: _Optional[_Union[BatchResponse, _Mapping]] = ...) -> None: ...
+
+class BatchReplies(_message.Message):
+    __slots__ = ("replies",)
+    REPLIES_FIELD_NUMBER: _ClassVar[int]
+    replies: _containers.RepeatedCompositeFieldContainer[BatchReply]
+    def __init__(self, replies: _Optional[_Iterable[_Union[BatchReply, _Mapping]]] = ...) -> None: ...
+
 class NowRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -1,0 +1,175 @@
+"""The node's gRPC service: batches on the shared stream, malformed requests sent straight
+to the port, and draining."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+import feedkv
+from feedkv import DB
+from feedkv.errors import (
+    AmbiguousResultError,
+    ClockOffsetError,
+    InvalidArgumentError,
+    NodeUnavailableError,
+    RangeRoutingError,
+)
+from feedkv.kv.api import BatchRequest, Get, Header, Put
+from feedkv.kv.grpc_transport import GrpcTransport
+from feedkv.kv.proto import feedkv_pb2 as pb
+from feedkv.kv.server import SERVICE
+from feedkv.kv.store import StoreConfig
+from feedkv.kv.wire import batch_request_to_proto, error_from_proto
+from feedkv.node import Node
+from feedkv.util.hlc import Timestamp
+
+THREADS = 16
+PUTS_EACH = 40
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[Node]:
+    config = StoreConfig(closed_ts_interval_s=0.05, sync=False)
+    with Node(tmp_path / "store", listen="127.0.0.1:0", config=config) as running:
+        yield running
+
+
+@pytest.fixture
+def remote(node: Node) -> Iterator[DB]:
+    db = feedkv.connect(node.url)
+    yield db
+    db.close()
+
+
+@pytest.fixture
+def channel(node: Node) -> Iterator[grpc.Channel]:
+    with grpc.insecure_channel(node.url.removeprefix("feedkv://")) as chan:
+        yield chan
+
+
+def raw_stream(channel: grpc.Channel) -> grpc.StreamStreamMultiCallable:
+    return channel.stream_stream(
+        f"/{SERVICE}/BatchStream",
+        request_serializer=pb.BatchCalls.SerializeToString,
+        response_deserializer=pb.BatchReplies.FromString,
+    )
+
+
+def call(call_id: int, batch: BatchRequest) -> pb.BatchCall:
+    msg = pb.BatchCall(id=call_id)
+    batch_request_to_proto(batch, msg.request)
+    return msg
+
+
+def test_many_threads_share_one_stream_and_each_gets_its_own_answer(remote: DB) -> None:
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        try:
+            for i in range(PUTS_EACH):
+                remote.put(b"t%02d/%03d" % (n, i), b"v%d.%d" % (n, i))
+                assert remote.get(b"t%02d/%03d" % (n, i)) == b"v%d.%d" % (n, i)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    rows = remote.scan(b"t", b"u")
+    assert len(rows) == THREADS * PUTS_EACH
+    assert all(kv.value == b"v%d.%d" % (int(kv.key[1:3]), int(kv.key[4:])) for kv in rows)
+
+
+def test_a_malformed_call_is_answered_with_an_error_and_its_neighbours_still_apply(
+    node: Node, channel: grpc.Channel, remote: DB
+) -> None:
+    good = call(1, BatchRequest(Header(range_id=1), (Put(b"good", b"v"),)))
+    bad = pb.BatchCall(id=2)
+    bad.request.requests.add()  # a request union with no request in it
+    wrong_range = call(3, BatchRequest(Header(range_id=999), (Get(b"good"),)))
+    replies = list(raw_stream(channel)(iter([pb.BatchCalls(calls=[good, bad, wrong_range])])))
+    answers = {r.id: r.response for frame in replies for r in frame.replies}
+    assert sorted(answers) == [1, 2, 3]
+    assert not answers[1].HasField("error")
+    assert isinstance(error_from_proto(answers[2].error), InvalidArgumentError)
+    assert "malformed request" in answers[2].error.message
+    assert isinstance(error_from_proto(answers[3].error), RangeRoutingError)
+    assert remote.get(b"good") == b"v"
+
+
+def test_a_batch_from_a_clock_far_ahead_is_refused_and_the_stream_goes_on(remote: DB) -> None:
+    ahead = Timestamp(remote.now().wall + 3_600 * 10**9, 0)
+    with pytest.raises(ClockOffsetError, match="max offset"):
+        remote.transport.send(BatchRequest(Header(range_id=1, timestamp=ahead), (Get(b"k"),)))
+    remote.put(b"k", b"v")
+    assert remote.get(b"k") == b"v"
+
+
+def test_bytes_that_are_not_a_message_fail_that_stream_and_the_node_keeps_serving(
+    channel: grpc.Channel, remote: DB
+) -> None:
+    garbage = channel.stream_stream(f"/{SERVICE}/BatchStream")
+    with pytest.raises(grpc.RpcError):
+        list(garbage(iter([b"\xff\xff\xff not protobuf"])))
+    unary = channel.unary_unary(f"/{SERVICE}/Batch")
+    with pytest.raises(grpc.RpcError):
+        unary(b"\xff\xff\xff not protobuf")
+    remote.put(b"after", b"still serving")
+    assert remote.get(b"after") == b"still serving"
+
+
+def test_a_malformed_unary_batch_gets_a_clear_error(channel: grpc.Channel) -> None:
+    batch = channel.unary_unary(
+        f"/{SERVICE}/Batch",
+        request_serializer=pb.BatchRequest.SerializeToString,
+        response_deserializer=pb.BatchResponse.FromString,
+    )
+    msg = pb.BatchRequest()
+    msg.requests.add()
+    response = batch(msg)
+    assert isinstance(error_from_proto(response.error), InvalidArgumentError)
+
+
+def test_a_draining_node_answers_what_it_read_and_ends_the_stream_cleanly(
+    tmp_path: Path,
+) -> None:
+    config = StoreConfig(closed_ts_interval_s=0.05, sync=False)
+    node = Node(tmp_path / "store", listen="127.0.0.1:0", config=config)
+    try:
+        with grpc.insecure_channel(node.url.removeprefix("feedkv://")) as chan:
+            outgoing: queue.SimpleQueue[pb.BatchCalls | None] = queue.SimpleQueue()
+            replies = raw_stream(chan)(iter(outgoing.get, None))
+            put = call(1, BatchRequest(Header(range_id=1), (Put(b"k", b"v"),)))
+            outgoing.put(pb.BatchCalls(calls=[put]))
+            assert [r.id for r in next(replies).replies] == [1]
+            node.stop()
+            assert list(replies) == []  # ended by the node, not broken
+            assert replies.code() == grpc.StatusCode.OK
+            outgoing.put(None)
+    finally:
+        node.stop()
+
+
+def test_a_batch_to_a_stopped_node_fails_with_an_error_naming_it(tmp_path: Path) -> None:
+    config = StoreConfig(closed_ts_interval_s=0.05, sync=False)
+    node = Node(tmp_path / "store", listen="127.0.0.1:0", config=config)
+    host, port = node.url.removeprefix("feedkv://").rsplit(":", 1)
+    transport = GrpcTransport(host, int(port))
+    try:
+        put = BatchRequest(Header(range_id=1), (Put(b"k", b"v"),))
+        transport.send(put)  # opens the stream
+        node.stop()
+        with pytest.raises((NodeUnavailableError, AmbiguousResultError), match=port):
+            transport.send(put)
+    finally:
+        transport.close()
+        node.stop()

@@ -370,8 +370,10 @@ class LMDBEngine:
         with self.apply_lock:
             txn = self._env.begin(write=True)
             try:
-                with self.eval_lock:
-                    for job in jobs:
+                for job in jobs:
+                    # NB: eval_lock is taken per job, not per group, so a read_now waits
+                    # for one evaluation at most, not for the whole group's.
+                    with self.eval_lock:
                         child = self._env.begin(write=True, parent=txn)
                         try:
                             result = job.fn(_View(child, self._dbs))
@@ -389,7 +391,7 @@ class LMDBEngine:
                             outcomes.append((False, exc))
                             continue
                         child.commit()
-                        outcomes.append((True, result))
+                    outcomes.append((True, result))
                 txn.commit()
             except BaseException:
                 txn.abort()

@@ -3,8 +3,10 @@
 Single-row upserts of 100-byte values over 100k keys from 32 concurrent clients, each
 commit durable (fsync). Three rows:
 
-- ``grpc``: a `feedkv start` subprocess on loopback; the clients are threads spread over
-  client processes (Python clients share a GIL, so one process cannot drive the node);
+- ``grpc``: a `feedkv start` subprocess on loopback; the clients are threads of one
+  client process by default (``--client-processes`` spreads them). Their batches share
+  the process's stream to the node, many to a message, which beats more processes with
+  fewer batches to a message on two cores;
 - ``embedded``: 32 threads in the process that holds the store;
 - ``postgresql``: the same upserts (`INSERT ... ON CONFLICT DO UPDATE`, synchronous
   commit) against a PostgreSQL server this benchmark starts on loopback, when one is
@@ -263,7 +265,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="feedkv bench kv", description=__doc__)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--client-processes", type=int, default=2)
+    parser.add_argument("--client-processes", type=int, default=1)
     parser.add_argument("--skip-postgresql", action="store_true")
     parser.add_argument("--client-of", metavar="URL", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)

@@ -24,6 +24,8 @@ import argparse
 import importlib.util
 import json
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -35,6 +37,7 @@ import feedkv
 from feedkv.node import Node
 from feedkv.rangefeed.event import Checkpoint, Value
 from feedkv.storage.schema import VERSIONS
+from feedkv.testing.node_process import NodeProcess
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import KEY_MAX, KEY_MIN, Span
 
@@ -76,16 +79,20 @@ class Consumer:
     def __init__(self, feed: Any, on_checkpoint: Any = None) -> None:
         self.feed = feed
         self.values = 0
+        self.error: str | None = None
         self.on_checkpoint = on_checkpoint
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
-        for event in self.feed:
-            if isinstance(event, Value):
-                self.values += 1
-            elif self.on_checkpoint is not None and isinstance(event, Checkpoint):
-                self.on_checkpoint(event)
+        try:
+            for event in self.feed:
+                if isinstance(event, Value):
+                    self.values += 1
+                elif self.on_checkpoint is not None and isinstance(event, Checkpoint):
+                    self.on_checkpoint(event)
+        except Exception as exc:  # reported with the figures
+            self.error = repr(exc)
 
     def stop(self) -> None:
         self.feed.close()
@@ -158,6 +165,57 @@ def write_ratio(tmp: Path, seconds: float, clients: int) -> dict[str, Any]:
         "ratio_1_feed": round(rates[1] / rates[0], 3),
         "ratio_100_feeds": round(rates[100] / rates[0], 3),
     }
+
+
+def write_ratio_grpc(tmp: Path, seconds: float, clients: int) -> dict[str, Any]:
+    """The deployed shape: a node subprocess, the writers in one client process and the
+    feeds in another, both over gRPC, so the node pays for the feeds (fan-out, encoding,
+    sending) and the consumers' own work is theirs."""
+    rates = {}
+    received = {}
+    for feeds in (0, 1, 100):
+        node = NodeProcess(tmp / f"write-grpc-{feeds}")
+        try:
+            reader = None
+            if feeds:
+                reader = subprocess.Popen(
+                    [sys.executable, __file__, "--feeds-of", node.url, "--feeds", str(feeds)],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                assert reader.stdout is not None
+                if reader.stdout.readline().strip() != "ready":
+                    raise RuntimeError("the feed process did not start")
+            row = kv.client_processes(kv.__file__, node.url, clients, seconds, 1)
+            rates[feeds] = row["commits_per_s"]
+            if reader is not None:
+                out, _ = reader.communicate(timeout=300)  # closing stdin ends the feeds
+                received[feeds] = json.loads(out)
+        finally:
+            node.terminate()
+    return {
+        "commits_per_s": {str(k): v for k, v in rates.items()},
+        "ratio_1_feed": round(rates[1] / rates[0], 3),
+        "ratio_100_feeds": round(rates[100] / rates[0], 3),
+        "feeds": {str(k): v for k, v in received.items()},
+    }
+
+
+def feeds_main(url: str, feeds: int) -> None:
+    """Runs in the feed process of :func:`write_ratio_grpc`: ``feeds`` feeds over the
+    written keys until stdin closes; prints what they received and any errors."""
+    with feedkv.connect(url) as db:
+        consumers = [
+            Consumer(db.rangefeed(Span(b"kv0/", b"kv0/\xff"), db.now())) for _ in range(feeds)
+        ]
+        print("ready", flush=True)
+        sys.stdin.read()
+        values = sum(c.values for c in consumers)
+        for consumer in consumers:
+            consumer.stop()
+    errors = sorted({c.error for c in consumers if c.error is not None})
+    print(json.dumps({"values_received": values, "errors": errors}))
 
 
 def catch_up(tmp: Path, keys: int) -> dict[str, Any]:
@@ -236,7 +294,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--samples", type=int, default=500)
     parser.add_argument("--catch-up-keys", type=int, default=100_000)
     parser.add_argument("--registrations", type=int, default=10_000)
+    parser.add_argument("--feeds-of", metavar="URL", help=argparse.SUPPRESS)
+    parser.add_argument("--feeds", type=int, default=100, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.feeds_of:
+        feeds_main(args.feeds_of, args.feeds)
+        return 0
     result: dict[str, Any] = {"benchmark": "rangefeed", "targets": TARGETS}
     with tempfile.TemporaryDirectory(prefix="feedkv-bench-rangefeed-") as name:
         tmp = Path(name)
@@ -246,6 +309,7 @@ def main(argv: list[str]) -> int:
         with Node(tmp / "watch-grpc", listen="127.0.0.1:0") as node, feedkv.connect(node.url) as db:
             result["watch_latency_grpc"] = watch_latency(db, args.samples)
         result["write_ratio"] = write_ratio(tmp, args.seconds, args.clients)
+        result["write_ratio_grpc"] = write_ratio_grpc(tmp, args.seconds, args.clients)
         result["catch_up"] = catch_up(tmp, args.catch_up_keys)
         result["idle_registration"] = idle_registrations(tmp, args.registrations)
         result["resolved_lag"] = resolved_lag(tmp, args.seconds)
@@ -256,3 +320,7 @@ def main(argv: list[str]) -> int:
     )
     print(json.dumps(result, indent=2))
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

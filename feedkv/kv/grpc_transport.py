@@ -1,11 +1,15 @@
 """The client side of the node's gRPC service (a :class:`feedkv.kv.router.Transport`).
 
-Batches travel on one ``BatchStream`` per transport (see :mod:`feedkv.kv.server` for
-why): each thread's batch gets a call number and waits for its answer, and the batches
-that queue up while a message is being sent go together in the next one. When the
-stream breaks, every batch waiting on it fails (a write as ambiguous: it may have been
-applied) and the next batch opens a new stream. When the node ends the stream itself,
-draining, the batches it did not answer were not applied.
+A batch sent while no other is in flight goes as a unary ``Batch`` call. Batches sent
+while others are in flight travel on one ``BatchStream`` per transport (see
+:mod:`feedkv.kv.server` for why): each gets a call number and waits for its answer, and
+the batches that queue up while a message is being sent go together in the next one. A
+lone caller so keeps the shortest path through the node, and many callers share the
+cost of each message.
+
+When the stream breaks, every batch waiting on it fails (a write as ambiguous: it may
+have been applied) and the next batch opens a new stream. When the node ends the stream
+itself, draining, the batches it did not answer were not applied.
 """
 
 from __future__ import annotations
@@ -83,18 +87,24 @@ class GrpcTransport:
                 f"no feedkv node answered at {self.address} within {connect_timeout_s:g} s; "
                 "is `feedkv start` running there?"
             ) from exc
-        self._batch_stream = self._channel.stream_stream(
-            f"/{SERVICE}/BatchStream",
-            request_serializer=pb.BatchCalls.SerializeToString,
-            response_deserializer=pb.BatchReplies.FromString,
+        self._batch = self._channel.unary_unary(
+            f"/{SERVICE}/Batch",
+            request_serializer=pb.BatchRequest.SerializeToString,
+            response_deserializer=pb.BatchResponse.FromString,
         )
-        self._stream_lock = threading.Lock()
-        self._stream: _CallStream | None = None
         self._now = self._channel.unary_unary(
             f"/{SERVICE}/Now",
             request_serializer=pb.NowRequest.SerializeToString,
             response_deserializer=pb.NowResponse.FromString,
         )
+        self._batch_stream = self._channel.stream_stream(
+            f"/{SERVICE}/BatchStream",
+            request_serializer=None,  # _frames() yields serialized messages
+            response_deserializer=pb.BatchReplies.FromString,
+        )
+        self._stream_lock = threading.Lock()  # guards the two below
+        self._stream: _CallStream | None = None
+        self._in_flight = 0
 
     @property
     def channel(self) -> grpc.Channel:
@@ -102,16 +112,37 @@ class GrpcTransport:
         return self._channel
 
     def send(self, batch: BatchRequest) -> BatchResponse:
-        call = pb.BatchCall()
-        batch_request_to_proto(batch, call.request)
+        with self._stream_lock:
+            alone = self._in_flight == 0
+            self._in_flight += 1
         try:
-            while (reply := self._open_stream().call(call)) is None:
+            reply = self._send_alone(batch) if alone else self._send_streamed(batch)
+        finally:
+            with self._stream_lock:
+                self._in_flight -= 1
+        return batch_response_from_proto(reply)
+
+    def _send_alone(self, batch: BatchRequest) -> pb.BatchResponse:
+        """A batch with no company goes as a unary call: on the node it passes fewer
+        threads than a streamed one, which is what a lone caller waits for."""
+        try:
+            reply: pb.BatchResponse = self._batch(batch_request_to_proto(batch))
+        except grpc.RpcError as exc:
+            raise self._translate(exc, batch) from exc
+        return reply
+
+    def _send_streamed(self, batch: BatchRequest) -> pb.BatchResponse:
+        """Batches sent while others are in flight share the stream."""
+        one = pb.BatchCalls()
+        batch_request_to_proto(batch, one.calls.add().request)
+        try:
+            while (reply := self._open_stream().call(one)) is None:
                 pass  # that stream ended before the call was sent: open another
         except _StreamEnded as exc:
             if exc.maybe_applied:
                 raise self._translate(exc, batch) from exc
             raise NodeUnavailableError(f"node {self.address}: {exc}") from exc
-        return batch_response_from_proto(reply)
+        return reply
 
     def _open_stream(self) -> _CallStream:
         stream = self._stream
@@ -161,7 +192,7 @@ class _CallStream:
         self._lock = threading.Lock()
         self._waiting: dict[int, Completion[pb.BatchResponse]] = {}
         self._end: _StreamEnded | None = None
-        self._outgoing: queue.SimpleQueue[pb.BatchCall | None] = queue.SimpleQueue()
+        self._outgoing: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._call = method(self._frames())
         threading.Thread(target=self._read, name="feedkv-batch-client", daemon=True).start()
 
@@ -169,38 +200,41 @@ class _CallStream:
     def ended(self) -> bool:
         return self._end is not None
 
-    def call(self, call: pb.BatchCall) -> pb.BatchResponse | None:
-        """Send ``call`` (its ``id`` is set here) and wait for the node's answer; ``None``
-        if the stream had already ended (nothing was sent)."""
+    def call(self, one: pb.BatchCalls) -> pb.BatchResponse | None:
+        """Send the one call in ``one`` (its ``id`` is set here) and wait for the node's
+        answer; ``None`` if the stream had already ended (nothing was sent)."""
         answer: Completion[pb.BatchResponse] = Completion()
+        call = one.calls[0]
         with self._lock:
             if self._end is not None:
                 return None
             call.id = next(self._ids)
             self._waiting[call.id] = answer
-        self._outgoing.put(call)
+        self._outgoing.put(one.SerializeToString())
         return answer.result()
 
     def close(self) -> None:
         self._outgoing.put(None)
         self._call.cancel()
 
-    def _frames(self) -> Iterator[pb.BatchCalls]:
-        """The calls queued up while the last message was sent go in the next one."""
+    def _frames(self) -> Iterator[bytes]:
+        """The calls queued up while the last message was sent go in the next one: each
+        is a serialized ``BatchCalls`` of one call, and a message is their concatenation
+        (how protobuf merges repeated fields)."""
         outgoing = self._outgoing
         while (call := outgoing.get()) is not None:
-            frame = pb.BatchCalls()
+            calls = []
             size = 0
             while call is not None:
-                frame.calls.append(call)
-                size += call.ByteSize()
+                calls.append(call)
+                size += len(call)
                 if size >= MAX_CALLS_BYTES:
                     break
                 try:
                     call = outgoing.get_nowait()
                 except queue.Empty:
                     break
-            yield frame
+            yield b"".join(calls)
             if call is None:
                 return
 

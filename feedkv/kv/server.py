@@ -5,12 +5,13 @@ response encoded. A feedkv error, including a malformed request, is returned ins
 response (``BatchResponse.error``) so the client can raise the same class; a message the
 server cannot even parse is rejected by gRPC itself. Either way the node keeps serving.
 
-Batches arrive two ways. ``Batch`` is one unary call per batch. ``BatchStream`` is what
-feedkv's client uses: one bidirectional stream per client process carries the batches of
-all its threads, many to a message both ways. A gRPC call costs Python about 0.3 ms of
-CPU on each side, more than applying a small batch, so 32 clients doing unary calls
-cannot pass ~3,000 calls/s on two cores; on a stream the cost is shared by the batches
-that travel together. The node runs each streamed batch on its call pool and answers it
+Batches arrive two ways. ``Batch`` is one unary call per batch: feedkv's client uses it
+for a batch sent while none other is in flight, as it passes the fewest threads here.
+``BatchStream`` carries the batches a client sends concurrently, many to a message both
+ways, one stream per client. A gRPC call costs Python about 0.3 ms of CPU on each side,
+more than applying a small batch, so 32 clients doing unary calls cannot pass ~3,000
+calls/s on two cores; on a stream the cost is shared by the batches that travel
+together. The stream's reader starts each batch in the store, and the batch is answered
 as soon as it is applied, whatever the order.
 
 Stopping drains: a stream stops reading, answers every batch it read, and ends with
@@ -87,7 +88,7 @@ class NodeServer:
             "BatchStream": grpc.stream_stream_rpc_method_handler(
                 self._batch_stream,
                 request_deserializer=pb.BatchCalls.FromString,
-                response_serializer=pb.BatchReplies.SerializeToString,
+                response_serializer=None,  # replies() yields serialized messages
             ),
             "Now": grpc.unary_unary_rpc_method_handler(
                 self._now,
@@ -125,9 +126,7 @@ class NodeServer:
         _respond(response, lambda: self.store.send(batch_request_from_proto(msg)))
         return response
 
-    def _batch_stream(
-        self, frames: Iterator[pb.BatchCalls], context: Any
-    ) -> Iterator[pb.BatchReplies]:
+    def _batch_stream(self, frames: Iterator[pb.BatchCalls], context: Any) -> Iterator[bytes]:
         stream = _ServedStream(self.store, self._calls, self._draining)
         reader = threading.Thread(
             target=stream.read, args=(frames,), name="feedkv-batch-reader", daemon=True
@@ -185,7 +184,7 @@ class _ServedStream:
         self._store = store
         self._pool = pool
         self._draining = draining
-        self._done: queue.SimpleQueue[_Call | pb.BatchReply | None] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[_Call | bytes | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._unanswered = 0
         self._client_done = False
@@ -214,29 +213,33 @@ class _ServedStream:
         """On the call pool: resolve the call's conflicts, then answer it."""
         self._done.put(_reply(call))
 
-    def _answer(self, item: _Call | pb.BatchReply | None) -> pb.BatchReply | None:
-        """The reply to ``item`` if it is ready; else hands it to the call pool."""
-        if item is None or isinstance(item, pb.BatchReply):
+    def _answer(self, item: _Call | bytes | None) -> bytes | None:
+        """The serialized reply to ``item`` if it is ready; else hands it to the call
+        pool."""
+        if item is None or isinstance(item, bytes):
             return item
         if not self._store.settled(item.attempt):
             self._pool.submit(self._finish, item)
             return None
         return _reply(item)
 
-    def replies(self) -> Iterator[pb.BatchReplies]:
+    def replies(self) -> Iterator[bytes]:
+        """Serialized ``BatchReplies`` messages: each reply is serialized on its own and
+        the message is their concatenation (how protobuf merges repeated fields), so no
+        reply is copied and each message's size is known as it grows."""
         done = self._done
         while True:
             try:
                 item = done.get(timeout=_POLL_S)
             except queue.Empty:
                 item = None
-            frame = pb.BatchReplies()
+            replies: list[bytes] = []
             size = 0
             while True:
                 reply = self._answer(item)
                 if reply is not None:
-                    frame.replies.append(reply)
-                    size += reply.ByteSize()
+                    replies.append(reply)
+                    size += len(reply)
                 if size >= MAX_REPLIES_BYTES:
                     break
                 try:
@@ -244,16 +247,17 @@ class _ServedStream:
                 except queue.Empty:
                     break
             with self._lock:
-                self._unanswered -= len(frame.replies)
+                self._unanswered -= len(replies)
                 if self._unanswered == 0 and (self._client_done or self._draining.is_set()):
                     self._ended = True
-            if frame.replies:
-                yield frame
+            if replies:
+                yield b"".join(replies)
             if self._ended:
                 return
 
 
-def _reply(call: _Call) -> pb.BatchReply:
-    reply = pb.BatchReply(id=call.id)
-    _respond(reply.response, call.finish)
-    return reply
+def _reply(call: _Call) -> bytes:
+    """The call's answer, serialized as a ``BatchReplies`` message of one reply."""
+    one = pb.BatchReplies()
+    _respond(one.replies.add(id=call.id).response, call.finish)
+    return one.SerializeToString()

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["wait_until"]
+__all__ = ["run_threads", "wait_until"]
 
 T = TypeVar("T")
 
@@ -26,3 +26,32 @@ def wait_until(
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout_s:g} s waiting for {what or predicate}")
         pause.wait(poll_s)
+
+
+def run_threads(targets: list[Callable[[], None]], *, deadline_s: float = 60.0) -> None:
+    """Run each target in its own thread, wait for all of them within ``deadline_s``,
+    and re-raise the first error a target raised."""
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def wrap(target: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                target()
+            except BaseException as exc:
+                with lock:
+                    errors.append(exc)
+
+        return run
+
+    threads = [threading.Thread(target=wrap(t), daemon=True) for t in targets]
+    for thread in threads:
+        thread.start()
+    end = time.monotonic() + deadline_s
+    for thread in threads:
+        thread.join(max(0.0, end - time.monotonic()))
+    stuck = [t.name for t in threads if t.is_alive()]
+    if stuck:
+        raise TimeoutError(f"threads still running after {deadline_s:g} s: {stuck}")
+    if errors:
+        raise errors[0]

@@ -9,6 +9,7 @@ import random
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from feedkv.kv.store import StoreConfig
 from feedkv.kv.txn import Txn
 from feedkv.node import Node
 from feedkv.storage.mvcc import scan_intents
-from feedkv.testing.waiting import wait_until
+from feedkv.testing.waiting import run_threads, wait_until
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
@@ -70,39 +71,30 @@ def transfer(txn: Txn, src: bytes, dst: bytes, amount: int, log: list[Committed]
 def run_workers(db: feedkv.DB, seed: int) -> list[Committed]:
     committed: list[Committed] = []
     lock = threading.Lock()
-    failures: list[BaseException] = []
 
     def worker(n: int) -> None:
         rng = random.Random(seed * 100 + n)
-        try:
-            for _ in range(TRANSFERS_PER_WORKER):
-                src, dst = (account(i) for i in rng.sample(range(ACCOUNTS), 2))
-                amount = rng.randint(1, 30)
-                attempts: list[tuple[Txn, list[Committed]]] = []
+        for _ in range(TRANSFERS_PER_WORKER):
+            src, dst = (account(i) for i in rng.sample(range(ACCOUNTS), 2))
+            amount = rng.randint(1, 30)
+            attempts: list[tuple[Txn, list[Committed]]] = []
 
-                def attempt(
-                    txn: Txn,
-                    attempts: list[tuple[Txn, list[Committed]]] = attempts,
-                    move: tuple[bytes, bytes, int] = (src, dst, amount),
-                ) -> None:
-                    log: list[Committed] = []
-                    attempts.append((txn, log))
-                    transfer(txn, *move, log)
+            def attempt(
+                txn: Txn,
+                attempts: list[tuple[Txn, list[Committed]]] = attempts,
+                move: tuple[bytes, bytes, int] = (src, dst, amount),
+            ) -> None:
+                log: list[Committed] = []
+                attempts.append((txn, log))
+                transfer(txn, *move, log)
 
-                db.run_transaction(attempt)
-                txn, log = attempts[-1]
-                assert txn.commit_ts is not None
-                with lock:
-                    committed.append(Committed(txn.commit_ts, log[0].reads, log[0].writes))
-        except BaseException as exc:
-            failures.append(exc)
+            db.run_transaction(attempt)
+            txn, log = attempts[-1]
+            assert txn.commit_ts is not None
+            with lock:
+                committed.append(Committed(txn.commit_ts, log[0].reads, log[0].writes))
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(WORKERS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not failures, failures
+    run_threads([partial(worker, n) for n in range(WORKERS)], deadline_s=600)
     return committed
 
 

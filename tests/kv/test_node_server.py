@@ -4,8 +4,8 @@ to the port, and draining."""
 from __future__ import annotations
 
 import queue
-import threading
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import grpc
@@ -27,6 +27,7 @@ from feedkv.kv.server import SERVICE
 from feedkv.kv.store import StoreConfig
 from feedkv.kv.wire import batch_request_to_proto, error_from_proto
 from feedkv.node import Node
+from feedkv.testing.waiting import run_threads
 from feedkv.util.hlc import Timestamp
 
 THREADS = 16
@@ -68,22 +69,12 @@ def call(call_id: int, batch: BatchRequest) -> pb.BatchCall:
 
 
 def test_many_threads_share_one_stream_and_each_gets_its_own_answer(remote: DB) -> None:
-    errors: list[BaseException] = []
-
     def writer(n: int) -> None:
-        try:
-            for i in range(PUTS_EACH):
-                remote.put(b"t%02d/%03d" % (n, i), b"v%d.%d" % (n, i))
-                assert remote.get(b"t%02d/%03d" % (n, i)) == b"v%d.%d" % (n, i)
-        except BaseException as exc:
-            errors.append(exc)
+        for i in range(PUTS_EACH):
+            remote.put(b"t%02d/%03d" % (n, i), b"v%d.%d" % (n, i))
+            assert remote.get(b"t%02d/%03d" % (n, i)) == b"v%d.%d" % (n, i)
 
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(THREADS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    run_threads([partial(writer, n) for n in range(THREADS)])
     rows = remote.scan(b"t", b"u")
     assert len(rows) == THREADS * PUTS_EACH
     assert all(kv.value == b"v%d.%d" % (int(kv.key[1:3]), int(kv.key[4:])) for kv in rows)

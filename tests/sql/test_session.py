@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime
 import decimal
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,39 +22,8 @@ from feedkv.errors import SerializationFailure, SQLError
 from feedkv.kv.store import StoreConfig
 from feedkv.node import Node
 from feedkv.sql.session import Session
+from feedkv.testing.waiting import run_threads
 from feedkv.util.hlc import ManualClock
-
-THREAD_DEADLINE_S = 60.0
-
-
-def run_threads(
-    targets: list[Callable[[], None]], *, deadline_s: float = THREAD_DEADLINE_S
-) -> None:
-    """Run each target in its own thread, wait for all of them within ``deadline_s``,
-    and re-raise the first error a target raised."""
-    errors: list[BaseException] = []
-    lock = threading.Lock()
-
-    def wrap(target: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                target()
-            except BaseException as exc:
-                with lock:
-                    errors.append(exc)
-
-        return run
-
-    threads = [threading.Thread(target=wrap(t), daemon=True) for t in targets]
-    for thread in threads:
-        thread.start()
-    end = time.monotonic() + deadline_s
-    for thread in threads:
-        thread.join(max(0.0, end - time.monotonic()))
-    stuck = [t.name for t in threads if t.is_alive()]
-    assert not stuck, f"threads still running after {deadline_s} s: {stuck}"
-    if errors:
-        raise errors[0]
 
 
 def sql_error(fn: Callable[[], object]) -> SQLError:

@@ -93,12 +93,14 @@ class Completion(Generic[T]):
 
     def _fire(self) -> None:
         # The completing thread and add_done_callback may both get here; list.pop is
-        # atomic, so each callback runs once.
-        try:
-            fn = self._callbacks.pop()
-        except IndexError:
-            return
-        fn()
+        # atomic, so each callback runs once, and in the order they were added.
+        callbacks = self._callbacks
+        while True:
+            try:
+                fn = callbacks.pop(0)
+            except IndexError:
+                return
+            fn()
 
     def done(self) -> bool:
         return self._done

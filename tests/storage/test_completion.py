@@ -41,3 +41,15 @@ def test_a_callback_racing_completion_runs_exactly_once() -> None:
         done.add_done_callback(lambda calls=calls: calls.append(1))  # type: ignore[misc]
         setter.join()
         assert calls == [1]
+
+
+def test_every_callback_runs_in_the_order_added() -> None:
+    # The store removes a write from its in-flight set in one callback and the node's
+    # stream answers the call in another: both must run (a lost one leaked the first).
+    done: Completion[int] = Completion()
+    calls: list[str] = []
+    done.add_done_callback(lambda: calls.append("first"))
+    done.add_done_callback(lambda: calls.append("second"))
+    done.set_result(1)
+    done.add_done_callback(lambda: calls.append("third"))
+    assert calls == ["first", "second", "third"]

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from feedkv.changefeed.create import Changefeeds, Job
     from feedkv.changefeed.jobs import JobRecord
     from feedkv.changefeed.registry import JobFactory
+    from feedkv.sql.leases import Leases
     from feedkv.sql.session import Result, Session
 
 __all__ = ["DB", "connect"]
@@ -120,6 +121,7 @@ class DB(KVClient):
         self._feeds_lock = threading.Lock()
         self._sessions = threading.local()
         self._changefeeds: Changefeeds | None = None
+        self._leases: Leases | None = None
 
     @property
     def node(self) -> Node | None:
@@ -200,7 +202,23 @@ class DB(KVClient):
         """A new SQL session (see :mod:`feedkv.sql.session`)."""
         from feedkv.sql.session import Session
 
-        return Session(self, user=user, database=database, changefeeds=self.changefeeds)
+        return Session(
+            self,
+            user=user,
+            database=database,
+            changefeeds=self.changefeeds,
+            leases=self.leases,
+        )
+
+    @property
+    def leases(self) -> Leases:
+        """The descriptor leases this client's SQL sessions share."""
+        with self._feeds_lock:
+            if self._leases is None:
+                from feedkv.sql.leases import Leases
+
+                self._leases = Leases(self)
+            return self._leases
 
     @property
     def changefeeds(self) -> Changefeeds:
@@ -247,6 +265,8 @@ class DB(KVClient):
         Idempotent."""
         if self._changefeeds is not None:
             self._changefeeds.close()
+        if self._leases is not None:
+            self._leases.close()
         with self._feeds_lock:
             feeds = list(self._open_feeds)
         for feed in feeds:

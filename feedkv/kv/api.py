@@ -143,10 +143,15 @@ class EndTxn:
     resolves those in its own range at once and the rest in the background. Sent in the
     same batch as the transaction's only writes, on one range, with no ``lock_spans``, it
     commits in one phase: the writes land as committed values and no record is written.
+
+    ``deadline``: a commit must land below it or fail with a retryable
+    ``TransactionRetryError`` (reason ``RETRY_COMMIT_DEADLINE_EXCEEDED``): the transaction
+    used something valid only until then (a SQL descriptor lease).
     """
 
     commit: bool
     lock_spans: tuple[Span, ...] = ()
+    deadline: Timestamp | None = None
 
 
 @dataclass(frozen=True, slots=True)

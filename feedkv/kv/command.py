@@ -426,6 +426,13 @@ class _Evaluator:
 
     def end_txn(self, req: EndTxn) -> EndTxnResponse:
         txn = self._txn(req)
+        if req.commit and req.deadline is not None:
+            commit_ts = self.ts if self.one_phase else txn.write_ts
+            if commit_ts >= req.deadline:
+                raise TransactionRetryError(
+                    "RETRY_COMMIT_DEADLINE_EXCEEDED",
+                    f"the commit at {commit_ts} would land at or past its deadline {req.deadline}",
+                )
         if self.one_phase:
             # The batch's writes already landed as committed values at ``self.ts``.
             self.txn = txn.with_write_ts(self.ts)

@@ -95,6 +95,7 @@ class Txn:
         self._locked: list[Span] = []
         self.state = TxnState.OPEN
         self.commit_ts: Timestamp | None = None
+        self.deadline: Timestamp | None = None
 
     @property
     def id(self) -> bytes:
@@ -197,6 +198,24 @@ class Txn:
             self._writes[key] = None
         return keys
 
+    # Timestamps.
+
+    def limit_commit(self, deadline: Timestamp) -> None:
+        """Commit below ``deadline`` or not at all: a commit that would land at or past it
+        raises :class:`TransactionRetryError` (``RETRY_COMMIT_DEADLINE_EXCEEDED``)."""
+        self._check_open()
+        if self.deadline is None or deadline < self.deadline:
+            self.deadline = deadline
+
+    def advance_to(self, ts: Timestamp) -> None:
+        """Move the transaction up to ``ts`` now: refresh its reads there (raises
+        :class:`TransactionRetryError` if one changed), so it commits at ``ts`` or later."""
+        self._check_open()
+        if not self._txn.started():
+            self._txn = replace(self._txn, read_ts=ts, write_ts=ts)
+        elif ts > self._txn.read_ts:
+            self._refresh(max(ts, self._txn.write_ts))
+
     # Ending.
 
     def commit(self) -> Timestamp:
@@ -207,7 +226,13 @@ class Txn:
             if self._writes:
                 self._commit_writes()
             else:
-                self.commit_ts = self._txn.read_ts if self._txn.started() else None
+                ts = self.commit_ts = self._txn.read_ts if self._txn.started() else None
+                deadline = self.deadline
+                if ts is not None and deadline is not None and ts >= deadline:
+                    raise TransactionRetryError(
+                        "RETRY_COMMIT_DEADLINE_EXCEEDED",
+                        f"the reads at {ts} are at or past the deadline {deadline}",
+                    )
         except BaseException:
             self._rollback_quietly()
             raise
@@ -245,7 +270,8 @@ class Txn:
         span = Span(min(p.key for p in puts), key_next(max(p.key for p in puts)))
         for _attempt in range(ONE_PHASE_ATTEMPTS):
             try:
-                response = self._send_key(puts[0].key, (*puts, EndTxn(True)), span=span)
+                end = EndTxn(True, deadline=self.deadline)
+                response = self._send_key(puts[0].key, (*puts, end), span=span)
             except RangeKeyMismatchError:
                 return False  # the range split under us: the writes now span ranges
             except TransactionRetryError as exc:
@@ -282,7 +308,7 @@ class Txn:
                 if self._txn.write_ts != self._txn.read_ts:
                     self._refresh(self._txn.write_ts)
                 try:
-                    self._send_key(self._txn.key, (EndTxn(True, lock_spans),))
+                    self._send_key(self._txn.key, (EndTxn(True, lock_spans, self.deadline),))
                 except TransactionRetryError as exc:
                     if exc.ts is None or exc.reason != "RETRY_PUSHED":
                         raise

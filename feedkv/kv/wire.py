@@ -203,6 +203,8 @@ def _encode_request(req: api.Request, out: pb.RequestUnion) -> None:
         out.end_txn.commit = req.commit
         for span in req.lock_spans:
             span_to_proto(span, out.end_txn.lock_spans.add())
+        if req.deadline is not None:
+            timestamp_to_proto(req.deadline, out.end_txn.deadline)
     elif isinstance(req, api.HeartbeatTxn):
         out.heartbeat_txn.SetInParent()
     elif isinstance(req, api.PushTxn):
@@ -255,7 +257,11 @@ _REQUEST_DECODERS: dict[str, Callable[[Any], api.Request]] = {
     "scan": lambda m: api.Scan(
         span_from_proto(m.span), m.limit if m.HasField("limit") else None, m.reverse
     ),
-    "end_txn": lambda m: api.EndTxn(m.commit, tuple(span_from_proto(s) for s in m.lock_spans)),
+    "end_txn": lambda m: api.EndTxn(
+        m.commit,
+        tuple(span_from_proto(s) for s in m.lock_spans),
+        timestamp_from_proto(m.deadline) if m.HasField("deadline") else None,
+    ),
     "heartbeat_txn": lambda m: api.HeartbeatTxn(),
     "push_txn": lambda m: api.PushTxn(
         _meta_from(m.pushee),

@@ -52,6 +52,7 @@ from feedkv.sql.expr import (
     expression_name,
     is_constant,
 )
+from feedkv.sql.leases import Lease, prepare_change
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.row_codec import (
     RowAssembler,
@@ -186,6 +187,8 @@ class Execution:
         self.autocommit = autocommit
         self.reader: catalog.Reader | None = txn
         self.after_commit: list[Callable[[], object]] = []
+        self.leases: list[Lease] = []  # held until the transaction ends
+        self._leasing = False
         # Rows written blind, by their first key: a failed check at commit is a duplicate.
         self.inserted: dict[bytes, tuple[TableDescriptor, dict[int, Any]]] = {}
         self.context = Context(
@@ -199,6 +202,7 @@ class Execution:
         handler: Callable[[Execution, Any], Result] | None = _HANDLERS.get(type(statement))
         if handler is None:
             raise SQLError("0A000", f"unsupported statement: {statement.text[:60]}")
+        self._leasing = self.autocommit and isinstance(statement, _LEASED)
         try:
             return handler(self, statement)
         except InvalidKeyError as exc:
@@ -242,7 +246,24 @@ class Execution:
         return self.session.resolve_database(self._reader, name or self.session.database)
 
     def _table(self, name: st.TableName) -> TableDescriptor:
+        if self._leasing and self.reader is self.txn:
+            lease = self.session.leased_table(name.database, name.name)
+            if lease is not None:
+                self.leases.append(lease)
+                self._txn.limit_commit(lease.expires)
+                return lease.desc
         return self.session.resolve_table(self._reader, name.database, name.name)
+
+    def release_leases(self) -> None:
+        leases, self.leases = self.leases, []
+        owner = self.session.leases
+        if owner is not None:
+            for lease in leases:
+                owner.release(lease)
+
+    def _changing(self, desc: TableDescriptor) -> None:
+        """A new version of ``desc`` will be written: wait for the leases on this one."""
+        prepare_change(self.session.db, self._txn, desc.id, local=self.session.leases)
 
     def _require_admin(self, what: str) -> None:
         user = catalog.get_user(self._reader, self.session.user)
@@ -436,6 +457,7 @@ class Execution:
         return Result(tag="DROP TABLE")
 
     def _drop_table(self, desc: TableDescriptor) -> None:
+        self._changing(desc)
         txn = self._txn
         span = table_span(desc.id)
         txn.delete_range(span.start, span.end)
@@ -502,6 +524,7 @@ class Execution:
             if column.default is not None
             else None
         )
+        self._changing(desc)
         txn = self._txn
         for row, _pairs in self._rows(desc, table_span(desc.id)):
             value = coerce(default((), self.context), column.type, column.name) if default else None
@@ -539,6 +562,7 @@ class Execution:
         new = desc.bumped(
             columns=tuple(c for c in desc.columns if c.id != column.id), families=families
         )
+        self._changing(desc)
         txn = self._txn
         for row, pairs in self._rows(desc, table_span(desc.id)):
             prefix = row_prefix(desc, [row[i] for i in desc.primary_key])
@@ -1233,6 +1257,8 @@ class _Aggregate:
             return decimal.Decimal(self.total) / self.count
         return self.best
 
+
+_LEASED = st.Select | st.Insert | st.Update | st.Delete  # may run on leased descriptors
 
 _HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.CreateDatabase: Execution.create_database,

@@ -28,6 +28,7 @@ from feedkv.sql import statements as st
 from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
 from feedkv.sql.executor import Execution, Result, duplicate_key
 from feedkv.sql.expr import Compiled, Scope, compile_expr
+from feedkv.sql.leases import Lease, Leases
 from feedkv.sql.parser import parse, parse_expression, placeholder_count
 
 if TYPE_CHECKING:
@@ -84,9 +85,11 @@ class Session:
         user: str = catalog.ROOT,
         database: str = catalog.DEFAULT_DATABASE,
         changefeeds: ChangefeedService | None = None,
+        leases: Leases | None = None,
     ) -> None:
         self.db = db
         self.changefeeds = changefeeds
+        self.leases = leases
         self.user = user
         self.database = database
         self._txn: Txn | None = None
@@ -212,6 +215,9 @@ class Session:
             if inserted is None:
                 raise
             raise duplicate_key(*inserted) from None
+        finally:
+            for execution in executions:
+                execution.release_leases()
         for hook in executions[-1].after_commit:
             hook()
         return result
@@ -271,6 +277,20 @@ class Session:
         table = catalog.table_by_name(reader, self.resolve_database(reader, database), name)
         self._table_ids[(database, name)] = table.id
         return table
+
+    def leased_table(self, database: str | None, name: str) -> Lease | None:
+        """A lease on table ``name`` when its id is known here and a lease is to be had
+        (see :mod:`feedkv.sql.leases`); the caller releases it."""
+        if self.leases is None:
+            return None
+        table_id = self._table_ids.get((database or self.database, name))
+        if table_id is None:
+            return None
+        lease = self.leases.use(table_id)
+        if lease is not None and lease.desc.name != name:
+            self.leases.release(lease)
+            return None
+        return lease
 
     def forget(self, *, database: str | None = None, table: int | None = None) -> None:
         if database is not None:

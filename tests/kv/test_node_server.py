@@ -19,6 +19,7 @@ from feedkv.errors import (
     InvalidArgumentError,
     NodeUnavailableError,
     RangeRoutingError,
+    TransactionRetryError,
 )
 from feedkv.kv.api import BatchRequest, Get, Header, Put
 from feedkv.kv.grpc_transport import GrpcTransport
@@ -164,3 +165,12 @@ def test_a_batch_to_a_stopped_node_fails_with_an_error_naming_it(tmp_path: Path)
     finally:
         transport.close()
         node.stop()
+
+
+def test_a_commit_deadline_crosses_the_wire(remote: DB) -> None:
+    txn = remote.transaction()
+    txn.put(b"k", b"v")
+    txn.limit_commit(remote.now())
+    with pytest.raises(TransactionRetryError, match="deadline"):
+        txn.commit()
+    assert remote.get(b"k") is None

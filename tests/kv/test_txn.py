@@ -580,3 +580,56 @@ def test_a_refresh_of_many_reads_is_one_batch_per_range(db: DB, store: Store) ->
     assert len(refreshes) == 1
     assert sum(isinstance(r, RefreshRange) for r in refreshes[0].requests) == len(keys)
     assert db.get(b"w") == b"written"
+
+
+# Commit deadlines and moving a transaction up.
+
+
+def test_a_commit_at_or_past_its_deadline_fails_retryably_and_writes_nothing(
+    db: DB, layout: str
+) -> None:
+    txn = db.transaction()
+    txn.put(b"a", b"1")
+    txn.put(b"z", b"2")
+    txn.limit_commit(db.now())  # already behind the node's clock
+    with pytest.raises(TransactionRetryError) as raised:
+        txn.commit()
+    assert raised.value.reason == "RETRY_COMMIT_DEADLINE_EXCEEDED"
+    assert txn.state is TxnState.ROLLED_BACK
+    assert rows(db) == []
+
+
+def test_a_commit_below_its_deadline_lands(db: DB, layout: str) -> None:
+    txn = db.transaction()
+    txn.put(b"a", b"1")
+    txn.put(b"z", b"2")
+    deadline = Timestamp(db.now().wall + 3_600_000_000_000)
+    txn.limit_commit(deadline)
+    txn.limit_commit(Timestamp(deadline.wall + 1))  # only a lower deadline counts
+    assert txn.deadline == deadline
+    assert txn.commit() < deadline
+    assert rows(db) == [(b"a", b"1"), (b"z", b"2")]
+
+
+def test_a_read_only_transaction_past_its_deadline_fails_at_commit(db: DB) -> None:
+    txn = db.transaction()
+    txn.get(b"a")
+    txn.limit_commit(txn.read_ts or db.now())
+    with pytest.raises(TransactionRetryError, match="deadline"):
+        txn.commit()
+
+
+def test_advance_to_moves_reads_up_or_fails_when_they_changed(db: DB) -> None:
+    txn = db.transaction()
+    assert txn.get(b"a") is None
+    later = db.now()
+    txn.advance_to(later)
+    assert txn.read_ts == later
+    txn.put(b"b", b"1")
+    assert txn.commit() >= later
+
+    stale = db.transaction()
+    assert stale.get(b"a") is None
+    db.put(b"a", b"changed")
+    with pytest.raises(TransactionRetryError):
+        stale.advance_to(db.now())

@@ -154,12 +154,14 @@ class ScanRequest(_message.Message):
     def __init__(self, span: _Optional[_Union[Span, _Mapping]] = ..., limit: _Optional[int] = ..., reverse: _Optional[bool] = ...) -> None: ...
 
 class EndTxnRequest(_message.Message):
-    __slots__ = ("commit", "lock_spans")
+    __slots__ = ("commit", "lock_spans", "deadline")
     COMMIT_FIELD_NUMBER: _ClassVar[int]
     LOCK_SPANS_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
     commit: bool
     lock_spans: _containers.RepeatedCompositeFieldContainer[Span]
-    def __init__(self, commit: _Optional[bool] = ..., lock_spans: _Optional[_Iterable[_Union[Span, _Mapping]]] = ...) -> None: ...
+    deadline: Timestamp
+    def __init__(self, commit: _Optional[bool] = ..., lock_spans: _Optional[_Iterable[_Union[Span, _Mapping]]] = ..., deadline: _Optional[_Union[Timestamp, _Mapping]] = ...) -> None: ...
 
 class HeartbeatTxnRequest(_message.Message):
     __slots__ = ()

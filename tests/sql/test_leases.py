@@ -1,0 +1,125 @@
+"""Descriptor leases: statements use a leased descriptor, and a schema change commits
+strictly above every commit that used the old version (see feedkv.sql.leases)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import feedkv
+from feedkv import DB
+from feedkv.kv.store import StoreConfig
+from feedkv.node import Node
+from feedkv.sql import catalog
+from feedkv.sql.leases import Leases
+from feedkv.testing.waiting import run_threads
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import key_next
+
+
+@pytest.fixture
+def node(tmp_path: Path, store_config: StoreConfig) -> Iterator[Node]:
+    with Node(tmp_path / "store", listen="127.0.0.1:0", config=store_config) as serving:
+        yield serving
+
+
+@pytest.fixture
+def clients(node: Node) -> Iterator[tuple[DB, DB]]:
+    """Two clients of one node over gRPC, each with its own leases."""
+    first, second = feedkv.connect(node.url), feedkv.connect(node.url)
+    yield first, second
+    first.close()
+    second.close()
+
+
+def _descriptor_ts(db: DB, name: str) -> Timestamp:
+    """When the current version of table ``name`` was written."""
+    key = catalog.descriptor_key(_table_id(db, name))
+    [kv] = db.scan(key, key_next(key))
+    return kv.ts
+
+
+def _table_id(db: DB, name: str) -> int:
+    snapshot = catalog.Snapshot(db, db.now())
+    database = catalog.database_by_name(snapshot, catalog.DEFAULT_DATABASE)
+    return catalog.table_by_name(snapshot, database, name).id
+
+
+def _count_batches(db: DB) -> list[int]:
+    """Counts the batches ``db`` sends from now on (the real transport still sends them)."""
+    count = [0]
+    transport = db.transport
+    send = transport.send
+
+    def counting(batch):  # type: ignore[no-untyped-def]
+        count[0] += 1
+        return send(batch)
+
+    transport.send = counting  # type: ignore[method-assign]
+    return count
+
+
+def test_a_statement_on_a_leased_table_sends_only_its_own_batch(any_db: DB) -> None:
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    session = any_db.session()
+    session.execute("INSERT INTO t VALUES (1, 'a')")  # resolves the table's name
+    session.execute("INSERT INTO t VALUES (2, 'b')")  # takes a lease
+    batches = _count_batches(any_db)
+    session.execute("INSERT INTO t VALUES (3, 'c')")
+    assert batches[0] == 1  # the one-phase commit: no descriptor read
+    assert session.execute("SELECT v FROM t WHERE k = 3").rows == [("c",)]
+    assert batches[0] == 2
+
+
+def test_a_schema_change_here_drains_this_clients_own_lease(any_db: DB) -> None:
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    for k in range(3):
+        any_db.sql("INSERT INTO t VALUES ($1, 'x')", k)
+    any_db.sql("ALTER TABLE t ADD COLUMN c INT NOT NULL DEFAULT 5")
+    any_db.sql("INSERT INTO t (k, v) VALUES (3, 'y')")  # the new version's default applies
+    assert any_db.sql("SELECT k, c FROM t ORDER BY k").rows == [(k, 5) for k in range(4)]
+
+
+def test_a_schema_change_waits_for_statements_of_another_client(
+    clients: tuple[DB, DB],
+) -> None:
+    """Writers on one client insert while the other adds a NOT NULL column: a row written
+    with the old version after the new one committed would have no value in it."""
+    writer_db, changer_db = clients
+    writer_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    keys = itertools.count()
+
+    def write() -> None:
+        session = writer_db.session()
+        for _ in range(150):
+            session.execute("INSERT INTO t (k, v) VALUES ($1, 'x')", next(keys))
+
+    def change() -> None:
+        table_id = _table_id(writer_db, "t")
+        while (lease := writer_db.leases.use(table_id)) is None:
+            pass  # until the writers' client holds a lease
+        writer_db.leases.release(lease)
+        changer_db.sql("ALTER TABLE t ADD COLUMN c INT NOT NULL DEFAULT 5")
+
+    run_threads([write, write, write, change])
+    rows = writer_db.sql("SELECT k, c FROM t").rows
+    assert len(rows) == 450
+    assert [k for k, c in rows if c != 5] == []
+
+
+def test_a_holder_that_stopped_answering_delays_a_schema_change_until_its_lease_expires(
+    clients: tuple[DB, DB],
+) -> None:
+    holder_db, changer_db = clients
+    holder_db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+    table_id = _table_id(holder_db, "t")
+    silent = Leases(holder_db, duration_s=1.0, watch=False)  # never sees the marker
+    lease = silent.use(table_id)
+    assert lease is not None
+    changer_db.sql("ALTER TABLE t ADD COLUMN c INT")
+    assert _descriptor_ts(changer_db, "t") >= lease.expires
+    silent.release(lease)
+    silent.close()

@@ -189,6 +189,7 @@ class Execution:
         self.after_commit: list[Callable[[], object]] = []
         self.leases: list[Lease] = []  # held until the transaction ends
         self._leasing = False
+        self._lease_keys: dict[int, list[bytes]] = {}  # table id -> keys to delete
         # Rows written blind, by their first key: a failed check at commit is a duplicate.
         self.inserted: dict[bytes, tuple[TableDescriptor, dict[int, Any]]] = {}
         self.context = Context(
@@ -262,8 +263,19 @@ class Execution:
                 owner.release(lease)
 
     def _changing(self, desc: TableDescriptor) -> None:
-        """A new version of ``desc`` will be written: wait for the leases on this one."""
-        prepare_change(self.session.db, self._txn, desc.id, local=self.session.leases)
+        """A new version of ``desc`` will be written: wait for the leases on this one
+        (before the rows it rewrites are read, so they are read above every statement
+        that used it)."""
+        self._lease_keys[desc.id] = prepare_change(
+            self.session.db, self._txn, desc.id, local=self.session.leases
+        )
+
+    def _publish(self, new: TableDescriptor) -> None:
+        """Write ``new``, the next version of a table :meth:`_changing` prepared."""
+        txn = self._txn
+        catalog.put_table(txn, new, name_entry=False)
+        for key in self._lease_keys.pop(new.id):
+            txn.delete(key)
 
     def _require_admin(self, what: str) -> None:
         user = catalog.get_user(self._reader, self.session.user)
@@ -462,7 +474,7 @@ class Execution:
         span = table_span(desc.id)
         txn.delete_range(span.start, span.end)
         catalog.remove_name(txn, desc.database_id, desc.name)
-        catalog.put_table(txn, desc.bumped(dropped=True), name_entry=False)
+        self._publish(desc.bumped(dropped=True))
         self.session.forget(table=desc.id)
 
     def truncate(self, s: st.Truncate) -> Result:
@@ -538,7 +550,7 @@ class Execution:
                 family_key(prefix, families[target].id),
                 encode_family_value(new, families[target], row),
             )
-        catalog.put_table(txn, new, name_entry=False)
+        self._publish(new)
         self.session.forget(table=desc.id)
         return Result(tag="ALTER TABLE")
 
@@ -577,7 +589,7 @@ class Execution:
                     txn.delete(key)
             else:
                 txn.delete(key)
-        catalog.put_table(txn, new, name_entry=False)
+        self._publish(new)
         self.session.forget(table=desc.id)
         return Result(tag="ALTER TABLE")
 

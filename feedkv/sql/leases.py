@@ -30,7 +30,8 @@ so it holds no locks while it waits):
 3. wait until a scan at some time ``S`` finds no record of the table expiring after ``S``
    (holders watch the markers with a rangefeed and release at once, or the lease expires);
 4. move the schema change's transaction up to ``S`` (refreshing its reads), read the
-   records again in it (any that is live means a race: retry), delete them and the marker.
+   records again in it (any that is live means a race: retry); it deletes them and the
+   marker along with the new version.
 
 Every commit that used the old version landed below its lease's expiry or before its
 holder deleted the record, so below ``S``. The scan in step 4 is part of the
@@ -120,6 +121,7 @@ class Leases:
         self._current: dict[int, Lease] = {}
         self._acquiring: set[int] = set()
         self._refused_until: dict[int, int] = {}  # table id -> wall ns
+        self._drains: dict[int, int] = {}  # table id -> times drained
         self._watch: RangeFeed | None = None
         self._watching = not watch
         self._closed = False
@@ -140,6 +142,7 @@ class Leases:
             ):
                 return self._use_if_valid(lease, now)
             self._acquiring.add(table_id)
+            drains = self._drains.get(table_id, 0)
         self._start_watch()
         try:
             fresh = self._acquire(table_id)
@@ -153,9 +156,12 @@ class Leases:
                 fresh = None
             if fresh is None:
                 return self._use_if_valid(lease, now)
+            fresh.refs += 1
+            if self._drains.get(table_id, 0) != drains:  # drained while it was acquired
+                fresh.current = False  # its user's release deletes the record
+                return fresh
             old = self._current.get(table_id)
             self._current[table_id] = fresh
-            fresh.refs += 1
             stale = old is not None and self._retire(old)
         if stale:
             assert old is not None
@@ -175,6 +181,7 @@ class Leases:
         record is deleted now, or when its last user ends."""
         with self._lock:
             self._refused_until[table_id] = time.time_ns() + _REFUSED_RETRY_NS
+            self._drains[table_id] = self._drains.get(table_id, 0) + 1
             lease = self._current.pop(table_id, None)
             unused = lease is not None and self._retire(lease)
         if unused:
@@ -197,8 +204,8 @@ class Leases:
     # Plumbing.
 
     def _use_if_valid(self, lease: Lease | None, now: int) -> Lease | None:
-        """The old lease while it still has a second to run (called under the lock)."""
-        if lease is None or lease.expires.wall - now < 1_000_000_000:
+        """The lease while it is current and has a second to run (under the lock)."""
+        if lease is None or not lease.current or lease.expires.wall - now < 1_000_000_000:
             return None
         lease.refs += 1
         return lease
@@ -277,10 +284,13 @@ def prepare_change(
     *,
     local: Leases | None = None,
     duration_s: float = LEASE_DURATION_S,
-) -> None:
+) -> list[bytes]:
     """Before ``txn`` writes a new version of table ``table_id``: wait until no lease on
     the old version remains and move ``txn`` above the last commit that used one (see
-    the module docstring). Raises :class:`TransactionRetryError` on a race."""
+    the module docstring). Raises :class:`TransactionRetryError` on a race. Returns the
+    keys ``txn`` must delete along with the new version (the marker and dead records),
+    which the caller writes after its own so that the transaction keeps its anchor on
+    the table's rows."""
     marker = _marker_key(table_id)
     expires = db.now().wall + int(duration_s * 1e9) + _MARKER_MARGIN_NS
     db.put(marker, json.dumps({"expires": expires}).encode())
@@ -303,10 +313,9 @@ def prepare_change(
     txn.advance_to(now)
     read_ts = txn.read_ts
     assert read_ts is not None
-    for kv in txn.scan(prefix, end):
-        if _expires(kv.value) > read_ts.wall:
-            raise TransactionRetryError(
-                "RETRY_DESCRIPTOR_LEASES", f"a lease on table {table_id} was granted meanwhile"
-            )
-        txn.delete(kv.key)
-    txn.delete(marker)
+    dead = txn.scan(prefix, end)
+    if any(_expires(kv.value) > read_ts.wall for kv in dead):
+        raise TransactionRetryError(
+            "RETRY_DESCRIPTOR_LEASES", f"a lease on table {table_id} was granted meanwhile"
+        )
+    return [*(kv.key for kv in dead), marker]

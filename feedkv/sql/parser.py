@@ -21,6 +21,8 @@ support.
 from __future__ import annotations
 
 import logging
+import re
+import string
 from dataclasses import dataclass
 
 import sqlglot
@@ -70,9 +72,15 @@ def _parse_one(text: str, tokens: list[Token], offset: int) -> st.Statement:
         raise SQLError("54001", "statement too complex: it nests too deeply") from None
     except (AttributeError, IndexError, KeyError, TypeError, ValueError):
         # NB: sqlglot accepts some malformed input and leaves holes in its tree that the
-        # conversion trips over; what it could not make sense of is a syntax error.
+        # conversion trips over; what it could not make sense of is a syntax error, most
+        # often in its last words.
         shown = text if len(text) <= 60 else text[:57] + "..."
-        raise SQLError("42601", f"syntax error in {shown!r}") from None
+        last = tokens[-1]
+        raise SQLError(
+            "42601",
+            f"syntax error in {shown!r}: it does not read as a statement up to its end",
+            position=last.start + 1,
+        ) from None
 
 
 def parse_expression(text: str) -> exp.Expr:
@@ -127,7 +135,7 @@ def _tokenize(text: str, offset: int) -> list[Token]:
     try:
         tokens = list(_DIALECT.tokenize(text))
     except TokenError:
-        raise SQLError("42601", "syntax error: unterminated quoted string or identifier") from None
+        raise _token_error(text, offset) from None
     for token in tokens:
         token.start += offset
         token.end += offset
@@ -146,6 +154,68 @@ def _tokenize(text: str, offset: int) -> list[Token]:
                 out.extend(_tokenize(rest.text, offset + start))
                 i += 1
     return out
+
+
+_HEX_LITERAL = re.compile(r"(?<![A-Za-z0-9_])[xX]'([^']*)'")
+_DOLLAR_TAG = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
+
+
+def _token_error(text: str, offset: int) -> SQLError:
+    """What the tokenizer could not read: a hex literal with a bad digit, or the quote or
+    comment that never ends (with its position)."""
+    for match in _HEX_LITERAL.finditer(text):
+        digits = match.group(1)
+        if any(c not in string.hexdigits for c in digits) or len(digits) % 2:
+            return SQLError("22P02", f"invalid hexadecimal bytes literal x'{digits}'")
+    start, what = _runaway(text)
+    return SQLError("42601", f"syntax error: unterminated {what}", position=offset + start + 1)
+
+
+def _runaway(text: str) -> tuple[int, str]:
+    """Where the quoted string, quoted identifier or comment that is never closed starts
+    (0-based), and what it is; the end of the text if everything is closed."""
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("--", i):
+            newline = text.find("\n", i)
+            i = n if newline < 0 else newline + 1
+        elif text.startswith("/*", i):
+            depth, j = 1, i + 2
+            while j < n and depth:
+                if text.startswith("/*", j):
+                    depth, j = depth + 1, j + 2
+                elif text.startswith("*/", j):
+                    depth, j = depth - 1, j + 2
+                else:
+                    j += 1
+            if depth:
+                return i, "comment"
+            i = j
+        elif c in "'\"":
+            j = i + 1
+            escapes = c == "'" and i > 0 and text[i - 1] in "eE"
+            while j < n:
+                if escapes and text[j] == "\\":
+                    j += 2
+                elif text[j] == c:
+                    if text.startswith(c * 2, j):
+                        j += 2
+                    else:
+                        break
+                else:
+                    j += 1
+            if j >= n:
+                return i, "quoted string" if c == "'" else "quoted identifier"
+            i = j + 1
+        elif c == "$" and (tag := _DOLLAR_TAG.match(text, i)) is not None:
+            close = text.find(tag.group(0), tag.end())
+            if close < 0:
+                return i, "dollar-quoted string"
+            i = close + len(tag.group(0))
+        else:
+            i += 1
+    return n, "input"
 
 
 def _first_line(exc: Exception) -> str:
@@ -215,6 +285,7 @@ class _Statement:
     # Dispatch.
 
     def parse(self) -> st.Statement:
+        self._check_shape()
         words = self.words
         if words[0] == "SHOW":
             return self._show()
@@ -278,6 +349,115 @@ class _Statement:
         return SQLError(
             "42601", f'at or near "{near}": syntax error: {description}', position=position
         )
+
+    # Shape: what sqlglot would accept leniently and turn into something else.
+
+    def _keyword(self, index: int) -> str:
+        """The word at ``index`` if it is a bare word (not a literal or quoted name)."""
+        if index >= len(self.tokens) or self.tokens[index].token_type in _LITERALS:
+            return ""
+        return self.words[index]
+
+    def _check_shape(self) -> None:
+        """Refuse statements whose words do not fit together: a dropped comma or row, an
+        empty list item, a clause cut short, a bare word that is no statement, an
+        unbalanced parenthesis. sqlglot would take many of these for something else (an
+        alias, a shorter list) and the statement would run."""
+        tokens, words = self.tokens, self.words
+        first = self._keyword(0)
+        if first not in _STATEMENT_WORDS:
+            raise self._error_at(0, f"{tokens[0].text!r} does not start a statement")
+        unsupported = _UNSUPPORTED_STATEMENTS.get(" ".join(words[:2])) or (
+            _UNSUPPORTED_STATEMENTS.get(first)
+        )
+        if unsupported:
+            raise SQLError("0A000", unsupported)
+        opened: list[int] = []
+        for i, token in enumerate(tokens):
+            kind = token.token_type
+            if kind is TokenType.IDENTIFIER and not token.text:
+                raise self._error_at(i, "zero-length delimited identifier")
+            if kind is TokenType.L_PAREN:
+                if i and tokens[i - 1].token_type is TokenType.R_PAREN:
+                    raise self._error_at(i, "a comma is missing between the lists")
+                opened.append(i)
+                if len(opened) > _MAX_NESTING:
+                    raise SQLError("54001", "statement too complex: it nests too deeply")
+            elif kind is TokenType.R_PAREN:
+                if not opened:
+                    raise self._error_at(i, "unbalanced parenthesis")
+                opened.pop()
+            nxt = i + 1
+            if kind is TokenType.COMMA:
+                after = tokens[nxt].token_type if nxt < len(tokens) else None
+                if after in (None, TokenType.COMMA, TokenType.R_PAREN) or (
+                    self._keyword(nxt) in _CLAUSE_STARTS
+                ):
+                    raise self._error_at(nxt, "a list item is missing")
+                before = self._keyword(i - 1) if i else ""
+                if (
+                    i == 0
+                    or tokens[i - 1].token_type is TokenType.L_PAREN
+                    or before
+                    in (
+                        "SELECT",
+                        "SET",
+                        "VALUES",
+                    )
+                ):
+                    raise self._error_at(i, "a list item is missing")
+            word = self._keyword(i)
+            cut_short = nxt == len(tokens) or self._keyword(nxt) in _CLAUSE_STARTS
+            if word in _NEEDS_MORE and cut_short and self.words[i - 1 : i + 1] != _DEFAULT_VALUES:
+                raise self._error_at(nxt, f"{word} needs something after it")
+        if opened:
+            raise self._error_at(opened[-1], "this parenthesis is never closed")
+        self._check_statement_shape()
+
+    def _check_statement_shape(self) -> None:
+        words = self.words
+        end = len(self.tokens)
+        if words[0] == "DELETE" and self._keyword(1) != "FROM":
+            raise self._error_at(1, "expected FROM after DELETE")
+        if words[0] in ("INSERT", "UPSERT") and not {"VALUES", "SELECT", "DEFAULT"} & set(words):
+            raise self._error_at(end, f"{words[0]} needs VALUES (...)")
+        if words[0] == "UPDATE" and "SET" not in words:
+            raise self._error_at(end, "UPDATE needs SET column = value")
+        if words[0] == "ALTER":
+            kind = self._keyword(1)
+            if kind not in ("TABLE", "CHANGEFEED", "DATABASE"):
+                raise self._error_at(1, "expected TABLE or CHANGEFEED after ALTER")
+            if kind == "TABLE":
+                name = 4 if words[2:4] == ["IF", "EXISTS"] else 2
+                if self._keyword(name) in _ALTER_ACTIONS:
+                    raise self._error_at(name, "expected a table name")
+                if name + 1 >= end:
+                    raise self._error_at(end, "expected ADD, DROP or SPLIT AT after the table")
+        if words[:2] == ["CREATE", "DATABASE"]:
+            name = 5 if words[2:5] == ["IF", "NOT", "EXISTS"] else 2
+            if name + 1 < end:
+                raise self._error_at(name + 1, "expected the end after the database's name")
+        if words[:2] == ["CREATE", "TABLE"]:
+            self._check_after_columns()
+
+    def _check_after_columns(self) -> None:
+        """Nothing may follow a CREATE TABLE's column list."""
+        tokens = self.tokens
+        start = next((i for i, t in enumerate(tokens) if t.token_type is TokenType.L_PAREN), None)
+        if start is None or "AS" in self.words[:start]:
+            return
+        depth = 0
+        for i in range(start, len(tokens)):
+            kind = tokens[i].token_type
+            depth += kind is TokenType.L_PAREN
+            depth -= kind is TokenType.R_PAREN
+            if depth == 0:
+                if i + 1 < len(tokens):
+                    word = self._keyword(i + 1)
+                    if word in ("PARTITION", "INHERITS", "WITH", "INTERLEAVE", "LOCALITY"):
+                        raise SQLError("0A000", f"CREATE TABLE ... {word} is not supported")
+                    raise self._error_at(i + 1, "expected the end after the column list")
+                return
 
     # CockroachDB-only clauses, cut out of the text sqlglot sees.
 
@@ -644,6 +824,47 @@ class _Statement:
 _TARGET_END = {",", "FAMILY", "INTO", "WITH", "AS", "ADD", "DROP", "SET", "UNSET"}
 _OPTION_VALUES = {TokenType.STRING, TokenType.NUMBER, TokenType.VAR, TokenType.IDENTIFIER}
 _CLAUSE_WORDS = {"WHERE", "ORDER", "LIMIT", "OFFSET", "GROUP", "HAVING", "FOR"}
+_LITERALS = {
+    TokenType.STRING,
+    TokenType.IDENTIFIER,
+    TokenType.NUMBER,
+    TokenType.BIT_STRING,
+    TokenType.BYTE_STRING,
+    TokenType.HEX_STRING,
+    TokenType.HEREDOC_STRING,
+    TokenType.NATIONAL_STRING,
+    TokenType.RAW_STRING,
+    TokenType.UNICODE_STRING,
+}
+# The first words of statements feedkv runs, refuses by name (0A000) or leaves to
+# sqlglot to name; any other first word is a syntax error.
+_STATEMENT_WORDS = {
+    "ABORT", "ALTER", "ANALYZE", "BACKUP", "BEGIN", "CALL", "CANCEL", "CLOSE", "COMMENT",
+    "COMMIT", "COPY", "CREATE", "DEALLOCATE", "DECLARE", "DELETE", "DISCARD", "DO", "DROP",
+    "END", "EXECUTE", "EXPERIMENTAL", "EXPLAIN", "EXPORT", "FETCH", "GRANT", "IMPORT",
+    "INSERT", "LISTEN", "LOCK", "MERGE", "MOVE", "NOTIFY", "PAUSE", "PREPARE", "REFRESH", "REINDEX",
+    "RELEASE", "RESET", "RESTORE", "RESUME", "REVOKE", "ROLLBACK", "SAVEPOINT", "SELECT",
+    "SET", "SHOW", "START", "TABLE", "TRUNCATE", "UPDATE", "UPSERT", "USE", "VACUUM",
+    "VALUES", "WITH",
+}  # fmt: skip
+_UNSUPPORTED_STATEMENTS = {
+    "RELEASE": "savepoints are not supported (RELEASE SAVEPOINT)",
+    "REVOKE": "REVOKE is not supported; a user without the admin role has no privileges",
+    "ALTER DATABASE": "ALTER DATABASE is not supported",
+    "CREATE TEMP": "temporary tables are not supported (CREATE TEMP TABLE)",
+    "CREATE TEMPORARY": "temporary tables are not supported (CREATE TEMPORARY TABLE)",
+}
+# Words a statement cannot end on, nor follow with the start of another clause.
+_NEEDS_MORE = {
+    "SELECT", "FROM", "WHERE", "SET", "VALUES", "INTO", "BY", "GROUP", "ORDER", "LIMIT",
+    "OFFSET", "HAVING", "AS", "ON", "CONFLICT", "AND", "OR", "IN", "IS", "LIKE", "BETWEEN",
+    "JOIN", "TABLE", "COLUMN", "ADD", "DROP", "ALTER", "CREATE", "DATABASE", "RETURNING",
+    "SHOW", "TRUNCATE", "WITH", "DISTINCT",
+}  # fmt: skip
+_CLAUSE_STARTS = {"FROM", "WHERE", "GROUP", "ORDER", "LIMIT", "OFFSET", "HAVING", "RETURNING"}
+_DEFAULT_VALUES = ["DEFAULT", "VALUES"]
+_MAX_NESTING = 50  # parentheses; deeper ones overflow the parser's recursion anyway
+_ALTER_ACTIONS = {"ADD", "DROP", "ALTER", "RENAME", "SPLIT", "SET"}
 _COLUMN_WORDS = {
     "NOT",
     "NULL",

@@ -109,8 +109,24 @@ def descriptor_key(descriptor_id: int) -> bytes:
     return _DESC + encode_value(descriptor_id)
 
 
+MAX_NAME_BYTES = 128  # a database or table name, in UTF-8
+
+
 def _name_key(parent_id: int, name: str) -> bytes:
     return _NS + encode_values([parent_id, name])
+
+
+def _named(name: str) -> bool:
+    """Whether ``name`` could name anything (no longer name was ever created)."""
+    return len(name.encode("utf-8", "surrogatepass")) <= MAX_NAME_BYTES
+
+
+def _check_new_name(name: str) -> None:
+    if not _named(name):
+        raise SQLError(
+            "54000",
+            f"the name {name[:20]!r}... is too long: a name has at most {MAX_NAME_BYTES} bytes",
+        )
 
 
 def job_key(job_id: int) -> bytes:
@@ -138,7 +154,7 @@ def get_descriptor(
 
 def database_by_name(reader: Reader, name: str) -> DatabaseDescriptor:
     """The database called ``name``; SQLSTATE 3D000 if there is none."""
-    raw = reader.get(_name_key(0, name))
+    raw = reader.get(_name_key(0, name)) if _named(name) else None
     if raw is not None:
         found = get_descriptor(reader, int(decode_value(raw)[0]))  # type: ignore[arg-type]
         if isinstance(found, DatabaseDescriptor):
@@ -148,7 +164,7 @@ def database_by_name(reader: Reader, name: str) -> DatabaseDescriptor:
 
 def table_by_name(reader: Reader, database: DatabaseDescriptor, name: str) -> TableDescriptor:
     """The live table ``name`` in ``database``; SQLSTATE 42P01 if there is none."""
-    raw = reader.get(_name_key(database.id, name))
+    raw = reader.get(_name_key(database.id, name)) if _named(name) else None
     if raw is not None:
         found = table_by_id(reader, int(decode_value(raw)[0]))  # type: ignore[arg-type]
         if found is not None and not found.dropped:
@@ -205,12 +221,14 @@ def allocate_id(txn: Txn) -> int:
 
 
 def put_database(txn: Txn, database: DatabaseDescriptor) -> None:
+    _check_new_name(database.name)
     txn.put(descriptor_key(database.id), database.to_json())
     txn.put(_name_key(0, database.name), encode_value(database.id))
 
 
 def put_table(txn: Txn, table: TableDescriptor, *, name_entry: bool = True) -> None:
     """Write ``table`` (a new version); with ``name_entry`` also its name."""
+    _check_new_name(table.name)
     txn.put(descriptor_key(table.id), table.to_json())
     if name_entry:
         txn.put(_name_key(table.database_id, table.name), encode_value(table.id))

@@ -68,7 +68,7 @@ from feedkv.sql.row_codec import (
 from feedkv.sql.types import ColumnType, Kind, coerce, format_value, from_key_primitive
 from feedkv.util.encoding import decode_value
 from feedkv.util.hlc import Timestamp
-from feedkv.util.keys import Span, prefix_end
+from feedkv.util.keys import Span, check_key, prefix_end
 from feedkv.util.units import parse_duration_ns
 
 if TYPE_CHECKING:
@@ -664,7 +664,7 @@ class Execution:
             ]
             if any(v is None for v in coerced):
                 raise SQLError("22004", "SPLIT AT values cannot be NULL")
-            key = row_prefix(desc, coerced)
+            key = check_key(row_prefix(desc, coerced))  # too long: 54000 now, not at commit
             self.after_commit.append(lambda key=key: self.session.db.split(key))  # type: ignore[misc]
             rows.append((key, "/" + "/".join(str(v) for v in coerced), None))
         return Result(("key", "pretty", "split_enforced_until"), rows, f"SPLIT {len(rows)}")

@@ -453,7 +453,7 @@ class _Statement:
             depth -= kind is TokenType.R_PAREN
             if depth == 0:
                 if i + 1 < len(tokens):
-                    word = self._keyword(i + 1)
+                    word = self._keyword(i + 1).split(" ")[0]  # sqlglot: "PARTITION BY"
                     if word in ("PARTITION", "INHERITS", "WITH", "INTERLEAVE", "LOCALITY"):
                         raise SQLError("0A000", f"CREATE TABLE ... {word} is not supported")
                     raise self._error_at(i + 1, "expected the end after the column list")
@@ -859,7 +859,7 @@ _NEEDS_MORE = {
     "SELECT", "FROM", "WHERE", "SET", "VALUES", "INTO", "BY", "GROUP", "ORDER", "LIMIT",
     "OFFSET", "HAVING", "AS", "ON", "CONFLICT", "AND", "OR", "IN", "IS", "LIKE", "BETWEEN",
     "JOIN", "TABLE", "COLUMN", "ADD", "DROP", "ALTER", "CREATE", "DATABASE", "RETURNING",
-    "SHOW", "TRUNCATE", "WITH", "DISTINCT",
+    "SHOW", "TRUNCATE", "WITH", "DISTINCT", "TO",
 }  # fmt: skip
 _CLAUSE_STARTS = {"FROM", "WHERE", "GROUP", "ORDER", "LIMIT", "OFFSET", "HAVING", "RETURNING"}
 _DEFAULT_VALUES = ["DEFAULT", "VALUES"]
@@ -892,7 +892,12 @@ def _table_name_of(parts: list[str]) -> st.TableName:
 
 def _table_of(node: exp.Expr) -> st.TableName:
     if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
-        raise SQLError("0A000", f"expected a table name, got {node.sql(dialect=_DIALECT)!r}")
+        # A table function (generate_series(...)) or a subquery is valid SQL feedkv lacks;
+        # a name of too many parts is no name at all.
+        code = (
+            "42601" if isinstance(node, exp.Table) and isinstance(node.this, exp.Dot) else "0A000"
+        )
+        raise SQLError(code, f"expected a table name, got {node.sql(dialect=_DIALECT)!r}")
     parts = [
         _ident(part)
         for part in (node.args.get("catalog"), node.args.get("db"), node.this)
@@ -975,10 +980,12 @@ class _Converter:
         nullable = True
         default = None
         primary_key = False
+        declared: set[bool] = set()  # NULL (True) and NOT NULL (False) as written
         for constraint in node.args.get("constraints") or []:
             inner = constraint.args.get("kind")
             if isinstance(inner, exp.NotNullColumnConstraint):
                 nullable = bool(inner.args.get("allow_null"))
+                declared.add(nullable)
             elif isinstance(inner, exp.DefaultColumnConstraint):
                 default = inner.this
             elif isinstance(inner, exp.PrimaryKeyColumnConstraint):
@@ -986,6 +993,8 @@ class _Converter:
                 nullable = False
             else:
                 raise _unsupported(constraint, "column constraint")
+        if len(declared) == 2 or (primary_key and True in declared):
+            raise SQLError("42601", f'conflicting NULL/NOT NULL declarations for column "{name}"')
         family, create = self.column_families.get(name, (None, False))
         return st.ColumnSpec(
             name, column_type(kind), nullable, default, primary_key, family, create

@@ -1,8 +1,10 @@
 """A SQL session: who is running statements, in which database, in which transaction.
 
 Outside ``BEGIN``, each statement runs in a transaction of its own that is retried on
-conflicts, so a single statement never fails with 40001 (in a string of several
-statements too: each is its own transaction unless the string says ``BEGIN``). Between ``BEGIN`` and
+conflicts, so a single statement never fails with 40001. Several statements sent in one
+string run in one such implicit transaction, as PostgreSQL and CockroachDB run a batch:
+all take effect or none does (unless the string has ``BEGIN``, ``COMMIT`` or job
+statements; then each runs as it comes). Between ``BEGIN`` and
 ``COMMIT`` the statements share one serializable transaction; a conflict there raises
 :class:`~feedkv.errors.SerializationFailure` (SQLSTATE 40001) and the client retries
 the whole transaction, which :meth:`Session.run_transaction` does. After an error inside
@@ -60,6 +62,9 @@ _prepare_cached = functools.lru_cache(maxsize=2048)(_prepare)
 
 
 _JOB_STATEMENTS = st.ShowChangefeedJobs | st.ControlJob | st.AlterChangefeed
+# Statements that end, start or stand outside a transaction: a string holding one runs its
+# statements one by one rather than as one implicit transaction.
+_OWN_TRANSACTION = st.Begin | st.Commit | st.Rollback | st.CreateChangefeed | _JOB_STATEMENTS
 
 
 class ChangefeedService(Protocol):
@@ -123,6 +128,13 @@ class Session:
         prepared = prepare(text)
         if not self._checked_user:
             self._check_user()
+        if (
+            len(prepared) > 1
+            and self._txn is None
+            and not any(isinstance(statement, _OWN_TRANSACTION) for statement, _ in prepared)
+        ):
+            yield from self._run_batch(prepared, params)
+            return
         for statement, count in prepared:
             yield self._run(statement, count, params)
 
@@ -221,6 +233,30 @@ class Session:
         for hook in executions[-1].after_commit:
             hook()
         return result
+
+    def _run_batch(
+        self, prepared: Sequence[tuple[st.Statement, int]], params: Sequence[Any]
+    ) -> list[Result]:
+        """Statements sent together outside ``BEGIN``, as one implicit transaction."""
+        for _statement, placeholders in prepared:
+            if len(params) != placeholders:
+                raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
+        executions: list[Execution] = []
+
+        def attempt(txn: Txn) -> list[Result]:
+            executions.clear()
+            results = []
+            for statement, _placeholders in prepared:
+                execution = Execution(self, txn, params)
+                executions.append(execution)
+                results.append(execution.run(statement))
+            return results
+
+        results = self.db.run_transaction(attempt)
+        for execution in executions:
+            for hook in execution.after_commit:
+                hook()
+        return results
 
     def _commit(self) -> Result:
         txn = self._txn

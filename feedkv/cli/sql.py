@@ -1,8 +1,10 @@
 """``feedkv sql``: run statements and print their results, or an interactive shell.
 
-With ``-e`` each statement runs in order and the first error stops the run (exit 1).
-Without ``-e``, a terminal gets an interactive shell (history, statements spanning
-lines until a ``;``); anything else on stdin is run as a script.
+With ``-e`` each statement runs in order and the first error stops the run (exit 1); the
+statements of one ``-e`` run as one implicit transaction, as do those entered on one line
+of the shell. Without ``-e``, a terminal gets an interactive shell (history, statements
+spanning lines until a ``;``); anything else on stdin is run as a script, statement by
+statement, up to the first error.
 """
 
 from __future__ import annotations
@@ -49,18 +51,24 @@ def run_sql(
                 return _run_each(session, statements, output, stdout, stderr)
             if stdin.isatty():
                 return _shell(session, output, stdin, stdout, stderr)
-            return _run_each(session, [stdin.read()], output, stdout, stderr)
+            return _run_each(session, [stdin.read()], output, stdout, stderr, batch=False)
         finally:
             session.close()
 
 
 def _run_each(
-    session: Session, statements: Sequence[str], output: str, stdout: TextIO, stderr: TextIO
+    session: Session,
+    statements: Sequence[str],
+    output: str,
+    stdout: TextIO,
+    stderr: TextIO,
+    *,
+    batch: bool = True,
 ) -> int:
     for text in statements:
         if not text.strip():
             continue
-        if not _execute(session, text, output, stdout, stderr):
+        if not _execute(session, text, output, stdout, stderr, batch=batch):
             return 1
     return 0
 
@@ -103,11 +111,13 @@ def _shell(session: Session, output: str, stdin: TextIO, stdout: TextIO, stderr:
             stderr.write("query interrupted\n")
 
 
-def _execute(session: Session, text: str, output: str, stdout: TextIO, stderr: TextIO) -> bool:
+def _execute(
+    session: Session, text: str, output: str, stdout: TextIO, stderr: TextIO, *, batch: bool = True
+) -> bool:
     """Run ``text`` and print each result; print the error and return ``False`` if a
     statement fails."""
     try:
-        for result in session.execute_each(text):
+        for result in session.execute_each(text, batch=batch):
             write_result(result, output, stdout)
     except SQLError as exc:
         stdout.flush()

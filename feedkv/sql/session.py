@@ -122,14 +122,19 @@ class Session:
         """Run every statement in ``text`` and return each one's result."""
         return list(self.execute_each(text, params))
 
-    def execute_each(self, text: str, params: Sequence[Any] = ()) -> Iterator[Result]:
-        """Run the statements in ``text`` one by one, yielding each result as soon as its
-        statement is done (so a caller can show what took effect before an error)."""
+    def execute_each(
+        self, text: str, params: Sequence[Any] = (), *, batch: bool = True
+    ) -> Iterator[Result]:
+        """Run the statements in ``text`` and yield each result: as one implicit
+        transaction (see the module docstring), or with ``batch=False`` one by one, each
+        result as soon as its statement is done (a script: what took effect before an
+        error stays)."""
         prepared = prepare(text)
         if not self._checked_user:
             self._check_user()
         if (
-            len(prepared) > 1
+            batch
+            and len(prepared) > 1
             and self._txn is None
             and not any(isinstance(statement, _OWN_TRANSACTION) for statement, _ in prepared)
         ):

@@ -259,16 +259,27 @@ def test_an_unknown_table_is_sqlstate_42P01_and_stops_the_run(sql: Sql) -> None:
     assert rows_of(sql, "SELECT k FROM t") == [["1"]]
 
 
-def test_a_statement_that_took_effect_before_an_error_is_reported(sql: Sql) -> None:
+def test_the_statements_of_one_e_take_effect_together_or_not_at_all(sql: Sql) -> None:
     sql("-e", "CREATE TABLE t (k INT PRIMARY KEY)")
 
     run = sql("-e", "INSERT INTO t VALUES (1); SELECT * FROM nope")
 
     assert run.code == 1
     assert "SQLSTATE: 42P01" in run.err
-    if rows_of(sql, "SELECT k FROM t") == [["1"]]:
-        # The INSERT committed: the output must not hide that.
-        assert run.out == "INSERT 0 1\n"
+    assert run.out == ""  # nothing took effect, so nothing is reported as done
+    assert rows_of(sql, "SELECT k FROM t") == []
+
+
+def test_a_script_keeps_what_ran_before_its_first_error(sql: Sql, tmp_path: Path) -> None:
+    sql("-e", "CREATE TABLE t (k INT PRIMARY KEY)")
+    script = "INSERT INTO t VALUES (1);\nSELECT * FROM nope;\nINSERT INTO t VALUES (2);\n"
+
+    run = sql_process("--store", str(tmp_path / "store"), stdin=script)
+
+    assert run.returncode == 1
+    assert run.stdout == "INSERT 0 1\n"
+    assert "SQLSTATE: 42P01" in run.stderr
+    assert rows_of(sql, "SELECT k FROM t") == [["1"]]
 
 
 # A script on stdin.

@@ -17,7 +17,7 @@ import decimal
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +51,7 @@ from feedkv.sql.expr import (
     contains_aggregate,
     expression_name,
     is_constant,
+    qualifier_of,
 )
 from feedkv.sql.leases import Lease, prepare_change
 from feedkv.sql.parser import parse_expression
@@ -830,6 +831,8 @@ class Execution:
             if isinstance(item, exp.Star) or (
                 isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
             ):
+                if isinstance(item, exp.Column):
+                    scope.check_qualifier(qualifier_of(item))
                 for index, column in enumerate(desc.columns):
                     if column.hidden:
                         continue
@@ -928,6 +931,7 @@ class Execution:
         for index, column in enumerate(desc.columns):
             conflict_scope.add(["excluded"], column.name, width + index, column.type)
         sets = [(desc.column(n), compile_expr(e, conflict_scope)) for n, e in s.conflict_sets]
+        _check_conflict_target(desc, s.conflict_target)
         if s.upsert:
             key_ids = set(desc.primary_key)
             sets = [
@@ -940,6 +944,7 @@ class Execution:
         provided = {c.id for c in targets}
         out_rows = []
         count = 0
+        touched: set[bytes] = set()  # rows this statement wrote, for ON CONFLICT DO UPDATE
         for compiled in rows:
             row: dict[int, Any] = {}
             for column, make_value in zip(targets, compiled, strict=True):
@@ -953,6 +958,14 @@ class Execution:
             _check_not_null(desc, row)
             kvs = row_kvs(desc, row)
             first_key = next(iter(kvs))
+            if s.on_conflict == "update":
+                if first_key in touched:
+                    raise SQLError(
+                        "21000",
+                        "ON CONFLICT DO UPDATE command cannot affect row a second time: "
+                        "two proposed rows have the same primary key",
+                    )
+                touched.add(first_key)
             if s.on_conflict is None and not s.upsert and self._insert_blind(desc, row, kvs):
                 final = row
             elif txn.get(first_key) is None:
@@ -973,7 +986,10 @@ class Execution:
                 for column, value in sets:
                     final[column.id] = coerce(value(both, self.context), column.type, column.name)
                 _check_not_null(desc, final)
-                self._write_changes(desc, pairs, final, assigned)
+                if any(final[i] != old[i] for i in desc.primary_key):
+                    touched.add(self._move_row(desc, pairs, final))
+                else:
+                    self._write_changes(desc, pairs, final, assigned)
             count += 1
             if returning is not None:
                 env = tuple(final[c.id] for c in desc.columns)
@@ -1040,21 +1056,13 @@ class Execution:
         key_ids = set(desc.primary_key)
         out_rows = []
         count = 0
-        txn = self._txn
         for old, pairs, env in list(self._matching(desc, s.where, scope)):
             new = dict(old)
             for column, value in sets:
                 new[column.id] = coerce(value(env, self.context), column.type, column.name)
             _check_not_null(desc, new)
             if any(new[i] != old[i] for i in key_ids):
-                for key in pairs:
-                    txn.delete(key)
-                new_pairs = row_kvs(desc, new)
-                if txn.get(next(iter(new_pairs))) is not None:
-                    raise duplicate_key(desc, new)
-                for key, encoded in new_pairs.items():
-                    if encoded is not None:
-                        txn.put(key, encoded)
+                self._move_row(desc, pairs, new)
             else:
                 self._write_changes(desc, pairs, new, assigned)
             count += 1
@@ -1064,6 +1072,23 @@ class Execution:
         if returning is not None:
             return Result(returning[0], out_rows, f"UPDATE {count}")
         return Result(tag=f"UPDATE {count}")
+
+    def _move_row(
+        self, desc: TableDescriptor, pairs: Iterable[bytes], new: dict[int, Any]
+    ) -> bytes:
+        """Replace the row at ``pairs`` by ``new``, whose primary key differs: 23505 if
+        that key holds a row. Returns the new row's first key."""
+        txn = self._txn
+        for key in pairs:
+            txn.delete(key)
+        new_pairs = row_kvs(desc, new)
+        first = next(iter(new_pairs))
+        if txn.get(first) is not None:
+            raise duplicate_key(desc, new)
+        for key, encoded in new_pairs.items():
+            if encoded is not None:
+                txn.put(key, encoded)
+        return first
 
     def delete(self, s: st.Delete) -> Result:
         desc = self._table(s.table)
@@ -1098,6 +1123,21 @@ def _unalias(node: exp.Expr) -> exp.Expr:
 
 def _proposed(index: int) -> Compiled:
     return lambda env, ctx: env[index]
+
+
+def _check_conflict_target(desc: TableDescriptor, target: Sequence[str]) -> None:
+    """ON CONFLICT (cols): the columns must exist and be the primary key, the only
+    unique constraint a feedkv table has."""
+    if not target:
+        return
+    ids = [desc.column(name).id for name in target]  # 42703 names an unknown one
+    if sorted(ids) != sorted(desc.primary_key):
+        raise SQLError(
+            "42P10",
+            "there is no unique or exclusion constraint matching the ON CONFLICT "
+            f"specification ({', '.join(target)}); the primary key is "
+            f"({', '.join(c.name for c in desc.key_columns)})",
+        )
 
 
 def _check_not_null(desc: TableDescriptor, row: dict[int, Any]) -> None:
@@ -1230,9 +1270,14 @@ class _Aggregate:
     def __init__(self, node: exp.Expr, scope: Scope) -> None:
         self.kind = type(node)
         argument = node.this
+        name = self.kind.__name__.lower()
+        if argument is None or node.expressions:
+            raise SQLError("42883", f"unknown signature: {name}() takes exactly one argument")
         if isinstance(argument, exp.Distinct):
             raise SQLError("0A000", "DISTINCT in aggregates is not supported")
         self.star = isinstance(argument, exp.Star)
+        if self.star and self.kind is not exp.Count:
+            raise SQLError("42883", f"unknown signature: {name}(*); only count(*) takes *")
         self.value = None if self.star else compile_expr(argument, scope)
         self.count = 0
         self.total: Any = None

@@ -41,6 +41,8 @@ __all__ = [
     "compile_expr",
     "contains_aggregate",
     "expression_name",
+    "is_constant",
+    "qualifier_of",
 ]
 
 
@@ -71,12 +73,16 @@ class Scope:
         for qualifier in qualifiers:
             self.columns[(qualifier, name)] = (index, ctype)
 
+    def check_qualifier(self, qualifier: str) -> None:
+        """SQLSTATE 42P01 unless ``qualifier`` names the table in scope (``t.*``)."""
+        if qualifier and not any(q == qualifier for q, _ in self.columns):
+            raise SQLError("42P01", f"missing FROM-clause entry for table {qualifier!r}")
+
     def resolve(self, qualifier: str, name: str) -> tuple[int, ColumnType]:
         found = self.columns.get((qualifier, name))
         if found is None:
             shown = f"{qualifier}.{name}" if qualifier else name
-            if qualifier and not any(q == qualifier for q, _ in self.columns):
-                raise SQLError("42P01", f"missing FROM-clause entry for table {qualifier!r}")
+            self.check_qualifier(qualifier)
             where = f" in table {self.table_name!r}" if self.table_name else ""
             raise SQLError("42703", f"column {shown!r} does not exist{where}")
         return found
@@ -128,7 +134,7 @@ class _Compiler:
 
     def typed(self, node: exp.Expr) -> ColumnType | None:
         if isinstance(node, exp.Column):
-            return self.scope.resolve(_qualifier(node), _column_name(node))[1]
+            return self.scope.resolve(qualifier_of(node), _column_name(node))[1]
         if isinstance(node, exp.Paren):
             return self.typed(node.this)
         return None
@@ -183,7 +189,7 @@ class _Compiler:
         return param
 
     def column(self, node: exp.Column) -> Compiled:
-        index, _ = self.scope.resolve(_qualifier(node), _column_name(node))
+        index, _ = self.scope.resolve(qualifier_of(node), _column_name(node))
         return lambda row, ctx: row[index]
 
     def star(self, node: exp.Star) -> Compiled:
@@ -409,12 +415,15 @@ class _Compiler:
     # Functions.
 
     def current_timestamp(self, node: exp.Expr) -> Compiled:
+        _no_arguments(node)
         return lambda row, ctx: ctx.now
 
     def current_date(self, node: exp.Expr) -> Compiled:
+        _no_arguments(node)
         return lambda row, ctx: ctx.now.date()
 
     def uuid(self, node: exp.Expr) -> Compiled:
+        _no_arguments(node)
         return lambda row, ctx: uuid.uuid4()
 
     def unary_function(self, node: exp.Func) -> Compiled:
@@ -481,7 +490,21 @@ class _Compiler:
         )
 
 
-def _qualifier(node: exp.Column) -> str:
+# How users spell the functions sqlglot names otherwise (now() is CURRENT_TIMESTAMP).
+_SPELLED: dict[type[exp.Expr], str] = {
+    exp.CurrentTimestamp: "now() (or current_timestamp)",
+    exp.CurrentDate: "current_date",
+    exp.Uuid: "gen_random_uuid()",
+}
+
+
+def _no_arguments(node: exp.Expr) -> None:
+    if node.args.get("this") is not None or node.args.get("expressions"):
+        name = _SPELLED.get(type(node), f"{expression_name(node)}()")
+        raise SQLError("42883", f"unknown signature: {name} takes no arguments")
+
+
+def qualifier_of(node: exp.Column) -> str:
     table = node.args.get("table")
     if table is None:
         return ""

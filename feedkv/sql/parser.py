@@ -1054,10 +1054,12 @@ class _Converter:
         )
         on_conflict: str | None = None
         sets: tuple[tuple[str, exp.Expr], ...] = ()
+        conflict_target: tuple[str, ...] = ()
         conflict = node.args.get("conflict")
         if conflict is not None:
             if self.upsert:
                 raise SQLError("42601", "UPSERT does not take an ON CONFLICT clause")
+            conflict_target = tuple(_ident(k) for k in conflict.args.get("conflict_keys") or ())
             action = str(conflict.args.get("action") or "").upper()
             if "NOTHING" in action:
                 on_conflict = "nothing"
@@ -1080,6 +1082,7 @@ class _Converter:
             sets,
             _returning(node),
             self.upsert,
+            conflict_target,
         )
 
     def _update(self, node: exp.Update) -> st.Statement:

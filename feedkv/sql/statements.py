@@ -185,7 +185,8 @@ class GrantAdmin(Statement):
 class Insert(Statement):
     """INSERT or UPSERT. ``on_conflict`` is ``None`` (a duplicate key is an error),
     ``"nothing"`` or ``"update"`` (with ``conflict_sets``, which may refer to
-    ``excluded.col``). UPSERT is INSERT ... ON CONFLICT DO UPDATE of the given columns."""
+    ``excluded.col``); ``conflict_target`` names the columns of ``ON CONFLICT (...)``.
+    UPSERT is INSERT ... ON CONFLICT DO UPDATE of the given columns."""
 
     table: TableName
     columns: tuple[str, ...] | None
@@ -194,6 +195,7 @@ class Insert(Statement):
     conflict_sets: tuple[tuple[str, exp.Expr], ...] = ()
     returning: tuple[exp.Expr, ...] | None = None
     upsert: bool = False
+    conflict_target: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -770,3 +770,26 @@ def test_drop_database_cascade_removes_its_tables(
     assert sql_error(lambda: in_d2.execute("SELECT k FROM t")).code == "42P01"
     in_d2.execute("CREATE TABLE t (k INT PRIMARY KEY)")
     assert in_d2.execute("SELECT k FROM t").rows == []
+
+
+def test_statements_sent_together_commit_together(any_db: DB) -> None:
+    results = any_db.session().execute_all(
+        "CREATE TABLE t (k INT PRIMARY KEY); INSERT INTO t VALUES (1); SELECT k FROM t"
+    )
+    assert [r.tag for r in results] == ["CREATE TABLE", "INSERT 0 1", "SELECT 1"]
+    assert results[2].rows == [(1,)]
+    with pytest.raises(SQLError) as raised:
+        any_db.sql("INSERT INTO t VALUES (2); INSERT INTO t VALUES (1)")
+    assert raised.value.code == "23505"
+    assert any_db.sql("SELECT k FROM t").rows == [(1,)]  # the first INSERT went too
+
+
+def test_on_conflict_do_update_moves_a_row_to_a_free_key_only(any_db: DB) -> None:
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    any_db.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+    any_db.sql("INSERT INTO t VALUES (1, 'x') ON CONFLICT (k) DO UPDATE SET k = 5")
+    assert any_db.sql("SELECT k, v FROM t ORDER BY k").rows == [(2, "b"), (5, "a")]
+    with pytest.raises(SQLError) as raised:
+        any_db.sql("INSERT INTO t VALUES (5, 'x') ON CONFLICT (k) DO UPDATE SET k = 2")
+    assert raised.value.code == "23505"
+    assert any_db.sql("SELECT k, v FROM t ORDER BY k").rows == [(2, "b"), (5, "a")]

@@ -395,17 +395,8 @@ class _Statement:
                     self._keyword(nxt) in _CLAUSE_STARTS
                 ):
                     raise self._error_at(nxt, "a list item is missing")
-                before = self._keyword(i - 1) if i else ""
-                if (
-                    i == 0
-                    or tokens[i - 1].token_type is TokenType.L_PAREN
-                    or before
-                    in (
-                        "SELECT",
-                        "SET",
-                        "VALUES",
-                    )
-                ):
+                opens_list = i == 0 or tokens[i - 1].token_type is TokenType.L_PAREN
+                if opens_list or self._keyword(i - 1) in _LIST_STARTS:
                     raise self._error_at(i, "a list item is missing")
             word = self._keyword(i) if not changefeed else ""
             cut_short = nxt == len(tokens) or self._keyword(nxt) in _CLAUSE_STARTS
@@ -862,6 +853,7 @@ _NEEDS_MORE = {
     "JOIN", "TABLE", "COLUMN", "ADD", "DROP", "ALTER", "CREATE", "DATABASE", "RETURNING",
     "SHOW", "TRUNCATE", "WITH", "DISTINCT", "TO",
 }  # fmt: skip
+_LIST_STARTS = {"SELECT", "SET", "VALUES"}
 _CLAUSE_STARTS = {"FROM", "WHERE", "GROUP", "ORDER", "LIMIT", "OFFSET", "HAVING", "RETURNING"}
 _DEFAULT_VALUES = ["DEFAULT", "VALUES"]
 _MAX_NESTING = 50  # parentheses; deeper ones overflow the parser's recursion anyway

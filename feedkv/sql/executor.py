@@ -53,7 +53,7 @@ from feedkv.sql.expr import (
     is_constant,
     qualifier_of,
 )
-from feedkv.sql.leases import Lease, prepare_change
+from feedkv.sql.leases import Lease, prepare_change, withdraw_change
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.row_codec import (
     RowAssembler,
@@ -191,6 +191,7 @@ class Execution:
         self.leases: list[Lease] = []  # held until the transaction ends
         self._leasing = False
         self._lease_keys: dict[int, list[bytes]] = {}  # table id -> keys to delete
+        self._changed: set[int] = set()  # tables whose leases :meth:`_changing` waited for
         # Rows written blind, by their first key: a failed check at commit is a duplicate.
         self.inserted: dict[bytes, tuple[TableDescriptor, dict[int, Any]]] = {}
         self.context = Context(
@@ -267,9 +268,16 @@ class Execution:
         """A new version of ``desc`` will be written: wait for the leases on this one
         (before the rows it rewrites are read, so they are read above every statement
         that used it)."""
+        self._changed.add(desc.id)
         self._lease_keys[desc.id] = prepare_change(
             self.session.db, self._txn, desc.id, local=self.session.leases
         )
+
+    def withdraw_changes(self) -> None:
+        """The statement's transaction did not commit: take back its pending markers."""
+        changed, self._changed = self._changed, set()
+        for table_id in changed:
+            withdraw_change(self.session.db, table_id)
 
     def _publish(self, new: TableDescriptor) -> None:
         """Write ``new``, the next version of a table :meth:`_changing` prepared."""

@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from feedkv.kv.db import KVClient
     from feedkv.rangefeed.client import RangeFeed
 
-__all__ = ["LEASE_DURATION_S", "Lease", "Leases", "prepare_change"]
+__all__ = ["LEASE_DURATION_S", "Lease", "Leases", "prepare_change", "withdraw_change"]
 
 log = logging.getLogger(__name__)
 
@@ -275,6 +275,15 @@ class Leases:
                         self._refused_until.pop(table_id, None)
         except FeedKVError as exc:  # leases still end by expiring
             log.warning("descriptor lease watch ended: %s", exc)
+
+
+def withdraw_change(db: KVClient, table_id: int) -> None:
+    """The schema change :func:`prepare_change` prepared did not commit: remove its marker
+    (best effort), so the table's leases come back now rather than when it expires."""
+    try:
+        db.delete(_marker_key(table_id))
+    except FeedKVError as exc:
+        log.debug("could not remove the pending marker of table %d: %s", table_id, exc)
 
 
 def prepare_change(

@@ -227,11 +227,14 @@ class Session:
 
         try:
             result = self.db.run_transaction(attempt)
-        except ConditionFailedError as exc:
-            inserted = executions[-1].inserted.get(exc.key) if executions else None
-            if inserted is None:
-                raise
-            raise duplicate_key(*inserted) from None
+        except BaseException as exc:
+            for execution in executions:
+                execution.withdraw_changes()
+            if isinstance(exc, ConditionFailedError) and executions:
+                inserted = executions[-1].inserted.get(exc.key)
+                if inserted is not None:
+                    raise duplicate_key(*inserted) from None
+            raise
         finally:
             for execution in executions:
                 execution.release_leases()
@@ -257,7 +260,12 @@ class Session:
                 results.append(execution.run(statement))
             return results
 
-        results = self.db.run_transaction(attempt)
+        try:
+            results = self.db.run_transaction(attempt)
+        except BaseException:
+            for execution in executions:
+                execution.withdraw_changes()
+            raise
         for execution in executions:
             for hook in execution.after_commit:
                 hook()

@@ -11,11 +11,12 @@ import pytest
 
 import feedkv
 from feedkv import DB
+from feedkv.errors import SQLError
 from feedkv.kv.store import StoreConfig
 from feedkv.node import Node
 from feedkv.sql import catalog
 from feedkv.sql.leases import Leases
-from feedkv.testing.waiting import run_threads
+from feedkv.testing.waiting import run_threads, wait_until
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import key_next
 
@@ -123,3 +124,23 @@ def test_a_holder_that_stopped_answering_delays_a_schema_change_until_its_lease_
     assert _descriptor_ts(changer_db, "t") >= lease.expires
     silent.release(lease)
     silent.close()
+
+
+def test_a_failed_schema_change_takes_back_its_marker(any_db: DB) -> None:
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    any_db.sql("INSERT INTO t VALUES (1, NULL)")
+    with pytest.raises(SQLError) as raised:  # the backfill meets a NULL after the wait
+        any_db.sql("ALTER TABLE t ADD COLUMN c INT NOT NULL")
+    assert raised.value.code == "23502"
+    # No marker left behind, so the table is leased again well before a marker would
+    # have expired (40 s).
+    table_id = _table_id(any_db, "t")
+
+    def leased() -> bool:
+        lease = any_db.leases.use(table_id)
+        if lease is None:
+            return False
+        any_db.leases.release(lease)
+        return True
+
+    wait_until(leased, timeout_s=20, what="a lease on t")

@@ -313,11 +313,7 @@ class Store:
                 in_flight.add(token, spans)  # the commit thread, under eval_lock
                 return evaluate(ctx, rw, batch)
 
-            try:
-                attempt = self.engine.submit(command, self._on_applied)
-            except BaseException:
-                in_flight.remove(token)
-                raise
+            attempt = self.engine.submit(command, self._on_applied)
             attempt.add_done_callback(lambda: in_flight.remove(token))
             return attempt
         except Exception as exc:

@@ -18,6 +18,7 @@ node, so an embedded store and a server give the same results.
 from __future__ import annotations
 
 import functools
+import itertools
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -218,29 +219,7 @@ class Session:
         return result
 
     def _run_alone(self, statement: st.Statement, params: Sequence[Any]) -> Result:
-        executions: list[Execution] = []
-
-        def attempt(txn: Txn) -> Result:
-            execution = Execution(self, txn, params, autocommit=True)
-            executions.append(execution)
-            return execution.run(statement)
-
-        try:
-            result = self.db.run_transaction(attempt)
-        except BaseException as exc:
-            for execution in executions:
-                execution.withdraw_changes()
-            if isinstance(exc, ConditionFailedError) and executions:
-                inserted = executions[-1].inserted.get(exc.key)
-                if inserted is not None:
-                    raise duplicate_key(*inserted) from None
-            raise
-        finally:
-            for execution in executions:
-                execution.release_leases()
-        for hook in executions[-1].after_commit:
-            hook()
-        return result
+        return self._run_implicit([statement], params, autocommit=True)[0]
 
     def _run_batch(
         self, prepared: Sequence[tuple[st.Statement, int]], params: Sequence[Any]
@@ -249,24 +228,40 @@ class Session:
         for _statement, placeholders in prepared:
             if len(params) != placeholders:
                 raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
-        executions: list[Execution] = []
+        return self._run_implicit([s for s, _ in prepared], params, autocommit=False)
+
+    def _run_implicit(
+        self, statements: Sequence[st.Statement], params: Sequence[Any], *, autocommit: bool
+    ) -> list[Result]:
+        """``statements`` in one transaction of their own, retried on conflicts.
+        ``autocommit``: a statement alone, which may write blind and use leases."""
+        attempts: list[list[Execution]] = []
 
         def attempt(txn: Txn) -> list[Result]:
-            executions.clear()
+            executions: list[Execution] = []
+            attempts.append(executions)
             results = []
-            for statement, _placeholders in prepared:
-                execution = Execution(self, txn, params)
+            for statement in statements:
+                execution = Execution(self, txn, params, autocommit=autocommit)
                 executions.append(execution)
                 results.append(execution.run(statement))
             return results
 
         try:
             results = self.db.run_transaction(attempt)
-        except BaseException:
-            for execution in executions:
+        except BaseException as exc:
+            for execution in itertools.chain.from_iterable(attempts):
                 execution.withdraw_changes()
+            if isinstance(exc, ConditionFailedError) and attempts:
+                for execution in attempts[-1]:
+                    inserted = execution.inserted.get(exc.key)
+                    if inserted is not None:
+                        raise duplicate_key(*inserted) from None
             raise
-        for execution in executions:
+        finally:
+            for execution in itertools.chain.from_iterable(attempts):
+                execution.release_leases()
+        for execution in attempts[-1]:
             for hook in execution.after_commit:
                 hook()
         return results

@@ -2,8 +2,10 @@
 
 Each batch is decoded (:mod:`feedkv.kv.wire`), applied through the store and its
 response encoded. A feedkv error, including a malformed request, is returned inside the
-response (``BatchResponse.error``) so the client can raise the same class; a message the
-server cannot even parse is rejected by gRPC itself. Either way the node keeps serving.
+response (``BatchResponse.error``) so the client can raise the same class. Bytes that do
+not parse as a message are answered the same way on ``Batch``, and end a stream with
+status ``INVALID_ARGUMENT`` after the calls read before them are answered. Either way
+the node keeps serving.
 
 Batches arrive two ways. ``Batch`` is one unary call per batch: feedkv's client uses it
 for a batch sent while none other is in flight, as it passes the fewest threads here.
@@ -40,6 +42,8 @@ from feedkv.kv.wire import (
     batch_request_from_proto,
     batch_response_to_proto,
     error_to_proto,
+    parse_message,
+    parse_messages,
     timestamp_to_proto,
 )
 from feedkv.storage.engine import Completion
@@ -82,12 +86,12 @@ class NodeServer:
         handlers = {
             "Batch": grpc.unary_unary_rpc_method_handler(
                 self._batch,
-                request_deserializer=pb.BatchRequest.FromString,
+                request_deserializer=None,  # parsed by _batch (see wire.parse_message)
                 response_serializer=pb.BatchResponse.SerializeToString,
             ),
             "BatchStream": grpc.stream_stream_rpc_method_handler(
                 self._batch_stream,
-                request_deserializer=pb.BatchCalls.FromString,
+                request_deserializer=None,  # parsed by the reader (see wire.parse_message)
                 response_serializer=None,  # replies() yields serialized messages
             ),
             "Now": grpc.unary_unary_rpc_method_handler(
@@ -121,18 +125,26 @@ class NodeServer:
     def wait(self) -> None:
         self._server.wait_for_termination()
 
-    def _batch(self, msg: pb.BatchRequest, context: Any) -> pb.BatchResponse:
+    def _batch(self, data: bytes, context: Any) -> pb.BatchResponse:
         response = pb.BatchResponse()
-        _respond(response, lambda: self.store.send(batch_request_from_proto(msg)))
+        _respond(
+            response,
+            lambda: self.store.send(batch_request_from_proto(parse_message(pb.BatchRequest, data))),
+        )
         return response
 
-    def _batch_stream(self, frames: Iterator[pb.BatchCalls], context: Any) -> Iterator[bytes]:
+    def _batch_stream(self, frames: Iterator[bytes], context: Any) -> Iterator[bytes]:
         stream = _ServedStream(self.store, self._calls, self._draining)
         reader = threading.Thread(
-            target=stream.read, args=(frames,), name="feedkv-batch-reader", daemon=True
+            target=stream.read,
+            args=(parse_messages(pb.BatchCalls, frames),),
+            name="feedkv-batch-reader",
+            daemon=True,
         )
         reader.start()
         yield from stream.replies()
+        if stream.malformed is not None:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, stream.malformed)
 
     def _now(self, msg: pb.NowRequest, context: Any) -> pb.NowResponse:
         return pb.NowResponse(now=timestamp_to_proto(self.store.clock.now()))
@@ -177,7 +189,8 @@ class _ServedStream:
     :meth:`replies` answers the calls as they complete, many to a message; a call that
     met a conflict (an intent to push, a timestamp to move) is finished on the call pool,
     where it may wait. The stream ends once the client is done, or the node drains, and
-    every call read has been answered.
+    every call read has been answered; if it stopped reading at bytes that were not a
+    message, :attr:`malformed` says so.
     """
 
     def __init__(self, store: Store, pool: ThreadPoolExecutor, draining: threading.Event) -> None:
@@ -189,6 +202,7 @@ class _ServedStream:
         self._unanswered = 0
         self._client_done = False
         self._ended = False
+        self.malformed: str | None = None
 
     def read(self, frames: Iterator[pb.BatchCalls]) -> None:
         store = self._store
@@ -204,6 +218,8 @@ class _ServedStream:
                     call.attempt.add_done_callback(partial(done.put, call))
         except grpc.RpcError:
             pass  # the client went away; answers still in the works are dropped
+        except InvalidArgumentError as exc:
+            self.malformed = str(exc)
         finally:
             with self._lock:
                 self._client_done = True

@@ -11,10 +11,10 @@ the details that class holds; the client raises the same class again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
 from feedkv import errors
 from feedkv.errors import FeedKVError, InvalidArgumentError
@@ -35,11 +35,15 @@ __all__ = [
     "batch_response_to_proto",
     "error_from_proto",
     "error_to_proto",
+    "parse_message",
+    "parse_messages",
     "span_from_proto",
     "span_to_proto",
     "timestamp_from_proto",
     "timestamp_to_proto",
 ]
+
+_M = TypeVar("_M", bound=Message)
 
 _STATUS_TO = {
     TxnStatus.PENDING: pb.PENDING,
@@ -53,6 +57,29 @@ _PUSH_TO = {
     api.PushType.TOUCH: pb.PUSH_TOUCH,
 }
 _PUSH_FROM: dict[int, api.PushType] = {v: k for k, v in _PUSH_TO.items()}
+
+
+def parse_message(kind: type[_M], data: bytes) -> _M:
+    """``data`` parsed as a ``kind`` message; :class:`InvalidArgumentError` if it is not
+    one.
+
+    The services take requests as bytes and parse them here rather than through gRPC's
+    request deserializer: when that one fails on a stream, grpcio aborts the call from
+    inside its own receive path, and a server stopping later sometimes waits for that
+    call for ever. Parsed here, a bad message gets an error the service chose.
+    """
+    try:
+        return kind.FromString(data)
+    except DecodeError as exc:
+        raise InvalidArgumentError(
+            f"malformed message: {len(data)} bytes that are not a {kind.DESCRIPTOR.name} ({exc})"
+        ) from exc
+
+
+def parse_messages(kind: type[_M], frames: Iterator[bytes]) -> Iterator[_M]:
+    """A request stream's raw messages, each parsed by :func:`parse_message`."""
+    for data in frames:
+        yield parse_message(kind, data)
 
 
 # Small values.

@@ -21,7 +21,7 @@ import grpc
 
 from feedkv.errors import FeedKVError, InvalidArgumentError
 from feedkv.kv.proto import feedkv_pb2 as pb
-from feedkv.kv.wire import span_from_proto, timestamp_from_proto
+from feedkv.kv.wire import parse_messages, span_from_proto, timestamp_from_proto
 from feedkv.rangefeed.event import ErrorReason
 from feedkv.rangefeed.registration import Registration, event_size
 from feedkv.rangefeed.store_feeds import StoreFeeds
@@ -46,19 +46,24 @@ class RangeFeedService:
     def handler(self) -> grpc.RpcMethodHandler:
         return grpc.stream_stream_rpc_method_handler(
             self._serve,
-            request_deserializer=pb.RangeFeedRequest.FromString,
+            request_deserializer=None,  # parsed by _read (see kv.wire.parse_message)
             response_serializer=pb.RangeFeedEvents.SerializeToString,
         )
 
-    def _serve(
-        self, requests: Iterator[pb.RangeFeedRequest], context: Any
-    ) -> Iterator[pb.RangeFeedEvents]:
+    def _serve(self, frames: Iterator[bytes], context: Any) -> Iterator[pb.RangeFeedEvents]:
         stream = self.feeds.new_stream()
         regs: dict[int, Registration] = {}
         client_done = threading.Event()
+        malformed: list[str] = []
         reader = threading.Thread(
             target=self._read,
-            args=(requests, stream, regs, client_done),
+            args=(
+                parse_messages(pb.RangeFeedRequest, frames),
+                stream,
+                regs,
+                client_done,
+                malformed,
+            ),
             name="feedkv-rangefeed-reader",
             daemon=True,
         )
@@ -69,11 +74,13 @@ class RangeFeedService:
                 if items:
                     yield from _batches(items)
                 elif client_done.is_set() or self.feeds.closed:
-                    return
+                    break
         finally:
             for reg in list(regs.values()):
                 self.feeds.unregister(reg)
             stream.close()
+        if malformed:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, malformed[0])
 
     def _read(
         self,
@@ -81,7 +88,10 @@ class RangeFeedService:
         stream: EventStream,
         regs: dict[int, Registration],
         client_done: threading.Event,
+        malformed: list[str],
     ) -> None:
+        """Registers and unregisters as the client asks; bytes that are not a request
+        stop the reading, and ``malformed`` gets the reason."""
         try:
             for msg in requests:
                 kind = msg.WhichOneof("kind")
@@ -93,6 +103,8 @@ class RangeFeedService:
                         self.feeds.unregister(reg)
         except grpc.RpcError:
             pass  # the client went away; the handler cleans up
+        except InvalidArgumentError as exc:
+            malformed.append(str(exc))
         finally:
             client_done.set()
 

@@ -207,12 +207,13 @@ class KVClient:
         *,
         max_attempts: int | None = None,
         max_backoff_s: float = 1.0,
+        priority: int | None = None,
     ) -> T:
         """Run ``fn(txn)`` and commit, retrying on retryable errors with jittered
         exponential backoff; returns what ``fn`` returned. ``fn`` may run several times,
-        so it should have no effects outside the transaction."""
+        so it should have no effects outside the transaction. ``priority``: the first
+        attempt's (default: drawn at random)."""
         attempt = 0
-        priority: int | None = None
         while True:
             attempt += 1
             txn = self.transaction(priority=priority)

@@ -93,6 +93,7 @@ class Txn:
         self._absent: set[bytes] = set()  # written keys that must hold nothing before
         self._reads: list[Span] = []
         self._locked: list[Span] = []
+        self._heartbeat_thread: tuple[threading.Event, threading.Thread] | None = None
         self.state = TxnState.OPEN
         self.commit_ts: Timestamp | None = None
         self.deadline: Timestamp | None = None
@@ -160,6 +161,17 @@ class Txn:
             raise InvalidArgumentError("put needs a value; use delete() to remove a key")
         check_value(value)
         self._writes[key] = value
+
+    def put_now(self, key: bytes, value: bytes) -> None:
+        """Write ``key`` as an intent at once instead of at commit: until the transaction
+        ends, a reader of ``key`` at or above its timestamp waits for it, or pushes it
+        if it outranks it. The transaction then commits in two phases."""
+        self.put(key, value)
+        if not self._txn.key:
+            self._txn = replace(self._txn, key=key)
+        self._start_heartbeat()
+        self._send_key(key, (Put(key, value),))
+        self._locked.append(Span.for_key(key))
 
     def delete(self, key: bytes) -> None:
         self._check_open()
@@ -247,6 +259,7 @@ class Txn:
 
     def _rollback_quietly(self) -> None:
         self.state = TxnState.ROLLED_BACK
+        self._stop_heartbeat()
         if not self._locked:
             return
         # If this fails, the record expires and pushers clean up the intents.
@@ -254,12 +267,15 @@ class Txn:
             self._send_key(self._txn.key, (EndTxn(False, tuple(merge_spans(self._locked))),))
 
     def _commit_writes(self) -> None:
-        self._txn = replace(self._txn, key=next(iter(self._writes)))
         absent = self._absent
         puts = [
             ConditionalPut(k, v, None) if k in absent else Put(k, v)
             for k, v in self._writes.items()
         ]
+        if self._locked:  # put_now wrote intents: the record is at its key
+            self._commit_two_phase(puts)
+            return
+        self._txn = replace(self._txn, key=next(iter(self._writes)))
         one_range = self._router.ranges.get(puts[0].key)
         if all(one_range.contains_key(p.key) for p in puts) and self._commit_one_phase(puts):
             return
@@ -287,10 +303,7 @@ class Txn:
         return False
 
     def _commit_two_phase(self, puts: list[Put | ConditionalPut]) -> None:
-        self._send_key(self._txn.key, (HeartbeatTxn(),))
-        stop = threading.Event()
-        beat = threading.Thread(target=self._heartbeat, args=(stop,), daemon=True)
-        beat.start()
+        self._start_heartbeat()
         try:
             remaining = puts
             while remaining:
@@ -317,6 +330,22 @@ class Txn:
                 self.commit_ts = self._txn.write_ts
                 return
         finally:
+            self._stop_heartbeat()
+
+    def _start_heartbeat(self) -> None:
+        """Write the transaction record (at ``key``) and keep it alive until the
+        transaction ends. Idempotent."""
+        if self._heartbeat_thread is not None:
+            return
+        self._send_key(self._txn.key, (HeartbeatTxn(),))
+        stop = threading.Event()
+        beat = threading.Thread(target=self._heartbeat, args=(stop,), daemon=True)
+        beat.start()
+        self._heartbeat_thread = (stop, beat)
+
+    def _stop_heartbeat(self) -> None:
+        if self._heartbeat_thread is not None:
+            stop, beat = self._heartbeat_thread
             stop.set()
             beat.join()
 

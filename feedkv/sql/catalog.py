@@ -226,10 +226,13 @@ def put_database(txn: Txn, database: DatabaseDescriptor) -> None:
     txn.put(_name_key(0, database.name), encode_value(database.id))
 
 
-def put_table(txn: Txn, table: TableDescriptor, *, name_entry: bool = True) -> None:
-    """Write ``table`` (a new version); with ``name_entry`` also its name."""
+def put_table(
+    txn: Txn, table: TableDescriptor, *, name_entry: bool = True, now: bool = False
+) -> None:
+    """Write ``table`` (a new version); with ``name_entry`` also its name. ``now``: the
+    descriptor goes out as an intent at once (:meth:`Txn.put_now`), not at commit."""
     _check_new_name(table.name)
-    txn.put(descriptor_key(table.id), table.to_json())
+    (txn.put_now if now else txn.put)(descriptor_key(table.id), table.to_json())
     if name_entry:
         txn.put(_name_key(table.database_id, table.name), encode_value(table.id))
 

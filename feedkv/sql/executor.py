@@ -280,11 +280,20 @@ class Execution:
             withdraw_change(self.session.db, table_id)
 
     def _publish(self, new: TableDescriptor) -> None:
-        """Write ``new``, the next version of a table :meth:`_changing` prepared."""
+        """Write ``new``, the next version of a table :meth:`_changing` prepared, before
+        any row the change rewrites, and move the transaction up to now.
+
+        While the change is pending no lease is granted, so statements read the
+        descriptor in their transactions. The new version goes out as an intent at
+        once, and the statements that meet it wait (a schema change outranks writers,
+        see ``Session``). The rows are read after that, above every statement that read
+        the old version: none can write under the rewrite and fail its refresh, which a
+        steady stream of writers otherwise did on every retry."""
         txn = self._txn
-        catalog.put_table(txn, new, name_entry=False)
+        catalog.put_table(txn, new, name_entry=False, now=True)
         for key in self._lease_keys.pop(new.id):
             txn.delete(key)
+        txn.advance_to(self.session.db.now())
 
     def _require_admin(self, what: str) -> None:
         user = catalog.get_user(self._reader, self.session.user)
@@ -479,11 +488,11 @@ class Execution:
 
     def _drop_table(self, desc: TableDescriptor) -> None:
         self._changing(desc)
+        self._publish(desc.bumped(dropped=True))
         txn = self._txn
         span = table_span(desc.id)
         txn.delete_range(span.start, span.end)
         catalog.remove_name(txn, desc.database_id, desc.name)
-        self._publish(desc.bumped(dropped=True))
         self.session.forget(table=desc.id)
 
     def truncate(self, s: st.Truncate) -> Result:
@@ -546,6 +555,7 @@ class Execution:
             else None
         )
         self._changing(desc)
+        self._publish(new)
         txn = self._txn
         for row, _pairs in self._rows(desc, table_span(desc.id)):
             value = coerce(default((), self.context), column.type, column.name) if default else None
@@ -559,7 +569,6 @@ class Execution:
                 family_key(prefix, families[target].id),
                 encode_family_value(new, families[target], row),
             )
-        self._publish(new)
         self.session.forget(table=desc.id)
         return Result(tag="ALTER TABLE")
 
@@ -584,6 +593,7 @@ class Execution:
             columns=tuple(c for c in desc.columns if c.id != column.id), families=families
         )
         self._changing(desc)
+        self._publish(new)
         txn = self._txn
         for row, pairs in self._rows(desc, table_span(desc.id)):
             prefix = row_prefix(desc, [row[i] for i in desc.primary_key])
@@ -598,7 +608,6 @@ class Execution:
                     txn.delete(key)
             else:
                 txn.delete(key)
-        self._publish(new)
         self.session.forget(table=desc.id)
         return Result(tag="ALTER TABLE")
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from feedkv.errors import ConditionFailedError, RetryableError, SerializationFailure, SQLError
+from feedkv.kv.api import MAX_PRIORITY
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
@@ -65,6 +66,11 @@ _prepare_cached = functools.lru_cache(maxsize=2048)(_prepare)
 _JOB_STATEMENTS = st.ShowChangefeedJobs | st.ControlJob | st.AlterChangefeed
 # Statements that end, start or stand outside a transaction: a string holding one runs its
 # statements one by one rather than as one implicit transaction.
+# Statements that write a new version of a leased descriptor (Execution._publish). They
+# run above every writer's priority (the rangefeed pusher keeps MAX_PRIORITY): writers
+# that meet the new version wait for it instead of pushing it.
+_SCHEMA_CHANGES = st.AddColumn | st.DropColumn | st.DropTable | st.DropDatabase
+SCHEMA_CHANGE_PRIORITY = MAX_PRIORITY - 1
 _OWN_TRANSACTION = st.Begin | st.Commit | st.Rollback | st.CreateChangefeed | _JOB_STATEMENTS
 
 
@@ -247,8 +253,11 @@ class Session:
                 results.append(execution.run(statement))
             return results
 
+        changes_schema = any(isinstance(s, _SCHEMA_CHANGES) for s in statements)
         try:
-            results = self.db.run_transaction(attempt)
+            results = self.db.run_transaction(
+                attempt, priority=SCHEMA_CHANGE_PRIORITY if changes_schema else None
+            )
         except BaseException as exc:
             for execution in itertools.chain.from_iterable(attempts):
                 execution.withdraw_changes()

@@ -17,6 +17,7 @@ from feedkv.errors import (
     TransactionRetryError,
     TransactionStatusError,
     ValueTooLargeError,
+    WriteIntentError,
 )
 from feedkv.kv.api import (
     BatchRequest,
@@ -33,6 +34,7 @@ from feedkv.kv.store import Store
 from feedkv.kv.txn import Txn, TxnState
 from feedkv.kv.txn_record import TXN_RECORDS, TxnRecord
 from feedkv.storage import logical_ops as ops
+from feedkv.storage import mvcc
 from feedkv.storage.intent import Intent, TxnStatus
 from feedkv.storage.mvcc import MAX_VALUE_BYTES, scan_intents
 from feedkv.util.hlc import Timestamp
@@ -168,6 +170,35 @@ def test_rollback_leaves_nothing_behind(db: DB, store: Store, layout: str) -> No
     assert rows(db) == [(b"a", b"before")]
     assert intents(store) == []
     assert txn_records(store) == []
+
+
+def test_put_now_leaves_an_intent_before_commit_that_a_reader_must_get_past(
+    db: DB, store: Store, layout: str, wait_until: Callable[..., bool]
+) -> None:
+    db.put(b"a", b"before")
+    txn = db.transaction()
+    assert txn.get(b"a") == b"before"
+    txn.put_now(b"a", b"now")
+    txn.put(b"z", b"at commit")
+    assert [i.key for i in intents(store)] == [b"a"]
+    assert [r.status for r in txn_records(store)] == [TxnStatus.PENDING]
+    with store.engine.snapshot() as snap, pytest.raises(WriteIntentError):
+        mvcc.get(snap, b"a", db.now())  # a read at or above it meets it
+    commit_ts = txn.commit()
+    found = db.scan(*ALL)
+    assert [(kv.key, kv.value) for kv in found] == [(b"a", b"now"), (b"z", b"at commit")]
+    assert {kv.ts for kv in found} == {commit_ts}
+    assert wait_until(lambda: intents(store) == [])
+
+
+def test_a_rolled_back_put_now_leaves_nothing_behind(db: DB, store: Store) -> None:
+    db.put(b"a", b"before")
+    txn = db.transaction()
+    txn.put_now(b"a", b"now")
+    txn.rollback()
+    assert rows(db) == [(b"a", b"before")]
+    assert intents(store) == []
+    assert [r.status for r in txn_records(store)] in ([], [TxnStatus.ABORTED])
 
 
 def test_an_exception_inside_a_transaction_block_rolls_it_back_and_propagates(

@@ -3,7 +3,9 @@ strictly above every commit that used the old version (see feedkv.sql.leases).""
 
 from __future__ import annotations
 
+import functools
 import itertools
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -109,6 +111,39 @@ def test_a_schema_change_waits_for_statements_of_another_client(
     rows = writer_db.sql("SELECT k, c FROM t").rows
     assert len(rows) == 450
     assert [k for k, c in rows if c != 5] == []
+
+
+def test_schema_changes_finish_under_a_steady_stream_of_writers(any_db: DB) -> None:
+    """Each change rewrites every row in one transaction. Writers that kept updating rows
+    under it made its refresh fail on every retry, for ever; now they wait for it."""
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v INT)")
+    any_db.sql("INSERT INTO t VALUES " + ", ".join(f"({k}, 0)" for k in range(200)))
+    changed = threading.Event()
+    updates: list[int] = []
+
+    def write(first: int) -> None:
+        session = any_db.session()
+        keys = itertools.cycle(range(first, 200, 4))
+        while not changed.is_set():
+            session.execute("UPDATE t SET v = v + 1 WHERE k = $1", next(keys))
+            updates.append(1)
+
+    def change() -> None:
+        while len(updates) < 20:
+            pass  # until the writers are going
+        try:
+            any_db.sql("ALTER TABLE t ADD COLUMN c INT NOT NULL DEFAULT 7")
+            assert any_db.sql("SELECT count(*), min(c), max(c) FROM t").rows == [(200, 7, 7)]
+            any_db.sql("ALTER TABLE t DROP COLUMN c")
+        finally:
+            changed.set()
+
+    run_threads([functools.partial(write, w) for w in range(4)] + [change])
+    assert any_db.sql("SELECT count(*), sum(v) FROM t").rows == [(200, len(updates))]
+    assert [c.name for c in catalog.table_by_id(any_db, _table_id(any_db, "t")).columns] == [
+        "k",
+        "v",
+    ]
 
 
 def test_a_holder_that_stopped_answering_delays_a_schema_change_until_its_lease_expires(

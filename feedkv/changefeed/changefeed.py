@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -45,7 +45,7 @@ from feedkv.changefeed.encoder import Encoder, make_encoder
 from feedkv.changefeed.options import ROW_FORMATS, ChangefeedOptions
 from feedkv.changefeed.query import CDCQuery
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
-from feedkv.changefeed.schema_history import SchemaChange
+from feedkv.changefeed.schema_history import SchemaChange, SchemaHistory
 from feedkv.changefeed.sink import Message, Sink, SinkError, message_options
 from feedkv.errors import FeedKVError
 from feedkv.rangefeed.event import Checkpoint, Value
@@ -59,8 +59,11 @@ __all__ = [
     "Changefeed",
     "ChangefeedError",
     "ChangefeedSpec",
+    "SchemaPlan",
     "event_message",
+    "plan_schema_changes",
     "resolved_topics",
+    "stopped_by",
 ]
 
 log = logging.getLogger(__name__)
@@ -228,12 +231,7 @@ class Changefeed:
         if stop is not None and (
             self.spec.options.end_time is None or stop.ts <= self.spec.options.end_time
         ):
-            if stop.after.dropped:
-                raise ChangefeedError(f"{stop.describe()} at {stop.ts}; the changefeed ended")
-            raise ChangefeedError(
-                f"schema change occurred at {stop.ts}: {stop.describe()}; "
-                f"the changefeed stopped, resolved up to {stop.ts.prev()}"
-            )
+            raise stopped_by(stop)
 
     # Schema changes.
 
@@ -246,33 +244,15 @@ class Changefeed:
     def _check_schema(self, upto: Timestamp) -> None:
         if upto <= self._checked or self._stop is not None:
             return
-        o = self.spec.options
-        changes: list[tuple[Timestamp, int, SchemaChange]] = []
-        for table_id, history in self._decoder.histories.items():
-            changes.extend((c.ts, table_id, c) for c in history.changes(self._checked, upto))
+        plan = plan_schema_changes(self.spec.options, self._decoder.histories, self._checked, upto)
         self._checked = upto
-        for _ts, table_id, change in sorted(changes, key=lambda c: (c[0], c[1])):
-            if change.after.dropped:
-                self._stop = change
-                return
-            counts = (
-                change.changes_columns
-                if o.schema_change_events == "column_changes"
-                else change.rewrites_rows
-            )
-            if not counts:
-                continue
-            if o.schema_change_policy == "stop":
-                self._stop = change
-                return
-            if o.schema_change_policy == "nobackfill":
-                if change.rewrites_rows:
-                    self._skip.add((table_id, change.ts))
-            elif not change.rewrites_rows:
-                for target in self.spec.targets:
-                    if target.table_id == table_id:
-                        for event in self._decoder.scan_rows(target, change.ts):
-                            self._emit(event)
+        self._stop = plan.stop
+        self._skip |= plan.skipped
+        for table_id, change in plan.backfills:
+            for target in self.spec.targets:
+                if target.table_id == table_id:
+                    for event in self._decoder.scan_rows(target, change.ts):
+                        self._emit(event)
 
     # Emitting.
 
@@ -286,6 +266,60 @@ class Changefeed:
             self._topics_used.add(message.topic)
             self._sink.emit_row(message)
             self.rows_emitted += 1
+
+
+@dataclass(frozen=True)
+class SchemaPlan:
+    """What a feed does about the schema changes of its tables in a window."""
+
+    stop: SchemaChange | None = None  # the feed ends one tick before this change
+    skipped: frozenset[tuple[int, Timestamp]] = frozenset()  # (table, ts): rewrites left out
+    backfills: tuple[tuple[int, SchemaChange], ...] = ()  # changes whose rows are scanned
+
+
+def plan_schema_changes(
+    options: ChangefeedOptions,
+    histories: Mapping[int, SchemaHistory],
+    lo: Timestamp,
+    hi: Timestamp,
+) -> SchemaPlan:
+    """The plan for the changes in ``(lo, hi]``, oldest first, up to the first that
+    stops the feed (see the module's notes on which changes count and what each policy
+    does). A change that rewrites rows needs no scan under ``backfill``: its rows come
+    through the feed at its timestamp."""
+    changes: list[tuple[Timestamp, int, SchemaChange]] = []
+    for table_id, history in histories.items():
+        changes.extend((c.ts, table_id, c) for c in history.changes(lo, hi))
+    skipped: set[tuple[int, Timestamp]] = set()
+    backfills: list[tuple[int, SchemaChange]] = []
+    for _ts, table_id, change in sorted(changes, key=lambda c: (c[0], c[1])):
+        stop = change if change.after.dropped else None
+        counts = (
+            change.changes_columns
+            if options.schema_change_events == "column_changes"
+            else change.rewrites_rows
+        )
+        if stop is None and counts:
+            if options.schema_change_policy == "stop":
+                stop = change
+            elif options.schema_change_policy == "nobackfill":
+                if change.rewrites_rows:
+                    skipped.add((table_id, change.ts))
+            elif not change.rewrites_rows:
+                backfills.append((table_id, change))
+        if stop is not None:
+            return SchemaPlan(stop, frozenset(skipped), tuple(backfills))
+    return SchemaPlan(None, frozenset(skipped), tuple(backfills))
+
+
+def stopped_by(change: SchemaChange) -> ChangefeedError:
+    """The error a feed ends with at ``change`` (a stop, or a dropped table)."""
+    if change.after.dropped:
+        return ChangefeedError(f"{change.describe()} at {change.ts}; the changefeed ended")
+    return ChangefeedError(
+        f"schema change occurred at {change.ts}: {change.describe()}; "
+        f"the changefeed stopped, resolved up to {change.ts.prev()}"
+    )
 
 
 def event_message(

@@ -162,13 +162,15 @@ class Txn:
         check_value(value)
         self._writes[key] = value
 
-    def put_now(self, key: bytes, value: bytes) -> None:
+    def put_now(self, key: bytes, value: bytes, *, anchor: bytes | None = None) -> None:
         """Write ``key`` as an intent at once instead of at commit: until the transaction
         ends, a reader of ``key`` at or above its timestamp waits for it, or pushes it
-        if it outranks it. The transaction then commits in two phases."""
+        if it outranks it. The transaction then commits in two phases, its record at
+        ``anchor`` (default ``key``): intents on the record's range are resolved with
+        the commit, the others just after it."""
         self.put(key, value)
         if not self._txn.key:
-            self._txn = replace(self._txn, key=key)
+            self._txn = replace(self._txn, key=anchor if anchor is not None else key)
         self._start_heartbeat()
         self._send_key(key, (Put(key, value),))
         self._locked.append(Span.for_key(key))

@@ -227,12 +227,16 @@ def put_database(txn: Txn, database: DatabaseDescriptor) -> None:
 
 
 def put_table(
-    txn: Txn, table: TableDescriptor, *, name_entry: bool = True, now: bool = False
+    txn: Txn, table: TableDescriptor, *, name_entry: bool = True, now: bytes | None = None
 ) -> None:
     """Write ``table`` (a new version); with ``name_entry`` also its name. ``now``: the
-    descriptor goes out as an intent at once (:meth:`Txn.put_now`), not at commit."""
+    descriptor goes out as an intent at once (:meth:`Txn.put_now`), not at commit, and
+    the transaction's record at key ``now``."""
     _check_new_name(table.name)
-    (txn.put_now if now else txn.put)(descriptor_key(table.id), table.to_json())
+    if now is None:
+        txn.put(descriptor_key(table.id), table.to_json())
+    else:
+        txn.put_now(descriptor_key(table.id), table.to_json(), anchor=now)
     if name_entry:
         txn.put(_name_key(table.database_id, table.name), encode_value(table.id))
 

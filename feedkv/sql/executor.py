@@ -290,7 +290,9 @@ class Execution:
         the old version: none can write under the rewrite and fail its refresh, which a
         steady stream of writers otherwise did on every retry."""
         txn = self._txn
-        catalog.put_table(txn, new, name_entry=False, now=True)
+        # NB: the record goes with the rows, which then resolve with the commit: a
+        # changefeed sees the rewrite before the writes that follow it.
+        catalog.put_table(txn, new, name_entry=False, now=table_span(new.id).start)
         for key in self._lease_keys.pop(new.id):
             txn.delete(key)
         txn.advance_to(self.session.db.now())

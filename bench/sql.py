@@ -3,7 +3,9 @@
 32 concurrent sessions, embedded and over gRPC (client processes against a `feedkv
 start` subprocess, as in `feedkv bench kv`), each commit durable. Every mode also runs
 the kv0 put workload in the same run, so the ratio SQL / KV compares like with like.
-Target: SQL reaches at least half of KV's commits/s in each mode.
+Target: SQL reaches at least half of KV's commits/s in each mode. Embedded, it also
+times ALTER TABLE ADD COLUMN (rewriting the 10k rows) and DROP COLUMN while the 32
+sessions keep updating them.
 
 Prints one JSON object.
 """
@@ -17,6 +19,8 @@ import json
 import os
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -76,9 +80,32 @@ def run_embedded(clients: int, seconds: float) -> dict[str, Any]:
             for op in ("kv", "insert", "update"):
                 commits, latencies = kv.drive(clients, seconds, workload(db, op))
                 out[op] = kv.summarize(commits, latencies, seconds)
+            out["schema_change_under_writers"] = schema_changes(db, clients, seconds)
         finally:
             db.close()
     return out
+
+
+def schema_changes(db: feedkv.DB, clients: int, seconds: float) -> dict[str, Any]:
+    """How long ALTER TABLE ADD COLUMN (a backfill of every row) and DROP COLUMN take
+    while ``clients`` sessions UPDATE the table at full speed."""
+    took: dict[str, float] = {}
+
+    def change() -> None:
+        time.sleep(seconds / 3)  # the writers are at full speed by then
+        for name, statement in (
+            ("add_column_s", "ALTER TABLE bench ADD COLUMN extra INT NOT NULL DEFAULT 0"),
+            ("drop_column_s", "ALTER TABLE bench DROP COLUMN extra"),
+        ):
+            began = time.perf_counter()
+            db.sql(statement)
+            took[name] = round(time.perf_counter() - began, 3)
+
+    changer = threading.Thread(target=change)
+    changer.start()
+    commits, _latencies = kv.drive(clients, seconds, workload(db, "update"))
+    changer.join()
+    return {"rows": ROWS, **took, "update_commits_per_s": round(commits / seconds)}
 
 
 def client_main(url: str, op: str, clients: int, seconds: float, seed: int) -> None:

@@ -12,6 +12,13 @@ The query reads ``spark.readStream.format("feedkv_changefeed")`` and writes
   rows travel with the row itself, packed without its descriptor (:func:`_pack_row`).
   Each piece starts with a marker row whose ``resolved`` column is the piece's upper
   bound: the timestamp the batch resolves.
+- **Schema changes** are planned as the changefeed core plans them
+  (:func:`~feedkv.changefeed.changefeed.plan_schema_changes`): batches end one tick
+  before a change that stops the job (``schema_change_policy='stop'``, a dropped
+  table), and the next ``latestOffset`` raises its error; under ``nobackfill`` the
+  pieces leave out the rows the change rewrote. A backfill arrives as the rewritten
+  rows themselves; a counted change that rewrites nothing (``column_changes`` on a
+  nullable column) is not re-scanned yet.
 - **Sink.** Tasks send their messages; the driver's ``commit(batch id)`` writes the
   resolved marker only after every task's messages are durable.
 
@@ -49,7 +56,14 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit
 from pyspark.sql.types import StructType
 
-from feedkv.changefeed.changefeed import ChangefeedSpec, event_message, resolved_topics
+from feedkv.changefeed.changefeed import (
+    ChangefeedSpec,
+    SchemaPlan,
+    event_message,
+    plan_schema_changes,
+    resolved_topics,
+    stopped_by,
+)
 from feedkv.changefeed.encoder import make_encoder
 from feedkv.changefeed.query import CDCQuery
 from feedkv.changefeed.rows import RowEvent, Target
@@ -146,6 +160,7 @@ class _Job:
 class _TablePiece:
     target: Target
     piece: Piece
+    skipped: frozenset[Timestamp] = frozenset()  # rewrites left out (nobackfill)
 
 
 def _message_batches(job: _Job, part: _TablePiece) -> Iterator[pa.RecordBatch]:
@@ -166,7 +181,10 @@ def _message_batches(job: _Job, part: _TablePiece) -> Iterator[pa.RecordBatch]:
     events = piece_events(
         db, part.target, piece, diff=diff, split_families=options.split_column_families
     )
+    skipped = part.skipped
     for event in events:
+        if skipped and event.mvcc_ts in skipped:
+            continue
         message = event_message(spec, encoder, query, event)
         if message is None:
             continue
@@ -195,6 +213,17 @@ class _ChangefeedReader(FollowingStreamReader):
     def __init__(self, job: _Job) -> None:
         super().__init__(job.url, [t.span for t in job.spec.targets])
         self.job = job
+        self._histories: dict[int, SchemaHistory] = {}
+
+    def _schema_plan(self, lo: Timestamp, hi: Timestamp) -> SchemaPlan:
+        """What the schema changes of the targets in ``(lo, hi]`` mean for the job (see
+        :func:`~feedkv.changefeed.changefeed.plan_schema_changes`)."""
+        histories = self._histories
+        if not histories:
+            db = connection(self.job.url)
+            for target in self.job.spec.targets:
+                histories[target.table_id] = SchemaHistory(db, target.table_id, lo)
+        return plan_schema_changes(self.job.spec.options, histories, lo, hi)
 
     def start_offset(self) -> FeedOffset:
         spec = self.job.spec
@@ -214,18 +243,35 @@ class _ChangefeedReader(FollowingStreamReader):
         end_time = self.job.spec.options.end_time
         if end_time is not None:
             resolved = min(resolved, max(end_time, offset.resolved))
+        stop = (
+            self._schema_plan(offset.resolved, resolved).stop
+            if resolved > offset.resolved
+            else None
+        )
+        if stop is not None:
+            # The batches end one tick before the change; once that one is committed
+            # (its rows durable, its resolved marker written), the job ends.
+            if offset.resolved >= stop.ts.prev():
+                raise stopped_by(stop)
+            resolved = stop.ts.prev()
         return FeedOffset(resolved).to_json()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         first, last = FeedOffset.from_json(start), FeedOffset.from_json(end)
         boundaries = range_starts(self.job.url)
+        plan = (
+            self._schema_plan(first.resolved, last.resolved)
+            if last.resolved > first.resolved
+            else SchemaPlan()
+        )
         parts = []
         for target in self.job.spec.targets:
             span = target.span
             table_start = FeedOffset(first.resolved, span.start) if first.scanning else first
             cuts = scan_cuts(self.job.url, span, last.resolved, self.job.parallelism)
+            skipped = frozenset(ts for table_id, ts in plan.skipped if table_id == target.table_id)
             for piece in plan_pieces(table_start, last, span, boundaries + cuts):
-                parts.append(InputPartition(_TablePiece(target, piece)))
+                parts.append(InputPartition(_TablePiece(target, piece, skipped)))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from pathlib import Path
 from typing import Any
+
+from pyspark.errors import StreamingQueryException
 
 from feedkv.changefeed.changefeed import ChangefeedError, ChangefeedSpec
 from feedkv.errors import ExternalError
@@ -44,6 +47,17 @@ TERMINAL_ERRORS = (
     "InvariantViolation",
 )
 POLL_S = 0.2
+
+
+# The last line of a Python traceback that raised a feedkv error: "feedkv.x.YError: ...".
+_RAISED = re.compile(r"^feedkv(?:\.\w+)+: (.+)$", re.MULTILINE)
+
+
+def _feedkv_error(text: str) -> str | None:
+    """The message of the feedkv error a Spark failure's text carries (a Python traceback
+    inside a JVM exception), so a job's error reads as it does on the thread runner."""
+    found = _RAISED.findall(text)
+    return found[-1].strip() if found else None
 
 
 class SparkJob:
@@ -119,6 +133,8 @@ class SparkJob:
                 if end is not None and self.high_water >= end:
                     query.stop()
             self._track(query)
+        except StreamingQueryException:
+            pass  # the query failed: query.exception() below says why
         finally:
             query.stop()
         error = query.exception()
@@ -127,7 +143,7 @@ class SparkJob:
             # NB: the error is text here; a terminal feedkv error inside it ends the job,
             # anything else (a lost executor, an unreachable node) is worth a retry.
             if any(name in str(error) for name in TERMINAL_ERRORS):
-                raise ChangefeedError(message) from None
+                raise ChangefeedError(_feedkv_error(str(error)) or message) from None
             raise ExternalError(message) from None
 
     def _track(self, query: Any) -> None:

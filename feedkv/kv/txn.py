@@ -274,7 +274,7 @@ class Txn:
             ConditionalPut(k, v, None) if k in absent else Put(k, v)
             for k, v in self._writes.items()
         ]
-        if self._locked:  # put_now wrote intents: the record is at its key
+        if self._locked:  # put_now wrote intents and the record, at its anchor
             self._commit_two_phase(puts)
             return
         self._txn = replace(self._txn, key=next(iter(self._writes)))

@@ -64,13 +64,13 @@ _prepare_cached = functools.lru_cache(maxsize=2048)(_prepare)
 
 
 _JOB_STATEMENTS = st.ShowChangefeedJobs | st.ControlJob | st.AlterChangefeed
-# Statements that end, start or stand outside a transaction: a string holding one runs its
-# statements one by one rather than as one implicit transaction.
 # Statements that write a new version of a leased descriptor (Execution._publish). They
 # run above every writer's priority (the rangefeed pusher keeps MAX_PRIORITY): writers
 # that meet the new version wait for it instead of pushing it.
 _SCHEMA_CHANGES = st.AddColumn | st.DropColumn | st.DropTable | st.DropDatabase
-SCHEMA_CHANGE_PRIORITY = MAX_PRIORITY - 1
+_SCHEMA_CHANGE_PRIORITY = MAX_PRIORITY - 1
+# Statements that end, start or stand outside a transaction: a string holding one runs its
+# statements one by one rather than as one implicit transaction.
 _OWN_TRANSACTION = st.Begin | st.Commit | st.Rollback | st.CreateChangefeed | _JOB_STATEMENTS
 
 
@@ -256,7 +256,7 @@ class Session:
         changes_schema = any(isinstance(s, _SCHEMA_CHANGES) for s in statements)
         try:
             results = self.db.run_transaction(
-                attempt, priority=SCHEMA_CHANGE_PRIORITY if changes_schema else None
+                attempt, priority=_SCHEMA_CHANGE_PRIORITY if changes_schema else None
             )
         except BaseException as exc:
             for execution in itertools.chain.from_iterable(attempts):

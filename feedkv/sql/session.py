@@ -21,7 +21,7 @@ import functools
 import itertools
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from feedkv.errors import ConditionFailedError, RetryableError, SerializationFailure, SQLError
@@ -85,6 +85,14 @@ class ChangefeedService(Protocol):
     def execute(self, statement: st.Statement, session: Session) -> Result: ...
 
 
+def _withdraw(executions: Iterable[Execution]) -> None:
+    """Their transaction did not commit: take back the pending schema-change markers
+    they wrote, so the tables are leased again at once rather than when the markers
+    expire."""
+    for execution in executions:
+        execution.withdraw_changes()
+
+
 class Session:
     """Runs statements as ``user`` with ``database`` as the current database. Use one
     session from one thread at a time. ``changefeeds`` runs ``CREATE CHANGEFEED``
@@ -107,6 +115,7 @@ class Session:
         self._txn: Txn | None = None
         self._failed = False
         self._after_commit: list[Callable[[], object]] = []
+        self._executions: list[Execution] = []  # the statements of the open transaction
         self._table_ids: dict[tuple[str, str], int] = {}
         self._database_ids: dict[str, int] = {}
         self._defaults: dict[tuple[int, int], dict[int, Compiled]] = {}
@@ -211,6 +220,7 @@ class Session:
                 "current transaction is aborted, commands ignored until end of transaction block",
             )
         execution = Execution(self, self._txn, params)
+        self._executions.append(execution)
         try:
             result = execution.run(statement)
         except RetryableError as exc:
@@ -259,8 +269,7 @@ class Session:
                 attempt, priority=_SCHEMA_CHANGE_PRIORITY if changes_schema else None
             )
         except BaseException as exc:
-            for execution in itertools.chain.from_iterable(attempts):
-                execution.withdraw_changes()
+            _withdraw(itertools.chain.from_iterable(attempts))
             if isinstance(exc, ConditionFailedError) and attempts:
                 for execution in attempts[-1]:
                     inserted = execution.inserted.get(exc.key)
@@ -283,11 +292,13 @@ class Session:
             self._abandon()
             return Result(tag="ROLLBACK")
         hooks, self._after_commit = self._after_commit, []
+        executions, self._executions = self._executions, []
         self._txn = None
         try:
             txn.commit()
         except RetryableError as exc:
             txn.rollback()
+            _withdraw(executions)
             raise SerializationFailure(f"restart transaction: {exc}") from exc
         for hook in hooks:
             hook()
@@ -296,9 +307,11 @@ class Session:
     def _abandon(self) -> None:
         if self._txn is not None:
             self._txn.rollback()
+        _withdraw(self._executions)
         self._txn = None
         self._failed = False
         self._after_commit = []
+        self._executions = []
 
     def _check_user(self) -> None:
         catalog.bootstrap(self.db)

@@ -167,15 +167,28 @@ def test_a_failed_schema_change_takes_back_its_marker(any_db: DB) -> None:
     with pytest.raises(SQLError) as raised:  # the backfill meets a NULL after the wait
         any_db.sql("ALTER TABLE t ADD COLUMN c INT NOT NULL")
     assert raised.value.code == "23502"
-    # No marker left behind, so the table is leased again well before a marker would
-    # have expired (40 s).
-    table_id = _table_id(any_db, "t")
+    _wait_for_a_lease(any_db, "t")
+
+
+def test_a_rolled_back_schema_change_takes_back_its_marker(any_db: DB) -> None:
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    session = any_db.session()
+    session.execute("BEGIN")
+    session.execute("ALTER TABLE t ADD COLUMN c INT")
+    session.execute("ROLLBACK")
+    _wait_for_a_lease(any_db, "t")
+
+
+def _wait_for_a_lease(db: DB, name: str) -> None:
+    """No marker was left behind: the table is leased again well before a marker would
+    have expired (40 s)."""
+    table_id = _table_id(db, name)
 
     def leased() -> bool:
-        lease = any_db.leases.use(table_id)
+        lease = db.leases.use(table_id)
         if lease is None:
             return False
-        any_db.leases.release(lease)
+        db.leases.release(lease)
         return True
 
-    wait_until(leased, timeout_s=20, what="a lease on t")
+    wait_until(leased, timeout_s=20, what=f"a lease on {name}")

@@ -227,16 +227,16 @@ def put_database(txn: Txn, database: DatabaseDescriptor) -> None:
 
 
 def put_table(
-    txn: Txn, table: TableDescriptor, *, name_entry: bool = True, now: bytes | None = None
+    txn: Txn, table: TableDescriptor, *, name_entry: bool = True, anchor: bytes | None = None
 ) -> None:
-    """Write ``table`` (a new version); with ``name_entry`` also its name. ``now``: the
-    descriptor goes out as an intent at once (:meth:`Txn.put_now`), not at commit, and
-    the transaction's record at key ``now``."""
+    """Write ``table`` (a new version); with ``name_entry`` also its name. With
+    ``anchor``, the descriptor goes out as an intent at once (:meth:`Txn.put_now`), not
+    at commit, and the transaction's record lives at key ``anchor``."""
     _check_new_name(table.name)
-    if now is None:
+    if anchor is None:
         txn.put(descriptor_key(table.id), table.to_json())
     else:
-        txn.put_now(descriptor_key(table.id), table.to_json(), anchor=now)
+        txn.put_now(descriptor_key(table.id), table.to_json(), anchor=anchor)
     if name_entry:
         txn.put(_name_key(table.database_id, table.name), encode_value(table.id))
 

@@ -292,7 +292,7 @@ class Execution:
         txn = self._txn
         # NB: the record goes with the rows, which then resolve with the commit: a
         # changefeed sees the rewrite before the writes that follow it.
-        catalog.put_table(txn, new, name_entry=False, now=table_span(new.id).start)
+        catalog.put_table(txn, new, name_entry=False, anchor=table_span(new.id).start)
         for key in self._lease_keys.pop(new.id):
             txn.delete(key)
         txn.advance_to(self.session.db.now())

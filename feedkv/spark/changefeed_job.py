@@ -18,7 +18,9 @@ The query reads ``spark.readStream.format("feedkv_changefeed")`` and writes
   table), and the next ``latestOffset`` raises its error; under ``nobackfill`` the
   pieces leave out the rows the change rewrote. A backfill arrives as the rewritten
   rows themselves; a counted change that rewrites nothing (``column_changes`` on a
-  nullable column) is not re-scanned yet.
+  nullable column) ends its batch, which also scans the table as of the change. The
+  scan's files are named after the change (a piece's files after its lower bound), so
+  in name order they come after the batch's changes and before the next batch's.
 - **Sink.** Tasks send their messages; the driver's ``commit(batch id)`` writes the
   resolved marker only after every task's messages are durable.
 
@@ -243,18 +245,19 @@ class _ChangefeedReader(FollowingStreamReader):
         end_time = self.job.spec.options.end_time
         if end_time is not None:
             resolved = min(resolved, max(end_time, offset.resolved))
-        stop = (
-            self._schema_plan(offset.resolved, resolved).stop
-            if resolved > offset.resolved
-            else None
-        )
-        if stop is not None:
+        if resolved == offset.resolved:
+            return offset.to_json()
+        plan = self._schema_plan(offset.resolved, resolved)
+        # A batch that scans a table again ends at the change, so in file-name order its
+        # rows follow every change before it and precede every change after it.
+        ends = [change.ts for _table_id, change in plan.backfills]
+        if plan.stop is not None:
             # The batches end one tick before the change; once that one is committed
             # (its rows durable, its resolved marker written), the job ends.
-            if offset.resolved >= stop.ts.prev():
-                raise stopped_by(stop)
-            resolved = stop.ts.prev()
-        return FeedOffset(resolved).to_json()
+            if offset.resolved >= plan.stop.ts.prev():
+                raise stopped_by(plan.stop)
+            ends.append(plan.stop.ts.prev())
+        return FeedOffset(min(ends, default=resolved)).to_json()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         first, last = FeedOffset.from_json(start), FeedOffset.from_json(end)
@@ -272,6 +275,11 @@ class _ChangefeedReader(FollowingStreamReader):
             skipped = frozenset(ts for table_id, ts in plan.skipped if table_id == target.table_id)
             for piece in plan_pieces(table_start, last, span, boundaries + cuts):
                 parts.append(InputPartition(_TablePiece(target, piece, skipped)))
+            for table_id, change in plan.backfills:
+                if table_id == target.table_id:  # its rows again, as of the change
+                    scan = FeedOffset(change.ts, span.start)
+                    for piece in plan_pieces(scan, FeedOffset(change.ts), span, boundaries + cuts):
+                        parts.append(InputPartition(_TablePiece(target, piece)))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

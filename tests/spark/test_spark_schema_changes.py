@@ -111,3 +111,27 @@ def test_a_dropped_table_ends_the_job(spark: Any, db: DB, tmp_path: Path) -> Non
     db.sql("DROP TABLE t")
     job = ended(db, job_id)
     assert job["error"].startswith("table 't' was dropped at ")
+
+
+def test_column_changes_scan_the_rows_again_at_a_change_that_rewrites_none(
+    spark: Any, db: DB, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    job_id = create(db, out, "schema_change_events = 'column_changes'")
+    db.sql("UPDATE t SET v = 'a2' WHERE k = 1")
+    db.sql("ALTER TABLE t ADD COLUMN n INT")  # nullable, no default: no row is rewritten
+    change = descriptor_ts(db, "t")
+    db.sql("UPDATE t SET n = 5 WHERE k = 1")
+    end = db.now()
+    wait_until(
+        lambda: (resolved(out) or Timestamp(0, 0)) >= end or db.changefeeds.error(job_id),
+        timeout_s=DEADLINE_S,
+        what="the job to resolve past the last update",
+    )
+    assert db.changefeeds.error(job_id) is None
+    got = messages(out)  # in file-name order
+    rescanned = [m for m in got if m["updated"] == str(change)]
+    assert sorted((m["after"]["k"], m["after"]["n"]) for m in rescanned) == [(1, None), (2, None)]
+    first = [(m["after"]["v"], m["after"].get("n", "-")) for m in got if m["after"]["k"] == 1]
+    assert first == [("a", "-"), ("a2", "-"), ("a2", None), ("a2", 5)]
+    db.changefeeds.cancel(job_id)

@@ -244,6 +244,9 @@ class AvroEncoder:
                 record["__crdb__"] = meta
         return self._frame(schemas.value_id, schemas.parsed_value, record)
 
+    def scan_encoder(self, desc: TableDescriptor, topic: str, updated: Timestamp) -> None:
+        return None  # scanned rows go through encode_key and encode_value
+
     def encode_resolved(self, ts: Timestamp, topic: str | None) -> bytes:
         schema_id = self._registry.register(f"{topic or 'resolved'}-value", RESOLVED_SCHEMA)
         return self._frame(schema_id, self._resolved, {"resolved": str(ts)})

@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -51,6 +51,7 @@ from feedkv.errors import FeedKVError
 from feedkv.rangefeed.event import Checkpoint, Value
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import Span
 
 if TYPE_CHECKING:
     from feedkv.db import DB
@@ -63,6 +64,7 @@ __all__ = [
     "event_message",
     "plan_schema_changes",
     "resolved_topics",
+    "scan_messages",
     "stopped_by",
 ]
 
@@ -167,10 +169,10 @@ class Changefeed:
         self._reset(decoder, start)
         if not self._scanned:
             for target in self.spec.targets:
-                for scanned in decoder.scan_rows(target, start):
+                for message in self._scan(target, start):
                     if self.closed:
                         return
-                    self._emit(scanned)
+                    self._send(message)
             self._sink.flush()
             self._scanned = True
             if o.initial_scan == "only":
@@ -251,8 +253,8 @@ class Changefeed:
         for table_id, change in plan.backfills:
             for target in self.spec.targets:
                 if target.table_id == table_id:
-                    for event in self._decoder.scan_rows(target, change.ts):
-                        self._emit(event)
+                    for message in self._scan(target, change.ts):
+                        self._send(message)
 
     # Emitting.
 
@@ -260,12 +262,18 @@ class Changefeed:
         histories = self._decoder.histories
         return resolved_topics(self.spec, lambda t: histories[t].at(ts), self._topics_used)
 
+    def _scan(self, target: Target, ts: Timestamp) -> Iterator[Message]:
+        return scan_messages(self.spec, self._encoder, self._query, self._decoder, target, ts)
+
     def _emit(self, event: RowEvent) -> None:
         message = event_message(self.spec, self._encoder, self._query, event)
         if message is not None:
-            self._topics_used.add(message.topic)
-            self._sink.emit_row(message)
-            self.rows_emitted += 1
+            self._send(message)
+
+    def _send(self, message: Message) -> None:
+        self._topics_used.add(message.topic)
+        self._sink.emit_row(message)
+        self.rows_emitted += 1
 
 
 @dataclass(frozen=True)
@@ -344,6 +352,42 @@ def event_message(
         event.table.version,
         event if rows_out else None,
     )
+
+
+def scan_messages(
+    spec: ChangefeedSpec,
+    encoder: Encoder,
+    query: CDCQuery | None,
+    decoder: RowDecoder,
+    target: Target,
+    ts: Timestamp,
+    *,
+    span: Span | None = None,
+) -> Iterator[Message]:
+    """The messages of an initial scan or a backfill: every row of ``target`` (or of
+    the part of it in ``span``) as of ``ts``. Whole rows for an encoder that encodes
+    them straight from their values skip the :class:`RowEvent` and
+    :func:`event_message` of each row (a scan's time is mostly per-row overhead)."""
+    topic = spec.topics[target.table_id]
+    desc = decoder.histories[target.table_id].at(ts)
+    encode = (
+        encoder.scan_encoder(desc, topic, ts)
+        if desc is not None
+        and query is None
+        and spec.options.format not in ROW_FORMATS
+        and decoder.whole_rows(target)
+        else None
+    )
+    if desc is None or encode is None:
+        for event in decoder.scan_rows(target, ts, span=span):
+            message = event_message(spec, encoder, query, event)
+            if message is not None:
+                yield message
+        return
+    version = desc.version
+    for key, values, mvcc_ts in decoder.scan_values(target, ts, span=span):
+        key_bytes, value = encode(key, values, mvcc_ts)
+        yield Message(topic, key_bytes, value, mvcc_ts, ts, version)
 
 
 def resolved_topics(

@@ -30,7 +30,7 @@ import datetime
 import decimal
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from json.encoder import encode_basestring_ascii
 from typing import Any, Protocol
 
@@ -45,10 +45,16 @@ __all__ = [
     "JSONEncoder",
     "RowFormat",
     "RowFormats",
+    "ScanEncoder",
     "json_any",
     "json_value",
     "make_encoder",
 ]
+
+
+ScanEncoder = Callable[[tuple[Any, ...], Sequence[Any], Timestamp], tuple[bytes, bytes | None]]
+"""Encodes one scanned row, given as its primary key, its columns' values in column
+order and its MVCC timestamp, into a message's key and value."""
 
 
 class Encoder(Protocol):
@@ -58,6 +64,14 @@ class Encoder(Protocol):
 
     def encode_value(self, event: RowEvent, topic: str) -> bytes | None:
         """The message value; ``None`` is a tombstone (a deletion with no value)."""
+        ...
+
+    def scan_encoder(
+        self, desc: TableDescriptor, topic: str, updated: Timestamp
+    ) -> ScanEncoder | None:
+        """How to encode the whole rows of a scan of ``desc``'s table as of ``updated``
+        (an initial scan, a backfill) without a :class:`RowEvent` each: the hot path of
+        a scan. ``None``: encode them as events."""
         ...
 
     def encode_resolved(self, ts: Timestamp, topic: str | None) -> bytes: ...
@@ -151,6 +165,9 @@ class RowFormat:
             c.name: (_dumps(c.name) + ": ", _BY_KIND[c.type.kind]) for c in desc.columns
         }
         self.key = [_BY_KIND[c.type.kind] for c in desc.key_columns]
+        self._formats = [fmt for _prefix, fmt in self.columns.values()]
+        prefixes = [prefix.replace("%", "%%") for prefix, _fmt in self.columns.values()]
+        self._template = "{" + ", ".join(prefix + "%s" for prefix in prefixes) + "}"
 
     def row(self, row: dict[str, Any]) -> str:
         parts = []
@@ -163,6 +180,14 @@ class RowFormat:
             prefix, fmt = found
             parts.append(prefix + ("null" if value is None else fmt(value)))
         return "{" + ", ".join(parts) + "}"
+
+    def values(self, values: Sequence[Any]) -> str:
+        """:meth:`row` for every column's value in column order (as many as the
+        descriptor has: one format per version)."""
+        formats = self._formats
+        return self._template % tuple(
+            ["null" if v is None else f(v) for f, v in zip(formats, values, strict=False)]
+        )
 
     def key_array(self, key: tuple[Any, ...]) -> str:
         # NB: one format per descriptor version, so key and formats are equally long.
@@ -193,39 +218,73 @@ class JSONEncoder:
 
     def encode_value(self, event: RowEvent, topic: str) -> bytes | None:
         o = self._o
+        if o.envelope == "key_only":
+            return None
+        fmt = self._format(event.table)
+        return self._envelope(
+            None if event.after is None else fmt.row(event.after),
+            None if event.before is None else fmt.row(event.before),
+            fmt.key_array(event.key) if o.key_in_value else "",
+            topic,
+            event.updated,
+            event.mvcc_ts,
+        )
+
+    def scan_encoder(self, desc: TableDescriptor, topic: str, updated: Timestamp) -> ScanEncoder:
+        fmt = self._format(desc)
+        envelope = self._envelope
+
+        def encode(
+            key: tuple[Any, ...], values: Sequence[Any], mvcc_ts: Timestamp
+        ) -> tuple[bytes, bytes | None]:
+            key_json = fmt.key_array(key)
+            return key_json.encode(), envelope(
+                fmt.values(values), None, key_json, topic, updated, mvcc_ts
+            )
+
+        return encode
+
+    def _envelope(
+        self,
+        after: str | None,
+        before: str | None,
+        key: str,
+        topic: str,
+        updated: Timestamp,
+        mvcc_ts: Timestamp,
+    ) -> bytes | None:
+        """The value of a row change from its parts as JSON text (``key`` is needed
+        only with ``key_in_value``)."""
+        o = self._o
         envelope = o.envelope
         if envelope == "key_only":
             return None
-        fmt = self._format(event.table)
         if envelope == "wrapped":
-            parts = ['"after": ' + ("null" if event.after is None else fmt.row(event.after))]
+            parts = ['"after": ' + ("null" if after is None else after)]
             if o.diff:
-                parts.append(
-                    '"before": ' + ("null" if event.before is None else fmt.row(event.before))
-                )
-            parts += self._metadata(event, topic, fmt)
+                parts.append('"before": ' + ("null" if before is None else before))
+            parts += self._metadata(key, topic, updated, mvcc_ts)
             return ("{" + ", ".join(parts) + "}").encode()
-        if event.after is None:
+        if after is None:
             return None
-        body = fmt.row(event.after)
-        meta = self._metadata(event, topic, fmt) if envelope == "bare" else []
+        meta = self._metadata(key, topic, updated, mvcc_ts) if envelope == "bare" else []
         if not meta:
-            return body.encode()
+            return after.encode()
         crdb = '"__crdb__": {' + ", ".join(meta) + "}"
-        return (body[:-1] + (", " if len(body) > 2 else "") + crdb + "}").encode()
+        return (after[:-1] + (", " if len(after) > 2 else "") + crdb + "}").encode()
 
-    def _metadata(self, event: RowEvent, topic: str, fmt: RowFormat) -> list[str]:
+    def _metadata(self, key: str, topic: str, updated: Timestamp, mvcc_ts: Timestamp) -> list[str]:
         """The ``key``, ``topic``, ``updated`` and ``mvcc_timestamp`` fields asked for."""
         o = self._o
         meta = []
         if o.key_in_value:
-            meta.append('"key": ' + fmt.key_array(event.key))
+            meta.append('"key": ' + key)
         if o.topic_in_value:
             meta.append('"topic": ' + _dumps(topic))
         if o.updated:
-            meta.append(f'"updated": "{event.updated}"')
+            meta.append(f'"updated": "{updated}"')
         if o.mvcc_timestamp:
-            meta.append(f'"mvcc_timestamp": "{event.mvcc_ts}"')
+            meta.append(f'"mvcc_timestamp": "{mvcc_ts}"')
         return meta
 
     def encode_resolved(self, ts: Timestamp, topic: str | None) -> bytes:

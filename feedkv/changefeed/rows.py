@@ -122,6 +122,10 @@ class RowDecoder:
             return self._value_event(desc, key, value, None)
         return self._merged_event(desc, key, prefix, value)
 
+    def whole_rows(self, target: Target) -> bool:
+        """Whether ``target``'s changes are whole rows (not one family's columns)."""
+        return target.family is None and not self._split
+
     def scan_rows(
         self, target: Target, ts: Timestamp, batch: int = 2000, *, span: Span | None = None
     ) -> Iterator[RowEvent]:
@@ -131,21 +135,37 @@ class RowDecoder:
         desc = self.histories[target.table_id].at(ts)
         if desc is None or desc.dropped:
             return
+        if self.whole_rows(target):
+            names = [c.name for c in desc.columns]
+            for key, values, mvcc_ts in self.scan_values(target, ts, batch, span=span):
+                after = dict(zip(names, values, strict=False))  # as long: one descriptor
+                yield RowEvent(desc, None, key, after, None, mvcc_ts, ts)
+            return
         families = self._families_of(desc, target)
         key_ids = desc.primary_key
-        names = [c.name for c in desc.columns]
         for kvs in self._pages(desc, span or target.span, ts, batch):
             for row, present, mvcc_ts in decode_rows(desc, kvs):
                 key = tuple([row[i] for i in key_ids])
                 for family in families:
-                    if family is None:
-                        # NB: decode_rows fills every column, in column order.
-                        after = dict(zip(names, row.values(), strict=False))
-                    elif family.id != 0 and family.id not in present:
+                    if family.id != 0 and family.id not in present:
                         continue
-                    else:
-                        after = named_row(desc, row, family)
+                    after = named_row(desc, row, family)
                     yield RowEvent(desc, family, key, after, None, mvcc_ts, ts)
+
+    def scan_values(
+        self, target: Target, ts: Timestamp, batch: int = 2000, *, span: Span | None = None
+    ) -> Iterator[tuple[tuple[Any, ...], list[Any], Timestamp]]:
+        """:meth:`scan_rows` as plain values, for the hot path of a scan: each row's
+        primary key, its columns' values in the order of ``ts``'s descriptor, and the
+        timestamp of its newest version."""
+        desc = self.histories[target.table_id].at(ts)
+        if desc is None or desc.dropped:
+            return
+        key_ids = desc.primary_key
+        for kvs in self._pages(desc, span or target.span, ts, batch):
+            for row, _present, mvcc_ts in decode_rows(desc, kvs):
+                # NB: decode_rows fills every column, in column order.
+                yield tuple([row[i] for i in key_ids]), list(row.values()), mvcc_ts
 
     def _pages(
         self, desc: TableDescriptor, span: Span, ts: Timestamp, batch: int
@@ -250,9 +270,8 @@ class RowDecoder:
             return named_row(desc, row)
         return None
 
-    def _families_of(self, desc: TableDescriptor, target: Target) -> list[Family | None]:
+    def _families_of(self, desc: TableDescriptor, target: Target) -> list[Family]:
+        """The families a target's changes are split into (not whole rows)."""
         if target.family is not None:
             return [desc.family(target.family)]
-        if self._split:
-            return list(desc.families)
-        return [None]
+        return list(desc.families)

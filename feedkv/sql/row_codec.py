@@ -46,6 +46,7 @@ __all__ = [
     "RowAssembler",
     "decode_family_value",
     "decode_row_key",
+    "decode_row_values",
     "decode_rows",
     "encode_family_value",
     "family_key",
@@ -164,10 +165,12 @@ class _Layout:
     """How one descriptor version's keys and values encode and decode, worked out once:
     the primary index prefix; per key column a converter to its primitive and one back;
     per column id a converter from its stored primitive; and per family its key suffix
-    and the (column id, converter to the stored primitive) of its non-key columns.
-    ``None`` stands for a converter where the value is already the primitive."""
+    and the (column id, converter to the stored primitive) of its non-key columns; per
+    column in order, where a decoded row's value comes from. ``None`` stands for a
+    converter where the value is already the primitive."""
 
     __slots__ = (
+        "column_sources",
         "columns",
         "converted",
         "families",
@@ -194,6 +197,9 @@ class _Layout:
                     columns.append((column_id, _encoder(value_primitive, column.type.kind)))
             self.families[family.id] = (encode_value(family.id), columns)
         self.family_ids = {suffix: i for i, (suffix, _) in self.families.items()}
+        # Per column in order: (its index among the key columns, or None: in a value).
+        key_index = {column_id: k for k, column_id in enumerate(desc.primary_key)}
+        self.column_sources = [(key_index.get(c.id), c.id) for c in desc.columns]
 
 
 _IDENTITY = frozenset({Kind.INT, Kind.FLOAT, Kind.STRING, Kind.BYTES, Kind.BOOL})
@@ -296,6 +302,28 @@ def decode_rows(
             newest = kv.ts
     if current is not None:
         yield current, families, newest
+
+
+def decode_row_values(
+    desc: TableDescriptor, kvs: Iterable[KeyValue]
+) -> Iterator[tuple[tuple[Any, ...], list[Any], Timestamp]]:
+    """:func:`decode_rows` as a scan emits them: each row's primary key values, every
+    column's value in column order, and its newest timestamp. A table of one family
+    has one pair per row, decoded without merging (a pair of a family the table no
+    longer has holds no column of it)."""
+    if len(desc.families) > 1:
+        key_ids = desc.primary_key
+        for row, _families, ts in decode_rows(desc, kvs):
+            # NB: decode_rows fills every column, in column order.
+            yield tuple([row[i] for i in key_ids]), list(row.values()), ts
+        return
+    plan = _layout(desc).column_sources
+    for key, value, ts in kvs:
+        key_values, family, _prefix = decode_row_key(desc, key)
+        if family:
+            continue
+        get = decode_family_value(desc, value).get
+        yield key_values, [get(i) if k is None else key_values[k] for k, i in plan], ts
 
 
 class RowAssembler:

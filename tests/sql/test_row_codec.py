@@ -22,6 +22,8 @@ from feedkv.sql.row_codec import (
     RowAssembler,
     decode_family_value,
     decode_row_key,
+    decode_row_values,
+    decode_rows,
     encode_family_value,
     family_key,
     row_kvs,
@@ -303,6 +305,26 @@ def test_row_assembler_splits_a_scan_of_several_rows_in_primary_key_order(
         for row in expected
     ]
     assert sql_keys == sorted(sql_keys)
+
+
+@FAST
+@given(tables_with_rows(max_rows=6))
+def test_row_values_are_the_decoded_rows_in_column_order(
+    case: tuple[TableDescriptor, list[Row]],
+) -> None:
+    desc, rows = case
+    kvs: dict[bytes, bytes | None] = {}
+    for row in rows:
+        kvs.update(row_kvs(desc, row))
+    pairs = present_pairs(kvs)
+    decoded = list(decode_rows(desc, pairs))
+    as_values = list(decode_row_values(desc, pairs))
+    assert len(as_values) == len(decoded)
+    for (row, _families, ts), (key, values, values_ts) in zip(decoded, as_values, strict=True):
+        assert_same_row(desc, row, dict(zip([c.id for c in desc.columns], values, strict=True)))
+        for column, want, got in zip(desc.key_columns, key_values(desc, row), key, strict=True):
+            assert_same_value(column.type.kind, want, got, key=True)
+        assert values_ts == ts
 
 
 def test_family_zero_has_a_pair_even_when_every_column_is_null() -> None:

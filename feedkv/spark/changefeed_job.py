@@ -44,7 +44,7 @@ import pickle
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -64,11 +64,12 @@ from feedkv.changefeed.changefeed import (
     event_message,
     plan_schema_changes,
     resolved_topics,
+    scan_messages,
     stopped_by,
 )
 from feedkv.changefeed.encoder import make_encoder
 from feedkv.changefeed.query import CDCQuery
-from feedkv.changefeed.rows import RowEvent, Target
+from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
 from feedkv.changefeed.schema_history import SchemaHistory
 from feedkv.changefeed.sink import Message, Sink, make_sink, message_options, parse_sink_uri
 from feedkv.changefeed.sinks.cloud_storage import BlobStore, blob_store, file_sink
@@ -78,6 +79,9 @@ from feedkv.spark.rows import BATCH_ROWS, ArrowBuffer, connection, piece_events
 from feedkv.spark.source import FollowingStreamReader, range_starts, scan_cuts
 from feedkv.sql.descriptor import Family, TableDescriptor
 from feedkv.util.hlc import Timestamp
+
+if TYPE_CHECKING:
+    from feedkv.db import DB
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -166,12 +170,6 @@ class _TablePiece:
 
 
 def _message_batches(job: _Job, part: _TablePiece) -> Iterator[pa.RecordBatch]:
-    spec = job.spec
-    options = spec.options
-    db = connection(job.url)
-    query = CDCQuery(spec.query) if spec.query is not None else None
-    encoder = make_encoder(message_options(options, spec.sink_uri))
-    diff = options.diff or query is not None
     buffer = ArrowBuffer(ARROW_SCHEMA)
     columns = buffer.columns
 
@@ -180,16 +178,7 @@ def _message_batches(job: _Job, part: _TablePiece) -> Iterator[pa.RecordBatch]:
     marker = {"resolved": str(piece.hi), "updated": str(piece.lo or piece.hi)}
     for name in ARROW_SCHEMA.names:
         columns[name].append(marker.get(name))
-    events = piece_events(
-        db, part.target, piece, diff=diff, split_families=options.split_column_families
-    )
-    skipped = part.skipped
-    for event in events:
-        if skipped and event.mvcc_ts in skipped:
-            continue
-        message = event_message(spec, encoder, query, event)
-        if message is None:
-            continue
+    for message in _piece_messages(connection(job.url), job.spec, part):
         columns["topic"].append(message.topic)
         columns["key"].append(message.key)
         columns["value"].append(message.value)
@@ -201,6 +190,31 @@ def _message_batches(job: _Job, part: _TablePiece) -> Iterator[pa.RecordBatch]:
         if len(buffer) >= BATCH_ROWS:
             yield buffer.flush()
     yield buffer.flush()
+
+
+def _piece_messages(db: DB, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[Message]:
+    """The messages of one piece: a scan's through the changefeed core's scan path,
+    changes row by row, leaving out the rewrites of ``part.skipped``."""
+    options = spec.options
+    query = CDCQuery(spec.query) if spec.query is not None else None
+    encoder = make_encoder(message_options(options, spec.sink_uri))
+    diff = options.diff or query is not None
+    split = options.split_column_families
+    piece = part.piece
+    if piece.is_scan:
+        decoder = RowDecoder(db, [part.target], piece.hi, diff=diff, split_families=split)
+        yield from scan_messages(
+            spec, encoder, query, decoder, part.target, piece.hi, span=piece.span
+        )
+        return
+    events = piece_events(db, part.target, piece, diff=diff, split_families=split)
+    skipped = part.skipped
+    for event in events:
+        if skipped and event.mvcc_ts in skipped:
+            continue
+        message = event_message(spec, encoder, query, event)
+        if message is not None:
+            yield message
 
 
 def _pack_row(event: RowEvent) -> bytes:

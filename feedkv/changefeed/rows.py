@@ -187,9 +187,11 @@ class RowDecoder:
             return kvs, end
         # NB: a page may end inside a row; hold that row back for the next page.
         _, _, last_prefix = decode_row_key(desc, kvs[-1].key)
-        kept = [kv for kv in kvs if not kv.key.startswith(last_prefix)]
-        if kept:
-            return kept, last_prefix
+        cut = len(kvs) - 1
+        while cut > 0 and kvs[cut - 1].key.startswith(last_prefix):
+            cut -= 1  # the row's pairs are together, at the end
+        if cut:
+            return kvs[:cut], last_prefix
         whole_row = self._db.scan(last_prefix, prefix_end(last_prefix), as_of=ts)
         return whole_row, prefix_end(last_prefix)
 

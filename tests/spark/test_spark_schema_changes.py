@@ -57,6 +57,17 @@ def ended(db: DB, job_id: int) -> dict[str, Any]:
     return job
 
 
+def resolve_to_now(db: DB, job_id: int, out: Path) -> None:
+    """Wait until job ``job_id`` has resolved past everything written so far."""
+    now = db.now()
+    wait_until(
+        lambda: (resolved(out) or Timestamp(0, 0)) >= now or db.changefeeds.error(job_id),
+        timeout_s=DEADLINE_S,
+        what=f"job {job_id} to resolve past {now}",
+    )
+    assert db.changefeeds.error(job_id) is None
+
+
 def descriptor_ts(db: DB, name: str) -> Timestamp:
     """When the current version of table ``name`` was written."""
     snapshot = catalog.Snapshot(db, db.now())
@@ -89,13 +100,7 @@ def test_nobackfill_leaves_the_rewritten_rows_out(spark: Any, db: DB, tmp_path: 
     job_id = create(db, out, "schema_change_policy = 'nobackfill'")
     db.sql("ALTER TABLE t ADD COLUMN n INT DEFAULT 7")
     db.sql("INSERT INTO t VALUES (3, 'c', 8)")
-    end = db.now()
-    wait_until(
-        lambda: (resolved(out) or Timestamp(0, 0)) >= end or db.changefeeds.error(job_id),
-        timeout_s=DEADLINE_S,
-        what="the job to resolve past the insert",
-    )
-    assert db.changefeeds.error(job_id) is None
+    resolve_to_now(db, job_id, out)
     assert sorted((m["after"]["k"], m["after"].get("n")) for m in messages(out)) == [
         (1, None),  # the initial scan, before the column existed
         (2, None),
@@ -122,13 +127,7 @@ def test_column_changes_scan_the_rows_again_at_a_change_that_rewrites_none(
     db.sql("ALTER TABLE t ADD COLUMN n INT")  # nullable, no default: no row is rewritten
     change = descriptor_ts(db, "t")
     db.sql("UPDATE t SET n = 5 WHERE k = 1")
-    end = db.now()
-    wait_until(
-        lambda: (resolved(out) or Timestamp(0, 0)) >= end or db.changefeeds.error(job_id),
-        timeout_s=DEADLINE_S,
-        what="the job to resolve past the last update",
-    )
-    assert db.changefeeds.error(job_id) is None
+    resolve_to_now(db, job_id, out)
     got = messages(out)  # in file-name order
     rescanned = [m for m in got if m["updated"] == str(change)]
     assert sorted((m["after"]["k"], m["after"]["n"]) for m in rescanned) == [(1, None), (2, None)]

@@ -14,17 +14,27 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from feedkv.changefeed.rows import RowEvent
-from feedkv.changefeed.sink import Message
-from feedkv.sql.descriptor import Column
+from feedkv.changefeed.sink import Message, RowBlock
+from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.types import Kind, format_value
+from feedkv.util.hlc import Timestamp
 
-__all__ = ["arrow_type", "arrow_value", "csv_bytes", "parquet_bytes"]
+__all__ = [
+    "PARQUET_META",
+    "ParquetRows",
+    "arrow_type",
+    "arrow_value",
+    "csv_bytes",
+    "parquet_bytes",
+    "parquet_schema",
+]
 
 
 def csv_bytes(batch: list[Message]) -> bytes:
@@ -68,35 +78,99 @@ def arrow_value(kind: Kind, value: Any) -> Any:
     return value
 
 
-def parquet_bytes(batch: list[Message], compression: str | None) -> bytes:
-    columns: dict[str, Column] = {}
-    for message in batch:
-        for column in message.row.table.columns:
-            columns.setdefault(column.name, column)
-    data: dict[str, list[Any]] = {name: [] for name in columns}
-    kinds, updated, mvcc = [], [], []
-    for message in batch:
-        event: RowEvent = message.row
+PARQUET_META = ("__crdb__event_type", "__crdb__updated", "__crdb__mvcc_timestamp")
+_CONVERTED = frozenset({Kind.DECIMAL, Kind.UUID, Kind.JSONB})  # see arrow_value
+
+
+def parquet_schema(desc: TableDescriptor) -> pa.Schema:
+    """The columns of a Parquet file's rows of ``desc``: the table's, then
+    :data:`PARQUET_META`."""
+    fields = [pa.field(c.name, _ARROW[c.type.kind]) for c in desc.columns]
+    return pa.schema(fields + [pa.field(name, pa.string()) for name in PARQUET_META])
+
+
+class ParquetRows:
+    """Rows of one descriptor version gathered as a Parquet file's columns, taken as
+    record batches in :func:`parquet_schema`."""
+
+    def __init__(self, desc: TableDescriptor) -> None:
+        self.desc = desc
+        self.schema = parquet_schema(desc)
+        self._names = [c.name for c in desc.columns]
+        self._key_names = [c.name for c in desc.key_columns]
+        self._rows: list[Sequence[Any]] = []  # each row's values in column order
+        self._event_types: list[str] = []
+        self._updated: list[str] = []
+        self._mvcc: list[str] = []
+        self._texts: dict[Timestamp, str] = {}  # NB: rows share timestamps (a txn's, a scan's)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def add(
+        self, values: Sequence[Any], event_type: str, mvcc_ts: Timestamp, updated: Timestamp
+    ) -> None:
+        """One row: ``values`` in the descriptor's column order; ``event_type`` ``c``,
+        ``u`` or ``d``."""
+        texts = self._texts
+        self._rows.append(values)
+        self._event_types.append(event_type)
+        self._mvcc.append(texts.get(mvcc_ts) or texts.setdefault(mvcc_ts, str(mvcc_ts)))
+        self._updated.append(texts.get(updated) or texts.setdefault(updated, str(updated)))
+
+    def add_event(self, event: RowEvent) -> None:
         row = event.after
         if row is None:
-            kinds.append("d")
-            key_names = [c.name for c in event.table.key_columns]
-            row = dict(zip(key_names, event.key, strict=True))
+            row = dict(zip(self._key_names, event.key, strict=True))
+            event_type = "d"
         else:
-            kinds.append("u" if event.had_before else "c")
-        for name, column in columns.items():
-            data[name].append(arrow_value(column.type.kind, row.get(name)))
-        updated.append(str(event.updated))
-        mvcc.append(str(event.mvcc_ts))
-    arrays = [pa.array(data[name], type=_ARROW[c.type.kind]) for name, c in columns.items()]
-    names = list(columns)
-    arrays += [
-        pa.array(kinds, pa.string()),
-        pa.array(updated, pa.string()),
-        pa.array(mvcc, pa.string()),
-    ]
-    names += ["__crdb__event_type", "__crdb__updated", "__crdb__mvcc_timestamp"]
-    table = pa.Table.from_arrays(arrays, names=names)
+            event_type = "u" if event.had_before else "c"
+        self.add([row.get(name) for name in self._names], event_type, event.mvcc_ts, event.updated)
+
+    def take(self) -> pa.RecordBatch:
+        """The rows added since the last take."""
+        rows = self._rows
+        columns = zip(*rows, strict=True) if rows else ([] for _ in self._names)
+        arrays = []
+        for values, column, field in zip(columns, self.desc.columns, self.schema, strict=False):
+            kind = column.type.kind
+            if kind in _CONVERTED:
+                values = [arrow_value(kind, v) for v in values]
+            arrays.append(pa.array(values, type=field.type))
+        for meta in (self._event_types, self._updated, self._mvcc):
+            arrays.append(pa.array(meta, pa.string()))
+            meta.clear()
+        rows.clear()
+        self._texts.clear()
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def parquet_bytes(batch: list[Message], compression: str | None) -> bytes:
+    """A Parquet file of ``batch``'s rows, in order: :class:`RowEvent` rows and
+    :class:`RowBlock` blocks. Rows of several descriptor versions share the file's
+    columns (each version's, in the order they first appear); a row fills those its
+    version has."""
+    batches: list[pa.RecordBatch] = []
+    rows: ParquetRows | None = None
+    for message in batch:
+        row = message.row
+        if isinstance(row, RowBlock):
+            if rows is not None and len(rows):
+                batches.append(rows.take())
+            batches.append(row.batch)
+            continue
+        desc = row.table
+        if rows is None or (rows.desc.id, rows.desc.version) != (desc.id, desc.version):
+            if rows is not None and len(rows):
+                batches.append(rows.take())
+            rows = ParquetRows(desc)
+        rows.add_event(row)
+    if rows is not None and len(rows):
+        batches.append(rows.take())
+    table = pa.concat_tables(
+        [pa.Table.from_batches([b]) for b in batches], promote_options="default"
+    )
+    names = [n for n in table.column_names if n not in PARQUET_META] + list(PARQUET_META)
     out = io.BytesIO()
-    pq.write_table(table, out, compression=compression or "snappy")
+    pq.write_table(table.select(names), out, compression=compression or "snappy")
     return out.getvalue()

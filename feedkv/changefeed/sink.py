@@ -51,6 +51,7 @@ __all__ = [
     "FlushConfig",
     "Message",
     "RetryConfig",
+    "RowBlock",
     "Sink",
     "SinkClient",
     "SinkError",
@@ -81,7 +82,24 @@ class Message(NamedTuple):
 
     @property
     def size(self) -> int:
+        if type(self.row) is RowBlock:
+            return self.row.nbytes
         return len(self.key) + (len(self.value) if self.value else 0) + 64
+
+
+@dataclass(frozen=True, slots=True)
+class RowBlock:
+    """Many rows for a Parquet file at once, as its columns: ``batch`` is a
+    ``pyarrow.RecordBatch`` in :func:`~feedkv.changefeed.file_formats.parquet_schema`
+    of one descriptor version. A :class:`Message` whose ``row`` is a block stands for
+    all of its rows; Spark tasks pass Parquet rows this way (a row at a time cost more
+    than writing the file)."""
+
+    batch: Any
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.batch.nbytes)
 
 
 class Sink(Protocol):

@@ -8,8 +8,11 @@ The query reads ``spark.readStream.format("feedkv_changefeed")`` and writes
   further at row boundaries into as many tasks as Spark runs at once (the ``parallelism``
   option, :func:`~feedkv.spark.source.scan_cuts`). Tasks decode each piece's changes
   into rows and encode them with the changefeed core's encoders, so a batch arrives as
-  messages (topic, key, value, timestamps) in Arrow record batches. Csv and parquet
-  rows travel with the row itself, packed without its descriptor (:func:`_pack_row`).
+  messages (topic, key, value, timestamps) in Arrow record batches. Csv rows travel
+  with the row itself, packed without its descriptor (:func:`_pack_row`); parquet rows
+  as blocks of a file's columns (:class:`~feedkv.changefeed.sink.RowBlock`, up to
+  8,192 rows of one descriptor version in Arrow IPC), so neither Spark nor the writer
+  handles them one by one.
   Each piece starts with a marker row whose ``resolved`` column is the piece's upper
   bound: the timestamp the batch resolves.
 - **Schema changes** are planned as the changefeed core plans them
@@ -68,10 +71,18 @@ from feedkv.changefeed.changefeed import (
     stopped_by,
 )
 from feedkv.changefeed.encoder import make_encoder
+from feedkv.changefeed.file_formats import ParquetRows
 from feedkv.changefeed.query import CDCQuery
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
 from feedkv.changefeed.schema_history import SchemaHistory
-from feedkv.changefeed.sink import Message, Sink, make_sink, message_options, parse_sink_uri
+from feedkv.changefeed.sink import (
+    Message,
+    RowBlock,
+    Sink,
+    make_sink,
+    message_options,
+    parse_sink_uri,
+)
 from feedkv.changefeed.sinks.cloud_storage import BlobStore, blob_store, file_sink
 from feedkv.errors import InvalidArgumentError, InvariantViolation
 from feedkv.spark.offsets import FeedOffset, Piece, plan_pieces
@@ -178,36 +189,48 @@ def _message_batches(job: _Job, part: _TablePiece) -> Iterator[pa.RecordBatch]:
     marker = {"resolved": str(piece.hi), "updated": str(piece.lo or piece.hi)}
     for name in ARROW_SCHEMA.names:
         columns[name].append(marker.get(name))
-    for message in _piece_messages(connection(job.url), job.spec, part):
+    messages = _piece_messages(connection(job.url), job.spec, part)
+    if job.spec.options.format == "parquet":
+        messages = _blocks(messages)
+    for message in messages:
+        row = message.row
         columns["topic"].append(message.topic)
         columns["key"].append(message.key)
         columns["value"].append(message.value)
         columns["mvcc_ts"].append(str(message.mvcc_ts))
         columns["updated"].append(str(message.updated))
         columns["schema_id"].append(message.schema_id)
-        columns["row"].append(_pack_row(message.row) if message.row is not None else None)
+        if row is None:
+            columns["row"].append(None)
+        elif type(row) is RowBlock:
+            columns["row"].append(_pack_block(row))
+        else:
+            columns["row"].append(_pack_row(row))
         columns["resolved"].append(None)
-        if len(buffer) >= BATCH_ROWS:
+        if len(buffer) >= BATCH_ROWS or type(row) is RowBlock:
             yield buffer.flush()
     yield buffer.flush()
 
 
 def _piece_messages(db: DB, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[Message]:
-    """The messages of one piece: a scan's through the changefeed core's scan path,
-    changes row by row, leaving out the rewrites of ``part.skipped``."""
+    """The messages of one piece: a scan's through the changefeed core's scan path
+    (for parquet, straight into blocks), changes row by row, leaving out the rewrites
+    of ``part.skipped``."""
     options = spec.options
     query = CDCQuery(spec.query) if spec.query is not None else None
     encoder = make_encoder(message_options(options, spec.sink_uri))
     diff = options.diff or query is not None
     split = options.split_column_families
     piece = part.piece
+    target = part.target
     if piece.is_scan:
-        decoder = RowDecoder(db, [part.target], piece.hi, diff=diff, split_families=split)
-        yield from scan_messages(
-            spec, encoder, query, decoder, part.target, piece.hi, span=piece.span
-        )
+        decoder = RowDecoder(db, [target], piece.hi, diff=diff, split_families=split)
+        if options.format == "parquet" and query is None and decoder.whole_rows(target):
+            yield from _scan_blocks(spec, decoder, target, piece)
+            return
+        yield from scan_messages(spec, encoder, query, decoder, target, piece.hi, span=piece.span)
         return
-    events = piece_events(db, part.target, piece, diff=diff, split_families=split)
+    events = piece_events(db, target, piece, diff=diff, split_families=split)
     skipped = part.skipped
     for event in events:
         if skipped and event.mvcc_ts in skipped:
@@ -217,9 +240,72 @@ def _piece_messages(db: DB, spec: ChangefeedSpec, part: _TablePiece) -> Iterator
             yield message
 
 
+def _block(topic: str, rows: ParquetRows, mvcc_ts: Timestamp, updated: Timestamp) -> Message:
+    """A message standing for ``rows`` (taken); its timestamps are the last row's."""
+    return Message(topic, b"", None, mvcc_ts, updated, rows.desc.version, RowBlock(rows.take()))
+
+
+def _scan_blocks(
+    spec: ChangefeedSpec, decoder: RowDecoder, target: Target, piece: Piece
+) -> Iterator[Message]:
+    """A scan piece's rows as parquet blocks, straight from their values."""
+    ts = piece.hi
+    desc = decoder.histories[target.table_id].at(ts)
+    if desc is None:
+        return
+    topic = spec.topics[target.table_id]
+    rows = ParquetRows(desc)
+    mvcc_ts = ts
+    for _key, values, mvcc_ts in decoder.scan_values(target, ts, span=piece.span):
+        rows.add(values, "c", mvcc_ts, ts)
+        if len(rows) >= BATCH_ROWS:
+            yield _block(topic, rows, mvcc_ts, ts)
+    if len(rows):
+        yield _block(topic, rows, mvcc_ts, ts)
+
+
+def _blocks(messages: Iterator[Message]) -> Iterator[Message]:
+    """``messages`` with their rows gathered into blocks of consecutive rows of one
+    topic and descriptor version (blocks pass through)."""
+    rows: ParquetRows | None = None
+    last: Message | None = None  # the last message whose row is in ``rows``
+    for message in messages:
+        event = message.row
+        if rows is not None and last is not None:
+            desc = rows.desc
+            if (
+                type(event) is RowBlock
+                or len(rows) >= BATCH_ROWS
+                or message.topic != last.topic
+                or (event.table.id, event.table.version) != (desc.id, desc.version)
+            ):
+                yield _block(last.topic, rows, last.mvcc_ts, last.updated)
+                rows = last = None
+        if type(event) is RowBlock:
+            yield message
+            continue
+        if rows is None:
+            rows = ParquetRows(event.table)
+        rows.add_event(event)
+        last = message
+    if rows is not None and last is not None:
+        yield _block(last.topic, rows, last.mvcc_ts, last.updated)
+
+
+def _pack_block(block: RowBlock) -> bytes:
+    out = pa.BufferOutputStream()
+    with pa.ipc.new_stream(out, block.batch.schema) as writer:
+        writer.write_batch(block.batch)
+    return bytes(out.getvalue())
+
+
+def _unpack_block(data: bytes) -> RowBlock:
+    return RowBlock(pa.ipc.open_stream(data).read_next_batch())
+
+
 def _pack_row(event: RowEvent) -> bytes:
-    """A row change for a file format (csv, parquet) without its descriptor: the
-    writer reads each descriptor version once (:class:`_Rows`)."""
+    """A row change for csv without its descriptor: the writer reads each descriptor
+    version once (:class:`_Rows`)."""
     family = event.family.name if event.family is not None else None
     fields = (event.table.id, event.table.version, family, event.key, event.after)
     return pickle.dumps((*fields, event.had_before), protocol=pickle.HIGHEST_PROTOCOL)
@@ -400,6 +486,7 @@ class _ChangefeedWriter(DataSourceStreamArrowWriter):
         sink: Sink | None = None
         rows: _Rows | None = None
         parse = Timestamp.parse
+        blocks = self.job.spec.options.format == "parquet"
         try:
             for topic, key, value, mvcc, updated, schema_id, row, resolved in _tuples(iterator):
                 if resolved is not None:  # a piece's marker: its window
@@ -412,9 +499,13 @@ class _ChangefeedWriter(DataSourceStreamArrowWriter):
                     staged, sink = self._open(start)
                     rows = _Rows(self.job, start)
                 mvcc_ts, updated_ts = parse(mvcc), parse(updated)
-                event = rows.event(row, mvcc_ts, updated_ts) if row is not None else None
+                event: RowEvent | RowBlock | None = None
+                if row is not None and blocks:
+                    event = _unpack_block(row)
+                elif row is not None:
+                    event = rows.event(row, mvcc_ts, updated_ts)
                 sink.emit_row(Message(topic, key, value, mvcc_ts, updated_ts, schema_id, event))
-                result.rows += 1
+                result.rows += event.batch.num_rows if type(event) is RowBlock else 1
             if sink is not None:
                 sink.flush()
         finally:

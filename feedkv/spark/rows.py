@@ -144,9 +144,10 @@ class ArrowBuffer:
     def __init__(self, schema: pa.Schema) -> None:
         self.schema = schema
         self.columns: dict[str, list[Any]] = {name: [] for name in schema.names}
+        self._first = self.columns[schema.names[0]]
 
     def __len__(self) -> int:
-        return len(self.columns[self.schema.names[0]])
+        return len(self._first)
 
     def flush(self) -> pa.RecordBatch:
         batch = pa.RecordBatch.from_arrays(

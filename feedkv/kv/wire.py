@@ -92,6 +92,15 @@ def timestamp_to_proto(ts: Timestamp, out: pb.Timestamp | None = None) -> pb.Tim
     return msg
 
 
+def _rows_from(msg: pb.ScanResponse) -> tuple[KeyValue, ...]:
+    keys, values, walls, logicals = msg.keys, msg.values, msg.walls, msg.logicals
+    if not len(keys) == len(values) == len(walls) == len(logicals):
+        raise InvalidArgumentError("a scan response's columns differ in length")
+    if keys and (min(walls) < 0 or max(logicals) > MAX_LOGICAL):
+        raise InvalidArgumentError("a scan response holds a timestamp out of range")
+    return tuple(map(KeyValue, keys, values, map(Timestamp, walls, logicals)))
+
+
 def timestamp_from_proto(msg: pb.Timestamp) -> Timestamp:
     if not 0 <= msg.wall <= MAX_WALL or msg.logical > MAX_LOGICAL:
         raise InvalidArgumentError(f"timestamp {msg.wall}.{msg.logical} is out of range")
@@ -363,12 +372,13 @@ def _encode_response(resp: api.Response, out: pb.ResponseUnion) -> None:
         out.delete_range.SetInParent()
         out.delete_range.keys.extend(resp.keys)
     elif isinstance(resp, api.ScanResponse):
-        out.scan.SetInParent()
-        for kv in resp.rows:
-            row = out.scan.rows.add()
-            row.key = kv.key
-            row.value = kv.value
-            timestamp_to_proto(kv.ts, row.ts)
+        scan = out.scan
+        scan.SetInParent()
+        rows = resp.rows
+        scan.keys.extend([kv.key for kv in rows])
+        scan.values.extend([kv.value for kv in rows])
+        scan.walls.extend([kv.ts.wall for kv in rows])
+        scan.logicals.extend([kv.ts.logical for kv in rows])
         if resp.resume_key is not None:
             out.scan.resume_key = resp.resume_key
     elif isinstance(resp, api.EndTxnResponse):
@@ -412,8 +422,7 @@ _RESPONSE_DECODERS: dict[str, Callable[[Any], api.Response]] = {
     "conditional_put": lambda m: api.ConditionalPutResponse(),
     "delete_range": lambda m: api.DeleteRangeResponse(tuple(m.keys)),
     "scan": lambda m: api.ScanResponse(
-        tuple(KeyValue(r.key, r.value, timestamp_from_proto(r.ts)) for r in m.rows),
-        m.resume_key if m.HasField("resume_key") else None,
+        _rows_from(m), m.resume_key if m.HasField("resume_key") else None
     ),
     "end_txn": lambda m: api.EndTxnResponse(_status_from(m.status), m.one_phase),
     "heartbeat_txn": lambda m: api.HeartbeatTxnResponse(_record_from(m.record)),

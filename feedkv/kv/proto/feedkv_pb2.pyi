@@ -103,16 +103,6 @@ class RangeDescriptor(_message.Message):
     sticky: bool
     def __init__(self, range_id: _Optional[int] = ..., span: _Optional[_Union[Span, _Mapping]] = ..., generation: _Optional[int] = ..., sticky: _Optional[bool] = ...) -> None: ...
 
-class KeyValue(_message.Message):
-    __slots__ = ("key", "value", "ts")
-    KEY_FIELD_NUMBER: _ClassVar[int]
-    VALUE_FIELD_NUMBER: _ClassVar[int]
-    TS_FIELD_NUMBER: _ClassVar[int]
-    key: bytes
-    value: bytes
-    ts: Timestamp
-    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., ts: _Optional[_Union[Timestamp, _Mapping]] = ...) -> None: ...
-
 class GetRequest(_message.Message):
     __slots__ = ("key",)
     KEY_FIELD_NUMBER: _ClassVar[int]
@@ -322,12 +312,18 @@ class DeleteRangeResponse(_message.Message):
     def __init__(self, keys: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class ScanResponse(_message.Message):
-    __slots__ = ("rows", "resume_key")
-    ROWS_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("resume_key", "keys", "values", "walls", "logicals")
     RESUME_KEY_FIELD_NUMBER: _ClassVar[int]
-    rows: _containers.RepeatedCompositeFieldContainer[KeyValue]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    WALLS_FIELD_NUMBER: _ClassVar[int]
+    LOGICALS_FIELD_NUMBER: _ClassVar[int]
     resume_key: bytes
-    def __init__(self, rows: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., resume_key: _Optional[bytes] = ...) -> None: ...
+    keys: _containers.RepeatedScalarFieldContainer[bytes]
+    values: _containers.RepeatedScalarFieldContainer[bytes]
+    walls: _containers.RepeatedScalarFieldContainer[int]
+    logicals: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, resume_key: _Optional[bytes] = ..., keys: _Optional[_Iterable[bytes]] = ..., values: _Optional[_Iterable[bytes]] = ..., walls: _Optional[_Iterable[int]] = ..., logicals: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class EndTxnResponse(_message.Message):
     __slots__ = ("status", "one_phase")

@@ -98,14 +98,16 @@ class ParquetRows:
         self.schema = parquet_schema(desc)
         self._names = [c.name for c in desc.columns]
         self._key_names = [c.name for c in desc.key_columns]
-        self._rows: list[Sequence[Any]] = []  # each row's values in column order
+        # NB: columns, not rows: a block's rows held as lists or tuples kept the cyclic
+        # GC busy (~1 us a row); values in column lists are not tracked.
+        self._columns: list[list[Any]] = [[] for _ in desc.columns]
         self._event_types: list[str] = []
         self._updated: list[str] = []
         self._mvcc: list[str] = []
         self._texts: dict[Timestamp, str] = {}  # NB: rows share timestamps (a txn's, a scan's)
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._event_types)
 
     def add(
         self, values: Sequence[Any], event_type: str, mvcc_ts: Timestamp, updated: Timestamp
@@ -113,7 +115,8 @@ class ParquetRows:
         """One row: ``values`` in the descriptor's column order; ``event_type`` ``c``,
         ``u`` or ``d``."""
         texts = self._texts
-        self._rows.append(values)
+        for column, value in zip(self._columns, values, strict=True):
+            column.append(value)
         self._event_types.append(event_type)
         self._mvcc.append(texts.get(mvcc_ts) or texts.setdefault(mvcc_ts, str(mvcc_ts)))
         self._updated.append(texts.get(updated) or texts.setdefault(updated, str(updated)))
@@ -129,18 +132,17 @@ class ParquetRows:
 
     def take(self) -> pa.RecordBatch:
         """The rows added since the last take."""
-        rows = self._rows
-        columns = zip(*rows, strict=True) if rows else ([] for _ in self._names)
         arrays = []
-        for values, column, field in zip(columns, self.desc.columns, self.schema, strict=False):
+        for values, column, field in zip(
+            self._columns, self.desc.columns, self.schema, strict=False
+        ):
             kind = column.type.kind
-            if kind in _CONVERTED:
-                values = [arrow_value(kind, v) for v in values]
-            arrays.append(pa.array(values, type=field.type))
+            converted = [arrow_value(kind, v) for v in values] if kind in _CONVERTED else values
+            arrays.append(pa.array(converted, type=field.type))
+            values.clear()
         for meta in (self._event_types, self._updated, self._mvcc):
             arrays.append(pa.array(meta, pa.string()))
             meta.clear()
-        rows.clear()
         self._texts.clear()
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 

@@ -86,7 +86,7 @@ from feedkv.changefeed.sink import (
 from feedkv.changefeed.sinks.cloud_storage import BlobStore, blob_store, file_sink
 from feedkv.errors import InvalidArgumentError, InvariantViolation
 from feedkv.spark.offsets import FeedOffset, Piece, plan_pieces
-from feedkv.spark.rows import BATCH_ROWS, ArrowBuffer, connection, piece_events
+from feedkv.spark.rows import BATCH_ROWS, connection, piece_events
 from feedkv.spark.source import FollowingStreamReader, range_starts, scan_cuts
 from feedkv.sql.descriptor import Family, TableDescriptor
 from feedkv.util.hlc import Timestamp
@@ -105,20 +105,27 @@ __all__ = [
 
 FILE_SCHEMES = ("file", "s3")
 
-SCHEMA = (
-    "topic STRING, key BINARY, value BINARY, mvcc_ts STRING, updated STRING, "
-    "schema_id BIGINT, row BINARY, resolved STRING"
-)
+SCHEMA = "topic STRING, schema_id BIGINT, block BINARY, resolved STRING, lo STRING"
 ARROW_SCHEMA = pa.schema(
     [
         ("topic", pa.string()),
+        ("schema_id", pa.int64()),
+        ("block", pa.binary()),  # Arrow IPC: a MESSAGE_BLOCK, or a RowBlock for parquet
+        ("resolved", pa.string()),  # a piece's marker: its window (lo, resolved]
+        ("lo", pa.string()),
+    ]
+)
+# Messages of one topic and descriptor version, as columns. ``row`` is a csv row
+# (:func:`_pack_row`), else null.
+MESSAGE_BLOCK = pa.schema(
+    [
         ("key", pa.binary()),
         ("value", pa.binary()),
-        ("mvcc_ts", pa.string()),
-        ("updated", pa.string()),
-        ("schema_id", pa.int64()),
+        ("mvcc_wall", pa.int64()),
+        ("mvcc_logical", pa.int64()),
+        ("updated_wall", pa.int64()),
+        ("updated_logical", pa.int64()),
         ("row", pa.binary()),
-        ("resolved", pa.string()),
     ]
 )
 
@@ -181,35 +188,76 @@ class _TablePiece:
 
 
 def _message_batches(job: _Job, part: _TablePiece) -> Iterator[pa.RecordBatch]:
-    buffer = ArrowBuffer(ARROW_SCHEMA)
-    columns = buffer.columns
-
-    # The marker row comes first: the sink names files after the window's lower bound.
+    """A piece as Spark rows: its marker first (the sink names files after the window's
+    lower bound), then its messages in blocks of up to 8,192, each one row."""
     piece = part.piece
-    marker = {"resolved": str(piece.hi), "updated": str(piece.lo or piece.hi)}
-    for name in ARROW_SCHEMA.names:
-        columns[name].append(marker.get(name))
+    yield _spark_row(None, None, None, piece.hi, piece.lo or piece.hi)
     messages = _piece_messages(connection(job.url), job.spec, part)
     if job.spec.options.format == "parquet":
-        messages = _blocks(messages)
+        for message in _blocks(messages):
+            block = message.row.batch
+            yield _spark_row(message.topic, message.schema_id, _ipc(block), None, None)
+        return
+    for topic, schema_id, block in _message_blocks(messages):
+        yield _spark_row(topic, schema_id, _ipc(block), None, None)
+
+
+def _spark_row(
+    topic: str | None,
+    schema_id: int | None,
+    block: bytes | None,
+    resolved: Timestamp | None,
+    lo: Timestamp | None,
+) -> pa.RecordBatch:
+    values = (topic, schema_id, block, resolved, lo)
+    arrays = [
+        pa.array([str(v) if isinstance(v, Timestamp) else v], type=field.type)
+        for v, field in zip(values, ARROW_SCHEMA, strict=True)
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+def _message_blocks(messages: Iterator[Message]) -> Iterator[tuple[str, int, pa.RecordBatch]]:
+    """``messages`` as :data:`MESSAGE_BLOCK` batches of consecutive messages of one topic
+    and descriptor version (topic, schema id, batch)."""
+    columns: list[list[Any]] = [[] for _ in MESSAGE_BLOCK]
+    keys, values, mvcc_walls, mvcc_logicals, walls, logicals, rows = columns
+    topic, schema_id = "", 0
     for message in messages:
-        row = message.row
-        columns["topic"].append(message.topic)
-        columns["key"].append(message.key)
-        columns["value"].append(message.value)
-        columns["mvcc_ts"].append(str(message.mvcc_ts))
-        columns["updated"].append(str(message.updated))
-        columns["schema_id"].append(message.schema_id)
-        if row is None:
-            columns["row"].append(None)
-        elif type(row) is RowBlock:
-            columns["row"].append(_pack_block(row))
-        else:
-            columns["row"].append(_pack_row(row))
-        columns["resolved"].append(None)
-        if len(buffer) >= BATCH_ROWS or type(row) is RowBlock:
-            yield buffer.flush()
-    yield buffer.flush()
+        if keys and (
+            len(keys) >= BATCH_ROWS or message.topic != topic or message.schema_id != schema_id
+        ):
+            yield topic, schema_id, _take(columns, MESSAGE_BLOCK)
+        topic, schema_id = message.topic, message.schema_id
+        keys.append(message.key)
+        values.append(message.value)
+        mvcc_walls.append(message.mvcc_ts.wall)
+        mvcc_logicals.append(message.mvcc_ts.logical)
+        walls.append(message.updated.wall)
+        logicals.append(message.updated.logical)
+        rows.append(None if message.row is None else _pack_row(message.row))
+    if keys:
+        yield topic, schema_id, _take(columns, MESSAGE_BLOCK)
+
+
+def _take(columns: list[list[Any]], schema: pa.Schema) -> pa.RecordBatch:
+    arrays = [
+        pa.array(values, type=field.type) for values, field in zip(columns, schema, strict=True)
+    ]
+    for values in columns:
+        values.clear()
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _block_messages(
+    topic: str, schema_id: int, block: pa.RecordBatch, rows: _Rows
+) -> Iterator[Message]:
+    """The messages of a :data:`MESSAGE_BLOCK`."""
+    columns = [column.to_pylist() for column in block.columns]
+    for key, value, mvcc_wall, mvcc_logical, wall, logical, row in zip(*columns, strict=True):
+        mvcc_ts, updated = Timestamp(mvcc_wall, mvcc_logical), Timestamp(wall, logical)
+        event = None if row is None else rows.event(row, mvcc_ts, updated)
+        yield Message(topic, key, value, mvcc_ts, updated, schema_id, event)
 
 
 def _piece_messages(db: DB, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[Message]:
@@ -292,15 +340,23 @@ def _blocks(messages: Iterator[Message]) -> Iterator[Message]:
         yield _block(last.topic, rows, last.mvcc_ts, last.updated)
 
 
-def _pack_block(block: RowBlock) -> bytes:
+def _row_block_message(topic: str, schema_id: int, batch: pa.RecordBatch) -> Message:
+    """A :class:`RowBlock` as a message; its timestamps are its last row's."""
+    last = batch.num_rows - 1
+    mvcc_ts = Timestamp.parse(batch.column("__crdb__mvcc_timestamp")[last].as_py())
+    updated = Timestamp.parse(batch.column("__crdb__updated")[last].as_py())
+    return Message(topic, b"", None, mvcc_ts, updated, schema_id, RowBlock(batch))
+
+
+def _ipc(batch: pa.RecordBatch) -> bytes:
     out = pa.BufferOutputStream()
-    with pa.ipc.new_stream(out, block.batch.schema) as writer:
-        writer.write_batch(block.batch)
+    with pa.ipc.new_stream(out, batch.schema) as writer:
+        writer.write_batch(batch)
     return bytes(out.getvalue())
 
 
-def _unpack_block(data: bytes) -> RowBlock:
-    return RowBlock(pa.ipc.open_stream(data).read_next_batch())
+def _from_ipc(data: bytes) -> pa.RecordBatch:
+    return pa.ipc.open_stream(data).read_next_batch()
 
 
 def _pack_row(event: RowEvent) -> bytes:
@@ -486,26 +542,26 @@ class _ChangefeedWriter(DataSourceStreamArrowWriter):
         sink: Sink | None = None
         rows: _Rows | None = None
         parse = Timestamp.parse
-        blocks = self.job.spec.options.format == "parquet"
+        parquet = self.job.spec.options.format == "parquet"
         try:
-            for topic, key, value, mvcc, updated, schema_id, row, resolved in _tuples(iterator):
+            for topic, schema_id, block, resolved, lo in _tuples(iterator):
                 if resolved is not None:  # a piece's marker: its window
-                    hi, lo = parse(resolved), parse(updated)
+                    hi, lo_ts = parse(resolved), parse(lo)
                     result.resolved = max(result.resolved or hi, hi)
-                    result.lo = min(result.lo or lo, lo)
+                    result.lo = min(result.lo or lo_ts, lo_ts)
                     continue
                 if sink is None or rows is None:
                     start = result.lo or self.job.spec.start
                     staged, sink = self._open(start)
                     rows = _Rows(self.job, start)
-                mvcc_ts, updated_ts = parse(mvcc), parse(updated)
-                event: RowEvent | RowBlock | None = None
-                if row is not None and blocks:
-                    event = _unpack_block(row)
-                elif row is not None:
-                    event = rows.event(row, mvcc_ts, updated_ts)
-                sink.emit_row(Message(topic, key, value, mvcc_ts, updated_ts, schema_id, event))
-                result.rows += event.batch.num_rows if type(event) is RowBlock else 1
+                batch = _from_ipc(block)
+                if parquet:
+                    sink.emit_row(_row_block_message(topic, schema_id, batch))
+                    result.rows += batch.num_rows
+                    continue
+                for message in _block_messages(topic, schema_id, batch, rows):
+                    sink.emit_row(message)
+                    result.rows += 1
             if sink is not None:
                 sink.flush()
         finally:

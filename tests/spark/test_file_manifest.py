@@ -15,6 +15,7 @@ unfinished commit would have left them.
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import pickle
 from collections.abc import Iterable, Iterator
@@ -27,13 +28,15 @@ import pytest
 from feedkv.changefeed.changefeed import ChangefeedSpec
 from feedkv.changefeed.options import parse_options
 from feedkv.changefeed.rows import Target
-from feedkv.changefeed.sink import SinkError
+from feedkv.changefeed.sink import Message, SinkError
 from feedkv.changefeed.sinks.cloud_storage import name_ts
 from feedkv.errors import InvalidArgumentError
 from feedkv.spark.changefeed_job import (
-    ARROW_SCHEMA,
     _ChangefeedWriter,
+    _ipc,
     _Job,
+    _message_blocks,
+    _spark_row,
     _TaskResult,
     decode_spec,
     encode_spec,
@@ -49,33 +52,36 @@ LO = Timestamp(1_700_000_001_000_000_000, 0)
 HI = Timestamp(1_700_000_002_000_000_000, 0)
 
 
-class Row(NamedTuple):
-    """A row of the ``feedkv_changefeed`` source as the writer reads it."""
+class Marker(NamedTuple):
+    """A piece's marker row: its window ``(lo, hi]``."""
 
-    topic: str | None
-    key: bytes | None
-    value: bytes | None
-    mvcc_ts: str | None
-    updated: str | None
-    schema_id: int | None
-    row: bytes | None
-    resolved: str | None
+    lo: Timestamp
+    hi: Timestamp
+
+
+Row = Marker | Message  # what a task's rows stand for
 
 
 def batches(rows: Iterable[Row]) -> Iterator[pa.RecordBatch]:
-    """A task's rows as Spark hands them to the writer: Arrow record batches."""
-    yield pa.RecordBatch.from_pylist([r._asdict() for r in rows], schema=ARROW_SCHEMA)
+    """A task's rows as Spark hands them to the writer: markers, and the messages
+    between them in blocks."""
+    for is_marker, run in itertools.groupby(rows, lambda r: isinstance(r, Marker)):
+        if is_marker:
+            for m in run:
+                yield _spark_row(None, None, None, m.hi, m.lo)
+            continue
+        for topic, schema_id, block in _message_blocks(iter(run)):
+            yield _spark_row(topic, schema_id, _ipc(block), None, None)
 
 
 def marker(lo: Timestamp = LO, hi: Timestamp = HI) -> Row:
-    """A piece's marker row: its window ``(lo, hi]``."""
-    return Row(None, None, None, None, str(lo), None, None, str(hi))
+    return Marker(lo, hi)
 
 
 def change(row_id: int, ts: Timestamp | None = None, topic: str = "t") -> Row:
     ts = ts or HI
     value = json.dumps({"after": {"id": row_id}}).encode()
-    return Row(topic, f"[{row_id}]".encode(), value, str(ts), str(ts), 1, None, None)
+    return Message(topic, f"[{row_id}]".encode(), value, ts, ts, 1)
 
 
 def task(*row_ids: int) -> list[Row]:
@@ -144,7 +150,7 @@ def lines_of(files: Iterable[bytes]) -> list[bytes]:
 
 
 def values(rows: Iterable[Row]) -> list[bytes]:
-    return [r.value for r in rows if r.resolved is None and r.value is not None]
+    return [r.value for r in rows if isinstance(r, Message) and r.value is not None]
 
 
 # Writing and committing one batch.

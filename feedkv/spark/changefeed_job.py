@@ -8,11 +8,11 @@ The query reads ``spark.readStream.format("feedkv_changefeed")`` and writes
   further at row boundaries into as many tasks as Spark runs at once (the ``parallelism``
   option, :func:`~feedkv.spark.source.scan_cuts`). Tasks decode each piece's changes
   into rows and encode them with the changefeed core's encoders, so a batch arrives as
-  messages (topic, key, value, timestamps) in Arrow record batches. Csv rows travel
-  with the row itself, packed without its descriptor (:func:`_pack_row`); parquet rows
-  as blocks of a file's columns (:class:`~feedkv.changefeed.sink.RowBlock`, up to
-  8,192 rows of one descriptor version in Arrow IPC), so neither Spark nor the writer
-  handles them one by one.
+  messages (topic, key, value, timestamps). Messages travel in blocks, up to 8,192 of
+  one topic and descriptor version in one Spark row (Arrow IPC), so Spark does not
+  convert each of them twice. Csv rows travel with the row itself, packed without its
+  descriptor (:func:`_pack_row`); parquet rows as the columns of their file
+  (:class:`~feedkv.changefeed.sink.RowBlock`), which the writer writes as they are.
   Each piece starts with a marker row whose ``resolved`` column is the piece's upper
   bound: the timestamp the batch resolves.
 - **Schema changes** are planned as the changefeed core plans them
@@ -187,18 +187,20 @@ class _TablePiece:
     skipped: frozenset[Timestamp] = frozenset()  # rewrites left out (nobackfill)
 
 
+_Block = tuple[str, int, pa.RecordBatch]  # topic, descriptor version (schema id), rows
+
+
 def _message_batches(job: _Job, part: _TablePiece) -> Iterator[pa.RecordBatch]:
     """A piece as Spark rows: its marker first (the sink names files after the window's
     lower bound), then its messages in blocks of up to 8,192, each one row."""
     piece = part.piece
     yield _spark_row(None, None, None, piece.hi, piece.lo or piece.hi)
-    messages = _piece_messages(connection(job.url), job.spec, part)
+    db = connection(job.url)
     if job.spec.options.format == "parquet":
-        for message in _blocks(messages):
-            block = message.row.batch
-            yield _spark_row(message.topic, message.schema_id, _ipc(block), None, None)
-        return
-    for topic, schema_id, block in _message_blocks(messages):
+        blocks = _row_blocks(db, job.spec, part)
+    else:
+        blocks = _message_blocks(_piece_messages(db, job.spec, part))
+    for topic, schema_id, block in blocks:
         yield _spark_row(topic, schema_id, _ipc(block), None, None)
 
 
@@ -217,9 +219,9 @@ def _spark_row(
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
-def _message_blocks(messages: Iterator[Message]) -> Iterator[tuple[str, int, pa.RecordBatch]]:
+def _message_blocks(messages: Iterator[Message]) -> Iterator[_Block]:
     """``messages`` as :data:`MESSAGE_BLOCK` batches of consecutive messages of one topic
-    and descriptor version (topic, schema id, batch)."""
+    and descriptor version."""
     columns: list[list[Any]] = [[] for _ in MESSAGE_BLOCK]
     keys, values, mvcc_walls, mvcc_logicals, walls, logicals, rows = columns
     topic, schema_id = "", 0
@@ -261,24 +263,21 @@ def _block_messages(
 
 
 def _piece_messages(db: DB, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[Message]:
-    """The messages of one piece: a scan's through the changefeed core's scan path
-    (for parquet, straight into blocks), changes row by row, leaving out the rewrites
-    of ``part.skipped``."""
+    """The messages of one piece: a scan's through the changefeed core's scan path,
+    changes row by row, leaving out the rewrites of ``part.skipped``."""
     options = spec.options
     query = CDCQuery(spec.query) if spec.query is not None else None
     encoder = make_encoder(message_options(options, spec.sink_uri))
     diff = options.diff or query is not None
     split = options.split_column_families
     piece = part.piece
-    target = part.target
     if piece.is_scan:
-        decoder = RowDecoder(db, [target], piece.hi, diff=diff, split_families=split)
-        if options.format == "parquet" and query is None and decoder.whole_rows(target):
-            yield from _scan_blocks(spec, decoder, target, piece)
-            return
-        yield from scan_messages(spec, encoder, query, decoder, target, piece.hi, span=piece.span)
+        decoder = RowDecoder(db, [part.target], piece.hi, diff=diff, split_families=split)
+        yield from scan_messages(
+            spec, encoder, query, decoder, part.target, piece.hi, span=piece.span
+        )
         return
-    events = piece_events(db, target, piece, diff=diff, split_families=split)
+    events = piece_events(db, part.target, piece, diff=diff, split_families=split)
     skipped = part.skipped
     for event in events:
         if skipped and event.mvcc_ts in skipped:
@@ -288,56 +287,49 @@ def _piece_messages(db: DB, spec: ChangefeedSpec, part: _TablePiece) -> Iterator
             yield message
 
 
-def _block(topic: str, rows: ParquetRows, mvcc_ts: Timestamp, updated: Timestamp) -> Message:
-    """A message standing for ``rows`` (taken); its timestamps are the last row's."""
-    return Message(topic, b"", None, mvcc_ts, updated, rows.desc.version, RowBlock(rows.take()))
+def _row_blocks(db: DB, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[_Block]:
+    """A piece's rows for parquet files in blocks of one topic and descriptor version:
+    a scan's whole rows straight from their values, else its messages' rows."""
+    piece, target = part.piece, part.target
+    if piece.is_scan and spec.query is None:
+        split = spec.options.split_column_families
+        decoder = RowDecoder(db, [target], piece.hi, split_families=split)
+        if decoder.whole_rows(target):
+            yield from _scanned_blocks(spec, decoder, target, piece)
+            return
+    rows: ParquetRows | None = None
+    topic = ""
+    for message in _piece_messages(db, spec, part):
+        event = message.row
+        if rows is not None and (
+            len(rows) >= BATCH_ROWS
+            or message.topic != topic
+            or (event.table.id, event.table.version) != (rows.desc.id, rows.desc.version)
+        ):
+            yield topic, rows.desc.version, rows.take()
+            rows = None
+        if rows is None:
+            rows, topic = ParquetRows(event.table), message.topic
+        rows.add_event(event)
+    if rows is not None:
+        yield topic, rows.desc.version, rows.take()
 
 
-def _scan_blocks(
+def _scanned_blocks(
     spec: ChangefeedSpec, decoder: RowDecoder, target: Target, piece: Piece
-) -> Iterator[Message]:
-    """A scan piece's rows as parquet blocks, straight from their values."""
+) -> Iterator[_Block]:
     ts = piece.hi
     desc = decoder.histories[target.table_id].at(ts)
-    if desc is None:
+    if desc is None or desc.dropped:
         return
     topic = spec.topics[target.table_id]
     rows = ParquetRows(desc)
-    mvcc_ts = ts
     for _key, values, mvcc_ts in decoder.scan_values(target, ts, span=piece.span):
         rows.add(values, "c", mvcc_ts, ts)
         if len(rows) >= BATCH_ROWS:
-            yield _block(topic, rows, mvcc_ts, ts)
+            yield topic, desc.version, rows.take()
     if len(rows):
-        yield _block(topic, rows, mvcc_ts, ts)
-
-
-def _blocks(messages: Iterator[Message]) -> Iterator[Message]:
-    """``messages`` with their rows gathered into blocks of consecutive rows of one
-    topic and descriptor version (blocks pass through)."""
-    rows: ParquetRows | None = None
-    last: Message | None = None  # the last message whose row is in ``rows``
-    for message in messages:
-        event = message.row
-        if rows is not None and last is not None:
-            desc = rows.desc
-            if (
-                type(event) is RowBlock
-                or len(rows) >= BATCH_ROWS
-                or message.topic != last.topic
-                or (event.table.id, event.table.version) != (desc.id, desc.version)
-            ):
-                yield _block(last.topic, rows, last.mvcc_ts, last.updated)
-                rows = last = None
-        if type(event) is RowBlock:
-            yield message
-            continue
-        if rows is None:
-            rows = ParquetRows(event.table)
-        rows.add_event(event)
-        last = message
-    if rows is not None and last is not None:
-        yield _block(last.topic, rows, last.mvcc_ts, last.updated)
+        yield topic, desc.version, rows.take()
 
 
 def _row_block_message(topic: str, schema_id: int, batch: pa.RecordBatch) -> Message:

@@ -29,6 +29,16 @@ def resolved(out: Path) -> Timestamp:
     return max((Timestamp.parse(m) for m in markers), default=Timestamp(0, 0))
 
 
+def export(db: DB, table: str, out: Path, file_format: str) -> None:
+    """Runs an ``initial_scan = 'only'`` job of ``table`` into ``out`` to its end."""
+    [(job_id,)] = db.sql(
+        f"CREATE CHANGEFEED FOR TABLE {table} INTO 'file://{out}' "
+        f"WITH format = {file_format}, initial_scan = 'only'"
+    ).rows
+    assert db.changefeeds.wait(job_id, 120)
+    assert db.changefeeds.error(job_id) is None
+
+
 def test_parquet_files_hold_every_version_per_family_with_the_schema_of_its_time(
     db: DB, tmp_path: Path
 ) -> None:
@@ -83,12 +93,7 @@ def test_a_csv_export_is_the_table_as_of_its_start(db: DB, tmp_path: Path) -> No
     db.sql("CREATE TABLE e (id INT PRIMARY KEY, name STRING, price DECIMAL(10,2))")
     db.sql("INSERT INTO e VALUES (1, 'a', 1.50), (2, 'b, with comma', NULL), (3, 'c', 3.00)")
     out = tmp_path / "export"
-    [(job_id,)] = db.sql(
-        f"CREATE CHANGEFEED FOR TABLE e INTO 'file://{out}' "
-        "WITH format = csv, initial_scan = 'only'"
-    ).rows
-    assert db.changefeeds.wait(job_id, 120)
-    assert db.changefeeds.error(job_id) is None
+    export(db, "e", out, "csv")
     lines = [
         line
         for p in sorted(glob.glob(f"{out}/*/*.csv"))
@@ -116,12 +121,7 @@ def test_a_parquet_scan_writes_the_files_the_thread_runner_would(db: DB, tmp_pat
             + ", ".join(f"({k}, 'r{k}', {k}.25)" for k in range(start, start + 1000))
         )
     out = tmp_path / "scan"
-    [(job_id,)] = db.sql(
-        f"CREATE CHANGEFEED FOR TABLE p INTO 'file://{out}' "
-        "WITH format = parquet, initial_scan = 'only'"
-    ).rows
-    assert db.changefeeds.wait(job_id, 120)
-    assert db.changefeeds.error(job_id) is None
+    export(db, "p", out, "parquet")
     got = pa.concat_tables(pq.read_table(p) for p in glob.glob(f"{out}/*/*.parquet"))
     got = got.sort_by("k")
     (scan_ts,) = set(got["__crdb__updated"].to_pylist())

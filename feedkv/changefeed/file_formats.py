@@ -67,19 +67,19 @@ def arrow_type(kind: Kind) -> pa.DataType:
     return _ARROW[kind]
 
 
+_CONVERTED = frozenset({Kind.DECIMAL, Kind.UUID, Kind.JSONB})  # written as text
+
+
 def arrow_value(kind: Kind, value: Any) -> Any:
     """A column value as its Arrow type (:func:`arrow_type`) takes it."""
-    if value is None:
-        return None
-    if kind is Kind.DECIMAL or kind is Kind.UUID:
-        return str(value)
+    if value is None or kind not in _CONVERTED:
+        return value
     if kind is Kind.JSONB:
         return json.dumps(value, sort_keys=True)
-    return value
+    return str(value)
 
 
 PARQUET_META = ("__crdb__event_type", "__crdb__updated", "__crdb__mvcc_timestamp")
-_CONVERTED = frozenset({Kind.DECIMAL, Kind.UUID, Kind.JSONB})  # see arrow_value
 
 
 def parquet_schema(desc: TableDescriptor) -> pa.Schema:
@@ -109,6 +109,10 @@ class ParquetRows:
     def __len__(self) -> int:
         return len(self._event_types)
 
+    def holds(self, desc: TableDescriptor) -> bool:
+        """Whether rows of ``desc`` go here (the same table and version)."""
+        return (desc.id, desc.version) == (self.desc.id, self.desc.version)
+
     def add(
         self, values: Sequence[Any], event_type: str, mvcc_ts: Timestamp, updated: Timestamp
     ) -> None:
@@ -122,6 +126,8 @@ class ParquetRows:
         self._updated.append(texts.get(updated) or texts.setdefault(updated, str(updated)))
 
     def add_event(self, event: RowEvent) -> None:
+        """One row change: a deletion keeps its key columns only; ``u`` needs ``diff``
+        (``had_before``) to tell an update from an insert."""
         row = event.after
         if row is None:
             row = dict(zip(self._key_names, event.key, strict=True))
@@ -133,12 +139,10 @@ class ParquetRows:
     def take(self) -> pa.RecordBatch:
         """The rows added since the last take."""
         arrays = []
-        for values, column, field in zip(
-            self._columns, self.desc.columns, self.schema, strict=False
-        ):
+        for values, column in zip(self._columns, self.desc.columns, strict=True):
             kind = column.type.kind
             converted = [arrow_value(kind, v) for v in values] if kind in _CONVERTED else values
-            arrays.append(pa.array(converted, type=field.type))
+            arrays.append(pa.array(converted, type=_ARROW[kind]))
             values.clear()
         for meta in (self._event_types, self._updated, self._mvcc):
             arrays.append(pa.array(meta, pa.string()))
@@ -156,18 +160,17 @@ def parquet_bytes(batch: list[Message], compression: str | None) -> bytes:
     rows: ParquetRows | None = None
     for message in batch:
         row = message.row
+        same = isinstance(row, RowEvent) and rows is not None and rows.holds(row.table)
+        if rows is not None and not same:
+            batches.append(rows.take())
+            rows = None
         if isinstance(row, RowBlock):
-            if rows is not None and len(rows):
-                batches.append(rows.take())
             batches.append(row.batch)
             continue
-        desc = row.table
-        if rows is None or (rows.desc.id, rows.desc.version) != (desc.id, desc.version):
-            if rows is not None and len(rows):
-                batches.append(rows.take())
-            rows = ParquetRows(desc)
+        if rows is None:
+            rows = ParquetRows(row.table)
         rows.add_event(row)
-    if rows is not None and len(rows):
+    if rows is not None:
         batches.append(rows.take())
     table = pa.concat_tables(
         [pa.Table.from_batches([b]) for b in batches], promote_options="default"

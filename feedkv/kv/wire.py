@@ -92,15 +92,6 @@ def timestamp_to_proto(ts: Timestamp, out: pb.Timestamp | None = None) -> pb.Tim
     return msg
 
 
-def _rows_from(msg: pb.ScanResponse) -> tuple[KeyValue, ...]:
-    keys, values, walls, logicals = msg.keys, msg.values, msg.walls, msg.logicals
-    if not len(keys) == len(values) == len(walls) == len(logicals):
-        raise InvalidArgumentError("a scan response's columns differ in length")
-    if keys and (min(walls) < 0 or max(logicals) > MAX_LOGICAL):
-        raise InvalidArgumentError("a scan response holds a timestamp out of range")
-    return tuple(map(KeyValue, keys, values, map(Timestamp, walls, logicals)))
-
-
 def timestamp_from_proto(msg: pb.Timestamp) -> Timestamp:
     if not 0 <= msg.wall <= MAX_WALL or msg.logical > MAX_LOGICAL:
         raise InvalidArgumentError(f"timestamp {msg.wall}.{msg.logical} is out of range")
@@ -412,6 +403,18 @@ def _encode_response(resp: api.Response, out: pb.ResponseUnion) -> None:
             _value_to(exported.value, version, "value")
             _value_to(exported.prev_value, version, "prev_value")
         _position_to(resp.resume, out.export, "resume")
+
+
+def _rows_from(msg: pb.ScanResponse) -> tuple[KeyValue, ...]:
+    keys, values, walls, logicals = msg.keys, msg.values, msg.walls, msg.logicals
+    lengths = (len(keys), len(values), len(walls), len(logicals))
+    if len(set(lengths)) > 1:
+        raise InvalidArgumentError(
+            f"a scan response's columns differ in length: keys, values, walls, logicals = {lengths}"
+        )
+    if walls and min(walls) < 0:
+        raise InvalidArgumentError("a scan response holds a negative timestamp")
+    return tuple(map(KeyValue, keys, values, map(Timestamp, walls, logicals)))
 
 
 _RESPONSE_DECODERS: dict[str, Callable[[Any], api.Response]] = {

@@ -8,11 +8,12 @@ The query reads ``spark.readStream.format("feedkv_changefeed")`` and writes
   further at row boundaries into as many tasks as Spark runs at once (the ``parallelism``
   option, :func:`~feedkv.spark.source.scan_cuts`). Tasks decode each piece's changes
   into rows and encode them with the changefeed core's encoders, so a batch arrives as
-  messages (topic, key, value, timestamps). Messages travel in blocks, up to 8,192 of
-  one topic and descriptor version in one Spark row (Arrow IPC), so Spark does not
-  convert each of them twice. Csv rows travel with the row itself, packed without its
-  descriptor (:func:`_pack_row`); parquet rows as the columns of their file
-  (:class:`~feedkv.changefeed.sink.RowBlock`), which the writer writes as they are.
+  messages (topic, key, value, timestamps). Messages travel in blocks, up to
+  ``BATCH_ROWS`` of one topic and descriptor version (and about ``BLOCK_BYTES``) in one
+  Spark row (Arrow IPC), so Spark does not convert each of them twice. Csv rows travel
+  with the row itself, packed without its descriptor (:func:`_pack_row`); parquet rows
+  as the columns of their file (:class:`~feedkv.changefeed.sink.RowBlock`), which the
+  writer writes as they are.
   Each piece starts with a marker row whose ``resolved`` column is the piece's upper
   bound: the timestamp the batch resolves.
 - **Schema changes** are planned as the changefeed core plans them
@@ -83,10 +84,15 @@ from feedkv.changefeed.sink import (
     message_options,
     parse_sink_uri,
 )
-from feedkv.changefeed.sinks.cloud_storage import BlobStore, blob_store, file_sink
+from feedkv.changefeed.sinks.cloud_storage import (
+    DEFAULT_FILE_SIZE,
+    BlobStore,
+    blob_store,
+    file_sink,
+)
 from feedkv.errors import InvalidArgumentError, InvariantViolation
 from feedkv.spark.offsets import FeedOffset, Piece, plan_pieces
-from feedkv.spark.rows import BATCH_ROWS, connection, piece_events
+from feedkv.spark.rows import BATCH_ROWS, ArrowBuffer, connection, piece_events
 from feedkv.spark.source import FollowingStreamReader, range_starts, scan_cuts
 from feedkv.sql.descriptor import Family, TableDescriptor
 from feedkv.util.hlc import Timestamp
@@ -188,11 +194,13 @@ class _TablePiece:
 
 
 _Block = tuple[str, int, pa.RecordBatch]  # topic, descriptor version (schema id), rows
+BLOCK_BYTES = 8 << 20  # a block's bytes, about: one Spark row must stay far below 2 GiB
+FIRST_BLOCK_ROWS = 512  # a piece's first parquet block, before its rows' size is known
 
 
 def _message_batches(job: _Job, part: _TablePiece) -> Iterator[pa.RecordBatch]:
     """A piece as Spark rows: its marker first (the sink names files after the window's
-    lower bound), then its messages in blocks of up to 8,192, each one row."""
+    lower bound), then its messages in blocks, each one row."""
     piece = part.piece
     yield _spark_row(None, None, None, piece.hi, piece.lo or piece.hi)
     db = connection(job.url)
@@ -219,36 +227,47 @@ def _spark_row(
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
-def _message_blocks(messages: Iterator[Message]) -> Iterator[_Block]:
-    """``messages`` as :data:`MESSAGE_BLOCK` batches of consecutive messages of one topic
-    and descriptor version."""
-    columns: list[list[Any]] = [[] for _ in MESSAGE_BLOCK]
-    keys, values, mvcc_walls, mvcc_logicals, walls, logicals, rows = columns
-    topic, schema_id = "", 0
+@dataclass
+class _OpenBlock:
+    """A topic's block of messages being filled."""
+
+    schema_id: int
+    gathered: ArrowBuffer = field(default_factory=lambda: ArrowBuffer(MESSAGE_BLOCK))
+    nbytes: int = 0
+
+
+def _message_blocks(
+    messages: Iterator[Message], *, max_rows: int = BATCH_ROWS, max_bytes: int = BLOCK_BYTES
+) -> Iterator[_Block]:
+    """``messages`` in :data:`MESSAGE_BLOCK` batches of one topic and descriptor version,
+    each up to ``max_rows`` messages or about ``max_bytes``. A topic's blocks keep its
+    messages' order; topics fill blocks side by side (split column families alternate
+    them), since each goes to files of its own."""
+    blocks: dict[str, _OpenBlock] = {}
     for message in messages:
-        if keys and (
-            len(keys) >= BATCH_ROWS or message.topic != topic or message.schema_id != schema_id
-        ):
-            yield topic, schema_id, _take(columns, MESSAGE_BLOCK)
-        topic, schema_id = message.topic, message.schema_id
-        keys.append(message.key)
-        values.append(message.value)
-        mvcc_walls.append(message.mvcc_ts.wall)
-        mvcc_logicals.append(message.mvcc_ts.logical)
-        walls.append(message.updated.wall)
-        logicals.append(message.updated.logical)
-        rows.append(None if message.row is None else _pack_row(message.row))
-    if keys:
-        yield topic, schema_id, _take(columns, MESSAGE_BLOCK)
-
-
-def _take(columns: list[list[Any]], schema: pa.Schema) -> pa.RecordBatch:
-    arrays = [
-        pa.array(values, type=field.type) for values, field in zip(columns, schema, strict=True)
-    ]
-    for values in columns:
-        values.clear()
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+        topic = message.topic
+        block = blocks.get(topic)
+        if block is not None and block.schema_id != message.schema_id:
+            yield topic, block.schema_id, block.gathered.flush()
+            block = None
+        if block is None:
+            block = blocks[topic] = _OpenBlock(message.schema_id)
+        buffer = block.gathered
+        columns = buffer.columns
+        row = None if message.row is None else _pack_row(message.row)
+        columns["key"].append(message.key)
+        columns["value"].append(message.value)
+        columns["mvcc_wall"].append(message.mvcc_ts.wall)
+        columns["mvcc_logical"].append(message.mvcc_ts.logical)
+        columns["updated_wall"].append(message.updated.wall)
+        columns["updated_logical"].append(message.updated.logical)
+        columns["row"].append(row)
+        block.nbytes += message.size + (len(row) if row else 0)
+        if len(buffer) >= max_rows or block.nbytes >= max_bytes:
+            yield topic, block.schema_id, buffer.flush()
+            del blocks[topic]
+    for topic, block in blocks.items():
+        yield topic, block.schema_id, block.gathered.flush()
 
 
 def _block_messages(
@@ -287,37 +306,63 @@ def _piece_messages(db: DB, spec: ChangefeedSpec, part: _TablePiece) -> Iterator
             yield message
 
 
-def _row_blocks(db: DB, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[_Block]:
-    """A piece's rows for parquet files in blocks of one topic and descriptor version:
-    a scan's whole rows straight from their values, else its messages' rows."""
+class _BlockSize:
+    """How many rows a parquet block takes: up to ``max_rows``, about ``max_bytes``. A
+    block's bytes are known once it is taken, so the limit is learnt from the last
+    block (the first is small)."""
+
+    def __init__(self, max_rows: int, max_bytes: int) -> None:
+        self.max_rows = max_rows
+        self.max_bytes = max_bytes
+        self.rows = min(max_rows, FIRST_BLOCK_ROWS)
+
+    def take(self, block: ParquetRows) -> pa.RecordBatch:
+        rows, batch = len(block), block.take()
+        self.rows = max(1, min(self.max_rows, rows * self.max_bytes // max(1, batch.nbytes)))
+        return batch
+
+
+def _row_blocks(
+    db: DB,
+    spec: ChangefeedSpec,
+    part: _TablePiece,
+    *,
+    max_rows: int = BATCH_ROWS,
+    max_bytes: int = BLOCK_BYTES,
+) -> Iterator[_Block]:
+    """A piece's rows for parquet files in blocks, gathered as :func:`_message_blocks`
+    gathers messages: a scan's whole rows straight from their values, else the rows
+    its messages carry."""
     piece, target = part.piece, part.target
+    size = _BlockSize(max_rows, max_bytes)
     if piece.is_scan and spec.query is None:
         split = spec.options.split_column_families
         decoder = RowDecoder(db, [target], piece.hi, split_families=split)
         if decoder.whole_rows(target):
-            yield from _scanned_blocks(spec, decoder, target, piece)
+            yield from _scanned_blocks(spec, decoder, target, piece, size)
             return
-    rows: ParquetRows | None = None
-    topic = ""
+    blocks: dict[str, ParquetRows] = {}
     for message in _piece_messages(db, spec, part):
-        event = message.row
-        if rows is not None and (
-            len(rows) >= BATCH_ROWS
-            or message.topic != topic
-            or (event.table.id, event.table.version) != (rows.desc.id, rows.desc.version)
-        ):
-            yield topic, rows.desc.version, rows.take()
-            rows = None
-        if rows is None:
-            rows, topic = ParquetRows(event.table), message.topic
-        rows.add_event(event)
-    if rows is not None:
-        yield topic, rows.desc.version, rows.take()
+        topic, event = message.topic, message.row
+        block = blocks.get(topic)
+        if block is not None and not block.holds(event.table):
+            yield topic, block.desc.version, block.take()
+            block = None
+        if block is None:
+            block = blocks[topic] = ParquetRows(event.table)
+        block.add_event(event)
+        if len(block) >= size.rows:
+            yield topic, block.desc.version, size.take(block)
+            del blocks[topic]
+    for topic, block in blocks.items():
+        yield topic, block.desc.version, block.take()
 
 
 def _scanned_blocks(
-    spec: ChangefeedSpec, decoder: RowDecoder, target: Target, piece: Piece
+    spec: ChangefeedSpec, decoder: RowDecoder, target: Target, piece: Piece, size: _BlockSize
 ) -> Iterator[_Block]:
+    """A scan piece's whole rows in blocks, straight from their values (the hot path
+    of an initial scan into parquet)."""
     ts = piece.hi
     desc = decoder.histories[target.table_id].at(ts)
     if desc is None or desc.dropped:
@@ -326,21 +371,26 @@ def _scanned_blocks(
     rows = ParquetRows(desc)
     for _key, values, mvcc_ts in decoder.scan_values(target, ts, span=piece.span):
         rows.add(values, "c", mvcc_ts, ts)
-        if len(rows) >= BATCH_ROWS:
-            yield topic, desc.version, rows.take()
+        if len(rows) >= size.rows:
+            yield topic, desc.version, size.take(rows)
     if len(rows):
         yield topic, desc.version, rows.take()
 
 
-def _row_block_message(topic: str, schema_id: int, batch: pa.RecordBatch) -> Message:
-    """A :class:`RowBlock` as a message; its timestamps are its last row's."""
-    last = batch.num_rows - 1
-    mvcc_ts = Timestamp.parse(batch.column("__crdb__mvcc_timestamp")[last].as_py())
-    updated = Timestamp.parse(batch.column("__crdb__updated")[last].as_py())
-    return Message(topic, b"", None, mvcc_ts, updated, schema_id, RowBlock(batch))
+def _row_block_messages(
+    topic: str, schema_id: int, batch: pa.RecordBatch, ts: Timestamp, file_size: int
+) -> Iterator[Message]:
+    """A parquet block as :class:`RowBlock` messages of about an eighth of
+    ``file_size`` each, so the file sink ends files near where it would for the rows
+    one by one. Their timestamps are ``ts`` (the window's end): a block is many rows,
+    and the file sink does not read them."""
+    rows = max(1, batch.num_rows * file_size // 8 // max(1, batch.nbytes))
+    for start in range(0, batch.num_rows, rows):
+        yield Message(topic, b"", None, ts, ts, schema_id, RowBlock(batch.slice(start, rows)))
 
 
 def _ipc(batch: pa.RecordBatch) -> bytes:
+    """``batch`` as an Arrow IPC stream: a block in one Spark row."""
     out = pa.BufferOutputStream()
     with pa.ipc.new_stream(out, batch.schema) as writer:
         writer.write_batch(batch)
@@ -535,6 +585,7 @@ class _ChangefeedWriter(DataSourceStreamArrowWriter):
         rows: _Rows | None = None
         parse = Timestamp.parse
         parquet = self.job.spec.options.format == "parquet"
+        file_size = self.uri.size_param("file_size", DEFAULT_FILE_SIZE)
         try:
             for topic, schema_id, block, resolved, lo in _tuples(iterator):
                 if resolved is not None:  # a piece's marker: its window
@@ -548,7 +599,9 @@ class _ChangefeedWriter(DataSourceStreamArrowWriter):
                     rows = _Rows(self.job, start)
                 batch = _from_ipc(block)
                 if parquet:
-                    sink.emit_row(_row_block_message(topic, schema_id, batch))
+                    ts = result.resolved or self.job.spec.start
+                    for message in _row_block_messages(topic, schema_id, batch, ts, file_size):
+                        sink.emit_row(message)
                     result.rows += batch.num_rows
                     continue
                 for message in _block_messages(topic, schema_id, batch, rows):

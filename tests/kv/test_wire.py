@@ -44,5 +44,5 @@ def test_a_scan_response_whose_columns_differ_is_refused() -> None:
 def test_a_scan_response_with_a_negative_timestamp_is_refused() -> None:
     msg = batch_response_to_proto(api.BatchResponse((api.ScanResponse(ROWS, None),), Timestamp(5)))
     msg.responses[0].scan.walls[0] = -1
-    with pytest.raises(InvalidArgumentError, match="out of range"):
+    with pytest.raises(InvalidArgumentError, match="negative timestamp"):
         batch_response_from_proto(msg)

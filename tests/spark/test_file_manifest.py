@@ -15,6 +15,7 @@ unfinished commit would have left them.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import itertools
 import json
 import pickle
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from feedkv.changefeed.changefeed import ChangefeedSpec
@@ -411,3 +413,32 @@ def test_a_commit_removes_what_attempts_that_never_committed_left_in_staging(
     assert staged_files(out) == []
     assert lines_of(published(out).values()) == values(committed)
     assert all(final not in published(out) for _staged, final in orphaned.staged)
+
+
+def test_a_parquet_block_is_published_in_files_of_about_the_file_size(out: Path) -> None:
+    """A parquet block is many rows in one message: the writer cuts it so the sink still
+    ends files near ``file_size``, and every row lands once, in order."""
+    options = parse_options((("format", "parquet"),), now=START)
+    spec = dataclasses.replace(make_spec(out, sink_params="?file_size=64KiB"), options=options)
+    writer = _ChangefeedWriter(_Job(URL, spec))
+    n = 20_000
+    block = pa.record_batch(
+        {
+            "id": list(range(n)),
+            "s": ["x" * 20] * n,
+            "__crdb__event_type": ["c"] * n,
+            "__crdb__updated": [str(HI)] * n,
+            "__crdb__mvcc_timestamp": [str(HI)] * n,
+        }
+    )
+    result = writer.write(
+        iter([_spark_row(None, None, None, HI, LO), _spark_row("t", 1, _ipc(block), None, None)])
+    )
+    writer.commit([result], 0)
+
+    files = sorted(name for name in published(out) if name.endswith(".parquet"))
+    assert result.rows == n
+    # Each file ends at the first cut of the block (an eighth of file_size) past 64 KiB.
+    assert block.nbytes // (72 << 10) <= len(files) <= block.nbytes // (64 << 10) + 1
+    ids = [i for name in files for i in pq.read_table(out / name).column("id").to_pylist()]
+    assert ids == list(range(n))

@@ -102,7 +102,9 @@ def test_a_csv_export_is_the_table_as_of_its_start(db: DB, tmp_path: Path) -> No
     assert sorted(lines) == ["1,a,1.50", '2,"b, with comma",', "3,c,3.00"]
 
 
-def test_a_parquet_scan_writes_the_files_the_thread_runner_would(db: DB, tmp_path: Path) -> None:
+def test_a_parquet_scan_in_blocks_writes_what_its_rows_one_by_one_would(
+    db: DB, tmp_path: Path
+) -> None:
     """Spark tasks pass a scan's rows to the writer in blocks of 8,192 (straight from
     their values); the files hold what the same rows one by one make."""
     db.sql(

@@ -328,6 +328,11 @@ class BatchingSink:
             except SinkError as exc:
                 with self._cond:
                     self._error = self._error or exc
+            except Exception as exc:  # a client's bug or bad data: fail the sink, not the sender
+                failed = SinkError(f"the sink could not take a batch: {type(exc).__name__}: {exc}")
+                failed.__cause__ = exc
+                with self._cond:
+                    self._error = self._error or failed
             finally:
                 with self._cond:
                     self._discard(batch)

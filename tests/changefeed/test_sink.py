@@ -105,6 +105,42 @@ def test_a_delivery_that_keeps_failing_fails_the_flush_and_later_emits() -> None
     assert client.batches == []
 
 
+class BrokenClient(RecordingClient):
+    """Fails its first send with an error that is not a SinkError (a bug, bad data)."""
+
+    def send(self, topic: str, batch: list[Message]) -> None:
+        if not self.batches and self.failures:
+            self.failures = 0
+            raise ValueError("a column changed type")
+        super().send(topic, batch)
+
+
+def test_a_client_error_that_is_not_a_sink_error_fails_the_flush_instead_of_the_sender() -> None:
+    client = BrokenClient(failures=1)
+    sink = BatchingSink(client, retry=RetryConfig(max=0))
+    sink.emit_row(message(1))
+    raised: list[BaseException] = []
+
+    def flush() -> None:
+        try:
+            sink.flush()
+        except SinkError as exc:
+            raised.append(exc)
+
+    flushing = threading.Thread(target=flush)
+    flushing.start()
+    flushing.join(timeout=30)
+    assert not flushing.is_alive(), "the flush is waiting on a sender that died"
+    assert [str(e) for e in raised] == [
+        "the sink could not take a batch: ValueError: a column changed type"
+    ]
+    sink.reset()  # the sender still runs: rows go through again
+    sink.emit_row(message(2))
+    sink.flush()
+    sink.close()
+    assert client.batches == [("t", [b"[2]"])]
+
+
 def test_reset_after_a_failure_drops_what_was_not_sent_and_takes_rows_again() -> None:
     client = RecordingClient(failures=3)
     sink = BatchingSink(

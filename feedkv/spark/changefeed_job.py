@@ -322,19 +322,12 @@ class _BlockSize:
         return batch
 
 
-def _row_blocks(
-    db: DB,
-    spec: ChangefeedSpec,
-    part: _TablePiece,
-    *,
-    max_rows: int = BATCH_ROWS,
-    max_bytes: int = BLOCK_BYTES,
-) -> Iterator[_Block]:
+def _row_blocks(db: DB, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[_Block]:
     """A piece's rows for parquet files in blocks, gathered as :func:`_message_blocks`
     gathers messages: a scan's whole rows straight from their values, else the rows
     its messages carry."""
     piece, target = part.piece, part.target
-    size = _BlockSize(max_rows, max_bytes)
+    size = _BlockSize(BATCH_ROWS, BLOCK_BYTES)
     if piece.is_scan and spec.query is None:
         split = spec.options.split_column_families
         decoder = RowDecoder(db, [target], piece.hi, split_families=split)

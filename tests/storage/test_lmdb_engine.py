@@ -353,6 +353,46 @@ def test_on_applied_runs_in_submit_order_after_commit_before_future(engine: LMDB
     assert seen == [(i, b"v", False, "feedkv-commit") for i in range(count)]
 
 
+def test_a_group_completes_once_durable_and_before_the_next_group_commits(
+    engine: LMDBEngine,
+) -> None:
+    first: list[Future[None]] = []
+    seen: list[tuple[bool, bool]] = []  # (first group done, second group done) per on_applied
+
+    def second_applied(_: object) -> None:
+        seen.append((all(f.done() for f in first), second.done()))
+
+    with parked_commit_thread(engine):
+        first.extend(engine.submit(put("a", b"%d" % i, b"1")) for i in range(3))
+    second = engine.submit(put("a", b"second", b"2"), second_applied)
+
+    second.result(TIMEOUT)
+    assert [f.result(TIMEOUT) for f in first] == [None] * 3
+    assert seen == [(True, False)]
+
+
+def test_a_busy_queue_does_not_hold_back_completions(engine: LMDBEngine) -> None:
+    # Each job queues the next, so the queue is never empty while the chain runs.
+    chain: list[Future[int]] = []
+    first_done_at: list[int] = []
+
+    def link(i: int) -> Callable[[ReadWriter], int]:
+        def fn(rw: ReadWriter) -> int:
+            if chain[0].done() and not first_done_at:
+                first_done_at.append(i)
+            if i < 50:
+                chain.append(engine.submit(link(i + 1)))
+            return i
+
+        return fn
+
+    chain.append(engine.submit(link(0)))
+    while len(chain) < 51:
+        chain[-1].result(TIMEOUT)
+    assert [f.result(TIMEOUT) for f in chain] == list(range(51))
+    assert first_done_at and first_done_at[0] <= 3
+
+
 def current_thread() -> str:
     return threading.current_thread().name
 

@@ -6,14 +6,18 @@ table order and no header, values as ``feedkv sql`` prints them but NULL as an e
 field. Parquet files have the table's columns, typed (DECIMAL and JSONB as text), plus
 ``__crdb__event_type`` (``c`` insert or scan, ``u`` update, ``d`` delete: ``u`` and ``d``
 need ``diff`` to tell an update from an insert, so without it every write is ``c``),
-``__crdb__updated`` and ``__crdb__mvcc_timestamp``.
+``__crdb__updated`` and ``__crdb__mvcc_timestamp``. With a CDC query, Parquet files have
+the query's columns instead: one it reads as is keeps its column's type, a computed one
+takes the type of its values (text when they differ).
 """
 
 from __future__ import annotations
 
 import csv
+import decimal
 import io
 import json
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -89,18 +93,23 @@ def parquet_schema(desc: TableDescriptor) -> pa.Schema:
     return pa.schema(fields + [pa.field(name, pa.string()) for name in PARQUET_META])
 
 
+Columns = tuple[tuple[str, Kind | None], ...]  # a CDC query's (RowEvent.columns)
+
+
 class ParquetRows:
     """Rows of one descriptor version gathered as a Parquet file's columns, taken as
-    record batches in :func:`parquet_schema`."""
+    record batches in :func:`parquet_schema`, or with ``columns`` in a CDC query's."""
 
-    def __init__(self, desc: TableDescriptor) -> None:
+    def __init__(self, desc: TableDescriptor, columns: Columns | None = None) -> None:
         self.desc = desc
-        self.schema = parquet_schema(desc)
-        self._names = [c.name for c in desc.columns]
+        self.columns = columns
+        named = columns or tuple((c.name, c.type.kind) for c in desc.columns)
+        self._names = [name for name, _kind in named]
+        self._kinds = [kind for _name, kind in named]
         self._key_names = [c.name for c in desc.key_columns]
         # NB: columns, not rows: a block's rows held as lists or tuples kept the cyclic
         # GC busy (~1 us a row); values in column lists are not tracked.
-        self._columns: list[list[Any]] = [[] for _ in desc.columns]
+        self._columns: list[list[Any]] = [[] for _ in named]
         self._event_types: list[str] = []
         self._updated: list[str] = []
         self._mvcc: list[str] = []
@@ -109,9 +118,12 @@ class ParquetRows:
     def __len__(self) -> int:
         return len(self._event_types)
 
-    def holds(self, desc: TableDescriptor) -> bool:
-        """Whether rows of ``desc`` go here (the same table and version)."""
-        return (desc.id, desc.version) == (self.desc.id, self.desc.version)
+    def holds(self, desc: TableDescriptor, columns: Columns | None = None) -> bool:
+        """Whether rows of ``desc`` (with ``columns``) go here: the same table, version
+        and projection."""
+        return (desc.id, desc.version) == (self.desc.id, self.desc.version) and (
+            columns == self.columns
+        )
 
     def add(
         self, values: Sequence[Any], event_type: str, mvcc_ts: Timestamp, updated: Timestamp
@@ -139,16 +151,62 @@ class ParquetRows:
     def take(self) -> pa.RecordBatch:
         """The rows added since the last take."""
         arrays = []
-        for values, column in zip(self._columns, self.desc.columns, strict=True):
-            kind = column.type.kind
-            converted = [arrow_value(kind, v) for v in values] if kind in _CONVERTED else values
-            arrays.append(pa.array(converted, type=_ARROW[kind]))
+        for values, kind in zip(self._columns, self._kinds, strict=True):
+            if kind is None:
+                arrays.append(_computed_array(values))
+            else:
+                converted = values
+                if kind in _CONVERTED:
+                    converted = [arrow_value(kind, v) for v in values]
+                arrays.append(pa.array(converted, type=_ARROW[kind]))
             values.clear()
         for meta in (self._event_types, self._updated, self._mvcc):
             arrays.append(pa.array(meta, pa.string()))
             meta.clear()
         self._texts.clear()
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+        return pa.RecordBatch.from_arrays(arrays, names=[*self._names, *PARQUET_META])
+
+
+def _computed_array(values: list[Any]) -> pa.Array:
+    """A CDC query's computed column, typed by its values: JSON, UUID and DECIMAL
+    values as text (as table columns are written), and all as text when their types
+    differ."""
+    plain = [_plain(v) for v in values]
+    try:
+        return pa.array(plain)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([None if v is None else str(v) for v in plain], pa.string())
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True)
+    if isinstance(value, uuid.UUID | decimal.Decimal):
+        return str(value)
+    return value
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    """``tables`` as one, their columns merged by name; a column typed differently by
+    its values in two blocks (a computed one) becomes text."""
+    try:
+        return pa.concat_tables(tables, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        types: dict[str, set[pa.DataType]] = {}
+        for table in tables:
+            for field in table.schema:
+                types.setdefault(field.name, set()).add(field.type)
+        mixed = {name for name, seen in types.items() if len(seen - {pa.null()}) > 1}
+        return pa.concat_tables(
+            [_as_text(table, mixed) for table in tables], promote_options="permissive"
+        )
+
+
+def _as_text(table: pa.Table, names: set[str]) -> pa.Table:
+    for index, field in enumerate(table.schema):
+        if field.name in names and field.type != pa.string():
+            table = table.set_column(index, field.name, table.column(index).cast(pa.string()))
+    return table
 
 
 def parquet_bytes(batch: list[Message], compression: str | None) -> bytes:
@@ -160,7 +218,7 @@ def parquet_bytes(batch: list[Message], compression: str | None) -> bytes:
     rows: ParquetRows | None = None
     for message in batch:
         row = message.row
-        same = isinstance(row, RowEvent) and rows is not None and rows.holds(row.table)
+        same = isinstance(row, RowEvent) and rows is not None and rows.holds(row.table, row.columns)
         if rows is not None and not same:
             batches.append(rows.take())
             rows = None
@@ -168,13 +226,11 @@ def parquet_bytes(batch: list[Message], compression: str | None) -> bytes:
             batches.append(row.batch)
             continue
         if rows is None:
-            rows = ParquetRows(row.table)
+            rows = ParquetRows(row.table, row.columns)
         rows.add_event(row)
     if rows is not None:
         batches.append(rows.take())
-    table = pa.concat_tables(
-        [pa.Table.from_batches([b]) for b in batches], promote_options="default"
-    )
+    table = _concat([pa.Table.from_batches([b]) for b in batches])
     names = [n for n in table.column_names if n not in PARQUET_META] + list(PARQUET_META)
     out = io.BytesIO()
     pq.write_table(table.select(names), out, compression=compression or "snappy")

@@ -33,6 +33,7 @@ from feedkv.sql.expr import (
     Scope,
     compile_expr,
     expression_name,
+    qualifier_of,
 )
 from feedkv.sql.parser import parse
 from feedkv.sql.types import ColumnType, Kind
@@ -70,11 +71,43 @@ class CDCQuery:
         self._compiled: dict[
             tuple[int, int], tuple[list[tuple[str, Compiled]], Compiled | None]
         ] = {}
+        self._columns: dict[tuple[int, int], tuple[tuple[str, Kind | None], ...]] = {}
         self._context = Context()
 
     def check(self, desc: TableDescriptor) -> None:
         """Raise SQLError now if the query does not fit ``desc`` (unknown columns...)."""
         self._for(desc)
+
+    def columns(self, desc: TableDescriptor) -> tuple[tuple[str, Kind | None], ...]:
+        """The projection's columns for rows of ``desc``: each name, and the kind of a
+        column it reads as is (``None``: computed, so typed by its values)."""
+        found = self._columns.get((desc.id, desc.version))
+        if found is not None:
+            return found
+        columns: list[tuple[str, Kind | None]] = []
+        for item in self._items:
+            if isinstance(item, exp.Star):
+                columns += [
+                    (c.name, c.type.kind)
+                    for c in desc.columns
+                    if not c.hidden or c.id in desc.primary_key
+                ]
+                continue
+            inner = item.this if isinstance(item, exp.Alias) else item
+            columns.append((expression_name(item), self._kind_of(inner, desc)))
+        found = self._columns[(desc.id, desc.version)] = tuple(columns)
+        return found
+
+    def _kind_of(self, node: exp.Expr, desc: TableDescriptor) -> Kind | None:
+        if not isinstance(node, exp.Column):
+            return None
+        name = node.name if node.this.quoted else node.name.lower()
+        if name == EVENT_OP_COLUMN:
+            return Kind.STRING
+        if qualifier_of(node) not in ("", desc.name, PREV, self.select.alias):
+            return None
+        column = desc.find_column(name)
+        return column.type.kind if column is not None else None
 
     def _for(self, desc: TableDescriptor) -> tuple[list[tuple[str, Compiled]], Compiled | None]:
         found = self._compiled.get((desc.id, desc.version))
@@ -119,10 +152,11 @@ class CDCQuery:
         env: list[Any] = [*after, *(before.get(n) for n in names), op]
         if where is not None and where(env, self._context) is not True:
             return None
+        columns = self.columns(desc)
         if event.after is None:
-            return event
+            return event._replace(columns=columns)
         projected = {name: fn(env, self._context) for name, fn in items}
-        return event._replace(after=projected, before=None)
+        return event._replace(after=projected, before=None, columns=columns)
 
 
 def _column_getter(index: int) -> Compiled:

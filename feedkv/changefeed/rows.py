@@ -34,6 +34,7 @@ from feedkv.sql.row_codec import (
     table_id_of_key,
     table_span,
 )
+from feedkv.sql.types import Kind
 from feedkv.storage.mvcc import KeyValue
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, prefix_end
@@ -61,6 +62,8 @@ class RowEvent(NamedTuple):
     (``None``: it did not exist) and is only filled in for ``diff``. ``updated`` equals
     ``mvcc_ts`` for changes; rows of an initial scan or a backfill carry the scan's
     timestamp there. Rows map column names to values in the descriptor's column order.
+    ``columns`` is set when a CDC query projected ``after``: its columns' names and
+    kinds (``None``: a computed value, typed by its values).
     """
 
     table: TableDescriptor
@@ -71,6 +74,7 @@ class RowEvent(NamedTuple):
     mvcc_ts: Timestamp
     updated: Timestamp
     had_before: bool = False  # with diff: whether ``before`` is a row (for event_op())
+    columns: tuple[tuple[str, Kind | None], ...] | None = None
 
 
 def named_row(

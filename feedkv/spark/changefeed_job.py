@@ -338,11 +338,11 @@ def _row_blocks(db: DB, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[_Bl
     for message in _piece_messages(db, spec, part):
         topic, event = message.topic, message.row
         block = blocks.get(topic)
-        if block is not None and not block.holds(event.table):
+        if block is not None and not block.holds(event.table, event.columns):
             yield topic, block.desc.version, block.take()
             block = None
         if block is None:
-            block = blocks[topic] = ParquetRows(event.table)
+            block = blocks[topic] = ParquetRows(event.table, event.columns)
         block.add_event(event)
         if len(block) >= size.rows:
             yield topic, block.desc.version, size.take(block)

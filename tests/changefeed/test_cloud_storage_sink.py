@@ -12,9 +12,10 @@ import pytest
 import zstandard
 
 from feedkv import DB
+from feedkv.changefeed.file_formats import PARQUET_META
 from feedkv.changefeed.options import parse_options
-from feedkv.changefeed.sink import message_options
-from feedkv.changefeed.sinks.cloud_storage import name_ts
+from feedkv.changefeed.sink import Message, message_options
+from feedkv.changefeed.sinks.cloud_storage import CloudStorageClient, LocalBlobs, name_ts
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
@@ -156,6 +157,78 @@ def test_parquet_files_have_typed_columns_and_event_types(db: DB, tmp_path: Path
         (1, None, None, "d"),
     ]
     assert pq.read_table(files(out)[0]).schema.field("n").type == "double"
+
+
+def test_parquet_with_a_query_has_the_query_columns(db: DB, tmp_path: Path) -> None:
+    db.sql("CREATE TABLE p (k INT PRIMARY KEY, n FLOAT, s STRING, hidden_away STRING)")
+    db.sql("INSERT INTO p VALUES (1, 1.5, 'a', 'x'), (2, 2.5, 'b', 'y')")
+    out = tmp_path / "parquet"
+    db.sql(
+        f"CREATE CHANGEFEED INTO 'file://{out}' WITH format=parquet, {FAST} "
+        "AS SELECT k, s, n * 2 AS doubled, s || '!' AS shout, event_op() AS op FROM p "
+        "WHERE k < 2 OR event_op() = 'delete'"
+    )
+    wait_until(lambda: [p for p in files(out) if p.suffix == ".parquet"])
+    db.sql("UPDATE p SET s = 'c' WHERE k = 1")
+    db.sql("DELETE FROM p WHERE k = 1")
+    wait_resolved_past(out, db.now())
+
+    tables = [pq.read_table(p) for p in files(out) if p.suffix == ".parquet"]
+    columns = ["k", "s", "doubled", "shout", "op", *PARQUET_META]
+    assert {tuple(t.column_names) for t in tables} == {tuple(columns)}
+    assert {str(t.schema.field("k").type) for t in tables} == {"int64"}
+    assert {str(t.schema.field("doubled").type) for t in tables} - {"null"} == {"double"}
+    rows = [r for t in tables for r in t.to_pylist()]
+    assert [(*(r[c] for c in columns[:5]), r["__crdb__event_type"]) for r in rows] == [
+        (1, "a", 3.0, "a!", "insert", "c"),
+        (1, "c", 3.0, "c!", "update", "u"),
+        (1, None, None, None, None, "d"),
+    ]
+
+
+def test_a_column_retyped_by_a_schema_change_goes_to_files_of_its_own(
+    db: DB, tmp_path: Path
+) -> None:
+    db.sql("CREATE TABLE r (k INT PRIMARY KEY, v INT)")
+    since = db.now()
+    db.sql("INSERT INTO r VALUES (1, 10)")
+    db.sql("ALTER TABLE r DROP COLUMN v")
+    db.sql("ALTER TABLE r ADD COLUMN v STRING")
+    db.sql("INSERT INTO r VALUES (2, 'two')")
+    out = tmp_path / "retyped"
+    # From a cursor before the changes, one catch-up delivers rows of every version.
+    db.sql(
+        f"CREATE CHANGEFEED FOR r INTO 'file://{out}' WITH format=parquet, cursor='{since}', {FAST}"
+    )
+    wait_resolved_past(out, db.now())
+
+    by_version: dict[str, set[str]] = {}
+    rows = []
+    for path in files(out):
+        if path.suffix == ".parquet":
+            read = pq.read_table(path)
+            version = path.stem.rsplit("-", 1)[1]
+            if "v" in read.column_names:  # not while the column was dropped
+                by_version.setdefault(version, set()).add(str(read.schema.field("v").type))
+            rows += [(r["k"], r.get("v")) for r in read.to_pylist()]
+    assert (1, 10) in rows and (2, "two") in rows
+    assert len(by_version) >= 2
+    assert all(len(types - {"null"}) <= 1 for types in by_version.values())
+
+
+def test_a_file_holds_one_schema_version(tmp_path: Path) -> None:
+    blobs = LocalBlobs(str(tmp_path))
+    client = CloudStorageClient(
+        blobs, parse_options((), now=Timestamp(1, 0)), start=Timestamp(1, 0)
+    )
+    batch = [
+        Message("t", b"[%d]" % i, b"{}", Timestamp(1, i), Timestamp(1, i), v)
+        for i, v in enumerate([1, 1, 2, 1])
+    ]
+    client.send("t", batch)
+    names = sorted(p.name for p in files(tmp_path))
+    assert [name.rsplit("-", 1)[1] for name in names] == ["1.ndjson", "2.ndjson", "1.ndjson"]
+    assert [len(p.read_bytes().splitlines()) for p in sorted(files(tmp_path))] == [2, 1, 1]
 
 
 def test_bad_file_sink_parameters_are_refused(table: DB, tmp_path: Path) -> None:

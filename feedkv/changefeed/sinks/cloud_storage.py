@@ -188,6 +188,15 @@ class CloudStorageClient:
         return when.strftime(self._partition) + "/"
 
     def send(self, topic: str, batch: list[Message]) -> None:
+        """A file for each run of ``batch``'s messages of one schema version: the file
+        is named after it, and its rows share their columns."""
+        start = 0
+        for end in range(1, len(batch) + 1):
+            if end == len(batch) or batch[end].schema_id != batch[start].schema_id:
+                self._send_file(topic, batch[start:end])
+                start = end
+
+    def _send_file(self, topic: str, batch: list[Message]) -> None:
         self._file_id += 1
         name = (
             f"{self._dir(self._file_ts)}{name_ts(self._file_ts)}-{self._session}-"

@@ -8,7 +8,8 @@ that process runs.
 Rows carry the table's columns (typed: DECIMAL and UUID as text, JSONB as JSON text,
 TIMESTAMP without a zone, TIMESTAMPTZ in UTC) plus:
 
-- ``__op``: ``insert``, ``update`` or ``delete`` (rows of the initial scan are inserts);
+- ``__op``: ``insert``, ``update`` or ``delete`` (rows of the initial scan are inserts; a
+  change is read with the row before it, as ``diff`` reads, to tell an update);
 - ``__mvcc_ts``: the change's MVCC timestamp, ``<wall>.<logical>`` as CockroachDB prints it;
 - ``__key``: the primary key as a JSON array, the changefeed's message key;
 - ``__before`` (with ``diff``): the row one tick before the change, a struct of the

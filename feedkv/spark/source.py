@@ -179,7 +179,9 @@ class _PieceReader:
     def read_piece(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         piece: Piece = partition.value
         db = connection(self.options.url)
-        events = piece_events(db, Target(self.desc.id), piece, diff=self.options.diff)
+        # NB: read with the row before each change, as diff does, so __op can tell an
+        # update from an insert; __before is there only with diff.
+        events = piece_events(db, Target(self.desc.id), piece, diff=True)
         yield from record_batches(events, self.desc, diff=self.options.diff)
 
 

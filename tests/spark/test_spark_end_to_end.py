@@ -50,6 +50,23 @@ def test_a_batch_read_is_the_table_as_of_a_timestamp_with_typed_columns(spark: A
     assert now[0].name == "changed"
 
 
+def stream_rows(spark: Any, db: DB, checkpoint: Path, **options: str) -> list[Any]:
+    """Everything a ``feedkv`` stream of table t with ``options`` reads (AvailableNow)."""
+    seen: list[Any] = []
+    reader = spark.readStream.format("feedkv").option("url", db.serving_url())
+    for name, value in {"table": "t", **options}.items():
+        reader = reader.option(name, value)
+    query = (
+        reader.load()
+        .writeStream.foreachBatch(lambda df, _batch: seen.extend(df.collect()))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    return seen
+
+
 def test_a_stream_reads_the_initial_scan_then_every_change_with_ops_and_before(
     spark: Any, db: DB, tmp_path: Path
 ) -> None:
@@ -60,24 +77,33 @@ def test_a_stream_reads_the_initial_scan_then_every_change_with_ops_and_before(
     db.sql("INSERT INTO t VALUES (4, 'd', 4.00, true)")
     end = db.now()
     assert wait_for(lambda: all(r.closed_ts >= end for r in db.ranges()))
-    seen: list[Any] = []
-    query = (
-        spark.readStream.format("feedkv")
-        .option("url", db.serving_url())
-        .option("table", "t")
-        .option("cursor", str(cursor))
-        .option("diff", "true")
-        .load()
-        .writeStream.foreachBatch(lambda df, _batch: seen.extend(df.collect()))
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
+
+    with_diff = stream_rows(spark, db, tmp_path / "diff", cursor=str(cursor), diff="true")
+    assert sorted(
+        (r.id, r["__op"], r.name, r["__before"]["name"] if r["__before"] else None)
+        for r in with_diff
+    ) == [(2, "update", "x", "b"), (3, "delete", None, "c"), (4, "insert", "d", None)]
+
+    # Without diff there is no __before, and an update is still told from an insert.
+    plain = stream_rows(spark, db, tmp_path / "plain", cursor=str(cursor))
+    assert "__before" not in plain[0].asDict()
+    assert sorted((r.id, r["__op"], r.name) for r in plain) == [
+        (2, "update", "x"),
+        (3, "delete", None),
+        (4, "insert", "d"),
+    ]
+    assert all(Timestamp.parse(r["__mvcc_ts"]) > cursor for r in plain)
+
+    # With the initial scan, the rows as of the cursor come first, as inserts.
+    scanned = stream_rows(spark, db, tmp_path / "scan", cursor=str(cursor), initial_scan="yes")
+    assert [(r.id, r["__op"], r.name) for r in scanned[:3]] == [
+        (1, "insert", "a"),
+        (2, "insert", "b"),
+        (3, "insert", "c"),
+    ]
+    assert sorted((r.id, r["__op"], r.name) for r in scanned[3:]) == sorted(
+        (r.id, r["__op"], r.name) for r in plain
     )
-    query.awaitTermination()
-    changes = sorted(
-        (r.id, r["__op"], r.name, r["__before"]["name"] if r["__before"] else None) for r in seen
-    )
-    assert changes == [(2, "update", "x", "b"), (3, "delete", None, "c"), (4, "insert", "d", None)]
 
 
 def test_a_changefeed_job_runs_on_spark_and_its_files_match_the_store(

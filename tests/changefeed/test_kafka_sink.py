@@ -19,7 +19,7 @@ from feedkv import DB
 from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.sink import Message, SinkError, SinkURI, parse_sink_uri
 from feedkv.changefeed.sinks import kafka
-from feedkv.changefeed.sinks.kafka import KafkaSink, kafka_topic, producer_config
+from feedkv.changefeed.sinks.kafka import MVCC_HEADER, KafkaSink, kafka_topic, producer_config
 from feedkv.errors import SQLError
 from feedkv.testing.schema_registry import SchemaRegistryServer
 from feedkv.testing.waiting import wait_until
@@ -38,6 +38,7 @@ class Record(NamedTuple):
     offset: int
     key: bytes | None
     value: bytes | None
+    mvcc_ts: str | None = None  # the mvcc_timestamp header
 
 
 # Fixtures and builders.
@@ -111,7 +112,9 @@ class Reader:
             assert topic is not None and partition is not None and offset is not None
             key, value = message.key(), message.value()
             assert not isinstance(key, str) and not isinstance(value, str)
-            self.records.append(Record(topic, partition, offset, key, value))
+            mvcc = dict(message.headers() or []).get(MVCC_HEADER)
+            stamp = mvcc.decode() if isinstance(mvcc, bytes) else None
+            self.records.append(Record(topic, partition, offset, key, value, stamp))
         return self.records
 
     def all(self) -> list[Record]:
@@ -175,6 +178,7 @@ def test_every_version_of_a_key_lands_in_one_partition_in_order(bootstrap: str) 
     for versions in by_key.values():
         assert len({r.partition for r in versions}) == 1
         assert [json.loads(r.value or b"")["version"] for r in versions] == list(range(5))
+        assert [r.mvcc_ts for r in versions] == [str(Timestamp(v + 1, 0)) for v in range(5)]
     assert len({r.partition for r in records}) > 1  # the keys did spread out
 
 

@@ -233,10 +233,11 @@ def test_each_batch_is_one_post_of_payload_and_length_in_order(endpoint: Endpoin
     sink.emit_resolved(Timestamp(NOW.wall + 5, 0), ["t"])
     sink.close()
     values = [value_of(m) for m in messages]
+    stamps = [str(m.mvcc_ts) for m in messages]
     assert endpoint.bodies() == [
-        {"payload": values[0:2], "length": 2},
-        {"payload": values[2:4], "length": 2},
-        {"payload": values[4:5], "length": 1},
+        {"payload": values[0:2], "length": 2, "mvcc_timestamps": stamps[0:2]},
+        {"payload": values[2:4], "length": 2, "mvcc_timestamps": stamps[2:4]},
+        {"payload": values[4:5], "length": 1, "mvcc_timestamps": stamps[4:5]},
         {"resolved": f"{NOW.wall + 5}.0000000000"},
     ]
     for request in endpoint.accepted:
@@ -262,7 +263,11 @@ def test_a_message_without_a_value_is_sent_as_its_key(endpoint: Endpoint) -> Non
     sink.flush()
     sink.close()
     assert endpoint.bodies() == [
-        {"payload": [value_of(message(1)), {"key": [2, "x"]}], "length": 2}
+        {
+            "payload": [value_of(message(1)), {"key": [2, "x"]}],
+            "length": 2,
+            "mvcc_timestamps": [str(message(1).mvcc_ts), str(NOW)],
+        }
     ]
 
 
@@ -580,7 +585,7 @@ def test_tls_trusts_ca_cert_and_presents_the_client_certificate(
     sink.flush()
     sink.close()
     (request,) = tls_endpoint.accepted
-    assert request.json == {"payload": [value_of(message(1))], "length": 1}
+    assert request.json["payload"] == [value_of(message(1))]
     assert request.client_cert["subject"] == ((("commonName", "feedkv-client"),),)
 
 

@@ -6,7 +6,9 @@ The contract a consumer can rely on:
   every message emitted before it (as ``RequiredAcks`` asks), and raises
   :class:`~feedkv.changefeed.sink.SinkError` if one could not be delivered; the changefeed
   then restarts from its last resolved timestamp and sends those rows again. A consumer
-  may see a message twice; it never misses one.
+  may see a message twice; it never misses one. Every row's message carries its MVCC
+  timestamp in the ``mvcc_timestamp`` header (``<wall>.<logical>``, as CockroachDB prints
+  it), so a consumer deduplicates on (key, timestamp) whatever the changefeed's options.
 - **Ordered per partition, one partition per key.** The partition is librdkafka's
   ``murmur2_random`` hash of the key (the one Java clients use), so every version of a
   row lands in one partition, in the order it was emitted. Retries inside librdkafka do
@@ -65,7 +67,9 @@ if TYPE_CHECKING:
     from confluent_kafka import KafkaError, KafkaException, Producer
     from confluent_kafka import Message as KafkaMessage
 
-__all__ = ["KafkaSink", "kafka_topic", "make", "producer_config"]
+__all__ = ["MVCC_HEADER", "KafkaSink", "kafka_topic", "make", "producer_config"]
+
+MVCC_HEADER = "mvcc_timestamp"
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +130,8 @@ class KafkaSink:
     def emit_row(self, message: Message) -> None:
         """Queue ``message`` in librdkafka; blocks while its queue is full."""
         self._check_open()
-        self._produce(self._topic(message.topic), message.key, message.value)
+        headers = [(MVCC_HEADER, str(message.mvcc_ts).encode())]
+        self._produce(self._topic(message.topic), message.key, message.value, headers=headers)
 
     def flush(self) -> None:
         self._check_open()
@@ -173,14 +178,24 @@ class KafkaSink:
         return found
 
     def _produce(
-        self, topic: str, key: bytes | None, value: bytes | None, partition: int = -1
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int = -1,
+        headers: list[tuple[str, bytes]] | None = None,
     ) -> None:
         from confluent_kafka import KafkaException
 
         while True:
             try:
                 self._producer.produce(
-                    topic, value, key, partition=partition, on_delivery=self._on_delivery
+                    topic,
+                    value,
+                    key,
+                    partition=partition,
+                    on_delivery=self._on_delivery,
+                    headers=headers,
                 )
                 break
             except BufferError:

@@ -4,7 +4,8 @@ The URL posted to is the sink URI with ``webhook-`` taken off its scheme
 (``webhook-http://`` is accepted too, for an endpoint on a trusted network). Each batch,
 of one topic, is one ``POST`` with ``Content-Type: application/json`` and the body::
 
-    {"payload": [<message value>, ...], "length": <number of messages>}
+    {"payload": [<message value>, ...], "length": <number of messages>,
+     "mvcc_timestamps": ["<wall>.<logical>", ...]}
 
 Each message value is embedded as the JSON object the encoder wrote, byte for byte (so
 a DECIMAL keeps every digit). A message without a value (a deletion under envelope
@@ -23,9 +24,9 @@ What a consumer may rely on:
   the batch is sent again after a backoff, and when the retries run out the changefeed
   restarts from its last resolved timestamp. Either can deliver a batch twice (the
   endpoint may have taken a request whose answer was lost), and a restart sends again
-  the rows after the resolved timestamp. With ``updated`` or ``mvcc_timestamp`` every
-  message carries its row's MVCC timestamp, so a consumer deduplicates on (key,
-  timestamp).
+  the rows after the resolved timestamp. ``mvcc_timestamps`` holds each message's row
+  MVCC timestamp (as ``updated`` or ``mvcc_timestamp`` would put it in the value), so a
+  consumer deduplicates on (key, timestamp) whatever the changefeed's options.
 - **In order.** One batch is in flight at a time and batches go in the order they were
   sealed, so the changes of one key arrive in timestamp order, apart from redeliveries
   (which a consumer keeping the newest timestamp per key ignores).
@@ -132,7 +133,16 @@ class WebhookClient:
         entries = b",".join(
             m.value if m.value is not None else b'{"key":' + m.key + b"}" for m in batch
         )
-        body = b'{"payload":[' + entries + b'],"length":' + str(len(batch)).encode() + b"}"
+        stamps = ",".join(f'"{m.mvcc_ts}"' for m in batch).encode()
+        body = (
+            b'{"payload":['
+            + entries
+            + b'],"length":'
+            + str(len(batch)).encode()
+            + b',"mvcc_timestamps":['
+            + stamps
+            + b"]}"
+        )
         self._post(body, f"a batch of {len(batch)} messages of {topic}")
 
     def send_resolved(self, ts: Timestamp, topics: list[str]) -> None:

@@ -130,7 +130,9 @@ class KafkaSink:
     def emit_row(self, message: Message) -> None:
         """Queue ``message`` in librdkafka; blocks while its queue is full."""
         self._check_open()
-        headers = [(MVCC_HEADER, str(message.mvcc_ts).encode())]
+        headers: list[tuple[str, str | bytes | None]] = [
+            (MVCC_HEADER, str(message.mvcc_ts).encode())
+        ]
         self._produce(self._topic(message.topic), message.key, message.value, headers=headers)
 
     def flush(self) -> None:
@@ -183,7 +185,7 @@ class KafkaSink:
         key: bytes | None,
         value: bytes | None,
         partition: int = -1,
-        headers: list[tuple[str, bytes]] | None = None,
+        headers: list[tuple[str, str | bytes | None]] | None = None,
     ) -> None:
         from confluent_kafka import KafkaException
 

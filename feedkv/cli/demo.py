@@ -8,17 +8,19 @@ A MovR-like scenario:
 3. A workload of inserts (rides start), updates (rides end, vehicles move) and deletes
    (rides cancelled) while a progress display shows rows written, the high-water mark
    and the lag.
-4. The data-warehouse job on the same Spark: once the changefeed's resolved markers
-   pass the end of a minute, that minute's changes are written as a Parquet bucket (a
-   bucket is written only when every partition is resolved past it).
+4. The data-warehouse job on the same Spark, running beside the workload: it waits for
+   the changefeed's resolved markers, and once they pass the end of a minute it writes
+   that minute's changes as a Parquet bucket (a bucket is written only when every
+   partition is resolved past it, so it is complete and never rewritten).
 5. Verification: the newest version of each row in the changefeed files at the final
-   resolved timestamp equals ``SELECT ... AS OF SYSTEM TIME`` that timestamp, and the
-   buckets hold every change they cover.
+   resolved timestamp equals ``SELECT ... AS OF SYSTEM TIME`` that timestamp, column by
+   column, and the buckets hold every change they cover, once.
 """
 
 from __future__ import annotations
 
 import datetime
+import decimal
 import glob
 import json
 import random
@@ -34,6 +36,7 @@ from rich.table import Table
 
 import feedkv
 from feedkv import DB
+from feedkv.changefeed.encoder import json_any
 from feedkv.util.hlc import Timestamp
 
 __all__ = ["run_demo"]
@@ -41,7 +44,8 @@ __all__ = ["run_demo"]
 CITIES = ["amsterdam", "boston", "los angeles", "new york", "paris", "rome", "seattle"]
 TYPES = ["bike", "scooter", "skateboard"]
 FLEET = 300
-BUCKET_NS = 60 * 1_000_000_000
+TABLES = ("vehicles", "rides")
+BUCKET_S = 60
 MIN_SECONDS = 20.0
 CATCH_UP_TIMEOUT_S = 120.0
 
@@ -104,12 +108,15 @@ class _Workload:
 
 
 def _changefeed_messages(out: Path) -> dict[str, list[dict[str, Any]]]:
-    """Every message of the changefeed files, by table."""
-    found: dict[str, list[dict[str, Any]]] = {"vehicles": [], "rides": []}
+    """Every message of the changefeed files, by table (numbers as written: a DECIMAL
+    keeps its digits)."""
+    found: dict[str, list[dict[str, Any]]] = {table: [] for table in TABLES}
     for path in sorted(glob.glob(str(out / "*" / "*.ndjson"))):
         table = "rides" if "-rides-" in Path(path).name else "vehicles"
         with open(path) as f:
-            found[table].extend(json.loads(line) for line in f if line.strip())
+            found[table].extend(
+                json.loads(line, parse_float=decimal.Decimal) for line in f if line.strip()
+            )
     return found
 
 
@@ -152,70 +159,131 @@ def _progress(
 
 
 def _verify(db: DB, out: Path, resolved: Timestamp) -> dict[str, tuple[int, int]]:
-    """Rows per table from the changefeed files at ``resolved`` vs the store as of then;
-    raises if they differ."""
+    """Rows per table from the changefeed files at ``resolved`` vs the store as of then,
+    column by column; raises if they differ. Returns (messages, rows) per table."""
     results = {}
-    messages = _changefeed_messages(out)
-    for table, rows in messages.items():
+    for table, messages in _changefeed_messages(out).items():
         newest: dict[Any, tuple[Timestamp, dict[str, Any] | None]] = {}
-        for message in rows:
+        for message in messages:
             ts = Timestamp.parse(message["updated"])
-            if ts > resolved:
-                continue
             key = tuple(message["key"])
-            if key not in newest or newest[key][0] <= ts:
+            if ts <= resolved and (key not in newest or newest[key][0] <= ts):
                 newest[key] = (ts, message["after"])
         from_feed = {k: v for k, (_ts, v) in newest.items() if v is not None}
         result = db.sql(f"SELECT * FROM {table} AS OF SYSTEM TIME '{resolved}'")
         from_store = {}
         for row in result.rows:
-            record = dict(zip(result.columns, row, strict=True))
+            # As the changefeed's JSON writes each value, read back the same way.
+            record = {
+                name: json.loads(json_any(value), parse_float=decimal.Decimal)
+                for name, value in zip(result.columns, row, strict=True)
+            }
             from_store[(record["id"],)] = record
-        if set(from_feed) != set(from_store):
-            missing = len(set(from_store) - set(from_feed))
-            extra = len(set(from_feed) - set(from_store))
+        missing = sorted(set(from_store) - set(from_feed))
+        extra = sorted(set(from_feed) - set(from_store))
+        differ = sorted(
+            k for k in set(from_feed) & set(from_store) if from_feed[k] != from_store[k]
+        )
+        if missing or extra or differ:
+            first = differ[0] if differ else None
             raise RuntimeError(
                 f"{table}: the changefeed disagrees with the store at {resolved}: "
-                f"{missing} rows missing, {extra} rows that should not exist"
+                f"{len(missing)} rows missing, {len(extra)} rows that should not exist, "
+                f"{len(differ)} rows with other values"
+                + (f" (id {first[0]}: {from_feed[first]} vs {from_store[first]})" if first else "")
             )
-        results[table] = (len(rows), len(from_store))
+        results[table] = (len(messages), len(from_store))
     return results
 
 
-def _warehouse(spark: Any, out: Path, warehouse: Path, resolved: Timestamp) -> dict[str, int]:
-    """Writes each minute bucket whose end every partition is resolved past as Parquet
-    (one directory per table, partitioned by minute); returns rows written per table."""
-    from pyspark.sql import functions as F
+class _Warehouse:
+    """The data-warehouse job: once the changefeed's resolved markers pass the end of a
+    bucket (a minute), a Spark batch job appends that bucket's changes to Parquet (one
+    directory per table, partitioned by bucket). A marker means every partition is
+    resolved past it, so a bucket written is complete and is never written again."""
 
-    complete_before = (resolved.wall // BUCKET_NS) * BUCKET_NS  # buckets ending by then
-    written = {}
-    for table in ("vehicles", "rides"):
-        files = glob.glob(str(out / "*" / f"*-{table}-*.ndjson"))
-        if not files:
-            written[table] = 0
-            continue
-        df = spark.read.json(files)
-        wall = F.col("updated").substr(1, 19).cast("long")
-        bucketed = (
-            df.where(wall < F.lit(complete_before))
-            .withColumn("minute", F.from_unixtime((wall / BUCKET_NS).cast("long") * 60))
-            .select("minute", "updated", "key", "after.*")
-            .dropDuplicates(["key", "updated"])
+    def __init__(self, spark: Any, out: Path, root: Path, bucket_s: int) -> None:
+        self.spark = spark
+        self.out = out
+        self.root = root
+        self.bucket_ns = bucket_s * 1_000_000_000
+        self.written_before = 0  # wall ns: every bucket ending by then is written
+        self.rows = dict.fromkeys(TABLES, 0)
+        self.error: BaseException | None = None
+
+    def run(self, stop: threading.Event) -> None:
+        """Write buckets as the markers pass them until ``stop`` is set."""
+        try:
+            while not stop.wait(0.5):
+                self.step()
+        except BaseException as exc:  # reported by run_demo
+            self.error = exc
+
+    def step(self) -> None:
+        """Write every bucket the newest marker has passed and not written yet."""
+        from pyspark.sql import functions as F
+
+        resolved = _resolved(self.out)
+        if resolved is None:
+            return
+        before = (resolved.wall // self.bucket_ns) * self.bucket_ns
+        if before <= self.written_before:
+            return
+        for table in TABLES:
+            files = glob.glob(str(self.out / "*" / f"*-{table}-*.ndjson"))
+            if not files:
+                continue
+            wall = F.col("updated").substr(1, 19).cast("long")
+            bucket = (wall / self.bucket_ns).cast("long") * (self.bucket_ns // 1_000_000_000)
+            rows = (
+                self.spark.read.json(files)
+                .where((wall >= F.lit(self.written_before)) & (wall < F.lit(before)))
+                .withColumn("bucket", F.from_unixtime(bucket, "yyyy-MM-dd'T'HH-mm-ss"))
+                .select("bucket", "updated", "key", "after.*")
+            )
+            rows.write.mode("append").partitionBy("bucket").parquet(str(self.root / table))
+            self.rows[table] += rows.count()
+        self.written_before = before
+
+    @property
+    def buckets(self) -> int:
+        return len({p.name for table in TABLES for p in (self.root / table).glob("bucket=*")})
+
+
+def _verify_buckets(out: Path, warehouse: _Warehouse) -> None:
+    """Every change the buckets cover is in them once; raises otherwise."""
+    import pyarrow.parquet as pq
+
+    for table, messages in _changefeed_messages(out).items():
+        expected = sorted(
+            (tuple(m["key"]), m["updated"])
+            for m in messages
+            if Timestamp.parse(m["updated"]).wall < warehouse.written_before
         )
-        written[table] = bucketed.count()
-        if written[table]:
-            bucketed.write.mode("overwrite").partitionBy("minute").parquet(str(warehouse / table))
-    return written
+        found = sorted(
+            (tuple(key), updated)
+            for path in glob.glob(str(warehouse.root / table / "*" / "*.parquet"))
+            for key, updated in zip(
+                *pq.read_table(path, columns=["key", "updated"]).to_pydict().values(),
+                strict=True,
+            )
+        )
+        if found != expected:
+            raise RuntimeError(
+                f"{table}: the Parquet buckets hold {len(found)} changes, the changefeed "
+                f"files {len(expected)} before {warehouse.written_before}"
+            )
 
 
-def run_demo(store: Path, *, seconds: float) -> int:
+def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S) -> int:
     console = Console()
     shutil.rmtree(store, ignore_errors=True)
     out = store / "output" / "changefeed"
-    warehouse = store / "output" / "warehouse"
+    warehouse_dir = store / "output" / "warehouse"
     now = time.time()
-    to_boundary = BUCKET_NS / 1e9 - (now % (BUCKET_NS / 1e9))
-    seconds = max(seconds, MIN_SECONDS, to_boundary + 2)  # at least one whole minute ends
+    to_boundary = bucket_s - now % bucket_s
+    # At least one whole bucket ends (its minute, by default) while the workload runs.
+    seconds = max(seconds, min(MIN_SECONDS, 2 * bucket_s), to_boundary + 2)
     console.print(f"[bold]feedkv demo[/]: store {store}, workload for {seconds:.0f} s")
     db = feedkv.connect(store / "data")
     try:
@@ -237,6 +305,12 @@ def run_demo(store: Path, *, seconds: float) -> int:
         ).rows[0][0]
         job = db.changefeeds.get(job_id)
         count = _MessageCount(out)
+        from feedkv.spark.session import spark_session
+
+        warehouse = _Warehouse(spark_session(), out, warehouse_dir, bucket_s)
+        stop = threading.Event()
+        buckets = threading.Thread(target=warehouse.run, args=(stop,), daemon=True)
+        buckets.start()
         writer = threading.Thread(target=workload.run, args=(seconds,), daemon=True)
         writer.start()
         with Live(console=console, refresh_per_second=2) as live:
@@ -252,7 +326,12 @@ def run_demo(store: Path, *, seconds: float) -> int:
             ):
                 time.sleep(0.5)  # wait-ok: the display refreshes while the job catches up
                 live.update(_progress(workload, count, job, started, "catching up"))
+        stop.set()
+        buckets.join()
         failure = db.changefeeds.error(job_id)
+        if warehouse.error is not None:
+            console.print(f"[red]the data-warehouse job failed:[/] {warehouse.error}")
+            return 1
         if failure is not None:
             console.print(f"[red]the changefeed job failed:[/] {failure}")
             return 1
@@ -261,19 +340,18 @@ def run_demo(store: Path, *, seconds: float) -> int:
             console.print("[red]the changefeed did not resolve past the workload in time[/]")
             return 1
         db.changefeeds.cancel(job_id)
-        from feedkv.spark.session import spark_session
-
-        buckets = _warehouse(spark_session(), out, warehouse, resolved)
+        warehouse.step()  # the buckets the last marker completed
         checked = _verify(db, out, resolved)
+        _verify_buckets(out, warehouse)
     finally:
         db.close()
     summary = Table(title="feedkv demo: done", show_header=True)
     summary.add_column("table")
     summary.add_column("changefeed messages", justify="right")
     summary.add_column("rows at resolved ts (verified)", justify="right")
-    summary.add_column("rows in Parquet buckets", justify="right")
+    summary.add_column("changes in Parquet buckets (verified)", justify="right")
     for table, (messages, rows) in checked.items():
-        summary.add_row(table, f"{messages:,}", f"{rows:,}", f"{buckets[table]:,}")
+        summary.add_row(table, f"{messages:,}", f"{rows:,}", f"{warehouse.rows[table]:,}")
     console.print(summary)
     when = datetime.datetime.fromtimestamp(resolved.wall / 1e9, datetime.UTC)
     console.print(
@@ -281,6 +359,9 @@ def run_demo(store: Path, *, seconds: float) -> int:
         f"statements in {seconds:.0f} s"
     )
     console.print(f"changefeed files: {out}")
-    console.print(f"Parquet buckets:  {warehouse}")
-    console.print("[green]verified[/]: the changefeed's rows equal SELECT ... AS OF SYSTEM TIME")
+    console.print(f"Parquet buckets:  {warehouse_dir} ({warehouse.buckets} of {bucket_s} s each)")
+    console.print(
+        "[green]verified[/]: the changefeed's rows equal SELECT ... AS OF SYSTEM TIME, and "
+        "the buckets hold every change they cover once"
+    )
     return 0

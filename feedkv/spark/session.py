@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from typing import TYPE_CHECKING
 
 from feedkv.spark.java import java_home
@@ -38,10 +39,22 @@ _CONFIG = {
 }
 
 
+_SESSION_LOCK = threading.Lock()
+
+
 def spark_session(
     master: str | None = None, *, app_name: str = "feedkv", config: dict[str, str] | None = None
 ) -> SparkSession:
-    """The (one per process) Spark session, created on first call."""
+    """The (one per process) Spark session, created on first call. Threads may call it
+    at once (a job's runner, the demo's data-warehouse job): Spark's registration of a
+    data source is not safe against a concurrent one."""
+    with _SESSION_LOCK:
+        return _spark_session(master, app_name, config)
+
+
+def _spark_session(
+    master: str | None, app_name: str, config: dict[str, str] | None
+) -> SparkSession:
     os.environ.setdefault("JAVA_HOME", str(java_home()))
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable

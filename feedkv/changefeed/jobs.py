@@ -18,6 +18,12 @@ A request on a job that no runner holds takes effect at once (``paused``,
 ``canceled``). Terminal jobs (canceled, failed, succeeded) no longer watch their tables,
 so TRUNCATE is allowed again, and no longer hold back garbage collection
 (:func:`protected_spans`).
+
+A stream outside the job system (a ``feedkv`` Spark stream) holds history with a
+:class:`HistoryHold` record (``F1 "hold" id``), moved up as its batches commit and
+removed when it stops. A hold not renewed for ``HOLD_EXPIRES_AFTER_NS`` (a day, as
+CockroachDB's ``gc_protect_expires_after``) lapses, so a stream that died without
+stopping does not keep history forever.
 """
 
 from __future__ import annotations
@@ -54,8 +60,11 @@ __all__ = [
     "get_job",
     "list_jobs",
     "is_secret",
+    "HOLD_EXPIRES_AFTER_NS",
+    "HistoryHold",
     "protected_spans",
     "redacted",
+    "release_hold",
     "put_job",
     "show_row",
     "table_names",
@@ -199,19 +208,64 @@ def put_job(txn: Txn, record: JobRecord, *, watching: bool | None = None) -> Non
             catalog.set_changefeed_watch(txn, target.table_id, record.id, watching=watching)
 
 
-def protected_spans(reader: catalog.Reader) -> list[tuple[Span, Timestamp]]:
-    """What garbage collection must keep for the jobs that have not ended (paused ones
-    too): each target table's rows and descriptor history from the job's high-water
-    mark (or its start) on."""
-    held = []
+HOLD_EXPIRES_AFTER_NS = 24 * 3600 * 1_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryHold:
+    """A stream's hold on ``table_id``'s history from ``since`` on, until ``expires``
+    (wall nanoseconds) unless renewed."""
+
+    id: str
+    table_id: int
+    since: Timestamp
+    expires: int
+
+    @classmethod
+    def renewed(cls, hold_id: str, table_id: int, since: Timestamp, now: Timestamp) -> HistoryHold:
+        return cls(hold_id, table_id, since, now.wall + HOLD_EXPIRES_AFTER_NS)
+
+    def put(self, txn: Txn) -> None:
+        value = {
+            "id": self.id,
+            "table_id": self.table_id,
+            "since": str(self.since),
+            "expires": self.expires,
+        }
+        txn.put(catalog.hold_key(self.id), json.dumps(value).encode())
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> HistoryHold:
+        v = json.loads(raw)
+        return cls(v["id"], v["table_id"], Timestamp.parse(v["since"]), v["expires"])
+
+
+def release_hold(txn: Txn, hold_id: str) -> None:
+    txn.delete(catalog.hold_key(hold_id))
+
+
+def _holds(reader: catalog.Reader) -> list[HistoryHold]:
+    start, end = catalog.hold_span()
+    return [HistoryHold.from_json(kv.value) for kv in reader.scan(start, end)]
+
+
+def protected_spans(reader: catalog.Snapshot) -> list[tuple[Span, Timestamp]]:
+    """What garbage collection must keep as of ``reader``'s timestamp: for the jobs that
+    have not ended (paused ones too), each target table's rows and descriptor history
+    from the job's high-water mark (or its start) on; for each hold that has not lapsed,
+    its table's from its timestamp on."""
+    held: list[tuple[int, Timestamp]] = []
     for record in list_jobs(reader):
         if record.status in TERMINAL:
             continue
         since = record.high_water or record.spec.start
-        for target in record.spec.targets:
-            held.append((target.span, since))
-            held.append((Span.for_key(catalog.descriptor_key(target.table_id)), since))
-    return held
+        held += [(target.table_id, since) for target in record.spec.targets]
+    held += [(h.table_id, h.since) for h in _holds(reader) if h.expires > reader.ts.wall]
+    spans = []
+    for table_id, since in held:
+        spans.append((Target(table_id).span, since))
+        spans.append((Span.for_key(catalog.descriptor_key(table_id)), since))
+    return spans
 
 
 def show_row(record: JobRecord, reader: catalog.Reader) -> tuple[Any, ...]:

@@ -24,13 +24,18 @@ The columns are the table's as of when the query starts, plus the columns listed
 
 The driver's stream reader keeps a rangefeed over the table open to follow its resolved
 timestamp: a batch never ends above it, so it is final. ``Trigger.AvailableNow`` stops
-at the resolved timestamp current when the query started.
+at the resolved timestamp current when the query started. The stream holds the table's
+history from its start offset against garbage collection
+(:class:`~feedkv.changefeed.jobs.HistoryHold`); each commit moves the hold up to the
+committed offset, and stopping the query releases it.
 """
 
 from __future__ import annotations
 
 import difflib
+import logging
 import threading
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,8 +55,9 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from feedkv.changefeed.jobs import HistoryHold, release_hold
 from feedkv.changefeed.rows import Target
-from feedkv.errors import InvalidArgumentError
+from feedkv.errors import FeedKVError, InvalidArgumentError
 from feedkv.rangefeed.event import Checkpoint
 from feedkv.spark.offsets import FeedOffset, Piece, plan_pieces
 from feedkv.spark.rows import connection, piece_events, record_batches, spark_ddl
@@ -60,7 +66,7 @@ from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.row_codec import TABLES_PREFIX, row_split_key, table_span
 from feedkv.util.encoding import key_between
 from feedkv.util.hlc import Timestamp
-from feedkv.util.keys import Span, prefix_end
+from feedkv.util.keys import Span
 
 __all__ = [
     "FeedKVDataSource",
@@ -72,6 +78,8 @@ __all__ = [
 ]
 
 FIRST_CHECKPOINT_TIMEOUT_S = 60.0
+
+log = logging.getLogger(__name__)
 
 _OPTIONS = ("url", "table", "as_of", "cursor", "initial_scan", "diff", "maxrowspertrigger")
 
@@ -260,7 +268,7 @@ class FollowingStreamReader(DataSourceStreamReader):
         return self._initial
 
     def commit(self, end: dict[str, Any]) -> None:
-        FeedOffset.from_json(end)  # nothing is held for the stream yet: see ARCHITECTURE
+        FeedOffset.from_json(end)
 
     def stop(self) -> None:
         if self._follower is not None:
@@ -281,11 +289,36 @@ class _StreamReader(_PieceReader, FollowingStreamReader, SupportsTriggerAvailabl
         self.span = table_span(desc.id)
         FollowingStreamReader.__init__(self, options.url, [self.span])
         self._stop_at: Timestamp | None = None
+        self.hold_id = uuid.uuid4().hex
 
     def start_offset(self) -> FeedOffset:
         o = self.options
         start = o.cursor or connection(o.url).now()
         return FeedOffset(start, self.span.start if o.initial_scan else None)
+
+    def initialOffset(self) -> dict[str, Any]:
+        initial = super().initialOffset()
+        self._hold(FeedOffset.from_json(initial).resolved)
+        return initial
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Batches up to ``end`` are done: the stream needs history from there on (an
+        initial scan in progress reads at that offset's timestamp)."""
+        self._hold(FeedOffset.from_json(end).resolved)
+
+    def stop(self) -> None:
+        super().stop()
+        try:
+            connection(self.options.url).run_transaction(
+                lambda txn: release_hold(txn, self.hold_id)
+            )
+        except FeedKVError as exc:  # the hold lapses by itself
+            log.warning("could not release the stream's hold on history: %s", exc)
+
+    def _hold(self, since: Timestamp) -> None:
+        db = connection(self.options.url)
+        hold = HistoryHold.renewed(self.hold_id, self.desc.id, since, db.now())
+        db.run_transaction(hold.put)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         rows = self.options.max_rows_per_trigger
@@ -320,16 +353,16 @@ class _StreamReader(_PieceReader, FollowingStreamReader, SupportsTriggerAvailabl
 
     def _scan_cut(self, offset: FeedOffset, max_rows: int) -> bytes | None:
         """Where a scan batch of at most ``max_rows`` rows from ``offset`` ends (``None``:
-        the scan finishes in this batch)."""
+        the scan finishes in this batch). A row has a key for each family that holds a
+        value, so the rows are counted, not the keys."""
         start_key = offset.scan_key
         if start_key is None:
             return None
         db = connection(self.options.url)
-        kvs = db.scan(start_key, self.span.end, as_of=offset.resolved, limit=max_rows + 1)
-        if len(kvs) <= max_rows:
-            return None
-        cut = row_split_key(kvs[-1].key)  # the row the limit reached is left for later
-        return cut if cut > start_key else prefix_end(cut)
+        limit = (max_rows + 1) * len(self.desc.families)
+        kvs = db.scan(start_key, self.span.end, as_of=offset.resolved, limit=limit)
+        rows = list(dict.fromkeys(row_split_key(kv.key) for kv in kvs))
+        return rows[max_rows] if len(rows) > max_rows else None
 
 
 class FeedKVDataSource(DataSource):

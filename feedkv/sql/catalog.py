@@ -66,6 +66,7 @@ _SEQ = CATALOG_PREFIX + encode_value("seq")
 _USER = CATALOG_PREFIX + encode_value("user")
 _CDC = CATALOG_PREFIX + encode_value("cdc")
 _JOB = CATALOG_PREFIX + encode_value("job")
+_HOLD = CATALOG_PREFIX + encode_value("hold")
 
 
 class Reader(Protocol):
@@ -136,6 +137,15 @@ def job_key(job_id: int) -> bytes:
 def job_span() -> tuple[bytes, bytes]:
     """The keys of every job record."""
     return _JOB, prefix_end(_JOB)
+
+
+def hold_key(hold_id: str) -> bytes:
+    return _HOLD + encode_value(hold_id)
+
+
+def hold_span() -> tuple[bytes, bytes]:
+    """The keys of every history hold (:mod:`feedkv.changefeed.jobs`)."""
+    return _HOLD, prefix_end(_HOLD)
 
 
 def _user_key(name: str) -> bytes:

@@ -1,0 +1,110 @@
+"""The feedkv source's stream reader without Spark, driven as Spark's driver drives it:
+admission control over the initial scan, and the stream's hold on history, which each
+commit moves up and stopping releases."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+from pyspark.sql.types import StructType
+
+import feedkv
+from feedkv import DB
+from feedkv.errors import BatchTimestampBeforeGCError
+from feedkv.kv.store import Store, StoreConfig
+from feedkv.spark.offsets import FeedOffset
+from feedkv.spark.source import FeedKVDataSource
+from feedkv.testing.waiting import wait_until
+from feedkv.util.hlc import Timestamp
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[DB]:
+    """Serving gRPC (the reader is a client), closing 50 ms behind, collecting at once."""
+    config = StoreConfig(
+        sync=False,
+        closed_ts_target_ns=50_000_000,
+        closed_ts_interval_s=0.02,
+        gc_ttl_ns=1_000_000,
+        gc_interval_s=3600.0,
+    )
+    database = feedkv.connect(tmp_path / "store", config=config, changefeed_runner="thread")
+    database.serving_url()
+    yield database
+    database.close()
+
+
+def stream_reader(db: DB, **options: str) -> Any:
+    source = FeedKVDataSource({"url": db.serving_url(), "table": "t", **options})
+    return source.streamReader(StructType())
+
+
+def rows_between(reader: Any, start: dict[str, Any], end: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        row
+        for partition in reader.partitions(start, end)
+        for batch in reader.read(partition)
+        for row in batch.to_pylist()
+    ]
+
+
+def store_of(db: DB) -> Store:
+    assert db.node is not None
+    return db.node.store
+
+
+def as_of(ts: Timestamp) -> str:
+    return f"{ts.wall}.{ts.logical:010d}"
+
+
+def test_max_rows_per_trigger_counts_rows_of_several_families(db: DB) -> None:
+    db.sql(
+        "CREATE TABLE t (k INT PRIMARY KEY, a STRING, b STRING, FAMILY f1 (k, a), FAMILY f2 (b))"
+    )
+    db.sql("INSERT INTO t VALUES " + ", ".join(f"({k}, 'a{k}', 'b{k}')" for k in range(10)))
+    reader = stream_reader(db, initial_scan="yes", maxRowsPerTrigger="3")
+    start = reader.initialOffset()
+    batches = []
+    while FeedOffset.from_json(start).scan_key is not None:
+        end = reader.latestOffset(start, reader.getDefaultReadLimit())
+        batches.append([(r["k"], r["a"], r["b"]) for r in rows_between(reader, start, end)])
+        reader.commit(end)
+        start = end
+    reader.stop()
+    assert [len(b) for b in batches] == [3, 3, 3, 1]
+    assert [row for b in batches for row in b] == [(k, f"a{k}", f"b{k}") for k in range(10)]
+
+
+def test_the_stream_holds_history_from_its_last_commit_until_it_stops(db: DB) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    db.sql("INSERT INTO t VALUES (1, 'v0')")
+    reader = stream_reader(db, cursor=as_of(db.now()))
+    start = reader.initialOffset()
+    db.sql("UPDATE t SET v = 'v1' WHERE k = 1")
+    middle = db.now()
+    db.sql("UPDATE t SET v = 'v2' WHERE k = 1")
+    written = db.now()
+
+    def latest() -> dict[str, Any]:
+        return reader.latestOffset(start, ReadAllAvailable())
+
+    wait_until(lambda: FeedOffset.from_json(latest()).resolved > written, what="resolved past")
+    end = latest()
+    assert [r["v"] for r in rows_between(reader, start, end)] == ["v1", "v2"]
+
+    # Not committed yet: every version since the start is kept.
+    store_of(db).collect_garbage()
+    assert db.sql(f"SELECT v FROM t AS OF SYSTEM TIME {as_of(middle)}").rows == [("v1",)]
+
+    reader.commit(end)
+    store_of(db).collect_garbage()
+    with pytest.raises(BatchTimestampBeforeGCError):
+        db.sql(f"SELECT v FROM t AS OF SYSTEM TIME {as_of(middle)}")
+    assert store_of(db).protected()  # the table, from the committed offset on
+
+    reader.stop()
+    assert store_of(db).protected() == []

@@ -46,6 +46,7 @@ import base64
 import json
 import pickle
 import secrets
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -567,6 +568,7 @@ class _ChangefeedWriter(DataSourceStreamArrowWriter):
         self.uri = parse_sink_uri(job.spec.sink_uri or "", job.spec.options)
         self.exactly_once = self.uri.scheme in FILE_SCHEMES
         self._histories: dict[int, SchemaHistory] = {}  # the driver's, across commits
+        self._resolved_at: float | None = None  # when the driver wrote the last marker
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_histories": {}}
@@ -626,8 +628,16 @@ class _ChangefeedWriter(DataSourceStreamArrowWriter):
                 self._publish(blobs, batchId, results)
             finally:
                 blobs.close()
-        if resolved is None or self.job.spec.options.resolved is None:
+        options = self.job.spec.options
+        if resolved is None or options.resolved is None:
             return
+        # A marker at most every `resolved` seconds, and always the one at end_time.
+        now = time.monotonic()
+        last = self._resolved_at
+        final = options.end_time is not None and resolved >= options.end_time
+        if last is not None and now - last < options.resolved and not final:
+            return
+        self._resolved_at = now
         histories = self._histories
 
         def descriptor(table_id: int) -> TableDescriptor | None:

@@ -8,8 +8,16 @@ from feedkv.errors import InvalidArgumentError
 
 __all__ = ["parse_duration_ns", "parse_size"]
 
-_DURATION = re.compile(r"^(?P<num>\d+(?:\.\d+)?)(?P<unit>ns|us|µs|ms|s|m)?$")
-_UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 10**9, "m": 60 * 10**9}
+_DURATION = re.compile(r"^(?P<num>\d+(?:\.\d+)?)(?P<unit>ns|us|µs|ms|s|m|h)?$")
+_UNIT_NS = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,
+    "ms": 1_000_000,
+    "s": 10**9,
+    "m": 60 * 10**9,
+    "h": 3600 * 10**9,
+}
 _SIZE = re.compile(r"^(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>B|KiB|MiB|GiB|KB|MB|GB)?$", re.IGNORECASE)
 _UNIT_BYTES = {
     "b": 1,
@@ -23,11 +31,12 @@ _UNIT_BYTES = {
 
 
 def parse_duration_ns(text: str) -> int:
-    """A duration such as ``1s``, ``200ms``, ``1.5s`` or ``500us`` (bare numbers: seconds)."""
+    """A duration such as ``1s``, ``200ms``, ``1.5s``, ``1h`` or ``500us`` (bare numbers:
+    seconds)."""
     match = _DURATION.match(text.strip())
     if match is None:
         raise InvalidArgumentError(
-            f"bad duration {text!r}: expected a number with a unit (ns, us, ms, s, m), e.g. 1s"
+            f"bad duration {text!r}: expected a number with a unit (ns, us, ms, s, m, h), e.g. 1s"
         )
     return int(float(match["num"]) * _UNIT_NS[match["unit"] or "s"])
 

@@ -1,0 +1,61 @@
+"""A Spark changefeed job's resolved markers, written by the driver as batches commit
+(without Spark: the writer is driven as the driver drives it, against a real node)."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+from feedkv import DB
+from feedkv.changefeed.changefeed import ChangefeedSpec
+from feedkv.changefeed.options import parse_options
+from feedkv.changefeed.rows import Target
+from feedkv.spark.changefeed_job import _ChangefeedWriter, _Job, _TaskResult
+from feedkv.sql import catalog
+from feedkv.util.hlc import Timestamp
+
+
+def writer(db: DB, out: Path, **options: str) -> _ChangefeedWriter:
+    """A job's writer for table t (created before), starting now."""
+    now = db.now()
+    snapshot = catalog.Snapshot(db, now)
+    table_id = catalog.table_by_name(
+        snapshot, catalog.database_by_name(snapshot, "defaultdb"), "t"
+    ).id
+    spec = ChangefeedSpec(
+        targets=(Target(table_id),),
+        topics={table_id: "t"},
+        options=parse_options(options.items(), now=now),
+        start=now,
+        sink_uri=f"file://{out}",
+    )
+    return _ChangefeedWriter(_Job(db.serving_url(), spec))
+
+
+def markers(out: Path) -> list[str]:
+    return sorted(p.name for p in out.rglob("*.RESOLVED"))
+
+
+def commit(writer: _ChangefeedWriter, batch_id: int, lo: Timestamp, hi: Timestamp) -> None:
+    writer.commit([_TaskResult(resolved=hi, lo=lo)], batch_id)
+
+
+def test_markers_come_at_most_every_resolved_interval(db: DB, tmp_path: Path) -> None:
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY)")
+    out = tmp_path / "out"
+    job = writer(db, out, resolved="1h")
+    times = [db.now() for _ in range(4)]
+    for batch_id, (lo, hi) in enumerate(itertools.pairwise(times)):
+        commit(job, batch_id, lo, hi)
+    assert len(markers(out)) == 1  # the first batch's; the next are within the hour
+
+
+def test_the_marker_at_end_time_is_always_written(db: DB, tmp_path: Path) -> None:
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY)")
+    out = tmp_path / "out"
+    end = Timestamp(db.now().wall + 200_000_000, 0)  # within the clock's max offset
+    job = writer(db, out, resolved="1h", end_time=f"{end.wall}.{end.logical:010d}")
+    first, second = db.now(), db.now()
+    commit(job, 0, first, second)
+    commit(job, 1, second, end)
+    assert len(markers(out)) == 2

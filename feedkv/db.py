@@ -242,6 +242,13 @@ class DB(KVClient):
 
         return protected_spans(catalog.Snapshot(self, self.now()))
 
+    def jobs_spark_master(self) -> str | None:
+        """The Spark master a job starting now runs on: this node's ``spark_master``
+        (``--spark-master``), else the ``spark.master`` cluster setting, else ``None``
+        (``$FEEDKV_SPARK_MASTER`` or ``local[*]``)."""
+        setting = catalog.get_setting(catalog.Snapshot(self, self.now()), "spark.master")
+        return self.spark_master or setting
+
     def _spark_jobs(self, node: Node) -> JobFactory:
         """Runs each job as a Spark query whose checkpoint lives in the store directory
         (PySpark is imported when the first job starts, not with the first session)."""
@@ -255,7 +262,7 @@ class DB(KVClient):
                 record.id,
                 record.resume_spec(),
                 checkpoint,
-                master=self.spark_master,
+                master=self.jobs_spark_master(),
             )
 
         return make

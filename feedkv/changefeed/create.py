@@ -237,7 +237,31 @@ class Changefeeds:
             return self._control(statement.action, statement.job_id)
         if isinstance(statement, st.AlterChangefeed):
             return self._alter(statement, session)
+        if isinstance(statement, st.ClusterSetting):
+            return self._setting(statement)
         raise SQLError("0A000", f"not a job statement: {statement.text}")
+
+    def _setting(self, statement: st.ClusterSetting) -> Result:
+        """The cluster settings, all about how jobs run: ``spark.master``, the Spark
+        master URL jobs run on (a node's ``--spark-master`` comes first; empty: the
+        default, ``$FEEDKV_SPARK_MASTER`` or ``local[*]``). A node's Spark session starts
+        with its first job, so a change applies to the jobs of nodes started after it."""
+        name = statement.name
+        if name not in CLUSTER_SETTINGS:
+            raise SQLError(
+                "42704",
+                f"unknown cluster setting {name!r}; feedkv has {', '.join(CLUSTER_SETTINGS)}",
+            )
+        key = catalog.setting_key(name)
+        if statement.action == "show":
+            shown = catalog.get_setting(self._snapshot(), name)
+            return Result(columns=(name,), rows=[(shown or "",)], tag="SHOW")
+        if statement.action == "set" and statement.value:
+            value = statement.value.encode()
+            self._db.run_transaction(lambda txn: txn.put(key, value))
+        else:
+            self._db.run_transaction(lambda txn: txn.delete(key))
+        return Result(tag="SET CLUSTER SETTING")
 
     def record(self, job_id: int) -> JobRecord | None:
         """Job ``job_id`` as it is recorded now."""
@@ -359,6 +383,7 @@ class Changefeeds:
 
 
 CONTROL_WAIT_S = 30.0  # how long PAUSE / CANCEL JOB wait for the runner to stop
+CLUSTER_SETTINGS = ("spark.master",)
 WAIT_POLL_S = 0.05
 REQUESTED = frozenset({PAUSE_REQUESTED, CANCEL_REQUESTED})
 

@@ -69,7 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     start.add_argument(
         "--spark-master",
-        help="the Spark master changefeed jobs run on (default $FEEDKV_SPARK_MASTER or local[*])",
+        help="the Spark master changefeed jobs run on (default: the spark.master cluster "
+        "setting, $FEEDKV_SPARK_MASTER or local[*])",
     )
     start.add_argument(
         "--changefeed-runner",

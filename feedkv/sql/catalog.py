@@ -67,6 +67,7 @@ _USER = CATALOG_PREFIX + encode_value("user")
 _CDC = CATALOG_PREFIX + encode_value("cdc")
 _JOB = CATALOG_PREFIX + encode_value("job")
 _HOLD = CATALOG_PREFIX + encode_value("hold")
+_SETTING = CATALOG_PREFIX + encode_value("setting")
 
 
 class Reader(Protocol):
@@ -146,6 +147,16 @@ def hold_key(hold_id: str) -> bytes:
 def hold_span() -> tuple[bytes, bytes]:
     """The keys of every history hold (:mod:`feedkv.changefeed.jobs`)."""
     return _HOLD, prefix_end(_HOLD)
+
+
+def setting_key(name: str) -> bytes:
+    return _SETTING + encode_value(name)
+
+
+def get_setting(reader: Reader, name: str) -> str | None:
+    """Cluster setting ``name`` as set (``None``: its default)."""
+    raw = reader.get(setting_key(name))
+    return raw.decode() if raw is not None else None
 
 
 def _user_key(name: str) -> bytes:

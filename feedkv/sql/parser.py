@@ -145,9 +145,12 @@ def _tokenize(text: str, offset: int) -> list[Token]:
         token = tokens[i]
         out.append(token)
         i += 1
-        # NB: sqlglot swallows the rest of a SHOW statement into one string token;
-        # feedkv parses SHOW itself, so it needs those words as tokens.
-        if token.token_type is TokenType.SHOW and i < len(tokens):
+        # NB: sqlglot swallows the rest of a SHOW (or RESET) statement into one string
+        # token; feedkv parses those itself, so it needs the words as tokens.
+        swallows = token.token_type is TokenType.SHOW or (
+            token.token_type is TokenType.COMMAND and token.text.upper() == "RESET"
+        )
+        if swallows and i < len(tokens):
             rest = tokens[i]
             if rest.token_type is TokenType.STRING:
                 start = text.index(rest.text, token.end + 1 - offset)
@@ -287,6 +290,8 @@ class _Statement:
     def parse(self) -> st.Statement:
         self._check_shape()
         words = self.words
+        if words[1:3] == ["CLUSTER", "SETTING"] and words[0] in ("SET", "RESET", "SHOW"):
+            return self._cluster_setting()
         if words[0] == "SHOW":
             return self._show()
         if words[:2] == ["CREATE", "CHANGEFEED"] or words[:2] == ["EXPERIMENTAL", "CHANGEFEED"]:
@@ -624,6 +629,31 @@ class _Statement:
         if not parts or len(parts) > 3 or (stop - start) % 2 == 0:
             raise self._error_at(min(start, stop), "expected a table name")
         return _table_name_of(parts)
+
+    def _cluster_setting(self) -> st.ClusterSetting:
+        """``SET CLUSTER SETTING a.b = 'v'`` (or ``TO``, or ``DEFAULT``), ``RESET CLUSTER
+        SETTING a.b``, ``SHOW CLUSTER SETTING a.b``."""
+        words, tokens = self.words, self.tokens
+        if len(words) < 4:
+            raise self._error_at(3, "expected a setting name")
+        parts, i = [_name(tokens[3])], 4
+        while i + 1 < len(words) and tokens[i].token_type is TokenType.DOT:
+            parts.append(_name(tokens[i + 1]))
+            i += 2
+        name = ".".join(parts)
+        action = words[0].lower()
+        if action != "set":
+            if i < len(words):
+                raise self._error_at(i, f"unexpected input after {name}")
+            return st.ClusterSetting(self.text, action, name)
+        if i + 2 != len(words) or words[i] not in ("=", "TO"):
+            raise self._error_at(min(i, len(words) - 1), "expected = '<value>' or = DEFAULT")
+        value = tokens[i + 1]
+        if words[i + 1] == "DEFAULT":
+            return st.ClusterSetting(self.text, "reset", name)
+        if value.token_type is not TokenType.STRING:
+            raise self._error_at(i + 1, "expected the setting's value as a string")
+        return st.ClusterSetting(self.text, "set", name, value.text)
 
     def _create_user(self) -> st.CreateUser:
         words = self.words

@@ -63,7 +63,7 @@ def _prepare(text: str) -> tuple[tuple[st.Statement, int], ...]:
 _prepare_cached = functools.lru_cache(maxsize=2048)(_prepare)
 
 
-_JOB_STATEMENTS = st.ShowChangefeedJobs | st.ControlJob | st.AlterChangefeed
+_JOB_STATEMENTS = st.ShowChangefeedJobs | st.ControlJob | st.AlterChangefeed | st.ClusterSetting
 # Statements that write a new version of a leased descriptor (Execution._publish). They
 # run above every writer's priority (the rangefeed pusher keeps MAX_PRIORITY): writers
 # that meet the new version wait for it instead of pushing it.
@@ -209,7 +209,8 @@ class Session:
                 raise SQLError("0A000", "changefeeds need a database from feedkv.connect()")
             if isinstance(statement, st.CreateChangefeed):
                 return self.changefeeds.create(statement, self, params)
-            if self._txn is not None and not isinstance(statement, st.ShowChangefeedJobs):
+            reads = st.ShowChangefeedJobs | st.ClusterSetting
+            if self._txn is not None and not isinstance(statement, reads):
                 raise SQLError("25001", "job statements cannot run inside a transaction")
             return self.changefeeds.execute(statement, self)
         if self._txn is None:

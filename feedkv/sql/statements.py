@@ -259,6 +259,17 @@ class ShowChangefeedJobs(Statement):
 
 
 @dataclass(frozen=True, slots=True)
+class ClusterSetting(Statement):
+    """``SET CLUSTER SETTING <name> = '<value>'`` (``action`` set), ``RESET CLUSTER
+    SETTING <name>`` or ``SET ... = DEFAULT`` (reset), ``SHOW CLUSTER SETTING <name>``
+    (show)."""
+
+    action: str
+    name: str
+    value: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ControlJob(Statement):
     """``PAUSE JOB <id>``, ``RESUME JOB <id>`` or ``CANCEL JOB <id>``; ``action`` is
     pause, resume or cancel."""

@@ -1,0 +1,74 @@
+"""Cluster settings: ``spark.master``, set, shown and reset in SQL, kept in the store,
+and what a node's Spark jobs run on unless the node was given ``--spark-master``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import feedkv
+from feedkv import DB
+from feedkv.errors import SQLError
+
+
+def shown(db: DB) -> str:
+    result = db.sql("SHOW CLUSTER SETTING spark.master")
+    assert result.columns == ("spark.master",)
+    [(value,)] = result.rows
+    return str(value)
+
+
+def test_spark_master_is_set_shown_reset_and_kept_across_restarts(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with feedkv.connect(store, changefeed_runner="thread") as db:
+        assert shown(db) == ""
+        assert db.jobs_spark_master() is None
+        db.sql("SET CLUSTER SETTING spark.master = 'spark://10.0.0.1:7077'")
+        assert shown(db) == "spark://10.0.0.1:7077"
+        assert db.jobs_spark_master() == "spark://10.0.0.1:7077"
+    with feedkv.connect(store, changefeed_runner="thread") as db:
+        assert shown(db) == "spark://10.0.0.1:7077"
+        db.sql("SET CLUSTER SETTING spark.master TO DEFAULT")
+        assert shown(db) == ""
+        db.sql("SET CLUSTER SETTING spark.master TO 'local[2]'")
+        db.sql("RESET CLUSTER SETTING spark.master")
+        assert shown(db) == ""
+
+
+def test_a_nodes_own_spark_master_comes_before_the_setting(tmp_path: Path) -> None:
+    with feedkv.connect(
+        tmp_path / "store", changefeed_runner="thread", spark_master="local[1]"
+    ) as db:
+        db.sql("SET CLUSTER SETTING spark.master = 'spark://10.0.0.1:7077'")
+        assert db.jobs_spark_master() == "local[1]"
+
+
+@pytest.mark.parametrize(
+    ("statement", "code", "says"),
+    [
+        ("SET CLUSTER SETTING spark.nope = 'x'", "42704", "unknown cluster setting 'spark.nope'"),
+        ("SHOW CLUSTER SETTING nope", "42704", "feedkv has spark.master"),
+        ("SET CLUSTER SETTING spark.master = 7077", "42601", "as a string"),
+        ("SET CLUSTER SETTING spark.master", "42601", "expected = '<value>'"),
+        ("SET CLUSTER SETTING spark.master 'x'", "42601", "expected = '<value>'"),
+        ("RESET CLUSTER SETTING spark.master now", "42601", "unexpected input"),
+        ("SHOW CLUSTER SETTING", "42601", "expected a setting name"),
+    ],
+)
+def test_bad_setting_statements_are_refused_and_change_nothing(
+    db: DB, statement: str, code: str, says: str
+) -> None:
+    db.sql("SET CLUSTER SETTING spark.master = 'local[2]'")
+    with pytest.raises(SQLError, match=says) as caught:
+        db.sql(statement)
+    assert caught.value.code == code
+    assert shown(db) == "local[2]"
+
+
+def test_only_an_admin_changes_settings(db: DB) -> None:
+    db.sql("CREATE USER viewer")
+    with pytest.raises(SQLError) as caught:
+        db.session(user="viewer").execute("SET CLUSTER SETTING spark.master = 'local[1]'")
+    assert caught.value.code == "42501"
+    assert shown(db) == ""

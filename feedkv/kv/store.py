@@ -313,8 +313,12 @@ class Store:
                 in_flight.add(token, spans)  # the commit thread, under eval_lock
                 return evaluate(ctx, rw, batch)
 
-            attempt = self.engine.submit(command, self._on_applied)
-            attempt.add_done_callback(lambda: in_flight.remove(token))
+            def durable(applied: Applied) -> None:
+                in_flight.remove(token)  # NB: before its future completes (a group later)
+                self._on_applied(applied)
+
+            attempt = self.engine.submit(command, durable)
+            attempt.add_done_callback(lambda: in_flight.remove(token))  # one that failed
             return attempt
         except Exception as exc:
             return Completion.failed(exc)

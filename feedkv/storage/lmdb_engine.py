@@ -7,7 +7,8 @@ fsync, runs the ``on_applied`` callbacks in order under ``apply_lock``, and comp
 the futures.
 
 A group's futures are completed once the next group is evaluated, just before its
-fsync (or at once when nothing else is queued). Completing them wakes their callers,
+fsync (or at once when nothing else is queued, before a group of reads, or once the next
+group's evaluation has taken ``ACK_DELAY_S``). Completing them wakes their callers,
 and py-lmdb releases the GIL on every call: woken callers running beside an evaluation
 made it three times slower. During the fsync the GIL is free for them.
 
@@ -46,7 +47,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAP_SIZE = 64 << 30  # virtual address space only; the file grows with the data
 MAX_GROUP_JOBS = 4096
-ACK_DELAY_S = 0.002  # the longest a durable group's futures wait for the next evaluation
+ACK_DELAY_S = 0.002  # evaluating the next group this long completes a durable group's futures
 GROWTH_WAIT_SECONDS = 30.0
 
 
@@ -335,6 +336,7 @@ class LMDBEngine:
     def _commit_group(self, jobs: list[_Job]) -> None:
         reads = [job for job in jobs if job.read_only]
         if reads:
+            self._complete_durable()  # a group of reads has no fsync to complete them in
             # NB: reads run before the group's writes, against the committed state, so
             # they can be answered now; the queue gave no order among these jobs.
             self._run_reads(reads)

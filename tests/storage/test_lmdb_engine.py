@@ -20,6 +20,7 @@ import pytest
 from feedkv.errors import InvariantViolation, StorageError, StoreLockedError
 from feedkv.storage.engine import ReadWriter, WriteBatch
 from feedkv.storage.lmdb_engine import LMDBEngine
+from feedkv.testing.waiting import wait_until
 
 TIMEOUT = 10.0  # seconds; only reached when something is broken
 DATABASES = ("a", "b")
@@ -386,11 +387,26 @@ def test_a_busy_queue_does_not_hold_back_completions(engine: LMDBEngine) -> None
 
         return fn
 
-    chain.append(engine.submit(link(0)))
+    with parked_commit_thread(engine):  # NB: link 0 reads chain[0]
+        chain.append(engine.submit(link(0)))
     while len(chain) < 51:
         chain[-1].result(TIMEOUT)
     assert [f.result(TIMEOUT) for f in chain] == list(range(51))
     assert first_done_at and first_done_at[0] <= 3
+
+
+def test_reads_queued_behind_a_write_do_not_hold_back_its_completion(
+    engine: LMDBEngine,
+) -> None:
+    seen: list[bool] = []
+
+    def queue_a_read(_: object) -> None:  # the queue is not empty when the group ends
+        engine.submit(lambda rw: seen.append(write.done()), read_only=True)
+
+    write = engine.submit(put("a", b"k", b"v"), queue_a_read)
+    write.result(TIMEOUT)
+    wait_until(lambda: bool(seen))
+    assert seen == [True]
 
 
 def current_thread() -> str:

@@ -5,7 +5,10 @@ the engine's job count (only queued work is counted)."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
+
+import pytest
 
 from feedkv import DB
 from feedkv.kv.api import (
@@ -20,11 +23,17 @@ from feedkv.kv.api import (
     Transaction,
 )
 from feedkv.kv.command import batch_spans
-from feedkv.kv.store import Store
+from feedkv.kv.store import Store, StoreConfig
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
 TS = Timestamp(10, 0)
+
+
+@pytest.fixture
+def config(config: StoreConfig) -> StoreConfig:
+    """No closed-timestamp jobs while a test counts the queued ones."""
+    return dataclasses.replace(config, closed_ts_interval_s=3600.0)
 
 
 def batch(*requests: object, txn: Transaction | None = None) -> BatchRequest:

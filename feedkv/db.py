@@ -243,9 +243,10 @@ class DB(KVClient):
         return protected_spans(catalog.Snapshot(self, self.now()))
 
     def jobs_spark_master(self) -> str | None:
-        """The Spark master a job starting now runs on: this node's ``spark_master``
-        (``--spark-master``), else the ``spark.master`` cluster setting, else ``None``
-        (``$FEEDKV_SPARK_MASTER`` or ``local[*]``)."""
+        """The Spark master this node's Spark session starts on, with its first job:
+        this node's ``spark_master`` (``--spark-master``), else the ``spark.master``
+        cluster setting, else ``None`` (``$FEEDKV_SPARK_MASTER`` or ``local[*]``). Later
+        jobs share that session."""
         setting = catalog.get_setting(catalog.Snapshot(self, self.now()), "spark.master")
         return self.spark_master or setting
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -257,6 +258,7 @@ class Changefeeds:
             shown = catalog.get_setting(self._snapshot(), name)
             return Result(columns=(name,), rows=[(shown or "",)], tag="SHOW")
         if statement.action == "set" and statement.value:
+            check_spark_master(statement.value)
             value = statement.value.encode()
             self._db.run_transaction(lambda txn: txn.put(key, value))
         else:
@@ -384,6 +386,19 @@ class Changefeeds:
 
 CONTROL_WAIT_S = 30.0  # how long PAUSE / CANCEL JOB wait for the runner to stop
 CLUSTER_SETTINGS = ("spark.master",)
+_SPARK_MASTERS = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|(spark|mesos|k8s)://.+|yarn)$")
+
+
+def check_spark_master(url: str) -> None:
+    """Refuse a ``spark.master`` Spark would not take (SQLSTATE 22023)."""
+    if not _SPARK_MASTERS.match(url):
+        raise SQLError(
+            "22023",
+            f"spark.master {url!r} is not a Spark master URL: expected local, local[N], "
+            "local[*], spark://host:port, yarn, k8s://... or mesos://...",
+        )
+
+
 WAIT_POLL_S = 0.05
 REQUESTED = frozenset({PAUSE_REQUESTED, CANCEL_REQUESTED})
 

@@ -10,6 +10,7 @@ sink (:class:`~feedkv.spark.changefeed_job.ChangefeedDataSource`). ``master`` de
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
@@ -40,6 +41,7 @@ _CONFIG = {
 
 
 _SESSION_LOCK = threading.Lock()
+log = logging.getLogger(__name__)
 
 
 def spark_session(
@@ -63,12 +65,16 @@ def _spark_session(
     from feedkv.spark.changefeed_job import ChangefeedDataSource
     from feedkv.spark.source import FeedKVDataSource
 
-    builder = SparkSession.builder.appName(app_name).master(
-        master or os.environ.get("FEEDKV_SPARK_MASTER") or DEFAULT_MASTER
-    )
+    wanted = master or os.environ.get("FEEDKV_SPARK_MASTER") or DEFAULT_MASTER
+    builder = SparkSession.builder.appName(app_name).master(wanted)
     for key, value in {**_CONFIG, **(config or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    running = spark.sparkContext.master
+    if master is not None and running != wanted:
+        log.warning(
+            "Spark runs on %s in this process; %s applies from its next start", running, wanted
+        )
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(FeedKVDataSource)
     spark.dataSource.register(ChangefeedDataSource)

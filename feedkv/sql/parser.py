@@ -641,11 +641,10 @@ class _Statement:
             parts.append(_name(tokens[i + 1]))
             i += 2
         name = ".".join(parts)
-        action = words[0].lower()
-        if action != "set":
+        if words[0] != "SET":
             if i < len(words):
                 raise self._error_at(i, f"unexpected input after {name}")
-            return st.ClusterSetting(self.text, action, name)
+            return st.ClusterSetting(self.text, "show" if words[0] == "SHOW" else "reset", name)
         if i + 2 != len(words) or words[i] not in ("=", "TO"):
             raise self._error_at(min(i, len(words) - 1), "expected = '<value>' or = DEFAULT")
         value = tokens[i + 1]

@@ -209,8 +209,10 @@ class Session:
                 raise SQLError("0A000", "changefeeds need a database from feedkv.connect()")
             if isinstance(statement, st.CreateChangefeed):
                 return self.changefeeds.create(statement, self, params)
-            reads = st.ShowChangefeedJobs | st.ClusterSetting
-            if self._txn is not None and not isinstance(statement, reads):
+            shows = isinstance(statement, st.ShowChangefeedJobs) or (
+                isinstance(statement, st.ClusterSetting) and statement.action == "show"
+            )
+            if self._txn is not None and not shows:
                 raise SQLError("25001", "job statements cannot run inside a transaction")
             return self.changefeeds.execute(statement, self)
         if self._txn is None:

@@ -7,6 +7,7 @@ statement around them is one of the frozen dataclasses below.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from sqlglot import exp
 
@@ -264,7 +265,7 @@ class ClusterSetting(Statement):
     SETTING <name>`` or ``SET ... = DEFAULT`` (reset), ``SHOW CLUSTER SETTING <name>``
     (show)."""
 
-    action: str
+    action: Literal["set", "reset", "show"]
     name: str
     value: str | None = None
 

@@ -54,6 +54,7 @@ def test_a_nodes_own_spark_master_comes_before_the_setting(tmp_path: Path) -> No
         ("SET CLUSTER SETTING spark.master 'x'", "42601", "expected = '<value>'"),
         ("RESET CLUSTER SETTING spark.master now", "42601", "unexpected input"),
         ("SHOW CLUSTER SETTING", "42601", "expected a setting name"),
+        ("SET CLUSTER SETTING spark.master = 'nonsense'", "22023", "not a Spark master URL"),
     ],
 )
 def test_bad_setting_statements_are_refused_and_change_nothing(
@@ -64,6 +65,17 @@ def test_bad_setting_statements_are_refused_and_change_nothing(
         db.sql(statement)
     assert caught.value.code == code
     assert shown(db) == "local[2]"
+
+
+def test_a_setting_changes_outside_transactions_only(db: DB) -> None:
+    session = db.session()
+    session.execute("BEGIN")
+    assert session.execute("SHOW CLUSTER SETTING spark.master").rows == [("",)]
+    with pytest.raises(SQLError) as caught:
+        session.execute("SET CLUSTER SETTING spark.master = 'local[1]'")
+    assert caught.value.code == "25001"
+    session.execute("ROLLBACK")
+    assert shown(db) == ""
 
 
 def test_only_an_admin_changes_settings(db: DB) -> None:

@@ -290,6 +290,7 @@ class _StreamReader(_PieceReader, FollowingStreamReader, SupportsTriggerAvailabl
         FollowingStreamReader.__init__(self, options.url, [self.span])
         self._stop_at: Timestamp | None = None
         self.hold_id = uuid.uuid4().hex
+        self._holding = False
 
     def start_offset(self) -> FeedOffset:
         o = self.options
@@ -307,18 +308,21 @@ class _StreamReader(_PieceReader, FollowingStreamReader, SupportsTriggerAvailabl
         self._hold(FeedOffset.from_json(end).resolved)
 
     def stop(self) -> None:
-        super().stop()
         try:
-            connection(self.options.url).run_transaction(
-                lambda txn: release_hold(txn, self.hold_id)
-            )
-        except FeedKVError as exc:  # the hold lapses by itself
-            log.warning("could not release the stream's hold on history: %s", exc)
+            super().stop()
+        finally:
+            try:
+                connection(self.options.url).run_transaction(
+                    lambda txn: release_hold(txn, self.hold_id)
+                )
+            except FeedKVError as exc:  # the hold lapses by itself
+                log.warning("could not release the stream's hold on history: %s", exc)
 
     def _hold(self, since: Timestamp) -> None:
         db = connection(self.options.url)
         hold = HistoryHold.renewed(self.hold_id, self.desc.id, since, db.now())
         db.run_transaction(hold.put)
+        self._holding = True
 
     def getDefaultReadLimit(self) -> ReadLimit:
         rows = self.options.max_rows_per_trigger
@@ -330,6 +334,8 @@ class _StreamReader(_PieceReader, FollowingStreamReader, SupportsTriggerAvailabl
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         offset = FeedOffset.from_json(start)
+        if not self._holding:  # a query restarted from its checkpoint: hold from there
+            self._hold(offset.resolved)
         if offset.scan_key is not None:
             if isinstance(limit, ReadMaxRows):
                 return FeedOffset(offset.resolved, self._scan_cut(offset, limit.max_rows)).to_json()

@@ -14,12 +14,16 @@ from pyspark.sql.types import StructType
 
 import feedkv
 from feedkv import DB
+from feedkv.changefeed.jobs import HistoryHold
+from feedkv.changefeed.rows import Target
 from feedkv.errors import BatchTimestampBeforeGCError
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.spark.offsets import FeedOffset
 from feedkv.spark.source import FeedKVDataSource
+from feedkv.sql import catalog
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import Span
 
 
 @pytest.fixture
@@ -108,3 +112,27 @@ def test_the_stream_holds_history_from_its_last_commit_until_it_stops(db: DB) ->
 
     reader.stop()
     assert store_of(db).protected() == []
+
+
+def test_a_query_restarted_from_its_checkpoint_holds_history_from_there(db: DB) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    reader = stream_reader(db)
+    committed = FeedOffset(db.now()).to_json()  # from the checkpoint: no initialOffset
+    reader.latestOffset(committed, ReadAllAvailable())
+    assert [ts for _span, ts in store_of(db).protected()] == [
+        FeedOffset.from_json(committed).resolved
+    ] * 2
+    reader.stop()
+
+
+def test_a_hold_not_renewed_in_time_lapses(db: DB) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+    now = db.now()
+    lapsed = HistoryHold("gone", 104, now, now.wall - 1)
+    live = HistoryHold.renewed("here", 105, now, now)
+    db.run_transaction(lapsed.put)
+    db.run_transaction(live.put)
+    assert [span for span, _ts in store_of(db).protected()] == [
+        Target(105).span,
+        Span.for_key(catalog.descriptor_key(105)),
+    ]

@@ -37,7 +37,6 @@ __all__ = [
     "arrow_value",
     "csv_bytes",
     "parquet_bytes",
-    "parquet_schema",
 ]
 
 
@@ -86,26 +85,21 @@ def arrow_value(kind: Kind, value: Any) -> Any:
 PARQUET_META = ("__crdb__event_type", "__crdb__updated", "__crdb__mvcc_timestamp")
 
 
-def parquet_schema(desc: TableDescriptor) -> pa.Schema:
-    """The columns of a Parquet file's rows of ``desc``: the table's, then
-    :data:`PARQUET_META`."""
-    fields = [pa.field(c.name, _ARROW[c.type.kind]) for c in desc.columns]
-    return pa.schema(fields + [pa.field(name, pa.string()) for name in PARQUET_META])
-
-
-Columns = tuple[tuple[str, Kind | None], ...]  # a CDC query's (RowEvent.columns)
+Columns = tuple[tuple[str, Kind | None, str | None], ...]  # a CDC query's (RowEvent.columns)
 
 
 class ParquetRows:
-    """Rows of one descriptor version gathered as a Parquet file's columns, taken as
-    record batches in :func:`parquet_schema`, or with ``columns`` in a CDC query's."""
+    """Rows of one descriptor version gathered as a Parquet file's columns (the table's,
+    or with ``columns`` a CDC query's, then :data:`PARQUET_META`), taken as record
+    batches."""
 
     def __init__(self, desc: TableDescriptor, columns: Columns | None = None) -> None:
         self.desc = desc
         self.columns = columns
-        named = columns or tuple((c.name, c.type.kind) for c in desc.columns)
-        self._names = [name for name, _kind in named]
-        self._kinds = [kind for _name, kind in named]
+        named = columns or tuple((c.name, c.type.kind, c.name) for c in desc.columns)
+        self._names = [name for name, _kind, _source in named]
+        self._kinds = [kind for _name, kind, _source in named]
+        self._sources = [source for _name, _kind, source in named]
         self._key_names = [c.name for c in desc.key_columns]
         # NB: columns, not rows: a block's rows held as lists or tuples kept the cyclic
         # GC busy (~1 us a row); values in column lists are not tracked.
@@ -128,8 +122,8 @@ class ParquetRows:
     def add(
         self, values: Sequence[Any], event_type: str, mvcc_ts: Timestamp, updated: Timestamp
     ) -> None:
-        """One row: ``values`` in the descriptor's column order; ``event_type`` ``c``,
-        ``u`` or ``d``."""
+        """One row: ``values`` in the file's column order; ``event_type`` ``c``, ``u`` or
+        ``d``."""
         texts = self._texts
         for column, value in zip(self._columns, values, strict=True):
             column.append(value)
@@ -138,14 +132,16 @@ class ParquetRows:
         self._updated.append(texts.get(updated) or texts.setdefault(updated, str(updated)))
 
     def add_event(self, event: RowEvent) -> None:
-        """One row change: a deletion keeps its key columns only; ``u`` needs ``diff``
-        (``had_before``) to tell an update from an insert."""
+        """One row change: a deletion keeps its key columns only (those a query reads
+        as is, under their names in the query); ``u`` needs ``diff`` (``had_before``) to
+        tell an update from an insert."""
         row = event.after
         if row is None:
-            row = dict(zip(self._key_names, event.key, strict=True))
-            event_type = "d"
-        else:
-            event_type = "u" if event.had_before else "c"
+            key = dict(zip(self._key_names, event.key, strict=True))
+            values = [key.get(source) if source else None for source in self._sources]
+            self.add(values, "d", event.mvcc_ts, event.updated)
+            return
+        event_type = "u" if event.had_before else "c"
         self.add([row.get(name) for name in self._names], event_type, event.mvcc_ts, event.updated)
 
     def take(self) -> pa.RecordBatch:
@@ -175,7 +171,12 @@ def _computed_array(values: list[Any]) -> pa.Array:
     try:
         return pa.array(plain)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return pa.array([None if v is None else str(v) for v in plain], pa.string())
+        return _text_array(plain)
+
+
+def _text_array(values: list[Any]) -> pa.Array:
+    """Values as ``feedkv sql`` prints them (one spelling, whichever block they are in)."""
+    return pa.array([None if v is None else format_value(v) for v in values], pa.string())
 
 
 def _plain(value: Any) -> Any:
@@ -205,7 +206,8 @@ def _concat(tables: list[pa.Table]) -> pa.Table:
 def _as_text(table: pa.Table, names: set[str]) -> pa.Table:
     for index, field in enumerate(table.schema):
         if field.name in names and field.type != pa.string():
-            table = table.set_column(index, field.name, table.column(index).cast(pa.string()))
+            text = _text_array(table.column(index).to_pylist())
+            table = table.set_column(index, field.name, text)
     return table
 
 

@@ -40,6 +40,10 @@ from feedkv.sql.types import ColumnType, Kind
 
 __all__ = ["CDCQuery", "EVENT_OP_COLUMN"]
 
+# A projection's columns: name, the kind of a value read as is (None: computed), and the
+# table column of the changed row it is (None: another value). RowEvent.columns.
+Columns = tuple[tuple[str, Kind | None, str | None], ...]
+
 EVENT_OP_COLUMN = "__feedkv_event_op"
 PREV = "cdc_prev"
 
@@ -71,43 +75,31 @@ class CDCQuery:
         self._compiled: dict[
             tuple[int, int], tuple[list[tuple[str, Compiled]], Compiled | None]
         ] = {}
-        self._columns: dict[tuple[int, int], tuple[tuple[str, Kind | None], ...]] = {}
+        self._columns: dict[tuple[int, int], Columns] = {}
         self._context = Context()
 
     def check(self, desc: TableDescriptor) -> None:
         """Raise SQLError now if the query does not fit ``desc`` (unknown columns...)."""
         self._for(desc)
 
-    def columns(self, desc: TableDescriptor) -> tuple[tuple[str, Kind | None], ...]:
-        """The projection's columns for rows of ``desc``: each name, and the kind of a
-        column it reads as is (``None``: computed, so typed by its values)."""
-        found = self._columns.get((desc.id, desc.version))
-        if found is not None:
-            return found
-        columns: list[tuple[str, Kind | None]] = []
-        for item in self._items:
-            if isinstance(item, exp.Star):
-                columns += [
-                    (c.name, c.type.kind)
-                    for c in desc.columns
-                    if not c.hidden or c.id in desc.primary_key
-                ]
-                continue
-            inner = item.this if isinstance(item, exp.Alias) else item
-            columns.append((expression_name(item), self._kind_of(inner, desc)))
-        found = self._columns[(desc.id, desc.version)] = tuple(columns)
-        return found
+    def columns(self, desc: TableDescriptor) -> Columns:
+        """The projection's columns for rows of ``desc`` (:data:`Columns`)."""
+        self._for(desc)
+        return self._columns[(desc.id, desc.version)]
 
-    def _kind_of(self, node: exp.Expr, desc: TableDescriptor) -> Kind | None:
+    def _column(self, node: exp.Expr, desc: TableDescriptor) -> tuple[Kind | None, str | None]:
+        """The kind of what item ``node`` reads as is (``None``: computed), and the
+        table column of the row after the change it is (``None``: another value)."""
         if not isinstance(node, exp.Column):
-            return None
+            return None, None
         name = node.name if node.this.quoted else node.name.lower()
         if name == EVENT_OP_COLUMN:
-            return Kind.STRING
-        if qualifier_of(node) not in ("", desc.name, PREV, self.select.alias):
-            return None
+            return Kind.STRING, None
+        qualifier = qualifier_of(node)
         column = desc.find_column(name)
-        return column.type.kind if column is not None else None
+        if column is None or qualifier not in ("", desc.name, PREV, self.select.alias):
+            return None, None
+        return column.type.kind, (column.name if qualifier != PREV else None)
 
     def _for(self, desc: TableDescriptor) -> tuple[list[tuple[str, Compiled]], Compiled | None]:
         found = self._compiled.get((desc.id, desc.version))
@@ -121,20 +113,26 @@ class CDCQuery:
             scope.add([PREV], column.name, width + index, column.type)
         scope.add([""], EVENT_OP_COLUMN, 2 * width, ColumnType(Kind.STRING))
         items: list[tuple[str, Compiled]] = []
+        columns: list[tuple[str, Kind | None, str | None]] = []
         for item in self._items:
             if isinstance(item, exp.Star):
-                items += [
-                    (c.name, _column_getter(i))
+                shown = [
+                    (i, c)
                     for i, c in enumerate(desc.columns)
                     if not c.hidden or c.id in desc.primary_key
                 ]
+                items += [(c.name, _column_getter(i)) for i, c in shown]
+                columns += [(c.name, c.type.kind, c.name) for _i, c in shown]
             elif isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
                 raise SQLError("0A000", "use * (not table.*) in a changefeed query")
             else:
                 inner = item.this if isinstance(item, exp.Alias) else item
-                items.append((expression_name(item), compile_expr(inner, scope)))
+                name = expression_name(item)
+                items.append((name, compile_expr(inner, scope)))
+                columns.append((name, *self._column(inner, desc)))
         where = compile_expr(self._where, scope) if self._where is not None else None
         self._compiled[(desc.id, desc.version)] = (items, where)
+        self._columns[(desc.id, desc.version)] = tuple(columns)
         return items, where
 
     def apply(self, event: RowEvent) -> RowEvent | None:

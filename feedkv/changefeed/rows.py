@@ -62,8 +62,8 @@ class RowEvent(NamedTuple):
     (``None``: it did not exist) and is only filled in for ``diff``. ``updated`` equals
     ``mvcc_ts`` for changes; rows of an initial scan or a backfill carry the scan's
     timestamp there. Rows map column names to values in the descriptor's column order.
-    ``columns`` is set when a CDC query projected ``after``: its columns' names and
-    kinds (``None``: a computed value, typed by its values).
+    ``columns`` is set when a CDC query projected ``after``: its columns (name, kind,
+    the table column it reads; :data:`feedkv.changefeed.query.Columns`).
     """
 
     table: TableDescriptor
@@ -74,7 +74,7 @@ class RowEvent(NamedTuple):
     mvcc_ts: Timestamp
     updated: Timestamp
     had_before: bool = False  # with diff: whether ``before`` is a row (for event_op())
-    columns: tuple[tuple[str, Kind | None], ...] | None = None
+    columns: tuple[tuple[str, Kind | None, str | None], ...] | None = None
 
 
 def named_row(

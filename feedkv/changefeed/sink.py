@@ -90,7 +90,7 @@ class Message(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class RowBlock:
     """Many rows for a Parquet file at once, as its columns: ``batch`` is a
-    ``pyarrow.RecordBatch`` in :func:`~feedkv.changefeed.file_formats.parquet_schema`
+    ``pyarrow.RecordBatch`` from :class:`~feedkv.changefeed.file_formats.ParquetRows`,
     of one descriptor version. A :class:`Message` whose ``row`` is a block stands for
     all of its rows; Spark tasks pass Parquet rows this way (a row at a time cost more
     than writing the file)."""

@@ -165,7 +165,7 @@ def test_parquet_with_a_query_has_the_query_columns(db: DB, tmp_path: Path) -> N
     out = tmp_path / "parquet"
     db.sql(
         f"CREATE CHANGEFEED INTO 'file://{out}' WITH format=parquet, {FAST} "
-        "AS SELECT k, s, n * 2 AS doubled, s || '!' AS shout, event_op() AS op FROM p "
+        "AS SELECT k AS id, s, n * 2 AS doubled, s || '!' AS shout, event_op() AS op FROM p "
         "WHERE k < 2 OR event_op() = 'delete'"
     )
     wait_until(lambda: [p for p in files(out) if p.suffix == ".parquet"])
@@ -174,15 +174,15 @@ def test_parquet_with_a_query_has_the_query_columns(db: DB, tmp_path: Path) -> N
     wait_resolved_past(out, db.now())
 
     tables = [pq.read_table(p) for p in files(out) if p.suffix == ".parquet"]
-    columns = ["k", "s", "doubled", "shout", "op", *PARQUET_META]
+    columns = ["id", "s", "doubled", "shout", "op", *PARQUET_META]
     assert {tuple(t.column_names) for t in tables} == {tuple(columns)}
-    assert {str(t.schema.field("k").type) for t in tables} == {"int64"}
+    assert {str(t.schema.field("id").type) for t in tables} == {"int64"}
     assert {str(t.schema.field("doubled").type) for t in tables} - {"null"} == {"double"}
     rows = [r for t in tables for r in t.to_pylist()]
     assert [(*(r[c] for c in columns[:5]), r["__crdb__event_type"]) for r in rows] == [
         (1, "a", 3.0, "a!", "insert", "c"),
         (1, "c", 3.0, "c!", "update", "u"),
-        (1, None, None, None, None, "d"),
+        (1, None, None, None, None, "d"),  # a deletion keeps its key, under its alias
     ]
 
 

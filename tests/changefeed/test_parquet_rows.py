@@ -13,6 +13,7 @@ from feedkv.changefeed.file_formats import PARQUET_META, ParquetRows, parquet_by
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
 from feedkv.changefeed.sink import Message, RowBlock
 from feedkv.sql import catalog
+from feedkv.sql.types import Kind, format_value
 from feedkv.util.hlc import Timestamp
 
 
@@ -25,7 +26,7 @@ def message(event: RowEvent) -> Message:
 
 
 def block(events: list[RowEvent]) -> Message:
-    rows = ParquetRows(events[0].table)
+    rows = ParquetRows(events[0].table, events[0].columns)
     for event in events:
         rows.add_event(event)
     last = events[-1]
@@ -101,3 +102,21 @@ def test_a_block_weighs_its_bytes_in_a_batch(db: DB) -> None:
     made = block(events)
     assert isinstance(made.row, RowBlock)
     assert made.size == made.row.batch.nbytes > 50 * 100
+
+
+def test_a_computed_column_typed_differently_in_two_blocks_is_text_spelled_one_way(
+    db: DB,
+) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+    db.sql("INSERT INTO t VALUES (1), (2), (3)")
+    rows = scanned(db, "t", db.now())
+    columns = (("k", Kind.INT, "k"), ("x", None, None))
+    numbers = [rows[0]._replace(after={"k": 1, "x": 10}, columns=columns)]
+    mixed = [
+        rows[1]._replace(after={"k": 2, "x": b"\xff"}, columns=columns),
+        rows[2]._replace(after={"k": 3, "x": True}, columns=columns),
+    ]
+    alone = read(parquet_bytes([message(e) for e in mixed], None))
+    together = read(parquet_bytes([block(numbers), *map(message, mixed)], None))
+    assert alone.column("x").to_pylist() == [format_value(b"\xff"), format_value(True)]
+    assert together.column("x").to_pylist() == [format_value(10), *alone.column("x").to_pylist()]

@@ -241,8 +241,18 @@ class _Warehouse:
                 .withColumn("bucket", F.from_unixtime(bucket, "yyyy-MM-dd'T'HH-mm-ss"))
                 .select("bucket", "updated", "key", "after.*")
             )
-            rows.write.mode("append").partitionBy("bucket").parquet(str(self.root / table))
-            self.rows[table] += rows.count()
+            rows = rows.cache()
+            written = rows.count()
+            if written:
+                # NB: a bucket written again (a step that failed halfway) replaces itself.
+                (
+                    rows.write.mode("overwrite")
+                    .option("partitionOverwriteMode", "dynamic")
+                    .partitionBy("bucket")
+                    .parquet(str(self.root / table))
+                )
+            rows.unpersist()
+            self.rows[table] += written
         self.written_before = before
 
     @property

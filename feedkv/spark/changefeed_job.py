@@ -47,7 +47,7 @@ import json
 import pickle
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -569,6 +569,7 @@ class _ChangefeedWriter(DataSourceStreamArrowWriter):
         self.exactly_once = self.uri.scheme in FILE_SCHEMES
         self._histories: dict[int, SchemaHistory] = {}  # the driver's, across commits
         self._resolved_at: float | None = None  # when the driver wrote the last marker
+        self.clock: Callable[[], float] = time.monotonic  # seconds, for the marker cadence
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_histories": {}}
@@ -632,7 +633,7 @@ class _ChangefeedWriter(DataSourceStreamArrowWriter):
         if resolved is None or options.resolved is None:
             return
         # A marker at most every `resolved` seconds, and always the one at end_time.
-        now = time.monotonic()
+        now = self.clock()
         last = self._resolved_at
         final = options.end_time is not None and resolved >= options.end_time
         if last is not None and now - last < options.resolved and not final:

@@ -43,11 +43,13 @@ def commit(writer: _ChangefeedWriter, batch_id: int, lo: Timestamp, hi: Timestam
 def test_markers_come_at_most_every_resolved_interval(db: DB, tmp_path: Path) -> None:
     db.sql("CREATE TABLE t (id INT PRIMARY KEY)")
     out = tmp_path / "out"
-    job = writer(db, out, resolved="1h")
-    times = [db.now() for _ in range(4)]
+    job = writer(db, out, resolved="10s")
+    seconds = iter([0.0, 4.0, 9.9, 10.0, 15.0])  # when each batch commits
+    job.clock = lambda: next(seconds)
+    times = [db.now() for _ in range(6)]
     for batch_id, (lo, hi) in enumerate(itertools.pairwise(times)):
         commit(job, batch_id, lo, hi)
-    assert len(markers(out)) == 1  # the first batch's; the next are within the hour
+    assert len(markers(out)) == 2  # at 0 s and at 10 s
 
 
 def test_the_marker_at_end_time_is_always_written(db: DB, tmp_path: Path) -> None:

@@ -222,8 +222,16 @@ class HistoryHold:
     expires: int
 
     @classmethod
-    def renewed(cls, hold_id: str, table_id: int, since: Timestamp, now: Timestamp) -> HistoryHold:
-        return cls(hold_id, table_id, since, now.wall + HOLD_EXPIRES_AFTER_NS)
+    def renewed(
+        cls,
+        hold_id: str,
+        table_id: int,
+        since: Timestamp,
+        now: Timestamp,
+        after_ns: int = HOLD_EXPIRES_AFTER_NS,
+    ) -> HistoryHold:
+        """The hold as placed (or renewed) at ``now``: it lapses ``after_ns`` later."""
+        return cls(hold_id, table_id, since, now.wall + after_ns)
 
     def put(self, txn: Txn) -> None:
         value = {

@@ -18,7 +18,9 @@ Options: ``url`` (required: ``feedkv://host:port``), ``table`` (required: ``name
 ``database.name``; the database defaults to ``defaultdb``), ``as_of`` (batch only),
 ``cursor`` (stream: start after this timestamp, with no initial scan unless
 ``initial_scan`` says ``yes``), ``initial_scan`` (``yes``/``no``, stream), ``diff``
-(``true`` adds ``__before``), ``maxRowsPerTrigger`` (bounds initial-scan batches).
+(``true`` adds ``__before``), ``maxRowsPerTrigger`` (bounds initial-scan batches),
+``gc_protect_expires_after`` (how long the stream's hold on history outlives its last
+commit, ``24h`` by default).
 The columns are the table's as of when the query starts, plus the columns listed in
 :mod:`feedkv.spark.rows`.
 
@@ -55,7 +57,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from feedkv.changefeed.jobs import HistoryHold, release_hold
+from feedkv.changefeed.jobs import HOLD_EXPIRES_AFTER_NS, HistoryHold, release_hold
 from feedkv.changefeed.rows import Target
 from feedkv.errors import FeedKVError, InvalidArgumentError
 from feedkv.rangefeed.event import Checkpoint
@@ -67,6 +69,7 @@ from feedkv.sql.row_codec import TABLES_PREFIX, row_split_key, table_span
 from feedkv.util.encoding import key_between
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
+from feedkv.util.units import parse_duration_ns
 
 __all__ = [
     "FeedKVDataSource",
@@ -81,7 +84,16 @@ FIRST_CHECKPOINT_TIMEOUT_S = 60.0
 
 log = logging.getLogger(__name__)
 
-_OPTIONS = ("url", "table", "as_of", "cursor", "initial_scan", "diff", "maxrowspertrigger")
+_OPTIONS = (
+    "url",
+    "table",
+    "as_of",
+    "cursor",
+    "initial_scan",
+    "diff",
+    "maxrowspertrigger",
+    "gc_protect_expires_after",
+)
 
 
 def _bool(name: str, text: str) -> bool:
@@ -105,6 +117,7 @@ class SourceOptions:
     initial_scan: bool = True
     diff: bool = False
     max_rows_per_trigger: int | None = None
+    hold_expires_after_ns: int = HOLD_EXPIRES_AFTER_NS
     given: tuple[str, ...] = field(default=())
 
     @classmethod
@@ -128,6 +141,13 @@ class SourceOptions:
             raise InvalidArgumentError(
                 f"feedkv source option maxRowsPerTrigger={max_rows!r}: a positive integer"
             )
+        expires = lowered.get("gc_protect_expires_after")
+        try:
+            hold_ns = parse_duration_ns(expires) if expires is not None else HOLD_EXPIRES_AFTER_NS
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(
+                f"feedkv source option gc_protect_expires_after: {exc}"
+            ) from None
         return cls(
             url=lowered["url"],
             database=database or "defaultdb",
@@ -137,6 +157,7 @@ class SourceOptions:
             initial_scan=scan.lower() == "yes" if scan is not None else cursor is None,
             diff=_bool("diff", lowered["diff"]) if "diff" in lowered else False,
             max_rows_per_trigger=int(max_rows) if max_rows is not None else None,
+            hold_expires_after_ns=hold_ns,
             given=tuple(lowered),
         )
 
@@ -320,7 +341,8 @@ class _StreamReader(_PieceReader, FollowingStreamReader, SupportsTriggerAvailabl
 
     def _hold(self, since: Timestamp) -> None:
         db = connection(self.options.url)
-        hold = HistoryHold.renewed(self.hold_id, self.desc.id, since, db.now())
+        after_ns = self.options.hold_expires_after_ns
+        hold = HistoryHold.renewed(self.hold_id, self.desc.id, since, db.now(), after_ns)
         db.run_transaction(hold.put)
         self._holding = True
 

@@ -16,10 +16,10 @@ import feedkv
 from feedkv import DB
 from feedkv.changefeed.jobs import HistoryHold
 from feedkv.changefeed.rows import Target
-from feedkv.errors import BatchTimestampBeforeGCError
+from feedkv.errors import BatchTimestampBeforeGCError, InvalidArgumentError
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.spark.offsets import FeedOffset
-from feedkv.spark.source import FeedKVDataSource
+from feedkv.spark.source import FeedKVDataSource, SourceOptions
 from feedkv.sql import catalog
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
@@ -136,3 +136,35 @@ def test_a_hold_not_renewed_in_time_lapses(db: DB) -> None:
         Target(105).span,
         Span.for_key(catalog.descriptor_key(105)),
     ]
+
+
+def test_the_hold_lapses_after_gc_protect_expires_after(db: DB) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+    reader = stream_reader(db, gc_protect_expires_after="90s")
+    before = db.now()
+    reader.initialOffset()
+    after = db.now()
+    [hold] = [HistoryHold.from_json(kv.value) for kv in db.scan(*catalog.hold_span())]
+    assert before.wall + 90 * 10**9 <= hold.expires <= after.wall + 90 * 10**9
+    reader.stop()
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"url": "feedkv://h:1", "table": "t", "curser": "1"}, "did you mean 'cursor'"),
+        ({"table": "t"}, "needs the option 'url'"),
+        ({"url": "feedkv://h:1", "table": "t", "initial_scan": "maybe"}, "yes or no"),
+        ({"url": "feedkv://h:1", "table": "t", "maxRowsPerTrigger": "0"}, "a positive integer"),
+        ({"url": "feedkv://h:1", "table": "t", "diff": "sure"}, "expected true or false"),
+        (
+            {"url": "feedkv://h:1", "table": "t", "gc_protect_expires_after": "soon"},
+            "gc_protect_expires_after: bad duration 'soon'",
+        ),
+    ],
+)
+def test_bad_source_options_are_refused_naming_the_option(
+    options: dict[str, str], says: str
+) -> None:
+    with pytest.raises(InvalidArgumentError, match=says):
+        SourceOptions.parse(options)

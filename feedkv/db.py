@@ -247,8 +247,9 @@ class DB(KVClient):
         this node's ``spark_master`` (``--spark-master``), else the ``spark.master``
         cluster setting, else ``None`` (``$FEEDKV_SPARK_MASTER`` or ``local[*]``). Later
         jobs share that session."""
-        setting = catalog.get_setting(catalog.Snapshot(self, self.now()), "spark.master")
-        return self.spark_master or setting
+        if self.spark_master:
+            return self.spark_master
+        return catalog.get_setting(catalog.Snapshot(self, self.now()), "spark.master")
 
     def _spark_jobs(self, node: Node) -> JobFactory:
         """Runs each job as a Spark query whose checkpoint lives in the store directory

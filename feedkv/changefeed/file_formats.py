@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from feedkv.changefeed.rows import RowEvent
+from feedkv.changefeed.rows import Columns, RowEvent
 from feedkv.changefeed.sink import Message, RowBlock
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.types import Kind, format_value
@@ -83,9 +83,6 @@ def arrow_value(kind: Kind, value: Any) -> Any:
 
 
 PARQUET_META = ("__crdb__event_type", "__crdb__updated", "__crdb__mvcc_timestamp")
-
-
-Columns = tuple[tuple[str, Kind | None, str | None], ...]  # a CDC query's (RowEvent.columns)
 
 
 class ParquetRows:

@@ -22,7 +22,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from feedkv.changefeed.rows import RowEvent
+from feedkv.changefeed.rows import Columns, RowEvent
 from feedkv.errors import SQLError
 from feedkv.sql import statements as st
 from feedkv.sql.descriptor import TableDescriptor
@@ -39,10 +39,6 @@ from feedkv.sql.parser import parse
 from feedkv.sql.types import ColumnType, Kind
 
 __all__ = ["CDCQuery", "EVENT_OP_COLUMN"]
-
-# A projection's columns: name, the kind of a value read as is (None: computed), and the
-# table column of the changed row it is (None: another value). RowEvent.columns.
-Columns = tuple[tuple[str, Kind | None, str | None], ...]
 
 EVENT_OP_COLUMN = "__feedkv_event_op"
 PREV = "cdc_prev"
@@ -92,7 +88,7 @@ class CDCQuery:
         table column of the row after the change it is (``None``: another value)."""
         if not isinstance(node, exp.Column):
             return None, None
-        name = node.name if node.this.quoted else node.name.lower()
+        name = expression_name(node)
         if name == EVENT_OP_COLUMN:
             return Kind.STRING, None
         qualifier = qualifier_of(node)

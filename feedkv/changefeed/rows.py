@@ -39,7 +39,11 @@ from feedkv.storage.mvcc import KeyValue
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, prefix_end
 
-__all__ = ["RowDecoder", "RowEvent", "Target", "named_row"]
+__all__ = ["Columns", "RowDecoder", "RowEvent", "Target", "named_row"]
+
+# A CDC query's columns (RowEvent.columns): each name, the kind of a value read as is
+# (None: computed), and the column of the changed row it is (None: another value).
+Columns = tuple[tuple[str, Kind | None, str | None], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +66,7 @@ class RowEvent(NamedTuple):
     (``None``: it did not exist) and is only filled in for ``diff``. ``updated`` equals
     ``mvcc_ts`` for changes; rows of an initial scan or a backfill carry the scan's
     timestamp there. Rows map column names to values in the descriptor's column order.
-    ``columns`` is set when a CDC query projected ``after``: its columns (name, kind,
-    the table column it reads; :data:`feedkv.changefeed.query.Columns`).
+    ``columns`` is set when a CDC query projected ``after``: its :data:`Columns`.
     """
 
     table: TableDescriptor
@@ -74,7 +77,7 @@ class RowEvent(NamedTuple):
     mvcc_ts: Timestamp
     updated: Timestamp
     had_before: bool = False  # with diff: whether ``before`` is a row (for event_op())
-    columns: tuple[tuple[str, Kind | None, str | None], ...] | None = None
+    columns: Columns | None = None
 
 
 def named_row(

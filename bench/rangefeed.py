@@ -14,8 +14,10 @@ default settings and durable commits:
 - ``idle_registration``: Python memory per idle single-key registration, 10,000 of them;
 - ``resolved_lag``: now minus the feed's checkpoint, sampled at each checkpoint.
 
-etcd rows are reported when Debian's ``etcd-server`` is installed; otherwise the row
-says it is missing. Prints one JSON object with the figures, targets and ratios.
+Side by side, when Debian's ``etcd-server`` is installed (else the row says it is
+missing): etcd on loopback, the same watch latency and the same fan-out workload (writers
+with 0, 1 and 100 watchers), and feedkv's gRPC figures as ratios to etcd's
+(``bench/_etcd.py``). Prints one JSON object with the figures, targets and ratios.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -42,6 +43,7 @@ from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import KEY_MAX, KEY_MIN, Span
 
 EVERYTHING = Span(KEY_MIN, KEY_MAX)
+KV0 = Span(b"kv0/", b"kv0/\xff")  # the keys the kv0 writers write
 ZERO = Timestamp(0, 0)
 TARGETS = {
     "keep_up_ratio": 0.95,
@@ -55,9 +57,9 @@ TARGETS = {
 }
 
 
-def _kv_bench() -> Any:
+def _bench_module(name: str) -> Any:
     spec = importlib.util.spec_from_file_location(
-        "feedkv_bench_kv", Path(__file__).with_name("kv.py")
+        f"feedkv_bench_{name.strip('_')}", Path(__file__).with_name(f"{name}.py")
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -65,7 +67,8 @@ def _kv_bench() -> Any:
     return module
 
 
-kv = _kv_bench()
+kv = _bench_module("kv")
+etcd = _bench_module("_etcd")
 
 
 def pct(samples: list[float], p: float) -> float:
@@ -79,6 +82,7 @@ class Consumer:
     def __init__(self, feed: Any, on_checkpoint: Any = None) -> None:
         self.feed = feed
         self.values = 0
+        self.caught_up = threading.Event()  # the first checkpoint came: catch-up is over
         self.error: str | None = None
         self.on_checkpoint = on_checkpoint
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -89,19 +93,34 @@ class Consumer:
             for event in self.feed:
                 if isinstance(event, Value):
                     self.values += 1
-                elif self.on_checkpoint is not None and isinstance(event, Checkpoint):
-                    self.on_checkpoint(event)
+                elif isinstance(event, Checkpoint):
+                    self.caught_up.set()
+                    if self.on_checkpoint is not None:
+                        self.on_checkpoint(event)
         except Exception as exc:  # reported with the figures
             self.error = repr(exc)
+        finally:
+            self.caught_up.set()  # nobody waits for a feed that ended
 
     def stop(self) -> None:
         self.feed.close()
         self.thread.join()
 
 
+def live_consumers(db: feedkv.DB, span: Span, feeds: int) -> list[Consumer]:
+    """``feeds`` consumers of ``span`` from now, returned once each has had its first
+    checkpoint: the write figures are of live feeds, not of catch-up scans queued behind
+    each other (which the writes would lengthen)."""
+    consumers = [Consumer(db.rangefeed(span, db.now())) for _ in range(feeds)]
+    for consumer in consumers:
+        if not consumer.caught_up.wait(60):
+            raise RuntimeError("a feed did not finish its catch-up scan within 60 s")
+    return consumers
+
+
 def keep_up(tmp: Path, seconds: float, clients: int) -> dict[str, Any]:
     with feedkv.connect(tmp / "keep-up") as db:
-        consumer = Consumer(db.rangefeed(EVERYTHING, db.now()))
+        (consumer,) = live_consumers(db, EVERYTHING, 1)
         commits, _lat = kv.drive(clients, seconds, lambda: lambda i: kv._put(db, i))
         received = consumer.values
         started = time.monotonic()
@@ -153,9 +172,7 @@ def write_ratio(tmp: Path, seconds: float, clients: int) -> dict[str, Any]:
     rates = {}
     for feeds in (0, 1, 100):
         with feedkv.connect(tmp / f"write-{feeds}") as db:
-            consumers = [
-                Consumer(db.rangefeed(Span(b"kv0/", b"kv0/\xff"), db.now())) for _ in range(feeds)
-            ]
+            consumers = live_consumers(db, KV0, feeds)
             commits, _lat = kv.drive(clients, seconds, lambda: lambda i: kv._put(db, i))
             rates[feeds] = commits / seconds
             for consumer in consumers:
@@ -206,9 +223,7 @@ def feeds_main(url: str, feeds: int) -> None:
     """Runs in the feed process of :func:`write_ratio_grpc`: ``feeds`` feeds over the
     written keys until stdin closes; prints what they received and any errors."""
     with feedkv.connect(url) as db:
-        consumers = [
-            Consumer(db.rangefeed(Span(b"kv0/", b"kv0/\xff"), db.now())) for _ in range(feeds)
-        ]
+        consumers = live_consumers(db, KV0, feeds)
         print("ready", flush=True)
         sys.stdin.read()
         values = sum(c.values for c in consumers)
@@ -287,6 +302,39 @@ def resolved_lag(tmp: Path, seconds: float) -> dict[str, Any]:
     return {"samples": len(lags), "p50_ms": pct(lags, 0.5), "p99_ms": pct(lags, 0.99)}
 
 
+def side_by_side_with_etcd(tmp: Path, args: argparse.Namespace, ours: dict[str, Any]) -> Any:
+    """The watch latency and the fan-out workload against etcd, and feedkv's figures over
+    gRPC as ratios to etcd's (latency: below 1 is faster; fan-out: above 1 keeps more)."""
+    with etcd.etcd(tmp / "etcd-watch") as server:
+        if server is None:
+            return "etcd-server is not installed here (apt: etcd-server); no side-by-side row"
+        latencies = etcd.etcd_watch_latency(server, args.samples)["latencies"]
+    watch = {"p50_ms": pct(latencies, 0.5), "p99_ms": pct(latencies, 0.99)}
+    fan_out = etcd.etcd_write_ratio(tmp, args.seconds, args.clients, kv.drive, kv.key_of, kv.VALUE)
+    grpc_watch, grpc_writes = ours["watch_latency_grpc"], ours["write_ratio_grpc"]
+
+    def ratio(a: float, b: float) -> float | None:
+        return round(a / b, 3) if b else None
+
+    return {
+        "watch_latency": watch,
+        "write_ratio": fan_out,
+        "feedkv_grpc_over_etcd": {
+            "watch_p50": ratio(grpc_watch["p50_ms"], watch["p50_ms"]),
+            "watch_p99": ratio(grpc_watch["p99_ms"], watch["p99_ms"]),
+            "commits_per_s_0_feeds": ratio(
+                grpc_writes["commits_per_s"]["0"], fan_out["commits_per_s"]["0"]
+            ),
+            "commits_per_s_100_feeds": ratio(
+                grpc_writes["commits_per_s"]["100"], fan_out["commits_per_s"]["100"]
+            ),
+            "write_ratio_100_feeds": ratio(
+                grpc_writes["ratio_100_feeds"], fan_out["ratio_100_feeds"]
+            ),
+        },
+    }
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="feedkv bench rangefeed")
     parser.add_argument("--seconds", type=float, default=5.0)
@@ -313,11 +361,7 @@ def main(argv: list[str]) -> int:
         result["catch_up"] = catch_up(tmp, args.catch_up_keys)
         result["idle_registration"] = idle_registrations(tmp, args.registrations)
         result["resolved_lag"] = resolved_lag(tmp, args.seconds)
-    result["etcd"] = (
-        "etcd-server is installed but not yet driven by this benchmark"
-        if shutil.which("etcd")
-        else "etcd-server is not installed here (apt: etcd-server); no side-by-side row"
-    )
+        result["etcd"] = side_by_side_with_etcd(tmp, args, result)
     print(json.dumps(result, indent=2))
     return 0
 

@@ -25,10 +25,11 @@ from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.server import SERVICE
 from feedkv.kv.wire import span_to_proto, timestamp_to_proto
 from feedkv.rangefeed.budget import Budget
-from feedkv.rangefeed.event import Error, ErrorReason, Event, Value
+from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason
 from feedkv.rangefeed.registration import event_size
 from feedkv.rangefeed.stream import EventStream, ValueBatch
-from feedkv.rangefeed.wire import event_from_proto
+from feedkv.rangefeed.waker import Waker
+from feedkv.rangefeed.wire import event_from_proto, values_from_proto
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
@@ -63,6 +64,7 @@ class _Mux:
         self.alive = True
         self._lock = threading.Lock()
         self._requests: queue.SimpleQueue[pb.RangeFeedRequest | None] = queue.SimpleQueue()
+        self._waker = Waker()
         self._call = method(iter(self._requests.get, None))
         self._reader = threading.Thread(
             target=self._read, name="feedkv-rangefeed-client", daemon=True
@@ -102,27 +104,33 @@ class _Mux:
             self.alive = False
             regs, self.regs = self.regs, {}
         error = Error(ErrorReason.DISCONNECTED, f"the stream to {self.address} broke: {reason}")
+        self._waker.close()  # wakes what waits for a gap's end
         for reg in regs.values():
             reg.end(error)
 
     def _deliver(self, batch: pb.RangeFeedEvents) -> None:
-        """Hand each registration its events, a run of values as one batch."""
-        run: list[Value] = []
-        run_tag = 0
+        """Hand each registration its events (a run of values decoded once, as one batch
+        for every registration it names), then wake their consumers, paced."""
+        streams: set[EventStream] = set()
         for msg in batch.events:
-            event = event_from_proto(msg)
-            if run and (msg.tag != run_tag or not isinstance(event, Value)):
-                self._push(run_tag, run)
-                run = []
-            if isinstance(event, Value):
-                run.append(event)
-                run_tag = msg.tag
+            if msg.WhichOneof("kind") == "values":
+                values = values_from_proto(msg.values)
+                size = sum(map(event_size, values.values))
+                for tag in msg.values.tags:
+                    self._push(tag, values, size, streams)
             else:
-                self._push(msg.tag, event)
-        if run:
-            self._push(run_tag, run)
+                event = event_from_proto(msg)
+                self._push(msg.tag, event, event_size(event), streams)
+        self._waker.defer(streams, -1)
+        self._waker.flush()
 
-    def _push(self, wire_tag: int, item: list[Value] | Event) -> None:
+    def _push(
+        self,
+        wire_tag: int,
+        item: ValueBatch | Checkpoint | Error,
+        size: int,
+        streams: set[EventStream],
+    ) -> None:
         reg = self.regs.get(wire_tag)
         if reg is None:
             return  # unregistered meanwhile
@@ -131,12 +139,9 @@ class _Mux:
                 self.regs.pop(wire_tag, None)
             reg.end(item)
             return
-        if isinstance(item, list):
-            size = sum(map(event_size, item))
-            pushed = reg.stream.push(reg, ValueBatch(item, max(v.ts for v in item)), size)
+        if reg.stream.push(reg, item, size, wake=False):
+            streams.add(reg.stream)
         else:
-            pushed = reg.stream.push(reg, item, event_size(item))
-        if not pushed:
             self.remove(reg)
             reg.end(Error(ErrorReason.SLOW_CONSUMER, "the feed's consumer fell behind"))
 

@@ -37,8 +37,6 @@ already durable and is not failed.
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
@@ -51,11 +49,12 @@ from feedkv.rangefeed.registration import Registration, event_size
 from feedkv.rangefeed.registry import Registry
 from feedkv.rangefeed.resolved_timestamp import ResolvedTimestamp, UnresolvedTxn
 from feedkv.rangefeed.stream import EventStream
+from feedkv.rangefeed.waker import Waker
 from feedkv.storage.logical_ops import AbortTxn, CommitIntent, LogicalOp, WriteValue
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
-__all__ = ["EventLog", "Processor", "Waker"]
+__all__ = ["EventLog", "Processor"]
 
 log = logging.getLogger(__name__)
 
@@ -71,91 +70,6 @@ class EventLog(NamedTuple):
     values: list[Value]  # without prev_value
     diffs: list[Value | None]  # with prev_value (None while no registration wants diffs)
     marks: list[tuple[int, Timestamp]]  # (position, resolved): a checkpoint after it
-
-
-class Waker:
-    """Wakes the consumers of many commands' values once per commit group, paced.
-
-    Processors note the streams of their values' consumers (:meth:`defer`); the engine's
-    group hook :meth:`flush` wakes those asleep. Under CPython's GIL a wake is not free:
-    the consumer's thread is scheduled, takes the GIL from the writers and hands it back,
-    and a hundred consumers woken on every commit group (400 a second) cost the writers
-    three quarters of their throughput. So after waking ``n`` streams the waker wakes no
-    one for ``n * per_wake_s`` (at most ``max_gap_s``); what comes meanwhile is woken by
-    the waker's own thread when the gap ends, each consumer then taking everything logged
-    since. One feed is woken at once (then a gap of 0.3 ms); a hundred busy ones every
-    30 ms, in batches: with them writers keep 0.6 of their rate instead of 0.25.
-
-    :meth:`defer` and :meth:`flush` run on the commit thread under the apply lock.
-    """
-
-    def __init__(self, *, per_wake_s: float = 3e-4, max_gap_s: float = 0.05) -> None:
-        self._per_wake_s = per_wake_s
-        self._max_gap_s = max_gap_s
-        self._pending: set[EventStream] = set()
-        self._wakes = 0  # times the pending streams were taken to be woken
-        self._lock = threading.Lock()  # guards _pending, _wakes and _open_at
-        self._open_at = 0.0  # the monotonic time from which a flush may wake
-        self._due = threading.Condition(self._lock)  # the thread waits for a gap's end
-        self._held = False  # wakes are waiting for the gap to end
-        self._closed = False
-        self._thread = threading.Thread(target=self._run, name="feedkv-waker", daemon=True)
-        self._thread.start()
-
-    def defer(self, streams: Iterable[EventStream], token: int) -> int:
-        """Note ``streams`` for the next wake; those asleep then are woken (a consumer
-        that falls asleep later finds the news before it sleeps). Returns a token: given
-        back with the same streams before they are woken, it makes the call free."""
-        with self._lock:
-            if token != self._wakes:
-                self._pending.update(streams)
-            return self._wakes
-
-    def flush(self) -> None:
-        if not self._pending:
-            return
-        with self._lock:
-            if time.monotonic() < self._open_at:
-                if not self._held:
-                    self._held = True
-                    self._due.notify()
-                return
-            pending = self._take()
-        for stream in pending:
-            stream.wake()
-
-    def close(self) -> None:
-        """Stop the thread, waking what waits for a gap's end. Idempotent."""
-        with self._lock:
-            self._closed = True
-            pending, self._pending = self._pending, set()
-            self._due.notify()
-        self._thread.join()
-        for stream in pending:
-            stream.wake()
-
-    def _take(self) -> set[EventStream]:
-        """The pending streams, opening the next gap (the caller holds ``_lock``)."""
-        pending, self._pending = self._pending, set()
-        self._wakes += 1
-        gap = min(self._max_gap_s, len(pending) * self._per_wake_s)
-        self._open_at = time.monotonic() + gap
-        self._held = False
-        return pending
-
-    def _run(self) -> None:
-        while True:
-            with self._lock:
-                while True:
-                    if self._closed:
-                        return
-                    left = self._open_at - time.monotonic() if self._held else None
-                    if left is not None and left <= 0:
-                        break
-                    self._due.wait(left)
-                pending = self._take()
-            for stream in pending:
-                stream.wake()
 
 
 class Processor:
@@ -184,6 +98,7 @@ class Processor:
         self._held = 0  # budget bytes of the logged values
         self._low = 0  # the lowest cursor at the last trim
         self._limits: Counter[int] = Counter()  # the value readers' per_registration
+        self._slice: tuple[EventLog, int, int, bool, list[Value]] | None = None  # the last read
 
     # Set-up (under the apply lock).
 
@@ -233,6 +148,26 @@ class Processor:
             return
         self._mark(force=True)
         reg.go_live()
+
+    # Readers (consumer threads, under their stream's lock).
+
+    def read_slice(self, entries: EventLog, start: int, stop: int, with_diff: bool) -> list[Value]:
+        """The values of ``entries`` from position ``start`` to ``stop``, with their
+        previous values if ``with_diff``. Readers of the same slice get the same list, so
+        a stream that carries many of them can send it once (the gRPC service does)."""
+        last = self._slice
+        if (
+            last is not None
+            and last[0] is entries
+            and last[1] == start
+            and last[2] == stop
+            and last[3] == with_diff
+        ):
+            return last[4]
+        source = entries.diffs if with_diff else entries.values
+        values: list[Value] = source[start - entries.base : stop - entries.base]  # type: ignore[assignment]
+        self._slice = (entries, start, stop, with_diff, values)
+        return values
 
     # RangeObserver (the commit thread, under the apply lock).
 
@@ -374,6 +309,7 @@ class Processor:
             low, entries.values[cut:], entries.diffs[cut:], marks[max(0, keep - 1) :]
         )
         self._low = low
+        self._slice = None  # let the old log go
         self._held -= freed
         self.budget.release(freed)
 

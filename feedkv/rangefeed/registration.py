@@ -46,6 +46,7 @@ __all__ = ["Registration", "event_size"]
 
 _EVENT_OVERHEAD = 64
 _KEY = attrgetter("key")
+_TS = attrgetter("ts")
 
 
 def event_size(event: Event) -> int:
@@ -180,37 +181,30 @@ class Registration:
     def _read_log(self, processor: Processor, out: list[tuple[Hashable, StreamItem]]) -> None:
         entries = processor.log
         source = entries.diffs if self.with_diff else entries.values
-        base = entries.base
-        stop = base + len(source)
+        stop = entries.base + len(source)
         bound = processor.max_ts  # read after the length: bounds every value before it
         if self.final is not None:
             stop = min(stop, self.final_pos)
-        start = max(self.cursor, base)
-        values: list[Value] = []
+        start = max(self.cursor, entries.base)
         if self.values and stop > start:
-            values = source[start - base : stop - base]  # type: ignore[assignment]
+            self._emit(processor.read_slice(entries, start, stop, self.with_diff), bound, out)
             self.cursor = stop
-        mark: tuple[int, Timestamp] | None = None
+        # NB: the newest mark read goes after all the values read, even those logged after
+        # it: a value logged after a mark is above its timestamp, so the promise holds, and
+        # every reader of the same slice emits the same batch (sent once over gRPC).
         for pos, ts in reversed(entries.marks):
             if pos <= stop:
                 if self.sent is None or ts > self.sent:
-                    mark = (pos, ts)
+                    out.append((self.tag, Checkpoint(self.span, ts)))
+                    self.sent = ts
+                    if ts >= self.start_ts:
+                        self.filtering = False
                 break
-        if mark is None:
-            self._emit(values, bound, out)
-            return
-        cut = max(0, mark[0] - start)
-        self._emit(values[:cut], bound, out)
-        out.append((self.tag, Checkpoint(self.span, mark[1])))
-        self.sent = mark[1]
-        if mark[1] >= self.start_ts:
-            self.filtering = False
-        self._emit(values[cut:], bound, out)
 
     def _emit(
         self, values: list[Value], bound: Timestamp, out: list[tuple[Hashable, StreamItem]]
     ) -> None:
-        if values and self.filtering:
+        if values and self.filtering and min(values, key=_TS).ts <= self.start_ts:
             after = self.start_ts
             values = [v for v in values if v.ts > after]
         if values and not self.whole:

@@ -15,18 +15,18 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Hashable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import grpc
 
 from feedkv.errors import FeedKVError, InvalidArgumentError
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.wire import parse_messages, span_from_proto, timestamp_from_proto
-from feedkv.rangefeed.event import ErrorReason
+from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason
 from feedkv.rangefeed.registration import Registration, event_size
 from feedkv.rangefeed.store_feeds import StoreFeeds
 from feedkv.rangefeed.stream import EventStream, StreamItem, ValueBatch
-from feedkv.rangefeed.wire import event_to_proto
+from feedkv.rangefeed.wire import event_to_proto, values_to_proto
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import KEY_MIN, Span
 
@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 MAX_BATCH_EVENTS = 1000
 MAX_BATCH_BYTES = 4 << 20
 _POLL_S = 0.2
+LINGER_S = float(__import__("os").environ.get("LINGER", "0.001"))
 
 
 class RangeFeedService:
@@ -131,16 +132,64 @@ def _refused(tag: int, stream: EventStream, reason: ErrorReason, message: str) -
     return reg
 
 
+class _Run:
+    """A value batch and the registrations that read it (see :func:`_shared`)."""
+
+    __slots__ = ("batch", "tags")
+
+    def __init__(self, tag: int, batch: ValueBatch) -> None:
+        self.tags = [tag]
+        self.batch = batch
+
+
 def _batches(items: list[tuple[Hashable, StreamItem]]) -> Iterator[pb.RangeFeedEvents]:
+    """``items`` as messages of at most ``MAX_BATCH_EVENTS`` values or about
+    ``MAX_BATCH_BYTES``, a value batch once for every registration that read it."""
     batch = pb.RangeFeedEvents()
-    size = 0
-    for tag, item in items:
-        for event in item.values if isinstance(item, ValueBatch) else (item,):
-            event_to_proto(tag, event, batch.events.add())  # type: ignore[arg-type]
-            size += event_size(event)
-            if len(batch.events) >= MAX_BATCH_EVENTS or size >= MAX_BATCH_BYTES:
-                yield batch
-                batch = pb.RangeFeedEvents()
-                size = 0
+    count = size = 0
+    for entry in _shared(items):
+        if isinstance(entry, _Run):
+            values, max_ts = entry.batch
+            for at in range(0, len(values), MAX_BATCH_EVENTS):
+                part = values[at : at + MAX_BATCH_EVENTS]
+                values_to_proto(entry.tags, ValueBatch(part, max_ts), batch.events.add().values)
+                count += len(part)
+                size += sum(map(event_size, part))
+                if count >= MAX_BATCH_EVENTS or size >= MAX_BATCH_BYTES:
+                    yield batch
+                    batch = pb.RangeFeedEvents()
+                    count = size = 0
+        else:
+            event_to_proto(*entry, batch.events.add())
+            count += 1
     if batch.events:
         yield batch
+
+
+def _shared(
+    items: list[tuple[Hashable, StreamItem]],
+) -> list[_Run | tuple[int, Checkpoint | Error]]:
+    """``items`` with the value batches that several registrations read as one list (see
+    :meth:`Processor.read_slice`) sent once for them all. Each registration's items keep
+    their order: a batch joins an earlier copy only if nothing of its registration was
+    placed after that copy."""
+    out: list[_Run | tuple[int, Checkpoint | Error]] = []
+    runs: dict[int, int] = {}  # id of a batch's values -> the place of its run in ``out``
+    last: dict[int, int] = {}  # a registration's last place in ``out``
+    for hashable, item in items:
+        tag = cast(int, hashable)  # the service's tags are the client's wire tags
+        if isinstance(item, ValueBatch):
+            at = runs.get(id(item.values), -1)
+            if at > last.get(tag, -1):
+                run = cast(_Run, out[at])
+                run.tags.append(tag)
+                if item.max_ts > run.batch.max_ts:  # either bound holds: keep the higher
+                    run.batch = item
+                last[tag] = at
+                continue
+            runs[id(item.values)] = len(out)
+            out.append(_Run(tag, item))
+        else:
+            out.append((tag, cast(Checkpoint | Error, item)))  # a single value comes batched
+        last[tag] = len(out) - 1
+    return out

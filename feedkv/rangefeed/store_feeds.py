@@ -40,11 +40,12 @@ from feedkv.kv.store import Store
 from feedkv.rangefeed.budget import Budget
 from feedkv.rangefeed.catchup import catch_up
 from feedkv.rangefeed.event import ErrorReason, Value
-from feedkv.rangefeed.processor import Processor, Waker
+from feedkv.rangefeed.processor import Processor
 from feedkv.rangefeed.pusher import StorePusher, TxnPusher
 from feedkv.rangefeed.registration import Registration, event_size
 from feedkv.rangefeed.resolved_timestamp import UnresolvedTxn
 from feedkv.rangefeed.stream import EventStream, ValueBatch
+from feedkv.rangefeed.waker import Waker
 from feedkv.storage.engine import Snapshot
 from feedkv.storage.intent import TxnMeta, TxnStatus
 from feedkv.storage.mvcc import scan_intents

@@ -113,14 +113,16 @@ class EventStream:
 
     # Pushes.
 
-    def push(self, reg: Queued, item: StreamItem, size: int) -> bool:
-        """Queue ``item`` for ``reg`` without blocking; ``False`` if there is no room."""
+    def push(self, reg: Queued, item: StreamItem, size: int, *, wake: bool = True) -> bool:
+        """Queue ``item`` for ``reg`` without blocking; ``False`` if there is no room.
+        Without ``wake`` a sleeping consumer is left asleep: the caller wakes it later
+        (through a :class:`~feedkv.rangefeed.waker.Waker`)."""
         with self.lock:
             if not self._accepts(reg):
                 return False
             if reg.queued >= self.per_registration or not self.budget.try_acquire(size):
                 return False
-            self._append(reg, item, size)
+            self._append(reg, item, size, wake)
             return True
 
     def push_wait(self, reg: Queued, item: StreamItem, size: int, timeout: float) -> bool:
@@ -151,10 +153,10 @@ class EventStream:
     def _accepts(self, reg: Queued) -> bool:
         return not self._closed and not reg.done
 
-    def _append(self, reg: Queued, item: StreamItem, size: int) -> None:
+    def _append(self, reg: Queued, item: StreamItem, size: int, wake: bool = True) -> None:
         reg.queued += _count(item)
         self._items.append((reg, item, size))
-        if self.waiting:
+        if wake and self.waiting:
             self._notify()
 
     # Taking.

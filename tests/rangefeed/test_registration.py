@@ -204,13 +204,34 @@ def test_a_reader_exactly_per_registration_values_behind_goes_live_cleanly() -> 
 # --- live -----------------------------------------------------------------------------
 
 
-def test_live_values_and_checkpoints_are_taken_in_log_order() -> None:
+def test_a_take_reads_every_logged_value_then_the_newest_checkpoint() -> None:
     processor = make_processor()
     reg = live(processor)
     log(processor, value(21, b"d"))
     processor.on_closed(t(21))
     log(processor, value(22, b"e"))
-    assert taken(reg) == [value(21, b"d"), Checkpoint(SPAN, t(21)), value(22, b"e")]
+    processor.on_closed(t(22))
+    log(processor, value(23, b"f"))
+    # value 23 was logged after the checkpoint at 22, so it is above it: the promise
+    # holds with the checkpoint after it, and the one at 21 says nothing more.
+    assert taken(reg) == [
+        value(21, b"d"),
+        value(22, b"e"),
+        value(23, b"f"),
+        Checkpoint(SPAN, t(22)),
+    ]
+    processor.on_closed(t(23))
+    assert taken(reg) == [Checkpoint(SPAN, t(23))]
+
+
+def test_registrations_at_the_same_place_read_the_same_list() -> None:
+    processor = make_processor()
+    first, second = live(processor, "first"), live(processor, "second")
+    log(processor, value(21, b"d"), value(22, b"e"))
+    [(_, a)] = first.stream.take_batches(timeout=0)
+    [(_, b)] = second.stream.take_batches(timeout=0)
+    assert isinstance(a, ValueBatch) and isinstance(b, ValueBatch)
+    assert a.values is b.values  # so the gRPC service sends it once for both
 
 
 def test_logged_values_are_taken_as_one_batch_bounded_by_the_newest_timestamp() -> None:
@@ -435,8 +456,8 @@ def test_an_ending_range_delivers_the_logged_values_then_the_reason() -> None:
     log(processor, value(27))  # the processor has stopped
     assert taken(reg) == [
         value(21),
-        Checkpoint(SPAN, t(25)),
         value(26),
+        Checkpoint(SPAN, t(25)),
         Error(ErrorReason.RANGE_SPLIT, "r1 ended: RANGE_SPLIT"),
     ]
     assert taken(reg) == []

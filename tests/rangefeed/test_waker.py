@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from feedkv.rangefeed.processor import Waker
+from feedkv.rangefeed.waker import Waker
 
 
 class Sleeper:

@@ -559,17 +559,41 @@ class RangeFeedError(_message.Message):
     threshold: Timestamp
     def __init__(self, reason: _Optional[str] = ..., message: _Optional[str] = ..., threshold: _Optional[_Union[Timestamp, _Mapping]] = ...) -> None: ...
 
+class RangeFeedValues(_message.Message):
+    __slots__ = ("tags", "keys", "values", "deleted", "walls", "logicals", "prev_values", "no_prev", "max_ts")
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    WALLS_FIELD_NUMBER: _ClassVar[int]
+    LOGICALS_FIELD_NUMBER: _ClassVar[int]
+    PREV_VALUES_FIELD_NUMBER: _ClassVar[int]
+    NO_PREV_FIELD_NUMBER: _ClassVar[int]
+    MAX_TS_FIELD_NUMBER: _ClassVar[int]
+    tags: _containers.RepeatedScalarFieldContainer[int]
+    keys: _containers.RepeatedScalarFieldContainer[bytes]
+    values: _containers.RepeatedScalarFieldContainer[bytes]
+    deleted: _containers.RepeatedScalarFieldContainer[int]
+    walls: _containers.RepeatedScalarFieldContainer[int]
+    logicals: _containers.RepeatedScalarFieldContainer[int]
+    prev_values: _containers.RepeatedScalarFieldContainer[bytes]
+    no_prev: _containers.RepeatedScalarFieldContainer[int]
+    max_ts: Timestamp
+    def __init__(self, tags: _Optional[_Iterable[int]] = ..., keys: _Optional[_Iterable[bytes]] = ..., values: _Optional[_Iterable[bytes]] = ..., deleted: _Optional[_Iterable[int]] = ..., walls: _Optional[_Iterable[int]] = ..., logicals: _Optional[_Iterable[int]] = ..., prev_values: _Optional[_Iterable[bytes]] = ..., no_prev: _Optional[_Iterable[int]] = ..., max_ts: _Optional[_Union[Timestamp, _Mapping]] = ...) -> None: ...
+
 class RangeFeedEvent(_message.Message):
-    __slots__ = ("tag", "value", "checkpoint", "error")
+    __slots__ = ("tag", "value", "checkpoint", "error", "values")
     TAG_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
     tag: int
     value: RangeFeedValue
     checkpoint: RangeFeedCheckpoint
     error: RangeFeedError
-    def __init__(self, tag: _Optional[int] = ..., value: _Optional[_Union[RangeFeedValue, _Mapping]] = ..., checkpoint: _Optional[_Union[RangeFeedCheckpoint, _Mapping]] = ..., error: _Optional[_Union[RangeFeedError, _Mapping]] = ...) -> None: ...
+    values: RangeFeedValues
+    def __init__(self, tag: _Optional[int] = ..., value: _Optional[_Union[RangeFeedValue, _Mapping]] = ..., checkpoint: _Optional[_Union[RangeFeedCheckpoint, _Mapping]] = ..., error: _Optional[_Union[RangeFeedError, _Mapping]] = ..., values: _Optional[_Union[RangeFeedValues, _Mapping]] = ...) -> None: ...
 
 class RangeFeedEvents(_message.Message):
     __slots__ = ("events",)

@@ -1,0 +1,110 @@
+"""What the gRPC service sends for a take of many registrations: a batch that several
+registrations read as one list goes once, naming them all, and each registration still
+gets its own events in their order."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from feedkv.kv.proto import feedkv_pb2 as pb
+from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
+from feedkv.rangefeed.service import MAX_BATCH_EVENTS, _batches
+from feedkv.rangefeed.stream import StreamItem, ValueBatch
+from feedkv.rangefeed.wire import event_from_proto, values_from_proto
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import Span
+
+SPAN = Span(b"a", b"z")
+
+
+def values(*stamps: int) -> list[Value]:
+    return [Value(b"k%d" % s, b"v", Timestamp(s, 0)) for s in stamps]
+
+
+def sent(items: list[tuple[Hashable, StreamItem]]) -> list[pb.RangeFeedEvents]:
+    return list(_batches(items))
+
+
+def per_tag(messages: list[pb.RangeFeedEvents]) -> dict[int, list[Event]]:
+    """What each registration receives, in order, as the client reads it."""
+    out: dict[int, list[Event]] = {}
+    for message in messages:
+        for msg in message.events:
+            if msg.WhichOneof("kind") == "values":
+                batch = values_from_proto(msg.values)
+                for tag in msg.values.tags:
+                    out.setdefault(tag, []).extend(batch.values)
+            else:
+                out.setdefault(msg.tag, []).append(event_from_proto(msg))
+    return out
+
+
+def test_registrations_that_read_one_list_get_it_in_one_run() -> None:
+    shared = values(21, 22)
+    checkpoint = Checkpoint(SPAN, Timestamp(20, 0))
+    items: list[tuple[Hashable, StreamItem]] = []
+    for tag in (1, 2, 3):
+        items += [(tag, ValueBatch(shared, Timestamp(22, 0))), (tag, checkpoint)]
+    (message,) = sent(items)
+    kinds = [msg.WhichOneof("kind") for msg in message.events]
+    assert kinds == ["values", "checkpoint", "checkpoint", "checkpoint"]
+    assert list(message.events[0].values.tags) == [1, 2, 3]
+    assert per_tag([message]) == {tag: [*shared, checkpoint] for tag in (1, 2, 3)}
+
+
+def test_a_batch_does_not_join_a_run_placed_before_its_registrations_last_event() -> None:
+    first, second = values(21), values(22)
+    early = Checkpoint(SPAN, Timestamp(20, 0))
+    items: list[tuple[Hashable, StreamItem]] = [
+        (1, ValueBatch(first, Timestamp(21, 0))),
+        (1, ValueBatch(second, Timestamp(22, 0))),
+        (2, early),
+        (2, ValueBatch(first, Timestamp(21, 0))),  # 1's runs precede 2's checkpoint
+        (2, ValueBatch(second, Timestamp(22, 0))),
+    ]
+    (message,) = sent(items)
+    runs = [list(msg.values.tags) for msg in message.events if msg.HasField("values")]
+    assert runs == [[1], [1], [2], [2]]
+    assert per_tag([message]) == {1: [*first, *second], 2: [early, *first, *second]}
+
+
+def test_a_later_batch_joins_a_run_placed_after_its_registrations_last_event() -> None:
+    first, second = values(21), values(22)
+    items: list[tuple[Hashable, StreamItem]] = [
+        (1, ValueBatch(first, Timestamp(21, 0))),
+        (2, ValueBatch(first, Timestamp(21, 0))),
+        (2, ValueBatch(second, Timestamp(22, 0))),
+        (1, ValueBatch(second, Timestamp(22, 0))),
+    ]
+    (message,) = sent(items)
+    assert [list(msg.values.tags) for msg in message.events] == [[1, 2], [2, 1]]
+    assert per_tag([message]) == {1: [*first, *second], 2: [*first, *second]}
+
+
+def test_distinct_lists_with_equal_values_are_sent_apart() -> None:
+    items: list[tuple[Hashable, StreamItem]] = [
+        (1, ValueBatch(values(21), Timestamp(21, 0))),
+        (2, ValueBatch(values(21), Timestamp(21, 0))),  # filtered for its own span
+    ]
+    (message,) = sent(items)
+    assert [list(msg.values.tags) for msg in message.events] == [[1], [2]]
+
+
+def test_a_run_keeps_the_higher_bound_of_its_readers() -> None:
+    shared = values(21)
+    items: list[tuple[Hashable, StreamItem]] = [
+        (1, ValueBatch(shared, Timestamp(21, 0))),
+        (2, ValueBatch(shared, Timestamp(25, 0))),  # read later: the log's newest was 25
+    ]
+    (message,) = sent(items)
+    assert values_from_proto(message.events[0].values).max_ts == Timestamp(25, 0)
+
+
+def test_big_batches_are_cut_into_messages_of_at_most_max_batch_events_values() -> None:
+    many = values(*range(1, 2 * MAX_BATCH_EVENTS + 2))
+    error = Error(ErrorReason.RANGE_SPLIT, "r1 ended")
+    messages = sent([(1, ValueBatch(many, many[-1].ts)), (1, error)])
+    assert len(messages) == 3
+    for message in messages:
+        assert sum(len(msg.values.keys) for msg in message.events) <= MAX_BATCH_EVENTS
+    assert per_tag(messages) == {1: [*many, error]}

@@ -1,0 +1,70 @@
+"""The wire form of rangefeed values: a batch travels as one run of columns and comes
+back as the same values (deletions, empty values and previous values told apart); a run
+whose columns do not line up is refused, not misread."""
+
+from __future__ import annotations
+
+import pytest
+
+from feedkv.errors import InvalidArgumentError
+from feedkv.kv.proto import feedkv_pb2 as pb
+from feedkv.rangefeed.event import Value
+from feedkv.rangefeed.stream import ValueBatch
+from feedkv.rangefeed.wire import values_from_proto, values_to_proto
+from feedkv.util.hlc import MAX_LOGICAL, MAX_WALL, Timestamp
+
+PLAIN = [
+    Value(b"a", b"1", Timestamp(10, 0)),
+    Value(b"b", None, Timestamp(11, 3)),  # deleted
+    Value(b"c", b"", Timestamp(12, MAX_LOGICAL)),  # an empty value is not a deletion
+    Value(b"d\x00", b"\xff" * 300, Timestamp(MAX_WALL, 0)),
+]
+WITH_DIFF = [
+    Value(b"a", b"2", Timestamp(13, 0), b"1"),
+    Value(b"b", b"x", Timestamp(14, 0), None),  # no previous value
+    Value(b"c", None, Timestamp(15, 0), b""),  # the previous value was empty
+    Value(b"d", b"", Timestamp(16, 0), None),
+]
+
+
+def round_trip(batch: ValueBatch, tags: list[int]) -> tuple[ValueBatch, list[int]]:
+    msg = pb.RangeFeedValues()
+    values_to_proto(tags, batch, msg)
+    decoded = pb.RangeFeedValues.FromString(msg.SerializeToString())
+    return values_from_proto(decoded), list(decoded.tags)
+
+
+@pytest.mark.parametrize(
+    "values", [[], PLAIN[:1], PLAIN, WITH_DIFF], ids=["none", "one", "plain", "diff"]
+)
+def test_a_run_comes_back_as_the_same_values_for_every_tag(values: list[Value]) -> None:
+    batch = ValueBatch(values, Timestamp(MAX_WALL, MAX_LOGICAL))
+    assert round_trip(batch, [7, 3, 99]) == (batch, [7, 3, 99])
+
+
+def run(**columns: list[object]) -> pb.RangeFeedValues:
+    msg = pb.RangeFeedValues()
+    values_to_proto([1], ValueBatch(WITH_DIFF, Timestamp(20, 0)), msg)
+    for name, column in columns.items():
+        field = getattr(msg, name)
+        del field[:]
+        field.extend(column)
+    return msg
+
+
+@pytest.mark.parametrize(
+    ("columns", "complaint"),
+    [
+        ({"keys": [b"a"]}, "columns differ in length"),
+        ({"walls": [1, 2, 3]}, "columns differ in length"),
+        ({"prev_values": [b""]}, "columns differ in length"),
+        ({"walls": [1, -2, 3, 4]}, "timestamp out of range"),
+        ({"deleted": [4]}, "names row 4 in deleted, of 4 rows"),
+        ({"no_prev": [1, 9]}, "names row 9 in no_prev, of 4 rows"),
+    ],
+)
+def test_a_run_whose_columns_do_not_line_up_is_refused(
+    columns: dict[str, list[object]], complaint: str
+) -> None:
+    with pytest.raises(InvalidArgumentError, match=complaint):
+        values_from_proto(run(**columns))

@@ -8,7 +8,8 @@ default settings and durable commits:
 - ``watch_latency``: a single-key watch under light load, from the put's acknowledgement
   to the event's receipt (embedded, and over gRPC to an in-process node);
 - ``write_ratio``: write throughput with 1 and with 100 active feeds over the written
-  keys, as a ratio to none;
+  keys, as a ratio to none (the writers start once every feed has had its first
+  checkpoint, so the figures are of live feeds, not of catch-up scans);
 - ``catch_up``: values/s a feed's catch-up scan delivers from history, against a raw
   engine scan of the same versions;
 - ``idle_registration``: Python memory per idle single-key registration, 10,000 of them;

@@ -100,13 +100,18 @@ class _Mux:
         except InvalidArgumentError as exc:
             reason = f"the node sent a malformed event: {exc}"
             self._call.cancel()
-        with self._lock:
-            self.alive = False
-            regs, self.regs = self.regs, {}
-        error = Error(ErrorReason.DISCONNECTED, f"the stream to {self.address} broke: {reason}")
-        self._waker.close()  # wakes what waits for a gap's end
-        for reg in regs.values():
-            reg.end(error)
+        except BaseException as exc:  # a bug: the feeds must still end, and hear why
+            reason = f"the client failed: {exc!r}"
+            self._call.cancel()
+            raise
+        finally:
+            with self._lock:
+                self.alive = False
+                regs, self.regs = self.regs, {}
+            error = Error(ErrorReason.DISCONNECTED, f"the stream to {self.address} broke: {reason}")
+            self._waker.close()  # wakes what waits for a gap's end
+            for reg in regs.values():
+                reg.end(error)
 
     def _deliver(self, batch: pb.RangeFeedEvents) -> None:
         """Hand each registration its events (a run of values decoded once, as one batch

@@ -154,7 +154,11 @@ class Processor:
     def read_slice(self, entries: EventLog, start: int, stop: int, with_diff: bool) -> list[Value]:
         """The values of ``entries`` from position ``start`` to ``stop``, with their
         previous values if ``with_diff``. Readers of the same slice get the same list, so
-        a stream that carries many of them can send it once (the gRPC service does)."""
+        a stream that carries many of them can send it once (the gRPC service does).
+
+        NB: readers on other streams' threads race each other and the commit thread here,
+        without a lock: the cache is one tuple swapped whole, positions below ``stop``
+        never change, and a trim replaces the log rather than editing it."""
         last = self._slice
         if (
             last is not None
@@ -166,7 +170,8 @@ class Processor:
             return last[4]
         source = entries.diffs if with_diff else entries.values
         values: list[Value] = source[start - entries.base : stop - entries.base]  # type: ignore[assignment]
-        self._slice = (entries, start, stop, with_diff, values)
+        if entries is self.log:  # NB: a reader of a log trimmed meanwhile must not pin it
+            self._slice = (entries, start, stop, with_diff, values)
         return values
 
     # RangeObserver (the commit thread, under the apply lock).

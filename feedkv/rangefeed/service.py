@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from bisect import bisect_left
 from collections.abc import Hashable, Iterator
+from itertools import accumulate
 from typing import Any, cast
 
 import grpc
@@ -37,7 +39,6 @@ log = logging.getLogger(__name__)
 MAX_BATCH_EVENTS = 1000
 MAX_BATCH_BYTES = 4 << 20
 _POLL_S = 0.2
-LINGER_S = float(__import__("os").environ.get("LINGER", "0.001"))
 
 
 class RangeFeedService:
@@ -143,18 +144,26 @@ class _Run:
 
 
 def _batches(items: list[tuple[Hashable, StreamItem]]) -> Iterator[pb.RangeFeedEvents]:
-    """``items`` as messages of at most ``MAX_BATCH_EVENTS`` values or about
-    ``MAX_BATCH_BYTES``, a value batch once for every registration that read it."""
+    """``items`` as messages of at most ``MAX_BATCH_EVENTS`` events or about
+    ``MAX_BATCH_BYTES`` (a run is cut where a message fills), a value batch once for every
+    registration that read it."""
     batch = pb.RangeFeedEvents()
     count = size = 0
     for entry in _shared(items):
         if isinstance(entry, _Run):
             values, max_ts = entry.batch
-            for at in range(0, len(values), MAX_BATCH_EVENTS):
-                part = values[at : at + MAX_BATCH_EVENTS]
-                values_to_proto(entry.tags, ValueBatch(part, max_ts), batch.events.add().values)
-                count += len(part)
-                size += sum(map(event_size, part))
+            ends = list(accumulate(map(event_size, values)))  # ends[i]: bytes of values[: i + 1]
+            at = 0
+            while at < len(values):
+                before = ends[at - 1] if at else 0
+                # up to the value that fills the message's bytes (at least one), or its count
+                stop = bisect_left(ends, before + MAX_BATCH_BYTES - size, lo=at) + 1
+                stop = min(stop, at + MAX_BATCH_EVENTS - count, len(values))
+                part = ValueBatch(values[at:stop], max_ts)
+                values_to_proto(entry.tags, part, batch.events.add().values)
+                count += stop - at
+                size += ends[stop - 1] - before
+                at = stop
                 if count >= MAX_BATCH_EVENTS or size >= MAX_BATCH_BYTES:
                     yield batch
                     batch = pb.RangeFeedEvents()
@@ -162,6 +171,11 @@ def _batches(items: list[tuple[Hashable, StreamItem]]) -> Iterator[pb.RangeFeedE
         else:
             event_to_proto(*entry, batch.events.add())
             count += 1
+            size += event_size(entry[1])
+            if count >= MAX_BATCH_EVENTS or size >= MAX_BATCH_BYTES:
+                yield batch
+                batch = pb.RangeFeedEvents()
+                count = size = 0
     if batch.events:
         yield batch
 

@@ -8,7 +8,7 @@ from collections.abc import Hashable
 
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
-from feedkv.rangefeed.service import MAX_BATCH_EVENTS, _batches
+from feedkv.rangefeed.service import MAX_BATCH_BYTES, MAX_BATCH_EVENTS, _batches
 from feedkv.rangefeed.stream import StreamItem, ValueBatch
 from feedkv.rangefeed.wire import event_from_proto, values_from_proto
 from feedkv.util.hlc import Timestamp
@@ -108,3 +108,19 @@ def test_big_batches_are_cut_into_messages_of_at_most_max_batch_events_values() 
     for message in messages:
         assert sum(len(msg.values.keys) for msg in message.events) <= MAX_BATCH_EVENTS
     assert per_tag(messages) == {1: [*many, error]}
+
+
+def test_big_values_are_cut_into_messages_of_about_max_batch_bytes() -> None:
+    big = [Value(b"k%04d" % i, b"x" * 100_000, Timestamp(i + 1, 0)) for i in range(1000)]
+    messages = sent([(1, ValueBatch(big, big[-1].ts)), (2, ValueBatch(big, big[-1].ts))])
+    assert len(messages) > 1
+    for message in messages:
+        assert message.ByteSize() <= MAX_BATCH_BYTES + 200_000  # the value that fills it
+    assert per_tag(messages) == {1: big, 2: big}
+
+
+def test_many_checkpoints_are_cut_into_messages_of_at_most_max_batch_events() -> None:
+    checkpoints = [Checkpoint(SPAN, Timestamp(i + 1, 0)) for i in range(2 * MAX_BATCH_EVENTS)]
+    messages = sent([(1, checkpoint) for checkpoint in checkpoints])
+    assert [len(message.events) for message in messages] == [MAX_BATCH_EVENTS] * 2
+    assert per_tag(messages) == {1: checkpoints}

@@ -529,18 +529,6 @@ class RangeFeedRequest(_message.Message):
     unregister: RangeFeedUnregister
     def __init__(self, register: _Optional[_Union[RangeFeedRegister, _Mapping]] = ..., unregister: _Optional[_Union[RangeFeedUnregister, _Mapping]] = ...) -> None: ...
 
-class RangeFeedValue(_message.Message):
-    __slots__ = ("key", "value", "ts", "prev_value")
-    KEY_FIELD_NUMBER: _ClassVar[int]
-    VALUE_FIELD_NUMBER: _ClassVar[int]
-    TS_FIELD_NUMBER: _ClassVar[int]
-    PREV_VALUE_FIELD_NUMBER: _ClassVar[int]
-    key: bytes
-    value: Value
-    ts: Timestamp
-    prev_value: Value
-    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[_Union[Value, _Mapping]] = ..., ts: _Optional[_Union[Timestamp, _Mapping]] = ..., prev_value: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
-
 class RangeFeedCheckpoint(_message.Message):
     __slots__ = ("span", "ts")
     SPAN_FIELD_NUMBER: _ClassVar[int]
@@ -582,18 +570,16 @@ class RangeFeedValues(_message.Message):
     def __init__(self, tags: _Optional[_Iterable[int]] = ..., keys: _Optional[_Iterable[bytes]] = ..., values: _Optional[_Iterable[bytes]] = ..., deleted: _Optional[_Iterable[int]] = ..., walls: _Optional[_Iterable[int]] = ..., logicals: _Optional[_Iterable[int]] = ..., prev_values: _Optional[_Iterable[bytes]] = ..., no_prev: _Optional[_Iterable[int]] = ..., max_ts: _Optional[_Union[Timestamp, _Mapping]] = ...) -> None: ...
 
 class RangeFeedEvent(_message.Message):
-    __slots__ = ("tag", "value", "checkpoint", "error", "values")
+    __slots__ = ("tag", "checkpoint", "error", "values")
     TAG_FIELD_NUMBER: _ClassVar[int]
-    VALUE_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     VALUES_FIELD_NUMBER: _ClassVar[int]
     tag: int
-    value: RangeFeedValue
     checkpoint: RangeFeedCheckpoint
     error: RangeFeedError
     values: RangeFeedValues
-    def __init__(self, tag: _Optional[int] = ..., value: _Optional[_Union[RangeFeedValue, _Mapping]] = ..., checkpoint: _Optional[_Union[RangeFeedCheckpoint, _Mapping]] = ..., error: _Optional[_Union[RangeFeedError, _Mapping]] = ..., values: _Optional[_Union[RangeFeedValues, _Mapping]] = ...) -> None: ...
+    def __init__(self, tag: _Optional[int] = ..., checkpoint: _Optional[_Union[RangeFeedCheckpoint, _Mapping]] = ..., error: _Optional[_Union[RangeFeedError, _Mapping]] = ..., values: _Optional[_Union[RangeFeedValues, _Mapping]] = ...) -> None: ...
 
 class RangeFeedEvents(_message.Message):
     __slots__ = ("events",)

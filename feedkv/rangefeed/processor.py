@@ -98,7 +98,8 @@ class Processor:
         self._held = 0  # budget bytes of the logged values
         self._low = 0  # the lowest cursor at the last trim
         self._limits: Counter[int] = Counter()  # the value readers' per_registration
-        self._slice: tuple[EventLog, int, int, bool, list[Value]] | None = None  # the last read
+        # the last read: (its log, (start, stop, with_diff), its values)
+        self._slice: tuple[EventLog, tuple[int, int, bool], list[Value]] | None = None
 
     # Set-up (under the apply lock).
 
@@ -159,19 +160,13 @@ class Processor:
         NB: readers on other streams' threads race each other and the commit thread here,
         without a lock: the cache is one tuple swapped whole, positions below ``stop``
         never change, and a trim replaces the log rather than editing it."""
-        last = self._slice
-        if (
-            last is not None
-            and last[0] is entries
-            and last[1] == start
-            and last[2] == stop
-            and last[3] == with_diff
-        ):
-            return last[4]
+        last, where = self._slice, (start, stop, with_diff)
+        if last is not None and last[0] is entries and last[1] == where:
+            return last[2]
         source = entries.diffs if with_diff else entries.values
         values: list[Value] = source[start - entries.base : stop - entries.base]  # type: ignore[assignment]
         if entries is self.log:  # NB: a reader of a log trimmed meanwhile must not pin it
-            self._slice = (entries, start, stop, with_diff, values)
+            self._slice = (entries, where, values)
         return values
 
     # RangeObserver (the commit thread, under the apply lock).

@@ -136,11 +136,12 @@ def _refused(tag: int, stream: EventStream, reason: ErrorReason, message: str) -
 class _Run:
     """A value batch and the registrations that read it (see :func:`_shared`)."""
 
-    __slots__ = ("batch", "tags")
+    __slots__ = ("batch", "place", "tags")
 
-    def __init__(self, tag: int, batch: ValueBatch) -> None:
+    def __init__(self, tag: int, batch: ValueBatch, place: int) -> None:
         self.tags = [tag]
         self.batch = batch
+        self.place = place  # its index in what _shared returns
 
 
 def _batches(items: list[tuple[Hashable, StreamItem]]) -> Iterator[pb.RangeFeedEvents]:
@@ -188,21 +189,20 @@ def _shared(
     their order: a batch joins an earlier copy only if nothing of its registration was
     placed after that copy."""
     out: list[_Run | tuple[int, Checkpoint | Error]] = []
-    runs: dict[int, int] = {}  # id of a batch's values -> the place of its run in ``out``
+    runs: dict[int, _Run] = {}  # id of a batch's values -> its newest run
     last: dict[int, int] = {}  # a registration's last place in ``out``
     for hashable, item in items:
         tag = cast(int, hashable)  # the service's tags are the client's wire tags
         if isinstance(item, ValueBatch):
-            at = runs.get(id(item.values), -1)
-            if at > last.get(tag, -1):
-                run = cast(_Run, out[at])
+            run = runs.get(id(item.values))
+            if run is not None and run.place > last.get(tag, -1):
                 run.tags.append(tag)
                 if item.max_ts > run.batch.max_ts:  # either bound holds: keep the higher
                     run.batch = item
-                last[tag] = at
+                last[tag] = run.place
                 continue
-            runs[id(item.values)] = len(out)
-            out.append(_Run(tag, item))
+            run = runs[id(item.values)] = _Run(tag, item, len(out))
+            out.append(run)
         else:
             out.append((tag, cast(Checkpoint | Error, item)))  # a single value comes batched
         last[tag] = len(out) - 1

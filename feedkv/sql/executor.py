@@ -304,13 +304,6 @@ class Execution:
                 "42501", f"user {self.session.user} does not have the admin role needed to {what}"
             )
 
-    def _scope(self, desc: TableDescriptor, alias: str | None = None) -> Scope:
-        scope = Scope(table_name=desc.name)
-        qualifiers = ["", desc.name] + ([alias] if alias else [])
-        for index, column in enumerate(desc.columns):
-            scope.add(qualifiers, column.name, index, column.type)
-        return scope
-
     def _constant(self, node: exp.Expr) -> Any:
         return compile_expr(node, Scope())((), self.context)
 
@@ -716,85 +709,17 @@ class Execution:
         kvs = self._reader.scan(span.start, span.end)
         return RowAssembler(desc).rows(kvs)
 
-    def _plan_span(
-        self, desc: TableDescriptor, where: exp.Expr | None, scope: Scope
-    ) -> Callable[[], tuple[Span, bool]]:
-        """A function giving the key span to read for ``where`` (evaluated per run, as
-        placeholders may differ), and whether that span is exactly the rows ``where``
-        selects (then they need no filtering)."""
-        whole = table_span(desc.id)
-        if where is None:
-            return lambda: (whole, True)
-        plan = _key_plan(desc, where, scope)
-        if plan is None:
-            return lambda: (whole, False)
-        keys = desc.key_columns
-        context = self.context
-
-        def bound(compiled: Compiled, column: Column) -> tuple[Any, bool]:
-            """A constant as the column's type, and whether it kept its value."""
-            raw = compiled((), context)
-            value = coerce(raw, column.type, column.name)
-            return value, type(value) is type(raw) and value == raw
-
-        def span() -> tuple[Span, bool]:
-            exact = plan.complete
-            try:
-                equal = []
-                for i, compiled in enumerate(plan.equal):
-                    value, kept = bound(compiled, keys[i])
-                    equal.append(value)
-                    exact = exact and kept
-            except SQLError:
-                return whole, False  # let the WHERE clause report (or filter) it
-            nothing = Span(whole.start, whole.start + b"\x00")
-            if any(v is None for v in equal):
-                return nothing, exact  # = NULL matches nothing
-            if len(equal) == len(keys) or (plan.low is None and plan.high is None):
-                return row_span(desc, equal), exact
-            column = keys[len(equal)]
-            prefix = row_prefix(desc, equal)
-            start, end = prefix, prefix_end(prefix)
-            # NB: a bound the column's type changed (1.5 for an INT) says nothing exact
-            # about the keys (k > 1.5 wants 2, which k > 2 would miss): it is left to the
-            # filter.
-            try:
-                if plan.low is not None:
-                    low, kept = bound(plan.low.value, column)
-                    if low is None:
-                        return nothing, exact
-                    exact = exact and kept
-                    if kept:
-                        key = row_prefix(desc, [*equal, low])
-                        start = max(start, key if plan.low.inclusive else prefix_end(key))
-                if plan.high is not None:
-                    high, kept = bound(plan.high.value, column)
-                    if high is None:
-                        return nothing, exact
-                    exact = exact and kept
-                    if kept:
-                        key = row_prefix(desc, [*equal, high])
-                        end = min(end, prefix_end(key) if plan.high.inclusive else key)
-            except SQLError:
-                return (row_span(desc, equal) if equal else whole), False
-            if end <= start:
-                return Span(start, start + b"\x00"), exact
-            return Span(start, end), exact
-
-        return span
-
     def _matching(
-        self, desc: TableDescriptor, where: exp.Expr | None, scope: Scope
+        self, desc: TableDescriptor, selection: _Selection
     ) -> Iterator[tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]]:
-        span, exact = self._plan_span(desc, where, scope)()
-        test = compile_expr(where, scope) if where is not None else None  # NB: checks it too
-        if exact:
-            test = None
+        context = self.context
+        span, exact = selection.span(context)
+        test = None if exact else selection.test
         ids = [c.id for c in desc.columns]
         for row, pairs in self._rows(desc, span):
             env = tuple(row[i] for i in ids)
             if test is not None:
-                verdict = test(env, self.context)
+                verdict = test(env, context)
                 if verdict is None:
                     continue
                 if not isinstance(verdict, bool):
@@ -826,45 +751,19 @@ class Execution:
             row = tuple(f((), self.context) for _, f in items)
             return Result(tuple(n for n, _ in items), [row], "SELECT 1")
         desc = self._table(s.table)
-        scope = self._scope(desc, s.alias)
-        names, projections = self._projections(desc, s.items, scope)
-        aggregate = any(contains_aggregate(i) for i in s.items)
-        matching = (env for _row, _pairs, env in self._matching(desc, s.where, scope))
-        if aggregate:
-            row = _aggregate(s.items, scope, matching, self.context)
+        plan = self.session.plan(s, desc, lambda: _SelectPlan.of(desc, s))
+        names, projections = plan.names, plan.projections
+        matching = (env for _row, _pairs, env in self._matching(desc, plan.selection))
+        if plan.aggregate:
+            row = _aggregate(s.items, plan.scope, matching, self.context)
             rows = [row]
         else:
             envs = list(matching)
             if s.order_by:
-                envs = self._sorted(envs, s.order_by, scope, names, projections)
+                envs = self._sorted(envs, s.order_by, plan.scope, names, projections)
             rows = [tuple(f(env, self.context) for f in projections) for env in envs]
         rows = self._limited(rows, s)
         return Result(names, rows, f"SELECT {len(rows)}")
-
-    def _projections(
-        self, desc: TableDescriptor, items: Sequence[exp.Expr], scope: Scope
-    ) -> tuple[tuple[str, ...], list[Compiled]]:
-        names: list[str] = []
-        projections: list[Compiled] = []
-        for item in items:
-            if isinstance(item, exp.Star) or (
-                isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
-            ):
-                if isinstance(item, exp.Column):
-                    scope.check_qualifier(qualifier_of(item))
-                for index, column in enumerate(desc.columns):
-                    if column.hidden:
-                        continue
-                    names.append(column.name)
-                    projections.append(lambda env, ctx, index=index: env[index])  # type: ignore[misc]
-                continue
-            if contains_aggregate(item):
-                names.append(expression_name(item))
-                projections.append(lambda env, ctx: None)
-                continue
-            names.append(expression_name(item))
-            projections.append(compile_expr(_unalias(item), scope))
-        return tuple(names), projections
 
     def _sorted(
         self,
@@ -918,53 +817,15 @@ class Execution:
     def insert(self, s: st.Insert) -> Result:
         desc = self._table(s.table)
         txn = self._txn
-        if s.columns is None:
-            # As in PostgreSQL: VALUES shorter than the table fill its leading columns and
-            # the rest take their defaults.
-            targets = list(desc.visible_columns)
-            if s.rows and len({len(r) for r in s.rows}) > 1:
-                raise SQLError("42601", "VALUES lists must all be the same length")
-            if s.rows and len(s.rows[0]) < len(targets):
-                targets = targets[: len(s.rows[0])]
-        else:
-            targets = [desc.column(name) for name in s.columns]
-            if len({c.id for c in targets}) != len(targets):
-                raise SQLError("42701", "a column is listed more than once in INSERT")
-        empty = Scope()
-        rows = []
-        for values in s.rows:
-            if len(values) > len(targets):
-                raise SQLError(
-                    "42601", f"INSERT has more expressions than target columns ({len(targets)})"
-                )
-            if len(values) < len(targets):
-                raise SQLError(
-                    "42601", f"INSERT has more target columns than expressions ({len(values)})"
-                )
-            rows.append([compile_expr(v, empty) for v in values])
+        plan = self.session.plan(s, desc, lambda: _InsertPlan.of(desc, s))
+        targets, sets, returning = plan.targets, plan.sets, plan.returning
         defaults = self.session.defaults(desc)
-        scope = self._scope(desc)
-        # ON CONFLICT DO UPDATE sees the existing row, then the proposed one as excluded.*
-        conflict_scope = self._scope(desc)
-        width = len(desc.columns)
-        for index, column in enumerate(desc.columns):
-            conflict_scope.add(["excluded"], column.name, width + index, column.type)
-        sets = [(desc.column(n), compile_expr(e, conflict_scope)) for n, e in s.conflict_sets]
-        _check_conflict_target(desc, s.conflict_target)
-        if s.upsert:
-            key_ids = set(desc.primary_key)
-            sets = [
-                (c, _proposed(width + desc.columns.index(c)))
-                for c in targets
-                if c.id not in key_ids
-            ]
         assigned = {column.id for column, _ in sets}
-        returning = self._returning(desc, s.returning, scope)
         provided = {c.id for c in targets}
         out_rows = []
         count = 0
         touched: set[bytes] = set()  # rows this statement wrote, for ON CONFLICT DO UPDATE
-        for compiled in rows:
+        for compiled in plan.rows:
             row: dict[int, Any] = {}
             for column, make_value in zip(targets, compiled, strict=True):
                 row[column.id] = coerce(make_value((), self.context), column.type, column.name)
@@ -1068,14 +929,13 @@ class Execution:
 
     def update(self, s: st.Update) -> Result:
         desc = self._table(s.table)
-        scope = self._scope(desc)
-        sets = [(desc.column(name), compile_expr(e, scope)) for name, e in s.sets]
+        plan = self.session.plan(s, desc, lambda: _UpdatePlan.of(desc, s))
+        sets, returning = plan.sets, plan.returning
         assigned = {column.id for column, _ in sets}
-        returning = self._returning(desc, s.returning, scope)
         key_ids = set(desc.primary_key)
         out_rows = []
         count = 0
-        for old, pairs, env in list(self._matching(desc, s.where, scope)):
+        for old, pairs, env in list(self._matching(desc, plan.selection)):
             new = dict(old)
             for column, value in sets:
                 new[column.id] = coerce(value(env, self.context), column.type, column.name)
@@ -1111,12 +971,12 @@ class Execution:
 
     def delete(self, s: st.Delete) -> Result:
         desc = self._table(s.table)
-        scope = self._scope(desc)
-        returning = self._returning(desc, s.returning, scope)
+        plan = self.session.plan(s, desc, lambda: _DeletePlan.of(desc, s))
+        returning = plan.returning
         out_rows = []
         count = 0
         txn = self._txn
-        for _old, pairs, env in list(self._matching(desc, s.where, scope)):
+        for _old, pairs, env in list(self._matching(desc, plan.selection)):
             for key in pairs:
                 txn.delete(key)
             count += 1
@@ -1126,14 +986,230 @@ class Execution:
             return Result(returning[0], out_rows, f"DELETE {count}")
         return Result(tag=f"DELETE {count}")
 
-    def _returning(
-        self, desc: TableDescriptor, items: tuple[exp.Expr, ...] | None, scope: Scope
-    ) -> tuple[tuple[str, ...], list[Compiled]] | None:
-        if items is None:
-            return None
-        if any(contains_aggregate(i) for i in items):
-            raise SQLError("42803", "aggregate functions are not allowed in RETURNING")
-        return self._projections(desc, items, scope)
+
+def _scope(desc: TableDescriptor, alias: str | None = None) -> Scope:
+    scope = Scope(table_name=desc.name)
+    qualifiers = ["", desc.name] + ([alias] if alias else [])
+    for index, column in enumerate(desc.columns):
+        scope.add(qualifiers, column.name, index, column.type)
+    return scope
+
+
+Projections = tuple[tuple[str, ...], list[Compiled]]  # result column names, their values
+
+
+def _projections(desc: TableDescriptor, items: Sequence[exp.Expr], scope: Scope) -> Projections:
+    names: list[str] = []
+    projections: list[Compiled] = []
+    for item in items:
+        if isinstance(item, exp.Star) or (
+            isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
+        ):
+            if isinstance(item, exp.Column):
+                scope.check_qualifier(qualifier_of(item))
+            for index, column in enumerate(desc.columns):
+                if column.hidden:
+                    continue
+                names.append(column.name)
+                projections.append(lambda env, ctx, index=index: env[index])  # type: ignore[misc]
+            continue
+        if contains_aggregate(item):
+            names.append(expression_name(item))
+            projections.append(lambda env, ctx: None)
+            continue
+        names.append(expression_name(item))
+        projections.append(compile_expr(_unalias(item), scope))
+    return tuple(names), projections
+
+
+def _returning(
+    desc: TableDescriptor, items: tuple[exp.Expr, ...] | None, scope: Scope
+) -> Projections | None:
+    if items is None:
+        return None
+    if any(contains_aggregate(i) for i in items):
+        raise SQLError("42803", "aggregate functions are not allowed in RETURNING")
+    return _projections(desc, items, scope)
+
+
+# Plans: what a statement compiles to against one version of its table, made once per
+# session (Session.plan), so a statement run again goes straight to its rows.
+
+
+@dataclass(frozen=True, slots=True)
+class _Selection:
+    """The rows a WHERE clause selects: ``span(context)`` is the key span to read and
+    whether it holds exactly those rows (it depends on the run's placeholders); else
+    ``test``, the whole WHERE clause, filters the rows read."""
+
+    span: Callable[[Context], tuple[Span, bool]]
+    test: Compiled | None
+
+    @classmethod
+    def of(cls, desc: TableDescriptor, where: exp.Expr | None, scope: Scope) -> _Selection:
+        test = compile_expr(where, scope) if where is not None else None  # NB: checks it too
+        return cls(_span_plan(desc, where, scope), test)
+
+
+def _span_plan(
+    desc: TableDescriptor, where: exp.Expr | None, scope: Scope
+) -> Callable[[Context], tuple[Span, bool]]:
+    whole = table_span(desc.id)
+    if where is None:
+        return lambda context: (whole, True)
+    plan = _key_plan(desc, where, scope)
+    if plan is None:
+        return lambda context: (whole, False)
+    keys = desc.key_columns
+    nothing = Span(whole.start, whole.start + b"\x00")
+
+    def span(context: Context) -> tuple[Span, bool]:
+        def bound(compiled: Compiled, column: Column) -> tuple[Any, bool]:
+            """A constant as the column's type, and whether it kept its value."""
+            raw = compiled((), context)
+            value = coerce(raw, column.type, column.name)
+            return value, type(value) is type(raw) and value == raw
+
+        exact = plan.complete
+        try:
+            equal = []
+            for i, compiled in enumerate(plan.equal):
+                value, kept = bound(compiled, keys[i])
+                equal.append(value)
+                exact = exact and kept
+        except SQLError:
+            return whole, False  # let the WHERE clause report (or filter) it
+        if any(v is None for v in equal):
+            return nothing, exact  # = NULL matches nothing
+        if len(equal) == len(keys) or (plan.low is None and plan.high is None):
+            return row_span(desc, equal), exact
+        column = keys[len(equal)]
+        prefix = row_prefix(desc, equal)
+        start, end = prefix, prefix_end(prefix)
+        # NB: a bound the column's type changed (1.5 for an INT) says nothing exact
+        # about the keys (k > 1.5 wants 2, which k > 2 would miss): it is left to the
+        # filter.
+        try:
+            if plan.low is not None:
+                low, kept = bound(plan.low.value, column)
+                if low is None:
+                    return nothing, exact
+                exact = exact and kept
+                if kept:
+                    key = row_prefix(desc, [*equal, low])
+                    start = max(start, key if plan.low.inclusive else prefix_end(key))
+            if plan.high is not None:
+                high, kept = bound(plan.high.value, column)
+                if high is None:
+                    return nothing, exact
+                exact = exact and kept
+                if kept:
+                    key = row_prefix(desc, [*equal, high])
+                    end = min(end, prefix_end(key) if plan.high.inclusive else key)
+        except SQLError:
+            return (row_span(desc, equal) if equal else whole), False
+        if end <= start:
+            return Span(start, start + b"\x00"), exact
+        return Span(start, end), exact
+
+    return span
+
+
+@dataclass(frozen=True, slots=True)
+class _SelectPlan:
+    scope: Scope
+    names: tuple[str, ...]
+    projections: list[Compiled]
+    aggregate: bool
+    selection: _Selection
+
+    @classmethod
+    def of(cls, desc: TableDescriptor, s: st.Select) -> _SelectPlan:
+        scope = _scope(desc, s.alias)
+        names, projections = _projections(desc, s.items, scope)
+        aggregate = any(contains_aggregate(i) for i in s.items)
+        return cls(scope, names, projections, aggregate, _Selection.of(desc, s.where, scope))
+
+
+@dataclass(frozen=True, slots=True)
+class _InsertPlan:
+    """``rows``: each proposed row's values for ``targets``; ``sets``: the new values
+    of the columns ON CONFLICT DO UPDATE (or UPSERT) assigns, over the existing row
+    followed by the proposed one."""
+
+    targets: list[Column]
+    rows: list[list[Compiled]]
+    sets: list[tuple[Column, Compiled]]
+    returning: Projections | None
+
+    @classmethod
+    def of(cls, desc: TableDescriptor, s: st.Insert) -> _InsertPlan:
+        if s.columns is None:
+            # As in PostgreSQL: VALUES shorter than the table fill its leading columns and
+            # the rest take their defaults.
+            targets = list(desc.visible_columns)
+            if s.rows and len({len(r) for r in s.rows}) > 1:
+                raise SQLError("42601", "VALUES lists must all be the same length")
+            if s.rows and len(s.rows[0]) < len(targets):
+                targets = targets[: len(s.rows[0])]
+        else:
+            targets = [desc.column(name) for name in s.columns]
+            if len({c.id for c in targets}) != len(targets):
+                raise SQLError("42701", "a column is listed more than once in INSERT")
+        empty = Scope()
+        rows = []
+        for values in s.rows:
+            if len(values) > len(targets):
+                raise SQLError(
+                    "42601", f"INSERT has more expressions than target columns ({len(targets)})"
+                )
+            if len(values) < len(targets):
+                raise SQLError(
+                    "42601", f"INSERT has more target columns than expressions ({len(values)})"
+                )
+            rows.append([compile_expr(v, empty) for v in values])
+        scope = _scope(desc)
+        # ON CONFLICT DO UPDATE sees the existing row, then the proposed one as excluded.*
+        conflict_scope = _scope(desc)
+        width = len(desc.columns)
+        for index, column in enumerate(desc.columns):
+            conflict_scope.add(["excluded"], column.name, width + index, column.type)
+        sets = [(desc.column(n), compile_expr(e, conflict_scope)) for n, e in s.conflict_sets]
+        _check_conflict_target(desc, s.conflict_target)
+        if s.upsert:
+            key_ids = set(desc.primary_key)
+            sets = [
+                (c, _proposed(width + desc.columns.index(c)))
+                for c in targets
+                if c.id not in key_ids
+            ]
+        return cls(targets, rows, sets, _returning(desc, s.returning, scope))
+
+
+@dataclass(frozen=True, slots=True)
+class _UpdatePlan:
+    selection: _Selection
+    sets: list[tuple[Column, Compiled]]
+    returning: Projections | None
+
+    @classmethod
+    def of(cls, desc: TableDescriptor, s: st.Update) -> _UpdatePlan:
+        scope = _scope(desc)
+        sets = [(desc.column(name), compile_expr(e, scope)) for name, e in s.sets]
+        returning = _returning(desc, s.returning, scope)
+        return cls(_Selection.of(desc, s.where, scope), sets, returning)
+
+
+@dataclass(frozen=True, slots=True)
+class _DeletePlan:
+    selection: _Selection
+    returning: Projections | None
+
+    @classmethod
+    def of(cls, desc: TableDescriptor, s: st.Delete) -> _DeletePlan:
+        scope = _scope(desc)
+        returning = _returning(desc, s.returning, scope)
+        return cls(_Selection.of(desc, s.where, scope), returning)
 
 
 def _unalias(node: exp.Expr) -> exp.Expr:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import functools
 import re
 import uuid
 from collections.abc import Callable, Sequence
@@ -370,7 +371,6 @@ class _Compiler:
         pattern_of = self.compile(node.expression)
         negate = bool(node.args.get("negate"))
         flags = re.IGNORECASE if isinstance(node, exp.ILike) else 0
-        cache: dict[str, re.Pattern[str]] = {}
 
         def like(row: Env, ctx: Context) -> Any:
             value, pattern = inner(row, ctx), pattern_of(row, ctx)
@@ -378,9 +378,7 @@ class _Compiler:
                 return None
             if not isinstance(value, str) or not isinstance(pattern, str):
                 raise _incomparable("LIKE", value, pattern)
-            regex = cache.get(pattern)
-            if regex is None:
-                regex = cache[pattern] = re.compile(_like_regex(pattern, escape), flags | re.S)
+            regex = _like_compiled(pattern, escape, flags)
             return (regex.fullmatch(value) is not None) != negate
 
         return like
@@ -656,6 +654,13 @@ def _arithmetic_unchecked(op: type, a: Any, b: Any) -> Any:
     except (ZeroDivisionError, decimal.DivisionByZero, decimal.InvalidOperation):
         raise SQLError("22012", "division by zero") from None
     raise SQLError("0A000", f"unsupported operator {op.__name__}")
+
+
+@functools.lru_cache(maxsize=512)
+def _like_compiled(pattern: str, escape: str | None, flags: int) -> re.Pattern[str]:
+    # NB: bounded, and shared by every statement: a compiled statement is kept (see
+    # Session.plan), and a pattern from a placeholder or a column may differ every run.
+    return re.compile(_like_regex(pattern, escape), flags | re.S)
 
 
 def _like_regex(pattern: str, escape: str | None) -> str:

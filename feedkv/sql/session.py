@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["ChangefeedService", "Result", "Session"]
 
 T = TypeVar("T")
+P = TypeVar("P")
 
 
 _CACHED_TEXT_CHARS = 2000
@@ -62,6 +63,8 @@ def _prepare(text: str) -> tuple[tuple[st.Statement, int], ...]:
 
 _prepare_cached = functools.lru_cache(maxsize=2048)(_prepare)
 
+
+_PLANS_KEPT = 1024  # per session; past it the plans are dropped and made again
 
 _JOB_STATEMENTS = st.ShowChangefeedJobs | st.ControlJob | st.AlterChangefeed | st.ClusterSetting
 # Statements that write a new version of a leased descriptor (Execution._publish). They
@@ -119,6 +122,7 @@ class Session:
         self._table_ids: dict[tuple[str, str], int] = {}
         self._database_ids: dict[str, int] = {}
         self._defaults: dict[tuple[int, int], dict[int, Compiled]] = {}
+        self._plans: dict[tuple[int, int], tuple[st.Statement, TableDescriptor, Any]] = {}
         self._checked_user = False
 
     @property
@@ -367,6 +371,25 @@ class Session:
         if table is not None:
             for key in [k for k, v in self._table_ids.items() if v == table]:
                 del self._table_ids[key]
+
+    def plan(self, statement: st.Statement, desc: TableDescriptor, build: Callable[[], P]) -> P:
+        """``build()``, what ``statement`` compiles to against ``desc`` (its expressions,
+        its key plan), made once per statement and table version in this session, so a
+        statement run again goes straight to its rows. A failed build is not kept: its
+        error comes again on the next run."""
+        key = (id(statement), desc.id)
+        found = self._plans.get(key)
+        # NB: the statement is kept with its plan, so its id is not reused while the entry
+        # lives. The descriptor is compared whole, not by version: a transaction that
+        # rolled back may have used a version that a later change writes differently.
+        if found is not None and found[0] is statement and (found[1] is desc or found[1] == desc):
+            plan: P = found[2]
+            return plan
+        plan = build()
+        if len(self._plans) >= _PLANS_KEPT:
+            self._plans.clear()
+        self._plans[key] = (statement, desc, plan)
+        return plan
 
     def defaults(self, desc: TableDescriptor) -> dict[int, Compiled]:
         """The compiled DEFAULT expressions of ``desc``'s columns, by column id."""

@@ -459,6 +459,42 @@ def test_as_of_system_time_before_add_column_shows_the_old_schema(any_db: DB) ->
     assert error.code == "42703"
 
 
+def test_a_statement_run_again_follows_the_schema_changes_between_runs(any_db: DB) -> None:
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    any_db.sql("INSERT INTO t VALUES (1, 'a')")
+    select, update = "SELECT * FROM t WHERE k = $1", "UPDATE t SET v = $2 WHERE k = $1"
+    assert any_db.sql(select, 1).columns == ("k", "v")
+    assert any_db.sql(update, 1, "b").tag == "UPDATE 1"
+
+    any_db.sql("ALTER TABLE t ADD COLUMN w INT DEFAULT 7")
+    any_db.sql(update, 1, "c")
+    assert any_db.sql(select, 1).rows == [(1, "c", 7)]
+    any_db.sql("ALTER TABLE t DROP COLUMN v")
+
+    assert any_db.sql(select, 1).rows == [(1, 7)]
+    assert sql_error(lambda: any_db.sql(update, 1, "d")).code == "42703"
+
+
+def test_a_rolled_back_schema_change_leaves_nothing_for_the_next_one(
+    any_db: DB, session: Callable[..., Session]
+) -> None:
+    # The rolled-back change and the next one write the same descriptor version.
+    s = session()
+    s.execute("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    s.execute("INSERT INTO t VALUES (1, 'a')")
+    select = "SELECT * FROM t WHERE k = $1"
+    s.execute("BEGIN")
+    s.execute("ALTER TABLE t ADD COLUMN a INT DEFAULT 5")
+    assert s.execute(select, 1).rows == [(1, "a", 5)]
+    s.execute("ROLLBACK")
+
+    s.execute("ALTER TABLE t ADD COLUMN b STRING DEFAULT 'x'")
+    again = s.execute(select, 1)
+
+    assert again.columns == ("k", "v", "b")
+    assert again.rows == [(1, "a", "x")]
+
+
 def test_as_of_system_time_reads_a_dropped_table(any_db: DB) -> None:
     any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
     any_db.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b')")

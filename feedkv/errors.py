@@ -187,15 +187,17 @@ class InvalidURLError(InvalidArgumentError):
 
 
 class ConditionFailedError(FeedKVError):
-    """A conditional put expected one value and found another (``actual``, ``None`` if absent)."""
+    """A conditional put expected one value and found another (``actual``, ``None`` if
+    absent); with ``exists`` it expected any value and found none."""
 
-    def __init__(self, key: bytes, expected: bytes | None, actual: bytes | None) -> None:
+    def __init__(
+        self, key: bytes, expected: bytes | None, actual: bytes | None, *, exists: bool = False
+    ) -> None:
         self.key = key
         self.expected = expected
         self.actual = actual
-        super().__init__(
-            f"condition failed for {key!r}: expected {_show(expected)}, found {_show(actual)}"
-        )
+        wanted = "a value" if exists else _show(expected)
+        super().__init__(f"condition failed for {key!r}: expected {wanted}, found {_show(actual)}")
 
 
 class SQLError(FeedKVError):

@@ -116,11 +116,13 @@ class Put:
 
 @dataclass(frozen=True, slots=True)
 class ConditionalPut:
-    """Write ``value`` only if the current value is ``expected`` (``None``: absent)."""
+    """Write ``value`` only if the current value is ``expected`` (``None``: absent); with
+    ``exists``, only if the key holds a value, whatever it is (``expected`` is unused)."""
 
     key: bytes
     value: bytes | None
     expected: bytes | None
+    exists: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -399,7 +399,7 @@ class _Evaluator:
             self._write(
                 floor,
                 lambda ts, meta: mvcc.conditional_put(
-                    self.rw, req.key, ts, req.value, req.expected, txn=meta
+                    self.rw, req.key, ts, req.value, req.expected, txn=meta, exists=req.exists
                 ),
             )
         )

@@ -90,6 +90,7 @@ class Txn:
             priority=priority if priority is not None else random.randint(1, MAX_PRIORITY),
         )
         self._writes: dict[bytes, bytes | None] = {}
+        self._present: set[bytes] = set()  # written keys that must hold a value before
         self._absent: set[bytes] = set()  # written keys that must hold nothing before
         self._reads: list[Span] = []
         self._locked: list[Span] = []
@@ -205,6 +206,20 @@ class Txn:
         self.put(key, value)
         self._absent.add(key)
 
+    def put_if_present(self, key: bytes, value: bytes) -> None:
+        """Write ``value`` if ``key`` holds a value, checked when the writes are sent at
+        commit, which then raises :class:`ConditionFailedError`: an update of a row that
+        rewrites it whole, without reading it first. A key this transaction already wrote
+        is checked at once, against that write."""
+        if key in self._writes:
+            written = self._writes[key]
+            if written is None:
+                raise ConditionFailedError(key, None, None, exists=True)
+            self.put(key, value)
+            return
+        self.put(key, value)
+        self._present.add(key)
+
     def delete_range(self, start: bytes, end: bytes) -> list[bytes]:
         """Delete every live key in ``[start, end)``; returns the keys deleted."""
         keys = [kv.key for kv in self.scan(start, end)]
@@ -269,9 +284,13 @@ class Txn:
             self._send_key(self._txn.key, (EndTxn(False, tuple(merge_spans(self._locked))),))
 
     def _commit_writes(self) -> None:
-        absent = self._absent
+        absent, present = self._absent, self._present
         puts = [
-            ConditionalPut(k, v, None) if k in absent else Put(k, v)
+            ConditionalPut(k, v, None)
+            if k in absent
+            else ConditionalPut(k, v, None, exists=True)
+            if k in present
+            else Put(k, v)
             for k, v in self._writes.items()
         ]
         if self._locked:  # put_now wrote intents and the record, at its anchor

@@ -27,6 +27,7 @@ from feedkv.errors import (
     ConditionFailedError,
     InvalidArgumentError,
     InvalidKeyError,
+    InvariantViolation,
     SQLError,
     TimestampParseError,
     ValueTooLargeError,
@@ -194,6 +195,8 @@ class Execution:
         self._changed: set[int] = set()  # tables whose leases :meth:`_changing` waited for
         # Rows written blind, by their first key: a failed check at commit is a duplicate.
         self.inserted: dict[bytes, tuple[TableDescriptor, dict[int, Any]]] = {}
+        # Rows updated blind, by key: the result had the row been missing at commit.
+        self.missing: dict[bytes, Result] = {}
         self.context = Context(
             params=params,
             now=datetime.datetime.now(datetime.UTC),
@@ -930,6 +933,10 @@ class Execution:
     def update(self, s: st.Update) -> Result:
         desc = self._table(s.table)
         plan = self.session.plan(s, desc, lambda: _UpdatePlan.of(desc, s))
+        if plan.blind and self.autocommit and plan.selection.point is not None:
+            key = plan.selection.point(self.context)
+            if key is not None:
+                return self._update_blind(desc, plan, key)
         sets, returning = plan.sets, plan.returning
         assigned = {column.id for column, _ in sets}
         key_ids = set(desc.primary_key)
@@ -951,6 +958,22 @@ class Execution:
         if returning is not None:
             return Result(returning[0], out_rows, f"UPDATE {count}")
         return Result(tag=f"UPDATE {count}")
+
+    def _update_blind(self, desc: TableDescriptor, plan: _UpdatePlan, key: list[Any]) -> Result:
+        """Rewrite the row with primary key ``key`` without reading it, when the
+        statement commits on its own: the row must exist at commit
+        (:meth:`Txn.put_if_present`), and when it does not the session reports
+        ``UPDATE 0`` (nothing was written)."""
+        row = dict(zip(desc.primary_key, key, strict=True))
+        for column, value in plan.sets:
+            row[column.id] = coerce(value((), self.context), column.type, column.name)
+        _check_not_null(desc, row)
+        ((first_key, encoded),) = row_kvs(desc, row).items()
+        if encoded is None:
+            raise InvariantViolation(f"the primary family of {desc.name!r} encoded no value")
+        self._txn.put_if_present(first_key, encoded)
+        self.missing[first_key] = Result(tag="UPDATE 0")
+        return Result(tag="UPDATE 1")
 
     def _move_row(
         self, desc: TableDescriptor, pairs: Iterable[bytes], new: dict[int, Any]
@@ -1044,20 +1067,52 @@ class _Selection:
 
     span: Callable[[Context], tuple[Span, bool]]
     test: Compiled | None
+    # The primary key of the one row WHERE selects, when it is nothing but the whole
+    # key's equality to values that keep their type; else None (then, or when a run's
+    # values change type or are NULL, it returns None).
+    point: Callable[[Context], list[Any] | None] | None
 
     @classmethod
     def of(cls, desc: TableDescriptor, where: exp.Expr | None, scope: Scope) -> _Selection:
         test = compile_expr(where, scope) if where is not None else None  # NB: checks it too
-        return cls(_span_plan(desc, where, scope), test)
+        plan = _key_plan(desc, where, scope) if where is not None else None
+        point = None
+        if plan is not None and plan.complete and len(plan.equal) == len(desc.key_columns):
+            point = _point(desc, plan)
+        return cls(_span_plan(desc, where, plan), test, point)
+
+
+def _bound(compiled: Compiled, column: Column, context: Context) -> tuple[Any, bool]:
+    """A constant as the column's type, and whether it kept its value."""
+    raw = compiled((), context)
+    value = coerce(raw, column.type, column.name)
+    return value, type(value) is type(raw) and value == raw
+
+
+def _point(desc: TableDescriptor, plan: _KeyPlan) -> Callable[[Context], list[Any] | None]:
+    keys = desc.key_columns
+
+    def point(context: Context) -> list[Any] | None:
+        values = []
+        for compiled, column in zip(plan.equal, keys, strict=True):
+            try:
+                value, kept = _bound(compiled, column, context)
+            except SQLError:
+                return None
+            if value is None or not kept:
+                return None
+            values.append(value)
+        return values
+
+    return point
 
 
 def _span_plan(
-    desc: TableDescriptor, where: exp.Expr | None, scope: Scope
+    desc: TableDescriptor, where: exp.Expr | None, plan: _KeyPlan | None
 ) -> Callable[[Context], tuple[Span, bool]]:
     whole = table_span(desc.id)
     if where is None:
         return lambda context: (whole, True)
-    plan = _key_plan(desc, where, scope)
     if plan is None:
         return lambda context: (whole, False)
     keys = desc.key_columns
@@ -1065,10 +1120,7 @@ def _span_plan(
 
     def span(context: Context) -> tuple[Span, bool]:
         def bound(compiled: Compiled, column: Column) -> tuple[Any, bool]:
-            """A constant as the column's type, and whether it kept its value."""
-            raw = compiled((), context)
-            value = coerce(raw, column.type, column.name)
-            return value, type(value) is type(raw) and value == raw
+            return _bound(compiled, column, context)
 
         exact = plan.complete
         try:
@@ -1188,16 +1240,31 @@ class _InsertPlan:
 
 @dataclass(frozen=True, slots=True)
 class _UpdatePlan:
+    """``blind``: the statement rewrites one whole row it names by its primary key, so
+    it may write without reading (:meth:`Execution.update`): every column but the key's
+    is set to a value that reads no column, the table has one column family (so the
+    row is one KV pair), and there is no RETURNING."""
+
     selection: _Selection
     sets: list[tuple[Column, Compiled]]
     returning: Projections | None
+    blind: bool
 
     @classmethod
     def of(cls, desc: TableDescriptor, s: st.Update) -> _UpdatePlan:
         scope = _scope(desc)
         sets = [(desc.column(name), compile_expr(e, scope)) for name, e in s.sets]
         returning = _returning(desc, s.returning, scope)
-        return cls(_Selection.of(desc, s.where, scope), sets, returning)
+        selection = _Selection.of(desc, s.where, scope)
+        assigned = {column.id for column, _ in sets}
+        blind = (
+            selection.point is not None
+            and returning is None
+            and len(desc.families) == 1
+            and assigned == {c.id for c in desc.columns} - set(desc.primary_key)
+            and all(_is_constant(e) for _, e in s.sets)
+        )
+        return cls(selection, sets, returning, blind)
 
 
 @dataclass(frozen=True, slots=True)

@@ -282,6 +282,9 @@ class Session:
                     inserted = execution.inserted.get(exc.key)
                     if inserted is not None:
                         raise duplicate_key(*inserted) from None
+                    missing = execution.missing.get(exc.key)
+                    if missing is not None:
+                        return [missing]  # NB: autocommit: the statement was alone
             raise
         finally:
             for execution in itertools.chain.from_iterable(attempts):

@@ -390,8 +390,10 @@ def conditional_put(
     expected: bytes | None,
     *,
     txn: TxnMeta | None = None,
+    exists: bool = False,
 ) -> list[LogicalOp]:
-    """Write ``value`` only if the current value is ``expected`` (``None``: absent).
+    """Write ``value`` only if the current value is ``expected`` (``None``: absent), or
+    with ``exists`` only if there is a current value, whatever it is.
 
     Raises :class:`ConditionFailedError` carrying the actual value otherwise.
     """
@@ -404,8 +406,8 @@ def conditional_put(
             current = newest[1] if newest else None
     else:
         current = newest[1] if newest else None
-    if current != expected:
-        raise ConditionFailedError(key, expected, current)
+    if current is None if exists else current != expected:
+        raise ConditionFailedError(key, expected, current, exists=exists)
     return _write(rw, key, ts, value, txn, record, newest)
 
 

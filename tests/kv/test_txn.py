@@ -468,6 +468,37 @@ def test_conditional_put_expecting_a_value_fails_on_an_absent_key(db: DB) -> Non
     assert db.get(b"k") is None
 
 
+def test_put_if_present_overwrites_a_value_and_its_check_fails_at_commit_on_no_value(
+    db: DB, layout: str
+) -> None:
+    db.put(b"a", b"old")
+    with db.transaction() as txn:
+        txn.put_if_present(b"a", b"new")
+    assert db.get(b"a") == b"new"
+
+    txn = db.transaction()
+    txn.put(b"a", b"newer")
+    txn.put_if_present(b"y", b"never")  # in the other range when there are two
+    with pytest.raises(ConditionFailedError, match="expected a value, found no value") as info:
+        txn.commit()
+
+    assert info.value.key == b"y"
+    assert db.get(b"y") is None
+    assert db.get(b"a") == b"new"
+
+
+def test_put_if_present_checks_a_key_the_transaction_wrote_at_once(db: DB) -> None:
+    db.put(b"a", b"old")
+    with db.transaction() as txn:
+        txn.delete(b"a")
+        with pytest.raises(ConditionFailedError):
+            txn.put_if_present(b"a", b"new")
+        txn.put(b"b", b"mine")
+        txn.put_if_present(b"b", b"mine again")
+    assert db.get(b"a") is None
+    assert db.get(b"b") == b"mine again"
+
+
 def test_delete_range_deletes_every_live_key_of_the_span(db: DB, layout: str) -> None:
     for key in (b"a", b"c", b"e", b"n", b"p", b"x"):
         db.put(key, b"v")

@@ -8,7 +8,12 @@ import pytest
 from feedkv.errors import InvalidArgumentError
 from feedkv.kv import api
 from feedkv.kv.proto import feedkv_pb2 as pb
-from feedkv.kv.wire import batch_response_from_proto, batch_response_to_proto
+from feedkv.kv.wire import (
+    batch_request_from_proto,
+    batch_request_to_proto,
+    batch_response_from_proto,
+    batch_response_to_proto,
+)
 from feedkv.storage.mvcc import KeyValue
 from feedkv.util.hlc import MAX_LOGICAL, Timestamp
 
@@ -46,3 +51,21 @@ def test_a_scan_response_with_a_negative_timestamp_is_refused() -> None:
     msg.responses[0].scan.walls[0] = -1
     with pytest.raises(InvalidArgumentError, match="negative timestamp"):
         batch_response_from_proto(msg)
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        api.ConditionalPut(b"k", b"v", b"old"),
+        api.ConditionalPut(b"k", None, None),
+        api.ConditionalPut(b"k", b"v", None, exists=True),
+    ],
+    ids=["expected value", "expected absent", "expected any value"],
+)
+def test_a_conditional_put_crosses_the_wire_with_its_condition(
+    request_: api.ConditionalPut,
+) -> None:
+    batch = api.BatchRequest(api.Header(), (request_,))
+    data = batch_request_to_proto(batch).SerializeToString()
+    decoded = batch_request_from_proto(pb.BatchRequest.FromString(data))
+    assert decoded.requests == (request_,)

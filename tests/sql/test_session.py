@@ -141,6 +141,32 @@ def test_concurrent_inserts_of_one_key_let_exactly_one_win(any_db: DB) -> None:
     assert rows == [(k, f"by {me}") for k, me in sorted(won)]
 
 
+def test_update_of_a_whole_row_by_key_writes_it_or_reports_it_missing(any_db: DB) -> None:
+    # Such an UPDATE writes without reading; the row must exist when it commits.
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING, n INT NOT NULL)")
+    any_db.sql("INSERT INTO t VALUES (1, 'a', 10)")
+    update = "UPDATE t SET v = $2, n = $3 WHERE k = $1"
+
+    assert any_db.sql(update, 1, "b", 11).tag == "UPDATE 1"
+    assert any_db.sql(update, 2, "c", 12).tag == "UPDATE 0"
+    assert any_db.sql(update, "1", "d", 13).tag == "UPDATE 1"  # coerced to the key's type
+    assert sql_error(lambda: any_db.sql(update, 1, "e", None)).code == "23502"
+
+    assert any_db.sql("SELECT * FROM t ORDER BY k").rows == [(1, "d", 13)]
+    any_db.sql("DELETE FROM t WHERE k = 1")
+    assert any_db.sql(update, 1, "f", 14).tag == "UPDATE 0"
+    assert any_db.sql("SELECT count(*) FROM t").rows == [(0,)]
+
+
+def test_update_of_a_row_deleted_in_the_same_transaction_updates_nothing(any_db: DB) -> None:
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    any_db.sql("INSERT INTO t VALUES (1, 'a')")
+    results = any_db.session().execute_all(
+        "DELETE FROM t WHERE k = 1; UPDATE t SET v = 'b' WHERE k = 1; SELECT * FROM t"
+    )
+    assert [r.tag for r in results] == ["DELETE 1", "UPDATE 0", "SELECT 0"]
+
+
 def test_db_sql_transaction_belongs_to_the_calling_thread(any_db: DB) -> None:
     any_db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
     any_db.sql("BEGIN")

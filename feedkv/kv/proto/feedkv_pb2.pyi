@@ -118,14 +118,16 @@ class PutRequest(_message.Message):
     def __init__(self, key: _Optional[bytes] = ..., value: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
 
 class ConditionalPutRequest(_message.Message):
-    __slots__ = ("key", "value", "expected")
+    __slots__ = ("key", "value", "expected", "exists")
     KEY_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_FIELD_NUMBER: _ClassVar[int]
+    EXISTS_FIELD_NUMBER: _ClassVar[int]
     key: bytes
     value: Value
     expected: Value
-    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[_Union[Value, _Mapping]] = ..., expected: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
+    exists: bool
+    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[_Union[Value, _Mapping]] = ..., expected: _Optional[_Union[Value, _Mapping]] = ..., exists: _Optional[bool] = ...) -> None: ...
 
 class DeleteRangeRequest(_message.Message):
     __slots__ = ("span",)

@@ -16,7 +16,7 @@ started yet: the node assigns it its clock's time.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.txn_record import TxnRecord
@@ -94,8 +94,26 @@ class Transaction:
     def started(self) -> bool:
         return self.read_ts != ZERO_TIMESTAMP
 
+    # NB: these spell out the constructor, which costs half of dataclasses.replace; a
+    # transaction is copied a few times per request, on the hot path of every write.
+
     def with_write_ts(self, ts: Timestamp) -> Transaction:
-        return replace(self, write_ts=ts)
+        return Transaction(self.id, self.key, self.epoch, self.read_ts, ts, self.priority, self.seq)
+
+    def started_at(self, ts: Timestamp) -> Transaction:
+        """Reading and writing at ``ts``."""
+        return Transaction(self.id, self.key, self.epoch, ts, ts, self.priority, self.seq)
+
+    def anchored_at(self, key: bytes) -> Transaction:
+        """With its record at ``key``."""
+        return Transaction(
+            self.id, key, self.epoch, self.read_ts, self.write_ts, self.priority, self.seq
+        )
+
+    def with_seq(self, seq: int) -> Transaction:
+        return Transaction(
+            self.id, self.key, self.epoch, self.read_ts, self.write_ts, self.priority, seq
+        )
 
 
 # Requests.

@@ -374,7 +374,7 @@ class Store:
         header = batch.header
         if header.txn is not None and not header.txn.started():
             now = self.clock.now()
-            txn = replace(header.txn, read_ts=now, write_ts=now)
+            txn = header.txn.started_at(now)
             return replace(batch, header=replace(header, txn=txn))
         if header.txn is None and header.timestamp is None:
             return replace(batch, header=replace(header, timestamp=self.clock.now()))

@@ -29,8 +29,6 @@ import contextlib
 import enum
 import random
 import threading
-import uuid
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from feedkv.errors import (
@@ -82,7 +80,7 @@ class Txn:
     def __init__(self, router: Router, *, priority: int | None = None) -> None:
         self._router = router
         self._txn = Transaction(
-            id=uuid.uuid4().bytes,
+            id=random.randbytes(16),  # NB: unique, not secret; no system call
             key=b"",
             epoch=0,
             read_ts=ZERO_TIMESTAMP,
@@ -171,7 +169,7 @@ class Txn:
         the commit, the others just after it."""
         self.put(key, value)
         if not self._txn.key:
-            self._txn = replace(self._txn, key=anchor if anchor is not None else key)
+            self._txn = self._txn.anchored_at(anchor if anchor is not None else key)
         self._start_heartbeat()
         self._send_key(key, (Put(key, value),))
         self._locked.append(Span.for_key(key))
@@ -241,7 +239,7 @@ class Txn:
         :class:`TransactionRetryError` if one changed), so it commits at ``ts`` or later."""
         self._check_open()
         if not self._txn.started():
-            self._txn = replace(self._txn, read_ts=ts, write_ts=ts)
+            self._txn = self._txn.started_at(ts)
         elif ts > self._txn.read_ts:
             self._refresh(max(ts, self._txn.write_ts))
 
@@ -296,7 +294,7 @@ class Txn:
         if self._locked:  # put_now wrote intents and the record, at its anchor
             self._commit_two_phase(puts)
             return
-        self._txn = replace(self._txn, key=next(iter(self._writes)))
+        self._txn = self._txn.anchored_at(next(iter(self._writes)))
         one_range = self._router.ranges.get(puts[0].key)
         if all(one_range.contains_key(p.key) for p in puts) and self._commit_one_phase(puts):
             return
@@ -384,7 +382,7 @@ class Txn:
         self._router.send_spans(
             merge_spans(self._reads), header, lambda p: (RefreshRange(p, from_ts),)
         )
-        self._txn = replace(self._txn, read_ts=to_ts, write_ts=to_ts)
+        self._txn = self._txn.started_at(to_ts)
 
     # Plumbing.
 
@@ -403,11 +401,14 @@ class Txn:
         if txn is None:
             return
         current = self._txn
-        self._txn = replace(
-            current,
-            read_ts=txn.read_ts if not current.started() else current.read_ts,
-            write_ts=max(current.write_ts, txn.write_ts),
-            seq=max(current.seq, txn.seq),
+        self._txn = Transaction(
+            current.id,
+            current.key,
+            current.epoch,
+            txn.read_ts if not current.started() else current.read_ts,
+            max(current.write_ts, txn.write_ts),
+            current.priority,
+            max(current.seq, txn.seq),
         )
 
     def _check_open(self) -> None:

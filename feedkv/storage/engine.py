@@ -187,7 +187,9 @@ class Engine(Protocol):
         read_only: bool = False,
     ) -> Completion[T]:
         """Queue ``fn`` for the next group commit; the completion is set once durable
-        (a ``read_only`` function's as soon as it has run)."""
+        (a ``read_only`` function's as soon as it has run). ``fn`` may be run more than
+        once (its writes count once): outside the ``ReadWriter`` it may only do what is
+        safe to repeat."""
         ...
 
     def read_now(self, fn: Callable[[ReadWriter], T]) -> T:

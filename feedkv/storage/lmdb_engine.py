@@ -1,10 +1,15 @@
 """The LMDB storage engine: named sub-databases, snapshots and group commit.
 
 One commit thread owns LMDB's single write transaction. Callers ``submit`` functions;
-the thread drains everything queued, runs each function in a nested transaction of one
-group transaction (so a failing function leaves no trace), commits the group with one
-fsync, runs the ``on_applied`` callbacks in order under ``apply_lock``, and completes
-the futures.
+the thread drains everything queued, runs each function in one group transaction,
+commits the group with one fsync, runs the ``on_applied`` callbacks in order under
+``apply_lock``, and completes the futures.
+
+A failing function must leave no trace, yet a nested transaction per function costs two
+LMDB calls, each a GIL handoff on a busy node. So a group runs its functions directly in
+the group transaction; when one fails, the group is thrown away and run again with each
+function in a nested transaction of its own (and so are the next few groups: failures
+come in runs, under contention).
 
 A group's futures are completed once the next group is evaluated, just before its
 fsync (or at once when nothing else is queued, before a group of reads, or once the next
@@ -49,6 +54,7 @@ DEFAULT_MAP_SIZE = 64 << 30  # virtual address space only; the file grows with t
 MAX_GROUP_JOBS = 4096
 ACK_DELAY_S = 0.002  # evaluating the next group this long completes a durable group's futures
 GROWTH_WAIT_SECONDS = 30.0
+ISOLATED_GROUPS = 16  # groups run with nested transactions after one that had a failure
 
 
 class _View:
@@ -201,6 +207,7 @@ class LMDBEngine:
         self.apply_lock = threading.RLock()
         self.eval_lock = threading.Lock()
         self._group_hooks: list[Callable[[], None]] = []
+        self._isolate_groups = 0  # the next this many groups nest each job (_run_group)
         self.stats = EngineStats()
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._durable: list[tuple[_Job, tuple[bool, Any]]] = []  # outcomes to complete
@@ -387,35 +394,20 @@ class LMDBEngine:
         self.stats.jobs += len(jobs)
 
     def _run_group(self, jobs: list[_Job]) -> list[tuple[bool, Any]]:
-        outcomes: list[tuple[bool, Any]] = []
         ack_by = time.perf_counter() + ACK_DELAY_S
         with self.apply_lock:
             txn = self._env.begin(write=True)
             try:
-                for job in jobs:
-                    if self._durable and time.perf_counter() > ack_by:
-                        self._complete_durable()
-                    # NB: eval_lock is taken per job, not per group, so a read_now waits
-                    # for one evaluation at most, not for the whole group's.
-                    with self.eval_lock:
-                        child = self._env.begin(write=True, parent=txn)
-                        try:
-                            result = job.fn(_View(child, self._dbs))
-                        except lmdb.MapFullError:
-                            child.abort()
-                            raise
-                        except lmdb.Error as exc:
-                            child.abort()
-                            error = StorageError(f"write failed in {self.path}: {exc}")
-                            error.__cause__ = exc
-                            outcomes.append((False, error))
-                            continue
-                        except BaseException as exc:
-                            child.abort()
-                            outcomes.append((False, exc))
-                            continue
-                        child.commit()
-                    outcomes.append((True, result))
+                outcomes = None
+                if self._isolate_groups == 0:
+                    outcomes = self._evaluate_together(txn, jobs, ack_by)
+                    if outcomes is None:  # a job failed: discard its writes, and only its
+                        txn.abort()
+                        txn = self._env.begin(write=True)
+                        self._isolate_groups = ISOLATED_GROUPS
+                if outcomes is None:
+                    self._isolate_groups -= 1
+                    outcomes = self._evaluate_isolated(txn, jobs, ack_by)
                 self._complete_durable()
                 txn.commit()
             except BaseException:
@@ -436,6 +428,57 @@ class LMDBEngine:
                     hook()
                 except Exception:
                     log.exception("a group hook failed after a durable commit")
+        return outcomes
+
+    def _evaluate_together(
+        self, txn: Any, jobs: list[_Job], ack_by: float
+    ) -> list[tuple[bool, Any]] | None:
+        """Each job in ``txn`` itself; ``None`` as soon as one fails (``txn`` then holds
+        its partial writes and must be aborted)."""
+        outcomes: list[tuple[bool, Any]] = []
+        view = _View(txn, self._dbs)
+        for job in jobs:
+            if self._durable and time.perf_counter() > ack_by:
+                self._complete_durable()
+            # NB: eval_lock is taken per job, not per group, so a read_now waits for one
+            # evaluation at most, not for the whole group's.
+            with self.eval_lock:
+                try:
+                    result = job.fn(view)
+                except lmdb.MapFullError:
+                    raise
+                except BaseException:
+                    return None
+            outcomes.append((True, result))
+        return outcomes
+
+    def _evaluate_isolated(
+        self, txn: Any, jobs: list[_Job], ack_by: float
+    ) -> list[tuple[bool, Any]]:
+        """Each job in a transaction nested in ``txn``: a failing one leaves no trace."""
+        outcomes: list[tuple[bool, Any]] = []
+        for job in jobs:
+            if self._durable and time.perf_counter() > ack_by:
+                self._complete_durable()
+            with self.eval_lock:
+                child = self._env.begin(write=True, parent=txn)
+                try:
+                    result = job.fn(_View(child, self._dbs))
+                except lmdb.MapFullError:
+                    child.abort()
+                    raise
+                except lmdb.Error as exc:
+                    child.abort()
+                    error = StorageError(f"write failed in {self.path}: {exc}")
+                    error.__cause__ = exc
+                    outcomes.append((False, error))
+                    continue
+                except BaseException as exc:
+                    child.abort()
+                    outcomes.append((False, exc))
+                    continue
+                child.commit()
+            outcomes.append((True, result))
         return outcomes
 
     def _grow_map(self) -> None:

@@ -310,6 +310,24 @@ def test_failing_job_leaves_no_writes_and_spares_its_group(engine: LMDBEngine) -
     assert applied == ["before", "after"]
 
 
+def test_jobs_run_again_after_a_failure_in_their_group_write_once(engine: LMDBEngine) -> None:
+    def failing(rw: ReadWriter) -> None:
+        increment(rw)
+        raise ValueError("job failed on purpose")
+
+    with parked_commit_thread(engine):
+        first = [engine.submit(increment) for _ in range(3)]
+        failed = engine.submit(failing)
+        then = [engine.submit(increment) for _ in range(2)]
+    with parked_commit_thread(engine):  # a group after the failure
+        last = engine.submit(increment)
+
+    assert [f.result(TIMEOUT) for f in (*first, *then, last)] == [1, 2, 3, 4, 5, 6]
+    with pytest.raises(ValueError, match="on purpose"):
+        failed.result(TIMEOUT)
+    assert read(engine, "a", b"counter") == b"6"
+
+
 def test_lmdb_error_in_a_job_becomes_storage_error_and_leaves_no_writes(
     engine: LMDBEngine,
 ) -> None:

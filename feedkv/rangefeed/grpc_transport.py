@@ -20,7 +20,7 @@ from typing import Any
 
 import grpc
 
-from feedkv.errors import InvalidArgumentError
+from feedkv.errors import InvalidArgumentError, NodeUnavailableError
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.server import SERVICE
 from feedkv.kv.wire import span_to_proto, timestamp_to_proto
@@ -86,8 +86,11 @@ class _Mux:
         self._requests.put(pb.RangeFeedRequest(unregister=pb.RangeFeedUnregister(tag=reg.wire_tag)))
 
     def close(self) -> None:
+        """Cancel the call and wait for the reader, which ends every feed on it."""
         self._requests.put(None)
         self._call.cancel()
+        if threading.current_thread() is not self._reader:
+            self._reader.join()
 
     def _read(self) -> None:
         reason = "the node closed the stream"
@@ -187,6 +190,8 @@ class GrpcFeedTransport:
         values: bool = True,
     ) -> object:
         with self._lock:
+            if self._closed:
+                raise NodeUnavailableError(f"the rangefeed client of {self.address} is closed")
             if self._mux is None or not self._mux.alive:
                 self._mux = _Mux(self._method, self.address)
             mux = self._mux
@@ -209,7 +214,9 @@ class GrpcFeedTransport:
         handle.end(Error(ErrorReason.UNREGISTERED, "unregistered by the consumer"))
 
     def close(self) -> None:
+        """End every feed (``DISCONNECTED``) and refuse new ones. Idempotent."""
         with self._lock:
+            self._closed = True
             mux, self._mux = self._mux, None
         if mux is not None:
             mux.close()

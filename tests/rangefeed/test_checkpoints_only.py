@@ -18,7 +18,7 @@ from conftest import (
 )
 
 from feedkv import DB
-from feedkv.errors import InvalidArgumentError
+from feedkv.errors import InvalidArgumentError, NodeUnavailableError
 from feedkv.kv.address import split_host_port
 from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.store import Store
@@ -173,6 +173,24 @@ def test_a_checkpoint_only_registration_is_sent_no_values(db: DB, transport: Fee
     last = db.put(b"b", b"live")
     events = feed.until(resolved_past(last))
     assert not_checkpoints(events) == []
+
+
+def test_a_closed_feed_transport_ends_its_feeds_and_refuses_new_ones(
+    db: DB, transport: FeedTransport
+) -> None:
+    stream = transport.new_stream()
+    transport.register("open", USER, ZERO, False, stream)
+    feed = Collector(stream)
+    feed.until(resolved_past(db.put(b"a", b"live")))
+
+    transport.close()
+    ended = feed.until(lambda es: isinstance(es[-1], Error))[-1]
+
+    assert isinstance(ended, Error)
+    assert ended.reason in (ErrorReason.DISCONNECTED, ErrorReason.NODE_SHUTDOWN)
+    with pytest.raises(NodeUnavailableError):
+        transport.register("late", USER, ZERO, False, transport.new_stream())
+    transport.close()  # idempotent
 
 
 def test_with_diff_without_values_is_refused_on_the_wire(

@@ -1119,14 +1119,11 @@ def _span_plan(
     nothing = Span(whole.start, whole.start + b"\x00")
 
     def span(context: Context) -> tuple[Span, bool]:
-        def bound(compiled: Compiled, column: Column) -> tuple[Any, bool]:
-            return _bound(compiled, column, context)
-
         exact = plan.complete
         try:
             equal = []
             for i, compiled in enumerate(plan.equal):
-                value, kept = bound(compiled, keys[i])
+                value, kept = _bound(compiled, keys[i], context)
                 equal.append(value)
                 exact = exact and kept
         except SQLError:
@@ -1143,7 +1140,7 @@ def _span_plan(
         # filter.
         try:
             if plan.low is not None:
-                low, kept = bound(plan.low.value, column)
+                low, kept = _bound(plan.low.value, column, context)
                 if low is None:
                     return nothing, exact
                 exact = exact and kept
@@ -1151,7 +1148,7 @@ def _span_plan(
                     key = row_prefix(desc, [*equal, low])
                     start = max(start, key if plan.low.inclusive else prefix_end(key))
             if plan.high is not None:
-                high, kept = bound(plan.high.value, column)
+                high, kept = _bound(plan.high.value, column, context)
                 if high is None:
                     return nothing, exact
                 exact = exact and kept

@@ -194,8 +194,9 @@ class ConditionFailedError(FeedKVError):
         self, key: bytes, expected: bytes | None, actual: bytes | None, *, exists: bool = False
     ) -> None:
         self.key = key
-        self.expected = expected
+        self.expected = expected  # NB: unused when ``exists``
         self.actual = actual
+        self.exists = exists
         wanted = "a value" if exists else _show(expected)
         super().__init__(f"condition failed for {key!r}: expected {wanted}, found {_show(actual)}")
 

@@ -295,12 +295,14 @@ class _Evaluator:
     def begin_one_phase(self) -> None:
         """Evaluate the batch's writes as committed values at the transaction's timestamp.
 
-        NB: no record is looked for. A transaction whose commit names no lock spans has
-        written no intent, and only its intents make it known to others: nobody can have
-        pushed or aborted it, and it makes a record itself only once it writes intents
-        (two phases). The read cost a storage call per commit on the commit thread."""
+        NB: the record is looked for only if the transaction has written before (a
+        sequence number or an epoch past 0). One that has not has no intent, and only its
+        intents make it known to others: nobody can have pushed or aborted it, and it makes
+        a record itself only once it writes intents (two phases)."""
         txn = self.txn
         if txn is None:
+            return
+        if (txn.seq or txn.epoch) and read_record(self.rw, txn.key, txn.id) is not None:
             return
         self.one_phase = True
         self.ts = txn.write_ts

@@ -216,10 +216,10 @@ def _encode_request(req: api.Request, out: pb.RequestUnion) -> None:
         out.put.key = req.key
         _value_to(req.value, out.put, "value")
     elif isinstance(req, api.ConditionalPut):
-        out.conditional_put.key = req.key
-        _value_to(req.value, out.conditional_put, "value")
-        _value_to(req.expected, out.conditional_put, "expected")
-        out.conditional_put.exists = req.exists
+        cput = out.conditional_put_exists if req.exists else out.conditional_put
+        cput.key = req.key
+        _value_to(req.value, cput, "value")
+        _value_to(req.expected, cput, "expected")
     elif isinstance(req, api.DeleteRange):
         span_to_proto(req.span, out.delete_range.span)
     elif isinstance(req, api.Scan):
@@ -279,7 +279,10 @@ _REQUEST_DECODERS: dict[str, Callable[[Any], api.Request]] = {
     "get": lambda m: api.Get(m.key),
     "put": lambda m: api.Put(m.key, _value_from(m, "value")),
     "conditional_put": lambda m: api.ConditionalPut(
-        m.key, _value_from(m, "value"), _value_from(m, "expected"), m.exists
+        m.key, _value_from(m, "value"), _value_from(m, "expected")
+    ),
+    "conditional_put_exists": lambda m: api.ConditionalPut(
+        m.key, _value_from(m, "value"), None, exists=True
     ),
     "delete_range": lambda m: api.DeleteRange(span_from_proto(m.span)),
     "scan": lambda m: api.Scan(

@@ -935,8 +935,13 @@ class Execution:
         plan = self.session.plan(s, desc, lambda: _UpdatePlan.of(desc, s))
         if plan.blind and self.autocommit and plan.selection.point is not None:
             key = plan.selection.point(self.context)
-            if key is not None:
-                return self._update_blind(desc, plan, key)
+            pair = self._whole_row(desc, plan, key) if key is not None else None
+            if pair is not None:
+                # Written without reading: the row must exist at commit, and when it
+                # does not the session reports UPDATE 0 (nothing was written).
+                self._txn.put_if_present(*pair)
+                self.missing[pair[0]] = Result(tag="UPDATE 0")
+                return Result(tag="UPDATE 1")
         sets, returning = plan.sets, plan.returning
         assigned = {column.id for column, _ in sets}
         key_ids = set(desc.primary_key)
@@ -959,21 +964,23 @@ class Execution:
             return Result(returning[0], out_rows, f"UPDATE {count}")
         return Result(tag=f"UPDATE {count}")
 
-    def _update_blind(self, desc: TableDescriptor, plan: _UpdatePlan, key: list[Any]) -> Result:
-        """Rewrite the row with primary key ``key`` without reading it, when the
-        statement commits on its own: the row must exist at commit
-        (:meth:`Txn.put_if_present`), and when it does not the session reports
-        ``UPDATE 0`` (nothing was written)."""
+    def _whole_row(
+        self, desc: TableDescriptor, plan: _UpdatePlan, key: list[Any]
+    ) -> tuple[bytes, bytes] | None:
+        """The KV pair of the row with primary key ``key`` as a blind UPDATE rewrites it;
+        ``None`` when making it fails: the statement then reads the row, and the error
+        comes only if there is a row (a missing row is ``UPDATE 0``, whatever the SET)."""
         row = dict(zip(desc.primary_key, key, strict=True))
-        for column, value in plan.sets:
-            row[column.id] = coerce(value((), self.context), column.type, column.name)
-        _check_not_null(desc, row)
-        ((first_key, encoded),) = row_kvs(desc, row).items()
+        try:
+            for column, value in plan.sets:
+                row[column.id] = coerce(value((), self.context), column.type, column.name)
+            _check_not_null(desc, row)
+            ((first_key, encoded),) = row_kvs(desc, row).items()
+        except Exception:  # NB: the read path raises it again, if there is a row
+            return None
         if encoded is None:
             raise InvariantViolation(f"the primary family of {desc.name!r} encoded no value")
-        self._txn.put_if_present(first_key, encoded)
-        self.missing[first_key] = Result(tag="UPDATE 0")
-        return Result(tag="UPDATE 1")
+        return first_key, encoded
 
     def _move_row(
         self, desc: TableDescriptor, pairs: Iterable[bytes], new: dict[int, Any]

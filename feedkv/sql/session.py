@@ -24,7 +24,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from feedkv.errors import ConditionFailedError, RetryableError, SerializationFailure, SQLError
+from feedkv.errors import (
+    ConditionFailedError,
+    InvariantViolation,
+    RetryableError,
+    SerializationFailure,
+    SQLError,
+)
 from feedkv.kv.api import MAX_PRIORITY
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
@@ -64,6 +70,15 @@ def _prepare(text: str) -> tuple[tuple[st.Statement, int], ...]:
 _prepare_cached = functools.lru_cache(maxsize=2048)(_prepare)
 
 
+def _compiled_defaults(desc: TableDescriptor) -> dict[int, Compiled]:
+    return {
+        c.id: compile_expr(parse_expression(c.default), Scope())
+        for c in desc.columns
+        if c.default is not None
+    }
+
+
+_DEFAULTS = st.Statement("DEFAULT")  # what Session.plan keeps a table's defaults under
 _PLANS_KEPT = 1024  # per session; past it the plans are dropped and made again
 
 _JOB_STATEMENTS = st.ShowChangefeedJobs | st.ControlJob | st.AlterChangefeed | st.ClusterSetting
@@ -121,7 +136,6 @@ class Session:
         self._executions: list[Execution] = []  # the statements of the open transaction
         self._table_ids: dict[tuple[str, str], int] = {}
         self._database_ids: dict[str, int] = {}
-        self._defaults: dict[tuple[int, int], dict[int, Compiled]] = {}
         self._plans: dict[tuple[int, int], tuple[st.Statement, TableDescriptor, Any]] = {}
         self._checked_user = False
 
@@ -284,7 +298,11 @@ class Session:
                         raise duplicate_key(*inserted) from None
                     missing = execution.missing.get(exc.key)
                     if missing is not None:
-                        return [missing]  # NB: autocommit: the statement was alone
+                        if len(statements) != 1:
+                            raise InvariantViolation(
+                                "a blind UPDATE ran in a transaction with other statements"
+                            ) from exc
+                        return [missing]
             raise
         finally:
             for execution in itertools.chain.from_iterable(attempts):
@@ -380,6 +398,8 @@ class Session:
         its key plan), made once per statement and table version in this session, so a
         statement run again goes straight to its rows. A failed build is not kept: its
         error comes again on the next run."""
+        if len(statement.text) > _CACHED_TEXT_CHARS:
+            return build()  # a long statement is not kept either (see prepare)
         key = (id(statement), desc.id)
         found = self._plans.get(key)
         # NB: the statement is kept with its plan, so its id is not reused while the entry
@@ -396,13 +416,4 @@ class Session:
 
     def defaults(self, desc: TableDescriptor) -> dict[int, Compiled]:
         """The compiled DEFAULT expressions of ``desc``'s columns, by column id."""
-        key = (desc.id, desc.version)
-        found = self._defaults.get(key)
-        if found is None:
-            found = {
-                c.id: compile_expr(parse_expression(c.default), Scope())
-                for c in desc.columns
-                if c.default is not None
-            }
-            self._defaults[key] = found
-        return found
+        return self.plan(_DEFAULTS, desc, lambda: _compiled_defaults(desc))

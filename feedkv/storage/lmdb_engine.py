@@ -153,6 +153,7 @@ class LMDBSnapshot(_View):
 class EngineStats:
     groups: int = 0
     jobs: int = 0
+    reruns: int = 0  # groups run again, each job nested, after a job failed
     map_growths: int = 0
 
 
@@ -398,16 +399,21 @@ class LMDBEngine:
         with self.apply_lock:
             txn = self._env.begin(write=True)
             try:
-                outcomes = None
-                if self._isolate_groups == 0:
-                    outcomes = self._evaluate_together(txn, jobs, ack_by)
-                    if outcomes is None:  # a job failed: discard its writes, and only its
-                        txn.abort()
-                        txn = self._env.begin(write=True)
-                        self._isolate_groups = ISOLATED_GROUPS
-                if outcomes is None:
+                if self._isolate_groups:
                     self._isolate_groups -= 1
                     outcomes = self._evaluate_isolated(txn, jobs, ack_by)
+                else:
+                    together = self._evaluate_together(txn, jobs, ack_by)
+                    if together is None:  # a job failed: the whole group runs again, nested
+                        txn.abort()
+                        txn = self._env.begin(write=True)
+                        self.stats.reruns += 1
+                        self._isolate_groups = ISOLATED_GROUPS
+                    outcomes = (
+                        together
+                        if together is not None
+                        else self._evaluate_isolated(txn, jobs, ack_by)
+                    )
                 self._complete_durable()
                 txn.commit()
             except BaseException:

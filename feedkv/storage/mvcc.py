@@ -406,7 +406,8 @@ def conditional_put(
             current = newest[1] if newest else None
     else:
         current = newest[1] if newest else None
-    if current is None if exists else current != expected:
+    failed = current is None if exists else current != expected
+    if failed:
         raise ConditionFailedError(key, expected, current, exists=exists)
     return _write(rw, key, ts, value, txn, record, newest)
 

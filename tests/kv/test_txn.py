@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import fields
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from feedkv.errors import (
     ConditionFailedError,
     InvalidArgumentError,
     InvalidKeyError,
+    TransactionAbortedError,
     TransactionRetryError,
     TransactionStatusError,
     ValueTooLargeError,
@@ -22,11 +24,13 @@ from feedkv.errors import (
 from feedkv.kv.api import (
     BatchRequest,
     BatchResponse,
+    EndTxn,
     Get,
     GetResponse,
     Header,
     Put,
     RefreshRange,
+    Transaction,
 )
 from feedkv.kv.db import KVClient
 from feedkv.kv.observer import RangeEndReason
@@ -232,6 +236,35 @@ def test_a_single_range_transaction_commits_in_one_phase_without_record_or_inten
         ops.WriteValue(b"a", commit_ts, b"1", None),
         ops.WriteValue(b"b", commit_ts, b"2", None),
         ops.WriteValue(b"c", commit_ts, None, None),
+    ]
+
+
+def test_a_transaction_that_wrote_before_cannot_commit_in_one_phase_once_aborted(
+    db: DB, store: Store
+) -> None:
+    # Its client leaves out the lock spans: the one-phase commit must still find the record.
+    now = store.clock.now()
+    txn = Transaction(b"t" * 16, b"a", 0, now, now, 1)
+    wrote = store.send(BatchRequest(Header(txn=txn), (Put(b"a", b"intent"),))).txn
+    assert wrote is not None and wrote.seq == 1
+    store.send(BatchRequest(Header(txn=wrote), (EndTxn(False, (Span(b"a", b"a\x00"),)),)))
+
+    with pytest.raises(TransactionAbortedError):
+        store.send(BatchRequest(Header(txn=wrote), (Put(b"b", b"late"), EndTxn(True))))
+    assert db.get(b"a") is None
+    assert db.get(b"b") is None
+
+
+def test_transaction_copies_keep_every_field() -> None:
+    # The copy helpers spell out the constructor: a new field must be added to them too.
+    assert [f.name for f in fields(Transaction)] == [
+        "id",
+        "key",
+        "epoch",
+        "read_ts",
+        "write_ts",
+        "priority",
+        "seq",
     ]
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -42,3 +42,23 @@ def any_db(
         database = feedkv.connect(node.url)
         yield database
         database.close()
+
+
+@pytest.fixture
+def count_batches() -> Callable[[DB], list[int]]:
+    """``count_batches(db)`` counts the batches ``db`` sends from then on (the real
+    transport still sends them): ``[count]``."""
+
+    def start(db: DB) -> list[int]:
+        count = [0]
+        transport = db.transport
+        send = transport.send
+
+        def counting(batch):  # type: ignore[no-untyped-def]
+            count[0] += 1
+            return send(batch)
+
+        transport.send = counting  # type: ignore[method-assign]
+        return count
+
+    return start

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -51,26 +51,14 @@ def _table_id(db: DB, name: str) -> int:
     return catalog.table_by_name(snapshot, database, name).id
 
 
-def _count_batches(db: DB) -> list[int]:
-    """Counts the batches ``db`` sends from now on (the real transport still sends them)."""
-    count = [0]
-    transport = db.transport
-    send = transport.send
-
-    def counting(batch):  # type: ignore[no-untyped-def]
-        count[0] += 1
-        return send(batch)
-
-    transport.send = counting  # type: ignore[method-assign]
-    return count
-
-
-def test_a_statement_on_a_leased_table_sends_only_its_own_batch(any_db: DB) -> None:
+def test_a_statement_on_a_leased_table_sends_only_its_own_batch(
+    any_db: DB, count_batches: Callable[[DB], list[int]]
+) -> None:
     any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
     session = any_db.session()
     session.execute("INSERT INTO t VALUES (1, 'a')")  # resolves the table's name
     session.execute("INSERT INTO t VALUES (2, 'b')")  # takes a lease
-    batches = _count_batches(any_db)
+    batches = count_batches(any_db)
     session.execute("INSERT INTO t VALUES (3, 'c')")
     assert batches[0] == 1  # the one-phase commit: no descriptor read
     assert session.execute("SELECT v FROM t WHERE k = 3").rows == [("c",)]

@@ -158,7 +158,40 @@ def test_update_of_a_whole_row_by_key_writes_it_or_reports_it_missing(any_db: DB
     assert any_db.sql("SELECT count(*) FROM t").rows == [(0,)]
 
 
-def test_update_of_a_row_deleted_in_the_same_transaction_updates_nothing(any_db: DB) -> None:
+@pytest.mark.parametrize(
+    "values",
+    [("x", None), ("x", "1/0"), ("x", "99999999999999999999")],
+    ids=["NULL for NOT NULL", "division by zero", "out of range"],
+)
+def test_update_of_a_missing_row_evaluates_nothing(
+    any_db: DB, values: tuple[str, str | None]
+) -> None:
+    # As in PostgreSQL: with no row, a SET that would fail is never evaluated.
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING, n INT NOT NULL)")
+    n = "NULL" if values[1] is None else values[1]
+    statement = f"UPDATE t SET v = '{values[0]}', n = {n} WHERE k = 2"
+    assert any_db.sql(statement).tag == "UPDATE 0"
+    any_db.sql("INSERT INTO t VALUES (2, 'a', 1)")
+    assert sql_error(lambda: any_db.sql(statement)).code in ("23502", "22012", "22003")
+
+
+def test_update_of_a_whole_row_by_key_sends_one_batch(
+    any_db: DB, count_batches: Callable[[DB], list[int]]
+) -> None:
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    session = any_db.session()
+    session.execute("INSERT INTO t VALUES (1, 'a')")
+    session.execute("UPDATE t SET v = 'b' WHERE k = 1")  # takes a lease
+    batches = count_batches(any_db)
+
+    assert session.execute("UPDATE t SET v = 'c' WHERE k = 1").tag == "UPDATE 1"
+    assert batches[0] == 1  # the one-phase commit, with no read before it
+    assert session.execute("UPDATE t SET v = v || '!' WHERE k = 1").tag == "UPDATE 1"
+    assert batches[0] == 3  # a SET that reads the row reads it first
+    assert session.execute("SELECT v FROM t").rows == [("c!",)]
+
+
+def test_update_of_a_row_deleted_earlier_in_its_batch_updates_nothing(any_db: DB) -> None:
     any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
     any_db.sql("INSERT INTO t VALUES (1, 'a')")
     results = any_db.session().execute_all(
@@ -512,13 +545,16 @@ def test_a_rolled_back_schema_change_leaves_nothing_for_the_next_one(
     s.execute("BEGIN")
     s.execute("ALTER TABLE t ADD COLUMN a INT DEFAULT 5")
     assert s.execute(select, 1).rows == [(1, "a", 5)]
+    s.execute("INSERT INTO t (k, v) VALUES (3, 'c')")  # a's default
     s.execute("ROLLBACK")
 
     s.execute("ALTER TABLE t ADD COLUMN b STRING DEFAULT 'x'")
     again = s.execute(select, 1)
+    s.execute("INSERT INTO t (k, v) VALUES (2, 'b')")  # b's default, not a's
 
     assert again.columns == ("k", "v", "b")
     assert again.rows == [(1, "a", "x")]
+    assert s.execute(select, 2).rows == [(2, "b", "x")]
 
 
 def test_as_of_system_time_reads_a_dropped_table(any_db: DB) -> None:

@@ -19,7 +19,7 @@ import pytest
 
 from feedkv.errors import InvariantViolation, StorageError, StoreLockedError
 from feedkv.storage.engine import ReadWriter, WriteBatch
-from feedkv.storage.lmdb_engine import LMDBEngine
+from feedkv.storage.lmdb_engine import ISOLATED_GROUPS, LMDBEngine
 from feedkv.testing.waiting import wait_until
 
 TIMEOUT = 10.0  # seconds; only reached when something is broken
@@ -326,6 +326,28 @@ def test_jobs_run_again_after_a_failure_in_their_group_write_once(engine: LMDBEn
     with pytest.raises(ValueError, match="on purpose"):
         failed.result(TIMEOUT)
     assert read(engine, "a", b"counter") == b"6"
+
+
+def test_groups_after_a_failure_nest_each_job_and_are_not_run_again(engine: LMDBEngine) -> None:
+    def failing(rw: ReadWriter) -> None:
+        increment(rw)
+        raise ValueError("job failed on purpose")
+
+    def round_with_a_failure() -> None:
+        """Two groups: the parking job's, then three jobs of which one fails."""
+        with parked_commit_thread(engine):
+            futures = [engine.submit(increment), engine.submit(failing), engine.submit(increment)]
+        for future in futures:
+            future.exception(TIMEOUT)
+
+    round_with_a_failure()
+    assert engine.stats.reruns == 1
+    for _ in range(ISOLATED_GROUPS // 2):
+        round_with_a_failure()
+    assert engine.stats.reruns == 1  # those groups nested each job from the start
+    round_with_a_failure()
+    assert engine.stats.reruns == 2
+    assert read(engine, "a", b"counter") == str(2 * (ISOLATED_GROUPS // 2 + 2)).encode()
 
 
 def test_lmdb_error_in_a_job_becomes_storage_error_and_leaves_no_writes(

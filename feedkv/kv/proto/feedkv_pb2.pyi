@@ -118,16 +118,14 @@ class PutRequest(_message.Message):
     def __init__(self, key: _Optional[bytes] = ..., value: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
 
 class ConditionalPutRequest(_message.Message):
-    __slots__ = ("key", "value", "expected", "exists")
+    __slots__ = ("key", "value", "expected")
     KEY_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_FIELD_NUMBER: _ClassVar[int]
-    EXISTS_FIELD_NUMBER: _ClassVar[int]
     key: bytes
     value: Value
     expected: Value
-    exists: bool
-    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[_Union[Value, _Mapping]] = ..., expected: _Optional[_Union[Value, _Mapping]] = ..., exists: _Optional[bool] = ...) -> None: ...
+    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[_Union[Value, _Mapping]] = ..., expected: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
 
 class DeleteRangeRequest(_message.Message):
     __slots__ = ("span",)
@@ -240,7 +238,7 @@ class ExportPosition(_message.Message):
     def __init__(self, ts: _Optional[_Union[Timestamp, _Mapping]] = ..., key: _Optional[bytes] = ...) -> None: ...
 
 class RequestUnion(_message.Message):
-    __slots__ = ("get", "put", "conditional_put", "delete_range", "scan", "end_txn", "heartbeat_txn", "push_txn", "resolve_intent", "refresh_range", "split", "merge", "range_lookup", "export")
+    __slots__ = ("get", "put", "conditional_put", "delete_range", "scan", "end_txn", "heartbeat_txn", "push_txn", "resolve_intent", "refresh_range", "split", "merge", "range_lookup", "export", "conditional_put_exists")
     GET_FIELD_NUMBER: _ClassVar[int]
     PUT_FIELD_NUMBER: _ClassVar[int]
     CONDITIONAL_PUT_FIELD_NUMBER: _ClassVar[int]
@@ -255,6 +253,7 @@ class RequestUnion(_message.Message):
     MERGE_FIELD_NUMBER: _ClassVar[int]
     RANGE_LOOKUP_FIELD_NUMBER: _ClassVar[int]
     EXPORT_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONAL_PUT_EXISTS_FIELD_NUMBER: _ClassVar[int]
     get: GetRequest
     put: PutRequest
     conditional_put: ConditionalPutRequest
@@ -269,7 +268,8 @@ class RequestUnion(_message.Message):
     merge: MergeRequest
     range_lookup: RangeLookupRequest
     export: ExportRequest
-    def __init__(self, get: _Optional[_Union[GetRequest, _Mapping]] = ..., put: _Optional[_Union[PutRequest, _Mapping]] = ..., conditional_put: _Optional[_Union[ConditionalPutRequest, _Mapping]] = ..., delete_range: _Optional[_Union[DeleteRangeRequest, _Mapping]] = ..., scan: _Optional[_Union[ScanRequest, _Mapping]] = ..., end_txn: _Optional[_Union[EndTxnRequest, _Mapping]] = ..., heartbeat_txn: _Optional[_Union[HeartbeatTxnRequest, _Mapping]] = ..., push_txn: _Optional[_Union[PushTxnRequest, _Mapping]] = ..., resolve_intent: _Optional[_Union[ResolveIntentRequest, _Mapping]] = ..., refresh_range: _Optional[_Union[RefreshRangeRequest, _Mapping]] = ..., split: _Optional[_Union[SplitRequest, _Mapping]] = ..., merge: _Optional[_Union[MergeRequest, _Mapping]] = ..., range_lookup: _Optional[_Union[RangeLookupRequest, _Mapping]] = ..., export: _Optional[_Union[ExportRequest, _Mapping]] = ...) -> None: ...
+    conditional_put_exists: ConditionalPutRequest
+    def __init__(self, get: _Optional[_Union[GetRequest, _Mapping]] = ..., put: _Optional[_Union[PutRequest, _Mapping]] = ..., conditional_put: _Optional[_Union[ConditionalPutRequest, _Mapping]] = ..., delete_range: _Optional[_Union[DeleteRangeRequest, _Mapping]] = ..., scan: _Optional[_Union[ScanRequest, _Mapping]] = ..., end_txn: _Optional[_Union[EndTxnRequest, _Mapping]] = ..., heartbeat_txn: _Optional[_Union[HeartbeatTxnRequest, _Mapping]] = ..., push_txn: _Optional[_Union[PushTxnRequest, _Mapping]] = ..., resolve_intent: _Optional[_Union[ResolveIntentRequest, _Mapping]] = ..., refresh_range: _Optional[_Union[RefreshRangeRequest, _Mapping]] = ..., split: _Optional[_Union[SplitRequest, _Mapping]] = ..., merge: _Optional[_Union[MergeRequest, _Mapping]] = ..., range_lookup: _Optional[_Union[RangeLookupRequest, _Mapping]] = ..., export: _Optional[_Union[ExportRequest, _Mapping]] = ..., conditional_put_exists: _Optional[_Union[ConditionalPutRequest, _Mapping]] = ...) -> None: ...
 
 class Header(_message.Message):
     __slots__ = ("range_id", "generation", "timestamp", "txn")

@@ -174,66 +174,24 @@ def initial_scan(db: feedkv.DB, tmp: Path, rows: int, timeout: float) -> dict[st
 
 
 class Watcher:
-    """Polls a file sink's directory every ``interval`` seconds from its own thread and
-    reads each new file once: for each row version (key, ``updated``) the wall-clock time
-    the poll found it at, and the highest resolved timestamp seen."""
+    """Reads a file sink's directory, each new file once: for each row version (key,
+    ``updated``) the wall-clock time the poll found it at, and the highest resolved
+    timestamp seen."""
 
-    def __init__(self, root: Path, interval: float) -> None:
+    def __init__(self, root: Path) -> None:
         self.root = root
-        self.interval = interval
         self.found: dict[tuple[Any, str], int] = {}  # (key, updated) -> found at, ns
         self.duplicates = 0
         self.files = 0
         self.resolved_files = 0
         self.resolved_wall = 0
-        self.cpu_s = 0.0
-        self.changed = threading.Condition()
         self._seen: set[Path] = set()
-        self._stop = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="bench-watcher", daemon=True)
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._raise()
-
-    def wait_for(self, done: Callable[[], bool], timeout: float) -> bool:
-        """Wait until ``done()`` holds (checked after each poll that found files)."""
-        deadline = time.monotonic() + timeout
-        with self.changed:
-            while not done():
-                self._raise()
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self.changed.wait(left)
-        return True
-
-    def _raise(self) -> None:
-        if self._error is not None:
-            raise RuntimeError(f"reading {self.root} failed: {self._error!r}") from self._error
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.wait(self.interval):
-                self._poll()
-        except BaseException as exc:
-            self._error = exc
-        finally:
-            self.cpu_s = time.thread_time()
-            with self.changed:
-                self.changed.notify_all()
-
-    def _poll(self) -> None:
+    def poll(self) -> bool:
+        """Read the files that appeared since the last poll; whether there were any."""
         listed = output_files(self.root, "") if self.root.exists() else []
         found_at = time.time_ns()
         new = [p for p in listed if p not in self._seen and not p.name.endswith(".tmp")]
-        if not new:
-            return
         for path in new:
             self._seen.add(path)
             if path.name.endswith(".RESOLVED"):
@@ -249,8 +207,100 @@ class Watcher:
                     self.duplicates += 1
                 else:
                     self.found[version] = found_at
+        return bool(new)
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "found": len(self.found),
+            "duplicates": self.duplicates,
+            "files": self.files,
+            "resolved_files": self.resolved_files,
+            "resolved_wall": self.resolved_wall,
+        }
+
+
+class WatcherProcess:
+    """A :class:`Watcher` polling every ``interval`` seconds in a process of its own
+    (``spark.py --watch DIR``), so reading the files takes no time from the node, which
+    runs in this process: it reports its counts after each poll that found files, and
+    what it found once stopped."""
+
+    def __init__(self, root: Path, interval: float) -> None:
+        self.counts: dict[str, int] = {"found": 0, "resolved_files": 0}
+        self.found: dict[tuple[Any, str], int] = {}  # filled by stop()
+        self.cpu_s = 0.0
+        self.changed = threading.Condition()
+        self._error: str | None = None
+        self._proc = subprocess.Popen(
+            [sys.executable, __file__, "--watch", str(root), "--poll", str(interval)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self._reader = threading.Thread(target=self._read, name="bench-watcher", daemon=True)
+        self._reader.start()
+
+    def stop(self) -> None:
+        """Have the process poll once more and hand over what it found."""
+        assert self._proc.stdin is not None
+        self._proc.stdin.close()
+        self._reader.join()
+        self._proc.wait()
+        self._raise()
+
+    def wait_for(self, done: Callable[[dict[str, int]], bool], timeout: float) -> bool:
+        """Wait until ``done(counts)`` holds (checked after each poll that found files)."""
+        deadline = time.monotonic() + timeout
         with self.changed:
+            while not done(self.counts):
+                self._raise()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.changed.wait(left)
+        return True
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise RuntimeError(f"the watcher process failed: {self._error}")
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            report = json.loads(line)
+            with self.changed:
+                if "found" in report and isinstance(report["found"], list):
+                    self.found = {(k, updated): at for k, updated, at in report["found"]}
+                    self.cpu_s = report["cpu_s"]
+                    report["found"] = len(self.found)
+                self.counts = report
+                self.changed.notify_all()
+        code = self._proc.wait()
+        with self.changed:
+            if code != 0 or "final" not in self.counts:
+                self._error = self._error or f"it ended with exit code {code}"
             self.changed.notify_all()
+
+
+def watch_main(argv: list[str]) -> int:
+    """``spark.py --watch DIR --poll S``: a :class:`Watcher` that prints its counts as a
+    JSON line after each poll that found files, until its stdin closes; then it polls
+    once more and prints everything it found."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--watch", type=Path, required=True)
+    parser.add_argument("--poll", type=float, required=True)
+    args = parser.parse_args(argv)
+    watcher = Watcher(args.watch)
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    while not stop.wait(args.poll):
+        if watcher.poll():
+            print(json.dumps(watcher.counts()), flush=True)
+    watcher.poll()
+    found = [[k, updated, at] for (k, updated), at in watcher.found.items()]
+    final = {**watcher.counts(), "final": 1, "found": found, "cpu_s": time.process_time()}
+    print(json.dumps(final), flush=True)
+    return 0
 
 
 def write_paced(
@@ -298,15 +348,14 @@ def steady(
     if rows < writers * batch:
         raise ValueError(f"--rows {rows} is too few for {writers} writers of {batch} rows")
     sink = tmp / "steady"
-    watcher = Watcher(sink, poll)
-    watcher.start()
+    watcher = WatcherProcess(sink, poll)
     t0 = time.perf_counter()
     (job_id,) = db.sql(
         f"CREATE CHANGEFEED FOR TABLE bench INTO '{sink.as_uri()}' "
         "WITH updated, resolved='1s', min_checkpoint_frequency='1s', initial_scan='no'"
     ).rows[0]
     # Writing starts once the job has written a resolved file: it is running by then.
-    if not watcher.wait_for(lambda: watcher.resolved_files > 0, 300):
+    if not watcher.wait_for(lambda counts: counts["resolved_files"] > 0, 300):
         error = db.changefeeds.error(job_id)
         raise RuntimeError(f"changefeed job {job_id} wrote no resolved file in 300 s: {error}")
     job_start_s = time.perf_counter() - t0
@@ -342,9 +391,9 @@ def steady(
     total = sum(json.loads(out)["committed"] for out in outputs)
     end_ns = time.time_ns()
     write_s = end_ns / 1e9 - start
-    delivered_by_end = len(watcher.found)
+    delivered_by_end = watcher.counts["found"]
     say(f"committed {total:,} rows in {write_s:.1f} s; {delivered_by_end:,} in files so far")
-    caught_up = watcher.wait_for(lambda: len(watcher.found) >= total, drain)
+    caught_up = watcher.wait_for(lambda counts: counts["found"] >= total, drain)
     watcher.stop()
     error = db.changefeeds.error(job_id)
     if error is not None:
@@ -378,8 +427,8 @@ def steady(
         "rows_delivered": len(found),
         "rows_delivered_during_writes": delivered_by_end,
         "rows_delivered_per_s": round(len(found) / deliver_s),
-        "duplicates": watcher.duplicates,
-        "files": watcher.files,
+        "duplicates": watcher.counts["duplicates"],
+        "files": watcher.counts["files"],
         "caught_up_after_s": round((last_found - end_ns) / 1e9, 2) if caught_up else None,
         "lag_p50_s": round(p50, 3),
         "lag_p99_s": round(percentile(lags, 0.99), 3) if lags else None,
@@ -418,6 +467,8 @@ def writer_main(argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "--writer-of":
         return writer_main(argv)
+    if argv and argv[0] == "--watch":
+        return watch_main(argv)
     parser = argparse.ArgumentParser(prog="feedkv bench spark", description=__doc__)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--master", default="local[2]", help="Spark master for the jobs")

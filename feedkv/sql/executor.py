@@ -822,9 +822,8 @@ class Execution:
         txn = self._txn
         plan = self.session.plan(s, desc, lambda: _InsertPlan.of(desc, s))
         targets, sets, returning = plan.targets, plan.sets, plan.returning
+        assigned, provided = plan.assigned, plan.provided
         defaults = self.session.defaults(desc)
-        assigned = {column.id for column, _ in sets}
-        provided = {c.id for c in targets}
         out_rows = []
         count = 0
         touched: set[bytes] = set()  # rows this statement wrote, for ON CONFLICT DO UPDATE
@@ -915,7 +914,7 @@ class Execution:
         desc: TableDescriptor,
         pairs: dict[bytes, bytes],
         row: dict[int, Any],
-        assigned: set[int],
+        assigned: frozenset[int],
     ) -> None:
         """Write the families of ``row`` that have an ``assigned`` column or whose value
         differs from ``pairs`` (the row's KV pairs as read), deleting pairs that no longer
@@ -933,8 +932,8 @@ class Execution:
     def update(self, s: st.Update) -> Result:
         desc = self._table(s.table)
         plan = self.session.plan(s, desc, lambda: _UpdatePlan.of(desc, s))
-        if plan.blind and self.autocommit and plan.selection.point is not None:
-            key = plan.selection.point(self.context)
+        if plan.blind is not None and self.autocommit:
+            key = plan.blind(self.context)
             pair = self._whole_row(desc, plan, key) if key is not None else None
             if pair is not None:
                 # Written without reading: the row must exist at commit, and when it
@@ -942,8 +941,7 @@ class Execution:
                 self._txn.put_if_present(*pair)
                 self.missing[pair[0]] = Result(tag="UPDATE 0")
                 return Result(tag="UPDATE 1")
-        sets, returning = plan.sets, plan.returning
-        assigned = {column.id for column, _ in sets}
+        sets, returning, assigned = plan.sets, plan.returning, plan.assigned
         key_ids = set(desc.primary_key)
         out_rows = []
         count = 0
@@ -1146,22 +1144,20 @@ def _span_plan(
         # about the keys (k > 1.5 wants 2, which k > 2 would miss): it is left to the
         # filter.
         try:
-            if plan.low is not None:
-                low, kept = _bound(plan.low.value, column, context)
-                if low is None:
+            for limit, is_low in ((plan.low, True), (plan.high, False)):
+                if limit is None:
+                    continue
+                value, kept = _bound(limit.value, column, context)
+                if value is None:
                     return nothing, exact
                 exact = exact and kept
-                if kept:
-                    key = row_prefix(desc, [*equal, low])
-                    start = max(start, key if plan.low.inclusive else prefix_end(key))
-            if plan.high is not None:
-                high, kept = _bound(plan.high.value, column, context)
-                if high is None:
-                    return nothing, exact
-                exact = exact and kept
-                if kept:
-                    key = row_prefix(desc, [*equal, high])
-                    end = min(end, prefix_end(key) if plan.high.inclusive else key)
+                if not kept:
+                    continue
+                key = row_prefix(desc, [*equal, value])
+                if is_low:
+                    start = max(start, key if limit.inclusive else prefix_end(key))
+                else:
+                    end = min(end, prefix_end(key) if limit.inclusive else key)
         except SQLError:
             return (row_span(desc, equal) if equal else whole), False
         if end <= start:
@@ -1197,6 +1193,8 @@ class _InsertPlan:
     rows: list[list[Compiled]]
     sets: list[tuple[Column, Compiled]]
     returning: Projections | None
+    provided: frozenset[int]  # the ids of ``targets``
+    assigned: frozenset[int]  # the ids of ``sets``' columns
 
     @classmethod
     def of(cls, desc: TableDescriptor, s: st.Insert) -> _InsertPlan:
@@ -1239,20 +1237,28 @@ class _InsertPlan:
                 for c in targets
                 if c.id not in key_ids
             ]
-        return cls(targets, rows, sets, _returning(desc, s.returning, scope))
+        return cls(
+            targets,
+            rows,
+            sets,
+            _returning(desc, s.returning, scope),
+            frozenset(c.id for c in targets),
+            frozenset(column.id for column, _ in sets),
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class _UpdatePlan:
-    """``blind``: the statement rewrites one whole row it names by its primary key, so
-    it may write without reading (:meth:`Execution.update`): every column but the key's
-    is set to a value that reads no column, the table has one column family (so the
-    row is one KV pair), and there is no RETURNING."""
+    """``blind``, when the statement rewrites one whole row it names by its primary key
+    and so may write without reading (:meth:`Execution.update`): its selection's
+    ``point``. Every column but the key's is set to a value that reads no column, the
+    table has one column family (so the row is one KV pair), and there is no RETURNING."""
 
     selection: _Selection
     sets: list[tuple[Column, Compiled]]
     returning: Projections | None
-    blind: bool
+    assigned: frozenset[int]  # the ids of ``sets``' columns
+    blind: Callable[[Context], list[Any] | None] | None
 
     @classmethod
     def of(cls, desc: TableDescriptor, s: st.Update) -> _UpdatePlan:
@@ -1260,15 +1266,14 @@ class _UpdatePlan:
         sets = [(desc.column(name), compile_expr(e, scope)) for name, e in s.sets]
         returning = _returning(desc, s.returning, scope)
         selection = _Selection.of(desc, s.where, scope)
-        assigned = {column.id for column, _ in sets}
-        blind = (
-            selection.point is not None
-            and returning is None
+        assigned = frozenset(column.id for column, _ in sets)
+        whole = (
+            returning is None
             and len(desc.families) == 1
             and assigned == {c.id for c in desc.columns} - set(desc.primary_key)
             and all(_is_constant(e) for _, e in s.sets)
         )
-        return cls(selection, sets, returning, blind)
+        return cls(selection, sets, returning, assigned, selection.point if whole else None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,23 +5,75 @@ snapshot holds, by timestamp and so oldest first per key (an incremental export 
 committed-change time index, see :mod:`feedkv.storage.export`), with the replaced value
 when the registration asked for diffs. Intents are not history: those committed later
 reach the registration live, as their resolution is applied.
+
+The scan is the one place a feed makes an event per stored version at full speed, so it
+builds its pages from the export's columns with no Python code run per value.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
+from itertools import repeat
 
 from feedkv.rangefeed.event import Value
+from feedkv.rangefeed.registration import EVENT_OVERHEAD, event_size
+from feedkv.rangefeed.stream import ValueBatch
 from feedkv.storage.engine import Reader
-from feedkv.storage.export import iter_export
+from feedkv.storage.export import export_pages
 from feedkv.util.hlc import MAX_TIMESTAMP, Timestamp
 from feedkv.util.keys import Span
 
-__all__ = ["catch_up"]
+__all__ = ["PAGE_BYTES", "PAGE_VALUES", "catch_up"]
+
+PAGE_VALUES = 512
+PAGE_BYTES = 1 << 20
+
+_new_value = partial(tuple.__new__, Value)
 
 
-def catch_up(reader: Reader, span: Span, start_ts: Timestamp, with_diff: bool) -> Iterator[Value]:
-    """Values in ``span`` with ``ts > start_ts`` (raises
+def catch_up(
+    reader: Reader,
+    span: Span,
+    start_ts: Timestamp,  # exclusive
+    with_diff: bool,
+    *,
+    page_values: int = PAGE_VALUES,
+    page_bytes: int = PAGE_BYTES,
+) -> Iterator[tuple[ValueBatch, int]]:
+    """The values in ``span`` with ``ts > start_ts``, in pages of at most ``page_values``
+    values and ``page_bytes`` (a single bigger value is a page of its own), each
+    with its size as the memory budget counts it (raises
     :class:`~feedkv.errors.BatchTimestampBeforeGCError` if that history was collected)."""
-    for version in iter_export(reader, span, start_ts, MAX_TIMESTAMP, with_diff=with_diff):
-        yield Value(version.key, version.value, version.ts, version.prev_value)
+    pages = export_pages(
+        reader, span, start_ts, MAX_TIMESTAMP, with_diff=with_diff, page_size=page_values
+    )
+    for page in pages:
+        prev_values = repeat(None) if page.prev_values is None else page.prev_values
+        columns = zip(page.keys, page.values, page.timestamps, prev_values, strict=False)
+        values = list(map(_new_value, columns))
+        size = (
+            EVENT_OVERHEAD * len(values)
+            + sum(map(len, page.keys))
+            + sum(map(len, filter(None, page.values)))
+            + sum(map(len, filter(None, page.prev_values or ())))
+        )
+        if size <= page_bytes:
+            # NB: the export is in timestamp order, so a page's last value is its newest.
+            yield ValueBatch(values, values[-1].ts), size
+        else:
+            yield from _cut(values, page_bytes)
+
+
+def _cut(values: list[Value], page_bytes: int) -> Iterator[tuple[ValueBatch, int]]:
+    """``values`` in pages of at most ``page_bytes``, or of one bigger value."""
+    page: list[Value] = []
+    size = 0
+    for value in values:
+        value_size = event_size(value)
+        if page and size + value_size > page_bytes:
+            yield ValueBatch(page, page[-1].ts), size
+            page, size = [], 0
+        page.append(value)
+        size += value_size
+    yield ValueBatch(page, page[-1].ts), size

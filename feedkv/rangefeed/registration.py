@@ -42,9 +42,9 @@ from feedkv.util.keys import Span
 if TYPE_CHECKING:
     from feedkv.rangefeed.processor import Processor
 
-__all__ = ["Registration", "event_size"]
+__all__ = ["EVENT_OVERHEAD", "Registration", "event_size"]
 
-_EVENT_OVERHEAD = 64
+EVENT_OVERHEAD = 64  # bytes charged per event beyond its keys and values
 _KEY = attrgetter("key")
 _TS = attrgetter("ts")
 
@@ -53,12 +53,9 @@ def event_size(event: Event) -> int:
     """The bytes an event is charged against the memory budget."""
     if isinstance(event, Value):
         return (
-            _EVENT_OVERHEAD
-            + len(event.key)
-            + len(event.value or b"")
-            + len(event.prev_value or b"")
+            EVENT_OVERHEAD + len(event.key) + len(event.value or b"") + len(event.prev_value or b"")
         )
-    return _EVENT_OVERHEAD
+    return EVENT_OVERHEAD
 
 
 class Registration:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -39,12 +39,12 @@ from feedkv.kv.range_descriptor import descriptor_for_key
 from feedkv.kv.store import Store
 from feedkv.rangefeed.budget import Budget
 from feedkv.rangefeed.catchup import catch_up
-from feedkv.rangefeed.event import ErrorReason, Value
+from feedkv.rangefeed.event import ErrorReason
 from feedkv.rangefeed.processor import Processor
 from feedkv.rangefeed.pusher import StorePusher, TxnPusher
-from feedkv.rangefeed.registration import Registration, event_size
+from feedkv.rangefeed.registration import Registration
 from feedkv.rangefeed.resolved_timestamp import UnresolvedTxn
-from feedkv.rangefeed.stream import EventStream, ValueBatch
+from feedkv.rangefeed.stream import EventStream
 from feedkv.rangefeed.waker import Waker
 from feedkv.storage.engine import Snapshot
 from feedkv.storage.intent import TxnMeta, TxnStatus
@@ -56,8 +56,6 @@ __all__ = ["FeedConfig", "StoreFeeds"]
 
 log = logging.getLogger(__name__)
 
-CATCH_UP_PAGE_VALUES = 512
-CATCH_UP_PAGE_BYTES = 1 << 20
 
 _DIFF_WITHOUT_VALUES = (
     "with_diff=True needs values: a checkpoint-only registration (values=False) gets no "
@@ -210,7 +208,7 @@ class StoreFeeds:
             processor.skip_log(reg)
         try:
             with snap:
-                for page, size in _pages(catch_up(snap, reg.span, reg.start_ts, reg.with_diff)):
+                for page, size in catch_up(snap, reg.span, reg.start_ts, reg.with_diff):
                     if not reg.stream.push_wait(reg, page, size, self.config.catchup_wait_s):
                         self._end(processor, reg, ErrorReason.SLOW_CONSUMER, "catch-up stalled")
                         return
@@ -261,21 +259,3 @@ class StoreFeeds:
             self._pusher.resolve(processor.span, record.meta, TxnStatus.ABORTED)
             with self._lock:
                 processor.forget_txn(txn.txn_id)
-
-
-def _pages(values: Iterable[Value]) -> Iterator[tuple[ValueBatch, int]]:
-    """``values`` in batches of at most ``CATCH_UP_PAGE_VALUES`` values or about
-    ``CATCH_UP_PAGE_BYTES``, each with its budget size."""
-    page: list[Value] = []
-    size = 0
-    top = Timestamp(0, 0)
-    for value in values:
-        page.append(value)
-        size += event_size(value)
-        if value.ts > top:
-            top = value.ts
-        if len(page) >= CATCH_UP_PAGE_VALUES or size >= CATCH_UP_PAGE_BYTES:
-            yield ValueBatch(page, top), size
-            page, size = [], 0
-    if page:
-        yield ValueBatch(page, top), size

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import compress, islice, repeat
+from operator import and_, itemgetter
 
 from feedkv.errors import InvalidArgumentError
 from feedkv.storage.engine import Reader
@@ -24,7 +26,8 @@ from feedkv.storage.gc import check_gc_threshold
 from feedkv.storage.intent import Intent
 from feedkv.storage.mvcc import scan_intents, version_at
 from feedkv.storage.mvcc_key import (
-    decode_change_key,
+    TOMBSTONE,
+    decode_change_keys,
     encode_change_key,
     encode_ts,
 )
@@ -32,7 +35,7 @@ from feedkv.storage.schema import CHANGES
 from feedkv.util.hlc import MAX_TIMESTAMP, Timestamp
 from feedkv.util.keys import Span
 
-__all__ = ["ExportResult", "ExportedVersion", "export", "iter_export"]
+__all__ = ["ExportPage", "ExportResult", "ExportedVersion", "export", "export_pages", "iter_export"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +52,18 @@ class ExportResult:
     intents: list[Intent]
 
 
+@dataclass(frozen=True, slots=True)
+class ExportPage:
+    """Consecutive exported versions as columns, row ``i`` being ``(keys[i],
+    timestamps[i], values[i], prev_values[i])``; ``prev_values`` is ``None`` without
+    ``with_diff``. Versions written together share one ``Timestamp`` object."""
+
+    keys: list[bytes]
+    timestamps: list[Timestamp]
+    values: list[bytes | None]  # None: a deletion
+    prev_values: list[bytes | None] | None = None
+
+
 def iter_export(
     reader: Reader,
     span: Span,
@@ -60,26 +75,67 @@ def iter_export(
 ) -> Iterator[ExportedVersion]:
     """Committed versions in ``span`` with ``lo < ts <= hi``, by (timestamp, key);
     ``start_at`` (a timestamp and key) skips the versions ordered before it."""
+    for page in export_pages(reader, span, lo, hi, with_diff=with_diff, start_at=start_at):
+        prev_values = repeat(None) if page.prev_values is None else page.prev_values
+        yield from map(ExportedVersion, page.keys, page.timestamps, page.values, prev_values)
+
+
+def export_pages(
+    reader: Reader,
+    span: Span,
+    lo: Timestamp,
+    hi: Timestamp,
+    *,
+    with_diff: bool = False,
+    start_at: tuple[Timestamp, bytes] | None = None,
+    page_size: int = 1024,
+) -> Iterator[ExportPage]:
+    """:func:`iter_export`'s versions as pages of columns, each of at most ``page_size``
+    versions and never empty. The index is read ``page_size`` entries at a time and
+    decoded column by column, with no Python code run per version unless it is a
+    deletion or lies outside ``span`` (the index is store-wide)."""
     if hi < lo:
         raise InvalidArgumentError(f"export window ({lo}, {hi}] is inverted")
     check_gc_threshold(reader, span, lo, "export")
-    start_key, end_key = span.start, span.end
     index_start = encode_ts(lo.next())
     if start_at is not None:
         if not lo < start_at[0] <= hi:
             raise InvalidArgumentError(f"export resumes at {start_at[0]}, outside ({lo}, {hi}]")
         index_start = encode_change_key(*start_at)
     index_end = None if hi == MAX_TIMESTAMP else encode_ts(hi.next())
-    for raw, raw_value in reader.scan(CHANGES, index_start, index_end):
-        ts, key = decode_change_key(raw)
-        if key < start_key or key >= end_key:
-            continue
-        value = raw_value[1:] if raw_value else None
-        if not with_diff:
-            yield ExportedVersion(key, ts, value)
-            continue
-        replaced = version_at(reader, key, ts.prev())
-        yield ExportedVersion(key, ts, value, replaced[1] if replaced is not None else None)
+    entries = reader.scan(CHANGES, index_start, index_end)
+    while True:
+        items = list(islice(entries, page_size))
+        if not items:
+            return
+        keys, timestamps = decode_change_keys(list(map(_first, items)))
+        if min(keys) < span.start or max(keys) >= span.end:
+            inside = list(map(and_, map(span.start.__le__, keys), map(span.end.__gt__, keys)))
+            keys = list(compress(keys, inside))
+            if not keys:
+                continue
+            timestamps = list(compress(timestamps, inside))
+            items = list(compress(items, inside))
+        raw_values = list(map(_second, items))
+        values: list[bytes | None] = list(map(_value_of_change, raw_values))
+        if TOMBSTONE in raw_values:
+            values = [v if raw else None for v, raw in zip(values, raw_values, strict=True)]
+        prev_values = None
+        if with_diff:
+            prev_values = [
+                _value_of(version_at(reader, key, ts.prev()))
+                for key, ts in zip(keys, timestamps, strict=True)
+            ]
+        yield ExportPage(keys, timestamps, values, prev_values)
+
+
+_first = itemgetter(0)
+_second = itemgetter(1)
+_value_of_change = itemgetter(slice(1, None))
+
+
+def _value_of(version: tuple[Timestamp, bytes | None] | None) -> bytes | None:
+    return None if version is None else version[1]
 
 
 def export(

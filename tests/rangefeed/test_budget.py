@@ -8,7 +8,7 @@ the other thread is provably blocked.
 from __future__ import annotations
 
 import pytest
-from conftest import Background, ObservedCondition
+from feed_helpers import Background, ObservedCondition
 
 from feedkv.errors import InvalidArgumentError, NodeUnavailableError
 from feedkv.rangefeed.budget import Budget

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from conftest import (
+from feed_helpers import (
     Collector,
     begin,
     end_txn,

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import read_until, resolved_past, wait_until
+from feed_helpers import read_until, resolved_past, wait_until
 
 import feedkv
 from feedkv import DB

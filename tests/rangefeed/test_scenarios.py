@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import pytest
-from conftest import DEADLINE_S, Collector, begin, end_txn, write_intent
+from feed_helpers import DEADLINE_S, Collector, begin, end_txn, write_intent
 
 import feedkv
 from feedkv import DB

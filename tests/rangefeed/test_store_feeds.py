@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Collector, begin, end_txn, wait_until, write_intent
+from feed_helpers import Collector, begin, end_txn, wait_until, write_intent
 
 import feedkv
 from feedkv import DB

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from conftest import Background, ObservedCondition
+from feed_helpers import Background, ObservedCondition
 
 from feedkv.rangefeed.budget import Budget
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Value

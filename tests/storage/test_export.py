@@ -114,6 +114,45 @@ def test_export_equals_brute_force_for_random_windows(
     assert pending == ([b"k07"] if span.contains_key(b"k07") and hi_ts.wall >= LAST + 5 else [])
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    lo=st.integers(0, LAST),
+    start=st.sampled_from(sorted(KEYS)[:30]),
+    page_size=st.integers(1, 50),
+    with_diff=st.booleans(),
+)
+def test_export_pages_are_the_versions_in_columns_cut_by_size(
+    store: tuple[LMDBEngine, History], lo: int, start: bytes, page_size: int, with_diff: bool
+) -> None:
+    engine, history = store
+    span, lo_ts, hi_ts = Span(start, b"k30"), Timestamp(lo), Timestamp(LAST)
+    with engine.snapshot() as snap:
+        pages = list(
+            export.export_pages(snap, span, lo_ts, hi_ts, with_diff=with_diff, page_size=page_size)
+        )
+    rows = []
+    for page in pages:
+        assert 0 < len(page.keys) <= page_size
+        assert len(page.timestamps) == len(page.values) == len(page.keys)
+        prev_values = page.prev_values if with_diff else [None] * len(page.keys)
+        assert (page.prev_values is None) is not with_diff
+        rows += zip(page.timestamps, page.keys, page.values, prev_values, strict=True)
+    assert rows == brute_force(history, span, lo_ts, hi_ts, with_diff)
+
+
+def test_versions_written_together_share_one_timestamp(tmp_path: Path) -> None:
+    engine = LMDBEngine(tmp_path / "s", databases=MVCC_DATABASES)
+    at = Timestamp(7, 1)
+    engine.write(lambda rw: [mvcc.put(rw, b"k%d" % i, at, b"v") for i in range(5)])
+    engine.write(lambda rw: mvcc.put(rw, b"k9", Timestamp(8), None))
+    with engine.snapshot() as snap:
+        (page,) = export.export_pages(snap, Span(b"k", b"l"), Timestamp(0), Timestamp(9))
+    engine.close()
+    assert page.timestamps == [at] * 5 + [Timestamp(8)]
+    assert len({id(ts) for ts in page.timestamps[:5]}) == 1
+    assert page.values == [b"v"] * 5 + [None]
+
+
 def test_each_keys_versions_come_oldest_first(store: tuple[LMDBEngine, History]) -> None:
     engine, _ = store
     with engine.snapshot() as snap:

@@ -26,7 +26,7 @@ from feedkv.util.keys import Span
 
 __all__ = ["PAGE_BYTES", "PAGE_VALUES", "catch_up"]
 
-PAGE_VALUES = 512
+PAGE_VALUES = 1024
 PAGE_BYTES = 1 << 20
 
 _new_value = partial(tuple.__new__, Value)

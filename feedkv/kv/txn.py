@@ -295,14 +295,20 @@ class Txn:
             self._commit_two_phase(puts)
             return
         self._txn = self._txn.anchored_at(next(iter(self._writes)))
-        one_range = self._router.ranges.get(puts[0].key)
-        if all(one_range.contains_key(p.key) for p in puts) and self._commit_one_phase(puts):
-            return
-        self._commit_two_phase(puts)
+        if len(puts) == 1:
+            span = Span.for_key(puts[0].key)
+        else:
+            one_range = self._router.ranges.get(puts[0].key)
+            if not all(one_range.contains_key(p.key) for p in puts):
+                self._commit_two_phase(puts)
+                return
+            span = Span(min(p.key for p in puts), key_next(max(p.key for p in puts)))
+        if not self._commit_one_phase(puts, span):
+            self._commit_two_phase(puts)
 
-    def _commit_one_phase(self, puts: list[Put | ConditionalPut]) -> bool:
-        """Commit ``puts`` in one command; ``False`` when it should go two-phase instead."""
-        span = Span(min(p.key for p in puts), key_next(max(p.key for p in puts)))
+    def _commit_one_phase(self, puts: list[Put | ConditionalPut], span: Span) -> bool:
+        """Commit ``puts`` (all in ``span``, inside one range as the cache has it) in one
+        command; ``False`` when it should go two-phase instead."""
         for _attempt in range(ONE_PHASE_ATTEMPTS):
             try:
                 end = EndTxn(True, deadline=self.deadline)

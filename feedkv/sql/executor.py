@@ -199,7 +199,6 @@ class Execution:
         self.missing: dict[bytes, Result] = {}
         self.context = Context(
             params=params,
-            now=datetime.datetime.now(datetime.UTC),
             logical_timestamp=self._logical_timestamp,
             unique_rowid=ROW_IDS.next,
         )
@@ -547,11 +546,7 @@ class Execution:
             next_column_id=desc.next_column_id + 1,
             next_family_id=next_family_id,
         )
-        default = (
-            compile_expr(parse_expression(column.default), Scope())
-            if column.default is not None
-            else None
-        )
+        default = _default(column)
         self._changing(desc)
         self._publish(new)
         txn = self._txn
@@ -822,8 +817,7 @@ class Execution:
         txn = self._txn
         plan = self.session.plan(s, desc, lambda: _InsertPlan.of(desc, s))
         targets, sets, returning = plan.targets, plan.sets, plan.returning
-        assigned, provided = plan.assigned, plan.provided
-        defaults = self.session.defaults(desc)
+        assigned = plan.assigned
         out_rows = []
         count = 0
         touched: set[bytes] = set()  # rows this statement wrote, for ON CONFLICT DO UPDATE
@@ -831,12 +825,10 @@ class Execution:
             row: dict[int, Any] = {}
             for column, make_value in zip(targets, compiled, strict=True):
                 row[column.id] = coerce(make_value((), self.context), column.type, column.name)
-            for column in desc.columns:
-                if column.id not in provided:
-                    make = defaults.get(column.id)
-                    row[column.id] = (
-                        coerce(make((), self.context), column.type, column.name) if make else None
-                    )
+            for column, make in plan.filled:
+                row[column.id] = (
+                    coerce(make((), self.context), column.type, column.name) if make else None
+                )
             _check_not_null(desc, row)
             kvs = row_kvs(desc, row)
             first_key = next(iter(kvs))
@@ -1193,8 +1185,8 @@ class _InsertPlan:
     rows: list[list[Compiled]]
     sets: list[tuple[Column, Compiled]]
     returning: Projections | None
-    provided: frozenset[int]  # the ids of ``targets``
     assigned: frozenset[int]  # the ids of ``sets``' columns
+    filled: list[tuple[Column, Compiled | None]]  # the other columns, with their DEFAULT
 
     @classmethod
     def of(cls, desc: TableDescriptor, s: st.Insert) -> _InsertPlan:
@@ -1242,9 +1234,15 @@ class _InsertPlan:
             rows,
             sets,
             _returning(desc, s.returning, scope),
-            frozenset(c.id for c in targets),
             frozenset(column.id for column, _ in sets),
+            [(c, _default(c)) for c in desc.columns if c.id not in {t.id for t in targets}],
         )
+
+
+def _default(column: Column) -> Compiled | None:
+    return (
+        None if column.default is None else compile_expr(parse_expression(column.default), Scope())
+    )
 
 
 @dataclass(frozen=True, slots=True)

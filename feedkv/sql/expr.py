@@ -47,15 +47,31 @@ __all__ = [
 ]
 
 
-@dataclass
 class Context:
     """What an evaluation may need besides the row: the statement's placeholders and
-    its clock. ``logical_timestamp`` and ``unique_rowid`` are supplied by the session."""
+    its clock. ``logical_timestamp`` and ``unique_rowid`` are supplied by the session.
+    ``now`` is read from the clock at its first use (most statements never ask), then
+    stays the statement's time."""
 
-    params: Sequence[Any] = ()
-    now: datetime.datetime = field(default_factory=lambda: datetime.datetime.now(datetime.UTC))
-    logical_timestamp: Callable[[], decimal.Decimal] | None = None
-    unique_rowid: Callable[[], int] | None = None
+    __slots__ = ("_now", "logical_timestamp", "params", "unique_rowid")
+
+    def __init__(
+        self,
+        params: Sequence[Any] = (),
+        now: datetime.datetime | None = None,
+        logical_timestamp: Callable[[], decimal.Decimal] | None = None,
+        unique_rowid: Callable[[], int] | None = None,
+    ) -> None:
+        self.params = params
+        self._now = now
+        self.logical_timestamp = logical_timestamp
+        self.unique_rowid = unique_rowid
+
+    @property
+    def now(self) -> datetime.datetime:
+        if self._now is None:
+            self._now = datetime.datetime.now(datetime.UTC)
+        return self._now
 
 
 Env = Sequence[Any]

@@ -37,9 +37,8 @@ from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
 from feedkv.sql.executor import Execution, Result, duplicate_key
-from feedkv.sql.expr import Compiled, Scope, compile_expr
 from feedkv.sql.leases import Lease, Leases
-from feedkv.sql.parser import parse, parse_expression, placeholder_count
+from feedkv.sql.parser import parse, placeholder_count
 
 if TYPE_CHECKING:
     from feedkv.kv.db import KVClient
@@ -70,15 +69,6 @@ def _prepare(text: str) -> tuple[tuple[st.Statement, int], ...]:
 _prepare_cached = functools.lru_cache(maxsize=2048)(_prepare)
 
 
-def _compiled_defaults(desc: TableDescriptor) -> dict[int, Compiled]:
-    return {
-        c.id: compile_expr(parse_expression(c.default), Scope())
-        for c in desc.columns
-        if c.default is not None
-    }
-
-
-_DEFAULTS = st.Statement("DEFAULT")  # what Session.plan keeps a table's defaults under
 _PLANS_KEPT = 1024  # per session; past it the plans are dropped and made again
 
 _JOB_STATEMENTS = st.ShowChangefeedJobs | st.ControlJob | st.AlterChangefeed | st.ClusterSetting
@@ -154,7 +144,10 @@ class Session:
 
     def execute_all(self, text: str, params: Sequence[Any] = ()) -> list[Result]:
         """Run every statement in ``text`` and return each one's result."""
-        return list(self.execute_each(text, params))
+        prepared = self._prepare(text)
+        if self._batches(prepared):
+            return self._run_batch(prepared, params)
+        return [self._run(statement, count, params) for statement, count in prepared]
 
     def execute_each(
         self, text: str, params: Sequence[Any] = (), *, batch: bool = True
@@ -163,19 +156,26 @@ class Session:
         transaction (see the module docstring), or with ``batch=False`` one by one, each
         result as soon as its statement is done (a script: what took effect before an
         error stays)."""
-        prepared = prepare(text)
-        if not self._checked_user:
-            self._check_user()
-        if (
-            batch
-            and len(prepared) > 1
-            and self._txn is None
-            and not any(isinstance(statement, _OWN_TRANSACTION) for statement, _ in prepared)
-        ):
+        prepared = self._prepare(text)
+        if batch and self._batches(prepared):
             yield from self._run_batch(prepared, params)
             return
         for statement, count in prepared:
             yield self._run(statement, count, params)
+
+    def _prepare(self, text: str) -> tuple[tuple[st.Statement, int], ...]:
+        prepared = prepare(text)
+        if not self._checked_user:
+            self._check_user()
+        return prepared
+
+    def _batches(self, prepared: Sequence[tuple[st.Statement, int]]) -> bool:
+        """Whether ``prepared`` runs as one implicit transaction."""
+        return (
+            len(prepared) > 1
+            and self._txn is None
+            and not any(isinstance(statement, _OWN_TRANSACTION) for statement, _ in prepared)
+        )
 
     def run_transaction(self, fn: Callable[[Session], T], *, max_attempts: int | None = None) -> T:
         """``BEGIN``; ``fn(self)``; ``COMMIT``, retried from the start on SQLSTATE 40001
@@ -413,7 +413,3 @@ class Session:
             self._plans.clear()
         self._plans[key] = (statement, desc, plan)
         return plan
-
-    def defaults(self, desc: TableDescriptor) -> dict[int, Compiled]:
-        """The compiled DEFAULT expressions of ``desc``'s columns, by column id."""
-        return self.plan(_DEFAULTS, desc, lambda: _compiled_defaults(desc))

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from itertools import compress, islice, repeat
 from operator import and_, itemgetter
+from typing import NamedTuple
 
 from feedkv.errors import InvalidArgumentError
 from feedkv.storage.engine import Reader
@@ -38,8 +40,9 @@ from feedkv.util.keys import Span
 __all__ = ["ExportPage", "ExportResult", "ExportedVersion", "export", "export_pages", "iter_export"]
 
 
-@dataclass(frozen=True, slots=True)
-class ExportedVersion:
+class ExportedVersion(NamedTuple):
+    """A committed version (a named tuple: an export makes one per version)."""
+
     key: bytes
     ts: Timestamp
     value: bytes | None  # None: a deletion
@@ -77,7 +80,8 @@ def iter_export(
     ``start_at`` (a timestamp and key) skips the versions ordered before it."""
     for page in export_pages(reader, span, lo, hi, with_diff=with_diff, start_at=start_at):
         prev_values = repeat(None) if page.prev_values is None else page.prev_values
-        yield from map(ExportedVersion, page.keys, page.timestamps, page.values, prev_values)
+        columns = zip(page.keys, page.timestamps, page.values, prev_values, strict=False)
+        yield from map(_new_version, columns)
 
 
 def export_pages(
@@ -129,6 +133,7 @@ def export_pages(
         yield ExportPage(keys, timestamps, values, prev_values)
 
 
+_new_version = partial(tuple.__new__, ExportedVersion)
 _first = itemgetter(0)
 _second = itemgetter(1)
 _value_of_change = itemgetter(slice(1, None))

@@ -1235,14 +1235,15 @@ class _InsertPlan:
             sets,
             _returning(desc, s.returning, scope),
             frozenset(column.id for column, _ in sets),
-            [(c, _default(c)) for c in desc.columns if c.id not in {t.id for t in targets}],
+            [(c, _default(c)) for c in desc.columns if c not in targets],
         )
 
 
 def _default(column: Column) -> Compiled | None:
-    return (
-        None if column.default is None else compile_expr(parse_expression(column.default), Scope())
-    )
+    """``column``'s DEFAULT expression, compiled (``None``: it has none)."""
+    if column.default is None:
+        return None
+    return compile_expr(parse_expression(column.default), Scope())
 
 
 @dataclass(frozen=True, slots=True)

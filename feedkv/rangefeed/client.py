@@ -16,7 +16,10 @@ again is filtered out: a piece keeps the batches of values it passed on that may
 its last checkpoint (each batch knows its newest timestamp, so this costs nothing per
 value), a restarted piece turns them into the newest timestamp yielded per key, and each
 key's values arrive in timestamp order, so anything at or below that was already
-yielded. Consumers therefore see each value once and per key in
+yielded. A piece that has kept more than ``recent_values`` values (a long catch-up scan,
+which checkpoints only at its end) folds its batches into those per-key timestamps at
+once, so it holds keys and timestamps rather than every value it passed on. Consumers
+therefore see each value once and per key in
 order, as long as this client lives; across processes the contract is at-least-once
 from the last checkpoint. A terminal error (history below the GC threshold, a broken
 invariant) is raised from the iterator.
@@ -35,6 +38,7 @@ import time
 from collections import deque
 from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Protocol, Self
 
 from feedkv.errors import (
@@ -55,6 +59,9 @@ from feedkv.util.keys import Span, merge_spans
 __all__ = ["FeedTransport", "RangeFeed"]
 
 MAX_BACKOFF_S = 1.0
+RECENT_VALUES = 16_384  # values a piece keeps in batches before folding them (see above)
+_KEY = attrgetter("key")
+_TS = attrgetter("ts")
 
 
 class FeedTransport(Protocol):
@@ -93,6 +100,8 @@ class _Piece:
     resume: Timestamp  # the piece's last checkpoint (or the feed's start): exclusive
     seen: dict[bytes, Timestamp] = field(default_factory=dict)  # since a restart
     recent: list[ValueBatch] = field(default_factory=list)  # yielded, maybe above resume
+    recent_values: int = 0  # the values in ``recent``
+    folded: dict[bytes, Timestamp] = field(default_factory=dict)  # newest yielded, per key
     desc: RangeDescriptor | None = None
     handle: object | None = None
     attempts: int = 0
@@ -110,6 +119,7 @@ class RangeFeed:
         values: bool = True,
         values_only: bool = False,
         initial: Iterable[Event] = (),
+        recent_values: int = RECENT_VALUES,
     ) -> None:
         if with_diff and not values:
             raise InvalidArgumentError(
@@ -130,6 +140,7 @@ class RangeFeed:
         self._transport = transport
         self._router = router
         self._values_only = values_only
+        self._recent_values = recent_values
         self._stream = transport.new_stream()
         self._tags = itertools.count(1)
         self._pieces: dict[int, _Piece] = {}
@@ -213,8 +224,11 @@ class RangeFeed:
             if item.ts > piece.resume:
                 piece.resume = item.ts
                 piece.recent = [b for b in piece.recent if b.max_ts > item.ts]
+                piece.recent_values = sum(len(b.values) for b in piece.recent)
                 if piece.seen:
                     piece.seen = {k: ts for k, ts in piece.seen.items() if ts > item.ts}
+                if piece.folded:
+                    piece.folded = {k: ts for k, ts in piece.folded.items() if ts > item.ts}
             if self.frontier.forward(item.span, item.ts) and not self._values_only:
                 ts = self.frontier.frontier
                 self._ready.extend(Checkpoint(span, ts) for span in self.spans)
@@ -233,6 +247,9 @@ class RangeFeed:
             batch = ValueBatch(values, batch.max_ts)
         if batch.max_ts > piece.resume:
             piece.recent.append(batch)
+            piece.recent_values += len(values)
+            if piece.recent_values > self._recent_values:
+                _fold(piece)
         self._ready.extend(values)
 
     def _ended(self, piece: _Piece, error: Error) -> None:
@@ -265,6 +282,7 @@ class RangeFeed:
             self._later(piece)
             return
         seen = dict(piece.seen)
+        seen.update(piece.folded)
         for batch in piece.recent:
             for value in batch.values:
                 if value.ts > piece.resume:
@@ -302,6 +320,16 @@ class RangeFeed:
         self._retry = [(at, p) for at, p in self._retry if at > now]
         for piece in due:
             self._start(piece)
+
+
+def _fold(piece: _Piece) -> None:
+    """Replace the piece's kept batches with the newest timestamp they hold per key (each
+    key's values come in timestamp order, so the last one of a key is its newest)."""
+    folded = piece.folded
+    for batch in piece.recent:
+        folded.update(zip(map(_KEY, batch.values), map(_TS, batch.values), strict=True))
+    piece.recent = []
+    piece.recent_values = 0
 
 
 def _batch(value: Value) -> ValueBatch:

@@ -38,7 +38,7 @@ from feedkv.errors import (
 from feedkv.kv.range_descriptor import descriptor_for_key
 from feedkv.kv.store import Store
 from feedkv.rangefeed.budget import Budget
-from feedkv.rangefeed.catchup import catch_up
+from feedkv.rangefeed.catchup import PAGE_VALUES, catch_up
 from feedkv.rangefeed.event import ErrorReason
 from feedkv.rangefeed.processor import Processor
 from feedkv.rangefeed.pusher import StorePusher, TxnPusher
@@ -71,6 +71,7 @@ class FeedConfig:
     budget_bytes: int = 128 << 20  # the node's memory for queued events
     catchup_workers: int = 4
     catchup_wait_s: float = 30.0  # how long a catch-up scan waits for a stalled consumer
+    catchup_page_values: int = PAGE_VALUES  # values a catch-up scan pushes at a time
 
 
 class StoreFeeds:
@@ -208,7 +209,14 @@ class StoreFeeds:
             processor.skip_log(reg)
         try:
             with snap:
-                for page, size in catch_up(snap, reg.span, reg.start_ts, reg.with_diff):
+                pages = catch_up(
+                    snap,
+                    reg.span,
+                    reg.start_ts,
+                    reg.with_diff,
+                    page_values=self.config.catchup_page_values,
+                )
+                for page, size in pages:
                     if not reg.stream.push_wait(reg, page, size, self.config.catchup_wait_s):
                         self._end(processor, reg, ErrorReason.SLOW_CONSUMER, "catch-up stalled")
                         return

@@ -18,6 +18,7 @@ naming it.
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from sqlglot import exp
@@ -72,7 +73,8 @@ class CDCQuery:
             tuple[int, int], tuple[list[tuple[str, Compiled]], Compiled | None]
         ] = {}
         self._columns: dict[tuple[int, int], Columns] = {}
-        self._context = Context()
+        # NB: now() is the query's creation time for every row (not each row's own).
+        self._context = Context(now=datetime.datetime.now(datetime.UTC))
 
     def check(self, desc: TableDescriptor) -> None:
         """Raise SQLError now if the query does not fit ``desc`` (unknown columns...)."""

@@ -90,7 +90,7 @@ from feedkv.kv.tscache import TimestampCache
 from feedkv.kv.txn_record import TxnRecord, read_record, write_record
 from feedkv.storage import mvcc
 from feedkv.storage.engine import ReadWriter
-from feedkv.storage.export import iter_export
+from feedkv.storage.export import PAGE_ENTRIES, iter_export
 from feedkv.storage.gc import gc
 from feedkv.storage.intent import TxnMeta, TxnStatus
 from feedkv.storage.logical_ops import LogicalOp
@@ -554,7 +554,13 @@ class _Evaluator:
         self.ctx.tscache.add_span(req.span, req.hi, None)
         start_at = (req.resume.ts, req.resume.key) if req.resume is not None else None
         versions = iter_export(
-            self.rw, req.span, req.lo, req.hi, with_diff=req.with_diff, start_at=start_at
+            self.rw,
+            req.span,
+            req.lo,
+            req.hi,
+            with_diff=req.with_diff,
+            start_at=start_at,
+            page_size=min(req.limit + 1, PAGE_ENTRIES) if req.limit else PAGE_ENTRIES,
         )
         page = list(itertools.islice(versions, req.limit)) if req.limit else list(versions)
         resume = None

@@ -7,7 +7,8 @@ when the registration asked for diffs. Intents are not history: those committed 
 reach the registration live, as their resolution is applied.
 
 The scan is the one place a feed makes an event per stored version at full speed, so it
-builds its pages from the export's columns with no Python code run per value.
+builds its events from the export's columns in C (see :func:`export_pages` for when
+Python code still runs per version).
 """
 
 from __future__ import annotations
@@ -46,7 +47,13 @@ def catch_up(
     with its size as the memory budget counts it (raises
     :class:`~feedkv.errors.BatchTimestampBeforeGCError` if that history was collected)."""
     pages = export_pages(
-        reader, span, start_ts, MAX_TIMESTAMP, with_diff=with_diff, page_size=page_values
+        reader,
+        span,
+        start_ts,
+        MAX_TIMESTAMP,
+        with_diff=with_diff,
+        page_size=page_values,
+        page_bytes=page_bytes,
     )
     for page in pages:
         prev_values = repeat(None) if page.prev_values is None else page.prev_values

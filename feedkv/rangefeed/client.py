@@ -13,16 +13,15 @@ When a piece ends with a retryable error (its range split or merged, the node is
 restarting, the consumer fell behind), the piece is divided again on fresh range
 boundaries and registered from its own last checkpoint. What the new registration sends
 again is filtered out: a piece keeps the batches of values it passed on that may be above
-its last checkpoint (each batch knows its newest timestamp, so this costs nothing per
-value), a restarted piece turns them into the newest timestamp yielded per key, and each
-key's values arrive in timestamp order, so anything at or below that was already
+its last checkpoint (each batch knows its newest timestamp, so keeping one costs nothing
+per value), a restarted piece turns them into the newest timestamp yielded per key, and
+each key's values arrive in timestamp order, so anything at or below that was already
 yielded. A piece that has kept more than ``recent_values`` values (a long catch-up scan,
 which checkpoints only at its end) folds its batches into those per-key timestamps at
 once, so it holds keys and timestamps rather than every value it passed on. Consumers
-therefore see each value once and per key in
-order, as long as this client lives; across processes the contract is at-least-once
-from the last checkpoint. A terminal error (history below the GC threshold, a broken
-invariant) is raised from the iterator.
+therefore see each value once and per key in order, as long as this client lives; across
+processes the contract is at-least-once from the last checkpoint. A terminal error
+(history below the GC threshold, a broken invariant) is raised from the iterator.
 
 Iterate from one thread (or ``async for`` in one task, which waits in the event loop, not
 on a thread); :meth:`RangeFeed.close` may be called from any thread and ends the
@@ -282,6 +281,8 @@ class RangeFeed:
             self._later(piece)
             return
         seen = dict(piece.seen)
+        # NB: overwriting is safe: a restarted piece yields a key only above what its
+        # predecessor yielded (seen), and it folds batches oldest first, before recent.
         seen.update(piece.folded)
         for batch in piece.recent:
             for value in batch.values:

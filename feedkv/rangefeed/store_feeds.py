@@ -73,6 +73,11 @@ class FeedConfig:
     catchup_wait_s: float = 30.0  # how long a catch-up scan waits for a stalled consumer
     catchup_page_values: int = PAGE_VALUES  # values a catch-up scan pushes at a time
 
+    def __post_init__(self) -> None:
+        for name in ("per_registration", "budget_bytes", "catchup_workers", "catchup_page_values"):
+            if getattr(self, name) < 1:
+                raise InvalidArgumentError(f"FeedConfig.{name} must be at least 1")
+
 
 class StoreFeeds:
     def __init__(

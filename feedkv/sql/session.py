@@ -144,7 +144,7 @@ class Session:
 
     def execute_all(self, text: str, params: Sequence[Any] = ()) -> list[Result]:
         """Run every statement in ``text`` and return each one's result."""
-        prepared = self._prepare(text)
+        prepared = self._prepare_checked(text)
         if self._batches(prepared):
             return self._run_batch(prepared, params)
         return [self._run(statement, count, params) for statement, count in prepared]
@@ -156,14 +156,15 @@ class Session:
         transaction (see the module docstring), or with ``batch=False`` one by one, each
         result as soon as its statement is done (a script: what took effect before an
         error stays)."""
-        prepared = self._prepare(text)
+        prepared = self._prepare_checked(text)
         if batch and self._batches(prepared):
             yield from self._run_batch(prepared, params)
             return
         for statement, count in prepared:
             yield self._run(statement, count, params)
 
-    def _prepare(self, text: str) -> tuple[tuple[st.Statement, int], ...]:
+    def _prepare_checked(self, text: str) -> tuple[tuple[st.Statement, int], ...]:
+        """``text`` prepared, once this session's user is known to exist."""
         prepared = prepare(text)
         if not self._checked_user:
             self._check_user()

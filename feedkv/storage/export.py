@@ -37,7 +37,16 @@ from feedkv.storage.schema import CHANGES
 from feedkv.util.hlc import MAX_TIMESTAMP, Timestamp
 from feedkv.util.keys import Span
 
-__all__ = ["ExportPage", "ExportResult", "ExportedVersion", "export", "export_pages", "iter_export"]
+__all__ = [
+    "PAGE_BYTES",
+    "PAGE_ENTRIES",
+    "ExportPage",
+    "ExportResult",
+    "ExportedVersion",
+    "export",
+    "export_pages",
+    "iter_export",
+]
 
 
 class ExportedVersion(NamedTuple):
@@ -53,6 +62,11 @@ class ExportedVersion(NamedTuple):
 class ExportResult:
     versions: list[ExportedVersion]
     intents: list[Intent]
+
+
+PAGE_ENTRIES = 1024  # index entries read for a page of export_pages, at most
+PAGE_BYTES = 1 << 20  # about this many bytes of them
+_CHUNK = 64  # entries read at once while a page fills
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,10 +89,16 @@ def iter_export(
     *,
     with_diff: bool = False,
     start_at: tuple[Timestamp, bytes] | None = None,
+    page_size: int = PAGE_ENTRIES,
 ) -> Iterator[ExportedVersion]:
     """Committed versions in ``span`` with ``lo < ts <= hi``, by (timestamp, key);
-    ``start_at`` (a timestamp and key) skips the versions ordered before it."""
-    for page in export_pages(reader, span, lo, hi, with_diff=with_diff, start_at=start_at):
+    ``start_at`` (a timestamp and key) skips the versions ordered before it. The index is
+    read ``page_size`` entries ahead (see :func:`export_pages`): a caller that wants only
+    a few versions says so."""
+    pages = export_pages(
+        reader, span, lo, hi, with_diff=with_diff, start_at=start_at, page_size=page_size
+    )
+    for page in pages:
         prev_values = repeat(None) if page.prev_values is None else page.prev_values
         columns = zip(page.keys, page.timestamps, page.values, prev_values, strict=False)
         yield from map(_new_version, columns)
@@ -92,14 +112,23 @@ def export_pages(
     *,
     with_diff: bool = False,
     start_at: tuple[Timestamp, bytes] | None = None,
-    page_size: int = 1024,
+    page_size: int = PAGE_ENTRIES,
+    page_bytes: int = PAGE_BYTES,
 ) -> Iterator[ExportPage]:
-    """:func:`iter_export`'s versions as pages of columns, each of at most ``page_size``
-    versions and never empty. The index is read ``page_size`` entries at a time and
-    decoded column by column, with no Python code run per version unless it is a
-    deletion or lies outside ``span`` (the index is store-wide)."""
+    """:func:`iter_export`'s versions as pages of columns, never empty.
+
+    A page is made from at most ``page_size`` entries of the (store-wide) index, and from
+    about ``page_bytes`` of them: entries are read in chunks sized by the largest entry
+    seen so far, so big values are read a few at a time. The entries are decoded column
+    by column in C; Python code runs per version only for a page holding a deletion or a
+    key outside ``span``, and with ``with_diff`` (a seek per version for the value it
+    replaced)."""
     if hi < lo:
         raise InvalidArgumentError(f"export window ({lo}, {hi}] is inverted")
+    if page_size < 1 or page_bytes < 1:
+        raise InvalidArgumentError(
+            f"export pages need room for a version: page_size={page_size}, page_bytes={page_bytes}"
+        )
     check_gc_threshold(reader, span, lo, "export")
     index_start = encode_ts(lo.next())
     if start_at is not None:
@@ -108,8 +137,9 @@ def export_pages(
         index_start = encode_change_key(*start_at)
     index_end = None if hi == MAX_TIMESTAMP else encode_ts(hi.next())
     entries = reader.scan(CHANGES, index_start, index_end)
+    largest = 0  # the largest entry value read so far
     while True:
-        items = list(islice(entries, page_size))
+        items, largest = _read_page(entries, page_size, page_bytes, largest)
         if not items:
             return
         keys, timestamps = decode_change_keys(list(map(_first, items)))
@@ -131,6 +161,27 @@ def export_pages(
                 for key, ts in zip(keys, timestamps, strict=True)
             ]
         yield ExportPage(keys, timestamps, values, prev_values)
+
+
+def _read_page(
+    entries: Iterator[tuple[bytes, bytes]], page_size: int, page_bytes: int, largest: int
+) -> tuple[list[tuple[bytes, bytes]], int]:
+    """Up to ``page_size`` entries and about ``page_bytes`` of values, read in chunks of
+    as many entries of the ``largest`` value size seen so far as still fit (one while no
+    size is known), so a run of big values is read a few at a time; and the new largest."""
+    items: list[tuple[bytes, bytes]] = []
+    size = 0
+    while len(items) < page_size and size < page_bytes:
+        room = page_size - len(items)
+        room = min(room, _CHUNK, max(1, (page_bytes - size) // largest)) if largest else 1
+        chunk = list(islice(entries, room))
+        if not chunk:
+            break
+        lengths = list(map(len, map(_second, chunk)))
+        largest = max(largest, 1, *lengths)  # NB: at least 1, for runs of deletions
+        size += sum(lengths)
+        items += chunk
+    return items, largest
 
 
 _new_version = partial(tuple.__new__, ExportedVersion)

@@ -3,6 +3,7 @@ and by bytes, each sized as the memory budget counts it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ SPAN = Span(b"k", b"l")
 
 
 @pytest.fixture
-def engine(tmp_path: Path) -> LMDBEngine:
+def engine(tmp_path: Path) -> Iterator[LMDBEngine]:
     """``k00``..``k09`` at 10..19, a value of ``k03`` replaced at 20, ``k05`` deleted at 21,
     and a key outside the span at every timestamp."""
     engine = LMDBEngine(tmp_path / "s", databases=MVCC_DATABASES)
@@ -29,16 +30,18 @@ def engine(tmp_path: Path) -> LMDBEngine:
         engine.write(lambda rw, i=i: mvcc.put(rw, b"x", Timestamp(10 + i, 1), b"out"))
     engine.write(lambda rw: mvcc.put(rw, b"k03", Timestamp(20), b"v3'"))
     engine.write(lambda rw: mvcc.put(rw, b"k05", Timestamp(21), None))
-    return engine
+    yield engine
+    engine.close()
 
 
+@pytest.mark.parametrize("page_values", [1, 3])  # 1: whole pages of keys outside the span
 def test_pages_hold_every_value_above_the_start_once_and_oldest_first(
-    engine: LMDBEngine,
+    engine: LMDBEngine, page_values: int
 ) -> None:
     with engine.snapshot() as snap:
-        pages = list(catch_up(snap, SPAN, Timestamp(12), True, page_values=3))
+        pages = list(catch_up(snap, SPAN, Timestamp(12), True, page_values=page_values))
     values = [value for page, _ in pages for value in page.values]
-    assert all(0 < len(page.values) <= 3 for page, _ in pages)
+    assert all(0 < len(page.values) <= page_values for page, _ in pages)
     assert len(values) == 9
     assert values[:2] == [
         Value(b"k03", b"v3", Timestamp(13)),

@@ -131,7 +131,7 @@ def test_a_piece_that_folded_its_kept_values_still_repeats_nothing_after_a_resta
         written = [db.put(b"key%d" % (i % 3), b"%d" % i) for i in range(100)]
         # NB: built by hand for the knob; db.rangefeed keeps 16,384 values before folding.
         feed = RangeFeed(db._feeds, db._router, [EVERYTHING], ZERO, recent_values=2)
-        events = [next(feed) for _ in range(20)]
+        events = read_until(feed, lambda got: len(got) >= 20)
         assert not any(isinstance(e, Checkpoint) for e in events)
         db.split(b"key1")
         events += read_until(feed, resolved_past(written[-1]))

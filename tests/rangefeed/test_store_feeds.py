@@ -12,6 +12,7 @@ from feed_helpers import Collector, begin, end_txn, wait_until, write_intent
 
 import feedkv
 from feedkv import DB
+from feedkv.errors import InvalidArgumentError
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
 from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
@@ -289,3 +290,11 @@ def test_closing_the_node_ends_every_stream_with_node_shutdown(db: DB, feeds: St
     feeds.close()
     events = feed.until(lambda es: any(isinstance(e, Error) for e in es))
     assert events[-1].reason is ErrorReason.NODE_SHUTDOWN  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "field", ["per_registration", "budget_bytes", "catchup_workers", "catchup_page_values"]
+)
+def test_a_feed_config_without_room_is_refused(field: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=field):
+        FeedConfig(**{field: 0})

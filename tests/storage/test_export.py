@@ -145,12 +145,45 @@ def test_versions_written_together_share_one_timestamp(tmp_path: Path) -> None:
     at = Timestamp(7, 1)
     engine.write(lambda rw: [mvcc.put(rw, b"k%d" % i, at, b"v") for i in range(5)])
     engine.write(lambda rw: mvcc.put(rw, b"k9", Timestamp(8), None))
+    engine.write(lambda rw: mvcc.put(rw, b"k9", Timestamp(9), b""))
     with engine.snapshot() as snap:
         (page,) = export.export_pages(snap, Span(b"k", b"l"), Timestamp(0), Timestamp(9))
     engine.close()
-    assert page.timestamps == [at] * 5 + [Timestamp(8)]
+    assert page.timestamps == [at] * 5 + [Timestamp(8), Timestamp(9)]
     assert len({id(ts) for ts in page.timestamps[:5]}) == 1
-    assert page.values == [b"v"] * 5 + [None]
+    assert page.values == [b"v"] * 5 + [None, b""]  # a deletion, then an empty value
+
+
+def test_big_values_make_pages_of_about_page_bytes(tmp_path: Path) -> None:
+    engine = LMDBEngine(tmp_path / "s", databases=MVCC_DATABASES)
+    for i in range(10):
+        engine.write(lambda rw, i=i: mvcc.put(rw, b"k%d" % i, Timestamp(i + 1), b"x" * 1000))
+    with engine.snapshot() as snap:
+        pages = list(
+            export.export_pages(
+                snap, Span(b"k", b"l"), Timestamp(0), Timestamp(10), page_bytes=2500
+            )
+        )
+    engine.close()
+    assert [len(page.keys) for page in pages] == [3, 3, 3, 1]
+
+
+@pytest.mark.parametrize("page_size, page_bytes", [(0, 100), (10, 0)])
+def test_pages_without_room_for_a_version_are_refused(
+    store: tuple[LMDBEngine, History], page_size: int, page_bytes: int
+) -> None:
+    engine, _ = store
+    with engine.snapshot() as snap, pytest.raises(InvalidArgumentError, match="room"):
+        next(
+            export.export_pages(
+                snap,
+                Span(b"a", b"z"),
+                Timestamp(0),
+                Timestamp(5),
+                page_size=page_size,
+                page_bytes=page_bytes,
+            )
+        )
 
 
 def test_each_keys_versions_come_oldest_first(store: tuple[LMDBEngine, History]) -> None:

@@ -118,8 +118,8 @@ def export_pages(
     """:func:`iter_export`'s versions as pages of columns, never empty.
 
     A page is made from at most ``page_size`` entries of the (store-wide) index, and from
-    about ``page_bytes`` of them: entries are read in chunks sized by the largest entry
-    seen so far, so big values are read a few at a time. The entries are decoded column
+    about ``page_bytes`` of them: entries are read in chunks sized by the largest value
+    seen in the page, so big values are read a few at a time. The entries are decoded column
     by column in C; Python code runs per version only for a page holding a deletion or a
     key outside ``span``, and with ``with_diff`` (a seek per version for the value it
     replaced)."""
@@ -137,9 +137,8 @@ def export_pages(
         index_start = encode_change_key(*start_at)
     index_end = None if hi == MAX_TIMESTAMP else encode_ts(hi.next())
     entries = reader.scan(CHANGES, index_start, index_end)
-    largest = 0  # the largest entry value read so far
     while True:
-        items, largest = _read_page(entries, page_size, page_bytes, largest)
+        items = _read_page(entries, page_size, page_bytes)
         if not items:
             return
         keys, timestamps = decode_change_keys(list(map(_first, items)))
@@ -164,13 +163,13 @@ def export_pages(
 
 
 def _read_page(
-    entries: Iterator[tuple[bytes, bytes]], page_size: int, page_bytes: int, largest: int
-) -> tuple[list[tuple[bytes, bytes]], int]:
+    entries: Iterator[tuple[bytes, bytes]], page_size: int, page_bytes: int
+) -> list[tuple[bytes, bytes]]:
     """Up to ``page_size`` entries and about ``page_bytes`` of values, read in chunks of
-    as many entries of the ``largest`` value size seen so far as still fit (one while no
-    size is known), so a run of big values is read a few at a time; and the new largest."""
+    as many entries of the largest value size seen in the page as still fit (one while no
+    size is known), so a run of big values is read a few at a time."""
     items: list[tuple[bytes, bytes]] = []
-    size = 0
+    size = largest = 0
     while len(items) < page_size and size < page_bytes:
         room = page_size - len(items)
         room = min(room, _CHUNK, max(1, (page_bytes - size) // largest)) if largest else 1
@@ -181,7 +180,7 @@ def _read_page(
         largest = max(largest, 1, *lengths)  # NB: at least 1, for runs of deletions
         size += sum(lengths)
         items += chunk
-    return items, largest
+    return items
 
 
 _new_version = partial(tuple.__new__, ExportedVersion)

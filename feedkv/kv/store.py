@@ -304,7 +304,7 @@ class Store:
         try:
             ctx = self._ctx
             spans = batch_spans(batch)
-            if all(type(r) in _READ_ONLY for r in batch.requests):
+            if _READ_ONLY.issuperset(map(type, batch.requests)):
                 return self._read(batch, spans)
             token = next(self._in_flight.tokens)
             in_flight = self._in_flight

@@ -312,7 +312,10 @@ class Txn:
         for _attempt in range(ONE_PHASE_ATTEMPTS):
             try:
                 end = EndTxn(True, deadline=self.deadline)
-                response = self._send_key(puts[0].key, (*puts, end), span=span)
+                # NB: not _send_key: the transaction ends here, so nothing in the
+                # response needs adopting but its commit timestamp.
+                requests = (*puts, end)
+                response = self._router.send_key(puts[0].key, self._header(), requests, span=span)
             except RangeKeyMismatchError:
                 return False  # the range split under us: the writes now span ranges
             except TransactionRetryError as exc:

@@ -45,7 +45,7 @@ from feedkv.errors import InvariantViolation
 from feedkv.kv.observer import RangeEndReason
 from feedkv.rangefeed.budget import Budget
 from feedkv.rangefeed.event import ErrorReason, Value
-from feedkv.rangefeed.registration import Registration, event_size
+from feedkv.rangefeed.registration import EVENT_OVERHEAD, Registration
 from feedkv.rangefeed.registry import Registry
 from feedkv.rangefeed.resolved_timestamp import ResolvedTimestamp, UnresolvedTxn
 from feedkv.rangefeed.stream import EventStream
@@ -69,6 +69,7 @@ class EventLog(NamedTuple):
     base: int
     values: list[Value]  # without prev_value
     diffs: list[Value | None]  # with prev_value (None while no registration wants diffs)
+    sizes: list[int]  # the budget bytes each entry holds
     marks: list[tuple[int, Timestamp]]  # (position, resolved): a checkpoint after it
 
 
@@ -86,7 +87,7 @@ class Processor:
         self.rts = ResolvedTimestamp()
         self.ended: ErrorReason | None = None
         self.budget = budget or Budget(1 << 62)
-        self.log = EventLog(0, [], [], [])
+        self.log = EventLog(0, [], [], [], [])
         self.end_pos = 0  # the position after the newest logged value
         self.max_ts = _ZERO  # no logged value is above it
         self.resolved = _ZERO  # the newest mark's timestamp
@@ -94,10 +95,12 @@ class Processor:
         self._deferred = -1  # the Waker's token while this processor's streams are pending
         self._streams: dict[EventStream, int] = {}  # registrations per consumer
         self._value_regs = 0  # registrations that read values (not only checkpoints)
+        self._whole_regs = 0  # value registrations of the whole range: every key is read
         self._diff_regs = 0
         self._held = 0  # budget bytes of the logged values
         self._low = 0  # the lowest cursor at the last trim
         self._limits: Counter[int] = Counter()  # the value readers' per_registration
+        self._limit = 0  # the lowest of them: a trim is due when the log holds more
         # the last read: (its log, (start, stop, with_diff), its values)
         self._slice: tuple[EventLog, tuple[int, int, bool], list[Value]] | None = None
 
@@ -118,8 +121,10 @@ class Processor:
         self._deferred = -1  # a new stream: defer the streams again
         if reg.values:
             self._value_regs += 1
+            self._whole_regs += reg.whole
             self._diff_regs += reg.with_diff
             self._limits[reg.stream.per_registration] += 1
+            self._limit = min(self._limits)
 
     def unregister(self, reg: Registration) -> None:
         if reg not in self.registry:
@@ -130,10 +135,12 @@ class Processor:
             self._streams[reg.stream] = left
         if reg.values:
             self._value_regs -= 1
+            self._whole_regs -= reg.whole
             self._diff_regs -= reg.with_diff
             self._limits[reg.stream.per_registration] -= 1
             if not self._limits[reg.stream.per_registration]:
                 del self._limits[reg.stream.per_registration]
+            self._limit = min(self._limits, default=0)
             if not self._value_regs and self.ended is None:
                 self._trim()  # nobody reads the log: give its memory back
 
@@ -175,15 +182,16 @@ class Processor:
         if self.ended is not None:
             return
         rts = self.rts
-        logged = moved = False
+        logged = 0
+        moved = False
         try:
             for op in ops:
                 if (
                     self._value_regs
                     and isinstance(op, WriteValue | CommitIntent)
-                    and self.registry.covering(op.key)
+                    and (self._whole_regs or self.registry.covering(op.key))
                 ):
-                    logged = self._append(op) or logged
+                    logged += self._append(op)
                 if rts.consume(op):
                     moved = True
         except InvariantViolation as exc:
@@ -193,7 +201,7 @@ class Processor:
             self._mark()
         if logged or moved:
             if self._waker is not None:
-                self._deferred = self._waker.defer(self._streams, self._deferred)
+                self._deferred = self._waker.defer(self._streams, self._deferred, logged)
             else:
                 self._wake()
 
@@ -250,9 +258,11 @@ class Processor:
     # The log.
 
     def _append(self, op: WriteValue | CommitIntent) -> bool:
-        plain = Value(op.key, op.value, op.ts)
-        diff = Value(op.key, op.value, op.ts, op.prev_value) if self._diff_regs else None
-        size = event_size(diff or plain)
+        size = EVENT_OVERHEAD + len(op.key) + len(op.value or b"")  # as event_size
+        diff = None
+        if self._diff_regs:
+            diff = Value(op.key, op.value, op.ts, op.prev_value)
+            size += len(op.prev_value or b"")
         if not self.budget.try_acquire(size) and not self._make_room(size):
             return False
         if not self._value_regs:  # making room cut every reader off
@@ -262,10 +272,11 @@ class Processor:
         if op.ts > self.max_ts:  # before the value is visible: readers take it as a bound
             self.max_ts = op.ts
         entries = self.log
-        entries.values.append(plain)
+        entries.values.append(Value(op.key, op.value, op.ts))
         entries.diffs.append(diff)
+        entries.sizes.append(size)
         self.end_pos += 1
-        if self.end_pos - self._low > min(self._limits):
+        if self.end_pos - self._low > self._limit:
             self._trim()
         return True
 
@@ -303,10 +314,13 @@ class Processor:
         cut = low - entries.base
         marks = entries.marks
         keep = next((i for i, (pos, _ts) in enumerate(marks) if pos >= low), len(marks))
-        dropped = zip(entries.values[:cut], entries.diffs[:cut], strict=True)
-        freed = sum(event_size(diff or plain) for plain, diff in dropped)
+        freed = sum(entries.sizes[:cut])
         self.log = EventLog(
-            low, entries.values[cut:], entries.diffs[cut:], marks[max(0, keep - 1) :]
+            low,
+            entries.values[cut:],
+            entries.diffs[cut:],
+            entries.sizes[cut:],
+            marks[max(0, keep - 1) :],
         )
         self._low = low
         self._slice = None  # let the old log go

@@ -140,8 +140,12 @@ class ResolvedTimestamp:
 
     def consume(self, op: LogicalOp) -> bool:
         """Apply one logical op of the range; returns whether the resolved timestamp moved."""
+        if type(op) is WriteValue:  # the common op, first and without a call
+            if self.initialized and op.ts <= self.resolved:
+                self._check_above_resolved(op.ts, op)
+            return False
         queue = self.intents
-        if isinstance(op, WriteValue | DeleteRange):
+        if isinstance(op, DeleteRange):
             self._check_above_resolved(op.ts, op)
             return False
         if isinstance(op, WriteIntent):

@@ -1,5 +1,5 @@
 """The Waker wakes sleeping consumers once per commit group, and after a wake holds the
-next ones back for a gap that grows with how many it woke."""
+next ones back for a gap that grows with how many it woke and how many values came."""
 
 from __future__ import annotations
 
@@ -94,5 +94,36 @@ def test_a_token_makes_deferring_pending_streams_free_until_they_are_woken() -> 
         assert waker.defer([sleeper], token) != token
         waker.flush()
         assert len(sleeper.by) == 2
+    finally:
+        waker.close()
+
+
+def test_the_gap_grows_with_the_values_queued_since_the_wake_before() -> None:
+    waker = Waker(per_wake_s=0.0, per_value_s=60.0, max_gap_s=60.0)
+    try:
+        checkpointed, valued, later = Sleeper(), Sleeper(), Sleeper()
+        waker.defer([checkpointed], -1)  # no values: no gap after this wake
+        waker.flush()
+        waker.defer([valued], -1, values=1)
+        waker.flush()
+        assert checkpointed.woken.is_set() and valued.woken.is_set()
+        waker.defer([later], -1)
+        waker.flush()  # the value opened a 60 s gap
+        assert not later.woken.is_set()
+    finally:
+        waker.close()
+    assert later.woken.is_set()
+
+
+def test_a_gap_of_many_values_ends_at_max_gap() -> None:
+    waker = Waker(per_wake_s=0.0, per_value_s=60.0, max_gap_s=0.05)
+    try:
+        busy, later = Sleeper(), Sleeper()
+        waker.defer([busy], -1, values=1_000)
+        waker.flush()
+        waker.defer([later], -1)
+        waker.flush()
+        assert later.woken.wait(10)
+        assert later.by == ["feedkv-waker"]  # held for the gap, woken when it ended
     finally:
         waker.close()

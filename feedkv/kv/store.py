@@ -127,30 +127,36 @@ class StoreConfig:
 
 
 class _InFlight:
-    """The spans of write batches evaluated and not yet durable (the group commit is
-    syncing them). A read runs on its own thread beside the commit thread
-    (:meth:`Store._read`), against the committed state: it would miss these, so one that
-    overlaps them goes through the commit queue instead. A write evaluated after the read
-    took its timestamp-cache entry is pushed above it."""
+    """The write batches evaluated and not yet durable (the group commit is syncing
+    them). A read runs on its own thread beside the commit thread (:meth:`Store._read`),
+    against the committed state: it would miss these, so one that overlaps them goes
+    through the commit queue instead. A write evaluated after the read took its
+    timestamp-cache entry is pushed above it.
+
+    A batch's spans are worked out when a read first asks, not when the batch is
+    written: a workload of writes alone never needs them."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._spans: dict[int, tuple[Span, ...] | None] = {}  # None: a split or merge
+        # a batch, or its spans once a read asked (None: a split or merge)
+        self._held: dict[int, BatchRequest | tuple[Span, ...] | None] = {}
         self.tokens = itertools.count()
 
-    def add(self, token: int, spans: tuple[Span, ...] | None) -> None:
+    def add(self, token: int, batch: BatchRequest) -> None:
         with self._lock:
-            self._spans[token] = spans
+            self._held[token] = batch
 
     def remove(self, token: int) -> None:
         with self._lock:
-            self._spans.pop(token, None)
+            self._held.pop(token, None)
 
     def blocks(self, spans: tuple[Span, ...]) -> bool:
         """Whether a write in flight overlaps ``spans`` or rewrites the range map (which
         every request reads)."""
         with self._lock:
-            for held in self._spans.values():
+            for token, held in self._held.items():
+                if isinstance(held, BatchRequest):
+                    held = self._held[token] = batch_spans(held)
                 if held is None or any(w.overlaps(r) for w in held for r in spans):
                     return True
         return False
@@ -303,14 +309,13 @@ class Store:
         """Evaluate ``batch`` once: a write on the commit thread, a read here if it can."""
         try:
             ctx = self._ctx
-            spans = batch_spans(batch)
             if _READ_ONLY.issuperset(map(type, batch.requests)):
-                return self._read(batch, spans)
+                return self._read(batch, batch_spans(batch))
             token = next(self._in_flight.tokens)
             in_flight = self._in_flight
 
             def command(rw: ReadWriter) -> Applied:
-                in_flight.add(token, spans)  # the commit thread, under eval_lock
+                in_flight.add(token, batch)  # the commit thread, under eval_lock
                 return evaluate(ctx, rw, batch)
 
             def durable(applied: Applied) -> None:

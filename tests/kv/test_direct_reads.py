@@ -84,7 +84,7 @@ def test_a_read_with_nothing_in_flight_runs_on_the_callers_thread(db: DB, store:
 def test_a_read_of_a_key_being_synced_goes_through_the_commit_queue(db: DB, store: Store) -> None:
     db.put(b"k", b"v")
     # NB: the state a write is in between its evaluation and its fsync, held open here.
-    store._in_flight.add(-1, (Span.for_key(b"k"),))
+    store._in_flight.add(-1, batch(Put(b"k", b"v2")))
     try:
         before = queued_jobs(store)
         assert get(store, b"k") == b"v"
@@ -98,7 +98,7 @@ def test_a_read_of_a_key_being_synced_goes_through_the_commit_queue(db: DB, stor
 def test_a_split_being_synced_sends_every_read_through_the_commit_queue(
     db: DB, store: Store
 ) -> None:
-    store._in_flight.add(-1, None)
+    store._in_flight.add(-1, batch(Split(b"k")))
     try:
         before = queued_jobs(store)
         assert get(store, b"anything") is None

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -74,6 +75,7 @@ from feedkv.util.keys import Span, check_key, prefix_end
 from feedkv.util.units import parse_duration_ns
 
 if TYPE_CHECKING:
+    from feedkv.kv.db import KVClient
     from feedkv.sql.session import Session
 
 __all__ = ["Execution", "Result", "duplicate_key", "logical_decimal", "timestamp_of"]
@@ -173,6 +175,17 @@ class _KeyPlan:
     complete: bool = False
 
 
+def _logical_timestamp(txn: Txn | None, db: KVClient) -> decimal.Decimal:
+    """``cluster_logical_timestamp()`` of a statement in ``txn``: its read timestamp,
+    fixed now if it has none yet (``db.now()`` without a transaction)."""
+    if txn is not None:
+        if txn.read_ts is None:
+            txn.get(catalog.descriptor_key(0))  # fixes the read timestamp
+        if txn.read_ts is not None:
+            return logical_decimal(txn.read_ts)
+    return logical_decimal(db.now())
+
+
 class Execution:
     """One statement's run (see the module docstring)."""
 
@@ -199,7 +212,9 @@ class Execution:
         self.missing: dict[bytes, Result] = {}
         self.context = Context(
             params=params,
-            logical_timestamp=self._logical_timestamp,
+            # NB: not a bound method: the context would hold this execution in a cycle,
+            # and every statement would leave its garbage to the cyclic GC.
+            logical_timestamp=partial(_logical_timestamp, txn, session.db),
             unique_rowid=ROW_IDS.next,
         )
 
@@ -237,15 +252,6 @@ class Execution:
         if self.reader is None:
             raise SQLError("0A000", "this statement needs a transaction")
         return self.reader
-
-    def _logical_timestamp(self) -> decimal.Decimal:
-        txn = self.txn
-        if txn is not None:
-            if txn.read_ts is None:
-                txn.get(catalog.descriptor_key(0))  # fixes the read timestamp
-            if txn.read_ts is not None:
-                return logical_decimal(txn.read_ts)
-        return logical_decimal(self.session.db.now())
 
     def _database(self, name: str | None) -> DatabaseDescriptor:
         return self.session.resolve_database(self._reader, name or self.session.database)

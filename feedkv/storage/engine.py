@@ -114,7 +114,12 @@ class Completion(Generic[T]):
         """Wait for the outcome; raise the function's exception if it failed."""
         self._wait(timeout)
         if self._failed:
-            raise self._value
+            try:
+                raise self._value
+            finally:
+                # NB: the raise puts this frame, whose ``self`` holds the exception, in
+                # the exception's traceback: a cycle for the cyclic GC, unless cut here.
+                del self
         result: T = self._value
         return result
 

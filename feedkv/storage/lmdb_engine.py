@@ -387,7 +387,7 @@ class LMDBEngine:
                         error.__cause__ = exc
                         job.future.set_exception(error)
                     except BaseException as exc:
-                        job.future.set_exception(exc)
+                        job.future.set_exception(_answer(exc))
                     else:
                         job.future.set_result(result)
             finally:
@@ -481,7 +481,7 @@ class LMDBEngine:
                     continue
                 except BaseException as exc:
                     child.abort()
-                    outcomes.append((False, exc))
+                    outcomes.append((False, _answer(exc)))
                     continue
                 child.commit()
             outcomes.append((True, result))
@@ -506,6 +506,16 @@ class LMDBEngine:
             finally:
                 self._growing = False
                 self._guard.notify_all()
+
+
+def _answer(exc: BaseException) -> BaseException:
+    """A job's exception as its caller gets it. A feedkv error is an answer (a failed
+    condition, a conflict, a retry), so it goes without the commit thread's frames: their
+    locals hold the group's outcomes, which hold the error, and every conflict would leave
+    that cycle to the cyclic GC. Anything else keeps its traceback: it is a bug."""
+    if isinstance(exc, FeedKVError) and not isinstance(exc, InvariantViolation):
+        exc.__traceback__ = None
+    return exc
 
 
 def _lock_store(path: Path) -> Any:

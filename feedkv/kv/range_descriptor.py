@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from functools import lru_cache
 
 from feedkv.errors import InvariantViolation
 from feedkv.storage.engine import Reader, ReadWriter
@@ -89,7 +90,14 @@ def _desc_key(range_id: int) -> bytes:
 
 def descriptor_by_id(reader: Reader, range_id: int) -> RangeDescriptor | None:
     raw = reader.get(META, _desc_key(range_id))
-    return RangeDescriptor.decode(raw) if raw is not None else None
+    return _decoded(raw) if raw is not None else None
+
+
+@lru_cache(maxsize=4096)
+def _decoded(raw: bytes) -> RangeDescriptor:
+    """A stored descriptor, decoded once: every command reads its range's (descriptors
+    are immutable, and a changed one is other bytes)."""
+    return RangeDescriptor.decode(raw)
 
 
 def descriptor_for_key(reader: Reader, key: bytes) -> RangeDescriptor:

@@ -256,7 +256,7 @@ def evaluate(ctx: CommandContext, rw: ReadWriter, batch: BatchRequest) -> Applie
         and any(isinstance(r, _WRITES) for r in batch.requests)
     ):
         ev.begin_one_phase()
-    responses = tuple(ev.run(request) for request in batch.requests)
+    responses = tuple(map(ev.run, batch.requests))
     applied.response = BatchResponse(responses, ev.ts, ev.txn)
     return applied
 

@@ -54,6 +54,7 @@ __all__ = ["KVClient", "LocalTransport", "RangeInfo"]
 T = TypeVar("T")
 
 EXPORT_PAGE_SIZE = 5000
+_NO_HEADER = Header()  # a plain write's: the router addresses it, the node stamps it
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +114,7 @@ class KVClient:
 
     def _write(self, key: bytes, value: bytes | None) -> Timestamp:
         check_key(key)
-        return self._router.send_key(key, Header(), (Put(key, value),)).timestamp
+        return self._router.send_key(key, _NO_HEADER, (Put(key, value),)).timestamp
 
     def get(self, key: bytes, *, as_of: Timestamp | None = None) -> bytes | None:
         """The value at ``key`` now, or as of ``as_of``; ``None`` if absent."""

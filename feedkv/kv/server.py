@@ -155,8 +155,12 @@ def _respond(out: pb.BatchResponse, respond: Callable[[], BatchResponse]) -> Non
     try:
         batch_response_to_proto(respond(), out)
     except FeedKVError as exc:
+        # NB: answered here, so its traceback goes: it holds this frame, whose
+        # ``respond`` may hold the attempt that holds the error (a cycle for the GC).
+        exc.__traceback__ = None
         error_to_proto(exc, out.error)
     except (KeyError, ValueError, TypeError, OverflowError) as exc:
+        exc.__traceback__ = None
         error_to_proto(InvalidArgumentError(f"malformed request: {exc}"), out.error)
 
 

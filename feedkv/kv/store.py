@@ -255,11 +255,10 @@ class Store:
             except PushBatch as exc:
                 at = max(exc.ts, self.clock.now())
                 batch = replace(batch, header=replace(batch.header, timestamp=at))
-            except BaseException:
-                # NB: the error's traceback holds this frame, so ``attempt`` (which holds
-                # the error) would make a cycle that only the cyclic GC could free.
+            finally:
+                # NB: an error leaving this frame holds it in its traceback, and
+                # ``attempt`` holds that error: a cycle only the cyclic GC could free.
                 del attempt
-                raise
             attempt = self._attempt(batch)
 
     def descriptors(self) -> list[RangeDescriptor]:

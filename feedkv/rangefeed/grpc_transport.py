@@ -120,18 +120,16 @@ class _Mux:
         """Hand each registration its events (a run of values decoded once, as one batch
         for every registration it names), then wake their consumers, paced."""
         streams: set[EventStream] = set()
-        received = 0
         for msg in batch.events:
             if msg.WhichOneof("kind") == "values":
                 values = values_from_proto(msg.values)
                 size = sum(map(event_size, values.values))
-                received += len(values.values)
                 for tag in msg.values.tags:
                     self._push(tag, values, size, streams)
             else:
                 event = event_from_proto(msg)
                 self._push(msg.tag, event, event_size(event), streams)
-        self._waker.defer(streams, -1, received)
+        self._waker.defer(streams, -1)
         self._waker.flush()
 
     def _push(

@@ -45,7 +45,7 @@ from feedkv.errors import InvariantViolation
 from feedkv.kv.observer import RangeEndReason
 from feedkv.rangefeed.budget import Budget
 from feedkv.rangefeed.event import ErrorReason, Value
-from feedkv.rangefeed.registration import EVENT_OVERHEAD, Registration
+from feedkv.rangefeed.registration import Registration, value_size
 from feedkv.rangefeed.registry import Registry
 from feedkv.rangefeed.resolved_timestamp import ResolvedTimestamp, UnresolvedTxn
 from feedkv.rangefeed.stream import EventStream
@@ -182,8 +182,7 @@ class Processor:
         if self.ended is not None:
             return
         rts = self.rts
-        logged = 0
-        moved = False
+        logged = moved = False
         try:
             for op in ops:
                 if (
@@ -191,7 +190,7 @@ class Processor:
                     and isinstance(op, WriteValue | CommitIntent)
                     and (self._whole_regs or self.registry.covering(op.key))
                 ):
-                    logged += self._append(op)
+                    logged = self._append(op) or logged
                 if rts.consume(op):
                     moved = True
         except InvariantViolation as exc:
@@ -201,7 +200,7 @@ class Processor:
             self._mark()
         if logged or moved:
             if self._waker is not None:
-                self._deferred = self._waker.defer(self._streams, self._deferred, logged)
+                self._deferred = self._waker.defer(self._streams, self._deferred)
             else:
                 self._wake()
 
@@ -258,11 +257,12 @@ class Processor:
     # The log.
 
     def _append(self, op: WriteValue | CommitIntent) -> bool:
-        size = EVENT_OVERHEAD + len(op.key) + len(op.value or b"")  # as event_size
         diff = None
         if self._diff_regs:
             diff = Value(op.key, op.value, op.ts, op.prev_value)
-            size += len(op.prev_value or b"")
+            size = value_size(op.key, op.value, op.prev_value)
+        else:
+            size = value_size(op.key, op.value)
         if not self.budget.try_acquire(size) and not self._make_room(size):
             return False
         if not self._value_regs:  # making room cut every reader off

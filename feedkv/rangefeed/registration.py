@@ -42,7 +42,7 @@ from feedkv.util.keys import Span
 if TYPE_CHECKING:
     from feedkv.rangefeed.processor import Processor
 
-__all__ = ["EVENT_OVERHEAD", "Registration", "event_size"]
+__all__ = ["EVENT_OVERHEAD", "Registration", "event_size", "value_size"]
 
 EVENT_OVERHEAD = 64  # bytes charged per event beyond its keys and values
 _KEY = attrgetter("key")
@@ -52,10 +52,13 @@ _TS = attrgetter("ts")
 def event_size(event: Event) -> int:
     """The bytes an event is charged against the memory budget."""
     if isinstance(event, Value):
-        return (
-            EVENT_OVERHEAD + len(event.key) + len(event.value or b"") + len(event.prev_value or b"")
-        )
+        return value_size(event.key, event.value, event.prev_value)
     return EVENT_OVERHEAD
+
+
+def value_size(key: bytes, value: bytes | None, prev_value: bytes | None = None) -> int:
+    """The bytes a value is charged against the memory budget."""
+    return EVENT_OVERHEAD + len(key) + len(value or b"") + len(prev_value or b"")
 
 
 class Registration:

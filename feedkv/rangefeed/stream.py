@@ -84,6 +84,8 @@ class EventStream:
         self.per_registration = per_registration
         self.lock = threading.Lock()
         self.waiting = False  # the consumer is (about to be) asleep in take_batches
+        self.taken = 0  # values the consumer took last time (a Waker lets it rest)
+        self.taken_at = 0.0  # and when (time.monotonic)
         self._cond = threading.Condition(self.lock)
         self._items: deque[tuple[Queued, StreamItem, int]] = deque()
         self._readers: dict[int, Reader] = {}
@@ -188,6 +190,10 @@ class EventStream:
                     del self._readers[key]
             if items:
                 self._cond.notify_all()  # catch-up scans waiting for room
+            self.taken = sum(
+                _count(item) for _tag, item in out if isinstance(item, ValueBatch | Value)
+            )
+            self.taken_at = time.monotonic()
         if released:
             self.budget.release(released)
         return out

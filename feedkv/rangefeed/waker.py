@@ -3,20 +3,22 @@
 Under CPython's GIL a wake is not free: the consumer's thread is scheduled, takes the GIL
 from the threads doing the work and hands it back. A hundred consumers woken on every
 commit group (400 a second) cost the writers three quarters of their throughput, and
-even one consumer woken on every group of a busy node costs them a tenth. So a
-:class:`Waker`, after a wake, wakes no one for a gap (at most ``max_gap_s``) that grows
-with what it woke: ``per_wake_s`` per stream woken and ``per_value_s`` per value queued
-since the wake before. What comes meanwhile is woken by the waker's own thread when the
-gap ends, each consumer then taking everything queued since.
+even one busy consumer woken on every group costs them a tenth. So a :class:`Waker`
+paces wakes two ways:
 
-So a light load is delivered at once: a feed taking fewer than ``1 / per_value_s``
-values a second (5,000) opens gaps shorter than its values took to come, and a single
-watched key's next value finds the gap closed. A busier feed opens longer gaps than its
-values took, so its gaps grow to ``max_gap_s`` and it is woken that often, with
-everything since, as a busy network card is polled rather than interrupted. A hundred
-busy streams are woken every ``max_gap_s`` too, in batches. Measured on two cores (32
-writers, `feedkv bench rangefeed`): one embedded feed woken on every commit group cost the
-writers 10-16% of their commits; paced by its values, 0-7%.
+- after waking ``n`` streams it wakes no one for ``n * per_wake_s`` (at most
+  ``max_gap_s``); what comes meanwhile is woken by the waker's own thread when the gap
+  ends, each consumer then taking everything queued since;
+- a stream *rests* after each take for ``per_value_s`` per value it took (at most
+  ``max_gap_s``), and is woken only when its rest is over.
+
+So a light load is delivered at once: a watched key's consumer took one value and rests
+0.2 ms. A consumer taking more than ``1 / per_value_s`` values a second (5,000) rests
+longer than its values took to come, so its rests grow to ``max_gap_s`` and it is woken
+that often, with everything since, as a busy network card is polled rather than
+interrupted; other streams on the node are not held back by it. Measured on two cores
+(32 writers, `feedkv bench rangefeed`): one embedded feed woken on every commit group
+cost the writers 10-16% of their commits; resting, 0-7%.
 
 Two places fan values out to many streams and use one: a node's processors (noted per
 command, flushed once per commit group) and the gRPC client (noted per message received).
@@ -37,9 +39,9 @@ class Waker:
     """Wakes the consumers of many streams, paced (see the module docstring).
 
     Producers note the streams they queued for (:meth:`defer`); :meth:`flush` wakes those
-    asleep, or leaves them to the waker's thread while a gap is open. A node's
-    processors defer on the commit thread under the apply lock, and the engine's group
-    hook flushes; the gRPC client does both on its reader thread.
+    asleep, or leaves them to the waker's thread while a gap or their rest lasts. A
+    node's processors defer on the commit thread under the apply lock, and the engine's
+    group hook flushes; the gRPC client does both on its reader thread.
     """
 
     def __init__(
@@ -48,26 +50,25 @@ class Waker:
         self._per_wake_s = per_wake_s
         self._per_value_s = per_value_s
         self._max_gap_s = max_gap_s
+        # _lock guards every field below it
+        self._lock = threading.Lock()
         self._pending: set[EventStream] = set()
-        self._values = 0  # values queued for the pending streams since the last wake
+        self._resting: dict[EventStream, float] = {}  # to wake when its rest ends
         self._wakes = 0  # times the pending streams were taken to be woken
-        self._lock = threading.Lock()  # guards _pending, _wakes and _open_at
         self._open_at = 0.0  # the monotonic time from which a flush may wake
-        self._due = threading.Condition(self._lock)  # the thread waits for a gap's end
         self._held = False  # wakes are waiting for the gap to end
         self._closed = False
+        self._due = threading.Condition(self._lock)  # the thread waits for a gap or a rest
         self._thread = threading.Thread(target=self._run, name="feedkv-waker", daemon=True)
         self._thread.start()
 
-    def defer(self, streams: Iterable[EventStream], token: int, values: int = 0) -> int:
-        """Note ``streams`` for the next wake, with ``values`` queued for them; those
-        asleep then are woken (a consumer that falls asleep later finds the news before
-        it sleeps). Returns a token: given back with the same streams before they are
-        woken, it spares copying them."""
+    def defer(self, streams: Iterable[EventStream], token: int) -> int:
+        """Note ``streams`` for the next wake; those asleep then are woken (a consumer
+        that falls asleep later finds the news before it sleeps). Returns a token: given
+        back with the same streams before they are woken, it makes the call free."""
         with self._lock:
             if token != self._wakes:
                 self._pending.update(streams)
-            self._values += values
             return self._wakes
 
     def flush(self) -> None:
@@ -80,29 +81,41 @@ class Waker:
                     self._due.notify()
                 return
             pending = self._take()
-        for stream in pending:
-            stream.wake()
+        self._wake(pending)
 
     def close(self) -> None:
-        """Stop the thread, waking what waits for a gap's end. Idempotent."""
+        """Stop the thread, waking what waits for a gap's or a rest's end. Idempotent."""
         with self._lock:
             self._closed = True
-            pending, self._pending = self._pending, set()
+            waiting = self._pending | self._resting.keys()
+            self._pending, self._resting = set(), {}
             self._due.notify()
         self._thread.join()
-        for stream in pending:
+        for stream in waiting:
             stream.wake()
 
     def _take(self) -> set[EventStream]:
         """The pending streams, opening the next gap (the caller holds ``_lock``)."""
         pending, self._pending = self._pending, set()
         self._wakes += 1
-        gap = len(pending) * self._per_wake_s + self._values * self._per_value_s
-        gap = min(self._max_gap_s, gap)
-        self._values = 0
-        self._open_at = time.monotonic() + gap
+        self._open_at = time.monotonic() + min(self._max_gap_s, len(pending) * self._per_wake_s)
         self._held = False
         return pending
+
+    def _wake(self, streams: Iterable[EventStream]) -> None:
+        """Wake ``streams``, but leave those still resting to the waker's thread."""
+        now = time.monotonic()
+        resting = {}
+        for stream in streams:
+            until = stream.taken_at + min(self._max_gap_s, stream.taken * self._per_value_s)
+            if until > now:
+                resting[stream] = until
+            else:
+                stream.wake()
+        if resting:
+            with self._lock:
+                self._resting.update(resting)
+                self._due.notify()
 
     def _run(self) -> None:
         while True:
@@ -110,10 +123,18 @@ class Waker:
                 while True:
                     if self._closed:
                         return
-                    left = self._open_at - time.monotonic() if self._held else None
-                    if left is not None and left <= 0:
+                    now = time.monotonic()
+                    rested = [s for s, until in self._resting.items() if until <= now]
+                    gap_over = self._held and self._open_at <= now
+                    if rested or gap_over:
                         break
-                    self._due.wait(left)
-                pending = self._take()
-            for stream in pending:
+                    ends = list(self._resting.values())
+                    if self._held:
+                        ends.append(self._open_at)
+                    self._due.wait(min(ends) - now if ends else None)
+                for stream in rested:
+                    del self._resting[stream]
+                pending = self._take() if gap_over else set()
+            for stream in rested:
                 stream.wake()
+            self._wake(pending)

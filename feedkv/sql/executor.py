@@ -744,7 +744,7 @@ class Execution:
             if ts > self.session.db.now():
                 raise SQLError("22007", f"AS OF SYSTEM TIME: {ts} is in the future")
             self.reader = catalog.Snapshot(self.session.db, ts)
-            self.context.logical_timestamp = lambda: logical_decimal(ts)
+            self.context.logical_timestamp = partial(logical_decimal, ts)
         if s.table is None:
             scope = Scope()
             items = [(expression_name(i), compile_expr(_unalias(i), scope)) for i in s.items]

@@ -41,7 +41,13 @@ from typing import Any, TypeVar
 
 import lmdb
 
-from feedkv.errors import FeedKVError, InvariantViolation, StorageError, StoreLockedError
+from feedkv.errors import (
+    ExternalError,
+    FeedKVError,
+    InvariantViolation,
+    StorageError,
+    StoreLockedError,
+)
 from feedkv.storage.engine import Completion, ReadWriter
 
 __all__ = ["DEFAULT_MAP_SIZE", "EngineStats", "LMDBEngine", "LMDBSnapshot"]
@@ -512,8 +518,9 @@ def _answer(exc: BaseException) -> BaseException:
     """A job's exception as its caller gets it. A feedkv error is an answer (a failed
     condition, a conflict, a retry), so it goes without the commit thread's frames: their
     locals hold the group's outcomes, which hold the error, and every conflict would leave
-    that cycle to the cyclic GC. Anything else keeps its traceback: it is a bug."""
-    if isinstance(exc, FeedKVError) and not isinstance(exc, InvariantViolation):
+    that cycle to the cyclic GC. A fault (a broken invariant, a disk or network error)
+    and anything else keep their traceback: they are rare, and worth debugging."""
+    if isinstance(exc, FeedKVError) and not isinstance(exc, InvariantViolation | ExternalError):
         exc.__traceback__ = None
     return exc
 

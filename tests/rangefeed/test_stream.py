@@ -130,6 +130,21 @@ def test_take_batches_keeps_a_batch_whole() -> None:
     assert stream.take_batches(timeout=0) == [("r", batch), ("r", SLOW)]
 
 
+def test_a_take_notes_how_many_values_it_took_so_a_waker_can_let_it_rest() -> None:
+    stream = make_stream()
+    reg = FakeReg("a")
+    batch = ValueBatch([value(1), value(2), value(3)], Timestamp(3, 0))
+    assert stream.push(reg, batch, 30)
+    assert stream.push(reg, value(4), 10)
+    assert stream.push(reg, Checkpoint(Span(b"a", b"z"), Timestamp(4, 0)), 0)
+    before = stream.taken_at
+    stream.take_batches(timeout=0)
+    assert stream.taken == 4  # values, not checkpoints
+    assert stream.taken_at > before
+    stream.take_batches(timeout=0)
+    assert stream.taken == 0
+
+
 def test_push_refuses_when_the_budget_is_spent() -> None:
     stream = make_stream(limit=100)
     a, b = FakeReg("a"), FakeReg("b")

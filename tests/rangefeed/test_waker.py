@@ -1,9 +1,11 @@
 """The Waker wakes sleeping consumers once per commit group, and after a wake holds the
-next ones back for a gap that grows with how many it woke and how many values came."""
+next ones back for a gap that grows with how many it woke; a consumer that took many values
+rests before it is woken again."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -15,6 +17,8 @@ class Sleeper:
 
     def __init__(self, waiting: bool = True) -> None:
         self.waiting = waiting
+        self.taken = 0  # as EventStream: values at the last take, and when
+        self.taken_at = 0.0
         self.woken = threading.Event()
         self.by: list[str] = []
 
@@ -98,32 +102,27 @@ def test_a_token_makes_deferring_pending_streams_free_until_they_are_woken() -> 
         waker.close()
 
 
-def test_the_gap_grows_with_the_values_queued_since_the_wake_before() -> None:
-    waker = Waker(per_wake_s=0.0, per_value_s=60.0, max_gap_s=60.0)
+def test_a_consumer_that_took_many_values_rests_while_the_others_are_woken() -> None:
+    waker = Waker(per_wake_s=0.0, per_value_s=60.0, max_gap_s=3600.0)
     try:
-        checkpointed, valued, later = Sleeper(), Sleeper(), Sleeper()
-        waker.defer([checkpointed], -1)  # no values: no gap after this wake
+        busy, idle = Sleeper(), Sleeper()
+        busy.taken, busy.taken_at = 1, time.monotonic()  # a rest of 60 s
+        waker.defer([busy, idle], -1)
         waker.flush()
-        waker.defer([valued], -1, values=1)
-        waker.flush()
-        assert checkpointed.woken.is_set() and valued.woken.is_set()
-        waker.defer([later], -1)
-        waker.flush()  # the value opened a 60 s gap
-        assert not later.woken.is_set()
+        assert idle.woken.is_set()
+        assert not busy.woken.is_set()
     finally:
         waker.close()
-    assert later.woken.is_set()
+    assert busy.woken.is_set()  # closing wakes what rests
 
 
-def test_a_gap_of_many_values_ends_at_max_gap() -> None:
+def test_a_rest_ends_at_max_gap_and_the_waker_thread_wakes_the_consumer() -> None:
     waker = Waker(per_wake_s=0.0, per_value_s=60.0, max_gap_s=0.05)
     try:
-        busy, later = Sleeper(), Sleeper()
-        waker.defer([busy], -1, values=1_000)
+        busy = Sleeper()
+        busy.taken, busy.taken_at = 1_000, time.monotonic()  # uncapped: 60,000 s
+        waker.defer([busy], -1)
         waker.flush()
-        waker.defer([later], -1)
-        waker.flush()
-        assert later.woken.wait(10)
-        assert later.by == ["feedkv-waker"]  # held for the gap, woken when it ended
+        assert busy.woken.wait(10)
     finally:
         waker.close()

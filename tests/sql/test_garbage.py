@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 
@@ -14,6 +15,7 @@ import pytest
 
 from feedkv import DB
 from feedkv.errors import SQLError
+from feedkv.sql.session import Session
 
 
 @pytest.fixture
@@ -46,7 +48,8 @@ def cycles_left(run: Callable[[int], object], times: int = 20) -> Counter[str]:
 
 @pytest.mark.usefixtures("gc_off")
 def test_statements_and_their_failures_leave_no_cycles(any_db: DB) -> None:
-    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING, n INT DEFAULT 0)")
+    # NB: two columns, so an UPDATE of v rewrites a row blind, failing at commit if it is missing
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
     session = any_db.session()
     keys = itertools.count()
 
@@ -54,9 +57,27 @@ def test_statements_and_their_failures_leave_no_cycles(any_db: DB) -> None:
         with pytest.raises(SQLError, match="duplicate key"):
             session.execute("INSERT INTO t (k, v) VALUES (0, 'again')")
 
+    sessions = [any_db.session() for _ in range(4)]
+
+    def fail_missing_rows(session: Session, first: int) -> None:
+        for k in range(first, first + 5):
+            session.execute("UPDATE t SET v = 'w' WHERE k = $1", k)
+
+    def failing_at_once(i: int) -> None:
+        """Missing-row UPDATEs from four sessions at once: over gRPC, calls that overlap
+        share the client's stream, which the node answers on another path."""
+        threads = [
+            threading.Thread(target=fail_missing_rows, args=(session, 2_000 + 100 * i + 5 * n))
+            for n, session in enumerate(sessions)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
     def in_transaction(i: int) -> None:
         session.execute("BEGIN")
-        session.execute("UPDATE t SET n = n + 1 WHERE k = $1", i)
+        session.execute("UPDATE t SET v = v || 'x' WHERE k = $1", i)
         session.execute("COMMIT")
 
     runs: dict[str, Callable[[int], object]] = {
@@ -66,6 +87,7 @@ def test_statements_and_their_failures_leave_no_cycles(any_db: DB) -> None:
             "UPDATE t SET v = 'w' WHERE k = $1", 1_000 + i
         ),
         "duplicate insert": duplicate,
+        "failures at once": failing_at_once,
         "select": lambda i: session.execute("SELECT v FROM t WHERE k = $1", i),
         "transaction": in_transaction,
         "kv put and get": lambda i: any_db.get(b"k%d" % i) or any_db.put(b"k%d" % i, b"v"),

@@ -26,6 +26,7 @@ command, flushed once per commit group) and the gRPC client (noted per message r
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Iterable
@@ -66,6 +67,10 @@ class Waker:
         """Note ``streams`` for the next wake; those asleep then are woken (a consumer
         that falls asleep later finds the news before it sleeps). Returns a token: given
         back with the same streams before they are woken, it makes the call free."""
+        if token == self._wakes:
+            # NB: read without the lock. The streams are pending since ``token``; a take
+            # that ends that now wakes them after the caller's news was queued.
+            return token
         with self._lock:
             if token != self._wakes:
                 self._pending.update(streams)
@@ -114,8 +119,13 @@ class Waker:
                 stream.wake()
         if resting:
             with self._lock:
-                self._resting.update(resting)
-                self._due.notify()
+                sooner = False
+                for stream, until in resting.items():
+                    if until < self._resting.get(stream, math.inf):
+                        self._resting[stream] = until
+                        sooner = True
+                if sooner:  # else the thread already waits for these rests: let it sleep
+                    self._due.notify()
 
     def _run(self) -> None:
         while True:

@@ -127,38 +127,40 @@ class StoreConfig:
 
 
 class _InFlight:
-    """The write batches evaluated and not yet durable (the group commit is syncing
-    them). A read runs on its own thread beside the commit thread (:meth:`Store._read`),
-    against the committed state: it would miss these, so one that overlaps them goes
-    through the commit queue instead. A write evaluated after the read took its
-    timestamp-cache entry is pushed above it.
+    """The write batches of the commit group being evaluated and synced. A read runs on
+    its own thread beside the commit thread (:meth:`Store._read`), against the committed
+    state: it would miss these, so one that overlaps them goes through the commit queue
+    instead. A write evaluated after the read took its timestamp-cache entry is pushed
+    above it.
 
-    A batch's spans are worked out when a read first asks, not when the batch is
-    written: a workload of writes alone never needs them."""
+    The commit thread adds each batch as it evaluates it and forgets them all once their
+    group is durable (a group hook, before their callers are told), so one group is held
+    at most (a group that failed to commit stays until the next is durable: reads that
+    overlap it only queue meanwhile). A batch's spans are worked out when a read first asks, not when the
+    batch is written: a workload of writes alone never needs them.
+
+    NB: no lock of its own: :meth:`add` and :meth:`blocks` run under the engine's
+    ``eval_lock``, and :meth:`clear` swaps the list whole."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         # a batch, or its spans once a read asked (None: a split or merge)
-        self._held: dict[int, BatchRequest | tuple[Span, ...] | None] = {}
-        self.tokens = itertools.count()
+        self._held: list[BatchRequest | tuple[Span, ...] | None] = []
 
-    def add(self, token: int, batch: BatchRequest) -> None:
-        with self._lock:
-            self._held[token] = batch
+    def add(self, batch: BatchRequest) -> None:
+        self._held.append(batch)
 
-    def remove(self, token: int) -> None:
-        with self._lock:
-            self._held.pop(token, None)
+    def clear(self) -> None:
+        self._held = []
 
     def blocks(self, spans: tuple[Span, ...]) -> bool:
         """Whether a write in flight overlaps ``spans`` or rewrites the range map (which
         every request reads)."""
-        with self._lock:
-            for token, held in self._held.items():
-                if isinstance(held, BatchRequest):
-                    held = self._held[token] = batch_spans(held)
-                if held is None or any(w.overlaps(r) for w in held for r in spans):
-                    return True
+        held = self._held
+        for i, item in enumerate(held):
+            if isinstance(item, BatchRequest):
+                item = held[i] = batch_spans(item)
+            if item is None or any(w.overlaps(r) for w in item for r in spans):
+                return True
         return False
 
 
@@ -203,6 +205,7 @@ class Store:
         self._check_ranges = threading.Event()
         self._waiters = _WaitQueue()
         self._in_flight = _InFlight()
+        self.engine.on_group_applied(self._in_flight.clear)
         self._to_resolve: queue.SimpleQueue[ResolveIntent | None] = queue.SimpleQueue()
         self._stopping = threading.Event()
         self.protected: Callable[[], list[tuple[Span, Timestamp]]] = list
@@ -315,20 +318,13 @@ class Store:
             ctx = self._ctx
             if _READ_ONLY.issuperset(map(type, batch.requests)):
                 return self._read(batch, batch_spans(batch))
-            token = next(self._in_flight.tokens)
             in_flight = self._in_flight
 
             def command(rw: ReadWriter) -> Applied:
-                in_flight.add(token, batch)  # the commit thread, under eval_lock
+                in_flight.add(batch)  # the commit thread, under eval_lock
                 return evaluate(ctx, rw, batch)
 
-            def durable(applied: Applied) -> None:
-                in_flight.remove(token)  # NB: before its future completes (a group later)
-                self._on_applied(applied)
-
-            attempt = self.engine.submit(command, durable)
-            attempt.add_done_callback(lambda: in_flight.remove(token))  # one that failed
-            return attempt
+            return self.engine.submit(command, self._on_applied)
         except Exception as exc:
             return Completion.failed(exc)
 

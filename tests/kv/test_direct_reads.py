@@ -84,7 +84,7 @@ def test_a_read_with_nothing_in_flight_runs_on_the_callers_thread(db: DB, store:
 def test_a_read_of_a_key_being_synced_goes_through_the_commit_queue(db: DB, store: Store) -> None:
     db.put(b"k", b"v")
     # NB: the state a write is in between its evaluation and its fsync, held open here.
-    store._in_flight.add(-1, batch(Put(b"k", b"v2")))
+    store._in_flight.add(batch(Put(b"k", b"v2")))
     try:
         before = queued_jobs(store)
         assert get(store, b"k") == b"v"
@@ -92,19 +92,19 @@ def test_a_read_of_a_key_being_synced_goes_through_the_commit_queue(db: DB, stor
         assert get(store, b"other") is None
         assert queued_jobs(store) == before + 1  # a key not being written: direct
     finally:
-        store._in_flight.remove(-1)
+        store._in_flight.clear()
 
 
 def test_a_split_being_synced_sends_every_read_through_the_commit_queue(
     db: DB, store: Store
 ) -> None:
-    store._in_flight.add(-1, batch(Split(b"k")))
+    store._in_flight.add(batch(Split(b"k")))
     try:
         before = queued_jobs(store)
         assert get(store, b"anything") is None
         assert queued_jobs(store) == before + 1
     finally:
-        store._in_flight.remove(-1)
+        store._in_flight.clear()
 
 
 def test_a_write_is_in_flight_only_until_it_is_durable(db: DB, store: Store) -> None:

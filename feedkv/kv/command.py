@@ -208,12 +208,15 @@ def _route(rw: ReadWriter, batch: BatchRequest) -> RangeDescriptor:
         key = first.start if first is not None else _admin_key(batch.requests[0])
         desc = descriptor_for_key(rw, key)
     start, end = desc.span.start, desc.span.end
+    txn_key = header.txn.key if header.txn is not None else b""
     for request in batch.requests:
+        # The common cases first, without building a span.
         if isinstance(request, Get | Put | ConditionalPut):
-            # The common case, without building a span.
             if start <= check_key(request.key) < end:
                 continue
             _mismatch(rw, desc, Span.for_key(request.key))
+        elif isinstance(request, EndTxn) and txn_key and start <= txn_key < end:
+            continue
         span = _request_span(request, header.txn)
         if span is not None and not desc.span.contains(span):
             _mismatch(rw, desc, span)

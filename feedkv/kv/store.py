@@ -136,8 +136,8 @@ class _InFlight:
     The commit thread adds each batch as it evaluates it and forgets them all once their
     group is durable (a group hook, before their callers are told), so one group is held
     at most (a group that failed to commit stays until the next is durable: reads that
-    overlap it only queue meanwhile). A batch's spans are worked out when a read first asks, not when the
-    batch is written: a workload of writes alone never needs them.
+    overlap it only queue meanwhile). A batch's spans are worked out when a read first
+    asks, not when the batch is written: a workload of writes alone never needs them.
 
     NB: no lock of its own: :meth:`add` and :meth:`blocks` run under the engine's
     ``eval_lock``, and :meth:`clear` swaps the list whole."""

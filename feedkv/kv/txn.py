@@ -68,6 +68,11 @@ HEARTBEAT_INTERVAL_S = 1.0
 ONE_PHASE_ATTEMPTS = 2  # pushes a one-phase commit takes before it goes two-phase
 
 
+def _random_priority() -> int:
+    """A priority in ``[1, MAX_PRIORITY]`` (one random word, not ``randint``'s calls)."""
+    return random.getrandbits(MAX_PRIORITY.bit_length()) or 1
+
+
 class TxnState(enum.Enum):
     OPEN = "open"
     COMMITTED = "committed"
@@ -85,7 +90,7 @@ class Txn:
             epoch=0,
             read_ts=ZERO_TIMESTAMP,
             write_ts=ZERO_TIMESTAMP,
-            priority=priority if priority is not None else random.randint(1, MAX_PRIORITY),
+            priority=priority if priority is not None else _random_priority(),
         )
         self._writes: dict[bytes, bytes | None] = {}
         self._present: set[bytes] = set()  # written keys that must hold a value before

@@ -208,8 +208,9 @@ class Execution:
         self._changed: set[int] = set()  # tables whose leases :meth:`_changing` waited for
         # Rows written blind, by their first key: a failed check at commit is a duplicate.
         self.inserted: dict[bytes, tuple[TableDescriptor, dict[int, Any]]] = {}
-        # Rows updated blind, by key: the result had the row been missing at commit.
-        self.missing: dict[bytes, Result] = {}
+        # Rows updated blind, by key: the tag of the result had the row been missing at
+        # commit (a tag, not a Result: one is made per UPDATE, and hardly ever used).
+        self.missing: dict[bytes, str] = {}
         self.context = Context(
             params=params,
             # NB: not a bound method: the context would hold this execution in a cycle,
@@ -937,7 +938,7 @@ class Execution:
                 # Written without reading: the row must exist at commit, and when it
                 # does not the session reports UPDATE 0 (nothing was written).
                 self._txn.put_if_present(*pair)
-                self.missing[pair[0]] = Result(tag="UPDATE 0")
+                self.missing[pair[0]] = "UPDATE 0"
                 return Result(tag="UPDATE 1")
         sets, returning, assigned = plan.sets, plan.returning, plan.assigned
         key_ids = set(desc.primary_key)

@@ -303,7 +303,7 @@ class Session:
                             raise InvariantViolation(
                                 "a blind UPDATE ran in a transaction with other statements"
                             ) from exc
-                        return [missing]
+                        return [Result(tag=missing)]
             raise
         finally:
             for execution in itertools.chain.from_iterable(attempts):

@@ -18,7 +18,7 @@ longer than its values took to come, so its rests grow to ``max_gap_s`` and it i
 that often, with everything since, as a busy network card is polled rather than
 interrupted; other streams on the node are not held back by it. Measured on two cores
 (32 writers, `feedkv bench rangefeed`): one embedded feed woken on every commit group
-cost the writers 10-16% of their commits; resting, 0-7%.
+cost the writers 10-16% of their commits; resting, 4-14% (five runs).
 
 Two places fan values out to many streams and use one: a node's processors (noted per
 command, flushed once per commit group) and the gRPC client (noted per message received).

@@ -75,6 +75,10 @@ class RangeFeedService:
                 items = stream.take_batches(_POLL_S)
                 if items:
                     yield from _batches(items)
+                    # NB: sending takes long enough that news has come by the next take,
+                    # so this loop would never sleep, and a busy feed would go in a
+                    # message per commit group: it rests as a sleeping consumer would.
+                    stream.rest(self.feeds.rest_end(stream))
                 elif client_done.is_set() or self.feeds.closed:
                     break
         finally:

@@ -108,6 +108,11 @@ class StoreFeeds:
         """A stream for one consumer, drawing on this node's budget."""
         return EventStream(self.budget, per_registration=self.config.per_registration)
 
+    def rest_end(self, stream: EventStream) -> float:
+        """When ``stream``'s consumer may take again, as this node paces it (see
+        :mod:`feedkv.rangefeed.waker`)."""
+        return self._waker.rest_end(stream)
+
     def register(
         self,
         tag: Hashable,

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import threading
 import time
 from collections import deque
@@ -84,8 +85,8 @@ class EventStream:
         self.per_registration = per_registration
         self.lock = threading.Lock()
         self.waiting = False  # the consumer is (about to be) asleep in take_batches
-        self.taken = 0  # values the consumer took last time (a Waker lets it rest)
-        self.taken_at = 0.0  # and when (time.monotonic)
+        self.taken = 0  # live values (from readers) the consumer took last time
+        self.taken_at = 0.0  # and when (time.monotonic): a Waker lets it rest after
         self._cond = threading.Condition(self.lock)
         self._items: deque[tuple[Queued, StreamItem, int]] = deque()
         self._readers: dict[int, Reader] = {}
@@ -190,13 +191,24 @@ class EventStream:
                     del self._readers[key]
             if items:
                 self._cond.notify_all()  # catch-up scans waiting for room
+            # NB: pushed pages (a catch-up scan) do not count: a scan is not paced
             self.taken = sum(
-                _count(item) for _tag, item in out if isinstance(item, ValueBatch | Value)
+                len(item.values)
+                for _tag, item in itertools.islice(out, len(items), None)
+                if isinstance(item, ValueBatch)
             )
             self.taken_at = time.monotonic()
         if released:
             self.budget.release(released)
         return out
+
+    def rest(self, until: float) -> None:
+        """Wait until ``until`` (``time.monotonic``) whatever comes meanwhile, unless the
+        stream closes: a consumer that never sleeps (it finds news each time it takes)
+        rests this way, as a Waker rests one that does."""
+        with self._cond:
+            while not self._closed and (left := until - time.monotonic()) > 0:
+                self._cond.wait(left)
 
     async def wait_async(self, timeout: float | None = None) -> None:
         """Wait in the running event loop, without a thread, until there is something

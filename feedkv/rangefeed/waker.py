@@ -107,12 +107,16 @@ class Waker:
         self._held = False
         return pending
 
+    def rest_end(self, stream: EventStream) -> float:
+        """When ``stream``'s rest after its last take ends (``time.monotonic``)."""
+        return stream.taken_at + min(self._max_gap_s, stream.taken * self._per_value_s)
+
     def _wake(self, streams: Iterable[EventStream]) -> None:
         """Wake ``streams``, but leave those still resting to the waker's thread."""
         now = time.monotonic()
         resting = {}
         for stream in streams:
-            until = stream.taken_at + min(self._max_gap_s, stream.taken * self._per_value_s)
+            until = self.rest_end(stream)
             if until > now:
                 resting[stream] = until
             else:

@@ -6,6 +6,7 @@ observed through a condition variable that reports each waiter, never slept thro
 
 from __future__ import annotations
 
+import time
 from collections.abc import Hashable
 from dataclasses import dataclass
 
@@ -13,7 +14,7 @@ from feed_helpers import Background, ObservedCondition
 
 from feedkv.rangefeed.budget import Budget
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Value
-from feedkv.rangefeed.stream import EventStream, ValueBatch
+from feedkv.rangefeed.stream import EventStream, StreamItem, ValueBatch
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
@@ -31,6 +32,7 @@ def value(n: int) -> Value:
     return Value(b"k%d" % n, b"v%d" % n, Timestamp(n, 0))
 
 
+SPAN = Span(b"a", b"z")
 SLOW = Error(ErrorReason.SLOW_CONSUMER, "fell behind")
 
 
@@ -130,19 +132,49 @@ def test_take_batches_keeps_a_batch_whole() -> None:
     assert stream.take_batches(timeout=0) == [("r", batch), ("r", SLOW)]
 
 
-def test_a_take_notes_how_many_values_it_took_so_a_waker_can_let_it_rest() -> None:
+class FakeReader:
+    """A live registration's reader with some news."""
+
+    def __init__(self, tag: Hashable, items: list[StreamItem]) -> None:
+        self.tag = tag
+        self.items = items
+
+    def has_news(self) -> bool:
+        return bool(self.items)
+
+    def read(self, out: list[tuple[Hashable, StreamItem]]) -> bool:
+        out.extend((self.tag, item) for item in self.items)
+        self.items = []
+        return False
+
+
+def test_a_take_notes_the_live_values_it_took_so_a_waker_can_let_it_rest() -> None:
     stream = make_stream()
-    reg = FakeReg("a")
-    batch = ValueBatch([value(1), value(2), value(3)], Timestamp(3, 0))
-    assert stream.push(reg, batch, 30)
-    assert stream.push(reg, value(4), 10)
-    assert stream.push(reg, Checkpoint(Span(b"a", b"z"), Timestamp(4, 0)), 0)
+    live = [ValueBatch([value(1), value(2)], Timestamp(2, 0)), Checkpoint(SPAN, Timestamp(2, 0))]
+    with stream.lock:
+        stream.attach(FakeReader("live", live))
+    page = ValueBatch([value(3), value(4), value(5)], Timestamp(5, 0))
+    assert stream.push(FakeReg("scan"), page, 30)  # a catch-up page: never paced
     before = stream.taken_at
-    stream.take_batches(timeout=0)
-    assert stream.taken == 4  # values, not checkpoints
+    assert len(stream.take_batches(timeout=0)) == 3
+    assert stream.taken == 2  # the live values only
     assert stream.taken_at > before
     stream.take_batches(timeout=0)
     assert stream.taken == 0
+
+
+def test_a_rest_lasts_whatever_comes_and_ends_when_the_stream_closes() -> None:
+    stream = make_stream()
+    cond = observe(stream)
+    resting = Background(lambda: stream.rest(time.monotonic() + 3600))
+    cond.await_waiters()
+    assert stream.push(FakeReg("r"), value(1), 10)
+    with stream.lock:
+        cond.notify_all()  # as a catch-up scan's room does: it rests on
+    cond.await_waiters()
+    stream.close()
+    resting.result()
+    stream.rest(time.monotonic() + 3600)  # closed: no rest at all
 
 
 def test_push_refuses_when_the_budget_is_spent() -> None:

@@ -287,6 +287,7 @@ def _verify_buckets(out: Path, warehouse: _Warehouse) -> None:
 
 def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S) -> int:
     console = Console()
+    store = store.resolve()  # NB: the sink URI needs an absolute path (file:///dir)
     shutil.rmtree(store, ignore_errors=True)
     out = store / "output" / "changefeed"
     warehouse_dir = store / "output" / "warehouse"

@@ -413,10 +413,18 @@ Response = (
 
 @dataclass(frozen=True, slots=True)
 class Header:
+    """Where a batch goes and as what: ``timestamp`` (none: the node stamps it), ``txn``.
+
+    ``deadline``: a batch without a transaction that writes must land below it or fail
+    with a retryable ``TransactionRetryError`` (``RETRY_COMMIT_DEADLINE_EXCEEDED``), as an
+    ``EndTxn`` with one: a transaction's writes sent without it (see :mod:`feedkv.kv.txn`).
+    """
+
     range_id: int = 0
     generation: int = 0
     timestamp: Timestamp | None = None
     txn: Transaction | None = None
+    deadline: Timestamp | None = None
 
 
 @dataclass(frozen=True, slots=True)

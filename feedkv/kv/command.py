@@ -245,8 +245,12 @@ def evaluate(ctx: CommandContext, rw: ReadWriter, batch: BatchRequest) -> Applie
     now = ctx.clock.now()
     closed = ctx.closed.close(desc.range_id, now)
     txn = batch.header.txn
-    if txn is not None and not txn.started():
-        txn = txn.started_at(now)
+    deadline = batch.header.deadline
+    if txn is not None:
+        if deadline is not None:
+            raise InvalidArgumentError("a transaction's deadline goes on its EndTxn")
+        if not txn.started():
+            txn = txn.started_at(now)
     ts = batch.header.timestamp or now
     applied = Applied(BatchResponse((), ts, txn), desc.range_id)
     ev = _Evaluator(ctx, rw, desc, applied, ts, txn, closed)
@@ -260,6 +264,11 @@ def evaluate(ctx: CommandContext, rw: ReadWriter, batch: BatchRequest) -> Applie
     ):
         ev.begin_one_phase()
     responses = tuple(map(ev.run, batch.requests))
+    if deadline is not None and ev.ts >= deadline:
+        raise TransactionRetryError(
+            "RETRY_COMMIT_DEADLINE_EXCEEDED",
+            f"the batch at {ev.ts} would land at or past its deadline {deadline}",
+        )
     applied.response = BatchResponse(responses, ev.ts, ev.txn)
     return applied
 

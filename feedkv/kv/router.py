@@ -88,7 +88,9 @@ class Router:
             desc = self.ranges.get(key)
             if error is not None and span is not None and not desc.span.contains(span):
                 raise error
-            addressed = Header(desc.range_id, desc.generation, header.timestamp, header.txn)
+            addressed = Header(
+                desc.range_id, desc.generation, header.timestamp, header.txn, header.deadline
+            )
             try:
                 return self.transport.send(BatchRequest(addressed, requests))
             except (RangeKeyMismatchError, RangeNotFoundError) as exc:

@@ -9,7 +9,9 @@ Commit:
 
 - **One phase**: when every buffered write lives in one range, one batch carries the
   writes and the ``EndTxn``; the range writes committed values directly, no intents and no
-  transaction record.
+  transaction record. A transaction that has read nothing sends its writes without the
+  ``EndTxn``, as a plain write batch (with the transaction's deadline, if it has one):
+  having read nothing, it may commit at whatever timestamp the node picks.
 - **Two phases** otherwise: the coordinator creates the record on the range of the first
   written key (the anchor), writes intents range by range (heartbeating the record
   meanwhile), then sends ``EndTxn`` with the spans it locked. The anchor's range resolves
@@ -308,8 +310,28 @@ class Txn:
                 self._commit_two_phase(puts)
                 return
             span = Span(min(p.key for p in puts), key_next(max(p.key for p in puts)))
-        if not self._commit_one_phase(puts, span):
+        if self._txn.started():
+            done = self._commit_one_phase(puts, span)
+        else:
+            done = self._commit_unread(puts, span)
+        if not done:
             self._commit_two_phase(puts)
+
+    def _commit_unread(self, puts: list[Put | ConditionalPut], span: Span) -> bool:
+        """Commit ``puts`` (all in ``span``, inside one range as the cache has it) as one
+        batch without the transaction, as a plain write: nothing was read and nothing sent,
+        so any timestamp serves, and the node picks one above every read of the keys, with
+        none of a transaction's bookkeeping. A batch without a transaction is never aborted
+        (it waits for the intents it meets), so the priority it lacks costs nothing.
+        ``False`` when the range split under it."""
+        try:
+            response = self._router.send_key(
+                puts[0].key, Header(deadline=self.deadline), tuple(puts), span=span
+            )
+        except RangeKeyMismatchError:
+            return False
+        self.commit_ts = response.timestamp
+        return True
 
     def _commit_one_phase(self, puts: list[Put | ConditionalPut], span: Span) -> bool:
         """Commit ``puts`` (all in ``span``, inside one range as the cache has it) in one

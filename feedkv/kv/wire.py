@@ -334,6 +334,8 @@ def batch_request_to_proto(
         timestamp_to_proto(header.timestamp, msg.header.timestamp)
     if header.txn is not None:
         _txn_to(header.txn, msg.header.txn)
+    if header.deadline is not None:
+        timestamp_to_proto(header.deadline, msg.header.deadline)
     for req in batch.requests:
         _encode_request(req, msg.requests.add())
     return msg
@@ -346,6 +348,7 @@ def batch_request_from_proto(msg: pb.BatchRequest) -> api.BatchRequest:
         generation=h.generation,
         timestamp=timestamp_from_proto(h.timestamp) if h.HasField("timestamp") else None,
         txn=_txn_from(h.txn) if h.HasField("txn") else None,
+        deadline=timestamp_from_proto(h.deadline) if h.HasField("deadline") else None,
     )
     return api.BatchRequest(header, tuple(_decode_request(r) for r in msg.requests))
 

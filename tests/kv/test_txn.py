@@ -239,6 +239,62 @@ def test_a_single_range_transaction_commits_in_one_phase_without_record_or_inten
     ]
 
 
+def test_a_transaction_that_read_nothing_commits_as_one_plain_write_batch(
+    db: DB, store: Store
+) -> None:
+    db.put(b"b", b"old")
+    batches: list[BatchRequest] = []
+    transport = db.transport
+    send = transport.send
+
+    def spying(batch: BatchRequest) -> Any:
+        batches.append(batch)
+        return send(batch)
+
+    transport.send = spying  # type: ignore[method-assign]
+    try:
+        txn = db.transaction()
+        txn.put_if_absent(b"a", b"1")
+        txn.put_if_present(b"b", b"2")
+        txn.delete(b"c")
+        deadline = Timestamp(db.now().wall + 3_600_000_000_000)
+        txn.limit_commit(deadline)
+        commit_ts = txn.commit()
+    finally:
+        transport.send = send  # type: ignore[method-assign]
+    # No transaction, no EndTxn: the node stamps the writes as it would a plain put.
+    (batch,) = batches
+    assert batch.header.txn is None
+    assert batch.header.deadline == deadline
+    assert not any(isinstance(r, EndTxn) for r in batch.requests)
+    assert txn.state is TxnState.COMMITTED
+    assert [(kv.key, kv.value, kv.ts) for kv in db.scan(*ALL)] == [
+        (b"a", b"1", commit_ts),
+        (b"b", b"2", commit_ts),
+    ]
+    assert txn_records(store) == []
+
+
+def test_a_transaction_that_read_nothing_still_checks_its_conditions(db: DB) -> None:
+    db.put(b"a", b"taken")
+    txn = db.transaction()
+    txn.put_if_absent(b"a", b"1")
+    txn.put(b"b", b"2")
+    with pytest.raises(ConditionFailedError):
+        txn.commit()
+    assert txn.state is TxnState.ROLLED_BACK
+    assert rows(db) == [(b"a", b"taken")]
+
+
+def test_a_header_deadline_is_refused_on_a_transactional_batch(store: Store) -> None:
+    now = store.clock.now()
+    txn = Transaction(b"t" * 16, b"a", 0, now, now, 1)
+    header = Header(txn=txn, deadline=Timestamp(now.wall + 10**12))
+    with pytest.raises(InvalidArgumentError, match="EndTxn"):
+        store.send(BatchRequest(header, (Put(b"a", b"v"), EndTxn(True))))
+    assert intents(store) == []
+
+
 def test_a_transaction_that_wrote_before_cannot_commit_in_one_phase_once_aborted(
     db: DB, store: Store
 ) -> None:
@@ -680,13 +736,16 @@ def test_a_refresh_of_many_reads_is_one_batch_per_range(db: DB, store: Store) ->
 # Commit deadlines and moving a transaction up.
 
 
+@pytest.mark.parametrize("read_first", [False, True], ids=["blind", "after a read"])
 def test_a_commit_at_or_past_its_deadline_fails_retryably_and_writes_nothing(
-    db: DB, layout: str
+    db: DB, layout: str, read_first: bool
 ) -> None:
     txn = db.transaction()
+    if read_first:  # then the commit is an EndTxn (or two phases), not a plain batch
+        assert txn.get(b"b") is None
     txn.put(b"a", b"1")
     txn.put(b"z", b"2")
-    txn.limit_commit(db.now())  # already behind the node's clock
+    txn.limit_commit(txn.read_ts or db.now())  # at its reads, or behind the node's clock
     with pytest.raises(TransactionRetryError) as raised:
         txn.commit()
     assert raised.value.reason == "RETRY_COMMIT_DEADLINE_EXCEEDED"

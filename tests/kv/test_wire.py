@@ -69,3 +69,18 @@ def test_a_conditional_put_crosses_the_wire_with_its_condition(
     data = batch_request_to_proto(batch).SerializeToString()
     decoded = batch_request_from_proto(pb.BatchRequest.FromString(data))
     assert decoded.requests == (request_,)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        api.Header(),
+        api.Header(3, 7, Timestamp(5, 1)),
+        api.Header(deadline=Timestamp(9, 2)),
+    ],
+    ids=["empty", "addressed and stamped", "with a deadline"],
+)
+def test_a_batch_header_crosses_the_wire_unchanged(header: api.Header) -> None:
+    batch = api.BatchRequest(header, (api.Put(b"k", b"v"),))
+    data = batch_request_to_proto(batch).SerializeToString()
+    assert batch_request_from_proto(pb.BatchRequest.FromString(data)) == batch

@@ -301,23 +301,21 @@ class Txn:
         if self._locked:  # put_now wrote intents and the record, at its anchor
             self._commit_two_phase(puts)
             return
-        self._txn = self._txn.anchored_at(next(iter(self._writes)))
-        if len(puts) == 1:
-            span = Span.for_key(puts[0].key)
-        else:
+        span: Span | None = None  # one key goes to its range whatever the range's bounds
+        if len(puts) > 1:
             one_range = self._router.ranges.get(puts[0].key)
             if not all(one_range.contains_key(p.key) for p in puts):
                 self._commit_two_phase(puts)
                 return
             span = Span(min(p.key for p in puts), key_next(max(p.key for p in puts)))
         if self._txn.started():
-            done = self._commit_one_phase(puts, span)
-        else:
-            done = self._commit_unread(puts, span)
-        if not done:
-            self._commit_two_phase(puts)
+            if self._commit_one_phase(puts, span):
+                return
+        elif self._commit_unread(puts, span):
+            return
+        self._commit_two_phase(puts)
 
-    def _commit_unread(self, puts: list[Put | ConditionalPut], span: Span) -> bool:
+    def _commit_unread(self, puts: list[Put | ConditionalPut], span: Span | None) -> bool:
         """Commit ``puts`` (all in ``span``, inside one range as the cache has it) as one
         batch without the transaction, as a plain write: nothing was read and nothing sent,
         so any timestamp serves, and the node picks one above every read of the keys, with
@@ -333,9 +331,10 @@ class Txn:
         self.commit_ts = response.timestamp
         return True
 
-    def _commit_one_phase(self, puts: list[Put | ConditionalPut], span: Span) -> bool:
+    def _commit_one_phase(self, puts: list[Put | ConditionalPut], span: Span | None) -> bool:
         """Commit ``puts`` (all in ``span``, inside one range as the cache has it) in one
         command; ``False`` when it should go two-phase instead."""
+        self._txn = self._txn.anchored_at(puts[0].key)
         for _attempt in range(ONE_PHASE_ATTEMPTS):
             try:
                 end = EndTxn(True, deadline=self.deadline)
@@ -358,6 +357,8 @@ class Txn:
         return False
 
     def _commit_two_phase(self, puts: list[Put | ConditionalPut]) -> None:
+        if not self._txn.key:  # its record goes with its first write
+            self._txn = self._txn.anchored_at(puts[0].key)
         self._start_heartbeat()
         try:
             remaining = puts

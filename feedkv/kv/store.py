@@ -94,6 +94,7 @@ from feedkv.kv.txn_record import TXN_RECORDS, TxnRecord, read_record
 from feedkv.storage.engine import Completion, ReadWriter, Snapshot
 from feedkv.storage.intent import Intent, TxnMeta, TxnStatus
 from feedkv.storage.lmdb_engine import LMDBEngine
+from feedkv.storage.logical_ops import LogicalOp
 from feedkv.storage.schema import MVCC_DATABASES
 from feedkv.util.hlc import Clock, Timestamp
 from feedkv.util.keys import KEY_MAX, KEY_MIN, Span
@@ -199,6 +200,9 @@ class Store:
             txn_liveness_ns=self.config.txn_liveness_ns,
         )
         self._observers: dict[int, list[RangeObserver]] = {}
+        # The ops of the commit group being applied, by range, for ranges with observers:
+        # handed over once per group (see _hand_over).
+        self._pending_ops: dict[int, list[LogicalOp]] = {}
         self._sizes = RangeSizes()
         with self.engine.snapshot() as snap:
             self._unmeasured = self._sizes.load(snap, all_descriptors(snap))
@@ -206,6 +210,7 @@ class Store:
         self._waiters = _WaitQueue()
         self._in_flight = _InFlight()
         self.engine.on_group_applied(self._in_flight.clear)
+        self.engine.on_group_applied(self._hand_over)
         self._to_resolve: queue.SimpleQueue[ResolveIntent | None] = queue.SimpleQueue()
         self._stopping = threading.Event()
         self.protected: Callable[[], list[tuple[Span, Timestamp]]] = list
@@ -276,6 +281,7 @@ class Store:
         """Register ``observer`` on a range; returns its descriptor and a snapshot holding
         every command applied before the first ``on_ops`` the observer will get."""
         with self.engine.apply_lock:
+            self._hand_over()
             snap = self.engine.snapshot()
             desc = descriptor_by_id(snap, range_id)
             if desc is None:
@@ -286,6 +292,7 @@ class Store:
 
     def unobserve(self, range_id: int, observer: RangeObserver) -> None:
         with self.engine.apply_lock:
+            self._hand_over()
             observers = self._observers.get(range_id, [])
             if observer in observers:
                 observers.remove(observer)
@@ -363,13 +370,32 @@ class Store:
             self._to_resolve.put(resolve)
         if applied.finished_txns:
             self._waiters.notify()
-        if applied.ops:
-            for observer in self._observers.get(applied.range_id, ()):
-                observer.on_ops(applied.ops)
+        if applied.ops and applied.range_id in self._observers:
+            pending = self._pending_ops.get(applied.range_id)
+            if pending is None:
+                self._pending_ops[applied.range_id] = list(applied.ops)
+            else:
+                pending.extend(applied.ops)
+        if applied.range_changes:
+            self._hand_over()
         for change in applied.range_changes:
             for range_id in change.ended():
                 for observer in self._observers.pop(range_id, ()):
                     observer.on_range_ended(change.reason)
+
+    def _hand_over(self) -> None:
+        """Give the observers the ops noted since the last hand-over: once per commit
+        group, so a range's processor does its per-call work once for many commands
+        (the contract of :mod:`feedkv.kv.observer` holds: the apply lock is held from the
+        first command of a group to this hook). Anything else sent to the observers
+        (a closed timestamp, a range's end) and any change to who observes first hands
+        over what is pending, so it comes in apply order."""
+        if not self._pending_ops:
+            return
+        pending, self._pending_ops = self._pending_ops, {}
+        for range_id, ops in pending.items():
+            for observer in self._observers.get(range_id, ()):
+                observer.on_ops(ops)
 
     # Conflicts.
 
@@ -459,6 +485,7 @@ class Store:
         def publish(done: tuple[list[tuple[int, Timestamp]], dict[int, int | None]]) -> None:
             closed, sizes = done
             self._sizes.persisted(sizes)
+            self._hand_over()  # the ops of commands before this one, which it closed
             for range_id, ts in closed:
                 for observer in self._observers.get(range_id, ()):
                     observer.on_closed(ts)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import operator
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
@@ -54,6 +55,9 @@ from feedkv.rangefeed.waker import Waker
 from feedkv.storage.logical_ops import AbortTxn, CommitIntent, LogicalOp, WriteValue
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
+
+_KEY = operator.attrgetter("key")
+_TS = operator.attrgetter("ts")
 
 __all__ = ["EventLog", "Processor"]
 
@@ -72,6 +76,33 @@ class EventLog(NamedTuple):
     diffs: list[Value | None]  # with prev_value (None while no registration wants diffs)
     sizes: list[int]  # the budget bytes each entry holds
     marks: list[tuple[int, Timestamp]]  # (position, resolved): a checkpoint after it
+
+
+class LogSlice:
+    """Values read from a processor's log, the same object for every reader of the same
+    positions: their bounds, which each reader checks against its span and start, are
+    worked out once for them all (100 feeds of a span did it 100 times per value)."""
+
+    __slots__ = ("_keys", "_min_ts", "values")
+
+    def __init__(self, values: list[Value]) -> None:
+        self.values = values
+        self._keys: tuple[bytes, bytes] | None = None
+        self._min_ts: Timestamp | None = None
+
+    def key_bounds(self) -> tuple[bytes, bytes]:
+        """The lowest and the highest key (of a non-empty slice)."""
+        # NB: readers on several threads may both work it out; they get the same answer.
+        if self._keys is None:
+            values = self.values
+            self._keys = (min(values, key=_KEY).key, max(values, key=_KEY).key)
+        return self._keys
+
+    def min_ts(self) -> Timestamp:
+        """The lowest timestamp (of a non-empty slice)."""
+        if self._min_ts is None:
+            self._min_ts = min(self.values, key=_TS).ts
+        return self._min_ts
 
 
 class Processor:
@@ -103,7 +134,7 @@ class Processor:
         self._limits: Counter[int] = Counter()  # the value readers' per_registration
         self._limit = 0  # the lowest of them: a trim is due when the log holds more
         # the last read: (its log, (start, stop, with_diff), its values)
-        self._slice: tuple[EventLog, tuple[int, int, bool], list[Value]] | None = None
+        self._slice: tuple[EventLog, tuple[int, int, bool], LogSlice] | None = None
 
     # Set-up (under the apply lock).
 
@@ -160,7 +191,7 @@ class Processor:
 
     # Readers (consumer threads, under their stream's lock).
 
-    def read_slice(self, entries: EventLog, start: int, stop: int, with_diff: bool) -> list[Value]:
+    def read_slice(self, entries: EventLog, start: int, stop: int, with_diff: bool) -> LogSlice:
         """The values of ``entries`` from position ``start`` to ``stop``, with their
         previous values if ``with_diff``. Readers of the same slice get the same list, so
         a stream that carries many of them can send it once (the gRPC service does).
@@ -173,9 +204,10 @@ class Processor:
             return last[2]
         source = entries.diffs if with_diff else entries.values
         values: list[Value] = source[start - entries.base : stop - entries.base]  # type: ignore[assignment]
+        piece = LogSlice(values)
         if entries is self.log:  # NB: a reader of a log trimmed meanwhile must not pin it
-            self._slice = (entries, where, values)
-        return values
+            self._slice = (entries, where, piece)
+        return piece
 
     # RangeObserver (the commit thread, under the apply lock).
 

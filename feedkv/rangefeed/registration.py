@@ -31,7 +31,6 @@ at once (:class:`~feedkv.rangefeed.store_feeds.StoreFeeds` sees to that).
 from __future__ import annotations
 
 from collections.abc import Hashable
-from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
@@ -40,13 +39,11 @@ from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
 if TYPE_CHECKING:
-    from feedkv.rangefeed.processor import Processor
+    from feedkv.rangefeed.processor import LogSlice, Processor
 
 __all__ = ["EVENT_OVERHEAD", "Registration", "event_size", "value_size"]
 
 EVENT_OVERHEAD = 64  # bytes charged per event beyond its keys and values
-_KEY = attrgetter("key")
-_TS = attrgetter("ts")
 
 
 def event_size(event: Event) -> int:
@@ -202,15 +199,20 @@ class Registration:
                 break
 
     def _emit(
-        self, values: list[Value], bound: Timestamp, out: list[tuple[Hashable, StreamItem]]
+        self, piece: LogSlice, bound: Timestamp, out: list[tuple[Hashable, StreamItem]]
     ) -> None:
-        if values and self.filtering and min(values, key=_TS).ts <= self.start_ts:
+        values = piece.values
+        if not values:
+            return
+        # NB: the slice's bounds stand for the values left after a filter too: a bound
+        # that passes for all of them passes for any of them.
+        if self.filtering and piece.min_ts() <= self.start_ts:
             after = self.start_ts
             values = [v for v in values if v.ts > after]
         if values and not self.whole:
             start, end = self.span.start, self.span.end
-            # NB: min and max run in C; most slices lie wholly inside a feed's span.
-            if min(values, key=_KEY).key < start or max(values, key=_KEY).key >= end:
+            low, high = piece.key_bounds()  # most slices lie wholly inside a feed's span
+            if low < start or high >= end:
                 values = [v for v in values if start <= v.key < end]
         if values:
             out.append((self.tag, ValueBatch(values, bound)))

@@ -9,7 +9,9 @@ default settings and durable commits:
   to the event's receipt (embedded, and over gRPC to an in-process node);
 - ``write_ratio``: write throughput with 1 and with 100 active feeds over the written
   keys, as a ratio to none (the writers start once every feed has had its first
-  checkpoint, so the figures are of live feeds, not of catch-up scans);
+  checkpoint, so the figures are of live feeds, not of catch-up scans); each count is
+  run three times, in turn, and the ratios are of the median rates (one run of each
+  varied by +-4%);
 - ``catch_up``: values/s a feed's catch-up scan delivers from history, against a raw
   engine scan of the same versions;
 - ``idle_registration``: Python memory per idle single-key registration, 10,000 of them;
@@ -26,12 +28,14 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -169,30 +173,47 @@ def watch_latency(db: feedkv.DB, samples: int) -> dict[str, Any]:
     }
 
 
-def write_ratio(tmp: Path, seconds: float, clients: int) -> dict[str, Any]:
-    rates = {}
-    for feeds in (0, 1, 100):
-        with feedkv.connect(tmp / f"write-{feeds}") as db:
-            consumers = live_consumers(db, KV0, feeds)
-            commits, _lat = kv.drive(clients, seconds, lambda: lambda i: kv._put(db, i))
-            rates[feeds] = commits / seconds
-            for consumer in consumers:
-                consumer.stop()
+FEED_COUNTS = (0, 1, 100)
+
+
+def _ratios(measure: Callable[[int, int], float], rounds: int) -> dict[str, Any]:
+    """Write rates with each feed count of :data:`FEED_COUNTS`, measured ``rounds``
+    times in turn (0, 1, 100, 0, 1, 100, ...) so that a drift of the machine falls on
+    every count alike; the ratios are of the median rates. ``measure(feeds, round)``
+    returns commits/s."""
+    runs: dict[int, list[float]] = {feeds: [] for feeds in FEED_COUNTS}
+    for round_ in range(rounds):
+        for feeds in FEED_COUNTS:
+            runs[feeds].append(measure(feeds, round_))
+    rates = {feeds: statistics.median(rates) for feeds, rates in runs.items()}
     return {
         "commits_per_s": {str(k): round(v) for k, v in rates.items()},
+        "rounds": {str(k): [round(r) for r in v] for k, v in runs.items()},
         "ratio_1_feed": round(rates[1] / rates[0], 3),
         "ratio_100_feeds": round(rates[100] / rates[0], 3),
     }
 
 
-def write_ratio_grpc(tmp: Path, seconds: float, clients: int) -> dict[str, Any]:
+def write_ratio(tmp: Path, seconds: float, clients: int, rounds: int) -> dict[str, Any]:
+    def measure(feeds: int, round_: int) -> float:
+        with feedkv.connect(tmp / f"write-{feeds}-{round_}") as db:
+            consumers = live_consumers(db, KV0, feeds)
+            commits, _lat = kv.drive(clients, seconds, lambda: lambda i: kv._put(db, i))
+            for consumer in consumers:
+                consumer.stop()
+        return commits / seconds
+
+    return _ratios(measure, rounds)
+
+
+def write_ratio_grpc(tmp: Path, seconds: float, clients: int, rounds: int) -> dict[str, Any]:
     """The deployed shape: a node subprocess, the writers in one client process and the
     feeds in another, both over gRPC, so the node pays for the feeds (fan-out, encoding,
     sending) and the consumers' own work is theirs."""
-    rates = {}
-    received = {}
-    for feeds in (0, 1, 100):
-        node = NodeProcess(tmp / f"write-grpc-{feeds}")
+    received: dict[str, Any] = {}  # what the feeds of the last round got
+
+    def measure(feeds: int, round_: int) -> float:
+        node = NodeProcess(tmp / f"write-grpc-{feeds}-{round_}")
         try:
             reader = None
             if feeds:
@@ -206,18 +227,14 @@ def write_ratio_grpc(tmp: Path, seconds: float, clients: int) -> dict[str, Any]:
                 if reader.stdout.readline().strip() != "ready":
                     raise RuntimeError("the feed process did not start")
             row = kv.client_processes(kv.__file__, node.url, clients, seconds, 1)
-            rates[feeds] = row["commits_per_s"]
             if reader is not None:
                 out, _ = reader.communicate(timeout=300)  # closing stdin ends the feeds
-                received[feeds] = json.loads(out)
+                received[str(feeds)] = json.loads(out)
         finally:
             node.terminate()
-    return {
-        "commits_per_s": {str(k): v for k, v in rates.items()},
-        "ratio_1_feed": round(rates[1] / rates[0], 3),
-        "ratio_100_feeds": round(rates[100] / rates[0], 3),
-        "feeds": {str(k): v for k, v in received.items()},
-    }
+        return float(row["commits_per_s"])
+
+    return {**_ratios(measure, rounds), "feeds": received}
 
 
 def feeds_main(url: str, feeds: int) -> None:
@@ -343,6 +360,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--samples", type=int, default=500)
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="write-ratio runs per feed count (median)"
+    )
     parser.add_argument("--catch-up-keys", type=int, default=100_000)
     parser.add_argument("--registrations", type=int, default=10_000)
     parser.add_argument("--feeds-of", metavar="URL", help=argparse.SUPPRESS)
@@ -359,8 +379,8 @@ def main(argv: list[str]) -> int:
             result["watch_latency_embedded"] = watch_latency(db, args.samples)
         with Node(tmp / "watch-grpc", listen="127.0.0.1:0") as node, feedkv.connect(node.url) as db:
             result["watch_latency_grpc"] = watch_latency(db, args.samples)
-        result["write_ratio"] = write_ratio(tmp, args.seconds, args.clients)
-        result["write_ratio_grpc"] = write_ratio_grpc(tmp, args.seconds, args.clients)
+        result["write_ratio"] = write_ratio(tmp, args.seconds, args.clients, args.rounds)
+        result["write_ratio_grpc"] = write_ratio_grpc(tmp, args.seconds, args.clients, args.rounds)
         result["catch_up"] = catch_up(tmp, args.catch_up_keys)
         result["idle_registration"] = idle_registrations(tmp, args.registrations)
         result["resolved_lag"] = resolved_lag(tmp, args.seconds)

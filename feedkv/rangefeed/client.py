@@ -100,7 +100,10 @@ class _Piece:
     seen: dict[bytes, Timestamp] = field(default_factory=dict)  # since a restart
     recent: list[ValueBatch] = field(default_factory=list)  # yielded, maybe above resume
     recent_values: int = 0  # the values in ``recent``
-    folded: dict[bytes, Timestamp] = field(default_factory=dict)  # newest yielded, per key
+    # Folds of ``recent``: (their newest timestamp, the newest yielded per key), oldest
+    # first. A fold goes whole once a checkpoint passes it; until then it may hold keys
+    # at or below the checkpoint, which filter nothing (a restart sends only above it).
+    folded: list[tuple[Timestamp, dict[bytes, Timestamp]]] = field(default_factory=list)
     desc: RangeDescriptor | None = None
     handle: object | None = None
     attempts: int = 0
@@ -227,7 +230,7 @@ class RangeFeed:
                 if piece.seen:
                     piece.seen = {k: ts for k, ts in piece.seen.items() if ts > item.ts}
                 if piece.folded:
-                    piece.folded = {k: ts for k, ts in piece.folded.items() if ts > item.ts}
+                    piece.folded = [f for f in piece.folded if f[0] > item.ts]
             if self.frontier.forward(item.span, item.ts) and not self._values_only:
                 ts = self.frontier.frontier
                 self._ready.extend(Checkpoint(span, ts) for span in self.spans)
@@ -283,7 +286,8 @@ class RangeFeed:
         seen = dict(piece.seen)
         # NB: overwriting is safe: a restarted piece yields a key only above what its
         # predecessor yielded (seen), and it folds batches oldest first, before recent.
-        seen.update(piece.folded)
+        for _newest, fold in piece.folded:
+            seen.update(fold)
         for batch in piece.recent:
             for value in batch.values:
                 if value.ts > piece.resume:
@@ -326,9 +330,10 @@ class RangeFeed:
 def _fold(piece: _Piece) -> None:
     """Replace the piece's kept batches with the newest timestamp they hold per key (each
     key's values come in timestamp order, so the last one of a key is its newest)."""
-    folded = piece.folded
+    fold: dict[bytes, Timestamp] = {}
     for batch in piece.recent:
-        folded.update(zip(map(_KEY, batch.values), map(_TS, batch.values), strict=True))
+        fold.update(zip(map(_KEY, batch.values), map(_TS, batch.values), strict=True))
+    piece.folded.append((max(batch.max_ts for batch in piece.recent), fold))
     piece.recent = []
     piece.recent_values = 0
 

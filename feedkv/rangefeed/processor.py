@@ -56,6 +56,7 @@ from feedkv.storage.logical_ops import AbortTxn, CommitIntent, LogicalOp, WriteV
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
+_VALUE_OPS = (WriteValue, CommitIntent)  # the ops that log a value (a tuple: no union per op)
 _KEY = operator.attrgetter("key")
 _TS = operator.attrgetter("ts")
 
@@ -293,7 +294,7 @@ class Processor:
         sizes: list[int] = []
         top = self.max_ts
         for op in ops:
-            if isinstance(op, WriteValue | CommitIntent) and (whole or covering(op.key)):
+            if isinstance(op, _VALUE_OPS) and (whole or covering(op.key)):
                 picked.append(op)
                 key, value, ts = op.key, op.value, op.ts
                 values.append(Value(key, value, ts))

@@ -10,8 +10,8 @@ default settings and durable commits:
 - ``write_ratio``: write throughput with 1 and with 100 active feeds over the written
   keys, as a ratio to none (the writers start once every feed has had its first
   checkpoint, so the figures are of live feeds, not of catch-up scans); each count is
-  run three times, in turn, and the ratios are of the median rates (one run of each
-  varied by +-4%);
+  run ``--rounds`` times (default 3), in turn, and the ratios are of the median rates
+  (one run of each varied by +-4%);
 - ``catch_up``: values/s a feed's catch-up scan delivers from history, against a raw
   engine scan of the same versions;
 - ``idle_registration``: Python memory per idle single-key registration, 10,000 of them;
@@ -185,7 +185,7 @@ def _ratios(measure: Callable[[int, int], float], rounds: int) -> dict[str, Any]
     for round_ in range(rounds):
         for feeds in FEED_COUNTS:
             runs[feeds].append(measure(feeds, round_))
-    rates = {feeds: statistics.median(rates) for feeds, rates in runs.items()}
+    rates = {feeds: statistics.median(measured) for feeds, measured in runs.items()}
     return {
         "commits_per_s": {str(k): round(v) for k, v in rates.items()},
         "rounds": {str(k): [round(r) for r in v] for k, v in runs.items()},
@@ -368,6 +368,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--feeds-of", metavar="URL", help=argparse.SUPPRESS)
     parser.add_argument("--feeds", type=int, default=100, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error(f"--rounds needs at least one run per feed count, not {args.rounds}")
     if args.feeds_of:
         feeds_main(args.feeds_of, args.feeds)
         return 0

@@ -415,9 +415,11 @@ Response = (
 class Header:
     """Where a batch goes and as what: ``timestamp`` (none: the node stamps it), ``txn``.
 
-    ``deadline``: a batch without a transaction that writes must land below it or fail
-    with a retryable ``TransactionRetryError`` (``RETRY_COMMIT_DEADLINE_EXCEEDED``), as an
-    ``EndTxn`` with one: a transaction's writes sent without it (see :mod:`feedkv.kv.txn`).
+    ``deadline``, only for a batch without a transaction: the batch must be evaluated
+    below it or fail with a retryable ``TransactionRetryError``
+    (``RETRY_COMMIT_DEADLINE_EXCEEDED``), as a commit with ``EndTxn.deadline`` does. A
+    transaction that has read nothing sends its writes so (see :mod:`feedkv.kv.txn`); a
+    transactional batch with one is refused.
     """
 
     range_id: int = 0

@@ -248,7 +248,10 @@ def evaluate(ctx: CommandContext, rw: ReadWriter, batch: BatchRequest) -> Applie
     deadline = batch.header.deadline
     if txn is not None:
         if deadline is not None:
-            raise InvalidArgumentError("a transaction's deadline goes on its EndTxn")
+            raise InvalidArgumentError(
+                "header.deadline is for batches without a transaction; "
+                "put a transaction's deadline on its EndTxn"
+            )
         if not txn.started():
             txn = txn.started_at(now)
     ts = batch.header.timestamp or now

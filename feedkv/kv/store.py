@@ -30,6 +30,7 @@ merges neighbours that are both below ``range_min_bytes`` (never across a manual
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import queue
@@ -394,8 +395,16 @@ class Store:
             return
         pending, self._pending_ops = self._pending_ops, {}
         for range_id, ops in pending.items():
-            for observer in self._observers.get(range_id, ()):
-                observer.on_ops(ops)
+            for observer in list(self._observers.get(range_id, ())):
+                try:
+                    observer.on_ops(ops)
+                except Exception:
+                    # NB: ended, not skipped: it missed these ops, and its feeds must not
+                    # go on as if it had not. They register again from their checkpoints.
+                    log.exception("an observer of r%d failed on its ops; it is ended", range_id)
+                    self._observers[range_id].remove(observer)
+                    with contextlib.suppress(Exception):
+                        observer.on_range_ended(RangeEndReason.REPLICA_REMOVED)
 
     # Conflicts.
 

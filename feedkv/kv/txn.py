@@ -11,7 +11,8 @@ Commit:
   writes and the ``EndTxn``; the range writes committed values directly, no intents and no
   transaction record. A transaction that has read nothing sends its writes without the
   ``EndTxn``, as a plain write batch (with the transaction's deadline, if it has one):
-  having read nothing, it may commit at whatever timestamp the node picks.
+  having read nothing, it may commit at whatever timestamp the node picks. (Not one
+  given a priority: a plain batch has none of its own.)
 - **Two phases** otherwise: the coordinator creates the record on the range of the first
   written key (the anchor), writes intents range by range (heartbeating the record
   meanwhile), then sends ``EndTxn`` with the spans it locked. The anchor's range resolves
@@ -86,6 +87,9 @@ class Txn:
 
     def __init__(self, router: Router, *, priority: int | None = None) -> None:
         self._router = router
+        # A priority drawn at random is worth no more than the random one a batch without
+        # a transaction pushes with: only then may the writes go as such a batch.
+        self._any_priority = priority is None
         self._txn = Transaction(
             id=random.randbytes(16),  # NB: unique, not secret; no system call
             key=b"",
@@ -308,10 +312,10 @@ class Txn:
                 self._commit_two_phase(puts)
                 return
             span = Span(min(p.key for p in puts), key_next(max(p.key for p in puts)))
-        if self._txn.started():
-            if self._commit_one_phase(puts, span):
+        if self._any_priority and not self._txn.started():
+            if self._commit_unread(puts, span):
                 return
-        elif self._commit_unread(puts, span):
+        elif self._commit_one_phase(puts, span):
             return
         self._commit_two_phase(puts)
 
@@ -319,9 +323,9 @@ class Txn:
         """Commit ``puts`` (all in ``span``, inside one range as the cache has it) as one
         batch without the transaction, as a plain write: nothing was read and nothing sent,
         so any timestamp serves, and the node picks one above every read of the keys, with
-        none of a transaction's bookkeeping. A batch without a transaction is never aborted
-        (it waits for the intents it meets), so the priority it lacks costs nothing.
-        ``False`` when the range split under it."""
+        none of a transaction's bookkeeping. Such a batch is never aborted (it waits for
+        the intents it meets, pushing them with a random priority, as this transaction
+        would have). ``False`` when the range split under it."""
         try:
             response = self._router.send_key(
                 puts[0].key, Header(deadline=self.deadline), tuple(puts), span=span

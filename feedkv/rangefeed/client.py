@@ -18,7 +18,8 @@ per value), a restarted piece turns them into the newest timestamp yielded per k
 each key's values arrive in timestamp order, so anything at or below that was already
 yielded. A piece that has kept more than ``recent_values`` values (a long catch-up scan,
 which checkpoints only at its end) folds its batches into those per-key timestamps at
-once, so it holds keys and timestamps rather than every value it passed on. Consumers
+once, so it holds keys and timestamps rather than every value it passed on: one entry
+per key per fold, until a checkpoint passes the fold and it goes whole. Consumers
 therefore see each value once and per key in order, as long as this client lives; across
 processes the contract is at-least-once from the last checkpoint. A terminal error
 (history below the GC threshold, a broken invariant) is raised from the iterator.

@@ -60,7 +60,7 @@ _VALUE_OPS = (WriteValue, CommitIntent)  # the ops that log a value (a tuple: no
 _KEY = operator.attrgetter("key")
 _TS = operator.attrgetter("ts")
 
-__all__ = ["EventLog", "Processor"]
+__all__ = ["EventLog", "LogSlice", "Processor"]
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class EventLog(NamedTuple):
 class LogSlice:
     """Values read from a processor's log, the same object for every reader of the same
     positions: their bounds, which each reader checks against its span and start, are
-    worked out once for them all (100 feeds of a span did it 100 times per value)."""
+    worked out once for them all, not once per registration."""
 
     __slots__ = ("_keys", "_min_ts", "values")
 
@@ -194,8 +194,9 @@ class Processor:
 
     def read_slice(self, entries: EventLog, start: int, stop: int, with_diff: bool) -> LogSlice:
         """The values of ``entries`` from position ``start`` to ``stop``, with their
-        previous values if ``with_diff``. Readers of the same slice get the same list, so
-        a stream that carries many of them can send it once (the gRPC service does).
+        previous values if ``with_diff``. Readers of the same slice get the same
+        :class:`LogSlice` (and so the same list of values), so a stream that carries many
+        of them can send it once (the gRPC service does).
 
         NB: readers on other streams' threads race each other and the commit thread here,
         without a lock: the cache is one tuple swapped whole, positions below ``stop``

@@ -72,7 +72,8 @@ class Recorder:
             return list(self.events)
 
     def commands(self) -> list[tuple[ops.LogicalOp, ...]]:
-        """The ops of each command, one tuple per command, in apply order."""
+        """The ops handed over, one tuple per hand-over (a commit group's commands of the
+        range), in apply order."""
         return [batch for kind, batch in self.seen() if kind == "ops"]  # type: ignore[misc]
 
     def ops(self) -> list[ops.LogicalOp]:
@@ -166,6 +167,58 @@ def test_an_observer_gets_each_commands_ops_in_apply_order(db: DB, store: Store)
         ops.DeleteRange(Span(b"a", b"c"), wiped),
     )
     assert len(commands) == 6
+
+
+def put_batch(key: bytes, value: bytes) -> BatchRequest:
+    return BatchRequest(Header(), (Put(key, value),))
+
+
+def held_group(store: Store, batches: Sequence[BatchRequest]) -> list[Timestamp]:
+    """Apply ``batches`` with the commit thread held back until all are queued, so
+    that all (but perhaps the first, which it may have taken already) commit as one
+    group; returns their timestamps."""
+    with store.engine.apply_lock:
+        attempts = [(batch, store.start(batch)) for batch in batches]
+    return [store.finish(batch, attempt).timestamp for batch, attempt in attempts]
+
+
+def test_an_observer_gets_a_commit_groups_ops_together_in_apply_order(db: DB, store: Store) -> None:
+    recorder = observe(store, 1)
+    keys = [b"g%d" % i for i in range(6)]
+    stamps = held_group(store, [put_batch(key, b"v") for key in keys])
+
+    assert recorder.ops() == [
+        ops.WriteValue(key, ts, b"v", None) for key, ts in zip(keys, stamps, strict=True)
+    ]
+    assert len(recorder.commands()) <= 2  # handed over once per group, not per command
+    # A closed timestamp never comes before the ops of a command applied before it.
+    closed = None
+    for kind, item in recorder.seen():
+        if kind == "closed":
+            closed = item
+        elif kind == "ops" and closed is not None:
+            assert all(op.ts > closed for op in item)  # type: ignore[attr-defined]
+
+
+def test_an_observer_that_fails_on_its_ops_is_ended_and_the_others_still_get_theirs(
+    db: DB, store: Store
+) -> None:
+    db.split(b"m")
+
+    class Failing(Recorder):
+        def on_ops(self, batch: Sequence[ops.LogicalOp]) -> None:
+            raise RuntimeError("a bug in an observer")
+
+    failing = Failing()
+    store.observe(range_id_of(store, b"a"), failing)[1].close()
+    right = observe(store, range_id_of(store, b"z"))
+    _left_ts, right_ts = held_group(store, [put_batch(b"a", b"1"), put_batch(b"z", b"2")])
+
+    assert failing.ended() == [RangeEndReason.REPLICA_REMOVED]
+    assert right.ops() == [ops.WriteValue(b"z", right_ts, b"2", None)]
+    assert db.get(b"a") == b"1"  # the write itself stands
+    db.put(b"a", b"again")  # and the ended observer gets nothing more
+    assert failing.ended() == [RangeEndReason.REPLICA_REMOVED]
 
 
 def test_the_snapshot_and_the_ops_after_it_hold_every_concurrent_write_exactly_once(

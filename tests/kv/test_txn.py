@@ -22,6 +22,7 @@ from feedkv.errors import (
     WriteIntentError,
 )
 from feedkv.kv.api import (
+    MAX_PRIORITY,
     BatchRequest,
     BatchResponse,
     EndTxn,
@@ -30,6 +31,7 @@ from feedkv.kv.api import (
     Header,
     Put,
     RefreshRange,
+    Split,
     Transaction,
 )
 from feedkv.kv.db import KVClient
@@ -220,11 +222,15 @@ def test_an_exception_inside_a_transaction_block_rolls_it_back_and_propagates(
     assert intents(store) == []
 
 
+@pytest.mark.parametrize("how", ["after a read", "with a priority"])
 def test_a_single_range_transaction_commits_in_one_phase_without_record_or_intents(
-    db: DB, store: Store
+    db: DB, store: Store, how: str
 ) -> None:
+    # Either makes it commit with an EndTxn, not as a plain write batch.
     log = watch(store)
-    with db.transaction() as txn:
+    with db.transaction(priority=7 if how == "with a priority" else None) as txn:
+        if how == "after a read":
+            assert txn.get(b"x") is None
         txn.put(b"a", b"1")
         txn.put(b"b", b"2")
         txn.delete(b"c")
@@ -239,10 +245,8 @@ def test_a_single_range_transaction_commits_in_one_phase_without_record_or_inten
     ]
 
 
-def test_a_transaction_that_read_nothing_commits_as_one_plain_write_batch(
-    db: DB, store: Store
-) -> None:
-    db.put(b"b", b"old")
+def sent_by(db: DB, call: Callable[[], object]) -> list[BatchRequest]:
+    """The batches ``call()`` sends."""
     batches: list[BatchRequest] = []
     transport = db.transport
     send = transport.send
@@ -253,17 +257,25 @@ def test_a_transaction_that_read_nothing_commits_as_one_plain_write_batch(
 
     transport.send = spying  # type: ignore[method-assign]
     try:
-        txn = db.transaction()
-        txn.put_if_absent(b"a", b"1")
-        txn.put_if_present(b"b", b"2")
-        txn.delete(b"c")
-        deadline = Timestamp(db.now().wall + 3_600_000_000_000)
-        txn.limit_commit(deadline)
-        commit_ts = txn.commit()
+        call()
     finally:
         transport.send = send  # type: ignore[method-assign]
+    return batches
+
+
+def test_a_transaction_that_read_nothing_commits_as_one_plain_write_batch(
+    db: DB, store: Store
+) -> None:
+    db.put(b"b", b"old")
+    txn = db.transaction()
+    txn.put_if_absent(b"a", b"1")
+    txn.put_if_present(b"b", b"2")
+    txn.delete(b"c")
+    deadline = Timestamp(db.now().wall + 3_600_000_000_000)
+    txn.limit_commit(deadline)
+    (batch,) = sent_by(db, txn.commit)
+    commit_ts = txn.commit_ts
     # No transaction, no EndTxn: the node stamps the writes as it would a plain put.
-    (batch,) = batches
     assert batch.header.txn is None
     assert batch.header.deadline == deadline
     assert not any(isinstance(r, EndTxn) for r in batch.requests)
@@ -273,6 +285,59 @@ def test_a_transaction_that_read_nothing_commits_as_one_plain_write_batch(
         (b"b", b"2", commit_ts),
     ]
     assert txn_records(store) == []
+
+
+def test_a_transaction_given_a_priority_commits_with_an_end_txn_though_it_read_nothing(
+    db: DB,
+) -> None:
+    # A plain write batch pushes the intents it meets with a random priority.
+    txn = db.transaction(priority=MAX_PRIORITY)
+    txn.put(b"a", b"1")
+    (batch,) = sent_by(db, txn.commit)
+    assert batch.header.txn is not None
+    assert isinstance(batch.requests[-1], EndTxn)
+
+
+def test_a_plain_write_batch_split_under_it_commits_in_two_phases(db: DB, store: Store) -> None:
+    txn = db.transaction()
+    txn.put(b"a", b"1")
+    txn.put(b"z", b"2")
+    txn.limit_commit(Timestamp(db.now().wall + 3_600_000_000_000))
+    store.send(BatchRequest(Header(), (Split(b"m"),)))  # the client's range cache is stale
+    batches = sent_by(db, txn.commit)
+    assert batches[0].header.txn is None  # the plain batch, refused: it spans two ranges
+    assert isinstance(batches[-1].requests[-1], EndTxn)
+    assert [(kv.key, kv.value, kv.ts) for kv in db.scan(*ALL)] == [
+        (b"a", b"1", txn.commit_ts),
+        (b"z", b"2", txn.commit_ts),
+    ]
+    assert intents(store) == []
+
+
+def test_a_plain_write_batch_pushed_to_its_deadline_fails_and_writes_nothing(db: DB) -> None:
+    deadline = Timestamp(db.now().wall + 1_000_000)
+    db.get(b"a", as_of=deadline)  # a write of ``a`` must now land above the deadline
+    txn = db.transaction()
+    txn.put(b"a", b"1")
+    txn.limit_commit(deadline)
+    with pytest.raises(TransactionRetryError) as raised:
+        txn.commit()
+    assert raised.value.reason == "RETRY_COMMIT_DEADLINE_EXCEEDED"
+    assert rows(db) == []
+
+
+def test_a_plain_write_batch_waits_for_an_intent_and_lands_above_its_commit(db: DB) -> None:
+    owner = db.transaction(priority=MAX_PRIORITY)  # a push does not abort it
+    owner.put_now(b"k", b"owner")
+    blind = db.transaction()
+    blind.put(b"k", b"blind")
+    landed: list[Timestamp] = []
+    thread = threading.Thread(target=lambda: landed.append(blind.commit()), daemon=True)
+    thread.start()
+    owner_ts = owner.commit()
+    thread.join(30)
+    assert landed and landed[0] > owner_ts
+    assert db.get(b"k") == b"blind"
 
 
 def test_a_transaction_that_read_nothing_still_checks_its_conditions(db: DB) -> None:

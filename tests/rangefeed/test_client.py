@@ -141,6 +141,28 @@ def test_a_piece_that_folded_its_kept_values_still_repeats_nothing_after_a_resta
     assert all(stamps == sorted(stamps) for stamps in got.values())
 
 
+def test_a_piece_folding_live_values_drops_its_folds_as_checkpoints_pass_them(
+    tmp_path: Path, store_config: StoreConfig
+) -> None:
+    # Folding after every 2 values kept, a split between checkpoints restarts the pieces
+    # with folds both below and above their last checkpoint.
+    with feedkv.connect(tmp_path / "s", config=store_config) as db:
+        feed = RangeFeed(db._feeds, db._router, [EVERYTHING], ZERO, recent_values=2)
+        written: list[Timestamp] = []
+        events: list[Event] = []
+        for round_ in range(3):
+            written += [db.put(b"key%d" % (i % 3), b"%d" % i) for i in range(30)]
+            if round_ == 1:
+                events += read_until(feed, lambda got: len(got) >= 10)
+                db.split(b"key1")
+            events += read_until(feed, resolved_past(written[-1]))
+        assert all(not piece.folded for piece in feed._pieces.values())
+        feed.close()
+    got = per_key(events)
+    assert sorted(ts for stamps in got.values() for ts in stamps) == sorted(written)
+    assert all(stamps == sorted(stamps) for stamps in got.values())
+
+
 def test_with_diff_previous_values_survive_a_retry(db: DB) -> None:
     db.put(b"k", b"0")
     start = db.now()

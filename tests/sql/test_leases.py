@@ -60,7 +60,7 @@ def test_a_statement_on_a_leased_table_sends_only_its_own_batch(
     session.execute("INSERT INTO t VALUES (2, 'b')")  # takes a lease
     batches = count_batches(any_db)
     session.execute("INSERT INTO t VALUES (3, 'c')")
-    assert batches[0] == 1  # the one-phase commit: no descriptor read
+    assert batches[0] == 1  # the commit alone: no descriptor read
     assert session.execute("SELECT v FROM t WHERE k = 3").rows == [("c",)]
     assert batches[0] == 2
 

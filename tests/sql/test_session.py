@@ -185,7 +185,7 @@ def test_update_of_a_whole_row_by_key_sends_one_batch(
     batches = count_batches(any_db)
 
     assert session.execute("UPDATE t SET v = 'c' WHERE k = 1").tag == "UPDATE 1"
-    assert batches[0] == 1  # the one-phase commit, with no read before it
+    assert batches[0] == 1  # the commit, a plain write batch: nothing read before it
     assert session.execute("UPDATE t SET v = v || '!' WHERE k = 1").tag == "UPDATE 1"
     assert batches[0] == 3  # a SET that reads the row reads it first
     assert session.execute("SELECT v FROM t").rows == [("c!",)]

@@ -399,6 +399,19 @@ def test_running_out_of_budget_ends_the_reader_holding_the_log_back() -> None:
     assert processor.budget.used == size(value(23))
 
 
+def test_values_of_one_command_that_do_not_all_fit_make_room_one_by_one() -> None:
+    processor = make_processor(budget=Budget(size(value(21), value(22))))
+    holding = live(processor, "holding")
+    reading = live(processor, "reading")
+    log(processor, value(21))
+    assert taken(reading) == [value(21)]
+    log(processor, value(22), value(23))  # 22 fits beside 21; 23 needs 21 gone
+    assert holding.done is True
+    assert [is_slow(e) for e in taken(holding)] == [True]
+    assert taken(reading) == [value(22), value(23)]
+    assert processor.budget.used == size(value(22), value(23))
+
+
 def test_a_budget_spent_elsewhere_ends_the_readers_instead_of_skipping_a_value() -> None:
     budget = Budget(size(value(21)))
     other, processor = make_processor(budget=budget), make_processor(budget=budget)

@@ -1,12 +1,11 @@
 """How a range's changes reach the code that watches them (the rangefeed processor).
 
 The store hands every command's logical ops to the observers of the command's range in
-apply order, on the engine's commit thread, while ``engine.apply_lock`` is held, once
-the command is durable: the ops of a commit group's commands together, after the group.
-An observer registered through :meth:`feedkv.kv.store.Store.observe` gets, under that
-same lock, a snapshot of the store: the snapshot holds exactly the commands whose ops it
-will not be sent, so a catch-up scan over the snapshot followed by the ops has no gap
-and no double.
+apply order, on the engine's commit thread, while ``engine.apply_lock`` is held, right
+after the command became durable. An observer registered through
+:meth:`feedkv.kv.store.Store.observe` gets, under that same lock, a snapshot of the store:
+the snapshot holds exactly the commands whose ops it will not be sent, so a catch-up scan
+over the snapshot followed by the ops has no gap and no double.
 
 Callbacks must be quick and must not block (queue the work): they run on the commit
 thread with the apply lock held.
@@ -35,8 +34,7 @@ class RangeEndReason(enum.Enum):
 
 class RangeObserver(Protocol):
     def on_ops(self, ops: Sequence[LogicalOp]) -> None:
-        """The logical ops of one or more durable commands of the range, in apply
-        order."""
+        """The logical ops of one durable command of the range, in apply order."""
         ...
 
     def on_closed(self, closed_ts: Timestamp) -> None:

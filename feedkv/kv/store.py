@@ -37,7 +37,7 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -201,9 +201,6 @@ class Store:
             txn_liveness_ns=self.config.txn_liveness_ns,
         )
         self._observers: dict[int, list[RangeObserver]] = {}
-        # The ops of the commit group being applied, by range, for ranges with observers:
-        # handed over once per group (see _hand_over).
-        self._pending_ops: dict[int, list[LogicalOp]] = {}
         self._sizes = RangeSizes()
         with self.engine.snapshot() as snap:
             self._unmeasured = self._sizes.load(snap, all_descriptors(snap))
@@ -211,7 +208,6 @@ class Store:
         self._waiters = _WaitQueue()
         self._in_flight = _InFlight()
         self.engine.on_group_applied(self._in_flight.clear)
-        self.engine.on_group_applied(self._hand_over)
         self._to_resolve: queue.SimpleQueue[ResolveIntent | None] = queue.SimpleQueue()
         self._stopping = threading.Event()
         self.protected: Callable[[], list[tuple[Span, Timestamp]]] = list
@@ -282,7 +278,6 @@ class Store:
         """Register ``observer`` on a range; returns its descriptor and a snapshot holding
         every command applied before the first ``on_ops`` the observer will get."""
         with self.engine.apply_lock:
-            self._hand_over()
             snap = self.engine.snapshot()
             desc = descriptor_by_id(snap, range_id)
             if desc is None:
@@ -293,7 +288,6 @@ class Store:
 
     def unobserve(self, range_id: int, observer: RangeObserver) -> None:
         with self.engine.apply_lock:
-            self._hand_over()
             observers = self._observers.get(range_id, [])
             if observer in observers:
                 observers.remove(observer)
@@ -371,40 +365,25 @@ class Store:
             self._to_resolve.put(resolve)
         if applied.finished_txns:
             self._waiters.notify()
-        if applied.ops and applied.range_id in self._observers:
-            pending = self._pending_ops.get(applied.range_id)
-            if pending is None:
-                self._pending_ops[applied.range_id] = list(applied.ops)
-            else:
-                pending.extend(applied.ops)
-        if applied.range_changes:
-            self._hand_over()
+        if applied.ops:
+            self._hand_over(applied.range_id, applied.ops)
         for change in applied.range_changes:
             for range_id in change.ended():
                 for observer in self._observers.pop(range_id, ()):
                     observer.on_range_ended(change.reason)
 
-    def _hand_over(self) -> None:
-        """Give the observers the ops noted since the last hand-over: once per commit
-        group, so a range's processor does its per-call work once for many commands
-        (the contract of :mod:`feedkv.kv.observer` holds: the apply lock is held from the
-        first command of a group to this hook). Anything else sent to the observers
-        (a closed timestamp, a range's end) and any change to who observes first hands
-        over what is pending, so it comes in apply order."""
-        if not self._pending_ops:
-            return
-        pending, self._pending_ops = self._pending_ops, {}
-        for range_id, ops in pending.items():
-            for observer in list(self._observers.get(range_id, ())):
-                try:
-                    observer.on_ops(ops)
-                except Exception:
-                    # NB: ended, not skipped: it missed these ops, and its feeds must not
-                    # go on as if it had not. They register again from their checkpoints.
-                    log.exception("an observer of r%d failed on its ops; it is ended", range_id)
-                    self._observers[range_id].remove(observer)
-                    with contextlib.suppress(Exception):
-                        observer.on_range_ended(RangeEndReason.REPLICA_REMOVED)
+    def _hand_over(self, range_id: int, ops: Sequence[LogicalOp]) -> None:
+        """Give a command's ops to the range's observers. One that fails on them is
+        ended, not skipped: it missed these ops, and its feeds must not go on as if it had
+        not (they register again from their checkpoints), nor may the others miss them."""
+        for observer in list(self._observers.get(range_id, ())):
+            try:
+                observer.on_ops(ops)
+            except Exception:
+                log.exception("an observer of r%d failed on its ops; it is ended", range_id)
+                self._observers[range_id].remove(observer)
+                with contextlib.suppress(Exception):
+                    observer.on_range_ended(RangeEndReason.REPLICA_REMOVED)
 
     # Conflicts.
 
@@ -494,7 +473,6 @@ class Store:
         def publish(done: tuple[list[tuple[int, Timestamp]], dict[int, int | None]]) -> None:
             closed, sizes = done
             self._sizes.persisted(sizes)
-            self._hand_over()  # the ops of commands before this one, which it closed
             for range_id, ts in closed:
                 for observer in self._observers.get(range_id, ()):
                     observer.on_closed(ts)

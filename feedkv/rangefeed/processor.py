@@ -287,9 +287,15 @@ class Processor:
     # The log.
 
     def _log(self, ops: Sequence[LogicalOp]) -> bool:
-        """Log the values of ``ops`` that a registration reads; returns whether any was.
-        Values without diffs go in together, charged to the budget at once."""
+        """Log the values of ``ops`` (a command's) that a registration reads; returns
+        whether any was. Values without diffs go in together, charged to the budget at
+        once; a command of one op (most are) takes the short way."""
         whole, covering = self._whole_regs, self.registry.covering
+        if len(ops) == 1:
+            op = ops[0]
+            if isinstance(op, _VALUE_OPS) and (whole or covering(op.key)):
+                return self._append(op)
+            return False
         picked: list[WriteValue | CommitIntent] = []
         values: list[Value] = []
         sizes: list[int] = []

@@ -89,8 +89,6 @@ class StoreFeeds:
         self._pusher = pusher or StorePusher(store)
         self._processors: dict[int, Processor] = {}
         self._waker = Waker()
-        # NB: after the store's own hook, which hands the group's ops to the processors
-        # (hooks run in the order given): the wakes they defer go out with this group.
         store.engine.on_group_applied(self._waker.flush)
         self._lock = store.engine.apply_lock
         self._catchups = ThreadPoolExecutor(

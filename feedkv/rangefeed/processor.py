@@ -36,7 +36,6 @@ already durable and is not failed.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import operator
 from collections import Counter
@@ -217,10 +216,15 @@ class Processor:
         if self.ended is not None:
             return
         rts = self.rts
-        moved = False
+        logged = moved = False
         try:
-            logged = self._value_regs > 0 and self._log(ops)
             for op in ops:
+                if (
+                    self._value_regs
+                    and isinstance(op, _VALUE_OPS)
+                    and (self._whole_regs or self.registry.covering(op.key))
+                ):
+                    logged = self._append(op) or logged
                 if rts.consume(op):
                     moved = True
         except InvariantViolation as exc:
@@ -285,45 +289,6 @@ class Processor:
         self.end(ErrorReason.INVARIANT_VIOLATION, f"r{self.range_id}: {exc}")
 
     # The log.
-
-    def _log(self, ops: Sequence[LogicalOp]) -> bool:
-        """Log the values of ``ops`` (a command's) that a registration reads; returns
-        whether any was. Values without diffs go in together, charged to the budget at
-        once; a command of one op (most are) takes the short way."""
-        whole, covering = self._whole_regs, self.registry.covering
-        if len(ops) == 1:
-            op = ops[0]
-            if isinstance(op, _VALUE_OPS) and (whole or covering(op.key)):
-                return self._append(op)
-            return False
-        picked: list[WriteValue | CommitIntent] = []
-        values: list[Value] = []
-        sizes: list[int] = []
-        top = self.max_ts
-        for op in ops:
-            if isinstance(op, _VALUE_OPS) and (whole or covering(op.key)):
-                picked.append(op)
-                key, value, ts = op.key, op.value, op.ts
-                values.append(Value(key, value, ts))
-                sizes.append(value_size(key, value))
-                if ts > top:
-                    top = ts
-        if not picked:
-            return False
-        size = sum(sizes)
-        if self._diff_regs or not self.budget.try_acquire(size):
-            # One by one: with previous values, or making room as each needs.
-            return any([self._append(op) for op in picked])
-        self._held += size
-        self.max_ts = top  # before the values are visible: readers take it as a bound
-        entries = self.log
-        entries.values.extend(values)
-        entries.diffs.extend(itertools.repeat(None, len(values)))
-        entries.sizes.extend(sizes)
-        self.end_pos += len(values)
-        if self.end_pos - self._low > self._limit:
-            self._trim()
-        return True
 
     def _append(self, op: WriteValue | CommitIntent) -> bool:
         diff = None

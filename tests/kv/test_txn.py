@@ -778,20 +778,8 @@ def test_a_refresh_of_many_reads_is_one_batch_per_range(db: DB, store: Store) ->
     for key in keys:  # 300 point reads, 300 refresh spans
         txn.get(key)
     store.send(BatchRequest(Header(), (Get(b"w"),)))  # pushes the write above the reads
-    batches: list[BatchRequest] = []
-    transport = db.transport
-    send = transport.send
-
-    def counting(batch: BatchRequest) -> Any:
-        batches.append(batch)
-        return send(batch)
-
-    transport.send = counting  # type: ignore[method-assign]
-    try:
-        txn.put(b"w", b"written")
-        txn.commit()
-    finally:
-        transport.send = send  # type: ignore[method-assign]
+    txn.put(b"w", b"written")
+    batches = sent_by(db, txn.commit)
     refreshes = [b for b in batches if any(isinstance(r, RefreshRange) for r in b.requests)]
     assert len(refreshes) == 1
     assert sum(isinstance(r, RefreshRange) for r in refreshes[0].requests) == len(keys)

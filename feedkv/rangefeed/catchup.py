@@ -14,11 +14,9 @@ Python code still runs per version).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from functools import partial
-from itertools import repeat
 
-from feedkv.rangefeed.event import Value
-from feedkv.rangefeed.registration import EVENT_OVERHEAD, event_size
+from feedkv.rangefeed.event import Value, values_of
+from feedkv.rangefeed.registration import event_size, values_size
 from feedkv.rangefeed.stream import ValueBatch
 from feedkv.storage.engine import Reader
 from feedkv.storage.export import export_pages
@@ -29,8 +27,6 @@ __all__ = ["PAGE_BYTES", "PAGE_VALUES", "catch_up"]
 
 PAGE_VALUES = 1024
 PAGE_BYTES = 1 << 20
-
-_new_value = partial(tuple.__new__, Value)
 
 
 def catch_up(
@@ -56,15 +52,8 @@ def catch_up(
         page_bytes=page_bytes,
     )
     for page in pages:
-        prev_values = repeat(None) if page.prev_values is None else page.prev_values
-        columns = zip(page.keys, page.values, page.timestamps, prev_values, strict=False)
-        values = list(map(_new_value, columns))
-        size = (
-            EVENT_OVERHEAD * len(values)
-            + sum(map(len, page.keys))
-            + sum(map(len, filter(None, page.values)))
-            + sum(map(len, filter(None, page.prev_values or ())))
-        )
+        values = values_of(page.keys, page.values, page.timestamps, page.prev_values)
+        size = values_size(values)
         if size <= page_bytes:
             # NB: the export is in timestamp order, so a page's last value is its newest.
             yield ValueBatch(values, values[-1].ts), size

@@ -26,7 +26,7 @@ from feedkv.kv.server import SERVICE
 from feedkv.kv.wire import span_to_proto, timestamp_to_proto
 from feedkv.rangefeed.budget import Budget
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason
-from feedkv.rangefeed.registration import event_size
+from feedkv.rangefeed.registration import event_size, values_size
 from feedkv.rangefeed.stream import EventStream, ValueBatch
 from feedkv.rangefeed.waker import Waker
 from feedkv.rangefeed.wire import event_from_proto, values_from_proto
@@ -123,7 +123,7 @@ class _Mux:
         for msg in batch.events:
             if msg.WhichOneof("kind") == "values":
                 values = values_from_proto(msg.values)
-                size = sum(map(event_size, values.values))
+                size = values_size(values.values)
                 for tag in msg.values.tags:
                     self._push(tag, values, size, streams)
             else:

@@ -45,7 +45,7 @@ from typing import NamedTuple
 from feedkv.errors import InvariantViolation
 from feedkv.kv.observer import RangeEndReason
 from feedkv.rangefeed.budget import Budget
-from feedkv.rangefeed.event import ErrorReason, Value
+from feedkv.rangefeed.event import ErrorReason, Value, new_value
 from feedkv.rangefeed.registration import Registration, value_size
 from feedkv.rangefeed.registry import Registry
 from feedkv.rangefeed.resolved_timestamp import ResolvedTimestamp, UnresolvedTxn
@@ -293,7 +293,7 @@ class Processor:
     def _append(self, op: WriteValue | CommitIntent) -> bool:
         diff = None
         if self._diff_regs:
-            diff = Value(op.key, op.value, op.ts, op.prev_value)
+            diff = new_value((op.key, op.value, op.ts, op.prev_value))
             size = value_size(op.key, op.value, op.prev_value)
         else:
             size = value_size(op.key, op.value)
@@ -306,7 +306,7 @@ class Processor:
         if op.ts > self.max_ts:  # before the value is visible: readers take it as a bound
             self.max_ts = op.ts
         entries = self.log
-        entries.values.append(Value(op.key, op.value, op.ts))
+        entries.values.append(new_value((op.key, op.value, op.ts, None)))
         entries.diffs.append(diff)
         entries.sizes.append(size)
         self.end_pos += 1

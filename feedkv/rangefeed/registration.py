@@ -30,7 +30,8 @@ at once (:class:`~feedkv.rangefeed.store_feeds.StoreFeeds` sees to that).
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
@@ -41,7 +42,7 @@ from feedkv.util.keys import Span
 if TYPE_CHECKING:
     from feedkv.rangefeed.processor import LogSlice, Processor
 
-__all__ = ["EVENT_OVERHEAD", "Registration", "event_size", "value_size"]
+__all__ = ["EVENT_OVERHEAD", "Registration", "event_size", "value_size", "values_size"]
 
 EVENT_OVERHEAD = 64  # bytes charged per event beyond its keys and values
 
@@ -56,6 +57,20 @@ def event_size(event: Event) -> int:
 def value_size(key: bytes, value: bytes | None, prev_value: bytes | None = None) -> int:
     """The bytes a value is charged against the memory budget."""
     return EVENT_OVERHEAD + len(key) + len(value or b"") + len(prev_value or b"")
+
+
+def values_size(values: Sequence[Value]) -> int:
+    """The sum of :func:`event_size` over ``values``, without running Python code per
+    value (batches are sized on every hop)."""
+    return (
+        EVENT_OVERHEAD * len(values)
+        + sum(map(len, map(_KEY, values)))
+        + sum(map(len, filter(None, map(_VALUE, values))))
+        + sum(map(len, filter(None, map(_PREV_VALUE, values))))
+    )
+
+
+_KEY, _VALUE, _PREV_VALUE = itemgetter(0), itemgetter(1), itemgetter(3)
 
 
 class Registration:

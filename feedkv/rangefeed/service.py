@@ -25,7 +25,7 @@ from feedkv.errors import FeedKVError, InvalidArgumentError
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.wire import parse_messages, span_from_proto, timestamp_from_proto
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason
-from feedkv.rangefeed.registration import Registration, event_size
+from feedkv.rangefeed.registration import Registration, event_size, values_size
 from feedkv.rangefeed.store_feeds import StoreFeeds
 from feedkv.rangefeed.stream import EventStream, StreamItem, ValueBatch
 from feedkv.rangefeed.wire import event_to_proto, values_to_proto
@@ -36,7 +36,7 @@ __all__ = ["MAX_BATCH_BYTES", "MAX_BATCH_EVENTS", "RangeFeedService"]
 
 log = logging.getLogger(__name__)
 
-MAX_BATCH_EVENTS = 1000
+MAX_BATCH_EVENTS = 1024  # a catch-up page (see catchup.PAGE_VALUES) goes whole
 MAX_BATCH_BYTES = 4 << 20
 _POLL_S = 0.2
 
@@ -157,6 +157,13 @@ def _batches(items: list[tuple[Hashable, StreamItem]]) -> Iterator[pb.RangeFeedE
     for entry in _shared(items):
         if isinstance(entry, _Run):
             values, max_ts = entry.batch
+            if count + len(values) < MAX_BATCH_EVENTS and (
+                size + (run_size := values_size(values)) < MAX_BATCH_BYTES
+            ):  # the run fits the message whole: the usual case, sized without a loop
+                values_to_proto(entry.tags, entry.batch, batch.events.add().values)
+                count += len(values)
+                size += run_size
+                continue
             ends = list(accumulate(map(event_size, values)))  # ends[i]: bytes of values[: i + 1]
             at = 0
             while at < len(values):

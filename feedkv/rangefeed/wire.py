@@ -12,9 +12,9 @@ from collections.abc import Iterable, Sequence
 from feedkv.errors import InvalidArgumentError
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.wire import span_from_proto, span_to_proto, timestamp_from_proto, timestamp_to_proto
-from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Value
+from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, values_of
 from feedkv.rangefeed.stream import ValueBatch
-from feedkv.util.hlc import Timestamp
+from feedkv.util.hlc import timestamps_of
 
 __all__ = ["event_from_proto", "event_to_proto", "values_from_proto", "values_to_proto"]
 
@@ -86,13 +86,11 @@ def values_from_proto(msg: pb.RangeFeedValues) -> ValueBatch:
         raise InvalidArgumentError("a rangefeed values run holds a timestamp out of range")
     values: list[bytes | None] = list(msg.values)
     _clear(values, msg.deleted, "deleted")
-    tss = map(Timestamp, walls, logicals)
+    prev_values: list[bytes | None] | None = None
     if prevs:
-        prev_values: list[bytes | None] = list(prevs)
+        prev_values = list(prevs)
         _clear(prev_values, msg.no_prev, "no_prev")
-        out = list(map(Value, keys, values, tss, prev_values))
-    else:
-        out = list(map(Value, keys, values, tss))
+    out = values_of(keys, values, timestamps_of(walls, logicals), prev_values)
     return ValueBatch(out, timestamp_from_proto(msg.max_ts))
 
 

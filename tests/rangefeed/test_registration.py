@@ -19,9 +19,9 @@ import pytest
 
 from feedkv.kv.observer import RangeEndReason
 from feedkv.rangefeed.budget import Budget
-from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
+from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value, values_of
 from feedkv.rangefeed.processor import Processor
-from feedkv.rangefeed.registration import Registration, event_size
+from feedkv.rangefeed.registration import Registration, event_size, values_size
 from feedkv.rangefeed.stream import EventStream, ValueBatch
 from feedkv.storage.logical_ops import WriteValue
 from feedkv.util.hlc import Timestamp
@@ -549,3 +549,13 @@ def test_repr_shows_the_phase() -> None:
     assert "live" in repr(reg)
     reg.end(ErrorReason.UNREGISTERED)
     assert "done" in repr(reg)
+
+
+def test_a_batch_is_sized_as_its_values_are_one_by_one() -> None:
+    ts = Timestamp(5, 0)
+    batch = values_of([b"a", b"bb", b"ccc"], [b"x" * 10, None, b""], [ts] * 3, [None, b"p", b"qq"])
+    assert batch[1] == Value(b"bb", None, ts, b"p")
+    assert all(type(v) is Value for v in batch)
+    assert values_size(batch) == sum(map(event_size, batch))
+    assert values_size(values_of([b"k"], [b"v"], [ts])) == event_size(Value(b"k", b"v", ts))
+    assert values_size([]) == 0

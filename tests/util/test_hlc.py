@@ -24,6 +24,7 @@ from feedkv.util.hlc import (
     Clock,
     ManualClock,
     Timestamp,
+    timestamps_of,
 )
 
 MAX_WALL = (1 << 63) - 1
@@ -501,3 +502,12 @@ def test_manual_clock_refuses_to_be_set_backwards() -> None:
 
 def test_manual_clock_is_a_clock() -> None:
     assert isinstance(ManualClock(), Clock)
+
+
+def test_timestamps_of_columns_are_timestamps() -> None:
+    made = timestamps_of([T0, T0, MAX_WALL], [0, 7, MAX_LOGICAL])
+    assert made == [Timestamp(T0), Timestamp(T0, 7), MAX_TIMESTAMP]
+    assert all(type(ts) is Timestamp for ts in made)
+    assert made[1].next() == Timestamp(T0, 8)
+    with pytest.raises(ValueError):
+        timestamps_of([T0, T0], [0])  # columns that do not line up are refused

@@ -157,12 +157,16 @@ def _batches(items: list[tuple[Hashable, StreamItem]]) -> Iterator[pb.RangeFeedE
     for entry in _shared(items):
         if isinstance(entry, _Run):
             values, max_ts = entry.batch
-            if count + len(values) < MAX_BATCH_EVENTS and (
-                size + (run_size := values_size(values)) < MAX_BATCH_BYTES
+            if count + len(values) <= MAX_BATCH_EVENTS and (
+                size + (run_size := values_size(values)) <= MAX_BATCH_BYTES
             ):  # the run fits the message whole: the usual case, sized without a loop
                 values_to_proto(entry.tags, entry.batch, batch.events.add().values)
                 count += len(values)
                 size += run_size
+                if count == MAX_BATCH_EVENTS or size == MAX_BATCH_BYTES:
+                    yield batch
+                    batch = pb.RangeFeedEvents()
+                    count = size = 0
                 continue
             ends = list(accumulate(map(event_size, values)))  # ends[i]: bytes of values[: i + 1]
             at = 0

@@ -110,6 +110,15 @@ def test_big_batches_are_cut_into_messages_of_at_most_max_batch_events_values() 
     assert per_tag(messages) == {1: [*many, error]}
 
 
+def test_runs_share_a_message_until_it_holds_max_batch_events_values() -> None:
+    quarter = MAX_BATCH_EVENTS // 4
+    runs = [values(*range(1 + i * quarter, 1 + (i + 1) * quarter)) for i in range(5)]
+    messages = sent([(1, ValueBatch(run, run[-1].ts)) for run in runs])
+    counts = [sum(len(msg.values.keys) for msg in message.events) for message in messages]
+    assert counts == [MAX_BATCH_EVENTS, quarter]
+    assert per_tag(messages) == {1: [value for run in runs for value in run]}
+
+
 def test_big_values_are_cut_into_messages_of_about_max_batch_bytes() -> None:
     big = [Value(b"k%04d" % i, b"x" * 100_000, Timestamp(i + 1, 0)) for i in range(1000)]
     messages = sent([(1, ValueBatch(big, big[-1].ts)), (2, ValueBatch(big, big[-1].ts))])

@@ -13,7 +13,7 @@ default settings and durable commits:
   run ``--rounds`` times (default 3), in turn, and the ratios are of the median rates
   (one run of each varied by +-4%);
 - ``catch_up``: values/s a feed's catch-up scan delivers from history, against a raw
-  engine scan of the same versions;
+  engine scan of the same versions; embedded, and over gRPC from a node subprocess;
 - ``idle_registration``: Python memory per idle single-key registration, 10,000 of them;
 - ``resolved_lag``: now minus the feed's checkpoint, sampled at each checkpoint.
 
@@ -252,36 +252,51 @@ def feeds_main(url: str, feeds: int) -> None:
 
 
 def catch_up(tmp: Path, keys: int) -> dict[str, Any]:
+    """Embedded, against a raw scan of the store; then over gRPC to a node subprocess (the
+    node scans and sends while the client decodes, on the two cores), against the same
+    raw-scan rate."""
     with feedkv.connect(tmp / "catch-up", config=kv.StoreConfig(sync=False)) as db:
-        start = db.now()
+        feed_rate = _catch_up_rate(db, keys)
         assert db.node is not None
-        batch = 1000
-        for base in range(0, keys, batch):
-            with db.transaction() as txn:
-                for i in range(base, min(keys, base + batch)):
-                    txn.put(kv.key_of(i), kv.VALUE)
-        began = time.perf_counter()
-        delivered = 0
-        with db.rangefeed(EVERYTHING, start) as feed:
-            for event in feed:
-                # NB: timed to the last value, not to the checkpoint after it: that waits
-                # for the closed timestamp to pass the feed's start, a second after it.
-                if isinstance(event, Value):
-                    delivered += 1
-                    if delivered >= keys:
-                        break
-        feed_s = time.perf_counter() - began
         began = time.perf_counter()
         with db.node.store.engine.snapshot() as snap:
             scanned = sum(1 for _ in snap.scan(VERSIONS, b""))
-        scan_s = time.perf_counter() - began
-    feed_rate, scan_rate = delivered / feed_s, scanned / scan_s
+        scan_rate = scanned / (time.perf_counter() - began)
+    node = NodeProcess(tmp / "catch-up-grpc")
+    try:
+        with feedkv.connect(node.url) as db:
+            grpc_rate = _catch_up_rate(db, keys)
+    finally:
+        node.terminate()
     return {
-        "values": delivered,
+        "values": keys,
         "feed_values_per_s": round(feed_rate),
         "raw_scan_versions_per_s": round(scan_rate),
         "ratio": round(feed_rate / scan_rate, 3),
+        "grpc_feed_values_per_s": round(grpc_rate),
+        "grpc_ratio": round(grpc_rate / scan_rate, 3),
     }
+
+
+def _catch_up_rate(db: feedkv.DB, keys: int) -> float:
+    """Writes ``keys`` keys, then times a feed's catch-up scan of them (values/s)."""
+    start = db.now()
+    batch = 1000
+    for base in range(0, keys, batch):
+        with db.transaction() as txn:
+            for i in range(base, min(keys, base + batch)):
+                txn.put(kv.key_of(i), kv.VALUE)
+    began = time.perf_counter()
+    delivered = 0
+    with db.rangefeed(EVERYTHING, start) as feed:
+        for event in feed:
+            # NB: timed to the last value, not to the checkpoint after it: that waits
+            # for the closed timestamp to pass the feed's start, a second after it.
+            if isinstance(event, Value):
+                delivered += 1
+                if delivered >= keys:
+                    break
+    return delivered / (time.perf_counter() - began)
 
 
 def idle_registrations(tmp: Path, count: int) -> dict[str, Any]:

@@ -6,16 +6,17 @@ committed-change time index, see :mod:`feedkv.storage.export`), with the replace
 when the registration asked for diffs. Intents are not history: those committed later
 reach the registration live, as their resolution is applied.
 
-The scan is the one place a feed makes an event per stored version at full speed, so it
-builds its events from the export's columns in C (see :func:`export_pages` for when
-Python code still runs per version).
+The scan is the one place a feed makes an event per stored version at full speed, so its
+pages keep the export's columns (:class:`~feedkv.rangefeed.event.ValueColumns`): the
+gRPC service sends them as they are, and an in-process consumer's values are made from
+them in C (see :func:`export_pages` for when Python code still runs per version).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from feedkv.rangefeed.event import Value, values_of
+from feedkv.rangefeed.event import Value, ValueColumns
 from feedkv.rangefeed.registration import event_size, values_size
 from feedkv.rangefeed.stream import ValueBatch
 from feedkv.storage.engine import Reader
@@ -52,13 +53,13 @@ def catch_up(
         page_bytes=page_bytes,
     )
     for page in pages:
-        values = values_of(page.keys, page.values, page.timestamps, page.prev_values)
+        values = ValueColumns(page.keys, page.values, page.timestamps, page.prev_values)
         size = values_size(values)
         if size <= page_bytes:
             # NB: the export is in timestamp order, so a page's last value is its newest.
-            yield ValueBatch(values, values[-1].ts), size
+            yield ValueBatch(values, page.timestamps[-1]), size
         else:
-            yield from _cut(values, page_bytes)
+            yield from _cut(values.made(), page_bytes)
 
 
 def _cut(values: list[Value], page_bytes: int) -> Iterator[tuple[ValueBatch, int]]:

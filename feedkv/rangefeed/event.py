@@ -23,16 +23,25 @@ and a tuple is built in a third of a frozen dataclass's time.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import repeat
-from typing import NamedTuple
+from typing import NamedTuple, overload
 
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
-__all__ = ["Checkpoint", "Error", "ErrorReason", "Event", "Value", "new_value", "values_of"]
+__all__ = [
+    "Checkpoint",
+    "Error",
+    "ErrorReason",
+    "Event",
+    "Value",
+    "ValueColumns",
+    "new_value",
+    "values_of",
+]
 
 
 class Value(NamedTuple):
@@ -60,6 +69,58 @@ def values_of(
     :data:`new_value`: the decoders that make one per change use this."""
     prevs = repeat(None) if prev_values is None else prev_values
     return list(map(new_value, zip(keys, values, timestamps, prevs, strict=False)))
+
+
+class ValueColumns(Sequence[Value]):
+    """Values kept as the columns a scan decoded them into (``prev_values`` None: none
+    has one); the :class:`Value` tuples are made the first time they are read. A catch-up
+    scan's pages travel this way, so the gRPC service, which sends the columns as they
+    are, never makes them. Read from one thread at a time."""
+
+    __slots__ = ("_made", "keys", "prev_values", "timestamps", "values")
+
+    def __init__(
+        self,
+        keys: list[bytes],
+        values: list[bytes | None],
+        timestamps: list[Timestamp],
+        prev_values: list[bytes | None] | None = None,
+    ) -> None:
+        self.keys = keys
+        self.values = values
+        self.timestamps = timestamps
+        self.prev_values = prev_values
+        self._made: list[Value] | None = None
+
+    def made(self) -> list[Value]:
+        if self._made is None:
+            self._made = values_of(self.keys, self.values, self.timestamps, self.prev_values)
+        return self._made
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __iter__(self) -> Iterator[Value]:
+        return iter(self.made())
+
+    @overload
+    def __getitem__(self, index: int) -> Value: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Value]: ...
+
+    def __getitem__(self, index: int | slice) -> Value | list[Value]:
+        return self.made()[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ValueColumns | list):
+            return self.made() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ValueColumns({self.made()!r})"
 
 
 class Checkpoint(NamedTuple):

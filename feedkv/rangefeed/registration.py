@@ -30,11 +30,11 @@ at once (:class:`~feedkv.rangefeed.store_feeds.StoreFeeds` sees to that).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
+from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value, ValueColumns
 from feedkv.rangefeed.stream import EventStream, StreamItem, ValueBatch
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
@@ -61,12 +61,19 @@ def value_size(key: bytes, value: bytes | None, prev_value: bytes | None = None)
 
 def values_size(values: Sequence[Value]) -> int:
     """The sum of :func:`event_size` over ``values``, without running Python code per
-    value (batches are sized on every hop)."""
+    value (batches are sized on every hop), nor making the values of columns."""
+    keys: Iterable[bytes]
+    column: Iterable[bytes | None]
+    prevs: Iterable[bytes | None]
+    if isinstance(values, ValueColumns):
+        keys, column, prevs = values.keys, values.values, values.prev_values or ()
+    else:
+        keys, column, prevs = map(_KEY, values), map(_VALUE, values), map(_PREV_VALUE, values)
     return (
         EVENT_OVERHEAD * len(values)
-        + sum(map(len, map(_KEY, values)))
-        + sum(map(len, filter(None, map(_VALUE, values))))
-        + sum(map(len, filter(None, map(_PREV_VALUE, values))))
+        + sum(map(len, keys))
+        + sum(map(len, filter(None, column)))
+        + sum(map(len, filter(None, prevs)))
     )
 
 

@@ -31,7 +31,7 @@ import itertools
 import threading
 import time
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import NamedTuple, Protocol
 
 from feedkv.rangefeed.budget import Budget
@@ -42,9 +42,10 @@ __all__ = ["EventStream", "Queued", "Reader", "StreamItem", "ValueBatch"]
 
 
 class ValueBatch(NamedTuple):
-    """Values of one registration, in order; none is above ``max_ts``."""
+    """Values of one registration, in order; none is above ``max_ts``. A list, or the
+    columns of a catch-up page (:class:`~feedkv.rangefeed.event.ValueColumns`)."""
 
-    values: list[Value]
+    values: Sequence[Value]
     max_ts: Timestamp
 
 

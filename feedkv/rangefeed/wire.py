@@ -13,7 +13,7 @@ from operator import itemgetter
 from feedkv.errors import InvalidArgumentError
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.wire import span_from_proto, span_to_proto, timestamp_from_proto, timestamp_to_proto
-from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, values_of
+from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, ValueColumns, values_of
 from feedkv.rangefeed.stream import ValueBatch
 from feedkv.util.hlc import timestamps_of
 
@@ -52,21 +52,31 @@ def event_from_proto(msg: pb.RangeFeedEvent) -> Checkpoint | Error:
 
 
 def values_to_proto(tags: Iterable[int], batch: ValueBatch, out: pb.RangeFeedValues) -> None:
-    """``batch`` as one run for the registrations ``tags`` (its columns taken out in C;
-    Python code runs per value only for deletions and missing previous values)."""
+    """``batch`` as one run for the registrations ``tags``: its columns as they are, or
+    taken out of its values in C (Python code runs per value only for deletions and
+    missing previous values)."""
     values = batch.values
+    keys: Iterable[bytes]
+    prevs: list[bytes | None] | None
+    if isinstance(values, ValueColumns):
+        keys, column, timestamps, prevs = (
+            values.keys,
+            values.values,
+            values.timestamps,
+            values.prev_values,
+        )
+    else:
+        keys, column = map(_KEY, values), list(map(_VALUE, values))
+        timestamps, prevs = list(map(_TS, values)), list(map(_PREV_VALUE, values))
     out.tags.extend(tags)
-    out.keys.extend(map(_KEY, values))
-    column = list(map(_VALUE, values))
+    out.keys.extend(keys)
     if None in column:
         out.deleted.extend(_nones(column))
         column = [v or b"" for v in column]
-    out.values.extend(column)
-    timestamps = list(map(_TS, values))
+    out.values.extend(column)  # type: ignore[arg-type]  # no None left
     out.walls.extend(map(_WALL, timestamps))
     out.logicals.extend(map(_LOGICAL, timestamps))
-    prevs = list(map(_PREV_VALUE, values))
-    if prevs.count(None) < len(prevs):
+    if prevs is not None and prevs.count(None) < len(prevs):
         out.no_prev.extend(_nones(prevs))
         out.prev_values.extend([v or b"" for v in prevs])
     timestamp_to_proto(batch.max_ts, out.max_ts)

@@ -115,10 +115,16 @@ _new_timestamp = partial(tuple.__new__, Timestamp)
 
 
 def timestamps_of(walls: Iterable[int], logicals: Iterable[int]) -> list[Timestamp]:
-    """Timestamps from a column of walls and one of logicals, built without running
-    Python code per timestamp (a NamedTuple's own ``__new__`` is a Python function, about
-    three times the cost): for decoders that make one per value."""
-    return list(map(_new_timestamp, zip(walls, logicals, strict=True)))
+    """Timestamps from a column of walls and one of logicals, for decoders that make one
+    per value: built without running Python code per timestamp (a NamedTuple's own
+    ``__new__`` is a Python function, about three times the cost), and once per distinct
+    timestamp when some repeat (a transaction's values share theirs)."""
+    pairs = list(zip(walls, logicals, strict=True))
+    distinct = dict.fromkeys(pairs)
+    if len(distinct) == len(pairs):
+        return list(map(_new_timestamp, pairs))
+    made = dict(zip(distinct, map(_new_timestamp, distinct), strict=True))
+    return list(map(made.__getitem__, pairs))
 
 
 MAX_TIMESTAMP = Timestamp(MAX_WALL, MAX_LOGICAL)

@@ -8,7 +8,8 @@ import pytest
 
 from feedkv.errors import InvalidArgumentError
 from feedkv.kv.proto import feedkv_pb2 as pb
-from feedkv.rangefeed.event import Value
+from feedkv.rangefeed.event import Value, ValueColumns
+from feedkv.rangefeed.registration import event_size, values_size
 from feedkv.rangefeed.stream import ValueBatch
 from feedkv.rangefeed.wire import values_from_proto, values_to_proto
 from feedkv.util.hlc import MAX_LOGICAL, MAX_WALL, Timestamp
@@ -40,6 +41,39 @@ def round_trip(batch: ValueBatch, tags: list[int]) -> tuple[ValueBatch, list[int
 def test_a_run_comes_back_as_the_same_values_for_every_tag(values: list[Value]) -> None:
     batch = ValueBatch(values, Timestamp(MAX_WALL, MAX_LOGICAL))
     assert round_trip(batch, [7, 3, 99]) == (batch, [7, 3, 99])
+
+
+def columns_of(values: list[Value], *, diff: bool) -> ValueColumns:
+    return ValueColumns(
+        [v.key for v in values],
+        [v.value for v in values],
+        [v.ts for v in values],
+        [v.prev_value for v in values] if diff else None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("values", "diff"),
+    [([], False), (PLAIN, False), (WITH_DIFF, True)],
+    ids=["none", "plain", "diff"],
+)
+def test_columns_from_a_scan_travel_and_read_as_their_values(
+    values: list[Value], diff: bool
+) -> None:
+    columns = columns_of(values, diff=diff)
+    assert values_size(columns) == sum(map(event_size, values))
+    sent, made = pb.RangeFeedValues(), pb.RangeFeedValues()
+    values_to_proto([5], ValueBatch(columns, Timestamp(20, 0)), sent)
+    values_to_proto([5], ValueBatch(values, Timestamp(20, 0)), made)
+    assert sent == made
+    assert round_trip(ValueBatch(columns, Timestamp(20, 0)), [5])[0].values == values
+    # read as a sequence, the columns are the values
+    assert len(columns) == len(values)
+    assert list(columns) == values and columns == values and values == columns
+    assert columns[1:] == values[1:]
+    if values:
+        assert columns[-1] == values[-1]
+        assert all(type(v) is Value for v in columns)
 
 
 def run(**columns: list[object]) -> pb.RangeFeedValues:

@@ -509,5 +509,9 @@ def test_timestamps_of_columns_are_timestamps() -> None:
     assert made == [Timestamp(T0), Timestamp(T0, 7), MAX_TIMESTAMP]
     assert all(type(ts) is Timestamp for ts in made)
     assert made[1].next() == Timestamp(T0, 8)
+    shared = timestamps_of([T0, T0 + 1, T0], [3, 0, 3])
+    assert shared == [Timestamp(T0, 3), Timestamp(T0 + 1), Timestamp(T0, 3)]
+    assert all(type(ts) is Timestamp for ts in shared)
+    assert shared[0] is shared[2]  # a repeated timestamp is made once
     with pytest.raises(ValueError):
         timestamps_of([T0, T0], [0])  # columns that do not line up are refused

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value, ValueColumns
 from feedkv.rangefeed.stream import EventStream, StreamItem, ValueBatch
-from feedkv.util.hlc import Timestamp
+from feedkv.util.hlc import MAX_TIMESTAMP, Timestamp
 from feedkv.util.keys import Span
 
 if TYPE_CHECKING:
@@ -87,6 +87,7 @@ class Registration:
         "done",
         "filtering",
         "final",
+        "final_mark",
         "final_pos",
         "processor",
         "queued",
@@ -126,6 +127,7 @@ class Registration:
         self.done = False
         self.final: Error | None = None
         self.final_pos = 0  # with ``final``: the log position read up to before it
+        self.final_mark = MAX_TIMESTAMP  # with ``final``: the newest checkpoint it may send
 
     # Under the apply lock.
 
@@ -165,6 +167,10 @@ class Registration:
             self.final = error
             live = after_log and not self.catching_up
             self.final_pos = self.processor.end_pos if live else self.cursor
+            # NB: a mark placed from now on may sit at final_pos yet cover values this
+            # registration will not read (one cut off for the budget is ended because the
+            # value it needed was not logged): it must not be sent.
+            self.final_mark = self.processor.resolved
         self.stream.wake()
 
     def slow_message(self, behind: int) -> str:
@@ -212,7 +218,7 @@ class Registration:
         # it: a value logged after a mark is above its timestamp, so the promise holds, and
         # every reader of the same slice emits the same batch (sent once over gRPC).
         for pos, ts in reversed(entries.marks):
-            if pos <= stop:
+            if pos <= stop and ts <= self.final_mark:
                 if self.sent is None or ts > self.sent:
                     out.append((self.tag, Checkpoint(self.span, ts)))
                     self.sent = ts

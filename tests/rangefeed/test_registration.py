@@ -23,7 +23,7 @@ from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value,
 from feedkv.rangefeed.processor import Processor
 from feedkv.rangefeed.registration import Registration, event_size, values_size
 from feedkv.rangefeed.stream import EventStream, ValueBatch
-from feedkv.storage.logical_ops import WriteValue
+from feedkv.storage.logical_ops import CommitIntent, WriteValue
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
@@ -422,6 +422,30 @@ def test_a_budget_spent_elsewhere_ends_the_readers_instead_of_skipping_a_value()
     assert reg.done is True
     assert [is_slow(e) for e in taken(reg)] == [True]
     assert processor.log.values == []
+
+
+def test_a_reader_cut_off_for_a_value_gets_no_checkpoint_placed_after_its_end() -> None:
+    # The value it never got is below that checkpoint, and its feed would resume above it.
+    budget = Budget(size(value(21)))
+    other, processor = make_processor(budget=budget), make_processor(budget=budget)
+    live(other)
+    reg = live(processor)
+    log(other, value(21))
+    log(processor, value(22))  # not logged: the reader, caught up as it was, is cut off
+    processor.on_closed(t(30))
+    assert [is_slow(e) for e in taken(reg)] == [True]
+
+
+def test_a_commit_whose_value_is_dropped_for_the_budget_is_not_checkpointed_past() -> None:
+    # The command that resolves the intent moves the resolved timestamp past the value the
+    # budget (closed here: the node is stopping) kept from the log, in the same breath.
+    processor = Processor(1, RANGE, Budget(1 << 20))
+    processor.init([(b"txn", b"a", t(20))], t(30))  # resolved just below the intent
+    reg = live(processor)
+    processor.budget.close()
+    processor.on_ops([CommitIntent(b"txn", b"k", t(20), b"v", None)])
+    assert processor.resolved == t(30)
+    assert [is_slow(e) for e in taken(reg)] == [True]
 
 
 # --- ending ---------------------------------------------------------------------------

@@ -3,11 +3,14 @@
 One :class:`GrpcFeedTransport` per client and node keeps one bidirectional stream open,
 created on the first registration. Registrations of every feed of the client share it:
 each gets a wire tag, and a reader thread hands incoming events to the owning feed's
-stream. A feed that does not keep up is cut off here exactly as on the server
-(``SLOW_CONSUMER``, and the server is told to unregister), so one slow feed never holds
-up the others on the connection. When the connection breaks, every registration on it
-ends with ``DISCONNECTED`` and the next registration opens a new stream; the multi-range
-client retries with backoff, which is what reconnecting means.
+stream. A feed whose stream is full waits for its consumer to take (the connection reads
+nothing meanwhile, so gRPC's flow control holds the node back: a catch-up scan then goes
+at the consumer's pace, as it does in-process); one that has taken nothing for
+``consumer_wait_s`` is cut off as on the server (``SLOW_CONSUMER``, and the server is told
+to unregister), so a stalled feed holds up the others on the connection that long at
+most. When the connection breaks, every registration on it ends with ``DISCONNECTED``
+and the next registration opens a new stream; the multi-range client retries with
+backoff, which is what reconnecting means.
 """
 
 from __future__ import annotations
@@ -58,8 +61,9 @@ class _ClientRegistration:
 class _Mux:
     """One open ``RangeFeed`` call and the registrations riding on it."""
 
-    def __init__(self, method: Any, address: str) -> None:
+    def __init__(self, method: Any, address: str, consumer_wait_s: float) -> None:
         self.address = address
+        self._consumer_wait_s = consumer_wait_s
         self.regs: dict[int, _ClientRegistration] = {}
         self.alive = True
         self._lock = threading.Lock()
@@ -149,9 +153,21 @@ class _Mux:
             return
         if reg.stream.push(reg, item, size, wake=False):
             streams.add(reg.stream)
-        else:
+            return
+        # Full: its consumer is busy with what it took. The others are woken before the
+        # connection waits for it.
+        self._waker.defer(streams, -1)
+        self._waker.flush()
+        streams.clear()
+        reg.stream.wake()
+        if not reg.stream.push_wait(reg, item, size, self._consumer_wait_s):
             self.remove(reg)
-            reg.end(Error(ErrorReason.SLOW_CONSUMER, "the feed's consumer fell behind"))
+            reg.end(
+                Error(
+                    ErrorReason.SLOW_CONSUMER,
+                    f"the feed's consumer took nothing for {self._consumer_wait_s:g} s",
+                )
+            )
 
 
 class GrpcFeedTransport:
@@ -162,8 +178,10 @@ class GrpcFeedTransport:
         *,
         budget_bytes: int = 256 << 20,
         per_registration: int = 4096,
+        consumer_wait_s: float = 5.0,
     ) -> None:
         self.address = address
+        self._consumer_wait_s = consumer_wait_s
         self._method = channel.stream_stream(
             f"/{SERVICE}/RangeFeed",
             request_serializer=pb.RangeFeedRequest.SerializeToString,
@@ -193,7 +211,7 @@ class GrpcFeedTransport:
             if self._closed:
                 raise NodeUnavailableError(f"the rangefeed client of {self.address} is closed")
             if self._mux is None or not self._mux.alive:
-                self._mux = _Mux(self._method, self.address)
+                self._mux = _Mux(self._method, self.address, self._consumer_wait_s)
             mux = self._mux
         wire_tag = next(self._wire_tags)
         reg = _ClientRegistration(tag, wire_tag, stream, mux)

@@ -93,6 +93,7 @@ class ValueColumns(Sequence[Value]):
         self._made: list[Value] | None = None
 
     def made(self) -> list[Value]:
+        """The values, made once."""
         if self._made is None:
             self._made = values_of(self.keys, self.values, self.timestamps, self.prev_values)
         return self._made

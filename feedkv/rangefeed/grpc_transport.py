@@ -3,14 +3,16 @@
 One :class:`GrpcFeedTransport` per client and node keeps one bidirectional stream open,
 created on the first registration. Registrations of every feed of the client share it:
 each gets a wire tag, and a reader thread hands incoming events to the owning feed's
-stream. A feed whose stream is full waits for its consumer to take (the connection reads
-nothing meanwhile, so gRPC's flow control holds the node back: a catch-up scan then goes
-at the consumer's pace, as it does in-process); one that has taken nothing for
-``consumer_wait_s`` is cut off as on the server (``SLOW_CONSUMER``, and the server is told
-to unregister), so a stalled feed holds up the others on the connection that long at
-most. When the connection breaks, every registration on it ends with ``DISCONNECTED``
-and the next registration opens a new stream; the multi-range client retries with
-backoff, which is what reconnecting means.
+stream. A feed whose stream is full waits for its consumer to take: the connection reads
+nothing meanwhile, so gRPC's flow control holds the node back, and a catch-up scan goes
+at the consumer's pace, as it does in-process. So the feeds of one client share their
+pace as they share the connection: a consumer that is slow but keeps taking slows the
+others. One that has taken nothing for
+``consumer_wait_s`` (counted from its last take, so a stalled consumer holds the
+connection that long once, whatever its number of ranges) is cut off as on the server:
+``SLOW_CONSUMER``, and the server is told to unregister. When the connection breaks,
+every registration on it ends with ``DISCONNECTED`` and the next registration opens a new
+stream; the multi-range client retries with backoff, which is what reconnecting means.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Hashable
 from typing import Any
 
@@ -90,9 +93,14 @@ class _Mux:
         self._requests.put(pb.RangeFeedRequest(unregister=pb.RangeFeedUnregister(tag=reg.wire_tag)))
 
     def close(self) -> None:
-        """Cancel the call and wait for the reader, which ends every feed on it."""
+        """Cancel the call and wait for the reader, which ends every feed on it (first
+        here, so a reader waiting for a feed's consumer stops waiting)."""
         self._requests.put(None)
         self._call.cancel()
+        with self._lock:
+            regs = list(self.regs.values())
+        for reg in regs:
+            reg.end(Error(ErrorReason.DISCONNECTED, f"the stream to {self.address} closed"))
         if threading.current_thread() is not self._reader:
             self._reader.join()
 
@@ -160,17 +168,24 @@ class _Mux:
         self._waker.flush()
         streams.clear()
         reg.stream.wake()
-        if not reg.stream.push_wait(reg, item, size, self._consumer_wait_s):
-            self.remove(reg)
-            reg.end(
-                Error(
-                    ErrorReason.SLOW_CONSUMER,
-                    f"the feed's consumer took nothing for {self._consumer_wait_s:g} s",
-                )
-            )
+        left = reg.stream.taken_at + self._consumer_wait_s - time.monotonic()
+        if left > 0 and reg.stream.push_wait(reg, item, size, left):
+            return
+        self.remove(reg)
+        message = (
+            f"the feed's consumer took nothing for {self._consumer_wait_s:g} s, or the "
+            "client's rangefeed budget stayed spent"
+        )
+        reg.end(Error(ErrorReason.SLOW_CONSUMER, message))
 
 
 class GrpcFeedTransport:
+    """Registers feeds with one node over one stream. ``budget_bytes`` bounds what the
+    client holds for all its feeds, ``per_registration`` the values queued for one range
+    of a feed; ``consumer_wait_s`` is how long the connection waits, from a feed's last
+    take, for a full feed to take before cutting it off (it reads nothing for the other
+    feeds meanwhile)."""
+
     def __init__(
         self,
         channel: grpc.Channel,

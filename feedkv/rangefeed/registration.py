@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["EVENT_OVERHEAD", "Registration", "event_size", "value_size", "values_size"]
 
 EVENT_OVERHEAD = 64  # bytes charged per event beyond its keys and values
+_KEY, _VALUE, _PREV_VALUE = itemgetter(0), itemgetter(1), itemgetter(3)
 
 
 def event_size(event: Event) -> int:
@@ -75,9 +76,6 @@ def values_size(values: Sequence[Value]) -> int:
         + sum(map(len, filter(None, column)))
         + sum(map(len, filter(None, prevs)))
     )
-
-
-_KEY, _VALUE, _PREV_VALUE = itemgetter(0), itemgetter(1), itemgetter(3)
 
 
 class Registration:

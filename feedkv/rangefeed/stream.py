@@ -11,10 +11,11 @@ Events reach a stream in two ways:
   never copies a value per consumer; it only wakes a waiting consumer (:meth:`wake`).
 - **Pushes.** Catch-up scans push pages of history (:meth:`push_wait`, waiting for room,
   as they are not on the commit thread); the gRPC client pushes what arrives for its
-  feeds (:meth:`push`, which refuses rather than waits: the registration then ends with
-  ``SLOW_CONSUMER``, never silently skipped). Pushed items count against the
-  registration's bound (``per_registration`` values) and the node's budget. An ending
-  :class:`~feedkv.rangefeed.event.Error` is always queued (:meth:`push_final`).
+  feeds (:meth:`push`, and :meth:`push_wait` when that finds no room). A push that gets
+  no room in time ends the registration with ``SLOW_CONSUMER``: nothing is silently
+  skipped. Pushed items count against the registration's bound (``per_registration``
+  values) and the budget. An ending :class:`~feedkv.rangefeed.event.Error` is always
+  queued (:meth:`push_final`), and wakes a pusher waiting for that registration.
 
 :meth:`take_batches` hands the consumer everything pushed, then everything its readers
 have, as ``(tag, item)`` where an item is an event or a :class:`ValueBatch`;
@@ -87,7 +88,7 @@ class EventStream:
         self.lock = threading.Lock()
         self.waiting = False  # the consumer is (about to be) asleep in take_batches
         self.taken = 0  # live values (from readers) the consumer took last time
-        self.taken_at = 0.0  # and when (time.monotonic): a Waker lets it rest after
+        self.taken_at = time.monotonic()  # and when: a Waker lets it rest after
         self._cond = threading.Condition(self.lock)
         self._items: deque[tuple[Queued, StreamItem, int]] = deque()
         self._readers: dict[int, Reader] = {}
@@ -130,8 +131,10 @@ class EventStream:
             return True
 
     def push_wait(self, reg: Queued, item: StreamItem, size: int, timeout: float) -> bool:
-        """Queue ``item``, waiting up to ``timeout`` seconds for room; ``False`` if the
-        wait ran out, the stream closed or the registration ended."""
+        """Queue ``item``, waiting up to ``timeout`` seconds in all for room (in the
+        registration's bound, then in the budget); ``False`` if the wait ran out, the
+        stream closed or the registration ended."""
+        deadline = time.monotonic() + timeout
         with self._cond:
             if not self._cond.wait_for(
                 lambda: not self._accepts(reg) or reg.queued < self.per_registration, timeout
@@ -139,7 +142,7 @@ class EventStream:
                 return False
             if not self._accepts(reg):
                 return False
-        if not self.budget.acquire(size, timeout):
+        if not self.budget.acquire(size, max(0.0, deadline - time.monotonic())):
             return False
         with self.lock:
             if not self._accepts(reg):
@@ -149,10 +152,12 @@ class EventStream:
             return True
 
     def push_final(self, reg: Queued, error: Error) -> None:
-        """Queue the registration's last event, whatever the bounds."""
+        """Queue the registration's last event, whatever the bounds (a pusher waiting
+        for the registration stops waiting)."""
         with self.lock:
             if not self._closed:
                 self._append(reg, error, 0)
+                self._cond.notify_all()
 
     def _accepts(self, reg: Queued) -> bool:
         return not self._closed and not reg.done

@@ -19,6 +19,9 @@ from feedkv.util.hlc import timestamps_of
 
 __all__ = ["event_from_proto", "event_to_proto", "values_from_proto", "values_to_proto"]
 
+_KEY, _VALUE, _TS, _PREV_VALUE = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)
+_WALL, _LOGICAL = itemgetter(0), itemgetter(1)
+
 
 def event_to_proto(tag: int, event: Checkpoint | Error, out: pb.RangeFeedEvent) -> None:
     """A checkpoint or an error (values go in runs: :func:`values_to_proto`)."""
@@ -84,10 +87,6 @@ def values_to_proto(tags: Iterable[int], batch: ValueBatch, out: pb.RangeFeedVal
 
 def _nones(column: list[bytes | None]) -> list[int]:
     return [i for i, v in enumerate(column) if v is None]
-
-
-_KEY, _VALUE, _TS, _PREV_VALUE = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)
-_WALL, _LOGICAL = itemgetter(0), itemgetter(1)
 
 
 def values_from_proto(msg: pb.RangeFeedValues) -> ValueBatch:

@@ -110,6 +110,7 @@ class Timestamp(NamedTuple):
 
 
 ZERO_TIMESTAMP = Timestamp(0, 0)
+MAX_TIMESTAMP = Timestamp(MAX_WALL, MAX_LOGICAL)
 
 _new_timestamp = partial(tuple.__new__, Timestamp)
 
@@ -125,9 +126,6 @@ def timestamps_of(walls: Iterable[int], logicals: Iterable[int]) -> list[Timesta
         return list(map(_new_timestamp, pairs))
     made = dict(zip(distinct, map(_new_timestamp, distinct), strict=True))
     return list(map(made.__getitem__, pairs))
-
-
-MAX_TIMESTAMP = Timestamp(MAX_WALL, MAX_LOGICAL)
 
 
 class Clock:

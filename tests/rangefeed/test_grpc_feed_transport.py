@@ -5,11 +5,11 @@ other feeds go on."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from feed_helpers import Collector, wait_until
+from feed_helpers import DEADLINE_S, Collector, wait_until
 
 import feedkv
 from feedkv.kv.address import split_host_port
@@ -39,14 +39,24 @@ def node(tmp_path: Path, store_config: StoreConfig) -> Iterator[Node]:
 
 
 @pytest.fixture
-def feeds(node: Node) -> Iterator[GrpcFeedTransport]:
-    """A client of ``node`` whose streams hold 8 values, patient for 2 s."""
+def client(node: Node) -> Iterator[Callable[[float], GrpcFeedTransport]]:
+    """Clients of ``node`` whose streams hold 8 values, as patient as asked."""
     address = split_host_port(node.url.removeprefix("feedkv://"))
     assert address is not None
     kv = GrpcTransport(*address)
-    transport = GrpcFeedTransport(kv.channel, kv.address, per_registration=8, consumer_wait_s=2.0)
-    yield transport
-    transport.close()
+    made: list[GrpcFeedTransport] = []
+
+    def make(consumer_wait_s: float) -> GrpcFeedTransport:
+        made.append(
+            GrpcFeedTransport(
+                kv.channel, kv.address, per_registration=8, consumer_wait_s=consumer_wait_s
+            )
+        )
+        return made[-1]
+
+    yield make
+    for transport in made:
+        transport.close()
     kv.close()
 
 
@@ -55,8 +65,9 @@ def caught_up_or_ended(events: list[Event]) -> bool:
 
 
 def test_a_catch_up_bigger_than_the_stream_waits_for_its_consumer(
-    feeds: GrpcFeedTransport,
+    client: Callable[[float], GrpcFeedTransport],
 ) -> None:
+    feeds = client(DEADLINE_S)  # a wait that runs out only if the test fails anyway
     stream = feeds.new_stream()
     handle = feeds.register("t", USER, ZERO, False, stream)
     # Two pages fill the stream; the scan's next pages wait for a take.
@@ -68,8 +79,9 @@ def test_a_catch_up_bigger_than_the_stream_waits_for_its_consumer(
 
 
 def test_a_consumer_that_takes_nothing_is_cut_off_and_the_others_go_on(
-    feeds: GrpcFeedTransport,
+    client: Callable[[float], GrpcFeedTransport],
 ) -> None:
+    feeds = client(0.2)
     stalled = feeds.new_stream()
     handle = feeds.register("stalled", USER, ZERO, False, stalled)
     wait_until(lambda: handle.queued >= 8)  # type: ignore[attr-defined]
@@ -82,4 +94,17 @@ def test_a_consumer_that_takes_nothing_is_cut_off_and_the_others_go_on(
     last = Collector(stalled).until(lambda es: any(isinstance(e, Error) for e in es))[-1]
     assert isinstance(last, Error)
     assert last.reason is ErrorReason.SLOW_CONSUMER
-    assert "took nothing for 2 s" in last.message
+    assert "took nothing for 0.2 s" in last.message
+
+
+def test_closing_the_client_ends_a_feed_it_waits_for_as_disconnected(
+    client: Callable[[float], GrpcFeedTransport],
+) -> None:
+    feeds = client(DEADLINE_S)
+    stalled = feeds.new_stream()
+    handle = feeds.register("stalled", USER, ZERO, False, stalled)
+    wait_until(lambda: handle.queued >= 8)  # type: ignore[attr-defined]
+    feeds.close()  # the reader waits for ``stalled``'s consumer: closing ends the wait
+    last = Collector(stalled).until(lambda es: any(isinstance(e, Error) for e in es))[-1]
+    assert isinstance(last, Error)
+    assert last.reason is ErrorReason.DISCONNECTED

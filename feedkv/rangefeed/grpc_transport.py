@@ -7,12 +7,12 @@ stream. A feed whose stream is full waits for its consumer to take: the connecti
 nothing meanwhile, so gRPC's flow control holds the node back, and a catch-up scan goes
 at the consumer's pace, as it does in-process. So the feeds of one client share their
 pace as they share the connection: a consumer that is slow but keeps taking slows the
-others. One that has taken nothing for
-``consumer_wait_s`` (counted from its last take, so a stalled consumer holds the
-connection that long once, whatever its number of ranges) is cut off as on the server:
-``SLOW_CONSUMER``, and the server is told to unregister. When the connection breaks,
-every registration on it ends with ``DISCONNECTED`` and the next registration opens a new
-stream; the multi-range client retries with backoff, which is what reconnecting means.
+others. One that has taken nothing for ``consumer_wait_s`` (counted from its last take,
+so a stalled consumer holds the connection that long once, whatever its number of
+ranges) is cut off as on the server: ``SLOW_CONSUMER``, and the server is told to
+unregister. When the connection breaks, every registration on it ends with
+``DISCONNECTED`` and the next registration opens a new stream; the multi-range client
+retries with backoff, which is what reconnecting means.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ import itertools
 import threading
 import time
 from collections import deque
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Protocol, Self
@@ -50,7 +50,7 @@ from feedkv.errors import (
 )
 from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.router import Router
-from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
+from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value, ValueColumns
 from feedkv.rangefeed.frontier import SpanFrontier
 from feedkv.rangefeed.stream import EventStream, StreamItem, ValueBatch
 from feedkv.util.hlc import Timestamp
@@ -148,7 +148,12 @@ class RangeFeed:
         self._tags = itertools.count(1)
         self._pieces: dict[int, _Piece] = {}
         self._retry: list[tuple[float, _Piece]] = []
-        self._ready: deque[Event] = deque(initial)
+        # Batches of events to yield, in order: value batches as they came, not copied.
+        self._ready: deque[Sequence[Event]] = deque()
+        if initial := list(initial):
+            self._ready.append(initial)
+        self._events: Iterator[Event] | None = None  # the sync iteration (__iter__)
+        self._current: Iterator[Event] = iter(())  # the batch ``async for`` is in
         self._lock = threading.Lock()
         self._closed = False
         for span in self.spans:
@@ -157,28 +162,43 @@ class RangeFeed:
     # Iteration.
 
     def __iter__(self) -> Iterator[Event]:
-        return self
+        # NB: the events come from a C iterator over the batches, so no Python code runs
+        # per event here: with many consumers in one process that code was a large part
+        # of what each write cost them.
+        if self._events is None:
+            self._events = itertools.chain.from_iterable(iter(self._next_batch, None))
+        return self._events
 
     def __next__(self) -> Event:
-        try:
-            return self._ready.popleft()
-        except IndexError:
-            pass
-        while not self._ready:
-            if self._closed:
-                raise StopIteration
-            self._pump()
-        return self._ready.popleft()
+        return next(iter(self))
 
     def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> Event:
-        while not self._ready:
-            if self._closed:
-                raise StopAsyncIteration
-            await self._stream.wait_async(self._due_in())
-            self._pump(block=False)
+        while True:
+            event = next(self._current, None)
+            if event is not None:
+                return event
+            while not self._ready:
+                if self._closed:
+                    raise StopAsyncIteration
+                await self._stream.wait_async(self._due_in())
+                self._pump(block=False)
+            self._current = iter(self._ready.popleft())
+
+    def _next_batch(self) -> Sequence[Event] | None:
+        """The next batch of events, waiting for one; ``None`` once the feed is closed.
+        An exception (a terminal error, ``KeyboardInterrupt``) ends the C iterator, so
+        the next ``iter()`` makes another; it loses nothing, holding no batch then."""
+        try:
+            while not self._ready:
+                if self._closed:
+                    return None
+                self._pump()
+        except BaseException:
+            self._events = None
+            raise
         return self._ready.popleft()
 
     def close(self) -> None:
@@ -234,7 +254,7 @@ class RangeFeed:
                     piece.folded = [f for f in piece.folded if f[0] > item.ts]
             if self.frontier.forward(item.span, item.ts) and not self._values_only:
                 ts = self.frontier.frontier
-                self._ready.extend(Checkpoint(span, ts) for span in self.spans)
+                self._ready.append([Checkpoint(span, ts) for span in self.spans])
         else:
             with self._lock:
                 self._pieces.pop(tag, None)  # type: ignore[call-overload]
@@ -253,7 +273,8 @@ class RangeFeed:
             piece.recent_values += len(values)
             if piece.recent_values > self._recent_values:
                 _fold(piece)
-        self._ready.extend(values)
+        if values:
+            self._ready.append(values)
 
     def _ended(self, piece: _Piece, error: Error) -> None:
         if error.reason is ErrorReason.UNREGISTERED:
@@ -290,9 +311,7 @@ class RangeFeed:
         for _newest, fold in piece.folded:
             seen.update(fold)
         for batch in piece.recent:
-            for value in batch.values:
-                if value.ts > piece.resume:
-                    seen[value.key] = value.ts
+            seen.update((k, ts) for k, ts in _keys_and_timestamps(batch) if ts > piece.resume)
         for desc, span in parts:
             part = _Piece(
                 span,
@@ -333,10 +352,19 @@ def _fold(piece: _Piece) -> None:
     key's values come in timestamp order, so the last one of a key is its newest)."""
     fold: dict[bytes, Timestamp] = {}
     for batch in piece.recent:
-        fold.update(zip(map(_KEY, batch.values), map(_TS, batch.values), strict=True))
+        fold.update(_keys_and_timestamps(batch))
     piece.folded.append((max(batch.max_ts for batch in piece.recent), fold))
     piece.recent = []
     piece.recent_values = 0
+
+
+def _keys_and_timestamps(batch: ValueBatch) -> Iterator[tuple[bytes, Timestamp]]:
+    """``(key, ts)`` of each value in ``batch``, from its columns if it has them (making
+    no values)."""
+    values = batch.values
+    if isinstance(values, ValueColumns):
+        return zip(values.keys, values.timestamps, strict=True)
+    return zip(map(_KEY, values), map(_TS, values), strict=True)
 
 
 def _batch(value: Value) -> ValueBatch:

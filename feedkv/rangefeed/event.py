@@ -67,15 +67,27 @@ def values_of(
 ) -> list[Value]:
     """Values from columns (``prev_values`` None: none has one), built with
     :data:`new_value`: the decoders that make one per change use this."""
+    return list(_iter_values(keys, values, timestamps, prev_values))
+
+
+def _iter_values(
+    keys: Iterable[bytes],
+    values: Iterable[bytes | None],
+    timestamps: Iterable[Timestamp],
+    prev_values: Iterable[bytes | None] | None,
+) -> Iterator[Value]:
     prevs = repeat(None) if prev_values is None else prev_values
-    return list(map(new_value, zip(keys, values, timestamps, prevs, strict=False)))
+    return map(new_value, zip(keys, values, timestamps, prevs, strict=False))
 
 
 class ValueColumns(Sequence[Value]):
-    """Values kept as the columns a scan decoded them into (``prev_values`` None: none
-    has one); the :class:`Value` tuples are made the first time they are read. A catch-up
-    scan's pages travel this way, so the gRPC service, which sends the columns as they
-    are, never makes them. Read from one thread at a time."""
+    """Values kept as the columns a scan or the wire decoded them into (``prev_values``
+    None: none has one). A catch-up scan's pages travel this way, so the gRPC service,
+    which sends the columns as they are, never makes the :class:`Value` tuples, and a
+    consumer iterating them gets each tuple made as it comes to it: tuples that are
+    dropped as soon as they are read never live long enough to be promoted by the cyclic
+    garbage collector, whose passes over a page of long-lived ones cost as much as making
+    them. Indexing makes (and keeps) them all. Read from one thread at a time."""
 
     __slots__ = ("_made", "keys", "prev_values", "timestamps", "values")
 
@@ -102,7 +114,9 @@ class ValueColumns(Sequence[Value]):
         return len(self.keys)
 
     def __iter__(self) -> Iterator[Value]:
-        return iter(self.made())
+        if self._made is not None:
+            return iter(self._made)
+        return _iter_values(self.keys, self.values, self.timestamps, self.prev_values)
 
     @overload
     def __getitem__(self, index: int) -> Value: ...

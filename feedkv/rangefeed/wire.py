@@ -13,7 +13,7 @@ from operator import itemgetter
 from feedkv.errors import InvalidArgumentError
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.wire import span_from_proto, span_to_proto, timestamp_from_proto, timestamp_to_proto
-from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, ValueColumns, values_of
+from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, ValueColumns
 from feedkv.rangefeed.stream import ValueBatch
 from feedkv.util.hlc import timestamps_of
 
@@ -114,7 +114,7 @@ def values_from_proto(msg: pb.RangeFeedValues) -> ValueBatch:
     if prevs:
         prev_values = list(prevs)
         _clear(prev_values, msg.no_prev, "no_prev")
-    out = values_of(keys, values, timestamps_of(walls, logicals), prev_values)
+    out = ValueColumns(list(keys), values, timestamps_of(walls, logicals), prev_values)
     return ValueBatch(out, timestamp_from_proto(msg.max_ts))
 
 

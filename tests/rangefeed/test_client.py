@@ -203,6 +203,48 @@ def test_closing_from_another_thread_ends_the_iteration(db: DB) -> None:
     thread.join()
 
 
+def test_a_feed_read_by_next_and_by_loops_that_break_yields_each_value_once(db: DB) -> None:
+    start = db.now()
+    with db.transaction() as txn:  # one commit: the values reach the feed as one batch
+        for i in range(10):
+            txn.put(b"k%d" % i, b"v")
+    with db.rangefeed(EVERYTHING, start) as feed:
+        keys = [next(v.key for v in feed if isinstance(v, Value))]
+        for event in feed:
+            if isinstance(event, Value):
+                keys.append(event.key)
+                if len(keys) == 4:
+                    break
+        keys.append(next(feed).key)  # type: ignore[union-attr]  # still in the batch
+        for event in feed:
+            if isinstance(event, Value):
+                keys.append(event.key)
+                if len(keys) == 10:
+                    break
+    assert keys == [b"k%d" % i for i in range(10)]
+
+
+def test_an_interrupt_while_the_feed_waits_loses_nothing(db: DB) -> None:
+    start = db.now()
+    first = db.put(b"a", b"1")
+    with db.rangefeed(EVERYTHING, start) as feed:
+        assert [e for e in read_until(feed, resolved_past(first)) if isinstance(e, Value)] == [
+            Value(b"a", b"1", first)
+        ]
+        take = feed._stream.take_batches
+
+        def interrupted(timeout: float | None = None) -> object:
+            feed._stream.take_batches = take  # type: ignore[method-assign]
+            raise KeyboardInterrupt
+
+        feed._stream.take_batches = interrupted  # type: ignore[method-assign]
+        with pytest.raises(KeyboardInterrupt):
+            next(iter(feed))
+        second = db.put(b"b", b"2")
+        events = read_until(feed, resolved_past(second))
+    assert [e for e in events if isinstance(e, Value)] == [Value(b"b", b"2", second)]
+
+
 def test_closing_the_db_ends_its_open_feeds(tmp_path: Path, store_config: StoreConfig) -> None:
     db = feedkv.connect(tmp_path / "s", config=store_config)
     feed = db.rangefeed(EVERYTHING, db.now())

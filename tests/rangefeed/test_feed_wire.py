@@ -70,6 +70,7 @@ def test_columns_from_a_scan_travel_and_read_as_their_values(
     # read as a sequence, the columns are the values
     assert len(columns) == len(values)
     assert list(columns) == values and columns == values and values == columns
+    assert list(columns) == values  # iterating makes the values afresh each time
     assert columns[1:] == values[1:]
     if values:
         assert columns[-1] == values[-1]

@@ -109,6 +109,7 @@ log = logging.getLogger(__name__)
 
 DATABASES = (*MVCC_DATABASES, META, TXN_RECORDS)
 SLOW_PUSH_S = 1.0
+RESOLVE_ATTEMPTS = 10  # divisions of a resolve whose ranges split or merge under it
 
 
 @dataclass(frozen=True, slots=True)
@@ -480,16 +481,34 @@ class Store:
         while not self._stopping.wait(self.config.closed_ts_interval_s):
             self._quietly(lambda: self.engine.submit(close_all, publish).result())
 
+    def resolve(self, request: ResolveIntent) -> None:
+        """Resolve ``request``'s intents in every range its span overlaps, whatever the
+        ranges do meanwhile: a part that its range no longer holds (split or merged
+        since the descriptors were read) is divided again on the new boundaries."""
+        spans = [request.span]
+        for _attempt in range(RESOLVE_ATTEMPTS):
+            moved: list[Span] = []
+            descriptors = self.descriptors()
+            for span in spans:
+                for desc in descriptors:
+                    part = desc.span.intersect(span)
+                    if part is None:
+                        continue
+                    resolve = replace(request, span=part)
+                    try:
+                        self._execute(BatchRequest(Header(range_id=desc.range_id), (resolve,)))
+                    except RangeRoutingError:
+                        moved.append(part)
+            if not moved:
+                return
+            spans = moved
+        raise RangeRoutingError(
+            f"resolving {request.span}: its ranges kept changing over {RESOLVE_ATTEMPTS} tries"
+        )
+
     def _resolve_loop(self) -> None:
         while (request := self._to_resolve.get()) is not None:
-            self._quietly(self._resolve_everywhere, request)
-
-    def _resolve_everywhere(self, request: ResolveIntent) -> None:
-        for desc in self.descriptors():
-            part = desc.span.intersect(request.span)
-            if part is not None:
-                resolve = replace(request, span=part)
-                self._execute(BatchRequest(Header(range_id=desc.range_id), (resolve,)))
+            self._quietly(self.resolve, request)
 
     def _range_loop(self) -> None:
         for desc in self._unmeasured:

@@ -64,4 +64,6 @@ class StorePusher:
         return result.record if isinstance(result, PushTxnResponse) else None
 
     def resolve(self, span: Span, txn: TxnMeta, status: TxnStatus) -> None:
-        self.store.send(BatchRequest(Header(), (ResolveIntent(span, txn, status),)))
+        # NB: range by range: a processor's span is its range's when it started, and the
+        # range may have split since (the processor then ends, but a push may be under way).
+        self.store.resolve(ResolveIntent(span, txn, status))

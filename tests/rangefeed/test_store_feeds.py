@@ -15,7 +15,10 @@ from feedkv import DB
 from feedkv.errors import InvalidArgumentError
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
+from feedkv.rangefeed.pusher import StorePusher
 from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
+from feedkv.storage.intent import TxnStatus
+from feedkv.storage.mvcc import scan_intents
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import KEY_MAX, KEY_MIN, Span
 
@@ -184,6 +187,20 @@ def test_an_abandoned_transaction_cannot_stall_checkpoints(
     events = feed.until(has_checkpoint_above(later))  # type: ignore[arg-type]
     assert values(events) == [(b"y", b"v")]
     assert db.get(b"x") is None
+
+
+def test_the_pusher_resolves_a_committed_transaction_over_every_range_of_its_span(
+    db: DB, store: Store
+) -> None:
+    txn = begin(store, b"b")
+    txn = write_intent(store, txn, b"b", b"1")
+    txn = write_intent(store, txn, b"m", b"2")
+    txn = end_txn(store, txn, (), commit=True)  # committed, its intents left behind
+    db.split(b"g")  # the processor's span, read before, now covers two ranges
+    StorePusher(store).resolve(Span(b"a", b"z"), txn.meta(), TxnStatus.COMMITTED)
+    with store.engine.snapshot() as snap:
+        assert scan_intents(snap, EVERYTHING) == []
+    assert (db.get(b"b"), db.get(b"m")) == (b"1", b"2")
 
 
 def test_a_pending_transaction_is_pushed_above_checkpoints_while_it_lives(

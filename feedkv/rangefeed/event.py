@@ -83,11 +83,13 @@ def _iter_values(
 class ValueColumns(Sequence[Value]):
     """Values kept as the columns a scan or the wire decoded them into (``prev_values``
     None: none has one). A catch-up scan's pages travel this way, so the gRPC service,
-    which sends the columns as they are, never makes the :class:`Value` tuples, and a
-    consumer iterating them gets each tuple made as it comes to it: tuples that are
-    dropped as soon as they are read never live long enough to be promoted by the cyclic
-    garbage collector, whose passes over a page of long-lived ones cost as much as making
-    them. Indexing makes (and keeps) them all. Read from one thread at a time."""
+    which sends the columns as they are, never makes the :class:`Value` tuples.
+
+    Iterating makes each tuple as the reader comes to it, and keeps none: a consumer that
+    drops each value after reading it never holds a page of them, which the cyclic
+    garbage collector would scan and promote at about the cost of making them. Indexing
+    makes them all and keeps them. Several threads may read one (the gRPC client hands
+    a run to every feed that registered for it): at worst two make the tuples at once."""
 
     __slots__ = ("_made", "keys", "prev_values", "timestamps", "values")
 

@@ -88,6 +88,7 @@ from feedkv.kv.range_descriptor import (
     all_descriptors,
     bootstrap,
     descriptor_by_id,
+    descriptor_for_key,
 )
 from feedkv.kv.range_size import RangeSizes, measure, op_bytes
 from feedkv.kv.tscache import TimestampCache
@@ -109,7 +110,7 @@ log = logging.getLogger(__name__)
 
 DATABASES = (*MVCC_DATABASES, META, TXN_RECORDS)
 SLOW_PUSH_S = 1.0
-RESOLVE_ATTEMPTS = 10  # divisions of a resolve whose ranges split or merge under it
+RESOLVE_ATTEMPTS = 10  # misses of a resolve whose ranges split or merge under it
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +311,29 @@ class Store:
                     observer.on_range_ended(RangeEndReason.NODE_SHUTDOWN)
         self.engine.close()
 
+    def resolve(self, request: ResolveIntent) -> None:
+        """Resolve ``request``'s intents in every range its span overlaps, range by range;
+        blocks on the writes. Ranges may split or merge meanwhile: a part that its range no
+        longer holds is tried again on the boundaries then, and after ``RESOLVE_ATTEMPTS``
+        such misses :class:`~feedkv.errors.RangeRoutingError` is raised. Resolving again
+        is harmless; any other error stops it, with the parts before it resolved."""
+        left: Span | None = request.span
+        misses = 0
+        while left is not None:
+            with self.engine.snapshot() as snap:
+                desc = descriptor_for_key(snap, left.start)
+            part = Span(left.start, min(left.end, desc.span.end))
+            try:
+                self._execute(
+                    BatchRequest(Header(range_id=desc.range_id), (replace(request, span=part),))
+                )
+            except RangeRoutingError:
+                misses += 1
+                if misses >= RESOLVE_ATTEMPTS:
+                    raise
+                continue
+            left = Span(part.end, left.end) if part.end < left.end else None
+
     # Applying commands.
 
     def _execute(self, batch: BatchRequest) -> Applied:
@@ -480,31 +504,6 @@ class Store:
 
         while not self._stopping.wait(self.config.closed_ts_interval_s):
             self._quietly(lambda: self.engine.submit(close_all, publish).result())
-
-    def resolve(self, request: ResolveIntent) -> None:
-        """Resolve ``request``'s intents in every range its span overlaps, whatever the
-        ranges do meanwhile: a part that its range no longer holds (split or merged
-        since the descriptors were read) is divided again on the new boundaries."""
-        spans = [request.span]
-        for _attempt in range(RESOLVE_ATTEMPTS):
-            moved: list[Span] = []
-            descriptors = self.descriptors()
-            for span in spans:
-                for desc in descriptors:
-                    part = desc.span.intersect(span)
-                    if part is None:
-                        continue
-                    resolve = replace(request, span=part)
-                    try:
-                        self._execute(BatchRequest(Header(range_id=desc.range_id), (resolve,)))
-                    except RangeRoutingError:
-                        moved.append(part)
-            if not moved:
-                return
-            spans = moved
-        raise RangeRoutingError(
-            f"resolving {request.span}: its ranges kept changing over {RESOLVE_ATTEMPTS} tries"
-        )
 
     def _resolve_loop(self) -> None:
         while (request := self._to_resolve.get()) is not None:

@@ -152,8 +152,7 @@ class RangeFeed:
         self._ready: deque[Sequence[Event]] = deque()
         if initial := list(initial):
             self._ready.append(initial)
-        self._events: Iterator[Event] | None = None  # the sync iteration (__iter__)
-        self._current: Iterator[Event] = iter(())  # the batch ``async for`` is in
+        self._current: Iterator[Event] = iter(())  # the batch being read
         self._lock = threading.Lock()
         self._closed = False
         for span in self.spans:
@@ -162,12 +161,13 @@ class RangeFeed:
     # Iteration.
 
     def __iter__(self) -> Iterator[Event]:
-        # NB: the events come from a C iterator over the batches, so no Python code runs
+        # NB: the events come from C iterators over the batches, so no Python code runs
         # per event here: with many consumers in one process that code was a large part
-        # of what each write cost them.
-        if self._events is None:
-            self._events = itertools.chain.from_iterable(iter(self._next_batch, None))
-        return self._events
+        # of what each write cost them. A chain that an exception ended (a terminal error,
+        # a KeyboardInterrupt) is not reused: the next iter() makes another, and the
+        # batch being read is kept on the feed, so nothing is lost or repeated.
+        batches = iter(self._next_batch, None)
+        return itertools.chain(self._current, itertools.chain.from_iterable(batches))
 
     def __next__(self) -> Event:
         return next(iter(self))
@@ -185,21 +185,21 @@ class RangeFeed:
                     raise StopAsyncIteration
                 await self._stream.wait_async(self._due_in())
                 self._pump(block=False)
-            self._current = iter(self._ready.popleft())
+            self._take()
 
-    def _next_batch(self) -> Sequence[Event] | None:
-        """The next batch of events, waiting for one; ``None`` once the feed is closed.
-        An exception (a terminal error, ``KeyboardInterrupt``) ends the C iterator, so
-        the next ``iter()`` makes another; it loses nothing, holding no batch then."""
-        try:
-            while not self._ready:
-                if self._closed:
-                    return None
-                self._pump()
-        except BaseException:
-            self._events = None
-            raise
-        return self._ready.popleft()
+    def _next_batch(self) -> Iterator[Event] | None:
+        """The next batch's events, waiting for them; ``None`` once the feed is closed."""
+        while not self._ready:
+            if self._closed:
+                return None
+            self._pump()
+        return self._take()
+
+    def _take(self) -> Iterator[Event]:
+        """Start reading the first ready batch (it stays queued if that fails)."""
+        self._current = iter(self._ready[0])
+        self._ready.popleft()
+        return self._current
 
     def close(self) -> None:
         """End the feed: unregister every piece; iteration stops. Idempotent."""

@@ -66,7 +66,7 @@ def values_of(
     prev_values: Iterable[bytes | None] | None = None,
 ) -> list[Value]:
     """Values from columns (``prev_values`` None: none has one), built with
-    :data:`new_value`: the decoders that make one per change use this."""
+    :data:`new_value`, so no Python code runs per value."""
     return list(_iter_values(keys, values, timestamps, prev_values))
 
 
@@ -87,9 +87,10 @@ class ValueColumns(Sequence[Value]):
 
     Iterating makes each tuple as the reader comes to it, and keeps none: a consumer that
     drops each value after reading it never holds a page of them, which the cyclic
-    garbage collector would scan and promote at about the cost of making them. Indexing
-    makes them all and keeps them. Several threads may read one (the gRPC client hands
-    a run to every feed that registered for it): at worst two make the tuples at once."""
+    garbage collector would scan and promote at about the cost of making them. Indexing,
+    slicing, comparing and ``repr`` make them all and keep them (iterating then reads the
+    kept ones). Several threads may read one (the gRPC client hands a run to every feed
+    that registered for it): at worst two make the tuples at once."""
 
     __slots__ = ("_made", "keys", "prev_values", "timestamps", "values")
 

@@ -43,8 +43,8 @@ __all__ = ["EventStream", "Queued", "Reader", "StreamItem", "ValueBatch"]
 
 
 class ValueBatch(NamedTuple):
-    """Values of one registration, in order; none is above ``max_ts``. A list, or the
-    columns of a catch-up page (:class:`~feedkv.rangefeed.event.ValueColumns`)."""
+    """Values of one registration, in order; none is above ``max_ts``. A list, or columns
+    (:class:`~feedkv.rangefeed.event.ValueColumns`: a catch-up page, a run off the wire)."""
 
     values: Sequence[Value]
     max_ts: Timestamp

@@ -90,8 +90,9 @@ def _nones(column: list[bytes | None]) -> list[int]:
 
 
 def values_from_proto(msg: pb.RangeFeedValues) -> ValueBatch:
-    """The run's values, once (every registration in ``msg.tags`` gets the same batch);
-    a run whose columns do not line up is refused."""
+    """The run's values as columns, decoded once (every registration in ``msg.tags``
+    gets the same batch, and each consumer makes the values as it reads them); a run
+    whose columns do not line up is refused."""
     keys, walls, logicals = msg.keys, msg.walls, msg.logicals
     rows = len(keys)
     prevs = msg.prev_values

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Hashable, Iterator
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,10 @@ import feedkv
 from feedkv import DB
 from feedkv.errors import BatchTimestampBeforeGCError
 from feedkv.kv.store import Store, StoreConfig
-from feedkv.rangefeed.client import RangeFeed
+from feedkv.rangefeed.client import FeedTransport, RangeFeed
 from feedkv.rangefeed.event import Checkpoint, Event, Value
 from feedkv.rangefeed.store_feeds import FeedConfig
+from feedkv.rangefeed.stream import EventStream, StreamItem, ValueBatch
 from feedkv.storage.gc import gc
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import KEY_MAX, KEY_MIN, Span
@@ -224,25 +226,74 @@ def test_a_feed_read_by_next_and_by_loops_that_break_yields_each_value_once(db: 
     assert keys == [b"k%d" % i for i in range(10)]
 
 
-def test_an_interrupt_while_the_feed_waits_loses_nothing(db: DB) -> None:
-    start = db.now()
-    first = db.put(b"a", b"1")
-    with db.rangefeed(EVERYTHING, start) as feed:
-        assert [e for e in read_until(feed, resolved_past(first)) if isinstance(e, Value)] == [
-            Value(b"a", b"1", first)
-        ]
-        take = feed._stream.take_batches
+class InterruptedOnce(list[Value]):
+    """Values whose first reading is interrupted, as a Ctrl-C landing there would be."""
 
-        def interrupted(timeout: float | None = None) -> object:
-            feed._stream.take_batches = take  # type: ignore[method-assign]
+    interrupted = False
+
+    def __iter__(self) -> Iterator[Value]:
+        if not self.interrupted:
+            self.interrupted = True
             raise KeyboardInterrupt
+        return super().__iter__()
 
-        feed._stream.take_batches = interrupted  # type: ignore[method-assign]
+
+class FirstBatchInterrupted(EventStream):
+    """A stream whose first value batch is interrupted when the feed starts reading it."""
+
+    done = False
+
+    def take_batches(self, timeout: float | None = None) -> list[tuple[Hashable, StreamItem]]:
+        out = super().take_batches(timeout)
+        for i, (tag, item) in enumerate(out):
+            if isinstance(item, ValueBatch) and not self.done:
+                self.done = True
+                out[i] = (tag, ValueBatch(InterruptedOnce(item.values), item.max_ts))
+        return out
+
+
+class InterruptingTransport:
+    """The database's own transport, with streams that interrupt their first batch."""
+
+    def __init__(self, inner: FeedTransport) -> None:
+        self.inner = inner
+
+    def new_stream(self) -> EventStream:
+        stream = self.inner.new_stream()
+        return FirstBatchInterrupted(stream.budget, per_registration=stream.per_registration)
+
+    def register(
+        self,
+        tag: Hashable,
+        span: Span,
+        start_ts: Timestamp,
+        with_diff: bool,
+        stream: EventStream,
+        *,
+        values: bool = True,
+    ) -> object:
+        return self.inner.register(tag, span, start_ts, with_diff, stream, values=values)
+
+    def unregister(self, handle: object) -> None:
+        self.inner.unregister(handle)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_an_interrupt_as_the_feed_starts_a_batch_loses_nothing(db: DB) -> None:
+    start = db.now()
+    with db.transaction() as txn:  # one commit: the values reach the feed as one batch
+        for i in range(10):
+            txn.put(b"k%d" % i, b"v")
+    after = db.now()
+    with RangeFeed(InterruptingTransport(db._feeds), db._router, [EVERYTHING], start) as feed:
         with pytest.raises(KeyboardInterrupt):
-            next(iter(feed))
-        second = db.put(b"b", b"2")
-        events = read_until(feed, resolved_past(second))
-    assert [e for e in events if isinstance(e, Value)] == [Value(b"b", b"2", second)]
+            read_until(feed, lambda got: False)
+        events = read_until(feed, resolved_past(after))
+    got = per_key(events)
+    assert sorted(got) == [b"k%d" % i for i in range(10)]
+    assert all(len(stamps) == 1 for stamps in got.values())
 
 
 def test_closing_the_db_ends_its_open_feeds(tmp_path: Path, store_config: StoreConfig) -> None:

@@ -61,6 +61,9 @@ def test_columns_from_a_scan_travel_and_read_as_their_values(
     values: list[Value], diff: bool
 ) -> None:
     columns = columns_of(values, diff=diff)
+    # iterated, the columns make their values afresh each time (indexing keeps them)
+    assert list(columns) == list(columns) == values
+    assert all(type(v) is Value for v in columns)
     assert values_size(columns) == sum(map(event_size, values))
     sent, made = pb.RangeFeedValues(), pb.RangeFeedValues()
     values_to_proto([5], ValueBatch(columns, Timestamp(20, 0)), sent)
@@ -70,7 +73,6 @@ def test_columns_from_a_scan_travel_and_read_as_their_values(
     # read as a sequence, the columns are the values
     assert len(columns) == len(values)
     assert list(columns) == values and columns == values and values == columns
-    assert list(columns) == values  # iterating makes the values afresh each time
     assert columns[1:] == values[1:]
     if values:
         assert columns[-1] == values[-1]

@@ -203,6 +203,39 @@ def test_the_pusher_resolves_a_committed_transaction_over_every_range_of_its_spa
     assert (db.get(b"b"), db.get(b"m")) == (b"1", b"2")
 
 
+def test_the_pushers_resolves_go_on_while_the_ranges_split_and_merge_under_them(
+    db: DB, store: Store
+) -> None:
+    committed = []
+    for i in range(20):  # committed transactions whose intents were left behind
+        txn = begin(store, b"b%02d" % i)
+        for key in (b"b%02d" % i, b"m%02d" % i, b"t%02d" % i):
+            txn = write_intent(store, txn, key, b"v")
+        committed.append(end_txn(store, txn, (), commit=True))
+    resolved = threading.Semaphore(0)
+
+    def churn() -> None:  # boundaries move while the next transaction is resolved
+        for _txn in committed:
+            resolved.acquire()
+            db.split(b"g")
+            db.split(b"p")
+            db.merge(b"g")
+            db.merge(b"a")
+
+    thread = threading.Thread(target=churn)
+    thread.start()
+    try:
+        for txn in committed:
+            StorePusher(store).resolve(Span(b"a", b"z"), txn.meta(), TxnStatus.COMMITTED)
+            resolved.release()
+    finally:
+        for _txn in committed:
+            resolved.release()  # a churn left waiting (resolve failed) goes on and ends
+        thread.join()
+    with store.engine.snapshot() as snap:
+        assert scan_intents(snap, EVERYTHING) == []
+
+
 def test_a_pending_transaction_is_pushed_above_checkpoints_while_it_lives(
     db: DB, store: Store, feeds: StoreFeeds
 ) -> None:

@@ -13,7 +13,7 @@ from operator import itemgetter
 from feedkv.errors import InvalidArgumentError
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.wire import span_from_proto, span_to_proto, timestamp_from_proto, timestamp_to_proto
-from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, ValueColumns
+from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Value, ValueColumns, values_of
 from feedkv.rangefeed.stream import ValueBatch
 from feedkv.util.hlc import timestamps_of
 
@@ -90,9 +90,10 @@ def _nones(column: list[bytes | None]) -> list[int]:
 
 
 def values_from_proto(msg: pb.RangeFeedValues) -> ValueBatch:
-    """The run's values as columns, decoded once (every registration in ``msg.tags``
-    gets the same batch, and each consumer makes the values as it reads them); a run
-    whose columns do not line up is refused."""
+    """The run's values, decoded once: every registration in ``msg.tags`` gets the same
+    batch. A run for one registration stays columns, its consumer making the values as it
+    reads them (see :class:`ValueColumns`); one for several is made here, once for them
+    all. A run whose columns do not line up is refused."""
     keys, walls, logicals = msg.keys, msg.walls, msg.logicals
     rows = len(keys)
     prevs = msg.prev_values
@@ -115,7 +116,12 @@ def values_from_proto(msg: pb.RangeFeedValues) -> ValueBatch:
     if prevs:
         prev_values = list(prevs)
         _clear(prev_values, msg.no_prev, "no_prev")
-    out = ValueColumns(list(keys), values, timestamps_of(walls, logicals), prev_values)
+    timestamps = timestamps_of(walls, logicals)
+    out: Sequence[Value]
+    if len(msg.tags) == 1:
+        out = ValueColumns(list(keys), values, timestamps, prev_values)
+    else:
+        out = values_of(keys, values, timestamps, prev_values)
     return ValueBatch(out, timestamp_from_proto(msg.max_ts))
 
 

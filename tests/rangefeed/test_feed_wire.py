@@ -43,6 +43,17 @@ def test_a_run_comes_back_as_the_same_values_for_every_tag(values: list[Value]) 
     assert round_trip(batch, [7, 3, 99]) == (batch, [7, 3, 99])
 
 
+def test_a_run_for_several_feeds_makes_its_values_once_and_one_for_a_feed_as_read() -> None:
+    batch = ValueBatch(PLAIN, Timestamp(20, 0))
+    shared, _tags = round_trip(batch, [7, 3])
+    first, again = list(shared.values), list(shared.values)
+    assert all(a is b for a, b in zip(first, again, strict=True))
+    alone, _tags = round_trip(batch, [7])
+    first, again = list(alone.values), list(alone.values)
+    assert first == again == PLAIN
+    assert all(a is not b for a, b in zip(first, again, strict=True))
+
+
 def columns_of(values: list[Value], *, diff: bool) -> ValueColumns:
     return ValueColumns(
         [v.key for v in values],

@@ -141,6 +141,20 @@ class LMDBSnapshot(_View):
         super().__init__(txn, engine._dbs)
         self._engine: LMDBEngine | None = engine
 
+    def scan(
+        self, db: str, start: bytes, end: bytes | None = None, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        if end is not None or reverse:
+            return super().scan(db, start, end, reverse=reverse)
+        # NB: a snapshot never changes, so its cursor may be placed now rather than at the
+        # first read, and its own iterator read with no generator's resume per entry: a
+        # catch-up scan reads the time index to its end this way.
+        cursor = self._txn.cursor(db=self._dbs[db])
+        if not cursor.set_range(start):
+            return iter(())
+        entries: Iterator[tuple[bytes, bytes]] = cursor.iternext()
+        return entries
+
     def close(self) -> None:
         engine, self._engine = self._engine, None
         if engine is not None:

@@ -15,6 +15,7 @@ from feedkv.storage import export, gc, mvcc
 from feedkv.storage.intent import TxnMeta, TxnStatus
 from feedkv.storage.lmdb_engine import LMDBEngine
 from feedkv.storage.logical_ops import CommitIntent, LogicalOp, WriteValue
+from feedkv.storage.mvcc_key import decode_change_key, decode_change_keys, encode_change_key
 from feedkv.storage.schema import MVCC_DATABASES
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
@@ -152,6 +153,22 @@ def test_versions_written_together_share_one_timestamp(tmp_path: Path) -> None:
     assert page.timestamps == [at] * 5 + [Timestamp(8), Timestamp(9)]
     assert len({id(ts) for ts in page.timestamps[:5]}) == 1
     assert page.values == [b"v"] * 5 + [None, b""]  # a deletion, then an empty value
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=30), st.randoms(use_true_random=False))
+def test_change_keys_decode_as_one_by_one_sharing_a_timestamp_per_run(
+    runs: list[int], rng: random.Random
+) -> None:
+    """Long runs (a transaction's keys) and short ones (single-key writes), in any mix: the
+    decoder bisects long runs and decodes the rest key by key."""
+    raws = []
+    for tick, length in enumerate(runs):
+        at = Timestamp(tick * 3 + rng.randrange(3), rng.randrange(2))
+        raws += [encode_change_key(at, b"k%03d" % i) for i in range(length)]
+    keys, timestamps = decode_change_keys(raws)
+    assert list(zip(timestamps, keys, strict=True)) == list(map(decode_change_key, raws))
+    assert len({id(ts) for ts in timestamps}) == len(set(timestamps))
 
 
 def test_big_values_make_pages_of_about_page_bytes(tmp_path: Path) -> None:

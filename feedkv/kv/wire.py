@@ -25,7 +25,7 @@ from feedkv.kv.txn_record import TxnRecord
 from feedkv.storage.export import ExportedVersion
 from feedkv.storage.intent import TxnMeta, TxnStatus
 from feedkv.storage.mvcc import KeyValue
-from feedkv.util.hlc import MAX_LOGICAL, MAX_WALL, Timestamp
+from feedkv.util.hlc import MAX_LOGICAL, MAX_WALL, Timestamp, timestamps_of
 from feedkv.util.keys import Span
 
 __all__ = [
@@ -419,9 +419,7 @@ def _rows_from(msg: pb.ScanResponse) -> tuple[KeyValue, ...]:
         raise InvalidArgumentError(
             f"a scan response's columns differ in length: keys, values, walls, logicals = {lengths}"
         )
-    if walls and min(walls) < 0:
-        raise InvalidArgumentError("a scan response holds a negative timestamp")
-    return tuple(map(KeyValue, keys, values, map(Timestamp, walls, logicals)))
+    return tuple(map(KeyValue, keys, values, timestamps_of(walls, logicals)))
 
 
 _RESPONSE_DECODERS: dict[str, Callable[[Any], api.Response]] = {

@@ -108,8 +108,6 @@ def values_from_proto(msg: pb.RangeFeedValues) -> ValueBatch:
             f"logicals, prev_values = {rows}, {len(msg.values)}, {len(walls)}, "
             f"{len(logicals)}, {len(prevs)}"
         )
-    if rows and min(walls) < 0:
-        raise InvalidArgumentError("a rangefeed values run holds a timestamp out of range")
     values: list[bytes | None] = list(msg.values)
     _clear(values, msg.deleted, "deleted")
     prev_values: list[bytes | None] | None = None

@@ -21,12 +21,10 @@ Written in the same transaction as the version, so an incremental export over
 from __future__ import annotations
 
 import struct
-from bisect import bisect_right
 from functools import partial
-from itertools import repeat
 from operator import itemgetter
 
-from feedkv.util.hlc import MAX_LOGICAL, Timestamp
+from feedkv.util.hlc import MAX_LOGICAL, Timestamp, decode_timestamps
 
 __all__ = [
     "SUFFIX_LEN",
@@ -131,34 +129,15 @@ def decode_change_key(raw: bytes) -> tuple[Timestamp, bytes]:
 
 def decode_change_keys(raws: list[bytes]) -> tuple[list[bytes], list[Timestamp]]:
     """:func:`decode_change_key` of many index keys at once, in the index's order, as a
-    column of user keys and one of timestamps (one object per distinct timestamp): an
-    export decodes every change it reads, so no Python code runs per key.
-
-    A transaction's changes sit together in the index, under one timestamp: each such run
-    is found by bisection and decoded once. Once runs average under ``_SHORT_RUN`` keys
-    (single-key writes), the rest of the keys' timestamps are decoded one by one in C."""
-    timestamps: list[Timestamp] = []
-    runs = 0
-    while len(timestamps) < len(raws):
-        start = len(timestamps)
-        if runs * _SHORT_RUN > start:
-            timestamps += _decode_timestamps(raws[start:])
-            break
-        encoded = raws[start][: _TS.size]
-        end = bisect_right(raws, encoded, start + 1, key=_ts_part)
-        timestamps += repeat(_new_timestamp(_TS.unpack(encoded)), end - start)
-        runs += 1
-    return list(map(_key_part, raws)), timestamps
+    column of user keys and one of timestamps (see :func:`decode_timestamps`): an export
+    decodes every change it reads, so no Python code runs per key."""
+    return list(map(_key_part, raws)), decode_timestamps(raws, _unpack_timestamps, _ts_part)
 
 
-def _decode_timestamps(raws: list[bytes]) -> list[Timestamp]:
-    encoded = list(map(_ts_part, raws))
-    distinct = dict.fromkeys(encoded)
-    decoded = dict(zip(distinct, map(_new_timestamp, map(_TS.unpack, distinct)), strict=True))
-    return list(map(decoded.__getitem__, encoded))
+def _unpack_timestamps(encoded: list[bytes]) -> list[Timestamp]:
+    return list(map(_new_timestamp, map(_TS.unpack, encoded)))
 
 
-_SHORT_RUN = 8
 _ts_part = itemgetter(slice(0, _TS.size))
 _key_part = itemgetter(slice(_TS.size, None))
 _new_timestamp = partial(_new_tuple, Timestamp)

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import NamedTuple
+from itertools import repeat
+from typing import Any, NamedTuple, TypeVar
 
 from feedkv.errors import ClockOffsetError, InvalidArgumentError, TimestampParseError
 
@@ -30,6 +32,7 @@ __all__ = [
     "Clock",
     "ManualClock",
     "Timestamp",
+    "decode_timestamps",
     "timestamps_of",
 ]
 
@@ -116,16 +119,60 @@ _new_timestamp = partial(tuple.__new__, Timestamp)
 
 
 def timestamps_of(walls: Iterable[int], logicals: Iterable[int]) -> list[Timestamp]:
-    """Timestamps from a column of walls and one of logicals, for decoders that make one
-    per value: built without running Python code per timestamp (a NamedTuple's own
-    ``__new__`` is a Python function, about three times the cost), and once per distinct
-    timestamp when some repeat (a transaction's values share theirs)."""
-    pairs = list(zip(walls, logicals, strict=True))
-    distinct = dict.fromkeys(pairs)
-    if len(distinct) == len(pairs):
-        return list(map(_new_timestamp, pairs))
-    made = dict(zip(distinct, map(_new_timestamp, distinct), strict=True))
-    return list(map(made.__getitem__, pairs))
+    """Timestamps from a column of walls and one of logicals (see :func:`decode_timestamps`);
+    a negative wall raises :class:`~feedkv.errors.InvalidArgumentError`."""
+    return decode_timestamps(list(zip(walls, logicals, strict=True)), _checked_timestamps)
+
+
+def _checked_timestamps(pairs: list[tuple[int, int]]) -> list[Timestamp]:
+    if min(pairs)[0] < 0:
+        raise InvalidArgumentError(f"a negative timestamp: (wall, logical) = {min(pairs)}")
+    # NB: a NamedTuple's own __new__ is a Python function, about three times the cost
+    return list(map(_new_timestamp, pairs))
+
+
+_E = TypeVar("_E", bytes, tuple[int, int])  # an encoded timestamp, ordered as timestamps are
+_SHORT_RUN = 8  # runs of fewer values than this on average are not worth finding
+_TRIED_RUNS = 4  # runs found before that is judged
+
+
+def decode_timestamps(
+    column: list[Any],
+    decode: Callable[[list[_E]], list[Timestamp]],
+    encoded: Callable[[Any], _E] | None = None,
+) -> list[Timestamp]:
+    """The timestamps of a column of encoded ones (or of items holding them, read by
+    ``encoded``, in timestamp order), ``decode`` making those of a list of distinct
+    encodings: for decoders that make one per value, without running Python code per
+    value, and once per run of equal timestamps.
+
+    A transaction's values share its timestamp, and a column read in timestamp order (an
+    index, a catch-up scan) is runs of them: each run is found by bisection and decoded
+    once (a run of a column of encodings is checked, as it may be out of order). Once
+    runs average under ``_SHORT_RUN`` values (single-key writes), or one is out of
+    order, the rest is decoded once per distinct timestamp."""
+    timestamps: list[Timestamp] = []
+    runs = 0
+    while len(timestamps) < len(column):
+        start = len(timestamps)
+        first = column[start] if encoded is None else encoded(column[start])
+        end = bisect_right(column, first, start + 1, key=encoded)
+        if encoded is None and column[start:end].count(first) != end - start:
+            break
+        timestamps += repeat(decode([first])[0], end - start)
+        runs += 1
+        if runs >= _TRIED_RUNS and runs * _SHORT_RUN > end:
+            break
+    rest = column[len(timestamps) :]
+    if encoded is not None:
+        rest = list(map(encoded, rest))
+    if not rest:
+        return timestamps
+    distinct = list(dict.fromkeys(rest))
+    if len(distinct) == len(rest):
+        return timestamps + decode(rest)
+    made = dict(zip(distinct, decode(distinct), strict=True))
+    return timestamps + list(map(made.__getitem__, rest))
 
 
 class Clock:

@@ -106,7 +106,7 @@ def run(**columns: list[object]) -> pb.RangeFeedValues:
         ({"keys": [b"a"]}, "columns differ in length"),
         ({"walls": [1, 2, 3]}, "columns differ in length"),
         ({"prev_values": [b""]}, "columns differ in length"),
-        ({"walls": [1, -2, 3, 4]}, "timestamp out of range"),
+        ({"walls": [1, -2, 3, 4]}, "negative timestamp"),
         ({"deleted": [4]}, "names row 4 in deleted, of 4 rows"),
         ({"no_prev": [1, 9]}, "names row 9 in no_prev, of 4 rows"),
     ],

@@ -509,9 +509,28 @@ def test_timestamps_of_columns_are_timestamps() -> None:
     assert made == [Timestamp(T0), Timestamp(T0, 7), MAX_TIMESTAMP]
     assert all(type(ts) is Timestamp for ts in made)
     assert made[1].next() == Timestamp(T0, 8)
-    shared = timestamps_of([T0, T0 + 1, T0], [3, 0, 3])
-    assert shared == [Timestamp(T0, 3), Timestamp(T0 + 1), Timestamp(T0, 3)]
-    assert all(type(ts) is Timestamp for ts in shared)
-    assert shared[0] is shared[2]  # a repeated timestamp is made once
     with pytest.raises(ValueError):
         timestamps_of([T0, T0], [0])  # columns that do not line up are refused
+    with pytest.raises(InvalidArgumentError, match="negative timestamp"):
+        timestamps_of([T0, -1, T0], [0, 0, 1])
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from([0, 1, T0, MAX_WALL]), logicals, st.integers(1, 30))),
+    st.booleans(),
+)
+def test_timestamps_of_runs_in_any_order_are_made_once_a_run(
+    runs: list[tuple[int, int, int]], ordered: bool
+) -> None:
+    """Runs (a transaction's values) long and short, in timestamp order (an index, a
+    catch-up scan) or not (live values): the decoder bisects for runs while they pay."""
+    if ordered:
+        runs.sort()
+    pairs = [(wall, logical) for wall, logical, length in runs for _ in range(length)]
+    made = timestamps_of([wall for wall, _ in pairs], [logical for _, logical in pairs])
+    assert made == [Timestamp(*pair) for pair in pairs]
+    assert all(type(ts) is Timestamp for ts in made)
+    row = 0
+    for _, _, length in runs:
+        assert len({id(ts) for ts in made[row : row + length]}) == 1
+        row += length

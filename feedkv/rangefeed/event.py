@@ -92,7 +92,7 @@ class ValueColumns(Sequence[Value]):
     kept ones). Several threads may read one (the gRPC client hands a run to every feed
     that registered for it): at worst two make the tuples at once."""
 
-    __slots__ = ("_made", "keys", "prev_values", "timestamps", "values")
+    __slots__ = ("_made", "keys", "prev_values", "size", "timestamps", "values")
 
     def __init__(
         self,
@@ -106,6 +106,7 @@ class ValueColumns(Sequence[Value]):
         self.timestamps = timestamps
         self.prev_values = prev_values
         self._made: list[Value] | None = None
+        self.size: int | None = None  # the bytes the memory budget counts, once worked out
 
     def made(self) -> list[Value]:
         """The values, made once."""

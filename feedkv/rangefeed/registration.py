@@ -62,18 +62,24 @@ def value_size(key: bytes, value: bytes | None, prev_value: bytes | None = None)
 
 def values_size(values: Sequence[Value]) -> int:
     """The sum of :func:`event_size` over ``values``, without running Python code per
-    value (batches are sized on every hop), nor making the values of columns."""
-    keys: Iterable[bytes]
-    column: Iterable[bytes | None]
-    prevs: Iterable[bytes | None]
+    value (batches are sized on every hop), nor making the values of columns (whose size
+    is worked out once: a catch-up page is sized for the budget, then for the wire)."""
     if isinstance(values, ValueColumns):
-        keys, column, prevs = values.keys, values.values, values.prev_values or ()
-    else:
-        keys, column, prevs = map(_KEY, values), map(_VALUE, values), map(_PREV_VALUE, values)
+        if values.size is None:
+            prevs = values.prev_values or ()
+            values.size = _columns_size(len(values), values.keys, values.values, prevs)
+        return values.size
+    rows = map(_KEY, values), map(_VALUE, values), map(_PREV_VALUE, values)
+    return _columns_size(len(values), *rows)
+
+
+def _columns_size(
+    count: int, keys: Iterable[bytes], values: Iterable[bytes | None], prevs: Iterable[bytes | None]
+) -> int:
     return (
-        EVENT_OVERHEAD * len(values)
+        EVENT_OVERHEAD * count
         + sum(map(len, keys))
-        + sum(map(len, filter(None, column)))
+        + sum(map(len, filter(None, values)))
         + sum(map(len, filter(None, prevs)))
     )
 

@@ -21,7 +21,7 @@ Written in the same transaction as the version, so an incremental export over
 from __future__ import annotations
 
 import struct
-from functools import partial
+from collections.abc import Iterator
 from operator import itemgetter
 
 from feedkv.util.hlc import MAX_LOGICAL, Timestamp, decode_timestamps
@@ -131,13 +131,12 @@ def decode_change_keys(raws: list[bytes]) -> tuple[list[bytes], list[Timestamp]]
     """:func:`decode_change_key` of many index keys at once, in the index's order, as a
     column of user keys and one of timestamps (see :func:`decode_timestamps`): an export
     decodes every change it reads, so no Python code runs per key."""
-    return list(map(_key_part, raws)), decode_timestamps(raws, _unpack_timestamps, _ts_part)
+    return list(map(_key_part, raws)), decode_timestamps(raws, _unpack_all, _ts_part)
 
 
-def _unpack_timestamps(encoded: list[bytes]) -> list[Timestamp]:
-    return list(map(_new_timestamp, map(_TS.unpack, encoded)))
+def _unpack_all(encoded: list[bytes]) -> Iterator[tuple[int, int]]:
+    return map(_TS.unpack, encoded)
 
 
 _ts_part = itemgetter(slice(0, _TS.size))
 _key_part = itemgetter(slice(_TS.size, None))
-_new_timestamp = partial(_new_tuple, Timestamp)

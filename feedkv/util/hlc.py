@@ -121,14 +121,13 @@ _new_timestamp = partial(tuple.__new__, Timestamp)
 def timestamps_of(walls: Iterable[int], logicals: Iterable[int]) -> list[Timestamp]:
     """Timestamps from a column of walls and one of logicals (see :func:`decode_timestamps`);
     a negative wall raises :class:`~feedkv.errors.InvalidArgumentError`."""
-    return decode_timestamps(list(zip(walls, logicals, strict=True)), _checked_timestamps)
+    return decode_timestamps(list(zip(walls, logicals, strict=True)), _checked_parts)
 
 
-def _checked_timestamps(pairs: list[tuple[int, int]]) -> list[Timestamp]:
+def _checked_parts(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
     if min(pairs)[0] < 0:
         raise InvalidArgumentError(f"a negative timestamp: (wall, logical) = {min(pairs)}")
-    # NB: a NamedTuple's own __new__ is a Python function, about three times the cost
-    return list(map(_new_timestamp, pairs))
+    return pairs
 
 
 _E = TypeVar("_E", bytes, tuple[int, int])  # an encoded timestamp, ordered as timestamps are
@@ -138,19 +137,24 @@ _TRIED_RUNS = 4  # runs found before that is judged
 
 def decode_timestamps(
     column: list[Any],
-    decode: Callable[[list[_E]], list[Timestamp]],
+    parts: Callable[[list[_E]], Iterable[tuple[int, int]]],
     encoded: Callable[[Any], _E] | None = None,
 ) -> list[Timestamp]:
     """The timestamps of a column of encoded ones (or of items holding them, read by
-    ``encoded``, in timestamp order), ``decode`` making those of a list of distinct
-    encodings: for decoders that make one per value, without running Python code per
-    value, and once per run of equal timestamps.
+    ``encoded``, in timestamp order), ``parts`` giving the ``(wall, logical)`` of a list
+    of distinct encodings: for decoders that make one per value, without running Python
+    code per value, and once per run of equal timestamps.
 
     A transaction's values share its timestamp, and a column read in timestamp order (an
     index, a catch-up scan) is runs of them: each run is found by bisection and decoded
     once (a run of a column of encodings is checked, as it may be out of order). Once
     runs average under ``_SHORT_RUN`` values (single-key writes), or one is out of
     order, the rest is decoded once per distinct timestamp."""
+
+    def decode(encodings: list[_E]) -> list[Timestamp]:
+        # NB: a NamedTuple's own __new__ is a Python function, about three times the cost
+        return list(map(_new_timestamp, parts(encodings)))
+
     timestamps: list[Timestamp] = []
     runs = 0
     while len(timestamps) < len(column):

@@ -237,6 +237,7 @@ class GrpcFeedTransport:
         timestamp_to_proto(start_ts, register.start_ts)
         register.with_diff = with_diff
         register.checkpoints_only = not values
+        register.timestamp_runs = True
         mux.add(reg, request)
         return reg
 

@@ -5,7 +5,8 @@ registers a span under the client's tag; every event of every registration goes 
 :class:`~feedkv.rangefeed.stream.EventStream`, and the handler sends what it holds in
 batches (at most ``MAX_BATCH_EVENTS`` events or about ``MAX_BATCH_BYTES`` per message).
 ``checkpoints_only`` asks for checkpoints without values; older clients never set it and
-get values, as before.
+get values, as before. Values go with a timestamp a run of them once a registration on the
+stream says its client reads ``ts_runs`` (``timestamp_runs``); else with one a row.
 When the client closes the stream, its registrations are unregistered; when the node
 stops, every registration's ``NODE_SHUTDOWN`` error is sent before the stream ends.
 """
@@ -55,6 +56,7 @@ class RangeFeedService:
     def _serve(self, frames: Iterator[bytes], context: Any) -> Iterator[pb.RangeFeedEvents]:
         stream = self.feeds.new_stream()
         regs: dict[int, Registration] = {}
+        ts_runs = threading.Event()  # the client reads RangeFeedValues.ts_runs
         client_done = threading.Event()
         malformed: list[str] = []
         reader = threading.Thread(
@@ -63,6 +65,7 @@ class RangeFeedService:
                 parse_messages(pb.RangeFeedRequest, frames),
                 stream,
                 regs,
+                ts_runs,
                 client_done,
                 malformed,
             ),
@@ -74,7 +77,7 @@ class RangeFeedService:
             while context.is_active():
                 items = stream.take_batches(_POLL_S)
                 if items:
-                    yield from _batches(items)
+                    yield from _batches(items, ts_runs=ts_runs.is_set())
                     # NB: sending takes long enough that news has come by the next take,
                     # so this loop would never sleep, and a busy feed would go in a
                     # message per commit group: it rests as a sleeping consumer would.
@@ -93,6 +96,7 @@ class RangeFeedService:
         requests: Iterator[pb.RangeFeedRequest],
         stream: EventStream,
         regs: dict[int, Registration],
+        ts_runs: threading.Event,
         client_done: threading.Event,
         malformed: list[str],
     ) -> None:
@@ -102,6 +106,8 @@ class RangeFeedService:
             for msg in requests:
                 kind = msg.WhichOneof("kind")
                 if kind == "register":
+                    if msg.register.timestamp_runs:
+                        ts_runs.set()
                     regs[msg.register.tag] = self._register(msg.register, stream)
                 elif kind == "unregister":
                     reg = regs.pop(msg.unregister.tag, None)
@@ -148,10 +154,12 @@ class _Run:
         self.place = place  # its index in what _shared returns
 
 
-def _batches(items: list[tuple[Hashable, StreamItem]]) -> Iterator[pb.RangeFeedEvents]:
+def _batches(
+    items: list[tuple[Hashable, StreamItem]], *, ts_runs: bool
+) -> Iterator[pb.RangeFeedEvents]:
     """``items`` as messages of at most ``MAX_BATCH_EVENTS`` events or about
     ``MAX_BATCH_BYTES`` (a run is cut where a message fills), a value batch once for every
-    registration that read it."""
+    registration that read it (see :func:`values_to_proto` for ``ts_runs``)."""
     batch = pb.RangeFeedEvents()
     count = size = 0
     for entry in _shared(items):
@@ -160,7 +168,7 @@ def _batches(items: list[tuple[Hashable, StreamItem]]) -> Iterator[pb.RangeFeedE
             if count + len(values) <= MAX_BATCH_EVENTS and (
                 size + (run_size := values_size(values)) <= MAX_BATCH_BYTES
             ):  # the run fits the message whole: the usual case, sized without a loop
-                values_to_proto(entry.tags, entry.batch, batch.events.add().values)
+                values_to_proto(entry.tags, entry.batch, batch.events.add().values, ts_runs=ts_runs)
                 count += len(values)
                 size += run_size
                 if count == MAX_BATCH_EVENTS or size == MAX_BATCH_BYTES:
@@ -176,7 +184,7 @@ def _batches(items: list[tuple[Hashable, StreamItem]]) -> Iterator[pb.RangeFeedE
                 stop = bisect_left(ends, before + MAX_BATCH_BYTES - size, lo=at) + 1
                 stop = min(stop, at + MAX_BATCH_EVENTS - count, len(values))
                 part = ValueBatch(values[at:stop], max_ts)
-                values_to_proto(entry.tags, part, batch.events.add().values)
+                values_to_proto(entry.tags, part, batch.events.add().values, ts_runs=ts_runs)
                 count += stop - at
                 size += ends[stop - 1] - before
                 at = stop

@@ -8,14 +8,15 @@ value each way, times the feeds of a range.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from operator import itemgetter
+from itertools import chain, repeat
+from operator import itemgetter, sub
 
 from feedkv.errors import InvalidArgumentError
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.wire import span_from_proto, span_to_proto, timestamp_from_proto, timestamp_to_proto
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Value, ValueColumns, values_of
 from feedkv.rangefeed.stream import ValueBatch
-from feedkv.util.hlc import timestamps_of
+from feedkv.util.hlc import run_ends, timestamps_of
 
 __all__ = ["event_from_proto", "event_to_proto", "values_from_proto", "values_to_proto"]
 
@@ -54,10 +55,14 @@ def event_from_proto(msg: pb.RangeFeedEvent) -> Checkpoint | Error:
     raise InvalidArgumentError(f"a rangefeed event with no kind (tag {msg.tag})")
 
 
-def values_to_proto(tags: Iterable[int], batch: ValueBatch, out: pb.RangeFeedValues) -> None:
+def values_to_proto(
+    tags: Iterable[int], batch: ValueBatch, out: pb.RangeFeedValues, *, ts_runs: bool = False
+) -> None:
     """``batch`` as one run for the registrations ``tags``: its columns as they are, or
     taken out of its values in C (Python code runs per value only for deletions and
-    missing previous values)."""
+    missing previous values). With ``ts_runs`` (the client reads them), a batch mostly in
+    runs of one timestamp (see :func:`~feedkv.util.hlc.run_ends`) goes with a timestamp a
+    run, saving the wire and both ends a timestamp a value."""
     values = batch.values
     keys: Iterable[bytes]
     prevs: list[bytes | None] | None
@@ -77,6 +82,11 @@ def values_to_proto(tags: Iterable[int], batch: ValueBatch, out: pb.RangeFeedVal
         out.deleted.extend(_nones(column))
         column = [v or b"" for v in column]
     out.values.extend(column)  # type: ignore[arg-type]  # no None left
+    if ts_runs and (ends := run_ends(timestamps)) and 2 * ends[-1] > len(timestamps):
+        ends += range(ends[-1] + 1, len(timestamps) + 1)  # the rest in runs of one
+        starts = [0, *ends[:-1]]
+        out.ts_runs.extend(map(sub, ends, starts))
+        timestamps = list(map(timestamps.__getitem__, starts))
     out.walls.extend(map(_WALL, timestamps))
     out.logicals.extend(map(_LOGICAL, timestamps))
     if prevs is not None and prevs.count(None) < len(prevs):
@@ -94,19 +104,20 @@ def values_from_proto(msg: pb.RangeFeedValues) -> ValueBatch:
     batch. A run for one registration stays columns, its consumer making the values as it
     reads them (see :class:`ValueColumns`); one for several is made here, once for them
     all. A run whose columns do not line up is refused."""
-    keys, walls, logicals = msg.keys, msg.walls, msg.logicals
+    keys, walls, logicals, runs = msg.keys, msg.walls, msg.logicals, msg.ts_runs
     rows = len(keys)
     prevs = msg.prev_values
     if (
         len(msg.values) != rows
-        or len(walls) != rows
-        or len(logicals) != rows
+        or len(walls) != len(runs or keys)
+        or len(logicals) != len(walls)
+        or (runs and sum(runs) != rows)
         or (prevs and len(prevs) != rows)
     ):
         raise InvalidArgumentError(
             "a rangefeed values run's columns differ in length: keys, values, walls, "
-            f"logicals, prev_values = {rows}, {len(msg.values)}, {len(walls)}, "
-            f"{len(logicals)}, {len(prevs)}"
+            f"logicals, prev_values, ts_runs = {rows}, {len(msg.values)}, {len(walls)}, "
+            f"{len(logicals)}, {len(prevs)}, {len(runs)} (of {sum(runs)} rows)"
         )
     values: list[bytes | None] = list(msg.values)
     _clear(values, msg.deleted, "deleted")
@@ -115,6 +126,8 @@ def values_from_proto(msg: pb.RangeFeedValues) -> ValueBatch:
         prev_values = list(prevs)
         _clear(prev_values, msg.no_prev, "no_prev")
     timestamps = timestamps_of(walls, logicals)
+    if runs:
+        timestamps = list(chain.from_iterable(map(repeat, timestamps, runs)))
     out: Sequence[Value]
     if len(msg.tags) == 1:
         out = ValueColumns(list(keys), values, timestamps, prev_values)

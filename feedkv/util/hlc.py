@@ -33,6 +33,7 @@ __all__ = [
     "ManualClock",
     "Timestamp",
     "decode_timestamps",
+    "run_ends",
     "timestamps_of",
 ]
 
@@ -135,6 +136,33 @@ _SHORT_RUN = 8  # runs of fewer values than this on average are not worth findin
 _TRIED_RUNS = 4  # runs found before that is judged
 
 
+def run_ends(column: list[Any], encoded: Callable[[Any], Any] | None = None) -> list[int]:
+    """Where each run of equal timestamps at the head of ``column`` ends: a column of
+    timestamps or of their encodings, or of items holding them (read by ``encoded``, in
+    timestamp order), for coders that would otherwise handle one per value.
+
+    A transaction's values share its timestamp, and a column in timestamp order (an
+    index, a catch-up scan, a commit's values) is runs of them: each run is found by
+    bisection (and checked, without ``encoded``: such a column may be out of order). The
+    search stops at a run out of order, or once runs average under ``_SHORT_RUN`` values
+    (single-key writes), and returns only runs averaging at least that: the caller
+    handles the rest value by value."""
+    ends: list[int] = []
+    start = 0
+    while start < len(column):
+        first = column[start] if encoded is None else encoded(column[start])
+        end = bisect_right(column, first, start + 1, key=encoded)
+        if encoded is None and column[start:end].count(first) != end - start:
+            break
+        ends.append(end)
+        start = end
+        if len(ends) >= _TRIED_RUNS and len(ends) * _SHORT_RUN > end:
+            break
+    while ends and len(ends) * _SHORT_RUN > ends[-1]:
+        ends.pop()  # the runs found are too short on average to pay
+    return ends
+
+
 def decode_timestamps(
     column: list[Any],
     parts: Callable[[list[_E]], Iterable[tuple[int, int]]],
@@ -142,31 +170,18 @@ def decode_timestamps(
 ) -> list[Timestamp]:
     """The timestamps of a column of encoded ones (or of items holding them, read by
     ``encoded``, in timestamp order), ``parts`` giving the ``(wall, logical)`` of a list
-    of distinct encodings: for decoders that make one per value, without running Python
-    code per value, and once per run of equal timestamps.
-
-    A transaction's values share its timestamp, and a column read in timestamp order (an
-    index, a catch-up scan) is runs of them: each run is found by bisection and decoded
-    once (a run of a column of encodings is checked, as it may be out of order). Once
-    runs average under ``_SHORT_RUN`` values (single-key writes), or one is out of
-    order, the rest is decoded once per distinct timestamp."""
+    of distinct encodings: without running Python code per value, once per run of equal
+    timestamps (see :func:`run_ends`), then once per distinct timestamp."""
 
     def decode(encodings: list[_E]) -> list[Timestamp]:
         # NB: a NamedTuple's own __new__ is a Python function, about three times the cost
         return list(map(_new_timestamp, parts(encodings)))
 
     timestamps: list[Timestamp] = []
-    runs = 0
-    while len(timestamps) < len(column):
+    for end in run_ends(column, encoded):
         start = len(timestamps)
         first = column[start] if encoded is None else encoded(column[start])
-        end = bisect_right(column, first, start + 1, key=encoded)
-        if encoded is None and column[start:end].count(first) != end - start:
-            break
         timestamps += repeat(decode([first])[0], end - start)
-        runs += 1
-        if runs >= _TRIED_RUNS and runs * _SHORT_RUN > end:
-            break
     rest = column[len(timestamps) :]
     if encoded is not None:
         rest = list(map(encoded, rest))

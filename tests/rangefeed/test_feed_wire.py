@@ -28,9 +28,11 @@ WITH_DIFF = [
 ]
 
 
-def round_trip(batch: ValueBatch, tags: list[int]) -> tuple[ValueBatch, list[int]]:
+def round_trip(
+    batch: ValueBatch, tags: list[int], *, ts_runs: bool = False
+) -> tuple[ValueBatch, list[int]]:
     msg = pb.RangeFeedValues()
-    values_to_proto(tags, batch, msg)
+    values_to_proto(tags, batch, msg, ts_runs=ts_runs)
     decoded = pb.RangeFeedValues.FromString(msg.SerializeToString())
     return values_from_proto(decoded), list(decoded.tags)
 
@@ -41,6 +43,35 @@ def round_trip(batch: ValueBatch, tags: list[int]) -> tuple[ValueBatch, list[int
 def test_a_run_comes_back_as_the_same_values_for_every_tag(values: list[Value]) -> None:
     batch = ValueBatch(values, Timestamp(MAX_WALL, MAX_LOGICAL))
     assert round_trip(batch, [7, 3, 99]) == (batch, [7, 3, 99])
+
+
+def transaction(ts: Timestamp, keys: int) -> list[Value]:
+    return [Value(b"t%03d" % i, b"v%d" % i, ts) for i in range(keys)]
+
+
+@pytest.mark.parametrize(
+    ("values", "runs"),
+    [
+        (transaction(Timestamp(5, 1), 40), [40]),
+        (transaction(Timestamp(5), 30) + transaction(Timestamp(6), 20) + PLAIN, [30, 20] + [1] * 4),
+        (PLAIN * 8, []),  # single-key writes: a timestamp a row
+        (transaction(Timestamp(7), 20) + transaction(Timestamp(5), 20), []),  # out of order
+    ],
+    ids=["one transaction", "two and single writes", "single writes", "out of order"],
+)
+def test_a_run_mostly_of_transactions_goes_with_a_timestamp_a_transaction(
+    values: list[Value], runs: list[int]
+) -> None:
+    batch = ValueBatch(values, Timestamp(MAX_WALL, MAX_LOGICAL))
+    msg = pb.RangeFeedValues()
+    values_to_proto([1], batch, msg, ts_runs=True)
+    assert list(msg.ts_runs) == runs
+    assert len(msg.walls) == len(msg.logicals) == len(runs or values)
+    assert round_trip(batch, [1], ts_runs=True) == (batch, [1])
+    assert round_trip(batch, [1, 2], ts_runs=True) == (batch, [1, 2])
+    plain = pb.RangeFeedValues()
+    values_to_proto([1], batch, plain)  # for a client that does not read runs
+    assert not plain.ts_runs and len(plain.walls) == len(values)
 
 
 def test_a_run_for_several_feeds_makes_its_values_once_and_one_for_a_feed_as_read() -> None:
@@ -107,6 +138,8 @@ def run(**columns: list[object]) -> pb.RangeFeedValues:
         ({"walls": [1, 2, 3]}, "columns differ in length"),
         ({"prev_values": [b""]}, "columns differ in length"),
         ({"walls": [1, -2, 3, 4]}, "negative timestamp"),
+        ({"ts_runs": [2, 1, 1]}, "columns differ in length"),  # a timestamp a row, 3 runs
+        ({"ts_runs": [2, 1, 2, 0], "walls": [1, 2, 3, 4]}, "columns differ in length"),
         ({"deleted": [4]}, "names row 4 in deleted, of 4 rows"),
         ({"no_prev": [1, 9]}, "names row 9 in no_prev, of 4 rows"),
     ],

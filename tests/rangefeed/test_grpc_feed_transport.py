@@ -5,20 +5,26 @@ other feeds go on."""
 
 from __future__ import annotations
 
+import queue
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 from feed_helpers import DEADLINE_S, Collector, wait_until
 
 import feedkv
 from feedkv.kv.address import split_host_port
 from feedkv.kv.grpc_transport import GrpcTransport
+from feedkv.kv.proto import feedkv_pb2 as pb
+from feedkv.kv.server import SERVICE
 from feedkv.kv.store import StoreConfig
+from feedkv.kv.wire import span_to_proto, timestamp_to_proto
 from feedkv.node import Node
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
 from feedkv.rangefeed.grpc_transport import GrpcFeedTransport
 from feedkv.rangefeed.store_feeds import FeedConfig
+from feedkv.rangefeed.wire import values_from_proto
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
@@ -108,3 +114,49 @@ def test_closing_the_client_ends_a_feed_it_waits_for_as_disconnected(
     last = Collector(stalled).until(lambda es: any(isinstance(e, Error) for e in es))[-1]
     assert isinstance(last, Error)
     assert last.reason is ErrorReason.DISCONNECTED
+
+
+def value_runs(url: str, *, timestamp_runs: bool) -> list[pb.RangeFeedValues]:
+    """The value runs a stream opened by hand gets for one registration of ``USER`` from
+    zero, until 60 values came."""
+    register = pb.RangeFeedRequest()
+    register.register.tag = 1
+    span_to_proto(USER, register.register.span)
+    timestamp_to_proto(ZERO, register.register.start_ts)
+    register.register.timestamp_runs = timestamp_runs
+    requests: queue.Queue[pb.RangeFeedRequest | None] = queue.Queue()
+    requests.put(register)
+    runs = []
+    with grpc.insecure_channel(url.removeprefix("feedkv://")) as channel:
+        call = channel.stream_stream(
+            f"/{SERVICE}/RangeFeed",
+            request_serializer=pb.RangeFeedRequest.SerializeToString,
+            response_deserializer=pb.RangeFeedEvents.FromString,
+        )(iter(requests.get, None), timeout=DEADLINE_S)
+        for message in call:
+            runs += [e.values for e in message.events if e.WhichOneof("kind") == "values"]
+            if sum(len(run.keys) for run in runs) >= 60:
+                break
+        requests.put(None)
+        call.cancel()
+    return runs
+
+
+def test_a_client_that_reads_no_timestamp_runs_gets_a_timestamp_a_value(
+    tmp_path: Path, store_config: StoreConfig
+) -> None:
+    """Clients from before ``ts_runs`` read a timestamp a value; ours send
+    ``timestamp_runs`` and get one for each of a page's transactions."""
+    with Node(tmp_path / "s", listen="127.0.0.1:0", config=store_config) as node:
+        with feedkv.connect(node.url) as db:
+            with db.transaction() as txn:
+                for i in range(50):
+                    txn.put(b"t%02d" % i, b"v")
+            for key in KEYS[:10]:
+                db.put(key, b"v")
+        old, new = (value_runs(node.url, timestamp_runs=runs) for runs in (False, True))
+    assert all(not run.ts_runs and len(run.walls) == len(run.keys) for run in old)
+    assert [list(run.ts_runs) for run in new] == [[50] + [1] * 10]
+    assert [values_from_proto(run).values for run in new] == [
+        values_from_proto(run).values for run in old
+    ]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
+import pytest
+
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
 from feedkv.rangefeed.service import MAX_BATCH_BYTES, MAX_BATCH_EVENTS, _batches
@@ -21,8 +23,10 @@ def values(*stamps: int) -> list[Value]:
     return [Value(b"k%d" % s, b"v", Timestamp(s, 0)) for s in stamps]
 
 
-def sent(items: list[tuple[Hashable, StreamItem]]) -> list[pb.RangeFeedEvents]:
-    return list(_batches(items))
+def sent(
+    items: list[tuple[Hashable, StreamItem]], *, ts_runs: bool = False
+) -> list[pb.RangeFeedEvents]:
+    return list(_batches(items, ts_runs=ts_runs))
 
 
 def per_tag(messages: list[pb.RangeFeedEvents]) -> dict[int, list[Event]]:
@@ -50,6 +54,18 @@ def test_registrations_that_read_one_list_get_it_in_one_run() -> None:
     assert kinds == ["values", "checkpoint", "checkpoint", "checkpoint"]
     assert list(message.events[0].values.tags) == [1, 2, 3]
     assert per_tag([message]) == {tag: [*shared, checkpoint] for tag in (1, 2, 3)}
+
+
+@pytest.mark.parametrize("ts_runs", [True, False], ids=["runs", "a timestamp a row"])
+def test_a_transaction_goes_with_one_timestamp_to_clients_that_read_runs(ts_runs: bool) -> None:
+    at = Timestamp(30, 2)
+    txn = [Value(b"k%03d" % i, b"v", at) for i in range(100)]
+    items: list[tuple[Hashable, StreamItem]] = [(tag, ValueBatch(txn, at)) for tag in (1, 2)]
+    (message,) = sent(items, ts_runs=ts_runs)
+    run = message.events[0].values
+    assert list(run.ts_runs) == ([100] if ts_runs else [])
+    assert len(run.walls) == (1 if ts_runs else 100)
+    assert per_tag([message]) == {1: txn, 2: txn}
 
 
 def test_a_batch_does_not_join_a_run_placed_before_its_registrations_last_event() -> None:

@@ -506,18 +506,20 @@ class NowResponse(_message.Message):
     def __init__(self, now: _Optional[_Union[Timestamp, _Mapping]] = ...) -> None: ...
 
 class RangeFeedRegister(_message.Message):
-    __slots__ = ("tag", "span", "start_ts", "with_diff", "checkpoints_only")
+    __slots__ = ("tag", "span", "start_ts", "with_diff", "checkpoints_only", "timestamp_runs")
     TAG_FIELD_NUMBER: _ClassVar[int]
     SPAN_FIELD_NUMBER: _ClassVar[int]
     START_TS_FIELD_NUMBER: _ClassVar[int]
     WITH_DIFF_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINTS_ONLY_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_RUNS_FIELD_NUMBER: _ClassVar[int]
     tag: int
     span: Span
     start_ts: Timestamp
     with_diff: bool
     checkpoints_only: bool
-    def __init__(self, tag: _Optional[int] = ..., span: _Optional[_Union[Span, _Mapping]] = ..., start_ts: _Optional[_Union[Timestamp, _Mapping]] = ..., with_diff: _Optional[bool] = ..., checkpoints_only: _Optional[bool] = ...) -> None: ...
+    timestamp_runs: bool
+    def __init__(self, tag: _Optional[int] = ..., span: _Optional[_Union[Span, _Mapping]] = ..., start_ts: _Optional[_Union[Timestamp, _Mapping]] = ..., with_diff: _Optional[bool] = ..., checkpoints_only: _Optional[bool] = ..., timestamp_runs: _Optional[bool] = ...) -> None: ...
 
 class RangeFeedUnregister(_message.Message):
     __slots__ = ("tag",)
@@ -552,7 +554,7 @@ class RangeFeedError(_message.Message):
     def __init__(self, reason: _Optional[str] = ..., message: _Optional[str] = ..., threshold: _Optional[_Union[Timestamp, _Mapping]] = ...) -> None: ...
 
 class RangeFeedValues(_message.Message):
-    __slots__ = ("tags", "keys", "values", "deleted", "walls", "logicals", "prev_values", "no_prev", "max_ts")
+    __slots__ = ("tags", "keys", "values", "deleted", "walls", "logicals", "prev_values", "no_prev", "max_ts", "ts_runs")
     TAGS_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     VALUES_FIELD_NUMBER: _ClassVar[int]
@@ -562,6 +564,7 @@ class RangeFeedValues(_message.Message):
     PREV_VALUES_FIELD_NUMBER: _ClassVar[int]
     NO_PREV_FIELD_NUMBER: _ClassVar[int]
     MAX_TS_FIELD_NUMBER: _ClassVar[int]
+    TS_RUNS_FIELD_NUMBER: _ClassVar[int]
     tags: _containers.RepeatedScalarFieldContainer[int]
     keys: _containers.RepeatedScalarFieldContainer[bytes]
     values: _containers.RepeatedScalarFieldContainer[bytes]
@@ -571,7 +574,8 @@ class RangeFeedValues(_message.Message):
     prev_values: _containers.RepeatedScalarFieldContainer[bytes]
     no_prev: _containers.RepeatedScalarFieldContainer[int]
     max_ts: Timestamp
-    def __init__(self, tags: _Optional[_Iterable[int]] = ..., keys: _Optional[_Iterable[bytes]] = ..., values: _Optional[_Iterable[bytes]] = ..., deleted: _Optional[_Iterable[int]] = ..., walls: _Optional[_Iterable[int]] = ..., logicals: _Optional[_Iterable[int]] = ..., prev_values: _Optional[_Iterable[bytes]] = ..., no_prev: _Optional[_Iterable[int]] = ..., max_ts: _Optional[_Union[Timestamp, _Mapping]] = ...) -> None: ...
+    ts_runs: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, tags: _Optional[_Iterable[int]] = ..., keys: _Optional[_Iterable[bytes]] = ..., values: _Optional[_Iterable[bytes]] = ..., deleted: _Optional[_Iterable[int]] = ..., walls: _Optional[_Iterable[int]] = ..., logicals: _Optional[_Iterable[int]] = ..., prev_values: _Optional[_Iterable[bytes]] = ..., no_prev: _Optional[_Iterable[int]] = ..., max_ts: _Optional[_Union[Timestamp, _Mapping]] = ..., ts_runs: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class RangeFeedEvent(_message.Message):
     __slots__ = ("tag", "checkpoint", "error", "values")

@@ -419,7 +419,11 @@ def _rows_from(msg: pb.ScanResponse) -> tuple[KeyValue, ...]:
         raise InvalidArgumentError(
             f"a scan response's columns differ in length: keys, values, walls, logicals = {lengths}"
         )
-    return tuple(map(KeyValue, keys, values, timestamps_of(walls, logicals)))
+    try:
+        timestamps = timestamps_of(walls, logicals)
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(f"a scan response holds {exc}") from None
+    return tuple(map(KeyValue, keys, values, timestamps))
 
 
 _RESPONSE_DECODERS: dict[str, Callable[[Any], api.Response]] = {

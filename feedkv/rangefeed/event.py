@@ -90,7 +90,9 @@ class ValueColumns(Sequence[Value]):
     garbage collector would scan and promote at about the cost of making them. Indexing,
     slicing, comparing and ``repr`` make them all and keep them (iterating then reads the
     kept ones). Several threads may read one (the gRPC client hands a run to every feed
-    that registered for it): at worst two make the tuples at once."""
+    that registered for it): at worst two make the tuples at once. The columns never
+    change once made, so ``size``, the bytes the memory budget counts (see
+    :func:`~feedkv.rangefeed.registration.values_size`), is worked out once."""
 
     __slots__ = ("_made", "keys", "prev_values", "size", "timestamps", "values")
 
@@ -106,7 +108,7 @@ class ValueColumns(Sequence[Value]):
         self.timestamps = timestamps
         self.prev_values = prev_values
         self._made: list[Value] | None = None
-        self.size: int | None = None  # the bytes the memory budget counts, once worked out
+        self.size: int | None = None
 
     def made(self) -> list[Value]:
         """The values, made once."""

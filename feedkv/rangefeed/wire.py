@@ -111,13 +111,13 @@ def values_from_proto(msg: pb.RangeFeedValues) -> ValueBatch:
         len(msg.values) != rows
         or len(walls) != len(runs or keys)
         or len(logicals) != len(walls)
-        or (runs and sum(runs) != rows)
+        or (runs and (sum(runs) != rows or 0 in runs))
         or (prevs and len(prevs) != rows)
     ):
         raise InvalidArgumentError(
             "a rangefeed values run's columns differ in length: keys, values, walls, "
             f"logicals, prev_values, ts_runs = {rows}, {len(msg.values)}, {len(walls)}, "
-            f"{len(logicals)}, {len(prevs)}, {len(runs)} (of {sum(runs)} rows)"
+            f"{len(logicals)}, {len(prevs)}, {len(runs)} (of {sum(runs)} rows, none empty)"
         )
     values: list[bytes | None] = list(msg.values)
     _clear(values, msg.deleted, "deleted")
@@ -125,7 +125,10 @@ def values_from_proto(msg: pb.RangeFeedValues) -> ValueBatch:
     if prevs:
         prev_values = list(prevs)
         _clear(prev_values, msg.no_prev, "no_prev")
-    timestamps = timestamps_of(walls, logicals)
+    try:
+        timestamps = timestamps_of(walls, logicals)
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(f"a rangefeed values run holds {exc}") from None
     if runs:
         timestamps = list(chain.from_iterable(map(repeat, timestamps, runs)))
     out: Sequence[Value]

@@ -144,11 +144,12 @@ class LMDBSnapshot(_View):
     def scan(
         self, db: str, start: bytes, end: bytes | None = None, *, reverse: bool = False
     ) -> Iterator[tuple[bytes, bytes]]:
+        """:meth:`_View.scan`; to the end of ``db`` and forward, LMDB's own iterator, its
+        cursor placed now: a snapshot never changes, so this reads what placing it at the
+        first read would, without a generator's resume per entry (a catch-up scan reads
+        the time index to its end this way)."""
         if end is not None or reverse:
             return super().scan(db, start, end, reverse=reverse)
-        # NB: a snapshot never changes, so its cursor may be placed now rather than at the
-        # first read, and its own iterator read with no generator's resume per entry: a
-        # catch-up scan reads the time index to its end this way.
         cursor = self._txn.cursor(db=self._dbs[db])
         if not cursor.set_range(start):
             return iter(())

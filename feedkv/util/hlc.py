@@ -20,7 +20,7 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from functools import partial
-from itertools import repeat
+from itertools import compress, count, islice, repeat
 from typing import Any, NamedTuple, TypeVar
 
 from feedkv.errors import ClockOffsetError, InvalidArgumentError, TimestampParseError
@@ -126,8 +126,8 @@ def timestamps_of(walls: Iterable[int], logicals: Iterable[int]) -> list[Timesta
 
 
 def _checked_parts(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    if min(pairs)[0] < 0:
-        raise InvalidArgumentError(f"a negative timestamp: (wall, logical) = {min(pairs)}")
+    if (lowest := min(pairs))[0] < 0:
+        raise InvalidArgumentError(f"a negative timestamp, (wall, logical) = {lowest}")
     return pairs
 
 
@@ -138,22 +138,22 @@ _TRIED_RUNS = 4  # runs found before that is judged
 
 def run_ends(column: list[Any], encoded: Callable[[Any], Any] | None = None) -> list[int]:
     """Where each run of equal timestamps at the head of ``column`` ends: a column of
-    timestamps or of their encodings, or of items holding them (read by ``encoded``, in
-    timestamp order), for coders that would otherwise handle one per value.
+    timestamps or of their encodings, or of items holding them (read by ``encoded``), for
+    coders that would otherwise handle one per value.
 
-    A transaction's values share its timestamp, and a column in timestamp order (an
-    index, a catch-up scan, a commit's values) is runs of them: each run is found by
-    bisection (and checked, without ``encoded``: such a column may be out of order). The
-    search stops at a run out of order, or once runs average under ``_SHORT_RUN`` values
-    (single-key writes), and returns only runs averaging at least that: the caller
-    handles the rest value by value."""
+    A transaction's values share its timestamp, so a column of them is runs. In timestamp
+    order (an index, a catch-up scan) each run's end is found by bisection; out of order
+    (a commit group's transactions), by reading on from its start in C. A column read
+    by ``encoded`` must be in timestamp order (it is not checked). The search stops once
+    runs average under ``_SHORT_RUN`` values (single-key writes), and returns only runs
+    averaging at least that: the caller handles the rest value by value."""
     ends: list[int] = []
     start = 0
     while start < len(column):
-        first = column[start] if encoded is None else encoded(column[start])
-        end = bisect_right(column, first, start + 1, key=encoded)
-        if encoded is None and column[start:end].count(first) != end - start:
-            break
+        if encoded is None:
+            end = _run_end(column, start)
+        else:
+            end = bisect_right(column, encoded(column[start]), start + 1, key=encoded)
         ends.append(end)
         start = end
         if len(ends) >= _TRIED_RUNS and len(ends) * _SHORT_RUN > end:
@@ -161,6 +161,15 @@ def run_ends(column: list[Any], encoded: Callable[[Any], Any] | None = None) -> 
     while ends and len(ends) * _SHORT_RUN > ends[-1]:
         ends.pop()  # the runs found are too short on average to pay
     return ends
+
+
+def _run_end(column: list[Any], start: int) -> int:
+    first = column[start]
+    end = bisect_right(column, first, start + 1)
+    if column[start:end].count(first) == end - start:
+        return end  # NB: bisection stopped at a value above first, or the column's end
+    differs = compress(count(start + 1), map(first.__ne__, islice(column, start + 1, None)))
+    return next(differs, len(column))
 
 
 def decode_timestamps(
@@ -171,7 +180,8 @@ def decode_timestamps(
     """The timestamps of a column of encoded ones (or of items holding them, read by
     ``encoded``, in timestamp order), ``parts`` giving the ``(wall, logical)`` of a list
     of distinct encodings: without running Python code per value, once per run of equal
-    timestamps (see :func:`run_ends`), then once per distinct timestamp."""
+    timestamps (see :func:`run_ends`), then once per distinct timestamp of the values
+    left."""
 
     def decode(encodings: list[_E]) -> list[Timestamp]:
         # NB: a NamedTuple's own __new__ is a Python function, about three times the cost

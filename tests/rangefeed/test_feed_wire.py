@@ -54,8 +54,8 @@ def transaction(ts: Timestamp, keys: int) -> list[Value]:
     [
         (transaction(Timestamp(5, 1), 40), [40]),
         (transaction(Timestamp(5), 30) + transaction(Timestamp(6), 20) + PLAIN, [30, 20] + [1] * 4),
-        (PLAIN * 8, []),  # single-key writes: a timestamp a row
-        (transaction(Timestamp(7), 20) + transaction(Timestamp(5), 20), []),  # out of order
+        ([Value(b"k", b"v", Timestamp(i)) for i in range(1, 40)], []),  # a timestamp a row
+        (transaction(Timestamp(7), 20) + transaction(Timestamp(5), 20), [20, 20]),
     ],
     ids=["one transaction", "two and single writes", "single writes", "out of order"],
 )
@@ -140,6 +140,7 @@ def run(**columns: list[object]) -> pb.RangeFeedValues:
         ({"walls": [1, -2, 3, 4]}, "negative timestamp"),
         ({"ts_runs": [2, 1, 1]}, "columns differ in length"),  # a timestamp a row, 3 runs
         ({"ts_runs": [2, 1, 2, 0], "walls": [1, 2, 3, 4]}, "columns differ in length"),
+        ({"ts_runs": [2, 0, 2], "walls": [1, 2, 3]}, "none empty"),  # would drop a timestamp
         ({"deleted": [4]}, "names row 4 in deleted, of 4 rows"),
         ({"no_prev": [1, 9]}, "names row 9 in no_prev, of 4 rows"),
     ],

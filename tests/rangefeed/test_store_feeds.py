@@ -4,7 +4,8 @@ and checkpoints, the pusher, ends with a reason, and slow consumers."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,9 @@ from feed_helpers import Collector, begin, end_txn, wait_until, write_intent
 
 import feedkv
 from feedkv import DB
-from feedkv.errors import InvalidArgumentError
+from feedkv.errors import InvalidArgumentError, RangeRoutingError
+from feedkv.kv.api import BatchRequest, ResolveIntent
+from feedkv.kv.command import Applied
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
 from feedkv.rangefeed.pusher import StorePusher
@@ -204,7 +207,7 @@ def test_the_pusher_resolves_a_committed_transaction_over_every_range_of_its_spa
 
 
 def test_the_pushers_resolves_go_on_while_the_ranges_split_and_merge_under_them(
-    db: DB, store: Store
+    db: DB, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     committed = []
     for i in range(20):  # committed transactions whose intents were left behind
@@ -212,26 +215,31 @@ def test_the_pushers_resolves_go_on_while_the_ranges_split_and_merge_under_them(
         for key in (b"b%02d" % i, b"m%02d" % i, b"t%02d" % i):
             txn = write_intent(store, txn, key, b"v")
         committed.append(end_txn(store, txn, (), commit=True))
-    resolved = threading.Semaphore(0)
+    moves: list[Callable[[], object]] = []
+    misses = 0
+    execute = Store._execute
 
-    def churn() -> None:  # boundaries move while the next transaction is resolved
-        for _txn in committed:
-            resolved.acquire()
-            db.split(b"g")
-            db.split(b"p")
-            db.merge(b"g")
-            db.merge(b"a")
+    def moving(self: Store, batch: BatchRequest) -> Applied:
+        """A boundary moves just before each of a resolve's first four parts applies."""
+        nonlocal misses
+        if moves and isinstance(batch.requests[0], ResolveIntent):
+            moves.pop(0)()
+        try:
+            return execute(self, batch)
+        except RangeRoutingError:
+            misses += 1
+            raise
 
-    thread = threading.Thread(target=churn)
-    thread.start()
-    try:
-        for txn in committed:
-            StorePusher(store).resolve(Span(b"a", b"z"), txn.meta(), TxnStatus.COMMITTED)
-            resolved.release()
-    finally:
-        for _txn in committed:
-            resolved.release()  # a churn left waiting (resolve failed) goes on and ends
-        thread.join()
+    monkeypatch.setattr(Store, "_execute", moving)
+    for txn in committed:
+        moves[:] = [
+            partial(db.split, b"g"),
+            partial(db.split, b"p"),
+            partial(db.merge, b"g"),
+            partial(db.merge, b"a"),
+        ]
+        StorePusher(store).resolve(Span(b"a", b"z"), txn.meta(), TxnStatus.COMMITTED)
+    assert misses == 2 * len(committed)  # the first split, and the merge of the part's range
     with store.engine.snapshot() as snap:
         assert scan_intents(snap, EVERYTHING) == []
 

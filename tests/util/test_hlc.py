@@ -24,6 +24,7 @@ from feedkv.util.hlc import (
     Clock,
     ManualClock,
     Timestamp,
+    run_ends,
     timestamps_of,
 )
 
@@ -534,3 +535,39 @@ def test_timestamps_of_runs_in_any_order_are_made_once_a_run(
     for _, _, length in runs:
         assert len({id(ts) for ts in made[row : row + length]}) == 1
         row += length
+
+
+def run(wall: int, length: int) -> list[Timestamp]:
+    return [Timestamp(T0 + wall)] * length
+
+
+@pytest.mark.parametrize(
+    ("column", "ends"),
+    [
+        ([], []),
+        (run(1, 8), [8]),
+        (run(1, 7), []),  # too short to pay
+        (run(1, 30) + run(2, 20) + run(3, 1) + run(4, 1), [30, 50, 51, 52]),
+        (run(7, 20) + run(5, 20) + run(6, 9), [20, 40, 49]),  # out of order: galloped
+        (run(5, 20) + run(3, 1) + run(5, 20), [20, 21, 41]),  # a timestamp comes back
+        ([Timestamp(T0 + i) for i in range(40)], []),  # single-key writes
+        ((run(1, 4) + run(2, 4)) * 5, []),  # runs too short, out of order
+    ],
+    ids=[
+        "empty",
+        "one run",
+        "one short run",
+        "runs then single writes",
+        "out of order",
+        "a timestamp that comes back",
+        "single writes",
+        "short runs out of order",
+    ],
+)
+def test_runs_are_found_in_order_or_not_while_they_pay(
+    column: list[Timestamp], ends: list[int]
+) -> None:
+    assert run_ends(column) == ends
+    assert run_ends([bytes(str(ts), "ascii") for ts in sorted(column)], bytes) == run_ends(
+        sorted(column)
+    )

@@ -146,7 +146,16 @@ def run_ends(column: list[Any], encoded: Callable[[Any], Any] | None = None) -> 
     (a commit group's transactions), by reading on from its start in C. A column read
     by ``encoded`` must be in timestamp order (it is not checked). The search stops once
     runs average under ``_SHORT_RUN`` values (single-key writes), and returns only runs
-    averaging at least that: the caller handles the rest value by value."""
+    averaging at least that: the caller handles the rest value by value. A column with
+    no run that long at either end is taken for single-key writes without a search."""
+    if len(column) < _SHORT_RUN:
+        return []
+    ends_of_column = [column[0], column[_SHORT_RUN - 1], column[-_SHORT_RUN], column[-1]]
+    if encoded is not None:
+        ends_of_column = list(map(encoded, ends_of_column))
+    head, head_end, tail_start, tail = ends_of_column
+    if head != head_end and tail_start != tail:
+        return []
     ends: list[int] = []
     start = 0
     while start < len(column):
@@ -182,26 +191,29 @@ def decode_timestamps(
     of distinct encodings: without running Python code per value, once per run of equal
     timestamps (see :func:`run_ends`), then once per distinct timestamp of the values
     left."""
-
-    def decode(encodings: list[_E]) -> list[Timestamp]:
-        # NB: a NamedTuple's own __new__ is a Python function, about three times the cost
-        return list(map(_new_timestamp, parts(encodings)))
-
     timestamps: list[Timestamp] = []
-    for end in run_ends(column, encoded):
+    ends = run_ends(column, encoded)
+    for end in ends:
         start = len(timestamps)
         first = column[start] if encoded is None else encoded(column[start])
-        timestamps += repeat(decode([first])[0], end - start)
-    rest = column[len(timestamps) :]
+        timestamps += repeat(_made(parts, [first])[0], end - start)
+    rest = column[ends[-1] :] if ends else column
     if encoded is not None:
         rest = list(map(encoded, rest))
-    if not rest:
-        return timestamps
-    distinct = list(dict.fromkeys(rest))
+    distinct = dict.fromkeys(rest)
     if len(distinct) == len(rest):
-        return timestamps + decode(rest)
-    made = dict(zip(distinct, decode(distinct), strict=True))
-    return timestamps + list(map(made.__getitem__, rest))
+        made = _made(parts, rest) if rest else []
+    else:
+        made_of = dict(zip(distinct, _made(parts, list(distinct)), strict=True))
+        made = list(map(made_of.__getitem__, rest))
+    return timestamps + made if timestamps else made
+
+
+def _made(
+    parts: Callable[[list[_E]], Iterable[tuple[int, int]]], encodings: list[_E]
+) -> list[Timestamp]:
+    # NB: a NamedTuple's own __new__ is a Python function, about three times the cost
+    return list(map(_new_timestamp, parts(encodings)))
 
 
 class Clock:

@@ -17,9 +17,11 @@ its last checkpoint (each batch knows its newest timestamp, so keeping one costs
 per value), a restarted piece turns them into the newest timestamp yielded per key, and
 each key's values arrive in timestamp order, so anything at or below that was already
 yielded. A piece that has kept more than ``recent_values`` values (a long catch-up scan,
-which checkpoints only at its end) folds its batches into those per-key timestamps at
-once, so it holds keys and timestamps rather than every value it passed on: one entry
-per key per fold, until a checkpoint passes the fold and it goes whole. Consumers
+which checkpoints only at its end) folds its batches: it keeps their keys and timestamps,
+not the values (a column's own lists, so folding costs nothing per value), and once the
+folds hold more than ``folded_values`` and twice as many as the last time, compacts them
+into the newest timestamp yielded per key (a key updated many times is held once). A
+fold goes whole once a checkpoint passes it. Consumers
 therefore see each value once and per key in order, as long as this client lives; across
 processes the contract is at-least-once from the last checkpoint. A terminal error
 (history below the GC threshold, a broken invariant) is raised from the iterator.
@@ -60,6 +62,7 @@ __all__ = ["FeedTransport", "RangeFeed"]
 
 MAX_BACKOFF_S = 1.0
 RECENT_VALUES = 16_384  # values a piece keeps in batches before folding them (see above)
+FOLDED_VALUES = 1 << 20  # keys a piece's folds hold before it compacts them (see above)
 _KEY = attrgetter("key")
 _TS = attrgetter("ts")
 
@@ -94,6 +97,9 @@ class FeedTransport(Protocol):
         ...
 
 
+_Fold = tuple[Timestamp, Sequence[bytes], Sequence[Timestamp]]
+
+
 @dataclass(slots=True)
 class _Piece:
     span: Span
@@ -101,10 +107,13 @@ class _Piece:
     seen: dict[bytes, Timestamp] = field(default_factory=dict)  # since a restart
     recent: list[ValueBatch] = field(default_factory=list)  # yielded, maybe above resume
     recent_values: int = 0  # the values in ``recent``
-    # Folds of ``recent``: (their newest timestamp, the newest yielded per key), oldest
-    # first. A fold goes whole once a checkpoint passes it; until then it may hold keys
-    # at or below the checkpoint, which filter nothing (a restart sends only above it).
-    folded: list[tuple[Timestamp, dict[bytes, Timestamp]]] = field(default_factory=list)
+    # Folds of ``recent``: (their newest timestamp, keys, timestamps yielded), oldest
+    # first, each key's last timestamp its newest. A fold goes whole once a checkpoint
+    # passes it; until then it may hold keys at or below the checkpoint, which filter
+    # nothing (a restart sends only above it).
+    folded: list[_Fold] = field(default_factory=list)
+    folded_values: int = 0  # the keys in ``folded``
+    compacted: int = 0  # the keys ``folded`` held after its last compaction
     desc: RangeDescriptor | None = None
     handle: object | None = None
     attempts: int = 0
@@ -123,6 +132,7 @@ class RangeFeed:
         values_only: bool = False,
         initial: Iterable[Event] = (),
         recent_values: int = RECENT_VALUES,
+        folded_values: int = FOLDED_VALUES,
     ) -> None:
         if with_diff and not values:
             raise InvalidArgumentError(
@@ -144,6 +154,7 @@ class RangeFeed:
         self._router = router
         self._values_only = values_only
         self._recent_values = recent_values
+        self._folded_values = folded_values
         self._stream = transport.new_stream()
         self._tags = itertools.count(1)
         self._pieces: dict[int, _Piece] = {}
@@ -252,6 +263,8 @@ class RangeFeed:
                     piece.seen = {k: ts for k, ts in piece.seen.items() if ts > item.ts}
                 if piece.folded:
                     piece.folded = [f for f in piece.folded if f[0] > item.ts]
+                    piece.folded_values = sum(len(f[1]) for f in piece.folded)
+                    piece.compacted = min(piece.compacted, piece.folded_values)
             if self.frontier.forward(item.span, item.ts) and not self._values_only:
                 ts = self.frontier.frontier
                 self._ready.append([Checkpoint(span, ts) for span in self.spans])
@@ -272,7 +285,7 @@ class RangeFeed:
             piece.recent.append(batch)
             piece.recent_values += len(values)
             if piece.recent_values > self._recent_values:
-                _fold(piece)
+                _fold(piece, self._folded_values)
         if values:
             self._ready.append(values)
 
@@ -308,8 +321,8 @@ class RangeFeed:
         seen = dict(piece.seen)
         # NB: overwriting is safe: a restarted piece yields a key only above what its
         # predecessor yielded (seen), and it folds batches oldest first, before recent.
-        for _newest, fold in piece.folded:
-            seen.update(fold)
+        for _newest, keys, timestamps in piece.folded:
+            seen.update(zip(keys, timestamps, strict=True))
         for batch in piece.recent:
             seen.update((k, ts) for k, ts in _keys_and_timestamps(batch) if ts > piece.resume)
         for desc, span in parts:
@@ -347,24 +360,41 @@ class RangeFeed:
             self._start(piece)
 
 
-def _fold(piece: _Piece) -> None:
-    """Replace the piece's kept batches with the newest timestamp they hold per key (each
-    key's values come in timestamp order, so the last one of a key is its newest)."""
-    fold: dict[bytes, Timestamp] = {}
-    for batch in piece.recent:
-        fold.update(_keys_and_timestamps(batch))
-    piece.folded.append((max(batch.max_ts for batch in piece.recent), fold))
+def _fold(piece: _Piece, folded_values: int) -> None:
+    """Replace the piece's kept batches with their keys and timestamps; compact the folds
+    into the newest timestamp per key once they hold more than ``folded_values`` keys and
+    have doubled since the last time (each key's values come in timestamp order, so the
+    last one of a key is its newest)."""
+    recent = piece.recent
+    keys = list(itertools.chain.from_iterable(map(_keys_of, recent)))
+    timestamps = list(itertools.chain.from_iterable(map(_timestamps_of, recent)))
+    piece.folded.append((max(batch.max_ts for batch in recent), keys, timestamps))
+    piece.folded_values += len(keys)
     piece.recent = []
     piece.recent_values = 0
+    if piece.folded_values > max(folded_values, 2 * piece.compacted):
+        newest: dict[bytes, Timestamp] = {}
+        for _max_ts, fold_keys, fold_timestamps in piece.folded:
+            newest.update(zip(fold_keys, fold_timestamps, strict=True))
+        top = max(fold[0] for fold in piece.folded)
+        piece.folded = [(top, list(newest), list(newest.values()))]
+        piece.folded_values = piece.compacted = len(newest)
+
+
+def _keys_of(batch: ValueBatch) -> Iterable[bytes]:
+    values = batch.values
+    return values.keys if isinstance(values, ValueColumns) else map(_KEY, values)
+
+
+def _timestamps_of(batch: ValueBatch) -> Iterable[Timestamp]:
+    values = batch.values
+    return values.timestamps if isinstance(values, ValueColumns) else map(_TS, values)
 
 
 def _keys_and_timestamps(batch: ValueBatch) -> Iterator[tuple[bytes, Timestamp]]:
     """``(key, ts)`` of each value in ``batch``, from its columns if it has them (making
     no values)."""
-    values = batch.values
-    if isinstance(values, ValueColumns):
-        return zip(values.keys, values.timestamps, strict=True)
-    return zip(map(_KEY, values), map(_TS, values), strict=True)
+    return zip(_keys_of(batch), _timestamps_of(batch), strict=True)
 
 
 def _batch(value: Value) -> ValueBatch:

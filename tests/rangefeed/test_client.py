@@ -123,19 +123,31 @@ def test_a_slow_consumer_is_cut_off_and_resumed_without_losing_or_repeating(
     assert per_key(events)[b"key"] == written
 
 
+@pytest.mark.parametrize("compact", [False, True], ids=["folded", "compacted"])
 def test_a_piece_that_folded_its_kept_values_still_repeats_nothing_after_a_restart(
-    tmp_path: Path, store_config: StoreConfig
+    tmp_path: Path, store_config: StoreConfig, compact: bool
 ) -> None:
     # Catch-up pages of 4 values, 8 queued at most: the feed yields history before its
     # first checkpoint, then the split restarts it from the start, and the new catch-up
-    # sends that history again; the piece had folded it (more than 2 values kept).
+    # sends that history again; the piece had folded it (more than 2 values kept), and
+    # compacted the folds into the three keys' newest timestamps (more than 4 kept).
     config = FeedConfig(per_registration=8, catchup_page_values=4)
     with feedkv.connect(tmp_path / "s", config=store_config, feed_config=config) as db:
         written = [db.put(b"key%d" % (i % 3), b"%d" % i) for i in range(100)]
-        # NB: built by hand for the knob; db.rangefeed keeps 16,384 values before folding.
-        feed = RangeFeed(db._feeds, db._router, [EVERYTHING], ZERO, recent_values=2)
+        # NB: built by hand for the knobs; db.rangefeed keeps 16,384 values before folding.
+        feed = RangeFeed(
+            db._feeds,
+            db._router,
+            [EVERYTHING],
+            ZERO,
+            recent_values=2,
+            folded_values=4 if compact else 1000,
+        )
         events = read_until(feed, lambda got: len(got) >= 20)
         assert not any(isinstance(e, Checkpoint) for e in events)
+        (piece,) = feed._pieces.values()
+        held = sum(len(keys) for _newest, keys, _timestamps in piece.folded)
+        assert (held == 3) is compact  # else a key and timestamp a value yielded
         db.split(b"key1")
         events += read_until(feed, resolved_past(written[-1]))
         feed.close()

@@ -18,11 +18,11 @@ per value), a restarted piece turns them into the newest timestamp yielded per k
 each key's values arrive in timestamp order, so anything at or below that was already
 yielded. A piece that has kept more than ``recent_values`` values (a long catch-up scan,
 which checkpoints only at its end) folds its batches: it keeps their keys and timestamps,
-not the values (a column's own lists, so folding costs nothing per value), and once the
-folds hold more than ``folded_values`` and twice as many as the last time, compacts them
-into the newest timestamp yielded per key (a key updated many times is held once). A
-fold goes whole once a checkpoint passes it. Consumers
-therefore see each value once and per key in order, as long as this client lives; across
+not the values (a column's own lists, so folding costs two C passes a value), and once
+the folds hold more than ``folded_values`` keys, merges them into the newest timestamp
+yielded per key (a key updated many times is held once). A fold, or the merged ones, go
+whole once a checkpoint passes them. Consumers therefore see each value once and per key
+in order, as long as this client lives; across
 processes the contract is at-least-once from the last checkpoint. A terminal error
 (history below the GC threshold, a broken invariant) is raised from the iterator.
 
@@ -55,14 +55,14 @@ from feedkv.kv.router import Router
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value, ValueColumns
 from feedkv.rangefeed.frontier import SpanFrontier
 from feedkv.rangefeed.stream import EventStream, StreamItem, ValueBatch
-from feedkv.util.hlc import Timestamp
+from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
 from feedkv.util.keys import Span, merge_spans
 
 __all__ = ["FeedTransport", "RangeFeed"]
 
 MAX_BACKOFF_S = 1.0
 RECENT_VALUES = 16_384  # values a piece keeps in batches before folding them (see above)
-FOLDED_VALUES = 1 << 20  # keys a piece's folds hold before it compacts them (see above)
+FOLDED_VALUES = 1 << 18  # keys a piece's folds hold before it merges them (see above)
 _KEY = attrgetter("key")
 _TS = attrgetter("ts")
 
@@ -108,12 +108,14 @@ class _Piece:
     recent: list[ValueBatch] = field(default_factory=list)  # yielded, maybe above resume
     recent_values: int = 0  # the values in ``recent``
     # Folds of ``recent``: (their newest timestamp, keys, timestamps yielded), oldest
-    # first, each key's last timestamp its newest. A fold goes whole once a checkpoint
+    # first, each key's last timestamp its newest; and older folds merged, the newest
+    # timestamp yielded per key. A fold (or the merged ones) goes whole once a checkpoint
     # passes it; until then it may hold keys at or below the checkpoint, which filter
     # nothing (a restart sends only above it).
     folded: list[_Fold] = field(default_factory=list)
     folded_values: int = 0  # the keys in ``folded``
-    compacted: int = 0  # the keys ``folded`` held after its last compaction
+    merged: dict[bytes, Timestamp] = field(default_factory=dict)
+    merged_newest: Timestamp = ZERO_TIMESTAMP
     desc: RangeDescriptor | None = None
     handle: object | None = None
     attempts: int = 0
@@ -264,7 +266,8 @@ class RangeFeed:
                 if piece.folded:
                     piece.folded = [f for f in piece.folded if f[0] > item.ts]
                     piece.folded_values = sum(len(f[1]) for f in piece.folded)
-                    piece.compacted = min(piece.compacted, piece.folded_values)
+                if piece.merged and piece.merged_newest <= item.ts:
+                    piece.merged = {}
             if self.frontier.forward(item.span, item.ts) and not self._values_only:
                 ts = self.frontier.frontier
                 self._ready.append([Checkpoint(span, ts) for span in self.spans])
@@ -320,7 +323,9 @@ class RangeFeed:
             return
         seen = dict(piece.seen)
         # NB: overwriting is safe: a restarted piece yields a key only above what its
-        # predecessor yielded (seen), and it folds batches oldest first, before recent.
+        # predecessor yielded (seen), and it folds batches oldest first, before recent,
+        # and merges folds oldest first, before the folds left.
+        seen.update(piece.merged)
         for _newest, keys, timestamps in piece.folded:
             seen.update(zip(keys, timestamps, strict=True))
         for batch in piece.recent:
@@ -361,10 +366,9 @@ class RangeFeed:
 
 
 def _fold(piece: _Piece, folded_values: int) -> None:
-    """Replace the piece's kept batches with their keys and timestamps; compact the folds
-    into the newest timestamp per key once they hold more than ``folded_values`` keys and
-    have doubled since the last time (each key's values come in timestamp order, so the
-    last one of a key is its newest)."""
+    """Replace the piece's kept batches with their keys and timestamps; merge the folds
+    into the newest timestamp per key once they hold more than ``folded_values`` keys
+    (each key's values come in timestamp order, so the last one of a key is its newest)."""
     recent = piece.recent
     keys = list(itertools.chain.from_iterable(map(_keys_of, recent)))
     timestamps = list(itertools.chain.from_iterable(map(_timestamps_of, recent)))
@@ -372,13 +376,12 @@ def _fold(piece: _Piece, folded_values: int) -> None:
     piece.folded_values += len(keys)
     piece.recent = []
     piece.recent_values = 0
-    if piece.folded_values > max(folded_values, 2 * piece.compacted):
-        newest: dict[bytes, Timestamp] = {}
-        for _max_ts, fold_keys, fold_timestamps in piece.folded:
-            newest.update(zip(fold_keys, fold_timestamps, strict=True))
-        top = max(fold[0] for fold in piece.folded)
-        piece.folded = [(top, list(newest), list(newest.values()))]
-        piece.folded_values = piece.compacted = len(newest)
+    if piece.folded_values > folded_values:
+        for newest, fold_keys, fold_timestamps in piece.folded:
+            piece.merged.update(zip(fold_keys, fold_timestamps, strict=True))
+            piece.merged_newest = max(piece.merged_newest, newest)
+        piece.folded = []
+        piece.folded_values = 0
 
 
 def _keys_of(batch: ValueBatch) -> Iterable[bytes]:

@@ -123,17 +123,17 @@ def test_a_slow_consumer_is_cut_off_and_resumed_without_losing_or_repeating(
     assert per_key(events)[b"key"] == written
 
 
-@pytest.mark.parametrize("compact", [False, True], ids=["folded", "compacted"])
+@pytest.mark.parametrize("merge", [False, True], ids=["folded", "merged"])
 def test_a_piece_that_folded_its_kept_values_still_repeats_nothing_after_a_restart(
-    tmp_path: Path, store_config: StoreConfig, compact: bool
+    tmp_path: Path, store_config: StoreConfig, merge: bool
 ) -> None:
     # Catch-up pages of 4 values, 8 queued at most: the feed yields history before its
     # first checkpoint, then the split restarts it from the start, and the new catch-up
     # sends that history again; the piece had folded it (more than 2 values kept), and
-    # compacted the folds into the three keys' newest timestamps (more than 4 kept).
+    # merged the folds into the ten keys' newest timestamps (more than 4 folded).
     config = FeedConfig(per_registration=8, catchup_page_values=4)
     with feedkv.connect(tmp_path / "s", config=store_config, feed_config=config) as db:
-        written = [db.put(b"key%d" % (i % 3), b"%d" % i) for i in range(100)]
+        written = [db.put(b"key%d" % (i % 10), b"%d" % i) for i in range(100)]
         # NB: built by hand for the knobs; db.rangefeed keeps 16,384 values before folding.
         feed = RangeFeed(
             db._feeds,
@@ -141,13 +141,13 @@ def test_a_piece_that_folded_its_kept_values_still_repeats_nothing_after_a_resta
             [EVERYTHING],
             ZERO,
             recent_values=2,
-            folded_values=4 if compact else 1000,
+            folded_values=4 if merge else 1000,
         )
         events = read_until(feed, lambda got: len(got) >= 20)
         assert not any(isinstance(e, Checkpoint) for e in events)
         (piece,) = feed._pieces.values()
-        held = sum(len(keys) for _newest, keys, _timestamps in piece.folded)
-        assert (held == 3) is compact  # else a key and timestamp a value yielded
+        assert len(piece.merged) == (10 if merge else 0)
+        assert (piece.folded_values <= 4) is merge  # else a key and timestamp a value
         db.split(b"key1")
         events += read_until(feed, resolved_past(written[-1]))
         feed.close()
@@ -159,10 +159,13 @@ def test_a_piece_that_folded_its_kept_values_still_repeats_nothing_after_a_resta
 def test_a_piece_folding_live_values_drops_its_folds_as_checkpoints_pass_them(
     tmp_path: Path, store_config: StoreConfig
 ) -> None:
-    # Folding after every 2 values kept, a split between checkpoints restarts the pieces
-    # with folds both below and above their last checkpoint.
+    # Folding after every 2 values kept and merging after 4 folded, a split between
+    # checkpoints restarts the pieces with folds both below and above their last
+    # checkpoint.
     with feedkv.connect(tmp_path / "s", config=store_config) as db:
-        feed = RangeFeed(db._feeds, db._router, [EVERYTHING], ZERO, recent_values=2)
+        feed = RangeFeed(
+            db._feeds, db._router, [EVERYTHING], ZERO, recent_values=2, folded_values=4
+        )
         written: list[Timestamp] = []
         events: list[Event] = []
         for round_ in range(3):
@@ -171,7 +174,7 @@ def test_a_piece_folding_live_values_drops_its_folds_as_checkpoints_pass_them(
                 events += read_until(feed, lambda got: len(got) >= 10)
                 db.split(b"key1")
             events += read_until(feed, resolved_past(written[-1]))
-        assert all(not piece.folded for piece in feed._pieces.values())
+        assert all(not (p.folded or p.merged) for p in feed._pieces.values())
         feed.close()
     got = per_key(events)
     assert sorted(ts for stamps in got.values() for ts in stamps) == sorted(written)

@@ -22,9 +22,9 @@ not the values (a column's own lists, so folding costs two C passes a value), an
 the folds hold more than ``folded_values`` keys, merges them into the newest timestamp
 yielded per key (a key updated many times is held once). A fold, or the merged ones, go
 whole once a checkpoint passes them. Consumers therefore see each value once and per key
-in order, as long as this client lives; across
-processes the contract is at-least-once from the last checkpoint. A terminal error
-(history below the GC threshold, a broken invariant) is raised from the iterator.
+in order, as long as this client lives; across processes the contract is at-least-once
+from the last checkpoint. A terminal error (history below the GC threshold, a broken
+invariant) is raised from the iterator.
 
 Iterate from one thread (or ``async for`` in one task, which waits in the event loop, not
 on a thread); :meth:`RangeFeed.close` may be called from any thread and ends the

@@ -113,12 +113,16 @@ class _Piece:
     # passes it; until then it may hold keys at or below the checkpoint, which filter
     # nothing (a restart sends only above it).
     folded: list[_Fold] = field(default_factory=list)
-    folded_values: int = 0  # the keys in ``folded``
     merged: dict[bytes, Timestamp] = field(default_factory=dict)
     merged_newest: Timestamp = ZERO_TIMESTAMP
     desc: RangeDescriptor | None = None
     handle: object | None = None
     attempts: int = 0
+
+    @property
+    def folded_values(self) -> int:
+        """The keys in ``folded``."""
+        return sum(len(keys) for _newest, keys, _timestamps in self.folded)
 
 
 class RangeFeed:
@@ -265,7 +269,6 @@ class RangeFeed:
                     piece.seen = {k: ts for k, ts in piece.seen.items() if ts > item.ts}
                 if piece.folded:
                     piece.folded = [f for f in piece.folded if f[0] > item.ts]
-                    piece.folded_values = sum(len(f[1]) for f in piece.folded)
                 if piece.merged and piece.merged_newest <= item.ts:
                     piece.merged = {}
             if self.frontier.forward(item.span, item.ts) and not self._values_only:
@@ -373,7 +376,6 @@ def _fold(piece: _Piece, folded_values: int) -> None:
     keys = list(itertools.chain.from_iterable(map(_keys_of, recent)))
     timestamps = list(itertools.chain.from_iterable(map(_timestamps_of, recent)))
     piece.folded.append((max(batch.max_ts for batch in recent), keys, timestamps))
-    piece.folded_values += len(keys)
     piece.recent = []
     piece.recent_values = 0
     if piece.folded_values > folded_values:
@@ -381,7 +383,6 @@ def _fold(piece: _Piece, folded_values: int) -> None:
             piece.merged.update(zip(fold_keys, fold_timestamps, strict=True))
             piece.merged_newest = max(piece.merged_newest, newest)
         piece.folded = []
-        piece.folded_values = 0
 
 
 def _keys_of(batch: ValueBatch) -> Iterable[bytes]:

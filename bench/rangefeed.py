@@ -13,7 +13,8 @@ default settings and durable commits:
   run ``--rounds`` times (default 3), in turn, and the ratios are of the median rates
   (one run of each varied by +-4%);
 - ``catch_up``: values/s a feed's catch-up scan delivers from history, against a raw
-  engine scan of the same versions; embedded, and over gRPC from a node subprocess;
+  engine scan of the same versions; embedded (in one range, then cut into 16), and over
+  gRPC from a node subprocess;
 - ``idle_registration``: Python memory per idle single-key registration, 10,000 of them;
 - ``resolved_lag``: now minus the feed's checkpoint, sampled at each checkpoint.
 
@@ -50,6 +51,7 @@ from feedkv.util.keys import KEY_MAX, KEY_MIN, Span
 EVERYTHING = Span(KEY_MIN, KEY_MAX)
 KV0 = Span(b"kv0/", b"kv0/\xff")  # the keys the kv0 writers write
 ZERO = Timestamp(0, 0)
+CATCH_UP_RANGES = 16  # the catch-up's history is also read cut into this many ranges
 TARGETS = {
     "keep_up_ratio": 0.95,
     "watch_p50_ms": 2.0,
@@ -252,20 +254,25 @@ def feeds_main(url: str, feeds: int) -> None:
 
 
 def catch_up(tmp: Path, keys: int) -> dict[str, Any]:
-    """Embedded, against a raw scan of the store; then over gRPC to a node subprocess (the
-    node scans and sends while the client decodes, on the two cores), against the same
-    raw-scan rate."""
+    """Embedded, against a raw scan of the store; then the same history cut into
+    ``CATCH_UP_RANGES`` ranges, each range's scan reading its own part; then over gRPC to
+    a node subprocess (the node scans and sends while the client decodes, on the two
+    cores), against the same raw-scan rate."""
     with feedkv.connect(tmp / "catch-up", config=kv.StoreConfig(sync=False)) as db:
-        feed_rate = _catch_up_rate(db, keys)
+        start = _write_history(db, keys)
+        feed_rate = _catch_up_rate(db, start, keys)
         assert db.node is not None
         began = time.perf_counter()
         with db.node.store.engine.snapshot() as snap:
             scanned = sum(1 for _ in snap.scan(VERSIONS, b""))
         scan_rate = scanned / (time.perf_counter() - began)
+        for i in range(1, CATCH_UP_RANGES):
+            db.split(kv.key_of(i * keys // CATCH_UP_RANGES))
+        ranges_rate = _catch_up_rate(db, start, keys)
     node = NodeProcess(tmp / "catch-up-grpc")
     try:
         with feedkv.connect(node.url) as db:
-            grpc_rate = _catch_up_rate(db, keys)
+            grpc_rate = _catch_up_rate(db, _write_history(db, keys), keys)
     finally:
         node.terminate()
     return {
@@ -273,19 +280,28 @@ def catch_up(tmp: Path, keys: int) -> dict[str, Any]:
         "feed_values_per_s": round(feed_rate),
         "raw_scan_versions_per_s": round(scan_rate),
         "ratio": round(feed_rate / scan_rate, 3),
+        "ranges": CATCH_UP_RANGES,
+        "ranges_feed_values_per_s": round(ranges_rate),
+        "ranges_ratio": round(ranges_rate / scan_rate, 3),
         "grpc_feed_values_per_s": round(grpc_rate),
         "grpc_ratio": round(grpc_rate / scan_rate, 3),
     }
 
 
-def _catch_up_rate(db: feedkv.DB, keys: int) -> float:
-    """Writes ``keys`` keys, then times a feed's catch-up scan of them (values/s)."""
+def _write_history(db: feedkv.DB, keys: int) -> Timestamp:
+    """Writes ``keys`` keys in transactions of 1,000; returns a time before them."""
     start = db.now()
     batch = 1000
     for base in range(0, keys, batch):
         with db.transaction() as txn:
             for i in range(base, min(keys, base + batch)):
                 txn.put(kv.key_of(i), kv.VALUE)
+    return start
+
+
+def _catch_up_rate(db: feedkv.DB, start: Timestamp, keys: int) -> float:
+    """Times a feed's catch-up scan of the ``keys`` values written after ``start``
+    (values/s)."""
     began = time.perf_counter()
     delivered = 0
     with db.rangefeed(EVERYTHING, start) as feed:

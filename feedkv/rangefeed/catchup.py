@@ -1,10 +1,11 @@
 """The catch-up scan: a registration's history from its snapshot.
 
 Sends every committed version in the registration's span above ``start_ts`` that the
-snapshot holds, by timestamp and so oldest first per key (an incremental export over the
-committed-change time index, see :mod:`feedkv.storage.export`), with the replaced value
-when the registration asked for diffs. Intents are not history: those committed later
-reach the registration live, as their resolution is applied.
+snapshot holds, oldest first per key, with the replaced value when the registration asked
+for diffs: by timestamp from the store's committed-change time index, or by key from the
+span's versions when those are fewer (see :mod:`feedkv.storage.export`). Intents are not
+history: those committed later reach the registration live, as their resolution is
+applied.
 
 The scan is the one place a feed makes an event per stored version at full speed, so its
 pages keep the export's columns (:class:`~feedkv.rangefeed.event.ValueColumns`): the
@@ -20,7 +21,7 @@ from feedkv.rangefeed.event import Value, ValueColumns
 from feedkv.rangefeed.registration import event_size, values_size
 from feedkv.rangefeed.stream import ValueBatch
 from feedkv.storage.engine import Reader
-from feedkv.storage.export import export_pages
+from feedkv.storage.export import cheaper_by_key, export_pages, span_pages
 from feedkv.util.hlc import MAX_TIMESTAMP, Timestamp
 from feedkv.util.keys import Span
 
@@ -42,8 +43,14 @@ def catch_up(
     """The values in ``span`` with ``ts > start_ts``, in pages of at most ``page_values``
     values and ``page_bytes`` (a single bigger value is a page of its own), each
     with its size as the memory budget counts it (raises
-    :class:`~feedkv.errors.BatchTimestampBeforeGCError` if that history was collected)."""
-    pages = export_pages(
+    :class:`~feedkv.errors.BatchTimestampBeforeGCError` if that history was collected).
+
+    Read from the time index, in timestamp order, unless the span's versions are fewer
+    (see :func:`~feedkv.storage.export.cheaper_by_key`): then by key. A range's scan so
+    costs at most about what the range holds, not what the whole store changed since
+    ``start_ts``."""
+    by_key = cheaper_by_key(reader, span, start_ts)
+    pages = (span_pages if by_key else export_pages)(
         reader,
         span,
         start_ts,
@@ -56,8 +63,9 @@ def catch_up(
         values = ValueColumns(page.keys, page.values, page.timestamps, page.prev_values)
         size = values_size(values)
         if size <= page_bytes:
-            # NB: the export is in timestamp order, so a page's last value is its newest.
-            yield ValueBatch(values, page.timestamps[-1]), size
+            # NB: in timestamp order a page's last value is its newest
+            newest = max(page.timestamps) if by_key else page.timestamps[-1]
+            yield ValueBatch(values, newest), size
         else:
             yield from _cut(values.made(), page_bytes)
 

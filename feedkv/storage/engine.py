@@ -156,6 +156,16 @@ class Reader(Protocol):
         """
         ...
 
+    def count(self, db: str, start: bytes, end: bytes | None, limit: int) -> int:
+        """How many keys ``start <= key < end`` holds (``end=None``: to the last key),
+        counting no further than ``limit``: cheaper than scanning them, as no value is
+        read."""
+        ...
+
+    def entries(self, db: str) -> int:
+        """How many entries ``db`` holds in all, from the engine's own count (no scan)."""
+        ...
+
 
 class ReadWriter(Reader, Protocol):
     """A reader that can also write; reads see its own writes."""

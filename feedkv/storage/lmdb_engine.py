@@ -34,8 +34,10 @@ import os
 import queue
 import threading
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -60,6 +62,7 @@ DEFAULT_MAP_SIZE = 64 << 30  # virtual address space only; the file grows with t
 MAX_GROUP_JOBS = 4096
 ACK_DELAY_S = 0.002  # evaluating the next group this long completes a durable group's futures
 GROWTH_WAIT_SECONDS = 30.0
+_COUNT_CHUNK = 4096  # keys a count reads at once
 ISOLATED_GROUPS = 16  # groups run with nested transactions after one that had a failure
 
 
@@ -124,6 +127,25 @@ class _View:
                 return
             yield key, value
 
+    def count(self, db: str, start: bytes, end: bytes | None, limit: int) -> int:
+        cursor = self._txn.cursor(db=self._dbs[db])
+        if limit < 1 or not cursor.set_range(start):
+            return 0
+        keys = cursor.iternext(values=False)
+        counted = 0
+        while counted < limit:
+            chunk = list(islice(keys, min(limit - counted, _COUNT_CHUNK)))
+            if end is not None and chunk and chunk[-1] >= end:
+                return counted + bisect_left(chunk, end)
+            counted += len(chunk)
+            if len(chunk) < _COUNT_CHUNK:
+                break
+        return counted
+
+    def entries(self, db: str) -> int:
+        entries: int = self._txn.stat(self._dbs[db])["entries"]
+        return entries
+
     def put(self, db: str, key: bytes, value: bytes) -> None:
         self._txn.put(key, value, db=self._dbs[db])
 
@@ -144,13 +166,19 @@ class LMDBSnapshot(_View):
     def scan(
         self, db: str, start: bytes, end: bytes | None = None, *, reverse: bool = False
     ) -> Iterator[tuple[bytes, bytes]]:
-        """:meth:`_View.scan`; to the end of ``db`` and forward, LMDB's own iterator, its
-        cursor placed now: a snapshot never changes, so this reads what placing it at the
-        first read would, without a generator's resume per entry (a catch-up scan reads
-        the time index to its end this way)."""
-        if end is not None or reverse:
-            return super().scan(db, start, end, reverse=reverse)
+        """:meth:`_View.scan`; to the end of ``db`` and forward, or from its first key
+        and backward, LMDB's own iterator, its cursor placed now: a snapshot never
+        changes, so this reads what placing it at the first read would, without a
+        generator's resume per entry (a catch-up scan reads the time index to its end, or
+        a span's versions backward, this way)."""
+        if reverse and start:
+            return super().scan(db, start, end, reverse=True)
+        if not reverse and end is not None:
+            return super().scan(db, start, end)
         cursor = self._txn.cursor(db=self._dbs[db])
+        if reverse:
+            found = cursor.last() if end is None or not cursor.set_range(end) else cursor.prev()
+            return cursor.iterprev() if found else iter(())
         if not cursor.set_range(start):
             return iter(())
         entries: Iterator[tuple[bytes, bytes]] = cursor.iternext()

@@ -33,6 +33,7 @@ __all__ = [
     "decode_change_keys",
     "decode_ts",
     "decode_version_key",
+    "decode_version_keys",
     "decode_version_ts",
     "decode_version_value",
     "encode_change_key",
@@ -110,6 +111,22 @@ def decode_version_key(raw: bytes) -> tuple[bytes, Timestamp]:
     )
 
 
+def decode_version_keys(raws: list[bytes]) -> tuple[list[bytes], list[Timestamp]]:
+    """:func:`decode_version_key` of many ``versions`` keys at once, as a column of user
+    keys and one of timestamps (see :func:`decode_timestamps`): Python code runs per key
+    only for a column holding a key with a zero byte (escaped)."""
+    keys = list(map(_escaped_part, raws))
+    if b"\x00" in b"".join(keys):
+        keys = list(map(unescape_key, keys))
+    return keys, decode_timestamps(list(map(_suffix_part, raws)), _uninvert_all)
+
+
+def _uninvert_all(encoded: list[bytes]) -> Iterator[tuple[int, int]]:
+    parts = list(map(_TS.unpack, encoded))
+    walls = map(_MAX_WALL.__sub__, map(_wall_part, parts))
+    return zip(walls, map(MAX_LOGICAL.__sub__, map(_logical_part, parts)), strict=True)
+
+
 def encode_version_value(value: bytes | None) -> bytes:
     return TOMBSTONE if value is None else _VALUE_TAG + value
 
@@ -140,3 +157,7 @@ def _unpack_all(encoded: list[bytes]) -> Iterator[tuple[int, int]]:
 
 _ts_part = itemgetter(slice(0, _TS.size))
 _key_part = itemgetter(slice(_TS.size, None))
+_escaped_part = itemgetter(slice(0, -SUFFIX_LEN))
+_suffix_part = itemgetter(slice(-_TS.size, None))
+_wall_part = itemgetter(0)
+_logical_part = itemgetter(1)

@@ -69,3 +69,28 @@ def test_pages_are_cut_by_bytes_and_a_bigger_value_is_a_page_of_its_own(
         [30],
     ]
     assert [size for _, size in pages] == [sum(map(event_size, p.values)) for p, _ in pages]
+
+
+def test_a_span_with_fewer_versions_than_the_window_has_changes_is_read_by_key(
+    engine: LMDBEngine,
+) -> None:
+    """Keys descending, each key's versions oldest first, each with the value it replaced."""
+    for i in range(40):  # busy outside the span: the window holds 56 changes, the span 12
+        engine.write(lambda rw, i=i: mvcc.put(rw, b"x", Timestamp(22 + i), b"out"))
+    with engine.snapshot() as snap:
+        pages = list(catch_up(snap, SPAN, Timestamp(12), True, page_values=4))
+    values = [value for page, _ in pages for value in page.values]
+    assert values == [
+        Value(b"k09", b"v9", Timestamp(19)),
+        Value(b"k08", b"v8", Timestamp(18)),
+        Value(b"k07", b"v7", Timestamp(17)),
+        Value(b"k06", b"v6", Timestamp(16)),
+        Value(b"k05", b"v5", Timestamp(15)),
+        Value(b"k05", None, Timestamp(21), b"v5"),
+        Value(b"k04", b"v4", Timestamp(14)),
+        Value(b"k03", b"v3", Timestamp(13)),
+        Value(b"k03", b"v3'", Timestamp(20), b"v3"),
+    ]
+    for page, size in pages:
+        assert page.max_ts == max(value.ts for value in page.values)
+        assert size == sum(map(event_size, page.values))

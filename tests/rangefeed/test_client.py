@@ -20,8 +20,10 @@ from feedkv.rangefeed.client import FeedTransport, RangeFeed
 from feedkv.rangefeed.event import Checkpoint, Event, Value
 from feedkv.rangefeed.store_feeds import FeedConfig
 from feedkv.rangefeed.stream import EventStream, StreamItem, ValueBatch
+from feedkv.storage.export import iter_export
 from feedkv.storage.gc import gc
-from feedkv.util.hlc import Timestamp
+from feedkv.testing.feed_validator import FeedValidator, assert_valid
+from feedkv.util.hlc import MAX_TIMESTAMP, Timestamp
 from feedkv.util.keys import KEY_MAX, KEY_MIN, Span
 
 EVERYTHING = Span(KEY_MIN, KEY_MAX)
@@ -49,6 +51,33 @@ def test_a_feed_over_many_ranges_checkpoints_its_whole_span(db: DB) -> None:
     assert {c.span for c in checkpoints} == {Span(b"a", b"h"), Span(b"o", b"q")}
     stamps = [c.ts for c in checkpoints]
     assert stamps == sorted(stamps)
+
+
+def test_a_feed_from_long_ago_over_many_ranges_reads_each_ranges_own_versions(
+    db: DB, store: Store
+) -> None:
+    """Each range holds a quarter of the versions the store took since the feed's start,
+    so its catch-up reads them by key, not the whole store's time index: keys descending,
+    each key's versions oldest first, with the values they replaced."""
+    since = db.now()
+    for round_ in range(3):
+        with db.transaction() as txn:
+            for i in range(60):
+                txn.put(b"k%02d" % i, b"%d.%d" % (round_, i))
+        db.delete(b"k%02d" % (20 + round_))
+    for split in (b"k15", b"k30", b"k45"):
+        db.split(split)
+    last = db.put(b"k59", b"last")
+    with db.rangefeed(EVERYTHING, since, with_diff=True) as feed:
+        events = read_until(feed, resolved_past(last))
+    validator = FeedValidator([EVERYTHING], since, with_diff=True)
+    validator.observe_all(events)
+    with store.engine.snapshot() as snap:
+        committed = list(iter_export(snap, EVERYTHING, ZERO, MAX_TIMESTAMP))
+    assert_valid(validator.check(committed, up_to=last))
+    middle = [e.key for e in events if isinstance(e, Value) and b"k15" <= e.key < b"k30"]
+    assert len(middle) == 3 * 15 + 3
+    assert middle == sorted(middle, reverse=True)
 
 
 def test_no_value_follows_a_checkpoint_at_or_above_it(db: DB) -> None:

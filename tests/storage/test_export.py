@@ -141,6 +141,92 @@ def test_export_pages_are_the_versions_in_columns_cut_by_size(
     assert rows == brute_force(history, span, lo_ts, hi_ts, with_diff)
 
 
+@settings(max_examples=120, deadline=None)
+@given(
+    lo=st.integers(0, LAST + 10),
+    width=st.integers(0, LAST + 10),
+    start=st.sampled_from(KEYS),
+    end_index=st.integers(0, len(KEYS)),
+    with_diff=st.booleans(),
+    page_size=st.integers(1, 50),
+)
+def test_span_pages_hold_the_exports_versions_by_key_descending_each_oldest_first(
+    store: tuple[LMDBEngine, History],
+    lo: int,
+    width: int,
+    start: bytes,
+    end_index: int,
+    with_diff: bool,
+    page_size: int,
+) -> None:
+    engine, history = store
+    end = sorted(KEYS)[end_index] if end_index < len(KEYS) else b"z"
+    span = Span(start, end if end > start else b"z")
+    lo_ts = Timestamp(lo, 1)
+    hi_ts = Timestamp(lo + width, 2) if width <= LAST else Timestamp(2**63, 0)
+    with engine.snapshot() as snap:
+        pages = list(
+            export.span_pages(snap, span, lo_ts, hi_ts, with_diff=with_diff, page_size=page_size)
+        )
+    rows = []
+    for page in pages:
+        assert 0 < len(page.keys) <= page_size
+        assert (page.prev_values is None) is not with_diff
+        prev_values = page.prev_values if with_diff else [None] * len(page.keys)
+        rows += zip(page.timestamps, page.keys, page.values, prev_values, strict=True)
+    by_key_descending = sorted(rows, key=lambda row: (row[1], row[0]))
+    by_key_descending.sort(key=lambda row: row[1], reverse=True)  # stable: oldest first
+    assert rows == by_key_descending
+    assert sorted(rows) == brute_force(history, span, lo_ts, hi_ts, with_diff)
+
+
+def test_span_pages_read_only_the_span_and_give_keys_with_zero_bytes_back_whole(
+    store: tuple[LMDBEngine, History],
+) -> None:
+    engine, history = store
+    span = Span(b"k05", b"k06")  # k05, k05\x00 and k05\x00\x00
+    with engine.snapshot() as snap:
+        keys = {
+            key
+            for page in export.span_pages(snap, span, Timestamp(0), Timestamp(LAST))
+            for key in page.keys
+        }
+    assert (
+        keys
+        == {b"k05", b"k05\x00", b"k05\x00\x00"}
+        == {k for _, k, _ in history if span.contains_key(k)}
+    )
+
+
+def test_a_narrow_span_in_a_busy_window_is_read_by_key_and_a_wide_one_by_the_index(
+    store: tuple[LMDBEngine, History],
+) -> None:
+    engine, _ = store
+    with engine.snapshot() as snap:
+        # k05..k06 holds a few hundred versions; the store took ~2,000 changes since 0
+        assert export.cheaper_by_key(snap, Span(b"k05", b"k06"), Timestamp(0))
+        # from near the end the window holds a few changes, fewer than the span's versions
+        assert not export.cheaper_by_key(snap, Span(b"k05", b"k06"), Timestamp(LAST - 20))
+        # the whole keyspace holds every version: the index is never worse
+        assert not export.cheaper_by_key(snap, Span(b"a", b"z"), Timestamp(0))
+
+
+def test_a_big_span_is_read_by_key_when_the_window_holds_twice_its_versions(
+    tmp_path: Path,
+) -> None:
+    with LMDBEngine(tmp_path / "s", databases=MVCC_DATABASES) as engine:
+        at = Timestamp(10)
+        engine.write(lambda rw: [mvcc.put(rw, b"a%04d" % i, at, b"v") for i in range(1100)])
+        engine.write(lambda rw: [mvcc.put(rw, b"b%04d" % i, at.next(), b"v") for i in range(2300)])
+        with engine.snapshot() as snap:
+            # 1,100 versions against windows of 3,400, 2,300 and no changes
+            assert export.cheaper_by_key(snap, Span(b"a", b"b"), Timestamp(0))
+            assert export.cheaper_by_key(snap, Span(b"a", b"b"), at)
+            assert not export.cheaper_by_key(snap, Span(b"a", b"b"), at.next())
+            # 2,300 versions: the whole index (3,400) is less than twice as many
+            assert not export.cheaper_by_key(snap, Span(b"b", b"c"), Timestamp(0))
+
+
 def test_versions_written_together_share_one_timestamp(tmp_path: Path) -> None:
     engine = LMDBEngine(tmp_path / "s", databases=MVCC_DATABASES)
     at = Timestamp(7, 1)

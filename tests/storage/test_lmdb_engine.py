@@ -193,6 +193,26 @@ def test_scan_yields_half_open_range_in_both_directions(
     with engine.snapshot() as snap:
         assert list(snap.scan("a", start, end)) == expected
         assert list(snap.scan("a", start, end, reverse=True)) == expected[::-1]
+        assert snap.count("a", start, end, 100) == len(expected)
+        assert snap.count("a", start, end, 1) == min(1, len(expected))
+    in_place = engine.read_now(
+        lambda rw: (list(rw.scan("a", start, end, reverse=True)), rw.count("a", start, end, 100))
+    )
+    assert in_place == (expected[::-1], len(expected))
+
+
+def test_counts_stop_at_the_limit_or_the_end_across_chunks_and_entries_count_all(
+    engine: LMDBEngine,
+) -> None:
+    put_all(engine, "a", {b"k%05d" % i: b"" for i in range(10_000)})
+    with engine.snapshot() as snap:
+        assert snap.entries("a") == 10_000
+        assert snap.entries("b") == 0
+        assert snap.count("a", b"", None, 10**6) == 10_000
+        assert snap.count("a", b"", None, 9_000) == 9_000
+        assert snap.count("a", b"k01000", b"k09500", 10**6) == 8_500
+        assert snap.count("a", b"k01000", b"k09500", 8_499) == 8_499
+        assert snap.count("a", b"", b"k05000", 0) == 0
 
 
 def test_scan_of_empty_database_yields_nothing(engine: LMDBEngine) -> None:

@@ -38,6 +38,7 @@ from feedkv.storage.mvcc_key import (
     encode_ts,
     key_versions_start,
     version_suffix,
+    version_suffixes,
 )
 from feedkv.storage.schema import CHANGES, VERSIONS
 from feedkv.util.hlc import MAX_TIMESTAMP, Timestamp
@@ -200,16 +201,18 @@ def span_pages(
         prev_values = None
         if with_diff:
             prev_values, before = _previous_values(raws, raw_values, before)
-        keep = list(map(after_lo.__gt__, map(_suffix_part, raws)))
-        if up_to_hi is not None:
-            keep = list(map(and_, keep, map(up_to_hi.__le__, map(_suffix_part, raws))))
-        if not all(keep):
+        suffixes = version_suffixes(raws)
+        if max(suffixes) >= after_lo or (up_to_hi is not None and min(suffixes) < up_to_hi):
+            keep = list(map(after_lo.__gt__, suffixes))
+            if up_to_hi is not None:
+                keep = list(map(and_, keep, map(up_to_hi.__le__, suffixes)))
             raws = list(compress(raws, keep))
             raw_values = list(compress(raw_values, keep))
+            suffixes = list(compress(suffixes, keep))
             if prev_values is not None:
                 prev_values = list(compress(prev_values, keep))
         if raws:
-            keys, timestamps = decode_version_keys(raws)
+            keys, timestamps = decode_version_keys(raws, suffixes)
             values: list[bytes | None] = list(map(_value_of_change, raw_values))
             if TOMBSTONE in raw_values:
                 values = [v if raw else None for v, raw in zip(values, raw_values, strict=True)]
@@ -247,6 +250,7 @@ def cheaper_by_key(reader: Reader, span: Span, lo: Timestamp) -> bool:
     the cost of reading an entry), and no further than that needs: the span's versions up
     to half the index, the window's changes up to twice the span's versions."""
     changes = reader.entries(CHANGES)
+    window_start = encode_ts(lo.next())
     start, end = key_versions_start(span.start), key_versions_start(span.end)
     if _holds_every_version(reader, start, end):
         versions = reader.entries(VERSIONS)
@@ -254,8 +258,11 @@ def cheaper_by_key(reader: Reader, span: Span, lo: Timestamp) -> bool:
         versions = reader.count(VERSIONS, start, end, changes // 2)
     if 2 * versions >= changes:
         return False  # the whole index is at most twice the span
+    oldest = reader.seek(CHANGES, b"")
+    if oldest is not None and oldest[0] >= window_start:
+        return True  # the window holds the whole index: no need to count it
     limit = 2 * versions
-    return reader.count(CHANGES, encode_ts(lo.next()), None, limit + 1) > limit
+    return reader.count(CHANGES, window_start, None, limit + 1) > limit
 
 
 def _holds_every_version(reader: Reader, start: bytes, end: bytes) -> bool:
@@ -304,7 +311,6 @@ _first = itemgetter(0)
 _second = itemgetter(1)
 _value_of_change = itemgetter(slice(1, None))
 _escaped_part = itemgetter(slice(0, -SUFFIX_LEN))
-_suffix_part = itemgetter(slice(-SUFFIX_LEN + 2, None))
 
 
 def _value_of(version: tuple[Timestamp, bytes | None] | None) -> bytes | None:

@@ -45,6 +45,7 @@ __all__ = [
     "unescape_key",
     "version_key",
     "version_suffix",
+    "version_suffixes",
 ]
 
 _TS = struct.Struct(">QI")
@@ -111,14 +112,22 @@ def decode_version_key(raw: bytes) -> tuple[bytes, Timestamp]:
     )
 
 
-def decode_version_keys(raws: list[bytes]) -> tuple[list[bytes], list[Timestamp]]:
-    """:func:`decode_version_key` of many ``versions`` keys at once, as a column of user
-    keys and one of timestamps (see :func:`decode_timestamps`): Python code runs per key
-    only for a column holding a key with a zero byte (escaped)."""
+def version_suffixes(raws: list[bytes]) -> list[bytes]:
+    """The timestamp suffixes of ``versions`` keys (see :func:`version_suffix`)."""
+    return list(map(_suffix_part, raws))
+
+
+def decode_version_keys(
+    raws: list[bytes], suffixes: list[bytes]
+) -> tuple[list[bytes], list[Timestamp]]:
+    """:func:`decode_version_key` of many ``versions`` keys at once (``suffixes`` being
+    their :func:`version_suffixes`), as a column of user keys and one of timestamps (see
+    :func:`decode_timestamps`): Python code runs per key only for a column holding a key
+    with a zero byte (escaped)."""
     keys = list(map(_escaped_part, raws))
     if b"\x00" in b"".join(keys):
         keys = list(map(unescape_key, keys))
-    return keys, decode_timestamps(list(map(_suffix_part, raws)), _uninvert_all)
+    return keys, decode_timestamps(suffixes, _uninvert_all)
 
 
 def _uninvert_all(encoded: list[bytes]) -> Iterator[tuple[int, int]]:

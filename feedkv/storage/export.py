@@ -8,6 +8,12 @@ number of changes in the window (store-wide), not the amount of data in the span
 reads them sequentially (each index entry carries its value; only ``with_diff`` seeks
 into the versions).
 
+The index is store-wide, so a narrow span over a long window pays for every change the
+store took: :func:`span_pages` reads the same versions from the span's own versions
+instead (by key, each key's versions oldest first), and :func:`cheaper_by_key` says which
+of the two reads fewer entries, counting them. A rangefeed's catch-up scan uses both, so
+that each range of a feed over many pays for what it holds, not for the whole store.
+
 Intents are not versions: :func:`export` reports the intents in the span that could
 still commit inside the window (write timestamp ``<= hi``) separately; the rangefeed's
 initial intent scan and a caller checking that a window is final both need them.
@@ -232,10 +238,11 @@ def _previous_values(
     previous value: the entry read before it, if of the same key; and the last entry, for
     the next page."""
     keys = list(map(_escaped_part, raws))
-    earlier = [before] if before is not None else [(b"", b"")]
+    # NB: with nothing before, a stand-in whose value decodes as none (a deletion's)
+    earlier = [before] if before is not None else [(b"", TOMBSTONE)]
     earlier += zip(keys[:-1], raw_values[:-1], strict=True)
     previous = [
-        decode_version_value(value) if earlier_key == key and earlier_key else None
+        decode_version_value(value) if earlier_key == key else None
         for key, (earlier_key, value) in zip(keys, earlier, strict=True)
     ]
     return previous, (keys[-1], raw_values[-1])

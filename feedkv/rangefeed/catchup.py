@@ -16,6 +16,7 @@ them in C (see :func:`export_pages` for when Python code still runs per version)
 from __future__ import annotations
 
 from collections.abc import Iterator
+from operator import attrgetter
 
 from feedkv.rangefeed.event import Value, ValueColumns
 from feedkv.rangefeed.registration import event_size, values_size
@@ -71,14 +72,18 @@ def catch_up(
 
 
 def _cut(values: list[Value], page_bytes: int) -> Iterator[tuple[ValueBatch, int]]:
-    """``values`` in pages of at most ``page_bytes``, or of one bigger value."""
+    """``values`` in pages of at most ``page_bytes``, or of one bigger value (in any
+    order: a page read by key has its newest value anywhere)."""
     page: list[Value] = []
     size = 0
     for value in values:
         value_size = event_size(value)
         if page and size + value_size > page_bytes:
-            yield ValueBatch(page, page[-1].ts), size
+            yield ValueBatch(page, max(map(_TS, page))), size
             page, size = [], 0
         page.append(value)
         size += value_size
-    yield ValueBatch(page, page[-1].ts), size
+    yield ValueBatch(page, max(map(_TS, page))), size
+
+
+_TS = attrgetter("ts")

@@ -71,14 +71,17 @@ def test_pages_are_cut_by_bytes_and_a_bigger_value_is_a_page_of_its_own(
     assert [size for _, size in pages] == [sum(map(event_size, p.values)) for p, _ in pages]
 
 
+@pytest.mark.parametrize("by_bytes", [False, True])  # True: pages cut by bytes
 def test_a_span_with_fewer_versions_than_the_window_has_changes_is_read_by_key(
-    engine: LMDBEngine,
+    engine: LMDBEngine, by_bytes: bool
 ) -> None:
-    """Keys descending, each key's versions oldest first, each with the value it replaced."""
+    """Keys descending, each key's versions oldest first, each with the value it replaced;
+    each page knows its newest value, wherever it is in the page."""
     for i in range(40):  # busy outside the span: the window holds 56 changes, the span 12
         engine.write(lambda rw, i=i: mvcc.put(rw, b"x", Timestamp(22 + i), b"out"))
+    limit = 3 * event_size(Value(b"k00", b"v0", Timestamp(10), b"v0")) if by_bytes else 1 << 20
     with engine.snapshot() as snap:
-        pages = list(catch_up(snap, SPAN, Timestamp(12), True, page_values=4))
+        pages = list(catch_up(snap, SPAN, Timestamp(12), True, page_values=4, page_bytes=limit))
     values = [value for page, _ in pages for value in page.values]
     assert values == [
         Value(b"k09", b"v9", Timestamp(19)),

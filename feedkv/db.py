@@ -142,11 +142,17 @@ class DB(KVClient):
         *,
         with_diff: bool = False,
         values: bool = True,
+        timestamp_order: bool = False,
     ) -> RangeFeed:
         """Every change in ``spans`` after ``since`` (exclusive), with checkpoints; see
         :mod:`feedkv.rangefeed.client`. Iterate it (or ``async for``); ``close()`` ends it.
 
-        ``with_diff`` adds each value's previous value. ``values=False`` gives a
+        Each key's values come in timestamp order. The history before the first
+        checkpoint (the catch-up scan) comes in timestamp order across keys too with
+        ``timestamp_order``; without, a range that holds fewer versions than the store
+        changed since ``since`` sends its history by key, which costs what the range
+        holds instead of the whole store's changes. ``with_diff`` adds each value's
+        previous value. ``values=False`` gives a
         checkpoint-only feed, for following the resolved timestamp: the same checkpoints,
         no values, and the nodes skip the catch-up scan and the per-write fan-out for it.
         It cannot be combined with ``with_diff`` (:class:`~feedkv.errors.InvalidArgumentError`).
@@ -159,6 +165,7 @@ class DB(KVClient):
                 since,
                 with_diff=with_diff,
                 values=values,
+                timestamp_order=timestamp_order,
             )
         )
 
@@ -166,8 +173,9 @@ class DB(KVClient):
         self, key: bytes, *, prefix: bool = False, since: Timestamp | None = None
     ) -> RangeFeed:
         """etcd-style: every change of ``key`` (or of every key under it, with ``prefix``)
-        as :class:`~feedkv.rangefeed.event.Value` events. With no ``since``, first the
-        current value(s), then every change after them."""
+        as :class:`~feedkv.rangefeed.event.Value` events, history in timestamp order as
+        etcd replays revisions. With no ``since``, first the current value(s), then every
+        change after them."""
         check_key(key)
         span = Span.for_prefix(key) if prefix else Span.for_key(key)
         initial: list[Value] = []
@@ -184,6 +192,7 @@ class DB(KVClient):
                 [span],
                 since,
                 values_only=True,
+                timestamp_order=True,
                 initial=initial,
             )
         )

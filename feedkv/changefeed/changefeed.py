@@ -181,7 +181,8 @@ class Changefeed:
                 self._sink.emit_resolved(start, self._all_topics(start))
         last_flush = last_resolved = self._clock()
         spans = [t.span for t in self.spec.targets]
-        feed = self._db.rangefeed(spans, start, with_diff=self._with_diff)
+        # NB: in timestamp order: a schema change is applied when a value passes it
+        feed = self._db.rangefeed(spans, start, with_diff=self._with_diff, timestamp_order=True)
         with self._feed_lock:
             self._feed = feed
         if self.closed:

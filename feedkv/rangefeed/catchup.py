@@ -40,17 +40,20 @@ def catch_up(
     *,
     page_values: int = PAGE_VALUES,
     page_bytes: int = PAGE_BYTES,
+    by_key: bool = True,
 ) -> Iterator[tuple[ValueBatch, int]]:
     """The values in ``span`` with ``ts > start_ts``, in pages of at most ``page_values``
     values and ``page_bytes`` (a single bigger value is a page of its own), each
     with its size as the memory budget counts it (raises
     :class:`~feedkv.errors.BatchTimestampBeforeGCError` if that history was collected).
 
-    Read from the time index, in timestamp order, unless the span's versions are fewer
-    (see :func:`~feedkv.storage.export.cheaper_by_key`): then by key. A range's scan so
-    costs at most about what the range holds, not what the whole store changed since
-    ``start_ts``."""
-    by_key = cheaper_by_key(reader, span, start_ts)
+    Read from the time index, in timestamp order, unless ``by_key`` allows reading the
+    span's own versions and the window holds more than twice as many changes (see
+    :func:`~feedkv.storage.export.cheaper_by_key`): then by key. A range's scan so costs
+    about what the range holds at most, not what the whole store changed since
+    ``start_ts``. A consumer that needs timestamp order across keys (a changefeed whose
+    schema changes cut its history, an etcd-style watch replaying revisions) says so."""
+    by_key = by_key and cheaper_by_key(reader, span, start_ts)
     pages = (span_pages if by_key else export_pages)(
         reader,
         span,

@@ -83,10 +83,12 @@ class FeedTransport(Protocol):
         stream: EventStream,
         *,
         values: bool = True,
+        timestamp_order: bool = False,
     ) -> object:
         """Subscribe ``stream`` to ``span`` after ``start_ts`` (exclusive); returns a handle
-        for :meth:`unregister`. Without ``values`` only checkpoints are sent. Failures to
-        register arrive as an :class:`Error` event, or raise when the node cannot be
+        for :meth:`unregister`. Without ``values`` only checkpoints are sent; with
+        ``timestamp_order`` the catch-up scan keeps timestamp order across keys. Failures
+        to register arrive as an :class:`Error` event, or raise when the node cannot be
         reached."""
         ...
 
@@ -135,6 +137,7 @@ class RangeFeed:
         *,
         with_diff: bool = False,
         values: bool = True,
+        timestamp_order: bool = False,
         values_only: bool = False,
         initial: Iterable[Event] = (),
         recent_values: int = RECENT_VALUES,
@@ -155,6 +158,7 @@ class RangeFeed:
         self.since = since
         self.with_diff = with_diff
         self.values = values
+        self.timestamp_order = timestamp_order
         self.frontier = SpanFrontier(self.spans, since)
         self._transport = transport
         self._router = router
@@ -348,7 +352,13 @@ class RangeFeed:
                 self._pieces[tag] = part
             try:
                 part.handle = self._transport.register(
-                    tag, span, part.resume, self.with_diff, self._stream, values=self.values
+                    tag,
+                    span,
+                    part.resume,
+                    self.with_diff,
+                    self._stream,
+                    values=self.values,
+                    timestamp_order=self.timestamp_order,
                 )
             except (RetryableError, ExternalError):
                 with self._lock:

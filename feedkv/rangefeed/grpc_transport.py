@@ -221,6 +221,7 @@ class GrpcFeedTransport:
         stream: EventStream,
         *,
         values: bool = True,
+        timestamp_order: bool = False,
     ) -> object:
         with self._lock:
             if self._closed:
@@ -238,6 +239,7 @@ class GrpcFeedTransport:
         register.with_diff = with_diff
         register.checkpoints_only = not values
         register.timestamp_runs = True
+        register.timestamp_order = timestamp_order
         mux.add(reg, request)
         return reg
 

@@ -128,7 +128,13 @@ class RangeFeedService:
             return _refused(msg.tag, stream, ErrorReason.INVALID_REQUEST, str(exc))
         try:
             return self.feeds.register(
-                msg.tag, span, start_ts, msg.with_diff, stream, values=not msg.checkpoints_only
+                msg.tag,
+                span,
+                start_ts,
+                msg.with_diff,
+                stream,
+                values=not msg.checkpoints_only,
+                timestamp_order=msg.timestamp_order,
             )
         except InvalidArgumentError as exc:
             return _refused(msg.tag, stream, ErrorReason.INVALID_REQUEST, str(exc))

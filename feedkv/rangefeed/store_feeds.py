@@ -126,9 +126,12 @@ class StoreFeeds:
         stream: EventStream,
         *,
         values: bool = True,
+        timestamp_order: bool = False,
     ) -> Registration:
         """Subscribe ``stream`` to ``span`` after ``start_ts``; events arrive tagged ``tag``.
-        Without ``values`` only checkpoints are sent (and ``with_diff`` is refused)."""
+        Without ``values`` only checkpoints are sent (and ``with_diff`` is refused); with
+        ``timestamp_order`` the catch-up scan keeps timestamp order across keys (see
+        :func:`~feedkv.rangefeed.catchup.catch_up`)."""
         if with_diff and not values:
             raise InvalidArgumentError(_DIFF_WITHOUT_VALUES)
         if self._stopping.is_set():
@@ -153,7 +156,7 @@ class StoreFeeds:
                 processor.finish_catch_up(reg)
                 return reg
         try:
-            self._catchups.submit(self._catch_up, processor, reg)
+            self._catchups.submit(self._catch_up, processor, reg, timestamp_order)
         except RuntimeError:  # close() shut the workers down after the lock was let go
             self._end(processor, reg, ErrorReason.NODE_SHUTDOWN, "the node is shutting down")
         return reg
@@ -212,7 +215,7 @@ class StoreFeeds:
 
     # Catch-up scans (worker threads).
 
-    def _catch_up(self, processor: Processor, reg: Registration) -> None:
+    def _catch_up(self, processor: Processor, reg: Registration, timestamp_order: bool) -> None:
         with self._lock:
             if reg.done:
                 processor.unregister(reg)
@@ -229,6 +232,7 @@ class StoreFeeds:
                     reg.start_ts,
                     reg.with_diff,
                     page_values=self.config.catchup_page_values,
+                    by_key=not timestamp_order,
                 )
                 while True:
                     with self._scanning:

@@ -263,6 +263,35 @@ def test_backfill_re_emits_rows_at_the_schema_change(table: DB) -> None:
     assert rows[0][2]["updated"] == rows[1][2]["updated"]  # at the change's timestamp
 
 
+def test_a_backfill_from_a_cursor_follows_every_older_version_of_the_rows(table: DB) -> None:
+    """From a cursor before a column change, with the store busy elsewhere (so a range of
+    ``t`` holds far fewer versions than the store changed: its history could be read by
+    key), each row's older versions come before the backfill re-emits it at the change."""
+    db = table
+    db.sql("CREATE TABLE busy (k INT PRIMARY KEY, v STRING)")
+    cursor = db.sql("SELECT cluster_logical_timestamp()").rows[0][0]
+    db.sql("UPDATE t SET v = 'a1' WHERE k = 1")
+    db.sql("UPDATE t SET v = 'a2' WHERE k = 1")
+    db.sql("ALTER TABLE t ADD COLUMN n INT")  # rewrites no row: the backfill does
+    db.sql("UPDATE t SET v = 'b1' WHERE k = 2")
+    for i in range(0, 200, 50):
+        db.sql("INSERT INTO busy VALUES " + ", ".join(f"({j}, 'x')" for j in range(i, i + 50)))
+    result = feed(
+        db,
+        f"EXPERIMENTAL CHANGEFEED FOR t WITH updated, cursor='{cursor}', "
+        f"schema_change_events='column_changes', {FAST}",
+    )
+    rows = data(rows_until(result, count(5)))
+    result.close()
+    assert [(k, v["after"]["v"]) for _t, k, v in rows] == [
+        ([1], "a1"),
+        ([1], "a2"),
+        ([1], "a2"),  # the backfill, at the change
+        ([2], "b"),
+        ([2], "b1"),
+    ]
+
+
 def test_nobackfill_leaves_rewritten_rows_out(table: DB) -> None:
     db = table
     result = feed(

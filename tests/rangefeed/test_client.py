@@ -53,12 +53,14 @@ def test_a_feed_over_many_ranges_checkpoints_its_whole_span(db: DB) -> None:
     assert stamps == sorted(stamps)
 
 
+@pytest.mark.parametrize("timestamp_order", [False, True])
 def test_a_feed_from_long_ago_over_many_ranges_reads_each_ranges_own_versions(
-    db: DB, store: Store
+    db: DB, store: Store, timestamp_order: bool
 ) -> None:
     """Each range holds a quarter of the versions the store took since the feed's start,
     so its catch-up reads them by key, not the whole store's time index: keys descending,
-    each key's versions oldest first, with the values they replaced."""
+    each key's versions oldest first, with the values they replaced; unless the feed
+    asks for timestamp order."""
     since = db.now()
     for round_ in range(3):
         with db.transaction() as txn:
@@ -68,16 +70,20 @@ def test_a_feed_from_long_ago_over_many_ranges_reads_each_ranges_own_versions(
     for split in (b"k15", b"k30", b"k45"):
         db.split(split)
     last = db.put(b"k59", b"last")
-    with db.rangefeed(EVERYTHING, since, with_diff=True) as feed:
+    feed = db.rangefeed(EVERYTHING, since, with_diff=True, timestamp_order=timestamp_order)
+    with feed:
         events = read_until(feed, resolved_past(last))
     validator = FeedValidator([EVERYTHING], since, with_diff=True)
     validator.observe_all(events)
     with store.engine.snapshot() as snap:
         committed = list(iter_export(snap, EVERYTHING, ZERO, MAX_TIMESTAMP))
     assert_valid(validator.check(committed, up_to=last))
-    middle = [e.key for e in events if isinstance(e, Value) and b"k15" <= e.key < b"k30"]
+    middle = [e for e in events if isinstance(e, Value) and b"k15" <= e.key < b"k30"]
     assert len(middle) == 3 * 15 + 3
-    assert middle == sorted(middle, reverse=True)
+    if timestamp_order:
+        assert middle == sorted(middle, key=lambda e: (e.ts, e.key))
+    else:
+        assert [e.key for e in middle] == sorted((e.key for e in middle), reverse=True)
 
 
 def test_no_value_follows_a_checkpoint_at_or_above_it(db: DB) -> None:

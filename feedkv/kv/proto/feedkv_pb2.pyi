@@ -506,20 +506,22 @@ class NowResponse(_message.Message):
     def __init__(self, now: _Optional[_Union[Timestamp, _Mapping]] = ...) -> None: ...
 
 class RangeFeedRegister(_message.Message):
-    __slots__ = ("tag", "span", "start_ts", "with_diff", "checkpoints_only", "timestamp_runs")
+    __slots__ = ("tag", "span", "start_ts", "with_diff", "checkpoints_only", "timestamp_runs", "timestamp_order")
     TAG_FIELD_NUMBER: _ClassVar[int]
     SPAN_FIELD_NUMBER: _ClassVar[int]
     START_TS_FIELD_NUMBER: _ClassVar[int]
     WITH_DIFF_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINTS_ONLY_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_RUNS_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_ORDER_FIELD_NUMBER: _ClassVar[int]
     tag: int
     span: Span
     start_ts: Timestamp
     with_diff: bool
     checkpoints_only: bool
     timestamp_runs: bool
-    def __init__(self, tag: _Optional[int] = ..., span: _Optional[_Union[Span, _Mapping]] = ..., start_ts: _Optional[_Union[Timestamp, _Mapping]] = ..., with_diff: _Optional[bool] = ..., checkpoints_only: _Optional[bool] = ..., timestamp_runs: _Optional[bool] = ...) -> None: ...
+    timestamp_order: bool
+    def __init__(self, tag: _Optional[int] = ..., span: _Optional[_Union[Span, _Mapping]] = ..., start_ts: _Optional[_Union[Timestamp, _Mapping]] = ..., with_diff: _Optional[bool] = ..., checkpoints_only: _Optional[bool] = ..., timestamp_runs: _Optional[bool] = ..., timestamp_order: _Optional[bool] = ...) -> None: ...
 
 class RangeFeedUnregister(_message.Message):
     __slots__ = ("tag",)

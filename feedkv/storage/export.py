@@ -254,37 +254,43 @@ def cheaper_by_key(reader: Reader, span: Span, lo: Timestamp) -> bool:
 
     The index, and so timestamp order, is kept unless the window holds more than twice
     the span's versions. Both are counted rather than read (keys only, about a third of
-    the cost of reading an entry), and no further than that needs: the span's versions up
-    to half the index, the window's changes up to twice the span's versions. A narrow span
-    (a watched key) is weighed against the window alone: asking LMDB for the index's
-    size leaves memory allocated that the idle-registration benchmark counts."""
+    the cost of reading an entry), and no further than the choice needs: a window of up
+    to ``_SMALL_WINDOW`` changes (a feed resuming from a recent checkpoint) is counted
+    whole, then the span's versions up to half of it; a bigger one is weighed from the
+    span's versions, counted up to half the index, and counted up to twice them. A span
+    holding every version is found with two seeks, not counted."""
     start, end = key_versions_start(span.start), key_versions_start(span.end)
-    versions = reader.count(VERSIONS, start, end, _NARROW)
     window_start = encode_ts(lo.next())
-    if versions == _NARROW:  # not a narrow span: weigh it against the whole index
+    if _holds_every_version(reader, start, end):
+        versions = reader.entries(VERSIONS)
+        if 2 * versions >= reader.entries(CHANGES):
+            return False  # the whole index is at most twice the span
+    else:
+        window = reader.count(CHANGES, window_start, None, _SMALL_WINDOW + 1)
+        if window <= _SMALL_WINDOW:
+            return window > 2 * reader.count(VERSIONS, start, end, window // 2 + 1)
+        # NB: asking LMDB for the index's size leaves memory allocated (the benchmark's
+        # idle registrations, watches of one key from now, counted it): only past here
         changes = reader.entries(CHANGES)
-        if _holds_every_version(reader, start, end):
-            versions = reader.entries(VERSIONS)
-        else:
-            versions = reader.count(VERSIONS, start, end, changes // 2)
+        versions = reader.count(VERSIONS, start, end, (changes + 1) // 2)
         if 2 * versions >= changes:
             return False  # the whole index is at most twice the span
-        oldest = reader.seek(CHANGES, b"")
-        if oldest is not None and oldest[0] >= window_start:
-            return True  # the window holds the whole index: no need to count it
+    oldest = reader.seek(CHANGES, b"")
+    if oldest is not None and oldest[0] >= window_start:
+        return True  # the window holds the whole index: no need to count it
     limit = 2 * versions
     return reader.count(CHANGES, window_start, None, limit + 1) > limit
 
 
-_NARROW = 256  # a span of fewer versions is weighed against the window alone
+_SMALL_WINDOW = 8192  # changes counted whole before weighing a span against the index
 
 
 def _holds_every_version(reader: Reader, start: bytes, end: bytes) -> bool:
-    """Whether every ``versions`` entry lies in ``[start, end)`` (a range that is the
-    whole store, say), found with a seek at each end instead of a count."""
+    """Whether there are versions and ``[start, end)`` holds them all (a range that is
+    the whole store, say): a seek at each end."""
     first = reader.seek(VERSIONS, b"")
     last = next(reader.scan(VERSIONS, b"", None, reverse=True), None)
-    return first is None or (last is not None and start <= first[0] and last[0] < end)
+    return first is not None and last is not None and start <= first[0] and last[0] < end
 
 
 def _check_export(

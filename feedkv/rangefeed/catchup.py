@@ -3,8 +3,9 @@
 Sends every committed version in the registration's span above ``start_ts`` that the
 snapshot holds, oldest first per key, with the replaced value when the registration asked
 for diffs: by timestamp from the store's committed-change time index, or by key from the
-span's versions when those are fewer (see :mod:`feedkv.storage.export`). Intents are not
-history: those committed later reach the registration live, as their resolution is
+span's versions when the window holds more than twice as many changes (see
+:mod:`feedkv.storage.export`), unless the consumer asked for timestamp order. Intents are
+not history: those committed later reach the registration live, as their resolution is
 applied.
 
 The scan is the one place a feed makes an event per stored version at full speed, so its

@@ -91,9 +91,11 @@ class StoreFeeds:
         self._waker = Waker()
         store.engine.on_group_applied(self._waker.flush)
         self._lock = store.engine.apply_lock
-        # NB: scans take turns a page at a time. The engine lets go of the GIL at every
-        # entry it reads, so scans reading at once hand it to one another at every entry,
-        # and spend more time waking than reading: four at once went at 60% of one's pace.
+        # NB: scans take turns a page at a time (a page sent, with what the scan read
+        # and skipped to make it, and its first with the choice of index). The engine
+        # lets go of the GIL at every entry it reads, so scans reading at once hand it to
+        # one another at every entry and spend more time waking than reading: four at
+        # once went at 60% of one's pace.
         self._scanning = threading.Lock()
         self._catchups = ThreadPoolExecutor(
             max_workers=self.config.catchup_workers, thread_name_prefix="feedkv-catchup"

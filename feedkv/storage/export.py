@@ -10,8 +10,9 @@ into the versions).
 
 The index is store-wide, so a narrow span over a long window pays for every change the
 store took: :func:`span_pages` reads the same versions from the span's own versions
-instead (by key, each key's versions oldest first), and :func:`cheaper_by_key` says which
-of the two reads fewer entries, counting them. A rangefeed's catch-up scan uses both, so
+instead (by key, each key's versions oldest first), and :func:`cheaper_by_key` says when
+that reads fewer entries (the window holding more than twice the span's versions),
+counting them. A rangefeed's catch-up scan uses both, so
 that each range of a feed over many pays for what it holds, not for the whole store.
 
 Intents are not versions: :func:`export` reports the intents in the span that could
@@ -35,13 +36,13 @@ from feedkv.storage.gc import check_gc_threshold
 from feedkv.storage.intent import Intent
 from feedkv.storage.mvcc import scan_intents, version_at
 from feedkv.storage.mvcc_key import (
-    SUFFIX_LEN,
     TOMBSTONE,
     decode_change_keys,
     decode_version_keys,
     decode_version_value,
     encode_change_key,
     encode_ts,
+    escaped_keys,
     key_versions_start,
     version_suffix,
     version_suffixes,
@@ -183,7 +184,8 @@ def span_pages(
 ) -> Iterator[ExportPage]:
     """:func:`export_pages`' versions read from the span's own versions instead of the
     store-wide time index: the cost is every version stored in ``span``, whatever its
-    timestamp, instead of every change the store took in the window.
+    timestamp (and up to a page of the keys before it, read to find where it starts),
+    instead of every change the store took in the window.
 
     The versions are read backward, so keys come in descending order, each key's versions
     oldest first (the order a rangefeed needs), and a page's newest version can be anywhere
@@ -237,7 +239,7 @@ def _previous_values(
     """For entries read backward (``before`` the one read just ahead of them), each one's
     previous value: the entry read before it, if of the same key; and the last entry, for
     the next page."""
-    keys = list(map(_escaped_part, raws))
+    keys = escaped_keys(raws)
     # NB: with nothing before, a stand-in whose value decodes as none (a deletion's)
     earlier = [before] if before is not None else [(b"", TOMBSTONE)]
     earlier += zip(keys[:-1], raw_values[:-1], strict=True)
@@ -330,7 +332,6 @@ _new_version = partial(tuple.__new__, ExportedVersion)
 _first = itemgetter(0)
 _second = itemgetter(1)
 _value_of_change = itemgetter(slice(1, None))
-_escaped_part = itemgetter(slice(0, -SUFFIX_LEN))
 
 
 def _value_of(version: tuple[Timestamp, bytes | None] | None) -> bytes | None:

@@ -40,6 +40,7 @@ __all__ = [
     "encode_ts",
     "encode_version_value",
     "escape_key",
+    "escaped_keys",
     "key_versions_end",
     "key_versions_start",
     "unescape_key",
@@ -112,6 +113,11 @@ def decode_version_key(raw: bytes) -> tuple[bytes, Timestamp]:
     )
 
 
+def escaped_keys(raws: list[bytes]) -> list[bytes]:
+    """The escaped user keys of ``versions`` keys (equal for a key's versions)."""
+    return list(map(_escaped_part, raws))
+
+
 def version_suffixes(raws: list[bytes]) -> list[bytes]:
     """The timestamp suffixes of ``versions`` keys (see :func:`version_suffix`)."""
     return list(map(_suffix_part, raws))
@@ -124,7 +130,7 @@ def decode_version_keys(
     their :func:`version_suffixes`), as a column of user keys and one of timestamps (see
     :func:`decode_timestamps`): Python code runs per key only for a column holding a key
     with a zero byte (escaped)."""
-    keys = list(map(_escaped_part, raws))
+    keys = escaped_keys(raws)
     if b"\x00" in b"".join(keys):
         keys = list(map(unescape_key, keys))
     return keys, decode_timestamps(suffixes, _uninvert_all)

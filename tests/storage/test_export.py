@@ -227,6 +227,27 @@ def test_a_big_span_is_read_by_key_when_the_window_holds_twice_its_versions(
             assert not export.cheaper_by_key(snap, Span(b"b", b"c"), Timestamp(0))
 
 
+def test_spans_are_weighed_against_a_big_window_through_the_index_size(tmp_path: Path) -> None:
+    """Past 8,192 changes the window is not counted whole: the span's versions are
+    counted up to half the index (rounded up), then the window up to twice them."""
+    with LMDBEngine(tmp_path / "s", databases=MVCC_DATABASES) as engine:
+        at = Timestamp(10)
+        engine.write(lambda rw: [mvcc.put(rw, b"a%05d" % i, at, b"v") for i in range(4500)])
+        engine.write(lambda rw: [mvcc.put(rw, b"b%05d" % i, at.next(), b"v") for i in range(4501)])
+        with engine.snapshot() as snap:
+            # 9,001 changes: 4,501 versions are more than half of them, 4,500 are not
+            assert not export.cheaper_by_key(snap, Span(b"b", b"c"), Timestamp(0))
+            assert export.cheaper_by_key(snap, Span(b"a", b"b"), Timestamp(0))
+            assert not export.cheaper_by_key(snap, Span(b"a", b"c"), Timestamp(0))
+    with LMDBEngine(tmp_path / "t", databases=MVCC_DATABASES) as engine:
+        engine.write(lambda rw: [mvcc.put(rw, b"c%d" % i, Timestamp(5), b"v") for i in range(10)])
+        engine.write(lambda rw: [mvcc.put(rw, b"a%05d" % i, at, b"v") for i in range(9000)])
+        with engine.snapshot() as snap:
+            # a window of 9,000 of 9,010 changes, counted up to twice the span's versions
+            assert export.cheaper_by_key(snap, Span(b"a00000", b"a01000"), Timestamp(5))
+            assert not export.cheaper_by_key(snap, Span(b"a00000", b"a05000"), Timestamp(5))
+
+
 def test_versions_written_together_share_one_timestamp(tmp_path: Path) -> None:
     engine = LMDBEngine(tmp_path / "s", databases=MVCC_DATABASES)
     at = Timestamp(7, 1)

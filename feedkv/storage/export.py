@@ -12,8 +12,8 @@ The index is store-wide, so a narrow span over a long window pays for every chan
 store took: :func:`span_pages` reads the same versions from the span's own versions
 instead (by key, each key's versions oldest first), and :func:`cheaper_by_key` says when
 that reads fewer entries (the window holding more than twice the span's versions),
-counting them. A rangefeed's catch-up scan uses both, so
-that each range of a feed over many pays for what it holds, not for the whole store.
+counting them. A rangefeed's catch-up scan uses both, so that each range of a feed over
+many pays for what it holds, not for the whole store.
 
 Intents are not versions: :func:`export` reports the intents in the span that could
 still commit inside the window (write timestamp ``<= hi``) separately; the rangefeed's
@@ -258,9 +258,9 @@ def cheaper_by_key(reader: Reader, span: Span, lo: Timestamp) -> bool:
     the span's versions. Both are counted rather than read (keys only, about a third of
     the cost of reading an entry), and no further than the choice needs: a window of up
     to ``_SMALL_WINDOW`` changes (a feed resuming from a recent checkpoint) is counted
-    whole, then the span's versions up to half of it; a bigger one is weighed from the
-    span's versions, counted up to half the index, and counted up to twice them. A span
-    holding every version is found with two seeks, not counted."""
+    whole, then the span's versions up to half of it; past that, the span's versions are
+    counted up to half the index, then the window up to twice them. A span holding every
+    version is found with two seeks, not counted."""
     start, end = key_versions_start(span.start), key_versions_start(span.end)
     window_start = encode_ts(lo.next())
     if _holds_every_version(reader, start, end):
@@ -271,8 +271,6 @@ def cheaper_by_key(reader: Reader, span: Span, lo: Timestamp) -> bool:
         window = reader.count(CHANGES, window_start, None, _SMALL_WINDOW + 1)
         if window <= _SMALL_WINDOW:
             return window > 2 * reader.count(VERSIONS, start, end, window // 2 + 1)
-        # NB: asking LMDB for the index's size leaves memory allocated (the benchmark's
-        # idle registrations, watches of one key from now, counted it): only past here
         changes = reader.entries(CHANGES)
         versions = reader.count(VERSIONS, start, end, (changes + 1) // 2)
         if 2 * versions >= changes:

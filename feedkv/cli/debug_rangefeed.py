@@ -2,7 +2,9 @@
 
 It connects (retrying until a node answers), opens a rangefeed from ``--since`` (default:
 now, so only new changes) and prints one line per event, flushed at once: values and
-checkpoints as text, or one JSON object per line with ``--format json``. The feed hides
+checkpoints as text, or one JSON object per line with ``--format json``. The history from
+``--since`` comes in order per key; ``--timestamp-order`` keeps it in timestamp order
+across keys too. The feed hides
 splits, merges and reconnects; Ctrl-C (SIGINT) closes it and exits 0.
 """
 
@@ -76,6 +78,7 @@ def run_debug_rangefeed(
     with_diff: bool,
     fmt: str,
     *,
+    timestamp_order: bool = False,
     out: TextIO = sys.stdout,
     stop: threading.Event | None = None,
 ) -> int:
@@ -92,7 +95,9 @@ def run_debug_rangefeed(
     if db is None:
         return 0
     try:
-        feed = db.rangefeed(span, since_ts or db.now(), with_diff=with_diff)
+        feed = db.rangefeed(
+            span, since_ts or db.now(), with_diff=with_diff, timestamp_order=timestamp_order
+        )
 
         def close_on_stop() -> None:
             stop.wait()

@@ -105,6 +105,12 @@ def _parser() -> argparse.ArgumentParser:
     feed.add_argument("--url", default="feedkv://127.0.0.1:26257", help="the node to watch")
     feed.add_argument("--since", help="replay changes after this timestamp (default: now)")
     feed.add_argument("--with-diff", action="store_true", help="show each change's old value")
+    feed.add_argument(
+        "--timestamp-order",
+        action="store_true",
+        help="replay history in timestamp order across keys (default: each key's changes "
+        "in order, keys in the order cheapest to read)",
+    )
     feed.add_argument("--format", choices=("text", "json"), default="text")
     feed.add_argument("start", help="first key (\\xNN escapes allowed; '' for everything)")
     feed.add_argument(
@@ -149,7 +155,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             from feedkv.cli.debug_rangefeed import run_debug_rangefeed
 
             return run_debug_rangefeed(
-                args.url, args.start, args.end, args.since, args.with_diff, args.format
+                args.url,
+                args.start,
+                args.end,
+                args.since,
+                args.with_diff,
+                args.format,
+                timestamp_order=args.timestamp_order,
             )
         if args.command == "bench":
             return _run_bench(args.name, list(args.args))

@@ -98,6 +98,33 @@ def test_the_feed_prints_changes_survives_a_node_restart_and_exits_cleanly_on_ct
         node.terminate()
 
 
+def test_timestamp_order_replays_history_in_commit_order_across_keys(tmp_path: Path) -> None:
+    """Ten keys written twice and a store busy elsewhere: the history of ``app/`` would be
+    read by key (keys descending); ``--timestamp-order`` keeps commit order."""
+    node = NodeProcess(tmp_path / "store")
+    try:
+        with feedkv.connect(node.url) as db:
+            for round_ in (b"1", b"2"):
+                with db.transaction() as txn:
+                    for i in range(10):
+                        txn.put(b"app/%d" % i, round_)
+            with db.transaction() as txn:
+                for i in range(100):
+                    txn.put(b"other/%d" % i, b"x")
+        watcher = debug_rangefeed(
+            "--url", node.url, "--format", "json", "--since", "0", "--timestamp-order", "app/"
+        )
+        try:
+            out = Lines(watcher).until(lambda seen: len(values_of(seen)) >= 20)
+            records = [json.loads(line) for line in out if json.loads(line)["type"] == "value"]
+            assert [r["value"] for r in records] == ["1"] * 10 + ["2"] * 10
+            assert [r["key"] for r in records[:10]] == [f"app/{i}" for i in range(10)]
+        finally:
+            watcher.kill()
+    finally:
+        node.terminate()
+
+
 def test_an_unreachable_node_is_retried_until_interrupted(tmp_path: Path) -> None:
     watcher = debug_rangefeed(
         "--url",

@@ -128,7 +128,7 @@ class _View:
             yield key, value
 
     def count(self, db: str, start: bytes, end: bytes | None, limit: int) -> int:
-        cursor = self._txn.cursor(db=self._dbs[db])
+        cursor = self._cursor(db)  # NB: read to the count within this call, as seek is
         if limit < 1 or not cursor.set_range(start):
             return 0
         keys = cursor.iternext(values=False)

@@ -85,6 +85,12 @@ def brute_force(
     return sorted(rows, key=lambda r: (r[0], r[1]))
 
 
+def span_of(start: bytes, end_index: int) -> Span:
+    """From ``start`` to the ``end_index``-th key, or to ``z`` past the keys or at ``start``."""
+    end = sorted(KEYS)[end_index] if end_index < len(KEYS) else b"z"
+    return Span(start, end if end > start else b"z")
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     lo=st.integers(0, LAST + 10),
@@ -102,10 +108,7 @@ def test_export_equals_brute_force_for_random_windows(
     with_diff: bool,
 ) -> None:
     engine, history = store
-    end = sorted(KEYS)[end_index] if end_index < len(KEYS) else b"z"
-    if end <= start:
-        end = b"z"
-    span = Span(start, end)
+    span = span_of(start, end_index)
     lo_ts, hi_ts = Timestamp(lo, 0), Timestamp(lo + width, 2)
     with engine.snapshot() as snap:
         result = export.export(snap, span, lo_ts, hi_ts, with_diff=with_diff)
@@ -160,8 +163,7 @@ def test_span_pages_hold_the_exports_versions_by_key_descending_each_oldest_firs
     page_size: int,
 ) -> None:
     engine, history = store
-    end = sorted(KEYS)[end_index] if end_index < len(KEYS) else b"z"
-    span = Span(start, end if end > start else b"z")
+    span = span_of(start, end_index)
     lo_ts = Timestamp(lo, 1)
     hi_ts = Timestamp(lo + width, 2) if width <= LAST else Timestamp(2**63, 0)
     with engine.snapshot() as snap:

@@ -106,7 +106,7 @@ def test_a_consumer_that_took_many_values_rests_while_the_others_are_woken() -> 
     waker = Waker(per_wake_s=0.0, per_value_s=60.0, max_gap_s=3600.0)
     try:
         busy, idle = Sleeper(), Sleeper()
-        busy.taken, busy.taken_at = 1, time.monotonic()  # a rest of 60 s
+        busy.taken, busy.taken_at = 2, time.monotonic()  # a rest of 60 s
         waker.defer([busy, idle], -1)
         waker.flush()
         assert idle.woken.is_set()
@@ -124,5 +124,18 @@ def test_a_rest_ends_at_max_gap_and_the_waker_thread_wakes_the_consumer() -> Non
         waker.defer([busy], -1)
         waker.flush()
         assert busy.woken.wait(10)
+    finally:
+        waker.close()
+
+
+def test_a_consumer_that_took_one_value_does_not_rest() -> None:
+    """A watched key written again and again: each write is delivered at once."""
+    waker = Waker(per_wake_s=0.0, per_value_s=60.0, max_gap_s=3600.0)
+    try:
+        watcher = Sleeper()
+        watcher.taken, watcher.taken_at = 1, time.monotonic()
+        waker.defer([watcher], -1)
+        waker.flush()
+        assert watcher.by == [threading.current_thread().name]
     finally:
         waker.close()

@@ -14,7 +14,8 @@ default settings and durable commits:
   (one run of each varied by +-4%);
 - ``catch_up``: values/s a feed's catch-up scan delivers from history, against a raw
   engine scan of the same versions; embedded (in one range, then cut into 16), and over
-  gRPC from a node subprocess;
+  gRPC from a node subprocess; and the node's scan alone (``server_scan``: its pages
+  read and dropped), so the gap between the two says what delivery costs;
 - ``idle_registration``: Python memory per idle single-key registration, 10,000 of them;
 - ``resolved_lag``: now minus the feed's checkpoint, sampled at each checkpoint.
 
@@ -44,6 +45,7 @@ from typing import Any
 import feedkv
 import feedkv.changefeed.jobs  # imported for idle_registrations
 from feedkv.node import Node
+from feedkv.rangefeed.catchup import catch_up as catch_up_scan
 from feedkv.rangefeed.event import Checkpoint, Value
 from feedkv.storage.schema import VERSIONS
 from feedkv.testing.node_process import NodeProcess
@@ -256,10 +258,10 @@ def feeds_main(url: str, feeds: int) -> None:
 
 
 def catch_up(tmp: Path, keys: int) -> dict[str, Any]:
-    """Embedded, against a raw scan of the store; then the same history cut into
-    ``CATCH_UP_RANGES`` ranges, each range's scan reading its own part; then over gRPC to
-    a node subprocess (the node scans and sends while the client decodes, on the two
-    cores), against the same raw-scan rate."""
+    """Embedded, against a raw scan of the store, and the node's scan alone against the
+    same; then the same history cut into ``CATCH_UP_RANGES`` ranges, each range's scan
+    reading its own part; then over gRPC to a node subprocess (the node scans and sends
+    while the client decodes, on the two cores), against the same raw-scan rate."""
     with feedkv.connect(tmp / "catch-up", config=kv.StoreConfig(sync=False)) as db:
         start = _write_history(db, keys)
         feed_rate = _catch_up_rate(db, start, keys)
@@ -268,6 +270,7 @@ def catch_up(tmp: Path, keys: int) -> dict[str, Any]:
         with db.node.store.engine.snapshot() as snap:
             scanned = sum(1 for _ in snap.scan(VERSIONS, b""))
         scan_rate = scanned / (time.perf_counter() - began)
+        server_rate = _server_scan_rate(db, start)
         for i in range(1, CATCH_UP_RANGES):
             db.split(kv.key_of(i * keys // CATCH_UP_RANGES))
         ranges_rate = _catch_up_rate(db, start, keys)
@@ -282,6 +285,8 @@ def catch_up(tmp: Path, keys: int) -> dict[str, Any]:
         "feed_values_per_s": round(feed_rate),
         "raw_scan_versions_per_s": round(scan_rate),
         "ratio": round(feed_rate / scan_rate, 3),
+        "server_scan_values_per_s": round(server_rate),
+        "server_scan_ratio": round(server_rate / scan_rate, 3),
         "ranges": CATCH_UP_RANGES,
         "ranges_feed_values_per_s": round(ranges_rate),
         "ranges_ratio": round(ranges_rate / scan_rate, 3),
@@ -315,6 +320,19 @@ def _catch_up_rate(db: feedkv.DB, start: Timestamp, keys: int) -> float:
                 if delivered >= keys:
                     break
     return delivered / (time.perf_counter() - began)
+
+
+def _server_scan_rate(db: feedkv.DB, start: Timestamp) -> float:
+    """The node's side of a catch-up alone: its scan's pages, read on this thread and
+    dropped (values/s), with no stream, consumer or values made. The difference from the
+    feed's rate is what delivering the values costs."""
+    assert db.node is not None
+    began = time.perf_counter()
+    with db.node.store.engine.snapshot() as snap:
+        values = sum(
+            len(page.values) for page, _size in catch_up_scan(snap, EVERYTHING, start, False)
+        )
+    return values / (time.perf_counter() - began)
 
 
 def idle_registrations(tmp: Path, count: int) -> dict[str, Any]:

@@ -233,10 +233,7 @@ class Processor:
         if moved:
             self._mark()
         if logged or moved:
-            if self._waker is not None:
-                self._deferred = self._waker.defer(self._streams, self._deferred)
-            else:
-                self._wake()
+            self._news()
 
     def on_closed(self, closed_ts: Timestamp) -> None:
         if self.ended is not None:
@@ -248,7 +245,7 @@ class Processor:
             return
         if moved:
             self._mark()
-            self._wake()
+            self._news()
 
     def on_range_ended(self, reason: RangeEndReason) -> None:
         self.end(ErrorReason(reason.value), f"r{self.range_id} ended: {reason.value}")
@@ -327,6 +324,14 @@ class Processor:
         self.resolved = resolved
         if len(marks) > _MAX_MARKS:
             self._trim()
+
+    def _news(self) -> None:
+        """The commit thread logged values or moved the resolved timestamp: the consumers
+        are woken with the commit group, paced, or at once without a :class:`Waker`."""
+        if self._waker is not None:
+            self._deferred = self._waker.defer(self._streams, self._deferred)
+        else:
+            self._wake()
 
     def _wake(self) -> None:
         for stream in self._streams:

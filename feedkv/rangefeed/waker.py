@@ -25,7 +25,8 @@ taking 3,000 values a second cost the writers 15% of their commits, polled every
 (median of four alternated runs each).
 
 Two places fan values out to many streams and use one: a node's processors (noted per
-command, flushed once per commit group) and the gRPC client (noted per message received).
+command and per closed timestamp published, both on the commit thread; flushed once per
+commit group) and the gRPC client (noted per message received).
 """
 
 from __future__ import annotations

@@ -503,6 +503,8 @@ class Store:
                     observer.on_closed(ts)
 
         while not self._stopping.wait(self.config.closed_ts_interval_s):
+            # NB: a write job, so the group hooks run after publish: the feeds' Waker
+            # flushes the checkpoints it deferred (a read-only job's group runs no hooks)
             self._quietly(lambda: self.engine.submit(close_all, publish).result())
 
     def _resolve_loop(self) -> None:

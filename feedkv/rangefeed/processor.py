@@ -260,13 +260,13 @@ class Processor:
         """A push moved the transaction's earliest commit to ``ts``."""
         if self.ended is None and self.rts.forward_txn(txn_id, ts):
             self._mark()
-            self._wake()
+            self._wake()  # NB: at once: on the pusher's thread, no commit group flushes
 
     def forget_txn(self, txn_id: bytes) -> None:
         """The transaction is aborted: none of its intents can commit."""
         if self.ended is None and self.rts.consume(AbortTxn(txn_id)):
             self._mark()
-            self._wake()
+            self._wake()  # NB: at once, as forward_txn
 
     # Ending.
 

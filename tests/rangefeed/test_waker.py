@@ -1,15 +1,26 @@
 """The Waker wakes sleeping consumers once per commit group, and after a wake holds the
 next ones back for a gap that grows with how many it woke; a consumer that took many values
-rests before it is woken again."""
+rests before it is woken again. A processor's news (values, checkpoints) reaches its
+sleeping consumers through it."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Hashable
 
 import pytest
+from feed_helpers import DEADLINE_S, wait_until
 
+from feedkv.rangefeed.budget import Budget
+from feedkv.rangefeed.event import Checkpoint, Event, Value
+from feedkv.rangefeed.processor import Processor
+from feedkv.rangefeed.registration import Registration
+from feedkv.rangefeed.stream import EventStream
 from feedkv.rangefeed.waker import Waker
+from feedkv.storage.logical_ops import WriteValue
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import Span
 
 
 class Sleeper:
@@ -120,7 +131,7 @@ def test_a_rest_ends_at_max_gap_and_the_waker_thread_wakes_the_consumer() -> Non
     waker = Waker(per_wake_s=0.0, per_value_s=60.0, max_gap_s=0.05)
     try:
         busy = Sleeper()
-        busy.taken, busy.taken_at = 1_000, time.monotonic()  # uncapped: 60,000 s
+        busy.taken, busy.taken_at = 1_000, time.monotonic()  # uncapped: about 60,000 s
         waker.defer([busy], -1)
         waker.flush()
         assert busy.woken.wait(10)
@@ -139,3 +150,35 @@ def test_a_consumer_that_took_one_value_does_not_rest() -> None:
         assert watcher.by == [threading.current_thread().name]
     finally:
         waker.close()
+
+
+@pytest.mark.parametrize("news", ["values", "checkpoint"])
+def test_a_processors_news_wakes_a_sleeping_consumer_when_the_group_flushes(
+    slow_waker: Waker, news: str
+) -> None:
+    span = Span(b"a", b"z")
+    processor = Processor(1, span, Budget(1 << 20), slow_waker)
+    processor.init([], Timestamp(5, 0))
+    stream = EventStream(processor.budget, per_registration=100)
+    reg = Registration("r", span, Timestamp(5, 0), False, stream)
+    processor.register(reg)
+    processor.finish_catch_up(reg)
+    assert stream.take(0) == [("r", Checkpoint(span, Timestamp(5, 0)))]
+    got: list[tuple[Hashable, Event]] = []
+    # NB: the take outwaits the join below, so only a wake ends it in time
+    consumer = threading.Thread(target=lambda: got.extend(stream.take(2 * DEADLINE_S)))
+    consumer.start()
+    assert wait_until(lambda: stream.waiting)
+    if news == "values":
+        processor.on_ops([WriteValue(b"k", Timestamp(6, 0), b"v", None)])
+    else:
+        processor.on_closed(Timestamp(7, 0))
+    slow_waker.flush()  # as the engine's group hook does after the commit group
+    consumer.join(DEADLINE_S)
+    if consumer.is_alive():
+        stream.close()
+        raise AssertionError("the consumer was not woken")
+    if news == "values":
+        assert got == [("r", Value(b"k", b"v", Timestamp(6, 0)))]
+    else:
+        assert got == [("r", Checkpoint(span, Timestamp(7, 0)))]

@@ -139,6 +139,24 @@ def test_a_rest_ends_at_max_gap_and_the_waker_thread_wakes_the_consumer() -> Non
         waker.close()
 
 
+def test_waking_consumers_whose_rest_ended_opens_a_gap_as_any_wake_does() -> None:
+    """Busy consumers are paced with the others: a hundred resting 50 ms each would
+    otherwise be woken 2,000 times a second, whatever the gap."""
+    waker = Waker(per_wake_s=60.0, per_value_s=60.0, max_gap_s=0.5)
+    try:
+        busy, other = Sleeper(), Sleeper()
+        busy.taken, busy.taken_at = 2, time.monotonic()  # rests max_gap_s
+        waker.defer([busy], -1)
+        waker.flush()  # opens a gap; busy rests
+        assert busy.woken.wait(10)  # its rest and the gap over
+        waker.defer([other], -1)
+        waker.flush()  # in the gap that waking busy opened: left to the waker's thread
+        assert other.woken.wait(10)
+        assert other.by == ["feedkv-waker"]
+    finally:
+        waker.close()
+
+
 def test_a_consumer_that_took_one_value_does_not_rest() -> None:
     """A watched key written again and again: each write is delivered at once."""
     waker = Waker(per_wake_s=0.0, per_value_s=60.0, max_gap_s=3600.0)

@@ -23,8 +23,8 @@ time (a wake costs the process about 0.1 ms), and many busy consumers are woken 
 often than every ``max_gap_s``.
 Measured on two cores (32 writers, `feedkv bench rangefeed`): one embedded feed woken on
 every commit group cost the writers 10-16% of their commits; paced, one feed costs them
-nothing measurable, embedded or over gRPC, and 100 feeds 39% embedded (100 consumer
-threads in the writers' process) and 15% over gRPC (medians of three runs).
+0-5%, embedded or over gRPC, and 100 feeds 29% embedded (100 consumer threads in the
+writers' process) and 8% over gRPC (medians of three runs).
 
 Two places fan values out to many streams and use one: a node's processors (noted per
 command and per closed timestamp published, both on the commit thread; flushed once per

@@ -10,8 +10,8 @@ paces wakes two ways:
   ``max_gap_s``); what comes meanwhile is woken by the waker's own thread when the gap
   ends, each consumer then taking everything queued since;
 - a stream *rests* after each take for ``per_value_s`` per value it took beyond the
-  first (at most ``max_gap_s``), and is woken only when its rest is over, by the
-  waker's thread, that counts those it wakes toward the gap as any others.
+  first (at most ``max_gap_s``), and is woken only when its rest is over (by the
+  waker's thread, or the first flush after), a wake that counts toward the gap as any.
 
 So a light load is delivered at once, or within ``per_wake_s`` (1 ms) of the last wake:
 a consumer that takes one value at a time (a watched key's) never rests. A consumer
@@ -87,13 +87,15 @@ class Waker:
         if not self._pending:
             return
         with self._lock:
-            if time.monotonic() < self._open_at:
+            now = time.monotonic()
+            if now < self._open_at:
                 if not self._held:
                     self._held = True
                     self._due.notify()
                 return
-            pending = self._take()
-        self._wake(pending)
+            woken = self._due_now(now)
+        for stream in woken:
+            stream.wake()
 
     def close(self) -> None:
         """Stop the thread, waking what waits for a gap's or a rest's end. Idempotent."""
@@ -106,38 +108,36 @@ class Waker:
         for stream in waiting:
             stream.wake()
 
-    def _take(self) -> set[EventStream]:
-        """The pending streams, opening the next gap (the caller holds ``_lock``)."""
-        pending, self._pending = self._pending, set()
-        self._wakes += 1
-        self._open_at = time.monotonic() + min(self._max_gap_s, len(pending) * self._per_wake_s)
-        self._held = False
-        return pending
-
     def rest_end(self, stream: EventStream) -> float:
         """When ``stream``'s rest after its last take ends (``time.monotonic``)."""
         beyond_first = max(0, stream.taken - 1)
         return stream.taken_at + min(self._max_gap_s, beyond_first * self._per_value_s)
 
-    def _wake(self, streams: Iterable[EventStream]) -> None:
-        """Wake ``streams``, but leave those still resting to the waker's thread."""
-        now = time.monotonic()
-        resting = {}
-        for stream in streams:
+    def _due_now(self, now: float) -> set[EventStream]:
+        """The streams to wake at ``now``, no gap open: those asleep, pending and not
+        resting or whose rest is over; the pending still resting are left to the thread.
+        Opens the next gap for those woken (the caller holds ``_lock``)."""
+        pending, self._pending = self._pending, set()
+        self._wakes += 1
+        self._held = False
+        woken = set()
+        sooner = False
+        for stream in pending:
             until = self.rest_end(stream)
-            if until > now:
-                resting[stream] = until
-            else:
-                stream.wake()
-        if resting:
-            with self._lock:
-                sooner = False
-                for stream, until in resting.items():
-                    if until < self._resting.get(stream, math.inf):
-                        self._resting[stream] = until
-                        sooner = True
-                if sooner:  # else the thread already waits for these rests: let it sleep
-                    self._due.notify()
+            if until <= now:
+                woken.add(stream)
+            elif until < self._resting.get(stream, math.inf):
+                self._resting[stream] = until
+                sooner = True
+        woken.update(stream for stream, until in self._resting.items() if until <= now)
+        for stream in woken:
+            self._resting.pop(stream, None)
+        # NB: one awake needs no wake: it finds the news before it sleeps
+        woken = {stream for stream in woken if stream.waiting}
+        self._open_at = now + min(self._max_gap_s, len(woken) * self._per_wake_s)
+        if sooner:  # else the thread already waits for these rests: let it sleep
+            self._due.notify()
+        return woken
 
     def _run(self) -> None:
         while True:
@@ -148,18 +148,11 @@ class Waker:
                     now = time.monotonic()
                     if now < self._open_at:  # a gap: what is due waits for its end
                         due = [self._open_at] if self._held or self._resting else []
+                    elif self._held or any(until <= now for until in self._resting.values()):
+                        break
                     else:
-                        rested = [s for s, until in self._resting.items() if until <= now]
-                        if rested or self._held:
-                            break
                         due = list(self._resting.values())
                     self._due.wait(min(due) - now if due else None)
-                for stream in rested:
-                    del self._resting[stream]
-                pending = self._take() if self._held else set()
-                # NB: the rested count toward the gap as the pending do
-                gap = (len(rested) + len(pending)) * self._per_wake_s
-                self._open_at = now + min(self._max_gap_s, gap)
-            for stream in rested:
+                woken = self._due_now(now)
+            for stream in woken:
                 stream.wake()
-            self._wake(pending)

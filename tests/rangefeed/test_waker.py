@@ -157,6 +157,23 @@ def test_waking_consumers_whose_rest_ended_opens_a_gap_as_any_wake_does() -> Non
         waker.close()
 
 
+def test_only_the_consumers_woken_open_a_gap_not_those_left_resting() -> None:
+    waker = Waker(per_wake_s=60.0, per_value_s=60.0, max_gap_s=3600.0)
+    try:
+        busy = [Sleeper() for _ in range(3)]
+        for sleeper in busy:
+            sleeper.taken, sleeper.taken_at = 2, time.monotonic()  # a rest of 60 s
+        waker.defer(busy, -1)
+        waker.flush()  # wakes none of them
+        idle = Sleeper()
+        waker.defer([idle], -1)
+        waker.flush()
+        assert idle.by == [threading.current_thread().name]
+        assert not any(sleeper.woken.is_set() for sleeper in busy)
+    finally:
+        waker.close()
+
+
 def test_a_consumer_that_took_one_value_does_not_rest() -> None:
     """A watched key written again and again: each write is delivered at once."""
     waker = Waker(per_wake_s=0.0, per_value_s=60.0, max_gap_s=3600.0)

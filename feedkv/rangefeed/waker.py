@@ -18,13 +18,14 @@ a consumer that takes one value at a time (a watched key's) never rests. A consu
 taking more than ``1 / per_value_s`` values a second (1,000) rests longer than its values
 took to come, so its rests grow to ``max_gap_s`` and it is woken that often, with
 everything since, as a busy network card is polled rather than interrupted; other streams
-on the node are not held back by it. Wakes so take at most about a tenth of the GIL's
-time (a wake costs the process about 0.1 ms), and many busy consumers are woken less
-often than every ``max_gap_s``.
+on the node are not held back by it. A wake costs the process about 0.1 ms, so wakes of
+up to 50 streams at a time take at most a tenth of the GIL's time; more are woken
+together once per ``max_gap_s``.
+
 Measured on two cores (32 writers, `feedkv bench rangefeed`): one embedded feed woken on
 every commit group cost the writers 10-16% of their commits; paced, one feed costs them
-0-5%, embedded or over gRPC, and 100 feeds 29% embedded (100 consumer threads in the
-writers' process) and 8% over gRPC (medians of three runs).
+0-11% embedded and 0-5% over gRPC (three runs), and 100 feeds 22% embedded (100 consumer
+threads in the writers' process) and 11% over gRPC (medians of three rounds each).
 
 Two places fan values out to many streams and use one: a node's processors (noted per
 command and per closed timestamp published, both on the commit thread; flushed once per

@@ -10,8 +10,9 @@ paces wakes two ways:
   ``max_gap_s``); what comes meanwhile is woken by the waker's own thread when the gap
   ends, each consumer then taking everything queued since;
 - a stream *rests* after each take for ``per_value_s`` per value it took beyond the
-  first (at most ``max_gap_s``), and is woken only when its rest is over (by the
-  waker's thread, or the first flush after), a wake that counts toward the gap as any.
+  first (at most ``max_gap_s``), and is woken only when its rest is over: by the waker's
+  thread, or by a flush that finds the gap closed, a wake that counts toward the gap as
+  any.
 
 So a light load is delivered at once, or within ``per_wake_s`` (1 ms) of the last wake:
 a consumer that takes one value at a time (a watched key's) never rests. A consumer
@@ -19,13 +20,13 @@ taking more than ``1 / per_value_s`` values a second (1,000) rests longer than i
 took to come, so its rests grow to ``max_gap_s`` and it is woken that often, with
 everything since, as a busy network card is polled rather than interrupted; other streams
 on the node are not held back by it. A wake costs the process about 0.1 ms, so wakes of
-up to 50 streams at a time take at most a tenth of the GIL's time; more are woken
-together once per ``max_gap_s``.
+up to 50 streams at a time take at most a tenth of the GIL's time; beyond 50, the gap
+stops at ``max_gap_s`` and their share grows (a fifth for 100 streams).
 
 Measured on two cores (32 writers, `feedkv bench rangefeed`): one embedded feed woken on
 every commit group cost the writers 10-16% of their commits; paced, one feed costs them
-0-11% embedded and 0-5% over gRPC (three runs), and 100 feeds 22% embedded (100 consumer
-threads in the writers' process) and 11% over gRPC (medians of three rounds each).
+at most 5% over gRPC, and 100 feeds about 11% over gRPC and 22% embedded (100 consumer
+threads in the writers' process).
 
 Two places fan values out to many streams and use one: a node's processors (noted per
 command and per closed timestamp published, both on the commit thread; flushed once per
@@ -76,8 +77,9 @@ class Waker:
         that falls asleep later finds the news before it sleeps). Returns a token: given
         back with the same streams before they are woken, it makes the call free."""
         if token == self._wakes:
-            # NB: read without the lock. The streams are pending since ``token``; a take
-            # that ends that now wakes them after the caller's news was queued.
+            # NB: read without the lock. The streams are pending since wake ``token``, and
+            # a wake counts itself before it reads whether they sleep or rest, so the wake
+            # that takes them reads them after the caller's news was queued.
             return token
         with self._lock:
             if token != self._wakes:
@@ -85,16 +87,22 @@ class Waker:
             return self._wakes
 
     def flush(self) -> None:
+        """Wake the pending streams asleep, and the resting whose rest is over, unless a
+        gap is open: then leave them to the thread, which wakes them when it ends. Never
+        blocks beyond the lock; after :meth:`close` wakes the pending at once."""
         if not self._pending:
             return
         with self._lock:
             now = time.monotonic()
-            if now < self._open_at:
+            if self._closed:
+                woken, self._pending = self._pending, set()
+            elif now < self._open_at:
                 if not self._held:
                     self._held = True
                     self._due.notify()
                 return
-            woken = self._due_now(now)
+            else:
+                woken = self._due_now(now)
         for stream in woken:
             stream.wake()
 
@@ -102,6 +110,7 @@ class Waker:
         """Stop the thread, waking what waits for a gap's or a rest's end. Idempotent."""
         with self._lock:
             self._closed = True
+            self._wakes += 1  # a token given before now no longer spares a defer the lock
             waiting = self._pending | self._resting.keys()
             self._pending, self._resting = set(), {}
             self._due.notify()
@@ -115,10 +124,14 @@ class Waker:
         return stream.taken_at + min(self._max_gap_s, beyond_first * self._per_value_s)
 
     def _due_now(self, now: float) -> set[EventStream]:
-        """The streams to wake at ``now``, no gap open: those asleep, pending and not
-        resting or whose rest is over; the pending still resting are left to the thread.
-        Opens the next gap for those woken (the caller holds ``_lock``)."""
+        """Takes the pending streams and returns those to wake at ``now`` (no gap open):
+        the asleep among the pending and the resting whose rest is over. The pending still
+        resting join ``_resting``, the thread notified if one rests less than it waits for;
+        awake streams leave ``_resting`` unwoken. Opens the gap for the streams returned.
+        The caller holds ``_lock`` and wakes the streams after releasing it."""
         pending, self._pending = self._pending, set()
+        # NB: counted before any stream's ``taken``, ``taken_at`` or ``waiting`` is read
+        # below: :meth:`defer` relies on it
         self._wakes += 1
         self._held = False
         woken = set()

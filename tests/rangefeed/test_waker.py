@@ -73,6 +73,20 @@ def test_wakes_in_the_gap_wait_for_it_and_close_releases_them(slow_waker: Waker)
     assert second.woken.is_set()
 
 
+def test_after_close_a_flush_wakes_at_once_even_in_a_gap_and_with_an_old_token(
+    slow_waker: Waker,
+) -> None:
+    first, second = Sleeper(), Sleeper()
+    slow_waker.defer([second], -1)
+    slow_waker.flush()  # opens a 60 s gap
+    token = slow_waker.defer([first], -1)
+    slow_waker.close()  # wakes the pending
+    first.woken.clear()
+    slow_waker.defer([first], token)
+    slow_waker.flush()
+    assert first.woken.is_set()
+
+
 def test_the_waker_thread_wakes_what_came_in_the_gap_when_it_ends() -> None:
     waker = Waker(per_wake_s=0.05, max_gap_s=0.05)
     try:

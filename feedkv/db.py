@@ -19,11 +19,8 @@ from feedkv.errors import InvalidArgumentError, InvalidURLError
 from feedkv.kv.address import split_host_port
 from feedkv.kv.db import KVClient, LocalTransport
 from feedkv.kv.router import Transport
-from feedkv.kv.store import StoreConfig
-from feedkv.node import Node
 from feedkv.rangefeed.client import FeedTransport, RangeFeed
 from feedkv.rangefeed.event import Value
-from feedkv.rangefeed.store_feeds import FeedConfig
 from feedkv.sql import catalog
 from feedkv.util.hlc import Clock, Timestamp
 from feedkv.util.keys import Span, check_key
@@ -32,6 +29,9 @@ if TYPE_CHECKING:
     from feedkv.changefeed.create import Changefeeds, Job
     from feedkv.changefeed.jobs import JobRecord
     from feedkv.changefeed.registry import JobFactory
+    from feedkv.kv.store import StoreConfig
+    from feedkv.node import Node
+    from feedkv.rangefeed.store_feeds import FeedConfig
     from feedkv.sql.leases import Leases
     from feedkv.sql.session import Result, Session
 
@@ -82,6 +82,11 @@ def connect(
         return DB(transport, feeds, target=text, changefeed_runner=changefeed_runner)
     if not text:
         raise InvalidURLError("cannot connect to '': give a store directory or feedkv://host:port")
+    # NB: imported here, as the gRPC client above is: a process that only connects to a
+    # server (a Spark worker, of which a job's first batch starts a dozen) does not pay
+    # for importing the node's server and store
+    from feedkv.node import Node
+
     node = Node(text, listen=listen, config=config, feed_config=feed_config, clock=clock)
     db = DB(
         LocalTransport(node.store, owned=False),

@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING
 
 from feedkv.changefeed.encoder import Encoder, make_encoder
 from feedkv.changefeed.options import ROW_FORMATS, ChangefeedOptions
-from feedkv.changefeed.query import CDCQuery
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
 from feedkv.changefeed.schema_history import SchemaChange, SchemaHistory
 from feedkv.changefeed.sink import Message, Sink, SinkError, message_options
@@ -54,6 +53,7 @@ from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
 if TYPE_CHECKING:
+    from feedkv.changefeed.query import CDCQuery
     from feedkv.db import DB
 
 __all__ = [
@@ -61,6 +61,7 @@ __all__ = [
     "ChangefeedError",
     "ChangefeedSpec",
     "SchemaPlan",
+    "cdc_query",
     "event_message",
     "plan_schema_changes",
     "resolved_topics",
@@ -120,7 +121,7 @@ class Changefeed:
         self._feed_lock = threading.Lock()
         self._feed: object | None = None
         self._encoder: Encoder = make_encoder(message_options(spec.options, spec.sink_uri))
-        self._query = CDCQuery(spec.query) if spec.query is not None else None
+        self._query = cdc_query(spec)
         self._with_diff = spec.options.diff or self._query is not None  # cdc_prev needs it
         self._scanned = not spec.options.scans
         self._topics_used: set[str] = set()
@@ -284,6 +285,17 @@ class SchemaPlan:
     stop: SchemaChange | None = None  # the feed ends one tick before this change
     skipped: frozenset[tuple[int, Timestamp]] = frozenset()  # (table, ts): rewrites left out
     backfills: tuple[tuple[int, SchemaChange], ...] = ()  # changes whose rows are scanned
+
+
+def cdc_query(spec: ChangefeedSpec) -> CDCQuery | None:
+    """The changefeed's CDC query (``AS SELECT ...``) compiled, or ``None`` without one."""
+    if spec.query is None:
+        return None
+    # NB: imported here: a query needs the SQL parser (sqlglot), which a feed without one,
+    # and each Spark worker of its job, would otherwise import for nothing
+    from feedkv.changefeed.query import CDCQuery
+
+    return CDCQuery(spec.query)
 
 
 def plan_schema_changes(

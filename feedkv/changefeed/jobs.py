@@ -40,7 +40,7 @@ from feedkv.changefeed.options import parse_options
 from feedkv.changefeed.rows import Target
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
-from feedkv.sql.executor import logical_decimal
+from feedkv.sql.types import logical_decimal
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from feedkv.errors import InvalidArgumentError, SQLError
-from feedkv.sql.executor import timestamp_of
+from feedkv.sql.types import timestamp_of
 from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_duration_ns
 

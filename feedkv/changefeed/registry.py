@@ -51,7 +51,7 @@ from feedkv.changefeed.jobs import (
 from feedkv.errors import BatchTimestampBeforeGCError, ExternalError, FeedKVError, RetryableError
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
-from feedkv.sql.executor import logical_decimal
+from feedkv.sql.types import logical_decimal
 from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:

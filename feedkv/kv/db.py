@@ -15,7 +15,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Self, TypeVar
+from typing import TYPE_CHECKING, Self, TypeVar
 
 from feedkv.errors import (
     InvalidArgumentError,
@@ -42,12 +42,14 @@ from feedkv.kv.api import (
 )
 from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.router import Router, Transport
-from feedkv.kv.store import Store
 from feedkv.kv.txn import Txn
 from feedkv.storage.export import ExportedVersion
 from feedkv.storage.mvcc import KeyValue, check_value
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import KEY_MIN, Span, check_key
+
+if TYPE_CHECKING:
+    from feedkv.kv.store import Store
 
 __all__ = ["KVClient", "LocalTransport", "RangeInfo"]
 

@@ -66,6 +66,7 @@ from pyspark.sql.types import StructType
 from feedkv.changefeed.changefeed import (
     ChangefeedSpec,
     SchemaPlan,
+    cdc_query,
     event_message,
     plan_schema_changes,
     resolved_topics,
@@ -74,7 +75,6 @@ from feedkv.changefeed.changefeed import (
 )
 from feedkv.changefeed.encoder import make_encoder
 from feedkv.changefeed.file_formats import ParquetRows
-from feedkv.changefeed.query import CDCQuery
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
 from feedkv.changefeed.schema_history import SchemaHistory
 from feedkv.changefeed.sink import (
@@ -286,7 +286,7 @@ def _piece_messages(db: DB, spec: ChangefeedSpec, part: _TablePiece) -> Iterator
     """The messages of one piece: a scan's through the changefeed core's scan path,
     changes row by row, leaving out the rewrites of ``part.skipped``."""
     options = spec.options
-    query = CDCQuery(spec.query) if spec.query is not None else None
+    query = cdc_query(spec)
     encoder = make_encoder(message_options(options, spec.sink_uri))
     diff = options.diff or query is not None
     split = options.split_column_families

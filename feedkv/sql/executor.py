@@ -12,7 +12,6 @@ then applied to every row read.
 
 from __future__ import annotations
 
-import datetime
 import decimal
 import random
 import threading
@@ -30,7 +29,6 @@ from feedkv.errors import (
     InvalidKeyError,
     InvariantViolation,
     SQLError,
-    TimestampParseError,
     ValueTooLargeError,
 )
 from feedkv.kv.txn import Txn
@@ -68,17 +66,23 @@ from feedkv.sql.row_codec import (
     table_prefix,
     table_span,
 )
-from feedkv.sql.types import ColumnType, Kind, coerce, format_value, from_key_primitive
+from feedkv.sql.types import (
+    ColumnType,
+    Kind,
+    coerce,
+    format_value,
+    from_key_primitive,
+    logical_decimal,
+    timestamp_of,
+)
 from feedkv.util.encoding import decode_value
-from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, check_key, prefix_end
-from feedkv.util.units import parse_duration_ns
 
 if TYPE_CHECKING:
     from feedkv.kv.db import KVClient
     from feedkv.sql.session import Session
 
-__all__ = ["Execution", "Result", "duplicate_key", "logical_decimal", "timestamp_of"]
+__all__ = ["Execution", "Result", "duplicate_key"]
 
 
 @dataclass(frozen=True)
@@ -98,44 +102,6 @@ class Result:
 
     def __getitem__(self, index: int) -> tuple[Any, ...]:
         return self.rows[index]
-
-
-def logical_decimal(ts: Timestamp) -> decimal.Decimal:
-    """A timestamp as ``cluster_logical_timestamp()`` shows it: ``<wall>.<logical:010>``."""
-    return decimal.Decimal(f"{ts.wall}.{ts.logical:010d}")
-
-
-def timestamp_of(value: Any, now: Timestamp) -> Timestamp:
-    """An AS OF SYSTEM TIME value as a timestamp: a logical timestamp (``123.0000000001``
-    or a DECIMAL), a negative interval (``'-10s'``) before ``now``, or a date/time."""
-    if isinstance(value, decimal.Decimal | int) and not isinstance(value, bool):
-        whole, _, fraction = format(decimal.Decimal(value), "f").partition(".")
-        if len(fraction) > 10 or whole.startswith("-"):
-            raise SQLError("22007", f"AS OF SYSTEM TIME: {value} is not a logical timestamp")
-        return Timestamp.parse(f"{whole}.{fraction.ljust(10, '0')}")
-    if isinstance(value, datetime.datetime):
-        aware = value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
-        return Timestamp(int(aware.timestamp() * 1_000_000) * 1000, 0)
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("-"):
-            try:
-                return Timestamp(now.wall - parse_duration_ns(text[1:]), 0)
-            except InvalidArgumentError as exc:
-                raise SQLError("22007", f"AS OF SYSTEM TIME: {exc}") from None
-        try:
-            return Timestamp.parse(text)
-        except TimestampParseError:
-            pass
-        try:
-            return timestamp_of(coerce(text, ColumnType(Kind.TIMESTAMPTZ), "AS OF"), now)
-        except SQLError:
-            pass
-    raise SQLError(
-        "22007",
-        f"AS OF SYSTEM TIME: {value!r} is not a timestamp; use a logical timestamp "
-        "(cluster_logical_timestamp()), a negative interval such as '-10s', or a date/time",
-    )
 
 
 class RowIds:

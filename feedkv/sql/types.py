@@ -25,7 +25,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from feedkv.errors import FeedKVError, SQLError
+from feedkv.errors import FeedKVError, InvalidArgumentError, SQLError, TimestampParseError
+from feedkv.util.hlc import Timestamp
+from feedkv.util.units import parse_duration_ns
 
 __all__ = [
     "ColumnType",
@@ -38,7 +40,9 @@ __all__ = [
     "from_value_primitive",
     "key_primitive",
     "kind_of_value",
+    "logical_decimal",
     "parse_type_name",
+    "timestamp_of",
     "type_of_value",
     "value_primitive",
 ]
@@ -597,3 +601,41 @@ def format_value(value: Any) -> str:
             return "Infinity" if value > 0 else "-Infinity"
         return repr(value)
     return str(value)
+
+
+def logical_decimal(ts: Timestamp) -> decimal.Decimal:
+    """A timestamp as ``cluster_logical_timestamp()`` shows it: ``<wall>.<logical:010>``."""
+    return decimal.Decimal(f"{ts.wall}.{ts.logical:010d}")
+
+
+def timestamp_of(value: Any, now: Timestamp) -> Timestamp:
+    """An AS OF SYSTEM TIME value as a timestamp: a logical timestamp (``123.0000000001``
+    or a DECIMAL), a negative interval (``'-10s'``) before ``now``, or a date/time."""
+    if isinstance(value, decimal.Decimal | int) and not isinstance(value, bool):
+        whole, _, fraction = format(decimal.Decimal(value), "f").partition(".")
+        if len(fraction) > 10 or whole.startswith("-"):
+            raise SQLError("22007", f"AS OF SYSTEM TIME: {value} is not a logical timestamp")
+        return Timestamp.parse(f"{whole}.{fraction.ljust(10, '0')}")
+    if isinstance(value, datetime.datetime):
+        aware = value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
+        return Timestamp(int(aware.timestamp() * 1_000_000) * 1000, 0)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("-"):
+            try:
+                return Timestamp(now.wall - parse_duration_ns(text[1:]), 0)
+            except InvalidArgumentError as exc:
+                raise SQLError("22007", f"AS OF SYSTEM TIME: {exc}") from None
+        try:
+            return Timestamp.parse(text)
+        except TimestampParseError:
+            pass
+        try:
+            return timestamp_of(coerce(text, ColumnType(Kind.TIMESTAMPTZ), "AS OF"), now)
+        except SQLError:
+            pass
+    raise SQLError(
+        "22007",
+        f"AS OF SYSTEM TIME: {value!r} is not a timestamp; use a logical timestamp "
+        "(cluster_logical_timestamp()), a negative interval such as '-10s', or a date/time",
+    )

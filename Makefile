@@ -21,8 +21,10 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check feedkv tests bench
 	$(BIN)/mypy
 
+# NB: four workers on two cores: most of the suite waits (on Spark, node subprocesses,
+# fsync), and slow tests start first (tests/conftest.py)
 test: lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 4
 
 demo: $(STAMP)
 	$(BIN)/feedkv demo

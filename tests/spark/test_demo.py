@@ -12,6 +12,7 @@ import pytest
 from feedkv.cli.demo import run_demo
 
 
+@pytest.mark.slow(50)
 def test_the_demo_verifies_its_files_and_buckets(
     spark: Any, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -246,6 +246,7 @@ class Writer:
 NODE_ARGS = ("--spark-master", "local[2]", "--closed-ts-target", "200ms")
 
 
+@pytest.mark.slow(160)
 @pytest.mark.timeout(900)
 def test_killing_the_driver_repeatedly_loses_and_duplicates_nothing(
     tmp_path: Path, nodes: list[NodeProcess]
@@ -284,6 +285,7 @@ def test_killing_the_driver_repeatedly_loses_and_duplicates_nothing(
     assert not orphans, f"processes outlived their killed node: {orphans}"
 
 
+@pytest.mark.slow(40)
 def test_a_job_whose_spark_driver_cannot_start_runs_once_a_node_can_start_it(
     tmp_path: Path, nodes: list[NodeProcess], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -151,6 +151,7 @@ def validate(db: DB, out: Path, start: Timestamp, end: Timestamp, seed: int) -> 
 SEED_PAUSE = 20260501
 
 
+@pytest.mark.slow(25)
 @pytest.mark.timeout(300)
 def test_a_paused_and_resumed_job_keeps_every_changefeed_promise(
     spark: Any, db: DB, tmp_path: Path
@@ -189,6 +190,7 @@ SEED_RESTART = 20260502
 RESTARTS = 2
 
 
+@pytest.mark.slow(200)
 @pytest.mark.timeout(600)
 def test_a_job_whose_node_is_killed_keeps_every_changefeed_promise(
     tmp_path: Path, nodes: list[NodeProcess]

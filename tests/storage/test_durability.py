@@ -171,6 +171,7 @@ def _batch_problems(batch_id: int, keys: list[StoredKey], expected_keys: int | N
     return problems
 
 
+@pytest.mark.slow(15)
 @pytest.mark.timeout(90)
 def test_every_acknowledged_batch_survives_sigkill(tmp_path: Path) -> None:
     """Every acknowledged batch is durable and whole; no batch is ever partly stored."""

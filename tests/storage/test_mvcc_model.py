@@ -12,6 +12,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -404,4 +405,4 @@ MVCCMachine.TestCase.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-test_mvcc_matches_model = MVCCMachine.TestCase
+test_mvcc_matches_model = pytest.mark.slow(20)(MVCCMachine.TestCase)

@@ -21,10 +21,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check feedkv tests bench
 	$(BIN)/mypy
 
-# NB: four workers on two cores: most of the suite waits (on Spark, node subprocesses,
-# fsync), and slow tests start first (tests/conftest.py)
+# NB: three workers on two cores: much of the suite waits (on node subprocesses, fsync);
+# slow tests start first, and those on the shared Spark session share a worker
+# (tests/conftest.py)
 test: lint
-	$(BIN)/pytest -q -n 4
+	$(BIN)/pytest -q -n 3 --dist loadgroup
 
 demo: $(STAMP)
 	$(BIN)/feedkv demo

@@ -191,7 +191,7 @@ RESTARTS = 2
 
 
 @pytest.mark.slow(200)
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 def test_a_job_whose_node_is_killed_keeps_every_changefeed_promise(
     tmp_path: Path, nodes: list[NodeProcess]
 ) -> None:

@@ -38,8 +38,9 @@ from feedkv.kv.api import (
     Split,
 )
 from feedkv.kv.proto import feedkv_pb2 as pb
-from feedkv.kv.server import MAX_MESSAGE_BYTES, SERVICE
 from feedkv.kv.wire import (
+    MAX_MESSAGE_BYTES,
+    SERVICE,
     batch_request_to_proto,
     batch_response_from_proto,
     timestamp_from_proto,

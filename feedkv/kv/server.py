@@ -39,6 +39,8 @@ from feedkv.kv.command import Applied
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.store import Store
 from feedkv.kv.wire import (
+    MAX_MESSAGE_BYTES,
+    SERVICE,
     batch_request_from_proto,
     batch_response_to_proto,
     error_to_proto,
@@ -48,12 +50,10 @@ from feedkv.kv.wire import (
 )
 from feedkv.storage.engine import Completion
 
-__all__ = ["MAX_MESSAGE_BYTES", "NodeServer", "SERVICE"]
+__all__ = ["NodeServer"]
 
 log = logging.getLogger(__name__)
 
-SERVICE = "feedkv.kv.Node"
-MAX_MESSAGE_BYTES = 64 << 20
 # A reply message holds the answers ready when it is sent, up to about this many bytes.
 MAX_REPLIES_BYTES = 4 << 20
 _POLL_S = 0.2

@@ -29,6 +29,8 @@ from feedkv.util.hlc import MAX_LOGICAL, MAX_WALL, Timestamp, timestamps_of
 from feedkv.util.keys import Span
 
 __all__ = [
+    "MAX_MESSAGE_BYTES",
+    "SERVICE",
     "batch_request_from_proto",
     "batch_request_to_proto",
     "batch_response_from_proto",
@@ -42,6 +44,9 @@ __all__ = [
     "timestamp_from_proto",
     "timestamp_to_proto",
 ]
+
+SERVICE = "feedkv.kv.Node"  # the gRPC service of node and client
+MAX_MESSAGE_BYTES = 64 << 20  # the largest message either sends or takes
 
 _M = TypeVar("_M", bound=Message)
 

@@ -28,8 +28,7 @@ import grpc
 
 from feedkv.errors import InvalidArgumentError, NodeUnavailableError
 from feedkv.kv.proto import feedkv_pb2 as pb
-from feedkv.kv.server import SERVICE
-from feedkv.kv.wire import span_to_proto, timestamp_to_proto
+from feedkv.kv.wire import SERVICE, span_to_proto, timestamp_to_proto
 from feedkv.rangefeed.budget import Budget
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason
 from feedkv.rangefeed.registration import event_size, values_size

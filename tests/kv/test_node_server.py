@@ -24,9 +24,8 @@ from feedkv.errors import (
 from feedkv.kv.api import BatchRequest, Get, Header, Put
 from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.proto import feedkv_pb2 as pb
-from feedkv.kv.server import SERVICE
 from feedkv.kv.store import StoreConfig
-from feedkv.kv.wire import batch_request_to_proto, error_from_proto
+from feedkv.kv.wire import SERVICE, batch_request_to_proto, error_from_proto
 from feedkv.node import Node
 from feedkv.testing.waiting import run_threads
 from feedkv.util.hlc import Timestamp

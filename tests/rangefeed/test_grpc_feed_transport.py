@@ -17,9 +17,8 @@ import feedkv
 from feedkv.kv.address import split_host_port
 from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.proto import feedkv_pb2 as pb
-from feedkv.kv.server import SERVICE
 from feedkv.kv.store import StoreConfig
-from feedkv.kv.wire import span_to_proto, timestamp_to_proto
+from feedkv.kv.wire import SERVICE, span_to_proto, timestamp_to_proto
 from feedkv.node import Node
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
 from feedkv.rangefeed.grpc_transport import GrpcFeedTransport

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import functools
 import json
 import uuid
 from bisect import bisect_left, bisect_right
@@ -573,25 +574,27 @@ def assert_no_failures(failures: Sequence[str]) -> None:
 
 def sql_row_reader(db: DB, table: str, key_columns: Sequence[str] | None = None) -> RowReader:
     """A :data:`RowReader` for ``table`` (``name`` or ``database.name``) that runs
-    ``SELECT ... FROM table AS OF SYSTEM TIME '<ts>' WHERE k1 = $1 AND ...``.
+    ``SELECT ... FROM table AS OF SYSTEM TIME $1 WHERE k1 = $2 AND ...``.
 
     ``key_columns`` name the columns of a message's key array, in order (by default, the
     primary key). Every column is read, hidden ones (``rowid``) too, as the changefeed
     emits them, and converted to its JSON form. The topic is not looked at: for a feed
     of several tables, dispatch on it to one reader per table.
     """
+    descriptor = _descriptors(db, table)
 
     def row_at(topic: str, key: list[Any], ts: Timestamp) -> Row | None:
-        desc = _descriptor(db, table, ts)
+        desc = descriptor(ts)
         keys = [desc.column(name) for name in key_columns] if key_columns else desc.key_columns
         if len(key) != len(keys):
             raise InvalidArgumentError(
                 f"key {_show(key)} has {len(key)} value(s), but table {table} is keyed by "
                 f"{', '.join(c.name for c in keys)}"
             )
-        where = " AND ".join(f"{quote_name(c.name)} = ${i}" for i, c in enumerate(keys, 1))
+        where = " AND ".join(f"{quote_name(c.name)} = ${i}" for i, c in enumerate(keys, 2))
         result = db.sql(
-            f"SELECT {_select_list(desc)} FROM {table} AS OF SYSTEM TIME '{ts}' WHERE {where}",
+            f"SELECT {_select_list(desc)} FROM {table} AS OF SYSTEM TIME $1 WHERE {where}",
+            str(ts),
             *(_sql_value(c.type.kind, v) for c, v in zip(keys, key, strict=True)),
         )
         if not result.rows:
@@ -608,13 +611,14 @@ def sql_row_reader(db: DB, table: str, key_columns: Sequence[str] | None = None)
 
 def sql_table_reader(db: DB, table: str) -> TableReader:
     """A :data:`TableReader` for ``table`` (``name`` or ``database.name``) that runs
-    ``SELECT ... FROM table AS OF SYSTEM TIME '<ts>'``; rows are keyed by their primary
+    ``SELECT ... FROM table AS OF SYSTEM TIME $1``; rows are keyed by their primary
     key's JSON values, as a message's key array. The topic is not looked at (see
     :func:`sql_row_reader`)."""
+    descriptor = _descriptors(db, table)
 
     def table_at(topic: str, ts: Timestamp) -> dict[tuple[Any, ...], Row]:
-        desc = _descriptor(db, table, ts)
-        result = db.sql(f"SELECT {_select_list(desc)} FROM {table} AS OF SYSTEM TIME '{ts}'")
+        desc = descriptor(ts)
+        result = db.sql(f"SELECT {_select_list(desc)} FROM {table} AS OF SYSTEM TIME $1", str(ts))
         rows: dict[tuple[Any, ...], Row] = {}
         for values in result.rows:
             row = _json_row(desc.columns, values)
@@ -624,11 +628,19 @@ def sql_table_reader(db: DB, table: str) -> TableReader:
     return table_at
 
 
-def _descriptor(db: DB, table: str, ts: Timestamp) -> TableDescriptor:
+def _descriptors(db: DB, table: str) -> Callable[[Timestamp], TableDescriptor]:
+    """``table``'s descriptor as of a timestamp, the last few read kept: the rows of one
+    transaction share their timestamp. (A statement's text names no timestamp, its
+    ``AS OF SYSTEM TIME`` being a placeholder, so the session parses it once.)"""
     database, _, name = table.rpartition(".")
-    snapshot = catalog.Snapshot(db, ts)
-    found = catalog.database_by_name(snapshot, database or catalog.DEFAULT_DATABASE)
-    return catalog.table_by_name(snapshot, found, name)
+
+    @functools.lru_cache(maxsize=64)
+    def descriptor(ts: Timestamp) -> TableDescriptor:
+        snapshot = catalog.Snapshot(db, ts)
+        found = catalog.database_by_name(snapshot, database or catalog.DEFAULT_DATABASE)
+        return catalog.table_by_name(snapshot, found, name)
+
+    return descriptor
 
 
 def _select_list(desc: TableDescriptor) -> str:

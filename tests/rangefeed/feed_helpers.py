@@ -73,6 +73,10 @@ def write_intent(store: Store, txn: Transaction, key: bytes, value: bytes) -> Tr
 def end_txn(
     store: Store, txn: Transaction, spans: tuple[Span, ...], *, commit: bool
 ) -> Transaction:
+    """Commits or aborts ``txn``. A hand-coordinated transaction reads nothing, so when a
+    write was pushed (a slow machine's writes can fall below the closed timestamp), it
+    refreshes as a client would, trivially: it reads at its write timestamp."""
+    txn = txn.started_at(txn.write_ts)
     response = store.send(BatchRequest(Header(txn=txn), (EndTxn(commit, spans),)))
     return response.txn or txn
 

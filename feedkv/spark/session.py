@@ -6,14 +6,27 @@ socket on loopback, turns off the web UI and console progress bars, and register
 :class:`~feedkv.spark.source.FeedKVDataSource` and the changefeed jobs' source and
 sink (:class:`~feedkv.spark.changefeed_job.ChangefeedDataSource`). ``master`` defaults to the
 ``FEEDKV_SPARK_MASTER`` environment variable, then ``local[*]``.
+
+On a local master the workers import PySpark from the installed package, not from the
+zips of it Spark puts first on their ``PYTHONPATH``: Python caches no bytecode for a
+zip's modules, so each of the dozen workers a changefeed job's first batch starts (a
+daemon per kind: the data source's lookup, creation, planning and writing, the tasks,
+the streaming source and sink) compiled PySpark's source again, a second or more each
+on two cores. Spark puts its zips ahead of any path it is given, so the workers run
+this interpreter through a script (:func:`worker_python`) that takes them off first;
+the package holds the same modules, compiled.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import shlex
 import sys
+import tempfile
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from feedkv.spark.java import java_home
@@ -21,7 +34,7 @@ from feedkv.spark.java import java_home
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_MASTER", "spark_session"]
+__all__ = ["DEFAULT_MASTER", "spark_session", "worker_python"]
 
 DEFAULT_MASTER = "local[*]"
 
@@ -58,14 +71,17 @@ def _spark_session(
     master: str | None, app_name: str, config: dict[str, str] | None
 ) -> SparkSession:
     os.environ.setdefault("JAVA_HOME", str(java_home()))
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    wanted = master or os.environ.get("FEEDKV_SPARK_MASTER") or DEFAULT_MASTER
+    import pyspark
     from pyspark.sql import SparkSession
 
     from feedkv.spark.changefeed_job import ChangefeedDataSource
     from feedkv.spark.source import FeedKVDataSource
 
-    wanted = master or os.environ.get("FEEDKV_SPARK_MASTER") or DEFAULT_MASTER
+    zips = Path(pyspark.__file__).parent / "python" / "lib"
+    local = wanted.startswith("local") and zips.is_dir()
+    os.environ["PYSPARK_PYTHON"] = worker_python(zips) if local else sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     builder = SparkSession.builder.appName(app_name).master(wanted)
     for key, value in {**_CONFIG, **(config or {})}.items():
         builder = builder.config(key, value)
@@ -79,3 +95,39 @@ def _spark_session(
     spark.dataSource.register(FeedKVDataSource)
     spark.dataSource.register(ChangefeedDataSource)
     return spark
+
+
+def worker_python(zips: Path) -> str:
+    """An executable that runs this interpreter with every ``PYTHONPATH`` entry that is a
+    zip in ``zips`` (the installed PySpark's ``python/lib``) taken off: a shell script,
+    written once per user, interpreter and PySpark to the temporary directory."""
+    script = _WORKER_PYTHON.format(zips=shlex.quote(str(zips)), python=shlex.quote(sys.executable))
+    digest = hashlib.sha256(script.encode()).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / f"feedkv-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    path = folder / f"python-{digest}"
+    if not path.exists():
+        # NB: written whole under another name, then renamed, so that a process starting
+        # Spark at the same time never runs half of it
+        part = folder / f"{path.name}.{os.getpid()}.{threading.get_ident()}"
+        part.write_text(script)
+        part.chmod(0o755)
+        part.replace(path)
+    return str(path)
+
+
+_WORKER_PYTHON = """#!/bin/sh
+# Written by feedkv.spark.session: runs {python} for Spark, without the installed
+# PySpark's zips on PYTHONPATH, so it imports PySpark's compiled modules.
+set -f
+IFS=:
+path=
+for entry in $PYTHONPATH; do
+    case $entry in
+        {zips}/*.zip) ;;
+        *) path=${{path:+$path:}}$entry ;;
+    esac
+done
+unset IFS
+PYTHONPATH=$path exec {python} "$@"
+"""

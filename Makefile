@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.feedkv-installed
 
-.PHONY: test demo lint bench clean proto spark-classes
+.PHONY: test demo lint bench clean proto
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "feedkv needs Python 3.11 or newer; set PYTHON=/path/to/python3.11")'
@@ -24,16 +24,11 @@ lint: $(STAMP)
 # NB: three workers on two cores: much of the suite waits (on node subprocesses, fsync);
 # slow tests start first, and those on the shared Spark session share a worker
 # (tests/conftest.py)
-test: lint spark-classes
+test: lint
 	$(BIN)/pytest -q -n 3 --dist loadgroup
 
-demo: $(STAMP) spark-classes
+demo: $(STAMP)
 	$(BIN)/feedkv demo
-
-# The archive of Spark's classes its JVM starts from, in half the time: recorded once
-# per Java runtime and Spark version, into ~/.cache/feedkv (feedkv/spark/classes.py)
-spark-classes: $(STAMP)
-	@$(BIN)/python -m feedkv.spark.classes
 
 bench: $(STAMP)
 	$(BIN)/feedkv bench storage

@@ -34,7 +34,7 @@ from feedkv.spark.java import java_home
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_MASTER", "JAVA_OPTIONS", "java_options", "spark_session", "worker_python"]
+__all__ = ["DEFAULT_MASTER", "spark_session", "worker_python"]
 
 DEFAULT_MASTER = "local[*]"
 
@@ -46,12 +46,11 @@ _CONFIG = {
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
     "spark.python.worker.reuse": "true",
+    # NB: the JVM only moves feedkv's Arrow batches and plans micro-batches, and every
+    # micro-batch kept the C2 JIT compiler busy: half a core for an idle job on local[2].
+    # With the C1 compiler only, a quarter.
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
 }
-# NB: the JVM only moves feedkv's Arrow batches and plans micro-batches, and every
-# micro-batch kept the C2 JIT compiler busy: half a core for an idle job on local[2].
-# With the C1 compiler only, a quarter.
-JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
-_JAVA_OPTIONS_SETTING = "spark.driver.extraJavaOptions"
 
 
 _SESSION_LOCK = threading.Lock()
@@ -85,9 +84,8 @@ def _spark_session(
     # NB: Spark looks the data sources up with the driver's Python (this process is the
     # driver already, so Spark starts no other one with it)
     os.environ["PYSPARK_DRIVER_PYTHON"] = os.environ["PYSPARK_PYTHON"]
-    settings = {**_CONFIG, _JAVA_OPTIONS_SETTING: java_options(), **(config or {})}
     builder = SparkSession.builder.appName(app_name).master(wanted)
-    for key, value in settings.items():
+    for key, value in {**_CONFIG, **(config or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     running = spark.sparkContext.master
@@ -99,15 +97,6 @@ def _spark_session(
     spark.dataSource.register(FeedKVDataSource)
     spark.dataSource.register(ChangefeedDataSource)
     return spark
-
-
-def java_options() -> str:
-    """The options of Spark's JVM: the archive of Spark's classes, if it was recorded,
-    for a start in half the time (see :mod:`feedkv.spark.classes`)."""
-    from feedkv.spark.classes import archive
-
-    classes = archive(JAVA_OPTIONS)
-    return JAVA_OPTIONS if classes is None else f"{JAVA_OPTIONS} -XX:SharedArchiveFile={classes}"
 
 
 def worker_python(zips: Path) -> str:

@@ -24,7 +24,6 @@ import logging
 import os
 import shlex
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -102,19 +101,26 @@ def _spark_session(
 def worker_python(zips: Path) -> str:
     """An executable that runs this interpreter with every ``PYTHONPATH`` entry that is a
     zip in ``zips`` (the installed PySpark's ``python/lib``) taken off: a shell script,
-    written once per user, interpreter and PySpark to the temporary directory."""
+    written once per interpreter and PySpark to the user's cache (``$XDG_CACHE_HOME`` or
+    ``~/.cache``, under ``feedkv``: not the temporary directory, whose cleaner could take
+    it from a node that has run for weeks). This interpreter itself if the cache cannot
+    be written."""
     script = _WORKER_PYTHON.format(zips=shlex.quote(str(zips)), python=shlex.quote(sys.executable))
     digest = hashlib.sha256(script.encode()).hexdigest()[:16]
-    folder = Path(tempfile.gettempdir()) / f"feedkv-{os.getuid()}"
-    folder.mkdir(mode=0o700, exist_ok=True)
+    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "feedkv"
     path = folder / f"python-{digest}"
-    if not path.exists():
-        # NB: written whole under another name, then renamed, so that a process starting
-        # Spark at the same time never runs half of it
-        part = folder / f"{path.name}.{os.getpid()}.{threading.get_ident()}"
-        part.write_text(script)
-        part.chmod(0o755)
-        part.replace(path)
+    try:
+        if not path.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            # NB: written whole under another name, then renamed, so that a process
+            # starting Spark at the same time never runs half of it
+            part = folder / f"{path.name}.{os.getpid()}.{threading.get_ident()}"
+            part.write_text(script)
+            part.chmod(0o755)
+            part.replace(path)
+    except OSError as e:
+        log.warning("Spark's workers compile PySpark's zips: cannot write %s (%s)", path, e)
+        return sys.executable
     return str(path)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pyspark
+import pytest
 
 from feedkv.spark.session import worker_python
 
@@ -42,7 +43,10 @@ def test_a_spark_worker_imports_the_installed_pyspark_not_the_zip(spark: Any) ->
     assert Path(imported) == installed / "__init__.py"
 
 
-def test_the_worker_python_drops_only_the_installed_pysparks_zips(tmp_path: Path) -> None:
+def test_the_worker_python_drops_only_the_installed_pysparks_zips(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     zips = tmp_path / "site" / "pyspark" / "python" / "lib"
     kept = [str(tmp_path / "a b"), str(tmp_path / "other" / "pyspark.zip"), str(zips)]
     entries = [str(zips / "pyspark.zip"), kept[0], str(zips / "py4j-src.zip"), *kept[1:]]
@@ -55,3 +59,11 @@ def test_the_worker_python_drops_only_the_installed_pysparks_zips(tmp_path: Path
         check=True,
     )
     assert run.stdout.splitlines() == [os.pathsep.join(kept), "['x y', '*']"]
+
+
+def test_with_no_cache_to_write_to_the_workers_run_this_python(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "cache").write_text("a file where the cache folder would be")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert worker_python(tmp_path / "site" / "pyspark" / "python" / "lib") == sys.executable

@@ -50,6 +50,7 @@ import feedkv.changefeed.jobs  # imported for idle_registrations
 from feedkv.node import Node
 from feedkv.rangefeed.catchup import catch_up as catch_up_scan
 from feedkv.rangefeed.event import Checkpoint, Value, new_value
+from feedkv.storage.engine import Reader
 from feedkv.storage.mvcc_key import encode_ts
 from feedkv.storage.schema import CHANGES, VERSIONS
 from feedkv.testing.node_process import NodeProcess
@@ -327,42 +328,45 @@ def _catch_up_rate(db: feedkv.DB, start: Timestamp, keys: int) -> float:
 
 
 def _raw_scan_rate(db: feedkv.DB) -> float:
-    """The engine's scan of every version (entries/s), the best of ``_RAW_SCANS`` runs:
-    the first read of a table maps its pages into the process, which ran at half the
-    rate of the reads after it."""
-    assert db.node is not None
-    best = 0.0
-    with db.node.store.engine.snapshot() as snap:
-        for _ in range(_RAW_SCANS):
-            began = time.perf_counter()
-            scanned = sum(1 for _ in snap.scan(VERSIONS, b""))
-            best = max(best, scanned / (time.perf_counter() - began))
-    return best
-
-
-_RAW_SCANS = 3
-_TS_BYTES = len(encode_ts(ZERO))  # a time index key's timestamp, before its key
+    """The engine's scan of every version (entries/s), the best of ``_RUNS`` runs: the
+    first read of a table maps its pages into the process, which ran at half the rate of
+    the reads after it."""
+    return _best_rate(db, lambda snap: sum(1 for _ in snap.scan(VERSIONS, b"")))
 
 
 def _floor_rate(db: feedkv.DB) -> float:
     """What CPython itself allows a catch-up: the time index read on this thread with
     a :class:`Value` made from each entry's key and value as read (no timestamps
     decoded, no page, stream, thread or client) and counted by the loop
-    :func:`_catch_up_rate` runs (values/s, the best of ``_RAW_SCANS`` runs). No catch-up
-    can beat this, so its ratio to the raw scan bounds the feed's."""
-    assert db.node is not None
+    :func:`_catch_up_rate` runs (values/s, the best of ``_RUNS`` runs). No catch-up can
+    beat this, so its ratio to the raw scan bounds the feed's."""
     ts = db.now()
+
+    def delivered(snap: Reader) -> int:
+        count = 0
+        for key, value in snap.scan(CHANGES, b""):
+            event = new_value((key[_TS_BYTES:], value[1:], ts, None))
+            if isinstance(event, Value):
+                count += 1
+        return count
+
+    return _best_rate(db, delivered)
+
+
+def _best_rate(db: feedkv.DB, count: Callable[[Reader], int]) -> float:
+    """The best of ``_RUNS`` runs of ``count`` on one snapshot of the store (per s)."""
+    assert db.node is not None
     best = 0.0
     with db.node.store.engine.snapshot() as snap:
-        for _ in range(_RAW_SCANS):
-            delivered = 0
+        for _ in range(_RUNS):
             began = time.perf_counter()
-            for key, value in snap.scan(CHANGES, b""):
-                event = new_value((key[_TS_BYTES:], value[1:], ts, None))
-                if isinstance(event, Value):
-                    delivered += 1
-            best = max(best, delivered / (time.perf_counter() - began))
+            counted = count(snap)
+            best = max(best, counted / (time.perf_counter() - began))
     return best
+
+
+_RUNS = 3
+_TS_BYTES = len(encode_ts(ZERO))  # a time index key's timestamp, before its key
 
 
 def _scan_only_rate(db: feedkv.DB, start: Timestamp) -> float:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlglot import exp
 
@@ -48,6 +48,7 @@ from feedkv.sql.expr import (
     Context,
     Scope,
     compile_expr,
+    condition,
     contains_aggregate,
     expression_name,
     is_constant,
@@ -67,6 +68,8 @@ from feedkv.sql.row_codec import (
     table_span,
 )
 from feedkv.sql.types import (
+    DECIMAL_QUOTIENT,
+    EXACT_DECIMAL,
     ColumnType,
     Kind,
     coerce,
@@ -426,19 +429,23 @@ class Execution:
                     )
                 placed[column.id] = name
                 members[name].append(column.id)
-        for spec in s.columns:
-            if spec.family is None:
-                continue
+
+        def place(spec: st.ColumnSpec, family: str) -> None:
             column = by_name[spec.name]
             if column.id in placed:
                 raise SQLError("42P16", f'column "{spec.name}" is in more than one family')
-            if spec.family not in members:
-                members[spec.family] = []
-            placed[column.id] = spec.family
-            members[spec.family].append(column.id)
+            placed[column.id] = family
+            members.setdefault(family, []).append(column.id)
+
+        for spec in s.columns:
+            if spec.family is not None:
+                place(spec, spec.family)
         if not members:
             members[PRIMARY_FAMILY] = []
         first = next(iter(members))
+        for spec in s.columns:
+            if spec.family is None and spec.create_family:  # a family of its own
+                place(spec, f"fam_{len(members)}_{spec.name}")
         for column in columns:
             if column.id not in placed:
                 members[first].append(column.id)
@@ -689,15 +696,31 @@ class Execution:
         ids = [c.id for c in desc.columns]
         for row, pairs in self._rows(desc, span):
             env = tuple(row[i] for i in ids)
-            if test is not None:
-                verdict = test(env, context)
-                if verdict is None:
-                    continue
-                if not isinstance(verdict, bool):
-                    raise SQLError("42804", "argument of WHERE must be type bool")
-                if not verdict:
-                    continue
+            if test is not None and not _holds(test(env, context)):
+                continue
             yield row, pairs, env
+
+    def _plan(
+        self,
+        s: _Planned,
+        desc: TableDescriptor,
+        make: Callable[[TableDescriptor, Any, str], _P],
+    ) -> _P:
+        """``s``'s plan against ``desc``, made once per session (Session.plan)."""
+        database = s.table.database or self.session.database if s.table else ""
+        return self.session.plan(s, desc, lambda: make(desc, s, database))
+
+    def _chosen(
+        self,
+        desc: TableDescriptor,
+        selection: _Selection,
+        order: Sequence[tuple[Compiled, bool]],
+        limit: exp.Expr | None,
+    ) -> list[tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]]:
+        """The rows an UPDATE or DELETE writes, in the order it writes them: all that
+        ``selection`` matches, in ``order`` (else the primary key's), up to ``limit``."""
+        rows = _sorted(list(self._matching(desc, selection)), order, self.context, _env_of)
+        return self._limited(rows, limit)
 
     def select(self, s: st.Select) -> Result:
         if s.as_of is not None:
@@ -716,63 +739,31 @@ class Execution:
             scope = Scope()
             items = [(expression_name(i), compile_expr(_unalias(i), scope)) for i in s.items]
             if s.where is not None:
-                verdict = compile_expr(s.where, scope)((), self.context)
-                if verdict is not True:
+                verdict = compile_expr(condition(s.where, scope), scope)((), self.context)
+                if not _holds(verdict):
                     return Result(tuple(n for n, _ in items), [], "SELECT 0")
             row = tuple(f((), self.context) for _, f in items)
             return Result(tuple(n for n, _ in items), [row], "SELECT 1")
         desc = self._table(s.table)
-        plan = self.session.plan(s, desc, lambda: _SelectPlan.of(desc, s))
+        plan = self._plan(s, desc, _SelectPlan.of)
         names, projections = plan.names, plan.projections
         matching = (env for _row, _pairs, env in self._matching(desc, plan.selection))
         if plan.aggregate:
             row = _aggregate(s.items, plan.scope, matching, self.context)
             rows = [row]
         else:
-            envs = list(matching)
-            if s.order_by:
-                envs = self._sorted(envs, s.order_by, plan.scope, names, projections)
+            envs = _sorted(list(matching), plan.order, self.context)
             rows = [tuple(f(env, self.context) for f in projections) for env in envs]
-        rows = self._limited(rows, s)
+        rows = self._limited(rows, s.limit, s.offset)
         return Result(names, rows, f"SELECT {len(rows)}")
 
-    def _sorted(
-        self,
-        envs: list[tuple[Any, ...]],
-        order_by: Sequence[tuple[exp.Expr, bool]],
-        scope: Scope,
-        names: Sequence[str],
-        projections: Sequence[Compiled],
-    ) -> list[tuple[Any, ...]]:
-        keys: list[tuple[Compiled, bool]] = []
-        for node, descending in order_by:
-            if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
-                position = int(node.this)
-                if not 1 <= position <= len(projections):
-                    raise SQLError("42P10", f"ORDER BY position {position} is not in select list")
-                keys.append((projections[position - 1], descending))
-                continue
-            if (
-                isinstance(node, exp.Column)
-                and node.name in names
-                and ("", node.name) not in scope.columns
-            ):
-                keys.append((projections[names.index(node.name)], descending))
-                continue
-            keys.append((compile_expr(node, scope), descending))
-        # Stable sorts from the last key to the first give a multi-key order; NULLs sort
-        # first ascending (as in CockroachDB), so last descending.
-        context = self.context
-        for key, descending in reversed(keys):
-            envs.sort(key=_sort_by(key, context), reverse=descending)
-        return envs
-
-    def _limited(self, rows: list[tuple[Any, ...]], s: st.Select) -> list[tuple[Any, ...]]:
-        offset = self._count(s.offset, "OFFSET") if s.offset is not None else 0
-        if offset:
-            rows = rows[offset:]
-        if s.limit is not None:
-            rows = rows[: self._count(s.limit, "LIMIT")]
+    def _limited(
+        self, rows: list[Any], limit: exp.Expr | None, offset: exp.Expr | None = None
+    ) -> list[Any]:
+        if offset is not None and (skip := self._count(offset, "OFFSET")):
+            rows = rows[skip:]
+        if limit is not None:
+            rows = rows[: self._count(limit, "LIMIT")]
         return rows
 
     def _count(self, node: exp.Expr, what: str) -> int:
@@ -788,7 +779,7 @@ class Execution:
     def insert(self, s: st.Insert) -> Result:
         desc = self._table(s.table)
         txn = self._txn
-        plan = self.session.plan(s, desc, lambda: _InsertPlan.of(desc, s))
+        plan = self._plan(s, desc, _InsertPlan.of)
         targets, sets, returning = plan.targets, plan.sets, plan.returning
         assigned = plan.assigned
         out_rows = []
@@ -829,6 +820,8 @@ class Execution:
                 both = tuple(old[c.id] for c in desc.columns) + tuple(
                     row[c.id] for c in desc.columns
                 )
+                if plan.where is not None and not _holds(plan.where(both, self.context)):
+                    continue  # the existing row stays as it is, and is not counted
                 final = dict(old)
                 for column, value in sets:
                     final[column.id] = coerce(value(both, self.context), column.type, column.name)
@@ -896,7 +889,7 @@ class Execution:
 
     def update(self, s: st.Update) -> Result:
         desc = self._table(s.table)
-        plan = self.session.plan(s, desc, lambda: _UpdatePlan.of(desc, s))
+        plan = self._plan(s, desc, _UpdatePlan.of)
         if plan.blind is not None and self.autocommit:
             key = plan.blind(self.context)
             pair = self._whole_row(desc, plan, key) if key is not None else None
@@ -910,7 +903,7 @@ class Execution:
         key_ids = set(desc.primary_key)
         out_rows = []
         count = 0
-        for old, pairs, env in list(self._matching(desc, plan.selection)):
+        for old, pairs, env in self._chosen(desc, plan.selection, plan.order, s.limit):
             new = dict(old)
             for column, value in sets:
                 new[column.id] = coerce(value(env, self.context), column.type, column.name)
@@ -964,12 +957,12 @@ class Execution:
 
     def delete(self, s: st.Delete) -> Result:
         desc = self._table(s.table)
-        plan = self.session.plan(s, desc, lambda: _DeletePlan.of(desc, s))
+        plan = self._plan(s, desc, _DeletePlan.of)
         returning = plan.returning
         out_rows = []
         count = 0
         txn = self._txn
-        for _old, pairs, env in list(self._matching(desc, plan.selection)):
+        for _old, pairs, env in self._chosen(desc, plan.selection, plan.order, s.limit):
             for key in pairs:
                 txn.delete(key)
             count += 1
@@ -980,8 +973,12 @@ class Execution:
         return Result(tag=f"DELETE {count}")
 
 
-def _scope(desc: TableDescriptor, alias: str | None = None) -> Scope:
-    scope = Scope(table_name=desc.name)
+_Planned = st.Select | st.Insert | st.Update | st.Delete
+_P = TypeVar("_P")
+
+
+def _scope(desc: TableDescriptor, database: str, alias: str | None = None) -> Scope:
+    scope = Scope(table_name=desc.name, database=database)
     qualifiers = ["", desc.name] + ([alias] if alias else [])
     for index, column in enumerate(desc.columns):
         scope.add(qualifiers, column.name, index, column.type)
@@ -995,10 +992,11 @@ def _projections(desc: TableDescriptor, items: Sequence[exp.Expr], scope: Scope)
     names: list[str] = []
     projections: list[Compiled] = []
     for item in items:
-        if isinstance(item, exp.Star) or (
-            isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
-        ):
+        if isinstance(item, exp.Alias) and _is_star(item.this):
+            raise SQLError("42601", f'"{item.this.sql(dialect="postgres")}" cannot be aliased')
+        if _is_star(item):
             if isinstance(item, exp.Column):
+                scope.check_prefix(item)
                 scope.check_qualifier(qualifier_of(item))
             for index, column in enumerate(desc.columns):
                 if column.hidden:
@@ -1013,6 +1011,12 @@ def _projections(desc: TableDescriptor, items: Sequence[exp.Expr], scope: Scope)
         names.append(expression_name(item))
         projections.append(compile_expr(_unalias(item), scope))
     return tuple(names), projections
+
+
+def _is_star(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Star) or (
+        isinstance(node, exp.Column) and isinstance(node.this, exp.Star)
+    )
 
 
 def _returning(
@@ -1044,6 +1048,8 @@ class _Selection:
 
     @classmethod
     def of(cls, desc: TableDescriptor, where: exp.Expr | None, scope: Scope) -> _Selection:
+        if where is not None:
+            where = condition(where, scope)
         test = compile_expr(where, scope) if where is not None else None  # NB: checks it too
         plan = _key_plan(desc, where, scope) if where is not None else None
         point = None
@@ -1139,13 +1145,18 @@ class _SelectPlan:
     projections: list[Compiled]
     aggregate: bool
     selection: _Selection
+    order: list[tuple[Compiled, bool]]
 
     @classmethod
-    def of(cls, desc: TableDescriptor, s: st.Select) -> _SelectPlan:
-        scope = _scope(desc, s.alias)
+    def of(cls, desc: TableDescriptor, s: st.Select, database: str) -> _SelectPlan:
+        _check_index(desc, s.index)
+        scope = _scope(desc, database, s.alias)
         names, projections = _projections(desc, s.items, scope)
         aggregate = any(contains_aggregate(i) for i in s.items)
-        return cls(scope, names, projections, aggregate, _Selection.of(desc, s.where, scope))
+        # NB: an aggregate gives one row, which no ORDER BY reorders
+        order = [] if aggregate else _order_keys(s.order_by, scope, names, projections)
+        selection = _Selection.of(desc, s.where, scope)
+        return cls(scope, names, projections, aggregate, selection, order)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1160,9 +1171,10 @@ class _InsertPlan:
     returning: Projections | None
     assigned: frozenset[int]  # the ids of ``sets``' columns
     filled: list[tuple[Column, Compiled | None]]  # the other columns, with their DEFAULT
+    where: Compiled | None  # DO UPDATE ... WHERE, over the same rows as ``sets``
 
     @classmethod
-    def of(cls, desc: TableDescriptor, s: st.Insert) -> _InsertPlan:
+    def of(cls, desc: TableDescriptor, s: st.Insert, database: str) -> _InsertPlan:
         if s.columns is None:
             # As in PostgreSQL: VALUES shorter than the table fill its leading columns and
             # the rest take their defaults.
@@ -1187,13 +1199,17 @@ class _InsertPlan:
                     "42601", f"INSERT has more target columns than expressions ({len(values)})"
                 )
             rows.append([compile_expr(v, empty) for v in values])
-        scope = _scope(desc)
+        scope = _scope(desc, database)
         # ON CONFLICT DO UPDATE sees the existing row, then the proposed one as excluded.*
-        conflict_scope = _scope(desc)
+        conflict_scope = _scope(desc, database)
         width = len(desc.columns)
         for index, column in enumerate(desc.columns):
-            conflict_scope.add(["excluded"], column.name, width + index, column.type)
+            # NB: as in CockroachDB, an unqualified name here is ambiguous (42702)
+            conflict_scope.add(["", "excluded"], column.name, width + index, column.type)
         sets = [(desc.column(n), compile_expr(e, conflict_scope)) for n, e in s.conflict_sets]
+        where = None
+        if s.conflict_where is not None:
+            where = compile_expr(condition(s.conflict_where, conflict_scope), conflict_scope)
         _check_conflict_target(desc, s.conflict_target)
         if s.upsert:
             key_ids = set(desc.primary_key)
@@ -1209,6 +1225,7 @@ class _InsertPlan:
             _returning(desc, s.returning, scope),
             frozenset(column.id for column, _ in sets),
             [(c, _default(c)) for c in desc.columns if c not in targets],
+            where,
         )
 
 
@@ -1231,33 +1248,56 @@ class _UpdatePlan:
     returning: Projections | None
     assigned: frozenset[int]  # the ids of ``sets``' columns
     blind: Callable[[Context], list[Any] | None] | None
+    order: list[tuple[Compiled, bool]]
 
     @classmethod
-    def of(cls, desc: TableDescriptor, s: st.Update) -> _UpdatePlan:
-        scope = _scope(desc)
+    def of(cls, desc: TableDescriptor, s: st.Update, database: str) -> _UpdatePlan:
+        scope = _scope(desc, database)
         sets = [(desc.column(name), compile_expr(e, scope)) for name, e in s.sets]
         returning = _returning(desc, s.returning, scope)
         selection = _Selection.of(desc, s.where, scope)
         assigned = frozenset(column.id for column, _ in sets)
         whole = (
             returning is None
+            and s.limit is None
             and len(desc.families) == 1
+            # NB: a DECIMAL key as WHERE writes it may differ in scale from the row's
+            and all(c.type.kind is not Kind.DECIMAL for c in desc.key_columns)
             and assigned == {c.id for c in desc.columns} - set(desc.primary_key)
             and all(_is_constant(e) for _, e in s.sets)
         )
-        return cls(selection, sets, returning, assigned, selection.point if whole else None)
+        order = _mutation_order_keys(desc, s.order_by, scope)
+        return cls(selection, sets, returning, assigned, selection.point if whole else None, order)
 
 
 @dataclass(frozen=True, slots=True)
 class _DeletePlan:
     selection: _Selection
     returning: Projections | None
+    order: list[tuple[Compiled, bool]]
 
     @classmethod
-    def of(cls, desc: TableDescriptor, s: st.Delete) -> _DeletePlan:
-        scope = _scope(desc)
+    def of(cls, desc: TableDescriptor, s: st.Delete, database: str) -> _DeletePlan:
+        scope = _scope(desc, database)
         returning = _returning(desc, s.returning, scope)
-        return cls(_Selection.of(desc, s.where, scope), returning)
+        order = _mutation_order_keys(desc, s.order_by, scope)
+        return cls(_Selection.of(desc, s.where, scope), returning, order)
+
+
+def _mutation_order_keys(
+    desc: TableDescriptor, order_by: Sequence[tuple[exp.Expr, bool]], scope: Scope
+) -> list[tuple[Compiled, bool]]:
+    """An UPDATE's or DELETE's ORDER BY, over the table's columns (positions count
+    the visible ones, as in ``SELECT *``)."""
+    names, projections = _projections(desc, [exp.Star()], scope)
+    return _order_keys(order_by, scope, names, projections)
+
+
+def _check_index(desc: TableDescriptor, index: str | None) -> None:
+    """``t@index``: a table's one index is its primary key, ``<table>_pkey`` (also
+    ``primary``, as CockroachDB spells it)."""
+    if index is not None and index not in (f"{desc.name}_pkey", "primary"):
+        raise SQLError("42704", f'index "{index}" not found')
 
 
 def _unalias(node: exp.Expr) -> exp.Expr:
@@ -1301,14 +1341,68 @@ def duplicate_key(desc: TableDescriptor, row: dict[int, Any]) -> SQLError:
     )
 
 
-def _sort_by(key: Compiled, context: Context) -> Callable[[tuple[Any, ...]], tuple[int, Any]]:
-    def sort_key(env: tuple[Any, ...]) -> tuple[int, Any]:
-        value = key(env, context)
-        if value is None:
-            return (0, 0)
-        return (2, 0) if isinstance(value, float) and value != value else (1, value)
+def _holds(verdict: Any) -> bool:
+    """Whether a WHERE clause's value keeps its row (NULL does not)."""
+    if verdict is None:
+        return False
+    if not isinstance(verdict, bool):
+        raise SQLError("42804", "argument of WHERE must be type bool")
+    return verdict
 
-    return sort_key
+
+def _order_keys(
+    order_by: Sequence[tuple[exp.Expr, bool]],
+    scope: Scope,
+    names: Sequence[str],
+    projections: Sequence[Compiled],
+) -> list[tuple[Compiled, bool]]:
+    """ORDER BY's keys, each ``(value, descending)``: a position in the result columns
+    (``ORDER BY 2``), a result column's name, or an expression over the table's."""
+    keys: list[tuple[Compiled, bool]] = []
+    for node, descending in order_by:
+        if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
+            position = int(node.this)
+            if not 1 <= position <= len(projections):
+                raise SQLError("42P10", f"ORDER BY position {position} is not in select list")
+            keys.append((projections[position - 1], descending))
+        elif isinstance(node, exp.Literal | exp.Boolean):
+            shown = node.sql(dialect="postgres")
+            shown = shown.lower() if isinstance(node, exp.Boolean) else shown
+            raise SQLError("42601", f"non-integer constant in ORDER BY: {shown}")
+        elif (
+            isinstance(node, exp.Column)
+            and node.name in names
+            and ("", node.name) not in scope.columns
+        ):
+            keys.append((projections[names.index(node.name)], descending))
+        else:
+            keys.append((compile_expr(node, scope), descending))
+    return keys
+
+
+def _env_of(row: tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]) -> tuple[Any, ...]:
+    return row[2]
+
+
+def _sorted(
+    items: list[Any],
+    keys: Sequence[tuple[Compiled, bool]],
+    context: Context,
+    env_of: Callable[[Any], tuple[Any, ...]] | None = None,
+) -> list[Any]:
+    """``items`` sorted in place by ``keys`` over each item's row (``env_of(item)``, or
+    the item itself). NULLs sort first ascending (as in CockroachDB), so last
+    descending; stable sorts from the last key to the first give a multi-key order."""
+    for key, descending in reversed(keys):
+
+        def sort_key(item: Any, key: Compiled = key) -> tuple[int, Any]:
+            value = key(env_of(item) if env_of is not None else item, context)
+            if value is None:
+                return (0, 0)
+            return (2, 0) if isinstance(value, float) and value != value else (1, value)
+
+        items.sort(key=sort_key, reverse=descending)
+    return items
 
 
 def _flatten_and(node: exp.Expr) -> list[exp.Expr]:
@@ -1438,7 +1532,12 @@ class _Aggregate:
         if self.kind in (exp.Sum, exp.Avg):
             if isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal):
                 raise SQLError("42883", f"unknown signature: {self.kind.__name__.lower()}()")
-            self.total = value if self.total is None else self.total + value
+            if self.total is None:
+                self.total = value
+            elif isinstance(value, decimal.Decimal):
+                self.total = EXACT_DECIMAL.add(self.total, value)
+            else:
+                self.total = self.total + value
         elif self.kind is exp.Min:
             self.best = value if self.best is None or value < self.best else self.best
         elif self.kind is exp.Max:
@@ -1454,7 +1553,7 @@ class _Aggregate:
                 return None
             if isinstance(self.total, float):
                 return self.total / self.count
-            return decimal.Decimal(self.total) / self.count
+            return DECIMAL_QUOTIENT.divide(self.total, self.count)
         return self.best
 
 

@@ -24,6 +24,8 @@ from sqlglot import exp
 
 from feedkv.errors import SQLError
 from feedkv.sql.types import (
+    DECIMAL_QUOTIENT,
+    EXACT_DECIMAL,
     INT64_MAX,
     INT64_MIN,
     ColumnType,
@@ -40,6 +42,7 @@ __all__ = [
     "Context",
     "Scope",
     "compile_expr",
+    "condition",
     "contains_aggregate",
     "expression_name",
     "is_constant",
@@ -85,17 +88,58 @@ class Scope:
 
     columns: dict[tuple[str, str], tuple[int, ColumnType]] = field(default_factory=dict)
     table_name: str = ""
+    database: str = ""  # the table's database, which ``db.public.t.c`` must name
+    # Unqualified names two sources share, with the qualified names they could mean.
+    ambiguous: dict[str, list[str]] = field(default_factory=dict)
 
     def add(self, qualifiers: Sequence[str], name: str, index: int, ctype: ColumnType) -> None:
+        """``name`` under each of ``qualifiers`` (``""``: unqualified). Adding an
+        unqualified name a second time makes it ambiguous: only its qualified forms
+        resolve."""
+        named = next((q for q in qualifiers if q), "")
+        if "" in qualifiers and ("", name) in self.columns:
+            candidates = self.ambiguous.setdefault(name, [])
+            if not candidates:
+                first = self.columns[("", name)][0]
+                candidates.extend(
+                    f"{q}.{name}"
+                    for (q, n), (i, _) in self.columns.items()
+                    if q and n == name and i == first
+                )
+            candidates.append(f"{named}.{name}")
         for qualifier in qualifiers:
-            self.columns[(qualifier, name)] = (index, ctype)
+            self.columns.setdefault((qualifier, name), (index, ctype))
 
     def check_qualifier(self, qualifier: str) -> None:
         """SQLSTATE 42P01 unless ``qualifier`` names the table in scope (``t.*``)."""
         if qualifier and not any(q == qualifier for q, _ in self.columns):
             raise SQLError("42P01", f"missing FROM-clause entry for table {qualifier!r}")
 
+    def lookup(self, node: exp.Column) -> tuple[int, ColumnType]:
+        """The column ``node`` names: ``c``, ``t.c``, ``public.t.c`` or ``db.public.t.c``."""
+        if not isinstance(node.this, exp.Identifier):
+            raise SQLError("42601", f"syntax error at or near {_shown(node)!r}")
+        self.check_prefix(node)
+        return self.resolve(qualifier_of(node), _column_name(node))
+
+    def check_prefix(self, node: exp.Column) -> None:
+        """SQLSTATE 42P01 unless the schema and database a column names (if any) are
+        ``public`` and the table's database."""
+        catalog, schema = node.args.get("catalog"), node.args.get("db")
+        if catalog is None and schema is None:
+            return
+        if _part(schema) != "public" or (catalog is not None and _part(catalog) != self.database):
+            parts = [_part(p) for p in (catalog, schema, node.args.get("table")) if p is not None]
+            raise SQLError(
+                "42P01", f"no data source matches prefix: {'.'.join(parts)} in this context"
+            )
+
     def resolve(self, qualifier: str, name: str) -> tuple[int, ColumnType]:
+        if not qualifier and name in self.ambiguous:
+            candidates = ", ".join(sorted(self.ambiguous[name]))
+            raise SQLError(
+                "42702", f'column reference "{name}" is ambiguous (candidates: {candidates})'
+            )
         found = self.columns.get((qualifier, name))
         if found is None:
             shown = f"{qualifier}.{name}" if qualifier else name
@@ -135,6 +179,44 @@ def compile_expr(node: exp.Expr, scope: Scope) -> Compiled:
     return _Compiler(scope).compile(node)
 
 
+def condition(node: exp.Expr, scope: Scope, clause: str = "WHERE") -> exp.Expr:
+    """``node`` checked as a condition, whatever rows it will meet: a string constant
+    must read as a bool (``'true'``; it then stands for that bool), and an expression
+    whose type is known must be a bool (42804, as CockroachDB)."""
+    inner = node.this if isinstance(node, exp.Paren) else node
+    if isinstance(inner, exp.Literal) and inner.is_string:
+        return exp.Boolean(this=coerce(inner.this, ColumnType(Kind.BOOL), None))
+    kind = _static_kind(node, scope)
+    if kind is not None and kind is not Kind.BOOL:
+        name = kind.value.lower()
+        raise SQLError("42804", f"argument of {clause} must be type bool, not type {name}")
+    return node
+
+
+_BOOLEAN_NODES = (
+    exp.Boolean, exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ,
+    exp.NullSafeNEQ, exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, exp.Like,
+    exp.ILike, exp.Escape,
+)  # fmt: skip
+
+
+def _static_kind(node: exp.Expr, scope: Scope) -> Kind | None:
+    """The kind of value ``node`` gives, where it follows from the tree alone."""
+    if isinstance(node, exp.Paren):
+        return _static_kind(node.this, scope)
+    if isinstance(node, _BOOLEAN_NODES):
+        return Kind.BOOL
+    if isinstance(node, exp.Column) and isinstance(node.this, exp.Identifier):
+        return scope.lookup(node)[1].kind
+    if isinstance(node, exp.Literal) and not node.is_string:
+        return Kind.INT if node.this.isdigit() else Kind.DECIMAL
+    if isinstance(node, exp.Cast):
+        from feedkv.sql.parser import column_type
+
+        return column_type(node.args["to"]).kind
+    return None
+
+
 def is_constant(node: exp.Expr) -> bool:
     return not any(True for _ in node.find_all(exp.Column))
 
@@ -151,7 +233,7 @@ class _Compiler:
 
     def typed(self, node: exp.Expr) -> ColumnType | None:
         if isinstance(node, exp.Column):
-            return self.scope.resolve(qualifier_of(node), _column_name(node))[1]
+            return self.scope.lookup(node)[1]
         if isinstance(node, exp.Paren):
             return self.typed(node.this)
         return None
@@ -206,7 +288,7 @@ class _Compiler:
         return param
 
     def column(self, node: exp.Column) -> Compiled:
-        index, _ = self.scope.resolve(qualifier_of(node), _column_name(node))
+        index, _ = self.scope.lookup(node)
         return lambda row, ctx: row[index]
 
     def star(self, node: exp.Star) -> Compiled:
@@ -519,10 +601,14 @@ def _no_arguments(node: exp.Expr) -> None:
 
 
 def qualifier_of(node: exp.Column) -> str:
-    table = node.args.get("table")
-    if table is None:
+    return _part(node.args.get("table"))
+
+
+def _part(node: exp.Expr | None) -> str:
+    """A name part as written (quoted) or folded to lower case."""
+    if node is None:
         return ""
-    return str(table.this) if table.quoted else str(table.this).lower()
+    return str(node.this) if getattr(node, "quoted", False) else str(node.this).lower()
 
 
 def _column_name(node: exp.Column) -> str:
@@ -653,6 +739,8 @@ def _arithmetic(op: type, a: Any, b: Any) -> Any:
 
 def _arithmetic_unchecked(op: type, a: Any, b: Any) -> Any:
     try:
+        if isinstance(a, decimal.Decimal) or isinstance(b, decimal.Decimal):
+            return _decimal_arithmetic(op, decimal.Decimal(a), decimal.Decimal(b))
         if op is exp.Add:
             return a + b
         if op is exp.Sub:
@@ -661,7 +749,7 @@ def _arithmetic_unchecked(op: type, a: Any, b: Any) -> Any:
             return a * b
         if op is exp.Div:
             if isinstance(a, int) and isinstance(b, int):
-                return decimal.Decimal(a) / decimal.Decimal(b)
+                return DECIMAL_QUOTIENT.divide(a, b)
             return a / b
         if op is exp.IntDiv:
             return a // b
@@ -670,6 +758,23 @@ def _arithmetic_unchecked(op: type, a: Any, b: Any) -> Any:
     except (ZeroDivisionError, decimal.DivisionByZero, decimal.InvalidOperation):
         raise SQLError("22012", "division by zero") from None
     raise SQLError("0A000", f"unsupported operator {op.__name__}")
+
+
+_DECIMAL_OPERATIONS: dict[type, Callable[[decimal.Decimal, decimal.Decimal], decimal.Decimal]] = {
+    exp.Add: EXACT_DECIMAL.add,
+    exp.Sub: EXACT_DECIMAL.subtract,
+    exp.Mul: EXACT_DECIMAL.multiply,
+    exp.Div: DECIMAL_QUOTIENT.divide,
+    exp.IntDiv: EXACT_DECIMAL.divide_int,
+    exp.Mod: EXACT_DECIMAL.remainder,
+}
+
+
+def _decimal_arithmetic(op: type, a: decimal.Decimal, b: decimal.Decimal) -> decimal.Decimal:
+    operation = _DECIMAL_OPERATIONS.get(op)
+    if operation is None:
+        raise SQLError("0A000", f"unsupported operator {op.__name__}")
+    return operation(a, b)
 
 
 @functools.lru_cache(maxsize=512)

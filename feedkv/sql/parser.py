@@ -42,6 +42,7 @@ __all__ = ["column_type", "parse", "parse_expression", "placeholder_count"]
 logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
 _DIALECT = Postgres()
+_INT4_STAND_IN = "UINT"  # see _Statement._keep_int4
 _NAME_TOKENS = {TokenType.VAR, TokenType.IDENTIFIER}
 
 
@@ -314,13 +315,16 @@ class _Statement:
         if upsert:
             self.masked[0:6] = list("INSERT")
             self.edited = True
+        self._keep_int4()
         families: list[st.FamilySpec] = []
         column_families: dict[str, tuple[str | None, bool]] = {}
         if words[:2] == ["CREATE", "TABLE"] or words[:2] == ["ALTER", "TABLE"]:
             families, column_families = self._cut_families()
         as_of = self._cut_as_of()
+        returning = self._cut_delete_returning()
         node = self._sqlglot()
-        return _Converter(self.text, upsert, families, column_families, as_of).convert(node)
+        converter = _Converter(self.text, upsert, families, column_families, as_of, returning)
+        return converter.convert(node)
 
     def _sqlglot(self) -> exp.Expr:
         masked = "".join(self.masked)
@@ -354,6 +358,18 @@ class _Statement:
         return SQLError(
             "42601", f'at or near "{near}": syntax error: {description}', position=position
         )
+
+    def _keep_int4(self) -> None:
+        """sqlglot reads INT4 as INT, which is INT8 here (as in CockroachDB): INT4 is
+        handed to it as a type of the same length that nothing else spells."""
+        for i, word in enumerate(self.words):
+            kind = self.tokens[i].token_type
+            if kind is TokenType.UINT:
+                raise SQLError("42704", f"type {word.lower()!r} does not exist")
+            if word == "INT4" and kind is TokenType.INT:
+                start = self._pos(self.tokens[i])
+                self.masked[start : start + 4] = list(_INT4_STAND_IN)
+                self.edited = True
 
     # Shape: what sqlglot would accept leniently and turn into something else.
 
@@ -479,8 +495,45 @@ class _Statement:
             start = self._pos(self.tokens[i + 4])
             end = self._pos(self.tokens[j - 1]) + len(self._raw(j - 1))
             expression = parse_expression(self.text[start:end])
+            if any(
+                isinstance(n, exp.Column | exp.Func) and not isinstance(n, exp.Cast)
+                for n in expression.walk()
+            ):
+                # NB: a placeholder is a constant of its execution here (CockroachDB
+                # refuses even those); a function such as now() is not
+                raise SQLError("XXUUU", "AS OF SYSTEM TIME: only constant expressions are allowed")
             self._mask(i, j - 1)
             return expression
+        return None
+
+    def _cut_delete_returning(self) -> tuple[exp.Expr, ...] | None:
+        """``DELETE ... ORDER BY ... LIMIT n RETURNING ...``, CockroachDB's order of the
+        clauses, which sqlglot reads only with RETURNING before ORDER BY: RETURNING's
+        list is cut out and parsed on its own."""
+        if self.words[0] != "DELETE" or "RETURNING" not in self.words:
+            return None
+        depth = 0
+        ordered = False
+        for i, token in enumerate(self.tokens):
+            depth += token.token_type is TokenType.L_PAREN
+            depth -= token.token_type is TokenType.R_PAREN
+            word = self._keyword(i)
+            if depth == 0 and word in ("ORDER", "LIMIT"):
+                ordered = True
+            if depth == 0 and word == "RETURNING" and ordered and i + 1 < len(self.tokens):
+                start = self._pos(self.tokens[i + 1])
+                try:
+                    select = sqlglot.parse_one(f"SELECT {self.text[start:]}", read=_DIALECT)
+                except (ParseError, TokenError) as exc:
+                    raise SQLError(
+                        "42601", f"syntax error in RETURNING: {_first_line(exc)}"
+                    ) from None
+                if not isinstance(select, exp.Select) or any(
+                    v for k, v in select.args.items() if k != "expressions"
+                ):
+                    raise self._error_at(i + 1, "expected a list of values after RETURNING")
+                self._mask(i, len(self.tokens) - 1)
+                return tuple(select.expressions)
         return None
 
     def _cut_families(
@@ -937,6 +990,7 @@ class _Converter:
     families: list[st.FamilySpec]
     column_families: dict[str, tuple[str | None, bool]]
     as_of: exp.Expr | None
+    returning: tuple[exp.Expr, ...] | None  # cut out of the text (a DELETE's)
 
     def convert(self, node: exp.Expr) -> st.Statement:
         if self.as_of is not None and not isinstance(node, exp.Select):
@@ -944,6 +998,7 @@ class _Converter:
         handler = getattr(self, f"_{type(node).__name__.lower()}", None)
         if handler is None:
             raise _unsupported(node)
+        _check_column_names(node)
         result: st.Statement = handler(node)
         return result
 
@@ -1066,6 +1121,7 @@ class _Converter:
             columns = tuple(_ident(c) for c in target.expressions)
             target = target.this
         table = _table_of(target)
+        _refuse_unhandled(node, {"this", "expression", "conflict", "returning"})
         source = node.expression
         if not isinstance(source, exp.Values):
             raise SQLError("0A000", "INSERT supports VALUES (...) rows only, not INSERT ... SELECT")
@@ -1076,17 +1132,20 @@ class _Converter:
         on_conflict: str | None = None
         sets: tuple[tuple[str, exp.Expr], ...] = ()
         conflict_target: tuple[str, ...] = ()
+        conflict_where: exp.Expr | None = None
         conflict = node.args.get("conflict")
         if conflict is not None:
             if self.upsert:
                 raise SQLError("42601", "UPSERT does not take an ON CONFLICT clause")
+            _refuse_unhandled(conflict, {"expressions", "action", "conflict_keys", "where"})
             conflict_target = tuple(_ident(k) for k in conflict.args.get("conflict_keys") or ())
             action = str(conflict.args.get("action") or "").upper()
             if "NOTHING" in action:
                 on_conflict = "nothing"
             elif "UPDATE" in action:
                 on_conflict = "update"
-                sets = tuple(_assignment(e) for e in conflict.expressions)
+                sets = _assignments(conflict.expressions, table)
+                conflict_where = _where(conflict)
                 if not conflict.args.get("conflict_keys"):
                     raise SQLError(
                         "42601",
@@ -1104,26 +1163,26 @@ class _Converter:
             _returning(node),
             self.upsert,
             conflict_target,
+            conflict_where,
         )
 
     def _update(self, node: exp.Update) -> st.Statement:
         if node.args.get("from_") or node.args.get("from"):
             raise SQLError("0A000", "UPDATE ... FROM is not supported")
+        _refuse_unhandled(node, {"this", "expressions", "where", "returning", "order", "limit"})
         table = _table_of(node.this)
-        sets = tuple(_assignment(e) for e in node.expressions)
-        where = node.args.get("where")
-        return st.Update(
-            self.text, table, sets, where.this if where is not None else None, _returning(node)
-        )
+        sets = _assignments(node.expressions, table)
+        order, limit = _mutation_order(node, "UPDATE")
+        return st.Update(self.text, table, sets, _where(node), _returning(node), order, limit)
 
     def _delete(self, node: exp.Delete) -> st.Statement:
         if node.args.get("using"):
             raise SQLError("0A000", "DELETE ... USING is not supported")
+        _refuse_unhandled(node, {"this", "where", "returning", "order", "limit"})
         table = _table_of(node.this)
-        where = node.args.get("where")
-        return st.Delete(
-            self.text, table, where.this if where is not None else None, _returning(node)
-        )
+        order, limit = _mutation_order(node, "DELETE")
+        returning = self.returning if self.returning is not None else _returning(node)
+        return st.Delete(self.text, table, _where(node), returning, order, limit)
 
     def _select(self, node: exp.Select) -> st.Statement:
         for unsupported in ("joins", "group", "having", "with_", "with", "windows", "distinct"):
@@ -1131,45 +1190,118 @@ class _Converter:
                 raise SQLError(
                     "0A000", f"{unsupported.rstrip('_').upper()} in SELECT is not supported"
                 )
+        _refuse_unhandled(
+            node, {"expressions", "from_", "from", "where", "order", "limit", "offset", "kind"}
+        )
+        if node.args.get("kind"):
+            raise _unsupported(node)
         if any(isinstance(n, exp.Subquery | exp.Select) for n in node.find_all(exp.Subquery)):
             raise SQLError("0A000", "subqueries are not supported")
         table: st.TableName | None = None
         alias: str | None = None
+        index: str | None = None
         from_ = node.args.get("from_") or node.args.get("from")
         if from_ is not None:
             source = from_.this
             if not isinstance(source, exp.Table):
                 raise SQLError("0A000", "SELECT reads from one table (no subqueries or functions)")
             table = _table_of(source)
-            if source.alias:
-                alias = source.alias
+            index, alias = _index_and_alias(source)
         elif self.as_of is not None:
             raise SQLError("0A000", "AS OF SYSTEM TIME needs a FROM clause")
-        order: list[tuple[exp.Expr, bool]] = []
-        order_node = node.args.get("order")
-        if order_node is not None:
-            for item in order_node.expressions:
-                order.append((item.this, bool(item.args.get("desc"))))
         limit = node.args.get("limit")
         offset = node.args.get("offset")
-        where = node.args.get("where")
         return st.Select(
             self.text,
             table,
             alias,
             tuple(node.expressions),
-            where.this if where is not None else None,
-            tuple(order),
+            _where(node),
+            _order_by(node),
             limit.expression if limit is not None else None,
             offset.expression if offset is not None else None,
             self.as_of,
+            index,
         )
 
 
-def _assignment(node: exp.Expr) -> tuple[str, exp.Expr]:
+def _check_column_names(node: exp.Expr) -> None:
+    """42601 for a column reference sqlglot took that names no column (``t.1``)."""
+    for column in node.find_all(exp.Column):
+        if not isinstance(column.this, exp.Identifier | exp.Star):
+            shown = column.sql(dialect=_DIALECT)
+            raise SQLError("42601", f'at or near "{shown}": syntax error')
+
+
+def _refuse_unhandled(node: exp.Expr, handled: set[str]) -> None:
+    """0A000 for any clause of ``node`` the conversion would otherwise drop: a clause
+    feedkv does not run must fail the statement, never be ignored."""
+    for name, value in node.args.items():
+        if name in handled or value is None or value is False or value == []:
+            continue
+        clause = name.rstrip("_").replace("_", " ").upper()
+        raise SQLError("0A000", f"{clause} is not supported in {node.key.upper()}")
+
+
+def _where(node: exp.Expr) -> exp.Expr | None:
+    where = node.args.get("where")
+    return where.this if where is not None else None
+
+
+def _order_by(node: exp.Expr) -> tuple[tuple[exp.Expr, bool], ...]:
+    order = node.args.get("order")
+    if order is None:
+        return ()
+    return tuple((item.this, bool(item.args.get("desc"))) for item in order.expressions)
+
+
+def _mutation_order(
+    node: exp.Expr, what: str
+) -> tuple[tuple[tuple[exp.Expr, bool], ...], exp.Expr | None]:
+    """ORDER BY and LIMIT of an UPDATE or DELETE: as CockroachDB, ORDER BY only with
+    LIMIT (it says which rows the limit keeps)."""
+    order = _order_by(node)
+    limit = node.args.get("limit")
+    if order and limit is None:
+        raise SQLError("42601", f"{what} statement requires LIMIT when ORDER BY is used")
+    return order, limit.expression if limit is not None else None
+
+
+def _index_and_alias(source: exp.Table) -> tuple[str | None, str | None]:
+    """``t@index`` (sqlglot reads ``@index`` as a parameter alias) and ``t AS a``."""
+    alias = source.args.get("alias")
+    if alias is None:
+        return None, None
+    if isinstance(alias.this, exp.Parameter):
+        if alias.columns:
+            raise SQLError("42601", "an index hint takes no column list")
+        return _ident(alias.this.this), None
+    if alias.columns:
+        raise SQLError("0A000", "column aliases of a table are not supported")
+    return None, source.alias
+
+
+def _assignments(nodes: list[exp.Expr], table: st.TableName) -> tuple[tuple[str, exp.Expr], ...]:
+    """``SET a = x, b = y``: each column once."""
+    sets = tuple(_assignment(node, table) for node in nodes)
+    seen: set[str] = set()
+    for name, _value in sets:
+        if name in seen:
+            raise SQLError("42601", f'multiple assignments to the same column "{name}"')
+        seen.add(name)
+    return sets
+
+
+def _assignment(node: exp.Expr, table: st.TableName) -> tuple[str, exp.Expr]:
     if not isinstance(node, exp.EQ) or not isinstance(node.this, exp.Column):
         raise SQLError("42601", f"expected column = value, got {node.sql(dialect=_DIALECT)!r}")
-    return _ident(node.this.this), node.expression
+    target = node.this
+    qualifier = target.args.get("table")
+    if target.args.get("db") is not None or (
+        qualifier is not None and _ident(qualifier) != table.name
+    ):
+        raise SQLError("42703", f'column "{target.sql(dialect=_DIALECT)}" does not exist')
+    return _ident(target.this), node.expression
 
 
 def _returning(node: exp.Expr) -> tuple[exp.Expr, ...] | None:
@@ -1182,6 +1314,8 @@ def _returning(node: exp.Expr) -> tuple[exp.Expr, ...] | None:
 def column_type(node: exp.DataType) -> ColumnType:
     kind = node.this
     name = kind.name if hasattr(kind, "name") else str(kind)
+    if name == _INT4_STAND_IN:
+        name = "INT4"
     if name == "USERDEFINED":
         name = _ident(node.args.get("kind"))
     if (node.expressions and name.upper() in ("ARRAY",)) or node.args.get("nested"):

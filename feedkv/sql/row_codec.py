@@ -108,9 +108,11 @@ def _encode_family(columns: list[tuple[int, _Convert | None]], row: Mapping[int,
     parts: list[Any] = []
     for column_id, convert in columns:
         value = row.get(column_id)
+        if value is not None and convert is not None:
+            value = convert(value)  # None: a key column's key holds it all
         if value is not None:
             parts.append(column_id)
-            parts.append(value if convert is None else convert(value))
+            parts.append(value)
     if not parts:
         return b""
     try:
@@ -172,6 +174,7 @@ class _Layout:
     __slots__ = (
         "column_sources",
         "columns",
+        "composite",
         "converted",
         "families",
         "family_ids",
@@ -189,8 +192,14 @@ class _Layout:
         self.converted = [(i, f) for i, f in self.columns.items() if f is not None]
         key_ids = set(desc.primary_key)
         self.families: dict[int, tuple[bytes, list[tuple[int, _Convert | None]]]] = {}
+        # A DECIMAL key's key holds its value but not its scale (10.00 and 10 are one
+        # key): as CockroachDB's composite encoding, family 0's value keeps the value as
+        # written when the key alone would read back otherwise.
+        self.composite = [c.id for c in keys if c.type.kind is Kind.DECIMAL]
         for family in desc.families:
-            columns = []
+            columns: list[tuple[int, _Convert | None]] = []
+            if family.id == 0:
+                columns.extend((i, _composite_decimal) for i in self.composite)
             for column_id in family.column_ids:
                 column = desc.column_by_id(column_id)
                 if column is not None and column_id not in key_ids:
@@ -203,6 +212,15 @@ class _Layout:
 
 
 _IDENTITY = frozenset({Kind.INT, Kind.FLOAT, Kind.STRING, Kind.BYTES, Kind.BOOL})
+
+
+def _composite_decimal(value: Any) -> Any:
+    """A DECIMAL key column's stored value: ``None`` when its key reads back as it is."""
+    if from_key_primitive(Kind.DECIMAL, key_primitive(Kind.DECIMAL, value)).as_tuple() == (
+        value.as_tuple()
+    ):
+        return None
+    return value_primitive(Kind.DECIMAL, value)
 
 
 def _encoder(to_primitive: Callable[[Kind, Any], Any], kind: Kind) -> _Convert | None:
@@ -317,12 +335,16 @@ def decode_row_values(
             # NB: decode_rows fills every column, in column order.
             yield tuple([row[i] for i in key_ids]), list(row.values()), ts
         return
-    plan = _layout(desc).column_sources
+    layout = _layout(desc)
+    plan = layout.column_sources
+    composite = layout.composite
     for key, value, ts in kvs:
         key_values, family, _prefix = decode_row_key(desc, key)
         if family:
             continue
         get = decode_family_value(desc, value).get
+        if composite:
+            key_values = tuple(get(i, v) for i, v in zip(desc.primary_key, key_values, strict=True))
         yield key_values, [get(i) if k is None else key_values[k] for k, i in plan], ts
 
 

@@ -214,6 +214,7 @@ class Session:
             raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
         if isinstance(statement, st.Begin):
             if self._txn is not None:
+                self._failed = True  # as CockroachDB: only ROLLBACK ends it now
                 raise SQLError("25001", "there is already a transaction in progress")
             self._txn = self.db.transaction()
             self._failed = False
@@ -221,6 +222,8 @@ class Session:
         if isinstance(statement, st.Commit):
             return self._commit()
         if isinstance(statement, st.Rollback):
+            if self._txn is None:
+                raise SQLError("25P01", "there is no transaction in progress")
             self._abandon()
             return Result(tag="ROLLBACK")
         if isinstance(statement, st.CreateChangefeed | _JOB_STATEMENTS):

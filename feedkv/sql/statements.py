@@ -197,21 +197,31 @@ class Insert(Statement):
     returning: tuple[exp.Expr, ...] | None = None
     upsert: bool = False
     conflict_target: tuple[str, ...] = ()
+    conflict_where: exp.Expr | None = None  # DO UPDATE ... WHERE: rows it refuses stay
 
 
 @dataclass(frozen=True, slots=True)
 class Update(Statement):
+    """UPDATE; with ``limit``, only the first rows in ``order_by``'s order (the primary
+    key's without it) are written, one after the other in that order."""
+
     table: TableName
     sets: tuple[tuple[str, exp.Expr], ...]
     where: exp.Expr | None = None
     returning: tuple[exp.Expr, ...] | None = None
+    order_by: tuple[tuple[exp.Expr, bool], ...] = ()  # (expression, descending)
+    limit: exp.Expr | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Delete(Statement):
+    """DELETE; ``order_by`` and ``limit`` as in :class:`Update`."""
+
     table: TableName
     where: exp.Expr | None = None
     returning: tuple[exp.Expr, ...] | None = None
+    order_by: tuple[tuple[exp.Expr, bool], ...] = ()  # (expression, descending)
+    limit: exp.Expr | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +237,7 @@ class Select(Statement):
     limit: exp.Expr | None = None
     offset: exp.Expr | None = None
     as_of: exp.Expr | None = None
+    index: str | None = None  # the index named by ``t@index``
 
 
 @dataclass(frozen=True, slots=True)

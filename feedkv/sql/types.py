@@ -49,6 +49,14 @@ __all__ = [
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
+
+# DECIMAL arithmetic as CockroachDB's: +, - and * are exact; a quotient (/, avg) has 20
+# significant digits, rounded half up.
+_DECIMAL_TRAPS = [decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow]
+EXACT_DECIMAL = decimal.Context(
+    prec=decimal.MAX_PREC, rounding=decimal.ROUND_HALF_UP, traps=_DECIMAL_TRAPS
+)
+DECIMAL_QUOTIENT = decimal.Context(prec=20, rounding=decimal.ROUND_HALF_UP, traps=_DECIMAL_TRAPS)
 EPOCH_DATE = datetime.date(1970, 1, 1)
 EPOCH = datetime.datetime(1970, 1, 1)
 UTC = datetime.UTC
@@ -110,8 +118,9 @@ _ALIASES = {
 
 @dataclass(frozen=True, slots=True)
 class ColumnType:
-    """A column's type. ``width`` limits STRING length in characters; ``precision`` and
-    ``scale`` apply to DECIMAL (values are rounded to ``scale`` digits)."""
+    """A column's type. ``width`` limits STRING length in characters and INT values to
+    16 or 32 bits (INT2, INT4; ``None`` is INT8); ``precision`` and ``scale`` apply to
+    DECIMAL (values are rounded to ``scale`` digits)."""
 
     kind: Kind
     width: int | None = None
@@ -121,6 +130,8 @@ class ColumnType:
     def sql(self) -> str:
         if self.kind is Kind.STRING and self.width is not None:
             return f"STRING({self.width})"
+        if self.kind is Kind.INT and self.width is not None:
+            return f"INT{self.width // 8}"
         if self.kind is Kind.DECIMAL and self.precision is not None:
             if self.scale is not None:
                 return f"DECIMAL({self.precision},{self.scale})"
@@ -173,7 +184,13 @@ def parse_type_name(name: str, params: list[int] | None = None) -> ColumnType:
                 "22023", f"scale ({scale}) must be between 0 and precision ({precision})"
             )
         return ColumnType(kind, precision=precision, scale=scale)
+    if kind is Kind.INT and name.upper() in _NARROW_INTS:
+        return ColumnType(kind, width=_NARROW_INTS[name.upper()])
     return ColumnType(kind)
+
+
+# As CockroachDB: INT and INTEGER are INT8 (its default_int_size); these are narrower.
+_NARROW_INTS = {"INT2": 16, "SMALLINT": 16, "INT4": 32}
 
 
 def type_of_value(value: object) -> str:
@@ -267,8 +284,9 @@ def _to_int(value: object, ctype: ColumnType) -> int:
             raise _bad_text(value, ctype) from None
     else:
         raise _Mismatch
-    if not INT64_MIN <= result <= INT64_MAX:
-        raise SQLError("22003", f"integer {result} is out of range for type INT8")
+    bits = ctype.width or 64
+    if not -(1 << (bits - 1)) <= result < 1 << (bits - 1):
+        raise SQLError("22003", f"integer {result} is out of range for type {ctype.sql()}")
     return result
 
 
@@ -599,8 +617,29 @@ def format_value(value: Any) -> str:
             return "NaN"
         if math.isinf(value):
             return "Infinity" if value > 0 else "-Infinity"
-        return repr(value)
+        return _shortest_float(value)
     return str(value)
+
+
+def _shortest_float(value: float) -> str:
+    """A finite float as CockroachDB prints it (Go's shortest ``%g``): the fewest digits
+    that read back as ``value``, in exponent form (``1e+06``, ``1.5e-07``) when the
+    decimal exponent is below -4 or 6 and above, else plain (``100``, ``0.0001``)."""
+    sign, digits, exponent = decimal.Decimal(repr(value)).as_tuple()
+    shown = "".join(map(str, digits)).rstrip("0") or "0"
+    point = len(digits) + int(exponent)  # digits before the decimal point
+    if shown == "0":
+        point = 1
+    minus = "-" if sign else ""
+    power = point - 1
+    if power < -4 or power >= 6:
+        mantissa = shown[0] + ("." + shown[1:] if len(shown) > 1 else "")
+        return f"{minus}{mantissa}e{'-' if power < 0 else '+'}{abs(power):02d}"
+    if point <= 0:
+        return f"{minus}0.{'0' * -point}{shown}"
+    whole = shown[:point].ljust(point, "0")
+    fraction = shown[point:]
+    return f"{minus}{whole}.{fraction}" if fraction else f"{minus}{whole}"
 
 
 def logical_decimal(ts: Timestamp) -> decimal.Decimal:

@@ -213,10 +213,22 @@ def key_values(desc: TableDescriptor, row: Row) -> list[Any]:
 
 
 def stored_columns(desc: TableDescriptor, family: Family, row: Row) -> Row:
-    """The columns a family's value holds: its non-key, non-NULL ones."""
-    return {
+    """The columns a family's value holds: its non-key, non-NULL ones, and in family 0
+    the DECIMAL key columns whose key would not give back their scale (as CockroachDB's
+    composite encoding)."""
+    stored = {
         i: row[i] for i in family.column_ids if i not in desc.primary_key and row[i] is not None
     }
+    if family.id == 0:
+        for column in desc.key_columns:
+            value = row[column.id]
+            if column.type.kind is not Kind.DECIMAL or not value.is_finite():
+                continue
+            # a key reads back with no exponent, no trailing zero and no negative zero
+            plain = Decimal(format(value.normalize(), "f")) if value else Decimal(0)
+            if plain.as_tuple() != value.as_tuple():
+                stored[column.id] = value
+    return stored
 
 
 def present_pairs(kvs: dict[bytes, bytes | None]) -> list[KeyValue]:
@@ -231,7 +243,8 @@ def assert_same_row(desc: TableDescriptor, expected: Row, actual: Row) -> None:
         if want is None:
             assert got is None
         else:
-            key = column.id in desc.primary_key
+            # NB: a whole row keeps a DECIMAL key's scale (family 0 stores it)
+            key = column.id in desc.primary_key and column.type.kind is not Kind.DECIMAL
             assert_same_value(column.type.kind, want, got, key=key)
 
 
@@ -378,13 +391,18 @@ def test_nan_round_trips_in_key_and_value_columns() -> None:
     assert math.isnan(assembled[2])
 
 
-def test_decimal_value_columns_keep_their_scale_but_key_columns_are_normalized() -> None:
+def test_decimal_key_and_value_columns_keep_their_scale() -> None:
+    """As CockroachDB: a DECIMAL key's key is its value (1.50 and 1.5 are one key), and
+    the row keeps the scale it was written with."""
     desc = table([Kind.DECIMAL, Kind.DECIMAL])
     row = {1: Decimal("1.50"), 2: Decimal("1.50")}
-    [(assembled, _)] = list(RowAssembler(desc).rows(present_pairs(row_kvs(desc, row))))
-    assert assembled[1] == Decimal("1.5")
-    assert assembled[1].as_tuple() == Decimal("1.5").as_tuple()
+    kvs = row_kvs(desc, row)
+    assert list(kvs) == list(row_kvs(desc, {1: Decimal("1.5"), 2: None}))
+    [(assembled, _)] = list(RowAssembler(desc).rows(present_pairs(kvs)))
+    assert assembled[1].as_tuple() == Decimal("1.50").as_tuple()
     assert assembled[2].as_tuple() == Decimal("1.50").as_tuple()
+    [(key, values, _ts)] = list(decode_row_values(desc, present_pairs(kvs)))
+    assert key[0].as_tuple() == values[0].as_tuple() == Decimal("1.50").as_tuple()
 
 
 def test_timestamps_at_the_ends_of_the_calendar_round_trip() -> None:

@@ -105,7 +105,28 @@ def t(kind: Kind, **params: int) -> ColumnType:
     ],
 )
 def test_type_aliases_name_their_kind_in_any_case(name: str, kind: Kind) -> None:
-    assert parse_type_name(name) == ColumnType(kind)
+    assert parse_type_name(name).kind is kind
+
+
+@pytest.mark.parametrize(
+    ("name", "sql", "largest"),
+    [("INT2", "INT2", 32767), ("smallint", "INT2", 32767), ("Int4", "INT4", 2**31 - 1)]
+    + [(name, "INT8", 2**63 - 1) for name in ("INT", "integer", "BIGINT", "int8")],
+)
+def test_narrow_integers_keep_their_width_and_refuse_what_does_not_fit(
+    name: str, sql: str, largest: int
+) -> None:
+    """As CockroachDB: INT and INTEGER are INT8 (its default_int_size); INT2 and INT4
+    keep their width and refuse values outside it with 22003."""
+    ctype = parse_type_name(name)
+    assert ctype.sql() == sql
+    assert coerce(largest, ctype, "c") == largest
+    assert coerce(-largest - 1, ctype, "c") == -largest - 1
+    for outside in (largest + 1, -largest - 2):
+        with pytest.raises(SQLError) as caught:
+            coerce(outside, ctype, "c")
+        assert caught.value.code == "22003"
+        assert sql in str(caught.value)
 
 
 def test_unknown_type_name_is_42704_and_names_the_type() -> None:
@@ -711,7 +732,16 @@ def test_type_and_kind_of_a_python_value(value: object, name: str, kind: Kind | 
         (False, "false"),
         (-7, "-7"),
         (0.1, "0.1"),
-        (-0.0, "-0.0"),
+        (-0.0, "-0"),
+        # floats as CockroachDB prints them (Go's shortest %g)
+        (100.0, "100"),
+        (0.1 + 0.2, "0.30000000000000004"),
+        (123456.5, "123456.5"),
+        (1e6, "1e+06"),
+        (1234567.0, "1.234567e+06"),
+        (0.0001, "0.0001"),
+        (1.5e-5, "1.5e-05"),
+        (-2.5e-7, "-2.5e-07"),
         (1e100, "1e+100"),
         (math.nan, "NaN"),
         (math.inf, "Infinity"),

@@ -4,7 +4,7 @@ With ``-e`` each statement runs in order and the first error stops the run (exit
 statements of one ``-e`` run as one implicit transaction, as do those entered on one line
 of the shell. Without ``-e``, a terminal gets an interactive shell (history, statements
 spanning lines until a ``;``); anything else on stdin is run as a script, statement by
-statement, up to the first error.
+statement, up to the first error, which names its line.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any, TextIO
 import feedkv
 from feedkv.changefeed.sinkless import FeedResult
 from feedkv.errors import FeedKVError, SQLError
+from feedkv.sql.parser import split_statements
 from feedkv.sql.session import Result, Session
 from feedkv.sql.types import format_value
 
@@ -51,7 +52,7 @@ def run_sql(
                 return _run_each(session, statements, output, stdout, stderr)
             if stdin.isatty():
                 return _shell(session, output, stdin, stdout, stderr)
-            return _run_each(session, [stdin.read()], output, stdout, stderr, batch=False)
+            return _run_script(session, stdin.read(), output, stdout, stderr)
         finally:
             session.close()
 
@@ -69,6 +70,17 @@ def _run_each(
         if not text.strip():
             continue
         if not _execute(session, text, output, stdout, stderr, batch=batch):
+            return 1
+    return 0
+
+
+def _run_script(session: Session, script: str, output: str, stdout: TextIO, stderr: TextIO) -> int:
+    """A script's statements one after the other, as ``psql`` and ``cockroach sql`` run
+    them: each takes effect on its own, and the first error stops the script (exit 1),
+    named with its line (``<stdin>:2: ERROR: ...``)."""
+    for offset, text in split_statements(script):
+        where = f"<stdin>:{script.count(chr(10), 0, offset) + 1}: "
+        if not _execute(session, text.rstrip(), output, stdout, stderr, batch=False, where=where):
             return 1
     return 0
 
@@ -112,20 +124,27 @@ def _shell(session: Session, output: str, stdin: TextIO, stdout: TextIO, stderr:
 
 
 def _execute(
-    session: Session, text: str, output: str, stdout: TextIO, stderr: TextIO, *, batch: bool = True
+    session: Session,
+    text: str,
+    output: str,
+    stdout: TextIO,
+    stderr: TextIO,
+    *,
+    batch: bool = True,
+    where: str = "",
 ) -> bool:
-    """Run ``text`` and print each result; print the error and return ``False`` if a
-    statement fails."""
+    """Run ``text`` and print each result; print the error (after ``where``, what names
+    the statement's place) and return ``False`` if a statement fails."""
     try:
         for result in session.execute_each(text, batch=batch):
             write_result(result, output, stdout)
     except SQLError as exc:
         stdout.flush()
-        _print_error(exc, text, stderr)
+        _print_error(exc, text, stderr, where)
         return False
     except FeedKVError as exc:
         stdout.flush()
-        stderr.write(f"ERROR: {exc}\n")
+        stderr.write(f"{where}ERROR: {exc}\n")
         return False
     return True
 
@@ -141,8 +160,8 @@ def _readline() -> Any:
     return readline
 
 
-def _print_error(exc: SQLError, text: str, stderr: TextIO) -> None:
-    stderr.write(f"ERROR: {exc.message}\nSQLSTATE: {exc.code}\n")
+def _print_error(exc: SQLError, text: str, stderr: TextIO, where: str = "") -> None:
+    stderr.write(f"{where}ERROR: {exc.message}\nSQLSTATE: {exc.code}\n")
     if exc.position is not None and 0 < exc.position <= len(text) + 1:
         line_start = text.rfind("\n", 0, exc.position - 1) + 1
         line_end = text.find("\n", exc.position - 1)

@@ -23,7 +23,9 @@ from __future__ import annotations
 import logging
 import re
 import string
+import sys
 from dataclasses import dataclass
+from typing import ClassVar
 
 import sqlglot
 from sqlglot import exp
@@ -33,15 +35,26 @@ from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
 from feedkv.errors import SQLError
 from feedkv.sql import statements as st
-from feedkv.sql.types import ColumnType, parse_type_name
+from feedkv.sql.types import INT64_MAX, ColumnType, parse_type_name
 
-__all__ = ["column_type", "parse", "parse_expression", "placeholder_count"]
+__all__ = ["column_type", "parse", "parse_expression", "placeholder_count", "split_statements"]
 
 # NB: sqlglot logs a warning whenever it falls back to an opaque Command; feedkv turns
 # those into errors of its own, so the warnings would only be noise on the terminal.
 logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
-_DIALECT = Postgres()
+
+class _Cockroach(Postgres):
+    """PostgreSQL's dialect with CockroachDB's literals: ``b'...'`` is BYTES (its
+    escapes read as bytes, see :func:`_bytes_literal`) and only ``B'...'`` is a bit
+    string."""
+
+    class Tokenizer(Postgres.Tokenizer):
+        BIT_STRINGS: ClassVar = [("B'", "'")]
+        BYTE_STRINGS: ClassVar = [("e'", "'"), ("E'", "'"), ("b'", "'")]
+
+
+_DIALECT = _Cockroach()
 _INT4_STAND_IN = "UINT"  # see _Statement._keep_int4
 _NAME_TOKENS = {TokenType.VAR, TokenType.IDENTIFIER}
 
@@ -64,7 +77,17 @@ def parse(text: str) -> list[st.Statement]:
     return out
 
 
+# NB: sqlglot's parser and feedkv's expression compiler recurse once per level of an
+# expression (about 21 frames a parenthesis, 10 a NOT): CockroachDB takes hundreds of
+# levels, Python's default limit of 1,000 frames about 40. Python 3.11 runs calls from
+# Python to Python without the C stack, so a higher limit is safe in any thread (2,000
+# levels measured in a thread of the default stack size); it is only ever raised.
+_RECURSION_LIMIT = 25_000
+
+
 def _parse_one(text: str, tokens: list[Token], offset: int) -> st.Statement:
+    if sys.getrecursionlimit() < _RECURSION_LIMIT:
+        sys.setrecursionlimit(_RECURSION_LIMIT)
     try:
         return _Statement(text, tokens, offset).parse()
     except SQLError:
@@ -138,6 +161,9 @@ def _tokenize(text: str, offset: int) -> list[Token]:
     except TokenError:
         raise _token_error(text, offset) from None
     for token in tokens:
+        if token.token_type is TokenType.BYTE_STRING and text[token.start] == "b":
+            token.token_type = TokenType.HEX_STRING  # sqlglot then makes it a HexString
+            token.text = _bytes_literal(text[token.start + 2 : token.end], offset + token.start)
         token.start += offset
         token.end += offset
     out: list[Token] = []
@@ -160,6 +186,53 @@ def _tokenize(text: str, offset: int) -> list[Token]:
     return out
 
 
+_BYTE_ESCAPES = {"a": 7, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11}
+
+
+def _bytes_literal(body: str, start: int) -> str:
+    """The bytes of a ``b'...'`` literal whose text between the quotes is ``body``, in
+    hexadecimal: ``\\xHH`` and ``\\NNN`` (octal) are one byte each, ``\\n`` and the
+    other C escapes their control byte, ``''`` and ``\\'`` a quote; any other
+    character is its UTF-8 bytes. ``start`` places errors in the whole text."""
+    out = bytearray()
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if c == "'":  # a doubled quote (the tokenizer ended the literal at a single one)
+            out += b"'"
+            i += 2
+        elif c != "\\":
+            out += c.encode()
+            i += 1
+        elif body[i + 1 : i + 2] == "x" and _is_hex(body[i + 2 : i + 4]):
+            out.append(int(body[i + 2 : i + 4], 16))
+            i += 4
+        elif _is_octal(body[i + 1 : i + 4]):
+            out.append(int(body[i + 1 : i + 4], 8) & 0xFF)
+            i += 4
+        elif body[i + 1 : i + 2] in _BYTE_ESCAPES:
+            out.append(_BYTE_ESCAPES[body[i + 1]])
+            i += 2
+        elif body[i + 1 : i + 2] in ("\\", "'"):
+            out += body[i + 1].encode()
+            i += 2
+        else:
+            raise SQLError(
+                "22P02",
+                f"invalid escape in bytes literal: {body[i : i + 2]!r}",
+                position=start + i + 3,
+            )
+    return out.hex()
+
+
+def _is_hex(text: str) -> bool:
+    return len(text) == 2 and all(c in string.hexdigits for c in text)
+
+
+def _is_octal(text: str) -> bool:
+    return len(text) == 3 and all(c in "01234567" for c in text)
+
+
 _HEX_LITERAL = re.compile(r"(?<![A-Za-z0-9_])[xX]'([^']*)'")
 _DOLLAR_TAG = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
 
@@ -178,48 +251,95 @@ def _token_error(text: str, offset: int) -> SQLError:
 def _runaway(text: str) -> tuple[int, str]:
     """Where the quoted string, quoted identifier or comment that is never closed starts
     (0-based), and what it is; the end of the text if everything is closed."""
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if text.startswith("--", i):
-            newline = text.find("\n", i)
-            i = n if newline < 0 else newline + 1
-        elif text.startswith("/*", i):
-            depth, j = 1, i + 2
-            while j < n and depth:
-                if text.startswith("/*", j):
-                    depth, j = depth + 1, j + 2
-                elif text.startswith("*/", j):
-                    depth, j = depth - 1, j + 2
-                else:
-                    j += 1
-            if depth:
-                return i, "comment"
-            i = j
-        elif c in "'\"":
-            j = i + 1
-            escapes = c == "'" and i > 0 and text[i - 1] in "eE"
-            while j < n:
-                if escapes and text[j] == "\\":
+    i = 0
+    while i < len(text):
+        after = _skip_quoted(text, i)
+        if after is None:
+            return i, _QUOTED_NAMES[text[i] if text[i] in "'\"$" else text[i : i + 2]]
+        i = after
+    return len(text), "input"
+
+
+_QUOTED_NAMES = {
+    "'": "quoted string",
+    '"': "quoted identifier",
+    "$": "dollar-quoted string",
+    "/*": "comment",
+}
+
+
+def _skip_quoted(text: str, i: int) -> int | None:
+    """Past the comment, quoted string or quoted identifier that starts at ``i`` (or past
+    the one character there); ``None`` when it is never closed."""
+    n = len(text)
+    c = text[i]
+    if text.startswith("--", i):
+        newline = text.find("\n", i)
+        return n if newline < 0 else newline + 1
+    if text.startswith("/*", i):
+        depth, j = 1, i + 2
+        while j < n and depth:
+            if text.startswith("/*", j):
+                depth, j = depth + 1, j + 2
+            elif text.startswith("*/", j):
+                depth, j = depth - 1, j + 2
+            else:
+                j += 1
+        return None if depth else j
+    if c in "'\"":
+        j = i + 1
+        escapes = c == "'" and i > 0 and text[i - 1] in "eEbB"
+        while j < n:
+            if escapes and text[j] == "\\":
+                j += 2
+            elif text[j] == c:
+                if text.startswith(c * 2, j):
                     j += 2
-                elif text[j] == c:
-                    if text.startswith(c * 2, j):
-                        j += 2
-                    else:
-                        break
                 else:
-                    j += 1
-            if j >= n:
-                return i, "quoted string" if c == "'" else "quoted identifier"
-            i = j + 1
-        elif c == "$" and (tag := _DOLLAR_TAG.match(text, i)) is not None:
-            close = text.find(tag.group(0), tag.end())
-            if close < 0:
-                return i, "dollar-quoted string"
-            i = close + len(tag.group(0))
-        else:
+                    break
+            else:
+                j += 1
+        return None if j >= n else j + 1
+    if c == "$" and (tag := _DOLLAR_TAG.match(text, i)) is not None:
+        close = text.find(tag.group(0), tag.end())
+        return None if close < 0 else close + len(tag.group(0))
+    return i + 1
+
+
+def split_statements(text: str) -> list[tuple[int, str]]:
+    """The statements of a script, each with the 0-based offset of its first word (past
+    blanks and comments), split at the semicolons outside quotes and comments, without
+    parsing them (so each can run, or fail, on its own). A quote that never closes takes
+    the rest of the text."""
+    out: list[tuple[int, str]] = []
+    start = i = 0
+    while i < len(text):
+        if text[i] == ";":
+            out.append((start, text[start:i]))
+            start = i + 1
             i += 1
-    return n, "input"
+            continue
+        after = _skip_quoted(text, i)
+        i = len(text) if after is None else after
+    out.append((start, text[start:]))
+    words = [(offset, part, _first_word(part)) for offset, part in out]
+    return [(offset + first, part[first:]) for offset, part, first in words if first is not None]
+
+
+def _first_word(text: str) -> int | None:
+    """Where the first thing that is not a blank or a comment starts (``None``: none)."""
+    i = 0
+    while i < len(text):
+        if text[i].isspace():
+            i += 1
+        elif text.startswith(("--", "/*"), i):
+            after = _skip_quoted(text, i)
+            if after is None:
+                return None
+            i = after
+        else:
+            return i
+    return None
 
 
 def _first_line(exc: Exception) -> str:
@@ -329,10 +449,9 @@ class _Statement:
     def _sqlglot(self) -> exp.Expr:
         masked = "".join(self.masked)
         try:
-            if self.edited or self.offset:
-                nodes = sqlglot.parse(masked, read=_DIALECT)
-            else:  # the tokens are the text's own: do not tokenize it twice
-                nodes = _DIALECT.parser().parse(self.tokens, masked)
+            # NB: the tokens are the text's own unless parts were cut out of it
+            tokens = _tokenize(masked, 0) if self.edited or self.offset else self.tokens
+            nodes = _DIALECT.parser().parse(tokens, masked)
         except ParseError as exc:
             raise self._syntax_error(exc) from None
         except TokenError as exc:
@@ -399,6 +518,8 @@ class _Statement:
             kind = token.token_type
             if kind is TokenType.IDENTIFIER and not token.text:
                 raise self._error_at(i, "zero-length delimited identifier")
+            if kind in _NAME_TOKENS and "\x00" in token.text:
+                raise SQLError("42602", f"invalid name {token.text!r}: it contains a NUL character")
             if kind is TokenType.L_PAREN:
                 if i and tokens[i - 1].token_type is TokenType.R_PAREN:
                     raise self._error_at(i, "a comma is missing between the lists")
@@ -834,7 +955,10 @@ class _Statement:
         token = self.tokens[i] if i < len(self.words) else None
         if token is None or token.token_type is not TokenType.NUMBER or not token.text.isdigit():
             raise self._error_at(i, "expected a job id (an integer)")
-        return int(token.text)
+        job_id = int(token.text)
+        if job_id > INT64_MAX:
+            raise SQLError("22003", f"job id {token.text} is out of range for type INT8")
+        return job_id
 
     def _job_control(self) -> st.ControlJob:
         words = self.words
@@ -938,7 +1062,7 @@ _NEEDS_MORE = {
 _LIST_STARTS = {"SELECT", "SET", "VALUES"}
 _CLAUSE_STARTS = {"FROM", "WHERE", "GROUP", "ORDER", "LIMIT", "OFFSET", "HAVING", "RETURNING"}
 _DEFAULT_VALUES = ["DEFAULT", "VALUES"]
-_MAX_NESTING = 50  # parentheses; deeper ones overflow the parser's recursion anyway
+_MAX_NESTING = 1000  # parentheses; each level costs sqlglot's parser about 21 frames
 _ALTER_ACTIONS = {"ADD", "DROP", "ALTER", "RENAME", "SPLIT", "SET"}
 _COLUMN_WORDS = {
     "NOT",

@@ -321,12 +321,33 @@ def test_an_error_in_a_script_points_at_its_line_and_column(sql: Sql, tmp_path: 
     run = sql_process("--store", str(tmp_path / "store"), stdin=script)
 
     assert run.returncode == 1
+    assert run.stderr.splitlines()[0].startswith("<stdin>:1: ERROR: ")
     assert run.stderr.splitlines()[1:] == [
         "SQLSTATE: 42601",
-        " WHERE k = = 1;",
+        " WHERE k = = 1",
         "           ^",
     ]
     assert rows_of(sql, "SELECT k FROM t") == []
+
+
+def test_a_script_runs_its_statements_until_a_syntax_error_and_names_its_line(
+    sql: Sql, tmp_path: Path
+) -> None:
+    """As psql and cockroach sql: the statements before a syntax error run, those after
+    it do not, and the error names the line it is on (comments and blank lines count)."""
+    sql("-e", "CREATE TABLE t (k INT PRIMARY KEY)")
+    script = (
+        "INSERT INTO t VALUES (1);\n\n-- a comment; with a semicolon\n"
+        "SELEC 2;\nINSERT INTO t VALUES (2);\n"
+    )
+
+    run = sql_process("--store", str(tmp_path / "store"), stdin=script)
+
+    assert run.returncode == 1
+    assert run.stdout == "INSERT 0 1\n"
+    assert run.stderr.startswith("<stdin>:4: ERROR: ")
+    assert "SQLSTATE: 42601" in run.stderr
+    assert rows_of(sql, "SELECT k FROM t") == [["1"]]
 
 
 # Users and databases.

@@ -296,9 +296,33 @@ def test_begin_inside_a_transaction_fails_with_25001(
 
     assert sql_error(lambda: s.execute("BEGIN")).code == "25001"
 
+    # As CockroachDB: the transaction is aborted, and COMMIT only rolls it back
     assert s.in_transaction
-    assert s.execute("ROLLBACK").tag == "ROLLBACK"
+    assert sql_error(lambda: s.execute("INSERT INTO t VALUES (2)")).code == "25P02"
+    assert s.execute("COMMIT").tag == "ROLLBACK"
     assert any_db.sql("SELECT k FROM t").rows == []
+    assert sql_error(lambda: s.execute("ROLLBACK")).code == "25P01"
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "SELECT " + "(" * 1000 + "1" + ")" * 1000,
+        "SELECT " + "NOT " * 1000 + "true",
+        "SELECT " + " + ".join(["1"] * 5000),
+        "SELECT " + "upper(" * 500 + "'a'" + ")" * 500,
+    ],
+    ids=["1000 parentheses", "1000 NOTs", "5000 terms", "500 calls"],
+)
+def test_deeply_nested_expressions_run_in_any_thread(any_db: DB, statement: str) -> None:
+    """CockroachDB takes hundreds of levels of nesting; so does feedkv, also in a thread
+    other than the main one (the parser recurses once per level)."""
+    results: list[Any] = []
+    thread = threading.Thread(target=lambda: results.append(any_db.sql(statement).rows))
+    thread.start()
+    thread.join()
+    assert len(results) == 1
+    assert results[0][0][0] in (1, True, 5000, "A")
 
 
 # Serializable conflicts.

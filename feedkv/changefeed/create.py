@@ -57,7 +57,7 @@ from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
-from feedkv.sql.executor import ROW_IDS, Result
+from feedkv.sql.execution import ROW_IDS, Result
 from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from typing import Any
 
 from feedkv.changefeed.changefeed import Changefeed
 from feedkv.changefeed.sink import Message, SinkError
-from feedkv.sql.executor import Result
+from feedkv.sql.execution import Result
 from feedkv.util.hlc import Timestamp
 
 __all__ = ["COLUMNS", "ChannelSink", "FeedResult"]

@@ -7,6 +7,13 @@ unknown. A constant (literal or placeholder) compared with a column is converted
 the column's type first, so ``d = '2024-01-01'`` works for a DATE column ``d``.
 
 Division of integers gives a DECIMAL, as in CockroachDB; ``//`` is integer division.
+DECIMAL arithmetic follows CockroachDB's contexts (:data:`~feedkv.sql.types.EXACT_DECIMAL`,
+:data:`~feedkv.sql.types.DECIMAL_QUOTIENT`). :func:`condition` checks WHERE's type from
+the tree alone, before any row is read.
+
+NB: over 800 lines, and one concept: a scalar expression compiled to a closure. Most of
+its length is the operators and functions themselves, each a few lines, dispatched from
+one table (``_HANDLERS``).
 """
 
 from __future__ import annotations

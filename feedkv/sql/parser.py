@@ -15,7 +15,14 @@ syntax that PostgreSQL lacks is handled around it, on sqlglot's tokens:
 Cut-out text is replaced by spaces, so the positions in sqlglot's syntax errors stay
 true to what the user typed. Every error is a :class:`~feedkv.errors.SQLError`: 42601
 for a syntax error (with the 1-based ``position``), 0A000 for a feature feedkv does not
-support.
+support; a clause sqlglot read that feedkv does not run fails the statement rather than
+being dropped. :func:`split_statements` cuts a script into statements without parsing.
+
+NB: over 800 lines, and one concept: the grammar of CockroachDB's dialect as far as
+feedkv speaks it. Its parts (the lexical fixes, the cut-out clauses, the statements
+parsed here entirely, the conversion of sqlglot's tree) each lean on the same tokens
+and positions, and the grammar's sibling modules are its output (``statements``) and
+the expressions it leaves as trees (``expr``).
 """
 
 from __future__ import annotations

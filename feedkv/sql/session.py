@@ -36,7 +36,9 @@ from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
-from feedkv.sql.executor import Execution, Result, duplicate_key
+from feedkv.sql.dml import duplicate_key
+from feedkv.sql.execution import Execution, Result
+from feedkv.sql.executor import run
 from feedkv.sql.leases import Lease, Leases
 from feedkv.sql.parser import parse, placeholder_count
 
@@ -247,7 +249,7 @@ class Session:
         execution = Execution(self, self._txn, params)
         self._executions.append(execution)
         try:
-            result = execution.run(statement)
+            result = run(execution, statement)
         except RetryableError as exc:
             self._failed = True
             if isinstance(exc, SQLError):
@@ -285,7 +287,7 @@ class Session:
             for statement in statements:
                 execution = Execution(self, txn, params, autocommit=autocommit)
                 executions.append(execution)
-                results.append(execution.run(statement))
+                results.append(run(execution, statement))
             return results
 
         changes_schema = any(isinstance(s, _SCHEMA_CHANGES) for s in statements)

@@ -1,0 +1,468 @@
+"""The statements about schema and the cluster: databases, tables and their columns,
+what SHOW shows of them, ranges (SPLIT AT, SHOW RANGES) and users. Each handler takes
+the statement's :class:`~feedkv.sql.execution.Execution` and returns its result.
+
+A change to a table's schema waits for the leases on its current version and publishes
+the next one (:meth:`Execution.changing`, :meth:`Execution.publish`; see
+:mod:`feedkv.sql.leases`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from sqlglot import exp
+
+from feedkv.errors import (
+    InvalidArgumentError,
+    SQLError,
+)
+from feedkv.sql import catalog
+from feedkv.sql import statements as st
+from feedkv.sql.descriptor import (
+    PRIMARY_FAMILY,
+    ROWID,
+    Column,
+    DatabaseDescriptor,
+    Family,
+    TableDescriptor,
+)
+from feedkv.sql.execution import Execution, Result
+from feedkv.sql.plan import column_default
+from feedkv.sql.row_codec import (
+    encode_family_value,
+    family_key,
+    index_prefix,
+    row_prefix,
+    table_prefix,
+    table_span,
+)
+from feedkv.sql.types import (
+    ColumnType,
+    Kind,
+    coerce,
+    from_key_primitive,
+)
+from feedkv.util.encoding import decode_value
+from feedkv.util.keys import check_key
+
+__all__ = ["HANDLERS"]
+
+
+def create_database(ex: Execution, s: st.CreateDatabase) -> Result:
+    ex.require_admin("CREATE DATABASE")
+    txn = ex.write_txn
+    try:
+        catalog.database_by_name(txn, s.name)
+    except SQLError:
+        catalog.put_database(txn, DatabaseDescriptor(catalog.allocate_id(txn), s.name))
+        return Result(tag="CREATE DATABASE")
+    if s.if_not_exists:
+        return Result(tag="CREATE DATABASE")
+    raise SQLError("42P04", f"database {s.name!r} already exists")
+
+
+def drop_database(ex: Execution, s: st.DropDatabase) -> Result:
+    ex.require_admin("DROP DATABASE")
+    txn = ex.write_txn
+    try:
+        database = catalog.database_by_name(txn, s.name)
+    except SQLError:
+        if s.if_exists:
+            return Result(tag="DROP DATABASE")
+        raise
+    tables = catalog.list_tables(txn, database)
+    if tables and not s.cascade:
+        raise SQLError(
+            "2BP01",
+            f"database {s.name!r} is not empty and CASCADE was not specified "
+            f"({len(tables)} tables)",
+        )
+    for table in tables:
+        _drop_table(ex, table)
+    catalog.remove_name(txn, 0, database.name)
+    catalog.remove_descriptor(txn, database.id)
+    ex.session.forget(database=database.name)
+    return Result(tag="DROP DATABASE")
+
+
+def show_databases(ex: Execution, s: st.ShowDatabases) -> Result:
+    rows = [(d.name, "root") for d in catalog.list_databases(ex.read_source)]
+    rows.sort()
+    return Result(("database_name", "owner"), rows, f"SHOW {len(rows)}")
+
+
+def create_table(ex: Execution, s: st.CreateTable) -> Result:
+    ex.require_admin("CREATE TABLE")
+    txn = ex.write_txn
+    database = ex.database(s.table.database)
+    try:
+        catalog.table_by_name(txn, database, s.table.name)
+    except SQLError:
+        pass
+    else:
+        if s.if_not_exists:
+            return Result(tag="CREATE TABLE")
+        raise SQLError("42P07", f'relation "{s.table.name}" already exists')
+    desc = _table_descriptor(ex, s, catalog.allocate_id(txn), database)
+    catalog.put_table(txn, desc)
+    ex.after_commit.append(lambda: ex.session.db.split(table_prefix(desc.id)))
+    return Result(tag="CREATE TABLE")
+
+
+def _table_descriptor(
+    ex: Execution, s: st.CreateTable, table_id: int, database: DatabaseDescriptor
+) -> TableDescriptor:
+    columns: list[Column] = []
+    seen: set[str] = set()
+    key_names = list(s.primary_key or ())
+    for spec in s.columns:
+        if spec.name in seen:
+            raise SQLError("42701", f'column "{spec.name}" specified more than once')
+        seen.add(spec.name)
+        if spec.primary_key:
+            if s.primary_key is not None or key_names:
+                raise SQLError("42P16", f'multiple primary keys for table "{s.table.name}"')
+            key_names = [spec.name]
+    for spec in s.columns:
+        columns.append(_column(ex, spec, len(columns) + 1, key=spec.name in key_names))
+    if not key_names:
+        columns.append(
+            Column(
+                len(columns) + 1,
+                ROWID,
+                ColumnType(Kind.INT),
+                nullable=False,
+                default="unique_rowid()",
+                hidden=True,
+            )
+        )
+        key_names = [ROWID]
+    by_name = {c.name: c for c in columns}
+    for name in key_names:
+        column = by_name.get(name)
+        if column is None:
+            raise SQLError("42703", f'column "{name}" named in the primary key does not exist')
+        if column.type.kind is Kind.JSONB:
+            raise SQLError("0A000", f'column "{name}" of type JSONB cannot be in a primary key')
+    if len(set(key_names)) != len(key_names):
+        raise SQLError("42701", "a column appears twice in the primary key")
+    families = _families(ex, s, columns, by_name)
+    return TableDescriptor(
+        id=table_id,
+        name=s.table.name,
+        database_id=database.id,
+        columns=tuple(columns),
+        primary_key=tuple(by_name[n].id for n in key_names),
+        families=tuple(families),
+        next_column_id=len(columns) + 1,
+        next_family_id=len(families),
+    )
+
+
+def _column(ex: Execution, spec: st.ColumnSpec, column_id: int, *, key: bool) -> Column:
+    default = None
+    if spec.default is not None:
+        if any(True for _ in spec.default.find_all(exp.Column)):
+            raise SQLError("0A000", f'default of column "{spec.name}" cannot refer to columns')
+        value = ex.constant(spec.default)
+        coerce(value, spec.type, spec.name)  # a default of the wrong type fails now
+        default = spec.default.sql(dialect="postgres")
+    return Column(column_id, spec.name, spec.type, spec.nullable and not key, default)
+
+
+def _families(
+    ex: Execution, s: st.CreateTable, columns: list[Column], by_name: dict[str, Column]
+) -> list[Family]:
+    members: dict[str, list[int]] = {}
+    placed: dict[int, str] = {}
+    for n, family in enumerate(s.families):
+        name = family.name or f"fam_{n}_" + "_".join(family.columns)
+        if name in members:
+            raise SQLError("42701", f'family "{name}" specified more than once')
+        members[name] = []
+        for column_name in family.columns:
+            column = by_name.get(column_name)
+            if column is None:
+                raise SQLError("42703", f'column "{column_name}" in family "{name}" does not exist')
+            if column.id in placed:
+                raise SQLError(
+                    "42P16",
+                    f'column "{column_name}" is in both family "{placed[column.id]}" and "{name}"',
+                )
+            placed[column.id] = name
+            members[name].append(column.id)
+
+    def place(spec: st.ColumnSpec, family: str) -> None:
+        column = by_name[spec.name]
+        if column.id in placed:
+            raise SQLError("42P16", f'column "{spec.name}" is in more than one family')
+        placed[column.id] = family
+        members.setdefault(family, []).append(column.id)
+
+    for spec in s.columns:
+        if spec.family is not None:
+            place(spec, spec.family)
+    if not members:
+        members[PRIMARY_FAMILY] = []
+    first = next(iter(members))
+    for spec in s.columns:
+        if spec.family is None and spec.create_family:  # a family of its own
+            place(spec, f"fam_{len(members)}_{spec.name}")
+    for column in columns:
+        if column.id not in placed:
+            members[first].append(column.id)
+    return [Family(i, name, tuple(ids)) for i, (name, ids) in enumerate(members.items())]
+
+
+def drop_table(ex: Execution, s: st.DropTable) -> Result:
+    ex.require_admin("DROP TABLE")
+    for name in s.tables:
+        try:
+            desc = ex.table(name)
+        except SQLError as exc:
+            if s.if_exists and exc.code in ("42P01", "3D000"):
+                continue
+            raise
+        _drop_table(ex, desc)
+    return Result(tag="DROP TABLE")
+
+
+def _drop_table(ex: Execution, desc: TableDescriptor) -> None:
+    ex.changing(desc)
+    ex.publish(desc.bumped(dropped=True))
+    txn = ex.write_txn
+    span = table_span(desc.id)
+    txn.delete_range(span.start, span.end)
+    catalog.remove_name(txn, desc.database_id, desc.name)
+    ex.session.forget(table=desc.id)
+
+
+def truncate(ex: Execution, s: st.Truncate) -> Result:
+    for name in s.tables:
+        desc = ex.table(name)
+        watchers = catalog.changefeed_watchers(ex.read_source, desc.id)
+        if watchers:
+            raise SQLError(
+                "55006",
+                f"cannot TRUNCATE {desc.name!r}: changefeed job {watchers[0]} watches it; "
+                "cancel the changefeed first (or DELETE FROM the table)",
+            )
+        span = table_span(desc.id)
+        ex.write_txn.delete_range(span.start, span.end)
+    return Result(tag="TRUNCATE")
+
+
+def add_column(ex: Execution, s: st.AddColumn) -> Result:
+    ex.require_admin("ALTER TABLE")
+    desc = ex.table(s.table)
+    spec = s.column
+    if desc.find_column(spec.name) is not None:
+        if s.if_not_exists:
+            return Result(tag="ALTER TABLE")
+        raise SQLError("42701", f'column "{spec.name}" of relation "{desc.name}" already exists')
+    column = _column(ex, spec, desc.next_column_id, key=False)
+    families = list(desc.families)
+    next_family_id = desc.next_family_id
+    if spec.family is None:
+        target = 0
+    else:
+        matches = [i for i, f in enumerate(families) if f.name == spec.family]
+        if matches and spec.create_family:
+            raise SQLError("42701", f'family "{spec.family}" already exists')
+        if not matches and not spec.create_family:
+            raise SQLError("42704", f'family "{spec.family}" does not exist')
+        if matches:
+            target = matches[0]
+        else:
+            families.append(Family(next_family_id, spec.family, ()))
+            next_family_id += 1
+            target = len(families) - 1
+    if spec.create_family and spec.family is None:
+        name = f"fam_{next_family_id}_{spec.name}"
+        families.append(Family(next_family_id, name, ()))
+        next_family_id += 1
+        target = len(families) - 1
+    family = families[target]
+    families[target] = replace(family, column_ids=(*family.column_ids, column.id))
+    new = desc.bumped(
+        columns=(*desc.columns, column),
+        families=tuple(families),
+        next_column_id=desc.next_column_id + 1,
+        next_family_id=next_family_id,
+    )
+    default = column_default(column)
+    ex.changing(desc)
+    ex.publish(new)
+    txn = ex.write_txn
+    for row, _pairs in ex.rows(desc, table_span(desc.id)):
+        value = coerce(default((), ex.context), column.type, column.name) if default else None
+        if value is None and not column.nullable:
+            raise SQLError("23502", f'column "{column.name}" contains null values')
+        if value is None:
+            continue
+        row[column.id] = value
+        prefix = row_prefix(new, [row[i] for i in new.primary_key])
+        txn.put(
+            family_key(prefix, families[target].id),
+            encode_family_value(new, families[target], row),
+        )
+    ex.session.forget(table=desc.id)
+    return Result(tag="ALTER TABLE")
+
+
+def drop_column(ex: Execution, s: st.DropColumn) -> Result:
+    ex.require_admin("ALTER TABLE")
+    desc = ex.table(s.table)
+    column = desc.find_column(s.column)
+    if column is None:
+        if s.if_exists:
+            return Result(tag="ALTER TABLE")
+        raise SQLError("42703", f'column "{s.column}" does not exist in table "{desc.name}"')
+    if column.id in desc.primary_key:
+        raise SQLError("0A000", f'column "{column.name}" is referenced by the primary key')
+    family = desc.family_of(column.id)
+    remaining = tuple(i for i in family.column_ids if i != column.id)
+    families = tuple(
+        replace(f, column_ids=remaining) if f.id == family.id else f
+        for f in desc.families
+        if f.id != family.id or remaining or f.id == 0
+    )
+    new = desc.bumped(
+        columns=tuple(c for c in desc.columns if c.id != column.id), families=families
+    )
+    ex.changing(desc)
+    ex.publish(new)
+    txn = ex.write_txn
+    for row, pairs in ex.rows(desc, table_span(desc.id)):
+        prefix = row_prefix(desc, [row[i] for i in desc.primary_key])
+        key = family_key(prefix, family.id)
+        if key not in pairs:
+            continue
+        if remaining or family.id == 0:
+            value = encode_family_value(new, replace(family, column_ids=remaining), row)
+            if value or family.id == 0:
+                txn.put(key, value)
+            else:
+                txn.delete(key)
+        else:
+            txn.delete(key)
+    ex.session.forget(table=desc.id)
+    return Result(tag="ALTER TABLE")
+
+
+def show_tables(ex: Execution, s: st.ShowTables) -> Result:
+    database = ex.database(s.database)
+    rows = [
+        ("public", t.name, "table", "root") for t in catalog.list_tables(ex.read_source, database)
+    ]
+    rows.sort()
+    return Result(("schema_name", "table_name", "type", "owner"), rows, f"SHOW {len(rows)}")
+
+
+def show_create_table(ex: Execution, s: st.ShowCreateTable) -> Result:
+    desc = ex.table(s.table)
+    database = ex.database(s.table.database)
+    name = f"{database.name}.public.{desc.name}"
+    return Result(("table_name", "create_statement"), [(name, desc.create_statement())], "SHOW 1")
+
+
+def show_ranges(ex: Execution, s: st.ShowRanges) -> Result:
+    desc = ex.table(s.table)
+    span = table_span(desc.id)
+    rows = []
+    for info in ex.session.db.ranges():
+        if info.span.overlaps(span):
+            rows.append(
+                (
+                    _pretty(ex, desc, max(info.span.start, span.start)),
+                    _pretty(ex, desc, min(info.span.end, span.end)),
+                    info.range_id,
+                    info.generation,
+                )
+            )
+    return Result(("start_key", "end_key", "range_id", "generation"), rows, f"SHOW {len(rows)}")
+
+
+def _pretty(ex: Execution, desc: TableDescriptor, key: bytes) -> str:
+    """A key as ``/Table/<id>/1/<key values...>`` (as many values as it holds)."""
+    base = f"/Table/{desc.id}"
+    if key == table_prefix(desc.id):
+        return base
+    if key == table_span(desc.id).end:
+        return f"/Table/{desc.id + 1}"
+    prefix = index_prefix(desc)
+    if not key.startswith(prefix):
+        return base + "/" + key.hex()
+    values = []
+    pos = len(prefix)
+    try:
+        for column in desc.key_columns:
+            if pos >= len(key):
+                break
+            raw, pos = decode_value(key, pos)
+            values.append(from_key_primitive(column.type.kind, raw))
+    except (InvalidArgumentError, SQLError):
+        return base + "/" + key.hex()
+    return base + "/1/" + "/".join(str(v) for v in values)
+
+
+def split_at(ex: Execution, s: st.SplitAt) -> Result:
+    ex.require_admin("SPLIT AT")
+    desc = ex.table(s.table)
+    rows = []
+    keys = desc.key_columns
+    for values in s.rows:
+        if len(values) > len(keys):
+            raise SQLError(
+                "42601",
+                f"too many columns in SPLIT AT: the primary key has {len(keys)} columns",
+            )
+        coerced = [
+            coerce(ex.constant(v), c.type, c.name) for v, c in zip(values, keys, strict=False)
+        ]
+        if any(v is None for v in coerced):
+            raise SQLError("22004", "SPLIT AT values cannot be NULL")
+        key = check_key(row_prefix(desc, coerced))  # too long: 54000 now, not at commit
+        ex.after_commit.append(lambda key=key: ex.session.db.split(key))  # type: ignore[misc]
+        rows.append((key, "/" + "/".join(str(v) for v in coerced), None))
+    return Result(("key", "pretty", "split_enforced_until"), rows, f"SPLIT {len(rows)}")
+
+
+def create_user(ex: Execution, s: st.CreateUser) -> Result:
+    ex.require_admin("CREATE USER")
+    if catalog.get_user(ex.write_txn, s.name) is not None:
+        if s.if_not_exists:
+            return Result(tag="CREATE ROLE")
+        raise SQLError("42710", f"a role/user named {s.name} already exists")
+    catalog.put_user(ex.write_txn, catalog.User(s.name, admin=False))
+    return Result(tag="CREATE ROLE")
+
+
+def grant_admin(ex: Execution, s: st.GrantAdmin) -> Result:
+    ex.require_admin("GRANT admin")
+    for name in s.users:
+        if catalog.get_user(ex.write_txn, name) is None:
+            raise SQLError("42704", f'role/user "{name}" does not exist')
+        catalog.put_user(ex.write_txn, catalog.User(name, admin=True))
+    return Result(tag="GRANT")
+
+
+HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
+    st.CreateDatabase: create_database,
+    st.DropDatabase: drop_database,
+    st.ShowDatabases: show_databases,
+    st.CreateTable: create_table,
+    st.DropTable: drop_table,
+    st.Truncate: truncate,
+    st.AddColumn: add_column,
+    st.DropColumn: drop_column,
+    st.ShowTables: show_tables,
+    st.ShowCreateTable: show_create_table,
+    st.ShowRanges: show_ranges,
+    st.SplitAt: split_at,
+    st.CreateUser: create_user,
+    st.GrantAdmin: grant_admin,
+}

@@ -1,0 +1,305 @@
+"""One statement's run: what it runs with, and the reading every statement shares.
+
+An :class:`Execution` holds what one statement runs with: the reader (a transaction,
+or a snapshot for AS OF SYSTEM TIME), the placeholders, the statement's clock and the
+session it belongs to (seen through :class:`SessionView`). :mod:`feedkv.sql.executor`
+runs a statement with one; the handlers of :mod:`feedkv.sql.ddl` and
+:mod:`feedkv.sql.dml` use its methods.
+
+Rows are read by scanning the narrowest key span the WHERE clause allows
+(:mod:`feedkv.sql.plan`); the full WHERE clause is then applied to every row read.
+"""
+
+from __future__ import annotations
+
+import decimal
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from sqlglot import exp
+
+from feedkv.errors import (
+    SQLError,
+)
+from feedkv.kv.txn import Txn
+from feedkv.sql import catalog
+from feedkv.sql import statements as st
+from feedkv.sql.descriptor import (
+    DatabaseDescriptor,
+    TableDescriptor,
+)
+from feedkv.sql.expr import (
+    Compiled,
+    Context,
+    Scope,
+    compile_expr,
+)
+from feedkv.sql.leases import Lease, prepare_change, withdraw_change
+from feedkv.sql.plan import Planned, Selection, env_of, holds, sorted_rows
+from feedkv.sql.row_codec import (
+    RowAssembler,
+    table_span,
+)
+from feedkv.sql.types import (
+    format_value,
+    logical_decimal,
+)
+from feedkv.util.keys import Span
+
+if TYPE_CHECKING:
+    from feedkv.kv.db import KVClient
+    from feedkv.sql.leases import Leases
+
+__all__ = ["ROW_IDS", "Execution", "Result", "RowIds", "SessionView"]
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a statement returns: column names, rows (tuples) and a command tag such as
+    ``INSERT 0 3``. Iterating a result iterates its rows."""
+
+    columns: tuple[str, ...] = ()
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    tag: str = ""
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> tuple[Any, ...]:
+        return self.rows[index]
+
+
+class RowIds:
+    """``unique_rowid()``: increasing 64-bit ids, time in units of 10 us in the high bits
+    (as CockroachDB does) and a per-process random salt in the low 15, counted up when
+    two ids fall in the same tick."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last = 0
+        self._salt = random.getrandbits(15)
+
+    def next(self) -> int:
+        with self._lock:
+            candidate = (time.time_ns() // 10_000) << 15 | self._salt
+            self._last = max(self._last + 1, candidate)
+            return self._last
+
+
+ROW_IDS = RowIds()
+
+
+def _logical_timestamp(txn: Txn | None, db: KVClient) -> decimal.Decimal:
+    """``cluster_logical_timestamp()`` of a statement in ``txn``: its read timestamp,
+    fixed now if it has none yet (``db.now()`` without a transaction)."""
+    if txn is not None:
+        if txn.read_ts is None:
+            txn.get(catalog.descriptor_key(0))  # fixes the read timestamp
+        if txn.read_ts is not None:
+            return logical_decimal(txn.read_ts)
+    return logical_decimal(db.now())
+
+
+_P = TypeVar("_P")
+
+
+class SessionView(Protocol):
+    """What a statement needs of the session it runs in (:class:`~feedkv.sql.session.
+    Session` is one): its user and current database, its client, the names and plans it
+    caches, and the table leases it can take."""
+
+    db: KVClient
+    user: str
+    database: str
+    leases: Leases | None
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+    def plan(
+        self, statement: st.Statement, desc: TableDescriptor, build: Callable[[], _P]
+    ) -> _P: ...
+
+    def resolve_database(self, reader: catalog.Reader, name: str) -> DatabaseDescriptor: ...
+
+    def resolve_table(
+        self, reader: catalog.Reader, database: str | None, name: str
+    ) -> TableDescriptor: ...
+
+    def leased_table(self, database: str | None, name: str) -> Lease | None: ...
+
+    def forget(self, *, database: str | None = None, table: int | None = None) -> None: ...
+
+
+class Execution:
+    """One statement's run (see the module docstring)."""
+
+    def __init__(
+        self,
+        session: SessionView,
+        txn: Txn | None,
+        params: Sequence[Any],
+        *,
+        autocommit: bool = False,  # the statement's transaction commits right after it
+    ) -> None:
+        self.session = session
+        self.txn = txn
+        self.autocommit = autocommit
+        self.reader: catalog.Reader | None = txn
+        self.after_commit: list[Callable[[], object]] = []
+        self.leases: list[Lease] = []  # held until the transaction ends
+        self.leasing = False
+        self._lease_keys: dict[int, list[bytes]] = {}  # table id -> keys to delete
+        self._changed: set[int] = set()  # tables whose leases :meth:`_changing` waited for
+        # Rows written blind, by their first key: a failed check at commit is a duplicate.
+        self.inserted: dict[bytes, tuple[TableDescriptor, dict[int, Any]]] = {}
+        # Rows updated blind, by key: the tag of the result had the row been missing at
+        # commit (a tag, not a Result: one is made per UPDATE, and hardly ever used).
+        self.missing: dict[bytes, str] = {}
+        self.context = Context(
+            params=params,
+            # NB: not a bound method: the context would hold this execution in a cycle,
+            # and every statement would leave its garbage to the cyclic GC.
+            logical_timestamp=partial(_logical_timestamp, txn, session.db),
+            unique_rowid=ROW_IDS.next,
+        )
+
+    @property
+    def write_txn(self) -> Txn:
+        if self.txn is None:
+            raise SQLError("0A000", "this statement needs a transaction")
+        return self.txn
+
+    @property
+    def read_source(self) -> catalog.Reader:
+        if self.reader is None:
+            raise SQLError("0A000", "this statement needs a transaction")
+        return self.reader
+
+    def database(self, name: str | None) -> DatabaseDescriptor:
+        return self.session.resolve_database(self.read_source, name or self.session.database)
+
+    def table(self, name: st.TableName) -> TableDescriptor:
+        if self.leasing and self.reader is self.txn:
+            lease = self.session.leased_table(name.database, name.name)
+            if lease is not None:
+                self.leases.append(lease)
+                self.write_txn.limit_commit(lease.expires)
+                return lease.desc
+        return self.session.resolve_table(self.read_source, name.database, name.name)
+
+    def release_leases(self) -> None:
+        leases, self.leases = self.leases, []
+        owner = self.session.leases
+        if owner is not None:
+            for lease in leases:
+                owner.release(lease)
+
+    def changing(self, desc: TableDescriptor) -> None:
+        """A new version of ``desc`` will be written: wait for the leases on this one
+        (before the rows it rewrites are read, so they are read above every statement
+        that used it)."""
+        self._changed.add(desc.id)
+        self._lease_keys[desc.id] = prepare_change(
+            self.session.db, self.write_txn, desc.id, local=self.session.leases
+        )
+
+    def withdraw_changes(self) -> None:
+        """The statement's transaction did not commit: take back its pending markers."""
+        changed, self._changed = self._changed, set()
+        for table_id in changed:
+            withdraw_change(self.session.db, table_id)
+
+    def publish(self, new: TableDescriptor) -> None:
+        """Write ``new``, the next version of a table :meth:`_changing` prepared, before
+        any row the change rewrites, and move the transaction up to now.
+
+        While the change is pending no lease is granted, so statements read the
+        descriptor in their transactions. The new version goes out as an intent at
+        once, and the statements that meet it wait (a schema change outranks writers,
+        see ``Session``). The rows are read after that, above every statement that read
+        the old version: none can write under the rewrite and fail its refresh, which a
+        steady stream of writers otherwise did on every retry."""
+        txn = self.write_txn
+        # NB: the record goes with the rows, which then resolve with the commit: a
+        # changefeed sees the rewrite before the writes that follow it.
+        catalog.put_table(txn, new, name_entry=False, anchor=table_span(new.id).start)
+        for key in self._lease_keys.pop(new.id):
+            txn.delete(key)
+        txn.advance_to(self.session.db.now())
+
+    def require_admin(self, what: str) -> None:
+        user = catalog.get_user(self.read_source, self.session.user)
+        if user is None or not user.admin:
+            raise SQLError(
+                "42501", f"user {self.session.user} does not have the admin role needed to {what}"
+            )
+
+    def constant(self, node: exp.Expr) -> Any:
+        return compile_expr(node, Scope())((), self.context)
+
+    def rows(
+        self, desc: TableDescriptor, span: Span
+    ) -> Iterator[tuple[dict[int, Any], dict[bytes, bytes]]]:
+        kvs = self.read_source.scan(span.start, span.end)
+        return RowAssembler(desc).rows(kvs)
+
+    def matching(
+        self, desc: TableDescriptor, selection: Selection
+    ) -> Iterator[tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]]:
+        context = self.context
+        span, exact = selection.span(context)
+        test = None if exact else selection.test
+        ids = [c.id for c in desc.columns]
+        for row, pairs in self.rows(desc, span):
+            env = tuple(row[i] for i in ids)
+            if test is not None and not holds(test(env, context)):
+                continue
+            yield row, pairs, env
+
+    def plan(
+        self,
+        s: Planned,
+        desc: TableDescriptor,
+        make: Callable[[TableDescriptor, Any, str], _P],
+    ) -> _P:
+        """``s``'s plan against ``desc``, made once per session (Session.plan)."""
+        database = s.table.database or self.session.database if s.table else ""
+        return self.session.plan(s, desc, lambda: make(desc, s, database))
+
+    def chosen(
+        self,
+        desc: TableDescriptor,
+        selection: Selection,
+        order: Sequence[tuple[Compiled, bool]],
+        limit: exp.Expr | None,
+    ) -> list[tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]]:
+        """The rows an UPDATE or DELETE writes, in the order it writes them: all that
+        ``selection`` matches, in ``order`` (else the primary key's), up to ``limit``."""
+        rows = sorted_rows(list(self.matching(desc, selection)), order, self.context, env_of)
+        return self.limited(rows, limit)
+
+    def limited(
+        self, rows: list[Any], limit: exp.Expr | None, offset: exp.Expr | None = None
+    ) -> list[Any]:
+        if offset is not None and (skip := self.count(offset, "OFFSET")):
+            rows = rows[skip:]
+        if limit is not None:
+            rows = rows[: self.count(limit, "LIMIT")]
+        return rows
+
+    def count(self, node: exp.Expr, what: str) -> int:
+        value = self.constant(node)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise SQLError(
+                "2201W", f"{what} must be a non-negative integer, got {format_value(value)}"
+            )
+        return value

@@ -1,0 +1,563 @@
+"""Plans: what a statement compiles to against one version of its table, made once
+per session (``Session.plan``), so a statement run again goes straight to its rows.
+
+Rows are read by scanning the narrowest key span the WHERE clause allows: equality on
+every primary key column is a point lookup; equality on a leading part plus a range on
+the next column is a key range; anything else scans the table. The full WHERE clause is
+then applied to every row read (unless the span holds exactly the rows it selects).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sqlglot import exp
+
+from feedkv.errors import (
+    SQLError,
+)
+from feedkv.sql import statements as st
+from feedkv.sql.descriptor import (
+    Column,
+    TableDescriptor,
+)
+from feedkv.sql.expr import (
+    Compiled,
+    Context,
+    Scope,
+    compile_expr,
+    condition,
+    contains_aggregate,
+    expression_name,
+    is_constant,
+    qualifier_of,
+)
+from feedkv.sql.parser import parse_expression
+from feedkv.sql.row_codec import (
+    row_prefix,
+    row_span,
+    table_span,
+)
+from feedkv.sql.types import (
+    Kind,
+    coerce,
+)
+from feedkv.util.keys import Span, prefix_end
+
+__all__ = [
+    "DeletePlan",
+    "InsertPlan",
+    "Planned",
+    "Projections",
+    "SelectPlan",
+    "Selection",
+    "UpdatePlan",
+    "column_default",
+    "env_of",
+    "holds",
+    "sorted_rows",
+    "table_scope",
+    "unalias",
+]
+
+
+Planned = st.Select | st.Insert | st.Update | st.Delete
+
+
+_P = TypeVar("_P")
+
+
+def table_scope(desc: TableDescriptor, database: str, alias: str | None = None) -> Scope:
+    scope = Scope(table_name=desc.name, database=database)
+    qualifiers = ["", desc.name] + ([alias] if alias else [])
+    for index, column in enumerate(desc.columns):
+        scope.add(qualifiers, column.name, index, column.type)
+    return scope
+
+
+Projections = tuple[tuple[str, ...], list[Compiled]]  # result column names, their values
+
+
+def _projections(desc: TableDescriptor, items: Sequence[exp.Expr], scope: Scope) -> Projections:
+    names: list[str] = []
+    projections: list[Compiled] = []
+    for item in items:
+        if isinstance(item, exp.Alias) and _is_star(item.this):
+            raise SQLError("42601", f'"{item.this.sql(dialect="postgres")}" cannot be aliased')
+        if _is_star(item):
+            if isinstance(item, exp.Column):
+                scope.check_prefix(item)
+                scope.check_qualifier(qualifier_of(item))
+            for index, column in enumerate(desc.columns):
+                if column.hidden:
+                    continue
+                names.append(column.name)
+                projections.append(lambda env, ctx, index=index: env[index])  # type: ignore[misc]
+            continue
+        if contains_aggregate(item):
+            names.append(expression_name(item))
+            projections.append(lambda env, ctx: None)
+            continue
+        names.append(expression_name(item))
+        projections.append(compile_expr(unalias(item), scope))
+    return tuple(names), projections
+
+
+def _is_star(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Star) or (
+        isinstance(node, exp.Column) and isinstance(node.this, exp.Star)
+    )
+
+
+def _returning(
+    desc: TableDescriptor, items: tuple[exp.Expr, ...] | None, scope: Scope
+) -> Projections | None:
+    if items is None:
+        return None
+    if any(contains_aggregate(i) for i in items):
+        raise SQLError("42803", "aggregate functions are not allowed in RETURNING")
+    return _projections(desc, items, scope)
+
+
+@dataclass
+class _Bound:
+    value: Compiled
+    inclusive: bool
+
+
+@dataclass
+class _KeyPlan:
+    """Constraints on the primary key columns found in WHERE; ``complete`` when WHERE is
+    nothing but them (then a span built from exact values needs no filter after it)."""
+
+    equal: list[Compiled]
+    low: _Bound | None = None
+    high: _Bound | None = None
+    complete: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The rows a WHERE clause selects: ``span(context)`` is the key span to read and
+    whether it holds exactly those rows (it depends on the run's placeholders); else
+    ``test``, the whole WHERE clause, filters the rows read."""
+
+    span: Callable[[Context], tuple[Span, bool]]
+    test: Compiled | None
+    # The primary key of the one row WHERE selects, when it is nothing but the whole
+    # key's equality to values that keep their type; else None (then, or when a run's
+    # values change type or are NULL, it returns None).
+    point: Callable[[Context], list[Any] | None] | None
+
+    @classmethod
+    def of(cls, desc: TableDescriptor, where: exp.Expr | None, scope: Scope) -> Selection:
+        if where is not None:
+            where = condition(where, scope)
+        test = compile_expr(where, scope) if where is not None else None  # NB: checks it too
+        plan = _key_plan(desc, where, scope) if where is not None else None
+        point = None
+        if plan is not None and plan.complete and len(plan.equal) == len(desc.key_columns):
+            point = _point(desc, plan)
+        return cls(_span_plan(desc, where, plan), test, point)
+
+
+def _bound(compiled: Compiled, column: Column, context: Context) -> tuple[Any, bool]:
+    """A constant as the column's type, and whether it kept its value."""
+    raw = compiled((), context)
+    value = coerce(raw, column.type, column.name)
+    return value, type(value) is type(raw) and value == raw
+
+
+def _point(desc: TableDescriptor, plan: _KeyPlan) -> Callable[[Context], list[Any] | None]:
+    keys = desc.key_columns
+
+    def point(context: Context) -> list[Any] | None:
+        values = []
+        for compiled, column in zip(plan.equal, keys, strict=True):
+            try:
+                value, kept = _bound(compiled, column, context)
+            except SQLError:
+                return None
+            if value is None or not kept:
+                return None
+            values.append(value)
+        return values
+
+    return point
+
+
+def _span_plan(
+    desc: TableDescriptor, where: exp.Expr | None, plan: _KeyPlan | None
+) -> Callable[[Context], tuple[Span, bool]]:
+    whole = table_span(desc.id)
+    if where is None:
+        return lambda context: (whole, True)
+    if plan is None:
+        return lambda context: (whole, False)
+    keys = desc.key_columns
+    nothing = Span(whole.start, whole.start + b"\x00")
+
+    def span(context: Context) -> tuple[Span, bool]:
+        exact = plan.complete
+        try:
+            equal = []
+            for i, compiled in enumerate(plan.equal):
+                value, kept = _bound(compiled, keys[i], context)
+                equal.append(value)
+                exact = exact and kept
+        except SQLError:
+            return whole, False  # let the WHERE clause report (or filter) it
+        if any(v is None for v in equal):
+            return nothing, exact  # = NULL matches nothing
+        if len(equal) == len(keys) or (plan.low is None and plan.high is None):
+            return row_span(desc, equal), exact
+        column = keys[len(equal)]
+        prefix = row_prefix(desc, equal)
+        start, end = prefix, prefix_end(prefix)
+        # NB: a bound the column's type changed (1.5 for an INT) says nothing exact
+        # about the keys (k > 1.5 wants 2, which k > 2 would miss): it is left to the
+        # filter.
+        try:
+            for limit, is_low in ((plan.low, True), (plan.high, False)):
+                if limit is None:
+                    continue
+                value, kept = _bound(limit.value, column, context)
+                if value is None:
+                    return nothing, exact
+                exact = exact and kept
+                if not kept:
+                    continue
+                key = row_prefix(desc, [*equal, value])
+                if is_low:
+                    start = max(start, key if limit.inclusive else prefix_end(key))
+                else:
+                    end = min(end, prefix_end(key) if limit.inclusive else key)
+        except SQLError:
+            return (row_span(desc, equal) if equal else whole), False
+        if end <= start:
+            return Span(start, start + b"\x00"), exact
+        return Span(start, end), exact
+
+    return span
+
+
+@dataclass(frozen=True, slots=True)
+class SelectPlan:
+    scope: Scope
+    names: tuple[str, ...]
+    projections: list[Compiled]
+    aggregate: bool
+    selection: Selection
+    order: list[tuple[Compiled, bool]]
+
+    @classmethod
+    def of(cls, desc: TableDescriptor, s: st.Select, database: str) -> SelectPlan:
+        _check_index(desc, s.index)
+        scope = table_scope(desc, database, s.alias)
+        names, projections = _projections(desc, s.items, scope)
+        aggregate = any(contains_aggregate(i) for i in s.items)
+        # NB: an aggregate gives one row, which no ORDER BY reorders
+        order = [] if aggregate else _order_keys(s.order_by, scope, names, projections)
+        selection = Selection.of(desc, s.where, scope)
+        return cls(scope, names, projections, aggregate, selection, order)
+
+
+@dataclass(frozen=True, slots=True)
+class InsertPlan:
+    """``rows``: each proposed row's values for ``targets``; ``sets``: the new values
+    of the columns ON CONFLICT DO UPDATE (or UPSERT) assigns, over the existing row
+    followed by the proposed one."""
+
+    targets: list[Column]
+    rows: list[list[Compiled]]
+    sets: list[tuple[Column, Compiled]]
+    returning: Projections | None
+    assigned: frozenset[int]  # the ids of ``sets``' columns
+    filled: list[tuple[Column, Compiled | None]]  # the other columns, with their DEFAULT
+    where: Compiled | None  # DO UPDATE ... WHERE, over the same rows as ``sets``
+
+    @classmethod
+    def of(cls, desc: TableDescriptor, s: st.Insert, database: str) -> InsertPlan:
+        if s.columns is None:
+            # As in PostgreSQL: VALUES shorter than the table fill its leading columns and
+            # the rest take their defaults.
+            targets = list(desc.visible_columns)
+            if s.rows and len({len(r) for r in s.rows}) > 1:
+                raise SQLError("42601", "VALUES lists must all be the same length")
+            if s.rows and len(s.rows[0]) < len(targets):
+                targets = targets[: len(s.rows[0])]
+        else:
+            targets = [desc.column(name) for name in s.columns]
+            if len({c.id for c in targets}) != len(targets):
+                raise SQLError("42701", "a column is listed more than once in INSERT")
+        empty = Scope()
+        rows = []
+        for values in s.rows:
+            if len(values) > len(targets):
+                raise SQLError(
+                    "42601", f"INSERT has more expressions than target columns ({len(targets)})"
+                )
+            if len(values) < len(targets):
+                raise SQLError(
+                    "42601", f"INSERT has more target columns than expressions ({len(values)})"
+                )
+            rows.append([compile_expr(v, empty) for v in values])
+        scope = table_scope(desc, database)
+        # ON CONFLICT DO UPDATE sees the existing row, then the proposed one as excluded.*
+        conflict_scope = table_scope(desc, database)
+        width = len(desc.columns)
+        for index, column in enumerate(desc.columns):
+            # NB: as in CockroachDB, an unqualified name here is ambiguous (42702)
+            conflict_scope.add(["", "excluded"], column.name, width + index, column.type)
+        sets = [(desc.column(n), compile_expr(e, conflict_scope)) for n, e in s.conflict_sets]
+        where = None
+        if s.conflict_where is not None:
+            where = compile_expr(condition(s.conflict_where, conflict_scope), conflict_scope)
+        _check_conflict_target(desc, s.conflict_target)
+        if s.upsert:
+            key_ids = set(desc.primary_key)
+            sets = [
+                (c, _proposed(width + desc.columns.index(c)))
+                for c in targets
+                if c.id not in key_ids
+            ]
+        return cls(
+            targets,
+            rows,
+            sets,
+            _returning(desc, s.returning, scope),
+            frozenset(column.id for column, _ in sets),
+            [(c, column_default(c)) for c in desc.columns if c not in targets],
+            where,
+        )
+
+
+def column_default(column: Column) -> Compiled | None:
+    """``column``'s DEFAULT expression, compiled (``None``: it has none)."""
+    if column.default is None:
+        return None
+    return compile_expr(parse_expression(column.default), Scope())
+
+
+@dataclass(frozen=True, slots=True)
+class UpdatePlan:
+    """``blind``, when the statement rewrites one whole row it names by its primary key
+    and so may write without reading (:meth:`Execution.update`): its selection's
+    ``point``. Every column but the key's is set to a value that reads no column, the
+    table has one column family (so the row is one KV pair), and there is no RETURNING."""
+
+    selection: Selection
+    sets: list[tuple[Column, Compiled]]
+    returning: Projections | None
+    assigned: frozenset[int]  # the ids of ``sets``' columns
+    blind: Callable[[Context], list[Any] | None] | None
+    order: list[tuple[Compiled, bool]]
+
+    @classmethod
+    def of(cls, desc: TableDescriptor, s: st.Update, database: str) -> UpdatePlan:
+        scope = table_scope(desc, database)
+        sets = [(desc.column(name), compile_expr(e, scope)) for name, e in s.sets]
+        returning = _returning(desc, s.returning, scope)
+        selection = Selection.of(desc, s.where, scope)
+        assigned = frozenset(column.id for column, _ in sets)
+        whole = (
+            returning is None
+            and s.limit is None
+            and len(desc.families) == 1
+            # NB: a DECIMAL key as WHERE writes it may differ in scale from the row's
+            and all(c.type.kind is not Kind.DECIMAL for c in desc.key_columns)
+            and assigned == {c.id for c in desc.columns} - set(desc.primary_key)
+            and all(_is_constant(e) for _, e in s.sets)
+        )
+        order = _mutation_order_keys(desc, s.order_by, scope)
+        return cls(selection, sets, returning, assigned, selection.point if whole else None, order)
+
+
+@dataclass(frozen=True, slots=True)
+class DeletePlan:
+    selection: Selection
+    returning: Projections | None
+    order: list[tuple[Compiled, bool]]
+
+    @classmethod
+    def of(cls, desc: TableDescriptor, s: st.Delete, database: str) -> DeletePlan:
+        scope = table_scope(desc, database)
+        returning = _returning(desc, s.returning, scope)
+        order = _mutation_order_keys(desc, s.order_by, scope)
+        return cls(Selection.of(desc, s.where, scope), returning, order)
+
+
+def _mutation_order_keys(
+    desc: TableDescriptor, order_by: Sequence[tuple[exp.Expr, bool]], scope: Scope
+) -> list[tuple[Compiled, bool]]:
+    """An UPDATE's or DELETE's ORDER BY, over the table's columns (positions count
+    the visible ones, as in ``SELECT *``)."""
+    names, projections = _projections(desc, [exp.Star()], scope)
+    return _order_keys(order_by, scope, names, projections)
+
+
+def _check_index(desc: TableDescriptor, index: str | None) -> None:
+    """``t@index``: a table's one index is its primary key, ``<table>_pkey`` (also
+    ``primary``, as CockroachDB spells it)."""
+    if index is not None and index not in (f"{desc.name}_pkey", "primary"):
+        raise SQLError("42704", f'index "{index}" not found')
+
+
+def unalias(node: exp.Expr) -> exp.Expr:
+    return node.this if isinstance(node, exp.Alias) else node
+
+
+def _proposed(index: int) -> Compiled:
+    return lambda env, ctx: env[index]
+
+
+def _check_conflict_target(desc: TableDescriptor, target: Sequence[str]) -> None:
+    """ON CONFLICT (cols): the columns must exist and be the primary key, the only
+    unique constraint a feedkv table has."""
+    if not target:
+        return
+    ids = [desc.column(name).id for name in target]  # 42703 names an unknown one
+    if sorted(ids) != sorted(desc.primary_key):
+        raise SQLError(
+            "42P10",
+            "there is no unique or exclusion constraint matching the ON CONFLICT "
+            f"specification ({', '.join(target)}); the primary key is "
+            f"({', '.join(c.name for c in desc.key_columns)})",
+        )
+
+
+def holds(verdict: Any) -> bool:
+    """Whether a WHERE clause's value keeps its row (NULL does not)."""
+    if verdict is None:
+        return False
+    if not isinstance(verdict, bool):
+        raise SQLError("42804", "argument of WHERE must be type bool")
+    return verdict
+
+
+def _order_keys(
+    order_by: Sequence[tuple[exp.Expr, bool]],
+    scope: Scope,
+    names: Sequence[str],
+    projections: Sequence[Compiled],
+) -> list[tuple[Compiled, bool]]:
+    """ORDER BY's keys, each ``(value, descending)``: a position in the result columns
+    (``ORDER BY 2``), a result column's name, or an expression over the table's."""
+    keys: list[tuple[Compiled, bool]] = []
+    for node, descending in order_by:
+        if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
+            position = int(node.this)
+            if not 1 <= position <= len(projections):
+                raise SQLError("42P10", f"ORDER BY position {position} is not in select list")
+            keys.append((projections[position - 1], descending))
+        elif isinstance(node, exp.Literal | exp.Boolean):
+            shown = node.sql(dialect="postgres")
+            shown = shown.lower() if isinstance(node, exp.Boolean) else shown
+            raise SQLError("42601", f"non-integer constant in ORDER BY: {shown}")
+        elif (
+            isinstance(node, exp.Column)
+            and node.name in names
+            and ("", node.name) not in scope.columns
+        ):
+            keys.append((projections[names.index(node.name)], descending))
+        else:
+            keys.append((compile_expr(node, scope), descending))
+    return keys
+
+
+def env_of(row: tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]) -> tuple[Any, ...]:
+    return row[2]
+
+
+def sorted_rows(
+    items: list[Any],
+    keys: Sequence[tuple[Compiled, bool]],
+    context: Context,
+    env_of: Callable[[Any], tuple[Any, ...]] | None = None,
+) -> list[Any]:
+    """``items`` sorted in place by ``keys`` over each item's row (``env_of(item)``, or
+    the item itself). NULLs sort first ascending (as in CockroachDB), so last
+    descending; stable sorts from the last key to the first give a multi-key order."""
+    for key, descending in reversed(keys):
+
+        def sort_key(item: Any, key: Compiled = key) -> tuple[int, Any]:
+            value = key(env_of(item) if env_of is not None else item, context)
+            if value is None:
+                return (0, 0)
+            return (2, 0) if isinstance(value, float) and value != value else (1, value)
+
+        items.sort(key=sort_key, reverse=descending)
+    return items
+
+
+def _flatten_and(node: exp.Expr) -> list[exp.Expr]:
+    if isinstance(node, exp.And):
+        return _flatten_and(node.this) + _flatten_and(node.expression)
+    if isinstance(node, exp.Paren):
+        return _flatten_and(node.this)
+    return [node]
+
+
+_FLIP: dict[type[exp.Expr], type[exp.Expr]] = {
+    exp.LT: exp.GT,
+    exp.LTE: exp.GTE,
+    exp.GT: exp.LT,
+    exp.GTE: exp.LTE,
+    exp.EQ: exp.EQ,
+}
+
+
+def _key_plan(desc: TableDescriptor, where: exp.Expr, scope: Scope) -> _KeyPlan | None:
+    """Equality and range constraints on primary key columns with constant sides."""
+    empty = Scope()
+    equal: dict[str, Compiled] = {}
+    lows: dict[str, _Bound] = {}
+    highs: dict[str, _Bound] = {}
+    conjuncts = list(_flatten_and(where))
+    source: dict[int, exp.Expr] = {}  # id of each constraint -> the conjunct it came from
+    for conjunct in conjuncts:
+        if isinstance(conjunct, exp.Between) and isinstance(conjunct.this, exp.Column):
+            name = conjunct.this.name.lower()
+            low, high = conjunct.args["low"], conjunct.args["high"]
+            if _is_constant(low) and _is_constant(high):
+                lows[name] = _Bound(compile_expr(low, empty), True)
+                highs[name] = _Bound(compile_expr(high, empty), True)
+                source[id(lows[name])] = source[id(highs[name])] = conjunct
+            continue
+        op: type[exp.Expr] = type(conjunct)
+        if op not in _FLIP:
+            continue
+        left, right = conjunct.this, conjunct.expression
+        if isinstance(right, exp.Column) and _is_constant(left):
+            left, right, op = right, left, _FLIP[op]
+        if not isinstance(left, exp.Column) or not _is_constant(right):
+            continue
+        name = left.name.lower()
+        value = compile_expr(right, empty)
+        constraint: Compiled | _Bound
+        if op is exp.EQ:
+            constraint = equal[name] = value
+        elif op in (exp.GT, exp.GTE):
+            constraint = lows[name] = _Bound(value, op is exp.GTE)
+        else:
+            constraint = highs[name] = _Bound(value, op is exp.LTE)
+        source[id(constraint)] = conjunct
+    plan = _KeyPlan([])
+    for column in desc.key_columns:
+        if column.name in equal:
+            plan.equal.append(equal[column.name])
+            continue
+        plan.low = lows.get(column.name)
+        plan.high = highs.get(column.name)
+        break
+    if not plan.equal and plan.low is None and plan.high is None:
+        return None
+    used = [*plan.equal, *(b for b in (plan.low, plan.high) if b is not None)]
+    plan.complete = {id(source[id(c)]) for c in used} == {id(c) for c in conjuncts}
+    return plan
+
+
+def _is_constant(node: exp.Expr) -> bool:
+    return is_constant(node) and not contains_aggregate(node)

@@ -1,110 +1,458 @@
-"""Aggregates without GROUP BY: one row of count, sum, min, max and avg over the rows a
-SELECT reads, with CockroachDB's types (sum of INTs is a DECIMAL, avg a quotient of 20
-significant digits)."""
+"""GROUP BY and aggregate functions, as CockroachDB runs them.
+
+A grouped SELECT (one with GROUP BY, HAVING or an aggregate) reads its rows once: each
+row's GROUP BY values pick its group, and the group's aggregates take the row's
+arguments. Each group then becomes one *grouped row*: the group's first row (its table
+columns, for the columns the grouping determines), then its GROUP BY values, then its
+aggregates' results. The SELECT list, HAVING and ORDER BY are compiled over that row
+(:meth:`Grouping.rewrite` turns each aggregate call and each GROUP BY expression into a
+reference to its place); a column they name outside an aggregate must be a GROUP BY
+column, or every primary key column must be one (then the row's other columns are
+determined), else 42803 as in CockroachDB. Without GROUP BY there is exactly one group,
+even over no rows.
+
+The aggregates and their types: ``count`` (INT), ``sum`` (DECIMAL over INT or DECIMAL,
+FLOAT over FLOAT), ``avg`` (the same types; a DECIMAL quotient of 20 significant
+digits), ``min``, ``max``, ``bool_and``, ``bool_or`` and ``string_agg``; each takes
+``DISTINCT``. NULL arguments are skipped; over no rows, ``count`` is 0 and the others
+NULL.
+"""
 
 from __future__ import annotations
 
 import decimal
-from collections.abc import Callable, Iterator, Sequence
+import json
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlglot import exp
 
-from feedkv.errors import (
-    SQLError,
-)
+from feedkv.errors import SQLError
+from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.expr import (
     AGGREGATES,
+    Compiled,
     Context,
     Scope,
     compile_expr,
+    contains_aggregate,
     expression_name,
 )
-from feedkv.sql.plan import unalias
-from feedkv.sql.types import (
-    DECIMAL_QUOTIENT,
-    EXACT_DECIMAL,
-)
+from feedkv.sql.types import DECIMAL_QUOTIENT, EXACT_DECIMAL, ColumnType, Kind, type_of_value
 
-__all__ = ["aggregate_row"]
+__all__ = ["Grouping", "group_key"]
 
-
-def aggregate_row(
-    items: Sequence[exp.Expr], scope: Scope, envs: Iterator[tuple[Any, ...]], context: Context
-) -> tuple[Any, ...]:
-    """One row of aggregates over ``envs`` (SELECT with aggregates and no GROUP BY)."""
-    states: list[_Aggregate] = []
-    finals: list[Callable[[], Any]] = []
-    for item in items:
-        node = unalias(item)
-        if not isinstance(node, AGGREGATES):
-            if any(True for _ in node.find_all(exp.Column)):
-                raise SQLError(
-                    "42803",
-                    f'column "{expression_name(node)}" must appear in an aggregate function '
-                    "(GROUP BY is not supported)",
-                )
-            constant = compile_expr(node, scope)
-            finals.append(lambda constant=constant: constant((), context))  # type: ignore[misc]
-            continue
-        state = _Aggregate(node, scope)
-        states.append(state)
-        finals.append(state.result)
-    for env in envs:
-        for state in states:
-            state.add(env, context)
-    return tuple(final() for final in finals)
+_KEY = "__key_{}"  # names of the grouped row's places; no SQL name starts with __
+_AGG = "__agg_{}"
 
 
-class _Aggregate:
-    def __init__(self, node: exp.Expr, scope: Scope) -> None:
-        self.kind = type(node)
+def group_key(value: Any) -> Any:
+    """``value`` as a dict key that is equal exactly when SQL calls the values equal for
+    grouping: NaNs are one group (Python's NaNs are unequal), JSON is compared by its
+    text (dicts and lists do not hash)."""
+    if isinstance(value, float) and math.isnan(value):
+        return _NAN
+    if isinstance(value, dict | list):
+        return ("json", json.dumps(value, sort_keys=True))
+    return value
+
+
+_NAN = ("nan",)
+
+
+@dataclass(frozen=True, slots=True)
+class Grouping:
+    """A grouped SELECT's grouping (see the module docstring): ``keys`` compute a row's
+    GROUP BY values, ``aggregates`` are the calls to run per group; ``scope`` resolves
+    the names of the grouped row."""
+
+    width: int  # the table's columns, at the start of a grouped row
+    keys: list[Compiled]
+    key_nodes: list[exp.Expr]
+    aggregates: list[_Call]
+    scope: Scope
+    determined: frozenset[int]  # table columns a grouped row may name outside aggregates
+    grouped: bool  # GROUP BY was given (else one group, even over no rows)
+
+    @classmethod
+    def of(
+        cls,
+        desc: TableDescriptor,
+        scope: Scope,
+        items: Sequence[exp.Expr],
+        group_by: Sequence[exp.Expr],
+        others: Sequence[exp.Expr],
+    ) -> Grouping:
+        """The grouping of a SELECT of ``items`` from ``desc`` (names in ``scope``)
+        grouped by ``group_by``; ``others`` are HAVING's and ORDER BY's expressions,
+        whose aggregates run too."""
+        key_nodes = [_group_expression(node, items, scope) for node in group_by]
+        keys = []
+        columns: set[int] = set()
+        for node in key_nodes:
+            if contains_aggregate(node):
+                raise SQLError("42803", "aggregate functions are not allowed in GROUP BY")
+            keys.append(compile_expr(node, scope))
+            if isinstance(node, exp.Column) and isinstance(node.this, exp.Identifier):
+                columns.add(scope.lookup(node)[0])
+        if all(desc.columns.index(c) in columns for c in desc.key_columns):
+            columns = set(range(len(desc.columns)))  # the primary key determines the rest
+        calls: list[exp.Expr] = []
+        for node in [*items, *others]:
+            for call in _aggregate_calls(node):
+                if not any(call == seen for seen in calls):
+                    calls.append(call)
+        aggregates = [_Call.of(call, scope) for call in calls]
+        grouped_scope = Scope(
+            columns=dict(scope.columns),
+            table_name=scope.table_name,
+            database=scope.database,
+        )
+        width = len(desc.columns)
+        any_type = ColumnType(Kind.STRING)  # NB: only a constant's conversion reads it
+        for j in range(len(keys)):
+            grouped_scope.add([""], _KEY.format(j), width + j, any_type)
+        for i in range(len(aggregates)):
+            grouped_scope.add([""], _AGG.format(i), width + len(keys) + i, any_type)
+        return cls(
+            width,
+            keys,
+            key_nodes,
+            aggregates,
+            grouped_scope,
+            frozenset(columns),
+            bool(group_by),
+        )
+
+    def rewrite(self, node: exp.Expr) -> exp.Expr:
+        """``node`` over the grouped row: its aggregate calls and GROUP BY expressions
+        become references to their places. 42803 if it names a column the grouping
+        does not determine."""
+
+        def replace(part: exp.Expr) -> exp.Expr:
+            for i, call in enumerate(self.aggregates):
+                if part == call.node:
+                    return exp.column(_AGG.format(i))
+            if not isinstance(part, exp.Column):
+                for j, key in enumerate(self.key_nodes):
+                    if part == key:
+                        return exp.column(_KEY.format(j))
+            return part
+
+        rewritten = node.transform(replace)
+        for column in rewritten.find_all(exp.Column):
+            if isinstance(column.this, exp.Star):
+                self.check_star()
+            elif not column.name.startswith("__"):
+                index = self.scope.lookup(column)[0]
+                if index < self.width and index not in self.determined:
+                    raise SQLError(
+                        "42803",
+                        f'column "{expression_name(column)}" must appear in the GROUP BY '
+                        "clause or be used in an aggregate function",
+                    )
+        return rewritten
+
+    def check_star(self) -> None:
+        """``*`` over a grouped row: every column must be determined."""
+        missing = [i for i in range(self.width) if i not in self.determined]
+        if missing:
+            raise SQLError(
+                "42803",
+                "SELECT * with GROUP BY needs every column in the GROUP BY clause or the "
+                "whole primary key in it",
+            )
+
+    def rows(self, envs: Iterable[tuple[Any, ...]], context: Context) -> list[tuple[Any, ...]]:
+        """The grouped rows of ``envs``, in the order their groups first appear."""
+        groups: dict[tuple[Any, ...], tuple[tuple[Any, ...], list[Any], list[_State]]] = {}
+        keys, aggregates = self.keys, self.aggregates
+        for env in envs:
+            values = [key(env, context) for key in keys]
+            found = groups.get(tuple(map(group_key, values)))
+            if found is None:
+                found = (env, values, [call.state() for call in aggregates])
+                groups[tuple(map(group_key, values))] = found
+            for state in found[2]:
+                state.add(env, context)
+        if not groups and not self.grouped:
+            groups[()] = ((None,) * self.width, [], [call.state() for call in aggregates])
+        return [
+            (*first, *values, *(state.result() for state in states))
+            for first, values, states in groups.values()
+        ]
+
+
+def _group_expression(node: exp.Expr, items: Sequence[exp.Expr], scope: Scope) -> exp.Expr:
+    """A GROUP BY entry as the expression it groups by: ``GROUP BY 2`` is the second
+    SELECT item, and a name that is no column of the table the item it names."""
+    if isinstance(node, exp.Literal) and not node.is_string:
+        if not node.this.isdigit() or not 1 <= int(node.this) <= len(items):
+            raise SQLError("42P10", f"GROUP BY position {node.this} is not in select list")
+        item = items[int(node.this) - 1]
+        if contains_aggregate(item):
+            raise SQLError("42803", "aggregate functions are not allowed in GROUP BY")
+        return item.this if isinstance(item, exp.Alias) else item
+    if (
+        isinstance(node, exp.Column)
+        and not node.table
+        and ("", node.name) not in scope.columns
+        and ("", node.name.lower()) not in scope.columns
+    ):
+        for item in items:
+            if isinstance(item, exp.Alias) and item.alias == node.name:
+                aliased: exp.Expr = item.this
+                return aliased
+    return node
+
+
+def _aggregate_calls(node: exp.Expr) -> list[exp.Expr]:
+    """The outermost aggregate calls in ``node``; 42803 for one inside another."""
+    calls: list[exp.Expr] = []
+    for call in node.find_all(*AGGREGATES):
+        if any(isinstance(parent, AGGREGATES) for parent in _ancestors(call, node)):
+            raise SQLError("42803", "aggregate function calls cannot be nested")
+        calls.append(call)
+    return calls
+
+
+def _ancestors(node: exp.Expr, root: exp.Expr) -> list[exp.Expr]:
+    out = []
+    parent = node.parent
+    while parent is not None and node is not root:
+        out.append(parent)
+        if parent is root:
+            break
+        node, parent = parent, parent.parent
+    return out
+
+
+# One aggregate call: its argument compiled, and a state per group.
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    node: exp.Expr
+    name: str
+    argument: Compiled | None  # None: count(*)
+    distinct: bool
+    separator: Compiled | None  # string_agg's
+    make: Callable[[], _Accumulator]
+
+    @classmethod
+    def of(cls, node: exp.Expr, scope: Scope) -> _Call:
+        name = _NAMES[type(node)]
         argument = node.this
-        name = self.kind.__name__.lower()
-        if argument is None or node.expressions:
+        distinct = isinstance(argument, exp.Distinct)
+        if distinct:
+            if len(argument.expressions) != 1:
+                raise SQLError("42883", f"unknown signature: {name}(DISTINCT ...) takes one value")
+            argument = argument.expressions[0]
+        extra = [e for e in node.expressions] if not isinstance(node, exp.GroupConcat) else []
+        if argument is None or extra:
             raise SQLError("42883", f"unknown signature: {name}() takes exactly one argument")
-        if isinstance(argument, exp.Distinct):
-            raise SQLError("0A000", "DISTINCT in aggregates is not supported")
-        self.star = isinstance(argument, exp.Star)
-        if self.star and self.kind is not exp.Count:
-            raise SQLError("42883", f"unknown signature: {name}(*); only count(*) takes *")
-        self.value = None if self.star else compile_expr(argument, scope)
-        self.count = 0
-        self.total: Any = None
-        self.best: Any = None
+        if contains_aggregate(argument):
+            raise SQLError("42803", "aggregate function calls cannot be nested")
+        separator = None
+        if isinstance(node, exp.GroupConcat):
+            given = node.args.get("separator")
+            if given is None:
+                raise SQLError("42883", "unknown signature: string_agg() takes a separator")
+            separator = compile_expr(given, scope)
+        if isinstance(argument, exp.Star):
+            if distinct:
+                raise SQLError("42601", f"syntax error: {name}(DISTINCT *) counts no value")
+            if not isinstance(node, exp.Count):
+                raise SQLError("42883", f"unknown signature: {name}(*); only count(*) takes *")
+            return cls(node, name, None, False, None, _Count)
+        return cls(node, name, compile_expr(argument, scope), distinct, separator, _MAKERS[name])
+
+    def state(self) -> _State:
+        return _State(self)
+
+
+class _State:
+    """One group's state of one aggregate call."""
+
+    __slots__ = ("accumulator", "call", "seen")
+
+    def __init__(self, call: _Call) -> None:
+        self.call = call
+        self.accumulator = call.make()
+        self.seen: set[Any] | None = set() if call.distinct else None
 
     def add(self, env: tuple[Any, ...], context: Context) -> None:
-        if self.star:
-            self.count += 1
+        call = self.call
+        if call.argument is None:
+            self.accumulator.add(True, None)
             return
-        assert self.value is not None
-        value = self.value(env, context)
+        value = call.argument(env, context)
         if value is None:
             return
-        self.count += 1
-        if self.kind in (exp.Sum, exp.Avg):
-            if isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal):
-                raise SQLError("42883", f"unknown signature: {self.kind.__name__.lower()}()")
-            if self.total is None:
-                self.total = value
-            elif isinstance(value, decimal.Decimal):
-                self.total = EXACT_DECIMAL.add(self.total, value)
-            else:
-                self.total = self.total + value
-        elif self.kind is exp.Min:
-            self.best = value if self.best is None or value < self.best else self.best
-        elif self.kind is exp.Max:
-            self.best = value if self.best is None or value > self.best else self.best
+        if self.seen is not None:
+            key = group_key(value)
+            if key in self.seen:
+                return
+            self.seen.add(key)
+        separator = call.separator(env, context) if call.separator is not None else None
+        try:
+            self.accumulator.add(value, separator)
+        except TypeError:
+            raise SQLError(
+                "42883", f"unknown signature: {call.name}({type_of_value(value)})"
+            ) from None
 
     def result(self) -> Any:
-        if self.kind is exp.Count:
-            return self.count
-        if self.kind is exp.Sum:
-            return decimal.Decimal(self.total) if isinstance(self.total, int) else self.total
-        if self.kind is exp.Avg:
-            if not self.count:
-                return None
-            if isinstance(self.total, float):
-                return self.total / self.count
-            return DECIMAL_QUOTIENT.divide(self.total, self.count)
+        return self.accumulator.result()
+
+
+class _Accumulator:
+    def add(self, value: Any, separator: Any) -> None:
+        raise NotImplementedError
+
+    def result(self) -> Any:
+        raise NotImplementedError
+
+
+class _Count(_Accumulator):
+    def __init__(self) -> None:
+        self.count = 0
+
+    def add(self, value: Any, separator: Any) -> None:
+        self.count += 1
+
+    def result(self) -> Any:
+        return self.count
+
+
+def _number(value: Any) -> int | float | decimal.Decimal:
+    if isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal):
+        raise TypeError(value)
+    return value
+
+
+class _Sum(_Accumulator):
+    """sum: a DECIMAL over INT or DECIMAL (exact), a FLOAT over FLOAT."""
+
+    def __init__(self) -> None:
+        self.total: Any = None
+        self.count = 0
+
+    def add(self, value: Any, separator: Any) -> None:
+        value = _number(value)
+        self.count += 1
+        if self.total is None:
+            self.total = value
+        elif isinstance(self.total, float) != isinstance(value, float):
+            raise TypeError(value)  # one column has one type: only a mix of expressions
+        elif isinstance(value, decimal.Decimal) or isinstance(self.total, decimal.Decimal):
+            self.total = EXACT_DECIMAL.add(self.total, value)
+        else:
+            self.total = self.total + value
+
+    def result(self) -> Any:
+        return decimal.Decimal(self.total) if type(self.total) is int else self.total
+
+
+class _Avg(_Sum):
+    def result(self) -> Any:
+        if not self.count:
+            return None
+        if isinstance(self.total, float):
+            return self.total / self.count
+        return DECIMAL_QUOTIENT.divide(self.total, self.count)
+
+
+class _Min(_Accumulator):
+    def __init__(self) -> None:
+        self.best: Any = None
+
+    def add(self, value: Any, separator: Any) -> None:
+        if self.best is None or _before(value, self.best):
+            self.best = value
+
+    def result(self) -> Any:
         return self.best
+
+
+class _Max(_Min):
+    def add(self, value: Any, separator: Any) -> None:
+        if self.best is None or _before(self.best, value):
+            self.best = value
+
+
+def _before(a: Any, b: Any) -> bool:
+    """SQL order, where NaN sorts below every other float (as in CockroachDB)."""
+    if isinstance(a, float) and math.isnan(a):
+        return not (isinstance(b, float) and math.isnan(b))
+    if isinstance(b, float) and math.isnan(b):
+        return False
+    return bool(a < b)
+
+
+class _BoolAnd(_Accumulator):
+    def __init__(self) -> None:
+        self.value: bool | None = None
+
+    def add(self, value: Any, separator: Any) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(value)
+        self.value = value if self.value is None else self.value and value
+
+    def result(self) -> Any:
+        return self.value
+
+
+class _BoolOr(_BoolAnd):
+    def add(self, value: Any, separator: Any) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(value)
+        self.value = value if self.value is None else self.value or value
+
+
+class _StringAgg(_Accumulator):
+    """string_agg(value, separator): the values in the order read, each after the
+    separator given with it (none before the first); STRING or BYTES, not both."""
+
+    def __init__(self) -> None:
+        self.parts: list[Any] = []
+
+    def add(self, value: Any, separator: Any) -> None:
+        if not isinstance(value, str | bytes) or (
+            separator is not None and type(separator) is not type(value)
+        ):
+            raise TypeError(value)
+        if self.parts and type(self.parts[-1]) is not type(value):
+            raise TypeError(value)
+        if self.parts and separator is not None:
+            self.parts.append(separator)
+        self.parts.append(value)
+
+    def result(self) -> Any:
+        if not self.parts:
+            return None
+        return type(self.parts[0])().join(self.parts)
+
+
+_NAMES: dict[type[exp.Expr], str] = {
+    exp.Count: "count",
+    exp.Sum: "sum",
+    exp.Avg: "avg",
+    exp.Min: "min",
+    exp.Max: "max",
+    exp.LogicalAnd: "bool_and",
+    exp.LogicalOr: "bool_or",
+    exp.GroupConcat: "string_agg",
+}
+_MAKERS: dict[str, Callable[[], _Accumulator]] = {
+    "count": _Count,
+    "sum": _Sum,
+    "avg": _Avg,
+    "min": _Min,
+    "max": _Max,
+    "bool_and": _BoolAnd,
+    "bool_or": _BoolOr,
+    "string_agg": _StringAgg,
+}

@@ -9,7 +9,7 @@ that it is present (the session turns a failed check into the statement's answer
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import Any
 
@@ -20,12 +20,14 @@ from feedkv.errors import (
 )
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
-from feedkv.sql.aggregate import aggregate_row
+from feedkv.sql.aggregate import group_key
 from feedkv.sql.descriptor import (
     TableDescriptor,
 )
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.expr import (
+    Compiled,
+    Context,
     Scope,
     compile_expr,
     condition,
@@ -77,16 +79,43 @@ def select(ex: Execution, s: st.Select) -> Result:
         return Result(tuple(n for n, _ in items), [row], "SELECT 1")
     desc = ex.table(s.table)
     plan = ex.plan(s, desc, SelectPlan.of)
-    names, projections = plan.names, plan.projections
-    matching = (env for _row, _pairs, env in ex.matching(desc, plan.selection))
-    if plan.aggregate:
-        row = aggregate_row(s.items, plan.scope, matching, ex.context)
-        rows = [row]
-    else:
-        envs = sorted_rows(list(matching), plan.order, ex.context)
-        rows = [tuple(f(env, ex.context) for f in projections) for env in envs]
+    context = ex.context
+    envs = [env for _row, _pairs, env in ex.matching(desc, plan.selection)]
+    if plan.grouping is not None:
+        envs = plan.grouping.rows(envs, context)
+        if plan.having is not None:
+            envs = [env for env in envs if holds(plan.having(env, context))]
+    envs = sorted_rows(envs, plan.order, context)
+    if plan.distinct_on:
+        envs = _first_of_each(envs, plan.distinct_on, context)
+    rows = [tuple(f(env, context) for f in plan.projections) for env in envs]
+    if plan.distinct:
+        rows = _first_of_each(rows, [_whole], context)
     rows = ex.limited(rows, s.limit, s.offset)
-    return Result(names, rows, f"SELECT {len(rows)}")
+    return Result(plan.names, rows, f"SELECT {len(rows)}")
+
+
+def _whole(row: Sequence[Any], context: Context) -> Any:
+    return row
+
+
+def _first_of_each(
+    rows: list[tuple[Any, ...]], keys: Sequence[Compiled], context: Context
+) -> list[tuple[Any, ...]]:
+    """The first of ``rows`` with each value of ``keys`` (SQL equality: NULLs alike, as
+    DISTINCT has them)."""
+    seen: set[Any] = set()
+    out = []
+    for row in rows:
+        key = tuple(group_key(value) for key in keys for value in _values(key(row, context)))
+        if key not in seen:
+            seen.add(key)
+            out.append(row)
+    return out
+
+
+def _values(value: Any) -> tuple[Any, ...]:
+    return value if type(value) is tuple else (value,)
 
 
 def insert(ex: Execution, s: st.Insert) -> Result:

@@ -156,7 +156,9 @@ class Scope:
         return found
 
 
-AGGREGATES = (exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg)
+AGGREGATES = (
+    exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg, exp.LogicalAnd, exp.LogicalOr, exp.GroupConcat,
+)  # fmt: skip
 
 
 def contains_aggregate(node: exp.Expr) -> bool:

@@ -1316,13 +1316,15 @@ class _Converter:
         return st.Delete(self.text, table, _where(node), returning, order, limit)
 
     def _select(self, node: exp.Select) -> st.Statement:
-        for unsupported in ("joins", "group", "having", "with_", "with", "windows", "distinct"):
+        for unsupported in ("joins", "with_", "with", "windows"):
             if node.args.get(unsupported):
                 raise SQLError(
                     "0A000", f"{unsupported.rstrip('_').upper()} in SELECT is not supported"
                 )
         _refuse_unhandled(
-            node, {"expressions", "from_", "from", "where", "order", "limit", "offset", "kind"}
+            node,
+            {"expressions", "from_", "from", "where", "order", "limit", "offset", "kind"}
+            | {"group", "having", "distinct"},
         )
         if node.args.get("kind"):
             raise _unsupported(node)
@@ -1342,6 +1344,16 @@ class _Converter:
             raise SQLError("0A000", "AS OF SYSTEM TIME needs a FROM clause")
         limit = node.args.get("limit")
         offset = node.args.get("offset")
+        group = node.args.get("group")
+        if group is not None:
+            _refuse_unhandled(group, {"expressions"})  # ROLLUP, CUBE, GROUPING SETS
+        having = node.args.get("having")
+        distinct = node.args.get("distinct")
+        on = distinct.args.get("on") if distinct is not None else None
+        if on is not None and not isinstance(on, exp.Tuple):
+            on = exp.Tuple(expressions=[on])
+        if table is None and (group is not None or having is not None or distinct):
+            raise SQLError("0A000", "GROUP BY, HAVING and DISTINCT need a FROM clause")
         return st.Select(
             self.text,
             table,
@@ -1353,6 +1365,10 @@ class _Converter:
             offset.expression if offset is not None else None,
             self.as_of,
             index,
+            tuple(group.expressions) if group is not None else (),
+            having.this if having is not None else None,
+            distinct is not None and on is None,
+            tuple(on.expressions) if on is not None else (),
         )
 
 

@@ -19,6 +19,7 @@ from feedkv.errors import (
     SQLError,
 )
 from feedkv.sql import statements as st
+from feedkv.sql.aggregate import Grouping
 from feedkv.sql.descriptor import (
     Column,
     TableDescriptor,
@@ -80,10 +81,17 @@ def table_scope(desc: TableDescriptor, database: str, alias: str | None = None) 
 Projections = tuple[tuple[str, ...], list[Compiled]]  # result column names, their values
 
 
-def _projections(desc: TableDescriptor, items: Sequence[exp.Expr], scope: Scope) -> Projections:
+def _projections(
+    desc: TableDescriptor,
+    items: Sequence[exp.Expr],
+    scope: Scope,
+    written: Sequence[exp.Expr] | None = None,
+) -> Projections:
+    """The result columns of SELECT ``items`` (``written``: the items as the statement
+    has them, which name the columns, when ``items`` are rewritten over grouped rows)."""
     names: list[str] = []
     projections: list[Compiled] = []
-    for item in items:
+    for item, as_written in zip(items, written or items, strict=True):
         if isinstance(item, exp.Alias) and _is_star(item.this):
             raise SQLError("42601", f'"{item.this.sql(dialect="postgres")}" cannot be aliased')
         if _is_star(item):
@@ -96,11 +104,7 @@ def _projections(desc: TableDescriptor, items: Sequence[exp.Expr], scope: Scope)
                 names.append(column.name)
                 projections.append(lambda env, ctx, index=index: env[index])  # type: ignore[misc]
             continue
-        if contains_aggregate(item):
-            names.append(expression_name(item))
-            projections.append(lambda env, ctx: None)
-            continue
-        names.append(expression_name(item))
+        names.append(expression_name(as_written))
         projections.append(compile_expr(unalias(item), scope))
     return tuple(names), projections
 
@@ -245,23 +249,114 @@ def _span_plan(
 
 @dataclass(frozen=True, slots=True)
 class SelectPlan:
+    """A single-table SELECT: the rows ``selection`` reads, grouped by ``grouping``
+    (and kept by ``having``) when the SELECT groups or aggregates; then ``order``,
+    ``distinct_on`` and ``projections`` (over the rows read, or over the grouped rows)
+    and ``distinct`` over the result."""
+
     scope: Scope
     names: tuple[str, ...]
     projections: list[Compiled]
-    aggregate: bool
     selection: Selection
+    grouping: Grouping | None
+    having: Compiled | None
     order: list[tuple[Compiled, bool]]
+    distinct: bool
+    distinct_on: list[Compiled]
 
     @classmethod
     def of(cls, desc: TableDescriptor, s: st.Select, database: str) -> SelectPlan:
         _check_index(desc, s.index)
         scope = table_scope(desc, database, s.alias)
-        names, projections = _projections(desc, s.items, scope)
-        aggregate = any(contains_aggregate(i) for i in s.items)
-        # NB: an aggregate gives one row, which no ORDER BY reorders
-        order = [] if aggregate else _order_keys(s.order_by, scope, names, projections)
         selection = Selection.of(desc, s.where, scope)
-        return cls(scope, names, projections, aggregate, selection, order)
+        items = list(s.items)
+        order_by = list(s.order_by)
+        on = list(s.distinct_on)
+        grouping = having = None
+        if (
+            s.group_by
+            or s.having is not None
+            or any(contains_aggregate(node) for node in [*items, *(n for n, _ in order_by)])
+        ):
+            others = [*([s.having] if s.having is not None else []), *(n for n, _ in order_by)]
+            grouping = Grouping.of(desc, scope, items, s.group_by, [*others, *on])
+            if any(_is_star(item) for item in items):
+                grouping.check_star()
+            output = {expression_name(item) for item in items if not _is_star(item)}
+
+            def rewrite(node: exp.Expr) -> exp.Expr:
+                # NB: a position or a result column's name refers to a projection
+                if isinstance(node, exp.Literal) and not node.is_string:
+                    return node
+                named = isinstance(node, exp.Column) and not node.table and node.name in output
+                if named and ("", node.name) not in scope.columns:
+                    return node
+                return grouping.rewrite(node)
+
+            items = [grouping.rewrite(item) for item in items]
+            order_by = [(rewrite(node), descending) for node, descending in order_by]
+            on = [rewrite(node) for node in on]
+            scope = grouping.scope
+            if s.having is not None:
+                rewritten = condition(grouping.rewrite(s.having), scope, "HAVING")
+                having = compile_expr(rewritten, scope)
+        names, projections = _projections(desc, items, scope, s.items)
+        if s.distinct:
+            _check_distinct_order(order_by, items, names)
+        if on:
+            _check_distinct_on(on, order_by, items, names)
+        order = _order_keys(order_by, scope, names, projections)
+        distinct_on = [compile_expr(_output_expression(node, items, names), scope) for node in on]
+        return cls(
+            scope, names, projections, selection, grouping, having, order, s.distinct, distinct_on
+        )
+
+
+def _output_expression(node: exp.Expr, items: Sequence[exp.Expr], names: Sequence[str]) -> exp.Expr:
+    """What an ORDER BY or DISTINCT ON entry stands for: ``2`` the second SELECT item,
+    a result column's name that item, anything else itself."""
+    if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
+        position = int(node.this)
+        if 1 <= position <= len(items):
+            return unalias(items[position - 1])
+    if isinstance(node, exp.Column) and not node.table and node.name in names:
+        for item in items:
+            if isinstance(item, exp.Alias) and item.alias == node.name:
+                aliased: exp.Expr = item.this
+                return aliased
+    return node
+
+
+def _check_distinct_order(
+    order_by: Sequence[tuple[exp.Expr, bool]], items: Sequence[exp.Expr], names: Sequence[str]
+) -> None:
+    """SELECT DISTINCT sorts by what it selects (42P10 otherwise, as in CockroachDB)."""
+    selected = [unalias(item) for item in items]
+    for node, _descending in order_by:
+        if isinstance(node, exp.Literal) or (
+            isinstance(node, exp.Column) and not node.table and node.name in names
+        ):
+            continue
+        if not any(node == item for item in selected) and not any(map(_is_star, items)):
+            raise SQLError(
+                "42P10", "for SELECT DISTINCT, ORDER BY expressions must appear in select list"
+            )
+
+
+def _check_distinct_on(
+    on: Sequence[exp.Expr],
+    order_by: Sequence[tuple[exp.Expr, bool]],
+    items: Sequence[exp.Expr],
+    names: Sequence[str],
+) -> None:
+    """DISTINCT ON keeps the first row of each group in ORDER BY's order, so ORDER BY
+    must begin with its expressions (42P10 otherwise)."""
+    wanted = [_output_expression(node, items, names) for node in on]
+    for node, _descending in order_by[: len(on)]:
+        if not any(_output_expression(node, items, names) == w for w in wanted):
+            raise SQLError(
+                "42P10", "SELECT DISTINCT ON expressions must match initial ORDER BY expressions"
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -227,7 +227,7 @@ class Delete(Statement):
 @dataclass(frozen=True, slots=True)
 class Select(Statement):
     """A single-table (or table-less) SELECT. ``as_of`` is the AS OF SYSTEM TIME
-    expression, if any."""
+    expression, if any; ``distinct_on`` the expressions of DISTINCT ON (...)."""
 
     table: TableName | None
     alias: str | None
@@ -238,6 +238,10 @@ class Select(Statement):
     offset: exp.Expr | None = None
     as_of: exp.Expr | None = None
     index: str | None = None  # the index named by ``t@index``
+    group_by: tuple[exp.Expr, ...] = ()
+    having: exp.Expr | None = None
+    distinct: bool = False
+    distinct_on: tuple[exp.Expr, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

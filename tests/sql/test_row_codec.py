@@ -4,6 +4,7 @@ and back, and row keys sort in the SQL order of the primary key."""
 from __future__ import annotations
 
 import datetime
+import decimal
 import math
 import uuid
 from collections.abc import Callable, Sequence
@@ -225,7 +226,8 @@ def stored_columns(desc: TableDescriptor, family: Family, row: Row) -> Row:
             if column.type.kind is not Kind.DECIMAL or not value.is_finite():
                 continue
             # a key reads back with no exponent, no trailing zero and no negative zero
-            plain = Decimal(format(value.normalize(), "f")) if value else Decimal(0)
+            exact = decimal.Context(prec=decimal.MAX_PREC)  # normalize() rounds to 28 digits
+            plain = Decimal(format(exact.normalize(value), "f")) if value else Decimal(0)
             if plain.as_tuple() != value.as_tuple():
                 stored[column.id] = value
     return stored

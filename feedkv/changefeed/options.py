@@ -108,6 +108,8 @@ def _choice(*choices: str, bare: str | None = None) -> _Parser:
 def _duration(name: str, value: str | None, now: Timestamp) -> float:
     if value is None:
         raise option_error(f"option {name} needs a duration, such as '10s'")
+    if value.strip().startswith("-"):
+        raise option_error(f"option {name}: the duration {value!r} is negative")
     try:
         ns = parse_duration_ns(value)
     except InvalidArgumentError:
@@ -119,8 +121,18 @@ def _duration(name: str, value: str | None, now: Timestamp) -> float:
     return ns / 1e9
 
 
+_LONGEST_RESOLVED = 7 * 24 * 3600.0  # a week: a feed quieter than that checkpoints nothing
+
+
 def _resolved(name: str, value: str | None, now: Timestamp) -> float | None:
-    return None if value is None else _duration(name, value, now)  # None: see parse_options
+    """``resolved='<interval>'``: the least time between markers; ``'0s'`` is every
+    marker, as a bare ``resolved`` (CockroachDB's reading of it too)."""
+    if value is None:
+        return None  # see parse_options
+    seconds = _duration(name, value, now)
+    if seconds > _LONGEST_RESOLVED:
+        raise option_error(f"option {name}: {value!r} is longer than the longest interval, 168h")
+    return seconds
 
 
 def _timestamp(name: str, value: str | None, now: Timestamp) -> Timestamp:

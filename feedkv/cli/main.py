@@ -37,6 +37,23 @@ def _run_bench(name: str, args: list[str]) -> int:
     return code
 
 
+def _negative_values(argv: Sequence[str]) -> list[str]:
+    """``--flag -1s`` as ``--flag=-1s``: argparse takes a value that starts with ``-`` for
+    an option, and would refuse the line without saying which value is wrong (no feedkv
+    option looks like ``-1``)."""
+    out: list[str] = []
+    for arg in argv:
+        previous = out[-1] if out else ""
+        if arg[:2] in _NEGATIVE and previous.startswith("--") and "=" not in previous:
+            out[-1] = f"{previous}={arg}"
+            continue
+        out.append(arg)
+    return out
+
+
+_NEGATIVE = {f"-{d}" for d in "0123456789."}
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="feedkv", description="feedkv: a transactional MVCC store built around change feeds"
@@ -124,7 +141,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(_negative_values(sys.argv[1:] if argv is None else argv))
     try:
         if args.command == "demo":
             from feedkv.cli.demo import run_demo

@@ -9,22 +9,40 @@ from pathlib import Path
 from types import FrameType
 
 from feedkv.db import connect
+from feedkv.errors import InvalidArgumentError
 from feedkv.kv.store import StoreConfig
 from feedkv.util.units import parse_duration_ns, parse_size
 
 __all__ = ["run_node", "store_config"]
 
 
+MIN_RANGE_MAX_BYTES = 64 << 10  # as CockroachDB's zone configurations
+
+
 def store_config(closed_ts_target: str, txn_liveness: str, range_max_bytes: str) -> StoreConfig:
     """The node's settings from its command-line flags (merges start below a quarter of
-    the maximum range size)."""
+    the maximum range size). InvalidArgumentError names a flag out of its range."""
     max_bytes = parse_size(range_max_bytes)
+    if max_bytes < MIN_RANGE_MAX_BYTES:
+        raise InvalidArgumentError(
+            f"--range-max-bytes {range_max_bytes!r} is below the minimum, 64KiB "
+            "(a range that small would split at nearly every row)"
+        )
     return StoreConfig(
-        closed_ts_target_ns=parse_duration_ns(closed_ts_target),
-        txn_liveness_ns=parse_duration_ns(txn_liveness),
+        closed_ts_target_ns=_positive("--closed-ts-target", closed_ts_target),
+        txn_liveness_ns=_positive("--txn-liveness", txn_liveness),
         range_max_bytes=max_bytes,
         range_min_bytes=max_bytes // 4,
     )
+
+
+def _positive(flag: str, text: str) -> int:
+    if text.strip().startswith("-"):
+        raise InvalidArgumentError(f"{flag} {text!r} is negative; give a duration such as 1s")
+    ns = parse_duration_ns(text)
+    if ns <= 0:
+        raise InvalidArgumentError(f"{flag} {text!r} must be more than zero")
+    return ns
 
 
 def run_node(

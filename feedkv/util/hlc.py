@@ -74,7 +74,9 @@ class Timestamp(NamedTuple):
 
     @classmethod
     def parse(cls, text: str) -> Timestamp:
-        """Parse ``"<wall>.<10 logical digits>"``; a bare ``"<wall>"`` means logical 0.
+        """Parse ``"<wall>.<logical>"`` as CockroachDB's decimal form of an HLC timestamp:
+        the logical part is the fraction's digits read to 10 places (``.0000000003`` is 3,
+        ``.0`` and a bare ``"<wall>"`` are 0, ``.5`` is 5000000000).
 
         Raises :class:`TimestampParseError` naming what is wrong with ``text``.
         """
@@ -90,13 +92,15 @@ class Timestamp(NamedTuple):
         if len(wall_text) > len(str(MAX_WALL)):
             raise TimestampParseError(f"invalid timestamp {shown}: wall time out of range")
         if dot and (
-            len(logical_text) != 10 or not logical_text.isdigit() or not logical_text.isascii()
+            not 1 <= len(logical_text) <= 10
+            or not logical_text.isdigit()
+            or not logical_text.isascii()
         ):
             raise TimestampParseError(
-                f"invalid timestamp {shown}: the logical part must be exactly 10 digits"
+                f"invalid timestamp {shown}: the logical part must be 1 to 10 digits"
             )
         wall = int(wall_text)
-        logical = int(logical_text) if dot else 0
+        logical = int(logical_text.ljust(10, "0")) if dot else 0
         if wall > MAX_WALL:
             raise TimestampParseError(f"invalid timestamp {shown}: wall time out of range")
         if logical > MAX_LOGICAL:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from feedkv.cli.main import main
 from feedkv.cli.start import store_config
 
 
@@ -9,3 +14,23 @@ def test_merges_start_below_a_quarter_of_the_maximum_range_size() -> None:
     config = store_config("1s", "5s", "64MiB")
     assert config.range_max_bytes == 64 << 20
     assert config.range_min_bytes == 16 << 20
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--closed-ts-target", "-1s"], "--closed-ts-target '-1s' is negative"),
+        (["--closed-ts-target=-200ms"], "--closed-ts-target '-200ms' is negative"),
+        (["--txn-liveness=0s"], "--txn-liveness '0s' must be more than zero"),
+        (["--range-max-bytes", "1"], "--range-max-bytes '1' is below the minimum, 64KiB"),
+        (["--closed-ts-target", "soon"], "bad duration 'soon'"),
+    ],
+)
+def test_start_refuses_settings_out_of_range_naming_the_flag(
+    flags: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each bad value is named, in either form of the flag (``--flag -1s`` too, which
+    argparse alone takes for an option), and no store is created."""
+    assert main(["start", "--store", str(tmp_path / "store"), *flags]) == 1
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "store").exists()

@@ -87,7 +87,7 @@ def run_debug_rangefeed(
         parse_key(end) if end is not None else (prefix_end(start_key) if start_key else KEY_MAX)
     )
     span = Span(start_key, end_key)
-    since_ts = Timestamp.parse(since) if since is not None else None
+    since_ts = Timestamp.parse_decimal(since) if since is not None else None
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, lambda signum, frame: stop.set())

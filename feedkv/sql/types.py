@@ -666,7 +666,7 @@ def timestamp_of(value: Any, now: Timestamp) -> Timestamp:
             except InvalidArgumentError as exc:
                 raise SQLError("22007", f"AS OF SYSTEM TIME: {exc}") from None
         try:
-            return Timestamp.parse(text)
+            return Timestamp.parse_decimal(text)
         except TimestampParseError:
             pass
         try:

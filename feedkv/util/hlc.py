@@ -74,9 +74,9 @@ class Timestamp(NamedTuple):
 
     @classmethod
     def parse(cls, text: str) -> Timestamp:
-        """Parse ``"<wall>.<logical>"`` as CockroachDB's decimal form of an HLC timestamp:
-        the logical part is the fraction's digits read to 10 places (``.0000000003`` is 3,
-        ``.0`` and a bare ``"<wall>"`` are 0, ``.5`` is 5000000000).
+        """Parse ``"<wall>.<10 logical digits>"``, the form ``str`` gives (a bare
+        ``"<wall>"`` means logical 0): strict, for what feedkv itself wrote. What people
+        type goes through :meth:`parse_decimal`.
 
         Raises :class:`TimestampParseError` naming what is wrong with ``text``.
         """
@@ -92,15 +92,13 @@ class Timestamp(NamedTuple):
         if len(wall_text) > len(str(MAX_WALL)):
             raise TimestampParseError(f"invalid timestamp {shown}: wall time out of range")
         if dot and (
-            not 1 <= len(logical_text) <= 10
-            or not logical_text.isdigit()
-            or not logical_text.isascii()
+            len(logical_text) != 10 or not logical_text.isdigit() or not logical_text.isascii()
         ):
             raise TimestampParseError(
-                f"invalid timestamp {shown}: the logical part must be 1 to 10 digits"
+                f"invalid timestamp {shown}: the logical part must be exactly 10 digits"
             )
         wall = int(wall_text)
-        logical = int(logical_text.ljust(10, "0")) if dot else 0
+        logical = int(logical_text) if dot else 0
         if wall > MAX_WALL:
             raise TimestampParseError(f"invalid timestamp {shown}: wall time out of range")
         if logical > MAX_LOGICAL:
@@ -108,6 +106,16 @@ class Timestamp(NamedTuple):
                 f"invalid timestamp {shown}: logical part exceeds {MAX_LOGICAL}"
             )
         return cls(wall, logical)
+
+    @classmethod
+    def parse_decimal(cls, text: str) -> Timestamp:
+        """Parse a timestamp as CockroachDB reads its decimal form (a cursor, ``--since``):
+        the fraction is the logical part to 10 places, so ``.0000000003`` is 3, ``.0``
+        and a bare ``"<wall>"`` are 0, and ``.5`` is 5000000000."""
+        wall_text, dot, logical_text = text.partition(".") if isinstance(text, str) else ("",) * 3
+        if dot and 1 <= len(logical_text) < 10 and logical_text.isdigit():
+            text = f"{wall_text}.{logical_text.ljust(10, '0')}"
+        return cls.parse(text)
 
     @classmethod
     def checked(cls, wall: int, logical: int = 0) -> Timestamp:

@@ -234,6 +234,7 @@ def test_parse_accepts_the_largest_logical() -> None:
         pytest.param("-1.0000000000", id="negative-wall"),
         pytest.param("1.-000000001", id="negative-logical"),
         pytest.param("1.+000000001", id="plus-logical"),
+        pytest.param("1.2", id="short-logical"),
         pytest.param("1.00000000001", id="eleven-digit-logical"),
         pytest.param("1.", id="empty-logical"),
         pytest.param(".0000000001", id="empty-wall"),
@@ -257,7 +258,7 @@ def test_parse_rejects_malformed_text(text: str) -> None:
         Timestamp.parse(text)
     message = str(info.value)
     assert repr(text) in message
-    assert "wall" in message or "1 to 10 digits" in message
+    assert "wall" in message or "10 digits" in message
 
 
 def test_parse_rejection_message_shows_the_expected_form() -> None:
@@ -266,8 +267,8 @@ def test_parse_rejection_message_shows_the_expected_form() -> None:
 
 
 def test_parse_rejects_a_logical_part_of_the_wrong_width_naming_the_rule() -> None:
-    with pytest.raises(TimestampParseError, match="1 to 10 digits"):
-        Timestamp.parse("1.00000000001")
+    with pytest.raises(TimestampParseError, match="exactly 10 digits"):
+        Timestamp.parse("1.2")
 
 
 @pytest.mark.parametrize(
@@ -280,12 +281,18 @@ def test_parse_rejects_a_logical_part_of_the_wrong_width_naming_the_rule() -> No
         ("7.000001", Timestamp(7, 10_000)),
     ],
 )
-def test_parse_reads_the_logical_part_as_cockroachdb_reads_its_decimal_form(
+def test_parse_decimal_reads_the_logical_part_as_cockroachdb_reads_its_decimal_form(
     text: str, parsed: Timestamp
 ) -> None:
     """As CockroachDB's decimal timestamps (cluster_logical_timestamp(), cursor): the
     fraction is the logical part to 10 places, so fewer digits are padded on the right."""
-    assert Timestamp.parse(text) == parsed
+    assert Timestamp.parse_decimal(text) == parsed
+
+
+@pytest.mark.parametrize("text", ["1.00000000001", "1.", "1.x", "-1.5", "", "1.5.5"])
+def test_parse_decimal_rejects_what_is_no_decimal_timestamp(text: str) -> None:
+    with pytest.raises(TimestampParseError):
+        Timestamp.parse_decimal(text)
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ The query reads ``spark.readStream.format("feedkv_changefeed")`` and writes
   Each piece starts with a marker row whose ``resolved`` column is the piece's upper
   bound: the timestamp the batch resolves.
 - **Schema changes** are planned as the changefeed core plans them
-  (:func:`~feedkv.changefeed.changefeed.plan_schema_changes`): batches end one tick
+  (:class:`~feedkv.changefeed.frontier.Frontier`): batches end one tick
   before a change that stops the job (``schema_change_policy='stop'``, a dropped
   table), and the next ``latestOffset`` raises its error; under ``nobackfill`` the
   pieces leave out the rows the change rewrote. A backfill arrives as the rewritten
@@ -65,16 +65,15 @@ from pyspark.sql.types import StructType
 
 from feedkv.changefeed.changefeed import (
     ChangefeedSpec,
-    SchemaPlan,
     cdc_query,
     event_message,
-    plan_schema_changes,
     resolved_topics,
     scan_messages,
     stopped_by,
 )
 from feedkv.changefeed.encoder import make_encoder
 from feedkv.changefeed.file_formats import ParquetRows
+from feedkv.changefeed.frontier import Ended, Frontier, SchemaPlan, plan_schema_changes
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
 from feedkv.changefeed.schema_history import SchemaHistory
 from feedkv.changefeed.sink import (
@@ -409,15 +408,19 @@ class _ChangefeedReader(FollowingStreamReader):
         self.job = job
         self._histories: dict[int, SchemaHistory] = {}
 
-    def _schema_plan(self, lo: Timestamp, hi: Timestamp) -> SchemaPlan:
-        """What the schema changes of the targets in ``(lo, hi]`` mean for the job (see
-        :func:`~feedkv.changefeed.changefeed.plan_schema_changes`)."""
+    def _schema_histories(self, since: Timestamp) -> dict[int, SchemaHistory]:
+        """The targets' schema histories (from ``since``, on first use)."""
         histories = self._histories
         if not histories:
             db = connection(self.job.url)
             for target in self.job.spec.targets:
-                histories[target.table_id] = SchemaHistory(db, target.table_id, lo)
-        return plan_schema_changes(self.job.spec.options, histories, lo, hi)
+                histories[target.table_id] = SchemaHistory(db, target.table_id, since)
+        return histories
+
+    def _schema_plan(self, lo: Timestamp, hi: Timestamp) -> SchemaPlan:
+        """What the schema changes of the targets in ``(lo, hi]`` mean for the job (see
+        :func:`~feedkv.changefeed.frontier.plan_schema_changes`)."""
+        return plan_schema_changes(self.job.spec.options, self._schema_histories(lo), lo, hi)
 
     def start_offset(self) -> FeedOffset:
         spec = self.job.spec
@@ -433,23 +436,16 @@ class _ChangefeedReader(FollowingStreamReader):
             return FeedOffset(offset.resolved).to_json()  # the whole scan is one batch
         if self.job.spec.options.initial_scan == "only":
             return offset.to_json()
-        resolved = max(self.resolved(offset.resolved), offset.resolved)
-        end_time = self.job.spec.options.end_time
-        if end_time is not None:
-            resolved = min(resolved, max(end_time, offset.resolved))
-        if resolved == offset.resolved:
+        resolved = self.resolved(offset.resolved)
+        histories = self._schema_histories(offset.resolved)
+        window = Frontier(self.job.spec.options, histories, offset.resolved).next_window(resolved)
+        if isinstance(window, Ended) and window.error is not None:
+            # The batch before ended one tick before the change; it is committed (its
+            # rows durable, its resolved marker written): the job ends.
+            raise stopped_by(window.error)
+        if window is None or isinstance(window, Ended):
             return offset.to_json()
-        plan = self._schema_plan(offset.resolved, resolved)
-        # A batch that scans a table again ends at the change, so in file-name order its
-        # rows follow every change before it and precede every change after it.
-        ends = [change.ts for _table_id, change in plan.backfills]
-        if plan.stop is not None:
-            # The batches end one tick before the change; once that one is committed
-            # (its rows durable, its resolved marker written), the job ends.
-            if offset.resolved >= plan.stop.ts.prev():
-                raise stopped_by(plan.stop)
-            ends.append(plan.stop.ts.prev())
-        return FeedOffset(min(ends, default=resolved)).to_json()
+        return FeedOffset(window.hi).to_json()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         first, last = FeedOffset.from_json(start), FeedOffset.from_json(end)
@@ -568,11 +564,11 @@ class _ChangefeedWriter(DataSourceStreamArrowWriter):
         self.uri = parse_sink_uri(job.spec.sink_uri or "", job.spec.options)
         self.exactly_once = self.uri.scheme in FILE_SCHEMES
         self._histories: dict[int, SchemaHistory] = {}  # the driver's, across commits
-        self._resolved_at: float | None = None  # when the driver wrote the last marker
+        self._progress: Frontier | None = None  # the driver's, across commits
         self.clock: Callable[[], float] = time.monotonic  # seconds, for the marker cadence
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_histories": {}}
+        return {**self.__dict__, "_histories": {}, "_progress": None}
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> _TaskResult:
         result = _TaskResult()
@@ -632,27 +628,28 @@ class _ChangefeedWriter(DataSourceStreamArrowWriter):
         options = self.job.spec.options
         if resolved is None or options.resolved is None:
             return
-        # A marker at most every `resolved` seconds, and always the one at end_time.
-        now = self.clock()
-        last = self._resolved_at
-        final = options.end_time is not None and resolved >= options.end_time
-        if last is not None and now - last < options.resolved and not final:
+        if not self._frontier(resolved).committed(resolved, self.clock()):
             return
-        self._resolved_at = now
         histories = self._histories
-
-        def descriptor(table_id: int) -> TableDescriptor | None:
-            history = histories.get(table_id)
-            if history is None:
-                db = connection(self.job.url)
-                history = histories[table_id] = SchemaHistory(db, table_id, resolved)
-            return history.at(resolved)
-
         sink = make_sink(self.uri, self.job.spec.options, start=self.job.spec.start)
         try:
-            sink.emit_resolved(resolved, resolved_topics(self.job.spec, descriptor))
+            topics = resolved_topics(self.job.spec, lambda t: histories[t].at(resolved))
+            sink.emit_resolved(resolved, topics)
         finally:
             sink.close()
+
+    def _frontier(self, since: Timestamp) -> Frontier:
+        """The driver's progress (its marker cadence), with the targets' schema
+        histories from ``since`` (the first committed batch's end)."""
+        if self._progress is None:
+            db = connection(self.job.url)
+            for target in self.job.spec.targets:
+                if target.table_id not in self._histories:
+                    history = SchemaHistory(db, target.table_id, since)
+                    self._histories[target.table_id] = history
+            spec = self.job.spec
+            self._progress = Frontier(spec.options, self._histories, spec.start)
+        return self._progress
 
     def _publish(self, blobs: BlobStore, batch_id: int, results: list[_TaskResult]) -> None:
         name = self.job.manifest(batch_id)

@@ -248,12 +248,16 @@ class Frontier:
 
     def committed(self, hi: Timestamp, now: float) -> bool:
         """A batch up to ``hi`` is durable at ``now``: whether its resolved marker is
-        due (the caller writes it)."""
-        if self.options.resolved is None:
+        due (the caller writes it). Reads the schema history only to learn whether a
+        marker the cadence holds back is the final one."""
+        interval = self.options.resolved
+        if interval is None:
             return False
         self.high_water = max(self.high_water, hi)
         end = self.options.end_time
         final = end is not None and hi >= end
+        if not final and not _due(self._marker_at, interval, now):
+            final = self._stops_after(hi)
         if not self._marker_due(now, final):
             return False
         self._marker_at = now
@@ -287,6 +291,10 @@ class Frontier:
         if stop is not None and (end is None or stop.ts <= end):
             return stop
         return None
+
+    def _stops_after(self, hi: Timestamp) -> bool:
+        """Whether a change that stops the feed comes one tick after ``hi``."""
+        return plan_schema_changes(self.options, self._histories, hi, hi.next()).stop is not None
 
     def _marker_due(self, now: float, final: bool) -> bool:
         interval = self.options.resolved

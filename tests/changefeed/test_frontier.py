@@ -350,6 +350,14 @@ def test_the_batch_marker_at_end_time_is_always_due() -> None:
     assert committed(frontier, (10, 0.0), (20, 1.0), (25, 2.0)) == [True, False, True]
 
 
+def test_the_batch_marker_one_tick_before_a_stop_is_always_due() -> None:
+    o = options(resolved=3600.0, schema_change_policy="stop")
+    history = histories(STOP)
+    frontier = Frontier(o, history, ts(0))
+    assert committed(frontier, (10, 0.0), (20, 1.0)) == [True, False]
+    assert frontier.committed(STOP.ts.prev(), 2.0)
+
+
 def test_a_due_batch_marker_reads_no_schema_history() -> None:
     history = histories(STOP)
     frontier = Frontier(options(resolved=1.0, schema_change_policy="stop"), history, ts(0))

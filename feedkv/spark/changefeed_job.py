@@ -28,11 +28,11 @@ The query reads ``spark.readStream.format("feedkv_changefeed")`` and writes
 - **Sink.** Tasks send their messages; the driver's ``commit(batch id)`` writes the
   resolved marker only after every task's messages are durable.
 
-  File and cloud-storage sinks are exactly-once. Tasks write their files under
-  ``.feedkv/jobs/<job id>/staging/``; the commit records the batch's files in
-  ``.feedkv/jobs/<job id>/manifests/<batch id>.json``, then moves each into place, then writes the
-  resolved marker. A replayed batch id finds its manifest: it finishes publishing the
-  files listed there and drops the replay's files, so nothing is written twice. Other
+  File and cloud-storage sinks are exactly-once
+  (:class:`~feedkv.changefeed.sinks.batch_publisher.BatchPublisher`): tasks stage
+  their files, the commit publishes the batch's files through a manifest keyed by the
+  batch id, then writes the resolved marker; a replayed batch id publishes nothing
+  twice. Other
   sinks (Kafka, webhook, SQL table) are at-least-once; every message carries its MVCC
   timestamp so consumers can drop what they saw.
 
@@ -43,9 +43,7 @@ pause, a node restart) continues from the last committed batch with no gap.
 from __future__ import annotations
 
 import base64
-import json
 import pickle
-import secrets
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -84,12 +82,8 @@ from feedkv.changefeed.sink import (
     message_options,
     parse_sink_uri,
 )
-from feedkv.changefeed.sinks.cloud_storage import (
-    DEFAULT_FILE_SIZE,
-    BlobStore,
-    blob_store,
-    file_sink,
-)
+from feedkv.changefeed.sinks.batch_publisher import BatchPublisher, StagedBlobs
+from feedkv.changefeed.sinks.cloud_storage import DEFAULT_FILE_SIZE, blob_store, file_sink
 from feedkv.errors import InvalidArgumentError, InvariantViolation
 from feedkv.spark.offsets import FeedOffset, Piece, plan_pieces
 from feedkv.spark.rows import BATCH_ROWS, ArrowBuffer, connection, piece_events
@@ -103,10 +97,12 @@ if TYPE_CHECKING:
 __all__ = [
     "ARROW_SCHEMA",
     "ChangefeedDataSource",
+    "ChangefeedStreamReader",
+    "ChangefeedStreamWriter",
+    "JobOptions",
+    "TaskResult",
     "decode_spec",
     "encode_spec",
-    "manifests",
-    "staging",
 ]
 
 FILE_SCHEMES = ("file", "s3")
@@ -148,26 +144,18 @@ def decode_spec(text: str) -> ChangefeedSpec:
     return spec
 
 
-def manifests(job_id: int) -> str:
-    """Where job ``job_id`` keeps its batches' manifests, under its sink's root: jobs
-    that share a sink keep apart."""
-    return f".feedkv/jobs/{job_id}/manifests"
-
-
-def staging(job_id: int) -> str:
-    """Where job ``job_id``'s tasks write files before a commit publishes them."""
-    return f".feedkv/jobs/{job_id}/staging/"
-
-
 @dataclass(frozen=True)
-class _Job:
+class JobOptions:
+    """The data source's options: the node's ``url``, the changefeed's ``spec``, the
+    ``job_id`` (its files and manifests keep apart from other jobs') and ``parallelism``."""
+
     url: str
     spec: ChangefeedSpec
     job_id: int = 0
     parallelism: int = 1  # how many tasks a range's part of a batch is cut into
 
     @classmethod
-    def from_options(cls, options: dict[str, str]) -> _Job:
+    def from_options(cls, options: dict[str, str]) -> JobOptions:
         for required in ("url", "spec"):
             if not options.get(required):
                 raise InvalidArgumentError(f"feedkv_changefeed needs the option {required!r}")
@@ -178,9 +166,6 @@ class _Job:
                 raise InvalidArgumentError(f"feedkv_changefeed: {name} {text!r} is not a number")
             numbers[name] = int(text)
         return cls(options["url"], decode_spec(options["spec"]), **numbers)
-
-    def manifest(self, batch_id: int) -> str:
-        return f"{manifests(self.job_id)}/{batch_id:020d}.json"
 
 
 # Reading.
@@ -198,7 +183,7 @@ BLOCK_BYTES = 8 << 20  # a block's bytes, about: one Spark row must stay far bel
 FIRST_BLOCK_ROWS = 512  # a piece's first parquet block, before its rows' size is known
 
 
-def _message_batches(job: _Job, part: _TablePiece) -> Iterator[pa.RecordBatch]:
+def _message_batches(job: JobOptions, part: _TablePiece) -> Iterator[pa.RecordBatch]:
     """A piece as Spark rows: its marker first (the sink names files after the window's
     lower bound), then its messages in blocks, each one row."""
     piece = part.piece
@@ -402,8 +387,11 @@ def _pack_row(event: RowEvent) -> bytes:
     return pickle.dumps((*fields, event.had_before), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-class _ChangefeedReader(FollowingStreamReader):
-    def __init__(self, job: _Job) -> None:
+class ChangefeedStreamReader(FollowingStreamReader):
+    """The job's batches: their windows (the :class:`~feedkv.changefeed.frontier.Frontier`
+    decides), partitions and, in the tasks, their messages."""
+
+    def __init__(self, job: JobOptions) -> None:
         super().__init__(job.url, [t.span for t in job.spec.targets])
         self.job = job
         self._histories: dict[int, SchemaHistory] = {}
@@ -478,39 +466,14 @@ class _ChangefeedReader(FollowingStreamReader):
 
 
 @dataclass
-class _TaskResult(WriterCommitMessage):
+class TaskResult(WriterCommitMessage):
+    """What a task hands the driver's commit: the window its pieces covered
+    ``(lo, resolved]``, how many rows it wrote and the files it staged."""
+
     resolved: Timestamp | None = None
     lo: Timestamp | None = None
     rows: int = 0
     staged: list[tuple[str, str]] = field(default_factory=list)  # (staged name, final name)
-
-
-class _StagedBlobs:
-    """Writes a task's files under a staging prefix and remembers where each belongs."""
-
-    def __init__(self, blobs: BlobStore, prefix: str) -> None:
-        self._blobs = blobs
-        self._prefix = f"{prefix}{secrets.token_hex(8)}/"
-        self.staged: list[tuple[str, str]] = []
-
-    def put(self, name: str, data: bytes) -> None:
-        self._blobs.put(self._prefix + name, data)
-        self.staged.append((self._prefix + name, name))
-
-    def get(self, name: str) -> bytes | None:
-        return self._blobs.get(name)
-
-    def rename(self, name: str, new_name: str) -> None:
-        self._blobs.rename(name, new_name)
-
-    def delete(self, name: str) -> None:
-        self._blobs.delete(name)
-
-    def list(self, prefix: str) -> list[str]:
-        return self._blobs.list(prefix)
-
-    def close(self) -> None:
-        self._blobs.close()
 
 
 _Described = tuple[TableDescriptor, Family | None]
@@ -521,7 +484,7 @@ class _Rows:
     :class:`RowEvent` objects, reading each descriptor version the first time it is
     needed."""
 
-    def __init__(self, job: _Job, since: Timestamp) -> None:
+    def __init__(self, job: JobOptions, since: Timestamp) -> None:
         self._job = job
         self._since = since  # the window's start: history before it may be collected
         self._histories: dict[int, SchemaHistory] = {}
@@ -558,8 +521,11 @@ def _tuples(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:
         )
 
 
-class _ChangefeedWriter(DataSourceStreamArrowWriter):
-    def __init__(self, job: _Job) -> None:
+class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
+    """Tasks write their messages to the sink (files: staged); the driver's commit
+    publishes them, then writes the batch's resolved marker when one is due."""
+
+    def __init__(self, job: JobOptions) -> None:
         self.job = job
         self.uri = parse_sink_uri(job.spec.sink_uri or "", job.spec.options)
         self.exactly_once = self.uri.scheme in FILE_SCHEMES
@@ -570,9 +536,9 @@ class _ChangefeedWriter(DataSourceStreamArrowWriter):
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_histories": {}, "_progress": None}
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> _TaskResult:
-        result = _TaskResult()
-        staged: _StagedBlobs | None = None
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskResult:
+        result = TaskResult()
+        staged: StagedBlobs | None = None
         sink: Sink | None = None
         rows: _Rows | None = None
         parse = Timestamp.parse
@@ -608,21 +574,22 @@ class _ChangefeedWriter(DataSourceStreamArrowWriter):
             result.staged = staged.staged
         return result
 
-    def _open(self, start: Timestamp) -> tuple[_StagedBlobs | None, Sink]:
+    def _open(self, start: Timestamp) -> tuple[StagedBlobs | None, Sink]:
         """The task's sink (and, exactly-once, the staging its files go to)."""
         options = self.job.spec.options
         if not self.exactly_once:
             return None, make_sink(self.uri, options, start=start)
-        staged = _StagedBlobs(blob_store(self.uri), staging(self.job.job_id))
+        staged = BatchPublisher(blob_store(self.uri), self.job.job_id).stage()
         return staged, file_sink(self.uri, staged, options, start=start)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        results = [m for m in messages if isinstance(m, _TaskResult)]
+        results = [m for m in messages if isinstance(m, TaskResult)]
         resolved = max((m.resolved for m in results if m.resolved), default=None)
         if self.exactly_once:
             blobs = blob_store(self.uri)
             try:
-                self._publish(blobs, batchId, results)
+                staged = [pair for result in results for pair in result.staged]
+                BatchPublisher(blobs, self.job.job_id).publish(batchId, staged)
             finally:
                 blobs.close()
         options = self.job.spec.options
@@ -651,37 +618,13 @@ class _ChangefeedWriter(DataSourceStreamArrowWriter):
             self._progress = Frontier(spec.options, self._histories, spec.start)
         return self._progress
 
-    def _publish(self, blobs: BlobStore, batch_id: int, results: list[_TaskResult]) -> None:
-        name = self.job.manifest(batch_id)
-        written = blobs.get(name)
-        staged = [pair for result in results for pair in result.staged]
-        if written is None:
-            blobs.put(name, json.dumps({"batch": batch_id, "files": staged}).encode())
-            files = staged
-        else:  # a replay: the batch's files are the ones its first run recorded
-            files = [tuple(pair) for pair in json.loads(written)["files"]]
-            for staged_name, _final in set(staged) - set(files):
-                blobs.delete(staged_name)
-        for staged_name, final in files:
-            blobs.rename(staged_name, final)
-        # What is left in staging was written by attempts that never committed (a
-        # driver that died, tasks retried): batches run one at a time, so it is garbage.
-        for leftover in blobs.list(staging(self.job.job_id)):
-            blobs.delete(leftover)
-
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if not self.exactly_once:
             return
         blobs = blob_store(self.uri)
         try:
-            # A commit that failed after writing its manifest is finished by the replay:
-            # the files the manifest lists must stay.
-            written = blobs.get(self.job.manifest(batchId))
-            keep = {pair[0] for pair in json.loads(written)["files"]} if written else set()
-            for result in messages:
-                for staged_name, _final in getattr(result, "staged", []):
-                    if staged_name not in keep:
-                        blobs.delete(staged_name)
+            staged = [pair for result in messages for pair in getattr(result, "staged", [])]
+            BatchPublisher(blobs, self.job.job_id).abort(batchId, staged)
         finally:
             blobs.close()
 
@@ -693,7 +636,7 @@ class ChangefeedDataSource(DataSource):
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
-        self.job = _Job.from_options(dict(options))
+        self.job = JobOptions.from_options(dict(options))
 
     @classmethod
     def name(cls) -> str:
@@ -703,7 +646,7 @@ class ChangefeedDataSource(DataSource):
         return SCHEMA
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return _ChangefeedReader(self.job)
+        return ChangefeedStreamReader(self.job)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        return _ChangefeedWriter(self.job)
+        return ChangefeedStreamWriter(self.job)

@@ -10,13 +10,13 @@ from feedkv import DB
 from feedkv.changefeed.changefeed import ChangefeedSpec
 from feedkv.changefeed.options import parse_options
 from feedkv.changefeed.rows import Target
-from feedkv.spark.changefeed_job import _ChangefeedWriter, _Job, _TaskResult
+from feedkv.spark.changefeed_job import ChangefeedStreamWriter, JobOptions, TaskResult
 from feedkv.sql import catalog
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import key_next
 
 
-def writer(db: DB, out: Path, **options: str) -> _ChangefeedWriter:
+def writer(db: DB, out: Path, **options: str) -> ChangefeedStreamWriter:
     """A job's writer for table t (created before), starting now."""
     now = db.now()
     snapshot = catalog.Snapshot(db, now)
@@ -30,15 +30,15 @@ def writer(db: DB, out: Path, **options: str) -> _ChangefeedWriter:
         start=now,
         sink_uri=f"file://{out}",
     )
-    return _ChangefeedWriter(_Job(db.serving_url(), spec))
+    return ChangefeedStreamWriter(JobOptions(db.serving_url(), spec))
 
 
 def markers(out: Path) -> list[str]:
     return sorted(p.name for p in out.rglob("*.RESOLVED"))
 
 
-def commit(writer: _ChangefeedWriter, batch_id: int, lo: Timestamp, hi: Timestamp) -> None:
-    writer.commit([_TaskResult(resolved=hi, lo=lo)], batch_id)
+def commit(writer: ChangefeedStreamWriter, batch_id: int, lo: Timestamp, hi: Timestamp) -> None:
+    writer.commit([TaskResult(resolved=hi, lo=lo)], batch_id)
 
 
 def test_markers_come_at_most_every_resolved_interval(db: DB, tmp_path: Path) -> None:

@@ -8,14 +8,11 @@ The query reads ``spark.readStream.format("feedkv_changefeed")`` and writes
   further at row boundaries into as many tasks as Spark runs at once (the ``parallelism``
   option, :func:`~feedkv.spark.source.scan_cuts`). Tasks decode each piece's changes
   into rows and encode them with the changefeed core's encoders, so a batch arrives as
-  messages (topic, key, value, timestamps). Messages travel in blocks, up to
-  ``BATCH_ROWS`` of one topic and descriptor version (and about ``BLOCK_BYTES``) in one
-  Spark row (Arrow IPC), so Spark does not convert each of them twice. Csv rows travel
-  with the row itself, packed without its descriptor (:func:`_pack_row`); parquet rows
-  as the columns of their file (:class:`~feedkv.changefeed.sink.RowBlock`), which the
-  writer writes as they are.
-  Each piece starts with a marker row whose ``resolved`` column is the piece's upper
-  bound: the timestamp the batch resolves.
+  messages (topic, key, value, timestamps), in blocks of one topic and descriptor
+  version per Spark row (:mod:`feedkv.spark.blocks`; parquet rows as the columns of
+  their file, which the writer writes as they are). Each piece starts with a marker
+  row whose ``resolved`` column is the piece's upper bound: the timestamp the batch
+  resolves.
 - **Schema changes** are planned as the changefeed core plans them
   (:class:`~feedkv.changefeed.frontier.Frontier`): batches end one tick
   before a change that stops the job (``schema_change_policy='stop'``, a dropped
@@ -76,7 +73,6 @@ from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
 from feedkv.changefeed.schema_history import SchemaHistory
 from feedkv.changefeed.sink import (
     Message,
-    RowBlock,
     Sink,
     make_sink,
     message_options,
@@ -85,8 +81,23 @@ from feedkv.changefeed.sink import (
 from feedkv.changefeed.sinks.batch_publisher import BatchPublisher, StagedBlobs
 from feedkv.changefeed.sinks.cloud_storage import DEFAULT_FILE_SIZE, blob_store, file_sink
 from feedkv.errors import InvalidArgumentError, InvariantViolation
+from feedkv.spark.blocks import (
+    ARROW_SCHEMA,
+    BLOCK_BYTES,
+    SCHEMA,
+    Block,
+    BlockSize,
+    block_messages,
+    block_row,
+    from_ipc,
+    marker_row,
+    message_blocks,
+    row_block_messages,
+    spark_rows,
+    unpack_row,
+)
 from feedkv.spark.offsets import FeedOffset, Piece, plan_pieces
-from feedkv.spark.rows import BATCH_ROWS, ArrowBuffer, connection, piece_events
+from feedkv.spark.rows import BATCH_ROWS, connection, piece_events
 from feedkv.spark.source import FollowingStreamReader, range_starts, scan_cuts
 from feedkv.sql.descriptor import Family, TableDescriptor
 from feedkv.util.hlc import Timestamp
@@ -106,30 +117,6 @@ __all__ = [
 ]
 
 FILE_SCHEMES = ("file", "s3")
-
-SCHEMA = "topic STRING, schema_id BIGINT, block BINARY, resolved STRING, lo STRING"
-ARROW_SCHEMA = pa.schema(
-    [
-        ("topic", pa.string()),
-        ("schema_id", pa.int64()),
-        ("block", pa.binary()),  # Arrow IPC: a MESSAGE_BLOCK, or a RowBlock for parquet
-        ("resolved", pa.string()),  # a piece's marker: its window (lo, resolved]
-        ("lo", pa.string()),
-    ]
-)
-# Messages of one topic and descriptor version, as columns. ``row`` is a csv row
-# (:func:`_pack_row`), else null.
-MESSAGE_BLOCK = pa.schema(
-    [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("mvcc_wall", pa.int64()),
-        ("mvcc_logical", pa.int64()),
-        ("updated_wall", pa.int64()),
-        ("updated_logical", pa.int64()),
-        ("row", pa.binary()),
-    ]
-)
 
 
 def encode_spec(spec: ChangefeedSpec) -> str:
@@ -178,92 +165,18 @@ class _TablePiece:
     skipped: frozenset[Timestamp] = frozenset()  # rewrites left out (nobackfill)
 
 
-_Block = tuple[str, int, pa.RecordBatch]  # topic, descriptor version (schema id), rows
-BLOCK_BYTES = 8 << 20  # a block's bytes, about: one Spark row must stay far below 2 GiB
-FIRST_BLOCK_ROWS = 512  # a piece's first parquet block, before its rows' size is known
-
-
 def _message_batches(job: JobOptions, part: _TablePiece) -> Iterator[pa.RecordBatch]:
     """A piece as Spark rows: its marker first (the sink names files after the window's
     lower bound), then its messages in blocks, each one row."""
     piece = part.piece
-    yield _spark_row(None, None, None, piece.hi, piece.lo or piece.hi)
+    yield marker_row(piece.lo or piece.hi, piece.hi)
     db = connection(job.url)
     if job.spec.options.format == "parquet":
         blocks = _row_blocks(db, job.spec, part)
     else:
-        blocks = _message_blocks(_piece_messages(db, job.spec, part))
+        blocks = message_blocks(_piece_messages(db, job.spec, part))
     for topic, schema_id, block in blocks:
-        yield _spark_row(topic, schema_id, _ipc(block), None, None)
-
-
-def _spark_row(
-    topic: str | None,
-    schema_id: int | None,
-    block: bytes | None,
-    resolved: Timestamp | None,
-    lo: Timestamp | None,
-) -> pa.RecordBatch:
-    values = (topic, schema_id, block, resolved, lo)
-    arrays = [
-        pa.array([str(v) if isinstance(v, Timestamp) else v], type=field.type)
-        for v, field in zip(values, ARROW_SCHEMA, strict=True)
-    ]
-    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
-
-
-@dataclass
-class _OpenBlock:
-    """A topic's block of messages being filled."""
-
-    schema_id: int
-    gathered: ArrowBuffer = field(default_factory=lambda: ArrowBuffer(MESSAGE_BLOCK))
-    nbytes: int = 0
-
-
-def _message_blocks(
-    messages: Iterator[Message], *, max_rows: int = BATCH_ROWS, max_bytes: int = BLOCK_BYTES
-) -> Iterator[_Block]:
-    """``messages`` in :data:`MESSAGE_BLOCK` batches of one topic and descriptor version,
-    each up to ``max_rows`` messages or about ``max_bytes``. A topic's blocks keep its
-    messages' order; topics fill blocks side by side (split column families alternate
-    them), since each goes to files of its own."""
-    blocks: dict[str, _OpenBlock] = {}
-    for message in messages:
-        topic = message.topic
-        block = blocks.get(topic)
-        if block is not None and block.schema_id != message.schema_id:
-            yield topic, block.schema_id, block.gathered.flush()
-            block = None
-        if block is None:
-            block = blocks[topic] = _OpenBlock(message.schema_id)
-        buffer = block.gathered
-        columns = buffer.columns
-        row = None if message.row is None else _pack_row(message.row)
-        columns["key"].append(message.key)
-        columns["value"].append(message.value)
-        columns["mvcc_wall"].append(message.mvcc_ts.wall)
-        columns["mvcc_logical"].append(message.mvcc_ts.logical)
-        columns["updated_wall"].append(message.updated.wall)
-        columns["updated_logical"].append(message.updated.logical)
-        columns["row"].append(row)
-        block.nbytes += message.size + (len(row) if row else 0)
-        if len(buffer) >= max_rows or block.nbytes >= max_bytes:
-            yield topic, block.schema_id, buffer.flush()
-            del blocks[topic]
-    for topic, block in blocks.items():
-        yield topic, block.schema_id, block.gathered.flush()
-
-
-def _block_messages(
-    topic: str, schema_id: int, block: pa.RecordBatch, rows: _Rows
-) -> Iterator[Message]:
-    """The messages of a :data:`MESSAGE_BLOCK`."""
-    columns = [column.to_pylist() for column in block.columns]
-    for key, value, mvcc_wall, mvcc_logical, wall, logical, row in zip(*columns, strict=True):
-        mvcc_ts, updated = Timestamp(mvcc_wall, mvcc_logical), Timestamp(wall, logical)
-        event = None if row is None else rows.event(row, mvcc_ts, updated)
-        yield Message(topic, key, value, mvcc_ts, updated, schema_id, event)
+        yield block_row(topic, schema_id, block)
 
 
 def _piece_messages(db: DB, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[Message]:
@@ -291,28 +204,12 @@ def _piece_messages(db: DB, spec: ChangefeedSpec, part: _TablePiece) -> Iterator
             yield message
 
 
-class _BlockSize:
-    """How many rows a parquet block takes: up to ``max_rows``, about ``max_bytes``. A
-    block's bytes are known once it is taken, so the limit is learnt from the last
-    block (the first is small)."""
-
-    def __init__(self, max_rows: int, max_bytes: int) -> None:
-        self.max_rows = max_rows
-        self.max_bytes = max_bytes
-        self.rows = min(max_rows, FIRST_BLOCK_ROWS)
-
-    def take(self, block: ParquetRows) -> pa.RecordBatch:
-        rows, batch = len(block), block.take()
-        self.rows = max(1, min(self.max_rows, rows * self.max_bytes // max(1, batch.nbytes)))
-        return batch
-
-
-def _row_blocks(db: DB, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[_Block]:
-    """A piece's rows for parquet files in blocks, gathered as :func:`_message_blocks`
-    gathers messages: a scan's whole rows straight from their values, else the rows
-    its messages carry."""
+def _row_blocks(db: DB, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[Block]:
+    """A piece's rows for parquet files in blocks, gathered as
+    :func:`~feedkv.spark.blocks.message_blocks` gathers messages: a scan's whole rows
+    straight from their values, else the rows its messages carry."""
     piece, target = part.piece, part.target
-    size = _BlockSize(BATCH_ROWS, BLOCK_BYTES)
+    size = BlockSize(BATCH_ROWS, BLOCK_BYTES)
     if piece.is_scan and spec.query is None:
         split = spec.options.split_column_families
         decoder = RowDecoder(db, [target], piece.hi, split_families=split)
@@ -337,8 +234,8 @@ def _row_blocks(db: DB, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[_Bl
 
 
 def _scanned_blocks(
-    spec: ChangefeedSpec, decoder: RowDecoder, target: Target, piece: Piece, size: _BlockSize
-) -> Iterator[_Block]:
+    spec: ChangefeedSpec, decoder: RowDecoder, target: Target, piece: Piece, size: BlockSize
+) -> Iterator[Block]:
     """A scan piece's whole rows in blocks, straight from their values (the hot path
     of an initial scan into parquet)."""
     ts = piece.hi
@@ -353,38 +250,6 @@ def _scanned_blocks(
             yield topic, desc.version, size.take(rows)
     if len(rows):
         yield topic, desc.version, rows.take()
-
-
-def _row_block_messages(
-    topic: str, schema_id: int, batch: pa.RecordBatch, ts: Timestamp, file_size: int
-) -> Iterator[Message]:
-    """A parquet block as :class:`RowBlock` messages of about an eighth of
-    ``file_size`` each, so the file sink ends files near where it would for the rows
-    one by one. Their timestamps are ``ts`` (the window's end): a block is many rows,
-    and the file sink does not read them."""
-    rows = max(1, batch.num_rows * file_size // 8 // max(1, batch.nbytes))
-    for start in range(0, batch.num_rows, rows):
-        yield Message(topic, b"", None, ts, ts, schema_id, RowBlock(batch.slice(start, rows)))
-
-
-def _ipc(batch: pa.RecordBatch) -> bytes:
-    """``batch`` as an Arrow IPC stream: a block in one Spark row."""
-    out = pa.BufferOutputStream()
-    with pa.ipc.new_stream(out, batch.schema) as writer:
-        writer.write_batch(batch)
-    return bytes(out.getvalue())
-
-
-def _from_ipc(data: bytes) -> pa.RecordBatch:
-    return pa.ipc.open_stream(data).read_next_batch()
-
-
-def _pack_row(event: RowEvent) -> bytes:
-    """A row change for csv without its descriptor: the writer reads each descriptor
-    version once (:class:`_Rows`)."""
-    family = event.family.name if event.family is not None else None
-    fields = (event.table.id, event.table.version, family, event.key, event.after)
-    return pickle.dumps((*fields, event.had_before), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 class ChangefeedStreamReader(FollowingStreamReader):
@@ -480,7 +345,7 @@ _Described = tuple[TableDescriptor, Family | None]
 
 
 class _Rows:
-    """Turns a batch's packed row changes (:func:`_pack_row`) back into
+    """Turns a batch's packed row changes (:func:`~feedkv.spark.blocks.pack_row`) back into
     :class:`RowEvent` objects, reading each descriptor version the first time it is
     needed."""
 
@@ -491,7 +356,7 @@ class _Rows:
         self._described: dict[tuple[int, int, str | None], _Described] = {}
 
     def event(self, packed: bytes, mvcc_ts: Timestamp, updated: Timestamp) -> RowEvent:
-        table_id, version, family, key, after, had_before = pickle.loads(packed)
+        table_id, version, family, key, after, had_before = unpack_row(packed)
         described = self._described.get((table_id, version, family))
         if described is None:
             described = self._described[table_id, version, family] = self._describe(
@@ -511,14 +376,6 @@ class _Rows:
         if family is None:
             return desc, None
         return desc, next(f for f in desc.families if f.name == family)
-
-
-def _tuples(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:
-    """The rows of record batches in :data:`ARROW_SCHEMA` as tuples."""
-    for batch in batches:
-        yield from zip(
-            *(batch.column(name).to_pylist() for name in ARROW_SCHEMA.names), strict=True
-        )
 
 
 class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
@@ -545,7 +402,7 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
         parquet = self.job.spec.options.format == "parquet"
         file_size = self.uri.size_param("file_size", DEFAULT_FILE_SIZE)
         try:
-            for topic, schema_id, block, resolved, lo in _tuples(iterator):
+            for topic, schema_id, block, resolved, lo in spark_rows(iterator):
                 if resolved is not None:  # a piece's marker: its window
                     hi, lo_ts = parse(resolved), parse(lo)
                     result.resolved = max(result.resolved or hi, hi)
@@ -555,14 +412,14 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
                     start = result.lo or self.job.spec.start
                     staged, sink = self._open(start)
                     rows = _Rows(self.job, start)
-                batch = _from_ipc(block)
+                batch = from_ipc(block)
                 if parquet:
                     ts = result.resolved or self.job.spec.start
-                    for message in _row_block_messages(topic, schema_id, batch, ts, file_size):
+                    for message in row_block_messages(topic, schema_id, batch, ts, file_size):
                         sink.emit_row(message)
                     result.rows += batch.num_rows
                     continue
-                for message in _block_messages(topic, schema_id, batch, rows):
+                for message in block_messages(topic, schema_id, batch, rows):
                     sink.emit_row(message)
                     result.rows += 1
             if sink is not None:

@@ -34,13 +34,11 @@ from feedkv.changefeed.sink import Message, SinkError
 from feedkv.changefeed.sinks.batch_publisher import manifests, staging
 from feedkv.changefeed.sinks.cloud_storage import name_ts
 from feedkv.errors import InvalidArgumentError
+from feedkv.spark.blocks import block_row, marker_row, message_blocks
 from feedkv.spark.changefeed_job import (
     ChangefeedStreamWriter,
     JobOptions,
     TaskResult,
-    _ipc,
-    _message_blocks,
-    _spark_row,
     decode_spec,
     encode_spec,
 )
@@ -69,10 +67,10 @@ def batches(rows: Iterable[Row]) -> Iterator[pa.RecordBatch]:
     for is_marker, run in itertools.groupby(rows, lambda r: isinstance(r, Marker)):
         if is_marker:
             for m in run:
-                yield _spark_row(None, None, None, m.hi, m.lo)
+                yield marker_row(m.lo, m.hi)
             continue
-        for topic, schema_id, block in _message_blocks(iter(run)):
-            yield _spark_row(topic, schema_id, _ipc(block), None, None)
+        for topic, schema_id, block in message_blocks(iter(run)):
+            yield block_row(topic, schema_id, block)
 
 
 def marker(lo: Timestamp = LO, hi: Timestamp = HI) -> Row:
@@ -434,9 +432,7 @@ def test_a_parquet_block_is_published_in_files_of_about_the_file_size(out: Path)
             "__crdb__mvcc_timestamp": [str(HI)] * n,
         }
     )
-    result = writer.write(
-        iter([_spark_row(None, None, None, HI, LO), _spark_row("t", 1, _ipc(block), None, None)])
-    )
+    result = writer.write(iter([marker_row(LO, HI), block_row("t", 1, block)]))
     writer.commit([result], 0)
 
     files = sorted(name for name in published(out) if name.endswith(".parquet"))

@@ -4,6 +4,7 @@ which values are emitted, when the sink is flushed and when a resolved marker is
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -363,3 +364,68 @@ def test_a_due_batch_marker_reads_no_schema_history() -> None:
     frontier = Frontier(options(resolved=1.0, schema_change_policy="stop"), history, ts(0))
     assert committed(frontier, (10, 0.0), (20, 5.0)) == [True, True]
     assert history[T1].reads == 0
+
+
+# Seeded simulations: random schedules of checkpoints, end times and schema changes.
+
+
+def stream_run(frontier: Frontier, checkpoints: list[int]) -> tuple[list[Advance], bool]:
+    """Drives ``frontier`` as the thread runner does; the advances, and whether it ended."""
+    advances = []
+    for now, at in enumerate(checkpoints):
+        frontier.reach(ts(at))
+        advance = frontier.advance(float(now))
+        if advance is not None:
+            advances.append(advance)
+            if advance.final:
+                return advances, True
+    return advances, False
+
+
+def batch_run(frontier: Frontier, checkpoints: list[int]) -> tuple[list[Window], Ended | None]:
+    """Drives ``frontier`` as the Spark job does, a batch per resolved timestamp."""
+    windows = []
+    for at in [*checkpoints, checkpoints[-1]]:  # once more: does the job end?
+        window = frontier.next_window(ts(at))
+        if isinstance(window, Ended):
+            return windows, window
+        if window is not None:
+            windows.append(window)
+            frontier.high_water = window.hi
+    return windows, None
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_the_stream_and_the_batches_end_at_the_same_place_with_the_same_error(seed: int) -> None:
+    rng = random.Random(seed)
+    changes = [rewriting(rng.randint(2, 60))] if rng.random() < 0.7 else []
+    fields: dict[str, Any] = {
+        "schema_change_policy": rng.choice(["stop", "backfill"]),
+        "resolved": rng.choice([None, 1.0, 3.0]),
+        "min_checkpoint_frequency": rng.choice([0.0, 2.0]),
+    }
+    if rng.random() < 0.5:
+        fields["end_time"] = rng.randint(2, 60)
+    o = options(**fields)
+    checkpoints = sorted(rng.sample(range(1, 80), rng.randint(1, 12)))
+
+    advances, stream_ended = stream_run(
+        Frontier(o, histories(*changes), ts(0), marker_at=0.0, flushed_at=0.0), checkpoints
+    )
+    windows, ended = batch_run(Frontier(o, histories(*changes), ts(0)), checkpoints)
+
+    marks = [a.to for a in advances]
+    assert marks == sorted(set(marks)), "the high-water mark only moves forward"
+    assert [w.lo for w in windows[1:]] == [w.hi for w in windows[:-1]], "windows abut"
+    limits = [ts(o.end_time.wall)] if o.end_time is not None else []
+    if o.schema_change_policy == "stop":
+        limits += [c.ts.prev() for c in changes]
+    limit = min(limits, default=ts(80))
+    assert all(a.to <= limit for a in advances) and all(w.hi <= limit for w in windows)
+    assert (ended is not None) == stream_ended
+    if stream_ended:
+        final = advances[-1]
+        assert windows and windows[-1] == Window(windows[-1].lo, final.to, final=True)
+        assert ended is not None and ended.error == final.error
+        assert final.marker == (o.resolved is not None)
+    assert [w for w in windows if w.final] == (windows[-1:] if ended is not None else [])

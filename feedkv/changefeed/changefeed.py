@@ -37,14 +37,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from feedkv.changefeed.encoder import Encoder, make_encoder
+from feedkv.changefeed.frontier import Backfill, Frontier
 from feedkv.changefeed.options import ROW_FORMATS, ChangefeedOptions
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
-from feedkv.changefeed.schema_history import SchemaChange, SchemaHistory
+from feedkv.changefeed.schema_history import SchemaChange
 from feedkv.changefeed.sink import Message, Sink, SinkError, message_options
 from feedkv.errors import FeedKVError
 from feedkv.rangefeed.event import Checkpoint, Value
@@ -60,10 +61,8 @@ __all__ = [
     "Changefeed",
     "ChangefeedError",
     "ChangefeedSpec",
-    "SchemaPlan",
     "cdc_query",
     "event_message",
-    "plan_schema_changes",
     "resolved_topics",
     "scan_messages",
     "stopped_by",
@@ -167,7 +166,7 @@ class Changefeed:
             diff=self._with_diff,
             split_families=o.split_column_families,
         )
-        self._reset(decoder, start)
+        self._decoder = decoder
         if not self._scanned:
             for target in self.spec.targets:
                 for message in self._scan(target, start):
@@ -180,7 +179,8 @@ class Changefeed:
                 return
             if o.resolved is not None:
                 self._sink.emit_resolved(start, self._all_topics(start))
-        last_flush = last_resolved = self._clock()
+        now = self._clock()  # both cadences count from here
+        frontier = Frontier(o, decoder.histories, start, marker_at=now, flushed_at=now)
         spans = [t.span for t in self.spec.targets]
         # NB: in timestamp order: a schema change is applied when a value passes it
         feed = self._db.rangefeed(spans, start, with_diff=self._with_diff, timestamp_order=True)
@@ -188,71 +188,37 @@ class Changefeed:
             self._feed = feed
         if self.closed:
             feed.close()
-        end = o.end_time
         try:
             for event in feed:
                 if isinstance(event, Value):
-                    if end is not None and event.ts > end:
-                        continue
-                    self._check_schema(event.ts)
-                    if self._stop is not None and event.ts >= self._stop.ts:
+                    admission = frontier.admit(event.ts)
+                    self._backfill(admission.backfills)
+                    if not admission.emit:
                         continue
                     row = decoder.decode(event)
-                    if row is not None and (row.table.id, row.mvcc_ts) not in self._skip:
+                    if row is not None and not frontier.rewritten(row.table.id, row.mvcc_ts):
                         self._emit(row)
                     continue
-                if not isinstance(event, Checkpoint) or event.ts <= self.high_water:
+                if not isinstance(event, Checkpoint):
                     continue
-                frontier = event.ts
-                self._check_schema(frontier)
-                final = None
-                if self._stop is not None and frontier >= self._stop.ts.prev():
-                    frontier = final = self._stop.ts.prev()
-                if end is not None and frontier >= end:
-                    frontier = final = end
-                now = self._clock()
-                resolved_due = o.resolved is not None and now - last_resolved >= o.resolved
-                if (
-                    final is None
-                    and not resolved_due
-                    and now - last_flush < o.min_checkpoint_frequency
-                ):
+                self._backfill(frontier.reach(event.ts))
+                advance = frontier.advance(self._clock())
+                if advance is None:
                     continue
                 self._sink.flush()
-                last_flush = now
-                self.high_water = frontier
-                if o.resolved is not None and (resolved_due or final is not None):
-                    self._sink.emit_resolved(frontier, self._all_topics(frontier))
-                    last_resolved = now
-                if final is not None:
-                    self._finish()
+                self.high_water = advance.to
+                if advance.marker:
+                    self._sink.emit_resolved(advance.to, self._all_topics(advance.to))
+                if advance.final:
+                    if advance.error is not None:
+                        raise stopped_by(advance.error)
                     return
         finally:
             feed.close()
 
-    def _finish(self) -> None:
-        stop = self._stop
-        if stop is not None and (
-            self.spec.options.end_time is None or stop.ts <= self.spec.options.end_time
-        ):
-            raise stopped_by(stop)
-
-    # Schema changes.
-
-    def _reset(self, decoder: RowDecoder, start: Timestamp) -> None:
-        self._decoder = decoder
-        self._checked = start  # schema changes are known through here
-        self._stop: SchemaChange | None = None
-        self._skip: set[tuple[int, Timestamp]] = set()  # (table, ts): nobackfill rewrites
-
-    def _check_schema(self, upto: Timestamp) -> None:
-        if upto <= self._checked or self._stop is not None:
-            return
-        plan = plan_schema_changes(self.spec.options, self._decoder.histories, self._checked, upto)
-        self._checked = upto
-        self._stop = plan.stop
-        self._skip |= plan.skipped
-        for table_id, change in plan.backfills:
+    def _backfill(self, backfills: Iterable[Backfill]) -> None:
+        """Emits the rows of each table a schema change is due to scan again, as of it."""
+        for table_id, change in backfills:
             for target in self.spec.targets:
                 if target.table_id == table_id:
                     for message in self._scan(target, change.ts):
@@ -278,15 +244,6 @@ class Changefeed:
         self.rows_emitted += 1
 
 
-@dataclass(frozen=True)
-class SchemaPlan:
-    """What a feed does about the schema changes of its tables in a window."""
-
-    stop: SchemaChange | None = None  # the feed ends one tick before this change
-    skipped: frozenset[tuple[int, Timestamp]] = frozenset()  # (table, ts): rewrites left out
-    backfills: tuple[tuple[int, SchemaChange], ...] = ()  # changes whose rows are scanned
-
-
 def cdc_query(spec: ChangefeedSpec) -> CDCQuery | None:
     """The changefeed's CDC query (``AS SELECT ...``) compiled, or ``None`` without one."""
     if spec.query is None:
@@ -296,41 +253,6 @@ def cdc_query(spec: ChangefeedSpec) -> CDCQuery | None:
     from feedkv.changefeed.query import CDCQuery
 
     return CDCQuery(spec.query)
-
-
-def plan_schema_changes(
-    options: ChangefeedOptions,
-    histories: Mapping[int, SchemaHistory],
-    lo: Timestamp,
-    hi: Timestamp,
-) -> SchemaPlan:
-    """The plan for the changes in ``(lo, hi]``, oldest first, up to the first that
-    stops the feed (see the module's notes on which changes count and what each policy
-    does). A change that rewrites rows needs no scan under ``backfill``: its rows come
-    through the feed at its timestamp."""
-    changes: list[tuple[Timestamp, int, SchemaChange]] = []
-    for table_id, history in histories.items():
-        changes.extend((c.ts, table_id, c) for c in history.changes(lo, hi))
-    skipped: set[tuple[int, Timestamp]] = set()
-    backfills: list[tuple[int, SchemaChange]] = []
-    for _ts, table_id, change in sorted(changes, key=lambda c: (c[0], c[1])):
-        stop = change if change.after.dropped else None
-        counts = (
-            change.changes_columns
-            if options.schema_change_events == "column_changes"
-            else change.rewrites_rows
-        )
-        if stop is None and counts:
-            if options.schema_change_policy == "stop":
-                stop = change
-            elif options.schema_change_policy == "nobackfill":
-                if change.rewrites_rows:
-                    skipped.add((table_id, change.ts))
-            elif not change.rewrites_rows:
-                backfills.append((table_id, change))
-        if stop is not None:
-            return SchemaPlan(stop, frozenset(skipped), tuple(backfills))
-    return SchemaPlan(None, frozenset(skipped), tuple(backfills))
 
 
 def stopped_by(change: SchemaChange) -> ChangefeedError:

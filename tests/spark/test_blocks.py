@@ -8,7 +8,15 @@ from __future__ import annotations
 import pyarrow as pa
 
 from feedkv.changefeed.sink import Message
-from feedkv.spark.changefeed_job import _block_messages, _BlockSize, _message_blocks
+from feedkv.spark.blocks import (
+    BlockSize,
+    block_messages,
+    block_row,
+    from_ipc,
+    marker_row,
+    message_blocks,
+    spark_rows,
+)
 from feedkv.util.hlc import Timestamp
 
 
@@ -23,20 +31,20 @@ def keys(block: pa.RecordBatch) -> list[bytes]:
 
 def test_a_block_ends_at_its_row_limit_and_keeps_the_order() -> None:
     messages = [message("t", n) for n in range(10)]
-    blocks = list(_message_blocks(iter(messages), max_rows=4))
+    blocks = list(message_blocks(iter(messages), max_rows=4))
     assert [len(b) for _t, _v, b in blocks] == [4, 4, 2]
     assert [k for _t, _v, b in blocks for k in keys(b)] == [m.key for m in messages]
 
 
 def test_a_block_ends_near_its_byte_limit() -> None:
     messages = [message("t", n, value=b"x" * 1000) for n in range(10)]
-    blocks = list(_message_blocks(iter(messages), max_bytes=2500))
+    blocks = list(message_blocks(iter(messages), max_bytes=2500))
     assert [len(b) for _t, _v, b in blocks] == [3, 3, 3, 1]
 
 
 def test_alternating_topics_fill_blocks_side_by_side() -> None:
     messages = [message(topic, n) for n in range(6) for topic in ("t.a", "t.b")]
-    blocks = list(_message_blocks(iter(messages), max_rows=3))
+    blocks = list(message_blocks(iter(messages), max_rows=3))
     assert [(t, len(b)) for t, _v, b in blocks] == [("t.a", 3), ("t.b", 3)] * 2
     for topic in ("t.a", "t.b"):
         got = [k for t, _v, b in blocks if t == topic for k in keys(b)]
@@ -45,16 +53,16 @@ def test_alternating_topics_fill_blocks_side_by_side() -> None:
 
 def test_a_new_descriptor_version_starts_a_new_block() -> None:
     messages = [message("t", 0), message("t", 1), message("t", 2, 2), message("t", 3, 2)]
-    blocks = list(_message_blocks(iter(messages)))
+    blocks = list(message_blocks(iter(messages)))
     assert [(v, keys(b)) for _t, v, b in blocks] == [(1, [b"[0]", b"[1]"]), (2, [b"[2]", b"[3]"])]
 
 
 def test_the_writer_reads_back_the_messages_of_a_block() -> None:
     messages = [message("t", n, 4, b"x" * n) for n in range(5)]
     messages.append(message("t", 5, 4)._replace(value=None))  # a tombstone
-    [(topic, version, block)] = _message_blocks(iter(messages))
+    [(topic, version, block)] = message_blocks(iter(messages))
     rows = None  # csv rows only: none here
-    assert list(_block_messages(topic, version, block, rows)) == messages
+    assert list(block_messages(topic, version, block, rows)) == messages
 
 
 class Rows:
@@ -71,7 +79,7 @@ class Rows:
 
 
 def test_a_parquet_block_size_is_learnt_from_the_last_block() -> None:
-    size = _BlockSize(max_rows=8192, max_bytes=1 << 20)
+    size = BlockSize(max_rows=8192, max_bytes=1 << 20)
     assert size.rows == 512  # before any block
     size.take(Rows(512, 1000))
     assert 900 < size.rows < 1100  # about 1 MiB of 1 kB rows
@@ -79,3 +87,12 @@ def test_a_parquet_block_size_is_learnt_from_the_last_block() -> None:
     assert size.rows == 8192  # small rows: the row limit
     size.take(Rows(4, 10 << 20))
     assert size.rows == 1  # a row past the byte budget: one a block
+
+
+def test_a_piece_marker_and_a_block_travel_as_spark_rows() -> None:
+    lo, hi = Timestamp(1_700_000_000_000_000_000, 0), Timestamp(1_700_000_001_000_000_000, 2)
+    [(topic, version, block)] = message_blocks(iter([message("t", n) for n in range(3)]))
+    marker, carried = spark_rows([marker_row(lo, hi), block_row(topic, version, block)])
+    assert marker == (None, None, None, str(hi), str(lo))
+    assert carried[:2] == ("t", 1) and carried[3:] == (None, None)
+    assert from_ipc(carried[2]).equals(block)

@@ -31,19 +31,16 @@ from feedkv.changefeed.changefeed import ChangefeedSpec
 from feedkv.changefeed.options import parse_options
 from feedkv.changefeed.rows import Target
 from feedkv.changefeed.sink import Message, SinkError
+from feedkv.changefeed.sinks.batch_publisher import manifests, staging
 from feedkv.changefeed.sinks.cloud_storage import name_ts
 from feedkv.errors import InvalidArgumentError
+from feedkv.spark.blocks import block_row, marker_row, message_blocks
 from feedkv.spark.changefeed_job import (
-    _ChangefeedWriter,
-    _ipc,
-    _Job,
-    _message_blocks,
-    _spark_row,
-    _TaskResult,
+    ChangefeedStreamWriter,
+    JobOptions,
+    TaskResult,
     decode_spec,
     encode_spec,
-    manifests,
-    staging,
 )
 from feedkv.util.hlc import Timestamp
 
@@ -70,10 +67,10 @@ def batches(rows: Iterable[Row]) -> Iterator[pa.RecordBatch]:
     for is_marker, run in itertools.groupby(rows, lambda r: isinstance(r, Marker)):
         if is_marker:
             for m in run:
-                yield _spark_row(None, None, None, m.hi, m.lo)
+                yield marker_row(m.lo, m.hi)
             continue
-        for topic, schema_id, block in _message_blocks(iter(run)):
-            yield _spark_row(topic, schema_id, _ipc(block), None, None)
+        for topic, schema_id, block in message_blocks(iter(run)):
+            yield block_row(topic, schema_id, block)
 
 
 def marker(lo: Timestamp = LO, hi: Timestamp = HI) -> Row:
@@ -101,8 +98,8 @@ def make_spec(out: Path, *, sink_params: str = "") -> ChangefeedSpec:
     )
 
 
-def make_writer(out: Path, *, sink_params: str = "") -> _ChangefeedWriter:
-    return _ChangefeedWriter(_Job(URL, make_spec(out, sink_params=sink_params)))
+def make_writer(out: Path, *, sink_params: str = "") -> ChangefeedStreamWriter:
+    return ChangefeedStreamWriter(JobOptions(URL, make_spec(out, sink_params=sink_params)))
 
 
 @pytest.fixture
@@ -111,7 +108,7 @@ def out(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def writer(out: Path) -> _ChangefeedWriter:
+def writer(out: Path) -> ChangefeedStreamWriter:
     return make_writer(out)
 
 
@@ -159,7 +156,7 @@ def values(rows: Iterable[Row]) -> list[bytes]:
 
 
 def test_written_files_stay_out_of_sight_until_the_batch_commits(
-    writer: _ChangefeedWriter, out: Path
+    writer: ChangefeedStreamWriter, out: Path
 ) -> None:
     writer.write(batches(task(1, 2)))
     assert staged_files(out)
@@ -168,7 +165,7 @@ def test_written_files_stay_out_of_sight_until_the_batch_commits(
 
 
 def test_a_task_result_names_each_staged_file_and_where_it_belongs(
-    writer: _ChangefeedWriter, out: Path
+    writer: ChangefeedStreamWriter, out: Path
 ) -> None:
     result = writer.write(batches(task(1, 2, 3)))
     assert result.rows == 3
@@ -182,7 +179,7 @@ def test_a_task_result_names_each_staged_file_and_where_it_belongs(
 
 
 def test_a_commit_publishes_the_staged_files_outside_the_feedkv_directory(
-    writer: _ChangefeedWriter, out: Path
+    writer: ChangefeedStreamWriter, out: Path
 ) -> None:
     result = writer.write(batches(task(1, 2)))
     writer.commit([result], 0)
@@ -191,7 +188,9 @@ def test_a_commit_publishes_the_staged_files_outside_the_feedkv_directory(
     assert staged_files(out) == []
 
 
-def test_the_manifest_lists_the_files_of_the_batch(writer: _ChangefeedWriter, out: Path) -> None:
+def test_the_manifest_lists_the_files_of_the_batch(
+    writer: ChangefeedStreamWriter, out: Path
+) -> None:
     first, second = writer.write(batches(task(1, 2))), writer.write(batches(task(3)))
     writer.commit([first, second], 0)
     assert (out / manifests(0) / "00000000000000000000.json").is_file()
@@ -201,14 +200,14 @@ def test_the_manifest_lists_the_files_of_the_batch(writer: _ChangefeedWriter, ou
 
 
 def test_published_files_hold_the_values_written_one_per_line(
-    writer: _ChangefeedWriter, out: Path
+    writer: ChangefeedStreamWriter, out: Path
 ) -> None:
     rows = task(1, 2, 3)
     writer.commit([writer.write(batches(rows))], 0)
     assert lines_of(published(out).values()) == values(rows)
 
 
-def test_every_task_of_a_batch_is_published(writer: _ChangefeedWriter, out: Path) -> None:
+def test_every_task_of_a_batch_is_published(writer: ChangefeedStreamWriter, out: Path) -> None:
     tasks = [task(1, 2), task(3), task(4, 5, 6)]
     writer.commit([writer.write(batches(rows)) for rows in tasks], 0)
     assert sorted(lines_of(published(out).values())) == sorted(
@@ -226,14 +225,14 @@ def test_a_task_that_writes_several_files_publishes_each_of_them(out: Path) -> N
 
 
 def test_data_files_are_named_after_the_windows_lower_bound(
-    writer: _ChangefeedWriter, out: Path
+    writer: ChangefeedStreamWriter, out: Path
 ) -> None:
     writer.commit([writer.write(batches(task(1)))], 0)
     (name,) = published(out)
     assert name.split("/")[-1].startswith(name_ts(LO) + "-")
 
 
-def test_a_task_result_spans_the_windows_of_all_its_markers(writer: _ChangefeedWriter) -> None:
+def test_a_task_result_spans_the_windows_of_all_its_markers(writer: ChangefeedStreamWriter) -> None:
     early, late = Timestamp(LO.wall - 10, 0), Timestamp(HI.wall + 10, 0)
     rows = [marker(LO, HI), marker(early, HI), marker(LO, late), change(1)]
     result = writer.write(batches(rows))
@@ -241,7 +240,7 @@ def test_a_task_result_spans_the_windows_of_all_its_markers(writer: _ChangefeedW
 
 
 def test_a_task_with_only_its_marker_stages_nothing_and_commits_an_empty_batch(
-    writer: _ChangefeedWriter, out: Path
+    writer: ChangefeedStreamWriter, out: Path
 ) -> None:
     result = writer.write(batches([marker()]))
     assert (result.rows, result.staged, result.resolved) == (0, [], HI)
@@ -251,7 +250,7 @@ def test_a_task_with_only_its_marker_stages_nothing_and_commits_an_empty_batch(
 
 
 def test_successive_batches_each_get_a_manifest_and_publish_their_own_files(
-    writer: _ChangefeedWriter, out: Path
+    writer: ChangefeedStreamWriter, out: Path
 ) -> None:
     first, second = task(1, 2), task(3)
     writer.commit([writer.write(batches(first))], 0)
@@ -264,11 +263,11 @@ def test_successive_batches_each_get_a_manifest_and_publish_their_own_files(
 
 
 def test_a_commit_accepts_task_results_that_went_through_pickle(
-    writer: _ChangefeedWriter, out: Path
+    writer: ChangefeedStreamWriter, out: Path
 ) -> None:
     rows = task(1, 2)
     result = pickle.loads(pickle.dumps(writer.write(batches(rows))))
-    assert isinstance(result, _TaskResult)
+    assert isinstance(result, TaskResult)
     writer.commit([result, None], 0)
     assert lines_of(published(out).values()) == values(rows)
 
@@ -276,7 +275,9 @@ def test_a_commit_accepts_task_results_that_went_through_pickle(
 # Replays: Spark runs a batch id again after a crash.
 
 
-def test_a_replayed_batch_publishes_nothing_twice(writer: _ChangefeedWriter, out: Path) -> None:
+def test_a_replayed_batch_publishes_nothing_twice(
+    writer: ChangefeedStreamWriter, out: Path
+) -> None:
     rows = task(1, 2, 3)
     writer.commit([writer.write(batches(rows))], 0)
     before = published(out)
@@ -289,7 +290,7 @@ def test_a_replayed_batch_publishes_nothing_twice(writer: _ChangefeedWriter, out
 
 
 def test_a_replayed_batch_deletes_the_files_the_replay_staged(
-    writer: _ChangefeedWriter, out: Path
+    writer: ChangefeedStreamWriter, out: Path
 ) -> None:
     rows = task(1, 2)
     writer.commit([writer.write(batches(rows))], 0)
@@ -321,7 +322,7 @@ def test_a_replay_finishes_publishing_a_file_the_first_commit_left_staged(
 
 
 def test_a_replay_after_a_crash_before_any_rename_publishes_the_first_runs_files(
-    writer: _ChangefeedWriter, out: Path
+    writer: ChangefeedStreamWriter, out: Path
 ) -> None:
     rows = task(1, 2, 3)
     writer.commit([writer.write(batches(rows))], 0)
@@ -343,7 +344,7 @@ def test_a_replay_after_a_crash_before_any_rename_publishes_the_first_runs_files
 
 
 def test_abort_deletes_the_staged_files_and_publishes_nothing(
-    writer: _ChangefeedWriter, out: Path
+    writer: ChangefeedStreamWriter, out: Path
 ) -> None:
     results = [writer.write(batches(task(1, 2))), writer.write(batches(task(3)))]
     assert staged_files(out)
@@ -354,7 +355,7 @@ def test_abort_deletes_the_staged_files_and_publishes_nothing(
 
 
 def test_abort_after_a_full_commit_leaves_the_published_files_alone(
-    writer: _ChangefeedWriter, out: Path
+    writer: ChangefeedStreamWriter, out: Path
 ) -> None:
     result = writer.write(batches(task(1, 2)))
     writer.commit([result], 0)
@@ -402,7 +403,7 @@ def test_decoding_an_option_value_that_is_not_a_spec_is_rejected() -> None:
 
 
 def test_a_commit_removes_what_attempts_that_never_committed_left_in_staging(
-    writer: _ChangefeedWriter, out: Path
+    writer: ChangefeedStreamWriter, out: Path
 ) -> None:
     # A driver that died mid-batch leaves its tasks' staged files behind: nothing
     # publishes them, and the next batch to commit clears them out.
@@ -420,7 +421,7 @@ def test_a_parquet_block_is_published_in_files_of_about_the_file_size(out: Path)
     ends files near ``file_size``, and every row lands once, in order."""
     options = parse_options((("format", "parquet"),), now=START)
     spec = dataclasses.replace(make_spec(out, sink_params="?file_size=64KiB"), options=options)
-    writer = _ChangefeedWriter(_Job(URL, spec))
+    writer = ChangefeedStreamWriter(JobOptions(URL, spec))
     n = 20_000
     block = pa.record_batch(
         {
@@ -431,9 +432,7 @@ def test_a_parquet_block_is_published_in_files_of_about_the_file_size(out: Path)
             "__crdb__mvcc_timestamp": [str(HI)] * n,
         }
     )
-    result = writer.write(
-        iter([_spark_row(None, None, None, HI, LO), _spark_row("t", 1, _ipc(block), None, None)])
-    )
+    result = writer.write(iter([marker_row(LO, HI), block_row("t", 1, block)]))
     writer.commit([result], 0)
 
     files = sorted(name for name in published(out) if name.endswith(".parquet"))

@@ -79,15 +79,16 @@ class Grouping:
     @classmethod
     def of(
         cls,
-        desc: TableDescriptor,
+        desc: TableDescriptor | None,
         scope: Scope,
         items: Sequence[exp.Expr],
         group_by: Sequence[exp.Expr],
         others: Sequence[exp.Expr],
     ) -> Grouping:
-        """The grouping of a SELECT of ``items`` from ``desc`` (names in ``scope``)
-        grouped by ``group_by``; ``others`` are HAVING's and ORDER BY's expressions,
-        whose aggregates run too."""
+        """The grouping of a SELECT of ``items`` from ``desc`` (names in ``scope``;
+        ``None``: a SELECT without FROM, over one row of no columns) grouped by
+        ``group_by``; ``others`` are HAVING's and ORDER BY's expressions, whose
+        aggregates run too."""
         key_nodes = [_group_expression(node, items, scope) for node in group_by]
         keys = []
         columns: set[int] = set()
@@ -97,8 +98,9 @@ class Grouping:
             keys.append(compile_expr(node, scope))
             if isinstance(node, exp.Column) and isinstance(node.this, exp.Identifier):
                 columns.add(scope.lookup(node)[0])
-        if all(desc.columns.index(c) in columns for c in desc.key_columns):
-            columns = set(range(len(desc.columns)))  # the primary key determines the rest
+        width = len(desc.columns) if desc is not None else 0
+        if desc is not None and all(desc.columns.index(c) in columns for c in desc.key_columns):
+            columns = set(range(width))  # the primary key determines the rest
         calls: list[exp.Expr] = []
         for node in [*items, *others]:
             for call in _aggregate_calls(node):
@@ -110,7 +112,6 @@ class Grouping:
             table_name=scope.table_name,
             database=scope.database,
         )
-        width = len(desc.columns)
         any_type = ColumnType(Kind.STRING)  # NB: only a constant's conversion reads it
         for j in range(len(keys)):
             grouped_scope.add([""], _KEY.format(j), width + j, any_type)

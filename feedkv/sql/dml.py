@@ -20,7 +20,7 @@ from feedkv.errors import (
 )
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
-from feedkv.sql.aggregate import group_key
+from feedkv.sql.aggregate import Grouping, group_key
 from feedkv.sql.descriptor import (
     TableDescriptor,
 )
@@ -31,6 +31,7 @@ from feedkv.sql.expr import (
     Scope,
     compile_expr,
     condition,
+    contains_aggregate,
     expression_name,
 )
 from feedkv.sql.plan import (
@@ -69,14 +70,7 @@ def select(ex: Execution, s: st.Select) -> Result:
         ex.reader = catalog.Snapshot(ex.session.db, ts)
         ex.context.logical_timestamp = partial(logical_decimal, ts)
     if s.table is None:
-        scope = Scope()
-        items = [(expression_name(i), compile_expr(unalias(i), scope)) for i in s.items]
-        if s.where is not None:
-            verdict = compile_expr(condition(s.where, scope), scope)((), ex.context)
-            if not holds(verdict):
-                return Result(tuple(n for n, _ in items), [], "SELECT 0")
-        row = tuple(f((), ex.context) for _, f in items)
-        return Result(tuple(n for n, _ in items), [row], "SELECT 1")
+        return _select_no_table(ex, s)
     desc = ex.table(s.table)
     plan = ex.plan(s, desc, SelectPlan.of)
     context = ex.context
@@ -93,6 +87,25 @@ def select(ex: Execution, s: st.Select) -> Result:
         rows = _first_of_each(rows, [_whole], context)
     rows = ex.limited(rows, s.limit, s.offset)
     return Result(plan.names, rows, f"SELECT {len(rows)}")
+
+
+def _select_no_table(ex: Execution, s: st.Select) -> Result:
+    """SELECT without FROM: over one row of no columns (``SELECT count(*)`` is 1)."""
+    scope = Scope()
+    names = tuple(expression_name(item) for item in s.items)
+    envs: list[tuple[Any, ...]] = [()]
+    if s.where is not None:
+        verdict = compile_expr(condition(s.where, scope), scope)((), ex.context)
+        envs = envs if holds(verdict) else []
+    items = list(s.items)
+    if any(contains_aggregate(item) for item in items):
+        grouping = Grouping.of(None, scope, items, (), ())
+        items = [grouping.rewrite(item) for item in items]
+        scope = grouping.scope
+        envs = grouping.rows(envs, ex.context)
+    projections = [compile_expr(unalias(item), scope) for item in items]
+    rows = [tuple(f(env, ex.context) for f in projections) for env in envs]
+    return Result(names, rows, f"SELECT {len(rows)}")
 
 
 def _whole(row: Sequence[Any], context: Context) -> Any:

@@ -135,16 +135,24 @@ def insert(ex: Execution, s: st.Insert) -> Result:
     desc = ex.table(s.table)
     txn = ex.write_txn
     plan = ex.plan(s, desc, InsertPlan.of)
-    targets, sets, returning = plan.targets, plan.sets, plan.returning
+    targets, sets, returning, filled = plan.targets, plan.sets, plan.returning, plan.filled
     assigned = plan.assigned
+    proposed: Iterable[Sequence[Any]]
+    if s.query is not None:
+        # NB: read whole before the first write, so the rows it inserts are not read
+        selected = select(ex, s.query)
+        targets, filled = plan.targets_for(len(selected.columns))
+        proposed = selected.rows
+    else:
+        proposed = ([make((), ex.context) for make in compiled] for compiled in plan.rows)
     out_rows = []
     count = 0
     touched: set[bytes] = set()  # rows this statement wrote, for ON CONFLICT DO UPDATE
-    for compiled in plan.rows:
+    for values in proposed:
         row: dict[int, Any] = {}
-        for column, make_value in zip(targets, compiled, strict=True):
-            row[column.id] = coerce(make_value((), ex.context), column.type, column.name)
-        for column, make in plan.filled:
+        for column, value in zip(targets, values, strict=True):
+            row[column.id] = coerce(value, column.type, column.name)
+        for column, make in filled:
             row[column.id] = (
                 coerce(make((), ex.context), column.type, column.name) if make else None
             )

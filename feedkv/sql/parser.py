@@ -1254,12 +1254,20 @@ class _Converter:
         table = _table_of(target)
         _refuse_unhandled(node, {"this", "expression", "conflict", "returning"})
         source = node.expression
-        if not isinstance(source, exp.Values):
-            raise SQLError("0A000", "INSERT supports VALUES (...) rows only, not INSERT ... SELECT")
-        rows = tuple(
-            tuple(row.expressions) if isinstance(row, exp.Tuple) else (row,)
-            for row in source.expressions
-        )
+        query: st.Select | None = None
+        if isinstance(source, exp.Select):
+            converted = self._select(source)
+            if not isinstance(converted, st.Select):
+                raise _unsupported(source, "INSERT source")
+            query = converted
+            rows: tuple[tuple[exp.Expr, ...], ...] = ()
+        elif isinstance(source, exp.Values):
+            rows = tuple(
+                tuple(row.expressions) if isinstance(row, exp.Tuple) else (row,)
+                for row in source.expressions
+            )
+        else:
+            raise _unsupported(source, "INSERT source (VALUES or one table's SELECT)")
         on_conflict: str | None = None
         sets: tuple[tuple[str, exp.Expr], ...] = ()
         conflict_target: tuple[str, ...] = ()
@@ -1295,6 +1303,7 @@ class _Converter:
             self.upsert,
             conflict_target,
             conflict_where,
+            query,
         )
 
     def _update(self, node: exp.Update) -> st.Statement:

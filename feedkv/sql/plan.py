@@ -372,12 +372,25 @@ class InsertPlan:
     assigned: frozenset[int]  # the ids of ``sets``' columns
     filled: list[tuple[Column, Compiled | None]]  # the other columns, with their DEFAULT
     where: Compiled | None  # DO UPDATE ... WHERE, over the same rows as ``sets``
+    listed: bool  # the statement names its columns
+
+    def targets_for(self, width: int) -> tuple[list[Column], list[tuple[Column, Compiled | None]]]:
+        """The columns a SELECT's rows of ``width`` values fill, and the others with
+        their DEFAULT: without a column list, the table's first ``width`` columns."""
+        if width > len(self.targets):
+            raise SQLError(
+                "42601", f"INSERT has more expressions than target columns ({len(self.targets)})"
+            )
+        if self.listed and width < len(self.targets):
+            raise SQLError("42601", f"INSERT has more target columns than expressions ({width})")
+        rest = [(c, column_default(c)) for c in self.targets[width:]]
+        return self.targets[:width], rest + self.filled
 
     @classmethod
     def of(cls, desc: TableDescriptor, s: st.Insert, database: str) -> InsertPlan:
         if s.columns is None:
             # As in PostgreSQL: VALUES shorter than the table fill its leading columns and
-            # the rest take their defaults.
+            # the rest take their defaults (for a SELECT, see InsertPlan.targets_for).
             targets = list(desc.visible_columns)
             if s.rows and len({len(r) for r in s.rows}) > 1:
                 raise SQLError("42601", "VALUES lists must all be the same length")
@@ -426,6 +439,7 @@ class InsertPlan:
             frozenset(column.id for column, _ in sets),
             [(c, column_default(c)) for c in desc.columns if c not in targets],
             where,
+            s.columns is not None,
         )
 
 

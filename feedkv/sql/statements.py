@@ -198,6 +198,7 @@ class Insert(Statement):
     upsert: bool = False
     conflict_target: tuple[str, ...] = ()
     conflict_where: exp.Expr | None = None  # DO UPDATE ... WHERE: rows it refuses stay
+    query: Select | None = None  # INSERT ... SELECT (then ``rows`` is empty)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,20 +10,18 @@ make from many threads at once.
 from __future__ import annotations
 
 import threading
-import weakref
-from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from feedkv.errors import InvalidArgumentError, InvalidURLError
-from feedkv.kv.address import split_host_port
-from feedkv.kv.db import KVClient, LocalTransport
+from feedkv.kv.address import parse_node_url
+from feedkv.kv.db import LocalTransport
 from feedkv.kv.router import Transport
-from feedkv.rangefeed.client import FeedTransport, RangeFeed
-from feedkv.rangefeed.event import Value
+from feedkv.rangefeed.client import FeedTransport
+from feedkv.rangefeed.feed_client import KVFeedClient
 from feedkv.sql import catalog
 from feedkv.util.hlc import Clock, Timestamp
-from feedkv.util.keys import Span, check_key
+from feedkv.util.keys import Span
 
 if TYPE_CHECKING:
     from feedkv.changefeed.create import Changefeeds, Job
@@ -37,7 +35,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DB", "connect"]
 
-SCHEME = "feedkv://"
 RUNNERS = ("spark", "thread")
 
 
@@ -67,13 +64,7 @@ def connect(
         )
     text = str(target)
     if "://" in text:
-        address = split_host_port(text.removeprefix(SCHEME).rstrip("/"))
-        if not text.startswith(SCHEME) or address is None or not address[0]:
-            raise InvalidURLError(
-                f"cannot connect to {text!r}: expected feedkv://host:port or a store directory"
-            )
-        if address[1] == 0:
-            raise InvalidURLError(f"cannot connect to {text!r}: port 0 is not a node's port")
+        address = parse_node_url(text)
         from feedkv.kv.grpc_transport import GrpcTransport
         from feedkv.rangefeed.grpc_transport import GrpcFeedTransport
 
@@ -106,7 +97,7 @@ def connect(
     return db
 
 
-class DB(KVClient):
+class DB(KVFeedClient):
     def __init__(
         self,
         transport: Transport,
@@ -117,13 +108,12 @@ class DB(KVClient):
         changefeed_runner: str = "spark",
         spark_master: str | None = None,
     ) -> None:
-        super().__init__(transport, target=target)
+        # NB: an embedded node's feeds stop with the node
+        super().__init__(transport, feeds, target=target, owns_feeds=node is None)
         self.changefeed_runner = changefeed_runner
         self.spark_master = spark_master
-        self._feeds = feeds
         self._node = node
-        self._open_feeds: weakref.WeakSet[RangeFeed] = weakref.WeakSet()
-        self._feeds_lock = threading.Lock()
+        self._lock = threading.Lock()
         self._sessions = threading.local()
         self._changefeeds: Changefeeds | None = None
         self._leases: Leases | None = None
@@ -139,68 +129,6 @@ class DB(KVClient):
         if self._node is None:
             return self.target
         return self._node.serve()
-
-    def rangefeed(
-        self,
-        spans: Span | Iterable[Span],
-        since: Timestamp,
-        *,
-        with_diff: bool = False,
-        values: bool = True,
-        timestamp_order: bool = False,
-    ) -> RangeFeed:
-        """Every change in ``spans`` after ``since`` (exclusive), with checkpoints; see
-        :mod:`feedkv.rangefeed.client`. Iterate it (or ``async for``); ``close()`` ends it.
-
-        Each key's values come in timestamp order. The history before the first
-        checkpoint (the catch-up scan) comes in timestamp order across keys too with
-        ``timestamp_order``; without, a range that holds fewer versions than the store
-        changed since ``since`` sends its history by key, which costs what the range
-        holds instead of the whole store's changes. ``with_diff`` adds each value's
-        previous value. ``values=False`` gives a
-        checkpoint-only feed, for following the resolved timestamp: the same checkpoints,
-        no values, and the nodes skip the catch-up scan and the per-write fan-out for it.
-        It cannot be combined with ``with_diff`` (:class:`~feedkv.errors.InvalidArgumentError`).
-        """
-        return self._track(
-            RangeFeed(
-                self._feeds,
-                self._router,
-                [spans] if isinstance(spans, Span) else spans,
-                since,
-                with_diff=with_diff,
-                values=values,
-                timestamp_order=timestamp_order,
-            )
-        )
-
-    def watch(
-        self, key: bytes, *, prefix: bool = False, since: Timestamp | None = None
-    ) -> RangeFeed:
-        """etcd-style: every change of ``key`` (or of every key under it, with ``prefix``)
-        as :class:`~feedkv.rangefeed.event.Value` events, history in timestamp order as
-        etcd replays revisions. With no ``since``, first the current value(s), then every
-        change after them."""
-        check_key(key)
-        span = Span.for_prefix(key) if prefix else Span.for_key(key)
-        initial: list[Value] = []
-        if since is None:
-            since = self.now()
-            initial = [
-                Value(kv.key, kv.value, kv.ts)
-                for kv in self.scan(span.start, span.end, as_of=since)
-            ]
-        return self._track(
-            RangeFeed(
-                self._feeds,
-                self._router,
-                [span],
-                since,
-                values_only=True,
-                timestamp_order=True,
-                initial=initial,
-            )
-        )
 
     def sql(self, statement: str, *params: Any) -> Result:
         """Run SQL (``$1``, ``$2``... take ``params``) as ``root`` in ``defaultdb`` and
@@ -227,7 +155,7 @@ class DB(KVClient):
     @property
     def leases(self) -> Leases:
         """The descriptor leases this client's SQL sessions share."""
-        with self._feeds_lock:
+        with self._lock:
             if self._leases is None:
                 from feedkv.sql.leases import Leases
 
@@ -237,7 +165,7 @@ class DB(KVClient):
     @property
     def changefeeds(self) -> Changefeeds:
         """Changefeeds and changefeed jobs (an embedded node's job registry runs them)."""
-        with self._feeds_lock:
+        with self._lock:
             if self._changefeeds is None:
                 from feedkv.changefeed.create import Changefeeds, thread_jobs
                 from feedkv.changefeed.registry import JobRegistry
@@ -290,17 +218,6 @@ class DB(KVClient):
             self._changefeeds.close()
         if self._leases is not None:
             self._leases.close()
-        with self._feeds_lock:
-            feeds = list(self._open_feeds)
-        for feed in feeds:
-            feed.close()
-        if self._node is None:
-            self._feeds.close()  # an embedded node's feeds stop with the node
         super().close()
         if self._node is not None:
             self._node.stop()
-
-    def _track(self, feed: RangeFeed) -> RangeFeed:
-        with self._feeds_lock:
-            self._open_feeds.add(feed)
-        return feed

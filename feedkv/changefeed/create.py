@@ -61,7 +61,7 @@ from feedkv.sql.executor import ROW_IDS, Result
 from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
-    from feedkv.db import DB
+    from feedkv.sql.client import SQLClient
     from feedkv.sql.session import Session
 
 __all__ = ["Changefeeds", "Job", "Plan", "ThreadJob", "plan_changefeed", "thread_jobs"]
@@ -189,7 +189,7 @@ class ThreadJob:
         self.changefeed.close()
 
 
-def thread_jobs(db: DB) -> JobFactory:
+def thread_jobs(db: SQLClient) -> JobFactory:
     """Runs each job as a :class:`ThreadJob` from its high-water mark."""
 
     def make(record: JobRecord) -> Job:
@@ -210,7 +210,7 @@ class Changefeeds:
     when this process runs a node) runs it. A client of a remote node has none: the
     server's registry adopts the job."""
 
-    def __init__(self, db: DB, registry: JobRegistry | None = None) -> None:
+    def __init__(self, db: SQLClient, registry: JobRegistry | None = None) -> None:
         self._db = db
         self._registry = registry
         self._lock = threading.Lock()

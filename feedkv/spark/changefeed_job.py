@@ -99,7 +99,7 @@ from feedkv.sql.descriptor import Family, TableDescriptor
 from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
-    from feedkv.db import DB
+    from feedkv.rangefeed.feed_client import FeedClient
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -282,7 +282,7 @@ def _block_messages(
         yield Message(topic, key, value, mvcc_ts, updated, schema_id, event)
 
 
-def _piece_messages(db: DB, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[Message]:
+def _piece_messages(db: FeedClient, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[Message]:
     """The messages of one piece: a scan's through the changefeed core's scan path,
     changes row by row, leaving out the rewrites of ``part.skipped``."""
     options = spec.options
@@ -323,7 +323,7 @@ class _BlockSize:
         return batch
 
 
-def _row_blocks(db: DB, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[_Block]:
+def _row_blocks(db: FeedClient, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[_Block]:
     """A piece's rows for parquet files in blocks, gathered as :func:`_message_blocks`
     gathers messages: a scan's whole rows straight from their values, else the rows
     its messages carry."""

@@ -13,29 +13,24 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from feedkv.errors import InvalidArgumentError, InvalidURLError
+from feedkv.errors import InvalidURLError
 from feedkv.kv.address import parse_node_url
 from feedkv.kv.db import LocalTransport
 from feedkv.kv.router import Transport
 from feedkv.rangefeed.client import FeedTransport
 from feedkv.rangefeed.feed_client import KVFeedClient
 from feedkv.sql import catalog
-from feedkv.util.hlc import Clock, Timestamp
-from feedkv.util.keys import Span
+from feedkv.util.hlc import Clock
 
 if TYPE_CHECKING:
-    from feedkv.changefeed.create import Changefeeds, Job
-    from feedkv.changefeed.jobs import JobRecord
-    from feedkv.changefeed.registry import JobFactory
+    from feedkv.changefeed.create import Changefeeds
     from feedkv.kv.store import StoreConfig
-    from feedkv.node import Node
     from feedkv.rangefeed.store_feeds import FeedConfig
+    from feedkv.server.node import Node
     from feedkv.sql.leases import Leases
     from feedkv.sql.session import Result, Session
 
 __all__ = ["DB", "connect"]
-
-RUNNERS = ("spark", "thread")
 
 
 def connect(
@@ -58,10 +53,9 @@ def connect(
     :mod:`feedkv.spark.runner`) or ``thread`` (a thread of this process: the changefeed
     core alone, for its tests and for programs without Java).
     """
-    if changefeed_runner not in RUNNERS:
-        raise InvalidArgumentError(
-            f"changefeed_runner={changefeed_runner!r}: expected one of {', '.join(RUNNERS)}"
-        )
+    from feedkv.server.jobs import check_runner
+
+    check_runner(changefeed_runner)
     text = str(target)
     if "://" in text:
         address = parse_node_url(text)
@@ -76,7 +70,8 @@ def connect(
     # NB: imported here, as the gRPC client above is: a process that only connects to a
     # server (a Spark worker, of which a job's first batch starts a dozen) does not pay
     # for importing the node's server and store
-    from feedkv.node import Node
+    from feedkv.server.jobs import protect_job_history
+    from feedkv.server.node import Node
 
     node = Node(text, listen=listen, config=config, feed_config=feed_config, clock=clock)
     db = DB(
@@ -87,7 +82,7 @@ def connect(
         changefeed_runner=changefeed_runner,
         spark_master=spark_master,
     )
-    node.store.protected = db._protected_by_jobs
+    protect_job_history(node, db)
     try:
         if db.scan(*catalog.job_span(), limit=1):
             db.changefeeds.start()  # resume the jobs this node was running
@@ -167,49 +162,28 @@ class DB(KVFeedClient):
         """Changefeeds and changefeed jobs (an embedded node's job registry runs them)."""
         with self._lock:
             if self._changefeeds is None:
-                from feedkv.changefeed.create import Changefeeds, thread_jobs
-                from feedkv.changefeed.registry import JobRegistry
+                from feedkv.changefeed.create import Changefeeds
+                from feedkv.server.jobs import job_registry
 
                 registry = None
                 if self._node is not None:
-                    spark = self.changefeed_runner == "spark"
-                    make_job = self._spark_jobs(self._node) if spark else thread_jobs(self)
-                    registry = JobRegistry(self, self._node.node_id, make_job)
+                    registry = job_registry(
+                        self._node,
+                        self,
+                        runner=self.changefeed_runner,
+                        spark_master=self.jobs_spark_master,
+                    )
                 self._changefeeds = Changefeeds(self, registry)
             return self._changefeeds
-
-    def _protected_by_jobs(self) -> list[tuple[Span, Timestamp]]:
-        """The history changefeed jobs still need (garbage collection keeps it)."""
-        from feedkv.changefeed.jobs import protected_spans
-
-        return protected_spans(catalog.Snapshot(self, self.now()))
 
     def jobs_spark_master(self) -> str | None:
         """The Spark master this node's Spark session starts on, with its first job:
         this node's ``spark_master`` (``--spark-master``), else the ``spark.master``
         cluster setting, else ``None`` (``$FEEDKV_SPARK_MASTER`` or ``local[*]``). Later
         jobs share that session."""
-        if self.spark_master:
-            return self.spark_master
-        return catalog.get_setting(catalog.Snapshot(self, self.now()), "spark.master")
+        from feedkv.server.jobs import jobs_spark_master
 
-    def _spark_jobs(self, node: Node) -> JobFactory:
-        """Runs each job as a Spark query whose checkpoint lives in the store directory
-        (PySpark is imported when the first job starts, not with the first session)."""
-
-        def make(record: JobRecord) -> Job:
-            from feedkv.spark.runner import SparkJob
-
-            checkpoint = node.path / "changefeed-jobs" / str(record.id) / "checkpoint"
-            return SparkJob(
-                self.serving_url(),
-                record.id,
-                record.resume_spec(),
-                checkpoint,
-                master=self.jobs_spark_master(),
-            )
-
-        return make
+        return jobs_spark_master(self, self.spark_master)
 
     def close(self) -> None:
         """Stop changefeeds, close open feeds, then the connection (and an embedded node).

@@ -256,3 +256,14 @@ def test_imports_point_down_the_layers() -> None:
                 upward.append(f"{edge} imports {LAYERS[target][0]} from {LAYERS[source][0]}")
     shown = "\n  ".join(sorted(upward))
     assert not upward, f"{len(upward)} upward import(s):\n  {shown}"
+
+
+def test_the_client_api_leaves_spark_to_the_server() -> None:
+    # The node's wiring (feedkv.server) picks the changefeed runner and builds Spark jobs.
+    spark = [
+        str(edge)
+        for module in ("feedkv", "feedkv.db")
+        for edge in GRAPH[module]
+        if edge.target.startswith("feedkv.spark")
+    ]
+    assert not spark, f"the client API imports Spark: {spark}"

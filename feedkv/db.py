@@ -23,7 +23,7 @@ from feedkv.sql import catalog
 from feedkv.util.hlc import Clock
 
 if TYPE_CHECKING:
-    from feedkv.changefeed.create import Changefeeds
+    from feedkv.changefeed.service import Changefeeds
     from feedkv.kv.store import StoreConfig
     from feedkv.rangefeed.store_feeds import FeedConfig
     from feedkv.server.node import Node
@@ -162,7 +162,7 @@ class DB(KVFeedClient):
         """Changefeeds and changefeed jobs (an embedded node's job registry runs them)."""
         with self._lock:
             if self._changefeeds is None:
-                from feedkv.changefeed.create import Changefeeds
+                from feedkv.changefeed.service import Changefeeds
                 from feedkv.server.jobs import job_registry
 
                 registry = None

@@ -55,7 +55,7 @@ from feedkv.sql.types import logical_decimal
 from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
-    from feedkv.changefeed.create import Job
+    from feedkv.changefeed.job import Job
     from feedkv.rangefeed.feed_client import KV
 
 __all__ = ["JobFactory", "JobRegistry", "RegistrySettings"]

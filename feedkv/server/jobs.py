@@ -9,7 +9,7 @@ Its ``runner`` says how each job runs:
   gRPC port (started for it), its checkpoint in the store directory. PySpark is imported
   when the first job starts, not with the node.
 - ``thread``: a thread of this process (a
-  :class:`~feedkv.changefeed.create.ThreadJob`): the changefeed core alone, for its
+  :class:`~feedkv.changefeed.thread_job.ThreadJob`): the changefeed core alone, for its
   tests and for programs without Java.
 
 The registry and thread jobs work through ``client``, the node's own SQL client (the
@@ -29,7 +29,7 @@ from feedkv.util.keys import Span
 # NB: the changefeed machinery is imported when the node first runs its jobs, not with
 # the node: a client of a server never does
 if TYPE_CHECKING:
-    from feedkv.changefeed.create import Job
+    from feedkv.changefeed.job import Job
     from feedkv.changefeed.jobs import JobRecord
     from feedkv.changefeed.registry import JobFactory, JobRegistry
     from feedkv.rangefeed.feed_client import KV
@@ -61,8 +61,8 @@ def job_registry(
 ) -> JobRegistry:
     """The registry that runs ``node``'s jobs on ``runner``; ``spark_master`` answers,
     when a Spark job starts, the master to start it on."""
-    from feedkv.changefeed.create import thread_jobs
     from feedkv.changefeed.registry import JobRegistry
+    from feedkv.changefeed.thread_job import thread_jobs
 
     make_job = spark_jobs(node, spark_master) if runner == "spark" else thread_jobs(client)
     return JobRegistry(client, node.node_id, make_job)

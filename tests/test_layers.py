@@ -119,18 +119,7 @@ def _graph() -> dict[str, list[Edge]]:
     return graph
 
 
-# Edges issue 36 has yet to cut: the tests below pass over them, and fail once one is
-# gone so that it leaves this list too. The list only shrinks.
-NOT_YET_CUT: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("feedkv.sql.executor", "feedkv.sql.session"),
-    }
-)
-
-GRAPH = {
-    module: [edge for edge in edges if (edge.source, edge.target) not in NOT_YET_CUT]
-    for module, edges in _graph().items()
-}
+GRAPH = _graph()
 
 
 def layer_of(module: str) -> int | None:
@@ -222,12 +211,6 @@ def test_the_walk_finds_the_package_and_its_imports() -> None:
     targets = {edge.target for edge in GRAPH["feedkv.rangefeed.processor"]}
     assert "feedkv.util.hlc" in targets
     assert len(MODULES) > 100
-
-
-def test_edges_yet_to_cut_are_still_there() -> None:
-    edges = {(edge.source, edge.target) for edges in _graph().values() for edge in edges}
-    gone = sorted(NOT_YET_CUT - edges)
-    assert not gone, f"cut: take these out of NOT_YET_CUT: {gone}"
 
 
 def test_every_module_has_a_layer() -> None:

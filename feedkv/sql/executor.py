@@ -80,7 +80,7 @@ from feedkv.util.keys import Span, check_key, prefix_end
 
 if TYPE_CHECKING:
     from feedkv.kv.db import KVClient
-    from feedkv.sql.session import Session
+    from feedkv.sql.session_context import SessionContext
 
 __all__ = ["Execution", "Result", "duplicate_key"]
 
@@ -157,7 +157,7 @@ class Execution:
 
     def __init__(
         self,
-        session: Session,
+        session: SessionContext,
         txn: Txn | None,
         params: Sequence[Any],
         *,

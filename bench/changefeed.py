@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import feedkv
-from feedkv.changefeed.create import ThreadJob
 from feedkv.changefeed.sinkless import FeedResult
+from feedkv.changefeed.thread_job import ThreadJob
 from feedkv.kv.store import StoreConfig
 
 TARGET_SCAN = 100_000

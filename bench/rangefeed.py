@@ -47,9 +47,9 @@ from typing import Any
 
 import feedkv
 import feedkv.changefeed.jobs  # imported for idle_registrations
-from feedkv.node import Node
 from feedkv.rangefeed.catchup import catch_up as catch_up_scan
 from feedkv.rangefeed.event import Checkpoint, Value, new_value
+from feedkv.server.node import Node
 from feedkv.storage.engine import Reader
 from feedkv.storage.mvcc_key import encode_ts
 from feedkv.storage.schema import CHANGES, VERSIONS

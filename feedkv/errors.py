@@ -35,16 +35,18 @@ the caller should do about the error::
 ``InvalidArgumentError`` is also a :class:`ValueError`, so callers that already catch
 ``ValueError`` for bad input keep working. Third-party exceptions are translated where
 they enter feedkv (``raise StorageError(...) from exc``).
+
+This module is the bottom layer: it imports nothing from feedkv, since every other
+module imports it. The errors that carry feedkv values (a
+:class:`~feedkv.util.hlc.Timestamp`, a storage :class:`~feedkv.storage.intent.Intent`,
+a :class:`~feedkv.kv.range_descriptor.RangeDescriptor`) are generic in the value's type
+(bound by a protocol of what their message needs): raising one infers it, and the
+value is stored as given.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from feedkv.kv.range_descriptor import RangeDescriptor
-    from feedkv.storage.intent import Intent
-    from feedkv.util.hlc import Timestamp
+from typing import Generic, Protocol, Self, TypeVar
 
 __all__ = [
     "AmbiguousResultError",
@@ -77,6 +79,35 @@ __all__ = [
 ]
 
 
+class _Timestamp(Protocol):
+    """What the errors use of :class:`~feedkv.util.hlc.Timestamp`: its successor."""
+
+    def next(self) -> Self: ...
+
+
+class _TxnMeta(Protocol):
+    @property
+    def id(self) -> bytes: ...
+
+    @property
+    def write_ts(self) -> object: ...
+
+
+class _Intent(Protocol):
+    """What :class:`WriteIntentError` shows of a :class:`~feedkv.storage.intent.Intent`."""
+
+    @property
+    def key(self) -> bytes: ...
+
+    @property
+    def txn(self) -> _TxnMeta: ...
+
+
+_TS = TypeVar("_TS", bound=_Timestamp)  # feedkv.util.hlc.Timestamp
+_I = TypeVar("_I", bound=_Intent)  # feedkv.storage.intent.Intent
+_D = TypeVar("_D")  # feedkv.kv.range_descriptor.RangeDescriptor
+
+
 class FeedKVError(Exception):
     """Root of every error feedkv raises."""
 
@@ -85,14 +116,14 @@ class RetryableError(FeedKVError):
     """The operation may succeed if retried; the message says what to wait for."""
 
 
-class WriteIntentError(RetryableError):
+class WriteIntentError(RetryableError, Generic[_I]):
     """A read or write met intents of other transactions.
 
     ``intents`` lists every conflicting intent found (a scan reports all of them, so the
     caller can push or wait for each transaction once).
     """
 
-    def __init__(self, intents: list[Intent]) -> None:
+    def __init__(self, intents: list[_I]) -> None:
         self.intents = intents
         shown = ", ".join(
             f"{i.key!r} (txn {i.txn.id.hex()[:8]} at {i.txn.write_ts})" for i in intents[:3]
@@ -101,13 +132,13 @@ class WriteIntentError(RetryableError):
         super().__init__(f"conflicting intents on {shown}{more}")
 
 
-class WriteTooOldError(RetryableError):
+class WriteTooOldError(RetryableError, Generic[_TS]):
     """A write at ``ts`` met a committed version at or above it.
 
     Retry the write at ``actual_ts`` (one tick above the newest version).
     """
 
-    def __init__(self, key: bytes, ts: Timestamp, existing_ts: Timestamp) -> None:
+    def __init__(self, key: bytes, ts: _TS, existing_ts: _TS) -> None:
         self.key = key
         self.ts = ts
         self.existing_ts = existing_ts
@@ -118,7 +149,7 @@ class WriteTooOldError(RetryableError):
         )
 
 
-class TransactionRetryError(RetryableError):
+class TransactionRetryError(RetryableError, Generic[_TS]):
     """The transaction must restart at a higher timestamp.
 
     Its write timestamp moved (a newer write, a read or the closed timestamp pushed it) and
@@ -127,7 +158,7 @@ class TransactionRetryError(RetryableError):
     must move to (its coordinator refreshes its reads there before giving up).
     """
 
-    def __init__(self, reason: str, message: str, ts: Timestamp | None = None) -> None:
+    def __init__(self, reason: str, message: str, ts: _TS | None = None) -> None:
         self.reason = reason
         self.ts = ts
         super().__init__(f"restart transaction ({reason}): {message}")
@@ -143,13 +174,13 @@ class RangeRoutingError(RetryableError):
     cache and resends. Users only see this when routing keeps failing."""
 
 
-class RangeKeyMismatchError(RangeRoutingError):
+class RangeKeyMismatchError(RangeRoutingError, Generic[_D]):
     """The range exists but no longer covers every key of the request (split or merged).
 
     ``descriptors`` are the node's current descriptors for the request's keys.
     """
 
-    def __init__(self, message: str, descriptors: list[RangeDescriptor]) -> None:
+    def __init__(self, message: str, descriptors: list[_D]) -> None:
         self.descriptors = descriptors
         super().__init__(message)
 
@@ -221,10 +252,10 @@ class SerializationFailure(SQLError, RetryableError):
         super().__init__("40001", message)
 
 
-class BatchTimestampBeforeGCError(FeedKVError):
+class BatchTimestampBeforeGCError(FeedKVError, Generic[_TS]):
     """A read or export asked for history older than the garbage-collection threshold."""
 
-    def __init__(self, ts: Timestamp, threshold: Timestamp, what: str = "read") -> None:
+    def __init__(self, ts: _TS, threshold: _TS, what: str = "read") -> None:
         self.ts = ts
         self.threshold = threshold
         super().__init__(

@@ -55,7 +55,7 @@ from feedkv.util.keys import Span
 
 if TYPE_CHECKING:
     from feedkv.changefeed.query import CDCQuery
-    from feedkv.db import DB
+    from feedkv.rangefeed.feed_client import FeedClient
 
 __all__ = [
     "Changefeed",
@@ -102,7 +102,7 @@ class Changefeed:
 
     def __init__(
         self,
-        db: DB,
+        db: FeedClient,
         spec: ChangefeedSpec,
         sink: Sink,
         *,

@@ -38,6 +38,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from feedkv.changefeed.changefeed import ChangefeedSpec
 from feedkv.changefeed.options import parse_options
 from feedkv.changefeed.rows import Target
+from feedkv.errors import SQLError
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
 from feedkv.sql.types import logical_decimal
@@ -59,6 +60,7 @@ __all__ = [
     "HistoryHold",
     "JobRecord",
     "Lease",
+    "existing_job",
     "get_job",
     "list_jobs",
     "is_secret",
@@ -191,6 +193,13 @@ class JobRecord:
 def get_job(reader: catalog.Reader, job_id: int) -> JobRecord | None:
     data = reader.get(catalog.job_key(job_id))
     return JobRecord.from_json(data) if data is not None else None
+
+
+def existing_job(record: JobRecord | None, job_id: int) -> JobRecord:
+    """``record``, read as job ``job_id``: it must exist (SQLSTATE 42704)."""
+    if record is None:
+        raise SQLError("42704", f"job with ID {job_id} does not exist")
+    return record
 
 
 def list_jobs(reader: catalog.Reader) -> list[JobRecord]:

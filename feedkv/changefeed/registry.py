@@ -55,8 +55,8 @@ from feedkv.sql.types import logical_decimal
 from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
-    from feedkv.changefeed.create import Job
-    from feedkv.kv.db import KVClient
+    from feedkv.changefeed.job import Job
+    from feedkv.rangefeed.feed_client import KV
 
 __all__ = ["JobFactory", "JobRegistry", "RegistrySettings"]
 
@@ -92,7 +92,7 @@ class _Runner:
 class JobRegistry:
     def __init__(
         self,
-        db: KVClient,
+        db: KV,
         node_id: str,
         make_job: JobFactory,
         settings: RegistrySettings | None = None,

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from feedkv.changefeed.schema_history import SchemaHistory
-from feedkv.kv.db import KVClient
 from feedkv.rangefeed.event import Value
+from feedkv.rangefeed.feed_client import KV
 from feedkv.sql.descriptor import Family, TableDescriptor
 from feedkv.sql.row_codec import (
     decode_family_value,
@@ -96,7 +96,7 @@ class RowDecoder:
 
     def __init__(
         self,
-        db: KVClient,
+        db: KV,
         targets: list[Target],
         since: Timestamp,
         *,

@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass
 
 from feedkv.errors import InvariantViolation
-from feedkv.kv.db import KVClient
+from feedkv.rangefeed.feed_client import KV
 from feedkv.sql.catalog import descriptor_key
 from feedkv.sql.descriptor import TableDescriptor, decode_descriptor
 from feedkv.util.hlc import Timestamp
@@ -79,7 +79,7 @@ class SchemaChange:
 class SchemaHistory:
     """The descriptor versions of table ``table_id`` from ``since`` on. Thread-safe."""
 
-    def __init__(self, db: KVClient, table_id: int, since: Timestamp) -> None:
+    def __init__(self, db: KV, table_id: int, since: Timestamp) -> None:
         self._db = db
         self._key = descriptor_key(table_id)
         self._lock = threading.Lock()

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 
-from feedkv.errors import InvalidArgumentError
+from feedkv.errors import InvalidArgumentError, InvalidURLError
 
-__all__ = ["host_port", "parse_listen", "split_host_port"]
+__all__ = ["SCHEME", "host_port", "parse_listen", "parse_node_url", "split_host_port"]
+
+SCHEME = "feedkv://"
 
 _HOST_PORT = re.compile(r"^(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.\-]*):(?P<port>\d{1,5})$")
 
@@ -33,3 +35,15 @@ def parse_listen(text: str) -> tuple[str, int]:
             f"cannot listen on {text!r}: expected HOST:PORT with a port from 0 to 65535"
         )
     return address[0] or "127.0.0.1", address[1]
+
+
+def parse_node_url(text: str) -> tuple[str, int]:
+    """``(host, port)`` of a node's ``feedkv://host:port`` URL."""
+    address = split_host_port(text.removeprefix(SCHEME).rstrip("/"))
+    if not text.startswith(SCHEME) or address is None or not address[0]:
+        raise InvalidURLError(
+            f"cannot connect to {text!r}: expected feedkv://host:port or a store directory"
+        )
+    if address[1] == 0:
+        raise InvalidURLError(f"cannot connect to {text!r}: port 0 is not a node's port")
+    return address

@@ -8,12 +8,12 @@ threads (catch-up scans, the txn pusher). So a processor never blocks.
 
 **One log, many readers.** The processor does not copy each value to each registration:
 it appends every ``WriteValue`` and ``CommitIntent`` some registration covers to one
-:class:`EventLog`, once, and each registration reads the log from its own cursor when its
-consumer takes events (see :meth:`Registration.read`). Fanning a write out to a hundred
-feeds therefore costs the commit thread one append and a glance at each consumer (those
-asleep are woken once per commit group, paced, by a :class:`Waker`), and the consumers
-do the rest on their own threads, in batches. This is how etcd's watchers share one
-event history.
+:class:`~feedkv.rangefeed.event_log.EventLog`, once, and each registration reads the log
+from its own cursor when its consumer takes events (see :meth:`Registration.read`).
+Fanning a write out to a hundred feeds therefore costs the commit thread one append and
+a glance at each consumer (those asleep are woken once per commit group, paced, by a
+:class:`Waker`), and the consumers do the rest on their own threads, in batches. This is
+how etcd's watchers share one event history.
 
 - A value is logged without ``prev_value``, and also with it while a registration wants
   diffs; intents themselves are never logged, so aborted and intermediate writes never
@@ -37,15 +37,14 @@ already durable and is not failed.
 from __future__ import annotations
 
 import logging
-import operator
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
 
 from feedkv.errors import InvariantViolation
 from feedkv.kv.observer import RangeEndReason
 from feedkv.rangefeed.budget import Budget
 from feedkv.rangefeed.event import ErrorReason, Value, new_value
+from feedkv.rangefeed.event_log import EventLog, LogSlice
 from feedkv.rangefeed.registration import Registration, value_size
 from feedkv.rangefeed.registry import Registry
 from feedkv.rangefeed.resolved_timestamp import ResolvedTimestamp, UnresolvedTxn
@@ -56,53 +55,13 @@ from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
 _VALUE_OPS = (WriteValue, CommitIntent)  # the ops that log a value (a tuple: no union per op)
-_KEY = operator.attrgetter("key")
-_TS = operator.attrgetter("ts")
 
-__all__ = ["EventLog", "LogSlice", "Processor"]
+__all__ = ["Processor"]
 
 log = logging.getLogger(__name__)
 
 _MAX_MARKS = 64  # marks kept before a trim drops the ones every reader has passed
 _ZERO = Timestamp(0, 0)
-
-
-class EventLog(NamedTuple):
-    """The processor's log, swapped whole when trimmed so readers on other threads always
-    see one consistent version: entry ``i`` of each list is at position ``base + i``."""
-
-    base: int
-    values: list[Value]  # without prev_value
-    diffs: list[Value | None]  # with prev_value (None while no registration wants diffs)
-    sizes: list[int]  # the budget bytes each entry holds
-    marks: list[tuple[int, Timestamp]]  # (position, resolved): a checkpoint after it
-
-
-class LogSlice:
-    """Values read from a processor's log, the same object for every reader of the same
-    positions: their bounds, which each reader checks against its span and start, are
-    worked out once for them all, not once per registration."""
-
-    __slots__ = ("_keys", "_min_ts", "values")
-
-    def __init__(self, values: list[Value]) -> None:
-        self.values = values
-        self._keys: tuple[bytes, bytes] | None = None
-        self._min_ts: Timestamp | None = None
-
-    def key_bounds(self) -> tuple[bytes, bytes]:
-        """The lowest and the highest key (of a non-empty slice)."""
-        # NB: readers on several threads may both work it out; they get the same answer.
-        if self._keys is None:
-            values = self.values
-            self._keys = (min(values, key=_KEY).key, max(values, key=_KEY).key)
-        return self._keys
-
-    def min_ts(self) -> Timestamp:
-        """The lowest timestamp (of a non-empty slice)."""
-        if self._min_ts is None:
-            self._min_ts = min(self.values, key=_TS).ts
-        return self._min_ts
 
 
 class Processor:

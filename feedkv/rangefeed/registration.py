@@ -32,17 +32,22 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 from operator import itemgetter
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value, ValueColumns
+from feedkv.rangefeed.event_log import EventLog, LogSlice
 from feedkv.rangefeed.stream import EventStream, StreamItem, ValueBatch
 from feedkv.util.hlc import MAX_TIMESTAMP, Timestamp
 from feedkv.util.keys import Span
 
-if TYPE_CHECKING:
-    from feedkv.rangefeed.processor import LogSlice, Processor
-
-__all__ = ["EVENT_OVERHEAD", "Registration", "event_size", "value_size", "values_size"]
+__all__ = [
+    "EVENT_OVERHEAD",
+    "LogOwner",
+    "Registration",
+    "event_size",
+    "value_size",
+    "values_size",
+]
 
 EVENT_OVERHEAD = 64  # bytes charged per event beyond its keys and values
 _KEY, _VALUE, _PREV_VALUE = itemgetter(0), itemgetter(1), itemgetter(3)
@@ -84,6 +89,32 @@ def _columns_size(
     )
 
 
+class LogOwner(Protocol):
+    """The processor, as its registrations see it: the log they read (the attributes
+    are read under the stream's lock, racing the commit thread as
+    :meth:`~feedkv.rangefeed.processor.Processor.read_slice` explains) and the owner
+    that drops a registration (under the apply lock)."""
+
+    @property
+    def span(self) -> Span: ...
+
+    @property
+    def log(self) -> EventLog: ...
+
+    @property
+    def end_pos(self) -> int: ...
+
+    @property
+    def max_ts(self) -> Timestamp: ...
+
+    @property
+    def resolved(self) -> Timestamp: ...
+
+    def read_slice(self, entries: EventLog, start: int, stop: int, with_diff: bool) -> LogSlice: ...
+
+    def unregister(self, reg: Registration) -> None: ...
+
+
 class Registration:
     __slots__ = (
         "catching_up",
@@ -122,7 +153,7 @@ class Registration:
         self.values = values
         self.stream = stream
         self.queued = 0  # catch-up values in the stream not yet taken (the stream counts)
-        self.processor: Processor | None = None
+        self.processor: LogOwner | None = None
         self.cursor = 0  # the log position read up to
         self.whole = False  # the span holds the whole range: no key filter needed
         self.filtering = True  # values at or below start_ts may still be in the log
@@ -135,7 +166,7 @@ class Registration:
 
     # Under the apply lock.
 
-    def attach(self, processor: Processor, cursor: int) -> None:
+    def attach(self, processor: LogOwner, cursor: int) -> None:
         """Read ``processor``'s log from ``cursor`` once live."""
         self.processor = processor
         self.cursor = cursor
@@ -207,7 +238,7 @@ class Registration:
             return True
         return False
 
-    def _read_log(self, processor: Processor, out: list[tuple[Hashable, StreamItem]]) -> None:
+    def _read_log(self, processor: LogOwner, out: list[tuple[Hashable, StreamItem]]) -> None:
         entries = processor.log
         source = entries.diffs if self.with_diff else entries.values
         stop = entries.base + len(source)

@@ -103,7 +103,7 @@ from feedkv.sql.descriptor import Family, TableDescriptor
 from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
-    from feedkv.db import DB
+    from feedkv.rangefeed.feed_client import FeedClient
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -179,7 +179,7 @@ def _message_batches(job: JobOptions, part: _TablePiece) -> Iterator[pa.RecordBa
         yield block_row(topic, schema_id, block)
 
 
-def _piece_messages(db: DB, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[Message]:
+def _piece_messages(db: FeedClient, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[Message]:
     """The messages of one piece: a scan's through the changefeed core's scan path,
     changes row by row, leaving out the rewrites of ``part.skipped``."""
     options = spec.options
@@ -204,7 +204,7 @@ def _piece_messages(db: DB, spec: ChangefeedSpec, part: _TablePiece) -> Iterator
             yield message
 
 
-def _row_blocks(db: DB, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[Block]:
+def _row_blocks(db: FeedClient, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[Block]:
     """A piece's rows for parquet files in blocks, gathered as
     :func:`~feedkv.spark.blocks.message_blocks` gathers messages: a scan's whole rows
     straight from their values, else the rows its messages carry."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 import atexit
 import threading
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -32,12 +32,10 @@ from feedkv.changefeed.encoder import RowFormats
 from feedkv.changefeed.file_formats import arrow_type, arrow_value
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
 from feedkv.rangefeed.event import Value
+from feedkv.rangefeed.feed_client import FeedClient, open_client
 from feedkv.spark.offsets import Piece
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.types import Kind
-
-if TYPE_CHECKING:
-    from feedkv.db import DB
 
 __all__ = [
     "META_COLUMNS",
@@ -66,18 +64,16 @@ _SPARK_TYPES = {
     Kind.JSONB: "STRING",
 }
 
-_connections: dict[str, DB] = {}
+_connections: dict[str, FeedClient] = {}
 _connections_lock = threading.Lock()
 
 
-def connection(url: str) -> DB:
+def connection(url: str) -> FeedClient:
     """This process's client to the node at ``url`` (opened on first use)."""
     with _connections_lock:
         db = _connections.get(url)
         if db is None:
-            import feedkv
-
-            db = _connections[url] = feedkv.connect(url)
+            db = _connections[url] = open_client(url)
         return db
 
 
@@ -90,7 +86,7 @@ def _close_connections() -> None:
 
 
 def piece_events(
-    db: DB, target: Target, piece: Piece, *, diff: bool, split_families: bool = False
+    db: FeedClient, target: Target, piece: Piece, *, diff: bool, split_families: bool = False
 ) -> Iterator[RowEvent]:
     """The row changes of one piece: the rows as of ``piece.hi`` for a scan piece, else
     every change in ``(piece.lo, piece.hi]``, each key's oldest first."""

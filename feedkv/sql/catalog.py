@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from feedkv.errors import SQLError
-from feedkv.kv.db import KVClient
 from feedkv.kv.txn import Txn
+from feedkv.rangefeed.feed_client import KV
 from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor, decode_descriptor
 from feedkv.sql.row_codec import CATALOG_PREFIX
 from feedkv.storage.mvcc import KeyValue
@@ -84,7 +84,7 @@ class Reader(Protocol):
 class Snapshot:
     """Reads as of a fixed timestamp, outside any transaction (AS OF SYSTEM TIME)."""
 
-    def __init__(self, db: KVClient, ts: Timestamp) -> None:
+    def __init__(self, db: KV, ts: Timestamp) -> None:
         self.db = db
         self.ts = ts
 
@@ -292,7 +292,7 @@ def put_user(txn: Txn, user: User) -> None:
     txn.put(_user_key(user.name), json.dumps({"admin": user.admin}).encode())
 
 
-def bootstrap(db: KVClient) -> None:
+def bootstrap(db: KV) -> None:
     """Create ``defaultdb`` and the ``root`` user if this store has no catalog yet.
     Safe to run from many clients at once: the first commit wins, the rest see it."""
     if db.get(_SEQ) is not None:

@@ -2,7 +2,8 @@
 
 An :class:`Execution` holds what one statement runs with: the reader (a transaction,
 or a snapshot for AS OF SYSTEM TIME), the placeholders, the statement's clock and the
-session it belongs to (seen through :class:`SessionView`). :mod:`feedkv.sql.executor`
+session it belongs to (seen through
+:class:`~feedkv.sql.session_context.SessionContext`). :mod:`feedkv.sql.executor`
 runs a statement with one; the handlers of :mod:`feedkv.sql.ddl` and
 :mod:`feedkv.sql.dml` use its methods.
 
@@ -19,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlglot import exp
 
@@ -45,6 +46,7 @@ from feedkv.sql.row_codec import (
     RowAssembler,
     table_span,
 )
+from feedkv.sql.session_context import SessionContext
 from feedkv.sql.types import (
     format_value,
     logical_decimal,
@@ -53,9 +55,8 @@ from feedkv.util.keys import Span
 
 if TYPE_CHECKING:
     from feedkv.kv.db import KVClient
-    from feedkv.sql.leases import Leases
 
-__all__ = ["ROW_IDS", "Execution", "Result", "RowIds", "SessionView"]
+__all__ = ["ROW_IDS", "Execution", "Result", "RowIds"]
 
 
 @dataclass(frozen=True)
@@ -111,40 +112,12 @@ def _logical_timestamp(txn: Txn | None, db: KVClient) -> decimal.Decimal:
 _P = TypeVar("_P")
 
 
-class SessionView(Protocol):
-    """What a statement needs of the session it runs in (:class:`~feedkv.sql.session.
-    Session` is one): its user and current database, its client, the names and plans it
-    caches, and the table leases it can take."""
-
-    db: KVClient
-    user: str
-    database: str
-    leases: Leases | None
-
-    @property
-    def in_transaction(self) -> bool: ...
-
-    def plan(
-        self, statement: st.Statement, desc: TableDescriptor, build: Callable[[], _P]
-    ) -> _P: ...
-
-    def resolve_database(self, reader: catalog.Reader, name: str) -> DatabaseDescriptor: ...
-
-    def resolve_table(
-        self, reader: catalog.Reader, database: str | None, name: str
-    ) -> TableDescriptor: ...
-
-    def leased_table(self, database: str | None, name: str) -> Lease | None: ...
-
-    def forget(self, *, database: str | None = None, table: int | None = None) -> None: ...
-
-
 class Execution:
     """One statement's run (see the module docstring)."""
 
     def __init__(
         self,
-        session: SessionView,
+        session: SessionContext,
         txn: Txn | None,
         params: Sequence[Any],
         *,

@@ -69,9 +69,9 @@ from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, prefix_end
 
 if TYPE_CHECKING:
-    from feedkv.db import DB
     from feedkv.kv.db import KVClient
     from feedkv.rangefeed.client import RangeFeed
+    from feedkv.rangefeed.feed_client import FeedClient
 
 __all__ = ["LEASE_DURATION_S", "Lease", "Leases", "prepare_change", "withdraw_change"]
 
@@ -112,7 +112,9 @@ class Leases:
     """One client's descriptor leases (a :class:`feedkv.DB` has one, shared by its
     sessions). Thread-safe; a table being acquired meanwhile is read the old way."""
 
-    def __init__(self, db: DB, *, duration_s: float = LEASE_DURATION_S, watch: bool = True) -> None:
+    def __init__(
+        self, db: FeedClient, *, duration_s: float = LEASE_DURATION_S, watch: bool = True
+    ) -> None:
         """``watch=False``: do not follow the markers; a schema change then waits for
         this client's leases to expire."""
         self._db = db

@@ -424,7 +424,7 @@ def delete_range(
     """
     planned: list[tuple[bytes, IntentRecord | None, tuple[Timestamp, bytes | None] | None]] = []
     conflicts: list[Intent] = []
-    too_old: WriteTooOldError | None = None
+    too_old: WriteTooOldError[Timestamp] | None = None
     for key, _escaped, _newest, _raw in list(_keys_in_span(rw, span, reverse=False)):
         try:
             record, newest = _prepare_write(rw, key, ts, txn)

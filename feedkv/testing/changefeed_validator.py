@@ -72,7 +72,7 @@ from feedkv.testing.feed_validator import assert_valid
 from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
-    from feedkv.db import DB
+    from feedkv.sql.client import SQLClient
 
 __all__ = [
     "BeforeAfterValidator",
@@ -572,7 +572,9 @@ def assert_no_failures(failures: Sequence[str]) -> None:
 # Reading the table through SQL.
 
 
-def sql_row_reader(db: DB, table: str, key_columns: Sequence[str] | None = None) -> RowReader:
+def sql_row_reader(
+    db: SQLClient, table: str, key_columns: Sequence[str] | None = None
+) -> RowReader:
     """A :data:`RowReader` for ``table`` (``name`` or ``database.name``) that runs
     ``SELECT ... FROM table AS OF SYSTEM TIME $1 WHERE k1 = $2 AND ...``.
 
@@ -609,7 +611,7 @@ def sql_row_reader(db: DB, table: str, key_columns: Sequence[str] | None = None)
     return row_at
 
 
-def sql_table_reader(db: DB, table: str) -> TableReader:
+def sql_table_reader(db: SQLClient, table: str) -> TableReader:
     """A :data:`TableReader` for ``table`` (``name`` or ``database.name``) that runs
     ``SELECT ... FROM table AS OF SYSTEM TIME $1``; rows are keyed by their primary
     key's JSON values, as a message's key array. The topic is not looked at (see
@@ -628,7 +630,7 @@ def sql_table_reader(db: DB, table: str) -> TableReader:
     return table_at
 
 
-def _descriptors(db: DB, table: str) -> Callable[[Timestamp], TableDescriptor]:
+def _descriptors(db: SQLClient, table: str) -> Callable[[Timestamp], TableDescriptor]:
     """``table``'s descriptor as of a timestamp, the last few read kept: the rows of one
     transaction share their timestamp. (A statement's text names no timestamp, its
     ``AS OF SYSTEM TIME`` being a placeholder, so the session parses it once.)"""

@@ -58,6 +58,8 @@ from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
     from feedkv.db import DB
+    from feedkv.rangefeed.feed_client import FeedClient
+    from feedkv.sql.client import SQLClient
     from feedkv.sql.session import Session
 
 __all__ = [
@@ -190,7 +192,7 @@ def plan(seed: int, clients: int, ops: int) -> list[list[Op]]:
     ]
 
 
-def create_table(db: DB) -> None:
+def create_table(db: SQLClient) -> None:
     """``CREATE TABLE t`` and its :data:`INITIAL_ROWS` first rows (ids ``0..``)."""
     db.sql("CREATE TABLE t (id INT PRIMARY KEY, v STRING, n INT)")
     rng = random.Random(0)
@@ -221,7 +223,7 @@ Connector = Callable[[], tuple["Session", Callable[[], None]]]
 """Opens a session, and gives the way to let go of it."""
 
 
-def embedded(db: DB) -> Connector:
+def embedded(db: SQLClient) -> Connector:
     """Sessions of ``db`` itself (nothing to let go of)."""
     return lambda: (db.session(), lambda: None)
 
@@ -492,7 +494,9 @@ def cloud_storage_messages(
     return messages
 
 
-def committed(db: DB, after: Timestamp, upto: Timestamp) -> set[tuple[tuple[Any, ...], Timestamp]]:
+def committed(
+    db: FeedClient, after: Timestamp, upto: Timestamp
+) -> set[tuple[tuple[Any, ...], Timestamp]]:
     """Every committed version of ``t``'s rows in ``(after, upto]`` (an incremental
     export): (primary key, timestamp)."""
     snapshot = catalog.Snapshot(db, upto)
@@ -504,7 +508,7 @@ def committed(db: DB, after: Timestamp, upto: Timestamp) -> set[tuple[tuple[Any,
 
 
 def check_feed(
-    db: DB,
+    db: SQLClient,
     streams: Mapping[str, Sequence[ChangefeedMessage]],
     start: Timestamp,
     end: Timestamp,

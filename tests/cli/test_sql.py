@@ -22,7 +22,7 @@ import pytest
 import feedkv
 from feedkv.cli.main import main
 from feedkv.kv.store import StoreConfig
-from feedkv.node import Node
+from feedkv.server.node import Node
 
 DEADLINE_S = 30.0
 PROMPT = "root@defaultdb> "

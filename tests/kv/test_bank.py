@@ -18,7 +18,7 @@ import feedkv
 from feedkv.errors import FeedKVError, InvalidArgumentError
 from feedkv.kv.store import StoreConfig
 from feedkv.kv.txn import Txn
-from feedkv.node import Node
+from feedkv.server.node import Node
 from feedkv.storage.mvcc import scan_intents
 from feedkv.testing.waiting import run_threads, wait_until
 from feedkv.util.hlc import Timestamp

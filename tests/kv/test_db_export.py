@@ -14,7 +14,7 @@ from feedkv import DB
 from feedkv.errors import InvalidArgumentError
 from feedkv.kv.api import BatchRequest, Header, HeartbeatTxn, Put, Transaction
 from feedkv.kv.store import Store, StoreConfig
-from feedkv.node import Node
+from feedkv.server.node import Node
 from feedkv.storage.export import ExportedVersion
 from feedkv.util.hlc import ZERO_TIMESTAMP, ManualClock, Timestamp
 from feedkv.util.keys import Span

@@ -26,7 +26,7 @@ from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.store import StoreConfig
 from feedkv.kv.wire import SERVICE, batch_request_to_proto, error_from_proto
-from feedkv.node import Node
+from feedkv.server.node import Node
 from feedkv.testing.waiting import run_threads
 from feedkv.util.hlc import Timestamp
 

@@ -11,8 +11,8 @@ import pytest
 import feedkv
 from feedkv import DB
 from feedkv.kv.store import Store, StoreConfig
-from feedkv.node import Node
 from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
+from feedkv.server.node import Node
 
 
 @pytest.fixture

@@ -22,7 +22,6 @@ from feedkv.errors import InvalidArgumentError, NodeUnavailableError
 from feedkv.kv.address import split_host_port
 from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.store import Store
-from feedkv.node import Node
 from feedkv.rangefeed.budget import Budget
 from feedkv.rangefeed.client import FeedTransport
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
@@ -31,6 +30,7 @@ from feedkv.rangefeed.processor import Processor
 from feedkv.rangefeed.registration import Registration
 from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
 from feedkv.rangefeed.stream import EventStream
+from feedkv.server.node import Node
 from feedkv.storage.gc import gc
 from feedkv.storage.logical_ops import WriteValue
 from feedkv.util.hlc import Timestamp

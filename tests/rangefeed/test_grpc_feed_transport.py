@@ -19,11 +19,11 @@ from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.store import StoreConfig
 from feedkv.kv.wire import SERVICE, span_to_proto, timestamp_to_proto
-from feedkv.node import Node
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
 from feedkv.rangefeed.grpc_transport import GrpcFeedTransport
 from feedkv.rangefeed.store_feeds import FeedConfig
 from feedkv.rangefeed.wire import values_from_proto
+from feedkv.server.node import Node
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 

@@ -24,10 +24,10 @@ from feedkv import DB
 from feedkv.errors import ExternalError, FeedKVError, NodeUnavailableError
 from feedkv.kv.api import MAX_PRIORITY, BatchRequest, Header, HeartbeatTxn, Put, Transaction
 from feedkv.kv.store import StoreConfig
-from feedkv.node import Node
 from feedkv.rangefeed.client import RangeFeed
 from feedkv.rangefeed.event import Checkpoint
 from feedkv.rangefeed.store_feeds import FeedConfig
+from feedkv.server.node import Node
 from feedkv.storage.export import iter_export
 from feedkv.testing.feed_validator import FeedValidator, Violation, assert_valid
 from feedkv.testing.nemesis import CHAOS, Nemesis, NemesisConfig, NemesisReport, Op, Step, plan

@@ -17,7 +17,7 @@ import pytest
 
 from feedkv.spark.session import worker_python
 
-NOT_IN_A_WORKER = ("feedkv.node", "feedkv.kv.server", "feedkv.kv.store", "sqlglot")
+NOT_IN_A_WORKER = ("feedkv.server.node", "feedkv.kv.server", "feedkv.kv.store", "sqlglot")
 WORKER_IMPORTS = (
     "feedkv.spark.changefeed_job",
     "feedkv.spark.source",

@@ -10,7 +10,7 @@ import pytest
 import feedkv
 from feedkv import DB
 from feedkv.kv.store import StoreConfig
-from feedkv.node import Node
+from feedkv.server.node import Node
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import feedkv
 from feedkv import DB
 from feedkv.errors import SQLError
 from feedkv.kv.store import StoreConfig
-from feedkv.node import Node
+from feedkv.server.node import Node
 from feedkv.sql import catalog
 from feedkv.sql.leases import Leases
 from feedkv.testing.waiting import run_threads, wait_until

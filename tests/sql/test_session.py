@@ -20,7 +20,7 @@ import feedkv
 from feedkv import DB
 from feedkv.errors import SerializationFailure, SQLError
 from feedkv.kv.store import StoreConfig
-from feedkv.node import Node
+from feedkv.server.node import Node
 from feedkv.sql.session import Session
 from feedkv.testing.waiting import run_threads
 from feedkv.util.hlc import ManualClock

@@ -24,7 +24,7 @@ from feedkv.sql.descriptor import quote_name
 from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
-    from feedkv.db import DB
+    from feedkv.sql.client import SQLClient
 
 __all__ = ["SQLTableClient", "make"]
 
@@ -32,7 +32,7 @@ _ROW = "($%d, 0, $%d, $%d, $%d, $%d)"
 
 
 class SQLTableClient:
-    def __init__(self, db: DB, table: str) -> None:
+    def __init__(self, db: SQLClient, table: str) -> None:
         self._session = db.session()
         self._table = table
         self._next_id = time.time_ns() // 1000
@@ -70,7 +70,7 @@ class SQLTableClient:
         self._session.close()
 
 
-def make(uri: SinkURI, options: ChangefeedOptions, *, db: DB, **_: Any) -> BatchingSink:
+def make(uri: SinkURI, options: ChangefeedOptions, *, db: SQLClient, **_: Any) -> BatchingSink:
     parts = [p for p in (uri.host + uri.path).split("/") if p]
     if len(parts) != 1 or not all(parts[0].split(".")):
         raise option_error(

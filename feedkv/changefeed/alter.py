@@ -1,0 +1,125 @@
+"""``ALTER CHANGEFEED``: a paused job's targets and options changed, checked as
+strictly as a new changefeed's (:mod:`feedkv.changefeed.create`). It cannot change
+where the job started (``cursor``, ``initial_scan``); an added table is followed from
+the job's high-water mark.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from feedkv.changefeed.changefeed import ChangefeedSpec
+from feedkv.changefeed.create import resolve_table, sql_literal, topic_name
+from feedkv.changefeed.jobs import (
+    PAUSED,
+    JobRecord,
+    existing_job,
+    get_job,
+    is_secret,
+    put_job,
+    redacted,
+    table_names,
+)
+from feedkv.changefeed.options import option_error, parse_options
+from feedkv.changefeed.rows import Target
+from feedkv.changefeed.sink import parse_sink_uri
+from feedkv.errors import SQLError
+from feedkv.kv.txn import Txn
+from feedkv.sql import catalog
+from feedkv.sql import statements as st
+
+if TYPE_CHECKING:
+    from feedkv.sql.session import Session
+
+__all__ = ["alter", "altered_spec", "describe"]
+
+# Options that say where a changefeed starts: ALTER CHANGEFEED cannot change them.
+_FIXED_OPTIONS = frozenset({"cursor", "initial_scan", "no_initial_scan", "initial_scan_only"})
+
+
+def alter(txn: Txn, statement: st.AlterChangefeed, session: Session) -> None:
+    """Apply ``statement`` to its job, which must be paused."""
+    record = existing_job(get_job(txn, statement.job_id), statement.job_id)
+    if record.status != PAUSED:
+        raise SQLError(
+            "55000",
+            f"job {record.id} is {record.status}: ALTER CHANGEFEED changes paused jobs "
+            f"only (PAUSE JOB {record.id} first)",
+        )
+    spec = altered_spec(record, statement, session, txn)
+    old = {t.table_id for t in record.spec.targets}
+    new = {t.table_id for t in spec.targets}
+    for table_id in old - new:
+        catalog.set_changefeed_watch(txn, table_id, record.id, watching=False)
+    put_job(txn, record.replace(spec=spec), watching=True)
+
+
+def altered_spec(
+    record: JobRecord, statement: st.AlterChangefeed, session: Session, txn: Txn
+) -> ChangefeedSpec:
+    """``record``'s spec with ``statement``'s changes, validated like a new one."""
+    spec = record.spec
+    if (statement.add or statement.drop) and spec.query is not None:
+        raise option_error(
+            "a CDC query changefeed watches its query's table: it takes no ADD or DROP"
+        )
+    if (statement.add or statement.drop) and record.high_water is None:
+        raise SQLError(
+            "55000",
+            f"job {record.id} has not finished its initial scan; it can gain or lose tables "
+            "once it has",
+        )
+    given = dict(spec.options.given)
+    for name in [*statement.unset, *(name for name, _ in statement.set_options)]:
+        if name in _FIXED_OPTIONS:
+            raise option_error(
+                f"option {name} says where the changefeed started: it cannot be altered"
+            )
+    for name in statement.unset:
+        given.pop(name, None)
+    given.update(statement.set_options)
+    options = parse_options(given.items(), now=record.created)
+    parse_sink_uri(spec.sink_uri or "", options)  # the sink must still accept them
+    targets = list(spec.targets)
+    for written in statement.drop:
+        _database, desc = resolve_table(session, txn, written)
+        dropped = Target(desc.id, written.family)
+        if dropped not in targets:
+            raise option_error(f"table {written.table} is not a target of job {record.id}")
+        targets.remove(dropped)
+    for written in statement.add:
+        _database, desc = resolve_table(session, txn, written)
+        if written.family is not None:
+            desc.family(written.family)
+        added = Target(desc.id, written.family)
+        if added in targets:
+            raise option_error(f"table {written.table} is already a target of job {record.id}")
+        targets.append(added)
+    if not targets:
+        raise option_error(f"job {record.id} would watch no table; CANCEL JOB {record.id} instead")
+    topics = {}
+    for target in targets:
+        names = table_names(txn, target.table_id)
+        if names is None:
+            raise option_error(f"table [{target.table_id}] of job {record.id} was dropped")
+        topics[target.table_id] = topic_name(*names, options)
+    spec = dataclasses.replace(spec, targets=tuple(targets), topics=topics, options=options)
+    return dataclasses.replace(spec, description=describe(spec))
+
+
+def describe(spec: ChangefeedSpec) -> str:
+    """The CREATE CHANGEFEED statement that would make ``spec`` (for an altered job)."""
+    if spec.query is not None:
+        return spec.description
+    tables = ", ".join(
+        spec.topics[t.table_id] + (f" FAMILY {t.family}" if t.family else "") for t in spec.targets
+    )
+    text = f"CREATE CHANGEFEED FOR TABLE {tables} INTO '{redacted(spec.sink_uri or '')}'"
+    given = [
+        name
+        if value is None
+        else f"{name} = {sql_literal('redacted' if is_secret(name) else value)}"
+        for name, value in spec.options.given
+    ]
+    return text + (f" WITH {', '.join(given)}" if given else "")

@@ -1,0 +1,27 @@
+"""A changefeed job as its node's registry (:mod:`feedkv.changefeed.registry`) runs it:
+the :class:`Job` protocol. A thread of the node (:mod:`feedkv.changefeed.thread_job`)
+and a Spark query (:class:`feedkv.spark.runner.SparkJob`) are the two kinds."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from feedkv.changefeed.changefeed import ChangefeedSpec
+from feedkv.util.hlc import Timestamp
+
+__all__ = ["Job"]
+
+
+class Job(Protocol):
+    """A running changefeed job: :meth:`run` blocks until it ends (raising how it
+    failed), :meth:`close` stops it from another thread."""
+
+    @property
+    def spec(self) -> ChangefeedSpec: ...
+
+    @property
+    def high_water(self) -> Timestamp: ...
+
+    def run(self) -> None: ...
+
+    def close(self) -> None: ...

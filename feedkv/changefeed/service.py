@@ -1,0 +1,189 @@
+"""The changefeed service of a SQL session: ``CREATE CHANGEFEED``, ``EXPERIMENTAL
+CHANGEFEED`` and the job statements, from a statement to a running changefeed and the
+control of it.
+
+:class:`Changefeeds` is the ``changefeeds`` service of
+:class:`~feedkv.sql.session.Session`. A statement is planned first
+(:mod:`feedkv.changefeed.create`: nothing starts unless it is valid). A sinkless
+changefeed streams back as a :class:`~feedkv.changefeed.sinkless.FeedResult`; one with a
+sink becomes a job record (:mod:`feedkv.changefeed.jobs`) that a node's registry
+(:mod:`feedkv.changefeed.registry`) runs, and the statement returns its ``job_id``. The
+job statements are ``SHOW CHANGEFEED JOBS``, ``PAUSE`` / ``RESUME`` / ``CANCEL JOB``
+(:mod:`feedkv.changefeed.control`), ``ALTER CHANGEFEED`` (:mod:`feedkv.changefeed.alter`)
+and the cluster settings (:mod:`feedkv.changefeed.cluster_settings`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from feedkv.changefeed.alter import alter
+from feedkv.changefeed.changefeed import Changefeed, ChangefeedSpec
+from feedkv.changefeed.cluster_settings import run_setting
+from feedkv.changefeed.control import CONTROL_WAIT_S, REQUESTED, request
+from feedkv.changefeed.create import plan_changefeed, require_admin
+from feedkv.changefeed.job import Job
+from feedkv.changefeed.jobs import (
+    ACTIVE,
+    SHOW_COLUMNS,
+    JobRecord,
+    existing_job,
+    get_job,
+    list_jobs,
+    put_job,
+    show_row,
+)
+from feedkv.changefeed.registry import JobRegistry
+from feedkv.changefeed.sink import make_sink
+from feedkv.changefeed.sinkless import COLUMNS, ChannelSink, FeedResult
+from feedkv.errors import SQLError
+from feedkv.sql import catalog
+from feedkv.sql import statements as st
+from feedkv.sql.execution import ROW_IDS, Result
+
+if TYPE_CHECKING:
+    from feedkv.sql.client import SQLClient
+    from feedkv.sql.session import Session
+
+__all__ = ["Changefeeds"]
+
+WAIT_POLL_S = 0.05
+
+
+class Changefeeds:
+    """The SQL session's changefeed service: ``CREATE CHANGEFEED`` and the job
+    statements (``SHOW CHANGEFEED JOBS``, ``PAUSE`` / ``RESUME`` / ``CANCEL JOB``,
+    ``ALTER CHANGEFEED``). :meth:`close` stops the sinkless feeds it started.
+
+    ``CREATE CHANGEFEED ... INTO`` writes a job record; the node's ``registry`` (given
+    when this process runs a node) runs it. A client of a remote node has none: the
+    server's registry adopts the job."""
+
+    def __init__(self, db: SQLClient, registry: JobRegistry | None = None) -> None:
+        self._db = db
+        self._registry = registry
+        self._lock = threading.Lock()
+        self._sinkless: list[FeedResult] = []
+
+    def create(self, statement: st.CreateChangefeed, session: Session, params: Any = ()) -> Result:
+        plan = plan_changefeed(statement, session)
+        if plan.sink is None:
+            return self._start_sinkless(plan.spec)
+        # The sink is made once to check it (its parameters, its table...): a job
+        # that could never write is refused now, not found failed later.
+        make_sink(plan.sink, plan.spec.options, start=plan.spec.start, db=self._db).close()
+        record = JobRecord(ROW_IDS.next(), plan.spec, created=plan.now)
+        self._db.run_transaction(lambda txn: put_job(txn, record, watching=True))
+        if self._registry is not None:
+            self._registry.adopt(record.id)
+        return Result(columns=("job_id",), rows=[(record.id,)], tag="CREATE CHANGEFEED")
+
+    def execute(self, statement: st.Statement, session: Session) -> Result:
+        """Run a job statement."""
+        require_admin(session, self._snapshot(), "manage changefeed jobs")
+        if isinstance(statement, st.ShowChangefeedJobs):
+            return self._show(statement.job_id)
+        if isinstance(statement, st.ControlJob):
+            return self._control(statement.action, statement.job_id)
+        if isinstance(statement, st.AlterChangefeed):
+            return self._alter(statement, session)
+        if isinstance(statement, st.ClusterSetting):
+            return run_setting(self._db, statement)
+        raise SQLError("0A000", f"not a job statement: {statement.text}")
+
+    def record(self, job_id: int) -> JobRecord | None:
+        """Job ``job_id`` as it is recorded now."""
+        return get_job(self._snapshot(), job_id)
+
+    def get(self, job_id: int) -> Job | None:
+        """Job ``job_id`` if this process runs it."""
+        return self._registry.running(job_id) if self._registry is not None else None
+
+    def error(self, job_id: int) -> str | None:
+        """How job ``job_id`` failed (or why it paused), if it did."""
+        record = self.record(job_id)
+        return record.error or None if record is not None else None
+
+    def wait(self, job_id: int, timeout: float | None = None) -> bool:
+        """Wait until job ``job_id`` no longer runs (it ended or paused); returns whether
+        it got there within ``timeout`` seconds."""
+        return self._wait_for(job_id, lambda r: r.status not in ACTIVE, timeout)
+
+    def cancel(self, job_id: int) -> None:
+        """``CANCEL JOB job_id``."""
+        self._control("cancel", job_id)
+
+    def start(self) -> None:
+        """Start running this node's jobs (a node does when it opens a store with jobs)."""
+        if self._registry is not None:
+            self._registry.start()
+
+    def close(self) -> None:
+        """Stop the sinkless feeds, and the jobs this node runs (they stay ``running``
+        in their records: the next start resumes them)."""
+        with self._lock:
+            sinkless, self._sinkless = self._sinkless, []
+        for result in sinkless:
+            result.close()
+        if self._registry is not None:
+            self._registry.close()
+
+    # Job statements.
+
+    def _snapshot(self) -> catalog.Snapshot:
+        return catalog.Snapshot(self._db, self._db.now())
+
+    def _show(self, job_id: int | None) -> Result:
+        snapshot = self._snapshot()
+        if job_id is None:
+            records = list_jobs(snapshot)
+        else:
+            records = [existing_job(get_job(snapshot, job_id), job_id)]
+        rows = [show_row(record, snapshot) for record in reversed(records)]  # newest first
+        return Result(columns=SHOW_COLUMNS, rows=rows, tag=f"SHOW {len(rows)}")
+
+    def _control(self, action: str, job_id: int) -> Result:
+        self._db.run_transaction(lambda txn: request(txn, job_id, action))
+        if self._registry is not None:
+            self._registry.poke()
+        self._wait_for(job_id, lambda r: r.status not in REQUESTED, CONTROL_WAIT_S)
+        return Result(tag=f"{action.upper()} JOB")
+
+    def _alter(self, statement: st.AlterChangefeed, session: Session) -> Result:
+        self._db.run_transaction(lambda txn: alter(txn, statement, session))
+        return Result(tag="ALTER CHANGEFEED")
+
+    def _wait_for(
+        self, job_id: int, done: Callable[[JobRecord], bool], timeout: float | None
+    ) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            record = self.record(job_id)
+            if record is None or done(record):
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(WAIT_POLL_S)  # wait-ok: a job record changes in another thread
+
+    def _start_sinkless(self, spec: ChangefeedSpec) -> FeedResult:
+        channel = ChannelSink(text=spec.options.format != "avro")
+        changefeed = Changefeed(self._db, spec, channel)
+        result = FeedResult(
+            columns=COLUMNS, tag="CHANGEFEED", changefeed=changefeed, channel=channel
+        )
+
+        def run() -> None:
+            try:
+                changefeed.run()
+            except BaseException as exc:
+                channel.end(exc)
+            else:
+                channel.end()
+
+        threading.Thread(target=run, name="sinkless-changefeed", daemon=True).start()
+        with self._lock:
+            self._sinkless.append(result)
+        return result

@@ -1,0 +1,52 @@
+"""Changefeed jobs run by a thread of the node (the ``thread`` runner): the changefeed
+core alone, for its tests and for programs without Java."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from feedkv.changefeed.changefeed import Changefeed
+from feedkv.changefeed.job import Job
+from feedkv.changefeed.jobs import JobRecord
+from feedkv.changefeed.sink import Sink, make_sink, parse_sink_uri
+from feedkv.util.hlc import Timestamp
+
+if TYPE_CHECKING:
+    from feedkv.changefeed.registry import JobFactory
+    from feedkv.sql.client import SQLClient
+
+__all__ = ["ThreadJob", "thread_jobs"]
+
+
+class ThreadJob:
+    """A changefeed run by a thread of this process into its own sink."""
+
+    def __init__(self, changefeed: Changefeed, sink: Sink) -> None:
+        self.changefeed = changefeed
+        self.spec = changefeed.spec
+        self._sink = sink
+
+    @property
+    def high_water(self) -> Timestamp:
+        return self.changefeed.high_water
+
+    def run(self) -> None:
+        try:
+            self.changefeed.run()
+        finally:
+            self._sink.close()
+
+    def close(self) -> None:
+        self.changefeed.close()
+
+
+def thread_jobs(db: SQLClient) -> JobFactory:
+    """Runs each job as a :class:`ThreadJob` from its high-water mark."""
+
+    def make(record: JobRecord) -> Job:
+        spec = record.resume_spec()
+        uri = parse_sink_uri(spec.sink_uri or "", spec.options)
+        sink = make_sink(uri, spec.options, start=spec.start, db=db)
+        return ThreadJob(Changefeed(db, spec, sink), sink)
+
+    return make

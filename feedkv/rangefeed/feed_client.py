@@ -1,0 +1,210 @@
+"""The feed client: the KV client's calls plus change feeds, as the layers above use them.
+
+:class:`FeedClient` is the surface SQL (its descriptor leases and catalog reads), the
+changefeed core, the Spark runner and :mod:`feedkv.testing` are written against:
+:class:`KV`, the calls of :class:`~feedkv.kv.db.KVClient` (keys, scans, incremental
+export, transactions, ranges), plus :meth:`FeedClient.rangefeed`. :class:`feedkv.DB`
+is one (it adds SQL and changefeed jobs); so is :class:`KVFeedClient`, the plain
+client a process that only reads and follows a node opens with :func:`open_client`
+(a Spark worker does: :mod:`feedkv.spark.rows`).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol, TypeVar
+
+from feedkv.kv.address import parse_node_url
+from feedkv.kv.db import EXPORT_PAGE_SIZE, KVClient, RangeInfo
+from feedkv.kv.range_descriptor import RangeDescriptor
+from feedkv.kv.router import Transport
+from feedkv.kv.txn import Txn
+from feedkv.rangefeed.client import FeedTransport, RangeFeed
+from feedkv.rangefeed.event import Value
+from feedkv.storage.export import ExportedVersion
+from feedkv.storage.mvcc import KeyValue
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import Span, check_key
+
+__all__ = ["KV", "FeedClient", "KVFeedClient", "open_client"]
+
+T = TypeVar("T")
+
+
+class KV(Protocol):
+    """The calls of :class:`~feedkv.kv.db.KVClient` (see it for their contracts)."""
+
+    def now(self) -> Timestamp: ...
+
+    def get(self, key: bytes, *, as_of: Timestamp | None = None) -> bytes | None: ...
+
+    def put(self, key: bytes, value: bytes) -> Timestamp: ...
+
+    def delete(self, key: bytes) -> Timestamp: ...
+
+    def scan(
+        self,
+        start: bytes,
+        end: bytes,
+        *,
+        as_of: Timestamp | None = None,
+        limit: int | None = None,
+        reverse: bool = False,
+    ) -> list[KeyValue]: ...
+
+    def export(
+        self,
+        span: Span,
+        lo: Timestamp,  # exclusive
+        hi: Timestamp,
+        *,
+        with_diff: bool = False,
+        page_size: int = EXPORT_PAGE_SIZE,
+    ) -> Iterator[ExportedVersion]: ...
+
+    def transaction(self, *, priority: int | None = None) -> Txn: ...
+
+    def run_transaction(
+        self,
+        fn: Callable[[Txn], T],
+        *,
+        max_attempts: int | None = None,
+        max_backoff_s: float = 1.0,
+        priority: int | None = None,
+    ) -> T: ...
+
+    def split(self, key: bytes) -> tuple[RangeDescriptor, RangeDescriptor]: ...
+
+    def merge(self, key: bytes) -> RangeDescriptor: ...
+
+    def ranges(self) -> list[RangeInfo]: ...
+
+    def close(self) -> None: ...
+
+
+class FeedClient(KV, Protocol):
+    """:class:`KV` plus change feeds."""
+
+    def rangefeed(
+        self,
+        spans: Span | Iterable[Span],
+        since: Timestamp,  # exclusive
+        *,
+        with_diff: bool = False,
+        values: bool = True,
+        timestamp_order: bool = False,
+    ) -> RangeFeed:
+        """Every change in ``spans`` after ``since``, with checkpoints (see
+        :meth:`KVFeedClient.rangefeed`)."""
+        ...
+
+
+class KVFeedClient(KVClient):
+    """A :class:`~feedkv.kv.db.KVClient` with change feeds, registered through
+    ``feeds``. :meth:`close` ends the feeds it opened, then ``feeds`` if it
+    ``owns_feeds`` (an embedded node's feeds stop with the node), then the transport."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        feeds: FeedTransport,
+        *,
+        target: str = "",
+        owns_feeds: bool = True,
+    ) -> None:
+        super().__init__(transport, target=target)
+        self._feeds = feeds
+        self._owns_feeds = owns_feeds
+        self._open_feeds: weakref.WeakSet[RangeFeed] = weakref.WeakSet()
+        self._feeds_lock = threading.Lock()
+
+    def rangefeed(
+        self,
+        spans: Span | Iterable[Span],
+        since: Timestamp,
+        *,
+        with_diff: bool = False,
+        values: bool = True,
+        timestamp_order: bool = False,
+    ) -> RangeFeed:
+        """Every change in ``spans`` after ``since`` (exclusive), with checkpoints; see
+        :mod:`feedkv.rangefeed.client`. Iterate it (or ``async for``); ``close()`` ends it.
+
+        Each key's values come in timestamp order. The history before the first
+        checkpoint (the catch-up scan) comes in timestamp order across keys too with
+        ``timestamp_order``; without, a range that holds fewer versions than the store
+        changed since ``since`` sends its history by key, which costs what the range
+        holds instead of the whole store's changes. ``with_diff`` adds each value's
+        previous value. ``values=False`` gives a
+        checkpoint-only feed, for following the resolved timestamp: the same checkpoints,
+        no values, and the nodes skip the catch-up scan and the per-write fan-out for it.
+        It cannot be combined with ``with_diff`` (:class:`~feedkv.errors.InvalidArgumentError`).
+        """
+        return self._track(
+            RangeFeed(
+                self._feeds,
+                self._router,
+                [spans] if isinstance(spans, Span) else spans,
+                since,
+                with_diff=with_diff,
+                values=values,
+                timestamp_order=timestamp_order,
+            )
+        )
+
+    def watch(
+        self, key: bytes, *, prefix: bool = False, since: Timestamp | None = None
+    ) -> RangeFeed:
+        """etcd-style: every change of ``key`` (or of every key under it, with ``prefix``)
+        as :class:`~feedkv.rangefeed.event.Value` events, history in timestamp order as
+        etcd replays revisions. With no ``since``, first the current value(s), then every
+        change after them."""
+        check_key(key)
+        span = Span.for_prefix(key) if prefix else Span.for_key(key)
+        initial: list[Value] = []
+        if since is None:
+            since = self.now()
+            initial = [
+                Value(kv.key, kv.value, kv.ts)
+                for kv in self.scan(span.start, span.end, as_of=since)
+            ]
+        return self._track(
+            RangeFeed(
+                self._feeds,
+                self._router,
+                [span],
+                since,
+                values_only=True,
+                timestamp_order=True,
+                initial=initial,
+            )
+        )
+
+    def close(self) -> None:
+        """Close the open feeds, then the feed transport (if owned) and the connection.
+        Idempotent."""
+        with self._feeds_lock:
+            feeds = list(self._open_feeds)
+        for feed in feeds:
+            feed.close()
+        if self._owns_feeds:
+            self._feeds.close()
+        super().close()
+
+    def _track(self, feed: RangeFeed) -> RangeFeed:
+        with self._feeds_lock:
+            self._open_feeds.add(feed)
+        return feed
+
+
+def open_client(url: str) -> KVFeedClient:
+    """A client of the node at ``feedkv://host:port`` (over gRPC)."""
+    # NB: imported here: a process that never dials a node does not import gRPC
+    from feedkv.kv.grpc_transport import GrpcTransport
+    from feedkv.rangefeed.grpc_transport import GrpcFeedTransport
+
+    transport = GrpcTransport(*parse_node_url(url))
+    feeds = GrpcFeedTransport(transport.channel, transport.address)
+    return KVFeedClient(transport, feeds, target=url)

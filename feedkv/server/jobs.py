@@ -1,0 +1,108 @@
+"""A node's changefeed jobs: the runner that runs them, and the history they keep.
+
+A node (embedded by ``feedkv.connect(path)``, or ``feedkv start``) runs the changefeed
+jobs recorded in its store through a :class:`~feedkv.changefeed.registry.JobRegistry`.
+Its ``runner`` says how each job runs:
+
+- ``spark``: a Spark Structured Streaming query (:class:`feedkv.spark.runner.SparkJob`)
+  on the jobs' Spark master (:func:`jobs_spark_master`), reading the node through its
+  gRPC port (started for it), its checkpoint in the store directory. PySpark is imported
+  when the first job starts, not with the node.
+- ``thread``: a thread of this process (a
+  :class:`~feedkv.changefeed.thread_job.ThreadJob`): the changefeed core alone, for its
+  tests and for programs without Java.
+
+The registry and thread jobs work through ``client``, the node's own SQL client (the
+:class:`feedkv.DB` that opened the node).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from feedkv.errors import InvalidArgumentError
+from feedkv.sql import catalog
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import Span
+
+# NB: the changefeed machinery is imported when the node first runs its jobs, not with
+# the node: a client of a server never does
+if TYPE_CHECKING:
+    from feedkv.changefeed.job import Job
+    from feedkv.changefeed.jobs import JobRecord
+    from feedkv.changefeed.registry import JobFactory, JobRegistry
+    from feedkv.rangefeed.feed_client import KV
+    from feedkv.server.node import Node
+    from feedkv.sql.client import SQLClient
+
+__all__ = [
+    "RUNNERS",
+    "check_runner",
+    "job_registry",
+    "jobs_spark_master",
+    "protect_job_history",
+    "spark_jobs",
+]
+
+RUNNERS = ("spark", "thread")
+
+
+def check_runner(runner: str) -> None:
+    """Refuse a runner that is not one of :data:`RUNNERS`."""
+    if runner not in RUNNERS:
+        raise InvalidArgumentError(
+            f"changefeed_runner={runner!r}: expected one of {', '.join(RUNNERS)}"
+        )
+
+
+def job_registry(
+    node: Node, client: SQLClient, *, runner: str, spark_master: Callable[[], str | None]
+) -> JobRegistry:
+    """The registry that runs ``node``'s jobs on ``runner``; ``spark_master`` answers,
+    when a Spark job starts, the master to start it on."""
+    from feedkv.changefeed.registry import JobRegistry
+    from feedkv.changefeed.thread_job import thread_jobs
+
+    make_job = spark_jobs(node, spark_master) if runner == "spark" else thread_jobs(client)
+    return JobRegistry(client, node.node_id, make_job)
+
+
+def jobs_spark_master(client: KV, spark_master: str | None) -> str | None:
+    """The Spark master a node's Spark session starts on, with its first job: the
+    node's ``spark_master`` (``--spark-master``), else the ``spark.master`` cluster
+    setting, else ``None`` (``$FEEDKV_SPARK_MASTER`` or ``local[*]``). Later jobs share
+    that session."""
+    if spark_master:
+        return spark_master
+    return catalog.get_setting(catalog.Snapshot(client, client.now()), "spark.master")
+
+
+def spark_jobs(node: Node, spark_master: Callable[[], str | None]) -> JobFactory:
+    """Runs each job as a Spark query whose checkpoint lives in the store directory
+    (PySpark is imported when the first job starts, not with the first session)."""
+
+    def make(record: JobRecord) -> Job:
+        from feedkv.spark.runner import SparkJob
+
+        checkpoint = node.path / "changefeed-jobs" / str(record.id) / "checkpoint"
+        return SparkJob(
+            node.serve(),
+            record.id,
+            record.resume_spec(),
+            checkpoint,
+            master=spark_master(),
+        )
+
+    return make
+
+
+def protect_job_history(node: Node, client: KV) -> None:
+    """Keep the history changefeed jobs still need from ``node``'s garbage collection."""
+
+    def protected() -> list[tuple[Span, Timestamp]]:
+        from feedkv.changefeed.jobs import protected_spans
+
+        return protected_spans(catalog.Snapshot(client, client.now()))
+
+    node.store.protected = protected

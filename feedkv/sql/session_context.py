@@ -1,0 +1,55 @@
+"""The session as a statement's execution sees it.
+
+An :class:`~feedkv.sql.execution.Execution` runs one statement for a
+:class:`~feedkv.sql.session.Session`, which in turn creates executions: the executor
+is written against this protocol, not the session, so the two modules do not import
+each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from feedkv.kv.db import KVClient
+    from feedkv.sql import catalog
+    from feedkv.sql import statements as st
+    from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
+    from feedkv.sql.leases import Lease, Leases
+
+__all__ = ["SessionContext"]
+
+P = TypeVar("P")
+
+
+class SessionContext(Protocol):
+    """What an execution uses of its session (see :class:`~feedkv.sql.session.Session`
+    for the contracts)."""
+
+    @property
+    def db(self) -> KVClient: ...
+
+    @property
+    def user(self) -> str: ...
+
+    @property
+    def database(self) -> str: ...
+
+    @property
+    def leases(self) -> Leases | None: ...
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+    def resolve_database(self, reader: catalog.Reader, name: str) -> DatabaseDescriptor: ...
+
+    def resolve_table(
+        self, reader: catalog.Reader, database: str | None, name: str
+    ) -> TableDescriptor: ...
+
+    def leased_table(self, database: str | None, name: str) -> Lease | None: ...
+
+    def forget(self, *, database: str | None = None, table: int | None = None) -> None: ...
+
+    def plan(self, statement: st.Statement, desc: TableDescriptor, build: Callable[[], P]) -> P: ...

@@ -17,7 +17,8 @@ the caller should do about the error::
     │   ├── InvalidKeyError
     │   ├── InvalidSpanError
     │   ├── ValueTooLargeError
-    │   └── InvalidURLError
+    │   ├── InvalidURLError
+    │   └── ClientClosedError          the client was closed (open a new one)
     ├── ConditionFailedError           a conditional put found a different value
     ├── SQLError                       a SQL statement failed; ``code`` is its SQLSTATE
     │   └── SerializationFailure       SQLSTATE 40001: retry the transaction (also
@@ -51,6 +52,7 @@ from typing import Generic, Protocol, Self, TypeVar
 __all__ = [
     "AmbiguousResultError",
     "BatchTimestampBeforeGCError",
+    "ClientClosedError",
     "ClockOffsetError",
     "ConditionFailedError",
     "ExternalError",
@@ -215,6 +217,10 @@ class ValueTooLargeError(InvalidArgumentError):
 
 class InvalidURLError(InvalidArgumentError):
     """A connection target is neither a store path nor a ``feedkv://host:port`` URL."""
+
+
+class ClientClosedError(InvalidArgumentError):
+    """The client was used after ``close()`` (as Python's files raise ValueError then)."""
 
 
 class ConditionFailedError(FeedKVError):

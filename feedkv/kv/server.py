@@ -201,9 +201,9 @@ class _ServedStream:
         self._store = store
         self._pool = pool
         self._draining = draining
-        self._done: queue.SimpleQueue[_Call | bytes | None] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[_Call | _Reply | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._unanswered = 0
+        self._in_flight: set[int] = set()  # ids of the calls read and not yet answered
         self._client_done = False
         self._ended = False
         self.malformed: str | None = None
@@ -217,7 +217,12 @@ class _ServedStream:
                     with self._lock:
                         if self._ended or self._draining.is_set():
                             return  # unread calls: the client learns they were not applied
-                        self._unanswered += 1
+                        if msg.id in self._in_flight:
+                            # NB: its answer could not be told from the first call's
+                            raise InvalidArgumentError(
+                                f"malformed stream: call id {msg.id} is already in flight"
+                            )
+                        self._in_flight.add(msg.id)
                     call = _start(store, msg)
                     call.attempt.add_done_callback(partial(done.put, call))
         except grpc.RpcError:
@@ -231,17 +236,17 @@ class _ServedStream:
 
     def _finish(self, call: _Call) -> None:
         """On the call pool: resolve the call's conflicts, then answer it."""
-        self._done.put(_reply(call))
+        self._done.put(_Reply(call.id, _reply(call)))
 
-    def _answer(self, item: _Call | bytes | None) -> bytes | None:
+    def _answer(self, item: _Call | _Reply | None) -> _Reply | None:
         """The serialized reply to ``item`` if it is ready; else hands it to the call
         pool."""
-        if item is None or isinstance(item, bytes):
+        if item is None or isinstance(item, _Reply):
             return item
         if not self._store.settled(item.attempt):
             self._pool.submit(self._finish, item)
             return None
-        return _reply(item)
+        return _Reply(item.id, _reply(item))
 
     def replies(self) -> Iterator[bytes]:
         """Serialized ``BatchReplies`` messages: each reply is serialized on its own and
@@ -253,13 +258,13 @@ class _ServedStream:
                 item = done.get(timeout=_POLL_S)
             except queue.Empty:
                 item = None
-            replies: list[bytes] = []
+            replies: list[_Reply] = []
             size = 0
             while True:
                 reply = self._answer(item)
                 if reply is not None:
                     replies.append(reply)
-                    size += len(reply)
+                    size += len(reply.data)
                 if size >= MAX_REPLIES_BYTES:
                     break
                 try:
@@ -267,13 +272,18 @@ class _ServedStream:
                 except queue.Empty:
                     break
             with self._lock:
-                self._unanswered -= len(replies)
-                if self._unanswered == 0 and (self._client_done or self._draining.is_set()):
+                self._in_flight.difference_update(reply.id for reply in replies)
+                if not self._in_flight and (self._client_done or self._draining.is_set()):
                     self._ended = True
             if replies:
-                yield b"".join(replies)
+                yield b"".join(reply.data for reply in replies)
             if self._ended:
                 return
+
+
+class _Reply(NamedTuple):
+    id: int
+    data: bytes  # a serialized BatchReplies of one reply
 
 
 def _reply(call: _Call) -> bytes:

@@ -16,6 +16,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol, TypeVar
 
+from feedkv.errors import ClientClosedError
 from feedkv.kv.address import parse_node_url
 from feedkv.kv.db import EXPORT_PAGE_SIZE, KVClient, RangeInfo
 from feedkv.kv.range_descriptor import RangeDescriptor
@@ -28,9 +29,10 @@ from feedkv.storage.mvcc import KeyValue
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, check_key
 
-__all__ = ["KV", "FeedClient", "KVFeedClient", "open_client"]
+__all__ = ["KV", "FeedClient", "KVFeedClient", "SpanLike", "feed_spans", "open_client"]
 
 T = TypeVar("T")
+SpanLike = Span | tuple[bytes, bytes]  # a span, or its (start, end) as a pair of bytes
 
 
 class KV(Protocol):
@@ -89,7 +91,7 @@ class FeedClient(KV, Protocol):
 
     def rangefeed(
         self,
-        spans: Span | Iterable[Span],
+        spans: SpanLike | Iterable[SpanLike],
         since: Timestamp,  # exclusive
         *,
         with_diff: bool = False,
@@ -119,10 +121,11 @@ class KVFeedClient(KVClient):
         self._owns_feeds = owns_feeds
         self._open_feeds: weakref.WeakSet[RangeFeed] = weakref.WeakSet()
         self._feeds_lock = threading.Lock()
+        self._closed = False
 
     def rangefeed(
         self,
-        spans: Span | Iterable[Span],
+        spans: SpanLike | Iterable[SpanLike],
         since: Timestamp,
         *,
         with_diff: bool = False,
@@ -141,12 +144,15 @@ class KVFeedClient(KVClient):
         checkpoint-only feed, for following the resolved timestamp: the same checkpoints,
         no values, and the nodes skip the catch-up scan and the per-write fan-out for it.
         It cannot be combined with ``with_diff`` (:class:`~feedkv.errors.InvalidArgumentError`).
+        ``spans`` may be :class:`Span` s or ``(start, end)`` pairs of bytes; after
+        :meth:`close`, :class:`~feedkv.errors.ClientClosedError`.
         """
+        self._check_open()
         return self._track(
             RangeFeed(
                 self._feeds,
                 self._router,
-                [spans] if isinstance(spans, Span) else spans,
+                feed_spans(spans),
                 since,
                 with_diff=with_diff,
                 values=values,
@@ -161,6 +167,7 @@ class KVFeedClient(KVClient):
         as :class:`~feedkv.rangefeed.event.Value` events, history in timestamp order as
         etcd replays revisions. With no ``since``, first the current value(s), then every
         change after them."""
+        self._check_open()
         check_key(key)
         span = Span.for_prefix(key) if prefix else Span.for_key(key)
         initial: list[Value] = []
@@ -186,6 +193,7 @@ class KVFeedClient(KVClient):
         """Close the open feeds, then the feed transport (if owned) and the connection.
         Idempotent."""
         with self._feeds_lock:
+            self._closed = True
             feeds = list(self._open_feeds)
         for feed in feeds:
             feed.close()
@@ -195,8 +203,53 @@ class KVFeedClient(KVClient):
 
     def _track(self, feed: RangeFeed) -> RangeFeed:
         with self._feeds_lock:
+            if self._closed:
+                feed.close()
+                raise self._closed_error()
             self._open_feeds.add(feed)
         return feed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise self._closed_error()
+
+    def _closed_error(self) -> ClientClosedError:
+        return ClientClosedError(
+            f"cannot open a feed: the client of {self.target or 'this store'} is closed"
+        )
+
+
+def feed_spans(
+    spans: Span | tuple[bytes, bytes] | Iterable[Span | tuple[bytes, bytes]],
+) -> list[Span]:
+    """``spans`` as a list of :class:`Span`: one span or many, each a ``Span`` or a
+    ``(start, end)`` pair of bytes. TypeError names anything else, at the call."""
+    if isinstance(spans, Span) or _is_pair(spans):
+        spans = [spans]  # type: ignore[list-item]
+    if isinstance(spans, str | bytes) or not isinstance(spans, Iterable):
+        raise TypeError(
+            f"spans must be a Span, a (start, end) pair of bytes or a list of them, not "
+            f"{type(spans).__name__}"
+        )
+    out = []
+    for span in spans:
+        if isinstance(span, Span):
+            out.append(span)
+        elif _is_pair(span):
+            out.append(Span(*span))
+        else:
+            raise TypeError(
+                f"a span must be a Span or a (start, end) pair of bytes, not {span!r:.60}"
+            )
+    return out
+
+
+def _is_pair(value: object) -> bool:
+    return (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and all(isinstance(part, bytes) for part in value)
+    )
 
 
 def open_client(url: str) -> KVFeedClient:

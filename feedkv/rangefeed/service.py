@@ -106,6 +106,11 @@ class RangeFeedService:
             for msg in requests:
                 kind = msg.WhichOneof("kind")
                 if kind == "register":
+                    if msg.register.tag in regs:
+                        # NB: its events could not be told from the first registration's
+                        raise InvalidArgumentError(
+                            f"malformed stream: tag {msg.register.tag} is already registered"
+                        )
                     if msg.register.timestamp_runs:
                         ts_runs.set()
                     regs[msg.register.tag] = self._register(msg.register, stream)

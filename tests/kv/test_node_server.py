@@ -184,3 +184,40 @@ def test_a_commit_deadline_crosses_the_wire(remote: DB) -> None:
     with pytest.raises(TransactionRetryError, match="deadline"):
         txn.commit()
     assert remote.get(b"k") is None
+
+
+def test_a_call_id_used_twice_while_in_flight_ends_the_stream_as_malformed(
+    channel: grpc.Channel, remote: DB
+) -> None:
+    """Two answers with one id could not be told apart: the second call is refused with
+    the stream (INVALID_ARGUMENT), the first is answered, and the node goes on."""
+    first = call(7, BatchRequest(Header(range_id=1), (Put(b"dup", b"first"),)))
+    second = call(7, BatchRequest(Header(range_id=1), (Put(b"dup", b"second"),)))
+    answers: list[pb.BatchReply] = []
+    with pytest.raises(grpc.RpcError) as raised:
+        for frame in raw_stream(channel)(iter([pb.BatchCalls(calls=[first, second])])):
+            answers.extend(frame.replies)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "call id 7 is already in flight" in raised.value.details()
+    assert [a.id for a in answers] == [7]
+    assert remote.get(b"dup") == b"first"
+
+
+def test_a_rangefeed_tag_registered_twice_ends_the_stream_as_malformed(
+    channel: grpc.Channel, remote: DB
+) -> None:
+    feed = channel.stream_stream(
+        f"/{SERVICE}/RangeFeed",
+        request_serializer=pb.RangeFeedRequest.SerializeToString,
+        response_deserializer=pb.RangeFeedEvents.FromString,
+    )
+    register = pb.RangeFeedRequest()
+    register.register.tag = 3
+    register.register.span.start = b"a"
+    register.register.span.end = b"b"
+    with pytest.raises(grpc.RpcError) as raised:
+        list(feed(iter([register, register])))
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "tag 3 is already registered" in raised.value.details()
+    remote.put(b"after", b"still serving")
+    assert remote.get(b"after") == b"still serving"

@@ -14,7 +14,7 @@ from feed_helpers import read_until, resolved_past, wait_until
 
 import feedkv
 from feedkv import DB
-from feedkv.errors import BatchTimestampBeforeGCError
+from feedkv.errors import BatchTimestampBeforeGCError, ClientClosedError
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.rangefeed.client import FeedTransport, RangeFeed
 from feedkv.rangefeed.event import Checkpoint, Event, Value
@@ -398,6 +398,31 @@ def test_a_feed_left_waiting_in_a_closed_event_loop_still_closes(db: DB) -> None
 def test_an_empty_span_list_is_refused(db: DB) -> None:
     with pytest.raises(ValueError, match="at least one non-empty span"):
         db.rangefeed([], ZERO)
+
+
+def test_spans_may_be_start_end_pairs_of_bytes(db: DB) -> None:
+    ts = db.put(b"k1", b"v")
+    for spans in [(b"k", b"l"), [(b"k", b"l")], [Span(b"a", b"b"), (b"k", b"l")]]:
+        with db.rangefeed(spans, since=ts.prev()) as feed:  # type: ignore[arg-type]
+            assert next(e for e in feed if isinstance(e, Value)).key == b"k1"
+
+
+@pytest.mark.parametrize(
+    "spans", ["kl", b"kl", [(b"k", "l")], [(b"k", b"l", b"m")], [b"k"], 5, [None]]
+)
+def test_anything_else_as_spans_is_a_type_error_naming_it(db: DB, spans: Any) -> None:
+    with pytest.raises(TypeError, match="span"):
+        db.rangefeed(spans, since=ZERO)
+
+
+def test_a_closed_client_refuses_new_feeds_instead_of_waiting_forever(tmp_path: Path) -> None:
+    db = feedkv.connect(str(tmp_path / "store"))
+    ts = db.put(b"k", b"v")
+    db.close()
+    with pytest.raises(ClientClosedError, match="closed"):
+        db.rangefeed(Span(b"k", b"l"), since=ts)
+    with pytest.raises(ClientClosedError, match="closed"):
+        db.watch(b"k")
 
 
 # Watch.

@@ -3,8 +3,9 @@
 It connects (retrying until a node answers), opens a rangefeed from ``--since`` (default:
 now, so only new changes) and prints one line per event, flushed at once: values and
 checkpoints as text, or one JSON object per line with ``--format json``. The history from
-``--since`` comes in order per key; ``--timestamp-order`` keeps it in timestamp order
-across keys too. The feed hides
+``--since`` comes in order per key; ``--timestamp-order`` prints every value in timestamp
+order across the whole span, each once every range has checkpointed past it
+(:class:`~feedkv.rangefeed.reorder.TimestampOrderer`). The feed hides
 splits, merges and reconnects; Ctrl-C (SIGINT) closes it and exits 0.
 """
 
@@ -20,6 +21,7 @@ from typing import TextIO
 from feedkv.db import DB, connect
 from feedkv.errors import ExternalError, InvalidArgumentError
 from feedkv.rangefeed.event import Checkpoint, Event, Value
+from feedkv.rangefeed.reorder import TimestampOrderer
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import KEY_MAX, Span, check_key, prefix_end
 
@@ -95,17 +97,18 @@ def run_debug_rangefeed(
     if db is None:
         return 0
     try:
-        feed = db.rangefeed(
-            span, since_ts or db.now(), with_diff=with_diff, timestamp_order=timestamp_order
-        )
+        feed_start = since_ts or db.now()
+        feed = db.rangefeed(span, feed_start, with_diff=with_diff, timestamp_order=timestamp_order)
 
         def close_on_stop() -> None:
             stop.wait()
             feed.close()
 
         threading.Thread(target=close_on_stop, daemon=True).start()
+        orderer = TimestampOrderer([span], feed_start) if timestamp_order else None
         for event in feed:
-            print(format_event(event, fmt), file=out, flush=True)
+            for ready in orderer.push(event) if orderer is not None else (event,):
+                print(format_event(ready, fmt), file=out, flush=True)
     finally:
         db.close()
     return 0

@@ -125,6 +125,30 @@ def test_timestamp_order_replays_history_in_commit_order_across_keys(tmp_path: P
         node.terminate()
 
 
+def test_timestamp_order_holds_across_ranges(tmp_path: Path) -> None:
+    """Writes alternate between two ranges of the span: the feed delivers each range's
+    history on its own, ``--timestamp-order`` prints them merged in commit order."""
+    node = NodeProcess(tmp_path / "store")
+    try:
+        with feedkv.connect(node.url) as db:
+            db.split(b"app/m")
+            for i in range(10):
+                db.put(b"app/z%d" % i if i % 2 else b"app/a%d" % i, b"%d" % i)
+        watcher = debug_rangefeed(
+            "--url", node.url, "--format", "json", "--since", "0", "--timestamp-order", "app/"
+        )
+        try:
+            out = Lines(watcher).until(lambda seen: len(values_of(seen)) >= 10)
+            records = [json.loads(line) for line in out if json.loads(line)["type"] == "value"]
+            assert [r["value"] for r in records] == [str(i) for i in range(10)]
+            stamps = [Timestamp.parse(r["ts"]) for r in records]
+            assert stamps == sorted(stamps)
+        finally:
+            watcher.kill()
+    finally:
+        node.terminate()
+
+
 def test_an_unreachable_node_is_retried_until_interrupted(tmp_path: Path) -> None:
     watcher = debug_rangefeed(
         "--url",

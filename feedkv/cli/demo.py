@@ -371,8 +371,13 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S) -> int:
     )
     console.print(f"changefeed files: {out}")
     console.print(f"Parquet buckets:  {warehouse_dir} ({warehouse.buckets} of {bucket_s} s each)")
-    console.print(
-        "[green]verified[/]: the changefeed's rows equal SELECT ... AS OF SYSTEM TIME, and "
-        "the buckets hold every change they cover once"
-    )
+    verified = "[green]verified[/]: the changefeed's rows equal SELECT ... AS OF SYSTEM TIME"
+    if warehouse.buckets:
+        console.print(f"{verified}, and the buckets hold every change they cover once")
+    else:
+        # NB: say so rather than claim a check that had nothing to check
+        console.print(
+            f"{verified}; no Parquet bucket ended before the changefeed's last resolved "
+            "marker, so none was checked (run longer: --seconds)"
+        )
     return 0

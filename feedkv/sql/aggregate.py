@@ -30,7 +30,6 @@ from typing import Any
 from sqlglot import exp
 
 from feedkv.errors import SQLError
-from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.expr import (
     AGGREGATES,
     Compiled,
@@ -79,16 +78,18 @@ class Grouping:
     @classmethod
     def of(
         cls,
-        desc: TableDescriptor | None,
+        width: int,
+        tables: Sequence[tuple[range, Sequence[int]]],
         scope: Scope,
         items: Sequence[exp.Expr],
         group_by: Sequence[exp.Expr],
         others: Sequence[exp.Expr],
     ) -> Grouping:
-        """The grouping of a SELECT of ``items`` from ``desc`` (names in ``scope``;
-        ``None``: a SELECT without FROM, over one row of no columns) grouped by
+        """The grouping of a SELECT of ``items`` from rows of ``width`` columns (names
+        in ``scope``; 0: a SELECT without FROM, over one row of no columns) grouped by
         ``group_by``; ``others`` are HAVING's and ORDER BY's expressions, whose
-        aggregates run too."""
+        aggregates run too. ``tables`` gives each table's columns in the row and its
+        primary key's: a table whose whole key is grouped by determines its columns."""
         key_nodes = [_group_expression(node, items, scope) for node in group_by]
         keys = []
         columns: set[int] = set()
@@ -98,9 +99,9 @@ class Grouping:
             keys.append(compile_expr(node, scope))
             if isinstance(node, exp.Column) and isinstance(node.this, exp.Identifier):
                 columns.add(scope.lookup(node)[0])
-        width = len(desc.columns) if desc is not None else 0
-        if desc is not None and all(desc.columns.index(c) in columns for c in desc.key_columns):
-            columns = set(range(width))  # the primary key determines the rest
+        for table_columns, primary in tables:
+            if all(i in columns for i in primary):
+                columns |= set(table_columns)  # the primary key determines the rest
         calls: list[exp.Expr] = []
         for node in [*items, *others]:
             for call in _aggregate_calls(node):
@@ -111,6 +112,7 @@ class Grouping:
             columns=dict(scope.columns),
             table_name=scope.table_name,
             database=scope.database,
+            ambiguous=dict(scope.ambiguous),
         )
         any_type = ColumnType(Kind.STRING)  # NB: only a constant's conversion reads it
         for j in range(len(keys)):

@@ -20,14 +20,12 @@ from feedkv.errors import (
 )
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
-from feedkv.sql.aggregate import Grouping, group_key
+from feedkv.sql.aggregate import Grouping
 from feedkv.sql.descriptor import (
     TableDescriptor,
 )
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.expr import (
-    Compiled,
-    Context,
     Scope,
     compile_expr,
     condition,
@@ -40,7 +38,6 @@ from feedkv.sql.plan import (
     SelectPlan,
     UpdatePlan,
     holds,
-    sorted_rows,
     unalias,
 )
 from feedkv.sql.row_codec import (
@@ -73,20 +70,9 @@ def select(ex: Execution, s: st.Select) -> Result:
         return _select_no_table(ex, s)
     desc = ex.table(s.table)
     plan = ex.plan(s, desc, SelectPlan.of)
-    context = ex.context
     envs = [env for _row, _pairs, env in ex.matching(desc, plan.selection)]
-    if plan.grouping is not None:
-        envs = plan.grouping.rows(envs, context)
-        if plan.having is not None:
-            envs = [env for env in envs if holds(plan.having(env, context))]
-    envs = sorted_rows(envs, plan.order, context)
-    if plan.distinct_on:
-        envs = _first_of_each(envs, plan.distinct_on, context)
-    rows = [tuple(f(env, context) for f in plan.projections) for env in envs]
-    if plan.distinct:
-        rows = _first_of_each(rows, [_whole], context)
-    rows = ex.limited(rows, s.limit, s.offset)
-    return Result(plan.names, rows, f"SELECT {len(rows)}")
+    rows = ex.limited(plan.result.rows(envs, ex.context), s.limit, s.offset)
+    return Result(plan.result.names, rows, f"SELECT {len(rows)}")
 
 
 def _select_no_table(ex: Execution, s: st.Select) -> Result:
@@ -99,36 +85,13 @@ def _select_no_table(ex: Execution, s: st.Select) -> Result:
         envs = envs if holds(verdict) else []
     items = list(s.items)
     if any(contains_aggregate(item) for item in items):
-        grouping = Grouping.of(None, scope, items, (), ())
+        grouping = Grouping.of(0, [], scope, items, (), ())
         items = [grouping.rewrite(item) for item in items]
         scope = grouping.scope
         envs = grouping.rows(envs, ex.context)
     projections = [compile_expr(unalias(item), scope) for item in items]
     rows = [tuple(f(env, ex.context) for f in projections) for env in envs]
     return Result(names, rows, f"SELECT {len(rows)}")
-
-
-def _whole(row: Sequence[Any], context: Context) -> Any:
-    return row
-
-
-def _first_of_each(
-    rows: list[tuple[Any, ...]], keys: Sequence[Compiled], context: Context
-) -> list[tuple[Any, ...]]:
-    """The first of ``rows`` with each value of ``keys`` (SQL equality: NULLs alike, as
-    DISTINCT has them)."""
-    seen: set[Any] = set()
-    out = []
-    for row in rows:
-        key = tuple(group_key(value) for key in keys for value in _values(key(row, context)))
-        if key not in seen:
-            seen.add(key)
-            out.append(row)
-    return out
-
-
-def _values(value: Any) -> tuple[Any, ...]:
-    return value if type(value) is tuple else (value,)
 
 
 def insert(ex: Execution, s: st.Insert) -> Result:

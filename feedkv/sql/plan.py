@@ -19,7 +19,7 @@ from feedkv.errors import (
     SQLError,
 )
 from feedkv.sql import statements as st
-from feedkv.sql.aggregate import Grouping
+from feedkv.sql.aggregate import Grouping, group_key
 from feedkv.sql.descriptor import (
     Column,
     TableDescriptor,
@@ -78,31 +78,58 @@ def table_scope(desc: TableDescriptor, database: str, alias: str | None = None) 
     return scope
 
 
+@dataclass(frozen=True, slots=True)
+class FromTable:
+    """A table a SELECT reads: its descriptor, the names that qualify its columns, and
+    where its columns start in the rows the SELECT reads."""
+
+    desc: TableDescriptor
+    names: tuple[str, ...]
+    offset: int = 0
+
+    @property
+    def columns(self) -> range:
+        return range(self.offset, self.offset + len(self.desc.columns))
+
+    @property
+    def primary(self) -> list[int]:
+        """Where its primary key's columns are in a row."""
+        return [self.offset + self.desc.columns.index(c) for c in self.desc.key_columns]
+
+    @classmethod
+    def alone(cls, desc: TableDescriptor, alias: str | None = None) -> FromTable:
+        return cls(desc, (desc.name, alias) if alias else (desc.name,))
+
+
 Projections = tuple[tuple[str, ...], list[Compiled]]  # result column names, their values
 
 
 def _projections(
-    desc: TableDescriptor,
+    tables: Sequence[FromTable],
     items: Sequence[exp.Expr],
     scope: Scope,
     written: Sequence[exp.Expr] | None = None,
 ) -> Projections:
     """The result columns of SELECT ``items`` (``written``: the items as the statement
-    has them, which name the columns, when ``items`` are rewritten over grouped rows)."""
+    has them, which name the columns, when ``items`` are rewritten over grouped rows).
+    ``*`` is every table's visible columns, ``t.*`` table ``t``'s."""
     names: list[str] = []
     projections: list[Compiled] = []
     for item, as_written in zip(items, written or items, strict=True):
         if isinstance(item, exp.Alias) and _is_star(item.this):
             raise SQLError("42601", f'"{item.this.sql(dialect="postgres")}" cannot be aliased')
         if _is_star(item):
+            starred = tables
             if isinstance(item, exp.Column):
                 scope.check_prefix(item)
                 scope.check_qualifier(qualifier_of(item))
-            for index, column in enumerate(desc.columns):
-                if column.hidden:
-                    continue
-                names.append(column.name)
-                projections.append(lambda env, ctx, index=index: env[index])  # type: ignore[misc]
+                starred = [t for t in tables if qualifier_of(item) in t.names]
+            for table in starred:
+                for index, column in zip(table.columns, table.desc.columns, strict=True):
+                    if column.hidden:
+                        continue
+                    names.append(column.name)
+                    projections.append(lambda env, ctx, index=index: env[index])  # type: ignore[misc]
             continue
         names.append(expression_name(as_written))
         projections.append(compile_expr(unalias(item), scope))
@@ -122,7 +149,7 @@ def _returning(
         return None
     if any(contains_aggregate(i) for i in items):
         raise SQLError("42803", "aggregate functions are not allowed in RETURNING")
-    return _projections(desc, items, scope)
+    return _projections([FromTable.alone(desc)], items, scope)
 
 
 @dataclass
@@ -248,16 +275,14 @@ def _span_plan(
 
 
 @dataclass(frozen=True, slots=True)
-class SelectPlan:
-    """A single-table SELECT: the rows ``selection`` reads, grouped by ``grouping``
-    (and kept by ``having``) when the SELECT groups or aggregates; then ``order``,
-    ``distinct_on`` and ``projections`` (over the rows read, or over the grouped rows)
-    and ``distinct`` over the result."""
+class ResultPlan:
+    """What a SELECT makes of the rows it reads: grouped by ``grouping`` (and kept by
+    ``having``) when it groups or aggregates; then ``order``, ``distinct_on`` and
+    ``projections`` (over the rows read, or over the grouped rows) and ``distinct``
+    over the result, whose columns are ``names``."""
 
-    scope: Scope
     names: tuple[str, ...]
     projections: list[Compiled]
-    selection: Selection
     grouping: Grouping | None
     having: Compiled | None
     order: list[tuple[Compiled, bool]]
@@ -265,10 +290,8 @@ class SelectPlan:
     distinct_on: list[Compiled]
 
     @classmethod
-    def of(cls, desc: TableDescriptor, s: st.Select, database: str) -> SelectPlan:
-        _check_index(desc, s.index)
-        scope = table_scope(desc, database, s.alias)
-        selection = Selection.of(desc, s.where, scope)
+    def of(cls, tables: Sequence[FromTable], scope: Scope, s: st.Select) -> ResultPlan:
+        """The result of ``s`` over rows of ``tables``' columns, named in ``scope``."""
         items = list(s.items)
         order_by = list(s.order_by)
         on = list(s.distinct_on)
@@ -279,7 +302,9 @@ class SelectPlan:
             or any(contains_aggregate(node) for node in [*items, *(n for n, _ in order_by)])
         ):
             others = [*([s.having] if s.having is not None else []), *(n for n, _ in order_by)]
-            grouping = Grouping.of(desc, scope, items, s.group_by, [*others, *on])
+            width = sum(len(t.columns) for t in tables)
+            keys = [(t.columns, t.primary) for t in tables]
+            grouping = Grouping.of(width, keys, scope, items, s.group_by, [*others, *on])
             if any(_is_star(item) for item in items):
                 grouping.check_star()
             output = {expression_name(item) for item in items if not _is_star(item)}
@@ -300,16 +325,68 @@ class SelectPlan:
             if s.having is not None:
                 rewritten = condition(grouping.rewrite(s.having), scope, "HAVING")
                 having = compile_expr(rewritten, scope)
-        names, projections = _projections(desc, items, scope, s.items)
+        names, projections = _projections(tables, items, scope, s.items)
         if s.distinct:
             _check_distinct_order(order_by, items, names)
         if on:
             _check_distinct_on(on, order_by, items, names)
         order = _order_keys(order_by, scope, names, projections)
         distinct_on = [compile_expr(_output_expression(node, items, names), scope) for node in on]
-        return cls(
-            scope, names, projections, selection, grouping, having, order, s.distinct, distinct_on
-        )
+        return cls(names, projections, grouping, having, order, s.distinct, distinct_on)
+
+    def rows(self, envs: list[tuple[Any, ...]], context: Context) -> list[tuple[Any, ...]]:
+        """The result rows of the rows read, ``envs`` (before LIMIT and OFFSET)."""
+        if self.grouping is not None:
+            envs = self.grouping.rows(envs, context)
+            if self.having is not None:
+                having = self.having
+                envs = [env for env in envs if holds(having(env, context))]
+        envs = sorted_rows(envs, self.order, context)
+        if self.distinct_on:
+            envs = _first_of_each(envs, self.distinct_on, context)
+        rows = [tuple(f(env, context) for f in self.projections) for env in envs]
+        if self.distinct:
+            rows = _first_of_each(rows, [_whole], context)
+        return rows
+
+
+def _whole(row: Sequence[Any], context: Context) -> Any:
+    return row
+
+
+def _first_of_each(
+    rows: list[tuple[Any, ...]], keys: Sequence[Compiled], context: Context
+) -> list[tuple[Any, ...]]:
+    """The first of ``rows`` with each value of ``keys`` (SQL equality: NULLs alike, as
+    DISTINCT has them)."""
+    seen: set[Any] = set()
+    out = []
+    for row in rows:
+        key = tuple(group_key(value) for key in keys for value in _values(key(row, context)))
+        if key not in seen:
+            seen.add(key)
+            out.append(row)
+    return out
+
+
+def _values(value: Any) -> tuple[Any, ...]:
+    return value if type(value) is tuple else (value,)
+
+
+@dataclass(frozen=True, slots=True)
+class SelectPlan:
+    """A single-table SELECT: the rows ``selection`` reads, then ``result``."""
+
+    scope: Scope
+    selection: Selection
+    result: ResultPlan
+
+    @classmethod
+    def of(cls, desc: TableDescriptor, s: st.Select, database: str) -> SelectPlan:
+        _check_index(desc, s.index)
+        scope = table_scope(desc, database, s.alias)
+        selection = Selection.of(desc, s.where, scope)
+        return cls(scope, selection, ResultPlan.of([FromTable.alone(desc, s.alias)], scope, s))
 
 
 def _output_expression(node: exp.Expr, items: Sequence[exp.Expr], names: Sequence[str]) -> exp.Expr:
@@ -503,7 +580,7 @@ def _mutation_order_keys(
 ) -> list[tuple[Compiled, bool]]:
     """An UPDATE's or DELETE's ORDER BY, over the table's columns (positions count
     the visible ones, as in ``SELECT *``)."""
-    names, projections = _projections(desc, [exp.Star()], scope)
+    names, projections = _projections([FromTable.alone(desc)], [exp.Star()], scope)
     return _order_keys(order_by, scope, names, projections)
 
 

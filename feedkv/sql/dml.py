@@ -35,6 +35,7 @@ from feedkv.sql.expr import (
 from feedkv.sql.plan import (
     DeletePlan,
     InsertPlan,
+    JoinPlan,
     SelectPlan,
     UpdatePlan,
     holds,
@@ -43,6 +44,7 @@ from feedkv.sql.plan import (
 from feedkv.sql.row_codec import (
     row_kvs,
     row_span,
+    table_span,
 )
 from feedkv.sql.types import (
     coerce,
@@ -68,10 +70,33 @@ def select(ex: Execution, s: st.Select) -> Result:
         ex.context.logical_timestamp = partial(logical_decimal, ts)
     if s.table is None:
         return _select_no_table(ex, s)
+    if s.joins:
+        return _select_joined(ex, s)
     desc = ex.table(s.table)
     plan = ex.plan(s, desc, SelectPlan.of)
     envs = [env for _row, _pairs, env in ex.matching(desc, plan.selection)]
     rows = ex.limited(plan.result.rows(envs, ex.context), s.limit, s.offset)
+    return Result(plan.result.names, rows, f"SELECT {len(rows)}")
+
+
+def _select_joined(ex: Execution, s: st.Select) -> Result:
+    """A SELECT over joined tables (:class:`~feedkv.sql.plan.JoinPlan`), each table read
+    whole in the statement's transaction."""
+    assert s.table is not None  # NB: checked by select()
+    names = [s.table, *(join.table for join in s.joins)]
+    descs = [ex.table(name) for name in names]
+    databases = [name.database or ex.session.database for name in names]
+    # NB: not kept by Session.plan, which keys a plan by one table
+    plan = JoinPlan.of(descs, s, databases)
+    tables = [
+        [
+            tuple(row[c.id] for c in desc.columns)
+            for row, _pairs in ex.rows(desc, table_span(desc.id))
+        ]
+        for desc in descs
+    ]
+    joined = plan.rows(tables, ex.context)
+    rows = ex.limited(plan.result.rows(joined, ex.context), s.limit, s.offset)
     return Result(plan.result.names, rows, f"SELECT {len(rows)}")
 
 

@@ -50,6 +50,7 @@ __all__ = [
     "Scope",
     "compile_expr",
     "condition",
+    "static_kind",
     "contains_aggregate",
     "expression_name",
     "is_constant",
@@ -195,7 +196,7 @@ def condition(node: exp.Expr, scope: Scope, clause: str = "WHERE") -> exp.Expr:
     inner = node.this if isinstance(node, exp.Paren) else node
     if isinstance(inner, exp.Literal) and inner.is_string:
         return exp.Boolean(this=coerce(inner.this, ColumnType(Kind.BOOL), None))
-    kind = _static_kind(node, scope)
+    kind = static_kind(node, scope)
     if kind is not None and kind is not Kind.BOOL:
         name = kind.value.lower()
         raise SQLError("42804", f"argument of {clause} must be type bool, not type {name}")
@@ -209,10 +210,11 @@ _BOOLEAN_NODES = (
 )  # fmt: skip
 
 
-def _static_kind(node: exp.Expr, scope: Scope) -> Kind | None:
-    """The kind of value ``node`` gives, where it follows from the tree alone."""
+def static_kind(node: exp.Expr, scope: Scope) -> Kind | None:
+    """The kind of value ``node`` gives, where it follows from the tree alone (``None``:
+    it does not)."""
     if isinstance(node, exp.Paren):
-        return _static_kind(node.this, scope)
+        return static_kind(node.this, scope)
     if isinstance(node, _BOOLEAN_NODES):
         return Kind.BOOL
     if isinstance(node, exp.Column) and isinstance(node.this, exp.Identifier):

@@ -558,6 +558,7 @@ class _Statement:
     def _check_statement_shape(self) -> None:
         words = self.words
         end = len(self.tokens)
+        self._check_joins()
         if words[0] == "DELETE" and self._keyword(1) != "FROM":
             raise self._error_at(1, "expected FROM after DELETE")
         if words[0] in ("INSERT", "UPSERT") and not {"VALUES", "SELECT", "DEFAULT"} & set(words):
@@ -580,6 +581,27 @@ class _Statement:
                 raise self._error_at(name + 1, "expected the end after the database's name")
         if words[:2] == ["CREATE", "TABLE"]:
             self._check_after_columns()
+
+    def _check_joins(self) -> None:
+        """A JOIN that is not CROSS or NATURAL needs ON or USING (sqlglot would read a bare
+        one as a cross join)."""
+        depth = 0
+        open_join: int | None = None
+        for i, token in enumerate(self.tokens):
+            depth += token.token_type is TokenType.L_PAREN
+            depth -= token.token_type is TokenType.R_PAREN
+            word = self._keyword(i)
+            if depth or not word:
+                continue
+            if word in ("ON", "USING"):
+                open_join = None
+            elif word == "JOIN" or word in _AFTER_JOIN:
+                if open_join is not None:
+                    raise self._error_at(i, "JOIN needs ON or USING")
+                if word == "JOIN" and self._keyword(i - 1) not in ("CROSS", "NATURAL"):
+                    open_join = i
+        if open_join is not None:
+            raise self._error_at(len(self.tokens), "JOIN needs ON or USING")
 
     def _check_after_columns(self) -> None:
         """Nothing may follow a CREATE TABLE's column list."""
@@ -1067,6 +1089,11 @@ _NEEDS_MORE = {
     "SHOW", "TRUNCATE", "WITH", "DISTINCT", "TO",
 }  # fmt: skip
 _LIST_STARTS = {"SELECT", "SET", "VALUES"}
+# What ends a JOIN's table and conditions (besides another JOIN).
+_AFTER_JOIN = {
+    "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "WINDOW", "UNION", "INTERSECT",
+    "EXCEPT", "INNER", "LEFT", "RIGHT", "FULL", "CROSS", "NATURAL", "RETURNING",
+}  # fmt: skip
 _CLAUSE_STARTS = {"FROM", "WHERE", "GROUP", "ORDER", "LIMIT", "OFFSET", "HAVING", "RETURNING"}
 _DEFAULT_VALUES = ["DEFAULT", "VALUES"]
 _MAX_NESTING = 1000  # parentheses; each level costs sqlglot's parser about 21 frames
@@ -1325,7 +1352,7 @@ class _Converter:
         return st.Delete(self.text, table, _where(node), returning, order, limit)
 
     def _select(self, node: exp.Select) -> st.Statement:
-        for unsupported in ("joins", "with_", "with", "windows"):
+        for unsupported in ("with_", "with", "windows"):
             if node.args.get(unsupported):
                 raise SQLError(
                     "0A000", f"{unsupported.rstrip('_').upper()} in SELECT is not supported"
@@ -1333,7 +1360,7 @@ class _Converter:
         _refuse_unhandled(
             node,
             {"expressions", "from_", "from", "where", "order", "limit", "offset", "kind"}
-            | {"group", "having", "distinct"},
+            | {"group", "having", "distinct", "joins"},
         )
         if node.args.get("kind"):
             raise _unsupported(node)
@@ -1342,6 +1369,7 @@ class _Converter:
         table: st.TableName | None = None
         alias: str | None = None
         index: str | None = None
+        joins: tuple[st.Join, ...] = ()
         from_ = node.args.get("from_") or node.args.get("from")
         if from_ is not None:
             source = from_.this
@@ -1349,6 +1377,7 @@ class _Converter:
                 raise SQLError("0A000", "SELECT reads from one table (no subqueries or functions)")
             table = _table_of(source)
             index, alias = _index_and_alias(source)
+            joins = tuple(_join(join) for join in node.args.get("joins") or ())
         elif self.as_of is not None:
             raise SQLError("0A000", "AS OF SYSTEM TIME needs a FROM clause")
         limit = node.args.get("limit")
@@ -1378,6 +1407,7 @@ class _Converter:
             having.this if having is not None else None,
             distinct is not None and on is None,
             tuple(on.expressions) if on is not None else (),
+            joins,
         )
 
 
@@ -1387,6 +1417,35 @@ def _check_column_names(node: exp.Expr) -> None:
         if not isinstance(column.this, exp.Identifier | exp.Star):
             shown = column.sql(dialect=_DIALECT)
             raise SQLError("42601", f'at or near "{shown}": syntax error')
+
+
+_JOIN_SIDES = {"LEFT": "left", "RIGHT": "right", "FULL": "full"}
+
+
+def _join(node: exp.Expr) -> st.Join:
+    """One JOIN of a SELECT's FROM clause (a comma is a CROSS JOIN)."""
+    if not isinstance(node, exp.Join):
+        raise _unsupported(node, "FROM clause")
+    if node.args.get("using") or node.args.get("method"):
+        raise SQLError("0A000", "JOIN ... USING and NATURAL JOIN are not supported yet: use ON")
+    _refuse_unhandled(node, {"this", "on", "side", "kind"})
+    source = node.this
+    if not isinstance(source, exp.Table):
+        raise SQLError("0A000", "a JOIN reads a table (no subqueries or functions yet)")
+    index, alias = _index_and_alias(source)
+    side_word = str(node.args.get("side") or "").upper()
+    kind = str(node.args.get("kind") or "").upper()
+    on = node.args.get("on")
+    side: str
+    if kind == "CROSS" or (not side_word and not kind and on is None):
+        if on is not None:
+            raise SQLError("42601", "syntax error: CROSS JOIN takes no ON")
+        side = "cross"
+    else:
+        if on is None:
+            raise SQLError("42601", f"syntax error: {side_word or kind or 'a'} JOIN needs ON")
+        side = _JOIN_SIDES.get(side_word, "inner")
+    return st.Join(_table_of(source), alias, index, side, on)  # type: ignore[arg-type]
 
 
 def _refuse_unhandled(node: exp.Expr, handled: set[str]) -> None:

@@ -32,6 +32,7 @@ __all__ = [
     "FamilySpec",
     "GrantAdmin",
     "Insert",
+    "Join",
     "Rollback",
     "Select",
     "ShowChangefeedJobs",
@@ -226,6 +227,18 @@ class Delete(Statement):
 
 
 @dataclass(frozen=True, slots=True)
+class Join:
+    """``<side> JOIN table [AS alias] ON on`` after a SELECT's first table; ``side`` is
+    ``inner``, ``left``, ``right``, ``full`` or ``cross`` (no ``on``)."""
+
+    table: TableName
+    alias: str | None
+    index: str | None
+    side: Literal["inner", "left", "right", "full", "cross"]
+    on: exp.Expr | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Select(Statement):
     """A single-table (or table-less) SELECT. ``as_of`` is the AS OF SYSTEM TIME
     expression, if any; ``distinct_on`` the expressions of DISTINCT ON (...)."""
@@ -243,6 +256,7 @@ class Select(Statement):
     having: exp.Expr | None = None
     distinct: bool = False
     distinct_on: tuple[exp.Expr, ...] = ()
+    joins: tuple[Join, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,11 +38,13 @@ from feedkv.sql.expr import (
     compile_expr,
     contains_aggregate,
     expression_name,
+    outer_nodes,
 )
 from feedkv.sql.types import DECIMAL_QUOTIENT, EXACT_DECIMAL, ColumnType, Kind, type_of_value
 
 __all__ = ["Grouping", "group_key"]
 
+_NESTED_QUERY = (exp.Subquery, exp.Exists)
 _KEY = "__key_{}"  # names of the grouped row's places; no SQL name starts with __
 _AGG = "__agg_{}"
 
@@ -135,6 +137,8 @@ class Grouping:
         does not determine."""
 
         def replace(part: exp.Expr) -> exp.Expr:
+            if isinstance(part, _NESTED_QUERY):
+                return part.copy()  # NB: a new node: transform leaves a subquery's own
             for i, call in enumerate(self.aggregates):
                 if part == call.node:
                     return exp.column(_AGG.format(i))
@@ -145,7 +149,9 @@ class Grouping:
             return part
 
         rewritten = node.transform(replace)
-        for column in rewritten.find_all(exp.Column):
+        for column in outer_nodes(rewritten, exp.Column):
+            if not isinstance(column, exp.Column):
+                continue
             if isinstance(column.this, exp.Star):
                 self.check_star()
             elif not column.name.startswith("__"):
@@ -214,7 +220,7 @@ def _group_expression(node: exp.Expr, items: Sequence[exp.Expr], scope: Scope) -
 def _aggregate_calls(node: exp.Expr) -> list[exp.Expr]:
     """The outermost aggregate calls in ``node``; 42803 for one inside another."""
     calls: list[exp.Expr] = []
-    for call in node.find_all(*AGGREGATES):
+    for call in outer_nodes(node, *AGGREGATES):
         if any(isinstance(parent, AGGREGATES) for parent in _ancestors(call, node)):
             raise SQLError("42803", "aggregate function calls cannot be nested")
         calls.append(call)

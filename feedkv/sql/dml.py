@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import Any
 
+from sqlglot import exp
+
 from feedkv.errors import (
     ConditionFailedError,
     InvariantViolation,
@@ -31,6 +33,7 @@ from feedkv.sql.expr import (
     condition,
     contains_aggregate,
     expression_name,
+    subquery_key,
 )
 from feedkv.sql.plan import (
     DeletePlan,
@@ -68,6 +71,8 @@ def select(ex: Execution, s: st.Select) -> Result:
             raise SQLError("22007", f"AS OF SYSTEM TIME: {ts} is in the future")
         ex.reader = catalog.Snapshot(ex.session.db, ts)
         ex.context.logical_timestamp = partial(logical_decimal, ts)
+    for node, inner in s.subqueries:
+        ex.context.subqueries[subquery_key(node)] = _subquery(ex, node, inner)
     if s.table is None:
         return _select_no_table(ex, s)
     if s.joins:
@@ -77,6 +82,24 @@ def select(ex: Execution, s: st.Select) -> Result:
     envs = [env for _row, _pairs, env in ex.matching(desc, plan.selection)]
     rows = ex.limited(plan.result.rows(envs, ex.context), s.limit, s.offset)
     return Result(plan.result.names, rows, f"SELECT {len(rows)}")
+
+
+def _subquery(ex: Execution, node: exp.Expr, inner: st.Select) -> list[tuple[Any, ...]]:
+    """The rows of a subquery (uncorrelated: it runs once, before the statement reads its
+    own rows, in the same transaction)."""
+    try:
+        result = select(ex, inner)
+    except SQLError as exc:
+        if exc.code not in ("42703", "42P01"):
+            raise
+        raise SQLError(
+            exc.code,
+            f"{exc.message} (a subquery cannot name the outer query's columns yet: "
+            "correlated subqueries are not supported)",
+        ) from None
+    if not isinstance(node, exp.Exists) and len(result.columns) != 1:
+        raise SQLError("42601", f"subquery must return only one column, not {len(result.columns)}")
+    return result.rows
 
 
 def _select_joined(ex: Execution, s: st.Select) -> Result:

@@ -23,7 +23,7 @@ import decimal
 import functools
 import re
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,9 +51,11 @@ __all__ = [
     "compile_expr",
     "condition",
     "static_kind",
+    "subquery_key",
     "contains_aggregate",
     "expression_name",
     "is_constant",
+    "outer_nodes",
     "qualifier_of",
 ]
 
@@ -64,7 +66,7 @@ class Context:
     ``now`` is read from the clock at its first use (most statements never ask), then
     stays the statement's time."""
 
-    __slots__ = ("_now", "logical_timestamp", "params", "unique_rowid")
+    __slots__ = ("_now", "logical_timestamp", "params", "subqueries", "unique_rowid")
 
     def __init__(
         self,
@@ -77,6 +79,8 @@ class Context:
         self._now = now
         self.logical_timestamp = logical_timestamp
         self.unique_rowid = unique_rowid
+        # The rows of the statement's subqueries (see subquery_key), run before it is.
+        self.subqueries: dict[str, list[tuple[Any, ...]]] = {}
 
     @property
     def now(self) -> datetime.datetime:
@@ -162,8 +166,19 @@ AGGREGATES = (
 )  # fmt: skip
 
 
+_NESTED = (exp.Subquery, exp.Exists, exp.Select)  # a query of its own inside an expression
+
+
+def outer_nodes(node: exp.Expr, *types: type[exp.Expr]) -> Iterator[exp.Expr]:
+    """The nodes of ``types`` in ``node``, but for those inside its subqueries (whose
+    names and aggregates are their own)."""
+    for part in node.walk(prune=lambda n: n is not node and isinstance(n, _NESTED)):
+        if isinstance(part, types):
+            yield part
+
+
 def contains_aggregate(node: exp.Expr) -> bool:
-    return any(True for _ in node.find_all(*AGGREGATES))
+    return any(True for _ in outer_nodes(node, *AGGREGATES))
 
 
 def expression_name(node: exp.Expr) -> str:
@@ -229,7 +244,8 @@ def static_kind(node: exp.Expr, scope: Scope) -> Kind | None:
 
 
 def is_constant(node: exp.Expr) -> bool:
-    return not any(True for _ in node.find_all(exp.Column))
+    """Whether ``node`` names no column (a subquery is a constant of its statement)."""
+    return not any(True for _ in outer_nodes(node, exp.Column))
 
 
 class _Compiler:
@@ -444,8 +460,9 @@ class _Compiler:
         raise SQLError("0A000", f"unsupported IS expression: {_shown(node)}")
 
     def in_(self, node: exp.In) -> Compiled:
-        if node.args.get("query") is not None:
-            raise SQLError("0A000", "IN (subquery) is not supported")
+        query = node.args.get("query")
+        if query is not None:
+            return self._in_subquery(node, query)
         target_type = self.typed(node.this)
         inner = self.compile(node.this)
         options = []
@@ -469,6 +486,42 @@ class _Compiler:
             return None if saw_null else False
 
         return in_
+
+    def _in_subquery(self, node: exp.In, query: exp.Expr) -> Compiled:
+        inner = self.compile(node.this)
+        rows = _subquery_rows(query)
+
+        def in_(row: Env, ctx: Context) -> Any:
+            value = inner(row, ctx)
+            if value is None:
+                return None
+            saw_null = False
+            for (candidate,) in rows(ctx):
+                if candidate is None:
+                    saw_null = True
+                elif candidate == value:
+                    return True
+            return None if saw_null else False
+
+        return in_
+
+    def subquery(self, node: exp.Subquery) -> Compiled:
+        """A scalar subquery: its one value, NULL without rows, 21000 with more."""
+        rows = _subquery_rows(node)
+
+        def scalar(row: Env, ctx: Context) -> Any:
+            found = rows(ctx)
+            if len(found) > 1:
+                raise SQLError(
+                    "21000", "more than one row returned by a subquery used as an expression"
+                )
+            return found[0][0] if found else None
+
+        return scalar
+
+    def exists(self, node: exp.Exists) -> Compiled:
+        rows = _subquery_rows(node)
+        return lambda row, ctx: bool(rows(ctx))
 
     def between(self, node: exp.Between) -> Compiled:
         low = exp.GTE(this=node.this, expression=node.args["low"])
@@ -603,6 +656,28 @@ _SPELLED: dict[type[exp.Expr], str] = {
     exp.CurrentDate: "current_date",
     exp.Uuid: "gen_random_uuid()",
 }
+
+
+def subquery_key(node: exp.Expr) -> str:
+    """What names a subquery's rows in :attr:`Context.subqueries`: its text, which a
+    copy of the tree keeps (plans copy expressions they rewrite), and which gives the
+    same rows wherever it stands in one statement."""
+    return node.sql(dialect="postgres")
+
+
+def _subquery_rows(node: exp.Expr) -> Callable[[Context], list[tuple[Any, ...]]]:
+    """The rows of the subquery at ``node``, which the statement ran before it ran
+    (:attr:`Context.subqueries`); 0A000 where no statement does (a subquery in a
+    statement other than SELECT)."""
+    key = subquery_key(node)
+
+    def rows(ctx: Context) -> list[tuple[Any, ...]]:
+        found = ctx.subqueries.get(key)
+        if found is None:
+            raise SQLError("0A000", "subqueries are supported in SELECT only")
+        return found
+
+    return rows
 
 
 def _no_arguments(node: exp.Expr) -> None:
@@ -866,6 +941,8 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.Not: _Compiler.not_,
     exp.Is: _Compiler.is_,
     exp.In: _Compiler.in_,
+    exp.Subquery: _Compiler.subquery,
+    exp.Exists: _Compiler.exists,
     exp.Between: _Compiler.between,
     exp.Like: _Compiler.like,
     exp.ILike: _Compiler.like,

@@ -31,6 +31,7 @@ import logging
 import re
 import string
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -1364,8 +1365,7 @@ class _Converter:
         )
         if node.args.get("kind"):
             raise _unsupported(node)
-        if any(isinstance(n, exp.Subquery | exp.Select) for n in node.find_all(exp.Subquery)):
-            raise SQLError("0A000", "subqueries are not supported")
+        subqueries = tuple(self._subqueries(node))
         table: st.TableName | None = None
         alias: str | None = None
         index: str | None = None
@@ -1408,7 +1408,25 @@ class _Converter:
             distinct is not None and on is None,
             tuple(on.expressions) if on is not None else (),
             joins,
+            subqueries,
         )
+
+    def _subqueries(self, node: exp.Select) -> Iterator[tuple[exp.Expr, st.Select]]:
+        """The subqueries of ``node``'s own expressions (a subquery's own are its), each
+        converted: a scalar or IN subquery, or EXISTS."""
+        for found in node.find_all(exp.Subquery, exp.Exists):
+            parent = found.parent
+            while parent is not None and not isinstance(parent, exp.Select):
+                parent = parent.parent
+            if parent is not node or _is_from_source(found):
+                continue  # a subquery's own, or a FROM source (refused as a table)
+            inner = found.this
+            if not isinstance(inner, exp.Select):
+                raise _unsupported(inner, "subquery (one SELECT)")
+            converted = _Converter(self.text, False, [], {}, None, None)._select(inner)
+            if not isinstance(converted, st.Select):
+                raise _unsupported(inner, "subquery")
+            yield found, converted
 
 
 def _check_column_names(node: exp.Expr) -> None:
@@ -1446,6 +1464,10 @@ def _join(node: exp.Expr) -> st.Join:
             raise SQLError("42601", f"syntax error: {side_word or kind or 'a'} JOIN needs ON")
         side = _JOIN_SIDES.get(side_word, "inner")
     return st.Join(_table_of(source), alias, index, side, on)  # type: ignore[arg-type]
+
+
+def _is_from_source(node: exp.Expr) -> bool:
+    return isinstance(node.parent, exp.From | exp.Join)
 
 
 def _refuse_unhandled(node: exp.Expr, handled: set[str]) -> None:

@@ -77,8 +77,10 @@ _P = TypeVar("_P")
 
 
 def table_scope(desc: TableDescriptor, database: str, alias: str | None = None) -> Scope:
+    """The names of ``desc``'s columns: bare, and qualified by its alias if it has one,
+    else by its name (an alias hides the name, as in PostgreSQL and CockroachDB)."""
     scope = Scope(table_name=desc.name, database=database)
-    qualifiers = ["", desc.name] + ([alias] if alias else [])
+    qualifiers = ["", alias or desc.name]
     for index, column in enumerate(desc.columns):
         scope.add(qualifiers, column.name, index, column.type)
     return scope
@@ -104,7 +106,7 @@ class FromTable:
 
     @classmethod
     def alone(cls, desc: TableDescriptor, alias: str | None = None) -> FromTable:
-        return cls(desc, (desc.name, alias) if alias else (desc.name,))
+        return cls(desc, (alias or desc.name,))
 
 
 Projections = tuple[tuple[str, ...], list[Compiled]]  # result column names, their values

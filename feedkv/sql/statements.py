@@ -257,6 +257,9 @@ class Select(Statement):
     distinct: bool = False
     distinct_on: tuple[exp.Expr, ...] = ()
     joins: tuple[Join, ...] = ()
+    # Its subqueries (not theirs): the node each stands at (a scalar or IN's Subquery,
+    # an Exists) and the SELECT it runs, once, before the statement's rows are read.
+    subqueries: tuple[tuple[exp.Expr, Select], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ from feedkv.sql.execution import Execution, Result
 from feedkv.sql.executor import run
 from feedkv.sql.leases import Lease, Leases
 from feedkv.sql.parser import parse, placeholder_count
+from feedkv.sql.session_vars import VARIABLES, checked_value
 
 if TYPE_CHECKING:
     from feedkv.kv.db import KVClient
@@ -81,7 +82,9 @@ _SCHEMA_CHANGES = st.AddColumn | st.DropColumn | st.DropTable | st.DropDatabase
 _SCHEMA_CHANGE_PRIORITY = MAX_PRIORITY - 1
 # Statements that end, start or stand outside a transaction: a string holding one runs its
 # statements one by one rather than as one implicit transaction.
-_OWN_TRANSACTION = st.Begin | st.Commit | st.Rollback | st.CreateChangefeed | _JOB_STATEMENTS
+_OWN_TRANSACTION = (
+    st.Begin | st.Commit | st.Rollback | st.CreateChangefeed | _JOB_STATEMENTS | st.SessionVariable
+)
 
 
 class ChangefeedService(Protocol):
@@ -122,6 +125,7 @@ class Session:
         self.leases = leases
         self.user = user
         self.database = database
+        self.variables: dict[str, str] = {}  # session variables SET (see session_vars)
         self._txn: Txn | None = None
         self._failed = False
         self._after_commit: list[Callable[[], object]] = []
@@ -223,6 +227,8 @@ class Session:
             return Result(tag="BEGIN")
         if isinstance(statement, st.Commit):
             return self._commit()
+        if isinstance(statement, st.SessionVariable):
+            return self._session_variable(statement)
         if isinstance(statement, st.Rollback):
             if self._txn is None:
                 raise SQLError("25P01", "there is no transaction in progress")
@@ -317,6 +323,41 @@ class Session:
             for hook in execution.after_commit:
                 hook()
         return results
+
+    def variable(self, name: str) -> str:
+        """The value of session variable ``name`` (canonical, see :mod:`session_vars`)."""
+        if name == "database":
+            return self.database
+        if name == "session_user":
+            return self.user
+        return self.variables.get(name, VARIABLES[name].default)
+
+    def _session_variable(self, s: st.SessionVariable) -> Result:
+        """SET, RESET or SHOW a session variable; these take effect at once, in a
+        transaction or not (as in CockroachDB), and are not rolled back."""
+        if s.action == "show":
+            if s.name is None:
+                rows = [(name, self.variable(name)) for name in sorted(VARIABLES)]
+                return Result(("variable", "value"), rows, f"SHOW {len(rows)}")
+            return Result((s.name,), [(self.variable(s.name),)], "SHOW 1")
+        if s.action == "transaction" and self._txn is None:
+            raise SQLError("25P01", "there is no transaction in progress")
+        names = [s.name] if s.name is not None else list(VARIABLES)
+        for name in names:
+            variable = VARIABLES[name]
+            if s.action == "reset":
+                if not variable.read_only:
+                    self.variables.pop(name, None)
+                if name == "database":
+                    self.database = catalog.DEFAULT_DATABASE
+                continue
+            value = checked_value(name, s.value or "")
+            if name == "database":
+                reader = catalog.Snapshot(self.db, self.db.now())
+                self.database = self.resolve_database(reader, value).name  # 3D000 if none
+            else:
+                self.variables[name] = value
+        return Result(tag="RESET" if s.text.lstrip()[:5].upper() == "RESET" else "SET")
 
     def _commit(self) -> Result:
         txn = self._txn

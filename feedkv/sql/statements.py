@@ -35,6 +35,7 @@ __all__ = [
     "Join",
     "Rollback",
     "Select",
+    "SessionVariable",
     "ShowChangefeedJobs",
     "ShowCreateTable",
     "ShowDatabases",
@@ -300,6 +301,18 @@ class ClusterSetting(Statement):
 
     action: Literal["set", "reset", "show"]
     name: str
+    value: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionVariable(Statement):
+    """``SET name = value`` (``USE db`` sets ``database``), ``RESET name`` (``value``
+    None; ``name`` None: all), ``SHOW name`` (``name`` None: ``SHOW ALL``), and
+    ``SET TRANSACTION ISOLATION LEVEL ...`` (``action`` transaction); ``name`` is
+    canonical (:mod:`feedkv.sql.session_vars`)."""
+
+    action: Literal["set", "reset", "show", "transaction"]
+    name: str | None
     value: str | None = None
 
 

@@ -1,0 +1,104 @@
+"""Session variables as CockroachDB names them: ``SET``, ``SHOW``, ``RESET``.
+
+Drivers and ORMs set some on every connection (``application_name``,
+``extra_float_digits``, ``client_encoding``...) and read others (``server_version``,
+``transaction_isolation``); each is checked here and kept in its canonical spelling.
+feedkv runs every transaction SERIALIZABLE: asking for a weaker level upgrades it, as
+CockroachDB does while READ COMMITTED is not enabled. A value feedkv cannot honour is
+refused (0A000) rather than accepted and ignored. Pure: no session, no I/O; the session
+keeps the values (``database`` is its current database, checked there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from feedkv.errors import SQLError
+
+__all__ = ["SERVER_VERSION", "VARIABLES", "Variable", "canonical_name", "checked_value"]
+
+SERVER_VERSION = "13.0.0"  # the PostgreSQL version CockroachDB reports to drivers
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    """A session variable: its value when not set, how a value is checked (returning
+    its canonical spelling, or raising SQLError), and whether SET may change it."""
+
+    default: str
+    check: Callable[[str, str], str]  # (name, value) -> canonical value
+    read_only: bool = False
+
+
+def _any(name: str, value: str) -> str:
+    return value
+
+
+def _one_of(*allowed: str, canonical: str | None = None) -> Callable[[str, str], str]:
+    def check(name: str, value: str) -> str:
+        if value.strip().lower() not in {a.lower() for a in allowed}:
+            raise SQLError(
+                "0A000",
+                f"{name} {value!r} is not supported; feedkv supports {', '.join(allowed)}",
+            )
+        return canonical if canonical is not None else value.strip().lower()
+
+    return check
+
+
+def _isolation(name: str, value: str) -> str:
+    level = " ".join(value.lower().replace("_", " ").split())
+    if level not in ("serializable", "read committed", "repeatable read", "snapshot"):
+        raise SQLError("22023", f"invalid value for parameter {name}: {value!r}")
+    return "serializable"  # NB: weaker levels are upgraded, as in CockroachDB
+
+
+def _float_digits(name: str, value: str) -> str:
+    try:
+        digits = int(value)
+    except ValueError:
+        raise SQLError("22023", f"invalid value for parameter {name}: {value!r}") from None
+    if not -15 <= digits <= 3:
+        raise SQLError("22023", f"{name} must be between -15 and 3, not {digits}")
+    return str(digits)
+
+
+def _read_only(name: str, value: str) -> str:
+    raise SQLError("55000", f'parameter "{name}" cannot be changed')
+
+
+VARIABLES: dict[str, Variable] = {
+    "application_name": Variable("", _any),
+    "client_encoding": Variable("UTF8", _one_of("UTF8", "UTF-8", "unicode", canonical="UTF8")),
+    "database": Variable("", _any),  # the session's current database: see Session
+    "datestyle": Variable("ISO, MDY", _one_of("ISO", "ISO, MDY", canonical="ISO, MDY")),
+    "default_transaction_isolation": Variable("serializable", _isolation),
+    "extra_float_digits": Variable("0", _float_digits),
+    "integer_datetimes": Variable("on", _read_only, read_only=True),
+    "intervalstyle": Variable("postgres", _one_of("postgres")),
+    "search_path": Variable("$user, public", _any),
+    "server_encoding": Variable("UTF8", _read_only, read_only=True),
+    "server_version": Variable(SERVER_VERSION, _read_only, read_only=True),
+    "server_version_num": Variable("130000", _read_only, read_only=True),
+    "session_user": Variable("", _read_only, read_only=True),  # the session's user
+    "standard_conforming_strings": Variable("on", _one_of("on")),
+    "timezone": Variable("UTC", _one_of("UTC", "Etc/UTC", "GMT", "Z", "+00:00", canonical="UTC")),
+    "transaction_isolation": Variable("serializable", _isolation),
+}
+_ALIASES = {"time zone": "timezone", "transaction isolation level": "transaction_isolation"}
+
+
+def canonical_name(name: str) -> str:
+    """The variable ``name`` (any case, or an alias such as ``TIME ZONE``) names;
+    42704 names an unknown one."""
+    key = " ".join(name.lower().split())
+    key = _ALIASES.get(key, key)
+    if key not in VARIABLES:
+        raise SQLError("42704", f'unrecognized configuration parameter "{name}"')
+    return key
+
+
+def checked_value(name: str, value: str) -> str:
+    """``value`` for variable ``name`` (canonical), checked and canonical."""
+    return VARIABLES[name].check(name, value)

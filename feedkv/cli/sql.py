@@ -78,8 +78,11 @@ def _run_script(session: Session, script: str, output: str, stdout: TextIO, stde
     """A script's statements one after the other, as ``psql`` and ``cockroach sql`` run
     them: each takes effect on its own, and the first error stops the script (exit 1),
     named with its line (``<stdin>:2: ERROR: ...``)."""
+    line, counted = 1, 0
     for offset, text in split_statements(script):
-        where = f"<stdin>:{script.count(chr(10), 0, offset) + 1}: "
+        line += script.count("\n", counted, offset)  # NB: counted once, not per statement
+        counted = offset
+        where = f"<stdin>:{line}: "
         if not _execute(session, text.rstrip(), output, stdout, stderr, batch=False, where=where):
             return 1
     return 0

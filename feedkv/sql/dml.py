@@ -9,6 +9,7 @@ that it is present (the session turns a failed check into the statement's answer
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import Any
@@ -17,12 +18,12 @@ from sqlglot import exp
 
 from feedkv.errors import (
     ConditionFailedError,
+    FeedKVError,
     InvariantViolation,
     SQLError,
 )
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
-from feedkv.sql.aggregate import Grouping
 from feedkv.sql.descriptor import (
     TableDescriptor,
 )
@@ -31,18 +32,16 @@ from feedkv.sql.expr import (
     Scope,
     compile_expr,
     condition,
-    contains_aggregate,
-    expression_name,
     subquery_key,
 )
 from feedkv.sql.plan import (
     DeletePlan,
     InsertPlan,
     JoinPlan,
+    ResultPlan,
     SelectPlan,
     UpdatePlan,
     holds,
-    unalias,
 )
 from feedkv.sql.row_codec import (
     row_kvs,
@@ -76,7 +75,7 @@ def select(ex: Execution, s: st.Select) -> Result:
     if s.table is None:
         return _select_no_table(ex, s)
     if s.joins:
-        return _select_joined(ex, s)
+        return _select_joined(ex, s, s.table)
     desc = ex.table(s.table)
     plan = ex.plan(s, desc, SelectPlan.of)
     envs = [env for _row, _pairs, env in ex.matching(desc, plan.selection)]
@@ -102,11 +101,10 @@ def _subquery(ex: Execution, node: exp.Expr, inner: st.Select) -> list[tuple[Any
     return result.rows
 
 
-def _select_joined(ex: Execution, s: st.Select) -> Result:
-    """A SELECT over joined tables (:class:`~feedkv.sql.plan.JoinPlan`), each table read
-    whole in the statement's transaction."""
-    assert s.table is not None  # NB: checked by select()
-    names = [s.table, *(join.table for join in s.joins)]
+def _select_joined(ex: Execution, s: st.Select, first: st.TableName) -> Result:
+    """A SELECT over joined tables (:class:`~feedkv.sql.plan.JoinPlan`), ``first`` and
+    those of ``s.joins``, each read whole in the statement's transaction."""
+    names = [first, *(join.table for join in s.joins)]
     descs = [ex.table(name) for name in names]
     databases = [name.database or ex.session.database for name in names]
     # NB: not kept by Session.plan, which keys a plan by one table
@@ -126,20 +124,13 @@ def _select_joined(ex: Execution, s: st.Select) -> Result:
 def _select_no_table(ex: Execution, s: st.Select) -> Result:
     """SELECT without FROM: over one row of no columns (``SELECT count(*)`` is 1)."""
     scope = Scope()
-    names = tuple(expression_name(item) for item in s.items)
     envs: list[tuple[Any, ...]] = [()]
     if s.where is not None:
         verdict = compile_expr(condition(s.where, scope), scope)((), ex.context)
         envs = envs if holds(verdict) else []
-    items = list(s.items)
-    if any(contains_aggregate(item) for item in items):
-        grouping = Grouping.of(0, [], scope, items, (), ())
-        items = [grouping.rewrite(item) for item in items]
-        scope = grouping.scope
-        envs = grouping.rows(envs, ex.context)
-    projections = [compile_expr(unalias(item), scope) for item in items]
-    rows = [tuple(f(env, ex.context) for f in projections) for env in envs]
-    return Result(names, rows, f"SELECT {len(rows)}")
+    result = ResultPlan.of([], scope, s)
+    rows = ex.limited(result.rows(envs, ex.context), s.limit, s.offset)
+    return Result(result.names, rows, f"SELECT {len(rows)}")
 
 
 def insert(ex: Execution, s: st.Insert) -> Result:
@@ -170,11 +161,11 @@ def insert(ex: Execution, s: st.Insert) -> Result:
         _check_not_null(desc, row)
         kvs = row_kvs(desc, row)
         first_key = next(iter(kvs))
-        if s.on_conflict == "update":
+        if s.on_conflict == "update" or s.upsert:
             if first_key in touched:
                 raise SQLError(
                     "21000",
-                    "ON CONFLICT DO UPDATE command cannot affect row a second time: "
+                    "UPSERT or INSERT...ON CONFLICT command cannot affect row a second time: "
                     "two proposed rows have the same primary key",
                 )
             touched.add(first_key)
@@ -309,7 +300,7 @@ def _whole_row(
             row[column.id] = coerce(value((), ex.context), column.type, column.name)
         _check_not_null(desc, row)
         ((first_key, encoded),) = row_kvs(desc, row).items()
-    except Exception:  # NB: the read path raises it again, if there is a row
+    except (FeedKVError, decimal.DecimalException):  # NB: raised again on the read path
         return None
     if encoded is None:
         raise InvariantViolation(f"the primary family of {desc.name!r} encoded no value")

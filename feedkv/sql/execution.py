@@ -143,6 +143,7 @@ class Execution:
             # and every statement would leave its garbage to the cyclic GC.
             logical_timestamp=partial(_logical_timestamp, txn, session.db),
             unique_rowid=ROW_IDS.next,
+            variable=session.variable,
         )
 
     @property

@@ -66,7 +66,7 @@ class Context:
     ``now`` is read from the clock at its first use (most statements never ask), then
     stays the statement's time."""
 
-    __slots__ = ("_now", "logical_timestamp", "params", "subqueries", "unique_rowid")
+    __slots__ = ("_now", "logical_timestamp", "params", "subqueries", "unique_rowid", "variable")
 
     def __init__(
         self,
@@ -74,11 +74,13 @@ class Context:
         now: datetime.datetime | None = None,
         logical_timestamp: Callable[[], decimal.Decimal] | None = None,
         unique_rowid: Callable[[], int] | None = None,
+        variable: Callable[[str], str] | None = None,
     ) -> None:
         self.params = params
         self._now = now
         self.logical_timestamp = logical_timestamp
         self.unique_rowid = unique_rowid
+        self.variable = variable  # a session variable's value (current_setting())
         # The rows of the statement's subqueries (see subquery_key), run before it is.
         self.subqueries: dict[str, list[tuple[Any, ...]]] = {}
 
@@ -492,11 +494,14 @@ class _Compiler:
         rows = _subquery_rows(query)
 
         def in_(row: Env, ctx: Context) -> Any:
+            found = rows(ctx)
+            if not found:
+                return False  # NB: as CockroachDB: IN an empty set is false, even for NULL
             value = inner(row, ctx)
             if value is None:
                 return None
             saw_null = False
-            for (candidate,) in rows(ctx):
+            for (candidate,) in found:
                 if candidate is None:
                     saw_null = True
                 elif candidate == value:
@@ -616,8 +621,20 @@ class _Compiler:
 
         return coalesce
 
+    def session_value(self, node: exp.Expr) -> Compiled:
+        """version(), current_database(), current_user, session_user, current_schema."""
+        _no_arguments(node)
+        if isinstance(node, exp.CurrentVersion):
+            return lambda row, ctx: f"feedkv {_VERSION} (CockroachDB-compatible SQL)"
+        if isinstance(node, exp.CurrentSchema):
+            return lambda row, ctx: "public"
+        name = "database" if isinstance(node, exp.CurrentDatabase) else "session_user"
+        return lambda row, ctx: _session_variable(ctx, name)
+
     def anonymous(self, node: exp.Anonymous) -> Compiled:
         name = str(node.this).lower()
+        if name == "current_setting":
+            return self._current_setting(node)
         if node.expressions:
             raise SQLError("42883", f"unknown signature: {name}() with arguments")
         if name == "cluster_logical_timestamp":
@@ -642,6 +659,21 @@ class _Compiler:
             return self.current_timestamp(node)
         raise SQLError("42883", f"unknown function: {name}()")
 
+    def _current_setting(self, node: exp.Anonymous) -> Compiled:
+        from feedkv.sql.session_vars import canonical_name
+
+        if len(node.expressions) != 1:
+            raise SQLError("42883", "unknown signature: current_setting() takes a name")
+        setting = self.compile(node.expressions[0])
+
+        def current_setting(row: Env, ctx: Context) -> Any:
+            name = setting(row, ctx)
+            if not isinstance(name, str):
+                raise SQLError("42883", "unknown signature: current_setting() takes a string")
+            return _session_variable(ctx, canonical_name(name))
+
+        return current_setting
+
     def aggregate(self, node: exp.Expr) -> Compiled:
         raise SQLError(
             "42803",
@@ -663,6 +695,15 @@ def subquery_key(node: exp.Expr) -> str:
     copy of the tree keeps (plans copy expressions they rewrite), and which gives the
     same rows wherever it stands in one statement."""
     return node.sql(dialect="postgres")
+
+
+_VERSION = "0.1.0"
+
+
+def _session_variable(ctx: Context, name: str) -> str:
+    if ctx.variable is None:
+        raise SQLError("0A000", f"{name} is not available here")
+    return ctx.variable(name)
 
 
 def _subquery_rows(node: exp.Expr) -> Callable[[Context], list[tuple[Any, ...]]]:
@@ -942,6 +983,11 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.Is: _Compiler.is_,
     exp.In: _Compiler.in_,
     exp.Subquery: _Compiler.subquery,
+    exp.CurrentVersion: _Compiler.session_value,
+    exp.CurrentDatabase: _Compiler.session_value,
+    exp.CurrentUser: _Compiler.session_value,
+    exp.SessionUser: _Compiler.session_value,
+    exp.CurrentSchema: _Compiler.session_value,
     exp.Exists: _Compiler.exists,
     exp.Between: _Compiler.between,
     exp.Like: _Compiler.like,

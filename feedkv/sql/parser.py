@@ -43,6 +43,7 @@ from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
 from feedkv.errors import SQLError
 from feedkv.sql import statements as st
+from feedkv.sql.session_vars import canonical_name
 from feedkv.sql.types import INT64_MAX, ColumnType, parse_type_name
 
 __all__ = ["column_type", "parse", "parse_expression", "placeholder_count", "split_statements"]
@@ -296,7 +297,8 @@ def _skip_quoted(text: str, i: int) -> int | None:
         return None if depth else j
     if c in "'\"":
         j = i + 1
-        escapes = c == "'" and i > 0 and text[i - 1] in "eEbB"
+        # e'...' and b'...' take backslash escapes; a word ending in e or b does not
+        escapes = c == "'" and i > 0 and text[i - 1] in "eEbB" and not _word_char(text, i - 2)
         while j < n:
             if escapes and text[j] == "\\":
                 j += 2
@@ -308,10 +310,15 @@ def _skip_quoted(text: str, i: int) -> int | None:
             else:
                 j += 1
         return None if j >= n else j + 1
-    if c == "$" and (tag := _DOLLAR_TAG.match(text, i)) is not None:
+    if c == "$" and not _word_char(text, i - 1) and (tag := _DOLLAR_TAG.match(text, i)) is not None:
         close = text.find(tag.group(0), tag.end())
         return None if close < 0 else close + len(tag.group(0))
     return i + 1
+
+
+def _word_char(text: str, i: int) -> bool:
+    """Whether ``text[i]`` exists and can be part of a name."""
+    return i >= 0 and (text[i].isalnum() or text[i] in "_$")
 
 
 def split_statements(text: str) -> list[tuple[int, str]]:
@@ -417,6 +424,9 @@ class _Statement:
     # Dispatch.
 
     def parse(self) -> st.Statement:
+        session = self._session_variable()
+        if session is not None:
+            return session
         self._check_shape()
         words = self.words
         if words[1:3] == ["CLUSTER", "SETTING"] and words[0] in ("SET", "RESET", "SHOW"):
@@ -627,9 +637,16 @@ class _Statement:
 
     def _cut_as_of(self) -> exp.Expr | None:
         words = self.words
+        level = 0  # parentheses around the clause: only the top-level statement takes it
         for i in range(len(words) - 3):
+            level += self.tokens[i].token_type is TokenType.L_PAREN
+            level -= self.tokens[i].token_type is TokenType.R_PAREN
             if words[i : i + 4] != ["AS", "OF", "SYSTEM", "TIME"]:
                 continue
+            if level:
+                raise SQLError(
+                    "0A000", "AS OF SYSTEM TIME must be provided on a top-level statement"
+                )
             depth = 0
             j = i + 4
             while j < len(words):
@@ -833,6 +850,80 @@ class _Statement:
         if not parts or len(parts) > 3 or (stop - start) % 2 == 0:
             raise self._error_at(min(start, stop), "expected a table name")
         return _table_name_of(parts)
+
+    def _session_variable(self) -> st.SessionVariable | None:
+        """``SET``/``SHOW``/``RESET`` of a session variable, ``SET TRANSACTION ISOLATION
+        LEVEL``, ``USE db``; ``None`` for every other statement."""
+        words, tokens = self.words, self.tokens
+        first = words[0]
+        if first not in ("SET", "SHOW", "RESET", "USE") or words[1:3] == ["CLUSTER", "SETTING"]:
+            return None
+        if first == "SHOW" and words[1] in _SHOW_STATEMENTS:
+            return None
+        if first == "USE":
+            if len(words) != 2:
+                raise self._error_at(min(2, len(words)), "expected USE <database>")
+            return st.SessionVariable(self.text, "set", "database", _name(tokens[1]))
+        i = 2 if len(words) > 2 and words[1] in ("SESSION", "LOCAL") else 1
+        if (
+            first == "SET"
+            and words[i : i + 4]
+            == ["TRANSACTION", "ISOLATION", "LEVEL"][:3] + (words[i + 3 : i + 4])
+        ):
+            level = " ".join(words[i + 3 :])
+            return st.SessionVariable(self.text, "transaction", "transaction_isolation", level)
+        if first == "SET" and words[i : i + 6] == [
+            "CHARACTERISTICS", "AS", "TRANSACTION", "ISOLATION", "LEVEL", *words[i + 5 : i + 6]
+        ]:  # fmt: skip
+            level = " ".join(words[i + 5 :])
+            return st.SessionVariable(self.text, "set", "default_transaction_isolation", level)
+        if len(words) <= i:
+            raise self._error_at(i, f"expected a variable name after {first}")
+        if words[i:] == ["ALL"] and first != "SET":
+            return st.SessionVariable(self.text, "show" if first == "SHOW" else "reset", None)
+        if words[i : i + 2] == ["TIME", "ZONE"]:
+            name, at = "timezone", i + 2
+        elif words[i : i + 3] == ["TRANSACTION", "ISOLATION", "LEVEL"] and first == "SHOW":
+            name, at = "transaction_isolation", i + 3
+        elif first == "SHOW" and len(words) > i + 1:
+            return None  # SHOW COLUMNS FROM t and the like: no variable
+        else:
+            name, at = canonical_name(_name(tokens[i])), i + 1
+        if first != "SET":
+            if at < len(words):
+                raise self._error_at(at, f"unexpected input after {name}")
+            return st.SessionVariable(self.text, "show" if first == "SHOW" else "reset", name)
+        if at < len(words) and words[at] in ("=", "TO"):
+            at += 1
+        if at >= len(words):
+            raise self._error_at(at, f"SET {name} needs a value")
+        if words[at:] == ["DEFAULT"]:
+            return st.SessionVariable(self.text, "reset", name)
+        return st.SessionVariable(self.text, "set", name, self._setting_value(at))
+
+    def _setting_value(self, at: int) -> str:
+        """The value of a SET from token ``at`` on: strings, names and numbers (a leading
+        ``-`` kept), several separated by commas (``search_path``)."""
+        parts: list[str] = []
+        current = ""
+        for i in range(at, len(self.tokens)):
+            token = self.tokens[i]
+            kind = token.token_type
+            if kind is TokenType.COMMA:
+                parts.append(current)
+                current = ""
+            elif kind is TokenType.DASH and not current:
+                current = "-"
+            elif kind in (TokenType.STRING, TokenType.NUMBER, *_NAME_TOKENS) or self._keyword(i):
+                if current not in ("", "-"):
+                    raise self._error_at(i, "expected a comma between the values")
+                current += token.text
+            else:
+                raise self._error_at(i, "expected a value (a string, a name or a number)")
+        parts.append(current)
+        if any(part in ("", "-") for part in parts):
+            raise self._error_at(len(self.tokens), "a value is missing")
+        return ", ".join(parts)
 
     def _cluster_setting(self) -> st.ClusterSetting:
         """``SET CLUSTER SETTING a.b = 'v'`` (or ``TO``, or ``DEFAULT``), ``RESET CLUSTER
@@ -1075,6 +1166,8 @@ _STATEMENT_WORDS = {
     "SET", "SHOW", "START", "TABLE", "TRUNCATE", "UPDATE", "UPSERT", "USE", "VACUUM",
     "VALUES", "WITH",
 }  # fmt: skip
+# SHOW statements that are no session variable.
+_SHOW_STATEMENTS = {"TABLES", "DATABASES", "CREATE", "RANGES", "CHANGEFEED", "JOBS", "JOB"}
 _UNSUPPORTED_STATEMENTS = {
     "RELEASE": "savepoints are not supported (RELEASE SAVEPOINT)",
     "REVOKE": "REVOKE is not supported; a user without the admin role has no privileges",
@@ -1390,8 +1483,6 @@ class _Converter:
         on = distinct.args.get("on") if distinct is not None else None
         if on is not None and not isinstance(on, exp.Tuple):
             on = exp.Tuple(expressions=[on])
-        if table is None and (group is not None or having is not None or distinct):
-            raise SQLError("0A000", "GROUP BY, HAVING and DISTINCT need a FROM clause")
         return st.Select(
             self.text,
             table,

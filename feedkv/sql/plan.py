@@ -321,8 +321,7 @@ class ResultPlan:
                 # NB: a position or a result column's name refers to a projection
                 if isinstance(node, exp.Literal) and not node.is_string:
                     return node
-                named = isinstance(node, exp.Column) and not node.table and node.name in output
-                if named and ("", node.name) not in scope.columns:
+                if isinstance(node, exp.Column) and not node.table and node.name in output:
                     return node
                 return grouping.rewrite(node)
 
@@ -580,8 +579,11 @@ def _output_expression(node: exp.Expr, items: Sequence[exp.Expr], names: Sequenc
     a result column's name that item, anything else itself."""
     if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
         position = int(node.this)
-        if 1 <= position <= len(items):
-            return unalias(items[position - 1])
+        if not 1 <= position <= len(items):
+            raise SQLError("42P10", f"position {position} is not in select list")
+        return unalias(items[position - 1])
+    if isinstance(node, exp.Literal | exp.Boolean):
+        raise SQLError("42601", f"non-integer constant: {node.sql(dialect='postgres')}")
     if isinstance(node, exp.Column) and not node.table and node.name in names:
         for item in items:
             if isinstance(item, exp.Alias) and item.alias == node.name:
@@ -816,7 +818,8 @@ def _order_keys(
     projections: Sequence[Compiled],
 ) -> list[tuple[Compiled, bool]]:
     """ORDER BY's keys, each ``(value, descending)``: a position in the result columns
-    (``ORDER BY 2``), a result column's name, or an expression over the table's."""
+    (``ORDER BY 2``), a result column's name (before a table's column of that name, as
+    in CockroachDB), or an expression over the table's."""
     keys: list[tuple[Compiled, bool]] = []
     for node, descending in order_by:
         if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
@@ -828,12 +831,16 @@ def _order_keys(
             shown = node.sql(dialect="postgres")
             shown = shown.lower() if isinstance(node, exp.Boolean) else shown
             raise SQLError("42601", f"non-integer constant in ORDER BY: {shown}")
-        elif (
-            isinstance(node, exp.Column)
-            and node.name in names
-            and ("", node.name) not in scope.columns
-        ):
-            keys.append((projections[names.index(node.name)], descending))
+        elif isinstance(node, exp.Column) and not node.table and node.name in names:
+            matches = [i for i, name in enumerate(names) if name == node.name]
+            if len(matches) > 1 and ("", node.name) in scope.columns:
+                # NB: several result columns of a table column's name (SELECT k, k):
+                # most likely that column; ordering by it is what each of them holds
+                keys.append((compile_expr(node, scope), descending))
+                continue
+            if len(matches) > 1:
+                raise SQLError("42P09", f'ORDER BY "{node.name}" is ambiguous')
+            keys.append((projections[matches[0]], descending))
         else:
             keys.append((compile_expr(node, scope), descending))
     return keys

@@ -53,10 +53,14 @@ INT64_MAX = (1 << 63) - 1
 # DECIMAL arithmetic as CockroachDB's: +, - and * are exact; a quotient (/, avg) has 20
 # significant digits, rounded half up.
 _DECIMAL_TRAPS = [decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow]
+# NB: exponents are bounded as in CockroachDB (+-2000): an exact sum of 1e999999999 and
+# 1e-999999999 would otherwise be a billion digits. Past them: Overflow, 22003.
 EXACT_DECIMAL = decimal.Context(
-    prec=decimal.MAX_PREC, rounding=decimal.ROUND_HALF_UP, traps=_DECIMAL_TRAPS
+    prec=4000, rounding=decimal.ROUND_HALF_UP, Emax=2000, Emin=-2000, traps=_DECIMAL_TRAPS
 )
-DECIMAL_QUOTIENT = decimal.Context(prec=20, rounding=decimal.ROUND_HALF_UP, traps=_DECIMAL_TRAPS)
+DECIMAL_QUOTIENT = decimal.Context(
+    prec=20, rounding=decimal.ROUND_HALF_UP, Emax=2000, Emin=-2000, traps=_DECIMAL_TRAPS
+)
 EPOCH_DATE = datetime.date(1970, 1, 1)
 EPOCH = datetime.datetime(1970, 1, 1)
 UTC = datetime.UTC

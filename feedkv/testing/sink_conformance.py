@@ -29,6 +29,11 @@ protocol and checks, each as a named contract:
   :class:`~feedkv.changefeed.sink.SinkError` (a retryable fault outside) from
   ``emit_row``, ``flush`` or ``emit_resolved``, not in a hang, nor in another error;
   ``reset`` and ``close`` then return.
+- ``reset`` (Sink.reset): given ``recover`` too, which makes that destination work
+  again, the sink takes rows after ``reset``: the rows emitted again (as a changefeed
+  restarting from its last resolved timestamp emits them), ``flush`` and
+  ``emit_resolved`` succeed. A sink whose destination cannot come back (the sinkless
+  channel, whose reader went away) is given no ``recover``.
 
 Every call into a sink runs on one worker thread of the kit (one thread uses a sink at a
 time, as a changefeed does) and must return within ``deadline_s``: a call that hangs
@@ -68,7 +73,7 @@ __all__ = [
 ]
 
 START = Timestamp(1_700_000_000_000_000_000, 0)  # every row the kit emits is above it
-CONTRACTS = ("delivery", "order", "resolved", "close", "closed", "failure")
+CONTRACTS = ("delivery", "order", "resolved", "close", "closed", "failure", "reset")
 
 SinkFactory = Callable[[], Sink]
 Reader = Callable[[], Mapping[str, Sequence[bytes]]]
@@ -191,10 +196,11 @@ class SinkSetup:
     factory: SinkFactory
     reader: Reader | None
     failing: SinkFactory | None = None
+    recover: Callable[[], None] | None = None
 
     def check(self, **kwargs: Any) -> None:
         """:func:`check_sink` on this setup (``kwargs``: its keyword arguments)."""
-        check_sink(self.factory, self.reader, failing=self.failing, **kwargs)
+        check_sink(self.factory, self.reader, failing=self.failing, recover=self.recover, **kwargs)
 
 
 def check_sink(
@@ -202,6 +208,7 @@ def check_sink(
     reader: Reader | None,
     *,
     failing: SinkFactory | None = None,
+    recover: Callable[[], None] | None = None,
     topics: Sequence[str] = ("t", "u"),
     keys: int = 6,
     versions: int = 3,
@@ -209,13 +216,14 @@ def check_sink(
 ) -> None:
     """Check the contracts of the module docstring on a sink ``factory()`` makes (once),
     read back through ``reader`` (or ``None``: the sink keeps nothing), and on one
-    ``failing()`` makes (if given). Rows go to ``keys`` keys spread over ``topics``, in
+    ``failing()`` makes (if given), whose destination ``recover()`` (if given) makes
+    work again. Rows go to ``keys`` keys spread over ``topics``, in
     ``versions`` versions per key per round. Raises :class:`SinkContractViolation`."""
     calls = _Calls(deadline_s)
     try:
         _check_working(calls, factory, reader, topics, keys, versions)
         if failing is not None:
-            _check_failing(calls, failing, topics, keys)
+            _check_failing(calls, failing, recover, topics, keys)
     finally:
         calls.close()
 
@@ -310,7 +318,13 @@ def _check_refused_after_close(calls: _Calls, sink: Sink, topics: Sequence[str])
     )
 
 
-def _check_failing(calls: _Calls, failing: SinkFactory, topics: Sequence[str], keys: int) -> None:
+def _check_failing(
+    calls: _Calls,
+    failing: SinkFactory,
+    recover: Callable[[], None] | None,
+    topics: Sequence[str],
+    keys: int,
+) -> None:
     sink = calls.run("failure", "making the sink of a failed destination", failing)
     rows = [
         kit_message(topics[key % len(topics)], key, Timestamp(START.wall + 1 + key, 0))
@@ -341,4 +355,13 @@ def _check_failing(calls: _Calls, failing: SinkFactory, topics: Sequence[str], k
             "rows that are not durable were reported durable",
         )
     calls.run("failure", "reset after the failure", sink.reset)
+    if recover is not None:
+        calls.run("reset", "recovering the destination", recover)
+        try:
+            calls.run("reset", "emitting, flushing and resolving after reset", deliver)
+        except SinkError as exc:
+            raise SinkContractViolation(
+                "reset",
+                f"the destination is back, but the sink still fails after reset: {exc}",
+            ) from exc
     calls.run("failure", "close after the failure", sink.close)

@@ -166,18 +166,34 @@ class HangingFailureSink(GoodSink):
         super().flush()
 
 
-def failing(sink_class: type[GoodSink]) -> GoodSink:
-    destination = Destination()
-    destination.down = True
-    return sink_class(destination)
+class StickyFailureSink(GoodSink):
+    """Keeps failing after reset, though its destination is back."""
+
+    failed = False
+
+    def flush(self) -> None:
+        if self.failed:
+            raise SinkError("the destination was down")
+        try:
+            super().flush()
+        except SinkError:
+            self.failed = True
+            raise
 
 
 def run_kit(sink_class: type[GoodSink], *, deadline_s: float = 30.0) -> None:
     destination = Destination()
+    down = Destination()
+    down.down = True
+
+    def recover() -> None:
+        down.down = False
+
     check_sink(
         lambda: sink_class(destination),
         destination.read,
-        failing=lambda: failing(sink_class),
+        failing=lambda: sink_class(down),
+        recover=recover,
         deadline_s=deadline_s,
     )
 
@@ -187,7 +203,9 @@ def test_a_sink_that_keeps_every_promise_passes() -> None:
 
 
 def test_a_sink_that_keeps_nothing_is_checked_for_its_calls_alone() -> None:
-    check_sink(lambda: GoodSink(Destination()), None, failing=lambda: failing(GoodSink))
+    down = Destination()
+    down.down = True
+    check_sink(lambda: GoodSink(Destination()), None, failing=lambda: GoodSink(down))
 
 
 @pytest.mark.parametrize(
@@ -201,6 +219,7 @@ def test_a_sink_that_keeps_nothing_is_checked_for_its_calls_alone() -> None:
         (CarelessCloseSink, "closed", "emit_row after close returned"),
         (ForgetfulCloseSink, "close", "flushed rows are gone after close"),
         (SilentFailureSink, "failure", "returned though the destination is down"),
+        (StickyFailureSink, "reset", "the sink still fails after reset"),
     ],
 )
 def test_a_broken_sink_fails_naming_the_contract_it_broke(

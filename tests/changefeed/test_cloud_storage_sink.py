@@ -264,7 +264,8 @@ def test_bad_file_sink_parameters_are_refused(table: DB, tmp_path: Path) -> None
     ids=["daily", "flat-small-files", "hourly-gzip", "zstd"],
 )
 def file_setup(request: pytest.FixtureRequest, tmp_path: Path) -> SinkSetup:
-    """A file sink into a directory, read back in file-name order."""
+    """A file sink into a directory, read back in file-name order; its failing twin
+    writes where a file replaced its directory, until the directory is back."""
     query, given = request.param
     options = parse_options(given, now=START)
 
@@ -278,14 +279,19 @@ def file_setup(request: pytest.FixtureRequest, tmp_path: Path) -> SinkSetup:
         names = published_files(out) if out.exists() else []
         return {"": [line for name in names for line in raw_lines(out / name)]}
 
+    down = tmp_path / "down"
+
     def failing() -> Sink:
-        down = tmp_path / "down"
         sink = sink_into(down)
         down.rmdir()
         down.write_text("a file where the directory was: every write fails")
         return sink
 
-    return SinkSetup(lambda: sink_into(out), reader, failing=failing)
+    def recover() -> None:
+        down.unlink()
+        down.mkdir()
+
+    return SinkSetup(lambda: sink_into(out), reader, failing=failing, recover=recover)
 
 
 def test_the_file_sink_keeps_the_sink_contract(file_setup: SinkSetup) -> None:

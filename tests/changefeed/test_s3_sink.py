@@ -85,7 +85,7 @@ def test_a_bucket_is_required(db: DB) -> None:
 def s3_setup(request: pytest.FixtureRequest, s3_endpoint: str) -> SinkSetup:
     """A file sink into a bucket of its own (moto's state is shared by every server of
     the process), read back in key order; its failing twin writes into a bucket that
-    does not exist."""
+    does not exist, until it is made."""
     query: str = request.param
     bucket = f"kit-{uuid.uuid4().hex[:12]}"
     options = parse_options((), now=START)
@@ -108,7 +108,14 @@ def s3_setup(request: pytest.FixtureRequest, s3_endpoint: str) -> SinkSetup:
         bodies = [client.get_object(Bucket=bucket, Key=n)["Body"].read() for n in names]
         return {"": [line for body in bodies for line in body.splitlines()]}
 
-    return SinkSetup(lambda: sink_into(bucket), reader, failing=lambda: sink_into("no-bucket"))
+    missing = f"{bucket}-missing"
+
+    def recover() -> None:
+        client.create_bucket(Bucket=missing)
+
+    return SinkSetup(
+        lambda: sink_into(bucket), reader, failing=lambda: sink_into(missing), recover=recover
+    )
 
 
 def test_the_s3_sink_keeps_the_sink_contract(s3_setup: SinkSetup) -> None:

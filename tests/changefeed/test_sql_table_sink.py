@@ -53,7 +53,8 @@ def test_a_changefeed_cannot_write_into_a_table_it_watches(db: DB) -> None:
 
 @pytest.fixture(params=["sink", "defaultdb.sink"])
 def sql_table_setup(request: pytest.FixtureRequest, db: DB) -> SinkSetup:
-    """The SQL table sink, read back by SQL: a stream per topic, by message id."""
+    """The SQL table sink, read back by SQL: a stream per topic, by message id; its
+    failing twin writes into a table dropped under it, until it is made again."""
     table: str = request.param
     options = parse_options((), now=START)
 
@@ -72,7 +73,13 @@ def sql_table_setup(request: pytest.FixtureRequest, db: DB) -> SinkSetup:
         db.sql("DROP TABLE gone")
         return sink
 
-    return SinkSetup(lambda: sink_into(table), reader, failing=failing)
+    def recover() -> None:
+        db.sql(
+            "CREATE TABLE gone (topic STRING, partition INT, message_id INT, key BYTES, "
+            "value BYTES, resolved BYTES, PRIMARY KEY (topic, partition, message_id))"
+        )
+
+    return SinkSetup(lambda: sink_into(table), reader, failing=failing, recover=recover)
 
 
 def test_the_sql_table_sink_keeps_the_sink_contract(sql_table_setup: SinkSetup) -> None:

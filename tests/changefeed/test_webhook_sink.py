@@ -622,7 +622,8 @@ def test_insecure_tls_skip_verify_accepts_any_server_certificate(tls_endpoint: E
 )
 def webhook_setup(request: pytest.FixtureRequest, endpoints: Callable[..., Endpoint]) -> SinkSetup:
     """The webhook sink posting to an endpoint, read back as the endpoint took the
-    posts: one stream, the messages of each batch in order."""
+    posts: one stream, the messages of each batch in order; its failing twin posts to
+    an endpoint that answers 503, until told to recover."""
     config: str | None = request.param
     endpoint = endpoints()
     options = {} if config is None else {"webhook_sink_config": config}
@@ -636,13 +637,20 @@ def webhook_setup(request: pytest.FixtureRequest, endpoints: Callable[..., Endpo
                 payloads += [json.dumps(value).encode() for value in body["payload"]]
         return {"": payloads}
 
+    down = endpoints(failures=1_000, status=503)
+
     def failing() -> BatchingSink:
-        down = endpoints(failures=1_000, status=503)
         return webhook_sink(
             down.uri(), webhook_sink_config='{"Retry": {"Max": 2, "Backoff": "1ms"}}'
         )
 
-    return SinkSetup(lambda: webhook_sink(endpoint.uri(), **options), reader, failing=failing)
+    def recover() -> None:
+        with down._cond:  # NB: the endpoint fails while its attempts are at most _failures
+            down._failures = down.attempts
+
+    return SinkSetup(
+        lambda: webhook_sink(endpoint.uri(), **options), reader, failing=failing, recover=recover
+    )
 
 
 def test_the_webhook_sink_keeps_the_sink_contract(webhook_setup: SinkSetup) -> None:

@@ -53,6 +53,8 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import json
+import queue
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -108,14 +110,31 @@ def kit_message(topic: str, key: int, updated: Timestamp) -> Message:
 
 
 class _Calls:
-    """Runs each call into the sink on the kit's one worker thread, within a deadline."""
+    """Runs each call into the sink on the kit's one worker thread, within a deadline.
+    NB: a daemon thread, so that a call that hangs for ever does not hold the process
+    up at exit."""
 
     def __init__(self, deadline_s: float) -> None:
         self._deadline_s = deadline_s
-        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sink-kit")
+        self._work: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name="sink-kit", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while (job := self._work.get()) is not None:
+            job()
 
     def run(self, contract: str, what: str, call: Callable[[], T]) -> T:
-        future = self._pool.submit(call)
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def job() -> None:
+            future.set_running_or_notify_cancel()
+            try:
+                future.set_result(call())
+            except BaseException as exc:
+                future.set_exception(exc)
+
+        self._work.put(job)
         try:
             return future.result(timeout=self._deadline_s)
         except concurrent.futures.TimeoutError:
@@ -124,8 +143,7 @@ class _Calls:
             ) from None
 
     def close(self) -> None:
-        # NB: a hung call keeps its thread; it is not waited for.
-        self._pool.shutdown(wait=False)
+        self._work.put(None)  # the thread ends after the call it runs, if one hangs
 
 
 class _Consumer:

@@ -9,6 +9,7 @@ import pytest
 
 from feedkv.changefeed.sink import Message, SinkError
 from feedkv.changefeed.sinkless import ChannelSink
+from feedkv.testing.sink_conformance import SinkSetup
 from feedkv.util.hlc import Timestamp
 
 TS = Timestamp(10, 0)
@@ -111,3 +112,39 @@ def test_close_ends_a_waiting_reader() -> None:
     reader.join(10)
     assert not reader.is_alive()
     assert rows == []
+
+
+# The sink contract.
+
+
+def gone(channel: ChannelSink) -> ChannelSink:
+    """``channel`` once its reader went away: the channel's destination failing."""
+    channel.close()
+    return channel
+
+
+@pytest.fixture(params=[True, False], ids=["text", "bytes"])
+def channel_setup(request: pytest.FixtureRequest) -> SinkSetup:
+    """A channel, read as a client of a sinkless changefeed reads it (polling without
+    waiting: what is buffered is what was delivered)."""
+    text: bool = request.param
+    channel = ChannelSink(text=text)
+    read: list[bytes] = []
+
+    def reader() -> dict[str, list[bytes]]:
+        while True:
+            try:
+                item = channel.poll(0)
+            except TimeoutError:
+                break
+            if item is None:
+                break
+            value = item[2]
+            read.append(value.encode() if isinstance(value, str) else value)
+        return {"": list(read)}
+
+    return SinkSetup(lambda: channel, reader, failing=lambda: gone(ChannelSink(text=text)))
+
+
+def test_the_channel_keeps_the_sink_contract(channel_setup: SinkSetup) -> None:
+    channel_setup.check()

@@ -14,8 +14,10 @@ import zstandard
 from feedkv import DB
 from feedkv.changefeed.file_formats import PARQUET_META
 from feedkv.changefeed.options import parse_options
-from feedkv.changefeed.sink import Message, message_options
+from feedkv.changefeed.sink import Message, Sink, make_sink, message_options, parse_sink_uri
 from feedkv.changefeed.sinks.cloud_storage import CloudStorageClient, LocalBlobs, name_ts
+from feedkv.testing.sink_conformance import START, SinkSetup
+from feedkv.testing.sql_workload import published_files
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
@@ -27,12 +29,16 @@ def files(root: Path) -> list[Path]:
 
 
 def lines(path: Path) -> list[Any]:
+    return [json.loads(line) for line in raw_lines(path)]
+
+
+def raw_lines(path: Path) -> list[bytes]:
     raw = path.read_bytes()
     if path.name.endswith(".gz"):
         raw = gzip.decompress(raw)
     elif path.name.endswith(".zst"):
         raw = zstandard.ZstdDecompressor().decompress(raw)
-    return [json.loads(line) for line in raw.decode().splitlines()]
+    return raw.splitlines()
 
 
 def resolved_files(root: Path) -> list[Path]:
@@ -243,3 +249,50 @@ def test_bad_file_sink_parameters_are_refused(table: DB, tmp_path: Path) -> None
         with pytest.raises(SQLError, match=message) as raised:
             table.sql(f"CREATE CHANGEFEED FOR t INTO '{uri}'")
         assert raised.value.code == "22023"
+
+
+# The sink contract.
+
+
+@pytest.fixture(
+    params=[
+        ("", ()),
+        ("?partition_format=flat&file_size=256", ()),
+        ("?partition_format=hourly", (("compression", "gzip"),)),
+        ("", (("compression", "zstd"),)),
+    ],
+    ids=["daily", "flat-small-files", "hourly-gzip", "zstd"],
+)
+def file_setup(request: pytest.FixtureRequest, tmp_path: Path) -> SinkSetup:
+    """A file sink into a directory, read back in file-name order; its failing twin
+    writes where a file replaced its directory, until the directory is back."""
+    query, given = request.param
+    options = parse_options(given, now=START)
+
+    def sink_into(out: Path) -> Sink:
+        uri = f"file://{out}{query}"
+        return make_sink(parse_sink_uri(uri, options), message_options(options, uri), start=START)
+
+    out = tmp_path / "out"
+
+    def reader() -> dict[str, list[bytes]]:
+        names = published_files(out) if out.exists() else []
+        return {"": [line for name in names for line in raw_lines(out / name)]}
+
+    down = tmp_path / "down"
+
+    def failing() -> Sink:
+        sink = sink_into(down)
+        down.rmdir()
+        down.write_text("a file where the directory was: every write fails")
+        return sink
+
+    def recover() -> None:
+        down.unlink()
+        down.mkdir()
+
+    return SinkSetup(lambda: sink_into(out), reader, failing=failing, recover=recover)
+
+
+def test_the_file_sink_keeps_the_sink_contract(file_setup: SinkSetup) -> None:
+    file_setup.check()

@@ -22,6 +22,7 @@ from feedkv.changefeed.sinks import kafka
 from feedkv.changefeed.sinks.kafka import MVCC_HEADER, KafkaSink, kafka_topic, producer_config
 from feedkv.errors import SQLError
 from feedkv.testing.schema_registry import SchemaRegistryServer
+from feedkv.testing.sink_conformance import SinkSetup
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
@@ -311,6 +312,51 @@ def test_a_closed_sink_refuses_rows_and_closes_once() -> None:
     sink.close()
     with pytest.raises(SinkError, match="closed"):
         sink.emit_row(row("t", [1], {"k": 1}))
+
+
+# The sink contract.
+
+
+@pytest.fixture(
+    params=[
+        None,
+        {
+            "RequiredAcks": "ALL",
+            "Flush": {"Messages": 2, "Frequency": "5ms"},
+            "Compression": "GZIP",
+        },
+    ],
+    ids=["defaults", "acks-all-small-batches-gzip"],
+)
+def kafka_setup(request: pytest.FixtureRequest, bootstrap: str) -> Iterator[SinkSetup]:
+    """The Kafka sink into the mock cluster, read back by a consumer: a stream per
+    partition of each topic. Its failing twin has no broker to talk to."""
+    config: dict[str, Any] | None = request.param
+    readers: dict[str, Reader] = {}
+
+    def reader() -> dict[str, list[bytes]]:
+        streams: dict[str, list[bytes]] = {}
+        for topic in ("t", "u"):
+            if topic not in readers:
+                readers[topic] = Reader(bootstrap, topic)
+            for r in sorted(readers[topic].all(), key=lambda r: (r.partition, r.offset)):
+                streams.setdefault(f"{topic}[{r.partition}]", []).append(r.value or b"")
+        return streams
+
+    def failing() -> KafkaSink:
+        producer = Producer(
+            {"bootstrap.servers": dead_address(), "message.timeout.ms": 100, "logger": QUIET}
+        )
+        return KafkaSink(producer)
+
+    yield SinkSetup(lambda: make_sink(bootstrap, kafka_sink_config=config), reader, failing=failing)
+    for opened in readers.values():
+        opened.close()
+
+
+@pytest.mark.slow(16)  # mostly waiting: the consumer reads to the end of 8 partitions, 5 times
+def test_the_kafka_sink_keeps_the_sink_contract(kafka_setup: SinkSetup) -> None:
+    kafka_setup.check()
 
 
 # Settings.

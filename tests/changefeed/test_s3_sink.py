@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 
 import boto3
@@ -10,6 +11,9 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from feedkv import DB
+from feedkv.changefeed.options import parse_options
+from feedkv.changefeed.sink import Sink, make_sink, message_options, parse_sink_uri
+from feedkv.testing.sink_conformance import START, SinkSetup
 from feedkv.testing.waiting import wait_until
 
 KEYS = "AWS_ACCESS_KEY_ID=test&AWS_SECRET_ACCESS_KEY=test&AWS_REGION=us-east-1"
@@ -72,3 +76,47 @@ def test_a_bucket_is_required(db: DB) -> None:
     db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
     with pytest.raises(SQLError, match="needs a bucket"):
         db.sql("CREATE CHANGEFEED FOR t INTO 's3:///prefix'")
+
+
+# The sink contract.
+
+
+@pytest.fixture(params=["", "&partition_format=flat&file_size=256"], ids=["daily", "small-files"])
+def s3_setup(request: pytest.FixtureRequest, s3_endpoint: str) -> SinkSetup:
+    """A file sink into a bucket of its own (moto's state is shared by every server of
+    the process), read back in key order; its failing twin writes into a bucket that
+    does not exist, until it is made."""
+    query: str = request.param
+    bucket = f"kit-{uuid.uuid4().hex[:12]}"
+    options = parse_options((), now=START)
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3_endpoint,
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+        region_name="us-east-1",
+    )
+    client.create_bucket(Bucket=bucket)
+
+    def sink_into(bucket: str) -> Sink:
+        uri = f"s3://{bucket}/kit?{KEYS}&AWS_ENDPOINT={s3_endpoint}{query}"
+        return make_sink(parse_sink_uri(uri, options), message_options(options, uri), start=START)
+
+    def reader() -> dict[str, list[bytes]]:
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="kit/")
+        names = sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+        bodies = [client.get_object(Bucket=bucket, Key=n)["Body"].read() for n in names]
+        return {"": [line for body in bodies for line in body.splitlines()]}
+
+    missing = f"{bucket}-missing"
+
+    def recover() -> None:
+        client.create_bucket(Bucket=missing)
+
+    return SinkSetup(
+        lambda: sink_into(bucket), reader, failing=lambda: sink_into(missing), recover=recover
+    )
+
+
+def test_the_s3_sink_keeps_the_sink_contract(s3_setup: SinkSetup) -> None:
+    s3_setup.check()

@@ -39,6 +39,7 @@ from feedkv.changefeed.sinks.webhook import (
     parse_sink_config,
 )
 from feedkv.errors import SQLError
+from feedkv.testing.sink_conformance import SinkSetup
 from feedkv.util.hlc import Timestamp
 
 DEADLINE = 30.0
@@ -606,6 +607,54 @@ def test_insecure_tls_skip_verify_accepts_any_server_certificate(tls_endpoint: E
     sink.flush()
     sink.close()
     assert [r.json["length"] for r in tls_endpoint.accepted] == [1]
+
+
+# The sink contract.
+
+
+@pytest.fixture(
+    params=[
+        None,
+        '{"Flush": {"Messages": 2, "Frequency": "0s"}}',
+        '{"Flush": {"Bytes": 300, "Frequency": "5ms"}}',
+    ],
+    ids=["defaults", "two-per-post", "small-aged-batches"],
+)
+def webhook_setup(request: pytest.FixtureRequest, endpoints: Callable[..., Endpoint]) -> SinkSetup:
+    """The webhook sink posting to an endpoint, read back as the endpoint took the
+    posts: one stream, the messages of each batch in order; its failing twin posts to
+    an endpoint that answers 503, until told to recover."""
+    config: str | None = request.param
+    endpoint = endpoints()
+    options = {} if config is None else {"webhook_sink_config": config}
+
+    def reader() -> dict[str, list[bytes]]:
+        payloads: list[bytes] = []
+        for body in endpoint.bodies():
+            if "resolved" in body:
+                payloads.append(json.dumps(body).encode())
+            else:
+                payloads += [json.dumps(value).encode() for value in body["payload"]]
+        return {"": payloads}
+
+    down = endpoints(failures=1_000, status=503)
+
+    def failing() -> BatchingSink:
+        return webhook_sink(
+            down.uri(), webhook_sink_config='{"Retry": {"Max": 2, "Backoff": "1ms"}}'
+        )
+
+    def recover() -> None:
+        with down._cond:  # NB: the endpoint fails while its attempts are at most _failures
+            down._failures = down.attempts
+
+    return SinkSetup(
+        lambda: webhook_sink(endpoint.uri(), **options), reader, failing=failing, recover=recover
+    )
+
+
+def test_the_webhook_sink_keeps_the_sink_contract(webhook_setup: SinkSetup) -> None:
+    webhook_setup.check()
 
 
 # End to end.

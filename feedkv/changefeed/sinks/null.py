@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from feedkv.changefeed.options import ChangefeedOptions
-from feedkv.changefeed.sink import Message, SinkURI
+from feedkv.changefeed.sink import Message, SinkError, SinkURI
 from feedkv.util.hlc import Timestamp
 
 __all__ = ["NullSink", "make"]
@@ -16,8 +16,11 @@ class NullSink:
     def __init__(self) -> None:
         self.rows = 0
         self.resolved: Timestamp | None = None
+        self._closed = False
 
     def emit_row(self, message: Message) -> None:
+        if self._closed:
+            raise SinkError("the null sink is closed")
         self.rows += 1
 
     def flush(self) -> None:
@@ -27,7 +30,7 @@ class NullSink:
         self.resolved = ts
 
     def close(self) -> None:
-        pass
+        self._closed = True
 
     def reset(self) -> None:
         pass

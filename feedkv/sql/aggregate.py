@@ -39,6 +39,7 @@ from feedkv.sql.expr import (
     contains_aggregate,
     expression_name,
     outer_nodes,
+    static_kind,
 )
 from feedkv.sql.types import DECIMAL_QUOTIENT, EXACT_DECIMAL, ColumnType, Kind, type_of_value
 
@@ -270,6 +271,7 @@ class _Call:
             if given is None:
                 raise SQLError("42883", "unknown signature: string_agg() takes a separator")
             separator = compile_expr(given, scope)
+        _check_argument(name, static_kind(argument, scope))
         if isinstance(argument, exp.Star):
             if distinct:
                 raise SQLError("42601", f"syntax error: {name}(DISTINCT *) counts no value")
@@ -334,6 +336,23 @@ class _Count(_Accumulator):
 
     def result(self) -> Any:
         return self.count
+
+
+_ARGUMENT_KINDS = {
+    "sum": {Kind.INT, Kind.FLOAT, Kind.DECIMAL},
+    "avg": {Kind.INT, Kind.FLOAT, Kind.DECIMAL},
+    "bool_and": {Kind.BOOL},
+    "bool_or": {Kind.BOOL},
+    "string_agg": {Kind.STRING, Kind.BYTES},
+}
+
+
+def _check_argument(name: str, kind: Kind | None) -> None:
+    """42883 for an argument whose kind the aggregate does not take, whatever the rows
+    (found when the kind shows in the tree; else from the first value)."""
+    allowed = _ARGUMENT_KINDS.get(name)
+    if kind is not None and allowed is not None and kind not in allowed:
+        raise SQLError("42883", f"unknown signature: {name}({kind.value.lower()})")
 
 
 def _number(value: Any) -> int | float | decimal.Decimal:

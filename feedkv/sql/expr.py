@@ -483,7 +483,7 @@ class _Compiler:
                 candidate = option(row, ctx)
                 if candidate is None:
                     saw_null = True
-                elif candidate == value:
+                elif _in_equal(value, candidate):
                     return True
             return None if saw_null else False
 
@@ -504,7 +504,7 @@ class _Compiler:
             for (candidate,) in found:
                 if candidate is None:
                     saw_null = True
-                elif candidate == value:
+                elif _in_equal(value, candidate):
                     return True
             return None if saw_null else False
 
@@ -811,7 +811,7 @@ def _checked(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
     def compare(a: Any, b: Any) -> bool:
         _comparable(a, b)
         if _is_nan(a) or _is_nan(b):
-            # As in PostgreSQL: NaN equals NaN and sorts above every other number.
+            # As in CockroachDB: NaN equals NaN and sorts below every other number.
             return op(_nan_rank(a), _nan_rank(b))
         return op(a, b)
 
@@ -823,11 +823,21 @@ def _is_nan(value: object) -> bool:
 
 
 def _nan_rank(value: Any) -> tuple[int, Any]:
-    return (1, 0) if _is_nan(value) else (0, value)
+    return (0, 0) if _is_nan(value) else (1, value)
 
 
+def _in_equal(value: Any, candidate: Any) -> bool:
+    """``value = candidate`` as IN compares: as ``=`` does (NaN equals NaN; values that
+    do not compare are 42883, not merely unequal)."""
+    try:
+        return _EQUAL(value, candidate)
+    except TypeError:
+        raise _incomparable("=", value, candidate) from None
+
+
+_EQUAL = _checked(lambda a, b: a == b)
 _COMPARE: dict[type, Callable[[Any, Any], bool]] = {
-    exp.EQ: _checked(lambda a, b: a == b),
+    exp.EQ: _EQUAL,
     exp.NEQ: _checked(lambda a, b: a != b),
     exp.LT: _checked(lambda a, b: a < b),
     exp.LTE: _checked(lambda a, b: a <= b),

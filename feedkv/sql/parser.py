@@ -1458,6 +1458,9 @@ class _Converter:
         )
         if node.args.get("kind"):
             raise _unsupported(node)
+        for found in node.find_all(exp.Window, exp.Filter):
+            what = "window functions (OVER) are" if isinstance(found, exp.Window) else "FILTER is"
+            raise SQLError("0A000", f"{what} not supported yet")
         subqueries = tuple(self._subqueries(node))
         table: st.TableName | None = None
         alias: str | None = None

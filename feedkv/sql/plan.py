@@ -34,6 +34,7 @@ from feedkv.sql.expr import (
     contains_aggregate,
     expression_name,
     is_constant,
+    outer_nodes,
     qualifier_of,
     static_kind,
 )
@@ -550,7 +551,9 @@ def _equi_sides(node: exp.Expr, right: FromTable, scope: Scope) -> tuple[exp.Exp
         return None
 
     def place(side: exp.Expr) -> str | None:
-        columns = [scope.lookup(c)[0] for c in side.find_all(exp.Column)]
+        columns = [
+            scope.lookup(c)[0] for c in outer_nodes(side, exp.Column) if isinstance(c, exp.Column)
+        ]
         if not columns or contains_aggregate(side):
             return None
         if all(i in right.columns for i in columns):
@@ -865,7 +868,8 @@ def sorted_rows(
             value = key(env_of(item) if env_of is not None else item, context)
             if value is None:
                 return (0, 0)
-            return (2, 0) if isinstance(value, float) and value != value else (1, value)
+            # NB: NaN after NULL and before every number, as in CockroachDB
+            return (1, 0) if isinstance(value, float) and value != value else (2, value)
 
         items.sort(key=sort_key, reverse=descending)
     return items

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 import feedkv
 from feedkv.changefeed.sinkless import FeedResult
 from feedkv.errors import FeedKVError, SQLError
-from feedkv.sql.parser import split_statements
+from feedkv.sql.script import split_statements
 from feedkv.sql.session import Result, Session
 from feedkv.sql.types import format_value
 

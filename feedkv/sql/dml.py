@@ -34,10 +34,10 @@ from feedkv.sql.expr import (
     condition,
     subquery_key,
 )
+from feedkv.sql.join import JoinPlan
 from feedkv.sql.plan import (
     DeletePlan,
     InsertPlan,
-    JoinPlan,
     ResultPlan,
     SelectPlan,
     UpdatePlan,

@@ -16,7 +16,7 @@ Cut-out text is replaced by spaces, so the positions in sqlglot's syntax errors 
 true to what the user typed. Every error is a :class:`~feedkv.errors.SQLError`: 42601
 for a syntax error (with the 1-based ``position``), 0A000 for a feature feedkv does not
 support; a clause sqlglot read that feedkv does not run fails the statement rather than
-being dropped. :func:`split_statements` cuts a script into statements without parsing.
+being dropped.
 
 NB: over 800 lines, and one concept: the grammar of CockroachDB's dialect as far as
 feedkv speaks it. Its parts (the lexical fixes, the cut-out clauses, the statements
@@ -43,10 +43,11 @@ from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
 from feedkv.errors import SQLError
 from feedkv.sql import statements as st
+from feedkv.sql.script import runaway
 from feedkv.sql.session_vars import canonical_name
 from feedkv.sql.types import INT64_MAX, ColumnType, parse_type_name
 
-__all__ = ["column_type", "parse", "parse_expression", "placeholder_count", "split_statements"]
+__all__ = ["column_type", "parse", "parse_expression", "placeholder_count"]
 
 # NB: sqlglot logs a warning whenever it falls back to an opaque Command; feedkv turns
 # those into errors of its own, so the warnings would only be noise on the terminal.
@@ -88,9 +89,11 @@ def parse(text: str) -> list[st.Statement]:
 
 # NB: sqlglot's parser and feedkv's expression compiler recurse once per level of an
 # expression (about 21 frames a parenthesis, 10 a NOT): CockroachDB takes hundreds of
-# levels, Python's default limit of 1,000 frames about 40. Python 3.11 runs calls from
-# Python to Python without the C stack, so a higher limit is safe in any thread (2,000
-# levels measured in a thread of the default stack size); it is only ever raised.
+# levels, Python's default limit of 1,000 frames about 40. _MAX_NESTING parentheses need
+# about 21,000 frames, hence the limit. Python 3.11 runs calls from Python to Python
+# without the C stack, so it is safe in any thread (1,300 parentheses, 27,000 frames,
+# measured in a thread of the default stack size). It is process-wide: it is only ever
+# raised, never lowered, so an embedding program's own higher limit stands.
 _RECURSION_LIMIT = 25_000
 
 
@@ -243,7 +246,6 @@ def _is_octal(text: str) -> bool:
 
 
 _HEX_LITERAL = re.compile(r"(?<![A-Za-z0-9_])[xX]'([^']*)'")
-_DOLLAR_TAG = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
 
 
 def _token_error(text: str, offset: int) -> SQLError:
@@ -253,108 +255,8 @@ def _token_error(text: str, offset: int) -> SQLError:
         digits = match.group(1)
         if any(c not in string.hexdigits for c in digits) or len(digits) % 2:
             return SQLError("22P02", f"invalid hexadecimal bytes literal x'{digits}'")
-    start, what = _runaway(text)
+    start, what = runaway(text)
     return SQLError("42601", f"syntax error: unterminated {what}", position=offset + start + 1)
-
-
-def _runaway(text: str) -> tuple[int, str]:
-    """Where the quoted string, quoted identifier or comment that is never closed starts
-    (0-based), and what it is; the end of the text if everything is closed."""
-    i = 0
-    while i < len(text):
-        after = _skip_quoted(text, i)
-        if after is None:
-            return i, _QUOTED_NAMES[text[i] if text[i] in "'\"$" else text[i : i + 2]]
-        i = after
-    return len(text), "input"
-
-
-_QUOTED_NAMES = {
-    "'": "quoted string",
-    '"': "quoted identifier",
-    "$": "dollar-quoted string",
-    "/*": "comment",
-}
-
-
-def _skip_quoted(text: str, i: int) -> int | None:
-    """Past the comment, quoted string or quoted identifier that starts at ``i`` (or past
-    the one character there); ``None`` when it is never closed."""
-    n = len(text)
-    c = text[i]
-    if text.startswith("--", i):
-        newline = text.find("\n", i)
-        return n if newline < 0 else newline + 1
-    if text.startswith("/*", i):
-        depth, j = 1, i + 2
-        while j < n and depth:
-            if text.startswith("/*", j):
-                depth, j = depth + 1, j + 2
-            elif text.startswith("*/", j):
-                depth, j = depth - 1, j + 2
-            else:
-                j += 1
-        return None if depth else j
-    if c in "'\"":
-        j = i + 1
-        # e'...' and b'...' take backslash escapes; a word ending in e or b does not
-        escapes = c == "'" and i > 0 and text[i - 1] in "eEbB" and not _word_char(text, i - 2)
-        while j < n:
-            if escapes and text[j] == "\\":
-                j += 2
-            elif text[j] == c:
-                if text.startswith(c * 2, j):
-                    j += 2
-                else:
-                    break
-            else:
-                j += 1
-        return None if j >= n else j + 1
-    if c == "$" and not _word_char(text, i - 1) and (tag := _DOLLAR_TAG.match(text, i)) is not None:
-        close = text.find(tag.group(0), tag.end())
-        return None if close < 0 else close + len(tag.group(0))
-    return i + 1
-
-
-def _word_char(text: str, i: int) -> bool:
-    """Whether ``text[i]`` exists and can be part of a name."""
-    return i >= 0 and (text[i].isalnum() or text[i] in "_$")
-
-
-def split_statements(text: str) -> list[tuple[int, str]]:
-    """The statements of a script, each with the 0-based offset of its first word (past
-    blanks and comments), split at the semicolons outside quotes and comments, without
-    parsing them (so each can run, or fail, on its own). A quote that never closes takes
-    the rest of the text."""
-    out: list[tuple[int, str]] = []
-    start = i = 0
-    while i < len(text):
-        if text[i] == ";":
-            out.append((start, text[start:i]))
-            start = i + 1
-            i += 1
-            continue
-        after = _skip_quoted(text, i)
-        i = len(text) if after is None else after
-    out.append((start, text[start:]))
-    words = [(offset, part, _first_word(part)) for offset, part in out]
-    return [(offset + first, part[first:]) for offset, part, first in words if first is not None]
-
-
-def _first_word(text: str) -> int | None:
-    """Where the first thing that is not a blank or a comment starts (``None``: none)."""
-    i = 0
-    while i < len(text):
-        if text[i].isspace():
-            i += 1
-        elif text.startswith(("--", "/*"), i):
-            after = _skip_quoted(text, i)
-            if after is None:
-                return None
-            i = after
-        else:
-            return i
-    return None
 
 
 def _first_line(exc: Exception) -> str:

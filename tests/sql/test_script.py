@@ -1,10 +1,10 @@
-"""The parser's script splitting: statements found without parsing them."""
+"""A script cut into statements without parsing them."""
 
 from __future__ import annotations
 
 import pytest
 
-from feedkv.sql.parser import split_statements
+from feedkv.sql.script import split_statements
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ import decimal
 import functools
 import re
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -476,16 +476,7 @@ class _Compiler:
 
         def in_(row: Env, ctx: Context) -> Any:
             value = inner(row, ctx)
-            if value is None:
-                return None
-            saw_null = False
-            for option in options:
-                candidate = option(row, ctx)
-                if candidate is None:
-                    saw_null = True
-                elif _in_equal(value, candidate):
-                    return True
-            return None if saw_null else False
+            return None if value is None else _member(value, (o(row, ctx) for o in options))
 
         return in_
 
@@ -498,15 +489,7 @@ class _Compiler:
             if not found:
                 return False  # NB: as CockroachDB: IN an empty set is false, even for NULL
             value = inner(row, ctx)
-            if value is None:
-                return None
-            saw_null = False
-            for (candidate,) in found:
-                if candidate is None:
-                    saw_null = True
-                elif _in_equal(value, candidate):
-                    return True
-            return None if saw_null else False
+            return None if value is None else _member(value, (c for (c,) in found))
 
         return in_
 
@@ -824,6 +807,18 @@ def _is_nan(value: object) -> bool:
 
 def _nan_rank(value: Any) -> tuple[int, Any]:
     return (0, 0) if _is_nan(value) else (1, value)
+
+
+def _member(value: Any, candidates: Iterable[Any]) -> bool | None:
+    """``value IN candidates`` for a non-NULL value: true if one equals it, else NULL if
+    one is NULL, else false (three-valued, as SQL has it)."""
+    saw_null = False
+    for candidate in candidates:
+        if candidate is None:
+            saw_null = True
+        elif _in_equal(value, candidate):
+            return True
+    return None if saw_null else False
 
 
 def _in_equal(value: Any, candidate: Any) -> bool:

@@ -102,7 +102,7 @@ def _subquery(ex: Execution, node: exp.Expr, inner: st.Select) -> list[tuple[Any
 
 
 def _select_joined(ex: Execution, s: st.Select, first: st.TableName) -> Result:
-    """A SELECT over joined tables (:class:`~feedkv.sql.plan.JoinPlan`), ``first`` and
+    """A SELECT over joined tables (:class:`~feedkv.sql.join.JoinPlan`), ``first`` and
     those of ``s.joins``, each read whole in the statement's transaction."""
     names = [first, *(join.table for join in s.joins)]
     descs = [ex.table(name) for name in names]

@@ -30,6 +30,7 @@ import functools
 import importlib
 import os
 import pickle
+import re
 import tempfile
 import threading
 import time
@@ -396,6 +397,11 @@ class SinkKind:
     formats: frozenset[str] = frozenset({"json"})
     options: frozenset[str] = frozenset()  # sink-specific options it accepts
     keyless: bool = False  # its messages have no key beside the value (files, webhooks)
+    # Its URI's authority: a list of host:port addresses (Kafka brokers), one host
+    # with an optional port (webhooks), a name without a port (a directory's host, a
+    # bucket, a table), or nothing at all.
+    authority: str = "name"  # "addresses" | "address" | "name" | "none"
+    path: bool = True  # whether its URI may have a path
 
 
 @dataclass(frozen=True, slots=True)
@@ -514,6 +520,8 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         | _TLS,
         frozenset({"json", "avro"}),
         frozenset({"kafka_sink_config"}),
+        authority="addresses",
+        path=False,
     ),
     SinkKind(
         "webhook",
@@ -523,6 +531,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         frozenset({"json"}),
         frozenset({"webhook_sink_config", "webhook_auth_header", "webhook_client_timeout"}),
         keyless=True,
+        authority="address",
     ),
     SinkKind(
         "SQL table",
@@ -537,6 +546,8 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         "feedkv.changefeed.sinks.null:make",
         frozenset(),
         frozenset({"json", "avro", "csv", "parquet"}),
+        authority="none",
+        path=False,
     ),
 )
 _BY_SCHEME = {scheme: kind for kind in SINK_KINDS for scheme in kind.schemes}
@@ -560,9 +571,14 @@ def message_options(options: ChangefeedOptions, sink_uri: str | None) -> Changef
 def parse_sink_uri(uri: str, options: ChangefeedOptions) -> SinkURI:
     """Check ``uri`` and the sink-specific ``options`` against what its sink supports;
     raises SQLError 22023 naming the problem."""
+    for position, ch in enumerate(uri, 1):
+        if ch.isspace() or not ch.isprintable():
+            raise option_error(
+                f"sink URI {uri!r} has {ch!r} at character {position}: a URI has no spaces "
+                "or control characters (percent-encode them, as %20)"
+            )
     try:
         parts = urlsplit(uri)
-        query = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
     except ValueError as exc:
         raise option_error(f"sink URI {uri!r} is not a URI: {exc}") from None
     kind = _BY_SCHEME.get(parts.scheme.lower())
@@ -572,6 +588,34 @@ def parse_sink_uri(uri: str, options: ChangefeedOptions) -> SinkURI:
         suggestion = f"; did you mean {hint[0]}://?" if hint else ""
         what = f"scheme {parts.scheme!r}" if parts.scheme else "no scheme"
         raise option_error(f"sink URI {uri!r} has {what}{suggestion}; expected one of {known}")
+    scheme = parts.scheme.lower()
+    if not uri[len(parts.scheme) + 1 :].startswith("//"):
+        raise option_error(
+            f"sink URI {uri!r}: the scheme must be followed by '//', as in {scheme}://"
+        )
+    if parts.fragment or uri.endswith("#"):
+        raise option_error(
+            f"sink URI {uri!r} has a fragment (#{parts.fragment}): sink URIs take none; "
+            "percent-encode a '#' in a value as %23"
+        )
+    _check_authority(uri, kind, scheme, parts.netloc)
+    if not kind.path and parts.path not in ("", "/"):
+        raise option_error(
+            f"sink URI {uri!r} has the path {parts.path!r}, which a {scheme}:// URI does not "
+            "take"
+            + (
+                "; a kafka:// URI names brokers only: choose topics with topic_prefix or topic_name"
+                if kind.name == "kafka"
+                else ""
+            )
+        )
+    try:
+        query = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+    except ValueError as exc:
+        raise option_error(
+            f"sink URI {uri!r} has a malformed query {parts.query!r} ({exc}): write "
+            "?name=value&name=value"
+        ) from None
     params: dict[str, str] = {}
     for name, value in query:
         if name not in kind.params:
@@ -589,7 +633,57 @@ def parse_sink_uri(uri: str, options: ChangefeedOptions) -> SinkURI:
     for name, _value in options.given:
         if name in SINK_OPTIONS and name not in kind.options:
             raise option_error(f"option {name} is not usable with the {kind.name} sink")
-    return SinkURI(uri, kind, parts.scheme.lower(), parts.netloc, parts.path, params)
+    return SinkURI(uri, kind, scheme, parts.netloc, parts.path, params)
+
+
+_HOST = re.compile(r"[A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\]")  # a name, an IPv4 or [IPv6]
+
+
+def _check_authority(uri: str, kind: SinkKind, scheme: str, netloc: str) -> None:
+    """Refuse a malformed authority (hosts, ports, user information) naming the bad
+    part; whether one is required is for the sink to say when it is made."""
+    if kind.authority == "none":
+        if netloc:
+            raise option_error(
+                f"sink URI {uri!r} names {netloc!r}, but a {scheme}:// URI takes no host: "
+                f"write {scheme}://"
+            )
+        return
+    if kind.authority == "name":
+        if ":" in netloc.rpartition("@")[2] or "@" in netloc:
+            raise option_error(
+                f"sink URI {uri!r}: a {scheme}:// URI names no port or user in {netloc!r}"
+            )
+        return
+    if not netloc:
+        return
+    addresses = netloc.split(",") if kind.authority == "addresses" else [netloc]
+    for address in addresses:
+        if kind.authority == "address":
+            address = address.rpartition("@")[2]  # NB: user information is the sink's
+        if not address:
+            raise option_error(f"sink URI {uri!r} has an empty address in {netloc!r}")
+        host, port = address, None
+        if address.startswith("["):
+            end = address.find("]")
+            host, rest = address[: end + 1], address[end + 1 :]
+            if rest:
+                if not rest.startswith(":"):
+                    raise option_error(f"sink URI {uri!r} has a malformed address {address!r}")
+                port = rest[1:]
+        elif ":" in address:
+            host, _, port = address.rpartition(":")
+        if not host:
+            raise option_error(f"sink URI {uri!r} has no host before the port in {address!r}")
+        if not _HOST.fullmatch(host):
+            raise option_error(
+                f"sink URI {uri!r} has the host {host!r}, which is not a host name or an IP address"
+            )
+        if port is not None and not (port.isdigit() and port.isascii() and 1 <= int(port) <= 65535):
+            raise option_error(
+                f"sink URI {uri!r} has the port {port!r} in {address!r}: a port is a number "
+                "from 1 to 65535"
+            )
 
 
 def make_sink(uri: SinkURI, options: ChangefeedOptions, **kwargs: Any) -> Sink:

@@ -13,7 +13,8 @@ budget for sealed batches waiting to be sent, past which they spill to disk; and
 budget, past which ``emit_row`` blocks, which stalls the feed until the sink recovers.
 A delivery that still fails after its retries fails the sink with a retryable
 :class:`SinkError`; the changefeed resets the sink and restarts from its last resolved
-timestamp.
+timestamp. A :class:`TerminalSinkError` (bad credentials, a path that is not a writable
+directory) is not retried: the changefeed ends with it.
 
 Sinks are chosen by URI scheme through :data:`SINK_KINDS` (:func:`parse_sink_uri`
 checks a URI and the options against what the sink supports at creation time;
@@ -58,6 +59,8 @@ __all__ = [
     "SinkError",
     "SinkKind",
     "SinkURI",
+    "TerminalSinkError",
+    "check_sink",
     "make_sink",
     "message_options",
     "parse_sink_uri",
@@ -67,6 +70,12 @@ __all__ = [
 class SinkError(ExternalError):
     """The sink could not take messages (down, refusing, timing out). Retryable: the
     changefeed restarts from its last resolved timestamp."""
+
+
+class TerminalSinkError(SinkError):
+    """The sink refused in a way no retry can change (bad credentials, a bucket that does
+    not exist, a path that is not a writable directory). Not retried: the changefeed
+    ends, and its job fails (or pauses, under ``on_error='pause'``) with this error."""
 
 
 class Message(NamedTuple):
@@ -368,6 +377,8 @@ class BatchingSink:
             try:
                 send()
                 return
+            except TerminalSinkError:
+                raise
             except SinkError:
                 delay = next(delays, None)
                 if delay is None or self._closed:
@@ -377,7 +388,7 @@ class BatchingSink:
 
     def _raise_if_failed(self) -> None:
         if self._error is not None:
-            raise SinkError(str(self._error)) from self._error
+            raise type(self._error)(str(self._error)) from self._error
         if self._closed:
             raise SinkError("the sink is closed")
 
@@ -402,6 +413,9 @@ class SinkKind:
     # bucket, a table), or nothing at all.
     authority: str = "name"  # "addresses" | "address" | "name" | "none"
     path: bool = True  # whether its URI may have a path
+    # ``module:function`` taking ``(SinkURI, ChangefeedOptions)``: reaches the sink once
+    # when a changefeed is created, raising SQLError if it cannot be used (None: no check)
+    check: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -501,6 +515,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         frozenset({"json", "csv", "parquet"}),
         frozenset({"compression"}),
         keyless=True,
+        check="feedkv.changefeed.sinks.cloud_storage:check",
     ),
     SinkKind(
         "kafka",
@@ -522,6 +537,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         frozenset({"kafka_sink_config"}),
         authority="addresses",
         path=False,
+        check="feedkv.changefeed.sinks.kafka:check",
     ),
     SinkKind(
         "webhook",
@@ -684,6 +700,16 @@ def _check_authority(uri: str, kind: SinkKind, scheme: str, netloc: str) -> None
                 f"sink URI {uri!r} has the port {port!r} in {address!r}: a port is a number "
                 "from 1 to 65535"
             )
+
+
+def check_sink(uri: SinkURI, options: ChangefeedOptions) -> None:
+    """Reach the sink of a checked URI once, as CREATE CHANGEFEED does before it makes a
+    job (CockroachDB dials Kafka and checks cloud storage there); raises SQLError
+    saying why it cannot be used. Sinks without a check (webhooks) pass."""
+    if uri.kind.check is None:
+        return
+    module, _, function = uri.kind.check.partition(":")
+    getattr(importlib.import_module(module), function)(uri, options)
 
 
 def make_sink(uri: SinkURI, options: ChangefeedOptions, **kwargs: Any) -> Sink:

@@ -322,3 +322,51 @@ def test_a_job_whose_spark_driver_cannot_start_runs_once_a_node_can_start_it(
         assert_exactly_once(out, committed(client, "t", start))
         client.sql(f"CANCEL JOB {job_id}")
     assert nodes[-1].terminate(timeout_s=120) == 0
+
+
+# 4. A failing sink, as SHOW CHANGEFEED JOB reports it (issue 43, item 1).
+
+
+def test_a_failing_sink_shows_its_retryable_error_and_a_terminal_one_fails_the_job(
+    spark: Any, db: DB, tmp_path: Path
+) -> None:
+    """As on the thread runner (tests/changefeed/test_sink_failures.py, with CockroachDB's
+    behaviour cited there): a sink that refuses connections keeps the job running with
+    the error and its time in ``running_status`` (cockroachdb/cockroach#61906); a sink
+    directory that is no longer one fails the job (a terminal error)."""
+    import socket
+
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    db.sql("INSERT INTO t VALUES (1, 1)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    [(webhook_job,)] = db.sql(
+        f"CREATE CHANGEFEED FOR TABLE t INTO 'webhook-http://{dead}/x' WITH "
+        """webhook_sink_config='{"Retry": {"Max": 1, "Backoff": "10ms"}}'"""
+    ).rows
+
+    def retrying() -> dict[str, Any] | None:
+        job = show_job(db, webhook_job)
+        return job if job["running_status"].startswith("running: retryable error at ") else None
+
+    job = wait_until(retrying, timeout_s=DEADLINE_S, poll_s=0.1, what="the retryable error")
+    assert (job["status"], job["error"]) == ("running", "")
+    assert f"cannot post a batch of 1 messages of t to http://{dead}/x" in job["running_status"]
+    db.sql(f"CANCEL JOB {webhook_job}")
+
+    out = tmp_path / "out"
+    file_job = create_job(db, "t", out, "200ms")
+    wait_for_high_water(db, file_job, None)
+    for path in sorted(out.rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    out.rmdir()
+    out.write_text("a file where the directory was")
+    db.sql("INSERT INTO t VALUES (2, 2)")
+
+    def failed() -> dict[str, Any] | None:
+        job = show_job(db, file_job)
+        return job if job["status"] == "failed" else None
+
+    job = wait_until(failed, timeout_s=DEADLINE_S, poll_s=0.1, what="the job failed")
+    assert str(out) in job["error"]

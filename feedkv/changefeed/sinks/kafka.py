@@ -58,8 +58,8 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from feedkv.changefeed.options import ChangefeedOptions, option_error
-from feedkv.changefeed.sink import Message, SinkError, SinkURI
-from feedkv.errors import InvalidArgumentError
+from feedkv.changefeed.sink import Message, SinkError, SinkURI, TerminalSinkError
+from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_duration_ns
 
@@ -67,7 +67,15 @@ if TYPE_CHECKING:
     from confluent_kafka import KafkaError, KafkaException, Producer
     from confluent_kafka import Message as KafkaMessage
 
-__all__ = ["MVCC_HEADER", "KafkaSink", "kafka_topic", "make", "producer_config"]
+__all__ = [
+    "DIAL_TIMEOUT",
+    "MVCC_HEADER",
+    "KafkaSink",
+    "check",
+    "kafka_topic",
+    "make",
+    "producer_config",
+]
 
 MVCC_HEADER = "mvcc_timestamp"
 
@@ -78,6 +86,7 @@ DELIVERY_TIMEOUT = 60.0  # seconds librdkafka keeps trying to deliver a message
 # every message (delivered or failed) rather than with messages still in the air.
 FLUSH_TIMEOUT = DELIVERY_TIMEOUT + 10.0
 METADATA_TIMEOUT = 10.0  # seconds to learn a topic's partitions for a resolved marker
+DIAL_TIMEOUT = 10.0  # seconds CREATE CHANGEFEED waits for a broker to answer
 _POLL = 0.1  # seconds to wait for delivery reports while the queue is full
 
 _MAX_TOPIC_LENGTH = 249
@@ -154,6 +163,28 @@ class KafkaSink:
             for partition in self._partitions(topic):
                 self._produce(topic, None, payload, partition)
         self.flush()
+
+    def dial(self, timeout: float) -> None:
+        """Ask the brokers for the cluster's metadata, blocking up to ``timeout``
+        seconds; raises :class:`SinkError` if none answers (:class:`TerminalSinkError`
+        if they refuse the credentials)."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        self._check_open()
+        try:
+            self._producer.list_topics(timeout=timeout)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() in (
+                KafkaError._AUTHENTICATION,
+                KafkaError.SASL_AUTHENTICATION_FAILED,
+                KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                KafkaError._SSL,
+            ):
+                raise TerminalSinkError(
+                    f"the Kafka brokers refuse this client: {_reason(exc)}"
+                ) from exc
+            raise SinkError(f"no Kafka broker answered: {_reason(exc)}") from exc
 
     def reset(self) -> None:
         if self._closed:
@@ -476,3 +507,21 @@ def make(
         flush_timeout=flush_timeout,
         encode_resolved=encode_resolved,
     )
+
+
+def check(uri: SinkURI, options: ChangefeedOptions, *, timeout: float = DIAL_TIMEOUT) -> None:
+    """Dial the brokers, as CockroachDB's CREATE CHANGEFEED does (a Kafka sink that
+    cannot be reached fails the statement, cockroachdb/cockroach#136616): no broker
+    answering within ``timeout`` seconds raises SQLError 08000, brokers refusing the
+    credentials 22023."""
+    sink = make(uri, options)
+    try:
+        sink.dial(timeout)
+    except TerminalSinkError as exc:
+        raise option_error(f"the Kafka brokers at {uri.host} cannot be used: {exc}") from None
+    except SinkError as exc:
+        raise SQLError(
+            "08000", f"cannot reach the Kafka brokers at {uri.host} within {timeout:g} s: {exc}"
+        ) from None
+    finally:
+        sink.close()

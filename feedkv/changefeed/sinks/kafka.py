@@ -21,7 +21,10 @@ The contract a consumer can rely on:
   partition of every Kafka topic named, and flushes again: once a consumer reads it on a
   partition, it has read every row at or below ``ts`` that belongs to that partition.
 
-librdkafka batches, compresses and retries by itself, so this sink is a thin client over
+librdkafka's log goes to this module's logger once per state change
+(:class:`~feedkv.changefeed.sinks.kafka_log.BrokerLog`): a broker that is down is
+logged once, and again once it works, not at every retry. librdkafka batches,
+compresses and retries by itself, so this sink is a thin client over
 its ``Producer`` rather than a :class:`~feedkv.changefeed.sink.BatchingSink`. When the
 producer's queue is full, ``emit_row`` blocks serving delivery reports until there is room
 (backpressure). One thread uses a sink at a time (the changefeed's); delivery reports run
@@ -59,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 
 from feedkv.changefeed.options import ChangefeedOptions, option_error
 from feedkv.changefeed.sink import Message, SinkError, SinkURI, TerminalSinkError
+from feedkv.changefeed.sinks.kafka_log import BrokerLog
 from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_duration_ns
@@ -124,8 +128,10 @@ class KafkaSink:
         flush_timeout: float = FLUSH_TIMEOUT,
         metadata_timeout: float = METADATA_TIMEOUT,
         encode_resolved: Callable[[Timestamp, str], bytes] | None = None,
+        broker_log: BrokerLog | None = None,
     ) -> None:
         self._producer = producer
+        self._broker_log = broker_log
         self._prefix = topic_prefix
         self._name = topic_name
         self._flush_timeout = flush_timeout
@@ -173,6 +179,7 @@ class KafkaSink:
         self._check_open()
         try:
             self._producer.list_topics(timeout=timeout)
+            self._working()
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
             if isinstance(error, KafkaError) and error.code() in (
@@ -241,6 +248,7 @@ class KafkaSink:
 
     def _on_delivery(self, error: KafkaError | None, message: KafkaMessage) -> None:
         if error is None:
+            self._working()
             return
         if not self._failures:
             self._first_failure = f"{message.topic()}[{message.partition()}]: {error.str()}"
@@ -270,11 +278,17 @@ class KafkaSink:
             found = metadata.topics.get(topic)
             error = found.error if found is not None else None
             if found is not None and error is None and found.partitions:
+                self._working()
                 return sorted(found.partitions)
             if time.monotonic() >= deadline or (error is not None and not error.retriable()):
                 why = error.str() if error is not None else "it has no partitions"
                 raise SinkError(f"cannot learn the partitions of Kafka topic {topic!r}: {why}")
             self._producer.poll(_POLL)
+
+    def _working(self) -> None:
+        """The brokers answered: a failure logged before is over."""
+        if self._broker_log is not None and self._broker_log.failing:
+            self._broker_log.recovered()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -494,8 +508,9 @@ def make(
         encode_resolved = make_encoder(options).encode_resolved
     from confluent_kafka import KafkaException, Producer
 
+    broker_log = BrokerLog(log)
     try:
-        producer = Producer({**config, "logger": log})
+        producer = Producer({**config, "logger": broker_log})
     except KafkaException as exc:
         raise option_error(
             f"the Kafka client refuses the sink's settings: {_reason(exc)}"
@@ -506,6 +521,7 @@ def make(
         topic_name=name,
         flush_timeout=flush_timeout,
         encode_resolved=encode_resolved,
+        broker_log=broker_log,
     )
 
 

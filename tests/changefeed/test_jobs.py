@@ -250,7 +250,9 @@ S3_SECRET = "hunter2"
 
 @pytest.fixture
 def s3_uri() -> Iterator[str]:
-    """An S3 sink URI with secrets, on a moto server (CREATE CHANGEFEED writes to it)."""
+    """An S3 sink URI with secrets, on a moto server (CREATE CHANGEFEED writes to it).
+    NB: moto keeps its buckets per process, not per server: the prefix is this file's
+    own, so other tests listing ``feeds/cdc/`` do not see these jobs' files."""
     import boto3
     from moto.server import ThreadedMotoServer
 
@@ -266,7 +268,7 @@ def s3_uri() -> Iterator[str]:
         region_name="us-east-1",
     ).create_bucket(Bucket="feeds")
     yield (
-        f"s3://feeds/cdc?AWS_ACCESS_KEY_ID=id&AWS_SECRET_ACCESS_KEY={S3_SECRET}"
+        f"s3://feeds/jobs?AWS_ACCESS_KEY_ID=id&AWS_SECRET_ACCESS_KEY={S3_SECRET}"
         f"&AWS_ENDPOINT={endpoint}"
     )
     server.stop()
@@ -278,7 +280,7 @@ def test_show_redacts_secrets_in_the_sink_uri(table: DB, s3_uri: str) -> None:
     db.sql(f"PAUSE JOB {job_id}")
     endpoint = s3_uri.rpartition("=")[2]
     assert show(db, job_id)["sink_uri"] == (
-        "s3://feeds/cdc?AWS_ACCESS_KEY_ID=redacted&AWS_SECRET_ACCESS_KEY=redacted"
+        "s3://feeds/jobs?AWS_ACCESS_KEY_ID=redacted&AWS_SECRET_ACCESS_KEY=redacted"
         f"&AWS_ENDPOINT={endpoint}"
     )
     db.sql(f"ALTER CHANGEFEED {job_id} SET updated")

@@ -203,7 +203,9 @@ def test_s3_with_a_bucket_that_does_not_exist_is_refused_at_create(
 
 
 def test_s3_that_works_leaves_no_trace_of_the_check(table: DB, s3_endpoint: str) -> None:
-    create(table, f"s3://feeds/cdc?{KEYS}&AWS_ENDPOINT={s3_endpoint}")
+    # NB: moto keeps its buckets per process: a prefix of this test's own
+    job_id = create(table, f"s3://feeds/probed?{KEYS}&AWS_ENDPOINT={s3_endpoint}")
+    table.sql(f"CANCEL JOB {job_id}")
     client = boto3.client(
         "s3",
         endpoint_url=s3_endpoint,
@@ -211,7 +213,7 @@ def test_s3_that_works_leaves_no_trace_of_the_check(table: DB, s3_endpoint: str)
         aws_secret_access_key="test",
         region_name="us-east-1",
     )
-    found = client.list_objects_v2(Bucket="feeds", Prefix="cdc/").get("Contents", [])
+    found = client.list_objects_v2(Bucket="feeds", Prefix="probed/").get("Contents", [])
     assert not [o["Key"] for o in found if ".feedkv-probe-" in o["Key"]]
 
 

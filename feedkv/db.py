@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import concurrent.futures.thread  # noqa: F401  (its exit hook must be registered first)
 import logging
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -51,6 +52,8 @@ _register_atexit: Callable[[Callable[[], None]], None] = getattr(  # noqa: B009
     threading, "_register_atexit"
 )
 _open_nodes: weakref.WeakSet[DB] = weakref.WeakSet()
+# NB: a forked child does not own its parent's nodes: it must not close them at its exit
+os.register_at_fork(after_in_child=_open_nodes.clear)
 _exit_lock = threading.Lock()
 _exit_hooked = False
 

@@ -5,11 +5,21 @@
 calls of :class:`~feedkv.kv.db.KVClient`, change feeds (:meth:`DB.rangefeed`,
 :meth:`DB.watch`) and SQL (:meth:`DB.sql`, :meth:`DB.session`). Every call is safe to
 make from many threads at once.
+
+A program that ends (or dies of an exception) with an embedded node still open gets it
+closed on the way out, before Python waits for the threads that are not daemons (a
+Spark job's query, gRPC's workers serving streams to Spark's executors): its changefeed
+jobs stop, still ``running`` in their records, and resume at the next open.
 """
 
 from __future__ import annotations
 
+import concurrent.futures.thread  # noqa: F401  (its exit hook must be registered first)
+import logging
+import os
 import threading
+import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +41,42 @@ if TYPE_CHECKING:
     from feedkv.sql.session import Result, Session
 
 __all__ = ["DB", "connect"]
+
+log = logging.getLogger(__name__)
+
+# NB: Python's own hook for work that must end before the threads that are not daemons
+# are joined at exit (concurrent.futures uses it); atexit runs after that join, too late.
+# Hooks run last registered first: concurrent.futures' (imported above) joins gRPC's
+# workers, so it must run after ours.
+_register_atexit: Callable[[Callable[[], None]], None] = getattr(  # noqa: B009
+    threading, "_register_atexit"
+)
+_open_nodes: weakref.WeakSet[DB] = weakref.WeakSet()
+# NB: a forked child does not own its parent's nodes: it must not close them at its exit
+os.register_at_fork(after_in_child=_open_nodes.clear)
+_exit_lock = threading.Lock()
+_exit_hooked = False
+
+
+def _close_at_exit(db: DB) -> None:
+    """Close ``db`` (an embedded node) when the interpreter exits with it open."""
+    global _exit_hooked
+    with _exit_lock:
+        _open_nodes.add(db)
+        if not _exit_hooked:
+            _register_atexit(_close_open_nodes)
+            _exit_hooked = True
+
+
+def _close_open_nodes() -> None:
+    for db in list(_open_nodes):
+        log.info(
+            "closing the store %s at exit: its changefeed jobs resume at its next open", db.target
+        )
+        try:
+            db.close()
+        except Exception:  # the next one must still close
+            log.exception("could not close the store %s at exit", db.target)
 
 
 def connect(
@@ -83,6 +129,7 @@ def connect(
         spark_master=spark_master,
     )
     protect_job_history(node, db)
+    _close_at_exit(db)
     try:
         if db.scan(*catalog.job_span(), limit=1):
             db.changefeeds.start()  # resume the jobs this node was running
@@ -188,6 +235,7 @@ class DB(KVFeedClient):
     def close(self) -> None:
         """Stop changefeeds, close open feeds, then the connection (and an embedded node).
         Idempotent."""
+        _open_nodes.discard(self)
         if self._changefeeds is not None:
             self._changefeeds.close()
         if self._leases is not None:

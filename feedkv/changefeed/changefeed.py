@@ -27,9 +27,13 @@ Spark for jobs):
    emitted.
 
 A sink failure (:class:`~feedkv.changefeed.sink.SinkError`) resets the sink (what it had
-not delivered is dropped) and restarts the feed from its high-water mark after a backoff;
-nothing acknowledged is lost and rows after the mark may be emitted again
-(at-least-once).
+not delivered is dropped) and restarts the feed from its high-water mark after a backoff
+(doubling up to ``MAX_RESTART_BACKOFF``, from the start again once the high-water mark
+moves, as CockroachDB's does since cockroachdb/cockroach#164933); nothing acknowledged is
+lost and rows after the mark may be emitted again (at-least-once). Meanwhile
+:attr:`Changefeed.retrying` holds the last failure, for the job's status. A
+:class:`~feedkv.changefeed.sink.TerminalSinkError` is not retried: :meth:`Changefeed.run`
+raises it.
 """
 
 from __future__ import annotations
@@ -44,9 +48,10 @@ from typing import TYPE_CHECKING
 from feedkv.changefeed.encoder import Encoder, make_encoder
 from feedkv.changefeed.frontier import Backfill, Frontier
 from feedkv.changefeed.options import ROW_FORMATS, ChangefeedOptions
+from feedkv.changefeed.retrying import Retrying, backoff
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
 from feedkv.changefeed.schema_history import SchemaChange
-from feedkv.changefeed.sink import Message, Sink, SinkError, message_options
+from feedkv.changefeed.sink import Message, Sink, SinkError, TerminalSinkError, message_options
 from feedkv.errors import FeedKVError
 from feedkv.rangefeed.event import Checkpoint, Value
 from feedkv.sql.descriptor import TableDescriptor
@@ -70,6 +75,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+RESTART_BACKOFF = 0.2  # seconds before the first restart after a sink failure
 MAX_RESTART_BACKOFF = 10.0
 
 
@@ -108,10 +114,13 @@ class Changefeed:
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        wall_ns: Callable[[], int] = time.time_ns,
     ) -> None:
         self.spec = spec
         self.high_water = spec.start
         self.rows_emitted = 0
+        self.retrying: Retrying | None = None  # the last sink failure, until progress
+        self._wall_ns = wall_ns
         self._db = db
         self._sink = sink
         self._clock = clock
@@ -139,13 +148,18 @@ class Changefeed:
 
     def run(self) -> None:
         attempt = 0
+        failed_at = self.high_water
         while not self.closed:
             try:
                 self._run_from(self.high_water)
                 return
+            except TerminalSinkError:
+                raise
             except SinkError as exc:
-                attempt += 1
-                delay = min(MAX_RESTART_BACKOFF, 0.1 * 2 ** min(attempt, 8))
+                attempt = 1 if self.high_water > failed_at else attempt + 1
+                failed_at = self.high_water
+                delay = backoff(attempt, first_s=RESTART_BACKOFF, max_s=MAX_RESTART_BACKOFF)
+                self.retrying = Retrying(str(exc), self._wall_ns(), delay)
                 log.warning(
                     "changefeed sink failed (%s); restarting from %s in %.1fs",
                     exc,
@@ -207,6 +221,7 @@ class Changefeed:
                     continue
                 self._sink.flush()
                 self.high_water = advance.to
+                self.retrying = None
                 if advance.marker:
                     self._sink.emit_resolved(advance.to, self._all_topics(advance.to))
                 if advance.final:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from feedkv.changefeed.changefeed import ChangefeedSpec
+from feedkv.changefeed.retrying import Retrying
 from feedkv.util.hlc import Timestamp
 
 __all__ = ["Job"]
@@ -21,6 +22,13 @@ class Job(Protocol):
 
     @property
     def high_water(self) -> Timestamp: ...
+
+    @property
+    def retrying(self) -> Retrying | None:
+        """The failure the job is retrying inside itself (a sink it restarts), until it
+        makes progress; ``None`` when it retries nothing or leaves retries to the
+        registry (by raising)."""
+        ...
 
     def run(self) -> None: ...
 

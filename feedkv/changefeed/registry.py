@@ -17,9 +17,14 @@ closes (the node stops) its jobs stop and give their leases back, still ``runnin
 
 A job that hits a fault outside the changefeed (:class:`~feedkv.errors.ExternalError`
 or a :class:`~feedkv.errors.RetryableError`: Spark could not start, a node could not be
-reached) runs again from its high-water mark, waiting longer after each failure. When
-a job ends, its runner thread records why: paused or canceled on request, succeeded,
-failed, or paused with the error under ``on_error=pause``.
+reached, a sink failed) runs again from its high-water mark, waiting longer after each
+failure (up to ``retry_max_s``). While a job retries, here or inside itself
+(:attr:`~feedkv.changefeed.job.Job.retrying`), its ``running_status`` names the last
+error and when it happened (:mod:`feedkv.changefeed.retrying`), until its high-water
+mark moves. A :class:`~feedkv.changefeed.sink.TerminalSinkError` (bad credentials, a
+path that is not a writable directory) is not retried. When a job ends, its runner
+thread records why: paused or canceled on request, succeeded, failed, or paused with the
+error under ``on_error=pause``.
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ from feedkv.changefeed.jobs import (
     list_jobs,
     put_job,
 )
+from feedkv.changefeed.retrying import Retrying, backoff
+from feedkv.changefeed.sink import TerminalSinkError
 from feedkv.errors import BatchTimestampBeforeGCError, ExternalError, FeedKVError, RetryableError
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
@@ -83,6 +90,8 @@ class _Runner:
     lost: bool = False  # another registry holds the lease now
     renewed: float = field(default_factory=time.monotonic)
     stopped: threading.Event = field(default_factory=threading.Event)
+    retrying: Retrying | None = None  # the last failure the registry retried the job after
+    retrying_since: Timestamp | None = None  # the job's high-water mark then
 
     def stop(self) -> None:
         self.stopped.set()
@@ -188,7 +197,7 @@ class JobRegistry:
                 runner.stop()  # its thread records the outcome
         elif time.monotonic() - runner.renewed >= self.settings.renew_s:
             runner.renewed = time.monotonic()
-            self._update(record.id, lambda r: self._renewed(r, runner.job))
+            self._update(record.id, lambda r: self._renewed(r, runner))
 
     # Claiming, running and finishing a job.
 
@@ -236,13 +245,17 @@ class JobRegistry:
             except BaseException as exc:
                 log.warning("changefeed job %d failed: %s", job_id, exc)
                 error = exc
-            if not isinstance(error, RetryableError | ExternalError) or runner.stopped.is_set():
+            if error is None or not _retryable(error) or runner.stopped.is_set():
                 break
             # A fault outside the changefeed (Spark could not start, a node was
-            # unreachable): run it again from its high-water mark, backing off.
-            attempt += 1
-            delay = min(self.settings.retry_max_s, self.settings.retry_s * 2 ** (attempt - 1))
-            self._update(job_id, partial(self._retrying, job=runner.job, error=error, delay=delay))
+            # unreachable, a sink failed): run it again from its high-water mark, backing
+            # off; progress since the last failure starts the backoff over.
+            progressed = runner.retrying_since != runner.job.high_water
+            attempt = 1 if progressed else attempt + 1
+            delay = backoff(attempt, first_s=self.settings.retry_s, max_s=self.settings.retry_max_s)
+            runner.retrying = Retrying(str(error), time.time_ns(), delay)
+            runner.retrying_since = runner.job.high_water
+            self._update(job_id, partial(self._retrying, runner=runner))
             record = None
             if not runner.stopped.wait(delay):
                 record = self._fresh(job_id)
@@ -287,16 +300,21 @@ class JobRegistry:
     def _owned(self, record: JobRecord) -> bool:
         return record.lease is not None and record.lease.owner == self.owner
 
-    def _renewed(self, record: JobRecord, job: Job) -> tuple[JobRecord, bool | None] | None:
+    def _renewed(self, record: JobRecord, runner: _Runner) -> tuple[JobRecord, bool | None] | None:
         if not self._owned(record) or record.status != RUNNING:
             return None
+        job = runner.job
         expires = self._db.now().wall + int(self.settings.lease_s * 1e9)
         high_water = _progress(record, job)
-        status = (
-            f"running: resolved={logical_decimal(high_water)}"
-            if high_water is not None
-            else "running: initial scan"
-        )
+        if runner.retrying is not None and runner.retrying_since != job.high_water:
+            runner.retrying = None  # it made progress since
+        retrying = job.retrying or runner.retrying
+        if retrying is not None:
+            status = retrying.status()
+        elif high_water is not None:
+            status = f"running: resolved={logical_decimal(high_water)}"
+        else:
+            status = "running: initial scan"
         return (
             record.replace(
                 lease=Lease(self.owner, expires), high_water=high_water, running_status=status
@@ -304,13 +322,11 @@ class JobRegistry:
             None,
         )
 
-    def _retrying(
-        self, record: JobRecord, job: Job, error: BaseException, delay: float
-    ) -> tuple[JobRecord, bool | None] | None:
-        if not self._owned(record):
+    def _retrying(self, record: JobRecord, runner: _Runner) -> tuple[JobRecord, bool | None] | None:
+        if not self._owned(record) or runner.retrying is None:
             return None
-        status = f"retrying in {delay:g} s after: {error}"
-        return record.replace(high_water=_progress(record, job), running_status=status), None
+        status = runner.retrying.status()
+        return record.replace(high_water=_progress(record, runner.job), running_status=status), None
 
     def _stopped_by_request(self, record: JobRecord) -> tuple[JobRecord, bool | None] | None:
         if record.status == PAUSE_REQUESTED:
@@ -341,6 +357,14 @@ class JobRegistry:
         if self._closed.is_set():  # the node stops: another start resumes the job
             return record.replace(lease=None, running_status="waiting for a node"), None
         return record.replace(status=SUCCEEDED, lease=None, running_status=""), False
+
+
+def _retryable(error: BaseException) -> bool:
+    """Whether a job that ended with ``error`` runs again: a fault outside the
+    changefeed, unless no retry can change it."""
+    return isinstance(error, RetryableError | ExternalError) and not isinstance(
+        error, TerminalSinkError
+    )
 
 
 def _progress(record: JobRecord, job: Job) -> Timestamp | None:

@@ -37,7 +37,7 @@ from feedkv.changefeed.jobs import (
     show_row,
 )
 from feedkv.changefeed.registry import JobRegistry
-from feedkv.changefeed.sink import make_sink
+from feedkv.changefeed.sink import check_sink, make_sink
 from feedkv.changefeed.sinkless import COLUMNS, ChannelSink, FeedResult
 from feedkv.errors import SQLError
 from feedkv.sql import catalog
@@ -72,9 +72,11 @@ class Changefeeds:
         plan = plan_changefeed(statement, session)
         if plan.sink is None:
             return self._start_sinkless(plan.spec)
-        # The sink is made once to check it (its parameters, its table...): a job
+        # The sink is made once to check it (its parameters, its table...), and
+        # reached where CockroachDB reaches it (Kafka brokers, cloud storage): a job
         # that could never write is refused now, not found failed later.
         make_sink(plan.sink, plan.spec.options, start=plan.spec.start, db=self._db).close()
+        check_sink(plan.sink, plan.spec.options)
         record = JobRecord(ROW_IDS.next(), plan.spec, created=plan.now)
         self._db.run_transaction(lambda txn: put_job(txn, record, watching=True))
         if self._registry is not None:

@@ -13,7 +13,8 @@ budget for sealed batches waiting to be sent, past which they spill to disk; and
 budget, past which ``emit_row`` blocks, which stalls the feed until the sink recovers.
 A delivery that still fails after its retries fails the sink with a retryable
 :class:`SinkError`; the changefeed resets the sink and restarts from its last resolved
-timestamp.
+timestamp. A :class:`TerminalSinkError` (bad credentials, a path that is not a writable
+directory) is not retried: the changefeed ends with it.
 
 Sinks are chosen by URI scheme through :data:`SINK_KINDS` (:func:`parse_sink_uri`
 checks a URI and the options against what the sink supports at creation time;
@@ -30,6 +31,7 @@ import functools
 import importlib
 import os
 import pickle
+import re
 import tempfile
 import threading
 import time
@@ -57,6 +59,8 @@ __all__ = [
     "SinkError",
     "SinkKind",
     "SinkURI",
+    "TerminalSinkError",
+    "check_sink",
     "make_sink",
     "message_options",
     "parse_sink_uri",
@@ -66,6 +70,12 @@ __all__ = [
 class SinkError(ExternalError):
     """The sink could not take messages (down, refusing, timing out). Retryable: the
     changefeed restarts from its last resolved timestamp."""
+
+
+class TerminalSinkError(SinkError):
+    """The sink refused in a way no retry can change (bad credentials, a bucket that does
+    not exist, a path that is not a writable directory). Not retried: the changefeed
+    ends, and its job fails (or pauses, under ``on_error='pause'``) with this error."""
 
 
 class Message(NamedTuple):
@@ -367,6 +377,8 @@ class BatchingSink:
             try:
                 send()
                 return
+            except TerminalSinkError:
+                raise
             except SinkError:
                 delay = next(delays, None)
                 if delay is None or self._closed:
@@ -376,7 +388,7 @@ class BatchingSink:
 
     def _raise_if_failed(self) -> None:
         if self._error is not None:
-            raise SinkError(str(self._error)) from self._error
+            raise type(self._error)(str(self._error)) from self._error
         if self._closed:
             raise SinkError("the sink is closed")
 
@@ -396,6 +408,14 @@ class SinkKind:
     formats: frozenset[str] = frozenset({"json"})
     options: frozenset[str] = frozenset()  # sink-specific options it accepts
     keyless: bool = False  # its messages have no key beside the value (files, webhooks)
+    # Its URI's authority: a list of host:port addresses (Kafka brokers), one host
+    # with an optional port (webhooks), a name without a port (a directory's host, a
+    # bucket, a table), or nothing at all.
+    authority: str = "name"  # "addresses" | "address" | "name" | "none"
+    path: bool = True  # whether its URI may have a path
+    # ``module:function`` taking ``(SinkURI, ChangefeedOptions)``: reaches the sink once
+    # when a changefeed is created, raising SQLError if it cannot be used (None: no check)
+    check: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,6 +515,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         frozenset({"json", "csv", "parquet"}),
         frozenset({"compression"}),
         keyless=True,
+        check="feedkv.changefeed.sinks.cloud_storage:check",
     ),
     SinkKind(
         "kafka",
@@ -514,6 +535,9 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         | _TLS,
         frozenset({"json", "avro"}),
         frozenset({"kafka_sink_config"}),
+        authority="addresses",
+        path=False,
+        check="feedkv.changefeed.sinks.kafka:check",
     ),
     SinkKind(
         "webhook",
@@ -523,6 +547,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         frozenset({"json"}),
         frozenset({"webhook_sink_config", "webhook_auth_header", "webhook_client_timeout"}),
         keyless=True,
+        authority="address",
     ),
     SinkKind(
         "SQL table",
@@ -537,6 +562,8 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         "feedkv.changefeed.sinks.null:make",
         frozenset(),
         frozenset({"json", "avro", "csv", "parquet"}),
+        authority="none",
+        path=False,
     ),
 )
 _BY_SCHEME = {scheme: kind for kind in SINK_KINDS for scheme in kind.schemes}
@@ -560,9 +587,14 @@ def message_options(options: ChangefeedOptions, sink_uri: str | None) -> Changef
 def parse_sink_uri(uri: str, options: ChangefeedOptions) -> SinkURI:
     """Check ``uri`` and the sink-specific ``options`` against what its sink supports;
     raises SQLError 22023 naming the problem."""
+    for position, ch in enumerate(uri, 1):
+        if ch.isspace() or not ch.isprintable():
+            raise option_error(
+                f"sink URI {uri!r} has {ch!r} at character {position}: a URI has no spaces "
+                "or control characters (percent-encode them, as %20)"
+            )
     try:
         parts = urlsplit(uri)
-        query = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
     except ValueError as exc:
         raise option_error(f"sink URI {uri!r} is not a URI: {exc}") from None
     kind = _BY_SCHEME.get(parts.scheme.lower())
@@ -572,6 +604,34 @@ def parse_sink_uri(uri: str, options: ChangefeedOptions) -> SinkURI:
         suggestion = f"; did you mean {hint[0]}://?" if hint else ""
         what = f"scheme {parts.scheme!r}" if parts.scheme else "no scheme"
         raise option_error(f"sink URI {uri!r} has {what}{suggestion}; expected one of {known}")
+    scheme = parts.scheme.lower()
+    if not uri[len(parts.scheme) + 1 :].startswith("//"):
+        raise option_error(
+            f"sink URI {uri!r}: the scheme must be followed by '//', as in {scheme}://"
+        )
+    if parts.fragment or uri.endswith("#"):
+        raise option_error(
+            f"sink URI {uri!r} has a fragment (#{parts.fragment}): sink URIs take none; "
+            "percent-encode a '#' in a value as %23"
+        )
+    _check_authority(uri, kind, scheme, parts.netloc)
+    if not kind.path and parts.path not in ("", "/"):
+        raise option_error(
+            f"sink URI {uri!r} has the path {parts.path!r}, which a {scheme}:// URI does not "
+            "take"
+            + (
+                "; a kafka:// URI names brokers only: choose topics with topic_prefix or topic_name"
+                if kind.name == "kafka"
+                else ""
+            )
+        )
+    try:
+        query = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+    except ValueError as exc:
+        raise option_error(
+            f"sink URI {uri!r} has a malformed query {parts.query!r} ({exc}): write "
+            "?name=value&name=value"
+        ) from None
     params: dict[str, str] = {}
     for name, value in query:
         if name not in kind.params:
@@ -589,7 +649,67 @@ def parse_sink_uri(uri: str, options: ChangefeedOptions) -> SinkURI:
     for name, _value in options.given:
         if name in SINK_OPTIONS and name not in kind.options:
             raise option_error(f"option {name} is not usable with the {kind.name} sink")
-    return SinkURI(uri, kind, parts.scheme.lower(), parts.netloc, parts.path, params)
+    return SinkURI(uri, kind, scheme, parts.netloc, parts.path, params)
+
+
+_HOST = re.compile(r"[A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\]")  # a name, an IPv4 or [IPv6]
+
+
+def _check_authority(uri: str, kind: SinkKind, scheme: str, netloc: str) -> None:
+    """Refuse a malformed authority (hosts, ports, user information) naming the bad
+    part; whether one is required is for the sink to say when it is made."""
+    if kind.authority == "none":
+        if netloc:
+            raise option_error(
+                f"sink URI {uri!r} names {netloc!r}, but a {scheme}:// URI takes no host: "
+                f"write {scheme}://"
+            )
+        return
+    if kind.authority == "name":
+        if ":" in netloc.rpartition("@")[2] or "@" in netloc:
+            raise option_error(
+                f"sink URI {uri!r}: a {scheme}:// URI names no port or user in {netloc!r}"
+            )
+        return
+    if not netloc:
+        return
+    addresses = netloc.split(",") if kind.authority == "addresses" else [netloc]
+    for address in addresses:
+        if kind.authority == "address":
+            address = address.rpartition("@")[2]  # NB: user information is the sink's
+        if not address:
+            raise option_error(f"sink URI {uri!r} has an empty address in {netloc!r}")
+        host, port = address, None
+        if address.startswith("["):
+            end = address.find("]")
+            host, rest = address[: end + 1], address[end + 1 :]
+            if rest:
+                if not rest.startswith(":"):
+                    raise option_error(f"sink URI {uri!r} has a malformed address {address!r}")
+                port = rest[1:]
+        elif ":" in address:
+            host, _, port = address.rpartition(":")
+        if not host:
+            raise option_error(f"sink URI {uri!r} has no host before the port in {address!r}")
+        if not _HOST.fullmatch(host):
+            raise option_error(
+                f"sink URI {uri!r} has the host {host!r}, which is not a host name or an IP address"
+            )
+        if port is not None and not (port.isdigit() and port.isascii() and 1 <= int(port) <= 65535):
+            raise option_error(
+                f"sink URI {uri!r} has the port {port!r} in {address!r}: a port is a number "
+                "from 1 to 65535"
+            )
+
+
+def check_sink(uri: SinkURI, options: ChangefeedOptions) -> None:
+    """Reach the sink of a checked URI once, as CREATE CHANGEFEED does before it makes a
+    job (CockroachDB dials Kafka and checks cloud storage there); raises SQLError
+    saying why it cannot be used. Sinks without a check (webhooks) pass."""
+    if uri.kind.check is None:
+        return
+    module, _, function = uri.kind.check.partition(":")
+    getattr(importlib.import_module(module), function)(uri, options)
 
 
 def make_sink(uri: SinkURI, options: ChangefeedOptions, **kwargs: Any) -> Sink:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from feedkv.changefeed.changefeed import Changefeed
 from feedkv.changefeed.job import Job
 from feedkv.changefeed.jobs import JobRecord
+from feedkv.changefeed.retrying import Retrying
 from feedkv.changefeed.sink import Sink, make_sink, parse_sink_uri
 from feedkv.util.hlc import Timestamp
 
@@ -29,6 +30,10 @@ class ThreadJob:
     @property
     def high_water(self) -> Timestamp:
         return self.changefeed.high_water
+
+    @property
+    def retrying(self) -> Retrying | None:
+        return self.changefeed.retrying
 
     def run(self) -> None:
         try:

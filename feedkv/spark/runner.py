@@ -13,8 +13,10 @@ ends; ``end_time`` ends the job once a batch reaches it.
 
 A failure raises :class:`~feedkv.changefeed.changefeed.ChangefeedError` when it is the
 changefeed's own (a schema change under ``schema_change_policy='stop'``, lost history,
-a bad option), else :class:`~feedkv.errors.ExternalError`, which the job registry
-retries (Spark could not start, an executor lost its node).
+a bad option) or a sink's that no retry can change (a
+:class:`~feedkv.changefeed.sink.TerminalSinkError`), else
+:class:`~feedkv.errors.ExternalError`, which the job registry retries (Spark could not
+start, an executor lost its node, a sink failed).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 from pyspark.errors import StreamingQueryException
 
 from feedkv.changefeed.changefeed import ChangefeedError, ChangefeedSpec
+from feedkv.changefeed.retrying import Retrying
 from feedkv.errors import ExternalError
 from feedkv.spark.changefeed_job import encode_spec
 from feedkv.spark.offsets import FeedOffset
@@ -45,8 +48,10 @@ TERMINAL_ERRORS = (
     "InvalidArgumentError",
     "SQLError",
     "InvariantViolation",
+    "TerminalSinkError",
 )
 POLL_S = 0.2
+_CAUSES = 8  # how deep a failure's causes are searched for a feedkv error
 
 
 # The last line of a Python traceback that raised a feedkv error: "feedkv.x.YError: ...".
@@ -58,6 +63,21 @@ def _feedkv_error(text: str) -> str | None:
     inside a JVM exception), so a job's error reads as it does on the thread runner."""
     found = _RAISED.findall(text)
     return found[-1].strip() if found else None
+
+
+def _failure_text(error: Any) -> str:
+    """The whole text of a query's failure: its message and the JVM stack trace with
+    its causes, where the Python traceback of a failed commit on the driver is (the
+    message alone says only "Writing job failed.")."""
+    # NB: PySpark keeps the cause and the stack trace in private attributes; without
+    # them (another PySpark), the message is what there is.
+    texts = []
+    for _ in range(_CAUSES):
+        if error is None:
+            break
+        texts += [str(error), str(getattr(error, "_stackTrace", "") or "")]
+        error = getattr(error, "_cause", None)
+    return "\n".join(texts)
 
 
 class SparkJob:
@@ -73,6 +93,7 @@ class SparkJob:
         self.spec = spec
         self.job_id = job_id
         self.high_water = spec.start
+        self.retrying: Retrying | None = None  # a failed query raises: the registry retries
         self._url = url
         self._checkpoint = str(checkpoint_dir)
         self._master = master
@@ -139,11 +160,13 @@ class SparkJob:
             query.stop()
         error = query.exception()
         if error is not None and not self.closed:
-            message = f"changefeed job {self.job_id}: its Spark query failed: {error}"
+            text = _failure_text(error)
+            cause = _feedkv_error(text) or str(error)
+            message = f"changefeed job {self.job_id}: its Spark query failed: {cause}"
             # NB: the error is text here; a terminal feedkv error inside it ends the job,
             # anything else (a lost executor, an unreachable node) is worth a retry.
-            if any(name in str(error) for name in TERMINAL_ERRORS):
-                raise ChangefeedError(_feedkv_error(str(error)) or message) from None
+            if any(name in text for name in TERMINAL_ERRORS):
+                raise ChangefeedError(_feedkv_error(text) or message) from None
             raise ExternalError(message) from None
 
     def _track(self, query: Any) -> None:

@@ -246,27 +246,50 @@ def test_show_lists_a_new_job_running_with_every_column(table: DB, tmp_path: Pat
 
 
 S3_SECRET = "hunter2"
-S3_URI = (
-    f"s3://feeds/cdc?AWS_ACCESS_KEY_ID=id&AWS_SECRET_ACCESS_KEY={S3_SECRET}"
-    "&AWS_ENDPOINT=http://127.0.0.1:1"  # nothing listens: the job only exists
-)
 
 
-def test_show_redacts_secrets_in_the_sink_uri(table: DB) -> None:
+@pytest.fixture
+def s3_uri() -> Iterator[str]:
+    """An S3 sink URI with secrets, on a moto server (CREATE CHANGEFEED writes to it).
+    NB: moto keeps its buckets per process, not per server: the prefix is this file's
+    own, so other tests listing ``feeds/cdc/`` do not see these jobs' files."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id="id",
+        aws_secret_access_key=S3_SECRET,
+        region_name="us-east-1",
+    ).create_bucket(Bucket="feeds")
+    yield (
+        f"s3://feeds/jobs?AWS_ACCESS_KEY_ID=id&AWS_SECRET_ACCESS_KEY={S3_SECRET}"
+        f"&AWS_ENDPOINT={endpoint}"
+    )
+    server.stop()
+
+
+def test_show_redacts_secrets_in_the_sink_uri(table: DB, s3_uri: str) -> None:
     db = table
-    (job_id,) = db.sql(f"CREATE CHANGEFEED FOR t INTO '{S3_URI}'").rows[0]
+    (job_id,) = db.sql(f"CREATE CHANGEFEED FOR t INTO '{s3_uri}'").rows[0]
     db.sql(f"PAUSE JOB {job_id}")
+    endpoint = s3_uri.rpartition("=")[2]
     assert show(db, job_id)["sink_uri"] == (
-        "s3://feeds/cdc?AWS_ACCESS_KEY_ID=redacted&AWS_SECRET_ACCESS_KEY=redacted"
-        "&AWS_ENDPOINT=http://127.0.0.1:1"
+        "s3://feeds/jobs?AWS_ACCESS_KEY_ID=redacted&AWS_SECRET_ACCESS_KEY=redacted"
+        f"&AWS_ENDPOINT={endpoint}"
     )
     db.sql(f"ALTER CHANGEFEED {job_id} SET updated")
     assert S3_SECRET not in str(show(db, job_id))  # an altered job's description too
 
 
-def test_show_never_prints_a_sink_secret_in_the_description(table: DB) -> None:
+def test_show_never_prints_a_sink_secret_in_the_description(table: DB, s3_uri: str) -> None:
     db = table
-    (job_id,) = db.sql(f"CREATE CHANGEFEED FOR t INTO '{S3_URI}'").rows[0]
+    (job_id,) = db.sql(f"CREATE CHANGEFEED FOR t INTO '{s3_uri}'").rows[0]
     db.sql(f"PAUSE JOB {job_id}")
     assert S3_SECRET not in show(db, job_id)["description"]
 

@@ -21,6 +21,7 @@ import pytest
 import feedkv
 from feedkv import DB
 from feedkv.errors import FeedKVError
+from feedkv.kv.store import StoreConfig
 from feedkv.sql import catalog
 from feedkv.sql.row_codec import decode_row_key, table_span
 from feedkv.testing.node_process import NodeProcess
@@ -322,3 +323,117 @@ def test_a_job_whose_spark_driver_cannot_start_runs_once_a_node_can_start_it(
         assert_exactly_once(out, committed(client, "t", start))
         client.sql(f"CANCEL JOB {job_id}")
     assert nodes[-1].terminate(timeout_s=120) == 0
+
+
+# 4. A failing sink, as SHOW CHANGEFEED JOB reports it (issue 43, item 1).
+
+
+def test_a_failing_sink_shows_its_retryable_error_and_a_terminal_one_fails_the_job(
+    spark: Any, db: DB, tmp_path: Path
+) -> None:
+    """As on the thread runner (tests/changefeed/test_sink_failures.py, with CockroachDB's
+    behaviour cited there): a sink that refuses connections keeps the job running with
+    the error and its time in ``running_status`` (cockroachdb/cockroach#61906); a sink
+    directory that is no longer one fails the job (a terminal error)."""
+    import socket
+
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    db.sql("INSERT INTO t VALUES (1, 1)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    [(webhook_job,)] = db.sql(
+        f"CREATE CHANGEFEED FOR TABLE t INTO 'webhook-http://{dead}/x' WITH "
+        """webhook_sink_config='{"Retry": {"Max": 1, "Backoff": "10ms"}}'"""
+    ).rows
+
+    def retrying() -> dict[str, Any] | None:
+        job = show_job(db, webhook_job)
+        return job if job["running_status"].startswith("running: retryable error at ") else None
+
+    job = wait_until(retrying, timeout_s=DEADLINE_S, poll_s=0.1, what="the retryable error")
+    assert (job["status"], job["error"]) == ("running", "")
+    assert f"cannot post a batch of 1 messages of t to http://{dead}/x" in job["running_status"]
+    db.sql(f"CANCEL JOB {webhook_job}")
+
+    out = tmp_path / "out"
+    file_job = create_job(db, "t", out, "200ms")
+    wait_for_high_water(db, file_job, None)
+    for path in sorted(out.rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    out.rmdir()
+    out.write_text("a file where the directory was")
+    db.sql("INSERT INTO t VALUES (2, 2)")
+
+    def failed() -> dict[str, Any] | None:
+        job = show_job(db, file_job)
+        return job if job["status"] == "failed" else None
+
+    job = wait_until(failed, timeout_s=DEADLINE_S, poll_s=0.1, what="the job failed")
+    assert str(out) in job["error"]
+
+
+# 5. A script that ends without closing its store (issue 43, item 5).
+
+SCRIPT = """
+import sys
+from pathlib import Path
+
+import feedkv
+from feedkv.kv.store import StoreConfig
+from feedkv.testing.waiting import wait_until
+
+store, out, ended = sys.argv[1:]
+config = StoreConfig(sync=False, closed_ts_target_ns=200_000_000, closed_ts_interval_s=0.05)
+db = feedkv.connect(store, config=config, spark_master="local[2]")
+db.sql("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+db.sql("INSERT INTO t VALUES (1, 1)")
+[(job_id,)] = db.sql(
+    f"CREATE CHANGEFEED FOR TABLE t INTO 'file://{out}' WITH updated, key_in_value, "
+    "resolved = '200ms', min_checkpoint_frequency = '200ms'"
+).rows
+wait_until(
+    lambda: db.sql(f"SHOW CHANGEFEED JOB {job_id}").rows[0][6] is not None,
+    timeout_s=240,
+    what="the job's first high-water mark",
+)
+Path(ended).write_text(str(job_id))
+raise SystemExit("the script ends here, without db.close()")
+"""
+
+
+@pytest.mark.slow(90)
+def test_a_script_that_ends_without_close_exits_and_its_spark_job_resumes_at_the_next_open(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The script raises at its end with a Spark job running and its store open: the
+    process must exit (its jobs stopped, their records still ``running``), and the job
+    must run again when the store is opened again."""
+    import subprocess
+    import sys
+
+    store, out, ended = tmp_path / "store", tmp_path / "out", tmp_path / "ended"
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    process = subprocess.Popen([sys.executable, str(script), str(store), str(out), str(ended)])
+    try:
+        wait_until(ended.exists, timeout_s=DEADLINE_S, poll_s=0.1, what="the script's end")
+        assert process.wait(timeout=60) == 1  # SystemExit with a message
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    job_id = int(ended.read_text())
+
+    config = StoreConfig(sync=False, closed_ts_target_ns=200_000_000, closed_ts_interval_s=0.05)
+    with feedkv.connect(store, config=config) as db:
+        db.serving_url()
+        assert show_job(db, job_id)["status"] == "running"
+        db.sql("INSERT INTO t VALUES (2, 2)")
+        wait_until(
+            lambda: any(key == (2,) for _, key, _ in published(out)),
+            timeout_s=DEADLINE_S,
+            poll_s=0.1,
+            what="the row written after the restart",
+        )
+        db.sql(f"CANCEL JOB {job_id}")

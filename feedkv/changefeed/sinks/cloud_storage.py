@@ -26,6 +26,7 @@ write the rows themselves, one file per batch.
 from __future__ import annotations
 
 import datetime
+import errno
 import gzip
 import io
 import os
@@ -34,7 +35,15 @@ import time
 from typing import Any, Protocol
 
 from feedkv.changefeed.options import ChangefeedOptions, option_error
-from feedkv.changefeed.sink import BatchingSink, FlushConfig, Message, SinkError, SinkURI
+from feedkv.changefeed.sink import (
+    BatchingSink,
+    FlushConfig,
+    Message,
+    SinkError,
+    SinkURI,
+    TerminalSinkError,
+)
+from feedkv.errors import SQLError
 from feedkv.util.hlc import Timestamp
 
 __all__ = [
@@ -42,12 +51,19 @@ __all__ = [
     "CloudStorageClient",
     "LocalBlobs",
     "blob_store",
+    "check",
     "file_sink",
     "make",
     "name_ts",
 ]
 
 DEFAULT_FILE_SIZE = 16 << 20
+PROBE_PREFIX = ".feedkv-probe-"  # a file written and removed when a changefeed is created
+# What no retry can change: the path (or a directory on it) is not a directory, is not
+# writable, or cannot hold files (``/proc/self``: ENOENT under a directory that exists).
+_TERMINAL_ERRNOS = frozenset(
+    {errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT}
+)
 _PARTITIONS = {"daily": "%Y-%m-%d", "hourly": "%Y-%m-%d/%H", "flat": ""}
 
 
@@ -103,7 +119,7 @@ class LocalBlobs:
             os.replace(tmp, path)
             _fsync_dir(directory)
         except OSError as exc:
-            raise SinkError(f"cannot write changefeed file {path}: {exc.strerror}") from exc
+            raise _os_error(f"cannot write changefeed file {path}", exc) from exc
 
     def get(self, name: str) -> bytes | None:
         try:
@@ -124,7 +140,7 @@ class LocalBlobs:
             if not os.path.exists(dst):
                 raise SinkError(f"cannot publish changefeed file {name}: it is gone") from None
         except OSError as exc:
-            raise SinkError(f"cannot publish changefeed file {dst}: {exc.strerror}") from exc
+            raise _os_error(f"cannot publish changefeed file {dst}", exc) from exc
 
     def delete(self, name: str) -> None:
         try:
@@ -144,6 +160,15 @@ class LocalBlobs:
 
     def close(self) -> None:
         pass
+
+
+def _os_error(what: str, exc: OSError) -> SinkError:
+    """``exc`` as a sink error: terminal when no retry can change it."""
+    if exc.errno in _TERMINAL_ERRNOS:
+        return TerminalSinkError(
+            f"{what}: {exc.strerror}; the path must be a directory this node can write to"
+        )
+    return SinkError(f"{what}: {exc.strerror}")
 
 
 def _fsync_dir(directory: str) -> None:
@@ -253,6 +278,24 @@ def file_sink(
     file_size = uri.size_param("file_size", DEFAULT_FILE_SIZE)
     client = CloudStorageClient(blobs, options, start=start, partition_format=partition)
     return BatchingSink(client, flush=FlushConfig(messages=1 << 62, bytes=file_size))
+
+
+def check(uri: SinkURI, options: ChangefeedOptions) -> None:
+    """Write a file where the changefeed's files go and remove it (at CREATE CHANGEFEED,
+    as CockroachDB checks cloud storage there): a path that is not a writable directory
+    or a bucket that refuses the credentials is refused now (SQLSTATE 22023), not found
+    failed later. A store that is only unreachable now raises 08000."""
+    blobs = blob_store(uri)
+    name = f"{PROBE_PREFIX}{secrets.token_hex(8)}"
+    try:
+        blobs.put(name, b"")
+        blobs.delete(name)
+    except TerminalSinkError as exc:
+        raise option_error(f"the {uri.scheme}:// sink cannot be used: {exc}") from None
+    except SinkError as exc:
+        raise SQLError("08000", f"the {uri.scheme}:// sink cannot be reached: {exc}") from None
+    finally:
+        blobs.close()
 
 
 def blob_store(uri: SinkURI) -> BlobStore:

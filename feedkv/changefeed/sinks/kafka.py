@@ -21,7 +21,10 @@ The contract a consumer can rely on:
   partition of every Kafka topic named, and flushes again: once a consumer reads it on a
   partition, it has read every row at or below ``ts`` that belongs to that partition.
 
-librdkafka batches, compresses and retries by itself, so this sink is a thin client over
+librdkafka's log goes to this module's logger once per state change
+(:class:`~feedkv.changefeed.sinks.kafka_log.BrokerLog`): a broker that is down is
+logged once, and again once it works, not at every retry. librdkafka batches,
+compresses and retries by itself, so this sink is a thin client over
 its ``Producer`` rather than a :class:`~feedkv.changefeed.sink.BatchingSink`. When the
 producer's queue is full, ``emit_row`` blocks serving delivery reports until there is room
 (backpressure). One thread uses a sink at a time (the changefeed's); delivery reports run
@@ -58,8 +61,9 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from feedkv.changefeed.options import ChangefeedOptions, option_error
-from feedkv.changefeed.sink import Message, SinkError, SinkURI
-from feedkv.errors import InvalidArgumentError
+from feedkv.changefeed.sink import Message, SinkError, SinkURI, TerminalSinkError
+from feedkv.changefeed.sinks.kafka_log import BrokerLog
+from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_duration_ns
 
@@ -67,7 +71,15 @@ if TYPE_CHECKING:
     from confluent_kafka import KafkaError, KafkaException, Producer
     from confluent_kafka import Message as KafkaMessage
 
-__all__ = ["MVCC_HEADER", "KafkaSink", "kafka_topic", "make", "producer_config"]
+__all__ = [
+    "DIAL_TIMEOUT",
+    "MVCC_HEADER",
+    "KafkaSink",
+    "check",
+    "kafka_topic",
+    "make",
+    "producer_config",
+]
 
 MVCC_HEADER = "mvcc_timestamp"
 
@@ -78,6 +90,7 @@ DELIVERY_TIMEOUT = 60.0  # seconds librdkafka keeps trying to deliver a message
 # every message (delivered or failed) rather than with messages still in the air.
 FLUSH_TIMEOUT = DELIVERY_TIMEOUT + 10.0
 METADATA_TIMEOUT = 10.0  # seconds to learn a topic's partitions for a resolved marker
+DIAL_TIMEOUT = 10.0  # seconds CREATE CHANGEFEED waits for a broker to answer
 _POLL = 0.1  # seconds to wait for delivery reports while the queue is full
 
 _MAX_TOPIC_LENGTH = 249
@@ -115,8 +128,10 @@ class KafkaSink:
         flush_timeout: float = FLUSH_TIMEOUT,
         metadata_timeout: float = METADATA_TIMEOUT,
         encode_resolved: Callable[[Timestamp, str], bytes] | None = None,
+        broker_log: BrokerLog | None = None,
     ) -> None:
         self._producer = producer
+        self._broker_log = broker_log
         self._prefix = topic_prefix
         self._name = topic_name
         self._flush_timeout = flush_timeout
@@ -154,6 +169,29 @@ class KafkaSink:
             for partition in self._partitions(topic):
                 self._produce(topic, None, payload, partition)
         self.flush()
+
+    def dial(self, timeout: float) -> None:
+        """Ask the brokers for the cluster's metadata, blocking up to ``timeout``
+        seconds; raises :class:`SinkError` if none answers (:class:`TerminalSinkError`
+        if they refuse the credentials)."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        self._check_open()
+        try:
+            self._producer.list_topics(timeout=timeout)
+            self._working()
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() in (
+                KafkaError._AUTHENTICATION,
+                KafkaError.SASL_AUTHENTICATION_FAILED,
+                KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                KafkaError._SSL,
+            ):
+                raise TerminalSinkError(
+                    f"the Kafka brokers refuse this client: {_reason(exc)}"
+                ) from exc
+            raise SinkError(f"no Kafka broker answered: {_reason(exc)}") from exc
 
     def reset(self) -> None:
         if self._closed:
@@ -210,6 +248,7 @@ class KafkaSink:
 
     def _on_delivery(self, error: KafkaError | None, message: KafkaMessage) -> None:
         if error is None:
+            self._working()
             return
         if not self._failures:
             self._first_failure = f"{message.topic()}[{message.partition()}]: {error.str()}"
@@ -239,11 +278,17 @@ class KafkaSink:
             found = metadata.topics.get(topic)
             error = found.error if found is not None else None
             if found is not None and error is None and found.partitions:
+                self._working()
                 return sorted(found.partitions)
             if time.monotonic() >= deadline or (error is not None and not error.retriable()):
                 why = error.str() if error is not None else "it has no partitions"
                 raise SinkError(f"cannot learn the partitions of Kafka topic {topic!r}: {why}")
             self._producer.poll(_POLL)
+
+    def _working(self) -> None:
+        """The brokers answered: a failure logged before is over."""
+        if self._broker_log is not None and self._broker_log.failing:
+            self._broker_log.recovered()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -463,8 +508,9 @@ def make(
         encode_resolved = make_encoder(options).encode_resolved
     from confluent_kafka import KafkaException, Producer
 
+    broker_log = BrokerLog(log)
     try:
-        producer = Producer({**config, "logger": log})
+        producer = Producer({**config, "logger": broker_log})
     except KafkaException as exc:
         raise option_error(
             f"the Kafka client refuses the sink's settings: {_reason(exc)}"
@@ -475,4 +521,23 @@ def make(
         topic_name=name,
         flush_timeout=flush_timeout,
         encode_resolved=encode_resolved,
+        broker_log=broker_log,
     )
+
+
+def check(uri: SinkURI, options: ChangefeedOptions, *, timeout: float = DIAL_TIMEOUT) -> None:
+    """Dial the brokers, as CockroachDB's CREATE CHANGEFEED does (a Kafka sink that
+    cannot be reached fails the statement, cockroachdb/cockroach#136616): no broker
+    answering within ``timeout`` seconds raises SQLError 08000, brokers refusing the
+    credentials 22023."""
+    sink = make(uri, options)
+    try:
+        sink.dial(timeout)
+    except TerminalSinkError as exc:
+        raise option_error(f"the Kafka brokers at {uri.host} cannot be used: {exc}") from None
+    except SinkError as exc:
+        raise SQLError(
+            "08000", f"cannot reach the Kafka brokers at {uri.host} within {timeout:g} s: {exc}"
+        ) from None
+    finally:
+        sink.close()

@@ -4,6 +4,10 @@ URI parameters follow CockroachDB's: ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_
 ``AWS_SESSION_TOKEN``, ``AWS_REGION`` and ``AWS_ENDPOINT`` (an S3-compatible server,
 such as moto in the tests). Without keys, boto3's usual credential chain applies. A
 ``PutObject`` is atomic, so a file is seen whole or not at all.
+
+Errors no retry can change (no credentials, keys S3 does not know or a signature it
+refuses, access denied, no such bucket) are :class:`TerminalSinkError`; the rest (a
+throttle, a 5xx, a dropped connection) are retryable :class:`SinkError`.
 """
 
 from __future__ import annotations
@@ -11,9 +15,25 @@ from __future__ import annotations
 from typing import Any
 
 from feedkv.changefeed.options import option_error
-from feedkv.changefeed.sink import SinkError, SinkURI
+from feedkv.changefeed.sink import SinkError, SinkURI, TerminalSinkError
 
-__all__ = ["S3Blobs"]
+__all__ = ["TERMINAL_CODES", "S3Blobs"]
+
+# S3 error codes that mean the sink's settings are wrong, not that S3 is in trouble.
+TERMINAL_CODES = frozenset(
+    {
+        "AccessDenied",
+        "AllAccessDisabled",
+        "AccountProblem",
+        "InvalidAccessKeyId",
+        "InvalidBucketName",
+        "InvalidToken",
+        "ExpiredToken",
+        "NoSuchBucket",
+        "SignatureDoesNotMatch",
+        "InvalidSecurity",
+    }
+)
 
 
 class S3Blobs:
@@ -30,6 +50,7 @@ class S3Blobs:
             botocore.exceptions.BotoCoreError,
             botocore.exceptions.ClientError,
         )
+        self._no_credentials = botocore.exceptions.NoCredentialsError
         kwargs: dict[str, Any] = {
             "config": botocore.config.Config(retries={"max_attempts": 3, "mode": "standard"})
         }
@@ -54,7 +75,7 @@ class S3Blobs:
         try:
             self._client.put_object(Bucket=self.bucket, Key=key, Body=data)
         except self._errors as exc:
-            raise SinkError(f"cannot write s3://{self.bucket}/{key}: {exc}") from exc
+            raise self._error(f"cannot write s3://{self.bucket}/{key}", exc) from exc
 
     def get(self, name: str) -> bytes | None:
         key = self._key(name)
@@ -63,7 +84,7 @@ class S3Blobs:
         except self._client.exceptions.NoSuchKey:
             return None
         except self._errors as exc:
-            raise SinkError(f"cannot read s3://{self.bucket}/{key}: {exc}") from exc
+            raise self._error(f"cannot read s3://{self.bucket}/{key}", exc) from exc
         return body
 
     def rename(self, name: str, new_name: str) -> None:
@@ -77,7 +98,7 @@ class S3Blobs:
                 raise SinkError(f"cannot publish s3://{self.bucket}/{src}: it is gone") from None
             return
         except self._errors as exc:
-            raise SinkError(f"cannot publish s3://{self.bucket}/{dst}: {exc}") from exc
+            raise self._error(f"cannot publish s3://{self.bucket}/{dst}", exc) from exc
         self.delete(name)
 
     def delete(self, name: str) -> None:
@@ -85,7 +106,7 @@ class S3Blobs:
         try:
             self._client.delete_object(Bucket=self.bucket, Key=key)
         except self._errors as exc:
-            raise SinkError(f"cannot remove s3://{self.bucket}/{key}: {exc}") from exc
+            raise self._error(f"cannot remove s3://{self.bucket}/{key}", exc) from exc
 
     def list(self, prefix: str) -> list[str]:
         start = self._key(prefix)
@@ -96,7 +117,17 @@ class S3Blobs:
             )
             return [item["Key"][cut:] for page in pages for item in page.get("Contents", [])]
         except self._errors as exc:
-            raise SinkError(f"cannot list s3://{self.bucket}/{start}: {exc}") from exc
+            raise self._error(f"cannot list s3://{self.bucket}/{start}", exc) from exc
 
     def close(self) -> None:
         self._client.close()
+
+    def _error(self, what: str, exc: BaseException) -> SinkError:
+        """``exc`` from boto3 as a sink error: terminal when no retry can change it."""
+        code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
+        if isinstance(exc, self._no_credentials) or code in TERMINAL_CODES:
+            return TerminalSinkError(
+                f"{what}: {exc}; check the bucket and the credentials (AWS_ACCESS_KEY_ID, "
+                "AWS_SECRET_ACCESS_KEY) of the sink URI"
+            )
+        return SinkError(f"{what}: {exc}")

@@ -21,10 +21,12 @@ start, an executor lost its node, a sink failed).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +82,46 @@ def _failure_text(error: Any) -> str:
     return "\n".join(texts)
 
 
+# Spark's loggers that report, at ERROR with a stack trace, each task a normal stop
+# cancels (TaskKilledException): nothing failed, so they say nothing while a job stops.
+_STOP_NOISE = (
+    "org.apache.spark.sql.execution.datasources.v2.WriteToDataSourceV2Exec",
+    "org.apache.spark.sql.execution.datasources.v2.DataWritingSparkTask",
+    "org.apache.spark.util.Utils",
+)
+
+
+@contextlib.contextmanager
+def _quiet_stop(jvm: Any) -> Iterator[None]:
+    """The stop's cancellations unlogged; the loggers' levels back after it. A failure of
+    another job meanwhile still ends that job with its error (its status says it)."""
+    restore = _silence(jvm)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):  # NB: the JVM may be gone by now
+            restore()
+
+
+def _silence(jvm: Any) -> Callable[[], None]:
+    """Turn :data:`_STOP_NOISE` off; what sets the levels back (nothing to do when the
+    JVM is already gone: the stop goes on)."""
+    try:
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        manager = jvm.org.apache.logging.log4j.LogManager
+        before = {name: manager.getLogger(name).getLevel() for name in _STOP_NOISE}
+        for name in _STOP_NOISE:
+            configurator.setLevel(name, jvm.org.apache.logging.log4j.Level.OFF)
+    except Exception:  # NB: py4j's errors when the JVM is gone
+        return lambda: None
+
+    def restore() -> None:
+        for name, level in before.items():
+            configurator.setLevel(name, level)
+
+    return restore
+
+
 class SparkJob:
     def __init__(
         self,
@@ -99,6 +141,7 @@ class SparkJob:
         self._master = master
         self._closed = threading.Event()
         self._query: Any = None
+        self._jvm: Any = None  # the query's Spark JVM, once it runs
         self._lock = threading.Lock()
 
     @property
@@ -109,9 +152,10 @@ class SparkJob:
         """Stop the query (from any thread); the checkpoint keeps its progress."""
         self._closed.set()
         with self._lock:
-            query = self._query
+            query, jvm = self._query, self._jvm
         if query is not None:
-            query.stop()
+            with _quiet_stop(jvm):
+                query.stop()
 
     def run(self) -> None:
         try:
@@ -147,6 +191,7 @@ class SparkJob:
             if self.closed:
                 return
             self._query = query = writer.start()
+            self._jvm = jvm
         try:
             while not query.awaitTermination(POLL_S):  # type: ignore[arg-type]
                 self._track(query)

@@ -1,9 +1,11 @@
-"""Fixtures for changefeeds: a real node on disk with fast closed timestamps."""
+"""Fixtures for changefeeds: a real node on disk with fast closed timestamps, and an S3
+server (moto's, on loopback)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,3 +28,36 @@ def db(tmp_path: Path, store_config: StoreConfig) -> Iterator[DB]:
     database = feedkv.connect(tmp_path / "store", config=store_config, changefeed_runner="thread")
     yield database
     database.close()
+
+
+def _s3_client(endpoint: str) -> Any:
+    import boto3
+
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+        region_name="us-east-1",
+    )
+
+
+@pytest.fixture
+def s3_endpoint() -> Iterator[str]:
+    """A moto S3 server on loopback with a bucket ``feeds``: its URL. NB: moto keeps its
+    buckets per process, not per server, so a test writes under prefixes of its own."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    _s3_client(endpoint).create_bucket(Bucket="feeds")
+    yield endpoint
+    server.stop()
+
+
+@pytest.fixture
+def s3(s3_endpoint: str) -> Any:
+    """A boto3 client of :func:`s3_endpoint`'s server (moto takes any credentials)."""
+    return _s3_client(s3_endpoint)

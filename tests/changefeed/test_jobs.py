@@ -249,29 +249,13 @@ S3_SECRET = "hunter2"
 
 
 @pytest.fixture
-def s3_uri() -> Iterator[str]:
-    """An S3 sink URI with secrets, on a moto server (CREATE CHANGEFEED writes to it).
-    NB: moto keeps its buckets per process, not per server: the prefix is this file's
-    own, so other tests listing ``feeds/cdc/`` do not see these jobs' files."""
-    import boto3
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id="id",
-        aws_secret_access_key=S3_SECRET,
-        region_name="us-east-1",
-    ).create_bucket(Bucket="feeds")
-    yield (
+def s3_uri(s3_endpoint: str) -> str:
+    """An S3 sink URI with secrets, on a moto server (CREATE CHANGEFEED writes to it),
+    under a prefix of this file's own."""
+    return (
         f"s3://feeds/jobs?AWS_ACCESS_KEY_ID=id&AWS_SECRET_ACCESS_KEY={S3_SECRET}"
-        f"&AWS_ENDPOINT={endpoint}"
+        f"&AWS_ENDPOINT={s3_endpoint}"
     )
-    server.stop()
 
 
 def test_show_redacts_secrets_in_the_sink_uri(table: DB, s3_uri: str) -> None:

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from typing import Any
 
-import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from feedkv import DB
 from feedkv.changefeed.options import parse_options
@@ -19,26 +17,8 @@ from feedkv.testing.waiting import wait_until
 KEYS = "AWS_ACCESS_KEY_ID=test&AWS_SECRET_ACCESS_KEY=test&AWS_REGION=us-east-1"
 
 
-@pytest.fixture
-def s3_endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    client = boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-        region_name="us-east-1",
-    )
-    client.create_bucket(Bucket="feeds")
-    yield endpoint
-    server.stop()
-
-
 def test_changefeed_files_land_in_the_bucket_with_resolved_markers(
-    db: DB, s3_endpoint: str
+    db: DB, s3_endpoint: str, s3: Any
 ) -> None:
     db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
     db.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
@@ -46,13 +26,7 @@ def test_changefeed_files_land_in_the_bucket_with_resolved_markers(
         f"CREATE CHANGEFEED FOR t INTO 's3://feeds/cdc?{KEYS}&AWS_ENDPOINT={s3_endpoint}' "
         "WITH resolved='0s', min_checkpoint_frequency='0s'"
     )
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3_endpoint,
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-        region_name="us-east-1",
-    )
+    client = s3
 
     def listing() -> list[str]:
         found = client.list_objects_v2(Bucket="feeds", Prefix="cdc/").get("Contents", [])
@@ -82,20 +56,14 @@ def test_a_bucket_is_required(db: DB) -> None:
 
 
 @pytest.fixture(params=["", "&partition_format=flat&file_size=256"], ids=["daily", "small-files"])
-def s3_setup(request: pytest.FixtureRequest, s3_endpoint: str) -> SinkSetup:
+def s3_setup(request: pytest.FixtureRequest, s3_endpoint: str, s3: Any) -> SinkSetup:
     """A file sink into a bucket of its own (moto's state is shared by every server of
     the process), read back in key order; its failing twin writes into a bucket that
     does not exist, until it is made."""
     query: str = request.param
     bucket = f"kit-{uuid.uuid4().hex[:12]}"
     options = parse_options((), now=START)
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3_endpoint,
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-        region_name="us-east-1",
-    )
+    client = s3
     client.create_bucket(Bucket=bucket)
 
     def sink_into(bucket: str) -> Sink:

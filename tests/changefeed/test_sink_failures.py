@@ -22,13 +22,10 @@ import datetime
 import re
 import shutil
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from feedkv import DB
 from feedkv.changefeed.options import ChangefeedOptions
@@ -156,23 +153,6 @@ def test_a_file_that_stops_taking_writes_raises_a_terminal_sink_error(tmp_path: 
 # Reached at CREATE: cloud storage and Kafka.
 
 
-@pytest.fixture
-def s3_endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-        region_name="us-east-1",
-    ).create_bucket(Bucket="feeds")
-    yield endpoint
-    server.stop()
-
-
 def test_s3_without_credentials_is_refused_at_create(
     table: DB, s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -202,18 +182,11 @@ def test_s3_with_a_bucket_that_does_not_exist_is_refused_at_create(
     assert table.sql("SHOW CHANGEFEED JOBS").rows == []
 
 
-def test_s3_that_works_leaves_no_trace_of_the_check(table: DB, s3_endpoint: str) -> None:
+def test_s3_that_works_leaves_no_trace_of_the_check(table: DB, s3_endpoint: str, s3: Any) -> None:
     # NB: moto keeps its buckets per process: a prefix of this test's own
     job_id = create(table, f"s3://feeds/probed?{KEYS}&AWS_ENDPOINT={s3_endpoint}")
     table.sql(f"CANCEL JOB {job_id}")
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3_endpoint,
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-        region_name="us-east-1",
-    )
-    found = client.list_objects_v2(Bucket="feeds", Prefix="probed/").get("Contents", [])
+    found = s3.list_objects_v2(Bucket="feeds", Prefix="probed/").get("Contents", [])
     assert not [o["Key"] for o in found if ".feedkv-probe-" in o["Key"]]
 
 

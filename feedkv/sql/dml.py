@@ -38,6 +38,7 @@ from feedkv.sql.join import JoinPlan
 from feedkv.sql.plan import (
     DeletePlan,
     InsertPlan,
+    Projections,
     ResultPlan,
     SelectPlan,
     UpdatePlan,
@@ -197,9 +198,7 @@ def insert(ex: Execution, s: st.Insert) -> Result:
         if returning is not None:
             env = tuple(final[c.id] for c in desc.columns)
             out_rows.append(tuple(f(env, ex.context) for f in returning[1]))
-    if returning is not None:
-        return Result(returning[0], out_rows, f"INSERT 0 {count}")
-    return Result(tag=f"INSERT 0 {count}")
+    return _result(returning, out_rows, f"INSERT 0 {count}")
 
 
 def _insert_blind(
@@ -283,9 +282,7 @@ def update(ex: Execution, s: st.Update) -> Result:
         if returning is not None:
             new_env = tuple(new[c.id] for c in desc.columns)
             out_rows.append(tuple(f(new_env, ex.context) for f in returning[1]))
-    if returning is not None:
-        return Result(returning[0], out_rows, f"UPDATE {count}")
-    return Result(tag=f"UPDATE {count}")
+    return _result(returning, out_rows, f"UPDATE {count}")
 
 
 def _whole_row(
@@ -338,9 +335,14 @@ def delete(ex: Execution, s: st.Delete) -> Result:
         count += 1
         if returning is not None:
             out_rows.append(tuple(f(env, ex.context) for f in returning[1]))
-    if returning is not None:
-        return Result(returning[0], out_rows, f"DELETE {count}")
-    return Result(tag=f"DELETE {count}")
+    return _result(returning, out_rows, f"DELETE {count}")
+
+
+def _result(returning: Projections | None, rows: list[tuple[Any, ...]], tag: str) -> Result:
+    """A write's result: its RETURNING rows if it has the clause, else its tag alone."""
+    if returning is None:
+        return Result(tag=tag)
+    return Result(returning[0], rows, tag)
 
 
 def _check_not_null(desc: TableDescriptor, row: dict[int, Any]) -> None:

@@ -26,7 +26,8 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,7 @@ TERMINAL_ERRORS = (
     "TerminalSinkError",
 )
 POLL_S = 0.2
+_TASKS_END_S = 10.0  # how long a stop waits for its cancelled tasks to end
 _CAUSES = 8  # how deep a failure's causes are searched for a feedkv error
 
 
@@ -91,16 +93,37 @@ _STOP_NOISE = (
 )
 
 
-@contextlib.contextmanager
-def _quiet_stop(jvm: Any) -> Iterator[None]:
-    """The stop's cancellations unlogged; the loggers' levels back after it. A failure of
-    another job meanwhile still ends that job with its error (its status says it)."""
-    restore = _silence(jvm)
+def _stop_quietly(spark: Any, query: Any) -> None:
+    """Stop ``query`` with its cancellations unlogged, the loggers' levels back once its
+    cancelled tasks have ended. A failure of another job meanwhile still ends that job
+    with its error (its status says it)."""
+    restore = _silence(spark._jvm)
     try:
-        yield
+        query.stop()
+        # NB: the stop returns once the job is cancelled; its tasks end (and log) later,
+        # on the executor's threads.
+        deadline = time.monotonic() + _TASKS_END_S
+        while _tasks_running(spark, str(query.runId)) and time.monotonic() < deadline:
+            time.sleep(POLL_S / 4)
     finally:
         with contextlib.suppress(Exception):  # NB: the JVM may be gone by now
             restore()
+
+
+def _tasks_running(spark: Any, group: str) -> bool:
+    """Whether a task of the Spark jobs in ``group`` (a streaming query's run id) is
+    still running; ``False`` when the JVM is gone."""
+    try:
+        tracker = spark.sparkContext.statusTracker()
+        for job_id in tracker.getJobIdsForGroup(group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job else ():
+                stage = tracker.getStageInfo(stage_id)
+                if stage is not None and stage.numActiveTasks > 0:
+                    return True
+    except Exception:  # NB: py4j's errors when the JVM is gone
+        return False
+    return False
 
 
 def _silence(jvm: Any) -> Callable[[], None]:
@@ -141,7 +164,7 @@ class SparkJob:
         self._master = master
         self._closed = threading.Event()
         self._query: Any = None
-        self._jvm: Any = None  # the query's Spark JVM, once it runs
+        self._spark: Any = None  # the query's Spark session, once it runs
         self._lock = threading.Lock()
 
     @property
@@ -152,10 +175,9 @@ class SparkJob:
         """Stop the query (from any thread); the checkpoint keeps its progress."""
         self._closed.set()
         with self._lock:
-            query, jvm = self._query, self._jvm
+            query, spark = self._query, self._spark
         if query is not None:
-            with _quiet_stop(jvm):
-                query.stop()
+            _stop_quietly(spark, query)
 
     def run(self) -> None:
         try:
@@ -191,18 +213,18 @@ class SparkJob:
             if self.closed:
                 return
             self._query = query = writer.start()
-            self._jvm = jvm
+            self._spark = spark
         try:
             while not query.awaitTermination(POLL_S):  # type: ignore[arg-type]
                 self._track(query)
                 end = o.end_time
                 if end is not None and self.high_water >= end:
-                    query.stop()
+                    _stop_quietly(spark, query)
             self._track(query)
         except StreamingQueryException:
             pass  # the query failed: query.exception() below says why
         finally:
-            query.stop()
+            _stop_quietly(spark, query)
         error = query.exception()
         if error is not None and not self.closed:
             text = _failure_text(error)

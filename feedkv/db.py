@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -88,12 +88,15 @@ def connect(
     feed_config: FeedConfig | None = None,
     changefeed_runner: str = "spark",
     spark_master: str | None = None,
+    join: Sequence[str] | None = None,
 ) -> DB:
     """Open a store directory in-process, or connect to ``feedkv://host:port``.
 
     The other arguments apply to an embedded node only. With ``listen`` (``HOST:PORT``)
-    it also serves gRPC there. An embedded node runs the store's changefeed jobs,
-    resuming those that were running when it last stopped (a server runs its own);
+    it also serves gRPC there; with ``join`` too, it is a node of a cluster (``[]``: the
+    first, or the one its store belongs to; else the addresses of members to join). An
+    embedded node runs the store's changefeed jobs, resuming those that were running
+    when it last stopped (a server runs its own);
     ``changefeed_runner`` says how: ``spark`` (a Spark Structured Streaming query on
     ``spark_master``, by default ``$FEEDKV_SPARK_MASTER`` or ``local[*]``;
     :mod:`feedkv.spark.runner`) or ``thread`` (a thread of this process: the changefeed
@@ -105,11 +108,14 @@ def connect(
     text = str(target)
     if "://" in text:
         address = parse_node_url(text)
+        from feedkv.kv.dialer import ClusterDialer, RemoteNodes
         from feedkv.kv.grpc_transport import GrpcTransport
         from feedkv.rangefeed.grpc_transport import GrpcFeedTransport
 
-        transport = GrpcTransport(*address)
-        feeds = GrpcFeedTransport(transport.channel, transport.address)
+        gateway = GrpcTransport(*address)
+        nodes = RemoteNodes(gateway.channel)
+        transport = ClusterDialer(gateway, gateway_node=nodes.gateway_node, addresses=nodes.address)
+        feeds = GrpcFeedTransport(gateway.channel, gateway.address)
         return DB(transport, feeds, target=text, changefeed_runner=changefeed_runner)
     if not text:
         raise InvalidURLError("cannot connect to '': give a store directory or feedkv://host:port")
@@ -119,9 +125,10 @@ def connect(
     from feedkv.server.jobs import protect_job_history
     from feedkv.server.node import Node
 
-    node = Node(text, listen=listen, config=config, feed_config=feed_config, clock=clock)
+    node = Node(text, listen=listen, config=config, feed_config=feed_config, clock=clock, join=join)
+    local: Transport = LocalTransport(node.store, owned=False)
     db = DB(
-        LocalTransport(node.store, owned=False),
+        node.cluster.dialer if node.cluster is not None else local,
         node.feeds,
         target=text,
         node=node,

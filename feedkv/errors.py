@@ -9,6 +9,8 @@ the caller should do about the error::
     │   ├── WriteTooOldError           a newer committed version exists (retry higher)
     │   ├── TransactionRetryError      the txn must restart (its reads could not refresh)
     │   ├── TransactionAbortedError    the txn was aborted (pushed, expired, rolled back)
+    │   ├── PushFailedError            the pushed txn is alive and outranks the pusher
+    │   ├── RangeUnavailableError      the range is moving between nodes (wait for it)
     │   └── RangeRoutingError          a request reached the wrong range (stale cache)
     │       ├── RangeKeyMismatchError
     │       └── RangeNotFoundError
@@ -63,9 +65,11 @@ __all__ = [
     "InvalidURLError",
     "InvariantViolation",
     "NodeUnavailableError",
+    "PushFailedError",
     "RangeKeyMismatchError",
     "RangeNotFoundError",
     "RangeRoutingError",
+    "RangeUnavailableError",
     "RetryableError",
     "SQLError",
     "SerializationFailure",
@@ -169,6 +173,15 @@ class TransactionRetryError(RetryableError, Generic[_TS]):
 class TransactionAbortedError(RetryableError):
     """The transaction was aborted: a higher-priority txn pushed it, its record expired, or
     it was rolled back. Start again with a new transaction; ``run_transaction`` does."""
+
+
+class PushFailedError(RetryableError):
+    """A push met a live transaction that outranks the pusher: wait for it to finish."""
+
+
+class RangeUnavailableError(RetryableError):
+    """The range cannot serve requests for a moment (it is moving to another node); the
+    client waits and resends."""
 
 
 class RangeRoutingError(RetryableError):

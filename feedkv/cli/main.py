@@ -70,6 +70,12 @@ def _parser() -> argparse.ArgumentParser:
         "--listen", default="127.0.0.1:26257", help="HOST:PORT to serve on (port 0: any free)"
     )
     start.add_argument(
+        "--join",
+        default="",
+        help="HOST:PORT[,HOST:PORT...] of members of the cluster to join (a store that "
+        "never ran joins it; without --join the first node starts a cluster)",
+    )
+    start.add_argument(
         "--closed-ts-target",
         default="1s",
         help="how far behind now ranges close timestamps (e.g. 1s, 200ms; default 1s)",
@@ -157,6 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 config,
                 changefeed_runner=args.changefeed_runner,
                 spark_master=args.spark_master,
+                join=[a.strip() for a in args.join.split(",") if a.strip()],
             )
         if args.command == "sql":
             from feedkv.cli.sql import run_sql

@@ -52,6 +52,7 @@ def run_node(
     *,
     changefeed_runner: str = "spark",
     spark_master: str | None = None,
+    join: list[str] | None = None,
 ) -> int:
     """Serve the store on ``listen`` and run its changefeed jobs until SIGTERM or
     SIGINT; then stop the jobs (they resume at the next start) and drain."""
@@ -68,6 +69,7 @@ def run_node(
         config=config,
         changefeed_runner=changefeed_runner,
         spark_master=spark_master,
+        join=join or [],
     )
     try:
         db.changefeeds.start()

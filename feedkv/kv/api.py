@@ -57,6 +57,8 @@ __all__ = [
     "RangeLookupResponse",
     "RefreshRange",
     "RefreshRangeResponse",
+    "Relocate",
+    "RelocateResponse",
     "Request",
     "ResolveIntent",
     "ResolveIntentResponse",
@@ -245,6 +247,15 @@ class Merge:
 
 
 @dataclass(frozen=True, slots=True)
+class Relocate:
+    """Move the range holding ``key`` to node ``node_id`` (a no-op if it is there); the
+    node that holds it streams it over and hands it on (see :mod:`feedkv.server.relocation`)."""
+
+    key: bytes
+    node_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class RangeLookup:
     """The descriptor of the range holding ``key`` and up to ``prefetch`` ranges after it."""
 
@@ -303,6 +314,7 @@ Request = (
     | Split
     | Merge
     | RangeLookup
+    | Relocate
     | Export
     | GC
 )
@@ -376,6 +388,11 @@ class MergeResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class RelocateResponse:
+    moved: RangeDescriptor
+
+
+@dataclass(frozen=True, slots=True)
 class RangeLookupResponse:
     descriptors: tuple[RangeDescriptor, ...]
     closed_timestamps: tuple[Timestamp, ...] = ()  # one per descriptor
@@ -406,6 +423,7 @@ Response = (
     | SplitResponse
     | MergeResponse
     | RangeLookupResponse
+    | RelocateResponse
     | ExportResponse
     | GCResponse
 )

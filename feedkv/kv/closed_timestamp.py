@@ -41,6 +41,17 @@ class ClosedTimestamps:
             self._closed[range_id] = closed = candidate
         return closed
 
+    def forward(self, range_id: int, ts: Timestamp) -> Timestamp:
+        """Close ``range_id`` up to ``ts`` if that is higher (a range about to move closes
+        up to now: it takes no more writes here; a range arriving keeps its old node's
+        promise)."""
+        closed = max(self.get(range_id), ts)
+        self._closed[range_id] = closed
+        return closed
+
+    def forget(self, range_id: int) -> None:
+        self._closed.pop(range_id, None)
+
     def split(self, left: int, right: int) -> None:
         """The right-hand side of a split inherits its parent's promise."""
         self._closed[right] = self.get(left)

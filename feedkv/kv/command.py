@@ -28,14 +28,17 @@ from typing import Any
 from feedkv.errors import (
     FeedKVError,
     InvalidArgumentError,
+    PushFailedError,
     RangeKeyMismatchError,
     RangeNotFoundError,
+    RangeUnavailableError,
     TransactionAbortedError,
     TransactionRetryError,
     TransactionStatusError,
     WriteIntentError,
     WriteTooOldError,
 )
+from feedkv.kv import range_move
 from feedkv.kv.api import (
     GC,
     BatchRequest,
@@ -111,8 +114,9 @@ class PushBatch(FeedKVError):
         super().__init__(f"re-run the batch at {ts}")
 
 
-class TxnPushFailed(FeedKVError):
-    """The pushee is alive and outranks the pusher: the pusher must wait (internal)."""
+class TxnPushFailed(PushFailedError):
+    """The pushee is alive and outranks the pusher: the pusher must wait. Over the wire
+    it arrives as its base, without the record."""
 
     def __init__(self, record: TxnRecord) -> None:
         self.record = record
@@ -158,6 +162,7 @@ class CommandContext:
     tscache: TimestampCache
     closed: ClosedTimestamps
     txn_liveness_ns: int
+    frozen: set[int] = field(default_factory=set)  # ranges moving away: they serve nothing
 
 
 def _request_span(request: Request, txn: Transaction | None) -> Span | None:
@@ -197,16 +202,21 @@ def batch_spans(batch: BatchRequest) -> tuple[Span, ...] | None:
     return tuple(spans)
 
 
-def _route(rw: ReadWriter, batch: BatchRequest) -> RangeDescriptor:
+def _route(rw: ReadWriter, batch: BatchRequest, frozen: set[int]) -> RangeDescriptor:
     header = batch.header
     if header.range_id:
         desc = descriptor_by_id(rw, header.range_id)
         if desc is None:
+            moved = range_move.read_record(rw, "moved", header.range_id)
+            if moved is not None:
+                raise RangeKeyMismatchError(f"range r{header.range_id} moved", [moved.desc])
             raise RangeNotFoundError(header.range_id)
     else:
         first = next((s for r in batch.requests if (s := _request_span(r, header.txn))), None)
         key = first.start if first is not None else _admin_key(batch.requests[0])
         desc = descriptor_for_key(rw, key)
+    if frozen and desc.range_id in frozen:
+        raise RangeUnavailableError(f"range r{desc.range_id} is moving to another node")
     start, end = desc.span.start, desc.span.end
     txn_key = header.txn.key if header.txn is not None else b""
     for request in batch.requests:
@@ -241,7 +251,7 @@ def evaluate(ctx: CommandContext, rw: ReadWriter, batch: BatchRequest) -> Applie
     """Evaluate ``batch`` against ``rw`` as one command of the range it addresses."""
     if not batch.requests:
         raise InvalidArgumentError("empty batch: send at least one request")
-    desc = _route(rw, batch)
+    desc = _route(rw, batch, ctx.frozen)
     now = ctx.clock.now()
     closed = ctx.closed.close(desc.range_id, now)
     txn = batch.header.txn
@@ -603,9 +613,13 @@ class _Evaluator:
             left = next(d for d in all_descriptors(self.rw) if d.end == key)
             return SplitResponse(left, desc)
         generation = desc.generation + 1
-        left = RangeDescriptor(desc.range_id, Span(desc.start, key), generation, desc.sticky)
+        left = replace(desc, span=Span(desc.start, key), generation=generation)
         right = RangeDescriptor(
-            next_range_id(self.rw), Span(key, desc.end), generation, not req.automatic
+            next_range_id(self.rw),
+            Span(key, desc.end),
+            generation,
+            not req.automatic,
+            desc.replicas,
         )
         write_descriptor(self.rw, left)
         write_descriptor(self.rw, right)
@@ -622,11 +636,10 @@ class _Evaluator:
         right = descriptor_for_key(self.rw, left.end)
         if req.automatic and right.sticky:
             return MergeResponse(left)
-        merged = RangeDescriptor(
-            left.range_id,
-            Span(left.start, right.end),
-            max(left.generation, right.generation) + 1,
-            left.sticky,
+        merged = replace(
+            left,
+            span=Span(left.start, right.end),
+            generation=max(left.generation, right.generation) + 1,
         )
         delete_descriptor(self.rw, left)
         delete_descriptor(self.rw, right)

@@ -37,6 +37,8 @@ from feedkv.kv.api import (
     Put,
     RangeLookup,
     RangeLookupResponse,
+    Relocate,
+    RelocateResponse,
     Split,
     SplitResponse,
 )
@@ -245,7 +247,7 @@ class KVClient:
     def split(self, key: bytes) -> tuple[RangeDescriptor, RangeDescriptor]:
         """Split the range holding ``key`` so a range starts at ``key``."""
         check_key(key)
-        response = self._transport.send(BatchRequest(Header(), (Split(key),)))
+        response = self._router.send_key(key, Header(), (Split(key),))
         result = response.responses[0]
         if not isinstance(result, SplitResponse):
             raise InvalidArgumentError(f"split answered with {result!r}")
@@ -254,12 +256,24 @@ class KVClient:
 
     def merge(self, key: bytes) -> RangeDescriptor:
         """Merge the range holding ``key`` with the range to its right."""
-        response = self._transport.send(BatchRequest(Header(), (Merge(key),)))
+        response = self._router.send_key(key, Header(), (Merge(key),))
         result = response.responses[0]
         if not isinstance(result, MergeResponse):
             raise InvalidArgumentError(f"merge answered with {result!r}")
         self._router.ranges.insert((result.merged,))
         return result.merged
+
+    def relocate(self, key: bytes, node_id: int) -> RangeDescriptor:
+        """Move the range holding ``key`` to node ``node_id``; returns its descriptor
+        there. Requests to the range wait while it moves (about as long as streaming its
+        data); feeds on it end on the old node and go on from the new one."""
+        check_key(key)
+        response = self._router.send_key(key, Header(), (Relocate(key, node_id),))
+        result = response.responses[0]
+        if not isinstance(result, RelocateResponse):
+            raise InvalidArgumentError(f"relocate answered with {result!r}")
+        self._router.ranges.insert((result.moved,))
+        return result.moved
 
     def ranges(self) -> list[RangeInfo]:
         """Every range, in key order, with its closed timestamp."""

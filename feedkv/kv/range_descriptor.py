@@ -20,7 +20,7 @@ import struct
 from dataclasses import dataclass
 from functools import lru_cache
 
-from feedkv.errors import InvariantViolation
+from feedkv.errors import InvariantViolation, RangeKeyMismatchError
 from feedkv.storage.engine import Reader, ReadWriter
 from feedkv.util.keys import KEY_MAX, KEY_MIN, Span, key_next, prefix_end
 
@@ -32,6 +32,7 @@ __all__ = [
     "descriptor_by_id",
     "descriptor_for_key",
     "next_range_id",
+    "seed_range_ids",
     "write_descriptor",
     "delete_descriptor",
 ]
@@ -41,7 +42,8 @@ META = "meta"
 _DESC = b"desc/"
 _END = b"end/"
 _NEXT_ID = b"next_range_id"
-_HEADER = struct.Struct(">QQ?H")  # range id, generation, sticky, start key length
+_HEADER = struct.Struct(">QQ?HB")  # range id, generation, sticky, start length, replicas
+_REPLICA = struct.Struct(">I")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,13 +51,21 @@ class RangeDescriptor:
     """A range: its id, the span ``[start, end)`` it owns, and its generation.
 
     ``sticky``: the range's start key was set by a manual split, so the store never
-    merges it away on its own (only ``db.merge`` does).
+    merges it away on its own (only ``db.merge`` does). ``replicas``: the ids of the
+    nodes that hold the range, its leaseholder first (one node until ranges replicate);
+    a store that is not part of a cluster is node 1.
     """
 
     range_id: int
     span: Span
     generation: int
     sticky: bool = False
+    replicas: tuple[int, ...] = (1,)
+
+    @property
+    def lease_holder(self) -> int:
+        """The node that serves the range's requests."""
+        return self.replicas[0]
 
     @property
     def start(self) -> bytes:
@@ -70,18 +80,25 @@ class RangeDescriptor:
 
     def encode(self) -> bytes:
         start = self.span.start
-        header = _HEADER.pack(self.range_id, self.generation, self.sticky, len(start))
-        return header + start + self.span.end
+        replicas = b"".join(_REPLICA.pack(n) for n in self.replicas)
+        header = _HEADER.pack(
+            self.range_id, self.generation, self.sticky, len(start), len(self.replicas)
+        )
+        return header + replicas + start + self.span.end
 
     @classmethod
     def decode(cls, raw: bytes) -> RangeDescriptor:
-        range_id, generation, sticky, start_len = _HEADER.unpack_from(raw)
-        start = raw[_HEADER.size : _HEADER.size + start_len]
-        end = raw[_HEADER.size + start_len :]
-        return cls(range_id, Span(start, end), generation, sticky)
+        range_id, generation, sticky, start_len, count = _HEADER.unpack_from(raw)
+        at = _HEADER.size
+        replicas = tuple(_REPLICA.unpack_from(raw, at + 4 * i)[0] for i in range(count))
+        at += 4 * count
+        start = raw[at : at + start_len]
+        end = raw[at + start_len :]
+        return cls(range_id, Span(start, end), generation, sticky, replicas)
 
     def __str__(self) -> str:
-        return f"r{self.range_id}:{self.span} (gen {self.generation})"
+        nodes = ",".join(f"n{n}" for n in self.replicas)
+        return f"r{self.range_id}:{self.span} (gen {self.generation}, on {nodes})"
 
 
 def _desc_key(range_id: int) -> bytes:
@@ -101,13 +118,17 @@ def _decoded(raw: bytes) -> RangeDescriptor:
 
 
 def descriptor_for_key(reader: Reader, key: bytes) -> RangeDescriptor:
-    """The range holding ``key`` (``KEY_MIN <= key < KEY_MAX``)."""
+    """The range of this store holding ``key`` (``KEY_MIN <= key < KEY_MAX``); raises
+    :class:`RangeKeyMismatchError` when another node holds it (a store of a cluster holds
+    some of the ranges)."""
     found = reader.seek(META, _END + key_next(key))
-    if found is None or not found[0].startswith(_END):
-        raise InvariantViolation(f"no range holds {key!r}: the meta keyspace has a hole")
-    desc = descriptor_by_id(reader, int.from_bytes(found[1], "big"))
+    desc = None
+    if found is not None and found[0].startswith(_END):
+        desc = descriptor_by_id(reader, int.from_bytes(found[1], "big"))
+        if desc is None:
+            raise InvariantViolation(f"the meta index points {key!r} at a missing range")
     if desc is None or not desc.contains_key(key):
-        raise InvariantViolation(f"the meta index points {key!r} at {desc}, which lacks it")
+        raise RangeKeyMismatchError(f"no range of this node holds {key!r}", [])
     return desc
 
 
@@ -141,10 +162,19 @@ def next_range_id(rw: ReadWriter) -> int:
     return range_id
 
 
-def bootstrap(rw: ReadWriter) -> bool:
-    """Create range r1 over the whole keyspace if the store has no ranges yet."""
+def seed_range_ids(rw: ReadWriter, node_id: int) -> None:
+    """Start the range ids this store hands out at ``node_id << 32``: a node that joined
+    a cluster splits its ranges with ids no other node hands out (the bootstrap node
+    counts from 2)."""
+    if rw.get(META, _NEXT_ID) is None:
+        rw.put(META, _NEXT_ID, (node_id << 32).to_bytes(8, "big"))
+
+
+def bootstrap(rw: ReadWriter, node_id: int = 1) -> bool:
+    """Create range r1 over the whole keyspace, on node ``node_id``, if the store has no
+    ranges yet."""
     found = rw.seek(META, _END)
     if found is not None and found[0].startswith(_END):
         return False
-    write_descriptor(rw, RangeDescriptor(1, Span(KEY_MIN, KEY_MAX), 0))
+    write_descriptor(rw, RangeDescriptor(1, Span(KEY_MIN, KEY_MAX), 0, replicas=(node_id,)))
     return True

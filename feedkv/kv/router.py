@@ -8,15 +8,18 @@ sends again, so callers never see one unless routing keeps failing.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from feedkv.errors import (
     InvariantViolation,
     RangeKeyMismatchError,
     RangeNotFoundError,
     RangeRoutingError,
+    RangeUnavailableError,
+    RetryableError,
 )
 from feedkv.kv.api import (
     BatchRequest,
@@ -34,9 +37,10 @@ from feedkv.storage.mvcc import KeyValue
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, key_next
 
-__all__ = ["Router", "Transport"]
+__all__ = ["Dialer", "Router", "Transport"]
 
 MAX_ROUTING_ATTEMPTS = 50
+MAX_BACKOFF_S = 1.0
 
 
 class Transport(Protocol):
@@ -53,10 +57,28 @@ class Transport(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class Dialer(Protocol):
+    """A transport to a cluster (the node it connects to answers lookups), which also
+    reaches each node by id."""
+
+    def dial(self, node_id: int) -> Transport:
+        """The transport to node ``node_id``; raises :class:`NodeUnavailableError` when
+        the node is unknown or cannot be reached."""
+        ...
+
+
 class Router:
     def __init__(self, transport: Transport) -> None:
         self.transport = transport
+        self._dial = transport.dial if isinstance(transport, Dialer) else None
         self.ranges = RangeCache(self._lookup)
+
+    def _send(self, batch: BatchRequest, desc: RangeDescriptor) -> BatchResponse:
+        """Send an addressed batch to the node holding ``desc``'s range."""
+        if self._dial is None:
+            return self.transport.send(batch)
+        return self._dial(desc.lease_holder).send(batch)
 
     def _lookup(self, key: bytes) -> Sequence[RangeDescriptor]:
         response = self.transport.send(BatchRequest(Header(), (RangeLookup(key),)))
@@ -69,6 +91,13 @@ class Router:
         self.ranges.evict(desc)
         if isinstance(exc, RangeKeyMismatchError):
             self.ranges.insert(exc.descriptors)
+
+    def _retry(self, desc: RangeDescriptor, exc: RetryableError, failures: int) -> None:
+        """Before sending again: a stale address is refreshed, a moving range waited for."""
+        if isinstance(exc, RangeRoutingError):
+            self._refresh(desc, exc)
+        else:
+            _back_off(failures)
 
     def send_key(
         self,
@@ -83,8 +112,8 @@ class Router:
         ``span`` covers every key of the requests; when the fresh descriptors show it no
         longer fits in one range, the routing error is raised so the caller can divide
         the batch."""
-        error: RangeRoutingError | None = None
-        for _attempt in range(MAX_ROUTING_ATTEMPTS):
+        error: RetryableError | None = None
+        for attempt in range(MAX_ROUTING_ATTEMPTS):
             desc = self.ranges.get(key)
             if error is not None and span is not None and not desc.span.contains(span):
                 raise error
@@ -92,10 +121,13 @@ class Router:
                 desc.range_id, desc.generation, header.timestamp, header.txn, header.deadline
             )
             try:
-                return self.transport.send(BatchRequest(addressed, requests))
+                return self._send(BatchRequest(addressed, requests), desc)
             except (RangeKeyMismatchError, RangeNotFoundError) as exc:
                 error = exc
                 self._refresh(desc, exc)
+            except RangeUnavailableError as exc:
+                error = exc
+                _back_off(attempt)
         raise RangeRoutingError(
             f"gave up routing a request for {key!r} after {MAX_ROUTING_ATTEMPTS} attempts"
         ) from error
@@ -123,12 +155,12 @@ class Router:
                     make(part),
                 )
                 try:
-                    response = self.transport.send(batch)
-                except (RangeKeyMismatchError, RangeNotFoundError) as exc:
+                    response = self._send(batch, desc)
+                except (RangeKeyMismatchError, RangeNotFoundError, RangeUnavailableError) as exc:
                     failures += 1
                     if failures >= MAX_ROUTING_ATTEMPTS:
                         raise
-                    self._refresh(desc, exc)
+                    self._retry(desc, exc, failures)
                     break
                 yield part, response
                 if reverse:
@@ -159,12 +191,12 @@ class Router:
                     tuple(request for part in parts for request in make(part)),
                 )
                 try:
-                    self.transport.send(batch)
-                except (RangeKeyMismatchError, RangeNotFoundError) as exc:
+                    self._send(batch, desc)
+                except (RangeKeyMismatchError, RangeNotFoundError, RangeUnavailableError) as exc:
                     failures += 1
                     if failures >= MAX_ROUTING_ATTEMPTS:
                         raise
-                    self._refresh(desc, exc)
+                    self._retry(desc, exc, failures)
                     pending.extend(parts)
 
     def scan(
@@ -213,6 +245,12 @@ class Router:
             parts.append((desc, part))
             start = part.end
         return parts
+
+
+def _back_off(attempt: int) -> None:
+    """Wait before resending to a range that is moving (a move takes about as long as
+    streaming its data): 1 ms doubling up to 1 s, about 30 s over all the attempts."""
+    time.sleep(min(MAX_BACKOFF_S, 0.001 * 2 ** min(attempt, 10)))  # wait-ok: retry backoff
 
 
 def _read_before(part: Span, resume_key: bytes, reverse: bool) -> Span | None:

@@ -37,18 +37,22 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 from feedkv.errors import (
     FeedKVError,
     InvariantViolation,
     NodeUnavailableError,
+    PushFailedError,
+    RangeNotFoundError,
     RangeRoutingError,
     TransactionAbortedError,
     WriteIntentError,
 )
+from feedkv.kv import range_move
 from feedkv.kv.api import (
     GC,
     MAX_PRIORITY,
@@ -77,7 +81,6 @@ from feedkv.kv.command import (
     Applied,
     CommandContext,
     PushBatch,
-    TxnPushFailed,
     batch_spans,
     evaluate,
 )
@@ -86,14 +89,19 @@ from feedkv.kv.range_descriptor import (
     META,
     RangeDescriptor,
     all_descriptors,
-    bootstrap,
+    delete_descriptor,
     descriptor_by_id,
     descriptor_for_key,
+    seed_range_ids,
+    write_descriptor,
 )
+from feedkv.kv.range_descriptor import bootstrap as bootstrap_meta
+from feedkv.kv.range_move import MoveRecord
 from feedkv.kv.range_size import RangeSizes, measure, op_bytes
 from feedkv.kv.tscache import TimestampCache
 from feedkv.kv.txn_record import TXN_RECORDS, TxnRecord, read_record
 from feedkv.storage.engine import Completion, ReadWriter, Snapshot
+from feedkv.storage.gc import forward_threshold, gc_threshold
 from feedkv.storage.intent import Intent, TxnMeta, TxnStatus
 from feedkv.storage.lmdb_engine import LMDBEngine
 from feedkv.storage.logical_ops import LogicalOp
@@ -110,6 +118,7 @@ log = logging.getLogger(__name__)
 
 DATABASES = (*MVCC_DATABASES, META, TXN_RECORDS)
 SLOW_PUSH_S = 1.0
+Entry = tuple[str, bytes, bytes]  # a snapshot's (database, key, value)
 RESOLVE_ATTEMPTS = 10  # misses of a resolve whose ranges split or merge under it
 
 
@@ -187,14 +196,43 @@ class _WaitQueue:
                 self._cond.wait(timeout)
 
 
+class ClusterSender(Protocol):
+    """How a store of a cluster reaches the ranges other nodes hold (the node's router)."""
+
+    def push(self, request: PushTxn) -> PushTxnResponse:
+        """Push at the node holding the pushee's record; raises :class:`PushFailedError`
+        when the pushee outranks the pusher."""
+        ...
+
+    def resolve(self, request: ResolveIntent) -> None:
+        """Resolve the intents of ``request.span`` on every range and node it covers."""
+        ...
+
+
 class Store:
     def __init__(
-        self, path: str | Path, *, clock: Clock | None = None, config: StoreConfig | None = None
+        self,
+        path: str | Path,
+        *,
+        clock: Clock | None = None,
+        config: StoreConfig | None = None,
+        node_id: int = 1,
+        bootstrap: bool = True,
     ) -> None:
+        """``bootstrap``: create range r1 (on node ``node_id``) if the store has no
+        ranges; a node joining a cluster starts empty and receives ranges."""
         self.config = config or StoreConfig()
         self.clock = clock or Clock()
+        self.node_id = node_id
         self.engine = LMDBEngine(path, databases=DATABASES, sync=self.config.sync)
-        self.engine.write(bootstrap)
+        if bootstrap:
+            self.engine.write(lambda rw: bootstrap_meta(rw, node_id))
+        else:
+            self.engine.write(lambda rw: seed_range_ids(rw, node_id))
+        # Set by a node of a cluster: requests the node answers itself (range lookups
+        # from its directory, relocations), and how pushes and resolves reach other nodes.
+        self.intercept: Callable[[BatchRequest], BatchResponse | None] | None = None
+        self.cluster: ClusterSender | None = None
         opened_at = self.clock.now()
         self._ctx = CommandContext(
             clock=self.clock,
@@ -240,6 +278,8 @@ class Store:
                 self.clock.update(header.txn.write_ts)
             if header.timestamp is not None:
                 self.clock.update(header.timestamp)
+            if self.intercept is not None and (answer := self.intercept(batch)) is not None:
+                return Completion.of(Applied(answer, header.range_id))
         except FeedKVError as exc:
             return Completion.failed(exc)
         return self._attempt(batch)
@@ -316,7 +356,11 @@ class Store:
         blocks on the writes. Ranges may split or merge meanwhile: a part that its range no
         longer holds is tried again on the boundaries then, and after ``RESOLVE_ATTEMPTS``
         such misses :class:`~feedkv.errors.RangeRoutingError` is raised. Resolving again
-        is harmless; any other error stops it, with the parts before it resolved."""
+        is harmless; any other error stops it, with the parts before it resolved. In a
+        cluster the node's router does it, reaching the ranges other nodes hold."""
+        if self.cluster is not None:
+            self.cluster.resolve(request)
+            return
         left: Span | None = request.span
         misses = 0
         while left is not None:
@@ -333,6 +377,117 @@ class Store:
                     raise
                 continue
             left = Span(part.end, left.end) if part.end < left.end else None
+
+    # Moving ranges between nodes (the steps of feedkv.server.relocation; records in
+    # feedkv.kv.range_move).
+
+    def freeze(self, record: MoveRecord) -> tuple[RangeDescriptor, Timestamp]:
+        """Stop serving the range ``record`` moves (it persists with the record), close it
+        up to now and tell its observers; returns its descriptor and that timestamp, above
+        every read it served."""
+        ctx, range_id = self._ctx, record.desc.range_id
+
+        def freeze(rw: ReadWriter) -> tuple[RangeDescriptor, Timestamp]:
+            desc = descriptor_by_id(rw, range_id)
+            if desc is None:
+                raise RangeNotFoundError(range_id)
+            range_move.write_record(rw, record)
+            ctx.frozen.add(range_id)
+            return desc, ctx.closed.forward(range_id, ctx.clock.now())
+
+        def publish(frozen: tuple[RangeDescriptor, Timestamp]) -> None:
+            for observer in self._observers.get(range_id, ()):
+                observer.on_closed(frozen[1])  # the feeds' last checkpoint here
+
+        return self.engine.submit(freeze, publish).result()
+
+    def snapshot_range(self, span: Span) -> tuple[Timestamp, Iterator[list[Entry]]]:
+        """A frozen range's GC threshold and its state, in chunks (a snapshot of now)."""
+        snap = self.engine.snapshot()
+        threshold = gc_threshold(snap, span)
+
+        def chunks() -> Iterator[list[Entry]]:
+            with snap:
+                yield from range_move.read_snapshot(snap, span)
+
+        return threshold, chunks()
+
+    def drop_range(self, record: MoveRecord) -> None:
+        """The move's commit point, here on the node it leaves: the range's state and
+        descriptor go, a ``moved`` record keeps where it went; its observers end with
+        ``REPLICA_REMOVED``."""
+        range_id = record.desc.range_id
+
+        def drop(rw: ReadWriter) -> None:
+            desc = descriptor_by_id(rw, range_id)
+            if desc is None:
+                raise RangeNotFoundError(range_id)
+            range_move.clear_range(rw, desc.span)
+            delete_descriptor(rw, desc)
+            range_move.delete_record(rw, "moving", range_id)
+            range_move.write_record(rw, replace(record, kind="moved"))
+
+        def ended(_: None) -> None:
+            for observer in self._observers.pop(range_id, ()):
+                observer.on_range_ended(RangeEndReason.REPLICA_REMOVED)
+
+        self.engine.submit(drop, ended).result()
+        self._ctx.frozen.discard(range_id)
+        self._sizes.set(range_id, 0)
+
+    def abort_move(self, range_id: int) -> None:
+        """Serve the range again: its move did not commit."""
+
+        def abort(rw: ReadWriter) -> None:
+            range_move.delete_record(rw, "moving", range_id)
+            self._ctx.frozen.discard(range_id)
+
+        self.engine.write(abort)
+
+    def install(self, record: MoveRecord, chunk: list[Entry]) -> None:
+        """Write a chunk of a range arriving here (with its ``pending`` record: it serves
+        nothing until :meth:`activate`)."""
+
+        def install(rw: ReadWriter) -> None:
+            range_move.write_record(rw, record)
+            range_move.write_entries(rw, chunk)
+
+        self.engine.write(install)
+
+    def activate(self, record: MoveRecord) -> None:
+        """Serve the range that arrived (its ``pending`` record): its descriptor now,
+        closed where its old node closed it (every write lands above that, which is
+        above every read served there), with its GC threshold. Idempotent."""
+        ctx, desc, closed = self._ctx, record.desc, record.closed
+
+        def activate(rw: ReadWriter) -> None:
+            if range_move.read_record(rw, "pending", desc.range_id) is None:
+                return  # activated already: a repeated call
+            ctx.clock.update(closed)
+            ctx.tscache.add_span(desc.span, closed, None)
+            ctx.closed.forward(desc.range_id, closed)
+            forward_threshold(rw, desc.span, record.gc)
+            write_descriptor(rw, desc)
+            range_move.delete_record(rw, "pending", desc.range_id)
+            range_move.delete_record(rw, "moved", desc.range_id)  # it came back
+
+        self.engine.write(activate)
+        self._quietly(self._measure, desc)
+
+    def discard_pending(self, record: MoveRecord) -> None:
+        """Drop a range that arrived for a move that did not commit."""
+
+        def discard(rw: ReadWriter) -> None:
+            held = range_move.read_record(rw, "pending", record.desc.range_id)
+            if held is not None and held.move_id == record.move_id:
+                range_move.clear_range(rw, record.desc.span)
+                range_move.delete_record(rw, "pending", record.desc.range_id)
+
+        self.engine.write(discard)
+
+    def move_records(self, kind: str) -> list[MoveRecord]:
+        with self.engine.snapshot() as snap:
+            return range_move.records(snap, kind)
 
     # Applying commands.
 
@@ -453,25 +608,29 @@ class Store:
         while True:
             seen = self._waiters.generation
             try:
-                response = self._execute(BatchRequest(Header(), (request,))).response
-            except TxnPushFailed as exc:
+                return self.push(request).record
+            except PushFailedError as exc:
                 if not warned and time.monotonic() - waited_since > SLOW_PUSH_S:
                     warned = True
                     log.warning(
-                        "slow push: waited %.1f s for txn %s (%s, priority %d) blocking %s",
+                        "slow push: waited %.1f s for txn %s blocking %s (%s)",
                         time.monotonic() - waited_since,
                         pushee.id.hex()[:8],
-                        exc.record.status.value,
-                        exc.record.priority,
                         pusher.id.hex()[:8] if pusher is not None else "a request",
+                        exc,
                     )
-            else:
-                result = response.responses[0]
-                if not isinstance(result, PushTxnResponse):
-                    raise InvariantViolation(f"a push answered with {result!r}")
-                return result.record
             self._check_still_pending(pusher)
             self._waiters.wait(seen, self.config.push_poll_s)
+
+    def push(self, request: PushTxn) -> PushTxnResponse:
+        """Push at the pushee's record, here or (in a cluster) on the node holding it;
+        raises :class:`PushFailedError` when the pushee outranks the pusher."""
+        if self.cluster is not None:
+            return self.cluster.push(request)
+        result = self._execute(BatchRequest(Header(), (request,))).response.responses[0]
+        if not isinstance(result, PushTxnResponse):
+            raise InvariantViolation(f"a push answered with {result!r}")
+        return result
 
     def _check_still_pending(self, txn: Transaction | None) -> None:
         if self._stopping.is_set():
@@ -547,8 +706,9 @@ class Store:
                     self._execute(BatchRequest(Header(), (Split(midpoint, automatic=True),)))
         small = config.range_min_bytes
         for left, right in itertools.pairwise(descs):
-            if right.sticky or max(map(self._sizes.get, (left.range_id, right.range_id))) >= small:
-                continue
+            sizes = map(self._sizes.get, (left.range_id, right.range_id))
+            if left.end != right.start or right.sticky or max(sizes) >= small:
+                continue  # not neighbours here (a cluster), kept apart, or big enough
             if self._measure(left)[0] < small and self._measure(right)[0] < small:
                 log.info("merging %s and %s: both are below %d bytes", left, right, small)
                 self._execute(BatchRequest(Header(), (Merge(left.start, automatic=True),)))

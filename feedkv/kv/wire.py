@@ -193,10 +193,14 @@ def _desc_to(desc: RangeDescriptor, out: pb.RangeDescriptor) -> None:
     span_to_proto(desc.span, out.span)
     out.generation = desc.generation
     out.sticky = desc.sticky
+    out.replicas.extend(desc.replicas)
 
 
 def _desc_from(msg: pb.RangeDescriptor) -> RangeDescriptor:
-    return RangeDescriptor(msg.range_id, span_from_proto(msg.span), msg.generation, msg.sticky)
+    replicas = tuple(msg.replicas) or (1,)
+    return RangeDescriptor(
+        msg.range_id, span_from_proto(msg.span), msg.generation, msg.sticky, replicas
+    )
 
 
 def _status_from(code: int) -> TxnStatus:
@@ -259,6 +263,9 @@ def _encode_request(req: api.Request, out: pb.RequestUnion) -> None:
     elif isinstance(req, api.Merge):
         out.merge.key = req.key
         out.merge.automatic = req.automatic
+    elif isinstance(req, api.Relocate):
+        out.relocate.key = req.key
+        out.relocate.node_id = req.node_id
     elif isinstance(req, api.RangeLookup):
         out.range_lookup.key = req.key
         out.range_lookup.prefetch = min(req.prefetch, 2**32 - 1)
@@ -315,6 +322,7 @@ _REQUEST_DECODERS: dict[str, Callable[[Any], api.Request]] = {
     "split": lambda m: api.Split(m.key, m.automatic),
     "merge": lambda m: api.Merge(m.key, m.automatic),
     "range_lookup": lambda m: api.RangeLookup(m.key, m.prefetch),
+    "relocate": lambda m: api.Relocate(m.key, m.node_id),
     "export": lambda m: api.Export(
         span_from_proto(m.span),
         timestamp_from_proto(m.lo),
@@ -400,6 +408,8 @@ def _encode_response(resp: api.Response, out: pb.ResponseUnion) -> None:
         _desc_to(resp.right, out.split.right)
     elif isinstance(resp, api.MergeResponse):
         _desc_to(resp.merged, out.merge.merged)
+    elif isinstance(resp, api.RelocateResponse):
+        _desc_to(resp.moved, out.relocate.moved)
     elif isinstance(resp, api.RangeLookupResponse):
         out.range_lookup.SetInParent()
         for desc in resp.descriptors:
@@ -448,6 +458,7 @@ _RESPONSE_DECODERS: dict[str, Callable[[Any], api.Response]] = {
     "refresh_range": lambda m: api.RefreshRangeResponse(),
     "split": lambda m: api.SplitResponse(_desc_from(m.left), _desc_from(m.right)),
     "merge": lambda m: api.MergeResponse(_desc_from(m.merged)),
+    "relocate": lambda m: api.RelocateResponse(_desc_from(m.moved)),
     "range_lookup": lambda m: api.RangeLookupResponse(
         tuple(_desc_from(d) for d in m.descriptors),
         tuple(timestamp_from_proto(t) for t in m.closed_timestamps),
@@ -500,7 +511,9 @@ def batch_response_from_proto(msg: pb.BatchResponse) -> api.BatchResponse:
 
 
 def error_to_proto(exc: FeedKVError, out: pb.Error) -> None:
-    out.type = type(exc).__name__
+    # NB: named by its nearest class in feedkv.errors, which the other side rebuilds (a
+    # layer's own subclass, such as the store's failed push, travels as its base)
+    out.type = next(k.__name__ for k in type(exc).__mro__ if getattr(errors, k.__name__, None) is k)
     out.message = str(exc)
     if isinstance(exc, errors.RangeKeyMismatchError):
         for desc in exc.descriptors:

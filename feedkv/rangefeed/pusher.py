@@ -18,16 +18,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from feedkv.kv.api import (
-    MAX_PRIORITY,
-    BatchRequest,
-    Header,
-    PushTxn,
-    PushTxnResponse,
-    PushType,
-    ResolveIntent,
-)
-from feedkv.kv.command import TxnPushFailed
+from feedkv.errors import PushFailedError
+from feedkv.kv.api import MAX_PRIORITY, PushTxn, PushType, ResolveIntent
 from feedkv.kv.store import Store
 from feedkv.kv.txn_record import TxnRecord
 from feedkv.storage.intent import TxnMeta, TxnStatus
@@ -57,11 +49,9 @@ class StorePusher:
     def push(self, txn: TxnMeta, push_to: Timestamp) -> TxnRecord | None:
         request = PushTxn(txn, PushType.TIMESTAMP, push_to, MAX_PRIORITY, None)
         try:
-            response = self.store.send(BatchRequest(Header(), (request,)))
-        except TxnPushFailed:
+            return self.store.push(request).record
+        except PushFailedError:
             return None
-        result = response.responses[0]
-        return result.record if isinstance(result, PushTxnResponse) else None
 
     def resolve(self, span: Span, txn: TxnMeta, status: TxnStatus) -> None:
         # NB: range by range: a processor's span is its range's when it started, and the

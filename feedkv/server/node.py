@@ -14,15 +14,26 @@ from __future__ import annotations
 
 import secrets
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Self
 
+from feedkv.errors import InvalidArgumentError, InvariantViolation
 from feedkv.kv.address import host_port, parse_listen
+from feedkv.kv.db import LocalTransport
 from feedkv.kv.server import NodeServer
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.rangefeed.service import RangeFeedService
 from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
+from feedkv.server.cluster import (
+    HEARTBEAT_S,
+    Cluster,
+    ClusterIdent,
+    method_handlers,
+    start_ident,
+)
+from feedkv.server.relocation import Relocations
 from feedkv.sql.row_codec import row_split_key
 from feedkv.util.hlc import Clock
 
@@ -38,32 +49,59 @@ class Node:
         config: StoreConfig | None = None,
         feed_config: FeedConfig | None = None,
         clock: Clock | None = None,
+        join: Sequence[str] | None = None,
+        heartbeat_s: float = HEARTBEAT_S,
     ) -> None:
+        """``join``: this node is a member of a cluster (it must listen): ``[]`` starts
+        one (or rejoins the one its store belongs to), addresses of members join theirs
+        (see :mod:`feedkv.server.cluster`). ``None``: a node of its own."""
         config = config or StoreConfig()
         if config.split_key is None:
             config = replace(config, split_key=row_split_key)
         self.path = Path(store_path)
-        self.store = Store(store_path, clock=clock, config=config)
+        if join is not None and listen is None:
+            raise InvalidArgumentError("a node of a cluster must listen: give it listen=")
+        ident, bootstraps = start_ident(self.path, join) if join is not None else (None, True)
+        node_id = ident.node_id if ident is not None else 1
+        self.store = Store(
+            store_path, clock=clock, config=config, node_id=node_id, bootstrap=bootstraps
+        )
         self.node_id = _node_id(self.path)
         self.server: NodeServer | None = None
+        self.cluster: Cluster | None = None
         self._serve_lock = threading.Lock()
         try:
             self.feeds = StoreFeeds(self.store, feed_config)
             if listen is not None:
                 self.serve(listen)
+            if ident is not None:
+                self.cluster = self._member(ident, join or (), heartbeat_s)
         except BaseException:
-            self.store.close()
+            self.stop()
             raise
+
+    def _member(self, ident: ClusterIdent, join: Sequence[str], heartbeat_s: float) -> Cluster:
+        if self.server is None:
+            raise InvariantViolation("a node joins its cluster once it listens")
+        address = host_port(self.server.host, self.server.port)
+        local = LocalTransport(self.store, owned=False)
+        cluster = Cluster(
+            self.store, ident, address, local=local, join=join, heartbeat_s=heartbeat_s
+        )
+        cluster.relocations = Relocations(cluster)
+        cluster.start()
+        return cluster
 
     def serve(self, listen: str = "127.0.0.1:0") -> str:
         """Start the gRPC server (if it is not running) and return :attr:`url`: an
         embedded node does this when other processes (Spark's) need to reach it."""
         with self._serve_lock:
             if self.server is None:
-                rangefeed = RangeFeedService(self.feeds).handler()
-                server = NodeServer(
-                    self.store, *parse_listen(listen), more_methods={"RangeFeed": rangefeed}
-                )
+                methods = {
+                    "RangeFeed": RangeFeedService(self.feeds).handler(),
+                    **method_handlers(lambda: self.cluster),
+                }
+                server = NodeServer(self.store, *parse_listen(listen), more_methods=methods)
                 server.start()
                 self.server = server
         return self.url
@@ -78,7 +116,10 @@ class Node:
     def stop(self, grace_s: float = 10.0) -> None:
         """End the rangefeeds (their streams send ``NODE_SHUTDOWN`` and finish), drain
         calls in flight, then close the store. Idempotent."""
-        self.feeds.close()
+        if self.cluster is not None:
+            self.cluster.stop()
+        if hasattr(self, "feeds"):
+            self.feeds.close()
         if self.server is not None:
             self.server.stop(grace_s)
         self.store.close()

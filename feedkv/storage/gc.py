@@ -26,7 +26,7 @@ from feedkv.storage.schema import CHANGES, GC_THRESHOLDS, VERSIONS
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
-__all__ = ["GCResult", "check_gc_threshold", "gc", "gc_threshold"]
+__all__ = ["GCResult", "check_gc_threshold", "forward_threshold", "gc", "gc_threshold"]
 
 _RECORD = struct.Struct(">QI")
 _TAG = b"t"  # NB: record keys are tagged: LMDB refuses the empty key a span from KEY_MIN has
@@ -74,7 +74,9 @@ def check_gc_threshold(reader: Reader, span: Span, ts: Timestamp, what: str = "r
         raise BatchTimestampBeforeGCError(ts, threshold, what)
 
 
-def _forward_threshold(rw: ReadWriter, span: Span, threshold: Timestamp) -> None:
+def forward_threshold(rw: ReadWriter, span: Span, threshold: Timestamp) -> None:
+    """Raise ``span``'s threshold to ``threshold`` where it is lower (a range moved here
+    brings its own)."""
     pieces: list[tuple[bytes, bytes, Timestamp]] = []
     cursor = span.start
     old = _records(rw, span)
@@ -98,7 +100,7 @@ def _forward_threshold(rw: ReadWriter, span: Span, threshold: Timestamp) -> None
 
 def gc(rw: ReadWriter, span: Span, threshold: Timestamp) -> GCResult:
     """Remove versions in ``span`` no read at or above ``threshold`` can see."""
-    _forward_threshold(rw, span, threshold)
+    forward_threshold(rw, span, threshold)
     low = key_versions_start(span.start)
     high = key_versions_start(span.end)
     doomed: list[tuple[bytes, Timestamp, bytes]] = []

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from feedkv.errors import InvariantViolation
+from feedkv.errors import RangeKeyMismatchError
 from feedkv.kv.range_descriptor import (
     META,
     RangeDescriptor,
@@ -202,17 +202,18 @@ def test_a_merge_written_as_delete_and_rewrite_is_found_by_key(engine: LMDBEngin
     assert read(engine, all_descriptors) == [merged]
 
 
-def test_a_key_past_the_last_range_is_reported_as_a_hole(engine: LMDBEngine) -> None:
+def test_a_key_past_the_last_range_of_the_store_is_a_routing_error(engine: LMDBEngine) -> None:
+    """A store of a cluster holds some ranges: the client must look elsewhere."""
     write_all(engine, desc(1, KEY_MIN, b"m"))
 
-    with pytest.raises(InvariantViolation, match="hole"):
+    with pytest.raises(RangeKeyMismatchError, match="no range of this node"):
         read(engine, lambda r: descriptor_for_key(r, b"x"))
 
 
-def test_a_key_in_a_gap_between_ranges_is_reported(engine: LMDBEngine) -> None:
+def test_a_key_in_a_gap_between_ranges_is_a_routing_error(engine: LMDBEngine) -> None:
     write_all(engine, desc(1, KEY_MIN, b"d"), desc(2, b"m", KEY_MAX))
 
-    with pytest.raises(InvariantViolation, match="lacks it"):
+    with pytest.raises(RangeKeyMismatchError, match="no range of this node"):
         read(engine, lambda r: descriptor_for_key(r, b"f"))
 
 
@@ -272,3 +273,12 @@ def test_the_id_counter_does_not_look_like_a_range(engine: LMDBEngine) -> None:
     engine.write(next_range_id)
 
     assert read(engine, all_descriptors) == [desc(1, KEY_MIN, KEY_MAX)]
+
+
+def test_a_descriptor_keeps_its_replicas_through_encoding_and_splits(engine: LMDBEngine) -> None:
+    placed = RangeDescriptor(7, Span(b"a", b"q"), 3, sticky=True, replicas=(3, 1, 2))
+
+    assert RangeDescriptor.decode(placed.encode()) == placed
+    assert placed.lease_holder == 3
+    engine.write(lambda rw: bootstrap(rw, 4))
+    assert read(engine, all_descriptors)[0].replicas == (4,)

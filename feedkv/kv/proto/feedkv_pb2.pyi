@@ -92,16 +92,18 @@ class TxnRecord(_message.Message):
     def __init__(self, meta: _Optional[_Union[TxnMeta, _Mapping]] = ..., status: _Optional[_Union[TxnStatus, str]] = ..., priority: _Optional[int] = ..., last_active_ns: _Optional[int] = ...) -> None: ...
 
 class RangeDescriptor(_message.Message):
-    __slots__ = ("range_id", "span", "generation", "sticky")
+    __slots__ = ("range_id", "span", "generation", "sticky", "replicas")
     RANGE_ID_FIELD_NUMBER: _ClassVar[int]
     SPAN_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     STICKY_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
     range_id: int
     span: Span
     generation: int
     sticky: bool
-    def __init__(self, range_id: _Optional[int] = ..., span: _Optional[_Union[Span, _Mapping]] = ..., generation: _Optional[int] = ..., sticky: _Optional[bool] = ...) -> None: ...
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, range_id: _Optional[int] = ..., span: _Optional[_Union[Span, _Mapping]] = ..., generation: _Optional[int] = ..., sticky: _Optional[bool] = ..., replicas: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class GetRequest(_message.Message):
     __slots__ = ("key",)
@@ -197,6 +199,14 @@ class SplitRequest(_message.Message):
     automatic: bool
     def __init__(self, key: _Optional[bytes] = ..., automatic: _Optional[bool] = ...) -> None: ...
 
+class RelocateRequest(_message.Message):
+    __slots__ = ("key", "node_id")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    node_id: int
+    def __init__(self, key: _Optional[bytes] = ..., node_id: _Optional[int] = ...) -> None: ...
+
 class MergeRequest(_message.Message):
     __slots__ = ("key", "automatic")
     KEY_FIELD_NUMBER: _ClassVar[int]
@@ -238,7 +248,7 @@ class ExportPosition(_message.Message):
     def __init__(self, ts: _Optional[_Union[Timestamp, _Mapping]] = ..., key: _Optional[bytes] = ...) -> None: ...
 
 class RequestUnion(_message.Message):
-    __slots__ = ("get", "put", "conditional_put", "delete_range", "scan", "end_txn", "heartbeat_txn", "push_txn", "resolve_intent", "refresh_range", "split", "merge", "range_lookup", "export", "conditional_put_exists")
+    __slots__ = ("get", "put", "conditional_put", "delete_range", "scan", "end_txn", "heartbeat_txn", "push_txn", "resolve_intent", "refresh_range", "split", "merge", "range_lookup", "export", "conditional_put_exists", "relocate")
     GET_FIELD_NUMBER: _ClassVar[int]
     PUT_FIELD_NUMBER: _ClassVar[int]
     CONDITIONAL_PUT_FIELD_NUMBER: _ClassVar[int]
@@ -254,6 +264,7 @@ class RequestUnion(_message.Message):
     RANGE_LOOKUP_FIELD_NUMBER: _ClassVar[int]
     EXPORT_FIELD_NUMBER: _ClassVar[int]
     CONDITIONAL_PUT_EXISTS_FIELD_NUMBER: _ClassVar[int]
+    RELOCATE_FIELD_NUMBER: _ClassVar[int]
     get: GetRequest
     put: PutRequest
     conditional_put: ConditionalPutRequest
@@ -269,7 +280,8 @@ class RequestUnion(_message.Message):
     range_lookup: RangeLookupRequest
     export: ExportRequest
     conditional_put_exists: ConditionalPutRequest
-    def __init__(self, get: _Optional[_Union[GetRequest, _Mapping]] = ..., put: _Optional[_Union[PutRequest, _Mapping]] = ..., conditional_put: _Optional[_Union[ConditionalPutRequest, _Mapping]] = ..., delete_range: _Optional[_Union[DeleteRangeRequest, _Mapping]] = ..., scan: _Optional[_Union[ScanRequest, _Mapping]] = ..., end_txn: _Optional[_Union[EndTxnRequest, _Mapping]] = ..., heartbeat_txn: _Optional[_Union[HeartbeatTxnRequest, _Mapping]] = ..., push_txn: _Optional[_Union[PushTxnRequest, _Mapping]] = ..., resolve_intent: _Optional[_Union[ResolveIntentRequest, _Mapping]] = ..., refresh_range: _Optional[_Union[RefreshRangeRequest, _Mapping]] = ..., split: _Optional[_Union[SplitRequest, _Mapping]] = ..., merge: _Optional[_Union[MergeRequest, _Mapping]] = ..., range_lookup: _Optional[_Union[RangeLookupRequest, _Mapping]] = ..., export: _Optional[_Union[ExportRequest, _Mapping]] = ..., conditional_put_exists: _Optional[_Union[ConditionalPutRequest, _Mapping]] = ...) -> None: ...
+    relocate: RelocateRequest
+    def __init__(self, get: _Optional[_Union[GetRequest, _Mapping]] = ..., put: _Optional[_Union[PutRequest, _Mapping]] = ..., conditional_put: _Optional[_Union[ConditionalPutRequest, _Mapping]] = ..., delete_range: _Optional[_Union[DeleteRangeRequest, _Mapping]] = ..., scan: _Optional[_Union[ScanRequest, _Mapping]] = ..., end_txn: _Optional[_Union[EndTxnRequest, _Mapping]] = ..., heartbeat_txn: _Optional[_Union[HeartbeatTxnRequest, _Mapping]] = ..., push_txn: _Optional[_Union[PushTxnRequest, _Mapping]] = ..., resolve_intent: _Optional[_Union[ResolveIntentRequest, _Mapping]] = ..., refresh_range: _Optional[_Union[RefreshRangeRequest, _Mapping]] = ..., split: _Optional[_Union[SplitRequest, _Mapping]] = ..., merge: _Optional[_Union[MergeRequest, _Mapping]] = ..., range_lookup: _Optional[_Union[RangeLookupRequest, _Mapping]] = ..., export: _Optional[_Union[ExportRequest, _Mapping]] = ..., conditional_put_exists: _Optional[_Union[ConditionalPutRequest, _Mapping]] = ..., relocate: _Optional[_Union[RelocateRequest, _Mapping]] = ...) -> None: ...
 
 class Header(_message.Message):
     __slots__ = ("range_id", "generation", "timestamp", "txn", "deadline")
@@ -373,6 +385,12 @@ class MergeResponse(_message.Message):
     merged: RangeDescriptor
     def __init__(self, merged: _Optional[_Union[RangeDescriptor, _Mapping]] = ...) -> None: ...
 
+class RelocateResponse(_message.Message):
+    __slots__ = ("moved",)
+    MOVED_FIELD_NUMBER: _ClassVar[int]
+    moved: RangeDescriptor
+    def __init__(self, moved: _Optional[_Union[RangeDescriptor, _Mapping]] = ...) -> None: ...
+
 class ExportedVersion(_message.Message):
     __slots__ = ("key", "ts", "value", "prev_value")
     KEY_FIELD_NUMBER: _ClassVar[int]
@@ -402,7 +420,7 @@ class RangeLookupResponse(_message.Message):
     def __init__(self, descriptors: _Optional[_Iterable[_Union[RangeDescriptor, _Mapping]]] = ..., closed_timestamps: _Optional[_Iterable[_Union[Timestamp, _Mapping]]] = ...) -> None: ...
 
 class ResponseUnion(_message.Message):
-    __slots__ = ("get", "put", "conditional_put", "delete_range", "scan", "end_txn", "heartbeat_txn", "push_txn", "resolve_intent", "refresh_range", "split", "merge", "range_lookup", "export")
+    __slots__ = ("get", "put", "conditional_put", "delete_range", "scan", "end_txn", "heartbeat_txn", "push_txn", "resolve_intent", "refresh_range", "split", "merge", "range_lookup", "export", "relocate")
     GET_FIELD_NUMBER: _ClassVar[int]
     PUT_FIELD_NUMBER: _ClassVar[int]
     CONDITIONAL_PUT_FIELD_NUMBER: _ClassVar[int]
@@ -417,6 +435,7 @@ class ResponseUnion(_message.Message):
     MERGE_FIELD_NUMBER: _ClassVar[int]
     RANGE_LOOKUP_FIELD_NUMBER: _ClassVar[int]
     EXPORT_FIELD_NUMBER: _ClassVar[int]
+    RELOCATE_FIELD_NUMBER: _ClassVar[int]
     get: GetResponse
     put: PutResponse
     conditional_put: ConditionalPutResponse
@@ -431,7 +450,8 @@ class ResponseUnion(_message.Message):
     merge: MergeResponse
     range_lookup: RangeLookupResponse
     export: ExportResponse
-    def __init__(self, get: _Optional[_Union[GetResponse, _Mapping]] = ..., put: _Optional[_Union[PutResponse, _Mapping]] = ..., conditional_put: _Optional[_Union[ConditionalPutResponse, _Mapping]] = ..., delete_range: _Optional[_Union[DeleteRangeResponse, _Mapping]] = ..., scan: _Optional[_Union[ScanResponse, _Mapping]] = ..., end_txn: _Optional[_Union[EndTxnResponse, _Mapping]] = ..., heartbeat_txn: _Optional[_Union[HeartbeatTxnResponse, _Mapping]] = ..., push_txn: _Optional[_Union[PushTxnResponse, _Mapping]] = ..., resolve_intent: _Optional[_Union[ResolveIntentResponse, _Mapping]] = ..., refresh_range: _Optional[_Union[RefreshRangeResponse, _Mapping]] = ..., split: _Optional[_Union[SplitResponse, _Mapping]] = ..., merge: _Optional[_Union[MergeResponse, _Mapping]] = ..., range_lookup: _Optional[_Union[RangeLookupResponse, _Mapping]] = ..., export: _Optional[_Union[ExportResponse, _Mapping]] = ...) -> None: ...
+    relocate: RelocateResponse
+    def __init__(self, get: _Optional[_Union[GetResponse, _Mapping]] = ..., put: _Optional[_Union[PutResponse, _Mapping]] = ..., conditional_put: _Optional[_Union[ConditionalPutResponse, _Mapping]] = ..., delete_range: _Optional[_Union[DeleteRangeResponse, _Mapping]] = ..., scan: _Optional[_Union[ScanResponse, _Mapping]] = ..., end_txn: _Optional[_Union[EndTxnResponse, _Mapping]] = ..., heartbeat_txn: _Optional[_Union[HeartbeatTxnResponse, _Mapping]] = ..., push_txn: _Optional[_Union[PushTxnResponse, _Mapping]] = ..., resolve_intent: _Optional[_Union[ResolveIntentResponse, _Mapping]] = ..., refresh_range: _Optional[_Union[RefreshRangeResponse, _Mapping]] = ..., split: _Optional[_Union[SplitResponse, _Mapping]] = ..., merge: _Optional[_Union[MergeResponse, _Mapping]] = ..., range_lookup: _Optional[_Union[RangeLookupResponse, _Mapping]] = ..., export: _Optional[_Union[ExportResponse, _Mapping]] = ..., relocate: _Optional[_Union[RelocateResponse, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("type", "message", "descriptors", "range_id", "reason", "ts", "key", "expected", "actual")

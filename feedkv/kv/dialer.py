@@ -1,0 +1,154 @@
+"""Reaching the nodes of a cluster: a transport per node, and the nodes' own calls.
+
+A :class:`ClusterDialer` is the :class:`~feedkv.kv.router.Transport` of a client of a
+cluster (and of each node's own router): the node it connects to, its *gateway*,
+answers range lookups and the clock, and :meth:`ClusterDialer.dial` gives the transport
+to the node a range's descriptor names, connecting on first use. On a single node every
+range names the gateway, so nothing more is ever dialled.
+
+Node-to-node calls (heartbeats, joins, range snapshots: :mod:`feedkv.server.cluster`)
+and the ``Nodes`` call a client uses to learn addresses are unary gRPC methods of the
+node's service whose messages are msgpack maps (:func:`call`): internal, few and
+small, so they need no protobuf schema of their own.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import msgpack
+
+from feedkv.errors import InvalidArgumentError, NodeUnavailableError
+from feedkv.kv.address import split_host_port
+from feedkv.kv.api import BatchRequest, BatchResponse
+from feedkv.kv.grpc_transport import GrpcTransport
+from feedkv.kv.router import Transport
+from feedkv.kv.wire import SERVICE
+from feedkv.util.hlc import Timestamp
+
+__all__ = ["ClusterDialer", "RemoteNodes", "call", "node_addresses", "nodes"]
+
+CALL_TIMEOUT_S = 10.0
+
+
+def call(
+    channel: grpc.Channel, method: str, message: dict[str, Any], timeout_s: float = CALL_TIMEOUT_S
+) -> dict[str, Any]:
+    """Call the node's msgpack method ``method``; raises :class:`NodeUnavailableError`
+    when the node cannot be reached or the call fails there."""
+    stub = channel.unary_unary(f"/{SERVICE}/{method}")
+    try:
+        reply = stub(msgpack.packb(message), timeout=timeout_s)
+    except grpc.RpcError as exc:
+        details = exc.details() if hasattr(exc, "details") else str(exc)
+        raise NodeUnavailableError(f"{method} call failed: {details}") from exc
+    answer: dict[str, Any] = msgpack.unpackb(reply)
+    return answer
+
+
+def node_addresses(channel: grpc.Channel) -> tuple[int, dict[int, str]]:
+    """The id of the node behind ``channel`` and the addresses of the nodes it knows."""
+    answer = call(channel, "Nodes", {})
+    return answer["me"], {n["id"]: n["address"] for n in answer["nodes"]}
+
+
+def nodes(client: Any) -> list[dict[str, Any]]:
+    """The nodes as the node ``client`` (a :class:`feedkv.DB` of a server) connects to
+    sees them: id, address, epoch, live, ranges, clock offset (ns)."""
+    gateway = getattr(client.transport, "gateway", None)
+    channel = getattr(gateway, "channel", None)
+    if channel is None:
+        raise InvalidArgumentError("node status needs a client of a server (feedkv://...)")
+    found: list[dict[str, Any]] = call(channel, "Nodes", {})["nodes"]
+    return found
+
+
+class RemoteNodes:
+    """What a client knows of the nodes, asked of its gateway (``Nodes``) when it meets
+    a node it does not know."""
+
+    def __init__(self, channel: grpc.Channel) -> None:
+        self._channel = channel
+        self._lock = threading.Lock()
+        self._gateway: int | None = None
+        self._addresses: dict[int, str] = {}
+
+    def gateway_node(self) -> int:
+        if self._gateway is None:
+            self._refresh()
+        return self._gateway or 0
+
+    def address(self, node_id: int) -> str | None:
+        if node_id not in self._addresses:
+            self._refresh()
+        return self._addresses.get(node_id)
+
+    def _refresh(self) -> None:
+        me, addresses = node_addresses(self._channel)
+        with self._lock:
+            self._gateway, self._addresses = me, addresses
+
+
+class ClusterDialer:
+    def __init__(
+        self,
+        gateway: Transport,
+        *,
+        gateway_node: Callable[[], int],
+        addresses: Callable[[int], str | None],
+        connect_timeout_s: float = 5.0,
+    ) -> None:
+        """``gateway_node()``: the gateway's node id; ``addresses(node_id)``: where a node
+        listens (``None``: not known)."""
+        self.gateway = gateway
+        self._gateway_node = gateway_node
+        self._addresses = addresses
+        self._connect_timeout_s = connect_timeout_s
+        self._lock = threading.Lock()
+        self._peers: dict[int, GrpcTransport] = {}
+
+    def send(self, batch: BatchRequest) -> BatchResponse:
+        return self.gateway.send(batch)
+
+    def now(self) -> Timestamp:
+        return self.gateway.now()
+
+    def dial(self, node_id: int) -> Transport:
+        if node_id == self._gateway_node():
+            return self.gateway
+        with self._lock:
+            known = self._peers.get(node_id)
+        if known is not None:
+            return known
+        address = self._addresses(node_id)
+        parsed = split_host_port(address) if address is not None else None
+        if parsed is None:
+            raise NodeUnavailableError(f"node n{node_id} is not known to this node (yet)")
+        try:
+            transport = GrpcTransport(*parsed, connect_timeout_s=self._connect_timeout_s)
+        except NodeUnavailableError as exc:
+            raise NodeUnavailableError(
+                f"node n{node_id} at {address} is unavailable (its ranges wait for it): {exc}"
+            ) from None
+        with self._lock:
+            raced = self._peers.setdefault(node_id, transport)
+        if raced is not transport:
+            transport.close()
+        return raced
+
+    def forget(self, node_id: int) -> None:
+        """Drop the connection to a node (it moved to another address)."""
+        with self._lock:
+            transport = self._peers.pop(node_id, None)
+        if transport is not None:
+            transport.close()
+
+    def close(self) -> None:
+        with self._lock:
+            peers, self._peers = list(self._peers.values()), {}
+        for transport in peers:
+            transport.close()
+        self.gateway.close()

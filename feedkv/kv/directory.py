@@ -1,0 +1,85 @@
+"""Where every range of a cluster lives, as its nodes report it: the cluster's addressing.
+
+Each node is the authority on the ranges its store holds: it reports their descriptors
+(with a sequence number that grows with each change) to every other node in its
+heartbeats (:mod:`feedkv.server.cluster`). A :class:`RangeDirectory` keeps the latest
+report of each node and answers range lookups from their union. Where two reports
+overlap (a range moved, and the node it left has not reported since), the descriptor
+of the higher generation wins: a move, split or merge always bumps it.
+
+This takes the place of CockroachDB's meta ranges. The answers may be stale for a
+heartbeat; that is safe, because a node refuses a request for a range it does not hold
+with a routing error (carrying the range's new descriptor when it moved the range away),
+and the client looks again. A dead node's last report stays, so its ranges are addressed
+to it and fail with an error naming it until it comes back.
+
+Pure: no I/O, no clock; the caller feeds reports in.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+
+from feedkv.kv.range_descriptor import RangeDescriptor
+
+__all__ = ["RangeDirectory"]
+
+
+class RangeDirectory:
+    def __init__(self) -> None:
+        self._reports: dict[int, tuple[int, tuple[RangeDescriptor, ...]]] = {}
+        self._descs: list[RangeDescriptor] = []
+        self._starts: list[bytes] = []
+
+    def report(self, node_id: int, seq: int, descs: Iterable[RangeDescriptor]) -> bool:
+        """Take node ``node_id``'s report of its ranges; an older ``seq`` than the one held
+        is ignored. Returns whether the directory changed."""
+        held = self._reports.get(node_id)
+        if held is not None and held[0] >= seq:
+            return False
+        self._reports[node_id] = (seq, tuple(descs))
+        self._rebuild()
+        return True
+
+    def seq(self, node_id: int) -> int:
+        """The sequence number of the node's report held (-1: none)."""
+        held = self._reports.get(node_id)
+        return held[0] if held is not None else -1
+
+    def lookup(self, key: bytes, prefetch: int = 0) -> tuple[RangeDescriptor, ...]:
+        """The range holding ``key`` and up to ``prefetch`` ranges after it; empty when no
+        node has reported the range yet."""
+        index = bisect.bisect_right(self._starts, key) - 1
+        if index < 0 or not self._descs[index].contains_key(key):
+            return ()
+        return tuple(self._descs[index : index + 1 + max(prefetch, 0)])
+
+    def descriptors(self) -> list[RangeDescriptor]:
+        """Every range known, in key order."""
+        return list(self._descs)
+
+    def ranges_of(self, node_id: int) -> int:
+        """How many ranges ``node_id`` holds, as known here."""
+        return sum(1 for d in self._descs if node_id in d.replicas)
+
+    def _rebuild(self) -> None:
+        candidates = sorted(
+            (d for _seq, descs in self._reports.values() for d in descs),
+            key=lambda d: d.generation,
+            reverse=True,
+        )
+        chosen: list[RangeDescriptor] = []
+        starts: list[bytes] = []
+        for desc in candidates:
+            at = bisect.bisect_left(starts, desc.start)
+            before = chosen[at - 1] if at > 0 else None
+            after = chosen[at] if at < len(chosen) else None
+            if (before is not None and before.end > desc.start) or (
+                after is not None and after.start < desc.end
+            ):
+                continue  # a newer generation covers part of it
+            chosen.insert(at, desc)
+            starts.insert(at, desc.start)
+        self._descs = chosen
+        self._starts = starts

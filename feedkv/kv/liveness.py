@@ -1,0 +1,121 @@
+"""Which nodes make up the cluster and which of them are alive.
+
+Every node heartbeats every other node (:mod:`feedkv.server.cluster`); each heartbeat
+carries the sender's :class:`NodeDescriptor` (id, address, epoch) and the nodes it
+knows, so a node that joins through one member learns them all. A node not heard from
+for ``dead_after_ns`` (9 s by default, as CockroachDB's liveness) is dead to this node.
+The epoch grows each time a node starts, so a restarted node is told apart from its
+previous life.
+
+Heartbeats also measure clock offsets: the sender's clock reading against the middle of
+the round trip. A node whose clock is off from the others by more than the maximum
+offset must not serve (its timestamps could order writes wrongly); :meth:`Liveness.offset_error`
+says why.
+
+Pure: times are passed in (monotonic nanoseconds for liveness, wall nanoseconds for
+offsets).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["DEAD_AFTER_NS", "MAX_OFFSET_NS", "Liveness", "NodeDescriptor", "NodeStatus"]
+
+DEAD_AFTER_NS = 9_000_000_000
+MAX_OFFSET_NS = 500_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDescriptor:
+    node_id: int
+    address: str  # host:port of its gRPC server
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStatus:
+    desc: NodeDescriptor
+    live: bool
+    heard_ago_ns: int | None  # None: never heard from (or this node itself)
+    offset_ns: int | None  # its clock minus this node's, at the last heartbeat
+
+
+class Liveness:
+    def __init__(
+        self,
+        me: NodeDescriptor,
+        *,
+        dead_after_ns: int = DEAD_AFTER_NS,
+        max_offset_ns: int = MAX_OFFSET_NS,
+    ) -> None:
+        self.me = me
+        self.dead_after_ns = dead_after_ns
+        self.max_offset_ns = max_offset_ns
+        self._nodes: dict[int, NodeDescriptor] = {me.node_id: me}
+        self._heard: dict[int, int] = {}
+        self._offsets: dict[int, int] = {}
+
+    def learn(self, desc: NodeDescriptor) -> bool:
+        """Note a node another node told of (a newer epoch replaces the older); returns
+        whether it was news."""
+        known = self._nodes.get(desc.node_id)
+        if known is not None and known.epoch >= desc.epoch:
+            return False
+        self._nodes[desc.node_id] = desc
+        return True
+
+    def heard(self, desc: NodeDescriptor, at_ns: int, offset_ns: int | None = None) -> None:
+        """A heartbeat from ``desc``'s node (or its answer to ours) at monotonic ``at_ns``."""
+        self.learn(desc)
+        self._heard[desc.node_id] = at_ns
+        if offset_ns is not None:
+            self._offsets[desc.node_id] = offset_ns
+
+    def address(self, node_id: int) -> str | None:
+        desc = self._nodes.get(node_id)
+        return desc.address if desc is not None else None
+
+    def nodes(self) -> list[NodeDescriptor]:
+        return [self._nodes[n] for n in sorted(self._nodes)]
+
+    def peers(self) -> list[NodeDescriptor]:
+        return [d for d in self.nodes() if d.node_id != self.me.node_id]
+
+    def is_live(self, node_id: int, now_ns: int) -> bool:
+        if node_id == self.me.node_id:
+            return True
+        heard = self._heard.get(node_id)
+        return heard is not None and now_ns - heard <= self.dead_after_ns
+
+    def status(self, now_ns: int) -> list[NodeStatus]:
+        out = []
+        for desc in self.nodes():
+            heard = self._heard.get(desc.node_id)
+            out.append(
+                NodeStatus(
+                    desc,
+                    self.is_live(desc.node_id, now_ns),
+                    now_ns - heard if heard is not None else None,
+                    self._offsets.get(desc.node_id),
+                )
+            )
+        return out
+
+    def offset_error(self, now_ns: int) -> str | None:
+        """Why this node must not serve: its clock is off by more than the maximum
+        offset from a majority of the live nodes it measured (``None``: it may serve)."""
+        measured = [
+            (n, off)
+            for n, off in self._offsets.items()
+            if self.is_live(n, now_ns) and n != self.me.node_id
+        ]
+        far = [(n, off) for n, off in measured if abs(off) > self.max_offset_ns]
+        if not far or 2 * len(far) < len(measured) + 1:
+            return None
+        worst, offset = max(far, key=lambda item: abs(item[1]))
+        return (
+            f"this node's clock is {abs(offset) / 1e6:.0f} ms "
+            f"{'behind' if offset > 0 else 'ahead of'} node n{worst}'s, beyond the maximum "
+            f"offset of {self.max_offset_ns / 1e6:.0f} ms; fix the clock (NTP) and restart"
+        )

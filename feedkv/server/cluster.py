@@ -1,0 +1,397 @@
+"""A node's membership of a cluster: its identity, joining, heartbeats and addressing.
+
+The first node of a cluster bootstraps it (``feedkv start`` without ``--join``): it is
+node 1 and its store creates range r1 over the whole keyspace. A node started with
+``--join HOST:PORT[,...]`` and an empty store asks a member to join: the member hands
+out the next node id (a transaction on a cluster key) and the cluster id, which the
+new node keeps in its store directory (``cluster.json``, with an epoch that grows at
+each start). Its store starts with no ranges; ranges arrive by relocation.
+
+Every ``heartbeat_s`` each node calls ``Gossip`` on every node it knows, carrying its
+descriptor, its clock, the nodes it knows and the descriptors of the ranges it holds;
+the answer carries the same of the callee. So every node keeps a
+:class:`~feedkv.kv.liveness.Liveness` (who is alive, clock offsets) and a
+:class:`~feedkv.kv.directory.RangeDirectory` (which node holds which range) of the
+whole cluster, and answers range lookups from it. The I/O is here; both are pure.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import grpc
+import msgpack
+
+from feedkv.errors import FeedKVError, InvalidArgumentError, NodeUnavailableError
+from feedkv.kv.api import (
+    BatchRequest,
+    BatchResponse,
+    Header,
+    PushTxn,
+    PushTxnResponse,
+    RangeLookup,
+    RangeLookupResponse,
+    Relocate,
+    RelocateResponse,
+    ResolveIntent,
+)
+from feedkv.kv.dialer import ClusterDialer, call
+from feedkv.kv.directory import RangeDirectory
+from feedkv.kv.liveness import DEAD_AFTER_NS, Liveness, NodeDescriptor
+from feedkv.kv.range_descriptor import RangeDescriptor
+from feedkv.kv.router import Router, Transport
+from feedkv.kv.store import Store
+from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
+
+__all__ = [
+    "Cluster",
+    "ClusterIdent",
+    "join_cluster",
+    "load_ident",
+    "method_handlers",
+    "start_ident",
+]
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_S = 1.0
+_IDENT_FILE = "cluster.json"
+_NODE_IDS_KEY = b"\x00\x00cluster/node-ids"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterIdent:
+    cluster_id: str
+    node_id: int
+    epoch: int
+
+
+def load_ident(store_dir: Path) -> ClusterIdent | None:
+    """The node's identity kept in its store directory (``None``: never started)."""
+    file = store_dir / _IDENT_FILE
+    if not file.exists():
+        return None
+    raw = json.loads(file.read_text())
+    return ClusterIdent(raw["cluster_id"], raw["node_id"], raw["epoch"])
+
+
+def _save_ident(store_dir: Path, ident: ClusterIdent) -> None:
+    store_dir.mkdir(parents=True, exist_ok=True)
+    tmp = store_dir / (_IDENT_FILE + ".tmp")
+    tmp.write_text(json.dumps(_asdict(ident)))
+    tmp.replace(store_dir / _IDENT_FILE)
+
+
+def _asdict(ident: ClusterIdent) -> dict[str, Any]:
+    return {"cluster_id": ident.cluster_id, "node_id": ident.node_id, "epoch": ident.epoch}
+
+
+def start_ident(store_dir: Path, join: Sequence[str]) -> tuple[ClusterIdent, bool]:
+    """This start's identity (the epoch one past the last start's) and whether the node
+    bootstraps: a store that never ran bootstraps a cluster without ``join`` and joins
+    one with it."""
+    known = load_ident(store_dir)
+    if known is None:
+        if join:
+            cluster_id, node_id = join_cluster(join)
+            ident, bootstraps = ClusterIdent(cluster_id, node_id, 1), False
+        else:
+            ident, bootstraps = ClusterIdent(secrets.token_hex(8), 1, 1), True
+    else:  # a restart: its ranges (maybe none: they moved away) are in its store
+        ident = ClusterIdent(known.cluster_id, known.node_id, known.epoch + 1)
+        bootstraps = False
+    _save_ident(store_dir, ident)
+    return ident, bootstraps
+
+
+def join_cluster(join: Sequence[str], timeout_s: float = 60.0) -> tuple[str, int]:
+    """Ask the members at ``join`` for a node id, until one answers; returns the cluster
+    id and the new node's id."""
+    deadline = time.monotonic() + timeout_s
+    failures: list[str] = []
+    while True:
+        for address in join:
+            try:
+                with grpc.insecure_channel(address) as channel:
+                    answer = call(channel, "Join", {})
+                return answer["cluster_id"], answer["node_id"]
+            except NodeUnavailableError as exc:
+                failures.append(f"{address}: {exc}")
+        if time.monotonic() > deadline:
+            raise NodeUnavailableError(
+                "no member of the cluster answered at --join "
+                f"{','.join(join)} within {timeout_s:g} s: {failures[-len(join) :]}"
+            )
+        time.sleep(0.5)  # wait-ok: the members may still be starting
+
+
+class Relocator(Protocol):
+    """What moves ranges away from this node (:mod:`feedkv.server.relocation`)."""
+
+    def relocate(self, key: bytes, node_id: int) -> RelocateResponse: ...
+
+    def settle_pending(self) -> None: ...
+
+    def handlers(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]: ...
+
+
+class _ClusterSender:
+    """Pushes and resolves through the node's router (the store's way to other nodes)."""
+
+    def __init__(self, router: Router) -> None:
+        self._router = router
+
+    def push(self, request: PushTxn) -> PushTxnResponse:
+        response = self._router.send_key(request.pushee.key, Header(), (request,))
+        result = response.responses[0]
+        if not isinstance(result, PushTxnResponse):
+            raise InvalidArgumentError(f"a push answered with {result!r}")
+        return result
+
+    def resolve(self, request: ResolveIntent) -> None:
+        self._router.send_spans(
+            [request.span],
+            Header(),
+            lambda part: (ResolveIntent(part, request.txn, request.status),),
+        )
+
+
+class Cluster:
+    def __init__(
+        self,
+        store: Store,
+        ident: ClusterIdent,
+        address: str,
+        *,
+        local: Transport,
+        join: Sequence[str] = (),
+        heartbeat_s: float = HEARTBEAT_S,
+        dead_after_ns: int = DEAD_AFTER_NS,
+    ) -> None:
+        self.store = store
+        self.ident = ident
+        self.me = NodeDescriptor(ident.node_id, address, ident.epoch)
+        self.liveness = Liveness(self.me, dead_after_ns=dead_after_ns)
+        self.directory = RangeDirectory()
+        self.heartbeat_s = heartbeat_s
+        self._join = list(join)
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._reported: list[RangeDescriptor] = []
+        self._channels: dict[str, grpc.Channel] = {}
+        self.dialer = ClusterDialer(
+            local, gateway_node=lambda: ident.node_id, addresses=self.liveness.address
+        )
+        self.router = Router(self.dialer)
+        self.relocations: Relocator | None = None
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="feedkv-gossip", daemon=True)
+        self.report()
+        store.cluster = _ClusterSender(self.router)
+        store.intercept = self._intercept
+
+    def start(self) -> None:
+        """Heartbeat once (a joining node so learns the cluster and its ranges before it
+        serves), then every ``heartbeat_s``."""
+        self._beat()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        with self._lock:
+            channels, self._channels = list(self._channels.values()), {}
+        for channel in channels:
+            channel.close()
+
+    # What the node answers itself.
+
+    def _intercept(self, batch: BatchRequest) -> BatchResponse | None:
+        requests = batch.requests
+        if len(requests) != 1:
+            return None
+        request = requests[0]
+        if isinstance(request, RangeLookup):
+            return BatchResponse((self._lookup(request),), self.store.clock.now(), None)
+        if isinstance(request, Relocate) and self.relocations is not None:
+            moved = self.relocations.relocate(request.key, request.node_id)
+            return BatchResponse((moved,), self.store.clock.now(), None)
+        return None
+
+    def _lookup(self, request: RangeLookup) -> RangeLookupResponse:
+        self.report()  # this node's own ranges as they are now
+        found = self.directory.lookup(request.key, request.prefetch)
+        if not found:  # a range moved and its new node has not told this one yet: ask
+            for peer in self.liveness.peers():
+                self.heartbeat(peer.address)
+            found = self.directory.lookup(request.key, request.prefetch)
+        if not found:
+            raise NodeUnavailableError(
+                f"no live node has reported the range holding {request.key!r} yet"
+            )
+        return RangeLookupResponse(found, tuple(map(self._closed, found)))
+
+    def _closed(self, desc: RangeDescriptor) -> Timestamp:
+        if desc.lease_holder != self.ident.node_id:
+            return ZERO_TIMESTAMP  # known on its node only
+        return self.store.closed_timestamp(desc.range_id)
+
+    def report(self) -> tuple[int, list[RangeDescriptor]]:
+        """Put this node's ranges, as its store holds them now, in its directory; returns
+        the report (its sequence number grows when they changed)."""
+        descs = self.store.descriptors()
+        with self._lock:
+            if descs != self._reported:
+                self._seq += 1
+                self._reported = descs
+                self.directory.report(self.ident.node_id, self._seq, descs)
+            return self._seq, self._reported
+
+    # Heartbeats.
+
+    def _message(self) -> dict[str, Any]:
+        seq, descs = self.report()
+        return {
+            "cluster": self.ident.cluster_id,
+            "node": _node_to(self.me),
+            "wall": time.time_ns(),
+            "nodes": [_node_to(d) for d in self.liveness.nodes()],
+            "seq": seq,
+            "ranges": [d.encode() for d in descs],
+        }
+
+    def _take(self, message: dict[str, Any], offset_ns: int | None) -> None:
+        if message["cluster"] != self.ident.cluster_id:
+            raise InvalidArgumentError(
+                f"node n{message['node'][0]} belongs to cluster {message['cluster']}, "
+                f"this one to {self.ident.cluster_id}"
+            )
+        sender = _node_from(message["node"])
+        with self._lock:
+            self.liveness.heard(sender, time.monotonic_ns(), offset_ns)
+            for node in message["nodes"]:
+                if self.liveness.learn(_node_from(node)):
+                    self.dialer.forget(node[0])  # a restart may have moved it
+            ranges = [RangeDescriptor.decode(raw) for raw in message["ranges"]]
+            self.directory.report(sender.node_id, message["seq"], ranges)
+
+    def _loop(self) -> None:
+        while not self._stopping.wait(self.heartbeat_s):
+            self._beat()
+
+    def _beat(self) -> None:
+        self.report()
+        targets = [d.address for d in self.liveness.peers()] or self._join
+        for address in targets:
+            if address != self.me.address:
+                self.heartbeat(address)
+        if self.relocations is not None:
+            self.relocations.settle_pending()
+
+    def heartbeat(self, address: str) -> None:
+        sent = time.time_ns()
+        try:
+            answer = call(self._channel(address), "Gossip", self._message(), self.heartbeat_s * 2)
+            received = time.time_ns()
+            self._take(answer, answer["wall"] - (sent + received) // 2)
+        except FeedKVError as exc:
+            log.debug("heartbeat to %s failed: %s", address, exc)
+
+    def _channel(self, address: str) -> grpc.Channel:
+        with self._lock:
+            channel = self._channels.get(address)
+            if channel is None:
+                channel = self._channels[address] = grpc.insecure_channel(address)
+            return channel
+
+    # The methods other nodes call.
+
+    def dispatch(self, method: str, message: dict[str, Any]) -> dict[str, Any]:
+        methods: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+            "Gossip": self._on_gossip,
+            "Join": self._on_join,
+            "Nodes": self._on_nodes,
+        }
+        if self.relocations is not None:
+            methods.update(self.relocations.handlers())
+        return methods[method](message)
+
+    def _on_gossip(self, message: dict[str, Any]) -> dict[str, Any]:
+        self._take(message, None)
+        return self._message()
+
+    def _on_join(self, message: dict[str, Any]) -> dict[str, Any]:
+        from feedkv.kv.db import KVClient
+
+        client = KVClient(self.dialer)
+
+        def allocate(txn: Any) -> int:
+            raw = txn.get(_NODE_IDS_KEY)
+            node_id = (int(raw) if raw is not None else 1) + 1
+            txn.put(_NODE_IDS_KEY, str(node_id).encode())
+            return node_id
+
+        node_id = client.run_transaction(allocate)
+        log.info("node n%d joins the cluster", node_id)
+        return {"cluster_id": self.ident.cluster_id, "node_id": node_id}
+
+    def _on_nodes(self, message: dict[str, Any]) -> dict[str, Any]:
+        now = time.monotonic_ns()
+        return {
+            "me": self.ident.node_id,
+            "nodes": [
+                {
+                    "id": s.desc.node_id,
+                    "address": s.desc.address,
+                    "epoch": s.desc.epoch,
+                    "live": s.live,
+                    "ranges": self.directory.ranges_of(s.desc.node_id),
+                    "offset_ns": s.offset_ns,
+                }
+                for s in self.liveness.status(now)
+            ],
+        }
+
+
+def _node_to(desc: NodeDescriptor) -> list[Any]:
+    return [desc.node_id, desc.address, desc.epoch]
+
+
+def _node_from(raw: list[Any]) -> NodeDescriptor:
+    return NodeDescriptor(int(raw[0]), str(raw[1]), int(raw[2]))
+
+
+METHODS = ("Gossip", "Join", "Nodes", "Install", "Activate", "Discard", "MoveStatus")
+
+
+def method_handlers(cluster: Callable[[], Cluster | None]) -> dict[str, grpc.RpcMethodHandler]:
+    """The gRPC handlers of the cluster's methods, served by ``cluster()`` (the server
+    starts before the node knows its address, which its cluster membership needs)."""
+
+    def handler(method: str) -> grpc.RpcMethodHandler:
+        def serve(data: bytes, context: Any) -> bytes:
+            member = cluster()
+            if member is None and method == "Nodes":  # a node of its own is node 1
+                return msgpack.packb({"me": 1, "nodes": []})  # type: ignore[no-any-return]
+            if member is None:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "this node is not in a cluster")
+                raise NodeUnavailableError("unreachable: abort raises")
+            try:
+                answer: bytes = msgpack.packb(member.dispatch(method, msgpack.unpackb(data)))
+                return answer
+            except FeedKVError as exc:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"{type(exc).__name__}: {exc}")
+                raise  # unreachable: abort raises
+
+        return grpc.unary_unary_rpc_method_handler(serve)
+
+    return {method: handler(method) for method in METHODS}

@@ -1,0 +1,89 @@
+"""A cluster of ``feedkv start`` processes on loopback, for tests and for trying feedkv.
+
+``LocalCluster(base, nodes=3)`` starts node 1 (which bootstraps the cluster) and the
+others joining it, each with its own store under ``base``; :meth:`LocalCluster.kill`
+SIGKILLs a node and :meth:`LocalCluster.restart` starts it again on its store.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Self
+
+from feedkv.db import DB, connect
+from feedkv.kv.dialer import nodes
+from feedkv.testing.node_process import NodeProcess
+from feedkv.testing.waiting import wait_until
+
+__all__ = ["LocalCluster"]
+
+
+class LocalCluster:
+    def __init__(
+        self, base: Path, nodes: int = 3, *extra_args: str, start_timeout_s: float = 60.0
+    ) -> None:
+        self.base = base
+        self.extra_args = ("--changefeed-runner", "thread", *extra_args)
+        self.processes: list[NodeProcess | None] = []
+        try:
+            for index in range(nodes):
+                self.processes.append(None)
+                self.processes[index] = self._start(index)
+            wait_until(
+                lambda: self.live_nodes(0) == nodes,
+                timeout_s=start_timeout_s,
+                what=f"{nodes} nodes to know each other",
+            )
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, index: int) -> NodeProcess:
+        others = [i for i, p in enumerate(self.processes) if p is not None and i != index]
+        join = ("--join", self._address(others[0])) if others else ()
+        return NodeProcess(self.base / f"n{index + 1}", *self.extra_args, *join)
+
+    def _any_live(self, but: int) -> int:
+        return next(i for i, p in enumerate(self.processes) if p is not None and i != but)
+
+    def _address(self, index: int) -> str:
+        process = self.processes[index]
+        if process is None:
+            raise RuntimeError(f"node {index + 1} is not running")
+        return process.url.removeprefix("feedkv://")
+
+    def url(self, index: int) -> str:
+        """``feedkv://`` URL of the node at ``index`` (0: node n1)."""
+        return f"feedkv://{self._address(index)}"
+
+    def connect(self, index: int = 0) -> DB:
+        return connect(self.url(index))
+
+    def live_nodes(self, index: int) -> int:
+        """How many nodes the node at ``index`` sees live."""
+        with self.connect(index) as db:
+            return sum(1 for node in nodes(db) if node["live"])
+
+    def kill(self, index: int) -> None:
+        """SIGKILL the node at ``index``."""
+        process = self.processes[index]
+        if process is not None:
+            process.kill_all()
+            self.processes[index] = None
+
+    def restart(self, index: int) -> None:
+        """Start the node at ``index`` again on its store (it rejoins its cluster)."""
+        if self.processes[index] is None:
+            self.processes[index] = self._start(index)
+
+    def close(self) -> None:
+        for index, process in enumerate(self.processes):
+            if process is not None:
+                process.kill_all()
+                self.processes[index] = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,41 @@
+"""The cluster's range directory: node reports in, lookups out."""
+
+from __future__ import annotations
+
+from feedkv.kv.directory import RangeDirectory
+from feedkv.kv.range_descriptor import RangeDescriptor
+from feedkv.util.keys import KEY_MAX, KEY_MIN, Span
+
+
+def desc(range_id: int, start: bytes, end: bytes, gen: int, node: int) -> RangeDescriptor:
+    return RangeDescriptor(range_id, Span(start, end), gen, replicas=(node,))
+
+
+def test_lookups_answer_from_every_nodes_report() -> None:
+    directory = RangeDirectory()
+    directory.report(1, 1, [desc(1, KEY_MIN, b"m", 1, 1)])
+    directory.report(2, 1, [desc(2, b"m", KEY_MAX, 1, 2)])
+
+    assert directory.lookup(b"a")[0].lease_holder == 1
+    assert directory.lookup(b"x")[0].lease_holder == 2
+    assert [d.range_id for d in directory.lookup(b"a", prefetch=5)] == [1, 2]
+    assert directory.ranges_of(2) == 1
+
+
+def test_a_moved_range_is_found_on_its_new_node_before_its_old_node_reports_again() -> None:
+    """The newer generation wins where two nodes' reports overlap."""
+    directory = RangeDirectory()
+    directory.report(1, 1, [desc(1, KEY_MIN, b"m", 1, 1), desc(2, b"m", KEY_MAX, 1, 1)])
+    directory.report(2, 1, [desc(2, b"m", KEY_MAX, 2, 2)])
+
+    assert directory.lookup(b"x")[0] == desc(2, b"m", KEY_MAX, 2, 2)
+    assert directory.lookup(b"a")[0].lease_holder == 1
+
+
+def test_an_older_report_is_ignored_and_a_hole_answers_nothing() -> None:
+    directory = RangeDirectory()
+    assert directory.report(1, 2, [desc(1, KEY_MIN, b"m", 1, 1)])
+    assert not directory.report(1, 1, [desc(1, KEY_MIN, KEY_MAX, 0, 1)])
+
+    assert directory.lookup(b"x") == ()
+    assert directory.seq(1) == 2 and directory.seq(9) == -1

@@ -1,0 +1,38 @@
+"""Node liveness and clock offsets, fed by heartbeats (pure: times passed in)."""
+
+from __future__ import annotations
+
+from feedkv.kv.liveness import Liveness, NodeDescriptor
+
+S = 1_000_000_000
+
+
+def test_a_node_not_heard_from_within_the_bound_is_dead() -> None:
+    liveness = Liveness(NodeDescriptor(1, "a:1", 1), dead_after_ns=9 * S)
+    liveness.heard(NodeDescriptor(2, "b:1", 1), at_ns=100 * S)
+
+    assert liveness.is_live(2, 109 * S)
+    assert not liveness.is_live(2, 110 * S)
+    assert liveness.is_live(1, 10**6 * S)  # itself
+    assert not liveness.is_live(3, 100 * S)  # never heard of
+
+
+def test_a_restarted_node_replaces_its_address_with_its_new_epoch() -> None:
+    liveness = Liveness(NodeDescriptor(1, "a:1", 1))
+    assert liveness.learn(NodeDescriptor(2, "b:1", 1))
+    assert not liveness.learn(NodeDescriptor(2, "stale:1", 1))
+    assert liveness.learn(NodeDescriptor(2, "b:2", 2))
+
+    assert liveness.address(2) == "b:2"
+    assert [d.node_id for d in liveness.peers()] == [2]
+
+
+def test_a_clock_far_from_the_majority_refuses_with_the_reason() -> None:
+    liveness = Liveness(NodeDescriptor(1, "a:1", 1), max_offset_ns=S // 2)
+    liveness.heard(NodeDescriptor(2, "b:1", 1), at_ns=S, offset_ns=800_000_000)
+    liveness.heard(NodeDescriptor(3, "c:1", 1), at_ns=S, offset_ns=10_000_000)
+    assert liveness.offset_error(S) is None  # one of two is far: not a majority
+
+    liveness.heard(NodeDescriptor(3, "c:1", 1), at_ns=S, offset_ns=700_000_000)
+    error = liveness.offset_error(S)
+    assert error is not None and "800 ms behind node n2" in error

@@ -1,0 +1,113 @@
+"""A cluster of three ``feedkv start`` processes on loopback: joining, placement by
+relocation, reads, writes and transactions across nodes, a dead node, restarts."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from feedkv.errors import NodeUnavailableError
+from feedkv.kv.dialer import nodes
+from feedkv.testing.cluster import LocalCluster
+from feedkv.testing.waiting import wait_until
+
+pytestmark = pytest.mark.xdist_group("cluster")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path_factory.mktemp("cluster"), 3) as started:
+        yield started
+
+
+def keys(n: int) -> list[bytes]:
+    return [b"acct/%04d" % i for i in range(n)]
+
+
+@pytest.mark.slow(40)
+def test_ranges_move_between_nodes_under_transfers_and_the_total_holds(
+    cluster: LocalCluster,
+) -> None:
+    """The bank test across nodes: serializable transfers between accounts on three
+    nodes while their ranges are relocated; the total is constant at every read and
+    every account is on the node it was moved to."""
+    db = cluster.connect(0)
+    accounts = keys(60)
+    for key in accounts:
+        db.put(key, b"100")
+    db.split(b"acct/0020")
+    db.split(b"acct/0040")
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def transfer(i: int) -> None:
+        client = cluster.connect(i % 3)
+        n = 0
+        try:
+            while not stop.is_set():
+                src, dst = accounts[(7 * n + i) % 60], accounts[(13 * n + 3 * i + 1) % 60]
+                n += 1
+                if src == dst:
+                    continue
+
+                def move(txn, src=src, dst=dst):  # type: ignore[no-untyped-def]
+                    a, b = int(txn.get(src)), int(txn.get(dst))
+                    txn.put(src, str(a - 1).encode())
+                    txn.put(dst, str(b + 1).encode())
+
+                client.run_transaction(move)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            client.close()
+
+    workers = [threading.Thread(target=transfer, args=(i,)) for i in range(3)]
+    for worker in workers:
+        worker.start()
+    try:
+        for key, node in [(b"acct/0020", 2), (b"acct/0040", 3), (b"acct/0000", 2)] * 2:
+            moved = db.relocate(key, node)
+            assert moved.lease_holder == node
+            total = sum(int(kv.value) for kv in db.scan(b"acct/", b"acct0"))
+            assert total == 6000
+            node = 1 if node != 1 else 2
+            db.relocate(key, node)
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join()
+    assert not errors, errors
+    rows = db.scan(b"acct/", b"acct0")
+    assert len(rows) == 60 and sum(int(kv.value) for kv in rows) == 6000
+    placed = {r.span.start: r for r in db.ranges()}
+    assert set(placed) >= {b"acct/0020", b"acct/0040"}
+
+
+@pytest.mark.slow(40)
+def test_a_dead_nodes_ranges_fail_clearly_and_its_acknowledged_writes_survive(
+    cluster: LocalCluster,
+) -> None:
+    db = cluster.connect(0)
+    db.split(b"dead/")
+    db.split(b"dead0")
+    db.relocate(b"dead/", 3)
+    for i in range(20):
+        db.put(b"dead/%02d" % i, b"v%d" % i)
+    db.put(b"alive", b"yes")
+
+    cluster.kill(2)
+    wait_until(
+        lambda: not next(n for n in nodes(db) if n["id"] == 3)["live"],
+        timeout_s=30,
+        what="node n3 to be seen dead",
+    )
+    with pytest.raises(NodeUnavailableError, match="n3"):
+        cluster.connect(0).get(b"dead/01")
+    assert db.get(b"alive") == b"yes"  # nothing else stops
+
+    cluster.restart(2)
+    wait_until(lambda: cluster.live_nodes(0) == 3, timeout_s=30, what="n3 back")
+    fresh = cluster.connect(1)
+    assert [kv.value for kv in fresh.scan(b"dead/", b"dead0")] == [b"v%d" % i for i in range(20)]

@@ -497,7 +497,7 @@ def _as_sql_error(exc: BaseException) -> SQLError:
 
 
 def _column_oids(result: Result) -> list[int]:
-    width = len(result.columns) if result.columns else len(result.rows[0])
+    width = len(result.columns) if result.columns or not result.rows else len(result.rows[0])
     return [column_oid([row[i] for row in result.rows]) for i in range(width)]
 
 

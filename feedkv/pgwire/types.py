@@ -175,8 +175,9 @@ def _numeric_binary(value: Any) -> bytes:
         text += "0" * exponent
         exponent = 0
     scale = -exponent
-    whole = text[: len(text) - scale].lstrip("0") if len(text) > scale else ""
-    fraction = text[len(text) - scale :].rjust(scale, "0") if scale else ""
+    text = text.rjust(scale + 1, "0")  # at least one digit before the point
+    whole = text[: len(text) - scale].lstrip("0")
+    fraction = text[len(text) - scale :]
     whole = whole.rjust((len(whole) + 3) // 4 * 4, "0")
     fraction = fraction.ljust((len(fraction) + 3) // 4 * 4, "0")
     groups = [int(whole[i : i + 4]) for i in range(0, len(whole), 4)]

@@ -134,10 +134,6 @@ class _Portal:
     sent: int = 0  # rows sent by earlier Executes
 
 
-class _Skip(Exception):
-    """An error was answered: skip to the next Sync."""
-
-
 class Connection:
     """See the module docstring. Not thread-safe except :meth:`cancel`."""
 

@@ -22,6 +22,12 @@ so a pipeline after a failure does nothing half-way. A protocol violation (a mes
 that cannot be framed or parsed, or one not allowed in its phase) gets a FATAL
 ErrorResponse and closes this connection only.
 
+A sinkless changefeed (``EXPERIMENTAL CHANGEFEED FOR t``, ``CREATE CHANGEFEED FOR t``
+without ``INTO``) streams: each row is sent as it comes, through the server's ``send``,
+until the feed ends; a CancelRequest (or the server stopping) closes the feed and the
+query ends with 57014; a client that goes away is noticed by a check every
+:data:`PEER_CHECK_S` while no row comes, and its feed is closed.
+
 Result column types come from the values (:func:`~feedkv.pgwire.types.column_oid`):
 the SQL layer does not report them yet, so an all-NULL or empty column is ``text``.
 For the same reason a portal runs when it is first described or executed, and
@@ -37,6 +43,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from feedkv.changefeed.sinkless import FeedResult
 from feedkv.errors import (
     ExternalError,
     FeedKVError,
@@ -58,12 +65,16 @@ from feedkv.sql import statements as st
 from feedkv.sql.execution import Result
 from feedkv.sql.session import prepare
 
-__all__ = ["SERVER_VERSION", "Connection", "SQLSession", "SessionFactory"]
+__all__ = ["PEER_CHECK_S", "SERVER_VERSION", "Connection", "SQLSession", "SessionFactory"]
 
 log = logging.getLogger(__name__)
 
 # CockroachDB reports a PostgreSQL 13 server; drivers pick their features by it.
 SERVER_VERSION = "13.0.0"
+# How often a streaming changefeed with no rows to send checks that its client is still
+# there (PostgreSQL's client_connection_check_interval): a client that went away would
+# otherwise hold the feed until its next row.
+PEER_CHECK_S = 1.0
 
 
 class SQLSession(Protocol):
@@ -117,6 +128,11 @@ def _returns_rows(statement: st.Statement) -> bool:
     return True
 
 
+class _ClientGone(BaseException):
+    """The client of a streaming result went away. NB: a BaseException, so that the
+    handlers that answer errors let it through: there is no one left to answer."""
+
+
 @dataclass(slots=True)
 class _Prepared:
     text: str
@@ -146,6 +162,8 @@ class Connection:
         secret: int,
         peer_host: str | None,
         on_cancel: Callable[[int, int], None],
+        send: Callable[[bytes], None] | None = None,
+        peer_gone: Callable[[], bool] | None = None,
         max_message_bytes: int = m.DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         self.process_id = process_id
@@ -156,6 +174,8 @@ class Connection:
         self._authenticator = authenticator
         self._peer_host = peer_host
         self._on_cancel = on_cancel
+        self._send = send
+        self._peer_gone = peer_gone
         self._decoder = m.Decoder(max_message_bytes)
         self._phase = "startup"
         self._database = ""
@@ -165,6 +185,7 @@ class Connection:
         self._skipping = False
         self._busy = False
         self._cancelled = False
+        self._streaming: FeedResult | None = None
 
     def receive(self, data: bytes) -> bytes:
         """Handle the messages ``data`` completes; return the bytes to send back."""
@@ -178,13 +199,19 @@ class Connection:
                 self._handle(message, out)
             except m.ProtocolViolation as exc:
                 self._fatal(exc, out)
+            except _ClientGone:
+                self.close()
         return bytes(out)
 
     def cancel(self) -> None:
-        """A CancelRequest with this connection's key arrived (from another thread): the
-        query running now stops at its next statement boundary with 57014."""
+        """A CancelRequest with this connection's key arrived (from another thread): a
+        streaming changefeed stops at once, any other query at its next statement
+        boundary, with 57014."""
         if self._busy:
             self._cancelled = True
+            streaming = self._streaming
+            if streaming is not None:
+                streaming.close()
 
     def close(self) -> None:
         """Roll back an open transaction. Idempotent."""
@@ -354,8 +381,46 @@ class Connection:
             codes = _formats(formats, len(oids))
             if describe:
                 out += m.row_description(_fields(result.columns, oids, codes))
+            if isinstance(result, FeedResult):
+                self._stream(result, oids, codes, out)
+                return
             _data_rows(result.rows, oids, codes, out)
         out += m.command_complete(result.tag)
+
+    def _stream(
+        self, result: FeedResult, oids: list[int], codes: list[int], out: bytearray
+    ) -> None:
+        """A sinkless changefeed's rows, each sent as it comes, until the feed ends or
+        the query is cancelled (which stops the feed)."""
+        self._streaming = result
+        sent = 0
+        try:
+            if self._cancelled:
+                result.close()
+            while True:
+                try:
+                    row = result.poll(PEER_CHECK_S)
+                except TimeoutError:
+                    if self._peer_gone is not None and self._peer_gone():
+                        raise _ClientGone from None
+                    continue
+                if row is None:
+                    break
+                _data_rows([row], oids, codes, out)
+                sent += 1
+                self._flush(out)
+        finally:
+            self._streaming = None
+            result.close()
+        self._check_cancelled()
+        out += m.command_complete(f"SELECT {sent}")
+
+    def _flush(self, out: bytearray) -> None:
+        """Send what is in ``out`` now (a streaming result); without a sender it stays
+        in ``out`` for :meth:`receive` to return."""
+        if self._send is not None and out:
+            self._send(bytes(out))
+            out.clear()
 
     def _parse(self, message: m.Parse, out: bytearray) -> None:
         if message.name and message.name in self._statements:
@@ -446,6 +511,14 @@ class Connection:
         result = self._run(portal)
         if portal.prepared.statement is None:
             out += m.empty_query_response()
+            return
+        if isinstance(result, FeedResult):
+            codes = _formats(portal.result_formats, len(portal.oids))
+            self._busy = True
+            try:
+                self._stream(result, portal.oids, codes, out)
+            finally:
+                self._busy = self._cancelled = False
             return
         end = len(result.rows) if message.max_rows == 0 else portal.sent + message.max_rows
         rows = result.rows[portal.sent : end]

@@ -86,11 +86,12 @@ class PGServer:
             if self._stopped:
                 return
             self._stopped = True
-            sockets = [sock for _conn, sock in self._connections.values()]
+            connections = list(self._connections.values())
             threads = list(self._threads)
         _shut(self._listener)
         self._listener.close()
-        for sock in sockets:
+        for conn, sock in connections:
+            conn.cancel()  # a streaming changefeed ends now, not at its next row
             _shut(sock)
         if self._acceptor.is_alive():
             self._acceptor.join(grace_s)
@@ -134,6 +135,8 @@ class PGServer:
             secret=secrets.randbits(31),
             peer_host=peer_host,
             on_cancel=self._cancel,
+            send=sock.sendall,
+            peer_gone=lambda: _peer_gone(sock),
             max_message_bytes=self._max_message_bytes,
         )
         with self._lock:
@@ -166,6 +169,17 @@ class PGServer:
             found[0].secret.to_bytes(4, signed=True), secret.to_bytes(4, signed=True)
         ):
             found[0].cancel()
+
+
+def _peer_gone(sock: socket.socket) -> bool:
+    """Whether the client closed its end (or the connection broke): a peek that finds
+    the end of the stream. Bytes waiting to be read mean it is still there."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
 
 
 def _shut(sock: socket.socket) -> None:

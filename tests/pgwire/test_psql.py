@@ -109,3 +109,16 @@ def test_sql_takes_cockroachdbs_port_and_grpc_the_next_one() -> None:
     args = _parser().parse_args(["start", "--store", "s"])
     assert (args.sql_addr, args.listen) == ("127.0.0.1:26257", "127.0.0.1:26258")
     assert _parser().parse_args(["sql"]).url == "feedkv://127.0.0.1:26258"
+
+
+def test_psql_shows_a_sinkless_changefeed_that_ends(pg_url: str) -> None:
+    """psql prints a result once it is complete: a changefeed that ends (an initial
+    scan alone) shows whole; live rows are for drivers that stream (psycopg)."""
+    psql(pg_url, "-c", "CREATE TABLE t (id INT PRIMARY KEY, s STRING)")
+    psql(pg_url, "-c", "INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+    done = psql(pg_url, "-c", "EXPERIMENTAL CHANGEFEED FOR t WITH initial_scan = 'only'")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        't|[1]|{"after": {"id": 1, "s": "a"}}',
+        't|[2]|{"after": {"id": 2, "s": "b"}}',
+    ]

@@ -128,9 +128,9 @@ def _returns_rows(statement: st.Statement) -> bool:
     return True
 
 
-class _ClientGone(BaseException):
-    """The client of a streaming result went away. NB: a BaseException, so that the
-    handlers that answer errors let it through: there is no one left to answer."""
+class _ClientGone(FeedKVError):
+    """The client of a streaming result went away: the handlers that answer errors let
+    it through, since there is no one left to answer, and the connection closes."""
 
 
 @dataclass(slots=True)
@@ -335,7 +335,7 @@ class Connection:
             mark = len(out)
             try:
                 handler(self, message, out)
-            except m.ProtocolViolation:
+            except (m.ProtocolViolation, _ClientGone):
                 raise
             except Exception as exc:
                 del out[mark:]
@@ -363,6 +363,8 @@ class Connection:
                 for result in self._sql.execute_each(text):
                     self._check_cancelled()
                     self._send_result(result, (), out, describe=True)
+        except _ClientGone:
+            raise
         except Exception as exc:
             self._error(exc, out)
         finally:

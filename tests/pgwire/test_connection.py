@@ -240,3 +240,12 @@ def test_messages_not_allowed_when_ready_are_protocol_violations(wire: Wire) -> 
     [(kind, body)] = wire.send(frontend(b"p", b"pw\0"))
     assert (kind, error_fields(body)["C"]) == (b"E", "08P01")
     assert wire.conn.closed
+
+
+def test_a_newer_minor_version_or_pq_option_is_negotiated_down_to_3_0(db: DB) -> None:
+    w = Wire(db)
+    body = struct.pack("!i", (3 << 16) | 2) + b"user\0root\0_pq_.feature\0on\0\0"
+    answers = w.send(struct.pack("!i", len(body) + 4) + body)
+    assert answers[0] == (b"v", struct.pack("!ii", 0, 1) + b"_pq_.feature\0")
+    assert answers[1] == (b"R", struct.pack("!i", 0))
+    assert answers[-1] == (b"Z", b"I")

@@ -5,6 +5,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.feedkv-installed
+# psql (Debian's postgresql-client) and pgbench (Debian's postgresql) are real clients the
+# SQL port's tests drive
+APT_GET := $(if $(filter 0,$(shell id -u)),apt-get,sudo apt-get)
 
 .PHONY: test demo lint bench clean proto
 
@@ -14,6 +17,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@$(BIN)/python -c 'from feedkv.spark.java import java_home; java_home()' 2>/dev/null \
 		|| $(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,java]'
+	@command -v psql >/dev/null 2>&1 || $(APT_GET) install -y -qq postgresql-client
+	@command -v pgbench >/dev/null 2>&1 || $(APT_GET) install -y -qq postgresql
 	@touch $(STAMP)
 
 lint: $(STAMP)

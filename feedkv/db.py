@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from feedkv.errors import InvalidURLError
+from feedkv.errors import InvalidArgumentError, InvalidURLError
 from feedkv.kv.address import parse_node_url
 from feedkv.kv.db import LocalTransport
 from feedkv.kv.router import Transport
@@ -83,6 +83,7 @@ def connect(
     target: str | Path,
     *,
     listen: str | None = None,
+    sql_addr: str | None = None,
     clock: Clock | None = None,
     config: StoreConfig | None = None,
     feed_config: FeedConfig | None = None,
@@ -93,7 +94,8 @@ def connect(
     """Open a store directory in-process, or connect to ``feedkv://host:port``.
 
     The other arguments apply to an embedded node only. With ``listen`` (``HOST:PORT``)
-    it also serves gRPC there; with ``join`` too, it is a node of a cluster (``[]``: the
+    it also serves gRPC there, and with ``sql_addr`` PostgreSQL clients (see
+    :meth:`DB.serve_sql`); with ``join`` too, it is a node of a cluster (``[]``: the
     first, or the one its store belongs to; else the addresses of members to join). An
     embedded node runs the store's changefeed jobs, resuming those that were running
     when it last stopped (a server runs its own);
@@ -138,6 +140,8 @@ def connect(
     protect_job_history(node, db)
     _close_at_exit(db)
     try:
+        if sql_addr is not None:
+            db.serve_sql(sql_addr)
         if db.scan(*catalog.job_span(), limit=1):
             db.changefeeds.start()  # resume the jobs this node was running
     except BaseException:
@@ -178,6 +182,19 @@ class DB(KVFeedClient):
         if self._node is None:
             return self.target
         return self._node.serve()
+
+    def serve_sql(self, listen: str = "127.0.0.1:0") -> str:
+        """Serve PostgreSQL clients (psql, psycopg, ...) on ``listen`` from the embedded
+        node, one session of this database per connection; returns the
+        ``postgresql://`` URL to give them. Only an embedded node serves SQL: a server
+        has its own SQL port (``feedkv start --sql-addr``)."""
+        if self._node is None:
+            raise InvalidArgumentError(
+                f"{self.target} is a server: connect PostgreSQL clients to its SQL port"
+            )
+        return self._node.serve_sql(
+            lambda user, database: self.session(user=user, database=database), listen
+        )
 
     def sql(self, statement: str, *params: Any) -> Result:
         """Run SQL (``$1``, ``$2``... take ``params``) as ``root`` in ``defaultdb`` and
@@ -243,6 +260,8 @@ class DB(KVFeedClient):
         """Stop changefeeds, close open feeds, then the connection (and an embedded node).
         Idempotent."""
         _open_nodes.discard(self)
+        if self._node is not None:
+            self._node.stop_sql()  # its sessions use this client
         if self._changefeeds is not None:
             self._changefeeds.close()
         if self._leases is not None:

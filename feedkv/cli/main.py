@@ -64,10 +64,19 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--store", default="demo-data", help="store directory (recreated)")
     demo.add_argument("--seconds", type=float, default=20.0, help="length of the workload")
 
-    start = commands.add_parser("start", help="run a node: a store served over gRPC")
+    start = commands.add_parser(
+        "start", help="run a node: a store served over gRPC and to PostgreSQL clients"
+    )
     start.add_argument("--store", required=True, help="store directory (created if missing)")
     start.add_argument(
-        "--listen", default="127.0.0.1:26257", help="HOST:PORT to serve on (port 0: any free)"
+        "--listen",
+        default="127.0.0.1:26258",
+        help="HOST:PORT of the gRPC API (feedkv:// URLs, Spark; port 0: any free)",
+    )
+    start.add_argument(
+        "--sql-addr",
+        default="127.0.0.1:26257",
+        help="HOST:PORT of the SQL port, PostgreSQL's wire protocol (port 0: any free)",
     )
     start.add_argument(
         "--join",
@@ -106,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
         "sql", help="run SQL statements, or an interactive SQL shell without -e"
     )
     where = sql.add_mutually_exclusive_group()
-    where.add_argument("--url", default="feedkv://127.0.0.1:26257", help="the node to talk to")
+    where.add_argument("--url", default="feedkv://127.0.0.1:26258", help="the node to talk to")
     where.add_argument("--store", help="open this store directory in-process instead")
     sql.add_argument(
         "-e",
@@ -125,7 +134,7 @@ def _parser() -> argparse.ArgumentParser:
     feed = debug_commands.add_parser(
         "rangefeed", help="print a span's changes and checkpoints as they arrive"
     )
-    feed.add_argument("--url", default="feedkv://127.0.0.1:26257", help="the node to watch")
+    feed.add_argument("--url", default="feedkv://127.0.0.1:26258", help="the node to watch")
     feed.add_argument("--since", help="replay changes after this timestamp (default: now)")
     feed.add_argument("--with-diff", action="store_true", help="show each change's old value")
     feed.add_argument(
@@ -161,6 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 Path(args.store),
                 args.listen,
                 config,
+                sql_addr=args.sql_addr,
                 changefeed_runner=args.changefeed_runner,
                 spark_master=args.spark_master,
                 join=[a.strip() for a in args.join.split(",") if a.strip()],

@@ -50,12 +50,14 @@ def run_node(
     listen: str,
     config: StoreConfig,
     *,
+    sql_addr: str | None = None,
     changefeed_runner: str = "spark",
     spark_master: str | None = None,
     join: list[str] | None = None,
 ) -> int:
-    """Serve the store on ``listen`` and run its changefeed jobs until SIGTERM or
-    SIGINT; then stop the jobs (they resume at the next start) and drain."""
+    """Serve the store on ``listen`` (gRPC) and ``sql_addr`` (PostgreSQL clients) and
+    run its changefeed jobs until SIGTERM or SIGINT; then stop the jobs (they resume at
+    the next start) and drain."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -66,6 +68,7 @@ def run_node(
     db = connect(
         store,
         listen=listen,
+        sql_addr=sql_addr,
         config=config,
         changefeed_runner=changefeed_runner,
         spark_master=spark_master,
@@ -73,7 +76,15 @@ def run_node(
     )
     try:
         db.changefeeds.start()
-        print(f"feedkv node listening on {db.serving_url()} (store {store})", flush=True)
+        sql = f", SQL on {db.serve_sql()}" if sql_addr is not None else ""
+        print(f"feedkv node listening on {db.serving_url()}{sql} (store {store})", flush=True)
+        if sql_addr is not None:
+            print(
+                "feedkv: the SQL port has no TLS or passwords yet: it takes the user name "
+                "a client gives, from loopback addresses only",
+                file=sys.stderr,
+                flush=True,
+            )
         while not stop.wait(3600):
             pass
         print("feedkv node draining", file=sys.stderr, flush=True)

@@ -1,10 +1,16 @@
-"""A node: a store, its rangefeeds, and (when it listens) the gRPC server in front of them.
+"""A node: a store, its rangefeeds, and (when it listens) the gRPC server in front of them
+and the SQL port (PostgreSQL's wire protocol, :mod:`feedkv.pgwire`).
 
 ``feedkv.connect(path)`` runs one inside the calling process without a server;
 ``feedkv start`` runs one that listens; tests and embedded users that need a URL (Spark
-executors are other processes) start one with ``Node(path, listen="127.0.0.1:0")``.
-Stopping drains: the rangefeeds end (each stream is told ``NODE_SHUTDOWN``), the server
-refuses new calls and lets calls in flight finish, then the store closes.
+executors are other processes) start one with ``Node(path, listen="127.0.0.1:0")``, and
+one that serves PostgreSQL clients with :meth:`Node.serve_sql` (``DB.serve_sql``).
+Stopping drains: the SQL connections close (their open transactions roll back), the
+rangefeeds end (each stream is told ``NODE_SHUTDOWN``), the server refuses new calls and
+lets calls in flight finish, then the store closes.
+
+Ports: SQL on 26257 as CockroachDB's (``--sql-addr``), gRPC on 26258 (``--listen``):
+grpcio cannot share its port with another protocol without a proxy in every call's path.
 
 The node is where the layers meet, so it lives above them: the KV layer knows nothing of
 rangefeeds, and the rangefeed layer only observes the store.
@@ -24,6 +30,8 @@ from feedkv.kv.address import host_port, parse_listen
 from feedkv.kv.db import LocalTransport
 from feedkv.kv.server import NodeServer
 from feedkv.kv.store import Store, StoreConfig
+from feedkv.pgwire.connection import SessionFactory
+from feedkv.pgwire.server import PGServer
 from feedkv.rangefeed.service import RangeFeedService
 from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
 from feedkv.server.cluster import (
@@ -45,7 +53,7 @@ class Node:
         self,
         store_path: str | Path,
         *,
-        listen: str | None = "127.0.0.1:26257",
+        listen: str | None = "127.0.0.1:26258",
         config: StoreConfig | None = None,
         feed_config: FeedConfig | None = None,
         clock: Clock | None = None,
@@ -69,6 +77,7 @@ class Node:
         self.node_id = _node_id(self.path)
         self.server: NodeServer | None = None
         self.cluster: Cluster | None = None
+        self.sql_server: PGServer | None = None
         self._serve_lock = threading.Lock()
         try:
             self.feeds = StoreFeeds(self.store, feed_config)
@@ -106,6 +115,37 @@ class Node:
                 self.server = server
         return self.url
 
+    def serve_sql(self, sessions: SessionFactory, listen: str = "127.0.0.1:0") -> str:
+        """Serve PostgreSQL clients on ``listen`` (if the SQL port is not open yet), each
+        connection's statements run by a session ``sessions(user, database)`` makes;
+        returns :attr:`sql_url`."""
+        with self._serve_lock:
+            if self.sql_server is None:
+                host, port = parse_listen(listen)
+                try:
+                    server = PGServer(sessions, host, port)
+                except OSError as exc:
+                    raise InvalidArgumentError(
+                        f"cannot serve SQL on {listen!r}: {exc.strerror or exc}; "
+                        "choose another --sql-addr"
+                    ) from exc
+                server.start()
+                self.sql_server = server
+        return self.sql_url
+
+    @property
+    def sql_url(self) -> str:
+        """The ``postgresql://`` URL of the SQL port, as root in defaultdb."""
+        if self.sql_server is None:
+            raise RuntimeError("this node does not serve SQL; start it with serve_sql()")
+        address = host_port(self.sql_server.host, self.sql_server.port)
+        return f"postgresql://root@{address}/defaultdb?sslmode=disable"
+
+    def stop_sql(self) -> None:
+        """Close the SQL port and its connections (open transactions roll back)."""
+        if self.sql_server is not None:
+            self.sql_server.stop()
+
     @property
     def url(self) -> str:
         """``feedkv://host:port`` of a listening node."""
@@ -118,6 +158,7 @@ class Node:
         calls in flight, then close the store. Idempotent."""
         if self.cluster is not None:
             self.cluster.stop()
+        self.stop_sql()
         if hasattr(self, "feeds"):
             self.feeds.close()
         if self.server is not None:

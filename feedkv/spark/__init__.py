@@ -7,7 +7,7 @@ FeedKVDataSource``), which imports PySpark then. In a Spark session of your own:
     from feedkv.spark import FeedKVDataSource
 
     spark.dataSource.register(FeedKVDataSource)
-    spark.read.format("feedkv").option("url", "feedkv://127.0.0.1:26257").option("table", "t")
+    spark.read.format("feedkv").option("url", "feedkv://127.0.0.1:26258").option("table", "t")
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ session from :func:`feedkv.spark.session.spark_session` comes with it registered
 
 Batch: a consistent snapshot of a table, one partition per range::
 
-    spark.read.format("feedkv").option("url", "feedkv://127.0.0.1:26257")
+    spark.read.format("feedkv").option("url", "feedkv://127.0.0.1:26258")
         .option("table", "rides").option("as_of", ts).load()
 
 Streaming: every change of the table, in micro-batches that each hold the committed

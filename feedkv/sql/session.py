@@ -46,7 +46,7 @@ from feedkv.sql.session_vars import VARIABLES, checked_value
 if TYPE_CHECKING:
     from feedkv.kv.db import KVClient
 
-__all__ = ["ChangefeedService", "Result", "Session"]
+__all__ = ["ChangefeedService", "Result", "Session", "prepare"]
 
 T = TypeVar("T")
 P = TypeVar("P")
@@ -138,6 +138,19 @@ class Session:
     @property
     def in_transaction(self) -> bool:
         return self._txn is not None
+
+    @property
+    def failed(self) -> bool:
+        """A statement of the open transaction failed: only ROLLBACK (or COMMIT, which
+        rolls back) is accepted until it ends."""
+        return self._txn is not None and self._failed
+
+    def check_login(self) -> None:
+        """Raise SQLError 28000 if this session's user does not exist, 3D000 if its
+        database does not (a server checks both when a client connects)."""
+        if not self._checked_user:
+            self._check_user()
+        self.resolve_database(catalog.Snapshot(self.db, self.db.now()), self.database)
 
     def execute(self, text: str, *params: Any) -> Result:
         """Run every statement in ``text``; returns the last one's result."""

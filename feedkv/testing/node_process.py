@@ -16,7 +16,8 @@ from feedkv.testing.waiting import wait_until
 
 __all__ = ["NodeProcess", "free_port"]
 
-_URL = re.compile(r"feedkv://\S+")
+_URL = re.compile(r"feedkv://[^\s,]+")
+_SQL_URL = re.compile(r"postgresql://\S+")
 
 
 def free_port() -> int:
@@ -28,8 +29,9 @@ def free_port() -> int:
 
 
 class NodeProcess:
-    """Starts ``feedkv start`` on an ephemeral loopback port and waits for its URL.
-    Its stderr (logs; Spark's are many) goes to :attr:`log`, beside the store."""
+    """Starts ``feedkv start`` on ephemeral loopback ports and waits for its URLs:
+    :attr:`url` (gRPC) and :attr:`sql_url` (PostgreSQL clients). Its stderr (logs;
+    Spark's are many) goes to :attr:`log`, beside the store."""
 
     def __init__(self, store: Path, *extra_args: str, start_timeout_s: float = 30.0) -> None:
         self.store = store
@@ -44,6 +46,8 @@ class NodeProcess:
             self.process.wait(timeout=start_timeout_s)
             raise RuntimeError(f"the node did not start: {line!r} {self.log.read_text()[-2000:]}")
         self.url = match.group(0)
+        sql = _SQL_URL.search(line)
+        self.sql_url = sql.group(0) if sql is not None else ""
 
     @staticmethod
     def _start(store: Path, extra_args: tuple[str, ...], log: TextIO) -> subprocess.Popen[str]:
@@ -56,6 +60,8 @@ class NodeProcess:
                 "--store",
                 str(store),
                 "--listen",
+                "127.0.0.1:0",
+                "--sql-addr",
                 "127.0.0.1:0",
                 *extra_args,
             ],

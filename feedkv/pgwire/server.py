@@ -1,0 +1,188 @@
+"""The SQL port: a TCP listener speaking the PostgreSQL v3 protocol, one thread per
+connection, each running a :class:`~feedkv.pgwire.connection.Connection`.
+
+A thread per connection because SQL sessions block (a statement waits on KV reads,
+intents and commits), as the rest of the node does; an idle connection costs a thread
+parked in ``recv``. Backpressure is the socket's: a client that stops reading blocks
+its own thread in ``sendall``, and its connection reads nothing more meanwhile, so
+nothing is buffered past one statement's result.
+
+A protocol error or a dead peer ends that connection alone: its thread rolls back the
+session's open transaction and closes the socket; the listener and the other
+connections go on. CancelRequests arrive on connections of their own and are matched
+to the connection with that process id and secret.
+
+Port choice (``feedkv start``): SQL clients connect on 26257 as to CockroachDB
+(``postgresql://root@127.0.0.1:26257/defaultdb?sslmode=disable``); the gRPC port that
+used to default to 26257 defaults to 26258, since grpcio cannot share its port with
+another protocol without a proxy on every call's path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+import socket
+import threading
+from collections.abc import Callable
+from typing import Self
+
+from feedkv.pgwire import messages as m
+from feedkv.pgwire.auth import Authenticator, LoopbackTrust
+from feedkv.pgwire.connection import Connection, SessionFactory
+
+__all__ = ["PGServer"]
+
+log = logging.getLogger(__name__)
+
+_READ_BYTES = 1 << 16
+
+
+class PGServer:
+    """Serves SQL sessions made by ``sessions(user, database)`` on ``host:port`` (port
+    0: any free one; :attr:`port` says which). ``authenticator`` makes each
+    connection's authentication step (:class:`~feedkv.pgwire.auth.LoopbackTrust`
+    until issue 40 brings passwords and certificates)."""
+
+    def __init__(
+        self,
+        sessions: SessionFactory,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        authenticator: Callable[[], Authenticator] = LoopbackTrust,
+        max_message_bytes: int = m.DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        self._sessions = sessions
+        self._authenticator = authenticator
+        self._max_message_bytes = max_message_bytes
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._listener = socket.create_server((host, port), family=family, backlog=128)
+        self.host = host
+        self.port: int = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._connections: dict[int, tuple[Connection, socket.socket]] = {}
+        self._threads: set[threading.Thread] = set()
+        self._next_process_id = 1
+        self._stopped = False
+        self._acceptor = threading.Thread(
+            target=self._accept, name=f"pgwire-accept-{self.port}", daemon=True
+        )
+
+    def start(self) -> None:
+        self._acceptor.start()
+
+    @property
+    def connections(self) -> int:
+        """Connections open now."""
+        with self._lock:
+            return len(self._connections)
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Stop accepting, close every connection (their open transactions roll back)
+        and wait up to ``grace_s`` for their threads. Idempotent."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            connections = list(self._connections.values())
+            threads = list(self._threads)
+        _shut(self._listener)
+        self._listener.close()
+        for conn, sock in connections:
+            conn.cancel()  # a streaming changefeed ends now, not at its next row
+            _shut(sock)
+        if self._acceptor.is_alive():
+            self._acceptor.join(grace_s)
+        for thread in threads:
+            thread.join(grace_s)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, peer = self._listener.accept()
+            except OSError:
+                return  # the listener was closed: the server stops
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self._lock:
+                if self._stopped:
+                    sock.close()
+                    return
+                process_id = self._next_process_id
+                self._next_process_id += 1
+                thread = threading.Thread(
+                    target=self._serve,
+                    args=(sock, peer[0], process_id),
+                    name=f"pgwire-conn-{process_id}",
+                    daemon=True,
+                )
+                self._threads.add(thread)
+            thread.start()
+
+    def _serve(self, sock: socket.socket, peer_host: str, process_id: int) -> None:
+        conn = Connection(
+            self._sessions,
+            self._authenticator(),
+            process_id=process_id,
+            secret=secrets.randbits(31),
+            peer_host=peer_host,
+            on_cancel=self._cancel,
+            send=sock.sendall,
+            peer_gone=lambda: _peer_gone(sock),
+            max_message_bytes=self._max_message_bytes,
+        )
+        with self._lock:
+            self._connections[process_id] = (conn, sock)
+        try:
+            while not conn.closed:
+                data = sock.recv(_READ_BYTES)
+                if not data:
+                    break
+                out = conn.receive(data)
+                if out:
+                    sock.sendall(out)
+        except OSError as exc:
+            log.debug("SQL connection %d from %s ended: %s", process_id, peer_host, exc)
+        except Exception:
+            log.exception("SQL connection %d from %s failed", process_id, peer_host)
+        finally:
+            try:
+                conn.close()
+            finally:
+                sock.close()
+                with self._lock:
+                    self._connections.pop(process_id, None)
+                    self._threads.discard(threading.current_thread())
+
+    def _cancel(self, process_id: int, secret: int) -> None:
+        with self._lock:
+            found = self._connections.get(process_id)
+        if found is not None and secrets.compare_digest(
+            found[0].secret.to_bytes(4, signed=True), secret.to_bytes(4, signed=True)
+        ):
+            found[0].cancel()
+
+
+def _peer_gone(sock: socket.socket) -> bool:
+    """Whether the client closed its end (or the connection broke): a peek that finds
+    the end of the stream. Bytes waiting to be read mean it is still there."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def _shut(sock: socket.socket) -> None:
+    """Wake a thread blocked in ``accept`` or ``recv`` on ``sock``."""
+    with contextlib.suppress(OSError):  # not connected, or already closed
+        sock.shutdown(socket.SHUT_RDWR)

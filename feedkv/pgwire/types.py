@@ -1,0 +1,387 @@
+"""feedkv's SQL types as PostgreSQL sees them: type OIDs, and each value's text and
+binary format, both ways (results out, parameters in).
+
+The OIDs are PostgreSQL's (``pg_type.oid``), as CockroachDB reports them: INT is int8,
+FLOAT float8, DECIMAL numeric, STRING text, BYTES bytea, BOOL bool, DATE date, TIMESTAMP
+timestamp, TIMESTAMPTZ timestamptz, UUID uuid, JSONB jsonb.
+
+Text formats follow PostgreSQL's output with ``DateStyle=ISO`` and ``TimeZone=UTC``
+(``t``/``f``, ``\\x`` hex bytes, ``2024-05-01 12:00:00.5+00``); floats print as
+CockroachDB prints them (the shortest digits that read back exactly, ``1e+06``). The
+binary formats are PostgreSQL's ``*send``/``*recv`` (big-endian integers, days and
+microseconds since 2000-01-01, numeric as base-10000 digits, jsonb with its version
+byte 1).
+
+Parameters arrive as bytes with the type the client gave in Parse (0 when it gave
+none). A text parameter of type 0, text or varchar stays a string, which the SQL layer
+converts as it converts a string literal (``id = $1`` with ``'7'``); one of a known type
+becomes that type's value; a value that does not read as its type is SQLSTATE 22P02.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import math
+import struct
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+from feedkv.errors import SQLError
+from feedkv.sql.types import Kind, format_value, kind_of_value
+
+__all__ = [
+    "OID",
+    "column_oid",
+    "decode_param",
+    "encode_binary",
+    "encode_text",
+    "oid_of_kind",
+    "type_size",
+]
+
+
+class OID:
+    """PostgreSQL type OIDs (``pg_type.oid``) feedkv sends or accepts."""
+
+    UNSPECIFIED: Final = 0
+    BOOL: Final = 16
+    BYTEA: Final = 17
+    CHAR: Final = 18
+    NAME: Final = 19
+    INT8: Final = 20
+    INT2: Final = 21
+    INT4: Final = 23
+    TEXT: Final = 25
+    OID: Final = 26
+    JSON: Final = 114
+    FLOAT4: Final = 700
+    FLOAT8: Final = 701
+    UNKNOWN: Final = 705
+    BPCHAR: Final = 1042
+    VARCHAR: Final = 1043
+    DATE: Final = 1082
+    TIMESTAMP: Final = 1114
+    TIMESTAMPTZ: Final = 1184
+    NUMERIC: Final = 1700
+    UUID: Final = 2950
+    JSONB: Final = 3802
+
+
+_OID_OF_KIND: dict[Kind, int] = {
+    Kind.INT: OID.INT8,
+    Kind.FLOAT: OID.FLOAT8,
+    Kind.DECIMAL: OID.NUMERIC,
+    Kind.STRING: OID.TEXT,
+    Kind.BYTES: OID.BYTEA,
+    Kind.BOOL: OID.BOOL,
+    Kind.DATE: OID.DATE,
+    Kind.TIMESTAMP: OID.TIMESTAMP,
+    Kind.TIMESTAMPTZ: OID.TIMESTAMPTZ,
+    Kind.UUID: OID.UUID,
+    Kind.JSONB: OID.JSONB,
+}
+
+_SIZES = {
+    OID.BOOL: 1,
+    OID.INT2: 2,
+    OID.INT4: 4,
+    OID.INT8: 8,
+    OID.FLOAT4: 4,
+    OID.FLOAT8: 8,
+    OID.DATE: 4,
+    OID.TIMESTAMP: 8,
+    OID.TIMESTAMPTZ: 8,
+    OID.UUID: 16,
+}
+
+_STRINGS = frozenset({OID.UNSPECIFIED, OID.TEXT, OID.VARCHAR, OID.BPCHAR, OID.NAME, OID.CHAR})
+_STRINGS_TOO = _STRINGS | {OID.UNKNOWN}
+
+_PG_EPOCH_DATE = datetime.date(2000, 1, 1)
+_PG_EPOCH = datetime.datetime(2000, 1, 1)
+_PG_EPOCH_TZ = datetime.datetime(2000, 1, 1, tzinfo=datetime.UTC)
+
+
+def oid_of_kind(kind: Kind) -> int:
+    return _OID_OF_KIND[kind]
+
+
+def type_size(oid: int) -> int:
+    """``pg_type.typlen``: the width of a fixed-size type, -1 for a variable one."""
+    return _SIZES.get(oid, -1)
+
+
+def column_oid(values: Sequence[Any]) -> int:
+    """The type of a result column, from the values it holds: their kind when they
+    share one (INT with DECIMAL is numeric, INT with FLOAT float8), text when they do
+    not or when every value is NULL."""
+    kinds = {kind_of_value(v) for v in values if v is not None}
+    if not kinds:
+        return OID.TEXT
+    if len(kinds) == 1:
+        (kind,) = kinds
+        return OID.JSONB if kind is None else _OID_OF_KIND[kind]
+    if kinds == {Kind.INT, Kind.DECIMAL}:
+        return OID.NUMERIC
+    if kinds == {Kind.INT, Kind.FLOAT}:
+        return OID.FLOAT8
+    return OID.TEXT
+
+
+# Results.
+
+
+def encode_text(value: Any, oid: int) -> bytes:
+    """A non-NULL ``value`` in the text format of type ``oid``."""
+    if oid == OID.JSONB or oid == OID.JSON:
+        return json.dumps(value, sort_keys=True).encode()
+    if isinstance(value, bool):
+        return b"t" if value else b"f"
+    if isinstance(value, datetime.datetime):
+        return _timestamp_text(value).encode()
+    return format_value(value).encode()
+
+
+def _timestamp_text(value: datetime.datetime) -> str:
+    if value.tzinfo is not None:
+        return _timestamp_text(value.astimezone(datetime.UTC).replace(tzinfo=None)) + "+00"
+    text = value.isoformat(sep=" ")
+    return text.rstrip("0") if value.microsecond else text
+
+
+def encode_binary(value: Any, oid: int) -> bytes:
+    """A non-NULL ``value`` in the binary format of type ``oid`` (a column of text type
+    holding values of several kinds sends their text)."""
+    encoder = _BINARY_OUT.get(oid)
+    if encoder is None:
+        return encode_text(value, oid)
+    return encoder(value)
+
+
+def _numeric_binary(value: Any) -> bytes:
+    d = decimal.Decimal(value)
+    if d.is_nan():
+        return struct.pack("!hhHh", 0, 0, 0xC000, 0)
+    if d.is_infinite():
+        return struct.pack("!hhHh", 0, 0, 0xF000 if d < 0 else 0xD000, 0)
+    sign, digits, exponent = d.as_tuple()
+    if not isinstance(exponent, int):  # NaN and infinities are handled above
+        raise SQLError("22003", f"numeric value {d} cannot be sent")
+    text = "".join(map(str, digits))
+    if exponent > 0:
+        text += "0" * exponent
+        exponent = 0
+    scale = -exponent
+    text = text.rjust(scale + 1, "0")  # at least one digit before the point
+    whole = text[: len(text) - scale].lstrip("0")
+    fraction = text[len(text) - scale :]
+    whole = whole.rjust((len(whole) + 3) // 4 * 4, "0")
+    fraction = fraction.ljust((len(fraction) + 3) // 4 * 4, "0")
+    groups = [int(whole[i : i + 4]) for i in range(0, len(whole), 4)]
+    groups += [int(fraction[i : i + 4]) for i in range(0, len(fraction), 4)]
+    weight = len(whole) // 4 - 1
+    while groups and groups[0] == 0:
+        groups.pop(0)
+        weight -= 1
+    while groups and groups[-1] == 0:
+        groups.pop()
+    if not groups:
+        weight = 0
+    header = struct.pack("!hhHh", len(groups), weight, 0x4000 if sign else 0, scale)
+    return header + struct.pack(f"!{len(groups)}h", *groups)
+
+
+def _micros_since(value: datetime.datetime) -> int:
+    delta = value - (_PG_EPOCH if value.tzinfo is None else _PG_EPOCH_TZ)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+_BINARY_OUT: dict[int, Callable[[Any], bytes]] = {
+    OID.BOOL: lambda v: b"\x01" if v else b"\x00",
+    OID.INT8: lambda v: struct.pack("!q", v),
+    OID.FLOAT8: lambda v: struct.pack("!d", v),
+    OID.NUMERIC: _numeric_binary,
+    OID.TEXT: lambda v: format_value(v).encode(),
+    OID.BYTEA: bytes,
+    OID.DATE: lambda v: struct.pack("!i", (v - _PG_EPOCH_DATE).days),
+    OID.TIMESTAMP: lambda v: struct.pack("!q", _micros_since(v)),
+    OID.TIMESTAMPTZ: lambda v: struct.pack("!q", _micros_since(v)),
+    OID.UUID: lambda v: v.bytes,
+    OID.JSONB: lambda v: b"\x01" + json.dumps(v, sort_keys=True).encode(),
+}
+
+
+# Parameters.
+
+
+def decode_param(raw: bytes, oid: int, binary: bool, index: int) -> Any:
+    """Parameter ``$index`` (1-based) as a SQL value. SQLSTATE 22P02 when it does not
+    read as its type, 22P03 for a binary value of a type without a binary reader."""
+    name = _TYPE_NAMES.get(oid, f"oid {oid}")
+    try:
+        if binary:
+            reader = _BINARY_IN.get(oid)
+            if reader is None:
+                raise SQLError(
+                    "22P03",
+                    f"parameter ${index}: no binary format for type {name}; send it as text",
+                )
+            return reader(raw)
+        text = raw.decode()
+        if oid in _STRINGS_TOO:
+            return text
+        parse = _TEXT_IN.get(oid)
+        return text if parse is None else parse(text)
+    except SQLError:
+        raise
+    except (ValueError, struct.error, decimal.InvalidOperation, UnicodeDecodeError) as exc:
+        shown = raw[:40].decode(errors="replace")
+        raise SQLError(
+            "22P03" if binary else "22P02",
+            f"parameter ${index}: invalid {'binary ' if binary else ''}input for type "
+            f"{name}: {shown!r} ({exc})",
+        ) from None
+
+
+_TYPE_NAMES = {
+    value: name.lower()
+    for name, value in vars(OID).items()
+    if not name.startswith("_") and isinstance(value, int)
+}
+_TRUE = {"t", "true", "yes", "y", "on", "1"}
+_FALSE = {"f", "false", "no", "n", "off", "0"}
+
+
+def _bool_text(text: str) -> bool:
+    word = text.strip().lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise ValueError("not a boolean")
+
+
+def _float_text(text: str) -> float:
+    value = float(text)
+    if math.isnan(value) and text.strip().lower() != "nan":
+        raise ValueError("not a number")
+    return value
+
+
+def _bytea_text(text: str) -> bytes:
+    if text.startswith("\\x"):
+        return bytes.fromhex(text[2:])
+    out = bytearray()  # the escape format: \\ and \ooo
+    i = 0
+    while i < len(text):
+        if text[i] != "\\":
+            out += text[i].encode()
+            i += 1
+        elif text[i + 1 : i + 2] == "\\":
+            out.append(0x5C)
+            i += 2
+        else:
+            out.append(int(text[i + 1 : i + 4], 8))
+            i += 4
+    return bytes(out)
+
+
+def _timestamptz_text(text: str) -> datetime.datetime:
+    value = datetime.datetime.fromisoformat(text)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.UTC)  # the session's TimeZone is UTC
+    return value.astimezone(datetime.UTC)
+
+
+def _numeric_from_binary(raw: bytes) -> decimal.Decimal:
+    ndigits, weight, sign, scale = struct.unpack_from("!hhHh", raw)
+    if sign == 0xC000:
+        return decimal.Decimal("NaN")
+    if sign in (0xD000, 0xF000):
+        return decimal.Decimal("-Infinity" if sign == 0xF000 else "Infinity")
+    if sign not in (0, 0x4000) or ndigits < 0 or len(raw) != 8 + 2 * ndigits:
+        raise ValueError("malformed numeric")
+    digits = struct.unpack_from(f"!{ndigits}h", raw, 8)
+    if any(not 0 <= d < 10_000 for d in digits):
+        raise ValueError("numeric digit out of range")
+    text = "".join(f"{d:04d}" for d in digits) or "0"
+    exponent = (weight - ndigits + 1) * 4
+    value = decimal.Decimal(f"{'-' if sign else ''}{text}E{exponent}")
+    context = decimal.Context(prec=max(len(text) + abs(exponent) + scale, 28))
+    return value.quantize(decimal.Decimal(1).scaleb(-scale), context=context)
+
+
+def _exact(size: int, fmt: str) -> Callable[[bytes], Any]:
+    unpacker = struct.Struct(fmt)
+
+    def read(raw: bytes) -> Any:
+        if len(raw) != size:
+            raise ValueError(f"{len(raw)} bytes, expected {size}")
+        return unpacker.unpack(raw)[0]
+
+    return read
+
+
+def _date_binary(raw: bytes) -> datetime.date:
+    return _PG_EPOCH_DATE + datetime.timedelta(days=_exact(4, "!i")(raw))
+
+
+def _timestamp_binary(raw: bytes) -> datetime.datetime:
+    return _PG_EPOCH + datetime.timedelta(microseconds=_exact(8, "!q")(raw))
+
+
+def _timestamptz_binary(raw: bytes) -> datetime.datetime:
+    return _PG_EPOCH_TZ + datetime.timedelta(microseconds=_exact(8, "!q")(raw))
+
+
+def _bool_binary(raw: bytes) -> bool:
+    if raw not in (b"\x00", b"\x01"):
+        raise ValueError("a bool is one byte, 0 or 1")
+    return raw == b"\x01"
+
+
+def _jsonb_binary(raw: bytes) -> Any:
+    if raw[:1] != b"\x01":
+        raise ValueError("jsonb version byte is not 1")
+    return json.loads(raw[1:].decode())
+
+
+_TEXT_IN: dict[int, Callable[[str], Any]] = {
+    OID.BOOL: _bool_text,
+    OID.INT2: int,
+    OID.INT4: int,
+    OID.INT8: int,
+    OID.OID: int,
+    OID.FLOAT4: _float_text,
+    OID.FLOAT8: _float_text,
+    OID.NUMERIC: decimal.Decimal,
+    OID.BYTEA: _bytea_text,
+    OID.DATE: datetime.date.fromisoformat,
+    OID.TIMESTAMP: datetime.datetime.fromisoformat,
+    OID.TIMESTAMPTZ: _timestamptz_text,
+    OID.UUID: uuid.UUID,
+    OID.JSON: json.loads,
+    OID.JSONB: json.loads,
+}
+
+_BINARY_IN: dict[int, Callable[[bytes], Any]] = {
+    **{oid: lambda raw: raw.decode() for oid in _STRINGS_TOO},
+    OID.BOOL: _bool_binary,
+    OID.INT2: _exact(2, "!h"),
+    OID.INT4: _exact(4, "!i"),
+    OID.INT8: _exact(8, "!q"),
+    OID.OID: _exact(4, "!I"),
+    OID.FLOAT4: _exact(4, "!f"),
+    OID.FLOAT8: _exact(8, "!d"),
+    OID.NUMERIC: _numeric_from_binary,
+    OID.BYTEA: bytes,
+    OID.DATE: _date_binary,
+    OID.TIMESTAMP: _timestamp_binary,
+    OID.TIMESTAMPTZ: _timestamptz_binary,
+    OID.UUID: lambda raw: uuid.UUID(bytes=raw),
+    OID.JSON: lambda raw: json.loads(raw.decode()),
+    OID.JSONB: _jsonb_binary,
+}

@@ -1,0 +1,251 @@
+"""The connection state machine, driven with raw bytes (no socket): what each phase
+answers, portal suspension, skipping to Sync after an error, the transaction status."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from feedkv import DB
+from feedkv.pgwire.auth import LoopbackTrust
+from feedkv.pgwire.connection import Connection
+from feedkv.pgwire.types import OID
+from feedkv.testing.pgwire_client import (
+    backend_messages,
+    bind,
+    error_fields,
+    frontend,
+    parse,
+    startup,
+)
+
+
+def query(text: str) -> bytes:
+    return frontend(b"Q", text.encode() + b"\0")
+
+
+def execute(portal: str = "", max_rows: int = 0) -> bytes:
+    return frontend(b"E", portal.encode() + b"\0" + struct.pack("!i", max_rows))
+
+
+def describe(kind: str, name: str = "") -> bytes:
+    return frontend(b"D", kind.encode() + name.encode() + b"\0")
+
+
+SYNC = frontend(b"S")
+
+
+class Wire:
+    """A connection and the messages it answers to each input."""
+
+    def __init__(self, db: DB, peer_host: str | None = "127.0.0.1") -> None:
+        self.cancels: list[tuple[int, int]] = []
+        self.conn = Connection(
+            lambda user, database: db.session(user=user, database=database),
+            LoopbackTrust(),
+            process_id=42,
+            secret=1234,
+            peer_host=peer_host,
+            on_cancel=lambda pid, secret: self.cancels.append((pid, secret)),
+            max_message_bytes=1 << 16,
+        )
+
+    def send(self, *data: bytes) -> list[tuple[bytes, bytes]]:
+        return backend_messages(self.conn.receive(b"".join(data)))
+
+    def kinds(self, *data: bytes) -> bytes:
+        return b"".join(kind for kind, _ in self.send(*data))
+
+
+@pytest.fixture
+def wire(db: DB) -> Wire:
+    w = Wire(db)
+    w.send(startup())
+    w.send(query("CREATE TABLE t (id INT PRIMARY KEY, s STRING)"))
+    w.send(query("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')"))
+    return w
+
+
+def test_startup_answers_ok_parameters_key_and_ready(db: DB) -> None:
+    w = Wire(db)
+    answers = w.send(startup())
+    assert answers[0] == (b"R", struct.pack("!i", 0))
+    statuses = dict(body[:-1].decode().split("\0") for kind, body in answers if kind == b"S")
+    assert statuses["server_version"] == "13.0.0"
+    assert statuses["client_encoding"] == "UTF8"
+    assert statuses["TimeZone"] == "UTC"
+    assert (b"K", struct.pack("!ii", 42, 1234)) in answers
+    assert answers[-1] == (b"Z", b"I")
+
+
+def test_ssl_and_gssenc_requests_are_declined_and_startup_goes_on(db: DB) -> None:
+    w = Wire(db)
+    assert w.conn.receive(struct.pack("!ii", 8, 80877103)) == b"N"
+    assert w.conn.receive(struct.pack("!ii", 8, 80877104)) == b"N"
+    assert w.send(startup())[-1] == (b"Z", b"I")
+
+
+def test_a_cancel_request_is_passed_on_and_its_connection_closes(db: DB) -> None:
+    w = Wire(db)
+    assert w.conn.receive(struct.pack("!iiii", 16, 80877102, 7, 99)) == b""
+    assert w.cancels == [(7, 99)]
+    assert w.conn.closed
+
+
+def test_a_client_off_loopback_is_refused_with_28000(db: DB) -> None:
+    w = Wire(db, peer_host="10.1.2.3")
+    [(kind, body)] = w.send(startup())
+    assert kind == b"E"
+    fields = error_fields(body)
+    assert (fields["S"], fields["C"]) == ("FATAL", "28000")
+    assert "loopback" in fields["M"]
+    assert w.conn.closed
+
+
+def test_a_startup_without_a_user_is_refused(db: DB) -> None:
+    w = Wire(db)
+    body = struct.pack("!i", 3 << 16) + b"database\0defaultdb\0\0"
+    [(kind, fields)] = w.send(struct.pack("!i", len(body) + 4) + body)
+    assert kind == b"E" and error_fields(fields)["C"] == "28000"
+    assert w.conn.closed
+
+
+def test_an_empty_query_gets_empty_query_response(wire: Wire) -> None:
+    assert wire.kinds(query("")) == b"IZ"
+    assert wire.kinds(query(" ; ")) == b"IZ"
+
+
+def test_a_simple_query_answers_description_rows_and_tag(wire: Wire) -> None:
+    answers = wire.send(query("SELECT id, s FROM t WHERE id < 3"))
+    assert [kind for kind, _ in answers] == [b"T", b"D", b"D", b"C", b"Z"]
+    assert answers[1][1] == struct.pack("!hi", 2, 1) + b"1" + struct.pack("!i", 1) + b"a"
+    assert answers[3][1] == b"SELECT 2\0"
+
+
+def test_the_status_is_t_in_a_transaction_and_e_after_a_failure_until_rollback(
+    wire: Wire,
+) -> None:
+    assert wire.send(query("BEGIN"))[-1] == (b"Z", b"T")
+    assert wire.send(query("SELECT * FROM nowhere"))[-1] == (b"Z", b"E")
+    answers = wire.send(query("SELECT 1"))
+    assert error_fields(answers[0][1])["C"] == "25P02"
+    assert answers[-1] == (b"Z", b"E")
+    assert wire.send(query("ROLLBACK"))[-1] == (b"Z", b"I")
+
+
+def test_execute_with_a_row_limit_suspends_the_portal_until_the_rows_run_out(
+    wire: Wire,
+) -> None:
+    assert wire.kinds(parse("", "SELECT id FROM t ORDER BY id"), bind("", ""), describe("P")) == (
+        b"12T"
+    )
+    first = wire.send(execute("", 2))
+    assert [kind for kind, _ in first] == [b"D", b"D", b"s"]
+    rest = wire.send(execute("", 2))
+    assert [kind for kind, _ in rest] == [b"D", b"C"]
+    assert rest[0][1].endswith(b"3")
+    assert wire.kinds(SYNC) == b"Z"
+
+
+def test_after_an_error_every_message_up_to_sync_is_skipped(wire: Wire) -> None:
+    answers = wire.send(
+        parse("", "SELECT * FROM nowhere"),
+        bind("", ""),
+        execute(),
+        parse("ok", "INSERT INTO t VALUES (9, 'z')"),
+        bind("", "ok"),
+        execute(),
+        SYNC,
+    )
+    # NB: names are resolved when the statement runs, so the Parse and Bind succeed
+    assert [kind for kind, _ in answers] == [b"1", b"2", b"E", b"Z"]
+    assert error_fields(answers[2][1])["C"] == "42P01"
+    assert wire.kinds(query("SELECT * FROM t WHERE id = 9")) == b"TCZ"  # nothing inserted
+
+
+def test_describe_statement_gives_parameter_types_and_no_data_for_a_write(wire: Wire) -> None:
+    answers = wire.send(
+        parse("ins", "INSERT INTO t VALUES ($1, $2)", [OID.INT8]), describe("S", "ins"), SYNC
+    )
+    assert [kind for kind, _ in answers] == [b"1", b"t", b"n", b"Z"]
+    assert answers[1][1] == struct.pack("!hII", 2, OID.INT8, OID.TEXT)
+
+
+def test_describing_a_select_statements_columns_before_bind_is_refused_clearly(
+    wire: Wire,
+) -> None:
+    answers = wire.send(parse("q", "SELECT * FROM t"), describe("S", "q"), SYNC)
+    assert [kind for kind, _ in answers] == [b"1", b"E", b"Z"]
+    assert error_fields(answers[1][1])["C"] == "0A000"
+
+
+@pytest.mark.parametrize(
+    ("messages", "code"),
+    [
+        ([bind("", "missing")], "26000"),
+        ([execute("missing")], "34000"),
+        ([parse("", "SELECT 1; SELECT 2")], "42601"),
+        ([parse("", "SELECT $1"), bind("", "", [])], "08P01"),
+        ([parse("", "SELECT $1", [OID.INT8]), bind("", "", [b"seven"])], "22P02"),
+        ([parse("", "SELECT $1", [OID.INT8]), bind("", "", [b"\x01"], param_formats=[1])], "22P03"),
+        ([parse("s", "SELECT 1"), parse("s", "SELECT 2")], "42P05"),
+        ([parse("", "SELECT id FROM t"), bind("", "", result_formats=[0, 1]), execute()], "08P01"),
+    ],
+)
+def test_extended_protocol_mistakes_get_their_sqlstate_and_the_connection_goes_on(
+    wire: Wire, messages: list[bytes], code: str
+) -> None:
+    answers = wire.send(*messages, SYNC)
+    errors = [error_fields(body) for kind, body in answers if kind == b"E"]
+    assert [(e["S"], e["C"]) for e in errors] == [("ERROR", code)]
+    assert answers[-1] == (b"Z", b"I")
+    assert not wire.conn.closed
+    assert wire.kinds(query("SELECT 1")) == b"TDCZ"
+
+
+def test_binary_parameters_and_results(wire: Wire) -> None:
+    answers = wire.send(
+        parse("", "SELECT id, s FROM t WHERE id = $1", [OID.INT8]),
+        bind("", "", [struct.pack("!q", 2)], param_formats=[1], result_formats=[1]),
+        describe("P"),
+        execute(),
+        SYNC,
+    )
+    assert [kind for kind, _ in answers] == [b"1", b"2", b"T", b"D", b"C", b"Z"]
+    assert answers[3][1] == struct.pack("!hiqi", 2, 8, 2, 1) + b"b"
+
+
+def test_a_protocol_violation_answers_fatal_and_closes(wire: Wire) -> None:
+    [(kind, body)] = wire.send(frontend(b"!"))
+    fields = error_fields(body)
+    assert (kind, fields["S"], fields["C"]) == (b"E", "FATAL", "08P01")
+    assert wire.conn.closed
+
+
+def test_an_open_transaction_rolls_back_when_the_connection_closes(db: DB, wire: Wire) -> None:
+    wire.send(query("BEGIN"), query("INSERT INTO t VALUES (5, 'e')"))
+    wire.send(frontend(b"X"))
+    assert wire.conn.closed
+    assert db.sql("SELECT count(*) FROM t").rows == [(3,)]
+
+
+def test_too_large_a_message_is_refused_with_54000(wire: Wire) -> None:
+    [(kind, body)] = wire.send(b"Q" + struct.pack("!i", (1 << 16) + 1))
+    assert (kind, error_fields(body)["C"]) == (b"E", "54000")
+    assert wire.conn.closed
+
+
+def test_messages_not_allowed_when_ready_are_protocol_violations(wire: Wire) -> None:
+    [(kind, body)] = wire.send(frontend(b"p", b"pw\0"))
+    assert (kind, error_fields(body)["C"]) == (b"E", "08P01")
+    assert wire.conn.closed
+
+
+def test_a_newer_minor_version_or_pq_option_is_negotiated_down_to_3_0(db: DB) -> None:
+    w = Wire(db)
+    body = struct.pack("!i", (3 << 16) | 2) + b"user\0root\0_pq_.feature\0on\0\0"
+    answers = w.send(struct.pack("!i", len(body) + 4) + body)
+    assert answers[0] == (b"v", struct.pack("!ii", 0, 1) + b"_pq_.feature\0")
+    assert answers[1] == (b"R", struct.pack("!i", 0))
+    assert answers[-1] == (b"Z", b"I")

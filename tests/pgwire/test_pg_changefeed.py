@@ -1,0 +1,72 @@
+"""Sinkless changefeeds over the SQL port: rows are sent as they happen, not at the
+end; a cancel ends the feed with 57014 and frees it; so does a client going away,
+even when no row comes to find it gone."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+import pytest
+from psycopg import errors
+
+from feedkv import DB
+from feedkv.pgwire.server import PGServer
+from feedkv.testing.pgwire_client import RawClient, frontend, startup
+from feedkv.testing.waiting import wait_until
+
+
+def feeds_running() -> int:
+    return sum(t.name == "sinkless-changefeed" and t.is_alive() for t in threading.enumerate())
+
+
+@pytest.fixture
+def table(db: DB) -> None:
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, s STRING)")
+    db.sql("INSERT INTO t VALUES (1, 'a')")
+
+
+@pytest.mark.usefixtures("table")
+def test_psycopg_streams_a_changefeeds_rows_as_they_happen_until_cancelled(
+    db: DB, pg_url: str
+) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        stream = conn.cursor().stream("EXPERIMENTAL CHANGEFEED FOR t")
+        assert next(stream) == ("t", "[1]", '{"after": {"id": 1, "s": "a"}}')
+        db.sql("INSERT INTO t VALUES (2, 'b')")  # after the first row was read
+        assert next(stream) == ("t", "[2]", '{"after": {"id": 2, "s": "b"}}')
+        # NB: cancel_safe, not cancel: libpq's old blocking cancel holds the GIL in
+        # psycopg, and the server answering it runs in this process
+        conn.cancel_safe(timeout=10)
+        with pytest.raises(errors.QueryCanceled):
+            next(stream)
+        wait_until(lambda: feeds_running() == 0, what="the cancelled changefeed to stop")
+        assert conn.execute("SELECT count(*) FROM t").fetchone() == (2,)
+
+
+@pytest.mark.usefixtures("table")
+def test_the_simple_protocol_sends_each_row_before_the_feed_ends(
+    db: DB, pg_server: PGServer
+) -> None:
+    with RawClient(pg_server.host, pg_server.port) as client:
+        client.send(startup())
+        client.until(b"Z")
+        client.send(frontend(b"Q", b"CREATE CHANGEFEED FOR t\0"))
+        assert [kind for kind, _ in client.until(b"D")] == [b"T", b"D"]
+        db.sql("UPDATE t SET s = 'z' WHERE id = 1")
+        [(kind, body)] = client.until(b"D")  # the update alone: nothing else came
+        assert (kind, b'"s": "z"' in body) == (b"D", True)
+    # no row comes: the feed's check of its client finds it gone
+    wait_until(lambda: feeds_running() == 0, what="the orphaned changefeed to stop")
+
+
+@pytest.mark.usefixtures("table")
+def test_stopping_the_server_ends_a_streaming_changefeed(db: DB, pg_server: PGServer) -> None:
+    with RawClient(pg_server.host, pg_server.port) as client:
+        client.send(startup())
+        client.until(b"Z")
+        client.send(frontend(b"Q", b"EXPERIMENTAL CHANGEFEED FOR t\0"))
+        client.until(b"D")
+        pg_server.stop()
+        client.read_closed()
+    wait_until(lambda: feeds_running() == 0, what="the changefeed to stop with the server")

@@ -1,0 +1,54 @@
+"""pgbench, unchanged, running a custom script against the SQL port in each of its
+query modes: every update lands, none fails."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import psycopg
+import pytest
+
+PGBENCH = shutil.which("pgbench")
+SCRIPT = """\\set k random(1, 10)
+UPDATE kv SET v = v + 1 WHERE k = :k;
+SELECT v FROM kv WHERE k = :k;
+"""
+CLIENTS = 4
+TRANSACTIONS = 25
+
+
+@pytest.mark.parametrize("mode", ["simple", "extended", "prepared"])
+def test_pgbench_updates_land_once_each_in_every_query_mode(
+    pg_url: str, mode: str, tmp_path: Path
+) -> None:
+    assert PGBENCH is not None, "pgbench is missing: `make` installs Debian's postgresql"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE kv (k INT PRIMARY KEY, v INT)")
+        conn.execute("INSERT INTO kv VALUES " + ", ".join(f"({k}, 0)" for k in range(1, 11)))
+    script = tmp_path / "kv.sql"
+    script.write_text(SCRIPT)
+    done = subprocess.run(
+        [
+            PGBENCH,
+            "-n",
+            "-f",
+            script,
+            "-c",
+            str(CLIENTS),
+            "-t",
+            str(TRANSACTIONS),
+            "-M",
+            mode,
+            pg_url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "number of failed transactions: 0 (0.000%)" in done.stdout
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT sum(v) FROM kv").fetchone() == (CLIENTS * TRANSACTIONS,)

@@ -112,12 +112,17 @@ def connect(
         address = parse_node_url(text)
         from feedkv.kv.dialer import ClusterDialer, RemoteNodes
         from feedkv.kv.grpc_transport import GrpcTransport
+        from feedkv.rangefeed.cluster_feeds import ClusterFeedTransport
         from feedkv.rangefeed.grpc_transport import GrpcFeedTransport
 
         gateway = GrpcTransport(*address)
         nodes = RemoteNodes(gateway.channel)
         transport = ClusterDialer(gateway, gateway_node=nodes.gateway_node, addresses=nodes.address)
-        feeds = GrpcFeedTransport(gateway.channel, gateway.address)
+        feeds = ClusterFeedTransport(
+            GrpcFeedTransport(gateway.channel, gateway.address),
+            gateway_node=nodes.gateway_node,
+            addresses=nodes.address,
+        )
         return DB(transport, feeds, target=text, changefeed_runner=changefeed_runner)
     if not text:
         raise InvalidURLError("cannot connect to '': give a store directory or feedkv://host:port")
@@ -131,7 +136,7 @@ def connect(
     local: Transport = LocalTransport(node.store, owned=False)
     db = DB(
         node.cluster.dialer if node.cluster is not None else local,
-        node.feeds,
+        node.feed_transport,
         target=text,
         node=node,
         changefeed_runner=changefeed_runner,

@@ -84,10 +84,12 @@ class FeedTransport(Protocol):
         *,
         values: bool = True,
         timestamp_order: bool = False,
+        node_id: int = 0,
     ) -> object:
         """Subscribe ``stream`` to ``span`` after ``start_ts`` (exclusive); returns a handle
         for :meth:`unregister`. Without ``values`` only checkpoints are sent; with
-        ``timestamp_order`` the catch-up scan keeps timestamp order across keys. Failures
+        ``timestamp_order`` the catch-up scan keeps timestamp order across keys;
+        ``node_id``: the node holding the span's range (0: the one connected to). Failures
         to register arrive as an :class:`Error` event, or raise when the node cannot be
         reached."""
         ...
@@ -359,6 +361,7 @@ class RangeFeed:
                     self._stream,
                     values=self.values,
                     timestamp_order=self.timestamp_order,
+                    node_id=desc.lease_holder,
                 )
             except (RetryableError, ExternalError):
                 with self._lock:

@@ -221,6 +221,7 @@ class GrpcFeedTransport:
         *,
         values: bool = True,
         timestamp_order: bool = False,
+        node_id: int = 0,  # this transport's node's ranges only
     ) -> object:
         with self._lock:
             if self._closed:

@@ -34,6 +34,7 @@ from feedkv.errors import (
     FeedKVError,
     InvalidArgumentError,
     NodeUnavailableError,
+    RangeKeyMismatchError,
 )
 from feedkv.kv.range_descriptor import descriptor_for_key
 from feedkv.kv.store import Store
@@ -129,6 +130,7 @@ class StoreFeeds:
         *,
         values: bool = True,
         timestamp_order: bool = False,
+        node_id: int = 0,  # this store's ranges only
     ) -> Registration:
         """Subscribe ``stream`` to ``span`` after ``start_ts``; events arrive tagged ``tag``.
         Without ``values`` only checkpoints are sent (and ``with_diff`` is refused); with
@@ -143,7 +145,11 @@ class StoreFeeds:
             if self._stopping.is_set():
                 raise NodeUnavailableError("the node is shutting down")
             with self.store.engine.snapshot() as snap:
-                desc = descriptor_for_key(snap, span.start)
+                try:
+                    desc = descriptor_for_key(snap, span.start)
+                except RangeKeyMismatchError:  # another node holds it (it moved)
+                    reg.end(ErrorReason.RANGE_NOT_FOUND, f"no range of this node holds {span}")
+                    return reg
                 if not desc.span.contains(span):
                     reg.end(
                         ErrorReason.RANGE_NOT_FOUND,

@@ -32,6 +32,8 @@ from feedkv.kv.server import NodeServer
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.pgwire.connection import SessionFactory
 from feedkv.pgwire.server import PGServer
+from feedkv.rangefeed.client import FeedTransport
+from feedkv.rangefeed.cluster_feeds import ClusterFeedTransport
 from feedkv.rangefeed.service import RangeFeedService
 from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
 from feedkv.server.cluster import (
@@ -81,10 +83,18 @@ class Node:
         self._serve_lock = threading.Lock()
         try:
             self.feeds = StoreFeeds(self.store, feed_config)
+            # how this node's own clients register feeds (in a cluster: with any node)
+            self.feed_transport: FeedTransport = self.feeds
             if listen is not None:
                 self.serve(listen)
             if ident is not None:
-                self.cluster = self._member(ident, join or (), heartbeat_s)
+                self.cluster = cluster = self._member(ident, join or (), heartbeat_s)
+                self.feed_transport = ClusterFeedTransport(
+                    self.feeds,
+                    gateway_node=lambda: node_id,
+                    addresses=cluster.liveness.address,
+                    owns_gateway=False,
+                )
         except BaseException:
             self.stop()
             raise
@@ -158,6 +168,8 @@ class Node:
         calls in flight, then close the store. Idempotent."""
         if self.cluster is not None:
             self.cluster.stop()
+        if hasattr(self, "feed_transport") and self.feed_transport is not self.feeds:
+            self.feed_transport.close()
         self.stop_sql()
         if hasattr(self, "feeds"):
             self.feeds.close()

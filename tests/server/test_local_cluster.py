@@ -10,8 +10,11 @@ import pytest
 
 from feedkv.errors import NodeUnavailableError
 from feedkv.kv.dialer import nodes
+from feedkv.rangefeed.event import Checkpoint, Event
 from feedkv.testing.cluster import LocalCluster
+from feedkv.testing.feed_validator import FeedValidator, assert_valid
 from feedkv.testing.waiting import wait_until
+from feedkv.util.keys import Span
 
 pytestmark = pytest.mark.xdist_group("cluster")
 
@@ -111,3 +114,54 @@ def test_a_dead_nodes_ranges_fail_clearly_and_its_acknowledged_writes_survive(
     wait_until(lambda: cluster.live_nodes(0) == 3, timeout_s=30, what="n3 back")
     fresh = cluster.connect(1)
     assert [kv.value for kv in fresh.scan(b"dead/", b"dead0")] == [b"v%d" % i for i in range(20)]
+
+
+@pytest.mark.slow(40)
+def test_a_rangefeed_over_three_nodes_follows_its_ranges_as_they_move(
+    cluster: LocalCluster,
+) -> None:
+    """A feed whose ranges live on all three nodes, read from a client of one node, while
+    writes go on and the ranges move: every committed version arrives (the old node
+    ends the piece with REPLICA_REMOVED after its last checkpoint, the client resumes on
+    the new node), in order per key, and no value below a checkpoint follows it."""
+    db = cluster.connect(0)
+    feed_span = Span(b"feed/", b"feed0")
+    for split in (b"feed/", b"feed/3", b"feed/6", b"feed0"):
+        db.split(split)
+    db.relocate(b"feed/3", 2)
+    db.relocate(b"feed/6", 3)
+    since = db.now()
+    stop = threading.Event()
+
+    def writer() -> None:
+        client = cluster.connect(1)
+        i = 0
+        while not stop.is_set():
+            client.put(b"feed/%d%03d" % (i % 9, i), b"v%d" % i)
+            i += 1
+        client.close()
+
+    thread = threading.Thread(target=writer)
+    events: list[Event] = []
+    with cluster.connect(2).rangefeed([feed_span], since) as feed:
+        thread.start()
+        try:
+            for key, node in [(b"feed/3", 3), (b"feed/6", 1), (b"feed/", 2), (b"feed/3", 1)]:
+                db.relocate(key, node)
+        finally:
+            stop.set()
+            thread.join()
+        last = db.put(b"feed/9last", b"end")
+        closer = threading.Timer(60, feed.close)  # the deadline: a stuck feed ends
+        closer.start()
+        for event in feed:
+            events.append(event)
+            if isinstance(event, Checkpoint) and event.ts >= last:
+                break
+        closer.cancel()
+    assert isinstance(events[-1], Checkpoint), "the feed did not resolve past the last write"
+    validator = FeedValidator([feed_span], since)
+    validator.observe_all(events)
+    history = list(db.export(feed_span, since, last))
+    assert len(history) > 9
+    assert_valid(validator.check(history, up_to=last))

@@ -12,7 +12,9 @@ the job records (:mod:`feedkv.changefeed.jobs`) every ``interval_s``, or at once
 
 A lease is dead once it expires, or at once when it names this node but another
 instance: a store belongs to one process at a time, so that process has died (a crash,
-a SIGKILL) and its jobs resume as soon as the store is open again. When the registry
+a SIGKILL) and its jobs resume as soon as the store is open again. In a cluster a
+lease is also dead once node liveness sees its node dead (9 s of silence by default):
+another live node adopts the job and resumes it from its high-water mark. When the registry
 closes (the node stops) its jobs stop and give their leases back, still ``running``.
 
 A job that hits a fault outside the changefeed (:class:`~feedkv.errors.ExternalError`
@@ -105,8 +107,12 @@ class JobRegistry:
         node_id: str,
         make_job: JobFactory,
         settings: RegistrySettings | None = None,
+        node_dead: Callable[[str], bool] | None = None,
     ) -> None:
+        """``node_dead(node_id)``: whether a node of the cluster is dead, so its leases
+        are too, before they expire (``None``: a node of its own)."""
         self.owner = f"{node_id}/{secrets.token_hex(6)}"
+        self._node_dead = node_dead
         self.settings = settings or RegistrySettings()
         self._db = db
         self._node_id = node_id
@@ -182,6 +188,7 @@ class JobRegistry:
             lease is None
             or lease.expires_ns <= now_ns
             or (lease.node_id == self._node_id and lease.owner != self.owner)
+            or (self._node_dead is not None and self._node_dead(lease.node_id))
         )
 
     def _tend(self, record: JobRecord, runner: _Runner) -> None:

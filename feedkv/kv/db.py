@@ -64,13 +64,20 @@ _NO_HEADER = Header()  # a plain write's: the router addresses it, the node stam
 @dataclass(frozen=True, slots=True)
 class RangeInfo:
     """A range as ``db.ranges()`` reports it (``sticky``: it starts at a manual split,
-    which the store's automatic merges leave alone)."""
+    which the store's automatic merges leave alone; ``replicas``: the ids of the nodes
+    holding it, its leaseholder first; ``closed_ts``: zero when it is on another node
+    than the one asked)."""
 
     range_id: int
     span: Span
     generation: int
     closed_ts: Timestamp
     sticky: bool
+    replicas: tuple[int, ...] = (1,)
+
+    @property
+    def lease_holder(self) -> int:
+        return self.replicas[0]
 
 
 class LocalTransport:
@@ -284,7 +291,7 @@ class KVClient:
         if not isinstance(result, RangeLookupResponse):
             raise InvalidArgumentError(f"range lookup answered with {result!r}")
         return [
-            RangeInfo(d.range_id, d.span, d.generation, ts, d.sticky)
+            RangeInfo(d.range_id, d.span, d.generation, ts, d.sticky, d.replicas)
             for d, ts in zip(result.descriptors, result.closed_timestamps, strict=True)
         ]
 

@@ -48,8 +48,12 @@ class Liveness:
         *,
         dead_after_ns: int = DEAD_AFTER_NS,
         max_offset_ns: int = MAX_OFFSET_NS,
+        started_ns: int = 0,
     ) -> None:
+        """``started_ns``: when this node started (monotonic): a node it knows of but
+        has not heard from since is dead once ``dead_after_ns`` has passed from then."""
         self.me = me
+        self.started_ns = started_ns
         self.dead_after_ns = dead_after_ns
         self.max_offset_ns = max_offset_ns
         self._nodes: dict[int, NodeDescriptor] = {me.node_id: me}
@@ -87,6 +91,15 @@ class Liveness:
             return True
         heard = self._heard.get(node_id)
         return heard is not None and now_ns - heard <= self.dead_after_ns
+
+    def is_dead(self, node_id: int, now_ns: int) -> bool:
+        """Whether a node known to this one has been silent for longer than the bound
+        (``False`` for a node never heard of: nothing is known of it). A node whose
+        work must move when it dies (changefeed jobs) is judged by this."""
+        if node_id == self.me.node_id or node_id not in self._nodes:
+            return False
+        heard = self._heard.get(node_id, self.started_ns)
+        return now_ns - heard > self.dead_after_ns
 
     def status(self, now_ns: int) -> list[NodeStatus]:
         out = []

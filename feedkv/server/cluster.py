@@ -179,7 +179,9 @@ class Cluster:
         self.store = store
         self.ident = ident
         self.me = NodeDescriptor(ident.node_id, address, ident.epoch)
-        self.liveness = Liveness(self.me, dead_after_ns=dead_after_ns)
+        self.liveness = Liveness(
+            self.me, dead_after_ns=dead_after_ns, started_ns=time.monotonic_ns()
+        )
         self.directory = RangeDirectory()
         self.heartbeat_s = heartbeat_s
         self._join = list(join)
@@ -244,6 +246,13 @@ class Cluster:
         if desc.lease_holder != self.ident.node_id:
             return ZERO_TIMESTAMP  # known on its node only
         return self.store.closed_timestamp(desc.range_id)
+
+    def node_dead(self, name: str) -> bool:
+        """Whether the node named ``n<id>`` (as a job lease names it) is dead."""
+        if not (name.startswith("n") and name[1:].isdigit()):
+            return False
+        with self._lock:
+            return self.liveness.is_dead(int(name[1:]), time.monotonic_ns())
 
     def report(self) -> tuple[int, list[RangeDescriptor]]:
         """Put this node's ranges, as its store holds them now, in its directory; returns

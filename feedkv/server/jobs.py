@@ -65,7 +65,8 @@ def job_registry(
     from feedkv.changefeed.thread_job import thread_jobs
 
     make_job = spark_jobs(node, spark_master) if runner == "spark" else thread_jobs(client)
-    return JobRegistry(client, node.node_id, make_job)
+    node_dead = node.cluster.node_dead if node.cluster is not None else None
+    return JobRegistry(client, node.node_id, make_job, node_dead=node_dead)
 
 
 def jobs_spark_master(client: KV, spark_master: str | None) -> str | None:

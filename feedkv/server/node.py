@@ -76,7 +76,9 @@ class Node:
         self.store = Store(
             store_path, clock=clock, config=config, node_id=node_id, bootstrap=bootstraps
         )
-        self.node_id = _node_id(self.path)
+        # the name job leases give the node: n<id> in a cluster (its liveness tells
+        # whether the node is alive), else an id kept in its store directory
+        self.node_id = f"n{node_id}" if ident is not None else _node_id(self.path)
         self.server: NodeServer | None = None
         self.cluster: Cluster | None = None
         self.sql_server: PGServer | None = None

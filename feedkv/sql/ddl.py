@@ -381,9 +381,12 @@ def show_ranges(ex: Execution, s: st.ShowRanges) -> Result:
                     _pretty(ex, desc, min(info.span.end, span.end)),
                     info.range_id,
                     info.generation,
+                    info.lease_holder,
+                    "{" + ",".join(map(str, info.replicas)) + "}",
                 )
             )
-    return Result(("start_key", "end_key", "range_id", "generation"), rows, f"SHOW {len(rows)}")
+    columns = ("start_key", "end_key", "range_id", "generation", "lease_holder", "replicas")
+    return Result(columns, rows, f"SHOW {len(rows)}")
 
 
 def _pretty(ex: Execution, desc: TableDescriptor, key: bytes) -> str:

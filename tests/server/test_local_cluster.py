@@ -3,11 +3,14 @@ relocation, reads, writes and transactions across nodes, a dead node, restarts."
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from feedkv.changefeed.jobs import get_job
 from feedkv.errors import NodeUnavailableError
 from feedkv.kv.dialer import nodes
 from feedkv.rangefeed.event import Checkpoint, Event
@@ -165,3 +168,55 @@ def test_a_rangefeed_over_three_nodes_follows_its_ranges_as_they_move(
     history = list(db.export(feed_span, since, last))
     assert len(history) > 9
     assert_valid(validator.check(history, up_to=last))
+
+
+def _sink_values(out: Path) -> set[str]:
+    """The ``v`` of every row the file sink under ``out`` holds."""
+    found = set()
+    for path in out.rglob("*.ndjson"):
+        for line in path.read_text().splitlines():
+            after = json.loads(line).get("after")
+            if after is not None:
+                found.add(after["v"])
+    return found
+
+
+@pytest.mark.slow(60)
+def test_a_dead_nodes_changefeed_job_is_adopted_by_a_live_node_and_goes_on(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """A job runs on one node under a lease; SIGKILL that node and another live node
+    adopts the job once liveness sees the node dead, resuming from the high-water mark
+    (contract 5 of the cluster). The data's ranges are moved off the doomed node first:
+    unreplicated, they would wait for it."""
+    db = cluster.connect(0)
+    db.sql("CREATE TABLE adopt (k INT PRIMARY KEY, v STRING)")
+    db.sql("INSERT INTO adopt VALUES (1, 'before')")
+    out = tmp_path / "out"
+    job_id = db.sql(
+        f"CREATE CHANGEFEED FOR adopt INTO 'file://{out}' "
+        "WITH resolved='0s', min_checkpoint_frequency='0s'"
+    ).rows[0][0]
+
+    def runner() -> str | None:
+        record = db.run_transaction(lambda txn: get_job(txn, job_id))
+        return record.lease.node_id if record is not None and record.lease else None
+
+    wait_until(lambda: runner() is not None, timeout_s=30, what="a node to run the job")
+    wait_until(lambda: "before" in _sink_values(out), timeout_s=30, what="the first row")
+    doomed = int(runner().removeprefix("n")) - 1  # type: ignore[union-attr]
+    keeper = (doomed + 1) % 3
+    for info in db.ranges():
+        if info.replicas[0] == doomed + 1:
+            db.relocate(info.span.start or b"\x00", keeper + 1)
+    survivor = cluster.connect(keeper)
+    cluster.kill(doomed)
+    wait_until(
+        lambda: runner() not in (None, f"n{doomed + 1}"),
+        timeout_s=60,
+        what="a live node to adopt the job",
+    )
+    survivor.sql("INSERT INTO adopt VALUES (2, 'after')")
+    wait_until(lambda: "after" in _sink_values(out), timeout_s=30, what="the row after")
+    cluster.restart(doomed)
+    wait_until(lambda: cluster.live_nodes(keeper) == 3, timeout_s=30, what="the node back")

@@ -778,8 +778,9 @@ def test_split_at_adds_a_range_and_rows_on_both_sides_still_read(any_db: DB) -> 
     assert split.tag == "SPLIT 1"
     assert len(before) == 1
     assert len(after) == 2
-    (left_start, left_end, left_id, _), (right_start, right_end, right_id, _) = after
+    (left_start, left_end, left_id, *_), (right_start, right_end, right_id, *_) = after
     assert left_id != right_id
+    assert after[0][4:] == (1, "{1}")  # lease_holder, replicas: a node of its own is n1
     assert (left_start, right_end) == (before[0][0], before[0][1])
     assert left_end == right_start
     assert right_start.endswith("/5")
@@ -816,7 +817,7 @@ def test_show_ranges_prints_a_key_prefix_split_point_as_values(any_db: DB) -> No
     ranges = _composite_table_split_at_prefixes(any_db)
     table = ranges[0][0]  # /Table/<id>
 
-    boundaries = [(start, end) for start, end, _, _ in ranges]
+    boundaries = [(start, end) for start, end, *_ in ranges]
 
     assert boundaries == [
         (table, f"{table}/1/2"),

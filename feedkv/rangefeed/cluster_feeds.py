@@ -83,12 +83,15 @@ class ClusterFeedTransport:
         with self._lock:
             if self._closed:
                 raise NodeUnavailableError("this cluster's rangefeed client is closed")
-            known = self._nodes.get(node_id)
-            if known is not None:
-                return known[1]
             address = self._addresses(node_id)
             if address is None:
                 raise NodeUnavailableError(f"node n{node_id} is not known to this node (yet)")
+            known = self._nodes.get(node_id)
+            if known is not None and known[1].address == address:
+                return known[1]
+            if known is not None:  # the node restarted elsewhere
+                known[1].close()
+                known[0].close()
             channel = grpc.insecure_channel(
                 address,
                 options=[

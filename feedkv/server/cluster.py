@@ -186,7 +186,9 @@ class Cluster:
         self.heartbeat_s = heartbeat_s
         self._join = list(join)
         self._lock = threading.Lock()
-        self._seq = 0
+        # NB: a restarted node's reports must supersede its last life's: they count on
+        # from its epoch
+        self._seq = ident.epoch << 32
         self._reported: list[RangeDescriptor] = []
         self._channels: dict[str, grpc.Channel] = {}
         self.dialer = ClusterDialer(
@@ -286,10 +288,10 @@ class Cluster:
             )
         sender = _node_from(message["node"])
         with self._lock:
+            for node in [sender, *map(_node_from, message["nodes"])]:
+                if self.liveness.learn(node):
+                    self.dialer.forget(node.node_id)  # a restart may have moved it
             self.liveness.heard(sender, time.monotonic_ns(), offset_ns)
-            for node in message["nodes"]:
-                if self.liveness.learn(_node_from(node)):
-                    self.dialer.forget(node[0])  # a restart may have moved it
             ranges = [RangeDescriptor.decode(raw) for raw in message["ranges"]]
             self.directory.report(sender.node_id, message["seq"], ranges)
 

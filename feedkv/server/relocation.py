@@ -23,6 +23,7 @@ move committed, and activates or drops its copy accordingly.
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import threading
 import time
@@ -94,6 +95,7 @@ class Relocations:
                 sent += 1
             if not sent:
                 call(channel, "Install", {**head, "chunk": []})
+            _stall_for_tests("streamed")
         except BaseException:
             store.abort_move(record.desc.range_id)
             try:
@@ -103,6 +105,7 @@ class Relocations:
             raise
         store.drop_range(record)  # the commit point
         log.info("moved %s to n%d", _desc, record.peer)
+        _stall_for_tests("dropped")
         try:
             call(channel, "Activate", {"record": record.encode()})
         except FeedKVError as exc:  # B activates when it asks, later
@@ -168,3 +171,14 @@ class Relocations:
         with self._lock:
             running = move_id in self._running
         return {"status": "running" if running else "aborted"}
+
+
+# A testing knob: the crash tests stop a move after a step (``streamed``: B holds the
+# copy, nothing committed; ``dropped``: committed, B not told) and SIGKILL a node there.
+STALL_ENV = "FEEDKV_TESTING_RELOCATION_STALL"
+
+
+def _stall_for_tests(step: str) -> None:
+    if os.environ.get(STALL_ENV) == step:
+        log.warning("testing: the move stalls after its %s step", step)
+        threading.Event().wait()

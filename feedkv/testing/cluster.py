@@ -38,10 +38,10 @@ class LocalCluster:
             self.close()
             raise
 
-    def _start(self, index: int) -> NodeProcess:
+    def _start(self, index: int, env: dict[str, str] | None = None) -> NodeProcess:
         others = [i for i, p in enumerate(self.processes) if p is not None and i != index]
         join = ("--join", self._address(others[0])) if others else ()
-        return NodeProcess(self.base / f"n{index + 1}", *self.extra_args, *join)
+        return NodeProcess(self.base / f"n{index + 1}", *self.extra_args, *join, env=env)
 
     def _any_live(self, but: int) -> int:
         return next(i for i, p in enumerate(self.processes) if p is not None and i != but)
@@ -71,10 +71,11 @@ class LocalCluster:
             process.kill_all()
             self.processes[index] = None
 
-    def restart(self, index: int) -> None:
-        """Start the node at ``index`` again on its store (it rejoins its cluster)."""
+    def restart(self, index: int, env: dict[str, str] | None = None) -> None:
+        """Start the node at ``index`` again on its store (it rejoins its cluster);
+        ``env``: variables added to its environment (testing knobs)."""
         if self.processes[index] is None:
-            self.processes[index] = self._start(index)
+            self.processes[index] = self._start(index, env)
 
     def close(self) -> None:
         for index, process in enumerate(self.processes):

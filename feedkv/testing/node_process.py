@@ -33,11 +33,18 @@ class NodeProcess:
     :attr:`url` (gRPC) and :attr:`sql_url` (PostgreSQL clients). Its stderr (logs;
     Spark's are many) goes to :attr:`log`, beside the store."""
 
-    def __init__(self, store: Path, *extra_args: str, start_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        store: Path,
+        *extra_args: str,
+        start_timeout_s: float = 30.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """``env``: variables added to the node's environment (testing knobs)."""
         self.store = store
         self.log = store.parent / f"{store.name}.stderr"
         with self.log.open("a") as log:
-            self.process = self._start(store, extra_args, log)
+            self.process = self._start(store, extra_args, log, env)
         stdout = self.process.stdout
         line = stdout.readline() if stdout is not None else ""
         match = _URL.search(line)
@@ -50,7 +57,9 @@ class NodeProcess:
         self.sql_url = sql.group(0) if sql is not None else ""
 
     @staticmethod
-    def _start(store: Path, extra_args: tuple[str, ...], log: TextIO) -> subprocess.Popen[str]:
+    def _start(
+        store: Path, extra_args: tuple[str, ...], log: TextIO, env: dict[str, str] | None
+    ) -> subprocess.Popen[str]:
         return subprocess.Popen(
             [
                 sys.executable,
@@ -68,6 +77,7 @@ class NodeProcess:
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
+            env={**os.environ, **env} if env else None,
         )
 
     def kill(self) -> None:

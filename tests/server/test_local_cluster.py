@@ -3,6 +3,7 @@ relocation, reads, writes and transactions across nodes, a dead node, restarts."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
@@ -11,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from feedkv.changefeed.jobs import get_job
-from feedkv.errors import NodeUnavailableError
+from feedkv.errors import FeedKVError, NodeUnavailableError
 from feedkv.kv.dialer import nodes
 from feedkv.rangefeed.event import Checkpoint, Event
+from feedkv.server.relocation import STALL_ENV
 from feedkv.testing.cluster import LocalCluster
 from feedkv.testing.feed_validator import FeedValidator, assert_valid
 from feedkv.testing.waiting import wait_until
@@ -220,3 +222,49 @@ def test_a_dead_nodes_changefeed_job_is_adopted_by_a_live_node_and_goes_on(
     wait_until(lambda: "after" in _sink_values(out), timeout_s=30, what="the row after")
     cluster.restart(doomed)
     wait_until(lambda: cluster.live_nodes(keeper) == 3, timeout_s=30, what="the node back")
+
+
+@pytest.mark.slow(60)
+@pytest.mark.parametrize(("step", "moved"), [("streamed", False), ("dropped", True)])
+def test_a_move_cut_by_a_crash_leaves_one_owner_and_loses_nothing(
+    cluster: LocalCluster, step: str, moved: bool
+) -> None:
+    """SIGKILL the node a range leaves in the middle of the move: after B holds the copy
+    but before the commit (the move aborts when A restarts; B drops its copy), or after
+    the commit but before B was told (B asks A once it is back, and serves the range).
+    Either way one node owns the range and every row is there."""
+    span = Span(b"crash-%s/" % step.encode(), b"crash-%s0" % step.encode())
+    db = cluster.connect(1)
+    db.split(span.start)
+    db.split(span.end)
+    db.relocate(span.start, 1)
+    for i in range(50):
+        db.put(span.start + b"%02d" % i, b"v%d" % i)
+    cluster.kill(0)
+    cluster.restart(0, env={STALL_ENV: step})
+    wait_until(lambda: cluster.live_nodes(1) == 3, timeout_s=30, what="n1 back")
+
+    def move() -> None:
+        with contextlib.suppress(FeedKVError), cluster.connect(1) as client:
+            client.relocate(span.start, 2)
+
+    mover = threading.Thread(target=move)
+    mover.start()
+    log = cluster.base / "n1.stderr"
+    wait_until(
+        lambda: f"stalls after its {step} step" in log.read_text(),
+        timeout_s=30,
+        what=f"the move to stall after {step}",
+    )
+    cluster.kill(0)
+    mover.join()
+    cluster.restart(0)
+
+    def owners() -> list[int]:
+        with cluster.connect(2) as client:
+            return [r.lease_holder for r in client.ranges() if r.span == span]
+
+    wait_until(lambda: owners() == [2 if moved else 1], timeout_s=60, what="one owner")
+    with cluster.connect(2) as client:
+        rows = client.scan(span.start, span.end)
+    assert [kv.value for kv in rows] == [b"v%d" % i for i in range(50)]

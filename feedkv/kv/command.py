@@ -210,6 +210,8 @@ def _route(rw: ReadWriter, batch: BatchRequest, frozen: set[int]) -> RangeDescri
             moved = range_move.read_record(rw, "moved", header.range_id)
             if moved is not None:
                 raise RangeKeyMismatchError(f"range r{header.range_id} moved", [moved.desc])
+            if range_move.read_record(rw, "pending", header.range_id) is not None:
+                raise RangeUnavailableError(f"range r{header.range_id} is arriving here")
             raise RangeNotFoundError(header.range_id)
     else:
         first = next((s for r in batch.requests if (s := _request_span(r, header.txn))), None)

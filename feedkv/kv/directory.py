@@ -1,9 +1,11 @@
 """Where every range of a cluster lives, as its nodes report it: the cluster's addressing.
 
 Each node is the authority on the ranges its store holds: it reports their descriptors
-(with a sequence number that grows with each change) to every other node in its
-heartbeats (:mod:`feedkv.server.cluster`). A :class:`RangeDirectory` keeps the latest
-report of each node and answers range lookups from their union. Where two reports
+(with a sequence number that grows with each change) in its heartbeats, which also pass
+on the reports it holds of other nodes (:mod:`feedkv.server.cluster`), so a report
+reaches every node even from a node that died before telling them all. A
+:class:`RangeDirectory` keeps the latest report of each node and answers range lookups
+from their union. Where two reports
 overlap (a range moved, and the node it left has not reported since), the descriptor
 of the higher generation wins: a move, split or merge always bumps it.
 
@@ -29,8 +31,7 @@ __all__ = ["RangeDirectory"]
 class RangeDirectory:
     def __init__(self) -> None:
         self._reports: dict[int, tuple[int, tuple[RangeDescriptor, ...]]] = {}
-        self._descs: list[RangeDescriptor] = []
-        self._starts: list[bytes] = []
+        self._index: tuple[list[bytes], list[RangeDescriptor]] = ([], [])
 
     def report(self, node_id: int, seq: int, descs: Iterable[RangeDescriptor]) -> bool:
         """Take node ``node_id``'s report of its ranges; an older ``seq`` than the one held
@@ -47,21 +48,26 @@ class RangeDirectory:
         held = self._reports.get(node_id)
         return held[0] if held is not None else -1
 
+    def reports(self) -> dict[int, tuple[int, tuple[RangeDescriptor, ...]]]:
+        """Every node's report held: ``node id -> (seq, descriptors)`` (to pass on)."""
+        return dict(self._reports)
+
     def lookup(self, key: bytes, prefetch: int = 0) -> tuple[RangeDescriptor, ...]:
         """The range holding ``key`` and up to ``prefetch`` ranges after it; empty when no
         node has reported the range yet."""
-        index = bisect.bisect_right(self._starts, key) - 1
-        if index < 0 or not self._descs[index].contains_key(key):
+        starts, descs = self._index  # NB: one read: a report may replace it meanwhile
+        index = bisect.bisect_right(starts, key) - 1
+        if index < 0 or not descs[index].contains_key(key):
             return ()
-        return tuple(self._descs[index : index + 1 + max(prefetch, 0)])
+        return tuple(descs[index : index + 1 + max(prefetch, 0)])
 
     def descriptors(self) -> list[RangeDescriptor]:
         """Every range known, in key order."""
-        return list(self._descs)
+        return list(self._index[1])
 
     def ranges_of(self, node_id: int) -> int:
         """How many ranges ``node_id`` holds, as known here."""
-        return sum(1 for d in self._descs if node_id in d.replicas)
+        return sum(1 for d in self._index[1] if node_id in d.replicas)
 
     def _rebuild(self) -> None:
         candidates = sorted(
@@ -81,5 +87,4 @@ class RangeDirectory:
                 continue  # a newer generation covers part of it
             chosen.insert(at, desc)
             starts.insert(at, desc.start)
-        self._descs = chosen
-        self._starts = starts
+        self._index = (starts, chosen)

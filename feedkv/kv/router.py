@@ -8,6 +8,7 @@ sends again, so callers never see one unless routing keeps failing.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
@@ -114,7 +115,7 @@ class Router:
         the batch."""
         error: RetryableError | None = None
         for attempt in range(MAX_ROUTING_ATTEMPTS):
-            desc = self.ranges.get(key)
+            desc = self._get(key)
             if error is not None and span is not None and not desc.span.contains(span):
                 raise error
             addressed = Header(
@@ -235,12 +236,23 @@ class Router:
                 break
         return rows, read
 
+    def _get(self, key: bytes) -> RangeDescriptor:
+        """The range holding ``key``, waiting while no node reports it (it is moving)."""
+        for attempt in itertools.count():
+            try:
+                return self.ranges.get(key)
+            except RangeUnavailableError:
+                if attempt + 1 >= MAX_ROUTING_ATTEMPTS:
+                    raise
+                _back_off(attempt)
+        raise InvariantViolation("unreachable")
+
     def divide(self, span: Span) -> list[tuple[RangeDescriptor, Span]]:
         """The cached ranges ``span`` touches and the part of it in each, in key order."""
         parts = []
         start = span.start
         while start < span.end:
-            desc = self.ranges.get(start)
+            desc = self._get(start)
             part = Span(start, min(desc.end, span.end))
             parts.append((desc, part))
             start = part.end

@@ -8,8 +8,8 @@ new node keeps in its store directory (``cluster.json``, with an epoch that grow
 each start). Its store starts with no ranges; ranges arrive by relocation.
 
 Every ``heartbeat_s`` each node calls ``Gossip`` on every node it knows, carrying its
-descriptor, its clock, the nodes it knows and the descriptors of the ranges it holds;
-the answer carries the same of the callee. So every node keeps a
+descriptor, its clock, the nodes it knows and the reports of the ranges each node holds
+(its own and those it heard); the answer carries the same of the callee. So every node keeps a
 :class:`~feedkv.kv.liveness.Liveness` (who is alive, clock offsets) and a
 :class:`~feedkv.kv.directory.RangeDirectory` (which node holds which range) of the
 whole cluster, and answers range lookups from it. The I/O is here; both are pure.
@@ -30,7 +30,12 @@ from typing import Any, Protocol
 import grpc
 import msgpack
 
-from feedkv.errors import FeedKVError, InvalidArgumentError, NodeUnavailableError
+from feedkv.errors import (
+    FeedKVError,
+    InvalidArgumentError,
+    NodeUnavailableError,
+    RangeUnavailableError,
+)
 from feedkv.kv.api import (
     BatchRequest,
     BatchResponse,
@@ -205,7 +210,8 @@ class Cluster:
     def start(self) -> None:
         """Heartbeat once (a joining node so learns the cluster and its ranges before it
         serves), then every ``heartbeat_s``."""
-        self._beat()
+        self._beat()  # learns the nodes from a member it joins through
+        self._beat()  # and tells them all where it is now
         self._thread.start()
 
     def stop(self) -> None:
@@ -239,7 +245,7 @@ class Cluster:
                 self.heartbeat(peer.address)
             found = self.directory.lookup(request.key, request.prefetch)
         if not found:
-            raise NodeUnavailableError(
+            raise RangeUnavailableError(
                 f"no live node has reported the range holding {request.key!r} yet"
             )
         return RangeLookupResponse(found, tuple(map(self._closed, found)))
@@ -258,8 +264,10 @@ class Cluster:
 
     def report(self) -> tuple[int, list[RangeDescriptor]]:
         """Put this node's ranges, as its store holds them now, in its directory; returns
-        the report (its sequence number grows when they changed)."""
-        descs = self.store.descriptors()
+        the report (its sequence number grows when they changed). It includes where the
+        ranges this node moved away went: until their new node's own report arrives, no
+        node sees a hole there (an older generation loses to the new node's later)."""
+        descs = self.store.descriptors() + [r.desc for r in self.store.move_records("moved")]
         with self._lock:
             if descs != self._reported:
                 self._seq += 1
@@ -270,14 +278,20 @@ class Cluster:
     # Heartbeats.
 
     def _message(self) -> dict[str, Any]:
-        seq, descs = self.report()
+        self.report()
+        with self._lock:
+            reports = self.directory.reports()
+            nodes = self.liveness.nodes()
         return {
             "cluster": self.ident.cluster_id,
             "node": _node_to(self.me),
             "wall": time.time_ns(),
-            "nodes": [_node_to(d) for d in self.liveness.nodes()],
-            "seq": seq,
-            "ranges": [d.encode() for d in descs],
+            "nodes": [_node_to(d) for d in nodes],
+            # every node's ranges as known here (this node's own among them)
+            "reports": [
+                [node_id, seq, [d.encode() for d in descs]]
+                for node_id, (seq, descs) in reports.items()
+            ],
         }
 
     def _take(self, message: dict[str, Any], offset_ns: int | None) -> None:
@@ -292,8 +306,10 @@ class Cluster:
                 if self.liveness.learn(node):
                     self.dialer.forget(node.node_id)  # a restart may have moved it
             self.liveness.heard(sender, time.monotonic_ns(), offset_ns)
-            ranges = [RangeDescriptor.decode(raw) for raw in message["ranges"]]
-            self.directory.report(sender.node_id, message["seq"], ranges)
+            for node_id, seq, ranges in message["reports"]:
+                if node_id != self.ident.node_id and seq > self.directory.seq(node_id):
+                    descs = [RangeDescriptor.decode(raw) for raw in ranges]
+                    self.directory.report(node_id, seq, descs)
 
     def _loop(self) -> None:
         while not self._stopping.wait(self.heartbeat_s):

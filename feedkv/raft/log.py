@@ -217,11 +217,21 @@ class RaftLog:
             return
         if self.term(index) != term:
             return
+        if self.storage.term(index) != term:
+            raise InvariantViolation(
+                f"entry {index} of term {term} reported stable but not in storage (which "
+                f"holds term {self.storage.term(index)}): persist a Ready before advancing"
+            )
         del self._unstable[: index + 1 - self._offset]
         self._offset = index + 1
 
     def stable_snap_to(self, index: int) -> None:
         if self._snapshot is not None and self._snapshot.meta.index == index:
+            if self.storage.term(index) != self._snapshot.meta.term:
+                raise InvariantViolation(
+                    f"snapshot at {index} reported stable but not in storage: persist a "
+                    "Ready before advancing"
+                )
             self._snapshot = None
 
     def restore(self, snapshot: Snapshot) -> None:

@@ -694,6 +694,9 @@ class RaftState:
         snap = self.log.snapshot()
         if snap.is_empty:
             raise InvariantViolation(f"entries before {pr.next} are compacted but no snapshot")
+        members = snap.meta.conf_state
+        if to not in members.voters and to not in members.learners:
+            return False  # NB: it would ignore a snapshot that does not name it; wait for one
         self._send(Message(MT.SNAP, to, self.id, self.term, snapshot=snap))
         pr.become_snapshot(snap.meta.index)
         return True

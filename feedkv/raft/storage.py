@@ -60,7 +60,11 @@ class RaftStorage(Protocol):
         ...
 
     def snapshot(self) -> Snapshot:
-        """The latest snapshot, which covers at least every compacted entry."""
+        """The latest snapshot, which covers at least every compacted entry. A leader
+        sends it to a follower whose next entry was compacted away (or that has no log
+        at all: a new replica); one that does not list that follower as a member is not
+        sent. A store should therefore make it on demand, from its state machine at the
+        applied index (as CockroachDB does), rather than keep an old one."""
         ...
 
 

@@ -125,6 +125,24 @@ class SafetyChecker:
             )
 
 
+class _OnDemandStorage(MemoryStorage):
+    """Makes a snapshot of its replica's state machine when a leader needs one, as a
+    store would (a stored one may predate the follower it is for)."""
+
+    def __init__(self, base: MemoryStorage) -> None:
+        super().__init__()
+        self.__dict__.update(base.__dict__)
+        self.replica: Replica | None = None
+
+    def snapshot(self) -> Snapshot:
+        replica = self.replica
+        if replica is not None and replica.raft is not None:
+            conf = replica.raft.conf_state()
+            if replica.applied_index > super().snapshot().meta.index:
+                self.create_snapshot(replica.applied_index, conf, replica.image())
+        return super().snapshot()
+
+
 @dataclass
 class Replica:
     """One simulated replica: its durable storage and state machine, and its Raft state
@@ -214,13 +232,15 @@ class RaftSim:
 
     def add_replica(self, node: int, storage: MemoryStorage | None = None) -> Replica:
         """A replica on ``storage`` (default: empty, waiting for a snapshot), started."""
+        on_demand = _OnDemandStorage(storage if storage is not None else MemoryStorage())
         replica = Replica(
             node,
-            storage if storage is not None else MemoryStorage(),
+            on_demand,
             replace(self._config, id=node),
             random.Random(self.rng.random()),
         )
-        replica.applied_index = replica.storage.snapshot().meta.index
+        replica.applied_index = on_demand.snapshot().meta.index
+        on_demand.replica = replica
         if node not in self.ids:
             self.ids.append(node)
         self.replicas[node] = replica
@@ -264,6 +284,8 @@ class RaftSim:
                 self.cut |= {(node, other), (other, node)}
 
     def partition(self, *sides: Iterable[int]) -> None:
+        """Cut the network between ``sides`` (replacing any earlier cut)."""
+        self.cut.clear()
         groups = [set(side) for side in sides]
         for a in self.ids:
             for b in self.ids:
@@ -377,10 +399,11 @@ class RaftSim:
         ``keep`` entries before that."""
         replica = self.replicas[node]
         raft = replica.raft
-        if raft is None or replica.applied_index <= replica.storage.snapshot().meta.index:
+        if raft is None:
             return
-        replica.storage.create_snapshot(replica.applied_index, raft.conf_state(), replica.image())
-        replica.storage.compact(max(replica.applied_index - keep, 0))
+        storage = replica.storage
+        storage.create_snapshot(replica.applied_index, raft.conf_state(), replica.image())
+        storage.compact(max(replica.applied_index - keep, storage.first_index() - 1))
 
     # -- the randomized schedule ---------------------------------------------------
 

@@ -39,6 +39,7 @@ import msgpack
 from feedkv.errors import InvariantViolation
 from feedkv.raft.messages import (
     ConfChange,
+    ConfChangeType,
     Entry,
     EntryType,
     Message,
@@ -68,6 +69,8 @@ class Faults:
     compact: float = 0.0  # per round and replica: snapshot and compact its log
     skip_ready: float = 0.0  # per round and replica: leave its Ready for later
     skip_tick: float = 0.0  # per round and replica: its clock runs slow
+    conf_change: float = 0.0  # per round: the leader proposes a membership change
+    transfer: float = 0.0  # per round: the leader hands over to a random voter
 
     @classmethod
     def chaos(cls) -> Faults:
@@ -199,6 +202,7 @@ class RaftSim:
         seed: int,
         ids: Iterable[int] = (1, 2, 3),
         *,
+        spares: Iterable[int] = (),
         faults: Faults | None = None,
         election_tick: int = 10,
         pre_vote: bool = True,
@@ -225,8 +229,10 @@ class RaftSim:
             max_inflight=max_inflight,
             max_entries_per_message=max_entries_per_message,
         )
-        for node in self.ids:
+        for node in list(self.ids):
             self.add_replica(node, MemoryStorage.bootstrap(tuple(self.ids)))
+        for node in spares:
+            self.add_replica(node)
 
     # -- replicas ------------------------------------------------------------------
 
@@ -425,6 +431,10 @@ class RaftSim:
             self.heal()
         if rng.random() < propose:
             self.propose(b"p%d" % self.now)
+        if f.conf_change and rng.random() < f.conf_change:
+            self._random_conf_change()
+        if f.transfer and rng.random() < f.transfer and (leader := self.leader()) is not None:
+            self.raft(leader).transfer_leader(rng.choice(self.ids))
         for replica in self.live():
             if not (f.skip_tick and rng.random() < f.skip_tick) and replica.raft is not None:
                 replica.raft.tick()
@@ -435,8 +445,30 @@ class RaftSim:
             if f.compact and rng.random() < f.compact:
                 self.compact(replica.id, keep=rng.randint(0, 5))
 
+    def _random_conf_change(self) -> None:
+        """Add a learner, promote one, or remove a voter (keeping three)."""
+        leader = self.leader()
+        if leader is None:
+            return
+        conf = self.raft(leader).conf_state()
+        outside = [n for n in self.ids if n not in conf.voters and n not in conf.learners]
+        choices: list[ConfChange] = [ConfChange(ConfChangeType.ADD_LEARNER, n) for n in outside]
+        choices += [ConfChange(ConfChangeType.ADD_NODE, n) for n in conf.learners]
+        if len(conf.voters) > 3:
+            choices += [ConfChange(ConfChangeType.REMOVE_NODE, n) for n in conf.voters]
+        if choices:
+            self.raft(leader).propose_conf_change(self.rng.choice(choices))
+
+    def members(self) -> list[int]:
+        """The replicas of the group as its leader sees it (all, without a leader)."""
+        leader = self.leader()
+        if leader is None:
+            return list(self.ids)
+        conf = self.raft(leader).conf_state()
+        return sorted({*conf.voters, *conf.learners})
+
     def applied_everywhere(self, data: bytes) -> bool:
-        """Whether every replica in the group applied an entry holding ``data``."""
+        """Whether every member of the group applied an entry holding ``data``."""
         return all(
-            any(row[2] == data for row in replica.applied) for replica in self.replicas.values()
+            any(row[2] == data for row in self.replicas[node].applied) for node in self.members()
         )

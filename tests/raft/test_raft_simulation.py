@@ -10,6 +10,8 @@ A failing seed replays exactly: run it alone with ``-k "seed-N"``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from feedkv.raft.state import Role
@@ -20,8 +22,8 @@ HEAL_ROUNDS = 300
 
 
 def _heal_and_commit(sim: RaftSim, data: bytes) -> int:
-    """Heal, restart everyone, turn faults off; rounds until ``data`` is applied on
-    every replica (proposing again whenever it is dropped)."""
+    """Heal, restart everyone, turn faults off; rounds until a leader leads and
+    ``data`` is applied on every member (proposing again whenever it is dropped)."""
     sim.heal()
     for replica in sim.replicas.values():
         if not replica.alive:
@@ -32,7 +34,7 @@ def _heal_and_commit(sim: RaftSim, data: bytes) -> int:
         if not proposed and rounds % 20 == 1:
             sim.propose(data)
         sim.round(propose=0.0)
-        if sim.applied_everywhere(data):
+        if sim.leader() is not None and sim.applied_everywhere(data):
             return rounds
     leaders = {r.id: (r.raft.role.value, r.raft.term) for r in sim.live() if r.raft}
     raise AssertionError(
@@ -58,6 +60,20 @@ def test_three_replicas_stay_safe_and_recover_under_chaos(seed: int) -> None:
 def test_five_replicas_stay_safe_and_recover_under_chaos(seed: int) -> None:
     sim = _run(seed, (1, 2, 3, 4, 5), Faults.chaos())
     assert len(sim.checker.applied) > 1
+
+
+@pytest.mark.parametrize("seed", [pytest.param(s, id=f"seed-{s}") for s in range(100)])
+def test_membership_changes_and_transfers_stay_safe_under_chaos(seed: int) -> None:
+    # three voters and two spare replicas; the leader adds learners, promotes them,
+    # removes voters (keeping three) and hands leadership over, all under the chaos
+    faults = replace(Faults.chaos(), conf_change=0.05, transfer=0.01)
+    sim = RaftSim(seed, (1, 2, 3), spares=(4, 5), faults=faults)
+    for _ in range(CHAOS_ROUNDS):
+        sim.round()
+    _heal_and_commit(sim, b"final")
+    leader = sim.leader()
+    assert leader is not None
+    assert len(sim.raft(leader).conf_state().voters) >= 3
 
 
 @pytest.mark.parametrize("seed", range(20))

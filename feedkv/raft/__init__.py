@@ -9,14 +9,18 @@ loop and tests run thousands of schedules of them (:mod:`feedkv.testing.raft_sim
 
 Driving many groups from one store (the integration this package is shaped for):
 
-- keep one ``RaftState`` per range replica, on a storage that reads the range's log from
-  the engine (:class:`~feedkv.raft.storage.RaftStorage`);
+- keep one ``RaftState`` per range replica, on an
+  :class:`~feedkv.raft.engine_storage.EngineRaftStorage` (the range's log in the store's
+  engine, under the range id; its ``make_snapshot`` reads the range's data at the applied
+  index when a leader must send a snapshot);
 - on each tick of the store's timer call ``tick()`` on every group (or only on groups
   that are not quiescent); route each incoming message, wrapped with its range id by the
   transport, to its group's ``step()``;
 - collect the Readies of every group with ``has_ready()``; write all their hard states,
-  entries and snapshots in *one* engine write transaction (one fsync acknowledges all
-  groups: the group commit of issue 38); only then send all their messages, batched
+  entries and snapshots in *one* engine write transaction
+  (:func:`~feedkv.raft.engine_storage.persist_readies`, or ``stage`` inside a
+  transaction that also carries other writes: one fsync acknowledges all groups, the
+  group commit of issue 38); only then send all their messages, batched
   per destination node (heartbeats of many groups to one node can be coalesced
   there, as CockroachDB does, outside this package); apply the committed entries of
   each group in order; call ``advance(ready)`` on each.
@@ -25,7 +29,8 @@ Modules: :mod:`~feedkv.raft.messages` (entries, messages, their wire encoding),
 :mod:`~feedkv.raft.log` (the log view: stable entries and an unstable tail),
 :mod:`~feedkv.raft.progress` (a leader's view of each follower),
 :mod:`~feedkv.raft.state` (the state machine), :mod:`~feedkv.raft.storage` (the
-storage protocol and an in-memory one).
+storage protocol and an in-memory one), :mod:`~feedkv.raft.engine_storage` (logs in the
+LMDB engine, many groups per transaction).
 
 Libraries evaluated before writing this (needs: many groups per process, the log fsynced
 before acknowledging, pure with no threads or I/O inside, Python 3.11+):
@@ -46,6 +51,7 @@ None fits, so this follows the design of etcd's raft package (ideas, not code): 
 state machine is separate from storage and transport, which the caller provides.
 """
 
+from feedkv.raft.engine_storage import RAFT_DB, EngineRaftStorage, persist_readies
 from feedkv.raft.messages import (
     NO_NODE,
     ConfChange,
@@ -70,11 +76,13 @@ __all__ = [
     "INITIAL_INDEX",
     "INITIAL_TERM",
     "NO_NODE",
+    "RAFT_DB",
     "Config",
     "ConfChange",
     "ConfChangeType",
     "ConfState",
     "Entry",
+    "EngineRaftStorage",
     "EntryType",
     "HardState",
     "MemoryStorage",
@@ -91,4 +99,5 @@ __all__ = [
     "decode_message",
     "encode_conf_change",
     "encode_message",
+    "persist_readies",
 ]

@@ -204,6 +204,9 @@ class RaftLog:
 
     # -- the unstable part -----------------------------------------------------------
 
+    def has_unstable(self) -> bool:
+        return bool(self._unstable) or self._snapshot is not None
+
     def unstable_entries(self) -> list[Entry]:
         return list(self._unstable)
 

@@ -244,7 +244,9 @@ class RaftState:
         return True
 
     def report_snapshot(self, to: int, *, success: bool) -> None:
-        """The transport finished sending (or failed to send) a snapshot to ``to``."""
+        """The transport finished sending (or failed to send) a snapshot to ``to``. The
+        caller must report every snapshot message: until then the leader sends that
+        follower nothing but heartbeats."""
         pr = self.prs.get(to)
         if self.role is not Role.LEADER or pr is None or pr.state is not ProgressState.SNAPSHOT:
             return
@@ -321,8 +323,7 @@ class RaftState:
             bool(self._msgs)
             or self.soft_state() != self._prev_soft
             or self.hard_state() != self._prev_hard
-            or bool(self.log.unstable_entries())
-            or self.log.unstable_snapshot() is not None
+            or self.log.has_unstable()
             or self.log.has_next_committed()
         )
 

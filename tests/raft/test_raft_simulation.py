@@ -50,7 +50,7 @@ def _run(seed: int, ids: tuple[int, ...], faults: Faults) -> RaftSim:
     return sim
 
 
-@pytest.mark.parametrize("seed", [pytest.param(s, id=f"seed-{s}") for s in range(150)])
+@pytest.mark.parametrize("seed", [pytest.param(s, id=f"seed-{s}") for s in range(300)])
 def test_three_replicas_stay_safe_and_recover_under_chaos(seed: int) -> None:
     sim = _run(seed, (1, 2, 3), Faults.chaos())
     assert sim.checker.leaders, "no leader was ever elected"

@@ -20,7 +20,7 @@ first ones starts from a snapshot, as in CockroachDB.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, Self
 
 from feedkv.errors import InvariantViolation
 from feedkv.raft.messages import ConfState, Entry, HardState, Snapshot, SnapshotMeta
@@ -84,7 +84,7 @@ class MemoryStorage:
         self._entries: list[Entry] = [Entry(0, 0)]
 
     @classmethod
-    def bootstrap(cls, voters: tuple[int, ...], learners: tuple[int, ...] = ()) -> MemoryStorage:
+    def bootstrap(cls, voters: tuple[int, ...], learners: tuple[int, ...] = ()) -> Self:
         """The storage of one of a new group's first replicas (each gets the same)."""
         storage = cls()
         conf = ConfState(tuple(sorted(voters)), tuple(sorted(learners)))

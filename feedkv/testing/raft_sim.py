@@ -132,10 +132,7 @@ class _OnDemandStorage(MemoryStorage):
     """Makes a snapshot of its replica's state machine when a leader needs one, as a
     store would (a stored one may predate the follower it is for)."""
 
-    def __init__(self, base: MemoryStorage) -> None:
-        super().__init__()
-        self.__dict__.update(base.__dict__)
-        self.replica: Replica | None = None
+    replica: Replica | None = None
 
     def snapshot(self) -> Snapshot:
         replica = self.replica
@@ -230,15 +227,16 @@ class RaftSim:
             max_entries_per_message=max_entries_per_message,
         )
         for node in list(self.ids):
-            self.add_replica(node, MemoryStorage.bootstrap(tuple(self.ids)))
+            self.add_replica(node, voters=tuple(self.ids))
         for node in spares:
             self.add_replica(node)
 
     # -- replicas ------------------------------------------------------------------
 
-    def add_replica(self, node: int, storage: MemoryStorage | None = None) -> Replica:
-        """A replica on ``storage`` (default: empty, waiting for a snapshot), started."""
-        on_demand = _OnDemandStorage(storage if storage is not None else MemoryStorage())
+    def add_replica(self, node: int, voters: tuple[int, ...] | None = None) -> Replica:
+        """A started replica: one of a new group of ``voters``, or (by default) an empty
+        one waiting for a snapshot."""
+        on_demand = _OnDemandStorage() if voters is None else _OnDemandStorage.bootstrap(voters)
         replica = Replica(
             node,
             on_demand,

@@ -1,0 +1,259 @@
+"""Raft logs in the storage engine: many groups' writes in one transaction, one fsync.
+
+:class:`EngineRaftStorage` is one group's :class:`~feedkv.raft.storage.RaftStorage` on an
+:class:`~feedkv.storage.engine.Engine`. Every group of a store shares the engine's
+:data:`RAFT_DB` sub-database, under its own key prefix (the group id, 8 bytes):
+
+- ``<group>h`` -> the hard state ``[term, vote, commit]``;
+- ``<group>c`` -> the membership ``[voters, learners]``;
+- ``<group>t`` -> the truncated state ``[index, term]``: the last entry dropped by a
+  compaction or replaced by a snapshot (CockroachDB's ``RaftTruncatedState``);
+- ``<group>e<index, 8 bytes>`` -> an entry ``[term, type, data]``.
+
+Writing a Ready is split in two so that a store writes the Readies of all its groups in
+one engine transaction: :meth:`EngineRaftStorage.stage` puts one group's writes into a
+:class:`~feedkv.storage.engine.ReadWriter` (it may run more than once if the engine
+retries the group, and only depends on what it reads there and on the Ready), and
+:meth:`EngineRaftStorage.staged` updates the group's cached bounds once the transaction is
+durable. :func:`persist_readies` does both for many groups: one transaction, one fsync.
+The caller must not stage two Readies of one group in one transaction, nor stage while a
+previous write of the group is not durable.
+
+The snapshot a leader sends is made on demand by the caller's ``make_snapshot`` (the
+state machine, that is the range's data, lives in the engine beside the log and is read
+at the applied index); only its position is kept here, as the truncated state.
+
+Reads open an engine snapshot per call; the core reads the stable log only for entries
+it no longer holds in its unstable tail (catching up a follower, applying), and the
+terms near the end, which :class:`EngineRaftStorage` caches.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgpack
+
+from feedkv.errors import InvariantViolation
+from feedkv.raft.messages import ConfState, Entry, EntryType, HardState, Snapshot
+from feedkv.raft.state import Ready
+from feedkv.storage.engine import Engine, ReadWriter
+
+__all__ = ["RAFT_DB", "EngineRaftStorage", "persist_readies"]
+
+RAFT_DB = "raft"
+"""The engine sub-database holding every group's log (a store lists it among its own)."""
+
+_GROUP = struct.Struct(">Q")
+_INDEX = struct.Struct(">Q")
+_TERM_CACHE = 256  # the terms of this many entries at the end of the log stay in memory
+
+
+def _pack(value: Any) -> bytes:
+    packed: bytes = msgpack.packb(value, use_bin_type=True)
+    return packed
+
+
+class EngineRaftStorage:
+    """One group's log in the engine. Not thread-safe: the group's caller serialises
+    its use (as it does for the group's :class:`~feedkv.raft.state.RaftState`)."""
+
+    def __init__(
+        self, engine: Engine, group_id: int, make_snapshot: Callable[[], Snapshot]
+    ) -> None:
+        self._engine = engine
+        self._prefix = _GROUP.pack(group_id)
+        self._make_snapshot = make_snapshot
+        with engine.snapshot() as snap:
+            hard = snap.get(RAFT_DB, self._key(b"h"))
+            conf = snap.get(RAFT_DB, self._key(b"c"))
+            truncated = snap.get(RAFT_DB, self._key(b"t"))
+            last = snap.seek_before(RAFT_DB, self._key(b"f"))
+        self._hard = HardState(*msgpack.unpackb(hard)) if hard else HardState()
+        self._conf = _unpack_conf(conf) if conf else ConfState()
+        self._truncated = (0, 0)
+        if truncated:
+            index, term = msgpack.unpackb(truncated)
+            self._truncated = (index, term)
+        self._last = self._truncated[0]
+        if last is not None and last[0].startswith(self._key(b"e")):
+            self._last = _INDEX.unpack(last[0][-8:])[0]
+        self._terms: dict[int, int] = {}
+
+    @classmethod
+    def bootstrap(
+        cls,
+        rw: ReadWriter,
+        group_id: int,
+        voters: Sequence[int],
+        index: int = 1,
+        term: int = 1,
+    ) -> None:
+        """Write the first state of one of a new group's first replicas (see
+        :mod:`feedkv.raft.storage`) into ``rw``."""
+        prefix = _GROUP.pack(group_id)
+        rw.put(RAFT_DB, prefix + b"h", _pack([term, 0, index]))
+        rw.put(RAFT_DB, prefix + b"c", _pack([sorted(voters), []]))
+        rw.put(RAFT_DB, prefix + b"t", _pack([index, term]))
+
+    def _key(self, kind: bytes, index: int | None = None) -> bytes:
+        key = self._prefix + kind
+        return key if index is None else key + _INDEX.pack(index)
+
+    # -- RaftStorage -----------------------------------------------------------------
+
+    def initial_state(self) -> tuple[HardState, ConfState]:
+        return self._hard, self._conf
+
+    def first_index(self) -> int:
+        return self._truncated[0] + 1
+
+    def last_index(self) -> int:
+        return self._last
+
+    def term(self, index: int) -> int | None:
+        if index < self._truncated[0] or index > self._last:
+            return None
+        if index == self._truncated[0]:
+            return self._truncated[1]
+        cached = self._terms.get(index)
+        if cached is not None:
+            return cached
+        with self._engine.snapshot() as snap:
+            raw = snap.get(RAFT_DB, self._key(b"e", index))
+        if raw is None:
+            raise InvariantViolation(f"entry {index} missing from the stored log")
+        term: int = msgpack.unpackb(raw)[0]
+        return term
+
+    def entries(self, lo: int, hi: int) -> list[Entry]:
+        if not self.first_index() <= lo <= hi <= self._last + 1:
+            raise InvariantViolation(
+                f"entries [{lo}, {hi}) out of bounds [{self.first_index()}, {self._last + 1})"
+            )
+        if lo == hi:
+            return []
+        with self._engine.snapshot() as snap:
+            rows = list(snap.scan(RAFT_DB, self._key(b"e", lo), self._key(b"e", hi)))
+        out = [_unpack_entry(key, value) for key, value in rows]
+        if len(out) != hi - lo:
+            raise InvariantViolation(f"entries [{lo}, {hi}): {len(out)} found in the stored log")
+        return out
+
+    def snapshot(self) -> Snapshot:
+        return self._make_snapshot()
+
+    # -- writes ----------------------------------------------------------------------
+
+    def stage(self, rw: ReadWriter, ready: Ready) -> None:
+        """Put ``ready``'s hard state, entries and snapshot position into ``rw``."""
+        last = self._last
+        if ready.snapshot is not None:
+            meta = ready.snapshot.meta
+            self._delete_entries(rw, self.first_index(), last)
+            rw.put(RAFT_DB, self._key(b"t"), _pack([meta.index, meta.term]))
+            rw.put(RAFT_DB, self._key(b"c"), _pack_conf(meta.conf_state))
+            last = meta.index
+        if ready.entries:
+            first = ready.entries[0].index
+            if first <= self._truncated[0] and ready.snapshot is None:
+                raise InvariantViolation(f"append at {first}, at or below the compacted log")
+            if first > last + 1:
+                raise InvariantViolation(f"append at {first} leaves a gap after {last}")
+            self._delete_entries(rw, ready.entries[-1].index + 1, last)
+            for entry in ready.entries:
+                rw.put(
+                    RAFT_DB,
+                    self._key(b"e", entry.index),
+                    _pack([entry.term, int(entry.type), entry.data]),
+                )
+        if ready.hard_state is not None:
+            hs = ready.hard_state
+            rw.put(RAFT_DB, self._key(b"h"), _pack([hs.term, hs.vote, hs.commit]))
+
+    def staged(self, ready: Ready) -> None:
+        """``ready``'s writes are durable: bring the cached bounds up to date."""
+        if ready.snapshot is not None:
+            meta = ready.snapshot.meta
+            self._truncated = (meta.index, meta.term)
+            self._conf = meta.conf_state
+            self._last = meta.index
+            self._terms.clear()
+        if ready.entries:
+            first = ready.entries[0].index
+            for index in range(first, self._last + 1):
+                self._terms.pop(index, None)
+            self._last = ready.entries[-1].index
+            for entry in ready.entries[-_TERM_CACHE:]:
+                self._terms[entry.index] = entry.term
+            for index in [i for i in self._terms if i <= self._last - _TERM_CACHE]:
+                del self._terms[index]
+        if ready.hard_state is not None:
+            self._hard = ready.hard_state
+
+    def stage_conf_state(self, rw: ReadWriter, conf: ConfState) -> None:
+        """Persist the membership after applying a change (in the apply transaction);
+        :meth:`conf_staged` once durable."""
+        rw.put(RAFT_DB, self._key(b"c"), _pack_conf(conf))
+
+    def conf_staged(self, conf: ConfState) -> None:
+        self._conf = conf
+
+    def stage_compaction(self, rw: ReadWriter, index: int) -> None:
+        """Drop the entries up to ``index`` (which the state machine has applied);
+        :meth:`compacted` once durable."""
+        if index <= self._truncated[0]:
+            return
+        if index > min(self._last, self._hard.commit):
+            raise InvariantViolation(
+                f"compaction to {index} beyond the committed log (commit {self._hard.commit})"
+            )
+        term = self.term(index)
+        self._delete_entries(rw, self.first_index(), index)
+        rw.put(RAFT_DB, self._key(b"t"), _pack([index, term]))
+
+    def compacted(self, index: int) -> None:
+        if index <= self._truncated[0]:
+            return
+        term = self.term(index)
+        if term is None:
+            raise InvariantViolation(f"compacted to {index}, which is not in the log")
+        self._truncated = (index, term)
+        for held in [i for i in self._terms if i <= index]:
+            del self._terms[held]
+
+    def _delete_entries(self, rw: ReadWriter, lo: int, hi: int) -> None:
+        """Delete the stored entries ``[lo, hi]``."""
+        for index in range(lo, hi + 1):
+            rw.delete(RAFT_DB, self._key(b"e", index))
+
+
+def persist_readies(engine: Engine, readies: Sequence[tuple[EngineRaftStorage, Ready]]) -> None:
+    """Write many groups' Readies in one engine transaction and wait for its one fsync;
+    then update each group's cached bounds. Blocks until durable."""
+    if not readies:
+        return
+
+    def write(rw: ReadWriter) -> None:
+        for storage, ready in readies:
+            storage.stage(rw, ready)
+
+    engine.write(write)
+    for storage, ready in readies:
+        storage.staged(ready)
+
+
+def _pack_conf(conf: ConfState) -> bytes:
+    return _pack([list(conf.voters), list(conf.learners)])
+
+
+def _unpack_conf(raw: bytes) -> ConfState:
+    voters, learners = msgpack.unpackb(raw)
+    return ConfState(tuple(voters), tuple(learners))
+
+
+def _unpack_entry(key: bytes, value: bytes) -> Entry:
+    term, kind, data = msgpack.unpackb(value)
+    return Entry(term, _INDEX.unpack(key[-8:])[0], data, EntryType(kind))

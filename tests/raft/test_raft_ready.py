@@ -1,0 +1,101 @@
+"""The Ready contract: what is handed out together, and handed out once."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from feedkv.errors import InvalidArgumentError, InvariantViolation
+from feedkv.raft.messages import Entry, HardState, Message, MessageType
+from feedkv.raft.state import Config, RaftState, Ready, Role, SoftState
+from feedkv.raft.storage import MemoryStorage
+
+MT = MessageType
+
+
+def _replica(node: int = 1, voters: tuple[int, ...] = (1, 2, 3), **config: object) -> RaftState:
+    cfg = Config(id=node, **config)  # type: ignore[arg-type]
+    return RaftState(cfg, MemoryStorage.bootstrap(voters), random.Random(0))
+
+
+def _persist(raft: RaftState, rd: Ready) -> None:
+    storage = raft.log.storage
+    assert isinstance(storage, MemoryStorage)
+    storage.append(rd.entries)
+    if rd.hard_state is not None:
+        storage.set_hard_state(rd.hard_state)
+    raft.advance(rd)
+
+
+def test_a_vote_request_goes_out_with_the_vote_to_persist_before_it() -> None:
+    raft = _replica(pre_vote=False)
+    raft.campaign()
+    rd = raft.ready()
+    assert rd.hard_state == HardState(term=2, vote=1, commit=1)
+    assert rd.must_sync
+    assert {(m.type, m.to) for m in rd.messages} == {(MT.VOTE, 2), (MT.VOTE, 3)}
+    assert rd.soft_state == SoftState(0, Role.CANDIDATE)
+
+
+def test_a_pre_vote_persists_nothing() -> None:
+    raft = _replica()
+    raft.campaign()
+    rd = raft.ready()
+    assert rd.hard_state is None
+    assert not rd.must_sync
+    assert {m.type for m in rd.messages} == {MT.PRE_VOTE}
+    assert all(m.term == 2 for m in rd.messages)  # the term it would take
+    assert raft.term == 1
+
+
+def test_an_acknowledgement_goes_out_with_the_entries_it_acknowledges() -> None:
+    raft = _replica(2)
+    entries = (Entry(2, 2, b"a"), Entry(2, 3, b"b"))
+    raft.step(Message(MT.APP, 2, 1, 2, log_term=1, index=1, entries=entries, commit=2))
+    rd = raft.ready()
+    assert rd.entries == entries
+    assert rd.hard_state == HardState(2, 0, 2)
+    assert [(m.type, m.index) for m in rd.messages] == [(MT.APP_RESP, 3)]
+    # committed entries may be in the same Ready: they are applied after the persist
+    assert rd.committed_entries == entries[:1]
+
+
+def test_committed_entries_are_handed_out_once() -> None:
+    raft = _replica(1, voters=(1,))
+    raft.campaign()
+    raft.propose(b"x")
+    rd = raft.ready()
+    assert [e.data for e in rd.committed_entries] == [b"", b"x"]
+    _persist(raft, rd)
+    assert not raft.has_ready()
+    raft.propose(b"y")
+    assert [e.data for e in raft.ready().committed_entries] == [b"y"]
+
+
+def test_a_follower_drops_proposals() -> None:
+    raft = _replica(2)
+    assert raft.propose(b"x") is None
+    assert raft.role is Role.FOLLOWER
+
+
+def test_misuse_is_refused_loudly() -> None:
+    with pytest.raises(InvalidArgumentError, match="heartbeat_tick"):
+        Config(id=1, election_tick=2, heartbeat_tick=2)
+    with pytest.raises(InvalidArgumentError, match="positive"):
+        Config(id=0)
+    raft = _replica(1)
+    with pytest.raises(InvariantViolation, match="for 3"):
+        raft.step(Message(MT.HEARTBEAT, 3, 2, 1))
+
+
+def test_a_restart_resumes_from_the_persisted_state() -> None:
+    raft = _replica(1, voters=(1,))
+    raft.campaign()
+    for data in (b"a", b"b"):
+        raft.propose(data)
+    _persist(raft, raft.ready())
+    restarted = RaftState(Config(id=1, applied=3), raft.log.storage, random.Random(1))
+    assert (restarted.term, restarted.vote, restarted.committed) == (raft.term, 1, 4)
+    assert restarted.role is Role.FOLLOWER
+    assert [e.data for e in restarted.ready().committed_entries] == [b"b"]

@@ -54,8 +54,10 @@ def run_node(
     changefeed_runner: str = "spark",
     spark_master: str | None = None,
     join: list[str] | None = None,
+    http_addr: str | None = None,
 ) -> int:
-    """Serve the store on ``listen`` (gRPC) and ``sql_addr`` (PostgreSQL clients) and
+    """Serve the store on ``listen`` (gRPC), ``sql_addr`` (PostgreSQL clients) and
+    ``http_addr`` (metrics for Prometheus at ``/_status/vars``) and
     run its changefeed jobs until SIGTERM or SIGINT; then stop the jobs (they resume at
     the next start) and drain."""
     stop = threading.Event()
@@ -73,11 +75,16 @@ def run_node(
         changefeed_runner=changefeed_runner,
         spark_master=spark_master,
         join=join or [],
+        http_addr=http_addr,
     )
     try:
         db.changefeeds.start()
-        sql = f", SQL on {db.serve_sql()}" if sql_addr is not None else ""
-        print(f"feedkv node listening on {db.serving_url()}{sql} (store {store})", flush=True)
+        ports = ""
+        if db.node is not None and db.node.http_server is not None:
+            ports += f", HTTP on {db.node.http_url}"
+        if sql_addr is not None:  # NB: last: the URL ends at the space (NodeProcess)
+            ports += f", SQL on {db.serve_sql()}"
+        print(f"feedkv node listening on {db.serving_url()}{ports} (store {store})", flush=True)
         if sql_addr is not None:
             print(
                 "feedkv: the SQL port has no TLS or passwords yet: it takes the user name "

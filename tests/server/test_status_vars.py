@@ -13,8 +13,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import feedkv
 from feedkv import DB
+from feedkv.cli.main import _parser
 from feedkv.errors import SQLError
 from feedkv.kv.store import StoreConfig
+from feedkv.testing.node_process import NodeProcess
 from feedkv.testing.waiting import wait_until
 
 DEADLINE = 30.0
@@ -220,3 +222,24 @@ def test_two_nodes_in_one_process_keep_their_own_metrics(tmp_path: Path) -> None
     finally:
         one.close()
         two.close()
+
+
+def test_http_addr_defaults_to_cockroachdbs_port() -> None:
+    assert _parser().parse_args(["start", "--store", "s"]).http_addr == "127.0.0.1:8080"
+
+
+def test_feedkv_start_serves_its_metrics_on_http_addr(tmp_path: Path) -> None:
+    node = NodeProcess(tmp_path / "store", "--changefeed-runner", "thread")
+    try:
+        assert node.http_url.startswith("http://127.0.0.1:")
+        families = {
+            family.name: family
+            for family in text_string_to_metric_families(
+                httpx.get(node.http_url + "/_status/vars", timeout=10).text
+            )
+        }
+        assert set(EXPECTED) <= set(families)
+        (live,) = families["liveness_livenodes"].samples
+        assert live.value == 1
+    finally:
+        assert node.terminate() == 0

@@ -85,6 +85,13 @@ def _parser() -> argparse.ArgumentParser:
         "(port 0: any free)",
     )
     start.add_argument(
+        "--log-level",
+        default="info",
+        choices=("debug", "info", "warning", "error"),
+        help="the least severe level written to the JSON log, STORE/logs/feedkv.log "
+        "(warnings and errors also go to stderr; default info)",
+    )
+    start.add_argument(
         "--join",
         default="",
         help="HOST:PORT[,HOST:PORT...] of members of the cluster to join (a store that "
@@ -178,6 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 config,
                 sql_addr=args.sql_addr,
                 http_addr=args.http_addr,
+                log_level=args.log_level,
                 changefeed_runner=args.changefeed_runner,
                 spark_master=args.spark_master,
                 join=[a.strip() for a in args.join.split(",") if a.strip()],

@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.feedkv-installed
 # psql (Debian's postgresql-client) and pgbench (Debian's postgresql) are real clients the
-# SQL port's tests drive
+# SQL port's tests drive; prometheus (Debian's) scrapes a node in the metrics tests
 APT_GET := $(if $(filter 0,$(shell id -u)),apt-get,sudo apt-get)
 
 .PHONY: test demo lint bench clean proto
@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml
 		|| $(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,java]'
 	@command -v psql >/dev/null 2>&1 || $(APT_GET) install -y -qq postgresql-client
 	@command -v pgbench >/dev/null 2>&1 || $(APT_GET) install -y -qq postgresql
+	@command -v prometheus >/dev/null 2>&1 || $(APT_GET) install -y -qq prometheus
 	@touch $(STAMP)
 
 lint: $(STAMP)

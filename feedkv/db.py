@@ -90,15 +90,17 @@ def connect(
     changefeed_runner: str = "spark",
     spark_master: str | None = None,
     join: Sequence[str] | None = None,
+    http_addr: str | None = None,
 ) -> DB:
     """Open a store directory in-process, or connect to ``feedkv://host:port``.
 
     The other arguments apply to an embedded node only. With ``listen`` (``HOST:PORT``)
     it also serves gRPC there, and with ``sql_addr`` PostgreSQL clients (see
-    :meth:`DB.serve_sql`); with ``join`` too, it is a node of a cluster (``[]``: the
-    first, or the one its store belongs to; else the addresses of members to join). An
-    embedded node runs the store's changefeed jobs, resuming those that were running
-    when it last stopped (a server runs its own);
+    :meth:`DB.serve_sql`), with ``http_addr`` its metrics (``/_status/vars``; see
+    :meth:`feedkv.server.node.Node.serve_http`); with ``join`` too, it is a node of a
+    cluster (``[]``: the first, or the one its store belongs to; else the addresses of
+    members to join). An embedded node runs the store's changefeed jobs, resuming those
+    that were running when it last stopped (a server runs its own);
     ``changefeed_runner`` says how: ``spark`` (a Spark Structured Streaming query on
     ``spark_master``, by default ``$FEEDKV_SPARK_MASTER`` or ``local[*]``;
     :mod:`feedkv.spark.runner`) or ``thread`` (a thread of this process: the changefeed
@@ -132,7 +134,15 @@ def connect(
     from feedkv.server.jobs import protect_job_history
     from feedkv.server.node import Node
 
-    node = Node(text, listen=listen, config=config, feed_config=feed_config, clock=clock, join=join)
+    node = Node(
+        text,
+        listen=listen,
+        config=config,
+        feed_config=feed_config,
+        clock=clock,
+        join=join,
+        http_addr=http_addr,
+    )
     local: Transport = LocalTransport(node.store, owned=False)
     db = DB(
         node.cluster.dialer if node.cluster is not None else local,
@@ -171,6 +181,8 @@ class DB(KVFeedClient):
         self.changefeed_runner = changefeed_runner
         self.spark_master = spark_master
         self._node = node
+        if node is not None:
+            self.txn_metrics = node.metrics.txn
         self._lock = threading.Lock()
         self._sessions = threading.local()
         self._changefeeds: Changefeeds | None = None
@@ -221,6 +233,7 @@ class DB(KVFeedClient):
             database=database,
             changefeeds=self.changefeeds,
             leases=self.leases,
+            metrics=self._node.metrics.sql if self._node is not None else None,
         )
 
     @property
@@ -242,14 +255,17 @@ class DB(KVFeedClient):
                 from feedkv.server.jobs import job_registry
 
                 registry = None
+                metrics = None
                 if self._node is not None:
+                    metrics = self._node.metrics.changefeeds
                     registry = job_registry(
                         self._node,
                         self,
                         runner=self.changefeed_runner,
                         spark_master=self.jobs_spark_master,
+                        metrics=metrics,
                     )
-                self._changefeeds = Changefeeds(self, registry)
+                self._changefeeds = Changefeeds(self, registry, metrics)
             return self._changefeeds
 
     def jobs_spark_master(self) -> str | None:

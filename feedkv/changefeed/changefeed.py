@@ -26,6 +26,10 @@ Spark for jobs):
 5. ``end_time`` ends the feed once the frontier reaches it; rows after it are not
    emitted.
 
+Metrics (:mod:`feedkv.changefeed.metrics`) move once per batch: the rows emitted since
+the last checkpoint are counted at the next checkpoint, and a flush observes its
+latencies once, for its oldest row.
+
 A sink failure (:class:`~feedkv.changefeed.sink.SinkError`) resets the sink (what it had
 not delivered is dropped) and restarts the feed from its high-water mark after a backoff
 (doubling up to ``MAX_RESTART_BACKOFF``, from the start again once the high-water mark
@@ -47,6 +51,7 @@ from typing import TYPE_CHECKING
 
 from feedkv.changefeed.encoder import Encoder, make_encoder
 from feedkv.changefeed.frontier import Backfill, Frontier
+from feedkv.changefeed.metrics import ChangefeedMetrics, FeedMetrics
 from feedkv.changefeed.options import ROW_FORMATS, ChangefeedOptions
 from feedkv.changefeed.retrying import Retrying, backoff
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
@@ -115,10 +120,14 @@ class Changefeed:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         wall_ns: Callable[[], int] = time.time_ns,
+        metrics: FeedMetrics | None = None,
     ) -> None:
         self.spec = spec
         self.high_water = spec.start
         self.rows_emitted = 0
+        self.backfill_pending = 0  # target spans an initial scan or backfill has yet to scan
+        self._metrics = metrics or ChangefeedMetrics().scope(spec.options.metrics_label)
+        self._batch = _Batch()
         self.retrying: Retrying | None = None  # the last sink failure, until progress
         self._wall_ns = wall_ns
         self._db = db
@@ -160,6 +169,8 @@ class Changefeed:
                 failed_at = self.high_water
                 delay = backoff(attempt, first_s=RESTART_BACKOFF, max_s=MAX_RESTART_BACKOFF)
                 self.retrying = Retrying(str(exc), self._wall_ns(), delay)
+                self._metrics.error_retries.inc()
+                self._batch = _Batch()  # what it held is dropped with the sink's buffer
                 log.warning(
                     "changefeed sink failed (%s); restarting from %s in %.1fs",
                     exc,
@@ -182,12 +193,15 @@ class Changefeed:
         )
         self._decoder = decoder
         if not self._scanned:
+            self.backfill_pending = len(self.spec.targets)
             for target in self.spec.targets:
                 for message in self._scan(target, start):
                     if self.closed:
                         return
                     self._send(message)
-            self._sink.flush()
+                self.backfill_pending -= 1
+                self._count_emitted()
+            self._flush()
             self._scanned = True
             if o.initial_scan == "only":
                 return
@@ -205,6 +219,8 @@ class Changefeed:
         try:
             for event in feed:
                 if isinstance(event, Value):
+                    if self._batch.admitted_wall is None:
+                        self._batch.admitted_wall = event.ts.wall  # the oldest: in ts order
                     admission = frontier.admit(event.ts)
                     self._backfill(admission.backfills)
                     if not admission.emit:
@@ -216,10 +232,11 @@ class Changefeed:
                 if not isinstance(event, Checkpoint):
                     continue
                 self._backfill(frontier.reach(event.ts))
+                self._count_emitted()
                 advance = frontier.advance(self._clock())
                 if advance is None:
                     continue
-                self._sink.flush()
+                self._flush()
                 self.high_water = advance.to
                 self.retrying = None
                 if advance.marker:
@@ -236,8 +253,12 @@ class Changefeed:
         for table_id, change in backfills:
             for target in self.spec.targets:
                 if target.table_id == table_id:
-                    for message in self._scan(target, change.ts):
-                        self._send(message)
+                    self.backfill_pending += 1
+                    try:
+                        for message in self._scan(target, change.ts):
+                            self._send(message)
+                    finally:
+                        self.backfill_pending -= 1
 
     # Emitting.
 
@@ -257,6 +278,55 @@ class Changefeed:
         self._topics_used.add(message.topic)
         self._sink.emit_row(message)
         self.rows_emitted += 1
+        batch = self._batch
+        batch.messages += 1
+        batch.bytes += message.size
+        if batch.oldest_wall is None:
+            batch.oldest_wall = message.mvcc_ts.wall
+            batch.started = self._clock()
+        else:
+            batch.oldest_wall = min(batch.oldest_wall, message.mvcc_ts.wall)
+
+    # Metrics, once per batch.
+
+    def _count_emitted(self) -> None:
+        """Count the messages sent since the last count, and observe the admission
+        latency of the oldest value admitted since then."""
+        batch, m = self._batch, self._metrics
+        if batch.messages:
+            m.emitted_messages.inc(batch.messages)
+            m.emitted_bytes.inc(batch.bytes)
+            batch.unflushed_bytes += batch.bytes
+            batch.messages = batch.bytes = 0
+        if batch.admitted_wall is not None:
+            m.admit_latency.observe(max(0, self._wall_ns() - batch.admitted_wall))
+            batch.admitted_wall = None
+
+    def _flush(self) -> None:
+        self._sink.flush()
+        self._count_emitted()
+        batch, m = self._batch, self._metrics
+        if batch.oldest_wall is None:
+            return
+        m.flushed_bytes.inc(batch.unflushed_bytes)
+        m.commit_latency.observe(max(0, self._wall_ns() - batch.oldest_wall))
+        m.sink_batch_hist_nanos.observe(max(0.0, self._clock() - batch.started) * 1e9)
+        self._batch = _Batch()
+
+
+class _Batch:
+    """What was sent since the last count (``messages``, ``bytes``) and since the last
+    flush (the rest), for the metrics."""
+
+    __slots__ = ("admitted_wall", "bytes", "messages", "oldest_wall", "started", "unflushed_bytes")
+
+    def __init__(self) -> None:
+        self.messages = 0
+        self.bytes = 0
+        self.unflushed_bytes = 0
+        self.oldest_wall: int | None = None  # the oldest MVCC time sent since the flush
+        self.started = 0.0  # when the first of those was sent (the feed's clock)
+        self.admitted_wall: int | None = None  # the oldest value admitted since the count
 
 
 def cdc_query(spec: ChangefeedSpec) -> CDCQuery | None:

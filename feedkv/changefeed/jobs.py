@@ -90,9 +90,11 @@ SHOW_COLUMNS = (
     "running_status",
     "created",
     "high_water_timestamp",
+    "readable_high_water_timestamptz",
     "error",
     "sink_uri",
     "full_table_names",
+    "topics",
     "format",
 )
 
@@ -293,6 +295,12 @@ def show_row(record: JobRecord, reader: catalog.Reader) -> tuple[Any, ...]:
         found = table_names(reader, target.table_id)
         names.append(f"{found[0]}.public.{found[1]}" if found else f"[{target.table_id}]")
     created = datetime.datetime.fromtimestamp(record.created.wall / 1e9, tz=datetime.UTC)
+    high_water = record.high_water
+    readable = (
+        datetime.datetime.fromtimestamp(high_water.wall / 1e9, tz=datetime.UTC)
+        if high_water
+        else None
+    )
     return (
         record.id,
         spec.description,
@@ -300,10 +308,12 @@ def show_row(record: JobRecord, reader: catalog.Reader) -> tuple[Any, ...]:
         record.status,
         record.running_status,
         created,
-        logical_decimal(record.high_water) if record.high_water else None,
+        logical_decimal(high_water) if high_water else None,
+        readable,
         record.error,
         redacted(spec.sink_uri or ""),
         names,
+        ",".join(sorted(set(spec.topics.values()))),
         spec.options.format,
     )
 

@@ -27,6 +27,11 @@ mark moves. A :class:`~feedkv.changefeed.sink.TerminalSinkError` (bad credential
 path that is not a writable directory) is not retried. When a job ends, its runner
 thread records why: paused or canceled on request, succeeded, failed, or paused with the
 error under ``on_error=pause``.
+
+Metrics (:mod:`feedkv.changefeed.metrics`): a job counts as running while its thread
+runs it; a job that ends with an error (failed, or paused under ``on_error=pause``)
+counts in ``changefeed_failures``, each retry in ``changefeed_error_retries``; each look
+at the records sets ``jobs_changefeed_currently_paused``.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ from feedkv.changefeed.jobs import (
     list_jobs,
     put_job,
 )
+from feedkv.changefeed.metrics import ChangefeedMetrics
 from feedkv.changefeed.retrying import Retrying, backoff
 from feedkv.changefeed.sink import TerminalSinkError
 from feedkv.errors import BatchTimestampBeforeGCError, ExternalError, FeedKVError, RetryableError
@@ -108,12 +114,14 @@ class JobRegistry:
         make_job: JobFactory,
         settings: RegistrySettings | None = None,
         node_dead: Callable[[str], bool] | None = None,
+        metrics: ChangefeedMetrics | None = None,
     ) -> None:
         """``node_dead(node_id)``: whether a node of the cluster is dead, so its leases
         are too, before they expire (``None``: a node of its own)."""
         self.owner = f"{node_id}/{secrets.token_hex(6)}"
         self._node_dead = node_dead
         self.settings = settings or RegistrySettings()
+        self.metrics = metrics or ChangefeedMetrics()
         self._db = db
         self._node_id = node_id
         self._make_job = make_job
@@ -170,7 +178,9 @@ class JobRegistry:
 
     def _tick(self) -> None:
         now = self._db.now()
-        for record in list_jobs(catalog.Snapshot(self._db, now)):
+        records = list_jobs(catalog.Snapshot(self._db, now))
+        self.metrics.currently_paused.set(sum(r.status == PAUSED for r in records))
+        for record in records:
             if self._closed.is_set():
                 return
             with self._lock:
@@ -245,10 +255,13 @@ class JobRegistry:
 
     def _run(self, job_id: int, runner: _Runner) -> None:
         attempt = 0
+        label = runner.job.spec.options.metrics_label
+        metrics = self.metrics.scope(label)
         while True:
             error: BaseException | None = None
             try:
-                runner.job.run()
+                with self.metrics.tracking(label, runner.job):
+                    runner.job.run()
             except BaseException as exc:
                 log.warning("changefeed job %d failed: %s", job_id, exc)
                 error = exc
@@ -262,6 +275,7 @@ class JobRegistry:
             delay = backoff(attempt, first_s=self.settings.retry_s, max_s=self.settings.retry_max_s)
             runner.retrying = Retrying(str(error), time.time_ns(), delay)
             runner.retrying_since = runner.job.high_water
+            metrics.error_retries.inc()
             self._update(job_id, partial(self._retrying, runner=runner))
             record = None
             if not runner.stopped.wait(delay):
@@ -277,6 +291,8 @@ class JobRegistry:
         try:
             if not runner.lost:
                 self._update(job_id, lambda r: self._ended(r, runner.job, error))
+                if error is not None and not runner.stopped.is_set():
+                    metrics.failures.inc()
         except FeedKVError as exc:  # the node is gone; the lease expires instead
             log.warning("changefeed job %d: could not record its end: %s", job_id, exc)
         finally:

@@ -36,6 +36,7 @@ from feedkv.changefeed.jobs import (
     put_job,
     show_row,
 )
+from feedkv.changefeed.metrics import ChangefeedMetrics
 from feedkv.changefeed.registry import JobRegistry
 from feedkv.changefeed.sink import check_sink, make_sink
 from feedkv.changefeed.sinkless import COLUMNS, ChannelSink, FeedResult
@@ -62,9 +63,15 @@ class Changefeeds:
     when this process runs a node) runs it. A client of a remote node has none: the
     server's registry adopts the job."""
 
-    def __init__(self, db: SQLClient, registry: JobRegistry | None = None) -> None:
+    def __init__(
+        self,
+        db: SQLClient,
+        registry: JobRegistry | None = None,
+        metrics: ChangefeedMetrics | None = None,
+    ) -> None:
         self._db = db
         self._registry = registry
+        self._metrics = metrics or ChangefeedMetrics()
         self._lock = threading.Lock()
         self._sinkless: list[FeedResult] = []
 
@@ -172,14 +179,16 @@ class Changefeeds:
 
     def _start_sinkless(self, spec: ChangefeedSpec) -> FeedResult:
         channel = ChannelSink(text=spec.options.format != "avro")
-        changefeed = Changefeed(self._db, spec, channel)
+        label = spec.options.metrics_label
+        changefeed = Changefeed(self._db, spec, channel, metrics=self._metrics.scope(label))
         result = FeedResult(
             columns=COLUMNS, tag="CHANGEFEED", changefeed=changefeed, channel=channel
         )
 
         def run() -> None:
             try:
-                changefeed.run()
+                with self._metrics.tracking(label, changefeed):
+                    changefeed.run()
             except BaseException as exc:
                 channel.end(exc)
             else:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from feedkv.changefeed.changefeed import Changefeed
 from feedkv.changefeed.job import Job
 from feedkv.changefeed.jobs import JobRecord
+from feedkv.changefeed.metrics import ChangefeedMetrics
 from feedkv.changefeed.retrying import Retrying
 from feedkv.changefeed.sink import Sink, make_sink, parse_sink_uri
 from feedkv.util.hlc import Timestamp
@@ -35,6 +36,10 @@ class ThreadJob:
     def retrying(self) -> Retrying | None:
         return self.changefeed.retrying
 
+    @property
+    def backfill_pending(self) -> int:
+        return self.changefeed.backfill_pending
+
     def run(self) -> None:
         try:
             self.changefeed.run()
@@ -45,13 +50,16 @@ class ThreadJob:
         self.changefeed.close()
 
 
-def thread_jobs(db: SQLClient) -> JobFactory:
-    """Runs each job as a :class:`ThreadJob` from its high-water mark."""
+def thread_jobs(db: SQLClient, metrics: ChangefeedMetrics | None = None) -> JobFactory:
+    """Runs each job as a :class:`ThreadJob` from its high-water mark, its metrics in
+    ``metrics`` (by its ``metrics_label``)."""
+    metrics = metrics or ChangefeedMetrics()
 
     def make(record: JobRecord) -> Job:
         spec = record.resume_spec()
         uri = parse_sink_uri(spec.sink_uri or "", spec.options)
         sink = make_sink(uri, spec.options, start=spec.start, db=db)
-        return ThreadJob(Changefeed(db, spec, sink), sink)
+        feed_metrics = metrics.scope(spec.options.metrics_label)
+        return ThreadJob(Changefeed(db, spec, sink, metrics=feed_metrics), sink)
 
     return make

@@ -79,6 +79,19 @@ def _parser() -> argparse.ArgumentParser:
         help="HOST:PORT of the SQL port, PostgreSQL's wire protocol (port 0: any free)",
     )
     start.add_argument(
+        "--http-addr",
+        default="127.0.0.1:8080",
+        help="HOST:PORT of the HTTP port: metrics for Prometheus at /_status/vars "
+        "(port 0: any free)",
+    )
+    start.add_argument(
+        "--log-level",
+        default="info",
+        choices=("debug", "info", "warning", "error"),
+        help="the least severe level written to the JSON log, STORE/logs/feedkv.log "
+        "(warnings and errors also go to stderr; default info)",
+    )
+    start.add_argument(
         "--join",
         default="",
         help="HOST:PORT[,HOST:PORT...] of members of the cluster to join (a store that "
@@ -171,6 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.listen,
                 config,
                 sql_addr=args.sql_addr,
+                http_addr=args.http_addr,
+                log_level=args.log_level,
                 changefeed_runner=args.changefeed_runner,
                 spark_master=args.spark_master,
                 join=[a.strip() for a in args.join.split(",") if a.strip()],

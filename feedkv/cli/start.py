@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import threading
@@ -11,9 +12,12 @@ from types import FrameType
 from feedkv.db import connect
 from feedkv.errors import InvalidArgumentError
 from feedkv.kv.store import StoreConfig
+from feedkv.server.logs import configure_logging
 from feedkv.util.units import parse_duration_ns, parse_size
 
 __all__ = ["run_node", "store_config"]
+
+log = logging.getLogger("feedkv.node")
 
 
 MIN_RANGE_MAX_BYTES = 64 << 10  # as CockroachDB's zone configurations
@@ -54,10 +58,14 @@ def run_node(
     changefeed_runner: str = "spark",
     spark_master: str | None = None,
     join: list[str] | None = None,
+    http_addr: str | None = None,
+    log_level: str = "info",
 ) -> int:
-    """Serve the store on ``listen`` (gRPC) and ``sql_addr`` (PostgreSQL clients) and
+    """Serve the store on ``listen`` (gRPC), ``sql_addr`` (PostgreSQL clients) and
+    ``http_addr`` (metrics for Prometheus at ``/_status/vars``) and
     run its changefeed jobs until SIGTERM or SIGINT; then stop the jobs (they resume at
-    the next start) and drain."""
+    the next start) and drain. Logs go to ``store/logs/feedkv.log`` from ``log_level``
+    up, once the store is open (:mod:`feedkv.server.logs`)."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -73,11 +81,23 @@ def run_node(
         changefeed_runner=changefeed_runner,
         spark_master=spark_master,
         join=join or [],
+        http_addr=http_addr,
     )
+    logs = None
     try:
+        node = db.node
+        if node is not None:
+            ident = str(node.cluster.ident.node_id) if node.cluster is not None else node.node_id
+            logs = configure_logging(store, ident, log_level)
         db.changefeeds.start()
-        sql = f", SQL on {db.serve_sql()}" if sql_addr is not None else ""
-        print(f"feedkv node listening on {db.serving_url()}{sql} (store {store})", flush=True)
+        ports = ""
+        if db.node is not None and db.node.http_server is not None:
+            ports += f", HTTP on {db.node.http_url}"
+        if sql_addr is not None:  # NB: last: the URL ends at the space (NodeProcess)
+            ports += f", SQL on {db.serve_sql()}"
+        listening = f"feedkv node listening on {db.serving_url()}{ports} (store {store})"
+        log.info("%s", listening)
+        print(listening, flush=True)
         if sql_addr is not None:
             print(
                 "feedkv: the SQL port has no TLS or passwords yet: it takes the user name "
@@ -87,8 +107,11 @@ def run_node(
             )
         while not stop.wait(3600):
             pass
+        log.info("draining")
         print("feedkv node draining", file=sys.stderr, flush=True)
     finally:
         db.close()
+        if logs is not None:
+            logs.close()
     print("feedkv node stopped", file=sys.stderr, flush=True)
     return 0

@@ -42,6 +42,7 @@ from feedkv.kv.api import (
     Split,
     SplitResponse,
 )
+from feedkv.kv.metrics import unregistered_txn_metrics
 from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.router import Router, Transport
 from feedkv.kv.txn import Txn
@@ -105,6 +106,9 @@ class KVClient:
         self.target = target
         self._transport = transport
         self._router = Router(transport)
+        # the node's, for an embedded node's client (a client of a server counts its
+        # transactions but exposes them nowhere)
+        self.txn_metrics = unregistered_txn_metrics()
 
     @property
     def transport(self) -> Transport:
@@ -211,7 +215,7 @@ class KVClient:
     def transaction(self, *, priority: int | None = None) -> Txn:
         """A new transaction; as a context manager it commits on success and rolls back
         on an exception."""
-        return Txn(self._router, priority=priority)
+        return Txn(self._router, priority=priority, metrics=self.txn_metrics)
 
     def run_transaction(
         self,
@@ -232,10 +236,12 @@ class KVClient:
             try:
                 result = fn(txn)
                 txn.commit()
+                self.txn_metrics.restarts.observe(attempt - 1)
                 return result
             except RetryableError:
                 txn.rollback()
                 if max_attempts is not None and attempt >= max_attempts:
+                    self.txn_metrics.restarts.observe(attempt - 1)
                     raise
                 # A retried txn keeps its priority so that it eventually wins its conflicts.
                 priority = max(priority or 0, txn.priority)

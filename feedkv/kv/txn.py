@@ -56,6 +56,7 @@ from feedkv.kv.api import (
     Request,
     Transaction,
 )
+from feedkv.kv.metrics import TxnMetrics, unregistered_txn_metrics
 from feedkv.storage.mvcc import KeyValue, check_value
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
 from feedkv.util.keys import Span, check_key, key_next, merge_spans
@@ -85,8 +86,11 @@ class TxnState(enum.Enum):
 class Txn:
     """One transaction. Use it from one thread; ``db.transaction()`` makes one."""
 
-    def __init__(self, router: Router, *, priority: int | None = None) -> None:
+    def __init__(
+        self, router: Router, *, priority: int | None = None, metrics: TxnMetrics | None = None
+    ) -> None:
         self._router = router
+        self._metrics = metrics or unregistered_txn_metrics()
         # A priority drawn at random is worth no more than the random one a batch without
         # a transaction pushes with: only then may the writes go as such a batch.
         self._any_priority = priority is None
@@ -275,6 +279,7 @@ class Txn:
             self._rollback_quietly()
             raise
         self.state = TxnState.COMMITTED
+        self._metrics.commits.inc()
         return self.commit_ts or self._txn.write_ts
 
     def rollback(self) -> None:
@@ -285,6 +290,7 @@ class Txn:
 
     def _rollback_quietly(self) -> None:
         self.state = TxnState.ROLLED_BACK
+        self._metrics.aborts.inc()
         self._stop_heartbeat()
         if not self._locked:
             return

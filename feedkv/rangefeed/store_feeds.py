@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -102,6 +103,8 @@ class StoreFeeds:
             max_workers=self.config.catchup_workers, thread_name_prefix="feedkv-catchup"
         )
         self._stopping = threading.Event()
+        self._stats_lock = threading.Lock()
+        self.catchup_scan_ns = 0  # time spent in catch-up scans, in all (a metric)
         self._push_thread = threading.Thread(
             target=self._push_loop, name="feedkv-txn-pusher", daemon=True
         )
@@ -178,6 +181,14 @@ class StoreFeeds:
             if reg.processor is not None:
                 reg.processor.unregister(reg)
 
+    def counts(self) -> tuple[int, int]:
+        """How many processors run, and how many registrations they have (for the
+        metrics: read without the apply lock, so a moment's count)."""
+        # NB: list() copies the dict in one step under the GIL; no lock is taken, so a
+        # scrape never waits for a write's application
+        processors = [p for p in list(self._processors.values()) if p.ended is None]
+        return len(processors), sum(len(p.registry) for p in processors)
+
     def processor(self, range_id: int) -> Processor | None:
         """The running processor of ``range_id``, if any (for tests and introspection)."""
         with self._lock:
@@ -224,6 +235,15 @@ class StoreFeeds:
     # Catch-up scans (worker threads).
 
     def _catch_up(self, processor: Processor, reg: Registration, timestamp_order: bool) -> None:
+        started = time.perf_counter_ns()
+        try:
+            self._scan(processor, reg, timestamp_order)
+        finally:
+            elapsed = time.perf_counter_ns() - started
+            with self._stats_lock:
+                self.catchup_scan_ns += elapsed
+
+    def _scan(self, processor: Processor, reg: Registration, timestamp_order: bool) -> None:
         with self._lock:
             if reg.done:
                 processor.unregister(reg)

@@ -31,6 +31,7 @@ from feedkv.util.keys import Span
 if TYPE_CHECKING:
     from feedkv.changefeed.job import Job
     from feedkv.changefeed.jobs import JobRecord
+    from feedkv.changefeed.metrics import ChangefeedMetrics
     from feedkv.changefeed.registry import JobFactory, JobRegistry
     from feedkv.rangefeed.feed_client import KV
     from feedkv.server.node import Node
@@ -57,16 +58,21 @@ def check_runner(runner: str) -> None:
 
 
 def job_registry(
-    node: Node, client: SQLClient, *, runner: str, spark_master: Callable[[], str | None]
+    node: Node,
+    client: SQLClient,
+    *,
+    runner: str,
+    spark_master: Callable[[], str | None],
+    metrics: ChangefeedMetrics,
 ) -> JobRegistry:
     """The registry that runs ``node``'s jobs on ``runner``; ``spark_master`` answers,
     when a Spark job starts, the master to start it on."""
     from feedkv.changefeed.registry import JobRegistry
     from feedkv.changefeed.thread_job import thread_jobs
 
-    make_job = spark_jobs(node, spark_master) if runner == "spark" else thread_jobs(client)
+    make_job = spark_jobs(node, spark_master) if runner == "spark" else thread_jobs(client, metrics)
     node_dead = node.cluster.node_dead if node.cluster is not None else None
-    return JobRegistry(client, node.node_id, make_job, node_dead=node_dead)
+    return JobRegistry(client, node.node_id, make_job, metrics=metrics, node_dead=node_dead)
 
 
 def jobs_spark_master(client: KV, spark_master: str | None) -> str | None:

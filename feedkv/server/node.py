@@ -11,6 +11,8 @@ lets calls in flight finish, then the store closes.
 
 Ports: SQL on 26257 as CockroachDB's (``--sql-addr``), gRPC on 26258 (``--listen``):
 grpcio cannot share its port with another protocol without a proxy in every call's path.
+HTTP on 8080 as CockroachDB's (``--http-addr``; :meth:`Node.serve_http`): the node's
+metrics (:attr:`Node.metrics`, :mod:`feedkv.server.metrics`) for Prometheus.
 
 The node is where the layers meet, so it lives above them: the KV layer knows nothing of
 rangefeeds, and the rangefeed layer only observes the store.
@@ -43,6 +45,8 @@ from feedkv.server.cluster import (
     method_handlers,
     start_ident,
 )
+from feedkv.server.http import HTTPServer
+from feedkv.server.metrics import NodeMetrics
 from feedkv.server.relocation import Relocations
 from feedkv.sql.row_codec import row_split_key
 from feedkv.util.hlc import Clock
@@ -61,8 +65,10 @@ class Node:
         clock: Clock | None = None,
         join: Sequence[str] | None = None,
         heartbeat_s: float = HEARTBEAT_S,
+        http_addr: str | None = None,
     ) -> None:
-        """``join``: this node is a member of a cluster (it must listen): ``[]`` starts
+        """``http_addr``: serve the metrics there (see :meth:`serve_http`).
+        ``join``: this node is a member of a cluster (it must listen): ``[]`` starts
         one (or rejoins the one its store belongs to), addresses of members join theirs
         (see :mod:`feedkv.server.cluster`). ``None``: a node of its own."""
         config = config or StoreConfig()
@@ -82,13 +88,17 @@ class Node:
         self.server: NodeServer | None = None
         self.cluster: Cluster | None = None
         self.sql_server: PGServer | None = None
+        self.http_server: HTTPServer | None = None
         self._serve_lock = threading.Lock()
+        self.metrics: NodeMetrics = NodeMetrics(self)
         try:
             self.feeds = StoreFeeds(self.store, feed_config)
             # how this node's own clients register feeds (in a cluster: with any node)
             self.feed_transport: FeedTransport = self.feeds
             if listen is not None:
                 self.serve(listen)
+            if http_addr is not None:
+                self.serve_http(http_addr)
             if ident is not None:
                 self.cluster = cluster = self._member(ident, join or (), heartbeat_s)
                 self.feed_transport = ClusterFeedTransport(
@@ -145,6 +155,30 @@ class Node:
                 self.sql_server = server
         return self.sql_url
 
+    def serve_http(self, listen: str = "127.0.0.1:0") -> str:
+        """Serve the node's metrics over HTTP on ``listen`` (if the port is not open
+        yet; port 0 picks one); returns :attr:`http_url`."""
+        with self._serve_lock:
+            if self.http_server is None:
+                host, port = parse_listen(listen)
+                try:
+                    server = HTTPServer(self.metrics.registry.exposition, host, port)
+                except OSError as exc:
+                    raise InvalidArgumentError(
+                        f"cannot serve HTTP on {listen!r}: {exc.strerror or exc}; "
+                        "choose another --http-addr"
+                    ) from exc
+                server.start()
+                self.http_server = server
+        return self.http_url
+
+    @property
+    def http_url(self) -> str:
+        """``http://host:port`` of the HTTP port (metrics at ``/_status/vars``)."""
+        if self.http_server is None:
+            raise RuntimeError("this node does not serve HTTP; start it with serve_http()")
+        return f"http://{host_port(self.http_server.host, self.http_server.port)}"
+
     @property
     def sql_url(self) -> str:
         """The ``postgresql://`` URL of the SQL port, as root in defaultdb."""
@@ -172,6 +206,8 @@ class Node:
             self.cluster.stop()
         if hasattr(self, "feed_transport") and self.feed_transport is not self.feeds:
             self.feed_transport.close()
+        if self.http_server is not None:
+            self.http_server.stop()
         self.stop_sql()
         if hasattr(self, "feeds"):
             self.feeds.close()

@@ -40,6 +40,7 @@ from feedkv.sql.dml import duplicate_key
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.executor import run
 from feedkv.sql.leases import Lease, Leases
+from feedkv.sql.metrics import SQLMetrics, unregistered_sql_metrics
 from feedkv.sql.parser import parse, placeholder_count
 from feedkv.sql.session_vars import VARIABLES, checked_value
 
@@ -119,9 +120,11 @@ class Session:
         database: str = catalog.DEFAULT_DATABASE,
         changefeeds: ChangefeedService | None = None,
         leases: Leases | None = None,
+        metrics: SQLMetrics | None = None,
     ) -> None:
         self.db = db
         self.changefeeds = changefeeds
+        self.metrics = metrics or unregistered_sql_metrics()
         self.leases = leases
         self.user = user
         self.database = database
@@ -229,6 +232,19 @@ class Session:
     # Statement execution.
 
     def _run(self, statement: st.Statement, placeholders: int, params: Sequence[Any]) -> Result:
+        self.metrics.count(statement)
+        started = time.perf_counter_ns()
+        try:
+            return self._run_statement(statement, placeholders, params)
+        except BaseException:
+            self.metrics.failure.inc()
+            raise
+        finally:
+            self.metrics.service_latency.observe(time.perf_counter_ns() - started)
+
+    def _run_statement(
+        self, statement: st.Statement, placeholders: int, params: Sequence[Any]
+    ) -> Result:
         if len(params) != placeholders:
             raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
         if isinstance(statement, st.Begin):
@@ -287,10 +303,19 @@ class Session:
         self, prepared: Sequence[tuple[st.Statement, int]], params: Sequence[Any]
     ) -> list[Result]:
         """Statements sent together outside ``BEGIN``, as one implicit transaction."""
-        for _statement, placeholders in prepared:
-            if len(params) != placeholders:
-                raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
-        return self._run_implicit([s for s, _ in prepared], params, autocommit=False)
+        for statement, _ in prepared:
+            self.metrics.count(statement)
+        started = time.perf_counter_ns()
+        try:
+            for _statement, placeholders in prepared:
+                if len(params) != placeholders:
+                    raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
+            return self._run_implicit([s for s, _ in prepared], params, autocommit=False)
+        except BaseException:
+            self.metrics.failure.inc()
+            raise
+        finally:
+            self.metrics.service_latency.observe(time.perf_counter_ns() - started)
 
     def _run_implicit(
         self, statements: Sequence[st.Statement], params: Sequence[Any], *, autocommit: bool

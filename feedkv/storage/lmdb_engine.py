@@ -275,6 +275,13 @@ class LMDBEngine:
         size: int = self._env.info()["map_size"]
         return size
 
+    @property
+    def used_bytes(self) -> int:
+        """The bytes of the memory map in use (LMDB's highest page in use, whole)."""
+        pages: int = self._env.info()["last_pgno"] + 1
+        page_size: int = self._env.stat()["psize"]
+        return pages * page_size
+
     def databases(self) -> list[str]:
         return list(self._dbs)
 

@@ -18,6 +18,7 @@ __all__ = ["NodeProcess", "free_port"]
 
 _URL = re.compile(r"feedkv://[^\s,]+")
 _SQL_URL = re.compile(r"postgresql://\S+")
+_HTTP_URL = re.compile(r"http://[^\s,]+")
 
 
 def free_port() -> int:
@@ -30,7 +31,8 @@ def free_port() -> int:
 
 class NodeProcess:
     """Starts ``feedkv start`` on ephemeral loopback ports and waits for its URLs:
-    :attr:`url` (gRPC) and :attr:`sql_url` (PostgreSQL clients). Its stderr (logs;
+    :attr:`url` (gRPC), :attr:`sql_url` (PostgreSQL clients) and :attr:`http_url`
+    (metrics). Its stderr (logs;
     Spark's are many) goes to :attr:`log`, beside the store."""
 
     def __init__(
@@ -55,6 +57,8 @@ class NodeProcess:
         self.url = match.group(0)
         sql = _SQL_URL.search(line)
         self.sql_url = sql.group(0) if sql is not None else ""
+        http = _HTTP_URL.search(line)
+        self.http_url = http.group(0) if http is not None else ""
 
     @staticmethod
     def _start(
@@ -71,6 +75,8 @@ class NodeProcess:
                 "--listen",
                 "127.0.0.1:0",
                 "--sql-addr",
+                "127.0.0.1:0",
+                "--http-addr",
                 "127.0.0.1:0",
                 *extra_args,
             ],

@@ -164,7 +164,7 @@ def test_a_job_whose_history_was_collected_fails_saying_so(db: DB, tmp_path: Pat
 
     db.sql(f"RESUME JOB {job_id}")
     wait_status(db, job_id, "failed")
-    error = db.sql(f"SHOW CHANGEFEED JOB {job_id}").rows[0][7]
+    error = db.sql(f"SHOW CHANGEFEED JOB {job_id}").rows[0][SHOW_COLUMNS.index("error")]
     assert "fell behind the garbage-collection threshold" in error
     assert "create a new changefeed" in error
 

@@ -227,6 +227,7 @@ def test_show_lists_a_new_job_running_with_every_column(table: DB, tmp_path: Pat
     assert job["error"] == ""
     assert job["sink_uri"] == f"file://{out}"
     assert job["full_table_names"] == ["defaultdb.public.t"]
+    assert job["topics"] == "t"
     assert job["format"] == "json"
     created = job["created"]
     assert isinstance(created, datetime.datetime)
@@ -234,7 +235,12 @@ def test_show_lists_a_new_job_running_with_every_column(table: DB, tmp_path: Pat
     assert before - second <= created <= datetime.datetime.now(datetime.UTC) + second
 
     first = wait_high_water_past(db, job_id, Decimal(0))
-    assert show(db, job_id)["running_status"].startswith("running: resolved=")
+    shown = show(db, job_id)
+    assert shown["running_status"].startswith("running: resolved=")
+    readable = shown["readable_high_water_timestamptz"]
+    assert isinstance(readable, datetime.datetime)
+    high_water_ns = int(shown["high_water_timestamp"])
+    assert readable == datetime.datetime.fromtimestamp(high_water_ns / 1e9, tz=datetime.UTC)
     upsert(db, (3, "c"))
     later = now(db)
     assert wait_high_water_past(db, job_id, later) > first

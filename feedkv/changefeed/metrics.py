@@ -1,0 +1,195 @@
+"""Changefeed metrics, as CockroachDB names them (``changefeed.emitted_messages`` is
+``changefeed_emitted_messages``; see :mod:`feedkv.util.metrics`).
+
+Every changefeed metric has a ``scope`` label: the feed's ``metrics_label`` option, or
+``default`` (CockroachDB's scoped metrics). Sum over ``scope`` for the node's total.
+
+Pushed by the feed, once per batch (a checkpoint or a flush), never per row:
+``emitted_messages``, ``emitted_bytes``, ``flushed_bytes``, ``error_retries``,
+``failures``, and the histograms (nanoseconds) ``commit_latency`` (MVCC time of the
+oldest row of a flush to the flush's end), ``admit_latency`` (MVCC time of the oldest
+value since the last checkpoint to its admission) and ``sink_batch_hist_nanos`` (first
+row of a flush buffered to the flush's end). A batch is one observation.
+
+Sampled at scrape time from the feeds running on this node (:meth:`ChangefeedMetrics.tracking`):
+``running``, ``checkpoint_progress`` (the lowest high-water mark, nanoseconds since the
+epoch), ``max_behind_nanos`` (now minus it), ``backfill_count`` (feeds in an initial scan
+or a backfill), ``backfill_pending_ranges`` (spans those still have to scan: one for each
+target table, as a scan here goes table by table). ``jobs_changefeed_currently_paused``
+is set by the job registry as it reads the job records.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Protocol
+
+from prometheus_client import Counter, Histogram
+
+from feedkv.util.hlc import Timestamp
+from feedkv.util.metrics import Registry
+
+__all__ = ["DEFAULT_SCOPE", "ChangefeedMetrics", "FeedMetrics", "Progress"]
+
+DEFAULT_SCOPE = "default"
+
+
+class Progress(Protocol):
+    """What the sampled metrics read of a running feed (a job or a sinkless feed)."""
+
+    @property
+    def high_water(self) -> Timestamp: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FeedMetrics:
+    """One scope's pushed metrics (the children of each labelled metric)."""
+
+    emitted_messages: Counter
+    emitted_bytes: Counter
+    flushed_bytes: Counter
+    error_retries: Counter
+    failures: Counter
+    commit_latency: Histogram
+    admit_latency: Histogram
+    sink_batch_hist_nanos: Histogram
+
+
+class ChangefeedMetrics:
+    def __init__(
+        self, registry: Registry | None = None, *, wall_ns: Callable[[], int] = time.time_ns
+    ) -> None:
+        r = registry or Registry()
+        self._wall_ns = wall_ns
+        self._lock = threading.Lock()
+        self._scopes: dict[str, FeedMetrics] = {}
+        self._live: dict[int, tuple[str, Progress]] = {}
+        scope = ("scope",)
+        self._emitted_messages = r.counter(
+            "changefeed_emitted_messages", "Messages emitted by all feeds", scope
+        )
+        self._emitted_bytes = r.counter(
+            "changefeed_emitted_bytes", "Bytes emitted by all feeds", scope
+        )
+        self._flushed_bytes = r.counter(
+            "changefeed_flushed_bytes",
+            "Bytes emitted by all feeds; maybe different from "
+            "changefeed_emitted_bytes when compression is enabled",
+            scope,
+        )
+        self._error_retries = r.counter(
+            "changefeed_error_retries",
+            "Total retryable errors encountered by all changefeeds",
+            scope,
+        )
+        self._failures = r.counter(
+            "changefeed_failures", "Total number of changefeed jobs which have failed", scope
+        )
+        self._commit_latency = r.histogram(
+            "changefeed_commit_latency",
+            "Event commit latency: the time between an event's MVCC timestamp and its "
+            "acknowledgement by the sink (the oldest event of each flush)",
+            scope,
+        )
+        self._admit_latency = r.histogram(
+            "changefeed_admit_latency",
+            "Event admission latency: the time between an event's MVCC timestamp and its "
+            "admission into the changefeed pipeline (the oldest event of each checkpoint)",
+            scope,
+        )
+        self._sink_batch = r.histogram(
+            "changefeed_sink_batch_hist_nanos",
+            "Time spent batched in the sink buffer before being flushed and acknowledged",
+            scope,
+        )
+        self.currently_paused = r.gauge(
+            "jobs_changefeed_currently_paused",
+            "Number of changefeed jobs currently considered Paused",
+        )
+        r.sampled(
+            "changefeed_running",
+            "Number of currently running changefeeds, including sinkless",
+            lambda: self._by_scope(lambda _: 1.0, sum),
+            labelnames=scope,
+        )
+        r.sampled(
+            "changefeed_checkpoint_progress",
+            "The earliest timestamp of any changefeed's persisted checkpoint (values prior "
+            "to this timestamp will never need to be re-emitted)",
+            lambda: self._by_scope(lambda p: float(p.high_water.wall), min),
+            labelnames=scope,
+        )
+        r.sampled(
+            "changefeed_max_behind_nanos",
+            "The most any changefeed's persisted checkpoint is behind the present",
+            lambda: self._by_scope(
+                lambda p: float(max(0, self._wall_ns() - p.high_water.wall)), max
+            ),
+            labelnames=scope,
+        )
+        r.sampled(
+            "changefeed_backfill_count",
+            "Number of changefeeds currently executing backfill",
+            lambda: self._by_scope(lambda p: 1.0 if _pending(p) else 0.0, sum),
+            labelnames=scope,
+        )
+        r.sampled(
+            "changefeed_backfill_pending_ranges",
+            "Number of ranges in an ongoing backfill that are yet to be fully emitted",
+            lambda: self._by_scope(lambda p: float(_pending(p)), sum),
+            labelnames=scope,
+        )
+
+    def scope(self, label: str | None) -> FeedMetrics:
+        """The metrics of feeds with ``metrics_label=label`` (``None``: the default)."""
+        name = label or DEFAULT_SCOPE
+        with self._lock:
+            metrics = self._scopes.get(name)
+            if metrics is None:
+                metrics = self._scopes[name] = FeedMetrics(
+                    self._emitted_messages.labels(name),
+                    self._emitted_bytes.labels(name),
+                    self._flushed_bytes.labels(name),
+                    self._error_retries.labels(name),
+                    self._failures.labels(name),
+                    self._commit_latency.labels(name),
+                    self._admit_latency.labels(name),
+                    self._sink_batch.labels(name),
+                )
+            return metrics
+
+    @contextmanager
+    def tracking(self, label: str | None, feed: Progress) -> Iterator[None]:
+        """Count ``feed`` as running (in scope ``label``) while the block runs."""
+        key = id(feed)
+        self.scope(label)  # NB: its scope reads 0, not absent, once the feed ends
+        with self._lock:
+            self._live[key] = (label or DEFAULT_SCOPE, feed)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._live.pop(key, None)
+
+    def _by_scope(
+        self, read: Callable[[Progress], float], fold: Callable[[list[float]], float]
+    ) -> dict[tuple[str, ...], float]:
+        with self._lock:
+            live = list(self._live.values())
+            scopes = set(self._scopes) | {DEFAULT_SCOPE}
+        values: dict[str, list[float]] = {name: [] for name in scopes}
+        for name, feed in live:
+            values.setdefault(name, []).append(read(feed))
+        # NB: a scope with no feed reads 0 (not absent), so `changefeed_running == 0` and
+        # alerts on it work.
+        return {(name,): fold(v) if v else 0.0 for name, v in values.items()}
+
+
+def _pending(feed: Progress) -> int:
+    """The spans ``feed`` still has to scan (a job run elsewhere, Spark's, says none)."""
+    pending = getattr(feed, "backfill_pending", 0)
+    return pending if isinstance(pending, int) else 0

@@ -1,0 +1,96 @@
+"""A node's metrics: its registry (:class:`~feedkv.util.metrics.Registry`), the metric
+structs of the layers it wires (changefeeds, SQL, transactions), and what it samples
+from its parts at each scrape:
+
+- ``kv_rangefeed_processors``, ``kv_rangefeed_registrations`` (gauges) and
+  ``kv_rangefeed_catchup_scan_nanos`` (counter), from the node's rangefeeds;
+- ``liveness_livenodes``: the live members of its cluster (1, itself, for a node of its
+  own);
+- ``capacity_used`` and ``storage_lmdb_map_used_bytes``: the bytes of the LMDB map in
+  use; ``storage_lmdb_map_size_bytes``: the map's size now (it doubles when full);
+- ``sql_conns``: open connections to its SQL port.
+
+The HTTP port serves them (:mod:`feedkv.server.http`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+from feedkv.changefeed.metrics import ChangefeedMetrics
+from feedkv.kv.metrics import TxnMetrics
+from feedkv.kv.store import Store
+from feedkv.pgwire.server import PGServer
+from feedkv.rangefeed.store_feeds import StoreFeeds
+from feedkv.server.cluster import Cluster
+from feedkv.sql.metrics import SQLMetrics
+from feedkv.util.metrics import Registry
+
+__all__ = ["NodeMetrics", "NodeParts"]
+
+
+class NodeParts(Protocol):
+    """What the metrics sample of a node (:class:`feedkv.server.node.Node`), read at
+    each scrape: a part may not exist yet, or no more."""
+
+    store: Store
+    feeds: StoreFeeds
+    cluster: Cluster | None
+    sql_server: PGServer | None
+
+
+class NodeMetrics:
+    def __init__(self, node: NodeParts) -> None:
+        self.registry = r = Registry()
+        self.changefeeds = ChangefeedMetrics(r)
+        self.sql = SQLMetrics(r)
+        self.txn = TxnMetrics(r)
+        r.sampled(
+            "kv_rangefeed_processors",
+            "Number of active RangeFeed processors",
+            lambda: node.feeds.counts()[0],
+        )
+        r.sampled(
+            "kv_rangefeed_registrations",
+            "Number of active RangeFeed registrations",
+            lambda: node.feeds.counts()[1],
+        )
+        r.sampled(
+            "kv_rangefeed_catchup_scan_nanos",
+            "Time spent in RangeFeed catchup scan",
+            lambda: node.feeds.catchup_scan_ns,
+            kind="counter",
+        )
+        r.sampled(
+            "liveness_livenodes",
+            "Number of live nodes in the cluster (will be 0 if this node is not itself live)",
+            lambda: _live_nodes(node),
+        )
+        r.sampled(
+            "capacity_used",
+            "Used storage capacity (the bytes of the LMDB map in use)",
+            lambda: node.store.engine.used_bytes,
+        )
+        r.sampled(
+            "storage_lmdb_map_used_bytes",
+            "Bytes of the LMDB memory map in use",
+            lambda: node.store.engine.used_bytes,
+        )
+        r.sampled(
+            "storage_lmdb_map_size_bytes",
+            "Size of the LMDB memory map (it doubles when full)",
+            lambda: node.store.engine.map_size,
+        )
+        r.sampled(
+            "sql_conns",
+            "Number of open SQL connections",
+            lambda: node.sql_server.connections if node.sql_server is not None else 0,
+        )
+
+
+def _live_nodes(node: NodeParts) -> float:
+    if node.cluster is None:
+        return 1.0
+    now = time.monotonic_ns()
+    return float(sum(status.live for status in node.cluster.liveness.status(now)))

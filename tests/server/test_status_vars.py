@@ -1,0 +1,245 @@
+"""A node's HTTP port serves its metrics at ``/_status/vars`` (and ``/metrics``):
+CockroachDB's names and types, and values that move with what the node does. Scraped
+with httpx, parsed with prometheus_client's parser."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+import feedkv
+from feedkv import DB
+from feedkv.cli.main import _parser
+from feedkv.errors import SQLError
+from feedkv.kv.store import StoreConfig
+from feedkv.testing.node_process import NodeProcess
+from feedkv.testing.waiting import wait_until
+
+DEADLINE = 30.0
+CONFIG = StoreConfig(
+    closed_ts_interval_s=0.01, closed_ts_target_ns=50_000_000, push_poll_s=0.01, sync=False
+)
+
+# name -> type as prometheus_client's parser reads it ("unknown": a counter, untyped to
+# keep CockroachDB's name; see feedkv.util.metrics)
+EXPECTED = {
+    "changefeed_running": "gauge",
+    "changefeed_failures": "unknown",
+    "changefeed_emitted_messages": "unknown",
+    "changefeed_emitted_bytes": "unknown",
+    "changefeed_flushed_bytes": "unknown",
+    "changefeed_error_retries": "unknown",
+    "changefeed_commit_latency": "histogram",
+    "changefeed_admit_latency": "histogram",
+    "changefeed_sink_batch_hist_nanos": "histogram",
+    "changefeed_checkpoint_progress": "gauge",
+    "changefeed_max_behind_nanos": "gauge",
+    "changefeed_backfill_count": "gauge",
+    "changefeed_backfill_pending_ranges": "gauge",
+    "jobs_changefeed_currently_paused": "gauge",
+    "kv_rangefeed_registrations": "gauge",
+    "kv_rangefeed_processors": "gauge",
+    "kv_rangefeed_catchup_scan_nanos": "unknown",
+    "sql_select_count": "unknown",
+    "sql_insert_count": "unknown",
+    "sql_update_count": "unknown",
+    "sql_delete_count": "unknown",
+    "sql_ddl_count": "unknown",
+    "sql_misc_count": "unknown",
+    "sql_query_count": "unknown",
+    "sql_failure_count": "unknown",
+    "sql_txn_begin_count": "unknown",
+    "sql_txn_commit_count": "unknown",
+    "sql_txn_rollback_count": "unknown",
+    "sql_conns": "gauge",
+    "sql_service_latency": "histogram",
+    "txn_commits": "unknown",
+    "txn_aborts": "unknown",
+    "txn_restarts": "histogram",
+    "liveness_livenodes": "gauge",
+    "capacity_used": "gauge",
+    "storage_lmdb_map_used_bytes": "gauge",
+    "storage_lmdb_map_size_bytes": "gauge",
+}
+
+
+def open_node(path: Path) -> DB:
+    return feedkv.connect(path, config=CONFIG, changefeed_runner="thread", http_addr="127.0.0.1:0")
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[DB]:
+    database = open_node(tmp_path / "store")
+    yield database
+    database.close()
+
+
+def url(db: DB) -> str:
+    assert db.node is not None
+    return db.node.http_url
+
+
+def scrape(db: DB, path: str = "/_status/vars") -> dict[str, tuple[str, dict[str, float]]]:
+    """Each family's type and samples (``name`` or ``name{k=v,...}`` -> value)."""
+    response = httpx.get(url(db) + path, timeout=10)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+    out = {}
+    for family in text_string_to_metric_families(response.text):
+        samples = {}
+        for s in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+            samples[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
+        out[family.name] = (family.type, samples)
+    return out
+
+
+def value(db: DB, sample: str) -> float:
+    """One sample's value (``name`` or ``name{k=v,...}``); 0 if absent."""
+    family = sample.split("{", 1)[0]
+    for suffix in ("_count", "_sum"):
+        if family not in EXPECTED and family.endswith(suffix):
+            family = family.removesuffix(suffix)
+    return scrape(db).get(family, ("", {}))[1].get(sample, 0.0)
+
+
+def test_status_vars_has_cockroachdbs_names_and_types(db: DB) -> None:
+    found = scrape(db)
+    assert {name: found[name][0] for name in EXPECTED if name in found} == EXPECTED
+    assert set(scrape(db, "/metrics")) == set(found)
+    assert found["liveness_livenodes"][1] == {"liveness_livenodes": 1.0}
+    used = found["storage_lmdb_map_used_bytes"][1]["storage_lmdb_map_used_bytes"]
+    assert 0 < used <= found["storage_lmdb_map_size_bytes"][1]["storage_lmdb_map_size_bytes"]
+    missing = httpx.get(url(db) + "/nothing", timeout=10)
+    assert missing.status_code == 404
+    assert "/_status/vars" in missing.text
+
+
+def test_sql_statements_and_transactions_are_counted(db: DB) -> None:
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, s STRING)")
+    names = [
+        "sql_insert_count",
+        "sql_select_count",
+        "sql_update_count",
+        "sql_delete_count",
+        "sql_failure_count",
+        "sql_query_count",
+        "sql_service_latency_count",
+        "txn_commits",
+        "txn_restarts_count",
+    ]
+    before = {name: value(db, name) for name in names}
+    db.sql("INSERT INTO t VALUES (1, 'a')")
+    db.sql("INSERT INTO t VALUES (2, 'b')")
+    db.sql("SELECT * FROM t")
+    db.sql("UPDATE t SET s = 'c' WHERE id = 1")
+    db.sql("DELETE FROM t WHERE id = 2")
+    with pytest.raises(SQLError):
+        db.sql("INSERT INTO t VALUES (1, 'again')")  # a duplicate key
+    moved = {name: value(db, name) - before[name] for name in names}
+    assert moved["sql_insert_count"] == 3
+    assert moved["sql_select_count"] == 1
+    assert moved["sql_update_count"] == 1
+    assert moved["sql_delete_count"] == 1
+    assert moved["sql_failure_count"] == 1
+    assert moved["sql_query_count"] == 6
+    assert moved["sql_service_latency_count"] == 6
+    assert moved["txn_commits"] >= 5  # each statement's own (the node's jobs add theirs)
+    assert moved["txn_restarts_count"] >= 5
+
+
+def test_sql_conns_counts_open_connections(db: DB) -> None:
+    import psycopg
+
+    assert value(db, "sql_conns") == 0
+    with psycopg.connect(db.serve_sql(), autocommit=True) as conn:
+        conn.execute("SELECT 1")
+        assert value(db, "sql_conns") == 1
+    wait_until(lambda: value(db, "sql_conns") == 0, timeout_s=DEADLINE, what="conn closed")
+
+
+def test_changefeed_metrics_move_while_a_job_runs_and_pauses(db: DB, tmp_path: Path) -> None:
+    db.sql("CREATE TABLE orders (id INT PRIMARY KEY, s STRING)")
+    db.sql("INSERT INTO orders VALUES (1, 'scanned'), (2, 'scanned')")
+    out = tmp_path / "out"
+    (job_id,) = db.sql(
+        f"CREATE CHANGEFEED FOR orders INTO 'file://{out}' WITH "
+        "min_checkpoint_frequency='100ms', metrics_label='orders'"
+    ).rows[0]
+    for i in range(3, 13):
+        db.sql(f"INSERT INTO orders VALUES ({i}, 'live')")
+
+    def emitted() -> bool:
+        return value(db, "changefeed_emitted_messages{scope=orders}") >= 12
+
+    wait_until(emitted, timeout_s=DEADLINE, what="12 messages counted")
+    found = {name: samples for name, (_, samples) in scrape(db).items() if name in EXPECTED}
+    orders = "{scope=orders}"
+    assert found["changefeed_running"]["changefeed_running" + orders] == 1
+    assert found["changefeed_running"]["changefeed_running{scope=default}"] == 0
+    assert found["changefeed_emitted_bytes"]["changefeed_emitted_bytes" + orders] > 0
+    assert "changefeed_emitted_messages{scope=default}" not in found["changefeed_emitted_messages"]
+    assert found["changefeed_checkpoint_progress"]["changefeed_checkpoint_progress" + orders] > 0
+    assert found["kv_rangefeed_registrations"]["kv_rangefeed_registrations"] >= 1
+    assert found["kv_rangefeed_processors"]["kv_rangefeed_processors"] >= 1
+    assert found["kv_rangefeed_catchup_scan_nanos"]["kv_rangefeed_catchup_scan_nanos"] > 0
+    wait_until(
+        lambda: (
+            value(db, "changefeed_commit_latency_count" + orders) > 0
+            and value(db, "changefeed_flushed_bytes" + orders) > 0
+            and value(db, "changefeed_sink_batch_hist_nanos_count" + orders) > 0
+        ),
+        timeout_s=DEADLINE,
+        what="a flush observed",
+    )
+    assert value(db, "changefeed_admit_latency_count" + orders) > 0
+
+    db.sql(f"PAUSE JOB {job_id}")
+    wait_until(
+        lambda: (
+            value(db, "jobs_changefeed_currently_paused") == 1
+            and value(db, "changefeed_running" + orders) == 0
+        ),
+        timeout_s=DEADLINE,
+        what="the job paused in the metrics",
+    )
+    assert value(db, "changefeed_failures" + orders) == 0
+
+
+def test_two_nodes_in_one_process_keep_their_own_metrics(tmp_path: Path) -> None:
+    one, two = open_node(tmp_path / "one"), open_node(tmp_path / "two")
+    try:
+        one.sql("CREATE TABLE t (id INT PRIMARY KEY)")
+        before = value(two, "sql_insert_count")
+        one.sql("INSERT INTO t VALUES (1), (2)")
+        assert value(one, "sql_insert_count") == 1
+        assert value(two, "sql_insert_count") == before == 0
+        assert url(one) != url(two)
+    finally:
+        one.close()
+        two.close()
+
+
+def test_http_addr_defaults_to_cockroachdbs_port() -> None:
+    assert _parser().parse_args(["start", "--store", "s"]).http_addr == "127.0.0.1:8080"
+
+
+def test_feedkv_start_serves_its_metrics_on_http_addr(tmp_path: Path) -> None:
+    node = NodeProcess(tmp_path / "store", "--changefeed-runner", "thread")
+    try:
+        assert node.http_url.startswith("http://127.0.0.1:")
+        families = {
+            family.name: family
+            for family in text_string_to_metric_families(
+                httpx.get(node.http_url + "/_status/vars", timeout=10).text
+            )
+        }
+        assert set(EXPECTED) <= set(families)
+        (live,) = families["liveness_livenodes"].samples
+        assert live.value == 1
+    finally:
+        assert node.terminate() == 0

@@ -1,0 +1,87 @@
+"""The metrics registry: CockroachDB's names (no ``_total``), sampled metrics read at
+scrape time, and registries that do not share metrics."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from feedkv.util.metrics import Registry
+
+
+def families(registry: Registry) -> dict[str, tuple[str, dict[str, float]]]:
+    """Each family's type and its samples (``name{label=value,...}`` -> value)."""
+    out = {}
+    for family in text_string_to_metric_families(registry.exposition().decode()):
+        samples = {}
+        for s in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+            samples[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
+        out[family.name] = (family.type, samples)
+    return out
+
+
+def test_a_counter_keeps_cockroachdbs_name_without_total_or_created() -> None:
+    registry = Registry()
+    counter = registry.counter("sql_select_count", "selects")
+    counter.inc(3)
+    kind, samples = families(registry)["sql_select_count"]
+    assert samples == {"sql_select_count": 3.0}
+    assert kind == "unknown"  # untyped: prometheus_client would name a counter x_total
+    assert b"_total" not in registry.exposition()
+    assert b"_created" not in registry.exposition()
+
+
+def test_labelled_counters_and_histograms_are_exposed_per_label() -> None:
+    registry = Registry()
+    emitted = registry.counter("changefeed_emitted_messages", "messages", ("scope",))
+    emitted.labels("default").inc(2)
+    emitted.labels("orders").inc(5)
+    latency = registry.histogram("changefeed_commit_latency", "latency", ("scope",))
+    latency.labels("orders").observe(2_000_000)
+    found = families(registry)
+    assert found["changefeed_emitted_messages"][1] == {
+        "changefeed_emitted_messages{scope=default}": 2.0,
+        "changefeed_emitted_messages{scope=orders}": 5.0,
+    }
+    kind, samples = found["changefeed_commit_latency"]
+    assert kind == "histogram"
+    assert samples["changefeed_commit_latency_count{scope=orders}"] == 1.0
+    assert samples["changefeed_commit_latency_bucket{le=2.5e+06,scope=orders}"] == 1.0
+    assert samples["changefeed_commit_latency_bucket{le=1e+06,scope=orders}"] == 0.0
+    assert not any("_created" in name for name in samples)
+
+
+def test_a_sampled_metric_is_read_at_each_scrape() -> None:
+    registry = Registry()
+    value = [1.0]
+    registry.sampled("liveness_livenodes", "live nodes", lambda: value[0])
+    registry.sampled(
+        "kv_rangefeed_catchup_scan_nanos", "scan time", lambda: value[0] * 10, kind="counter"
+    )
+    assert families(registry)["liveness_livenodes"] == ("gauge", {"liveness_livenodes": 1.0})
+    value[0] = 3.0
+    found = families(registry)
+    assert found["liveness_livenodes"][1] == {"liveness_livenodes": 3.0}
+    assert found["kv_rangefeed_catchup_scan_nanos"][1] == {"kv_rangefeed_catchup_scan_nanos": 30.0}
+
+
+def test_a_sampled_metric_that_fails_leaves_the_others_in_the_scrape() -> None:
+    registry = Registry()
+
+    def broken() -> float:
+        raise OSError("the store is closed")
+
+    registry.sampled("capacity_used", "bytes", broken)
+    registry.sampled("sql_conns", "conns", lambda: 2.0)
+    found = families(registry)
+    assert found["sql_conns"][1] == {"sql_conns": 2.0}
+    assert found["capacity_used"][1] == {}
+
+
+def test_labelled_samples_and_two_registries_apart() -> None:
+    one, two = Registry(), Registry()
+    one.sampled("changefeed_running", "running", lambda: {("a",): 1.0}, labelnames=("scope",))
+    two.counter("changefeed_failures", "failures").inc()
+    assert families(one)["changefeed_running"][1] == {"changefeed_running{scope=a}": 1.0}
+    assert "changefeed_failures" not in families(one)
+    assert "changefeed_running" not in families(two)

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from feedkv.changefeed.service import Changefeeds
     from feedkv.kv.store import StoreConfig
     from feedkv.rangefeed.store_feeds import FeedConfig
+    from feedkv.server.cluster import ClusterConfig
     from feedkv.server.node import Node
     from feedkv.sql.leases import Leases
     from feedkv.sql.session import Result, Session
@@ -90,6 +91,7 @@ def connect(
     changefeed_runner: str = "spark",
     spark_master: str | None = None,
     join: Sequence[str] | None = None,
+    cluster_config: ClusterConfig | None = None,
     http_addr: str | None = None,
 ) -> DB:
     """Open a store directory in-process, or connect to ``feedkv://host:port``.
@@ -141,6 +143,7 @@ def connect(
         feed_config=feed_config,
         clock=clock,
         join=join,
+        cluster_config=cluster_config,
         http_addr=http_addr,
     )
     local: Transport = LocalTransport(node.store, owned=False)

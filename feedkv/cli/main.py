@@ -98,6 +98,17 @@ def _parser() -> argparse.ArgumentParser:
         "never ran joins it; without --join the first node starts a cluster)",
     )
     start.add_argument(
+        "--rebalance-interval",
+        default="10s",
+        help="how often the node moves a range to the live node holding the fewest, when "
+        "it holds two more (0s: never; default 10s)",
+    )
+    start.add_argument(
+        "--max-offset",
+        default="500ms",
+        help="the largest clock offset from the other nodes this node serves with (500ms)",
+    )
+    start.add_argument(
         "--closed-ts-target",
         default="1s",
         help="how far behind now ranges close timestamps (e.g. 1s, 200ms; default 1s)",
@@ -176,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_demo(Path(args.store), seconds=args.seconds)
         if args.command == "start":
-            from feedkv.cli.start import run_node, store_config
+            from feedkv.cli.start import cluster_config, run_node, store_config
 
             config = store_config(args.closed_ts_target, args.txn_liveness, args.range_max_bytes)
             return run_node(
@@ -189,6 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 changefeed_runner=args.changefeed_runner,
                 spark_master=args.spark_master,
                 join=[a.strip() for a in args.join.split(",") if a.strip()],
+                cluster_config=cluster_config(args.rebalance_interval, args.max_offset),
             )
         if args.command == "sql":
             from feedkv.cli.sql import run_sql

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from types import FrameType
 
 from feedkv.db import connect
 from feedkv.errors import InvalidArgumentError
 from feedkv.kv.store import StoreConfig
+from feedkv.server.cluster import ClusterConfig
 from feedkv.server.logs import configure_logging
+from feedkv.util.hlc import Clock
 from feedkv.util.units import parse_duration_ns, parse_size
 
 __all__ = ["run_node", "store_config"]
@@ -49,6 +53,29 @@ def _positive(flag: str, text: str) -> int:
     return ns
 
 
+def cluster_config(rebalance_interval: str, max_offset: str) -> ClusterConfig:
+    """The node's cluster settings from its flags; InvalidArgumentError names a bad one."""
+    interval_ns = parse_duration_ns(rebalance_interval)
+    if interval_ns < 0:
+        raise InvalidArgumentError(f"--rebalance-interval {rebalance_interval!r} is negative")
+    return ClusterConfig(
+        rebalance_interval_s=interval_ns / 1e9,
+        max_offset_ns=_positive("--max-offset", max_offset),
+    )
+
+
+# A testing knob: shift this node's clock by this many milliseconds (the clock-offset tests).
+CLOCK_OFFSET_ENV = "FEEDKV_TESTING_CLOCK_OFFSET_MS"
+
+
+def _testing_clock() -> Clock | None:
+    offset = os.environ.get(CLOCK_OFFSET_ENV)
+    if not offset:
+        return None
+    shift_ns = int(offset) * 1_000_000
+    return Clock(lambda: time.time_ns() + shift_ns)
+
+
 def run_node(
     store: Path,
     listen: str,
@@ -58,6 +85,7 @@ def run_node(
     changefeed_runner: str = "spark",
     spark_master: str | None = None,
     join: list[str] | None = None,
+    cluster_config: ClusterConfig | None = None,
     http_addr: str | None = None,
     log_level: str = "info",
 ) -> int:
@@ -81,7 +109,9 @@ def run_node(
         changefeed_runner=changefeed_runner,
         spark_master=spark_master,
         join=join or [],
+        cluster_config=cluster_config,
         http_addr=http_addr,
+        clock=_testing_clock(),
     )
     logs = None
     try:

@@ -312,6 +312,10 @@ class Store:
         with self.engine.snapshot() as snap:
             return all_descriptors(snap)
 
+    def range_bytes(self, range_id: int) -> int:
+        """The range's size estimate (what the split and merge policy goes by)."""
+        return self._sizes.get(range_id)
+
     def closed_timestamp(self, range_id: int) -> Timestamp:
         """The range's closed timestamp: no write will land at or below it."""
         return self._ctx.closed.get(range_id)

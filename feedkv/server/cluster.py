@@ -31,6 +31,7 @@ import grpc
 import msgpack
 
 from feedkv.errors import (
+    ClockOffsetError,
     FeedKVError,
     InvalidArgumentError,
     NodeUnavailableError,
@@ -50,7 +51,8 @@ from feedkv.kv.api import (
 )
 from feedkv.kv.dialer import ClusterDialer, call
 from feedkv.kv.directory import RangeDirectory
-from feedkv.kv.liveness import DEAD_AFTER_NS, Liveness, NodeDescriptor
+from feedkv.kv.liveness import DEAD_AFTER_NS, MAX_OFFSET_NS, Liveness, NodeDescriptor
+from feedkv.kv.placement import choose_move
 from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.router import Router, Transport
 from feedkv.kv.store import Store
@@ -58,6 +60,7 @@ from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
 
 __all__ = [
     "Cluster",
+    "ClusterConfig",
     "ClusterIdent",
     "join_cluster",
     "load_ident",
@@ -143,6 +146,8 @@ class Relocator(Protocol):
 
     def relocate(self, key: bytes, node_id: int) -> RelocateResponse: ...
 
+    def relocate_range(self, desc: RangeDescriptor, node_id: int) -> RelocateResponse: ...
+
     def settle_pending(self) -> None: ...
 
     def handlers(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]: ...
@@ -169,6 +174,14 @@ class _ClusterSender:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    heartbeat_s: float = HEARTBEAT_S
+    dead_after_ns: int = DEAD_AFTER_NS  # a node silent this long is dead
+    max_offset_ns: int = MAX_OFFSET_NS  # a clock further off than this must not serve
+    rebalance_interval_s: float = 10.0  # how often a node evens out ranges (0: never)
+
+
 class Cluster:
     def __init__(
         self,
@@ -178,17 +191,22 @@ class Cluster:
         *,
         local: Transport,
         join: Sequence[str] = (),
-        heartbeat_s: float = HEARTBEAT_S,
-        dead_after_ns: int = DEAD_AFTER_NS,
+        config: ClusterConfig | None = None,
     ) -> None:
         self.store = store
         self.ident = ident
+        self.config = config = config or ClusterConfig()
         self.me = NodeDescriptor(ident.node_id, address, ident.epoch)
         self.liveness = Liveness(
-            self.me, dead_after_ns=dead_after_ns, started_ns=time.monotonic_ns()
+            self.me,
+            dead_after_ns=config.dead_after_ns,
+            max_offset_ns=config.max_offset_ns,
+            started_ns=time.monotonic_ns(),
         )
         self.directory = RangeDirectory()
-        self.heartbeat_s = heartbeat_s
+        self.heartbeat_s = config.heartbeat_s
+        self.refusal: str | None = None  # why this node must not serve (its clock)
+        self._rebalanced = time.monotonic()
         self._join = list(join)
         self._lock = threading.Lock()
         # NB: a restarted node's reports must supersede its last life's: they count on
@@ -226,6 +244,8 @@ class Cluster:
     # What the node answers itself.
 
     def _intercept(self, batch: BatchRequest) -> BatchResponse | None:
+        if self.refusal is not None:
+            raise ClockOffsetError(f"node n{self.ident.node_id} refuses to serve: {self.refusal}")
         requests = batch.requests
         if len(requests) != 1:
             return None
@@ -285,7 +305,7 @@ class Cluster:
         return {
             "cluster": self.ident.cluster_id,
             "node": _node_to(self.me),
-            "wall": time.time_ns(),
+            "wall": self.store.clock.physical_now(),
             "nodes": [_node_to(d) for d in nodes],
             # every node's ranges as known here (this node's own among them)
             "reports": [
@@ -321,14 +341,48 @@ class Cluster:
         for address in targets:
             if address != self.me.address:
                 self.heartbeat(address)
+        with self._lock:
+            refusal = self.liveness.offset_error(time.monotonic_ns())
+        if refusal != self.refusal:
+            (log.error if refusal else log.warning)(
+                "%s", refusal or "the clock is within the maximum offset again: serving"
+            )
+            self.refusal = refusal
         if self.relocations is not None:
             self.relocations.settle_pending()
+            self._rebalance()
+
+    def _rebalance(self) -> None:
+        """Move one range to the live node with the fewest, when this node holds at
+        least two more (:func:`~feedkv.kv.placement.choose_move`)."""
+        interval = self.config.rebalance_interval_s
+        if interval <= 0 or time.monotonic() - self._rebalanced < interval:
+            return
+        self._rebalanced = time.monotonic()
+        now = time.monotonic_ns()
+        with self._lock:
+            live = [
+                d.node_id for d in self.liveness.nodes() if self.liveness.is_live(d.node_id, now)
+            ]
+            counts = {n.node_id: self.directory.ranges_of(n.node_id) for n in self.liveness.nodes()}
+        mine = self.store.descriptors()
+        move = choose_move(
+            self.ident.node_id, mine, counts, live, lambda d: self.store.range_bytes(d.range_id)
+        )
+        if move is not None and self.relocations is not None:
+            desc, target = move
+            log.info("rebalancing: moving %s to n%d", desc, target)
+            try:
+                self.relocations.relocate_range(desc, target)
+            except FeedKVError as exc:
+                log.warning("rebalancing %s to n%d failed: %s", desc, target, exc)
 
     def heartbeat(self, address: str) -> None:
-        sent = time.time_ns()
+        clock = self.store.clock
+        sent = clock.physical_now()
         try:
             answer = call(self._channel(address), "Gossip", self._message(), self.heartbeat_s * 2)
-            received = time.time_ns()
+            received = clock.physical_now()
             self._take(answer, answer["wall"] - (sent + received) // 2)
         except FeedKVError as exc:
             log.debug("heartbeat to %s failed: %s", address, exc)

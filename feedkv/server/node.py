@@ -39,8 +39,8 @@ from feedkv.rangefeed.cluster_feeds import ClusterFeedTransport
 from feedkv.rangefeed.service import RangeFeedService
 from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
 from feedkv.server.cluster import (
-    HEARTBEAT_S,
     Cluster,
+    ClusterConfig,
     ClusterIdent,
     method_handlers,
     start_ident,
@@ -64,7 +64,7 @@ class Node:
         feed_config: FeedConfig | None = None,
         clock: Clock | None = None,
         join: Sequence[str] | None = None,
-        heartbeat_s: float = HEARTBEAT_S,
+        cluster_config: ClusterConfig | None = None,
         http_addr: str | None = None,
     ) -> None:
         """``http_addr``: serve the metrics there (see :meth:`serve_http`).
@@ -100,7 +100,7 @@ class Node:
             if http_addr is not None:
                 self.serve_http(http_addr)
             if ident is not None:
-                self.cluster = cluster = self._member(ident, join or (), heartbeat_s)
+                self.cluster = cluster = self._member(ident, join or (), cluster_config)
                 self.feed_transport = ClusterFeedTransport(
                     self.feeds,
                     gateway_node=lambda: node_id,
@@ -111,14 +111,14 @@ class Node:
             self.stop()
             raise
 
-    def _member(self, ident: ClusterIdent, join: Sequence[str], heartbeat_s: float) -> Cluster:
+    def _member(
+        self, ident: ClusterIdent, join: Sequence[str], config: ClusterConfig | None
+    ) -> Cluster:
         if self.server is None:
             raise InvariantViolation("a node joins its cluster once it listens")
         address = host_port(self.server.host, self.server.port)
         local = LocalTransport(self.store, owned=False)
-        cluster = Cluster(
-            self.store, ident, address, local=local, join=join, heartbeat_s=heartbeat_s
-        )
+        cluster = Cluster(self.store, ident, address, local=local, join=join, config=config)
         cluster.relocations = Relocations(cluster)
         cluster.start()
         return cluster

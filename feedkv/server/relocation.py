@@ -39,6 +39,7 @@ from feedkv.errors import (
 )
 from feedkv.kv.api import RelocateResponse
 from feedkv.kv.dialer import call
+from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.range_move import MoveRecord
 from feedkv.server.cluster import Cluster
 
@@ -62,13 +63,19 @@ class Relocations:
         desc = next((d for d in self.store.descriptors() if d.contains_key(key)), None)
         if desc is None:
             raise RangeKeyMismatchError(f"no range of this node holds {key!r}", [])
+        return self.relocate_range(desc, node_id)
+
+    def relocate_range(self, desc: RangeDescriptor, node_id: int) -> RelocateResponse:
+        """Move ``desc``'s range (this node's) to ``node_id``."""
         if desc.lease_holder == node_id:
             return RelocateResponse(desc)
         address = self.cluster.liveness.address(node_id)
         if address is None:
             raise InvalidArgumentError(f"there is no node n{node_id} in the cluster")
         if not self.cluster.liveness.is_live(node_id, time.monotonic_ns()):
-            raise NodeUnavailableError(f"node n{node_id} is not live: cannot move {desc} there")
+            self.cluster.heartbeat(address)  # it may have just restarted: ask it
+            if not self.cluster.liveness.is_live(node_id, time.monotonic_ns()):
+                raise NodeUnavailableError(f"node n{node_id} is not live: cannot move {desc} there")
         move_id = secrets.token_bytes(16)
         moved = replace(desc, generation=desc.generation + 1, replicas=(node_id,))
         with self._lock:

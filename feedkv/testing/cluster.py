@@ -20,10 +20,25 @@ __all__ = ["LocalCluster"]
 
 class LocalCluster:
     def __init__(
-        self, base: Path, nodes: int = 3, *extra_args: str, start_timeout_s: float = 60.0
+        self,
+        base: Path,
+        nodes: int = 3,
+        *extra_args: str,
+        start_timeout_s: float = 60.0,
+        rebalance_interval: str = "10s",
     ) -> None:
+        """``extra_args``: more ``feedkv start`` flags for every node; the nodes run
+        changefeed jobs in threads (``--changefeed-runner thread``) unless told otherwise.
+        ``rebalance_interval``: ``0s`` keeps ranges where a test put them."""
         self.base = base
-        self.extra_args = ("--changefeed-runner", "thread", *extra_args)
+        base.mkdir(parents=True, exist_ok=True)
+        self.extra_args = (
+            "--changefeed-runner",
+            "thread",
+            "--rebalance-interval",
+            rebalance_interval,
+            *extra_args,
+        )
         self.processes: list[NodeProcess | None] = []
         try:
             for index in range(nodes):
@@ -76,6 +91,17 @@ class LocalCluster:
         ``env``: variables added to its environment (testing knobs)."""
         if self.processes[index] is None:
             self.processes[index] = self._start(index, env)
+
+    def heal(self, timeout_s: float = 60.0) -> None:
+        """Start every node that is not running, and wait until all see each other."""
+        for index, process in enumerate(self.processes):
+            if process is None:
+                self.restart(index)
+        wait_until(
+            lambda: self.live_nodes(0) == len(self.processes),
+            timeout_s=timeout_s,
+            what="every node to be live",
+        )
 
     def close(self) -> None:
         for index, process in enumerate(self.processes):

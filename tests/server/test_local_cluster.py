@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from feedkv.changefeed.jobs import get_job
+from feedkv.cli.start import CLOCK_OFFSET_ENV
 from feedkv.errors import FeedKVError, NodeUnavailableError
 from feedkv.kv.dialer import nodes
 from feedkv.rangefeed.event import Checkpoint, Event
@@ -26,8 +27,14 @@ pytestmark = pytest.mark.xdist_group("cluster")
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path_factory.mktemp("cluster"), 3) as started:
+    with LocalCluster(tmp_path_factory.mktemp("cluster"), 3, rebalance_interval="0s") as started:
         yield started
+
+
+@pytest.fixture(autouse=True)
+def healed(cluster: LocalCluster) -> None:
+    """Each test starts with every node up (a failed test may have left one down)."""
+    cluster.heal()
 
 
 def keys(n: int) -> list[bytes]:
@@ -215,7 +222,7 @@ def test_a_dead_nodes_changefeed_job_is_adopted_by_a_live_node_and_goes_on(
     cluster.kill(doomed)
     wait_until(
         lambda: runner() not in (None, f"n{doomed + 1}"),
-        timeout_s=60,
+        timeout_s=120,
         what="a live node to adopt the job",
     )
     survivor.sql("INSERT INTO adopt VALUES (2, 'after')")
@@ -268,3 +275,39 @@ def test_a_move_cut_by_a_crash_leaves_one_owner_and_loses_nothing(
     with cluster.connect(2) as client:
         rows = client.scan(span.start, span.end)
     assert [kv.value for kv in rows] == [b"v%d" % i for i in range(50)]
+
+
+@pytest.mark.slow(40)
+def test_a_node_whose_clock_is_off_refuses_to_serve_and_says_why(cluster: LocalCluster) -> None:
+    """A node whose clock is more than the maximum offset (500 ms) from the others'
+    must not serve: its timestamps could order writes wrongly. As CockroachDB's, it
+    stops with the reason; started again with its clock right, it serves."""
+    cluster.kill(2)
+    with pytest.raises(RuntimeError, match=r"n3 refuses to serve: .*clock is \d+ ms ahead"):
+        cluster.restart(2, env={CLOCK_OFFSET_ENV: "2000"})
+    assert cluster.connect(0).get(b"anything") is None  # the others serve on
+    cluster.restart(2)
+    with cluster.connect(2) as fixed:
+        assert fixed.get(b"anything") is None
+
+
+@pytest.mark.slow(60)
+def test_the_rebalancer_spreads_new_ranges_over_the_live_nodes(tmp_path: Path) -> None:
+    with LocalCluster(tmp_path / "spread", 3, rebalance_interval="1s") as spread:
+        db = spread.connect(0)
+        for i in range(8):
+            db.put(b"spread/%d" % i, b"v%d" % i)
+            db.split(b"spread/%d" % i)
+
+        def counts() -> list[int]:
+            held = [r.lease_holder for r in db.ranges()]
+            return sorted(held.count(n) for n in (1, 2, 3))
+
+        def even() -> bool:
+            held = counts()
+            return held[0] >= 2 and held[-1] - held[0] <= 1
+
+        wait_until(even, timeout_s=60, what="an even spread of the ranges")
+        assert [kv.value for kv in db.scan(b"spread/", b"spread0")] == [
+            b"v%d" % i for i in range(8)
+        ]

@@ -1,0 +1,256 @@
+"""`feedkv bench cluster`: one node against three, in one run, on loopback.
+
+- ``kv0``: `feedkv bench kv`'s workload (single-row upserts of 100-byte values over 100k
+  keys, each durable) over gRPC against one `feedkv start` node, then against a
+  three-node cluster whose kv0 keyspace is split into nine ranges, three on each node;
+  the client processes are spread over the nodes (each client sends each write to the
+  node holding its range). Reports commits/s, p50/p99, the ratio, and the CPU seconds
+  each node process used (a node is bound to about one core by the GIL, and this
+  machine has ``cores`` of them, which the clients share too).
+- ``relocation``: a range of ``--relocate-mib`` MiB moved between two nodes while a
+  writer keeps writing into it: the move's duration and the writer's p99 latency during
+  it (its writes wait while the range is frozen).
+- ``rangefeed_lag``: the time from a write's commit to its value arriving on a rangefeed
+  that spans three nodes, against one node: p50/p99.
+
+Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import feedkv
+from feedkv.rangefeed.event import Value
+from feedkv.testing.cluster import LocalCluster
+from feedkv.testing.node_process import NodeProcess
+from feedkv.util.keys import Span
+
+
+def _bench_module(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        f"feedkv_bench_{name}", Path(__file__).with_name(f"{name}.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+kv = _bench_module("kv")
+TARGETS = {"kv0_ratio_3_over_1": 1.3}
+SPLITS = [kv.key_of(kv.KEYS * i // 9) for i in range(1, 9)]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def clients_over(urls: list[str], clients: int, seconds: float) -> dict[str, Any]:
+    """kv0 client processes, one per URL, sharing ``clients`` threads."""
+    per = [clients // len(urls) + (i < clients % len(urls)) for i in range(len(urls))]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                kv.__file__,
+                "--client-of",
+                url,
+                "--clients",
+                str(n),
+                "--seconds",
+                str(seconds),
+                "--seed",
+                str(i),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i, (url, n) in enumerate(zip(urls, per, strict=True))
+    ]
+    results = [json.loads(proc.communicate(timeout=seconds + 120)[0]) for proc in procs]
+    commits = sum(r["commits"] for r in results)
+    row: dict[str, Any] = kv.summarize(
+        commits, [x for r in results for x in r["latencies"]], seconds
+    )
+    row["client_processes"] = len(urls)
+    return row
+
+
+def kv0_one_node(clients: int, seconds: float, tmp: Path) -> dict[str, Any]:
+    node = NodeProcess(tmp / "one", "--changefeed-runner", "thread")
+    try:
+        with feedkv.connect(node.url) as db:
+            for key in SPLITS:
+                db.split(key)
+        before = cpu_seconds(node.process.pid)
+        row = clients_over([node.url] * 3, clients, seconds)
+        row["node_cpu_s"] = [round(cpu_seconds(node.process.pid) - before, 1)]
+        return row
+    finally:
+        node.terminate()
+
+
+def kv0_three_nodes(clients: int, seconds: float, tmp: Path) -> dict[str, Any]:
+    with LocalCluster(tmp / "three", 3, rebalance_interval="0s") as cluster:
+        with cluster.connect(0) as db:
+            for key in SPLITS:
+                db.split(key)
+            for i, key in enumerate([kv.key_of(0), *SPLITS]):
+                db.relocate(key, i % 3 + 1)
+        pids = [p.process.pid for p in cluster.processes if p is not None]
+        before = [cpu_seconds(pid) for pid in pids]
+        row = clients_over([cluster.url(i) for i in range(3)], clients, seconds)
+        row["node_cpu_s"] = [
+            round(cpu_seconds(p) - b, 1) for p, b in zip(pids, before, strict=True)
+        ]
+        return row
+
+
+def relocation(mib: int, tmp: Path) -> dict[str, Any]:
+    """Move a ``mib`` MiB range between two nodes while a writer writes into it."""
+    with LocalCluster(tmp / "move", 2, rebalance_interval="0s") as cluster:
+        db = cluster.connect(0)
+        db.split(b"big/")
+        db.split(b"big0")
+        value = b"x" * 1000
+        rows = mib * 1024
+        load_start = time.perf_counter()
+        for batch in range(0, rows, 1000):
+
+            def load(txn: Any, batch: int = batch) -> None:
+                for i in range(batch, min(rows, batch + 1000)):
+                    txn.put(b"big/%08d" % i, value)
+
+            db.run_transaction(load)
+        load_s = time.perf_counter() - load_start
+        stop = threading.Event()
+        latencies: list[float] = []
+
+        def writer() -> None:
+            client = cluster.connect(1)
+            i = 0
+            while not stop.is_set():
+                start = time.perf_counter()
+                client.put(b"big/%08d" % (i % rows), b"w")
+                latencies.append(time.perf_counter() - start)
+                i += 1
+            client.close()
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        time.sleep(1.0)  # wait-ok: the writer's latency before the move, for comparison
+        before = len(latencies)
+        start = time.perf_counter()
+        db.relocate(b"big/", 2)
+        move_s = time.perf_counter() - start
+        during = latencies[before:]
+        stop.set()
+        thread.join()
+        count = len(db.scan(b"big/", b"big0"))
+        db.close()
+    during.sort()
+    return {
+        "range_mib": mib,
+        "rows": rows,
+        "load_s": round(load_s, 1),
+        "move_s": round(move_s, 2),
+        "writes_during_move": len(during),
+        "write_p50_ms_during_move": round(statistics.median(during) * 1000, 1) if during else None,
+        "write_max_ms_during_move": round(during[-1] * 1000, 1) if during else None,
+        "rows_after_move": count,
+    }
+
+
+def rangefeed_lag(nodes: int, writes: int, tmp: Path) -> dict[str, Any]:
+    """Commit-to-delivery latency of values on a feed whose ranges span ``nodes``."""
+    with LocalCluster(tmp / f"lag{nodes}", nodes, rebalance_interval="0s") as cluster:
+        db = cluster.connect(0)
+        splits = [b"lag/%d" % i for i in range(3)]
+        for i, key in enumerate(splits):
+            db.split(key)
+            db.relocate(key, i % nodes + 1)
+        db.split(b"lag0")
+        lags: list[float] = []
+        sent: dict[bytes, float] = {}
+        done = threading.Event()
+        with cluster.connect(nodes - 1).rangefeed([Span(b"lag/", b"lag0")], db.now()) as feed:
+
+            def read() -> None:
+                for event in feed:
+                    if isinstance(event, Value) and event.key in sent:
+                        lags.append(time.perf_counter() - sent.pop(event.key))
+                        if len(lags) >= writes:
+                            done.set()
+                            return
+
+            reader = threading.Thread(target=read, daemon=True)
+            reader.start()
+            for i in range(writes):
+                key = b"lag/%d/%05d" % (i % 3, i)
+                sent[key] = time.perf_counter()
+                db.put(key, b"v")
+                time.sleep(0.005)  # wait-ok: an open-loop write rate of about 200/s
+            done.wait(60)
+        db.close()
+    lags.sort()
+    return {
+        "nodes": nodes,
+        "values": len(lags),
+        "p50_ms": round(lags[len(lags) // 2] * 1000, 1),
+        "p99_ms": round(lags[int(len(lags) * 0.99)] * 1000, 1),
+    }
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="feedkv bench cluster", description=__doc__)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--relocate-mib", type=int, default=64)
+    parser.add_argument("--lag-writes", type=int, default=1000)
+    args = parser.parse_args(argv)
+    result: dict[str, Any] = {
+        "benchmark": "cluster",
+        "workload": "kv0 over gRPC (bench kv's), 1 node vs 3 nodes; a range move; feed lag",
+        "clients": args.clients,
+        "seconds": args.seconds,
+        "cores": os.cpu_count(),
+    }
+    with tempfile.TemporaryDirectory(prefix="feedkv-bench-cluster-") as tmp:
+        base = Path(tmp)
+        one = kv0_one_node(args.clients, args.seconds, base)
+        three = kv0_three_nodes(args.clients, args.seconds, base)
+        result["kv0"] = {
+            "one_node": one,
+            "three_nodes": three,
+            "ratio_3_over_1": round(three["commits_per_s"] / one["commits_per_s"], 2),
+        }
+        result["relocation"] = relocation(args.relocate_mib, base)
+        result["rangefeed_lag"] = {
+            "one_node": rangefeed_lag(1, args.lag_writes, base),
+            "three_nodes": rangefeed_lag(3, args.lag_writes, base),
+        }
+    result["targets"] = TARGETS
+    result["targets_met"] = {
+        "kv0_ratio_3_over_1": result["kv0"]["ratio_3_over_1"] >= TARGETS["kv0_ratio_3_over_1"]
+    }
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -153,6 +153,14 @@ def _parser() -> argparse.ArgumentParser:
     sql.add_argument("--user", default="root", help="run statements as this user (root)")
     sql.add_argument("--database", "-d", default="defaultdb", help="current database")
 
+    node = commands.add_parser("node", help="the nodes of a cluster")
+    node_commands = node.add_subparsers(dest="node_command", required=True, metavar="COMMAND")
+    status = node_commands.add_parser(
+        "status", help="each node: address, epoch, liveness, ranges held, clock offset"
+    )
+    status.add_argument("--url", default="feedkv://127.0.0.1:26258", help="any node")
+    status.add_argument("--format", choices=("table", "csv", "json"), default="table")
+
     debug = commands.add_parser("debug", help="tools for looking inside a running node")
     debug_commands = debug.add_subparsers(dest="debug_command", required=True, metavar="TOOL")
     feed = debug_commands.add_parser(
@@ -202,6 +210,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 join=[a.strip() for a in args.join.split(",") if a.strip()],
                 cluster_config=cluster_config(args.rebalance_interval, args.max_offset),
             )
+        if args.command == "node":
+            from feedkv.cli.node import run_node_status
+
+            return run_node_status(args.url, args.format)
         if args.command == "sql":
             from feedkv.cli.sql import run_sql
 

@@ -4,6 +4,7 @@ relocation, reads, writes and transactions across nodes, a dead node, restarts."
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import threading
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from feedkv.changefeed.jobs import get_job
+from feedkv.cli.node import run_node_status
 from feedkv.cli.start import CLOCK_OFFSET_ENV
 from feedkv.errors import FeedKVError, NodeUnavailableError
 from feedkv.kv.dialer import nodes
@@ -311,3 +313,19 @@ def test_the_rebalancer_spreads_new_ranges_over_the_live_nodes(tmp_path: Path) -
         assert [kv.value for kv in db.scan(b"spread/", b"spread0")] == [
             b"v%d" % i for i in range(8)
         ]
+
+
+def test_node_status_lists_every_node_with_its_liveness_and_ranges(
+    cluster: LocalCluster,
+) -> None:
+    out = io.StringIO()
+    assert run_node_status(cluster.url(1), "json", out) == 0
+    listed = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [n["id"] for n in listed] == [1, 2, 3]
+    assert all(n["is_live"] for n in listed)
+    with cluster.connect(0) as db:
+        held = [r.lease_holder for r in db.ranges()]
+    assert sum(n["ranges"] for n in listed) == len(held)
+    assert {n["address"] for n in listed} == {
+        cluster.url(i).removeprefix("feedkv://") for i in range(3)
+    }

@@ -285,7 +285,46 @@ def _verify_buckets(out: Path, warehouse: _Warehouse) -> None:
             )
 
 
-def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S) -> int:
+class _Mover:
+    """On a cluster, moves a random range to another node every ``every_s`` while the
+    workload runs (the changefeed's rangefeeds follow each range to its new node)."""
+
+    def __init__(self, db: DB, nodes: int, every_s: float = 2.0, seed: int = 11) -> None:
+        self.db = db
+        self.nodes = nodes
+        self.every_s = every_s
+        self.random = random.Random(seed)
+        self.moves = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="demo-mover", daemon=True)
+
+    def start(self) -> None:
+        if self.nodes > 1:
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            ranges = self.db.ranges()
+            info = self.random.choice(ranges)
+            target = self.random.choice(
+                [n for n in range(1, self.nodes + 1) if n != info.lease_holder]
+            )
+            try:
+                self.db.relocate(info.span.start or b"\x00", target)
+                self.moves += 1
+            except feedkv.FeedKVError as exc:  # the range split or moved meanwhile
+                print(f"demo: moving {info.span} to n{target}: {exc}")
+
+
+def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S, nodes: int = 1) -> int:
+    """The demo on an embedded store, or (``nodes`` > 1) on a local cluster of that many
+    ``feedkv start`` processes, whose ranges are moved between the nodes while the
+    changefeed job runs."""
     console = Console()
     store = store.resolve()  # NB: the sink URI needs an absolute path (file:///dir)
     shutil.rmtree(store, ignore_errors=True)
@@ -295,8 +334,18 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S) -> int:
     to_boundary = bucket_s - now % bucket_s
     # At least one whole bucket ends (its minute, by default) while the workload runs.
     seconds = max(seconds, min(MIN_SECONDS, 2 * bucket_s), to_boundary + 2)
-    console.print(f"[bold]feedkv demo[/]: store {store}, workload for {seconds:.0f} s")
-    db = feedkv.connect(store / "data")
+    where = f"a cluster of {nodes} nodes under {store}" if nodes > 1 else f"store {store}"
+    console.print(f"[bold]feedkv demo[/]: {where}, workload for {seconds:.0f} s")
+    cluster = None
+    if nodes > 1:
+        from feedkv.testing.cluster import LocalCluster
+
+        console.print(f"starting {nodes} nodes ...")
+        cluster = LocalCluster(store / "nodes", nodes, "--changefeed-runner", "spark")
+        db = cluster.connect(0)
+    else:
+        db = feedkv.connect(store / "data")
+    mover = _Mover(db, nodes)
     try:
         db.sql(
             "CREATE TABLE vehicles (id INT PRIMARY KEY, city STRING, type STRING, "
@@ -324,10 +373,12 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S) -> int:
         buckets.start()
         writer = threading.Thread(target=workload.run, args=(seconds,), daemon=True)
         writer.start()
+        mover.start()
         with Live(console=console, refresh_per_second=2) as live:
             while writer.is_alive():
                 writer.join(0.5)
                 live.update(_progress(workload, count, job, started, "workload running"))
+            mover.stop()
             end = db.now()
             deadline = time.monotonic() + CATCH_UP_TIMEOUT_S
             while (
@@ -355,7 +406,12 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S) -> int:
         checked = _verify(db, out, resolved)
         _verify_buckets(out, warehouse)
     finally:
+        mover.stop()
         db.close()
+        if cluster is not None:
+            cluster.close()
+    if mover.moves:
+        console.print(f"moved ranges between the nodes {mover.moves} times while the job ran")
     summary = Table(title="feedkv demo: done", show_header=True)
     summary.add_column("table")
     summary.add_column("changefeed messages", justify="right")

@@ -63,6 +63,13 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="run the end-to-end demo on an embedded store")
     demo.add_argument("--store", default="demo-data", help="store directory (recreated)")
     demo.add_argument("--seconds", type=float, default=20.0, help="length of the workload")
+    demo.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        help="run on a local cluster of this many node processes, moving ranges between "
+        "them while the changefeed runs (default 1: an embedded store)",
+    )
 
     start = commands.add_parser(
         "start", help="run a node: a store served over gRPC and to PostgreSQL clients"
@@ -193,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             from feedkv.cli.demo import run_demo
 
-            return run_demo(Path(args.store), seconds=args.seconds)
+            return run_demo(Path(args.store), seconds=args.seconds, nodes=args.nodes)
         if args.command == "start":
             from feedkv.cli.start import cluster_config, run_node, store_config
 

@@ -207,11 +207,13 @@ def _route(rw: ReadWriter, batch: BatchRequest, frozen: set[int]) -> RangeDescri
     if header.range_id:
         desc = descriptor_by_id(rw, header.range_id)
         if desc is None:
+            # NB: an arrival first: a range moving back holds the record of its last
+            # move away, which names the node it is now leaving
+            if range_move.read_record(rw, "pending", header.range_id) is not None:
+                raise RangeUnavailableError(f"range r{header.range_id} is arriving here")
             moved = range_move.read_record(rw, "moved", header.range_id)
             if moved is not None:
                 raise RangeKeyMismatchError(f"range r{header.range_id} moved", [moved.desc])
-            if range_move.read_record(rw, "pending", header.range_id) is not None:
-                raise RangeUnavailableError(f"range r{header.range_id} is arriving here")
             raise RangeNotFoundError(header.range_id)
     else:
         first = next((s for r in batch.requests if (s := _request_span(r, header.txn))), None)

@@ -42,6 +42,7 @@ __all__ = ["Dialer", "Router", "Transport"]
 
 MAX_ROUTING_ATTEMPTS = 50
 MAX_BACKOFF_S = 1.0
+QUICK_RETRIES = 3  # routing errors retried at once before the router backs off
 
 
 class Transport(Protocol):
@@ -94,11 +95,16 @@ class Router:
             self.ranges.insert(exc.descriptors)
 
     def _retry(self, desc: RangeDescriptor, exc: RetryableError, failures: int) -> None:
-        """Before sending again: a stale address is refreshed, a moving range waited for."""
-        if isinstance(exc, RangeRoutingError):
+        """Before sending again: a stale address is refreshed, a moving range waited for
+        (as is an address no newer than the one that failed: a node answering from the
+        record of an older move)."""
+        if isinstance(exc, RangeRoutingError) and not _no_news(desc, exc):
             self._refresh(desc, exc)
-        else:
-            _back_off(failures)
+            if failures < QUICK_RETRIES:
+                return  # the fresh address is likely right: at once
+        # NB: where ranges move between nodes, the address a lookup gives may be stale
+        # for a heartbeat: wait for the cluster to catch up
+        _back_off(failures)
 
     def send_key(
         self,
@@ -123,12 +129,9 @@ class Router:
             )
             try:
                 return self._send(BatchRequest(addressed, requests), desc)
-            except (RangeKeyMismatchError, RangeNotFoundError) as exc:
+            except (RangeKeyMismatchError, RangeNotFoundError, RangeUnavailableError) as exc:
                 error = exc
-                self._refresh(desc, exc)
-            except RangeUnavailableError as exc:
-                error = exc
-                _back_off(attempt)
+                self._retry(desc, exc, attempt)
         raise RangeRoutingError(
             f"gave up routing a request for {key!r} after {MAX_ROUTING_ATTEMPTS} attempts"
         ) from error
@@ -257,6 +260,15 @@ class Router:
             parts.append((desc, part))
             start = part.end
         return parts
+
+
+def _no_news(desc: RangeDescriptor, exc: RangeRoutingError) -> bool:
+    """Whether a routing error only names ``desc``'s range at a generation no newer."""
+    if not isinstance(exc, RangeKeyMismatchError) or not exc.descriptors:
+        return False
+    return all(
+        d.range_id == desc.range_id and d.generation <= desc.generation for d in exc.descriptors
+    )
 
 
 def _back_off(attempt: int) -> None:

@@ -49,6 +49,7 @@ from feedkv.errors import (
     PushFailedError,
     RangeNotFoundError,
     RangeRoutingError,
+    RangeUnavailableError,
     TransactionAbortedError,
     WriteIntentError,
 )
@@ -395,6 +396,8 @@ class Store:
             desc = descriptor_by_id(rw, range_id)
             if desc is None:
                 raise RangeNotFoundError(range_id)
+            if range_id in ctx.frozen:
+                raise RangeUnavailableError(f"{desc} is already moving")
             range_move.write_record(rw, record)
             ctx.frozen.add(range_id)
             return desc, ctx.closed.forward(range_id, ctx.clock.now())

@@ -36,6 +36,7 @@ from feedkv.errors import (
     InvalidArgumentError,
     NodeUnavailableError,
     RangeKeyMismatchError,
+    RangeUnavailableError,
 )
 from feedkv.kv.api import RelocateResponse
 from feedkv.kv.dialer import call
@@ -91,6 +92,9 @@ class Relocations:
     def _move(self, record: MoveRecord, address: str) -> None:
         store, channel = self.store, self.cluster._channel(address)
         _desc, closed = store.freeze(record)
+        if (_desc.span, _desc.generation + 1) != (record.desc.span, record.desc.generation):
+            store.abort_move(record.desc.range_id)  # it split or merged meanwhile
+            raise RangeUnavailableError(f"{_desc} changed while its move began; try again")
         try:
             gc, chunks = store.snapshot_range(record.desc.span)
             pending = replace(record, kind="pending", peer=self.cluster.ident.node_id)

@@ -43,12 +43,15 @@ from feedkv.sql.plan import (
     SelectPlan,
     UpdatePlan,
     holds,
+    sorted_rows,
 )
+from feedkv.sql.relation import Relation
 from feedkv.sql.row_codec import (
     row_kvs,
     row_span,
     table_span,
 )
+from feedkv.sql.set_ops import SetResult, combine, result_order
 from feedkv.sql.types import (
     coerce,
     logical_decimal,
@@ -71,24 +74,69 @@ def select(ex: Execution, s: st.Select) -> Result:
             raise SQLError("22007", f"AS OF SYSTEM TIME: {ts} is in the future")
         ex.reader = catalog.Snapshot(ex.session.db, ts)
         ex.context.logical_timestamp = partial(logical_decimal, ts)
-    for node, inner in s.subqueries:
+    return query(ex, s)
+
+
+def query(ex: Execution, q: st.Query) -> Result:
+    """The rows of ``q``, its CTEs run first (in order: each sees those before it), in
+    the statement's transaction."""
+    if not q.ctes:
+        return _query(ex, q)
+    outer = ex.ctes
+    ex.ctes = dict(outer)
+    try:
+        for cte in q.ctes:
+            result = query(ex, cte.query)
+            ex.ctes[cte.name] = Relation.of(
+                cte.name, result.columns, result.types, result.rows, cte.columns
+            )
+        return _query(ex, q)
+    finally:
+        ex.ctes = outer
+
+
+def _query(ex: Execution, q: st.Query) -> Result:
+    if isinstance(q, st.SetOperation):
+        return _set_operation(ex, q)
+    for node, inner in q.subqueries:
         ex.context.subqueries[subquery_key(node)] = _subquery(ex, node, inner)
-    if s.table is None:
-        return _select_no_table(ex, s)
-    if s.joins:
-        return _select_joined(ex, s, s.table)
-    desc = ex.table(s.table)
-    plan = ex.plan(s, desc, SelectPlan.of)
+    if q.table is None:
+        return _select_no_table(ex, q)
+    if q.joins or not isinstance(q.table, st.TableName) or _cte(ex, q.table) is not None:
+        return _select_sources(ex, q)
+    desc = ex.table(q.table)
+    plan = ex.plan(q, desc, SelectPlan.of)
     envs = [env for _row, _pairs, env in ex.matching(desc, plan.selection)]
-    rows = ex.limited(plan.result.rows(envs, ex.context), s.limit, s.offset)
-    return Result(plan.result.names, rows, f"SELECT {len(rows)}")
+    return _selected(ex, q, plan.result, envs)
 
 
-def _subquery(ex: Execution, node: exp.Expr, inner: st.Select) -> list[tuple[Any, ...]]:
+def _selected(
+    ex: Execution, s: st.Select, result: ResultPlan, envs: list[tuple[Any, ...]]
+) -> Result:
+    rows = ex.limited(result.rows(envs, ex.context), s.limit, s.offset)
+    return Result(result.names, rows, f"SELECT {len(rows)}", result.types)
+
+
+def _set_operation(ex: Execution, s: st.SetOperation) -> Result:
+    sides = []
+    for side in (s.left, s.right):
+        result = query(ex, side)
+        sides.append(SetResult(result.columns, result.types, result.rows))
+    combined = combine(s.op, s.all, *sides)
+    keys = result_order(s.op.upper(), s.order_by, combined.columns)
+    rows = ex.limited(sorted_rows(combined.rows, keys, ex.context), s.limit, s.offset)
+    return Result(combined.columns, rows, f"SELECT {len(rows)}", combined.types)
+
+
+def _cte(ex: Execution, name: st.TableName) -> Relation | None:
+    return ex.ctes.get(name.name) if name.database is None else None
+
+
+def _subquery(ex: Execution, node: exp.Expr, inner: st.Query) -> list[tuple[Any, ...]]:
     """The rows of a subquery (uncorrelated: it runs once, before the statement reads its
     own rows, in the same transaction)."""
     try:
-        result = select(ex, inner)
+        result = query(ex, inner)
     except SQLError as exc:
         if exc.code not in ("42703", "42P01"):
             raise
@@ -102,24 +150,38 @@ def _subquery(ex: Execution, node: exp.Expr, inner: st.Select) -> list[tuple[Any
     return result.rows
 
 
-def _select_joined(ex: Execution, s: st.Select, first: st.TableName) -> Result:
-    """A SELECT over joined tables (:class:`~feedkv.sql.join.JoinPlan`), ``first`` and
-    those of ``s.joins``, each read whole in the statement's transaction."""
-    names = [first, *(join.table for join in s.joins)]
-    descs = [ex.table(name) for name in names]
-    databases = [name.database or ex.session.database for name in names]
-    # NB: not kept by Session.plan, which keys a plan by one table
-    plan = JoinPlan.of(descs, s, databases)
-    tables = [
-        [
-            tuple(row[c.id] for c in desc.columns)
-            for row, _pairs in ex.rows(desc, table_span(desc.id))
-        ]
-        for desc in descs
+def _source(
+    ex: Execution, source: st.Source
+) -> tuple[TableDescriptor | Relation, list[tuple[Any, ...]], str]:
+    """What a FROM or JOIN source reads: a table (read whole), a CTE's rows or a
+    subquery's; its rows; the database that qualifies its columns."""
+    if isinstance(source, st.Derived):
+        result = query(ex, source.query)
+        relation = Relation.of(
+            source.alias, result.columns, result.types, result.rows, source.columns
+        )
+        return relation, relation.rows, ex.session.database
+    found = _cte(ex, source)
+    if found is not None:
+        return found, found.rows, ex.session.database
+    desc = ex.table(source)
+    rows = [
+        tuple(row[c.id] for c in desc.columns) for row, _pairs in ex.rows(desc, table_span(desc.id))
     ]
-    joined = plan.rows(tables, ex.context)
-    rows = ex.limited(plan.result.rows(joined, ex.context), s.limit, s.offset)
-    return Result(plan.result.names, rows, f"SELECT {len(rows)}")
+    return desc, rows, source.database or ex.session.database
+
+
+def _select_sources(ex: Execution, s: st.Select) -> Result:
+    """A SELECT over joined sources or a query's rows
+    (:class:`~feedkv.sql.join.JoinPlan`), each read whole in the statement's
+    transaction."""
+    if s.table is None:
+        raise InvariantViolation("a SELECT without FROM has no sources to read")
+    read = [_source(ex, source) for source in [s.table, *(join.table for join in s.joins)]]
+    # NB: not kept by Session.plan, which keys a plan by one table
+    plan = JoinPlan.of([r[0] for r in read], s, [r[2] for r in read])
+    joined = plan.rows([r[1] for r in read], ex.context)
+    return _selected(ex, s, plan.result, joined)
 
 
 def _select_no_table(ex: Execution, s: st.Select) -> Result:
@@ -129,9 +191,7 @@ def _select_no_table(ex: Execution, s: st.Select) -> Result:
     if s.where is not None:
         verdict = compile_expr(condition(s.where, scope), scope)((), ex.context)
         envs = envs if holds(verdict) else []
-    result = ResultPlan.of([], scope, s)
-    rows = ex.limited(result.rows(envs, ex.context), s.limit, s.offset)
-    return Result(result.names, rows, f"SELECT {len(rows)}")
+    return _selected(ex, s, ResultPlan.of([], scope, s), envs)
 
 
 def insert(ex: Execution, s: st.Insert) -> Result:
@@ -143,7 +203,7 @@ def insert(ex: Execution, s: st.Insert) -> Result:
     proposed: Iterable[Sequence[Any]]
     if s.query is not None:
         # NB: read whole before the first write, so the rows it inserts are not read
-        selected = select(ex, s.query)
+        selected = query(ex, s.query)
         targets, filled = plan.targets_for(len(selected.columns))
         proposed = selected.rows
     else:
@@ -365,6 +425,7 @@ def duplicate_key(desc: TableDescriptor, row: dict[int, Any]) -> SQLError:
 
 HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.Select: select,
+    st.SetOperation: query,
     st.Insert: insert,
     st.Update: update,
     st.Delete: delete,

@@ -42,12 +42,14 @@ from feedkv.sql.expr import (
 )
 from feedkv.sql.leases import Lease, prepare_change, withdraw_change
 from feedkv.sql.plan import Planned, Selection, env_of, holds, sorted_rows
+from feedkv.sql.relation import Relation
 from feedkv.sql.row_codec import (
     RowAssembler,
     table_span,
 )
 from feedkv.sql.session_context import SessionContext
 from feedkv.sql.types import (
+    ColumnType,
     format_value,
     logical_decimal,
 )
@@ -67,6 +69,9 @@ class Result:
     columns: tuple[str, ...] = ()
     rows: list[tuple[Any, ...]] = field(default_factory=list)
     tag: str = ""
+    # The columns' types where the query's tree tells (None: it does not), for a query
+    # read as a table or as a side of a set operation.
+    types: tuple[ColumnType | None, ...] = field(default=(), compare=False)
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         return iter(self.rows)
@@ -130,6 +135,7 @@ class Execution:
         self.after_commit: list[Callable[[], object]] = []
         self.leases: list[Lease] = []  # held until the transaction ends
         self.leasing = False
+        self.ctes: dict[str, Relation] = {}  # the rows of the CTEs in scope, by name
         self._lease_keys: dict[int, list[bytes]] = {}  # table id -> keys to delete
         self._changed: set[int] = set()  # tables whose leases :meth:`_changing` waited for
         # Rows written blind, by their first key: a failed check at commit is a duplicate.
@@ -246,7 +252,8 @@ class Execution:
         make: Callable[[TableDescriptor, Any, str], _P],
     ) -> _P:
         """``s``'s plan against ``desc``, made once per session (Session.plan)."""
-        database = s.table.database or self.session.database if s.table else ""
+        table = s.table if isinstance(s.table, st.TableName) else None
+        database = table.database or self.session.database if table else ""
         return self.session.plan(s, desc, lambda: make(desc, s, database))
 
     def chosen(

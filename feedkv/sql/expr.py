@@ -124,6 +124,12 @@ class Scope:
         for qualifier in qualifiers:
             self.columns.setdefault((qualifier, name), (index, ctype))
 
+    def rebind(self, name: str, index: int, ctype: ColumnType) -> None:
+        """Unqualified ``name`` now means the column at ``index`` alone (the column a
+        JOIN ... USING merges from both sides' columns of that name)."""
+        self.ambiguous.pop(name, None)
+        self.columns[("", name)] = (index, ctype)
+
     def check_qualifier(self, qualifier: str) -> None:
         """SQLSTATE 42P01 unless ``qualifier`` names the table in scope (``t.*``)."""
         if qualifier and not any(q == qualifier for q, _ in self.columns):

@@ -27,6 +27,7 @@ the expressions it leaves as trees (``expr``).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import string
@@ -425,6 +426,12 @@ class _Statement:
         alias, a shorter list) and the statement would run."""
         tokens, words = self.tokens, self.words
         first = self._keyword(0)
+        if first == "(":  # a query in parentheses, maybe a set operation's left side
+            opening = next(
+                (i for i, t in enumerate(tokens) if t.token_type is not TokenType.L_PAREN),
+                len(tokens),
+            )
+            first = "SELECT" if self._keyword(opening) in ("SELECT", "WITH") else ""
         if first not in _STATEMENT_WORDS:
             raise self._error_at(0, f"{tokens[0].text!r} does not start a statement")
         unsupported = _UNSUPPORTED_STATEMENTS.get(" ".join(words[:2])) or (
@@ -1031,8 +1038,12 @@ class _Statement:
         start = self._pos(self.tokens[first])
         text = self.text[start:]
         select = _Statement(text, self.tokens[first:], self.offset + start).parse()
-        if not isinstance(select, st.Select) or select.table is None:
+        if not isinstance(select, st.Select) or not isinstance(select.table, st.TableName):
             raise self._error_at(first, "a changefeed query selects from one table")
+        if select.joins or select.ctes or select.subqueries:
+            raise SQLError(
+                "0A000", "a changefeed query reads one table, without joins or subqueries"
+            )
         if select.order_by or select.limit is not None or select.offset is not None:
             raise SQLError(
                 "0A000", "a changefeed query takes no ORDER BY, LIMIT or OFFSET: it never ends"
@@ -1150,6 +1161,10 @@ class _Converter:
         if self.as_of is not None and not isinstance(node, exp.Select):
             raise SQLError("0A000", "AS OF SYSTEM TIME is only supported in SELECT")
         handler = getattr(self, f"_{type(node).__name__.lower()}", None)
+        if isinstance(node, exp.SetOperation):
+            handler = self._set_operation
+        elif isinstance(node, exp.Subquery):
+            handler = self._query
         if handler is None:
             raise _unsupported(node)
         _check_column_names(node)
@@ -1275,14 +1290,16 @@ class _Converter:
             columns = tuple(_ident(c) for c in target.expressions)
             target = target.this
         table = _table_of(target)
-        _refuse_unhandled(node, {"this", "expression", "conflict", "returning"})
+        _refuse_unhandled(node, {"this", "expression", "conflict", "returning", "with_"})
         source = node.expression
-        query: st.Select | None = None
-        if isinstance(source, exp.Select):
-            converted = self._select(source)
-            if not isinstance(converted, st.Select):
-                raise _unsupported(source, "INSERT source")
-            query = converted
+        query: st.Query | None = None
+        ctes = self._ctes(node)
+        if ctes and not isinstance(source, exp.Select | exp.SetOperation):
+            raise SQLError("0A000", "WITH is supported before INSERT ... SELECT only")
+        if isinstance(source, exp.Select | exp.SetOperation):
+            query = self._query(source)
+            # NB: WITH before INSERT names rows for its SELECT, which runs them first
+            query = dataclasses.replace(query, ctes=ctes + query.ctes)
             rows: tuple[tuple[exp.Expr, ...], ...] = ()
         elif isinstance(source, exp.Values):
             rows = tuple(
@@ -1347,16 +1364,113 @@ class _Converter:
         returning = self.returning if self.returning is not None else _returning(node)
         return st.Delete(self.text, table, _where(node), returning, order, limit)
 
-    def _select(self, node: exp.Select) -> st.Statement:
-        for unsupported in ("with_", "with", "windows"):
-            if node.args.get(unsupported):
-                raise SQLError(
-                    "0A000", f"{unsupported.rstrip('_').upper()} in SELECT is not supported"
-                )
+    def _query(self, node: exp.Expr) -> st.Query:
+        """A query inside a statement (a subquery, a derived table, a CTE's body, a set
+        operation's side): a SELECT or a set operation, maybe in parentheses."""
+        converter = _Converter(self.text, False, [], {}, None, None)
+        if isinstance(node, exp.Subquery) and node.args.get("alias") is None:
+            _refuse_unhandled(node, {"this"})
+            return converter._query(node.this)
+        if isinstance(node, exp.Select):
+            return converter._select(node)
+        if isinstance(node, exp.SetOperation):
+            return converter._set_operation(node)
+        raise _unsupported(node, "query")
+
+    def _set_operation(self, node: exp.SetOperation) -> st.SetOperation:
+        _refuse_unhandled(
+            node, {"this", "expression", "distinct", "order", "limit", "offset", "with_"}
+        )
+        op = type(node).__name__.lower()
+        if op not in ("union", "intersect", "except"):
+            raise _unsupported(node, "set operation")
+        limit, offset = node.args.get("limit"), node.args.get("offset")
+        return st.SetOperation(
+            self.text,
+            op,  # type: ignore[arg-type]
+            not node.args.get("distinct"),
+            self._query(node.this),
+            self._query(node.expression),
+            _order_by(node),
+            limit.expression if limit is not None else None,
+            offset.expression if offset is not None else None,
+            self._ctes(node),
+        )
+
+    def _ctes(self, node: exp.Expr) -> tuple[st.Cte, ...]:
+        """``WITH name [(columns)] AS (query), ...``, each name once."""
+        with_ = node.args.get("with_") or node.args.get("with")
+        if with_ is None:
+            return ()
+        if with_.args.get("recursive"):
+            raise SQLError("0A000", "WITH RECURSIVE is not supported")
+        _refuse_unhandled(with_, {"expressions"})
+        ctes: list[st.Cte] = []
+        for cte in with_.expressions:
+            _refuse_unhandled(cte, {"this", "alias"})
+            name = _ident(cte.args["alias"].this)
+            if any(c.name == name for c in ctes):
+                raise SQLError("42712", f'WITH query name "{name}" specified more than once')
+            columns = tuple(_ident(c) for c in cte.args["alias"].columns)
+            ctes.append(st.Cte(name, self._query(cte.this), columns))
+        return tuple(ctes)
+
+    def _source(self, node: exp.Expr) -> tuple[st.Source, str | None, str | None]:
+        """A FROM or JOIN source, its index hint and its alias: a table (or a CTE's
+        name) or a subquery in parentheses."""
+        if isinstance(node, exp.Subquery):
+            _refuse_unhandled(node, {"this", "alias"})
+            alias = node.args.get("alias")
+            name = _ident(alias.this) if alias is not None and alias.this is not None else ""
+            columns = tuple(_ident(c) for c in alias.columns) if alias is not None else ()
+            return st.Derived(self._query(node.this), name, columns), None, name or None
+        if isinstance(node, exp.Lateral):
+            raise SQLError("0A000", "LATERAL is not supported")
+        if not isinstance(node, exp.Table):
+            raise SQLError("0A000", "SELECT reads from tables and subqueries (no functions)")
+        index, alias = _index_and_alias(node)
+        return _table_of(node), index, alias
+
+    def _join(self, node: exp.Expr) -> st.Join:
+        """One JOIN of a SELECT's FROM clause (a comma is a CROSS JOIN)."""
+        if not isinstance(node, exp.Join):
+            raise _unsupported(node, "FROM clause")
+        _refuse_unhandled(node, {"this", "on", "side", "kind", "using", "method"})
+        table, index, alias = self._source(node.this)
+        side_word = str(node.args.get("side") or "").upper()
+        kind = str(node.args.get("kind") or "").upper()
+        method = str(node.args.get("method") or "").upper()
+        if method not in ("", "NATURAL"):
+            raise SQLError("0A000", f"{method} JOIN is not supported")
+        natural = method == "NATURAL"
+        on = node.args.get("on")
+        using = tuple(_ident(c) for c in node.args.get("using") or ())
+        if natural and (on is not None or using):
+            raise SQLError("42601", "syntax error: NATURAL JOIN takes no ON or USING")
+        if on is not None and using:
+            raise SQLError("42601", "syntax error: a JOIN takes ON or USING, not both")
+        if len(set(using)) != len(using):
+            raise SQLError("42701", "a column is named more than once in USING")
+        side: str
+        if kind == "CROSS" or (
+            not side_word and not kind and on is None and not using and not natural
+        ):
+            if on is not None or using:
+                raise SQLError("42601", "syntax error: CROSS JOIN takes no ON or USING")
+            side = "cross"
+        else:
+            if on is None and not using and not natural:
+                raise SQLError("42601", f"syntax error: {side_word or kind or 'a'} JOIN needs ON")
+            side = _JOIN_SIDES.get(side_word, "inner")
+        return st.Join(table, alias, index, side, on, using, natural)  # type: ignore[arg-type]
+
+    def _select(self, node: exp.Select) -> st.Select:
+        if node.args.get("windows"):
+            raise SQLError("0A000", "WINDOW in SELECT is not supported")
         _refuse_unhandled(
             node,
             {"expressions", "from_", "from", "where", "order", "limit", "offset", "kind"}
-            | {"group", "having", "distinct", "joins"},
+            | {"group", "having", "distinct", "joins", "with_", "with"},
         )
         if node.args.get("kind"):
             raise _unsupported(node)
@@ -1364,18 +1478,15 @@ class _Converter:
             what = "window functions (OVER) are" if isinstance(found, exp.Window) else "FILTER is"
             raise SQLError("0A000", f"{what} not supported yet")
         subqueries = tuple(self._subqueries(node))
-        table: st.TableName | None = None
+        table: st.Source | None = None
         alias: str | None = None
         index: str | None = None
         joins: tuple[st.Join, ...] = ()
+        ctes = self._ctes(node)
         from_ = node.args.get("from_") or node.args.get("from")
         if from_ is not None:
-            source = from_.this
-            if not isinstance(source, exp.Table):
-                raise SQLError("0A000", "SELECT reads from one table (no subqueries or functions)")
-            table = _table_of(source)
-            index, alias = _index_and_alias(source)
-            joins = tuple(_join(join) for join in node.args.get("joins") or ())
+            table, index, alias = self._source(from_.this)
+            joins = tuple(self._join(join) for join in node.args.get("joins") or ())
         elif self.as_of is not None:
             raise SQLError("0A000", "AS OF SYSTEM TIME needs a FROM clause")
         limit = node.args.get("limit")
@@ -1405,24 +1516,19 @@ class _Converter:
             tuple(on.expressions) if on is not None else (),
             joins,
             subqueries,
+            ctes,
         )
 
-    def _subqueries(self, node: exp.Select) -> Iterator[tuple[exp.Expr, st.Select]]:
+    def _subqueries(self, node: exp.Select) -> Iterator[tuple[exp.Expr, st.Query]]:
         """The subqueries of ``node``'s own expressions (a subquery's own are its), each
         converted: a scalar or IN subquery, or EXISTS."""
         for found in node.find_all(exp.Subquery, exp.Exists):
             parent = found.parent
-            while parent is not None and not isinstance(parent, exp.Select):
+            while parent is not None and not isinstance(parent, exp.Select | exp.SetOperation):
                 parent = parent.parent
             if parent is not node or _is_from_source(found):
-                continue  # a subquery's own, or a FROM source (refused as a table)
-            inner = found.this
-            if not isinstance(inner, exp.Select):
-                raise _unsupported(inner, "subquery (one SELECT)")
-            converted = _Converter(self.text, False, [], {}, None, None)._select(inner)
-            if not isinstance(converted, st.Select):
-                raise _unsupported(inner, "subquery")
-            yield found, converted
+                continue  # a subquery's own, or a FROM source (a derived table)
+            yield found, self._query(found.this)
 
 
 def _check_column_names(node: exp.Expr) -> None:
@@ -1434,32 +1540,6 @@ def _check_column_names(node: exp.Expr) -> None:
 
 
 _JOIN_SIDES = {"LEFT": "left", "RIGHT": "right", "FULL": "full"}
-
-
-def _join(node: exp.Expr) -> st.Join:
-    """One JOIN of a SELECT's FROM clause (a comma is a CROSS JOIN)."""
-    if not isinstance(node, exp.Join):
-        raise _unsupported(node, "FROM clause")
-    if node.args.get("using") or node.args.get("method"):
-        raise SQLError("0A000", "JOIN ... USING and NATURAL JOIN are not supported yet: use ON")
-    _refuse_unhandled(node, {"this", "on", "side", "kind"})
-    source = node.this
-    if not isinstance(source, exp.Table):
-        raise SQLError("0A000", "a JOIN reads a table (no subqueries or functions yet)")
-    index, alias = _index_and_alias(source)
-    side_word = str(node.args.get("side") or "").upper()
-    kind = str(node.args.get("kind") or "").upper()
-    on = node.args.get("on")
-    side: str
-    if kind == "CROSS" or (not side_word and not kind and on is None):
-        if on is not None:
-            raise SQLError("42601", "syntax error: CROSS JOIN takes no ON")
-        side = "cross"
-    else:
-        if on is None:
-            raise SQLError("42601", f"syntax error: {side_word or kind or 'a'} JOIN needs ON")
-        side = _JOIN_SIDES.get(side_word, "inner")
-    return st.Join(_table_of(source), alias, index, side, on)  # type: ignore[arg-type]
 
 
 def _is_from_source(node: exp.Expr) -> bool:

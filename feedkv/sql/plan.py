@@ -34,14 +34,17 @@ from feedkv.sql.expr import (
     expression_name,
     is_constant,
     qualifier_of,
+    static_kind,
 )
 from feedkv.sql.parser import parse_expression
+from feedkv.sql.relation import Relation
 from feedkv.sql.row_codec import (
     row_prefix,
     row_span,
     table_span,
 )
 from feedkv.sql.types import (
+    ColumnType,
     Kind,
     coerce,
 )
@@ -56,13 +59,16 @@ __all__ = [
     "Projections",
     "SelectPlan",
     "Selection",
+    "Star",
     "UpdatePlan",
     "check_index",
     "column_default",
     "env_of",
     "flatten_and",
     "holds",
+    "order_keys",
     "sorted_rows",
+    "star_of",
     "table_scope",
     "unalias",
 ]
@@ -89,7 +95,7 @@ class FromTable:
     """A table a SELECT reads: its descriptor, the names that qualify its columns, and
     where its columns start in the rows the SELECT reads."""
 
-    desc: TableDescriptor
+    desc: TableDescriptor | Relation
     names: tuple[str, ...]
     offset: int = 0
 
@@ -108,6 +114,18 @@ class FromTable:
 
 
 Projections = tuple[tuple[str, ...], list[Compiled]]  # result column names, their values
+Star = list[tuple[str, int, ColumnType]]  # what ``*`` selects: name, place in the row, type
+
+
+def star_of(tables: Sequence[FromTable], qualifier: str = "") -> Star:
+    """``*``: every table's visible columns (``t.*``: those of table ``t``)."""
+    return [
+        (column.name, index, column.type)
+        for table in tables
+        if not qualifier or qualifier in table.names
+        for index, column in zip(table.columns, table.desc.columns, strict=True)
+        if not column.hidden
+    ]
 
 
 def _projections(
@@ -115,27 +133,25 @@ def _projections(
     items: Sequence[exp.Expr],
     scope: Scope,
     written: Sequence[exp.Expr] | None = None,
+    star: Star | None = None,
 ) -> Projections:
     """The result columns of SELECT ``items`` (``written``: the items as the statement
     has them, which name the columns, when ``items`` are rewritten over grouped rows).
-    ``*`` is every table's visible columns, ``t.*`` table ``t``'s."""
+    ``*`` is ``star`` (by default every table's visible columns), ``t.*`` table ``t``'s."""
     names: list[str] = []
     projections: list[Compiled] = []
     for item, as_written in zip(items, written or items, strict=True):
         if isinstance(item, exp.Alias) and _is_star(item.this):
             raise SQLError("42601", f'"{item.this.sql(dialect="postgres")}" cannot be aliased')
         if _is_star(item):
-            starred = tables
+            starred = star if star is not None else star_of(tables)
             if isinstance(item, exp.Column):
                 scope.check_prefix(item)
                 scope.check_qualifier(qualifier_of(item))
-                starred = [t for t in tables if qualifier_of(item) in t.names]
-            for table in starred:
-                for index, column in zip(table.columns, table.desc.columns, strict=True):
-                    if column.hidden:
-                        continue
-                    names.append(column.name)
-                    projections.append(lambda env, ctx, index=index: env[index])  # type: ignore[misc]
+                starred = star_of(tables, qualifier_of(item))
+            for name, index, _type in starred:
+                names.append(name)
+                projections.append(lambda env, ctx, index=index: env[index])  # type: ignore[misc]
             continue
         names.append(expression_name(as_written))
         projections.append(compile_expr(unalias(item), scope))
@@ -289,6 +305,7 @@ class ResultPlan:
 
     names: tuple[str, ...]
     projections: list[Compiled]
+    types: tuple[ColumnType | None, ...]  # where the tree tells (else None)
     grouping: Grouping | None
     having: Compiled | None
     order: list[tuple[Compiled, bool]]
@@ -296,8 +313,18 @@ class ResultPlan:
     distinct_on: list[Compiled]
 
     @classmethod
-    def of(cls, tables: Sequence[FromTable], scope: Scope, s: st.Select) -> ResultPlan:
-        """The result of ``s`` over rows of ``tables``' columns, named in ``scope``."""
+    def of(
+        cls,
+        tables: Sequence[FromTable],
+        scope: Scope,
+        s: st.Select,
+        star: Star | None = None,
+        width: int | None = None,
+    ) -> ResultPlan:
+        """The result of ``s`` over rows of ``tables``' columns, named in ``scope``;
+        ``star`` is what ``*`` selects and ``width`` the rows' width when they hold
+        more than the tables' columns (those JOIN ... USING merges)."""
+        types = _types(tables, s.items, scope, star)
         items = list(s.items)
         order_by = list(s.order_by)
         on = list(s.distinct_on)
@@ -308,7 +335,8 @@ class ResultPlan:
             or any(contains_aggregate(node) for node in [*items, *(n for n, _ in order_by)])
         ):
             others = [*([s.having] if s.having is not None else []), *(n for n, _ in order_by)]
-            width = sum(len(t.columns) for t in tables)
+            if width is None:
+                width = sum(len(t.columns) for t in tables)
             keys = [(t.columns, t.primary) for t in tables]
             grouping = Grouping.of(width, keys, scope, items, s.group_by, [*others, *on])
             if any(_is_star(item) for item in items):
@@ -330,14 +358,14 @@ class ResultPlan:
             if s.having is not None:
                 rewritten = condition(grouping.rewrite(s.having), scope, "HAVING")
                 having = compile_expr(rewritten, scope)
-        names, projections = _projections(tables, items, scope, s.items)
+        names, projections = _projections(tables, items, scope, s.items, star)
         if s.distinct:
             _check_distinct_order(order_by, items, names)
         if on:
             _check_distinct_on(on, order_by, items, names)
-        order = _order_keys(order_by, scope, names, projections)
+        order = order_keys(order_by, scope, names, projections)
         distinct_on = [compile_expr(_output_expression(node, items, names), scope) for node in on]
-        return cls(names, projections, grouping, having, order, s.distinct, distinct_on)
+        return cls(names, projections, types, grouping, having, order, s.distinct, distinct_on)
 
     def rows(self, envs: list[tuple[Any, ...]], context: Context) -> list[tuple[Any, ...]]:
         """The result rows of the rows read, ``envs`` (before LIMIT and OFFSET)."""
@@ -353,6 +381,38 @@ class ResultPlan:
         if self.distinct:
             rows = _first_of_each(rows, [_whole], context)
         return rows
+
+
+def _types(
+    tables: Sequence[FromTable], items: Sequence[exp.Expr], scope: Scope, star: Star | None
+) -> tuple[ColumnType | None, ...]:
+    """The types of SELECT ``items``' result columns where the tree tells (a column, a
+    cast, a comparison, a number), else ``None``; ``*`` and ``t.*`` as they expand."""
+    out: list[ColumnType | None] = []
+    for item in items:
+        if _is_star(item):
+            if isinstance(item, exp.Column):
+                starred = star_of(tables, qualifier_of(item))
+            else:
+                starred = star if star is not None else star_of(tables)
+            out.extend(ctype for _name, _index, ctype in starred)
+            continue
+        node = unalias(item)
+        if isinstance(node, exp.Column):
+            try:
+                out.append(scope.lookup(node)[1])
+            except SQLError:  # NB: over grouped rows a column may be a GROUP BY key
+                out.append(None)
+            continue
+        if isinstance(node, exp.Count):
+            out.append(ColumnType(Kind.INT))
+            continue
+        try:
+            kind = static_kind(node, scope)
+        except SQLError:
+            kind = None
+        out.append(ColumnType(kind) if kind is not None else None)
+    return tuple(out)
 
 
 def _whole(row: Sequence[Any], context: Context) -> Any:
@@ -565,7 +625,7 @@ class UpdatePlan:
             and assigned == {c.id for c in desc.columns} - set(desc.primary_key)
             and all(_is_constant(e) for _, e in s.sets)
         )
-        order = _mutation_order_keys(desc, s.order_by, scope)
+        order = _mutationorder_keys(desc, s.order_by, scope)
         return cls(selection, sets, returning, assigned, selection.point if whole else None, order)
 
 
@@ -579,20 +639,20 @@ class DeletePlan:
     def of(cls, desc: TableDescriptor, s: st.Delete, database: str) -> DeletePlan:
         scope = table_scope(desc, database)
         returning = _returning(desc, s.returning, scope)
-        order = _mutation_order_keys(desc, s.order_by, scope)
+        order = _mutationorder_keys(desc, s.order_by, scope)
         return cls(Selection.of(desc, s.where, scope), returning, order)
 
 
-def _mutation_order_keys(
+def _mutationorder_keys(
     desc: TableDescriptor, order_by: Sequence[tuple[exp.Expr, bool]], scope: Scope
 ) -> list[tuple[Compiled, bool]]:
     """An UPDATE's or DELETE's ORDER BY, over the table's columns (positions count
     the visible ones, as in ``SELECT *``)."""
     names, projections = _projections([FromTable.alone(desc)], [exp.Star()], scope)
-    return _order_keys(order_by, scope, names, projections)
+    return order_keys(order_by, scope, names, projections)
 
 
-def check_index(desc: TableDescriptor, index: str | None) -> None:
+def check_index(desc: TableDescriptor | Relation, index: str | None) -> None:
     """``t@index``: a table's one index is its primary key, ``<table>_pkey`` (also
     ``primary``, as CockroachDB spells it)."""
     if index is not None and index not in (f"{desc.name}_pkey", "primary"):
@@ -631,7 +691,7 @@ def holds(verdict: Any) -> bool:
     return verdict
 
 
-def _order_keys(
+def order_keys(
     order_by: Sequence[tuple[exp.Expr, bool]],
     scope: Scope,
     names: Sequence[str],

@@ -19,6 +19,7 @@ __all__ = [
     "Begin",
     "ChangefeedTarget",
     "ColumnSpec",
+    "Cte",
     "Commit",
     "ControlJob",
     "CreateChangefeed",
@@ -26,6 +27,7 @@ __all__ = [
     "CreateTable",
     "CreateUser",
     "Delete",
+    "Derived",
     "DropColumn",
     "DropDatabase",
     "DropTable",
@@ -33,14 +35,17 @@ __all__ = [
     "GrantAdmin",
     "Insert",
     "Join",
+    "Query",
     "Rollback",
     "Select",
+    "SetOperation",
     "SessionVariable",
     "ShowChangefeedJobs",
     "ShowCreateTable",
     "ShowDatabases",
     "ShowRanges",
     "ShowTables",
+    "Source",
     "SplitAt",
     "Statement",
     "TableName",
@@ -200,7 +205,7 @@ class Insert(Statement):
     upsert: bool = False
     conflict_target: tuple[str, ...] = ()
     conflict_where: exp.Expr | None = None  # DO UPDATE ... WHERE: rows it refuses stay
-    query: Select | None = None  # INSERT ... SELECT (then ``rows`` is empty)
+    query: Query | None = None  # INSERT ... SELECT (then ``rows`` is empty)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,23 +233,51 @@ class Delete(Statement):
 
 
 @dataclass(frozen=True, slots=True)
+class Derived:
+    """A query read as a table: ``FROM (SELECT ...) AS alias (columns)``; ``columns``
+    renames the query's leading columns."""
+
+    query: Query
+    alias: str
+    columns: tuple[str, ...] = ()
+
+
+Source = TableName | Derived  # what FROM and JOIN read (a name may be a CTE's)
+
+
+@dataclass(frozen=True, slots=True)
+class Cte:
+    """``WITH name (columns) AS (query)``: ``query`` runs once, before the statement,
+    and ``name`` reads its rows."""
+
+    name: str
+    query: Query
+    columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Join:
     """``<side> JOIN table [AS alias] ON on`` after a SELECT's first table; ``side`` is
-    ``inner``, ``left``, ``right``, ``full`` or ``cross`` (no ``on``)."""
+    ``inner``, ``left``, ``right``, ``full`` or ``cross`` (no ``on``). ``using`` names the
+    columns of ``USING (...)``, ``natural`` is NATURAL JOIN (the columns both sides have):
+    each pair is equal, and the two become one column."""
 
-    table: TableName
+    table: Source
     alias: str | None
     index: str | None
     side: Literal["inner", "left", "right", "full", "cross"]
     on: exp.Expr | None = None
+    using: tuple[str, ...] = ()
+    natural: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Select(Statement):
-    """A single-table (or table-less) SELECT. ``as_of`` is the AS OF SYSTEM TIME
-    expression, if any; ``distinct_on`` the expressions of DISTINCT ON (...)."""
+    """A SELECT over one source (a table, a CTE's or a subquery's rows), the sources it
+    joins, or none. ``as_of`` is the AS OF SYSTEM TIME expression, if any;
+    ``distinct_on`` the expressions of DISTINCT ON (...)."""
 
-    table: TableName | None
+    table: Source | None
     alias: str | None
     items: tuple[exp.Expr, ...]
     where: exp.Expr | None = None
@@ -259,8 +292,27 @@ class Select(Statement):
     distinct_on: tuple[exp.Expr, ...] = ()
     joins: tuple[Join, ...] = ()
     # Its subqueries (not theirs): the node each stands at (a scalar or IN's Subquery,
-    # an Exists) and the SELECT it runs, once, before the statement's rows are read.
-    subqueries: tuple[tuple[exp.Expr, Select], ...] = ()
+    # an Exists) and the query it runs, before the statement's rows are read.
+    subqueries: tuple[tuple[exp.Expr, Query], ...] = ()
+    ctes: tuple[Cte, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SetOperation(Statement):
+    """``left UNION | INTERSECT | EXCEPT [ALL] right``; ``order_by``, ``limit`` and
+    ``offset`` apply to the whole (ORDER BY names a result column or its position)."""
+
+    op: Literal["union", "intersect", "except"]
+    all: bool
+    left: Query
+    right: Query
+    order_by: tuple[tuple[exp.Expr, bool], ...] = ()
+    limit: exp.Expr | None = None
+    offset: exp.Expr | None = None
+    ctes: tuple[Cte, ...] = ()
+
+
+Query = Select | SetOperation
 
 
 @dataclass(frozen=True, slots=True)

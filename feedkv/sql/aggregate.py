@@ -116,6 +116,7 @@ class Grouping:
             table_name=scope.table_name,
             database=scope.database,
             ambiguous=dict(scope.ambiguous),
+            outer=scope.outer,
         )
         any_type = ColumnType(Kind.STRING)  # NB: only a constant's conversion reads it
         for j in range(len(keys)):
@@ -156,8 +157,8 @@ class Grouping:
             if isinstance(column.this, exp.Star):
                 self.check_star()
             elif not column.name.startswith("__"):
-                index = self.scope.lookup(column)[0]
-                if index < self.width and index not in self.determined:
+                depth, index, _type = self.scope.find(column)
+                if not depth and index < self.width and index not in self.determined:
                     raise SQLError(
                         "42803",
                         f'column "{expression_name(column)}" must appear in the GROUP BY '

@@ -32,6 +32,7 @@ from feedkv.sql.expr import (
     Scope,
     compile_expr,
     condition,
+    contains_aggregate,
     subquery_key,
 )
 from feedkv.sql.join import JoinPlan
@@ -98,14 +99,13 @@ def query(ex: Execution, q: st.Query) -> Result:
 def _query(ex: Execution, q: st.Query) -> Result:
     if isinstance(q, st.SetOperation):
         return _set_operation(ex, q)
-    for node, inner in q.subqueries:
-        ex.context.subqueries[subquery_key(node)] = _subquery(ex, node, inner)
     if q.table is None:
         return _select_no_table(ex, q)
     if q.joins or not isinstance(q.table, st.TableName) or _cte(ex, q.table) is not None:
         return _select_sources(ex, q)
     desc = ex.table(q.table)
-    plan = ex.plan(q, desc, SelectPlan.of)
+    plan = ex.plan(q, desc, partial(SelectPlan.of, outer=ex.outer_scope))
+    _prepare_subqueries(ex, q, plan.scope)
     envs = [env for _row, _pairs, env in ex.matching(desc, plan.selection)]
     return _selected(ex, q, plan.result, envs)
 
@@ -132,19 +132,72 @@ def _cte(ex: Execution, name: st.TableName) -> Relation | None:
     return ex.ctes.get(name.name) if name.database is None else None
 
 
-def _subquery(ex: Execution, node: exp.Expr, inner: st.Query) -> list[tuple[Any, ...]]:
-    """The rows of a subquery (uncorrelated: it runs once, before the statement reads its
-    own rows, in the same transaction)."""
-    try:
-        result = query(ex, inner)
-    except SQLError as exc:
-        if exc.code not in ("42703", "42P01"):
-            raise
-        raise SQLError(
-            exc.code,
-            f"{exc.message} (a subquery cannot name the outer query's columns yet: "
-            "correlated subqueries are not supported)",
-        ) from None
+def _prepare_subqueries(ex: Execution, s: st.Select, scope: Scope) -> None:
+    """Give each subquery of ``s`` a runner (:class:`_Subquery`), and run each once
+    now: it is planned (its errors come whatever the rows), and one that turns out
+    uncorrelated keeps its rows for the whole statement."""
+    width = 1 + max((index for index, _type in scope.columns.values()), default=-1)
+    grouped = _in_grouped_result(s)
+    for node, inner in s.subqueries:
+        key = subquery_key(node)
+        runner = _Subquery(ex, node, inner, scope, refuse_correlated=key in grouped)
+        ex.context.subqueries[key] = runner
+        runner((None,) * width)
+
+
+class _Subquery:
+    """A subquery's rows for a row of the query around it. The first run tells whether
+    it is correlated (it found a name in that query's scope): if not, its rows are
+    kept; if so, it runs again for every row, as a nested loop: the subquery's cost
+    times the outer query's rows."""
+
+    def __init__(
+        self, ex: Execution, node: exp.Expr, inner: st.Query, scope: Scope, refuse_correlated: bool
+    ) -> None:
+        self.ex, self.node, self.inner, self.scope = ex, node, inner, scope
+        self.refuse_correlated = refuse_correlated
+        self.kept: list[tuple[Any, ...]] | None = None
+        self.probed = False
+
+    def __call__(self, outer: Sequence[Any]) -> list[tuple[Any, ...]]:
+        if self.kept is not None:
+            return self.kept
+        ex = self.ex
+        hits = self.scope.hits
+        ex.context.outer.append(outer)
+        ex.outer_scopes.append(self.scope)
+        try:
+            rows = _subquery_rows(ex, self.node, self.inner)
+        finally:
+            ex.context.outer.pop()
+            ex.outer_scopes.pop()
+        if not self.probed:
+            self.probed = True
+            if self.scope.hits == hits:
+                self.kept = rows
+            elif self.refuse_correlated:
+                raise SQLError(
+                    "0A000",
+                    "a correlated subquery in a grouped SELECT's list, HAVING or ORDER BY "
+                    "is not supported",
+                )
+        return rows
+
+
+def _in_grouped_result(s: st.Select) -> set[str]:
+    """The keys of the subqueries a grouped SELECT evaluates over its grouped rows (in
+    its list, HAVING, ORDER BY or DISTINCT ON), where the outer row is a group's."""
+    nodes = [*s.items, *(n for n, _ in s.order_by), *s.distinct_on]
+    nodes += [s.having] if s.having is not None else []
+    if not (s.group_by or s.having is not None or any(map(contains_aggregate, nodes))):
+        return set()
+    return {
+        subquery_key(found) for node in nodes for found in node.find_all(exp.Subquery, exp.Exists)
+    }
+
+
+def _subquery_rows(ex: Execution, node: exp.Expr, inner: st.Query) -> list[tuple[Any, ...]]:
+    result = query(ex, inner)
     if not isinstance(node, exp.Exists) and len(result.columns) != 1:
         raise SQLError("42601", f"subquery must return only one column, not {len(result.columns)}")
     return result.rows
@@ -179,14 +232,16 @@ def _select_sources(ex: Execution, s: st.Select) -> Result:
         raise InvariantViolation("a SELECT without FROM has no sources to read")
     read = [_source(ex, source) for source in [s.table, *(join.table for join in s.joins)]]
     # NB: not kept by Session.plan, which keys a plan by one table
-    plan = JoinPlan.of([r[0] for r in read], s, [r[2] for r in read])
+    plan = JoinPlan.of([r[0] for r in read], s, [r[2] for r in read], ex.outer_scope)
+    _prepare_subqueries(ex, s, plan.scope)
     joined = plan.rows([r[1] for r in read], ex.context)
     return _selected(ex, s, plan.result, joined)
 
 
 def _select_no_table(ex: Execution, s: st.Select) -> Result:
     """SELECT without FROM: over one row of no columns (``SELECT count(*)`` is 1)."""
-    scope = Scope()
+    scope = Scope(outer=ex.outer_scope)
+    _prepare_subqueries(ex, s, scope)
     envs: list[tuple[Any, ...]] = [()]
     if s.where is not None:
         verdict = compile_expr(condition(s.where, scope), scope)((), ex.context)

@@ -136,6 +136,8 @@ class Execution:
         self.leases: list[Lease] = []  # held until the transaction ends
         self.leasing = False
         self.ctes: dict[str, Relation] = {}  # the rows of the CTEs in scope, by name
+        # The scopes of the queries around the subquery being planned, innermost last.
+        self.outer_scopes: list[Scope] = []
         self._lease_keys: dict[int, list[bytes]] = {}  # table id -> keys to delete
         self._changed: set[int] = set()  # tables whose leases :meth:`_changing` waited for
         # Rows written blind, by their first key: a failed check at commit is a duplicate.
@@ -251,10 +253,19 @@ class Execution:
         desc: TableDescriptor,
         make: Callable[[TableDescriptor, Any, str], _P],
     ) -> _P:
-        """``s``'s plan against ``desc``, made once per session (Session.plan)."""
+        """``s``'s plan against ``desc``, made once per session (Session.plan); a
+        subquery's is made anew each time (it may name the columns of the query around
+        it, which is how a run finds out whether it is correlated)."""
         table = s.table if isinstance(s.table, st.TableName) else None
         database = table.database or self.session.database if table else ""
+        if self.outer_scopes:
+            return make(desc, s, database)
         return self.session.plan(s, desc, lambda: make(desc, s, database))
+
+    @property
+    def outer_scope(self) -> Scope | None:
+        """The scope of the query around the one being planned (a subquery's)."""
+        return self.outer_scopes[-1] if self.outer_scopes else None
 
     def chosen(
         self,

@@ -66,7 +66,15 @@ class Context:
     ``now`` is read from the clock at its first use (most statements never ask), then
     stays the statement's time."""
 
-    __slots__ = ("_now", "logical_timestamp", "params", "subqueries", "unique_rowid", "variable")
+    __slots__ = (
+        "_now",
+        "logical_timestamp",
+        "outer",
+        "params",
+        "subqueries",
+        "unique_rowid",
+        "variable",
+    )
 
     def __init__(
         self,
@@ -81,8 +89,12 @@ class Context:
         self.logical_timestamp = logical_timestamp
         self.unique_rowid = unique_rowid
         self.variable = variable  # a session variable's value (current_setting())
-        # The rows of the statement's subqueries (see subquery_key), run before it is.
-        self.subqueries: dict[str, list[tuple[Any, ...]]] = {}
+        # The statement's subqueries (see subquery_key): each gives its rows for the row
+        # of the query around it (which a correlated subquery reads).
+        self.subqueries: dict[str, Callable[[Env], list[tuple[Any, ...]]]] = {}
+        # The rows of the queries around the one being evaluated, innermost last: a
+        # correlated subquery's reference to a column n levels out reads outer[-n].
+        self.outer: list[Env] = []
 
     @property
     def now(self) -> datetime.datetime:
@@ -105,6 +117,11 @@ class Scope:
     database: str = ""  # the table's database, which ``db.public.t.c`` must name
     # Unqualified names two sources share, with the qualified names they could mean.
     ambiguous: dict[str, list[str]] = field(default_factory=dict)
+    # The scope of the query around this one (a subquery's names not its own are found
+    # there), and how often a query inside it found a name in it (a subquery that added
+    # none is not correlated to it).
+    outer: Scope | None = None
+    hits: int = 0
 
     def add(self, qualifiers: Sequence[str], name: str, index: int, ctype: ColumnType) -> None:
         """``name`` under each of ``qualifiers`` (``""``: unqualified). Adding an
@@ -141,6 +158,23 @@ class Scope:
             raise SQLError("42601", f"syntax error at or near {_shown(node)!r}")
         self.check_prefix(node)
         return self.resolve(qualifier_of(node), _column_name(node))
+
+    def find(self, node: exp.Column) -> tuple[int, int, ColumnType]:
+        """``(depth, index, type)`` of the column ``node`` names: depth 0 for this
+        scope's own, n for one of the n-th query around it (a correlated reference)."""
+        try:
+            index, ctype = self.lookup(node)
+        except SQLError as exc:
+            if self.outer is None or exc.code not in ("42703", "42P01"):
+                raise
+            try:
+                depth, index, ctype = self.outer.find(node)
+            except SQLError as outer_exc:
+                # NB: the error of the query whose table the name's qualifier names
+                raise (outer_exc if exc.code == "42P01" else exc) from None
+            self.outer.hits += 1
+            return depth + 1, index, ctype
+        return 0, index, ctype
 
     def check_prefix(self, node: exp.Column) -> None:
         """SQLSTATE 42P01 unless the schema and database a column names (if any) are
@@ -241,7 +275,7 @@ def static_kind(node: exp.Expr, scope: Scope) -> Kind | None:
     if isinstance(node, _BOOLEAN_NODES):
         return Kind.BOOL
     if isinstance(node, exp.Column) and isinstance(node.this, exp.Identifier):
-        return scope.lookup(node)[1].kind
+        return scope.find(node)[2].kind
     if isinstance(node, exp.Literal) and not node.is_string:
         return Kind.INT if node.this.isdigit() else Kind.DECIMAL
     if isinstance(node, exp.Cast):
@@ -268,7 +302,7 @@ class _Compiler:
 
     def typed(self, node: exp.Expr) -> ColumnType | None:
         if isinstance(node, exp.Column):
-            return self.scope.lookup(node)[1]
+            return self.scope.find(node)[2]
         if isinstance(node, exp.Paren):
             return self.typed(node.this)
         return None
@@ -323,7 +357,9 @@ class _Compiler:
         return param
 
     def column(self, node: exp.Column) -> Compiled:
-        index, _ = self.scope.lookup(node)
+        depth, index, _ = self.scope.find(node)
+        if depth:
+            return lambda row, ctx: ctx.outer[-depth][index]
         return lambda row, ctx: row[index]
 
     def star(self, node: exp.Star) -> Compiled:
@@ -491,7 +527,7 @@ class _Compiler:
         rows = _subquery_rows(query)
 
         def in_(row: Env, ctx: Context) -> Any:
-            found = rows(ctx)
+            found = rows(row, ctx)
             if not found:
                 return False  # NB: as CockroachDB: IN an empty set is false, even for NULL
             value = inner(row, ctx)
@@ -504,7 +540,7 @@ class _Compiler:
         rows = _subquery_rows(node)
 
         def scalar(row: Env, ctx: Context) -> Any:
-            found = rows(ctx)
+            found = rows(row, ctx)
             if len(found) > 1:
                 raise SQLError(
                     "21000", "more than one row returned by a subquery used as an expression"
@@ -515,7 +551,7 @@ class _Compiler:
 
     def exists(self, node: exp.Exists) -> Compiled:
         rows = _subquery_rows(node)
-        return lambda row, ctx: bool(rows(ctx))
+        return lambda row, ctx: bool(rows(row, ctx))
 
     def between(self, node: exp.Between) -> Compiled:
         low = exp.GTE(this=node.this, expression=node.args["low"])
@@ -695,17 +731,17 @@ def _session_variable(ctx: Context, name: str) -> str:
     return ctx.variable(name)
 
 
-def _subquery_rows(node: exp.Expr) -> Callable[[Context], list[tuple[Any, ...]]]:
-    """The rows of the subquery at ``node``, which the statement ran before it ran
-    (:attr:`Context.subqueries`); 0A000 where no statement does (a subquery in a
-    statement other than SELECT)."""
+def _subquery_rows(node: exp.Expr) -> Callable[[Env, Context], list[tuple[Any, ...]]]:
+    """The rows of the subquery at ``node`` for a row of the query around it, from the
+    statement's runner (:attr:`Context.subqueries`); 0A000 where no statement runs
+    subqueries (a statement other than SELECT)."""
     key = subquery_key(node)
 
-    def rows(ctx: Context) -> list[tuple[Any, ...]]:
+    def rows(row: Env, ctx: Context) -> list[tuple[Any, ...]]:
         found = ctx.subqueries.get(key)
         if found is None:
             raise SQLError("0A000", "subqueries are supported in SELECT only")
-        return found
+        return found(row)
 
     return rows
 

@@ -136,15 +136,22 @@ class JoinPlan:
     steps: list[JoinStep]
     where: Compiled | None
     result: ResultPlan
+    scope: Scope
 
     @classmethod
     def of(
-        cls, descs: Sequence[TableDescriptor | Relation], s: st.Select, databases: Sequence[str]
+        cls,
+        descs: Sequence[TableDescriptor | Relation],
+        s: st.Select,
+        databases: Sequence[str],
+        outer: Scope | None = None,
     ) -> JoinPlan:
+        """The plan of ``s`` over ``descs``, its sources; ``outer`` names the columns of
+        the query around it, for a subquery."""
         aliases = [s.alias, *(join.alias for join in s.joins)]
         indexes = [s.index, *(join.index for join in s.joins)]
         tables: list[FromTable] = []
-        scope = Scope(database=databases[0])
+        scope = Scope(database=databases[0], outer=outer)
         steps: list[JoinStep] = []
         star: Star = []
         offset = 0
@@ -176,7 +183,7 @@ class JoinPlan:
         if s.where is not None:
             where = compile_expr(condition(s.where, scope), scope)
         result = ResultPlan.of(tables, scope, s, star, offset)
-        return cls(tables, steps, where, result)
+        return cls(tables, steps, where, result, scope)
 
     def rows(
         self, tables: Sequence[list[tuple[Any, ...]]], context: Context
@@ -208,7 +215,7 @@ def _using_step(join: st.Join, right: FromTable, scope: Scope, star: Star) -> tu
         names = list(dict.fromkeys(name for name, _i, _t in star if name in right_names))
     else:
         names = list(join.using)
-    on = Scope(columns=dict(scope.columns), database=scope.database)
+    on = Scope(columns=dict(scope.columns), database=scope.database, outer=scope.outer)
     pairs: list[tuple[int, int]] = []
     conditions: list[exp.Expr] = []
     for n, name in enumerate(names):
@@ -282,11 +289,10 @@ def _equi_sides(node: exp.Expr, right: FromTable, scope: Scope) -> tuple[exp.Exp
         return None
 
     def place(side: exp.Expr) -> str | None:
-        columns = [
-            scope.lookup(c)[0] for c in outer_nodes(side, exp.Column) if isinstance(c, exp.Column)
-        ]
-        if not columns or contains_aggregate(side):
-            return None
+        found = [scope.find(c) for c in outer_nodes(side, exp.Column) if isinstance(c, exp.Column)]
+        if not found or contains_aggregate(side) or any(depth for depth, _i, _t in found):
+            return None  # NB: a correlated reference is the same for every pair
+        columns = [index for _depth, index, _type in found]
         if all(i in right.columns for i in columns):
             return "right"
         if all(i < right.offset for i in columns):

@@ -80,10 +80,13 @@ Planned = st.Select | st.Insert | st.Update | st.Delete
 _P = TypeVar("_P")
 
 
-def table_scope(desc: TableDescriptor, database: str, alias: str | None = None) -> Scope:
+def table_scope(
+    desc: TableDescriptor, database: str, alias: str | None = None, outer: Scope | None = None
+) -> Scope:
     """The names of ``desc``'s columns: bare, and qualified by its alias if it has one,
-    else by its name (an alias hides the name, as in PostgreSQL and CockroachDB)."""
-    scope = Scope(table_name=desc.name, database=database)
+    else by its name (an alias hides the name, as in PostgreSQL and CockroachDB);
+    ``outer`` names those of the query around it, for a subquery."""
+    scope = Scope(table_name=desc.name, database=database, outer=outer)
     qualifiers = ["", alias or desc.name]
     for index, column in enumerate(desc.columns):
         scope.add(qualifiers, column.name, index, column.type)
@@ -400,7 +403,7 @@ def _types(
         node = unalias(item)
         if isinstance(node, exp.Column):
             try:
-                out.append(scope.lookup(node)[1])
+                out.append(scope.find(node)[2])
             except SQLError:  # NB: over grouped rows a column may be a GROUP BY key
                 out.append(None)
             continue
@@ -447,9 +450,11 @@ class SelectPlan:
     result: ResultPlan
 
     @classmethod
-    def of(cls, desc: TableDescriptor, s: st.Select, database: str) -> SelectPlan:
+    def of(
+        cls, desc: TableDescriptor, s: st.Select, database: str, outer: Scope | None = None
+    ) -> SelectPlan:
         check_index(desc, s.index)
-        scope = table_scope(desc, database, s.alias)
+        scope = table_scope(desc, database, s.alias, outer)
         selection = Selection.of(desc, s.where, scope)
         return cls(scope, selection, ResultPlan.of([FromTable.alone(desc, s.alias)], scope, s))
 
@@ -779,6 +784,8 @@ def _key_plan(desc: TableDescriptor, where: exp.Expr, scope: Scope) -> _KeyPlan 
     source: dict[int, exp.Expr] = {}  # id of each constraint -> the conjunct it came from
     for conjunct in conjuncts:
         if isinstance(conjunct, exp.Between) and isinstance(conjunct.this, exp.Column):
+            if not _own(conjunct.this, scope):
+                continue
             name = conjunct.this.name.lower()
             low, high = conjunct.args["low"], conjunct.args["high"]
             if _is_constant(low) and _is_constant(high):
@@ -792,7 +799,7 @@ def _key_plan(desc: TableDescriptor, where: exp.Expr, scope: Scope) -> _KeyPlan 
         left, right = conjunct.this, conjunct.expression
         if isinstance(right, exp.Column) and _is_constant(left):
             left, right, op = right, left, _FLIP[op]
-        if not isinstance(left, exp.Column) or not _is_constant(right):
+        if not isinstance(left, exp.Column) or not _is_constant(right) or not _own(left, scope):
             continue
         name = left.name.lower()
         value = compile_expr(right, empty)
@@ -817,6 +824,15 @@ def _key_plan(desc: TableDescriptor, where: exp.Expr, scope: Scope) -> _KeyPlan 
     used = [*plan.equal, *(b for b in (plan.low, plan.high) if b is not None)]
     plan.complete = {id(source[id(c)]) for c in used} == {id(c) for c in conjuncts}
     return plan
+
+
+def _own(column: exp.Column, scope: Scope) -> bool:
+    """Whether ``column`` names one of the table's own columns (not the query's around
+    it, which a correlated subquery names)."""
+    try:
+        return scope.find(column)[0] == 0
+    except SQLError:
+        return False  # NB: compiling the WHERE clause reports it
 
 
 def _is_constant(node: exp.Expr) -> bool:

@@ -24,11 +24,14 @@ from feedkv.errors import (
 )
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
+from feedkv.sql.aggregate import group_key
 from feedkv.sql.descriptor import (
+    Column,
     TableDescriptor,
 )
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.expr import (
+    Compiled,
     Scope,
     compile_expr,
     condition,
@@ -43,6 +46,7 @@ from feedkv.sql.plan import (
     ResultPlan,
     SelectPlan,
     UpdatePlan,
+    check_returning,
     holds,
     sorted_rows,
 )
@@ -369,6 +373,8 @@ def _write_changes(
 
 
 def update(ex: Execution, s: st.Update) -> Result:
+    if s.joins:
+        return _update_joined(ex, s)
     desc = ex.table(s.table)
     plan = ex.plan(s, desc, UpdatePlan.of)
     if plan.blind is not None and ex.autocommit:
@@ -385,10 +391,7 @@ def update(ex: Execution, s: st.Update) -> Result:
     out_rows = []
     count = 0
     for old, pairs, env in ex.chosen(desc, plan.selection, plan.order, s.limit):
-        new = dict(old)
-        for column, value in sets:
-            new[column.id] = coerce(value(env, ex.context), column.type, column.name)
-        _check_not_null(desc, new)
+        new = _assigned(ex, desc, old, env, sets)
         if any(new[i] != old[i] for i in key_ids):
             _move_row(ex, desc, pairs, new)
         else:
@@ -398,6 +401,76 @@ def update(ex: Execution, s: st.Update) -> Result:
             new_env = tuple(new[c.id] for c in desc.columns)
             out_rows.append(tuple(f(new_env, ex.context) for f in returning[1]))
     return _result(returning, out_rows, f"UPDATE {count}")
+
+
+def _assigned(
+    ex: Execution,
+    desc: TableDescriptor,
+    old: dict[int, Any],
+    env: tuple[Any, ...],
+    sets: Sequence[tuple[Column, Compiled]],
+) -> dict[int, Any]:
+    """The row ``old`` with SET's values, computed over ``env``."""
+    new = dict(old)
+    for column, value in sets:
+        new[column.id] = coerce(value(env, ex.context), column.type, column.name)
+    _check_not_null(desc, new)
+    return new
+
+
+def _update_joined(ex: Execution, s: st.Update) -> Result:
+    """UPDATE ... FROM: each row of the table that a joined row pairs with (kept by
+    WHERE) is written once, with SET computed over the first such joined row (as in
+    PostgreSQL, which one is not defined when several pair with it)."""
+    desc, plan, chosen = _joined_targets(ex, s, s.returning)
+    sets = [(desc.column(name), compile_expr(e, plan.scope)) for name, e in s.sets]
+    assigned = frozenset(column.id for column, _ in sets)
+    out_rows = []
+    width = len(desc.columns)
+    for old, pairs, env in chosen:
+        new = _assigned(ex, desc, old, env, sets)
+        if any(new[i] != old[i] for i in desc.primary_key):
+            _move_row(ex, desc, pairs, new)
+        else:
+            _write_changes(ex, desc, pairs, new, assigned)
+        if s.returning is not None:
+            after = tuple(new[c.id] for c in desc.columns) + env[width:]
+            out_rows.append(tuple(f(after, ex.context) for f in plan.result.projections))
+    return _result(_joined_returning(s, plan), out_rows, f"UPDATE {len(chosen)}")
+
+
+def _joined_returning(s: st.Update | st.Delete, plan: JoinPlan) -> Projections | None:
+    return (plan.result.names, plan.result.projections) if s.returning is not None else None
+
+
+Targets = list[tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]]
+
+
+def _joined_targets(
+    ex: Execution, s: st.Update | st.Delete, returning: tuple[exp.Expr, ...] | None
+) -> tuple[TableDescriptor, JoinPlan, Targets]:
+    """The rows of ``s``'s table that its joins pair with a row WHERE keeps: each once,
+    in key order, with its KV pairs and the first joined row it is in. The table and
+    the sources are read whole; the plan's result is RETURNING's, over joined rows."""
+    if returning is not None:
+        check_returning(returning)
+    desc = ex.table(s.table)
+    targets = list(ex.rows(desc, table_span(desc.id)))
+    envs = [tuple(row[c.id] for c in desc.columns) for row, _pairs in targets]
+    read = [_source(ex, join.table) for join in s.joins]
+    items = returning or (exp.Star(),)
+    select = st.Select(s.text, s.table, s.alias, items, s.where, joins=s.joins)
+    database = s.table.database or ex.session.database
+    plan = JoinPlan.of([desc, *(r[0] for r in read)], select, [database, *(r[2] for r in read)])
+    primary = [desc.columns.index(c) for c in desc.key_columns]
+    position: dict[tuple[Any, ...], int] = {}
+    for i, env in enumerate(envs):
+        position[tuple(group_key(env[j]) for j in primary)] = i
+    first: dict[int, tuple[Any, ...]] = {}
+    for joined in plan.rows([envs, *(r[1] for r in read)], ex.context):
+        first.setdefault(position[tuple(group_key(joined[j]) for j in primary)], joined)
+    chosen = [(targets[i][0], targets[i][1], joined) for i, joined in sorted(first.items())]
+    return desc, plan, chosen
 
 
 def _whole_row(
@@ -438,6 +511,8 @@ def _move_row(
 
 
 def delete(ex: Execution, s: st.Delete) -> Result:
+    if s.joins:
+        return _delete_joined(ex, s)
     desc = ex.table(s.table)
     plan = ex.plan(s, desc, DeletePlan.of)
     returning = plan.returning
@@ -451,6 +526,20 @@ def delete(ex: Execution, s: st.Delete) -> Result:
         if returning is not None:
             out_rows.append(tuple(f(env, ex.context) for f in returning[1]))
     return _result(returning, out_rows, f"DELETE {count}")
+
+
+def _delete_joined(ex: Execution, s: st.Delete) -> Result:
+    """DELETE ... USING: each row of the table that a joined row pairs with (kept by
+    WHERE) is deleted once."""
+    _desc, plan, chosen = _joined_targets(ex, s, s.returning)
+    txn = ex.write_txn
+    out_rows = []
+    for _old, pairs, env in chosen:
+        for key in pairs:
+            txn.delete(key)
+        if s.returning is not None:
+            out_rows.append(tuple(f(env, ex.context) for f in plan.result.projections))
+    return _result(_joined_returning(s, plan), out_rows, f"DELETE {len(chosen)}")
 
 
 def _result(returning: Projections | None, rows: list[tuple[Any, ...]], tag: str) -> Result:

@@ -1347,22 +1347,58 @@ class _Converter:
         )
 
     def _update(self, node: exp.Update) -> st.Statement:
-        if node.args.get("from_") or node.args.get("from"):
-            raise SQLError("0A000", "UPDATE ... FROM is not supported")
-        _refuse_unhandled(node, {"this", "expressions", "where", "returning", "order", "limit"})
+        _refuse_unhandled(
+            node, {"this", "expressions", "where", "returning", "order", "limit", "from_", "from"}
+        )
         table = _table_of(node.this)
         sets = _assignments(node.expressions, table)
         order, limit = _mutation_order(node, "UPDATE")
-        return st.Update(self.text, table, sets, _where(node), _returning(node), order, limit)
+        from_ = node.args.get("from_") or node.args.get("from")
+        joins = self._mutation_joins([from_.this] if from_ is not None else [], "UPDATE ... FROM")
+        if joins and (order or limit is not None):
+            raise SQLError("0A000", "UPDATE ... FROM takes no ORDER BY or LIMIT")
+        return st.Update(
+            self.text,
+            table,
+            sets,
+            _where(node),
+            _returning(node),
+            order,
+            limit,
+            _index_and_alias(node.this)[1],
+            joins,
+        )
 
     def _delete(self, node: exp.Delete) -> st.Statement:
-        if node.args.get("using"):
-            raise SQLError("0A000", "DELETE ... USING is not supported")
-        _refuse_unhandled(node, {"this", "where", "returning", "order", "limit"})
+        _refuse_unhandled(node, {"this", "where", "returning", "order", "limit", "using"})
         table = _table_of(node.this)
         order, limit = _mutation_order(node, "DELETE")
         returning = self.returning if self.returning is not None else _returning(node)
-        return st.Delete(self.text, table, _where(node), returning, order, limit)
+        joins = self._mutation_joins(node.args.get("using") or [], "DELETE ... USING")
+        if joins and (order or limit is not None):
+            raise SQLError("0A000", "DELETE ... USING takes no ORDER BY or LIMIT")
+        alias = _index_and_alias(node.this)[1]
+        return st.Delete(self.text, table, _where(node), returning, order, limit, alias, joins)
+
+    def _mutation_joins(self, sources: list[exp.Expr], what: str) -> tuple[st.Join, ...]:
+        """UPDATE ... FROM's or DELETE ... USING's sources as joins after the table:
+        each listed source a CROSS JOIN, then the joins written after it. A RIGHT or
+        FULL join among them is refused: joined after the table, its unpaired rows
+        would pair with no row of the table, where PostgreSQL pairs them with each."""
+        joins: list[st.Join] = []
+        for source in sources:
+            nested = source.args.get("joins") or []
+            if nested:
+                source = source.copy()
+                source.set("joins", None)
+            table, index, alias = self._source(source)
+            joins.append(st.Join(table, alias, index, "cross"))
+            for node in nested:
+                join = self._join(node)
+                if join.side in ("right", "full"):
+                    raise SQLError("0A000", f"{join.side.upper()} JOIN in {what} is not supported")
+                joins.append(join)
+        return tuple(joins)
 
     def _query(self, node: exp.Expr) -> st.Query:
         """A query inside a statement (a subquery, a derived table, a CTE's body, a set
@@ -1595,14 +1631,40 @@ def _index_and_alias(source: exp.Table) -> tuple[str | None, str | None]:
 
 
 def _assignments(nodes: list[exp.Expr], table: st.TableName) -> tuple[tuple[str, exp.Expr], ...]:
-    """``SET a = x, b = y``: each column once."""
-    sets = tuple(_assignment(node, table) for node in nodes)
+    """``SET a = x, (b, c) = (y, z)``: each column once."""
+    sets = tuple(pair for node in nodes for pair in _assignment_list(node, table))
     seen: set[str] = set()
     for name, _value in sets:
         if name in seen:
             raise SQLError("42601", f'multiple assignments to the same column "{name}"')
         seen.add(name)
     return sets
+
+
+def _assignment_list(node: exp.Expr, table: st.TableName) -> list[tuple[str, exp.Expr]]:
+    """One ``SET`` item: ``a = x``, or ``(a, b) = (x, y)`` as ``a = x, b = y``."""
+    if not isinstance(node, exp.EQ) or not isinstance(node.this, exp.Tuple | exp.Paren):
+        return [_assignment(node, table)]
+    targets = node.this.expressions if isinstance(node.this, exp.Tuple) else [node.this.this]
+    source = node.expression
+    if isinstance(source, exp.Subquery):
+        raise SQLError("0A000", "SET (...) = (SELECT ...) is not supported")
+    if isinstance(source, exp.Tuple):
+        values = source.expressions
+    else:  # NB: (x) is x in parentheses, not a row (as PostgreSQL reads it)
+        raise SQLError(
+            "42601",
+            "source for a multiple-column UPDATE item must be a sub-SELECT or ROW() expression",
+        )
+    if len(targets) != len(values):
+        raise SQLError(
+            "42601",
+            f"number of columns ({len(targets)}) does not match number of values ({len(values)})",
+        )
+    return [
+        _assignment(exp.EQ(this=target, expression=value), table)
+        for target, value in zip(targets, values, strict=True)
+    ]
 
 
 def _assignment(node: exp.Expr, table: st.TableName) -> tuple[str, exp.Expr]:

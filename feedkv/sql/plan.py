@@ -62,6 +62,7 @@ __all__ = [
     "Star",
     "UpdatePlan",
     "check_index",
+    "check_returning",
     "column_default",
     "env_of",
     "flatten_and",
@@ -168,13 +169,20 @@ def _is_star(node: exp.Expr) -> bool:
 
 
 def _returning(
-    desc: TableDescriptor, items: tuple[exp.Expr, ...] | None, scope: Scope
+    desc: TableDescriptor,
+    items: tuple[exp.Expr, ...] | None,
+    scope: Scope,
+    alias: str | None = None,
 ) -> Projections | None:
     if items is None:
         return None
+    check_returning(items)
+    return _projections([FromTable.alone(desc, alias)], items, scope)
+
+
+def check_returning(items: Sequence[exp.Expr]) -> None:
     if any(contains_aggregate(i) for i in items):
         raise SQLError("42803", "aggregate functions are not allowed in RETURNING")
-    return _projections([FromTable.alone(desc)], items, scope)
 
 
 @dataclass
@@ -616,9 +624,9 @@ class UpdatePlan:
 
     @classmethod
     def of(cls, desc: TableDescriptor, s: st.Update, database: str) -> UpdatePlan:
-        scope = table_scope(desc, database)
+        scope = table_scope(desc, database, s.alias)
         sets = [(desc.column(name), compile_expr(e, scope)) for name, e in s.sets]
-        returning = _returning(desc, s.returning, scope)
+        returning = _returning(desc, s.returning, scope, s.alias)
         selection = Selection.of(desc, s.where, scope)
         assigned = frozenset(column.id for column, _ in sets)
         whole = (
@@ -630,7 +638,7 @@ class UpdatePlan:
             and assigned == {c.id for c in desc.columns} - set(desc.primary_key)
             and all(_is_constant(e) for _, e in s.sets)
         )
-        order = _mutationorder_keys(desc, s.order_by, scope)
+        order = _mutation_order_keys(desc, s.order_by, scope)
         return cls(selection, sets, returning, assigned, selection.point if whole else None, order)
 
 
@@ -642,13 +650,13 @@ class DeletePlan:
 
     @classmethod
     def of(cls, desc: TableDescriptor, s: st.Delete, database: str) -> DeletePlan:
-        scope = table_scope(desc, database)
-        returning = _returning(desc, s.returning, scope)
-        order = _mutationorder_keys(desc, s.order_by, scope)
+        scope = table_scope(desc, database, s.alias)
+        returning = _returning(desc, s.returning, scope, s.alias)
+        order = _mutation_order_keys(desc, s.order_by, scope)
         return cls(Selection.of(desc, s.where, scope), returning, order)
 
 
-def _mutationorder_keys(
+def _mutation_order_keys(
     desc: TableDescriptor, order_by: Sequence[tuple[exp.Expr, bool]], scope: Scope
 ) -> list[tuple[Compiled, bool]]:
     """An UPDATE's or DELETE's ORDER BY, over the table's columns (positions count

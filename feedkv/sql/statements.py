@@ -219,6 +219,10 @@ class Update(Statement):
     returning: tuple[exp.Expr, ...] | None = None
     order_by: tuple[tuple[exp.Expr, bool], ...] = ()  # (expression, descending)
     limit: exp.Expr | None = None
+    alias: str | None = None
+    # UPDATE ... FROM: the sources joined to the table (a comma is a CROSS JOIN); SET,
+    # WHERE and RETURNING name their columns, and each row is written once.
+    joins: tuple[Join, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +234,8 @@ class Delete(Statement):
     returning: tuple[exp.Expr, ...] | None = None
     order_by: tuple[tuple[exp.Expr, bool], ...] = ()  # (expression, descending)
     limit: exp.Expr | None = None
+    alias: str | None = None
+    joins: tuple[Join, ...] = ()  # DELETE ... USING, as UPDATE ... FROM's
 
 
 @dataclass(frozen=True, slots=True)

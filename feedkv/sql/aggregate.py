@@ -42,6 +42,7 @@ from feedkv.sql.expr import (
     static_kind,
 )
 from feedkv.sql.types import DECIMAL_QUOTIENT, EXACT_DECIMAL, ColumnType, Kind, type_of_value
+from feedkv.sql.variance import Spread
 
 __all__ = ["Grouping", "group_key"]
 
@@ -250,7 +251,7 @@ class _Call:
     argument: Compiled | None  # None: count(*)
     distinct: bool
     separator: Compiled | None  # string_agg's
-    make: Callable[[], _Accumulator]
+    make: Callable[[], _Accumulator | Spread]
 
     @classmethod
     def of(cls, node: exp.Expr, scope: Scope) -> _Call:
@@ -339,12 +340,14 @@ class _Count(_Accumulator):
         return self.count
 
 
+_NUMBERS = {Kind.INT, Kind.FLOAT, Kind.DECIMAL}
 _ARGUMENT_KINDS = {
     "sum": {Kind.INT, Kind.FLOAT, Kind.DECIMAL},
     "avg": {Kind.INT, Kind.FLOAT, Kind.DECIMAL},
     "bool_and": {Kind.BOOL},
     "bool_or": {Kind.BOOL},
     "string_agg": {Kind.STRING, Kind.BYTES},
+    **{name: _NUMBERS for name in ("variance", "var_pop", "stddev", "stddev_samp", "stddev_pop")},
 }
 
 
@@ -474,8 +477,13 @@ _NAMES: dict[type[exp.Expr], str] = {
     exp.LogicalAnd: "bool_and",
     exp.LogicalOr: "bool_or",
     exp.GroupConcat: "string_agg",
+    exp.Variance: "variance",
+    exp.VariancePop: "var_pop",
+    exp.Stddev: "stddev",
+    exp.StddevSamp: "stddev_samp",
+    exp.StddevPop: "stddev_pop",
 }
-_MAKERS: dict[str, Callable[[], _Accumulator]] = {
+_MAKERS: dict[str, Callable[[], _Accumulator | Spread]] = {
     "count": _Count,
     "sum": _Sum,
     "avg": _Avg,
@@ -484,4 +492,9 @@ _MAKERS: dict[str, Callable[[], _Accumulator]] = {
     "bool_and": _BoolAnd,
     "bool_or": _BoolOr,
     "string_agg": _StringAgg,
+    "variance": lambda: Spread(sample=True, root=False),
+    "var_pop": lambda: Spread(sample=False, root=False),
+    "stddev": lambda: Spread(sample=True, root=True),
+    "stddev_samp": lambda: Spread(sample=True, root=True),
+    "stddev_pop": lambda: Spread(sample=False, root=True),
 }

@@ -205,6 +205,7 @@ class Scope:
 
 AGGREGATES = (
     exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg, exp.LogicalAnd, exp.LogicalOr, exp.GroupConcat,
+    exp.Variance, exp.VariancePop, exp.Stddev, exp.StddevSamp, exp.StddevPop,
 )  # fmt: skip
 
 
@@ -231,6 +232,8 @@ def expression_name(node: exp.Expr) -> str:
         return node.name if node.this.quoted else node.name.lower()
     if isinstance(node, exp.Count):
         return "count"
+    if isinstance(node, exp.VariancePop):
+        return "var_pop"
     if isinstance(node, exp.Func):
         name = node.sql_name() if not isinstance(node, exp.Anonymous) else node.name
         return name.lower()

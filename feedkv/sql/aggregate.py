@@ -44,7 +44,7 @@ from feedkv.sql.expr import (
 from feedkv.sql.types import DECIMAL_QUOTIENT, EXACT_DECIMAL, ColumnType, Kind, type_of_value
 from feedkv.sql.variance import Spread
 
-__all__ = ["Grouping", "group_key"]
+__all__ = ["AggregateCall", "Grouping", "group_key", "is_window_function"]
 
 _NESTED_QUERY = (exp.Subquery, exp.Exists)
 _KEY = "__key_{}"  # names of the grouped row's places; no SQL name starts with __
@@ -74,7 +74,7 @@ class Grouping:
     width: int  # the table's columns, at the start of a grouped row
     keys: list[Compiled]
     key_nodes: list[exp.Expr]
-    aggregates: list[_Call]
+    aggregates: list[AggregateCall]
     scope: Scope
     determined: frozenset[int]  # table columns a grouped row may name outside aggregates
     grouped: bool  # GROUP BY was given (else one group, even over no rows)
@@ -111,7 +111,7 @@ class Grouping:
             for call in _aggregate_calls(node):
                 if not any(call == seen for seen in calls):
                     calls.append(call)
-        aggregates = [_Call.of(call, scope) for call in calls]
+        aggregates = [AggregateCall.of(call, scope) for call in calls]
         grouped_scope = Scope(
             columns=dict(scope.columns),
             table_name=scope.table_name,
@@ -142,6 +142,8 @@ class Grouping:
         def replace(part: exp.Expr) -> exp.Expr:
             if isinstance(part, _NESTED_QUERY):
                 return part.copy()  # NB: a new node: transform leaves a subquery's own
+            if is_window_function(part):
+                return part  # the window's own; its arguments are grouped rows' values
             for i, call in enumerate(self.aggregates):
                 if part == call.node:
                     return exp.column(_AGG.format(i))
@@ -221,13 +223,26 @@ def _group_expression(node: exp.Expr, items: Sequence[exp.Expr], scope: Scope) -
 
 
 def _aggregate_calls(node: exp.Expr) -> list[exp.Expr]:
-    """The outermost aggregate calls in ``node``; 42803 for one inside another."""
+    """The outermost aggregate calls in ``node`` (not a window's function, which
+    :mod:`feedkv.sql.window` runs, though its arguments may hold some); 42803 for one
+    inside another."""
     calls: list[exp.Expr] = []
     for call in outer_nodes(node, *AGGREGATES):
-        if any(isinstance(parent, AGGREGATES) for parent in _ancestors(call, node)):
-            raise SQLError("42803", "aggregate function calls cannot be nested")
+        if is_window_function(call):
+            continue
+        for parent in _ancestors(call, node):
+            if is_window_function(parent):
+                break
+            if isinstance(parent, AGGREGATES):
+                raise SQLError("42803", "aggregate function calls cannot be nested")
         calls.append(call)
     return calls
+
+
+def is_window_function(node: exp.Expr) -> bool:
+    """Whether ``node`` is the function of a window call (``sum(x)`` of ``sum(x) OVER
+    (...)``)."""
+    return isinstance(node.parent, exp.Window) and node.parent.this is node
 
 
 def _ancestors(node: exp.Expr, root: exp.Expr) -> list[exp.Expr]:
@@ -245,7 +260,7 @@ def _ancestors(node: exp.Expr, root: exp.Expr) -> list[exp.Expr]:
 
 
 @dataclass(frozen=True, slots=True)
-class _Call:
+class AggregateCall:
     node: exp.Expr
     name: str
     argument: Compiled | None  # None: count(*)
@@ -254,7 +269,7 @@ class _Call:
     make: Callable[[], _Accumulator | Spread]
 
     @classmethod
-    def of(cls, node: exp.Expr, scope: Scope) -> _Call:
+    def of(cls, node: exp.Expr, scope: Scope) -> AggregateCall:
         name = _NAMES[type(node)]
         argument = node.this
         distinct = isinstance(argument, exp.Distinct)
@@ -273,7 +288,12 @@ class _Call:
             if given is None:
                 raise SQLError("42883", "unknown signature: string_agg() takes a separator")
             separator = compile_expr(given, scope)
-        _check_argument(name, static_kind(argument, scope))
+        # NB: a grouped row's places (a window's sum(count(*))) have no kind to check
+        placeholder = any(
+            isinstance(c, exp.Column) and c.name.startswith("__")
+            for c in outer_nodes(argument, exp.Column)
+        )
+        _check_argument(name, None if placeholder else static_kind(argument, scope))
         if isinstance(argument, exp.Star):
             if distinct:
                 raise SQLError("42601", f"syntax error: {name}(DISTINCT *) counts no value")
@@ -291,7 +311,7 @@ class _State:
 
     __slots__ = ("accumulator", "call", "seen")
 
-    def __init__(self, call: _Call) -> None:
+    def __init__(self, call: AggregateCall) -> None:
         self.call = call
         self.accumulator = call.make()
         self.seen: set[Any] | None = set() if call.distinct else None

@@ -221,7 +221,11 @@ def outer_nodes(node: exp.Expr, *types: type[exp.Expr]) -> Iterator[exp.Expr]:
 
 
 def contains_aggregate(node: exp.Expr) -> bool:
-    return any(True for _ in outer_nodes(node, *AGGREGATES))
+    """Whether ``node`` calls an aggregate (a window's function is no such call)."""
+    return any(
+        not (isinstance(call.parent, exp.Window) and call.parent.this is call)
+        for call in outer_nodes(node, *AGGREGATES)
+    )
 
 
 def expression_name(node: exp.Expr) -> str:
@@ -230,6 +234,8 @@ def expression_name(node: exp.Expr) -> str:
         return node.alias
     if isinstance(node, exp.Column):
         return node.name if node.this.quoted else node.name.lower()
+    if isinstance(node, exp.Window):
+        return expression_name(node.this)
     if isinstance(node, exp.Count):
         return "count"
     if isinstance(node, exp.VariancePop):
@@ -702,6 +708,9 @@ class _Compiler:
 
         return current_setting
 
+    def window(self, node: exp.Window) -> Compiled:
+        raise SQLError("42P20", "window functions are allowed only in a SELECT's list and ORDER BY")
+
     def aggregate(self, node: exp.Expr) -> Compiled:
         raise SQLError(
             "42803",
@@ -1053,5 +1062,6 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.Abs: _Compiler.unary_function,
     exp.Coalesce: _Compiler.coalesce,
     exp.Anonymous: _Compiler.anonymous,
+    exp.Window: _Compiler.window,
     **{agg: _Compiler.aggregate for agg in AGGREGATES},
 }

@@ -1510,9 +1510,8 @@ class _Converter:
         )
         if node.args.get("kind"):
             raise _unsupported(node)
-        for found in node.find_all(exp.Window, exp.Filter):
-            what = "window functions (OVER) are" if isinstance(found, exp.Window) else "FILTER is"
-            raise SQLError("0A000", f"{what} not supported yet")
+        if node.find(exp.Filter) is not None:
+            raise SQLError("0A000", "FILTER is not supported yet")
         subqueries = tuple(self._subqueries(node))
         table: st.Source | None = None
         alias: str | None = None

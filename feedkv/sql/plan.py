@@ -36,6 +36,7 @@ from feedkv.sql.expr import (
     qualifier_of,
     static_kind,
 )
+from feedkv.sql.ordering import sorted_rows
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.relation import Relation
 from feedkv.sql.row_codec import (
@@ -48,6 +49,7 @@ from feedkv.sql.types import (
     Kind,
     coerce,
 )
+from feedkv.sql.window import WindowPlan
 from feedkv.util.keys import Span, prefix_end
 
 __all__ = [
@@ -319,6 +321,7 @@ class ResultPlan:
     types: tuple[ColumnType | None, ...]  # where the tree tells (else None)
     grouping: Grouping | None
     having: Compiled | None
+    windows: WindowPlan | None  # run after grouping and HAVING, before the rest
     order: list[tuple[Compiled, bool]]
     distinct: bool
     distinct_on: list[Compiled]
@@ -369,6 +372,13 @@ class ResultPlan:
             if s.having is not None:
                 rewritten = condition(grouping.rewrite(s.having), scope, "HAVING")
                 having = compile_expr(rewritten, scope)
+        nodes, scope, windows = WindowPlan.of([*items, *(n for n, _ in order_by), *on], scope)
+        ordered = len(items) + len(order_by)
+        order_by = [
+            (node, descending)
+            for node, (_old, descending) in zip(nodes[len(items) : ordered], order_by, strict=True)
+        ]
+        items, on = nodes[: len(items)], nodes[ordered:]
         names, projections = _projections(tables, items, scope, s.items, star)
         if s.distinct:
             _check_distinct_order(order_by, items, names)
@@ -376,7 +386,9 @@ class ResultPlan:
             _check_distinct_on(on, order_by, items, names)
         order = order_keys(order_by, scope, names, projections)
         distinct_on = [compile_expr(_output_expression(node, items, names), scope) for node in on]
-        return cls(names, projections, types, grouping, having, order, s.distinct, distinct_on)
+        return cls(
+            names, projections, types, grouping, having, windows, order, s.distinct, distinct_on
+        )
 
     def rows(self, envs: list[tuple[Any, ...]], context: Context) -> list[tuple[Any, ...]]:
         """The result rows of the rows read, ``envs`` (before LIMIT and OFFSET)."""
@@ -385,6 +397,8 @@ class ResultPlan:
             if self.having is not None:
                 having = self.having
                 envs = [env for env in envs if holds(having(env, context))]
+        if self.windows is not None:
+            envs = self.windows.rows(envs, context)
         envs = sorted_rows(envs, self.order, context)
         if self.distinct_on:
             envs = _first_of_each(envs, self.distinct_on, context)
@@ -741,28 +755,6 @@ def order_keys(
 
 def env_of(row: tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]) -> tuple[Any, ...]:
     return row[2]
-
-
-def sorted_rows(
-    items: list[Any],
-    keys: Sequence[tuple[Compiled, bool]],
-    context: Context,
-    env_of: Callable[[Any], tuple[Any, ...]] | None = None,
-) -> list[Any]:
-    """``items`` sorted in place by ``keys`` over each item's row (``env_of(item)``, or
-    the item itself). NULLs sort first ascending (as in CockroachDB), so last
-    descending; stable sorts from the last key to the first give a multi-key order."""
-    for key, descending in reversed(keys):
-
-        def sort_key(item: Any, key: Compiled = key) -> tuple[int, Any]:
-            value = key(env_of(item) if env_of is not None else item, context)
-            if value is None:
-                return (0, 0)
-            # NB: NaN after NULL and before every number, as in CockroachDB
-            return (1, 0) if isinstance(value, float) and value != value else (2, value)
-
-        items.sort(key=sort_key, reverse=descending)
-    return items
 
 
 def flatten_and(node: exp.Expr) -> list[exp.Expr]:

@@ -48,7 +48,7 @@ from feedkv.sql.script import runaway
 from feedkv.sql.session_vars import canonical_name
 from feedkv.sql.types import INT64_MAX, ColumnType, parse_type_name
 
-__all__ = ["column_type", "parse", "parse_expression", "placeholder_count"]
+__all__ = ["column_type", "ordered", "parse", "parse_expression", "placeholder_count"]
 
 # NB: sqlglot logs a warning whenever it falls back to an opaque Command; feedkv turns
 # those into errors of its own, so the warnings would only be noise on the terminal.
@@ -59,6 +59,10 @@ class _Cockroach(Postgres):
     """PostgreSQL's dialect with CockroachDB's literals: ``b'...'`` is BYTES (its
     escapes read as bytes, see :func:`_bytes_literal`) and only ``B'...'`` is a bit
     string."""
+
+    # NB: NULLs sort first ascending, as in CockroachDB: an ORDER BY item's nulls_first
+    # then differs from its direction's default only when NULLS FIRST/LAST says so
+    NULL_ORDERING = "nulls_are_small"
 
     class Tokenizer(Postgres.Tokenizer):
         BIT_STRINGS: ClassVar = [("B'", "'")]
@@ -1600,7 +1604,18 @@ def _order_by(node: exp.Expr) -> tuple[tuple[exp.Expr, bool], ...]:
     order = node.args.get("order")
     if order is None:
         return ()
-    return tuple((item.this, bool(item.args.get("desc"))) for item in order.expressions)
+    return tuple(ordered(item) for item in order.expressions)
+
+
+def ordered(item: exp.Expr) -> tuple[exp.Expr, bool]:
+    """An ORDER BY item: its expression, and whether it is DESC. NULLS FIRST or LAST
+    is refused (0A000) where it is not CockroachDB's default for the direction, which
+    is the only order the sort gives (never ignored)."""
+    descending = bool(item.args.get("desc"))
+    if isinstance(item, exp.Ordered) and bool(item.args.get("nulls_first")) == descending:
+        nulls, direction = ("FIRST", "DESC") if descending else ("LAST", "ASC")
+        raise SQLError("0A000", f"NULLS {nulls} is not supported with {direction}")
+    return (item.this if isinstance(item, exp.Ordered) else item), descending
 
 
 def _mutation_order(

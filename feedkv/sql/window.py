@@ -28,6 +28,7 @@ from feedkv.errors import SQLError
 from feedkv.sql.aggregate import AggregateCall, group_key
 from feedkv.sql.expr import AGGREGATES, Compiled, Context, Scope, compile_expr, outer_nodes
 from feedkv.sql.ordering import sorted_rows
+from feedkv.sql.parser import ordered
 from feedkv.sql.types import ColumnType, Kind
 
 __all__ = ["WindowPlan", "contains_window"]
@@ -172,8 +173,8 @@ def _window(node: exp.Window, scope: Scope) -> _Window:
     partition = [compile_expr(p, scope) for p in node.args.get("partition_by") or []]
     order_node = node.args.get("order")
     order = [
-        (compile_expr(o.this, scope), bool(o.args.get("desc")))
-        for o in (order_node.expressions if order_node is not None else [])
+        (compile_expr(node, scope), descending)
+        for node, descending in map(ordered, order_node.expressions if order_node else [])
     ]
     if isinstance(function, _RANKS):
         if function.args.get("this") is not None or function.expressions:

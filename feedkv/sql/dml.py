@@ -85,6 +85,17 @@ def select(ex: Execution, s: st.Select) -> Result:
 def query(ex: Execution, q: st.Query) -> Result:
     """The rows of ``q``, its CTEs run first (in order: each sees those before it), in
     the statement's transaction."""
+    # NB: a query's subquery runners are its own: one of the same text inside it (which
+    # may name other tables by the same names) must not replace them, nor outlive it
+    runners = ex.context.subqueries
+    ex.context.subqueries = dict(runners)
+    try:
+        return _with_ctes(ex, q)
+    finally:
+        ex.context.subqueries = runners
+
+
+def _with_ctes(ex: Execution, q: st.Query) -> Result:
     if not q.ctes:
         return _query(ex, q)
     outer = ex.ctes

@@ -836,4 +836,11 @@ def _own(column: exp.Column, scope: Scope) -> bool:
 
 
 def _is_constant(node: exp.Expr) -> bool:
-    return is_constant(node) and not contains_aggregate(node)
+    """Whether ``node`` has one value for the whole statement, so a key span or a blind
+    write may use it. NB: not a subquery, which may be correlated (its value is the
+    row's), whatever its own columns."""
+    return (
+        is_constant(node)
+        and not contains_aggregate(node)
+        and node.find(exp.Subquery, exp.Exists) is None
+    )

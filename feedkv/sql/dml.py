@@ -120,7 +120,7 @@ def _query(ex: Execution, q: st.Query) -> Result:
         return _select_sources(ex, q)
     desc = ex.table(q.table)
     plan = ex.plan(q, desc, partial(SelectPlan.of, outer=ex.outer_scope))
-    _prepare_subqueries(ex, q, plan.scope)
+    _prepare_subqueries(ex, q.subqueries, plan.scope, _in_grouped_result(q))
     envs = [env for _row, _pairs, env in ex.matching(desc, plan.selection)]
     return _selected(ex, q, plan.result, envs)
 
@@ -147,13 +147,18 @@ def _cte(ex: Execution, name: st.TableName) -> Relation | None:
     return ex.ctes.get(name.name) if name.database is None else None
 
 
-def _prepare_subqueries(ex: Execution, s: st.Select, scope: Scope) -> None:
-    """Give each subquery of ``s`` a runner (:class:`_Subquery`), and run each once
-    now: it is planned (its errors come whatever the rows), and one that turns out
-    uncorrelated keeps its rows for the whole statement."""
+def _prepare_subqueries(
+    ex: Execution,
+    subqueries: Sequence[tuple[exp.Expr, st.Query]],
+    scope: Scope,
+    grouped: set[str] | frozenset[str] = frozenset(),
+) -> None:
+    """Give each of a statement's ``subqueries`` a runner (:class:`_Subquery`), and
+    run each once now: it is planned (its errors come whatever the rows), and one that
+    turns out uncorrelated keeps its rows for the whole statement. ``grouped``: those
+    evaluated over grouped rows (see :func:`_in_grouped_result`)."""
     width = 1 + max((index for index, _type in scope.columns.values()), default=-1)
-    grouped = _in_grouped_result(s)
-    for node, inner in s.subqueries:
+    for node, inner in subqueries:
         key = subquery_key(node)
         runner = _Subquery(ex, node, inner, scope, refuse_correlated=key in grouped)
         ex.context.subqueries[key] = runner
@@ -248,7 +253,7 @@ def _select_sources(ex: Execution, s: st.Select) -> Result:
     read = [_source(ex, source) for source in [s.table, *(join.table for join in s.joins)]]
     # NB: not kept by Session.plan, which keys a plan by one table
     plan = JoinPlan.of([r[0] for r in read], s, [r[2] for r in read], ex.outer_scope)
-    _prepare_subqueries(ex, s, plan.scope)
+    _prepare_subqueries(ex, s.subqueries, plan.scope, _in_grouped_result(s))
     joined = plan.rows([r[1] for r in read], ex.context)
     return _selected(ex, s, plan.result, joined)
 
@@ -256,7 +261,7 @@ def _select_sources(ex: Execution, s: st.Select) -> Result:
 def _select_no_table(ex: Execution, s: st.Select) -> Result:
     """SELECT without FROM: over one row of no columns (``SELECT count(*)`` is 1)."""
     scope = Scope(outer=ex.outer_scope)
-    _prepare_subqueries(ex, s, scope)
+    _prepare_subqueries(ex, s.subqueries, scope, _in_grouped_result(s))
     envs: list[tuple[Any, ...]] = [()]
     if s.where is not None:
         verdict = compile_expr(condition(s.where, scope), scope)((), ex.context)
@@ -397,21 +402,25 @@ def update(ex: Execution, s: st.Update) -> Result:
             ex.write_txn.put_if_present(*pair)
             ex.missing[pair[0]] = "UPDATE 0"
             return Result(tag="UPDATE 1")
+    _prepare_subqueries(ex, s.subqueries, plan.scope)
     sets, returning, assigned = plan.sets, plan.returning, plan.assigned
     key_ids = set(desc.primary_key)
     out_rows = []
-    count = 0
+    # NB: every new row (and RETURNING's) is made before the first write, so that
+    # a subquery reading the table sees it as the statement found it
+    changes = []
     for old, pairs, env in ex.chosen(desc, plan.selection, plan.order, s.limit):
         new = _assigned(ex, desc, old, env, sets)
+        changes.append((old, pairs, new))
+        if returning is not None:
+            new_env = tuple(new[c.id] for c in desc.columns)
+            out_rows.append(tuple(f(new_env, ex.context) for f in returning[1]))
+    for old, pairs, new in changes:
         if any(new[i] != old[i] for i in key_ids):
             _move_row(ex, desc, pairs, new)
         else:
             _write_changes(ex, desc, pairs, new, assigned)
-        count += 1
-        if returning is not None:
-            new_env = tuple(new[c.id] for c in desc.columns)
-            out_rows.append(tuple(f(new_env, ex.context) for f in returning[1]))
-    return _result(returning, out_rows, f"UPDATE {count}")
+    return _result(returning, out_rows, f"UPDATE {len(changes)}")
 
 
 def _assigned(
@@ -438,15 +447,18 @@ def _update_joined(ex: Execution, s: st.Update) -> Result:
     assigned = frozenset(column.id for column, _ in sets)
     out_rows = []
     width = len(desc.columns)
+    changes = []  # NB: all made before the first write, as in update()
     for old, pairs, env in chosen:
         new = _assigned(ex, desc, old, env, sets)
+        changes.append((old, pairs, new))
+        if s.returning is not None:
+            after = tuple(new[c.id] for c in desc.columns) + env[width:]
+            out_rows.append(tuple(f(after, ex.context) for f in plan.result.projections))
+    for old, pairs, new in changes:
         if any(new[i] != old[i] for i in desc.primary_key):
             _move_row(ex, desc, pairs, new)
         else:
             _write_changes(ex, desc, pairs, new, assigned)
-        if s.returning is not None:
-            after = tuple(new[c.id] for c in desc.columns) + env[width:]
-            out_rows.append(tuple(f(after, ex.context) for f in plan.result.projections))
     return _result(_joined_returning(s, plan), out_rows, f"UPDATE {len(chosen)}")
 
 
@@ -473,6 +485,7 @@ def _joined_targets(
     select = st.Select(s.text, s.table, s.alias, items, s.where, joins=s.joins)
     database = s.table.database or ex.session.database
     plan = JoinPlan.of([desc, *(r[0] for r in read)], select, [database, *(r[2] for r in read)])
+    _prepare_subqueries(ex, s.subqueries, plan.scope)
     primary = [desc.columns.index(c) for c in desc.key_columns]
     position: dict[tuple[Any, ...], int] = {}
     for i, env in enumerate(envs):
@@ -526,30 +539,31 @@ def delete(ex: Execution, s: st.Delete) -> Result:
         return _delete_joined(ex, s)
     desc = ex.table(s.table)
     plan = ex.plan(s, desc, DeletePlan.of)
+    _prepare_subqueries(ex, s.subqueries, plan.scope)
     returning = plan.returning
+    chosen = ex.chosen(desc, plan.selection, plan.order, s.limit)
     out_rows = []
-    count = 0
+    if returning is not None:  # NB: before the first delete, as in update()
+        out_rows = [tuple(f(env, ex.context) for f in returning[1]) for _o, _p, env in chosen]
     txn = ex.write_txn
-    for _old, pairs, env in ex.chosen(desc, plan.selection, plan.order, s.limit):
+    for _old, pairs, _env in chosen:
         for key in pairs:
             txn.delete(key)
-        count += 1
-        if returning is not None:
-            out_rows.append(tuple(f(env, ex.context) for f in returning[1]))
-    return _result(returning, out_rows, f"DELETE {count}")
+    return _result(returning, out_rows, f"DELETE {len(chosen)}")
 
 
 def _delete_joined(ex: Execution, s: st.Delete) -> Result:
     """DELETE ... USING: each row of the table that a joined row pairs with (kept by
     WHERE) is deleted once."""
     _desc, plan, chosen = _joined_targets(ex, s, s.returning)
-    txn = ex.write_txn
     out_rows = []
-    for _old, pairs, env in chosen:
+    if s.returning is not None:  # NB: before the first delete, as in update()
+        projections = plan.result.projections
+        out_rows = [tuple(f(env, ex.context) for f in projections) for _o, _p, env in chosen]
+    txn = ex.write_txn
+    for _old, pairs, _env in chosen:
         for key in pairs:
             txn.delete(key)
-        if s.returning is not None:
-            out_rows.append(tuple(f(env, ex.context) for f in plan.result.projections))
     return _result(_joined_returning(s, plan), out_rows, f"DELETE {len(chosen)}")
 
 

@@ -614,7 +614,7 @@ class _Statement:
                 ):
                     raise self._error_at(i + 1, "expected a list of values after RETURNING")
                 self._mask(i, len(self.tokens) - 1)
-                return tuple(select.expressions)
+                return tuple(e.copy() for e in select.expressions)  # NB: roots of their own
         return None
 
     def _cut_families(
@@ -1371,6 +1371,7 @@ class _Converter:
             limit,
             _index_and_alias(node.this)[1],
             joins,
+            tuple(self._subqueries(node)),
         )
 
     def _delete(self, node: exp.Delete) -> st.Statement:
@@ -1382,7 +1383,12 @@ class _Converter:
         if joins and (order or limit is not None):
             raise SQLError("0A000", "DELETE ... USING takes no ORDER BY or LIMIT")
         alias = _index_and_alias(node.this)[1]
-        return st.Delete(self.text, table, _where(node), returning, order, limit, alias, joins)
+        subqueries = [*self._subqueries(node)]
+        if self.returning is not None:  # cut out of the text, so not under ``node``
+            subqueries += [q for item in self.returning for q in self._subqueries(item)]
+        return st.Delete(
+            self.text, table, _where(node), returning, order, limit, alias, joins, tuple(subqueries)
+        )
 
     def _mutation_joins(self, sources: list[exp.Expr], what: str) -> tuple[st.Join, ...]:
         """UPDATE ... FROM's or DELETE ... USING's sources as joins after the table:
@@ -1558,14 +1564,15 @@ class _Converter:
             ctes,
         )
 
-    def _subqueries(self, node: exp.Select) -> Iterator[tuple[exp.Expr, st.Query]]:
+    def _subqueries(self, node: exp.Expr) -> Iterator[tuple[exp.Expr, st.Query]]:
         """The subqueries of ``node``'s own expressions (a subquery's own are its), each
-        converted: a scalar or IN subquery, or EXISTS."""
+        converted: a scalar or IN subquery, or EXISTS. ``node`` is a SELECT, an UPDATE,
+        a DELETE, or (for a DELETE's RETURNING, cut out of the text) an expression."""
         for found in node.find_all(exp.Subquery, exp.Exists):
             parent = found.parent
-            while parent is not None and not isinstance(parent, exp.Select | exp.SetOperation):
+            while parent is not None and not isinstance(parent, _QUERY_NODES):
                 parent = parent.parent
-            if parent is not node or _is_from_source(found):
+            if (parent is not None and parent is not node) or _is_from_source(found):
                 continue  # a subquery's own, or a FROM source (a derived table)
             yield found, self._query(found.this)
 
@@ -1581,8 +1588,11 @@ def _check_column_names(node: exp.Expr) -> None:
 _JOIN_SIDES = {"LEFT": "left", "RIGHT": "right", "FULL": "full"}
 
 
+_QUERY_NODES = (exp.Select, exp.SetOperation, exp.Update, exp.Delete)
+
+
 def _is_from_source(node: exp.Expr) -> bool:
-    return isinstance(node.parent, exp.From | exp.Join)
+    return isinstance(node.parent, exp.From | exp.Join) or node.arg_key == "using"
 
 
 def _refuse_unhandled(node: exp.Expr, handled: set[str]) -> None:

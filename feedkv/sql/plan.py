@@ -635,6 +635,7 @@ class UpdatePlan:
     assigned: frozenset[int]  # the ids of ``sets``' columns
     blind: Callable[[Context], list[Any] | None] | None
     order: list[tuple[Compiled, bool]]
+    scope: Scope  # the table's columns, which its subqueries may name
 
     @classmethod
     def of(cls, desc: TableDescriptor, s: st.Update, database: str) -> UpdatePlan:
@@ -653,7 +654,8 @@ class UpdatePlan:
             and all(_is_constant(e) for _, e in s.sets)
         )
         order = _mutation_order_keys(desc, s.order_by, scope)
-        return cls(selection, sets, returning, assigned, selection.point if whole else None, order)
+        blind = selection.point if whole else None
+        return cls(selection, sets, returning, assigned, blind, order, scope)
 
 
 @dataclass(frozen=True, slots=True)
@@ -661,13 +663,14 @@ class DeletePlan:
     selection: Selection
     returning: Projections | None
     order: list[tuple[Compiled, bool]]
+    scope: Scope  # the table's columns, which its subqueries may name
 
     @classmethod
     def of(cls, desc: TableDescriptor, s: st.Delete, database: str) -> DeletePlan:
         scope = table_scope(desc, database, s.alias)
         returning = _returning(desc, s.returning, scope, s.alias)
         order = _mutation_order_keys(desc, s.order_by, scope)
-        return cls(Selection.of(desc, s.where, scope), returning, order)
+        return cls(Selection.of(desc, s.where, scope), returning, order, scope)
 
 
 def _mutation_order_keys(

@@ -223,6 +223,7 @@ class Update(Statement):
     # UPDATE ... FROM: the sources joined to the table (a comma is a CROSS JOIN); SET,
     # WHERE and RETURNING name their columns, and each row is written once.
     joins: tuple[Join, ...] = ()
+    subqueries: tuple[tuple[exp.Expr, Query], ...] = ()  # as Select's
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +237,7 @@ class Delete(Statement):
     limit: exp.Expr | None = None
     alias: str | None = None
     joins: tuple[Join, ...] = ()  # DELETE ... USING, as UPDATE ... FROM's
+    subqueries: tuple[tuple[exp.Expr, Query], ...] = ()  # as Select's
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ from feedkv.sql.expr import (
     compile_expr,
     condition,
     contains_aggregate,
+    static_kind,
     subquery_key,
 )
 from feedkv.sql.join import JoinPlan
@@ -56,8 +57,9 @@ from feedkv.sql.row_codec import (
     row_span,
     table_span,
 )
-from feedkv.sql.set_ops import SetResult, combine, result_order
+from feedkv.sql.set_ops import SetResult, combine, result_order, union_all
 from feedkv.sql.types import (
+    ColumnType,
     coerce,
     logical_decimal,
     timestamp_of,
@@ -114,6 +116,8 @@ def _with_ctes(ex: Execution, q: st.Query) -> Result:
 def _query(ex: Execution, q: st.Query) -> Result:
     if isinstance(q, st.SetOperation):
         return _set_operation(ex, q)
+    if isinstance(q, st.Values):
+        return _values(ex, q)
     if q.table is None:
         return _select_no_table(ex, q)
     if q.joins or not isinstance(q.table, st.TableName) or _cte(ex, q.table) is not None:
@@ -141,6 +145,23 @@ def _set_operation(ex: Execution, s: st.SetOperation) -> Result:
     keys = result_order(s.op.upper(), s.order_by, combined.columns)
     rows = ex.limited(sorted_rows(combined.rows, keys, ex.context), s.limit, s.offset)
     return Result(combined.columns, rows, f"SELECT {len(rows)}", combined.types)
+
+
+def _values(ex: Execution, v: st.Values) -> Result:
+    """VALUES as a query: each row's values (which may name an outer query's columns,
+    in a subquery), of the types all rows share (42804 otherwise, as UNION ALL)."""
+    if len({len(row) for row in v.rows}) > 1:
+        raise SQLError("42601", "VALUES lists must all be the same length")
+    scope = Scope(outer=ex.outer_scope)
+    names = tuple(f"column{i + 1}" for i in range(len(v.rows[0])))
+    sides = []
+    for row in v.rows:
+        values = tuple(compile_expr(node, scope)((), ex.context) for node in row)
+        kinds = [static_kind(node, scope) for node in row]
+        types = tuple(ColumnType(kind) if kind is not None else None for kind in kinds)
+        sides.append(SetResult(names, types, [values]))
+    combined = union_all("VALUES", sides)
+    return Result(names, combined.rows, f"SELECT {len(combined.rows)}", combined.types)
 
 
 def _cte(ex: Execution, name: st.TableName) -> Relation | None:
@@ -595,6 +616,7 @@ def duplicate_key(desc: TableDescriptor, row: dict[int, Any]) -> SQLError:
 HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.Select: select,
     st.SetOperation: query,
+    st.Values: query,
     st.Insert: insert,
     st.Update: update,
     st.Delete: delete,

@@ -1167,7 +1167,7 @@ class _Converter:
         handler = getattr(self, f"_{type(node).__name__.lower()}", None)
         if isinstance(node, exp.SetOperation):
             handler = self._set_operation
-        elif isinstance(node, exp.Subquery):
+        elif isinstance(node, exp.Subquery | exp.Values):
             handler = self._query
         if handler is None:
             raise _unsupported(node)
@@ -1421,6 +1421,13 @@ class _Converter:
             return converter._select(node)
         if isinstance(node, exp.SetOperation):
             return converter._set_operation(node)
+        if isinstance(node, exp.Values):
+            _refuse_unhandled(node, {"expressions", "alias"})
+            rows = tuple(
+                tuple(row.expressions) if isinstance(row, exp.Tuple) else (row,)
+                for row in node.expressions
+            )
+            return st.Values(self.text, rows)
         raise _unsupported(node, "query")
 
     def _set_operation(self, node: exp.SetOperation) -> st.SetOperation:
@@ -1464,12 +1471,16 @@ class _Converter:
     def _source(self, node: exp.Expr) -> tuple[st.Source, str | None, str | None]:
         """A FROM or JOIN source, its index hint and its alias: a table (or a CTE's
         name) or a subquery in parentheses."""
-        if isinstance(node, exp.Subquery):
-            _refuse_unhandled(node, {"this", "alias"})
+        if isinstance(node, exp.Subquery | exp.Values):
             alias = node.args.get("alias")
             name = _ident(alias.this) if alias is not None and alias.this is not None else ""
             columns = tuple(_ident(c) for c in alias.columns) if alias is not None else ()
-            return st.Derived(self._query(node.this), name, columns), None, name or None
+            if isinstance(node, exp.Values):
+                query = self._query(node)
+            else:
+                _refuse_unhandled(node, {"this", "alias"})
+                query = self._query(node.this)
+            return st.Derived(query, name, columns), None, name or None
         if isinstance(node, exp.Lateral):
             raise SQLError("0A000", "LATERAL is not supported")
         if not isinstance(node, exp.Table):

@@ -31,7 +31,7 @@ from feedkv.sql.plan import order_keys as plan_order_keys
 from feedkv.sql.relation import column_types
 from feedkv.sql.types import ColumnType, Kind
 
-__all__ = ["SetResult", "combine", "result_order"]
+__all__ = ["SetResult", "combine", "result_order", "union_all"]
 
 _NUMBERS = (Kind.INT, Kind.DECIMAL, Kind.FLOAT)  # narrowest first
 
@@ -75,11 +75,28 @@ def combine(op: str, all_: bool, left: SetResult, right: SetResult) -> SetResult
     return SetResult(left.columns, tuple(types), rows)
 
 
+def union_all(word: str, sides: Sequence[SetResult]) -> SetResult:
+    """The rows of every side, in order, of the types they share (``word`` names the
+    statement in errors: VALUES). The sides have as many columns."""
+    width = len(sides[0].columns)
+    types = _types(sides[0], width)
+    for side in sides[1:]:
+        types = _merged(word, types, _types(side, width))
+    rows = [row for side in sides for row in side.rows]
+    return SetResult(sides[0].columns, tuple(types), _promoted(rows, types))
+
+
 def _matched(word: str, left: SetResult, right: SetResult) -> list[ColumnType | None]:
     """Each result column's type, or 42804 where the sides' types do not match."""
     width = len(left.columns)
+    return _merged(word, _types(left, width), _types(right, width))
+
+
+def _merged(
+    word: str, left: Sequence[ColumnType | None], right: Sequence[ColumnType | None]
+) -> list[ColumnType | None]:
     out: list[ColumnType | None] = []
-    for a, b in zip(_types(left, width), _types(right, width), strict=True):
+    for a, b in zip(left, right, strict=True):
         if a is None or b is None:
             out.append(a or b)
         elif a.kind is b.kind:

@@ -51,6 +51,7 @@ __all__ = [
     "TableName",
     "Truncate",
     "Update",
+    "Values",
 ]
 
 
@@ -320,7 +321,16 @@ class SetOperation(Statement):
     ctes: tuple[Cte, ...] = ()
 
 
-Query = Select | SetOperation
+@dataclass(frozen=True, slots=True)
+class Values(Statement):
+    """``VALUES (a, b), (c, d)`` as a query (a statement, or read as a table): its
+    columns are ``column1``, ``column2``, ... of the types the rows share."""
+
+    rows: tuple[tuple[exp.Expr, ...], ...]
+    ctes: tuple[Cte, ...] = ()
+
+
+Query = Select | SetOperation | Values
 
 
 @dataclass(frozen=True, slots=True)

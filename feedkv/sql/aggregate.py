@@ -322,7 +322,7 @@ class _State:
             self.accumulator.add(True, None)
             return
         value = call.argument(env, context)
-        if value is None:
+        if value is None and not self.accumulator.keeps_nulls:
             return
         if self.seen is not None:
             key = group_key(value)
@@ -342,6 +342,8 @@ class _State:
 
 
 class _Accumulator:
+    keeps_nulls = False  # NULL values are skipped (all but jsonb_agg)
+
     def add(self, value: Any, separator: Any) -> None:
         raise NotImplementedError
 
@@ -361,6 +363,7 @@ class _Count(_Accumulator):
 
 
 _NUMBERS = {Kind.INT, Kind.FLOAT, Kind.DECIMAL}
+_JSON_PLAIN = (Kind.INT, Kind.STRING, Kind.BOOL, Kind.JSONB)
 _ARGUMENT_KINDS = {
     "sum": {Kind.INT, Kind.FLOAT, Kind.DECIMAL},
     "avg": {Kind.INT, Kind.FLOAT, Kind.DECIMAL},
@@ -374,6 +377,8 @@ _ARGUMENT_KINDS = {
 def _check_argument(name: str, kind: Kind | None) -> None:
     """42883 for an argument whose kind the aggregate does not take, whatever the rows
     (found when the kind shows in the tree; else from the first value)."""
+    if name == "jsonb_agg" and kind not in (None, *_JSON_PLAIN):
+        raise SQLError("0A000", f"jsonb_agg of {kind.value} values is not supported")
     allowed = _ARGUMENT_KINDS.get(name)
     if kind is not None and allowed is not None and kind not in allowed:
         raise SQLError("42883", f"unknown signature: {name}({kind.value.lower()})")
@@ -488,6 +493,28 @@ class _StringAgg(_Accumulator):
         return type(self.parts[0])().join(self.parts)
 
 
+class _JsonbAgg(_Accumulator):
+    """jsonb_agg(value): a JSON array of the values in the order read, NULLs as JSON
+    null; over no rows NULL. Only values whose JSON form is plain (INT, STRING, BOOL,
+    JSONB) are taken: the others' text in CockroachDB's JSON is not built (0A000)."""
+
+    keeps_nulls = True
+
+    def __init__(self) -> None:
+        self.values: list[Any] | None = None
+
+    def add(self, value: Any, separator: Any) -> None:
+        if value is not None and not isinstance(value, bool | int | str | dict | list):
+            raise SQLError("0A000", f"jsonb_agg of {type_of_value(value)} values is not supported")
+        if self.values is None:
+            self.values = []
+        self.values.append(value)
+
+    def result(self) -> Any:
+        # NB: a copy: a window's running aggregate takes a result, then adds more
+        return list(self.values) if self.values is not None else None
+
+
 _NAMES: dict[type[exp.Expr], str] = {
     exp.Count: "count",
     exp.Sum: "sum",
@@ -502,6 +529,7 @@ _NAMES: dict[type[exp.Expr], str] = {
     exp.Stddev: "stddev",
     exp.StddevSamp: "stddev_samp",
     exp.StddevPop: "stddev_pop",
+    exp.JSONArrayAgg: "jsonb_agg",
 }
 _MAKERS: dict[str, Callable[[], _Accumulator | Spread]] = {
     "count": _Count,
@@ -517,4 +545,5 @@ _MAKERS: dict[str, Callable[[], _Accumulator | Spread]] = {
     "stddev": lambda: Spread(sample=True, root=True),
     "stddev_samp": lambda: Spread(sample=True, root=True),
     "stddev_pop": lambda: Spread(sample=False, root=True),
+    "jsonb_agg": _JsonbAgg,
 }

@@ -206,6 +206,7 @@ class Scope:
 AGGREGATES = (
     exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg, exp.LogicalAnd, exp.LogicalOr, exp.GroupConcat,
     exp.Variance, exp.VariancePop, exp.Stddev, exp.StddevSamp, exp.StddevPop,
+    exp.JSONArrayAgg,
 )  # fmt: skip
 
 
@@ -240,6 +241,10 @@ def expression_name(node: exp.Expr) -> str:
         return "count"
     if isinstance(node, exp.VariancePop):
         return "var_pop"
+    if isinstance(node, exp.JSONArrayAgg):
+        return "jsonb_agg"
+    if isinstance(node, exp.GroupConcat):
+        return "string_agg"
     if isinstance(node, exp.Func):
         name = node.sql_name() if not isinstance(node, exp.Anonymous) else node.name
         return name.lower()

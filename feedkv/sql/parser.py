@@ -40,6 +40,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.parsers.postgres import PostgresParser
 from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
 from feedkv.errors import SQLError
@@ -67,6 +68,21 @@ class _Cockroach(Postgres):
     class Tokenizer(Postgres.Tokenizer):
         BIT_STRINGS: ClassVar = [("B'", "'")]
         BYTE_STRINGS: ClassVar = [("e'", "'"), ("E'", "'"), ("b'", "'")]
+
+    class Parser(PostgresParser):
+        FUNCTIONS: ClassVar = {
+            **PostgresParser.FUNCTIONS,
+            "JSONB_AGG": lambda args: _jsonb_agg(args),
+            "JSON_AGG": lambda args: _jsonb_agg(args),
+        }
+
+
+def _jsonb_agg(args: list[exp.Expr]) -> exp.Expr:
+    """jsonb_agg(x) (json_agg is the same in CockroachDB), as sqlglot's JSON array
+    aggregate."""
+    if len(args) != 1:
+        raise SQLError("42883", "unknown signature: jsonb_agg() takes exactly one argument")
+    return exp.JSONArrayAgg(this=args[0])
 
 
 _DIALECT = _Cockroach()

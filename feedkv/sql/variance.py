@@ -25,6 +25,8 @@ class Spread:
     """One group's variance or standard deviation (``sample``: divide by n - 1, else by
     n; ``root``: the standard deviation)."""
 
+    keeps_nulls = False
+
     def __init__(self, sample: bool, root: bool) -> None:
         self.sample, self.root = sample, root
         self.count = 0

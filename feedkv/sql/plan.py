@@ -33,6 +33,7 @@ from feedkv.sql.expr import (
     contains_aggregate,
     expression_name,
     is_constant,
+    outer_nodes,
     qualifier_of,
     static_kind,
 )
@@ -778,8 +779,14 @@ _FLIP: dict[type[exp.Expr], type[exp.Expr]] = {
 
 
 def _key_plan(desc: TableDescriptor, where: exp.Expr, scope: Scope) -> _KeyPlan | None:
-    """Equality and range constraints on primary key columns with constant sides."""
-    empty = Scope()
+    """Equality and range constraints on primary key columns with constant sides: a
+    side is constant when it names no column, or only the outer query's (in a
+    correlated subquery, whose plan is made for each of the outer rows)."""
+    empty = Scope(outer=scope.outer)
+
+    def fixed(node: exp.Expr) -> bool:
+        return _fixed(node, scope)
+
     equal: dict[str, Compiled] = {}
     lows: dict[str, _Bound] = {}
     highs: dict[str, _Bound] = {}
@@ -791,7 +798,7 @@ def _key_plan(desc: TableDescriptor, where: exp.Expr, scope: Scope) -> _KeyPlan 
                 continue
             name = conjunct.this.name.lower()
             low, high = conjunct.args["low"], conjunct.args["high"]
-            if _is_constant(low) and _is_constant(high):
+            if fixed(low) and fixed(high):
                 lows[name] = _Bound(compile_expr(low, empty), True)
                 highs[name] = _Bound(compile_expr(high, empty), True)
                 source[id(lows[name])] = source[id(highs[name])] = conjunct
@@ -800,9 +807,9 @@ def _key_plan(desc: TableDescriptor, where: exp.Expr, scope: Scope) -> _KeyPlan 
         if op not in _FLIP:
             continue
         left, right = conjunct.this, conjunct.expression
-        if isinstance(right, exp.Column) and _is_constant(left):
+        if isinstance(right, exp.Column) and fixed(left):
             left, right, op = right, left, _FLIP[op]
-        if not isinstance(left, exp.Column) or not _is_constant(right) or not _own(left, scope):
+        if not isinstance(left, exp.Column) or not fixed(right) or not _own(left, scope):
             continue
         name = left.name.lower()
         value = compile_expr(right, empty)
@@ -836,6 +843,22 @@ def _own(column: exp.Column, scope: Scope) -> bool:
         return scope.find(column)[0] == 0
     except SQLError:
         return False  # NB: compiling the WHERE clause reports it
+
+
+def _fixed(node: exp.Expr, scope: Scope) -> bool:
+    """Whether ``node`` has one value for a run of the statement: a constant, or an
+    expression of the outer query's columns only (see :func:`_is_constant`)."""
+    if contains_aggregate(node) or node.find(exp.Subquery, exp.Exists) is not None:
+        return False
+    for column in outer_nodes(node, exp.Column):
+        if not isinstance(column, exp.Column) or not isinstance(column.this, exp.Identifier):
+            return False
+        try:
+            if scope.find(column)[0] == 0:
+                return False
+        except SQLError:
+            return False  # NB: compiling the WHERE clause reports it
+    return True
 
 
 def _is_constant(node: exp.Expr) -> bool:

@@ -35,7 +35,6 @@ from feedkv.sql.expr import (
     Scope,
     compile_expr,
     condition,
-    contains_aggregate,
     static_kind,
     subquery_key,
 )
@@ -124,7 +123,7 @@ def _query(ex: Execution, q: st.Query) -> Result:
         return _select_sources(ex, q)
     desc = ex.table(q.table)
     plan = ex.plan(q, desc, partial(SelectPlan.of, outer=ex.outer_scope))
-    _prepare_subqueries(ex, q.subqueries, plan.scope, _in_grouped_result(q))
+    _prepare_subqueries(ex, q.subqueries, plan.scope, _grouped_context(q, plan.result))
     envs = [env for _row, _pairs, env in ex.matching(desc, plan.selection)]
     return _selected(ex, q, plan.result, envs)
 
@@ -172,16 +171,17 @@ def _prepare_subqueries(
     ex: Execution,
     subqueries: Sequence[tuple[exp.Expr, st.Query]],
     scope: Scope,
-    grouped: set[str] | frozenset[str] = frozenset(),
+    grouped: dict[str, frozenset[int]] | None = None,
 ) -> None:
     """Give each of a statement's ``subqueries`` a runner (:class:`_Subquery`), and
     run each once now: it is planned (its errors come whatever the rows), and one that
     turns out uncorrelated keeps its rows for the whole statement. ``grouped``: those
-    evaluated over grouped rows (see :func:`_in_grouped_result`)."""
+    evaluated over grouped rows, with the places of ``scope`` they may name (see
+    :func:`_grouped_context`)."""
     width = 1 + max((index for index, _type in scope.columns.values()), default=-1)
     for node, inner in subqueries:
         key = subquery_key(node)
-        runner = _Subquery(ex, node, inner, scope, refuse_correlated=key in grouped)
+        runner = _Subquery(ex, node, inner, scope, (grouped or {}).get(key))
         ex.context.subqueries[key] = runner
         runner((None,) * width)
 
@@ -190,23 +190,32 @@ class _Subquery:
     """A subquery's rows for a row of the query around it. The first run tells whether
     it is correlated (it found a name in that query's scope): if not, its rows are
     kept; if so, it runs again for every row, as a nested loop: the subquery's cost
-    times the outer query's rows."""
+    times the outer query's rows. Evaluated over grouped rows (``determined`` is not
+    None), it may name only the columns the grouping determines (42803, as
+    PostgreSQL): a grouped row holds its group's first row's values."""
 
     def __init__(
-        self, ex: Execution, node: exp.Expr, inner: st.Query, scope: Scope, refuse_correlated: bool
+        self,
+        ex: Execution,
+        node: exp.Expr,
+        inner: st.Query,
+        scope: Scope,
+        determined: frozenset[int] | None,
     ) -> None:
         self.ex, self.node, self.inner, self.scope = ex, node, inner, scope
-        self.refuse_correlated = refuse_correlated
+        self.determined = determined
         self.kept: list[tuple[Any, ...]] | None = None
         self.probed = False
 
     def __call__(self, outer: Sequence[Any]) -> list[tuple[Any, ...]]:
         if self.kept is not None:
             return self.kept
-        ex = self.ex
-        hits = self.scope.hits
+        ex, scope = self.ex, self.scope
+        hits = scope.hits
+        if not self.probed:
+            scope.referenced = set()
         ex.context.outer.append(outer)
-        ex.outer_scopes.append(self.scope)
+        ex.outer_scopes.append(scope)
         try:
             rows = _subquery_rows(ex, self.node, self.inner)
         finally:
@@ -214,26 +223,34 @@ class _Subquery:
             ex.outer_scopes.pop()
         if not self.probed:
             self.probed = True
-            if self.scope.hits == hits:
+            if scope.hits == hits:
                 self.kept = rows
-            elif self.refuse_correlated:
-                raise SQLError(
-                    "0A000",
-                    "a correlated subquery in a grouped SELECT's list, HAVING or ORDER BY "
-                    "is not supported",
-                )
+            elif self.determined is not None:
+                self._check_grouped(scope.referenced - self.determined)
         return rows
 
+    def _check_grouped(self, ungrouped: set[int]) -> None:
+        if not ungrouped:
+            return
+        index = min(ungrouped)
+        names = [f"{q}.{n}" for (q, n), (i, _t) in self.scope.columns.items() if i == index and q]
+        name = names[0] if names else "?"
+        raise SQLError("42803", f'subquery uses ungrouped column "{name}" from outer query')
 
-def _in_grouped_result(s: st.Select) -> set[str]:
-    """The keys of the subqueries a grouped SELECT evaluates over its grouped rows (in
-    its list, HAVING, ORDER BY or DISTINCT ON), where the outer row is a group's."""
+
+def _grouped_context(s: st.Select, result: ResultPlan) -> dict[str, frozenset[int]]:
+    """The subqueries a grouped SELECT evaluates over its grouped rows (in its list,
+    HAVING, ORDER BY or DISTINCT ON), each with the table columns the grouping
+    determines (those a correlated one may name)."""
+    if result.grouping is None:
+        return {}
     nodes = [*s.items, *(n for n, _ in s.order_by), *s.distinct_on]
     nodes += [s.having] if s.having is not None else []
-    if not (s.group_by or s.having is not None or any(map(contains_aggregate, nodes))):
-        return set()
+    determined = result.grouping.determined
     return {
-        subquery_key(found) for node in nodes for found in node.find_all(exp.Subquery, exp.Exists)
+        subquery_key(found): determined
+        for node in nodes
+        for found in node.find_all(exp.Subquery, exp.Exists)
     }
 
 
@@ -274,7 +291,7 @@ def _select_sources(ex: Execution, s: st.Select) -> Result:
     read = [_source(ex, source) for source in [s.table, *(join.table for join in s.joins)]]
     # NB: not kept by Session.plan, which keys a plan by one table
     plan = JoinPlan.of([r[0] for r in read], s, [r[2] for r in read], ex.outer_scope)
-    _prepare_subqueries(ex, s.subqueries, plan.scope, _in_grouped_result(s))
+    _prepare_subqueries(ex, s.subqueries, plan.scope, _grouped_context(s, plan.result))
     joined = plan.rows([r[1] for r in read], ex.context)
     return _selected(ex, s, plan.result, joined)
 
@@ -282,12 +299,13 @@ def _select_sources(ex: Execution, s: st.Select) -> Result:
 def _select_no_table(ex: Execution, s: st.Select) -> Result:
     """SELECT without FROM: over one row of no columns (``SELECT count(*)`` is 1)."""
     scope = Scope(outer=ex.outer_scope)
-    _prepare_subqueries(ex, s.subqueries, scope, _in_grouped_result(s))
+    result = ResultPlan.of([], scope, s)
+    _prepare_subqueries(ex, s.subqueries, scope, _grouped_context(s, result))
     envs: list[tuple[Any, ...]] = [()]
     if s.where is not None:
         verdict = compile_expr(condition(s.where, scope), scope)((), ex.context)
         envs = envs if holds(verdict) else []
-    return _selected(ex, s, ResultPlan.of([], scope, s), envs)
+    return _selected(ex, s, result, envs)
 
 
 def insert(ex: Execution, s: st.Insert) -> Result:

@@ -122,6 +122,7 @@ class Scope:
     # none is not correlated to it).
     outer: Scope | None = None
     hits: int = 0
+    referenced: set[int] = field(default_factory=set)  # its places a query inside named
 
     def add(self, qualifiers: Sequence[str], name: str, index: int, ctype: ColumnType) -> None:
         """``name`` under each of ``qualifiers`` (``""``: unqualified). Adding an
@@ -173,6 +174,8 @@ class Scope:
                 # NB: the error of the query whose table the name's qualifier names
                 raise (outer_exc if exc.code == "42P01" else exc) from None
             self.outer.hits += 1
+            if not depth:
+                self.outer.referenced.add(index)
             return depth + 1, index, ctype
         return 0, index, ctype
 

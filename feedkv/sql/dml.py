@@ -1,4 +1,4 @@
-"""The statements about rows: SELECT, INSERT (and UPSERT), UPDATE and DELETE, each
+"""The statements that write rows: INSERT (and UPSERT), UPDATE and DELETE, each
 run against its plan (:mod:`feedkv.sql.plan`) in the statement's
 :class:`~feedkv.sql.execution.Execution`.
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import decimal
 from collections.abc import Callable, Iterable, Sequence
-from functools import partial
 from typing import Any
 
 from sqlglot import exp
@@ -22,7 +21,6 @@ from feedkv.errors import (
     InvariantViolation,
     SQLError,
 )
-from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate import group_key
 from feedkv.sql.descriptor import (
@@ -32,280 +30,29 @@ from feedkv.sql.descriptor import (
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.expr import (
     Compiled,
-    Scope,
     compile_expr,
-    condition,
-    static_kind,
-    subquery_key,
 )
 from feedkv.sql.join import JoinPlan
 from feedkv.sql.plan import (
     DeletePlan,
     InsertPlan,
     Projections,
-    ResultPlan,
-    SelectPlan,
     UpdatePlan,
     check_returning,
     holds,
-    sorted_rows,
 )
-from feedkv.sql.relation import Relation
+from feedkv.sql.query import query, read_source
 from feedkv.sql.row_codec import (
     row_kvs,
     row_span,
     table_span,
 )
-from feedkv.sql.set_ops import SetResult, combine, result_order, union_all
+from feedkv.sql.subquery import prepare_subqueries
 from feedkv.sql.types import (
-    ColumnType,
     coerce,
-    logical_decimal,
-    timestamp_of,
 )
 
 __all__ = ["HANDLERS", "duplicate_key"]
-
-
-def select(ex: Execution, s: st.Select) -> Result:
-    if s.as_of is not None:
-        if ex.session.in_transaction:
-            raise SQLError(
-                "0A000",
-                "AS OF SYSTEM TIME cannot be used inside BEGIN ... COMMIT: a transaction "
-                "reads at its own timestamp",
-            )
-        ts = timestamp_of(ex.constant(s.as_of), ex.session.db.now())
-        if ts > ex.session.db.now():
-            raise SQLError("22007", f"AS OF SYSTEM TIME: {ts} is in the future")
-        ex.reader = catalog.Snapshot(ex.session.db, ts)
-        ex.context.logical_timestamp = partial(logical_decimal, ts)
-    return query(ex, s)
-
-
-def query(ex: Execution, q: st.Query) -> Result:
-    """The rows of ``q``, its CTEs run first (in order: each sees those before it), in
-    the statement's transaction."""
-    # NB: a query's subquery runners are its own: one of the same text inside it (which
-    # may name other tables by the same names) must not replace them, nor outlive it
-    runners = ex.context.subqueries
-    ex.context.subqueries = dict(runners)
-    try:
-        return _with_ctes(ex, q)
-    finally:
-        ex.context.subqueries = runners
-
-
-def _with_ctes(ex: Execution, q: st.Query) -> Result:
-    if not q.ctes:
-        return _query(ex, q)
-    outer = ex.ctes
-    ex.ctes = dict(outer)
-    try:
-        for cte in q.ctes:
-            result = query(ex, cte.query)
-            ex.ctes[cte.name] = Relation.of(
-                cte.name, result.columns, result.types, result.rows, cte.columns
-            )
-        return _query(ex, q)
-    finally:
-        ex.ctes = outer
-
-
-def _query(ex: Execution, q: st.Query) -> Result:
-    if isinstance(q, st.SetOperation):
-        return _set_operation(ex, q)
-    if isinstance(q, st.Values):
-        return _values(ex, q)
-    if q.table is None:
-        return _select_no_table(ex, q)
-    if q.joins or not isinstance(q.table, st.TableName) or _cte(ex, q.table) is not None:
-        return _select_sources(ex, q)
-    desc = ex.table(q.table)
-    plan = ex.plan(q, desc, partial(SelectPlan.of, outer=ex.outer_scope))
-    _prepare_subqueries(ex, q.subqueries, plan.scope, _grouped_context(q, plan.result))
-    envs = [env for _row, _pairs, env in ex.matching(desc, plan.selection)]
-    return _selected(ex, q, plan.result, envs)
-
-
-def _selected(
-    ex: Execution, s: st.Select, result: ResultPlan, envs: list[tuple[Any, ...]]
-) -> Result:
-    rows = ex.limited(result.rows(envs, ex.context), s.limit, s.offset)
-    return Result(result.names, rows, f"SELECT {len(rows)}", result.types)
-
-
-def _set_operation(ex: Execution, s: st.SetOperation) -> Result:
-    sides = []
-    for side in (s.left, s.right):
-        result = query(ex, side)
-        sides.append(SetResult(result.columns, result.types, result.rows))
-    combined = combine(s.op, s.all, *sides)
-    keys = result_order(s.op.upper(), s.order_by, combined.columns)
-    rows = ex.limited(sorted_rows(combined.rows, keys, ex.context), s.limit, s.offset)
-    return Result(combined.columns, rows, f"SELECT {len(rows)}", combined.types)
-
-
-def _values(ex: Execution, v: st.Values) -> Result:
-    """VALUES as a query: each row's values (which may name an outer query's columns,
-    in a subquery), of the types all rows share (42804 otherwise, as UNION ALL)."""
-    if len({len(row) for row in v.rows}) > 1:
-        raise SQLError("42601", "VALUES lists must all be the same length")
-    scope = Scope(outer=ex.outer_scope)
-    names = tuple(f"column{i + 1}" for i in range(len(v.rows[0])))
-    sides = []
-    for row in v.rows:
-        values = tuple(compile_expr(node, scope)((), ex.context) for node in row)
-        kinds = [static_kind(node, scope) for node in row]
-        types = tuple(ColumnType(kind) if kind is not None else None for kind in kinds)
-        sides.append(SetResult(names, types, [values]))
-    combined = union_all("VALUES", sides)
-    return Result(names, combined.rows, f"SELECT {len(combined.rows)}", combined.types)
-
-
-def _cte(ex: Execution, name: st.TableName) -> Relation | None:
-    return ex.ctes.get(name.name) if name.database is None else None
-
-
-def _prepare_subqueries(
-    ex: Execution,
-    subqueries: Sequence[tuple[exp.Expr, st.Query]],
-    scope: Scope,
-    grouped: dict[str, frozenset[int]] | None = None,
-) -> None:
-    """Give each of a statement's ``subqueries`` a runner (:class:`_Subquery`), and
-    run each once now: it is planned (its errors come whatever the rows), and one that
-    turns out uncorrelated keeps its rows for the whole statement. ``grouped``: those
-    evaluated over grouped rows, with the places of ``scope`` they may name (see
-    :func:`_grouped_context`)."""
-    width = 1 + max((index for index, _type in scope.columns.values()), default=-1)
-    for node, inner in subqueries:
-        key = subquery_key(node)
-        runner = _Subquery(ex, node, inner, scope, (grouped or {}).get(key))
-        ex.context.subqueries[key] = runner
-        runner((None,) * width)
-
-
-class _Subquery:
-    """A subquery's rows for a row of the query around it. The first run tells whether
-    it is correlated (it found a name in that query's scope): if not, its rows are
-    kept; if so, it runs again for every row, as a nested loop: the subquery's cost
-    times the outer query's rows. Evaluated over grouped rows (``determined`` is not
-    None), it may name only the columns the grouping determines (42803, as
-    PostgreSQL): a grouped row holds its group's first row's values."""
-
-    def __init__(
-        self,
-        ex: Execution,
-        node: exp.Expr,
-        inner: st.Query,
-        scope: Scope,
-        determined: frozenset[int] | None,
-    ) -> None:
-        self.ex, self.node, self.inner, self.scope = ex, node, inner, scope
-        self.determined = determined
-        self.kept: list[tuple[Any, ...]] | None = None
-        self.probed = False
-
-    def __call__(self, outer: Sequence[Any]) -> list[tuple[Any, ...]]:
-        if self.kept is not None:
-            return self.kept
-        ex, scope = self.ex, self.scope
-        hits = scope.hits
-        if not self.probed:
-            scope.referenced = set()
-        ex.context.outer.append(outer)
-        ex.outer_scopes.append(scope)
-        try:
-            rows = _subquery_rows(ex, self.node, self.inner)
-        finally:
-            ex.context.outer.pop()
-            ex.outer_scopes.pop()
-        if not self.probed:
-            self.probed = True
-            if scope.hits == hits:
-                self.kept = rows
-            elif self.determined is not None:
-                self._check_grouped(scope.referenced - self.determined)
-        return rows
-
-    def _check_grouped(self, ungrouped: set[int]) -> None:
-        if not ungrouped:
-            return
-        index = min(ungrouped)
-        names = [f"{q}.{n}" for (q, n), (i, _t) in self.scope.columns.items() if i == index and q]
-        name = names[0] if names else "?"
-        raise SQLError("42803", f'subquery uses ungrouped column "{name}" from outer query')
-
-
-def _grouped_context(s: st.Select, result: ResultPlan) -> dict[str, frozenset[int]]:
-    """The subqueries a grouped SELECT evaluates over its grouped rows (in its list,
-    HAVING, ORDER BY or DISTINCT ON), each with the table columns the grouping
-    determines (those a correlated one may name)."""
-    if result.grouping is None:
-        return {}
-    nodes = [*s.items, *(n for n, _ in s.order_by), *s.distinct_on]
-    nodes += [s.having] if s.having is not None else []
-    determined = result.grouping.determined
-    return {
-        subquery_key(found): determined
-        for node in nodes
-        for found in node.find_all(exp.Subquery, exp.Exists)
-    }
-
-
-def _subquery_rows(ex: Execution, node: exp.Expr, inner: st.Query) -> list[tuple[Any, ...]]:
-    result = query(ex, inner)
-    if not isinstance(node, exp.Exists) and len(result.columns) != 1:
-        raise SQLError("42601", f"subquery must return only one column, not {len(result.columns)}")
-    return result.rows
-
-
-def _source(
-    ex: Execution, source: st.Source
-) -> tuple[TableDescriptor | Relation, list[tuple[Any, ...]], str]:
-    """What a FROM or JOIN source reads: a table (read whole), a CTE's rows or a
-    subquery's; its rows; the database that qualifies its columns."""
-    if isinstance(source, st.Derived):
-        result = query(ex, source.query)
-        relation = Relation.of(
-            source.alias, result.columns, result.types, result.rows, source.columns
-        )
-        return relation, relation.rows, ex.session.database
-    found = _cte(ex, source)
-    if found is not None:
-        return found, found.rows, ex.session.database
-    desc = ex.table(source)
-    rows = [
-        tuple(row[c.id] for c in desc.columns) for row, _pairs in ex.rows(desc, table_span(desc.id))
-    ]
-    return desc, rows, source.database or ex.session.database
-
-
-def _select_sources(ex: Execution, s: st.Select) -> Result:
-    """A SELECT over joined sources or a query's rows
-    (:class:`~feedkv.sql.join.JoinPlan`), each read whole in the statement's
-    transaction."""
-    if s.table is None:
-        raise InvariantViolation("a SELECT without FROM has no sources to read")
-    read = [_source(ex, source) for source in [s.table, *(join.table for join in s.joins)]]
-    # NB: not kept by Session.plan, which keys a plan by one table
-    plan = JoinPlan.of([r[0] for r in read], s, [r[2] for r in read], ex.outer_scope)
-    _prepare_subqueries(ex, s.subqueries, plan.scope, _grouped_context(s, plan.result))
-    joined = plan.rows([r[1] for r in read], ex.context)
-    return _selected(ex, s, plan.result, joined)
-
-
-def _select_no_table(ex: Execution, s: st.Select) -> Result:
-    """SELECT without FROM: over one row of no columns (``SELECT count(*)`` is 1)."""
-    scope = Scope(outer=ex.outer_scope)
-    result = ResultPlan.of([], scope, s)
-    _prepare_subqueries(ex, s.subqueries, scope, _grouped_context(s, result))
-    envs: list[tuple[Any, ...]] = [()]
-    if s.where is not None:
-        verdict = compile_expr(condition(s.where, scope), scope)((), ex.context)
-        envs = envs if holds(verdict) else []
-    return _selected(ex, s, result, envs)
 
 
 def insert(ex: Execution, s: st.Insert) -> Result:
@@ -441,7 +188,7 @@ def update(ex: Execution, s: st.Update) -> Result:
             ex.write_txn.put_if_present(*pair)
             ex.missing[pair[0]] = "UPDATE 0"
             return Result(tag="UPDATE 1")
-    _prepare_subqueries(ex, s.subqueries, plan.scope)
+    prepare_subqueries(ex, query, s.subqueries, plan.scope)
     sets, returning, assigned = plan.sets, plan.returning, plan.assigned
     key_ids = set(desc.primary_key)
     out_rows = []
@@ -519,12 +266,12 @@ def _joined_targets(
     desc = ex.table(s.table)
     targets = list(ex.rows(desc, table_span(desc.id)))
     envs = [tuple(row[c.id] for c in desc.columns) for row, _pairs in targets]
-    read = [_source(ex, join.table) for join in s.joins]
+    read = [read_source(ex, join.table) for join in s.joins]
     items = returning or (exp.Star(),)
     select = st.Select(s.text, s.table, s.alias, items, s.where, joins=s.joins)
     database = s.table.database or ex.session.database
     plan = JoinPlan.of([desc, *(r[0] for r in read)], select, [database, *(r[2] for r in read)])
-    _prepare_subqueries(ex, s.subqueries, plan.scope)
+    prepare_subqueries(ex, query, s.subqueries, plan.scope)
     primary = [desc.columns.index(c) for c in desc.key_columns]
     position: dict[tuple[Any, ...], int] = {}
     for i, env in enumerate(envs):
@@ -578,7 +325,7 @@ def delete(ex: Execution, s: st.Delete) -> Result:
         return _delete_joined(ex, s)
     desc = ex.table(s.table)
     plan = ex.plan(s, desc, DeletePlan.of)
-    _prepare_subqueries(ex, s.subqueries, plan.scope)
+    prepare_subqueries(ex, query, s.subqueries, plan.scope)
     returning = plan.returning
     chosen = ex.chosen(desc, plan.selection, plan.order, s.limit)
     out_rows = []
@@ -632,9 +379,6 @@ def duplicate_key(desc: TableDescriptor, row: dict[int, Any]) -> SQLError:
 
 
 HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
-    st.Select: select,
-    st.SetOperation: query,
-    st.Values: query,
     st.Insert: insert,
     st.Update: update,
     st.Delete: delete,

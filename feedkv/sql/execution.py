@@ -4,8 +4,8 @@ An :class:`Execution` holds what one statement runs with: the reader (a transact
 or a snapshot for AS OF SYSTEM TIME), the placeholders, the statement's clock and the
 session it belongs to (seen through
 :class:`~feedkv.sql.session_context.SessionContext`). :mod:`feedkv.sql.executor`
-runs a statement with one; the handlers of :mod:`feedkv.sql.ddl` and
-:mod:`feedkv.sql.dml` use its methods.
+runs a statement with one; the handlers of :mod:`feedkv.sql.ddl`, :mod:`feedkv.sql.query`
+and :mod:`feedkv.sql.dml` use its methods.
 
 Rows are read by scanning the narrowest key span the WHERE clause allows
 (:mod:`feedkv.sql.plan`); the full WHERE clause is then applied to every row read.

@@ -538,7 +538,10 @@ class _Statement:
             elif word == "JOIN" or word in _AFTER_JOIN:
                 if open_join is not None:
                     raise self._error_at(i, "JOIN needs ON or USING")
-                if word == "JOIN" and self._keyword(i - 1) not in ("CROSS", "NATURAL"):
+                before = i - 1
+                while self._keyword(before) in ("LEFT", "RIGHT", "FULL", "INNER", "OUTER"):
+                    before -= 1  # NB: NATURAL LEFT OUTER JOIN needs no ON either
+                if word == "JOIN" and self._keyword(before) not in ("CROSS", "NATURAL"):
                     open_join = i
         if open_join is not None:
             raise self._error_at(len(self.tokens), "JOIN needs ON or USING")

@@ -1456,6 +1456,15 @@ class _Converter:
         op = type(node).__name__.lower()
         if op not in ("union", "intersect", "except"):
             raise _unsupported(node, "set operation")
+        for side in (node.this, node.expression):
+            if isinstance(side, exp.Select) and any(
+                side.args.get(clause) for clause in ("order", "limit", "offset")
+            ):
+                raise SQLError(
+                    "42601",
+                    f"syntax error: ORDER BY, LIMIT or OFFSET before {op.upper()} applies to "
+                    "its side only in parentheses: (SELECT ... LIMIT n)",
+                )
         limit, offset = node.args.get("limit"), node.args.get("offset")
         return st.SetOperation(
             self.text,

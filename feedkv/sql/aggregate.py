@@ -46,7 +46,7 @@ from feedkv.sql.variance import Spread
 
 __all__ = ["AggregateCall", "Grouping", "group_key", "is_window_function"]
 
-_NESTED_QUERY = (exp.Subquery, exp.Exists)
+_NESTED_QUERY = (exp.Subquery, exp.Exists, exp.Select, exp.Any, exp.All)
 _KEY = "__key_{}"  # names of the grouped row's places; no SQL name starts with __
 _AGG = "__agg_{}"
 

@@ -213,7 +213,8 @@ AGGREGATES = (
 )  # fmt: skip
 
 
-_NESTED = (exp.Subquery, exp.Exists, exp.Select)  # a query of its own inside an expression
+# A query of its own inside an expression (ANY and ALL hold one, maybe bare).
+_NESTED = (exp.Subquery, exp.Exists, exp.Select, exp.Any, exp.All)
 
 
 def outer_nodes(node: exp.Expr, *types: type[exp.Expr]) -> Iterator[exp.Expr]:
@@ -426,6 +427,8 @@ class _Compiler:
         return concat
 
     def comparison(self, node: exp.Binary) -> Compiled:
+        if isinstance(node.expression, exp.Any | exp.All):
+            return self._quantified(node, node.expression)
         left, right = self._pair(node.this, node.expression)
         compare = _COMPARE[type(node)]
         symbol = _SYMBOLS[type(node)]
@@ -447,6 +450,40 @@ class _Compiler:
                 raise _incomparable(symbol, a, b) from None
 
         return cmp
+
+    def _quantified(self, node: exp.Binary, quantifier: exp.Any | exp.All) -> Compiled:
+        """``x op ANY (subquery)`` (SOME is ANY) and ``x op ALL (subquery)``: true if
+        some (every) row compares true, false if every (some) row compares false, else
+        NULL; over no rows ANY is false and ALL true, whatever ``x``."""
+        if not isinstance(quantifier.this, exp.Subquery | exp.Select):
+            raise SQLError("0A000", f"ANY and ALL take a subquery, not {_shown(quantifier.this)}")
+        inner = self.compile(node.this)
+        rows = _subquery_rows(quantifier)
+        compare, symbol = _COMPARE[type(node)], _SYMBOLS[type(node)]
+        every = isinstance(quantifier, exp.All)
+
+        def quantified(row: Env, ctx: Context) -> Any:
+            found = rows(row, ctx)
+            if not found:
+                return every
+            value = inner(row, ctx)
+            unknown = False
+            for (candidate,) in found:
+                if value is None or candidate is None:
+                    unknown = True
+                    continue
+                try:
+                    verdict = compare(value, candidate)
+                except TypeError:
+                    raise _incomparable(symbol, value, candidate) from None
+                if verdict is not every:
+                    return verdict
+            return None if unknown else every
+
+        return quantified
+
+    def quantifier(self, node: exp.Any | exp.All) -> Compiled:
+        raise SQLError("42601", f"ANY and ALL follow a comparison operator: {_shown(node)}")
 
     def null_safe(self, node: exp.Binary) -> Compiled:
         left, right = self._pair(node.this, node.expression)
@@ -1071,5 +1108,7 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.Coalesce: _Compiler.coalesce,
     exp.Anonymous: _Compiler.anonymous,
     exp.Window: _Compiler.window,
+    exp.Any: _Compiler.quantifier,
+    exp.All: _Compiler.quantifier,
     **{agg: _Compiler.aggregate for agg in AGGREGATES},
 }

@@ -1607,13 +1607,20 @@ class _Converter:
         """The subqueries of ``node``'s own expressions (a subquery's own are its), each
         converted: a scalar or IN subquery, or EXISTS. ``node`` is a SELECT, an UPDATE,
         a DELETE, or (for a DELETE's RETURNING, cut out of the text) an expression."""
-        for found in node.find_all(exp.Subquery, exp.Exists):
+        for found in node.find_all(exp.Subquery, exp.Exists, exp.Any, exp.All):
             parent = found.parent
             while parent is not None and not isinstance(parent, _QUERY_NODES):
                 parent = parent.parent
             if (parent is not None and parent is not node) or _is_from_source(found):
                 continue  # a subquery's own, or a FROM source (a derived table)
-            yield found, self._query(found.this)
+            if isinstance(found.parent, exp.Any | exp.All):
+                continue  # ANY's or ALL's, which runs it
+            inner = found.this
+            if isinstance(found, exp.Any | exp.All) and not isinstance(
+                inner, exp.Subquery | exp.Select
+            ):
+                continue  # ANY (ARRAY[...]): refused when compiled
+            yield found, self._query(inner)
 
 
 def _check_column_names(node: exp.Expr) -> None:

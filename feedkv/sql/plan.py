@@ -848,7 +848,7 @@ def _own(column: exp.Column, scope: Scope) -> bool:
 def _fixed(node: exp.Expr, scope: Scope) -> bool:
     """Whether ``node`` has one value for a run of the statement: a constant, or an
     expression of the outer query's columns only (see :func:`_is_constant`)."""
-    if contains_aggregate(node) or node.find(exp.Subquery, exp.Exists) is not None:
+    if contains_aggregate(node) or node.find(*_QUERIES) is not None:
         return False
     for column in outer_nodes(node, exp.Column):
         if not isinstance(column, exp.Column) or not isinstance(column.this, exp.Identifier):
@@ -865,8 +865,7 @@ def _is_constant(node: exp.Expr) -> bool:
     """Whether ``node`` has one value for the whole statement, so a key span or a blind
     write may use it. NB: not a subquery, which may be correlated (its value is the
     row's), whatever its own columns."""
-    return (
-        is_constant(node)
-        and not contains_aggregate(node)
-        and node.find(exp.Subquery, exp.Exists) is None
-    )
+    return is_constant(node) and not contains_aggregate(node) and node.find(*_QUERIES) is None
+
+
+_QUERIES = (exp.Subquery, exp.Exists, exp.Select, exp.Any, exp.All)  # maybe correlated

@@ -35,6 +35,7 @@ __all__ = ["WindowPlan", "contains_window"]
 
 _NAME = "__win_{}"  # no SQL name starts with __
 _RANKS = (exp.RowNumber, exp.Rank, exp.DenseRank)
+_NESTED = (exp.Subquery, exp.Exists, exp.Select, exp.Any, exp.All)  # queries of their own
 
 
 def contains_window(node: exp.Expr) -> bool:
@@ -140,6 +141,8 @@ class WindowPlan:
             extended.add([""], _NAME.format(i), width + i, ColumnType(Kind.STRING))
 
         def replace(part: exp.Expr) -> exp.Expr:
+            if isinstance(part, _NESTED):
+                return part.copy()  # NB: a new node: transform leaves a subquery's own
             if isinstance(part, exp.Window):
                 for i, call in enumerate(calls):
                     if part == call:

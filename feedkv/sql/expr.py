@@ -380,6 +380,11 @@ class _Compiler:
             return lambda row, ctx: ctx.outer[-depth][index]
         return lambda row, ctx: row[index]
 
+    def tuple_(self, node: exp.Tuple) -> Compiled:
+        raise SQLError(
+            "0A000", f"row values are supported in comparisons and IN only: {_shown(node)}"
+        )
+
     def star(self, node: exp.Star) -> Compiled:
         raise SQLError("42601", "* is only allowed as a whole SELECT item or in count(*)")
 
@@ -429,6 +434,8 @@ class _Compiler:
     def comparison(self, node: exp.Binary) -> Compiled:
         if isinstance(node.expression, exp.Any | exp.All):
             return self._quantified(node, node.expression)
+        if isinstance(node.this, exp.Tuple) or isinstance(node.expression, exp.Tuple):
+            return self._row_comparison(node)
         left, right = self._pair(node.this, node.expression)
         compare = _COMPARE[type(node)]
         symbol = _SYMBOLS[type(node)]
@@ -450,6 +457,25 @@ class _Compiler:
                 raise _incomparable(symbol, a, b) from None
 
         return cmp
+
+    def _row_comparison(self, node: exp.Binary) -> Compiled:
+        """``(a, b) op (c, d)``: = and <> pair by pair (a NULL pair makes an
+        undecided result NULL); <, <=, >, >= by the first pair that differs, NULL if a
+        NULL comes first (as PostgreSQL)."""
+        pairs = self._row_pairs(node.this, node.expression)
+        op: type[exp.Binary] = type(node)
+
+        def row(row: Env, ctx: Context) -> Any:
+            return _row_compare(op, [(a(row, ctx), b(row, ctx)) for a, b in pairs])
+
+        return row
+
+    def _row_pairs(self, a: exp.Expr, b: exp.Expr) -> list[tuple[Compiled, Compiled]]:
+        if not isinstance(a, exp.Tuple) or not isinstance(b, exp.Tuple):
+            raise SQLError("0A000", f"a row compares with a row only: {_shown(a.parent or a)}")
+        if len(a.expressions) != len(b.expressions):
+            raise SQLError("42601", "unequal number of entries in row expressions")
+        return [self._pair(x, y) for x, y in zip(a.expressions, b.expressions, strict=True)]
 
     def _quantified(self, node: exp.Binary, quantifier: exp.Any | exp.All) -> Compiled:
         """``x op ANY (subquery)`` (SOME is ANY) and ``x op ALL (subquery)``: true if
@@ -561,6 +587,8 @@ class _Compiler:
         query = node.args.get("query")
         if query is not None:
             return self._in_subquery(node, query)
+        if isinstance(node.this, exp.Tuple):
+            return self._row_in(node)
         target_type = self.typed(node.this)
         inner = self.compile(node.this)
         options = []
@@ -576,9 +604,30 @@ class _Compiler:
 
         return in_
 
+    def _row_in(self, node: exp.In) -> Compiled:
+        """``(a, b) IN ((1, 2), (3, 4))``: true if a row equals, else NULL if one is
+        undecided, else false."""
+        options = [self._row_pairs(node.this, option) for option in node.expressions]
+
+        def in_(row: Env, ctx: Context) -> Any:
+            return _row_member([(a(row, ctx), b(row, ctx)) for a, b in pairs] for pairs in options)
+
+        return in_
+
     def _in_subquery(self, node: exp.In, query: exp.Expr) -> Compiled:
-        inner = self.compile(node.this)
         rows = _subquery_rows(query)
+        if isinstance(node.this, exp.Tuple):
+            values = [self.compile(e) for e in node.this.expressions]
+
+            def row_in(row: Env, ctx: Context) -> Any:
+                found = rows(row, ctx)
+                if not found:
+                    return False  # NB: as IN an empty set below
+                mine = [v(row, ctx) for v in values]
+                return _row_member(list(zip(mine, other, strict=True)) for other in found)
+
+            return row_in
+        inner = self.compile(node.this)
 
         def in_(row: Env, ctx: Context) -> Any:
             found = rows(row, ctx)
@@ -920,6 +969,40 @@ def _member(value: Any, candidates: Iterable[Any]) -> bool | None:
     return None if saw_null else False
 
 
+def _row_compare(op: type[exp.Binary], pairs: Sequence[tuple[Any, Any]]) -> bool | None:
+    """Two rows compared by ``op`` (see :meth:`_Compiler._row_comparison`)."""
+    symbol = _SYMBOLS[op]
+    if op in (exp.EQ, exp.NEQ):
+        unknown = False
+        for a, b in pairs:
+            if a is None or b is None:
+                unknown = True
+            elif not _in_equal(a, b):
+                return op is exp.NEQ
+        return None if unknown else op is exp.EQ
+    for a, b in pairs:
+        if a is None or b is None:
+            return None
+        try:
+            if _EQUAL(a, b):
+                continue
+            return _COMPARE[op](a, b)
+        except TypeError:
+            raise _incomparable(symbol, a, b) from None
+    return op in (exp.LTE, exp.GTE)
+
+
+def _row_member(candidates: Iterable[Sequence[tuple[Any, Any]]]) -> bool | None:
+    """A row IN rows: true if one equals it, else NULL if one is undecided, else false."""
+    unknown = False
+    for pairs in candidates:
+        verdict = _row_compare(exp.EQ, pairs)
+        if verdict:
+            return True
+        unknown = unknown or verdict is None
+    return None if unknown else False
+
+
 def _in_equal(value: Any, candidate: Any) -> bool:
     """``value = candidate`` as IN compares: as ``=`` does (NaN equals NaN; values that
     do not compare are 42883, not merely unequal)."""
@@ -1064,6 +1147,7 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.Parameter: _Compiler.parameter,
     exp.Column: _Compiler.column,
     exp.Star: _Compiler.star,
+    exp.Tuple: _Compiler.tuple_,
     exp.Paren: _Compiler.paren,
     exp.Neg: _Compiler.neg,
     exp.Add: _Compiler.arithmetic,

@@ -127,6 +127,13 @@ def _subquery_rows(
     ex: Execution, run: Run, node: exp.Expr, inner: st.Query
 ) -> list[tuple[Any, ...]]:
     result = run(ex, inner)
-    if not isinstance(node, exp.Exists) and len(result.columns) != 1:
-        raise SQLError("42601", f"subquery must return only one column, not {len(result.columns)}")
+    width = 1  # a value's; a row's for (a, b) IN (SELECT ...)
+    if isinstance(node.parent, exp.In) and isinstance(node.parent.this, exp.Tuple):
+        width = len(node.parent.this.expressions)
+    if not isinstance(node, exp.Exists) and len(result.columns) != width:
+        raise SQLError(
+            "42601",
+            f"subquery must return {'only one column' if width == 1 else f'{width} columns'}, "
+            f"not {len(result.columns)}",
+        )
     return result.rows

@@ -30,6 +30,7 @@ from feedkv.sql.descriptor import (
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.expr import (
     Compiled,
+    Scope,
     compile_expr,
 )
 from feedkv.sql.join import JoinPlan
@@ -68,6 +69,8 @@ def insert(ex: Execution, s: st.Insert) -> Result:
         targets, filled = plan.targets_for(len(selected.columns))
         proposed = selected.rows
     else:
+        # NB: the subqueries run (and keep their rows) before the first row is written
+        prepare_subqueries(ex, query, s.subqueries, Scope())
         proposed = ([make((), ex.context) for make in compiled] for compiled in plan.rows)
     out_rows = []
     count = 0

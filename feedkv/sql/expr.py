@@ -839,14 +839,17 @@ def _session_variable(ctx: Context, name: str) -> str:
 
 def _subquery_rows(node: exp.Expr) -> Callable[[Env, Context], list[tuple[Any, ...]]]:
     """The rows of the subquery at ``node`` for a row of the query around it, from the
-    statement's runner (:attr:`Context.subqueries`); 0A000 where no statement runs
-    subqueries (a statement other than SELECT)."""
+    statement's runner (:attr:`Context.subqueries`); 0A000 where the statement runs
+    none (see the message)."""
     key = subquery_key(node)
 
     def rows(row: Env, ctx: Context) -> list[tuple[Any, ...]]:
         found = ctx.subqueries.get(key)
         if found is None:
-            raise SQLError("0A000", "subqueries are supported in SELECT only")
+            raise SQLError(
+                "0A000",
+                "subqueries are not supported here (a DEFAULT or a changefeed query)",
+            )
         return found(row)
 
     return rows

@@ -1316,6 +1316,7 @@ class _Converter:
         _refuse_unhandled(node, {"this", "expression", "conflict", "returning", "with_"})
         source = node.expression
         query: st.Query | None = None
+        subqueries: tuple[tuple[exp.Expr, st.Query], ...] = ()
         ctes = self._ctes(node)
         if ctes and not isinstance(source, exp.Select | exp.SetOperation):
             raise SQLError("0A000", "WITH is supported before INSERT ... SELECT only")
@@ -1329,6 +1330,7 @@ class _Converter:
                 tuple(row.expressions) if isinstance(row, exp.Tuple) else (row,)
                 for row in source.expressions
             )
+            subqueries = tuple(self._subqueries(source))
         else:
             raise _unsupported(source, "INSERT source (VALUES or one table's SELECT)")
         on_conflict: str | None = None
@@ -1355,6 +1357,11 @@ class _Converter:
                     )
             else:
                 raise _unsupported(conflict, "ON CONFLICT action")
+        for clause in ("conflict", "returning"):
+            part = node.args.get(clause)
+            if part is not None and part.find(exp.Subquery, exp.Exists, exp.Select) is not None:
+                what = "ON CONFLICT" if clause == "conflict" else "INSERT's RETURNING"
+                raise SQLError("0A000", f"subqueries are not supported in {what}")
         return st.Insert(
             self.text,
             table,
@@ -1367,6 +1374,7 @@ class _Converter:
             conflict_target,
             conflict_where,
             query,
+            subqueries,
         )
 
     def _update(self, node: exp.Update) -> st.Statement:

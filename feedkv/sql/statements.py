@@ -207,6 +207,7 @@ class Insert(Statement):
     conflict_target: tuple[str, ...] = ()
     conflict_where: exp.Expr | None = None  # DO UPDATE ... WHERE: rows it refuses stay
     query: Query | None = None  # INSERT ... SELECT (then ``rows`` is empty)
+    subqueries: tuple[tuple[exp.Expr, Query], ...] = ()  # those of ``rows``, as Select's
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,19 +1,17 @@
-"""Window functions: ``row_number()``, ``rank()``, ``dense_rank()`` and the aggregates
-(``sum``, ``count``, ``avg``, ``min``, ``max``, ...) ``OVER ([PARTITION BY ...] [ORDER
-BY ...])``, as PostgreSQL and CockroachDB run them.
+"""Window calls: ``f(...) OVER ([PARTITION BY ...] [ORDER BY ...] [frame])``, as
+PostgreSQL and CockroachDB run them (the functions themselves, rankings, lag/lead,
+first/last/nth_value and the aggregates, and frames: :mod:`feedkv.sql.window_functions`).
 
 They run after WHERE, GROUP BY and HAVING, over the rows those keep, and before
 DISTINCT, ORDER BY and LIMIT. Each window call becomes a column appended to every row
 (:meth:`WindowPlan.rows`), which the SELECT list and ORDER BY read by name
 (``__win_<i>``). A partition's rows are put in the window's ORDER BY order (NULLs
-first ascending, as every ORDER BY here); rows equal in it are *peers*. With ORDER BY,
-an aggregate's frame is the default ``RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT
-ROW``: every row up to the current one and its peers; without, the whole partition.
-``rank`` counts the rows before the current one's peers, plus one; ``dense_rank`` the
-peer groups so far. Explicit frames, named windows, DISTINCT and the other window
-functions (lag, lead, ntile, ...) are refused with 0A000.
+first ascending, as every ORDER BY here); rows equal in it are *peers*. Named windows
+(WINDOW w AS ...), DISTINCT, GROUPS frames, EXCLUDE and RANGE offsets are refused with
+0A000.
 
-Cost: one pass to partition, a sort per partition, one pass per window call.
+Cost: one pass to partition, a sort per partition, then each window call's function
+over each partition (see :mod:`feedkv.sql.window_functions` for frames).
 """
 
 from __future__ import annotations
@@ -26,15 +24,23 @@ from sqlglot import exp
 
 from feedkv.errors import SQLError
 from feedkv.sql.aggregate import AggregateCall, group_key
-from feedkv.sql.expr import AGGREGATES, Compiled, Context, Scope, compile_expr, outer_nodes
+from feedkv.sql.expr import (
+    AGGREGATES,
+    Compiled,
+    Context,
+    Scope,
+    compile_expr,
+    expression_name,
+    outer_nodes,
+)
 from feedkv.sql.ordering import sorted_rows
 from feedkv.sql.parser import ordered
 from feedkv.sql.types import ColumnType, Kind
+from feedkv.sql.window_functions import DEFAULT_FRAME, Bound, Frame, Function, Partition
 
 __all__ = ["WindowPlan", "contains_window"]
 
 _NAME = "__win_{}"  # no SQL name starts with __
-_RANKS = (exp.RowNumber, exp.Rank, exp.DenseRank)
 _NESTED = (exp.Subquery, exp.Exists, exp.Select, exp.Any, exp.All)  # queries of their own
 
 
@@ -44,13 +50,11 @@ def contains_window(node: exp.Expr) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class _Window:
-    """One window call: its partition's and order's keys, and its function (a ranking,
-    or an aggregate call run over the frame)."""
+    """One window call: its partition's and order's keys, and its function."""
 
     partition: list[Compiled]
     order: list[tuple[Compiled, bool]]
-    ranking: type[exp.Expr] | None
-    call: AggregateCall | None
+    function: Function
 
     def values(self, envs: Sequence[tuple[Any, ...]], context: Context) -> list[Any]:
         """The call's value at each of ``envs``."""
@@ -60,50 +64,21 @@ class _Window:
             key = tuple(group_key(p(env, context)) for p in self.partition)
             partitions.setdefault(key, []).append(i)
         for indices in partitions.values():
-            ordered = sorted_rows(indices, self.order, context, lambda i: envs[i])
-            peers: list[list[int]] = []
-            last: tuple[Any, ...] | None = None
-            for i in ordered:
-                key = tuple(group_key(o(envs[i], context)) for o, _descending in self.order)
-                if not peers or key != last:
-                    peers.append([])
-                    last = key
-                peers[-1].append(i)
-            self._fill(out, peers, envs, context)
-        return out
-
-    def _fill(
-        self,
-        out: list[Any],
-        peers: list[list[int]],
-        envs: Sequence[tuple[Any, ...]],
-        context: Context,
-    ) -> None:
-        """``out``'s values for one partition, its rows in groups of peers."""
-        position = 1
-        for number, group in enumerate(peers, start=1):
-            for offset, i in enumerate(group):
-                if self.ranking is exp.RowNumber:
-                    out[i] = position + offset
-                elif self.ranking is exp.Rank:
-                    out[i] = position
-                elif self.ranking is exp.DenseRank:
-                    out[i] = number
-            position += len(group)
-        if self.call is None:
-            return
-        state = self.call.state()
-        if not self.order:  # the frame is the whole partition
-            for group in peers:
-                for i in group:
-                    state.add(envs[i], context)
-        for group in peers:
-            if self.order:
-                for i in group:
-                    state.add(envs[i], context)
-            value = state.result()
-            for i in group:
+            ordered_rows = sorted_rows(indices, self.order, context, lambda i: envs[i])
+            keys = [
+                tuple(group_key(o(envs[i], context)) for o, _descending in self.order)
+                for i in ordered_rows
+            ]
+            peers: list[tuple[int, int]] = []
+            start = 0
+            for position in range(len(keys) + 1):
+                if position == len(keys) or keys[position] != keys[start]:
+                    peers.extend([(start, position - 1)] * (position - start))
+                    start = position
+            part = Partition([envs[i] for i in ordered_rows], peers)
+            for i, value in zip(ordered_rows, self.function.values(part, context), strict=True):
                 out[i] = value
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,9 +139,13 @@ class WindowPlan:
 
 def _window(node: exp.Window, scope: Scope) -> _Window:
     for name, value in node.args.items():
-        if name in ("this", "partition_by", "order", "over") or value in (None, False, []):
+        if name in ("this", "partition_by", "order", "over", "spec") or value in (
+            None,
+            False,
+            [],
+        ):
             continue
-        what = {"spec": "window frames", "alias": "named windows"}.get(name, name.upper())
+        what = {"alias": "named windows"}.get(name, name.upper())
         raise SQLError("0A000", f"{what} are not supported in window functions")
     function = node.this
     if any(True for _ in outer_nodes(function, exp.Window)) or any(
@@ -179,17 +158,87 @@ def _window(node: exp.Window, scope: Scope) -> _Window:
         (compile_expr(node, scope), descending)
         for node, descending in map(ordered, order_node.expressions if order_node else [])
     ]
-    if isinstance(function, _RANKS):
-        if function.args.get("this") is not None or function.expressions:
-            raise SQLError(
-                "42883", f"unknown signature: {function.sql_name().lower()}() takes no arguments"
-            )
-        return _Window(partition, order, type(function), None)
+    frame = _frame(node.args.get("spec"))
+    return _Window(partition, order, _function(function, scope, frame))
+
+
+def _function(function: exp.Expr, scope: Scope, frame: Frame) -> Function:
     if isinstance(function, AGGREGATES):
         if isinstance(function.this, exp.Distinct):
             raise SQLError("0A000", "DISTINCT is not implemented for window functions")
-        return _Window(partition, order, None, AggregateCall.of(function, scope))
-    name = function.sql_name().lower() if isinstance(function, exp.Func) else "?"
+        return Function(_name(function), [], AggregateCall.of(function, scope), frame)
+    arguments = _ARGUMENTS.get(type(function))
+    name = _name(function)
+    if arguments is None:
+        raise SQLError("0A000", f"window function {name}() is not supported")
+    written = [function.args.get(a) for a in ("this", "offset", "default")]
+    given = [part for part in [*written, *function.expressions] if isinstance(part, exp.Expr)]
+    low, high = arguments
+    if not low <= len(given) <= high:
+        raise SQLError("42883", f"unknown signature: {name}() with {len(given)} arguments")
+    return Function(name, [compile_expr(g, scope) for g in given], None, frame)
+
+
+def _name(function: exp.Expr) -> str:
     if isinstance(function, exp.Anonymous):
-        name = str(function.this).lower()
-    raise SQLError("0A000", f"window function {name}() is not supported")
+        return str(function.this).lower()
+    return expression_name(function)
+
+
+# The window functions that are no aggregates: how many arguments each takes.
+_ARGUMENTS: dict[type[exp.Expr], tuple[int, int]] = {
+    exp.RowNumber: (0, 0),
+    exp.Rank: (0, 0),
+    exp.DenseRank: (0, 0),
+    exp.PercentRank: (0, 0),
+    exp.CumeDist: (0, 0),
+    exp.Ntile: (1, 1),
+    exp.Lag: (1, 3),
+    exp.Lead: (1, 3),
+    exp.FirstValue: (1, 1),
+    exp.LastValue: (1, 1),
+    exp.NthValue: (2, 2),
+}
+
+
+def _frame(spec: exp.Expr | None) -> Frame:
+    """``ROWS`` or ``RANGE BETWEEN start AND end`` (``ROWS start``: up to the current
+    row); the default without a spec. GROUPS, EXCLUDE and RANGE offsets are 0A000."""
+    if spec is None:
+        return DEFAULT_FRAME
+    kind = str(spec.args.get("kind") or "").upper()
+    if kind not in ("ROWS", "RANGE"):
+        raise SQLError("0A000", f"{kind} window frames are not supported")
+    if spec.args.get("exclude"):
+        raise SQLError("0A000", "EXCLUDE in window frames is not supported")
+    rows = kind == "ROWS"
+    start, start_side = _bound(spec.args.get("start"), spec.args.get("start_side"), rows)
+    end: Bound = ("current", 0)
+    end_side = ""
+    if spec.args.get("end") is not None:
+        end, end_side = _bound(spec.args.get("end"), spec.args.get("end_side"), rows)
+    if (start[0] == "unbounded" and start_side == "FOLLOWING") or (
+        end[0] == "unbounded" and end_side == "PRECEDING"
+    ):
+        raise SQLError(
+            "42P20", "a frame cannot start at UNBOUNDED FOLLOWING or end at UNBOUNDED PRECEDING"
+        )
+    rank = {"unbounded": -1, "preceding": 0, "current": 1, "following": 2}
+    if start[0] != "unbounded" and end[0] != "unbounded" and rank[start[0]] > rank[end[0]]:
+        raise SQLError("42P20", "a frame cannot start after its end")
+    return Frame(rows, start, end)
+
+
+def _bound(value: Any, side: Any, rows: bool) -> tuple[Bound, str]:
+    """A frame bound as written, and its side (PRECEDING or FOLLOWING, if any)."""
+    side_word = str(side or "").upper()
+    if isinstance(value, str) and value.upper() == "UNBOUNDED":
+        return ("unbounded", 0), side_word
+    if isinstance(value, str) and value.upper() == "CURRENT ROW":
+        return ("current", 0), side_word
+    if not rows:
+        raise SQLError("0A000", "RANGE with an offset is not supported in window frames")
+    if not isinstance(value, exp.Literal) or value.is_string or not value.this.isdigit():
+        raise SQLError("0A000", "a window frame's offset must be a non-negative integer constant")
+    offset = int(value.this)
+    return (("following", offset) if side_word == "FOLLOWING" else ("preceding", offset)), side_word

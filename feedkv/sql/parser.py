@@ -1558,8 +1558,7 @@ class _Converter:
         return st.Join(table, alias, index, side, on, using, natural)  # type: ignore[arg-type]
 
     def _select(self, node: exp.Select) -> st.Select:
-        if node.args.get("windows"):
-            raise SQLError("0A000", "WINDOW in SELECT is not supported")
+        _name_windows(node)
         _refuse_unhandled(
             node,
             {"expressions", "from_", "from", "where", "order", "limit", "offset", "kind"}
@@ -1629,6 +1628,44 @@ class _Converter:
             ):
                 continue  # ANY (ARRAY[...]): refused when compiled
             yield found, self._query(inner)
+
+
+def _name_windows(node: exp.Select) -> None:
+    """``WINDOW w AS (...)``: each ``OVER w`` (or ``OVER (w ORDER BY ...)``) of the
+    SELECT's own takes w's definition, as PostgreSQL copies it (42P20 where it may not
+    override it, 42704 for a name no WINDOW defines)."""
+    named: dict[str, exp.Expr] = {}
+    for window in node.args.get("windows") or []:
+        _refuse_unhandled(window, {"this", "partition_by", "order", "spec"})
+        name = _ident(window.this)
+        if name in named:
+            raise SQLError("42P20", f'window "{name}" is already defined')
+        named[name] = window
+    node.set("windows", None)
+    for call in list(node.find_all(exp.Window)):
+        parent = call.parent
+        while parent is not None and not isinstance(parent, exp.Select | exp.SetOperation):
+            parent = parent.parent
+        alias = call.args.get("alias")
+        if parent is not node or alias is None:
+            continue  # another SELECT's, or a window of its own
+        name = _ident(alias)
+        base = named.get(name)
+        if base is None:
+            raise SQLError("42704", f'window "{name}" does not exist')
+        if call.args.get("partition_by"):
+            raise SQLError("42P20", f'cannot override PARTITION BY clause of window "{name}"')
+        if call.args.get("order") and base.args.get("order"):
+            raise SQLError("42P20", f'cannot override ORDER BY clause of window "{name}"')
+        if (call.args.get("order") or call.args.get("spec")) and base.args.get("spec"):
+            raise SQLError("42P20", f'cannot copy window "{name}" because it has a frame clause')
+        call.set("alias", None)
+        for clause in ("partition_by", "order", "spec"):
+            given = base.args.get(clause)
+            if given and not call.args.get(clause):
+                call.set(
+                    clause, [g.copy() for g in given] if isinstance(given, list) else given.copy()
+                )
 
 
 def _check_column_names(node: exp.Expr) -> None:

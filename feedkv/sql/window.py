@@ -7,8 +7,8 @@ DISTINCT, ORDER BY and LIMIT. Each window call becomes a column appended to ever
 (:meth:`WindowPlan.rows`), which the SELECT list and ORDER BY read by name
 (``__win_<i>``). A partition's rows are put in the window's ORDER BY order (NULLs
 first ascending, as every ORDER BY here); rows equal in it are *peers*. Named windows
-(WINDOW w AS ...), DISTINCT, GROUPS frames, EXCLUDE and RANGE offsets are refused with
-0A000.
+(WINDOW w AS ...) are copied into their calls by the parser. DISTINCT, GROUPS frames,
+EXCLUDE and RANGE offsets are refused with 0A000.
 
 Cost: one pass to partition, a sort per partition, then each window call's function
 over each partition (see :mod:`feedkv.sql.window_functions` for frames).

@@ -73,6 +73,7 @@ class Context:
         "params",
         "subqueries",
         "unique_rowid",
+        "value_sets",
         "variable",
     )
 
@@ -95,6 +96,8 @@ class Context:
         # The rows of the queries around the one being evaluated, innermost last: a
         # correlated subquery's reference to a column n levels out reads outer[-n].
         self.outer: list[Env] = []
+        # IN (subquery): the last rows each subquery gave, as a set (see _ValueSet).
+        self.value_sets: dict[str, tuple[list[tuple[Any, ...]], _ValueSet | None]] = {}
 
     @property
     def now(self) -> datetime.datetime:
@@ -628,13 +631,22 @@ class _Compiler:
 
             return row_in
         inner = self.compile(node.this)
+        key = subquery_key(query)
 
         def in_(row: Env, ctx: Context) -> Any:
             found = rows(row, ctx)
             if not found:
                 return False  # NB: as CockroachDB: IN an empty set is false, even for NULL
             value = inner(row, ctx)
-            return None if value is None else _member(value, (c for (c,) in found))
+            if value is None:
+                return None
+            cached = ctx.value_sets.get(key)
+            if cached is None or cached[0] is not found:
+                cached = ctx.value_sets[key] = (found, _ValueSet.of(found))
+            values = cached[1]
+            if values is not None and _family(value) == values.family:
+                return True if value in values.values else (None if values.null else False)
+            return _member(value, (c for (c,) in found))
 
         return in_
 
@@ -958,6 +970,43 @@ def _is_nan(value: object) -> bool:
 
 def _nan_rank(value: Any) -> tuple[int, Any]:
     return (0, 0) if _is_nan(value) else (1, value)
+
+
+@dataclass(frozen=True, slots=True)
+class _ValueSet:
+    """A subquery's one column as a hash set, for IN: built when its non-NULL values are
+    all of one family whose Python equality and hash are SQL's (see :func:`_family`);
+    a value of that family is looked up, any other compared one by one (which converts
+    or refuses as ``=`` does). Without it IN costs the subquery's rows per row."""
+
+    family: str
+    values: frozenset[Any]
+    null: bool  # a NULL among them: a value not found is NULL, not false
+
+    @classmethod
+    def of(cls, rows: Sequence[tuple[Any, ...]]) -> _ValueSet | None:
+        families = {_family(value) for (value,) in rows if value is not None}
+        if len(families) != 1 or None in families:
+            return None
+        (family,) = families
+        values = frozenset(value for (value,) in rows if value is not None)
+        return cls(str(family), values, any(value is None for (value,) in rows))
+
+
+def _family(value: object) -> str | None:
+    """The family of values whose equality and hash agree with SQL's ``=``: numbers
+    (INT, FLOAT but NaN, finite DECIMAL), strings, bytes, bools, UUIDs; else None."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "number"
+    if isinstance(value, float):
+        return "number" if value == value and abs(value) != float("inf") else None
+    if isinstance(value, decimal.Decimal):
+        return "number" if value.is_finite() else None
+    if isinstance(value, str | bytes | uuid.UUID):
+        return type(value).__name__
+    return None
 
 
 def _member(value: Any, candidates: Iterable[Any]) -> bool | None:

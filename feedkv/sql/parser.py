@@ -1491,9 +1491,7 @@ class _Converter:
         with_ = node.args.get("with_") or node.args.get("with")
         if with_ is None:
             return ()
-        if with_.args.get("recursive"):
-            raise SQLError("0A000", "WITH RECURSIVE is not supported")
-        _refuse_unhandled(with_, {"expressions"})
+        _refuse_unhandled(with_, {"expressions", "recursive"})
         ctes: list[st.Cte] = []
         for cte in with_.expressions:
             _refuse_unhandled(cte, {"this", "alias"})
@@ -1501,7 +1499,11 @@ class _Converter:
             if any(c.name == name for c in ctes):
                 raise SQLError("42712", f'WITH query name "{name}" specified more than once')
             columns = tuple(_ident(c) for c in cte.args["alias"].columns)
-            ctes.append(st.Cte(name, self._query(cte.this), columns))
+            query = self._query(cte.this)
+            recursive = bool(with_.args.get("recursive")) and _names_table(cte.this, name)
+            if recursive:
+                _check_recursive(name, cte.this, query)
+            ctes.append(st.Cte(name, query, columns, recursive))
         return tuple(ctes)
 
     def _source(self, node: exp.Expr) -> tuple[st.Source, str | None, str | None]:
@@ -1628,6 +1630,34 @@ class _Converter:
             ):
                 continue  # ANY (ARRAY[...]): refused when compiled
             yield found, self._query(inner)
+
+
+def _names_table(node: exp.Expr, name: str) -> bool:
+    """Whether ``node`` reads a table called ``name`` (unqualified: a CTE's name)."""
+    return any(
+        _ident(table.this) == name and not table.args.get("db")
+        for table in node.find_all(exp.Table)
+        if isinstance(table.this, exp.Identifier)
+    )
+
+
+def _check_recursive(name: str, node: exp.Expr, query: st.Query) -> None:
+    """A recursive CTE is ``non-recursive term UNION [ALL] recursive term``, only the
+    second naming the CTE (42P19 otherwise, as PostgreSQL); ORDER BY or LIMIT on it
+    is not supported (0A000)."""
+    if not isinstance(node, exp.Union) or not isinstance(query, st.SetOperation):
+        raise SQLError(
+            "42P19",
+            f'recursive query "{name}" does not have the form non-recursive-term UNION '
+            "[ALL] recursive-term",
+        )
+    if _names_table(node.this, name):
+        raise SQLError(
+            "42P19",
+            f'recursive reference to query "{name}" must not appear within its non-recursive term',
+        )
+    if query.order_by or query.limit is not None or query.offset is not None:
+        raise SQLError("0A000", "ORDER BY, LIMIT or OFFSET in a recursive query is not supported")
 
 
 def _name_windows(node: exp.Select) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from feedkv.errors import InvariantViolation, SQLError
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
+from feedkv.sql.aggregate import group_key
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.expr import Scope, compile_expr, condition, static_kind
@@ -67,6 +68,9 @@ def _with_ctes(ex: Execution, q: st.Query) -> Result:
     ex.ctes = dict(outer)
     try:
         for cte in q.ctes:
+            if cte.recursive:
+                ex.ctes[cte.name] = _recursive(ex, cte)
+                continue
             result = query(ex, cte.query)
             ex.ctes[cte.name] = Relation.of(
                 cte.name, result.columns, result.types, result.rows, cte.columns
@@ -74,6 +78,46 @@ def _with_ctes(ex: Execution, q: st.Query) -> Result:
         return _query(ex, q)
     finally:
         ex.ctes = outer
+
+
+def _recursive(ex: Execution, cte: st.Cte) -> Relation:
+    """A recursive CTE's rows: its non-recursive term's, then the recursive term run
+    over the rows the last run added (the CTE's name reads those), until a run adds
+    none. UNION keeps a row only the first time it comes (NULLs equal), UNION ALL
+    every row. Each run costs the recursive term over the rows added; a term that
+    never stops adding never stops (as in PostgreSQL)."""
+    body = cte.query
+    if not isinstance(body, st.SetOperation):
+        raise InvariantViolation(f"recursive CTE {cte.name!r} is no UNION")
+    seed = query(ex, body.left)
+    known = SetResult(seed.columns, seed.types, [])
+    added = combine("union", body.all, known, SetResult(seed.columns, seed.types, seed.rows))
+    seen = {_row_key(row) for row in added.rows}
+    rows = list(added.rows)
+    types = added.types
+    while added.rows:
+        ex.ctes[cte.name] = Relation.of(cte.name, seed.columns, types, added.rows, cte.columns)
+        step = query(ex, body.right)
+        fresh = combine("union", True, SetResult(seed.columns, types, []), _side(step))
+        new_rows = fresh.rows
+        if not body.all:
+            new_rows = []
+            for row in fresh.rows:
+                key = _row_key(row)
+                if key not in seen:
+                    seen.add(key)
+                    new_rows.append(row)
+        added = SetResult(seed.columns, types, new_rows)
+        rows.extend(new_rows)
+    return Relation.of(cte.name, seed.columns, types, rows, cte.columns)
+
+
+def _side(result: Result) -> SetResult:
+    return SetResult(result.columns, result.types, result.rows)
+
+
+def _row_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(group_key(value) for value in row)
 
 
 def _query(ex: Execution, q: st.Query) -> Result:

@@ -258,11 +258,13 @@ Source = TableName | Derived  # what FROM and JOIN read (a name may be a CTE's)
 @dataclass(frozen=True, slots=True)
 class Cte:
     """``WITH name (columns) AS (query)``: ``query`` runs once, before the statement,
-    and ``name`` reads its rows."""
+    and ``name`` reads its rows. A ``recursive`` one (WITH RECURSIVE, naming itself)
+    is a UNION [ALL] whose right side runs again over the rows the last run added."""
 
     name: str
     query: Query
     columns: tuple[str, ...] = ()
+    recursive: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,7 +45,7 @@ def prepare_subqueries(
     run each once now: it is planned (its errors come whatever the rows), and one that
     turns out uncorrelated keeps its rows for the whole statement. ``grouped``: those
     evaluated over grouped rows, with the places of ``scope`` they may name (see
-    :func:`_grouped_context`)."""
+    :func:`grouped_context`)."""
     width = 1 + max((index for index, _type in scope.columns.values()), default=-1)
     for node, inner in subqueries:
         key = subquery_key(node)
@@ -119,7 +119,7 @@ def grouped_context(s: st.Select, result: ResultPlan) -> dict[str, frozenset[int
     return {
         subquery_key(found): determined
         for node in nodes
-        for found in node.find_all(exp.Subquery, exp.Exists)
+        for found in node.find_all(exp.Subquery, exp.Exists, exp.Any, exp.All)
     }
 
 

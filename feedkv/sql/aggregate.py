@@ -239,6 +239,25 @@ def _aggregate_calls(node: exp.Expr) -> list[exp.Expr]:
     return calls
 
 
+def _check_own(name: str, argument: exp.Expr, scope: Scope) -> None:
+    """0A000 for an aggregate in a subquery whose argument names only the outer
+    query's columns: SQL makes it the outer query's aggregate, which is not built."""
+    columns = [
+        c
+        for c in outer_nodes(argument, exp.Column)
+        if isinstance(c, exp.Column) and isinstance(c.this, exp.Identifier)
+    ]
+    try:
+        outer = bool(columns) and all(scope.find(c)[0] > 0 for c in columns)
+    except SQLError:
+        return  # NB: compiling the argument reports it
+    if outer:
+        raise SQLError(
+            "0A000",
+            f"{name}() of the outer query's columns inside a subquery is not supported",
+        )
+
+
 def is_window_function(node: exp.Expr) -> bool:
     """Whether ``node`` is the function of a window call (``sum(x)`` of ``sum(x) OVER
     (...)``)."""
@@ -288,6 +307,7 @@ class AggregateCall:
             if given is None:
                 raise SQLError("42883", "unknown signature: string_agg() takes a separator")
             separator = compile_expr(given, scope)
+        _check_own(name, argument, scope)
         # NB: a grouped row's places (a window's sum(count(*))) have no kind to check
         placeholder = any(
             isinstance(c, exp.Column) and c.name.startswith("__")

@@ -170,7 +170,9 @@ def _placeholder_index(param: exp.Parameter) -> int:
     return int(text)
 
 
-def _expressions_of(statement: st.Statement) -> list[exp.Expr]:
+def _expressions_of(statement: object) -> list[exp.Expr]:
+    """Every expression of a statement, also those of the queries and parts (joins,
+    CTEs, derived tables, set operations' sides) it holds."""
     out: list[exp.Expr] = []
     for name in getattr(statement, "__slots__", ()):
         value = getattr(statement, name, None)
@@ -183,8 +185,10 @@ def _collect(value: object) -> list[exp.Expr]:
         return [value]
     if isinstance(value, tuple):
         return [e for item in value for e in _collect(item)]
-    if isinstance(value, st.ColumnSpec) and value.default is not None:
-        return [value.default]
+    if isinstance(value, st.ColumnSpec):
+        return [value.default] if value.default is not None else []
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _expressions_of(value)
     return []
 
 

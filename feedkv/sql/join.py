@@ -233,6 +233,10 @@ def _using_step(join: st.Join, right: FromTable, scope: Scope, star: Star) -> tu
             raise SQLError(
                 "42703", f'column "{name}" specified in USING clause does not exist in right table'
             )
+        if len(found) > 1:
+            raise SQLError(
+                "42702", f'common column name "{name}" appears more than once in right table'
+            )
         (_, a, a_type), (_, b, b_type) = left[0], found[0]
         on.add([""], f"__using_left_{n}", a, a_type)
         on.add([""], f"__using_right_{n}", b, b_type)

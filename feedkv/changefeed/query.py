@@ -58,7 +58,7 @@ class CDCQuery:
 
     def __init__(self, text: str) -> None:
         (statement,) = parse(text)
-        if not isinstance(statement, st.Select) or statement.table is None:
+        if not isinstance(statement, st.Select) or not isinstance(statement.table, st.TableName):
             raise SQLError("42601", "a changefeed query is SELECT ... FROM <table>")
         self.text = text
         self.select = statement

@@ -42,10 +42,11 @@ from feedkv.sql.expr import (
     static_kind,
 )
 from feedkv.sql.types import DECIMAL_QUOTIENT, EXACT_DECIMAL, ColumnType, Kind, type_of_value
+from feedkv.sql.variance import Spread
 
-__all__ = ["Grouping", "group_key"]
+__all__ = ["AggregateCall", "Grouping", "group_key", "is_window_function"]
 
-_NESTED_QUERY = (exp.Subquery, exp.Exists)
+_NESTED_QUERY = (exp.Subquery, exp.Exists, exp.Select, exp.Any, exp.All)
 _KEY = "__key_{}"  # names of the grouped row's places; no SQL name starts with __
 _AGG = "__agg_{}"
 
@@ -73,7 +74,7 @@ class Grouping:
     width: int  # the table's columns, at the start of a grouped row
     keys: list[Compiled]
     key_nodes: list[exp.Expr]
-    aggregates: list[_Call]
+    aggregates: list[AggregateCall]
     scope: Scope
     determined: frozenset[int]  # table columns a grouped row may name outside aggregates
     grouped: bool  # GROUP BY was given (else one group, even over no rows)
@@ -110,12 +111,13 @@ class Grouping:
             for call in _aggregate_calls(node):
                 if not any(call == seen for seen in calls):
                     calls.append(call)
-        aggregates = [_Call.of(call, scope) for call in calls]
+        aggregates = [AggregateCall.of(call, scope) for call in calls]
         grouped_scope = Scope(
             columns=dict(scope.columns),
             table_name=scope.table_name,
             database=scope.database,
             ambiguous=dict(scope.ambiguous),
+            outer=scope.outer,
         )
         any_type = ColumnType(Kind.STRING)  # NB: only a constant's conversion reads it
         for j in range(len(keys)):
@@ -140,6 +142,8 @@ class Grouping:
         def replace(part: exp.Expr) -> exp.Expr:
             if isinstance(part, _NESTED_QUERY):
                 return part.copy()  # NB: a new node: transform leaves a subquery's own
+            if is_window_function(part):
+                return part  # the window's own; its arguments are grouped rows' values
             for i, call in enumerate(self.aggregates):
                 if part == call.node:
                     return exp.column(_AGG.format(i))
@@ -156,8 +160,8 @@ class Grouping:
             if isinstance(column.this, exp.Star):
                 self.check_star()
             elif not column.name.startswith("__"):
-                index = self.scope.lookup(column)[0]
-                if index < self.width and index not in self.determined:
+                depth, index, _type = self.scope.find(column)
+                if not depth and index < self.width and index not in self.determined:
                     raise SQLError(
                         "42803",
                         f'column "{expression_name(column)}" must appear in the GROUP BY '
@@ -219,13 +223,45 @@ def _group_expression(node: exp.Expr, items: Sequence[exp.Expr], scope: Scope) -
 
 
 def _aggregate_calls(node: exp.Expr) -> list[exp.Expr]:
-    """The outermost aggregate calls in ``node``; 42803 for one inside another."""
+    """The outermost aggregate calls in ``node`` (not a window's function, which
+    :mod:`feedkv.sql.window` runs, though its arguments may hold some); 42803 for one
+    inside another."""
     calls: list[exp.Expr] = []
     for call in outer_nodes(node, *AGGREGATES):
-        if any(isinstance(parent, AGGREGATES) for parent in _ancestors(call, node)):
-            raise SQLError("42803", "aggregate function calls cannot be nested")
+        if is_window_function(call):
+            continue
+        for parent in _ancestors(call, node):
+            if is_window_function(parent):
+                break
+            if isinstance(parent, AGGREGATES):
+                raise SQLError("42803", "aggregate function calls cannot be nested")
         calls.append(call)
     return calls
+
+
+def _check_own(name: str, argument: exp.Expr, scope: Scope) -> None:
+    """0A000 for an aggregate in a subquery whose argument names only the outer
+    query's columns: SQL makes it the outer query's aggregate, which is not built."""
+    columns = [
+        c
+        for c in outer_nodes(argument, exp.Column)
+        if isinstance(c, exp.Column) and isinstance(c.this, exp.Identifier)
+    ]
+    try:
+        outer = bool(columns) and all(scope.find(c)[0] > 0 for c in columns)
+    except SQLError:
+        return  # NB: compiling the argument reports it
+    if outer:
+        raise SQLError(
+            "0A000",
+            f"{name}() of the outer query's columns inside a subquery is not supported",
+        )
+
+
+def is_window_function(node: exp.Expr) -> bool:
+    """Whether ``node`` is the function of a window call (``sum(x)`` of ``sum(x) OVER
+    (...)``)."""
+    return isinstance(node.parent, exp.Window) and node.parent.this is node
 
 
 def _ancestors(node: exp.Expr, root: exp.Expr) -> list[exp.Expr]:
@@ -243,16 +279,16 @@ def _ancestors(node: exp.Expr, root: exp.Expr) -> list[exp.Expr]:
 
 
 @dataclass(frozen=True, slots=True)
-class _Call:
+class AggregateCall:
     node: exp.Expr
     name: str
     argument: Compiled | None  # None: count(*)
     distinct: bool
     separator: Compiled | None  # string_agg's
-    make: Callable[[], _Accumulator]
+    make: Callable[[], _Accumulator | Spread]
 
     @classmethod
-    def of(cls, node: exp.Expr, scope: Scope) -> _Call:
+    def of(cls, node: exp.Expr, scope: Scope) -> AggregateCall:
         name = _NAMES[type(node)]
         argument = node.this
         distinct = isinstance(argument, exp.Distinct)
@@ -271,7 +307,13 @@ class _Call:
             if given is None:
                 raise SQLError("42883", "unknown signature: string_agg() takes a separator")
             separator = compile_expr(given, scope)
-        _check_argument(name, static_kind(argument, scope))
+        _check_own(name, argument, scope)
+        # NB: a grouped row's places (a window's sum(count(*))) have no kind to check
+        placeholder = any(
+            isinstance(c, exp.Column) and c.name.startswith("__")
+            for c in outer_nodes(argument, exp.Column)
+        )
+        _check_argument(name, None if placeholder else static_kind(argument, scope))
         if isinstance(argument, exp.Star):
             if distinct:
                 raise SQLError("42601", f"syntax error: {name}(DISTINCT *) counts no value")
@@ -289,7 +331,7 @@ class _State:
 
     __slots__ = ("accumulator", "call", "seen")
 
-    def __init__(self, call: _Call) -> None:
+    def __init__(self, call: AggregateCall) -> None:
         self.call = call
         self.accumulator = call.make()
         self.seen: set[Any] | None = set() if call.distinct else None
@@ -300,7 +342,7 @@ class _State:
             self.accumulator.add(True, None)
             return
         value = call.argument(env, context)
-        if value is None:
+        if value is None and not self.accumulator.keeps_nulls:
             return
         if self.seen is not None:
             key = group_key(value)
@@ -320,6 +362,8 @@ class _State:
 
 
 class _Accumulator:
+    keeps_nulls = False  # NULL values are skipped (all but jsonb_agg)
+
     def add(self, value: Any, separator: Any) -> None:
         raise NotImplementedError
 
@@ -338,18 +382,23 @@ class _Count(_Accumulator):
         return self.count
 
 
+_NUMBERS = {Kind.INT, Kind.FLOAT, Kind.DECIMAL}
+_JSON_PLAIN = (Kind.INT, Kind.STRING, Kind.BOOL, Kind.JSONB)
 _ARGUMENT_KINDS = {
     "sum": {Kind.INT, Kind.FLOAT, Kind.DECIMAL},
     "avg": {Kind.INT, Kind.FLOAT, Kind.DECIMAL},
     "bool_and": {Kind.BOOL},
     "bool_or": {Kind.BOOL},
     "string_agg": {Kind.STRING, Kind.BYTES},
+    **{name: _NUMBERS for name in ("variance", "var_pop", "stddev", "stddev_samp", "stddev_pop")},
 }
 
 
 def _check_argument(name: str, kind: Kind | None) -> None:
     """42883 for an argument whose kind the aggregate does not take, whatever the rows
     (found when the kind shows in the tree; else from the first value)."""
+    if name == "jsonb_agg" and kind not in (None, *_JSON_PLAIN):
+        raise SQLError("0A000", f"jsonb_agg of {kind.value} values is not supported")
     allowed = _ARGUMENT_KINDS.get(name)
     if kind is not None and allowed is not None and kind not in allowed:
         raise SQLError("42883", f"unknown signature: {name}({kind.value.lower()})")
@@ -464,6 +513,28 @@ class _StringAgg(_Accumulator):
         return type(self.parts[0])().join(self.parts)
 
 
+class _JsonbAgg(_Accumulator):
+    """jsonb_agg(value): a JSON array of the values in the order read, NULLs as JSON
+    null; over no rows NULL. Only values whose JSON form is plain (INT, STRING, BOOL,
+    JSONB) are taken: the others' text in CockroachDB's JSON is not built (0A000)."""
+
+    keeps_nulls = True
+
+    def __init__(self) -> None:
+        self.values: list[Any] | None = None
+
+    def add(self, value: Any, separator: Any) -> None:
+        if value is not None and not isinstance(value, bool | int | str | dict | list):
+            raise SQLError("0A000", f"jsonb_agg of {type_of_value(value)} values is not supported")
+        if self.values is None:
+            self.values = []
+        self.values.append(value)
+
+    def result(self) -> Any:
+        # NB: a copy: a window's running aggregate takes a result, then adds more
+        return list(self.values) if self.values is not None else None
+
+
 _NAMES: dict[type[exp.Expr], str] = {
     exp.Count: "count",
     exp.Sum: "sum",
@@ -473,8 +544,14 @@ _NAMES: dict[type[exp.Expr], str] = {
     exp.LogicalAnd: "bool_and",
     exp.LogicalOr: "bool_or",
     exp.GroupConcat: "string_agg",
+    exp.Variance: "variance",
+    exp.VariancePop: "var_pop",
+    exp.Stddev: "stddev",
+    exp.StddevSamp: "stddev_samp",
+    exp.StddevPop: "stddev_pop",
+    exp.JSONArrayAgg: "jsonb_agg",
 }
-_MAKERS: dict[str, Callable[[], _Accumulator]] = {
+_MAKERS: dict[str, Callable[[], _Accumulator | Spread]] = {
     "count": _Count,
     "sum": _Sum,
     "avg": _Avg,
@@ -483,4 +560,10 @@ _MAKERS: dict[str, Callable[[], _Accumulator]] = {
     "bool_and": _BoolAnd,
     "bool_or": _BoolOr,
     "string_agg": _StringAgg,
+    "variance": lambda: Spread(sample=True, root=False),
+    "var_pop": lambda: Spread(sample=False, root=False),
+    "stddev": lambda: Spread(sample=True, root=True),
+    "stddev_samp": lambda: Spread(sample=True, root=True),
+    "stddev_pop": lambda: Spread(sample=False, root=True),
+    "jsonb_agg": _JsonbAgg,
 }

@@ -1,4 +1,4 @@
-"""The statements about rows: SELECT, INSERT (and UPSERT), UPDATE and DELETE, each
+"""The statements that write rows: INSERT (and UPSERT), UPDATE and DELETE, each
 run against its plan (:mod:`feedkv.sql.plan`) in the statement's
 :class:`~feedkv.sql.execution.Execution`.
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import decimal
 from collections.abc import Callable, Iterable, Sequence
-from functools import partial
 from typing import Any
 
 from sqlglot import exp
@@ -22,116 +21,39 @@ from feedkv.errors import (
     InvariantViolation,
     SQLError,
 )
-from feedkv.sql import catalog
 from feedkv.sql import statements as st
+from feedkv.sql.aggregate import group_key
 from feedkv.sql.descriptor import (
+    Column,
     TableDescriptor,
 )
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.expr import (
+    Compiled,
     Scope,
     compile_expr,
-    condition,
-    subquery_key,
 )
 from feedkv.sql.join import JoinPlan
 from feedkv.sql.plan import (
     DeletePlan,
     InsertPlan,
     Projections,
-    ResultPlan,
-    SelectPlan,
     UpdatePlan,
+    check_returning,
     holds,
 )
+from feedkv.sql.query import query, read_source
 from feedkv.sql.row_codec import (
     row_kvs,
     row_span,
     table_span,
 )
+from feedkv.sql.subquery import prepare_subqueries
 from feedkv.sql.types import (
     coerce,
-    logical_decimal,
-    timestamp_of,
 )
 
 __all__ = ["HANDLERS", "duplicate_key"]
-
-
-def select(ex: Execution, s: st.Select) -> Result:
-    if s.as_of is not None:
-        if ex.session.in_transaction:
-            raise SQLError(
-                "0A000",
-                "AS OF SYSTEM TIME cannot be used inside BEGIN ... COMMIT: a transaction "
-                "reads at its own timestamp",
-            )
-        ts = timestamp_of(ex.constant(s.as_of), ex.session.db.now())
-        if ts > ex.session.db.now():
-            raise SQLError("22007", f"AS OF SYSTEM TIME: {ts} is in the future")
-        ex.reader = catalog.Snapshot(ex.session.db, ts)
-        ex.context.logical_timestamp = partial(logical_decimal, ts)
-    for node, inner in s.subqueries:
-        ex.context.subqueries[subquery_key(node)] = _subquery(ex, node, inner)
-    if s.table is None:
-        return _select_no_table(ex, s)
-    if s.joins:
-        return _select_joined(ex, s, s.table)
-    desc = ex.table(s.table)
-    plan = ex.plan(s, desc, SelectPlan.of)
-    envs = [env for _row, _pairs, env in ex.matching(desc, plan.selection)]
-    rows = ex.limited(plan.result.rows(envs, ex.context), s.limit, s.offset)
-    return Result(plan.result.names, rows, f"SELECT {len(rows)}")
-
-
-def _subquery(ex: Execution, node: exp.Expr, inner: st.Select) -> list[tuple[Any, ...]]:
-    """The rows of a subquery (uncorrelated: it runs once, before the statement reads its
-    own rows, in the same transaction)."""
-    try:
-        result = select(ex, inner)
-    except SQLError as exc:
-        if exc.code not in ("42703", "42P01"):
-            raise
-        raise SQLError(
-            exc.code,
-            f"{exc.message} (a subquery cannot name the outer query's columns yet: "
-            "correlated subqueries are not supported)",
-        ) from None
-    if not isinstance(node, exp.Exists) and len(result.columns) != 1:
-        raise SQLError("42601", f"subquery must return only one column, not {len(result.columns)}")
-    return result.rows
-
-
-def _select_joined(ex: Execution, s: st.Select, first: st.TableName) -> Result:
-    """A SELECT over joined tables (:class:`~feedkv.sql.join.JoinPlan`), ``first`` and
-    those of ``s.joins``, each read whole in the statement's transaction."""
-    names = [first, *(join.table for join in s.joins)]
-    descs = [ex.table(name) for name in names]
-    databases = [name.database or ex.session.database for name in names]
-    # NB: not kept by Session.plan, which keys a plan by one table
-    plan = JoinPlan.of(descs, s, databases)
-    tables = [
-        [
-            tuple(row[c.id] for c in desc.columns)
-            for row, _pairs in ex.rows(desc, table_span(desc.id))
-        ]
-        for desc in descs
-    ]
-    joined = plan.rows(tables, ex.context)
-    rows = ex.limited(plan.result.rows(joined, ex.context), s.limit, s.offset)
-    return Result(plan.result.names, rows, f"SELECT {len(rows)}")
-
-
-def _select_no_table(ex: Execution, s: st.Select) -> Result:
-    """SELECT without FROM: over one row of no columns (``SELECT count(*)`` is 1)."""
-    scope = Scope()
-    envs: list[tuple[Any, ...]] = [()]
-    if s.where is not None:
-        verdict = compile_expr(condition(s.where, scope), scope)((), ex.context)
-        envs = envs if holds(verdict) else []
-    result = ResultPlan.of([], scope, s)
-    rows = ex.limited(result.rows(envs, ex.context), s.limit, s.offset)
-    return Result(result.names, rows, f"SELECT {len(rows)}")
 
 
 def insert(ex: Execution, s: st.Insert) -> Result:
@@ -143,10 +65,12 @@ def insert(ex: Execution, s: st.Insert) -> Result:
     proposed: Iterable[Sequence[Any]]
     if s.query is not None:
         # NB: read whole before the first write, so the rows it inserts are not read
-        selected = select(ex, s.query)
+        selected = query(ex, s.query)
         targets, filled = plan.targets_for(len(selected.columns))
         proposed = selected.rows
     else:
+        # NB: the subqueries run (and keep their rows) before the first row is written
+        prepare_subqueries(ex, query, s.subqueries, Scope())
         proposed = ([make((), ex.context) for make in compiled] for compiled in plan.rows)
     out_rows = []
     count = 0
@@ -254,6 +178,8 @@ def _write_changes(
 
 
 def update(ex: Execution, s: st.Update) -> Result:
+    if s.joins:
+        return _update_joined(ex, s)
     desc = ex.table(s.table)
     plan = ex.plan(s, desc, UpdatePlan.of)
     if plan.blind is not None and ex.autocommit:
@@ -265,24 +191,99 @@ def update(ex: Execution, s: st.Update) -> Result:
             ex.write_txn.put_if_present(*pair)
             ex.missing[pair[0]] = "UPDATE 0"
             return Result(tag="UPDATE 1")
+    prepare_subqueries(ex, query, s.subqueries, plan.scope)
     sets, returning, assigned = plan.sets, plan.returning, plan.assigned
     key_ids = set(desc.primary_key)
     out_rows = []
-    count = 0
+    # NB: every new row (and RETURNING's) is made before the first write, so that
+    # a subquery reading the table sees it as the statement found it
+    changes = []
     for old, pairs, env in ex.chosen(desc, plan.selection, plan.order, s.limit):
-        new = dict(old)
-        for column, value in sets:
-            new[column.id] = coerce(value(env, ex.context), column.type, column.name)
-        _check_not_null(desc, new)
+        new = _assigned(ex, desc, old, env, sets)
+        changes.append((old, pairs, new))
+        if returning is not None:
+            new_env = tuple(new[c.id] for c in desc.columns)
+            out_rows.append(tuple(f(new_env, ex.context) for f in returning[1]))
+    for old, pairs, new in changes:
         if any(new[i] != old[i] for i in key_ids):
             _move_row(ex, desc, pairs, new)
         else:
             _write_changes(ex, desc, pairs, new, assigned)
-        count += 1
-        if returning is not None:
-            new_env = tuple(new[c.id] for c in desc.columns)
-            out_rows.append(tuple(f(new_env, ex.context) for f in returning[1]))
-    return _result(returning, out_rows, f"UPDATE {count}")
+    return _result(returning, out_rows, f"UPDATE {len(changes)}")
+
+
+def _assigned(
+    ex: Execution,
+    desc: TableDescriptor,
+    old: dict[int, Any],
+    env: tuple[Any, ...],
+    sets: Sequence[tuple[Column, Compiled]],
+) -> dict[int, Any]:
+    """The row ``old`` with SET's values, computed over ``env``."""
+    new = dict(old)
+    for column, value in sets:
+        new[column.id] = coerce(value(env, ex.context), column.type, column.name)
+    _check_not_null(desc, new)
+    return new
+
+
+def _update_joined(ex: Execution, s: st.Update) -> Result:
+    """UPDATE ... FROM: each row of the table that a joined row pairs with (kept by
+    WHERE) is written once, with SET computed over the first such joined row (as in
+    PostgreSQL, which one is not defined when several pair with it)."""
+    desc, plan, chosen = _joined_targets(ex, s, s.returning)
+    sets = [(desc.column(name), compile_expr(e, plan.scope)) for name, e in s.sets]
+    assigned = frozenset(column.id for column, _ in sets)
+    out_rows = []
+    width = len(desc.columns)
+    changes = []  # NB: all made before the first write, as in update()
+    for old, pairs, env in chosen:
+        new = _assigned(ex, desc, old, env, sets)
+        changes.append((old, pairs, new))
+        if s.returning is not None:
+            after = tuple(new[c.id] for c in desc.columns) + env[width:]
+            out_rows.append(tuple(f(after, ex.context) for f in plan.result.projections))
+    for old, pairs, new in changes:
+        if any(new[i] != old[i] for i in desc.primary_key):
+            _move_row(ex, desc, pairs, new)
+        else:
+            _write_changes(ex, desc, pairs, new, assigned)
+    return _result(_joined_returning(s, plan), out_rows, f"UPDATE {len(chosen)}")
+
+
+def _joined_returning(s: st.Update | st.Delete, plan: JoinPlan) -> Projections | None:
+    return (plan.result.names, plan.result.projections) if s.returning is not None else None
+
+
+Targets = list[tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]]
+
+
+def _joined_targets(
+    ex: Execution, s: st.Update | st.Delete, returning: tuple[exp.Expr, ...] | None
+) -> tuple[TableDescriptor, JoinPlan, Targets]:
+    """The rows of ``s``'s table that its joins pair with a row WHERE keeps: each once,
+    in key order, with its KV pairs and the first joined row it is in. The table and
+    the sources are read whole; the plan's result is RETURNING's, over joined rows."""
+    if returning is not None:
+        check_returning(returning)
+    desc = ex.table(s.table)
+    targets = list(ex.rows(desc, table_span(desc.id)))
+    envs = [tuple(row[c.id] for c in desc.columns) for row, _pairs in targets]
+    read = [read_source(ex, join.table) for join in s.joins]
+    items = returning or (exp.Star(),)
+    select = st.Select(s.text, s.table, s.alias, items, s.where, joins=s.joins)
+    database = s.table.database or ex.session.database
+    plan = JoinPlan.of([desc, *(r[0] for r in read)], select, [database, *(r[2] for r in read)])
+    prepare_subqueries(ex, query, s.subqueries, plan.scope)
+    primary = [desc.columns.index(c) for c in desc.key_columns]
+    position: dict[tuple[Any, ...], int] = {}
+    for i, env in enumerate(envs):
+        position[tuple(group_key(env[j]) for j in primary)] = i
+    first: dict[int, tuple[Any, ...]] = {}
+    for joined in plan.rows([envs, *(r[1] for r in read)], ex.context):
+        first.setdefault(position[tuple(group_key(joined[j]) for j in primary)], joined)
+    chosen = [(targets[i][0], targets[i][1], joined) for i, joined in sorted(first.items())]
+    return desc, plan, chosen
 
 
 def _whole_row(
@@ -323,19 +324,36 @@ def _move_row(
 
 
 def delete(ex: Execution, s: st.Delete) -> Result:
+    if s.joins:
+        return _delete_joined(ex, s)
     desc = ex.table(s.table)
     plan = ex.plan(s, desc, DeletePlan.of)
+    prepare_subqueries(ex, query, s.subqueries, plan.scope)
     returning = plan.returning
+    chosen = ex.chosen(desc, plan.selection, plan.order, s.limit)
     out_rows = []
-    count = 0
+    if returning is not None:  # NB: before the first delete, as in update()
+        out_rows = [tuple(f(env, ex.context) for f in returning[1]) for _o, _p, env in chosen]
     txn = ex.write_txn
-    for _old, pairs, env in ex.chosen(desc, plan.selection, plan.order, s.limit):
+    for _old, pairs, _env in chosen:
         for key in pairs:
             txn.delete(key)
-        count += 1
-        if returning is not None:
-            out_rows.append(tuple(f(env, ex.context) for f in returning[1]))
-    return _result(returning, out_rows, f"DELETE {count}")
+    return _result(returning, out_rows, f"DELETE {len(chosen)}")
+
+
+def _delete_joined(ex: Execution, s: st.Delete) -> Result:
+    """DELETE ... USING: each row of the table that a joined row pairs with (kept by
+    WHERE) is deleted once."""
+    _desc, plan, chosen = _joined_targets(ex, s, s.returning)
+    out_rows = []
+    if s.returning is not None:  # NB: before the first delete, as in update()
+        projections = plan.result.projections
+        out_rows = [tuple(f(env, ex.context) for f in projections) for _o, _p, env in chosen]
+    txn = ex.write_txn
+    for _old, pairs, _env in chosen:
+        for key in pairs:
+            txn.delete(key)
+    return _result(_joined_returning(s, plan), out_rows, f"DELETE {len(chosen)}")
 
 
 def _result(returning: Projections | None, rows: list[tuple[Any, ...]], tag: str) -> Result:
@@ -364,7 +382,6 @@ def duplicate_key(desc: TableDescriptor, row: dict[int, Any]) -> SQLError:
 
 
 HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
-    st.Select: select,
     st.Insert: insert,
     st.Update: update,
     st.Delete: delete,

@@ -4,8 +4,8 @@ An :class:`Execution` holds what one statement runs with: the reader (a transact
 or a snapshot for AS OF SYSTEM TIME), the placeholders, the statement's clock and the
 session it belongs to (seen through
 :class:`~feedkv.sql.session_context.SessionContext`). :mod:`feedkv.sql.executor`
-runs a statement with one; the handlers of :mod:`feedkv.sql.ddl` and
-:mod:`feedkv.sql.dml` use its methods.
+runs a statement with one; the handlers of :mod:`feedkv.sql.ddl`, :mod:`feedkv.sql.query`
+and :mod:`feedkv.sql.dml` use its methods.
 
 Rows are read by scanning the narrowest key span the WHERE clause allows
 (:mod:`feedkv.sql.plan`); the full WHERE clause is then applied to every row read.
@@ -42,12 +42,14 @@ from feedkv.sql.expr import (
 )
 from feedkv.sql.leases import Lease, prepare_change, withdraw_change
 from feedkv.sql.plan import Planned, Selection, env_of, holds, sorted_rows
+from feedkv.sql.relation import Relation
 from feedkv.sql.row_codec import (
     RowAssembler,
     table_span,
 )
 from feedkv.sql.session_context import SessionContext
 from feedkv.sql.types import (
+    ColumnType,
     format_value,
     logical_decimal,
 )
@@ -67,6 +69,9 @@ class Result:
     columns: tuple[str, ...] = ()
     rows: list[tuple[Any, ...]] = field(default_factory=list)
     tag: str = ""
+    # The columns' types where the query's tree tells (None: it does not), for a query
+    # read as a table or as a side of a set operation.
+    types: tuple[ColumnType | None, ...] = field(default=(), compare=False)
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         return iter(self.rows)
@@ -130,6 +135,9 @@ class Execution:
         self.after_commit: list[Callable[[], object]] = []
         self.leases: list[Lease] = []  # held until the transaction ends
         self.leasing = False
+        self.ctes: dict[str, Relation] = {}  # the rows of the CTEs in scope, by name
+        # The scopes of the queries around the subquery being planned, innermost last.
+        self.outer_scopes: list[Scope] = []
         self._lease_keys: dict[int, list[bytes]] = {}  # table id -> keys to delete
         self._changed: set[int] = set()  # tables whose leases :meth:`_changing` waited for
         # Rows written blind, by their first key: a failed check at commit is a duplicate.
@@ -245,9 +253,19 @@ class Execution:
         desc: TableDescriptor,
         make: Callable[[TableDescriptor, Any, str], _P],
     ) -> _P:
-        """``s``'s plan against ``desc``, made once per session (Session.plan)."""
-        database = s.table.database or self.session.database if s.table else ""
+        """``s``'s plan against ``desc``, made once per session (Session.plan); a
+        subquery's is made anew each time (it may name the columns of the query around
+        it, which is how a run finds out whether it is correlated)."""
+        table = s.table if isinstance(s.table, st.TableName) else None
+        database = table.database or self.session.database if table else ""
+        if self.outer_scopes:
+            return make(desc, s, database)
         return self.session.plan(s, desc, lambda: make(desc, s, database))
+
+    @property
+    def outer_scope(self) -> Scope | None:
+        """The scope of the query around the one being planned (a subquery's)."""
+        return self.outer_scopes[-1] if self.outer_scopes else None
 
     def chosen(
         self,

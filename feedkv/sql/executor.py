@@ -1,7 +1,8 @@
 """Running one statement: its handler, chosen by the statement's type
-(:mod:`feedkv.sql.ddl` for schema and cluster statements, :mod:`feedkv.sql.dml` for
-rows), in an :class:`~feedkv.sql.execution.Execution`; errors of the layers below
-become SQL errors with a SQLSTATE.
+(:mod:`feedkv.sql.ddl` for schema and cluster statements, :mod:`feedkv.sql.query`
+for queries, :mod:`feedkv.sql.dml` for writes), in an
+:class:`~feedkv.sql.execution.Execution`; errors of the layers below become SQL errors
+with a SQLSTATE.
 """
 
 from __future__ import annotations
@@ -11,13 +12,17 @@ from collections.abc import Callable
 from typing import Any
 
 from feedkv.errors import InvalidArgumentError, InvalidKeyError, SQLError, ValueTooLargeError
-from feedkv.sql import ddl, dml
+from feedkv.sql import ddl, dml, query
 from feedkv.sql import statements as st
 from feedkv.sql.execution import Execution, Result
 
 __all__ = ["run"]
 
-_HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {**ddl.HANDLERS, **dml.HANDLERS}
+_HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
+    **ddl.HANDLERS,
+    **query.HANDLERS,
+    **dml.HANDLERS,
+}
 _LEASED = st.Select | st.Insert | st.Update | st.Delete  # may run on leased descriptors
 
 

@@ -66,7 +66,16 @@ class Context:
     ``now`` is read from the clock at its first use (most statements never ask), then
     stays the statement's time."""
 
-    __slots__ = ("_now", "logical_timestamp", "params", "subqueries", "unique_rowid", "variable")
+    __slots__ = (
+        "_now",
+        "logical_timestamp",
+        "outer",
+        "params",
+        "subqueries",
+        "unique_rowid",
+        "value_sets",
+        "variable",
+    )
 
     def __init__(
         self,
@@ -81,8 +90,14 @@ class Context:
         self.logical_timestamp = logical_timestamp
         self.unique_rowid = unique_rowid
         self.variable = variable  # a session variable's value (current_setting())
-        # The rows of the statement's subqueries (see subquery_key), run before it is.
-        self.subqueries: dict[str, list[tuple[Any, ...]]] = {}
+        # The statement's subqueries (see subquery_key): each gives its rows for the row
+        # of the query around it (which a correlated subquery reads).
+        self.subqueries: dict[str, Callable[[Env], list[tuple[Any, ...]]]] = {}
+        # The rows of the queries around the one being evaluated, innermost last: a
+        # correlated subquery's reference to a column n levels out reads outer[-n].
+        self.outer: list[Env] = []
+        # IN (subquery): the last rows each subquery gave, as a set (see _ValueSet).
+        self.value_sets: dict[str, tuple[list[tuple[Any, ...]], _ValueSet | None]] = {}
 
     @property
     def now(self) -> datetime.datetime:
@@ -105,6 +120,12 @@ class Scope:
     database: str = ""  # the table's database, which ``db.public.t.c`` must name
     # Unqualified names two sources share, with the qualified names they could mean.
     ambiguous: dict[str, list[str]] = field(default_factory=dict)
+    # The scope of the query around this one (a subquery's names not its own are found
+    # there), and how often a query inside it found a name in it (a subquery that added
+    # none is not correlated to it).
+    outer: Scope | None = None
+    hits: int = 0
+    referenced: set[int] = field(default_factory=set)  # its places a query inside named
 
     def add(self, qualifiers: Sequence[str], name: str, index: int, ctype: ColumnType) -> None:
         """``name`` under each of ``qualifiers`` (``""``: unqualified). Adding an
@@ -124,6 +145,12 @@ class Scope:
         for qualifier in qualifiers:
             self.columns.setdefault((qualifier, name), (index, ctype))
 
+    def rebind(self, name: str, index: int, ctype: ColumnType) -> None:
+        """Unqualified ``name`` now means the column at ``index`` alone (the column a
+        JOIN ... USING merges from both sides' columns of that name)."""
+        self.ambiguous.pop(name, None)
+        self.columns[("", name)] = (index, ctype)
+
     def check_qualifier(self, qualifier: str) -> None:
         """SQLSTATE 42P01 unless ``qualifier`` names the table in scope (``t.*``)."""
         if qualifier and not any(q == qualifier for q, _ in self.columns):
@@ -135,6 +162,25 @@ class Scope:
             raise SQLError("42601", f"syntax error at or near {_shown(node)!r}")
         self.check_prefix(node)
         return self.resolve(qualifier_of(node), _column_name(node))
+
+    def find(self, node: exp.Column) -> tuple[int, int, ColumnType]:
+        """``(depth, index, type)`` of the column ``node`` names: depth 0 for this
+        scope's own, n for one of the n-th query around it (a correlated reference)."""
+        try:
+            index, ctype = self.lookup(node)
+        except SQLError as exc:
+            if self.outer is None or exc.code not in ("42703", "42P01"):
+                raise
+            try:
+                depth, index, ctype = self.outer.find(node)
+            except SQLError as outer_exc:
+                # NB: the error of the query whose table the name's qualifier names
+                raise (outer_exc if exc.code == "42P01" else exc) from None
+            self.outer.hits += 1
+            if not depth:
+                self.outer.referenced.add(index)
+            return depth + 1, index, ctype
+        return 0, index, ctype
 
     def check_prefix(self, node: exp.Column) -> None:
         """SQLSTATE 42P01 unless the schema and database a column names (if any) are
@@ -165,10 +211,13 @@ class Scope:
 
 AGGREGATES = (
     exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg, exp.LogicalAnd, exp.LogicalOr, exp.GroupConcat,
+    exp.Variance, exp.VariancePop, exp.Stddev, exp.StddevSamp, exp.StddevPop,
+    exp.JSONArrayAgg,
 )  # fmt: skip
 
 
-_NESTED = (exp.Subquery, exp.Exists, exp.Select)  # a query of its own inside an expression
+# A query of its own inside an expression (ANY and ALL hold one, maybe bare).
+_NESTED = (exp.Subquery, exp.Exists, exp.Select, exp.Any, exp.All)
 
 
 def outer_nodes(node: exp.Expr, *types: type[exp.Expr]) -> Iterator[exp.Expr]:
@@ -180,7 +229,11 @@ def outer_nodes(node: exp.Expr, *types: type[exp.Expr]) -> Iterator[exp.Expr]:
 
 
 def contains_aggregate(node: exp.Expr) -> bool:
-    return any(True for _ in outer_nodes(node, *AGGREGATES))
+    """Whether ``node`` calls an aggregate (a window's function is no such call)."""
+    return any(
+        not (isinstance(call.parent, exp.Window) and call.parent.this is call)
+        for call in outer_nodes(node, *AGGREGATES)
+    )
 
 
 def expression_name(node: exp.Expr) -> str:
@@ -189,8 +242,16 @@ def expression_name(node: exp.Expr) -> str:
         return node.alias
     if isinstance(node, exp.Column):
         return node.name if node.this.quoted else node.name.lower()
+    if isinstance(node, exp.Window):
+        return expression_name(node.this)
     if isinstance(node, exp.Count):
         return "count"
+    if isinstance(node, exp.VariancePop):
+        return "var_pop"
+    if isinstance(node, exp.JSONArrayAgg):
+        return "jsonb_agg"
+    if isinstance(node, exp.GroupConcat):
+        return "string_agg"
     if isinstance(node, exp.Func):
         name = node.sql_name() if not isinstance(node, exp.Anonymous) else node.name
         return name.lower()
@@ -235,7 +296,7 @@ def static_kind(node: exp.Expr, scope: Scope) -> Kind | None:
     if isinstance(node, _BOOLEAN_NODES):
         return Kind.BOOL
     if isinstance(node, exp.Column) and isinstance(node.this, exp.Identifier):
-        return scope.lookup(node)[1].kind
+        return scope.find(node)[2].kind
     if isinstance(node, exp.Literal) and not node.is_string:
         return Kind.INT if node.this.isdigit() else Kind.DECIMAL
     if isinstance(node, exp.Cast):
@@ -262,7 +323,7 @@ class _Compiler:
 
     def typed(self, node: exp.Expr) -> ColumnType | None:
         if isinstance(node, exp.Column):
-            return self.scope.lookup(node)[1]
+            return self.scope.find(node)[2]
         if isinstance(node, exp.Paren):
             return self.typed(node.this)
         return None
@@ -317,8 +378,15 @@ class _Compiler:
         return param
 
     def column(self, node: exp.Column) -> Compiled:
-        index, _ = self.scope.lookup(node)
+        depth, index, _ = self.scope.find(node)
+        if depth:
+            return lambda row, ctx: ctx.outer[-depth][index]
         return lambda row, ctx: row[index]
+
+    def tuple_(self, node: exp.Tuple) -> Compiled:
+        raise SQLError(
+            "0A000", f"row values are supported in comparisons and IN only: {_shown(node)}"
+        )
 
     def star(self, node: exp.Star) -> Compiled:
         raise SQLError("42601", "* is only allowed as a whole SELECT item or in count(*)")
@@ -367,6 +435,10 @@ class _Compiler:
         return concat
 
     def comparison(self, node: exp.Binary) -> Compiled:
+        if isinstance(node.expression, exp.Any | exp.All):
+            return self._quantified(node, node.expression)
+        if isinstance(node.this, exp.Tuple) or isinstance(node.expression, exp.Tuple):
+            return self._row_comparison(node)
         left, right = self._pair(node.this, node.expression)
         compare = _COMPARE[type(node)]
         symbol = _SYMBOLS[type(node)]
@@ -388,6 +460,59 @@ class _Compiler:
                 raise _incomparable(symbol, a, b) from None
 
         return cmp
+
+    def _row_comparison(self, node: exp.Binary) -> Compiled:
+        """``(a, b) op (c, d)``: = and <> pair by pair (a NULL pair makes an
+        undecided result NULL); <, <=, >, >= by the first pair that differs, NULL if a
+        NULL comes first (as PostgreSQL)."""
+        pairs = self._row_pairs(node.this, node.expression)
+        op: type[exp.Binary] = type(node)
+
+        def row(row: Env, ctx: Context) -> Any:
+            return _row_compare(op, [(a(row, ctx), b(row, ctx)) for a, b in pairs])
+
+        return row
+
+    def _row_pairs(self, a: exp.Expr, b: exp.Expr) -> list[tuple[Compiled, Compiled]]:
+        if not isinstance(a, exp.Tuple) or not isinstance(b, exp.Tuple):
+            raise SQLError("0A000", f"a row compares with a row only: {_shown(a.parent or a)}")
+        if len(a.expressions) != len(b.expressions):
+            raise SQLError("42601", "unequal number of entries in row expressions")
+        return [self._pair(x, y) for x, y in zip(a.expressions, b.expressions, strict=True)]
+
+    def _quantified(self, node: exp.Binary, quantifier: exp.Any | exp.All) -> Compiled:
+        """``x op ANY (subquery)`` (SOME is ANY) and ``x op ALL (subquery)``: true if
+        some (every) row compares true, false if every (some) row compares false, else
+        NULL; over no rows ANY is false and ALL true, whatever ``x``."""
+        if not isinstance(quantifier.this, exp.Subquery | exp.Select):
+            raise SQLError("0A000", f"ANY and ALL take a subquery, not {_shown(quantifier.this)}")
+        inner = self.compile(node.this)
+        rows = _subquery_rows(quantifier)
+        compare, symbol = _COMPARE[type(node)], _SYMBOLS[type(node)]
+        every = isinstance(quantifier, exp.All)
+
+        def quantified(row: Env, ctx: Context) -> Any:
+            found = rows(row, ctx)
+            if not found:
+                return every
+            value = inner(row, ctx)
+            unknown = False
+            for (candidate,) in found:
+                if value is None or candidate is None:
+                    unknown = True
+                    continue
+                try:
+                    verdict = compare(value, candidate)
+                except TypeError:
+                    raise _incomparable(symbol, value, candidate) from None
+                if verdict is not every:
+                    return verdict
+            return None if unknown else every
+
+        return quantified
+
+    def quantifier(self, node: exp.Any | exp.All) -> Compiled:
+        raise SQLError("42601", f"ANY and ALL follow a comparison operator: {_shown(node)}")
 
     def null_safe(self, node: exp.Binary) -> Compiled:
         left, right = self._pair(node.this, node.expression)
@@ -465,6 +590,8 @@ class _Compiler:
         query = node.args.get("query")
         if query is not None:
             return self._in_subquery(node, query)
+        if isinstance(node.this, exp.Tuple):
+            return self._row_in(node)
         target_type = self.typed(node.this)
         inner = self.compile(node.this)
         options = []
@@ -480,16 +607,46 @@ class _Compiler:
 
         return in_
 
-    def _in_subquery(self, node: exp.In, query: exp.Expr) -> Compiled:
-        inner = self.compile(node.this)
-        rows = _subquery_rows(query)
+    def _row_in(self, node: exp.In) -> Compiled:
+        """``(a, b) IN ((1, 2), (3, 4))``: true if a row equals, else NULL if one is
+        undecided, else false."""
+        options = [self._row_pairs(node.this, option) for option in node.expressions]
 
         def in_(row: Env, ctx: Context) -> Any:
-            found = rows(ctx)
+            return _row_member([(a(row, ctx), b(row, ctx)) for a, b in pairs] for pairs in options)
+
+        return in_
+
+    def _in_subquery(self, node: exp.In, query: exp.Expr) -> Compiled:
+        rows = _subquery_rows(query)
+        if isinstance(node.this, exp.Tuple):
+            values = [self.compile(e) for e in node.this.expressions]
+
+            def row_in(row: Env, ctx: Context) -> Any:
+                found = rows(row, ctx)
+                if not found:
+                    return False  # NB: as IN an empty set below
+                mine = [v(row, ctx) for v in values]
+                return _row_member(list(zip(mine, other, strict=True)) for other in found)
+
+            return row_in
+        inner = self.compile(node.this)
+        key = subquery_key(query)
+
+        def in_(row: Env, ctx: Context) -> Any:
+            found = rows(row, ctx)
             if not found:
                 return False  # NB: as CockroachDB: IN an empty set is false, even for NULL
             value = inner(row, ctx)
-            return None if value is None else _member(value, (c for (c,) in found))
+            if value is None:
+                return None
+            cached = ctx.value_sets.get(key)
+            if cached is None or cached[0] is not found:
+                cached = ctx.value_sets[key] = (found, _ValueSet.of(found))
+            values = cached[1]
+            if values is not None and _family(value) == values.family:
+                return True if value in values.values else (None if values.null else False)
+            return _member(value, (c for (c,) in found))
 
         return in_
 
@@ -498,7 +655,7 @@ class _Compiler:
         rows = _subquery_rows(node)
 
         def scalar(row: Env, ctx: Context) -> Any:
-            found = rows(ctx)
+            found = rows(row, ctx)
             if len(found) > 1:
                 raise SQLError(
                     "21000", "more than one row returned by a subquery used as an expression"
@@ -509,7 +666,7 @@ class _Compiler:
 
     def exists(self, node: exp.Exists) -> Compiled:
         rows = _subquery_rows(node)
-        return lambda row, ctx: bool(rows(ctx))
+        return lambda row, ctx: bool(rows(row, ctx))
 
     def between(self, node: exp.Between) -> Compiled:
         low = exp.GTE(this=node.this, expression=node.args["low"])
@@ -657,6 +814,9 @@ class _Compiler:
 
         return current_setting
 
+    def window(self, node: exp.Window) -> Compiled:
+        raise SQLError("42P20", "window functions are allowed only in a SELECT's list and ORDER BY")
+
     def aggregate(self, node: exp.Expr) -> Compiled:
         raise SQLError(
             "42803",
@@ -689,17 +849,20 @@ def _session_variable(ctx: Context, name: str) -> str:
     return ctx.variable(name)
 
 
-def _subquery_rows(node: exp.Expr) -> Callable[[Context], list[tuple[Any, ...]]]:
-    """The rows of the subquery at ``node``, which the statement ran before it ran
-    (:attr:`Context.subqueries`); 0A000 where no statement does (a subquery in a
-    statement other than SELECT)."""
+def _subquery_rows(node: exp.Expr) -> Callable[[Env, Context], list[tuple[Any, ...]]]:
+    """The rows of the subquery at ``node`` for a row of the query around it, from the
+    statement's runner (:attr:`Context.subqueries`); 0A000 where the statement runs
+    none (see the message)."""
     key = subquery_key(node)
 
-    def rows(ctx: Context) -> list[tuple[Any, ...]]:
+    def rows(row: Env, ctx: Context) -> list[tuple[Any, ...]]:
         found = ctx.subqueries.get(key)
         if found is None:
-            raise SQLError("0A000", "subqueries are supported in SELECT only")
-        return found
+            raise SQLError(
+                "0A000",
+                "subqueries are not supported here (a DEFAULT or a changefeed query)",
+            )
+        return found(row)
 
     return rows
 
@@ -809,6 +972,43 @@ def _nan_rank(value: Any) -> tuple[int, Any]:
     return (0, 0) if _is_nan(value) else (1, value)
 
 
+@dataclass(frozen=True, slots=True)
+class _ValueSet:
+    """A subquery's one column as a hash set, for IN: built when its non-NULL values are
+    all of one family whose Python equality and hash are SQL's (see :func:`_family`);
+    a value of that family is looked up, any other compared one by one (which converts
+    or refuses as ``=`` does). Without it IN costs the subquery's rows per row."""
+
+    family: str
+    values: frozenset[Any]
+    null: bool  # a NULL among them: a value not found is NULL, not false
+
+    @classmethod
+    def of(cls, rows: Sequence[tuple[Any, ...]]) -> _ValueSet | None:
+        families = {_family(value) for (value,) in rows if value is not None}
+        if len(families) != 1 or None in families:
+            return None
+        (family,) = families
+        values = frozenset(value for (value,) in rows if value is not None)
+        return cls(str(family), values, any(value is None for (value,) in rows))
+
+
+def _family(value: object) -> str | None:
+    """The family of values whose equality and hash agree with SQL's ``=``: numbers
+    (INT, FLOAT but NaN, finite DECIMAL), strings, bytes, bools, UUIDs; else None."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "number"
+    if isinstance(value, float):
+        return "number" if value == value and abs(value) != float("inf") else None
+    if isinstance(value, decimal.Decimal):
+        return "number" if value.is_finite() else None
+    if isinstance(value, str | bytes | uuid.UUID):
+        return type(value).__name__
+    return None
+
+
 def _member(value: Any, candidates: Iterable[Any]) -> bool | None:
     """``value IN candidates`` for a non-NULL value: true if one equals it, else NULL if
     one is NULL, else false (three-valued, as SQL has it)."""
@@ -819,6 +1019,40 @@ def _member(value: Any, candidates: Iterable[Any]) -> bool | None:
         elif _in_equal(value, candidate):
             return True
     return None if saw_null else False
+
+
+def _row_compare(op: type[exp.Binary], pairs: Sequence[tuple[Any, Any]]) -> bool | None:
+    """Two rows compared by ``op`` (see :meth:`_Compiler._row_comparison`)."""
+    symbol = _SYMBOLS[op]
+    if op in (exp.EQ, exp.NEQ):
+        unknown = False
+        for a, b in pairs:
+            if a is None or b is None:
+                unknown = True
+            elif not _in_equal(a, b):
+                return op is exp.NEQ
+        return None if unknown else op is exp.EQ
+    for a, b in pairs:
+        if a is None or b is None:
+            return None
+        try:
+            if _EQUAL(a, b):
+                continue
+            return _COMPARE[op](a, b)
+        except TypeError:
+            raise _incomparable(symbol, a, b) from None
+    return op in (exp.LTE, exp.GTE)
+
+
+def _row_member(candidates: Iterable[Sequence[tuple[Any, Any]]]) -> bool | None:
+    """A row IN rows: true if one equals it, else NULL if one is undecided, else false."""
+    unknown = False
+    for pairs in candidates:
+        verdict = _row_compare(exp.EQ, pairs)
+        if verdict:
+            return True
+        unknown = unknown or verdict is None
+    return None if unknown else False
 
 
 def _in_equal(value: Any, candidate: Any) -> bool:
@@ -965,6 +1199,7 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.Parameter: _Compiler.parameter,
     exp.Column: _Compiler.column,
     exp.Star: _Compiler.star,
+    exp.Tuple: _Compiler.tuple_,
     exp.Paren: _Compiler.paren,
     exp.Neg: _Compiler.neg,
     exp.Add: _Compiler.arithmetic,
@@ -1008,5 +1243,8 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.Abs: _Compiler.unary_function,
     exp.Coalesce: _Compiler.coalesce,
     exp.Anonymous: _Compiler.anonymous,
+    exp.Window: _Compiler.window,
+    exp.Any: _Compiler.quantifier,
+    exp.All: _Compiler.quantifier,
     **{agg: _Compiler.aggregate for agg in AGGREGATES},
 }

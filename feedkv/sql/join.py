@@ -9,6 +9,7 @@ keeps rows, and :class:`~feedkv.sql.plan.ResultPlan` makes the result.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,7 +31,16 @@ from feedkv.sql.expr import (
     outer_nodes,
     static_kind,
 )
-from feedkv.sql.plan import FromTable, ResultPlan, check_index, flatten_and, holds
+from feedkv.sql.plan import (
+    FromTable,
+    ResultPlan,
+    Star,
+    check_index,
+    flatten_and,
+    holds,
+    star_of,
+)
+from feedkv.sql.relation import Relation
 from feedkv.sql.types import Kind
 
 __all__ = ["JoinPlan", "JoinStep"]
@@ -49,6 +59,10 @@ class JoinStep:
     left_keys: list[Compiled]
     right_keys: list[Compiled]
     residual: Compiled | None
+    # USING's columns, each (left place, right place) in a pair: each pair becomes one
+    # column after the two sides, the first non-NULL of them (the row's side of an
+    # outer join's unpaired row).
+    merged: tuple[tuple[int, int], ...] = ()
 
     def join(
         self, left: list[tuple[Any, ...]], right: list[tuple[Any, ...]], context: Context
@@ -89,6 +103,12 @@ class JoinStep:
                 out.append(row + pad_right)
         if self.side in ("right", "full"):
             out.extend(pad_left + row for j, row in enumerate(right) if not paired[j])
+        if self.merged:
+            merged = self.merged
+            out = [
+                row + tuple(row[a] if row[a] is not None else row[b] for a, b in merged)
+                for row in out
+            ]
         return out
 
 
@@ -116,35 +136,54 @@ class JoinPlan:
     steps: list[JoinStep]
     where: Compiled | None
     result: ResultPlan
+    scope: Scope
 
     @classmethod
     def of(
-        cls, descs: Sequence[TableDescriptor], s: st.Select, databases: Sequence[str]
+        cls,
+        descs: Sequence[TableDescriptor | Relation],
+        s: st.Select,
+        databases: Sequence[str],
+        outer: Scope | None = None,
     ) -> JoinPlan:
+        """The plan of ``s`` over ``descs``, its sources; ``outer`` names the columns of
+        the query around it, for a subquery."""
         aliases = [s.alias, *(join.alias for join in s.joins)]
         indexes = [s.index, *(join.index for join in s.joins)]
         tables: list[FromTable] = []
-        scope = Scope(database=databases[0])
+        scope = Scope(database=databases[0], outer=outer)
         steps: list[JoinStep] = []
+        star: Star = []
         offset = 0
         for n, (desc, alias, index) in enumerate(zip(descs, aliases, indexes, strict=True)):
             check_index(desc, index)
             name = alias or desc.name
-            if any(name in t.names for t in tables):
+            if name and any(name in t.names for t in tables):
                 raise SQLError(
                     "42712", f'source name "{name}" specified more than once (missing AS clause)'
                 )
-            table = FromTable(desc, (name,), offset)
+            table = FromTable(desc, (name,) if name else (), offset)
+            qualifiers = ["", name] if name else [""]
             for i, column in zip(table.columns, desc.columns, strict=True):
-                scope.add(["", name], column.name, i, column.type)
-            if n:
-                steps.append(_join_step(s.joins[n - 1], table, scope))
-            tables.append(table)
+                scope.add(qualifiers, column.name, i, column.type)
             offset += len(desc.columns)
+            if n:
+                join = s.joins[n - 1]
+                if join.using or join.natural:
+                    step, star = _using_step(join, table, scope, star)
+                    offset += len(step.merged)
+                else:
+                    step = _join_step(join, table, scope)
+                    star = star + star_of([table])
+                steps.append(step)
+            else:
+                star = star_of([table])
+            tables.append(table)
         where = None
         if s.where is not None:
             where = compile_expr(condition(s.where, scope), scope)
-        return cls(tables, steps, where, ResultPlan.of(tables, scope, s))
+        result = ResultPlan.of(tables, scope, s, star, offset)
+        return cls(tables, steps, where, result, scope)
 
     def rows(
         self, tables: Sequence[list[tuple[Any, ...]]], context: Context
@@ -158,6 +197,70 @@ class JoinPlan:
             where = self.where
             rows = [row for row in rows if holds(where(row, context))]
         return rows
+
+
+def _using_step(join: st.Join, right: FromTable, scope: Scope, star: Star) -> tuple[JoinStep, Star]:
+    """``join ... USING (columns)`` or NATURAL JOIN (the visible columns both sides
+    name) of ``right``: a join on the equality of each pair, which becomes one column
+    placed after ``right``'s. ``star`` is what ``*`` selects from the left side; the
+    result's ``*`` selects the merged columns first, then the rest of the left's and
+    the right's, as in PostgreSQL. Returns the step and that ``*``."""
+    visible = [
+        (c.name, i, c.type)
+        for i, c in zip(right.columns, right.desc.columns, strict=True)
+        if not c.hidden
+    ]
+    if join.natural:
+        right_names = {name for name, _i, _t in visible}
+        names = list(dict.fromkeys(name for name, _i, _t in star if name in right_names))
+    else:
+        names = list(join.using)
+    on = Scope(columns=dict(scope.columns), database=scope.database, outer=scope.outer)
+    pairs: list[tuple[int, int]] = []
+    conditions: list[exp.Expr] = []
+    for n, name in enumerate(names):
+        left = [entry for entry in star if entry[0] == name]
+        if not left:
+            raise SQLError(
+                "42703", f'column "{name}" specified in USING clause does not exist in left table'
+            )
+        if len(left) > 1:
+            raise SQLError(
+                "42702", f'common column name "{name}" appears more than once in left table'
+            )
+        found = [entry for entry in visible if entry[0] == name]
+        if not found:
+            raise SQLError(
+                "42703", f'column "{name}" specified in USING clause does not exist in right table'
+            )
+        if len(found) > 1:
+            raise SQLError(
+                "42702", f'common column name "{name}" appears more than once in right table'
+            )
+        (_, a, a_type), (_, b, b_type) = left[0], found[0]
+        on.add([""], f"__using_left_{n}", a, a_type)
+        on.add([""], f"__using_right_{n}", b, b_type)
+        conditions.append(
+            exp.EQ(
+                this=exp.column(f"__using_left_{n}"), expression=exp.column(f"__using_right_{n}")
+            )
+        )
+        pairs.append((a, b))
+    if not conditions:
+        conditions.append(exp.true())  # NB: a NATURAL JOIN with no common column crosses
+    written = st.Join(
+        join.table, join.alias, join.index, join.side, functools.reduce(exp.and_, conditions)
+    )
+    step = dataclasses.replace(_join_step(written, right, on), merged=tuple(pairs))
+    after = right.offset + len(right.desc.columns)
+    merged: Star = []
+    for n, (name, (a, _b)) in enumerate(zip(names, pairs, strict=True)):
+        ctype = next(t for _name, i, t in star if i == a)
+        scope.rebind(name, after + n, ctype)
+        merged.append((name, after + n, ctype))
+    rest = [entry for entry in star if entry[0] not in names]
+    rest += [entry for entry in visible if entry[0] not in names]
+    return step, merged + rest
 
 
 def _join_step(join: st.Join, right: FromTable, scope: Scope) -> JoinStep:
@@ -190,11 +293,10 @@ def _equi_sides(node: exp.Expr, right: FromTable, scope: Scope) -> tuple[exp.Exp
         return None
 
     def place(side: exp.Expr) -> str | None:
-        columns = [
-            scope.lookup(c)[0] for c in outer_nodes(side, exp.Column) if isinstance(c, exp.Column)
-        ]
-        if not columns or contains_aggregate(side):
-            return None
+        found = [scope.find(c) for c in outer_nodes(side, exp.Column) if isinstance(c, exp.Column)]
+        if not found or contains_aggregate(side) or any(depth for depth, _i, _t in found):
+            return None  # NB: a correlated reference is the same for every pair
+        columns = [index for _depth, index, _type in found]
         if all(i in right.columns for i in columns):
             return "right"
         if all(i < right.offset for i in columns):

@@ -27,6 +27,7 @@ the expressions it leaves as trees (``expr``).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import string
@@ -39,6 +40,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.parsers.postgres import PostgresParser
 from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
 from feedkv.errors import SQLError
@@ -47,7 +49,7 @@ from feedkv.sql.script import runaway
 from feedkv.sql.session_vars import canonical_name
 from feedkv.sql.types import INT64_MAX, ColumnType, parse_type_name
 
-__all__ = ["column_type", "parse", "parse_expression", "placeholder_count"]
+__all__ = ["column_type", "ordered", "parse", "parse_expression", "placeholder_count"]
 
 # NB: sqlglot logs a warning whenever it falls back to an opaque Command; feedkv turns
 # those into errors of its own, so the warnings would only be noise on the terminal.
@@ -59,9 +61,28 @@ class _Cockroach(Postgres):
     escapes read as bytes, see :func:`_bytes_literal`) and only ``B'...'`` is a bit
     string."""
 
+    # NB: NULLs sort first ascending, as in CockroachDB: an ORDER BY item's nulls_first
+    # then differs from its direction's default only when NULLS FIRST/LAST says so
+    NULL_ORDERING = "nulls_are_small"
+
     class Tokenizer(Postgres.Tokenizer):
         BIT_STRINGS: ClassVar = [("B'", "'")]
         BYTE_STRINGS: ClassVar = [("e'", "'"), ("E'", "'"), ("b'", "'")]
+
+    class Parser(PostgresParser):
+        FUNCTIONS: ClassVar = {
+            **PostgresParser.FUNCTIONS,
+            "JSONB_AGG": lambda args: _jsonb_agg(args),
+            "JSON_AGG": lambda args: _jsonb_agg(args),
+        }
+
+
+def _jsonb_agg(args: list[exp.Expr]) -> exp.Expr:
+    """jsonb_agg(x) (json_agg is the same in CockroachDB), as sqlglot's JSON array
+    aggregate."""
+    if len(args) != 1:
+        raise SQLError("42883", "unknown signature: jsonb_agg() takes exactly one argument")
+    return exp.JSONArrayAgg(this=args[0])
 
 
 _DIALECT = _Cockroach()
@@ -149,7 +170,9 @@ def _placeholder_index(param: exp.Parameter) -> int:
     return int(text)
 
 
-def _expressions_of(statement: st.Statement) -> list[exp.Expr]:
+def _expressions_of(statement: object) -> list[exp.Expr]:
+    """Every expression of a statement, also those of the queries and parts (joins,
+    CTEs, derived tables, set operations' sides) it holds."""
     out: list[exp.Expr] = []
     for name in getattr(statement, "__slots__", ()):
         value = getattr(statement, name, None)
@@ -162,8 +185,10 @@ def _collect(value: object) -> list[exp.Expr]:
         return [value]
     if isinstance(value, tuple):
         return [e for item in value for e in _collect(item)]
-    if isinstance(value, st.ColumnSpec) and value.default is not None:
-        return [value.default]
+    if isinstance(value, st.ColumnSpec):
+        return [value.default] if value.default is not None else []
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _expressions_of(value)
     return []
 
 
@@ -425,6 +450,12 @@ class _Statement:
         alias, a shorter list) and the statement would run."""
         tokens, words = self.tokens, self.words
         first = self._keyword(0)
+        if first == "(":  # a query in parentheses, maybe a set operation's left side
+            opening = next(
+                (i for i, t in enumerate(tokens) if t.token_type is not TokenType.L_PAREN),
+                len(tokens),
+            )
+            first = "SELECT" if self._keyword(opening) in ("SELECT", "WITH") else ""
         if first not in _STATEMENT_WORDS:
             raise self._error_at(0, f"{tokens[0].text!r} does not start a statement")
         unsupported = _UNSUPPORTED_STATEMENTS.get(" ".join(words[:2])) or (
@@ -511,7 +542,10 @@ class _Statement:
             elif word == "JOIN" or word in _AFTER_JOIN:
                 if open_join is not None:
                     raise self._error_at(i, "JOIN needs ON or USING")
-                if word == "JOIN" and self._keyword(i - 1) not in ("CROSS", "NATURAL"):
+                before = i - 1
+                while self._keyword(before) in ("LEFT", "RIGHT", "FULL", "INNER", "OUTER"):
+                    before -= 1  # NB: NATURAL LEFT OUTER JOIN needs no ON either
+                if word == "JOIN" and self._keyword(before) not in ("CROSS", "NATURAL"):
                     open_join = i
         if open_join is not None:
             raise self._error_at(len(self.tokens), "JOIN needs ON or USING")
@@ -603,7 +637,7 @@ class _Statement:
                 ):
                     raise self._error_at(i + 1, "expected a list of values after RETURNING")
                 self._mask(i, len(self.tokens) - 1)
-                return tuple(select.expressions)
+                return tuple(e.copy() for e in select.expressions)  # NB: roots of their own
         return None
 
     def _cut_families(
@@ -1031,8 +1065,12 @@ class _Statement:
         start = self._pos(self.tokens[first])
         text = self.text[start:]
         select = _Statement(text, self.tokens[first:], self.offset + start).parse()
-        if not isinstance(select, st.Select) or select.table is None:
+        if not isinstance(select, st.Select) or not isinstance(select.table, st.TableName):
             raise self._error_at(first, "a changefeed query selects from one table")
+        if select.joins or select.ctes or select.subqueries:
+            raise SQLError(
+                "0A000", "a changefeed query reads one table, without joins or subqueries"
+            )
         if select.order_by or select.limit is not None or select.offset is not None:
             raise SQLError(
                 "0A000", "a changefeed query takes no ORDER BY, LIMIT or OFFSET: it never ends"
@@ -1150,6 +1188,10 @@ class _Converter:
         if self.as_of is not None and not isinstance(node, exp.Select):
             raise SQLError("0A000", "AS OF SYSTEM TIME is only supported in SELECT")
         handler = getattr(self, f"_{type(node).__name__.lower()}", None)
+        if isinstance(node, exp.SetOperation):
+            handler = self._set_operation
+        elif isinstance(node, exp.Subquery | exp.Values):
+            handler = self._query
         if handler is None:
             raise _unsupported(node)
         _check_column_names(node)
@@ -1275,20 +1317,24 @@ class _Converter:
             columns = tuple(_ident(c) for c in target.expressions)
             target = target.this
         table = _table_of(target)
-        _refuse_unhandled(node, {"this", "expression", "conflict", "returning"})
+        _refuse_unhandled(node, {"this", "expression", "conflict", "returning", "with_"})
         source = node.expression
-        query: st.Select | None = None
-        if isinstance(source, exp.Select):
-            converted = self._select(source)
-            if not isinstance(converted, st.Select):
-                raise _unsupported(source, "INSERT source")
-            query = converted
+        query: st.Query | None = None
+        subqueries: tuple[tuple[exp.Expr, st.Query], ...] = ()
+        ctes = self._ctes(node)
+        if ctes and not isinstance(source, exp.Select | exp.SetOperation):
+            raise SQLError("0A000", "WITH is supported before INSERT ... SELECT only")
+        if isinstance(source, exp.Select | exp.SetOperation):
+            query = self._query(source)
+            # NB: WITH before INSERT names rows for its SELECT, which runs them first
+            query = dataclasses.replace(query, ctes=ctes + query.ctes)
             rows: tuple[tuple[exp.Expr, ...], ...] = ()
         elif isinstance(source, exp.Values):
             rows = tuple(
                 tuple(row.expressions) if isinstance(row, exp.Tuple) else (row,)
                 for row in source.expressions
             )
+            subqueries = tuple(self._subqueries(source))
         else:
             raise _unsupported(source, "INSERT source (VALUES or one table's SELECT)")
         on_conflict: str | None = None
@@ -1315,6 +1361,11 @@ class _Converter:
                     )
             else:
                 raise _unsupported(conflict, "ON CONFLICT action")
+        for clause in ("conflict", "returning"):
+            part = node.args.get(clause)
+            if part is not None and part.find(exp.Subquery, exp.Exists, exp.Select) is not None:
+                what = "ON CONFLICT" if clause == "conflict" else "INSERT's RETURNING"
+                raise SQLError("0A000", f"subqueries are not supported in {what}")
         return st.Insert(
             self.text,
             table,
@@ -1327,55 +1378,212 @@ class _Converter:
             conflict_target,
             conflict_where,
             query,
+            subqueries,
         )
 
     def _update(self, node: exp.Update) -> st.Statement:
-        if node.args.get("from_") or node.args.get("from"):
-            raise SQLError("0A000", "UPDATE ... FROM is not supported")
-        _refuse_unhandled(node, {"this", "expressions", "where", "returning", "order", "limit"})
+        _refuse_unhandled(
+            node, {"this", "expressions", "where", "returning", "order", "limit", "from_", "from"}
+        )
         table = _table_of(node.this)
         sets = _assignments(node.expressions, table)
         order, limit = _mutation_order(node, "UPDATE")
-        return st.Update(self.text, table, sets, _where(node), _returning(node), order, limit)
+        from_ = node.args.get("from_") or node.args.get("from")
+        joins = self._mutation_joins([from_.this] if from_ is not None else [], "UPDATE ... FROM")
+        if joins and (order or limit is not None):
+            raise SQLError("0A000", "UPDATE ... FROM takes no ORDER BY or LIMIT")
+        return st.Update(
+            self.text,
+            table,
+            sets,
+            _where(node),
+            _returning(node),
+            order,
+            limit,
+            _index_and_alias(node.this)[1],
+            joins,
+            tuple(self._subqueries(node)),
+        )
 
     def _delete(self, node: exp.Delete) -> st.Statement:
-        if node.args.get("using"):
-            raise SQLError("0A000", "DELETE ... USING is not supported")
-        _refuse_unhandled(node, {"this", "where", "returning", "order", "limit"})
+        _refuse_unhandled(node, {"this", "where", "returning", "order", "limit", "using"})
         table = _table_of(node.this)
         order, limit = _mutation_order(node, "DELETE")
         returning = self.returning if self.returning is not None else _returning(node)
-        return st.Delete(self.text, table, _where(node), returning, order, limit)
+        joins = self._mutation_joins(node.args.get("using") or [], "DELETE ... USING")
+        if joins and (order or limit is not None):
+            raise SQLError("0A000", "DELETE ... USING takes no ORDER BY or LIMIT")
+        alias = _index_and_alias(node.this)[1]
+        subqueries = [*self._subqueries(node)]
+        if self.returning is not None:  # cut out of the text, so not under ``node``
+            subqueries += [q for item in self.returning for q in self._subqueries(item)]
+        return st.Delete(
+            self.text, table, _where(node), returning, order, limit, alias, joins, tuple(subqueries)
+        )
 
-    def _select(self, node: exp.Select) -> st.Statement:
-        for unsupported in ("with_", "with", "windows"):
-            if node.args.get(unsupported):
+    def _mutation_joins(self, sources: list[exp.Expr], what: str) -> tuple[st.Join, ...]:
+        """UPDATE ... FROM's or DELETE ... USING's sources as joins after the table:
+        each listed source a CROSS JOIN, then the joins written after it. A RIGHT or
+        FULL join among them is refused: joined after the table, its unpaired rows
+        would pair with no row of the table, where PostgreSQL pairs them with each."""
+        joins: list[st.Join] = []
+        for source in sources:
+            nested = source.args.get("joins") or []
+            if nested:
+                source = source.copy()
+                source.set("joins", None)
+            table, index, alias = self._source(source)
+            joins.append(st.Join(table, alias, index, "cross"))
+            for node in nested:
+                join = self._join(node)
+                if join.side in ("right", "full"):
+                    raise SQLError("0A000", f"{join.side.upper()} JOIN in {what} is not supported")
+                joins.append(join)
+        return tuple(joins)
+
+    def _query(self, node: exp.Expr) -> st.Query:
+        """A query inside a statement (a subquery, a derived table, a CTE's body, a set
+        operation's side): a SELECT or a set operation, maybe in parentheses."""
+        converter = _Converter(self.text, False, [], {}, None, None)
+        if isinstance(node, exp.Subquery) and node.args.get("alias") is None:
+            _refuse_unhandled(node, {"this"})
+            return converter._query(node.this)
+        if isinstance(node, exp.Select):
+            return converter._select(node)
+        if isinstance(node, exp.SetOperation):
+            return converter._set_operation(node)
+        if isinstance(node, exp.Values):
+            _refuse_unhandled(node, {"expressions", "alias"})
+            rows = tuple(
+                tuple(row.expressions) if isinstance(row, exp.Tuple) else (row,)
+                for row in node.expressions
+            )
+            return st.Values(self.text, rows)
+        raise _unsupported(node, "query")
+
+    def _set_operation(self, node: exp.SetOperation) -> st.SetOperation:
+        _refuse_unhandled(
+            node, {"this", "expression", "distinct", "order", "limit", "offset", "with_"}
+        )
+        op = type(node).__name__.lower()
+        if op not in ("union", "intersect", "except"):
+            raise _unsupported(node, "set operation")
+        for side in (node.this, node.expression):
+            if isinstance(side, exp.Select) and any(
+                side.args.get(clause) for clause in ("order", "limit", "offset")
+            ):
                 raise SQLError(
-                    "0A000", f"{unsupported.rstrip('_').upper()} in SELECT is not supported"
+                    "42601",
+                    f"syntax error: ORDER BY, LIMIT or OFFSET before {op.upper()} applies to "
+                    "its side only in parentheses: (SELECT ... LIMIT n)",
                 )
+        limit, offset = node.args.get("limit"), node.args.get("offset")
+        return st.SetOperation(
+            self.text,
+            op,  # type: ignore[arg-type]
+            not node.args.get("distinct"),
+            self._query(node.this),
+            self._query(node.expression),
+            _order_by(node),
+            limit.expression if limit is not None else None,
+            offset.expression if offset is not None else None,
+            self._ctes(node),
+        )
+
+    def _ctes(self, node: exp.Expr) -> tuple[st.Cte, ...]:
+        """``WITH name [(columns)] AS (query), ...``, each name once."""
+        with_ = node.args.get("with_") or node.args.get("with")
+        if with_ is None:
+            return ()
+        _refuse_unhandled(with_, {"expressions", "recursive"})
+        ctes: list[st.Cte] = []
+        for cte in with_.expressions:
+            _refuse_unhandled(cte, {"this", "alias"})
+            name = _ident(cte.args["alias"].this)
+            if any(c.name == name for c in ctes):
+                raise SQLError("42712", f'WITH query name "{name}" specified more than once')
+            columns = tuple(_ident(c) for c in cte.args["alias"].columns)
+            query = self._query(cte.this)
+            recursive = bool(with_.args.get("recursive")) and _names_table(cte.this, name)
+            if recursive:
+                _check_recursive(name, cte.this, query)
+            ctes.append(st.Cte(name, query, columns, recursive))
+        return tuple(ctes)
+
+    def _source(self, node: exp.Expr) -> tuple[st.Source, str | None, str | None]:
+        """A FROM or JOIN source, its index hint and its alias: a table (or a CTE's
+        name) or a subquery in parentheses."""
+        if isinstance(node, exp.Subquery | exp.Values):
+            alias = node.args.get("alias")
+            name = _ident(alias.this) if alias is not None and alias.this is not None else ""
+            columns = tuple(_ident(c) for c in alias.columns) if alias is not None else ()
+            if isinstance(node, exp.Values):
+                query = self._query(node)
+            else:
+                _refuse_unhandled(node, {"this", "alias"})
+                query = self._query(node.this)
+            return st.Derived(query, name, columns), None, name or None
+        if isinstance(node, exp.Lateral):
+            raise SQLError("0A000", "LATERAL is not supported")
+        if not isinstance(node, exp.Table):
+            raise SQLError("0A000", "SELECT reads from tables and subqueries (no functions)")
+        index, alias = _index_and_alias(node)
+        return _table_of(node), index, alias
+
+    def _join(self, node: exp.Expr) -> st.Join:
+        """One JOIN of a SELECT's FROM clause (a comma is a CROSS JOIN)."""
+        if not isinstance(node, exp.Join):
+            raise _unsupported(node, "FROM clause")
+        _refuse_unhandled(node, {"this", "on", "side", "kind", "using", "method"})
+        table, index, alias = self._source(node.this)
+        side_word = str(node.args.get("side") or "").upper()
+        kind = str(node.args.get("kind") or "").upper()
+        method = str(node.args.get("method") or "").upper()
+        if method not in ("", "NATURAL"):
+            raise SQLError("0A000", f"{method} JOIN is not supported")
+        natural = method == "NATURAL"
+        on = node.args.get("on")
+        using = tuple(_ident(c) for c in node.args.get("using") or ())
+        if natural and (on is not None or using):
+            raise SQLError("42601", "syntax error: NATURAL JOIN takes no ON or USING")
+        if on is not None and using:
+            raise SQLError("42601", "syntax error: a JOIN takes ON or USING, not both")
+        if len(set(using)) != len(using):
+            raise SQLError("42701", "a column is named more than once in USING")
+        side: str
+        if kind == "CROSS" or (
+            not side_word and not kind and on is None and not using and not natural
+        ):
+            if on is not None or using:
+                raise SQLError("42601", "syntax error: CROSS JOIN takes no ON or USING")
+            side = "cross"
+        else:
+            if on is None and not using and not natural:
+                raise SQLError("42601", f"syntax error: {side_word or kind or 'a'} JOIN needs ON")
+            side = _JOIN_SIDES.get(side_word, "inner")
+        return st.Join(table, alias, index, side, on, using, natural)  # type: ignore[arg-type]
+
+    def _select(self, node: exp.Select) -> st.Select:
+        _name_windows(node)
         _refuse_unhandled(
             node,
             {"expressions", "from_", "from", "where", "order", "limit", "offset", "kind"}
-            | {"group", "having", "distinct", "joins"},
+            | {"group", "having", "distinct", "joins", "with_", "with"},
         )
         if node.args.get("kind"):
             raise _unsupported(node)
-        for found in node.find_all(exp.Window, exp.Filter):
-            what = "window functions (OVER) are" if isinstance(found, exp.Window) else "FILTER is"
-            raise SQLError("0A000", f"{what} not supported yet")
+        if node.find(exp.Filter) is not None:
+            raise SQLError("0A000", "FILTER is not supported yet")
         subqueries = tuple(self._subqueries(node))
-        table: st.TableName | None = None
+        table: st.Source | None = None
         alias: str | None = None
         index: str | None = None
         joins: tuple[st.Join, ...] = ()
+        ctes = self._ctes(node)
         from_ = node.args.get("from_") or node.args.get("from")
         if from_ is not None:
-            source = from_.this
-            if not isinstance(source, exp.Table):
-                raise SQLError("0A000", "SELECT reads from one table (no subqueries or functions)")
-            table = _table_of(source)
-            index, alias = _index_and_alias(source)
-            joins = tuple(_join(join) for join in node.args.get("joins") or ())
+            table, index, alias = self._source(from_.this)
+            joins = tuple(self._join(join) for join in node.args.get("joins") or ())
         elif self.as_of is not None:
             raise SQLError("0A000", "AS OF SYSTEM TIME needs a FROM clause")
         limit = node.args.get("limit")
@@ -1405,24 +1613,93 @@ class _Converter:
             tuple(on.expressions) if on is not None else (),
             joins,
             subqueries,
+            ctes,
         )
 
-    def _subqueries(self, node: exp.Select) -> Iterator[tuple[exp.Expr, st.Select]]:
+    def _subqueries(self, node: exp.Expr) -> Iterator[tuple[exp.Expr, st.Query]]:
         """The subqueries of ``node``'s own expressions (a subquery's own are its), each
-        converted: a scalar or IN subquery, or EXISTS."""
-        for found in node.find_all(exp.Subquery, exp.Exists):
+        converted: a scalar or IN subquery, or EXISTS. ``node`` is a SELECT, an UPDATE,
+        a DELETE, or (for a DELETE's RETURNING, cut out of the text) an expression."""
+        for found in node.find_all(exp.Subquery, exp.Exists, exp.Any, exp.All):
             parent = found.parent
-            while parent is not None and not isinstance(parent, exp.Select):
+            while parent is not None and not isinstance(parent, _QUERY_NODES):
                 parent = parent.parent
-            if parent is not node or _is_from_source(found):
-                continue  # a subquery's own, or a FROM source (refused as a table)
+            if (parent is not None and parent is not node) or _is_from_source(found):
+                continue  # a subquery's own, or a FROM source (a derived table)
+            if isinstance(found.parent, exp.Any | exp.All):
+                continue  # ANY's or ALL's, which runs it
             inner = found.this
-            if not isinstance(inner, exp.Select):
-                raise _unsupported(inner, "subquery (one SELECT)")
-            converted = _Converter(self.text, False, [], {}, None, None)._select(inner)
-            if not isinstance(converted, st.Select):
-                raise _unsupported(inner, "subquery")
-            yield found, converted
+            if isinstance(found, exp.Any | exp.All) and not isinstance(
+                inner, exp.Subquery | exp.Select
+            ):
+                continue  # ANY (ARRAY[...]): refused when compiled
+            yield found, self._query(inner)
+
+
+def _names_table(node: exp.Expr, name: str) -> bool:
+    """Whether ``node`` reads a table called ``name`` (unqualified: a CTE's name)."""
+    return any(
+        _ident(table.this) == name and not table.args.get("db")
+        for table in node.find_all(exp.Table)
+        if isinstance(table.this, exp.Identifier)
+    )
+
+
+def _check_recursive(name: str, node: exp.Expr, query: st.Query) -> None:
+    """A recursive CTE is ``non-recursive term UNION [ALL] recursive term``, only the
+    second naming the CTE (42P19 otherwise, as PostgreSQL); ORDER BY or LIMIT on it
+    is not supported (0A000)."""
+    if not isinstance(node, exp.Union) or not isinstance(query, st.SetOperation):
+        raise SQLError(
+            "42P19",
+            f'recursive query "{name}" does not have the form non-recursive-term UNION '
+            "[ALL] recursive-term",
+        )
+    if _names_table(node.this, name):
+        raise SQLError(
+            "42P19",
+            f'recursive reference to query "{name}" must not appear within its non-recursive term',
+        )
+    if query.order_by or query.limit is not None or query.offset is not None:
+        raise SQLError("0A000", "ORDER BY, LIMIT or OFFSET in a recursive query is not supported")
+
+
+def _name_windows(node: exp.Select) -> None:
+    """``WINDOW w AS (...)``: each ``OVER w`` (or ``OVER (w ORDER BY ...)``) of the
+    SELECT's own takes w's definition, as PostgreSQL copies it (42P20 where it may not
+    override it, 42704 for a name no WINDOW defines)."""
+    named: dict[str, exp.Expr] = {}
+    for window in node.args.get("windows") or []:
+        _refuse_unhandled(window, {"this", "partition_by", "order", "spec"})
+        name = _ident(window.this)
+        if name in named:
+            raise SQLError("42P20", f'window "{name}" is already defined')
+        named[name] = window
+    node.set("windows", None)
+    for call in list(node.find_all(exp.Window)):
+        parent = call.parent
+        while parent is not None and not isinstance(parent, exp.Select | exp.SetOperation):
+            parent = parent.parent
+        alias = call.args.get("alias")
+        if parent is not node or alias is None:
+            continue  # another SELECT's, or a window of its own
+        name = _ident(alias)
+        base = named.get(name)
+        if base is None:
+            raise SQLError("42704", f'window "{name}" does not exist')
+        if call.args.get("partition_by"):
+            raise SQLError("42P20", f'cannot override PARTITION BY clause of window "{name}"')
+        if call.args.get("order") and base.args.get("order"):
+            raise SQLError("42P20", f'cannot override ORDER BY clause of window "{name}"')
+        if (call.args.get("order") or call.args.get("spec")) and base.args.get("spec"):
+            raise SQLError("42P20", f'cannot copy window "{name}" because it has a frame clause')
+        call.set("alias", None)
+        for clause in ("partition_by", "order", "spec"):
+            given = base.args.get(clause)
+            if given and not call.args.get(clause):
+                call.set(
+                    clause, [g.copy() for g in given] if isinstance(given, list) else given.copy()
+                )
 
 
 def _check_column_names(node: exp.Expr) -> None:
@@ -1436,34 +1713,11 @@ def _check_column_names(node: exp.Expr) -> None:
 _JOIN_SIDES = {"LEFT": "left", "RIGHT": "right", "FULL": "full"}
 
 
-def _join(node: exp.Expr) -> st.Join:
-    """One JOIN of a SELECT's FROM clause (a comma is a CROSS JOIN)."""
-    if not isinstance(node, exp.Join):
-        raise _unsupported(node, "FROM clause")
-    if node.args.get("using") or node.args.get("method"):
-        raise SQLError("0A000", "JOIN ... USING and NATURAL JOIN are not supported yet: use ON")
-    _refuse_unhandled(node, {"this", "on", "side", "kind"})
-    source = node.this
-    if not isinstance(source, exp.Table):
-        raise SQLError("0A000", "a JOIN reads a table (no subqueries or functions yet)")
-    index, alias = _index_and_alias(source)
-    side_word = str(node.args.get("side") or "").upper()
-    kind = str(node.args.get("kind") or "").upper()
-    on = node.args.get("on")
-    side: str
-    if kind == "CROSS" or (not side_word and not kind and on is None):
-        if on is not None:
-            raise SQLError("42601", "syntax error: CROSS JOIN takes no ON")
-        side = "cross"
-    else:
-        if on is None:
-            raise SQLError("42601", f"syntax error: {side_word or kind or 'a'} JOIN needs ON")
-        side = _JOIN_SIDES.get(side_word, "inner")
-    return st.Join(_table_of(source), alias, index, side, on)  # type: ignore[arg-type]
+_QUERY_NODES = (exp.Select, exp.SetOperation, exp.Update, exp.Delete)
 
 
 def _is_from_source(node: exp.Expr) -> bool:
-    return isinstance(node.parent, exp.From | exp.Join)
+    return isinstance(node.parent, exp.From | exp.Join) or node.arg_key == "using"
 
 
 def _refuse_unhandled(node: exp.Expr, handled: set[str]) -> None:
@@ -1485,7 +1739,18 @@ def _order_by(node: exp.Expr) -> tuple[tuple[exp.Expr, bool], ...]:
     order = node.args.get("order")
     if order is None:
         return ()
-    return tuple((item.this, bool(item.args.get("desc"))) for item in order.expressions)
+    return tuple(ordered(item) for item in order.expressions)
+
+
+def ordered(item: exp.Expr) -> tuple[exp.Expr, bool]:
+    """An ORDER BY item: its expression, and whether it is DESC. NULLS FIRST or LAST
+    is refused (0A000) where it is not CockroachDB's default for the direction, which
+    is the only order the sort gives (never ignored)."""
+    descending = bool(item.args.get("desc"))
+    if isinstance(item, exp.Ordered) and bool(item.args.get("nulls_first")) == descending:
+        nulls, direction = ("FIRST", "DESC") if descending else ("LAST", "ASC")
+        raise SQLError("0A000", f"NULLS {nulls} is not supported with {direction}")
+    return (item.this if isinstance(item, exp.Ordered) else item), descending
 
 
 def _mutation_order(
@@ -1515,14 +1780,40 @@ def _index_and_alias(source: exp.Table) -> tuple[str | None, str | None]:
 
 
 def _assignments(nodes: list[exp.Expr], table: st.TableName) -> tuple[tuple[str, exp.Expr], ...]:
-    """``SET a = x, b = y``: each column once."""
-    sets = tuple(_assignment(node, table) for node in nodes)
+    """``SET a = x, (b, c) = (y, z)``: each column once."""
+    sets = tuple(pair for node in nodes for pair in _assignment_list(node, table))
     seen: set[str] = set()
     for name, _value in sets:
         if name in seen:
             raise SQLError("42601", f'multiple assignments to the same column "{name}"')
         seen.add(name)
     return sets
+
+
+def _assignment_list(node: exp.Expr, table: st.TableName) -> list[tuple[str, exp.Expr]]:
+    """One ``SET`` item: ``a = x``, or ``(a, b) = (x, y)`` as ``a = x, b = y``."""
+    if not isinstance(node, exp.EQ) or not isinstance(node.this, exp.Tuple | exp.Paren):
+        return [_assignment(node, table)]
+    targets = node.this.expressions if isinstance(node.this, exp.Tuple) else [node.this.this]
+    source = node.expression
+    if isinstance(source, exp.Subquery):
+        raise SQLError("0A000", "SET (...) = (SELECT ...) is not supported")
+    if isinstance(source, exp.Tuple):
+        values = source.expressions
+    else:  # NB: (x) is x in parentheses, not a row (as PostgreSQL reads it)
+        raise SQLError(
+            "42601",
+            "source for a multiple-column UPDATE item must be a sub-SELECT or ROW() expression",
+        )
+    if len(targets) != len(values):
+        raise SQLError(
+            "42601",
+            f"number of columns ({len(targets)}) does not match number of values ({len(values)})",
+        )
+    return [
+        _assignment(exp.EQ(this=target, expression=value), table)
+        for target, value in zip(targets, values, strict=True)
+    ]
 
 
 def _assignment(node: exp.Expr, table: st.TableName) -> tuple[str, exp.Expr]:

@@ -33,18 +33,24 @@ from feedkv.sql.expr import (
     contains_aggregate,
     expression_name,
     is_constant,
+    outer_nodes,
     qualifier_of,
+    static_kind,
 )
+from feedkv.sql.ordering import sorted_rows
 from feedkv.sql.parser import parse_expression
+from feedkv.sql.relation import Relation
 from feedkv.sql.row_codec import (
     row_prefix,
     row_span,
     table_span,
 )
 from feedkv.sql.types import (
+    ColumnType,
     Kind,
     coerce,
 )
+from feedkv.sql.window import WindowPlan
 from feedkv.util.keys import Span, prefix_end
 
 __all__ = [
@@ -56,13 +62,17 @@ __all__ = [
     "Projections",
     "SelectPlan",
     "Selection",
+    "Star",
     "UpdatePlan",
     "check_index",
+    "check_returning",
     "column_default",
     "env_of",
     "flatten_and",
     "holds",
+    "order_keys",
     "sorted_rows",
+    "star_of",
     "table_scope",
     "unalias",
 ]
@@ -74,10 +84,13 @@ Planned = st.Select | st.Insert | st.Update | st.Delete
 _P = TypeVar("_P")
 
 
-def table_scope(desc: TableDescriptor, database: str, alias: str | None = None) -> Scope:
+def table_scope(
+    desc: TableDescriptor, database: str, alias: str | None = None, outer: Scope | None = None
+) -> Scope:
     """The names of ``desc``'s columns: bare, and qualified by its alias if it has one,
-    else by its name (an alias hides the name, as in PostgreSQL and CockroachDB)."""
-    scope = Scope(table_name=desc.name, database=database)
+    else by its name (an alias hides the name, as in PostgreSQL and CockroachDB);
+    ``outer`` names those of the query around it, for a subquery."""
+    scope = Scope(table_name=desc.name, database=database, outer=outer)
     qualifiers = ["", alias or desc.name]
     for index, column in enumerate(desc.columns):
         scope.add(qualifiers, column.name, index, column.type)
@@ -89,7 +102,7 @@ class FromTable:
     """A table a SELECT reads: its descriptor, the names that qualify its columns, and
     where its columns start in the rows the SELECT reads."""
 
-    desc: TableDescriptor
+    desc: TableDescriptor | Relation
     names: tuple[str, ...]
     offset: int = 0
 
@@ -108,6 +121,18 @@ class FromTable:
 
 
 Projections = tuple[tuple[str, ...], list[Compiled]]  # result column names, their values
+Star = list[tuple[str, int, ColumnType]]  # what ``*`` selects: name, place in the row, type
+
+
+def star_of(tables: Sequence[FromTable], qualifier: str = "") -> Star:
+    """``*``: every table's visible columns (``t.*``: those of table ``t``)."""
+    return [
+        (column.name, index, column.type)
+        for table in tables
+        if not qualifier or qualifier in table.names
+        for index, column in zip(table.columns, table.desc.columns, strict=True)
+        if not column.hidden
+    ]
 
 
 def _projections(
@@ -115,27 +140,25 @@ def _projections(
     items: Sequence[exp.Expr],
     scope: Scope,
     written: Sequence[exp.Expr] | None = None,
+    star: Star | None = None,
 ) -> Projections:
     """The result columns of SELECT ``items`` (``written``: the items as the statement
     has them, which name the columns, when ``items`` are rewritten over grouped rows).
-    ``*`` is every table's visible columns, ``t.*`` table ``t``'s."""
+    ``*`` is ``star`` (by default every table's visible columns), ``t.*`` table ``t``'s."""
     names: list[str] = []
     projections: list[Compiled] = []
     for item, as_written in zip(items, written or items, strict=True):
         if isinstance(item, exp.Alias) and _is_star(item.this):
             raise SQLError("42601", f'"{item.this.sql(dialect="postgres")}" cannot be aliased')
         if _is_star(item):
-            starred = tables
+            starred = star if star is not None else star_of(tables)
             if isinstance(item, exp.Column):
                 scope.check_prefix(item)
                 scope.check_qualifier(qualifier_of(item))
-                starred = [t for t in tables if qualifier_of(item) in t.names]
-            for table in starred:
-                for index, column in zip(table.columns, table.desc.columns, strict=True):
-                    if column.hidden:
-                        continue
-                    names.append(column.name)
-                    projections.append(lambda env, ctx, index=index: env[index])  # type: ignore[misc]
+                starred = star_of(tables, qualifier_of(item))
+            for name, index, _type in starred:
+                names.append(name)
+                projections.append(lambda env, ctx, index=index: env[index])  # type: ignore[misc]
             continue
         names.append(expression_name(as_written))
         projections.append(compile_expr(unalias(item), scope))
@@ -149,13 +172,20 @@ def _is_star(node: exp.Expr) -> bool:
 
 
 def _returning(
-    desc: TableDescriptor, items: tuple[exp.Expr, ...] | None, scope: Scope
+    desc: TableDescriptor,
+    items: tuple[exp.Expr, ...] | None,
+    scope: Scope,
+    alias: str | None = None,
 ) -> Projections | None:
     if items is None:
         return None
+    check_returning(items)
+    return _projections([FromTable.alone(desc, alias)], items, scope)
+
+
+def check_returning(items: Sequence[exp.Expr]) -> None:
     if any(contains_aggregate(i) for i in items):
         raise SQLError("42803", "aggregate functions are not allowed in RETURNING")
-    return _projections([FromTable.alone(desc)], items, scope)
 
 
 @dataclass
@@ -289,15 +319,27 @@ class ResultPlan:
 
     names: tuple[str, ...]
     projections: list[Compiled]
+    types: tuple[ColumnType | None, ...]  # where the tree tells (else None)
     grouping: Grouping | None
     having: Compiled | None
+    windows: WindowPlan | None  # run after grouping and HAVING, before the rest
     order: list[tuple[Compiled, bool]]
     distinct: bool
     distinct_on: list[Compiled]
 
     @classmethod
-    def of(cls, tables: Sequence[FromTable], scope: Scope, s: st.Select) -> ResultPlan:
-        """The result of ``s`` over rows of ``tables``' columns, named in ``scope``."""
+    def of(
+        cls,
+        tables: Sequence[FromTable],
+        scope: Scope,
+        s: st.Select,
+        star: Star | None = None,
+        width: int | None = None,
+    ) -> ResultPlan:
+        """The result of ``s`` over rows of ``tables``' columns, named in ``scope``;
+        ``star`` is what ``*`` selects and ``width`` the rows' width when they hold
+        more than the tables' columns (those JOIN ... USING merges)."""
+        types = _types(tables, s.items, scope, star)
         items = list(s.items)
         order_by = list(s.order_by)
         on = list(s.distinct_on)
@@ -308,7 +350,8 @@ class ResultPlan:
             or any(contains_aggregate(node) for node in [*items, *(n for n, _ in order_by)])
         ):
             others = [*([s.having] if s.having is not None else []), *(n for n, _ in order_by)]
-            width = sum(len(t.columns) for t in tables)
+            if width is None:
+                width = sum(len(t.columns) for t in tables)
             keys = [(t.columns, t.primary) for t in tables]
             grouping = Grouping.of(width, keys, scope, items, s.group_by, [*others, *on])
             if any(_is_star(item) for item in items):
@@ -330,14 +373,23 @@ class ResultPlan:
             if s.having is not None:
                 rewritten = condition(grouping.rewrite(s.having), scope, "HAVING")
                 having = compile_expr(rewritten, scope)
-        names, projections = _projections(tables, items, scope, s.items)
+        nodes, scope, windows = WindowPlan.of([*items, *(n for n, _ in order_by), *on], scope)
+        ordered = len(items) + len(order_by)
+        order_by = [
+            (node, descending)
+            for node, (_old, descending) in zip(nodes[len(items) : ordered], order_by, strict=True)
+        ]
+        items, on = nodes[: len(items)], nodes[ordered:]
+        names, projections = _projections(tables, items, scope, s.items, star)
         if s.distinct:
             _check_distinct_order(order_by, items, names)
         if on:
             _check_distinct_on(on, order_by, items, names)
-        order = _order_keys(order_by, scope, names, projections)
+        order = order_keys(order_by, scope, names, projections)
         distinct_on = [compile_expr(_output_expression(node, items, names), scope) for node in on]
-        return cls(names, projections, grouping, having, order, s.distinct, distinct_on)
+        return cls(
+            names, projections, types, grouping, having, windows, order, s.distinct, distinct_on
+        )
 
     def rows(self, envs: list[tuple[Any, ...]], context: Context) -> list[tuple[Any, ...]]:
         """The result rows of the rows read, ``envs`` (before LIMIT and OFFSET)."""
@@ -346,6 +398,8 @@ class ResultPlan:
             if self.having is not None:
                 having = self.having
                 envs = [env for env in envs if holds(having(env, context))]
+        if self.windows is not None:
+            envs = self.windows.rows(envs, context)
         envs = sorted_rows(envs, self.order, context)
         if self.distinct_on:
             envs = _first_of_each(envs, self.distinct_on, context)
@@ -353,6 +407,38 @@ class ResultPlan:
         if self.distinct:
             rows = _first_of_each(rows, [_whole], context)
         return rows
+
+
+def _types(
+    tables: Sequence[FromTable], items: Sequence[exp.Expr], scope: Scope, star: Star | None
+) -> tuple[ColumnType | None, ...]:
+    """The types of SELECT ``items``' result columns where the tree tells (a column, a
+    cast, a comparison, a number), else ``None``; ``*`` and ``t.*`` as they expand."""
+    out: list[ColumnType | None] = []
+    for item in items:
+        if _is_star(item):
+            if isinstance(item, exp.Column):
+                starred = star_of(tables, qualifier_of(item))
+            else:
+                starred = star if star is not None else star_of(tables)
+            out.extend(ctype for _name, _index, ctype in starred)
+            continue
+        node = unalias(item)
+        if isinstance(node, exp.Column):
+            try:
+                out.append(scope.find(node)[2])
+            except SQLError:  # NB: over grouped rows a column may be a GROUP BY key
+                out.append(None)
+            continue
+        if isinstance(node, exp.Count):
+            out.append(ColumnType(Kind.INT))
+            continue
+        try:
+            kind = static_kind(node, scope)
+        except SQLError:
+            kind = None
+        out.append(ColumnType(kind) if kind is not None else None)
+    return tuple(out)
 
 
 def _whole(row: Sequence[Any], context: Context) -> Any:
@@ -387,9 +473,11 @@ class SelectPlan:
     result: ResultPlan
 
     @classmethod
-    def of(cls, desc: TableDescriptor, s: st.Select, database: str) -> SelectPlan:
+    def of(
+        cls, desc: TableDescriptor, s: st.Select, database: str, outer: Scope | None = None
+    ) -> SelectPlan:
         check_index(desc, s.index)
-        scope = table_scope(desc, database, s.alias)
+        scope = table_scope(desc, database, s.alias, outer)
         selection = Selection.of(desc, s.where, scope)
         return cls(scope, selection, ResultPlan.of([FromTable.alone(desc, s.alias)], scope, s))
 
@@ -548,12 +636,13 @@ class UpdatePlan:
     assigned: frozenset[int]  # the ids of ``sets``' columns
     blind: Callable[[Context], list[Any] | None] | None
     order: list[tuple[Compiled, bool]]
+    scope: Scope  # the table's columns, which its subqueries may name
 
     @classmethod
     def of(cls, desc: TableDescriptor, s: st.Update, database: str) -> UpdatePlan:
-        scope = table_scope(desc, database)
+        scope = table_scope(desc, database, s.alias)
         sets = [(desc.column(name), compile_expr(e, scope)) for name, e in s.sets]
-        returning = _returning(desc, s.returning, scope)
+        returning = _returning(desc, s.returning, scope, s.alias)
         selection = Selection.of(desc, s.where, scope)
         assigned = frozenset(column.id for column, _ in sets)
         whole = (
@@ -566,7 +655,8 @@ class UpdatePlan:
             and all(_is_constant(e) for _, e in s.sets)
         )
         order = _mutation_order_keys(desc, s.order_by, scope)
-        return cls(selection, sets, returning, assigned, selection.point if whole else None, order)
+        blind = selection.point if whole else None
+        return cls(selection, sets, returning, assigned, blind, order, scope)
 
 
 @dataclass(frozen=True, slots=True)
@@ -574,13 +664,14 @@ class DeletePlan:
     selection: Selection
     returning: Projections | None
     order: list[tuple[Compiled, bool]]
+    scope: Scope  # the table's columns, which its subqueries may name
 
     @classmethod
     def of(cls, desc: TableDescriptor, s: st.Delete, database: str) -> DeletePlan:
-        scope = table_scope(desc, database)
-        returning = _returning(desc, s.returning, scope)
+        scope = table_scope(desc, database, s.alias)
+        returning = _returning(desc, s.returning, scope, s.alias)
         order = _mutation_order_keys(desc, s.order_by, scope)
-        return cls(Selection.of(desc, s.where, scope), returning, order)
+        return cls(Selection.of(desc, s.where, scope), returning, order, scope)
 
 
 def _mutation_order_keys(
@@ -589,10 +680,10 @@ def _mutation_order_keys(
     """An UPDATE's or DELETE's ORDER BY, over the table's columns (positions count
     the visible ones, as in ``SELECT *``)."""
     names, projections = _projections([FromTable.alone(desc)], [exp.Star()], scope)
-    return _order_keys(order_by, scope, names, projections)
+    return order_keys(order_by, scope, names, projections)
 
 
-def check_index(desc: TableDescriptor, index: str | None) -> None:
+def check_index(desc: TableDescriptor | Relation, index: str | None) -> None:
     """``t@index``: a table's one index is its primary key, ``<table>_pkey`` (also
     ``primary``, as CockroachDB spells it)."""
     if index is not None and index not in (f"{desc.name}_pkey", "primary"):
@@ -631,7 +722,7 @@ def holds(verdict: Any) -> bool:
     return verdict
 
 
-def _order_keys(
+def order_keys(
     order_by: Sequence[tuple[exp.Expr, bool]],
     scope: Scope,
     names: Sequence[str],
@@ -670,28 +761,6 @@ def env_of(row: tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]) -> t
     return row[2]
 
 
-def sorted_rows(
-    items: list[Any],
-    keys: Sequence[tuple[Compiled, bool]],
-    context: Context,
-    env_of: Callable[[Any], tuple[Any, ...]] | None = None,
-) -> list[Any]:
-    """``items`` sorted in place by ``keys`` over each item's row (``env_of(item)``, or
-    the item itself). NULLs sort first ascending (as in CockroachDB), so last
-    descending; stable sorts from the last key to the first give a multi-key order."""
-    for key, descending in reversed(keys):
-
-        def sort_key(item: Any, key: Compiled = key) -> tuple[int, Any]:
-            value = key(env_of(item) if env_of is not None else item, context)
-            if value is None:
-                return (0, 0)
-            # NB: NaN after NULL and before every number, as in CockroachDB
-            return (1, 0) if isinstance(value, float) and value != value else (2, value)
-
-        items.sort(key=sort_key, reverse=descending)
-    return items
-
-
 def flatten_and(node: exp.Expr) -> list[exp.Expr]:
     if isinstance(node, exp.And):
         return flatten_and(node.this) + flatten_and(node.expression)
@@ -710,8 +779,14 @@ _FLIP: dict[type[exp.Expr], type[exp.Expr]] = {
 
 
 def _key_plan(desc: TableDescriptor, where: exp.Expr, scope: Scope) -> _KeyPlan | None:
-    """Equality and range constraints on primary key columns with constant sides."""
-    empty = Scope()
+    """Equality and range constraints on primary key columns with constant sides: a
+    side is constant when it names no column, or only the outer query's (in a
+    correlated subquery, whose plan is made for each of the outer rows)."""
+    empty = Scope(outer=scope.outer)
+
+    def fixed(node: exp.Expr) -> bool:
+        return _fixed(node, scope)
+
     equal: dict[str, Compiled] = {}
     lows: dict[str, _Bound] = {}
     highs: dict[str, _Bound] = {}
@@ -719,9 +794,11 @@ def _key_plan(desc: TableDescriptor, where: exp.Expr, scope: Scope) -> _KeyPlan 
     source: dict[int, exp.Expr] = {}  # id of each constraint -> the conjunct it came from
     for conjunct in conjuncts:
         if isinstance(conjunct, exp.Between) and isinstance(conjunct.this, exp.Column):
+            if not _own(conjunct.this, scope):
+                continue
             name = conjunct.this.name.lower()
             low, high = conjunct.args["low"], conjunct.args["high"]
-            if _is_constant(low) and _is_constant(high):
+            if fixed(low) and fixed(high):
                 lows[name] = _Bound(compile_expr(low, empty), True)
                 highs[name] = _Bound(compile_expr(high, empty), True)
                 source[id(lows[name])] = source[id(highs[name])] = conjunct
@@ -730,9 +807,9 @@ def _key_plan(desc: TableDescriptor, where: exp.Expr, scope: Scope) -> _KeyPlan 
         if op not in _FLIP:
             continue
         left, right = conjunct.this, conjunct.expression
-        if isinstance(right, exp.Column) and _is_constant(left):
+        if isinstance(right, exp.Column) and fixed(left):
             left, right, op = right, left, _FLIP[op]
-        if not isinstance(left, exp.Column) or not _is_constant(right):
+        if not isinstance(left, exp.Column) or not fixed(right) or not _own(left, scope):
             continue
         name = left.name.lower()
         value = compile_expr(right, empty)
@@ -759,5 +836,36 @@ def _key_plan(desc: TableDescriptor, where: exp.Expr, scope: Scope) -> _KeyPlan 
     return plan
 
 
+def _own(column: exp.Column, scope: Scope) -> bool:
+    """Whether ``column`` names one of the table's own columns (not the query's around
+    it, which a correlated subquery names)."""
+    try:
+        return scope.find(column)[0] == 0
+    except SQLError:
+        return False  # NB: compiling the WHERE clause reports it
+
+
+def _fixed(node: exp.Expr, scope: Scope) -> bool:
+    """Whether ``node`` has one value for a run of the statement: a constant, or an
+    expression of the outer query's columns only (see :func:`_is_constant`)."""
+    if contains_aggregate(node) or node.find(*_QUERIES) is not None:
+        return False
+    for column in outer_nodes(node, exp.Column):
+        if not isinstance(column, exp.Column) or not isinstance(column.this, exp.Identifier):
+            return False
+        try:
+            if scope.find(column)[0] == 0:
+                return False
+        except SQLError:
+            return False  # NB: compiling the WHERE clause reports it
+    return True
+
+
 def _is_constant(node: exp.Expr) -> bool:
-    return is_constant(node) and not contains_aggregate(node)
+    """Whether ``node`` has one value for the whole statement, so a key span or a blind
+    write may use it. NB: not a subquery, which may be correlated (its value is the
+    row's), whatever its own columns."""
+    return is_constant(node) and not contains_aggregate(node) and node.find(*_QUERIES) is None
+
+
+_QUERIES = (exp.Subquery, exp.Exists, exp.Select, exp.Any, exp.All)  # maybe correlated

@@ -19,6 +19,7 @@ __all__ = [
     "Begin",
     "ChangefeedTarget",
     "ColumnSpec",
+    "Cte",
     "Commit",
     "ControlJob",
     "CreateChangefeed",
@@ -26,6 +27,7 @@ __all__ = [
     "CreateTable",
     "CreateUser",
     "Delete",
+    "Derived",
     "DropColumn",
     "DropDatabase",
     "DropTable",
@@ -33,19 +35,23 @@ __all__ = [
     "GrantAdmin",
     "Insert",
     "Join",
+    "Query",
     "Rollback",
     "Select",
+    "SetOperation",
     "SessionVariable",
     "ShowChangefeedJobs",
     "ShowCreateTable",
     "ShowDatabases",
     "ShowRanges",
     "ShowTables",
+    "Source",
     "SplitAt",
     "Statement",
     "TableName",
     "Truncate",
     "Update",
+    "Values",
 ]
 
 
@@ -200,7 +206,8 @@ class Insert(Statement):
     upsert: bool = False
     conflict_target: tuple[str, ...] = ()
     conflict_where: exp.Expr | None = None  # DO UPDATE ... WHERE: rows it refuses stay
-    query: Select | None = None  # INSERT ... SELECT (then ``rows`` is empty)
+    query: Query | None = None  # INSERT ... SELECT (then ``rows`` is empty)
+    subqueries: tuple[tuple[exp.Expr, Query], ...] = ()  # those of ``rows``, as Select's
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +221,11 @@ class Update(Statement):
     returning: tuple[exp.Expr, ...] | None = None
     order_by: tuple[tuple[exp.Expr, bool], ...] = ()  # (expression, descending)
     limit: exp.Expr | None = None
+    alias: str | None = None
+    # UPDATE ... FROM: the sources joined to the table (a comma is a CROSS JOIN); SET,
+    # WHERE and RETURNING name their columns, and each row is written once.
+    joins: tuple[Join, ...] = ()
+    subqueries: tuple[tuple[exp.Expr, Query], ...] = ()  # as Select's
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,26 +237,59 @@ class Delete(Statement):
     returning: tuple[exp.Expr, ...] | None = None
     order_by: tuple[tuple[exp.Expr, bool], ...] = ()  # (expression, descending)
     limit: exp.Expr | None = None
+    alias: str | None = None
+    joins: tuple[Join, ...] = ()  # DELETE ... USING, as UPDATE ... FROM's
+    subqueries: tuple[tuple[exp.Expr, Query], ...] = ()  # as Select's
+
+
+@dataclass(frozen=True, slots=True)
+class Derived:
+    """A query read as a table: ``FROM (SELECT ...) AS alias (columns)``; ``columns``
+    renames the query's leading columns."""
+
+    query: Query
+    alias: str
+    columns: tuple[str, ...] = ()
+
+
+Source = TableName | Derived  # what FROM and JOIN read (a name may be a CTE's)
+
+
+@dataclass(frozen=True, slots=True)
+class Cte:
+    """``WITH name (columns) AS (query)``: ``query`` runs once, before the statement,
+    and ``name`` reads its rows. A ``recursive`` one (WITH RECURSIVE, naming itself)
+    is a UNION [ALL] whose right side runs again over the rows the last run added."""
+
+    name: str
+    query: Query
+    columns: tuple[str, ...] = ()
+    recursive: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Join:
     """``<side> JOIN table [AS alias] ON on`` after a SELECT's first table; ``side`` is
-    ``inner``, ``left``, ``right``, ``full`` or ``cross`` (no ``on``)."""
+    ``inner``, ``left``, ``right``, ``full`` or ``cross`` (no ``on``). ``using`` names the
+    columns of ``USING (...)``, ``natural`` is NATURAL JOIN (the columns both sides have):
+    each pair is equal, and the two become one column."""
 
-    table: TableName
+    table: Source
     alias: str | None
     index: str | None
     side: Literal["inner", "left", "right", "full", "cross"]
     on: exp.Expr | None = None
+    using: tuple[str, ...] = ()
+    natural: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Select(Statement):
-    """A single-table (or table-less) SELECT. ``as_of`` is the AS OF SYSTEM TIME
-    expression, if any; ``distinct_on`` the expressions of DISTINCT ON (...)."""
+    """A SELECT over one source (a table, a CTE's or a subquery's rows), the sources it
+    joins, or none. ``as_of`` is the AS OF SYSTEM TIME expression, if any;
+    ``distinct_on`` the expressions of DISTINCT ON (...)."""
 
-    table: TableName | None
+    table: Source | None
     alias: str | None
     items: tuple[exp.Expr, ...]
     where: exp.Expr | None = None
@@ -259,8 +304,36 @@ class Select(Statement):
     distinct_on: tuple[exp.Expr, ...] = ()
     joins: tuple[Join, ...] = ()
     # Its subqueries (not theirs): the node each stands at (a scalar or IN's Subquery,
-    # an Exists) and the SELECT it runs, once, before the statement's rows are read.
-    subqueries: tuple[tuple[exp.Expr, Select], ...] = ()
+    # an Exists) and the query it runs, before the statement's rows are read.
+    subqueries: tuple[tuple[exp.Expr, Query], ...] = ()
+    ctes: tuple[Cte, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SetOperation(Statement):
+    """``left UNION | INTERSECT | EXCEPT [ALL] right``; ``order_by``, ``limit`` and
+    ``offset`` apply to the whole (ORDER BY names a result column or its position)."""
+
+    op: Literal["union", "intersect", "except"]
+    all: bool
+    left: Query
+    right: Query
+    order_by: tuple[tuple[exp.Expr, bool], ...] = ()
+    limit: exp.Expr | None = None
+    offset: exp.Expr | None = None
+    ctes: tuple[Cte, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Values(Statement):
+    """``VALUES (a, b), (c, d)`` as a query (a statement, or read as a table): its
+    columns are ``column1``, ``column2``, ... of the types the rows share."""
+
+    rows: tuple[tuple[exp.Expr, ...], ...]
+    ctes: tuple[Cte, ...] = ()
+
+
+Query = Select | SetOperation | Values
 
 
 @dataclass(frozen=True, slots=True)

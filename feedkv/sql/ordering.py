@@ -1,0 +1,33 @@
+"""ORDER BY's order, as CockroachDB sorts: NULLs first ascending (so last descending),
+NaN after NULL and before every other number."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from feedkv.sql.expr import Compiled, Context
+
+__all__ = ["sorted_rows"]
+
+
+def sorted_rows(
+    items: list[Any],
+    keys: Sequence[tuple[Compiled, bool]],
+    context: Context,
+    env_of: Callable[[Any], tuple[Any, ...]] | None = None,
+) -> list[Any]:
+    """``items`` sorted in place by ``keys`` over each item's row (``env_of(item)``, or
+    the item itself). NULLs sort first ascending (as in CockroachDB), so last
+    descending; stable sorts from the last key to the first give a multi-key order."""
+    for key, descending in reversed(keys):
+
+        def sort_key(item: Any, key: Compiled = key) -> tuple[int, Any]:
+            value = key(env_of(item) if env_of is not None else item, context)
+            if value is None:
+                return (0, 0)
+            # NB: NaN after NULL and before every number, as in CockroachDB
+            return (1, 0) if isinstance(value, float) and value != value else (2, value)
+
+        items.sort(key=sort_key, reverse=descending)
+    return items

@@ -1,0 +1,27 @@
+"""parser: what the statements hold that the executor relies on, without a store."""
+
+from __future__ import annotations
+
+import pytest
+
+from feedkv.sql.parser import parse, placeholder_count
+
+
+@pytest.mark.parametrize(
+    ("text", "count"),
+    [
+        ("SELECT * FROM t WHERE k = $1", 1),
+        ("SELECT * FROM t JOIN u ON t.k = u.k + $2", 2),
+        ("WITH a AS (SELECT k FROM u WHERE w > $1) SELECT * FROM a", 1),
+        ("SELECT k FROM t UNION SELECT $3", 3),
+        ("SELECT * FROM (SELECT $2 AS x) AS s", 2),
+        ("INSERT INTO t SELECT $1, $2", 2),
+        ("UPDATE t SET v = u.w + $1 FROM u WHERE u.k = t.k", 1),
+        ("DELETE FROM t USING (SELECT $4 AS k) AS s WHERE t.k = s.k", 4),
+        ("VALUES ($1), ($2)", 2),
+        ("SELECT k FROM t WHERE k = ANY (SELECT k FROM u WHERE w < $2)", 2),
+    ],
+)
+def test_placeholders_are_counted_in_every_part_of_a_statement(text: str, count: int) -> None:
+    (statement,) = parse(text)
+    assert placeholder_count(statement) == count

@@ -35,6 +35,7 @@ from feedkv.kv.api import MAX_PRIORITY
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
+from feedkv.sql.describe import Description, describe
 from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
 from feedkv.sql.dml import duplicate_key
 from feedkv.sql.execution import Execution, Result
@@ -43,6 +44,7 @@ from feedkv.sql.leases import Lease, Leases
 from feedkv.sql.metrics import SQLMetrics, unregistered_sql_metrics
 from feedkv.sql.parser import parse, placeholder_count
 from feedkv.sql.session_vars import VARIABLES, checked_value
+from feedkv.sql.types import ColumnType
 
 if TYPE_CHECKING:
     from feedkv.kv.db import KVClient
@@ -184,6 +186,28 @@ class Session:
             return
         for statement, count in prepared:
             yield self._run(statement, count, params)
+
+    def describe(self, text: str, param_types: Sequence[ColumnType | None] = ()) -> Description:
+        """What the one statement in ``text`` returns and takes, planned against the
+        tables this session sees now (in its open transaction, else at the present)
+        without running it (:mod:`feedkv.sql.describe`); ``param_types``: the types of
+        placeholders the client gave (``None``: not given)."""
+        prepared = self._prepare_checked(text)
+        if len(prepared) != 1:
+            raise SQLError("42601", f"expected one statement to describe, got {len(prepared)}")
+        statement, placeholders = prepared[0]
+        reader: catalog.Reader
+        if self._txn is not None and not self._failed:
+            reader = self._txn
+        else:
+            reader = catalog.Snapshot(self.db, self.db.now())
+        return describe(
+            statement,
+            placeholders,
+            lambda name: self.resolve_table(reader, name.database, name.name),
+            self.database,
+            param_types,
+        )
 
     def _prepare_checked(self, text: str) -> tuple[tuple[st.Statement, int], ...]:
         """``text`` prepared, once this session's user is known to exist."""

@@ -34,6 +34,7 @@ __all__ = [
     "Insert",
     "Join",
     "Rollback",
+    "Savepoint",
     "Select",
     "SessionVariable",
     "ShowChangefeedJobs",
@@ -81,6 +82,15 @@ class Commit(Statement):
 @dataclass(frozen=True, slots=True)
 class Rollback(Statement):
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class Savepoint(Statement):
+    """``SAVEPOINT name`` (``action`` savepoint), ``RELEASE [SAVEPOINT] name`` (release)
+    or ``ROLLBACK TO [SAVEPOINT] name`` (rollback); ``name`` lower-cased unless quoted."""
+
+    action: Literal["savepoint", "release", "rollback"]
+    name: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ only read).
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -57,6 +58,7 @@ from feedkv.errors import (
 )
 from feedkv.pgwire import messages as m
 from feedkv.pgwire.auth import Accepted, Authenticator, Challenge, Refused
+from feedkv.pgwire.catalog import reads_catalog, run_catalog_query
 from feedkv.pgwire.copy import CopyStatement, decode_rows, encode_row, is_copy, parse_copy
 from feedkv.pgwire.types import (
     OID,
@@ -70,7 +72,9 @@ from feedkv.pgwire.types import (
 )
 from feedkv.sql import statements as st
 from feedkv.sql.describe import Description
+from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
 from feedkv.sql.execution import Result
+from feedkv.sql.expr import VERSION_STRING
 from feedkv.sql.session import prepare
 from feedkv.sql.types import ColumnType, coerce
 
@@ -108,6 +112,11 @@ class SQLSession(Protocol):
     @property
     def failed(self) -> bool: ...
 
+    @property
+    def database(self) -> str: ...
+
+    def schema(self) -> list[tuple[DatabaseDescriptor, list[TableDescriptor]]]: ...
+
     def check_login(self) -> None: ...
 
     def describe(self, text: str, param_types: Sequence[ColumnType | None] = ()) -> Description: ...
@@ -132,6 +141,11 @@ _SHOWS = (
     | st.ShowRanges
     | st.ShowChangefeedJobs
     | st.ClusterSetting
+)
+
+_PLACEHOLDER = re.compile(r"\$(\d+)")
+_DEALLOCATE = re.compile(
+    r'^\s*DEALLOCATE\s+(?:PREPARE\s+)?("(?:[^"]|"")+"|\w+)\s*;?\s*$', re.IGNORECASE
 )
 
 # As CockroachDB's: a 40001 names what to do about it.
@@ -162,6 +176,7 @@ class _Prepared:
     statement: st.Statement | None  # None: an empty query
     param_oids: tuple[int, ...]  # one per placeholder; 0 where neither client nor SQL knew
     description: Description | None  # None: not described yet (in a failed transaction)
+    catalog: bool = False  # it reads pg_catalog or information_schema (see catalog.py)
 
 
 @dataclass(slots=True)
@@ -387,10 +402,17 @@ class Connection:
         self._portals.pop("", None)
         self._busy = True
         try:
-            prepared = () if is_copy(text) else prepare(text)
-            if is_copy(text):
+            copying, catalog = is_copy(text), reads_catalog(text)
+            deallocate = _DEALLOCATE.match(text)
+            prepared = () if copying or catalog or deallocate else prepare(text)
+            if deallocate:
+                self._deallocate(deallocate.group(1), out)
+            elif copying:
                 if self._copy(text, out):
                     return  # ReadyForQuery comes when the data is in
+            elif catalog:
+                result = self._catalog(text, ())
+                self._send_result(result, self._result_oids(result, None), (), out, describe=True)
             elif not prepared:
                 out += m.empty_query_response()
             else:
@@ -535,6 +557,29 @@ class Connection:
         out += m.copy_done()
         out += m.command_complete(f"COPY {len(result.rows)}")
 
+    def _deallocate(self, name: str, out: bytearray) -> None:
+        """``DEALLOCATE [PREPARE] name | ALL``: drop prepared statements (drivers send
+        it when they reset their statement cache)."""
+        if name.upper() == "ALL":
+            self._statements.clear()
+            out += m.command_complete("DEALLOCATE ALL")
+            return
+        name = name[1:-1].replace('""', '"') if name.startswith('"') else name.lower()
+        if self._statements.pop(name, None) is None:
+            raise SQLError("26000", f'prepared statement "{name}" does not exist')
+        out += m.command_complete("DEALLOCATE")
+
+    def _catalog(self, text: str, params: Sequence[Any]) -> Result:
+        session = self._sql
+        return run_catalog_query(
+            text,
+            params,
+            session.schema(),
+            database=session.database,
+            user=self.user,
+            version=VERSION_STRING,
+        )
+
     def _check_cancelled(self) -> None:
         if self._cancelled:
             raise SQLError("57014", "query execution canceled")
@@ -618,6 +663,13 @@ class Connection:
     def _parse(self, message: m.Parse, out: bytearray) -> None:
         if message.name and message.name in self._statements:
             raise SQLError("42P05", f'prepared statement "{message.name}" already exists')
+        if reads_catalog(message.text):
+            count = max((int(n) for n in _PLACEHOLDER.findall(message.text)), default=0)
+            given = message.param_oids[:count]
+            oids = given + (OID.UNSPECIFIED,) * (count - len(given))
+            self._statements[message.name] = _Prepared(message.text, None, oids, None, True)
+            out += m.parse_complete()
+            return
         prepared = prepare(message.text)
         if len(prepared) > 1:
             raise SQLError("42601", "cannot insert multiple commands into a prepared statement")
@@ -668,6 +720,11 @@ class Connection:
                 prepared.param_oids = _typed(prepared.param_oids, description.params)
             oids = [OID.TEXT if oid == OID.UNSPECIFIED else oid for oid in prepared.param_oids]
             out += m.parameter_description(oids)
+            if prepared.catalog:  # it only reads: its columns are those of a run
+                result = self._catalog(prepared.text, [None] * len(prepared.param_oids))
+                oids = self._result_oids(result, None)
+                out += m.row_description(_fields(result.columns, oids, [0] * len(oids)))
+                return
             if description is None or description.columns == ():
                 out += m.no_data()
                 return
@@ -687,6 +744,8 @@ class Connection:
             return
         portal = self._portal(message.name)
         description = self._description(portal.prepared)
+        if portal.prepared.catalog:
+            description = Description(None, ())  # it only reads: it runs now
         if description is None or description.columns == ():
             out += m.no_data()
             return
@@ -723,7 +782,9 @@ class Connection:
 
     def _run(self, portal: _Portal) -> Result:
         if portal.result is None:
-            if portal.prepared.statement is None:
+            if portal.prepared.catalog:
+                portal.result = self._catalog(portal.prepared.text, portal.params)
+            elif portal.prepared.statement is None:
                 portal.result = Result()
             else:
                 self._busy = True
@@ -739,7 +800,7 @@ class Connection:
     def _execute(self, message: m.Execute, out: bytearray) -> None:
         portal = self._portal(message.portal)
         result = self._run(portal)
-        if portal.prepared.statement is None:
+        if portal.prepared.statement is None and not portal.prepared.catalog:
             out += m.empty_query_response()
             return
         if isinstance(result, FeedResult):

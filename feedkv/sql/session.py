@@ -212,11 +212,7 @@ class Session:
         if len(prepared) != 1:
             raise SQLError("42601", f"expected one statement to describe, got {len(prepared)}")
         statement, placeholders = prepared[0]
-        reader: catalog.Reader
-        if self._txn is not None and not self._failed:
-            reader = self._txn
-        else:
-            reader = catalog.Snapshot(self.db, self.db.now())
+        reader = self._reader()
         return describe(
             statement,
             placeholders,
@@ -224,6 +220,18 @@ class Session:
             self.database,
             param_types,
         )
+
+    def schema(self) -> list[tuple[DatabaseDescriptor, list[TableDescriptor]]]:
+        """Every database with its tables, as this session sees them now (in its open
+        transaction, else at the present): what catalog views such as pg_catalog and
+        information_schema show."""
+        reader = self._reader()
+        return [(d, catalog.list_tables(reader, d)) for d in catalog.list_databases(reader)]
+
+    def _reader(self) -> catalog.Reader:
+        if self._txn is not None and not self._failed:
+            return self._txn
+        return catalog.Snapshot(self.db, self.db.now())
 
     def _prepare_checked(self, text: str) -> tuple[tuple[st.Statement, int], ...]:
         """``text`` prepared, once this session's user is known to exist."""

@@ -40,7 +40,7 @@ _CATALOG_NAMES = re.compile(
     r"\b(?:pg_catalog|information_schema|pg_class|pg_namespace|pg_attribute|pg_type|"
     r"pg_database|pg_index|pg_constraint|pg_roles|pg_user|pg_attrdef|pg_description|"
     r"pg_am|pg_tables|pg_settings|pg_inherits|pg_collation|pg_proc|pg_tablespace|"
-    r"pg_extension|pg_table_is_visible|format_type|pg_get_userbyid)\b",
+    r"pg_extension|pg_table_is_visible|format_type|pg_get_userbyid|current_catalog)\b",
     re.IGNORECASE,
 )
 
@@ -421,7 +421,19 @@ def _empty_answer(tree: exp.Expr) -> list[str] | None:
     return [e.alias_or_name or "?column?" for e in tree.expressions]
 
 
+# pgjdbc's getPrimaryKeys reads information_schema._pg_expandarray(indkey), a record of
+# (x: the element, n: its position): as unnest and generate_subscripts of indkey.
+_EXPAND_N = re.compile(
+    r"\(\s*information_schema\s*\.\s*_pg_expandarray\s*\(([^()]*)\)\s*\)\s*\.\s*n\b", re.I
+)
+_EXPAND = re.compile(r"information_schema\s*\.\s*_pg_expandarray\s*\(([^()]*)\)", re.I)
+_FIELD_X = re.compile(r"\(\s*(\w+\s*\.\s*\w+)\s*\)\s*\.\s*x\b", re.I)
+
+
 def _parse(text: str) -> exp.Expr:
+    text = _EXPAND_N.sub(r"generate_subscripts(\1, 1)", text)
+    text = _EXPAND.sub(r"unnest(\1)", text)
+    text = _FIELD_X.sub(r"\1", text)
     text = _OPERATOR.sub(lambda m: f" {m.group(1)} ", text)
     text = _COLLATE.sub("", text)
     text = _ESCAPE_STRING.sub(_plain_string, text)
@@ -457,11 +469,11 @@ def _unnest_index_keys(select: exp.Select) -> None:
     in ``select``'s
     columns, which SQLite has no set-returning functions for, as a join with
     ``pg_index_keys`` (one row per key column of an index, with its position)."""
-    found: list[str] = []
+    found: list[exp.Column] = []
 
     def keys(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Explode) and _is_indkey(node.this):
-            found.append(node.this.table)
+            found.append(node.this)
             column = "opclass" if node.this.name.lower() == "indclass" else "attnum"
             return exp.column(column, table="__k")
         if (
@@ -470,22 +482,24 @@ def _unnest_index_keys(select: exp.Select) -> None:
             and node.expressions
             and _is_indkey(node.expressions[0])
         ):
-            found.append(node.expressions[0].table)
+            found.append(node.expressions[0])
             return exp.column("ord", table="__k")
         return node
 
     select.set("expressions", [e.transform(keys) for e in select.expressions])
     if found:
-        table = found[0]
+        # NB: an index's keys are also its constraint's (pg_constraint.conindid)
+        key = "conindid" if found[0].name.lower() == "conkey" else "indexrelid"
+        table = found[0].table
         select.join(
             exp.alias_(exp.to_table("pg_index_keys"), "__k"),
-            on=f"__k.indexrelid = {table}.indexrelid" if table else "__k.indexrelid = indexrelid",
+            on=f"__k.indexrelid = {table + '.' if table else ''}{key}",
             copy=False,
         )
 
 
 def _is_indkey(node: exp.Expr) -> bool:
-    return isinstance(node, exp.Column) and node.name.lower() in ("indkey", "indclass")
+    return isinstance(node, exp.Column) and node.name.lower() in ("indkey", "indclass", "conkey")
 
 
 def _named(node: exp.Expr) -> exp.Expr:
@@ -540,7 +554,7 @@ def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
     if isinstance(node, exp.Parameter):
         text = node.this.name if isinstance(node.this, exp.Expr) else str(node.this)
         return exp.Var(this=f"?{text}")
-    if isinstance(node, exp.CurrentDatabase):
+    if isinstance(node, exp.CurrentDatabase | exp.CurrentCatalog):
         return exp.Literal.string(values["database"])
     if isinstance(node, exp.CurrentSchema):
         return exp.Literal.string("public")

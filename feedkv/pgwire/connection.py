@@ -38,6 +38,11 @@ values (:func:`~feedkv.pgwire.types.column_oid`). The SHOW statements (other tha
 of a session variable) have a shape known only from their rows: describing one as a
 prepared statement is refused (0A000), and describing it as a portal runs it then (they
 only read).
+
+Two kinds of query do not go to the SQL layer: ``COPY ... FROM STDIN | TO STDOUT``
+(simple protocol; the data is checked whole and inserted all or nothing, see
+:mod:`feedkv.pgwire.copy`), and queries of ``pg_catalog`` or ``information_schema``
+(:mod:`feedkv.pgwire.catalog`), which only read and so run when described.
 """
 
 from __future__ import annotations

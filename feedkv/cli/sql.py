@@ -17,10 +17,11 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import feedkv
 from feedkv.changefeed.sinkless import FeedResult
+from feedkv.cli.pg_session import PG_SCHEMES, PgSession
 from feedkv.errors import FeedKVError, SQLError
 from feedkv.sql.script import split_statements
 from feedkv.sql.session import Result, Session
@@ -45,16 +46,38 @@ def run_sql(
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
+    if target.startswith(PG_SCHEMES):
+        # NB: the URL's user and database stand unless others are asked for
+        pg = PgSession(
+            target,
+            user=None if user == "root" else user,
+            database=None if database == "defaultdb" else database,
+        )
+        try:
+            return _run(cast(Session, pg), statements, output, stdin, stdout, stderr)
+        finally:
+            pg.close()
     with feedkv.connect(target) as db:
         session = db.session(user=user, database=database)
         try:
-            if statements:
-                return _run_each(session, statements, output, stdout, stderr)
-            if stdin.isatty():
-                return _shell(session, output, stdin, stdout, stderr)
-            return _run_script(session, stdin.read(), output, stdout, stderr)
+            return _run(session, statements, output, stdin, stdout, stderr)
         finally:
             session.close()
+
+
+def _run(
+    session: Session,
+    statements: Sequence[str],
+    output: str,
+    stdin: TextIO,
+    stdout: TextIO,
+    stderr: TextIO,
+) -> int:
+    if statements:
+        return _run_each(session, statements, output, stdout, stderr)
+    if stdin.isatty():
+        return _shell(session, output, stdin, stdout, stderr)
+    return _run_script(session, stdin.read(), output, stdout, stderr)
 
 
 def _run_each(

@@ -28,17 +28,27 @@ until the feed ends; a CancelRequest (or the server stopping) closes the feed an
 query ends with 57014; a client that goes away is noticed by a check every
 :data:`PEER_CHECK_S` while no row comes, and its feed is closed.
 
-Result column types come from the values (:func:`~feedkv.pgwire.types.column_oid`):
-the SQL layer does not report them yet, so an all-NULL or empty column is ``text``.
-For the same reason a portal runs when it is first described or executed, and
-describing a prepared statement's result columns before binding it is refused (0A000)
-for statements that return rows. NB: a portal therefore runs at Describe, before its
-Execute; every client seen (libpq, psycopg, JDBC) sends both together.
+Result column and parameter types come from the SQL layer, which plans a statement
+without running it (:meth:`~feedkv.sql.session.Session.describe`): Parse types the
+placeholders the client left untyped, Describe of a statement or a portal answers
+with the result's columns, and a portal runs at its first Execute. Where the SQL layer
+cannot tell a column's type from the statement alone (``SELECT NULL``, ``$1``), the
+column goes out as ``text`` when described before running, else with the type of its
+values (:func:`~feedkv.pgwire.types.column_oid`). The SHOW statements (other than SHOW
+of a session variable) have a shape known only from their rows: describing one as a
+prepared statement is refused (0A000), and describing it as a portal runs it then (they
+only read).
+
+Two kinds of query do not go to the SQL layer: ``COPY ... FROM STDIN | TO STDOUT``
+(simple protocol; the data is checked whole and inserted all or nothing, see
+:mod:`feedkv.pgwire.copy`), and queries of ``pg_catalog`` or ``information_schema``
+(:mod:`feedkv.pgwire.catalog`), which only read and so run when described.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -53,19 +63,34 @@ from feedkv.errors import (
 )
 from feedkv.pgwire import messages as m
 from feedkv.pgwire.auth import Accepted, Authenticator, Challenge, Refused
+from feedkv.pgwire.catalog import reads_catalog, run_catalog_query
+from feedkv.pgwire.copy import CopyStatement, decode_rows, encode_row, is_copy, parse_copy
 from feedkv.pgwire.types import (
     OID,
     column_oid,
     decode_param,
     encode_binary,
     encode_text,
+    kind_of_oid,
+    oid_of_kind,
     type_size,
 )
 from feedkv.sql import statements as st
+from feedkv.sql.describe import Description
+from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
 from feedkv.sql.execution import Result
+from feedkv.sql.expr import VERSION_STRING
 from feedkv.sql.session import prepare
+from feedkv.sql.types import ColumnType, coerce
 
-__all__ = ["PEER_CHECK_S", "SERVER_VERSION", "Connection", "SQLSession", "SessionFactory"]
+__all__ = [
+    "MAX_COPY_BYTES",
+    "PEER_CHECK_S",
+    "SERVER_VERSION",
+    "Connection",
+    "SQLSession",
+    "SessionFactory",
+]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +100,12 @@ SERVER_VERSION = "13.0.0"
 # there (PostgreSQL's client_connection_check_interval): a client that went away would
 # otherwise hold the feed until its next row.
 PEER_CHECK_S = 1.0
+# COPY FROM STDIN keeps its data until CopyDone (so that a retry can run it again and
+# a bad row anywhere writes nothing): past this many bytes it fails with 54000.
+MAX_COPY_BYTES = 256 << 20
+# Rows per INSERT of a COPY: one statement text for every full batch (parsed once).
+_COPY_BATCH_ROWS = 200
+_COPY_ATTEMPTS = 10
 
 
 class SQLSession(Protocol):
@@ -86,7 +117,14 @@ class SQLSession(Protocol):
     @property
     def failed(self) -> bool: ...
 
+    @property
+    def database(self) -> str: ...
+
+    def schema(self) -> list[tuple[DatabaseDescriptor, list[TableDescriptor]]]: ...
+
     def check_login(self) -> None: ...
+
+    def describe(self, text: str, param_types: Sequence[ColumnType | None] = ()) -> Description: ...
 
     def execute_all(self, text: str, params: Sequence[Any] = ()) -> list[Result]: ...
 
@@ -99,33 +137,28 @@ class SQLSession(Protocol):
 
 SessionFactory = Callable[[str, str], SQLSession]  # (user, database) -> a new session
 
-# Statements that never return rows: Describe answers NoData without running them.
-_ROWLESS = (
-    st.Begin
-    | st.Commit
-    | st.Rollback
-    | st.CreateDatabase
-    | st.DropDatabase
-    | st.CreateTable
-    | st.DropTable
-    | st.AddColumn
-    | st.DropColumn
-    | st.Truncate
-    | st.CreateUser
-    | st.GrantAdmin
-    | st.ControlJob
-    | st.AlterChangefeed
+# Statements whose result's shape is known only from their rows, and which only read:
+# describing one as a prepared statement runs it.
+_SHOWS = (
+    st.ShowTables
+    | st.ShowDatabases
+    | st.ShowCreateTable
+    | st.ShowRanges
+    | st.ShowChangefeedJobs
+    | st.ClusterSetting
 )
 
+_PLACEHOLDER = re.compile(r"\$(\d+)")
+_DEALLOCATE = re.compile(
+    r'^\s*DEALLOCATE\s+(?:PREPARE\s+)?("(?:[^"]|"")+"|\w+)\s*;?\s*$', re.IGNORECASE
+)
 
-def _returns_rows(statement: st.Statement) -> bool:
-    if isinstance(statement, _ROWLESS):
-        return False
-    if isinstance(statement, st.Insert | st.Update | st.Delete):
-        return statement.returning is not None
-    if isinstance(statement, st.SessionVariable | st.ClusterSetting):
-        return statement.action == "show"
-    return True
+# As CockroachDB's: a 40001 names what to do about it.
+_RETRY_HINT = (
+    "the transaction conflicted with another: retry it from its start, or use "
+    "SAVEPOINT cockroach_restart and ROLLBACK TO SAVEPOINT cockroach_restart. See: "
+    "https://www.cockroachlabs.com/docs/stable/transaction-retry-error-reference.html"
+)
 
 
 class _ClientGone(FeedKVError):
@@ -134,10 +167,21 @@ class _ClientGone(FeedKVError):
 
 
 @dataclass(slots=True)
+class _CopyIn:
+    """A COPY FROM STDIN waiting for its data."""
+
+    copy: CopyStatement
+    columns: tuple[tuple[str, ColumnType], ...]
+    data: bytearray = field(default_factory=bytearray)
+
+
+@dataclass(slots=True)
 class _Prepared:
     text: str
     statement: st.Statement | None  # None: an empty query
-    param_oids: tuple[int, ...]  # one per placeholder; 0 where the client gave none
+    param_oids: tuple[int, ...]  # one per placeholder; 0 where neither client nor SQL knew
+    description: Description | None  # None: not described yet (in a failed transaction)
+    catalog: bool = False  # it reads pg_catalog or information_schema (see catalog.py)
 
 
 @dataclass(slots=True)
@@ -147,6 +191,7 @@ class _Portal:
     result_formats: tuple[int, ...]
     result: Result | None = None
     oids: list[int] = field(default_factory=list)
+    described: bool = False  # ``oids`` were sent in a RowDescription: they stay
     sent: int = 0  # rows sent by earlier Executes
 
 
@@ -186,6 +231,7 @@ class Connection:
         self._busy = False
         self._cancelled = False
         self._streaming: FeedResult | None = None
+        self._copy_in: _CopyIn | None = None
 
     def receive(self, data: bytes) -> bytes:
         """Handle the messages ``data`` completes; return the bytes to send back."""
@@ -322,6 +368,9 @@ class Connection:
         if isinstance(message, m.Terminate):
             self.close()
             return
+        if self._copy_in is not None:
+            self._copy_message(self._copy_in, message, out)
+            return
         if isinstance(message, m.Sync):
             self._skipping = False
             out += m.ready_for_query(self._status())
@@ -350,19 +399,33 @@ class Connection:
 
     def _error(self, exc: BaseException, out: bytearray) -> None:
         error = _as_sql_error(exc)
-        out += m.error_response(error.code, error.message, position=error.position)
+        hint = _RETRY_HINT if error.code == "40001" else None
+        out += m.error_response(error.code, error.message, position=error.position, hint=hint)
 
     def _simple_query(self, text: str, out: bytearray) -> None:
         self._statements.pop("", None)
         self._portals.pop("", None)
         self._busy = True
         try:
-            if not prepare(text):
+            copying, catalog = is_copy(text), reads_catalog(text)
+            deallocate = _DEALLOCATE.match(text)
+            prepared = () if copying or catalog or deallocate else prepare(text)
+            if deallocate:
+                self._deallocate(deallocate.group(1), out)
+            elif copying:
+                if self._copy(text, out):
+                    return  # ReadyForQuery comes when the data is in
+            elif catalog:
+                result = self._catalog(text, ())
+                self._send_result(result, self._result_oids(result, None), (), out, describe=True)
+            elif not prepared:
                 out += m.empty_query_response()
             else:
-                for result in self._sql.execute_each(text):
+                results = self._sql.execute_each(text)
+                for (statement, _count), result in zip(prepared, results, strict=False):
                     self._check_cancelled()
-                    self._send_result(result, (), out, describe=True)
+                    oids = self._result_oids(result, self._described_after(statement, result))
+                    self._send_result(result, oids, (), out, describe=True)
         except _ClientGone:
             raise
         except Exception as exc:
@@ -371,15 +434,193 @@ class Connection:
             self._busy = self._cancelled = False
         out += m.ready_for_query(self._status())
 
+    # COPY.
+
+    def _copy(self, text: str, out: bytearray) -> bool:
+        """Start a COPY; returns whether it waits for data (FROM STDIN)."""
+        copy = parse_copy(text)
+        if copy.direction == "out":
+            self._copy_out(copy, out)
+            return False
+        columns = ", ".join(f'"{c}"' for c in copy.columns) if copy.columns else "*"
+        described = self._sql.describe(f"SELECT {columns} FROM {copy.table}").columns or ()
+        typed = tuple((name, ctype) for name, ctype in described if ctype is not None)
+        if len(typed) != len(described):
+            raise SQLError("0A000", f"COPY cannot tell the column types of {copy.table}")
+        self._copy_in = _CopyIn(copy, typed)
+        out += m.copy_in_response(len(typed))
+        return True
+
+    def _copy_message(self, state: _CopyIn, message: m.FrontendMessage, out: bytearray) -> None:
+        """A message during COPY FROM STDIN: data, its end, or its failure; anything
+        else fails the COPY (as PostgreSQL does), which then writes nothing."""
+        if isinstance(message, m.CopyData):
+            state.data += message.data
+            if len(state.data) <= MAX_COPY_BYTES:
+                return
+            error = SQLError(
+                "54000", f"COPY data is larger than {MAX_COPY_BYTES} bytes: split it up"
+            )
+        elif isinstance(message, m.Flush | m.Sync):
+            return  # PostgreSQL ignores them during COPY
+        elif isinstance(message, m.CopyDone):
+            self._copy_in = None
+            self._busy = True
+            try:
+                count = self._copy_rows(state)
+            except _ClientGone:
+                raise
+            except Exception as exc:
+                self._error(exc, out)
+            else:
+                out += m.command_complete(f"COPY {count}")
+            finally:
+                self._busy = self._cancelled = False
+            out += m.ready_for_query(self._status())
+            return
+        elif isinstance(message, m.CopyFail):
+            error = SQLError("57014", f"COPY from stdin failed: {message.message}")
+        else:
+            error = SQLError(
+                "08P01", f"unexpected {type(message).__name__} message during COPY from stdin"
+            )
+        self._copy_in = None
+        self._error(error, out)
+        out += m.ready_for_query(self._status())
+
+    def _copy_rows(self, state: _CopyIn) -> int:
+        """Insert the COPY's rows, all or none: in the open transaction, else in one of
+        their own, retried on conflicts."""
+        copy, columns = state.copy, state.columns
+        rows: list[list[Any]] = []
+        for line, values in decode_rows(copy, bytes(state.data), len(columns)):
+            for value, (name, ctype) in zip(values, columns, strict=True):
+                try:
+                    coerce(value, ctype, name)
+                except SQLError as exc:
+                    raise SQLError(exc.code, f"COPY data, line {line}: {exc.message}") from None
+            rows.append(values)
+        names = ", ".join(f'"{name}"' for name, _ in columns)
+
+        def insert() -> None:
+            for start in range(0, len(rows), _COPY_BATCH_ROWS):
+                self._check_cancelled()
+                batch = rows[start : start + _COPY_BATCH_ROWS]
+                width = len(columns)
+                values = ", ".join(
+                    "(" + ", ".join(f"${r * width + c + 1}" for c in range(width)) + ")"
+                    for r in range(len(batch))
+                )
+                params = [value for row in batch for value in row]
+                self._sql.execute_all(f"INSERT INTO {copy.table} ({names}) VALUES {values}", params)
+
+        session = self._sql
+        if session.in_transaction:
+            insert()
+            return len(rows)
+
+        def rollback() -> None:
+            if session.in_transaction:  # a failed COMMIT has ended it already
+                session.execute_all("ROLLBACK")
+
+        for attempt in range(1, _COPY_ATTEMPTS + 1):
+            session.execute_all("BEGIN")
+            try:
+                insert()
+                session.execute_all("COMMIT")
+                return len(rows)
+            except RetryableError:
+                rollback()
+                if attempt == _COPY_ATTEMPTS:
+                    raise
+            except BaseException:
+                rollback()
+                raise
+        return len(rows)
+
+    def _copy_out(self, copy: CopyStatement, out: bytearray) -> None:
+        if copy.query is not None:
+            query = copy.query
+        else:
+            columns = ", ".join(f'"{c}"' for c in copy.columns) if copy.columns else "*"
+            query = f"SELECT {columns} FROM {copy.table}"
+        self._busy = True
+        try:
+            result = self._sql.execute_all(query)[-1]
+        finally:
+            self._busy = self._cancelled = False
+        oids = self._result_oids(result, self._described_after(prepare(query)[0][0], result))
+        out += m.copy_out_response(len(oids))
+        if copy.header:
+            out += m.copy_data(encode_row(copy, list(result.columns)))
+        for row in result.rows:
+            text = [
+                None if value is None else encode_text(value, oid).decode()
+                for value, oid in zip(row, oids, strict=True)
+            ]
+            out += m.copy_data(encode_row(copy, text))
+        out += m.copy_done()
+        out += m.command_complete(f"COPY {len(result.rows)}")
+
+    def _deallocate(self, name: str, out: bytearray) -> None:
+        """``DEALLOCATE [PREPARE] name | ALL``: drop prepared statements (drivers send
+        it when they reset their statement cache)."""
+        if name.upper() == "ALL":
+            self._statements.clear()
+            out += m.command_complete("DEALLOCATE ALL")
+            return
+        name = name[1:-1].replace('""', '"') if name.startswith('"') else name.lower()
+        if self._statements.pop(name, None) is None:
+            raise SQLError("26000", f'prepared statement "{name}" does not exist')
+        out += m.command_complete("DEALLOCATE")
+
+    def _catalog(self, text: str, params: Sequence[Any]) -> Result:
+        session = self._sql
+        return run_catalog_query(
+            text,
+            params,
+            session.schema(),
+            database=session.database,
+            user=self.user,
+            version=VERSION_STRING,
+        )
+
     def _check_cancelled(self) -> None:
         if self._cancelled:
             raise SQLError("57014", "query execution canceled")
 
+    def _described_after(self, statement: st.Statement, result: Result) -> Description | None:
+        """``statement``'s description, made after it ran (a simple query's statements
+        may create the tables the next ones read); ``None`` when it fails, as for a
+        statement that dropped what it read: then the values tell the types."""
+        if not (result.columns or result.rows):
+            return None
+        try:
+            return self._sql.describe(statement.text)
+        except SQLError:
+            return None
+
+    def _result_oids(self, result: Result, description: Description | None) -> list[int]:
+        """The result's column types: the SQL layer's, else its values'."""
+        oids = _column_oids(result)
+        declared = description.columns if description is not None else None
+        if declared is not None and len(declared) == len(oids):
+            oids = [
+                oid if ctype is None else oid_of_kind(ctype.kind)
+                for oid, (_name, ctype) in zip(oids, declared, strict=True)
+            ]
+        return oids
+
     def _send_result(
-        self, result: Result, formats: Sequence[int], out: bytearray, *, describe: bool
+        self,
+        result: Result,
+        oids: list[int],
+        formats: Sequence[int],
+        out: bytearray,
+        *,
+        describe: bool,
     ) -> None:
         if result.columns or result.rows:
-            oids = _column_oids(result)
             codes = _formats(formats, len(oids))
             if describe:
                 out += m.row_description(_fields(result.columns, oids, codes))
@@ -427,6 +668,13 @@ class Connection:
     def _parse(self, message: m.Parse, out: bytearray) -> None:
         if message.name and message.name in self._statements:
             raise SQLError("42P05", f'prepared statement "{message.name}" already exists')
+        if reads_catalog(message.text):
+            count = max((int(n) for n in _PLACEHOLDER.findall(message.text)), default=0)
+            given = message.param_oids[:count]
+            oids = given + (OID.UNSPECIFIED,) * (count - len(given))
+            self._statements[message.name] = _Prepared(message.text, None, oids, None, True)
+            out += m.parse_complete()
+            return
         prepared = prepare(message.text)
         if len(prepared) > 1:
             raise SQLError("42601", "cannot insert multiple commands into a prepared statement")
@@ -438,7 +686,12 @@ class Connection:
                 f"{count} placeholders",
             )
         oids = message.param_oids + (OID.UNSPECIFIED,) * (count - len(message.param_oids))
-        self._statements[message.name] = _Prepared(message.text, statement, oids)
+        description = None
+        if statement is not None and not self._sql.failed:
+            # NB: as PostgreSQL, an unknown table or column fails the Parse
+            description = self._sql.describe(message.text, _param_types(oids))
+            oids = _typed(oids, description.params)
+        self._statements[message.name] = _Prepared(message.text, statement, oids, description)
         out += m.parse_complete()
 
     def _bind(self, message: m.Bind, out: bytearray) -> None:
@@ -467,26 +720,64 @@ class Connection:
             prepared = self._statements.get(message.name)
             if prepared is None:
                 raise SQLError("26000", f'prepared statement "{message.name}" does not exist')
+            description = self._description(prepared)
+            if description is not None:
+                prepared.param_oids = _typed(prepared.param_oids, description.params)
             oids = [OID.TEXT if oid == OID.UNSPECIFIED else oid for oid in prepared.param_oids]
             out += m.parameter_description(oids)
-            if prepared.statement is None or not _returns_rows(prepared.statement):
+            if prepared.catalog:  # it only reads: its columns are those of a run
+                result = self._catalog(prepared.text, [None] * len(prepared.param_oids))
+                oids = self._result_oids(result, None)
+                out += m.row_description(_fields(result.columns, oids, [0] * len(oids)))
+                return
+            if description is None or description.columns == ():
                 out += m.no_data()
                 return
-            raise SQLError(
-                "0A000",
-                "describing the result columns of a prepared statement is not supported "
-                "yet: bind it and describe the portal",
-            )
+            if description.columns is not None:
+                shown = [name for name, _ in description.columns]
+                oids = [_declared_oid(ctype) for _name, ctype in description.columns]
+            elif isinstance(prepared.statement, _SHOWS) and not prepared.param_oids:
+                result = self._sql.execute_all(prepared.text)[-1]  # it only reads
+                shown, oids = list(result.columns), self._result_oids(result, None)
+            else:
+                raise SQLError(
+                    "0A000",
+                    "the result columns of this statement are known only when it runs: bind "
+                    "it and describe the portal",
+                )
+            out += m.row_description(_fields(shown, oids, [0] * len(oids)))
+            return
         portal = self._portal(message.name)
-        if portal.prepared.statement is None or not _returns_rows(portal.prepared.statement):
+        description = self._description(portal.prepared)
+        if portal.prepared.catalog:
+            description = Description(None, ())  # it only reads: it runs now
+        if description is None or description.columns == ():
             out += m.no_data()
             return
-        result = self._run(portal)
-        if not (result.columns or result.rows):
-            out += m.no_data()
-            return
+        names: Sequence[str]
+        if description.columns is None:  # a SHOW (or SPLIT AT): it runs now
+            result = self._run(portal)
+            if not (result.columns or result.rows):
+                out += m.no_data()
+                return
+            names = result.columns
+        else:
+            names = [name for name, _ in description.columns]
+            portal.oids = [_declared_oid(ctype) for _name, ctype in description.columns]
+        portal.described = True
         codes = _formats(portal.result_formats, len(portal.oids))
-        out += m.row_description(_fields(result.columns, portal.oids, codes))
+        out += m.row_description(_fields(names, portal.oids, codes))
+
+    def _description(self, prepared: _Prepared) -> Description | None:
+        """``prepared``'s description, made now if Parse could not (None: an empty
+        query)."""
+        if prepared.statement is None:
+            return None
+        if prepared.description is None:
+            prepared.description = self._sql.describe(
+                prepared.text, _param_types(prepared.param_oids)
+            )
+        return prepared.description
 
     def _portal(self, name: str) -> _Portal:
         portal = self._portals.get(name)
@@ -496,7 +787,9 @@ class Connection:
 
     def _run(self, portal: _Portal) -> Result:
         if portal.result is None:
-            if portal.prepared.statement is None:
+            if portal.prepared.catalog:
+                portal.result = self._catalog(portal.prepared.text, portal.params)
+            elif portal.prepared.statement is None:
                 portal.result = Result()
             else:
                 self._busy = True
@@ -505,13 +798,14 @@ class Connection:
                 finally:
                     self._busy = self._cancelled = False
                 portal.result = results[-1]
-            portal.oids = _column_oids(portal.result)
+            if not portal.described:
+                portal.oids = self._result_oids(portal.result, portal.prepared.description)
         return portal.result
 
     def _execute(self, message: m.Execute, out: bytearray) -> None:
         portal = self._portal(message.portal)
         result = self._run(portal)
-        if portal.prepared.statement is None:
+        if portal.prepared.statement is None and not portal.prepared.catalog:
             out += m.empty_query_response()
             return
         if isinstance(result, FeedResult):
@@ -565,6 +859,23 @@ def _as_sql_error(exc: BaseException) -> SQLError:
     if not isinstance(exc, FeedKVError):
         log.exception("internal error answering a SQL client", exc_info=exc)
     return SQLError("XX000", f"internal error: {type(exc).__name__}: {exc}")
+
+
+def _typed(oids: tuple[int, ...], types: Sequence[ColumnType | None]) -> tuple[int, ...]:
+    """Placeholder types: the client's where it gave one, else the SQL layer's."""
+    return tuple(
+        oid_of_kind(ctype.kind) if oid == OID.UNSPECIFIED and ctype is not None else oid
+        for oid, ctype in zip(oids, types, strict=True)
+    )
+
+
+def _param_types(oids: Sequence[int]) -> list[ColumnType | None]:
+    kinds = [kind_of_oid(oid) for oid in oids]
+    return [None if kind is None else ColumnType(kind) for kind in kinds]
+
+
+def _declared_oid(ctype: ColumnType | None) -> int:
+    return OID.TEXT if ctype is None else oid_of_kind(ctype.kind)
 
 
 def _column_oids(result: Result) -> list[int]:

@@ -494,6 +494,25 @@ def portal_suspended() -> bytes:
     return _message(b"s")
 
 
+def copy_in_response(columns: int) -> bytes:
+    """CopyInResponse: the client sends CopyData, then CopyDone or CopyFail (text
+    format, for every column)."""
+    return _message(b"G", struct.pack(f"!bh{columns}h", 0, columns, *([0] * columns)))
+
+
+def copy_out_response(columns: int) -> bytes:
+    """CopyOutResponse: CopyData messages follow, then CopyDone (text format)."""
+    return _message(b"H", struct.pack(f"!bh{columns}h", 0, columns, *([0] * columns)))
+
+
+def copy_data(data: bytes) -> bytes:
+    return _message(b"d", data)
+
+
+def copy_done() -> bytes:
+    return _message(b"c")
+
+
 def parameter_description(oids: list[int]) -> bytes:
     body = _INT16.pack(len(oids)) + b"".join(struct.pack("!I", oid) for oid in oids)
     return _message(b"t", body)

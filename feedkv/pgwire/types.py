@@ -38,6 +38,7 @@ __all__ = [
     "decode_param",
     "encode_binary",
     "encode_text",
+    "kind_of_oid",
     "oid_of_kind",
     "type_size",
 ]
@@ -107,6 +108,26 @@ _PG_EPOCH_TZ = datetime.datetime(2000, 1, 1, tzinfo=datetime.UTC)
 
 def oid_of_kind(kind: Kind) -> int:
     return _OID_OF_KIND[kind]
+
+
+# What a parameter of each type decodes to (see decode_param): the SQL layer's kind.
+_KIND_OF_OID: dict[int, Kind] = {
+    **{oid: kind for kind, oid in _OID_OF_KIND.items()},
+    OID.INT2: Kind.INT,
+    OID.INT4: Kind.INT,
+    OID.FLOAT4: Kind.FLOAT,
+    OID.JSON: Kind.JSONB,
+    OID.VARCHAR: Kind.STRING,
+    OID.BPCHAR: Kind.STRING,
+    OID.NAME: Kind.STRING,
+    OID.CHAR: Kind.STRING,
+}
+
+
+def kind_of_oid(oid: int) -> Kind | None:
+    """The kind of value a parameter of type ``oid`` becomes (``None``: unspecified or
+    unknown, a string the SQL layer converts where it is used)."""
+    return _KIND_OF_OID.get(oid)
 
 
 def type_size(oid: int) -> int:

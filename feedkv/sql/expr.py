@@ -765,7 +765,7 @@ class _Compiler:
         """version(), current_database(), current_user, session_user, current_schema."""
         _no_arguments(node)
         if isinstance(node, exp.CurrentVersion):
-            return lambda row, ctx: f"feedkv {_VERSION} (CockroachDB-compatible SQL)"
+            return lambda row, ctx: VERSION_STRING
         if isinstance(node, exp.CurrentSchema):
             return lambda row, ctx: "public"
         name = "database" if isinstance(node, exp.CurrentDatabase) else "session_user"
@@ -841,6 +841,13 @@ def subquery_key(node: exp.Expr) -> str:
 
 
 _VERSION = "0.1.0"
+# As CockroachDB words it ("CockroachDB CCL v23.1.11 (...)"), which drivers and ORM
+# dialects parse (sqlalchemy-cockroachdb reads the " v23.1." part), naming what it really
+# is, and with the PostgreSQL version that PostgreSQL dialects look for.
+VERSION_STRING = (
+    f"CockroachDB OSS v23.1.0 (feedkv {_VERSION}, a CockroachDB-compatible SQL subset; "
+    "PostgreSQL 13.0 wire protocol)"
+)
 
 
 def _session_variable(ctx: Context, name: str) -> str:

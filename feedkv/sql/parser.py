@@ -34,7 +34,7 @@ import string
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import sqlglot
 from sqlglot import exp
@@ -354,6 +354,9 @@ class _Statement:
         session = self._session_variable()
         if session is not None:
             return session
+        savepoint = self._savepoint()
+        if savepoint is not None:
+            return savepoint
         self._check_shape()
         words = self.words
         if words[1:3] == ["CLUSTER", "SETTING"] and words[0] in ("SET", "RESET", "SHOW"):
@@ -442,6 +445,24 @@ class _Statement:
         if index >= len(self.tokens) or self.tokens[index].token_type in _LITERALS:
             return ""
         return self.words[index]
+
+    def _savepoint(self) -> st.Savepoint | None:
+        """``SAVEPOINT n``, ``RELEASE [SAVEPOINT] n``, ``ROLLBACK TO [SAVEPOINT] n``."""
+        words = self.words
+        action: Literal["savepoint", "release", "rollback"]
+        if words[0] == "SAVEPOINT":
+            action, rest = "savepoint", 1
+        elif words[0] == "RELEASE":
+            action, rest = "release", 2 if words[1:2] == ["SAVEPOINT"] else 1
+        elif words[:2] == ["ROLLBACK", "TO"]:
+            action, rest = "rollback", 3 if words[2:3] == ["SAVEPOINT"] else 2
+        else:
+            return None
+        if len(self.tokens) != rest + 1:
+            raise self._error_at(min(rest, len(self.tokens) - 1), f"{words[0]} takes one name")
+        token = self.tokens[rest]
+        quoted = token.token_type == TokenType.IDENTIFIER
+        return st.Savepoint(self.text, action, token.text if quoted else token.text.lower())
 
     def _check_shape(self) -> None:
         """Refuse statements whose words do not fit together: a dropped comma or row, an

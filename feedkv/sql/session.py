@@ -11,6 +11,13 @@ the whole transaction, which :meth:`Session.run_transaction` does. After an erro
 a transaction, only ``ROLLBACK`` (or ``COMMIT``, which rolls back) is accepted, as in
 PostgreSQL.
 
+CockroachDB's client-side retry protocol works too: ``SAVEPOINT cockroach_restart``
+first in the transaction; after an error (a 40001 above all), ``ROLLBACK TO SAVEPOINT
+cockroach_restart`` starts the transaction over, still open and with the savepoint;
+``RELEASE SAVEPOINT cockroach_restart`` commits (a 40001 there is retried the same
+way), after which only ``COMMIT`` (or ``ROLLBACK``) is accepted and ends the block.
+Other savepoints are refused (0A000).
+
 Sessions run SQL in the client: statements become KV reads and writes of the connected
 node, so an embedded store and a server give the same results.
 """
@@ -35,6 +42,7 @@ from feedkv.kv.api import MAX_PRIORITY
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
+from feedkv.sql.describe import Description, describe
 from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
 from feedkv.sql.dml import duplicate_key
 from feedkv.sql.execution import Execution, Result
@@ -43,6 +51,7 @@ from feedkv.sql.leases import Lease, Leases
 from feedkv.sql.metrics import SQLMetrics, unregistered_sql_metrics
 from feedkv.sql.parser import parse, placeholder_count
 from feedkv.sql.session_vars import VARIABLES, checked_value
+from feedkv.sql.types import ColumnType
 
 if TYPE_CHECKING:
     from feedkv.kv.db import KVClient
@@ -84,8 +93,15 @@ _SCHEMA_CHANGE_PRIORITY = MAX_PRIORITY - 1
 # Statements that end, start or stand outside a transaction: a string holding one runs its
 # statements one by one rather than as one implicit transaction.
 _OWN_TRANSACTION = (
-    st.Begin | st.Commit | st.Rollback | st.CreateChangefeed | _JOB_STATEMENTS | st.SessionVariable
+    st.Begin
+    | st.Commit
+    | st.Rollback
+    | st.Savepoint
+    | st.CreateChangefeed
+    | _JOB_STATEMENTS
+    | st.SessionVariable
 )
+RESTART_SAVEPOINT = "cockroach_restart"
 
 
 class ChangefeedService(Protocol):
@@ -131,6 +147,8 @@ class Session:
         self.variables: dict[str, str] = {}  # session variables SET (see session_vars)
         self._txn: Txn | None = None
         self._failed = False
+        self._restart = False  # SAVEPOINT cockroach_restart is active
+        self._released = False  # RELEASE committed the transaction; COMMIT ends the block
         self._after_commit: list[Callable[[], object]] = []
         self._executions: list[Execution] = []  # the statements of the open transaction
         self._table_ids: dict[tuple[str, str], int] = {}
@@ -184,6 +202,36 @@ class Session:
             return
         for statement, count in prepared:
             yield self._run(statement, count, params)
+
+    def describe(self, text: str, param_types: Sequence[ColumnType | None] = ()) -> Description:
+        """What the one statement in ``text`` returns and takes, planned against the
+        tables this session sees now (in its open transaction, else at the present)
+        without running it (:mod:`feedkv.sql.describe`); ``param_types``: the types of
+        placeholders the client gave (``None``: not given)."""
+        prepared = self._prepare_checked(text)
+        if len(prepared) != 1:
+            raise SQLError("42601", f"expected one statement to describe, got {len(prepared)}")
+        statement, placeholders = prepared[0]
+        reader = self._reader()
+        return describe(
+            statement,
+            placeholders,
+            lambda name: self.resolve_table(reader, name.database, name.name),
+            self.database,
+            param_types,
+        )
+
+    def schema(self) -> list[tuple[DatabaseDescriptor, list[TableDescriptor]]]:
+        """Every database with its tables, as this session sees them now (in its open
+        transaction, else at the present): what catalog views such as pg_catalog and
+        information_schema show."""
+        reader = self._reader()
+        return [(d, catalog.list_tables(reader, d)) for d in catalog.list_databases(reader)]
+
+    def _reader(self) -> catalog.Reader:
+        if self._txn is not None and not self._failed:
+            return self._txn
+        return catalog.Snapshot(self.db, self.db.now())
 
     def _prepare_checked(self, text: str) -> tuple[tuple[st.Statement, int], ...]:
         """``text`` prepared, once this session's user is known to exist."""
@@ -254,8 +302,15 @@ class Session:
             self._txn = self.db.transaction()
             self._failed = False
             return Result(tag="BEGIN")
+        if self._released and not isinstance(statement, st.Commit | st.Rollback):
+            raise SQLError(
+                "25000",
+                "current transaction is committed, commands ignored until end of transaction block",
+            )
         if isinstance(statement, st.Commit):
             return self._commit()
+        if isinstance(statement, st.Savepoint):
+            return self._savepoint(statement)
         if isinstance(statement, st.SessionVariable):
             return self._session_variable(statement)
         if isinstance(statement, st.Rollback):
@@ -397,16 +452,70 @@ class Session:
                 self.variables[name] = value
         return Result(tag="RESET" if s.text.lstrip()[:5].upper() == "RESET" else "SET")
 
+    def _savepoint(self, s: st.Savepoint) -> Result:
+        """CockroachDB's client-side retry protocol (see the module docstring)."""
+        if s.name != RESTART_SAVEPOINT:
+            raise SQLError(
+                "0A000",
+                f'savepoint "{s.name}" is not supported: only SAVEPOINT {RESTART_SAVEPOINT}, '
+                "CockroachDB's client-side retry protocol",
+            )
+        if self._txn is None:
+            raise SQLError("25P01", "SAVEPOINT can only be used in transaction blocks")
+        if s.action == "savepoint":
+            if self._restart or self._executions or self._failed:
+                self._failed = True
+                raise SQLError(
+                    "3B001",
+                    f"SAVEPOINT {RESTART_SAVEPOINT} must be the first statement of a "
+                    "transaction and cannot be nested",
+                )
+            self._restart = True
+            return Result(tag="SAVEPOINT")
+        if not self._restart:
+            self._failed = True
+            raise SQLError("3B001", f'savepoint "{s.name}" does not exist')
+        if s.action == "rollback":
+            self._txn.rollback()
+            _withdraw(self._executions)
+            self._txn = self.db.transaction()
+            self._failed = False
+            self._after_commit = []
+            self._executions = []
+            return Result(tag="ROLLBACK")
+        if self._failed:
+            raise SQLError(
+                "25P02",
+                "current transaction is aborted, commands ignored until end of transaction "
+                f"block (ROLLBACK TO SAVEPOINT {RESTART_SAVEPOINT} retries it)",
+            )
+        try:
+            self._commit_txn(self._txn)
+        except SerializationFailure:
+            self._failed = True  # ROLLBACK TO SAVEPOINT starts it over
+            raise
+        self._released = True
+        return Result(tag="RELEASE")
+
     def _commit(self) -> Result:
         txn = self._txn
         if txn is None:
             raise SQLError("25P01", "there is no transaction in progress")
+        if self._released:
+            self._end()
+            return Result(tag="COMMIT")
         if self._failed:
             self._abandon()
             return Result(tag="ROLLBACK")
+        self._txn = None
+        self._restart = False
+        self._commit_txn(txn)
+        return Result(tag="COMMIT")
+
+    def _commit_txn(self, txn: Txn) -> None:
+        """Commit ``txn`` and run its statements' after-commit hooks."""
         hooks, self._after_commit = self._after_commit, []
         executions, self._executions = self._executions, []
-        self._txn = None
         try:
             txn.commit()
         except RetryableError as exc:
@@ -415,14 +524,17 @@ class Session:
             raise SerializationFailure(f"restart transaction: {exc}") from exc
         for hook in hooks:
             hook()
-        return Result(tag="COMMIT")
 
     def _abandon(self) -> None:
         if self._txn is not None:
-            self._txn.rollback()
+            self._txn.rollback()  # NB: nothing to do once RELEASE committed it
         _withdraw(self._executions)
+        self._end()
+
+    def _end(self) -> None:
         self._txn = None
         self._failed = False
+        self._restart = self._released = False
         self._after_commit = []
         self._executions = []
 

@@ -37,6 +37,7 @@ __all__ = [
     "Join",
     "Query",
     "Rollback",
+    "Savepoint",
     "Select",
     "SetOperation",
     "SessionVariable",
@@ -87,6 +88,15 @@ class Commit(Statement):
 @dataclass(frozen=True, slots=True)
 class Rollback(Statement):
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class Savepoint(Statement):
+    """``SAVEPOINT name`` (``action`` savepoint), ``RELEASE [SAVEPOINT] name`` (release)
+    or ``ROLLBACK TO [SAVEPOINT] name`` (rollback); ``name`` lower-cased unless quoted."""
+
+    action: Literal["savepoint", "release", "rollback"]
+    name: str
 
 
 @dataclass(frozen=True, slots=True)

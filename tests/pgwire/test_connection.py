@@ -158,9 +158,9 @@ def test_after_an_error_every_message_up_to_sync_is_skipped(wire: Wire) -> None:
         execute(),
         SYNC,
     )
-    # NB: names are resolved when the statement runs, so the Parse and Bind succeed
-    assert [kind for kind, _ in answers] == [b"1", b"2", b"E", b"Z"]
-    assert error_fields(answers[2][1])["C"] == "42P01"
+    # As PostgreSQL: names are resolved at Parse, so the Parse fails
+    assert [kind for kind, _ in answers] == [b"E", b"Z"]
+    assert error_fields(answers[0][1])["C"] == "42P01"
     assert wire.kinds(query("SELECT * FROM t WHERE id = 9")) == b"TCZ"  # nothing inserted
 
 
@@ -172,12 +172,76 @@ def test_describe_statement_gives_parameter_types_and_no_data_for_a_write(wire: 
     assert answers[1][1] == struct.pack("!hII", 2, OID.INT8, OID.TEXT)
 
 
-def test_describing_a_select_statements_columns_before_bind_is_refused_clearly(
+def row_description_oids(body: bytes) -> list[int]:
+    (count,) = struct.unpack_from("!h", body)
+    oids, at = [], 2
+    for _ in range(count):
+        at = body.index(b"\0", at) + 1
+        oids.append(struct.unpack_from("!ihi", body, at)[2])
+        at += 18
+    return oids
+
+
+def test_describing_a_statement_before_bind_gives_parameter_and_column_types(
     wire: Wire,
 ) -> None:
-    answers = wire.send(parse("q", "SELECT * FROM t"), describe("S", "q"), SYNC)
+    answers = wire.send(
+        parse("q", "SELECT id, s, count(*) FROM t WHERE id > $1 GROUP BY id, s"),
+        describe("S", "q"),
+        SYNC,
+    )
+    assert [kind for kind, _ in answers] == [b"1", b"t", b"T", b"Z"]
+    assert answers[1][1] == struct.pack("!hI", 1, OID.INT8)  # typed from "id > $1"
+    assert row_description_oids(answers[2][1]) == [OID.INT8, OID.TEXT, OID.INT8]
+
+
+def test_describing_a_show_statement_before_bind_reads_its_columns(wire: Wire) -> None:
+    answers = wire.send(parse("q", "SHOW TABLES"), describe("S", "q"), SYNC)
+    assert [kind for kind, _ in answers] == [b"1", b"t", b"T", b"Z"]
+    assert b"table_name" in answers[2][1]
+
+
+def test_describing_a_split_before_bind_is_refused_clearly(wire: Wire) -> None:
+    answers = wire.send(parse("q", "ALTER TABLE t SPLIT AT VALUES (2)"), describe("S", "q"), SYNC)
     assert [kind for kind, _ in answers] == [b"1", b"E", b"Z"]
     assert error_fields(answers[1][1])["C"] == "0A000"
+
+
+def test_an_untyped_parameter_takes_its_type_from_the_sql_layer(wire: Wire) -> None:
+    answers = wire.send(
+        parse("", "SELECT s FROM t WHERE id = $1"),
+        bind("", "", [struct.pack("!q", 2)], param_formats=[1]),
+        execute(),
+        SYNC,
+    )
+    assert [kind for kind, _ in answers] == [b"1", b"2", b"D", b"C", b"Z"]
+    assert answers[2][1] == struct.pack("!hi", 1, 1) + b"b"
+
+
+def test_all_null_and_empty_columns_have_their_declared_types(wire: Wire) -> None:
+    wire.send(query("CREATE TABLE n (id INT PRIMARY KEY, v DECIMAL)"))
+    wire.send(query("INSERT INTO n VALUES (1, NULL)"))
+    for text in ("SELECT v, id FROM n", "SELECT v, id FROM n WHERE id > 5"):
+        answers = wire.send(query(text))
+        assert answers[0][0] == b"T"
+        assert row_description_oids(answers[0][1]) == [OID.NUMERIC, OID.INT8], text
+    answers = wire.send(parse("", "SELECT v FROM n"), bind("", ""), describe("P"), SYNC)
+    assert row_description_oids(answers[2][1]) == [OID.NUMERIC]
+
+
+def test_a_portal_runs_at_execute_not_at_describe(wire: Wire) -> None:
+    answers = wire.send(
+        parse("", "INSERT INTO t VALUES (7, 'g') RETURNING id"),
+        bind("p", ""),
+        describe("P", "p"),
+        SYNC,
+    )
+    assert [kind for kind, _ in answers] == [b"1", b"2", b"T", b"Z"]
+    assert row_description_oids(answers[2][1]) == [OID.INT8]
+    assert wire.send(query("SELECT count(*) FROM t"))[1][1] == struct.pack("!hi", 1, 1) + b"3"
+    answers = wire.send(execute("p"), SYNC)
+    assert [kind for kind, _ in answers] == [b"D", b"C", b"Z"]
+    assert wire.send(query("SELECT count(*) FROM t"))[1][1] == struct.pack("!hi", 1, 1) + b"4"
 
 
 @pytest.mark.parametrize(

@@ -52,3 +52,23 @@ def test_pgbench_updates_land_once_each_in_every_query_mode(
     assert "number of failed transactions: 0 (0.000%)" in done.stdout
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT sum(v) FROM kv").fetchone() == (CLIENTS * TRANSACTIONS,)
+
+
+def test_the_pgwire_benchmark_measures_a_pgbench_run(pg_url: str, tmp_path: Path) -> None:
+    """bench/pgwire.py's measurement (TPS, latency percentiles from pgbench's
+    per-transaction log), on a short run against the fixture's node."""
+    import importlib.util
+
+    bench = Path(__file__).resolve().parents[2] / "bench" / "pgwire.py"
+    spec = importlib.util.spec_from_file_location("bench_pgwire", bench)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE kv (k INT PRIMARY KEY, v STRING)")
+    row = module.pgbench(pg_url, 2, 1.0, tmp_path)
+    assert row["failed"] == 0 and row["transactions"] > 0 and row["tps"] > 0
+    assert 0 < row["p50_ms"] <= row["p99_ms"]
+    with psycopg.connect(pg_url) as conn:
+        (count,) = conn.execute("SELECT count(*) FROM kv").fetchone() or (0,)
+    assert 0 < count <= row["transactions"]

@@ -916,3 +916,42 @@ def test_on_conflict_do_update_moves_a_row_to_a_free_key_only(any_db: DB) -> Non
         any_db.sql("INSERT INTO t VALUES (5, 'x') ON CONFLICT (k) DO UPDATE SET k = 2")
     assert raised.value.code == "23505"
     assert any_db.sql("SELECT k, v FROM t ORDER BY k").rows == [(2, "b"), (5, "a")]
+
+
+def test_rollback_to_the_restart_savepoint_starts_the_transaction_over(db: feedkv.DB) -> None:
+    s = db.session()
+    s.execute("CREATE TABLE sp (k INT PRIMARY KEY)")
+    s.execute("BEGIN")
+    assert s.execute("SAVEPOINT cockroach_restart").tag == "SAVEPOINT"
+    s.execute("INSERT INTO sp VALUES (1)")
+    assert sql_error(lambda: s.execute("INSERT INTO sp VALUES (1)")).code == "23505"
+    assert s.failed
+    assert s.execute("ROLLBACK TO SAVEPOINT cockroach_restart").tag == "ROLLBACK"
+    assert s.in_transaction and not s.failed
+    assert s.execute("SELECT count(*) FROM sp").rows == [(0,)]  # the first attempt is gone
+    s.execute("INSERT INTO sp VALUES (2)")
+    assert s.execute("RELEASE SAVEPOINT cockroach_restart").tag == "RELEASE"
+    assert db.sql("SELECT k FROM sp").rows == [(2,)]  # RELEASE committed it
+    assert sql_error(lambda: s.execute("SELECT 1")).code == "25000"
+    assert s.execute("COMMIT").tag == "COMMIT"
+    assert not s.in_transaction
+
+
+@pytest.mark.parametrize(
+    ("statements", "code"),
+    [
+        (["SAVEPOINT cockroach_restart"], "25P01"),
+        (["BEGIN", "SAVEPOINT other"], "0A000"),
+        (["BEGIN", "ROLLBACK TO SAVEPOINT cockroach_restart"], "3B001"),
+        (["BEGIN", "SELECT 1", "SAVEPOINT cockroach_restart"], "3B001"),
+        (["BEGIN", "SAVEPOINT cockroach_restart", "SAVEPOINT cockroach_restart"], "3B001"),
+    ],
+)
+def test_savepoint_misuse_gets_its_sqlstate(
+    db: feedkv.DB, statements: list[str], code: str
+) -> None:
+    s = db.session()
+    *before, last = statements
+    for text in before:
+        s.execute(text)
+    assert sql_error(lambda: s.execute(last)).code == code

@@ -1,0 +1,80 @@
+"""A SQL session over the PostgreSQL wire protocol, for ``feedkv sql --url
+postgresql://...``: what the shell needs of a :class:`~feedkv.sql.session.Session`
+(``execute_each``, ``in_transaction``, ``user``, ``database``, ``close``), through
+psycopg, imported only when such a URL is given.
+
+The connection is in autocommit mode, so BEGIN and COMMIT are the user's, as in psql.
+A string of several statements is sent as one simple query (the server runs them as one
+implicit transaction); each statement's result comes back in order. Server errors keep
+their SQLSTATE, message and position (:class:`~feedkv.errors.SQLError`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from feedkv.errors import ExternalError, SQLError
+from feedkv.sql.execution import Result
+
+__all__ = ["PG_SCHEMES", "PgSession"]
+
+PG_SCHEMES = ("postgresql://", "postgres://")
+
+
+class PgSession:
+    """Statements run on the server at ``url`` (a libpq connection string)."""
+
+    def __init__(self, url: str, *, user: str | None = None, database: str | None = None) -> None:
+        import psycopg
+
+        self._psycopg = psycopg
+        options: dict[str, Any] = {}
+        if user is not None:
+            options["user"] = user
+        if database is not None:
+            options["dbname"] = database
+        try:
+            self._conn = psycopg.connect(url, autocommit=True, **options)
+        except psycopg.Error as exc:
+            raise ExternalError(f"cannot connect to {url}: {exc}") from exc
+        self.user: str = self._conn.info.user
+        self.database: str = self._conn.info.dbname
+
+    @property
+    def in_transaction(self) -> bool:
+        status = self._conn.info.transaction_status
+        return status in (
+            self._psycopg.pq.TransactionStatus.INTRANS,
+            self._psycopg.pq.TransactionStatus.INERROR,
+        )
+
+    def execute_each(
+        self, text: str, params: Sequence[Any] = (), *, batch: bool = True
+    ) -> Iterator[Result]:
+        """Each statement's result, in order (``batch`` is the server's to decide: a
+        string of statements is one implicit transaction there)."""
+        cursor = self._conn.cursor()
+        try:
+            cursor.execute(text.encode(), params or None, prepare=False)
+        except self._psycopg.Error as exc:
+            raise _sql_error(exc) from None
+        while True:
+            columns = tuple(c.name for c in cursor.description or ())
+            rows = [tuple(row) for row in cursor.fetchall()] if cursor.description else []
+            yield Result(columns, rows, cursor.statusmessage or "")
+            if not cursor.nextset():
+                break
+        self.database = self._conn.info.dbname
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _sql_error(exc: Any) -> SQLError:
+    diag = exc.diag
+    position = int(diag.statement_position) if diag.statement_position else None
+    message = diag.message_primary or str(exc)
+    if diag.message_hint:
+        message = f"{message}\nHINT: {diag.message_hint}"
+    return SQLError(exc.sqlstate or "XX000", message, position=position)

@@ -1,0 +1,692 @@
+"""The system catalogs PostgreSQL tools read: enough of ``pg_catalog`` and
+``information_schema`` for psql's ``\\d``, ``\\dt`` and ``\\l`` and for SQLAlchemy's
+dialect introspection (``has_table``, ``get_columns``, ``get_table_names``).
+
+A query that names a catalog relation or function (:func:`reads_catalog`) is answered
+here, not by the SQL layer: the catalog of the session's current database is built
+from its descriptors (:meth:`feedkv.sql.session.Session.schema`) into an in-memory
+SQLite database, and the query, translated from PostgreSQL's dialect by sqlglot with a
+few rewrites (casts to ``regclass`` and ``bool``, ``= ANY(ARRAY[...])``,
+``OPERATOR(pg_catalog.~)``, ``COLLATE pg_catalog.default``), runs there, with the
+catalog functions tools call (``format_type``, ``pg_table_is_visible``,
+``pg_get_expr``, ...) defined in Python. Read-only, and built per query: the cost is
+a catalog scan, which tools pay once per command.
+
+OIDs follow CockroachDB where it matters: a table's OID is its descriptor id, a
+database's its id; its primary key index is ``<table>_pkey`` (OID ``1_000_000 +
+id``); schemas are ``public`` (2200), ``pg_catalog`` (11) and ``information_schema``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+from feedkv.errors import SQLError
+from feedkv.pgwire.types import OID
+from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
+from feedkv.sql.execution import Result
+from feedkv.sql.types import ColumnType, Kind
+
+__all__ = ["reads_catalog", "run_catalog_query"]
+
+_CATALOG_NAMES = re.compile(
+    r"\b(?:pg_catalog|information_schema|pg_class|pg_namespace|pg_attribute|pg_type|"
+    r"pg_database|pg_index|pg_constraint|pg_roles|pg_user|pg_attrdef|pg_description|"
+    r"pg_am|pg_tables|pg_settings|pg_inherits|pg_collation|pg_proc|pg_tablespace|"
+    r"pg_extension|pg_table_is_visible|format_type|pg_get_userbyid|current_catalog)\b",
+    re.IGNORECASE,
+)
+
+
+def reads_catalog(text: str) -> bool:
+    """Whether ``text`` reads a system catalog (and so runs here)."""
+    return _CATALOG_NAMES.search(text) is not None
+
+
+PG_CATALOG_OID = 11
+PUBLIC_OID = 2200
+INFORMATION_SCHEMA_OID = 13000
+_INDEX_OID_BASE = 1_000_000
+
+# pg_type rows: oid, name, length, category, and the name format_type gives.
+_TYPES: list[tuple[int, str, int, str, str]] = [
+    (OID.BOOL, "bool", 1, "B", "boolean"),
+    (OID.BYTEA, "bytea", -1, "U", "bytea"),
+    (OID.NAME, "name", 64, "S", "name"),
+    (OID.INT8, "int8", 8, "N", "bigint"),
+    (OID.INT2, "int2", 2, "N", "smallint"),
+    (OID.INT4, "int4", 4, "N", "integer"),
+    (OID.TEXT, "text", -1, "S", "text"),
+    (OID.OID, "oid", 4, "N", "oid"),
+    (OID.JSON, "json", -1, "U", "json"),
+    (OID.FLOAT4, "float4", 4, "N", "real"),
+    (OID.FLOAT8, "float8", 8, "N", "double precision"),
+    (OID.VARCHAR, "varchar", -1, "S", "character varying"),
+    (OID.DATE, "date", 4, "D", "date"),
+    (OID.TIMESTAMP, "timestamp", 8, "D", "timestamp without time zone"),
+    (OID.TIMESTAMPTZ, "timestamptz", 8, "D", "timestamp with time zone"),
+    (OID.NUMERIC, "numeric", -1, "N", "numeric"),
+    (OID.UUID, "uuid", 16, "U", "uuid"),
+    (OID.JSONB, "jsonb", -1, "U", "jsonb"),
+]
+_FORMATTED = {oid: formatted for oid, _, _, _, formatted in _TYPES}
+_TYPE_NAMES = {oid: name for oid, name, _, _, _ in _TYPES}
+_KIND_OIDS = {
+    Kind.INT: OID.INT8,
+    Kind.FLOAT: OID.FLOAT8,
+    Kind.DECIMAL: OID.NUMERIC,
+    Kind.STRING: OID.TEXT,
+    Kind.BYTES: OID.BYTEA,
+    Kind.BOOL: OID.BOOL,
+    Kind.DATE: OID.DATE,
+    Kind.TIMESTAMP: OID.TIMESTAMP,
+    Kind.TIMESTAMPTZ: OID.TIMESTAMPTZ,
+    Kind.UUID: OID.UUID,
+    Kind.JSONB: OID.JSONB,
+}
+
+
+def _pg_type(ctype: ColumnType) -> tuple[int, int]:
+    """A column type as ``(atttypid, atttypmod)``."""
+    if ctype.kind is Kind.INT and ctype.width == 16:
+        return OID.INT2, -1
+    if ctype.kind is Kind.INT and ctype.width == 32:
+        return OID.INT4, -1
+    if ctype.kind is Kind.STRING and ctype.width is not None:
+        return OID.VARCHAR, ctype.width + 4
+    if ctype.kind is Kind.DECIMAL and ctype.precision is not None:
+        return OID.NUMERIC, ((ctype.precision << 16) | (ctype.scale or 0)) + 4
+    return _KIND_OIDS[ctype.kind], -1
+
+
+def _format_type(oid: int | None, typmod: int | None) -> str | None:
+    if oid is None:
+        return None
+    name = _FORMATTED.get(int(oid), "unknown")
+    if typmod is not None and typmod >= 4:
+        if oid == OID.VARCHAR:
+            return f"{name}({typmod - 4})"
+        if oid == OID.NUMERIC:
+            precision, scale = (typmod - 4) >> 16, (typmod - 4) & 0xFFFF
+            return f"{name}({precision},{scale})"
+    return name
+
+
+_SCHEMA = """
+CREATE TABLE pg_namespace (oid INTEGER, nspname TEXT, nspowner INTEGER, nspacl TEXT);
+CREATE TABLE pg_database (oid INTEGER, datname TEXT, datdba INTEGER, encoding INTEGER,
+  datcollate TEXT, datctype TEXT, datistemplate BOOLEAN, datallowconn BOOLEAN,
+  datconnlimit INTEGER, dattablespace INTEGER, datacl TEXT, daticulocale TEXT,
+  datlocprovider TEXT);
+CREATE TABLE pg_class (oid INTEGER, relname TEXT, relnamespace INTEGER, reltype INTEGER,
+  relowner INTEGER, relam INTEGER, reltablespace INTEGER, reltuples REAL,
+  relhasindex BOOLEAN, relisshared BOOLEAN, relpersistence TEXT, relkind TEXT,
+  relnatts INTEGER, relchecks INTEGER, relhasrules BOOLEAN, relhastriggers BOOLEAN,
+  relhassubclass BOOLEAN, relrowsecurity BOOLEAN, relforcerowsecurity BOOLEAN,
+  relispopulated BOOLEAN, relreplident TEXT, relispartition BOOLEAN, reloftype INTEGER,
+  reloptions TEXT, relacl TEXT, relpartbound TEXT, relhasoids BOOLEAN, relpages INTEGER,
+  reltoastrelid INTEGER DEFAULT 0, relfilenode INTEGER DEFAULT 0,
+  relallvisible INTEGER DEFAULT 0, relfrozenxid INTEGER DEFAULT 0);
+CREATE TABLE pg_attribute (attrelid INTEGER, attname TEXT, atttypid INTEGER,
+  attlen INTEGER, attnum INTEGER, atttypmod INTEGER, attndims INTEGER,
+  attnotnull BOOLEAN, atthasdef BOOLEAN, attidentity TEXT, attgenerated TEXT,
+  attisdropped BOOLEAN, attcollation INTEGER, attstattarget INTEGER, attstorage TEXT,
+  attislocal BOOLEAN, attinhcount INTEGER, attacl TEXT, attoptions TEXT,
+  attfdwoptions TEXT, atthasmissing BOOLEAN, attcompression TEXT);
+CREATE TABLE pg_attrdef (oid INTEGER, adrelid INTEGER, adnum INTEGER, adbin TEXT);
+CREATE TABLE pg_type (oid INTEGER, typname TEXT, typnamespace INTEGER, typowner INTEGER,
+  typlen INTEGER, typbyval BOOLEAN, typtype TEXT, typcategory TEXT, typisdefined BOOLEAN,
+  typdelim TEXT, typrelid INTEGER, typelem INTEGER, typarray INTEGER,
+  typnotnull BOOLEAN, typbasetype INTEGER, typtypmod INTEGER, typndims INTEGER,
+  typcollation INTEGER, typdefault TEXT);
+CREATE TABLE pg_index (indexrelid INTEGER, indrelid INTEGER, indnatts INTEGER,
+  indnkeyatts INTEGER, indisunique BOOLEAN, indisprimary BOOLEAN, indisexclusion BOOLEAN,
+  indimmediate BOOLEAN, indisclustered BOOLEAN, indisvalid BOOLEAN, indisready BOOLEAN,
+  indislive BOOLEAN, indisreplident BOOLEAN, indkey TEXT, indcollation TEXT,
+  indclass TEXT, indoption TEXT, indexprs TEXT, indpred TEXT,
+  indnullsnotdistinct BOOLEAN);
+CREATE TABLE pg_index_keys (indexrelid INTEGER, attnum INTEGER, ord INTEGER,
+  opclass INTEGER DEFAULT 0);
+CREATE TABLE pg_opclass (oid INTEGER, opcname TEXT, opcdefault BOOLEAN);
+CREATE TABLE pg_constraint (oid INTEGER, conname TEXT, connamespace INTEGER,
+  contype TEXT, condeferrable BOOLEAN, condeferred BOOLEAN, convalidated BOOLEAN,
+  conrelid INTEGER, contypid INTEGER, conindid INTEGER, confrelid INTEGER,
+  conkey TEXT, confkey TEXT, conislocal BOOLEAN, coninhcount INTEGER,
+  connoinherit BOOLEAN, conparentid INTEGER);
+CREATE TABLE pg_am (oid INTEGER, amname TEXT, amtype TEXT);
+CREATE TABLE pg_roles (oid INTEGER, rolname TEXT, rolsuper BOOLEAN, rolinherit BOOLEAN,
+  rolcreaterole BOOLEAN, rolcreatedb BOOLEAN, rolcanlogin BOOLEAN,
+  rolreplication BOOLEAN, rolconnlimit INTEGER, rolvaliduntil TEXT,
+  rolbypassrls BOOLEAN, rolconfig TEXT);
+CREATE TABLE pg_user (usesysid INTEGER, usename TEXT, usesuper BOOLEAN);
+CREATE TABLE pg_description (objoid INTEGER, classoid INTEGER, objsubid INTEGER,
+  description TEXT);
+CREATE TABLE pg_inherits (inhrelid INTEGER, inhparent INTEGER, inhseqno INTEGER);
+CREATE TABLE pg_collation (oid INTEGER, collname TEXT, collnamespace INTEGER);
+CREATE TABLE pg_tablespace (oid INTEGER, spcname TEXT);
+CREATE TABLE pg_extension (oid INTEGER, extname TEXT);
+CREATE TABLE pg_settings (name TEXT, setting TEXT);
+CREATE TABLE pg_tables (schemaname TEXT, tablename TEXT, tableowner TEXT,
+  tablespace TEXT, hasindexes BOOLEAN, hasrules BOOLEAN, hastriggers BOOLEAN,
+  rowsecurity BOOLEAN);
+CREATE TABLE information_schema.schemata (catalog_name TEXT, schema_name TEXT,
+  schema_owner TEXT);
+CREATE TABLE information_schema.tables (table_catalog TEXT, table_schema TEXT,
+  table_name TEXT, table_type TEXT, is_insertable_into TEXT);
+CREATE TABLE information_schema.columns (table_catalog TEXT, table_schema TEXT,
+  table_name TEXT, column_name TEXT, ordinal_position INTEGER, column_default TEXT,
+  is_nullable TEXT, data_type TEXT, character_maximum_length INTEGER,
+  numeric_precision INTEGER, numeric_scale INTEGER, udt_name TEXT, is_generated TEXT,
+  generation_expression TEXT, is_hidden TEXT, crdb_sql_type TEXT, column_comment TEXT,
+  is_identity TEXT);
+CREATE TABLE information_schema.table_constraints (constraint_catalog TEXT,
+  constraint_schema TEXT, constraint_name TEXT, table_catalog TEXT, table_schema TEXT,
+  table_name TEXT, constraint_type TEXT);
+CREATE TABLE information_schema.key_column_usage (constraint_catalog TEXT,
+  constraint_schema TEXT, constraint_name TEXT, table_catalog TEXT, table_schema TEXT,
+  table_name TEXT, column_name TEXT, ordinal_position INTEGER);
+CREATE TABLE information_schema.statistics (table_catalog TEXT, table_schema TEXT,
+  table_name TEXT, non_unique TEXT, index_schema TEXT, index_name TEXT,
+  seq_in_index INTEGER, column_name TEXT, implicit TEXT);
+"""
+
+
+def _insert(db: sqlite3.Connection, table: str, rows: Sequence[Sequence[Any]]) -> None:
+    """Rows of their leading columns (the rest take their defaults)."""
+    if rows:
+        schema, _, name = table.rpartition(".")
+        pragma = f"PRAGMA {schema}.table_info({name})" if schema else f"PRAGMA table_info({name})"
+        names = [row[1] for row in db.execute(pragma)]
+        marks = ", ".join("?" * len(rows[0]))
+        columns = ", ".join(names[: len(rows[0])])
+        db.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
+
+
+def _build(
+    schema: Sequence[tuple[DatabaseDescriptor, list[TableDescriptor]]], database: str, user: str
+) -> tuple[sqlite3.Connection, dict[str, int]]:
+    """The catalog of ``database`` as SQLite tables, and the OIDs of its relations by
+    name (for ``regclass``)."""
+    db = sqlite3.connect(":memory:", detect_types=sqlite3.PARSE_DECLTYPES)
+    db.execute("ATTACH DATABASE ':memory:' AS information_schema")
+    db.executescript(_SCHEMA)
+    _insert(
+        db,
+        "pg_namespace",
+        [
+            (PG_CATALOG_OID, "pg_catalog", 1, None),
+            (PUBLIC_OID, "public", 1, None),
+            (INFORMATION_SCHEMA_OID, "information_schema", 1, None),
+        ],
+    )
+    _insert(
+        db,
+        "pg_database",
+        [
+            (d.id, d.name, 1, 6, "C.UTF-8", "C.UTF-8", False, True, -1, 0, None, None, "c")
+            for d, _ in schema
+        ],
+    )
+    _insert(
+        db,
+        "pg_type",
+        [
+            (oid, name, PG_CATALOG_OID, 1, length, length > 0, "b", category, True, ",", 0, 0,
+             0, False, 0, -1, 0, 100 if category == "S" else 0, None)
+            for oid, name, length, category, _ in _TYPES
+        ],
+    )  # fmt: skip
+    _insert(db, "pg_am", [(2, "heap", "t"), (403, "btree", "i")])
+    _insert(
+        db,
+        "pg_roles",
+        [(1, "root", True, True, True, True, True, False, -1, None, True, None)]
+        + ([] if user == "root" else [(2, user, False, True, False, False, True, False, -1,
+                                        None, False, None)]),
+    )  # fmt: skip
+    _insert(db, "pg_user", [(1, "root", True)])
+    names: dict[str, int] = {}
+    tables = next((t for d, t in schema if d.name == database), [])
+    for desc in tables:
+        _add_table(db, database, desc)
+        names[desc.name] = names[f"public.{desc.name}"] = desc.id
+        names[f"{desc.name}_pkey"] = _INDEX_OID_BASE + desc.id
+    db.commit()
+    return db, names
+
+
+def _add_table(db: sqlite3.Connection, database: str, desc: TableDescriptor) -> None:
+    index_oid = _INDEX_OID_BASE + desc.id
+    columns = list(desc.columns)
+    key_ids = list(desc.primary_key)
+    position = {c.id: n for n, c in enumerate(columns, start=1)}
+    indkey = " ".join(str(position[i]) for i in key_ids)
+    _insert(
+        db,
+        "pg_class",
+        [
+            (desc.id, desc.name, PUBLIC_OID, 0, 1, 2, 0, -1, True, False, "p", "r",
+             len(columns), 0, False, False, False, False, False, True, "d", False, 0, None,
+             None, None, False, 0),
+            (index_oid, f"{desc.name}_pkey", PUBLIC_OID, 0, 1, 403, 0, 0, False, False,
+             "p", "i", len(key_ids), 0, False, False, False, False, False, True, "n", False,
+             0, None, None, None, False, 0),
+        ],
+    )  # fmt: skip
+    attributes, defaults, info = [], [], []
+    for n, column in enumerate(columns, start=1):
+        typid, typmod = _pg_type(column.type)
+        attributes.append(
+            (desc.id, column.name, typid, _length(typid), n, typmod, 0, not column.nullable,
+             column.default is not None, "", "", False, 100 if typid in (OID.TEXT,
+             OID.VARCHAR) else 0, -1, "p", True, 0, None, None, None, False, "")
+        )  # fmt: skip
+        if column.default is not None:
+            defaults.append((_INDEX_OID_BASE * 2 + desc.id * 1000 + n, desc.id, n, column.default))
+        formatted = _format_type(typid, typmod) or "unknown"
+        info.append(
+            (database, "public", desc.name, column.name, n, column.default,
+             "YES" if column.nullable else "NO", re.sub(r"\(.*", "", formatted),
+             column.type.width if column.type.kind is Kind.STRING else None,
+             _precision(column.type), column.type.scale, _TYPE_NAMES.get(typid, "unknown"),
+             "NEVER", "", "YES" if column.hidden else "NO", column.type.sql(), None, "NO")
+        )  # fmt: skip
+    _insert(db, "pg_attribute", attributes)
+    for n, key_id in enumerate(key_ids, start=1):
+        db.execute(
+            "INSERT INTO pg_attribute SELECT ?, attname, atttypid, attlen, ?, atttypmod, 0, "
+            "attnotnull, 0, '', '', 0, attcollation, -1, 'p', 1, 0, NULL, NULL, NULL, 0, '' "
+            "FROM pg_attribute WHERE attrelid = ? AND attnum = ?",
+            (index_oid, n, desc.id, position[key_id]),
+        )
+    _insert(db, "pg_attrdef", defaults)
+    _insert(
+        db,
+        "pg_index",
+        [(index_oid, desc.id, len(key_ids), len(key_ids), True, True, False, True, False,
+          True, True, True, False, indkey, "", "", "", None, None, False)],
+    )  # fmt: skip
+    _insert(
+        db,
+        "pg_index_keys",
+        [(index_oid, position[key_id], n) for n, key_id in enumerate(key_ids, start=1)],
+    )
+    _insert(
+        db,
+        "pg_constraint",
+        [(index_oid, f"{desc.name}_pkey", PUBLIC_OID, "p", False, False, True, desc.id, 0,
+          index_oid, 0, "{" + indkey.replace(" ", ",") + "}", None, True, 0, True, 0)],
+    )  # fmt: skip
+    _insert(db, "pg_tables", [("public", desc.name, "root", None, True, False, False, False)])
+    _insert(db, "information_schema.columns", info)
+    _insert(
+        db,
+        "information_schema.tables",
+        [(database, "public", desc.name, "BASE TABLE", "YES")],
+    )
+    constraint = f"{desc.name}_pkey"
+    _insert(
+        db,
+        "information_schema.table_constraints",
+        [(database, "public", constraint, database, "public", desc.name, "PRIMARY KEY")],
+    )
+    key_names = [columns[position[i] - 1].name for i in key_ids]
+    _insert(
+        db,
+        "information_schema.key_column_usage",
+        [
+            (database, "public", constraint, database, "public", desc.name, name, n)
+            for n, name in enumerate(key_names, start=1)
+        ],
+    )
+    _insert(
+        db,
+        "information_schema.statistics",
+        [
+            (database, "public", desc.name, "NO", "public", constraint, n, name, "NO")
+            for n, name in enumerate(key_names, start=1)
+        ],
+    )
+
+
+def _length(typid: int) -> int:
+    return next((length for oid, _, length, _, _ in _TYPES if oid == typid), -1)
+
+
+def _precision(ctype: ColumnType) -> int | None:
+    if ctype.kind is Kind.INT:
+        return ctype.width or 64
+    if ctype.kind is Kind.FLOAT:
+        return 53
+    if ctype.kind is Kind.DECIMAL:
+        return ctype.precision
+    return None
+
+
+# Rewriting PostgreSQL's catalog queries for SQLite.
+
+_OPERATOR = re.compile(r"OPERATOR\s*\(\s*pg_catalog\s*\.\s*([~!=<>]+)\s*\)", re.IGNORECASE)
+_COLLATE = re.compile(r"\s+COLLATE\s+(?:pg_catalog\s*\.\s*)?\"?(?:default|C)\"?", re.IGNORECASE)
+_QUALIFIED = re.compile(r"\bpg_catalog\s*\.\s*", re.IGNORECASE)
+_ESCAPE_STRING = re.compile(r"\b[eE]'((?:[^'\\]|\\.|'')*)'")
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
+
+
+def _plain_string(match: re.Match[str]) -> str:
+    """``E'...'`` as a standard string literal."""
+    body = re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), match.group(1))
+    return "'" + body.replace("''", "'").replace("'", "''") + "'"
+
+
+# Catalogs that hold nothing for feedkv (no policies, triggers, publications, extended
+# statistics, inheritance, rules, sequences, enums, foreign or partitioned tables): a
+# query that reads one of them (not through an outer join) has no rows, whatever its
+# clauses, which need not even translate.
+_EMPTY_TABLES = frozenset(
+    {
+        "pg_policy", "pg_trigger", "pg_publication", "pg_publication_rel",
+        "pg_publication_namespace", "pg_statistic_ext", "pg_rewrite", "pg_foreign_table",
+        "pg_partitioned_table", "pg_sequence", "pg_enum", "pg_event_trigger",
+        "pg_auth_members", "pg_shdescription", "pg_inherits", "pg_foreign_server",
+        "pg_foreign_data_wrapper", "pg_depend", "pg_cast", "pg_operator",
+        "pg_aggregate", "pg_conversion", "pg_language", "pg_range", "pg_ts_config",
+    }
+)  # fmt: skip
+
+
+def _empty_answer(tree: exp.Expr) -> list[str] | None:
+    """The column names of ``tree`` if it reads one of the empty catalogs in its FROM
+    or an inner join (it then has no rows), else None."""
+    if isinstance(tree, exp.Union):
+        left, right = _empty_answer(tree.this), _empty_answer(tree.expression)
+        return left if left is not None and right is not None else None
+    if not isinstance(tree, exp.Select):
+        return None
+    sources = []
+    source = tree.args.get("from_") or tree.args.get("from")
+    if source is not None:
+        sources.append(source.this)
+    for join in tree.args.get("joins") or []:
+        if not join.side:
+            sources.append(join.this)
+    if not any(isinstance(t, exp.Table) and t.name.lower() in _EMPTY_TABLES for t in sources):
+        return None
+    return [e.alias_or_name or "?column?" for e in tree.expressions]
+
+
+# pgjdbc's getPrimaryKeys reads information_schema._pg_expandarray(indkey), a record of
+# (x: the element, n: its position): as unnest and generate_subscripts of indkey.
+_EXPAND_N = re.compile(
+    r"\(\s*information_schema\s*\.\s*_pg_expandarray\s*\(([^()]*)\)\s*\)\s*\.\s*n\b", re.I
+)
+_EXPAND = re.compile(r"information_schema\s*\.\s*_pg_expandarray\s*\(([^()]*)\)", re.I)
+_FIELD_X = re.compile(r"\(\s*(\w+\s*\.\s*\w+)\s*\)\s*\.\s*x\b", re.I)
+
+
+def _parse(text: str) -> exp.Expr:
+    text = _EXPAND_N.sub(r"generate_subscripts(\1, 1)", text)
+    text = _EXPAND.sub(r"unnest(\1)", text)
+    text = _FIELD_X.sub(r"\1", text)
+    text = _OPERATOR.sub(lambda m: f" {m.group(1)} ", text)
+    text = _COLLATE.sub("", text)
+    text = _ESCAPE_STRING.sub(_plain_string, text)
+    text = _QUALIFIED.sub("", text)
+    try:
+        trees = sqlglot.parse(text, read="postgres")
+    except sqlglot.errors.ParseError as exc:
+        raise SQLError("42601", f"cannot read this catalog query: {exc}") from None
+    if len(trees) != 1 or trees[0] is None:
+        raise SQLError("42601", "a catalog query must be one statement")
+    return trees[0]
+
+
+def _translate(text: str, names: dict[str, int], values: dict[str, str]) -> tuple[str, set[int]]:
+    """``text`` in SQLite's dialect, and which of its result columns are booleans
+    (casts to bool; SQLite gives 0 and 1)."""
+    tree = _parse(text)
+    booleans = set()
+    if isinstance(tree, exp.Select):
+        for n, e in enumerate(tree.expressions):
+            inner = e.this if isinstance(e, exp.Alias) else e
+            if isinstance(inner, exp.Cast) and inner.args["to"].sql().upper() == "BOOLEAN":
+                booleans.add(n)
+    for select in list(tree.find_all(exp.Select)):
+        select.set("expressions", [_named(e) for e in select.expressions])
+        _unnest_index_keys(select)
+    tree = tree.transform(lambda node: _rewrite(node, values))
+    return tree.sql(dialect="sqlite"), booleans
+
+
+def _unnest_index_keys(select: exp.Select) -> None:
+    """``unnest(i.indkey)`` (or ``i.indclass``) and ``generate_subscripts(i.indkey, 1)``
+    in ``select``'s
+    columns, which SQLite has no set-returning functions for, as a join with
+    ``pg_index_keys`` (one row per key column of an index, with its position)."""
+    found: list[exp.Column] = []
+
+    def keys(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Explode) and _is_indkey(node.this):
+            found.append(node.this)
+            column = "opclass" if node.this.name.lower() == "indclass" else "attnum"
+            return exp.column(column, table="__k")
+        if (
+            isinstance(node, exp.Anonymous)
+            and str(node.this).lower() == "generate_subscripts"
+            and node.expressions
+            and _is_indkey(node.expressions[0])
+        ):
+            found.append(node.expressions[0])
+            return exp.column("ord", table="__k")
+        return node
+
+    select.set("expressions", [e.transform(keys) for e in select.expressions])
+    if found:
+        # NB: an index's keys are also its constraint's (pg_constraint.conindid)
+        key = "conindid" if found[0].name.lower() == "conkey" else "indexrelid"
+        table = found[0].table
+        select.join(
+            exp.alias_(exp.to_table("pg_index_keys"), "__k"),
+            on=f"__k.indexrelid = {table + '.' if table else ''}{key}",
+            copy=False,
+        )
+
+
+def _is_indkey(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Column) and node.name.lower() in ("indkey", "indclass", "conkey")
+
+
+def _named(node: exp.Expr) -> exp.Expr:
+    """A result column aliased with the name PostgreSQL gives it (a cast is named for
+    what it casts, a function for itself), which SQLite would not."""
+    if isinstance(node, exp.Alias | exp.Star) or (
+        isinstance(node, exp.Column) and isinstance(node.this, exp.Star)
+    ):
+        return node
+    inner = node
+    while isinstance(inner, exp.Cast):
+        inner = inner.this
+    if isinstance(inner, exp.Column):
+        name = inner.name
+    elif isinstance(inner, exp.Anonymous):
+        name = str(inner.this).lower()
+    elif isinstance(inner, exp.Func):
+        name = inner.sql_name().lower()
+    elif isinstance(node, exp.Cast):
+        name = node.args["to"].sql(dialect="postgres").lower()
+    else:
+        return node
+    return exp.alias_(node, name, quoted=True)
+
+
+_CASTS = {"regclass": "pg_regclass", "regtype": "pg_regtype", "regproc": "pg_regproc"}
+
+
+def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
+    if isinstance(node, exp.Cast):
+        target = node.args["to"]
+        name = (target.sql(dialect="postgres") or "").lower()
+        function = _CASTS.get(name)
+        if function is not None:
+            return exp.Anonymous(this=function, expressions=[node.this])
+        if name in ("bool", "boolean"):
+            return exp.Anonymous(this="pg_bool", expressions=[node.this])
+        if name in ("oid", "name", "text", "char", '"char"', "int2vector", "oidvector"):
+            return node.this  # type: ignore[no-any-return]
+    if isinstance(node, exp.EQ) and isinstance(node.expression, exp.Any):
+        array = node.expression.this
+        while isinstance(array, exp.Paren):
+            array = array.this
+        if isinstance(array, exp.Array):
+            return exp.In(this=node.this, expressions=list(array.expressions))
+    if isinstance(node, exp.ArrayAgg):
+        inner, order = node.this, exp.Null()
+        if isinstance(inner, exp.Order):
+            order = inner.expressions[0].this if inner.expressions else exp.Null()
+            inner = inner.this
+        return exp.Anonymous(this="pg_array_agg", expressions=[inner, order])
+    if isinstance(node, exp.Parameter):
+        text = node.this.name if isinstance(node.this, exp.Expr) else str(node.this)
+        return exp.Var(this=f"?{text}")
+    if isinstance(node, exp.CurrentDatabase | exp.CurrentCatalog):
+        return exp.Literal.string(values["database"])
+    if isinstance(node, exp.CurrentSchema):
+        return exp.Literal.string("public")
+    if isinstance(node, exp.CurrentUser | exp.SessionUser):
+        return exp.Literal.string(values["user"])
+    if isinstance(node, exp.CurrentVersion):
+        return exp.Literal.string(values["version"])
+    return node
+
+
+def _functions(db: sqlite3.Connection, names: dict[str, int], values: dict[str, str]) -> None:
+    def define(name: str, fn: Callable[..., Any], *counts: int) -> None:
+        for count in counts:
+            db.create_function(name, count, fn, deterministic=True)
+
+    define(
+        "regexp", lambda pattern, text: text is not None and re.search(pattern, text) is not None, 2
+    )
+    define("pg_table_is_visible", lambda oid: 1, 1)
+    define("pg_type_is_visible", lambda oid: 1, 1)
+    define("pg_get_userbyid", lambda oid: "root", 1)
+    define("format_type", _format_type, 2)
+    define("pg_get_expr", lambda expr, relid, pretty=False: expr, 2, 3)
+    define("pg_encoding_to_char", lambda enc: "UTF8", 1)
+    define("obj_description", lambda *args: None, 1, 2)
+    define("col_description", lambda *args: None, 2)
+    define("shobj_description", lambda *args: None, 2)
+    define("has_table_privilege", lambda *args: 1, 2, 3)
+    define("has_schema_privilege", lambda *args: 1, 2, 3)
+    define("has_database_privilege", lambda *args: 1, 2, 3)
+    define("pg_is_other_temp_schema", lambda oid: 0, 1)
+    define("pg_get_partkeydef", lambda oid: None, 1)
+    define("pg_get_indexdef", lambda *args: _indexdef(db, args[0]), 1, 3)
+    define("pg_get_constraintdef", lambda *args: _constraintdef(db, args[0]), 1, 2)
+    define("array_to_string", lambda array, sep, *rest: array, 2, 3)
+    define("pg_bool", _bool, 1)
+    define("pg_regclass", lambda name: names.get(str(name).strip('"')), 1)
+    define("pg_regtype", lambda oid: _TYPE_NAMES.get(int(oid)) if oid else None, 1)
+    define("pg_regproc", lambda value: value, 1)
+    define("version", lambda: values["version"], 0)
+    define("current_database", lambda: values["database"], 0)
+    define("current_schema", lambda: "public", 0)
+    define("current_schemas", lambda implicit: "{public}", 1)
+    define("quote_ident", lambda name: name, 1)
+    db.create_aggregate("pg_array_agg", 2, _ArrayAgg)  # type: ignore[arg-type]
+
+
+_ARRAY = "\x00array:"  # marks an array_agg's result, made a list after the query
+
+
+class _ArrayAgg:
+    """``array_agg(value ORDER BY key)``."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[Any, Any]] = []
+
+    def step(self, value: Any, key: Any) -> None:
+        self.items.append((key, value))
+
+    def finalize(self) -> str:
+        ordered = sorted(self.items, key=lambda item: (item[0] is None, item[0]))
+        return _ARRAY + json.dumps([value for _, value in ordered])
+
+
+def _value(value: Any) -> Any:
+    if isinstance(value, str) and value.startswith(_ARRAY):
+        return json.loads(value[len(_ARRAY) :])
+    return value
+
+
+def _bool(value: Any) -> bool | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.strip().lower() in ("t", "true", "yes", "y", "on", "1")
+    return bool(value)
+
+
+def _indexdef(db: sqlite3.Connection, oid: int) -> str | None:
+    row = db.execute(
+        "SELECT i.relname, t.relname, x.indkey FROM pg_index x JOIN pg_class i ON "
+        "i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid WHERE x.indexrelid = ?",
+        (oid,),
+    ).fetchone()
+    if row is None:
+        return None
+    return f"CREATE UNIQUE INDEX {row[0]} ON public.{row[1]} USING btree ({_key_names(db, oid)})"
+
+
+def _constraintdef(db: sqlite3.Connection, oid: int) -> str | None:
+    return f"PRIMARY KEY ({_key_names(db, oid)})"
+
+
+def _key_names(db: sqlite3.Connection, index_oid: int) -> str:
+    rows = db.execute(
+        "SELECT attname FROM pg_attribute WHERE attrelid = ? ORDER BY attnum", (index_oid,)
+    )
+    return ", ".join(name for (name,) in rows)
+
+
+sqlite3.register_converter("BOOLEAN", lambda raw: raw not in (b"0", b""))
+
+
+def run_catalog_query(
+    text: str,
+    params: Sequence[Any],
+    schema: Sequence[tuple[DatabaseDescriptor, list[TableDescriptor]]],
+    *,
+    database: str,
+    user: str,
+    version: str,
+) -> Result:
+    """Run ``text`` (a query that :func:`reads_catalog`) over the catalog of
+    ``database`` built from ``schema``."""
+    empty = _empty_answer(_parse(text))
+    if empty is not None:
+        return Result(tuple(empty), [], "SELECT 0")
+    db, names = _build(schema, database, user)
+    values = {"database": database, "user": user, "version": version}
+    try:
+        _functions(db, names, values)
+        translated, booleans = _translate(text, names, values)
+        try:
+            cursor = db.execute(translated, tuple(params))
+        except sqlite3.Error as exc:
+            raise SQLError("0A000", f"this catalog query is not supported: {exc}") from None
+        columns = tuple(d[0] for d in cursor.description or ())
+        rows = [
+            tuple(_bool(v) if n in booleans else _value(v) for n, v in enumerate(row))
+            for row in cursor.fetchall()
+        ]
+    finally:
+        db.close()
+    verb = text.lstrip().split(None, 1)[0].upper() if text.strip() else "SELECT"
+    return Result(columns, rows, f"{verb} {len(rows)}")

@@ -1,0 +1,291 @@
+"""COPY over the wire: ``COPY t [(cols)] FROM STDIN`` and ``COPY t [(cols)] | (query)
+TO STDOUT``, in PostgreSQL's text and CSV formats. Pure: statements are parsed, rows
+decoded and encoded here; :mod:`feedkv.pgwire.connection` moves the bytes and runs
+the SQL.
+
+Options, written as PostgreSQL has them (``WITH (FORMAT csv, HEADER true, DELIMITER
+';', NULL '')``) or in the older form (``WITH CSV HEADER DELIMITER ';'``): ``FORMAT``
+(``text``, the default, or ``csv``), ``DELIMITER`` (one character; tab in text, comma
+in CSV), ``NULL`` (``\\N`` in text, the empty unquoted string in CSV), ``HEADER``
+(CSV: the first line names columns and is skipped; written on the way out). ``binary``
+is refused.
+
+Text format: one row a line, fields split on the delimiter, ``\\N`` is NULL, and the
+backslash escapes ``\\\\ \\t \\n \\r \\b \\f \\v`` and ``\\ooo`` (octal) and ``\\xhh``
+stand for their characters; a line ``\\.`` ends the data. CSV follows RFC 4180 with
+``"`` quoting, where a quoted empty string is an empty string, not NULL.
+
+A row that has the wrong number of fields is refused with its line number
+(:class:`CopyError`, SQLSTATE 22P04); the connection converts the values to the
+column types when it inserts them and reports a bad value with its line too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from feedkv.errors import SQLError
+
+__all__ = ["CopyError", "CopyStatement", "decode_rows", "encode_row", "parse_copy"]
+
+
+class CopyError(SQLError):
+    """Bad COPY data (22P04) or a bad COPY statement (42601, 0A000)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CopyStatement:
+    """A COPY statement: ``table`` and ``columns`` (``()``: all of them) or a ``query``
+    (TO only); ``direction`` ``in`` (FROM STDIN) or ``out`` (TO STDOUT)."""
+
+    direction: Literal["in", "out"]
+    table: str | None
+    columns: tuple[str, ...]
+    query: str | None
+    csv: bool = False
+    delimiter: str = "\t"
+    null: str = "\\N"
+    header: bool = False
+
+
+_IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)'
+_NAME = rf"{_IDENT}(?:\s*\.\s*{_IDENT}){{0,2}}"
+_HEAD = re.compile(
+    rf"""^\s*COPY\s+
+    (?:(?P<table>{_NAME})\s*(?:\((?P<columns>[^)]*)\))?|\((?P<query>.+)\))\s*
+    (?P<direction>FROM\s+STDIN|TO\s+STDOUT)\b
+    \s*(?P<options>.*?)\s*;?\s*$""",
+    re.IGNORECASE | re.DOTALL | re.VERBOSE,
+)
+_OPTION = re.compile(
+    r"""\s*,?\s*(?P<name>[A-Za-z_]+)(?:\s+(?P<value>'(?:[^']|'')*'|[A-Za-z_0-9]+))?""",
+    re.DOTALL,
+)
+
+
+def is_copy(text: str) -> bool:
+    return text.lstrip()[:4].upper() == "COPY"
+
+
+def parse_copy(text: str) -> CopyStatement:
+    """``text`` (a COPY statement) parsed; CopyError (42601, 0A000) names what is wrong."""
+    found = _HEAD.match(text)
+    if found is None:
+        raise CopyError(
+            "42601",
+            "COPY must be COPY table [(columns)] FROM STDIN [WITH (...)] or "
+            "COPY table [(columns)] | (query) TO STDOUT [WITH (...)]; files and programs "
+            "are not supported",
+        )
+    direction: Literal["in", "out"] = (
+        "in" if found["direction"].upper().startswith("FROM") else "out"
+    )
+    if found["query"] is not None and direction == "in":
+        raise CopyError("42601", "COPY FROM takes a table, not a query")
+    columns: tuple[str, ...] = ()
+    if found["columns"] is not None:
+        columns = tuple(_ident(c.strip()) for c in found["columns"].split(","))
+        if any(not c for c in columns):
+            raise CopyError("42601", "COPY: an empty column name in the column list")
+    options = _options(found["options"])
+    fmt = options.pop("format", "text").lower()
+    if fmt not in ("text", "csv"):
+        raise CopyError("0A000", f"COPY format {fmt!r} is not supported: use text or csv")
+    is_csv = fmt == "csv"
+    delimiter = options.pop("delimiter", "," if is_csv else "\t")
+    if len(delimiter) != 1:
+        raise CopyError("42601", "COPY delimiter must be a single one-byte character")
+    null = options.pop("null", "" if is_csv else "\\N")
+    header = options.pop("header", "false").lower() in ("true", "on", "1", "")
+    if header and not is_csv:
+        raise CopyError("0A000", "COPY HEADER is available only in CSV mode")
+    if options:
+        raise CopyError("0A000", f"COPY option {next(iter(options))!r} is not supported")
+    return CopyStatement(
+        direction,
+        found["table"],
+        columns,
+        found["query"],
+        is_csv,
+        delimiter,
+        null,
+        header,
+    )
+
+
+def _ident(text: str) -> str:
+    if text.startswith('"') and text.endswith('"'):
+        return text[1:-1].replace('""', '"')
+    return text.lower()
+
+
+def _options(text: str) -> dict[str, str]:
+    """``WITH (a x, b 'y')``, ``WITH a x b``, ``(a x)`` or ``CSV HEADER`` as a dict."""
+    text = text.strip()
+    if text[:4].upper() == "WITH":
+        text = text[4:].strip()
+    if text.startswith("(") and text.endswith(")"):
+        text = text[1:-1]
+    options: dict[str, str] = {}
+    at = 0
+    while at < len(text.rstrip()):
+        match = _OPTION.match(text, at)
+        if match is None or match.end() == at:
+            raise CopyError("42601", f"COPY: cannot read the options at {text[at : at + 20]!r}")
+        name, value = match["name"].lower(), match["value"]
+        at = match.end()
+        if name in ("csv", "text", "binary"):
+            options["format"] = name
+            if value is not None:
+                at = match.start("value")  # the old form: CSV HEADER, no value
+            continue
+        if name == "header" and value is not None and value.upper() not in _BOOLEAN_WORDS:
+            options["header"] = "true"
+            at = match.start("value")
+            continue
+        if value is None:
+            value = "true" if name == "header" else ""
+            if name != "header":
+                raise CopyError("42601", f"COPY option {name!r} needs a value")
+        if value.startswith("'"):
+            value = value[1:-1].replace("''", "'")
+        if name == "delimiter" and value == "\\t":
+            value = "\t"
+        options[name] = value
+    return options
+
+
+_BOOLEAN_WORDS = {"TRUE", "FALSE", "ON", "OFF", "1", "0"}
+
+_ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{1,2}|[0-7]{1,3}|.)", re.DOTALL)
+
+
+def _unescape(field: str) -> str:
+    if "\\" not in field:
+        return field
+
+    def one(match: re.Match[str]) -> str:
+        code = match.group(1)
+        if code[0] == "x" and len(code) > 1:
+            return chr(int(code[1:], 16))
+        if code[0] in "01234567":
+            return chr(int(code, 8))
+        return _ESCAPES.get(code, code)
+
+    return _ESCAPE.sub(one, field)
+
+
+def decode_rows(copy: CopyStatement, data: bytes, width: int) -> Iterator[tuple[int, list[Any]]]:
+    """The rows in ``data`` as ``(line, values)``, each value a string or ``None``;
+    CopyError 22P04 for a row without ``width`` fields or text that is not UTF-8."""
+    try:
+        text = data.decode()
+    except UnicodeDecodeError as exc:
+        raise CopyError("22021", f"COPY data is not valid UTF-8: {exc}") from None
+    if copy.csv:
+        yield from _csv_rows(copy, text, width)
+        return
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
+        if line == "\\.":
+            return
+        if not line and number > text.count("\n"):
+            return  # the newline after the last row
+        fields = line.split(copy.delimiter)
+        if len(fields) != width:
+            raise _width_error(number, len(fields), width)
+        yield number, [None if f == copy.null else _unescape(f) for f in fields]
+
+
+def _csv_rows(copy: CopyStatement, text: str, width: int) -> Iterator[tuple[int, list[Any]]]:
+    first = True
+    for number, fields in _csv_records(text, copy.delimiter):
+        if fields == [("\\.", False)]:
+            return
+        if first and copy.header:
+            first = False
+            continue
+        first = False
+        if len(fields) != width:
+            raise _width_error(number, len(fields), width)
+        yield number, [None if not quoted and v == copy.null else v for v, quoted in fields]
+
+
+def _csv_records(text: str, delimiter: str) -> Iterator[tuple[int, list[tuple[str, bool]]]]:
+    """CSV records as ``(first line, [(value, quoted)])``: a quoted field may hold the
+    delimiter, newlines and doubled quotes."""
+    at, end, line = 0, len(text), 1
+    while at < end:
+        start = line
+        fields: list[tuple[str, bool]] = []
+        while True:
+            if at < end and text[at] == '"':
+                at += 1
+                parts = []
+                while True:
+                    close = text.find('"', at)
+                    if close < 0:
+                        raise CopyError(
+                            "22P04", f"COPY data, line {start}: unterminated CSV quoted field"
+                        )
+                    parts.append(text[at:close])
+                    line += text.count("\n", at, close)
+                    at = close + 1
+                    if at < end and text[at] == '"':
+                        parts.append('"')
+                        at += 1
+                        continue
+                    break
+                fields.append(("".join(parts), True))
+            else:
+                stop = at
+                while stop < end and text[stop] not in (delimiter, "\n", "\r"):
+                    stop += 1
+                fields.append((text[at:stop], False))
+                at = stop
+            if at >= end:
+                break
+            char = text[at]
+            at += 1
+            if char == delimiter:
+                continue
+            if char == "\r" and at < end and text[at] == "\n":
+                at += 1
+            if char in "\r\n":
+                line += 1
+                break
+            raise CopyError(
+                "22P04", f"COPY data, line {line}: unexpected {char!r} after a quoted CSV field"
+            )
+        yield start, fields
+
+
+def _width_error(line: int, got: int, width: int) -> CopyError:
+    which = "extra data after last expected column" if got > width else "missing data for column"
+    return CopyError("22P04", f"COPY data, line {line}: {which} ({got} fields for {width} columns)")
+
+
+def encode_row(copy: CopyStatement, values: Sequence[str | None]) -> bytes:
+    """One row of COPY TO output, its values already in text form (``None``: NULL)."""
+    if copy.csv:
+        fields = (copy.null if v is None else _csv_field(v, copy) for v in values)
+    else:
+        fields = (copy.null if v is None else _escape(v, copy.delimiter) for v in values)
+    return (copy.delimiter.join(fields) + "\n").encode()
+
+
+def _csv_field(value: str, copy: CopyStatement) -> str:
+    special = value == copy.null or any(c in value for c in (copy.delimiter, '"', "\n", "\r"))
+    return '"' + value.replace('"', '""') + '"' if special else value
+
+
+def _escape(value: str, delimiter: str) -> str:
+    value = value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    value = value.replace("\t", "\\t")
+    if delimiter != "\t":
+        value = value.replace(delimiter, "\\" + delimiter)
+    return value

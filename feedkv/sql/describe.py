@@ -1,0 +1,414 @@
+"""What a statement will return, found without running it: its result columns (names
+and types) and the types of its placeholders, as a PostgreSQL client asks for them at
+``Describe`` time (asyncpg and JDBC need both before they send a single value).
+
+The statement is planned as it would run (:class:`~feedkv.sql.plan.SelectPlan`,
+:class:`~feedkv.sql.join.JoinPlan`, :class:`~feedkv.sql.plan.InsertPlan`, ...) against
+the descriptors the caller's reader sees, so a statement that could not run (an unknown
+table or column, a type error the planner finds) fails here with the same SQLSTATE. No
+row is read and nothing is written.
+
+A type is given where it follows from the tree and the descriptors alone: a column,
+a cast, a comparison, a literal, an aggregate over a typed argument, and the functions
+whose result type does not depend on their arguments; anything else is ``None`` (the
+client sees ``text``, and values are sent in their text form). A placeholder's type
+comes from where it stands: compared with a column (or any typed expression), assigned
+to one (INSERT, UPDATE's SET, ON CONFLICT's SET), cast (``$1::INT``), or a LIMIT or
+OFFSET. NB: never guess: a type given here is promised for every value of the column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from feedkv.errors import SQLError
+from feedkv.sql import statements as st
+from feedkv.sql.descriptor import TableDescriptor
+from feedkv.sql.expr import Scope
+from feedkv.sql.join import JoinPlan
+from feedkv.sql.plan import (
+    DeletePlan,
+    InsertPlan,
+    ResultPlan,
+    SelectPlan,
+    UpdatePlan,
+    table_scope,
+    unalias,
+)
+from feedkv.sql.types import ColumnType, Kind
+
+__all__ = ["Description", "describe"]
+
+Column = tuple[str, ColumnType | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Description:
+    """``columns``: the result's names and types (``None`` for a type that is only
+    known from the values); ``()`` for a statement that returns no rows; ``None`` when
+    the result's shape is only known by running it (SHOW statements but SHOW of a
+    session variable, which only read).
+    ``params``: one type per placeholder ``$1..$n`` (``None``: not known)."""
+
+    columns: tuple[Column, ...] | None
+    params: tuple[ColumnType | None, ...]
+
+
+# Statements that never return rows.
+_ROWLESS = (
+    st.Begin | st.Commit | st.Rollback | st.CreateDatabase | st.DropDatabase | st.CreateTable
+    | st.DropTable | st.AddColumn | st.DropColumn | st.Truncate | st.CreateUser | st.GrantAdmin
+    | st.ControlJob | st.AlterChangefeed | st.Savepoint
+)  # fmt: skip
+
+_STRING = ColumnType(Kind.STRING)
+_INT = ColumnType(Kind.INT)
+_BOOL = ColumnType(Kind.BOOL)
+_DECIMAL = ColumnType(Kind.DECIMAL)
+
+Resolve = Callable[[st.TableName], TableDescriptor]
+
+
+def describe(
+    statement: st.Statement,
+    placeholders: int,
+    resolve: Resolve,
+    database: str,
+    param_types: Sequence[ColumnType | None] = (),
+) -> Description:
+    """``statement``'s :class:`Description`; ``resolve`` finds a table's descriptor (in
+    the caller's transaction or snapshot), ``database`` is the session's current one,
+    ``param_types`` the placeholders' types the client gave (they are kept)."""
+    params = [*param_types[:placeholders], *[None] * (placeholders - len(param_types))]
+    columns: tuple[Column, ...] | None
+    if isinstance(statement, _ROWLESS):
+        columns = ()
+    elif isinstance(statement, st.Select):
+        columns = _select(statement, resolve, database, params)
+    elif isinstance(statement, st.Insert | st.Update | st.Delete):
+        columns = _mutation(statement, resolve, database, params)
+    elif isinstance(statement, st.SessionVariable):
+        if statement.action != "show":
+            columns = ()
+        elif statement.name is None:
+            columns = (("variable", _STRING), ("value", _STRING))
+        else:
+            columns = ((statement.name, _STRING),)
+    elif isinstance(statement, st.ClusterSetting) and statement.action != "show":
+        columns = ()
+    elif isinstance(statement, st.CreateChangefeed):
+        # As CockroachDB: a sinkless feed's rows, else the new job's id. The key and
+        # value are text (JSON) or bytes (Avro), known from the values.
+        sinkless = (("table", _STRING), ("key", None), ("value", None))
+        columns = sinkless if statement.sink is None else (("job_id", _INT),)
+    else:
+        columns = None
+    return Description(columns, tuple(params))
+
+
+def _select(
+    s: st.Select, resolve: Resolve, database: str, params: list[ColumnType | None]
+) -> tuple[Column, ...]:
+    for _node, inner in s.subqueries:
+        _select(inner, resolve, database, params)
+    if s.table is None:
+        scope = Scope()
+        names = ResultPlan.of([], scope, s).names
+    elif s.joins:
+        names_ = [s.table, *(join.table for join in s.joins)]
+        descs = [resolve(name) for name in names_]
+        plan = JoinPlan.of(descs, s, [n.database or database for n in names_])
+        names = plan.result.names
+        scope = Scope(database=names_[0].database or database)
+        for table in plan.tables:
+            for i, column in zip(table.columns, table.desc.columns, strict=True):
+                scope.add(["", *table.names], column.name, i, column.type)
+        for join in s.joins:
+            if join.on is not None:
+                _params_in(join.on, scope, params)
+    else:
+        desc = resolve(s.table)
+        plan_ = SelectPlan.of(desc, s, s.table.database or database)
+        names, scope = plan_.result.names, plan_.scope
+    for node in [*filter(None, [s.where, s.having]), *s.group_by, *(n for n, _ in s.order_by)]:
+        _params_in(node, scope, params)
+    for item in s.items:
+        _params_in(item, scope, params)
+    for count in (s.limit, s.offset):
+        if isinstance(count, exp.Parameter):
+            _param(count, _INT, params)
+    types = _item_types(s.items, scope, resolve, s, params)
+    return tuple(zip(names, types, strict=True))
+
+
+def _item_types(
+    items: Sequence[exp.Expr],
+    scope: Scope,
+    resolve: Resolve,
+    s: st.Select,
+    params: Sequence[ColumnType | None],
+) -> list[ColumnType | None]:
+    """The types of the result columns ``items`` make (``*`` expands as in
+    :func:`feedkv.sql.plan._projections`)."""
+    types: list[ColumnType | None] = []
+    for item in items:
+        if not _is_star(item):
+            types.append(type_of(unalias(item), scope, params))
+            continue
+        qualifier = item.table if isinstance(item, exp.Column) else ""
+        for table in _tables(s, resolve):
+            name, desc = table
+            if qualifier and qualifier != name:
+                continue
+            types.extend(c.type for c in desc.columns if not c.hidden)
+    return types
+
+
+def _tables(s: st.Select, resolve: Resolve) -> list[tuple[str, TableDescriptor]]:
+    if s.table is None:
+        return []
+    names = [(s.table, s.alias), *((j.table, j.alias) for j in s.joins)]
+    out = []
+    for name, alias in names:
+        desc = resolve(name)
+        out.append((alias or desc.name, desc))
+    return out
+
+
+def _mutation(
+    s: st.Insert | st.Update | st.Delete,
+    resolve: Resolve,
+    database: str,
+    params: list[ColumnType | None],
+) -> tuple[Column, ...]:
+    desc = resolve(s.table)
+    db_name = s.table.database or database
+    scope = table_scope(desc, db_name)
+    returning: tuple[tuple[str, ...], object] | None
+    if isinstance(s, st.Insert):
+        insert = InsertPlan.of(desc, s, db_name)
+        returning = insert.returning
+        for values in s.rows:
+            for value, column in zip(values, insert.targets, strict=True):
+                _params_in(value, scope, params, column.type)
+        for name, value in s.conflict_sets:
+            _params_in(value, scope, params, desc.column(name).type)
+        if s.conflict_where is not None:
+            _params_in(s.conflict_where, scope, params)
+        if s.query is not None:
+            _select(s.query, resolve, database, params)
+    else:
+        if isinstance(s, st.Update):
+            returning = UpdatePlan.of(desc, s, db_name).returning
+            for name, value in s.sets:
+                _params_in(value, scope, params, desc.column(name).type)
+        else:
+            returning = DeletePlan.of(desc, s, db_name).returning
+        if s.where is not None:
+            _params_in(s.where, scope, params)
+        if isinstance(s.limit, exp.Parameter):
+            _param(s.limit, _INT, params)
+    if returning is None or s.returning is None:
+        return ()
+    types: list[ColumnType | None] = []
+    for item in s.returning:
+        if _is_star(item):
+            types.extend(c.type for c in desc.columns if not c.hidden)
+        else:
+            types.append(type_of(unalias(item), scope, params))
+    return tuple(zip(returning[0], types, strict=True))
+
+
+def _is_star(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Star) or (
+        isinstance(node, exp.Column) and isinstance(node.this, exp.Star)
+    )
+
+
+# Placeholders.
+
+
+def _param(node: exp.Expr, ctype: ColumnType | None, params: list[ColumnType | None]) -> None:
+    text = node.this.name if isinstance(node.this, exp.Expr) else str(node.this)
+    if ctype is None or not text.isdigit():
+        return
+    index = int(text) - 1
+    if 0 <= index < len(params) and params[index] is None:
+        params[index] = ctype
+
+
+def _is_param(node: exp.Expr | None) -> bool:
+    return isinstance(node, exp.Parameter)
+
+
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
+_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)
+
+
+def _params_in(
+    node: exp.Expr,
+    scope: Scope,
+    params: list[ColumnType | None],
+    assigned: ColumnType | None = None,
+) -> None:
+    """Type the placeholders in ``node`` from where they stand; ``assigned``: the type of
+    the column ``node`` is assigned to."""
+    if _is_param(node):
+        _param(node, assigned, params)
+        return
+    if isinstance(node, exp.Paren):
+        _params_in(node.this, scope, params, assigned)
+        return
+    for sub in node.walk():
+        if isinstance(sub, _COMPARISONS + _ARITHMETIC):
+            left, right = sub.this, sub.expression
+            if _is_param(left):
+                _param(left, _safe_type(right, scope), params)
+            if _is_param(right):
+                _param(right, _safe_type(left, scope), params)
+        elif isinstance(sub, exp.Cast) and _is_param(sub.this):
+            _param(sub.this, _safe_type(sub, scope), params)
+        elif isinstance(sub, exp.In):
+            target = _safe_type(sub.this, scope)
+            for option in sub.expressions:
+                if _is_param(option):
+                    _param(option, target, params)
+        elif isinstance(sub, exp.Between):
+            target = _safe_type(sub.this, scope)
+            for bound in (sub.args.get("low"), sub.args.get("high")):
+                if bound is not None and _is_param(bound):
+                    _param(bound, target, params)
+        elif isinstance(sub, exp.Like | exp.ILike):
+            for side in (sub.this, sub.expression):
+                if _is_param(side):
+                    _param(side, _STRING, params)
+
+
+def _safe_type(node: exp.Expr, scope: Scope) -> ColumnType | None:
+    try:
+        return type_of(node, scope)
+    except SQLError:
+        return None  # the planner reports a bad expression, not this
+
+
+# Expression types.
+
+_BOOLEAN = (
+    *_COMPARISONS, exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, exp.Like, exp.ILike,
+    exp.Boolean, exp.Exists,
+)  # fmt: skip
+_NO_ARGUMENT_STRINGS = (exp.CurrentVersion, exp.CurrentSchema, exp.CurrentDatabase, exp.CurrentUser)
+_FUNCTIONS = {
+    "unique_rowid": _INT,
+    "gen_random_uuid": ColumnType(Kind.UUID),
+    "uuid_generate_v4": ColumnType(Kind.UUID),
+    "now": ColumnType(Kind.TIMESTAMPTZ),
+    "statement_timestamp": ColumnType(Kind.TIMESTAMPTZ),
+    "transaction_timestamp": ColumnType(Kind.TIMESTAMPTZ),
+    "current_setting": _STRING,
+    "cluster_logical_timestamp": _DECIMAL,
+}
+
+
+def type_of(
+    node: exp.Expr, scope: Scope, params: Sequence[ColumnType | None] = ()
+) -> ColumnType | None:
+    """The type of every value ``node`` gives over rows of ``scope``, or ``None`` where
+    that does not follow from the tree (see the module docstring); ``params``: the
+    placeholders' types so far."""
+    return _Typer(scope, params).type_of(node)
+
+
+class _Typer:
+    def __init__(self, scope: Scope, params: Sequence[ColumnType | None]) -> None:
+        self.scope = scope
+        self.params = params
+
+    def type_of(self, node: exp.Expr) -> ColumnType | None:
+        return _type_of(node, self)
+
+
+def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
+    scope = typer.scope
+    if isinstance(node, exp.Parameter):
+        text = node.this.name if isinstance(node.this, exp.Expr) else str(node.this)
+        index = int(text) - 1 if text.isdigit() else -1
+        return typer.params[index] if 0 <= index < len(typer.params) else None
+    if isinstance(node, exp.Paren | exp.Alias):
+        return _type_of(node.this, typer)
+    if isinstance(node, exp.Column) and isinstance(node.this, exp.Identifier):
+        return scope.lookup(node)[1]
+    if isinstance(node, exp.Cast):
+        from feedkv.sql.parser import column_type
+
+        return column_type(node.args["to"])
+    if isinstance(node, _BOOLEAN):
+        return _BOOL
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return _STRING
+        return _INT if node.this.isdigit() else _DECIMAL
+    if isinstance(node, _NO_ARGUMENT_STRINGS):
+        return _STRING
+    if isinstance(node, exp.CurrentTimestamp):
+        return ColumnType(Kind.TIMESTAMPTZ)
+    if isinstance(node, exp.CurrentDate):
+        return ColumnType(Kind.DATE)
+    if isinstance(node, exp.Anonymous):
+        return _FUNCTIONS.get(str(node.this).lower())
+    if isinstance(node, exp.Count):
+        return _INT
+    if isinstance(node, exp.LogicalAnd | exp.LogicalOr):
+        return _BOOL
+    if isinstance(node, exp.GroupConcat):
+        return _STRING
+    if isinstance(node, exp.Length):
+        return _INT
+    if isinstance(node, exp.Lower | exp.Upper):
+        return _STRING if _kind(node.this, typer) is Kind.STRING else None
+    if isinstance(node, exp.Min | exp.Max):
+        return _argument_type(node, typer)
+    if isinstance(node, exp.Sum | exp.Avg):
+        kind = _kind(_argument(node), typer)
+        if kind is Kind.FLOAT:
+            return ColumnType(Kind.FLOAT)
+        return _DECIMAL if kind in (Kind.INT, Kind.DECIMAL) else None
+    if isinstance(node, exp.DPipe):
+        kinds = {_kind(node.this, typer), _kind(node.expression, typer)}
+        return _STRING if kinds == {Kind.STRING} else None
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul):
+        kinds = {_kind(node.this, typer), _kind(node.expression, typer)}
+        if len(kinds) == 1 and kinds <= {Kind.INT, Kind.FLOAT, Kind.DECIMAL}:
+            return ColumnType(kinds.pop())  # type: ignore[arg-type]
+        return None
+    if isinstance(node, exp.Neg):
+        kind = _kind(node.this, typer)
+        if kind is None or kind not in (Kind.INT, Kind.FLOAT, Kind.DECIMAL):
+            return None
+        return ColumnType(kind)
+    if isinstance(node, exp.Coalesce):
+        kinds = {_kind(n, typer) for n in [node.this, *node.expressions]}
+        kinds.discard(None)
+        (only,) = kinds if len(kinds) == 1 else (None,)
+        return None if only is None else ColumnType(only)
+    return None
+
+
+def _argument(node: exp.Expr) -> exp.Expr:
+    argument = node.this
+    if isinstance(argument, exp.Distinct) and argument.expressions:
+        return argument.expressions[0]  # type: ignore[no-any-return]
+    return argument  # type: ignore[no-any-return]
+
+
+def _argument_type(node: exp.Expr, typer: _Typer) -> ColumnType | None:
+    found = typer.type_of(_argument(node))
+    return ColumnType(found.kind) if found is not None else None
+
+
+def _kind(node: exp.Expr, typer: _Typer) -> Kind | None:
+    found = typer.type_of(node)
+    return found.kind if found is not None else None

@@ -1,0 +1,82 @@
+"""``feedkv sql --url postgresql://...``: the same shell and output, over the
+PostgreSQL wire protocol (psycopg) instead of feedkv's own client."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import feedkv
+from feedkv import DB
+from feedkv.cli.main import main
+from feedkv.kv.store import StoreConfig
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[DB]:
+    config = StoreConfig(closed_ts_interval_s=0.01, push_poll_s=0.01, sync=False)
+    database = feedkv.connect(tmp_path / "store", config=config, changefeed_runner="thread")
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def url(db: DB) -> str:
+    return db.serve_sql()
+
+
+def test_statements_run_over_the_wire_and_print_as_with_a_feedkv_url(
+    url: str, db: DB, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "sql",
+            "--url",
+            url,
+            "--format",
+            "csv",
+            "-e",
+            "CREATE TABLE t (id INT PRIMARY KEY, s STRING)",
+            "-e",
+            "INSERT INTO t VALUES (1, 'a'), (2, NULL); SELECT id, s FROM t ORDER BY id",
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.splitlines()[-3:] == ["id,s", "1,a", "2,"]
+    assert db.sql("SELECT count(*) FROM t").rows == [(2,)]  # it really went to the node
+
+
+def test_an_error_prints_its_sqlstate_message_and_stops(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["sql", "--url", url, "-e", "SELECT * FROM missing", "-e", "SELECT 1"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert 'relation "missing" does not exist' in err
+    assert "42P01" in err
+    assert out == ""
+
+
+def test_the_command_reads_a_script_from_stdin_over_the_wire(url: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "feedkv.cli.main", "sql", "--url", url],
+        input="CREATE TABLE k (v INT PRIMARY KEY);\nINSERT INTO k VALUES (7);\nSELECT v FROM k;\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "7" in done.stdout.split()
+
+
+def test_an_unreachable_server_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["sql", "--url", "postgresql://root@127.0.0.1:1/defaultdb?connect_timeout=5"])
+    _out, err = capsys.readouterr()
+    assert code != 0
+    assert "cannot connect to postgresql://root@127.0.0.1:1/defaultdb" in err

@@ -1,0 +1,96 @@
+"""asyncpg, unchanged, against the SQL port: it prepares every statement and encodes
+its arguments in binary by the parameter types Describe reports, so typed parameters,
+typed (even all-NULL) result columns, transactions and errors are tested here."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import decimal
+import uuid
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import asyncpg
+import pytest
+
+T = TypeVar("T")
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(asyncio.wait_for(coroutine, timeout=60))
+
+
+async def _connect(url: str) -> asyncpg.Connection:
+    return await asyncpg.connect(url)
+
+
+def test_typed_parameters_and_results_round_trip(pg_url: str) -> None:
+    async def scenario() -> None:
+        conn = await _connect(pg_url)
+        try:
+            await conn.execute(
+                "CREATE TABLE t (id INT PRIMARY KEY, s STRING, d DECIMAL, ok BOOL, "
+                "day DATE, ts TIMESTAMPTZ, u UUID, n INT)"
+            )
+            row = (
+                1,
+                "héllo",
+                decimal.Decimal("-1.25"),
+                True,
+                datetime.date(2024, 2, 29),
+                datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.UTC),
+                uuid.UUID("12345678-1234-5678-1234-567812345678"),
+                None,
+            )
+            await conn.execute("INSERT INTO t VALUES ($1, $2, $3, $4, $5, $6, $7, $8)", *row)
+            found = await conn.fetchrow("SELECT * FROM t WHERE id = $1", 1)
+            assert tuple(found) == row
+            # an all-NULL column keeps its declared type: asyncpg decodes by it
+            statement = await conn.prepare("SELECT n, d FROM t WHERE id > $1")
+            assert [a.type.name for a in statement.get_attributes()] == ["int8", "numeric"]
+            assert [p.name for p in statement.get_parameters()] == ["int8"]
+            assert await statement.fetch(0) == [(None, decimal.Decimal("-1.25"))]
+        finally:
+            await conn.close()
+
+    run(scenario())
+
+
+def test_executemany_a_transaction_and_a_rollback(pg_url: str) -> None:
+    async def scenario() -> None:
+        conn = await _connect(pg_url)
+        try:
+            await conn.execute("CREATE TABLE kv (k INT PRIMARY KEY, v STRING)")
+            await conn.executemany(
+                "INSERT INTO kv VALUES ($1, $2)", [(i, f"v{i}") for i in range(5)]
+            )
+            async with conn.transaction():
+                await conn.execute("UPDATE kv SET v = $1 WHERE k = $2", "changed", 2)
+            with pytest.raises(RuntimeError):
+                async with conn.transaction():
+                    await conn.execute("DELETE FROM kv")
+                    raise RuntimeError("roll it back")
+            assert await conn.fetchval("SELECT count(*) FROM kv") == 5
+            assert await conn.fetchval("SELECT v FROM kv WHERE k = $1", 2) == "changed"
+        finally:
+            await conn.close()
+
+    run(scenario())
+
+
+def test_errors_arrive_with_their_sqlstate_and_the_connection_goes_on(pg_url: str) -> None:
+    async def scenario() -> None:
+        conn = await _connect(pg_url)
+        try:
+            await conn.execute("CREATE TABLE u (k INT PRIMARY KEY)")
+            await conn.execute("INSERT INTO u VALUES ($1)", 1)
+            with pytest.raises(asyncpg.UniqueViolationError):
+                await conn.execute("INSERT INTO u VALUES ($1)", 1)
+            with pytest.raises(asyncpg.UndefinedTableError):
+                await conn.fetch("SELECT * FROM missing WHERE k = $1", 1)
+            assert await conn.fetchval("SELECT count(*) FROM u") == 1
+        finally:
+            await conn.close()
+
+    run(scenario())

@@ -1,0 +1,135 @@
+"""pg_catalog and information_schema as PostgreSQL tools read them: psql's \\d, \\dt and
+\\l, catalog queries over the wire, and the version and session functions drivers
+and dialects ask for at connect time."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from typing import Any
+
+import psycopg
+import pytest
+
+from feedkv import DB
+from feedkv.errors import SQLError
+from feedkv.pgwire.catalog import reads_catalog, run_catalog_query
+
+
+@pytest.fixture
+def url(pg_url: str) -> str:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE t (id INT PRIMARY KEY, s VARCHAR(20) NOT NULL DEFAULT 'x', "
+            "d DECIMAL(10,2))"
+        )
+        conn.execute("CREATE TABLE two (a STRING, b INT, PRIMARY KEY (b, a))")
+    return pg_url
+
+
+def query(db: DB, text: str, *params: Any) -> list[tuple[Any, ...]]:
+    session = db.session()
+    result = run_catalog_query(
+        text, params, session.schema(), database="defaultdb", user="root", version="v"
+    )
+    return result.rows
+
+
+def test_catalog_queries_are_recognized_by_the_names_they_read() -> None:
+    assert reads_catalog("SELECT relname FROM pg_catalog.pg_class")
+    assert reads_catalog("select * from information_schema.columns")
+    assert reads_catalog("SELECT pg_catalog.version()")
+    assert not reads_catalog("SELECT * FROM pages WHERE pg = 1")
+
+
+def test_pg_class_attribute_and_index_describe_a_table(db: DB, url: str) -> None:
+    rows = query(
+        db,
+        "SELECT c.relname, a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), "
+        "a.attnotnull FROM pg_catalog.pg_class c JOIN pg_catalog.pg_attribute a "
+        "ON a.attrelid = c.oid WHERE c.relname = $1 AND a.attnum > 0 ORDER BY a.attnum",
+        "t",
+    )
+    assert rows == [
+        ("t", "id", "bigint", True),
+        ("t", "s", "character varying(20)", True),
+        ("t", "d", "numeric(10,2)", False),
+    ]
+    keys = query(
+        db,
+        "SELECT unnest(i.indkey) AS attnum, generate_subscripts(i.indkey, 1) AS ord "
+        "FROM pg_catalog.pg_index i WHERE i.indrelid = 'two'::regclass ORDER BY ord",
+    )
+    assert keys == [(2, 1), (1, 2)]  # b, then a
+
+
+def test_information_schema_lists_tables_and_columns(db: DB, url: str) -> None:
+    tables = query(
+        db,
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 "
+        "ORDER BY table_name",
+        "public",
+    )
+    assert tables == [("t",), ("two",)]
+    columns = query(
+        db,
+        "SELECT column_name, data_type, is_nullable::bool, column_default "
+        "FROM information_schema.columns WHERE table_name = 't' ORDER BY ordinal_position",
+    )
+    assert columns == [
+        ("id", "bigint", False, None),
+        ("s", "character varying", False, "'x'"),
+        ("d", "numeric", True, None),
+    ]
+
+
+def test_queries_of_catalogs_feedkv_keeps_empty_have_no_rows(db: DB, url: str) -> None:
+    assert query(db, "SELECT t.tgname FROM pg_catalog.pg_trigger t WHERE t.tgrelid = 1") == []
+
+
+def test_a_catalog_query_sqlite_cannot_run_is_refused_with_0a000(db: DB, url: str) -> None:
+    with pytest.raises(SQLError) as caught:
+        query(db, "SELECT relname FROM pg_catalog.pg_class WHERE oid = ANY(relacl)")
+    assert caught.value.code == "0A000"
+
+
+def test_drivers_get_the_version_database_and_schema(url: str) -> None:
+    with psycopg.connect(url) as conn:
+        (version,) = conn.execute("SELECT pg_catalog.version()").fetchone() or ("",)
+        assert version.startswith("CockroachDB OSS v23.1.0 (feedkv ")
+        assert "PostgreSQL 13.0" in version
+        assert conn.execute("SELECT version()").fetchone() == (version,)
+        row = conn.execute("SELECT current_database(), current_schema()").fetchone()
+        assert row == ("defaultdb", "public")
+        assert conn.execute("SHOW server_version").fetchone() == ("13.0.0",)
+        # extended protocol, typed parameters
+        found = conn.execute(
+            "SELECT relname FROM pg_catalog.pg_class WHERE relname = %s AND relkind = %s",
+            ["t", "r"],
+        ).fetchall()
+        assert found == [("t",)]
+
+
+def psql(url: str, command: str) -> str:
+    done = subprocess.run(
+        ["psql", url, "-X", "-v", "ON_ERROR_STOP=1", "-c", command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed")
+def test_psql_describes_tables_and_lists_databases(url: str) -> None:
+    listed = psql(url, "\\dt")
+    assert " public | t    | table | root" in listed
+    assert " public | two  | table | root" in listed
+    described = psql(url, "\\d t")
+    assert 'Table "public.t"' in described
+    assert " s      | character varying(20) |           | not null | 'x'" in described
+    assert '"t_pkey" PRIMARY KEY, btree (id)' in described
+    assert '"two_pkey" PRIMARY KEY, btree (b, a)' in psql(url, "\\d two")
+    assert " defaultdb | root " in psql(url, "\\l")

@@ -1,0 +1,60 @@
+"""The PostgreSQL JDBC driver, unchanged, from a small Java program
+(testdata/JdbcProbe.java, run with Java's single-file launcher): statements, prepared
+statements with typed parameters, a rolled-back transaction and DatabaseMetaData's
+getTables, getColumns and getPrimaryKeys (which read pg_catalog).
+
+The driver's jar is looked for in $FEEDKV_PGJDBC_JAR, Debian's libpostgresql-jdbc-java
+and the local Maven repository; without a jar or a ``java`` the test is skipped."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+PROBE = Path(__file__).parent / "testdata" / "JdbcProbe.java"
+
+
+def _jar() -> str | None:
+    candidates = [
+        os.environ.get("FEEDKV_PGJDBC_JAR", ""),
+        "/usr/share/java/postgresql.jar",
+        *sorted(
+            glob.glob(os.path.expanduser("~/.m2/repository/org/postgresql/postgresql/*/*.jar"))
+        ),
+    ]
+    return next((c for c in candidates if c and os.path.isfile(c)), None)
+
+
+JAR = _jar()
+
+
+@pytest.mark.skipif(JAR is None or shutil.which("java") is None, reason="no JDBC jar or java")
+def test_the_jdbc_driver_runs_statements_and_reads_metadata(pg_url: str) -> None:
+    assert JAR is not None
+    jdbc = "jdbc:" + pg_url.replace("postgresql://root@", "postgresql://").replace(
+        "?sslmode=disable", "?user=root&sslmode=disable"
+    )
+    done = subprocess.run(
+        ["java", "-cp", JAR, str(PROBE), jdbc],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == [
+        "row 2 n2 2.5",
+        "row 3 n3 3.5",
+        "after rollback n1",
+        "product PostgreSQL 13.0.0",
+        "table j",
+        "column id int8",
+        "column name text",
+        "column score numeric",
+        "pk id",
+    ]

@@ -1,0 +1,133 @@
+"""Describing a statement without running it: result columns with their types, and the
+types of its placeholders from where they stand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from feedkv import DB
+from feedkv.errors import SQLError
+from feedkv.sql.describe import Description
+from feedkv.sql.types import ColumnType, Kind
+
+INT, STRING, FLOAT, DECIMAL, JSONB, BOOL = (
+    Kind.INT,
+    Kind.STRING,
+    Kind.FLOAT,
+    Kind.DECIMAL,
+    Kind.JSONB,
+    Kind.BOOL,
+)
+
+
+@pytest.fixture
+def session(db: DB) -> Any:
+    s = db.session()
+    s.execute("CREATE TABLE t (id INT PRIMARY KEY, s STRING, f FLOAT, d DECIMAL, j JSONB)")
+    s.execute("CREATE TABLE u (id INT PRIMARY KEY, t_id INT, name STRING)")
+    return s
+
+
+def kinds(types: tuple[ColumnType | None, ...]) -> list[Kind | None]:
+    return [None if t is None else t.kind for t in types]
+
+
+def columns(description: Description) -> list[tuple[str, Kind | None]]:
+    assert description.columns is not None
+    return [(name, None if t is None else t.kind) for name, t in description.columns]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected_columns", "expected_params"),
+    [
+        (
+            "SELECT * FROM t WHERE id = $1",
+            [("id", INT), ("s", STRING), ("f", FLOAT), ("d", DECIMAL), ("j", JSONB)],
+            [INT],
+        ),
+        (
+            "SELECT id, s || 'x', count(*) FROM t WHERE s LIKE $1 GROUP BY id, s LIMIT $2",
+            [("id", INT), ("?column?", STRING), ("count", INT)],
+            [STRING, INT],
+        ),
+        (
+            "SELECT sum(id), avg(f), max(d), NULL, 1.5, id > 1 FROM t GROUP BY id",
+            [
+                ("sum", DECIMAL),
+                ("avg", FLOAT),
+                ("max", DECIMAL),
+                ("?column?", None),
+                ("?column?", DECIMAL),
+                ("?column?", BOOL),
+            ],
+            [],
+        ),
+        (
+            "SELECT t.s, u.name FROM t JOIN u ON u.t_id = t.id WHERE u.name = $1",
+            [("s", STRING), ("name", STRING)],
+            [STRING],
+        ),
+        ("SELECT $1::INT, $2", [("cast", INT), ("?column?", None)], [INT, None]),
+        (
+            "INSERT INTO t (id, j) VALUES ($1, $2) RETURNING id, j",
+            [("id", INT), ("j", JSONB)],
+            [INT, JSONB],
+        ),
+        ("UPDATE t SET f = $1 WHERE id IN ($2, $3)", [], [FLOAT, INT, INT]),
+        ("DELETE FROM t WHERE d BETWEEN $1 AND $2 RETURNING *", None, [DECIMAL, DECIMAL]),
+        ("SHOW server_version", [("server_version", STRING)], []),
+        ("BEGIN", [], []),
+    ],
+)
+def test_statements_are_described_with_column_and_placeholder_types(
+    session: Any,
+    text: str,
+    expected_columns: list[tuple[str, Kind | None]] | None,
+    expected_params: list[Kind | None],
+) -> None:
+    description = session.describe(text)
+    if expected_columns is not None:
+        assert columns(description) == expected_columns
+    assert kinds(description.params) == expected_params
+
+
+def test_an_empty_table_still_describes_its_columns_and_nothing_is_run(session: Any) -> None:
+    description = session.describe("INSERT INTO t VALUES (1, 'a') RETURNING *")
+    assert [name for name, _ in columns(description)] == ["id", "s", "f", "d", "j"]
+    assert session.execute("SELECT count(*) FROM t").rows == [(0,)]
+
+
+def test_the_clients_parameter_types_are_kept_and_type_bare_placeholders(session: Any) -> None:
+    description = session.describe("SELECT $1 FROM t WHERE s = $2", [ColumnType(Kind.DATE)])
+    assert kinds(description.params) == [Kind.DATE, STRING]
+    assert columns(description) == [("?column?", Kind.DATE)]
+
+
+def test_show_statements_have_a_shape_known_only_when_they_run(session: Any) -> None:
+    assert session.describe("SHOW TABLES").columns is None
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        ("SELECT * FROM nowhere", "42P01"),
+        ("SELECT nope FROM t", "42703"),
+        ("INSERT INTO t (id, nope) VALUES ($1, $2)", "42703"),
+        ("SELECT 1; SELECT 2", "42601"),
+    ],
+)
+def test_a_statement_that_could_not_run_fails_to_describe_with_its_sqlstate(
+    session: Any, text: str, code: str
+) -> None:
+    with pytest.raises(SQLError) as caught:
+        session.describe(text)
+    assert caught.value.code == code
+
+
+def test_a_table_created_in_the_open_transaction_is_described(session: Any) -> None:
+    session.execute("BEGIN")
+    session.execute("CREATE TABLE fresh (k STRING PRIMARY KEY)")
+    assert columns(session.describe("SELECT * FROM fresh")) == [("k", STRING)]
+    session.execute("ROLLBACK")

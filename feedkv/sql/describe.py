@@ -86,10 +86,15 @@ def describe(
     columns: tuple[Column, ...] | None
     if isinstance(statement, _ROWLESS):
         columns = ()
-    elif isinstance(statement, st.Select):
-        columns = _select(statement, resolve, database, params)
-    elif isinstance(statement, st.Insert | st.Update | st.Delete):
-        columns = _mutation(statement, resolve, database, params)
+    elif isinstance(statement, st.Select | st.Insert | st.Update | st.Delete):
+        try:
+            columns = (
+                _select(statement, resolve, database, params)
+                if isinstance(statement, st.Select)
+                else _mutation(statement, resolve, database, params)
+            )
+        except _Undescribed:
+            columns = None  # known once it runs, from its values
     elif isinstance(statement, st.SessionVariable):
         if statement.action != "show":
             columns = ()
@@ -109,16 +114,33 @@ def describe(
     return Description(columns, tuple(params))
 
 
+class _Undescribed(Exception):
+    """A query shape described only by running it (set operations, derived tables,
+    VALUES sources)."""
+
+
+def _table(name: st.TableName | st.Derived) -> st.TableName:
+    if not isinstance(name, st.TableName):
+        raise _Undescribed
+    return name
+
+
+def _query(query: st.Select | st.SetOperation | st.Values) -> st.Select:
+    if not isinstance(query, st.Select):
+        raise _Undescribed
+    return query
+
+
 def _select(
     s: st.Select, resolve: Resolve, database: str, params: list[ColumnType | None]
 ) -> tuple[Column, ...]:
     for _node, inner in s.subqueries:
-        _select(inner, resolve, database, params)
+        _select(_query(inner), resolve, database, params)
     if s.table is None:
         scope = Scope()
         names = ResultPlan.of([], scope, s).names
     elif s.joins:
-        names_ = [s.table, *(join.table for join in s.joins)]
+        names_ = [_table(s.table), *(_table(join.table) for join in s.joins)]
         descs = [resolve(name) for name in names_]
         plan = JoinPlan.of(descs, s, [n.database or database for n in names_])
         names = plan.result.names
@@ -130,8 +152,9 @@ def _select(
             if join.on is not None:
                 _params_in(join.on, scope, params)
     else:
-        desc = resolve(s.table)
-        plan_ = SelectPlan.of(desc, s, s.table.database or database)
+        name = _table(s.table)
+        desc = resolve(name)
+        plan_ = SelectPlan.of(desc, s, name.database or database)
         names, scope = plan_.result.names, plan_.scope
     for node in [*filter(None, [s.where, s.having]), *s.group_by, *(n for n, _ in s.order_by)]:
         _params_in(node, scope, params)
@@ -173,7 +196,7 @@ def _tables(s: st.Select, resolve: Resolve) -> list[tuple[str, TableDescriptor]]
     names = [(s.table, s.alias), *((j.table, j.alias) for j in s.joins)]
     out = []
     for name, alias in names:
-        desc = resolve(name)
+        desc = resolve(_table(name))
         out.append((alias or desc.name, desc))
     return out
 
@@ -199,7 +222,7 @@ def _mutation(
         if s.conflict_where is not None:
             _params_in(s.conflict_where, scope, params)
         if s.query is not None:
-            _select(s.query, resolve, database, params)
+            _select(_query(s.query), resolve, database, params)
     else:
         if isinstance(s, st.Update):
             returning = UpdatePlan.of(desc, s, db_name).returning

@@ -396,7 +396,10 @@ class Store:
             desc = descriptor_by_id(rw, range_id)
             if desc is None:
                 raise RangeNotFoundError(range_id)
-            if range_id in ctx.frozen:
+            # NB: by the record, not ``frozen``: the engine may run this again, and an
+            # earlier run's side effects outside ``rw`` stay
+            held = range_move.read_record(rw, "moving", range_id)
+            if held is not None and held.move_id != record.move_id:
                 raise RangeUnavailableError(f"{desc} is already moving")
             range_move.write_record(rw, record)
             ctx.frozen.add(range_id)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from feedkv.errors import SQLError
+from feedkv.errors import FeedKVError, SQLError
 from feedkv.sql import statements as st
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.expr import Scope
@@ -114,7 +114,7 @@ def describe(
     return Description(columns, tuple(params))
 
 
-class _Undescribed(Exception):
+class _Undescribed(FeedKVError):
     """A query shape described only by running it (set operations, derived tables,
     VALUES sources)."""
 

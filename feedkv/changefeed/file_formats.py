@@ -6,7 +6,9 @@ table order and no header, values as ``feedkv sql`` prints them but NULL as an e
 field. Parquet files have the table's columns, typed (DECIMAL and JSONB as text), plus
 ``__crdb__event_type`` (``c`` insert or scan, ``u`` update, ``d`` delete: ``u`` and ``d``
 need ``diff`` to tell an update from an insert, so without it every write is ``c``),
-``__crdb__updated`` and ``__crdb__mvcc_timestamp``. With a CDC query, Parquet files have
+``__crdb__updated`` and ``__crdb__mvcc_timestamp``; the schema's metadata names the
+primary key's columns and the descriptor version (:data:`ROWS_KEY`,
+:data:`ROWS_VERSION`). With a CDC query, Parquet files have
 the query's columns instead: one it reads as is keeps its column's type, a computed one
 takes the type of its values (text when they differ).
 """
@@ -32,6 +34,8 @@ from feedkv.util.hlc import Timestamp
 
 __all__ = [
     "PARQUET_META",
+    "ROWS_KEY",
+    "ROWS_VERSION",
     "ParquetRows",
     "arrow_type",
     "arrow_value",
@@ -83,6 +87,10 @@ def arrow_value(kind: Kind, value: Any) -> Any:
 
 
 PARQUET_META = ("__crdb__event_type", "__crdb__updated", "__crdb__mvcc_timestamp")
+# The schema metadata of ParquetRows' batches: the primary key's column names (JSON) and
+# the descriptor version of the rows.
+ROWS_KEY = "feedkv.key"
+ROWS_VERSION = "feedkv.version"
 
 
 class ParquetRows:
@@ -105,6 +113,11 @@ class ParquetRows:
         self._updated: list[str] = []
         self._mvcc: list[str] = []
         self._texts: dict[Timestamp, str] = {}  # NB: rows share timestamps (a txn's, a scan's)
+        # Which rows these are, for a reader that keeps rows by key (the lake sinks).
+        self._metadata = {
+            ROWS_KEY: json.dumps(self._key_names),
+            ROWS_VERSION: str(desc.version),
+        }
 
     def __len__(self) -> int:
         return len(self._event_types)
@@ -157,7 +170,10 @@ class ParquetRows:
             arrays.append(pa.array(meta, pa.string()))
             meta.clear()
         self._texts.clear()
-        return pa.RecordBatch.from_arrays(arrays, names=[*self._names, *PARQUET_META])
+        names = [*self._names, *PARQUET_META]
+        fields = [pa.field(name, array.type) for name, array in zip(names, arrays, strict=True)]
+        schema = pa.schema(fields, metadata=self._metadata)
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _computed_array(values: list[Any]) -> pa.Array:

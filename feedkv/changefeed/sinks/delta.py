@@ -1,0 +1,176 @@
+"""Delta Lake tables for the lake sink (:mod:`feedkv.changefeed.sinks.lake`), written
+with delta-rs (``deltalake``): no JVM.
+
+Each table is ``<dir>/<topic>``; each window is one commit whose custom metadata holds
+``feedkv.resolved`` (mirror: a MERGE on the primary key; changelog: an append). A column
+the source added is added first (``alter.add_columns``: a metadata-only commit with no
+``feedkv.resolved``, which readers of a marker's versions never stop at). The marker is
+``<dir>/_feedkv_resolved``, written to a temporary file, fsynced and renamed.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from typing import Any
+
+import pyarrow as pa
+
+from feedkv.changefeed.options import option_error
+from feedkv.changefeed.sink import SinkError
+from feedkv.changefeed.sinks.lake_tables import (
+    MARKER,
+    RESOLVED_KEY,
+    Marker,
+    TableChange,
+    sink_error,
+)
+from feedkv.errors import InvalidArgumentError
+from feedkv.util.hlc import Timestamp
+
+__all__ = ["DeltaTables"]
+
+_DELETE = "_feedkv_delete"  # the merge source's flag: this key was deleted
+_HISTORY_PAGE = 16
+
+
+class DeltaTables:
+    """The Delta tables under ``root`` (a local directory, created when missing)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        try:
+            os.makedirs(root, exist_ok=True)
+        except OSError as exc:
+            raise option_error(
+                f"cannot use {root!r} for Delta tables: {exc.strerror}; the path must be a "
+                "directory this node can write to"
+            ) from None
+
+    def _path(self, table: str) -> str:
+        return os.path.join(self.root, table)
+
+    def _open(self, table: str) -> Any:
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        try:
+            return DeltaTable(self._path(table))
+        except TableNotFoundError:
+            return None
+        except Exception as exc:
+            raise sink_error(f"cannot open Delta table {self._path(table)}", exc) from exc
+
+    def last_resolved(self, table: str) -> Timestamp | None:
+        dt = self._open(table)
+        if dt is None:
+            return None
+        for commit in dt.history():  # newest first
+            if RESOLVED_KEY in commit:
+                return Timestamp.parse(str(commit[RESOLVED_KEY]))
+        return None
+
+    def version(self, table: str) -> int | None:
+        dt = self._open(table)
+        return None if dt is None else int(dt.version())
+
+    def commit(self, change: TableChange) -> None:
+        from deltalake import CommitProperties, write_deltalake
+
+        props = CommitProperties(custom_metadata={RESOLVED_KEY: str(change.resolved)})
+        path = self._path(change.table)
+        try:
+            dt = self._open(change.table)
+            if change.changes is not None:
+                write_deltalake(
+                    path,
+                    change.changes,
+                    mode="append",
+                    schema_mode="merge",
+                    commit_properties=props,
+                )
+                return
+            upserts, deletes = change.upserts, change.deletes
+            if upserts is None or deletes is None:
+                raise InvalidArgumentError(f"a mirror commit into {path} needs its rows")
+            if dt is None:  # a new table: its rows are all inserts
+                write_deltalake(path, upserts, mode="append", commit_properties=props)
+                return
+            self._add_columns(dt, change.columns)
+            self._merge(dt, change, upserts, deletes, props)
+        except SinkError:
+            raise
+        except Exception as exc:
+            raise sink_error(f"cannot commit into Delta table {path}", exc) from exc
+
+    def _add_columns(self, dt: Any, columns: pa.Schema) -> None:
+        from deltalake import Schema
+
+        have = {f.name for f in dt.schema().fields}
+        added = [f for f in columns if f.name not in have]
+        if added:
+            dt.alter.add_columns(list(Schema.from_arrow(pa.schema(added)).fields))
+
+    def _merge(
+        self, dt: Any, change: TableChange, upserts: pa.Table, deletes: pa.Table, props: Any
+    ) -> None:
+        """Apply the window's last change of each key: delete, update or insert."""
+        source = pa.concat_tables(
+            [
+                upserts.append_column(_DELETE, pa.array([False] * len(upserts), pa.bool_())),
+                deletes.append_column(_DELETE, pa.array([True] * len(deletes), pa.bool_())),
+            ],
+            promote_options="permissive",
+        )
+        target = [f.name for f in dt.schema().fields]
+        present = set(change.columns.names)
+        # NB: a column the source dropped stays in the Delta table, NULL from here on
+        values = {c: (f"s.`{c}`" if c in present else "NULL") for c in target}
+        on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in change.key)
+        (
+            dt.merge(
+                source,
+                predicate=on,
+                source_alias="s",
+                target_alias="t",
+                commit_properties=props,
+            )
+            .when_matched_delete(predicate=f"s.`{_DELETE}`")
+            .when_matched_update(updates=values, predicate=f"NOT s.`{_DELETE}`")
+            .when_not_matched_insert(updates=values, predicate=f"NOT s.`{_DELETE}`")
+            .execute()
+        )
+
+    def marker(self) -> Marker | None:
+        try:
+            with open(os.path.join(self.root, MARKER)) as f:
+                return Marker.from_json(f.read())
+        except FileNotFoundError:
+            return None
+        except (OSError, InvalidArgumentError) as exc:
+            raise sink_error(f"cannot read {MARKER} in {self.root}", exc) from exc
+
+    def read(self, table: str, version: int) -> pa.Table:
+        from deltalake import DeltaTable
+
+        return DeltaTable(self._path(table), version=version).to_pyarrow_table()
+
+    def write_marker(self, marker: Marker) -> None:
+        path = os.path.join(self.root, MARKER)
+        tmp = f"{path}.{secrets.token_hex(4)}.tmp"
+        try:
+            with open(tmp, "w") as f:
+                f.write(marker.to_json())
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            fd = os.open(self.root, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise sink_error(f"cannot write {path}", exc) from exc
+
+    def close(self) -> None:
+        pass

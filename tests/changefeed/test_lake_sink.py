@@ -4,7 +4,6 @@ the ``deltalake`` and ``pyiceberg`` readers and compared with ``AS OF SYSTEM TIM
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -15,12 +14,12 @@ import pytest
 
 import feedkv.lake
 from feedkv import DB
-from feedkv.changefeed.file_formats import PARQUET_META, ROWS_KEY, ROWS_VERSION
 from feedkv.changefeed.options import parse_options
 from feedkv.changefeed.sink import SinkError, SinkURI, parse_sink_uri, sink_defaults
 from feedkv.changefeed.sinks import lake
 from feedkv.changefeed.sinks.lake_tables import LakeTables, Marker, TableChange
 from feedkv.errors import SQLError
+from feedkv.testing.lake_rows import lake_rows
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
@@ -44,17 +43,7 @@ def parse(uri: str, *options: tuple[str, str | None]) -> SinkURI:
     return parse_sink_uri(uri, sink_defaults(uri, parsed))
 
 
-def rows(*changes: tuple[int, str | None, str, Timestamp], version: int = 1) -> pa.RecordBatch:
-    """Parquet rows of a table ``(k INT PRIMARY KEY, v STRING)``: ``(k, v, event type,
-    updated)`` each, as the changefeed hands them to a lake sink."""
-    schema = pa.schema(
-        [("k", pa.int64()), ("v", pa.string()), *((m, pa.string()) for m in PARQUET_META)],
-        metadata={ROWS_KEY: json.dumps(["k"]), ROWS_VERSION: str(version)},
-    )
-    columns = list(zip(*((k, v, kind, str(t), str(t)) for k, v, kind, t in changes), strict=True))
-    return pa.RecordBatch.from_arrays(
-        [pa.array(c, f.type) for c, f in zip(columns, schema, strict=True)], schema=schema
-    )
+rows = lake_rows
 
 
 def table_rows(tables: dict[str, pa.Table], name: str) -> list[dict[str, Any]]:

@@ -227,7 +227,8 @@ def _row_blocks(db: FeedClient, spec: ChangefeedSpec, part: _TablePiece) -> Iter
             yield topic, block.desc.version, block.take()
             block = None
         if block is None:
-            block = blocks[topic] = ParquetRows(event.table, event.columns)
+            images = spec.options.lake_mode == "changelog"  # before-images, as Delta's CDF
+            block = blocks[topic] = ParquetRows(event.table, event.columns, images=images)
         block.add_event(event)
         if len(block) >= size.rows:
             yield topic, block.desc.version, size.take(block)

@@ -4,7 +4,7 @@ the ``deltalake`` and ``pyiceberg`` readers and compared with ``AS OF SYSTEM TIM
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from feedkv.changefeed.sinks import lake
 from feedkv.changefeed.sinks.lake_tables import LakeTables, Marker, TableChange
 from feedkv.errors import SQLError
 from feedkv.testing.lake_rows import lake_rows
+from feedkv.testing.node_process import NodeProcess
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
@@ -248,8 +249,9 @@ def logical_now(db: DB) -> Decimal:
 
 def wait_marker_past(db: DB, uri: str, job_id: int, past: Decimal) -> Marker:
     def reached() -> Marker | None:
-        error = db.changefeeds.error(job_id)
-        if error is not None:
+        result = db.sql(f"SHOW CHANGEFEED JOB {job_id}")
+        error = dict(zip(result.columns, result.rows[0], strict=True))["error"]
+        if error:
             raise AssertionError(f"the changefeed failed: {error}")
         marker = feedkv.lake.read_consistent(uri)
         return marker if marker is not None and Decimal(str(marker.resolved)) >= past else None
@@ -304,6 +306,22 @@ def test_a_mirror_equals_its_source_as_of_each_resolved_timestamp(db: DB, lake_u
         assert table_rows(tables, "a") == as_of(db, "a", marker.resolved)
 
 
+_IMAGES = {"update_preimage": 0, "update_postimage": 1}
+
+
+def changelog(uri: str) -> list[tuple[str, int, int | None]]:
+    """Table a's changelog in commit order (an update's row before it, then after)."""
+    changes = sorted(
+        feedkv.lake.read_tables(uri)["a"].to_pylist(),
+        key=lambda r: (
+            Timestamp.parse(r["_feedkv_updated"]),
+            r["k"],
+            _IMAGES.get(r["_change_type"], 0),
+        ),
+    )
+    return [(r["_change_type"], r["k"], r["v"]) for r in changes]
+
+
 def test_a_changelog_holds_every_committed_version(db: DB, lake_uri: str) -> None:
     db.sql("CREATE TABLE a (k INT PRIMARY KEY, v INT)")
     db.sql("INSERT INTO a VALUES (1, 0)")
@@ -316,17 +334,16 @@ def test_a_changelog_holds_every_committed_version(db: DB, lake_uri: str) -> Non
     db.sql("DELETE FROM a WHERE k = 1")
     wait_marker_past(db, lake_uri, job_id, logical_now(db))
 
-    changes = sorted(
-        feedkv.lake.read_tables(lake_uri)["a"].to_pylist(),
-        key=lambda r: (Timestamp.parse(r["_feedkv_updated"]), r["k"]),
-    )
-    assert [(r["_change_type"], r["k"], r["v"]) for r in changes] == [
+    assert changelog(lake_uri) == [
         ("insert", 1, 0),  # the initial scan
+        ("update_preimage", 1, 0),
         ("update_postimage", 1, 1),
+        ("update_preimage", 1, 1),
         ("update_postimage", 1, 2),
+        ("update_preimage", 1, 2),
         ("update_postimage", 1, 3),
         ("insert", 2, 20),
-        ("delete", 1, None),
+        ("delete", 1, 3),  # the deleted row, as Delta's Change Data Feed has it
     ]
 
 
@@ -355,3 +372,47 @@ def test_add_and_drop_column_change_the_lake_tables_schema(db: DB, lake_uri: str
         assert {r["gone"] for r in now} == {None}
     else:
         assert now == source
+
+
+@pytest.fixture
+def nodes() -> Iterator[list[NodeProcess]]:
+    """Nodes started in turn on one store; those still running are stopped at the end."""
+    started: list[NodeProcess] = []
+    yield started
+    for node in started:
+        if node.process.poll() is None:
+            node.terminate()
+
+
+NODE_ARGS = ("--changefeed-runner", "thread", "--closed-ts-target", "100ms")
+
+
+@pytest.mark.slow(20)
+def test_a_killed_node_resumes_its_lake_changelog_exactly_once(
+    tmp_path: Path, lake_uri: str, nodes: list[NodeProcess]
+) -> None:
+    store = tmp_path / "store"
+    nodes.append(NodeProcess(store, *NODE_ARGS))
+    expected: list[tuple[str, int, int | None]] = [("insert", 1, 0)]
+    with feedkv.connect(nodes[0].url) as db:
+        db.sql("CREATE TABLE a (k INT PRIMARY KEY, v INT)")
+        db.sql("INSERT INTO a VALUES (1, 0)")
+        [(job_id,)] = db.sql(
+            f"CREATE CHANGEFEED FOR TABLE a INTO '{lake_uri}' WITH lake_mode='changelog', {FAST}"
+        ).rows
+        for v in range(1, 4):
+            db.sql(f"UPDATE a SET v = {v} WHERE k = 1")
+            expected += [("update_preimage", 1, v - 1), ("update_postimage", 1, v)]
+        wait_marker_past(db, lake_uri, job_id, logical_now(db))
+        for v in range(4, 8):  # acknowledged, some maybe committed into the lake before the kill
+            db.sql(f"UPDATE a SET v = {v} WHERE k = 1")
+            expected += [("update_preimage", 1, v - 1), ("update_postimage", 1, v)]
+    nodes[0].kill()
+
+    nodes.append(NodeProcess(store, *NODE_ARGS))
+    with feedkv.connect(nodes[1].url) as db:
+        db.sql("INSERT INTO a VALUES (2, 20)")
+        expected.append(("insert", 2, 20))
+        wait_marker_past(db, lake_uri, job_id, logical_now(db))
+
+    assert changelog(lake_uri) == expected

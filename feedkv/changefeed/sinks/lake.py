@@ -17,10 +17,12 @@ commit's custom metadata; the Iceberg snapshot summary and table property).
   by key (a Delta MERGE; an Iceberg delete of the changed keys and an append, in one
   transaction).
 - ``changelog``: every change is appended with ``_change_type`` (``insert``,
-  ``update_postimage`` or ``delete``, the names of Delta's Change Data Feed: the sink
-  turns ``diff`` on to tell an update from an insert), ``_feedkv_updated`` and
+  ``update_preimage`` and ``update_postimage``, or ``delete``: the names and rows of
+  Delta's Change Data Feed; the sink turns ``diff`` on, which tells an update from an
+  insert and gives the row before it), ``_feedkv_updated`` and
   ``_feedkv_mvcc_timestamp`` (HLC timestamps as decimal strings, as CockroachDB's
-  ``updated``). A deletion carries its key columns only.
+  ``updated``). A deletion carries the deleted row (its key columns only when
+  ``diff`` was turned off).
 
 **Exactly-once.** A table's last recorded ``feedkv.resolved`` says which rows it holds:
 every row at or below it. A window committed again (a changefeed restarted from its
@@ -89,7 +91,12 @@ __all__ = [
 
 STAGING = "_feedkv_staging"  # Spark tasks' staged rows, under the directory or warehouse
 CHANGE_COLUMNS = ("_change_type", "_feedkv_updated", "_feedkv_mvcc_timestamp")
-_CHANGE_TYPES = {"c": "insert", "u": "update_postimage", "d": "delete"}
+_CHANGE_TYPES = {
+    "c": "insert",
+    "b": "update_preimage",
+    "u": "update_postimage",
+    "d": "delete",
+}
 _EVENT_TYPE, _UPDATED, _MVCC = PARQUET_META
 
 
@@ -123,7 +130,8 @@ class LakeSink:
             self._seal(topic)
             rows = None
         if rows is None:
-            rows = self._open[topic] = ParquetRows(row.table, row.columns)
+            images = self._mode == "changelog"
+            rows = self._open[topic] = ParquetRows(row.table, row.columns, images=images)
         rows.add_event(row)
 
     def emit_batches(self, batches: Iterable[tuple[str, pa.RecordBatch]]) -> None:
@@ -234,7 +242,8 @@ class LakeSink:
         key_values = list(zip(*(frame.column(k).to_pylist() for k in key), strict=True))
         last: dict[tuple[Any, ...], int] = {}
         for i in order:
-            last[key_values[i]] = i
+            if kinds[i] != "b":  # NB: a row before an update (changelog rows only)
+                last[key_values[i]] = i
         upserts = [i for i in last.values() if kinds[i] != "d"]
         deletes = [i for i in last.values() if kinds[i] == "d"]
         return TableChange(

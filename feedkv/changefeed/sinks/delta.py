@@ -2,9 +2,9 @@
 with delta-rs (``deltalake``): no JVM.
 
 Each table is ``<dir>/<topic>``; each window is one commit whose custom metadata holds
-``feedkv.resolved`` (mirror: a MERGE on the primary key; changelog: an append). A column
-the source added is added first (``alter.add_columns``: a metadata-only commit with no
-``feedkv.resolved``, which readers of a marker's versions never stop at). The marker is
+``feedkv.resolved`` (mirror: a MERGE on the primary key; changelog: an append), with
+schema evolution in the same commit (``merge_schema``, ``schema_mode='merge'``). The
+marker is
 ``<dir>/_feedkv_resolved``, written to a temporary file, fsynced and renamed.
 """
 
@@ -96,20 +96,11 @@ class DeltaTables:
             if dt is None:  # a new table: its rows are all inserts
                 write_deltalake(path, upserts, mode="append", commit_properties=props)
                 return
-            self._add_columns(dt, change.columns)
             self._merge(dt, change, upserts, deletes, props)
         except SinkError:
             raise
         except Exception as exc:
             raise sink_error(f"cannot commit into Delta table {path}", exc) from exc
-
-    def _add_columns(self, dt: Any, columns: pa.Schema) -> None:
-        from deltalake import Schema
-
-        have = {f.name for f in dt.schema().fields}
-        added = [f for f in columns if f.name not in have]
-        if added:
-            dt.alter.add_columns(list(Schema.from_arrow(pa.schema(added)).fields))
 
     def _merge(
         self, dt: Any, change: TableChange, upserts: pa.Table, deletes: pa.Table, props: Any
@@ -122,10 +113,14 @@ class DeltaTables:
             ],
             promote_options="permissive",
         )
-        target = [f.name for f in dt.schema().fields]
-        present = set(change.columns.names)
-        # NB: a column the source dropped stays in the Delta table, NULL from here on
-        values = {c: (f"s.`{c}`" if c in present else "NULL") for c in target}
+        # The source's columns (merge_schema adds those it added) and NULL for those it
+        # dropped: they stay in the Delta table, NULL from here on. NB: as source
+        # columns: delta-rs refuses a NULL literal for a target column under merge_schema.
+        target = pa.schema(dt.schema().to_arrow())
+        for field in target:
+            if field.name not in source.column_names:
+                source = source.append_column(field.name, pa.nulls(len(source), field.type))
+        values = {c: f"s.`{c}`" for c in source.column_names if c != _DELETE}
         on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in change.key)
         (
             dt.merge(
@@ -133,6 +128,7 @@ class DeltaTables:
                 predicate=on,
                 source_alias="s",
                 target_alias="t",
+                merge_schema=True,
                 commit_properties=props,
             )
             .when_matched_delete(predicate=f"s.`{_DELETE}`")

@@ -67,6 +67,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from feedkv.changefeed.file_formats import PARQUET_META, ROWS_KEY, ROWS_VERSION, ParquetRows
@@ -155,7 +156,16 @@ class LakeSink:
             raise SinkError("the sink is closed")
         for topic in list(self._open):
             self._seal(topic)
-        pending, self._pending = self._pending, {}
+        pending: dict[str, list[pa.RecordBatch]] = {}
+        later: dict[str, list[pa.RecordBatch]] = {}
+        for topic, batches in self._pending.items():
+            for batch in batches:
+                due, after = _split(batch, resolved)
+                if due.num_rows:
+                    pending.setdefault(topic, []).append(due)
+                if after.num_rows:
+                    later.setdefault(topic, []).append(after)
+        self._pending = later
         try:
             for table in sorted(pending):
                 change = self._change(table, resolved, pending[table])
@@ -258,6 +268,20 @@ class LakeSink:
             .select(list(key))
             .replace_schema_metadata(None),
         )
+
+
+def _split(batch: pa.RecordBatch, resolved: Timestamp) -> tuple[pa.RecordBatch, pa.RecordBatch]:
+    """``batch``'s rows at or below ``resolved``, and those above it.
+
+    NB: a changefeed emits a value as soon as the feed delivers it, before a checkpoint
+    covers it, so a window's commit finds rows of the next windows in the sink: they
+    wait for their own window (committed now, they would be above the timestamp the
+    commit records, and a restart from it would write them again)."""
+    updated = [Timestamp.parse(t) for t in batch.column(_UPDATED).to_pylist()]
+    if all(ts <= resolved for ts in updated):
+        return batch, batch.slice(0, 0)
+    due = pa.array([ts <= resolved for ts in updated], pa.bool_())
+    return batch.filter(due), batch.filter(pc.invert(due))
 
 
 # Spark tasks' staging.

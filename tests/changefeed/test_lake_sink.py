@@ -436,3 +436,27 @@ def test_a_killed_node_resumes_its_lake_changelog_exactly_once(
         wait_marker_past(db, lake_uri, job_id, logical_now(db))
 
     assert changelog(lake_uri) == expected
+
+
+def test_altering_a_lake_job_keeps_its_defaults_and_refuses_a_new_mode(
+    db: DB, tmp_path: Path
+) -> None:
+    uri = f"delta://{tmp_path}/lake"
+    db.sql("CREATE TABLE a (k INT PRIMARY KEY, v INT)")
+    [(job_id,)] = db.sql(
+        f"CREATE CHANGEFEED FOR TABLE a INTO '{uri}' WITH lake_mode='changelog', {FAST}"
+    ).rows
+    db.sql(f"PAUSE JOB {job_id}")
+    with pytest.raises(SQLError, match="lake_mode says what the lake tables hold"):
+        db.sql(f"ALTER CHANGEFEED {job_id} SET lake_mode = 'mirror'")
+    db.sql(f"ALTER CHANGEFEED {job_id} SET resolved = '1s'")
+    db.sql(f"RESUME JOB {job_id}")
+    db.sql("INSERT INTO a VALUES (1, 10)")
+    db.sql("UPDATE a SET v = 11 WHERE k = 1")
+    wait_marker_past(db, uri, job_id, logical_now(db))
+
+    assert changelog(uri) == [
+        ("insert", 1, 10),
+        ("update_preimage", 1, 10),
+        ("update_postimage", 1, 11),
+    ]

@@ -321,6 +321,37 @@ def test_a_mirror_equals_its_source_as_of_each_resolved_timestamp(db: DB, lake_u
     for marker in seen:  # every recorded timestamp still reads as it was
         tables = feedkv.lake.read_tables(lake_uri, marker)
         assert table_rows(tables, "a") == as_of(db, "a", marker.resolved)
+    for name in ("a", "b"):  # and so does every commit, read by the library's own reader
+        recorded = recorded_versions(lake_uri, name)
+        assert len(recorded) >= 2
+        for at, table in recorded:
+            assert sorted(table.to_pylist(), key=lambda r: r["k"]) == as_of(db, name, at)
+
+
+def recorded_versions(uri: str, table: str) -> list[tuple[Timestamp, pa.Table]]:
+    """Every version of ``table`` a window's commit made, read with deltalake or
+    pyiceberg (the last snapshot of each Iceberg commit), with the timestamp it records."""
+    if uri.startswith("delta://"):
+        path = f"{uri.removeprefix('delta://')}/{table}"
+        return [
+            (
+                Timestamp.parse(c[RESOLVED_KEY]),
+                DeltaTable(path, version=c["version"]).to_pyarrow_table(),
+            )
+            for c in DeltaTable(path).history()
+            if RESOLVED_KEY in c
+        ]
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    warehouse = uri.partition("warehouse=")[2]
+    catalog = SqlCatalog(
+        "cat", uri=f"sqlite:///{warehouse}/cat.db", warehouse=f"file://{warehouse}"
+    )
+    tbl = catalog.load_table(("feeds", table))
+    last: dict[str, int] = {}
+    for snapshot in tbl.snapshots():
+        last[snapshot.summary[RESOLVED_KEY]] = snapshot.snapshot_id
+    return [(Timestamp.parse(r), tbl.scan(snapshot_id=i).to_arrow()) for r, i in last.items()]
 
 
 _IMAGES = {"update_preimage": 0, "update_postimage": 1}

@@ -112,18 +112,34 @@ def logical_now(db: DB) -> Decimal:
     return value
 
 
+def wait_lake_past(db: DB, job_id: int, uri: str, end: Decimal) -> feedkv.lake.Marker:
+    def reached() -> feedkv.lake.Marker | None:
+        error = db.changefeeds.error(job_id)
+        if error is not None:
+            raise AssertionError(f"the job failed: {error}")
+        marker = feedkv.lake.read_consistent(uri)
+        return marker if marker is not None and Decimal(str(marker.resolved)) >= end else None
+
+    marker = wait_until(reached, timeout_s=120, what=f"{uri} past the last change")
+    assert marker is not None
+    return marker
+
+
 @pytest.mark.slow(50)
-def test_a_spark_job_mirrors_two_tables_into_delta_as_of_each_resolved_timestamp(
-    db: DB, tmp_path: Path
-) -> None:
+def test_spark_jobs_mirror_into_delta_and_log_changes_into_iceberg(db: DB, tmp_path: Path) -> None:
     lake = tmp_path / "lake"
+    iceberg = f"iceberg://cat/feeds?warehouse={tmp_path}/warehouse"
     db.sql("CREATE TABLE a (k INT PRIMARY KEY, v INT)")
     db.sql("CREATE TABLE b (k INT PRIMARY KEY, v INT)")
     db.sql("INSERT INTO a VALUES (1, 100), (2, 0)")
     db.sql("INSERT INTO b VALUES (1, 100)")
-    [(job_id,)] = db.sql(
+    [(mirror,)] = db.sql(
         f"CREATE CHANGEFEED FOR TABLE a, b INTO 'delta://{lake}' "
         "WITH min_checkpoint_frequency = '200ms'"
+    ).rows
+    [(changelog,)] = db.sql(
+        f"CREATE CHANGEFEED FOR TABLE a INTO '{iceberg}' "
+        "WITH lake_mode = 'changelog', min_checkpoint_frequency = '200ms'"
     ).rows
     db.sql("UPDATE a SET v = 90 WHERE k = 1")
     db.sql("UPDATE b SET v = 110 WHERE k = 1")
@@ -131,15 +147,16 @@ def test_a_spark_job_mirrors_two_tables_into_delta_as_of_each_resolved_timestamp
     db.sql("INSERT INTO b VALUES (3, 30)")
     end = logical_now(db)
 
-    def reached() -> feedkv.lake.Marker | None:
-        error = db.changefeeds.error(job_id)
-        if error is not None:
-            raise AssertionError(f"the job failed: {error}")
-        marker = feedkv.lake.read_consistent(str(lake))
-        return marker if marker is not None and Decimal(str(marker.resolved)) >= end else None
-
-    marker = wait_until(reached, timeout_s=120, what="the lake past the last change")
-    assert marker is not None
+    wait_lake_past(db, changelog, iceberg, end)
+    changes = feedkv.lake.read_tables(iceberg)["a"].to_pylist()
+    assert sorted((r["_change_type"], r["k"], r["v"]) for r in changes) == [
+        ("delete", 2, 0),
+        ("insert", 1, 100),
+        ("insert", 2, 0),
+        ("update_postimage", 1, 90),
+        ("update_preimage", 1, 100),
+    ]
+    marker = wait_lake_past(db, mirror, str(lake), end)
     tables = feedkv.lake.read_tables(str(lake), marker)
     for name in ("a", "b"):
         result = db.sql(f"SELECT * FROM {name} AS OF SYSTEM TIME {marker.resolved} ORDER BY k")

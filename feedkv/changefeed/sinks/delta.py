@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -65,14 +66,18 @@ class DeltaTables:
         dt = self._open(table)
         if dt is None:
             return None
-        for commit in dt.history():  # newest first
-            if RESOLVED_KEY in commit:
-                return Timestamp.parse(str(commit[RESOLVED_KEY]))
+        for _version, recorded in _windows(dt):
+            return recorded
         return None
 
-    def version(self, table: str) -> int | None:
+    def version_at(self, table: str, resolved: Timestamp) -> int | None:
         dt = self._open(table)
-        return None if dt is None else int(dt.version())
+        if dt is None:
+            return None
+        for version, recorded in _windows(dt):
+            if recorded <= resolved:
+                return version
+        return None
 
     def commit(self, change: TableChange) -> None:
         from deltalake import CommitProperties, write_deltalake
@@ -170,3 +175,21 @@ class DeltaTables:
 
     def close(self) -> None:
         pass
+
+
+def _windows(dt: Any) -> Iterator[tuple[int, Timestamp]]:
+    """The windows committed into ``dt``, newest first: ``(version, feedkv.resolved)``.
+    NB: the newest few first, the whole history only if the caller reads past them
+    (reading every commit of a long-running table each window would cost O(commits))."""
+    seen = -1
+    for limit in (_HISTORY_PAGE, None):
+        commits = dt.history(limit) if limit is not None else dt.history()
+        for commit in commits:
+            version = int(commit["version"])
+            if seen != -1 and version >= seen:
+                continue  # read in the first page
+            seen = version
+            if RESOLVED_KEY in commit:
+                yield version, Timestamp.parse(str(commit[RESOLVED_KEY]))
+        if limit is not None and len(commits) < limit:
+            return

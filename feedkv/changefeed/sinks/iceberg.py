@@ -68,12 +68,16 @@ class IcebergTables:
             return None
         return Timestamp.parse(tbl.properties[RESOLVED_KEY])
 
-    def version(self, table: str) -> int | None:
+    def version_at(self, table: str, resolved: Timestamp) -> int | None:
         tbl = self._load(table)
         if tbl is None:
             return None
-        snapshot = tbl.current_snapshot()
-        return None if snapshot is None else int(snapshot.snapshot_id)
+        found = None
+        for snapshot in tbl.snapshots():  # in commit order
+            recorded = snapshot.summary.get(RESOLVED_KEY) if snapshot.summary else None
+            if recorded is not None and Timestamp.parse(recorded) <= resolved:
+                found = int(snapshot.snapshot_id)
+        return found
 
     def commit(self, change: TableChange) -> None:
         name = f"{self.namespace}.{change.table}"

@@ -178,7 +178,7 @@ class LakeSink:
             names = set(topics) | set(pending) | set(marker.versions if marker else ())
             versions = {}
             for name in sorted(names):
-                version = self._tables.version(name)
+                version = self._tables.version_at(name, resolved)
                 if version is not None:
                     versions[name] = version
             self._tables.write_marker(Marker(resolved, versions))

@@ -79,8 +79,12 @@ class LakeTables(Protocol):
         :class:`SinkError`."""
         ...
 
-    def version(self, table: str) -> int | None:
-        """``table``'s current version or snapshot id (``None``: no table yet)."""
+    def version_at(self, table: str, resolved: Timestamp) -> int | None:
+        """The version (Delta) or snapshot id (Iceberg) of ``table`` that holds its rows
+        up to ``resolved``: the last one made by a commit recording a timestamp at or
+        below it (``None``: no such commit, the table had no rows then). NB: not always
+        the newest: after a crash between two tables' commits, a table may hold a
+        window that the restart reaches again in smaller windows."""
         ...
 
     def marker(self) -> Marker | None: ...

@@ -4,6 +4,7 @@ the ``deltalake`` and ``pyiceberg`` readers and compared with ``AS OF SYSTEM TIM
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -15,11 +16,14 @@ from deltalake import DeltaTable
 
 import feedkv.lake
 from feedkv import DB
+from feedkv.changefeed.changefeed import Changefeed, ChangefeedSpec
 from feedkv.changefeed.options import parse_options
+from feedkv.changefeed.rows import Target
 from feedkv.changefeed.sink import SinkError, SinkURI, parse_sink_uri, sink_defaults
 from feedkv.changefeed.sinks import lake
 from feedkv.changefeed.sinks.lake_tables import RESOLVED_KEY, LakeTables, Marker, TableChange
 from feedkv.errors import SQLError
+from feedkv.sql import catalog
 from feedkv.testing.lake_rows import lake_rows
 from feedkv.testing.node_process import NodeProcess
 from feedkv.testing.waiting import wait_until
@@ -520,3 +524,74 @@ def test_a_tables_version_at_an_old_window_is_found_past_its_newest_commits(
         assert sorted(r["k"] for r in tables.read("a", old).to_pylist()) == [1, 2]
     finally:
         tables.close()
+
+
+class FailingOnce:
+    """Tables whose ``nth`` commit into ``table`` fails, after recording what a
+    consistent reader saw then (the commits before it in the window have landed)."""
+
+    def __init__(self, tables: LakeTables, uri: str, table: str, nth: int) -> None:
+        self.tables = tables
+        self.uri = uri
+        self.table = table
+        self.left = nth
+        self.seen: dict[str, pa.Table] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.tables, name)
+
+    def commit(self, change: TableChange) -> None:
+        if change.table == self.table:
+            self.left -= 1
+            if self.left == 0:
+                self.seen = feedkv.lake.read_tables(self.uri)
+                raise SinkError("the sink died between two tables' commits")
+        self.tables.commit(change)
+
+
+def test_a_changefeed_completes_a_window_a_failure_left_half_committed(
+    db: DB, lake_uri: str
+) -> None:
+    db.sql("CREATE TABLE a (k INT PRIMARY KEY, v INT)")
+    db.sql("CREATE TABLE b (k INT PRIMARY KEY, v INT)")
+    db.sql("INSERT INTO a VALUES (1, 100)")
+    db.sql("INSERT INTO b VALUES (1, 100)")
+    start = db.now()
+    snapshot = catalog.Snapshot(db, start)
+    database = catalog.database_by_name(snapshot, "defaultdb")
+    ids = {name: catalog.table_by_name(snapshot, database, name).id for name in ("a", "b")}
+    options = parse_options((("min_checkpoint_frequency", "0s"),), now=start)
+    options = sink_defaults(lake_uri, options)
+    spec = ChangefeedSpec(
+        tuple(Target(i) for i in ids.values()),
+        {i: name for name, i in ids.items()},
+        options,
+        start,
+        sink_uri=lake_uri,
+    )
+    tables = FailingOnce(lake.lake_tables(parse(lake_uri)), lake_uri, "b", nth=2)
+    feed = Changefeed(db, spec, lake.LakeSink(tables, "mirror"))
+    runner = threading.Thread(target=feed.run, daemon=True)
+    runner.start()
+    try:
+        bank(db, 30)  # moves 30 from a to b in one transaction (after the scan's commits)
+        end = logical_now(db)
+        wait_until(
+            lambda: feed.high_water >= Timestamp.parse_decimal(str(end)),
+            timeout_s=60,
+            what="the changefeed past the transfer",
+        )
+    finally:
+        feed.close()
+        runner.join(30)
+
+    assert tables.seen is not None, "the commit into b never failed"
+    half = tables.seen  # a had taken the window; the marker still named the one before
+    assert table_rows(half, "a")[0]["v"] + table_rows(half, "b")[0]["v"] == 200
+    assert table_rows(half, "a")[0]["v"] == 100
+    marker = feedkv.lake.read_consistent(lake_uri)
+    assert marker is not None
+    whole = feedkv.lake.read_tables(lake_uri, marker)
+    for name in ("a", "b"):
+        assert table_rows(whole, name) == as_of(db, name, marker.resolved)
+    assert table_rows(whole, "b")[0]["v"] == 130

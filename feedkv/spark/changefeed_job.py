@@ -455,7 +455,9 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
         result.staged = [(path, path) for path in lake.stage(self.uri, self.job.job_id, batches)]
         return result
 
-    def _commit_lake(self, results: list[TaskResult], resolved: Timestamp | None) -> None:
+    def _commit_lake(
+        self, results: list[TaskResult], resolved: Timestamp | None, batch_id: int
+    ) -> None:
         """Commit the batch's window into the lake tables: one commit per table, rows a
         previous run of the batch committed skipped (:mod:`~feedkv.changefeed.sinks.lake`),
         so a replayed batch writes nothing new."""
@@ -464,7 +466,8 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
             sink = lake.make(self.uri, self.job.spec.options)
             try:
                 sink.emit_batches(lake.read_staged(staged))
-                sink.commit_window(resolved, self.job.spec.topics.values())
+                topics = self.job.spec.topics.values()
+                sink.commit_window(resolved, topics, batch=(self.job.job_id, batch_id))
             finally:
                 sink.close()
         lake.remove_staged(staged)
@@ -481,7 +484,7 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
         results = [m for m in messages if isinstance(m, TaskResult)]
         resolved = max((m.resolved for m in results if m.resolved), default=None)
         if self.lake:
-            self._commit_lake(results, resolved)
+            self._commit_lake(results, resolved, batchId)
             return
         if self.exactly_once:
             blobs = blob_store(self.uri)

@@ -2,7 +2,8 @@
 with delta-rs (``deltalake``): no JVM.
 
 Each table is ``<dir>/<topic>``; each window is one commit whose custom metadata holds
-``feedkv.resolved`` (mirror: a MERGE on the primary key; changelog: an append), with
+``feedkv.resolved`` (mirror: a MERGE on the primary key; changelog: an append) and, for
+a Spark job's batch, the application transaction ``(feedkv-<job id>, <batch id>)``, with
 schema evolution in the same commit (``merge_schema``, ``schema_mode='merge'``). The
 marker is
 ``<dir>/_feedkv_resolved``, written to a temporary file, fsynced and renamed.
@@ -80,9 +81,15 @@ class DeltaTables:
         return None
 
     def commit(self, change: TableChange) -> None:
-        from deltalake import CommitProperties, write_deltalake
+        from deltalake import CommitProperties, Transaction, write_deltalake
 
-        props = CommitProperties(custom_metadata={RESOLVED_KEY: str(change.resolved)})
+        apps = []
+        if change.batch is not None:  # as Spark's Delta sink records txnAppId/txnVersion
+            job_id, batch_id = change.batch
+            apps.append(Transaction(app_id=f"feedkv-{job_id}", version=batch_id))
+        props = CommitProperties(
+            custom_metadata={RESOLVED_KEY: str(change.resolved)}, app_transactions=apps or None
+        )
         path = self._path(change.table)
         try:
             dt = self._open(change.table)

@@ -82,6 +82,12 @@ class IcebergTables:
     def commit(self, change: TableChange) -> None:
         name = f"{self.namespace}.{change.table}"
         props = {RESOLVED_KEY: str(change.resolved)}
+        if change.batch is not None:
+            props = {
+                **props,
+                "feedkv.job": str(change.batch[0]),
+                "feedkv.batch": str(change.batch[1]),
+            }
         try:
             tbl = self._load(change.table)
             if tbl is None:
@@ -103,7 +109,7 @@ class IcebergTables:
                             txn.delete(_keys_filter(change.key, changed), snapshot_properties=props)
                     if len(change.upserts):
                         txn.append(change.upserts, snapshot_properties=props)
-                txn.set_properties(props)
+                txn.set_properties({RESOLVED_KEY: props[RESOLVED_KEY]})
         except SinkError:
             raise
         except Exception as exc:

@@ -148,10 +148,17 @@ class LakeSink:
         """Nothing to write: :meth:`commit_window` recorded ``ts`` in every table and
         in the marker."""
 
-    def commit_window(self, resolved: Timestamp, topics: Iterable[str] = ()) -> None:
+    def commit_window(
+        self,
+        resolved: Timestamp,
+        topics: Iterable[str] = (),
+        *,
+        batch: tuple[int, int] | None = None,
+    ) -> None:
         """Commit every row taken as the window ending at ``resolved``: one commit per
         table with rows above its recorded timestamp, then the marker (see the module
-        docstring). Idempotent per window; raises :class:`SinkError`."""
+        docstring). Idempotent per window; raises :class:`SinkError`. ``batch`` is a
+        Spark job's ``(job id, batch id)``, recorded beside the window."""
         if self._closed:
             raise SinkError("the sink is closed")
         for topic in list(self._open):
@@ -159,8 +166,8 @@ class LakeSink:
         pending: dict[str, list[pa.RecordBatch]] = {}
         later: dict[str, list[pa.RecordBatch]] = {}
         for topic, batches in self._pending.items():
-            for batch in batches:
-                due, after = _split(batch, resolved)
+            for rows in batches:
+                due, after = _split(rows, resolved)
                 if due.num_rows:
                     pending.setdefault(topic, []).append(due)
                 if after.num_rows:
@@ -170,7 +177,7 @@ class LakeSink:
             for table in sorted(pending):
                 change = self._change(table, resolved, pending[table])
                 if change is not None:
-                    self._tables.commit(change)
+                    self._tables.commit(dataclasses.replace(change, batch=batch))
                 self._applied[table] = max(resolved, self._applied.get(table) or resolved)
             marker = self._tables.marker()
             if marker is not None and marker.resolved >= resolved:

@@ -65,6 +65,9 @@ class TableChange:
     upserts: pa.Table | None = None
     deletes: pa.Table | None = None
     changes: pa.Table | None = None
+    # A Spark job's (job id, batch id): a Delta application transaction
+    # (feedkv-<job id>, batch id), feedkv.job/feedkv.batch in Iceberg snapshot summaries.
+    batch: tuple[int, int] | None = None
 
 
 class LakeTables(Protocol):

@@ -5,7 +5,7 @@ the ``deltalake`` and ``pyiceberg`` readers and compared with ``AS OF SYSTEM TIM
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -295,9 +295,6 @@ def wait_marker_past(db: DB, uri: str, job_id: int, past: Decimal) -> Marker:
 def as_of(db: DB, table: str, at: Timestamp) -> list[dict[str, Any]]:
     result = db.sql(f"SELECT * FROM {table} AS OF SYSTEM TIME {at} ORDER BY k")
     return [dict(zip(result.columns, row, strict=True)) for row in result.rows]
-
-
-Workload = Callable[[DB, int], None]
 
 
 def bank(db: DB, step: int) -> None:

@@ -5,7 +5,8 @@ the Iceberg table ``<namespace>.<topic>`` of a pyiceberg SQL catalog. Rows arriv
 Parquet rows (:class:`~feedkv.changefeed.file_formats.ParquetRows`; the sink's
 default ``format``) and wait in the sink until their window of the resolved frontier
 is committed (:meth:`LakeSink.commit_window`, which the changefeed calls where other
-sinks are flushed): a window ``(r_prev, r_next]`` holds whole transactions and no row
+sinks are flushed; rows the feed delivered above the window's end wait for their own
+window): a window ``(r_prev, r_next]`` holds whole transactions and no row
 of it will come again, so each lake table takes it as **one commit** (a Delta commit,
 one Iceberg table commit) recording ``r_next`` under ``feedkv.resolved`` (the Delta
 commit's custom metadata; the Iceberg snapshot summary and table property).
@@ -15,7 +16,8 @@ commit's custom metadata; the Iceberg snapshot summary and table property).
 - ``mirror`` (the default): the table equals its source table as of each recorded
   timestamp. The window is reduced to the last change of each primary key and applied
   by key (a Delta MERGE; an Iceberg delete of the changed keys and an append, in one
-  transaction).
+  transaction: one table commit, whose copy-on-write makes a delete or overwrite
+  snapshot and an append snapshot, each recording ``feedkv.resolved``).
 - ``changelog``: every change is appended with ``_change_type`` (``insert``,
   ``update_preimage`` and ``update_postimage``, or ``delete``: the names and rows of
   Delta's Change Data Feed; the sink turns ``diff`` on, which tells an update from an
@@ -31,14 +33,16 @@ a window at or below it writes nothing. A window with no rows for a table commit
 nothing to that table (idle tables get no empty commits).
 
 **Consistent across tables.** After every table took a window, the sink records the
-window's end and the version (Delta) or snapshot id (Iceberg) of every table in a
+window's end and the version (Delta) or snapshot id (Iceberg) of every table at it in a
 marker: ``<dir>/_feedkv_resolved`` (JSON, replaced atomically), or the namespace
-property ``feedkv.resolved`` of an Iceberg namespace. :func:`read_consistent` returns
-it: reading each table at its version shows every table as of the same timestamp. A
-crash between two tables' commits leaves the marker at the window before, so a reader
-never sees half a window; the restart commits the window again, which completes the
-tables that missed it and writes nothing into the others. A table missing from the
-marker had no rows yet at its timestamp.
+property ``feedkv.resolved`` of an Iceberg namespace. A table's version at a timestamp
+is the last commit recording one at or below it (not always its newest: after a crash
+between two tables' commits, a table may hold a later window than the restart's
+first). :func:`read_consistent` returns the marker: reading each table at its version
+shows every table as of the same timestamp. A crash between two tables' commits leaves
+the marker at the window before, so a reader never sees half a window; the restart
+commits the window again, which completes the tables that missed it and writes nothing
+into the others. A table missing from the marker had no rows yet at its timestamp.
 
 **Schema changes** arrive as rows of the table's new descriptor version, at the change
 (``schema_change_policy='backfill'`` rewrites every row there): ADD COLUMN adds the
@@ -53,7 +57,8 @@ Delta directory or the Iceberg warehouse); the driver's commit of the batch (a w
 reads them back and commits the window as above, then deletes them.
 
 One changefeed per Delta directory or Iceberg namespace: tables another changefeed
-wrote would be taken as already holding rows up to their recorded timestamp.
+wrote would be taken as already holding rows up to their recorded timestamp. The thread
+runner holds a window's rows in memory (an initial scan's, the whole table).
 """
 
 from __future__ import annotations

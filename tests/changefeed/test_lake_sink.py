@@ -592,3 +592,19 @@ def test_a_changefeed_completes_a_window_a_failure_left_half_committed(
     for name in ("a", "b"):
         assert table_rows(whole, name) == as_of(db, name, marker.resolved)
     assert table_rows(whole, "b")[0]["v"] == 130
+
+
+def test_an_initial_scan_only_export_is_one_window_at_the_start(db: DB, lake_uri: str) -> None:
+    db.sql("CREATE TABLE a (k INT PRIMARY KEY, v INT)")
+    db.sql("INSERT INTO a VALUES (1, 10), (2, 20)")
+    [(job_id,)] = db.sql(
+        f"CREATE CHANGEFEED FOR TABLE a INTO '{lake_uri}' WITH initial_scan = 'only'"
+    ).rows
+    assert db.changefeeds.wait(job_id, 60)
+    assert db.changefeeds.error(job_id) is None
+
+    marker = feedkv.lake.read_consistent(lake_uri)
+    assert marker is not None
+    tables = feedkv.lake.read_tables(lake_uri, marker)
+    assert table_rows(tables, "a") == as_of(db, "a", marker.resolved)
+    assert len(recorded_versions(lake_uri, "a")) == 1

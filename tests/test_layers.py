@@ -21,10 +21,11 @@ The layers, bottom to top (a module may import its own layer and those below it)
 10. ``feedkv.spark``
 11. ``feedkv.pgwire``
 12. ``feedkv.server`` (the composition root that wires a node: store, ports, jobs)
-13. ``feedkv.db`` and ``feedkv`` itself (``feedkv/__init__.py``): the public client API.
-    ``feedkv.connect`` opens an embedded node, so it sits above the server that wires
-    one; nothing below it may import it (a Spark worker or the changefeed core gets a
-    ``FeedClient``, never a ``DB``).
+13. ``feedkv.db``, ``feedkv.lake`` (reading lake tables a changefeed wrote) and ``feedkv``
+    itself (``feedkv/__init__.py``): the public client API. ``feedkv.connect`` opens an
+    embedded node, so it sits above the server that wires one; nothing below it may
+    import it (a Spark worker or the changefeed core gets a ``FeedClient``, never a
+    ``DB``).
 14. ``feedkv.testing`` (public test kits: may import anything below the CLI)
 15. ``feedkv.cli`` (the edge)
 
@@ -59,7 +60,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("spark", ("feedkv.spark",)),
     ("pgwire", ("feedkv.pgwire",)),
     ("server", ("feedkv.server",)),
-    ("client API", ("feedkv.db", "feedkv")),
+    ("client API", ("feedkv.db", "feedkv.lake", "feedkv")),
     ("testing", ("feedkv.testing",)),
     ("cli", ("feedkv.cli",)),
 ]

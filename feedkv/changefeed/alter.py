@@ -23,7 +23,7 @@ from feedkv.changefeed.jobs import (
 )
 from feedkv.changefeed.options import option_error, parse_options
 from feedkv.changefeed.rows import Target
-from feedkv.changefeed.sink import parse_sink_uri
+from feedkv.changefeed.sink import parse_sink_uri, sink_defaults
 from feedkv.errors import SQLError
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
@@ -76,10 +76,15 @@ def altered_spec(
             raise option_error(
                 f"option {name} says where the changefeed started: it cannot be altered"
             )
+        if name == "lake_mode":
+            raise option_error(
+                "option lake_mode says what the lake tables hold: it cannot be altered; "
+                "create a changefeed into another lake path instead"
+            )
     for name in statement.unset:
         given.pop(name, None)
     given.update(statement.set_options)
-    options = parse_options(given.items(), now=record.created)
+    options = sink_defaults(spec.sink_uri or "", parse_options(given.items(), now=record.created))
     parse_sink_uri(spec.sink_uri or "", options)  # the sink must still accept them
     targets = list(spec.targets)
     for written in statement.drop:

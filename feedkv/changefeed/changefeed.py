@@ -13,7 +13,9 @@ Spark for jobs):
    sink is flushed at least every ``min_checkpoint_frequency``, and when ``resolved``
    markers are due the marker follows the flush, so it never precedes a row it covers.
    The high-water mark (:attr:`Changefeed.high_water`) is the last flushed frontier: a
-   restart from it loses nothing.
+   restart from it loses nothing. A :class:`~feedkv.changefeed.sink.WindowSink` (the
+   lake sinks) is not flushed but committed a window at a time: the flush names the
+   frontier it reaches.
 4. Schema changes of a watched table are found as the history is read
    (:class:`~feedkv.changefeed.schema_history.SchemaHistory`), before any row at or
    after them is emitted. Which changes count: ``schema_change_events=default``, those
@@ -56,7 +58,14 @@ from feedkv.changefeed.options import ROW_FORMATS, ChangefeedOptions
 from feedkv.changefeed.retrying import Retrying, backoff
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
 from feedkv.changefeed.schema_history import SchemaChange
-from feedkv.changefeed.sink import Message, Sink, SinkError, TerminalSinkError, message_options
+from feedkv.changefeed.sink import (
+    Message,
+    Sink,
+    SinkError,
+    TerminalSinkError,
+    WindowSink,
+    message_options,
+)
 from feedkv.errors import FeedKVError
 from feedkv.rangefeed.event import Checkpoint, Value
 from feedkv.sql.descriptor import TableDescriptor
@@ -201,7 +210,7 @@ class Changefeed:
                     self._send(message)
                 self.backfill_pending -= 1
                 self._count_emitted()
-            self._flush()
+            self._flush(start)
             self._scanned = True
             if o.initial_scan == "only":
                 return
@@ -236,7 +245,7 @@ class Changefeed:
                 advance = frontier.advance(self._clock())
                 if advance is None:
                     continue
-                self._flush()
+                self._flush(advance.to)
                 self.high_water = advance.to
                 self.retrying = None
                 if advance.marker:
@@ -302,8 +311,12 @@ class Changefeed:
             m.admit_latency.observe(max(0, self._wall_ns() - batch.admitted_wall))
             batch.admitted_wall = None
 
-    def _flush(self) -> None:
-        self._sink.flush()
+    def _flush(self, to: Timestamp) -> None:
+        """Make every row emitted durable: every row at or below ``to`` has been."""
+        if isinstance(self._sink, WindowSink):
+            self._sink.commit_window(to, self._all_topics(to))
+        else:
+            self._sink.flush()
         self._count_emitted()
         batch, m = self._batch, self._metrics
         if batch.oldest_wall is None:

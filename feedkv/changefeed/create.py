@@ -20,7 +20,7 @@ from feedkv.changefeed.jobs import is_secret, redacted
 from feedkv.changefeed.options import ChangefeedOptions, option_error, parse_options
 from feedkv.changefeed.query import CDCQuery
 from feedkv.changefeed.rows import Target
-from feedkv.changefeed.sink import SINK_OPTIONS, SinkURI, parse_sink_uri
+from feedkv.changefeed.sink import SINK_OPTIONS, SinkURI, parse_sink_uri, sink_defaults
 from feedkv.errors import BatchTimestampBeforeGCError, SQLError
 from feedkv.kv.db import KVClient
 from feedkv.sql import catalog
@@ -81,7 +81,13 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
             _check_history(db, target, desc.name, options.cursor)
     sink = None
     if statement.sink is not None:
+        options = sink_defaults(statement.sink, options)
         sink = parse_sink_uri(statement.sink, options)
+        if sink.kind.whole_rows and query is not None:
+            raise option_error(
+                f"the {sink.kind.name} sink keeps whole rows by primary key: a changefeed "
+                "into it takes tables, not a query (CREATE CHANGEFEED FOR TABLE ...)"
+            )
         if sink.scheme == "experimental-sql" and any(
             topics[t.table_id].split(".")[-1] == (sink.host + sink.path).split(".")[-1].strip("/")
             for t in targets

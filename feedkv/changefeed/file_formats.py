@@ -4,11 +4,13 @@ Both write the rows themselves (the :class:`~feedkv.changefeed.rows.RowEvent` ea
 message carries), not encoded messages. CSV has one line per row with the columns in
 table order and no header, values as ``feedkv sql`` prints them but NULL as an empty
 field. Parquet files have the table's columns, typed (DECIMAL and JSONB as text), plus
-``__crdb__event_type`` (``c`` insert or scan, ``u`` update, ``d`` delete: ``u`` and ``d``
-need ``diff`` to tell an update from an insert, so without it every write is ``c``),
-``__crdb__updated`` and ``__crdb__mvcc_timestamp``. With a CDC query, Parquet files have
-the query's columns instead: one it reads as is keeps its column's type, a computed one
-takes the type of its values (text when they differ).
+``__crdb__event_type`` (``c`` insert or scan, ``u`` update, ``d`` delete, and for lake
+changelogs ``b``, the row before an update: ``u`` and ``d`` need ``diff`` to tell an
+update from an insert, so without it every write is ``c``), ``__crdb__updated`` and
+``__crdb__mvcc_timestamp``; the schema's metadata names the primary key's columns and
+the descriptor version (:data:`ROWS_KEY`, :data:`ROWS_VERSION`). With a CDC query,
+Parquet files have the query's columns instead: one it reads as is keeps its column's
+type, a computed one takes the type of its values (text when they differ).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from feedkv.util.hlc import Timestamp
 
 __all__ = [
     "PARQUET_META",
+    "ROWS_KEY",
+    "ROWS_VERSION",
     "ParquetRows",
     "arrow_type",
     "arrow_value",
@@ -83,6 +87,10 @@ def arrow_value(kind: Kind, value: Any) -> Any:
 
 
 PARQUET_META = ("__crdb__event_type", "__crdb__updated", "__crdb__mvcc_timestamp")
+# The schema metadata of ParquetRows' batches: the primary key's column names (JSON) and
+# the descriptor version of the rows.
+ROWS_KEY = "feedkv.key"
+ROWS_VERSION = "feedkv.version"
 
 
 class ParquetRows:
@@ -90,9 +98,12 @@ class ParquetRows:
     or with ``columns`` a CDC query's, then :data:`PARQUET_META`), taken as record
     batches."""
 
-    def __init__(self, desc: TableDescriptor, columns: Columns | None = None) -> None:
+    def __init__(
+        self, desc: TableDescriptor, columns: Columns | None = None, *, images: bool = False
+    ) -> None:
         self.desc = desc
         self.columns = columns
+        self.images = images
         named = columns or tuple((c.name, c.type.kind, c.name) for c in desc.columns)
         self._names = [name for name, _kind, _source in named]
         self._kinds = [kind for _name, kind, _source in named]
@@ -105,6 +116,11 @@ class ParquetRows:
         self._updated: list[str] = []
         self._mvcc: list[str] = []
         self._texts: dict[Timestamp, str] = {}  # NB: rows share timestamps (a txn's, a scan's)
+        # Which rows these are, for a reader that keeps rows by key (the lake sinks).
+        self._metadata = {
+            ROWS_KEY: json.dumps(self._key_names),
+            ROWS_VERSION: str(desc.version),
+        }
 
     def __len__(self) -> int:
         return len(self._event_types)
@@ -131,8 +147,17 @@ class ParquetRows:
     def add_event(self, event: RowEvent) -> None:
         """One row change: a deletion keeps its key columns only (those a query reads
         as is, under their names in the query); ``u`` needs ``diff`` (``had_before``) to
-        tell an update from an insert."""
+        tell an update from an insert. With ``images`` (a lake changelog, as Delta's
+        Change Data Feed has them) and ``diff``, an update is preceded by the row before
+        it (event type ``b``) and a deletion carries the whole deleted row."""
         row = event.after
+        before = event.before if self.images and event.had_before else None
+        if before is not None:
+            values = [before.get(name) for name in self._names]
+            if row is None:
+                self.add(values, "d", event.mvcc_ts, event.updated)
+                return
+            self.add(values, "b", event.mvcc_ts, event.updated)
         if row is None:
             key = dict(zip(self._key_names, event.key, strict=True))
             values = [key.get(source) if source else None for source in self._sources]
@@ -157,7 +182,10 @@ class ParquetRows:
             arrays.append(pa.array(meta, pa.string()))
             meta.clear()
         self._texts.clear()
-        return pa.RecordBatch.from_arrays(arrays, names=[*self._names, *PARQUET_META])
+        names = [*self._names, *PARQUET_META]
+        fields = [pa.field(name, array.type) for name, array in zip(names, arrays, strict=True)]
+        schema = pa.schema(fields, metadata=self._metadata)
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _computed_array(values: list[Any]) -> pa.Array:

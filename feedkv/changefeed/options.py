@@ -58,6 +58,7 @@ class ChangefeedOptions:
     key_in_value: bool = False
     topic_in_value: bool = False
     full_table_name: bool = False
+    lake_mode: str = "mirror"  # mirror | changelog (lake sinks only)
     split_column_families: bool = False
     schema_change_events: str = "default"  # default | column_changes
     schema_change_policy: str = "backfill"  # backfill | nobackfill | stop
@@ -194,6 +195,7 @@ _OPTIONS: dict[str, _Parser] = {
     "webhook_auth_header": _text,
     "webhook_client_timeout": _duration,
     "metrics_label": _text,
+    "lake_mode": _choice("mirror", "changelog"),
 }
 
 OPTION_NAMES = frozenset(_OPTIONS)

@@ -38,7 +38,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 from urllib.parse import parse_qsl, urlsplit
 
 from feedkv.changefeed.options import ChangefeedOptions, option_error
@@ -60,10 +60,12 @@ __all__ = [
     "SinkKind",
     "SinkURI",
     "TerminalSinkError",
+    "WindowSink",
     "check_sink",
     "make_sink",
     "message_options",
     "parse_sink_uri",
+    "sink_defaults",
 ]
 
 
@@ -134,6 +136,21 @@ class Sink(Protocol):
         """After a :class:`SinkError`: drop what was not delivered and forget the
         failure, so the changefeed can emit again from its last resolved timestamp
         (which covers everything dropped)."""
+        ...
+
+
+@runtime_checkable
+class WindowSink(Sink, Protocol):
+    """A sink that commits what it took in windows of the resolved frontier (the lake
+    sinks): the changefeed calls :meth:`commit_window` where it would call ``flush``."""
+
+    def commit_window(self, resolved: Timestamp, topics: Iterable[str]) -> None:
+        """Block until every message emitted so far is durable, committed as the window
+        ending at ``resolved`` (inclusive): every row at or below it has been emitted.
+        ``topics`` are every topic the changefeed's rows may go to.
+        Idempotent per window: rows a previous run already committed (at or below what
+        the sink's destination records) are not written again. Raises
+        :class:`SinkError`."""
         ...
 
 
@@ -416,6 +433,12 @@ class SinkKind:
     # ``module:function`` taking ``(SinkURI, ChangefeedOptions)``: reaches the sink once
     # when a changefeed is created, raising SQLError if it cannot be used (None: no check)
     check: str | None = None
+    # ``module:function`` taking and returning ChangefeedOptions: the sink's own defaults
+    # for options the statement did not give (lake sinks carry rows: format=parquet)
+    defaults: str | None = None
+    # It keeps tables of whole source rows by primary key: a CDC query's projection or
+    # split column families are refused when the changefeed is created.
+    whole_rows: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -492,6 +515,7 @@ SINK_OPTIONS = frozenset(
         "webhook_sink_config",
         "webhook_auth_header",
         "webhook_client_timeout",
+        "lake_mode",
     }
 )
 _TLS = frozenset({"ca_cert", "client_cert", "client_key", "insecure_tls_skip_verify"})
@@ -557,6 +581,28 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         frozenset({"json"}),
     ),
     SinkKind(
+        "delta",
+        ("delta",),
+        "feedkv.changefeed.sinks.lake:make",
+        frozenset(),
+        frozenset({"parquet"}),
+        frozenset({"lake_mode"}),
+        check="feedkv.changefeed.sinks.lake:check",
+        defaults="feedkv.changefeed.sinks.lake:defaults",
+        whole_rows=True,
+    ),
+    SinkKind(
+        "iceberg",
+        ("iceberg",),
+        "feedkv.changefeed.sinks.lake:make",
+        frozenset({"warehouse", "catalog_uri"}),
+        frozenset({"parquet"}),
+        frozenset({"lake_mode"}),
+        check="feedkv.changefeed.sinks.lake:check",
+        defaults="feedkv.changefeed.sinks.lake:defaults",
+        whole_rows=True,
+    ),
+    SinkKind(
         "null",
         ("null",),
         "feedkv.changefeed.sinks.null:make",
@@ -582,6 +628,22 @@ def message_options(options: ChangefeedOptions, sink_uri: str | None) -> Changef
     if kind is None or not kind.keyless:
         return options
     return dataclasses.replace(options, key_in_value=True)
+
+
+def sink_defaults(uri: str, options: ChangefeedOptions) -> ChangefeedOptions:
+    """``options`` with the defaults of ``uri``'s sink for what they do not give (for
+    lake sinks, ``format=parquet``: they take rows, not encoded messages); unchanged
+    for a sink without defaults or a URI no sink takes (:func:`parse_sink_uri` says
+    why)."""
+    try:
+        kind = _BY_SCHEME.get(urlsplit(uri).scheme.lower())
+    except ValueError:
+        return options
+    if kind is None or kind.defaults is None:
+        return options
+    module, _, function = kind.defaults.partition(":")
+    adjusted: ChangefeedOptions = getattr(importlib.import_module(module), function)(options)
+    return adjusted
 
 
 def parse_sink_uri(uri: str, options: ChangefeedOptions) -> SinkURI:
@@ -649,6 +711,11 @@ def parse_sink_uri(uri: str, options: ChangefeedOptions) -> SinkURI:
     for name, _value in options.given:
         if name in SINK_OPTIONS and name not in kind.options:
             raise option_error(f"option {name} is not usable with the {kind.name} sink")
+    if kind.whole_rows and options.split_column_families:
+        raise option_error(
+            f"option split_column_families is not usable with the {kind.name} sink: "
+            "it keeps whole rows"
+        )
     return SinkURI(uri, kind, scheme, parts.netloc, parts.path, params)
 
 

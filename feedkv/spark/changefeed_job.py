@@ -29,7 +29,9 @@ The query reads ``spark.readStream.format("feedkv_changefeed")`` and writes
   (:class:`~feedkv.changefeed.sinks.batch_publisher.BatchPublisher`): tasks stage
   their files, the commit publishes the batch's files through a manifest keyed by the
   batch id, then writes the resolved marker; a replayed batch id publishes nothing
-  twice. Other
+  twice. Lake sinks (Delta, Iceberg) are exactly-once too: tasks stage their rows,
+  the commit commits the batch's window once per table (a replayed batch finds the
+  window recorded and writes nothing new; :mod:`feedkv.changefeed.sinks.lake`). Other
   sinks (Kafka, webhook, SQL table) are at-least-once; every message carries its MVCC
   timestamp so consumers can drop what they saw.
 
@@ -78,6 +80,7 @@ from feedkv.changefeed.sink import (
     message_options,
     parse_sink_uri,
 )
+from feedkv.changefeed.sinks import lake
 from feedkv.changefeed.sinks.batch_publisher import BatchPublisher, StagedBlobs
 from feedkv.changefeed.sinks.cloud_storage import DEFAULT_FILE_SIZE, blob_store, file_sink
 from feedkv.errors import InvalidArgumentError, InvariantViolation
@@ -224,7 +227,8 @@ def _row_blocks(db: FeedClient, spec: ChangefeedSpec, part: _TablePiece) -> Iter
             yield topic, block.desc.version, block.take()
             block = None
         if block is None:
-            block = blocks[topic] = ParquetRows(event.table, event.columns)
+            images = spec.options.lake_mode == "changelog"  # before-images, as Delta's CDF
+            block = blocks[topic] = ParquetRows(event.table, event.columns, images=images)
         block.add_event(event)
         if len(block) >= size.rows:
             yield topic, block.desc.version, size.take(block)
@@ -386,6 +390,7 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
         self.job = job
         self.uri = parse_sink_uri(job.spec.sink_uri or "", job.spec.options)
         self.exactly_once = self.uri.scheme in FILE_SCHEMES
+        self.lake = self.uri.kind.whole_rows  # delta://, iceberg://: a commit per window
         self._histories: dict[int, SchemaHistory] = {}  # the driver's, across commits
         self._progress: Frontier | None = None  # the driver's, across commits
         self.clock: Callable[[], float] = time.monotonic  # seconds, for the marker cadence
@@ -394,6 +399,8 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
         return {**self.__dict__, "_histories": {}, "_progress": None}
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskResult:
+        if self.lake:
+            return self._stage(iterator)
         result = TaskResult()
         staged: StagedBlobs | None = None
         sink: Sink | None = None
@@ -431,6 +438,40 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
             result.staged = staged.staged
         return result
 
+    def _stage(self, iterator: Iterator[pa.RecordBatch]) -> TaskResult:
+        """A lake sink's task: its rows staged as files for the driver's commit."""
+        result = TaskResult()
+        batches = []
+        parse = Timestamp.parse
+        for topic, _schema_id, block, resolved, lo in spark_rows(iterator):
+            if resolved is not None:
+                hi, lo_ts = parse(resolved), parse(lo)
+                result.resolved = max(result.resolved or hi, hi)
+                result.lo = min(result.lo or lo_ts, lo_ts)
+                continue
+            batch = from_ipc(block)
+            result.rows += batch.num_rows
+            batches.append((topic, batch))
+        result.staged = [(path, path) for path in lake.stage(self.uri, self.job.job_id, batches)]
+        return result
+
+    def _commit_lake(
+        self, results: list[TaskResult], resolved: Timestamp | None, batch_id: int
+    ) -> None:
+        """Commit the batch's window into the lake tables: one commit per table, rows a
+        previous run of the batch committed skipped (:mod:`~feedkv.changefeed.sinks.lake`),
+        so a replayed batch writes nothing new."""
+        staged = [path for result in results for path, _ in result.staged]
+        if resolved is not None:
+            sink = lake.make(self.uri, self.job.spec.options)
+            try:
+                sink.emit_batches(lake.read_staged(staged))
+                topics = self.job.spec.topics.values()
+                sink.commit_window(resolved, topics, batch=(self.job.job_id, batch_id))
+            finally:
+                sink.close()
+        lake.remove_staged(staged)
+
     def _open(self, start: Timestamp) -> tuple[StagedBlobs | None, Sink]:
         """The task's sink (and, exactly-once, the staging its files go to)."""
         options = self.job.spec.options
@@ -442,6 +483,9 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         results = [m for m in messages if isinstance(m, TaskResult)]
         resolved = max((m.resolved for m in results if m.resolved), default=None)
+        if self.lake:
+            self._commit_lake(results, resolved, batchId)
+            return
         if self.exactly_once:
             blobs = blob_store(self.uri)
             try:
@@ -476,6 +520,9 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
         return self._progress
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.lake:
+            lake.remove_staged(path for m in messages for path, _ in getattr(m, "staged", []))
+            return
         if not self.exactly_once:
             return
         blobs = blob_store(self.uri)

@@ -1,0 +1,202 @@
+"""Delta Lake tables for the lake sink (:mod:`feedkv.changefeed.sinks.lake`), written
+with delta-rs (``deltalake``): no JVM.
+
+Each table is ``<dir>/<topic>``; each window is one commit whose custom metadata holds
+``feedkv.resolved`` (mirror: a MERGE on the primary key; changelog: an append) and, for
+a Spark job's batch, the application transaction ``(feedkv-<job id>, <batch id>)``, with
+schema evolution in the same commit (``merge_schema``, ``schema_mode='merge'``). The
+marker is
+``<dir>/_feedkv_resolved``, written to a temporary file, fsynced and renamed.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from feedkv.changefeed.options import option_error
+from feedkv.changefeed.sink import SinkError
+from feedkv.changefeed.sinks.lake_tables import (
+    MARKER,
+    RESOLVED_KEY,
+    Marker,
+    TableChange,
+    sink_error,
+)
+from feedkv.errors import InvalidArgumentError
+from feedkv.util.hlc import Timestamp
+
+__all__ = ["DeltaTables"]
+
+_DELETE = "_feedkv_delete"  # the merge source's flag: this key was deleted
+_HISTORY_PAGE = 16
+
+
+class DeltaTables:
+    """The Delta tables under ``root`` (a local directory, created when missing)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        try:
+            os.makedirs(root, exist_ok=True)
+        except OSError as exc:
+            raise option_error(
+                f"cannot use {root!r} for Delta tables: {exc.strerror}; the path must be a "
+                "directory this node can write to"
+            ) from None
+
+    def _path(self, table: str) -> str:
+        return os.path.join(self.root, table)
+
+    def _open(self, table: str) -> Any:
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        try:
+            return DeltaTable(self._path(table))
+        except TableNotFoundError:
+            return None
+        except Exception as exc:
+            raise sink_error(f"cannot open Delta table {self._path(table)}", exc) from exc
+
+    def last_resolved(self, table: str) -> Timestamp | None:
+        dt = self._open(table)
+        if dt is None:
+            return None
+        for _version, recorded in _windows(dt):
+            return recorded
+        return None
+
+    def version_at(self, table: str, resolved: Timestamp) -> int | None:
+        dt = self._open(table)
+        if dt is None:
+            return None
+        for version, recorded in _windows(dt):
+            if recorded <= resolved:
+                return version
+        return None
+
+    def commit(self, change: TableChange) -> None:
+        from deltalake import CommitProperties, Transaction, write_deltalake
+
+        apps = []
+        if change.batch is not None:  # as Spark's Delta sink records txnAppId/txnVersion
+            job_id, batch_id = change.batch
+            apps.append(Transaction(app_id=f"feedkv-{job_id}", version=batch_id))
+        props = CommitProperties(
+            custom_metadata={RESOLVED_KEY: str(change.resolved)}, app_transactions=apps or None
+        )
+        path = self._path(change.table)
+        try:
+            dt = self._open(change.table)
+            if change.changes is not None:
+                write_deltalake(
+                    path,
+                    change.changes,
+                    mode="append",
+                    schema_mode="merge",
+                    commit_properties=props,
+                )
+                return
+            upserts, deletes = change.upserts, change.deletes
+            if upserts is None or deletes is None:
+                raise InvalidArgumentError(f"a mirror commit into {path} needs its rows")
+            if dt is None:  # a new table: its rows are all inserts
+                write_deltalake(path, upserts, mode="append", commit_properties=props)
+                return
+            self._merge(dt, change, upserts, deletes, props)
+        except SinkError:
+            raise
+        except Exception as exc:
+            raise sink_error(f"cannot commit into Delta table {path}", exc) from exc
+
+    def _merge(
+        self, dt: Any, change: TableChange, upserts: pa.Table, deletes: pa.Table, props: Any
+    ) -> None:
+        """Apply the window's last change of each key: delete, update or insert."""
+        source = pa.concat_tables(
+            [
+                upserts.append_column(_DELETE, pa.array([False] * len(upserts), pa.bool_())),
+                deletes.append_column(_DELETE, pa.array([True] * len(deletes), pa.bool_())),
+            ],
+            promote_options="permissive",
+        )
+        # The source's columns (merge_schema adds those it added) and NULL for those it
+        # dropped: they stay in the Delta table, NULL from here on. NB: as source
+        # columns: delta-rs refuses a NULL literal for a target column under merge_schema.
+        target = pa.schema(dt.schema().to_arrow())
+        for field in target:
+            if field.name not in source.column_names:
+                source = source.append_column(field.name, pa.nulls(len(source), field.type))
+        values = {c: f"s.`{c}`" for c in source.column_names if c != _DELETE}
+        on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in change.key)
+        (
+            dt.merge(
+                source,
+                predicate=on,
+                source_alias="s",
+                target_alias="t",
+                merge_schema=True,
+                commit_properties=props,
+            )
+            .when_matched_delete(predicate=f"s.`{_DELETE}`")
+            .when_matched_update(updates=values, predicate=f"NOT s.`{_DELETE}`")
+            .when_not_matched_insert(updates=values, predicate=f"NOT s.`{_DELETE}`")
+            .execute()
+        )
+
+    def marker(self) -> Marker | None:
+        try:
+            with open(os.path.join(self.root, MARKER)) as f:
+                return Marker.from_json(f.read())
+        except FileNotFoundError:
+            return None
+        except (OSError, InvalidArgumentError) as exc:
+            raise sink_error(f"cannot read {MARKER} in {self.root}", exc) from exc
+
+    def read(self, table: str, version: int) -> pa.Table:
+        from deltalake import DeltaTable
+
+        return DeltaTable(self._path(table), version=version).to_pyarrow_table()
+
+    def write_marker(self, marker: Marker) -> None:
+        path = os.path.join(self.root, MARKER)
+        tmp = f"{path}.{secrets.token_hex(4)}.tmp"
+        try:
+            with open(tmp, "w") as f:
+                f.write(marker.to_json())
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            fd = os.open(self.root, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise sink_error(f"cannot write {path}", exc) from exc
+
+    def close(self) -> None:
+        pass
+
+
+def _windows(dt: Any) -> Iterator[tuple[int, Timestamp]]:
+    """The windows committed into ``dt``, newest first: ``(version, feedkv.resolved)``.
+    NB: the newest few first, the whole history only if the caller reads past them
+    (reading every commit of a long-running table each window would cost O(commits))."""
+    seen = -1
+    for limit in (_HISTORY_PAGE, None):
+        commits = dt.history(limit) if limit is not None else dt.history()
+        for commit in commits:
+            version = int(commit["version"])
+            if seen != -1 and version >= seen:
+                continue  # read in the first page
+            seen = version
+            if RESOLVED_KEY in commit:
+                yield version, Timestamp.parse(str(commit[RESOLVED_KEY]))
+        if limit is not None and len(commits) < limit:
+            return

@@ -1,0 +1,188 @@
+"""Iceberg tables for the lake sink (:mod:`feedkv.changefeed.sinks.lake`), written with
+pyiceberg through its SQL catalog (a local SQLite file by default): no JVM.
+
+Each table is ``<namespace>.<topic>``; each window is one table commit (one pyiceberg
+transaction) that evolves the schema when the source's changed, writes the rows and
+sets the table property ``feedkv.resolved``; every snapshot it makes carries
+``feedkv.resolved`` in its summary. Mirror deletes the window's changed keys and
+appends their new rows (copy-on-write: an Iceberg delete snapshot, then an append
+snapshot, in the one commit); changelog appends. The marker is the namespace property
+``feedkv.resolved`` (the SQL catalog updates it in one database transaction).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+import pyarrow as pa
+
+from feedkv.changefeed.options import option_error
+from feedkv.changefeed.sink import SinkError
+from feedkv.changefeed.sinks.lake_tables import RESOLVED_KEY, Marker, TableChange, sink_error
+from feedkv.errors import InvalidArgumentError
+from feedkv.util.hlc import Timestamp
+
+__all__ = ["IcebergTables"]
+
+
+class IcebergTables:
+    """The tables of ``namespace`` in the SQL catalog ``catalog`` at ``catalog_uri``
+    (a SQLAlchemy URL), their files under ``warehouse``. Raises SQLError 22023 when the
+    catalog cannot be opened."""
+
+    def __init__(self, catalog: str, namespace: str, catalog_uri: str, warehouse: str) -> None:
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        self.namespace = namespace
+        try:
+            os.makedirs(warehouse, exist_ok=True)
+        except OSError as exc:
+            raise option_error(
+                f"cannot use the Iceberg warehouse {warehouse!r}: {exc.strerror}; it must be "
+                "a directory this node can write to"
+            ) from None
+        try:
+            self._catalog = SqlCatalog(catalog, uri=catalog_uri, warehouse=f"file://{warehouse}")
+            self._catalog.create_namespace_if_not_exists(namespace)
+        except Exception as exc:
+            raise option_error(
+                f"cannot open the Iceberg catalog {catalog!r} at {catalog_uri!r}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
+
+    def _load(self, table: str) -> Any:
+        from pyiceberg.exceptions import NoSuchTableError
+
+        try:
+            return self._catalog.load_table((self.namespace, table))
+        except NoSuchTableError:
+            return None
+        except Exception as exc:
+            raise sink_error(f"cannot load Iceberg table {self.namespace}.{table}", exc) from exc
+
+    def last_resolved(self, table: str) -> Timestamp | None:
+        tbl = self._load(table)
+        if tbl is None or RESOLVED_KEY not in tbl.properties:
+            return None
+        return Timestamp.parse(tbl.properties[RESOLVED_KEY])
+
+    def version_at(self, table: str, resolved: Timestamp) -> int | None:
+        tbl = self._load(table)
+        if tbl is None:
+            return None
+        found = None
+        for snapshot in tbl.snapshots():  # in commit order
+            recorded = snapshot.summary.get(RESOLVED_KEY) if snapshot.summary else None
+            if recorded is not None and Timestamp.parse(recorded) <= resolved:
+                found = int(snapshot.snapshot_id)
+        return found
+
+    def commit(self, change: TableChange) -> None:
+        name = f"{self.namespace}.{change.table}"
+        props = {RESOLVED_KEY: str(change.resolved)}
+        if change.batch is not None:
+            props = {
+                **props,
+                "feedkv.job": str(change.batch[0]),
+                "feedkv.batch": str(change.batch[1]),
+            }
+        try:
+            tbl = self._load(change.table)
+            if tbl is None:
+                tbl = self._catalog.create_table((self.namespace, change.table), _schema(change))
+            with tbl.transaction() as txn:
+                self._evolve(txn, tbl, _schema(change), change)
+                if change.changes is not None:
+                    txn.append(change.changes, snapshot_properties=props)
+                else:
+                    if change.upserts is None or change.deletes is None:
+                        raise InvalidArgumentError(f"a mirror commit into {name} needs its rows")
+                    changed = pa.concat_tables(
+                        [change.upserts.select(list(change.key)), change.deletes],
+                        promote_options="permissive",
+                    )
+                    if len(changed) and tbl.current_snapshot() is not None:
+                        with warnings.catch_warnings():  # NB: new keys match no row: expected
+                            warnings.filterwarnings("ignore", "Delete operation did not match")
+                            txn.delete(_keys_filter(change.key, changed), snapshot_properties=props)
+                    if len(change.upserts):
+                        txn.append(change.upserts, snapshot_properties=props)
+                txn.set_properties({RESOLVED_KEY: props[RESOLVED_KEY]})
+        except SinkError:
+            raise
+        except Exception as exc:
+            raise sink_error(f"cannot commit into Iceberg table {name}", exc) from exc
+
+    def _evolve(self, txn: Any, tbl: Any, schema: pa.Schema, change: TableChange) -> None:
+        """Add the columns the source added; drop those it dropped (old snapshots keep
+        them)."""
+        have = tbl.schema().as_arrow().names
+        meta = set(_meta_names(change))
+        dropped = [c for c in have if c not in schema.names and c not in meta]
+        added = [f for f in schema if f.name not in have]
+        if not added and not dropped:
+            return
+        with txn.update_schema() as update:
+            if added:
+                update.union_by_name(pa.schema(added))
+            for column in dropped:
+                update.delete_column(column)
+
+    def marker(self) -> Marker | None:
+        try:
+            properties = self._catalog.load_namespace_properties(self.namespace)
+        except Exception as exc:
+            raise sink_error(f"cannot read namespace {self.namespace}", exc) from exc
+        text = properties.get(RESOLVED_KEY)
+        return None if text is None else Marker.from_json(text)
+
+    def read(self, table: str, version: int) -> pa.Table:
+        tbl = self._catalog.load_table((self.namespace, table))
+        return tbl.scan(snapshot_id=version).to_arrow()
+
+    def write_marker(self, marker: Marker) -> None:
+        try:
+            self._catalog.update_namespace_properties(
+                self.namespace, updates={RESOLVED_KEY: marker.to_json()}
+            )
+        except Exception as exc:
+            raise sink_error(f"cannot update namespace {self.namespace}", exc) from exc
+
+    def close(self) -> None:
+        engine = getattr(self._catalog, "engine", None)
+        if engine is not None:
+            engine.dispose()
+
+
+def _meta_names(change: TableChange) -> list[str]:
+    if change.changes is None:
+        return []
+    return [n for n in change.changes.column_names if n not in change.columns.names]
+
+
+def _schema(change: TableChange) -> pa.Schema:
+    """The lake table's columns: the source's (and the changelog's own)."""
+    if change.changes is not None:
+        return change.changes.schema.remove_metadata()
+    return change.columns.remove_metadata()
+
+
+def _keys_filter(key: tuple[str, ...], rows: pa.Table) -> Any:
+    """An Iceberg row filter matching the keys in ``rows``."""
+    import pyiceberg.expressions
+
+    # NB: pyiceberg's predicates are pydantic models whose constructors mypy misreads
+    ex: Any = pyiceberg.expressions
+    And, EqualTo, In, Or = ex.And, ex.EqualTo, ex.In, ex.Or
+    columns = [rows.column(k).to_pylist() for k in key]
+    if len(key) == 1:
+        return In(key[0], set(columns[0]))
+    terms = [
+        And(*(EqualTo(k, v) for k, v in zip(key, values, strict=True)))
+        if len(key) > 1
+        else EqualTo(key[0], values[0])
+        for values in set(zip(*columns, strict=True))
+    ]
+    return terms[0] if len(terms) == 1 else Or(*terms)

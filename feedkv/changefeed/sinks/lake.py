@@ -1,0 +1,458 @@
+"""``delta:///dir`` and ``iceberg://<catalog>/<namespace>``: changefeeds into lake tables.
+
+One lake table per source table (per topic): a Delta table in ``<dir>/<topic>``, or
+the Iceberg table ``<namespace>.<topic>`` of a pyiceberg SQL catalog. Rows arrive as
+Parquet rows (:class:`~feedkv.changefeed.file_formats.ParquetRows`; the sink's
+default ``format``) and wait in the sink until their window of the resolved frontier
+is committed (:meth:`LakeSink.commit_window`, which the changefeed calls where other
+sinks are flushed; rows the feed delivered above the window's end wait for their own
+window): a window ``(r_prev, r_next]`` holds whole transactions and no row
+of it will come again, so each lake table takes it as **one commit** (a Delta commit,
+one Iceberg table commit) recording ``r_next`` under ``feedkv.resolved`` (the Delta
+commit's custom metadata; the Iceberg snapshot summary and table property).
+
+``lake_mode``:
+
+- ``mirror`` (the default): the table equals its source table as of each recorded
+  timestamp. The window is reduced to the last change of each primary key and applied
+  by key (a Delta MERGE; an Iceberg delete of the changed keys and an append, in one
+  transaction: one table commit, whose copy-on-write makes a delete or overwrite
+  snapshot and an append snapshot, each recording ``feedkv.resolved``).
+- ``changelog``: every change is appended with ``_change_type`` (``insert``,
+  ``update_preimage`` and ``update_postimage``, or ``delete``: the names and rows of
+  Delta's Change Data Feed; the sink turns ``diff`` on, which tells an update from an
+  insert and gives the row before it), ``_feedkv_updated`` and
+  ``_feedkv_mvcc_timestamp`` (HLC timestamps as decimal strings, as CockroachDB's
+  ``updated``). A deletion carries the deleted row (its key columns only when
+  ``diff`` was turned off).
+
+**Exactly-once.** A table's last recorded ``feedkv.resolved`` says which rows it holds:
+every row at or below it. A window committed again (a changefeed restarted from its
+high-water mark after a crash, a Spark batch replayed) writes only its rows above it;
+a window at or below it writes nothing. A window with no rows for a table commits
+nothing to that table (idle tables get no empty commits).
+
+**Consistent across tables.** After every table took a window, the sink records the
+window's end and the version (Delta) or snapshot id (Iceberg) of every table at it in a
+marker: ``<dir>/_feedkv_resolved`` (JSON, replaced atomically), or the namespace
+property ``feedkv.resolved`` of an Iceberg namespace. A table's version at a timestamp
+is the last commit recording one at or below it (not always its newest: after a crash
+between two tables' commits, a table may hold a later window than the restart's
+first). :func:`read_consistent` returns the marker: reading each table at its version
+shows every table as of the same timestamp. A crash between two tables' commits leaves
+the marker at the window before, so a reader never sees half a window; the restart
+commits the window again, which completes the tables that missed it and writes nothing
+into the others. A table missing from the marker had no rows yet at its timestamp.
+
+**Schema changes** arrive as rows of the table's new descriptor version, at the change
+(``schema_change_policy='backfill'`` rewrites every row there): ADD COLUMN adds the
+column to the lake table (old rows read it as NULL). DROP COLUMN removes it from an
+Iceberg table's schema (old snapshots keep it); a Delta table keeps the column (delta-rs
+drops columns only under column mapping) and rows written from the change on hold NULL
+in it. Under ``nobackfill`` rows not rewritten keep their old values; ``stop`` ends the
+changefeed before the change, as for every sink.
+
+**On Spark** tasks stage their rows as Parquet files under ``_feedkv_staging`` (in the
+Delta directory or the Iceberg warehouse); the driver's commit of the batch (a window)
+reads them back and commits the window as above, then deletes them.
+
+One changefeed per Delta directory or Iceberg namespace: tables another changefeed
+wrote would be taken as already holding rows up to their recorded timestamp. The thread
+runner holds a window's rows in memory (an initial scan's, the whole table).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import secrets
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from feedkv.changefeed.file_formats import PARQUET_META, ROWS_KEY, ROWS_VERSION, ParquetRows
+from feedkv.changefeed.options import ChangefeedOptions, option_error
+from feedkv.changefeed.rows import RowEvent
+from feedkv.changefeed.sink import Message, RowBlock, SinkError, SinkURI, TerminalSinkError
+from feedkv.changefeed.sinks.lake_tables import LakeTables, Marker, TableChange
+from feedkv.util.hlc import Timestamp
+
+__all__ = [
+    "CHANGE_COLUMNS",
+    "STAGING",
+    "LakeSink",
+    "check",
+    "defaults",
+    "lake_tables",
+    "make",
+    "read_consistent",
+    "read_tables",
+    "stage",
+]
+
+STAGING = "_feedkv_staging"  # Spark tasks' staged rows, under the directory or warehouse
+CHANGE_COLUMNS = ("_change_type", "_feedkv_updated", "_feedkv_mvcc_timestamp")
+_CHANGE_TYPES = {
+    "c": "insert",
+    "b": "update_preimage",
+    "u": "update_postimage",
+    "d": "delete",
+}
+_EVENT_TYPE, _UPDATED, _MVCC = PARQUET_META
+
+
+class LakeSink:
+    """A :class:`~feedkv.changefeed.sink.WindowSink` into lake tables (see the module
+    docstring). Rows are held in memory until their window is committed; ``flush`` has
+    no window to commit them in and does nothing (the changefeed commits windows)."""
+
+    def __init__(self, tables: LakeTables, mode: str) -> None:
+        self._tables = tables
+        self._mode = mode
+        self._pending: dict[str, list[pa.RecordBatch]] = {}
+        self._open: dict[str, ParquetRows] = {}
+        self._applied: dict[str, Timestamp | None] = {}  # each table's last resolved, read once
+        self._closed = False
+
+    # Sink.
+
+    def emit_row(self, message: Message) -> None:
+        if self._closed:
+            raise SinkError("the sink is closed")
+        row, topic = message.row, message.topic
+        if isinstance(row, RowBlock):
+            self._seal(topic)
+            self._pending.setdefault(topic, []).append(row.batch)
+            return
+        if not isinstance(row, RowEvent):
+            raise TerminalSinkError("a lake sink takes rows (format=parquet), not encoded messages")
+        rows = self._open.get(topic)
+        if rows is not None and not rows.holds(row.table, row.columns):
+            self._seal(topic)
+            rows = None
+        if rows is None:
+            images = self._mode == "changelog"
+            rows = self._open[topic] = ParquetRows(row.table, row.columns, images=images)
+        rows.add_event(row)
+
+    def emit_batches(self, batches: Iterable[tuple[str, pa.RecordBatch]]) -> None:
+        """Take rows as Parquet rows' record batches, by topic (staged by Spark tasks)."""
+        for topic, batch in batches:
+            self.emit_row(Message(topic, b"", None, Timestamp(0), Timestamp(0), 0, RowBlock(batch)))
+
+    def flush(self) -> None:
+        if self._closed:
+            raise SinkError("the sink is closed")
+
+    def emit_resolved(self, ts: Timestamp, topics: Iterable[str]) -> None:
+        """Nothing to write: :meth:`commit_window` recorded ``ts`` in every table and
+        in the marker."""
+
+    def commit_window(
+        self,
+        resolved: Timestamp,
+        topics: Iterable[str] = (),
+        *,
+        batch: tuple[int, int] | None = None,
+    ) -> None:
+        """Commit every row taken as the window ending at ``resolved``: one commit per
+        table with rows above its recorded timestamp, then the marker (see the module
+        docstring). Idempotent per window; raises :class:`SinkError`. ``batch`` is a
+        Spark job's ``(job id, batch id)``, recorded beside the window."""
+        if self._closed:
+            raise SinkError("the sink is closed")
+        for topic in list(self._open):
+            self._seal(topic)
+        pending: dict[str, list[pa.RecordBatch]] = {}
+        later: dict[str, list[pa.RecordBatch]] = {}
+        for topic, batches in self._pending.items():
+            for rows in batches:
+                due, after = _split(rows, resolved)
+                if due.num_rows:
+                    pending.setdefault(topic, []).append(due)
+                if after.num_rows:
+                    later.setdefault(topic, []).append(after)
+        self._pending = later
+        try:
+            for table in sorted(pending):
+                change = self._change(table, resolved, pending[table])
+                if change is not None:
+                    self._tables.commit(dataclasses.replace(change, batch=batch))
+                self._applied[table] = max(resolved, self._applied.get(table) or resolved)
+            marker = self._tables.marker()
+            if marker is not None and marker.resolved >= resolved:
+                return  # a window committed again: the marker is there already
+            names = set(topics) | set(pending) | set(marker.versions if marker else ())
+            versions = {}
+            for name in sorted(names):
+                version = self._tables.version_at(name, resolved)
+                if version is not None:
+                    versions[name] = version
+            self._tables.write_marker(Marker(resolved, versions))
+        except SinkError:
+            self._applied.clear()  # read again: the failed commit may have landed
+            raise
+
+    def reset(self) -> None:
+        self._pending.clear()
+        self._open.clear()
+        self._applied.clear()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.reset()
+        self._tables.close()
+
+    # Windows.
+
+    def _seal(self, topic: str) -> None:
+        rows = self._open.pop(topic, None)
+        if rows is not None and len(rows):
+            self._pending.setdefault(topic, []).append(rows.take())
+
+    def _last_applied(self, table: str) -> Timestamp | None:
+        if table not in self._applied:
+            self._applied[table] = self._tables.last_resolved(table)
+        return self._applied[table]
+
+    def _change(
+        self, table: str, resolved: Timestamp, batches: list[pa.RecordBatch]
+    ) -> TableChange | None:
+        """The commit of ``batches`` into ``table``: only their rows above what it
+        holds; ``None`` when there are none."""
+        applied = self._last_applied(table)
+        if applied is not None and resolved <= applied:
+            return None
+        newest = max(
+            batches, key=lambda b: int((b.schema.metadata or {}).get(ROWS_VERSION.encode(), 0))
+        )
+        metadata = newest.schema.metadata or {}
+        key = tuple(json.loads(metadata.get(ROWS_KEY.encode(), b"[]")))
+        if not key:
+            raise TerminalSinkError(f"the rows of {table} name no primary key")
+        names = [n for n in newest.schema.names if n not in PARQUET_META]
+        columns = pa.schema([newest.schema.field(n) for n in names])
+        frame = pa.concat_tables(
+            [pa.Table.from_batches([b]) for b in batches], promote_options="permissive"
+        )
+        for name in names:  # NB: older versions' batches lack a column added since
+            if name not in frame.column_names:
+                frame = frame.append_column(name, pa.nulls(len(frame), columns.field(name).type))
+        updated = [Timestamp.parse(t) for t in frame.column(_UPDATED).to_pylist()]
+        order = sorted(
+            (i for i, ts in enumerate(updated) if applied is None or ts > applied),
+            key=updated.__getitem__,
+        )
+        if not order:
+            return None
+        kinds = frame.column(_EVENT_TYPE).to_pylist()
+        if self._mode == "changelog":
+            rows = frame.take(pa.array(order, pa.int64()))
+            changes = rows.select(names)
+            change_types = [_CHANGE_TYPES[kinds[i]] for i in order]
+            changes = changes.append_column("_change_type", pa.array(change_types, pa.string()))
+            changes = changes.append_column("_feedkv_updated", rows.column(_UPDATED))
+            changes = changes.append_column("_feedkv_mvcc_timestamp", rows.column(_MVCC))
+            return TableChange(table, resolved, key, columns, changes=changes)
+        key_values = list(zip(*(frame.column(k).to_pylist() for k in key), strict=True))
+        last: dict[tuple[Any, ...], int] = {}
+        for i in order:
+            if kinds[i] != "b":  # NB: a row before an update (changelog rows only)
+                last[key_values[i]] = i
+        upserts = [i for i in last.values() if kinds[i] != "d"]
+        deletes = [i for i in last.values() if kinds[i] == "d"]
+        return TableChange(
+            table,
+            resolved,
+            key,
+            columns,
+            upserts=frame.take(pa.array(upserts, pa.int64()))
+            .select(names)
+            .replace_schema_metadata(None),
+            deletes=frame.take(pa.array(deletes, pa.int64()))
+            .select(list(key))
+            .replace_schema_metadata(None),
+        )
+
+
+def _split(batch: pa.RecordBatch, resolved: Timestamp) -> tuple[pa.RecordBatch, pa.RecordBatch]:
+    """``batch``'s rows at or below ``resolved``, and those above it.
+
+    NB: a changefeed emits a value as soon as the feed delivers it, before a checkpoint
+    covers it, so a window's commit finds rows of the next windows in the sink: they
+    wait for their own window (committed now, they would be above the timestamp the
+    commit records, and a restart from it would write them again)."""
+    updated = [Timestamp.parse(t) for t in batch.column(_UPDATED).to_pylist()]
+    if all(ts <= resolved for ts in updated):
+        return batch, batch.slice(0, 0)
+    due = pa.array([ts <= resolved for ts in updated], pa.bool_())
+    return batch.filter(due), batch.filter(pc.invert(due))
+
+
+# Spark tasks' staging.
+
+
+def staging_root(uri: SinkURI) -> str:
+    """Where Spark tasks stage rows for ``uri``'s sink."""
+    if uri.scheme == "delta":
+        return os.path.join(_delta_root(uri), STAGING)
+    return os.path.join(_iceberg_location(uri)[3], STAGING)
+
+
+def stage(uri: SinkURI, job_id: int, batches: Iterable[tuple[str, pa.RecordBatch]]) -> list[str]:
+    """Write a task's rows as Parquet files (one per topic and schema) under the job's
+    staging folder; their paths, for the driver's commit (:func:`read_staged`)."""
+    folder = os.path.join(staging_root(uri), str(job_id))
+    token = secrets.token_hex(8)
+    grouped: dict[tuple[str, pa.Schema], list[pa.RecordBatch]] = {}
+    for topic, batch in batches:
+        grouped.setdefault((topic, batch.schema), []).append(batch)
+    paths = []
+    try:
+        os.makedirs(folder, exist_ok=True)
+        for n, ((topic, schema), group) in enumerate(grouped.items()):
+            path = os.path.join(folder, f"{token}-{n:04d}.parquet")
+            table = pa.Table.from_batches(group, schema=schema)
+            table = table.replace_schema_metadata(
+                {**(schema.metadata or {}), b"feedkv.topic": topic}
+            )
+            pq.write_table(table, path)
+            paths.append(path)
+    except OSError as exc:
+        raise SinkError(f"cannot stage lake rows in {folder}: {exc.strerror}") from exc
+    return paths
+
+
+def read_staged(paths: Iterable[str]) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """The rows :func:`stage` wrote, by topic."""
+    for path in paths:
+        table = pq.read_table(path)
+        metadata = table.schema.metadata or {}
+        topic = metadata[b"feedkv.topic"].decode()
+        kept = {k: v for k, v in metadata.items() if k != b"feedkv.topic"}
+        for batch in table.replace_schema_metadata(kept).to_batches():
+            yield topic, batch
+
+
+def remove_staged(paths: Iterable[str]) -> None:
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
+
+# The registry's hooks.
+
+
+def defaults(options: ChangefeedOptions) -> ChangefeedOptions:
+    """Lake sinks take rows (``format=parquet`` unless another format is given, which
+    the registry refuses), and ``changelog`` needs ``diff`` to tell an update from an
+    insert. The defaults join the options as given, so a job's options, parsed again
+    from what was given, keep them."""
+    given = {name for name, _value in options.given}
+    added: list[tuple[str, str | None]] = []
+    changes: dict[str, Any] = {}
+    if "format" not in given:
+        added.append(("format", "parquet"))
+        changes["format"] = "parquet"
+    if options.lake_mode == "changelog" and "diff" not in given:
+        added.append(("diff", None))
+        changes["diff"] = True
+    if not added:
+        return options
+    return dataclasses.replace(options, **changes, given=options.given + tuple(added))
+
+
+def make(uri: SinkURI, options: ChangefeedOptions, **_: Any) -> LakeSink:
+    return LakeSink(lake_tables(uri), options.lake_mode)
+
+
+def check(uri: SinkURI, options: ChangefeedOptions) -> None:
+    """Open the sink's tables' place (and write a probe into a Delta directory) when a
+    changefeed is created: a path that cannot hold tables or a catalog that cannot be
+    opened is refused now (SQLSTATE 22023)."""
+    tables = lake_tables(uri)
+    try:
+        if uri.scheme == "delta":
+            probe = os.path.join(_delta_root(uri), f".feedkv-probe-{secrets.token_hex(8)}")
+            try:
+                with open(probe, "wb"):
+                    pass
+                os.remove(probe)
+            except OSError as exc:
+                raise option_error(
+                    f"the delta:// sink cannot use {_delta_root(uri)!r}: {exc.strerror}; "
+                    "the path must be a directory this node can write to"
+                ) from None
+    finally:
+        tables.close()
+
+
+def lake_tables(uri: SinkURI) -> LakeTables:
+    """The tables a ``delta://`` or ``iceberg://`` URI names (raising SQLError 22023
+    on a URI that names none)."""
+    if uri.scheme == "delta":
+        from feedkv.changefeed.sinks.delta import DeltaTables
+
+        return DeltaTables(_delta_root(uri))
+    from feedkv.changefeed.sinks.iceberg import IcebergTables
+
+    catalog, namespace, catalog_uri, warehouse = _iceberg_location(uri)
+    return IcebergTables(catalog, namespace, catalog_uri, warehouse)
+
+
+def _delta_root(uri: SinkURI) -> str:
+    if uri.host not in ("", "localhost"):
+        raise option_error(
+            f"sink URI {uri.uri!r}: a delta:// URI names a local directory "
+            f"(delta:///path/to/dir), not the host {uri.host!r}"
+        )
+    if not uri.path or uri.path == "/":
+        raise option_error(f"sink URI {uri.uri!r} needs a directory: delta:///path/to/dir")
+    return uri.path
+
+
+def _iceberg_location(uri: SinkURI) -> tuple[str, str, str, str]:
+    """``(catalog, namespace, catalog_uri, warehouse)`` of an ``iceberg://`` URI."""
+    example = "iceberg://<catalog>/<namespace>?warehouse=/path/to/dir"
+    if not uri.host:
+        raise option_error(f"sink URI {uri.uri!r} names no catalog: write {example}")
+    namespace = uri.path.strip("/")
+    if not namespace or "/" in namespace:
+        raise option_error(f"sink URI {uri.uri!r} names no single namespace: write {example}")
+    warehouse = uri.param("warehouse")
+    if not warehouse or not warehouse.startswith("/"):
+        raise option_error(
+            f"sink URI {uri.uri!r} needs warehouse=<absolute path> (where the tables' files "
+            f"go): write {example}"
+        )
+    catalog_uri = uri.param("catalog_uri") or f"sqlite:///{warehouse}/{uri.host}.db"
+    return uri.host, namespace, catalog_uri, warehouse
+
+
+# Reading.
+
+
+def read_consistent(uri: SinkURI) -> Marker | None:
+    """Every table of the changefeed writing into ``uri`` as of the newest timestamp
+    all of them reached: the marker (``None``: no window committed yet)."""
+    tables = lake_tables(uri)
+    try:
+        return tables.marker()
+    finally:
+        tables.close()
+
+
+def read_tables(uri: SinkURI, marker: Marker) -> dict[str, pa.Table]:
+    """Each table of ``marker`` at its version there."""
+    tables = lake_tables(uri)
+    try:
+        return {name: tables.read(name, v) for name, v in sorted(marker.versions.items())}
+    finally:
+        tables.close()

@@ -1,0 +1,168 @@
+"""Changefeed jobs on Spark into lake tables: a batch is a window, its tasks stage their
+rows and the driver's commit commits the window once per table, so a replayed batch
+writes nothing new. Most run the writer as Spark calls it, without Spark; one runs a
+job on a real local Spark and checks the Delta tables against ``AS OF SYSTEM TIME``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+import feedkv.lake
+from feedkv import DB
+from feedkv.changefeed.changefeed import ChangefeedSpec
+from feedkv.changefeed.options import parse_options
+from feedkv.changefeed.rows import Target
+from feedkv.changefeed.sink import sink_defaults
+from feedkv.changefeed.sinks.lake import STAGING
+from feedkv.spark.blocks import block_row, marker_row
+from feedkv.spark.changefeed_job import ChangefeedStreamWriter, JobOptions
+from feedkv.testing.lake_rows import Change, lake_rows
+from feedkv.testing.waiting import wait_until
+from feedkv.util.hlc import Timestamp
+
+URL = "feedkv://127.0.0.1:1"  # never dialled: the lake writer needs no node
+START = Timestamp(1_700_000_000_000_000_000, 0)
+
+
+def ts(n: int) -> Timestamp:
+    return Timestamp(START.wall + n * 1_000_000, 0)
+
+
+def make_writer(lake: Path) -> ChangefeedStreamWriter:
+    uri = f"delta://{lake}"
+    spec = ChangefeedSpec(
+        targets=(Target(104), Target(105)),
+        topics={104: "a", 105: "b"},
+        options=sink_defaults(uri, parse_options((), now=START)),
+        start=START,
+        sink_uri=uri,
+    )
+    return ChangefeedStreamWriter(JobOptions(URL, spec, job_id=7))
+
+
+def task(lo: Timestamp, hi: Timestamp, topic: str, *changes: Change) -> Iterator[pa.RecordBatch]:
+    """A task's Spark rows: its piece's marker, then its rows in one block."""
+    yield marker_row(lo, hi)
+    if changes:
+        yield block_row(topic, 1, lake_rows(*changes))
+
+
+def staged(lake: Path) -> list[Path]:
+    return sorted(p for p in (lake / STAGING).rglob("*") if p.is_file())
+
+
+def rows_of(lake: Path, table: str) -> list[dict[str, Any]]:
+    return sorted(feedkv.lake.read_tables(str(lake))[table].to_pylist(), key=lambda r: r["k"])
+
+
+def test_tasks_stage_their_rows_and_the_commit_lands_them_as_one_window(tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    writer = make_writer(lake)
+    first = writer.write(task(ts(0), ts(10), "a", (1, "x", "c", ts(1))))
+    second = writer.write(task(ts(0), ts(10), "b", (2, "y", "c", ts(2))))
+    assert len(staged(lake)) == 2
+    assert feedkv.lake.read_consistent(str(lake)) is None
+
+    writer.commit([first, second], 0)
+
+    marker = feedkv.lake.read_consistent(str(lake))
+    assert marker is not None and marker.resolved == ts(10)
+    assert rows_of(lake, "a") == [{"k": 1, "v": "x"}]
+    assert rows_of(lake, "b") == [{"k": 2, "v": "y"}]
+    assert staged(lake) == []
+    # Delta's own exactly-once bookkeeping, as Spark's Delta sink keeps it
+    assert DeltaTable(str(lake / "a")).transaction_version("feedkv-7") == 0
+
+
+def test_a_replayed_batch_writes_nothing_new(tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    batch = [("a", (1, "x", "c", ts(1))), ("b", (2, "y", "c", ts(2)))]
+    for _run in range(2):  # the driver died after the commit; Spark runs batch 0 again
+        writer = make_writer(lake)
+        results = [writer.write(task(ts(0), ts(10), topic, change)) for topic, change in batch]
+        writer.commit(results, 0)
+        if _run == 0:
+            first = feedkv.lake.read_consistent(str(lake))
+
+    again = feedkv.lake.read_consistent(str(lake))
+    assert again == first
+    assert rows_of(lake, "a") == [{"k": 1, "v": "x"}]
+    assert staged(lake) == []
+
+
+def test_an_aborted_batch_leaves_nothing_staged(tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    writer = make_writer(lake)
+    result = writer.write(task(ts(0), ts(10), "a", (1, "x", "c", ts(1))))
+    writer.abort([result], 0)
+    assert staged(lake) == []
+    assert feedkv.lake.read_consistent(str(lake)) is None
+
+
+# On Spark.
+
+
+def logical_now(db: DB) -> Decimal:
+    value = db.sql("SELECT cluster_logical_timestamp()").rows[0][0]
+    assert isinstance(value, Decimal)
+    return value
+
+
+def wait_lake_past(db: DB, job_id: int, uri: str, end: Decimal) -> feedkv.lake.Marker:
+    def reached() -> feedkv.lake.Marker | None:
+        error = db.changefeeds.error(job_id)
+        if error is not None:
+            raise AssertionError(f"the job failed: {error}")
+        marker = feedkv.lake.read_consistent(uri)
+        return marker if marker is not None and Decimal(str(marker.resolved)) >= end else None
+
+    marker = wait_until(reached, timeout_s=120, what=f"{uri} past the last change")
+    assert marker is not None
+    return marker
+
+
+@pytest.mark.slow(50)
+def test_spark_jobs_mirror_into_delta_and_log_changes_into_iceberg(db: DB, tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    iceberg = f"iceberg://cat/feeds?warehouse={tmp_path}/warehouse"
+    db.sql("CREATE TABLE a (k INT PRIMARY KEY, v INT)")
+    db.sql("CREATE TABLE b (k INT PRIMARY KEY, v INT)")
+    db.sql("INSERT INTO a VALUES (1, 100), (2, 0)")
+    db.sql("INSERT INTO b VALUES (1, 100)")
+    [(mirror,)] = db.sql(
+        f"CREATE CHANGEFEED FOR TABLE a, b INTO 'delta://{lake}' "
+        "WITH min_checkpoint_frequency = '200ms'"
+    ).rows
+    [(changelog,)] = db.sql(
+        f"CREATE CHANGEFEED FOR TABLE a INTO '{iceberg}' "
+        "WITH lake_mode = 'changelog', min_checkpoint_frequency = '200ms'"
+    ).rows
+    db.sql("UPDATE a SET v = 90 WHERE k = 1")
+    db.sql("UPDATE b SET v = 110 WHERE k = 1")
+    db.sql("DELETE FROM a WHERE k = 2")
+    db.sql("INSERT INTO b VALUES (3, 30)")
+    end = logical_now(db)
+
+    wait_lake_past(db, changelog, iceberg, end)
+    changes = feedkv.lake.read_tables(iceberg)["a"].to_pylist()
+    assert sorted((r["_change_type"], r["k"], r["v"]) for r in changes) == [
+        ("delete", 2, 0),
+        ("insert", 1, 100),
+        ("insert", 2, 0),
+        ("update_postimage", 1, 90),
+        ("update_preimage", 1, 100),
+    ]
+    marker = wait_lake_past(db, mirror, str(lake), end)
+    tables = feedkv.lake.read_tables(str(lake), marker)
+    for name in ("a", "b"):
+        result = db.sql(f"SELECT * FROM {name} AS OF SYSTEM TIME {marker.resolved} ORDER BY k")
+        source = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
+        assert sorted(tables[name].to_pylist(), key=lambda r: r["k"]) == source
+    assert staged(lake) == []

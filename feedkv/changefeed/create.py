@@ -57,7 +57,7 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
     db = session.db
     now = db.now()
     snapshot = catalog.Snapshot(db, now)
-    require_admin(session, snapshot, "create a changefeed")
+    admin = _is_admin(session, snapshot)
     options = parse_options(statement.options, now=now)
     query = None
     if statement.query is not None:
@@ -68,6 +68,13 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
     topics: dict[int, str] = {}
     for written in statement.targets:
         database, desc = resolve_table(session, snapshot, written)
+        need = "CHANGEFEED" if statement.sink is not None else "SELECT"
+        if not admin and need not in catalog.get_privileges(snapshot, desc.id, session.user):
+            raise SQLError(
+                "42501",
+                f"user {session.user} requires the {need} privilege on table {desc.name} "
+                "(or the admin role) to create this changefeed",
+            )
         if written.family is not None:
             desc.family(written.family)  # 42704 when it does not exist
         target = Target(desc.id, written.family)
@@ -150,6 +157,11 @@ def resolve_table(
     """The table a changefeed target names, and its database (42P01 if none)."""
     database = session.resolve_database(reader, written.table.database or session.database)
     return database, catalog.table_by_name(reader, database, written.table.name)
+
+
+def _is_admin(session: Session, reader: catalog.Reader) -> bool:
+    user = catalog.get_user(reader, session.user)
+    return user is not None and user.admin
 
 
 def require_admin(session: Session, reader: catalog.Reader, what: str) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from feedkv.changefeed.alter import alter
@@ -34,13 +35,16 @@ from feedkv.changefeed.jobs import (
     get_job,
     list_jobs,
     put_job,
+    redacted,
     show_row,
 )
 from feedkv.changefeed.metrics import ChangefeedMetrics
+from feedkv.changefeed.options import option_error
 from feedkv.changefeed.registry import JobRegistry
-from feedkv.changefeed.sink import check_sink, make_sink
+from feedkv.changefeed.sink import SinkURI, check_sink, make_sink
 from feedkv.changefeed.sinkless import COLUMNS, ChannelSink, FeedResult
-from feedkv.errors import SQLError
+from feedkv.errors import InvalidArgumentError, SQLError
+from feedkv.security.external_io import confine
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.execution import ROW_IDS, Result
@@ -68,8 +72,13 @@ class Changefeeds:
         db: SQLClient,
         registry: JobRegistry | None = None,
         metrics: ChangefeedMetrics | None = None,
+        *,
+        external_io_dir: Path | None = None,
     ) -> None:
+        """``external_io_dir``: ``file://`` sinks must lie below it (``None``: anywhere,
+        as for an embedded node, whose users already hold the process's rights)."""
         self._db = db
+        self._external_io_dir = external_io_dir
         self._registry = registry
         self._metrics = metrics or ChangefeedMetrics()
         self._lock = threading.Lock()
@@ -79,6 +88,7 @@ class Changefeeds:
         plan = plan_changefeed(statement, session)
         if plan.sink is None:
             return self._start_sinkless(plan.spec)
+        self._check_external_io(plan.sink)
         # The sink is made once to check it (its parameters, its table...), and
         # reached where CockroachDB reaches it (Kafka brokers, cloud storage): a job
         # that could never write is refused now, not found failed later.
@@ -89,6 +99,14 @@ class Changefeeds:
         if self._registry is not None:
             self._registry.adopt(record.id)
         return Result(columns=("job_id",), rows=[(record.id,)], tag="CREATE CHANGEFEED")
+
+    def _check_external_io(self, sink: SinkURI) -> None:
+        if sink.scheme != "file" or self._external_io_dir is None:
+            return
+        try:
+            confine(sink.path, self._external_io_dir)
+        except InvalidArgumentError as exc:
+            raise option_error(f"sink URI {redacted(sink.uri)!r}: {exc}") from None
 
     def execute(self, statement: st.Statement, session: Session) -> Result:
         """Run a job statement."""

@@ -54,6 +54,7 @@ from feedkv.kv.liveness import DEAD_AFTER_NS, Liveness, NodeDescriptor
 from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.router import Router, Transport
 from feedkv.kv.store import Store
+from feedkv.security.tls import ClientTLS, open_channel
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
 
 __all__ = [
@@ -99,14 +100,16 @@ def _asdict(ident: ClusterIdent) -> dict[str, Any]:
     return {"cluster_id": ident.cluster_id, "node_id": ident.node_id, "epoch": ident.epoch}
 
 
-def start_ident(store_dir: Path, join: Sequence[str]) -> tuple[ClusterIdent, bool]:
+def start_ident(
+    store_dir: Path, join: Sequence[str], tls: ClientTLS | None = None
+) -> tuple[ClusterIdent, bool]:
     """This start's identity (the epoch one past the last start's) and whether the node
     bootstraps: a store that never ran bootstraps a cluster without ``join`` and joins
-    one with it."""
+    one with it (calling its members as ``tls``'s identity)."""
     known = load_ident(store_dir)
     if known is None:
         if join:
-            cluster_id, node_id = join_cluster(join)
+            cluster_id, node_id = join_cluster(join, tls=tls)
             ident, bootstraps = ClusterIdent(cluster_id, node_id, 1), False
         else:
             ident, bootstraps = ClusterIdent(secrets.token_hex(8), 1, 1), True
@@ -117,7 +120,9 @@ def start_ident(store_dir: Path, join: Sequence[str]) -> tuple[ClusterIdent, boo
     return ident, bootstraps
 
 
-def join_cluster(join: Sequence[str], timeout_s: float = 60.0) -> tuple[str, int]:
+def join_cluster(
+    join: Sequence[str], timeout_s: float = 60.0, *, tls: ClientTLS | None = None
+) -> tuple[str, int]:
     """Ask the members at ``join`` for a node id, until one answers; returns the cluster
     id and the new node's id."""
     deadline = time.monotonic() + timeout_s
@@ -125,7 +130,7 @@ def join_cluster(join: Sequence[str], timeout_s: float = 60.0) -> tuple[str, int
     while True:
         for address in join:
             try:
-                with grpc.insecure_channel(address) as channel:
+                with open_channel(address, [], tls) as channel:
                     answer = call(channel, "Join", {})
                 return answer["cluster_id"], answer["node_id"]
             except NodeUnavailableError as exc:
@@ -180,8 +185,11 @@ class Cluster:
         join: Sequence[str] = (),
         heartbeat_s: float = HEARTBEAT_S,
         dead_after_ns: int = DEAD_AFTER_NS,
+        tls: ClientTLS | None = None,
     ) -> None:
+        """``tls``: the node's identity when it calls other nodes (``None``: plaintext)."""
         self.store = store
+        self.tls = tls
         self.ident = ident
         self.me = NodeDescriptor(ident.node_id, address, ident.epoch)
         self.liveness = Liveness(
@@ -197,7 +205,7 @@ class Cluster:
         self._reported: list[RangeDescriptor] = []
         self._channels: dict[str, grpc.Channel] = {}
         self.dialer = ClusterDialer(
-            local, gateway_node=lambda: ident.node_id, addresses=self.liveness.address
+            local, gateway_node=lambda: ident.node_id, addresses=self.liveness.address, tls=tls
         )
         self.router = Router(self.dialer)
         self.relocations: Relocator | None = None
@@ -337,7 +345,7 @@ class Cluster:
         with self._lock:
             channel = self._channels.get(address)
             if channel is None:
-                channel = self._channels[address] = grpc.insecure_channel(address)
+                channel = self._channels[address] = open_channel(address, [], self.tls)
             return channel
 
     # The methods other nodes call.

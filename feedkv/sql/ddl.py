@@ -19,6 +19,7 @@ from feedkv.errors import (
     InvalidArgumentError,
     SQLError,
 )
+from feedkv.security.scram import make_verifier
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.descriptor import (
@@ -440,8 +441,20 @@ def create_user(ex: Execution, s: st.CreateUser) -> Result:
         if s.if_not_exists:
             return Result(tag="CREATE ROLE")
         raise SQLError("42710", f"a role/user named {s.name} already exists")
-    catalog.put_user(ex.write_txn, catalog.User(s.name, admin=False))
+    verifier = make_verifier(s.password) if s.password is not None else None
+    catalog.put_user(ex.write_txn, catalog.User(s.name, admin=False, password_verifier=verifier))
     return Result(tag="CREATE ROLE")
+
+
+def alter_user_password(ex: Execution, s: st.AlterUserPassword) -> Result:
+    user = catalog.get_user(ex.write_txn, s.name)
+    if s.name != ex.session.user:  # a user may change their own password
+        ex.require_admin("ALTER USER")
+    if user is None:
+        raise SQLError("42704", f'role/user "{s.name}" does not exist')
+    verifier = make_verifier(s.password) if s.password is not None else None
+    catalog.put_user(ex.write_txn, replace(user, password_verifier=verifier))
+    return Result(tag="ALTER ROLE")
 
 
 def grant_admin(ex: Execution, s: st.GrantAdmin) -> Result:
@@ -449,8 +462,25 @@ def grant_admin(ex: Execution, s: st.GrantAdmin) -> Result:
     for name in s.users:
         if catalog.get_user(ex.write_txn, name) is None:
             raise SQLError("42704", f'role/user "{name}" does not exist')
-        catalog.put_user(ex.write_txn, catalog.User(name, admin=True))
+        user = catalog.get_user(ex.write_txn, name)
+        if user is None:
+            raise SQLError("42704", f'role/user "{name}" does not exist')
+        catalog.put_user(ex.write_txn, replace(user, admin=True))
     return Result(tag="GRANT")
+
+
+def grant_privileges(ex: Execution, s: st.GrantPrivileges) -> Result:
+    verb = "REVOKE" if s.revoke else "GRANT"
+    ex.require_admin(verb)
+    descs = [ex.table(name) for name in s.tables]
+    for name in s.users:
+        if catalog.get_user(ex.write_txn, name) is None:
+            raise SQLError("42704", f'role/user "{name}" does not exist')
+        for desc in descs:
+            held = catalog.get_privileges(ex.write_txn, desc.id, name)
+            changed = held - set(s.privileges) if s.revoke else held | set(s.privileges)
+            catalog.put_privileges(ex.write_txn, desc.id, name, frozenset(changed))
+    return Result(tag=verb)
 
 
 HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
@@ -467,5 +497,7 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.ShowRanges: show_ranges,
     st.SplitAt: split_at,
     st.CreateUser: create_user,
+    st.AlterUserPassword: alter_user_password,
     st.GrantAdmin: grant_admin,
+    st.GrantPrivileges: grant_privileges,
 }

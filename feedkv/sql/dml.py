@@ -135,7 +135,7 @@ def _select_no_table(ex: Execution, s: st.Select) -> Result:
 
 
 def insert(ex: Execution, s: st.Insert) -> Result:
-    desc = ex.table(s.table)
+    desc = ex.table(s.table, "INSERT")
     txn = ex.write_txn
     plan = ex.plan(s, desc, InsertPlan.of)
     targets, sets, returning, filled = plan.targets, plan.sets, plan.returning, plan.filled
@@ -254,7 +254,7 @@ def _write_changes(
 
 
 def update(ex: Execution, s: st.Update) -> Result:
-    desc = ex.table(s.table)
+    desc = ex.table(s.table, "UPDATE")
     plan = ex.plan(s, desc, UpdatePlan.of)
     if plan.blind is not None and ex.autocommit:
         key = plan.blind(ex.context)
@@ -323,7 +323,7 @@ def _move_row(
 
 
 def delete(ex: Execution, s: st.Delete) -> Result:
-    desc = ex.table(s.table)
+    desc = ex.table(s.table, "DELETE")
     plan = ex.plan(s, desc, DeletePlan.of)
     returning = plan.returning
     out_rows = []

@@ -16,6 +16,7 @@ from feedkv.sql.types import ColumnType
 __all__ = [
     "AddColumn",
     "AlterChangefeed",
+    "AlterUserPassword",
     "Begin",
     "ChangefeedTarget",
     "ColumnSpec",
@@ -31,6 +32,8 @@ __all__ = [
     "DropTable",
     "FamilySpec",
     "GrantAdmin",
+    "GrantPrivileges",
+    "PRIVILEGES",
     "Insert",
     "Join",
     "Rollback",
@@ -177,11 +180,32 @@ class SplitAt(Statement):
 class CreateUser(Statement):
     name: str
     if_not_exists: bool = False
+    password: str | None = None  # in clear: only its SCRAM verifier is stored
+
+
+@dataclass(frozen=True, slots=True)
+class AlterUserPassword(Statement):
+    name: str
+    password: str | None  # None: no password (certificates only)
 
 
 @dataclass(frozen=True, slots=True)
 class GrantAdmin(Statement):
     users: tuple[str, ...]
+
+
+# Table privileges a user without the admin role may be granted (GRANT ... ON TABLE)
+PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "CHANGEFEED")
+
+
+@dataclass(frozen=True, slots=True)
+class GrantPrivileges(Statement):
+    """``GRANT privileges ON [TABLE] t, ... TO u, ...`` (``revoke``: ``REVOKE ... FROM``)."""
+
+    privileges: tuple[str, ...]
+    tables: tuple[TableName, ...]
+    users: tuple[str, ...]
+    revoke: bool = False
 
 
 @dataclass(frozen=True, slots=True)

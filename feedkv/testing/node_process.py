@@ -18,7 +18,7 @@ __all__ = ["NodeProcess", "free_port"]
 
 _URL = re.compile(r"feedkv://[^\s,]+")
 _SQL_URL = re.compile(r"postgresql://\S+")
-_HTTP_URL = re.compile(r"http://[^\s,]+")
+_HTTP_URL = re.compile(r"https?://[^\s,]+")
 
 
 def free_port() -> int:
@@ -33,7 +33,8 @@ class NodeProcess:
     """Starts ``feedkv start`` on ephemeral loopback ports and waits for its URLs:
     :attr:`url` (gRPC), :attr:`sql_url` (PostgreSQL clients) and :attr:`http_url`
     (metrics). Its stderr (logs;
-    Spark's are many) goes to :attr:`log`, beside the store."""
+    Spark's are many) goes to :attr:`log`, beside the store. The node is insecure
+    (``--insecure``) unless ``extra_args`` give ``--certs-dir``."""
 
     def __init__(
         self,
@@ -64,6 +65,9 @@ class NodeProcess:
     def _start(
         store: Path, extra_args: tuple[str, ...], log: TextIO, env: dict[str, str] | None
     ) -> subprocess.Popen[str]:
+        secure = any(a == "--certs-dir" or a.startswith("--certs-dir=") for a in extra_args)
+        if not secure and "--insecure" not in extra_args:
+            extra_args = ("--insecure", *extra_args)
         return subprocess.Popen(
             [
                 sys.executable,

@@ -2,7 +2,9 @@
 
 ``LocalCluster(base, nodes=3)`` starts node 1 (which bootstraps the cluster) and the
 others joining it, each with its own store under ``base``; :meth:`LocalCluster.kill`
-SIGKILLs a node and :meth:`LocalCluster.restart` starts it again on its store.
+SIGKILLs a node and :meth:`LocalCluster.restart` starts it again on its store. With
+``certs_dir`` the nodes are secure (they call each other with TLS as ``node``) and
+:meth:`LocalCluster.connect` connects as root; without, they run ``--insecure``.
 """
 
 from __future__ import annotations
@@ -20,10 +22,17 @@ __all__ = ["LocalCluster"]
 
 class LocalCluster:
     def __init__(
-        self, base: Path, nodes: int = 3, *extra_args: str, start_timeout_s: float = 60.0
+        self,
+        base: Path,
+        nodes: int = 3,
+        *extra_args: str,
+        start_timeout_s: float = 60.0,
+        certs_dir: Path | None = None,
     ) -> None:
         self.base = base
-        self.extra_args = ("--changefeed-runner", "thread", *extra_args)
+        self.certs_dir = certs_dir
+        security = ("--certs-dir", str(certs_dir)) if certs_dir is not None else ()
+        self.extra_args = ("--changefeed-runner", "thread", *security, *extra_args)
         self.processes: list[NodeProcess | None] = []
         try:
             for index in range(nodes):
@@ -57,7 +66,7 @@ class LocalCluster:
         return f"feedkv://{self._address(index)}"
 
     def connect(self, index: int = 0) -> DB:
-        return connect(self.url(index))
+        return connect(self.url(index), certs_dir=self.certs_dir)
 
     def live_nodes(self, index: int) -> int:
         """How many nodes the node at ``index`` sees live."""

@@ -21,6 +21,7 @@ from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.security.tls import ClientTLS
 from feedkv.testing.certs import make_certs_dir
 from feedkv.testing.node_process import NodeProcess
+from feedkv.testing.waiting import wait_until
 
 PSQL = shutil.which("psql")
 
@@ -184,3 +185,25 @@ def test_the_http_port_serves_https(node: NodeProcess, certs: Path) -> None:
     plain = node.http_url.replace("https://", "http://")
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"{plain}/_status/vars", timeout=30).raise_for_status()
+
+
+def test_a_job_planned_by_a_remote_client_cannot_write_outside_the_external_io_dir(
+    node: NodeProcess, certs: Path, tmp_path: Path
+) -> None:
+    """A client of a server plans CREATE CHANGEFEED in its own process, which does not
+    know the node's --external-io-dir: the node refuses to run the job instead."""
+    outside = tmp_path / "outside"
+    with feedkv.connect(node.url, certs_dir=certs) as db:
+        db.sql("CREATE TABLE IF NOT EXISTS fs (id INT PRIMARY KEY)")
+        job = db.sql(f"CREATE CHANGEFEED FOR fs INTO 'file://{outside}'").rows[0][0]
+
+        def failed() -> str:
+            result = db.sql(f"SHOW CHANGEFEED JOB {job}")
+            row = dict(zip(result.columns, result.rows[0], strict=True))
+            return str(row["error"]) if row["status"] == "failed" else ""
+
+        error = wait_until(failed, timeout_s=60, what="the job to fail")
+    assert "outside the node's external I/O directory" in error
+    # NB: the client's own check made the directory (with the client's rights, here on
+    # the same machine); the node wrote nothing into it
+    assert not any(outside.rglob("*"))

@@ -21,11 +21,13 @@ from __future__ import annotations
 import ipaddress
 import logging
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from feedkv.errors import SQLError
+from feedkv.security.login_throttle import LoginThrottle
 from feedkv.security.scram import MECHANISM, ScramError, ScramExchange
 
 __all__ = [
@@ -106,9 +108,21 @@ class CertOrPassword:
     the TLS handshake verified) logs in as that user alone; any other user proves a
     password by SCRAM-SHA-256 against ``verifier(user)`` (``None``: no password)."""
 
-    def __init__(self, cert_user: str | None, verifier: Callable[[str], str | None]) -> None:
+    def __init__(
+        self,
+        cert_user: str | None,
+        verifier: Callable[[str], str | None],
+        *,
+        throttle: LoginThrottle | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``throttle``: shared by the port's connections, it refuses a user's password
+        logins from a host after too many failures there (see
+        :mod:`feedkv.security.login_throttle`)."""
         self._cert_user = cert_user
         self._verifier = verifier
+        self._throttle = throttle
+        self._clock = clock
         self._user = ""
         self._peer_host: str | None = None
         self._exchange: ScramExchange | None = None
@@ -118,6 +132,19 @@ class CertOrPassword:
         self._user, self._peer_host = user, peer_host
         if self._cert_user is not None and self._cert_user == user:
             return Accepted()
+        if self._throttle is not None:
+            wait = self._throttle.retry_after(user, peer_host or "", self._clock())
+            if wait > 0:
+                log.warning(
+                    "SQL login of %r from %s refused: too many failed logins", user, peer_host
+                )
+                return Refused(
+                    SQLError(
+                        "28000",
+                        f'too many failed logins for user "{user}" from this host; '
+                        f"try again in {wait:.0f} s",
+                    )
+                )
         verifier = self._verifier(user)
         if verifier is None:
             # NB: the same answer whether the user is missing or has no password
@@ -142,12 +169,17 @@ class CertOrPassword:
                 return Challenge(_authentication(11, exchange.server_first(rest[4:])))
             if self._step == "final":
                 self._step = "done"
-                return Accepted(_authentication(12, exchange.server_final(data)))
+                final = exchange.server_final(data)
+                if self._throttle is not None:
+                    self._throttle.succeeded(self._user, self._peer_host or "")
+                return Accepted(_authentication(12, final))
         except ScramError as exc:
             return self._failed(str(exc))
         return Refused(SQLError("08P01", "unexpected password message after authentication"))
 
     def _failed(self, reason: str) -> Refused:
+        if self._throttle is not None:
+            self._throttle.failed(self._user, self._peer_host or "", self._clock())
         log.warning(
             "SQL login of %r from %s refused: %s", self._user, self._peer_host or "?", reason
         )

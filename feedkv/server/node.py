@@ -46,6 +46,7 @@ from feedkv.rangefeed.client import FeedTransport
 from feedkv.rangefeed.cluster_feeds import ClusterFeedTransport
 from feedkv.rangefeed.service import RangeFeedService
 from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
+from feedkv.security.login_throttle import LoginThrottle
 from feedkv.security.tls import ServerTLS
 from feedkv.server.cluster import (
     HEARTBEAT_S,
@@ -178,6 +179,7 @@ class Node:
         with self._serve_lock:
             if self.sql_server is None:
                 host, port = parse_listen(listen)
+                throttle = LoginThrottle()
                 try:
                     server = (
                         PGServer(sessions, host, port)
@@ -186,7 +188,9 @@ class Node:
                             sessions,
                             host,
                             port,
-                            authenticator=lambda cert_user: CertOrPassword(cert_user, verifier),
+                            authenticator=lambda cert_user: CertOrPassword(
+                                cert_user, verifier, throttle=throttle
+                            ),
                             tls=self.tls.ssl_context(client_certs=True),
                         )
                     )

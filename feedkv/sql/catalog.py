@@ -301,6 +301,18 @@ def get_privileges(reader: Reader, table_id: int, user: str) -> frozenset[str]:
     return frozenset(json.loads(raw)) if raw is not None else frozenset()
 
 
+def list_privileges(
+    reader: Reader, table_id: int | None = None
+) -> Iterator[tuple[int, str, frozenset[str]]]:
+    """``(table id, user, privileges)`` of every grant (on ``table_id`` only, if given),
+    in key order."""
+    prefix = _GRANT if table_id is None else _GRANT + encode_value(table_id)
+    for kv in reader.scan(prefix, prefix_end(prefix)):
+        granted_table, pos = decode_value(kv.key, len(_GRANT))
+        user, _ = decode_value(kv.key, pos)
+        yield int(granted_table), str(user), frozenset(json.loads(kv.value))  # type: ignore[arg-type]
+
+
 def put_privileges(txn: Txn, table_id: int, user: str, privileges: frozenset[str]) -> None:
     key = _GRANT + encode_value(table_id) + encode_value(user)
     if privileges:

@@ -483,6 +483,32 @@ def grant_privileges(ex: Execution, s: st.GrantPrivileges) -> Result:
     return Result(tag=verb)
 
 
+def show_grants(ex: Execution, s: st.ShowGrants) -> Result:
+    """The grants in the current database (on one table, for one user); a user without
+    the admin role sees only their own."""
+    database = ex.database(s.table.database if s.table is not None else None)
+    table_id = ex._table(s.table).id if s.table is not None else None
+    user = s.user
+    if not ex.is_admin():
+        if user not in (None, ex.session.user):
+            raise SQLError("42501", f"user {ex.session.user} may only see their own grants")
+        user = ex.session.user
+    rows: list[tuple[Any, ...]] = []
+    for granted, grantee, privileges in catalog.list_privileges(ex.read_source, table_id):
+        desc = catalog.table_by_id(ex.read_source, granted)
+        if desc is None or desc.dropped or desc.database_id != database.id:
+            continue
+        if user is not None and grantee != user:
+            continue
+        rows.extend(
+            (database.name, "public", desc.name, grantee, privilege, False)
+            for privilege in sorted(privileges)
+        )
+    rows.sort()
+    columns = ("database_name", "schema_name", "table_name", "grantee", "privilege_type")
+    return Result((*columns, "is_grantable"), rows, f"SHOW {len(rows)}")
+
+
 HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.CreateDatabase: create_database,
     st.DropDatabase: drop_database,
@@ -500,4 +526,5 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.AlterUserPassword: alter_user_password,
     st.GrantAdmin: grant_admin,
     st.GrantPrivileges: grant_privileges,
+    st.ShowGrants: show_grants,
 }

@@ -728,6 +728,8 @@ class _Statement:
             return st.ShowCreateTable(self.text, self._table_name(start, len(words)))
         if words[1:4] == ["RANGES", "FROM", "TABLE"]:
             return st.ShowRanges(self.text, self._table_name(4, len(words)))
+        if words[1] == "GRANTS":
+            return self._show_grants()
         if words[1:] == ["CHANGEFEED", "JOBS"] or words[1:] == ["JOBS"]:
             return st.ShowChangefeedJobs(self.text)
         if words[1:3] == ["CHANGEFEED", "JOB"] or words[1:2] == ["JOB"]:
@@ -738,9 +740,25 @@ class _Statement:
         raise SQLError(
             "0A000",
             f"unsupported statement {' '.join(words[:3])}...; feedkv supports SHOW TABLES, "
-            "SHOW DATABASES, SHOW CREATE TABLE, SHOW RANGES FROM TABLE and "
-            "SHOW CHANGEFEED JOBS",
+            "SHOW DATABASES, SHOW CREATE TABLE, SHOW RANGES FROM TABLE, "
+            "SHOW GRANTS and SHOW CHANGEFEED JOBS",
         )
+
+    def _show_grants(self) -> st.ShowGrants:
+        words = self.words
+        end = words.index("FOR") if "FOR" in words else len(words)
+        table = None
+        if end > 2:
+            if words[2] != "ON":
+                raise self._error_at(2, "expected SHOW GRANTS [ON [TABLE] t] [FOR user]")
+            start = 4 if words[3:4] == ["TABLE"] else 3
+            table = self._table_name(start, end)
+        user = None
+        if end < len(words):
+            if end + 2 != len(words):
+                raise self._error_at(end + 1, "expected one user name after FOR")
+            user = _name(self.tokens[end + 1])
+        return st.ShowGrants(self.text, table, user)
 
     def _table_name(self, start: int, stop: int) -> st.TableName:
         parts: list[str] = []
@@ -1130,7 +1148,16 @@ _STATEMENT_WORDS = {
     "VALUES", "WITH",
 }  # fmt: skip
 # SHOW statements that are no session variable.
-_SHOW_STATEMENTS = {"TABLES", "DATABASES", "CREATE", "RANGES", "CHANGEFEED", "JOBS", "JOB"}
+_SHOW_STATEMENTS = {
+    "TABLES",
+    "DATABASES",
+    "CREATE",
+    "RANGES",
+    "CHANGEFEED",
+    "JOBS",
+    "JOB",
+    "GRANTS",
+}
 _UNSUPPORTED_STATEMENTS = {
     "RELEASE": "savepoints are not supported (RELEASE SAVEPOINT)",
     "ALTER DATABASE": "ALTER DATABASE is not supported",

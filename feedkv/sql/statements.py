@@ -42,6 +42,7 @@ __all__ = [
     "ShowChangefeedJobs",
     "ShowCreateTable",
     "ShowDatabases",
+    "ShowGrants",
     "ShowRanges",
     "ShowTables",
     "SplitAt",
@@ -192,6 +193,14 @@ class AlterUserPassword(Statement):
 @dataclass(frozen=True, slots=True)
 class GrantAdmin(Statement):
     users: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShowGrants(Statement):
+    """``SHOW GRANTS [ON [TABLE] t] [FOR u]``."""
+
+    table: TableName | None = None
+    user: str | None = None
 
 
 # Table privileges a user without the admin role may be granted (GRANT ... ON TABLE)

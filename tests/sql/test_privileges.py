@@ -85,3 +85,29 @@ def test_changefeeds_need_the_changefeed_privilege(shop: DB) -> None:
     with pytest.raises(SQLError, match="requires the SELECT privilege") as e:
         alice.execute("EXPERIMENTAL CHANGEFEED FOR items")
     assert e.value.code == "42501"
+
+
+def test_show_grants_lists_grants_and_a_user_sees_only_their_own(shop: DB) -> None:
+    shop.sql("CREATE USER bob")
+    shop.sql("GRANT SELECT, INSERT ON items TO alice")
+    shop.sql("GRANT DELETE ON secrets TO bob")
+    shown = shop.sql("SHOW GRANTS")
+    assert shown.columns[-3:] == ("grantee", "privilege_type", "is_grantable")
+    assert [r[2:5] for r in shown.rows] == [
+        ("items", "alice", "INSERT"),
+        ("items", "alice", "SELECT"),
+        ("secrets", "bob", "DELETE"),
+    ]
+    assert [r[2:5] for r in shop.sql("SHOW GRANTS ON TABLE secrets").rows] == [
+        ("secrets", "bob", "DELETE")
+    ]
+    assert [r[4] for r in shop.sql("SHOW GRANTS ON items FOR alice").rows] == [
+        "INSERT",
+        "SELECT",
+    ]
+    alice = shop.session(user="alice")
+    assert [r[3] for r in alice.execute("SHOW GRANTS").rows] == ["alice", "alice"]
+    with pytest.raises(SQLError, match="only see their own grants"):
+        alice.execute("SHOW GRANTS FOR bob")
+    shop.sql("REVOKE ALL ON items FROM alice")
+    assert alice.execute("SHOW GRANTS").rows == []

@@ -25,7 +25,7 @@ from feedkv.changefeed.alter import alter
 from feedkv.changefeed.changefeed import Changefeed, ChangefeedSpec
 from feedkv.changefeed.cluster_settings import run_setting
 from feedkv.changefeed.control import CONTROL_WAIT_S, REQUESTED, request
-from feedkv.changefeed.create import plan_changefeed, require_admin
+from feedkv.changefeed.create import is_admin, plan_changefeed, require_admin
 from feedkv.changefeed.job import Job
 from feedkv.changefeed.jobs import (
     ACTIVE,
@@ -109,10 +109,22 @@ class Changefeeds:
             raise option_error(f"sink URI {redacted(sink.uri)!r}: {exc}") from None
 
     def execute(self, statement: st.Statement, session: Session) -> Result:
-        """Run a job statement."""
-        require_admin(session, self._snapshot(), "manage changefeed jobs")
+        """Run a job statement: an admin's on any job, another user's on their own (a
+        job of someone else is refused, 42501, as if it were for an admin only)."""
+        snapshot = self._snapshot()
+        admin = is_admin(session, snapshot)
+        if not admin and isinstance(
+            statement, st.ShowChangefeedJobs | st.ControlJob | st.AlterChangefeed
+        ):
+            job_id = statement.job_id
+            if job_id is not None:
+                record = get_job(snapshot, job_id)
+                if record is None or record.spec.user != session.user:
+                    require_admin(session, snapshot, "manage another user's changefeed jobs")
+        elif not admin:
+            require_admin(session, snapshot, "manage changefeed jobs")
         if isinstance(statement, st.ShowChangefeedJobs):
-            return self._show(statement.job_id)
+            return self._show(statement.job_id, None if admin else session.user)
         if isinstance(statement, st.ControlJob):
             return self._control(statement.action, statement.job_id)
         if isinstance(statement, st.AlterChangefeed):
@@ -163,10 +175,11 @@ class Changefeeds:
     def _snapshot(self) -> catalog.Snapshot:
         return catalog.Snapshot(self._db, self._db.now())
 
-    def _show(self, job_id: int | None) -> Result:
+    def _show(self, job_id: int | None, owner: str | None) -> Result:
+        """``owner``: only that user's jobs (``None``: every job)."""
         snapshot = self._snapshot()
         if job_id is None:
-            records = list_jobs(snapshot)
+            records = [r for r in list_jobs(snapshot) if owner in (None, r.spec.user)]
         else:
             records = [existing_job(get_job(snapshot, job_id), job_id)]
         rows = [show_row(record, snapshot) for record in reversed(records)]  # newest first

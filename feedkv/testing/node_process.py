@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import TextIO
 
@@ -34,7 +35,9 @@ class NodeProcess:
     :attr:`url` (gRPC), :attr:`sql_url` (PostgreSQL clients) and :attr:`http_url`
     (metrics). Its stderr (logs;
     Spark's are many) goes to :attr:`log`, beside the store. The node is insecure
-    (``--insecure``) unless ``extra_args`` give ``--certs-dir``."""
+    (``--insecure``) unless ``extra_args`` give ``--certs-dir``, and its ``file://``
+    sinks may write anywhere below the system's temporary directory (where tests keep
+    their outputs) unless they give ``--external-io-dir``."""
 
     def __init__(
         self,
@@ -68,6 +71,8 @@ class NodeProcess:
         secure = any(a == "--certs-dir" or a.startswith("--certs-dir=") for a in extra_args)
         if not secure and "--insecure" not in extra_args:
             extra_args = ("--insecure", *extra_args)
+        if not any(a.startswith("--external-io-dir") for a in extra_args):
+            extra_args = ("--external-io-dir", tempfile.gettempdir(), *extra_args)
         return subprocess.Popen(
             [
                 sys.executable,

@@ -34,7 +34,15 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory, certs: Path) -> Iterator[NodeProcess]:
     store = tmp_path_factory.mktemp("secure") / "store"
-    process = NodeProcess(store, "--certs-dir", str(certs), "--changefeed-runner", "thread")
+    process = NodeProcess(
+        store,
+        "--certs-dir",
+        str(certs),
+        "--changefeed-runner",
+        "thread",
+        "--external-io-dir",
+        str(store / "extern"),  # the default, given: NodeProcess's own is the temp dir
+    )
     try:
         with feedkv.connect(process.url, certs_dir=certs) as db:
             db.sql("CREATE USER IF NOT EXISTS alice WITH PASSWORD 'alice-pw'")
@@ -207,3 +215,31 @@ def test_a_job_planned_by_a_remote_client_cannot_write_outside_the_external_io_d
     # NB: the client's own check made the directory (with the client's rights, here on
     # the same machine); the node wrote nothing into it
     assert not any(outside.rglob("*"))
+
+
+def test_no_planted_sink_secret_reaches_the_store_the_logs_or_a_query(
+    node: NodeProcess, certs: Path
+) -> None:
+    planted = ("PLANTED-URI-PW-7", "PLANTED-HEADER-8")
+    with feedkv.connect(node.url, certs_dir=certs) as db:
+        db.sql("CREATE TABLE IF NOT EXISTS hooked (id INT PRIMARY KEY)")
+        db.sql("UPSERT INTO hooked VALUES (1)")
+        job = db.sql(
+            f"CREATE CHANGEFEED FOR hooked INTO 'webhook-https://u:{planted[0]}@127.0.0.1:1/h' "
+            f"WITH webhook_auth_header='Bearer {planted[1]}'"
+        ).rows[0][0]
+
+        def retrying() -> str:
+            result = db.sql(f"SHOW CHANGEFEED JOB {job}")
+            row = dict(zip(result.columns, result.rows[0], strict=True))
+            return str(row["running_status"]) if "retry" in str(row["running_status"]) else ""
+
+        status = wait_until(retrying, timeout_s=60, what="the job to fail and retry")
+        shown = repr(db.sql("SHOW CHANGEFEED JOBS").rows) + status
+        db.sql(f"CANCEL JOB {job}")
+    assert not any(secret in shown for secret in planted)
+    files = [p for p in node.store.rglob("*") if p.is_file()] + [node.log]
+    for path in files:
+        data = path.read_bytes()
+        for secret in planted:
+            assert secret.encode() not in data, f"{secret} in {path}"

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 import feedkv
+from feedkv.cli.main import main
 from feedkv.errors import NodeUnavailableError, PermissionDeniedError
 from feedkv.kv.address import parse_node_url
 from feedkv.kv.grpc_transport import GrpcTransport
@@ -243,3 +244,12 @@ def test_no_planted_sink_secret_reaches_the_store_the_logs_or_a_query(
         data = path.read_bytes()
         for secret in planted:
             assert secret.encode() not in data, f"{secret} in {path}"
+
+
+def test_feedkv_sql_takes_a_certs_dir(
+    node: NodeProcess, certs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sql", "--url", node.url, "--certs-dir", str(certs), "-e", "SELECT 41 + 1"]) == 0
+    assert "42" in capsys.readouterr().out
+    assert main(["sql", "--url", node.url, "-e", "SELECT 1"]) == 1
+    assert "a secure node needs certs_dir" in capsys.readouterr().err

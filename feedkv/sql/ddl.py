@@ -66,7 +66,6 @@ def create_database(ex: Execution, s: st.CreateDatabase) -> Result:
 
 
 def drop_database(ex: Execution, s: st.DropDatabase) -> Result:
-    ex.require_admin("DROP DATABASE")
     txn = ex.write_txn
     try:
         database = catalog.database_by_name(txn, s.name)
@@ -74,6 +73,7 @@ def drop_database(ex: Execution, s: st.DropDatabase) -> Result:
         if s.if_exists:
             return Result(tag="DROP DATABASE")
         raise
+    ex.require_privilege(database, "DROP")
     tables = catalog.list_tables(txn, database)
     if tables and not s.cascade:
         raise SQLError(
@@ -96,9 +96,9 @@ def show_databases(ex: Execution, s: st.ShowDatabases) -> Result:
 
 
 def create_table(ex: Execution, s: st.CreateTable) -> Result:
-    ex.require_admin("CREATE TABLE")
-    txn = ex.write_txn
     database = ex.database(s.table.database)
+    ex.require_privilege(database, "CREATE")
+    txn = ex.write_txn
     try:
         catalog.table_by_name(txn, database, s.table.name)
     except SQLError:
@@ -219,10 +219,9 @@ def _families(
 
 
 def drop_table(ex: Execution, s: st.DropTable) -> Result:
-    ex.require_admin("DROP TABLE")
     for name in s.tables:
         try:
-            desc = ex.table(name)
+            desc = ex.table(name, "DROP")
         except SQLError as exc:
             if s.if_exists and exc.code in ("42P01", "3D000"):
                 continue
@@ -472,7 +471,8 @@ def grant_admin(ex: Execution, s: st.GrantAdmin) -> Result:
 def grant_privileges(ex: Execution, s: st.GrantPrivileges) -> Result:
     verb = "REVOKE" if s.revoke else "GRANT"
     ex.require_admin(verb)
-    descs = [ex.table(name) for name in s.tables]
+    descs: list[TableDescriptor | DatabaseDescriptor] = [ex.table(name) for name in s.tables]
+    descs += [ex.database(name) for name in s.databases]
     for name in s.users:
         if catalog.get_user(ex.write_txn, name) is None:
             raise SQLError("42704", f'role/user "{name}" does not exist')
@@ -484,8 +484,8 @@ def grant_privileges(ex: Execution, s: st.GrantPrivileges) -> Result:
 
 
 def show_grants(ex: Execution, s: st.ShowGrants) -> Result:
-    """The grants in the current database (on one table, for one user); a user without
-    the admin role sees only their own."""
+    """The grants in the current database, on it (no table name) and on its tables (on
+    one table, for one user); a user without the admin role sees only their own."""
     database = ex.database(s.table.database if s.table is not None else None)
     table_id = ex._table(s.table).id if s.table is not None else None
     user = s.user
@@ -495,16 +495,24 @@ def show_grants(ex: Execution, s: st.ShowGrants) -> Result:
         user = ex.session.user
     rows: list[tuple[Any, ...]] = []
     for granted, grantee, privileges in catalog.list_privileges(ex.read_source, table_id):
-        desc = catalog.table_by_id(ex.read_source, granted)
-        if desc is None or desc.dropped or desc.database_id != database.id:
-            continue
         if user is not None and grantee != user:
             continue
+        desc = catalog.get_descriptor(ex.read_source, granted)
+        if isinstance(desc, DatabaseDescriptor) and desc.id == database.id:
+            schema, table = None, None
+        elif (
+            isinstance(desc, TableDescriptor)
+            and not desc.dropped
+            and desc.database_id == database.id
+        ):
+            schema, table = "public", desc.name
+        else:
+            continue
         rows.extend(
-            (database.name, "public", desc.name, grantee, privilege, False)
+            (database.name, schema, table, grantee, privilege, False)
             for privilege in sorted(privileges)
         )
-    rows.sort()
+    rows.sort(key=lambda row: tuple("" if v is None else str(v) for v in row))
     columns = ("database_name", "schema_name", "table_name", "grantee", "privilege_type")
     return Result((*columns, "is_grantable"), rows, f"SHOW {len(rows)}")
 

@@ -188,14 +188,16 @@ class Execution:
             self._admin = user is not None and user.admin
         return self._admin
 
-    def require_privilege(self, desc: TableDescriptor, privilege: str) -> None:
-        """42501 unless the user is an admin or was granted ``privilege`` on ``desc``."""
+    def require_privilege(self, desc: TableDescriptor | DatabaseDescriptor, privilege: str) -> None:
+        """42501 unless the user is an admin or was granted ``privilege`` on ``desc``
+        (a table, or a database)."""
         if self.is_admin():
             return
         if privilege not in catalog.get_privileges(self.read_source, desc.id, self.session.user):
+            kind = "relation" if isinstance(desc, TableDescriptor) else "database"
             raise SQLError(
                 "42501",
-                f"user {self.session.user} does not have {privilege} privilege on relation "
+                f"user {self.session.user} does not have {privilege} privilege on {kind} "
                 f"{desc.name}",
             )
 

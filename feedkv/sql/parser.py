@@ -920,9 +920,11 @@ class _Statement:
                 len(words), f"expected {words[0]} privilege, ... ON [TABLE] t, ... {to} user, ..."
             )
         on, at = words.index("ON"), words.index(to)
+        on_database = words[on + 1 : on + 2] == ["DATABASE"]
+        known = st.DATABASE_PRIVILEGES if on_database else st.PRIVILEGES
         privileges: list[str] = []
         if words[1:on] in (["ALL"], ["ALL", "PRIVILEGES"]):
-            privileges = list(st.PRIVILEGES)
+            privileges = list(known)
         else:
             for i in range(1, on):
                 if i % 2 == 0:
@@ -930,12 +932,27 @@ class _Statement:
                         raise self._error_at(i, "expected a comma between privileges")
                     continue
                 privileges.append(words[i])
-        unknown = [p for p in privileges if p not in st.PRIVILEGES]
+        unknown = [p for p in privileges if p not in known]
         if unknown or not privileges:
+            what = "database" if on_database else "table"
             raise SQLError(
                 "42601",
-                f"unknown privilege {unknown[0] if unknown else ''!r}: table privileges are "
-                f"{', '.join(st.PRIVILEGES)} (or ALL)",
+                f"unknown privilege {unknown[0] if unknown else ''!r}: {what} privileges are "
+                f"{', '.join(known)} (or ALL)",
+            )
+        users = tuple(
+            _name(t) for t in self.tokens[at + 1 :] if t.token_type is not TokenType.COMMA
+        )
+        if not users:
+            raise self._error_at(at + 1, "expected a user name")
+        if on_database:
+            names = tuple(
+                _name(t) for t in self.tokens[on + 2 : at] if t.token_type is not TokenType.COMMA
+            )
+            if not names:
+                raise self._error_at(on + 2, "expected a database name")
+            return st.GrantPrivileges(
+                self.text, tuple(privileges), (), users, revoke, databases=names
             )
         start = on + 1 + (words[on + 1 : on + 2] == ["TABLE"])
         tables: list[st.TableName] = []
@@ -944,11 +961,6 @@ class _Statement:
             if i == at or self.tokens[i].token_type is TokenType.COMMA:
                 tables.append(self._table_name(begin, i))
                 begin = i + 1
-        users = tuple(
-            _name(t) for t in self.tokens[at + 1 :] if t.token_type is not TokenType.COMMA
-        )
-        if not users:
-            raise self._error_at(at + 1, "expected a user name")
         return st.GrantPrivileges(self.text, tuple(privileges), tuple(tables), users, revoke)
 
     def _split_at(self) -> st.SplitAt:

@@ -33,6 +33,7 @@ __all__ = [
     "FamilySpec",
     "GrantAdmin",
     "GrantPrivileges",
+    "DATABASE_PRIVILEGES",
     "PRIVILEGES",
     "Insert",
     "Join",
@@ -203,18 +204,22 @@ class ShowGrants(Statement):
     user: str | None = None
 
 
-# Table privileges a user without the admin role may be granted (GRANT ... ON TABLE)
-PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "CHANGEFEED")
+# Privileges a user without the admin role may be granted on a table (GRANT ... ON
+# TABLE) and on a database (GRANT ... ON DATABASE: CREATE its tables, DROP it)
+PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "CHANGEFEED", "DROP")
+DATABASE_PRIVILEGES = ("CREATE", "DROP")
 
 
 @dataclass(frozen=True, slots=True)
 class GrantPrivileges(Statement):
-    """``GRANT privileges ON [TABLE] t, ... TO u, ...`` (``revoke``: ``REVOKE ... FROM``)."""
+    """``GRANT privileges ON [TABLE] t, ... TO u, ...`` or ``... ON DATABASE d, ...``
+    (``revoke``: ``REVOKE ... FROM``)."""
 
     privileges: tuple[str, ...]
     tables: tuple[TableName, ...]
     users: tuple[str, ...]
     revoke: bool = False
+    databases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,3 +111,27 @@ def test_show_grants_lists_grants_and_a_user_sees_only_their_own(shop: DB) -> No
         alice.execute("SHOW GRANTS FOR bob")
     shop.sql("REVOKE ALL ON items FROM alice")
     assert alice.execute("SHOW GRANTS").rows == []
+
+
+def test_database_privileges_let_a_user_create_and_drop(shop: DB) -> None:
+    shop.sql("CREATE DATABASE lab")
+    alice = shop.session(user="alice", database="lab")
+    with pytest.raises(SQLError, match="does not have CREATE privilege on database lab"):
+        alice.execute("CREATE TABLE mine (k INT PRIMARY KEY)")
+    shop.sql("GRANT CREATE ON DATABASE lab TO alice")
+    alice.execute("CREATE TABLE mine (k INT PRIMARY KEY)")
+    # a table she created is not hers to read or drop without grants (no owners yet)
+    with pytest.raises(SQLError, match="does not have DROP privilege on relation mine"):
+        alice.execute("DROP TABLE mine")
+    shop.sql("GRANT DROP ON lab.mine TO alice")
+    alice.execute("DROP TABLE mine")
+    with pytest.raises(SQLError, match="does not have DROP privilege on database lab"):
+        alice.execute("DROP DATABASE lab")
+    shop.sql("GRANT ALL ON DATABASE lab TO alice")
+    assert [r[1:5] for r in alice.execute("SHOW GRANTS").rows] == [
+        (None, None, "alice", "CREATE"),
+        (None, None, "alice", "DROP"),
+    ]
+    alice.execute("DROP DATABASE lab")
+    with pytest.raises(SQLError, match="does not have CREATE privilege on database defaultdb"):
+        shop.session(user="alice").execute("CREATE TABLE elsewhere (k INT PRIMARY KEY)")

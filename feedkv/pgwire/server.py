@@ -146,10 +146,11 @@ class PGServer:
                 secured = self._secure(sock, peer_host)
             except (OSError, ValueError) as exc:
                 log.info("SQL connection from %s refused: TLS failed: %s", peer_host, exc)
-                sock.close()
-                return
+                secured = None
             if secured is None:
                 sock.close()
+                with self._lock:
+                    self._threads.discard(threading.current_thread())
                 return
             sock, cert_user = secured
         self._run(sock, peer_host, process_id, cert_user)

@@ -253,3 +253,20 @@ def test_feedkv_sql_takes_a_certs_dir(
     assert "42" in capsys.readouterr().out
     assert main(["sql", "--url", node.url, "-e", "SELECT 1"]) == 1
     assert "a secure node needs certs_dir" in capsys.readouterr().err
+
+
+def test_the_sql_port_refuses_a_client_without_credentials(node: NodeProcess, certs: Path) -> None:
+    with pytest.raises(psycopg.OperationalError, match="no password supplied"):
+        psycopg.connect(_dsn(node, certs, "alice"))
+
+
+def test_the_sql_port_refuses_a_client_certificate_of_another_ca(
+    node: NodeProcess, certs: Path, tmp_path: Path
+) -> None:
+    foreign = make_certs_dir(tmp_path, users=("alice",))
+    theirs = {
+        "sslcert": str(foreign / "client.alice.crt"),
+        "sslkey": str(foreign / "client.alice.key"),
+    }
+    with pytest.raises(psycopg.OperationalError, match="unknown ca"):
+        psycopg.connect(_dsn(node, certs, "alice", **theirs))

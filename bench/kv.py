@@ -1,12 +1,15 @@
 """`feedkv bench kv`: a kv0-style workload against a node, embedded and over gRPC.
 
 Single-row upserts of 100-byte values over 100k keys from 32 concurrent clients, each
-commit durable (fsync). Three rows:
+commit durable (fsync). Four rows:
 
 - ``grpc``: a `feedkv start` subprocess on loopback; the clients are threads of one
   client process by default (``--client-processes`` spreads them). Their batches share
   the process's stream to the node, many to a message, which beats more processes with
   fewer batches to a message on two cores;
+- ``grpc_tls``: the same against a secure node (``--certs-dir``, certificates made
+  here): TLS with client certificates, as root; its ratio to ``grpc`` is TLS's cost
+  (issue 40's target: at least 0.9);
 - ``embedded``: 32 threads in the process that holds the store;
 - ``postgresql``: the same upserts (`INSERT ... ON CONFLICT DO UPDATE`, synchronous
   commit) against a PostgreSQL server this benchmark starts on loopback, when one is
@@ -31,14 +34,21 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import feedkv
 from feedkv.kv.store import StoreConfig
+from feedkv.testing.certs import make_certs_dir
 from feedkv.testing.node_process import NodeProcess
 
 KEYS = 100_000
 VALUE = b"v" * 100
-TARGETS = {"grpc_commits_per_s": 5_000, "grpc_p99_ms": 50.0, "embedded_commits_per_s": 15_000}
+TARGETS = {
+    "grpc_commits_per_s": 5_000,
+    "grpc_p99_ms": 50.0,
+    "embedded_commits_per_s": 15_000,
+    "tls_vs_plaintext": 0.9,
+}
 
 
 def key_of(i: int) -> bytes:
@@ -160,11 +170,17 @@ def client_processes(
     return row
 
 
-def run_grpc(clients: int, seconds: float, processes: int) -> dict[str, Any]:
+def run_grpc(clients: int, seconds: float, processes: int, *, tls: bool = False) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="feedkv-bench-kv-") as tmp:
-        node = NodeProcess(Path(tmp) / "store")
+        if tls:
+            certs = make_certs_dir(Path(tmp))
+            node = NodeProcess(Path(tmp) / "store", "--certs-dir", str(certs))
+            url = f"{node.url}?certs_dir={quote(str(certs))}"
+        else:
+            node = NodeProcess(Path(tmp) / "store")
+            url = node.url
         try:
-            return client_processes(__file__, node.url, clients, seconds, processes)
+            return client_processes(__file__, url, clients, seconds, processes)
         finally:
             node.terminate()
 
@@ -282,6 +298,10 @@ def main(argv: list[str]) -> int:
         "cores": os.cpu_count(),
     }
     result["grpc"] = run_grpc(args.clients, args.seconds, args.client_processes)
+    result["grpc_tls"] = run_grpc(args.clients, args.seconds, args.client_processes, tls=True)
+    result["ratio_tls_vs_plaintext"] = round(
+        result["grpc_tls"]["commits_per_s"] / max(result["grpc"]["commits_per_s"], 1e-9), 2
+    )
     result["embedded"] = run_embedded(args.clients, args.seconds)
     result["postgresql"] = (
         {"skipped": "--skip-postgresql"}
@@ -298,6 +318,7 @@ def main(argv: list[str]) -> int:
     result["targets_met"] = {
         "grpc_commits_per_s": result["grpc"]["commits_per_s"] >= TARGETS["grpc_commits_per_s"],
         "grpc_p99_ms": result["grpc"]["p99_ms"] <= TARGETS["grpc_p99_ms"],
+        "tls_vs_plaintext": result["ratio_tls_vs_plaintext"] >= TARGETS["tls_vs_plaintext"],
         "embedded_commits_per_s": result["embedded"]["commits_per_s"]
         >= TARGETS["embedded_commits_per_s"],
     }

@@ -93,8 +93,18 @@ def connect(
     join: Sequence[str] | None = None,
     cluster_config: ClusterConfig | None = None,
     http_addr: str | None = None,
+    certs_dir: str | Path | None = None,
+    user: str | None = None,
+    external_io_dir: str | Path | None = None,
 ) -> DB:
     """Open a store directory in-process, or connect to ``feedkv://host:port``.
+
+    ``certs_dir`` (or ``?certs_dir=`` in the URL): a certs directory (``feedkv cert``):
+    a client connects with TLS as ``user`` (root by default; the raw KV API of a secure
+    node is for root and nodes only); an embedded node serves its ports with TLS. Without
+    it a client talks plaintext, which only an insecure node (``--insecure``) accepts.
+    ``external_io_dir``: an embedded node's ``file://`` sinks must lie below it (``None``:
+    anywhere; ``feedkv start`` gives ``<store>/extern`` by default).
 
     The other arguments apply to an embedded node only. With ``listen`` (``HOST:PORT``)
     it also serves gRPC there, and with ``sql_addr`` PostgreSQL clients (see
@@ -115,17 +125,21 @@ def connect(
     if "://" in text:
         address = parse_node_url(text)
         from feedkv.kv.dialer import ClusterDialer, RemoteNodes
-        from feedkv.kv.grpc_transport import GrpcTransport
+        from feedkv.kv.grpc_transport import GrpcTransport, url_tls
         from feedkv.rangefeed.cluster_feeds import ClusterFeedTransport
         from feedkv.rangefeed.grpc_transport import GrpcFeedTransport
 
-        gateway = GrpcTransport(*address)
+        tls = url_tls(text, certs_dir, user)
+        gateway = GrpcTransport(*address, tls=tls)
         nodes = RemoteNodes(gateway.channel)
-        transport = ClusterDialer(gateway, gateway_node=nodes.gateway_node, addresses=nodes.address)
+        transport = ClusterDialer(
+            gateway, gateway_node=nodes.gateway_node, addresses=nodes.address, tls=tls
+        )
         feeds = ClusterFeedTransport(
             GrpcFeedTransport(gateway.channel, gateway.address),
             gateway_node=nodes.gateway_node,
             addresses=nodes.address,
+            tls=tls,
         )
         return DB(transport, feeds, target=text, changefeed_runner=changefeed_runner)
     if not text:
@@ -145,6 +159,8 @@ def connect(
         join=join,
         cluster_config=cluster_config,
         http_addr=http_addr,
+        certs_dir=certs_dir,
+        external_io_dir=external_io_dir,
     )
     local: Transport = LocalTransport(node.store, owned=False)
     db = DB(
@@ -213,8 +229,14 @@ class DB(KVFeedClient):
                 f"{self.target} is a server: connect PostgreSQL clients to its SQL port"
             )
         return self._node.serve_sql(
-            lambda user, database: self.session(user=user, database=database), listen
+            lambda user, database: self.session(user=user, database=database),
+            listen,
+            verifier=self._password_verifier,
         )
+
+    def _password_verifier(self, user: str) -> str | None:
+        found = catalog.get_user(self, user)
+        return found.password_verifier if found is not None else None
 
     def sql(self, statement: str, *params: Any) -> Result:
         """Run SQL (``$1``, ``$2``... take ``params``) as ``root`` in ``defaultdb`` and
@@ -268,7 +290,14 @@ class DB(KVFeedClient):
                         spark_master=self.jobs_spark_master,
                         metrics=metrics,
                     )
-                self._changefeeds = Changefeeds(self, registry, metrics)
+                self._changefeeds = Changefeeds(
+                    self,
+                    registry,
+                    metrics,
+                    external_io_dir=(
+                        self._node.external_io_dir if self._node is not None else None
+                    ),
+                )
             return self._changefeeds
 
     def jobs_spark_master(self) -> str | None:

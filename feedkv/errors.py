@@ -28,6 +28,7 @@ the caller should do about the error::
     ├── BatchTimestampBeforeGCError    the data at that timestamp was garbage collected
     ├── ClockOffsetError               a remote clock is too far ahead to trust
     ├── StoreLockedError               another process owns the store directory
+    ├── PermissionDeniedError          not allowed: authenticate as a user who is
     ├── TransactionStatusError         the txn was already committed or rolled back
     ├── ExternalError                  a fault outside feedkv (disk, network, sink)
     │   ├── StorageError
@@ -65,6 +66,7 @@ __all__ = [
     "InvalidURLError",
     "InvariantViolation",
     "NodeUnavailableError",
+    "PermissionDeniedError",
     "PushFailedError",
     "RangeKeyMismatchError",
     "RangeNotFoundError",
@@ -289,6 +291,11 @@ class ClockOffsetError(FeedKVError):
 
 class StoreLockedError(FeedKVError):
     """The store directory is already open in another process."""
+
+
+class PermissionDeniedError(FeedKVError):
+    """The caller is not allowed to do this (a secure node's raw KV API is for nodes and
+    the root client certificate), or could not prove who it is."""
 
 
 class TransactionStatusError(FeedKVError):

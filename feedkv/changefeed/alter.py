@@ -10,7 +10,12 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from feedkv.changefeed.changefeed import ChangefeedSpec
-from feedkv.changefeed.create import resolve_table, sql_literal, topic_name
+from feedkv.changefeed.create import (
+    require_changefeed_privilege,
+    resolve_table,
+    sql_literal,
+    topic_name,
+)
 from feedkv.changefeed.jobs import (
     PAUSED,
     JobRecord,
@@ -95,6 +100,7 @@ def altered_spec(
         targets.remove(dropped)
     for written in statement.add:
         _database, desc = resolve_table(session, txn, written)
+        require_changefeed_privilege(session, txn, desc, "CHANGEFEED")
         if written.family is not None:
             desc.family(written.family)
         added = Target(desc.id, written.family)

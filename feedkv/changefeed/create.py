@@ -34,7 +34,9 @@ if TYPE_CHECKING:
 __all__ = [
     "Plan",
     "plan_changefeed",
+    "is_admin",
     "require_admin",
+    "require_changefeed_privilege",
     "resolve_table",
     "sql_literal",
     "topic_name",
@@ -57,7 +59,7 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
     db = session.db
     now = db.now()
     snapshot = catalog.Snapshot(db, now)
-    require_admin(session, snapshot, "create a changefeed")
+    admin = is_admin(session, snapshot)
     options = parse_options(statement.options, now=now)
     query = None
     if statement.query is not None:
@@ -68,6 +70,9 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
     topics: dict[int, str] = {}
     for written in statement.targets:
         database, desc = resolve_table(session, snapshot, written)
+        if not admin:
+            need = "CHANGEFEED" if statement.sink is not None else "SELECT"
+            require_changefeed_privilege(session, snapshot, desc, need)
         if written.family is not None:
             desc.family(written.family)  # 42704 when it does not exist
         target = Target(desc.id, written.family)
@@ -156,6 +161,24 @@ def resolve_table(
     """The table a changefeed target names, and its database (42P01 if none)."""
     database = session.resolve_database(reader, written.table.database or session.database)
     return database, catalog.table_by_name(reader, database, written.table.name)
+
+
+def is_admin(session: Session, reader: catalog.Reader) -> bool:
+    user = catalog.get_user(reader, session.user)
+    return user is not None and user.admin
+
+
+def require_changefeed_privilege(
+    session: Session, reader: catalog.Reader, desc: TableDescriptor, need: str
+) -> None:
+    """42501 unless ``session``'s user is an admin or holds ``need`` on ``desc``."""
+    if is_admin(session, reader) or need in catalog.get_privileges(reader, desc.id, session.user):
+        return
+    raise SQLError(
+        "42501",
+        f"user {session.user} requires the {need} privilege on table {desc.name} "
+        "(or the admin role) to create this changefeed",
+    )
 
 
 def require_admin(session: Session, reader: catalog.Reader, what: str) -> None:

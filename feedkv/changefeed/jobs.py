@@ -38,8 +38,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from feedkv.changefeed.changefeed import ChangefeedSpec
 from feedkv.changefeed.options import parse_options
 from feedkv.changefeed.rows import Target
-from feedkv.errors import SQLError
+from feedkv.errors import InvariantViolation, SQLError
 from feedkv.kv.txn import Txn
+from feedkv.security.secrets import SEALED_PREFIX, Sealer, new_key
 from feedkv.sql import catalog
 from feedkv.sql.types import logical_decimal
 from feedkv.util.hlc import Timestamp
@@ -140,8 +141,11 @@ class JobRecord:
         options = dataclasses.replace(spec.options, initial_scan="no")
         return dataclasses.replace(spec, start=self.high_water, options=options)
 
-    def to_json(self) -> bytes:
+    def to_json(self, sealer: Sealer) -> bytes:
+        """The record, its sink URI and options sealed (they may hold credentials)."""
         spec = self.spec
+        context = _context(self.id)
+        options = json.dumps([list(pair) for pair in spec.options.given])
         return json.dumps(
             {
                 "id": self.id,
@@ -154,9 +158,9 @@ class JobRecord:
                 "spec": {
                     "targets": [[t.table_id, t.family] for t in spec.targets],
                     "topics": {str(k): v for k, v in spec.topics.items()},
-                    "options": [list(pair) for pair in spec.options.given],
+                    "options": sealer.seal(options, context),
                     "start": str(spec.start),
-                    "sink_uri": spec.sink_uri,
+                    "sink_uri": sealer.seal(spec.sink_uri, context) if spec.sink_uri else None,
                     "description": spec.description,
                     "user": spec.user,
                     "query": spec.query,
@@ -165,16 +169,24 @@ class JobRecord:
         ).encode()
 
     @classmethod
-    def from_json(cls, data: bytes) -> JobRecord:
+    def from_json(cls, data: bytes, sealer: Sealer | None) -> JobRecord:
+        """``sealer``: the cluster's (``None``: it has none yet, so nothing is sealed)."""
         d = json.loads(data)
         s = d["spec"]
         created = Timestamp.parse(d["created"])
+        context = _context(d["id"])
+        options = s["options"]
+        if isinstance(options, str):
+            options = json.loads(_open(sealer, options, context))
+        sink_uri = s["sink_uri"]
+        if isinstance(sink_uri, str) and sink_uri.startswith(SEALED_PREFIX):
+            sink_uri = _open(sealer, sink_uri, context)
         spec = ChangefeedSpec(
             targets=tuple(Target(t, f) for t, f in s["targets"]),
             topics={int(k): v for k, v in s["topics"].items()},
-            options=parse_options([tuple(pair) for pair in s["options"]], now=created),
+            options=parse_options([tuple(pair) for pair in options], now=created),
             start=Timestamp.parse(s["start"]),
-            sink_uri=s["sink_uri"],
+            sink_uri=sink_uri,
             description=s["description"],
             user=s["user"],
             query=s["query"],
@@ -192,9 +204,34 @@ class JobRecord:
         )
 
 
+def _context(job_id: int) -> bytes:
+    return f"job/{job_id}".encode()
+
+
+def _sealer(reader: catalog.Reader) -> Sealer | None:
+    """The cluster's sealer (``None``: no job record was ever written)."""
+    key = reader.get(catalog.SEALING_KEY)
+    return Sealer(key) if key is not None else None
+
+
+def _sealer_for_writing(txn: Txn) -> Sealer:
+    """The cluster's sealer, its key made in ``txn`` if this is the first record."""
+    key = txn.get(catalog.SEALING_KEY)
+    if key is None:
+        key = new_key()
+        txn.put(catalog.SEALING_KEY, key)
+    return Sealer(key)
+
+
+def _open(sealer: Sealer | None, text: str, context: bytes) -> str:
+    if sealer is None:
+        raise InvariantViolation("a job record holds sealed values but the cluster has no key")
+    return sealer.open(text, context)
+
+
 def get_job(reader: catalog.Reader, job_id: int) -> JobRecord | None:
     data = reader.get(catalog.job_key(job_id))
-    return JobRecord.from_json(data) if data is not None else None
+    return JobRecord.from_json(data, _sealer(reader)) if data is not None else None
 
 
 def existing_job(record: JobRecord | None, job_id: int) -> JobRecord:
@@ -207,13 +244,14 @@ def existing_job(record: JobRecord | None, job_id: int) -> JobRecord:
 def list_jobs(reader: catalog.Reader) -> list[JobRecord]:
     """Every job, oldest first."""
     start, end = catalog.job_span()
-    return [JobRecord.from_json(kv.value) for kv in reader.scan(start, end)]
+    sealer = _sealer(reader)
+    return [JobRecord.from_json(kv.value, sealer) for kv in reader.scan(start, end)]
 
 
 def put_job(txn: Txn, record: JobRecord, *, watching: bool | None = None) -> None:
     """Write ``record``; with ``watching``, also record (or forget) that it watches its
     tables, which TRUNCATE checks."""
-    txn.put(catalog.job_key(record.id), record.to_json())
+    txn.put(catalog.job_key(record.id), record.to_json(_sealer_for_writing(txn)))
     if watching is not None:
         for target in record.spec.targets:
             catalog.set_changefeed_watch(txn, target.table_id, record.id, watching=watching)

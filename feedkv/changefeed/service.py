@@ -18,13 +18,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from feedkv.changefeed.alter import alter
 from feedkv.changefeed.changefeed import Changefeed, ChangefeedSpec
 from feedkv.changefeed.cluster_settings import run_setting
 from feedkv.changefeed.control import CONTROL_WAIT_S, REQUESTED, request
-from feedkv.changefeed.create import plan_changefeed, require_admin
+from feedkv.changefeed.create import is_admin, plan_changefeed, require_admin
 from feedkv.changefeed.job import Job
 from feedkv.changefeed.jobs import (
     ACTIVE,
@@ -34,13 +35,16 @@ from feedkv.changefeed.jobs import (
     get_job,
     list_jobs,
     put_job,
+    redacted,
     show_row,
 )
 from feedkv.changefeed.metrics import ChangefeedMetrics
+from feedkv.changefeed.options import option_error
 from feedkv.changefeed.registry import JobRegistry
-from feedkv.changefeed.sink import check_sink, make_sink
+from feedkv.changefeed.sink import SinkURI, check_sink, make_sink
 from feedkv.changefeed.sinkless import COLUMNS, ChannelSink, FeedResult
-from feedkv.errors import SQLError
+from feedkv.errors import InvalidArgumentError, SQLError
+from feedkv.security.external_io import confine
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.execution import ROW_IDS, Result
@@ -68,8 +72,13 @@ class Changefeeds:
         db: SQLClient,
         registry: JobRegistry | None = None,
         metrics: ChangefeedMetrics | None = None,
+        *,
+        external_io_dir: Path | None = None,
     ) -> None:
+        """``external_io_dir``: ``file://`` sinks must lie below it (``None``: anywhere,
+        as for an embedded node, whose users already hold the process's rights)."""
         self._db = db
+        self._external_io_dir = external_io_dir
         self._registry = registry
         self._metrics = metrics or ChangefeedMetrics()
         self._lock = threading.Lock()
@@ -79,6 +88,7 @@ class Changefeeds:
         plan = plan_changefeed(statement, session)
         if plan.sink is None:
             return self._start_sinkless(plan.spec)
+        self._check_external_io(plan.sink)
         # The sink is made once to check it (its parameters, its table...), and
         # reached where CockroachDB reaches it (Kafka brokers, cloud storage): a job
         # that could never write is refused now, not found failed later.
@@ -90,11 +100,31 @@ class Changefeeds:
             self._registry.adopt(record.id)
         return Result(columns=("job_id",), rows=[(record.id,)], tag="CREATE CHANGEFEED")
 
+    def _check_external_io(self, sink: SinkURI) -> None:
+        if sink.scheme != "file" or self._external_io_dir is None:
+            return
+        try:
+            confine(sink.path, self._external_io_dir)
+        except InvalidArgumentError as exc:
+            raise option_error(f"sink URI {redacted(sink.uri)!r}: {exc}") from None
+
     def execute(self, statement: st.Statement, session: Session) -> Result:
-        """Run a job statement."""
-        require_admin(session, self._snapshot(), "manage changefeed jobs")
+        """Run a job statement: an admin's on any job, another user's on their own (a
+        job of someone else is refused, 42501, as if it were for an admin only)."""
+        snapshot = self._snapshot()
+        admin = is_admin(session, snapshot)
+        if not admin and isinstance(
+            statement, st.ShowChangefeedJobs | st.ControlJob | st.AlterChangefeed
+        ):
+            job_id = statement.job_id
+            if job_id is not None:
+                record = get_job(snapshot, job_id)
+                if record is None or record.spec.user != session.user:
+                    require_admin(session, snapshot, "manage another user's changefeed jobs")
+        elif not admin:
+            require_admin(session, snapshot, "manage changefeed jobs")
         if isinstance(statement, st.ShowChangefeedJobs):
-            return self._show(statement.job_id)
+            return self._show(statement.job_id, None if admin else session.user)
         if isinstance(statement, st.ControlJob):
             return self._control(statement.action, statement.job_id)
         if isinstance(statement, st.AlterChangefeed):
@@ -145,10 +175,11 @@ class Changefeeds:
     def _snapshot(self) -> catalog.Snapshot:
         return catalog.Snapshot(self._db, self._db.now())
 
-    def _show(self, job_id: int | None) -> Result:
+    def _show(self, job_id: int | None, owner: str | None) -> Result:
+        """``owner``: only that user's jobs (``None``: every job)."""
         snapshot = self._snapshot()
         if job_id is None:
-            records = list_jobs(snapshot)
+            records = [r for r in list_jobs(snapshot) if owner in (None, r.spec.user)]
         else:
             records = [existing_job(get_job(snapshot, job_id), job_id)]
         rows = [show_row(record, snapshot) for record in reversed(records)]  # newest first

@@ -83,6 +83,7 @@ def run_debug_rangefeed(
     timestamp_order: bool = False,
     out: TextIO = sys.stdout,
     stop: threading.Event | None = None,
+    certs_dir: str | None = None,
 ) -> int:
     start_key = parse_key(start)
     end_key = (
@@ -93,7 +94,7 @@ def run_debug_rangefeed(
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
-    db = _connect(url, stop)
+    db = _connect(url, stop, certs_dir)
     if db is None:
         return 0
     try:
@@ -114,12 +115,12 @@ def run_debug_rangefeed(
     return 0
 
 
-def _connect(url: str, stop: threading.Event) -> DB | None:
+def _connect(url: str, stop: threading.Event, certs_dir: str | None = None) -> DB | None:
     """Connect, retrying every second until a node answers or ``stop`` is set."""
     warned = False
     while not stop.is_set():
         try:
-            return connect(url)
+            return connect(url, certs_dir=certs_dir)
         except ExternalError as exc:
             if not warned:
                 print(f"feedkv: {exc}; retrying until interrupted", file=sys.stderr, flush=True)

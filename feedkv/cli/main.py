@@ -76,6 +76,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     start.add_argument("--store", required=True, help="store directory (created if missing)")
     start.add_argument(
+        "--external-io-dir",
+        help="file:// changefeed sinks write only below this directory (default STORE/extern)",
+    )
+    security = start.add_mutually_exclusive_group()
+    security.add_argument(
+        "--certs-dir",
+        help="serve every port with TLS from this certs directory (feedkv cert); one of "
+        "--certs-dir or --insecure is required",
+    )
+    security.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve every port in plaintext, without authentication (testing only)",
+    )
+    start.add_argument(
         "--listen",
         default="127.0.0.1:26258",
         help="HOST:PORT of the gRPC API (feedkv:// URLs, Spark; port 0: any free)",
@@ -158,6 +173,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
     sql.add_argument("--user", default="root", help="run statements as this user (root)")
+    sql.add_argument(
+        "--certs-dir",
+        help="connect with TLS, as --user, with the certificates in this directory",
+    )
     sql.add_argument("--database", "-d", default="defaultdb", help="current database")
 
     node = commands.add_parser("node", help="the nodes of a cluster")
@@ -174,6 +193,7 @@ def _parser() -> argparse.ArgumentParser:
         "rangefeed", help="print a span's changes and checkpoints as they arrive"
     )
     feed.add_argument("--url", default="feedkv://127.0.0.1:26258", help="the node to watch")
+    feed.add_argument("--certs-dir", help="connect with TLS as root, from this directory")
     feed.add_argument("--since", help="replay changes after this timestamp (default: now)")
     feed.add_argument("--with-diff", action="store_true", help="show each change's old value")
     feed.add_argument(
@@ -187,6 +207,24 @@ def _parser() -> argparse.ArgumentParser:
     feed.add_argument(
         "end", nargs="?", help="end key, exclusive (default: every key with START as prefix)"
     )
+
+    cert = commands.add_parser("cert", help="create the CA, node and client certificates")
+    cert_commands = cert.add_subparsers(dest="cert_command", required=True, metavar="ACTION")
+    for action, what in (
+        ("create-ca", "create the CA: CERTS_DIR/ca.crt and its key at --ca-key"),
+        ("create-node", "create node.crt/node.key for the node's HOSTs"),
+        ("create-client", "create client.USER.crt/.key (CN=USER)"),
+    ):
+        sub = cert_commands.add_parser(action, help=what)
+        if action == "create-node":
+            sub.add_argument("hosts", nargs="+", metavar="HOST", help="a name or IP address")
+        if action == "create-client":
+            sub.add_argument("user", metavar="USER")
+        sub.add_argument("--certs-dir", required=True, help="the certs directory")
+        sub.add_argument(
+            "--ca-key", required=True, help="the CA's key file (keep it out of the certs dir)"
+        )
+        sub.add_argument("--overwrite", action="store_true", help="replace existing files")
 
     bench = commands.add_parser("bench", help="run a benchmark and print its JSON record")
     bench.add_argument("name", help="benchmark name: " + (", ".join(_bench_names()) or "none"))
@@ -205,6 +243,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             from feedkv.cli.start import cluster_config, run_node, store_config
 
             config = store_config(args.closed_ts_target, args.txn_liveness, args.range_max_bytes)
+            if args.certs_dir is None and not args.insecure:
+                print(
+                    "feedkv: error: a node is secure by default: give --certs-dir DIR (make one "
+                    "with `feedkv cert`) or, to run without TLS or authentication, --insecure",
+                    file=sys.stderr,
+                )
+                return 1
             return run_node(
                 Path(args.store),
                 args.listen,
@@ -216,6 +261,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 spark_master=args.spark_master,
                 join=[a.strip() for a in args.join.split(",") if a.strip()],
                 cluster_config=cluster_config(args.rebalance_interval, args.max_offset),
+                certs_dir=Path(args.certs_dir) if args.certs_dir else None,
+                external_io_dir=Path(args.external_io_dir or Path(args.store) / "extern"),
             )
         if args.command == "node":
             from feedkv.cli.node import run_node_status
@@ -230,6 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 output=args.format,
                 user=args.user,
                 database=args.database,
+                certs_dir=args.certs_dir,
             )
         if args.command == "debug":
             from feedkv.cli.debug_rangefeed import run_debug_rangefeed
@@ -242,7 +290,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.with_diff,
                 args.format,
                 timestamp_order=args.timestamp_order,
+                certs_dir=args.certs_dir,
             )
+        if args.command == "cert":
+            from feedkv.cli.cert import run_cert
+
+            return run_cert(args)
         if args.command == "bench":
             return _run_bench(args.name, list(args.args))
     except FeedKVError as exc:

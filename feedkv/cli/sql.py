@@ -42,7 +42,10 @@ def run_sql(
     stdin: TextIO | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
+    certs_dir: str | None = None,
 ) -> int:
+    """``certs_dir``: reach a secure node with TLS, as root's client certificate (the
+    raw KV API under this shell is for root; other users use the SQL port: psql)."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
@@ -57,7 +60,8 @@ def run_sql(
             return _run(cast(Session, pg), statements, output, stdin, stdout, stderr)
         finally:
             pg.close()
-    with feedkv.connect(target) as db:
+    remote = "://" in target
+    with feedkv.connect(target, certs_dir=certs_dir if remote else None) as db:
         session = db.session(user=user, database=database)
         try:
             return _run(session, statements, output, stdin, stdout, stderr)

@@ -89,12 +89,16 @@ def run_node(
     cluster_config: ClusterConfig | None = None,
     http_addr: str | None = None,
     log_level: str = "info",
+    certs_dir: Path | None = None,
+    external_io_dir: Path | None = None,
 ) -> int:
     """Serve the store on ``listen`` (gRPC), ``sql_addr`` (PostgreSQL clients) and
     ``http_addr`` (metrics for Prometheus at ``/_status/vars``) and
     run its changefeed jobs until SIGTERM or SIGINT; then stop the jobs (they resume at
     the next start) and drain. Logs go to ``store/logs/feedkv.log`` from ``log_level``
-    up, once the store is open (:mod:`feedkv.server.logs`)."""
+    up, once the store is open (:mod:`feedkv.server.logs`). ``certs_dir``: every port
+    with TLS from there; ``None``: plaintext, which ``feedkv start`` does only when
+    asked (``--insecure``) and says so on stderr and in the log."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -114,6 +118,8 @@ def run_node(
         cluster_config=cluster_config,
         http_addr=http_addr,
         clock=_testing_clock(),
+        certs_dir=certs_dir,
+        external_io_dir=external_io_dir,
     )
     logs = None
     try:
@@ -127,16 +133,18 @@ def run_node(
             ports += f", HTTP on {db.node.http_url}"
         if sql_addr is not None:  # NB: last: the URL ends at the space (NodeProcess)
             ports += f", SQL on {db.serve_sql()}"
-        listening = f"feedkv node listening on {db.serving_url()}{ports} (store {store})"
+        url = db.node.url if db.node is not None else db.serving_url()
+        listening = f"feedkv node listening on {url}{ports} (store {store})"
         log.info("%s", listening)
         print(listening, flush=True)
-        if sql_addr is not None:
-            print(
-                "feedkv: the SQL port has no TLS or passwords yet: it takes the user name "
-                "a client gives, from loopback addresses only",
-                file=sys.stderr,
-                flush=True,
+        if certs_dir is None:
+            warning = (
+                "feedkv: WARNING: RUNNING IN INSECURE MODE (--insecure): no TLS on any port; "
+                "anyone who reaches the gRPC port can read and write every key, and the SQL "
+                "port takes the user name a client gives (from loopback addresses only)"
             )
+            log.warning("%s", warning)
+            print(warning, file=sys.stderr, flush=True)
         while not stop.wait(3600):
             pass
         log.info("draining")

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import parse_qs
 
 from feedkv.errors import InvalidArgumentError, InvalidURLError
 
-__all__ = ["SCHEME", "host_port", "parse_listen", "parse_node_url", "split_host_port"]
+__all__ = [
+    "SCHEME",
+    "URL_PARAMS",
+    "host_port",
+    "node_url_params",
+    "parse_listen",
+    "parse_node_url",
+    "split_host_port",
+]
 
 SCHEME = "feedkv://"
 
@@ -37,8 +46,36 @@ def parse_listen(text: str) -> tuple[str, int]:
     return address[0] or "127.0.0.1", address[1]
 
 
+# ``feedkv://host:port?certs_dir=DIR&user=USER``: connect with TLS as USER (root by
+# default), from the certificates in DIR
+URL_PARAMS = ("certs_dir", "user")
+
+
+def node_url_params(text: str) -> dict[str, str]:
+    """The parameters after ``?`` in a node's URL (each of :data:`URL_PARAMS`, once)."""
+    query = text.partition("?")[2]
+    if not query:
+        return {}
+    try:
+        parsed = parse_qs(query, keep_blank_values=False, strict_parsing=True)
+    except ValueError as exc:
+        raise InvalidURLError(f"cannot connect to {text!r}: bad parameters: {exc}") from exc
+    unknown = sorted(set(parsed) - set(URL_PARAMS))
+    if unknown:
+        raise InvalidURLError(
+            f"cannot connect to {text!r}: unknown parameter(s) {', '.join(unknown)}; "
+            f"known: {', '.join(URL_PARAMS)}"
+        )
+    repeated = sorted(name for name, values in parsed.items() if len(values) > 1)
+    if repeated:
+        raise InvalidURLError(f"cannot connect to {text!r}: {', '.join(repeated)} given twice")
+    return {name: values[0] for name, values in parsed.items()}
+
+
 def parse_node_url(text: str) -> tuple[str, int]:
-    """``(host, port)`` of a node's ``feedkv://host:port`` URL."""
+    """``(host, port)`` of a node's ``feedkv://host:port`` URL (its parameters, if any,
+    are :func:`node_url_params`')."""
+    text = text.partition("?")[0]
     address = split_host_port(text.removeprefix(SCHEME).rstrip("/"))
     if not text.startswith(SCHEME) or address is None or not address[0]:
         raise InvalidURLError(

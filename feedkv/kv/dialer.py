@@ -27,6 +27,7 @@ from feedkv.kv.api import BatchRequest, BatchResponse
 from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.router import Transport
 from feedkv.kv.wire import SERVICE
+from feedkv.security.tls import ClientTLS
 from feedkv.util.hlc import Timestamp
 
 __all__ = ["ClusterDialer", "RemoteNodes", "call", "node_addresses", "nodes"]
@@ -100,9 +101,12 @@ class ClusterDialer:
         gateway_node: Callable[[], int],
         addresses: Callable[[int], str | None],
         connect_timeout_s: float = 5.0,
+        tls: ClientTLS | None = None,
     ) -> None:
         """``gateway_node()``: the gateway's node id; ``addresses(node_id)``: where a node
-        listens (``None``: not known)."""
+        listens (``None``: not known); ``tls``: the identity other nodes are called as
+        (``None``: plaintext)."""
+        self._tls = tls
         self.gateway = gateway
         self._gateway_node = gateway_node
         self._addresses = addresses
@@ -128,7 +132,9 @@ class ClusterDialer:
         if parsed is None:
             raise NodeUnavailableError(f"node n{node_id} is not known to this node (yet)")
         try:
-            transport = GrpcTransport(*parsed, connect_timeout_s=self._connect_timeout_s)
+            transport = GrpcTransport(
+                *parsed, connect_timeout_s=self._connect_timeout_s, tls=self._tls
+            )
         except NodeUnavailableError as exc:
             raise NodeUnavailableError(
                 f"node n{node_id} at {address} is unavailable (its ranges wait for it): {exc}"

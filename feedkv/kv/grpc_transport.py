@@ -18,12 +18,18 @@ import itertools
 import queue
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
 
-from feedkv.errors import AmbiguousResultError, FeedKVError, NodeUnavailableError
-from feedkv.kv.address import host_port
+from feedkv.errors import (
+    AmbiguousResultError,
+    FeedKVError,
+    NodeUnavailableError,
+    PermissionDeniedError,
+)
+from feedkv.kv.address import host_port, node_url_params
 from feedkv.kv.api import (
     BatchRequest,
     BatchResponse,
@@ -45,10 +51,11 @@ from feedkv.kv.wire import (
     batch_response_from_proto,
     timestamp_from_proto,
 )
+from feedkv.security.tls import ClientTLS, open_channel
 from feedkv.storage.engine import Completion
 from feedkv.util.hlc import Timestamp
 
-__all__ = ["GrpcTransport"]
+__all__ = ["GrpcTransport", "url_tls"]
 
 # A message of calls holds those queued when it is sent, up to about this many bytes.
 MAX_CALLS_BYTES = 4 << 20
@@ -66,27 +73,55 @@ _MUTATIONS = (
 )
 
 
+def url_tls(
+    url: str, certs_dir: str | Path | None = None, user: str | None = None
+) -> ClientTLS | None:
+    """The TLS identity to dial ``url`` with: ``certs_dir`` (or the URL's
+    ``?certs_dir=``) as ``user`` (or the URL's ``user=``, else root); ``None``:
+    plaintext, for an insecure node."""
+    params = node_url_params(url)
+    certs = certs_dir if certs_dir is not None else params.get("certs_dir")
+    if certs is None:
+        return None
+    return ClientTLS.load(certs, user or params.get("user") or "root")
+
+
 class GrpcTransport:
     """One channel to one node. Connecting waits up to ``connect_timeout_s`` for the node
-    and raises :class:`NodeUnavailableError` if it does not answer."""
+    and raises :class:`NodeUnavailableError` if it does not answer. ``tls``: connect
+    with TLS as that identity (a secure node refuses plaintext)."""
 
-    def __init__(self, host: str, port: int, *, connect_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        connect_timeout_s: float = 5.0,
+        tls: ClientTLS | None = None,
+    ) -> None:
         self.address = host_port(host, port)
-        self._channel = grpc.insecure_channel(
+        self.tls = tls
+        self._channel = open_channel(
             self.address,
-            options=[
+            [
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.enable_http_proxy", 0),
             ],
+            tls,
         )
         try:
             grpc.channel_ready_future(self._channel).result(timeout=connect_timeout_s)
         except grpc.FutureTimeoutError as exc:
             self._channel.close()
+            hint = (
+                "is `feedkv start` running there, and does it trust this certificate "
+                f"(TLS as {tls.user!r}, CA {tls.certs.ca_cert})?"
+                if tls is not None
+                else "is `feedkv start` running there? (a secure node needs certs_dir=)"
+            )
             raise NodeUnavailableError(
-                f"no feedkv node answered at {self.address} within {connect_timeout_s:g} s; "
-                "is `feedkv start` running there?"
+                f"no feedkv node answered at {self.address} within {connect_timeout_s:g} s; " + hint
             ) from exc
         self._batch = self._channel.unary_unary(
             f"/{SERVICE}/Batch",
@@ -158,10 +193,12 @@ class GrpcTransport:
         try:
             reply = self._now(pb.NowRequest())
         except grpc.RpcError as exc:
+            _raise_denied(exc)
             raise NodeUnavailableError(f"node {self.address}: {_details(exc)}") from exc
         return timestamp_from_proto(reply.now)
 
     def _translate(self, exc: Any, batch: BatchRequest) -> Exception:
+        _raise_denied(exc)
         if any(isinstance(r, _MUTATIONS) for r in batch.requests):
             return AmbiguousResultError(
                 f"the connection to {self.address} failed during a write ({_details(exc)}); "
@@ -256,6 +293,13 @@ class _CallStream:
         self._outgoing.put(None)
         for answer in waiting.values():
             answer.set_exception(end)
+
+
+def _raise_denied(exc: Any) -> None:
+    """A call the node refused for who made it (its answer names the rule)."""
+    code = exc.code() if hasattr(exc, "code") else None
+    if code == grpc.StatusCode.PERMISSION_DENIED:
+        raise PermissionDeniedError(_details(exc)) from exc
 
 
 def _details(exc: Any) -> str:

@@ -48,15 +48,21 @@ from feedkv.kv.wire import (
     parse_messages,
     timestamp_to_proto,
 )
+from feedkv.security.certs import NODE_USER
+from feedkv.security.tls import ServerTLS, peer_user
 from feedkv.storage.engine import Completion
 
-__all__ = ["NodeServer"]
+__all__ = ["ADMIN_USERS", "NodeServer"]
 
 log = logging.getLogger(__name__)
 
 # A reply message holds the answers ready when it is sent, up to about this many bytes.
 MAX_REPLIES_BYTES = 4 << 20
 _POLL_S = 0.2
+# Who may call a secure node's gRPC methods (the raw KV API, rangefeeds, the cluster's
+# own calls): the nodes, and root (the admin, as CockroachDB's). Every other user goes
+# through SQL, where privileges are checked.
+ADMIN_USERS = frozenset({NODE_USER, "root"})
 
 
 class NodeServer:
@@ -70,8 +76,11 @@ class NodeServer:
         *,
         workers: int = 64,
         more_methods: dict[str, grpc.RpcMethodHandler] | None = None,
+        tls: ServerTLS | None = None,
     ) -> None:
-        """``more_methods`` adds methods served by layers above (the rangefeed stream)."""
+        """``more_methods`` adds methods served by layers above (the rangefeed stream).
+        ``tls``: serve TLS, calls only from a client certificate of :data:`ADMIN_USERS`
+        (``None``: plaintext, every call taken)."""
         self.store = store
         self._draining = threading.Event()
         self._calls = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="feedkv-call")
@@ -101,12 +110,17 @@ class NodeServer:
             ),
             **(more_methods or {}),
         }
+        if tls is not None:
+            handlers = {name: _admins_only(name, h) for name, h in handlers.items()}
         self._server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE, handlers),)
         )
         address = host_port(host, port)
         try:
-            self.port: int = self._server.add_insecure_port(address)
+            if tls is None:
+                self.port: int = self._server.add_insecure_port(address)
+            else:
+                self.port = self._server.add_secure_port(address, tls.grpc_credentials())
         except RuntimeError as exc:
             raise NodeUnavailableError(f"cannot listen on {address}: {exc}") from exc
         if self.port == 0:
@@ -291,3 +305,26 @@ def _reply(call: _Call) -> bytes:
     one = pb.BatchReplies()
     _respond(one.replies.add(id=call.id).response, call.finish)
     return one.SerializeToString()
+
+
+def _admins_only(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    """``handler`` with each call first checked against :data:`ADMIN_USERS`."""
+    kinds = ("unary_unary", "unary_stream", "stream_unary", "stream_stream")
+    behaviors = {kind: getattr(handler, kind) for kind in kinds}
+
+    def guarded(behavior: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        def call(request: Any, context: Any) -> Any:
+            user = peer_user(context)
+            if user not in ADMIN_USERS:
+                log.warning("refused %s from %s (certificate of %r)", method, context.peer(), user)
+                context.abort(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"{method}: the raw KV API is only for nodes and root; user {user!r} "
+                    "must use SQL (the SQL port)",
+                )
+            return behavior(request, context)
+
+        return call
+
+    replaced = {kind: guarded(b) for kind, b in behaviors.items() if b is not None}
+    return handler._replace(**replaced)

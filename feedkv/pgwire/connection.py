@@ -6,8 +6,10 @@ through a :class:`SQLSession` (a :class:`~feedkv.sql.session.Session`), synchron
 a statement's results are encoded whole before the next message is read. The server
 (:mod:`feedkv.pgwire.server`) owns the socket and the thread.
 
-Phases: **startup** (an SSLRequest or GSSENCRequest is answered ``N``: this node has no
-TLS yet, and the client goes on in plaintext or gives up as its ``sslmode`` says; a
+Phases: **startup** (an SSLRequest or GSSENCRequest is answered ``N``: an insecure
+node has no TLS, and the client goes on in plaintext or gives up as its ``sslmode``
+says; a secure node's server answers SSLRequest ``S`` before this state machine starts,
+:mod:`feedkv.pgwire.server`; a
 CancelRequest is passed on and the connection closes), **authentication** (relayed to
 an :class:`~feedkv.pgwire.auth.Authenticator`), then **ready**: ParameterStatus,
 BackendKeyData and ReadyForQuery, whose status is ``I`` (idle), ``T`` (in BEGIN) or
@@ -327,6 +329,7 @@ class Connection:
             return
         self._session = session
         self._phase = "ready"
+        out += outcome.message
         out += m.authentication_ok()
         for name, value in self._parameters().items():
             out += m.parameter_status(name, value)

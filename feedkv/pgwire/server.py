@@ -12,6 +12,13 @@ session's open transaction and closes the socket; the listener and the other
 connections go on. CancelRequests arrive on connections of their own and are matched
 to the connection with that process id and secret.
 
+TLS (a secure node): the first message must be an SSLRequest, answered ``S``, after
+which the socket is wrapped and the startup goes on encrypted; the verified client
+certificate's CN, if one was presented, is handed to the connection's authenticator.
+A plaintext startup is refused (28000: connect with ``sslmode=verify-full``); a
+CancelRequest (no session, only its secret) is taken in plaintext too, as PostgreSQL
+does. An insecure node answers an SSLRequest ``N`` (in the connection).
+
 Port choice (``feedkv start``): SQL clients connect on 26257 as to CockroachDB
 (``postgresql://root@127.0.0.1:26257/defaultdb?sslmode=disable``); the gRPC port that
 used to default to 26257 defaults to 26258, since grpcio cannot share its port with
@@ -24,9 +31,11 @@ import contextlib
 import logging
 import secrets
 import socket
+import ssl
+import struct
 import threading
 from collections.abc import Callable
-from typing import Self
+from typing import Any, Self
 
 from feedkv.pgwire import messages as m
 from feedkv.pgwire.auth import Authenticator, LoopbackTrust
@@ -41,9 +50,10 @@ _READ_BYTES = 1 << 16
 
 class PGServer:
     """Serves SQL sessions made by ``sessions(user, database)`` on ``host:port`` (port
-    0: any free one; :attr:`port` says which). ``authenticator`` makes each
-    connection's authentication step (:class:`~feedkv.pgwire.auth.LoopbackTrust`
-    until issue 40 brings passwords and certificates)."""
+    0: any free one; :attr:`port` says which). ``authenticator(cert_user)`` makes each
+    connection's authentication step, given the CN of the client certificate the TLS
+    handshake verified (``None``: none; :class:`~feedkv.pgwire.auth.LoopbackTrust` by
+    default). ``tls``: TLS connections only (``None``: plaintext)."""
 
     def __init__(
         self,
@@ -51,10 +61,12 @@ class PGServer:
         host: str = "127.0.0.1",
         port: int = 0,
         *,
-        authenticator: Callable[[], Authenticator] = LoopbackTrust,
+        authenticator: Callable[[str | None], Authenticator] = LoopbackTrust,
         max_message_bytes: int = m.DEFAULT_MAX_MESSAGE_BYTES,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._sessions = sessions
+        self._tls = tls
         self._authenticator = authenticator
         self._max_message_bytes = max_message_bytes
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -128,9 +140,62 @@ class PGServer:
             thread.start()
 
     def _serve(self, sock: socket.socket, peer_host: str, process_id: int) -> None:
+        cert_user: str | None = None
+        if self._tls is not None:
+            try:
+                secured = self._secure(sock, peer_host)
+            except (OSError, ValueError) as exc:
+                log.info("SQL connection from %s refused: TLS failed: %s", peer_host, exc)
+                secured = None
+            if secured is None:
+                sock.close()
+                with self._lock:
+                    self._threads.discard(threading.current_thread())
+                return
+            sock, cert_user = secured
+        self._run(sock, peer_host, process_id, cert_user)
+
+    def _secure(
+        self, sock: socket.socket, peer_host: str
+    ) -> tuple[socket.socket, str | None] | None:
+        """The TLS step: ``(the wrapped socket, the client certificate's CN)``, or
+        ``None`` when the client would not speak TLS (it has been told why)."""
+        if self._tls is None:
+            raise RuntimeError("_secure without TLS")
+        sock.settimeout(_HANDSHAKE_S)
+        while True:
+            head = _read_exactly(sock, 8)
+            length, code = struct.unpack("!ii", head)
+            if length == 8 and code == _GSSENC_REQUEST:
+                sock.sendall(b"N")
+                continue
+            break
+        if length == 8 and code == _SSL_REQUEST:
+            sock.sendall(b"S")
+            wrapped = self._tls.wrap_socket(sock, server_side=True)
+            wrapped.settimeout(None)
+            return wrapped, _cert_user(wrapped.getpeercert())
+        if length == 16 and code == _CANCEL_REQUEST:
+            process_id, secret = struct.unpack("!ii", _read_exactly(sock, 8))
+            self._cancel(process_id, secret)
+            return None
+        log.info("SQL connection from %s refused: plaintext to a secure node", peer_host)
+        sock.sendall(
+            m.error_response(
+                "28000",
+                "this node is secure and takes TLS connections only: connect with "
+                "sslmode=verify-full (or require)",
+                severity="FATAL",
+            )
+        )
+        return None
+
+    def _run(
+        self, sock: socket.socket, peer_host: str, process_id: int, cert_user: str | None
+    ) -> None:
         conn = Connection(
             self._sessions,
-            self._authenticator(),
+            self._authenticator(cert_user),
             process_id=process_id,
             secret=secrets.randbits(31),
             peer_host=peer_host,
@@ -171,11 +236,40 @@ class PGServer:
             found[0].cancel()
 
 
+_HANDSHAKE_S = 10.0
+# the request codes of the 8-byte messages that may precede TLS (as messages.py's)
+_SSL_REQUEST = 80877103
+_GSSENC_REQUEST = 80877104
+_CANCEL_REQUEST = 80877102
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ValueError("the client closed the connection during the TLS step")
+        data += chunk
+    return data
+
+
+def _cert_user(cert: dict[str, Any] | None) -> str | None:
+    """The CN of a verified client certificate (``None``: none was presented)."""
+    if not cert:
+        return None
+    for rdn in cert.get("subject", ()):
+        for name, value in rdn:
+            if name == "commonName":
+                return str(value)
+    return None
+
+
 def _peer_gone(sock: socket.socket) -> bool:
     """Whether the client closed its end (or the connection broke): a peek that finds
-    the end of the stream. Bytes waiting to be read mean it is still there."""
+    the end of the stream. Bytes waiting to be read mean it is still there (on a TLS
+    socket the peek is of the raw stream: encrypted bytes count as well)."""
     try:
-        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        return socket.socket.recv(sock, 1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
     except BlockingIOError:
         return False
     except OSError:

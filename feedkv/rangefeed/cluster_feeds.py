@@ -25,6 +25,7 @@ from feedkv.kv.wire import MAX_MESSAGE_BYTES
 from feedkv.rangefeed.client import FeedTransport
 from feedkv.rangefeed.grpc_transport import GrpcFeedTransport
 from feedkv.rangefeed.stream import EventStream
+from feedkv.security.tls import ClientTLS, open_channel
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
@@ -45,9 +46,12 @@ class ClusterFeedTransport:
         gateway_node: Callable[[], int],
         addresses: Callable[[int], str | None],
         owns_gateway: bool = True,
+        tls: ClientTLS | None = None,
     ) -> None:
         """``gateway_node()``: the gateway's node id; ``addresses(node_id)``: where a node
-        listens (``None``: not known). ``owns_gateway``: :meth:`close` closes it too."""
+        listens (``None``: not known). ``owns_gateway``: :meth:`close` closes it too.
+        ``tls``: the identity other nodes are called as (``None``: plaintext)."""
+        self._tls = tls
         self.gateway = gateway
         self._gateway_node = gateway_node
         self._addresses = addresses
@@ -92,13 +96,14 @@ class ClusterFeedTransport:
             if known is not None:  # the node restarted elsewhere
                 known[1].close()
                 known[0].close()
-            channel = grpc.insecure_channel(
+            channel = open_channel(
                 address,
-                options=[
+                [
                     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                     ("grpc.enable_http_proxy", 0),
                 ],
+                self._tls,
             )
             transport = GrpcFeedTransport(channel, address)
             self._nodes[node_id] = (channel, transport)

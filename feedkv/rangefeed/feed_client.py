@@ -253,11 +253,12 @@ def _is_pair(value: object) -> bool:
 
 
 def open_client(url: str) -> KVFeedClient:
-    """A client of the node at ``feedkv://host:port`` (over gRPC)."""
+    """A client of the node at ``feedkv://host:port`` (over gRPC; with TLS when the URL
+    names a ``certs_dir``)."""
     # NB: imported here: a process that never dials a node does not import gRPC
-    from feedkv.kv.grpc_transport import GrpcTransport
+    from feedkv.kv.grpc_transport import GrpcTransport, url_tls
     from feedkv.rangefeed.grpc_transport import GrpcFeedTransport
 
-    transport = GrpcTransport(*parse_node_url(url))
+    transport = GrpcTransport(*parse_node_url(url), tls=url_tls(url))
     feeds = GrpcFeedTransport(transport.channel, transport.address)
     return KVFeedClient(transport, feeds, target=url)

@@ -56,6 +56,7 @@ from feedkv.kv.placement import choose_move
 from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.router import Router, Transport
 from feedkv.kv.store import Store
+from feedkv.security.tls import ClientTLS, open_channel
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
 
 __all__ = [
@@ -102,14 +103,16 @@ def _asdict(ident: ClusterIdent) -> dict[str, Any]:
     return {"cluster_id": ident.cluster_id, "node_id": ident.node_id, "epoch": ident.epoch}
 
 
-def start_ident(store_dir: Path, join: Sequence[str]) -> tuple[ClusterIdent, bool]:
+def start_ident(
+    store_dir: Path, join: Sequence[str], tls: ClientTLS | None = None
+) -> tuple[ClusterIdent, bool]:
     """This start's identity (the epoch one past the last start's) and whether the node
     bootstraps: a store that never ran bootstraps a cluster without ``join`` and joins
-    one with it."""
+    one with it (calling its members as ``tls``'s identity)."""
     known = load_ident(store_dir)
     if known is None:
         if join:
-            cluster_id, node_id = join_cluster(join)
+            cluster_id, node_id = join_cluster(join, tls=tls)
             ident, bootstraps = ClusterIdent(cluster_id, node_id, 1), False
         else:
             ident, bootstraps = ClusterIdent(secrets.token_hex(8), 1, 1), True
@@ -120,7 +123,9 @@ def start_ident(store_dir: Path, join: Sequence[str]) -> tuple[ClusterIdent, boo
     return ident, bootstraps
 
 
-def join_cluster(join: Sequence[str], timeout_s: float = 60.0) -> tuple[str, int]:
+def join_cluster(
+    join: Sequence[str], timeout_s: float = 60.0, *, tls: ClientTLS | None = None
+) -> tuple[str, int]:
     """Ask the members at ``join`` for a node id, until one answers; returns the cluster
     id and the new node's id."""
     deadline = time.monotonic() + timeout_s
@@ -128,7 +133,7 @@ def join_cluster(join: Sequence[str], timeout_s: float = 60.0) -> tuple[str, int
     while True:
         for address in join:
             try:
-                with grpc.insecure_channel(address) as channel:
+                with open_channel(address, [], tls) as channel:
                     answer = call(channel, "Join", {})
                 return answer["cluster_id"], answer["node_id"]
             except NodeUnavailableError as exc:
@@ -192,8 +197,11 @@ class Cluster:
         local: Transport,
         join: Sequence[str] = (),
         config: ClusterConfig | None = None,
+        tls: ClientTLS | None = None,
     ) -> None:
+        """``tls``: the node's identity when it calls other nodes (``None``: plaintext)."""
         self.store = store
+        self.tls = tls
         self.ident = ident
         self.config = config = config or ClusterConfig()
         self.me = NodeDescriptor(ident.node_id, address, ident.epoch)
@@ -215,7 +223,7 @@ class Cluster:
         self._reported: list[RangeDescriptor] = []
         self._channels: dict[str, grpc.Channel] = {}
         self.dialer = ClusterDialer(
-            local, gateway_node=lambda: ident.node_id, addresses=self.liveness.address
+            local, gateway_node=lambda: ident.node_id, addresses=self.liveness.address, tls=tls
         )
         self.router = Router(self.dialer)
         self.relocations: Relocator | None = None
@@ -391,7 +399,7 @@ class Cluster:
         with self._lock:
             channel = self._channels.get(address)
             if channel is None:
-                channel = self._channels[address] = grpc.insecure_channel(address)
+                channel = self._channels[address] = open_channel(address, [], self.tls)
             return channel
 
     # The methods other nodes call.

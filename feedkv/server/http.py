@@ -9,6 +9,7 @@ log).
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,7 +25,16 @@ class HTTPServer:
     """Serves ``exposition()`` on ``host:port`` (port 0: one the system picks; see
     :attr:`port`) from :meth:`start` until :meth:`stop`."""
 
-    def __init__(self, exposition: Callable[[], bytes], host: str, port: int) -> None:
+    def __init__(
+        self,
+        exposition: Callable[[], bytes],
+        host: str,
+        port: int,
+        *,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        """``tls``: serve https (``None``: http)."""
+
         class Handler(BaseHTTPRequestHandler):
             server_version = "feedkv"
 
@@ -48,6 +58,12 @@ class HTTPServer:
 
         self._server = ThreadingHTTPServer((host, port), Handler)
         self._server.daemon_threads = True
+        if tls is not None:
+            # NB: the handshake happens in the request's own thread (on its first read),
+            # so a client that never finishes one holds up no one
+            self._server.socket = tls.wrap_socket(
+                self._server.socket, server_side=True, do_handshake_on_connect=False
+            )
         self.host = host
         self.port: int = self._server.server_address[1]
         self._thread = threading.Thread(

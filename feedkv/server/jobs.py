@@ -20,8 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit
 
 from feedkv.errors import InvalidArgumentError
+from feedkv.security.external_io import confine
 from feedkv.sql import catalog
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RUNNERS",
     "check_runner",
+    "confined",
     "job_registry",
     "jobs_spark_master",
     "protect_job_history",
@@ -72,7 +75,26 @@ def job_registry(
 
     make_job = spark_jobs(node, spark_master) if runner == "spark" else thread_jobs(client, metrics)
     node_dead = node.cluster.node_dead if node.cluster is not None else None
-    return JobRegistry(client, node.node_id, make_job, metrics=metrics, node_dead=node_dead)
+    return JobRegistry(
+        client, node.node_id, confined(node, make_job), metrics=metrics, node_dead=node_dead
+    )
+
+
+def confined(node: Node, make_job: JobFactory) -> JobFactory:
+    """``make_job``, refusing (the job fails, saying why) a ``file://`` sink outside the
+    node's external I/O directory: CREATE checks it where it runs on a node, but a
+    client of a server (root over gRPC) plans its changefeeds in its own process."""
+    root = node.external_io_dir
+    if root is None:
+        return make_job
+
+    def make(record: JobRecord) -> Job:
+        uri = urlsplit(record.spec.sink_uri or "")
+        if uri.scheme == "file":
+            confine(unquote(uri.path), root)
+        return make_job(record)
+
+    return make
 
 
 def jobs_spark_master(client: KV, spark_master: str | None) -> str | None:

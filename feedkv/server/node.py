@@ -14,6 +14,12 @@ grpcio cannot share its port with another protocol without a proxy in every call
 HTTP on 8080 as CockroachDB's (``--http-addr``; :meth:`Node.serve_http`): the node's
 metrics (:attr:`Node.metrics`, :mod:`feedkv.server.metrics`) for Prometheus.
 
+Security: with ``certs_dir`` every port serves TLS from that certs directory
+(:mod:`feedkv.security.tls`): gRPC takes only client certificates of nodes and root, the
+SQL port TLS connections only (client certificates or SCRAM passwords), HTTP is https;
+the node calls other nodes as ``node``. Without it (``--insecure``, or an embedded node
+serving its own Spark executors on loopback) every port is plaintext.
+
 The node is where the layers meet, so it lives above them: the KV layer knows nothing of
 rangefeeds, and the rangefeed layer only observes the store.
 """
@@ -22,22 +28,26 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Self
+from urllib.parse import quote
 
 from feedkv.errors import InvalidArgumentError, InvariantViolation
 from feedkv.kv.address import host_port, parse_listen
 from feedkv.kv.db import LocalTransport
 from feedkv.kv.server import NodeServer
 from feedkv.kv.store import Store, StoreConfig
+from feedkv.pgwire.auth import CertOrPassword
 from feedkv.pgwire.connection import SessionFactory
 from feedkv.pgwire.server import PGServer
 from feedkv.rangefeed.client import FeedTransport
 from feedkv.rangefeed.cluster_feeds import ClusterFeedTransport
 from feedkv.rangefeed.service import RangeFeedService
 from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
+from feedkv.security.login_throttle import LoginThrottle
+from feedkv.security.tls import ServerTLS
 from feedkv.server.cluster import (
     Cluster,
     ClusterConfig,
@@ -66,8 +76,12 @@ class Node:
         join: Sequence[str] | None = None,
         cluster_config: ClusterConfig | None = None,
         http_addr: str | None = None,
+        certs_dir: str | Path | None = None,
+        external_io_dir: str | Path | None = None,
     ) -> None:
-        """``http_addr``: serve the metrics there (see :meth:`serve_http`).
+        """``certs_dir``: serve every port with TLS from there (``None``: plaintext).
+        ``external_io_dir``: ``file://`` sinks only below it (``None``: anywhere).
+        ``http_addr``: serve the metrics there (see :meth:`serve_http`).
         ``join``: this node is a member of a cluster (it must listen): ``[]`` starts
         one (or rejoins the one its store belongs to), addresses of members join theirs
         (see :mod:`feedkv.server.cluster`). ``None``: a node of its own."""
@@ -75,9 +89,14 @@ class Node:
         if config.split_key is None:
             config = replace(config, split_key=row_split_key)
         self.path = Path(store_path)
+        self.external_io_dir = Path(external_io_dir) if external_io_dir is not None else None
         if join is not None and listen is None:
             raise InvalidArgumentError("a node of a cluster must listen: give it listen=")
-        ident, bootstraps = start_ident(self.path, join) if join is not None else (None, True)
+        self.tls = ServerTLS.load(certs_dir) if certs_dir is not None else None
+        client_tls = self.tls.client() if self.tls is not None else None
+        ident, bootstraps = (
+            start_ident(self.path, join, client_tls) if join is not None else (None, True)
+        )
         node_id = ident.node_id if ident is not None else 1
         self.store = Store(
             store_path, clock=clock, config=config, node_id=node_id, bootstrap=bootstraps
@@ -106,6 +125,7 @@ class Node:
                     gateway_node=lambda: node_id,
                     addresses=cluster.liveness.address,
                     owns_gateway=False,
+                    tls=client_tls,
                 )
         except BaseException:
             self.stop()
@@ -118,34 +138,64 @@ class Node:
             raise InvariantViolation("a node joins its cluster once it listens")
         address = host_port(self.server.host, self.server.port)
         local = LocalTransport(self.store, owned=False)
-        cluster = Cluster(self.store, ident, address, local=local, join=join, config=config)
+        cluster = Cluster(
+            self.store,
+            ident,
+            address,
+            local=local,
+            join=join,
+            config=config,
+            tls=self.tls.client() if self.tls is not None else None,
+        )
         cluster.relocations = Relocations(cluster)
         cluster.start()
         return cluster
 
     def serve(self, listen: str = "127.0.0.1:0") -> str:
-        """Start the gRPC server (if it is not running) and return :attr:`url`: an
-        embedded node does this when other processes (Spark's) need to reach it."""
+        """Start the gRPC server (if it is not running) and return :attr:`internal_url`:
+        an embedded node does this when other processes (Spark's) need to reach it."""
         with self._serve_lock:
             if self.server is None:
                 methods = {
                     "RangeFeed": RangeFeedService(self.feeds).handler(),
                     **method_handlers(lambda: self.cluster),
                 }
-                server = NodeServer(self.store, *parse_listen(listen), more_methods=methods)
+                server = NodeServer(
+                    self.store, *parse_listen(listen), more_methods=methods, tls=self.tls
+                )
                 server.start()
                 self.server = server
-        return self.url
+        return self.internal_url
 
-    def serve_sql(self, sessions: SessionFactory, listen: str = "127.0.0.1:0") -> str:
+    def serve_sql(
+        self,
+        sessions: SessionFactory,
+        listen: str = "127.0.0.1:0",
+        *,
+        verifier: Callable[[str], str | None] = lambda user: None,
+    ) -> str:
         """Serve PostgreSQL clients on ``listen`` (if the SQL port is not open yet), each
         connection's statements run by a session ``sessions(user, database)`` makes;
-        returns :attr:`sql_url`."""
+        returns :attr:`sql_url`. A secure node logs users in by client certificate or
+        by SCRAM against ``verifier(user)`` (their stored password verifier)."""
         with self._serve_lock:
             if self.sql_server is None:
                 host, port = parse_listen(listen)
+                throttle = LoginThrottle()
                 try:
-                    server = PGServer(sessions, host, port)
+                    server = (
+                        PGServer(sessions, host, port)
+                        if self.tls is None
+                        else PGServer(
+                            sessions,
+                            host,
+                            port,
+                            authenticator=lambda cert_user: CertOrPassword(
+                                cert_user, verifier, throttle=throttle
+                            ),
+                            tls=self.tls.ssl_context(client_certs=True),
+                        )
+                    )
                 except OSError as exc:
                     raise InvalidArgumentError(
                         f"cannot serve SQL on {listen!r}: {exc.strerror or exc}; "
@@ -162,7 +212,12 @@ class Node:
             if self.http_server is None:
                 host, port = parse_listen(listen)
                 try:
-                    server = HTTPServer(self.metrics.registry.exposition, host, port)
+                    server = HTTPServer(
+                        self.metrics.registry.exposition,
+                        host,
+                        port,
+                        tls=self.tls.ssl_context(client_certs=False) if self.tls else None,
+                    )
                 except OSError as exc:
                     raise InvalidArgumentError(
                         f"cannot serve HTTP on {listen!r}: {exc.strerror or exc}; "
@@ -174,18 +229,28 @@ class Node:
 
     @property
     def http_url(self) -> str:
-        """``http://host:port`` of the HTTP port (metrics at ``/_status/vars``)."""
+        """``http(s)://host:port`` of the HTTP port (metrics at ``/_status/vars``)."""
         if self.http_server is None:
             raise RuntimeError("this node does not serve HTTP; start it with serve_http()")
-        return f"http://{host_port(self.http_server.host, self.http_server.port)}"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://{host_port(self.http_server.host, self.http_server.port)}"
 
     @property
     def sql_url(self) -> str:
-        """The ``postgresql://`` URL of the SQL port, as root in defaultdb."""
+        """The ``postgresql://`` URL of the SQL port, as root in defaultdb (secure: with
+        ``sslmode=verify-full`` and root's client certificate from the certs dir)."""
         if self.sql_server is None:
             raise RuntimeError("this node does not serve SQL; start it with serve_sql()")
         address = host_port(self.sql_server.host, self.sql_server.port)
-        return f"postgresql://root@{address}/defaultdb?sslmode=disable"
+        if self.tls is None:
+            return f"postgresql://root@{address}/defaultdb?sslmode=disable"
+        certs = self.tls.certs
+        return (
+            f"postgresql://root@{address}/defaultdb?sslmode=verify-full"
+            f"&sslrootcert={quote(str(certs.ca_cert))}"
+            f"&sslcert={quote(str(certs.client_cert('root')))}"
+            f"&sslkey={quote(str(certs.client_key('root')))}"
+        )
 
     def stop_sql(self) -> None:
         """Close the SQL port and its connections (open transactions roll back)."""
@@ -198,6 +263,14 @@ class Node:
         if self.server is None:
             raise RuntimeError("this node does not listen; start it with listen='HOST:PORT'")
         return f"feedkv://{host_port(self.server.host, self.server.port)}"
+
+    @property
+    def internal_url(self) -> str:
+        """:attr:`url`, with the node's own certificates when it is secure: what the
+        node's Spark executors (other processes on this machine) connect with."""
+        if self.tls is None:
+            return self.url
+        return f"{self.url}?certs_dir={quote(str(self.tls.certs.path))}&user=node"
 
     def stop(self, grace_s: float = 10.0) -> None:
         """End the rangefeeds (their streams send ``NODE_SHUTDOWN`` and finish), drain

@@ -68,6 +68,9 @@ _CDC = CATALOG_PREFIX + encode_value("cdc")
 _JOB = CATALOG_PREFIX + encode_value("job")
 _HOLD = CATALOG_PREFIX + encode_value("hold")
 _SETTING = CATALOG_PREFIX + encode_value("setting")
+_GRANT = CATALOG_PREFIX + encode_value("grant")
+# the cluster's key that seals secrets in job records (feedkv.security.secrets)
+SEALING_KEY = CATALOG_PREFIX + encode_value("sealkey")
 
 
 class Reader(Protocol):
@@ -105,6 +108,9 @@ class Snapshot:
 class User:
     name: str
     admin: bool
+    # the SCRAM-SHA-256 verifier of the user's password (feedkv.security.scram), never
+    # the password; None: no password (client certificates only)
+    password_verifier: str | None = None
 
 
 def descriptor_key(descriptor_id: int) -> bytes:
@@ -228,7 +234,8 @@ def get_user(reader: Reader, name: str) -> User | None:
     raw = reader.get(_user_key(name))
     if raw is None:
         return None
-    return User(name, bool(json.loads(raw).get("admin")))
+    record = json.loads(raw)
+    return User(name, bool(record.get("admin")), record.get("scram"))
 
 
 # Writes.
@@ -288,8 +295,37 @@ def changefeed_watchers(reader: Reader, table_id: int) -> list[int]:
     ]
 
 
+def get_privileges(reader: Reader, table_id: int, user: str) -> frozenset[str]:
+    """The privileges ``user`` was granted on table ``table_id`` (admins need none)."""
+    raw = reader.get(_GRANT + encode_value(table_id) + encode_value(user))
+    return frozenset(json.loads(raw)) if raw is not None else frozenset()
+
+
+def list_privileges(
+    reader: Reader, table_id: int | None = None
+) -> Iterator[tuple[int, str, frozenset[str]]]:
+    """``(table id, user, privileges)`` of every grant (on ``table_id`` only, if given),
+    in key order."""
+    prefix = _GRANT if table_id is None else _GRANT + encode_value(table_id)
+    for kv in reader.scan(prefix, prefix_end(prefix)):
+        granted_table, pos = decode_value(kv.key, len(_GRANT))
+        user, _ = decode_value(kv.key, pos)
+        yield int(granted_table), str(user), frozenset(json.loads(kv.value))  # type: ignore[arg-type]
+
+
+def put_privileges(txn: Txn, table_id: int, user: str, privileges: frozenset[str]) -> None:
+    key = _GRANT + encode_value(table_id) + encode_value(user)
+    if privileges:
+        txn.put(key, json.dumps(sorted(privileges)).encode())
+    else:
+        txn.delete(key)
+
+
 def put_user(txn: Txn, user: User) -> None:
-    txn.put(_user_key(user.name), json.dumps({"admin": user.admin}).encode())
+    record: dict[str, object] = {"admin": user.admin}
+    if user.password_verifier is not None:
+        record["scram"] = user.password_verifier
+    txn.put(_user_key(user.name), json.dumps(record).encode())
 
 
 def bootstrap(db: KV) -> None:

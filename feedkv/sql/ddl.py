@@ -19,6 +19,7 @@ from feedkv.errors import (
     InvalidArgumentError,
     SQLError,
 )
+from feedkv.security.scram import make_verifier
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.descriptor import (
@@ -65,7 +66,6 @@ def create_database(ex: Execution, s: st.CreateDatabase) -> Result:
 
 
 def drop_database(ex: Execution, s: st.DropDatabase) -> Result:
-    ex.require_admin("DROP DATABASE")
     txn = ex.write_txn
     try:
         database = catalog.database_by_name(txn, s.name)
@@ -73,6 +73,7 @@ def drop_database(ex: Execution, s: st.DropDatabase) -> Result:
         if s.if_exists:
             return Result(tag="DROP DATABASE")
         raise
+    ex.require_privilege(database, "DROP")
     tables = catalog.list_tables(txn, database)
     if tables and not s.cascade:
         raise SQLError(
@@ -95,9 +96,9 @@ def show_databases(ex: Execution, s: st.ShowDatabases) -> Result:
 
 
 def create_table(ex: Execution, s: st.CreateTable) -> Result:
-    ex.require_admin("CREATE TABLE")
-    txn = ex.write_txn
     database = ex.database(s.table.database)
+    ex.require_privilege(database, "CREATE")
+    txn = ex.write_txn
     try:
         catalog.table_by_name(txn, database, s.table.name)
     except SQLError:
@@ -218,10 +219,9 @@ def _families(
 
 
 def drop_table(ex: Execution, s: st.DropTable) -> Result:
-    ex.require_admin("DROP TABLE")
     for name in s.tables:
         try:
-            desc = ex.table(name)
+            desc = ex.table(name, "DROP")
         except SQLError as exc:
             if s.if_exists and exc.code in ("42P01", "3D000"):
                 continue
@@ -440,8 +440,20 @@ def create_user(ex: Execution, s: st.CreateUser) -> Result:
         if s.if_not_exists:
             return Result(tag="CREATE ROLE")
         raise SQLError("42710", f"a role/user named {s.name} already exists")
-    catalog.put_user(ex.write_txn, catalog.User(s.name, admin=False))
+    verifier = make_verifier(s.password) if s.password is not None else None
+    catalog.put_user(ex.write_txn, catalog.User(s.name, admin=False, password_verifier=verifier))
     return Result(tag="CREATE ROLE")
+
+
+def alter_user_password(ex: Execution, s: st.AlterUserPassword) -> Result:
+    user = catalog.get_user(ex.write_txn, s.name)
+    if s.name != ex.session.user:  # a user may change their own password
+        ex.require_admin("ALTER USER")
+    if user is None:
+        raise SQLError("42704", f'role/user "{s.name}" does not exist')
+    verifier = make_verifier(s.password) if s.password is not None else None
+    catalog.put_user(ex.write_txn, replace(user, password_verifier=verifier))
+    return Result(tag="ALTER ROLE")
 
 
 def grant_admin(ex: Execution, s: st.GrantAdmin) -> Result:
@@ -449,8 +461,60 @@ def grant_admin(ex: Execution, s: st.GrantAdmin) -> Result:
     for name in s.users:
         if catalog.get_user(ex.write_txn, name) is None:
             raise SQLError("42704", f'role/user "{name}" does not exist')
-        catalog.put_user(ex.write_txn, catalog.User(name, admin=True))
+        user = catalog.get_user(ex.write_txn, name)
+        if user is None:
+            raise SQLError("42704", f'role/user "{name}" does not exist')
+        catalog.put_user(ex.write_txn, replace(user, admin=True))
     return Result(tag="GRANT")
+
+
+def grant_privileges(ex: Execution, s: st.GrantPrivileges) -> Result:
+    verb = "REVOKE" if s.revoke else "GRANT"
+    ex.require_admin(verb)
+    descs: list[TableDescriptor | DatabaseDescriptor] = [ex.table(name) for name in s.tables]
+    descs += [ex.database(name) for name in s.databases]
+    for name in s.users:
+        if catalog.get_user(ex.write_txn, name) is None:
+            raise SQLError("42704", f'role/user "{name}" does not exist')
+        for desc in descs:
+            held = catalog.get_privileges(ex.write_txn, desc.id, name)
+            changed = held - set(s.privileges) if s.revoke else held | set(s.privileges)
+            catalog.put_privileges(ex.write_txn, desc.id, name, frozenset(changed))
+    return Result(tag=verb)
+
+
+def show_grants(ex: Execution, s: st.ShowGrants) -> Result:
+    """The grants in the current database, on it (no table name) and on its tables (on
+    one table, for one user); a user without the admin role sees only their own."""
+    database = ex.database(s.table.database if s.table is not None else None)
+    table_id = ex._table(s.table).id if s.table is not None else None
+    user = s.user
+    if not ex.is_admin():
+        if user not in (None, ex.session.user):
+            raise SQLError("42501", f"user {ex.session.user} may only see their own grants")
+        user = ex.session.user
+    rows: list[tuple[Any, ...]] = []
+    for granted, grantee, privileges in catalog.list_privileges(ex.read_source, table_id):
+        if user is not None and grantee != user:
+            continue
+        desc = catalog.get_descriptor(ex.read_source, granted)
+        if isinstance(desc, DatabaseDescriptor) and desc.id == database.id:
+            schema, table = None, None
+        elif (
+            isinstance(desc, TableDescriptor)
+            and not desc.dropped
+            and desc.database_id == database.id
+        ):
+            schema, table = "public", desc.name
+        else:
+            continue
+        rows.extend(
+            (database.name, schema, table, grantee, privilege, False)
+            for privilege in sorted(privileges)
+        )
+    rows.sort(key=lambda row: tuple("" if v is None else str(v) for v in row))
+    columns = ("database_name", "schema_name", "table_name", "grantee", "privilege_type")
+    return Result((*columns, "is_grantable"), rows, f"SHOW {len(rows)}")
 
 
 HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
@@ -467,5 +531,8 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.ShowRanges: show_ranges,
     st.SplitAt: split_at,
     st.CreateUser: create_user,
+    st.AlterUserPassword: alter_user_password,
     st.GrantAdmin: grant_admin,
+    st.GrantPrivileges: grant_privileges,
+    st.ShowGrants: show_grants,
 }

@@ -57,7 +57,7 @@ __all__ = ["HANDLERS", "duplicate_key"]
 
 
 def insert(ex: Execution, s: st.Insert) -> Result:
-    desc = ex.table(s.table)
+    desc = ex.table(s.table, "INSERT")
     txn = ex.write_txn
     plan = ex.plan(s, desc, InsertPlan.of)
     targets, sets, returning, filled = plan.targets, plan.sets, plan.returning, plan.filled
@@ -180,7 +180,7 @@ def _write_changes(
 def update(ex: Execution, s: st.Update) -> Result:
     if s.joins:
         return _update_joined(ex, s)
-    desc = ex.table(s.table)
+    desc = ex.table(s.table, "UPDATE")
     plan = ex.plan(s, desc, UpdatePlan.of)
     if plan.blind is not None and ex.autocommit:
         key = plan.blind(ex.context)
@@ -266,7 +266,7 @@ def _joined_targets(
     the sources are read whole; the plan's result is RETURNING's, over joined rows."""
     if returning is not None:
         check_returning(returning)
-    desc = ex.table(s.table)
+    desc = ex.table(s.table, "UPDATE" if isinstance(s, st.Update) else "DELETE")
     targets = list(ex.rows(desc, table_span(desc.id)))
     envs = [tuple(row[c.id] for c in desc.columns) for row, _pairs in targets]
     read = [read_source(ex, join.table) for join in s.joins]
@@ -326,7 +326,7 @@ def _move_row(
 def delete(ex: Execution, s: st.Delete) -> Result:
     if s.joins:
         return _delete_joined(ex, s)
-    desc = ex.table(s.table)
+    desc = ex.table(s.table, "DELETE")
     plan = ex.plan(s, desc, DeletePlan.of)
     prepare_subqueries(ex, query, s.subqueries, plan.scope)
     returning = plan.returning

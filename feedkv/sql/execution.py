@@ -138,6 +138,7 @@ class Execution:
         self.ctes: dict[str, Relation] = {}  # the rows of the CTEs in scope, by name
         # The scopes of the queries around the subquery being planned, innermost last.
         self.outer_scopes: list[Scope] = []
+        self._admin: bool | None = None  # whether the user has the admin role, once asked
         self._lease_keys: dict[int, list[bytes]] = {}  # table id -> keys to delete
         self._changed: set[int] = set()  # tables whose leases :meth:`_changing` waited for
         # Rows written blind, by their first key: a failed check at commit is a duplicate.
@@ -169,7 +170,14 @@ class Execution:
     def database(self, name: str | None) -> DatabaseDescriptor:
         return self.session.resolve_database(self.read_source, name or self.session.database)
 
-    def table(self, name: st.TableName) -> TableDescriptor:
+    def table(self, name: st.TableName, privilege: str = "SELECT") -> TableDescriptor:
+        """The table ``name`` names, if the session's user holds ``privilege`` on it
+        (or the admin role); else 42501."""
+        desc = self._table(name)
+        self.require_privilege(desc, privilege)
+        return desc
+
+    def _table(self, name: st.TableName) -> TableDescriptor:
         if self.leasing and self.reader is self.txn:
             lease = self.session.leased_table(name.database, name.name)
             if lease is not None:
@@ -177,6 +185,29 @@ class Execution:
                 self.write_txn.limit_commit(lease.expires)
                 return lease.desc
         return self.session.resolve_table(self.read_source, name.database, name.name)
+
+    def is_admin(self) -> bool:
+        # NB: root is always an admin (as CockroachDB's): its statements read no user
+        # record, so a statement on a leased table still sends a single batch
+        if self.session.user == "root":
+            return True
+        if self._admin is None:
+            user = catalog.get_user(self.read_source, self.session.user)
+            self._admin = user is not None and user.admin
+        return self._admin
+
+    def require_privilege(self, desc: TableDescriptor | DatabaseDescriptor, privilege: str) -> None:
+        """42501 unless the user is an admin or was granted ``privilege`` on ``desc``
+        (a table, or a database)."""
+        if self.is_admin():
+            return
+        if privilege not in catalog.get_privileges(self.read_source, desc.id, self.session.user):
+            kind = "relation" if isinstance(desc, TableDescriptor) else "database"
+            raise SQLError(
+                "42501",
+                f"user {self.session.user} does not have {privilege} privilege on {kind} "
+                f"{desc.name}",
+            )
 
     def release_leases(self) -> None:
         leases, self.leases = self.leases, []

@@ -26,7 +26,9 @@ _DDL = (
     | st.DropColumn
     | st.Truncate
     | st.CreateUser
+    | st.AlterUserPassword
     | st.GrantAdmin
+    | st.GrantPrivileges
 )
 
 

@@ -367,11 +367,13 @@ class _Statement:
             return self._changefeed()
         if words[:2] in (["CREATE", "USER"], ["CREATE", "ROLE"]):
             return self._create_user()
+        if words[:2] in (["ALTER", "USER"], ["ALTER", "ROLE"]):
+            return self._alter_user()
         if words[0] in ("PAUSE", "RESUME", "CANCEL"):
             return self._job_control()
         if words[:2] == ["ALTER", "CHANGEFEED"]:
             return self._alter_changefeed()
-        if words[0] == "GRANT":
+        if words[0] in ("GRANT", "REVOKE"):
             return self._grant()
         if words[0] == "ALTER" and "SPLIT" in words:
             return self._split_at()
@@ -510,7 +512,9 @@ class _Statement:
                 ):
                     raise self._error_at(nxt, "a list item is missing")
                 opens_list = i == 0 or tokens[i - 1].token_type is TokenType.L_PAREN
-                if opens_list or self._keyword(i - 1) in _LIST_STARTS:
+                # NB: GRANT SELECT, INSERT ...: there SELECT is a privilege, not a clause
+                privileges = self.words[0] in ("GRANT", "REVOKE")
+                if opens_list or (self._keyword(i - 1) in _LIST_STARTS and not privileges):
                     raise self._error_at(i, "a list item is missing")
             word = self._keyword(i) if not changefeed else ""
             cut_short = nxt == len(tokens) or self._keyword(nxt) in _CLAUSE_STARTS
@@ -532,8 +536,8 @@ class _Statement:
             raise self._error_at(end, "UPDATE needs SET column = value")
         if words[0] == "ALTER":
             kind = self._keyword(1)
-            if kind not in ("TABLE", "CHANGEFEED", "DATABASE"):
-                raise self._error_at(1, "expected TABLE or CHANGEFEED after ALTER")
+            if kind not in ("TABLE", "CHANGEFEED", "DATABASE", "USER", "ROLE"):
+                raise self._error_at(1, "expected TABLE, CHANGEFEED or USER after ALTER")
             if kind == "TABLE":
                 name = 4 if words[2:4] == ["IF", "EXISTS"] else 2
                 if self._keyword(name) in _ALTER_ACTIONS:
@@ -779,6 +783,8 @@ class _Statement:
             return st.ShowCreateTable(self.text, self._table_name(start, len(words)))
         if words[1:4] == ["RANGES", "FROM", "TABLE"]:
             return st.ShowRanges(self.text, self._table_name(4, len(words)))
+        if words[1] == "GRANTS":
+            return self._show_grants()
         if words[1:] == ["CHANGEFEED", "JOBS"] or words[1:] == ["JOBS"]:
             return st.ShowChangefeedJobs(self.text)
         if words[1:3] == ["CHANGEFEED", "JOB"] or words[1:2] == ["JOB"]:
@@ -789,9 +795,25 @@ class _Statement:
         raise SQLError(
             "0A000",
             f"unsupported statement {' '.join(words[:3])}...; feedkv supports SHOW TABLES, "
-            "SHOW DATABASES, SHOW CREATE TABLE, SHOW RANGES FROM TABLE and "
-            "SHOW CHANGEFEED JOBS",
+            "SHOW DATABASES, SHOW CREATE TABLE, SHOW RANGES FROM TABLE, "
+            "SHOW GRANTS and SHOW CHANGEFEED JOBS",
         )
+
+    def _show_grants(self) -> st.ShowGrants:
+        words = self.words
+        end = words.index("FOR") if "FOR" in words else len(words)
+        table = None
+        if end > 2:
+            if words[2] != "ON":
+                raise self._error_at(2, "expected SHOW GRANTS [ON [TABLE] t] [FOR user]")
+            start = 4 if words[3:4] == ["TABLE"] else 3
+            table = self._table_name(start, end)
+        user = None
+        if end < len(words):
+            if end + 2 != len(words):
+                raise self._error_at(end + 1, "expected one user name after FOR")
+            user = _name(self.tokens[end + 1])
+        return st.ShowGrants(self.text, table, user)
 
     def _table_name(self, start: int, stop: int) -> st.TableName:
         parts: list[str] = []
@@ -914,18 +936,87 @@ class _Statement:
             i = 5
         if i >= len(words):
             raise self._error_at(i, "expected a user name")
-        if i + 1 < len(words) and words[i + 1] != "WITH":
-            raise self._error_at(i + 1, "CREATE USER takes a name (options are not supported)")
-        return st.CreateUser(self.text, _name(self.tokens[i]), if_not_exists)
+        password = self._password(i + 1, "CREATE USER")
+        return st.CreateUser(self.text, _name(self.tokens[i]), if_not_exists, password)
 
-    def _grant(self) -> st.GrantAdmin:
+    def _alter_user(self) -> st.AlterUserPassword:
+        if len(self.words) < 3:
+            raise self._error_at(2, "expected a user name")
+        password = self._password(3, "ALTER USER")
+        if password is None and "NULL" not in self.words[3:]:
+            raise self._error_at(3, "ALTER USER takes [WITH] PASSWORD 'password' or NULL")
+        return st.AlterUserPassword(self.text, _name(self.tokens[2]), password)
+
+    def _password(self, i: int, what: str) -> str | None:
+        """``[WITH] PASSWORD 'secret' | NULL`` from word ``i`` (nothing: ``None``)."""
         words = self.words
-        if len(words) < 4 or words[1] != "ADMIN" or words[2] != "TO":
-            raise SQLError(
-                "0A000", "only GRANT admin TO <user> is supported (all other users are not admins)"
+        if i < len(words) and words[i] == "WITH":
+            i += 1
+        if i >= len(words):
+            return None
+        if words[i] != "PASSWORD" or i + 2 != len(words):
+            raise self._error_at(i, f"{what} takes a name and [WITH] PASSWORD 'password' only")
+        value = self.tokens[i + 1]
+        if value.token_type is TokenType.NULL:
+            return None
+        if value.token_type is not TokenType.STRING or not value.text:
+            raise self._error_at(i + 1, "expected the password as a non-empty string")
+        return value.text
+
+    def _grant(self) -> st.GrantAdmin | st.GrantPrivileges:
+        words = self.words
+        revoke = words[0] == "REVOKE"
+        if not revoke and len(words) >= 4 and words[1] == "ADMIN" and words[2] == "TO":
+            users = tuple(_name(t) for t in self.tokens[3:] if t.token_type is not TokenType.COMMA)
+            return st.GrantAdmin(self.text, users)
+        to = "FROM" if revoke else "TO"
+        if "ON" not in words or to not in words or words.index("ON") > words.index(to):
+            raise self._error_at(
+                len(words), f"expected {words[0]} privilege, ... ON [TABLE] t, ... {to} user, ..."
             )
-        users = tuple(_name(t) for t in self.tokens[3:] if t.token_type is not TokenType.COMMA)
-        return st.GrantAdmin(self.text, users)
+        on, at = words.index("ON"), words.index(to)
+        on_database = words[on + 1 : on + 2] == ["DATABASE"]
+        known = st.DATABASE_PRIVILEGES if on_database else st.PRIVILEGES
+        privileges: list[str] = []
+        if words[1:on] in (["ALL"], ["ALL", "PRIVILEGES"]):
+            privileges = list(known)
+        else:
+            for i in range(1, on):
+                if i % 2 == 0:
+                    if self.tokens[i].token_type is not TokenType.COMMA:
+                        raise self._error_at(i, "expected a comma between privileges")
+                    continue
+                privileges.append(words[i])
+        unknown = [p for p in privileges if p not in known]
+        if unknown or not privileges:
+            what = "database" if on_database else "table"
+            raise SQLError(
+                "42601",
+                f"unknown privilege {unknown[0] if unknown else ''!r}: {what} privileges are "
+                f"{', '.join(known)} (or ALL)",
+            )
+        users = tuple(
+            _name(t) for t in self.tokens[at + 1 :] if t.token_type is not TokenType.COMMA
+        )
+        if not users:
+            raise self._error_at(at + 1, "expected a user name")
+        if on_database:
+            names = tuple(
+                _name(t) for t in self.tokens[on + 2 : at] if t.token_type is not TokenType.COMMA
+            )
+            if not names:
+                raise self._error_at(on + 2, "expected a database name")
+            return st.GrantPrivileges(
+                self.text, tuple(privileges), (), users, revoke, databases=names
+            )
+        start = on + 1 + (words[on + 1 : on + 2] == ["TABLE"])
+        tables: list[st.TableName] = []
+        begin = start
+        for i in range(start, at + 1):
+            if i == at or self.tokens[i].token_type is TokenType.COMMA:
+                tables.append(self._table_name(begin, i))
+                begin = i + 1
+        return st.GrantPrivileges(self.text, tuple(privileges), tuple(tables), users, revoke)
 
     def _split_at(self) -> st.SplitAt:
         words = self.words
@@ -1128,10 +1219,18 @@ _STATEMENT_WORDS = {
     "VALUES", "WITH",
 }  # fmt: skip
 # SHOW statements that are no session variable.
-_SHOW_STATEMENTS = {"TABLES", "DATABASES", "CREATE", "RANGES", "CHANGEFEED", "JOBS", "JOB"}
+_SHOW_STATEMENTS = {
+    "TABLES",
+    "DATABASES",
+    "CREATE",
+    "RANGES",
+    "CHANGEFEED",
+    "JOBS",
+    "JOB",
+    "GRANTS",
+}
 _UNSUPPORTED_STATEMENTS = {
     "RELEASE": "savepoints are not supported (RELEASE SAVEPOINT)",
-    "REVOKE": "REVOKE is not supported; a user without the admin role has no privileges",
     "ALTER DATABASE": "ALTER DATABASE is not supported",
     "CREATE TEMP": "temporary tables are not supported (CREATE TEMP TABLE)",
     "CREATE TEMPORARY": "temporary tables are not supported (CREATE TEMPORARY TABLE)",

@@ -16,6 +16,7 @@ from feedkv.sql.types import ColumnType
 __all__ = [
     "AddColumn",
     "AlterChangefeed",
+    "AlterUserPassword",
     "Begin",
     "ChangefeedTarget",
     "ColumnSpec",
@@ -33,6 +34,9 @@ __all__ = [
     "DropTable",
     "FamilySpec",
     "GrantAdmin",
+    "GrantPrivileges",
+    "DATABASE_PRIVILEGES",
+    "PRIVILEGES",
     "Insert",
     "Join",
     "Query",
@@ -44,6 +48,7 @@ __all__ = [
     "ShowChangefeedJobs",
     "ShowCreateTable",
     "ShowDatabases",
+    "ShowGrants",
     "ShowRanges",
     "ShowTables",
     "Source",
@@ -193,11 +198,44 @@ class SplitAt(Statement):
 class CreateUser(Statement):
     name: str
     if_not_exists: bool = False
+    password: str | None = None  # in clear: only its SCRAM verifier is stored
+
+
+@dataclass(frozen=True, slots=True)
+class AlterUserPassword(Statement):
+    name: str
+    password: str | None  # None: no password (certificates only)
 
 
 @dataclass(frozen=True, slots=True)
 class GrantAdmin(Statement):
     users: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShowGrants(Statement):
+    """``SHOW GRANTS [ON [TABLE] t] [FOR u]``."""
+
+    table: TableName | None = None
+    user: str | None = None
+
+
+# Privileges a user without the admin role may be granted on a table (GRANT ... ON
+# TABLE) and on a database (GRANT ... ON DATABASE: CREATE its tables, DROP it)
+PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "CHANGEFEED", "DROP")
+DATABASE_PRIVILEGES = ("CREATE", "DROP")
+
+
+@dataclass(frozen=True, slots=True)
+class GrantPrivileges(Statement):
+    """``GRANT privileges ON [TABLE] t, ... TO u, ...`` or ``... ON DATABASE d, ...``
+    (``revoke``: ``REVOKE ... FROM``)."""
+
+    privileges: tuple[str, ...]
+    tables: tuple[TableName, ...]
+    users: tuple[str, ...]
+    revoke: bool = False
+    databases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,9 @@
 
 ``LocalCluster(base, nodes=3)`` starts node 1 (which bootstraps the cluster) and the
 others joining it, each with its own store under ``base``; :meth:`LocalCluster.kill`
-SIGKILLs a node and :meth:`LocalCluster.restart` starts it again on its store.
+SIGKILLs a node and :meth:`LocalCluster.restart` starts it again on its store. With
+``certs_dir`` the nodes are secure (they call each other with TLS as ``node``) and
+:meth:`LocalCluster.connect` connects as root; without, they run ``--insecure``.
 """
 
 from __future__ import annotations
@@ -26,17 +28,21 @@ class LocalCluster:
         *extra_args: str,
         start_timeout_s: float = 60.0,
         rebalance_interval: str = "10s",
+        certs_dir: Path | None = None,
     ) -> None:
         """``extra_args``: more ``feedkv start`` flags for every node; the nodes run
         changefeed jobs in threads (``--changefeed-runner thread``) unless told otherwise.
         ``rebalance_interval``: ``0s`` keeps ranges where a test put them."""
         self.base = base
         base.mkdir(parents=True, exist_ok=True)
+        self.certs_dir = certs_dir
+        security = ("--certs-dir", str(certs_dir)) if certs_dir is not None else ()
         self.extra_args = (
             "--changefeed-runner",
             "thread",
             "--rebalance-interval",
             rebalance_interval,
+            *security,
             *extra_args,
         )
         self.processes: list[NodeProcess | None] = []
@@ -72,7 +78,7 @@ class LocalCluster:
         return f"feedkv://{self._address(index)}"
 
     def connect(self, index: int = 0) -> DB:
-        return connect(self.url(index))
+        return connect(self.url(index), certs_dir=self.certs_dir)
 
     def live_nodes(self, index: int) -> int:
         """How many nodes the node at ``index`` sees live."""

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import TextIO
 
@@ -18,7 +19,7 @@ __all__ = ["NodeProcess", "free_port"]
 
 _URL = re.compile(r"feedkv://[^\s,]+")
 _SQL_URL = re.compile(r"postgresql://\S+")
-_HTTP_URL = re.compile(r"http://[^\s,]+")
+_HTTP_URL = re.compile(r"https?://[^\s,]+")
 
 
 def free_port() -> int:
@@ -33,7 +34,10 @@ class NodeProcess:
     """Starts ``feedkv start`` on ephemeral loopback ports and waits for its URLs:
     :attr:`url` (gRPC), :attr:`sql_url` (PostgreSQL clients) and :attr:`http_url`
     (metrics). Its stderr (logs;
-    Spark's are many) goes to :attr:`log`, beside the store."""
+    Spark's are many) goes to :attr:`log`, beside the store. The node is insecure
+    (``--insecure``) unless ``extra_args`` give ``--certs-dir``, and its ``file://``
+    sinks may write anywhere below the system's temporary directory (where tests keep
+    their outputs) unless they give ``--external-io-dir``."""
 
     def __init__(
         self,
@@ -64,6 +68,11 @@ class NodeProcess:
     def _start(
         store: Path, extra_args: tuple[str, ...], log: TextIO, env: dict[str, str] | None
     ) -> subprocess.Popen[str]:
+        secure = any(a == "--certs-dir" or a.startswith("--certs-dir=") for a in extra_args)
+        if not secure and "--insecure" not in extra_args:
+            extra_args = ("--insecure", *extra_args)
+        if not any(a.startswith("--external-io-dir") for a in extra_args):
+            extra_args = ("--external-io-dir", tempfile.gettempdir(), *extra_args)
         return subprocess.Popen(
             [
                 sys.executable,

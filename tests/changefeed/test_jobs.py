@@ -484,13 +484,13 @@ def test_tables_cannot_be_added_before_the_initial_scan_ends(table: DB, tmp_path
     )
 
 
-def test_job_statements_need_an_admin(table: DB, tmp_path: Path) -> None:
+def test_job_statements_on_another_users_job_need_an_admin(table: DB, tmp_path: Path) -> None:
     db = table
     job_id = create(db, tmp_path / "out")
     db.sql("CREATE USER bob")
     bob = db.session(user="bob")
+    assert bob.execute("SHOW CHANGEFEED JOBS").rows == []  # root's job is not bob's
     for statement in (
-        "SHOW CHANGEFEED JOBS",
         f"SHOW CHANGEFEED JOB {job_id}",
         f"PAUSE JOB {job_id}",
         f"RESUME JOB {job_id}",
@@ -502,9 +502,44 @@ def test_job_statements_need_an_admin(table: DB, tmp_path: Path) -> None:
         with pytest.raises(SQLError) as raised:
             bob.execute(statement)
         assert raised.value.code == "42501"
-        assert "user bob does not have the admin role" in raised.value.message
+        assert (
+            "user bob does not have the admin role" in raised.value.message
+            or "user bob requires the CHANGEFEED privilege on table t" in raised.value.message
+        )
         assert stable(db, job_id) == before
     assert [r[0] for r in db.sql("SHOW CHANGEFEED JOBS").rows] == [job_id]
+
+
+def test_a_user_controls_their_own_jobs_with_the_changefeed_privilege(
+    table: DB, tmp_path: Path
+) -> None:
+    db = table
+    db.sql("CREATE USER carol")
+    db.sql("GRANT CHANGEFEED ON t TO carol")
+    carol = db.session(user="carol")
+    out = tmp_path / "carol"
+    (job_id,) = carol.execute(f"CREATE CHANGEFEED FOR t INTO 'file://{out}' WITH {FAST}").rows[0]
+    root_job = create(db, tmp_path / "root")
+    assert [r[0] for r in carol.execute("SHOW CHANGEFEED JOBS").rows] == [job_id]
+    assert carol.execute(f"SHOW CHANGEFEED JOB {job_id}").rows[0][2] == "carol"
+    wait_until(
+        lambda: show(db, job_id)["high_water_timestamp"] is not None,
+        timeout_s=DEADLINE,
+        what="the initial scan to end",
+    )
+    carol.execute(f"PAUSE JOB {job_id}")
+    assert show(db, job_id)["status"] == "paused"
+    db.sql("CREATE TABLE other (id INT PRIMARY KEY)")
+    with pytest.raises(SQLError, match="requires the CHANGEFEED privilege on table other"):
+        carol.execute(f"ALTER CHANGEFEED {job_id} ADD other")
+    carol.execute(f"RESUME JOB {job_id}")
+    carol.execute(f"CANCEL JOB {job_id}")
+    with pytest.raises(SQLError, match="another user's changefeed jobs") as raised:
+        carol.execute(f"PAUSE JOB {root_job}")
+    assert raised.value.code == "42501"
+    with pytest.raises(SQLError, match="admin role") as raised:
+        carol.execute("SET CLUSTER SETTING changefeed.frontier_checkpoint_frequency = '1s'")
+    assert raised.value.code == "42501"
 
 
 # ALTER CHANGEFEED.

@@ -355,6 +355,7 @@ def test_a_script_runs_its_statements_until_a_syntax_error_and_names_its_line(
 
 def test_a_user_without_the_admin_role_cannot_create_a_table(sql: Sql) -> None:
     sql("-e", "CREATE TABLE t (k INT PRIMARY KEY)", "-e", "CREATE USER bob")
+    sql("-e", "GRANT INSERT ON t TO bob")
 
     run = sql(
         "--user",

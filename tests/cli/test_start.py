@@ -34,3 +34,18 @@ def test_start_refuses_settings_out_of_range_naming_the_flag(
     assert main(["start", "--store", str(tmp_path / "store"), *flags]) == 1
     assert message in capsys.readouterr().err
     assert not (tmp_path / "store").exists()
+
+
+def test_start_without_certs_dir_or_insecure_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Secure by default, as CockroachDB: a node never serves plaintext unasked."""
+    assert main(["start", "--store", str(tmp_path / "store")]) == 1
+    err = capsys.readouterr().err
+    assert "secure by default: give --certs-dir DIR" in err and "--insecure" in err
+    assert not (tmp_path / "store").exists()
+
+
+def test_start_refuses_both_certs_dir_and_insecure(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        main(["start", "--store", str(tmp_path / "s"), "--certs-dir", "c", "--insecure"])

@@ -726,12 +726,14 @@ def test_dict_placeholder_round_trips_as_jsonb(any_db: DB) -> None:
 # Users.
 
 
-def test_non_admin_user_can_read_and_write_but_not_create_tables(
+def test_non_admin_user_can_read_and_write_what_was_granted_but_not_create_tables(
     any_db: DB, session: Callable[..., Session]
 ) -> None:
     any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
     assert any_db.sql("CREATE USER bob").tag == "CREATE ROLE"
     bob = session(user="bob")
+    assert sql_error(lambda: bob.execute("INSERT INTO t VALUES (1, 'x')")).code == "42501"
+    assert any_db.sql("GRANT SELECT, INSERT ON t TO bob").tag == "GRANT"
 
     bob.execute("INSERT INTO t VALUES (1, 'from bob')")
     assert bob.execute("SELECT k, v FROM t").rows == [(1, "from bob")]

@@ -1,0 +1,88 @@
+"""Changefeed jobs keep their sink credentials sealed, and ``file://`` sinks stay in
+the node's external I/O directory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import feedkv
+from feedkv import DB
+from feedkv.errors import SQLError
+from feedkv.kv.store import StoreConfig
+from feedkv.sql import catalog
+from feedkv.util.keys import KEY_MAX
+
+PLANTED = ("PLANTED-PW-1", "PLANTED-TOKEN-2", "PLANTED-SASL-3")
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[DB]:
+    config = StoreConfig(closed_ts_interval_s=0.01, closed_ts_target_ns=50_000_000, sync=False)
+    database = feedkv.connect(
+        tmp_path / "store",
+        config=config,
+        changefeed_runner="thread",
+        external_io_dir=tmp_path / "store" / "extern",
+    )
+    database.sql("CREATE TABLE t (id INT PRIMARY KEY, v STRING)")
+    yield database
+    database.close()
+
+
+def _create_secret_jobs(db: DB) -> list[int]:
+    jobs = [
+        db.sql(
+            f"CREATE CHANGEFEED FOR t INTO 'webhook-https://user:{PLANTED[0]}@127.0.0.1:1/hook' "
+            f"WITH webhook_auth_header='Bearer {PLANTED[1]}'"
+        ).rows[0][0],
+    ]
+    return jobs
+
+
+def test_job_records_hold_no_secret_in_clear(db: DB, tmp_path: Path) -> None:
+    (job_id,) = _create_secret_jobs(db)
+    rows = db.scan(b"\x00", KEY_MAX)
+    assert any(kv.key.startswith(catalog.job_key(job_id)) for kv in rows)
+    for kv in rows:
+        for secret in PLANTED:
+            assert secret.encode() not in kv.key + kv.value, kv.key
+    shown = db.sql("SHOW CHANGEFEED JOBS").rows
+    assert shown and not any(s in repr(shown) for s in PLANTED)
+    # the job itself still has them
+    record = db.changefeeds.record(job_id)
+    assert record is not None and record.spec.sink_uri is not None
+    assert PLANTED[0] in record.spec.sink_uri
+    assert dict(record.spec.options.given)["webhook_auth_header"] == f"Bearer {PLANTED[1]}"
+    db.sql(f"PAUSE JOB {job_id}")
+    for path in (tmp_path / "store").rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            for secret in PLANTED[:2]:
+                assert secret.encode() not in data, path
+
+
+def test_file_sinks_inside_the_external_io_directory_are_accepted(db: DB, tmp_path: Path) -> None:
+    inside = tmp_path / "store" / "extern" / "feeds"
+    job = db.sql(f"CREATE CHANGEFEED FOR t INTO 'file://{inside}'").rows[0][0]
+    assert isinstance(job, int)
+
+
+@pytest.mark.parametrize("where", ["outside", "dotdot", "symlink"])
+def test_file_sinks_outside_the_external_io_directory_are_refused(
+    db: DB, tmp_path: Path, where: str
+) -> None:
+    extern = tmp_path / "store" / "extern"
+    extern.mkdir(exist_ok=True)
+    (extern / "link").symlink_to(tmp_path)
+    path = {
+        "outside": tmp_path / "elsewhere",
+        "dotdot": f"{extern}/../../elsewhere",
+        "symlink": extern / "link" / "elsewhere",
+    }[where]
+    with pytest.raises(SQLError, match="outside the node's external I/O directory") as raised:
+        db.sql(f"CREATE CHANGEFEED FOR t INTO 'file://{path}'")
+    assert raised.value.code == "22023"
+    assert not (tmp_path / "elsewhere").exists()

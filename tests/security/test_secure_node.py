@@ -1,0 +1,272 @@
+"""A node started with ``--certs-dir``: every port speaks TLS, real clients get in
+with certificates or SCRAM passwords, and everyone else is refused with a clear error."""
+
+from __future__ import annotations
+
+import shutil
+import ssl
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import httpx
+import psycopg
+import pytest
+
+import feedkv
+from feedkv.cli.main import main
+from feedkv.errors import NodeUnavailableError, PermissionDeniedError
+from feedkv.kv.address import parse_node_url
+from feedkv.kv.grpc_transport import GrpcTransport
+from feedkv.security.tls import ClientTLS
+from feedkv.testing.certs import make_certs_dir
+from feedkv.testing.node_process import NodeProcess
+from feedkv.testing.waiting import wait_until
+
+PSQL = shutil.which("psql")
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_certs_dir(tmp_path_factory.mktemp("pki"), users=("root", "alice"))
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory, certs: Path) -> Iterator[NodeProcess]:
+    store = tmp_path_factory.mktemp("secure") / "store"
+    process = NodeProcess(
+        store,
+        "--certs-dir",
+        str(certs),
+        "--changefeed-runner",
+        "thread",
+        "--external-io-dir",
+        str(store / "extern"),  # the default, given: NodeProcess's own is the temp dir
+    )
+    try:
+        with feedkv.connect(process.url, certs_dir=certs) as db:
+            db.sql("CREATE USER IF NOT EXISTS alice WITH PASSWORD 'alice-pw'")
+            db.sql("CREATE USER IF NOT EXISTS bob")
+        yield process
+    finally:
+        assert process.terminate() == 0
+
+
+def _sql_address(node: NodeProcess) -> tuple[str, str]:
+    host_port = node.sql_url.split("@", 1)[1].split("/", 1)[0]
+    host, port = host_port.rsplit(":", 1)
+    return host, port
+
+
+def _dsn(node: NodeProcess, certs: Path, user: str, **extra: str) -> str:
+    host, port = _sql_address(node)
+    params = {
+        "host": host,
+        "port": port,
+        "user": user,
+        "dbname": "defaultdb",
+        "sslmode": "verify-full",
+        "sslrootcert": str(certs / "ca.crt"),
+        **extra,
+    }
+    return " ".join(f"{k}={v}" for k, v in params.items())
+
+
+def test_root_uses_the_kv_api_over_tls(node: NodeProcess, certs: Path) -> None:
+    assert node.url.startswith("feedkv://")
+    with feedkv.connect(node.url, certs_dir=certs) as db:
+        db.put(b"tls-key", b"tls-value")
+        assert db.get(b"tls-key") == b"tls-value"
+
+
+def test_a_user_who_is_not_root_cannot_use_the_raw_kv_api(node: NodeProcess, certs: Path) -> None:
+    with (
+        feedkv.connect(node.url, certs_dir=certs, user="alice") as db,
+        pytest.raises(PermissionDeniedError, match=r"only for nodes and root.*'alice'"),
+    ):
+        db.scan(b"\x01", b"\xff\xff")
+
+
+def test_plaintext_grpc_is_refused(node: NodeProcess) -> None:
+    with pytest.raises(NodeUnavailableError, match="a secure node needs certs_dir"):
+        GrpcTransport(*parse_node_url(node.url), connect_timeout_s=2)
+
+
+def test_a_certificate_of_another_ca_is_refused(node: NodeProcess, tmp_path: Path) -> None:
+    foreign = make_certs_dir(tmp_path, users=("root",))
+    with pytest.raises(NodeUnavailableError, match="does it trust this certificate"):
+        GrpcTransport(
+            *parse_node_url(node.url), connect_timeout_s=2, tls=ClientTLS.load(foreign, "root")
+        )
+
+
+def test_a_grpc_client_without_a_certificate_is_refused(node: NodeProcess, certs: Path) -> None:
+    credentials = grpc.ssl_channel_credentials(root_certificates=(certs / "ca.crt").read_bytes())
+    with (
+        grpc.secure_channel(node.url.removeprefix("feedkv://"), credentials) as channel,
+        pytest.raises(grpc.FutureTimeoutError),
+    ):
+        grpc.channel_ready_future(channel).result(timeout=2)
+
+
+def test_psycopg_logs_in_with_a_client_certificate(node: NodeProcess, certs: Path) -> None:
+    with psycopg.connect(node.sql_url) as conn:
+        assert conn.info.pgconn.ssl_in_use
+        assert conn.execute("SELECT current_user").fetchone() == ("root",)
+
+
+def test_psycopg_logs_in_with_a_scram_password(node: NodeProcess, certs: Path) -> None:
+    # NB: no client certificate for alice here: a copy of the certs dir with the CA only
+    with psycopg.connect(_dsn(node, certs, "alice", password="alice-pw")) as conn:
+        assert conn.info.pgconn.ssl_in_use
+        assert conn.execute("SELECT current_user").fetchone() == ("alice",)
+
+
+def test_a_client_certificate_logs_in_only_as_its_own_user(node: NodeProcess, certs: Path) -> None:
+    alice = {"sslcert": str(certs / "client.alice.crt"), "sslkey": str(certs / "client.alice.key")}
+    with psycopg.connect(_dsn(node, certs, "alice", **alice)) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == ("alice",)
+    with pytest.raises(
+        psycopg.OperationalError, match='password authentication failed for user "root"'
+    ):
+        psycopg.connect(_dsn(node, certs, "root", password="x", **alice))
+
+
+def test_a_wrong_password_is_refused(node: NodeProcess, certs: Path) -> None:
+    with pytest.raises(
+        psycopg.OperationalError, match='password authentication failed for user "alice"'
+    ):
+        psycopg.connect(_dsn(node, certs, "alice", password="not-alice-pw"))
+    # a user without a password, and one that does not exist, get the same answer
+    for user in ("bob", "nobody"):
+        with pytest.raises(psycopg.OperationalError, match=f'failed for user "{user}"'):
+            psycopg.connect(_dsn(node, certs, user, password="x"))
+    log = node.log.read_text()
+    assert "SQL login of 'alice' from 127.0.0.1 refused: wrong password" in log
+    assert "not-alice-pw" not in log
+
+
+def test_alter_user_changes_the_password(node: NodeProcess, certs: Path) -> None:
+    with psycopg.connect(node.sql_url, autocommit=True) as conn:
+        conn.execute("CREATE USER carol WITH PASSWORD 'first'")
+        conn.execute("ALTER USER carol WITH PASSWORD 'second'")
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        psycopg.connect(_dsn(node, certs, "carol", password="first"))
+    with psycopg.connect(_dsn(node, certs, "carol", password="second")) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("ALTER USER alice WITH PASSWORD 'taken'")
+
+
+def test_the_sql_port_refuses_plaintext(node: NodeProcess, certs: Path) -> None:
+    with pytest.raises(psycopg.OperationalError, match="takes TLS connections only"):
+        psycopg.connect(_dsn(node, certs, "root", sslmode="disable"))
+
+
+def test_the_sql_port_refuses_a_server_it_cannot_verify(node: NodeProcess, tmp_path: Path) -> None:
+    foreign = make_certs_dir(tmp_path)
+    with pytest.raises(psycopg.OperationalError, match="certificate verify failed"):
+        psycopg.connect(_dsn(node, foreign, "alice", password="alice-pw"))
+
+
+@pytest.mark.skipif(PSQL is None, reason="psql is missing: `make` installs postgresql-client")
+def test_psql_connects_with_verify_full(node: NodeProcess, certs: Path) -> None:
+    assert PSQL is not None
+    done = subprocess.run(
+        [PSQL, node.sql_url, "-X", "-A", "-t", "-c", "SELECT current_user"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "root"
+
+
+def test_the_http_port_serves_https(node: NodeProcess, certs: Path) -> None:
+    assert node.http_url.startswith("https://")
+    trusted = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    reply = httpx.get(f"{node.http_url}/_status/vars", verify=trusted, timeout=30)
+    assert reply.status_code == 200
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{node.http_url}/_status/vars", verify=ssl.create_default_context(), timeout=30)
+    plain = node.http_url.replace("https://", "http://")
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{plain}/_status/vars", timeout=30).raise_for_status()
+
+
+def test_a_job_planned_by_a_remote_client_cannot_write_outside_the_external_io_dir(
+    node: NodeProcess, certs: Path, tmp_path: Path
+) -> None:
+    """A client of a server plans CREATE CHANGEFEED in its own process, which does not
+    know the node's --external-io-dir: the node refuses to run the job instead."""
+    outside = tmp_path / "outside"
+    with feedkv.connect(node.url, certs_dir=certs) as db:
+        db.sql("CREATE TABLE IF NOT EXISTS fs (id INT PRIMARY KEY)")
+        job = db.sql(f"CREATE CHANGEFEED FOR fs INTO 'file://{outside}'").rows[0][0]
+
+        def failed() -> str:
+            result = db.sql(f"SHOW CHANGEFEED JOB {job}")
+            row = dict(zip(result.columns, result.rows[0], strict=True))
+            return str(row["error"]) if row["status"] == "failed" else ""
+
+        error = wait_until(failed, timeout_s=60, what="the job to fail")
+    assert "outside the node's external I/O directory" in error
+    # NB: the client's own check made the directory (with the client's rights, here on
+    # the same machine); the node wrote nothing into it
+    assert not any(outside.rglob("*"))
+
+
+def test_no_planted_sink_secret_reaches_the_store_the_logs_or_a_query(
+    node: NodeProcess, certs: Path
+) -> None:
+    planted = ("PLANTED-URI-PW-7", "PLANTED-HEADER-8")
+    with feedkv.connect(node.url, certs_dir=certs) as db:
+        db.sql("CREATE TABLE IF NOT EXISTS hooked (id INT PRIMARY KEY)")
+        db.sql("UPSERT INTO hooked VALUES (1)")
+        job = db.sql(
+            f"CREATE CHANGEFEED FOR hooked INTO 'webhook-https://u:{planted[0]}@127.0.0.1:1/h' "
+            f"WITH webhook_auth_header='Bearer {planted[1]}'"
+        ).rows[0][0]
+
+        def retrying() -> str:
+            result = db.sql(f"SHOW CHANGEFEED JOB {job}")
+            row = dict(zip(result.columns, result.rows[0], strict=True))
+            return str(row["running_status"]) if "retry" in str(row["running_status"]) else ""
+
+        status = wait_until(retrying, timeout_s=60, what="the job to fail and retry")
+        shown = repr(db.sql("SHOW CHANGEFEED JOBS").rows) + status
+        db.sql(f"CANCEL JOB {job}")
+    assert not any(secret in shown for secret in planted)
+    files = [p for p in node.store.rglob("*") if p.is_file()] + [node.log]
+    for path in files:
+        data = path.read_bytes()
+        for secret in planted:
+            assert secret.encode() not in data, f"{secret} in {path}"
+
+
+def test_feedkv_sql_takes_a_certs_dir(
+    node: NodeProcess, certs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sql", "--url", node.url, "--certs-dir", str(certs), "-e", "SELECT 41 + 1"]) == 0
+    assert "42" in capsys.readouterr().out
+    assert main(["sql", "--url", node.url, "-e", "SELECT 1"]) == 1
+    assert "a secure node needs certs_dir" in capsys.readouterr().err
+
+
+def test_the_sql_port_refuses_a_client_without_credentials(node: NodeProcess, certs: Path) -> None:
+    with pytest.raises(psycopg.OperationalError, match="no password supplied"):
+        psycopg.connect(_dsn(node, certs, "alice"))
+
+
+def test_the_sql_port_refuses_a_client_certificate_of_another_ca(
+    node: NodeProcess, certs: Path, tmp_path: Path
+) -> None:
+    foreign = make_certs_dir(tmp_path, users=("alice",))
+    theirs = {
+        "sslcert": str(foreign / "client.alice.crt"),
+        "sslkey": str(foreign / "client.alice.key"),
+    }
+    with pytest.raises(psycopg.OperationalError, match="unknown ca"):
+        psycopg.connect(_dsn(node, certs, "alice", **theirs))

@@ -22,7 +22,6 @@ import argparse
 import importlib.util
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -139,7 +138,7 @@ def relocation(mib: int, tmp: Path) -> dict[str, Any]:
             db.run_transaction(load)
         load_s = time.perf_counter() - load_start
         stop = threading.Event()
-        latencies: list[float] = []
+        writes: list[tuple[float, float]] = []  # (start, end) of each write
 
         def writer() -> None:
             client = cluster.connect(1)
@@ -147,31 +146,35 @@ def relocation(mib: int, tmp: Path) -> dict[str, Any]:
             while not stop.is_set():
                 start = time.perf_counter()
                 client.put(b"big/%08d" % (i % rows), b"w")
-                latencies.append(time.perf_counter() - start)
+                writes.append((start, time.perf_counter()))
                 i += 1
             client.close()
 
         thread = threading.Thread(target=writer)
         thread.start()
         time.sleep(1.0)  # wait-ok: the writer's latency before the move, for comparison
-        before = len(latencies)
         start = time.perf_counter()
         db.relocate(b"big/", 2)
-        move_s = time.perf_counter() - start
-        during = latencies[before:]
+        end = time.perf_counter()
+        time.sleep(0.5)  # wait-ok: the writes the move held up finish
         stop.set()
         thread.join()
         count = len(db.scan(b"big/", b"big0"))
         db.close()
-    during.sort()
+    move_s = end - start
+    # the writes that overlapped the move (those it held up among them), and the others
+    during = sorted(e - s for s, e in writes if s < end and e > start)
+    before = sorted(e - s for s, e in writes if e <= start)
     return {
         "range_mib": mib,
         "rows": rows,
         "load_s": round(load_s, 1),
         "move_s": round(move_s, 2),
         "writes_during_move": len(during),
-        "write_p50_ms_during_move": round(statistics.median(during) * 1000, 1) if during else None,
         "write_max_ms_during_move": round(during[-1] * 1000, 1) if during else None,
+        "write_p99_ms_before_move": round(before[int(len(before) * 0.99)] * 1000, 1)
+        if before
+        else None,
         "rows_after_move": count,
     }
 

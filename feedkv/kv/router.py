@@ -133,7 +133,8 @@ class Router:
                 error = exc
                 self._retry(desc, exc, attempt)
         raise RangeRoutingError(
-            f"gave up routing a request for {key!r} after {MAX_ROUTING_ATTEMPTS} attempts"
+            f"gave up routing a request for {key!r} after {MAX_ROUTING_ATTEMPTS} attempts; "
+            f"the last met: {error}"
         ) from error
 
     def send_span(
@@ -163,9 +164,13 @@ class Router:
                 except (RangeKeyMismatchError, RangeNotFoundError, RangeUnavailableError) as exc:
                     failures += 1
                     if failures >= MAX_ROUTING_ATTEMPTS:
-                        raise
+                        raise RangeRoutingError(
+                            f"gave up routing {part} after {failures} attempts; the last, to "
+                            f"{desc}, met: {exc}"
+                        ) from exc
                     self._retry(desc, exc, failures)
                     break
+                failures = 0  # NB: the limit is per part: a long scan meets many moves
                 yield part, response
                 if reverse:
                     remaining = Span(span.start, part.start) if part.start > span.start else None

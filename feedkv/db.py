@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from feedkv.errors import InvalidArgumentError, InvalidURLError
-from feedkv.kv.address import parse_node_url
 from feedkv.kv.db import LocalTransport
 from feedkv.kv.router import Transport
 from feedkv.rangefeed.client import FeedTransport
@@ -123,24 +122,9 @@ def connect(
     check_runner(changefeed_runner)
     text = str(target)
     if "://" in text:
-        address = parse_node_url(text)
-        from feedkv.kv.dialer import ClusterDialer, RemoteNodes
-        from feedkv.kv.grpc_transport import GrpcTransport, url_tls
-        from feedkv.rangefeed.cluster_feeds import ClusterFeedTransport
-        from feedkv.rangefeed.grpc_transport import GrpcFeedTransport
+        from feedkv.rangefeed.feed_client import remote_transports
 
-        tls = url_tls(text, certs_dir, user)
-        gateway = GrpcTransport(*address, tls=tls)
-        nodes = RemoteNodes(gateway.channel)
-        transport = ClusterDialer(
-            gateway, gateway_node=nodes.gateway_node, addresses=nodes.address, tls=tls
-        )
-        feeds = ClusterFeedTransport(
-            GrpcFeedTransport(gateway.channel, gateway.address),
-            gateway_node=nodes.gateway_node,
-            addresses=nodes.address,
-            tls=tls,
-        )
+        transport, feeds = remote_transports(text, certs_dir, user)
         return DB(transport, feeds, target=text, changefeed_runner=changefeed_runner)
     if not text:
         raise InvalidURLError("cannot connect to '': give a store directory or feedkv://host:port")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Protocol, TypeVar
 
 from feedkv.errors import ClientClosedError
@@ -253,12 +254,34 @@ def _is_pair(value: object) -> bool:
 
 
 def open_client(url: str) -> KVFeedClient:
-    """A client of the node at ``feedkv://host:port`` (over gRPC; with TLS when the URL
-    names a ``certs_dir``)."""
+    """A client of the cluster of the node at ``feedkv://host:port`` (over gRPC; with TLS
+    when the URL names a ``certs_dir``)."""
+    transport, feeds = remote_transports(url)
+    return KVFeedClient(transport, feeds, target=url)
+
+
+def remote_transports(
+    url: str, certs_dir: str | Path | None = None, user: str | None = None
+) -> tuple[Transport, FeedTransport]:
+    """The batch and feed transports of a client of the cluster of the node at ``url``:
+    that node answers lookups, and each request and feed goes to the node holding its
+    range (one connection per node, opened on first use)."""
     # NB: imported here: a process that never dials a node does not import gRPC
+    from feedkv.kv.dialer import ClusterDialer, RemoteNodes
     from feedkv.kv.grpc_transport import GrpcTransport, url_tls
+    from feedkv.rangefeed.cluster_feeds import ClusterFeedTransport
     from feedkv.rangefeed.grpc_transport import GrpcFeedTransport
 
-    transport = GrpcTransport(*parse_node_url(url), tls=url_tls(url))
-    feeds = GrpcFeedTransport(transport.channel, transport.address)
-    return KVFeedClient(transport, feeds, target=url)
+    tls = url_tls(url, certs_dir, user)
+    gateway = GrpcTransport(*parse_node_url(url), tls=tls)
+    nodes = RemoteNodes(gateway.channel)
+    transport = ClusterDialer(
+        gateway, gateway_node=nodes.gateway_node, addresses=nodes.address, tls=tls
+    )
+    feeds = ClusterFeedTransport(
+        GrpcFeedTransport(gateway.channel, gateway.address),
+        gateway_node=nodes.gateway_node,
+        addresses=nodes.address,
+        tls=tls,
+    )
+    return transport, feeds

@@ -18,6 +18,7 @@ from feedkv.cli.start import CLOCK_OFFSET_ENV
 from feedkv.errors import FeedKVError, NodeUnavailableError
 from feedkv.kv.dialer import nodes
 from feedkv.rangefeed.event import Checkpoint, Event
+from feedkv.rangefeed.feed_client import open_client
 from feedkv.server.relocation import STALL_ENV
 from feedkv.testing.cluster import LocalCluster
 from feedkv.testing.feed_validator import FeedValidator, assert_valid
@@ -329,3 +330,20 @@ def test_node_status_lists_every_node_with_its_liveness_and_ranges(
     assert {n["address"] for n in listed} == {
         cluster.url(i).removeprefix("feedkv://") for i in range(3)
     }
+
+
+def test_a_spark_processes_client_reaches_the_ranges_of_every_node(cluster: LocalCluster) -> None:
+    """Spark's executors and its source runner open their clients with ``open_client``:
+    each request must go to its range's node, not only to the node of the URL (found by
+    ``feedkv demo --nodes 3``, whose job stalled once a range had moved)."""
+    db = cluster.connect(0)
+    db.split(b"spark/")
+    db.split(b"spark0")
+    db.put(b"spark/k", b"v")
+    db.relocate(b"spark/", 3)
+    client = open_client(cluster.url(0))
+    try:
+        assert client.get(b"spark/k") == b"v"
+        assert [kv.key for kv in client.scan(b"spark/", b"spark0")] == [b"spark/k"]
+    finally:
+        client.close()

@@ -9,7 +9,7 @@ STAMP := $(VENV)/.feedkv-installed
 # SQL port's tests drive; prometheus (Debian's) scrapes a node in the metrics tests
 APT_GET := $(if $(filter 0,$(shell id -u)),apt-get,sudo apt-get)
 
-.PHONY: test demo lint bench clean proto
+.PHONY: test demo demo-cluster lint bench clean proto
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "feedkv needs Python 3.11 or newer; set PYTHON=/path/to/python3.11")'
@@ -36,6 +36,10 @@ test: lint
 demo: $(STAMP)
 	$(BIN)/feedkv demo
 
+# The demo on a local cluster of three node processes, moving ranges while the job runs
+demo-cluster: $(STAMP)
+	$(BIN)/feedkv demo --nodes 3 --store demo-cluster-data
+
 bench: $(STAMP)
 	$(BIN)/feedkv bench storage
 
@@ -44,4 +48,4 @@ proto: $(STAMP)
 		--pyi_out=feedkv/kv/proto feedkv/kv/proto/feedkv.proto
 
 clean:
-	rm -rf $(VENV) demo-data
+	rm -rf $(VENV) demo-data demo-cluster-data

@@ -234,8 +234,8 @@ class Cluster:
         store.intercept = self._intercept
 
     def start(self) -> None:
-        """Heartbeat once (a joining node so learns the cluster and its ranges before it
-        serves), then every ``heartbeat_s``."""
+        """Heartbeat twice before serving (a joining node learns the cluster and its
+        ranges, then tells every node where it is), then every ``heartbeat_s``."""
         self._beat()  # learns the nodes from a member it joins through
         self._beat()  # and tells them all where it is now
         self._thread.start()

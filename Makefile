@@ -8,6 +8,9 @@ STAMP := $(VENV)/.feedkv-installed
 # psql (Debian's postgresql-client) and pgbench (Debian's postgresql) are real clients the
 # SQL port's tests drive; prometheus (Debian's) scrapes a node in the metrics tests
 APT_GET := $(if $(filter 0,$(shell id -u)),apt-get,sudo apt-get)
+# Install a Debian package (refreshing the package lists when the first try fails); a
+# package that cannot be installed leaves the tests that drive it skipped, saying why.
+apt_install = { $(APT_GET) install -y -qq $(1) || { $(APT_GET) update -qq && $(APT_GET) install -y -qq $(1); } || echo "make: could not install $(1): the tests that need it are skipped"; }
 
 .PHONY: test demo demo-cluster lint bench clean proto
 
@@ -17,9 +20,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@$(BIN)/python -c 'from feedkv.spark.java import java_home; java_home()' 2>/dev/null \
 		|| $(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,java]'
-	@command -v psql >/dev/null 2>&1 || $(APT_GET) install -y -qq postgresql-client
-	@command -v pgbench >/dev/null 2>&1 || $(APT_GET) install -y -qq postgresql
-	@command -v prometheus >/dev/null 2>&1 || $(APT_GET) install -y -qq prometheus
+	@command -v psql >/dev/null 2>&1 || $(call apt_install,postgresql-client)
+	@command -v pgbench >/dev/null 2>&1 || $(call apt_install,postgresql)
+	@command -v prometheus >/dev/null 2>&1 || $(call apt_install,prometheus)
 	@touch $(STAMP)
 
 lint: $(STAMP)

@@ -29,7 +29,7 @@ import sqlglot
 from sqlglot import exp
 
 from feedkv.errors import SQLError
-from feedkv.pgwire.types import OID
+from feedkv.pgwire.types import OID, oid_of_kind
 from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
 from feedkv.sql.execution import Result
 from feedkv.sql.types import ColumnType, Kind
@@ -78,19 +78,6 @@ _TYPES: list[tuple[int, str, int, str, str]] = [
 ]
 _FORMATTED = {oid: formatted for oid, _, _, _, formatted in _TYPES}
 _TYPE_NAMES = {oid: name for oid, name, _, _, _ in _TYPES}
-_KIND_OIDS = {
-    Kind.INT: OID.INT8,
-    Kind.FLOAT: OID.FLOAT8,
-    Kind.DECIMAL: OID.NUMERIC,
-    Kind.STRING: OID.TEXT,
-    Kind.BYTES: OID.BYTEA,
-    Kind.BOOL: OID.BOOL,
-    Kind.DATE: OID.DATE,
-    Kind.TIMESTAMP: OID.TIMESTAMP,
-    Kind.TIMESTAMPTZ: OID.TIMESTAMPTZ,
-    Kind.UUID: OID.UUID,
-    Kind.JSONB: OID.JSONB,
-}
 
 
 def _pg_type(ctype: ColumnType) -> tuple[int, int]:
@@ -103,7 +90,7 @@ def _pg_type(ctype: ColumnType) -> tuple[int, int]:
         return OID.VARCHAR, ctype.width + 4
     if ctype.kind is Kind.DECIMAL and ctype.precision is not None:
         return OID.NUMERIC, ((ctype.precision << 16) | (ctype.scale or 0)) + 4
-    return _KIND_OIDS[ctype.kind], -1
+    return oid_of_kind(ctype.kind), -1
 
 
 def _format_type(oid: int | None, typmod: int | None) -> str | None:

@@ -21,6 +21,7 @@ Prints one JSON object: commits/s, p50/p99 latency per row, the targets and the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -31,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -207,6 +208,38 @@ def _free_port() -> int:
         return port
 
 
+@contextlib.contextmanager
+def postgresql(pg_bin: Path, tmp: Path) -> Iterator[str]:
+    """A PostgreSQL server on loopback (as nobody when this runs as root); its URL."""
+    data = tmp / "data"
+    as_root = os.geteuid() == 0
+    if as_root:
+        shutil.chown(tmp, "nobody")
+        os.chmod(tmp, 0o777)
+    run_as = ["runuser", "-u", "nobody", "--"] if as_root else []
+    subprocess.run(
+        [*run_as, str(pg_bin / "initdb"), "-D", str(data), "-U", "bench", "--auth=trust"],
+        check=True,
+        capture_output=True,
+    )
+    port = _free_port()
+    options = f"-p {port} -k {tmp} -c listen_addresses=127.0.0.1 -c max_connections=100"
+    subprocess.run(
+        [*run_as, str(pg_bin / "pg_ctl"), "-D", str(data), "-l", str(tmp / "log"),
+         "-o", options, "-w", "start"],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    try:
+        yield f"postgresql://bench@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(
+            [*run_as, str(pg_bin / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"],
+            capture_output=True,
+            check=False,
+        )
+
+
 def run_postgresql(clients: int, seconds: float) -> dict[str, Any]:
     pg_bin = _find_pg_bin()
     if pg_bin is None:
@@ -215,63 +248,29 @@ def run_postgresql(clients: int, seconds: float) -> dict[str, Any]:
         import psycopg
     except ImportError:
         return {"skipped": "psycopg is not installed (pip install 'psycopg[binary]')"}
-    with tempfile.TemporaryDirectory(prefix="feedkv-bench-pg-") as tmp:
-        data = Path(tmp) / "data"
-        as_root = os.geteuid() == 0
-        if as_root:
-            # PostgreSQL refuses to run as root; run it as an unprivileged user.
-            shutil.chown(tmp, "nobody")
-            os.chmod(tmp, 0o777)
-        run_as = ["runuser", "-u", "nobody", "--"] if as_root else []
-        subprocess.run(
-            [*run_as, str(pg_bin / "initdb"), "-D", str(data), "-U", "bench", "--auth=trust"],
-            check=True,
-            capture_output=True,
-        )
-        port = _free_port()
-        subprocess.run(
-            [
-                *run_as,
-                str(pg_bin / "pg_ctl"),
-                "-D",
-                str(data),
-                "-l",
-                str(Path(tmp) / "log"),
-                "-o",
-                f"-p {port} -k {tmp} -c listen_addresses=127.0.0.1 -c max_connections=100",
-                "-w",
-                "start",
-            ],
-            check=True,
-            capture_output=True,
-        )
-        try:
-            dsn = f"host=127.0.0.1 port={port} user=bench dbname=postgres"
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                conn.execute("CREATE TABLE kv (k BYTEA PRIMARY KEY, v BYTEA NOT NULL)")
-            conns: list[Any] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="feedkv-bench-pg-") as tmp,
+        postgresql(pg_bin, Path(tmp)) as dsn,
+    ):
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE TABLE kv (k BYTEA PRIMARY KEY, v BYTEA NOT NULL)")
+        conns: list[Any] = []
 
-            def make_put() -> Callable[[int], None]:
-                conn = psycopg.connect(dsn, autocommit=True)
-                conns.append(conn)
-                sql = (
-                    "INSERT INTO kv (k, v) VALUES (%s, %s) "
-                    "ON CONFLICT (k) DO UPDATE SET v = excluded.v"
-                )
-
-                def put(i: int) -> None:
-                    conn.execute(sql, (key_of(i), VALUE), prepare=True)
-
-                return put
-
-            commits, latencies = drive(clients, seconds, make_put)
-            for conn in conns:
-                conn.close()
-        finally:
-            subprocess.run(
-                [*run_as, str(pg_bin / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"],
-                capture_output=True,
+        def make_put() -> Callable[[int], None]:
+            conn = psycopg.connect(dsn, autocommit=True)
+            conns.append(conn)
+            sql = (
+                "INSERT INTO kv (k, v) VALUES (%s, %s) ON CONFLICT (k) DO UPDATE SET v = excluded.v"
             )
+
+            def put(i: int) -> None:
+                conn.execute(sql, (key_of(i), VALUE), prepare=True)
+
+            return put
+
+        commits, latencies = drive(clients, seconds, make_put)
+        for conn in conns:
+            conn.close()
     row = summarize(commits, latencies, seconds)
     row["server"] = f"PostgreSQL from {pg_bin}, synchronous_commit=on, loopback TCP"
     return row

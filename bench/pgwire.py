@@ -15,7 +15,6 @@ log), the ratios and the issue's targets (feedkv >= 0.6x PostgreSQL's TPS, p99 <
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import json
 import os
@@ -23,7 +22,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -107,46 +105,13 @@ def run_feedkv(clients: int, seconds: float) -> dict[str, Any]:
     return row
 
 
-@contextlib.contextmanager
-def postgresql(pg_bin: Path, tmp: Path) -> Iterator[str]:
-    """A PostgreSQL server on loopback (as nobody when this runs as root); its URL."""
-    kv = _kv_bench()
-    data = tmp / "data"
-    as_root = os.geteuid() == 0
-    if as_root:
-        shutil.chown(tmp, "nobody")
-        os.chmod(tmp, 0o777)
-    run_as = ["runuser", "-u", "nobody", "--"] if as_root else []
-    subprocess.run(
-        [*run_as, str(pg_bin / "initdb"), "-D", str(data), "-U", "bench", "--auth=trust"],
-        check=True,
-        capture_output=True,
-    )
-    port = kv._free_port()
-    options = f"-p {port} -k {tmp} -c listen_addresses=127.0.0.1 -c max_connections=100"
-    subprocess.run(
-        [*run_as, str(pg_bin / "pg_ctl"), "-D", str(data), "-l", str(tmp / "log"),
-         "-o", options, "-w", "start"],
-        check=True,
-        capture_output=True,
-    )  # fmt: skip
-    try:
-        yield f"postgresql://bench@127.0.0.1:{port}/postgres"
-    finally:
-        subprocess.run(
-            [*run_as, str(pg_bin / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"],
-            capture_output=True,
-            check=False,
-        )
-
-
 def run_postgresql(clients: int, seconds: float) -> dict[str, Any]:
     pg_bin = _kv_bench()._find_pg_bin()
     if pg_bin is None:
         return {"skipped": "PostgreSQL is not installed (apt-get install postgresql)"}
     with tempfile.TemporaryDirectory(prefix="feedkv-bench-pgwire-pg-") as name:
         tmp = Path(name)
-        with postgresql(pg_bin, tmp) as url:
+        with _kv_bench().postgresql(pg_bin, tmp) as url:
             with psycopg.connect(url, autocommit=True) as conn:
                 conn.execute("CREATE TABLE kv (k BIGINT PRIMARY KEY, v TEXT)")
             work = tmp / "work"

@@ -16,6 +16,7 @@ from typing import Protocol, runtime_checkable
 
 from feedkv.errors import (
     InvariantViolation,
+    NodeUnavailableError,
     RangeKeyMismatchError,
     RangeNotFoundError,
     RangeRoutingError,
@@ -80,7 +81,18 @@ class Router:
         """Send an addressed batch to the node holding ``desc``'s range."""
         if self._dial is None:
             return self.transport.send(batch)
-        return self._dial(desc.lease_holder).send(batch)
+        try:
+            return self._dial(desc.lease_holder).send(batch)
+        except NodeUnavailableError:
+            # NB: a cached address may name a node the range left before it died: look
+            # again (at the node this client connects to) before giving up on the range
+            self.ranges.evict(desc)
+            fresh = self.ranges.get(desc.start)
+            if fresh.lease_holder == desc.lease_holder:
+                raise
+            raise RangeKeyMismatchError(
+                f"node n{desc.lease_holder} is unavailable, and {desc} is now {fresh}", [fresh]
+            ) from None
 
     def _lookup(self, key: bytes) -> Sequence[RangeDescriptor]:
         response = self.transport.send(BatchRequest(Header(), (RangeLookup(key),)))

@@ -1,0 +1,240 @@
+"""One replica of a replicated range: it proposes evaluated commands and applies committed ones.
+
+A :class:`Replica` joins a range's Raft group (:class:`~feedkv.raft.state.RaftState` on
+the store's engine) to the range's data in the same engine. It does no I/O of its own:
+its driver (the store's loop, or :mod:`feedkv.testing.range_sim`) ticks it, steps it with
+messages, and runs each Ready through it in two phases:
+
+1. :meth:`Replica.stage` inside one engine write transaction: the Ready's hard state and
+   entries go to the Raft log, and each committed entry's writes are applied, with the
+   applied index, in the same transaction (so a crash never applies an entry twice or
+   loses one); it returns the logical ops of the applied entries, in log order;
+2. once that transaction is durable, :meth:`Replica.staged` advances the group, finishes
+   the proposals that applied, and returns the messages to send.
+
+Proposing (the leaseholder only). :meth:`Replica.propose` evaluates a command against the
+applied state with the writes of every proposal in flight on top
+(:class:`~feedkv.storage.overlay.OverlayView`), so commands evaluated back to back see
+each other, and proposes the resulting writes and ops as one entry
+(:mod:`feedkv.kv.replicated_command`). The proposal's completion is set when its entry
+applies here, with the result evaluation returned.
+
+The lease is the Raft leadership here ("leader leases"), and a new leader serves only
+once it has applied its own term's first entry: by then it has applied every entry an
+earlier leader committed, so nothing it evaluates misses a committed write. A leader
+that loses its leadership forgets its overlay and fails its proposals in flight with
+:class:`~feedkv.errors.AmbiguousResultError` (their entries may still commit through the
+new leader, which applies them here too, as on any follower). A proposal whose index
+applies with another term's entry was overwritten: it fails, and did not happen.
+
+Not yet here: membership changes, log truncation and the snapshots a follower that fell
+behind the truncation needs (the log is kept whole), and a lease that also protects reads
+against a deposed leader that does not know it yet (reads need the lease's time bound,
+or a quorum check, before they can be served from a replica).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Generic, TypeVar
+
+from feedkv.errors import AmbiguousResultError, InvariantViolation, NotLeaseHolderError
+from feedkv.kv.replicated_command import decode_command, encode_command
+from feedkv.raft import (
+    Config,
+    EngineRaftStorage,
+    Entry,
+    EntryType,
+    Message,
+    RaftState,
+    Ready,
+    Role,
+    Snapshot,
+)
+from feedkv.storage.engine import Completion, Engine, Reader, ReadWriter
+from feedkv.storage.logical_ops import LogicalOp
+from feedkv.storage.overlay import Overlay, OverlayView
+
+__all__ = ["AppliedEntry", "Replica"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedEntry:
+    """An entry :meth:`Replica.stage` applied: its index and the ops to hand to the
+    range's observers, in order."""
+
+    index: int
+    ops: tuple[LogicalOp, ...]
+
+
+@dataclass(slots=True)
+class _Proposal(Generic[T]):
+    term: int
+    result: T
+    done: Completion[T]
+
+
+class Replica:
+    """See the module docstring. Not thread-safe: its driver serialises every call."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        range_id: int,
+        replica_id: int,
+        *,
+        config: Config | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.range_id = range_id
+        self.replica_id = replica_id
+        self.storage = EngineRaftStorage(engine, range_id, self._snapshot)
+        self.applied = self.storage.applied
+        base = config or Config(id=replica_id)
+        self.raft = RaftState(
+            replace(base, id=replica_id, applied=self.applied),
+            self.storage,
+            rng or random.Random(),
+        )
+        self._overlay = Overlay()
+        self._proposals: dict[int, _Proposal[Any]] = {}
+        self._lease_term: int | None = None  # the term this replica leads in
+        self._term_start = 0  # the index of that term's first entry
+
+    @staticmethod
+    def bootstrap(rw: ReadWriter, range_id: int, voters: Sequence[int]) -> None:
+        """Write the first state of one of a new range's first replicas into ``rw``."""
+        EngineRaftStorage.bootstrap(rw, range_id, voters)
+
+    # -- the lease ---------------------------------------------------------------------
+
+    @property
+    def leader(self) -> int:
+        """The replica this one believes leads (0: none known)."""
+        return self.raft.leader
+
+    @property
+    def holds_lease(self) -> bool:
+        return (
+            self.raft.role is Role.LEADER
+            and self._lease_term == self.raft.term
+            and self.applied >= self._term_start
+        )
+
+    def propose(
+        self, base: Reader, evaluate: Callable[[ReadWriter], tuple[T, Sequence[LogicalOp]]]
+    ) -> Completion[T]:
+        """Evaluate a command over ``base`` (the applied state) and the proposals in
+        flight, and propose its writes; see the module docstring. Raises
+        :class:`~feedkv.errors.NotLeaseHolderError` when this replica may not propose
+        (nothing was evaluated into the log then), and whatever ``evaluate`` raises."""
+        if not self.holds_lease:
+            raise NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
+        view = OverlayView(base, self._overlay)
+        result, ops = evaluate(view)
+        entry = self.raft.propose(encode_command(view.batch, ops))
+        if entry is None:
+            raise NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
+        self._overlay.add(entry.index, view.batch)
+        done: Completion[T] = Completion()
+        self._proposals[entry.index] = _Proposal(entry.term, result, done)
+        return done
+
+    # -- driving ---------------------------------------------------------------------
+
+    def ready(self) -> Ready | None:
+        """The group's next Ready, or ``None`` when it has nothing to do."""
+        return self.raft.ready() if self.raft.has_ready() else None
+
+    def stage(self, rw: ReadWriter, ready: Ready) -> list[AppliedEntry]:
+        """Phase 1, inside the engine transaction: persist ``ready`` and apply its
+        committed entries. Safe to run again if the engine re-runs the transaction."""
+        if ready.snapshot is not None:
+            raise InvariantViolation(
+                f"range r{self.range_id}: a Raft snapshot arrived, and replicas cannot "
+                "install one yet (logs are never truncated)"
+            )
+        self.storage.stage(rw, ready)
+        applied: list[AppliedEntry] = []
+        index = self.applied
+        for entry in ready.committed_entries:
+            if entry.index != index + 1:
+                raise InvariantViolation(
+                    f"range r{self.range_id}: entry {entry.index} applies after {index}"
+                )
+            applied.append(AppliedEntry(entry.index, self._apply(rw, entry)))
+            index = entry.index
+        if index != self.applied:
+            self.storage.stage_applied(rw, index)
+        return applied
+
+    def staged(self, ready: Ready) -> tuple[Message, ...]:
+        """Phase 2, once phase 1 is durable: advance the group, settle the proposals
+        that applied, follow a change of leader; returns the messages to send."""
+        self.storage.staged(ready)
+        for entry in ready.committed_entries:
+            self.applied = entry.index
+            proposal = self._proposals.pop(entry.index, None)
+            if proposal is not None:
+                if proposal.term == entry.term:
+                    proposal.done.set_result(proposal.result)
+                else:  # a later leader's entry replaced it: it did not happen
+                    proposal.done.set_exception(
+                        NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
+                    )
+        if ready.committed_entries:
+            self._overlay.applied(self.applied)
+        self.raft.advance(ready)
+        self._follow()
+        return ready.messages
+
+    def close(self) -> None:
+        """The replica stops (its store closes, or it crashed): its proposals' fates are
+        unknown to their callers."""
+        self._lose_lease()
+
+    # -- inside ----------------------------------------------------------------------
+
+    def _apply(self, rw: ReadWriter, entry: Entry) -> tuple[LogicalOp, ...]:
+        if entry.type is not EntryType.NORMAL:
+            raise InvariantViolation(
+                f"range r{self.range_id}: membership changes are not applied yet "
+                f"(entry {entry.index})"
+            )
+        if not entry.data:  # a new leader's empty entry
+            return ()
+        command = decode_command(entry.data)
+        command.writes.apply(rw)
+        return command.ops
+
+    def _follow(self) -> None:
+        """Take up or give up the lease as the group's leadership changed."""
+        leading = self.raft.role is Role.LEADER
+        if self._lease_term is not None and (not leading or self._lease_term != self.raft.term):
+            self._lose_lease()
+        if leading and self._lease_term is None:
+            # nothing was proposed in this term yet: the last entry is its empty first
+            self._lease_term = self.raft.term
+            self._term_start = self.raft.log.last_index()
+
+    def _lose_lease(self) -> None:
+        self._lease_term = None
+        self._overlay.clear()
+        proposals, self._proposals = self._proposals, {}
+        for index, proposal in proposals.items():
+            proposal.done.set_exception(
+                AmbiguousResultError(
+                    f"range r{self.range_id}: replica {self.replica_id} lost its lease with "
+                    f"the proposal at index {index} in flight; it may or may not apply"
+                )
+            )
+
+    def _snapshot(self) -> Snapshot:
+        raise InvariantViolation(
+            f"range r{self.range_id}: a follower needs a snapshot, and replicas cannot "
+            "send one yet (logs are never truncated)"
+        )

@@ -1,0 +1,231 @@
+"""The loop that drives a store's replicated ranges: ticks, messages, proposals, Readies.
+
+A :class:`~feedkv.kv.replica.Replica` is pure and not thread-safe, so one thread per
+store owns every replica of the store. Each turn of :class:`ReplicaLoop`:
+
+1. takes everything waiting in its inbox, in arrival order: Raft messages from other
+   nodes (stepped into their range's replica) and proposals (evaluated on the lease
+   holder over the applied state, see :meth:`~feedkv.kv.replica.Replica.propose`);
+2. ticks every replica when a tick is due (``tick_s``; a Raft election timeout is
+   ``election_tick`` ticks);
+3. stages the Readies of *every* replica that has one in one engine transaction (their
+   logs, hard states and applied entries: one fsync for all the ranges of the store, the
+   group commit), then finishes each (``staged``), hands each range's applied logical ops
+   to ``on_apply`` in log order, and sends the messages, batched per destination node:
+   one ``send(node, batch)`` call per node and turn, however many ranges talk to it.
+
+Replica ids are node ids: a store holds at most one replica of a range. A node's
+transport calls :meth:`ReplicaLoop.receive` with the batches other nodes sent it;
+``send`` must not block for long (it runs on the loop), and a message it loses is a
+message the network lost, which Raft tolerates.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from feedkv.errors import FeedKVError, NodeUnavailableError
+from feedkv.kv.replica import AppliedEntry, Replica
+from feedkv.raft import Config, Ready, decode_message, encode_message
+from feedkv.storage.engine import Completion, Engine, ReadWriter
+from feedkv.storage.logical_ops import LogicalOp
+
+__all__ = ["ReplicaLoop", "Send"]
+
+T = TypeVar("T")
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[int, list[tuple[int, bytes]]], None]
+"""``send(node_id, [(range_id, encoded message), ...])``: one node's share of a turn."""
+
+Evaluate = Callable[[ReadWriter], tuple[Any, Sequence[LogicalOp]]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Proposal:
+    range_id: int
+    evaluate: Evaluate
+    done: Completion[Any]
+
+
+class ReplicaLoop:
+    """Drives every replicated range of one store; see the module docstring."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        node_id: int,
+        send: Send,
+        *,
+        tick_s: float = 0.05,
+        config: Config | None = None,
+        on_apply: Callable[[int, Sequence[AppliedEntry]], None] | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.engine = engine
+        self.node_id = node_id
+        self._send = send
+        self._tick_s = tick_s
+        self._config = config or Config(id=node_id)
+        self._on_apply = on_apply
+        self._rng = random.Random(seed)
+        self._replicas: dict[int, Replica] = {}
+        self._inbox: queue.SimpleQueue[_Proposal | list[tuple[int, bytes]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"replicas-n{node_id}", daemon=True)
+        self._lock = threading.Lock()  # guards _replicas against readers off the loop
+
+    def add(self, range_id: int) -> None:
+        """Serve the range's replica on this store (its first state must be written:
+        :meth:`Replica.bootstrap`, or an earlier run)."""
+        replica = Replica(
+            self.engine,
+            range_id,
+            self.node_id,
+            config=self._config,
+            rng=random.Random(self._rng.random()),
+        )
+        with self._lock:
+            self._replicas[range_id] = replica
+
+    def start(self) -> ReplicaLoop:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the loop; proposals in flight end ambiguous, new ones are refused."""
+        self._stopped.set()
+        self._inbox.put(None)
+        if self._thread.is_alive():
+            self._thread.join()
+        for replica in self._replicas.values():
+            replica.close()
+        self._refuse_waiting()
+
+    # -- inputs (any thread) -----------------------------------------------------------
+
+    def receive(self, batch: list[tuple[int, bytes]]) -> None:
+        """Messages another node sent, as ``(range_id, encoded message)``."""
+        self._inbox.put(batch)
+
+    def propose(self, range_id: int, evaluate: Evaluate) -> Completion[Any]:
+        """Evaluate a command on this node's replica of ``range_id`` and replicate it;
+        the completion holds the evaluation's result once the entry applied here, or
+        :class:`~feedkv.errors.NotLeaseHolderError` (with the leader it knows) or
+        :class:`~feedkv.errors.AmbiguousResultError`."""
+        done: Completion[Any] = Completion()
+        if self._stopped.is_set():
+            done.set_exception(NodeUnavailableError(f"node {self.node_id} is stopping"))
+            return done
+        self._inbox.put(_Proposal(range_id, evaluate, done))
+        return done
+
+    def status(self, range_id: int) -> tuple[int, int, int]:
+        """``(leader it knows, committed index, applied index)`` of its replica (read
+        off the loop: a moment's view)."""
+        with self._lock:
+            replica = self._replicas[range_id]
+        return replica.leader, replica.raft.committed, replica.applied
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        next_tick = time.monotonic() + self._tick_s
+        while not self._stopped.is_set():
+            timeout = max(0.0, next_tick - time.monotonic())
+            try:
+                item = self._inbox.get(timeout=timeout)
+            except queue.Empty:
+                item = None
+            while item is not None:
+                self._take(item)
+                try:
+                    item = self._inbox.get_nowait()
+                except queue.Empty:
+                    item = None
+            if self._stopped.is_set():
+                return
+            if time.monotonic() >= next_tick:
+                next_tick = time.monotonic() + self._tick_s
+                for replica in self._replicas.values():
+                    replica.raft.tick()
+            try:
+                self._handle_readies()
+            except FeedKVError:
+                log.exception("node %d: the replica loop failed; it stops", self.node_id)
+                self._stopped.set()
+
+    def _take(self, item: _Proposal | list[tuple[int, bytes]]) -> None:
+        if isinstance(item, _Proposal):
+            self._propose(item)
+            return
+        for range_id, raw in item:
+            replica = self._replicas.get(range_id)
+            if replica is not None:
+                replica.raft.step(decode_message(raw))
+
+    def _propose(self, proposal: _Proposal) -> None:
+        replica = self._replicas.get(proposal.range_id)
+        if replica is None:
+            proposal.done.set_exception(
+                NodeUnavailableError(f"node {self.node_id} has no replica of r{proposal.range_id}")
+            )
+            return
+        try:
+            with self.engine.snapshot() as applied:
+                inner = replica.propose(applied, proposal.evaluate)
+        except FeedKVError as exc:
+            proposal.done.set_exception(exc)
+            return
+        inner.add_done_callback(lambda: _relay(inner, proposal.done))
+
+    def _handle_readies(self) -> None:
+        readies: list[tuple[Replica, Ready]] = []
+        for replica in self._replicas.values():
+            ready = replica.ready()
+            if ready is not None:
+                readies.append((replica, ready))
+        if not readies:
+            return
+
+        def stage(rw: ReadWriter) -> list[list[AppliedEntry]]:
+            return [replica.stage(rw, ready) for replica, ready in readies]
+
+        applied = self.engine.write(stage)
+        outbox: dict[int, list[tuple[int, bytes]]] = {}
+        for (replica, ready), entries in zip(readies, applied, strict=True):
+            if entries and self._on_apply is not None:
+                self._on_apply(replica.range_id, entries)
+            for m in replica.staged(ready):
+                outbox.setdefault(m.to, []).append((replica.range_id, encode_message(m)))
+        for node, batch in outbox.items():
+            self._send(node, batch)
+
+    def _refuse_waiting(self) -> None:
+        while True:
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, _Proposal):
+                item.done.set_exception(
+                    NodeUnavailableError(f"node {self.node_id} stopped before proposing")
+                )
+
+
+def _relay(inner: Completion[T], outer: Completion[T]) -> None:
+    exc = inner.exception(timeout=0)
+    if exc is not None:
+        outer.set_exception(exc)
+    else:
+        outer.set_result(inner.result(timeout=0))

@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from feedkv.errors import AmbiguousResultError, InvariantViolation, NotLeaseHolderError
-from feedkv.kv.replicated_command import decode_command, encode_command
+from feedkv.kv.replicated_command import Effects, decode_command, encode_command
 from feedkv.raft import (
     Config,
     EngineRaftStorage,
@@ -54,21 +54,22 @@ from feedkv.raft import (
     Snapshot,
 )
 from feedkv.storage.engine import Completion, Engine, Reader, ReadWriter
-from feedkv.storage.logical_ops import LogicalOp
 from feedkv.storage.overlay import Overlay, OverlayView
 
 __all__ = ["AppliedEntry", "Replica"]
 
 T = TypeVar("T")
 
+_NOTHING = Effects()
+
 
 @dataclass(frozen=True, slots=True)
 class AppliedEntry:
-    """An entry :meth:`Replica.stage` applied: its index and the ops to hand to the
-    range's observers, in order."""
+    """An entry :meth:`Replica.stage` applied: its index and its effects (ops for the
+    range's observers, reads for the timestamp cache, the closed timestamp)."""
 
     index: int
-    ops: tuple[LogicalOp, ...]
+    effects: Effects
 
 
 @dataclass(slots=True)
@@ -126,7 +127,7 @@ class Replica:
         )
 
     def propose(
-        self, base: Reader, evaluate: Callable[[ReadWriter], tuple[T, Sequence[LogicalOp]]]
+        self, base: Reader, evaluate: Callable[[ReadWriter], tuple[T, Effects]]
     ) -> Completion[T]:
         """Evaluate a command over ``base`` (the applied state) and the proposals in
         flight, and propose its writes; see the module docstring. Raises
@@ -135,8 +136,8 @@ class Replica:
         if not self.holds_lease:
             raise NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
         view = OverlayView(base, self._overlay)
-        result, ops = evaluate(view)
-        entry = self.raft.propose(encode_command(view.batch, ops))
+        result, effects = evaluate(view)
+        entry = self.raft.propose(encode_command(view.batch, effects))
         if entry is None:
             raise NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
         self._overlay.add(entry.index, view.batch)
@@ -199,17 +200,17 @@ class Replica:
 
     # -- inside ----------------------------------------------------------------------
 
-    def _apply(self, rw: ReadWriter, entry: Entry) -> tuple[LogicalOp, ...]:
+    def _apply(self, rw: ReadWriter, entry: Entry) -> Effects:
         if entry.type is not EntryType.NORMAL:
             raise InvariantViolation(
                 f"range r{self.range_id}: membership changes are not applied yet "
                 f"(entry {entry.index})"
             )
         if not entry.data:  # a new leader's empty entry
-            return ()
+            return _NOTHING
         command = decode_command(entry.data)
         command.writes.apply(rw)
-        return command.ops
+        return command.effects
 
     def _follow(self) -> None:
         """Take up or give up the lease as the group's leadership changed."""

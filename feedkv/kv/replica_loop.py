@@ -10,9 +10,21 @@ store owns every replica of the store. Each turn of :class:`ReplicaLoop`:
    ``election_tick`` ticks);
 3. stages the Readies of *every* replica that has one in one engine transaction (their
    logs, hard states and applied entries: one fsync for all the ranges of the store, the
-   group commit), then finishes each (``staged``), hands each range's applied logical ops
-   to ``on_apply`` in log order, and sends the messages, batched per destination node:
-   one ``send(node, batch)`` call per node and turn, however many ranges talk to it.
+   group commit), hands each range's applied entries to ``on_stage`` inside that
+   transaction (under the engine's ``eval_lock``: the place for monotone updates of state
+   evaluation reads, as the engine may run the transaction twice) and to ``on_apply``
+   once it is durable (on the engine's commit thread, under its ``apply_lock``, as a
+   store hands a command's ops to its observers), finishes each (``staged``), notes
+   which ranges' leases it holds now (:meth:`ReplicaLoop.holds_lease`), and sends the
+   messages, batched per destination node: one ``send(node, batch)`` call per node and
+   turn, however many ranges talk to it.
+
+Evaluation runs under the engine's ``eval_lock``
+(:meth:`~feedkv.storage.engine.Engine.read_now`), so it never runs beside a command the
+engine's commit thread evaluates: the state they share (timestamp cache, closed
+timestamps) sees one evaluation at a time. A read is a proposal too, with no writes:
+it returns once its entry applied, so it neither misses an acknowledged write nor sees
+one that never commits, and a deposed leader that does not know it yet cannot answer.
 
 Replica ids are node ids: a store holds at most one replica of a range. A node's
 transport calls :meth:`ReplicaLoop.receive` with the batches other nodes sent it;
@@ -31,11 +43,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from feedkv.errors import FeedKVError, NodeUnavailableError
+from feedkv.errors import (
+    FeedKVError,
+    NodeUnavailableError,
+    RangeNotFoundError,
+)
 from feedkv.kv.replica import AppliedEntry, Replica
+from feedkv.kv.replicated_command import Effects
 from feedkv.raft import Config, Ready, decode_message, encode_message
 from feedkv.storage.engine import Completion, Engine, ReadWriter
-from feedkv.storage.logical_ops import LogicalOp
 
 __all__ = ["ReplicaLoop", "Send"]
 
@@ -46,7 +62,8 @@ log = logging.getLogger(__name__)
 Send = Callable[[int, list[tuple[int, bytes]]], None]
 """``send(node_id, [(range_id, encoded message), ...])``: one node's share of a turn."""
 
-Evaluate = Callable[[ReadWriter], tuple[Any, Sequence[LogicalOp]]]
+Evaluate = Callable[[ReadWriter], tuple[Any, Effects]]
+OnEntries = Callable[[int, Sequence[AppliedEntry]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +84,8 @@ class ReplicaLoop:
         *,
         tick_s: float = 0.05,
         config: Config | None = None,
-        on_apply: Callable[[int, Sequence[AppliedEntry]], None] | None = None,
+        on_stage: OnEntries | None = None,
+        on_apply: OnEntries | None = None,
         seed: int | None = None,
     ) -> None:
         self.engine = engine
@@ -75,7 +93,9 @@ class ReplicaLoop:
         self._send = send
         self._tick_s = tick_s
         self._config = config or Config(id=node_id)
+        self._on_stage = on_stage
         self._on_apply = on_apply
+        self._leases: set[int] = set()  # the ranges whose lease this replica holds
         self._rng = random.Random(seed)
         self._replicas: dict[int, Replica] = {}
         self._inbox: queue.SimpleQueue[_Proposal | list[tuple[int, bytes]] | None] = (
@@ -130,6 +150,19 @@ class ReplicaLoop:
         self._inbox.put(_Proposal(range_id, evaluate, done))
         return done
 
+    def holds_lease(self, range_id: int) -> bool:
+        """Whether this store's replica of ``range_id`` holds its lease (as of the
+        loop's last turn)."""
+        return range_id in self._leases
+
+    def leases(self) -> list[int]:
+        """The ranges whose lease this store's replica holds (as of the last turn)."""
+        return list(self._leases)
+
+    def has(self, range_id: int) -> bool:
+        """Whether this store holds a replica of ``range_id``."""
+        return range_id in self._replicas
+
     def status(self, range_id: int) -> tuple[int, int, int]:
         """``(leader it knows, committed index, applied index)`` of its replica (read
         off the loop: a moment's view)."""
@@ -177,14 +210,13 @@ class ReplicaLoop:
     def _propose(self, proposal: _Proposal) -> None:
         replica = self._replicas.get(proposal.range_id)
         if replica is None:
-            proposal.done.set_exception(
-                NodeUnavailableError(f"node {self.node_id} has no replica of r{proposal.range_id}")
-            )
+            proposal.done.set_exception(RangeNotFoundError(proposal.range_id))
             return
         try:
-            with self.engine.snapshot() as applied:
-                inner = replica.propose(applied, proposal.evaluate)
-        except FeedKVError as exc:
+            inner = self.engine.read_now(
+                lambda applied: replica.propose(applied, proposal.evaluate)
+            )
+        except Exception as exc:  # evaluation's errors are the caller's answer
             proposal.done.set_exception(exc)
             return
         inner.add_done_callback(lambda: _relay(inner, proposal.done))
@@ -199,28 +231,43 @@ class ReplicaLoop:
             return
 
         def stage(rw: ReadWriter) -> list[list[AppliedEntry]]:
-            return [replica.stage(rw, ready) for replica, ready in readies]
+            applied = [replica.stage(rw, ready) for replica, ready in readies]
+            if self._on_stage is not None:
+                for (replica, _), entries in zip(readies, applied, strict=True):
+                    if entries:
+                        self._on_stage(replica.range_id, entries)
+            return applied
 
-        applied = self.engine.write(stage)
+        def hand_over(applied: list[list[AppliedEntry]]) -> None:
+            if self._on_apply is not None:
+                for (replica, _), entries in zip(readies, applied, strict=True):
+                    if entries:
+                        self._on_apply(replica.range_id, entries)
+
+        self.engine.submit(stage, hand_over).result()
         outbox: dict[int, list[tuple[int, bytes]]] = {}
-        for (replica, ready), entries in zip(readies, applied, strict=True):
-            if entries and self._on_apply is not None:
-                self._on_apply(replica.range_id, entries)
+        for replica, ready in readies:
             for m in replica.staged(ready):
                 outbox.setdefault(m.to, []).append((replica.range_id, encode_message(m)))
+            self._follow_lease(replica)
         for node, batch in outbox.items():
             self._send(node, batch)
 
+    def _follow_lease(self, replica: Replica) -> None:
+        if replica.holds_lease:
+            self._leases.add(replica.range_id)
+        else:
+            self._leases.discard(replica.range_id)
+
     def _refuse_waiting(self) -> None:
+        stopped = NodeUnavailableError(f"node {self.node_id} stopped")
         while True:
             try:
                 item = self._inbox.get_nowait()
             except queue.Empty:
                 return
             if isinstance(item, _Proposal):
-                item.done.set_exception(
-                    NodeUnavailableError(f"node {self.node_id} stopped before proposing")
-                )
+                item.done.set_exception(stopped)
 
 
 def _relay(inner: Completion[T], outer: Completion[T]) -> None:

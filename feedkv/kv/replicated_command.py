@@ -1,16 +1,25 @@
-"""What a Raft entry of a range carries: an evaluated command's writes and logical ops.
+"""What a Raft entry of a range carries: an evaluated command's writes and effects.
 
 The leaseholder evaluates a command once; every replica applies its result. So an entry
 holds the command's raw engine writes (a :class:`~feedkv.storage.engine.WriteBatch`) and
-the logical ops that evaluation produced, which every replica hands to its own rangefeed
-observers as it applies the entry (a follower's feed then sees the same events, in the
-same order, as the leaseholder's). The encoding is msgpack: a version, the writes as
-``[db, key, value | nil]`` and each op as a tag and its fields.
+its :class:`Effects`, which every replica takes up as it applies the entry:
+
+- ``ops``: the logical ops evaluation produced; each replica hands them to its own
+  rangefeed observers (a follower's feed sees the same events, in the same order, as the
+  leaseholder's);
+- ``reads``: the timestamp-cache entries evaluation made ``(span, ts, txn id)``; a
+  replica that takes the lease later has applied them, so it never lets a write land
+  below a read an earlier leaseholder served;
+- ``closed``: the range's closed timestamp when the command was evaluated; every
+  replica's observers get it as a checkpoint after the ops, and a later leaseholder
+  writes above it (closed timestamps travel in the log, as the RangeFeed design has it).
+
+The encoding is msgpack: a version, the writes as ``[db, key, value | nil]``, each op as
+a tag and its fields, the reads, and the closed timestamp.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,15 +40,26 @@ from feedkv.storage.logical_ops import (
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
-__all__ = ["ReplicatedCommand", "decode_command", "encode_command"]
+__all__ = ["Effects", "ReplicatedCommand", "decode_command", "encode_command"]
 
 _VERSION = 1
+
+Read = tuple[Span, Timestamp, bytes | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Effects:
+    """What applying a command does besides its writes (see the module docstring)."""
+
+    ops: tuple[LogicalOp, ...] = ()
+    reads: tuple[Read, ...] = ()
+    closed: Timestamp | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ReplicatedCommand:
     writes: WriteBatch
-    ops: tuple[LogicalOp, ...]
+    effects: Effects
 
 
 def _ts(ts: Timestamp) -> list[int]:
@@ -84,16 +104,22 @@ def _decode_op(row: list[Any]) -> LogicalOp:
     raise InvariantViolation(f"a replicated command holds an unknown logical op {row!r}")
 
 
-def encode_command(writes: WriteBatch, ops: Sequence[LogicalOp]) -> bytes:
+def encode_command(writes: WriteBatch, effects: Effects) -> bytes:
     packed: bytes = msgpack.packb(
-        [_VERSION, [list(write) for write in writes], [_encode_op(op) for op in ops]],
+        [
+            _VERSION,
+            [list(write) for write in writes],
+            [_encode_op(op) for op in effects.ops],
+            [[span.start, span.end, _ts(ts), txn_id] for span, ts, txn_id in effects.reads],
+            None if effects.closed is None else _ts(effects.closed),
+        ],
         use_bin_type=True,
     )
     return packed
 
 
 def decode_command(data: bytes) -> ReplicatedCommand:
-    version, writes, ops = msgpack.unpackb(data, raw=False)
+    version, writes, ops, reads, closed = msgpack.unpackb(data, raw=False)
     if version != _VERSION:
         raise InvariantViolation(f"a replicated command of version {version} (this is {_VERSION})")
     batch = WriteBatch()
@@ -102,4 +128,9 @@ def decode_command(data: bytes) -> ReplicatedCommand:
             batch.delete(db, key)
         else:
             batch.put(db, key, value)
-    return ReplicatedCommand(batch, tuple(_decode_op(row) for row in ops))
+    effects = Effects(
+        tuple(_decode_op(row) for row in ops),
+        tuple((Span(start, end), Timestamp(*ts), txn_id) for start, end, ts, txn_id in reads),
+        None if closed is None else Timestamp(*closed),
+    )
+    return ReplicatedCommand(batch, effects)

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from feedkv.errors import InvariantViolation, NotLeaseHolderError
 from feedkv.kv.replica import Replica
+from feedkv.kv.replicated_command import Effects
 from feedkv.raft import RAFT_DB, Config, Message, decode_message, encode_message
 from feedkv.storage import mvcc
 from feedkv.storage.engine import Completion, ReadWriter
@@ -179,7 +180,7 @@ class RangeSim:
             return False
         applied = node.engine.write(lambda rw: replica.stage(rw, ready))
         for entry in applied:
-            node.ops[entry.index] = entry.ops
+            node.ops[entry.index] = entry.effects.ops
         for committed in ready.committed_entries:
             self._check_apply(node, committed.index, committed.term, committed.data)
         for m in replica.staged(ready):
@@ -204,12 +205,12 @@ class RangeSim:
         ts = Timestamp(self._clock)
         own = b"k%06d" % self._clock
 
-        def evaluate(rw: ReadWriter) -> tuple[tuple[int, bytes], list[LogicalOp]]:
+        def evaluate(rw: ReadWriter) -> tuple[tuple[int, bytes], Effects]:
             current = mvcc.get(rw, COUNTER, ts)
             value = int(current.value) + 1 if current is not None else 1
             ops = mvcc.put(rw, COUNTER, ts, b"%d" % value)
             ops += mvcc.put(rw, own, ts, b"%d" % value)
-            return (value, own), ops
+            return (value, own), Effects(tuple(ops))
 
         try:
             with self.nodes[holder.replica_id].engine.snapshot() as applied:

@@ -20,6 +20,7 @@ from feedkv.errors import (
 )
 from feedkv.kv.replica import AppliedEntry, Replica
 from feedkv.kv.replica_loop import ReplicaLoop
+from feedkv.kv.replicated_command import Effects
 from feedkv.raft import RAFT_DB, Config
 from feedkv.storage import mvcc
 from feedkv.storage.engine import ReadWriter
@@ -54,7 +55,7 @@ class Cluster:
         def on_apply(range_id: int, entries: Sequence[AppliedEntry]) -> None:
             ops = self.applied_ops[node].setdefault(range_id, [])
             for entry in entries:
-                ops.extend(entry.ops)
+                ops.extend(entry.effects.ops)
 
         loop = ReplicaLoop(
             self.engines[node],
@@ -88,8 +89,8 @@ class Cluster:
         self.clock += 1
         ts = Timestamp(self.clock)
 
-        def evaluate(rw: ReadWriter) -> tuple[None, list[LogicalOp]]:
-            return None, mvcc.put(rw, key, ts, value)
+        def evaluate(rw: ReadWriter) -> tuple[None, Effects]:
+            return None, Effects(tuple(mvcc.put(rw, key, ts, value)))
 
         def attempt() -> int | None:
             for node, loop in list(self.loops.items()):
@@ -159,5 +160,5 @@ def test_a_dead_leader_is_replaced_and_catches_up_when_it_returns(cluster: Clust
 def test_a_stopped_loop_refuses_proposals(cluster: Cluster) -> None:
     loop = cluster.loops[1]
     cluster.stop(1)
-    done = loop.propose(1, lambda rw: (None, []))
+    done = loop.propose(1, lambda rw: (None, Effects()))
     assert isinstance(done.exception(timeout=DEADLINE_S), NodeUnavailableError)

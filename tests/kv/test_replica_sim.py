@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from feedkv.errors import AmbiguousResultError, NotLeaseHolderError
+from feedkv.kv.replicated_command import Effects
 from feedkv.testing.range_sim import RangeFaults, RangeSim
 
 
@@ -60,7 +61,7 @@ def test_a_follower_refuses_to_propose_and_names_the_leader(tmp_path: Path) -> N
             sim.nodes[follower.replica_id].engine.snapshot() as snap,
             pytest.raises(NotLeaseHolderError) as caught,
         ):
-            follower.propose(snap, lambda rw: (None, []))
+            follower.propose(snap, lambda rw: (None, Effects()))
         assert caught.value.lease_holder == holder.replica_id
     finally:
         sim.close()
@@ -72,7 +73,7 @@ def test_a_crashed_lease_holder_leaves_its_proposals_ambiguous(tmp_path: Path) -
         holder = sim.lease_holder()
         assert holder is not None
         with sim.nodes[holder.replica_id].engine.snapshot() as snap:
-            done = holder.propose(snap, lambda rw: ("x", []))
+            done = holder.propose(snap, lambda rw: ("x", Effects()))
         sim.crash(holder.replica_id)
         assert isinstance(done.exception(timeout=0), AmbiguousResultError)
         sim.settle()

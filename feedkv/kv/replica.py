@@ -27,10 +27,18 @@ that loses its leadership forgets its overlay and fails its proposals in flight 
 new leader, which applies them here too, as on any follower). A proposal whose index
 applies with another term's entry was overwritten: it fails, and did not happen.
 
-Not yet here: membership changes, log truncation and the snapshots a follower that fell
-behind the truncation needs (the log is kept whole), and a lease that also protects reads
-against a deposed leader that does not know it yet (reads need the lease's time bound,
-or a quorum check, before they can be served from a replica).
+Membership changes are Raft's one at a time (:meth:`Replica.change_members`): a new
+replica joins as a learner, receives a snapshot (its store knows nothing of the range),
+catches up, and is promoted to a voter; a replica is removed the same way. Each change
+applies on every replica with the range's own record of its members
+(:meth:`RangeData.members_changed`: the range descriptor's replicas), in the same
+transaction.
+
+A snapshot is the range's data as of an applied index, from :class:`RangeData`, which
+knows what the range holds; a replica installs one in the transaction that persists it.
+
+Not yet here: log truncation (the log is kept whole, so only a new replica needs a
+snapshot), and streaming a large snapshot in chunks (it travels in one message).
 """
 
 from __future__ import annotations
@@ -38,12 +46,19 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-from feedkv.errors import AmbiguousResultError, InvariantViolation, NotLeaseHolderError
+from feedkv.errors import (
+    AmbiguousResultError,
+    InvalidArgumentError,
+    InvariantViolation,
+    NotLeaseHolderError,
+)
 from feedkv.kv.replicated_command import Effects, decode_command, encode_command
 from feedkv.raft import (
+    ConfChange,
     Config,
+    ConfState,
     EngineRaftStorage,
     Entry,
     EntryType,
@@ -52,11 +67,13 @@ from feedkv.raft import (
     Ready,
     Role,
     Snapshot,
+    SnapshotMeta,
+    decode_conf_change,
 )
 from feedkv.storage.engine import Completion, Engine, Reader, ReadWriter
 from feedkv.storage.overlay import Overlay, OverlayView
 
-__all__ = ["AppliedEntry", "Replica"]
+__all__ = ["AppliedEntry", "RangeData", "Replica"]
 
 T = TypeVar("T")
 
@@ -70,6 +87,22 @@ class AppliedEntry:
 
     index: int
     effects: Effects
+
+
+class RangeData(Protocol):
+    """What a replica's range holds in the engine, for snapshots and membership."""
+
+    def snapshot(self, reader: Reader) -> bytes:
+        """The range's data in ``reader``, as a snapshot's payload."""
+        ...
+
+    def install(self, rw: ReadWriter, data: bytes) -> None:
+        """Replace whatever the range held here with a snapshot's payload."""
+        ...
+
+    def members_changed(self, rw: ReadWriter, conf: ConfState) -> None:
+        """The range's members are now ``conf`` (record it with the range)."""
+        ...
 
 
 @dataclass(slots=True)
@@ -88,11 +121,14 @@ class Replica:
         range_id: int,
         replica_id: int,
         *,
+        data: RangeData,
         config: Config | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.range_id = range_id
         self.replica_id = replica_id
+        self._engine = engine
+        self._data = data
         self.storage = EngineRaftStorage(engine, range_id, self._snapshot)
         self.applied = self.storage.applied
         base = config or Config(id=replica_id)
@@ -103,6 +139,7 @@ class Replica:
         )
         self._overlay = Overlay()
         self._proposals: dict[int, _Proposal[Any]] = {}
+        self._conf: ConfState | None = None  # a membership staged, not yet durable
         self._lease_term: int | None = None  # the term this replica leads in
         self._term_start = 0  # the index of that term's first entry
 
@@ -145,6 +182,24 @@ class Replica:
         self._proposals[entry.index] = _Proposal(entry.term, result, done)
         return done
 
+    def change_members(self, change: ConfChange) -> int:
+        """Propose one membership change; returns its log index (it took effect once
+        that index applies with this term). Only the lease holder proposes, one change at
+        a time: :class:`~feedkv.errors.NotLeaseHolderError` otherwise, or
+        :class:`~feedkv.errors.InvalidArgumentError` while another is pending."""
+        if not self.holds_lease:
+            raise NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
+        entry = self.raft.propose_conf_change(change)
+        if entry is None:
+            raise InvalidArgumentError(
+                f"range r{self.range_id}: another membership change is still pending"
+            )
+        return entry.index
+
+    @property
+    def members(self) -> ConfState:
+        return self.raft.conf_state()
+
     # -- driving ---------------------------------------------------------------------
 
     def ready(self) -> Ready | None:
@@ -154,14 +209,14 @@ class Replica:
     def stage(self, rw: ReadWriter, ready: Ready) -> list[AppliedEntry]:
         """Phase 1, inside the engine transaction: persist ``ready`` and apply its
         committed entries. Safe to run again if the engine re-runs the transaction."""
-        if ready.snapshot is not None:
-            raise InvariantViolation(
-                f"range r{self.range_id}: a Raft snapshot arrived, and replicas cannot "
-                "install one yet (logs are never truncated)"
-            )
         self.storage.stage(rw, ready)
         applied: list[AppliedEntry] = []
         index = self.applied
+        if ready.snapshot is not None:
+            meta = ready.snapshot.meta
+            self._data.install(rw, ready.snapshot.data)
+            self._data.members_changed(rw, meta.conf_state)
+            index = meta.index
         for entry in ready.committed_entries:
             if entry.index != index + 1:
                 raise InvariantViolation(
@@ -177,6 +232,11 @@ class Replica:
         """Phase 2, once phase 1 is durable: advance the group, settle the proposals
         that applied, follow a change of leader; returns the messages to send."""
         self.storage.staged(ready)
+        if ready.snapshot is not None:
+            self.applied = ready.snapshot.meta.index
+        if self._conf is not None:
+            self.storage.conf_staged(self._conf)
+            self._conf = None
         for entry in ready.committed_entries:
             self.applied = entry.index
             proposal = self._proposals.pop(entry.index, None)
@@ -201,11 +261,13 @@ class Replica:
     # -- inside ----------------------------------------------------------------------
 
     def _apply(self, rw: ReadWriter, entry: Entry) -> Effects:
-        if entry.type is not EntryType.NORMAL:
-            raise InvariantViolation(
-                f"range r{self.range_id}: membership changes are not applied yet "
-                f"(entry {entry.index})"
-            )
+        if entry.type is EntryType.CONF_CHANGE:
+            # NB: the engine may run this twice; taking a change in again is harmless
+            conf = self.raft.apply_conf_change(decode_conf_change(entry.data))
+            self.storage.stage_conf_state(rw, conf)
+            self._data.members_changed(rw, conf)
+            self._conf = conf
+            return _NOTHING
         if not entry.data:  # a new leader's empty entry
             return _NOTHING
         command = decode_command(entry.data)
@@ -235,7 +297,13 @@ class Replica:
             )
 
     def _snapshot(self) -> Snapshot:
-        raise InvariantViolation(
-            f"range r{self.range_id}: a follower needs a snapshot, and replicas cannot "
-            "send one yet (logs are never truncated)"
-        )
+        """The range as of its durable applied index (the replica's driver calls into
+        Raft, and so here, only between a Ready's two phases' ends: what the engine holds
+        is what the replica applied)."""
+        with self._engine.snapshot() as snap:
+            index, conf = self.storage.read_applied(snap)
+            data = self._data.snapshot(snap)
+        term = self.storage.term(index)
+        if term is None:
+            raise InvariantViolation(f"range r{self.range_id}: no term for applied {index}")
+        return Snapshot(SnapshotMeta(index, term, conf), data)

@@ -26,8 +26,10 @@ timestamps) sees one evaluation at a time. A read is a proposal too, with no wri
 it returns once its entry applied, so it neither misses an acknowledged write nor sees
 one that never commits, and a deposed leader that does not know it yet cannot answer.
 
-Replica ids are node ids: a store holds at most one replica of a range. A node's
-transport calls :meth:`ReplicaLoop.receive` with the batches other nodes sent it;
+Replica ids are node ids: a store holds at most one replica of a range. A message for a
+range the store has no replica of creates one, empty (a replica being added: the leader
+sends it a snapshot). A node's transport calls :meth:`ReplicaLoop.receive` with the
+batches other nodes sent it;
 ``send`` must not block for long (it runs on the loop), and a message it loses is a
 message the network lost, which Raft tolerates.
 """
@@ -44,13 +46,23 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from feedkv.errors import (
+    AmbiguousResultError,
     FeedKVError,
     NodeUnavailableError,
     RangeNotFoundError,
 )
-from feedkv.kv.replica import AppliedEntry, Replica
+from feedkv.kv.replica import AppliedEntry, RangeData, Replica
 from feedkv.kv.replicated_command import Effects
-from feedkv.raft import Config, Ready, decode_message, encode_message
+from feedkv.raft import (
+    ConfChange,
+    ConfChangeType,
+    Config,
+    ConfState,
+    MessageType,
+    Ready,
+    decode_message,
+    encode_message,
+)
 from feedkv.storage.engine import Completion, Engine, ReadWriter
 
 __all__ = ["ReplicaLoop", "Send"]
@@ -67,10 +79,26 @@ OnEntries = Callable[[int, Sequence[AppliedEntry]], None]
 
 
 @dataclass(frozen=True, slots=True)
+class _Campaign:
+    range_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Change:
+    range_id: int
+    change: ConfChange
+    done: Completion[int]
+
+
+@dataclass(frozen=True, slots=True)
 class _Proposal:
     range_id: int
     evaluate: Evaluate
     done: Completion[Any]
+
+
+_Item = _Proposal | _Change | _Campaign | list[tuple[int, bytes]]
+"""What the loop's inbox carries (``None`` wakes it to stop)."""
 
 
 class ReplicaLoop:
@@ -81,6 +109,7 @@ class ReplicaLoop:
         engine: Engine,
         node_id: int,
         send: Send,
+        range_data: Callable[[int], RangeData],
         *,
         tick_s: float = 0.05,
         config: Config | None = None,
@@ -91,32 +120,39 @@ class ReplicaLoop:
         self.engine = engine
         self.node_id = node_id
         self._send = send
+        self._range_data = range_data
         self._tick_s = tick_s
         self._config = config or Config(id=node_id)
         self._on_stage = on_stage
         self._on_apply = on_apply
         self._leases: set[int] = set()  # the ranges whose lease this replica holds
+        self._changes: list[tuple[Replica, _Change, int]] = []  # (..., its log index)
         self._rng = random.Random(seed)
         self._replicas: dict[int, Replica] = {}
-        self._inbox: queue.SimpleQueue[_Proposal | list[tuple[int, bytes]] | None] = (
-            queue.SimpleQueue()
-        )
+        self._inbox: queue.SimpleQueue[
+            _Proposal | _Change | _Campaign | list[tuple[int, bytes]] | None
+        ] = queue.SimpleQueue()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"replicas-n{node_id}", daemon=True)
         self._lock = threading.Lock()  # guards _replicas against readers off the loop
 
-    def add(self, range_id: int) -> None:
-        """Serve the range's replica on this store (its first state must be written:
-        :meth:`Replica.bootstrap`, or an earlier run)."""
+    def add(self, range_id: int, *, campaign: bool = False) -> Replica:
+        """Serve the range's replica on this store (its first state as written by
+        :meth:`Replica.bootstrap` or an earlier run, or none: it waits for a snapshot);
+        ``campaign``: stand for election at once (a group of one need not wait)."""
         replica = Replica(
             self.engine,
             range_id,
             self.node_id,
+            data=self._range_data(range_id),
             config=self._config,
             rng=random.Random(self._rng.random()),
         )
         with self._lock:
             self._replicas[range_id] = replica
+        if campaign:
+            self._inbox.put(_Campaign(range_id))
+        return replica
 
     def start(self) -> ReplicaLoop:
         self._thread.start()
@@ -149,6 +185,18 @@ class ReplicaLoop:
             return done
         self._inbox.put(_Proposal(range_id, evaluate, done))
         return done
+
+    def change_members(self, range_id: int, change: ConfChange) -> Completion[int]:
+        """Propose a membership change of ``range_id`` on its lease holder (this store);
+        the completion holds the change's log index once it applied here."""
+        done: Completion[int] = Completion()
+        self._inbox.put(_Change(range_id, change, done))
+        return done
+
+    def members(self, range_id: int) -> ConfState:
+        """The range's members as this store's replica knows them (a moment's view)."""
+        with self._lock:
+            return self._replicas[range_id].members
 
     def holds_lease(self, range_id: int) -> bool:
         """Whether this store's replica of ``range_id`` holds its lease (as of the
@@ -198,14 +246,48 @@ class ReplicaLoop:
                 log.exception("node %d: the replica loop failed; it stops", self.node_id)
                 self._stopped.set()
 
-    def _take(self, item: _Proposal | list[tuple[int, bytes]]) -> None:
+    def _take(self, item: _Item) -> None:
         if isinstance(item, _Proposal):
             self._propose(item)
             return
+        if isinstance(item, _Change):
+            self._change(item)
+            return
+        if isinstance(item, _Campaign):
+            self._replicas[item.range_id].raft.campaign()
+            return
         for range_id, raw in item:
             replica = self._replicas.get(range_id)
-            if replica is not None:
-                replica.raft.step(decode_message(raw))
+            if replica is None:
+                replica = self.add(range_id)
+            replica.raft.step(decode_message(raw))
+
+    def _change(self, item: _Change) -> None:
+        replica = self._replicas.get(item.range_id)
+        if replica is None:
+            item.done.set_exception(RangeNotFoundError(item.range_id))
+            return
+        try:
+            index = replica.change_members(item.change)
+        except FeedKVError as exc:
+            item.done.set_exception(exc)
+            return
+        self._changes.append((replica, item, index))
+
+    def _settle_changes(self) -> None:
+        waiting, self._changes = self._changes, []
+        for replica, item, index in waiting:
+            if replica.applied >= index and _took_effect(item.change, replica.members):
+                item.done.set_result(index)
+            elif replica.applied >= index or not replica.holds_lease:
+                item.done.set_exception(
+                    AmbiguousResultError(
+                        f"range r{replica.range_id}: the lease moved with a membership "
+                        f"change at {index} in flight"
+                    )
+                )
+            else:
+                self._changes.append((replica, item, index))
 
     def _propose(self, proposal: _Proposal) -> None:
         replica = self._replicas.get(proposal.range_id)
@@ -246,12 +328,20 @@ class ReplicaLoop:
 
         self.engine.submit(stage, hand_over).result()
         outbox: dict[int, list[tuple[int, bytes]]] = {}
+        snapshots: list[tuple[Replica, int]] = []
         for replica, ready in readies:
             for m in replica.staged(ready):
                 outbox.setdefault(m.to, []).append((replica.range_id, encode_message(m)))
+                if m.type is MessageType.SNAP:
+                    snapshots.append((replica, m.to))
             self._follow_lease(replica)
+        self._settle_changes()
         for node, batch in outbox.items():
             self._send(node, batch)
+        for replica, to in snapshots:
+            # NB: handed to the transport is all a sender learns here; one that was lost
+            # shows as the follower's rejection of the next append, and is sent again
+            replica.raft.report_snapshot(to, success=True)
 
     def _follow_lease(self, replica: Replica) -> None:
         if replica.holds_lease:
@@ -261,13 +351,25 @@ class ReplicaLoop:
 
     def _refuse_waiting(self) -> None:
         stopped = NodeUnavailableError(f"node {self.node_id} stopped")
+        for _, change, _ in self._changes:
+            change.done.set_exception(stopped)
+        self._changes = []
         while True:
             try:
                 item = self._inbox.get_nowait()
             except queue.Empty:
                 return
-            if isinstance(item, _Proposal):
+            if isinstance(item, _Proposal | _Change):
                 item.done.set_exception(stopped)
+
+
+def _took_effect(change: ConfChange, conf: ConfState) -> bool:
+    node = change.node_id
+    if change.type is ConfChangeType.ADD_NODE:
+        return node in conf.voters
+    if change.type is ConfChangeType.ADD_LEARNER:
+        return node in conf.learners or node in conf.voters
+    return node not in conf.voters and node not in conf.learners
 
 
 def _relay(inner: Completion[T], outer: Completion[T]) -> None:

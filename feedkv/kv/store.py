@@ -42,6 +42,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
+import msgpack
+
 from feedkv.errors import (
     FeedKVError,
     InvalidArgumentError,
@@ -106,9 +108,9 @@ from feedkv.kv.replica_loop import ReplicaLoop, Send
 from feedkv.kv.replicated_command import Effects
 from feedkv.kv.tscache import TimestampCache
 from feedkv.kv.txn_record import TXN_RECORDS, TxnRecord, read_record
-from feedkv.raft import RAFT_DB
+from feedkv.raft import RAFT_DB, ConfChange, ConfChangeType, ConfState
 from feedkv.raft import Config as RaftConfig
-from feedkv.storage.engine import Completion, ReadWriter, Snapshot
+from feedkv.storage.engine import Completion, Reader, ReadWriter, Snapshot
 from feedkv.storage.gc import forward_threshold, gc_threshold
 from feedkv.storage.intent import Intent, TxnMeta, TxnStatus
 from feedkv.storage.lmdb_engine import LMDBEngine
@@ -206,6 +208,57 @@ class _WaitQueue:
         with self._cond:
             if self.generation == seen:
                 self._cond.wait(timeout)
+
+
+class _ReplicatedRange:
+    """A replicated range's data in a store, for its replica's snapshots and membership
+    (:class:`~feedkv.kv.replica.RangeData`): its descriptor, and the range state a move
+    streams (:mod:`feedkv.kv.range_move`: versions, intents, transaction records; the
+    time index rebuilt), with its GC threshold."""
+
+    def __init__(self, ctx: CommandContext, range_id: int) -> None:
+        self._ctx = ctx
+        self.range_id = range_id
+
+    def snapshot(self, reader: Reader) -> bytes:
+        desc = descriptor_by_id(reader, self.range_id)
+        if desc is None:
+            raise InvariantViolation(f"a snapshot of r{self.range_id}, which is not here")
+        entries = [list(e) for chunk in range_move.read_snapshot(reader, desc.span) for e in chunk]
+        threshold = gc_threshold(reader, desc.span)
+        packed: bytes = msgpack.packb(
+            [desc.encode(), [threshold.wall, threshold.logical], entries], use_bin_type=True
+        )
+        return packed
+
+    def install(self, rw: ReadWriter, data: bytes) -> None:
+        raw, threshold, entries = msgpack.unpackb(data, raw=False)
+        desc = RangeDescriptor.decode(raw)
+        held = descriptor_by_id(rw, self.range_id)
+        if held is not None:
+            range_move.clear_range(rw, held.span)
+            delete_descriptor(rw, held)
+        range_move.clear_range(rw, desc.span)
+        range_move.write_entries(rw, [tuple(entry) for entry in entries])
+        forward_threshold(rw, desc.span, Timestamp(*threshold))
+        write_descriptor(rw, desc)
+        self._serve()
+
+    def members_changed(self, rw: ReadWriter, conf: ConfState) -> None:
+        desc = descriptor_by_id(rw, self.range_id)
+        if desc is None:
+            return  # a replica waiting for its snapshot: the snapshot brings the members
+        members = (*conf.voters, *conf.learners)
+        kept = [n for n in desc.replicas if n in members]
+        replicas = (*kept, *(n for n in members if n not in kept))
+        write_descriptor(rw, replace(desc, replicas=replicas))
+        self._serve()
+
+    def _serve(self) -> None:
+        # NB: in the engine transaction, which may run twice: adding again is harmless
+        if self.range_id not in self._ctx.replicated:
+            self._ctx.replicated.add(self.range_id)
+            self._ctx.closed.restart(self.range_id, Timestamp(0, 0))
 
 
 class ClusterSender(Protocol):
@@ -425,6 +478,7 @@ class Store:
             self.engine,
             self.node_id,
             send,
+            lambda range_id: _ReplicatedRange(self._ctx, range_id),
             tick_s=tick_s,
             config=raft,
             on_stage=self._on_replicated_stage,
@@ -438,6 +492,43 @@ class Store:
         self.replicas = loop
         loop.start()
         return loop
+
+    def start_replicating(self, range_id: int) -> None:
+        """Serve ``range_id``, held here alone, through a Raft group of this one replica
+        from now on (the first step of adding replicas to it: :meth:`add_replica`)."""
+        loop = self._replication()
+        if loop.has(range_id):
+            return
+
+        def convert(rw: ReadWriter) -> None:
+            desc = descriptor_by_id(rw, range_id)
+            if desc is None:
+                raise RangeNotFoundError(range_id)
+            if desc.replicas != (self.node_id,):
+                raise InvalidArgumentError(f"{desc} is not held by this node alone")
+            Replica.bootstrap(rw, range_id, (self.node_id,))
+            # NB: from here on the commit thread refuses the range's commands
+            self._ctx.replicated.add(range_id)
+
+        self.engine.write(convert)
+        loop.add(range_id, campaign=True)
+
+    def add_replica(self, range_id: int, node_id: int, *, timeout_s: float = 60.0) -> None:
+        """Add a replica of ``range_id`` on node ``node_id``: as a learner, which the
+        leader sends a snapshot, then as a voter. Runs on the range's lease holder."""
+        loop = self._replication()
+        for change in (ConfChangeType.ADD_LEARNER, ConfChangeType.ADD_NODE):
+            loop.change_members(range_id, ConfChange(change, node_id)).result(timeout_s)
+
+    def remove_replica(self, range_id: int, node_id: int, *, timeout_s: float = 60.0) -> None:
+        """Remove node ``node_id``'s replica of ``range_id`` (on its lease holder)."""
+        change = ConfChange(ConfChangeType.REMOVE_NODE, node_id)
+        self._replication().change_members(range_id, change).result(timeout_s)
+
+    def _replication(self) -> ReplicaLoop:
+        if self.replicas is None:
+            raise InvalidArgumentError("this store does not replicate: call replicate() first")
+        return self.replicas
 
     def _replicated_range(self, batch: BatchRequest) -> int | None:
         """The range ``batch`` goes to when this store serves it through Raft."""

@@ -41,7 +41,7 @@ import msgpack
 from feedkv.errors import InvariantViolation
 from feedkv.raft.messages import ConfState, Entry, EntryType, HardState, Snapshot
 from feedkv.raft.state import Ready
-from feedkv.storage.engine import Engine, ReadWriter
+from feedkv.storage.engine import Engine, Reader, ReadWriter
 
 __all__ = ["RAFT_DB", "EngineRaftStorage", "persist_readies"]
 
@@ -198,6 +198,14 @@ class EngineRaftStorage:
                 del self._terms[index]
         if ready.hard_state is not None:
             self._hard = ready.hard_state
+
+    def read_applied(self, reader: Reader) -> tuple[int, ConfState]:
+        """The applied index and the membership as ``reader`` holds them (a snapshot's
+        position, read with the state machine it images)."""
+        applied = reader.get(RAFT_DB, self._key(b"a"))
+        conf = reader.get(RAFT_DB, self._key(b"c"))
+        index: int = msgpack.unpackb(applied) if applied else 0
+        return index, _unpack_conf(conf) if conf else ConfState()
 
     def stage_applied(self, rw: ReadWriter, index: int) -> None:
         """Record that the state machine has applied up to ``index``, in the transaction

@@ -24,18 +24,31 @@ applied, and every acknowledged increment is applied (its result unique, its key
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from feedkv.errors import InvariantViolation, NotLeaseHolderError
+import msgpack
+
+from feedkv.errors import InvalidArgumentError, InvariantViolation, NotLeaseHolderError
 from feedkv.kv.replica import Replica
 from feedkv.kv.replicated_command import Effects
-from feedkv.raft import RAFT_DB, Config, Message, decode_message, encode_message
+from feedkv.raft import (
+    RAFT_DB,
+    ConfChange,
+    ConfChangeType,
+    Config,
+    ConfState,
+    Message,
+    MessageType,
+    decode_message,
+    encode_message,
+)
 from feedkv.storage import mvcc
-from feedkv.storage.engine import Completion, ReadWriter
+from feedkv.storage.engine import Completion, Reader, ReadWriter
 from feedkv.storage.lmdb_engine import LMDBEngine
 from feedkv.storage.logical_ops import LogicalOp, WriteValue
 from feedkv.storage.schema import MVCC_DATABASES
@@ -58,6 +71,7 @@ class RangeFaults:
     restart: float = 0.0
     partition: float = 0.0
     heal: float = 0.0
+    conf_change: float = 0.0  # per round: the lease holder proposes a membership change
 
     @classmethod
     def chaos(cls) -> RangeFaults:
@@ -69,6 +83,7 @@ class RangeFaults:
             restart=0.15,
             partition=0.03,
             heal=0.1,
+            conf_change=0.02,
         )
 
 
@@ -89,23 +104,30 @@ class RangeSim:
         seed: int,
         ids: Iterable[int] = (1, 2, 3),
         *,
+        spares: Iterable[int] = (),
         faults: RangeFaults | None = None,
     ) -> None:
+        """``ids``: the range's first replicas; ``spares``: nodes that start empty, for
+        membership changes to add."""
         self.rng = random.Random(seed)
         self.faults = faults or RangeFaults()
         self.config = Config(id=1, election_tick=10, max_inflight=8, max_entries_per_message=8)
-        self.ids = sorted(ids)
+        first = sorted(ids)
+        self.ids = sorted({*first, *spares})
         self.nodes: dict[int, _Node] = {}
         for node in self.ids:
             engine = LMDBEngine(
                 directory / f"n{node}", databases=(*MVCC_DATABASES, RAFT_DB), sync=False
             )
-            engine.write(lambda rw: Replica.bootstrap(rw, RANGE_ID, self.ids))
+            if node in first:
+                engine.write(lambda rw: Replica.bootstrap(rw, RANGE_ID, first))
             self.nodes[node] = _Node(node, engine)
             self.restart(node)
+        self.changes = 0  # membership changes that took effect
         self.now = 0
         self.cut: set[tuple[int, int]] = set()
         self._queue: list[tuple[int, int, bytes]] = []
+        self._reports: list[tuple[int, int, bool]] = []
         self._seq = 0
         self._clock = 0
         self.applied: dict[int, tuple[int, bytes]] = {}  # index -> (term, data) anywhere
@@ -134,12 +156,43 @@ class RangeSim:
                 held.engine,
                 RANGE_ID,
                 node,
+                data=WholeEngine(),
                 config=self.config,
                 rng=random.Random(self.rng.random()),
             )
 
     def live(self) -> list[Replica]:
         return [n.replica for n in self.nodes.values() if n.replica is not None]
+
+    def members(self) -> list[int]:
+        """The range's replicas as its lease holder knows them."""
+        holder = self.lease_holder()
+        if holder is None:
+            raise InvariantViolation("no lease holder to ask for the range's members")
+        conf = holder.members
+        return sorted({*conf.voters, *conf.learners})
+
+    def change_members(self) -> None:
+        """One membership change on the lease holder, if it has none pending: a node
+        not in the range joins as a learner, a learner becomes a voter, or (with more
+        than three voters) a voter other than the holder leaves."""
+        holder = self.lease_holder()
+        if holder is None:
+            return
+        conf = holder.members
+        outside = [n for n in self.ids if n not in conf.voters and n not in conf.learners]
+        options = [ConfChange(ConfChangeType.ADD_LEARNER, n) for n in outside]
+        options += [ConfChange(ConfChangeType.ADD_NODE, n) for n in conf.learners]
+        if len(conf.voters) > 3:
+            options += [
+                ConfChange(ConfChangeType.REMOVE_NODE, n)
+                for n in conf.voters
+                if n != holder.replica_id
+            ]
+        if options:
+            with contextlib.suppress(InvalidArgumentError):
+                holder.change_members(self.rng.choice(options))
+                self.changes += 1
 
     def lease_holder(self) -> Replica | None:
         holders = [r for r in self.live() if r.holds_lease]
@@ -152,7 +205,12 @@ class RangeSim:
 
     def _send(self, m: Message) -> None:
         f = self.faults
-        if (m.sender, m.to) in self.cut or (f.loss and self.rng.random() < f.loss):
+        lost = (m.sender, m.to) in self.cut or bool(f.loss and self.rng.random() < f.loss)
+        if m.type is MessageType.SNAP:
+            # a snapshot's stream tells its sender whether it arrived (told after the
+            # Ready is done with, as nothing may step the group in between)
+            self._reports.append((m.sender, m.to, not lost))
+        if lost:
             return
         copies = 2 if f.duplicate and self.rng.random() < f.duplicate else 1
         for _ in range(copies):
@@ -161,6 +219,11 @@ class RangeSim:
             heapq.heappush(self._queue, (self.now + delay, self._seq, encode_message(m)))
 
     def _deliver(self, *, all_now: bool = False) -> int:
+        reports, self._reports = self._reports, []
+        for sender, to, success in reports:
+            replica = self.nodes[sender].replica
+            if replica is not None:
+                replica.raft.report_snapshot(to, success=success)
         due: list[bytes] = []
         while self._queue and (all_now or self._queue[0][0] <= self.now):
             due.append(heapq.heappop(self._queue)[2])
@@ -244,6 +307,8 @@ class RangeSim:
             self.cut.clear()
         if rng.random() < propose:
             self.propose()
+        if f.conf_change and rng.random() < f.conf_change:
+            self.change_members()
         for replica in self.live():
             replica.raft.tick()
         self._deliver()
@@ -266,7 +331,8 @@ class RangeSim:
             holder = self.lease_holder()
             if holder is not None and not self._in_flight:
                 commit = holder.raft.committed
-                if all(r.applied == commit for r in self.live()):
+                applied = [self.nodes[n].replica for n in self.members()]
+                if all(r is not None and r.applied == commit for r in applied):
                     return
         raise InvariantViolation(f"the range did not settle in {max_rounds} rounds")
 
@@ -275,17 +341,18 @@ class RangeSim:
     def check_converged(self) -> int:
         """Every replica holds the same data, and the increments add up; returns the
         counter's value."""
-        images = {node.id: _image(node.engine) for node in self.nodes.values()}
-        first = images[self.ids[0]]
+        members = self.members()
+        images = {node: _image(self.nodes[node].engine) for node in members}
+        first = images[members[0]]
         for node_id, image in images.items():
             if image != first:
-                raise InvariantViolation(f"node {node_id}'s data differs from node {self.ids[0]}'s")
-        ops = self.nodes[self.ids[0]].ops
+                raise InvariantViolation(f"node {node_id}'s data differs from node {members[0]}'s")
+        ops: dict[int, tuple[LogicalOp, ...]] = {}
         for node in self.nodes.values():
             for index, applied in node.ops.items():
-                if ops.get(index, applied) != applied:
+                if ops.setdefault(index, applied) != applied:
                     raise InvariantViolation(f"node {node.id} emitted other ops at {index}")
-        with self.nodes[self.ids[0]].engine.snapshot() as snap:
+        with self.nodes[members[0]].engine.snapshot() as snap:
             current = mvcc.get(snap, COUNTER, Timestamp(self._clock + 1))
             counter = int(current.value) if current is not None else 0
             increments = sum(
@@ -304,6 +371,26 @@ class RangeSim:
                 if kv is None or int(kv.value) != value or value > counter:
                     raise InvariantViolation(f"acknowledged increment {value} is lost")
         return counter
+
+
+class WholeEngine:
+    """The simulated range's data: every MVCC entry of its engine (a node here holds
+    one range), imaged whole for a snapshot."""
+
+    def snapshot(self, reader: Reader) -> bytes:
+        rows = [[db, k, v] for db in MVCC_DATABASES for k, v in reader.scan(db, b"")]
+        packed: bytes = msgpack.packb(rows, use_bin_type=True)
+        return packed
+
+    def install(self, rw: ReadWriter, data: bytes) -> None:
+        for db in MVCC_DATABASES:
+            for key, _ in list(rw.scan(db, b"")):
+                rw.delete(db, key)
+        for db, key, value in msgpack.unpackb(data, raw=False):
+            rw.put(db, key, value)
+
+    def members_changed(self, rw: ReadWriter, conf: ConfState) -> None:
+        pass  # the simulator asks the replicas themselves
 
 
 def _image(engine: LMDBEngine) -> list[tuple[str, bytes, bytes]]:

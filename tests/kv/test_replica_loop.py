@@ -27,6 +27,7 @@ from feedkv.storage.engine import ReadWriter
 from feedkv.storage.lmdb_engine import LMDBEngine
 from feedkv.storage.logical_ops import LogicalOp, WriteValue
 from feedkv.storage.schema import MVCC_DATABASES
+from feedkv.testing.range_sim import WholeEngine
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
@@ -61,6 +62,7 @@ class Cluster:
             self.engines[node],
             node,
             self._send,
+            lambda range_id: WholeEngine(),
             tick_s=0.01,
             config=Config(id=node, election_tick=10),
             on_apply=on_apply,

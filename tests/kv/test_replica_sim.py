@@ -16,11 +16,14 @@ import pytest
 
 from feedkv.errors import AmbiguousResultError, NotLeaseHolderError
 from feedkv.kv.replicated_command import Effects
+from feedkv.raft import ConfChange, ConfChangeType
 from feedkv.testing.range_sim import RangeFaults, RangeSim
 
 
-def _run(tmp_path: Path, seed: int, faults: RangeFaults, rounds: int) -> RangeSim:
-    sim = RangeSim(tmp_path, seed, faults=faults)
+def _run(
+    tmp_path: Path, seed: int, faults: RangeFaults, rounds: int, spares: tuple[int, ...] = ()
+) -> RangeSim:
+    sim = RangeSim(tmp_path, seed, faults=faults, spares=spares)
     try:
         for _ in range(rounds):
             sim.round()
@@ -79,5 +82,39 @@ def test_a_crashed_lease_holder_leaves_its_proposals_ambiguous(tmp_path: Path) -
         sim.settle()
         sim.check_converged()
         assert sim.lease_holder() is not None
+    finally:
+        sim.close()
+
+
+def test_a_new_replica_gets_a_snapshot_then_votes_and_an_old_one_leaves(tmp_path: Path) -> None:
+    sim = RangeSim(tmp_path, 3, spares=(4,))
+    try:
+        for _ in range(80):
+            sim.round()
+        holder = sim.lease_holder()
+        assert holder is not None and holder.replica_id != 4
+        for change in (
+            ConfChange(ConfChangeType.ADD_LEARNER, 4),
+            ConfChange(ConfChangeType.ADD_NODE, 4),
+            ConfChange(
+                ConfChangeType.REMOVE_NODE, next(n for n in (1, 2, 3) if n != holder.replica_id)
+            ),
+        ):
+            holder.change_members(change)
+            sim.settle()
+        for _ in range(80):
+            sim.round()
+        sim.settle()
+        assert 4 in sim.members() and len(sim.members()) == 3
+        assert sim.check_converged() == len(sim.acked) > 20
+    finally:
+        sim.close()
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_membership_changes_under_faults_lose_nothing(tmp_path: Path, seed: int) -> None:
+    sim = _run(tmp_path, seed, RangeFaults.chaos(), 300, spares=(4, 5))
+    try:
+        assert sim.check_converged() >= len(sim.acked)
     finally:
         sim.close()

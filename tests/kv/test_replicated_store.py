@@ -29,11 +29,13 @@ DEADLINE_S = 30.0
 
 
 class ReplicatedStores:
-    """Three stores replicating r1, and a transport that finds its lease holder."""
+    """Three stores replicating r1, and a transport that finds its lease holder.
+    ``grown``: r1 starts on node 1 alone, and the others are added as replicas."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, grown: bool = False) -> None:
         self.directory = directory
         self.stores: dict[int, Store] = {}
+        self.grown = grown
         for node in NODES:
             self.start(node)
 
@@ -41,10 +43,11 @@ class ReplicatedStores:
         store = Store(
             self.directory / f"n{node}",
             node_id=node,
-            bootstrap=False,
+            bootstrap=self.grown and node == 1,
             config=StoreConfig(sync=False),
         )
-        store.bootstrap_replicated(NODES)
+        if not self.grown:
+            store.bootstrap_replicated(NODES)
         store.replicate(self._send, tick_s=0.01, raft=Config(id=node, election_tick=10))
         self.stores[node] = store
 
@@ -63,7 +66,10 @@ class ReplicatedStores:
     def lease_holder(self) -> int:
         def holder() -> int | None:
             for node, store in self.stores.items():
-                if store.replicas is not None and store.replicas.holds_lease(1):
+                if store.replicas is None or not store.replicas.has(1):
+                    if store.descriptors():
+                        return node  # r1 is held here alone
+                elif store.replicas.holds_lease(1):
                     return node
             return None
 
@@ -94,7 +100,7 @@ class ReplicatedStores:
         return None if kv is None else kv.value
 
     def caught_up(self) -> bool:
-        loops = [s.replicas for s in self.stores.values() if s.replicas is not None]
+        loops = [s.replicas for s in self.stores.values() if s.replicas and s.replicas.has(1)]
         statuses = [loop.status(1) for loop in loops]
         return len({c for _, c, _ in statuses}) == 1 and all(a == c for _, c, a in statuses)
 
@@ -188,3 +194,31 @@ def test_an_observer_on_a_follower_sees_the_writes_in_order(cluster: ReplicatedS
     writes = [op for op in seen if isinstance(op, WriteValue) and op.key == b"w"]
     assert [op.value for op in writes] == [b"%d" % i for i in range(10)]
     assert [op.ts for op in writes] == stamps
+
+
+def test_a_range_held_alone_grows_to_three_replicas_and_survives_its_first_node(
+    tmp_path: Path,
+) -> None:
+    cluster = ReplicatedStores(tmp_path, grown=True)
+    try:
+        client = KVClient(cluster)
+        for i in range(30):
+            client.put(b"old%02d" % i, b"v%d" % i)
+        first = cluster.stores[1]
+        first.start_replicating(1)
+        client.put(b"one-replica", b"1")
+        first.add_replica(1, 2)
+        first.add_replica(1, 3)
+        assert [d.replicas for d in first.descriptors()] == [(1, 2, 3)]
+        client.put(b"three-replicas", b"3")
+        wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
+        for node in (2, 3):
+            assert cluster.value(node, b"old29") == b"v29"
+            assert cluster.value(node, b"one-replica") == b"1"
+            assert [d.replicas for d in cluster.stores[node].descriptors()] == [(1, 2, 3)]
+        cluster.stop(1)
+        client.put(b"after", b"!")
+        assert client.get(b"old00") == b"v0"
+        assert client.get(b"after") == b"!"
+    finally:
+        cluster.close()

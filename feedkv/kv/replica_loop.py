@@ -125,7 +125,7 @@ class ReplicaLoop:
         self._config = config or Config(id=node_id)
         self._on_stage = on_stage
         self._on_apply = on_apply
-        self._leases: set[int] = set()  # the ranges whose lease this replica holds
+        self._leases: dict[int, int] = {}  # range id -> term, of the leases held here
         self._changes: list[tuple[Replica, _Change, int]] = []  # (..., its log index)
         self._rng = random.Random(seed)
         self._replicas: dict[int, Replica] = {}
@@ -206,6 +206,10 @@ class ReplicaLoop:
     def leases(self) -> list[int]:
         """The ranges whose lease this store's replica holds (as of the last turn)."""
         return list(self._leases)
+
+    def lease_terms(self) -> dict[int, int]:
+        """``range id -> Raft term`` of each lease this store's replica holds."""
+        return dict(self._leases)
 
     def has(self, range_id: int) -> bool:
         """Whether this store holds a replica of ``range_id``."""
@@ -345,9 +349,9 @@ class ReplicaLoop:
 
     def _follow_lease(self, replica: Replica) -> None:
         if replica.holds_lease:
-            self._leases.add(replica.range_id)
+            self._leases[replica.range_id] = replica.raft.term
         else:
-            self._leases.discard(replica.range_id)
+            self._leases.pop(replica.range_id, None)
 
     def _refuse_waiting(self) -> None:
         stopped = NodeUnavailableError(f"node {self.node_id} stopped")

@@ -245,12 +245,13 @@ class _ReplicatedRange:
         self._serve()
 
     def members_changed(self, rw: ReadWriter, conf: ConfState) -> None:
+        """The descriptor lists the voters only: a learner (a replica being added)
+        serves nothing and counts towards no quorum until it is promoted."""
         desc = descriptor_by_id(rw, self.range_id)
         if desc is None:
             return  # a replica waiting for its snapshot: the snapshot brings the members
-        members = (*conf.voters, *conf.learners)
-        kept = [n for n in desc.replicas if n in members]
-        replicas = (*kept, *(n for n in members if n not in kept))
+        kept = [n for n in desc.replicas if n in conf.voters]
+        replicas = (*kept, *(n for n in conf.voters if n not in kept))
         write_descriptor(rw, replace(desc, replicas=replicas))
         self._serve()
 

@@ -173,6 +173,9 @@ class CommandContext:
     txn_liveness_ns: int
     frozen: set[int] = field(default_factory=set)  # ranges moving away: they serve nothing
     replicated: set[int] = field(default_factory=set)  # ranges served through Raft
+    # Hands out the id of a split's new range (a replicated range's lease holder gives
+    # one it took beforehand: the store's id counter must not travel in the Raft log)
+    new_range_id: Callable[[ReadWriter], int] = next_range_id
 
 
 def _request_span(request: Request, txn: Transaction | None) -> Span | None:
@@ -643,7 +646,7 @@ class _Evaluator:
         generation = desc.generation + 1
         left = replace(desc, span=Span(desc.start, key), generation=generation)
         right = RangeDescriptor(
-            next_range_id(self.rw),
+            self.ctx.new_range_id(self.rw),
             Span(key, desc.end),
             generation,
             not req.automatic,

@@ -96,6 +96,10 @@ class RangeData(Protocol):
         """The range's data in ``reader``, as a snapshot's payload."""
         ...
 
+    def accepts(self, data: bytes) -> bool:
+        """Whether a snapshot's payload may be installed here now."""
+        ...
+
     def install(self, rw: ReadWriter, data: bytes) -> None:
         """Replace whatever the range held here with a snapshot's payload."""
         ...

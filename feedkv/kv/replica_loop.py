@@ -76,6 +76,7 @@ Send = Callable[[int, list[tuple[int, bytes]]], None]
 
 Evaluate = Callable[[ReadWriter], tuple[Any, Effects]]
 OnEntries = Callable[[int, Sequence[AppliedEntry]], None]
+OnStage = Callable[[ReadWriter, int, Sequence[AppliedEntry]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +114,7 @@ class ReplicaLoop:
         *,
         tick_s: float = 0.05,
         config: Config | None = None,
-        on_stage: OnEntries | None = None,
+        on_stage: OnStage | None = None,
         on_apply: OnEntries | None = None,
         seed: int | None = None,
     ) -> None:
@@ -261,10 +262,15 @@ class ReplicaLoop:
             self._replicas[item.range_id].raft.campaign()
             return
         for range_id, raw in item:
+            message = decode_message(raw)
+            if message.snapshot is not None and not self._range_data(range_id).accepts(
+                message.snapshot.data
+            ):
+                continue  # as if lost: the leader sends it again
             replica = self._replicas.get(range_id)
             if replica is None:
                 replica = self.add(range_id)
-            replica.raft.step(decode_message(raw))
+            replica.raft.step(message)
 
     def _change(self, item: _Change) -> None:
         replica = self._replicas.get(item.range_id)
@@ -321,7 +327,7 @@ class ReplicaLoop:
             if self._on_stage is not None:
                 for (replica, _), entries in zip(readies, applied, strict=True):
                     if entries:
-                        self._on_stage(replica.range_id, entries)
+                        self._on_stage(rw, replica.range_id, entries)
             return applied
 
         def hand_over(applied: list[list[AppliedEntry]]) -> None:

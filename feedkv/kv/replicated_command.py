@@ -12,7 +12,9 @@ its :class:`Effects`, which every replica takes up as it applies the entry:
   below a read an earlier leaseholder served;
 - ``closed``: the range's closed timestamp when the command was evaluated; every
   replica's observers get it as a checkpoint after the ops, and a later leaseholder
-  writes above it (closed timestamps travel in the log, as the RangeFeed design has it).
+  writes above it (closed timestamps travel in the log, as the RangeFeed design has it);
+- ``splits``: ``(left, right)`` range ids of a split the command made; every replica
+  starts the new range's Raft group, with the same members, as it applies it.
 
 The encoding is msgpack: a version, the writes as ``[db, key, value | nil]``, each op as
 a tag and its fields, the reads, and the closed timestamp.
@@ -54,6 +56,7 @@ class Effects:
     ops: tuple[LogicalOp, ...] = ()
     reads: tuple[Read, ...] = ()
     closed: Timestamp | None = None
+    splits: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +115,7 @@ def encode_command(writes: WriteBatch, effects: Effects) -> bytes:
             [_encode_op(op) for op in effects.ops],
             [[span.start, span.end, _ts(ts), txn_id] for span, ts, txn_id in effects.reads],
             None if effects.closed is None else _ts(effects.closed),
+            [list(split) for split in effects.splits],
         ],
         use_bin_type=True,
     )
@@ -119,7 +123,7 @@ def encode_command(writes: WriteBatch, effects: Effects) -> bytes:
 
 
 def decode_command(data: bytes) -> ReplicatedCommand:
-    version, writes, ops, reads, closed = msgpack.unpackb(data, raw=False)
+    version, writes, ops, reads, closed, splits = msgpack.unpackb(data, raw=False)
     if version != _VERSION:
         raise InvariantViolation(f"a replicated command of version {version} (this is {_VERSION})")
     batch = WriteBatch()
@@ -132,5 +136,6 @@ def decode_command(data: bytes) -> ReplicatedCommand:
         tuple(_decode_op(row) for row in ops),
         tuple((Span(start, end), Timestamp(*ts), txn_id) for start, end, ts, txn_id in reads),
         None if closed is None else Timestamp(*closed),
+        tuple((left, right) for left, right in splits),
     )
     return ReplicatedCommand(batch, effects)

@@ -120,7 +120,7 @@ class Router:
         so when the range is elsewhere now."""
         self.ranges.evict(desc)
         fresh = self.ranges.get(desc.start)
-        if fresh.lease_holder != desc.lease_holder:
+        if fresh.replicas != desc.replicas:
             raise RangeKeyMismatchError(
                 f"node n{desc.lease_holder} is unavailable, and {desc} is now {fresh}", [fresh]
             ) from None

@@ -97,6 +97,7 @@ from feedkv.kv.range_descriptor import (
     delete_descriptor,
     descriptor_by_id,
     descriptor_for_key,
+    next_range_id,
     seed_range_ids,
     write_descriptor,
 )
@@ -216,9 +217,21 @@ class _ReplicatedRange:
     streams (:mod:`feedkv.kv.range_move`: versions, intents, transaction records; the
     time index rebuilt), with its GC threshold."""
 
-    def __init__(self, ctx: CommandContext, range_id: int) -> None:
+    def __init__(self, engine: LMDBEngine, ctx: CommandContext, range_id: int) -> None:
+        self._engine = engine
         self._ctx = ctx
         self.range_id = range_id
+
+    def accepts(self, data: bytes) -> bool:
+        """Whether a snapshot may be installed here: not while another range of this
+        store still holds part of its span (a split that made this range has not
+        applied here yet: it will create the replica; until then the leader retries)."""
+        desc = RangeDescriptor.decode(msgpack.unpackb(data, raw=False)[0])
+        with self._engine.snapshot() as snap:
+            return all(
+                d.range_id == self.range_id or not d.span.overlaps(desc.span)
+                for d in all_descriptors(snap)
+            )
 
     def snapshot(self, reader: Reader) -> bytes:
         desc = descriptor_by_id(reader, self.range_id)
@@ -479,7 +492,7 @@ class Store:
             self.engine,
             self.node_id,
             send,
-            lambda range_id: _ReplicatedRange(self._ctx, range_id),
+            lambda range_id: _ReplicatedRange(self.engine, self._ctx, range_id),
             tick_s=tick_s,
             config=raft,
             on_stage=self._on_replicated_stage,
@@ -548,6 +561,10 @@ class Store:
         """Propose ``batch`` to the range's Raft log (a read too: see
         :mod:`feedkv.kv.replica_loop`), evaluated on this store if it holds the lease."""
         ctx = self._ctx
+        if any(isinstance(r, Split) for r in batch.requests):
+            # NB: taken here, outside the log: each store hands out ids of its own
+            right_id = self.engine.write(next_range_id)
+            ctx = replace(ctx, new_range_id=lambda _: right_id)
 
         def command(view: ReadWriter) -> tuple[Applied, Effects]:
             reads: list[tuple[Span, Timestamp, bytes | None]] = []
@@ -556,12 +573,15 @@ class Store:
                 applied = evaluate(ctx, view, batch, replicated=True)
             finally:
                 ctx.tscache.recording = None
-            if applied.range_changes:
-                raise InvalidArgumentError(
-                    f"range r{range_id} is replicated: it cannot split or merge yet"
-                )
+            splits = []
+            for change in applied.range_changes:
+                if change.reason is not RangeEndReason.RANGE_SPLIT:
+                    raise InvalidArgumentError(
+                        f"range r{range_id} is replicated: it cannot merge yet"
+                    )
+                splits.append((change.left, change.right))
             closed = ctx.closed.get(applied.range_id)
-            return applied, Effects(tuple(applied.ops), tuple(reads), closed)
+            return applied, Effects(tuple(applied.ops), tuple(reads), closed, tuple(splits))
 
         attempt: Completion[Applied] = loop.propose(range_id, command)
         attempt.add_done_callback(lambda: self._after_replicated(attempt))
@@ -578,7 +598,9 @@ class Store:
         if applied.finished_txns:
             self._waiters.notify()
 
-    def _on_replicated_stage(self, range_id: int, entries: Sequence[AppliedEntry]) -> None:
+    def _on_replicated_stage(
+        self, rw: ReadWriter, range_id: int, entries: Sequence[AppliedEntry]
+    ) -> None:
         """Entries of a replicated range apply here (any replica; inside the engine
         transaction, under ``eval_lock``): their reads enter the timestamp cache and
         their closed timestamp closes the range, so this replica, should it take the
@@ -589,6 +611,14 @@ class Store:
                 ctx.tscache.add_span(span, ts, txn_id)
             if entry.effects.closed is not None:
                 ctx.closed.forward(range_id, entry.effects.closed)
+            for left, right in entry.effects.splits:
+                # the split's writes made the new range's descriptor: start its group
+                desc = descriptor_by_id(rw, right)
+                if desc is None:
+                    raise InvariantViolation(f"a split of r{left} left no descriptor of r{right}")
+                Replica.bootstrap(rw, right, desc.replicas)
+                ctx.replicated.add(right)
+                ctx.closed.split(left, right)
 
     def _on_replicated_apply(self, range_id: int, entries: Sequence[AppliedEntry]) -> None:
         """Entries of a replicated range applied here, durably (under ``apply_lock``):
@@ -601,6 +631,12 @@ class Store:
             if effects.closed is not None:
                 for observer in self._observers.get(range_id, ()):
                     observer.on_closed(effects.closed)
+            for left, right in effects.splits:
+                if self.replicas is not None:
+                    self.replicas.add(right)
+                self._sizes.split(left, right)
+                for observer in self._observers.pop(left, ()):
+                    observer.on_range_ended(RangeEndReason.RANGE_SPLIT)
 
     def _close_replicated(self) -> None:
         """Close the replicated ranges this store holds the lease of, through their logs
@@ -951,8 +987,8 @@ class Store:
 
     def _split_and_merge(self) -> None:
         config = self.config
-        descs = [d for d in self.descriptors() if len(d.replicas) == 1]
-        for desc in descs:
+        everything = self.descriptors()
+        for desc in (d for d in everything if self._leads(d.range_id)):
             if self._sizes.get(desc.range_id) > config.range_max_bytes:
                 size, midpoint = self._measure(desc)
                 if config.split_key is not None and midpoint is not None:
@@ -963,7 +999,8 @@ class Store:
                     log.info("splitting %s (%d bytes) at %r", desc, size, midpoint)
                     self._execute(BatchRequest(Header(), (Split(midpoint, automatic=True),)))
         small = config.range_min_bytes
-        for left, right in itertools.pairwise(descs):
+        alone = [d for d in everything if len(d.replicas) == 1]  # replicated ones never merge
+        for left, right in itertools.pairwise(alone):
             sizes = map(self._sizes.get, (left.range_id, right.range_id))
             if left.end != right.start or right.sticky or max(sizes) >= small:
                 continue  # not neighbours here (a cluster), kept apart, or big enough

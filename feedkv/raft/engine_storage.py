@@ -97,9 +97,20 @@ class EngineRaftStorage:
         term: int = 1,
     ) -> None:
         """Write the first state of one of a new group's first replicas (see
-        :mod:`feedkv.raft.storage`) into ``rw``."""
+        :mod:`feedkv.raft.storage`) into ``rw``. A hard state already there (a replica
+        that heard of the group, and maybe voted in it, before its creation reached it)
+        keeps its term and vote; a group already applying past ``index`` is left alone."""
         prefix = _GROUP.pack(group_id)
-        rw.put(RAFT_DB, prefix + b"h", _pack([term, 0, index]))
+        applied = rw.get(RAFT_DB, prefix + b"a")
+        if applied is not None and msgpack.unpackb(applied) > index:
+            return  # the group is under way here already
+        held = rw.get(RAFT_DB, prefix + b"h")
+        hard = [term, 0, index]
+        if held is not None:
+            held_term, held_vote, held_commit = msgpack.unpackb(held)
+            if held_term >= term:
+                hard = [held_term, held_vote, max(held_commit, index)]
+        rw.put(RAFT_DB, prefix + b"h", _pack(hard))
         rw.put(RAFT_DB, prefix + b"c", _pack([sorted(voters), []]))
         rw.put(RAFT_DB, prefix + b"t", _pack([index, term]))
         rw.put(RAFT_DB, prefix + b"a", _pack(index))

@@ -382,6 +382,9 @@ class WholeEngine:
         packed: bytes = msgpack.packb(rows, use_bin_type=True)
         return packed
 
+    def accepts(self, data: bytes) -> bool:
+        return True
+
     def install(self, rw: ReadWriter, data: bytes) -> None:
         for db in MVCC_DATABASES:
             for key, _ in list(rw.scan(db, b"")):

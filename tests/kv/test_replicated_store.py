@@ -15,8 +15,9 @@ import pytest
 
 from feedkv.errors import NodeUnavailableError, NotLeaseHolderError
 from feedkv.kv.api import BatchRequest, BatchResponse, Get, Header, Put
-from feedkv.kv.db import KVClient
+from feedkv.kv.db import KVClient, LocalTransport
 from feedkv.kv.observer import RangeEndReason
+from feedkv.kv.router import Transport
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.raft import Config
 from feedkv.storage import mvcc
@@ -76,7 +77,14 @@ class ReplicatedStores:
         found: int = wait_until(holder, timeout_s=DEADLINE_S, what="a lease holder of r1")
         return found
 
-    # the Transport protocol, for a KVClient
+    # the Dialer protocol, for a KVClient: each range at its lease holder (the router
+    # follows NotLeaseHolderError), lookups at r1's
+
+    def dial(self, node_id: int) -> Transport:
+        store = self.stores.get(node_id)
+        if store is None:
+            raise NodeUnavailableError(f"n{node_id} is down")
+        return LocalTransport(store, owned=False)
 
     def send(self, batch: BatchRequest) -> BatchResponse:
         def attempt() -> BatchResponse | None:
@@ -93,6 +101,9 @@ class ReplicatedStores:
 
     def now(self) -> Timestamp:
         return self.stores[self.lease_holder()].clock.now()
+
+    def close_transport(self) -> None:
+        pass
 
     def value(self, node: int, key: bytes) -> bytes | None:
         with self.stores[node].engine.snapshot() as snap:
@@ -222,3 +233,29 @@ def test_a_range_held_alone_grows_to_three_replicas_and_survives_its_first_node(
         assert client.get(b"after") == b"!"
     finally:
         cluster.close()
+
+
+def test_a_replicated_range_splits_on_every_replica_and_both_halves_survive_a_crash(
+    cluster: ReplicatedStores,
+) -> None:
+    client = KVClient(cluster)
+    for i in range(20):
+        client.put(b"k%02d" % i, b"v%d" % i)
+    left, right = client.split(b"k10")
+    assert right.span.start == b"k10" and right.replicas == left.replicas
+    for i in range(20):
+        client.put(b"k%02d" % i, b"w%d" % i)
+    for node in NODES:
+        descs = wait_until(
+            lambda node=node: len(cluster.stores[node].descriptors()) == 2
+            and cluster.stores[node].descriptors(),
+            timeout_s=DEADLINE_S,
+            what=f"n{node} to apply the split",
+        )
+        assert [d.span.start for d in descs] == [b"", b"k10"]
+        assert all(set(d.replicas) == set(NODES) for d in descs)
+    cluster.stop(cluster.lease_holder())
+    assert [kv.value for kv in client.scan(b"k", b"l")] == [b"w%d" % i for i in range(20)]
+    client.put(b"k15", b"after")
+    client.put(b"k05", b"after")
+    assert client.get(b"k15") == client.get(b"k05") == b"after"

@@ -91,3 +91,22 @@ def test_a_killed_lease_holder_loses_no_acknowledged_transfer(cluster: LocalClus
     cluster.kill(survivor)
     assert sum(int(kv.value) for kv in db.scan(b"acct/", b"acct0")) == 2000
     db.close()
+
+
+@pytest.mark.slow(30)
+def test_sql_tables_split_across_replicated_ranges_and_outlive_a_node(
+    cluster: LocalCluster,
+) -> None:
+    """CREATE TABLE splits the replicated range at the table's prefix on every replica;
+    rows written through SQL stay readable and writable after any one node is killed."""
+    db = cluster.connect(0)
+    wait_until(lambda: _replicated(db), timeout_s=DEADLINE_S, what="three replicas")
+    db.sql("CREATE TABLE orders (id INT PRIMARY KEY, item STRING)")
+    db.sql("INSERT INTO orders VALUES (1, 'tea'), (2, 'cake')")
+    ranges = db.ranges()
+    assert len(ranges) >= 2 and all(len(r.replicas) == 3 for r in ranges)
+    cluster.kill(2)
+    db.sql("INSERT INTO orders VALUES (3, 'jam')")
+    rows = db.sql("SELECT id, item FROM orders ORDER BY id").rows
+    assert [tuple(r) for r in rows] == [(1, "tea"), (2, "cake"), (3, "jam")]
+    db.close()

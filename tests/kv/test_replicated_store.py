@@ -247,8 +247,9 @@ def test_a_replicated_range_splits_on_every_replica_and_both_halves_survive_a_cr
         client.put(b"k%02d" % i, b"w%d" % i)
     for node in NODES:
         descs = wait_until(
-            lambda node=node: len(cluster.stores[node].descriptors()) == 2
-            and cluster.stores[node].descriptors(),
+            lambda node=node: (
+                len(cluster.stores[node].descriptors()) == 2 and cluster.stores[node].descriptors()
+            ),
             timeout_s=DEADLINE_S,
             what=f"n{node} to apply the split",
         )

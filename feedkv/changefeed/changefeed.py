@@ -74,6 +74,7 @@ from feedkv.util.keys import Span
 
 if TYPE_CHECKING:
     from feedkv.changefeed.query import CDCQuery
+    from feedkv.rangefeed.client import FeedRange, RangeFeed
     from feedkv.rangefeed.feed_client import FeedClient
 
 __all__ = [
@@ -145,7 +146,7 @@ class Changefeed:
         self._sleep = sleep
         self._closed = threading.Event()
         self._feed_lock = threading.Lock()
-        self._feed: object | None = None
+        self._feed: RangeFeed | None = None
         self._encoder: Encoder = make_encoder(message_options(spec.options, spec.sink_uri))
         self._query = cdc_query(spec)
         self._with_diff = spec.options.diff or self._query is not None  # cdc_prev needs it
@@ -158,11 +159,18 @@ class Changefeed:
         with self._feed_lock:
             feed = self._feed
         if feed is not None:
-            feed.close()  # type: ignore[attr-defined]
+            feed.close()
 
     @property
     def closed(self) -> bool:
         return self._closed.is_set()
+
+    def ranges(self) -> list[FeedRange]:
+        """The ranges the feed's rangefeed is registered on now, with their resolved
+        timestamps (none during an initial scan, or between restarts). Any thread."""
+        with self._feed_lock:
+            feed = self._feed
+        return feed.ranges() if feed is not None else []
 
     def run(self) -> None:
         attempt = 0

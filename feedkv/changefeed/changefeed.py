@@ -136,6 +136,7 @@ class Changefeed:
         self.high_water = spec.start
         self.rows_emitted = 0
         self.backfill_pending = 0  # target spans an initial scan or backfill has yet to scan
+        self._scan_spans = 0  # the target spans of the scan running now (0: none runs)
         self._metrics = metrics or ChangefeedMetrics().scope(spec.options.metrics_label)
         self._batch = _Batch()
         self.retrying: Retrying | None = None  # the last sink failure, until progress
@@ -164,6 +165,15 @@ class Changefeed:
     @property
     def closed(self) -> bool:
         return self._closed.is_set()
+
+    @property
+    def scan_fraction(self) -> float | None:
+        """The part of the initial scan or backfill running now that is done, counted in
+        target tables (``None``: none runs). Any thread."""
+        total, pending = self._scan_spans, self.backfill_pending
+        if not total or not pending:
+            return None
+        return max(0.0, (total - pending) / total)
 
     def ranges(self) -> list[FeedRange]:
         """The ranges the feed's rangefeed is registered on now, with their resolved
@@ -210,7 +220,7 @@ class Changefeed:
         )
         self._decoder = decoder
         if not self._scanned:
-            self.backfill_pending = len(self.spec.targets)
+            self.backfill_pending = self._scan_spans = len(self.spec.targets)
             for target in self.spec.targets:
                 for message in self._scan(target, start):
                     if self.closed:
@@ -271,6 +281,7 @@ class Changefeed:
             for target in self.spec.targets:
                 if target.table_id == table_id:
                     self.backfill_pending += 1
+                    self._scan_spans = self.backfill_pending
                     try:
                         for message in self._scan(target, change.ts):
                             self._send(message)

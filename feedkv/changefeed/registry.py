@@ -59,6 +59,7 @@ from feedkv.changefeed.jobs import (
     get_job,
     list_jobs,
     put_job,
+    running_status,
 )
 from feedkv.changefeed.metrics import ChangefeedMetrics
 from feedkv.changefeed.retrying import Retrying, backoff
@@ -66,7 +67,6 @@ from feedkv.changefeed.sink import TerminalSinkError
 from feedkv.errors import BatchTimestampBeforeGCError, ExternalError, FeedKVError, RetryableError
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
-from feedkv.sql.types import logical_decimal
 from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
@@ -335,12 +335,15 @@ class JobRegistry:
         if retrying is not None:
             status = retrying.status()
         elif high_water is not None:
-            status = f"running: resolved={logical_decimal(high_water)}"
+            status = running_status(high_water)
         else:
             status = "running: initial scan"
         return (
             record.replace(
-                lease=Lease(self.owner, expires), high_water=high_water, running_status=status
+                lease=Lease(self.owner, expires),
+                high_water=high_water,
+                running_status=status,
+                fraction_completed=_scan_fraction(job),
             ),
             None,
         )
@@ -380,6 +383,13 @@ class JobRegistry:
         if self._closed.is_set():  # the node stops: another start resumes the job
             return record.replace(lease=None, running_status="waiting for a node"), None
         return record.replace(status=SUCCEEDED, lease=None, running_status=""), False
+
+
+def _scan_fraction(job: Job) -> float | None:
+    """The part of the initial scan or backfill ``job`` runs now that is done (``None``:
+    none runs, or the job does not say: a Spark job's scan runs in its executors)."""
+    fraction = getattr(job, "scan_fraction", None)
+    return float(fraction) if isinstance(fraction, int | float) else None
 
 
 def _retryable(error: BaseException) -> bool:

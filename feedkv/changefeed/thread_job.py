@@ -42,6 +42,10 @@ class ThreadJob:
         return self.changefeed.backfill_pending
 
     @property
+    def scan_fraction(self) -> float | None:
+        return self.changefeed.scan_fraction
+
+    @property
     def rows_emitted(self) -> int:
         return self.changefeed.rows_emitted
 

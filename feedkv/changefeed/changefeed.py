@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING
 
 from feedkv.changefeed.encoder import Encoder, make_encoder
 from feedkv.changefeed.frontier import Backfill, Frontier
+from feedkv.changefeed.lagging import LaggingRanges
 from feedkv.changefeed.metrics import ChangefeedMetrics, FeedMetrics
 from feedkv.changefeed.options import ROW_FORMATS, ChangefeedOptions
 from feedkv.changefeed.retrying import Retrying, backoff
@@ -137,6 +138,9 @@ class Changefeed:
         self.rows_emitted = 0
         self.backfill_pending = 0  # target spans an initial scan or backfill has yet to scan
         self._scan_spans = 0  # the target spans of the scan running now (0: none runs)
+        o = spec.options
+        self._lagging = LaggingRanges(o.lagging_ranges_threshold, o.lagging_ranges_polling_interval)
+        self._lagging_lock = threading.Lock()
         self._metrics = metrics or ChangefeedMetrics().scope(spec.options.metrics_label)
         self._batch = _Batch()
         self.retrying: Retrying | None = None  # the last sink failure, until progress
@@ -174,6 +178,12 @@ class Changefeed:
         if not total or not pending:
             return None
         return max(0.0, (total - pending) / total)
+
+    def lagging_ranges(self) -> int:
+        """The feed's ranges whose resolved timestamp lags (:mod:`feedkv.changefeed.lagging`).
+        Any thread."""
+        with self._lagging_lock:
+            return self._lagging.poll(self._wall_ns(), self.ranges)
 
     def ranges(self) -> list[FeedRange]:
         """The ranges the feed's rangefeed is registered on now, with their resolved

@@ -31,7 +31,8 @@ error under ``on_error=pause``.
 Metrics (:mod:`feedkv.changefeed.metrics`): a job counts as running while its thread
 runs it; a job that ends with an error (failed, or paused under ``on_error=pause``)
 counts in ``changefeed_failures``, each retry in ``changefeed_error_retries``; each look
-at the records sets ``jobs_changefeed_currently_paused``.
+at the records sets ``jobs_changefeed_currently_paused`` and the jobs' distance from the
+garbage-collection horizon (:meth:`~feedkv.changefeed.metrics.ChangefeedMetrics.observe_jobs`).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from feedkv.changefeed.jobs import (
     PAUSED,
     RUNNING,
     SUCCEEDED,
+    TERMINAL,
     JobRecord,
     Lease,
     get_job,
@@ -180,6 +182,11 @@ class JobRegistry:
         now = self._db.now()
         records = list_jobs(catalog.Snapshot(self._db, now))
         self.metrics.currently_paused.set(sum(r.status == PAUSED for r in records))
+        self.metrics.observe_jobs(
+            (r.spec.options.metrics_label, r.high_water or r.spec.start)
+            for r in records
+            if r.status not in TERMINAL
+        )
         for record in records:
             if self._closed.is_set():
                 return

@@ -49,6 +49,9 @@ class ThreadJob:
     def rows_emitted(self) -> int:
         return self.changefeed.rows_emitted
 
+    def lagging_ranges(self) -> int:
+        return self.changefeed.lagging_ranges()
+
     def ranges(self) -> list[FeedRange]:
         return self.changefeed.ranges()
 

@@ -43,7 +43,7 @@ class NodeParts(Protocol):
 class NodeMetrics:
     def __init__(self, node: NodeParts) -> None:
         self.registry = r = Registry()
-        self.changefeeds = ChangefeedMetrics(r)
+        self.changefeeds = ChangefeedMetrics(r, gc_ttl_ns=node.store.config.gc_ttl_ns)
         self.sql = SQLMetrics(r)
         self.txn = TxnMetrics(r)
         r.sampled(

@@ -96,6 +96,7 @@ def connect(
     user: str | None = None,
     external_io_dir: str | Path | None = None,
     admin_sample_s: float = 10.0,
+    metrics: bool = True,
 ) -> DB:
     """Open a store directory in-process, or connect to ``feedkv://host:port``.
 
@@ -110,7 +111,8 @@ def connect(
     it also serves gRPC there, and with ``sql_addr`` PostgreSQL clients (see
     :meth:`DB.serve_sql`), with ``http_addr`` its metrics (``/_status/vars``; see
     :meth:`feedkv.server.node.Node.serve_http`) and admin page, whose charts sample the
-    changefeeds every ``admin_sample_s`` seconds; with ``join`` too, it is a node of a
+    changefeeds every ``admin_sample_s`` seconds (``metrics=False``: its metrics record
+    nothing, to measure what they cost); with ``join`` too, it is a node of a
     cluster (``[]``: the first, or the one its store belongs to; else the addresses of
     members to join). An embedded node runs the store's changefeed jobs, resuming those
     that were running when it last stopped (a server runs its own);
@@ -149,6 +151,7 @@ def connect(
         http_addr=http_addr,
         certs_dir=certs_dir,
         external_io_dir=external_io_dir,
+        metrics=metrics,
     )
     local: Transport = LocalTransport(node.store, owned=False)
     db = DB(

@@ -83,8 +83,11 @@ class Node:
         http_addr: str | None = None,
         certs_dir: str | Path | None = None,
         external_io_dir: str | Path | None = None,
+        metrics: bool = True,
     ) -> None:
-        """``certs_dir``: serve every port with TLS from there (``None``: plaintext).
+        """``metrics=False``: the node's metrics record nothing (``feedkv bench
+        changefeed`` measures what they cost).
+        ``certs_dir``: serve every port with TLS from there (``None``: plaintext).
         ``external_io_dir``: ``file://`` sinks only below it (``None``: anywhere).
         ``http_addr``: serve the metrics there (see :meth:`serve_http`).
         ``join``: this node is a member of a cluster (it must listen): ``[]`` starts
@@ -115,7 +118,7 @@ class Node:
         self.http_server: HTTPServer | None = None
         self.admin: Admin | None = None  # the admin page's source, once attached
         self._serve_lock = threading.Lock()
-        self.metrics: NodeMetrics = NodeMetrics(self)
+        self.metrics: NodeMetrics = NodeMetrics(self, enabled=metrics)
         try:
             self.feeds = StoreFeeds(self.store, feed_config)
             # how this node's own clients register feeds (in a cluster: with any node)

@@ -44,6 +44,7 @@ raises it.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
@@ -138,6 +139,7 @@ class Changefeed:
         self.rows_emitted = 0
         self.backfill_pending = 0  # target spans an initial scan or backfill has yet to scan
         self._scan_spans = 0  # the target spans of the scan running now (0: none runs)
+        self._scan_bounds: list[bytes] = []  # the range boundaries inside the one scanned
         o = spec.options
         self._lagging = LaggingRanges(o.lagging_ranges_threshold, o.lagging_ranges_polling_interval)
         self._lagging_lock = threading.Lock()
@@ -172,12 +174,19 @@ class Changefeed:
 
     @property
     def scan_fraction(self) -> float | None:
-        """The part of the initial scan or backfill running now that is done, counted in
-        target tables (``None``: none runs). Any thread."""
+        """The part of the initial scan or backfill running now that is done (``None``:
+        none runs), counted as CockroachDB counts it, in ranges: the target tables
+        scanned, and of the one being scanned, the ranges its scan has passed (by the
+        range boundaries when its scan started). Any thread."""
         total, pending = self._scan_spans, self.backfill_pending
         if not total or not pending:
             return None
-        return max(0.0, (total - pending) / total)
+        bounds, decoder = self._scan_bounds, getattr(self, "_decoder", None)
+        position = decoder.scan_position if decoder is not None else None
+        within = 0.0
+        if position is not None and bounds:
+            within = bisect.bisect_right(bounds, position) / (len(bounds) + 1)
+        return min(1.0, max(0.0, (total - pending + within) / total))
 
     def lagging_ranges(self) -> int:
         """The feed's ranges whose resolved timestamp lags (:mod:`feedkv.changefeed.lagging`).
@@ -305,7 +314,19 @@ class Changefeed:
         return resolved_topics(self.spec, lambda t: histories[t].at(ts), self._topics_used)
 
     def _scan(self, target: Target, ts: Timestamp) -> Iterator[Message]:
+        self._decoder.scan_position = None
+        self._scan_bounds = self._range_bounds(target.span)
         return scan_messages(self.spec, self._encoder, self._query, self._decoder, target, ts)
+
+    def _range_bounds(self, span: Span) -> list[bytes]:
+        """The range boundaries inside ``span``, sorted (none if they cannot be read: the
+        scan's progress then moves a table at a time)."""
+        try:
+            ranges = self._db.ranges()
+        except FeedKVError as exc:
+            log.debug("changefeed: no range boundaries for the scan's progress: %s", exc)
+            return []
+        return sorted(r.span.start for r in ranges if span.start < r.span.start < span.end)
 
     def _emit(self, event: RowEvent) -> None:
         message = event_message(self.spec, self._encoder, self._query, event)

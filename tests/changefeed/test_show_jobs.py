@@ -5,6 +5,7 @@ tables (``SELECT ... FROM [SHOW CHANGEFEED JOBS]``, ``crdb_internal.jobs``); the
 from __future__ import annotations
 
 import datetime
+import json
 import re
 import threading
 from collections.abc import Iterable
@@ -154,16 +155,19 @@ def test_what_cannot_be_read_as_a_job_table_is_refused_saying_why(
 
 
 class GateSink:
-    """A sink that holds every row of ``topic`` in emit_row until :attr:`open` is set
-    (so an initial scan stops part way), and keeps the rows it took."""
+    """A sink that holds every row of ``topic`` (whose key is ``from_key`` or more) in
+    emit_row until :attr:`open` is set (so an initial scan stops part way), and keeps the
+    rows it took."""
 
-    def __init__(self, topic: str) -> None:
+    def __init__(self, topic: str, from_key: int = 0) -> None:
         self.topic = topic
+        self.from_key = from_key
         self.open = threading.Event()
         self.rows: list[Message] = []
 
     def emit_row(self, message: Message) -> None:
-        if message.topic == self.topic and not self.open.wait(DEADLINE):
+        held = message.topic == self.topic and json.loads(message.key)[0] >= self.from_key
+        if held and not self.open.wait(DEADLINE):
             raise TimeoutError("the gate was never opened")
         self.rows.append(message)
 
@@ -180,43 +184,43 @@ class GateSink:
         pass
 
 
-def test_fraction_completed_follows_an_initial_scan_table_by_table(table: DB) -> None:
-    db = table
-    db.sql("CREATE TABLE u (k INT PRIMARY KEY)")
-    db.sql("INSERT INTO u VALUES (1), (2)")
+def run_scan(db: DB, tables: tuple[str, ...], sink: GateSink) -> tuple[JobRegistry, int]:
+    """A job scanning ``tables`` into ``sink``, run by a registry of its own."""
     snapshot = catalog.Snapshot(db, db.now())
     database = catalog.database_by_name(snapshot, "defaultdb")
-    ids = [catalog.table_by_name(snapshot, database, name).id for name in ("t", "u")]
+    ids = [catalog.table_by_name(snapshot, database, name).id for name in tables]
     now = db.now()
-    spec = ChangefeedSpec(
-        tuple(Target(i) for i in ids),
-        dict(zip(ids, ("t", "u"), strict=True)),
-        parse_options((("min_checkpoint_frequency", "100ms"),), now=now),
-        now,
-        sink_uri="null://",
-        description="scan of t and u",
-    )
+    options = parse_options((("min_checkpoint_frequency", "100ms"),), now=now)
+    topics = dict(zip(ids, tables, strict=True))
+    spec = ChangefeedSpec(tuple(Target(i) for i in ids), topics, options, now, "null://")
     record = JobRecord(4242, spec, created=now)
     db.run_transaction(lambda txn: put_job(txn, record, watching=True))
-    sink = GateSink("u")  # t scans, u's first row waits
 
     def make(record: JobRecord) -> ThreadJob:
         return ThreadJob(Changefeed(db, record.resume_spec(), sink), sink)
 
     registry = JobRegistry(db, "n-test", make, RegistrySettings(renew_s=0.05, interval_s=0.05))
+    registry.adopt(record.id)
+    return registry, record.id
+
+
+def test_fraction_completed_follows_an_initial_scan_table_by_table(table: DB) -> None:
+    db = table
+    db.sql("CREATE TABLE u (k INT PRIMARY KEY)")
+    db.sql("INSERT INTO u VALUES (1), (2)")
+    sink = GateSink("u")  # t scans, u's first row waits
+    registry, job_id = run_scan(db, ("t", "u"), sink)
     try:
-        registry.adopt(record.id)
-        halfway = wait_until(
-            lambda: row_of(db, "SHOW JOBS", record.id)["fraction_completed"] == 0.5,
+        wait_until(
+            lambda: row_of(db, "SHOW JOBS", job_id)["fraction_completed"] == 0.5,
             timeout_s=DEADLINE,
             what="SHOW JOBS to show the scan half done",
         )
-        assert halfway
-        assert row_of(db, "SHOW JOBS", record.id)["running_status"] == "running: initial scan"
+        assert row_of(db, "SHOW JOBS", job_id)["running_status"] == "running: initial scan"
         sink.open.set()
         done = wait_until(
             lambda: (
-                (shown := row_of(db, "SHOW JOBS", record.id))["fraction_completed"] is None
+                (shown := row_of(db, "SHOW JOBS", job_id))["fraction_completed"] is None
                 and RESOLVED.fullmatch(shown["running_status"])
             ),
             timeout_s=DEADLINE,
@@ -224,5 +228,31 @@ def test_fraction_completed_follows_an_initial_scan_table_by_table(table: DB) ->
         )
         assert done
         assert len(sink.rows) == 4
+    finally:
+        registry.close()
+
+
+def test_fraction_completed_moves_range_by_range_within_a_table(db: DB) -> None:
+    db.sql("CREATE TABLE big (k INT PRIMARY KEY)")
+    for lo in range(0, 7500, 500):
+        db.sql("INSERT INTO big VALUES " + ", ".join(f"({k})" for k in range(lo, lo + 500)))
+    db.sql("ALTER TABLE big SPLIT AT VALUES (2500), (5000)")
+    sink = GateSink("big", from_key=5000)  # the scan waits in the last of three ranges
+    registry, job_id = run_scan(db, ("big",), sink)
+    try:
+        part = wait_until(
+            lambda: row_of(db, "SHOW JOBS", job_id)["fraction_completed"],
+            timeout_s=DEADLINE,
+            what="SHOW JOBS to show the scan part done",
+        )
+        assert 0 < part < 1
+        sink.open.set()
+        wait_until(
+            lambda: RESOLVED.fullmatch(row_of(db, "SHOW JOBS", job_id)["running_status"]),
+            timeout_s=DEADLINE,
+            what="the scan to end",
+        )
+        assert row_of(db, "SHOW JOBS", job_id)["fraction_completed"] is None
+        assert len(sink.rows) == 7500
     finally:
         registry.close()

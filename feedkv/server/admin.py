@@ -193,6 +193,7 @@ class Admin:
             "high_water_time": _iso(high_water),
             "lag_s": None if record.status in TERMINAL else max(0, now - high_water.wall) / 1e9,
             "runner": lease.node_id if lease is not None else None,
+            "scan_fraction": _scan_fraction(record, job),
             "ranges": [
                 {
                     "range_id": r.range_id,
@@ -271,6 +272,14 @@ def _high_water(record: JobRecord, job: ThreadJob | None) -> Timestamp:
     if job is not None:
         return job.high_water
     return record.high_water or record.spec.start
+
+
+def _scan_fraction(record: JobRecord, job: ThreadJob | None) -> float | None:
+    """The part of the initial scan or backfill running now that is done (``None``:
+    none runs): the running job's own, else what its runner last recorded."""
+    if job is not None:
+        return job.scan_fraction
+    return record.fraction_completed
 
 
 def _iso(ts: Timestamp) -> str:

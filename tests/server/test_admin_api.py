@@ -102,6 +102,7 @@ def test_overview_shows_nodes_ranges_and_a_running_feed(db: DB, tmp_path: Path) 
     assert "hunter2" not in feed["description"]
     assert feed["lag_s"] is not None and feed["lag_s"] >= 0
     assert feed["runner"] == db.node.node_id
+    assert feed["scan_fraction"] is None  # its scan is over: it follows its rangefeed
     [piece] = feed["ranges"]
     assert piece["resolved"] and piece["range_id"] is not None
     history = feed["history"]

@@ -100,6 +100,11 @@ function feedSection(feed) {
     el("dt", {}, "running on"), el("dd", {}, feed.runner || "-"),
     el("dt", {}, "owner"), el("dd", {}, feed.user),
   );
+  if (feed.scan_fraction !== null && feed.scan_fraction !== undefined) {
+    const percent = Math.round(feed.scan_fraction * 100);
+    fields.append(el("dt", {}, "scan"), el("dd", { class: "scan" },
+      el("progress", { max: 100, value: percent }), ` ${percent}% (initial scan or backfill)`));
+  }
   if (feed.running_status) fields.append(el("dt", {}, "running status"), el("dd", { class: "running-status" }, feed.running_status));
   if (feed.error) fields.append(el("dt", {}, "error"), el("dd", { class: "error" }, feed.error));
   const h = feed.history;

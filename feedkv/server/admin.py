@@ -16,7 +16,9 @@ the user, so the SQL layer's privilege checks apply as they do to the statement:
 admin may act on any job, another user on their own only.
 
 Who the user is (:meth:`Admin.user`): on a secure node, HTTP Basic authentication (the
-port is https) against the user's SQL password, anyone else is refused; on an insecure
+port is https) against the user's SQL password, anyone else is refused (and, after
+repeated failures for a user from one address, refused without a look at the password
+for a while: :class:`~feedkv.security.login_throttle.LoginThrottle`); on an insecure
 node (``--insecure``), ``root``, as CockroachDB's insecure mode has it.
 """
 
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from feedkv.changefeed.jobs import TERMINAL, JobRecord, list_jobs, redacted
 from feedkv.changefeed.thread_job import ThreadJob
 from feedkv.errors import FeedKVError, InvalidArgumentError, PermissionDeniedError
+from feedkv.security.login_throttle import LoginThrottle
 from feedkv.security.scram import check_password
 from feedkv.server.feed_history import FeedHistory, Sample
 from feedkv.sql import catalog
@@ -89,6 +92,7 @@ class Admin:
         self._changefeeds = changefeeds
         self._sessions = sessions
         self._verifier = verifier
+        self._throttle = LoginThrottle()
         self.history = history or FeedHistory()
         self._wall_ns = wall_ns
         self._lock = threading.Lock()  # the history's
@@ -132,9 +136,9 @@ class Admin:
 
     # Who is asking.
 
-    def user(self, authorization: str | None) -> str:
-        """The user an ``Authorization`` header names and proves (see the module's
-        docstring); PermissionDeniedError if it does not."""
+    def user(self, authorization: str | None, client: str = "") -> str:
+        """The user an ``Authorization`` header from address ``client`` names and proves
+        (see the module's docstring); PermissionDeniedError if it does not."""
         if self._node.tls is None:
             return "root"
         if not authorization or not authorization.startswith("Basic "):
@@ -146,9 +150,16 @@ class Admin:
         except (binascii.Error, UnicodeDecodeError) as exc:
             raise PermissionDeniedError("the Authorization header is not valid Basic") from exc
         name, _, password = text.partition(":")
+        wait = self._throttle.retry_after(name, client, time.monotonic())
+        if wait > 0:
+            raise PermissionDeniedError(
+                f"too many failed logins for {name!r}: try again in {wait:.0f} s"
+            )
         verifier = self._verifier(name) if name else None
         if verifier is None or not password or not check_password(verifier, password):
+            self._throttle.failed(name, client, time.monotonic())
             raise PermissionDeniedError(f"wrong user name or password for {name!r}")
+        self._throttle.succeeded(name, client)
         return name
 
     # What the page shows.

@@ -13,7 +13,8 @@ the admin page (:mod:`feedkv.server.admin`):
 On a secure node every admin path asks for HTTP Basic authentication (401 until given);
 the metrics stay open to scrapers, as CockroachDB's ``/_status/vars`` is. Errors are
 JSON ``{"error": message}``: 400 for a bad request, 401 not authenticated, 403 not
-allowed (SQLSTATE 42501), 404 no such job or page, 409 the job is not in a state for it.
+allowed (SQLSTATE 42501), 404 no such job or page, 409 the job is not in a state for it,
+503 the node cannot answer (starting, stopping).
 
 A :class:`~http.server.ThreadingHTTPServer` of the standard library: a scrape is one
 small GET a few times a minute, and each request gets a thread of its own, so a slow
@@ -31,7 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from feedkv.errors import InvalidArgumentError, PermissionDeniedError, SQLError
+from feedkv.errors import FeedKVError, InvalidArgumentError, PermissionDeniedError, SQLError
 from feedkv.util.metrics import CONTENT_TYPE
 
 if TYPE_CHECKING:
@@ -117,13 +118,16 @@ class HTTPServer:
                     self._error(503, "the admin page is not ready: the node is starting")
                     return
                 try:
-                    respond(source, source.user(self.headers.get("Authorization")))
+                    user = source.user(self.headers.get("Authorization"), self.client_address[0])
+                    respond(source, user)
                 except PermissionDeniedError as exc:
                     self._error(401, str(exc), {"WWW-Authenticate": 'Basic realm="feedkv"'})
                 except InvalidArgumentError as exc:
                     self._error(400, str(exc))
                 except SQLError as exc:
                     self._error(_SQLSTATE_STATUS.get(exc.code, 400), exc.message)
+                except FeedKVError as exc:  # a fault of the node (stopping, a range away)
+                    self._error(503, f"the node cannot answer now: {exc}")
 
             def _json(self, status: int, value: Any) -> None:
                 self._answer(status, "application/json", json.dumps(value).encode())

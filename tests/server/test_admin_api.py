@@ -204,3 +204,13 @@ def test_a_secure_node_asks_who_you_are_and_checks_privileges(
     assert act(url, job_id, "pause", **carol).status_code == 200
     assert db.changefeeds.wait(job_id, timeout=DEADLINE)
     assert feed_of(url, job_id, **carol)["status"] == "paused"
+
+    # guessing: after five failures even the right password is refused for a while
+    for _ in range(5):
+        assert (
+            httpx.get(url + OVERVIEW_PATH, headers=basic("alice", "guess"), **tls).status_code
+            == 401
+        )
+    throttled = httpx.get(url + OVERVIEW_PATH, **alice)
+    assert throttled.status_code == 401 and "too many failed logins" in throttled.json()["error"]
+    assert overview(url, **carol)["user"] == "carol"  # another user is not held back

@@ -237,18 +237,22 @@ class Admin:
         ]
 
     def _ranges(self) -> list[dict[str, Any]]:
+        """The cluster's ranges (a range lookup through the node's client), with the
+        size of those this node holds; the closed timestamp is known for those too."""
         store = self._node.store
+        local = {d.range_id for d in store.descriptors()}
         out = []
-        for desc in store.descriptors():
-            closed = store.closed_timestamp(desc.range_id)
+        for info in self._client.ranges():
+            here = info.range_id in local
+            closed = store.closed_timestamp(info.range_id) if here else None
             out.append(
                 {
-                    "range_id": desc.range_id,
-                    "span": f"{desc.span.start!r} - {desc.span.end!r}",
-                    "replicas": [f"n{r}" for r in desc.replicas],
-                    "bytes": store.range_bytes(desc.range_id),
-                    "closed": str(closed),
-                    "closed_time": _iso(closed),
+                    "range_id": info.range_id,
+                    "span": f"{info.span.start!r} - {info.span.end!r}",
+                    "replicas": [f"n{r}" for r in info.replicas],
+                    "bytes": store.range_bytes(info.range_id) if here else None,
+                    "closed": str(closed) if closed is not None else None,
+                    "closed_time": _iso(closed) if closed is not None else None,
                 }
             )
         return out

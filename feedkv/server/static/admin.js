@@ -142,7 +142,7 @@ function render(data) {
     el("td", {}, n.offset_ms === undefined || n.offset_ms === null ? "-" : n.offset_ms.toFixed(1) + " ms"))));
   document.querySelector("#ranges tbody").replaceChildren(...data.ranges.map((r) => el("tr", {},
     el("td", {}, "r" + r.range_id), el("td", { class: "mono" }, r.span), el("td", {}, r.replicas.join(", ")),
-    el("td", {}, r.bytes), el("td", {}, time(r.closed_time)))));
+    el("td", {}, r.bytes === null ? "(on another node)" : r.bytes), el("td", {}, time(r.closed_time)))));
   document.getElementById("refreshed").textContent = "updated " + new Date(data.now * 1000).toLocaleTimeString();
 }
 

@@ -7,6 +7,9 @@ const params = new URLSearchParams(location.search);
 const REFRESH_MS = Math.max(100, Number(params.get("refresh")) || 2000);
 const SVG = "http://www.w3.org/2000/svg";
 const openRanges = new Set(); // job ids whose range list is unfolded
+// job id -> its buttons and the status they were made for: kept across refreshes while
+// the status holds, so a click is never lost to a refresh between press and release
+const buttonsOf = new Map();
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -87,12 +90,18 @@ const ACTIONS = {
 
 function feedSection(feed) {
   const lag = el("span", { class: "lag", "data-lag-s": feed.lag_s === null ? "" : feed.lag_s }, duration(feed.lag_s));
-  const buttons = el("div", { class: "buttons" });
-  for (const [action, from] of Object.entries(ACTIONS)) {
-    const button = el("button", { type: "button", "data-action": action, disabled: !from.includes(feed.status) }, action);
-    button.addEventListener("click", () => act(feed.job_id, action, button));
-    buttons.append(button);
+  let kept = buttonsOf.get(feed.job_id);
+  if (!kept || kept.status !== feed.status) {
+    const made = el("div", { class: "buttons" });
+    for (const [action, from] of Object.entries(ACTIONS)) {
+      const button = el("button", { type: "button", "data-action": action, disabled: !from.includes(feed.status) }, action);
+      button.addEventListener("click", () => act(feed.job_id, action, button));
+      made.append(button);
+    }
+    kept = { status: feed.status, buttons: made };
+    buttonsOf.set(feed.job_id, kept);
   }
+  const buttons = kept.buttons;
   const fields = el("dl", {},
     el("dt", {}, "sink"), el("dd", { class: "mono sink" }, feed.sink || "(none)"),
     el("dt", {}, "high-water"), el("dd", { class: "high-water" }, time(feed.high_water_time), " ", el("span", { class: "muted mono" }, feed.high_water)),
@@ -133,6 +142,8 @@ function feedSection(feed) {
 function render(data) {
   document.getElementById("whoami").textContent = `node ${data.node} · ${data.user}${data.secure ? "" : " (insecure)"}`;
   const feeds = document.getElementById("feeds");
+  const shown = new Set(data.changefeeds.map((feed) => feed.job_id));
+  for (const jobId of buttonsOf.keys()) if (!shown.has(jobId)) buttonsOf.delete(jobId);
   feeds.replaceChildren(...data.changefeeds.map(feedSection));
   document.getElementById("no-feeds").hidden = data.changefeeds.length > 0;
   document.querySelector("#nodes tbody").replaceChildren(...data.nodes.map((n) => el("tr", {},
@@ -170,6 +181,7 @@ async function act(jobId, action, button) {
   } catch (error) {
     problem(`${action} job ${jobId}: ${error.message}`);
   }
+  buttonsOf.delete(jobId); // the next refresh makes them for the status it finds
   refresh();
 }
 

@@ -93,14 +93,20 @@ _NAME_TOKENS = {TokenType.VAR, TokenType.IDENTIFIER}
 # ``[SHOW ...]`` as a source (``SELECT ... FROM [SHOW CHANGEFEED JOBS]``, CockroachDB's
 # syntax), which sqlglot cannot read: it is rewritten to a quoted name in crdb_internal
 # that holds the statement, and _Converter._source parses it back.
-_SHOW_SOURCE = re.compile(r"\[\s*(SHOW\b[^\[\]]*?)\s*\]", re.IGNORECASE)
+# NB: string literals, quoted names and comments are matched first, and kept as they are.
+_SHOW_SOURCE = re.compile(
+    r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|\[\s*(SHOW\b[^\[\]'\"]*?)\s*\]",
+    re.IGNORECASE | re.DOTALL,
+)
 _VIRTUAL_SCHEMA = "crdb_internal"
 
 
 def _show_sources(text: str) -> str:
-    return _SHOW_SOURCE.sub(
-        lambda m: f'{_VIRTUAL_SCHEMA}."[{m.group(1).replace(chr(34), chr(34) * 2)}]"', text
-    )
+    def rewrite(match: re.Match[str]) -> str:
+        show = match.group(1)
+        return match.group(0) if show is None else f'{_VIRTUAL_SCHEMA}."[{show}]"'
+
+    return _SHOW_SOURCE.sub(rewrite, text)
 
 
 def parse(text: str) -> list[st.Statement]:

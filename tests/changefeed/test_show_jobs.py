@@ -256,3 +256,7 @@ def test_fraction_completed_moves_range_by_range_within_a_table(db: DB) -> None:
         assert len(sink.rows) == 7500
     finally:
         registry.close()
+
+
+def test_show_in_brackets_inside_a_string_or_a_comment_stays_as_written(table: DB) -> None:
+    assert table.sql("SELECT '[SHOW JOBS]' -- [SHOW JOBS]\n").rows == [("[SHOW JOBS]",)]

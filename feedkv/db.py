@@ -317,6 +317,8 @@ class DB(KVFeedClient):
         _open_nodes.discard(self)
         if self._node is not None:
             self._node.stop_sql()  # its sessions use this client
+            if self._node.admin is not None:
+                self._node.admin.stop()  # it reads through this client
         if self._changefeeds is not None:
             self._changefeeds.close()
         if self._leases is not None:

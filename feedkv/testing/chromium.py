@@ -114,8 +114,11 @@ class Chromium:
     # The page.
 
     def navigate(self, url: str) -> None:
-        """Load ``url`` and wait for its ``load`` event."""
-        self.send("Page.navigate", url=url)
+        """Load ``url`` and wait until the document is complete; ChromiumError if it
+        cannot be loaded at all (a refused connection, a bad URL)."""
+        answer = self.send("Page.navigate", url=url)
+        if answer.get("errorText"):
+            raise ChromiumError(f"cannot load {url}: {answer['errorText']}")
         self.wait_for("document.readyState === 'complete'", what=f"{url} to load")
 
     def evaluate(self, expression: str) -> Any:

@@ -7,6 +7,7 @@ temporary directory (their paths are printed: ``pytest -s`` shows them)."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,7 +18,7 @@ import pytest
 import feedkv
 from feedkv import DB
 from feedkv.kv.store import StoreConfig
-from feedkv.testing.chromium import Chromium, chromium_binary
+from feedkv.testing.chromium import Chromium, ChromiumError, chromium_binary
 
 pytestmark = pytest.mark.skipif(
     chromium_binary() is None,
@@ -154,3 +155,12 @@ def test_the_page_shows_a_feed_catching_up_and_pauses_it(
     print(f"admin page, feed paused: {shot}")
 
     assert browser.errors == []
+
+
+def test_a_page_that_cannot_load_is_an_error_naming_it(browser: Chromium) -> None:
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/"
+    with pytest.raises(ChromiumError, match=f"cannot load {url}"):
+        browser.navigate(url)

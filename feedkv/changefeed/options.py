@@ -22,6 +22,8 @@ from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_duration_ns
 
 __all__ = [
+    "DEFAULT_LAGGING_RANGES_POLLING_INTERVAL",
+    "DEFAULT_LAGGING_RANGES_THRESHOLD",
     "DEFAULT_MIN_CHECKPOINT_FREQUENCY",
     "OPTION_NAMES",
     "ROW_FORMATS",
@@ -31,6 +33,8 @@ __all__ = [
 ]
 
 DEFAULT_MIN_CHECKPOINT_FREQUENCY = 30.0  # seconds, as in CockroachDB
+DEFAULT_LAGGING_RANGES_THRESHOLD = 180.0  # seconds, as in CockroachDB
+DEFAULT_LAGGING_RANGES_POLLING_INTERVAL = 60.0  # seconds, as in CockroachDB
 
 
 def option_error(message: str) -> SQLError:
@@ -70,6 +74,10 @@ class ChangefeedOptions:
     webhook_auth_header: str | None = None
     webhook_client_timeout: float | None = None
     metrics_label: str | None = None
+    # a range of the feed lags when its resolved timestamp is this far behind; the count
+    # (changefeed_lagging_ranges) is taken again at most this often
+    lagging_ranges_threshold: float = DEFAULT_LAGGING_RANGES_THRESHOLD
+    lagging_ranges_polling_interval: float = DEFAULT_LAGGING_RANGES_POLLING_INTERVAL
     given: tuple[tuple[str, str | None], ...] = field(default=())
 
     @property
@@ -195,6 +203,8 @@ _OPTIONS: dict[str, _Parser] = {
     "webhook_auth_header": _text,
     "webhook_client_timeout": _duration,
     "metrics_label": _text,
+    "lagging_ranges_threshold": _duration,
+    "lagging_ranges_polling_interval": _duration,
     "lake_mode": _choice("mirror", "changelog"),
 }
 
@@ -240,6 +250,9 @@ def parse_options(given: Iterable[tuple[str, str | None]], *, now: Timestamp) ->
 
 
 def _check_combinations(o: ChangefeedOptions, named: set[str], now: Timestamp) -> None:
+    for name in ("lagging_ranges_threshold", "lagging_ranges_polling_interval"):
+        if getattr(o, name) <= 0:
+            raise option_error(f"option {name} must be more than 0s, such as '1m'")
     if o.initial_scan == "only":
         for name in ("resolved", "end_time", "diff"):
             if name in named:

@@ -105,6 +105,9 @@ class RowDecoder:
     ) -> None:
         self._db = db
         self._targets = {t.table_id: t for t in targets}
+        # where the running scan reads (the start of its page; None: none has run), read
+        # by other threads for the scan's progress
+        self.scan_position: bytes | None = None
         self.histories = {t.table_id: SchemaHistory(db, t.table_id, since) for t in targets}
         self._diff = diff
         self._split = split_families or any(t.family is not None for t in targets)
@@ -181,6 +184,7 @@ class RowDecoder:
         at the GIL, and each turn costs."""
         start = span.start
         while start < span.end:
+            self.scan_position = start
             kvs, start = self._page(desc, start, span.end, ts, batch)
             yield kvs
 

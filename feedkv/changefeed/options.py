@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +71,7 @@ class ChangefeedOptions:
     webhook_auth_header: str | None = None
     webhook_client_timeout: float | None = None
     metrics_label: str | None = None
+    avro_schema_prefix: str | None = None
     given: tuple[tuple[str, str | None], ...] = field(default=())
 
     @property
@@ -167,6 +169,18 @@ def _json_object(name: str, value: str | None, now: Timestamp) -> dict[str, Any]
     return parsed
 
 
+def _avro_prefix(name: str, value: str | None, now: Timestamp) -> str:
+    """An Avro namespace (dotted names of letters, digits and ``_``, none starting with
+    a digit): the prefix is the namespace of every record, as in CockroachDB."""
+    text = _text(name, value, now)
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", text):
+        raise option_error(
+            f"option {name}: {text!r} is not an Avro namespace; use letters, digits and _ "
+            "(not starting with a digit), in parts separated by '.'"
+        )
+    return text
+
+
 # Formats the file sink writes from the rows themselves, not from encoded messages.
 ROW_FORMATS = frozenset({"csv", "parquet"})
 
@@ -196,6 +210,7 @@ _OPTIONS: dict[str, _Parser] = {
     "webhook_client_timeout": _duration,
     "metrics_label": _text,
     "lake_mode": _choice("mirror", "changelog"),
+    "avro_schema_prefix": _avro_prefix,
 }
 
 OPTION_NAMES = frozenset(_OPTIONS)
@@ -264,6 +279,8 @@ def _check_combinations(o: ChangefeedOptions, named: set[str], now: Timestamp) -
             raise option_error("envelope=row is not supported with format=avro")
     elif o.confluent_schema_registry is not None:
         raise option_error("option confluent_schema_registry is only usable with format=avro")
+    elif o.avro_schema_prefix is not None:
+        raise option_error("option avro_schema_prefix is only usable with format=avro")
     if o.format in ROW_FORMATS and ("key_in_value" in named or "topic_in_value" in named):
         raise option_error(f"key_in_value and topic_in_value are not usable with format={o.format}")
     if o.envelope == "key_only":

@@ -350,7 +350,7 @@ def cdc_query(spec: ChangefeedSpec) -> CDCQuery | None:
     # and each Spark worker of its job, would otherwise import for nothing
     from feedkv.changefeed.query import CDCQuery
 
-    return CDCQuery(spec.query)
+    return CDCQuery(spec.query, created=spec.start)
 
 
 def stopped_by(change: SchemaChange) -> ChangefeedError:

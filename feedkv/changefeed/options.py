@@ -292,8 +292,11 @@ def _check_combinations(o: ChangefeedOptions, named: set[str], now: Timestamp) -
                 )
     if o.diff and o.envelope not in ("wrapped",):
         raise option_error(f"option diff is only usable with envelope=wrapped, not {o.envelope}")
-    if o.topic_in_value and o.envelope != "wrapped":
-        raise option_error("option topic_in_value is only usable with envelope=wrapped")
+    for name in ("key_in_value", "topic_in_value"):
+        if name in named and o.envelope not in ("wrapped", "bare"):
+            raise option_error(
+                f"option {name} is only usable with envelope=wrapped or envelope=bare"
+            )
     if o.end_time is not None:
         start = o.cursor or now
         if o.end_time <= start:

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 from urllib.parse import parse_qsl, urlsplit
 
-from feedkv.changefeed.options import ChangefeedOptions, option_error
+from feedkv.changefeed.options import ROW_FORMATS, ChangefeedOptions, option_error
 from feedkv.errors import ExternalError
 from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_size
@@ -439,6 +439,9 @@ class SinkKind:
     # It keeps tables of whole source rows by primary key: a CDC query's projection or
     # split column families are refused when the changefeed is created.
     whole_rows: bool = False
+    # It takes envelope=key_only and envelope=row, as in CockroachDB only Kafka (and a
+    # sinkless changefeed) do; the others need a value that says which row it is.
+    any_envelope: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -562,6 +565,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         authority="addresses",
         path=False,
         check="feedkv.changefeed.sinks.kafka:check",
+        any_envelope=True,
     ),
     SinkKind(
         "webhook",
@@ -610,6 +614,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         frozenset({"json", "avro", "csv", "parquet"}),
         authority="none",
         path=False,
+        any_envelope=True,
     ),
 )
 _BY_SCHEME = {scheme: kind for kind in SINK_KINDS for scheme in kind.schemes}
@@ -707,6 +712,16 @@ def parse_sink_uri(uri: str, options: ChangefeedOptions) -> SinkURI:
         raise option_error(
             f"format={options.format} is not supported by the {kind.name} sink; "
             f"it takes {', '.join(sorted(kind.formats))}"
+        )
+    if (
+        options.envelope in ("key_only", "row")
+        and not kind.any_envelope
+        and not kind.whole_rows
+        and options.format not in ROW_FORMATS
+    ):
+        raise option_error(
+            f"envelope={options.envelope} is only usable with the Kafka sink or a sinkless "
+            f"changefeed, not the {kind.name} sink"
         )
     for name, _value in options.given:
         if name in SINK_OPTIONS and name not in kind.options:

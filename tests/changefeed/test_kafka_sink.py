@@ -212,7 +212,7 @@ def test_resolved_goes_to_every_partition_of_every_topic_after_the_rows(bootstra
                 (r for r in records if r.partition == partition), key=lambda r: r.offset
             )
             last = in_partition[-1]
-            assert (last.key, last.value) == (None, f'{{"resolved": "{ts}"}}'.encode())
+            assert (last.key, last.value) == (None, f'{{"resolved":"{ts}"}}'.encode())
             assert not any(resolved_of(r) for r in in_partition[:-1])
         assert len([r for r in records if resolved_of(r) is None]) == 10
 

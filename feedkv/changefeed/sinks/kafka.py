@@ -19,7 +19,7 @@ The contract a consumer can rely on:
 - **Tombstones.** A deletion without a value (``value=None``) is sent with a null value,
   which Kafka's log compaction reads as "drop this key".
 - **Resolved markers on every partition.** ``emit_resolved(ts, topics)`` flushes, sends
-  ``{"resolved": "<ts>"}`` (an Avro ``resolved`` record with ``format=avro``) to every
+  ``{"resolved":"<ts>"}`` (the topic's Avro envelope with ``format=avro``) to every
   partition of every Kafka topic named, and flushes again: once a consumer reads it on a
   partition, it has read every row at or below ``ts`` that belongs to that partition.
 
@@ -63,6 +63,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from feedkv.changefeed.encoder import resolved_json
 from feedkv.changefeed.names import MAX_KAFKA_TOPIC, kafka_name
 from feedkv.changefeed.options import ChangefeedOptions, option_error
 from feedkv.changefeed.sink import Message, SinkError, SinkURI, TerminalSinkError
@@ -315,7 +316,7 @@ class KafkaSink:
 
 
 def _json_resolved(ts: Timestamp, topic: str) -> bytes:
-    return f'{{"resolved": "{ts}"}}'.encode()
+    return resolved_json(ts)
 
 
 def _reason(exc: KafkaException) -> str:
@@ -526,11 +527,10 @@ def make(
     ``partition_counts``: see :class:`KafkaSink`."""
     config = producer_config(uri, options)
     prefix, name = _topic_params(uri)
-    encode_resolved = _json_resolved
-    if options.format == "avro":
-        from feedkv.changefeed.encoder import make_encoder
+    from feedkv.changefeed.encoder import make_encoder
 
-        encode_resolved = make_encoder(options).encode_resolved
+    # the encoder's: Avro's envelope record, JSON's {"resolved":...} (or __crdb__ in bare)
+    encode_resolved = make_encoder(options).encode_resolved
     from confluent_kafka import KafkaException, Producer
 
     broker_log = BrokerLog(log)

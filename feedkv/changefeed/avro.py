@@ -174,11 +174,14 @@ def _avro_value(column: Column, value: Any) -> Any:
     return value
 
 
-def _columns(desc: TableDescriptor, family: Family | None) -> tuple[Column, ...]:
-    if family is None:
-        return desc.columns
-    wanted = set(desc.primary_key) | set(family.column_ids)
-    return tuple(c for c in desc.columns if c.id in wanted)
+def _columns(
+    desc: TableDescriptor, family: Family | None, leave_out: str | None
+) -> tuple[Column, ...]:
+    """The columns of a value: the family's (with the key), but the headers column."""
+    wanted = set(desc.primary_key) | set(family.column_ids) if family is not None else None
+    return tuple(
+        c for c in desc.columns if (wanted is None or c.id in wanted) and c.name != leave_out
+    )
 
 
 class _Schemas:
@@ -189,7 +192,7 @@ class _Schemas:
     ) -> None:
         prefix = options.avro_schema_prefix or ""
         self.desc = desc
-        self.columns = _columns(desc, family)
+        self.columns = _columns(desc, family, options.headers_json_column_name)
         self.key_columns = desc.key_columns
         self.key = row_schema(avro_name(prefix + desc.name), self.key_columns, prefix)
         table = desc.name if family is None else f"{desc.name}.{family.name}"

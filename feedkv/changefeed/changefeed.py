@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING
 
 from feedkv.changefeed.encoder import Encoder, make_encoder
 from feedkv.changefeed.frontier import Backfill, Frontier
+from feedkv.changefeed.headers import Headers, split_headers
 from feedkv.changefeed.metrics import ChangefeedMetrics, FeedMetrics
 from feedkv.changefeed.options import ROW_FORMATS, ChangefeedOptions
 from feedkv.changefeed.retrying import Retrying, backoff
@@ -374,6 +375,12 @@ def event_message(
         event = filtered
     base = spec.topics[event.table.id]
     topic = f"{base}.{event.family.name}" if event.family is not None else base
+    headers: Headers = ()
+    column = spec.options.headers_json_column_name
+    if column is not None:  # the column goes to the headers, not the value
+        after, headers = split_headers(event.after, column)
+        before, _ = split_headers(event.before, column)
+        event = event._replace(after=after, before=before)
     # Row formats (csv, parquet) write the row itself: it needs no encoded value.
     rows_out = spec.options.format in ROW_FORMATS
     return Message(
@@ -384,6 +391,7 @@ def event_message(
         event.updated,
         event.table.version,
         event if rows_out else None,
+        headers,
     )
 
 
@@ -407,6 +415,7 @@ def scan_messages(
         encoder.scan_encoder(desc, topic, ts)
         if desc is not None
         and query is None
+        and spec.options.headers_json_column_name is None
         and spec.options.format not in ROW_FORMATS
         and decoder.whole_rows(target)
         else None

@@ -72,6 +72,7 @@ class ChangefeedOptions:
     webhook_client_timeout: float | None = None
     metrics_label: str | None = None
     avro_schema_prefix: str | None = None
+    headers_json_column_name: str | None = None
     given: tuple[tuple[str, str | None], ...] = field(default=())
 
     @property
@@ -211,6 +212,7 @@ _OPTIONS: dict[str, _Parser] = {
     "metrics_label": _text,
     "lake_mode": _choice("mirror", "changelog"),
     "avro_schema_prefix": _avro_prefix,
+    "headers_json_column_name": _text,
 }
 
 OPTION_NAMES = frozenset(_OPTIONS)
@@ -290,6 +292,10 @@ def _check_combinations(o: ChangefeedOptions, named: set[str], now: Timestamp) -
                     f"option {name} is not usable with envelope=key_only: there is no value "
                     "to carry it"
                 )
+    if o.headers_json_column_name is not None and o.format not in ("json", "avro"):
+        raise option_error(
+            f"headers_json_column_name is only usable with format=json/avro, not {o.format}"
+        )
     if o.diff and o.envelope not in ("wrapped",):
         raise option_error(f"option diff is only usable with envelope=wrapped, not {o.envelope}")
     for name in ("key_in_value", "topic_in_value"):

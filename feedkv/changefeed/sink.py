@@ -91,6 +91,7 @@ class Message(NamedTuple):
     updated: Timestamp
     schema_id: int = 0  # the version of the table descriptor the row was decoded with
     row: Any = None
+    headers: tuple[tuple[str, bytes], ...] = ()  # headers_json_column_name's (Kafka)
 
     @property
     def size(self) -> int:
@@ -519,6 +520,7 @@ SINK_OPTIONS = frozenset(
         "webhook_auth_header",
         "webhook_client_timeout",
         "lake_mode",
+        "headers_json_column_name",
     }
 )
 _TLS = frozenset({"ca_cert", "client_cert", "client_key", "insecure_tls_skip_verify"})
@@ -561,7 +563,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         )
         | _TLS,
         frozenset({"json", "avro"}),
-        frozenset({"kafka_sink_config"}),
+        frozenset({"kafka_sink_config", "headers_json_column_name"}),
         authority="addresses",
         path=False,
         check="feedkv.changefeed.sinks.kafka:check",

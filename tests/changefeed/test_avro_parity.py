@@ -231,3 +231,35 @@ def test_names_are_escaped_as_cockroachdb_escapes_them(
     assert key["name"] == "my_u002d_t"
     assert key["fields"][0]["name"] == "_u0031_st_u0020_col"
     assert latest(registry, "my-t-value")["name"] == "my_u002d_t_envelope"
+
+
+def test_the_headers_column_is_left_out_of_the_avro_value(
+    db: DB, registry: SchemaRegistryServer
+) -> None:
+    """With ``headers_json_column_name`` (Kafka headers) the column is not in the value's
+    schema, as it is not in CockroachDB's payload."""
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, s STRING, meta JSONB)")
+    options = parse_options(
+        [
+            ("format", "avro"),
+            ("confluent_schema_registry", registry.url),
+            ("headers_json_column_name", "meta"),
+        ],
+        now=db.now(),
+    )
+    snapshot = catalog.Snapshot(db, db.now())
+    desc = catalog.table_by_name(snapshot, catalog.database_by_name(snapshot, "defaultdb"), "t")
+    ts = db.now()
+    event = RowEvent(desc, None, (1,), {"id": 1, "s": "a"}, None, ts, ts)
+    client = SchemaRegistry(registry.url)
+    try:
+        value = AvroEncoder(options, client).encode_value(event, "t")
+    finally:
+        client.close()
+    after = latest(registry, "t-value")["fields"][0]["type"][1]
+    assert [f["name"] for f in after["fields"]] == ["id", "s"]
+    assert value is not None
+    decoded = AvroDeserializer(SchemaRegistryClient({"url": registry.url}))(
+        value, SerializationContext("t", MessageField.VALUE)
+    )
+    assert decoded == {"after": {"id": 1, "s": "a"}}

@@ -8,15 +8,18 @@ import json
 import logging
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
+from feedkv import DB
 from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.sink import Message, parse_sink_uri
 from feedkv.changefeed.sinks import kafka
 from feedkv.changefeed.sinks.kafka import kafka_topic
 from feedkv.changefeed.sinks.kafka_partitioner import fnv1a_32, partition_for
+from feedkv.errors import SQLError
 from feedkv.util.hlc import Timestamp
 
 DEADLINE = 30.0
@@ -154,3 +157,84 @@ def test_topic_names_escape_what_kafka_forbids_as_cockroachdb_does(table: str, t
 
 def test_topic_names_are_cut_at_kafkas_limit() -> None:
     assert kafka_topic("x" * 300) == "x" * 249
+
+
+def read_records(bootstrap: str, topic: str, count: int) -> list[Any]:
+    """The first ``count`` messages of ``topic`` (four partitions), in any order."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "parity", "logger": QUIET})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(4)])
+    found: list[Any] = []
+    deadline = time.monotonic() + DEADLINE
+    try:
+        while len(found) < count:
+            assert time.monotonic() < deadline, f"read {len(found)} of {count} messages"
+            message = consumer.poll(0.1)
+            if message is None or message.error() is not None:
+                continue
+            found.append(message)
+    finally:
+        consumer.close()
+    return found
+
+
+def test_headers_json_column_name_sends_the_column_as_kafka_headers(db: DB, bootstrap: str) -> None:
+    """Changefeed messages docs, "Specify a column as a Kafka header": the JSONB column
+    named by ``headers_json_column_name`` is emitted as each message's Kafka headers
+    and left out of the payload."""
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, item STRING, kafka_meta JSONB)")
+    db.sql(
+        """INSERT INTO t VALUES (1, 'a', '{"trace_id": "abc123", "level": 2}'), """
+        "(2, 'b', NULL)"
+    )
+    [(job_id,)] = db.sql(
+        f"CREATE CHANGEFEED FOR t INTO 'kafka://{bootstrap}' "
+        "WITH headers_json_column_name='kafka_meta'"
+    ).rows
+    try:
+        records = read_records(bootstrap, "t", 2)
+    finally:
+        db.sql(f"CANCEL JOB {job_id}")
+
+    by_key = {r.key(): r for r in records}
+    assert by_key[b"[1]"].value() == b'{"after": {"id": 1, "item": "a"}}'
+    headers = dict(by_key[b"[1]"].headers() or [])
+    assert (headers["trace_id"], headers["level"]) == (b"abc123", b"2")
+    assert by_key[b"[2]"].value() == b'{"after": {"id": 2, "item": "b"}}'
+    assert [name for name, _ in by_key[b"[2]"].headers() or []] == ["mvcc_timestamp"]
+
+
+KAFKA_FEED = "CREATE CHANGEFEED FOR t INTO 'kafka://127.0.0.1:1' WITH "
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        (
+            KAFKA_FEED + "headers_json_column_name='nope'",
+            "required column nope not present on table t",
+        ),
+        (
+            KAFKA_FEED + "headers_json_column_name='item'",
+            "column item of type string does not match required type jsonb",
+        ),
+        (
+            "CREATE CHANGEFEED FOR t INTO 'file:///tmp/x' WITH headers_json_column_name='meta'",
+            "option headers_json_column_name is not usable with the cloud storage sink",
+        ),
+        (
+            KAFKA_FEED + "headers_json_column_name='meta', format=csv, initial_scan='only'",
+            "headers_json_column_name is only usable with format=json/avro",
+        ),
+        (
+            "EXPERIMENTAL CHANGEFEED FOR t WITH headers_json_column_name='meta'",
+            "not usable without a sink",
+        ),
+    ],
+)
+def test_headers_json_column_name_is_checked_at_creation(db: DB, sql: str, message: str) -> None:
+    """CockroachDB refuses a missing column, one that is not JSONB, a sink other than
+    Kafka and a format other than JSON or Avro (changefeed_test.go's option errors)."""
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, item STRING, meta JSONB)")
+    with pytest.raises(SQLError, match=message) as raised:
+        db.sql(sql)
+    assert raised.value.code == "22023"

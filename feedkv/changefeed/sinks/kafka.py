@@ -159,7 +159,8 @@ class KafkaSink:
         """Queue ``message`` in librdkafka; blocks while its queue is full."""
         self._check_open()
         headers: list[tuple[str, str | bytes | None]] = [
-            (MVCC_HEADER, str(message.mvcc_ts).encode())
+            (MVCC_HEADER, str(message.mvcc_ts).encode()),
+            *message.headers,
         ]
         topic = self._topic(message.topic)
         partition = -1

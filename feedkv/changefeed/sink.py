@@ -624,12 +624,12 @@ _BY_SCHEME = {scheme: kind for kind in SINK_KINDS for scheme in kind.schemes}
 
 def message_options(options: ChangefeedOptions, sink_uri: str | None) -> ChangefeedOptions:
     """The options a sink's messages are encoded with. A sink whose messages have no
-    key beside the value (files, webhooks) gets the key inside a wrapped JSON value, as
-    with ``key_in_value``: CockroachDB turns it on for those sinks, or a deletion would
-    not say which row it deleted."""
+    key beside the value (files, webhooks) gets the key inside a wrapped (or bare) JSON
+    value, as with ``key_in_value``: CockroachDB turns it on for those sinks, or a
+    deletion would not say which row it deleted."""
     if sink_uri is None or options.key_in_value:
         return options
-    if options.format != "json" or options.envelope != "wrapped":
+    if options.format != "json" or options.envelope not in ("wrapped", "bare"):
         return options
     kind = _BY_SCHEME.get(urlsplit(sink_uri).scheme.lower())
     if kind is None or not kind.keyless:

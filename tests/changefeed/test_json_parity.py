@@ -4,6 +4,7 @@ CockroachDB shapes it; read from sinkless changefeeds on a real store."""
 from __future__ import annotations
 
 import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from feedkv.changefeed.options import parse_options
 from feedkv.changefeed.sink import parse_sink_uri
 from feedkv.changefeed.sinkless import FeedResult
 from feedkv.errors import SQLError
+from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
 DEADLINE = 30.0
@@ -160,3 +162,21 @@ def test_topic_in_value_is_refused_for_the_row_envelope(db: DB) -> None:
     db.sql("CREATE TABLE t (id INT PRIMARY KEY)")
     with pytest.raises(SQLError, match="topic_in_value is only usable with envelope=wrapped or"):
         changefeed(db, "envelope=row, topic_in_value")
+
+
+def test_bare_envelope_in_files_carries_the_key_under_crdb(db: DB, tmp_path: Path) -> None:
+    """Changefeed message envelopes docs, ``bare`` into cloud storage: a file sink has no
+    message key, so CockroachDB puts it in ``__crdb__`` (``key_in_value`` is implied):
+    ``{"__crdb__": {"key": [...]}, "city": ...}``."""
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, city STRING)")
+    db.sql("INSERT INTO t VALUES (1, 'seattle')")
+    out = tmp_path / "out"
+    db.sql(f"CREATE CHANGEFEED FOR t INTO 'file://{out}' WITH envelope=bare, initial_scan='only'")
+
+    def written() -> list[str]:
+        return [
+            line for path in out.rglob("*.ndjson") for line in path.read_text().splitlines() if line
+        ]
+
+    lines = wait_until(written, timeout_s=DEADLINE, what="the scanned row in a file")
+    assert lines == ['{"__crdb__": {"key": [1]}, "city": "seattle", "id": 1}']

@@ -149,7 +149,10 @@ class Changefeed:
         self._feed: object | None = None
         self._encoder: Encoder = make_encoder(message_options(spec.options, spec.sink_uri))
         self._query = cdc_query(spec)
-        self._with_diff = spec.options.diff or self._query is not None  # cdc_prev needs it
+        # cdc_prev and the enriched envelope's op need the previous row
+        self._with_diff = (
+            spec.options.diff or self._query is not None or spec.options.envelope == "enriched"
+        )
         self._scanned = not spec.options.scans
         self._topics_used: set[str] = set()
 

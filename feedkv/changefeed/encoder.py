@@ -36,9 +36,11 @@ from __future__ import annotations
 import datetime
 import decimal
 import math
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from feedkv.changefeed.enriched import connect_schema, op_of
 from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.rows import RowEvent
 from feedkv.sql.descriptor import TableDescriptor
@@ -171,8 +173,9 @@ def _jsonb(value: Any) -> str:
 
 def resolved_json(ts: Timestamp, envelope: str = "wrapped") -> bytes:
     """A resolved marker's JSON, as CockroachDB writes it: ``{"resolved":"<ts>"}`` in
-    the wrapped envelope, ``{"__crdb__":{"resolved":"<ts>"}}`` in the others."""
-    if envelope == "wrapped":
+    the wrapped and enriched envelopes, ``{"__crdb__":{"resolved":"<ts>"}}`` in the
+    others."""
+    if envelope in ("wrapped", "enriched"):
         return f'{{"resolved":"{ts}"}}'.encode()
     return f'{{"__crdb__":{{"resolved":"{ts}"}}}}'.encode()
 
@@ -305,9 +308,15 @@ class RowFormats:
 
 
 class JSONEncoder:
-    def __init__(self, options: ChangefeedOptions) -> None:
+    """``clock``: the wall clock in ns, for the enriched envelope's ``ts_ns``."""
+
+    def __init__(
+        self, options: ChangefeedOptions, *, clock: Callable[[], int] = time.time_ns
+    ) -> None:
         self._o = options
         self._format = RowFormats()
+        self._clock = clock
+        self._schemas: dict[tuple[int, int], str] = {}  # enriched_properties=schema's
 
     def encode_key(self, event: RowEvent, topic: str) -> bytes:
         return self._format(event.table).key_array(event.key).encode()
@@ -317,6 +326,8 @@ class JSONEncoder:
         if o.envelope == "key_only":
             return None
         fmt = self._format(event.table)
+        if o.envelope == "enriched":
+            return self._enriched(event, fmt)
         key = fmt.key_array(event.key) if o.key_in_value else ""
         if o.envelope == "wrapped":
             return self._wrapped(
@@ -338,9 +349,13 @@ class JSONEncoder:
         meta = self._meta(key, topic, event.updated, event.mvcc_ts)
         return fmt.row(row, meta).encode()
 
-    def scan_encoder(self, desc: TableDescriptor, topic: str, updated: Timestamp) -> ScanEncoder:
-        fmt = self._format(desc)
+    def scan_encoder(
+        self, desc: TableDescriptor, topic: str, updated: Timestamp
+    ) -> ScanEncoder | None:
         o = self._o
+        if o.envelope == "enriched":
+            return None  # each row as an event, with its op and processing time
+        fmt = self._format(desc)
         wrapped = self._wrapped
         meta = self._meta
 
@@ -359,6 +374,31 @@ class JSONEncoder:
             ).encode()
 
         return encode
+
+    def _enriched(self, event: RowEvent, fmt: RowFormat) -> bytes:
+        """The enriched envelope (:mod:`feedkv.changefeed.enriched`)."""
+        o = self._o
+        parts = ['"after": ' + ("null" if event.after is None else fmt.row(event.after))]
+        if o.diff:
+            parts.append('"before": ' + ("null" if event.before is None else fmt.row(event.before)))
+        if o.key_in_value:
+            parts.append('"key": ' + fmt.row(dict(zip(fmt.key_names, event.key, strict=True))))
+        parts.append(f'"op": "{op_of(event)}"')
+        parts.append(f'"ts_ns": {self._clock()}')
+        payload = "{" + ", ".join(parts) + "}"
+        if "schema" not in o.enriched_properties:
+            return payload.encode()
+        desc = event.table
+        schema = self._schemas.get((desc.id, desc.version))
+        if schema is None:
+            projected = (
+                tuple((name, kind) for name, kind, _ in event.columns)
+                if event.columns is not None
+                else None
+            )
+            schema = _jsonb(connect_schema(desc, o, projected))
+            self._schemas[(desc.id, desc.version)] = schema
+        return ('{"payload": ' + payload + ', "schema": ' + schema + "}").encode()
 
     def _wrapped(
         self,

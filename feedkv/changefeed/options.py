@@ -49,7 +49,7 @@ class ChangefeedOptions:
     cursor: Timestamp | None = None
     end_time: Timestamp | None = None
     initial_scan: str = "yes"  # yes | no | only
-    envelope: str = "wrapped"  # wrapped | bare | key_only | row
+    envelope: str = "wrapped"  # wrapped | bare | key_only | row | enriched
     format: str = "json"  # json | avro | csv | parquet
     updated: bool = False
     mvcc_timestamp: bool = False
@@ -73,6 +73,7 @@ class ChangefeedOptions:
     metrics_label: str | None = None
     avro_schema_prefix: str | None = None
     headers_json_column_name: str | None = None
+    enriched_properties: tuple[str, ...] = ()  # source | schema, with envelope=enriched
     given: tuple[tuple[str, str | None], ...] = field(default=())
 
     @property
@@ -182,6 +183,26 @@ def _avro_prefix(name: str, value: str | None, now: Timestamp) -> str:
     return text
 
 
+_ENRICHED_PROPERTIES = ("source", "schema")
+
+
+def _enriched_properties(name: str, value: str | None, now: Timestamp) -> tuple[str, ...]:
+    """A comma-separated list of ``source`` and ``schema``."""
+    properties = tuple(p.strip().lower() for p in _text(name, value, now).split(","))
+    for prop in properties:
+        if prop not in _ENRICHED_PROPERTIES:
+            raise option_error(
+                f"unknown {name} {prop!r}{_suggest(prop, _ENRICHED_PROPERTIES)}; "
+                f"expected a list of {', '.join(_ENRICHED_PROPERTIES)}"
+            )
+    if "source" in properties:
+        raise option_error(
+            f"{name}=source is not supported yet: the job, cluster and node identity it "
+            "carries does not reach feedkv's encoder; use enriched_properties=schema or none"
+        )
+    return properties
+
+
 # Formats the file sink writes from the rows themselves, not from encoded messages.
 ROW_FORMATS = frozenset({"csv", "parquet"})
 
@@ -189,7 +210,7 @@ _OPTIONS: dict[str, _Parser] = {
     "cursor": _timestamp,
     "end_time": _timestamp,
     "initial_scan": _choice("yes", "no", "only", bare="yes"),
-    "envelope": _choice("wrapped", "bare", "key_only", "row"),
+    "envelope": _choice("wrapped", "bare", "key_only", "row", "enriched"),
     "format": _choice("json", "avro", "csv", "parquet"),
     "updated": _flag,
     "mvcc_timestamp": _flag,
@@ -213,6 +234,7 @@ _OPTIONS: dict[str, _Parser] = {
     "lake_mode": _choice("mirror", "changelog"),
     "avro_schema_prefix": _avro_prefix,
     "headers_json_column_name": _text,
+    "enriched_properties": _enriched_properties,
 }
 
 OPTION_NAMES = frozenset(_OPTIONS)
@@ -296,13 +318,29 @@ def _check_combinations(o: ChangefeedOptions, named: set[str], now: Timestamp) -
         raise option_error(
             f"headers_json_column_name is only usable with format=json/avro, not {o.format}"
         )
-    if o.diff and o.envelope not in ("wrapped",):
-        raise option_error(f"option diff is only usable with envelope=wrapped, not {o.envelope}")
-    for name in ("key_in_value", "topic_in_value"):
-        if name in named and o.envelope not in ("wrapped", "bare"):
+    if o.diff and o.envelope not in ("wrapped", "enriched"):
+        raise option_error(
+            f"option diff is only usable with envelope=wrapped or enriched, not {o.envelope}"
+        )
+    if "enriched_properties" in named and o.envelope != "enriched":
+        raise option_error("option enriched_properties is only usable with envelope=enriched")
+    if o.envelope == "enriched":
+        if o.format != "json":
             raise option_error(
-                f"option {name} is only usable with envelope=wrapped or envelope=bare"
+                f"envelope=enriched is only supported with format=json here, not {o.format}"
             )
+        for name in ("updated", "mvcc_timestamp"):
+            if name in named:
+                raise option_error(
+                    f"option {name} with envelope=enriched needs enriched_properties=source, "
+                    "where CockroachDB carries it (not supported yet)"
+                )
+    if "topic_in_value" in named and o.envelope not in ("wrapped", "bare"):
+        raise option_error("option topic_in_value is only usable with envelope=wrapped or bare")
+    if "key_in_value" in named and o.envelope not in ("wrapped", "bare", "enriched"):
+        raise option_error(
+            "option key_in_value is only usable with envelope=wrapped, bare or enriched"
+        )
     if o.end_time is not None:
         start = o.cursor or now
         if o.end_time <= start:

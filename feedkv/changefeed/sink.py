@@ -443,6 +443,8 @@ class SinkKind:
     # It takes envelope=key_only and envelope=row, as in CockroachDB only Kafka (and a
     # sinkless changefeed) do; the others need a value that says which row it is.
     any_envelope: bool = False
+    # It takes envelope=enriched (in CockroachDB: Kafka, webhooks, Pub/Sub, sinkless).
+    enriched: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -568,6 +570,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         path=False,
         check="feedkv.changefeed.sinks.kafka:check",
         any_envelope=True,
+        enriched=True,
     ),
     SinkKind(
         "webhook",
@@ -578,6 +581,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         frozenset({"webhook_sink_config", "webhook_auth_header", "webhook_client_timeout"}),
         keyless=True,
         authority="address",
+        enriched=True,
     ),
     SinkKind(
         "SQL table",
@@ -617,6 +621,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         authority="none",
         path=False,
         any_envelope=True,
+        enriched=True,
     ),
 )
 _BY_SCHEME = {scheme: kind for kind in SINK_KINDS for scheme in kind.schemes}
@@ -723,6 +728,11 @@ def parse_sink_uri(uri: str, options: ChangefeedOptions) -> SinkURI:
     ):
         raise option_error(
             f"envelope={options.envelope} is only usable with the Kafka sink or a sinkless "
+            f"changefeed, not the {kind.name} sink"
+        )
+    if options.envelope == "enriched" and not kind.enriched:
+        raise option_error(
+            f"envelope=enriched is only usable with the Kafka and webhook sinks or a sinkless "
             f"changefeed, not the {kind.name} sink"
         )
     for name, _value in options.given:

@@ -160,7 +160,9 @@ def test_key_only_and_row_envelopes_are_for_kafka_and_sinkless_only(
 
 def test_topic_in_value_is_refused_for_the_row_envelope(db: DB) -> None:
     db.sql("CREATE TABLE t (id INT PRIMARY KEY)")
-    with pytest.raises(SQLError, match="topic_in_value is only usable with envelope=wrapped or"):
+    with pytest.raises(
+        SQLError, match="topic_in_value is only usable with envelope=wrapped or bare"
+    ):
         changefeed(db, "envelope=row, topic_in_value")
 
 

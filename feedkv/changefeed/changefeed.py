@@ -205,6 +205,9 @@ class Changefeed:
             split_families=o.split_column_families,
         )
         self._decoder = decoder
+        if self._query is not None:
+            histories = decoder.histories
+            self._query.schema_time = lambda desc: histories[desc.id].written_at(desc.version)
         if not self._scanned:
             self.backfill_pending = len(self.spec.targets)
             for target in self.spec.targets:

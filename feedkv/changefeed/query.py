@@ -11,9 +11,10 @@ expressions:
   itself the whole row (a JSON object in a message, as CockroachDB encodes a tuple);
 - ``event_op()`` is ``'insert'``, ``'update'`` or ``'delete'``; ``cdc_is_delete()``
   whether the change is a deletion;
-- ``crdb_internal_mvcc_timestamp`` is the change's MVCC timestamp as a DECIMAL
-  (``<wall ns>.<logical, 10 digits>``), ``changefeed_creation_timestamp()`` the
-  changefeed's start as a TIMESTAMPTZ;
+- ``crdb_internal_mvcc_timestamp`` is the change's MVCC timestamp, ``event_schema_timestamp()``
+  when the row's schema (descriptor version) was written and
+  ``changefeed_creation_timestamp()`` the changefeed's start, each an HLC DECIMAL
+  (``<wall ns>.<logical, 10 digits>``) as CockroachDB's preferred overloads return;
 - JSON operators ``->`` and ``->>`` and ``jsonb_build_object()`` work as in SQL.
 
 A change the predicate does not accept (false or NULL) is not emitted. Deletions are
@@ -29,6 +30,8 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import time
+from collections.abc import Callable
 from typing import Any
 
 from sqlglot import exp
@@ -58,12 +61,14 @@ PREV_ROW_COLUMN = "__feedkv_cdc_prev"
 IS_DELETE_COLUMN = "__feedkv_cdc_is_delete"
 MVCC_COLUMN = "crdb_internal_mvcc_timestamp"
 CREATED_COLUMN = "__feedkv_changefeed_creation_timestamp"
+SCHEMA_TS_COLUMN = "__feedkv_event_schema_timestamp"
 
 # The functions of a change, each read from a column of its own in the query's row
 _FUNCTIONS = {
     "event_op": EVENT_OP_COLUMN,
     "cdc_is_delete": IS_DELETE_COLUMN,
     "changefeed_creation_timestamp": CREATED_COLUMN,
+    "event_schema_timestamp": SCHEMA_TS_COLUMN,
 }
 # Those columns, after the row and the previous row, with their types
 _EXTRA = (
@@ -71,7 +76,8 @@ _EXTRA = (
     (PREV_ROW_COLUMN, Kind.JSONB),
     (IS_DELETE_COLUMN, Kind.BOOL),
     (MVCC_COLUMN, Kind.DECIMAL),
-    (CREATED_COLUMN, Kind.TIMESTAMPTZ),
+    (CREATED_COLUMN, Kind.DECIMAL),
+    (SCHEMA_TS_COLUMN, Kind.DECIMAL),
 )
 
 
@@ -125,11 +131,10 @@ class CDCQuery:
         self._columns: dict[tuple[int, int], Columns] = {}
         # NB: now() is the query's creation time for every row (not each row's own).
         self._context = Context(now=datetime.datetime.now(datetime.UTC))
-        self._created = (
-            datetime.datetime.fromtimestamp(created.wall / 1e9, datetime.UTC)
-            if created is not None
-            else self._context.now
-        )
+        self._created = _hlc(created or Timestamp(time.time_ns(), 0))
+        # When a descriptor version was written (event_schema_timestamp()); set by the
+        # changefeed that reads the schema history (None: NULL).
+        self.schema_time: Callable[[TableDescriptor], Timestamp | None] | None = None
 
     def check(self, desc: TableDescriptor) -> None:
         """Raise SQLError now if the query does not fit ``desc`` (unknown columns...)."""
@@ -202,8 +207,15 @@ class CDCQuery:
             after = [key.get(n) for n in names]
         before = event.before or {}
         op = "delete" if event.after is None else ("update" if event.had_before else "insert")
-        mvcc = decimal.Decimal(str(event.mvcc_ts))
-        extra = [op, event.before, event.after is None, mvcc, self._created]
+        schema_ts = self.schema_time(desc) if self.schema_time is not None else None
+        extra = [
+            op,
+            event.before,
+            event.after is None,
+            _hlc(event.mvcc_ts),
+            self._created,
+            None if schema_ts is None else _hlc(schema_ts),
+        ]
         env: list[Any] = [*after, *(before.get(n) for n in names), *extra]
         if where is not None and where(env, self._context) is not True:
             return None
@@ -213,6 +225,11 @@ class CDCQuery:
             return event._replace(columns=columns, deleted=projected)
         # NB: ``before`` stays the whole row: the wrapped envelope's diff shows it so
         return event._replace(after=projected, columns=columns)
+
+
+def _hlc(ts: Timestamp) -> decimal.Decimal:
+    """An HLC timestamp as CockroachDB's DECIMAL form of it."""
+    return decimal.Decimal(str(ts))
 
 
 def _unaliased(node: exp.Expr) -> exp.Expr:

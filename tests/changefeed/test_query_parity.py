@@ -3,7 +3,6 @@ as a tuple, the change's functions, JSON operators; on sinkless changefeeds."""
 
 from __future__ import annotations
 
-import datetime
 import decimal
 import json
 from typing import Any
@@ -113,31 +112,39 @@ def test_deletes_emit_the_projection_with_only_the_key_set(table: DB) -> None:
     assert after_delete == {"k": 2}  # the delete of k=1 was filtered out
 
 
-def test_mvcc_and_creation_timestamps(table: DB) -> None:
-    """``crdb_internal_mvcc_timestamp`` is the change's MVCC timestamp as a DECIMAL
-    (CDC queries docs, "Determine the age of a row"); ``changefeed_creation_timestamp()``
-    is when the changefeed started, the same for every row."""
+def test_mvcc_schema_and_creation_timestamps(table: DB) -> None:
+    """``crdb_internal_mvcc_timestamp`` is the change's MVCC timestamp (CDC queries docs,
+    "Determine the age of a row"); ``event_schema_timestamp()`` when the row's schema
+    version was written; ``changefeed_creation_timestamp()`` when the changefeed
+    started. Each is an HLC DECIMAL, the preferred overload of CockroachDB's builtins
+    (cdceval/functions.go)."""
     low = table.now()
     result = query(
         table,
-        "SELECT k, crdb_internal_mvcc_timestamp AS ts, "
+        "SELECT k, crdb_internal_mvcc_timestamp AS ts, event_schema_timestamp() AS schema, "
         "changefeed_creation_timestamp() AS created FROM t",
         "initial_scan='no'",
     )
     try:
         table.sql("UPDATE t SET qty = 1 WHERE k = 1")
+        [first] = take(result, 1)
+        altered = table.now()
+        table.sql("ALTER TABLE t ADD COLUMN note STRING")
         table.sql("UPDATE t SET qty = 2 WHERE k = 1")
-        first, second = take(result, 2)
+        [second] = take(result, 1)
     finally:
         result.close()
     high = table.now()
 
-    stamps = [Timestamp.parse(str(v["ts"])) for v in (first, second)]
-    assert low < stamps[0] < stamps[1] < high
-    assert isinstance(first["ts"], decimal.Decimal)
-    assert first["created"] == second["created"]
-    created = datetime.datetime.fromisoformat(first["created"])
-    assert low.wall // 1000 <= created.timestamp() * 1e6 <= high.wall // 1000 + 1
+    def hlc(value: Any) -> Timestamp:
+        assert isinstance(value, decimal.Decimal), value
+        return Timestamp.parse(str(value))
+
+    assert low < hlc(first["ts"]) < hlc(second["ts"]) < high
+    assert hlc(first["created"]) == hlc(second["created"])
+    assert hlc(first["created"]) < hlc(first["ts"])
+    assert hlc(first["schema"]) < low  # the table's schema from its CREATE
+    assert altered < hlc(second["schema"]) < hlc(second["ts"])  # the ADD COLUMN's
 
 
 def test_json_operators_and_jsonb_build_object(table: DB) -> None:

@@ -38,6 +38,7 @@ import decimal
 import math
 import time
 from collections.abc import Callable, Sequence
+from json.encoder import encode_basestring as _encode_basestring
 from typing import Any, Protocol
 
 from feedkv.changefeed.enriched import connect_schema, op_of
@@ -146,7 +147,11 @@ def json_string(text: str) -> str:
     """``text`` as a JSON string, as CockroachDB writes one: raw UTF-8, with ``"``,
     ``\\``, control characters (``\\n``, ``\\r``, ``\\t``, else ``\\u00XX``) and
     U+2028/U+2029 escaped."""
-    return '"' + text.translate(_ESCAPES) + '"'
+    # NB: the json module's C escaper is the same but for \b, \f (which Go writes as
+    # \u0008, \u000c) and U+2028/9 (which it leaves raw): only those go the slow way
+    if "\b" in text or "\f" in text or "\u2028" in text or "\u2029" in text:
+        return '"' + text.translate(_ESCAPES) + '"'
+    return _encode_basestring(text)
 
 
 def _jsonb(value: Any) -> str:
@@ -243,6 +248,7 @@ class RowFormat:
         self.key_names = [c.name for c in desc.key_columns]
         self._order = sorted(range(len(columns)), key=lambda i: columns[i].name)
         self._formats = [_BY_KIND[columns[i].type.kind] for i in self._order]
+        self._sorted = [(columns[i].name, _BY_KIND[columns[i].type.kind]) for i in self._order]
         prefixes = [self.columns[columns[i].name][0].replace("%", "%%") for i in self._order]
         self._template = "{" + ", ".join(prefix + "%s" for prefix in prefixes) + "}"
         # with the bare envelope's metadata in its sorted place
@@ -254,6 +260,12 @@ class RowFormat:
 
     def row(self, row: dict[str, Any], meta: str | None = None) -> str:
         """``row`` as a JSON object (with ``meta`` under ``__crdb__`` when given)."""
+        if len(row) == len(self._sorted) and row.keys() == self.names:  # the table's row
+            texts = ["null" if (v := row[n]) is None else f(v) for n, f in self._sorted]
+            if meta is None:
+                return self._template % tuple(texts)
+            texts.insert(self._meta_at, meta)
+            return self._meta_template % tuple(texts)
         parts = []
         columns = self.columns
         for name, value in row.items():

@@ -36,6 +36,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import math
+import re
 import time
 from collections.abc import Callable, Sequence
 from json.encoder import encode_basestring as _encode_basestring
@@ -117,9 +118,8 @@ def _json_decimal(value: decimal.Decimal) -> str:
 def _iso(value: datetime.date) -> str:
     """ISO 8601 with no trailing zeros in the fraction of a second (Go's ``.999999``)."""
     text = value.isoformat()
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return text
+    # a fraction is written only when there are microseconds, so it never strips to "."
+    return text.rstrip("0") if getattr(value, "microsecond", 0) else text
 
 
 def _json_timestamp(value: datetime.datetime) -> str:
@@ -143,15 +143,18 @@ _ESCAPES = {c: f"\\u{c:04x}" for c in range(0x20)} | {
 }
 
 
+_SLOW_ESCAPES = re.compile("[\b\f\u2028\u2029]").search
+
+
 def json_string(text: str) -> str:
     """``text`` as a JSON string, as CockroachDB writes one: raw UTF-8, with ``"``,
     ``\\``, control characters (``\\n``, ``\\r``, ``\\t``, else ``\\u00XX``) and
     U+2028/U+2029 escaped."""
     # NB: the json module's C escaper is the same but for \b, \f (which Go writes as
     # \u0008, \u000c) and U+2028/9 (which it leaves raw): only those go the slow way
-    if "\b" in text or "\f" in text or "\u2028" in text or "\u2029" in text:
-        return '"' + text.translate(_ESCAPES) + '"'
-    return _encode_basestring(text)
+    if _SLOW_ESCAPES(text) is None:
+        return _encode_basestring(text)
+    return '"' + text.translate(_ESCAPES) + '"'
 
 
 def _jsonb(value: Any) -> str:
@@ -284,9 +287,10 @@ class RowFormat:
         """:meth:`row` for every column's value in column order (as many as the
         descriptor has: one format per version)."""
         formats = self._formats
+        # NB: one format per descriptor version, so formats and order are equally long
         texts = [
             "null" if (v := values[i]) is None else f(v)
-            for f, i in zip(formats, self._order, strict=True)
+            for f, i in zip(formats, self._order, strict=False)
         ]
         if meta is None:
             return self._template % tuple(texts)

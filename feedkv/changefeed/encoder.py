@@ -360,7 +360,10 @@ class JSONEncoder:
                 return None  # envelope=row: a tombstone
             row = event.deleted
             if row is None:
-                names = [c[0] for c in event.columns] if event.columns is not None else None
+                names = None
+                if event.family is not None:  # that family's columns (and the key's)
+                    wanted = {*event.table.primary_key, *event.family.column_ids}
+                    names = [c.name for c in event.table.columns if c.id in wanted]
                 row = fmt.deleted(event.key, names)
         meta = self._meta(key, topic, event.updated, event.mvcc_ts)
         return fmt.row(row, meta).encode()

@@ -182,3 +182,27 @@ def test_bare_envelope_in_files_carries_the_key_under_crdb(db: DB, tmp_path: Pat
 
     lines = wait_until(written, timeout_s=DEADLINE, what="the scanned row in a file")
     assert lines == ['{"__crdb__": {"key": [1]}, "city": "seattle", "id": 1}']
+
+
+def test_bare_deletes_of_split_families_keep_to_their_family(db: DB) -> None:
+    """With ``split_column_families`` a bare deletion on a family's topic is that
+    family's row (its columns null, the key set), as its other messages are."""
+    db.sql(
+        "CREATE TABLE t (k INT PRIMARY KEY, a STRING, b STRING, FAMILY f1 (k, a), FAMILY f2 (b))"
+    )
+    db.sql("INSERT INTO t VALUES (1, 'a1', 'b1')")
+    result = changefeed(db, "envelope=bare, split_column_families")
+    try:
+        scanned = sorted([next_row(result), next_row(result)])
+        db.sql("DELETE FROM t WHERE k = 1")
+        deleted = sorted([next_row(result), next_row(result)])
+    finally:
+        result.close()
+    assert scanned == [
+        ("t.f1", "[1]", '{"a": "a1", "k": 1}'),
+        ("t.f2", "[1]", '{"b": "b1", "k": 1}'),
+    ]
+    assert deleted == [
+        ("t.f1", "[1]", '{"a": null, "k": 1}'),
+        ("t.f2", "[1]", '{"b": null, "k": 1}'),
+    ]

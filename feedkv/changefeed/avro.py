@@ -27,9 +27,9 @@ A deleted row under ``bare`` is the row with only its key columns set. A new des
 version gives new schemas, registered the first time a row of that version is encoded.
 
 Column types: INT long, FLOAT double, DECIMAL(p,s) the ``decimal`` logical type over
-bytes (a DECIMAL without a precision is a string), STRING/UUID/JSONB string, BYTES
-bytes, BOOL boolean, DATE the ``date`` logical type, TIMESTAMP/TIMESTAMPTZ
-``timestamp-micros``.
+bytes or, for NaN and the infinities, a string (a DECIMAL without a precision is a
+string), STRING/UUID/JSONB string, BYTES bytes, BOOL boolean, DATE the ``date`` logical
+type, TIMESTAMP/TIMESTAMPTZ ``timestamp-micros``.
 """
 
 from __future__ import annotations
@@ -109,12 +109,17 @@ def column_schema(column: Column) -> Any:
     elif kind is Kind.FLOAT:
         schema = "double"
     elif kind is Kind.DECIMAL and column.type.precision:
-        schema = {
-            "type": "bytes",
-            "logicalType": "decimal",
-            "precision": column.type.precision,
-            "scale": column.type.scale or 0,
-        }
+        # NB: with a string for NaN and the infinities, which have no decimal form (as
+        # CockroachDB's union of decimal and string)
+        schema = [
+            {
+                "type": "bytes",
+                "logicalType": "decimal",
+                "precision": column.type.precision,
+                "scale": column.type.scale or 0,
+            },
+            "string",
+        ]
     elif kind is Kind.BYTES:
         schema = "bytes"
     elif kind is Kind.BOOL:
@@ -130,8 +135,9 @@ def column_schema(column: Column) -> Any:
 
 def _optional(name: str, schema: Any) -> dict[str, Any]:
     """A field that may be null and is null when absent: what keeps every schema of a
-    table compatible with the others."""
-    return {"type": ["null", schema], "name": name, "default": None}
+    table compatible with the others (a union gains a null branch first)."""
+    branches = schema if isinstance(schema, list) else [schema]
+    return {"type": ["null", *branches], "name": name, "default": None}
 
 
 def row_schema(name: str, columns: tuple[Column, ...], namespace: str = "") -> dict[str, Any]:
@@ -169,6 +175,8 @@ def _avro_value(column: Column, value: Any) -> Any:
         return json.dumps(value, sort_keys=True)
     if kind is Kind.UUID or (kind is Kind.DECIMAL and not column.type.precision):
         return str(value)
+    if kind is Kind.DECIMAL and not value.is_finite():
+        return str(value)  # "NaN", "Infinity", "-Infinity": the string branch
     if kind is Kind.TIMESTAMP and value.tzinfo is not None:
         return value.replace(tzinfo=None)
     return value

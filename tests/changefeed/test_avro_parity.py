@@ -5,6 +5,7 @@ names and subjects, resolved markers that share the value subject, and
 
 from __future__ import annotations
 
+import decimal
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -263,3 +264,29 @@ def test_the_headers_column_is_left_out_of_the_avro_value(
         value, SerializationContext("t", MessageField.VALUE)
     )
     assert decoded == {"after": {"id": 1, "s": "a"}}
+
+
+def test_decimal_is_a_union_of_the_decimal_type_and_a_string(
+    db: DB, registry: SchemaRegistryServer
+) -> None:
+    """CockroachDB's Avro DECIMAL is a union of the decimal logical type and a string
+    (changefeed messages docs, Avro types: "The DECIMAL type is a union between Avro
+    STRING and Avro DECIMAL types"), the string for NaN and the infinities (which
+    feedkv's DECIMAL does not store); a consumer's schema is the same."""
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, d DECIMAL(6, 2))")
+    db.sql("INSERT INTO t VALUES (1, 1.25)")
+    result = avro_feed(db, registry)
+    try:
+        [(topic, _key, value)] = take(result, 1)
+    finally:
+        result.close()
+    field = latest(registry, "t-value")["fields"][0]["type"][1]["fields"][1]
+    assert field["type"] == [
+        "null",
+        {"type": "bytes", "logicalType": "decimal", "precision": 6, "scale": 2},
+        "string",
+    ]
+    decoded = AvroDeserializer(SchemaRegistryClient({"url": registry.url}))(
+        value, SerializationContext(topic, MessageField.VALUE)
+    )
+    assert decoded == {"after": {"id": 1, "d": decimal.Decimal("1.25")}}

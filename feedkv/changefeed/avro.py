@@ -12,7 +12,8 @@ names are escaped as Avro names, ``_u0020_`` for a space):
   key columns.
 - The value, under ``P<topic>-value``: a record named ``P<topic>_envelope``. ``wrapped``
   has the fields ``before`` (with ``diff``; a record ``<table>_before``), ``after`` (a
-  record ``<table>``), then ``updated`` and ``mvcc_timestamp`` when asked for; ``bare``
+  record ``<table>``), then ``updated`` and ``mvcc_timestamp`` when asked for;
+  ``enriched`` is ``wrapped``'s with ``ts_ns`` (long) and ``op`` (string) last; ``bare``
   has ``record`` (the row, a record ``<table>``) instead of ``before`` and ``after``;
   ``key_only`` has no value.
 - A resolved marker is that envelope record with the one field ``resolved``, registered
@@ -38,11 +39,14 @@ import io
 import json
 import struct
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import fastavro
 import httpx
 
+from feedkv.changefeed.enriched import op_of
 from feedkv.changefeed.names import avro_name, kafka_name
 from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.rows import RowEvent
@@ -210,7 +214,7 @@ class _Schemas:
         if options.envelope == "key_only":
             self.value = None
         else:
-            if options.envelope == "wrapped":
+            if options.envelope in ("wrapped", "enriched"):
                 if options.diff:
                     before = row_schema(avro_name(table) + "_before", self.columns, prefix)
                     fields.append(_optional("before", before))
@@ -222,6 +226,8 @@ class _Schemas:
                 for name in ("updated", "mvcc_timestamp")
                 if getattr(options, name)
             ]
+            if options.envelope == "enriched":
+                fields += [_optional("ts_ns", "long"), _optional("op", "string")]
             self.value = envelope_schema(avro_name(prefix + topic) + "_envelope", fields, prefix)
         self.parsed_key = fastavro.parse_schema(self.key)
         self.parsed_value = fastavro.parse_schema(self.value) if self.value else None
@@ -233,7 +239,16 @@ class _Schemas:
 
 
 class AvroEncoder:
-    def __init__(self, options: ChangefeedOptions, registry: SchemaRegistry | None = None) -> None:
+    """``clock``: the wall clock in ns, for the enriched envelope's ``ts_ns``."""
+
+    def __init__(
+        self,
+        options: ChangefeedOptions,
+        registry: SchemaRegistry | None = None,
+        *,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self._clock = clock
         if options.confluent_schema_registry is None and registry is None:
             raise SinkError("format=avro needs confluent_schema_registry")
         self._o = options
@@ -281,10 +296,13 @@ class AvroEncoder:
             )
         o = self._o
         record: dict[str, Any] = {}
-        if o.envelope == "wrapped":
+        if o.envelope in ("wrapped", "enriched"):
             if o.diff:
                 record["before"] = None if event.before is None else schemas.row(event.before)
             record["after"] = None if event.after is None else schemas.row(event.after)
+            if o.envelope == "enriched":
+                record["ts_ns"] = self._clock()
+                record["op"] = op_of(event)
         elif event.after is not None:
             record["record"] = schemas.row(event.after)
         else:  # a deletion: the row with only its key set

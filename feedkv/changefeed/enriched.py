@@ -1,5 +1,5 @@
 """``envelope=enriched``: CockroachDB's envelope for Debezium-style and Kafka Connect
-consumers (JSON).
+consumers (JSON here; Avro's in :mod:`feedkv.changefeed.avro`).
 
 A value is ``{"after": row | null, "op": "c" | "u" | "d", "ts_ns": <ns>}``, with
 ``"before"`` (``diff``) and ``"key"`` (``key_in_value``; an object of the key columns, not

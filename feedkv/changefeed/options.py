@@ -325,9 +325,11 @@ def _check_combinations(o: ChangefeedOptions, named: set[str], now: Timestamp) -
     if "enriched_properties" in named and o.envelope != "enriched":
         raise option_error("option enriched_properties is only usable with envelope=enriched")
     if o.envelope == "enriched":
-        if o.format != "json":
+        if o.format not in ("json", "avro"):
+            raise option_error(f"envelope=enriched is not usable with format={o.format}")
+        if o.format == "avro" and o.enriched_properties:
             raise option_error(
-                f"envelope=enriched is only supported with format=json here, not {o.format}"
+                "enriched_properties=schema is for format=json: Avro's schema is in the registry"
             )
         for name in ("updated", "mvcc_timestamp"):
             if name in named:

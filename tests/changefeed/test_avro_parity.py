@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import decimal
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -290,3 +291,34 @@ def test_decimal_is_a_union_of_the_decimal_type_and_a_string(
         value, SerializationContext(topic, MessageField.VALUE)
     )
     assert decoded == {"after": {"id": 1, "d": decimal.Decimal("1.25")}}
+
+
+def test_enriched_envelope_in_avro(db: DB, registry: SchemaRegistryServer) -> None:
+    """CockroachDB's Avro enriched envelope: the ``<topic>_envelope`` record with
+    ``before`` (diff), ``after``, then ``ts_ns`` and ``op``, every field optional
+    (changefeed message envelopes docs: enriched is supported in JSON and Avro)."""
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, s STRING)")
+    db.sql("INSERT INTO t VALUES (1, 'a')")
+    low = time.time_ns()
+    result = avro_feed(db, registry, "envelope=enriched, diff")
+    try:
+        take(result, 1)
+        db.sql("UPDATE t SET s = 'b' WHERE id = 1")
+        [(topic, _key, value)] = take(result, 1)
+    finally:
+        result.close()
+    high = time.time_ns()
+
+    schema = latest(registry, "t-value")
+    assert schema["name"] == "t_envelope"
+    assert [f["name"] for f in schema["fields"]] == ["before", "after", "ts_ns", "op"]
+    decoded = AvroDeserializer(SchemaRegistryClient({"url": registry.url}))(
+        value, SerializationContext(topic, MessageField.VALUE)
+    )
+    assert decoded is not None
+    assert (decoded["before"], decoded["after"], decoded["op"]) == (
+        {"id": 1, "s": "a"},
+        {"id": 1, "s": "b"},
+        "u",
+    )
+    assert low <= decoded["ts_ns"] <= high

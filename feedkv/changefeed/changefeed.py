@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING
 
 from feedkv.changefeed.encoder import Encoder, make_encoder
 from feedkv.changefeed.frontier import Backfill, Frontier
+from feedkv.changefeed.headers import Headers, split_headers
 from feedkv.changefeed.lagging import LaggingRanges
 from feedkv.changefeed.metrics import ChangefeedMetrics, FeedMetrics
 from feedkv.changefeed.options import ROW_FORMATS, ChangefeedOptions
@@ -156,7 +157,10 @@ class Changefeed:
         self._feed: RangeFeed | None = None
         self._encoder: Encoder = make_encoder(message_options(spec.options, spec.sink_uri))
         self._query = cdc_query(spec)
-        self._with_diff = spec.options.diff or self._query is not None  # cdc_prev needs it
+        # cdc_prev and the enriched envelope's op need the previous row
+        self._with_diff = (
+            spec.options.diff or self._query is not None or spec.options.envelope == "enriched"
+        )
         self._scanned = not spec.options.scans
         self._topics_used: set[str] = set()
 
@@ -238,6 +242,9 @@ class Changefeed:
             split_families=o.split_column_families,
         )
         self._decoder = decoder
+        if self._query is not None:
+            histories = decoder.histories
+            self._query.schema_time = lambda desc: histories[desc.id].written_at(desc.version)
         if not self._scanned:
             self.backfill_pending = self._scan_spans = len(self.spec.targets)
             for target in self.spec.targets:
@@ -400,7 +407,7 @@ def cdc_query(spec: ChangefeedSpec) -> CDCQuery | None:
     # and each Spark worker of its job, would otherwise import for nothing
     from feedkv.changefeed.query import CDCQuery
 
-    return CDCQuery(spec.query)
+    return CDCQuery(spec.query, created=spec.start)
 
 
 def stopped_by(change: SchemaChange) -> ChangefeedError:
@@ -424,6 +431,12 @@ def event_message(
         event = filtered
     base = spec.topics[event.table.id]
     topic = f"{base}.{event.family.name}" if event.family is not None else base
+    headers: Headers = ()
+    column = spec.options.headers_json_column_name
+    if column is not None:  # the column goes to the headers, not the value
+        after, headers = split_headers(event.after, column)
+        before, _ = split_headers(event.before, column)
+        event = event._replace(after=after, before=before)
     # Row formats (csv, parquet) write the row itself: it needs no encoded value.
     rows_out = spec.options.format in ROW_FORMATS
     return Message(
@@ -434,6 +447,7 @@ def event_message(
         event.updated,
         event.table.version,
         event if rows_out else None,
+        headers,
     )
 
 
@@ -457,6 +471,7 @@ def scan_messages(
         encoder.scan_encoder(desc, topic, ts)
         if desc is not None
         and query is None
+        and spec.options.headers_json_column_name is None
         and spec.options.format not in ROW_FORMATS
         and decoder.whole_rows(target)
         else None

@@ -67,6 +67,8 @@ class RowEvent(NamedTuple):
     ``mvcc_ts`` for changes; rows of an initial scan or a backfill carry the scan's
     timestamp there. Rows map column names to values in the descriptor's column order.
     ``columns`` is set when a CDC query projected ``after``: its :data:`Columns`.
+    ``deleted`` is, for a deletion under a CDC query, the projection of the deleted row
+    (its key columns set, the others NULL), which the ``bare`` envelope emits.
     """
 
     table: TableDescriptor
@@ -78,6 +80,7 @@ class RowEvent(NamedTuple):
     updated: Timestamp
     had_before: bool = False  # with diff: whether ``before`` is a row (for event_op())
     columns: Columns | None = None
+    deleted: dict[str, Any] | None = None
 
 
 def named_row(

@@ -221,7 +221,7 @@ class Changefeeds:
             time.sleep(WAIT_POLL_S)  # wait-ok: a job record changes in another thread
 
     def _start_sinkless(self, spec: ChangefeedSpec) -> FeedResult:
-        channel = ChannelSink(text=spec.options.format != "avro")
+        channel = ChannelSink(text=spec.options.format != "avro", envelope=spec.options.envelope)
         label = spec.options.metrics_label
         changefeed = Changefeed(self._db, spec, channel, metrics=self._metrics.scope(label))
         result = FeedResult(

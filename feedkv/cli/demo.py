@@ -321,10 +321,44 @@ class _Mover:
                 print(f"demo: moving {info.span} to n{target}: {exc}")
 
 
+class _Killer:
+    """On a cluster of three or more nodes (every range replicated on three), SIGKILLs one
+    node other than the demo's own (node 1) a third of the way through the workload, and
+    starts it again ``down_s`` later: the changefeed carries on (its job is adopted if
+    the node ran it) and the verification at the end shows nothing was lost."""
+
+    def __init__(self, cluster: Any, seconds: float, down_s: float = 10.0, seed: int = 13) -> None:
+        self.cluster = cluster
+        self.at_s = seconds / 3
+        self.down_s = down_s
+        self.victim = random.Random(seed).randrange(1, len(cluster.processes)) + 1
+        self.events: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="demo-killer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        if self._stop.wait(self.at_s):
+            return
+        self.cluster.kill(self.victim - 1)
+        self.events.append(f"killed node n{self.victim} (SIGKILL)")
+        self._stop.wait(self.down_s)
+        self.cluster.restart(self.victim - 1)
+        self.events.append(f"restarted node n{self.victim}")
+
+
 def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S, nodes: int = 1) -> int:
     """The demo on an embedded store, or (``nodes`` > 1) on a local cluster of that many
-    ``feedkv start`` processes, whose ranges are moved between the nodes while the
-    changefeed job runs."""
+    ``feedkv start`` processes: on two, ranges are moved between the nodes while the
+    changefeed job runs; on three or more, every range has three replicas and a node is
+    killed and restarted while it runs."""
     console = Console()
     store = store.resolve()  # NB: the sink URI needs an absolute path (file:///dir)
     shutil.rmtree(store, ignore_errors=True)
@@ -340,12 +374,19 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S, nodes: in
     if nodes > 1:
         from feedkv.testing.cluster import LocalCluster
 
-        console.print(f"starting {nodes} nodes ...")
-        cluster = LocalCluster(store / "nodes", nodes, "--changefeed-runner", "spark")
+        replicas = 3 if nodes >= 3 else 1
+        console.print(f"starting {nodes} nodes, {replicas} replica(s) per range ...")
+        cluster = LocalCluster(
+            store / "nodes", nodes, "--changefeed-runner", "spark", "--replicas", str(replicas)
+        )
         db = cluster.connect(0)
+        if replicas > 1:
+            while not all(len(r.replicas) == replicas for r in db.ranges()):
+                time.sleep(0.2)  # wait-ok: the nodes replicate the first ranges
     else:
         db = feedkv.connect(store / "data")
-    mover = _Mover(db, nodes)
+    mover = _Mover(db, nodes if nodes == 2 else 1)
+    killer = _Killer(cluster, seconds) if cluster is not None and nodes >= 3 else None
     try:
         db.sql(
             "CREATE TABLE vehicles (id INT PRIMARY KEY, city STRING, type STRING, "
@@ -374,6 +415,8 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S, nodes: in
         writer = threading.Thread(target=workload.run, args=(seconds,), daemon=True)
         writer.start()
         mover.start()
+        if killer is not None:
+            killer.start()
         with Live(console=console, refresh_per_second=2) as live:
             while writer.is_alive():
                 writer.join(0.5)
@@ -407,9 +450,13 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S, nodes: in
         _verify_buckets(out, warehouse)
     finally:
         mover.stop()
+        if killer is not None:
+            killer.stop()
         db.close()
         if cluster is not None:
             cluster.close()
+    for event in killer.events if killer is not None else ():
+        console.print(f"while the changefeed ran: {event}")
     if mover.moves:
         console.print(f"moved ranges between the nodes {mover.moves} times while the job ran")
     summary = Table(title="feedkv demo: done", show_header=True)

@@ -117,7 +117,7 @@ from feedkv.storage.intent import Intent, TxnMeta, TxnStatus
 from feedkv.storage.lmdb_engine import LMDBEngine
 from feedkv.storage.logical_ops import LogicalOp
 from feedkv.storage.schema import MVCC_DATABASES
-from feedkv.util.hlc import Clock, Timestamp
+from feedkv.util.hlc import ZERO_TIMESTAMP, Clock, Timestamp
 from feedkv.util.keys import KEY_MAX, KEY_MIN, Span
 
 __all__ = ["Store", "StoreConfig"]
@@ -313,6 +313,8 @@ class Store:
         self.intercept: Callable[[BatchRequest], BatchResponse | None] | None = None
         self.cluster: ClusterSender | None = None
         self.replicas: ReplicaLoop | None = None  # set by replicate()
+        # replicated ranges: the closed timestamp of their last applied entry carrying one
+        self._applied_closed: dict[int, Timestamp] = {}
         opened_at = self.clock.now()
         self._ctx = CommandContext(
             clock=self.clock,
@@ -397,7 +399,12 @@ class Store:
         return self._sizes.get(range_id)
 
     def closed_timestamp(self, range_id: int) -> Timestamp:
-        """The range's closed timestamp: no write will land at or below it."""
+        """The range's closed timestamp: no write will land at or below it. A replicated
+        range's is the one its applied log carries (what its observers were told): its
+        lease holder closes timestamps as it evaluates, ahead of entries still in
+        flight, which may hold writes below them."""
+        if self._is_replicated(range_id):
+            return self._applied_closed.get(range_id, ZERO_TIMESTAMP)
         return self._ctx.closed.get(range_id)
 
     def observe(self, range_id: int, observer: RangeObserver) -> tuple[RangeDescriptor, Snapshot]:
@@ -629,9 +636,11 @@ class Store:
                 self._sizes.add(range_id, sum(map(op_bytes, effects.ops)))
                 self._hand_over(range_id, effects.ops)
             if effects.closed is not None:
+                self._applied_closed[range_id] = effects.closed
                 for observer in self._observers.get(range_id, ()):
                     observer.on_closed(effects.closed)
             for left, right in effects.splits:
+                self._applied_closed[right] = self._applied_closed.get(left, ZERO_TIMESTAMP)
                 if self.replicas is not None:
                     self.replicas.add(right)
                 self._sizes.split(left, right)

@@ -68,6 +68,11 @@ class Relocations:
 
     def relocate_range(self, desc: RangeDescriptor, node_id: int) -> RelocateResponse:
         """Move ``desc``'s range (this node's) to ``node_id``."""
+        if len(desc.replicas) > 1:
+            raise InvalidArgumentError(
+                f"{desc} is replicated on {len(desc.replicas)} nodes: its replicas are "
+                "placed by --replicas, not moved by relocation"
+            )
         if desc.lease_holder == node_id:
             return RelocateResponse(desc)
         address = self.cluster.liveness.address(node_id)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from feedkv.db import DB
-from feedkv.errors import AmbiguousResultError
+from feedkv.errors import AmbiguousResultError, InvalidArgumentError
 from feedkv.rangefeed.event import Checkpoint, Event
 from feedkv.testing.cluster import LocalCluster
 from feedkv.testing.feed_validator import FeedValidator, assert_valid
@@ -110,6 +110,8 @@ def test_sql_tables_split_across_replicated_ranges_and_outlive_a_node(
     db.sql("INSERT INTO orders VALUES (1, 'tea'), (2, 'cake')")
     ranges = db.ranges()
     assert len(ranges) >= 2 and all(len(r.replicas) == 3 for r in ranges)
+    with pytest.raises(InvalidArgumentError, match="replicated on 3 nodes"):
+        db.relocate(ranges[-1].span.start, 2)
     cluster.kill(2)
     db.sql("INSERT INTO orders VALUES (3, 'jam')")
     rows = db.sql("SELECT id, item FROM orders ORDER BY id").rows

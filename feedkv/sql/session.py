@@ -63,16 +63,26 @@ P = TypeVar("P")
 
 
 _CACHED_TEXT_CHARS = 2000
+_LONG_TEXTS_KEPT = 64
 
 
 def prepare(text: str) -> tuple[tuple[st.Statement, int], ...]:
-    """Parsed statements with their placeholder counts, cached by text when the text is
-    short: parsing is the expensive part of a short statement, and a long one (a bulk
-    INSERT of literal rows) rarely comes twice while its tree would stay in memory,
-    and in every garbage collection, until 2,048 others pushed it out."""
-    if len(text) > _CACHED_TEXT_CHARS:
-        return _prepare(text)
-    return _prepare_cached(text)
+    """Parsed statements with their placeholder counts, cached by text. A long text is
+    cached only when it has placeholders (``$``): a bulk INSERT of literal rows rarely
+    comes twice, while its tree would stay in memory, and in every garbage collection,
+    until others pushed it out; a loader's 1,000-row INSERT with placeholders comes
+    once a batch, and parsing it costs as much as running it. Long texts have a
+    smaller cache of their own, so they never push the short ones out."""
+    if len(text) <= _CACHED_TEXT_CHARS:
+        return _prepare_cached(text)
+    if _kept(text):
+        return _prepare_long(text)
+    return _prepare(text)
+
+
+def _kept(text: str) -> bool:
+    """Whether the parse of ``text`` (and a session's plans of it) are kept."""
+    return len(text) <= _CACHED_TEXT_CHARS or "$" in text
 
 
 def _prepare(text: str) -> tuple[tuple[st.Statement, int], ...]:
@@ -80,6 +90,7 @@ def _prepare(text: str) -> tuple[tuple[st.Statement, int], ...]:
 
 
 _prepare_cached = functools.lru_cache(maxsize=2048)(_prepare)
+_prepare_long = functools.lru_cache(maxsize=_LONG_TEXTS_KEPT)(_prepare)
 
 
 _PLANS_KEPT = 1024  # per session; past it the plans are dropped and made again
@@ -595,8 +606,8 @@ class Session:
         its key plan), made once per statement and table version in this session, so a
         statement run again goes straight to its rows. A failed build is not kept: its
         error comes again on the next run."""
-        if len(statement.text) > _CACHED_TEXT_CHARS:
-            return build()  # a long statement is not kept either (see prepare)
+        if not _kept(statement.text):
+            return build()  # a long literal statement is not kept either (see prepare)
         key = (id(statement), desc.id)
         found = self._plans.get(key)
         # NB: the statement is kept with its plan, so its id is not reused while the entry

@@ -214,6 +214,52 @@ class Session:
         for statement, count in prepared:
             yield self._run(statement, count, params)
 
+    def execute_many(
+        self,
+        runs: Sequence[tuple[str, Sequence[Any]]],
+        *,
+        interrupt: Callable[[], None] | None = None,
+    ) -> list[Result]:
+        """Run each ``(text, params)`` (one statement a text, texts commonly repeated),
+        all or none: in the open transaction, else in one implicit transaction of their
+        own, retried on conflicts. What a bulk load (COPY) runs: when every statement is
+        an INSERT, their new rows are written without reading first, the keys checked
+        absent when the transaction commits (as for a statement alone), so a batch
+        costs its writes, not a read per row. ``interrupt`` is called before each
+        statement; what it raises ends them all."""
+        planned: list[tuple[st.Statement, Sequence[Any]]] = []
+        for text, params in runs:
+            prepared = self._prepare_checked(text)
+            if len(prepared) != 1:
+                raise SQLError("42601", f"expected one statement a text, got {len(prepared)}")
+            statement, placeholders = prepared[0]
+            if isinstance(statement, _OWN_TRANSACTION):
+                raise SQLError("0A000", f"{statement.text[:40]!r} cannot run in a bulk load")
+            if len(params) != placeholders:
+                raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
+            planned.append((statement, params))
+        if self._txn is not None or not planned:
+            results = []
+            for statement, params in planned:
+                if interrupt is not None:
+                    interrupt()
+                results.append(self._run(statement, len(params), params))
+            return results
+        for statement, _ in planned:
+            self.metrics.count(statement)
+        started = time.perf_counter_ns()
+        try:
+            return self._run_implicit(
+                planned,
+                autocommit=all(isinstance(s, st.Insert) for s, _ in planned),
+                interrupt=interrupt,
+            )
+        except BaseException:
+            self.metrics.failure.inc()
+            raise
+        finally:
+            self.metrics.service_latency.observe(time.perf_counter_ns() - started)
+
     def describe(self, text: str, param_types: Sequence[ColumnType | None] = ()) -> Description:
         """What the one statement in ``text`` returns and takes, planned against the
         tables this session sees now (in its open transaction, else at the present)
@@ -363,7 +409,7 @@ class Session:
         return result
 
     def _run_alone(self, statement: st.Statement, params: Sequence[Any]) -> Result:
-        return self._run_implicit([statement], params, autocommit=True)[0]
+        return self._run_implicit([(statement, params)], autocommit=True)[0]
 
     def _run_batch(
         self, prepared: Sequence[tuple[st.Statement, int]], params: Sequence[Any]
@@ -376,7 +422,7 @@ class Session:
             for _statement, placeholders in prepared:
                 if len(params) != placeholders:
                     raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
-            return self._run_implicit([s for s, _ in prepared], params, autocommit=False)
+            return self._run_implicit([(s, params) for s, _ in prepared], autocommit=False)
         except BaseException:
             self.metrics.failure.inc()
             raise
@@ -384,17 +430,25 @@ class Session:
             self.metrics.service_latency.observe(time.perf_counter_ns() - started)
 
     def _run_implicit(
-        self, statements: Sequence[st.Statement], params: Sequence[Any], *, autocommit: bool
+        self,
+        runs: Sequence[tuple[st.Statement, Sequence[Any]]],
+        *,
+        autocommit: bool,
+        interrupt: Callable[[], None] | None = None,
     ) -> list[Result]:
-        """``statements`` in one transaction of their own, retried on conflicts.
-        ``autocommit``: a statement alone, which may write blind and use leases."""
+        """``runs`` (statements with their parameters) in one transaction of their own,
+        retried on conflicts. ``autocommit``: statements that may write blind and use
+        leases (a statement alone, or the INSERTs of :meth:`execute_many`)."""
         attempts: list[list[Execution]] = []
+        statements = [statement for statement, _ in runs]
 
         def attempt(txn: Txn) -> list[Result]:
             executions: list[Execution] = []
             attempts.append(executions)
             results = []
-            for statement in statements:
+            for statement, params in runs:
+                if interrupt is not None:
+                    interrupt()
                 execution = Execution(self, txn, params, autocommit=autocommit)
                 executions.append(execution)
                 results.append(run(execution, statement))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from feedkv import DB
+from feedkv.errors import SQLError
 from feedkv.sql.session import prepare
 
 BATCH = 1000
@@ -31,3 +34,43 @@ def test_the_same_long_insert_run_again_with_new_values_writes_them(db: DB) -> N
         session.close()
     rows = db.sql("SELECT count(*), min(k), max(k), max(v) FROM t").rows
     assert rows == [(2 * BATCH, 0, 2 * BATCH - 1, "v999")]
+
+
+def test_execute_many_writes_every_run_or_none(db: DB) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    two = "INSERT INTO t VALUES ($1, $2), ($3, $4)"
+    one = "INSERT INTO t VALUES ($1, $2)"
+    session = db.session()
+    try:
+        results = session.execute_many([(two, [1, "a", 2, "b"]), (one, [3, "c"])])
+        assert [r.tag for r in results] == ["INSERT 0 2", "INSERT 0 1"]
+        with pytest.raises(SQLError) as caught:  # 2 is there already: nothing is written
+            session.execute_many([(one, [4, "d"]), (two, [5, "e", 2, "x"])])
+        assert caught.value.code == "23505"
+        with pytest.raises(SQLError) as caught:  # one proposed twice
+            session.execute_many([(one, [6, "f"]), (one, [6, "g"])])
+        assert caught.value.code == "23505"
+    finally:
+        session.close()
+    assert db.sql("SELECT k, v FROM t ORDER BY k").rows == [(1, "a"), (2, "b"), (3, "c")]
+
+
+@pytest.mark.parametrize(
+    ("run", "code"),
+    [
+        (("INSERT INTO t VALUES ($1, $2)", [1]), "08P01"),
+        (("SELECT 1; SELECT 2", []), "42601"),
+        (("BEGIN", []), "0A000"),
+    ],
+)
+def test_execute_many_refuses_what_is_not_one_statement_with_its_arguments(
+    db: DB, run: tuple[str, list[object]], code: str
+) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    session = db.session()
+    try:
+        with pytest.raises(SQLError) as caught:
+            session.execute_many([run])
+        assert caught.value.code == code
+    finally:
+        session.close()

@@ -174,6 +174,8 @@ class Execution:
         """The table ``name`` names, if the session's user holds ``privilege`` on it
         (or the admin role); else 42501."""
         desc = self._table(name)
+        if desc.offline:
+            raise SQLError("55000", f'relation "{desc.name}" is offline: importing')
         self.require_privilege(desc, privilege)
         return desc
 

@@ -29,6 +29,7 @@ import itertools
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from feedkv.errors import (
@@ -47,6 +48,7 @@ from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
 from feedkv.sql.dml import duplicate_key
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.executor import run
+from feedkv.sql.import_into import import_into
 from feedkv.sql.leases import Lease, Leases
 from feedkv.sql.metrics import SQLMetrics, unregistered_sql_metrics
 from feedkv.sql.parser import parse, placeholder_count
@@ -111,6 +113,7 @@ _OWN_TRANSACTION = (
     | st.CreateChangefeed
     | _JOB_STATEMENTS
     | st.SessionVariable
+    | st.ImportInto
 )
 RESTART_SAVEPOINT = "cockroach_restart"
 
@@ -148,9 +151,13 @@ class Session:
         changefeeds: ChangefeedService | None = None,
         leases: Leases | None = None,
         metrics: SQLMetrics | None = None,
+        external_io_dir: Path | None = None,
     ) -> None:
+        """``external_io_dir``: IMPORT INTO reads ``file://`` URIs only below it (``None``:
+        anywhere, with the rights of this process, as an embedded node's sinks write)."""
         self.db = db
         self.changefeeds = changefeeds
+        self.external_io_dir = external_io_dir
         self.metrics = metrics or unregistered_sql_metrics()
         self.leases = leases
         self.user = user
@@ -386,6 +393,16 @@ class Session:
             if self._txn is not None and not shows:
                 raise SQLError("25001", "job statements cannot run inside a transaction")
             return self.changefeeds.execute(statement, self)
+        if isinstance(statement, st.ImportInto):
+            if self._txn is not None:
+                raise SQLError("25001", "IMPORT INTO cannot be used inside a transaction")
+            return import_into(
+                statement,
+                self.db,
+                self._in_own_transaction,
+                Execution(self, None, ()),
+                self.external_io_dir,
+            )
         if self._txn is None:
             return self._run_alone(statement, params)
         if self._failed:
@@ -406,6 +423,28 @@ class Session:
             self._failed = True
             raise
         self._after_commit.extend(execution.after_commit)
+        return result
+
+    def _in_own_transaction(self, fn: Callable[[Execution], T]) -> T:
+        """``fn`` with an execution in a transaction of its own at a schema change's
+        priority, retried on conflicts (a step of IMPORT INTO)."""
+        attempts: list[Execution] = []
+
+        def attempt(txn: Txn) -> T:
+            execution = Execution(self, txn, ())
+            attempts.append(execution)
+            return fn(execution)
+
+        try:
+            result = self.db.run_transaction(attempt, priority=_SCHEMA_CHANGE_PRIORITY)
+        except BaseException:
+            _withdraw(attempts)
+            raise
+        finally:
+            for execution in attempts:
+                execution.release_leases()
+        for hook in attempts[-1].after_commit:
+            hook()
         return result
 
     def _run_alone(self, statement: st.Statement, params: Sequence[Any]) -> Result:

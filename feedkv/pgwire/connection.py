@@ -501,17 +501,6 @@ class Connection:
         """Insert the COPY's rows, all or none: in the open transaction, else in one of
         their own, retried on conflicts."""
         copy, columns = state.copy, state.columns
-        rows: list[list[Any]] = []
-        for line, values in decode_rows(copy, bytes(state.data), len(columns)):
-            try:
-                rows.append(
-                    [
-                        coerce(value, ctype, name)
-                        for value, (name, ctype) in zip(values, columns, strict=True)
-                    ]
-                )
-            except SQLError as exc:
-                raise SQLError(exc.code, f"COPY data, line {line}: {exc.message}") from None
         names = ", ".join(f'"{name}"' for name, _ in columns)
         width = len(columns)
 
@@ -522,14 +511,33 @@ class Connection:
             )
             return f"INSERT INTO {copy.table} ({names}) VALUES {values}"
 
-        runs: list[tuple[str, Sequence[Any]]] = []
+        # NB: each batch's values go straight into one flat list: a list per row would
+        # keep a million rows alive as a million lists, which every full garbage
+        # collection walks while the COPY runs
+        batches: list[list[Any]] = [[]]
+        for line, values in decode_rows(copy, bytes(state.data), width):
+            batch = batches[-1]
+            if len(batch) == _COPY_BATCH_ROWS * width:
+                batch = []
+                batches.append(batch)
+            try:
+                batch.extend(
+                    [
+                        coerce(value, ctype, name)
+                        for value, (name, ctype) in zip(values, columns, strict=True)
+                    ]
+                )
+            except SQLError as exc:
+                raise SQLError(exc.code, f"COPY data, line {line}: {exc.message}") from None
+        if not batches[-1]:
+            batches.pop()
         full_text = statement(_COPY_BATCH_ROWS)  # NB: one text for every full batch
-        for start in range(0, len(rows), _COPY_BATCH_ROWS):
-            batch = rows[start : start + _COPY_BATCH_ROWS]
-            text = full_text if len(batch) == _COPY_BATCH_ROWS else statement(len(batch))
-            runs.append((text, [value for row in batch for value in row]))
+        runs: list[tuple[str, Sequence[Any]]] = [
+            (full_text if len(b) == _COPY_BATCH_ROWS * width else statement(len(b) // width), b)
+            for b in batches
+        ]
         self._sql.execute_many(runs, interrupt=self._check_cancelled)
-        return len(rows)
+        return sum(len(b) for b in batches) // width if width else 0
 
     def _copy_out(self, copy: CopyStatement, out: bytearray) -> None:
         if copy.query is not None:

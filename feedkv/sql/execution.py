@@ -141,8 +141,11 @@ class Execution:
         self._admin: bool | None = None  # whether the user has the admin role, once asked
         self._lease_keys: dict[int, list[bytes]] = {}  # table id -> keys to delete
         self._changed: set[int] = set()  # tables whose leases :meth:`_changing` waited for
-        # Rows written blind, by their first key: a failed check at commit is a duplicate.
-        self.inserted: dict[bytes, tuple[TableDescriptor, dict[int, Any]]] = {}
+        # Rows written blind, by their first key: a failed check at commit is a duplicate
+        # (the key tells its values). NB: the table alone, not the row: a bulk load's
+        # million rows would otherwise stay alive as a million dicts until the commit,
+        # and every full garbage collection would walk them.
+        self.inserted: dict[bytes, TableDescriptor] = {}
         # Rows updated blind, by key: the tag of the result had the row been missing at
         # commit (a tag, not a Result: one is made per UPDATE, and hardly ever used).
         self.missing: dict[bytes, str] = {}

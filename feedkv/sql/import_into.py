@@ -45,10 +45,10 @@ from feedkv.errors import ConditionFailedError, InvalidArgumentError, SQLError
 from feedkv.security.external_io import confine
 from feedkv.sql import statements as st
 from feedkv.sql.descriptor import TableDescriptor
-from feedkv.sql.dml import duplicate_key
+from feedkv.sql.dml import duplicate_key, duplicate_key_at
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.plan import column_default
-from feedkv.sql.row_codec import decode_row_key, row_kvs
+from feedkv.sql.row_codec import row_kvs
 from feedkv.sql.types import coerce
 from feedkv.util.hlc import Timestamp
 
@@ -95,7 +95,7 @@ def import_into(
         _delete(db, [key for key, _ in pairs[: done[0]]])
         in_transaction(lambda ex: _bring_online(ex, s.table, offline, None))
         if isinstance(exc, ConditionFailedError):
-            raise _duplicate(desc, exc.key) from None
+            raise duplicate_key_at(desc, exc.key) from None
         raise
     in_transaction(lambda ex: _bring_online(ex, s.table, offline, highest))
     return Result(tag=f"IMPORT {count}")
@@ -104,11 +104,6 @@ def import_into(
 def _check_table(ex: Execution, s: st.ImportInto) -> TableDescriptor:
     ex.require_admin("IMPORT INTO (it reads files on the node)")
     return ex.table(s.table, "INSERT")
-
-
-def _duplicate(desc: TableDescriptor, key: bytes) -> SQLError:
-    values = decode_row_key(desc, key)[0]
-    return duplicate_key(desc, dict(zip(desc.primary_key, values, strict=True)))
 
 
 def _bring_online(

@@ -45,7 +45,7 @@ from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.describe import Description, describe
 from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
-from feedkv.sql.dml import duplicate_key
+from feedkv.sql.dml import duplicate_key_at
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.executor import run
 from feedkv.sql.import_into import import_into
@@ -504,7 +504,7 @@ class Session:
                 for execution in attempts[-1]:
                     inserted = execution.inserted.get(exc.key)
                     if inserted is not None:
-                        raise duplicate_key(*inserted) from None
+                        raise duplicate_key_at(inserted, exc.key) from None
                     missing = execution.missing.get(exc.key)
                     if missing is not None:
                         if len(statements) != 1:

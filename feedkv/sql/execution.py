@@ -173,11 +173,14 @@ class Execution:
     def database(self, name: str | None) -> DatabaseDescriptor:
         return self.session.resolve_database(self.read_source, name or self.session.database)
 
-    def table(self, name: st.TableName, privilege: str = "SELECT") -> TableDescriptor:
+    def table(
+        self, name: st.TableName, privilege: str = "SELECT", *, offline_ok: bool = False
+    ) -> TableDescriptor:
         """The table ``name`` names, if the session's user holds ``privilege`` on it
-        (or the admin role); else 42501."""
+        (or the admin role); else 42501. A table an IMPORT INTO has taken offline is
+        refused (55000) unless ``offline_ok``."""
         desc = self._table(name)
-        if desc.offline:
+        if desc.offline and not offline_ok:
             raise SQLError("55000", f'relation "{desc.name}" is offline: importing')
         self.require_privilege(desc, privilege)
         return desc

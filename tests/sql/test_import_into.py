@@ -13,6 +13,7 @@ from psycopg import errors
 from feedkv import DB
 from feedkv.errors import SQLError
 from feedkv.sql import catalog
+from feedkv.sql import statements as st
 from feedkv.sql.parser import parse
 from feedkv.sql.row_codec import table_span
 from feedkv.testing.node_process import NodeProcess
@@ -169,3 +170,44 @@ def test_a_server_reads_files_only_below_its_external_io_dir(
         with pytest.raises(errors.InsufficientPrivilege):
             conn.execute(f"IMPORT INTO t CSV DATA ('file://{tmp_path}/extern/../a.csv')")
         assert conn.execute("SELECT k, v FROM t ORDER BY k").fetchall() == [(1, "a"), (2, "b")]
+
+
+def _take_offline(db: DB) -> None:
+    """The table as an import that died after step 2 leaves it."""
+    session = db.session()
+    try:
+        session._in_own_transaction(
+            lambda ex: (
+                ex.changing(desc := ex.table(st.TableName("t"))),
+                ex.publish(desc.bumped(offline=True)),
+            )
+        )
+    finally:
+        session.close()
+
+
+def test_an_offline_table_refuses_statements_but_may_be_dropped(table: DB) -> None:
+    db = table
+    _take_offline(db)
+    for statement in ("SELECT * FROM t", "INSERT INTO t (k) VALUES (1)", "DELETE FROM t"):
+        error = sql_error(db, statement)
+        assert error.code == "55000", statement
+        assert 'relation "t" is offline: importing' in error.message
+    db.sql("DROP TABLE t")
+    assert sql_error(db, "SELECT * FROM t").code == "42P01"
+
+
+def test_import_needs_the_admin_role(table: DB, tmp_path: Path) -> None:
+    db = table
+    uri = write(tmp_path / "a.csv", "1,a\n")
+    db.sql("CREATE USER bob")
+    db.sql("GRANT ALL ON TABLE t TO bob")
+    session = db.session(user="bob")
+    try:
+        with pytest.raises(SQLError) as caught:
+            session.execute(f"IMPORT INTO t (k, v) CSV DATA ('{uri}')")
+        assert caught.value.code == "42501"
+        assert "admin role" in caught.value.message
+    finally:
+        session.close()
+    assert db.sql("SELECT count(*) FROM t").rows == [(0,)]

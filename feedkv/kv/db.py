@@ -145,7 +145,8 @@ class KVClient:
         """Write ``pairs`` (keys ascending, each once) as committed values at ``ts``: a
         bulk load's writes, with no transaction, no intents and no record. Each range's
         pairs go in commands of up to ``batch``; a range that closed ``ts`` or served a
-        read at it moves its command above (then the values land above ``ts``). Every
+        read at it moves its command above (then it and the commands after it land
+        above ``ts``). Every
         key must hold no value: :class:`ConditionFailedError` names the first that does.
         Each command is atomic, the whole is not: after each, ``written(n)`` says that
         the first ``n`` pairs are written (a caller that fails deletes those). Returns
@@ -165,7 +166,11 @@ class KVClient:
                 response = self._router.send_key(pairs[i][0], header, requests, span=span)
             except RangeKeyMismatchError:
                 continue  # the range split: the router refreshed its cache, divide again
-            highest = max(highest, response.timestamp)
+            if response.timestamp > highest:
+                # NB: the next commands start where this one landed: the range closed
+                # ``ts`` meanwhile, and each would otherwise be refused there and run again
+                highest = response.timestamp
+                header = Header(timestamp=highest)
             i = j
             if written is not None:
                 written(i)

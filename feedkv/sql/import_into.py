@@ -16,12 +16,16 @@ The import runs in four steps, none inside a transaction of the caller's (inside
    version's timestamp with an error: CockroachDB documents that IMPORT INTO "will cause
    any changefeeds running on the targeted table to fail". A changefeed created after
    the import finds the rows in its initial scan.
-3. **Write**: the pairs go to their ranges as plain committed values at one timestamp
-   taken after step 2 (:meth:`KVClient.ingest`): no intents, no transaction record,
-   nothing to resolve, thousands of rows a command. A range that has closed that
-   timestamp (or served a read at it) writes its command just above instead. Every key
-   must be new, as CockroachDB's IMPORT INTO cannot overwrite rows either: a row that
-   is there already fails the import (23505) and the rows written so far are deleted.
+3. **Write**: the pairs go to their ranges as plain committed values at the import's
+   timestamp, taken after step 2 (:meth:`KVClient.ingest`): no intents, no transaction
+   record, nothing to resolve, 10,000 rows a command. NB: the closed timestamp wins
+   over "one timestamp": a command that reaches its range after the range closed that
+   timestamp (an import that runs longer than the closed-timestamp target) is written
+   just above the closed timestamp instead, so a large import's rows carry a few
+   timestamps between the offline and the online versions; nothing can read them in
+   between. Every key must be new, as CockroachDB's IMPORT INTO cannot overwrite rows
+   either: a row that is there already fails the import (23505) and the rows written
+   so far are deleted.
 4. **Online**: the next descriptor version, without ``offline``, above every imported
    value.
 

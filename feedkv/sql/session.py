@@ -96,6 +96,7 @@ _prepare_long = functools.lru_cache(maxsize=_LONG_TEXTS_KEPT)(_prepare)
 
 
 _PLANS_KEPT = 1024  # per session; past it the plans are dropped and made again
+_LONG_PLANS_KEPT = 16  # of texts over _CACHED_TEXT_CHARS, per session, likewise
 
 _JOB_STATEMENTS = st.ShowChangefeedJobs | st.ControlJob | st.AlterChangefeed | st.ClusterSetting
 # Statements that write a new version of a leased descriptor (Execution._publish). They
@@ -172,6 +173,7 @@ class Session:
         self._table_ids: dict[tuple[str, str], int] = {}
         self._database_ids: dict[str, int] = {}
         self._plans: dict[tuple[int, int], tuple[st.Statement, TableDescriptor, Any]] = {}
+        self._long_plans: dict[tuple[int, int], tuple[st.Statement, TableDescriptor, Any]] = {}
         self._checked_user = False
 
     @property
@@ -702,7 +704,7 @@ class Session:
         if not _kept(statement.text):
             return build()  # a long literal statement is not kept either (see prepare)
         key = (id(statement), desc.id)
-        found = self._plans.get(key)
+        found = self._plans.get(key) or self._long_plans.get(key)
         # NB: the statement is kept with its plan, so its id is not reused while the entry
         # lives. The descriptor is compared whole, not by version: a transaction that
         # rolled back may have used a version that a later change writes differently.
@@ -710,7 +712,10 @@ class Session:
             plan: P = found[2]
             return plan
         plan = build()
-        if len(self._plans) >= _PLANS_KEPT:
-            self._plans.clear()
-        self._plans[key] = (statement, desc, plan)
+        # NB: long texts (a loader's 1,000-row INSERT) have few plans of their own, each
+        # as large as a thousand short ones
+        plans = self._plans if len(statement.text) <= _CACHED_TEXT_CHARS else self._long_plans
+        if len(plans) >= (_PLANS_KEPT if plans is self._plans else _LONG_PLANS_KEPT):
+            plans.clear()
+        plans[key] = (statement, desc, plan)
         return plan

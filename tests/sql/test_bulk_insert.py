@@ -74,3 +74,23 @@ def test_execute_many_refuses_what_is_not_one_statement_with_its_arguments(
         assert caught.value.code == code
     finally:
         session.close()
+
+
+def test_a_session_keeps_few_plans_of_long_texts(db: DB) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    session = db.session()
+    try:
+        for rows in range(900, 940):  # forty different long texts, as COPY's last batches
+            text = "INSERT INTO t VALUES " + ", ".join(
+                f"(${2 * j + 1}, ${2 * j + 2})" for j in range(rows)
+            )
+            lo = rows * 1000
+            session.execute(text, *[p for k in range(lo, lo + rows) for p in (k, "v")])
+            assert len(session._long_plans) <= 16
+        assert session.execute(INSERT, *[p for k in range(BATCH) for p in (k, "v")]).tag == (
+            f"INSERT 0 {BATCH}"
+        )
+        assert INSERT in {s.text for s, _desc, _plan in session._long_plans.values()}
+    finally:
+        session.close()
+    assert db.sql("SELECT count(*) FROM t").rows == [(sum(range(900, 940)) + BATCH,)]

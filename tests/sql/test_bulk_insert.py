@@ -6,6 +6,7 @@ import pytest
 
 from feedkv import DB
 from feedkv.errors import SQLError
+from feedkv.kv.api import BatchRequest, BatchResponse
 from feedkv.sql.session import prepare
 
 BATCH = 1000
@@ -94,3 +95,35 @@ def test_a_session_keeps_few_plans_of_long_texts(db: DB) -> None:
     finally:
         session.close()
     assert db.sql("SELECT count(*) FROM t").rows == [(sum(range(900, 940)) + BATCH,)]
+
+
+def test_an_insert_across_ranges_sends_a_batch_a_range_and_the_commit(db: DB) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    db.sql("ALTER TABLE t SPLIT AT VALUES (100), (200)")
+    session = db.session()
+    transport = db.transport
+    send = transport.send
+    sent: list[list[str]] = []
+
+    def recording(batch: BatchRequest) -> BatchResponse:
+        sent.append([type(r).__name__ for r in batch.requests])
+        return send(batch)
+
+    try:
+        session.execute("INSERT INTO t VALUES (1, 'warm'), (101, 'the'), (201, 'lease')")
+        transport.send = recording  # type: ignore[method-assign]
+        tag = session.execute("INSERT INTO t VALUES (2, 'a'), (102, 'b'), (202, 'c')").tag
+        assert tag == "INSERT 0 3"
+    finally:
+        transport.send = send  # type: ignore[method-assign]
+        session.close()
+    # the transaction's batches (not the descriptor lease's): three ranges' intents, the
+    # record with the first range's, then the commit
+    mine = [names for names in sent if "ConditionalPut" in names or names == ["EndTxn"]]
+    assert mine == [
+        ["HeartbeatTxn", "ConditionalPut"],
+        ["ConditionalPut"],
+        ["ConditionalPut"],
+        ["EndTxn"],
+    ]
+    assert db.sql("SELECT count(*) FROM t").rows == [(6,)]

@@ -261,6 +261,7 @@ class DB(KVFeedClient):
             changefeeds=self.changefeeds,
             leases=self.leases,
             metrics=self._node.metrics.sql if self._node is not None else None,
+            external_io_dir=self._node.external_io_dir if self._node is not None else None,
         )
 
     @property

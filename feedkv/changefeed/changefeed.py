@@ -24,7 +24,10 @@ Spark for jobs):
    ``schema_change_policy``: ``backfill`` emits every row at the change's timestamp
    (rows rewritten by the change arrive through the feed; otherwise they are scanned);
    ``nobackfill`` leaves the rewritten rows out; ``stop`` ends the feed resolved up to
-   one tick before the change, with an error saying so. A dropped table always ends it.
+   one tick before the change, with an error saying so. A dropped table always ends it,
+   and so does a table taken offline by ``IMPORT INTO`` (CockroachDB documents that an
+   import fails the changefeeds on its table; a changefeed created after the import
+   finds the imported rows in its initial scan).
 5. ``end_time`` ends the feed once the frontier reaches it; rows after it are not
    emitted.
 
@@ -411,8 +414,9 @@ def cdc_query(spec: ChangefeedSpec) -> CDCQuery | None:
 
 
 def stopped_by(change: SchemaChange) -> ChangefeedError:
-    """The error a feed ends with at ``change`` (a stop, or a dropped table)."""
-    if change.after.dropped:
+    """The error a feed ends with at ``change`` (a stop, a dropped table, or one taken
+    offline by IMPORT INTO)."""
+    if change.after.dropped or change.takes_offline:
         return ChangefeedError(f"{change.describe()} at {change.ts}; the changefeed ended")
     return ChangefeedError(
         f"schema change occurred at {change.ts}: {change.describe()}; "

@@ -59,6 +59,12 @@ class SchemaChange:
         return added_with_value or bool(self.dropped_columns)
 
     @property
+    def takes_offline(self) -> bool:
+        """Whether an IMPORT INTO took the table offline: that ends the changefeeds
+        watching it, as CockroachDB's IMPORT INTO fails them."""
+        return self.after.offline and not self.before.offline
+
+    @property
     def changes_columns(self) -> bool:
         return bool(self.added_columns or self.dropped_columns)
 
@@ -66,6 +72,8 @@ class SchemaChange:
         parts = []
         if self.after.dropped:
             return f"table {self.before.name!r} was dropped"
+        if self.takes_offline:
+            return f"table {self.before.name!r} was taken offline by IMPORT INTO"
         if self.added_columns:
             parts.append("added column(s) " + ", ".join(self.added_columns))
         if self.dropped_columns:

@@ -13,19 +13,21 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Self, TypeVar
 
 from feedkv.errors import (
     InvalidArgumentError,
     InvariantViolation,
+    RangeKeyMismatchError,
     RangeRoutingError,
     RetryableError,
 )
 from feedkv.kv.api import (
     BatchRequest,
     BatchResponse,
+    ConditionalPut,
     Export,
     ExportPosition,
     ExportResponse,
@@ -49,7 +51,7 @@ from feedkv.kv.txn import Txn
 from feedkv.storage.export import ExportedVersion
 from feedkv.storage.mvcc import KeyValue, check_value
 from feedkv.util.hlc import Timestamp
-from feedkv.util.keys import KEY_MIN, Span, check_key
+from feedkv.util.keys import KEY_MIN, Span, check_key, key_next
 
 if TYPE_CHECKING:
     from feedkv.kv.store import Store
@@ -59,6 +61,7 @@ __all__ = ["KVClient", "LocalTransport", "RangeInfo"]
 T = TypeVar("T")
 
 EXPORT_PAGE_SIZE = 5000
+INGEST_BATCH = 10_000  # pairs a command of :meth:`KVClient.ingest` writes at most
 _NO_HEADER = Header()  # a plain write's: the router addresses it, the node stamps it
 
 
@@ -130,6 +133,48 @@ class KVClient:
     def _write(self, key: bytes, value: bytes | None) -> Timestamp:
         check_key(key)
         return self._router.send_key(key, _NO_HEADER, (Put(key, value),)).timestamp
+
+    def ingest(
+        self,
+        pairs: Sequence[tuple[bytes, bytes]],
+        ts: Timestamp,
+        *,
+        batch: int = INGEST_BATCH,
+        written: Callable[[int], None] | None = None,
+    ) -> Timestamp:
+        """Write ``pairs`` (keys ascending, each once) as committed values at ``ts``: a
+        bulk load's writes, with no transaction, no intents and no record. Each range's
+        pairs go in commands of up to ``batch``; a range that closed ``ts`` or served a
+        read at it moves its command above (then it and the commands after it land
+        above ``ts``). Every
+        key must hold no value: :class:`ConditionFailedError` names the first that does.
+        Each command is atomic, the whole is not: after each, ``written(n)`` says that
+        the first ``n`` pairs are written (a caller that fails deletes those). Returns
+        the highest timestamp written."""
+        highest = ts
+        header = Header(timestamp=ts)
+        i = 0
+        while i < len(pairs):
+            desc = self._router.ranges.get(pairs[i][0])
+            end = min(len(pairs), i + batch)
+            j = i + 1
+            while j < end and desc.contains_key(pairs[j][0]):
+                j += 1
+            requests = tuple(ConditionalPut(k, v, None) for k, v in pairs[i:j])
+            span = Span(pairs[i][0], key_next(pairs[j - 1][0]))
+            try:
+                response = self._router.send_key(pairs[i][0], header, requests, span=span)
+            except RangeKeyMismatchError:
+                continue  # the range split: the router refreshed its cache, divide again
+            if response.timestamp > highest:
+                # NB: the next commands start where this one landed: the range closed
+                # ``ts`` meanwhile, and each would otherwise be refused there and run again
+                highest = response.timestamp
+                header = Header(timestamp=highest)
+            i = j
+            if written is not None:
+                written(i)
+        return highest
 
     def get(self, key: bytes, *, as_of: Timestamp | None = None) -> bytes | None:
         """The value at ``key`` now, or as of ``as_of``; ``None`` if absent."""

@@ -369,19 +369,29 @@ class Txn:
     def _commit_two_phase(self, puts: list[Put | ConditionalPut]) -> None:
         if not self._txn.key:  # its record goes with its first write
             self._txn = self._txn.anchored_at(puts[0].key)
-        self._start_heartbeat()
         try:
             remaining = puts
             while remaining:
                 desc = self._router.ranges.get(remaining[0].key)
                 batch = [p for p in remaining if desc.contains_key(p.key)]
-                span = Span(batch[0].key, key_next(max(p.key for p in batch)))
+                requests: tuple[Request, ...] = tuple(batch)
+                keys = [p.key for p in batch]
+                # NB: the record goes in the same command as its range's intents: one
+                # command (and fsync) fewer before the commit
+                record = self._heartbeat_thread is None and desc.contains_key(self._txn.key)
+                if record:
+                    requests = (HeartbeatTxn(), *requests)
+                    keys.append(self._txn.key)
+                span = Span(min(keys), key_next(max(keys)))
                 try:
-                    self._send_key(batch[0].key, tuple(batch), span=span)
+                    self._send_key(batch[0].key, requests, span=span)
                 except RangeKeyMismatchError:
                     continue  # the router refreshed its cache: divide again
+                if record:
+                    self._keep_alive()
                 self._locked.extend(Span.for_key(p.key) for p in batch)
                 remaining = [p for p in remaining if not desc.contains_key(p.key)]
+            self._start_heartbeat()  # NB: idempotent; the record's range had no writes
             lock_spans = tuple(merge_spans(self._locked))
             while True:
                 if self._txn.write_ts != self._txn.read_ts:
@@ -404,6 +414,12 @@ class Txn:
         if self._heartbeat_thread is not None:
             return
         self._send_key(self._txn.key, (HeartbeatTxn(),))
+        self._keep_alive()
+
+    def _keep_alive(self) -> None:
+        """Heartbeat the record, written now, until the transaction ends. Idempotent."""
+        if self._heartbeat_thread is not None:
+            return
         stop = threading.Event()
         beat = threading.Thread(target=self._heartbeat, args=(stop,), daemon=True)
         beat.start()

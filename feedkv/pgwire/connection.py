@@ -106,8 +106,7 @@ PEER_CHECK_S = 1.0
 # a bad row anywhere writes nothing): past this many bytes it fails with 54000.
 MAX_COPY_BYTES = 256 << 20
 # Rows per INSERT of a COPY: one statement text for every full batch (parsed once).
-_COPY_BATCH_ROWS = 200
-_COPY_ATTEMPTS = 10
+_COPY_BATCH_ROWS = 1000
 
 
 class SQLSession(Protocol):
@@ -133,6 +132,13 @@ class SQLSession(Protocol):
     def execute_each(
         self, text: str, params: Sequence[Any] = (), *, batch: bool = True
     ) -> Iterator[Result]: ...
+
+    def execute_many(
+        self,
+        runs: Sequence[tuple[str, Sequence[Any]]],
+        *,
+        interrupt: Callable[[], None] | None = None,
+    ) -> list[Result]: ...
 
     def close(self) -> None: ...
 
@@ -495,51 +501,43 @@ class Connection:
         """Insert the COPY's rows, all or none: in the open transaction, else in one of
         their own, retried on conflicts."""
         copy, columns = state.copy, state.columns
-        rows: list[list[Any]] = []
-        for line, values in decode_rows(copy, bytes(state.data), len(columns)):
-            for value, (name, ctype) in zip(values, columns, strict=True):
-                try:
-                    coerce(value, ctype, name)
-                except SQLError as exc:
-                    raise SQLError(exc.code, f"COPY data, line {line}: {exc.message}") from None
-            rows.append(values)
         names = ", ".join(f'"{name}"' for name, _ in columns)
+        width = len(columns)
 
-        def insert() -> None:
-            for start in range(0, len(rows), _COPY_BATCH_ROWS):
-                self._check_cancelled()
-                batch = rows[start : start + _COPY_BATCH_ROWS]
-                width = len(columns)
-                values = ", ".join(
-                    "(" + ", ".join(f"${r * width + c + 1}" for c in range(width)) + ")"
-                    for r in range(len(batch))
-                )
-                params = [value for row in batch for value in row]
-                self._sql.execute_all(f"INSERT INTO {copy.table} ({names}) VALUES {values}", params)
+        def statement(count: int) -> str:
+            values = ", ".join(
+                "(" + ", ".join(f"${r * width + c + 1}" for c in range(width)) + ")"
+                for r in range(count)
+            )
+            return f"INSERT INTO {copy.table} ({names}) VALUES {values}"
 
-        session = self._sql
-        if session.in_transaction:
-            insert()
-            return len(rows)
-
-        def rollback() -> None:
-            if session.in_transaction:  # a failed COMMIT has ended it already
-                session.execute_all("ROLLBACK")
-
-        for attempt in range(1, _COPY_ATTEMPTS + 1):
-            session.execute_all("BEGIN")
+        # NB: each batch's values go straight into one flat list: a list per row would
+        # keep a million rows alive as a million lists, which every full garbage
+        # collection walks while the COPY runs
+        batches: list[list[Any]] = [[]]
+        for line, values in decode_rows(copy, bytes(state.data), width):
+            batch = batches[-1]
+            if len(batch) == _COPY_BATCH_ROWS * width:
+                batch = []
+                batches.append(batch)
             try:
-                insert()
-                session.execute_all("COMMIT")
-                return len(rows)
-            except RetryableError:
-                rollback()
-                if attempt == _COPY_ATTEMPTS:
-                    raise
-            except BaseException:
-                rollback()
-                raise
-        return len(rows)
+                batch.extend(
+                    [
+                        coerce(value, ctype, name)
+                        for value, (name, ctype) in zip(values, columns, strict=True)
+                    ]
+                )
+            except SQLError as exc:
+                raise SQLError(exc.code, f"COPY data, line {line}: {exc.message}") from None
+        if not batches[-1]:
+            batches.pop()
+        full_text = statement(_COPY_BATCH_ROWS)  # NB: one text for every full batch
+        runs: list[tuple[str, Sequence[Any]]] = [
+            (full_text if len(b) == _COPY_BATCH_ROWS * width else statement(len(b) // width), b)
+            for b in batches
+        ]
+        self._sql.execute_many(runs, interrupt=self._check_cancelled)
+        return sum(len(b) for b in batches) // width if width else 0
 
     def _copy_out(self, copy: CopyStatement, out: bytearray) -> None:
         if copy.query is not None:

@@ -221,7 +221,8 @@ def _families(
 def drop_table(ex: Execution, s: st.DropTable) -> Result:
     for name in s.tables:
         try:
-            desc = ex.table(name, "DROP")
+            # NB: an offline table may be dropped: one whose import died stays offline
+            desc = ex.table(name, "DROP", offline_ok=True)
         except SQLError as exc:
             if s.if_exists and exc.code in ("42P01", "3D000"):
                 continue

@@ -108,6 +108,9 @@ class TableDescriptor:
     next_column_id: int = 1
     next_family_id: int = 1
     dropped: bool = False
+    # Taken offline by an IMPORT INTO that is writing its rows: statements refuse the
+    # table (55000) and changefeeds watching it end, as in CockroachDB.
+    offline: bool = False
     _by_name: dict[str, Column] = field(init=False, repr=False, compare=False)
     _by_id: dict[int, Column] = field(init=False, repr=False, compare=False)
     # NB: the row codec keeps its per-version decoding plan here (row_codec._layout).
@@ -209,6 +212,8 @@ class TableDescriptor:
                     "next_column_id": self.next_column_id,
                     "next_family_id": self.next_family_id,
                     "dropped": self.dropped,
+                    # NB: only when set, so every other descriptor keeps its bytes
+                    **({"offline": True} if self.offline else {}),
                 }
             },
             separators=(",", ":"),
@@ -229,6 +234,7 @@ class TableDescriptor:
             next_column_id=data["next_column_id"],
             next_family_id=data["next_family_id"],
             dropped=data.get("dropped", False),
+            offline=data.get("offline", False),
         )
 
 

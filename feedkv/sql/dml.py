@@ -44,6 +44,7 @@ from feedkv.sql.plan import (
 )
 from feedkv.sql.query import query, read_source
 from feedkv.sql.row_codec import (
+    decode_row_key,
     row_kvs,
     row_span,
     table_span,
@@ -53,7 +54,7 @@ from feedkv.sql.types import (
     coerce,
 )
 
-__all__ = ["HANDLERS", "duplicate_key"]
+__all__ = ["HANDLERS", "duplicate_key", "duplicate_key_at"]
 
 
 def insert(ex: Execution, s: st.Insert) -> Result:
@@ -143,7 +144,7 @@ def _insert_blind(
     for key, encoded in kvs.items():
         if key != first_key and encoded is not None:
             ex.txn.put(key, encoded)
-    ex.inserted[first_key] = (desc, row)
+    ex.inserted[first_key] = desc
     return True
 
 
@@ -369,6 +370,12 @@ def _check_not_null(desc: TableDescriptor, row: dict[int, Any]) -> None:
             raise SQLError(
                 "23502", f'null value in column "{column.name}" violates not-null constraint'
             )
+
+
+def duplicate_key_at(desc: TableDescriptor, key: bytes) -> SQLError:
+    """:func:`duplicate_key` for the row whose KV key is ``key``."""
+    values = decode_row_key(desc, key)[0]
+    return duplicate_key(desc, dict(zip(desc.primary_key, values, strict=True)))
 
 
 def duplicate_key(desc: TableDescriptor, row: dict[int, Any]) -> SQLError:

@@ -141,8 +141,11 @@ class Execution:
         self._admin: bool | None = None  # whether the user has the admin role, once asked
         self._lease_keys: dict[int, list[bytes]] = {}  # table id -> keys to delete
         self._changed: set[int] = set()  # tables whose leases :meth:`_changing` waited for
-        # Rows written blind, by their first key: a failed check at commit is a duplicate.
-        self.inserted: dict[bytes, tuple[TableDescriptor, dict[int, Any]]] = {}
+        # Rows written blind, by their first key: a failed check at commit is a duplicate
+        # (the key tells its values). NB: the table alone, not the row: a bulk load's
+        # million rows would otherwise stay alive as a million dicts until the commit,
+        # and every full garbage collection would walk them.
+        self.inserted: dict[bytes, TableDescriptor] = {}
         # Rows updated blind, by key: the tag of the result had the row been missing at
         # commit (a tag, not a Result: one is made per UPDATE, and hardly ever used).
         self.missing: dict[bytes, str] = {}
@@ -170,10 +173,15 @@ class Execution:
     def database(self, name: str | None) -> DatabaseDescriptor:
         return self.session.resolve_database(self.read_source, name or self.session.database)
 
-    def table(self, name: st.TableName, privilege: str = "SELECT") -> TableDescriptor:
+    def table(
+        self, name: st.TableName, privilege: str = "SELECT", *, offline_ok: bool = False
+    ) -> TableDescriptor:
         """The table ``name`` names, if the session's user holds ``privilege`` on it
-        (or the admin role); else 42501."""
+        (or the admin role); else 42501. A table an IMPORT INTO has taken offline is
+        refused (55000) unless ``offline_ok``."""
         desc = self._table(name)
+        if desc.offline and not offline_ok:
+            raise SQLError("55000", f'relation "{desc.name}" is offline: importing')
         self.require_privilege(desc, privilege)
         return desc
 

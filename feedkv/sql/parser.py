@@ -378,6 +378,8 @@ class _Statement:
         savepoint = self._savepoint()
         if savepoint is not None:
             return savepoint
+        if self.words[0] == "IMPORT":
+            return self._import_into()
         self._check_shape()
         words = self.words
         if words[1:3] == ["CLUSTER", "SETTING"] and words[0] in ("SET", "RESET", "SHOW"):
@@ -1093,6 +1095,70 @@ class _Statement:
             raise self._error_at(2, "expected FOR TABLE <name> or AS SELECT ... FROM <table>")
         return st.CreateChangefeed(self.text, tuple(targets), sink, tuple(options), query)
 
+    def _import_into(self) -> st.ImportInto:
+        """``IMPORT INTO t [(c, ...)] CSV DATA ('uri', ...) [WITH name [= value], ...]``."""
+        words, tokens = self.words, self.tokens
+        if words[1:2] != ["INTO"]:
+            raise SQLError(
+                "0A000",
+                "only IMPORT INTO t [(columns)] CSV DATA ('file:///...') is supported; "
+                "create the table first",
+            )
+        i = 2
+        stop = i
+        while stop < len(words) and words[stop] not in _IMPORT_TABLE_END:
+            stop += 1
+        table = self._table_name(i, stop)
+        i = stop
+        columns: tuple[str, ...] | None = None
+        if i < len(words) and words[i] == "(":
+            names: list[str] = []
+            i += 1
+            while True:
+                token = tokens[i] if i < len(words) else None
+                if token is None or not (
+                    token.token_type in _NAME_TOKENS or token.text.isidentifier()
+                ):
+                    raise self._error_at(i, "expected a column name")
+                names.append(_name(token))
+                i += 1
+                if i < len(words) and words[i] == ",":
+                    i += 1
+                    continue
+                if i < len(words) and words[i] == ")":
+                    i += 1
+                    break
+                raise self._error_at(i, "expected , or ) after a column name")
+            columns = tuple(names)
+        if words[i : i + 2] != ["CSV", "DATA"]:
+            if i < len(words) and words[i] in ("AVRO", "DELIMITED", "PGDUMP", "MYSQLDUMP"):
+                raise SQLError("0A000", f"IMPORT INTO reads CSV DATA only, not {words[i]}")
+            raise self._error_at(i, "expected CSV DATA ('uri', ...)")
+        i += 2
+        if i >= len(words) or words[i] != "(":
+            raise self._error_at(i, "expected ( and the file URIs after CSV DATA")
+        i += 1
+        uris: list[str] = []
+        while True:
+            token = tokens[i] if i < len(words) else None
+            if token is None or token.token_type is not TokenType.STRING:
+                raise self._error_at(i, "expected a file URI as a string")
+            uris.append(token.text)
+            i += 1
+            if i < len(words) and words[i] == ",":
+                i += 1
+                continue
+            if i < len(words) and words[i] == ")":
+                i += 1
+                break
+            raise self._error_at(i, "expected , or ) after a file URI")
+        options: list[tuple[str, str | None]] = []
+        if i < len(words) and words[i] == "WITH":
+            options, i = self._options(i + 1, values=True)
+        if i < len(words):
+            raise self._error_at(i, "unexpected input after IMPORT INTO's options")
+        return st.ImportInto(self.text, table, columns, tuple(uris), tuple(options))
+
     def _targets(self, i: int) -> tuple[list[st.ChangefeedTarget], int]:
         """``[TABLE] t [FAMILY f], ...`` from token ``i``; returns the targets and the
         index after them."""
@@ -1216,6 +1282,7 @@ class _Statement:
         return select
 
 
+_IMPORT_TABLE_END = {"(", "CSV", "AVRO", "DELIMITED", "PGDUMP", "MYSQLDUMP", "DATA"}
 _TARGET_END = {",", "FAMILY", "INTO", "WITH", "AS", "ADD", "DROP", "SET", "UNSET"}
 _OPTION_VALUES = {TokenType.STRING, TokenType.NUMBER, TokenType.VAR, TokenType.IDENTIFIER}
 _CLAUSE_WORDS = {"WHERE", "ORDER", "LIMIT", "OFFSET", "GROUP", "HAVING", "FOR"}

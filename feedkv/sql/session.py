@@ -29,6 +29,7 @@ import itertools
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from feedkv.errors import (
@@ -44,9 +45,10 @@ from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.describe import Description, describe
 from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
-from feedkv.sql.dml import duplicate_key
+from feedkv.sql.dml import duplicate_key_at
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.executor import run
+from feedkv.sql.import_into import import_into
 from feedkv.sql.leases import Lease, Leases
 from feedkv.sql.metrics import SQLMetrics, unregistered_sql_metrics
 from feedkv.sql.parser import parse, placeholder_count
@@ -64,16 +66,26 @@ P = TypeVar("P")
 
 
 _CACHED_TEXT_CHARS = 2000
+_LONG_TEXTS_KEPT = 64
 
 
 def prepare(text: str) -> tuple[tuple[st.Statement, int], ...]:
-    """Parsed statements with their placeholder counts, cached by text when the text is
-    short: parsing is the expensive part of a short statement, and a long one (a bulk
-    INSERT of literal rows) rarely comes twice while its tree would stay in memory,
-    and in every garbage collection, until 2,048 others pushed it out."""
-    if len(text) > _CACHED_TEXT_CHARS:
-        return _prepare(text)
-    return _prepare_cached(text)
+    """Parsed statements with their placeholder counts, cached by text. A long text is
+    cached only when it has placeholders (``$``): a bulk INSERT of literal rows rarely
+    comes twice, while its tree would stay in memory, and in every garbage collection,
+    until others pushed it out; a loader's 1,000-row INSERT with placeholders comes
+    once a batch, and parsing it costs as much as running it. Long texts have a
+    smaller cache of their own, so they never push the short ones out."""
+    if len(text) <= _CACHED_TEXT_CHARS:
+        return _prepare_cached(text)
+    if _kept(text):
+        return _prepare_long(text)
+    return _prepare(text)
+
+
+def _kept(text: str) -> bool:
+    """Whether the parse of ``text`` (and a session's plans of it) are kept."""
+    return len(text) <= _CACHED_TEXT_CHARS or "$" in text
 
 
 def _prepare(text: str) -> tuple[tuple[st.Statement, int], ...]:
@@ -81,9 +93,11 @@ def _prepare(text: str) -> tuple[tuple[st.Statement, int], ...]:
 
 
 _prepare_cached = functools.lru_cache(maxsize=2048)(_prepare)
+_prepare_long = functools.lru_cache(maxsize=_LONG_TEXTS_KEPT)(_prepare)
 
 
 _PLANS_KEPT = 1024  # per session; past it the plans are dropped and made again
+_LONG_PLANS_KEPT = 16  # of texts over _CACHED_TEXT_CHARS, per session, likewise
 
 _JOB_STATEMENTS = st.ShowChangefeedJobs | st.ControlJob | st.AlterChangefeed | st.ClusterSetting
 # Statements that write a new version of a leased descriptor (Execution._publish). They
@@ -101,6 +115,7 @@ _OWN_TRANSACTION = (
     | st.CreateChangefeed
     | _JOB_STATEMENTS
     | st.SessionVariable
+    | st.ImportInto
 )
 RESTART_SAVEPOINT = "cockroach_restart"
 
@@ -138,9 +153,13 @@ class Session:
         changefeeds: ChangefeedService | None = None,
         leases: Leases | None = None,
         metrics: SQLMetrics | None = None,
+        external_io_dir: Path | None = None,
     ) -> None:
+        """``external_io_dir``: IMPORT INTO reads ``file://`` URIs only below it (``None``:
+        anywhere, with the rights of this process, as an embedded node's sinks write)."""
         self.db = db
         self.changefeeds = changefeeds
+        self.external_io_dir = external_io_dir
         self.metrics = metrics or unregistered_sql_metrics()
         self.leases = leases
         self.user = user
@@ -155,6 +174,7 @@ class Session:
         self._table_ids: dict[tuple[str, str], int] = {}
         self._database_ids: dict[str, int] = {}
         self._plans: dict[tuple[int, int], tuple[st.Statement, TableDescriptor, Any]] = {}
+        self._long_plans: dict[tuple[int, int], tuple[st.Statement, TableDescriptor, Any]] = {}
         self._checked_user = False
 
     @property
@@ -203,6 +223,52 @@ class Session:
             return
         for statement, count in prepared:
             yield self._run(statement, count, params)
+
+    def execute_many(
+        self,
+        runs: Sequence[tuple[str, Sequence[Any]]],
+        *,
+        interrupt: Callable[[], None] | None = None,
+    ) -> list[Result]:
+        """Run each ``(text, params)`` (one statement a text, texts commonly repeated),
+        all or none: in the open transaction, else in one implicit transaction of their
+        own, retried on conflicts. What a bulk load (COPY) runs: when every statement is
+        an INSERT, their new rows are written without reading first, the keys checked
+        absent when the transaction commits (as for a statement alone), so a batch
+        costs its writes, not a read per row. ``interrupt`` is called before each
+        statement; what it raises ends them all."""
+        planned: list[tuple[st.Statement, Sequence[Any]]] = []
+        for text, params in runs:
+            prepared = self._prepare_checked(text)
+            if len(prepared) != 1:
+                raise SQLError("42601", f"expected one statement a text, got {len(prepared)}")
+            statement, placeholders = prepared[0]
+            if isinstance(statement, _OWN_TRANSACTION):
+                raise SQLError("0A000", f"{statement.text[:40]!r} cannot run in a bulk load")
+            if len(params) != placeholders:
+                raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
+            planned.append((statement, params))
+        if self._txn is not None or not planned:
+            results = []
+            for statement, params in planned:
+                if interrupt is not None:
+                    interrupt()
+                results.append(self._run(statement, len(params), params))
+            return results
+        for statement, _ in planned:
+            self.metrics.count(statement)
+        started = time.perf_counter_ns()
+        try:
+            return self._run_implicit(
+                planned,
+                autocommit=all(isinstance(s, st.Insert) for s, _ in planned),
+                interrupt=interrupt,
+            )
+        except BaseException:
+            self.metrics.failure.inc()
+            raise
+        finally:
+            self.metrics.service_latency.observe(time.perf_counter_ns() - started)
 
     def describe(self, text: str, param_types: Sequence[ColumnType | None] = ()) -> Description:
         """What the one statement in ``text`` returns and takes, planned against the
@@ -330,6 +396,16 @@ class Session:
             if self._txn is not None and not shows:
                 raise SQLError("25001", "job statements cannot run inside a transaction")
             return self.changefeeds.execute(statement, self)
+        if isinstance(statement, st.ImportInto):
+            if self._txn is not None:
+                raise SQLError("25001", "IMPORT INTO cannot be used inside a transaction")
+            return import_into(
+                statement,
+                self.db,
+                self._in_own_transaction,
+                Execution(self, None, ()),
+                self.external_io_dir,
+            )
         if self._txn is None:
             return self._run_alone(statement, params)
         if self._failed:
@@ -352,8 +428,30 @@ class Session:
         self._after_commit.extend(execution.after_commit)
         return result
 
+    def _in_own_transaction(self, fn: Callable[[Execution], T]) -> T:
+        """``fn`` with an execution in a transaction of its own at a schema change's
+        priority, retried on conflicts (a step of IMPORT INTO)."""
+        attempts: list[Execution] = []
+
+        def attempt(txn: Txn) -> T:
+            execution = Execution(self, txn, ())
+            attempts.append(execution)
+            return fn(execution)
+
+        try:
+            result = self.db.run_transaction(attempt, priority=_SCHEMA_CHANGE_PRIORITY)
+        except BaseException:
+            _withdraw(attempts)
+            raise
+        finally:
+            for execution in attempts:
+                execution.release_leases()
+        for hook in attempts[-1].after_commit:
+            hook()
+        return result
+
     def _run_alone(self, statement: st.Statement, params: Sequence[Any]) -> Result:
-        return self._run_implicit([statement], params, autocommit=True)[0]
+        return self._run_implicit([(statement, params)], autocommit=True)[0]
 
     def _run_batch(
         self, prepared: Sequence[tuple[st.Statement, int]], params: Sequence[Any]
@@ -366,7 +464,7 @@ class Session:
             for _statement, placeholders in prepared:
                 if len(params) != placeholders:
                     raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
-            return self._run_implicit([s for s, _ in prepared], params, autocommit=False)
+            return self._run_implicit([(s, params) for s, _ in prepared], autocommit=False)
         except BaseException:
             self.metrics.failure.inc()
             raise
@@ -374,17 +472,25 @@ class Session:
             self.metrics.service_latency.observe(time.perf_counter_ns() - started)
 
     def _run_implicit(
-        self, statements: Sequence[st.Statement], params: Sequence[Any], *, autocommit: bool
+        self,
+        runs: Sequence[tuple[st.Statement, Sequence[Any]]],
+        *,
+        autocommit: bool,
+        interrupt: Callable[[], None] | None = None,
     ) -> list[Result]:
-        """``statements`` in one transaction of their own, retried on conflicts.
-        ``autocommit``: a statement alone, which may write blind and use leases."""
+        """``runs`` (statements with their parameters) in one transaction of their own,
+        retried on conflicts. ``autocommit``: statements that may write blind and use
+        leases (a statement alone, or the INSERTs of :meth:`execute_many`)."""
         attempts: list[list[Execution]] = []
+        statements = [statement for statement, _ in runs]
 
         def attempt(txn: Txn) -> list[Result]:
             executions: list[Execution] = []
             attempts.append(executions)
             results = []
-            for statement in statements:
+            for statement, params in runs:
+                if interrupt is not None:
+                    interrupt()
                 execution = Execution(self, txn, params, autocommit=autocommit)
                 executions.append(execution)
                 results.append(run(execution, statement))
@@ -401,7 +507,7 @@ class Session:
                 for execution in attempts[-1]:
                     inserted = execution.inserted.get(exc.key)
                     if inserted is not None:
-                        raise duplicate_key(*inserted) from None
+                        raise duplicate_key_at(inserted, exc.key) from None
                     missing = execution.missing.get(exc.key)
                     if missing is not None:
                         if len(statements) != 1:
@@ -603,10 +709,10 @@ class Session:
         its key plan), made once per statement and table version in this session, so a
         statement run again goes straight to its rows. A failed build is not kept: its
         error comes again on the next run."""
-        if len(statement.text) > _CACHED_TEXT_CHARS:
-            return build()  # a long statement is not kept either (see prepare)
+        if not _kept(statement.text):
+            return build()  # a long literal statement is not kept either (see prepare)
         key = (id(statement), desc.id)
-        found = self._plans.get(key)
+        found = self._plans.get(key) or self._long_plans.get(key)
         # NB: the statement is kept with its plan, so its id is not reused while the entry
         # lives. The descriptor is compared whole, not by version: a transaction that
         # rolled back may have used a version that a later change writes differently.
@@ -614,7 +720,10 @@ class Session:
             plan: P = found[2]
             return plan
         plan = build()
-        if len(self._plans) >= _PLANS_KEPT:
-            self._plans.clear()
-        self._plans[key] = (statement, desc, plan)
+        # NB: long texts (a loader's 1,000-row INSERT) have few plans of their own, each
+        # as large as a thousand short ones
+        plans = self._plans if len(statement.text) <= _CACHED_TEXT_CHARS else self._long_plans
+        if len(plans) >= (_PLANS_KEPT if plans is self._plans else _LONG_PLANS_KEPT):
+            plans.clear()
+        plans[key] = (statement, desc, plan)
         return plan

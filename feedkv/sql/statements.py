@@ -34,6 +34,7 @@ __all__ = [
     "DropTable",
     "FamilySpec",
     "GrantAdmin",
+    "ImportInto",
     "GrantPrivileges",
     "DATABASE_PRIVILEGES",
     "PRIVILEGES",
@@ -399,6 +400,18 @@ class ChangefeedTarget:
 
     table: TableName
     family: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ImportInto(Statement):
+    """``IMPORT INTO t [(columns)] CSV DATA ('uri', ...) [WITH option = 'value', ...]``:
+    ``columns`` ``None`` for all visible columns in order; ``options`` keep the order
+    written (``None`` for a bare option)."""
+
+    table: TableName
+    columns: tuple[str, ...] | None
+    uris: tuple[str, ...]
+    options: tuple[tuple[str, str | None], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -143,6 +143,38 @@ def test_a_bad_value_names_its_line_and_nothing_is_written(conn: psycopg.Connect
     assert conn.execute("SELECT 1").fetchone() == (1,)  # the connection goes on
 
 
+def test_a_copy_of_many_batches_and_a_partial_one_loads_every_row(
+    conn: psycopg.Connection[Any],
+) -> None:
+    with conn.cursor() as cur:
+        with cur.copy("COPY t (id, s) FROM STDIN") as copy:
+            copy.write("".join(f"{i}\tv{i}\n" for i in range(2345)))
+        assert cur.statusmessage == "COPY 2345"
+    found = conn.execute("SELECT count(*), min(id), max(id), max(s) FROM t").fetchone()
+    assert found == (2345, 0, 2344, "v999")
+
+
+def test_a_copy_meeting_an_existing_row_fails_whole_and_keeps_it(
+    conn: psycopg.Connection[Any],
+) -> None:
+    conn.execute("INSERT INTO t (id, s) VALUES (1500, 'old')")
+    with (
+        pytest.raises(errors.UniqueViolation) as caught,
+        conn.cursor().copy("COPY t (id, s) FROM STDIN") as copy,
+    ):
+        copy.write("".join(f"{i}\tnew\n" for i in range(2000)))
+    assert "1500" in str(caught.value)
+    assert conn.execute("SELECT count(*), max(s) FROM t").fetchone() == (1, "old")
+    conn.execute("BEGIN")  # in a transaction, the statement reports it the same way
+    with (
+        pytest.raises(errors.UniqueViolation),
+        conn.cursor().copy("COPY t (id, s) FROM STDIN") as copy,
+    ):
+        copy.write("1499\tnew\n1500\tnew\n")
+    conn.execute("ROLLBACK")
+    assert conn.execute("SELECT count(*) FROM t").fetchone() == (1,)
+
+
 def test_a_copy_inside_a_transaction_rolls_back_with_it(conn: psycopg.Connection[Any]) -> None:
     conn.execute("BEGIN")
     with conn.cursor().copy("COPY t (id) FROM STDIN") as copy:

@@ -1,0 +1,269 @@
+"""``IMPORT INTO t [(columns)] CSV DATA ('file:///...', ...) [WITH ...]``: load CSV files
+into an existing table as committed values at one timestamp, as CockroachDB's IMPORT
+does, instead of as transactions.
+
+The import runs in four steps, none inside a transaction of the caller's (inside
+``BEGIN`` it is refused, 25001, as in CockroachDB):
+
+1. **Read**: every file is read and every row made into its KV pairs before anything is
+   written. A value that does not convert, a missing NOT NULL value, a row with the
+   wrong number of fields or a key twice in the files is refused with its file and
+   line, and nothing changes. Files are ``file://`` URIs; a node reads them only below
+   its external I/O directory (``--external-io-dir``, as its ``file://`` sinks write).
+2. **Offline**: the table's next descriptor version is written with ``offline`` set (a
+   schema change, which waits for the leases on the current version like any other).
+   Statements then refuse the table (55000), and a changefeed watching it ends at that
+   version's timestamp with an error: CockroachDB documents that IMPORT INTO "will cause
+   any changefeeds running on the targeted table to fail". A changefeed created after
+   the import finds the rows in its initial scan.
+3. **Write**: the pairs go to their ranges as plain committed values at the import's
+   timestamp, taken after step 2 (:meth:`KVClient.ingest`): no intents, no transaction
+   record, nothing to resolve, 10,000 rows a command. NB: the closed timestamp wins
+   over "one timestamp": a command that reaches its range after the range closed that
+   timestamp (an import that runs longer than the closed-timestamp target) is written
+   just above the closed timestamp instead, so a large import's rows carry a few
+   timestamps between the offline and the online versions; nothing can read them in
+   between. Every key must be new, as CockroachDB's IMPORT INTO cannot overwrite rows
+   either: a row that is there already fails the import (23505) and the rows written
+   so far are deleted.
+4. **Online**: the next descriptor version, without ``offline``, above every imported
+   value.
+
+NB: a process that dies during steps 2-4 leaves the table offline (CockroachDB's import
+job would be resumed or reverted by another node; feedkv's is not a job yet).
+
+Options (``WITH``): ``delimiter`` (one character, default ``,``), ``nullif`` (the field
+text read as NULL; by default none is), ``skip`` (lines skipped at the top of each file,
+default 0).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+from feedkv.errors import ConditionFailedError, InvalidArgumentError, SQLError
+from feedkv.security.external_io import confine
+from feedkv.sql import statements as st
+from feedkv.sql.descriptor import TableDescriptor
+from feedkv.sql.dml import duplicate_key, duplicate_key_at
+from feedkv.sql.execution import Execution, Result
+from feedkv.sql.plan import column_default
+from feedkv.sql.row_codec import row_kvs
+from feedkv.sql.types import coerce
+from feedkv.util.hlc import Timestamp
+
+if TYPE_CHECKING:
+    from feedkv.kv.db import KVClient
+    from feedkv.kv.txn import Txn
+
+__all__ = ["import_into"]
+
+_OPTIONS = ("delimiter", "nullif", "skip")
+
+
+def import_into(
+    s: st.ImportInto,
+    db: KVClient,
+    in_transaction: Callable[[Callable[[Execution], Any]], Any],
+    plain: Execution,
+    external_io_dir: Path | None,
+) -> Result:
+    """Run ``s`` (see the module docstring). ``in_transaction(fn)`` runs ``fn`` with an
+    execution in a transaction of its own, retried on conflicts, and returns its result;
+    ``plain`` is an execution outside any transaction (for DEFAULT expressions);
+    ``external_io_dir``: files only below it (``None``: anywhere)."""
+    delimiter, nullif, skip = _options(s.options)
+    paths = [_path(uri, external_io_dir) for uri in s.uris]
+    desc: TableDescriptor = in_transaction(lambda ex: _check_table(ex, s))
+    pairs, count = _read(desc, s.columns, paths, delimiter, nullif, skip, plain)
+
+    def take_offline(ex: Execution) -> TableDescriptor:
+        current = _check_table(ex, s)
+        if current != desc:
+            raise SQLError("40001", f"table {desc.name!r} changed while its files were read")
+        offline = current.bumped(offline=True)
+        ex.changing(current)
+        ex.publish(offline)
+        return offline
+
+    offline = in_transaction(take_offline)
+    ts = db.now()
+    done = [0]
+    try:
+        highest = db.ingest(pairs, ts, written=lambda n: done.__setitem__(0, n))
+    except BaseException as exc:
+        _delete(db, [key for key, _ in pairs[: done[0]]])
+        in_transaction(lambda ex: _bring_online(ex, s.table, offline, None))
+        if isinstance(exc, ConditionFailedError):
+            raise duplicate_key_at(desc, exc.key) from None
+        raise
+    in_transaction(lambda ex: _bring_online(ex, s.table, offline, highest))
+    return Result(tag=f"IMPORT {count}")
+
+
+def _check_table(ex: Execution, s: st.ImportInto) -> TableDescriptor:
+    ex.require_admin("IMPORT INTO (it reads files on the node)")
+    return ex.table(s.table, "INSERT")
+
+
+def _bring_online(
+    ex: Execution, name: st.TableName, offline: TableDescriptor, above: Timestamp | None
+) -> None:
+    """Write the version after ``offline`` without it, above ``above`` (the highest
+    imported value's timestamp) when given."""
+    if above is not None:
+        ex.write_txn.advance_to(above.next())
+    current = ex.session.resolve_table(ex.read_source, name.database, name.name)
+    if current.id != offline.id or current.version != offline.version:
+        raise SQLError(
+            "XX000",
+            f"table {offline.name!r} is at version {current.version}, not the offline "
+            f"version {offline.version} its import wrote",
+        )
+    ex.changing(current)
+    ex.publish(current.bumped(offline=False))
+
+
+def _delete(db: KVClient, keys: list[bytes]) -> None:
+    """Delete ``keys``, the rows a failed import wrote, a page a transaction (the table
+    is offline: nobody else writes it)."""
+    page = 5000
+    for start in range(0, len(keys), page):
+        chunk = keys[start : start + page]
+
+        def delete(txn: Txn, chunk: list[bytes] = chunk) -> None:
+            for key in chunk:
+                txn.delete(key)
+
+        db.run_transaction(delete)
+
+
+def _options(options: tuple[tuple[str, str | None], ...]) -> tuple[str, str | None, int]:
+    delimiter, nullif, skip = ",", None, 0
+    for name, value in options:
+        if name not in _OPTIONS:
+            raise SQLError(
+                "22023",
+                f"unknown IMPORT option {name!r}; the options are {', '.join(_OPTIONS)}",
+            )
+        if value is None:
+            raise SQLError("22023", f"IMPORT option {name} needs a value ({name} = '...')")
+        if name == "delimiter":
+            if len(value) != 1 or value in ('"', "\n", "\r"):
+                raise SQLError(
+                    "22023", f"IMPORT option delimiter must be one character, not {value!r}"
+                )
+            delimiter = value
+        elif name == "nullif":
+            nullif = value
+        else:
+            if not value.isdigit():
+                raise SQLError(
+                    "22023", f"IMPORT option skip must be a number of lines, not {value!r}"
+                )
+            skip = int(value)
+    return delimiter, nullif, skip
+
+
+def _path(uri: str, root: Path | None) -> Path:
+    """The file ``uri`` names: ``file:///absolute/path`` (or a path relative to
+    ``root``, ``file://relative``... as the sinks take them), below ``root`` if given."""
+    parts = urlsplit(uri)
+    if parts.scheme != "file":
+        raise SQLError(
+            "0A000",
+            f"IMPORT INTO reads file:// URIs only, not {parts.scheme or 'a bare path'} ({uri!r})",
+        )
+    text = unquote(parts.netloc + parts.path)
+    if not text:
+        raise SQLError("22023", f"the import URI {uri!r} names no file")
+    if root is not None:
+        try:
+            return confine(text, root)
+        except InvalidArgumentError as exc:
+            raise SQLError("42501", f"IMPORT INTO {uri!r}: {exc}") from None
+    return Path(text)
+
+
+def _lines(path: Path, skip: int, at: list[int]) -> Iterator[str]:
+    """The lines of ``path`` after the first ``skip``, noting in ``at[0]`` the number of
+    the last one taken (csv joins a quoted field's lines: a row's number is its last)."""
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            for number, line in enumerate(f, start=1):
+                if number > skip:
+                    at[0] = number
+                    yield line
+    except FileNotFoundError:
+        raise SQLError(
+            "58P01", f"could not open file {str(path)!r} for IMPORT: no such file"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SQLError("58030", f"could not read file {str(path)!r} for IMPORT: {exc}") from exc
+
+
+def _read(
+    desc: TableDescriptor,
+    columns: tuple[str, ...] | None,
+    paths: list[Path],
+    delimiter: str,
+    nullif: str | None,
+    skip: int,
+    plain: Execution,
+) -> tuple[list[tuple[bytes, bytes]], int]:
+    """Every row of the files as KV pairs, sorted by key, and the number of rows."""
+    targets = (
+        [desc.column(name) for name in columns] if columns is not None else desc.visible_columns
+    )
+    if len({c.id for c in targets}) != len(targets):
+        raise SQLError("42701", "a column is listed more than once in IMPORT INTO")
+    filled = [(c, column_default(c)) for c in desc.columns if c not in targets]
+    required = [c for c in desc.columns if not c.nullable]
+    width = len(targets)
+    context = plain.context
+    pairs: dict[bytes, bytes] = {}
+    count = 0
+    for path in paths:
+        at = [0]
+        for fields in csv.reader(_lines(path, skip, at), delimiter=delimiter):
+            if len(fields) != width:
+                raise SQLError(
+                    "22P04",
+                    f"IMPORT {path.name}, line {at[0]}: expected {width} fields, got {len(fields)}",
+                )
+            row: dict[int, Any] = {}
+            try:
+                for column, text in zip(targets, fields, strict=True):
+                    row[column.id] = (
+                        None if text == nullif else coerce(text, column.type, column.name)
+                    )
+                for column, make in filled:
+                    row[column.id] = (
+                        coerce(make((), context), column.type, column.name) if make else None
+                    )
+            except SQLError as exc:
+                raise SQLError(
+                    exc.code, f"IMPORT {path.name}, line {at[0]}: {exc.message}"
+                ) from None
+            for column in required:
+                if row.get(column.id) is None:
+                    raise SQLError(
+                        "23502",
+                        f'IMPORT {path.name}, line {at[0]}: null value in column "{column.name}" '
+                        "violates not-null constraint",
+                    )
+            kvs = row_kvs(desc, row)
+            first = next(iter(kvs))
+            if first in pairs:
+                raise SQLError(
+                    "23505", f"IMPORT {path.name}, line {at[0]}: {duplicate_key(desc, row).message}"
+                )
+            count += 1
+            for key, value in kvs.items():
+                if value is not None:
+                    pairs[key] = value
+    return sorted(pairs.items()), count

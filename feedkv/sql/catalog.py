@@ -22,7 +22,12 @@ from typing import Protocol
 from feedkv.errors import SQLError
 from feedkv.kv.txn import Txn
 from feedkv.rangefeed.feed_client import KV
-from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor, decode_descriptor
+from feedkv.sql.descriptor import (
+    DatabaseDescriptor,
+    TableDescriptor,
+    ViewDescriptor,
+    decode_descriptor,
+)
 from feedkv.sql.row_codec import CATALOG_PREFIX
 from feedkv.storage.mvcc import KeyValue
 from feedkv.util.encoding import decode_value, encode_value, encode_values
@@ -47,13 +52,18 @@ __all__ = [
     "job_span",
     "list_databases",
     "list_tables",
+    "list_views",
+    "name_taken",
     "put_database",
     "put_table",
+    "put_name",
     "put_user",
+    "put_view",
     "set_changefeed_watch",
     "remove_name",
     "table_by_id",
     "table_by_name",
+    "view_by_name",
 ]
 
 DEFAULT_DATABASE = "defaultdb"
@@ -174,7 +184,7 @@ def _user_key(name: str) -> bytes:
 
 def get_descriptor(
     reader: Reader, descriptor_id: int
-) -> TableDescriptor | DatabaseDescriptor | None:
+) -> TableDescriptor | DatabaseDescriptor | ViewDescriptor | None:
     raw = reader.get(descriptor_key(descriptor_id))
     return decode_descriptor(raw) if raw is not None else None
 
@@ -190,13 +200,42 @@ def database_by_name(reader: Reader, name: str) -> DatabaseDescriptor:
 
 
 def table_by_name(reader: Reader, database: DatabaseDescriptor, name: str) -> TableDescriptor:
-    """The live table ``name`` in ``database``; SQLSTATE 42P01 if there is none."""
+    """The live table ``name`` in ``database``; SQLSTATE 42P01 if there is none, 42809
+    if ``name`` is a view."""
+    found = _relation(reader, database, name)
+    if isinstance(found, ViewDescriptor):
+        raise SQLError("42809", f'"{name}" is not a table (it is a view)')
+    if found is None:
+        raise SQLError("42P01", f'relation "{name}" does not exist')
+    return found
+
+
+def view_by_name(reader: Reader, database: DatabaseDescriptor, name: str) -> ViewDescriptor:
+    """The view ``name`` in ``database``; SQLSTATE 42P01 if there is none, 42809 if
+    ``name`` is a table."""
+    found = _relation(reader, database, name)
+    if isinstance(found, TableDescriptor):
+        raise SQLError("42809", f'"{name}" is not a view (it is a table)')
+    if found is None:
+        raise SQLError("42P01", f'relation "{name}" does not exist')
+    return found
+
+
+def name_taken(reader: Reader, database: DatabaseDescriptor, name: str) -> bool:
+    """Whether a live table or a view is called ``name`` in ``database``."""
+    return _relation(reader, database, name) is not None
+
+
+def _relation(
+    reader: Reader, database: DatabaseDescriptor, name: str
+) -> TableDescriptor | ViewDescriptor | None:
     raw = reader.get(_name_key(database.id, name)) if _named(name) else None
-    if raw is not None:
-        found = table_by_id(reader, int(decode_value(raw)[0]))  # type: ignore[arg-type]
-        if found is not None and not found.dropped:
-            return found
-    raise SQLError("42P01", f'relation "{name}" does not exist')
+    if raw is None:
+        return None
+    found = get_descriptor(reader, int(decode_value(raw)[0]))  # type: ignore[arg-type]
+    if isinstance(found, TableDescriptor) and not found.dropped:
+        return found
+    return found if isinstance(found, ViewDescriptor) else None
 
 
 def table_by_id(reader: Reader, table_id: int) -> TableDescriptor | None:
@@ -226,6 +265,15 @@ def list_tables(reader: Reader, database: DatabaseDescriptor) -> list[TableDescr
     for _name, descriptor_id in _names(reader, database.id):
         found = table_by_id(reader, descriptor_id)
         if found is not None and not found.dropped:
+            out.append(found)
+    return out
+
+
+def list_views(reader: Reader, database: DatabaseDescriptor) -> list[ViewDescriptor]:
+    out = []
+    for _name, descriptor_id in _names(reader, database.id):
+        found = get_descriptor(reader, descriptor_id)
+        if isinstance(found, ViewDescriptor):
             out.append(found)
     return out
 
@@ -267,6 +315,19 @@ def put_table(
         txn.put_now(descriptor_key(table.id), table.to_json(), anchor=anchor)
     if name_entry:
         txn.put(_name_key(table.database_id, table.name), encode_value(table.id))
+
+
+def put_view(txn: Txn, view: ViewDescriptor, *, name_entry: bool = True) -> None:
+    """Write ``view``; with ``name_entry`` also its name."""
+    _check_new_name(view.name)
+    txn.put(descriptor_key(view.id), view.to_json())
+    if name_entry:
+        txn.put(_name_key(view.database_id, view.name), encode_value(view.id))
+
+
+def put_name(txn: Txn, parent_id: int, name: str, descriptor_id: int) -> None:
+    _check_new_name(name)
+    txn.put(_name_key(parent_id, name), encode_value(descriptor_id))
 
 
 def remove_name(txn: Txn, parent_id: int, name: str) -> None:

@@ -28,6 +28,7 @@ __all__ = [
     "Family",
     "RESERVED_WORDS",
     "TableDescriptor",
+    "ViewDescriptor",
     "decode_descriptor",
     "quote_name",
 ]
@@ -232,8 +233,43 @@ class TableDescriptor:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class ViewDescriptor:
+    """A view: a named query, read as a table. ``query`` is its text as written; its
+    table names resolve in the view's database (:mod:`feedkv.sql.views`), whatever the
+    database of the session reading it. ``columns`` are its column names, fixed when it
+    was created; ``depends_on`` the ids of the tables and views it reads, which cannot
+    be dropped or renamed while it stands."""
+
+    id: int
+    name: str
+    database_id: int
+    query: str
+    columns: tuple[str, ...]
+    depends_on: tuple[int, ...] = ()
+
+    def create_statement(self, qualified_name: str | None = None) -> str:
+        names = ", ".join(quote_name(c) for c in self.columns)
+        return f"CREATE VIEW {qualified_name or quote_name(self.name)} ({names}) AS {self.query}"
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "view": {
+                    "id": self.id,
+                    "name": self.name,
+                    "database_id": self.database_id,
+                    "query": self.query,
+                    "columns": list(self.columns),
+                    "depends_on": list(self.depends_on),
+                }
+            },
+            separators=(",", ":"),
+        ).encode()
+
+
 @functools.lru_cache(maxsize=1024)
-def decode_descriptor(raw: bytes) -> TableDescriptor | DatabaseDescriptor:
+def decode_descriptor(raw: bytes) -> TableDescriptor | DatabaseDescriptor | ViewDescriptor:
     """The descriptor stored as ``raw``. Every statement reads its table's descriptor
     (a read, so schema changes and transactions see the version they should), but the
     same bytes decode to the same immutable descriptor: decoding is cached by them, and
@@ -241,6 +277,16 @@ def decode_descriptor(raw: bytes) -> TableDescriptor | DatabaseDescriptor:
     data = json.loads(raw)
     if "table" in data:
         return TableDescriptor.from_dict(data["table"])
+    if "view" in data:
+        view = data["view"]
+        return ViewDescriptor(
+            view["id"],
+            view["name"],
+            view["database_id"],
+            view["query"],
+            tuple(view["columns"]),
+            tuple(view.get("depends_on", ())),
+        )
     db = data["database"]
     return DatabaseDescriptor(db["id"], db["name"])
 

@@ -33,6 +33,7 @@ from feedkv.sql import statements as st
 from feedkv.sql.descriptor import (
     DatabaseDescriptor,
     TableDescriptor,
+    ViewDescriptor,
 )
 from feedkv.sql.expr import (
     Compiled,
@@ -177,6 +178,19 @@ class Execution:
         self.require_privilege(desc, privilege)
         return desc
 
+    def relation(
+        self, name: st.TableName, privilege: str = "SELECT"
+    ) -> TableDescriptor | ViewDescriptor:
+        """The table or view ``name`` names, if the user holds ``privilege`` on it."""
+        try:
+            return self.table(name, privilege)
+        except SQLError as exc:
+            if exc.code != "42809":  # a view
+                raise
+        view = catalog.view_by_name(self.read_source, self.database(name.database), name.name)
+        self.require_privilege(view, privilege)
+        return view
+
     def _table(self, name: st.TableName) -> TableDescriptor:
         if self.leasing and self.reader is self.txn:
             lease = self.session.leased_table(name.database, name.name)
@@ -196,13 +210,15 @@ class Execution:
             self._admin = user is not None and user.admin
         return self._admin
 
-    def require_privilege(self, desc: TableDescriptor | DatabaseDescriptor, privilege: str) -> None:
+    def require_privilege(
+        self, desc: TableDescriptor | DatabaseDescriptor | ViewDescriptor, privilege: str
+    ) -> None:
         """42501 unless the user is an admin or was granted ``privilege`` on ``desc``
         (a table, or a database)."""
         if self.is_admin():
             return
         if privilege not in catalog.get_privileges(self.read_source, desc.id, self.session.user):
-            kind = "relation" if isinstance(desc, TableDescriptor) else "database"
+            kind = "database" if isinstance(desc, DatabaseDescriptor) else "relation"
             raise SQLError(
                 "42501",
                 f"user {self.session.user} does not have {privilege} privilege on {kind} "

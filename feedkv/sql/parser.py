@@ -392,9 +392,24 @@ class _Statement:
             families, column_families = self._cut_families()
         as_of = self._cut_as_of()
         returning = self._cut_delete_returning()
+        body = self._view_body()
         node = self._sqlglot()
-        converter = _Converter(self.text, upsert, families, column_families, as_of, returning)
+        converter = _Converter(self.text, upsert, families, column_families, as_of, returning, body)
         return converter.convert(node)
+
+    def _view_body(self) -> str | None:
+        """The text of a CREATE VIEW's query (after its ``AS``), as written."""
+        words = self.words
+        if words[0] != "CREATE" or "VIEW" not in words[1:4]:
+            return None
+        depth = 0
+        for i in range(words.index("VIEW") + 1, len(self.tokens)):
+            kind = self.tokens[i].token_type
+            depth += kind is TokenType.L_PAREN
+            depth -= kind is TokenType.R_PAREN
+            if depth == 0 and self._keyword(i) == "AS" and i + 1 < len(self.tokens):
+                return self.text[self._pos(self.tokens[i + 1]) :].strip()
+        raise self._error_at(len(self.tokens), "CREATE VIEW needs AS followed by a query")
 
     def _sqlglot(self) -> exp.Expr:
         masked = "".join(self.masked)
@@ -536,8 +551,8 @@ class _Statement:
             raise self._error_at(end, "UPDATE needs SET column = value")
         if words[0] == "ALTER":
             kind = self._keyword(1)
-            if kind not in ("TABLE", "CHANGEFEED", "DATABASE", "USER", "ROLE"):
-                raise self._error_at(1, "expected TABLE, CHANGEFEED or USER after ALTER")
+            if kind not in ("TABLE", "VIEW", "CHANGEFEED", "DATABASE", "USER", "ROLE"):
+                raise self._error_at(1, "expected TABLE, VIEW, CHANGEFEED or USER after ALTER")
             if kind == "TABLE":
                 name = 4 if words[2:4] == ["IF", "EXISTS"] else 2
                 if self._keyword(name) in _ALTER_ACTIONS:
@@ -587,7 +602,7 @@ class _Statement:
             depth += kind is TokenType.L_PAREN
             depth -= kind is TokenType.R_PAREN
             if depth == 0:
-                if i + 1 < len(tokens):
+                if i + 1 < len(tokens) and self._keyword(i + 1) != "AS":  # AS: CREATE TABLE AS
                     word = self._keyword(i + 1).split(" ")[0]  # sqlglot: "PARTITION BY"
                     if word in ("PARTITION", "INHERITS", "WITH", "INTERLEAVE", "LOCALITY"):
                         raise SQLError("0A000", f"CREATE TABLE ... {word} is not supported")
@@ -779,7 +794,7 @@ class _Statement:
         if words[1:] == ["DATABASES"]:
             return st.ShowDatabases(self.text)
         if words[1:3] == ["CREATE", "TABLE"] or (words[1] == "CREATE" and len(words) > 2):
-            start = 3 if words[2] == "TABLE" else 2
+            start = 3 if words[2] in ("TABLE", "VIEW") else 2
             return st.ShowCreateTable(self.text, self._table_name(start, len(words)))
         if words[1:4] == ["RANGES", "FROM", "TABLE"]:
             return st.ShowRanges(self.text, self._table_name(4, len(words)))
@@ -1303,6 +1318,7 @@ class _Converter:
     column_families: dict[str, tuple[str | None, bool]]
     as_of: exp.Expr | None
     returning: tuple[exp.Expr, ...] | None  # cut out of the text (a DELETE's)
+    view_body: str | None = None  # a CREATE VIEW's query as written
 
     def convert(self, node: exp.Expr) -> st.Statement:
         if self.as_of is not None and not isinstance(node, exp.Select):
@@ -1334,10 +1350,16 @@ class _Converter:
         if_not_exists = bool(node.args.get("exists"))
         if kind == "DATABASE":
             return st.CreateDatabase(self.text, _ident(node.this.this), if_not_exists)
-        if kind != "TABLE":
+        if kind == "VIEW":
+            return self._create_view(node)
+        if kind != "TABLE" or node.args.get("replace"):
             raise _unsupported(node)
         if node.expression is not None:
-            raise SQLError("0A000", "CREATE TABLE ... AS is not supported")
+            name, named = self._named_columns(node.this)
+            _refuse_unhandled(node, {"this", "kind", "expression", "exists"})
+            return st.CreateTableAs(
+                self.text, name, named, self._query(node.expression), if_not_exists
+            )
         schema = node.this
         if not isinstance(schema, exp.Schema):
             raise SQLError("42601", "CREATE TABLE needs a column list: CREATE TABLE t (a INT, ...)")
@@ -1364,6 +1386,36 @@ class _Converter:
         return st.CreateTable(
             self.text, table, tuple(columns), primary_key, tuple(self.families), if_not_exists
         )
+
+    def _create_view(self, node: exp.Create) -> st.CreateView:
+        _refuse_unhandled(node, {"this", "kind", "expression", "exists", "replace"})
+        if self.view_body is None or node.expression is None:
+            raise SQLError("42601", "syntax error: CREATE VIEW needs AS followed by a query")
+        name, columns = self._named_columns(node.this)
+        return st.CreateView(
+            self.text,
+            name,
+            columns,
+            self._query(node.expression),
+            self.view_body,
+            bool(node.args.get("exists")),
+            bool(node.args.get("replace")),
+        )
+
+    def _named_columns(self, node: exp.Expr) -> tuple[st.TableName, tuple[str, ...]]:
+        """``name`` or ``name (a, b)`` before a CREATE VIEW's or CREATE TABLE's AS."""
+        if not isinstance(node, exp.Schema):
+            return _table_of(node), ()
+        columns = []
+        for column in node.expressions:
+            if not isinstance(column, exp.Identifier):
+                raise SQLError(
+                    "42601", "syntax error: before AS, only column names may be listed (no types)"
+                )
+            columns.append(_ident(column))
+        if len(set(columns)) != len(columns):
+            raise SQLError("42701", "a column name is listed more than once")
+        return _table_of(node.this), tuple(columns)
 
     def _column(self, node: exp.ColumnDef) -> st.ColumnSpec:
         name = _ident(node.this)
@@ -1401,18 +1453,38 @@ class _Converter:
             return st.DropDatabase(
                 self.text, _ident(tables[0].this), if_exists, bool(node.args.get("cascade"))
             )
+        cascade = bool(node.args.get("cascade"))
         if kind == "TABLE":
-            return st.DropTable(self.text, tuple(_table_of(t) for t in tables), if_exists)
+            return st.DropTable(self.text, tuple(_table_of(t) for t in tables), if_exists, cascade)
+        if kind == "VIEW" and not node.args.get("materialized"):
+            return st.DropView(self.text, tuple(_table_of(t) for t in tables), if_exists, cascade)
         raise _unsupported(node)
 
     def _alter(self, node: exp.Alter) -> st.Statement:
-        if str(node.args.get("kind") or "").upper() != "TABLE":
+        kind = str(node.args.get("kind") or "").upper()
+        if kind not in ("TABLE", "VIEW"):
             raise _unsupported(node)
         table = _table_of(node.this)
         actions = node.args.get("actions") or []
         if len(actions) != 1:
-            raise SQLError("0A000", "ALTER TABLE supports one ADD COLUMN or DROP COLUMN at a time")
+            raise SQLError("0A000", f"ALTER {kind} supports one change at a time")
         action = actions[0]
+        if_exists = bool(node.args.get("exists"))
+        if isinstance(action, exp.AlterRename):
+            return st.RenameTable(
+                self.text, table, _table_of(action.this), if_exists, view=kind == "VIEW"
+            )
+        if kind == "VIEW":
+            raise _unsupported(action, "ALTER VIEW action")
+        if isinstance(action, exp.RenameColumn):
+            _refuse_unhandled(action, {"this", "to", "exists"})
+            return st.RenameColumn(
+                self.text,
+                table,
+                _ident(action.this),
+                _ident(action.args["to"]),
+                bool(action.args.get("exists")) or if_exists,
+            )
         if isinstance(action, exp.ColumnDef):
             column = self._column(action)
             if column.primary_key:

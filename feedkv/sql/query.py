@@ -18,7 +18,7 @@ from feedkv.errors import InvariantViolation, SQLError
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate import group_key
-from feedkv.sql.descriptor import TableDescriptor
+from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor, ViewDescriptor
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.expr import Scope, compile_expr, condition, static_kind
 from feedkv.sql.join import JoinPlan
@@ -28,8 +28,9 @@ from feedkv.sql.row_codec import table_span
 from feedkv.sql.set_ops import SetResult, combine, result_order, union_all
 from feedkv.sql.subquery import grouped_context, prepare_subqueries
 from feedkv.sql.types import ColumnType, logical_decimal, timestamp_of
+from feedkv.sql.views import view_query
 
-__all__ = ["HANDLERS", "query", "read_source", "select"]
+__all__ = ["HANDLERS", "query", "read_source", "read_view", "select"]
 
 
 def select(ex: Execution, s: st.Select) -> Result:
@@ -129,7 +130,9 @@ def _query(ex: Execution, q: st.Query) -> Result:
         return _select_no_table(ex, q)
     if q.joins or not isinstance(q.table, st.TableName) or _cte(ex, q.table) is not None:
         return _select_sources(ex, q)
-    desc = ex.table(q.table)
+    desc = ex.relation(q.table)
+    if isinstance(desc, ViewDescriptor):
+        return _select_sources(ex, q)
     plan = ex.plan(q, desc, partial(SelectPlan.of, outer=ex.outer_scope))
     prepare_subqueries(ex, query, q.subqueries, plan.scope, grouped_context(q, plan.result))
     envs = [env for _row, _pairs, env in ex.matching(desc, plan.selection)]
@@ -189,11 +192,41 @@ def read_source(
     found = _cte(ex, source)
     if found is not None:
         return found, found.rows, ex.session.database
-    desc = ex.table(source)
+    desc = ex.relation(source)
+    if isinstance(desc, ViewDescriptor):
+        view = read_view(ex, desc)
+        return view, view.rows, source.database or ex.session.database
     rows = [
         tuple(row[c.id] for c in desc.columns) for row, _pairs in ex.rows(desc, table_span(desc.id))
     ]
     return desc, rows, source.database or ex.session.database
+
+
+def read_view(ex: Execution, view: ViewDescriptor) -> Relation:
+    """The rows of ``view``: its query run in the statement's transaction, its names
+    resolved in the view's database (no CTE or column of the statement reading it is
+    in its scope)."""
+    database = catalog.get_descriptor(ex.read_source, view.database_id)
+    if not isinstance(database, DatabaseDescriptor):
+        raise InvariantViolation(f"view {view.name!r} has no database {view.database_id}")
+    body = view_query(view.query, database.name)
+    ctes, scopes = ex.ctes, ex.outer_scopes
+    ex.ctes, ex.outer_scopes = {}, []
+    try:
+        result = query(ex, body)
+    finally:
+        ex.ctes, ex.outer_scopes = ctes, scopes
+    width = len(view.columns)
+    rows, types = result.rows, result.types
+    if len(result.columns) > width:  # NB: SELECT * of a table that gained columns since
+        rows = [row[:width] for row in rows]
+        types = types[:width]
+    elif len(result.columns) < width:
+        raise SQLError(
+            "42P10",
+            f'view "{view.name}" has {width} columns but its query now gives {len(result.columns)}',
+        )
+    return Relation.of(view.name, view.columns, types, rows)
 
 
 def _select_sources(ex: Execution, s: st.Select) -> Result:

@@ -26,12 +26,15 @@ __all__ = [
     "CreateChangefeed",
     "CreateDatabase",
     "CreateTable",
+    "CreateTableAs",
     "CreateUser",
+    "CreateView",
     "Delete",
     "Derived",
     "DropColumn",
     "DropDatabase",
     "DropTable",
+    "DropView",
     "FamilySpec",
     "GrantAdmin",
     "GrantPrivileges",
@@ -40,6 +43,8 @@ __all__ = [
     "Insert",
     "Join",
     "Query",
+    "RenameColumn",
+    "RenameTable",
     "Rollback",
     "Savepoint",
     "Select",
@@ -152,6 +157,7 @@ class CreateTable(Statement):
 class DropTable(Statement):
     tables: tuple[TableName, ...]
     if_exists: bool = False
+    cascade: bool = False  # drop the views that read them too
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +171,26 @@ class AddColumn(Statement):
 class DropColumn(Statement):
     table: TableName
     column: str
+    if_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RenameTable(Statement):
+    """``ALTER TABLE t RENAME TO u`` (``view``: ``ALTER VIEW v RENAME TO w``)."""
+
+    table: TableName
+    new_name: TableName
+    if_exists: bool = False
+    view: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RenameColumn(Statement):
+    """``ALTER TABLE t RENAME COLUMN a TO b``."""
+
+    table: TableName
+    column: str
+    new_name: str
     if_exists: bool = False
 
 
@@ -456,3 +482,34 @@ class AlterChangefeed(Statement):
     drop: tuple[ChangefeedTarget, ...] = ()
     set_options: tuple[tuple[str, str | None], ...] = ()
     unset: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CreateView(Statement):
+    """``CREATE [OR REPLACE] VIEW v [(columns)] AS query``; ``query_text`` is the
+    query as written (what the view stores), ``query`` it parsed."""
+
+    view: TableName
+    columns: tuple[str, ...]
+    query: Query
+    query_text: str
+    if_not_exists: bool = False
+    replace: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DropView(Statement):
+    views: tuple[TableName, ...]
+    if_exists: bool = False
+    cascade: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTableAs(Statement):
+    """``CREATE TABLE t [(columns)] AS query``: a table of the query's columns (and an
+    implicit ``rowid`` key), holding its rows."""
+
+    table: TableName
+    columns: tuple[str, ...]
+    query: Query
+    if_not_exists: bool = False

@@ -20,7 +20,7 @@ from feedkv.errors import (
     SQLError,
 )
 from feedkv.security.scram import make_verifier
-from feedkv.sql import catalog, views
+from feedkv.sql import catalog, sequences, views
 from feedkv.sql import statements as st
 from feedkv.sql.descriptor import (
     PRIMARY_FAMILY,
@@ -28,10 +28,13 @@ from feedkv.sql.descriptor import (
     Column,
     DatabaseDescriptor,
     Family,
+    NamedRelation,
+    SequenceDescriptor,
     TableDescriptor,
     ViewDescriptor,
 )
 from feedkv.sql.execution import ROW_IDS, Execution, Result
+from feedkv.sql.parser import parse_expression
 from feedkv.sql.plan import column_default
 from feedkv.sql.query import query
 from feedkv.sql.relation import column_types
@@ -87,6 +90,8 @@ def drop_database(ex: Execution, s: st.DropDatabase) -> Result:
         )
     for view in catalog.list_views(txn, database):
         _drop_relation(ex, view, cascade=True)
+    for sequence in catalog.list_sequences(txn, database):
+        _drop_sequence(ex, sequence)
     for table in tables:
         _drop_relation(ex, table, cascade=True)
     catalog.remove_name(txn, 0, database.name)
@@ -170,10 +175,56 @@ def _column(ex: Execution, spec: st.ColumnSpec, column_id: int, *, key: bool) ->
     if spec.default is not None:
         if any(True for _ in spec.default.find_all(exp.Column)):
             raise SQLError("0A000", f'default of column "{spec.name}" cannot refer to columns')
-        value = ex.constant(spec.default)
-        coerce(value, spec.type, spec.name)  # a default of the wrong type fails now
+        calls = _sequence_calls(spec.default)
+        for call in calls:
+            _check_sequence_default(ex, call, spec)
+        if not calls:  # NB: evaluating nextval() would hand out a value
+            value = ex.constant(spec.default)
+            coerce(value, spec.type, spec.name)  # a default of the wrong type fails now
         default = spec.default.sql(dialect="postgres")
     return Column(column_id, spec.name, spec.type, spec.nullable and not key, default)
+
+
+def _sequence_calls(node: exp.Expr) -> list[exp.Anonymous]:
+    return [
+        call
+        for call in node.find_all(exp.Anonymous)
+        if str(call.this).lower() in sequences.FUNCTIONS
+    ]
+
+
+def _check_sequence_default(ex: Execution, call: exp.Anonymous, spec: st.ColumnSpec) -> None:
+    """A DEFAULT nextval('s') names a sequence that exists (with a string constant)."""
+    args = call.expressions
+    if str(call.this).lower() != "nextval" or len(args) != 1:
+        raise SQLError(
+            "0A000", f"default of column \"{spec.name}\" may call only nextval('sequence')"
+        )
+    if not isinstance(args[0], exp.Literal) or not args[0].is_string:
+        raise SQLError(
+            "0A000", f'default of column "{spec.name}": nextval() takes the sequence\'s name'
+        )
+    if spec.type.kind not in (Kind.INT, Kind.DECIMAL, Kind.FLOAT):
+        raise SQLError(
+            "42804",
+            f'default of column "{spec.name}" is an INT8 (nextval) but the column is '
+            f"{spec.type.sql()}",
+        )
+    sequences.sequence_named(ex.session, ex.read_source, args[0].name)
+
+
+def _default_sequence_ids(ex: Execution, column: Column) -> list[int]:
+    """The sequences a column's DEFAULT calls nextval() on."""
+    if column.default is None or "nextval" not in column.default.lower():
+        return []
+    found = []
+    for call in _sequence_calls(parse_expression(column.default)):
+        name = call.expressions[0].name if call.expressions else ""
+        try:
+            found.append(sequences.sequence_named(ex.session, ex.read_source, name).id)
+        except SQLError:
+            continue
+    return found
 
 
 def _families(
@@ -402,6 +453,10 @@ def show_tables(ex: Execution, s: st.ShowTables) -> Result:
     rows += [
         ("public", v.name, "view", "root") for v in catalog.list_views(ex.read_source, database)
     ]
+    rows += [
+        ("public", q.name, "sequence", "root")
+        for q in catalog.list_sequences(ex.read_source, database)
+    ]
     rows.sort()
     return Result(("schema_name", "table_name", "type", "owner"), rows, f"SHOW {len(rows)}")
 
@@ -515,7 +570,7 @@ def grant_admin(ex: Execution, s: st.GrantAdmin) -> Result:
 def grant_privileges(ex: Execution, s: st.GrantPrivileges) -> Result:
     verb = "REVOKE" if s.revoke else "GRANT"
     ex.require_admin(verb)
-    descs: list[TableDescriptor | DatabaseDescriptor | ViewDescriptor]
+    descs: list[NamedRelation | DatabaseDescriptor]
     descs = [ex.relation(name) for name in s.tables]
     descs += [ex.database(name) for name in s.databases]
     for name in s.users:
@@ -742,7 +797,75 @@ def rename_column(ex: Execution, s: st.RenameColumn) -> Result:
     return Result(tag="ALTER TABLE")
 
 
+def create_sequence(ex: Execution, s: st.CreateSequence) -> Result:
+    """CREATE SEQUENCE with PostgreSQL's defaults: ascending from 1 to the largest
+    INT8; descending from -1 to the smallest."""
+    database = ex.database(s.sequence.database)
+    ex.require_privilege(database, "CREATE")
+    txn = ex.write_txn
+    if catalog.name_taken(txn, database, s.sequence.name):
+        if s.if_not_exists:
+            return Result(tag="CREATE SEQUENCE")
+        raise SQLError("42P07", f'relation "{s.sequence.name}" already exists')
+    ascending = s.increment > 0
+    low = s.min_value if s.min_value is not None else (1 if ascending else sequences.INT8_MIN)
+    high = s.max_value if s.max_value is not None else (sequences.INT8_MAX if ascending else -1)
+    if low >= high:
+        raise SQLError("22023", f"MINVALUE ({low}) must be less than MAXVALUE ({high})")
+    start = s.start if s.start is not None else (low if ascending else high)
+    if start < low:
+        raise SQLError("22023", f"START value ({start}) cannot be less than MINVALUE ({low})")
+    if start > high:
+        raise SQLError("22023", f"START value ({start}) cannot be greater than MAXVALUE ({high})")
+    # NB: an id allocated by a transaction that rolled back is handed out again, and a
+    # value its sequence's nextval left behind (outside that transaction) stays: the
+    # value's key also holds a number of this sequence's own (``instance``)
+    sequence = SequenceDescriptor(
+        catalog.allocate_id(txn),
+        s.sequence.name,
+        database.id,
+        s.increment,
+        start,
+        low,
+        high,
+        ROW_IDS.next(),
+    )
+    catalog.put_view(txn, sequence)
+    return Result(tag="CREATE SEQUENCE")
+
+
+def drop_sequence(ex: Execution, s: st.DropSequence) -> Result:
+    for name in s.sequences:
+        try:
+            database = ex.database(name.database)
+            sequence = catalog.sequence_by_name(ex.write_txn, database, name.name)
+        except SQLError as exc:
+            if s.if_exists and exc.code in ("42P01", "3D000"):
+                continue
+            raise
+        ex.require_privilege(sequence, "DROP")
+        for table in catalog.list_tables(ex.write_txn, database):
+            for column in table.columns:
+                if sequence.id in _default_sequence_ids(ex, column):
+                    raise SQLError(
+                        "2BP01",
+                        f'cannot drop sequence "{sequence.name}": the default of column '
+                        f'"{column.name}" of table "{table.name}" uses it',
+                    )
+        _drop_sequence(ex, sequence)
+    return Result(tag="DROP SEQUENCE")
+
+
+def _drop_sequence(ex: Execution, sequence: SequenceDescriptor) -> None:
+    txn = ex.write_txn
+    catalog.remove_name(txn, sequence.database_id, sequence.name)
+    catalog.remove_descriptor(txn, sequence.id)
+    txn.delete(catalog.sequence_value_key(sequence))
+
+
 HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
+    st.CreateSequence: create_sequence,
+    st.DropSequence: drop_sequence,
     st.CreateView: create_view,
     st.DropView: drop_view,
     st.CreateTableAs: create_table_as,

@@ -326,6 +326,10 @@ _BOOLEAN = (
 _NO_ARGUMENT_STRINGS = (exp.CurrentVersion, exp.CurrentSchema, exp.CurrentDatabase, exp.CurrentUser)
 _FUNCTIONS = {
     "unique_rowid": _INT,
+    "nextval": _INT,
+    "currval": _INT,
+    "lastval": _INT,
+    "setval": _INT,
     "gen_random_uuid": ColumnType(Kind.UUID),
     "uuid_generate_v4": ColumnType(Kind.UUID),
     "now": ColumnType(Kind.TIMESTAMPTZ),

@@ -25,8 +25,11 @@ __all__ = [
     "ROWID",
     "Column",
     "DatabaseDescriptor",
+    "Descriptor",
     "Family",
     "RESERVED_WORDS",
+    "NamedRelation",
+    "SequenceDescriptor",
     "TableDescriptor",
     "ViewDescriptor",
     "decode_descriptor",
@@ -268,8 +271,53 @@ class ViewDescriptor:
         ).encode()
 
 
+@dataclass(frozen=True, slots=True)
+class SequenceDescriptor:
+    """A sequence: its settings. Its value lives apart, at its own key, and changes
+    outside transactions (:mod:`feedkv.sql.sequences`)."""
+
+    id: int
+    name: str
+    database_id: int
+    increment: int = 1
+    start: int = 1
+    min_value: int = 1
+    max_value: int = 2**63 - 1
+    instance: int = 0  # unique to this sequence (see catalog.sequence_value_key)
+
+    def create_statement(self, qualified_name: str | None = None) -> str:
+        return (
+            f"CREATE SEQUENCE {qualified_name or quote_name(self.name)} "
+            f"MINVALUE {self.min_value} MAXVALUE {self.max_value} "
+            f"INCREMENT {self.increment} START {self.start}"
+        )
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "sequence": {
+                    "id": self.id,
+                    "name": self.name,
+                    "database_id": self.database_id,
+                    "increment": self.increment,
+                    "start": self.start,
+                    "min_value": self.min_value,
+                    "max_value": self.max_value,
+                    "instance": self.instance,
+                }
+            },
+            separators=(",", ":"),
+        ).encode()
+
+
+Descriptor = TableDescriptor | DatabaseDescriptor | ViewDescriptor | SequenceDescriptor
+NamedRelation = (
+    TableDescriptor | ViewDescriptor | SequenceDescriptor
+)  # what a name in a database names
+
+
 @functools.lru_cache(maxsize=1024)
-def decode_descriptor(raw: bytes) -> TableDescriptor | DatabaseDescriptor | ViewDescriptor:
+def decode_descriptor(raw: bytes) -> Descriptor:
     """The descriptor stored as ``raw``. Every statement reads its table's descriptor
     (a read, so schema changes and transactions see the version they should), but the
     same bytes decode to the same immutable descriptor: decoding is cached by them, and
@@ -287,6 +335,8 @@ def decode_descriptor(raw: bytes) -> TableDescriptor | DatabaseDescriptor | View
             tuple(view["columns"]),
             tuple(view.get("depends_on", ())),
         )
+    if "sequence" in data:
+        return SequenceDescriptor(**data["sequence"])
     db = data["database"]
     return DatabaseDescriptor(db["id"], db["name"])
 

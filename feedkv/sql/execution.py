@@ -28,12 +28,12 @@ from feedkv.errors import (
     SQLError,
 )
 from feedkv.kv.txn import Txn
-from feedkv.sql import catalog
+from feedkv.sql import catalog, sequences
 from feedkv.sql import statements as st
 from feedkv.sql.descriptor import (
     DatabaseDescriptor,
+    NamedRelation,
     TableDescriptor,
-    ViewDescriptor,
 )
 from feedkv.sql.expr import (
     Compiled,
@@ -154,6 +154,7 @@ class Execution:
             logical_timestamp=partial(_logical_timestamp, txn, session.db),
             unique_rowid=ROW_IDS.next,
             variable=session.variable,
+            sequence=partial(sequences.call, session, txn),
         )
 
     @property
@@ -178,18 +179,19 @@ class Execution:
         self.require_privilege(desc, privilege)
         return desc
 
-    def relation(
-        self, name: st.TableName, privilege: str = "SELECT"
-    ) -> TableDescriptor | ViewDescriptor:
-        """The table or view ``name`` names, if the user holds ``privilege`` on it."""
+    def relation(self, name: st.TableName, privilege: str = "SELECT") -> NamedRelation:
+        """The table, view or sequence ``name`` names, if the user holds ``privilege``
+        on it."""
         try:
             return self.table(name, privilege)
         except SQLError as exc:
-            if exc.code != "42809":  # a view
+            if exc.code != "42809":  # a view or a sequence
                 raise
-        view = catalog.view_by_name(self.read_source, self.database(name.database), name.name)
-        self.require_privilege(view, privilege)
-        return view
+        found = catalog.relation_by_name(self.read_source, self.database(name.database), name.name)
+        if found is None:
+            raise SQLError("42P01", f'relation "{name.name}" does not exist')
+        self.require_privilege(found, privilege)
+        return found
 
     def _table(self, name: st.TableName) -> TableDescriptor:
         if self.leasing and self.reader is self.txn:
@@ -210,9 +212,7 @@ class Execution:
             self._admin = user is not None and user.admin
         return self._admin
 
-    def require_privilege(
-        self, desc: TableDescriptor | DatabaseDescriptor | ViewDescriptor, privilege: str
-    ) -> None:
+    def require_privilege(self, desc: NamedRelation | DatabaseDescriptor, privilege: str) -> None:
         """42501 unless the user is an admin or was granted ``privilege`` on ``desc``
         (a table, or a database)."""
         if self.is_admin():

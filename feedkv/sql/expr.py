@@ -71,6 +71,7 @@ class Context:
         "logical_timestamp",
         "outer",
         "params",
+        "sequence",
         "subqueries",
         "unique_rowid",
         "value_sets",
@@ -84,8 +85,11 @@ class Context:
         logical_timestamp: Callable[[], decimal.Decimal] | None = None,
         unique_rowid: Callable[[], int] | None = None,
         variable: Callable[[str], str] | None = None,
+        sequence: Callable[[str, Sequence[Any]], Any] | None = None,
     ) -> None:
         self.params = params
+        # a sequence function (nextval, ...) on its arguments (feedkv.sql.sequences)
+        self.sequence = sequence
         self._now = now
         self.logical_timestamp = logical_timestamp
         self.unique_rowid = unique_rowid
@@ -775,6 +779,8 @@ class _Compiler:
         name = str(node.this).lower()
         if name == "current_setting":
             return self._current_setting(node)
+        if name in _SEQUENCE_FUNCTIONS:
+            return self._sequence_function(name, node)
         if node.expressions:
             raise SQLError("42883", f"unknown signature: {name}() with arguments")
         if name == "cluster_logical_timestamp":
@@ -798,6 +804,16 @@ class _Compiler:
         if name in ("now", "statement_timestamp", "transaction_timestamp"):
             return self.current_timestamp(node)
         raise SQLError("42883", f"unknown function: {name}()")
+
+    def _sequence_function(self, name: str, node: exp.Anonymous) -> Compiled:
+        args = [self.compile(arg) for arg in node.expressions]
+
+        def sequence_function(row: Env, ctx: Context) -> Any:
+            if ctx.sequence is None:
+                raise SQLError("0A000", f"{name}() is not available here")
+            return ctx.sequence(name, [arg(row, ctx) for arg in args])
+
+        return sequence_function
 
     def _current_setting(self, node: exp.Anonymous) -> Compiled:
         from feedkv.sql.session_vars import canonical_name
@@ -824,6 +840,8 @@ class _Compiler:
             "(only in the SELECT list, without GROUP BY)",
         )
 
+
+_SEQUENCE_FUNCTIONS = ("nextval", "currval", "lastval", "setval")  # as sql.sequences.FUNCTIONS
 
 # How users spell the functions sqlglot names otherwise (now() is CURRENT_TIMESTAMP).
 _SPELLED: dict[type[exp.Expr], str] = {

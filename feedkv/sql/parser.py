@@ -363,6 +363,8 @@ class _Statement:
             return self._cluster_setting()
         if words[0] == "SHOW":
             return self._show()
+        if words[:2] == ["DROP", "SEQUENCE"]:
+            return self._drop_sequence()
         if words[:2] == ["CREATE", "CHANGEFEED"] or words[:2] == ["EXPERIMENTAL", "CHANGEFEED"]:
             return self._changefeed()
         if words[:2] in (["CREATE", "USER"], ["CREATE", "ROLE"]):
@@ -830,6 +832,24 @@ class _Statement:
             user = _name(self.tokens[end + 1])
         return st.ShowGrants(self.text, table, user)
 
+    def _drop_sequence(self) -> st.DropSequence:
+        """``DROP SEQUENCE [IF EXISTS] s, ... [RESTRICT]``."""
+        words, end = self.words, len(self.tokens)
+        at = 4 if words[2:4] == ["IF", "EXISTS"] else 2
+        if words[-1] == "CASCADE":
+            raise SQLError("0A000", "DROP SEQUENCE ... CASCADE is not supported")
+        stop = end - 1 if words[-1] == "RESTRICT" else end
+        names = []
+        while at < stop:
+            comma = next(
+                (i for i in range(at, stop) if self.tokens[i].token_type is TokenType.COMMA), stop
+            )
+            names.append(self._table_name(at, comma))
+            at = comma + 1
+        if not names:
+            raise self._error_at(at, "expected a sequence name")
+        return st.DropSequence(self.text, tuple(names), words[2:4] == ["IF", "EXISTS"])
+
     def _table_name(self, start: int, stop: int) -> st.TableName:
         parts: list[str] = []
         for i in range(start, stop):
@@ -1266,6 +1286,7 @@ _AFTER_JOIN = {
 _CLAUSE_STARTS = {"FROM", "WHERE", "GROUP", "ORDER", "LIMIT", "OFFSET", "HAVING", "RETURNING"}
 _DEFAULT_VALUES = ["DEFAULT", "VALUES"]
 _MAX_NESTING = 1000  # parentheses; each level costs sqlglot's parser about 21 frames
+_SERIAL_TYPES = {"SERIAL", "SERIAL2", "SERIAL4", "SERIAL8", "SMALLSERIAL", "BIGSERIAL"}
 _ALTER_ACTIONS = {"ADD", "DROP", "ALTER", "RENAME", "SPLIT", "SET"}
 _COLUMN_WORDS = {
     "NOT",
@@ -1352,6 +1373,8 @@ class _Converter:
             return st.CreateDatabase(self.text, _ident(node.this.this), if_not_exists)
         if kind == "VIEW":
             return self._create_view(node)
+        if kind == "SEQUENCE":
+            return self._create_sequence(node)
         if kind != "TABLE" or node.args.get("replace"):
             raise _unsupported(node)
         if node.expression is not None:
@@ -1402,6 +1425,41 @@ class _Converter:
             bool(node.args.get("replace")),
         )
 
+    def _create_sequence(self, node: exp.Create) -> st.CreateSequence:
+        _refuse_unhandled(node, {"this", "kind", "exists", "properties"})
+        settings: dict[str, int] = {}
+        properties = node.args.get("properties")
+        for prop in properties.expressions if properties is not None else ():
+            if not isinstance(prop, exp.SequenceProperties):
+                raise _unsupported(prop, "sequence option")
+            for name, value in prop.args.items():
+                if value is None or value == []:
+                    continue
+                if name == "options":
+                    for option in value:
+                        if str(option.name).upper() != "NO CYCLE":
+                            raise SQLError(
+                                "0A000", f"sequence option {option.name} is not supported"
+                            )
+                    continue
+                if name not in ("increment", "minvalue", "maxvalue", "start", "cache"):
+                    raise SQLError("0A000", f"sequence option {name.upper()} is not supported")
+                settings[name] = _integer(value, name.upper())
+        increment = settings.get("increment", 1)
+        if increment == 0:
+            raise SQLError("22023", "INCREMENT must not be zero")
+        if settings.get("cache", 1) < 1:
+            raise SQLError("22023", f"CACHE ({settings['cache']}) must be greater than zero")
+        return st.CreateSequence(
+            self.text,
+            _table_of(node.this),
+            increment,
+            settings.get("minvalue"),
+            settings.get("maxvalue"),
+            settings.get("start"),
+            bool(node.args.get("exists")),
+        )
+
     def _named_columns(self, node: exp.Expr) -> tuple[st.TableName, tuple[str, ...]]:
         """``name`` or ``name (a, b)`` before a CREATE VIEW's or CREATE TABLE's AS."""
         if not isinstance(node, exp.Schema):
@@ -1438,6 +1496,15 @@ class _Converter:
                 nullable = False
             else:
                 raise _unsupported(constraint, "column constraint")
+        ctype_name = kind.sql(dialect=_DIALECT).upper()
+        if ctype_name in _SERIAL_TYPES:
+            # NB: as CockroachDB's default serial_normalization (rowid): an INT8 whose
+            # default is unique_rowid(), not a sequence
+            if default is not None:
+                raise SQLError("42601", f'column "{name}" of type {ctype_name} takes no DEFAULT')
+            default = parse_expression("unique_rowid()")
+            nullable = False
+            kind = exp.DataType.build("BIGINT")
         if len(declared) == 2 or (primary_key and True in declared):
             raise SQLError("42601", f'conflicting NULL/NOT NULL declarations for column "{name}"')
         family, create = self.column_families.get(name, (None, False))
@@ -1456,6 +1523,8 @@ class _Converter:
         cascade = bool(node.args.get("cascade"))
         if kind == "TABLE":
             return st.DropTable(self.text, tuple(_table_of(t) for t in tables), if_exists, cascade)
+        if kind == "SEQUENCE" and not cascade:
+            return st.DropSequence(self.text, tuple(_table_of(t) for t in tables), if_exists)
         if kind == "VIEW" and not node.args.get("materialized"):
             return st.DropView(self.text, tuple(_table_of(t) for t in tables), if_exists, cascade)
         raise _unsupported(node)
@@ -2045,6 +2114,18 @@ def column_type(node: exp.DataType) -> ColumnType:
     if name.upper() in ("TEXT",) and params:
         name = "STRING"
     return parse_type_name(name, params)
+
+
+def _integer(node: exp.Expr, what: str) -> int:
+    """An integer literal (maybe negative) of a statement's option."""
+    negative = isinstance(node, exp.Neg)
+    inner = node.this if negative else node
+    if not isinstance(inner, exp.Literal) or inner.is_string or not inner.name.isdigit():
+        raise SQLError("42601", f"syntax error: {what} takes an integer, got {node.sql()!r}")
+    value = -int(inner.name) if negative else int(inner.name)
+    if not -(2**63) <= value < 2**63:
+        raise SQLError("22003", f"{what} {value} is out of range for INT8")
+    return value
 
 
 def _unsupported(node: exp.Expr, what: str = "statement") -> SQLError:

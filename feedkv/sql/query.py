@@ -18,7 +18,12 @@ from feedkv.errors import InvariantViolation, SQLError
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate import group_key
-from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor, ViewDescriptor
+from feedkv.sql.descriptor import (
+    DatabaseDescriptor,
+    SequenceDescriptor,
+    TableDescriptor,
+    ViewDescriptor,
+)
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.expr import Scope, compile_expr, condition, static_kind
 from feedkv.sql.join import JoinPlan
@@ -27,7 +32,7 @@ from feedkv.sql.relation import Relation
 from feedkv.sql.row_codec import table_span
 from feedkv.sql.set_ops import SetResult, combine, result_order, union_all
 from feedkv.sql.subquery import grouped_context, prepare_subqueries
-from feedkv.sql.types import ColumnType, logical_decimal, timestamp_of
+from feedkv.sql.types import ColumnType, Kind, logical_decimal, timestamp_of
 from feedkv.sql.views import view_query
 
 __all__ = ["HANDLERS", "query", "read_source", "read_view", "select"]
@@ -131,7 +136,7 @@ def _query(ex: Execution, q: st.Query) -> Result:
     if q.joins or not isinstance(q.table, st.TableName) or _cte(ex, q.table) is not None:
         return _select_sources(ex, q)
     desc = ex.relation(q.table)
-    if isinstance(desc, ViewDescriptor):
+    if not isinstance(desc, TableDescriptor):
         return _select_sources(ex, q)
     plan = ex.plan(q, desc, partial(SelectPlan.of, outer=ex.outer_scope))
     prepare_subqueries(ex, query, q.subqueries, plan.scope, grouped_context(q, plan.result))
@@ -196,6 +201,9 @@ def read_source(
     if isinstance(desc, ViewDescriptor):
         view = read_view(ex, desc)
         return view, view.rows, source.database or ex.session.database
+    if isinstance(desc, SequenceDescriptor):
+        sequence = _read_sequence(ex, desc)
+        return sequence, sequence.rows, source.database or ex.session.database
     rows = [
         tuple(row[c.id] for c in desc.columns) for row, _pairs in ex.rows(desc, table_span(desc.id))
     ]
@@ -227,6 +235,20 @@ def read_view(ex: Execution, view: ViewDescriptor) -> Relation:
             f'view "{view.name}" has {width} columns but its query now gives {len(result.columns)}',
         )
     return Relation.of(view.name, view.columns, types, rows)
+
+
+def _read_sequence(ex: Execution, sequence: SequenceDescriptor) -> Relation:
+    """A sequence read as a table, as PostgreSQL's: one row of ``last_value``,
+    ``log_cnt`` (always 0 here) and ``is_called`` (whether a value was handed out)."""
+    raw = ex.read_source.get(catalog.sequence_value_key(sequence))
+    last = int(raw) if raw is not None else sequence.start
+    int_type = ColumnType(Kind.INT)
+    return Relation.of(
+        sequence.name,
+        ("last_value", "log_cnt", "is_called"),
+        (int_type, int_type, ColumnType(Kind.BOOL)),
+        [(last, 0, raw is not None)],
+    )
 
 
 def _select_sources(ex: Execution, s: st.Select) -> Result:

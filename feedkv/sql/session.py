@@ -50,6 +50,7 @@ from feedkv.sql.executor import run
 from feedkv.sql.leases import Lease, Leases
 from feedkv.sql.metrics import SQLMetrics, unregistered_sql_metrics
 from feedkv.sql.parser import parse, placeholder_count
+from feedkv.sql.session_context import SequenceState
 from feedkv.sql.session_vars import VARIABLES, checked_value
 from feedkv.sql.types import ColumnType
 
@@ -145,6 +146,7 @@ class Session:
         self.user = user
         self.database = database
         self.variables: dict[str, str] = {}  # session variables SET (see session_vars)
+        self.sequences = SequenceState()  # currval and lastval (see sql.sequences)
         self._txn: Txn | None = None
         self._failed = False
         self._restart = False  # SAVEPOINT cockroach_restart is active

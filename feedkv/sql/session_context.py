@@ -9,6 +9,7 @@ each other.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -18,9 +19,22 @@ if TYPE_CHECKING:
     from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
     from feedkv.sql.leases import Lease, Leases
 
-__all__ = ["SessionContext"]
+__all__ = ["SequenceState", "SessionContext"]
 
 P = TypeVar("P")
+
+
+@dataclass
+class SequenceState:
+    """One session's sequence values (:mod:`feedkv.sql.sequences`): the last each
+    sequence gave it (``currval``), and the last of all (``lastval``)."""
+
+    values: dict[int, int] = field(default_factory=dict)
+    last: int | None = None
+
+    def note(self, sequence_id: int, value: int) -> None:
+        self.values[sequence_id] = value
+        self.last = value
 
 
 class SessionContext(Protocol):
@@ -41,6 +55,9 @@ class SessionContext(Protocol):
 
     @property
     def in_transaction(self) -> bool: ...
+
+    @property
+    def sequences(self) -> SequenceState: ...
 
     def resolve_database(self, reader: catalog.Reader, name: str) -> DatabaseDescriptor: ...
 

@@ -26,6 +26,7 @@ __all__ = [
     "CreateChangefeed",
     "CreateDatabase",
     "CreateTable",
+    "CreateSequence",
     "CreateTableAs",
     "CreateUser",
     "CreateView",
@@ -34,6 +35,7 @@ __all__ = [
     "DropColumn",
     "DropDatabase",
     "DropTable",
+    "DropSequence",
     "DropView",
     "FamilySpec",
     "GrantAdmin",
@@ -513,3 +515,22 @@ class CreateTableAs(Statement):
     columns: tuple[str, ...]
     query: Query
     if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CreateSequence(Statement):
+    """``CREATE SEQUENCE s [INCREMENT [BY] n] [MINVALUE n] [MAXVALUE n] [START [WITH] n]``
+    (``None``: the default, which depends on the increment's sign)."""
+
+    sequence: TableName
+    increment: int = 1
+    min_value: int | None = None
+    max_value: int | None = None
+    start: int | None = None
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DropSequence(Statement):
+    sequences: tuple[TableName, ...]
+    if_exists: bool = False

@@ -20,7 +20,7 @@ from feedkv.errors import (
     SQLError,
 )
 from feedkv.security.scram import make_verifier
-from feedkv.sql import catalog, sequences, views
+from feedkv.sql import catalog, ddl_constraints, sequences, views
 from feedkv.sql import statements as st
 from feedkv.sql.descriptor import (
     PRIMARY_FAMILY,
@@ -34,6 +34,7 @@ from feedkv.sql.descriptor import (
     ViewDescriptor,
 )
 from feedkv.sql.execution import ROW_IDS, Execution, Result
+from feedkv.sql.indexes import table_indexes_span
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.plan import column_default
 from feedkv.sql.query import query
@@ -115,6 +116,7 @@ def create_table(ex: Execution, s: st.CreateTable) -> Result:
             return Result(tag="CREATE TABLE")
         raise SQLError("42P07", f'relation "{s.table.name}" already exists')
     desc = _table_descriptor(ex, s, catalog.allocate_id(txn), database)
+    desc = ddl_constraints.with_constraints(ex, desc, s)
     catalog.put_table(txn, desc)
     ex.after_commit.append(lambda: ex.session.db.split(table_prefix(desc.id)))
     return Result(tag="CREATE TABLE")
@@ -322,6 +324,10 @@ def _refuse_if_read_by_views(
 
 
 def _drop_table(ex: Execution, desc: TableDescriptor) -> None:
+    ddl_constraints.refuse_if_referenced(ex, desc, "drop table")
+    ddl_constraints.forget_references(ex, desc)
+    indexes = table_indexes_span(desc.id)
+    ex.write_txn.delete_range(indexes.start, indexes.end)
     ex.changing(desc)
     ex.publish(desc.bumped(dropped=True))
     txn = ex.write_txn
@@ -341,8 +347,12 @@ def truncate(ex: Execution, s: st.Truncate) -> Result:
                 f"cannot TRUNCATE {desc.name!r}: changefeed job {watchers[0]} watches it; "
                 "cancel the changefeed first (or DELETE FROM the table)",
             )
+        if any(child != desc.id for child, _name in desc.referenced_by):
+            raise SQLError("0A000", f'cannot truncate "{desc.name}": a foreign key references it')
         span = table_span(desc.id)
         ex.write_txn.delete_range(span.start, span.end)
+        indexes = table_indexes_span(desc.id)
+        ex.write_txn.delete_range(indexes.start, indexes.end)
     return Result(tag="TRUNCATE")
 
 
@@ -415,6 +425,7 @@ def drop_column(ex: Execution, s: st.DropColumn) -> Result:
     if column.id in desc.primary_key:
         raise SQLError("0A000", f'column "{column.name}" is referenced by the primary key')
     _refuse_if_read_by_views(ex, desc, f'drop column "{column.name}"')
+    ddl_constraints.refuse_column_use(desc, column.id, "drop")
     family = desc.family_of(column.id)
     remaining = tuple(i for i in family.column_ids if i != column.id)
     families = tuple(
@@ -763,6 +774,8 @@ def rename_table(ex: Execution, s: st.RenameTable) -> Result:
     if catalog.name_taken(txn, database, target.name):
         raise SQLError("42P07", f'relation "{target.name}" already exists')
     _refuse_if_read_by_views(ex, desc, f'rename relation "{desc.name}"')
+    if isinstance(desc, TableDescriptor):
+        ddl_constraints.refuse_if_referenced(ex, desc, "rename table")
     if isinstance(desc, ViewDescriptor):
         catalog.put_view(txn, replace(desc, name=target.name), name_entry=False)
     else:
@@ -789,6 +802,7 @@ def rename_column(ex: Execution, s: st.RenameColumn) -> Result:
     if desc.find_column(s.new_name) is not None:
         raise SQLError("42701", f'column "{s.new_name}" of relation "{desc.name}" already exists')
     _refuse_if_read_by_views(ex, desc, f'rename column "{column.name}"')
+    ddl_constraints.refuse_column_use(desc, column.id, "rename", checks_only=True)
     renamed = replace(column, name=s.new_name)
     new = desc.bumped(columns=tuple(renamed if c.id == column.id else c for c in desc.columns))
     ex.changing(desc)
@@ -864,6 +878,7 @@ def _drop_sequence(ex: Execution, sequence: SequenceDescriptor) -> None:
 
 
 HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
+    **ddl_constraints.HANDLERS,
     st.CreateSequence: create_sequence,
     st.DropSequence: drop_sequence,
     st.CreateView: create_view,

@@ -26,7 +26,10 @@ __all__ = [
     "Column",
     "DatabaseDescriptor",
     "Descriptor",
+    "Check",
     "Family",
+    "ForeignKey",
+    "Index",
     "RESERVED_WORDS",
     "NamedRelation",
     "SequenceDescriptor",
@@ -85,6 +88,82 @@ class Family:
 
 
 @dataclass(frozen=True, slots=True)
+class Index:
+    """A secondary index on ``column_ids`` (in key order), ascending; ``storing``
+    columns are kept in its entries too. Its entries live apart from the table's rows
+    (:mod:`feedkv.sql.indexes`)."""
+
+    id: int
+    name: str
+    column_ids: tuple[int, ...]
+    unique: bool = False
+    storing: tuple[int, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "columns": list(self.column_ids),
+            "unique": self.unique,
+            "storing": list(self.storing),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Index:
+        return cls(
+            data["id"],
+            data["name"],
+            tuple(data["columns"]),
+            data.get("unique", False),
+            tuple(data.get("storing", ())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """A CHECK constraint: ``expression`` is its SQL text over the table's columns."""
+
+    name: str
+    expression: str
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignKey:
+    """``FOREIGN KEY (column_ids) REFERENCES table (referenced)``: a row's values of
+    ``column_ids``, when none is NULL, are those of a row of the referenced table (whose
+    columns ``referenced`` are its primary key or a unique index's). ON DELETE and ON
+    UPDATE are NO ACTION."""
+
+    name: str
+    column_ids: tuple[int, ...]
+    table_id: int
+    table_name: str  # as created (shown by SHOW CREATE; the table cannot be renamed)
+    referenced: tuple[int, ...]
+    referenced_names: tuple[str, ...] = ()  # as created, for SHOW CREATE
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "columns": list(self.column_ids),
+            "table_id": self.table_id,
+            "table_name": self.table_name,
+            "referenced": list(self.referenced),
+            "referenced_names": list(self.referenced_names),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ForeignKey:
+        return cls(
+            data["name"],
+            tuple(data["columns"]),
+            data["table_id"],
+            data["table_name"],
+            tuple(data["referenced"]),
+            tuple(data.get("referenced_names", ())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class DatabaseDescriptor:
     id: int
     name: str
@@ -112,10 +191,18 @@ class TableDescriptor:
     next_column_id: int = 1
     next_family_id: int = 1
     dropped: bool = False
+    indexes: tuple[Index, ...] = ()
+    next_index_id: int = PRIMARY_INDEX_ID + 1
+    checks: tuple[Check, ...] = ()
+    foreign_keys: tuple[ForeignKey, ...] = ()
+    # The foreign keys that reference this table: (table id, constraint name).
+    referenced_by: tuple[tuple[int, str], ...] = ()
     _by_name: dict[str, Column] = field(init=False, repr=False, compare=False)
     _by_id: dict[int, Column] = field(init=False, repr=False, compare=False)
     # NB: the row codec keeps its per-version decoding plan here (row_codec._layout).
     _codec: Any = field(default=None, init=False, repr=False, compare=False)
+    # NB: feedkv.sql.constraints keeps its compiled checks here.
+    _constraints: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {c.name: c for c in self.columns})
@@ -150,6 +237,15 @@ class TableDescriptor:
                 return family
         raise SQLError("42704", f"column family {name!r} does not exist in table {self.name!r}")
 
+    @property
+    def constrained(self) -> bool:
+        """Whether a write must do more than write its row: index entries, CHECKs,
+        foreign keys (see :mod:`feedkv.sql.constraints`)."""
+        return bool(self.indexes or self.checks or self.foreign_keys or self.referenced_by)
+
+    def index(self, name: str) -> Index | None:
+        return next((i for i in self.indexes if i.name == name), None)
+
     def family_of(self, column_id: int) -> Family:
         for family in self.families:
             if column_id in family.column_ids:
@@ -183,6 +279,24 @@ class TableDescriptor:
         if not implicit_key:
             key = ", ".join(quote_name(c.name) for c in self.key_columns)
             lines.append(f"CONSTRAINT {quote_name(self.name + '_pkey')} PRIMARY KEY ({key})")
+
+        def listed(ids: tuple[int, ...]) -> str:
+            return ", ".join(quote_name(self._by_id[i].name) for i in ids)
+
+        for index in self.indexes:
+            kind = "UNIQUE INDEX" if index.unique else "INDEX"
+            line = f"{kind} {quote_name(index.name)} ({listed(index.column_ids)})"
+            if index.storing:
+                line += f" STORING ({listed(index.storing)})"
+            lines.append(line)
+        for fk in self.foreign_keys:
+            referenced = ", ".join(map(quote_name, fk.referenced_names))
+            lines.append(
+                f"CONSTRAINT {quote_name(fk.name)} FOREIGN KEY ({listed(fk.column_ids)}) "
+                f"REFERENCES {quote_name(fk.table_name)} ({referenced})"
+            )
+        for check in self.checks:
+            lines.append(f"CONSTRAINT {quote_name(check.name)} CHECK ({check.expression})")
         if len(self.families) > 1 or self.families[0].name != PRIMARY_FAMILY:
             for family in self.families:
                 names = ", ".join(
@@ -213,10 +327,24 @@ class TableDescriptor:
                     "next_column_id": self.next_column_id,
                     "next_family_id": self.next_family_id,
                     "dropped": self.dropped,
+                    **self._constraints_json(),
                 }
             },
             separators=(",", ":"),
         ).encode()
+
+    def _constraints_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.indexes or self.next_index_id != PRIMARY_INDEX_ID + 1:
+            out["indexes"] = [i.to_json() for i in self.indexes]
+            out["next_index_id"] = self.next_index_id
+        if self.checks:
+            out["checks"] = [{"name": c.name, "expression": c.expression} for c in self.checks]
+        if self.foreign_keys:
+            out["foreign_keys"] = [fk.to_json() for fk in self.foreign_keys]
+        if self.referenced_by:
+            out["referenced_by"] = [list(r) for r in self.referenced_by]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TableDescriptor:
@@ -233,6 +361,11 @@ class TableDescriptor:
             next_column_id=data["next_column_id"],
             next_family_id=data["next_family_id"],
             dropped=data.get("dropped", False),
+            indexes=tuple(Index.from_json(i) for i in data.get("indexes", ())),
+            next_index_id=data.get("next_index_id", PRIMARY_INDEX_ID + 1),
+            checks=tuple(Check(c["name"], c["expression"]) for c in data.get("checks", ())),
+            foreign_keys=tuple(ForeignKey.from_json(f) for f in data.get("foreign_keys", ())),
+            referenced_by=tuple((r[0], r[1]) for r in data.get("referenced_by", ())),
         )
 
 

@@ -23,6 +23,7 @@ from feedkv.errors import (
 )
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate import group_key
+from feedkv.sql.constraints import row_written
 from feedkv.sql.descriptor import (
     Column,
     TableDescriptor,
@@ -100,6 +101,7 @@ def insert(ex: Execution, s: st.Insert) -> Result:
             for key, encoded in kvs.items():
                 if encoded is not None:
                     txn.put(key, encoded)
+            row_written(ex, desc, None, row)
             final = row
         elif s.on_conflict is None and not s.upsert:
             raise duplicate_key(desc, row)
@@ -118,6 +120,7 @@ def insert(ex: Execution, s: st.Insert) -> Result:
                 touched.add(_move_row(ex, desc, pairs, final))
             else:
                 _write_changes(ex, desc, pairs, final, assigned)
+            row_written(ex, desc, old, final)
         count += 1
         if returning is not None:
             env = tuple(final[c.id] for c in desc.columns)
@@ -133,7 +136,7 @@ def _insert_blind(
     session turns a failed check into the duplicate-key error. ``False``: read first
     (an explicit transaction reports a duplicate at the statement, as PostgreSQL)."""
     first_key, first = next(iter(kvs.items()))
-    if not ex.autocommit or first is None:
+    if not ex.autocommit or first is None or desc.constrained:
         return False
     assert ex.txn is not None
     try:
@@ -182,7 +185,7 @@ def update(ex: Execution, s: st.Update) -> Result:
         return _update_joined(ex, s)
     desc = ex.table(s.table, "UPDATE")
     plan = ex.plan(s, desc, UpdatePlan.of)
-    if plan.blind is not None and ex.autocommit:
+    if plan.blind is not None and ex.autocommit and not desc.constrained:
         key = plan.blind(ex.context)
         pair = _whole_row(ex, desc, plan, key) if key is not None else None
         if pair is not None:
@@ -209,6 +212,7 @@ def update(ex: Execution, s: st.Update) -> Result:
             _move_row(ex, desc, pairs, new)
         else:
             _write_changes(ex, desc, pairs, new, assigned)
+        row_written(ex, desc, old, new)
     return _result(returning, out_rows, f"UPDATE {len(changes)}")
 
 
@@ -248,6 +252,7 @@ def _update_joined(ex: Execution, s: st.Update) -> Result:
             _move_row(ex, desc, pairs, new)
         else:
             _write_changes(ex, desc, pairs, new, assigned)
+        row_written(ex, desc, old, new)
     return _result(_joined_returning(s, plan), out_rows, f"UPDATE {len(chosen)}")
 
 
@@ -335,24 +340,26 @@ def delete(ex: Execution, s: st.Delete) -> Result:
     if returning is not None:  # NB: before the first delete, as in update()
         out_rows = [tuple(f(env, ex.context) for f in returning[1]) for _o, _p, env in chosen]
     txn = ex.write_txn
-    for _old, pairs, _env in chosen:
+    for old, pairs, _env in chosen:
         for key in pairs:
             txn.delete(key)
+        row_written(ex, desc, old, None)
     return _result(returning, out_rows, f"DELETE {len(chosen)}")
 
 
 def _delete_joined(ex: Execution, s: st.Delete) -> Result:
     """DELETE ... USING: each row of the table that a joined row pairs with (kept by
     WHERE) is deleted once."""
-    _desc, plan, chosen = _joined_targets(ex, s, s.returning)
+    desc, plan, chosen = _joined_targets(ex, s, s.returning)
     out_rows = []
     if s.returning is not None:  # NB: before the first delete, as in update()
         projections = plan.result.projections
         out_rows = [tuple(f(env, ex.context) for f in projections) for _o, _p, env in chosen]
     txn = ex.write_txn
-    for _old, pairs, _env in chosen:
+    for old, pairs, _env in chosen:
         for key in pairs:
             txn.delete(key)
+        row_written(ex, desc, old, None)
     return _result(_joined_returning(s, plan), out_rows, f"DELETE {len(chosen)}")
 
 

@@ -33,7 +33,7 @@ import re
 import string
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 import sqlglot
@@ -314,6 +314,7 @@ class _Statement:
     offset: int
 
     def __post_init__(self) -> None:
+        self.table_indexes: list[st.IndexSpec] = []  # INDEX elements of CREATE TABLE
         self.words = [t.text.upper() for t in self.tokens]
         self.masked = list(self.text)
         self.edited = False  # ``masked`` differs from ``text``: tokenize it anew
@@ -365,6 +366,8 @@ class _Statement:
             return self._show()
         if words[:2] == ["DROP", "SEQUENCE"]:
             return self._drop_sequence()
+        if words[:2] == ["DROP", "INDEX"]:
+            return self._drop_index()
         if words[:2] == ["CREATE", "CHANGEFEED"] or words[:2] == ["EXPERIMENTAL", "CHANGEFEED"]:
             return self._changefeed()
         if words[:2] in (["CREATE", "USER"], ["CREATE", "ROLE"]):
@@ -395,9 +398,20 @@ class _Statement:
         as_of = self._cut_as_of()
         returning = self._cut_delete_returning()
         body = self._view_body()
+        if words[:2] == ["CREATE", "INDEX"] or words[:3] == ["CREATE", "UNIQUE", "INDEX"]:
+            self._storing_as_include()
         node = self._sqlglot()
         converter = _Converter(self.text, upsert, families, column_families, as_of, returning, body)
+        converter.indexes = list(self.table_indexes)
         return converter.convert(node)
+
+    def _storing_as_include(self) -> None:
+        """CockroachDB's CREATE INDEX ... STORING (...) is PostgreSQL's INCLUDE (...)."""
+        for i, word in enumerate(self.words):
+            if word in ("STORING", "COVERING") and self._keyword(i):
+                start = self._pos(self.tokens[i])
+                self.masked[start : start + len(word)] = list("INCLUDE".ljust(len(word)))
+                self.edited = True
 
     def _view_body(self) -> str | None:
         """The text of a CREATE VIEW's query (after its ``AS``), as written."""
@@ -697,7 +711,16 @@ class _Statement:
             return families, column_families
         elements = self._elements(open_index)
         for n, (first, last) in enumerate(elements):
-            if self.words[first] == "FAMILY":
+            words = self.words[first : first + 2]
+            if words[0] == "INDEX" or words == ["UNIQUE", "INDEX"]:
+                self.table_indexes.append(self._index_element(first, last))
+                if n > 0:
+                    self._mask(first - 1, last)
+                elif n + 1 < len(elements):
+                    self._mask(first, last + 1)
+                else:
+                    self._mask(first, last)
+            elif self.words[first] == "FAMILY":
                 families.append(self._family_element(first, last))
                 if n > 0:
                     self._mask(first - 1, last)  # with the comma before it
@@ -728,6 +751,46 @@ class _Statement:
                 elements.append((start, i - 1))
                 start = i + 1
         return elements
+
+    def _index_element(self, first: int, last: int) -> st.IndexSpec:
+        """``[UNIQUE] INDEX [name] (column, ...) [STORING (column, ...)]`` in CREATE
+        TABLE (CockroachDB's)."""
+        i = first
+        unique = self.words[i] == "UNIQUE"
+        i += 2 if unique else 1
+        name = None
+        if i <= last and self.tokens[i].token_type is not TokenType.L_PAREN:
+            name = _name(self.tokens[i])
+            i += 1
+        columns, i = self._name_list(i, last, "INDEX [name] (column, ...)")
+        storing: list[str] = []
+        if i <= last and self.words[i] in ("STORING", "INCLUDE", "COVERING"):
+            storing, i = self._name_list(i + 1, last, "STORING (column, ...)")
+        if i <= last:
+            raise self._error_at(i, "expected the end of the INDEX")
+        return st.IndexSpec(name, tuple(columns), unique, tuple(storing))
+
+    def _name_list(self, i: int, last: int, what: str) -> tuple[list[str], int]:
+        """The names in the parentheses at ``i`` (each maybe followed by ASC), and the
+        index after them."""
+        if i > last or self.tokens[i].token_type is not TokenType.L_PAREN:
+            raise self._error_at(i, f"expected {what}")
+        names: list[str] = []
+        j = i + 1
+        while j <= last and self.tokens[j].token_type is not TokenType.R_PAREN:
+            token = self.tokens[j]
+            if token.token_type is TokenType.COMMA or self.words[j] == "ASC":
+                j += 1
+                continue
+            if self.words[j] == "DESC":
+                raise SQLError("0A000", "descending index columns are not supported")
+            if token.token_type not in _NAME_TOKENS and not token.text.isidentifier():
+                raise self._error_at(j, f"expected a column name in {what}")
+            names.append(_name(token))
+            j += 1
+        if j > last or not names:
+            raise self._error_at(j, f"expected {what}")
+        return names, j + 1
 
     def _family_element(self, first: int, last: int) -> st.FamilySpec:
         i = first + 1
@@ -798,6 +861,8 @@ class _Statement:
         if words[1:3] == ["CREATE", "TABLE"] or (words[1] == "CREATE" and len(words) > 2):
             start = 3 if words[2] in ("TABLE", "VIEW") else 2
             return st.ShowCreateTable(self.text, self._table_name(start, len(words)))
+        if words[1] in ("INDEXES", "INDEX", "KEYS") and words[2:3] == ["FROM"]:
+            return st.ShowIndexes(self.text, self._table_name(3, len(words)))
         if words[1:4] == ["RANGES", "FROM", "TABLE"]:
             return st.ShowRanges(self.text, self._table_name(4, len(words)))
         if words[1] == "GRANTS":
@@ -831,6 +896,25 @@ class _Statement:
                 raise self._error_at(end + 1, "expected one user name after FOR")
             user = _name(self.tokens[end + 1])
         return st.ShowGrants(self.text, table, user)
+
+    def _drop_index(self) -> st.DropIndex:
+        """``DROP INDEX [IF EXISTS] [db.][t@]name [RESTRICT]``."""
+        words, end = self.words, len(self.tokens)
+        at = 4 if words[2:4] == ["IF", "EXISTS"] else 2
+        if words[-1] == "CASCADE":
+            raise SQLError("0A000", "DROP INDEX ... CASCADE is not supported")
+        stop = end - 1 if words[-1] == "RESTRICT" else end
+        if any(t.token_type is TokenType.COMMA for t in self.tokens[at:stop]):
+            raise SQLError("0A000", "DROP INDEX drops one index at a time")
+        marks = [i for i in range(at, stop) if self.tokens[i].text == "@"]
+        if marks:
+            table = self._table_name(at, marks[0])
+            if marks[0] + 2 != stop:
+                raise self._error_at(marks[0] + 1, "expected DROP INDEX table@index")
+            return st.DropIndex(self.text, table, _name(self.tokens[marks[0] + 1]), at == 4)
+        if at + 1 != stop:
+            raise self._error_at(at, "expected an index name (or table@index)")
+        return st.DropIndex(self.text, None, _name(self.tokens[at]), at == 4)
 
     def _drop_sequence(self) -> st.DropSequence:
         """``DROP SEQUENCE [IF EXISTS] s, ... [RESTRICT]``."""
@@ -1255,6 +1339,9 @@ _STATEMENT_WORDS = {
 }  # fmt: skip
 # SHOW statements that are no session variable.
 _SHOW_STATEMENTS = {
+    "INDEXES",
+    "INDEX",
+    "KEYS",
     "TABLES",
     "DATABASES",
     "CREATE",
@@ -1340,6 +1427,10 @@ class _Converter:
     as_of: exp.Expr | None
     returning: tuple[exp.Expr, ...] | None  # cut out of the text (a DELETE's)
     view_body: str | None = None  # a CREATE VIEW's query as written
+    # A CREATE TABLE's indexes, CHECKs and foreign keys, as its elements are converted.
+    indexes: list[st.IndexSpec] = field(default_factory=list)
+    checks: list[st.CheckSpec] = field(default_factory=list)
+    foreign_keys: list[st.ForeignKeySpec] = field(default_factory=list)
 
     def convert(self, node: exp.Expr) -> st.Statement:
         if self.as_of is not None and not isinstance(node, exp.Select):
@@ -1375,6 +1466,8 @@ class _Converter:
             return self._create_view(node)
         if kind == "SEQUENCE":
             return self._create_sequence(node)
+        if kind == "INDEX":
+            return self._create_index(node)
         if kind != "TABLE" or node.args.get("replace"):
             raise _unsupported(node)
         if node.expression is not None:
@@ -1391,23 +1484,101 @@ class _Converter:
         primary_key: tuple[str, ...] | None = None
         for element in schema.expressions:
             if isinstance(element, exp.ColumnDef):
-                columns.append(self._column(element))
+                columns.append(self._column(element, in_create=True))
             elif isinstance(element, exp.PrimaryKey):
                 if primary_key is not None:
                     raise SQLError("42P16", f"multiple primary keys for table {table.name!r}")
                 primary_key = tuple(_ident(e) for e in element.expressions)
             elif isinstance(element, exp.Constraint):
-                inner = element.expressions[0] if element.expressions else None
+                inner = element.expressions[0] if len(element.expressions) == 1 else None
                 if isinstance(inner, exp.PrimaryKey):
                     if primary_key is not None:
                         raise SQLError("42P16", f"multiple primary keys for table {table.name!r}")
                     primary_key = tuple(_ident(e) for e in inner.expressions)
-                else:
+                elif inner is None or not self._table_constraint(inner, _ident(element.this)):
                     raise _unsupported(element, "table constraint")
-            else:
+            elif not self._table_constraint(element, None):
                 raise _unsupported(element, "table element")
         return st.CreateTable(
-            self.text, table, tuple(columns), primary_key, tuple(self.families), if_not_exists
+            self.text,
+            table,
+            tuple(columns),
+            primary_key,
+            tuple(self.families),
+            if_not_exists,
+            tuple(self.indexes),
+            tuple(self.checks),
+            tuple(self.foreign_keys),
+        )
+
+    def _table_constraint(self, node: exp.Expr, name: str | None) -> bool:
+        """A UNIQUE, CHECK or FOREIGN KEY element of CREATE TABLE (``False``: none)."""
+        if isinstance(node, exp.UniqueColumnConstraint) and isinstance(node.this, exp.Schema):
+            _refuse_unhandled(node, {"this", "nulls", "include"})
+            columns = tuple(_ident(c) for c in node.this.expressions)
+            self.indexes.append(st.IndexSpec(name, columns, unique=True))
+            return True
+        if isinstance(node, exp.CheckColumnConstraint):
+            _refuse_unhandled(node, {"this", "enforced"})
+            self.checks.append(st.CheckSpec(name, node.this))
+            return True
+        if isinstance(node, exp.ForeignKey):
+            _refuse_unhandled(node, {"expressions", "reference"})
+            columns = tuple(_ident(c) for c in node.expressions)
+            self.foreign_keys.append(self._reference(node.args["reference"], name, columns))
+            return True
+        return False
+
+    def _reference(
+        self, node: exp.Expr, name: str | None, columns: tuple[str, ...]
+    ) -> st.ForeignKeySpec:
+        """``REFERENCES t [(columns)] [ON DELETE/UPDATE NO ACTION | RESTRICT]``."""
+        if not isinstance(node, exp.Reference):
+            raise _unsupported(node, "foreign key")
+        _refuse_unhandled(node, {"this", "options"})
+        for option in node.args.get("options") or ():
+            text = " ".join(str(option).upper().split())
+            if text not in (
+                "ON DELETE NO ACTION",
+                "ON DELETE RESTRICT",
+                "ON UPDATE NO ACTION",
+                "ON UPDATE RESTRICT",
+            ):
+                raise SQLError(
+                    "0A000", f"foreign key option {text} is not supported (only NO ACTION)"
+                )
+        target = node.this
+        referenced: tuple[str, ...] = ()
+        if isinstance(target, exp.Schema):
+            referenced = tuple(_ident(c) for c in target.expressions)
+            target = target.this
+        return st.ForeignKeySpec(name, columns, _table_of(target), referenced)
+
+    def _create_index(self, node: exp.Create) -> st.CreateIndex:
+        _refuse_unhandled(node, {"this", "kind", "exists", "unique"})
+        index = node.this
+        if not isinstance(index, exp.Index):
+            raise _unsupported(node)
+        _refuse_unhandled(index, {"this", "table", "params"})
+        params = index.args.get("params")
+        if params is None:
+            raise SQLError("42601", "syntax error: CREATE INDEX needs ON table (columns)")
+        _refuse_unhandled(params, {"columns", "include", "with_storage"})
+        columns = []
+        for column in params.args.get("columns") or ():
+            inner = column.this if isinstance(column, exp.Ordered) else column
+            if isinstance(column, exp.Ordered) and column.args.get("desc"):
+                raise SQLError("0A000", "descending index columns are not supported")
+            if not isinstance(inner, exp.Column) or not isinstance(inner.this, exp.Identifier):
+                raise SQLError(
+                    "0A000", f"indexes on expressions are not supported: {inner.sql(_DIALECT)}"
+                )
+            columns.append(_ident(inner))
+        storing = tuple(_ident(c) for c in params.args.get("include") or ())
+        name = _ident(index.this) if index.this is not None else None
+        spec = st.IndexSpec(name, tuple(columns), bool(node.args.get("unique")), storing)
+        return st.CreateIndex(
+            self.text, _table_of(index.args["table"]), spec, bool(node.args.get("exists"))
         )
 
     def _create_view(self, node: exp.Create) -> st.CreateView:
@@ -1475,7 +1646,7 @@ class _Converter:
             raise SQLError("42701", "a column name is listed more than once")
         return _table_of(node.this), tuple(columns)
 
-    def _column(self, node: exp.ColumnDef) -> st.ColumnSpec:
+    def _column(self, node: exp.ColumnDef, *, in_create: bool = False) -> st.ColumnSpec:
         name = _ident(node.this)
         kind = node.args.get("kind")
         if not isinstance(kind, exp.DataType):
@@ -1494,6 +1665,8 @@ class _Converter:
             elif isinstance(inner, exp.PrimaryKeyColumnConstraint):
                 primary_key = True
                 nullable = False
+            elif in_create and self._column_constraint(name, constraint):
+                pass
             else:
                 raise _unsupported(constraint, "column constraint")
         ctype_name = kind.sql(dialect=_DIALECT).upper()
@@ -1511,6 +1684,23 @@ class _Converter:
         return st.ColumnSpec(
             name, column_type(kind), nullable, default, primary_key, family, create
         )
+
+    def _column_constraint(self, column: str, node: exp.Expr) -> bool:
+        """A column's UNIQUE, CHECK or REFERENCES in CREATE TABLE."""
+        inner = node.args.get("kind")
+        name = _ident(node.this) if node.this is not None else None
+        if isinstance(inner, exp.UniqueColumnConstraint):
+            _refuse_unhandled(inner, {"nulls", "include"})
+            self.indexes.append(st.IndexSpec(name, (column,), unique=True))
+            return True
+        if isinstance(inner, exp.CheckColumnConstraint):
+            _refuse_unhandled(inner, {"this", "enforced"})
+            self.checks.append(st.CheckSpec(name, inner.this, column))
+            return True
+        if isinstance(inner, exp.Reference):
+            self.foreign_keys.append(self._reference(inner, name, (column,)))
+            return True
+        return False
 
     def _drop(self, node: exp.Drop) -> st.Statement:
         kind = str(node.args.get("kind") or "").upper()

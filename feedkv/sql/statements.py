@@ -27,6 +27,8 @@ __all__ = [
     "CreateDatabase",
     "CreateTable",
     "CreateSequence",
+    "CheckSpec",
+    "CreateIndex",
     "CreateTableAs",
     "CreateUser",
     "CreateView",
@@ -35,9 +37,12 @@ __all__ = [
     "DropColumn",
     "DropDatabase",
     "DropTable",
+    "DropIndex",
     "DropSequence",
     "DropView",
     "FamilySpec",
+    "ForeignKeySpec",
+    "IndexSpec",
     "GrantAdmin",
     "GrantPrivileges",
     "DATABASE_PRIVILEGES",
@@ -56,6 +61,7 @@ __all__ = [
     "ShowCreateTable",
     "ShowDatabases",
     "ShowGrants",
+    "ShowIndexes",
     "ShowRanges",
     "ShowTables",
     "Source",
@@ -147,12 +153,44 @@ class FamilySpec:
 
 
 @dataclass(frozen=True, slots=True)
+class IndexSpec:
+    """An index (``unique``: a UNIQUE constraint or index) on ``columns``; ``name``
+    None: named for the table and columns."""
+
+    name: str | None
+    columns: tuple[str, ...]
+    unique: bool = False
+    storing: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CheckSpec:
+    name: str | None
+    expression: exp.Expr
+    column: str | None = None  # a column's own CHECK (names the constraint)
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignKeySpec:
+    """``FOREIGN KEY (columns) REFERENCES table [(referenced)]`` (no ``referenced``:
+    the table's primary key)."""
+
+    name: str | None
+    columns: tuple[str, ...]
+    table: TableName
+    referenced: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class CreateTable(Statement):
     table: TableName
     columns: tuple[ColumnSpec, ...]
     primary_key: tuple[str, ...] | None
     families: tuple[FamilySpec, ...]
     if_not_exists: bool = False
+    indexes: tuple[IndexSpec, ...] = ()
+    checks: tuple[CheckSpec, ...] = ()
+    foreign_keys: tuple[ForeignKeySpec, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -534,3 +572,25 @@ class CreateSequence(Statement):
 class DropSequence(Statement):
     sequences: tuple[TableName, ...]
     if_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CreateIndex(Statement):
+    table: TableName
+    index: IndexSpec
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DropIndex(Statement):
+    """``DROP INDEX [IF EXISTS] [t@]name``: ``table`` None: the index is looked up by
+    name among the current database's tables."""
+
+    table: TableName | None
+    name: str
+    if_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ShowIndexes(Statement):
+    table: TableName

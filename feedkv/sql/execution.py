@@ -41,11 +41,13 @@ from feedkv.sql.expr import (
     Scope,
     compile_expr,
 )
+from feedkv.sql.indexes import primary_key_of
 from feedkv.sql.leases import Lease, prepare_change, withdraw_change
 from feedkv.sql.plan import Planned, Selection, env_of, holds, sorted_rows
 from feedkv.sql.relation import Relation
 from feedkv.sql.row_codec import (
     RowAssembler,
+    row_span,
     table_span,
 )
 from feedkv.sql.session_context import SessionContext
@@ -285,6 +287,11 @@ class Execution:
         self, desc: TableDescriptor, selection: Selection
     ) -> Iterator[tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]]:
         context = self.context
+        if selection.index_span is not None:
+            entries = selection.index_span(context)
+            if entries is not None:
+                yield from self._matching_by_index(desc, selection, entries)
+                return
         span, exact = selection.span(context)
         test = None if exact else selection.test
         ids = [c.id for c in desc.columns]
@@ -293,6 +300,23 @@ class Execution:
             if test is not None and not holds(test(env, context)):
                 continue
             yield row, pairs, env
+
+    def _matching_by_index(
+        self, desc: TableDescriptor, selection: Selection, entries: Span
+    ) -> Iterator[tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]]:
+        """The rows whose index entries are in ``entries`` that the WHERE clause keeps,
+        in primary key order (as a scan of the table gives them): one read of the
+        entries, then one of each row they name."""
+        found = []
+        for kv in self.read_source.scan(entries.start, entries.end):
+            found.append(row_span(desc, primary_key_of(desc, kv.value)))
+        found.sort(key=lambda span: span.start)
+        test, ids, context = selection.test, [c.id for c in desc.columns], self.context
+        for span in found:
+            for row, pairs in self.rows(desc, span):
+                env = tuple(row[i] for i in ids)
+                if test is None or holds(test(env, context)):
+                    yield row, pairs, env
 
     def plan(
         self,

@@ -22,6 +22,7 @@ from feedkv.sql import statements as st
 from feedkv.sql.aggregate import Grouping, group_key
 from feedkv.sql.descriptor import (
     Column,
+    Index,
     TableDescriptor,
 )
 from feedkv.sql.expr import (
@@ -37,6 +38,7 @@ from feedkv.sql.expr import (
     qualifier_of,
     static_kind,
 )
+from feedkv.sql.indexes import index_span, values_prefix
 from feedkv.sql.ordering import sorted_rows
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.relation import Relation
@@ -217,6 +219,10 @@ class Selection:
     # key's equality to values that keep their type; else None (then, or when a run's
     # values change type or are NULL, it returns None).
     point: Callable[[Context], list[Any] | None] | None
+    # When WHERE constrains no primary key column but a secondary index's leading
+    # columns: the span of the index's entries to read (None for a run whose values do
+    # not fit the columns: then the table is read); ``test`` filters the rows found.
+    index_span: Callable[[Context], Span | None] | None = None
 
     @classmethod
     def of(cls, desc: TableDescriptor, where: exp.Expr | None, scope: Scope) -> Selection:
@@ -227,7 +233,10 @@ class Selection:
         point = None
         if plan is not None and plan.complete and len(plan.equal) == len(desc.key_columns):
             point = _point(desc, plan)
-        return cls(_span_plan(desc, where, plan), test, point)
+        by_index = None
+        if where is not None and plan is None and desc.indexes:
+            by_index = _index_plan(desc, where, scope)
+        return cls(_span_plan(desc, where, plan), test, point, by_index)
 
 
 def _bound(compiled: Compiled, column: Column, context: Context) -> tuple[Any, bool]:
@@ -253,6 +262,62 @@ def _point(desc: TableDescriptor, plan: _KeyPlan) -> Callable[[Context], list[An
         return values
 
     return point
+
+
+def _index_plan(
+    desc: TableDescriptor, where: exp.Expr, scope: Scope
+) -> Callable[[Context], Span | None] | None:
+    """The span of the best secondary index for ``where``: the one whose leading
+    columns it fixes most (equalities, then a range on the next column); a unique
+    index all of whose columns are fixed wins."""
+    best: tuple[tuple[int, int, int], Index, _KeyPlan] | None = None
+    for index in desc.indexes:
+        columns = [c for i in index.column_ids if (c := desc.column_by_id(i)) is not None]
+        plan = _key_plan(desc, where, scope, columns)
+        if plan is None:
+            continue
+        whole = index.unique and len(plan.equal) == len(columns)
+        rank = (int(whole), len(plan.equal), int(plan.low is not None or plan.high is not None))
+        if best is None or rank > best[0]:
+            best = (rank, index, plan)
+    if best is None:
+        return None
+    _rank, index, plan = best
+    columns = [c for i in index.column_ids if (c := desc.column_by_id(i)) is not None]
+    entries = index_span(desc.id, index.id)
+
+    def span(context: Context) -> Span | None:
+        try:
+            equal = []
+            for compiled, column in zip(plan.equal, columns, strict=False):
+                value, kept = _bound(compiled, column, context)
+                if not kept and value is not None:
+                    return None  # k = 1.5 for an INT k: the filter decides
+                equal.append(value)
+            if any(v is None for v in equal):
+                return Span(entries.start, entries.start + b"\x00")  # = NULL matches nothing
+            prefix = values_prefix(desc, index, equal)
+            start, end = prefix, prefix_end(prefix)
+            if len(equal) < len(columns):
+                column = columns[len(equal)]
+                for limit, is_low in ((plan.low, True), (plan.high, False)):
+                    if limit is None:
+                        continue
+                    value, kept = _bound(limit.value, column, context)
+                    if value is None or not kept:
+                        continue  # NB: the filter applies every bound anyway
+                    key = values_prefix(desc, index, [*equal, value])
+                    if is_low:
+                        start = max(start, key if limit.inclusive else prefix_end(key))
+                    else:
+                        end = min(end, prefix_end(key) if limit.inclusive else key)
+        except SQLError:
+            return None
+        if end <= start:
+            return Span(start, start + b"\x00")  # nothing: an empty range
+        return Span(start, end)
+
+    return span
 
 
 def _span_plan(
@@ -686,7 +751,9 @@ def _mutation_order_keys(
 def check_index(desc: TableDescriptor | Relation, index: str | None) -> None:
     """``t@index``: a table's one index is its primary key, ``<table>_pkey`` (also
     ``primary``, as CockroachDB spells it)."""
-    if index is not None and index not in (f"{desc.name}_pkey", "primary"):
+    if index is None or index in (f"{desc.name}_pkey", "primary"):
+        return
+    if not isinstance(desc, TableDescriptor) or desc.index(index) is None:
         raise SQLError("42704", f'index "{index}" not found')
 
 
@@ -778,10 +845,16 @@ _FLIP: dict[type[exp.Expr], type[exp.Expr]] = {
 }
 
 
-def _key_plan(desc: TableDescriptor, where: exp.Expr, scope: Scope) -> _KeyPlan | None:
-    """Equality and range constraints on primary key columns with constant sides: a
-    side is constant when it names no column, or only the outer query's (in a
-    correlated subquery, whose plan is made for each of the outer rows)."""
+def _key_plan(
+    desc: TableDescriptor,
+    where: exp.Expr,
+    scope: Scope,
+    key_columns: Sequence[Column] | None = None,
+) -> _KeyPlan | None:
+    """Equality and range constraints on primary key columns (or ``key_columns``, an
+    index's) with constant sides: a side is constant when it names no column, or only
+    the outer query's (in a correlated subquery, whose plan is made for each of the
+    outer rows)."""
     empty = Scope(outer=scope.outer)
 
     def fixed(node: exp.Expr) -> bool:
@@ -822,7 +895,7 @@ def _key_plan(desc: TableDescriptor, where: exp.Expr, scope: Scope) -> _KeyPlan 
             constraint = highs[name] = _Bound(value, op is exp.LTE)
         source[id(constraint)] = conjunct
     plan = _KeyPlan([])
-    for column in desc.key_columns:
+    for column in desc.key_columns if key_columns is None else key_columns:
         if column.name in equal:
             plan.equal.append(equal[column.name])
             continue

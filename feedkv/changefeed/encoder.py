@@ -37,7 +37,7 @@ from typing import Any, Protocol
 from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.rows import RowEvent
 from feedkv.sql.descriptor import TableDescriptor
-from feedkv.sql.types import Kind
+from feedkv.sql.types import Kind, format_value
 from feedkv.util.hlc import Timestamp
 
 __all__ = [
@@ -123,6 +123,10 @@ _BY_KIND: dict[Kind, Callable[[Any], str]] = {
     Kind.TIMESTAMPTZ: _json_timestamptz,
     Kind.UUID: lambda v: '"' + str(v) + '"',
     Kind.JSONB: lambda v: _dumps(v, sort_keys=True),
+    # As CockroachDB: strings in their SQL text form.
+    Kind.TIME: lambda v: _dumps(format_value(v)),
+    Kind.INTERVAL: lambda v: _dumps(str(v)),
+    Kind.INET: lambda v: _dumps(str(v)),
 }
 
 

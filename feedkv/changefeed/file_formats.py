@@ -66,6 +66,9 @@ _ARROW: dict[Kind, pa.DataType] = {
     Kind.TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
     Kind.UUID: pa.string(),
     Kind.JSONB: pa.string(),
+    Kind.TIME: pa.string(),
+    Kind.INTERVAL: pa.string(),
+    Kind.INET: pa.string(),
 }
 
 
@@ -74,7 +77,8 @@ def arrow_type(kind: Kind) -> pa.DataType:
     return _ARROW[kind]
 
 
-_CONVERTED = frozenset({Kind.DECIMAL, Kind.UUID, Kind.JSONB})  # written as text
+_SQL_TEXT = frozenset({Kind.TIME, Kind.INTERVAL, Kind.INET})
+_CONVERTED = frozenset({Kind.DECIMAL, Kind.UUID, Kind.JSONB, *_SQL_TEXT})  # written as text
 
 
 def arrow_value(kind: Kind, value: Any) -> Any:
@@ -83,6 +87,8 @@ def arrow_value(kind: Kind, value: Any) -> Any:
         return value
     if kind is Kind.JSONB:
         return json.dumps(value, sort_keys=True)
+    if kind in _SQL_TEXT:
+        return format_value(value)
     return str(value)
 
 

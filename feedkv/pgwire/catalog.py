@@ -75,6 +75,9 @@ _TYPES: list[tuple[int, str, int, str, str]] = [
     (OID.NUMERIC, "numeric", -1, "N", "numeric"),
     (OID.UUID, "uuid", 16, "U", "uuid"),
     (OID.JSONB, "jsonb", -1, "U", "jsonb"),
+    (OID.TIME, "time", 8, "D", "time without time zone"),
+    (OID.INTERVAL, "interval", 16, "T", "interval"),
+    (OID.INET, "inet", -1, "I", "inet"),
 ]
 _FORMATTED = {oid: formatted for oid, _, _, _, formatted in _TYPES}
 _TYPE_NAMES = {oid: name for oid, name, _, _, _ in _TYPES}

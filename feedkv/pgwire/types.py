@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import ipaddress
 import json
 import math
 import struct
@@ -30,6 +31,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from feedkv.errors import SQLError
+from feedkv.sql.inet import Inet
+from feedkv.sql.interval import Interval
 from feedkv.sql.types import Kind, format_value, kind_of_value
 
 __all__ = [
@@ -69,6 +72,9 @@ class OID:
     NUMERIC: Final = 1700
     UUID: Final = 2950
     JSONB: Final = 3802
+    TIME: Final = 1083
+    INTERVAL: Final = 1186
+    INET: Final = 869
 
 
 _OID_OF_KIND: dict[Kind, int] = {
@@ -83,6 +89,9 @@ _OID_OF_KIND: dict[Kind, int] = {
     Kind.TIMESTAMPTZ: OID.TIMESTAMPTZ,
     Kind.UUID: OID.UUID,
     Kind.JSONB: OID.JSONB,
+    Kind.TIME: OID.TIME,
+    Kind.INTERVAL: OID.INTERVAL,
+    Kind.INET: OID.INET,
 }
 
 _SIZES = {
@@ -96,6 +105,8 @@ _SIZES = {
     OID.TIMESTAMP: 8,
     OID.TIMESTAMPTZ: 8,
     OID.UUID: 16,
+    OID.TIME: 8,
+    OID.INTERVAL: 16,
 }
 
 _STRINGS = frozenset({OID.UNSPECIFIED, OID.TEXT, OID.VARCHAR, OID.BPCHAR, OID.NAME, OID.CHAR})
@@ -232,7 +243,45 @@ _BINARY_OUT: dict[int, Callable[[Any], bytes]] = {
     OID.TIMESTAMPTZ: lambda v: struct.pack("!q", _micros_since(v)),
     OID.UUID: lambda v: v.bytes,
     OID.JSONB: lambda v: b"\x01" + json.dumps(v, sort_keys=True).encode(),
+    OID.TIME: lambda v: struct.pack("!q", _time_micros(v)),
+    OID.INTERVAL: lambda v: struct.pack("!qii", v.micros, v.days, v.months),
+    OID.INET: lambda v: _inet_binary(v),
 }
+
+
+def _time_micros(value: datetime.time) -> int:
+    return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
+
+
+# PostgreSQL's address families in inet's binary format (PGSQL_AF_INET, PGSQL_AF_INET6).
+_AF = {4: 2, 6: 3}
+
+
+def _inet_binary(value: Inet) -> bytes:
+    version, _network, prefix, packed = value.key()
+    return bytes([_AF[version], prefix, 0, len(packed)]) + packed
+
+
+def _inet_from_binary(raw: bytes) -> Inet:
+    family, prefix, _cidr, size = raw[:4]
+    if {v: k for k, v in _AF.items()}.get(family) is None or len(raw) != 4 + size:
+        raise ValueError("malformed inet")
+    return Inet(ipaddress.ip_interface((raw[4:], prefix)))
+
+
+def _time_binary(raw: bytes) -> datetime.time:
+    micros = _exact(8, "!q")(raw)
+    seconds, micro = divmod(micros, 1_000_000)
+    minutes, second = divmod(seconds, 60)
+    hour, minute = divmod(minutes, 60)
+    return datetime.time(hour, minute, second, micro)
+
+
+def _interval_binary(raw: bytes) -> Interval:
+    if len(raw) != 16:
+        raise ValueError(f"{len(raw)} bytes, expected 16")
+    micros, days, months = struct.unpack("!qii", raw)
+    return Interval(months, days, micros)
 
 
 # Parameters.
@@ -386,6 +435,9 @@ _TEXT_IN: dict[int, Callable[[str], Any]] = {
     OID.UUID: uuid.UUID,
     OID.JSON: json.loads,
     OID.JSONB: json.loads,
+    OID.TIME: datetime.time.fromisoformat,
+    OID.INTERVAL: Interval.parse,
+    OID.INET: Inet.parse,
 }
 
 _BINARY_IN: dict[int, Callable[[bytes], Any]] = {
@@ -405,4 +457,7 @@ _BINARY_IN: dict[int, Callable[[bytes], Any]] = {
     OID.UUID: lambda raw: uuid.UUID(bytes=raw),
     OID.JSON: lambda raw: json.loads(raw.decode()),
     OID.JSONB: _jsonb_binary,
+    OID.TIME: _time_binary,
+    OID.INTERVAL: _interval_binary,
+    OID.INET: _inet_from_binary,
 }

@@ -62,6 +62,9 @@ _SPARK_TYPES = {
     Kind.TIMESTAMPTZ: "TIMESTAMP",
     Kind.UUID: "STRING",
     Kind.JSONB: "STRING",
+    Kind.TIME: "STRING",
+    Kind.INTERVAL: "STRING",
+    Kind.INET: "STRING",
 }
 
 _connections: dict[str, FeedClient] = {}

@@ -155,8 +155,12 @@ def _table_descriptor(
         column = by_name.get(name)
         if column is None:
             raise SQLError("42703", f'column "{name}" named in the primary key does not exist')
-        if column.type.kind is Kind.JSONB:
-            raise SQLError("0A000", f'column "{name}" of type JSONB cannot be in a primary key')
+        if column.type.kind in (Kind.JSONB, Kind.INTERVAL):
+            raise SQLError(
+                "0A000",
+                f'column "{name}" of type {column.type.kind.value} cannot be in a primary key '
+                "(INTERVAL values cannot be part of a key)",
+            )
     if len(set(key_names)) != len(key_names):
         raise SQLError("42701", "a column appears twice in the primary key")
     families = _families(ex, s, columns, by_name)

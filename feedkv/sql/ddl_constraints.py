@@ -95,8 +95,9 @@ def _index(
     column_ids = _columns(desc, spec.columns, what)
     for column_id in column_ids:
         column = desc.column_by_id(column_id)
-        if column is not None and column.type.kind is Kind.JSONB:
-            raise SQLError("0A000", f'column "{column.name}" of type JSONB cannot be indexed')
+        if column is not None and column.type.kind in (Kind.JSONB, Kind.INTERVAL):
+            kind = column.type.kind.value
+            raise SQLError("0A000", f'column "{column.name}" of type {kind} cannot be indexed')
     storing = _columns(desc, spec.storing, f"STORING of {what}")
     if set(storing) & set(column_ids):
         raise SQLError("42P16", f"a column of {what} is also in its STORING list")

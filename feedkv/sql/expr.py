@@ -30,8 +30,10 @@ from typing import Any
 from sqlglot import exp
 
 from feedkv.errors import SQLError
+from feedkv.sql.interval import Interval
 from feedkv.sql.types import (
     DECIMAL_QUOTIENT,
+    EPOCH_DATE,
     EXACT_DECIMAL,
     INT64_MAX,
     INT64_MIN,
@@ -721,6 +723,17 @@ class _Compiler:
 
         return cast
 
+    def interval(self, node: exp.Interval) -> Compiled:
+        """``INTERVAL '2 hours'`` (sqlglot splits off a unit: ``'2' HOURS``)."""
+        unit = node.args.get("unit")
+        if not isinstance(node.this, exp.Literal) or not (
+            unit is None or isinstance(unit, exp.Var)
+        ):
+            raise SQLError("0A000", f"unsupported interval: {_shown(node)}")
+        text = node.this.name + (f" {unit.name.lower()}" if unit is not None else "")
+        value = Interval.parse(text)
+        return lambda row, ctx: value
+
     # Functions.
 
     def current_timestamp(self, node: exp.Expr) -> Compiled:
@@ -1112,6 +1125,8 @@ _OPERATORS: dict[type, str] = {
 
 
 def _arithmetic(op: type, a: Any, b: Any) -> Any:
+    if isinstance(a, Interval) or isinstance(b, Interval):
+        return _interval_arithmetic(op, a, b)
     if not _is_number(a) or not _is_number(b):
         symbol = _OPERATORS.get(op, "?")
         raise SQLError(
@@ -1126,6 +1141,37 @@ def _arithmetic(op: type, a: Any, b: Any) -> Any:
     if isinstance(result, int) and not INT64_MIN <= result <= INT64_MAX:
         raise SQLError("22003", "integer out of range for type INT8")
     return result
+
+
+def _interval_arithmetic(op: type, a: Any, b: Any) -> Any:
+    """As PostgreSQL: interval +- interval, a date, time or timestamp +- an interval
+    (interval + them too), an interval times or divided by a number."""
+    if isinstance(a, Interval) and isinstance(b, Interval) and op in (exp.Add, exp.Sub):
+        return a + b if op is exp.Add else a - b
+    if isinstance(a, Interval) and _is_number(b) and op in (exp.Mul, exp.Div):
+        if op is exp.Div:
+            if b == 0:
+                raise SQLError("22012", "division by zero")
+            return a.times(1 / decimal.Decimal(b))
+        return a.times(b)
+    if isinstance(b, Interval) and _is_number(a) and op is exp.Mul:
+        return b.times(a)
+    if isinstance(a, Interval) and op is exp.Add and not isinstance(b, Interval):
+        a, b = b, a
+    if isinstance(b, Interval) and op in (exp.Add, exp.Sub):
+        step = b if op is exp.Add else -b
+        if isinstance(a, datetime.time):
+            moment = datetime.datetime.combine(EPOCH_DATE, a)
+            return (moment + datetime.timedelta(microseconds=step.micros)).time()
+        if isinstance(a, datetime.date):
+            try:
+                return step.added_to(a)
+            except (OverflowError, ValueError):
+                raise SQLError("22008", "date/time value out of range") from None
+    symbol = _OPERATORS.get(op, "?")
+    raise SQLError(
+        "42883", f"unsupported binary operator: <{type_of_value(a)}> {symbol} <{type_of_value(b)}>"
+    )
 
 
 def _arithmetic_unchecked(op: type, a: Any, b: Any) -> Any:
@@ -1259,6 +1305,7 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.ILike: _Compiler.like,
     exp.Escape: _Compiler.escape,
     exp.Cast: _Compiler.cast,
+    exp.Interval: _Compiler.interval,
     exp.CurrentTimestamp: _Compiler.current_timestamp,
     exp.CurrentDate: _Compiler.current_date,
     exp.Uuid: _Compiler.uuid,

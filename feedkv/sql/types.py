@@ -20,12 +20,15 @@ import decimal
 import enum
 import json
 import math
+import re
 import struct
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from feedkv.errors import FeedKVError, InvalidArgumentError, SQLError, TimestampParseError
+from feedkv.sql.inet import Inet
+from feedkv.sql.interval import Interval
 from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_duration_ns
 
@@ -78,6 +81,9 @@ class Kind(enum.Enum):
     TIMESTAMPTZ = "TIMESTAMPTZ"
     UUID = "UUID"
     JSONB = "JSONB"
+    TIME = "TIME"
+    INTERVAL = "INTERVAL"
+    INET = "INET"
 
 
 _ALIASES = {
@@ -117,6 +123,9 @@ _ALIASES = {
     "UUID": Kind.UUID,
     "JSONB": Kind.JSONB,
     "JSON": Kind.JSONB,
+    "TIME": Kind.TIME,
+    "INTERVAL": Kind.INTERVAL,
+    "INET": Kind.INET,
 }
 
 
@@ -190,6 +199,8 @@ def parse_type_name(name: str, params: list[int] | None = None) -> ColumnType:
         return ColumnType(kind, precision=precision, scale=scale)
     if kind is Kind.INT and name.upper() in _NARROW_INTS:
         return ColumnType(kind, width=_NARROW_INTS[name.upper()])
+    if params and kind in (Kind.TIME, Kind.INTERVAL, Kind.TIMESTAMP, Kind.TIMESTAMPTZ):
+        raise SQLError("0A000", f"{name.upper()}({params[0]}): a precision is not supported")
     return ColumnType(kind)
 
 
@@ -219,6 +230,12 @@ def type_of_value(value: object) -> str:
         return "date"
     if isinstance(value, uuid.UUID):
         return "uuid"
+    if isinstance(value, datetime.time):
+        return "time"
+    if isinstance(value, Interval):
+        return "interval"
+    if isinstance(value, Inet):
+        return "inet"
     if isinstance(value, dict | list):
         return "jsonb"
     return type(value).__name__
@@ -241,6 +258,9 @@ _KIND_BY_NAME = {
     "timestamp": Kind.TIMESTAMP,
     "date": Kind.DATE,
     "uuid": Kind.UUID,
+    "time": Kind.TIME,
+    "interval": Kind.INTERVAL,
+    "inet": Kind.INET,
 }
 
 
@@ -461,6 +481,45 @@ def _to_json(value: object, ctype: ColumnType) -> Any:
     raise _Mismatch
 
 
+def _to_time(value: object, ctype: ColumnType) -> datetime.time:
+    if isinstance(value, datetime.time):
+        if value.tzinfo is not None:
+            raise _Mismatch
+        return value
+    if isinstance(value, datetime.datetime):
+        return value.time()
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return datetime.time.fromisoformat(text)
+        except ValueError:
+            if _CLOCK_SHAPE.fullmatch(text):
+                raise SQLError("22008", f"date/time field value out of range: {text!r}") from None
+            raise SQLError("22007", f"invalid input syntax for type time: {text!r}") from None
+    raise _Mismatch
+
+
+_CLOCK_SHAPE = re.compile(r"\d{1,2}:\d{1,2}(:\d{1,2}(\.\d+)?)?")
+
+
+def _to_interval(value: object, ctype: ColumnType) -> Interval:
+    if isinstance(value, Interval):
+        return value
+    if isinstance(value, str):
+        return Interval.parse(value)
+    if isinstance(value, datetime.timedelta):
+        return Interval(0, value.days, value.seconds * 1_000_000 + value.microseconds)
+    raise _Mismatch
+
+
+def _to_inet(value: object, ctype: ColumnType) -> Inet:
+    if isinstance(value, Inet):
+        return value
+    if isinstance(value, str):
+        return Inet.parse(value)
+    raise _Mismatch
+
+
 _COERCE: dict[Kind, Any] = {
     Kind.INT: _to_int,
     Kind.FLOAT: _to_float,
@@ -473,6 +532,9 @@ _COERCE: dict[Kind, Any] = {
     Kind.TIMESTAMPTZ: _to_timestamptz,
     Kind.UUID: _to_uuid,
     Kind.JSONB: _to_json,
+    Kind.TIME: _to_time,
+    Kind.INTERVAL: _to_interval,
+    Kind.INET: _to_inet,
 }
 
 
@@ -499,8 +561,8 @@ def key_primitive(kind: Kind, value: Any) -> Primitive:
         return None
     if kind is Kind.DECIMAL:
         return decimal_key(value)
-    if kind is Kind.JSONB:
-        raise SQLError("0A000", "JSONB values cannot be part of a primary key")
+    if kind is Kind.JSONB or kind is Kind.INTERVAL:
+        raise SQLError("0A000", f"{kind.value} values cannot be part of a key or an index")
     return _shared_primitive(kind, value)
 
 
@@ -520,6 +582,8 @@ def value_primitive(kind: Kind, value: Any) -> Primitive:
         return str(value)
     if kind is Kind.JSONB:
         return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    if kind is Kind.INTERVAL:
+        return str(value.to_primitive())
     return _shared_primitive(kind, value)
 
 
@@ -530,6 +594,8 @@ def from_value_primitive(kind: Kind, raw: Primitive) -> Any:
         return decimal.Decimal(str(raw))
     if kind is Kind.JSONB:
         return json.loads(str(raw))
+    if kind is Kind.INTERVAL:
+        return Interval.from_primitive(str(raw))
     return _from_shared(kind, raw)
 
 
@@ -540,6 +606,11 @@ def _shared_primitive(kind: Kind, value: Any) -> Primitive:
         return _micros(value)
     if kind is Kind.UUID:
         return bytes(value.bytes)
+    if kind is Kind.TIME:
+        seconds = (value.hour * 60 + value.minute) * 60 + value.second
+        return int(seconds * 1_000_000 + value.microsecond)
+    if kind is Kind.INET:
+        return bytes(value.to_primitive())
     result: Primitive = value
     return result
 
@@ -553,6 +624,13 @@ def _from_shared(kind: Kind, raw: Primitive) -> Any:
         return _from_micros(int(raw), aware=True)  # type: ignore[arg-type]
     if kind is Kind.UUID:
         return uuid.UUID(bytes=bytes(raw))  # type: ignore[arg-type]
+    if kind is Kind.TIME:
+        seconds, micros = divmod(int(raw), 1_000_000)  # type: ignore[arg-type]
+        minutes, second = divmod(seconds, 60)
+        hour, minute = divmod(minutes, 60)
+        return datetime.time(hour, minute, second, micros)
+    if kind is Kind.INET:
+        return Inet.from_primitive(bytes(raw))  # type: ignore[arg-type]
     return raw
 
 
@@ -612,6 +690,9 @@ def format_value(value: Any) -> str:
     if isinstance(value, datetime.datetime):
         text = value.isoformat(sep=" ")
         return text
+    if isinstance(value, datetime.time):
+        text = value.isoformat()
+        return text.rstrip("0") if value.microsecond else text
     if isinstance(value, dict | list):
         return json.dumps(value, sort_keys=True)
     if isinstance(value, decimal.Decimal):

@@ -127,6 +127,7 @@ _BY_KIND: dict[Kind, Callable[[Any], str]] = {
     Kind.TIME: lambda v: _dumps(format_value(v)),
     Kind.INTERVAL: lambda v: _dumps(str(v)),
     Kind.INET: lambda v: _dumps(str(v)),
+    Kind.ENUM: lambda v: _dumps(str(v)),
 }
 
 

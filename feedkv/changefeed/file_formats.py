@@ -69,6 +69,7 @@ _ARROW: dict[Kind, pa.DataType] = {
     Kind.TIME: pa.string(),
     Kind.INTERVAL: pa.string(),
     Kind.INET: pa.string(),
+    Kind.ENUM: pa.string(),
 }
 
 
@@ -77,7 +78,7 @@ def arrow_type(kind: Kind) -> pa.DataType:
     return _ARROW[kind]
 
 
-_SQL_TEXT = frozenset({Kind.TIME, Kind.INTERVAL, Kind.INET})
+_SQL_TEXT = frozenset({Kind.TIME, Kind.INTERVAL, Kind.INET, Kind.ENUM})
 _CONVERTED = frozenset({Kind.DECIMAL, Kind.UUID, Kind.JSONB, *_SQL_TEXT})  # written as text
 
 

@@ -118,7 +118,9 @@ _PG_EPOCH_TZ = datetime.datetime(2000, 1, 1, tzinfo=datetime.UTC)
 
 
 def oid_of_kind(kind: Kind) -> int:
-    return _OID_OF_KIND[kind]
+    # NB: an enum's values go out as text (PostgreSQL gives each enum type an OID of
+    # its own, which clients look up in pg_type; as text, every client reads the label)
+    return _OID_OF_KIND.get(kind, OID.TEXT)
 
 
 # What a parameter of each type decodes to (see decode_param): the SQL layer's kind.
@@ -155,7 +157,7 @@ def column_oid(values: Sequence[Any]) -> int:
         return OID.TEXT
     if len(kinds) == 1:
         (kind,) = kinds
-        return OID.JSONB if kind is None else _OID_OF_KIND[kind]
+        return OID.JSONB if kind is None else oid_of_kind(kind)
     if kinds == {Kind.INT, Kind.DECIMAL}:
         return OID.NUMERIC
     if kinds == {Kind.INT, Kind.FLOAT}:

@@ -65,6 +65,7 @@ _SPARK_TYPES = {
     Kind.TIME: "STRING",
     Kind.INTERVAL: "STRING",
     Kind.INET: "STRING",
+    Kind.ENUM: "STRING",
 }
 
 _connections: dict[str, FeedClient] = {}

@@ -28,6 +28,7 @@ from feedkv.sql.descriptor import (
     NamedRelation,
     SequenceDescriptor,
     TableDescriptor,
+    TypeDescriptor,
     ViewDescriptor,
     decode_descriptor,
 )
@@ -64,12 +65,14 @@ __all__ = [
     "put_database",
     "put_table",
     "put_name",
+    "put_type",
     "put_user",
     "put_view",
     "set_changefeed_watch",
     "remove_name",
     "table_by_id",
     "table_by_name",
+    "type_by_name",
     "view_by_name",
 ]
 
@@ -239,8 +242,27 @@ def _of_kind(reader: Reader, database: DatabaseDescriptor, name: str, kind: type
 
 
 def name_taken(reader: Reader, database: DatabaseDescriptor, name: str) -> bool:
-    """Whether a live table, a view or a sequence is called ``name`` in ``database``."""
-    return relation_by_name(reader, database, name) is not None
+    """Whether a live table, a view, a sequence or a type is called ``name`` in
+    ``database``."""
+    return (
+        relation_by_name(reader, database, name) is not None
+        or type_by_name(reader, database, name) is not None
+    )
+
+
+def type_by_name(reader: Reader, database: DatabaseDescriptor, name: str) -> TypeDescriptor | None:
+    """The user-defined type called ``name`` in ``database``, if any."""
+    raw = reader.get(_name_key(database.id, name)) if _named(name) else None
+    if raw is None:
+        return None
+    found = get_descriptor(reader, int(decode_value(raw)[0]))  # type: ignore[arg-type]
+    return found if isinstance(found, TypeDescriptor) else None
+
+
+def put_type(txn: Txn, found: TypeDescriptor) -> None:
+    _check_new_name(found.name)
+    txn.put(descriptor_key(found.id), found.to_json())
+    txn.put(_name_key(found.database_id, found.name), encode_value(found.id))
 
 
 def relation_by_name(

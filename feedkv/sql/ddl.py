@@ -31,6 +31,7 @@ from feedkv.sql.descriptor import (
     NamedRelation,
     SequenceDescriptor,
     TableDescriptor,
+    TypeDescriptor,
     ViewDescriptor,
 )
 from feedkv.sql.execution import ROW_IDS, Execution, Result
@@ -49,10 +50,11 @@ from feedkv.sql.row_codec import (
     table_span,
 )
 from feedkv.sql.types import (
+    TYPE_NAMES,
     ColumnType,
     Kind,
     coerce,
-    from_key_primitive,
+    from_key,
 )
 from feedkv.util.encoding import decode_value
 from feedkv.util.keys import check_key
@@ -177,6 +179,8 @@ def _table_descriptor(
 
 
 def _column(ex: Execution, spec: st.ColumnSpec, column_id: int, *, key: bool) -> Column:
+    if spec.type.kind is Kind.ENUM:
+        spec = replace(spec, type=_enum_type(ex, spec.type))
     default = None
     if spec.default is not None:
         if any(True for _ in spec.default.find_all(exp.Column)):
@@ -189,6 +193,55 @@ def _column(ex: Execution, spec: st.ColumnSpec, column_id: int, *, key: bool) ->
             coerce(value, spec.type, spec.name)  # a default of the wrong type fails now
         default = spec.default.sql(dialect="postgres")
     return Column(column_id, spec.name, spec.type, spec.nullable and not key, default)
+
+
+def _enum_type(ex: Execution, ctype: ColumnType) -> ColumnType:
+    """A column type naming a user-defined type, with that enum's labels (a column
+    keeps them: the type cannot change while a column uses it)."""
+    name = ctype.type_name or ""
+    found = catalog.type_by_name(ex.read_source, ex.database(None), name)
+    if found is None:
+        raise SQLError("42704", f"type {name!r} does not exist")
+    return ColumnType(Kind.ENUM, type_name=found.name, labels=found.labels)
+
+
+def create_enum(ex: Execution, s: st.CreateEnum) -> Result:
+    database = ex.database(s.name.database)
+    ex.require_privilege(database, "CREATE")
+    txn = ex.write_txn
+    if catalog.name_taken(txn, database, s.name.name):
+        if s.if_not_exists:
+            return Result(tag="CREATE TYPE")
+        raise SQLError("42710", f'type "{s.name.name}" already exists')
+    if s.name.name.upper() in TYPE_NAMES:
+        raise SQLError("42710", f'type "{s.name.name}" already exists (a built-in type)')
+    catalog.put_type(
+        txn, TypeDescriptor(catalog.allocate_id(txn), s.name.name, database.id, s.labels)
+    )
+    return Result(tag="CREATE TYPE")
+
+
+def drop_type(ex: Execution, s: st.DropType) -> Result:
+    txn = ex.write_txn
+    for name in s.names:
+        database = ex.database(name.database)
+        found = catalog.type_by_name(txn, database, name.name)
+        if found is None:
+            if s.if_exists:
+                continue
+            raise SQLError("42704", f'type "{name.name}" does not exist')
+        ex.require_privilege(database, "CREATE")
+        for table in catalog.list_tables(txn, database):
+            for column in table.columns:
+                if column.type.kind is Kind.ENUM and column.type.type_name == found.name:
+                    raise SQLError(
+                        "2BP01",
+                        f'cannot drop type "{found.name}": column "{column.name}" of table '
+                        f'"{table.name}" uses it',
+                    )
+        catalog.remove_name(txn, database.id, found.name)
+        catalog.remove_descriptor(txn, found.id)
+    return Result(tag="DROP TYPE")
 
 
 def _sequence_calls(node: exp.Expr) -> list[exp.Anonymous]:
@@ -520,7 +573,7 @@ def _pretty(ex: Execution, desc: TableDescriptor, key: bytes) -> str:
             if pos >= len(key):
                 break
             raw, pos = decode_value(key, pos)
-            values.append(from_key_primitive(column.type.kind, raw))
+            values.append(from_key(column.type, raw))
     except (InvalidArgumentError, SQLError):
         return base + "/" + key.hex()
     return base + "/1/" + "/".join(str(v) for v in values)
@@ -884,6 +937,8 @@ def _drop_sequence(ex: Execution, sequence: SequenceDescriptor) -> None:
 HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     **ddl_constraints.HANDLERS,
     st.CreateSequence: create_sequence,
+    st.CreateEnum: create_enum,
+    st.DropType: drop_type,
     st.DropSequence: drop_sequence,
     st.CreateView: create_view,
     st.DropView: drop_view,

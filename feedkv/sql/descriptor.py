@@ -34,6 +34,7 @@ __all__ = [
     "NamedRelation",
     "SequenceDescriptor",
     "TableDescriptor",
+    "TypeDescriptor",
     "ViewDescriptor",
     "decode_descriptor",
     "quote_name",
@@ -443,7 +444,32 @@ class SequenceDescriptor:
         ).encode()
 
 
-Descriptor = TableDescriptor | DatabaseDescriptor | ViewDescriptor | SequenceDescriptor
+@dataclass(frozen=True, slots=True)
+class TypeDescriptor:
+    """A user-defined type: an enum of ``labels``, in their order."""
+
+    id: int
+    name: str
+    database_id: int
+    labels: tuple[str, ...]
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "type": {
+                    "id": self.id,
+                    "name": self.name,
+                    "database_id": self.database_id,
+                    "labels": list(self.labels),
+                }
+            },
+            separators=(",", ":"),
+        ).encode()
+
+
+Descriptor = (
+    TableDescriptor | DatabaseDescriptor | ViewDescriptor | SequenceDescriptor | TypeDescriptor
+)
 NamedRelation = (
     TableDescriptor | ViewDescriptor | SequenceDescriptor
 )  # what a name in a database names
@@ -470,6 +496,11 @@ def decode_descriptor(raw: bytes) -> Descriptor:
         )
     if "sequence" in data:
         return SequenceDescriptor(**data["sequence"])
+    if "type" in data:
+        found = data["type"]
+        return TypeDescriptor(
+            found["id"], found["name"], found["database_id"], tuple(found["labels"])
+        )
     db = data["database"]
     return DatabaseDescriptor(db["id"], db["name"])
 

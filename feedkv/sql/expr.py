@@ -30,6 +30,7 @@ from typing import Any
 from sqlglot import exp
 
 from feedkv.errors import SQLError
+from feedkv.sql.enums import EnumValue
 from feedkv.sql.interval import Interval
 from feedkv.sql.types import (
     DECIMAL_QUOTIENT,
@@ -710,6 +711,12 @@ class _Compiler:
 
         inner = self.compile(node.this)
         target = column_type(node.args["to"])
+        if target.kind is Kind.ENUM:
+            raise SQLError(
+                "42704",
+                f'type "{target.type_name}" does not exist (casts to enum types are not '
+                "supported: compare with the column, which reads the label)",
+            )
 
         def cast(row: Env, ctx: Context) -> Any:
             value = inner(row, ctx)
@@ -943,6 +950,8 @@ def _converted(inner: Compiled, ctype: ColumnType) -> Compiled:
             return value  # compared as is: an error names both types
         if ctype.kind in (Kind.INT, Kind.FLOAT, Kind.DECIMAL) and _is_number(value):
             return value  # numbers compare across kinds exactly
+        if ctype.kind is Kind.ENUM:
+            return coerce(value, ctype, None)  # NB: a label of the column's enum
         return coerce(value, ColumnType(ctype.kind), None)
 
     return convert
@@ -953,6 +962,8 @@ def _is_text_constant(node: exp.Expr) -> bool:
 
 
 def _as_kind_of(text: str, other: object, symbol: str) -> Any:
+    if isinstance(other, EnumValue):  # NB: the label of other's enum type
+        return EnumValue.of(text, other.labels, other.type_name)
     kind = kind_of_value(other)
     if kind is None or kind is Kind.STRING:
         raise _incomparable(symbol, other, text)

@@ -24,7 +24,7 @@ from typing import Any
 
 from feedkv.errors import SQLError
 from feedkv.sql.descriptor import Index, TableDescriptor
-from feedkv.sql.types import from_key_primitive, key_primitive
+from feedkv.sql.types import from_key, key_primitive
 from feedkv.util.encoding import decode_value, encode_value, encode_values
 from feedkv.util.keys import Span, prefix_end
 
@@ -84,7 +84,7 @@ def primary_key_of(desc: TableDescriptor, value: bytes) -> list[Any]:
     pos = 0
     for column in desc.key_columns:
         raw, pos = decode_value(value, pos)
-        out.append(from_key_primitive(column.type.kind, raw))
+        out.append(from_key(column.type, raw))
     return out
 
 

@@ -47,7 +47,7 @@ from feedkv.errors import SQLError
 from feedkv.sql import statements as st
 from feedkv.sql.script import runaway
 from feedkv.sql.session_vars import canonical_name
-from feedkv.sql.types import INT64_MAX, ColumnType, parse_type_name
+from feedkv.sql.types import INT64_MAX, TYPE_NAMES, ColumnType, Kind, parse_type_name
 
 __all__ = ["column_type", "ordered", "parse", "parse_expression", "placeholder_count"]
 
@@ -368,6 +368,9 @@ class _Statement:
             return self._drop_sequence()
         if words[:2] == ["DROP", "INDEX"]:
             return self._drop_index()
+        if words[:2] == ["DROP", "TYPE"]:
+            dropped = self._drop_sequence()  # NB: the same shape: DROP X [IF EXISTS] a, b
+            return st.DropType(self.text, dropped.sequences, dropped.if_exists)
         if words[:2] == ["CREATE", "CHANGEFEED"] or words[:2] == ["EXPERIMENTAL", "CHANGEFEED"]:
             return self._changefeed()
         if words[:2] in (["CREATE", "USER"], ["CREATE", "ROLE"]):
@@ -1468,6 +1471,8 @@ class _Converter:
             return self._create_sequence(node)
         if kind == "INDEX":
             return self._create_index(node)
+        if kind == "TYPE":
+            return self._create_enum(node)
         if kind != "TABLE" or node.args.get("replace"):
             raise _unsupported(node)
         if node.expression is not None:
@@ -1553,6 +1558,22 @@ class _Converter:
             referenced = tuple(_ident(c) for c in target.expressions)
             target = target.this
         return st.ForeignKeySpec(name, columns, _table_of(target), referenced)
+
+    def _create_enum(self, node: exp.Create) -> st.CreateEnum:
+        _refuse_unhandled(node, {"this", "kind", "exists", "expression"})
+        body = node.expression
+        if not isinstance(body, exp.DataType) or body.this != exp.DataType.Type.ENUM:
+            raise SQLError("0A000", "CREATE TYPE supports AS ENUM ('label', ...) only")
+        labels = []
+        for label in body.expressions:
+            if not isinstance(label, exp.Literal) or not label.is_string:
+                raise SQLError("42601", "syntax error: an enum's labels are string constants")
+            labels.append(label.name)
+        if len(set(labels)) != len(labels):
+            raise SQLError("42710", "enum label is listed more than once")
+        return st.CreateEnum(
+            self.text, _table_of(node.this), tuple(labels), bool(node.args.get("exists"))
+        )
 
     def _create_index(self, node: exp.Create) -> st.CreateIndex:
         _refuse_unhandled(node, {"this", "kind", "exists", "unique"})
@@ -2293,6 +2314,9 @@ def column_type(node: exp.DataType) -> ColumnType:
         name = "INT4"
     if name == "USERDEFINED":
         name = _ident(node.args.get("kind"))
+        if name.upper() not in TYPE_NAMES:
+            # a type of the catalog (an enum), resolved by the statement that uses it
+            return ColumnType(Kind.ENUM, type_name=name)
     if (node.expressions and name.upper() in ("ARRAY",)) or node.args.get("nested"):
         raise SQLError("0A000", f"type {node.sql(dialect=_DIALECT)} is not supported")
     params: list[int] = []

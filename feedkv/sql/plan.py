@@ -246,6 +246,18 @@ def _bound(compiled: Compiled, column: Column, context: Context) -> tuple[Any, b
     return value, type(value) is type(raw) and value == raw
 
 
+_READ_EXACTLY = frozenset({Kind.TIME, Kind.INTERVAL, Kind.INET, Kind.ENUM, Kind.UUID, Kind.DATE})
+
+
+def _index_bound(compiled: Compiled, column: Column, context: Context) -> tuple[Any, bool]:
+    """As :func:`_bound`; a string read as one of the types whose text names one value
+    (a time, an address, an enum label...) keeps its value too."""
+    raw = compiled((), context)
+    value = coerce(raw, column.type, column.name)
+    kept = type(value) is type(raw) and value == raw
+    return value, kept or (isinstance(raw, str) and column.type.kind in _READ_EXACTLY)
+
+
 def _point(desc: TableDescriptor, plan: _KeyPlan) -> Callable[[Context], list[Any] | None]:
     keys = desc.key_columns
 
@@ -290,7 +302,7 @@ def _index_plan(
         try:
             equal = []
             for compiled, column in zip(plan.equal, columns, strict=False):
-                value, kept = _bound(compiled, column, context)
+                value, kept = _index_bound(compiled, column, context)
                 if not kept and value is not None:
                     return None  # k = 1.5 for an INT k: the filter decides
                 equal.append(value)
@@ -303,7 +315,7 @@ def _index_plan(
                 for limit, is_low in ((plan.low, True), (plan.high, False)):
                     if limit is None:
                         continue
-                    value, kept = _bound(limit.value, column, context)
+                    value, kept = _index_bound(limit.value, column, context)
                     if value is None or not kept:
                         continue  # NB: the filter applies every bound anyway
                     key = values_prefix(desc, index, [*equal, value])

@@ -28,6 +28,7 @@ __all__ = [
     "CreateTable",
     "CreateSequence",
     "CheckSpec",
+    "CreateEnum",
     "CreateIndex",
     "CreateTableAs",
     "CreateUser",
@@ -38,6 +39,7 @@ __all__ = [
     "DropDatabase",
     "DropTable",
     "DropIndex",
+    "DropType",
     "DropSequence",
     "DropView",
     "FamilySpec",
@@ -594,3 +596,18 @@ class DropIndex(Statement):
 @dataclass(frozen=True, slots=True)
 class ShowIndexes(Statement):
     table: TableName
+
+
+@dataclass(frozen=True, slots=True)
+class CreateEnum(Statement):
+    """``CREATE TYPE name AS ENUM ('label', ...)``."""
+
+    name: TableName
+    labels: tuple[str, ...]
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DropType(Statement):
+    names: tuple[TableName, ...]
+    if_exists: bool = False

@@ -27,19 +27,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from feedkv.errors import FeedKVError, InvalidArgumentError, SQLError, TimestampParseError
+from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
 from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_duration_ns
 
 __all__ = [
+    "TYPE_NAMES",
     "ColumnType",
     "Kind",
     "coerce",
     "decimal_from_key",
     "decimal_key",
     "format_value",
+    "from_key",
     "from_key_primitive",
+    "from_value",
     "from_value_primitive",
     "key_primitive",
     "kind_of_value",
@@ -84,6 +88,7 @@ class Kind(enum.Enum):
     TIME = "TIME"
     INTERVAL = "INTERVAL"
     INET = "INET"
+    ENUM = "ENUM"  # a user-defined enum type (ColumnType.labels)
 
 
 _ALIASES = {
@@ -127,6 +132,7 @@ _ALIASES = {
     "INTERVAL": Kind.INTERVAL,
     "INET": Kind.INET,
 }
+TYPE_NAMES = frozenset(_ALIASES)  # the built-in type names, upper-case
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +145,14 @@ class ColumnType:
     width: int | None = None
     precision: int | None = None
     scale: int | None = None
+    # ENUM: the type's name, and its labels in order (None: not resolved yet, as the
+    # parser leaves a type name it does not know; the schema change resolves it).
+    type_name: str | None = None
+    labels: tuple[str, ...] | None = None
 
     def sql(self) -> str:
+        if self.kind is Kind.ENUM:
+            return str(self.type_name or "ENUM")
         if self.kind is Kind.STRING and self.width is not None:
             return f"STRING({self.width})"
         if self.kind is Kind.INT and self.width is not None:
@@ -149,13 +161,15 @@ class ColumnType:
             if self.scale is not None:
                 return f"DECIMAL({self.precision},{self.scale})"
             return f"DECIMAL({self.precision})"
-        return self.kind.value
+        return str(self.kind.value)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind.name}
-        for name in ("width", "precision", "scale"):
+        for name in ("width", "precision", "scale", "type_name"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
+        if self.labels is not None:
+            out["labels"] = list(self.labels)
         return out
 
     @classmethod
@@ -165,6 +179,8 @@ class ColumnType:
             width=data.get("width"),
             precision=data.get("precision"),
             scale=data.get("scale"),
+            type_name=data.get("type_name"),
+            labels=tuple(data["labels"]) if "labels" in data else None,
         )
 
     def __str__(self) -> str:
@@ -236,6 +252,8 @@ def type_of_value(value: object) -> str:
         return "interval"
     if isinstance(value, Inet):
         return "inet"
+    if isinstance(value, EnumValue):
+        return value.type_name or "enum"
     if isinstance(value, dict | list):
         return "jsonb"
     return type(value).__name__
@@ -243,6 +261,8 @@ def type_of_value(value: object) -> str:
 
 def kind_of_value(value: object) -> Kind | None:
     """The column kind a Python value belongs to (``None`` for NULL or JSON documents)."""
+    if isinstance(value, EnumValue):
+        return Kind.ENUM
     name = type_of_value(value)
     return _KIND_BY_NAME.get(name)
 
@@ -520,6 +540,18 @@ def _to_inet(value: object, ctype: ColumnType) -> Inet:
     raise _Mismatch
 
 
+def _to_enum(value: object, ctype: ColumnType) -> EnumValue:
+    if ctype.labels is None:
+        raise SQLError("42704", f'type "{ctype.type_name}" does not exist')
+    if isinstance(value, EnumValue):
+        if value.labels != ctype.labels:
+            raise _Mismatch
+        return value
+    if isinstance(value, str):
+        return EnumValue.of(value, ctype.labels, ctype.type_name or "")
+    raise _Mismatch
+
+
 _COERCE: dict[Kind, Any] = {
     Kind.INT: _to_int,
     Kind.FLOAT: _to_float,
@@ -535,6 +567,7 @@ _COERCE: dict[Kind, Any] = {
     Kind.TIME: _to_time,
     Kind.INTERVAL: _to_interval,
     Kind.INET: _to_inet,
+    Kind.ENUM: _to_enum,
 }
 
 
@@ -584,6 +617,8 @@ def value_primitive(kind: Kind, value: Any) -> Primitive:
         return json.dumps(value, sort_keys=True, separators=(",", ":"))
     if kind is Kind.INTERVAL:
         return str(value.to_primitive())
+    if kind is Kind.ENUM:
+        return str(value.label)
     return _shared_primitive(kind, value)
 
 
@@ -599,6 +634,21 @@ def from_value_primitive(kind: Kind, raw: Primitive) -> Any:
     return _from_shared(kind, raw)
 
 
+def from_key(ctype: ColumnType, raw: Primitive) -> Any:
+    """A key primitive of a column of ``ctype`` as its value (ENUM needs the labels)."""
+    if ctype.kind is Kind.ENUM and raw is not None:
+        labels = ctype.labels or ()
+        return EnumValue(labels[int(raw)], labels, ctype.type_name or "")
+    return from_key_primitive(ctype.kind, raw)
+
+
+def from_value(ctype: ColumnType, raw: Primitive) -> Any:
+    """A stored-value primitive of a column of ``ctype`` as its value."""
+    if ctype.kind is Kind.ENUM and raw is not None:
+        return EnumValue(str(raw), ctype.labels or (), ctype.type_name or "")
+    return from_value_primitive(ctype.kind, raw)
+
+
 def _shared_primitive(kind: Kind, value: Any) -> Primitive:
     if kind is Kind.DATE:
         return int((value - EPOCH_DATE).days)
@@ -611,6 +661,8 @@ def _shared_primitive(kind: Kind, value: Any) -> Primitive:
         return int(seconds * 1_000_000 + value.microsecond)
     if kind is Kind.INET:
         return bytes(value.to_primitive())
+    if kind is Kind.ENUM:  # NB: a key holds the position (enum order), a value the label
+        return int(value.position)
     result: Primitive = value
     return result
 

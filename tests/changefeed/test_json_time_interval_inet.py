@@ -1,4 +1,4 @@
-"""TIME, INTERVAL and INET in a changefeed's JSON: strings in their SQL text form, as
+"""TIME, INTERVAL, INET and ENUM in a changefeed's JSON: strings in their SQL text form, as
 CockroachDB's changefeeds write them (``"12:30:45.5"``, ``"1 day 02:00:00"``,
 ``"10.0.0.0/8"``)."""
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 from feedkv import DB
 from feedkv.changefeed.encoder import json_value
+from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
 from feedkv.sql.types import Kind
@@ -26,16 +27,18 @@ def test_json_values_are_the_sql_text() -> None:
     assert json_value(Kind.INTERVAL, Interval()) == '"00:00:00"'
     assert json_value(Kind.INET, Inet.parse("10.0.0.0/8")) == '"10.0.0.0/8"'
     assert json_value(Kind.INET, Inet.parse("::1")) == '"::1"'
+    assert json_value(Kind.ENUM, EnumValue("happy", ("sad", "happy"), "mood")) == '"happy"'
 
 
 def test_a_changefeed_writes_them_as_strings(db: DB, tmp_path: Path) -> None:
-    db.sql("CREATE TABLE t (k INT PRIMARY KEY, at TIME, span INTERVAL, addr INET)")
+    db.sql("CREATE TYPE mood AS ENUM ('sad', 'happy')")
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, at TIME, span INTERVAL, addr INET, m mood)")
     out = tmp_path / "out"
     db.sql(
         f"CREATE CHANGEFEED FOR t INTO 'file://{out}' WITH updated, "
         "resolved='0s', min_checkpoint_frequency='0s'"
     )
-    db.sql("INSERT INTO t VALUES (1, '12:30:45.5', '1 day 2 hours', '10.0.0.0/8')")
+    db.sql("INSERT INTO t VALUES (1, '12:30:45.5', '1 day 2 hours', '10.0.0.0/8', 'happy')")
     last = db.now()
 
     def resolved_past() -> bool:
@@ -51,5 +54,5 @@ def test_a_changefeed_writes_them_as_strings(db: DB, tmp_path: Path) -> None:
         for line in path.read_text().splitlines()
     ]
     assert [r["after"] for r in rows] == [
-        {"k": 1, "at": "12:30:45.5", "span": "1 day 02:00:00", "addr": "10.0.0.0/8"}
+        {"k": 1, "at": "12:30:45.5", "span": "1 day 02:00:00", "addr": "10.0.0.0/8", "m": "happy"}
     ]

@@ -44,3 +44,14 @@ def test_an_interval_of_months_keeps_them_apart_from_days(pg_url: str) -> None:
             "'2024-01-31'::DATE + '1 month'::INTERVAL"
         )
         assert cursor.fetchone() == ("1 year 2 mons 3 days", datetime.datetime(2024, 2, 29))
+
+
+def test_an_enum_column_reads_and_takes_its_labels(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy')")
+        conn.execute("CREATE TABLE p (k INT PRIMARY KEY, m mood)")
+        conn.execute("INSERT INTO p VALUES (1, %s), (2, 'sad'), (3, 'ok')", ("happy",))
+        cursor = conn.execute("SELECT m FROM p WHERE m > %s ORDER BY m", ("sad",))
+        assert cursor.fetchall() == [("ok",), ("happy",)]
+        with pytest.raises(psycopg.errors.InvalidTextRepresentation):
+            conn.execute("INSERT INTO p VALUES (4, 'angry')")

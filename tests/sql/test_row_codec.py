@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from feedkv.errors import SQLError
 from feedkv.sql.descriptor import Column, Family, TableDescriptor
+from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
 from feedkv.sql.row_codec import (
@@ -104,6 +105,16 @@ inets = st.one_of(
     ),
 )
 
+MOOD = ColumnType(Kind.ENUM, type_name="mood", labels=("sad", "ok", "happy"))
+moods = st.sampled_from(
+    [EnumValue(label, MOOD.labels or (), "mood") for label in ("sad", "ok", "happy")]
+)
+
+
+def _typed(kind: Kind) -> ColumnType:
+    return MOOD if kind is Kind.ENUM else ColumnType(kind)
+
+
 VALUES: dict[Kind, st.SearchStrategy[Any]] = {
     Kind.INT: ints,
     Kind.FLOAT: floats,
@@ -119,6 +130,7 @@ VALUES: dict[Kind, st.SearchStrategy[Any]] = {
     Kind.TIME: times,
     Kind.INTERVAL: intervals,
     Kind.INET: inets,
+    Kind.ENUM: moods,
 }
 KEY_KINDS = [kind for kind in Kind if kind not in (Kind.JSONB, Kind.INTERVAL)]
 
@@ -183,7 +195,12 @@ def table(
 ) -> TableDescriptor:
     """Columns ``c1..cN`` of ``kinds``; key columns NOT NULL; one family unless given."""
     columns = tuple(
-        Column(i, f"c{i}", ColumnType(kind), nullable=i not in primary_key)
+        Column(
+            i,
+            f"c{i}",
+            MOOD if kind is Kind.ENUM else ColumnType(kind),
+            nullable=i not in primary_key,
+        )
         for i, kind in enumerate(kinds, start=1)
     )
     if families is None:

@@ -15,6 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from feedkv.errors import SQLError
+from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
 from feedkv.sql.types import (
@@ -24,7 +25,9 @@ from feedkv.sql.types import (
     decimal_from_key,
     decimal_key,
     format_value,
+    from_key,
     from_key_primitive,
+    from_value,
     from_value_primitive,
     key_primitive,
     kind_of_value,
@@ -345,6 +348,10 @@ def test_timestamptz_is_converted_to_utc_from_any_offset() -> None:
     assert result.tzinfo is UTC
 
 
+LABELS = ("sad", "ok", "happy")
+MOOD = ColumnType(Kind.ENUM, type_name="mood", labels=LABELS)
+
+
 values_by_kind: dict[Kind, st.SearchStrategy[Any]] = {
     Kind.INT: ints,
     Kind.FLOAT: st.floats(),
@@ -373,7 +380,19 @@ values_by_kind: dict[Kind, st.SearchStrategy[Any]] = {
         st.ip_addresses(v=4),
         st.integers(0, 32),
     ),
+    Kind.ENUM: st.sampled_from([EnumValue(label, MOOD.labels or (), "mood") for label in LABELS]),
 }
+
+
+def test_enum_labels_order_by_declaration_and_refuse_others() -> None:
+    sad, happy = coerce("sad", MOOD, "c"), coerce("happy", MOOD, "c")
+    assert sad < happy and key_primitive(Kind.ENUM, sad) < key_primitive(Kind.ENUM, happy)
+    error = sql_error(coerce, "angry", MOOD, "c")
+    assert error.code == "22P02" and "angry" in error.message
+    other = ColumnType(Kind.ENUM, type_name="other", labels=("sad",))
+    assert sql_error(coerce, sad, other, "c").code == "42804"
+
+
 coerced_values = st.sampled_from(list(Kind)).flatmap(
     lambda kind: st.tuples(st.just(kind), values_by_kind[kind])
 )
@@ -383,7 +402,7 @@ coerced_values = st.sampled_from(list(Kind)).flatmap(
 @given(coerced_values)
 def test_coerce_returns_an_already_coerced_value_unchanged(case: tuple[Kind, Any]) -> None:
     kind, value = case
-    result = coerce(value, ColumnType(kind), "c")
+    result = coerce(value, MOOD if kind is Kind.ENUM else ColumnType(kind), "c")
     if isinstance(value, float) and math.isnan(value):
         assert math.isnan(result)
     else:
@@ -668,7 +687,8 @@ def test_decimal_from_key_drops_fractional_trailing_zeros_and_writes_integers_ou
 @given(coerced_values)
 def test_value_primitives_round_trip_every_coerced_value(case: tuple[Kind, Any]) -> None:
     kind, value = case
-    back = from_value_primitive(kind, value_primitive(kind, value))
+    ctype = MOOD if kind is Kind.ENUM else ColumnType(kind)
+    back = from_value(ctype, value_primitive(kind, value))
     if isinstance(value, float) and math.isnan(value):
         assert math.isnan(back)
     else:
@@ -681,7 +701,8 @@ def test_value_primitives_round_trip_every_coerced_value(case: tuple[Kind, Any])
 @given(coerced_values.filter(lambda case: case[0] not in (Kind.JSONB, Kind.INTERVAL)))
 def test_key_primitives_round_trip_every_coerced_value(case: tuple[Kind, Any]) -> None:
     kind, value = case
-    back = from_key_primitive(kind, key_primitive(kind, value))
+    ctype = MOOD if kind is Kind.ENUM else ColumnType(kind)
+    back = from_key(ctype, key_primitive(kind, value))
     if isinstance(value, float) and math.isnan(value):
         assert math.isnan(back)
     else:

@@ -133,7 +133,7 @@ def _avro_value(column: Column, value: Any) -> Any:
         return json.dumps(value, sort_keys=True)
     if kind is Kind.UUID or (kind is Kind.DECIMAL and not column.type.precision):
         return str(value)
-    if kind in (Kind.TIME, Kind.INTERVAL, Kind.INET, Kind.ENUM):
+    if kind in (Kind.TIME, Kind.INTERVAL, Kind.INET, Kind.ENUM, Kind.ARRAY):
         return format_value(value)
     if kind is Kind.TIMESTAMP and value.tzinfo is not None:
         return value.replace(tzinfo=None)

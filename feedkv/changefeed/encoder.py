@@ -128,6 +128,7 @@ _BY_KIND: dict[Kind, Callable[[Any], str]] = {
     Kind.INTERVAL: lambda v: _dumps(str(v)),
     Kind.INET: lambda v: _dumps(str(v)),
     Kind.ENUM: lambda v: _dumps(str(v)),
+    Kind.ARRAY: lambda v: "[" + ",".join(json_value(v.element.kind, x) for x in v.values) + "]",
 }
 
 

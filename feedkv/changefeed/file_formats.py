@@ -70,6 +70,7 @@ _ARROW: dict[Kind, pa.DataType] = {
     Kind.INTERVAL: pa.string(),
     Kind.INET: pa.string(),
     Kind.ENUM: pa.string(),
+    Kind.ARRAY: pa.string(),
 }
 
 
@@ -78,7 +79,7 @@ def arrow_type(kind: Kind) -> pa.DataType:
     return _ARROW[kind]
 
 
-_SQL_TEXT = frozenset({Kind.TIME, Kind.INTERVAL, Kind.INET, Kind.ENUM})
+_SQL_TEXT = frozenset({Kind.TIME, Kind.INTERVAL, Kind.INET, Kind.ENUM, Kind.ARRAY})
 _CONVERTED = frozenset({Kind.DECIMAL, Kind.UUID, Kind.JSONB, *_SQL_TEXT})  # written as text
 
 

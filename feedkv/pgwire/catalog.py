@@ -29,7 +29,7 @@ import sqlglot
 from sqlglot import exp
 
 from feedkv.errors import SQLError
-from feedkv.pgwire.types import OID, oid_of_kind
+from feedkv.pgwire.types import OID, oid_of_type
 from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
 from feedkv.sql.execution import Result
 from feedkv.sql.types import ColumnType, Kind
@@ -93,7 +93,7 @@ def _pg_type(ctype: ColumnType) -> tuple[int, int]:
         return OID.VARCHAR, ctype.width + 4
     if ctype.kind is Kind.DECIMAL and ctype.precision is not None:
         return OID.NUMERIC, ((ctype.precision << 16) | (ctype.scale or 0)) + 4
-    return oid_of_kind(ctype.kind), -1
+    return oid_of_type(ctype), -1
 
 
 def _format_type(oid: int | None, typmod: int | None) -> str | None:

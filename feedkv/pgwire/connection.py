@@ -74,7 +74,7 @@ from feedkv.pgwire.types import (
     encode_binary,
     encode_text,
     kind_of_oid,
-    oid_of_kind,
+    oid_of_type,
     type_size,
 )
 from feedkv.sql import statements as st
@@ -609,7 +609,7 @@ class Connection:
         declared = description.columns if description is not None else None
         if declared is not None and len(declared) == len(oids):
             oids = [
-                oid if ctype is None else oid_of_kind(ctype.kind)
+                oid if ctype is None else oid_of_type(ctype)
                 for oid, (_name, ctype) in zip(oids, declared, strict=True)
             ]
         return oids
@@ -867,7 +867,7 @@ def _as_sql_error(exc: BaseException) -> SQLError:
 def _typed(oids: tuple[int, ...], types: Sequence[ColumnType | None]) -> tuple[int, ...]:
     """Placeholder types: the client's where it gave one, else the SQL layer's."""
     return tuple(
-        oid_of_kind(ctype.kind) if oid == OID.UNSPECIFIED and ctype is not None else oid
+        oid_of_type(ctype) if oid == OID.UNSPECIFIED and ctype is not None else oid
         for oid, ctype in zip(oids, types, strict=True)
     )
 
@@ -878,7 +878,7 @@ def _param_types(oids: Sequence[int]) -> list[ColumnType | None]:
 
 
 def _declared_oid(ctype: ColumnType | None) -> int:
-    return OID.TEXT if ctype is None else oid_of_kind(ctype.kind)
+    return OID.TEXT if ctype is None else oid_of_type(ctype)
 
 
 def _column_oids(result: Result) -> list[int]:

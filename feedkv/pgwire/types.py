@@ -31,9 +31,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from feedkv.errors import SQLError
+from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
-from feedkv.sql.types import Kind, format_value, kind_of_value
+from feedkv.sql.types import ColumnType, Kind, format_value, kind_of_value
 
 __all__ = [
     "OID",
@@ -43,6 +44,7 @@ __all__ = [
     "encode_text",
     "kind_of_oid",
     "oid_of_kind",
+    "oid_of_type",
     "type_size",
 ]
 
@@ -117,6 +119,34 @@ _PG_EPOCH = datetime.datetime(2000, 1, 1)
 _PG_EPOCH_TZ = datetime.datetime(2000, 1, 1, tzinfo=datetime.UTC)
 
 
+# The OIDs of one-dimensional arrays by element kind (``pg_type.typarray``).
+_ARRAY_OIDS: dict[Kind, int] = {
+    Kind.BOOL: 1000,
+    Kind.BYTES: 1001,
+    Kind.STRING: 1009,
+    Kind.INT: 1016,
+    Kind.FLOAT: 1022,
+    Kind.INET: 1041,
+    Kind.TIMESTAMP: 1115,
+    Kind.DATE: 1182,
+    Kind.TIME: 1183,
+    Kind.TIMESTAMPTZ: 1185,
+    Kind.INTERVAL: 1187,
+    Kind.DECIMAL: 1231,
+    Kind.UUID: 2951,
+    Kind.ENUM: 1009,  # text[], as an enum goes out as text
+}
+_ELEMENT_OF_ARRAY = {oid: kind for kind, oid in _ARRAY_OIDS.items() if kind is not Kind.ENUM}
+
+
+def oid_of_type(ctype: ColumnType) -> int:
+    """The OID of a column of ``ctype`` (an array's depends on its elements')."""
+    if ctype.kind is Kind.ARRAY:
+        element = ctype.element.kind if ctype.element is not None else Kind.STRING
+        return _ARRAY_OIDS.get(element, 1009)
+    return oid_of_kind(ctype.kind)
+
+
 def oid_of_kind(kind: Kind) -> int:
     # NB: an enum's values go out as text (PostgreSQL gives each enum type an OID of
     # its own, which clients look up in pg_type; as text, every client reads the label)
@@ -137,6 +167,9 @@ _KIND_OF_OID: dict[int, Kind] = {
 }
 
 
+_OID_OF_KIND_INVERSE = {oid: kind for kind, oid in _OID_OF_KIND.items()}
+
+
 def kind_of_oid(oid: int) -> Kind | None:
     """The kind of value a parameter of type ``oid`` becomes (``None``: unspecified or
     unknown, a string the SQL layer converts where it is used)."""
@@ -155,6 +188,11 @@ def column_oid(values: Sequence[Any]) -> int:
     kinds = {kind_of_value(v) for v in values if v is not None}
     if not kinds:
         return OID.TEXT
+    if kinds == {Kind.ARRAY}:
+        elements = {v.element for v in values if v is not None}
+        if len(elements) == 1:
+            return oid_of_type(ColumnType(Kind.ARRAY, element=elements.pop()))
+        return OID.TEXT
     if len(kinds) == 1:
         (kind,) = kinds
         return OID.JSONB if kind is None else oid_of_kind(kind)
@@ -170,6 +208,9 @@ def column_oid(values: Sequence[Any]) -> int:
 
 def encode_text(value: Any, oid: int) -> bytes:
     """A non-NULL ``value`` in the text format of type ``oid``."""
+    if isinstance(value, Array):
+        element = oid_of_type(value.element)
+        return value.text(lambda v: encode_text(v, element).decode()).encode()
     if oid == OID.JSONB or oid == OID.JSON:
         return json.dumps(value, sort_keys=True).encode()
     if isinstance(value, bool):
@@ -189,10 +230,29 @@ def _timestamp_text(value: datetime.datetime) -> str:
 def encode_binary(value: Any, oid: int) -> bytes:
     """A non-NULL ``value`` in the binary format of type ``oid`` (a column of text type
     holding values of several kinds sends their text)."""
+    if isinstance(value, Array) and oid in _ELEMENT_OF_ARRAY:
+        return _array_binary(value)
     encoder = _BINARY_OUT.get(oid)
     if encoder is None:
         return encode_text(value, oid)
     return encoder(value)
+
+
+def _array_binary(value: Array) -> bytes:
+    """PostgreSQL's array_send: dimensions, flags, element type, then each element as
+    its length and binary value (-1 for NULL)."""
+    element = oid_of_type(value.element)
+    has_null = any(v is None for v in value.values)
+    if not value.values:
+        return struct.pack("!iii", 0, 0, element)
+    out = [struct.pack("!iiiii", 1, int(has_null), element, len(value.values), 1)]
+    for item in value.values:
+        if item is None:
+            out.append(struct.pack("!i", -1))
+            continue
+        data = encode_binary(item, element)
+        out.append(struct.pack("!i", len(data)) + data)
+    return b"".join(out)
 
 
 def _numeric_binary(value: Any) -> bytes:
@@ -305,6 +365,8 @@ def decode_param(raw: bytes, oid: int, binary: bool, index: int) -> Any:
         text = raw.decode()
         if oid in _STRINGS_TOO:
             return text
+        if oid in _ELEMENT_OF_ARRAY:
+            return _array_text(text, _ELEMENT_OF_ARRAY[oid])
         parse = _TEXT_IN.get(oid)
         return text if parse is None else parse(text)
     except SQLError:
@@ -325,6 +387,16 @@ _TYPE_NAMES = {
 }
 _TRUE = {"t", "true", "yes", "y", "on", "1"}
 _FALSE = {"f", "false", "no", "n", "off", "0"}
+
+
+def _array_text(text: str, kind: Kind) -> Array:
+    element_oid = _ARRAY_OIDS_INVERSE[kind]
+    parse = _TEXT_IN.get(element_oid)
+    items = [
+        None if item is None else (item if parse is None else parse(item))
+        for item in parse_array_text(text)
+    ]
+    return Array(tuple(items), ColumnType(kind))
 
 
 def _bool_text(text: str) -> bool:
@@ -441,6 +513,8 @@ _TEXT_IN: dict[int, Callable[[str], Any]] = {
     OID.INTERVAL: Interval.parse,
     OID.INET: Inet.parse,
 }
+
+_ARRAY_OIDS_INVERSE = {kind: oid for oid, kind in _OID_OF_KIND_INVERSE.items()}
 
 _BINARY_IN: dict[int, Callable[[bytes], Any]] = {
     **{oid: lambda raw: raw.decode() for oid in _STRINGS_TOO},

@@ -66,6 +66,7 @@ _SPARK_TYPES = {
     Kind.INTERVAL: "STRING",
     Kind.INET: "STRING",
     Kind.ENUM: "STRING",
+    Kind.ARRAY: "STRING",
 }
 
 _connections: dict[str, FeedClient] = {}

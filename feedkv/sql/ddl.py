@@ -157,11 +157,11 @@ def _table_descriptor(
         column = by_name.get(name)
         if column is None:
             raise SQLError("42703", f'column "{name}" named in the primary key does not exist')
-        if column.type.kind in (Kind.JSONB, Kind.INTERVAL):
+        if column.type.kind in (Kind.JSONB, Kind.INTERVAL, Kind.ARRAY):
             raise SQLError(
                 "0A000",
                 f'column "{name}" of type {column.type.kind.value} cannot be in a primary key '
-                "(INTERVAL values cannot be part of a key)",
+                "(JSONB, INTERVAL and ARRAY values cannot be part of a key)",
             )
     if len(set(key_names)) != len(key_names):
         raise SQLError("42701", "a column appears twice in the primary key")
@@ -181,6 +181,9 @@ def _table_descriptor(
 def _column(ex: Execution, spec: st.ColumnSpec, column_id: int, *, key: bool) -> Column:
     if spec.type.kind is Kind.ENUM:
         spec = replace(spec, type=_enum_type(ex, spec.type))
+    element = spec.type.element
+    if spec.type.kind is Kind.ARRAY and element is not None and element.kind is Kind.ENUM:
+        spec = replace(spec, type=replace(spec.type, element=_enum_type(ex, element)))
     default = None
     if spec.default is not None:
         if any(True for _ in spec.default.find_all(exp.Column)):

@@ -95,7 +95,7 @@ def _index(
     column_ids = _columns(desc, spec.columns, what)
     for column_id in column_ids:
         column = desc.column_by_id(column_id)
-        if column is not None and column.type.kind in (Kind.JSONB, Kind.INTERVAL):
+        if column is not None and column.type.kind in (Kind.JSONB, Kind.INTERVAL, Kind.ARRAY):
             kind = column.type.kind.value
             raise SQLError("0A000", f'column "{column.name}" of type {kind} cannot be indexed')
     storing = _columns(desc, spec.storing, f"STORING of {what}")

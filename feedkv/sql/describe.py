@@ -337,6 +337,7 @@ _FUNCTIONS = {
     "transaction_timestamp": ColumnType(Kind.TIMESTAMPTZ),
     "current_setting": _STRING,
     "cluster_logical_timestamp": _DECIMAL,
+    "cardinality": _INT,
 }
 
 
@@ -416,6 +417,11 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         if kind is None or kind not in (Kind.INT, Kind.FLOAT, Kind.DECIMAL):
             return None
         return ColumnType(kind)
+    if isinstance(node, exp.Bracket):
+        found = typer.type_of(node.this)
+        return found.element if found is not None and found.kind is Kind.ARRAY else None
+    if isinstance(node, exp.ArraySize):
+        return _INT
     if isinstance(node, exp.Coalesce):
         kinds = {_kind(n, typer) for n in [node.this, *node.expressions]}
         kinds.discard(None)

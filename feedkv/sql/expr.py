@@ -30,6 +30,7 @@ from typing import Any
 from sqlglot import exp
 
 from feedkv.errors import SQLError
+from feedkv.sql.arrays import Array
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.interval import Interval
 from feedkv.sql.types import (
@@ -741,6 +742,59 @@ class _Compiler:
         value = Interval.parse(text)
         return lambda row, ctx: value
 
+    def array(self, node: exp.Array) -> Compiled:
+        """``ARRAY[a, b]``: of the type its first non-NULL element has (the others
+        converted to it, 42804 when they do not convert); ``ARRAY[]`` is a STRING[]
+        until a cast says otherwise."""
+        _refuse_node_args(node, {"expressions", "value_constructor"})
+        items = [self.compile(item) for item in node.expressions]
+
+        def array(row: Env, ctx: Context) -> Any:
+            values = [item(row, ctx) for item in items]
+            first = next((v for v in values if v is not None), None)
+            element = _element_type(first)
+            return Array(tuple(coerce(v, element, None) for v in values), element)
+
+        return array
+
+    def bracket(self, node: exp.Bracket) -> Compiled:
+        """``a[i]``: the i-th element (1-based; sqlglot hands the index over 0-based),
+        NULL outside the array."""
+        if len(node.expressions) != 1 or isinstance(node.expressions[0], exp.Slice):
+            raise SQLError("0A000", f"unsupported subscript: {_shown(node)}")
+        target = self.compile(node.this)
+        index = self.compile(node.expressions[0])
+
+        def element(row: Env, ctx: Context) -> Any:
+            value, at = target(row, ctx), index(row, ctx)
+            if value is None or at is None:
+                return None
+            if not isinstance(value, Array):
+                raise SQLError("42804", f"cannot subscript type {type_of_value(value)}")
+            if isinstance(at, bool) or not isinstance(at, int):
+                raise SQLError("42804", "array subscript must be an integer")
+            return value.values[at] if 0 <= at < len(value.values) else None
+
+        return element
+
+    def array_length(self, node: exp.ArraySize) -> Compiled:
+        """``array_length(a, 1)``: its length, NULL when empty (as PostgreSQL)."""
+        target = self.compile(node.this)
+        dimension = self.compile(node.expression) if node.expression is not None else None
+
+        def length(row: Env, ctx: Context) -> Any:
+            value = target(row, ctx)
+            dim = dimension(row, ctx) if dimension is not None else 1
+            if value is None or dim is None:
+                return None
+            if not isinstance(value, Array):
+                raise SQLError(
+                    "42883", f"array_length() takes an array, not {type_of_value(value)}"
+                )
+            return len(value.values) if dim == 1 and value.values else None
+
+        return length
+
     # Functions.
 
     def current_timestamp(self, node: exp.Expr) -> Compiled:
@@ -801,6 +855,18 @@ class _Compiler:
             return self._current_setting(node)
         if name in _SEQUENCE_FUNCTIONS:
             return self._sequence_function(name, node)
+        if name == "cardinality" and len(node.expressions) == 1:
+            target = self.compile(node.expressions[0])
+
+            def cardinality(row: Env, ctx: Context) -> Any:
+                value = target(row, ctx)
+                if value is not None and not isinstance(value, Array):
+                    raise SQLError(
+                        "42883", f"cardinality() takes an array, not {type_of_value(value)}"
+                    )
+                return None if value is None else len(value.values)
+
+            return cardinality
         if node.expressions:
             raise SQLError("42883", f"unknown signature: {name}() with arguments")
         if name == "cluster_logical_timestamp":
@@ -862,6 +928,25 @@ class _Compiler:
 
 
 _SEQUENCE_FUNCTIONS = ("nextval", "currval", "lastval", "setval")  # as sql.sequences.FUNCTIONS
+
+
+def _element_type(value: Any) -> ColumnType:
+    """The element type of an ARRAY[...] whose first non-NULL element is ``value``."""
+    if isinstance(value, EnumValue):
+        return ColumnType(Kind.ENUM, type_name=value.type_name, labels=value.labels)
+    if isinstance(value, Array):
+        raise SQLError("0A000", "arrays of arrays are not supported")
+    if isinstance(value, dict | list):
+        raise SQLError("0A000", "arrays of JSONB are not supported")
+    kind = kind_of_value(value)
+    return ColumnType(kind or Kind.STRING)
+
+
+def _refuse_node_args(node: exp.Expr, handled: set[str]) -> None:
+    for name, value in node.args.items():
+        if name not in handled and value not in (None, False, []):
+            raise SQLError("0A000", f"unsupported expression: {_shown(node)}")
+
 
 # How users spell the functions sqlglot names otherwise (now() is CURRENT_TIMESTAMP).
 _SPELLED: dict[type[exp.Expr], str] = {
@@ -950,8 +1035,8 @@ def _converted(inner: Compiled, ctype: ColumnType) -> Compiled:
             return value  # compared as is: an error names both types
         if ctype.kind in (Kind.INT, Kind.FLOAT, Kind.DECIMAL) and _is_number(value):
             return value  # numbers compare across kinds exactly
-        if ctype.kind is Kind.ENUM:
-            return coerce(value, ctype, None)  # NB: a label of the column's enum
+        if ctype.kind in (Kind.ENUM, Kind.ARRAY):
+            return coerce(value, ctype, None)  # NB: a label of the column's enum, ...
         return coerce(value, ColumnType(ctype.kind), None)
 
     return convert
@@ -1317,6 +1402,9 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.Escape: _Compiler.escape,
     exp.Cast: _Compiler.cast,
     exp.Interval: _Compiler.interval,
+    exp.Array: _Compiler.array,
+    exp.Bracket: _Compiler.bracket,
+    exp.ArraySize: _Compiler.array_length,
     exp.CurrentTimestamp: _Compiler.current_timestamp,
     exp.CurrentDate: _Compiler.current_date,
     exp.Uuid: _Compiler.uuid,

@@ -2317,6 +2317,17 @@ def column_type(node: exp.DataType) -> ColumnType:
         if name.upper() not in TYPE_NAMES:
             # a type of the catalog (an enum), resolved by the statement that uses it
             return ColumnType(Kind.ENUM, type_name=name)
+    if name.upper() == "ARRAY" and len(node.expressions) == 1:
+        element = node.expressions[0]
+        if isinstance(element, exp.DataType):
+            inner = column_type(element)
+            if inner.kind in (Kind.ARRAY, Kind.JSONB):
+                raise SQLError(
+                    "0A000",
+                    f"type {node.sql(dialect=_DIALECT)} is not supported (arrays of "
+                    "arrays or of JSONB)",
+                )
+            return ColumnType(Kind.ARRAY, element=inner)
     if (node.expressions and name.upper() in ("ARRAY",)) or node.args.get("nested"):
         raise SQLError("0A000", f"type {node.sql(dialect=_DIALECT)} is not supported")
     params: list[int] = []

@@ -26,7 +26,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import msgpack
+
 from feedkv.errors import FeedKVError, InvalidArgumentError, SQLError, TimestampParseError
+from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
@@ -89,6 +92,7 @@ class Kind(enum.Enum):
     INTERVAL = "INTERVAL"
     INET = "INET"
     ENUM = "ENUM"  # a user-defined enum type (ColumnType.labels)
+    ARRAY = "ARRAY"  # of ColumnType.element
 
 
 _ALIASES = {
@@ -149,10 +153,13 @@ class ColumnType:
     # parser leaves a type name it does not know; the schema change resolves it).
     type_name: str | None = None
     labels: tuple[str, ...] | None = None
+    element: ColumnType | None = None  # ARRAY: the type of its elements
 
     def sql(self) -> str:
         if self.kind is Kind.ENUM:
             return str(self.type_name or "ENUM")
+        if self.kind is Kind.ARRAY:
+            return (self.element.sql() if self.element else "STRING") + "[]"
         if self.kind is Kind.STRING and self.width is not None:
             return f"STRING({self.width})"
         if self.kind is Kind.INT and self.width is not None:
@@ -170,6 +177,8 @@ class ColumnType:
                 out[name] = getattr(self, name)
         if self.labels is not None:
             out["labels"] = list(self.labels)
+        if self.element is not None:
+            out["element"] = self.element.to_json()
         return out
 
     @classmethod
@@ -181,6 +190,7 @@ class ColumnType:
             scale=data.get("scale"),
             type_name=data.get("type_name"),
             labels=tuple(data["labels"]) if "labels" in data else None,
+            element=ColumnType.from_json(data["element"]) if "element" in data else None,
         )
 
     def __str__(self) -> str:
@@ -254,6 +264,8 @@ def type_of_value(value: object) -> str:
         return "inet"
     if isinstance(value, EnumValue):
         return value.type_name or "enum"
+    if isinstance(value, Array):
+        return str(value.element.sql()).lower() + "[]"
     if isinstance(value, dict | list):
         return "jsonb"
     return type(value).__name__
@@ -263,6 +275,8 @@ def kind_of_value(value: object) -> Kind | None:
     """The column kind a Python value belongs to (``None`` for NULL or JSON documents)."""
     if isinstance(value, EnumValue):
         return Kind.ENUM
+    if isinstance(value, Array):
+        return Kind.ARRAY
     name = type_of_value(value)
     return _KIND_BY_NAME.get(name)
 
@@ -552,6 +566,21 @@ def _to_enum(value: object, ctype: ColumnType) -> EnumValue:
     raise _Mismatch
 
 
+def _to_array(value: object, ctype: ColumnType) -> Array:
+    element = ctype.element or ColumnType(Kind.STRING)
+    if isinstance(value, Array):
+        if value.element == element:
+            return value
+        items: list[Any] = list(value.values)
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    elif isinstance(value, str):
+        items = list(parse_array_text(value))
+    else:
+        raise _Mismatch
+    return Array(tuple(coerce(item, element, None) for item in items), element)
+
+
 _COERCE: dict[Kind, Any] = {
     Kind.INT: _to_int,
     Kind.FLOAT: _to_float,
@@ -568,6 +597,7 @@ _COERCE: dict[Kind, Any] = {
     Kind.INTERVAL: _to_interval,
     Kind.INET: _to_inet,
     Kind.ENUM: _to_enum,
+    Kind.ARRAY: _to_array,
 }
 
 
@@ -588,13 +618,17 @@ def _from_micros(micros: int, aware: bool) -> datetime.datetime:
     return value.replace(tzinfo=UTC) if aware else value
 
 
+# Kinds whose values cannot be in a key (or an index): no order-preserving encoding.
+_NO_KEYS = frozenset({Kind.JSONB, Kind.INTERVAL, Kind.ARRAY})
+
+
 def key_primitive(kind: Kind, value: Any) -> Primitive:
     """``value`` (already coerced) as a key column primitive whose order is SQL order."""
     if value is None:
         return None
     if kind is Kind.DECIMAL:
         return decimal_key(value)
-    if kind is Kind.JSONB or kind is Kind.INTERVAL:
+    if kind in _NO_KEYS:
         raise SQLError("0A000", f"{kind.value} values cannot be part of a key or an index")
     return _shared_primitive(kind, value)
 
@@ -619,6 +653,10 @@ def value_primitive(kind: Kind, value: Any) -> Primitive:
         return str(value.to_primitive())
     if kind is Kind.ENUM:
         return str(value.label)
+    if kind is Kind.ARRAY:
+        element = value.element
+        packed: bytes = msgpack.packb([value_primitive(element.kind, v) for v in value.values])
+        return packed
     return _shared_primitive(kind, value)
 
 
@@ -646,6 +684,10 @@ def from_value(ctype: ColumnType, raw: Primitive) -> Any:
     """A stored-value primitive of a column of ``ctype`` as its value."""
     if ctype.kind is Kind.ENUM and raw is not None:
         return EnumValue(str(raw), ctype.labels or (), ctype.type_name or "")
+    if ctype.kind is Kind.ARRAY and raw is not None:
+        element = ctype.element or ColumnType(Kind.STRING)
+        items = msgpack.unpackb(bytes(raw))  # type: ignore[arg-type]
+        return Array(tuple(from_value(element, item) for item in items), element)
     return from_value_primitive(ctype.kind, raw)
 
 
@@ -745,6 +787,8 @@ def format_value(value: Any) -> str:
     if isinstance(value, datetime.time):
         text = value.isoformat()
         return text.rstrip("0") if value.microsecond else text
+    if isinstance(value, Array):
+        return value.text(format_value)
     if isinstance(value, dict | list):
         return json.dumps(value, sort_keys=True)
     if isinstance(value, decimal.Decimal):

@@ -1,4 +1,4 @@
-"""TIME, INTERVAL, INET and ENUM in a changefeed's JSON: strings in their SQL text form, as
+"""TIME, INTERVAL, INET, ENUM and ARRAY in a changefeed's JSON: strings in their SQL text form, as
 CockroachDB's changefeeds write them (``"12:30:45.5"``, ``"1 day 02:00:00"``,
 ``"10.0.0.0/8"``)."""
 
@@ -10,10 +10,11 @@ from pathlib import Path
 
 from feedkv import DB
 from feedkv.changefeed.encoder import json_value
+from feedkv.sql.arrays import Array
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
-from feedkv.sql.types import Kind
+from feedkv.sql.types import ColumnType, Kind
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
@@ -28,6 +29,10 @@ def test_json_values_are_the_sql_text() -> None:
     assert json_value(Kind.INET, Inet.parse("10.0.0.0/8")) == '"10.0.0.0/8"'
     assert json_value(Kind.INET, Inet.parse("::1")) == '"::1"'
     assert json_value(Kind.ENUM, EnumValue("happy", ("sad", "happy"), "mood")) == '"happy"'
+    ints = Array((1, None, 3), ColumnType(Kind.INT))
+    assert json_value(Kind.ARRAY, ints) == "[1,null,3]"  # a JSON array, as CockroachDB
+    times = Array((datetime.time(8),), ColumnType(Kind.TIME))
+    assert json_value(Kind.ARRAY, times) == '["08:00:00"]'
 
 
 def test_a_changefeed_writes_them_as_strings(db: DB, tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from feedkv.errors import SQLError
+from feedkv.sql.arrays import Array
 from feedkv.sql.descriptor import Column, Family, TableDescriptor
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
@@ -111,8 +112,14 @@ moods = st.sampled_from(
 )
 
 
+INTS = ColumnType(Kind.ARRAY, element=ColumnType(Kind.INT))
+int_arrays = st.lists(st.none() | ints, max_size=5).map(
+    lambda items: Array(tuple(items), ColumnType(Kind.INT))
+)
+
+
 def _typed(kind: Kind) -> ColumnType:
-    return MOOD if kind is Kind.ENUM else ColumnType(kind)
+    return MOOD if kind is Kind.ENUM else INTS if kind is Kind.ARRAY else ColumnType(kind)
 
 
 VALUES: dict[Kind, st.SearchStrategy[Any]] = {
@@ -131,8 +138,9 @@ VALUES: dict[Kind, st.SearchStrategy[Any]] = {
     Kind.INTERVAL: intervals,
     Kind.INET: inets,
     Kind.ENUM: moods,
+    Kind.ARRAY: int_arrays,
 }
-KEY_KINDS = [kind for kind in Kind if kind not in (Kind.JSONB, Kind.INTERVAL)]
+KEY_KINDS = [kind for kind in Kind if kind not in (Kind.JSONB, Kind.INTERVAL, Kind.ARRAY)]
 
 
 def sql_sort_key(kind: Kind, value: Any) -> Any:

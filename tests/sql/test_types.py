@@ -15,6 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from feedkv.errors import SQLError
+from feedkv.sql.arrays import Array
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
@@ -350,6 +351,11 @@ def test_timestamptz_is_converted_to_utc_from_any_offset() -> None:
 
 LABELS = ("sad", "ok", "happy")
 MOOD = ColumnType(Kind.ENUM, type_name="mood", labels=LABELS)
+INTS = ColumnType(Kind.ARRAY, element=ColumnType(Kind.INT))
+
+
+def _typed(kind: Kind) -> ColumnType:
+    return MOOD if kind is Kind.ENUM else INTS if kind is Kind.ARRAY else ColumnType(kind)
 
 
 values_by_kind: dict[Kind, st.SearchStrategy[Any]] = {
@@ -381,6 +387,9 @@ values_by_kind: dict[Kind, st.SearchStrategy[Any]] = {
         st.integers(0, 32),
     ),
     Kind.ENUM: st.sampled_from([EnumValue(label, MOOD.labels or (), "mood") for label in LABELS]),
+    Kind.ARRAY: st.lists(st.none() | ints, max_size=4).map(
+        lambda items: Array(tuple(items), ColumnType(Kind.INT))
+    ),
 }
 
 
@@ -402,7 +411,7 @@ coerced_values = st.sampled_from(list(Kind)).flatmap(
 @given(coerced_values)
 def test_coerce_returns_an_already_coerced_value_unchanged(case: tuple[Kind, Any]) -> None:
     kind, value = case
-    result = coerce(value, MOOD if kind is Kind.ENUM else ColumnType(kind), "c")
+    result = coerce(value, _typed(kind), "c")
     if isinstance(value, float) and math.isnan(value):
         assert math.isnan(result)
     else:
@@ -687,7 +696,7 @@ def test_decimal_from_key_drops_fractional_trailing_zeros_and_writes_integers_ou
 @given(coerced_values)
 def test_value_primitives_round_trip_every_coerced_value(case: tuple[Kind, Any]) -> None:
     kind, value = case
-    ctype = MOOD if kind is Kind.ENUM else ColumnType(kind)
+    ctype = _typed(kind)
     back = from_value(ctype, value_primitive(kind, value))
     if isinstance(value, float) and math.isnan(value):
         assert math.isnan(back)
@@ -698,10 +707,10 @@ def test_value_primitives_round_trip_every_coerced_value(case: tuple[Kind, Any])
 
 
 @FAST
-@given(coerced_values.filter(lambda case: case[0] not in (Kind.JSONB, Kind.INTERVAL)))
+@given(coerced_values.filter(lambda case: case[0] not in (Kind.JSONB, Kind.INTERVAL, Kind.ARRAY)))
 def test_key_primitives_round_trip_every_coerced_value(case: tuple[Kind, Any]) -> None:
     kind, value = case
-    ctype = MOOD if kind is Kind.ENUM else ColumnType(kind)
+    ctype = _typed(kind)
     back = from_key(ctype, key_primitive(kind, value))
     if isinstance(value, float) and math.isnan(value):
         assert math.isnan(back)

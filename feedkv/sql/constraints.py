@@ -47,7 +47,7 @@ def row_written(
         _check(ex, desc, new)
         for fk in desc.foreign_keys:
             _check_reference(ex, desc, fk, old, new, verb)
-    if old is not None and desc.referenced_by:
+    if old is not None and desc.referenced_by and not _keys_kept(desc, old, new):
         _check_referenced(ex, desc, old, new, verb)
     for index in desc.indexes:
         _write_entry(ex, desc, index, old, new)
@@ -157,6 +157,15 @@ def _has_row(
             key = values_prefix(parent, index, values)
             return txn.get(key) is not None
     raise SQLError("XX000", f"no unique index of {parent.name!r} matches a foreign key to it")
+
+
+def _keys_kept(desc: TableDescriptor, old: Row, new: Row | None) -> bool:
+    """Whether ``new`` keeps every value a foreign key may reference: those of the
+    primary key and of the unique indexes (then no referencing row can lose its row)."""
+    if new is None:
+        return False
+    ids = set(desc.primary_key).union(*(i.column_ids for i in desc.indexes if i.unique))
+    return all(old.get(i) == new.get(i) for i in ids)
 
 
 def _check_referenced(

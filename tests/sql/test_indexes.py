@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,31 @@ def test_a_changefeed_on_an_indexed_table_emits_only_its_rows(db: DB, tmp_path: 
         assert row["after"] is None or set(row["after"]) == {"k", "a", "b"}
     final = {r["key"][0]: r["after"] for r in sorted(rows, key=lambda r: r["updated"])}
     assert final == {1: {"k": 1, "a": 11, "b": "z"}, 2: None, 3: {"k": 3, "a": 30, "b": "w"}}
+
+
+def test_concurrent_inserts_of_one_unique_value_leave_one_row(any_db: DB) -> None:
+    any_db.sql("CREATE TABLE u (k INT PRIMARY KEY, email STRING UNIQUE)")
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def insert(k: int) -> None:
+        session = any_db.session()
+        try:
+            session.execute("INSERT INTO u VALUES ($1, 'same@x')", k)
+            outcome = "ok"
+        except SQLError as exc:
+            outcome = exc.code
+        with lock:
+            outcomes.append(outcome)
+
+    workers = [threading.Thread(target=insert, args=(k,)) for k in range(6)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+        assert not worker.is_alive(), "an INSERT never returned"
+    assert outcomes.count("ok") == 1, outcomes
+    assert set(outcomes) <= {"ok", "23505", "40001"}, outcomes
+    assert _rows(any_db, "SELECT count(*) FROM u") == [(1,)]
+    span = table_indexes_span(_table_id(any_db, "u"))
+    assert len(any_db.scan(span.start, span.end)) == 1

@@ -14,12 +14,12 @@ key's, else a scan of the referencing table.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from feedkv.errors import SQLError
 from feedkv.sql import catalog
-from feedkv.sql.descriptor import ForeignKey, Index, TableDescriptor
+from feedkv.sql.descriptor import Check, ForeignKey, Index, TableDescriptor
 from feedkv.sql.execution import Execution
 from feedkv.sql.expr import Compiled, compile_expr
 from feedkv.sql.indexes import entry, values_prefix
@@ -29,7 +29,7 @@ from feedkv.sql.row_codec import family_key, row_prefix, table_span
 from feedkv.sql.types import format_value
 from feedkv.util.keys import prefix_end
 
-__all__ = ["backfill_index", "check_failed", "row_written"]
+__all__ = ["backfill_index", "check_failed", "row_written", "validate_rows"]
 
 Row = Mapping[int, Any]
 
@@ -58,6 +58,28 @@ def backfill_index(ex: Execution, desc: TableDescriptor, index: Index) -> None:
     unique index finds two rows with the same values."""
     for row, _pairs in ex.rows(desc, table_span(desc.id)):
         _write_entry(ex, desc, index, None, row)
+
+
+def validate_rows(
+    ex: Execution,
+    desc: TableDescriptor,
+    checks: Sequence[Check],
+    foreign_keys: Sequence[ForeignKey],
+) -> None:
+    """Every row of ``desc`` satisfies ``checks`` (23514) and ``foreign_keys`` (23503):
+    constraints ALTER TABLE adds to a table that has rows."""
+    if not checks and not foreign_keys:
+        return
+    scope = table_scope(desc, ex.session.database)
+    tests = [(c, compile_expr(parse_expression(c.expression), scope)) for c in checks]
+    for row, _pairs in ex.rows(desc, table_span(desc.id)):
+        env = tuple(row.get(c.id) for c in desc.columns)
+        for check, test in tests:
+            verdict = test(env, ex.context)
+            if verdict is not None and not holds(verdict):
+                raise check_failed(desc, check.name, check.expression)
+        for fk in foreign_keys:
+            _check_reference(ex, desc, fk, None, row, "insert or update")
 
 
 def _write_entry(

@@ -118,7 +118,7 @@ def create_table(ex: Execution, s: st.CreateTable) -> Result:
             return Result(tag="CREATE TABLE")
         raise SQLError("42P07", f'relation "{s.table.name}" already exists')
     desc = _table_descriptor(ex, s, catalog.allocate_id(txn), database)
-    desc = ddl_constraints.with_constraints(ex, desc, s)
+    desc = ddl_constraints.with_constraints(ex, desc, s.indexes, s.checks, s.foreign_keys)
     catalog.put_table(txn, desc)
     ex.after_commit.append(lambda: ex.session.db.split(table_prefix(desc.id)))
     return Result(tag="CREATE TABLE")

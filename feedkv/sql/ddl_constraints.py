@@ -19,7 +19,7 @@ from sqlglot import exp
 from feedkv.errors import SQLError
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
-from feedkv.sql.constraints import backfill_index
+from feedkv.sql.constraints import backfill_index, validate_rows
 from feedkv.sql.describe import type_of
 from feedkv.sql.descriptor import Check, ForeignKey, Index, TableDescriptor
 from feedkv.sql.execution import Execution, Result
@@ -38,38 +38,48 @@ __all__ = [
 ]
 
 
-def with_constraints(ex: Execution, desc: TableDescriptor, s: st.CreateTable) -> TableDescriptor:
-    """``desc``, a table CREATE TABLE makes, with the statement's indexes, CHECKs and
-    foreign keys; the tables its foreign keys reference get a new version that knows
-    it (they cannot be dropped while it stands)."""
-    if not (s.indexes or s.checks or s.foreign_keys):
+def with_constraints(
+    ex: Execution,
+    desc: TableDescriptor,
+    index_specs: Sequence[st.IndexSpec],
+    check_specs: Sequence[st.CheckSpec],
+    reference_specs: Sequence[st.ForeignKeySpec],
+) -> TableDescriptor:
+    """``desc`` with more indexes, CHECKs and foreign keys (CREATE TABLE's, or ALTER
+    TABLE ADD CONSTRAINT's): the tables its new foreign keys reference get a new
+    version that knows it (they cannot be dropped while it stands)."""
+    if not (index_specs or check_specs or reference_specs):
         return desc
-    indexes: list[Index] = []
+    indexes = list(desc.indexes)
     next_id = desc.next_index_id
-    for spec in s.indexes:
-        index = _index(desc, spec, next_id, [*desc.indexes, *indexes])
-        indexes.append(index)
+    for spec in index_specs:
+        indexes.append(_index(desc, spec, next_id, indexes))
         next_id += 1
     desc = replace(desc, indexes=tuple(indexes), next_index_id=next_id)
-    checks: list[Check] = []
-    for check in s.checks:
-        checks.append(_check(ex, desc, check, [c.name for c in checks]))
+    checks = list(desc.checks)
+    taken = {c.name for c in checks} | {f.name for f in desc.foreign_keys}
+    for check in check_specs:
+        checks.append(_check(ex, desc, check, [*taken, *(c.name for c in checks)]))
     desc = replace(desc, checks=tuple(checks))
-    foreign_keys: list[ForeignKey] = []
+    foreign_keys = list(desc.foreign_keys)
+    added: list[ForeignKey] = []
     parents: dict[int, TableDescriptor] = {}
-    for reference in s.foreign_keys:
+    for reference in reference_specs:
         fk, parent = _foreign_key(ex, desc, reference)
-        if any(f.name == fk.name for f in foreign_keys):
+        if any(f.name == fk.name for f in foreign_keys) or fk.name in {c.name for c in checks}:
             raise SQLError(
                 "42710", f'constraint "{fk.name}" for relation "{desc.name}" already exists'
             )
         foreign_keys.append(fk)
+        added.append(fk)
         if parent is not None:
             parents.setdefault(parent.id, parent)
-    referenced_by = tuple((desc.id, fk.name) for fk in foreign_keys if fk.table_id == desc.id)
-    desc = replace(desc, foreign_keys=tuple(foreign_keys), referenced_by=referenced_by)
+    own = tuple((desc.id, fk.name) for fk in added if fk.table_id == desc.id)
+    desc = replace(
+        desc, foreign_keys=tuple(foreign_keys), referenced_by=(*desc.referenced_by, *own)
+    )
     for parent in parents.values():
-        inbound = tuple((desc.id, fk.name) for fk in foreign_keys if fk.table_id == parent.id)
+        inbound = tuple((desc.id, fk.name) for fk in added if fk.table_id == parent.id)
         ex.changing(parent)
         ex.publish(parent.bumped(referenced_by=(*parent.referenced_by, *inbound)))
         ex.session.forget(table=parent.id)
@@ -347,7 +357,64 @@ def _column_name(desc: TableDescriptor, column_id: int) -> str:
     return column.name if column is not None else str(column_id)
 
 
+def add_constraint(ex: Execution, s: st.AddConstraint) -> Result:
+    """ALTER TABLE ... ADD CONSTRAINT: the new version, then the rows already there
+    checked against it (and a unique index's entries written), in one transaction."""
+    ex.require_admin("ALTER TABLE")
+    desc = ex.table(s.table)
+    ex.changing(desc)
+    added = with_constraints(ex, desc, s.indexes, s.checks, s.foreign_keys)
+    new = replace(added, version=desc.version + 1)
+    ex.publish(new)
+    for index in new.indexes[len(desc.indexes) :]:
+        backfill_index(ex, new, index)
+    validate_rows(
+        ex, new, new.checks[len(desc.checks) :], new.foreign_keys[len(desc.foreign_keys) :]
+    )
+    ex.session.forget(table=desc.id)
+    return Result(tag="ALTER TABLE")
+
+
+def drop_constraint(ex: Execution, s: st.DropConstraint) -> Result:
+    ex.require_admin("ALTER TABLE")
+    desc = ex.table(s.table)
+    name = s.name
+    if name == f"{desc.name}_pkey":
+        raise SQLError("0A000", f'cannot drop the primary key "{name}" of "{desc.name}"')
+    index = desc.index(name)
+    if index is not None and index.unique:
+        return drop_index(ex, st.DropIndex(s.text, s.table, name))
+    if any(c.name == name for c in desc.checks):
+        ex.changing(desc)
+        ex.publish(desc.bumped(checks=tuple(c for c in desc.checks if c.name != name)))
+        ex.session.forget(table=desc.id)
+        return Result(tag="ALTER TABLE")
+    fk = next((f for f in desc.foreign_keys if f.name == name), None)
+    if fk is None:
+        if s.if_exists:
+            return Result(tag="ALTER TABLE")
+        raise SQLError("42704", f'constraint "{name}" of relation "{desc.name}" does not exist')
+    ex.changing(desc)
+    ex.publish(
+        desc.bumped(
+            foreign_keys=tuple(f for f in desc.foreign_keys if f.name != name),
+            referenced_by=tuple(r for r in desc.referenced_by if r != (desc.id, name)),
+        )
+    )
+    if fk.table_id != desc.id:
+        parent = catalog.table_by_id(ex.write_txn, fk.table_id)
+        if parent is not None and not parent.dropped:
+            ex.changing(parent)
+            kept = tuple(r for r in parent.referenced_by if r != (desc.id, name))
+            ex.publish(parent.bumped(referenced_by=kept))
+            ex.session.forget(table=parent.id)
+    ex.session.forget(table=desc.id)
+    return Result(tag="ALTER TABLE")
+
+
 HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
+    st.AddConstraint: add_constraint,
+    st.DropConstraint: drop_constraint,
     st.CreateIndex: create_index,
     st.DropIndex: drop_index,
     st.ShowIndexes: show_indexes,

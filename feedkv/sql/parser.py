@@ -1756,6 +1756,28 @@ class _Converter:
             )
         if kind == "VIEW":
             raise _unsupported(action, "ALTER VIEW action")
+        if isinstance(action, exp.AddConstraint):
+            for element in action.expressions:
+                if isinstance(element, exp.Constraint) and len(element.expressions) == 1:
+                    done = self._table_constraint(element.expressions[0], _ident(element.this))
+                else:
+                    done = self._table_constraint(element, None)
+                if not done:
+                    raise _unsupported(element, "constraint")
+            return st.AddConstraint(
+                self.text,
+                table,
+                tuple(self.indexes),
+                tuple(self.checks),
+                tuple(self.foreign_keys),
+            )
+        if isinstance(action, exp.Drop) and str(action.args.get("kind")).upper() == "CONSTRAINT":
+            dropped = action.args.get("tables") or [action.this]
+            if len(dropped) != 1 or action.args.get("cascade"):
+                raise SQLError("0A000", "ALTER TABLE drops one constraint at a time (no CASCADE)")
+            return st.DropConstraint(
+                self.text, table, _ident(dropped[0].this), bool(action.args.get("exists"))
+            )
         if isinstance(action, exp.RenameColumn):
             _refuse_unhandled(action, {"this", "to", "exists"})
             return st.RenameColumn(

@@ -15,6 +15,7 @@ from feedkv.sql.types import ColumnType
 
 __all__ = [
     "AddColumn",
+    "AddConstraint",
     "AlterChangefeed",
     "AlterUserPassword",
     "Begin",
@@ -36,6 +37,7 @@ __all__ = [
     "Delete",
     "Derived",
     "DropColumn",
+    "DropConstraint",
     "DropDatabase",
     "DropTable",
     "DropIndex",
@@ -610,4 +612,22 @@ class CreateEnum(Statement):
 @dataclass(frozen=True, slots=True)
 class DropType(Statement):
     names: tuple[TableName, ...]
+    if_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AddConstraint(Statement):
+    """``ALTER TABLE t ADD [CONSTRAINT name] UNIQUE (...) | CHECK (...) | FOREIGN KEY
+    (...) REFERENCES ...``: the rows already there must satisfy it."""
+
+    table: TableName
+    indexes: tuple[IndexSpec, ...] = ()
+    checks: tuple[CheckSpec, ...] = ()
+    foreign_keys: tuple[ForeignKeySpec, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DropConstraint(Statement):
+    table: TableName
+    name: str
     if_exists: bool = False

@@ -29,7 +29,7 @@ from feedkv.sql.row_codec import family_key, row_prefix, table_span
 from feedkv.sql.types import format_value
 from feedkv.util.keys import prefix_end
 
-__all__ = ["backfill_index", "check_failed", "row_written", "validate_rows"]
+__all__ = ["backfill_index", "check_failed", "row_written", "rows_written", "validate_rows"]
 
 Row = Mapping[int, Any]
 
@@ -40,17 +40,31 @@ def row_written(
     """``old`` (None: an insert) became ``new`` (None: a delete) in table ``desc``:
     check its constraints and write its index entries. ``verb`` names the statement in
     foreign key errors (``insert``, ``update``, ``delete``)."""
+    rows_written(ex, desc, [(old, new)], verb)
+
+
+def rows_written(
+    ex: Execution,
+    desc: TableDescriptor,
+    changes: Sequence[tuple[Row | None, Row | None]],
+    verb: str = "",
+) -> None:
+    """:func:`row_written` for all the rows one statement wrote: their index entries
+    move all at once, so uniqueness holds for the statement's result, not row by row
+    (``UPDATE t SET u = u + 1`` over consecutive values is no duplicate), as
+    CockroachDB checks it."""
     if not desc.constrained:
         return
-    verb = verb or ("insert" if old is None else "delete" if new is None else "update")
-    if new is not None:
-        _check(ex, desc, new)
-        for fk in desc.foreign_keys:
-            _check_reference(ex, desc, fk, old, new, verb)
-    if old is not None and desc.referenced_by and not _keys_kept(desc, old, new):
-        _check_referenced(ex, desc, old, new, verb)
+    for old, new in changes:
+        said = verb or ("insert" if old is None else "delete" if new is None else "update")
+        if new is not None:
+            _check(ex, desc, new)
+            for fk in desc.foreign_keys:
+                _check_reference(ex, desc, fk, old, new, said)
+        if old is not None and desc.referenced_by and not _keys_kept(desc, old, new):
+            _check_referenced(ex, desc, old, new, said)
     for index in desc.indexes:
-        _write_entry(ex, desc, index, old, new)
+        _move_entries(ex, desc, index, changes)
 
 
 def backfill_index(ex: Execution, desc: TableDescriptor, index: Index) -> None:
@@ -85,17 +99,43 @@ def validate_rows(
 def _write_entry(
     ex: Execution, desc: TableDescriptor, index: Index, old: Row | None, new: Row | None
 ) -> None:
+    _move_entries(ex, desc, index, [(old, new)])
+
+
+def _move_entries(
+    ex: Execution,
+    desc: TableDescriptor,
+    index: Index,
+    changes: Sequence[tuple[Row | None, Row | None]],
+) -> None:
+    """Delete the entries the rows left, then write those they took (23505 for a
+    unique one another row holds)."""
     txn = ex.write_txn
-    before = entry(desc, index, old) if old is not None else None
-    after = entry(desc, index, new) if new is not None else None
-    if before == after:
-        return
-    if before is not None and (after is None or before[0] != after[0]):
-        txn.delete(before[0])
-    if after is None:
-        return
+    moves = []
+    for old, new in changes:
+        before = entry(desc, index, old) if old is not None else None
+        after = entry(desc, index, new) if new is not None else None
+        if before == after:
+            continue
+        if before is not None and (after is None or before[0] != after[0]):
+            txn.delete(before[0])
+        if after is not None and new is not None:
+            moves.append((before, after, new))
+    for before, after, new in moves:
+        _put_entry(ex, desc, index, before, after, new)
+
+
+def _put_entry(
+    ex: Execution,
+    desc: TableDescriptor,
+    index: Index,
+    before: tuple[bytes, bytes, bool] | None,
+    after: tuple[bytes, bytes, bool],
+    new: Row,
+) -> None:
+    txn = ex.write_txn
     key, value, unique = after
-    if new is not None and unique and (before is None or before[0] != key) and txn.get(key):
+    if unique and (before is None or before[0] != key) and txn.get(key):
         columns = [desc.column_by_id(i) for i in index.column_ids]
         names = ", ".join(c.name for c in columns if c is not None)
         values = ", ".join(format_value(new.get(i)) for i in index.column_ids)

@@ -23,7 +23,7 @@ from feedkv.errors import (
 )
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate import group_key
-from feedkv.sql.constraints import row_written
+from feedkv.sql.constraints import row_written, rows_written
 from feedkv.sql.descriptor import (
     Column,
     TableDescriptor,
@@ -212,7 +212,7 @@ def update(ex: Execution, s: st.Update) -> Result:
             _move_row(ex, desc, pairs, new)
         else:
             _write_changes(ex, desc, pairs, new, assigned)
-        row_written(ex, desc, old, new)
+    rows_written(ex, desc, [(old, new) for old, _pairs, new in changes])
     return _result(returning, out_rows, f"UPDATE {len(changes)}")
 
 
@@ -252,7 +252,7 @@ def _update_joined(ex: Execution, s: st.Update) -> Result:
             _move_row(ex, desc, pairs, new)
         else:
             _write_changes(ex, desc, pairs, new, assigned)
-        row_written(ex, desc, old, new)
+    rows_written(ex, desc, [(old, new) for old, _pairs, new in changes])
     return _result(_joined_returning(s, plan), out_rows, f"UPDATE {len(chosen)}")
 
 

@@ -79,7 +79,12 @@ from feedkv.pgwire.types import (
 )
 from feedkv.sql import statements as st
 from feedkv.sql.describe import Description
-from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
+from feedkv.sql.descriptor import (
+    DatabaseDescriptor,
+    SequenceDescriptor,
+    TableDescriptor,
+    ViewDescriptor,
+)
 from feedkv.sql.execution import Result
 from feedkv.sql.expr import VERSION_STRING
 from feedkv.sql.session import prepare
@@ -123,6 +128,8 @@ class SQLSession(Protocol):
     def database(self) -> str: ...
 
     def schema(self) -> list[tuple[DatabaseDescriptor, list[TableDescriptor]]]: ...
+
+    def views_and_sequences(self) -> list[ViewDescriptor | SequenceDescriptor]: ...
 
     def check_login(self) -> None: ...
 
@@ -586,6 +593,7 @@ class Connection:
             database=session.database,
             user=self.user,
             version=VERSION_STRING,
+            others=session.views_and_sequences(),
         )
 
     def _check_cancelled(self) -> None:

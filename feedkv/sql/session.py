@@ -43,7 +43,12 @@ from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.describe import Description, describe
-from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
+from feedkv.sql.descriptor import (
+    DatabaseDescriptor,
+    SequenceDescriptor,
+    TableDescriptor,
+    ViewDescriptor,
+)
 from feedkv.sql.dml import duplicate_key
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.executor import run
@@ -222,6 +227,13 @@ class Session:
             self.database,
             param_types,
         )
+
+    def views_and_sequences(self) -> list[ViewDescriptor | SequenceDescriptor]:
+        """The views and sequences of the current database, as this session sees them
+        now (for the catalog views, as :meth:`schema`)."""
+        reader = self._reader()
+        database = self.resolve_database(reader, self.database)
+        return [*catalog.list_views(reader, database), *catalog.list_sequences(reader, database)]
 
     def schema(self) -> list[tuple[DatabaseDescriptor, list[TableDescriptor]]]:
         """Every database with its tables, as this session sees them now (in its open

@@ -445,6 +445,14 @@ class _Compiler:
     def comparison(self, node: exp.Binary) -> Compiled:
         if isinstance(node.expression, exp.Any | exp.All):
             return self._quantified(node, node.expression)
+        right = node.expression
+        if (
+            isinstance(right, exp.Anonymous)
+            and str(right.this).upper() == "ALL"
+            and len(right.expressions) == 1
+        ):
+            # NB: sqlglot reads ALL (ARRAY[...]) as a call of a function named ALL
+            return self._quantified(node, exp.All(this=right.expressions[0]))
         if isinstance(node.this, exp.Tuple) or isinstance(node.expression, exp.Tuple):
             return self._row_comparison(node)
         left, right = self._pair(node.this, node.expression)
@@ -492,10 +500,11 @@ class _Compiler:
         """``x op ANY (subquery)`` (SOME is ANY) and ``x op ALL (subquery)``: true if
         some (every) row compares true, false if every (some) row compares false, else
         NULL; over no rows ANY is false and ALL true, whatever ``x``."""
-        if not isinstance(quantifier.this, exp.Subquery | exp.Select):
-            raise SQLError("0A000", f"ANY and ALL take a subquery, not {_shown(quantifier.this)}")
         inner = self.compile(node.this)
-        rows = _subquery_rows(quantifier)
+        if isinstance(quantifier.this, exp.Subquery | exp.Select):
+            rows = _subquery_rows(quantifier)
+        else:
+            rows = self._array_rows(quantifier.this, inner)
         compare, symbol = _COMPARE[type(node)], _SYMBOLS[type(node)]
         every = isinstance(quantifier, exp.All)
 
@@ -518,6 +527,29 @@ class _Compiler:
             return None if unknown else every
 
         return quantified
+
+    def _array_rows(
+        self, node: exp.Expr, value: Compiled
+    ) -> Callable[[Env, Context], list[tuple[Any, ...]]]:
+        """``x op ANY (array)``: the array's elements as rows (a string is read as an
+        array of ``x``'s type, as a literal ``'{1,2}'`` is)."""
+        array = self.compile(node)
+
+        def rows(row: Env, ctx: Context) -> list[tuple[Any, ...]]:
+            found = array(row, ctx)
+            if found is None:
+                return [(None,)]  # NB: x = ANY (NULL) is NULL
+            if isinstance(found, str):
+                kind = kind_of_value(value(row, ctx)) or Kind.STRING
+                element = ColumnType(kind)
+                found = coerce(found, ColumnType(Kind.ARRAY, element=element), None)
+            if not isinstance(found, Array):
+                raise SQLError(
+                    "42809", f"op ANY/ALL (array) requires an array, not {type_of_value(found)}"
+                )
+            return [(v,) for v in found.values]
+
+        return rows
 
     def quantifier(self, node: exp.Any | exp.All) -> Compiled:
         raise SQLError("42601", f"ANY and ALL follow a comparison operator: {_shown(node)}")

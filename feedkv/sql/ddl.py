@@ -361,7 +361,7 @@ def _drop_relation(ex: Execution, desc: TableDescriptor | ViewDescriptor, *, cas
         catalog.remove_name(ex.write_txn, desc.database_id, desc.name)
         catalog.remove_descriptor(ex.write_txn, desc.id)
         return
-    _drop_table(ex, desc)
+    _drop_table(ex, desc, cascade=cascade)
 
 
 def _dependents(ex: Execution, descriptor_id: int) -> list[ViewDescriptor]:
@@ -383,8 +383,11 @@ def _refuse_if_read_by_views(
         raise SQLError("2BP01", f'cannot {what} because view "{dependents[0].name}" depends on it')
 
 
-def _drop_table(ex: Execution, desc: TableDescriptor) -> None:
-    ddl_constraints.refuse_if_referenced(ex, desc, "drop table")
+def _drop_table(ex: Execution, desc: TableDescriptor, *, cascade: bool = False) -> None:
+    if cascade:
+        ddl_constraints.drop_inbound(ex, desc)
+    else:
+        ddl_constraints.refuse_if_referenced(ex, desc, "drop table")
     ddl_constraints.forget_references(ex, desc)
     indexes = table_indexes_span(desc.id)
     ex.write_txn.delete_range(indexes.start, indexes.end)

@@ -31,6 +31,7 @@ from feedkv.sql.types import Kind
 
 __all__ = [
     "HANDLERS",
+    "drop_inbound",
     "forget_references",
     "refuse_column_use",
     "refuse_if_referenced",
@@ -198,6 +199,20 @@ def refuse_if_referenced(ex: Execution, desc: TableDescriptor, what: str) -> Non
                 f'cannot {what} "{desc.name}": foreign key "{name}" of table "{child.name}" '
                 "references it (drop that table or constraint first)",
             )
+
+
+def drop_inbound(ex: Execution, desc: TableDescriptor) -> None:
+    """DROP TABLE ... CASCADE: the other tables' foreign keys to ``desc`` go (their rows
+    stay, as CockroachDB's)."""
+    for child_id, name in desc.referenced_by:
+        child = catalog.table_by_id(ex.write_txn, child_id)
+        if child_id == desc.id or child is None or child.dropped:
+            continue
+        ex.changing(child)
+        ex.publish(
+            child.bumped(foreign_keys=tuple(f for f in child.foreign_keys if f.name != name))
+        )
+        ex.session.forget(table=child.id)
 
 
 def forget_references(ex: Execution, desc: TableDescriptor) -> None:

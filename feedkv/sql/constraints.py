@@ -22,14 +22,21 @@ from feedkv.sql import catalog
 from feedkv.sql.descriptor import Check, ForeignKey, Index, TableDescriptor
 from feedkv.sql.execution import Execution
 from feedkv.sql.expr import Compiled, compile_expr
-from feedkv.sql.indexes import entry, values_prefix
+from feedkv.sql.indexes import entry, primary_key_of, values_prefix
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.plan import holds, table_scope
 from feedkv.sql.row_codec import family_key, row_prefix, table_span
 from feedkv.sql.types import format_value
 from feedkv.util.keys import prefix_end
 
-__all__ = ["backfill_index", "check_failed", "row_written", "rows_written", "validate_rows"]
+__all__ = [
+    "backfill_index",
+    "check_failed",
+    "row_written",
+    "rows_written",
+    "unique_conflict",
+    "validate_rows",
+]
 
 Row = Mapping[int, Any]
 
@@ -72,6 +79,23 @@ def backfill_index(ex: Execution, desc: TableDescriptor, index: Index) -> None:
     unique index finds two rows with the same values."""
     for row, _pairs in ex.rows(desc, table_span(desc.id)):
         _write_entry(ex, desc, index, None, row)
+
+
+def unique_conflict(
+    ex: Execution, desc: TableDescriptor, row: Row, only: Index | None = None
+) -> list[Any] | None:
+    """The primary key of another row that holds ``row``'s values of a unique index
+    (``only``: of that one), if any: what ON CONFLICT meets besides the primary key."""
+    for index in desc.indexes:
+        if not index.unique or (only is not None and index.id != only.id):
+            continue
+        key, _value, unique = entry(desc, index, row)
+        if not unique:
+            continue  # a NULL among its values conflicts with nothing
+        found = ex.write_txn.get(key)
+        if found is not None:
+            return primary_key_of(desc, found)
+    return None
 
 
 def validate_rows(

@@ -23,7 +23,7 @@ from feedkv.errors import (
 )
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate import group_key
-from feedkv.sql.constraints import row_written, rows_written
+from feedkv.sql.constraints import row_written, rows_written, unique_conflict
 from feedkv.sql.descriptor import (
     Column,
     TableDescriptor,
@@ -61,7 +61,7 @@ def insert(ex: Execution, s: st.Insert) -> Result:
     desc = ex.table(s.table, "INSERT")
     txn = ex.write_txn
     plan = ex.plan(s, desc, InsertPlan.of)
-    targets, sets, returning, filled = plan.targets, plan.sets, plan.returning, plan.filled
+    targets, returning, filled = plan.targets, plan.returning, plan.filled
     assigned = plan.assigned
     proposed: Iterable[Sequence[Any]]
     if s.query is not None:
@@ -95,7 +95,19 @@ def insert(ex: Execution, s: st.Insert) -> Result:
                     "two proposed rows have the same primary key",
                 )
             touched.add(first_key)
-        if s.on_conflict is None and not s.upsert and _insert_blind(ex, desc, row, kvs):
+        elsewhere = None  # the key of a row holding this one's unique values
+        if s.on_conflict is not None and desc.indexes and not s.upsert:
+            elsewhere = unique_conflict(ex, desc, row, plan.conflict_index)
+            if elsewhere is not None and plan.conflict_index is None and s.conflict_target:
+                elsewhere = None  # ON CONFLICT (pk): another unique index's clash is 23505
+        if elsewhere is not None and s.on_conflict == "nothing":
+            continue
+        if elsewhere is not None:
+            old, pairs = _read_row(ex, desc, dict(zip(desc.primary_key, elsewhere, strict=True)))
+            final = _conflict_update(ex, desc, plan, old, pairs, row, assigned, touched)
+            if final is None:
+                continue
+        elif s.on_conflict is None and not s.upsert and _insert_blind(ex, desc, row, kvs):
             final = row
         elif txn.get(first_key) is None:
             for key, encoded in kvs.items():
@@ -103,29 +115,47 @@ def insert(ex: Execution, s: st.Insert) -> Result:
                     txn.put(key, encoded)
             row_written(ex, desc, None, row)
             final = row
-        elif s.on_conflict is None and not s.upsert:
-            raise duplicate_key(desc, row)
+        elif (s.on_conflict is None and not s.upsert) or plan.conflict_index is not None:
+            raise duplicate_key(desc, row)  # NB: ON CONFLICT (u) lets only u's clash pass
         elif s.on_conflict == "nothing":
             continue
         else:
             old, pairs = _read_row(ex, desc, row)
-            both = tuple(old[c.id] for c in desc.columns) + tuple(row[c.id] for c in desc.columns)
-            if plan.where is not None and not holds(plan.where(both, ex.context)):
+            final = _conflict_update(ex, desc, plan, old, pairs, row, assigned, touched)
+            if final is None:
                 continue  # the existing row stays as it is, and is not counted
-            final = dict(old)
-            for column, value in sets:
-                final[column.id] = coerce(value(both, ex.context), column.type, column.name)
-            _check_not_null(desc, final)
-            if any(final[i] != old[i] for i in desc.primary_key):
-                touched.add(_move_row(ex, desc, pairs, final))
-            else:
-                _write_changes(ex, desc, pairs, final, assigned)
-            row_written(ex, desc, old, final)
         count += 1
         if returning is not None:
             env = tuple(final[c.id] for c in desc.columns)
             out_rows.append(tuple(f(env, ex.context) for f in returning[1]))
     return _result(returning, out_rows, f"INSERT 0 {count}")
+
+
+def _conflict_update(
+    ex: Execution,
+    desc: TableDescriptor,
+    plan: InsertPlan,
+    old: dict[int, Any],
+    pairs: dict[bytes, bytes],
+    row: dict[int, Any],
+    assigned: frozenset[int],
+    touched: set[bytes],
+) -> dict[int, Any] | None:
+    """ON CONFLICT DO UPDATE (or UPSERT) of the existing row ``old`` with the proposed
+    ``row``: the row written, or ``None`` when DO UPDATE's WHERE keeps ``old``."""
+    both = tuple(old[c.id] for c in desc.columns) + tuple(row[c.id] for c in desc.columns)
+    if plan.where is not None and not holds(plan.where(both, ex.context)):
+        return None
+    final = dict(old)
+    for column, value in plan.sets:
+        final[column.id] = coerce(value(both, ex.context), column.type, column.name)
+    _check_not_null(desc, final)
+    if any(final[i] != old[i] for i in desc.primary_key):
+        touched.add(_move_row(ex, desc, pairs, final))
+    else:
+        _write_changes(ex, desc, pairs, final, assigned)
+    row_written(ex, desc, old, final)
+    return final
 
 
 def _insert_blind(

@@ -623,6 +623,8 @@ class InsertPlan:
     filled: list[tuple[Column, Compiled | None]]  # the other columns, with their DEFAULT
     where: Compiled | None  # DO UPDATE ... WHERE, over the same rows as ``sets``
     listed: bool  # the statement names its columns
+    # ON CONFLICT (cols) naming a unique secondary index's columns: that index
+    conflict_index: Index | None = None
 
     def targets_for(self, width: int) -> tuple[list[Column], list[tuple[Column, Compiled | None]]]:
         """The columns a SELECT's rows of ``width`` values fill, and the others with
@@ -673,7 +675,7 @@ class InsertPlan:
         where = None
         if s.conflict_where is not None:
             where = compile_expr(condition(s.conflict_where, conflict_scope), conflict_scope)
-        _check_conflict_target(desc, s.conflict_target)
+        conflict_index = _check_conflict_target(desc, s.conflict_target)
         if s.upsert:
             key_ids = set(desc.primary_key)
             sets = [
@@ -690,6 +692,7 @@ class InsertPlan:
             [(c, column_default(c)) for c in desc.columns if c not in targets],
             where,
             s.columns is not None,
+            conflict_index,
         )
 
 
@@ -777,19 +780,23 @@ def _proposed(index: int) -> Compiled:
     return lambda env, ctx: env[index]
 
 
-def _check_conflict_target(desc: TableDescriptor, target: Sequence[str]) -> None:
-    """ON CONFLICT (cols): the columns must exist and be the primary key, the only
-    unique constraint a feedkv table has."""
+def _check_conflict_target(desc: TableDescriptor, target: Sequence[str]) -> Index | None:
+    """ON CONFLICT (cols): the columns must exist and be the primary key's (``None``)
+    or a unique index's (that index)."""
     if not target:
-        return
-    ids = [desc.column(name).id for name in target]  # 42703 names an unknown one
-    if sorted(ids) != sorted(desc.primary_key):
-        raise SQLError(
-            "42P10",
-            "there is no unique or exclusion constraint matching the ON CONFLICT "
-            f"specification ({', '.join(target)}); the primary key is "
-            f"({', '.join(c.name for c in desc.key_columns)})",
-        )
+        return None
+    ids = sorted(desc.column(name).id for name in target)  # 42703 names an unknown one
+    if ids == sorted(desc.primary_key):
+        return None
+    for index in desc.indexes:
+        if index.unique and sorted(index.column_ids) == ids:
+            return index
+    raise SQLError(
+        "42P10",
+        "there is no unique or exclusion constraint matching the ON CONFLICT "
+        f"specification ({', '.join(target)}); the primary key is "
+        f"({', '.join(c.name for c in desc.key_columns)})",
+    )
 
 
 def holds(verdict: Any) -> bool:

@@ -104,6 +104,14 @@ def insert(ex: Execution, s: st.Insert) -> Result:
             continue
         if elsewhere is not None:
             old, pairs = _read_row(ex, desc, dict(zip(desc.primary_key, elsewhere, strict=True)))
+            existing = next(iter(pairs))
+            if existing in touched:
+                raise SQLError(
+                    "21000",
+                    "ON CONFLICT DO UPDATE command cannot affect row a second time: two "
+                    "proposed rows have the same unique values",
+                )
+            touched.add(existing)
             final = _conflict_update(ex, desc, plan, old, pairs, row, assigned, touched)
             if final is None:
                 continue

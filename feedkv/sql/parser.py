@@ -883,7 +883,7 @@ class _Statement:
         if words[1:] == ["DATABASES"]:
             return st.ShowDatabases(self.text)
         if words[1:3] == ["CREATE", "TABLE"] or (words[1] == "CREATE" and len(words) > 2):
-            start = 3 if words[2] in ("TABLE", "VIEW") else 2
+            start = 3 if words[2] in ("TABLE", "VIEW", "SEQUENCE") else 2
             return st.ShowCreateTable(self.text, self._table_name(start, len(words)))
         if words[1] in ("INDEXES", "INDEX", "KEYS") and words[2:3] == ["FROM"]:
             return st.ShowIndexes(self.text, self._table_name(3, len(words)))

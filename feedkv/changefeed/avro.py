@@ -52,7 +52,7 @@ from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.rows import RowEvent
 from feedkv.changefeed.sink import SinkError
 from feedkv.sql.descriptor import Column, Family, TableDescriptor
-from feedkv.sql.types import Kind
+from feedkv.sql.types import Kind, format_value
 from feedkv.util.hlc import Timestamp
 
 __all__ = [
@@ -179,6 +179,8 @@ def _avro_value(column: Column, value: Any) -> Any:
         return json.dumps(value, sort_keys=True)
     if kind is Kind.UUID or (kind is Kind.DECIMAL and not column.type.precision):
         return str(value)
+    if kind in (Kind.TIME, Kind.INTERVAL, Kind.INET, Kind.ENUM, Kind.ARRAY):
+        return format_value(value)
     if kind is Kind.DECIMAL and not value.is_finite():
         return str(value)  # "NaN", "Infinity", "-Infinity": the string branch
     if kind is Kind.TIMESTAMP and value.tzinfo is not None:

@@ -46,7 +46,7 @@ from feedkv.changefeed.enriched import connect_schema, op_of
 from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.rows import RowEvent
 from feedkv.sql.descriptor import TableDescriptor
-from feedkv.sql.types import Kind
+from feedkv.sql.types import Kind, format_value
 from feedkv.util.hlc import Timestamp
 
 __all__ = [
@@ -200,6 +200,12 @@ _BY_KIND: dict[Kind, Callable[[Any], str]] = {
     Kind.TIMESTAMPTZ: _json_timestamptz,
     Kind.UUID: lambda v: '"' + str(v) + '"',
     Kind.JSONB: _jsonb,
+    # As CockroachDB: strings in their SQL text form.
+    Kind.TIME: lambda v: json_string(format_value(v)),
+    Kind.INTERVAL: lambda v: json_string(str(v)),
+    Kind.INET: lambda v: json_string(str(v)),
+    Kind.ENUM: lambda v: json_string(str(v)),
+    Kind.ARRAY: lambda v: "[" + ",".join(json_value(v.element.kind, x) for x in v.values) + "]",
 }
 
 

@@ -66,6 +66,11 @@ _ARROW: dict[Kind, pa.DataType] = {
     Kind.TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
     Kind.UUID: pa.string(),
     Kind.JSONB: pa.string(),
+    Kind.TIME: pa.string(),
+    Kind.INTERVAL: pa.string(),
+    Kind.INET: pa.string(),
+    Kind.ENUM: pa.string(),
+    Kind.ARRAY: pa.string(),
 }
 
 
@@ -74,7 +79,8 @@ def arrow_type(kind: Kind) -> pa.DataType:
     return _ARROW[kind]
 
 
-_CONVERTED = frozenset({Kind.DECIMAL, Kind.UUID, Kind.JSONB})  # written as text
+_SQL_TEXT = frozenset({Kind.TIME, Kind.INTERVAL, Kind.INET, Kind.ENUM, Kind.ARRAY})
+_CONVERTED = frozenset({Kind.DECIMAL, Kind.UUID, Kind.JSONB, *_SQL_TEXT})  # written as text
 
 
 def arrow_value(kind: Kind, value: Any) -> Any:
@@ -83,6 +89,8 @@ def arrow_value(kind: Kind, value: Any) -> Any:
         return value
     if kind is Kind.JSONB:
         return json.dumps(value, sort_keys=True)
+    if kind in _SQL_TEXT:
+        return format_value(value)
     return str(value)
 
 

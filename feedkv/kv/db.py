@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Self, TypeVar
 
 from feedkv.errors import (
+    ConditionFailedError,
     InvalidArgumentError,
     InvariantViolation,
     RangeKeyMismatchError,
@@ -175,6 +176,30 @@ class KVClient:
             if written is not None:
                 written(i)
         return highest
+
+    def increment(self, key: bytes, delta: int, *, initial: int = 0) -> int:
+        """Add ``delta`` to the integer at ``key`` (``initial`` when the key is absent)
+        and return the sum, atomically and outside any transaction (never rolled back).
+        Each try is one conditional put on the value read: a concurrent increment makes
+        it fail, and the next try starts from the value that one found. The value is
+        the integer's decimal text."""
+        check_key(key)
+        current = self.get(key)
+        while True:
+            try:
+                old = int(current) if current is not None else initial
+            except ValueError:
+                raise InvalidArgumentError(
+                    f"cannot increment {key!r}: it holds {(current or b'')[:20]!r}, not an integer"
+                ) from None
+            new = old + delta
+            request = ConditionalPut(key, str(new).encode(), current)
+            try:
+                self._router.send_key(key, _NO_HEADER, (request,))
+            except ConditionFailedError as exc:
+                current = exc.actual
+                continue
+            return new
 
     def get(self, key: bytes, *, as_of: Timestamp | None = None) -> bytes | None:
         """The value at ``key`` now, or as of ``as_of``; ``None`` if absent."""

@@ -29,8 +29,13 @@ import sqlglot
 from sqlglot import exp
 
 from feedkv.errors import SQLError
-from feedkv.pgwire.types import OID, oid_of_kind
-from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
+from feedkv.pgwire.types import OID, oid_of_type
+from feedkv.sql.descriptor import (
+    DatabaseDescriptor,
+    SequenceDescriptor,
+    TableDescriptor,
+    ViewDescriptor,
+)
 from feedkv.sql.execution import Result
 from feedkv.sql.types import ColumnType, Kind
 
@@ -75,6 +80,9 @@ _TYPES: list[tuple[int, str, int, str, str]] = [
     (OID.NUMERIC, "numeric", -1, "N", "numeric"),
     (OID.UUID, "uuid", 16, "U", "uuid"),
     (OID.JSONB, "jsonb", -1, "U", "jsonb"),
+    (OID.TIME, "time", 8, "D", "time without time zone"),
+    (OID.INTERVAL, "interval", 16, "T", "interval"),
+    (OID.INET, "inet", -1, "I", "inet"),
 ]
 _FORMATTED = {oid: formatted for oid, _, _, _, formatted in _TYPES}
 _TYPE_NAMES = {oid: name for oid, name, _, _, _ in _TYPES}
@@ -90,7 +98,7 @@ def _pg_type(ctype: ColumnType) -> tuple[int, int]:
         return OID.VARCHAR, ctype.width + 4
     if ctype.kind is Kind.DECIMAL and ctype.precision is not None:
         return OID.NUMERIC, ((ctype.precision << 16) | (ctype.scale or 0)) + 4
-    return oid_of_kind(ctype.kind), -1
+    return oid_of_type(ctype), -1
 
 
 def _format_type(oid: int | None, typmod: int | None) -> str | None:
@@ -148,6 +156,7 @@ CREATE TABLE pg_constraint (oid INTEGER, conname TEXT, connamespace INTEGER,
   conkey TEXT, confkey TEXT, conislocal BOOLEAN, coninhcount INTEGER,
   connoinherit BOOLEAN, conparentid INTEGER);
 CREATE TABLE pg_am (oid INTEGER, amname TEXT, amtype TEXT);
+CREATE TABLE feedkv_constraint_defs (oid INTEGER, def TEXT);
 CREATE TABLE pg_roles (oid INTEGER, rolname TEXT, rolsuper BOOLEAN, rolinherit BOOLEAN,
   rolcreaterole BOOLEAN, rolcreatedb BOOLEAN, rolcanlogin BOOLEAN,
   rolreplication BOOLEAN, rolconnlimit INTEGER, rolvaliduntil TEXT,
@@ -245,6 +254,11 @@ def _build(
         _add_table(db, database, desc)
         names[desc.name] = names[f"public.{desc.name}"] = desc.id
         names[f"{desc.name}_pkey"] = _INDEX_OID_BASE + desc.id
+    by_id = {desc.id: desc for desc in tables}
+    for desc in tables:
+        for index in desc.indexes:
+            names[index.name] = _secondary_oid(desc, index.id)
+        _add_secondary(db, database, desc, by_id)
     db.commit()
     return db, names
 
@@ -340,6 +354,135 @@ def _add_table(db: sqlite3.Connection, database: str, desc: TableDescriptor) -> 
             (database, "public", desc.name, "NO", "public", constraint, n, name, "NO")
             for n, name in enumerate(key_names, start=1)
         ],
+    )
+
+
+def _add_other(
+    db: sqlite3.Connection, database: str, other: ViewDescriptor | SequenceDescriptor
+) -> None:
+    """A view (``relkind`` v, information_schema VIEW) or a sequence (``relkind`` S)."""
+    view = isinstance(other, ViewDescriptor)
+    width = len(other.columns) if isinstance(other, ViewDescriptor) else 3
+    _insert(
+        db,
+        "pg_class",
+        [(other.id, other.name, PUBLIC_OID, 0, 1, 0, 0, -1, False, False, "p",
+          "v" if view else "S", width, 0, False, False, False, False, False, True, "n",
+          False, 0, None, None, None, False, 0)],
+    )  # fmt: skip
+    if view:
+        _insert(db, "information_schema.tables", [(database, "public", other.name, "VIEW", "NO")])
+
+
+_SECONDARY_OID_BASE = 3_000_000  # + table id * 1000 + index id (a constraint's: + 500)
+
+
+def _secondary_oid(desc: TableDescriptor, number: int) -> int:
+    return _SECONDARY_OID_BASE + desc.id * 1000 + number
+
+
+def _add_secondary(
+    db: sqlite3.Connection,
+    database: str,
+    desc: TableDescriptor,
+    tables: dict[int, TableDescriptor],
+) -> None:
+    """``desc``'s secondary indexes (pg_class, pg_index, information_schema.statistics;
+    a unique one is also a UNIQUE constraint), its foreign keys and CHECKs
+    (pg_constraint, information_schema.table_constraints)."""
+    position = {c.id: n for n, c in enumerate(desc.columns, start=1)}
+    name_of = {c.id: c.name for c in desc.columns}
+    for index in desc.indexes:
+        oid = _secondary_oid(desc, index.id)
+        keys = [*index.column_ids, *index.storing]
+        indkey = " ".join(str(position[i]) for i in keys)
+        zeros = " ".join("0" for _ in keys)  # collations, operator classes, options
+        _insert(
+            db,
+            "pg_class",
+            [(oid, index.name, PUBLIC_OID, 0, 1, 403, 0, 0, False, False, "p", "i",
+              len(keys), 0, False, False, False, False, False, True, "n", False, 0, None,
+              None, None, False, 0)],
+        )  # fmt: skip
+        for n, column_id in enumerate(keys, start=1):
+            db.execute(
+                "INSERT INTO pg_attribute SELECT ?, attname, atttypid, attlen, ?, atttypmod, "
+                "0, attnotnull, 0, '', '', 0, attcollation, -1, 'p', 1, 0, NULL, NULL, NULL, "
+                "0, '' FROM pg_attribute WHERE attrelid = ? AND attnum = ?",
+                (oid, n, desc.id, position[column_id]),
+            )
+        _insert(
+            db,
+            "pg_index",
+            [(oid, desc.id, len(keys), len(index.column_ids), index.unique, False, False,
+              True, False, True, True, True, False, indkey, zeros, zeros, zeros, None, None,
+              False)],
+        )  # fmt: skip
+        _insert(
+            db,
+            "pg_index_keys",
+            [(oid, position[i], n) for n, i in enumerate(index.column_ids, start=1)],
+        )
+        _insert(
+            db,
+            "information_schema.statistics",
+            [
+                (database, "public", desc.name, "NO" if index.unique else "YES", "public",
+                 index.name, n, name_of[i], "NO")
+                for n, i in enumerate(index.column_ids, start=1)
+            ],
+        )  # fmt: skip
+        if index.unique:
+            columns = ", ".join(name_of[i] for i in index.column_ids)
+            keys_at = [position[i] for i in index.column_ids]
+            _constraint(
+                db, database, desc, oid, index.name, "u", oid, 0, keys_at, [],
+                f"UNIQUE ({columns})",
+            )  # fmt: skip
+    for n, fk in enumerate(desc.foreign_keys, start=1):
+        parent = tables.get(fk.table_id)
+        if parent is None:
+            continue
+        theirs = {c.id: i for i, c in enumerate(parent.columns, start=1)}
+        mine = ", ".join(name_of[i] for i in fk.column_ids)
+        referenced = ", ".join(c.name for i in fk.referenced if (c := parent.column_by_id(i)))
+        _constraint(db, database, desc, _secondary_oid(desc, 500 + n), fk.name, "f", 0,
+                    parent.id, [position[i] for i in fk.column_ids],
+                    [theirs[i] for i in fk.referenced],
+                    f"FOREIGN KEY ({mine}) REFERENCES {parent.name}({referenced})")  # fmt: skip
+    for n, check in enumerate(desc.checks, start=1):
+        _constraint(db, database, desc, _secondary_oid(desc, 800 + n), check.name, "c", 0, 0,
+                    [], [], f"CHECK ({check.expression})")  # fmt: skip
+
+
+def _constraint(
+    db: sqlite3.Connection,
+    database: str,
+    desc: TableDescriptor,
+    oid: int,
+    name: str,
+    kind: str,
+    index_oid: int,
+    referenced: int,
+    keys: list[int],
+    referenced_keys: list[int],
+    definition: str,
+) -> None:
+    def array(values: list[int]) -> str | None:
+        return "{" + ",".join(map(str, values)) + "}" if values else None
+
+    _insert(
+        db,
+        "pg_constraint",
+        [(oid, name, PUBLIC_OID, kind, False, False, True, desc.id, 0, index_oid, referenced,
+          array(keys), array(referenced_keys), True, 0, True, 0)],
+    )  # fmt: skip
+    _insert(db, "feedkv_constraint_defs", [(oid, definition)])
+    kinds = {"u": "UNIQUE", "f": "FOREIGN KEY", "c": "CHECK"}
+    _insert(
+        db,
+        "information_schema.table_constraints",
+        [(database, "public", name, database, "public", desc.name, kinds[kind])],
     )
 
 
@@ -622,16 +765,24 @@ def _bool(value: Any) -> bool | None:
 
 def _indexdef(db: sqlite3.Connection, oid: int) -> str | None:
     row = db.execute(
-        "SELECT i.relname, t.relname, x.indkey FROM pg_index x JOIN pg_class i ON "
-        "i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid WHERE x.indexrelid = ?",
+        "SELECT i.relname, t.relname, x.indisunique, x.indnkeyatts, x.indnatts FROM pg_index x "
+        "JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid "
+        "WHERE x.indexrelid = ?",
         (oid,),
     ).fetchone()
     if row is None:
         return None
-    return f"CREATE UNIQUE INDEX {row[0]} ON public.{row[1]} USING btree ({_key_names(db, oid)})"
+    names = _key_names(db, oid).split(", ")
+    keys, included = names[: row[3]], names[row[3] :]
+    unique = "UNIQUE " if _bool(row[2]) else ""
+    text = f"CREATE {unique}INDEX {row[0]} ON public.{row[1]} USING btree ({', '.join(keys)})"
+    return text + (f" INCLUDE ({', '.join(included)})" if included else "")
 
 
 def _constraintdef(db: sqlite3.Connection, oid: int) -> str | None:
+    found = db.execute("SELECT def FROM feedkv_constraint_defs WHERE oid = ?", (oid,)).fetchone()
+    if found is not None:
+        return str(found[0])
     return f"PRIMARY KEY ({_key_names(db, oid)})"
 
 
@@ -653,13 +804,18 @@ def run_catalog_query(
     database: str,
     user: str,
     version: str,
+    others: Sequence[ViewDescriptor | SequenceDescriptor] = (),
 ) -> Result:
     """Run ``text`` (a query that :func:`reads_catalog`) over the catalog of
-    ``database`` built from ``schema``."""
+    ``database`` built from ``schema`` (and ``others``, its views and sequences)."""
     empty = _empty_answer(_parse(text))
     if empty is not None:
         return Result(tuple(empty), [], "SELECT 0")
     db, names = _build(schema, database, user)
+    for other in others:
+        _add_other(db, database, other)
+        names[other.name] = names[f"public.{other.name}"] = other.id
+    db.commit()
     values = {"database": database, "user": user, "version": version}
     try:
         _functions(db, names, values)

@@ -74,12 +74,17 @@ from feedkv.pgwire.types import (
     encode_binary,
     encode_text,
     kind_of_oid,
-    oid_of_kind,
+    oid_of_type,
     type_size,
 )
 from feedkv.sql import statements as st
 from feedkv.sql.describe import Description
-from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
+from feedkv.sql.descriptor import (
+    DatabaseDescriptor,
+    SequenceDescriptor,
+    TableDescriptor,
+    ViewDescriptor,
+)
 from feedkv.sql.execution import Result
 from feedkv.sql.expr import VERSION_STRING
 from feedkv.sql.session import prepare
@@ -122,6 +127,8 @@ class SQLSession(Protocol):
     def database(self) -> str: ...
 
     def schema(self) -> list[tuple[DatabaseDescriptor, list[TableDescriptor]]]: ...
+
+    def views_and_sequences(self) -> list[ViewDescriptor | SequenceDescriptor]: ...
 
     def check_login(self) -> None: ...
 
@@ -584,6 +591,7 @@ class Connection:
             database=session.database,
             user=self.user,
             version=VERSION_STRING,
+            others=session.views_and_sequences(),
         )
 
     def _check_cancelled(self) -> None:
@@ -607,7 +615,7 @@ class Connection:
         declared = description.columns if description is not None else None
         if declared is not None and len(declared) == len(oids):
             oids = [
-                oid if ctype is None else oid_of_kind(ctype.kind)
+                oid if ctype is None else oid_of_type(ctype)
                 for oid, (_name, ctype) in zip(oids, declared, strict=True)
             ]
         return oids
@@ -865,7 +873,7 @@ def _as_sql_error(exc: BaseException) -> SQLError:
 def _typed(oids: tuple[int, ...], types: Sequence[ColumnType | None]) -> tuple[int, ...]:
     """Placeholder types: the client's where it gave one, else the SQL layer's."""
     return tuple(
-        oid_of_kind(ctype.kind) if oid == OID.UNSPECIFIED and ctype is not None else oid
+        oid_of_type(ctype) if oid == OID.UNSPECIFIED and ctype is not None else oid
         for oid, ctype in zip(oids, types, strict=True)
     )
 
@@ -876,7 +884,7 @@ def _param_types(oids: Sequence[int]) -> list[ColumnType | None]:
 
 
 def _declared_oid(ctype: ColumnType | None) -> int:
-    return OID.TEXT if ctype is None else oid_of_kind(ctype.kind)
+    return OID.TEXT if ctype is None else oid_of_type(ctype)
 
 
 def _column_oids(result: Result) -> list[int]:

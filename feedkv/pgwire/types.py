@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import ipaddress
 import json
 import math
 import struct
@@ -30,7 +31,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from feedkv.errors import SQLError
-from feedkv.sql.types import Kind, format_value, kind_of_value
+from feedkv.sql.arrays import Array, parse_array_text
+from feedkv.sql.inet import Inet
+from feedkv.sql.interval import Interval
+from feedkv.sql.types import ColumnType, Kind, format_value, kind_of_value
 
 __all__ = [
     "OID",
@@ -40,6 +44,7 @@ __all__ = [
     "encode_text",
     "kind_of_oid",
     "oid_of_kind",
+    "oid_of_type",
     "type_size",
 ]
 
@@ -69,6 +74,9 @@ class OID:
     NUMERIC: Final = 1700
     UUID: Final = 2950
     JSONB: Final = 3802
+    TIME: Final = 1083
+    INTERVAL: Final = 1186
+    INET: Final = 869
 
 
 _OID_OF_KIND: dict[Kind, int] = {
@@ -83,6 +91,9 @@ _OID_OF_KIND: dict[Kind, int] = {
     Kind.TIMESTAMPTZ: OID.TIMESTAMPTZ,
     Kind.UUID: OID.UUID,
     Kind.JSONB: OID.JSONB,
+    Kind.TIME: OID.TIME,
+    Kind.INTERVAL: OID.INTERVAL,
+    Kind.INET: OID.INET,
 }
 
 _SIZES = {
@@ -96,6 +107,8 @@ _SIZES = {
     OID.TIMESTAMP: 8,
     OID.TIMESTAMPTZ: 8,
     OID.UUID: 16,
+    OID.TIME: 8,
+    OID.INTERVAL: 16,
 }
 
 _STRINGS = frozenset({OID.UNSPECIFIED, OID.TEXT, OID.VARCHAR, OID.BPCHAR, OID.NAME, OID.CHAR})
@@ -106,8 +119,38 @@ _PG_EPOCH = datetime.datetime(2000, 1, 1)
 _PG_EPOCH_TZ = datetime.datetime(2000, 1, 1, tzinfo=datetime.UTC)
 
 
+# The OIDs of one-dimensional arrays by element kind (``pg_type.typarray``).
+_ARRAY_OIDS: dict[Kind, int] = {
+    Kind.BOOL: 1000,
+    Kind.BYTES: 1001,
+    Kind.STRING: 1009,
+    Kind.INT: 1016,
+    Kind.FLOAT: 1022,
+    Kind.INET: 1041,
+    Kind.TIMESTAMP: 1115,
+    Kind.DATE: 1182,
+    Kind.TIME: 1183,
+    Kind.TIMESTAMPTZ: 1185,
+    Kind.INTERVAL: 1187,
+    Kind.DECIMAL: 1231,
+    Kind.UUID: 2951,
+    Kind.ENUM: 1009,  # text[], as an enum goes out as text
+}
+_ELEMENT_OF_ARRAY = {oid: kind for kind, oid in _ARRAY_OIDS.items() if kind is not Kind.ENUM}
+
+
+def oid_of_type(ctype: ColumnType) -> int:
+    """The OID of a column of ``ctype`` (an array's depends on its elements')."""
+    if ctype.kind is Kind.ARRAY:
+        element = ctype.element.kind if ctype.element is not None else Kind.STRING
+        return _ARRAY_OIDS.get(element, 1009)
+    return oid_of_kind(ctype.kind)
+
+
 def oid_of_kind(kind: Kind) -> int:
-    return _OID_OF_KIND[kind]
+    # NB: an enum's values go out as text (PostgreSQL gives each enum type an OID of
+    # its own, which clients look up in pg_type; as text, every client reads the label)
+    return _OID_OF_KIND.get(kind, OID.TEXT)
 
 
 # What a parameter of each type decodes to (see decode_param): the SQL layer's kind.
@@ -122,6 +165,9 @@ _KIND_OF_OID: dict[int, Kind] = {
     OID.NAME: Kind.STRING,
     OID.CHAR: Kind.STRING,
 }
+
+
+_OID_OF_KIND_INVERSE = {oid: kind for kind, oid in _OID_OF_KIND.items()}
 
 
 def kind_of_oid(oid: int) -> Kind | None:
@@ -142,9 +188,14 @@ def column_oid(values: Sequence[Any]) -> int:
     kinds = {kind_of_value(v) for v in values if v is not None}
     if not kinds:
         return OID.TEXT
+    if kinds == {Kind.ARRAY}:
+        elements = {v.element for v in values if v is not None}
+        if len(elements) == 1:
+            return oid_of_type(ColumnType(Kind.ARRAY, element=elements.pop()))
+        return OID.TEXT
     if len(kinds) == 1:
         (kind,) = kinds
-        return OID.JSONB if kind is None else _OID_OF_KIND[kind]
+        return OID.JSONB if kind is None else oid_of_kind(kind)
     if kinds == {Kind.INT, Kind.DECIMAL}:
         return OID.NUMERIC
     if kinds == {Kind.INT, Kind.FLOAT}:
@@ -157,6 +208,9 @@ def column_oid(values: Sequence[Any]) -> int:
 
 def encode_text(value: Any, oid: int) -> bytes:
     """A non-NULL ``value`` in the text format of type ``oid``."""
+    if isinstance(value, Array):
+        element = oid_of_type(value.element)
+        return value.text(lambda v: encode_text(v, element).decode()).encode()
     if oid == OID.JSONB or oid == OID.JSON:
         return json.dumps(value, sort_keys=True).encode()
     if isinstance(value, bool):
@@ -176,10 +230,29 @@ def _timestamp_text(value: datetime.datetime) -> str:
 def encode_binary(value: Any, oid: int) -> bytes:
     """A non-NULL ``value`` in the binary format of type ``oid`` (a column of text type
     holding values of several kinds sends their text)."""
+    if isinstance(value, Array) and oid in _ELEMENT_OF_ARRAY:
+        return _array_binary(value)
     encoder = _BINARY_OUT.get(oid)
     if encoder is None:
         return encode_text(value, oid)
     return encoder(value)
+
+
+def _array_binary(value: Array) -> bytes:
+    """PostgreSQL's array_send: dimensions, flags, element type, then each element as
+    its length and binary value (-1 for NULL)."""
+    element = oid_of_type(value.element)
+    has_null = any(v is None for v in value.values)
+    if not value.values:
+        return struct.pack("!iii", 0, 0, element)
+    out = [struct.pack("!iiiii", 1, int(has_null), element, len(value.values), 1)]
+    for item in value.values:
+        if item is None:
+            out.append(struct.pack("!i", -1))
+            continue
+        data = encode_binary(item, element)
+        out.append(struct.pack("!i", len(data)) + data)
+    return b"".join(out)
 
 
 def _numeric_binary(value: Any) -> bytes:
@@ -232,7 +305,45 @@ _BINARY_OUT: dict[int, Callable[[Any], bytes]] = {
     OID.TIMESTAMPTZ: lambda v: struct.pack("!q", _micros_since(v)),
     OID.UUID: lambda v: v.bytes,
     OID.JSONB: lambda v: b"\x01" + json.dumps(v, sort_keys=True).encode(),
+    OID.TIME: lambda v: struct.pack("!q", _time_micros(v)),
+    OID.INTERVAL: lambda v: struct.pack("!qii", v.micros, v.days, v.months),
+    OID.INET: lambda v: _inet_binary(v),
 }
+
+
+def _time_micros(value: datetime.time) -> int:
+    return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
+
+
+# PostgreSQL's address families in inet's binary format (PGSQL_AF_INET, PGSQL_AF_INET6).
+_AF = {4: 2, 6: 3}
+
+
+def _inet_binary(value: Inet) -> bytes:
+    version, _network, prefix, packed = value.key()
+    return bytes([_AF[version], prefix, 0, len(packed)]) + packed
+
+
+def _inet_from_binary(raw: bytes) -> Inet:
+    family, prefix, _cidr, size = raw[:4]
+    if {v: k for k, v in _AF.items()}.get(family) is None or len(raw) != 4 + size:
+        raise ValueError("malformed inet")
+    return Inet(ipaddress.ip_interface((raw[4:], prefix)))
+
+
+def _time_binary(raw: bytes) -> datetime.time:
+    micros = _exact(8, "!q")(raw)
+    seconds, micro = divmod(micros, 1_000_000)
+    minutes, second = divmod(seconds, 60)
+    hour, minute = divmod(minutes, 60)
+    return datetime.time(hour, minute, second, micro)
+
+
+def _interval_binary(raw: bytes) -> Interval:
+    if len(raw) != 16:
+        raise ValueError(f"{len(raw)} bytes, expected 16")
+    micros, days, months = struct.unpack("!qii", raw)
+    return Interval(months, days, micros)
 
 
 # Parameters.
@@ -254,6 +365,8 @@ def decode_param(raw: bytes, oid: int, binary: bool, index: int) -> Any:
         text = raw.decode()
         if oid in _STRINGS_TOO:
             return text
+        if oid in _ELEMENT_OF_ARRAY:
+            return _array_text(text, _ELEMENT_OF_ARRAY[oid])
         parse = _TEXT_IN.get(oid)
         return text if parse is None else parse(text)
     except SQLError:
@@ -274,6 +387,16 @@ _TYPE_NAMES = {
 }
 _TRUE = {"t", "true", "yes", "y", "on", "1"}
 _FALSE = {"f", "false", "no", "n", "off", "0"}
+
+
+def _array_text(text: str, kind: Kind) -> Array:
+    element_oid = _ARRAY_OIDS_INVERSE[kind]
+    parse = _TEXT_IN.get(element_oid)
+    items = [
+        None if item is None else (item if parse is None else parse(item))
+        for item in parse_array_text(text)
+    ]
+    return Array(tuple(items), ColumnType(kind))
 
 
 def _bool_text(text: str) -> bool:
@@ -386,7 +509,12 @@ _TEXT_IN: dict[int, Callable[[str], Any]] = {
     OID.UUID: uuid.UUID,
     OID.JSON: json.loads,
     OID.JSONB: json.loads,
+    OID.TIME: datetime.time.fromisoformat,
+    OID.INTERVAL: Interval.parse,
+    OID.INET: Inet.parse,
 }
+
+_ARRAY_OIDS_INVERSE = {kind: oid for oid, kind in _OID_OF_KIND_INVERSE.items()}
 
 _BINARY_IN: dict[int, Callable[[bytes], Any]] = {
     **{oid: lambda raw: raw.decode() for oid in _STRINGS_TOO},
@@ -405,4 +533,7 @@ _BINARY_IN: dict[int, Callable[[bytes], Any]] = {
     OID.UUID: lambda raw: uuid.UUID(bytes=raw),
     OID.JSON: lambda raw: json.loads(raw.decode()),
     OID.JSONB: _jsonb_binary,
+    OID.TIME: _time_binary,
+    OID.INTERVAL: _interval_binary,
+    OID.INET: _inet_from_binary,
 }

@@ -62,6 +62,11 @@ _SPARK_TYPES = {
     Kind.TIMESTAMPTZ: "TIMESTAMP",
     Kind.UUID: "STRING",
     Kind.JSONB: "STRING",
+    Kind.TIME: "STRING",
+    Kind.INTERVAL: "STRING",
+    Kind.INET: "STRING",
+    Kind.ENUM: "STRING",
+    Kind.ARRAY: "STRING",
 }
 
 _connections: dict[str, FeedClient] = {}

@@ -17,12 +17,21 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from feedkv.errors import SQLError
 from feedkv.kv.txn import Txn
 from feedkv.rangefeed.feed_client import KV
-from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor, decode_descriptor
+from feedkv.sql.descriptor import (
+    DatabaseDescriptor,
+    Descriptor,
+    NamedRelation,
+    SequenceDescriptor,
+    TableDescriptor,
+    TypeDescriptor,
+    ViewDescriptor,
+    decode_descriptor,
+)
 from feedkv.sql.row_codec import CATALOG_PREFIX
 from feedkv.storage.mvcc import KeyValue
 from feedkv.util.encoding import decode_value, encode_value, encode_values
@@ -47,13 +56,24 @@ __all__ = [
     "job_span",
     "list_databases",
     "list_tables",
+    "list_sequences",
+    "list_views",
+    "relation_by_name",
+    "sequence_by_name",
+    "sequence_value_key",
+    "name_taken",
     "put_database",
     "put_table",
+    "put_name",
+    "put_type",
     "put_user",
+    "put_view",
     "set_changefeed_watch",
     "remove_name",
     "table_by_id",
     "table_by_name",
+    "type_by_name",
+    "view_by_name",
 ]
 
 DEFAULT_DATABASE = "defaultdb"
@@ -69,6 +89,7 @@ _JOB = CATALOG_PREFIX + encode_value("job")
 _HOLD = CATALOG_PREFIX + encode_value("hold")
 _SETTING = CATALOG_PREFIX + encode_value("setting")
 _GRANT = CATALOG_PREFIX + encode_value("grant")
+_SEQVAL = CATALOG_PREFIX + encode_value("seqval")
 # the cluster's key that seals secrets in job records (feedkv.security.secrets)
 SEALING_KEY = CATALOG_PREFIX + encode_value("sealkey")
 
@@ -172,9 +193,7 @@ def _user_key(name: str) -> bytes:
 # Reads.
 
 
-def get_descriptor(
-    reader: Reader, descriptor_id: int
-) -> TableDescriptor | DatabaseDescriptor | None:
+def get_descriptor(reader: Reader, descriptor_id: int) -> Descriptor | None:
     raw = reader.get(descriptor_key(descriptor_id))
     return decode_descriptor(raw) if raw is not None else None
 
@@ -190,13 +209,73 @@ def database_by_name(reader: Reader, name: str) -> DatabaseDescriptor:
 
 
 def table_by_name(reader: Reader, database: DatabaseDescriptor, name: str) -> TableDescriptor:
-    """The live table ``name`` in ``database``; SQLSTATE 42P01 if there is none."""
+    """The live table ``name`` in ``database``; SQLSTATE 42P01 if there is none, 42809
+    if ``name`` is a view or a sequence."""
+    return _of_kind(reader, database, name, TableDescriptor)
+
+
+def view_by_name(reader: Reader, database: DatabaseDescriptor, name: str) -> ViewDescriptor:
+    """The view ``name`` in ``database``; SQLSTATE 42P01 if there is none, 42809 if
+    ``name`` is something else."""
+    return _of_kind(reader, database, name, ViewDescriptor)
+
+
+def sequence_by_name(reader: Reader, database: DatabaseDescriptor, name: str) -> SequenceDescriptor:
+    """The sequence ``name`` in ``database``; SQLSTATE 42P01 if there is none, 42809 if
+    ``name`` is something else."""
+    return _of_kind(reader, database, name, SequenceDescriptor)
+
+
+_KIND_NAMES = {TableDescriptor: "table", ViewDescriptor: "view", SequenceDescriptor: "sequence"}
+_R = TypeVar("_R", TableDescriptor, ViewDescriptor, SequenceDescriptor)
+
+
+def _of_kind(reader: Reader, database: DatabaseDescriptor, name: str, kind: type[_R]) -> _R:
+    found = relation_by_name(reader, database, name)
+    if found is None:
+        raise SQLError("42P01", f'relation "{name}" does not exist')
+    if not isinstance(found, kind):
+        raise SQLError(
+            "42809", f'"{name}" is not a {_KIND_NAMES[kind]} (it is a {_KIND_NAMES[type(found)]})'
+        )
+    return found
+
+
+def name_taken(reader: Reader, database: DatabaseDescriptor, name: str) -> bool:
+    """Whether a live table, a view, a sequence or a type is called ``name`` in
+    ``database``."""
+    return (
+        relation_by_name(reader, database, name) is not None
+        or type_by_name(reader, database, name) is not None
+    )
+
+
+def type_by_name(reader: Reader, database: DatabaseDescriptor, name: str) -> TypeDescriptor | None:
+    """The user-defined type called ``name`` in ``database``, if any."""
     raw = reader.get(_name_key(database.id, name)) if _named(name) else None
-    if raw is not None:
-        found = table_by_id(reader, int(decode_value(raw)[0]))  # type: ignore[arg-type]
-        if found is not None and not found.dropped:
-            return found
-    raise SQLError("42P01", f'relation "{name}" does not exist')
+    if raw is None:
+        return None
+    found = get_descriptor(reader, int(decode_value(raw)[0]))  # type: ignore[arg-type]
+    return found if isinstance(found, TypeDescriptor) else None
+
+
+def put_type(txn: Txn, found: TypeDescriptor) -> None:
+    _check_new_name(found.name)
+    txn.put(descriptor_key(found.id), found.to_json())
+    txn.put(_name_key(found.database_id, found.name), encode_value(found.id))
+
+
+def relation_by_name(
+    reader: Reader, database: DatabaseDescriptor, name: str
+) -> NamedRelation | None:
+    """The table, view or sequence called ``name`` in ``database``, if any."""
+    raw = reader.get(_name_key(database.id, name)) if _named(name) else None
+    if raw is None:
+        return None
+    found = get_descriptor(reader, int(decode_value(raw)[0]))  # type: ignore[arg-type]
+    if isinstance(found, TableDescriptor):
+        return None if found.dropped else found
+    return found if isinstance(found, ViewDescriptor | SequenceDescriptor) else None
 
 
 def table_by_id(reader: Reader, table_id: int) -> TableDescriptor | None:
@@ -226,6 +305,24 @@ def list_tables(reader: Reader, database: DatabaseDescriptor) -> list[TableDescr
     for _name, descriptor_id in _names(reader, database.id):
         found = table_by_id(reader, descriptor_id)
         if found is not None and not found.dropped:
+            out.append(found)
+    return out
+
+
+def list_views(reader: Reader, database: DatabaseDescriptor) -> list[ViewDescriptor]:
+    out = []
+    for _name, descriptor_id in _names(reader, database.id):
+        found = get_descriptor(reader, descriptor_id)
+        if isinstance(found, ViewDescriptor):
+            out.append(found)
+    return out
+
+
+def list_sequences(reader: Reader, database: DatabaseDescriptor) -> list[SequenceDescriptor]:
+    out = []
+    for _name, descriptor_id in _names(reader, database.id):
+        found = get_descriptor(reader, descriptor_id)
+        if isinstance(found, SequenceDescriptor):
             out.append(found)
     return out
 
@@ -267,6 +364,28 @@ def put_table(
         txn.put_now(descriptor_key(table.id), table.to_json(), anchor=anchor)
     if name_entry:
         txn.put(_name_key(table.database_id, table.name), encode_value(table.id))
+
+
+def put_view(
+    txn: Txn, view: ViewDescriptor | SequenceDescriptor, *, name_entry: bool = True
+) -> None:
+    """Write ``view`` (or a sequence); with ``name_entry`` also its name."""
+    _check_new_name(view.name)
+    txn.put(descriptor_key(view.id), view.to_json())
+    if name_entry:
+        txn.put(_name_key(view.database_id, view.name), encode_value(view.id))
+
+
+def sequence_value_key(sequence: SequenceDescriptor) -> bytes:
+    """Where a sequence's last value is kept (absent: none handed out yet): under its
+    id and its instance, which no other sequence of that id (one whose creation rolled
+    back, say) shares."""
+    return _SEQVAL + encode_values([sequence.id, sequence.instance])
+
+
+def put_name(txn: Txn, parent_id: int, name: str, descriptor_id: int) -> None:
+    _check_new_name(name)
+    txn.put(_name_key(parent_id, name), encode_value(descriptor_id))
 
 
 def remove_name(txn: Txn, parent_id: int, name: str) -> None:

@@ -20,7 +20,7 @@ from feedkv.errors import (
     SQLError,
 )
 from feedkv.security.scram import make_verifier
-from feedkv.sql import catalog
+from feedkv.sql import catalog, ddl_constraints, sequences, views
 from feedkv.sql import statements as st
 from feedkv.sql.descriptor import (
     PRIMARY_FAMILY,
@@ -28,23 +28,33 @@ from feedkv.sql.descriptor import (
     Column,
     DatabaseDescriptor,
     Family,
+    NamedRelation,
+    SequenceDescriptor,
     TableDescriptor,
+    TypeDescriptor,
+    ViewDescriptor,
 )
-from feedkv.sql.execution import Execution, Result
+from feedkv.sql.execution import ROW_IDS, Execution, Result
+from feedkv.sql.indexes import table_indexes_span
+from feedkv.sql.parser import parse_expression
 from feedkv.sql.plan import column_default
+from feedkv.sql.query import query
+from feedkv.sql.relation import column_types
 from feedkv.sql.row_codec import (
     encode_family_value,
     family_key,
     index_prefix,
+    row_kvs,
     row_prefix,
     table_prefix,
     table_span,
 )
 from feedkv.sql.types import (
+    TYPE_NAMES,
     ColumnType,
     Kind,
     coerce,
-    from_key_primitive,
+    from_key,
 )
 from feedkv.util.encoding import decode_value
 from feedkv.util.keys import check_key
@@ -81,8 +91,12 @@ def drop_database(ex: Execution, s: st.DropDatabase) -> Result:
             f"database {s.name!r} is not empty and CASCADE was not specified "
             f"({len(tables)} tables)",
         )
+    for view in catalog.list_views(txn, database):
+        _drop_relation(ex, view, cascade=True)
+    for sequence in catalog.list_sequences(txn, database):
+        _drop_sequence(ex, sequence)
     for table in tables:
-        _drop_table(ex, table)
+        _drop_relation(ex, table, cascade=True)
     catalog.remove_name(txn, 0, database.name)
     catalog.remove_descriptor(txn, database.id)
     ex.session.forget(database=database.name)
@@ -99,15 +113,12 @@ def create_table(ex: Execution, s: st.CreateTable) -> Result:
     database = ex.database(s.table.database)
     ex.require_privilege(database, "CREATE")
     txn = ex.write_txn
-    try:
-        catalog.table_by_name(txn, database, s.table.name)
-    except SQLError:
-        pass
-    else:
+    if catalog.name_taken(txn, database, s.table.name):
         if s.if_not_exists:
             return Result(tag="CREATE TABLE")
         raise SQLError("42P07", f'relation "{s.table.name}" already exists')
     desc = _table_descriptor(ex, s, catalog.allocate_id(txn), database)
+    desc = ddl_constraints.with_constraints(ex, desc, s.indexes, s.checks, s.foreign_keys)
     catalog.put_table(txn, desc)
     ex.after_commit.append(lambda: ex.session.db.split(table_prefix(desc.id)))
     return Result(tag="CREATE TABLE")
@@ -146,8 +157,12 @@ def _table_descriptor(
         column = by_name.get(name)
         if column is None:
             raise SQLError("42703", f'column "{name}" named in the primary key does not exist')
-        if column.type.kind is Kind.JSONB:
-            raise SQLError("0A000", f'column "{name}" of type JSONB cannot be in a primary key')
+        if column.type.kind in (Kind.JSONB, Kind.INTERVAL, Kind.ARRAY):
+            raise SQLError(
+                "0A000",
+                f'column "{name}" of type {column.type.kind.value} cannot be in a primary key '
+                "(JSONB, INTERVAL and ARRAY values cannot be part of a key)",
+            )
     if len(set(key_names)) != len(key_names):
         raise SQLError("42701", "a column appears twice in the primary key")
     families = _families(ex, s, columns, by_name)
@@ -164,14 +179,114 @@ def _table_descriptor(
 
 
 def _column(ex: Execution, spec: st.ColumnSpec, column_id: int, *, key: bool) -> Column:
+    if spec.type.kind is Kind.ENUM:
+        spec = replace(spec, type=_enum_type(ex, spec.type))
+    element = spec.type.element
+    if spec.type.kind is Kind.ARRAY and element is not None and element.kind is Kind.ENUM:
+        spec = replace(spec, type=replace(spec.type, element=_enum_type(ex, element)))
     default = None
     if spec.default is not None:
         if any(True for _ in spec.default.find_all(exp.Column)):
             raise SQLError("0A000", f'default of column "{spec.name}" cannot refer to columns')
-        value = ex.constant(spec.default)
-        coerce(value, spec.type, spec.name)  # a default of the wrong type fails now
+        calls = _sequence_calls(spec.default)
+        for call in calls:
+            _check_sequence_default(ex, call, spec)
+        if not calls:  # NB: evaluating nextval() would hand out a value
+            value = ex.constant(spec.default)
+            coerce(value, spec.type, spec.name)  # a default of the wrong type fails now
         default = spec.default.sql(dialect="postgres")
     return Column(column_id, spec.name, spec.type, spec.nullable and not key, default)
+
+
+def _enum_type(ex: Execution, ctype: ColumnType) -> ColumnType:
+    """A column type naming a user-defined type, with that enum's labels (a column
+    keeps them: the type cannot change while a column uses it)."""
+    name = ctype.type_name or ""
+    found = catalog.type_by_name(ex.read_source, ex.database(None), name)
+    if found is None:
+        raise SQLError("42704", f"type {name!r} does not exist")
+    return ColumnType(Kind.ENUM, type_name=found.name, labels=found.labels)
+
+
+def create_enum(ex: Execution, s: st.CreateEnum) -> Result:
+    database = ex.database(s.name.database)
+    ex.require_privilege(database, "CREATE")
+    txn = ex.write_txn
+    if catalog.name_taken(txn, database, s.name.name):
+        if s.if_not_exists:
+            return Result(tag="CREATE TYPE")
+        raise SQLError("42710", f'type "{s.name.name}" already exists')
+    if s.name.name.upper() in TYPE_NAMES:
+        raise SQLError("42710", f'type "{s.name.name}" already exists (a built-in type)')
+    catalog.put_type(
+        txn, TypeDescriptor(catalog.allocate_id(txn), s.name.name, database.id, s.labels)
+    )
+    return Result(tag="CREATE TYPE")
+
+
+def drop_type(ex: Execution, s: st.DropType) -> Result:
+    txn = ex.write_txn
+    for name in s.names:
+        database = ex.database(name.database)
+        found = catalog.type_by_name(txn, database, name.name)
+        if found is None:
+            if s.if_exists:
+                continue
+            raise SQLError("42704", f'type "{name.name}" does not exist')
+        ex.require_privilege(database, "CREATE")
+        for table in catalog.list_tables(txn, database):
+            for column in table.columns:
+                if column.type.kind is Kind.ENUM and column.type.type_name == found.name:
+                    raise SQLError(
+                        "2BP01",
+                        f'cannot drop type "{found.name}": column "{column.name}" of table '
+                        f'"{table.name}" uses it',
+                    )
+        catalog.remove_name(txn, database.id, found.name)
+        catalog.remove_descriptor(txn, found.id)
+    return Result(tag="DROP TYPE")
+
+
+def _sequence_calls(node: exp.Expr) -> list[exp.Anonymous]:
+    return [
+        call
+        for call in node.find_all(exp.Anonymous)
+        if str(call.this).lower() in sequences.FUNCTIONS
+    ]
+
+
+def _check_sequence_default(ex: Execution, call: exp.Anonymous, spec: st.ColumnSpec) -> None:
+    """A DEFAULT nextval('s') names a sequence that exists (with a string constant)."""
+    args = call.expressions
+    if str(call.this).lower() != "nextval" or len(args) != 1:
+        raise SQLError(
+            "0A000", f"default of column \"{spec.name}\" may call only nextval('sequence')"
+        )
+    if not isinstance(args[0], exp.Literal) or not args[0].is_string:
+        raise SQLError(
+            "0A000", f'default of column "{spec.name}": nextval() takes the sequence\'s name'
+        )
+    if spec.type.kind not in (Kind.INT, Kind.DECIMAL, Kind.FLOAT):
+        raise SQLError(
+            "42804",
+            f'default of column "{spec.name}" is an INT8 (nextval) but the column is '
+            f"{spec.type.sql()}",
+        )
+    sequences.sequence_named(ex.session, ex.read_source, args[0].name)
+
+
+def _default_sequence_ids(ex: Execution, column: Column) -> list[int]:
+    """The sequences a column's DEFAULT calls nextval() on."""
+    if column.default is None or "nextval" not in column.default.lower():
+        return []
+    found = []
+    for call in _sequence_calls(parse_expression(column.default)):
+        name = call.expressions[0].name if call.expressions else ""
+        try:
+            found.append(sequences.sequence_named(ex.session, ex.read_source, name).id)
+        except SQLError:
+            continue
+    return found
 
 
 def _families(
@@ -227,11 +342,56 @@ def drop_table(ex: Execution, s: st.DropTable) -> Result:
             if s.if_exists and exc.code in ("42P01", "3D000"):
                 continue
             raise
-        _drop_table(ex, desc)
+        _drop_relation(ex, desc, cascade=s.cascade)
     return Result(tag="DROP TABLE")
 
 
-def _drop_table(ex: Execution, desc: TableDescriptor) -> None:
+def _drop_relation(ex: Execution, desc: TableDescriptor | ViewDescriptor, *, cascade: bool) -> None:
+    """Drop a table or a view; with ``cascade`` the views that read it first, else
+    2BP01 if there are any."""
+    for dependent in _dependents(ex, desc.id):
+        if not cascade:
+            raise SQLError(
+                "2BP01",
+                f'cannot drop relation "{desc.name}" because view "{dependent.name}" '
+                "depends on it (drop it first, or use CASCADE)",
+            )
+        if catalog.get_descriptor(ex.write_txn, dependent.id) is not None:
+            _drop_relation(ex, dependent, cascade=True)
+    if isinstance(desc, ViewDescriptor):
+        catalog.remove_name(ex.write_txn, desc.database_id, desc.name)
+        catalog.remove_descriptor(ex.write_txn, desc.id)
+        return
+    _drop_table(ex, desc, cascade=cascade)
+
+
+def _dependents(ex: Execution, descriptor_id: int) -> list[ViewDescriptor]:
+    """The views (of any database) that read the table or view ``descriptor_id``."""
+    reader = ex.write_txn
+    return [
+        view
+        for database in catalog.list_databases(reader)
+        for view in catalog.list_views(reader, database)
+        if descriptor_id in view.depends_on
+    ]
+
+
+def _refuse_if_read_by_views(
+    ex: Execution, desc: TableDescriptor | ViewDescriptor, what: str
+) -> None:
+    dependents = _dependents(ex, desc.id)
+    if dependents:
+        raise SQLError("2BP01", f'cannot {what} because view "{dependents[0].name}" depends on it')
+
+
+def _drop_table(ex: Execution, desc: TableDescriptor, *, cascade: bool = False) -> None:
+    if cascade:
+        ddl_constraints.drop_inbound(ex, desc)
+    else:
+        ddl_constraints.refuse_if_referenced(ex, desc, "drop table")
+    ddl_constraints.forget_references(ex, desc)
+    indexes = table_indexes_span(desc.id)
+    ex.write_txn.delete_range(indexes.start, indexes.end)
     ex.changing(desc)
     ex.publish(desc.bumped(dropped=True))
     txn = ex.write_txn
@@ -251,8 +411,12 @@ def truncate(ex: Execution, s: st.Truncate) -> Result:
                 f"cannot TRUNCATE {desc.name!r}: changefeed job {watchers[0]} watches it; "
                 "cancel the changefeed first (or DELETE FROM the table)",
             )
+        if any(child != desc.id for child, _name in desc.referenced_by):
+            raise SQLError("0A000", f'cannot truncate "{desc.name}": a foreign key references it')
         span = table_span(desc.id)
         ex.write_txn.delete_range(span.start, span.end)
+        indexes = table_indexes_span(desc.id)
+        ex.write_txn.delete_range(indexes.start, indexes.end)
     return Result(tag="TRUNCATE")
 
 
@@ -324,6 +488,8 @@ def drop_column(ex: Execution, s: st.DropColumn) -> Result:
         raise SQLError("42703", f'column "{s.column}" does not exist in table "{desc.name}"')
     if column.id in desc.primary_key:
         raise SQLError("0A000", f'column "{column.name}" is referenced by the primary key')
+    _refuse_if_read_by_views(ex, desc, f'drop column "{column.name}"')
+    ddl_constraints.refuse_column_use(desc, column.id, "drop")
     family = desc.family_of(column.id)
     remaining = tuple(i for i in family.column_ids if i != column.id)
     families = tuple(
@@ -359,12 +525,19 @@ def show_tables(ex: Execution, s: st.ShowTables) -> Result:
     rows = [
         ("public", t.name, "table", "root") for t in catalog.list_tables(ex.read_source, database)
     ]
+    rows += [
+        ("public", v.name, "view", "root") for v in catalog.list_views(ex.read_source, database)
+    ]
+    rows += [
+        ("public", q.name, "sequence", "root")
+        for q in catalog.list_sequences(ex.read_source, database)
+    ]
     rows.sort()
     return Result(("schema_name", "table_name", "type", "owner"), rows, f"SHOW {len(rows)}")
 
 
 def show_create_table(ex: Execution, s: st.ShowCreateTable) -> Result:
-    desc = ex.table(s.table)
+    desc = ex.relation(s.table)
     database = ex.database(s.table.database)
     name = f"{database.name}.public.{desc.name}"
     return Result(("table_name", "create_statement"), [(name, desc.create_statement())], "SHOW 1")
@@ -407,7 +580,7 @@ def _pretty(ex: Execution, desc: TableDescriptor, key: bytes) -> str:
             if pos >= len(key):
                 break
             raw, pos = decode_value(key, pos)
-            values.append(from_key_primitive(column.type.kind, raw))
+            values.append(from_key(column.type, raw))
     except (InvalidArgumentError, SQLError):
         return base + "/" + key.hex()
     return base + "/1/" + "/".join(str(v) for v in values)
@@ -472,7 +645,8 @@ def grant_admin(ex: Execution, s: st.GrantAdmin) -> Result:
 def grant_privileges(ex: Execution, s: st.GrantPrivileges) -> Result:
     verb = "REVOKE" if s.revoke else "GRANT"
     ex.require_admin(verb)
-    descs: list[TableDescriptor | DatabaseDescriptor] = [ex.table(name) for name in s.tables]
+    descs: list[NamedRelation | DatabaseDescriptor]
+    descs = [ex.relation(name) for name in s.tables]
     descs += [ex.database(name) for name in s.databases]
     for name in s.users:
         if catalog.get_user(ex.write_txn, name) is None:
@@ -518,7 +692,266 @@ def show_grants(ex: Execution, s: st.ShowGrants) -> Result:
     return Result((*columns, "is_grantable"), rows, f"SHOW {len(rows)}")
 
 
+def create_view(ex: Execution, s: st.CreateView) -> Result:
+    """CREATE [OR REPLACE] VIEW: its query runs once now (a name it cannot resolve, a
+    type error, fails the statement), which fixes the view's columns."""
+    database = ex.database(s.view.database)
+    ex.require_privilege(database, "CREATE")
+    txn = ex.write_txn
+    replaced: ViewDescriptor | None = None
+    if catalog.name_taken(txn, database, s.view.name):
+        if s.if_not_exists:
+            return Result(tag="CREATE VIEW")
+        if not s.replace:
+            raise SQLError("42P07", f'relation "{s.view.name}" already exists')
+        replaced = catalog.view_by_name(txn, database, s.view.name)  # 42809: a table
+    body = views.qualified(s.query, database.name)
+    result = query(ex, body)
+    columns = _result_columns("CREATE VIEW", s.columns, result.columns, exact=True)
+    depends_on = []
+    for name in views.tables_read(body):
+        read = ex.relation(name)
+        if replaced is not None and read.id == replaced.id:
+            raise SQLError("42P17", f'view "{s.view.name}" cannot read itself')
+        depends_on.append(read.id)
+    if replaced is not None:
+        kept = replaced.columns
+        if columns[: len(kept)] != kept:
+            raise SQLError(
+                "42P16",
+                f'cannot change the columns of view "{s.view.name}" from '
+                f"({', '.join(kept)}) to ({', '.join(columns)}): only new columns may be added "
+                "at the end",
+            )
+    view = ViewDescriptor(
+        replaced.id if replaced is not None else catalog.allocate_id(txn),
+        s.view.name,
+        database.id,
+        s.query_text,
+        columns,
+        tuple(depends_on),
+    )
+    catalog.put_view(txn, view, name_entry=replaced is None)
+    return Result(tag="CREATE VIEW")
+
+
+def _result_columns(
+    what: str, named: tuple[str, ...], columns: tuple[str, ...], *, exact: bool
+) -> tuple[str, ...]:
+    """The columns of a view or table made from a query's result: those ``named``, then
+    the query's own names; 42701 if one comes twice."""
+    if len(named) > len(columns) or (exact and named and len(named) != len(columns)):
+        raise SQLError(
+            "42601",
+            f"{what} specifies {len(named)} column names, but the query has {len(columns)} columns",
+        )
+    out = (*named, *columns[len(named) :])
+    for i, name in enumerate(out):
+        if name in out[:i]:
+            raise SQLError("42701", f'column "{name}" specified more than once')
+    return out
+
+
+def drop_view(ex: Execution, s: st.DropView) -> Result:
+    for name in s.views:
+        try:
+            view = catalog.view_by_name(ex.write_txn, ex.database(name.database), name.name)
+        except SQLError as exc:
+            if s.if_exists and exc.code in ("42P01", "3D000"):
+                continue
+            raise
+        ex.require_privilege(view, "DROP")
+        _drop_relation(ex, view, cascade=s.cascade)
+    return Result(tag="DROP VIEW")
+
+
+def create_table_as(ex: Execution, s: st.CreateTableAs) -> Result:
+    """CREATE TABLE ... AS: a table of the query's columns, of the types its result
+    has, keyed by a hidden ``rowid`` (as CockroachDB), with the query's rows, in one
+    transaction."""
+    database = ex.database(s.table.database)
+    ex.require_privilege(database, "CREATE")
+    txn = ex.write_txn
+    if catalog.name_taken(txn, database, s.table.name):
+        if s.if_not_exists:
+            return Result(tag="CREATE TABLE AS")
+        raise SQLError("42P07", f'relation "{s.table.name}" already exists')
+    result = query(ex, s.query)
+    names = _result_columns("CREATE TABLE", s.columns, result.columns, exact=False)
+    if ROWID in names:
+        raise SQLError("42701", f'column "{ROWID}" specified more than once (it is the hidden key)')
+    types = column_types(result.types, result.rows, len(names))
+    columns = [
+        Column(i + 1, name, ctype) for i, (name, ctype) in enumerate(zip(names, types, strict=True))
+    ]
+    key = Column(len(columns) + 1, ROWID, ColumnType(Kind.INT), False, "unique_rowid()", True)
+    columns.append(key)
+    desc = TableDescriptor(
+        id=catalog.allocate_id(txn),
+        name=s.table.name,
+        database_id=database.id,
+        columns=tuple(columns),
+        primary_key=(key.id,),
+        families=(Family(0, PRIMARY_FAMILY, tuple(c.id for c in columns)),),
+        next_column_id=len(columns) + 1,
+        next_family_id=1,
+    )
+    catalog.put_table(txn, desc)
+    for values in result.rows:
+        row = {c.id: coerce(v, c.type, c.name) for c, v in zip(columns, values, strict=False)}
+        row[key.id] = ROW_IDS.next()
+        for k, value in row_kvs(desc, row).items():
+            if value is not None:
+                txn.put(k, value)
+    ex.after_commit.append(lambda: ex.session.db.split(table_prefix(desc.id)))
+    return Result(tag="CREATE TABLE AS")
+
+
+def rename_table(ex: Execution, s: st.RenameTable) -> Result:
+    """ALTER TABLE t RENAME TO u, ALTER VIEW v RENAME TO w (in the same database); a
+    table or view that a view reads keeps its name (the view's text names it)."""
+    tag = "ALTER VIEW" if s.view else "ALTER TABLE"
+    database = ex.database(s.table.database)
+    try:
+        if s.view:
+            desc: TableDescriptor | ViewDescriptor = catalog.view_by_name(
+                ex.write_txn, database, s.table.name
+            )
+        else:
+            desc = ex.table(s.table, "DROP")
+    except SQLError as exc:
+        if s.if_exists and exc.code in ("42P01", "3D000"):
+            return Result(tag=tag)
+        raise
+    ex.require_privilege(desc, "DROP")
+    ex.require_privilege(database, "CREATE")
+    target = s.new_name
+    if target.database is not None and target.database != database.name:
+        raise SQLError(
+            "0A000",
+            f'cannot move "{desc.name}" to database "{target.database}": a rename stays in '
+            "its database",
+        )
+    if target.name == desc.name:
+        return Result(tag=tag)
+    txn = ex.write_txn
+    if catalog.name_taken(txn, database, target.name):
+        raise SQLError("42P07", f'relation "{target.name}" already exists')
+    _refuse_if_read_by_views(ex, desc, f'rename relation "{desc.name}"')
+    if isinstance(desc, TableDescriptor):
+        ddl_constraints.refuse_if_referenced(ex, desc, "rename table")
+    if isinstance(desc, ViewDescriptor):
+        catalog.put_view(txn, replace(desc, name=target.name), name_entry=False)
+    else:
+        ex.changing(desc)
+        ex.publish(desc.bumped(name=target.name))
+        ex.session.forget(table=desc.id)
+    catalog.remove_name(txn, database.id, desc.name)
+    catalog.put_name(txn, database.id, target.name, desc.id)
+    return Result(tag=tag)
+
+
+def rename_column(ex: Execution, s: st.RenameColumn) -> Result:
+    """ALTER TABLE t RENAME COLUMN a TO b: a new descriptor version; rows are stored by
+    column id, so none is rewritten."""
+    ex.require_admin("ALTER TABLE")
+    desc = ex.table(s.table)
+    column = desc.find_column(s.column)
+    if column is None or column.hidden:
+        if s.if_exists:
+            return Result(tag="ALTER TABLE")
+        raise SQLError("42703", f'column "{s.column}" does not exist in table "{desc.name}"')
+    if s.new_name == column.name:
+        return Result(tag="ALTER TABLE")
+    if desc.find_column(s.new_name) is not None:
+        raise SQLError("42701", f'column "{s.new_name}" of relation "{desc.name}" already exists')
+    _refuse_if_read_by_views(ex, desc, f'rename column "{column.name}"')
+    ddl_constraints.refuse_column_use(desc, column.id, "rename", checks_only=True)
+    renamed = replace(column, name=s.new_name)
+    new = desc.bumped(columns=tuple(renamed if c.id == column.id else c for c in desc.columns))
+    ex.changing(desc)
+    ex.publish(new)
+    ex.session.forget(table=desc.id)
+    return Result(tag="ALTER TABLE")
+
+
+def create_sequence(ex: Execution, s: st.CreateSequence) -> Result:
+    """CREATE SEQUENCE with PostgreSQL's defaults: ascending from 1 to the largest
+    INT8; descending from -1 to the smallest."""
+    database = ex.database(s.sequence.database)
+    ex.require_privilege(database, "CREATE")
+    txn = ex.write_txn
+    if catalog.name_taken(txn, database, s.sequence.name):
+        if s.if_not_exists:
+            return Result(tag="CREATE SEQUENCE")
+        raise SQLError("42P07", f'relation "{s.sequence.name}" already exists')
+    ascending = s.increment > 0
+    low = s.min_value if s.min_value is not None else (1 if ascending else sequences.INT8_MIN)
+    high = s.max_value if s.max_value is not None else (sequences.INT8_MAX if ascending else -1)
+    if low >= high:
+        raise SQLError("22023", f"MINVALUE ({low}) must be less than MAXVALUE ({high})")
+    start = s.start if s.start is not None else (low if ascending else high)
+    if start < low:
+        raise SQLError("22023", f"START value ({start}) cannot be less than MINVALUE ({low})")
+    if start > high:
+        raise SQLError("22023", f"START value ({start}) cannot be greater than MAXVALUE ({high})")
+    # NB: an id allocated by a transaction that rolled back is handed out again, and a
+    # value its sequence's nextval left behind (outside that transaction) stays: the
+    # value's key also holds a number of this sequence's own (``instance``)
+    sequence = SequenceDescriptor(
+        catalog.allocate_id(txn),
+        s.sequence.name,
+        database.id,
+        s.increment,
+        start,
+        low,
+        high,
+        ROW_IDS.next(),
+    )
+    catalog.put_view(txn, sequence)
+    return Result(tag="CREATE SEQUENCE")
+
+
+def drop_sequence(ex: Execution, s: st.DropSequence) -> Result:
+    for name in s.sequences:
+        try:
+            database = ex.database(name.database)
+            sequence = catalog.sequence_by_name(ex.write_txn, database, name.name)
+        except SQLError as exc:
+            if s.if_exists and exc.code in ("42P01", "3D000"):
+                continue
+            raise
+        ex.require_privilege(sequence, "DROP")
+        for table in catalog.list_tables(ex.write_txn, database):
+            for column in table.columns:
+                if sequence.id in _default_sequence_ids(ex, column):
+                    raise SQLError(
+                        "2BP01",
+                        f'cannot drop sequence "{sequence.name}": the default of column '
+                        f'"{column.name}" of table "{table.name}" uses it',
+                    )
+        _drop_sequence(ex, sequence)
+    return Result(tag="DROP SEQUENCE")
+
+
+def _drop_sequence(ex: Execution, sequence: SequenceDescriptor) -> None:
+    txn = ex.write_txn
+    catalog.remove_name(txn, sequence.database_id, sequence.name)
+    catalog.remove_descriptor(txn, sequence.id)
+    txn.delete(catalog.sequence_value_key(sequence))
+
+
 HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
+    **ddl_constraints.HANDLERS,
+    st.CreateSequence: create_sequence,
+    st.CreateEnum: create_enum,
+    st.DropType: drop_type,
+    st.DropSequence: drop_sequence,
+    st.CreateView: create_view,
+    st.DropView: drop_view,
+    st.CreateTableAs: create_table_as,
+    st.RenameTable: rename_table,
+    st.RenameColumn: rename_column,
     st.CreateDatabase: create_database,
     st.DropDatabase: drop_database,
     st.ShowDatabases: show_databases,

@@ -326,6 +326,10 @@ _BOOLEAN = (
 _NO_ARGUMENT_STRINGS = (exp.CurrentVersion, exp.CurrentSchema, exp.CurrentDatabase, exp.CurrentUser)
 _FUNCTIONS = {
     "unique_rowid": _INT,
+    "nextval": _INT,
+    "currval": _INT,
+    "lastval": _INT,
+    "setval": _INT,
     "gen_random_uuid": ColumnType(Kind.UUID),
     "uuid_generate_v4": ColumnType(Kind.UUID),
     "now": ColumnType(Kind.TIMESTAMPTZ),
@@ -333,6 +337,7 @@ _FUNCTIONS = {
     "transaction_timestamp": ColumnType(Kind.TIMESTAMPTZ),
     "current_setting": _STRING,
     "cluster_logical_timestamp": _DECIMAL,
+    "cardinality": _INT,
 }
 
 
@@ -412,6 +417,11 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         if kind is None or kind not in (Kind.INT, Kind.FLOAT, Kind.DECIMAL):
             return None
         return ColumnType(kind)
+    if isinstance(node, exp.Bracket):
+        found = typer.type_of(node.this)
+        return found.element if found is not None and found.kind is Kind.ARRAY else None
+    if isinstance(node, exp.ArraySize):
+        return _INT
     if isinstance(node, exp.Coalesce):
         kinds = {_kind(n, typer) for n in [node.this, *node.expressions]}
         kinds.discard(None)

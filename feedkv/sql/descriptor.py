@@ -25,9 +25,17 @@ __all__ = [
     "ROWID",
     "Column",
     "DatabaseDescriptor",
+    "Descriptor",
+    "Check",
     "Family",
+    "ForeignKey",
+    "Index",
     "RESERVED_WORDS",
+    "NamedRelation",
+    "SequenceDescriptor",
     "TableDescriptor",
+    "TypeDescriptor",
+    "ViewDescriptor",
     "decode_descriptor",
     "quote_name",
 ]
@@ -81,6 +89,82 @@ class Family:
 
 
 @dataclass(frozen=True, slots=True)
+class Index:
+    """A secondary index on ``column_ids`` (in key order), ascending; ``storing``
+    columns are kept in its entries too. Its entries live apart from the table's rows
+    (:mod:`feedkv.sql.indexes`)."""
+
+    id: int
+    name: str
+    column_ids: tuple[int, ...]
+    unique: bool = False
+    storing: tuple[int, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "columns": list(self.column_ids),
+            "unique": self.unique,
+            "storing": list(self.storing),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Index:
+        return cls(
+            data["id"],
+            data["name"],
+            tuple(data["columns"]),
+            data.get("unique", False),
+            tuple(data.get("storing", ())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """A CHECK constraint: ``expression`` is its SQL text over the table's columns."""
+
+    name: str
+    expression: str
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignKey:
+    """``FOREIGN KEY (column_ids) REFERENCES table (referenced)``: a row's values of
+    ``column_ids``, when none is NULL, are those of a row of the referenced table (whose
+    columns ``referenced`` are its primary key or a unique index's). ON DELETE and ON
+    UPDATE are NO ACTION."""
+
+    name: str
+    column_ids: tuple[int, ...]
+    table_id: int
+    table_name: str  # as created (shown by SHOW CREATE; the table cannot be renamed)
+    referenced: tuple[int, ...]
+    referenced_names: tuple[str, ...] = ()  # as created, for SHOW CREATE
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "columns": list(self.column_ids),
+            "table_id": self.table_id,
+            "table_name": self.table_name,
+            "referenced": list(self.referenced),
+            "referenced_names": list(self.referenced_names),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ForeignKey:
+        return cls(
+            data["name"],
+            tuple(data["columns"]),
+            data["table_id"],
+            data["table_name"],
+            tuple(data["referenced"]),
+            tuple(data.get("referenced_names", ())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class DatabaseDescriptor:
     id: int
     name: str
@@ -111,10 +195,18 @@ class TableDescriptor:
     # Taken offline by an IMPORT INTO that is writing its rows: statements refuse the
     # table (55000) and changefeeds watching it end, as in CockroachDB.
     offline: bool = False
+    indexes: tuple[Index, ...] = ()
+    next_index_id: int = PRIMARY_INDEX_ID + 1
+    checks: tuple[Check, ...] = ()
+    foreign_keys: tuple[ForeignKey, ...] = ()
+    # The foreign keys that reference this table: (table id, constraint name).
+    referenced_by: tuple[tuple[int, str], ...] = ()
     _by_name: dict[str, Column] = field(init=False, repr=False, compare=False)
     _by_id: dict[int, Column] = field(init=False, repr=False, compare=False)
     # NB: the row codec keeps its per-version decoding plan here (row_codec._layout).
     _codec: Any = field(default=None, init=False, repr=False, compare=False)
+    # NB: feedkv.sql.constraints keeps its compiled checks here.
+    _constraints: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {c.name: c for c in self.columns})
@@ -149,6 +241,15 @@ class TableDescriptor:
                 return family
         raise SQLError("42704", f"column family {name!r} does not exist in table {self.name!r}")
 
+    @property
+    def constrained(self) -> bool:
+        """Whether a write must do more than write its row: index entries, CHECKs,
+        foreign keys (see :mod:`feedkv.sql.constraints`)."""
+        return bool(self.indexes or self.checks or self.foreign_keys or self.referenced_by)
+
+    def index(self, name: str) -> Index | None:
+        return next((i for i in self.indexes if i.name == name), None)
+
     def family_of(self, column_id: int) -> Family:
         for family in self.families:
             if column_id in family.column_ids:
@@ -182,6 +283,24 @@ class TableDescriptor:
         if not implicit_key:
             key = ", ".join(quote_name(c.name) for c in self.key_columns)
             lines.append(f"CONSTRAINT {quote_name(self.name + '_pkey')} PRIMARY KEY ({key})")
+
+        def listed(ids: tuple[int, ...]) -> str:
+            return ", ".join(quote_name(self._by_id[i].name) for i in ids)
+
+        for index in self.indexes:
+            kind = "UNIQUE INDEX" if index.unique else "INDEX"
+            line = f"{kind} {quote_name(index.name)} ({listed(index.column_ids)})"
+            if index.storing:
+                line += f" STORING ({listed(index.storing)})"
+            lines.append(line)
+        for fk in self.foreign_keys:
+            referenced = ", ".join(map(quote_name, fk.referenced_names))
+            lines.append(
+                f"CONSTRAINT {quote_name(fk.name)} FOREIGN KEY ({listed(fk.column_ids)}) "
+                f"REFERENCES {quote_name(fk.table_name)} ({referenced})"
+            )
+        for check in self.checks:
+            lines.append(f"CONSTRAINT {quote_name(check.name)} CHECK ({check.expression})")
         if len(self.families) > 1 or self.families[0].name != PRIMARY_FAMILY:
             for family in self.families:
                 names = ", ".join(
@@ -214,10 +333,24 @@ class TableDescriptor:
                     "dropped": self.dropped,
                     # NB: only when set, so every other descriptor keeps its bytes
                     **({"offline": True} if self.offline else {}),
+                    **self._constraints_json(),
                 }
             },
             separators=(",", ":"),
         ).encode()
+
+    def _constraints_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.indexes or self.next_index_id != PRIMARY_INDEX_ID + 1:
+            out["indexes"] = [i.to_json() for i in self.indexes]
+            out["next_index_id"] = self.next_index_id
+        if self.checks:
+            out["checks"] = [{"name": c.name, "expression": c.expression} for c in self.checks]
+        if self.foreign_keys:
+            out["foreign_keys"] = [fk.to_json() for fk in self.foreign_keys]
+        if self.referenced_by:
+            out["referenced_by"] = [list(r) for r in self.referenced_by]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TableDescriptor:
@@ -235,11 +368,121 @@ class TableDescriptor:
             next_family_id=data["next_family_id"],
             dropped=data.get("dropped", False),
             offline=data.get("offline", False),
+            indexes=tuple(Index.from_json(i) for i in data.get("indexes", ())),
+            next_index_id=data.get("next_index_id", PRIMARY_INDEX_ID + 1),
+            checks=tuple(Check(c["name"], c["expression"]) for c in data.get("checks", ())),
+            foreign_keys=tuple(ForeignKey.from_json(f) for f in data.get("foreign_keys", ())),
+            referenced_by=tuple((r[0], r[1]) for r in data.get("referenced_by", ())),
         )
 
 
+@dataclass(frozen=True, slots=True)
+class ViewDescriptor:
+    """A view: a named query, read as a table. ``query`` is its text as written; its
+    table names resolve in the view's database (:mod:`feedkv.sql.views`), whatever the
+    database of the session reading it. ``columns`` are its column names, fixed when it
+    was created; ``depends_on`` the ids of the tables and views it reads, which cannot
+    be dropped or renamed while it stands."""
+
+    id: int
+    name: str
+    database_id: int
+    query: str
+    columns: tuple[str, ...]
+    depends_on: tuple[int, ...] = ()
+
+    def create_statement(self, qualified_name: str | None = None) -> str:
+        names = ", ".join(quote_name(c) for c in self.columns)
+        return f"CREATE VIEW {qualified_name or quote_name(self.name)} ({names}) AS {self.query}"
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "view": {
+                    "id": self.id,
+                    "name": self.name,
+                    "database_id": self.database_id,
+                    "query": self.query,
+                    "columns": list(self.columns),
+                    "depends_on": list(self.depends_on),
+                }
+            },
+            separators=(",", ":"),
+        ).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceDescriptor:
+    """A sequence: its settings. Its value lives apart, at its own key, and changes
+    outside transactions (:mod:`feedkv.sql.sequences`)."""
+
+    id: int
+    name: str
+    database_id: int
+    increment: int = 1
+    start: int = 1
+    min_value: int = 1
+    max_value: int = 2**63 - 1
+    instance: int = 0  # unique to this sequence (see catalog.sequence_value_key)
+
+    def create_statement(self, qualified_name: str | None = None) -> str:
+        return (
+            f"CREATE SEQUENCE {qualified_name or quote_name(self.name)} "
+            f"MINVALUE {self.min_value} MAXVALUE {self.max_value} "
+            f"INCREMENT {self.increment} START {self.start}"
+        )
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "sequence": {
+                    "id": self.id,
+                    "name": self.name,
+                    "database_id": self.database_id,
+                    "increment": self.increment,
+                    "start": self.start,
+                    "min_value": self.min_value,
+                    "max_value": self.max_value,
+                    "instance": self.instance,
+                }
+            },
+            separators=(",", ":"),
+        ).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class TypeDescriptor:
+    """A user-defined type: an enum of ``labels``, in their order."""
+
+    id: int
+    name: str
+    database_id: int
+    labels: tuple[str, ...]
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "type": {
+                    "id": self.id,
+                    "name": self.name,
+                    "database_id": self.database_id,
+                    "labels": list(self.labels),
+                }
+            },
+            separators=(",", ":"),
+        ).encode()
+
+
+Descriptor = (
+    TableDescriptor | DatabaseDescriptor | ViewDescriptor | SequenceDescriptor | TypeDescriptor
+)
+NamedRelation = (
+    TableDescriptor | ViewDescriptor | SequenceDescriptor
+)  # what a name in a database names
+
+
 @functools.lru_cache(maxsize=1024)
-def decode_descriptor(raw: bytes) -> TableDescriptor | DatabaseDescriptor:
+def decode_descriptor(raw: bytes) -> Descriptor:
     """The descriptor stored as ``raw``. Every statement reads its table's descriptor
     (a read, so schema changes and transactions see the version they should), but the
     same bytes decode to the same immutable descriptor: decoding is cached by them, and
@@ -247,6 +490,23 @@ def decode_descriptor(raw: bytes) -> TableDescriptor | DatabaseDescriptor:
     data = json.loads(raw)
     if "table" in data:
         return TableDescriptor.from_dict(data["table"])
+    if "view" in data:
+        view = data["view"]
+        return ViewDescriptor(
+            view["id"],
+            view["name"],
+            view["database_id"],
+            view["query"],
+            tuple(view["columns"]),
+            tuple(view.get("depends_on", ())),
+        )
+    if "sequence" in data:
+        return SequenceDescriptor(**data["sequence"])
+    if "type" in data:
+        found = data["type"]
+        return TypeDescriptor(
+            found["id"], found["name"], found["database_id"], tuple(found["labels"])
+        )
     db = data["database"]
     return DatabaseDescriptor(db["id"], db["name"])
 

@@ -23,6 +23,7 @@ from feedkv.errors import (
 )
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate import group_key
+from feedkv.sql.constraints import row_written, rows_written, unique_conflict
 from feedkv.sql.descriptor import (
     Column,
     TableDescriptor,
@@ -61,7 +62,7 @@ def insert(ex: Execution, s: st.Insert) -> Result:
     desc = ex.table(s.table, "INSERT")
     txn = ex.write_txn
     plan = ex.plan(s, desc, InsertPlan.of)
-    targets, sets, returning, filled = plan.targets, plan.sets, plan.returning, plan.filled
+    targets, returning, filled = plan.targets, plan.returning, plan.filled
     assigned = plan.assigned
     proposed: Iterable[Sequence[Any]]
     if s.query is not None:
@@ -95,35 +96,75 @@ def insert(ex: Execution, s: st.Insert) -> Result:
                     "two proposed rows have the same primary key",
                 )
             touched.add(first_key)
-        if s.on_conflict is None and not s.upsert and _insert_blind(ex, desc, row, kvs):
+        elsewhere = None  # the key of a row holding this one's unique values
+        if s.on_conflict is not None and desc.indexes and not s.upsert:
+            elsewhere = unique_conflict(ex, desc, row, plan.conflict_index)
+            if elsewhere is not None and plan.conflict_index is None and s.conflict_target:
+                elsewhere = None  # ON CONFLICT (pk): another unique index's clash is 23505
+        if elsewhere is not None and s.on_conflict == "nothing":
+            continue
+        if elsewhere is not None:
+            old, pairs = _read_row(ex, desc, dict(zip(desc.primary_key, elsewhere, strict=True)))
+            existing = next(iter(pairs))
+            if existing in touched:
+                raise SQLError(
+                    "21000",
+                    "ON CONFLICT DO UPDATE command cannot affect row a second time: two "
+                    "proposed rows have the same unique values",
+                )
+            touched.add(existing)
+            final = _conflict_update(ex, desc, plan, old, pairs, row, assigned, touched)
+            if final is None:
+                continue
+        elif s.on_conflict is None and not s.upsert and _insert_blind(ex, desc, row, kvs):
             final = row
         elif txn.get(first_key) is None:
             for key, encoded in kvs.items():
                 if encoded is not None:
                     txn.put(key, encoded)
+            row_written(ex, desc, None, row)
             final = row
-        elif s.on_conflict is None and not s.upsert:
-            raise duplicate_key(desc, row)
+        elif (s.on_conflict is None and not s.upsert) or plan.conflict_index is not None:
+            raise duplicate_key(desc, row)  # NB: ON CONFLICT (u) lets only u's clash pass
         elif s.on_conflict == "nothing":
             continue
         else:
             old, pairs = _read_row(ex, desc, row)
-            both = tuple(old[c.id] for c in desc.columns) + tuple(row[c.id] for c in desc.columns)
-            if plan.where is not None and not holds(plan.where(both, ex.context)):
+            final = _conflict_update(ex, desc, plan, old, pairs, row, assigned, touched)
+            if final is None:
                 continue  # the existing row stays as it is, and is not counted
-            final = dict(old)
-            for column, value in sets:
-                final[column.id] = coerce(value(both, ex.context), column.type, column.name)
-            _check_not_null(desc, final)
-            if any(final[i] != old[i] for i in desc.primary_key):
-                touched.add(_move_row(ex, desc, pairs, final))
-            else:
-                _write_changes(ex, desc, pairs, final, assigned)
         count += 1
         if returning is not None:
             env = tuple(final[c.id] for c in desc.columns)
             out_rows.append(tuple(f(env, ex.context) for f in returning[1]))
     return _result(returning, out_rows, f"INSERT 0 {count}")
+
+
+def _conflict_update(
+    ex: Execution,
+    desc: TableDescriptor,
+    plan: InsertPlan,
+    old: dict[int, Any],
+    pairs: dict[bytes, bytes],
+    row: dict[int, Any],
+    assigned: frozenset[int],
+    touched: set[bytes],
+) -> dict[int, Any] | None:
+    """ON CONFLICT DO UPDATE (or UPSERT) of the existing row ``old`` with the proposed
+    ``row``: the row written, or ``None`` when DO UPDATE's WHERE keeps ``old``."""
+    both = tuple(old[c.id] for c in desc.columns) + tuple(row[c.id] for c in desc.columns)
+    if plan.where is not None and not holds(plan.where(both, ex.context)):
+        return None
+    final = dict(old)
+    for column, value in plan.sets:
+        final[column.id] = coerce(value(both, ex.context), column.type, column.name)
+    _check_not_null(desc, final)
+    if any(final[i] != old[i] for i in desc.primary_key):
+        touched.add(_move_row(ex, desc, pairs, final))
+    else:
+        _write_changes(ex, desc, pairs, final, assigned)
+    row_written(ex, desc, old, final)
+    return final
 
 
 def _insert_blind(
@@ -134,7 +175,7 @@ def _insert_blind(
     session turns a failed check into the duplicate-key error. ``False``: read first
     (an explicit transaction reports a duplicate at the statement, as PostgreSQL)."""
     first_key, first = next(iter(kvs.items()))
-    if not ex.autocommit or first is None:
+    if not ex.autocommit or first is None or desc.constrained:
         return False
     assert ex.txn is not None
     try:
@@ -183,7 +224,7 @@ def update(ex: Execution, s: st.Update) -> Result:
         return _update_joined(ex, s)
     desc = ex.table(s.table, "UPDATE")
     plan = ex.plan(s, desc, UpdatePlan.of)
-    if plan.blind is not None and ex.autocommit:
+    if plan.blind is not None and ex.autocommit and not desc.constrained:
         key = plan.blind(ex.context)
         pair = _whole_row(ex, desc, plan, key) if key is not None else None
         if pair is not None:
@@ -210,6 +251,7 @@ def update(ex: Execution, s: st.Update) -> Result:
             _move_row(ex, desc, pairs, new)
         else:
             _write_changes(ex, desc, pairs, new, assigned)
+    rows_written(ex, desc, [(old, new) for old, _pairs, new in changes])
     return _result(returning, out_rows, f"UPDATE {len(changes)}")
 
 
@@ -249,6 +291,7 @@ def _update_joined(ex: Execution, s: st.Update) -> Result:
             _move_row(ex, desc, pairs, new)
         else:
             _write_changes(ex, desc, pairs, new, assigned)
+    rows_written(ex, desc, [(old, new) for old, _pairs, new in changes])
     return _result(_joined_returning(s, plan), out_rows, f"UPDATE {len(chosen)}")
 
 
@@ -336,24 +379,26 @@ def delete(ex: Execution, s: st.Delete) -> Result:
     if returning is not None:  # NB: before the first delete, as in update()
         out_rows = [tuple(f(env, ex.context) for f in returning[1]) for _o, _p, env in chosen]
     txn = ex.write_txn
-    for _old, pairs, _env in chosen:
+    for old, pairs, _env in chosen:
         for key in pairs:
             txn.delete(key)
+        row_written(ex, desc, old, None)
     return _result(returning, out_rows, f"DELETE {len(chosen)}")
 
 
 def _delete_joined(ex: Execution, s: st.Delete) -> Result:
     """DELETE ... USING: each row of the table that a joined row pairs with (kept by
     WHERE) is deleted once."""
-    _desc, plan, chosen = _joined_targets(ex, s, s.returning)
+    desc, plan, chosen = _joined_targets(ex, s, s.returning)
     out_rows = []
     if s.returning is not None:  # NB: before the first delete, as in update()
         projections = plan.result.projections
         out_rows = [tuple(f(env, ex.context) for f in projections) for _o, _p, env in chosen]
     txn = ex.write_txn
-    for _old, pairs, _env in chosen:
+    for old, pairs, _env in chosen:
         for key in pairs:
             txn.delete(key)
+        row_written(ex, desc, old, None)
     return _result(_joined_returning(s, plan), out_rows, f"DELETE {len(chosen)}")
 
 

@@ -28,10 +28,11 @@ from feedkv.errors import (
     SQLError,
 )
 from feedkv.kv.txn import Txn
-from feedkv.sql import catalog
+from feedkv.sql import catalog, sequences
 from feedkv.sql import statements as st
 from feedkv.sql.descriptor import (
     DatabaseDescriptor,
+    NamedRelation,
     TableDescriptor,
 )
 from feedkv.sql.expr import (
@@ -40,11 +41,13 @@ from feedkv.sql.expr import (
     Scope,
     compile_expr,
 )
+from feedkv.sql.indexes import primary_key_of
 from feedkv.sql.leases import Lease, prepare_change, withdraw_change
 from feedkv.sql.plan import Planned, Selection, env_of, holds, sorted_rows
 from feedkv.sql.relation import Relation
 from feedkv.sql.row_codec import (
     RowAssembler,
+    row_span,
     table_span,
 )
 from feedkv.sql.session_context import SessionContext
@@ -156,6 +159,7 @@ class Execution:
             logical_timestamp=partial(_logical_timestamp, txn, session.db),
             unique_rowid=ROW_IDS.next,
             variable=session.variable,
+            sequence=partial(sequences.call, session, txn),
         )
 
     @property
@@ -185,6 +189,20 @@ class Execution:
         self.require_privilege(desc, privilege)
         return desc
 
+    def relation(self, name: st.TableName, privilege: str = "SELECT") -> NamedRelation:
+        """The table, view or sequence ``name`` names, if the user holds ``privilege``
+        on it."""
+        try:
+            return self.table(name, privilege)
+        except SQLError as exc:
+            if exc.code != "42809":  # a view or a sequence
+                raise
+        found = catalog.relation_by_name(self.read_source, self.database(name.database), name.name)
+        if found is None:
+            raise SQLError("42P01", f'relation "{name.name}" does not exist')
+        self.require_privilege(found, privilege)
+        return found
+
     def _table(self, name: st.TableName) -> TableDescriptor:
         if self.leasing and self.reader is self.txn:
             lease = self.session.leased_table(name.database, name.name)
@@ -204,13 +222,13 @@ class Execution:
             self._admin = user is not None and user.admin
         return self._admin
 
-    def require_privilege(self, desc: TableDescriptor | DatabaseDescriptor, privilege: str) -> None:
+    def require_privilege(self, desc: NamedRelation | DatabaseDescriptor, privilege: str) -> None:
         """42501 unless the user is an admin or was granted ``privilege`` on ``desc``
         (a table, or a database)."""
         if self.is_admin():
             return
         if privilege not in catalog.get_privileges(self.read_source, desc.id, self.session.user):
-            kind = "relation" if isinstance(desc, TableDescriptor) else "database"
+            kind = "database" if isinstance(desc, DatabaseDescriptor) else "relation"
             raise SQLError(
                 "42501",
                 f"user {self.session.user} does not have {privilege} privilege on {kind} "
@@ -277,6 +295,11 @@ class Execution:
         self, desc: TableDescriptor, selection: Selection
     ) -> Iterator[tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]]:
         context = self.context
+        if selection.index_span is not None:
+            entries = selection.index_span(context)
+            if entries is not None:
+                yield from self._matching_by_index(desc, selection, entries)
+                return
         span, exact = selection.span(context)
         test = None if exact else selection.test
         ids = [c.id for c in desc.columns]
@@ -285,6 +308,23 @@ class Execution:
             if test is not None and not holds(test(env, context)):
                 continue
             yield row, pairs, env
+
+    def _matching_by_index(
+        self, desc: TableDescriptor, selection: Selection, entries: Span
+    ) -> Iterator[tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]]:
+        """The rows whose index entries are in ``entries`` that the WHERE clause keeps,
+        in primary key order (as a scan of the table gives them): one read of the
+        entries, then one of each row they name."""
+        found = []
+        for kv in self.read_source.scan(entries.start, entries.end):
+            found.append(row_span(desc, primary_key_of(desc, kv.value)))
+        found.sort(key=lambda span: span.start)
+        test, ids, context = selection.test, [c.id for c in desc.columns], self.context
+        for span in found:
+            for row, pairs in self.rows(desc, span):
+                env = tuple(row[i] for i in ids)
+                if test is None or holds(test(env, context)):
+                    yield row, pairs, env
 
     def plan(
         self,

@@ -31,8 +31,12 @@ from typing import Any
 from sqlglot import exp
 
 from feedkv.errors import SQLError
+from feedkv.sql.arrays import Array
+from feedkv.sql.enums import EnumValue
+from feedkv.sql.interval import Interval
 from feedkv.sql.types import (
     DECIMAL_QUOTIENT,
+    EPOCH_DATE,
     EXACT_DECIMAL,
     INT64_MAX,
     INT64_MIN,
@@ -72,6 +76,7 @@ class Context:
         "logical_timestamp",
         "outer",
         "params",
+        "sequence",
         "subqueries",
         "unique_rowid",
         "value_sets",
@@ -85,8 +90,11 @@ class Context:
         logical_timestamp: Callable[[], decimal.Decimal] | None = None,
         unique_rowid: Callable[[], int] | None = None,
         variable: Callable[[str], str] | None = None,
+        sequence: Callable[[str, Sequence[Any]], Any] | None = None,
     ) -> None:
         self.params = params
+        # a sequence function (nextval, ...) on its arguments (feedkv.sql.sequences)
+        self.sequence = sequence
         self._now = now
         self.logical_timestamp = logical_timestamp
         self.unique_rowid = unique_rowid
@@ -438,6 +446,14 @@ class _Compiler:
     def comparison(self, node: exp.Binary) -> Compiled:
         if isinstance(node.expression, exp.Any | exp.All):
             return self._quantified(node, node.expression)
+        right = node.expression
+        if (
+            isinstance(right, exp.Anonymous)
+            and str(right.this).upper() == "ALL"
+            and len(right.expressions) == 1
+        ):
+            # NB: sqlglot reads ALL (ARRAY[...]) as a call of a function named ALL
+            return self._quantified(node, exp.All(this=right.expressions[0]))
         if isinstance(node.this, exp.Tuple) or isinstance(node.expression, exp.Tuple):
             return self._row_comparison(node)
         left, right = self._pair(node.this, node.expression)
@@ -485,10 +501,11 @@ class _Compiler:
         """``x op ANY (subquery)`` (SOME is ANY) and ``x op ALL (subquery)``: true if
         some (every) row compares true, false if every (some) row compares false, else
         NULL; over no rows ANY is false and ALL true, whatever ``x``."""
-        if not isinstance(quantifier.this, exp.Subquery | exp.Select):
-            raise SQLError("0A000", f"ANY and ALL take a subquery, not {_shown(quantifier.this)}")
         inner = self.compile(node.this)
-        rows = _subquery_rows(quantifier)
+        if isinstance(quantifier.this, exp.Subquery | exp.Select):
+            rows = _subquery_rows(quantifier)
+        else:
+            rows = self._array_rows(quantifier.this, inner)
         compare, symbol = _COMPARE[type(node)], _SYMBOLS[type(node)]
         every = isinstance(quantifier, exp.All)
 
@@ -511,6 +528,29 @@ class _Compiler:
             return None if unknown else every
 
         return quantified
+
+    def _array_rows(
+        self, node: exp.Expr, value: Compiled
+    ) -> Callable[[Env, Context], list[tuple[Any, ...]]]:
+        """``x op ANY (array)``: the array's elements as rows (a string is read as an
+        array of ``x``'s type, as a literal ``'{1,2}'`` is)."""
+        array = self.compile(node)
+
+        def rows(row: Env, ctx: Context) -> list[tuple[Any, ...]]:
+            found = array(row, ctx)
+            if found is None:
+                return [(None,)]  # NB: x = ANY (NULL) is NULL
+            if isinstance(found, str):
+                kind = kind_of_value(value(row, ctx)) or Kind.STRING
+                element = ColumnType(kind)
+                found = coerce(found, ColumnType(Kind.ARRAY, element=element), None)
+            if not isinstance(found, Array):
+                raise SQLError(
+                    "42809", f"op ANY/ALL (array) requires an array, not {type_of_value(found)}"
+                )
+            return [(v,) for v in found.values]
+
+        return rows
 
     def quantifier(self, node: exp.Any | exp.All) -> Compiled:
         raise SQLError("42601", f"ANY and ALL follow a comparison operator: {_shown(node)}")
@@ -705,6 +745,12 @@ class _Compiler:
 
         inner = self.compile(node.this)
         target = column_type(node.args["to"])
+        if target.kind is Kind.ENUM:
+            raise SQLError(
+                "42704",
+                f'type "{target.type_name}" does not exist (casts to enum types are not '
+                "supported: compare with the column, which reads the label)",
+            )
 
         def cast(row: Env, ctx: Context) -> Any:
             value = inner(row, ctx)
@@ -717,6 +763,70 @@ class _Compiler:
             return coerce(value, target, None)
 
         return cast
+
+    def interval(self, node: exp.Interval) -> Compiled:
+        """``INTERVAL '2 hours'`` (sqlglot splits off a unit: ``'2' HOURS``)."""
+        unit = node.args.get("unit")
+        if not isinstance(node.this, exp.Literal) or not (
+            unit is None or isinstance(unit, exp.Var)
+        ):
+            raise SQLError("0A000", f"unsupported interval: {_shown(node)}")
+        text = node.this.name + (f" {unit.name.lower()}" if unit is not None else "")
+        value = Interval.parse(text)
+        return lambda row, ctx: value
+
+    def array(self, node: exp.Array) -> Compiled:
+        """``ARRAY[a, b]``: of the type its first non-NULL element has (the others
+        converted to it, 42804 when they do not convert); ``ARRAY[]`` is a STRING[]
+        until a cast says otherwise."""
+        _refuse_node_args(node, {"expressions", "value_constructor"})
+        items = [self.compile(item) for item in node.expressions]
+
+        def array(row: Env, ctx: Context) -> Any:
+            values = [item(row, ctx) for item in items]
+            first = next((v for v in values if v is not None), None)
+            element = _element_type(first)
+            return Array(tuple(coerce(v, element, None) for v in values), element)
+
+        return array
+
+    def bracket(self, node: exp.Bracket) -> Compiled:
+        """``a[i]``: the i-th element (1-based; sqlglot hands the index over 0-based),
+        NULL outside the array."""
+        if len(node.expressions) != 1 or isinstance(node.expressions[0], exp.Slice):
+            raise SQLError("0A000", f"unsupported subscript: {_shown(node)}")
+        target = self.compile(node.this)
+        index = self.compile(node.expressions[0])
+
+        def element(row: Env, ctx: Context) -> Any:
+            value, at = target(row, ctx), index(row, ctx)
+            if value is None or at is None:
+                return None
+            if not isinstance(value, Array):
+                raise SQLError("42804", f"cannot subscript type {type_of_value(value)}")
+            if isinstance(at, bool) or not isinstance(at, int):
+                raise SQLError("42804", "array subscript must be an integer")
+            return value.values[at] if 0 <= at < len(value.values) else None
+
+        return element
+
+    def array_length(self, node: exp.ArraySize) -> Compiled:
+        """``array_length(a, 1)``: its length, NULL when empty (as PostgreSQL)."""
+        target = self.compile(node.this)
+        dimension = self.compile(node.expression) if node.expression is not None else None
+
+        def length(row: Env, ctx: Context) -> Any:
+            value = target(row, ctx)
+            dim = dimension(row, ctx) if dimension is not None else 1
+            if value is None or dim is None:
+                return None
+            if not isinstance(value, Array):
+                raise SQLError(
+                    "42883", f"array_length() takes an array, not {type_of_value(value)}"
+                )
+            return len(value.values) if dim == 1 and value.values else None
+
+        return length
 
     # Functions.
 
@@ -834,6 +944,20 @@ class _Compiler:
         name = str(node.this).lower()
         if name == "current_setting":
             return self._current_setting(node)
+        if name in _SEQUENCE_FUNCTIONS:
+            return self._sequence_function(name, node)
+        if name == "cardinality" and len(node.expressions) == 1:
+            target = self.compile(node.expressions[0])
+
+            def cardinality(row: Env, ctx: Context) -> Any:
+                value = target(row, ctx)
+                if value is not None and not isinstance(value, Array):
+                    raise SQLError(
+                        "42883", f"cardinality() takes an array, not {type_of_value(value)}"
+                    )
+                return None if value is None else len(value.values)
+
+            return cardinality
         if name in ("jsonb_build_object", "json_build_object"):
             return self._json_build_object(node)
         if node.expressions:
@@ -860,6 +984,16 @@ class _Compiler:
             return self.current_timestamp(node)
         raise SQLError("42883", f"unknown function: {name}()")
 
+    def _sequence_function(self, name: str, node: exp.Anonymous) -> Compiled:
+        args = [self.compile(arg) for arg in node.expressions]
+
+        def sequence_function(row: Env, ctx: Context) -> Any:
+            if ctx.sequence is None:
+                raise SQLError("0A000", f"{name}() is not available here")
+            return ctx.sequence(name, [arg(row, ctx) for arg in args])
+
+        return sequence_function
+
     def _current_setting(self, node: exp.Anonymous) -> Compiled:
         from feedkv.sql.session_vars import canonical_name
 
@@ -884,6 +1018,27 @@ class _Compiler:
             f"aggregate function {expression_name(node)}() is not allowed here "
             "(only in the SELECT list, without GROUP BY)",
         )
+
+
+_SEQUENCE_FUNCTIONS = ("nextval", "currval", "lastval", "setval")  # as sql.sequences.FUNCTIONS
+
+
+def _element_type(value: Any) -> ColumnType:
+    """The element type of an ARRAY[...] whose first non-NULL element is ``value``."""
+    if isinstance(value, EnumValue):
+        return ColumnType(Kind.ENUM, type_name=value.type_name, labels=value.labels)
+    if isinstance(value, Array):
+        raise SQLError("0A000", "arrays of arrays are not supported")
+    if isinstance(value, dict | list):
+        raise SQLError("0A000", "arrays of JSONB are not supported")
+    kind = kind_of_value(value)
+    return ColumnType(kind or Kind.STRING)
+
+
+def _refuse_node_args(node: exp.Expr, handled: set[str]) -> None:
+    for name, value in node.args.items():
+        if name not in handled and value not in (None, False, []):
+            raise SQLError("0A000", f"unsupported expression: {_shown(node)}")
 
 
 # How users spell the functions sqlglot names otherwise (now() is CURRENT_TIMESTAMP).
@@ -991,6 +1146,8 @@ def _converted(inner: Compiled, ctype: ColumnType) -> Compiled:
             return value  # compared as is: an error names both types
         if ctype.kind in (Kind.INT, Kind.FLOAT, Kind.DECIMAL) and _is_number(value):
             return value  # numbers compare across kinds exactly
+        if ctype.kind in (Kind.ENUM, Kind.ARRAY):
+            return coerce(value, ctype, None)  # NB: a label of the column's enum, ...
         return coerce(value, ColumnType(ctype.kind), None)
 
     return convert
@@ -1001,6 +1158,8 @@ def _is_text_constant(node: exp.Expr) -> bool:
 
 
 def _as_kind_of(text: str, other: object, symbol: str) -> Any:
+    if isinstance(other, EnumValue):  # NB: the label of other's enum type
+        return EnumValue.of(text, other.labels, other.type_name)
     kind = kind_of_value(other)
     if kind is None or kind is Kind.STRING:
         raise _incomparable(symbol, other, text)
@@ -1173,6 +1332,8 @@ _OPERATORS: dict[type, str] = {
 
 
 def _arithmetic(op: type, a: Any, b: Any) -> Any:
+    if isinstance(a, Interval) or isinstance(b, Interval):
+        return _interval_arithmetic(op, a, b)
     if not _is_number(a) or not _is_number(b):
         symbol = _OPERATORS.get(op, "?")
         raise SQLError(
@@ -1187,6 +1348,37 @@ def _arithmetic(op: type, a: Any, b: Any) -> Any:
     if isinstance(result, int) and not INT64_MIN <= result <= INT64_MAX:
         raise SQLError("22003", "integer out of range for type INT8")
     return result
+
+
+def _interval_arithmetic(op: type, a: Any, b: Any) -> Any:
+    """As PostgreSQL: interval +- interval, a date, time or timestamp +- an interval
+    (interval + them too), an interval times or divided by a number."""
+    if isinstance(a, Interval) and isinstance(b, Interval) and op in (exp.Add, exp.Sub):
+        return a + b if op is exp.Add else a - b
+    if isinstance(a, Interval) and _is_number(b) and op in (exp.Mul, exp.Div):
+        if op is exp.Div:
+            if b == 0:
+                raise SQLError("22012", "division by zero")
+            return a.times(1 / decimal.Decimal(b))
+        return a.times(b)
+    if isinstance(b, Interval) and _is_number(a) and op is exp.Mul:
+        return b.times(a)
+    if isinstance(a, Interval) and op is exp.Add and not isinstance(b, Interval):
+        a, b = b, a
+    if isinstance(b, Interval) and op in (exp.Add, exp.Sub):
+        step = b if op is exp.Add else -b
+        if isinstance(a, datetime.time):
+            moment = datetime.datetime.combine(EPOCH_DATE, a)
+            return (moment + datetime.timedelta(microseconds=step.micros)).time()
+        if isinstance(a, datetime.date):
+            try:
+                return step.added_to(a)
+            except (OverflowError, ValueError):
+                raise SQLError("22008", "date/time value out of range") from None
+    symbol = _OPERATORS.get(op, "?")
+    raise SQLError(
+        "42883", f"unsupported binary operator: <{type_of_value(a)}> {symbol} <{type_of_value(b)}>"
+    )
 
 
 def _arithmetic_unchecked(op: type, a: Any, b: Any) -> Any:
@@ -1320,6 +1512,10 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.ILike: _Compiler.like,
     exp.Escape: _Compiler.escape,
     exp.Cast: _Compiler.cast,
+    exp.Interval: _Compiler.interval,
+    exp.Array: _Compiler.array,
+    exp.Bracket: _Compiler.bracket,
+    exp.ArraySize: _Compiler.array_length,
     exp.CurrentTimestamp: _Compiler.current_timestamp,
     exp.CurrentDate: _Compiler.current_date,
     exp.Uuid: _Compiler.uuid,

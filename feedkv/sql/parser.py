@@ -33,7 +33,7 @@ import re
 import string
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 import sqlglot
@@ -47,7 +47,7 @@ from feedkv.errors import SQLError
 from feedkv.sql import statements as st
 from feedkv.sql.script import runaway
 from feedkv.sql.session_vars import canonical_name
-from feedkv.sql.types import INT64_MAX, ColumnType, parse_type_name
+from feedkv.sql.types import INT64_MAX, TYPE_NAMES, ColumnType, Kind, parse_type_name
 
 __all__ = ["column_type", "ordered", "parse", "parse_expression", "placeholder_count"]
 
@@ -335,6 +335,7 @@ class _Statement:
     offset: int
 
     def __post_init__(self) -> None:
+        self.table_indexes: list[st.IndexSpec] = []  # INDEX elements of CREATE TABLE
         self.words = [t.text.upper() for t in self.tokens]
         self.masked = list(self.text)
         self.edited = False  # ``masked`` differs from ``text``: tokenize it anew
@@ -386,6 +387,13 @@ class _Statement:
             return self._cluster_setting()
         if words[0] == "SHOW":
             return self._show()
+        if words[:2] == ["DROP", "SEQUENCE"]:
+            return self._drop_sequence()
+        if words[:2] == ["DROP", "INDEX"]:
+            return self._drop_index()
+        if words[:2] == ["DROP", "TYPE"]:
+            dropped = self._drop_sequence()  # NB: the same shape: DROP X [IF EXISTS] a, b
+            return st.DropType(self.text, dropped.sequences, dropped.if_exists)
         if words[:2] == ["CREATE", "CHANGEFEED"] or words[:2] == ["EXPERIMENTAL", "CHANGEFEED"]:
             return self._changefeed()
         if words[:2] in (["CREATE", "USER"], ["CREATE", "ROLE"]):
@@ -415,9 +423,35 @@ class _Statement:
             families, column_families = self._cut_families()
         as_of = self._cut_as_of()
         returning = self._cut_delete_returning()
+        body = self._view_body()
+        if words[:2] == ["CREATE", "INDEX"] or words[:3] == ["CREATE", "UNIQUE", "INDEX"]:
+            self._storing_as_include()
         node = self._sqlglot()
-        converter = _Converter(self.text, upsert, families, column_families, as_of, returning)
+        converter = _Converter(self.text, upsert, families, column_families, as_of, returning, body)
+        converter.indexes = list(self.table_indexes)
         return converter.convert(node)
+
+    def _storing_as_include(self) -> None:
+        """CockroachDB's CREATE INDEX ... STORING (...) is PostgreSQL's INCLUDE (...)."""
+        for i, word in enumerate(self.words):
+            if word in ("STORING", "COVERING") and self._keyword(i):
+                start = self._pos(self.tokens[i])
+                self.masked[start : start + len(word)] = list("INCLUDE".ljust(len(word)))
+                self.edited = True
+
+    def _view_body(self) -> str | None:
+        """The text of a CREATE VIEW's query (after its ``AS``), as written."""
+        words = self.words
+        if words[0] != "CREATE" or "VIEW" not in words[1:4]:
+            return None
+        depth = 0
+        for i in range(words.index("VIEW") + 1, len(self.tokens)):
+            kind = self.tokens[i].token_type
+            depth += kind is TokenType.L_PAREN
+            depth -= kind is TokenType.R_PAREN
+            if depth == 0 and self._keyword(i) == "AS" and i + 1 < len(self.tokens):
+                return self.text[self._pos(self.tokens[i + 1]) :].strip()
+        raise self._error_at(len(self.tokens), "CREATE VIEW needs AS followed by a query")
 
     def _sqlglot(self) -> exp.Expr:
         masked = "".join(self.masked)
@@ -559,8 +593,8 @@ class _Statement:
             raise self._error_at(end, "UPDATE needs SET column = value")
         if words[0] == "ALTER":
             kind = self._keyword(1)
-            if kind not in ("TABLE", "CHANGEFEED", "DATABASE", "USER", "ROLE"):
-                raise self._error_at(1, "expected TABLE, CHANGEFEED or USER after ALTER")
+            if kind not in ("TABLE", "VIEW", "CHANGEFEED", "DATABASE", "USER", "ROLE"):
+                raise self._error_at(1, "expected TABLE, VIEW, CHANGEFEED or USER after ALTER")
             if kind == "TABLE":
                 name = 4 if words[2:4] == ["IF", "EXISTS"] else 2
                 if self._keyword(name) in _ALTER_ACTIONS:
@@ -610,7 +644,7 @@ class _Statement:
             depth += kind is TokenType.L_PAREN
             depth -= kind is TokenType.R_PAREN
             if depth == 0:
-                if i + 1 < len(tokens):
+                if i + 1 < len(tokens) and self._keyword(i + 1) != "AS":  # AS: CREATE TABLE AS
                     word = self._keyword(i + 1).split(" ")[0]  # sqlglot: "PARTITION BY"
                     if word in ("PARTITION", "INHERITS", "WITH", "INTERLEAVE", "LOCALITY"):
                         raise SQLError("0A000", f"CREATE TABLE ... {word} is not supported")
@@ -703,7 +737,16 @@ class _Statement:
             return families, column_families
         elements = self._elements(open_index)
         for n, (first, last) in enumerate(elements):
-            if self.words[first] == "FAMILY":
+            words = self.words[first : first + 2]
+            if words[0] == "INDEX" or words == ["UNIQUE", "INDEX"]:
+                self.table_indexes.append(self._index_element(first, last))
+                if n > 0:
+                    self._mask(first - 1, last)
+                elif n + 1 < len(elements):
+                    self._mask(first, last + 1)
+                else:
+                    self._mask(first, last)
+            elif self.words[first] == "FAMILY":
                 families.append(self._family_element(first, last))
                 if n > 0:
                     self._mask(first - 1, last)  # with the comma before it
@@ -734,6 +777,46 @@ class _Statement:
                 elements.append((start, i - 1))
                 start = i + 1
         return elements
+
+    def _index_element(self, first: int, last: int) -> st.IndexSpec:
+        """``[UNIQUE] INDEX [name] (column, ...) [STORING (column, ...)]`` in CREATE
+        TABLE (CockroachDB's)."""
+        i = first
+        unique = self.words[i] == "UNIQUE"
+        i += 2 if unique else 1
+        name = None
+        if i <= last and self.tokens[i].token_type is not TokenType.L_PAREN:
+            name = _name(self.tokens[i])
+            i += 1
+        columns, i = self._name_list(i, last, "INDEX [name] (column, ...)")
+        storing: list[str] = []
+        if i <= last and self.words[i] in ("STORING", "INCLUDE", "COVERING"):
+            storing, i = self._name_list(i + 1, last, "STORING (column, ...)")
+        if i <= last:
+            raise self._error_at(i, "expected the end of the INDEX")
+        return st.IndexSpec(name, tuple(columns), unique, tuple(storing))
+
+    def _name_list(self, i: int, last: int, what: str) -> tuple[list[str], int]:
+        """The names in the parentheses at ``i`` (each maybe followed by ASC), and the
+        index after them."""
+        if i > last or self.tokens[i].token_type is not TokenType.L_PAREN:
+            raise self._error_at(i, f"expected {what}")
+        names: list[str] = []
+        j = i + 1
+        while j <= last and self.tokens[j].token_type is not TokenType.R_PAREN:
+            token = self.tokens[j]
+            if token.token_type is TokenType.COMMA or self.words[j] == "ASC":
+                j += 1
+                continue
+            if self.words[j] == "DESC":
+                raise SQLError("0A000", "descending index columns are not supported")
+            if token.token_type not in _NAME_TOKENS and not token.text.isidentifier():
+                raise self._error_at(j, f"expected a column name in {what}")
+            names.append(_name(token))
+            j += 1
+        if j > last or not names:
+            raise self._error_at(j, f"expected {what}")
+        return names, j + 1
 
     def _family_element(self, first: int, last: int) -> st.FamilySpec:
         i = first + 1
@@ -802,8 +885,10 @@ class _Statement:
         if words[1:] == ["DATABASES"]:
             return st.ShowDatabases(self.text)
         if words[1:3] == ["CREATE", "TABLE"] or (words[1] == "CREATE" and len(words) > 2):
-            start = 3 if words[2] == "TABLE" else 2
+            start = 3 if words[2] in ("TABLE", "VIEW", "SEQUENCE") else 2
             return st.ShowCreateTable(self.text, self._table_name(start, len(words)))
+        if words[1] in ("INDEXES", "INDEX", "KEYS") and words[2:3] == ["FROM"]:
+            return st.ShowIndexes(self.text, self._table_name(3, len(words)))
         if words[1:4] == ["RANGES", "FROM", "TABLE"]:
             return st.ShowRanges(self.text, self._table_name(4, len(words)))
         if words[1] == "GRANTS":
@@ -840,6 +925,43 @@ class _Statement:
                 raise self._error_at(end + 1, "expected one user name after FOR")
             user = _name(self.tokens[end + 1])
         return st.ShowGrants(self.text, table, user)
+
+    def _drop_index(self) -> st.DropIndex:
+        """``DROP INDEX [IF EXISTS] [db.][t@]name [RESTRICT]``."""
+        words, end = self.words, len(self.tokens)
+        at = 4 if words[2:4] == ["IF", "EXISTS"] else 2
+        if words[-1] == "CASCADE":
+            raise SQLError("0A000", "DROP INDEX ... CASCADE is not supported")
+        stop = end - 1 if words[-1] == "RESTRICT" else end
+        if any(t.token_type is TokenType.COMMA for t in self.tokens[at:stop]):
+            raise SQLError("0A000", "DROP INDEX drops one index at a time")
+        marks = [i for i in range(at, stop) if self.tokens[i].text == "@"]
+        if marks:
+            table = self._table_name(at, marks[0])
+            if marks[0] + 2 != stop:
+                raise self._error_at(marks[0] + 1, "expected DROP INDEX table@index")
+            return st.DropIndex(self.text, table, _name(self.tokens[marks[0] + 1]), at == 4)
+        if at + 1 != stop:
+            raise self._error_at(at, "expected an index name (or table@index)")
+        return st.DropIndex(self.text, None, _name(self.tokens[at]), at == 4)
+
+    def _drop_sequence(self) -> st.DropSequence:
+        """``DROP SEQUENCE [IF EXISTS] s, ... [RESTRICT]``."""
+        words, end = self.words, len(self.tokens)
+        at = 4 if words[2:4] == ["IF", "EXISTS"] else 2
+        if words[-1] == "CASCADE":
+            raise SQLError("0A000", "DROP SEQUENCE ... CASCADE is not supported")
+        stop = end - 1 if words[-1] == "RESTRICT" else end
+        names = []
+        while at < stop:
+            comma = next(
+                (i for i in range(at, stop) if self.tokens[i].token_type is TokenType.COMMA), stop
+            )
+            names.append(self._table_name(at, comma))
+            at = comma + 1
+        if not names:
+            raise self._error_at(at, "expected a sequence name")
+        return st.DropSequence(self.text, tuple(names), words[2:4] == ["IF", "EXISTS"])
 
     def _table_name(self, start: int, stop: int) -> st.TableName:
         parts: list[str] = []
@@ -1311,6 +1433,9 @@ _STATEMENT_WORDS = {
 }  # fmt: skip
 # SHOW statements that are no session variable.
 _SHOW_STATEMENTS = {
+    "INDEXES",
+    "INDEX",
+    "KEYS",
     "TABLES",
     "DATABASES",
     "CREATE",
@@ -1342,6 +1467,7 @@ _AFTER_JOIN = {
 _CLAUSE_STARTS = {"FROM", "WHERE", "GROUP", "ORDER", "LIMIT", "OFFSET", "HAVING", "RETURNING"}
 _DEFAULT_VALUES = ["DEFAULT", "VALUES"]
 _MAX_NESTING = 1000  # parentheses; each level costs sqlglot's parser about 21 frames
+_SERIAL_TYPES = {"SERIAL", "SERIAL2", "SERIAL4", "SERIAL8", "SMALLSERIAL", "BIGSERIAL"}
 _ALTER_ACTIONS = {"ADD", "DROP", "ALTER", "RENAME", "SPLIT", "SET"}
 _COLUMN_WORDS = {
     "NOT",
@@ -1415,6 +1541,11 @@ class _Converter:
     column_families: dict[str, tuple[str | None, bool]]
     as_of: exp.Expr | None
     returning: tuple[exp.Expr, ...] | None  # cut out of the text (a DELETE's)
+    view_body: str | None = None  # a CREATE VIEW's query as written
+    # A CREATE TABLE's indexes, CHECKs and foreign keys, as its elements are converted.
+    indexes: list[st.IndexSpec] = field(default_factory=list)
+    checks: list[st.CheckSpec] = field(default_factory=list)
+    foreign_keys: list[st.ForeignKeySpec] = field(default_factory=list)
 
     def convert(self, node: exp.Expr) -> st.Statement:
         if self.as_of is not None and not isinstance(node, exp.Select):
@@ -1446,10 +1577,22 @@ class _Converter:
         if_not_exists = bool(node.args.get("exists"))
         if kind == "DATABASE":
             return st.CreateDatabase(self.text, _ident(node.this.this), if_not_exists)
-        if kind != "TABLE":
+        if kind == "VIEW":
+            return self._create_view(node)
+        if kind == "SEQUENCE":
+            return self._create_sequence(node)
+        if kind == "INDEX":
+            return self._create_index(node)
+        if kind == "TYPE":
+            return self._create_enum(node)
+        if kind != "TABLE" or node.args.get("replace"):
             raise _unsupported(node)
         if node.expression is not None:
-            raise SQLError("0A000", "CREATE TABLE ... AS is not supported")
+            name, named = self._named_columns(node.this)
+            _refuse_unhandled(node, {"this", "kind", "expression", "exists"})
+            return st.CreateTableAs(
+                self.text, name, named, self._query(node.expression), if_not_exists
+            )
         schema = node.this
         if not isinstance(schema, exp.Schema):
             raise SQLError("42601", "CREATE TABLE needs a column list: CREATE TABLE t (a INT, ...)")
@@ -1458,26 +1601,185 @@ class _Converter:
         primary_key: tuple[str, ...] | None = None
         for element in schema.expressions:
             if isinstance(element, exp.ColumnDef):
-                columns.append(self._column(element))
+                columns.append(self._column(element, in_create=True))
             elif isinstance(element, exp.PrimaryKey):
                 if primary_key is not None:
                     raise SQLError("42P16", f"multiple primary keys for table {table.name!r}")
                 primary_key = tuple(_ident(e) for e in element.expressions)
             elif isinstance(element, exp.Constraint):
-                inner = element.expressions[0] if element.expressions else None
+                inner = element.expressions[0] if len(element.expressions) == 1 else None
                 if isinstance(inner, exp.PrimaryKey):
                     if primary_key is not None:
                         raise SQLError("42P16", f"multiple primary keys for table {table.name!r}")
                     primary_key = tuple(_ident(e) for e in inner.expressions)
-                else:
+                elif inner is None or not self._table_constraint(inner, _ident(element.this)):
                     raise _unsupported(element, "table constraint")
-            else:
+            elif not self._table_constraint(element, None):
                 raise _unsupported(element, "table element")
         return st.CreateTable(
-            self.text, table, tuple(columns), primary_key, tuple(self.families), if_not_exists
+            self.text,
+            table,
+            tuple(columns),
+            primary_key,
+            tuple(self.families),
+            if_not_exists,
+            tuple(self.indexes),
+            tuple(self.checks),
+            tuple(self.foreign_keys),
         )
 
-    def _column(self, node: exp.ColumnDef) -> st.ColumnSpec:
+    def _table_constraint(self, node: exp.Expr, name: str | None) -> bool:
+        """A UNIQUE, CHECK or FOREIGN KEY element of CREATE TABLE (``False``: none)."""
+        if isinstance(node, exp.UniqueColumnConstraint) and isinstance(node.this, exp.Schema):
+            _refuse_unhandled(node, {"this", "nulls", "include"})
+            columns = tuple(_ident(c) for c in node.this.expressions)
+            self.indexes.append(st.IndexSpec(name, columns, unique=True))
+            return True
+        if isinstance(node, exp.CheckColumnConstraint):
+            _refuse_unhandled(node, {"this", "enforced"})
+            self.checks.append(st.CheckSpec(name, node.this))
+            return True
+        if isinstance(node, exp.ForeignKey):
+            _refuse_unhandled(node, {"expressions", "reference"})
+            columns = tuple(_ident(c) for c in node.expressions)
+            self.foreign_keys.append(self._reference(node.args["reference"], name, columns))
+            return True
+        return False
+
+    def _reference(
+        self, node: exp.Expr, name: str | None, columns: tuple[str, ...]
+    ) -> st.ForeignKeySpec:
+        """``REFERENCES t [(columns)] [ON DELETE/UPDATE NO ACTION | RESTRICT]``."""
+        if not isinstance(node, exp.Reference):
+            raise _unsupported(node, "foreign key")
+        _refuse_unhandled(node, {"this", "options"})
+        for option in node.args.get("options") or ():
+            text = " ".join(str(option).upper().split())
+            if text not in (
+                "ON DELETE NO ACTION",
+                "ON DELETE RESTRICT",
+                "ON UPDATE NO ACTION",
+                "ON UPDATE RESTRICT",
+            ):
+                raise SQLError(
+                    "0A000", f"foreign key option {text} is not supported (only NO ACTION)"
+                )
+        target = node.this
+        referenced: tuple[str, ...] = ()
+        if isinstance(target, exp.Schema):
+            referenced = tuple(_ident(c) for c in target.expressions)
+            target = target.this
+        return st.ForeignKeySpec(name, columns, _table_of(target), referenced)
+
+    def _create_enum(self, node: exp.Create) -> st.CreateEnum:
+        _refuse_unhandled(node, {"this", "kind", "exists", "expression"})
+        body = node.expression
+        if not isinstance(body, exp.DataType) or body.this != exp.DataType.Type.ENUM:
+            raise SQLError("0A000", "CREATE TYPE supports AS ENUM ('label', ...) only")
+        labels = []
+        for label in body.expressions:
+            if not isinstance(label, exp.Literal) or not label.is_string:
+                raise SQLError("42601", "syntax error: an enum's labels are string constants")
+            labels.append(label.name)
+        if len(set(labels)) != len(labels):
+            raise SQLError("42710", "enum label is listed more than once")
+        return st.CreateEnum(
+            self.text, _table_of(node.this), tuple(labels), bool(node.args.get("exists"))
+        )
+
+    def _create_index(self, node: exp.Create) -> st.CreateIndex:
+        _refuse_unhandled(node, {"this", "kind", "exists", "unique"})
+        index = node.this
+        if not isinstance(index, exp.Index):
+            raise _unsupported(node)
+        _refuse_unhandled(index, {"this", "table", "params"})
+        params = index.args.get("params")
+        if params is None:
+            raise SQLError("42601", "syntax error: CREATE INDEX needs ON table (columns)")
+        _refuse_unhandled(params, {"columns", "include", "with_storage"})
+        columns = []
+        for column in params.args.get("columns") or ():
+            inner = column.this if isinstance(column, exp.Ordered) else column
+            if isinstance(column, exp.Ordered) and column.args.get("desc"):
+                raise SQLError("0A000", "descending index columns are not supported")
+            if not isinstance(inner, exp.Column) or not isinstance(inner.this, exp.Identifier):
+                raise SQLError(
+                    "0A000", f"indexes on expressions are not supported: {inner.sql(_DIALECT)}"
+                )
+            columns.append(_ident(inner))
+        storing = tuple(_ident(c) for c in params.args.get("include") or ())
+        name = _ident(index.this) if index.this is not None else None
+        spec = st.IndexSpec(name, tuple(columns), bool(node.args.get("unique")), storing)
+        return st.CreateIndex(
+            self.text, _table_of(index.args["table"]), spec, bool(node.args.get("exists"))
+        )
+
+    def _create_view(self, node: exp.Create) -> st.CreateView:
+        _refuse_unhandled(node, {"this", "kind", "expression", "exists", "replace"})
+        if self.view_body is None or node.expression is None:
+            raise SQLError("42601", "syntax error: CREATE VIEW needs AS followed by a query")
+        name, columns = self._named_columns(node.this)
+        return st.CreateView(
+            self.text,
+            name,
+            columns,
+            self._query(node.expression),
+            self.view_body,
+            bool(node.args.get("exists")),
+            bool(node.args.get("replace")),
+        )
+
+    def _create_sequence(self, node: exp.Create) -> st.CreateSequence:
+        _refuse_unhandled(node, {"this", "kind", "exists", "properties"})
+        settings: dict[str, int] = {}
+        properties = node.args.get("properties")
+        for prop in properties.expressions if properties is not None else ():
+            if not isinstance(prop, exp.SequenceProperties):
+                raise _unsupported(prop, "sequence option")
+            for name, value in prop.args.items():
+                if value is None or value == []:
+                    continue
+                if name == "options":
+                    for option in value:
+                        if str(option.name).upper() != "NO CYCLE":
+                            raise SQLError(
+                                "0A000", f"sequence option {option.name} is not supported"
+                            )
+                    continue
+                if name not in ("increment", "minvalue", "maxvalue", "start", "cache"):
+                    raise SQLError("0A000", f"sequence option {name.upper()} is not supported")
+                settings[name] = _integer(value, name.upper())
+        increment = settings.get("increment", 1)
+        if increment == 0:
+            raise SQLError("22023", "INCREMENT must not be zero")
+        if settings.get("cache", 1) < 1:
+            raise SQLError("22023", f"CACHE ({settings['cache']}) must be greater than zero")
+        return st.CreateSequence(
+            self.text,
+            _table_of(node.this),
+            increment,
+            settings.get("minvalue"),
+            settings.get("maxvalue"),
+            settings.get("start"),
+            bool(node.args.get("exists")),
+        )
+
+    def _named_columns(self, node: exp.Expr) -> tuple[st.TableName, tuple[str, ...]]:
+        """``name`` or ``name (a, b)`` before a CREATE VIEW's or CREATE TABLE's AS."""
+        if not isinstance(node, exp.Schema):
+            return _table_of(node), ()
+        columns = []
+        for column in node.expressions:
+            if not isinstance(column, exp.Identifier):
+                raise SQLError(
+                    "42601", "syntax error: before AS, only column names may be listed (no types)"
+                )
+            columns.append(_ident(column))
+        if len(set(columns)) != len(columns):
+            raise SQLError("42701", "a column name is listed more than once")
+        return _table_of(node.this), tuple(columns)
+
+    def _column(self, node: exp.ColumnDef, *, in_create: bool = False) -> st.ColumnSpec:
         name = _ident(node.this)
         kind = node.args.get("kind")
         if not isinstance(kind, exp.DataType):
@@ -1496,14 +1798,42 @@ class _Converter:
             elif isinstance(inner, exp.PrimaryKeyColumnConstraint):
                 primary_key = True
                 nullable = False
+            elif in_create and self._column_constraint(name, constraint):
+                pass
             else:
                 raise _unsupported(constraint, "column constraint")
+        ctype_name = kind.sql(dialect=_DIALECT).upper()
+        if ctype_name in _SERIAL_TYPES:
+            # NB: as CockroachDB's default serial_normalization (rowid): an INT8 whose
+            # default is unique_rowid(), not a sequence
+            if default is not None:
+                raise SQLError("42601", f'column "{name}" of type {ctype_name} takes no DEFAULT')
+            default = parse_expression("unique_rowid()")
+            nullable = False
+            kind = exp.DataType.build("BIGINT")
         if len(declared) == 2 or (primary_key and True in declared):
             raise SQLError("42601", f'conflicting NULL/NOT NULL declarations for column "{name}"')
         family, create = self.column_families.get(name, (None, False))
         return st.ColumnSpec(
             name, column_type(kind), nullable, default, primary_key, family, create
         )
+
+    def _column_constraint(self, column: str, node: exp.Expr) -> bool:
+        """A column's UNIQUE, CHECK or REFERENCES in CREATE TABLE."""
+        inner = node.args.get("kind")
+        name = _ident(node.this) if node.this is not None else None
+        if isinstance(inner, exp.UniqueColumnConstraint):
+            _refuse_unhandled(inner, {"nulls", "include"})
+            self.indexes.append(st.IndexSpec(name, (column,), unique=True))
+            return True
+        if isinstance(inner, exp.CheckColumnConstraint):
+            _refuse_unhandled(inner, {"this", "enforced"})
+            self.checks.append(st.CheckSpec(name, inner.this, column))
+            return True
+        if isinstance(inner, exp.Reference):
+            self.foreign_keys.append(self._reference(inner, name, (column,)))
+            return True
+        return False
 
     def _drop(self, node: exp.Drop) -> st.Statement:
         kind = str(node.args.get("kind") or "").upper()
@@ -1513,18 +1843,62 @@ class _Converter:
             return st.DropDatabase(
                 self.text, _ident(tables[0].this), if_exists, bool(node.args.get("cascade"))
             )
+        cascade = bool(node.args.get("cascade"))
         if kind == "TABLE":
-            return st.DropTable(self.text, tuple(_table_of(t) for t in tables), if_exists)
+            return st.DropTable(self.text, tuple(_table_of(t) for t in tables), if_exists, cascade)
+        if kind == "SEQUENCE" and not cascade:
+            return st.DropSequence(self.text, tuple(_table_of(t) for t in tables), if_exists)
+        if kind == "VIEW" and not node.args.get("materialized"):
+            return st.DropView(self.text, tuple(_table_of(t) for t in tables), if_exists, cascade)
         raise _unsupported(node)
 
     def _alter(self, node: exp.Alter) -> st.Statement:
-        if str(node.args.get("kind") or "").upper() != "TABLE":
+        kind = str(node.args.get("kind") or "").upper()
+        if kind not in ("TABLE", "VIEW"):
             raise _unsupported(node)
         table = _table_of(node.this)
         actions = node.args.get("actions") or []
         if len(actions) != 1:
-            raise SQLError("0A000", "ALTER TABLE supports one ADD COLUMN or DROP COLUMN at a time")
+            raise SQLError("0A000", f"ALTER {kind} supports one change at a time")
         action = actions[0]
+        if_exists = bool(node.args.get("exists"))
+        if isinstance(action, exp.AlterRename):
+            return st.RenameTable(
+                self.text, table, _table_of(action.this), if_exists, view=kind == "VIEW"
+            )
+        if kind == "VIEW":
+            raise _unsupported(action, "ALTER VIEW action")
+        if isinstance(action, exp.AddConstraint):
+            for element in action.expressions:
+                if isinstance(element, exp.Constraint) and len(element.expressions) == 1:
+                    done = self._table_constraint(element.expressions[0], _ident(element.this))
+                else:
+                    done = self._table_constraint(element, None)
+                if not done:
+                    raise _unsupported(element, "constraint")
+            return st.AddConstraint(
+                self.text,
+                table,
+                tuple(self.indexes),
+                tuple(self.checks),
+                tuple(self.foreign_keys),
+            )
+        if isinstance(action, exp.Drop) and str(action.args.get("kind")).upper() == "CONSTRAINT":
+            dropped = action.args.get("tables") or [action.this]
+            if len(dropped) != 1 or action.args.get("cascade"):
+                raise SQLError("0A000", "ALTER TABLE drops one constraint at a time (no CASCADE)")
+            return st.DropConstraint(
+                self.text, table, _ident(dropped[0].this), bool(action.args.get("exists"))
+            )
+        if isinstance(action, exp.RenameColumn):
+            _refuse_unhandled(action, {"this", "to", "exists"})
+            return st.RenameColumn(
+                self.text,
+                table,
+                _ident(action.this),
+                _ident(action.args["to"]),
+                bool(action.args.get("exists")) or if_exists,
+            )
         if isinstance(action, exp.ColumnDef):
             column = self._column(action)
             if column.primary_key:
@@ -2077,6 +2451,20 @@ def column_type(node: exp.DataType) -> ColumnType:
         name = "INT4"
     if name == "USERDEFINED":
         name = _ident(node.args.get("kind"))
+        if name.upper() not in TYPE_NAMES:
+            # a type of the catalog (an enum), resolved by the statement that uses it
+            return ColumnType(Kind.ENUM, type_name=name)
+    if name.upper() == "ARRAY" and len(node.expressions) == 1:
+        element = node.expressions[0]
+        if isinstance(element, exp.DataType):
+            inner = column_type(element)
+            if inner.kind in (Kind.ARRAY, Kind.JSONB):
+                raise SQLError(
+                    "0A000",
+                    f"type {node.sql(dialect=_DIALECT)} is not supported (arrays of "
+                    "arrays or of JSONB)",
+                )
+            return ColumnType(Kind.ARRAY, element=inner)
     if (node.expressions and name.upper() in ("ARRAY",)) or node.args.get("nested"):
         raise SQLError("0A000", f"type {node.sql(dialect=_DIALECT)} is not supported")
     params: list[int] = []
@@ -2088,6 +2476,18 @@ def column_type(node: exp.DataType) -> ColumnType:
     if name.upper() in ("TEXT",) and params:
         name = "STRING"
     return parse_type_name(name, params)
+
+
+def _integer(node: exp.Expr, what: str) -> int:
+    """An integer literal (maybe negative) of a statement's option."""
+    negative = isinstance(node, exp.Neg)
+    inner = node.this if negative else node
+    if not isinstance(inner, exp.Literal) or inner.is_string or not inner.name.isdigit():
+        raise SQLError("42601", f"syntax error: {what} takes an integer, got {node.sql()!r}")
+    value = -int(inner.name) if negative else int(inner.name)
+    if not -(2**63) <= value < 2**63:
+        raise SQLError("22003", f"{what} {value} is out of range for INT8")
+    return value
 
 
 def _unsupported(node: exp.Expr, what: str = "statement") -> SQLError:

@@ -22,6 +22,7 @@ from feedkv.sql import statements as st
 from feedkv.sql.aggregate import Grouping, group_key
 from feedkv.sql.descriptor import (
     Column,
+    Index,
     TableDescriptor,
 )
 from feedkv.sql.expr import (
@@ -37,6 +38,7 @@ from feedkv.sql.expr import (
     qualifier_of,
     static_kind,
 )
+from feedkv.sql.indexes import index_span, values_prefix
 from feedkv.sql.ordering import sorted_rows
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.relation import Relation
@@ -217,6 +219,10 @@ class Selection:
     # key's equality to values that keep their type; else None (then, or when a run's
     # values change type or are NULL, it returns None).
     point: Callable[[Context], list[Any] | None] | None
+    # When WHERE constrains no primary key column but a secondary index's leading
+    # columns: the span of the index's entries to read (None for a run whose values do
+    # not fit the columns: then the table is read); ``test`` filters the rows found.
+    index_span: Callable[[Context], Span | None] | None = None
 
     @classmethod
     def of(cls, desc: TableDescriptor, where: exp.Expr | None, scope: Scope) -> Selection:
@@ -227,7 +233,10 @@ class Selection:
         point = None
         if plan is not None and plan.complete and len(plan.equal) == len(desc.key_columns):
             point = _point(desc, plan)
-        return cls(_span_plan(desc, where, plan), test, point)
+        by_index = None
+        if where is not None and plan is None and desc.indexes:
+            by_index = _index_plan(desc, where, scope)
+        return cls(_span_plan(desc, where, plan), test, point, by_index)
 
 
 def _bound(compiled: Compiled, column: Column, context: Context) -> tuple[Any, bool]:
@@ -235,6 +244,18 @@ def _bound(compiled: Compiled, column: Column, context: Context) -> tuple[Any, b
     raw = compiled((), context)
     value = coerce(raw, column.type, column.name)
     return value, type(value) is type(raw) and value == raw
+
+
+_READ_EXACTLY = frozenset({Kind.TIME, Kind.INTERVAL, Kind.INET, Kind.ENUM, Kind.UUID, Kind.DATE})
+
+
+def _index_bound(compiled: Compiled, column: Column, context: Context) -> tuple[Any, bool]:
+    """As :func:`_bound`; a string read as one of the types whose text names one value
+    (a time, an address, an enum label...) keeps its value too."""
+    raw = compiled((), context)
+    value = coerce(raw, column.type, column.name)
+    kept = type(value) is type(raw) and value == raw
+    return value, kept or (isinstance(raw, str) and column.type.kind in _READ_EXACTLY)
 
 
 def _point(desc: TableDescriptor, plan: _KeyPlan) -> Callable[[Context], list[Any] | None]:
@@ -253,6 +274,62 @@ def _point(desc: TableDescriptor, plan: _KeyPlan) -> Callable[[Context], list[An
         return values
 
     return point
+
+
+def _index_plan(
+    desc: TableDescriptor, where: exp.Expr, scope: Scope
+) -> Callable[[Context], Span | None] | None:
+    """The span of the best secondary index for ``where``: the one whose leading
+    columns it fixes most (equalities, then a range on the next column); a unique
+    index all of whose columns are fixed wins."""
+    best: tuple[tuple[int, int, int], Index, _KeyPlan] | None = None
+    for index in desc.indexes:
+        columns = [c for i in index.column_ids if (c := desc.column_by_id(i)) is not None]
+        plan = _key_plan(desc, where, scope, columns)
+        if plan is None:
+            continue
+        whole = index.unique and len(plan.equal) == len(columns)
+        rank = (int(whole), len(plan.equal), int(plan.low is not None or plan.high is not None))
+        if best is None or rank > best[0]:
+            best = (rank, index, plan)
+    if best is None:
+        return None
+    _rank, index, plan = best
+    columns = [c for i in index.column_ids if (c := desc.column_by_id(i)) is not None]
+    entries = index_span(desc.id, index.id)
+
+    def span(context: Context) -> Span | None:
+        try:
+            equal = []
+            for compiled, column in zip(plan.equal, columns, strict=False):
+                value, kept = _index_bound(compiled, column, context)
+                if not kept and value is not None:
+                    return None  # k = 1.5 for an INT k: the filter decides
+                equal.append(value)
+            if any(v is None for v in equal):
+                return Span(entries.start, entries.start + b"\x00")  # = NULL matches nothing
+            prefix = values_prefix(desc, index, equal)
+            start, end = prefix, prefix_end(prefix)
+            if len(equal) < len(columns):
+                column = columns[len(equal)]
+                for limit, is_low in ((plan.low, True), (plan.high, False)):
+                    if limit is None:
+                        continue
+                    value, kept = _index_bound(limit.value, column, context)
+                    if value is None or not kept:
+                        continue  # NB: the filter applies every bound anyway
+                    key = values_prefix(desc, index, [*equal, value])
+                    if is_low:
+                        start = max(start, key if limit.inclusive else prefix_end(key))
+                    else:
+                        end = min(end, prefix_end(key) if limit.inclusive else key)
+        except SQLError:
+            return None
+        if end <= start:
+            return Span(start, start + b"\x00")  # nothing: an empty range
+        return Span(start, end)
+
+    return span
 
 
 def _span_plan(
@@ -546,6 +623,8 @@ class InsertPlan:
     filled: list[tuple[Column, Compiled | None]]  # the other columns, with their DEFAULT
     where: Compiled | None  # DO UPDATE ... WHERE, over the same rows as ``sets``
     listed: bool  # the statement names its columns
+    # ON CONFLICT (cols) naming a unique secondary index's columns: that index
+    conflict_index: Index | None = None
 
     def targets_for(self, width: int) -> tuple[list[Column], list[tuple[Column, Compiled | None]]]:
         """The columns a SELECT's rows of ``width`` values fill, and the others with
@@ -596,7 +675,7 @@ class InsertPlan:
         where = None
         if s.conflict_where is not None:
             where = compile_expr(condition(s.conflict_where, conflict_scope), conflict_scope)
-        _check_conflict_target(desc, s.conflict_target)
+        conflict_index = _check_conflict_target(desc, s.conflict_target)
         if s.upsert:
             key_ids = set(desc.primary_key)
             sets = [
@@ -613,6 +692,7 @@ class InsertPlan:
             [(c, column_default(c)) for c in desc.columns if c not in targets],
             where,
             s.columns is not None,
+            conflict_index,
         )
 
 
@@ -686,7 +766,9 @@ def _mutation_order_keys(
 def check_index(desc: TableDescriptor | Relation, index: str | None) -> None:
     """``t@index``: a table's one index is its primary key, ``<table>_pkey`` (also
     ``primary``, as CockroachDB spells it)."""
-    if index is not None and index not in (f"{desc.name}_pkey", "primary"):
+    if index is None or index in (f"{desc.name}_pkey", "primary"):
+        return
+    if not isinstance(desc, TableDescriptor) or desc.index(index) is None:
         raise SQLError("42704", f'index "{index}" not found')
 
 
@@ -698,19 +780,23 @@ def _proposed(index: int) -> Compiled:
     return lambda env, ctx: env[index]
 
 
-def _check_conflict_target(desc: TableDescriptor, target: Sequence[str]) -> None:
-    """ON CONFLICT (cols): the columns must exist and be the primary key, the only
-    unique constraint a feedkv table has."""
+def _check_conflict_target(desc: TableDescriptor, target: Sequence[str]) -> Index | None:
+    """ON CONFLICT (cols): the columns must exist and be the primary key's (``None``)
+    or a unique index's (that index)."""
     if not target:
-        return
-    ids = [desc.column(name).id for name in target]  # 42703 names an unknown one
-    if sorted(ids) != sorted(desc.primary_key):
-        raise SQLError(
-            "42P10",
-            "there is no unique or exclusion constraint matching the ON CONFLICT "
-            f"specification ({', '.join(target)}); the primary key is "
-            f"({', '.join(c.name for c in desc.key_columns)})",
-        )
+        return None
+    ids = sorted(desc.column(name).id for name in target)  # 42703 names an unknown one
+    if ids == sorted(desc.primary_key):
+        return None
+    for index in desc.indexes:
+        if index.unique and sorted(index.column_ids) == ids:
+            return index
+    raise SQLError(
+        "42P10",
+        "there is no unique or exclusion constraint matching the ON CONFLICT "
+        f"specification ({', '.join(target)}); the primary key is "
+        f"({', '.join(c.name for c in desc.key_columns)})",
+    )
 
 
 def holds(verdict: Any) -> bool:
@@ -778,10 +864,16 @@ _FLIP: dict[type[exp.Expr], type[exp.Expr]] = {
 }
 
 
-def _key_plan(desc: TableDescriptor, where: exp.Expr, scope: Scope) -> _KeyPlan | None:
-    """Equality and range constraints on primary key columns with constant sides: a
-    side is constant when it names no column, or only the outer query's (in a
-    correlated subquery, whose plan is made for each of the outer rows)."""
+def _key_plan(
+    desc: TableDescriptor,
+    where: exp.Expr,
+    scope: Scope,
+    key_columns: Sequence[Column] | None = None,
+) -> _KeyPlan | None:
+    """Equality and range constraints on primary key columns (or ``key_columns``, an
+    index's) with constant sides: a side is constant when it names no column, or only
+    the outer query's (in a correlated subquery, whose plan is made for each of the
+    outer rows)."""
     empty = Scope(outer=scope.outer)
 
     def fixed(node: exp.Expr) -> bool:
@@ -822,7 +914,7 @@ def _key_plan(desc: TableDescriptor, where: exp.Expr, scope: Scope) -> _KeyPlan 
             constraint = highs[name] = _Bound(value, op is exp.LTE)
         source[id(constraint)] = conjunct
     plan = _KeyPlan([])
-    for column in desc.key_columns:
+    for column in desc.key_columns if key_columns is None else key_columns:
         if column.name in equal:
             plan.equal.append(equal[column.name])
             continue

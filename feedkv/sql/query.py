@@ -14,22 +14,32 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from sqlglot import exp
+
 from feedkv.errors import InvariantViolation, SQLError
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate import group_key
-from feedkv.sql.descriptor import TableDescriptor
+from feedkv.sql.descriptor import (
+    DatabaseDescriptor,
+    SequenceDescriptor,
+    TableDescriptor,
+    ViewDescriptor,
+)
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.expr import Scope, compile_expr, condition, static_kind
+from feedkv.sql.indexes import primary_key_of, values_prefix
 from feedkv.sql.join import JoinPlan
 from feedkv.sql.plan import ResultPlan, SelectPlan, holds, sorted_rows
 from feedkv.sql.relation import Relation
-from feedkv.sql.row_codec import table_span
+from feedkv.sql.row_codec import row_prefix, row_span, table_span
 from feedkv.sql.set_ops import SetResult, combine, result_order, union_all
 from feedkv.sql.subquery import grouped_context, prepare_subqueries
-from feedkv.sql.types import ColumnType, logical_decimal, timestamp_of
+from feedkv.sql.types import ColumnType, Kind, coerce, logical_decimal, timestamp_of
+from feedkv.sql.views import view_query
+from feedkv.util.keys import prefix_end
 
-__all__ = ["HANDLERS", "query", "read_source", "select"]
+__all__ = ["HANDLERS", "query", "read_source", "read_view", "select"]
 
 
 def select(ex: Execution, s: st.Select) -> Result:
@@ -129,7 +139,9 @@ def _query(ex: Execution, q: st.Query) -> Result:
         return _select_no_table(ex, q)
     if q.joins or not isinstance(q.table, st.TableName) or _cte(ex, q.table) is not None:
         return _select_sources(ex, q)
-    desc = ex.table(q.table)
+    desc = ex.relation(q.table)
+    if not isinstance(desc, TableDescriptor):
+        return _select_sources(ex, q)
     plan = ex.plan(q, desc, partial(SelectPlan.of, outer=ex.outer_scope))
     prepare_subqueries(ex, query, q.subqueries, plan.scope, grouped_context(q, plan.result))
     envs = [env for _row, _pairs, env in ex.matching(desc, plan.selection)]
@@ -192,11 +204,58 @@ def read_source(
     found = _cte(ex, source)
     if found is not None:
         return found, found.rows, ex.session.database
-    desc = ex.table(source)
+    desc = ex.relation(source)
+    if isinstance(desc, ViewDescriptor):
+        view = read_view(ex, desc)
+        return view, view.rows, source.database or ex.session.database
+    if isinstance(desc, SequenceDescriptor):
+        sequence = _read_sequence(ex, desc)
+        return sequence, sequence.rows, source.database or ex.session.database
     rows = [
         tuple(row[c.id] for c in desc.columns) for row, _pairs in ex.rows(desc, table_span(desc.id))
     ]
     return desc, rows, source.database or ex.session.database
+
+
+def read_view(ex: Execution, view: ViewDescriptor) -> Relation:
+    """The rows of ``view``: its query run in the statement's transaction, its names
+    resolved in the view's database (no CTE or column of the statement reading it is
+    in its scope)."""
+    database = catalog.get_descriptor(ex.read_source, view.database_id)
+    if not isinstance(database, DatabaseDescriptor):
+        raise InvariantViolation(f"view {view.name!r} has no database {view.database_id}")
+    body = view_query(view.query, database.name)
+    ctes, scopes = ex.ctes, ex.outer_scopes
+    ex.ctes, ex.outer_scopes = {}, []
+    try:
+        result = query(ex, body)
+    finally:
+        ex.ctes, ex.outer_scopes = ctes, scopes
+    width = len(view.columns)
+    rows, types = result.rows, result.types
+    if len(result.columns) > width:  # NB: SELECT * of a table that gained columns since
+        rows = [row[:width] for row in rows]
+        types = types[:width]
+    elif len(result.columns) < width:
+        raise SQLError(
+            "42P10",
+            f'view "{view.name}" has {width} columns but its query now gives {len(result.columns)}',
+        )
+    return Relation.of(view.name, view.columns, types, rows)
+
+
+def _read_sequence(ex: Execution, sequence: SequenceDescriptor) -> Relation:
+    """A sequence read as a table, as PostgreSQL's: one row of ``last_value``,
+    ``log_cnt`` (always 0 here) and ``is_called`` (whether a value was handed out)."""
+    raw = ex.read_source.get(catalog.sequence_value_key(sequence))
+    last = int(raw) if raw is not None else sequence.start
+    int_type = ColumnType(Kind.INT)
+    return Relation.of(
+        sequence.name,
+        ("last_value", "log_cnt", "is_called"),
+        (int_type, int_type, ColumnType(Kind.BOOL)),
+        [(last, 0, raw is not None)],
+    )
 
 
 def _select_sources(ex: Execution, s: st.Select) -> Result:
@@ -205,12 +264,93 @@ def _select_sources(ex: Execution, s: st.Select) -> Result:
     transaction."""
     if s.table is None:
         raise InvariantViolation("a SELECT without FROM has no sources to read")
-    read = [read_source(ex, source) for source in [s.table, *(join.table for join in s.joins)]]
+    read = [read_source(ex, s.table)]
+    for n, join in enumerate(s.joins):
+        looked_up = _looked_up(ex, s, join, read[0]) if n == 0 else None
+        read.append(looked_up if looked_up is not None else read_source(ex, join.table))
     # NB: not kept by Session.plan, which keys a plan by one table
     plan = JoinPlan.of([r[0] for r in read], s, [r[2] for r in read], ex.outer_scope)
     prepare_subqueries(ex, query, s.subqueries, plan.scope, grouped_context(s, plan.result))
     joined = plan.rows([r[1] for r in read], ex.context)
     return _selected(ex, s, plan.result, joined)
+
+
+# A lookup join fetches the right table's rows for at most this many distinct values of
+# the left side's column, one key span each; past it, it reads the table whole.
+_LOOKUP_LIMIT = 256
+
+
+def _looked_up(
+    ex: Execution,
+    s: st.Select,
+    join: st.Join,
+    left: tuple[TableDescriptor | Relation, list[tuple[Any, ...]], str],
+) -> tuple[TableDescriptor, list[tuple[Any, ...]], str] | None:
+    """For ``left [INNER | LEFT] JOIN t ON left.a = t.b`` where ``b`` leads ``t``'s
+    primary key or one of its indexes: only the rows of ``t`` whose ``b`` is one of
+    ``left``'s values of ``a`` (none other can match, so the join gives the same rows,
+    and the spans read cover every row it depends on). ``None``: read ``t`` whole."""
+    on = join.on
+    if join.side not in ("inner", "left") or join.using or join.natural:
+        return None
+    if not isinstance(on, exp.EQ) or not isinstance(join.table, st.TableName):
+        return None
+    if _cte(ex, join.table) is not None:
+        return None
+    a, b = on.this, on.expression
+    if not isinstance(a, exp.Column) or not isinstance(b, exp.Column):
+        return None
+    right_name = join.alias or join.table.name
+    left_name = s.alias or (s.table.name if isinstance(s.table, st.TableName) else "")
+    if a.table == right_name and b.table == left_name:
+        a, b = b, a
+    if a.table != left_name or b.table != right_name or not left_name or left_name == right_name:
+        return None
+    desc = ex.relation(join.table)
+    if not isinstance(desc, TableDescriptor):
+        return None
+    column = desc.find_column(b.name)
+    if column is None:
+        return None
+    index = None
+    if desc.primary_key[0] != column.id:
+        index = next((i for i in desc.indexes if i.column_ids[0] == column.id), None)
+        if index is None:
+            return None
+    source, rows, _database = left
+    names = [c.name for c in source.columns]
+    if names.count(a.name) != 1:
+        return None
+    position = names.index(a.name)
+    values = {group_key(row[position]) for row in rows if row[position] is not None}
+    if len(values) > _LOOKUP_LIMIT:
+        return None
+    keys = []
+    for row in rows:
+        raw = row[position]
+        if raw is None:
+            continue
+        try:
+            value = coerce(raw, column.type, None)
+        except SQLError:
+            return None
+        if type(value) is not type(raw) or value != raw:
+            return None  # NB: a value the column's type changes says nothing exact
+        keys.append(value)
+    found: dict[bytes, tuple[Any, ...]] = {}
+    ids = [c.id for c in desc.columns]
+    for value in {group_key(k): k for k in keys}.values():
+        if index is None:
+            spans = [row_span(desc, [value])]
+        else:
+            prefix = values_prefix(desc, index, [value])
+            entries = ex.read_source.scan(prefix, prefix_end(prefix))
+            spans = [row_span(desc, primary_key_of(desc, kv.value)) for kv in entries]
+        for span in spans:
+            for fetched, _pairs in ex.rows(desc, span):
+                key = row_prefix(desc, [fetched[i] for i in desc.primary_key])
+                found[key] = tuple(fetched[i] for i in ids)
+    return desc, [found[key] for key in sorted(found)], join.table.database or ex.session.database
 
 
 def _select_no_table(ex: Execution, s: st.Select) -> Result:

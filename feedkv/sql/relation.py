@@ -16,6 +16,7 @@ from typing import Any
 
 from feedkv.errors import SQLError
 from feedkv.sql.descriptor import Column
+from feedkv.sql.enums import EnumValue
 from feedkv.sql.types import ColumnType, Kind, kind_of_value
 
 __all__ = ["Relation", "column_types"]
@@ -71,6 +72,9 @@ def column_types(
         if given is None:
             value = next((row[i] for row in rows if row[i] is not None), None)
             kind = Kind.JSONB if isinstance(value, dict | list) else kind_of_value(value)
-            given = ColumnType(kind or Kind.STRING)
+            if isinstance(value, EnumValue):
+                given = ColumnType(Kind.ENUM, type_name=value.type_name, labels=value.labels)
+            else:
+                given = ColumnType(kind or Kind.STRING)
         out.append(given)
     return out

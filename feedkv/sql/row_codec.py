@@ -29,9 +29,11 @@ import msgpack
 from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.sql.descriptor import PRIMARY_INDEX_ID, Family, TableDescriptor
 from feedkv.sql.types import (
+    ColumnType,
     Kind,
+    from_key,
     from_key_primitive,
-    from_value_primitive,
+    from_value,
     key_primitive,
     value_primitive,
 )
@@ -186,9 +188,9 @@ class _Layout:
     def __init__(self, desc: TableDescriptor) -> None:
         self.index_prefix = table_prefix(desc.id) + encode_value(PRIMARY_INDEX_ID)
         keys = desc.key_columns
-        self.key_converters = [_key_converter(c.type.kind) for c in keys]
+        self.key_converters = [_key_converter(c.type) for c in keys]
         self.key_encoders = [_encoder(key_primitive, c.type.kind) for c in keys]
-        self.columns = {c.id: _value_converter(c.type.kind) for c in desc.columns}
+        self.columns = {c.id: _value_converter(c.type) for c in desc.columns}
         self.converted = [(i, f) for i, f in self.columns.items() if f is not None]
         key_ids = set(desc.primary_key)
         self.families: dict[int, tuple[bytes, list[tuple[int, _Convert | None]]]] = {}
@@ -230,12 +232,12 @@ def _encoder(to_primitive: Callable[[Kind, Any], Any], kind: Kind) -> _Convert |
     return functools.partial(to_primitive, kind)
 
 
-def _key_converter(kind: Kind) -> Callable[[Any], Any] | None:
-    return None if kind in _IDENTITY else functools.partial(from_key_primitive, kind)
+def _key_converter(ctype: ColumnType) -> Callable[[Any], Any] | None:
+    return None if ctype.kind in _IDENTITY else functools.partial(from_key, ctype)
 
 
-def _value_converter(kind: Kind) -> Callable[[Any], Any] | None:
-    return None if kind in _IDENTITY else functools.partial(from_value_primitive, kind)
+def _value_converter(ctype: ColumnType) -> Callable[[Any], Any] | None:
+    return None if ctype.kind in _IDENTITY else functools.partial(from_value, ctype)
 
 
 def _layout(desc: TableDescriptor) -> _Layout:

@@ -44,7 +44,12 @@ from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.describe import Description, describe
-from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
+from feedkv.sql.descriptor import (
+    DatabaseDescriptor,
+    SequenceDescriptor,
+    TableDescriptor,
+    ViewDescriptor,
+)
 from feedkv.sql.dml import duplicate_key_at
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.executor import run
@@ -53,6 +58,7 @@ from feedkv.sql.leases import Lease, Leases
 from feedkv.sql.metrics import SQLMetrics, unregistered_sql_metrics
 from feedkv.sql.parser import parse, placeholder_count
 from feedkv.sql.relation import Relation
+from feedkv.sql.session_context import SequenceState
 from feedkv.sql.session_vars import VARIABLES, checked_value
 from feedkv.sql.types import ColumnType
 
@@ -165,6 +171,7 @@ class Session:
         self.user = user
         self.database = database
         self.variables: dict[str, str] = {}  # session variables SET (see session_vars)
+        self.sequences = SequenceState()  # currval and lastval (see sql.sequences)
         self._txn: Txn | None = None
         self._failed = False
         self._restart = False  # SAVEPOINT cockroach_restart is active
@@ -287,6 +294,13 @@ class Session:
             self.database,
             param_types,
         )
+
+    def views_and_sequences(self) -> list[ViewDescriptor | SequenceDescriptor]:
+        """The views and sequences of the current database, as this session sees them
+        now (for the catalog views, as :meth:`schema`)."""
+        reader = self._reader()
+        database = self.resolve_database(reader, self.database)
+        return [*catalog.list_views(reader, database), *catalog.list_sequences(reader, database)]
 
     def schema(self) -> list[tuple[DatabaseDescriptor, list[TableDescriptor]]]:
         """Every database with its tables, as this session sees them now (in its open

@@ -9,6 +9,7 @@ each other.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -19,9 +20,22 @@ if TYPE_CHECKING:
     from feedkv.sql.leases import Lease, Leases
     from feedkv.sql.relation import Relation
 
-__all__ = ["SessionContext"]
+__all__ = ["SequenceState", "SessionContext"]
 
 P = TypeVar("P")
+
+
+@dataclass
+class SequenceState:
+    """One session's sequence values (:mod:`feedkv.sql.sequences`): the last each
+    sequence gave it (``currval``), and the last of all (``lastval``)."""
+
+    values: dict[int, int] = field(default_factory=dict)
+    last: int | None = None
+
+    def note(self, sequence_id: int, value: int) -> None:
+        self.values[sequence_id] = value
+        self.last = value
 
 
 class SessionContext(Protocol):
@@ -42,6 +56,9 @@ class SessionContext(Protocol):
 
     @property
     def in_transaction(self) -> bool: ...
+
+    @property
+    def sequences(self) -> SequenceState: ...
 
     def resolve_database(self, reader: catalog.Reader, name: str) -> DatabaseDescriptor: ...
 

@@ -15,6 +15,7 @@ from feedkv.sql.types import ColumnType
 
 __all__ = [
     "AddColumn",
+    "AddConstraint",
     "AlterChangefeed",
     "AlterUserPassword",
     "Begin",
@@ -26,13 +27,26 @@ __all__ = [
     "CreateChangefeed",
     "CreateDatabase",
     "CreateTable",
+    "CreateSequence",
+    "CheckSpec",
+    "CreateEnum",
+    "CreateIndex",
+    "CreateTableAs",
     "CreateUser",
+    "CreateView",
     "Delete",
     "Derived",
     "DropColumn",
+    "DropConstraint",
     "DropDatabase",
     "DropTable",
+    "DropIndex",
+    "DropType",
+    "DropSequence",
+    "DropView",
     "FamilySpec",
+    "ForeignKeySpec",
+    "IndexSpec",
     "GrantAdmin",
     "ImportInto",
     "GrantPrivileges",
@@ -41,6 +55,8 @@ __all__ = [
     "Insert",
     "Join",
     "Query",
+    "RenameColumn",
+    "RenameTable",
     "Rollback",
     "Savepoint",
     "Select",
@@ -50,6 +66,7 @@ __all__ = [
     "ShowCreateTable",
     "ShowDatabases",
     "ShowGrants",
+    "ShowIndexes",
     "ShowRanges",
     "ShowTables",
     "Source",
@@ -141,18 +158,51 @@ class FamilySpec:
 
 
 @dataclass(frozen=True, slots=True)
+class IndexSpec:
+    """An index (``unique``: a UNIQUE constraint or index) on ``columns``; ``name``
+    None: named for the table and columns."""
+
+    name: str | None
+    columns: tuple[str, ...]
+    unique: bool = False
+    storing: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CheckSpec:
+    name: str | None
+    expression: exp.Expr
+    column: str | None = None  # a column's own CHECK (names the constraint)
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignKeySpec:
+    """``FOREIGN KEY (columns) REFERENCES table [(referenced)]`` (no ``referenced``:
+    the table's primary key)."""
+
+    name: str | None
+    columns: tuple[str, ...]
+    table: TableName
+    referenced: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class CreateTable(Statement):
     table: TableName
     columns: tuple[ColumnSpec, ...]
     primary_key: tuple[str, ...] | None
     families: tuple[FamilySpec, ...]
     if_not_exists: bool = False
+    indexes: tuple[IndexSpec, ...] = ()
+    checks: tuple[CheckSpec, ...] = ()
+    foreign_keys: tuple[ForeignKeySpec, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class DropTable(Statement):
     tables: tuple[TableName, ...]
     if_exists: bool = False
+    cascade: bool = False  # drop the views that read them too
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +216,26 @@ class AddColumn(Statement):
 class DropColumn(Statement):
     table: TableName
     column: str
+    if_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RenameTable(Statement):
+    """``ALTER TABLE t RENAME TO u`` (``view``: ``ALTER VIEW v RENAME TO w``)."""
+
+    table: TableName
+    new_name: TableName
+    if_exists: bool = False
+    view: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RenameColumn(Statement):
+    """``ALTER TABLE t RENAME COLUMN a TO b``."""
+
+    table: TableName
+    column: str
+    new_name: str
     if_exists: bool = False
 
 
@@ -481,3 +551,108 @@ class AlterChangefeed(Statement):
     drop: tuple[ChangefeedTarget, ...] = ()
     set_options: tuple[tuple[str, str | None], ...] = ()
     unset: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CreateView(Statement):
+    """``CREATE [OR REPLACE] VIEW v [(columns)] AS query``; ``query_text`` is the
+    query as written (what the view stores), ``query`` it parsed."""
+
+    view: TableName
+    columns: tuple[str, ...]
+    query: Query
+    query_text: str
+    if_not_exists: bool = False
+    replace: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DropView(Statement):
+    views: tuple[TableName, ...]
+    if_exists: bool = False
+    cascade: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTableAs(Statement):
+    """``CREATE TABLE t [(columns)] AS query``: a table of the query's columns (and an
+    implicit ``rowid`` key), holding its rows."""
+
+    table: TableName
+    columns: tuple[str, ...]
+    query: Query
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CreateSequence(Statement):
+    """``CREATE SEQUENCE s [INCREMENT [BY] n] [MINVALUE n] [MAXVALUE n] [START [WITH] n]``
+    (``None``: the default, which depends on the increment's sign)."""
+
+    sequence: TableName
+    increment: int = 1
+    min_value: int | None = None
+    max_value: int | None = None
+    start: int | None = None
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DropSequence(Statement):
+    sequences: tuple[TableName, ...]
+    if_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CreateIndex(Statement):
+    table: TableName
+    index: IndexSpec
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DropIndex(Statement):
+    """``DROP INDEX [IF EXISTS] [t@]name``: ``table`` None: the index is looked up by
+    name among the current database's tables."""
+
+    table: TableName | None
+    name: str
+    if_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ShowIndexes(Statement):
+    table: TableName
+
+
+@dataclass(frozen=True, slots=True)
+class CreateEnum(Statement):
+    """``CREATE TYPE name AS ENUM ('label', ...)``."""
+
+    name: TableName
+    labels: tuple[str, ...]
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DropType(Statement):
+    names: tuple[TableName, ...]
+    if_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AddConstraint(Statement):
+    """``ALTER TABLE t ADD [CONSTRAINT name] UNIQUE (...) | CHECK (...) | FOREIGN KEY
+    (...) REFERENCES ...``: the rows already there must satisfy it."""
+
+    table: TableName
+    indexes: tuple[IndexSpec, ...] = ()
+    checks: tuple[CheckSpec, ...] = ()
+    foreign_keys: tuple[ForeignKeySpec, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DropConstraint(Statement):
+    table: TableName
+    name: str
+    if_exists: bool = False

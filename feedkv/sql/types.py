@@ -20,23 +20,33 @@ import decimal
 import enum
 import json
 import math
+import re
 import struct
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import msgpack
+
 from feedkv.errors import FeedKVError, InvalidArgumentError, SQLError, TimestampParseError
+from feedkv.sql.arrays import Array, parse_array_text
+from feedkv.sql.enums import EnumValue
+from feedkv.sql.inet import Inet
+from feedkv.sql.interval import Interval
 from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_duration_ns
 
 __all__ = [
+    "TYPE_NAMES",
     "ColumnType",
     "Kind",
     "coerce",
     "decimal_from_key",
     "decimal_key",
     "format_value",
+    "from_key",
     "from_key_primitive",
+    "from_value",
     "from_value_primitive",
     "key_primitive",
     "kind_of_value",
@@ -78,6 +88,11 @@ class Kind(enum.Enum):
     TIMESTAMPTZ = "TIMESTAMPTZ"
     UUID = "UUID"
     JSONB = "JSONB"
+    TIME = "TIME"
+    INTERVAL = "INTERVAL"
+    INET = "INET"
+    ENUM = "ENUM"  # a user-defined enum type (ColumnType.labels)
+    ARRAY = "ARRAY"  # of ColumnType.element
 
 
 _ALIASES = {
@@ -117,7 +132,11 @@ _ALIASES = {
     "UUID": Kind.UUID,
     "JSONB": Kind.JSONB,
     "JSON": Kind.JSONB,
+    "TIME": Kind.TIME,
+    "INTERVAL": Kind.INTERVAL,
+    "INET": Kind.INET,
 }
+TYPE_NAMES = frozenset(_ALIASES)  # the built-in type names, upper-case
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,8 +149,17 @@ class ColumnType:
     width: int | None = None
     precision: int | None = None
     scale: int | None = None
+    # ENUM: the type's name, and its labels in order (None: not resolved yet, as the
+    # parser leaves a type name it does not know; the schema change resolves it).
+    type_name: str | None = None
+    labels: tuple[str, ...] | None = None
+    element: ColumnType | None = None  # ARRAY: the type of its elements
 
     def sql(self) -> str:
+        if self.kind is Kind.ENUM:
+            return str(self.type_name or "ENUM")
+        if self.kind is Kind.ARRAY:
+            return (self.element.sql() if self.element else "STRING") + "[]"
         if self.kind is Kind.STRING and self.width is not None:
             return f"STRING({self.width})"
         if self.kind is Kind.INT and self.width is not None:
@@ -140,13 +168,17 @@ class ColumnType:
             if self.scale is not None:
                 return f"DECIMAL({self.precision},{self.scale})"
             return f"DECIMAL({self.precision})"
-        return self.kind.value
+        return str(self.kind.value)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind.name}
-        for name in ("width", "precision", "scale"):
+        for name in ("width", "precision", "scale", "type_name"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
+        if self.labels is not None:
+            out["labels"] = list(self.labels)
+        if self.element is not None:
+            out["element"] = self.element.to_json()
         return out
 
     @classmethod
@@ -156,6 +188,9 @@ class ColumnType:
             width=data.get("width"),
             precision=data.get("precision"),
             scale=data.get("scale"),
+            type_name=data.get("type_name"),
+            labels=tuple(data["labels"]) if "labels" in data else None,
+            element=ColumnType.from_json(data["element"]) if "element" in data else None,
         )
 
     def __str__(self) -> str:
@@ -190,6 +225,8 @@ def parse_type_name(name: str, params: list[int] | None = None) -> ColumnType:
         return ColumnType(kind, precision=precision, scale=scale)
     if kind is Kind.INT and name.upper() in _NARROW_INTS:
         return ColumnType(kind, width=_NARROW_INTS[name.upper()])
+    if params and kind in (Kind.TIME, Kind.INTERVAL, Kind.TIMESTAMP, Kind.TIMESTAMPTZ):
+        raise SQLError("0A000", f"{name.upper()}({params[0]}): a precision is not supported")
     return ColumnType(kind)
 
 
@@ -219,6 +256,16 @@ def type_of_value(value: object) -> str:
         return "date"
     if isinstance(value, uuid.UUID):
         return "uuid"
+    if isinstance(value, datetime.time):
+        return "time"
+    if isinstance(value, Interval):
+        return "interval"
+    if isinstance(value, Inet):
+        return "inet"
+    if isinstance(value, EnumValue):
+        return value.type_name or "enum"
+    if isinstance(value, Array):
+        return str(value.element.sql()).lower() + "[]"
     if isinstance(value, dict | list):
         return "jsonb"
     return type(value).__name__
@@ -226,6 +273,10 @@ def type_of_value(value: object) -> str:
 
 def kind_of_value(value: object) -> Kind | None:
     """The column kind a Python value belongs to (``None`` for NULL or JSON documents)."""
+    if isinstance(value, EnumValue):
+        return Kind.ENUM
+    if isinstance(value, Array):
+        return Kind.ARRAY
     name = type_of_value(value)
     return _KIND_BY_NAME.get(name)
 
@@ -241,6 +292,9 @@ _KIND_BY_NAME = {
     "timestamp": Kind.TIMESTAMP,
     "date": Kind.DATE,
     "uuid": Kind.UUID,
+    "time": Kind.TIME,
+    "interval": Kind.INTERVAL,
+    "inet": Kind.INET,
 }
 
 
@@ -461,6 +515,72 @@ def _to_json(value: object, ctype: ColumnType) -> Any:
     raise _Mismatch
 
 
+def _to_time(value: object, ctype: ColumnType) -> datetime.time:
+    if isinstance(value, datetime.time):
+        if value.tzinfo is not None:
+            raise _Mismatch
+        return value
+    if isinstance(value, datetime.datetime):
+        return value.time()
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return datetime.time.fromisoformat(text)
+        except ValueError:
+            if _CLOCK_SHAPE.fullmatch(text):
+                raise SQLError("22008", f"date/time field value out of range: {text!r}") from None
+            raise SQLError("22007", f"invalid input syntax for type time: {text!r}") from None
+    raise _Mismatch
+
+
+_CLOCK_SHAPE = re.compile(r"\d{1,2}:\d{1,2}(:\d{1,2}(\.\d+)?)?")
+
+
+def _to_interval(value: object, ctype: ColumnType) -> Interval:
+    if isinstance(value, Interval):
+        return value
+    if isinstance(value, str):
+        return Interval.parse(value)
+    if isinstance(value, datetime.timedelta):
+        return Interval(0, value.days, value.seconds * 1_000_000 + value.microseconds)
+    raise _Mismatch
+
+
+def _to_inet(value: object, ctype: ColumnType) -> Inet:
+    if isinstance(value, Inet):
+        return value
+    if isinstance(value, str):
+        return Inet.parse(value)
+    raise _Mismatch
+
+
+def _to_enum(value: object, ctype: ColumnType) -> EnumValue:
+    if ctype.labels is None:
+        raise SQLError("42704", f'type "{ctype.type_name}" does not exist')
+    if isinstance(value, EnumValue):
+        if value.labels != ctype.labels:
+            raise _Mismatch
+        return value
+    if isinstance(value, str):
+        return EnumValue.of(value, ctype.labels, ctype.type_name or "")
+    raise _Mismatch
+
+
+def _to_array(value: object, ctype: ColumnType) -> Array:
+    element = ctype.element or ColumnType(Kind.STRING)
+    if isinstance(value, Array):
+        if value.element == element:
+            return value
+        items: list[Any] = list(value.values)
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    elif isinstance(value, str):
+        items = list(parse_array_text(value))
+    else:
+        raise _Mismatch
+    return Array(tuple(coerce(item, element, None) for item in items), element)
+
+
 _COERCE: dict[Kind, Any] = {
     Kind.INT: _to_int,
     Kind.FLOAT: _to_float,
@@ -473,6 +593,11 @@ _COERCE: dict[Kind, Any] = {
     Kind.TIMESTAMPTZ: _to_timestamptz,
     Kind.UUID: _to_uuid,
     Kind.JSONB: _to_json,
+    Kind.TIME: _to_time,
+    Kind.INTERVAL: _to_interval,
+    Kind.INET: _to_inet,
+    Kind.ENUM: _to_enum,
+    Kind.ARRAY: _to_array,
 }
 
 
@@ -493,14 +618,18 @@ def _from_micros(micros: int, aware: bool) -> datetime.datetime:
     return value.replace(tzinfo=UTC) if aware else value
 
 
+# Kinds whose values cannot be in a key (or an index): no order-preserving encoding.
+_NO_KEYS = frozenset({Kind.JSONB, Kind.INTERVAL, Kind.ARRAY})
+
+
 def key_primitive(kind: Kind, value: Any) -> Primitive:
     """``value`` (already coerced) as a key column primitive whose order is SQL order."""
     if value is None:
         return None
     if kind is Kind.DECIMAL:
         return decimal_key(value)
-    if kind is Kind.JSONB:
-        raise SQLError("0A000", "JSONB values cannot be part of a primary key")
+    if kind in _NO_KEYS:
+        raise SQLError("0A000", f"{kind.value} values cannot be part of a key or an index")
     return _shared_primitive(kind, value)
 
 
@@ -520,6 +649,14 @@ def value_primitive(kind: Kind, value: Any) -> Primitive:
         return str(value)
     if kind is Kind.JSONB:
         return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    if kind is Kind.INTERVAL:
+        return str(value.to_primitive())
+    if kind is Kind.ENUM:
+        return str(value.label)
+    if kind is Kind.ARRAY:
+        element = value.element
+        packed: bytes = msgpack.packb([value_primitive(element.kind, v) for v in value.values])
+        return packed
     return _shared_primitive(kind, value)
 
 
@@ -530,7 +667,28 @@ def from_value_primitive(kind: Kind, raw: Primitive) -> Any:
         return decimal.Decimal(str(raw))
     if kind is Kind.JSONB:
         return json.loads(str(raw))
+    if kind is Kind.INTERVAL:
+        return Interval.from_primitive(str(raw))
     return _from_shared(kind, raw)
+
+
+def from_key(ctype: ColumnType, raw: Primitive) -> Any:
+    """A key primitive of a column of ``ctype`` as its value (ENUM needs the labels)."""
+    if ctype.kind is Kind.ENUM and raw is not None:
+        labels = ctype.labels or ()
+        return EnumValue(labels[int(raw)], labels, ctype.type_name or "")
+    return from_key_primitive(ctype.kind, raw)
+
+
+def from_value(ctype: ColumnType, raw: Primitive) -> Any:
+    """A stored-value primitive of a column of ``ctype`` as its value."""
+    if ctype.kind is Kind.ENUM and raw is not None:
+        return EnumValue(str(raw), ctype.labels or (), ctype.type_name or "")
+    if ctype.kind is Kind.ARRAY and raw is not None:
+        element = ctype.element or ColumnType(Kind.STRING)
+        items = msgpack.unpackb(bytes(raw))  # type: ignore[arg-type]
+        return Array(tuple(from_value(element, item) for item in items), element)
+    return from_value_primitive(ctype.kind, raw)
 
 
 def _shared_primitive(kind: Kind, value: Any) -> Primitive:
@@ -540,6 +698,13 @@ def _shared_primitive(kind: Kind, value: Any) -> Primitive:
         return _micros(value)
     if kind is Kind.UUID:
         return bytes(value.bytes)
+    if kind is Kind.TIME:
+        seconds = (value.hour * 60 + value.minute) * 60 + value.second
+        return int(seconds * 1_000_000 + value.microsecond)
+    if kind is Kind.INET:
+        return bytes(value.to_primitive())
+    if kind is Kind.ENUM:  # NB: a key holds the position (enum order), a value the label
+        return int(value.position)
     result: Primitive = value
     return result
 
@@ -553,6 +718,13 @@ def _from_shared(kind: Kind, raw: Primitive) -> Any:
         return _from_micros(int(raw), aware=True)  # type: ignore[arg-type]
     if kind is Kind.UUID:
         return uuid.UUID(bytes=bytes(raw))  # type: ignore[arg-type]
+    if kind is Kind.TIME:
+        seconds, micros = divmod(int(raw), 1_000_000)  # type: ignore[arg-type]
+        minutes, second = divmod(seconds, 60)
+        hour, minute = divmod(minutes, 60)
+        return datetime.time(hour, minute, second, micros)
+    if kind is Kind.INET:
+        return Inet.from_primitive(bytes(raw))  # type: ignore[arg-type]
     return raw
 
 
@@ -612,6 +784,11 @@ def format_value(value: Any) -> str:
     if isinstance(value, datetime.datetime):
         text = value.isoformat(sep=" ")
         return text
+    if isinstance(value, datetime.time):
+        text = value.isoformat()
+        return text.rstrip("0") if value.microsecond else text
+    if isinstance(value, Array):
+        return value.text(format_value)
     if isinstance(value, dict | list):
         return json.dumps(value, sort_keys=True)
     if isinstance(value, decimal.Decimal):

@@ -1,0 +1,299 @@
+"""What a row write must do besides writing the row: keep the table's secondary index
+entries (:mod:`feedkv.sql.indexes`), enforce its UNIQUE indexes (23505), its CHECK
+constraints (23514) and its foreign keys, both ways (23503): a row's references must
+name a row of the referenced table, and a referenced row may not go (or change its
+referenced values) while a row references it (NO ACTION).
+
+:func:`row_written` runs for every row an INSERT, UPSERT, UPDATE or DELETE writes, in
+the statement's transaction, so the entries and checks are atomic with the row. It
+costs nothing for a table with no index or constraint (:attr:`TableDescriptor.constrained`);
+otherwise a read per unique index entry and per reference, and for a referenced row a
+look for rows referencing it: through an index whose leading columns are the foreign
+key's, else a scan of the referencing table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from feedkv.errors import SQLError
+from feedkv.sql import catalog
+from feedkv.sql.descriptor import Check, ForeignKey, Index, TableDescriptor
+from feedkv.sql.execution import Execution
+from feedkv.sql.expr import Compiled, compile_expr
+from feedkv.sql.indexes import entry, primary_key_of, values_prefix
+from feedkv.sql.parser import parse_expression
+from feedkv.sql.plan import holds, table_scope
+from feedkv.sql.row_codec import family_key, row_prefix, table_span
+from feedkv.sql.types import format_value
+from feedkv.util.keys import prefix_end
+
+__all__ = [
+    "backfill_index",
+    "check_failed",
+    "row_written",
+    "rows_written",
+    "unique_conflict",
+    "validate_rows",
+]
+
+Row = Mapping[int, Any]
+
+
+def row_written(
+    ex: Execution, desc: TableDescriptor, old: Row | None, new: Row | None, verb: str = ""
+) -> None:
+    """``old`` (None: an insert) became ``new`` (None: a delete) in table ``desc``:
+    check its constraints and write its index entries. ``verb`` names the statement in
+    foreign key errors (``insert``, ``update``, ``delete``)."""
+    rows_written(ex, desc, [(old, new)], verb)
+
+
+def rows_written(
+    ex: Execution,
+    desc: TableDescriptor,
+    changes: Sequence[tuple[Row | None, Row | None]],
+    verb: str = "",
+) -> None:
+    """:func:`row_written` for all the rows one statement wrote: their index entries
+    move all at once, so uniqueness holds for the statement's result, not row by row
+    (``UPDATE t SET u = u + 1`` over consecutive values is no duplicate), as
+    CockroachDB checks it."""
+    if not desc.constrained:
+        return
+    for old, new in changes:
+        said = verb or ("insert" if old is None else "delete" if new is None else "update")
+        if new is not None:
+            _check(ex, desc, new)
+            for fk in desc.foreign_keys:
+                _check_reference(ex, desc, fk, old, new, said)
+        if old is not None and desc.referenced_by and not _keys_kept(desc, old, new):
+            _check_referenced(ex, desc, old, new, said)
+    for index in desc.indexes:
+        _move_entries(ex, desc, index, changes)
+
+
+def backfill_index(ex: Execution, desc: TableDescriptor, index: Index) -> None:
+    """Write ``index``'s entry for every row of ``desc`` (CREATE INDEX): 23505 if a
+    unique index finds two rows with the same values."""
+    for row, _pairs in ex.rows(desc, table_span(desc.id)):
+        _write_entry(ex, desc, index, None, row)
+
+
+def unique_conflict(
+    ex: Execution, desc: TableDescriptor, row: Row, only: Index | None = None
+) -> list[Any] | None:
+    """The primary key of another row that holds ``row``'s values of a unique index
+    (``only``: of that one), if any: what ON CONFLICT meets besides the primary key."""
+    for index in desc.indexes:
+        if not index.unique or (only is not None and index.id != only.id):
+            continue
+        key, _value, unique = entry(desc, index, row)
+        if not unique:
+            continue  # a NULL among its values conflicts with nothing
+        found = ex.write_txn.get(key)
+        if found is not None:
+            return primary_key_of(desc, found)
+    return None
+
+
+def validate_rows(
+    ex: Execution,
+    desc: TableDescriptor,
+    checks: Sequence[Check],
+    foreign_keys: Sequence[ForeignKey],
+) -> None:
+    """Every row of ``desc`` satisfies ``checks`` (23514) and ``foreign_keys`` (23503):
+    constraints ALTER TABLE adds to a table that has rows."""
+    if not checks and not foreign_keys:
+        return
+    scope = table_scope(desc, ex.session.database)
+    tests = [(c, compile_expr(parse_expression(c.expression), scope)) for c in checks]
+    for row, _pairs in ex.rows(desc, table_span(desc.id)):
+        env = tuple(row.get(c.id) for c in desc.columns)
+        for check, test in tests:
+            verdict = test(env, ex.context)
+            if verdict is not None and not holds(verdict):
+                raise check_failed(desc, check.name, check.expression)
+        for fk in foreign_keys:
+            _check_reference(ex, desc, fk, None, row, "insert or update")
+
+
+def _write_entry(
+    ex: Execution, desc: TableDescriptor, index: Index, old: Row | None, new: Row | None
+) -> None:
+    _move_entries(ex, desc, index, [(old, new)])
+
+
+def _move_entries(
+    ex: Execution,
+    desc: TableDescriptor,
+    index: Index,
+    changes: Sequence[tuple[Row | None, Row | None]],
+) -> None:
+    """Delete the entries the rows left, then write those they took (23505 for a
+    unique one another row holds)."""
+    txn = ex.write_txn
+    moves = []
+    for old, new in changes:
+        before = entry(desc, index, old) if old is not None else None
+        after = entry(desc, index, new) if new is not None else None
+        if before == after:
+            continue
+        if before is not None and (after is None or before[0] != after[0]):
+            txn.delete(before[0])
+        if after is not None and new is not None:
+            moves.append((before, after, new))
+    for before, after, new in moves:
+        _put_entry(ex, desc, index, before, after, new)
+
+
+def _put_entry(
+    ex: Execution,
+    desc: TableDescriptor,
+    index: Index,
+    before: tuple[bytes, bytes, bool] | None,
+    after: tuple[bytes, bytes, bool],
+    new: Row,
+) -> None:
+    txn = ex.write_txn
+    key, value, unique = after
+    if unique and (before is None or before[0] != key) and txn.get(key):
+        columns = [desc.column_by_id(i) for i in index.column_ids]
+        names = ", ".join(c.name for c in columns if c is not None)
+        values = ", ".join(format_value(new.get(i)) for i in index.column_ids)
+        raise SQLError(
+            "23505",
+            f'duplicate key value violates unique constraint "{index.name}": '
+            f"Key ({names})=({values}) already exists.",
+        )
+    txn.put(key, value)
+
+
+# CHECK.
+
+
+def _check(ex: Execution, desc: TableDescriptor, row: Row) -> None:
+    if not desc.checks:
+        return
+    compiled = _compiled_checks(ex, desc)
+    env = tuple(row.get(c.id) for c in desc.columns)
+    for check, test in zip(desc.checks, compiled, strict=True):
+        verdict = test(env, ex.context)
+        if verdict is not None and not holds(verdict):
+            raise check_failed(desc, check.name, check.expression)
+
+
+def check_failed(desc: TableDescriptor, name: str, expression: str) -> SQLError:
+    return SQLError(
+        "23514",
+        f'new row for relation "{desc.name}" violates check constraint "{name}": '
+        f"failed to satisfy CHECK ({expression})",
+    )
+
+
+def _compiled_checks(ex: Execution, desc: TableDescriptor) -> list[Compiled]:
+    cached: list[Compiled] | None = desc._constraints
+    if cached is None:
+        scope = table_scope(desc, ex.session.database)
+        cached = [compile_expr(parse_expression(c.expression), scope) for c in desc.checks]
+        object.__setattr__(desc, "_constraints", cached)
+    return cached
+
+
+# Foreign keys.
+
+
+def _values(row: Row, ids: tuple[int, ...]) -> list[Any] | None:
+    values = [row.get(i) for i in ids]
+    return None if any(v is None for v in values) else values
+
+
+def _check_reference(
+    ex: Execution, desc: TableDescriptor, fk: ForeignKey, old: Row | None, new: Row, verb: str
+) -> None:
+    """``new``'s values of ``fk`` name a row of the referenced table (MATCH SIMPLE: a
+    NULL among them references nothing)."""
+    values = _values(new, fk.column_ids)
+    if values is None or (old is not None and _values(old, fk.column_ids) == values):
+        return
+    parent = catalog.table_by_id(ex.read_source, fk.table_id)
+    if parent is None or parent.dropped:
+        raise SQLError("XX000", f"foreign key {fk.name!r} references a table that is gone")
+    if _has_row(ex, parent, fk.referenced, values):
+        return
+    names = ", ".join(_name(desc, i) for i in fk.column_ids)
+    shown = ", ".join(format_value(v) for v in values)
+    raise SQLError(
+        "23503",
+        f'{verb} on table "{desc.name}" violates foreign key constraint "{fk.name}": '
+        f'Key ({names})=({shown}) is not present in table "{parent.name}".',
+    )
+
+
+def _has_row(
+    ex: Execution, parent: TableDescriptor, ids: tuple[int, ...], values: list[Any]
+) -> bool:
+    txn = ex.write_txn
+    if ids == parent.primary_key:
+        return txn.get(family_key(row_prefix(parent, values), 0)) is not None
+    for index in parent.indexes:
+        if index.unique and index.column_ids == ids:
+            key = values_prefix(parent, index, values)
+            return txn.get(key) is not None
+    raise SQLError("XX000", f"no unique index of {parent.name!r} matches a foreign key to it")
+
+
+def _keys_kept(desc: TableDescriptor, old: Row, new: Row | None) -> bool:
+    """Whether ``new`` keeps every value a foreign key may reference: those of the
+    primary key and of the unique indexes (then no referencing row can lose its row)."""
+    if new is None:
+        return False
+    ids = set(desc.primary_key).union(*(i.column_ids for i in desc.indexes if i.unique))
+    return all(old.get(i) == new.get(i) for i in ids)
+
+
+def _check_referenced(
+    ex: Execution, desc: TableDescriptor, old: Row, new: Row | None, verb: str
+) -> None:
+    """No row references ``old`` by values it no longer has (NO ACTION)."""
+    for child_id, name in desc.referenced_by:
+        child = catalog.table_by_id(ex.read_source, child_id)
+        fk = next((f for f in child.foreign_keys if f.name == name), None) if child else None
+        if child is None or child.dropped or fk is None:
+            continue
+        values = _values(old, fk.referenced)
+        if values is None or (new is not None and _values(new, fk.referenced) == values):
+            continue
+        if _referencing_row(ex, child, fk, values):
+            names = ", ".join(_name(desc, i) for i in fk.referenced)
+            shown = ", ".join(format_value(v) for v in values)
+            raise SQLError(
+                "23503",
+                f'{verb} on table "{desc.name}" violates foreign key constraint "{fk.name}" '
+                f'on table "{child.name}": Key ({names})=({shown}) is still referenced from '
+                f'table "{child.name}".',
+            )
+
+
+def _referencing_row(
+    ex: Execution, child: TableDescriptor, fk: ForeignKey, values: list[Any]
+) -> bool:
+    txn = ex.write_txn
+    for index in child.indexes:
+        if index.column_ids[: len(fk.column_ids)] == fk.column_ids:
+            prefix = values_prefix(child, index, values)
+            return bool(txn.scan(prefix, prefix_end(prefix), limit=1))
+    if fk.column_ids == child.primary_key[: len(fk.column_ids)]:
+        prefix = row_prefix(child, values)
+        return bool(txn.scan(prefix, prefix_end(prefix), limit=1))
+    for row, _pairs in ex.rows(child, table_span(child.id)):
+        if [row.get(i) for i in fk.column_ids] == values:
+            return True
+    return False
+
+
+def _name(desc: TableDescriptor, column_id: int) -> str:
+    column = desc.column_by_id(column_id)
+    return column.name if column is not None else str(column_id)

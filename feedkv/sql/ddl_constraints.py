@@ -1,0 +1,436 @@
+"""The schema statements about indexes and constraints: CREATE TABLE's UNIQUE, CHECK,
+FOREIGN KEY and INDEX elements, CREATE [UNIQUE] INDEX, DROP INDEX and SHOW INDEXES,
+and what dropping or renaming must refuse because of them. What a row write does
+with them is :mod:`feedkv.sql.constraints`.
+
+Names follow PostgreSQL's: ``<table>_<columns>_key`` for a UNIQUE constraint,
+``<table>_<columns>_idx`` for an index, ``<table>_<column>_check``,
+``<table>_<columns>_fkey``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from sqlglot import exp
+
+from feedkv.errors import SQLError
+from feedkv.sql import catalog
+from feedkv.sql import statements as st
+from feedkv.sql.constraints import backfill_index, validate_rows
+from feedkv.sql.describe import type_of
+from feedkv.sql.descriptor import Check, ForeignKey, Index, TableDescriptor
+from feedkv.sql.execution import Execution, Result
+from feedkv.sql.expr import compile_expr
+from feedkv.sql.indexes import index_span
+from feedkv.sql.parser import parse_expression
+from feedkv.sql.plan import table_scope
+from feedkv.sql.types import Kind
+
+__all__ = [
+    "HANDLERS",
+    "drop_inbound",
+    "forget_references",
+    "refuse_column_use",
+    "refuse_if_referenced",
+    "with_constraints",
+]
+
+
+def with_constraints(
+    ex: Execution,
+    desc: TableDescriptor,
+    index_specs: Sequence[st.IndexSpec],
+    check_specs: Sequence[st.CheckSpec],
+    reference_specs: Sequence[st.ForeignKeySpec],
+) -> TableDescriptor:
+    """``desc`` with more indexes, CHECKs and foreign keys (CREATE TABLE's, or ALTER
+    TABLE ADD CONSTRAINT's): the tables its new foreign keys reference get a new
+    version that knows it (they cannot be dropped while it stands)."""
+    if not (index_specs or check_specs or reference_specs):
+        return desc
+    indexes = list(desc.indexes)
+    next_id = desc.next_index_id
+    for spec in index_specs:
+        indexes.append(_index(desc, spec, next_id, indexes))
+        next_id += 1
+    desc = replace(desc, indexes=tuple(indexes), next_index_id=next_id)
+    checks = list(desc.checks)
+    taken = {c.name for c in checks} | {f.name for f in desc.foreign_keys}
+    for check in check_specs:
+        checks.append(_check(ex, desc, check, [*taken, *(c.name for c in checks)]))
+    desc = replace(desc, checks=tuple(checks))
+    foreign_keys = list(desc.foreign_keys)
+    added: list[ForeignKey] = []
+    parents: dict[int, TableDescriptor] = {}
+    for reference in reference_specs:
+        fk, parent = _foreign_key(ex, desc, reference)
+        if any(f.name == fk.name for f in foreign_keys) or fk.name in {c.name for c in checks}:
+            raise SQLError(
+                "42710", f'constraint "{fk.name}" for relation "{desc.name}" already exists'
+            )
+        foreign_keys.append(fk)
+        added.append(fk)
+        if parent is not None:
+            parents.setdefault(parent.id, parent)
+    own = tuple((desc.id, fk.name) for fk in added if fk.table_id == desc.id)
+    desc = replace(
+        desc, foreign_keys=tuple(foreign_keys), referenced_by=(*desc.referenced_by, *own)
+    )
+    for parent in parents.values():
+        inbound = tuple((desc.id, fk.name) for fk in added if fk.table_id == parent.id)
+        ex.changing(parent)
+        ex.publish(parent.bumped(referenced_by=(*parent.referenced_by, *inbound)))
+        ex.session.forget(table=parent.id)
+    return desc
+
+
+def _columns(desc: TableDescriptor, names: Sequence[str], what: str) -> tuple[int, ...]:
+    ids = []
+    for name in names:
+        column = desc.find_column(name)
+        if column is None:
+            raise SQLError("42703", f'column "{name}" named in {what} does not exist')
+        ids.append(column.id)
+    if len(set(ids)) != len(ids):
+        raise SQLError("42701", f"a column is named twice in {what}")
+    return tuple(ids)
+
+
+def _index(
+    desc: TableDescriptor, spec: st.IndexSpec, index_id: int, existing: Sequence[Index]
+) -> Index:
+    what = f"index {spec.name}" if spec.name else "an index"
+    column_ids = _columns(desc, spec.columns, what)
+    for column_id in column_ids:
+        column = desc.column_by_id(column_id)
+        if column is not None and column.type.kind in (Kind.JSONB, Kind.INTERVAL, Kind.ARRAY):
+            kind = column.type.kind.value
+            raise SQLError("0A000", f'column "{column.name}" of type {kind} cannot be indexed')
+    storing = _columns(desc, spec.storing, f"STORING of {what}")
+    if set(storing) & set(column_ids):
+        raise SQLError("42P16", f"a column of {what} is also in its STORING list")
+    name = spec.name
+    if name is None:
+        suffix = "key" if spec.unique else "idx"
+        base = f"{desc.name}_{'_'.join(spec.columns)}_{suffix}"
+        name, n = base, 0
+        while any(i.name == name for i in existing):
+            n += 1
+            name = f"{base}{n}"
+    if name == f"{desc.name}_pkey" or any(i.name == name for i in existing):
+        raise SQLError("42P07", f'index "{name}" already exists on table "{desc.name}"')
+    return Index(index_id, name, column_ids, spec.unique, storing)
+
+
+def _check(ex: Execution, desc: TableDescriptor, spec: st.CheckSpec, taken: Sequence[str]) -> Check:
+    scope = table_scope(desc, ex.session.database)
+    if spec.expression.find(exp.Select) is not None:
+        raise SQLError("0A000", "subqueries are not allowed in CHECK constraints")
+    compile_expr(spec.expression, scope)  # 42703 for a column it does not have
+    found = type_of(spec.expression, scope)
+    if found is not None and found.kind is not Kind.BOOL:
+        raise SQLError("42804", f"CHECK ({spec.expression.sql('postgres')}) is not a boolean")
+    name = spec.name
+    if name is None:
+        columns = [c.name for c in spec.expression.find_all(exp.Column)]
+        first = spec.column or (columns[0] if columns else None)
+        base = f"{desc.name}_{first}_check" if first else f"{desc.name}_check"
+        name, n = base, 0
+        while name in taken:
+            n += 1
+            name = f"{base}{n}"
+    elif name in taken:
+        raise SQLError("42710", f'constraint "{name}" for relation "{desc.name}" already exists')
+    return Check(name, spec.expression.sql(dialect="postgres"))
+
+
+def _foreign_key(
+    ex: Execution, desc: TableDescriptor, spec: st.ForeignKeySpec
+) -> tuple[ForeignKey, TableDescriptor | None]:
+    """The foreign key, and the other table it references (``None``: its own)."""
+    own = spec.table.name == desc.name and spec.table.database in (None, ex.session.database)
+    parent = desc if own else ex.table(spec.table)
+    column_ids = _columns(desc, spec.columns, "a foreign key")
+    if spec.referenced:
+        referenced = _columns(parent, spec.referenced, "a foreign key's referenced columns")
+    else:
+        referenced = parent.primary_key
+    if len(referenced) != len(column_ids):
+        raise SQLError(
+            "42830", "number of referencing and referenced columns for foreign key disagree"
+        )
+    unique = referenced == parent.primary_key or any(
+        i.unique and i.column_ids == referenced for i in parent.indexes
+    )
+    if not unique:
+        raise SQLError(
+            "42830",
+            "there is no unique constraint matching given keys for referenced table "
+            f'"{parent.name}"',
+        )
+    name = spec.name or f"{desc.name}_{'_'.join(spec.columns)}_fkey"
+    for mine, theirs in zip(column_ids, referenced, strict=True):
+        a, b = desc.column_by_id(mine), parent.column_by_id(theirs)
+        if a is None or b is None or a.type.kind is not b.type.kind:
+            raise SQLError(
+                "42804",
+                f'foreign key constraint "{name}" cannot be implemented: column '
+                f'"{a.name if a else mine}" and "{b.name if b else theirs}" are of '
+                "different types",
+            )
+    names = tuple(c.name for i in referenced if (c := parent.column_by_id(i)) is not None)
+    fk = ForeignKey(name, column_ids, parent.id, parent.name, referenced, names)
+    return fk, None if own else parent
+
+
+def refuse_if_referenced(ex: Execution, desc: TableDescriptor, what: str) -> None:
+    """2BP01 if another table's foreign key references ``desc`` (``what``: the
+    statement, for the message)."""
+    for child_id, name in desc.referenced_by:
+        if child_id == desc.id:
+            continue
+        child = catalog.table_by_id(ex.write_txn, child_id)
+        if child is not None and not child.dropped:
+            raise SQLError(
+                "2BP01",
+                f'cannot {what} "{desc.name}": foreign key "{name}" of table "{child.name}" '
+                "references it (drop that table or constraint first)",
+            )
+
+
+def drop_inbound(ex: Execution, desc: TableDescriptor) -> None:
+    """DROP TABLE ... CASCADE: the other tables' foreign keys to ``desc`` go (their rows
+    stay, as CockroachDB's)."""
+    for child_id, name in desc.referenced_by:
+        child = catalog.table_by_id(ex.write_txn, child_id)
+        if child_id == desc.id or child is None or child.dropped:
+            continue
+        ex.changing(child)
+        ex.publish(
+            child.bumped(foreign_keys=tuple(f for f in child.foreign_keys if f.name != name))
+        )
+        ex.session.forget(table=child.id)
+
+
+def forget_references(ex: Execution, desc: TableDescriptor) -> None:
+    """``desc`` is being dropped: the tables it references forget its foreign keys."""
+    for parent_id in {fk.table_id for fk in desc.foreign_keys if fk.table_id != desc.id}:
+        parent = catalog.table_by_id(ex.write_txn, parent_id)
+        if parent is None or parent.dropped:
+            continue
+        kept = tuple(r for r in parent.referenced_by if r[0] != desc.id)
+        ex.changing(parent)
+        ex.publish(parent.bumped(referenced_by=kept))
+        ex.session.forget(table=parent.id)
+
+
+def refuse_column_use(
+    desc: TableDescriptor, column_id: int, what: str, *, checks_only: bool = False
+) -> None:
+    """2BP01 if an index, CHECK or foreign key uses the column (``what``: the change;
+    ``checks_only``: a rename, which only a CHECK's text minds)."""
+    column = desc.column_by_id(column_id)
+    name = column.name if column is not None else str(column_id)
+    for index in () if checks_only else desc.indexes:
+        if column_id in index.column_ids or column_id in index.storing:
+            raise SQLError("2BP01", f'cannot {what} column "{name}": index "{index.name}" uses it')
+    for fk in () if checks_only else desc.foreign_keys:
+        if column_id in fk.column_ids:
+            raise SQLError(
+                "2BP01", f'cannot {what} column "{name}": foreign key "{fk.name}" uses it'
+            )
+    for child_id, fk_name in () if checks_only else desc.referenced_by:
+        if child_id != desc.id and _referenced_column(desc, column_id):
+            raise SQLError(
+                "2BP01", f'cannot {what} column "{name}": foreign key "{fk_name}" references it'
+            )
+    for check in desc.checks:
+        if any(c.name == name for c in parse_expression(check.expression).find_all(exp.Column)):
+            raise SQLError("2BP01", f'cannot {what} column "{name}": check "{check.name}" uses it')
+
+
+def _referenced_column(desc: TableDescriptor, column_id: int) -> bool:
+    return column_id in desc.primary_key or any(
+        column_id in i.column_ids for i in desc.indexes if i.unique
+    )
+
+
+# Statements.
+
+
+def create_index(ex: Execution, s: st.CreateIndex) -> Result:
+    ex.require_admin("CREATE INDEX")
+    desc = ex.table(s.table)
+    named = s.index.name is not None and desc.index(s.index.name) is not None
+    if named and s.if_not_exists:
+        return Result(tag="CREATE INDEX")
+    index = _index(desc, s.index, desc.next_index_id, desc.indexes)
+    new = desc.bumped(indexes=(*desc.indexes, index), next_index_id=desc.next_index_id + 1)
+    ex.changing(desc)
+    ex.publish(new)
+    backfill_index(ex, new, index)
+    ex.session.forget(table=desc.id)
+    return Result(tag="CREATE INDEX")
+
+
+def drop_index(ex: Execution, s: st.DropIndex) -> Result:
+    ex.require_admin("DROP INDEX")
+    found: list[tuple[TableDescriptor, Index]] = []
+    if s.table is not None:
+        desc = ex.table(s.table)
+        index = desc.index(s.name)
+        if index is not None:
+            found.append((desc, index))
+    else:
+        database = ex.database(None)
+        for desc in catalog.list_tables(ex.read_source, database):
+            index = desc.index(s.name)
+            if index is not None:
+                found.append((desc, index))
+    if not found:
+        if s.if_exists:
+            return Result(tag="DROP INDEX")
+        raise SQLError("42704", f'index "{s.name}" does not exist')
+    if len(found) > 1:
+        tables = ", ".join(f"{d.name}@{s.name}" for d, _ in found)
+        raise SQLError("42P09", f'index name "{s.name}" is ambiguous (found {tables})')
+    desc, index = found[0]
+    for child_id, fk_name in desc.referenced_by:
+        child = catalog.table_by_id(ex.write_txn, child_id)
+        fk = next((f for f in child.foreign_keys if f.name == fk_name), None) if child else None
+        if fk is not None and fk.referenced == index.column_ids and index.unique:
+            raise SQLError(
+                "2BP01",
+                f'cannot drop index "{index.name}": foreign key "{fk_name}" of table '
+                f'"{child.name if child else child_id}" needs it',
+            )
+    new = desc.bumped(indexes=tuple(i for i in desc.indexes if i.id != index.id))
+    ex.changing(desc)
+    ex.publish(new)
+    span = index_span(desc.id, index.id)
+    ex.write_txn.delete_range(span.start, span.end)
+    ex.session.forget(table=desc.id)
+    return Result(tag="DROP INDEX")
+
+
+def show_indexes(ex: Execution, s: st.ShowIndexes) -> Result:
+    """As CockroachDB's: a row per column of each index (its key columns, then the
+    primary key's columns it holds implicitly, then STORING's)."""
+    desc = ex.table(s.table)
+    rows: list[tuple[Any, ...]] = []
+
+    def add(name: str, unique: bool, ids: Sequence[int], storing: Sequence[int]) -> None:
+        position = 1
+        for i in ids:
+            rows.append(
+                (desc.name, name, not unique, position, _column_name(desc, i), "ASC", False, False)
+            )
+            position += 1
+        for i in desc.primary_key:
+            if name != f"{desc.name}_pkey" and i not in ids:
+                rows.append(
+                    (
+                        desc.name,
+                        name,
+                        not unique,
+                        position,
+                        _column_name(desc, i),
+                        "ASC",
+                        False,
+                        True,
+                    )
+                )
+                position += 1
+        for i in storing:
+            rows.append(
+                (desc.name, name, not unique, position, _column_name(desc, i), "N/A", True, False)
+            )
+            position += 1
+
+    others = [c.id for c in desc.columns if c.id not in desc.primary_key and not c.hidden]
+    add(f"{desc.name}_pkey", True, desc.primary_key, others)
+    for index in desc.indexes:
+        add(index.name, index.unique, index.column_ids, index.storing)
+    columns = (
+        "table_name",
+        "index_name",
+        "non_unique",
+        "seq_in_index",
+        "column_name",
+        "direction",
+        "storing",
+        "implicit",
+    )
+    return Result(columns, rows, f"SHOW {len(rows)}")
+
+
+def _column_name(desc: TableDescriptor, column_id: int) -> str:
+    column = desc.column_by_id(column_id)
+    return column.name if column is not None else str(column_id)
+
+
+def add_constraint(ex: Execution, s: st.AddConstraint) -> Result:
+    """ALTER TABLE ... ADD CONSTRAINT: the new version, then the rows already there
+    checked against it (and a unique index's entries written), in one transaction."""
+    ex.require_admin("ALTER TABLE")
+    desc = ex.table(s.table)
+    ex.changing(desc)
+    added = with_constraints(ex, desc, s.indexes, s.checks, s.foreign_keys)
+    new = replace(added, version=desc.version + 1)
+    ex.publish(new)
+    for index in new.indexes[len(desc.indexes) :]:
+        backfill_index(ex, new, index)
+    validate_rows(
+        ex, new, new.checks[len(desc.checks) :], new.foreign_keys[len(desc.foreign_keys) :]
+    )
+    ex.session.forget(table=desc.id)
+    return Result(tag="ALTER TABLE")
+
+
+def drop_constraint(ex: Execution, s: st.DropConstraint) -> Result:
+    ex.require_admin("ALTER TABLE")
+    desc = ex.table(s.table)
+    name = s.name
+    if name == f"{desc.name}_pkey":
+        raise SQLError("0A000", f'cannot drop the primary key "{name}" of "{desc.name}"')
+    index = desc.index(name)
+    if index is not None and index.unique:
+        return drop_index(ex, st.DropIndex(s.text, s.table, name))
+    if any(c.name == name for c in desc.checks):
+        ex.changing(desc)
+        ex.publish(desc.bumped(checks=tuple(c for c in desc.checks if c.name != name)))
+        ex.session.forget(table=desc.id)
+        return Result(tag="ALTER TABLE")
+    fk = next((f for f in desc.foreign_keys if f.name == name), None)
+    if fk is None:
+        if s.if_exists:
+            return Result(tag="ALTER TABLE")
+        raise SQLError("42704", f'constraint "{name}" of relation "{desc.name}" does not exist')
+    ex.changing(desc)
+    ex.publish(
+        desc.bumped(
+            foreign_keys=tuple(f for f in desc.foreign_keys if f.name != name),
+            referenced_by=tuple(r for r in desc.referenced_by if r != (desc.id, name)),
+        )
+    )
+    if fk.table_id != desc.id:
+        parent = catalog.table_by_id(ex.write_txn, fk.table_id)
+        if parent is not None and not parent.dropped:
+            ex.changing(parent)
+            kept = tuple(r for r in parent.referenced_by if r != (desc.id, name))
+            ex.publish(parent.bumped(referenced_by=kept))
+            ex.session.forget(table=parent.id)
+    ex.session.forget(table=desc.id)
+    return Result(tag="ALTER TABLE")
+
+
+HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
+    st.AddConstraint: add_constraint,
+    st.DropConstraint: drop_constraint,
+    st.CreateIndex: create_index,
+    st.DropIndex: drop_index,
+    st.ShowIndexes: show_indexes,
+}

@@ -1,0 +1,87 @@
+"""Views: a named query, stored as the text it was written in, read as a table.
+
+A view's query runs anew each time a statement reads the view, in that statement's
+transaction (a view holds no rows). Its table names resolve in the view's database,
+not the reading session's: :func:`view_query` parses the stored text once and
+qualifies every table name the query reads (not the names of its CTEs). The tables
+and views it reads are recorded as its dependencies when it is created
+(:func:`tables_read`); while it stands they cannot be dropped (without CASCADE) or
+renamed, since its text names them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+from feedkv.errors import SQLError
+from feedkv.sql import statements as st
+from feedkv.sql.parser import parse
+
+__all__ = ["qualified", "tables_read", "view_query"]
+
+
+@functools.lru_cache(maxsize=256)
+def view_query(text: str, database: str) -> st.Query:
+    """The query of a view stored as ``text`` in ``database``, its table names
+    qualified. Cached: the same statement object comes back for the same text, so a
+    session's plans for it are kept (they are keyed by the statement)."""
+    statements = parse(text)
+    if len(statements) != 1 or not isinstance(statements[0], st.Query):
+        raise SQLError("42601", f"a view's text is not one query: {text[:60]!r}")
+    return qualified(statements[0], database)
+
+
+def qualified(query: st.Query, database: str) -> st.Query:
+    """``query`` with each unqualified table name it reads (not a CTE's) in
+    ``database``."""
+    result: st.Query = _walk(query, frozenset(), lambda name: _qualify(name, database))
+    return result
+
+
+def tables_read(query: st.Query) -> list[st.TableName]:
+    """The names of the tables and views ``query`` reads (its CTEs' names left out),
+    each once, in the order written."""
+    found: list[st.TableName] = []
+
+    def note(name: st.TableName) -> st.TableName:
+        if name not in found:
+            found.append(name)
+        return name
+
+    _walk(query, frozenset(), note)
+    return found
+
+
+def _qualify(name: st.TableName, database: str) -> st.TableName:
+    return name if name.database is not None else st.TableName(name.name, database)
+
+
+def _walk(value: Any, ctes: frozenset[str], visit: Any) -> Any:
+    """``value`` with ``visit`` applied to each table name read in it; ``ctes`` are
+    the CTE names in scope (a name among them, unqualified, reads no table)."""
+    if isinstance(value, st.TableName):
+        return value if value.database is None and value.name in ctes else visit(value)
+    if isinstance(value, tuple):
+        return tuple(_walk(item, ctes, visit) for item in value)
+    if isinstance(value, st.Cte):
+        scope = ctes | {value.name} if value.recursive else ctes
+        return dataclasses.replace(value, query=_walk(value.query, scope, visit))
+    if isinstance(value, st.Select | st.SetOperation | st.Values | st.Derived | st.Join):
+        inner = ctes | {cte.name for cte in getattr(value, "ctes", ())}
+        changes = {
+            f.name: _walk(getattr(value, f.name), inner, visit)
+            for f in dataclasses.fields(value)
+            if f.name not in ("text", "ctes")
+        }
+        if getattr(value, "ctes", ()):
+            # NB: a CTE sees the ones before it, not after
+            seen: set[str] = set(ctes)
+            walked = []
+            for cte in value.ctes:  # type: ignore[union-attr]
+                walked.append(_walk(cte, frozenset(seen), visit))
+                seen.add(cte.name)
+            changes["ctes"] = tuple(walked)
+        return dataclasses.replace(value, **changes)
+    return value  # an expression, a string, None: no table read

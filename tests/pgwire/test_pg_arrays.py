@@ -1,0 +1,24 @@
+"""ARRAY columns over the SQL port with psycopg: PostgreSQL's array OIDs (int8[] is
+1016, text[] 1009), lists in and out, in the text and the binary format."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
+def test_lists_go_in_and_come_back(pg_url: str, binary: bool) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE t (k INT PRIMARY KEY, nums INT[], tags STRING[])")
+        conn.execute("INSERT INTO t VALUES (1, %s, %s)", ([3, None, 1], ["a", 'b "c"', ""]))
+        conn.execute("INSERT INTO t VALUES (2, '{}', ARRAY['x'])")
+        cursor = conn.cursor(binary=binary)
+        cursor.execute("SELECT nums, tags FROM t ORDER BY k")
+        assert [d.type_code for d in cursor.description] == [1016, 1009]
+        assert cursor.fetchall() == [([3, None, 1], ["a", 'b "c"', ""]), ([], ["x"])]
+        cursor.execute("SELECT k FROM t WHERE nums = %s", ([3, None, 1],))
+        # NB: as PostgreSQL's array comparison, NULL elements are equal to each other
+        assert cursor.fetchall() == [(1,)]
+        cursor.execute("SELECT nums[1] FROM t WHERE k = 1")
+        assert cursor.fetchall() == [(3,)]

@@ -25,6 +25,7 @@ from feedkv.errors import InvalidArgumentError, NodeUnavailableError
 from feedkv.kv.address import split_host_port
 from feedkv.kv.api import BatchRequest, BatchResponse
 from feedkv.kv.grpc_transport import GrpcTransport
+from feedkv.kv.node_status import NodeInfo
 from feedkv.kv.router import Transport
 from feedkv.kv.wire import SERVICE
 from feedkv.security.tls import ClientTLS
@@ -57,14 +58,12 @@ def node_addresses(channel: grpc.Channel) -> tuple[int, dict[int, str]]:
 
 
 def nodes(client: Any) -> list[dict[str, Any]]:
-    """The nodes as the node ``client`` (a :class:`feedkv.DB` of a server) connects to
-    sees them: id, address, epoch, live, ranges, clock offset (ns)."""
-    gateway = getattr(client.transport, "gateway", None)
-    channel = getattr(gateway, "channel", None)
-    if channel is None:
-        raise InvalidArgumentError("node status needs a client of a server (feedkv://...)")
-    found: list[dict[str, Any]] = call(channel, "Nodes", {})["nodes"]
-    return found
+    """The nodes as the node ``client`` (a :class:`feedkv.DB`) connects to sees them,
+    as maps: id, address, epoch, live, ranges, clock offset (ns), ... (see
+    :meth:`NodeInfo.encode`)."""
+    if not hasattr(client, "nodes"):
+        raise InvalidArgumentError(f"{type(client).__name__} is no feedkv client: connect()")
+    return [info.encode() for info in client.nodes()]
 
 
 class RemoteNodes:
@@ -87,6 +86,15 @@ class RemoteNodes:
             self._refresh()
         return self._addresses.get(node_id)
 
+    def status(self) -> list[NodeInfo]:
+        """Every node as the gateway sees it now (and their addresses learnt anew)."""
+        answer = call(self._channel, "Nodes", {})
+        found = [NodeInfo.decode(raw) for raw in answer["nodes"]]
+        with self._lock:
+            self._gateway = answer["me"]
+            self._addresses = {n.node_id: n.address for n in found}
+        return found
+
     def _refresh(self) -> None:
         me, addresses = node_addresses(self._channel)
         with self._lock:
@@ -100,13 +108,15 @@ class ClusterDialer:
         *,
         gateway_node: Callable[[], int],
         addresses: Callable[[int], str | None],
+        nodes: Callable[[], list[NodeInfo]],
         connect_timeout_s: float = 5.0,
         tls: ClientTLS | None = None,
     ) -> None:
         """``gateway_node()``: the gateway's node id; ``addresses(node_id)``: where a node
-        listens (``None``: not known); ``tls``: the identity other nodes are called as
-        (``None``: plaintext)."""
+        listens (``None``: not known); ``nodes()``: every node as the gateway sees it;
+        ``tls``: the identity other nodes are called as (``None``: plaintext)."""
         self._tls = tls
+        self._nodes = nodes
         self.gateway = gateway
         self._gateway_node = gateway_node
         self._addresses = addresses
@@ -119,6 +129,9 @@ class ClusterDialer:
 
     def now(self) -> Timestamp:
         return self.gateway.now()
+
+    def nodes(self) -> list[NodeInfo]:
+        return self._nodes()
 
     def dial(self, node_id: int) -> Transport:
         if node_id == self._gateway_node():

@@ -276,7 +276,11 @@ def remote_transports(
     gateway = GrpcTransport(*parse_node_url(url), tls=tls)
     nodes = RemoteNodes(gateway.channel)
     transport = ClusterDialer(
-        gateway, gateway_node=nodes.gateway_node, addresses=nodes.address, tls=tls
+        gateway,
+        gateway_node=nodes.gateway_node,
+        addresses=nodes.address,
+        nodes=nodes.status,
+        tls=tls,
     )
     feeds = ClusterFeedTransport(
         GrpcFeedTransport(gateway.channel, gateway.address),

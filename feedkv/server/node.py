@@ -37,6 +37,7 @@ from urllib.parse import quote
 from feedkv.errors import InvalidArgumentError, InvariantViolation
 from feedkv.kv.address import host_port, parse_listen
 from feedkv.kv.db import LocalTransport
+from feedkv.kv.node_status import NodeInfo, node_of_its_own
 from feedkv.kv.server import NodeServer
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.pgwire.auth import CertOrPassword
@@ -158,7 +159,7 @@ class Node:
             if self.server is None:
                 methods = {
                     "RangeFeed": RangeFeedService(self.feeds).handler(),
-                    **method_handlers(lambda: self.cluster),
+                    **method_handlers(lambda: self.cluster, self._alone),
                 }
                 server = NodeServer(
                     self.store, *parse_listen(listen), more_methods=methods, tls=self.tls
@@ -166,6 +167,14 @@ class Node:
                 server.start()
                 self.server = server
         return self.internal_url
+
+    def _alone(self) -> NodeInfo:
+        """This node while it is in no cluster (it may be listening)."""
+        server, store = self.server, self.store
+        address = host_port(server.host, server.port) if server is not None else ""
+        return node_of_its_own(
+            store.node_id, len(store.descriptors()), store.clock.physical_now(), address
+        )
 
     def serve_sql(
         self,

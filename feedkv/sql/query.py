@@ -18,6 +18,7 @@ from feedkv.errors import InvariantViolation, SQLError
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate import group_key
+from feedkv.sql.crdb_internal import is_virtual, virtual_table
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.expr import Scope, compile_expr, condition, static_kind
@@ -127,7 +128,7 @@ def _query(ex: Execution, q: st.Query) -> Result:
         return _values(ex, q)
     if q.table is None:
         return _select_no_table(ex, q)
-    if q.joins or not isinstance(q.table, st.TableName) or _cte(ex, q.table) is not None:
+    if q.joins or not isinstance(q.table, st.TableName) or _is_relation(ex, q.table):
         return _select_sources(ex, q)
     desc = ex.table(q.table)
     plan = ex.plan(q, desc, partial(SelectPlan.of, outer=ex.outer_scope))
@@ -172,7 +173,16 @@ def _values(ex: Execution, v: st.Values) -> Result:
 
 
 def _cte(ex: Execution, name: st.TableName) -> Relation | None:
-    return ex.ctes.get(name.name) if name.database is None else None
+    """The rows ``name`` names that are no table's: a CTE's, or a ``crdb_internal``
+    virtual table's (built now)."""
+    if name.database is None:
+        return ex.ctes.get(name.name)
+    return virtual_table(name, ex.session.db.nodes, ex.is_admin)
+
+
+def _is_relation(ex: Execution, name: st.TableName) -> bool:
+    """Whether :func:`_cte` reads ``name`` (without building a virtual table)."""
+    return name.name in ex.ctes if name.database is None else is_virtual(name)
 
 
 def read_source(

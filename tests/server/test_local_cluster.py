@@ -4,12 +4,14 @@ relocation, reads, writes and transactions across nodes, a dead node, restarts."
 from __future__ import annotations
 
 import contextlib
+import datetime
 import io
 import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from feedkv.changefeed.jobs import get_job
@@ -347,3 +349,37 @@ def test_a_spark_processes_client_reaches_the_ranges_of_every_node(cluster: Loca
         assert [kv.key for kv in client.scan(b"spark/", b"spark0")] == [b"spark/k"]
     finally:
         client.close()
+
+
+def test_gossip_tables_and_node_status_agree_on_every_node(cluster: LocalCluster) -> None:
+    """``crdb_internal.gossip_nodes``, ``crdb_internal.gossip_liveness`` (read by a
+    PostgreSQL client from another node's SQL port) and ``feedkv node status`` list the
+    same nodes with the same addresses, epochs, starts, liveness and ranges."""
+    out = io.StringIO()
+    assert run_node_status(cluster.url(1), "json", out) == 0
+    status = [json.loads(line) for line in out.getvalue().splitlines()]
+    process = cluster.processes[2]
+    assert process is not None
+    with psycopg.connect(process.sql_url) as conn:
+        gossip_nodes = conn.execute(
+            "SELECT node_id, address, started_at, is_live, ranges, leases "
+            "FROM crdb_internal.gossip_nodes ORDER BY node_id"
+        ).fetchall()
+        liveness = conn.execute(
+            "SELECT node_id, epoch, expiration, membership, updated_at "
+            "FROM crdb_internal.gossip_liveness ORDER BY node_id"
+        ).fetchall()
+    addresses = {i + 1: cluster.url(i).removeprefix("feedkv://") for i in range(3)}
+    assert [(r[0], r[1], r[3]) for r in gossip_nodes] == [
+        (n["id"], n["address"], n["is_live"]) for n in status
+    ]
+    assert [(r[0], r[1]) for r in gossip_nodes] == sorted(addresses.items())
+    assert [r[4] for r in gossip_nodes] == [r[5] for r in gossip_nodes]
+    assert sum(r[4] for r in gossip_nodes) == sum(n["ranges"] for n in status)
+    # a node's start comes from the node itself: every node reports the same one
+    assert [r[2].isoformat(sep=" ") for r in gossip_nodes] == [n["started_at"] for n in status]
+    assert [(r[0], r[1]) for r in liveness] == [(n["id"], n["epoch"]) for n in status]
+    for node_id, _epoch, expiration, membership, updated_at in liveness:
+        assert membership == "active" and updated_at is not None, node_id
+        seconds = float(expiration.split(",")[0])
+        assert seconds > updated_at.replace(tzinfo=datetime.UTC).timestamp(), expiration

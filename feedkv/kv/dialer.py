@@ -86,6 +86,16 @@ class RemoteNodes:
             self._refresh()
         return self._addresses.get(node_id)
 
+    def relearn(self, node_id: int) -> str | None:
+        """Where ``node_id`` listens, asked of the gateway now (a node that restarted
+        may listen elsewhere); ``None``: the gateway does not know it, or cannot be
+        reached."""
+        try:
+            self._refresh()
+        except NodeUnavailableError:
+            return None
+        return self._addresses.get(node_id)
+
     def status(self) -> list[NodeInfo]:
         """Every node as the gateway sees it now (and their addresses learnt anew)."""
         answer = call(self._channel, "Nodes", {})
@@ -109,14 +119,19 @@ class ClusterDialer:
         gateway_node: Callable[[], int],
         addresses: Callable[[int], str | None],
         nodes: Callable[[], list[NodeInfo]],
+        relearn: Callable[[int], str | None] | None = None,
         connect_timeout_s: float = 5.0,
         tls: ClientTLS | None = None,
     ) -> None:
         """``gateway_node()``: the gateway's node id; ``addresses(node_id)``: where a node
         listens (``None``: not known); ``nodes()``: every node as the gateway sees it;
-        ``tls``: the identity other nodes are called as (``None``: plaintext)."""
+        ``relearn(node_id)``: where a node listens, asked anew (by default
+        ``addresses``: a node's own view is kept fresh by gossip); ``tls``: the
+        identity other nodes are called as (``None``: plaintext)."""
         self._tls = tls
         self._nodes = nodes
+        self._relearn = relearn or addresses
+        self._dialled: dict[int, str] = {}  # the address each node was last dialled at
         self.gateway = gateway
         self._gateway_node = gateway_node
         self._addresses = addresses
@@ -142,8 +157,10 @@ class ClusterDialer:
             return known
         address = self._addresses(node_id)
         parsed = split_host_port(address) if address is not None else None
-        if parsed is None:
+        if address is None or parsed is None:
             raise NodeUnavailableError(f"node n{node_id} is not known to this node (yet)")
+        with self._lock:
+            self._dialled[node_id] = address
         try:
             transport = GrpcTransport(
                 *parsed, connect_timeout_s=self._connect_timeout_s, tls=self._tls
@@ -157,6 +174,18 @@ class ClusterDialer:
         if raced is not transport:
             transport.close()
         return raced
+
+    def redial(self, node_id: int) -> bool:
+        """After ``node_id`` could not be reached: ask where it listens now, and if that
+        is not where it was dialled (it restarted elsewhere), drop the connection so the
+        next :meth:`dial` connects there. Returns whether the address changed."""
+        address = self._relearn(node_id)
+        with self._lock:
+            dialled = self._dialled.get(node_id)
+        if address is None or address == dialled:
+            return False
+        self.forget(node_id)
+        return True
 
     def forget(self, node_id: int) -> None:
         """Drop the connection to a node (it moved to another address)."""

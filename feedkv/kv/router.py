@@ -70,25 +70,35 @@ class Dialer(Protocol):
         the node is unknown or cannot be reached."""
         ...
 
+    def redial(self, node_id: int) -> bool:
+        """After ``node_id`` could not be reached: whether it listens elsewhere now (it
+        restarted on another address), so that dialling it again may reach it."""
+        ...
+
 
 class Router:
     def __init__(self, transport: Transport) -> None:
         self.transport = transport
-        self._dial = transport.dial if isinstance(transport, Dialer) else None
+        self._dialer = transport if isinstance(transport, Dialer) else None
         self.ranges = RangeCache(self._lookup)
 
     def _send(self, batch: BatchRequest, desc: RangeDescriptor) -> BatchResponse:
         """Send an addressed batch to the node holding ``desc``'s range."""
-        if self._dial is None:
+        dialer = self._dialer
+        if dialer is None:
             return self.transport.send(batch)
         try:
-            return self._dial(desc.lease_holder).send(batch)
+            return dialer.dial(desc.lease_holder).send(batch)
         except NodeUnavailableError:
             # NB: a cached address may name a node the range left before it died: look
             # again (at the node this client connects to) before giving up on the range
             self.ranges.evict(desc)
             fresh = self.ranges.get(desc.start)
             if fresh.lease_holder == desc.lease_holder:
+                if dialer.redial(desc.lease_holder):  # it restarted elsewhere: go there
+                    raise RangeUnavailableError(
+                        f"node n{desc.lease_holder} moved to another address; {desc} is sent there"
+                    ) from None
                 raise
             raise RangeKeyMismatchError(
                 f"node n{desc.lease_holder} is unavailable, and {desc} is now {fresh}", [fresh]

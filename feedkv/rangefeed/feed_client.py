@@ -280,12 +280,14 @@ def remote_transports(
         gateway_node=nodes.gateway_node,
         addresses=nodes.address,
         nodes=nodes.status,
+        relearn=nodes.relearn,
         tls=tls,
     )
     feeds = ClusterFeedTransport(
         GrpcFeedTransport(gateway.channel, gateway.address),
         gateway_node=nodes.gateway_node,
         addresses=nodes.address,
+        relearn=nodes.relearn,
         tls=tls,
     )
     return transport, feeds

@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
 from feedkv.errors import (
+    AmbiguousResultError,
     InvariantViolation,
     NodeUnavailableError,
     RangeKeyMismatchError,
@@ -89,6 +90,11 @@ class Router:
             return self.transport.send(batch)
         try:
             return dialer.dial(desc.lease_holder).send(batch)
+        except AmbiguousResultError:
+            # NB: the write may have been applied, so the caller must hear of it; but if
+            # the node restarted elsewhere, the next request goes there
+            dialer.redial(desc.lease_holder)
+            raise
         except NodeUnavailableError:
             # NB: a cached address may name a node the range left before it died: look
             # again (at the node this client connects to) before giving up on the range

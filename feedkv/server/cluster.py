@@ -13,6 +13,10 @@ descriptor, its clock, the nodes it knows and the reports of the ranges each nod
 :class:`~feedkv.kv.liveness.Liveness` (who is alive, clock offsets) and a
 :class:`~feedkv.kv.directory.RangeDirectory` (which node holds which range) of the
 whole cluster, and answers range lookups from it. The I/O is here; both are pure.
+
+A merge (``db.merge``) runs on the node of the left range; when another node holds
+the right one, that node moves it here first (:meth:`Cluster._gather_for_merge`), so
+the store merges two ranges of its own, as on one node.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from feedkv.kv.api import (
     BatchRequest,
     BatchResponse,
     Header,
+    Merge,
     PushTxn,
     PushTxnResponse,
     RangeLookup,
@@ -59,6 +64,7 @@ from feedkv.kv.router import Router, Transport
 from feedkv.kv.store import Store
 from feedkv.security.tls import ClientTLS, open_channel
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
+from feedkv.util.keys import KEY_MAX
 
 __all__ = [
     "Cluster",
@@ -268,7 +274,24 @@ class Cluster:
         if isinstance(request, Relocate) and self.relocations is not None:
             moved = self.relocations.relocate(request.key, request.node_id)
             return BatchResponse((moved,), self.store.clock.now(), None)
-        return None
+        if isinstance(request, Merge) and not request.automatic:
+            self._gather_for_merge(request.key)
+        return None  # the store applies it
+
+    def _gather_for_merge(self, key: bytes) -> None:
+        """Before this node merges its range holding ``key`` with the range to its
+        right, bring that range here when another node holds it: its node moves it
+        (``Relocate``, sent through the router, which follows it if it moves meanwhile).
+        A merge the store then refuses (the left range is not here, or is the last)
+        fails as it would on one node."""
+        mine = self.store.descriptors()
+        left = next((d for d in mine if d.contains_key(key)), None)
+        if left is None or left.end == KEY_MAX or any(d.start == left.end for d in mine):
+            return
+        me = self.ident.node_id
+        log.info("merging %s: moving its right-hand neighbour here (n%d) first", left, me)
+        self.router.send_key(left.end, Header(), (Relocate(left.end, me),))
+        self.report()
 
     def _lookup(self, request: RangeLookup) -> RangeLookupResponse:
         self.report()  # this node's own ranges as they are now

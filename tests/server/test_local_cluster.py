@@ -18,7 +18,12 @@ import pytest
 from feedkv.changefeed.jobs import get_job
 from feedkv.cli.node import run_node_status
 from feedkv.cli.start import CLOCK_OFFSET_ENV
-from feedkv.errors import FeedKVError, NodeUnavailableError
+from feedkv.errors import (
+    AmbiguousResultError,
+    FeedKVError,
+    InvalidArgumentError,
+    NodeUnavailableError,
+)
 from feedkv.kv.dialer import nodes
 from feedkv.rangefeed.event import Checkpoint, Event
 from feedkv.rangefeed.feed_client import open_client
@@ -477,5 +482,64 @@ def test_a_client_finds_a_node_that_restarted_on_another_port(cluster: LocalClus
             closer.cancel()
         assert isinstance(events[-1], Checkpoint), "the feed did not resolve past the write"
         assert b"readdr/b" in {getattr(e, "key", None) for e in events}
+        # a write first: the old connection may fail it as ambiguous (it cannot tell
+        # whether the node applied it before it went), and the next one goes to n3 anew
+        cluster.kill(2)
+        cluster.restart(2)
+        with contextlib.suppress(AmbiguousResultError):
+            client.put(b"readdr/c", b"3")
+        client.put(b"readdr/c", b"3")
+        assert client.get(b"readdr/c") == b"3"
     finally:
         client.close()
+
+
+@pytest.mark.slow(60)
+def test_a_merge_of_neighbours_on_two_nodes_brings_the_right_one_over_first(
+    cluster: LocalCluster,
+) -> None:
+    """Merging two adjacent ranges held by different nodes: the left range's node has
+    the right one moved to it, then merges them. Every row of both is there, the merged
+    range is on the left's node, it takes writes, and a rangefeed over both ranges
+    opened before the merge goes on through the move and the merge (validated)."""
+    span = Span(b"xmerge/", b"xmerge0")
+    middle = b"xmerge/5"
+    db = cluster.connect(0)
+    for key in (span.start, middle, span.end):
+        db.split(key)
+    db.relocate(span.start, 2)
+    db.relocate(middle, 3)
+    for i in range(10):
+        db.put(b"xmerge/%d" % i, b"v%d" % i)
+    since = db.now()
+    with cluster.connect(0).rangefeed([span], since) as feed:
+        db.put(b"xmerge/0a", b"before")
+        merged = cluster.connect(0).merge(span.start)
+        assert merged.span == span and merged.lease_holder == 2
+        last = db.put(b"xmerge/9z", b"after")
+        closer = threading.Timer(60, feed.close)  # the deadline: a stuck feed ends
+        closer.start()
+        events: list[Event] = []
+        for event in feed:
+            events.append(event)
+            if isinstance(event, Checkpoint) and event.ts >= last:
+                break
+        closer.cancel()
+    assert isinstance(events[-1], Checkpoint), "the feed did not resolve past the last write"
+    validator = FeedValidator([span], since)
+    validator.observe_all(events)
+    assert_valid(validator.check(list(db.export(span, since, last)), up_to=last))
+    with cluster.connect(2) as other:
+        assert [(r.span, r.lease_holder) for r in other.ranges() if r.span.overlaps(span)] == [
+            (span, 2)
+        ]
+        rows = other.scan(span.start, span.end)
+    assert len(rows) == 12
+    assert {kv.value for kv in rows} >= {b"v%d" % i for i in range(10)}
+
+
+def test_merging_the_last_range_is_refused_on_a_cluster_too(cluster: LocalCluster) -> None:
+    with cluster.connect(0) as db:
+        last = db.ranges()[-1]
+        with pytest.raises(InvalidArgumentError, match="last range"):
+            db.merge(last.span.start + b"\xff" if last.span.start else b"\x01")

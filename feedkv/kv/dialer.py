@@ -178,10 +178,13 @@ class ClusterDialer:
     def redial(self, node_id: int) -> bool:
         """After ``node_id`` could not be reached: ask where it listens now, and if that
         is not where it was dialled (it restarted elsewhere), drop the connection so the
-        next :meth:`dial` connects there. Returns whether the address changed."""
-        address = self._relearn(node_id)
+        next :meth:`dial` connects there. Returns whether the address changed (never
+        for the gateway: a client reaches it only at the address it was given)."""
         with self._lock:
             dialled = self._dialled.get(node_id)
+        if dialled is None or node_id == self._gateway_node():
+            return False
+        address = self._relearn(node_id)
         if address is None or address == dialled:
             return False
         self.forget(node_id)

@@ -7,8 +7,8 @@ syntax that PostgreSQL lacks is handled around it, on sqlglot's tokens:
 - ``AS OF SYSTEM TIME <expr>`` is cut out of a SELECT and parsed on its own;
 - ``FAMILY name (cols)`` table elements, and ``FAMILY f`` / ``CREATE FAMILY f`` column
   qualifiers, are cut out of CREATE TABLE and ALTER TABLE ADD COLUMN;
-- ``SHOW ...``, ``ALTER TABLE ... SPLIT AT VALUES``, ``CREATE USER``,
-  ``GRANT admin TO``, ``CREATE CHANGEFEED`` (but for its ``AS SELECT`` query),
+- ``SHOW ...``, ``ALTER TABLE ... SPLIT AT VALUES`` and ``... RELOCATE [LEASE] VALUES``,
+  ``CREATE USER``, ``GRANT admin TO``, ``CREATE CHANGEFEED`` (but for its ``AS SELECT`` query),
   ``ALTER CHANGEFEED`` and ``PAUSE`` / ``RESUME`` / ``CANCEL JOB`` are parsed here
   entirely.
 
@@ -377,6 +377,8 @@ class _Statement:
             return self._grant()
         if words[0] == "ALTER" and "SPLIT" in words:
             return self._split_at()
+        if words[0] == "ALTER" and "RELOCATE" in words:
+            return self._relocate()
         if words[:2] == ["START", "TRANSACTION"] or words == ["BEGIN", "TRANSACTION"]:
             return st.Begin(self.text)
         if words[0] == "END" and len(words) <= 2:
@@ -543,7 +545,9 @@ class _Statement:
                 if self._keyword(name) in _ALTER_ACTIONS:
                     raise self._error_at(name, "expected a table name")
                 if name + 1 >= end:
-                    raise self._error_at(end, "expected ADD, DROP or SPLIT AT after the table")
+                    raise self._error_at(
+                        end, "expected ADD, DROP, SPLIT AT or RELOCATE after the table"
+                    )
         if words[:2] == ["CREATE", "DATABASE"]:
             name = 5 if words[2:5] == ["IF", "NOT", "EXISTS"] else 2
             if name + 1 < end:
@@ -1036,6 +1040,27 @@ class _Statement:
         rows = tuple(tuple(row.expressions) for row in node.expressions)
         return st.SplitAt(self.text, table, rows)
 
+    def _relocate(self) -> st.Relocate:
+        words = self.words
+        at = words.index("RELOCATE")
+        if words[1] != "TABLE":
+            raise self._error_at(at, "expected ALTER TABLE t RELOCATE [LEASE] VALUES (...)")
+        table = self._table_name(2, at)
+        values = at + 1
+        lease = words[values : values + 1] == ["LEASE"]
+        values += lease
+        if values >= len(words) or words[values] != "VALUES":
+            raise self._error_at(values, "expected VALUES after RELOCATE [LEASE]")
+        values_text = self.text[self._pos(self.tokens[values]) :]
+        try:
+            node = sqlglot.parse_one(values_text, read=_DIALECT)
+        except (ParseError, TokenError) as exc:
+            raise SQLError("42601", f"syntax error in RELOCATE: {_first_line(exc)}") from None
+        if not isinstance(node, exp.Values):
+            raise self._error_at(values, "expected VALUES (...), (...)")
+        rows = tuple(tuple(row.expressions) for row in node.expressions)
+        return st.Relocate(self.text, table, rows, lease)
+
     def _changefeed(self) -> st.CreateChangefeed:
         words = self.words
         sinkless = words[0] == "EXPERIMENTAL"
@@ -1251,7 +1276,7 @@ _AFTER_JOIN = {
 _CLAUSE_STARTS = {"FROM", "WHERE", "GROUP", "ORDER", "LIMIT", "OFFSET", "HAVING", "RETURNING"}
 _DEFAULT_VALUES = ["DEFAULT", "VALUES"]
 _MAX_NESTING = 1000  # parentheses; each level costs sqlglot's parser about 21 frames
-_ALTER_ACTIONS = {"ADD", "DROP", "ALTER", "RENAME", "SPLIT", "SET"}
+_ALTER_ACTIONS = {"ADD", "DROP", "ALTER", "RENAME", "SPLIT", "SET", "RELOCATE"}
 _COLUMN_WORDS = {
     "NOT",
     "NULL",

@@ -126,6 +126,13 @@ def _parser() -> argparse.ArgumentParser:
         "it holds two more (0s: never; default 10s)",
     )
     start.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="how many replicas each range keeps, on distinct nodes, replicated with Raft "
+        "(default 1: each range on one node; 3 survives the loss of any one node)",
+    )
+    start.add_argument(
         "--max-offset",
         default="500ms",
         help="the largest clock offset from the other nodes this node serves with (500ms)",
@@ -260,7 +267,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 changefeed_runner=args.changefeed_runner,
                 spark_master=args.spark_master,
                 join=[a.strip() for a in args.join.split(",") if a.strip()],
-                cluster_config=cluster_config(args.rebalance_interval, args.max_offset),
+                cluster_config=cluster_config(
+                    args.rebalance_interval, args.max_offset, args.replicas
+                ),
                 certs_dir=Path(args.certs_dir) if args.certs_dir else None,
                 external_io_dir=Path(args.external_io_dir or Path(args.store) / "extern"),
             )

@@ -24,11 +24,12 @@ class NodeInfo:
     address: str  # host:port of its gRPC server ("": an embedded node that does not listen)
     epoch: int  # grows at each start of the node
     live: bool
-    ranges: int  # ranges it holds (each one's leaseholder: one replica per range)
+    ranges: int  # ranges it holds a replica of
     offset_ns: int | None  # its clock minus the answering node's (None: not measured)
     started_at_ns: int | None = None  # wall time it started (None: not known)
     updated_at_ns: int | None = None  # wall time its last heartbeat was heard (None: never)
     expiration_ns: int | None = None  # wall time it is seen dead without another heartbeat
+    leases: int | None = None  # ranges whose lease it holds (None: not told; then ``ranges``)
 
     def encode(self) -> dict[str, Any]:
         """The ``Nodes`` call's map of the node (msgpack)."""
@@ -42,6 +43,7 @@ class NodeInfo:
             "started_at": self.started_at_ns,
             "updated_at": self.updated_at_ns,
             "expiration": self.expiration_ns,
+            "leases": self.leases,
         }
 
     @classmethod
@@ -56,6 +58,7 @@ class NodeInfo:
             raw.get("started_at"),
             raw.get("updated_at"),
             raw.get("expiration"),
+            raw.get("leases"),
         )
 
 
@@ -69,4 +72,4 @@ class NodeSource(Protocol):
 def node_of_its_own(node_id: int, ranges: int, wall_ns: int, address: str = "") -> NodeInfo:
     """A node in no cluster, at wall time ``wall_ns``: live, its first epoch, holding
     every range."""
-    return NodeInfo(node_id, address, 1, True, ranges, 0, None, wall_ns, None)
+    return NodeInfo(node_id, address, 1, True, ranges, 0, None, wall_ns, None, ranges)

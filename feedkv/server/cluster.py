@@ -561,6 +561,7 @@ class Cluster:
                     s.desc.started_at_ns,
                     wall - s.heard_ago_ns if s.heard_ago_ns is not None else None,
                     wall + s.expires_in_ns if s.expires_in_ns is not None else None,
+                    self.directory.leases_of(s.desc.node_id),
                 )
                 for s in self.liveness.status(time.monotonic_ns())
             ]

@@ -58,7 +58,7 @@ def _gossip_nodes(nodes: list[NodeInfo]) -> list[tuple[Any, ...]]:
             wall_time(n.started_at_ns),
             n.live,
             n.ranges,
-            n.ranges,  # leases: one replica per range holds it
+            n.ranges if n.leases is None else n.leases,
         )
         for n in nodes
     ]

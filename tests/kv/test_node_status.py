@@ -8,7 +8,7 @@ from feedkv.kv.node_status import NodeInfo, node_of_its_own
 
 
 def test_a_nodes_map_round_trips() -> None:
-    info = NodeInfo(3, "127.0.0.1:5", 7, False, 4, -120, 10, 20, 30)
+    info = NodeInfo(3, "127.0.0.1:5", 7, False, 4, -120, 10, 20, 30, 2)
     assert NodeInfo.decode(info.encode()) == info
 
 

@@ -380,6 +380,10 @@ def test_gossip_tables_and_node_status_agree(cluster: LocalCluster) -> None:
                 "SELECT node_id, expiration, membership, updated_at "
                 "FROM crdb_internal.gossip_liveness ORDER BY node_id"
             ).fetchall()
+            # one replica per range: each node holds the lease of every range it holds
+            assert conn.execute(
+                "SELECT count(*) FROM crdb_internal.gossip_nodes WHERE ranges != leases"
+            ).fetchone() == (0,)
         listed = [
             (n["id"], n["address"], n["epoch"], n["started_at"], n["is_live"], n["ranges"])
             for n in status

@@ -103,8 +103,8 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument(
         "--http-addr",
         default="127.0.0.1:8080",
-        help="HOST:PORT of the HTTP port: metrics for Prometheus at /_status/vars "
-        "(port 0: any free)",
+        help="HOST:PORT of the HTTP port: the admin page at /, metrics for Prometheus at "
+        "/_status/vars (port 0: any free)",
     )
     start.add_argument(
         "--log-level",

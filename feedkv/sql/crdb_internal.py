@@ -26,7 +26,7 @@ from feedkv.sql.descriptor import Column
 from feedkv.sql.relation import Relation
 from feedkv.sql.types import ColumnType, Kind
 
-__all__ = ["SCHEMA", "is_virtual", "virtual_table", "wall_time"]
+__all__ = ["SCHEMA", "TABLES", "is_virtual", "virtual_table", "wall_time"]
 
 SCHEMA = "crdb_internal"
 
@@ -109,6 +109,9 @@ _TABLES: dict[
         _gossip_liveness,
     ),
 }
+
+
+TABLES = frozenset(_TABLES)  # the names of the tables built here (crdb_internal.jobs: jobs')
 
 
 def is_virtual(name: st.TableName) -> bool:

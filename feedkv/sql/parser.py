@@ -44,6 +44,7 @@ from sqlglot.parsers.postgres import PostgresParser
 from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
 from feedkv.errors import SQLError
+from feedkv.sql import crdb_internal
 from feedkv.sql import statements as st
 from feedkv.sql.script import runaway
 from feedkv.sql.session_vars import canonical_name
@@ -90,10 +91,31 @@ _INT4_STAND_IN = "UINT"  # see _Statement._keep_int4
 _NAME_TOKENS = {TokenType.VAR, TokenType.IDENTIFIER}
 
 
+# ``[SHOW ...]`` as a source (``SELECT ... FROM [SHOW CHANGEFEED JOBS]``, CockroachDB's
+# syntax), which sqlglot cannot read: it is rewritten to a quoted name in crdb_internal
+# that holds the statement, and _Converter._source parses it back.
+# NB: string literals, quoted names and comments are matched first, and kept as they are.
+_SHOW_SOURCE = re.compile(
+    r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|\[\s*(SHOW\b[^\[\]'\"]*?)\s*\]",
+    re.IGNORECASE | re.DOTALL,
+)
+_VIRTUAL_SCHEMA = "crdb_internal"
+
+
+def _show_sources(text: str) -> str:
+    def rewrite(match: re.Match[str]) -> str:
+        show = match.group(1)
+        return match.group(0) if show is None else f'{_VIRTUAL_SCHEMA}."[{show}]"'
+
+    return _SHOW_SOURCE.sub(rewrite, text)
+
+
 def parse(text: str) -> list[st.Statement]:
     """Every statement in ``text`` (separated by ``;``), parsed."""
     if not isinstance(text, str):
         raise SQLError("42601", f"a statement is a string, not {type(text).__name__}")
+    if "[" in text:
+        text = _show_sources(text)
     tokens = _tokenize(text, 0)
     out: list[st.Statement] = []
     group: list[Token] = []
@@ -789,13 +811,16 @@ class _Statement:
             return st.ShowRanges(self.text, self._table_name(4, len(words)))
         if words[1] == "GRANTS":
             return self._show_grants()
-        if words[1:] == ["CHANGEFEED", "JOBS"] or words[1:] == ["JOBS"]:
+        if words[1:] == ["CHANGEFEED", "JOBS"]:
             return st.ShowChangefeedJobs(self.text)
+        if words[1:] == ["JOBS"]:
+            return st.ShowChangefeedJobs(self.text, shape="jobs")
         if words[1:3] == ["CHANGEFEED", "JOB"] or words[1:2] == ["JOB"]:
             at = 3 if words[1] == "CHANGEFEED" else 2
             if len(words) > at + 1:
                 raise self._error_at(at + 1, "unexpected input after the job id")
-            return st.ShowChangefeedJobs(self.text, self._job_id(at))
+            shape: Literal["changefeed", "jobs"] = "changefeed" if at == 3 else "jobs"
+            return st.ShowChangefeedJobs(self.text, self._job_id(at), shape=shape)
         raise SQLError(
             "0A000",
             f"unsupported statement {' '.join(words[:3])}...; feedkv supports SHOW TABLES, "
@@ -1302,6 +1327,32 @@ def _table_name_of(parts: list[str]) -> st.TableName:
     return st.TableName(parts[2], parts[0])
 
 
+def _virtual_source(name: str, alias: str | None) -> st.ShowSource | st.TableName:
+    """``crdb_internal.<name>``, or ``[SHOW ...]`` (see :func:`_show_sources`); the
+    tables of the cluster's nodes stay names (:mod:`feedkv.sql.crdb_internal` reads
+    them)."""
+    if name in crdb_internal.TABLES:
+        return st.TableName(name, _VIRTUAL_SCHEMA)
+    if name == "jobs":
+        return st.ShowSource(
+            st.ShowChangefeedJobs("crdb_internal.jobs", shape="crdb_internal"), alias or "jobs"
+        )
+    if name.startswith("[") and name.endswith("]"):
+        statements = parse(name[1:-1])
+        if len(statements) == 1 and isinstance(statements[0], st.ShowChangefeedJobs):
+            return st.ShowSource(statements[0], alias or "")
+        raise SQLError(
+            "0A000",
+            f"{name} cannot be read as a table: feedkv reads [SHOW JOBS] and "
+            "[SHOW CHANGEFEED JOBS] (and SHOW JOB <id>) so",
+        )
+    raise SQLError(
+        "42P01",
+        f'relation "{_VIRTUAL_SCHEMA}.{name}" does not exist; feedkv has '
+        + ", ".join(f"{_VIRTUAL_SCHEMA}.{t}" for t in sorted({"jobs", *crdb_internal.TABLES})),
+    )
+
+
 def _table_of(node: exp.Expr) -> st.TableName:
     if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
         # A table function (generate_series(...)) or a subquery is valid SQL feedkv lacks;
@@ -1673,7 +1724,10 @@ class _Converter:
         if not isinstance(node, exp.Table):
             raise SQLError("0A000", "SELECT reads from tables and subqueries (no functions)")
         index, alias = _index_and_alias(node)
-        return _table_of(node), index, alias
+        table = _table_of(node)
+        if table.database == _VIRTUAL_SCHEMA:
+            return _virtual_source(table.name, alias), index, alias
+        return table, index, alias
 
     def _join(self, node: exp.Expr) -> st.Join:
         """One JOIN of a SELECT's FROM clause (a comma is a CROSS JOIN)."""

@@ -3,6 +3,7 @@ through Raft, and a SIGKILLed lease holder loses nothing while writes go on."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,8 +11,12 @@ from pathlib import Path
 import pytest
 
 from feedkv.db import DB
+from feedkv.errors import AmbiguousResultError
+from feedkv.rangefeed.event import Checkpoint, Event
 from feedkv.testing.cluster import LocalCluster
+from feedkv.testing.feed_validator import FeedValidator, assert_valid
 from feedkv.testing.waiting import wait_until
+from feedkv.util.keys import Span
 
 pytestmark = pytest.mark.xdist_group("cluster")
 
@@ -109,4 +114,59 @@ def test_sql_tables_split_across_replicated_ranges_and_outlive_a_node(
     db.sql("INSERT INTO orders VALUES (3, 'jam')")
     rows = db.sql("SELECT id, item FROM orders ORDER BY id").rows
     assert [tuple(r) for r in rows] == [(1, "tea"), (2, "cake"), (3, "jam")]
+    db.close()
+
+
+@pytest.mark.slow(40)
+def test_a_rangefeed_goes_on_without_a_gap_when_its_nodes_lease_holder_dies(
+    cluster: LocalCluster,
+) -> None:
+    """A feed over a replicated range while writes go on and the range's lease holder is
+    SIGKILLed: the client resumes on a live replica from its checkpoint, every committed
+    version arrives, in order per key, and no value below a checkpoint follows it."""
+    db = cluster.connect(0)
+    wait_until(lambda: _replicated(db), timeout_s=DEADLINE_S, what="three replicas")
+    victim = _lease_holder(db) - 1
+    gateway = next(i for i in range(3) if i != victim)
+    db.close()
+    db = cluster.connect(gateway)
+    feed_span = Span(b"feed/", b"feed0")
+    since = db.now()
+    stop = threading.Event()
+    written: list[int] = []
+
+    def writer() -> None:
+        i = 0
+        while not stop.is_set():
+            with contextlib.suppress(AmbiguousResultError):  # in flight at the victim
+                db.put(b"feed/%03d" % (i % 50), b"v%d" % i)
+                written.append(i)
+            i += 1
+
+    thread = threading.Thread(target=writer)
+    events: list[Event] = []
+    with db.rangefeed([feed_span], since) as feed:
+        thread.start()
+        try:
+            wait_until(lambda: len(written) > 30, timeout_s=DEADLINE_S, what="writes before")
+            cluster.kill(victim)
+            before = len(written)
+            wait_until(lambda: len(written) > before + 30, timeout_s=DEADLINE_S, what="writes")
+        finally:
+            stop.set()
+            thread.join()
+        last = db.put(b"feed/last", b"end")
+        closer = threading.Timer(DEADLINE_S, feed.close)  # the deadline: a stuck feed ends
+        closer.start()
+        for event in feed:
+            events.append(event)
+            if isinstance(event, Checkpoint) and event.ts >= last:
+                break
+        closer.cancel()
+    assert isinstance(events[-1], Checkpoint), "the feed did not resolve past the last write"
+    validator = FeedValidator([feed_span], since)
+    validator.observe_all(events)
+    history = list(db.export(feed_span, since, last))
+    assert len(history) > 60
+    assert_valid(validator.check(history, up_to=last))
     db.close()

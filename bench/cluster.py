@@ -4,9 +4,18 @@
   keys, each durable) over gRPC against one `feedkv start` node, then against a
   three-node cluster whose kv0 keyspace is split into nine ranges, three on each node;
   the client processes are spread over the nodes (each client sends each write to the
-  node holding its range). Reports commits/s, p50/p99, the ratio, and the CPU seconds
-  each node process used (a node is bound to about one core by the GIL, and this
-  machine has ``cores`` of them, which the clients share too).
+  node holding its range). Reports commits/s, p50/p99, the ratio, the CPU seconds
+  each node process and the clients used, and the CPU per commit (a node is bound to
+  about one core by the GIL, and this machine has ``cores`` of them, which the clients
+  share too). NB: on three nodes each commit costs the nodes about three times the CPU
+  it costs one node (measured here: ~370-430 us against ~120-140 us): the same 32
+  clients' writes are spread over three times as many client-to-node streams, so each
+  message carries about a third as many batches (1.3 calls per message in, 1.8 replies
+  out, against 3.7 and 5.4) and each node's group commit a quarter as many writes (2.4
+  against 10), and a message costs gRPC's Python about the same whatever it carries.
+  A linger before sending (0.5-2 ms) or before a group commit (1 ms) did not lower it
+  on this machine. With two cores and the clients sharing them, three nodes cannot
+  beat one at this concurrency.
 - ``relocation``: a range of ``--relocate-mib`` MiB moved between two nodes while a
   writer keeps writing into it: the move's duration and the writer's p99 latency during
   it (its writes wait while the range is frozen).
@@ -22,6 +31,7 @@ import argparse
 import importlib.util
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -60,7 +70,9 @@ def cpu_seconds(pid: int) -> float:
 
 
 def clients_over(urls: list[str], clients: int, seconds: float) -> dict[str, Any]:
-    """kv0 client processes, one per URL, sharing ``clients`` threads."""
+    """kv0 client processes, one per URL, sharing ``clients`` threads; ``client_cpu_s``:
+    the CPU seconds they used (with their start: importing feedkv)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     per = [clients // len(urls) + (i < clients % len(urls)) for i in range(len(urls))]
     procs = [
         subprocess.Popen(
@@ -87,7 +99,18 @@ def clients_over(urls: list[str], clients: int, seconds: float) -> dict[str, Any
         commits, [x for r in results for x in r["latencies"]], seconds
     )
     row["client_processes"] = len(urls)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    row["client_cpu_s"] = round(used, 1)
     return row
+
+
+def cpu_per_commit(row: dict[str, Any]) -> None:
+    """Add the CPU microseconds the nodes (together) and the clients spent per commit:
+    steadier than commits/s on a machine other work shares."""
+    commits = max(row["commits"], 1)
+    row["node_cpu_us_per_commit"] = round(1e6 * sum(row["node_cpu_s"]) / commits)
+    row["client_cpu_us_per_commit"] = round(1e6 * row["client_cpu_s"] / commits)
 
 
 def kv0_one_node(clients: int, seconds: float, tmp: Path) -> dict[str, Any]:
@@ -99,6 +122,7 @@ def kv0_one_node(clients: int, seconds: float, tmp: Path) -> dict[str, Any]:
         before = cpu_seconds(node.process.pid)
         row = clients_over([node.url] * 3, clients, seconds)
         row["node_cpu_s"] = [round(cpu_seconds(node.process.pid) - before, 1)]
+        cpu_per_commit(row)
         return row
     finally:
         node.terminate()
@@ -117,6 +141,7 @@ def kv0_three_nodes(clients: int, seconds: float, tmp: Path) -> dict[str, Any]:
         row["node_cpu_s"] = [
             round(cpu_seconds(p) - b, 1) for p, b in zip(pids, before, strict=True)
         ]
+        cpu_per_commit(row)
         return row
 
 

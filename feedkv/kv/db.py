@@ -46,6 +46,7 @@ from feedkv.kv.api import (
     SplitResponse,
 )
 from feedkv.kv.metrics import unregistered_txn_metrics
+from feedkv.kv.node_status import NodeInfo, NodeSource, node_of_its_own
 from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.router import Router, Transport
 from feedkv.kv.txn import Txn
@@ -97,6 +98,13 @@ class LocalTransport:
 
     def now(self) -> Timestamp:
         return self.store.clock.now()
+
+    def nodes(self) -> list[NodeInfo]:
+        """A node of its own: node 1, live, holding every range."""
+        store = self.store
+        return [
+            node_of_its_own(store.node_id, len(store.descriptors()), store.clock.physical_now())
+        ]
 
     def close(self) -> None:
         if self._owned:
@@ -370,6 +378,17 @@ class KVClient:
             RangeInfo(d.range_id, d.span, d.generation, ts, d.sticky, d.replicas)
             for d, ts in zip(result.descriptors, result.closed_timestamps, strict=True)
         ]
+
+    def nodes(self) -> list[NodeInfo]:
+        """The nodes of the cluster, as the node this client connects to sees them:
+        address, epoch, liveness, ranges held, clock offset (see
+        :mod:`feedkv.kv.node_status`)."""
+        if not isinstance(self._transport, NodeSource):
+            raise InvalidArgumentError(
+                f"this client's transport ({type(self._transport).__name__}) cannot list "
+                "nodes; connect with feedkv.connect()"
+            )
+        return self._transport.nodes()
 
     def close(self) -> None:
         self._transport.close()

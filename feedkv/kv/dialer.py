@@ -25,6 +25,7 @@ from feedkv.errors import InvalidArgumentError, NodeUnavailableError
 from feedkv.kv.address import split_host_port
 from feedkv.kv.api import BatchRequest, BatchResponse
 from feedkv.kv.grpc_transport import GrpcTransport
+from feedkv.kv.node_status import NodeInfo
 from feedkv.kv.router import Transport
 from feedkv.kv.wire import SERVICE
 from feedkv.security.tls import ClientTLS
@@ -57,14 +58,12 @@ def node_addresses(channel: grpc.Channel) -> tuple[int, dict[int, str]]:
 
 
 def nodes(client: Any) -> list[dict[str, Any]]:
-    """The nodes as the node ``client`` (a :class:`feedkv.DB` of a server) connects to
-    sees them: id, address, epoch, live, ranges, clock offset (ns)."""
-    gateway = getattr(client.transport, "gateway", None)
-    channel = getattr(gateway, "channel", None)
-    if channel is None:
-        raise InvalidArgumentError("node status needs a client of a server (feedkv://...)")
-    found: list[dict[str, Any]] = call(channel, "Nodes", {})["nodes"]
-    return found
+    """The nodes as the node ``client`` (a :class:`feedkv.DB`) connects to sees them,
+    as maps: id, address, epoch, live, ranges, clock offset (ns), ... (see
+    :meth:`NodeInfo.encode`)."""
+    if not hasattr(client, "nodes"):
+        raise InvalidArgumentError(f"{type(client).__name__} is no feedkv client: connect()")
+    return [info.encode() for info in client.nodes()]
 
 
 class RemoteNodes:
@@ -87,6 +86,25 @@ class RemoteNodes:
             self._refresh()
         return self._addresses.get(node_id)
 
+    def relearn(self, node_id: int) -> str | None:
+        """Where ``node_id`` listens, asked of the gateway now (a node that restarted
+        may listen elsewhere); ``None``: the gateway does not know it, or cannot be
+        reached."""
+        try:
+            self._refresh()
+        except NodeUnavailableError:
+            return None
+        return self._addresses.get(node_id)
+
+    def status(self) -> list[NodeInfo]:
+        """Every node as the gateway sees it now (and their addresses learnt anew)."""
+        answer = call(self._channel, "Nodes", {})
+        found = [NodeInfo.decode(raw) for raw in answer["nodes"]]
+        with self._lock:
+            self._gateway = answer["me"]
+            self._addresses = {n.node_id: n.address for n in found}
+        return found
+
     def _refresh(self) -> None:
         me, addresses = node_addresses(self._channel)
         with self._lock:
@@ -100,13 +118,20 @@ class ClusterDialer:
         *,
         gateway_node: Callable[[], int],
         addresses: Callable[[int], str | None],
+        nodes: Callable[[], list[NodeInfo]],
+        relearn: Callable[[int], str | None] | None = None,
         connect_timeout_s: float = 5.0,
         tls: ClientTLS | None = None,
     ) -> None:
         """``gateway_node()``: the gateway's node id; ``addresses(node_id)``: where a node
-        listens (``None``: not known); ``tls``: the identity other nodes are called as
-        (``None``: plaintext)."""
+        listens (``None``: not known); ``nodes()``: every node as the gateway sees it;
+        ``relearn(node_id)``: where a node listens, asked anew (by default
+        ``addresses``: a node's own view is kept fresh by gossip); ``tls``: the
+        identity other nodes are called as (``None``: plaintext)."""
         self._tls = tls
+        self._nodes = nodes
+        self._relearn = relearn or addresses
+        self._dialled: dict[int, str] = {}  # the address each node was last dialled at
         self.gateway = gateway
         self._gateway_node = gateway_node
         self._addresses = addresses
@@ -120,6 +145,9 @@ class ClusterDialer:
     def now(self) -> Timestamp:
         return self.gateway.now()
 
+    def nodes(self) -> list[NodeInfo]:
+        return self._nodes()
+
     def dial(self, node_id: int) -> Transport:
         if node_id == self._gateway_node():
             return self.gateway
@@ -129,8 +157,10 @@ class ClusterDialer:
             return known
         address = self._addresses(node_id)
         parsed = split_host_port(address) if address is not None else None
-        if parsed is None:
+        if address is None or parsed is None:
             raise NodeUnavailableError(f"node n{node_id} is not known to this node (yet)")
+        with self._lock:
+            self._dialled[node_id] = address
         try:
             transport = GrpcTransport(
                 *parsed, connect_timeout_s=self._connect_timeout_s, tls=self._tls
@@ -144,6 +174,21 @@ class ClusterDialer:
         if raced is not transport:
             transport.close()
         return raced
+
+    def redial(self, node_id: int) -> bool:
+        """After ``node_id`` could not be reached: ask where it listens now, and if that
+        is not where it was dialled (it restarted elsewhere), drop the connection so the
+        next :meth:`dial` connects there. Returns whether the address changed (never
+        for the gateway: a client reaches it only at the address it was given)."""
+        with self._lock:
+            dialled = self._dialled.get(node_id)
+        if dialled is None or node_id == self._gateway_node():
+            return False
+        address = self._relearn(node_id)
+        if address is None or address == dialled:
+            return False
+        self.forget(node_id)
+        return True
 
     def forget(self, node_id: int) -> None:
         """Drop the connection to a node (it moved to another address)."""

@@ -85,6 +85,11 @@ class RangeDirectory:
         """How many ranges ``node_id`` holds, as known here."""
         return sum(1 for d in self._index[1] if node_id in d.replicas)
 
+    def leases_of(self, node_id: int) -> int:
+        """How many ranges ``node_id`` holds the lease of (is first replica of), as known
+        here."""
+        return sum(1 for d in self._index[1] if d.lease_holder == node_id)
+
     def _rebuild(self) -> None:
         candidates = sorted(
             (

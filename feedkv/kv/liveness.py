@@ -31,14 +31,16 @@ class NodeDescriptor:
     node_id: int
     address: str  # host:port of its gRPC server
     epoch: int
+    started_at_ns: int | None = None  # wall time of its start (None: not known)
 
 
 @dataclass(frozen=True, slots=True)
 class NodeStatus:
     desc: NodeDescriptor
     live: bool
-    heard_ago_ns: int | None  # None: never heard from (or this node itself)
+    heard_ago_ns: int | None  # None: never heard from (this node itself: 0)
     offset_ns: int | None  # its clock minus this node's, at the last heartbeat
+    expires_in_ns: int | None  # until it is seen dead without a heartbeat (None: never heard)
 
 
 class Liveness:
@@ -104,13 +106,14 @@ class Liveness:
     def status(self, now_ns: int) -> list[NodeStatus]:
         out = []
         for desc in self.nodes():
-            heard = self._heard.get(desc.node_id)
+            heard = now_ns if desc.node_id == self.me.node_id else self._heard.get(desc.node_id)
             out.append(
                 NodeStatus(
                     desc,
                     self.is_live(desc.node_id, now_ns),
                     now_ns - heard if heard is not None else None,
                     self._offsets.get(desc.node_id),
+                    heard + self.dead_after_ns - now_ns if heard is not None else None,
                 )
             )
         return out

@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
 from feedkv.errors import (
+    AmbiguousResultError,
     InvariantViolation,
     NodeUnavailableError,
     NotLeaseHolderError,
@@ -40,7 +41,7 @@ from feedkv.storage.mvcc import KeyValue
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, key_next
 
-__all__ = ["Dialer", "Router", "Transport"]
+__all__ = ["Dialer", "Redialer", "Router", "Transport"]
 
 MAX_ROUTING_ATTEMPTS = 50
 MAX_BACKOFF_S = 1.0
@@ -72,34 +73,51 @@ class Dialer(Protocol):
         ...
 
 
+@runtime_checkable
+class Redialer(Protocol):
+    """A dialer that can learn a node's address anew."""
+
+    def redial(self, node_id: int) -> bool:
+        """After ``node_id`` could not be reached: whether it listens elsewhere now (it
+        restarted on another address), so that dialling it again may reach it."""
+        ...
+
+
 class Router:
     def __init__(self, transport: Transport) -> None:
         self.transport = transport
-        self._dial = transport.dial if isinstance(transport, Dialer) else None
+        self._dialer = transport if isinstance(transport, Dialer) else None
         self.ranges = RangeCache(self._lookup)
 
     def _send(self, batch: BatchRequest, desc: RangeDescriptor) -> BatchResponse:
         """Send an addressed batch to the node holding ``desc``'s range (its lease, when
         the range is replicated: a replica without it names the one it believes holds
         it, or the next replica is tried; the cache learns where the lease was)."""
-        if self._dial is None:
+        dialer = self._dialer
+        if dialer is None:
             return self.transport.send(batch)
         tried: list[int] = []
         node = desc.lease_holder
         while True:
             try:
-                response = self._dial(node).send(batch)
+                response = dialer.dial(node).send(batch)
             except NotLeaseHolderError as exc:
                 tried.append(node)
                 node = self._next_replica(desc, tried, exc.lease_holder)
                 if not node:
                     raise RangeUnavailableError(f"no replica of {desc} holds its lease") from exc
                 continue
+            except AmbiguousResultError:
+                # NB: the write may have been applied, so the caller must hear of it; but
+                # if the node restarted elsewhere, the next request goes there
+                if isinstance(dialer, Redialer):
+                    dialer.redial(node)
+                raise
             except NodeUnavailableError:
                 tried.append(node)
                 if len(desc.replicas) > 1 and (node := self._next_replica(desc, tried, 0)):
                     continue
-                self._unavailable(desc)
+                self._unavailable(desc, dialer, tried)
                 raise
             if node != desc.lease_holder:
                 others = tuple(n for n in desc.replicas if n != node)
@@ -114,15 +132,22 @@ class Router:
             return hint
         return next((n for n in desc.replicas if n not in tried), 0)
 
-    def _unavailable(self, desc: RangeDescriptor) -> None:
-        """``desc``'s node is unavailable. A cached address may name a node the range
-        left before it died: look again (at the node this client connects to), and say
-        so when the range is elsewhere now."""
+    def _unavailable(self, desc: RangeDescriptor, dialer: Dialer, tried: list[int]) -> None:
+        """``desc``'s nodes (``tried``) are unavailable. A cached address may name a node
+        the range left before it died: look again (at the node this client connects to),
+        and say so when the range is elsewhere now; or a node may have restarted on
+        another address: then the range is sent there."""
         self.ranges.evict(desc)
         fresh = self.ranges.get(desc.start)
         if fresh.replicas != desc.replicas:
             raise RangeKeyMismatchError(
                 f"node n{desc.lease_holder} is unavailable, and {desc} is now {fresh}", [fresh]
+            ) from None
+        moved = [n for n in tried if isinstance(dialer, Redialer) and dialer.redial(n)]
+        if moved:
+            raise RangeUnavailableError(
+                f"{', '.join(f'n{n}' for n in moved)} moved to another address; {desc} is "
+                "sent there"
             ) from None
 
     def _lookup(self, key: bytes) -> Sequence[RangeDescriptor]:

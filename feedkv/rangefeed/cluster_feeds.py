@@ -45,13 +45,17 @@ class ClusterFeedTransport:
         *,
         gateway_node: Callable[[], int],
         addresses: Callable[[int], str | None],
+        relearn: Callable[[int], str | None] | None = None,
         owns_gateway: bool = True,
         tls: ClientTLS | None = None,
     ) -> None:
         """``gateway_node()``: the gateway's node id; ``addresses(node_id)``: where a node
-        listens (``None``: not known). ``owns_gateway``: :meth:`close` closes it too.
-        ``tls``: the identity other nodes are called as (``None``: plaintext)."""
+        listens (``None``: not known); ``relearn(node_id)``: where it listens, asked
+        anew, once the stream to it broke (it may have restarted elsewhere; by default
+        ``addresses``). ``owns_gateway``: :meth:`close` closes it too. ``tls``: the
+        identity other nodes are called as (``None``: plaintext)."""
         self._tls = tls
+        self._relearn = relearn or addresses
         self.gateway = gateway
         self._gateway_node = gateway_node
         self._addresses = addresses
@@ -87,10 +91,12 @@ class ClusterFeedTransport:
         with self._lock:
             if self._closed:
                 raise NodeUnavailableError("this cluster's rangefeed client is closed")
-            address = self._addresses(node_id)
+            known = self._nodes.get(node_id)
+            broken = known is not None and known[1].broken
+            # NB: a stream that broke may have met a node that restarted elsewhere
+            address = (self._relearn if broken else self._addresses)(node_id)
             if address is None:
                 raise NodeUnavailableError(f"node n{node_id} is not known to this node (yet)")
-            known = self._nodes.get(node_id)
             if known is not None and known[1].address == address:
                 return known[1]
             if known is not None:  # the node restarted elsewhere

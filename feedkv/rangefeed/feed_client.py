@@ -276,12 +276,18 @@ def remote_transports(
     gateway = GrpcTransport(*parse_node_url(url), tls=tls)
     nodes = RemoteNodes(gateway.channel)
     transport = ClusterDialer(
-        gateway, gateway_node=nodes.gateway_node, addresses=nodes.address, tls=tls
+        gateway,
+        gateway_node=nodes.gateway_node,
+        addresses=nodes.address,
+        nodes=nodes.status,
+        relearn=nodes.relearn,
+        tls=tls,
     )
     feeds = ClusterFeedTransport(
         GrpcFeedTransport(gateway.channel, gateway.address),
         gateway_node=nodes.gateway_node,
         addresses=nodes.address,
+        relearn=nodes.relearn,
         tls=tls,
     )
     return transport, feeds

@@ -211,6 +211,12 @@ class GrpcFeedTransport:
     def new_stream(self) -> EventStream:
         return EventStream(self._budget, per_registration=self._per_registration)
 
+    @property
+    def broken(self) -> bool:
+        """Whether the stream to the node ended under its feeds (the node went away)."""
+        mux = self._mux
+        return mux is not None and not mux.alive
+
     def register(
         self,
         tag: Hashable,

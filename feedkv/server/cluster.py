@@ -20,6 +20,10 @@ descriptor, its clock, the nodes it knows and the reports of the ranges each nod
 :class:`~feedkv.kv.liveness.Liveness` (who is alive, clock offsets) and a
 :class:`~feedkv.kv.directory.RangeDirectory` (which node holds which range) of the
 whole cluster, and answers range lookups from it. The I/O is here; both are pure.
+
+A merge (``db.merge``) runs on the node of the left range; when another node holds
+the right one, that node moves it here first (:meth:`Cluster._gather_for_merge`), so
+the store merges two ranges of its own, as on one node.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from feedkv.kv.api import (
     BatchRequest,
     BatchResponse,
     Header,
+    Merge,
     PushTxn,
     PushTxnResponse,
     RangeLookup,
@@ -59,6 +64,7 @@ from feedkv.kv.api import (
 from feedkv.kv.dialer import ClusterDialer, call
 from feedkv.kv.directory import RangeDirectory
 from feedkv.kv.liveness import DEAD_AFTER_NS, MAX_OFFSET_NS, Liveness, NodeDescriptor
+from feedkv.kv.node_status import NodeInfo
 from feedkv.kv.placement import choose_move
 from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.router import Router, Transport
@@ -66,6 +72,7 @@ from feedkv.kv.store import Store
 from feedkv.security.tls import ClientTLS, open_channel
 from feedkv.server.raft_transport import RaftTransport
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
+from feedkv.util.keys import KEY_MAX
 
 __all__ = [
     "Cluster",
@@ -215,7 +222,7 @@ class Cluster:
         self.tls = tls
         self.ident = ident
         self.config = config = config or ClusterConfig()
-        self.me = NodeDescriptor(ident.node_id, address, ident.epoch)
+        self.me = NodeDescriptor(ident.node_id, address, ident.epoch, store.clock.physical_now())
         self.liveness = Liveness(
             self.me,
             dead_after_ns=config.dead_after_ns,
@@ -235,7 +242,11 @@ class Cluster:
         self._reported_leases: dict[int, int] = {}
         self._channels: dict[str, grpc.Channel] = {}
         self.dialer = ClusterDialer(
-            local, gateway_node=lambda: ident.node_id, addresses=self.liveness.address, tls=tls
+            local,
+            gateway_node=lambda: ident.node_id,
+            addresses=self.liveness.address,
+            nodes=self.nodes,
+            tls=tls,
         )
         self.router = Router(self.dialer)
         self.relocations: Relocator | None = None
@@ -283,7 +294,24 @@ class Cluster:
         if isinstance(request, Relocate) and self.relocations is not None:
             moved = self.relocations.relocate(request.key, request.node_id)
             return BatchResponse((moved,), self.store.clock.now(), None)
-        return None
+        if isinstance(request, Merge) and not request.automatic:
+            self._gather_for_merge(request.key)
+        return None  # the store applies it
+
+    def _gather_for_merge(self, key: bytes) -> None:
+        """Before this node merges its range holding ``key`` with the range to its
+        right, bring that range here when another node holds it: its node moves it
+        (``Relocate``, sent through the router, which follows it if it moves meanwhile).
+        A merge the store then refuses (the left range is not here, or is the last)
+        fails as it would on one node."""
+        mine = self.store.descriptors()
+        left = next((d for d in mine if d.contains_key(key)), None)
+        if left is None or left.end == KEY_MAX or any(d.start == left.end for d in mine):
+            return
+        me = self.ident.node_id
+        log.info("merging %s: moving its right-hand neighbour here (n%d) first", left, me)
+        self.router.send_key(left.end, Header(), (Relocate(left.end, me),))
+        self.report()
 
     def _lookup(self, request: RangeLookup) -> RangeLookupResponse:
         self.report()  # this node's own ranges as they are now
@@ -517,44 +545,57 @@ class Cluster:
         log.info("node n%d joins the cluster", node_id)
         return {"cluster_id": self.ident.cluster_id, "node_id": node_id}
 
+    def nodes(self) -> list[NodeInfo]:
+        """Every node this one knows, as it sees them now (its clock's wall times)."""
+        self.report()
+        wall = self.store.clock.physical_now()
+        with self._lock:
+            return [
+                NodeInfo(
+                    s.desc.node_id,
+                    s.desc.address,
+                    s.desc.epoch,
+                    s.live,
+                    self.directory.ranges_of(s.desc.node_id),
+                    0 if s.desc.node_id == self.ident.node_id else s.offset_ns,
+                    s.desc.started_at_ns,
+                    wall - s.heard_ago_ns if s.heard_ago_ns is not None else None,
+                    wall + s.expires_in_ns if s.expires_in_ns is not None else None,
+                    self.directory.leases_of(s.desc.node_id),
+                )
+                for s in self.liveness.status(time.monotonic_ns())
+            ]
+
     def _on_nodes(self, message: dict[str, Any]) -> dict[str, Any]:
-        now = time.monotonic_ns()
-        return {
-            "me": self.ident.node_id,
-            "nodes": [
-                {
-                    "id": s.desc.node_id,
-                    "address": s.desc.address,
-                    "epoch": s.desc.epoch,
-                    "live": s.live,
-                    "ranges": self.directory.ranges_of(s.desc.node_id),
-                    "offset_ns": s.offset_ns,
-                }
-                for s in self.liveness.status(now)
-            ],
-        }
+        return {"me": self.ident.node_id, "nodes": [n.encode() for n in self.nodes()]}
 
 
 def _node_to(desc: NodeDescriptor) -> list[Any]:
-    return [desc.node_id, desc.address, desc.epoch]
+    return [desc.node_id, desc.address, desc.epoch, desc.started_at_ns]
 
 
 def _node_from(raw: list[Any]) -> NodeDescriptor:
-    return NodeDescriptor(int(raw[0]), str(raw[1]), int(raw[2]))
+    started = raw[3] if len(raw) > 3 else None
+    return NodeDescriptor(int(raw[0]), str(raw[1]), int(raw[2]), started)
 
 
 METHODS = ("Gossip", "Join", "Nodes", "Raft", "Install", "Activate", "Discard", "MoveStatus")
 
 
-def method_handlers(cluster: Callable[[], Cluster | None]) -> dict[str, grpc.RpcMethodHandler]:
+def method_handlers(
+    cluster: Callable[[], Cluster | None], alone: Callable[[], NodeInfo]
+) -> dict[str, grpc.RpcMethodHandler]:
     """The gRPC handlers of the cluster's methods, served by ``cluster()`` (the server
-    starts before the node knows its address, which its cluster membership needs)."""
+    starts before the node knows its address, which its cluster membership needs);
+    ``alone()``: the node, while it is in no cluster (it answers ``Nodes`` alone)."""
 
     def handler(method: str) -> grpc.RpcMethodHandler:
         def serve(data: bytes, context: Any) -> bytes:
             member = cluster()
-            if member is None and method == "Nodes":  # a node of its own is node 1
-                return msgpack.packb({"me": 1, "nodes": []})  # type: ignore[no-any-return]
+            if member is None and method == "Nodes":  # a node of its own
+                me = alone()
+                reply = {"me": me.node_id, "nodes": [me.encode()]}
+                return msgpack.packb(reply)  # type: ignore[no-any-return]
             if member is None:
                 context.abort(grpc.StatusCode.UNAVAILABLE, "this node is not in a cluster")
                 raise NodeUnavailableError("unreachable: abort raises")

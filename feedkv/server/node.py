@@ -38,7 +38,9 @@ from urllib.parse import quote
 
 from feedkv.errors import InvalidArgumentError, InvariantViolation
 from feedkv.kv.address import host_port, parse_listen
+from feedkv.kv.api import BatchRequest, BatchResponse, Relocate, RelocateResponse
 from feedkv.kv.db import LocalTransport
+from feedkv.kv.node_status import NodeInfo, node_of_its_own
 from feedkv.kv.server import NodeServer
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.pgwire.auth import CertOrPassword
@@ -127,7 +129,9 @@ class Node:
                 self.serve(listen)
             if http_addr is not None:
                 self.serve_http(http_addr)
-            if ident is not None:
+            if ident is None:
+                self.store.intercept = self._alone_intercept
+            else:
                 self.cluster = cluster = self._member(ident, join or (), cluster_config)
                 self.feed_transport = ClusterFeedTransport(
                     self.feeds,
@@ -167,7 +171,7 @@ class Node:
             if self.server is None:
                 methods = {
                     "RangeFeed": RangeFeedService(self.feeds).handler(),
-                    **method_handlers(lambda: self.cluster),
+                    **method_handlers(lambda: self.cluster, self._alone),
                 }
                 server = NodeServer(
                     self.store, *parse_listen(listen), more_methods=methods, tls=self.tls
@@ -175,6 +179,29 @@ class Node:
                 server.start()
                 self.server = server
         return self.internal_url
+
+    def _alone_intercept(self, batch: BatchRequest) -> BatchResponse | None:
+        """A node in no cluster answers a relocation itself: to itself, the range stays;
+        to any other node, there is none."""
+        requests = batch.requests
+        if len(requests) != 1 or not isinstance(requests[0], Relocate):
+            return None
+        request = requests[0]
+        if request.node_id != self.store.node_id:
+            raise InvalidArgumentError(
+                f"there is no node n{request.node_id}: this node is in no cluster "
+                f"(start nodes with --join to move ranges between them)"
+            )
+        desc = next(d for d in self.store.descriptors() if d.contains_key(request.key))
+        return BatchResponse((RelocateResponse(desc),), self.store.clock.now(), None)
+
+    def _alone(self) -> NodeInfo:
+        """This node while it is in no cluster (it may be listening)."""
+        server, store = self.server, self.store
+        address = host_port(server.host, server.port) if server is not None else ""
+        return node_of_its_own(
+            store.node_id, len(store.descriptors()), store.clock.physical_now(), address
+        )
 
     def serve_sql(
         self,

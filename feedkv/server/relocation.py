@@ -162,9 +162,11 @@ class Relocations:
         record = MoveRecord.decode("pending", message["record"])
         chunk = [(str(db), bytes(key), bytes(value)) for db, key, value in message["chunk"]]
         self.store.install(record, chunk)
+        _stall_for_tests("installed")
         return {}
 
     def _on_activate(self, message: dict[str, Any]) -> dict[str, Any]:
+        _stall_for_tests("activating")
         range_id = MoveRecord.decode("moving", message["record"]).desc.range_id
         pending = next(
             (r for r in self.store.move_records("pending") if r.desc.range_id == range_id), None
@@ -189,8 +191,11 @@ class Relocations:
         return {"status": "running" if running else "aborted"}
 
 
-# A testing knob: the crash tests stop a move after a step (``streamed``: B holds the
-# copy, nothing committed; ``dropped``: committed, B not told) and SIGKILL a node there.
+# A testing knob: the crash tests stop a move after a step and SIGKILL a node there. On
+# the node the range leaves: ``streamed`` (B holds the copy, nothing committed),
+# ``dropped`` (committed, B not told); on the node it goes to: ``installed`` (B wrote a
+# chunk of the copy and does not answer), ``activating`` (committed, B told but not
+# serving).
 STALL_ENV = "FEEDKV_TESTING_RELOCATION_STALL"
 
 

@@ -608,6 +608,62 @@ def split_at(ex: Execution, s: st.SplitAt) -> Result:
     return Result(("key", "pretty", "split_enforced_until"), rows, f"SPLIT {len(rows)}")
 
 
+def relocate(ex: Execution, s: st.Relocate) -> Result:
+    """Move the range holding each row's key to the node the row names, once the
+    statement commits (as CockroachDB's ``RELOCATE``; a range has one replica, so the
+    target is one node, and ``LEASE`` moves the range too)."""
+    what = "RELOCATE LEASE" if s.lease else "RELOCATE"
+    ex.require_admin(what)
+    desc = ex.table(s.table)
+    keys = desc.key_columns
+    rows = []
+    for values in s.rows:
+        if len(values) < 2:
+            raise SQLError(
+                "42601",
+                f"{what} takes the target and the key's values: VALUES ("
+                + ("node_id" if s.lease else "ARRAY[node_id]")
+                + ", key...)",
+            )
+        node = _relocation_target(ex, values[0], s.lease, what)
+        if len(values) - 1 > len(keys):
+            raise SQLError(
+                "42601", f"too many columns in {what}: the primary key has {len(keys)} columns"
+            )
+        coerced = [
+            coerce(ex.constant(v), c.type, c.name) for v, c in zip(values[1:], keys, strict=False)
+        ]
+        if any(v is None for v in coerced):
+            raise SQLError("22004", f"{what} values cannot be NULL")
+        key = check_key(row_prefix(desc, coerced))
+        ex.after_commit.append(
+            lambda key=key, node=node: ex.session.db.relocate(key, node)  # type: ignore[misc]
+        )
+        rows.append((key, "/" + "/".join(str(v) for v in coerced)))
+    return Result(("key", "pretty"), rows, f"{what} {len(rows)}")
+
+
+def _relocation_target(ex: Execution, node: exp.Expr, lease: bool, what: str) -> int:
+    """The one node id a RELOCATE row names (``ARRAY[n]``; ``n`` for LEASE)."""
+    if isinstance(node, exp.Array):
+        elements = list(node.expressions)
+    elif lease:
+        elements = [node]
+    else:
+        raise SQLError("42601", f"{what} takes ARRAY[node_id] first, the nodes to hold the range")
+    ids = [ex.constant(e) for e in elements]
+    for value in ids:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise SQLError("22023", f"{what}: {value!r} is not a node id (a positive integer)")
+    if len(ids) != 1:
+        raise SQLError(
+            "0A000",
+            f"{what} to {len(ids)} nodes: a range has one replica (until replication), "
+            "so name one node",
+        )
+    return int(ids[0])
+
+
 def create_user(ex: Execution, s: st.CreateUser) -> Result:
     ex.require_admin("CREATE USER")
     if catalog.get_user(ex.write_txn, s.name) is not None:
@@ -964,6 +1020,7 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.ShowCreateTable: show_create_table,
     st.ShowRanges: show_ranges,
     st.SplitAt: split_at,
+    st.Relocate: relocate,
     st.CreateUser: create_user,
     st.AlterUserPassword: alter_user_password,
     st.GrantAdmin: grant_admin,

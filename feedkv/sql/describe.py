@@ -26,6 +26,7 @@ from sqlglot import exp
 
 from feedkv.errors import FeedKVError, SQLError
 from feedkv.sql import statements as st
+from feedkv.sql.crdb_internal import is_virtual
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.expr import Scope
 from feedkv.sql.join import JoinPlan
@@ -120,7 +121,7 @@ class _Undescribed(FeedKVError):
 
 
 def _table(name: st.Source) -> st.TableName:
-    if not isinstance(name, st.TableName):
+    if not isinstance(name, st.TableName) or is_virtual(name):
         raise _Undescribed
     return name
 

@@ -7,8 +7,8 @@ syntax that PostgreSQL lacks is handled around it, on sqlglot's tokens:
 - ``AS OF SYSTEM TIME <expr>`` is cut out of a SELECT and parsed on its own;
 - ``FAMILY name (cols)`` table elements, and ``FAMILY f`` / ``CREATE FAMILY f`` column
   qualifiers, are cut out of CREATE TABLE and ALTER TABLE ADD COLUMN;
-- ``SHOW ...``, ``ALTER TABLE ... SPLIT AT VALUES``, ``CREATE USER``,
-  ``GRANT admin TO``, ``CREATE CHANGEFEED`` (but for its ``AS SELECT`` query),
+- ``SHOW ...``, ``ALTER TABLE ... SPLIT AT VALUES`` and ``... RELOCATE [LEASE] VALUES``,
+  ``CREATE USER``, ``GRANT admin TO``, ``CREATE CHANGEFEED`` (but for its ``AS SELECT`` query),
   ``ALTER CHANGEFEED`` and ``PAUSE`` / ``RESUME`` / ``CANCEL JOB`` are parsed here
   entirely.
 
@@ -44,6 +44,7 @@ from sqlglot.parsers.postgres import PostgresParser
 from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
 from feedkv.errors import SQLError
+from feedkv.sql import crdb_internal
 from feedkv.sql import statements as st
 from feedkv.sql.script import runaway
 from feedkv.sql.session_vars import canonical_name
@@ -408,6 +409,8 @@ class _Statement:
             return self._grant()
         if words[0] == "ALTER" and "SPLIT" in words:
             return self._split_at()
+        if words[0] == "ALTER" and "RELOCATE" in words:
+            return self._relocate()
         if words[:2] == ["START", "TRANSACTION"] or words == ["BEGIN", "TRANSACTION"]:
             return st.Begin(self.text)
         if words[0] == "END" and len(words) <= 2:
@@ -600,7 +603,9 @@ class _Statement:
                 if self._keyword(name) in _ALTER_ACTIONS:
                     raise self._error_at(name, "expected a table name")
                 if name + 1 >= end:
-                    raise self._error_at(end, "expected ADD, DROP or SPLIT AT after the table")
+                    raise self._error_at(
+                        end, "expected ADD, DROP, SPLIT AT or RELOCATE after the table"
+                    )
         if words[:2] == ["CREATE", "DATABASE"]:
             name = 5 if words[2:5] == ["IF", "NOT", "EXISTS"] else 2
             if name + 1 < end:
@@ -1184,6 +1189,27 @@ class _Statement:
         rows = tuple(tuple(row.expressions) for row in node.expressions)
         return st.SplitAt(self.text, table, rows)
 
+    def _relocate(self) -> st.Relocate:
+        words = self.words
+        at = words.index("RELOCATE")
+        if words[1] != "TABLE":
+            raise self._error_at(at, "expected ALTER TABLE t RELOCATE [LEASE] VALUES (...)")
+        table = self._table_name(2, at)
+        values = at + 1
+        lease = words[values : values + 1] == ["LEASE"]
+        values += lease
+        if values >= len(words) or words[values] != "VALUES":
+            raise self._error_at(values, "expected VALUES after RELOCATE [LEASE]")
+        values_text = self.text[self._pos(self.tokens[values]) :]
+        try:
+            node = sqlglot.parse_one(values_text, read=_DIALECT)
+        except (ParseError, TokenError) as exc:
+            raise SQLError("42601", f"syntax error in RELOCATE: {_first_line(exc)}") from None
+        if not isinstance(node, exp.Values):
+            raise self._error_at(values, "expected VALUES (...), (...)")
+        rows = tuple(tuple(row.expressions) for row in node.expressions)
+        return st.Relocate(self.text, table, rows, lease)
+
     def _changefeed(self) -> st.CreateChangefeed:
         words = self.words
         sinkless = words[0] == "EXPERIMENTAL"
@@ -1468,7 +1494,7 @@ _CLAUSE_STARTS = {"FROM", "WHERE", "GROUP", "ORDER", "LIMIT", "OFFSET", "HAVING"
 _DEFAULT_VALUES = ["DEFAULT", "VALUES"]
 _MAX_NESTING = 1000  # parentheses; each level costs sqlglot's parser about 21 frames
 _SERIAL_TYPES = {"SERIAL", "SERIAL2", "SERIAL4", "SERIAL8", "SMALLSERIAL", "BIGSERIAL"}
-_ALTER_ACTIONS = {"ADD", "DROP", "ALTER", "RENAME", "SPLIT", "SET"}
+_ALTER_ACTIONS = {"ADD", "DROP", "ALTER", "RENAME", "SPLIT", "SET", "RELOCATE"}
 _COLUMN_WORDS = {
     "NOT",
     "NULL",
@@ -1494,8 +1520,12 @@ def _table_name_of(parts: list[str]) -> st.TableName:
     return st.TableName(parts[2], parts[0])
 
 
-def _virtual_source(name: str, alias: str | None) -> st.ShowSource:
-    """``crdb_internal.<name>``, or ``[SHOW ...]`` (see :func:`_show_sources`)."""
+def _virtual_source(name: str, alias: str | None) -> st.ShowSource | st.TableName:
+    """``crdb_internal.<name>``, or ``[SHOW ...]`` (see :func:`_show_sources`); the
+    tables of the cluster's nodes stay names (:mod:`feedkv.sql.crdb_internal` reads
+    them)."""
+    if name in crdb_internal.TABLES:
+        return st.TableName(name, _VIRTUAL_SCHEMA)
     if name == "jobs":
         return st.ShowSource(
             st.ShowChangefeedJobs("crdb_internal.jobs", shape="crdb_internal"), alias or "jobs"
@@ -1511,7 +1541,8 @@ def _virtual_source(name: str, alias: str | None) -> st.ShowSource:
         )
     raise SQLError(
         "42P01",
-        f'relation "{_VIRTUAL_SCHEMA}.{name}" does not exist; feedkv has {_VIRTUAL_SCHEMA}.jobs',
+        f'relation "{_VIRTUAL_SCHEMA}.{name}" does not exist; feedkv has '
+        + ", ".join(f"{_VIRTUAL_SCHEMA}.{t}" for t in sorted({"jobs", *crdb_internal.TABLES})),
     )
 
 

@@ -20,6 +20,7 @@ from feedkv.errors import InvariantViolation, SQLError
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate import group_key
+from feedkv.sql.crdb_internal import is_virtual, virtual_table
 from feedkv.sql.descriptor import (
     DatabaseDescriptor,
     SequenceDescriptor,
@@ -137,7 +138,7 @@ def _query(ex: Execution, q: st.Query) -> Result:
         return _values(ex, q)
     if q.table is None:
         return _select_no_table(ex, q)
-    if q.joins or not isinstance(q.table, st.TableName) or _cte(ex, q.table) is not None:
+    if q.joins or not isinstance(q.table, st.TableName) or _is_relation(ex, q.table):
         return _select_sources(ex, q)
     desc = ex.relation(q.table)
     if not isinstance(desc, TableDescriptor):
@@ -184,7 +185,16 @@ def _values(ex: Execution, v: st.Values) -> Result:
 
 
 def _cte(ex: Execution, name: st.TableName) -> Relation | None:
-    return ex.ctes.get(name.name) if name.database is None else None
+    """The rows ``name`` names that are no table's: a CTE's, or a ``crdb_internal``
+    virtual table's (built now)."""
+    if name.database is None:
+        return ex.ctes.get(name.name)
+    return virtual_table(name, ex.session.db.nodes, ex.is_admin)
+
+
+def _is_relation(ex: Execution, name: st.TableName) -> bool:
+    """Whether :func:`_cte` reads ``name`` (without building a virtual table)."""
+    return name.name in ex.ctes if name.database is None else is_virtual(name)
 
 
 def read_source(

@@ -71,6 +71,7 @@ __all__ = [
     "ShowTables",
     "Source",
     "SplitAt",
+    "Relocate",
     "Statement",
     "TableName",
     "Truncate",
@@ -263,6 +264,17 @@ class ShowRanges(Statement):
 class SplitAt(Statement):
     table: TableName
     rows: tuple[tuple[exp.Expr, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Relocate(Statement):
+    """``ALTER TABLE t RELOCATE [LEASE] VALUES (target, key...), ...``: each row names
+    where the range holding a primary key goes (``ARRAY[node ids]``, or a node id for
+    ``LEASE``) and the key's leading values."""
+
+    table: TableName
+    rows: tuple[tuple[exp.Expr, ...], ...]
+    lease: bool = False
 
 
 @dataclass(frozen=True, slots=True)

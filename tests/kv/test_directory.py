@@ -39,3 +39,12 @@ def test_an_older_report_is_ignored_and_a_hole_answers_nothing() -> None:
 
     assert directory.lookup(b"x") == ()
     assert directory.seq(1) == 2 and directory.seq(9) == -1
+
+
+def test_a_node_holds_the_leases_of_the_ranges_it_is_first_replica_of() -> None:
+    directory = RangeDirectory()
+    replicated = RangeDescriptor(1, Span(KEY_MIN, b"m"), 1, replicas=(2, 1, 3))
+    directory.report(2, 1, [replicated, desc(2, b"m", KEY_MAX, 1, 1)])
+
+    assert [directory.ranges_of(n) for n in (1, 2, 3)] == [2, 1, 1]
+    assert [directory.leases_of(n) for n in (1, 2, 3)] == [1, 1, 0]

@@ -4,18 +4,26 @@ relocation, reads, writes and transactions across nodes, a dead node, restarts."
 from __future__ import annotations
 
 import contextlib
+import datetime
 import io
 import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 
 from feedkv.changefeed.jobs import get_job
 from feedkv.cli.node import run_node_status
 from feedkv.cli.start import CLOCK_OFFSET_ENV
-from feedkv.errors import FeedKVError, NodeUnavailableError
+from feedkv.errors import (
+    AmbiguousResultError,
+    FeedKVError,
+    InvalidArgumentError,
+    NodeUnavailableError,
+)
 from feedkv.kv.dialer import nodes
 from feedkv.rangefeed.event import Checkpoint, Event
 from feedkv.rangefeed.feed_client import open_client
@@ -347,3 +355,216 @@ def test_a_spark_processes_client_reaches_the_ranges_of_every_node(cluster: Loca
         assert [kv.key for kv in client.scan(b"spark/", b"spark0")] == [b"spark/k"]
     finally:
         client.close()
+
+
+def test_gossip_tables_and_node_status_agree(cluster: LocalCluster) -> None:
+    """``crdb_internal.gossip_nodes`` and ``crdb_internal.gossip_liveness``, read by a
+    PostgreSQL client from a node's SQL port, and ``feedkv node status`` of that node
+    list the same nodes with the same addresses, epochs, starts, liveness and ranges
+    (a node's view may change between two reads as gossip arrives: they are read until
+    a pair agrees)."""
+    process = cluster.processes[1]
+    assert process is not None
+
+    def read() -> tuple[list[tuple[object, ...]], list[tuple[object, ...]], list[tuple[Any, ...]]]:
+        out = io.StringIO()
+        assert run_node_status(cluster.url(1), "json", out) == 0
+        status = [json.loads(line) for line in out.getvalue().splitlines()]
+        with psycopg.connect(process.sql_url) as conn:
+            gossip = conn.execute(
+                "SELECT n.node_id, n.address, l.epoch, n.started_at, n.is_live, n.ranges "
+                "FROM crdb_internal.gossip_nodes AS n JOIN crdb_internal.gossip_liveness "
+                "AS l ON n.node_id = l.node_id ORDER BY n.node_id"
+            ).fetchall()
+            liveness = conn.execute(
+                "SELECT node_id, expiration, membership, updated_at "
+                "FROM crdb_internal.gossip_liveness ORDER BY node_id"
+            ).fetchall()
+            # one replica per range: each node holds the lease of every range it holds
+            assert conn.execute(
+                "SELECT count(*) FROM crdb_internal.gossip_nodes WHERE ranges != leases"
+            ).fetchone() == (0,)
+        listed = [
+            (n["id"], n["address"], n["epoch"], n["started_at"], n["is_live"], n["ranges"])
+            for n in status
+        ]
+        from_sql = [(*r[:3], r[3].isoformat(sep=" "), *r[4:]) for r in gossip]
+        return listed, from_sql, liveness
+
+    def agree() -> bool:
+        listed, from_sql, liveness = read()
+        return listed == from_sql and len(liveness) == 3
+
+    wait_until(agree, timeout_s=30, what="node status and the gossip tables to agree")
+    listed, _from_sql, liveness = read()
+    addresses = {i + 1: cluster.url(i).removeprefix("feedkv://") for i in range(3)}
+    assert [(n[0], n[1], n[4]) for n in listed] == [(i, a, True) for i, a in addresses.items()]
+    for node_id, expiration, membership, updated_at in liveness:
+        assert membership == "active" and updated_at is not None, node_id
+        seconds = float(expiration.split(",")[0])
+        assert seconds > updated_at.replace(tzinfo=datetime.UTC).timestamp(), expiration
+
+
+@pytest.mark.slow(60)
+@pytest.mark.parametrize(("step", "moved"), [("installed", False), ("activating", True)])
+def test_a_move_cut_by_a_crash_of_its_target_leaves_one_owner_and_loses_nothing(
+    cluster: LocalCluster, step: str, moved: bool
+) -> None:
+    """SIGKILL the node a range goes to in the middle of the move: while it writes the
+    copy (the move aborts: the range serves where it was, and the target drops its copy
+    when it is back), or once the move committed but before it serves the range (back,
+    it asks the node the range left, learns the move committed and serves it). Either
+    way one node owns the range, every row is there, and it takes writes again."""
+    span = Span(b"target-%s/" % step.encode(), b"target-%s0" % step.encode())
+    db = cluster.connect(1)
+    db.split(span.start)
+    db.split(span.end)
+    db.relocate(span.start, 1)
+    for i in range(50):
+        db.put(span.start + b"%02d" % i, b"v%d" % i)
+    cluster.kill(2)
+    cluster.restart(2, env={STALL_ENV: step})
+    wait_until(lambda: cluster.live_nodes(1) == 3, timeout_s=30, what="n3 back")
+
+    def move() -> None:
+        with contextlib.suppress(FeedKVError), cluster.connect(1) as client:
+            client.relocate(span.start, 3)
+
+    mover = threading.Thread(target=move)
+    mover.start()
+    log = cluster.base / "n3.stderr"
+    wait_until(
+        lambda: f"stalls after its {step} step" in log.read_text(),
+        timeout_s=30,
+        what=f"the move to stall at {step} on its target",
+    )
+    cluster.kill(2)
+    mover.join()
+    cluster.restart(2)
+
+    def owners() -> list[int]:
+        with cluster.connect(1) as client:
+            return [r.lease_holder for r in client.ranges() if r.span == span]
+
+    wait_until(lambda: owners() == [3 if moved else 1], timeout_s=60, what="one owner")
+    with cluster.connect(0) as client:
+        rows = client.scan(span.start, span.end)
+        assert [kv.value for kv in rows] == [b"v%d" % i for i in range(50)]
+        client.put(span.start + b"after", b"served")
+        assert client.get(span.start + b"after") == b"served"
+
+
+@pytest.mark.slow(60)
+def test_a_client_finds_a_node_that_restarted_on_another_port(cluster: LocalCluster) -> None:
+    """A client connected (to n1) before n3 restarted on a new port reaches n3's range
+    again, and its rangefeed over that range goes on: it asks its gateway where n3
+    listens now once the old address fails, instead of dialling the old one for good."""
+    span = Span(b"readdr/", b"readdr0")
+    with cluster.connect(0) as db:
+        db.split(span.start)
+        db.split(span.end)
+        db.relocate(span.start, 3)
+        db.put(b"readdr/a", b"1")
+        since = db.now()
+    client = cluster.connect(0)
+    try:
+        assert client.get(b"readdr/a") == b"1"  # it dialled n3 at its first address
+        with client.rangefeed([span], since) as feed:
+            old = cluster.url(2)
+            cluster.kill(2)
+            cluster.restart(2)
+            assert cluster.url(2) != old
+            assert client.get(b"readdr/a") == b"1"
+            written = client.put(b"readdr/b", b"2")
+            closer = threading.Timer(60, feed.close)  # the deadline: a stuck feed ends
+            closer.start()
+            events = []
+            for event in feed:
+                events.append(event)
+                if isinstance(event, Checkpoint) and event.ts >= written:
+                    break
+            closer.cancel()
+        assert isinstance(events[-1], Checkpoint), "the feed did not resolve past the write"
+        assert b"readdr/b" in {getattr(e, "key", None) for e in events}
+        # a write first: the old connection may fail it as ambiguous (it cannot tell
+        # whether the node applied it before it went), and the next one goes to n3 anew
+        cluster.kill(2)
+        cluster.restart(2)
+        with contextlib.suppress(AmbiguousResultError):
+            client.put(b"readdr/c", b"3")
+        client.put(b"readdr/c", b"3")
+        assert client.get(b"readdr/c") == b"3"
+    finally:
+        client.close()
+
+
+@pytest.mark.slow(60)
+def test_a_merge_of_neighbours_on_two_nodes_brings_the_right_one_over_first(
+    cluster: LocalCluster,
+) -> None:
+    """Merging two adjacent ranges held by different nodes: the left range's node has
+    the right one moved to it, then merges them. Every row of both is there, the merged
+    range is on the left's node, it takes writes, and a rangefeed over both ranges
+    opened before the merge goes on through the move and the merge (validated)."""
+    span = Span(b"xmerge/", b"xmerge0")
+    middle = b"xmerge/5"
+    db = cluster.connect(0)
+    for key in (span.start, middle, span.end):
+        db.split(key)
+    db.relocate(span.start, 2)
+    db.relocate(middle, 3)
+    for i in range(10):
+        db.put(b"xmerge/%d" % i, b"v%d" % i)
+    since = db.now()
+    with cluster.connect(0).rangefeed([span], since) as feed:
+        db.put(b"xmerge/0a", b"before")
+        merged = cluster.connect(0).merge(span.start)
+        assert merged.span == span and merged.lease_holder == 2
+        last = db.put(b"xmerge/9z", b"after")
+        closer = threading.Timer(60, feed.close)  # the deadline: a stuck feed ends
+        closer.start()
+        events: list[Event] = []
+        for event in feed:
+            events.append(event)
+            if isinstance(event, Checkpoint) and event.ts >= last:
+                break
+        closer.cancel()
+    assert isinstance(events[-1], Checkpoint), "the feed did not resolve past the last write"
+    validator = FeedValidator([span], since)
+    validator.observe_all(events)
+    assert_valid(validator.check(list(db.export(span, since, last)), up_to=last))
+    with cluster.connect(2) as other:
+        assert [(r.span, r.lease_holder) for r in other.ranges() if r.span.overlaps(span)] == [
+            (span, 2)
+        ]
+        rows = other.scan(span.start, span.end)
+    assert len(rows) == 12
+    assert {kv.value for kv in rows} >= {b"v%d" % i for i in range(10)}
+
+
+def test_merging_the_last_range_is_refused_on_a_cluster_too(cluster: LocalCluster) -> None:
+    with cluster.connect(0) as db:
+        last = db.ranges()[-1]
+        with pytest.raises(InvalidArgumentError, match="last range"):
+            db.merge(last.span.start + b"\xff" if last.span.start else b"\x01")
+
+
+def test_alter_table_relocate_moves_a_tables_ranges_between_nodes(cluster: LocalCluster) -> None:
+    """``ALTER TABLE t RELOCATE VALUES (ARRAY[n], key)`` (and ``RELOCATE LEASE``) move the
+    range holding the key to node n, as ``SHOW RANGES`` then says; the rows stay."""
+    with cluster.connect(1) as db:
+        db.sql("CREATE TABLE placed (k INT PRIMARY KEY, v STRING)")
+        db.sql("INSERT INTO placed VALUES (1, 'a'), (10, 'b'), (20, 'c')")
+        db.sql("ALTER TABLE placed SPLIT AT VALUES (10), (20)")
+        db.sql("ALTER TABLE placed RELOCATE VALUES (ARRAY[2], 1), (ARRAY[3], 10)")
+        db.sql("ALTER TABLE placed RELOCATE LEASE VALUES (1, 20)")
+
+        def holders() -> list[int]:
+            rows = db.sql("SHOW RANGES FROM TABLE placed").rows
+            return [lease_holder for _s, _e, _id, _gen, lease_holder, _r in rows]
+
+        # NB: the node asked hears of a move between two other nodes at the next gossip
+        wait_until(lambda: holders() == [2, 3, 1], timeout_s=30, what="the ranges placed")
+        assert db.sql("SELECT v FROM placed ORDER BY k").rows == [("a",), ("b",), ("c",)]
+        with pytest.raises(InvalidArgumentError, match="no node n9"):
+            db.sql("ALTER TABLE placed RELOCATE VALUES (ARRAY[9], 1)")

@@ -1,0 +1,68 @@
+"""The ``crdb_internal`` virtual tables on a node of its own (the cluster's are tested on
+three node processes in tests/server/test_local_cluster.py): CockroachDB's columns,
+queries over them as over any rows, and the errors for a bad name or a non-admin."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from feedkv import DB
+from feedkv.errors import SQLError
+
+
+def test_gossip_nodes_lists_the_node_of_its_own_with_cockroachdbs_columns(any_db: DB) -> None:
+    result = any_db.sql("SELECT * FROM crdb_internal.gossip_nodes")
+    assert result.columns == (
+        "node_id",
+        "network",
+        "address",
+        "advertise_address",
+        "started_at",
+        "is_live",
+        "ranges",
+        "leases",
+    )
+    [row] = result.rows
+    assert row[0] == 1 and row[1] == "tcp" and row[5] is True
+    assert row[6] == len(any_db.ranges()) == row[7]
+
+
+def test_gossip_liveness_shows_the_nodes_epoch_and_last_heartbeat(db: DB) -> None:
+    before = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+    result = db.sql(
+        "SELECT node_id, epoch, draining, decommissioning, membership, updated_at "
+        "FROM crdb_internal.gossip_liveness"
+    )
+    [(node_id, epoch, draining, decommissioning, membership, updated_at)] = result.rows
+    assert (node_id, epoch, draining, decommissioning, membership) == (1, 1, False, False, "active")
+    assert updated_at >= before - datetime.timedelta(seconds=1)
+
+
+def test_virtual_tables_join_filter_and_aggregate_as_any_rows(db: DB) -> None:
+    joined = db.sql(
+        "SELECT n.node_id, l.epoch FROM crdb_internal.gossip_nodes AS n "
+        "JOIN crdb_internal.gossip_liveness AS l ON n.node_id = l.node_id WHERE n.is_live"
+    )
+    assert joined.rows == [(1, 1)]
+    assert db.sql("SELECT count(*) FROM crdb_internal.gossip_nodes WHERE NOT is_live").rows == [
+        (0,)
+    ]
+
+
+def test_an_unknown_crdb_internal_table_is_named_with_the_known_ones(db: DB) -> None:
+    with pytest.raises(SQLError) as raised:
+        db.sql("SELECT * FROM crdb_internal.gossip_nodez")
+    assert raised.value.code == "42P01"
+    assert '"crdb_internal.gossip_nodez" does not exist' in str(raised.value)
+    assert "crdb_internal.gossip_nodes" in str(raised.value)
+
+
+def test_only_the_admin_role_reads_the_nodes(db: DB) -> None:
+    db.sql("CREATE USER alice")
+    alice = db.session(user="alice")
+    with pytest.raises(SQLError) as raised:
+        alice.execute("SELECT * FROM crdb_internal.gossip_liveness")
+    assert raised.value.code == "42501"
+    assert "crdb_internal.gossip_liveness" in str(raised.value)

@@ -13,7 +13,6 @@ from feedkv.changefeed.changefeed import ChangefeedSpec
 from feedkv.changefeed.create import (
     require_changefeed_privilege,
     resolve_table,
-    sql_literal,
     topic_name,
 )
 from feedkv.changefeed.jobs import (
@@ -21,11 +20,10 @@ from feedkv.changefeed.jobs import (
     JobRecord,
     existing_job,
     get_job,
-    is_secret,
     put_job,
-    redacted,
     table_names,
 )
+from feedkv.changefeed.names import create_statement
 from feedkv.changefeed.options import option_error, parse_options
 from feedkv.changefeed.rows import Target
 from feedkv.changefeed.sink import parse_sink_uri, sink_defaults
@@ -37,15 +35,15 @@ from feedkv.sql import statements as st
 if TYPE_CHECKING:
     from feedkv.sql.session import Session
 
-__all__ = ["alter", "altered_spec", "describe"]
+__all__ = ["alter", "altered_spec"]
 
 # Options that say where a changefeed starts: ALTER CHANGEFEED cannot change them.
 _FIXED_OPTIONS = frozenset({"cursor", "initial_scan", "no_initial_scan", "initial_scan_only"})
 
 
-def alter(txn: Txn, statement: st.AlterChangefeed, session: Session) -> None:
-    """Apply ``statement`` to its job, which must be paused."""
-    record = existing_job(get_job(txn, statement.job_id), statement.job_id)
+def alter(txn: Txn, job_id: int, statement: st.AlterChangefeed, session: Session) -> None:
+    """Apply ``statement`` to job ``job_id`` (the one it names), which must be paused."""
+    record = existing_job(get_job(txn, job_id), job_id)
     if record.status != PAUSED:
         raise SQLError(
             "55000",
@@ -57,13 +55,18 @@ def alter(txn: Txn, statement: st.AlterChangefeed, session: Session) -> None:
     new = {t.table_id for t in spec.targets}
     for table_id in old - new:
         catalog.set_changefeed_watch(txn, table_id, record.id, watching=False)
-    put_job(txn, record.replace(spec=spec), watching=True)
+    altered = record.replace(spec=spec)
+    description = create_statement(altered, txn)  # with its name, if it has one
+    put_job(
+        txn, altered.replace(spec=dataclasses.replace(spec, description=description)), watching=True
+    )
 
 
 def altered_spec(
     record: JobRecord, statement: st.AlterChangefeed, session: Session, txn: Txn
 ) -> ChangefeedSpec:
-    """``record``'s spec with ``statement``'s changes, validated like a new one."""
+    """``record``'s spec with ``statement``'s changes, validated like a new one (its
+    description is :func:`alter`'s to redo)."""
     spec = record.spec
     if (statement.add or statement.drop) and spec.query is not None:
         raise option_error(
@@ -115,22 +118,4 @@ def altered_spec(
         if names is None:
             raise option_error(f"table [{target.table_id}] of job {record.id} was dropped")
         topics[target.table_id] = topic_name(*names, options)
-    spec = dataclasses.replace(spec, targets=tuple(targets), topics=topics, options=options)
-    return dataclasses.replace(spec, description=describe(spec))
-
-
-def describe(spec: ChangefeedSpec) -> str:
-    """The CREATE CHANGEFEED statement that would make ``spec`` (for an altered job)."""
-    if spec.query is not None:
-        return spec.description
-    tables = ", ".join(
-        spec.topics[t.table_id] + (f" FAMILY {t.family}" if t.family else "") for t in spec.targets
-    )
-    text = f"CREATE CHANGEFEED FOR TABLE {tables} INTO '{redacted(spec.sink_uri or '')}'"
-    given = [
-        name
-        if value is None
-        else f"{name} = {sql_literal('redacted' if is_secret(name) else value)}"
-        for name, value in spec.options.given
-    ]
-    return text + (f" WITH {', '.join(given)}" if given else "")
+    return dataclasses.replace(spec, targets=tuple(targets), topics=topics, options=options)

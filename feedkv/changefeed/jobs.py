@@ -61,6 +61,7 @@ __all__ = [
     "HistoryHold",
     "JobRecord",
     "Lease",
+    "delete_job",
     "existing_job",
     "get_job",
     "list_jobs",
@@ -97,6 +98,7 @@ SHOW_COLUMNS = (
     "full_table_names",
     "topics",
     "format",
+    "name",
 )
 
 # Sink URI parameters whose values SHOW CHANGEFEED JOBS never prints.
@@ -119,7 +121,9 @@ class Lease:
 @dataclass(frozen=True, slots=True)
 class JobRecord:
     """A changefeed job. ``created`` is the CREATE statement's timestamp: relative option
-    values (``cursor='-10s'``) stay anchored to it when options are parsed again."""
+    values (``cursor='-10s'``) stay anchored to it when options are parsed again.
+    ``name`` is a named changefeed's name and ``database_id`` its database's
+    (:mod:`feedkv.changefeed.names`); ``None`` for one known by its id only."""
 
     id: int
     spec: ChangefeedSpec
@@ -129,6 +133,8 @@ class JobRecord:
     running_status: str = ""
     error: str = ""
     lease: Lease | None = None
+    name: str | None = None
+    database_id: int | None = None
 
     def replace(self, **changes: Any) -> JobRecord:
         return dataclasses.replace(self, **changes)
@@ -155,6 +161,7 @@ class JobRecord:
                 "running_status": self.running_status,
                 "error": self.error,
                 "lease": [self.lease.owner, self.lease.expires_ns] if self.lease else None,
+                "name": [self.database_id, self.name] if self.name is not None else None,
                 "spec": {
                     "targets": [[t.table_id, t.family] for t in spec.targets],
                     "topics": {str(k): v for k, v in spec.topics.items()},
@@ -192,6 +199,7 @@ class JobRecord:
             query=s["query"],
         )
         lease = Lease(d["lease"][0], d["lease"][1]) if d["lease"] else None
+        database_id, name = d.get("name") or (None, None)
         return cls(
             id=d["id"],
             spec=spec,
@@ -201,6 +209,8 @@ class JobRecord:
             running_status=d["running_status"],
             error=d["error"],
             lease=lease,
+            name=name,
+            database_id=database_id,
         )
 
 
@@ -255,6 +265,13 @@ def put_job(txn: Txn, record: JobRecord, *, watching: bool | None = None) -> Non
     if watching is not None:
         for target in record.spec.targets:
             catalog.set_changefeed_watch(txn, target.table_id, record.id, watching=watching)
+
+
+def delete_job(txn: Txn, record: JobRecord) -> None:
+    """Forget ``record``: its record, and that it watches its tables."""
+    for target in record.spec.targets:
+        catalog.set_changefeed_watch(txn, target.table_id, record.id, watching=False)
+    txn.delete(catalog.job_key(record.id))
 
 
 HOLD_EXPIRES_AFTER_NS = 24 * 3600 * 1_000_000_000
@@ -353,6 +370,7 @@ def show_row(record: JobRecord, reader: catalog.Reader) -> tuple[Any, ...]:
         names,
         ",".join(sorted(set(spec.topics.values()))),
         spec.options.format,
+        record.name,
     )
 
 

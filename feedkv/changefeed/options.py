@@ -167,6 +167,9 @@ def _json_object(name: str, value: str | None, now: Timestamp) -> dict[str, Any]
     return parsed
 
 
+# The CDC design's envelope names, and the shipped envelope (with diff or not) each is.
+_DESIGN_ENVELOPES = {"none": ("row", False), "diff": ("wrapped", True)}
+
 # Formats the file sink writes from the rows themselves, not from encoded messages.
 ROW_FORMATS = frozenset({"csv", "parquet"})
 
@@ -174,7 +177,7 @@ _OPTIONS: dict[str, _Parser] = {
     "cursor": _timestamp,
     "end_time": _timestamp,
     "initial_scan": _choice("yes", "no", "only", bare="yes"),
-    "envelope": _choice("wrapped", "bare", "key_only", "row"),
+    "envelope": _choice("wrapped", "bare", "key_only", "row", *_DESIGN_ENVELOPES),
     "format": _choice("json", "avro", "csv", "parquet"),
     "updated": _flag,
     "mvcc_timestamp": _flag,
@@ -228,6 +231,9 @@ def parse_options(given: Iterable[tuple[str, str | None]], *, now: Timestamp) ->
         if name in values:
             raise option_error(f"option {name} is given more than once")
         values[name] = parser(name, value, now)
+    if values.get("envelope") in _DESIGN_ENVELOPES:
+        values["envelope"], diff = _DESIGN_ENVELOPES[values["envelope"]]
+        values["diff"] = values.get("diff", False) or diff
     if "cursor" in values:
         values.setdefault("initial_scan", "no")  # a cursor resumes: nothing to scan
     if "resolved" in values and values["resolved"] is None:  # bare: as often as checkpoints

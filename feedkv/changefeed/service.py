@@ -15,12 +15,14 @@ and the cluster settings (:mod:`feedkv.changefeed.cluster_settings`).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from feedkv.changefeed import names
 from feedkv.changefeed.alter import alter
 from feedkv.changefeed.changefeed import Changefeed, ChangefeedSpec
 from feedkv.changefeed.cluster_settings import run_setting
@@ -30,7 +32,9 @@ from feedkv.changefeed.job import Job
 from feedkv.changefeed.jobs import (
     ACTIVE,
     SHOW_COLUMNS,
+    TERMINAL,
     JobRecord,
+    delete_job,
     existing_job,
     get_job,
     list_jobs,
@@ -50,12 +54,15 @@ from feedkv.sql import statements as st
 from feedkv.sql.execution import ROW_IDS, Result
 
 if TYPE_CHECKING:
+    from feedkv.kv.txn import Txn
     from feedkv.sql.client import SQLClient
     from feedkv.sql.session import Session
 
 __all__ = ["Changefeeds"]
 
 WAIT_POLL_S = 0.05
+SHOW_CREATE_COLUMNS = ("changefeed_name", "create_statement")
+_NAMED = st.ShowChangefeedJobs | st.ShowCreateChangefeed | st.ControlJob | st.AlterChangefeed
 
 
 class Changefeeds:
@@ -88,6 +95,8 @@ class Changefeeds:
         plan = plan_changefeed(statement, session)
         if plan.sink is None:
             return self._start_sinkless(plan.spec)
+        if statement.name is not None:  # checked again when the name is taken
+            names.check_free(session, self._snapshot(), statement.name)
         self._check_external_io(plan.sink)
         # The sink is made once to check it (its parameters, its table...), and
         # reached where CockroachDB reaches it (Kafka brokers, cloud storage): a job
@@ -95,7 +104,16 @@ class Changefeeds:
         make_sink(plan.sink, plan.spec.options, start=plan.spec.start, db=self._db).close()
         check_sink(plan.sink, plan.spec.options)
         record = JobRecord(ROW_IDS.next(), plan.spec, created=plan.now)
-        self._db.run_transaction(lambda txn: put_job(txn, record, watching=True))
+        name = statement.name
+
+        def write(txn: Txn) -> None:
+            named = record
+            if name is not None:
+                database_id, taken = names.claim(txn, session, name, record.id)
+                named = record.replace(name=taken, database_id=database_id)
+            put_job(txn, named, watching=True)
+
+        self._db.run_transaction(write)
         if self._registry is not None:
             self._registry.adopt(record.id)
         return Result(columns=("job_id",), rows=[(record.id,)], tag="CREATE CHANGEFEED")
@@ -113,22 +131,28 @@ class Changefeeds:
         job of someone else is refused, 42501, as if it were for an admin only)."""
         snapshot = self._snapshot()
         admin = is_admin(session, snapshot)
-        if not admin and isinstance(
-            statement, st.ShowChangefeedJobs | st.ControlJob | st.AlterChangefeed
-        ):
-            job_id = statement.job_id
-            if job_id is not None:
-                record = get_job(snapshot, job_id)
+        if isinstance(statement, _NAMED) and statement.name is not None:
+            named = names.resolve(session, snapshot, statement.name)
+            statement = dataclasses.replace(statement, job_id=named, name=None)
+        if not admin and isinstance(statement, _NAMED):
+            if statement.job_id is not None:
+                record = get_job(snapshot, statement.job_id)
                 if record is None or record.spec.user != session.user:
                     require_admin(session, snapshot, "manage another user's changefeed jobs")
         elif not admin:
             require_admin(session, snapshot, "manage changefeed jobs")
         if isinstance(statement, st.ShowChangefeedJobs):
             return self._show(statement.job_id, None if admin else session.user)
+        if isinstance(statement, st.ShowCreateChangefeed):
+            return self._show_create(names.job_id_of(session, snapshot, statement.job_id, None))
         if isinstance(statement, st.ControlJob):
-            return self._control(statement.action, statement.job_id)
+            job_id = names.job_id_of(session, snapshot, statement.job_id, None)
+            if statement.action == "drop":
+                return self._drop(job_id)
+            return self._control(statement.action, job_id)
         if isinstance(statement, st.AlterChangefeed):
-            return self._alter(statement, session)
+            job_id = names.job_id_of(session, snapshot, statement.job_id, None)
+            return self._alter(statement, session, job_id)
         if isinstance(statement, st.ClusterSetting):
             return run_setting(self._db, statement)
         raise SQLError("0A000", f"not a job statement: {statement.text}")
@@ -192,8 +216,38 @@ class Changefeeds:
         self._wait_for(job_id, lambda r: r.status not in REQUESTED, CONTROL_WAIT_S)
         return Result(tag=f"{action.upper()} JOB")
 
-    def _alter(self, statement: st.AlterChangefeed, session: Session) -> Result:
-        self._db.run_transaction(lambda txn: alter(txn, statement, session))
+    def _show_create(self, job_id: int) -> Result:
+        snapshot = self._snapshot()
+        record = existing_job(get_job(snapshot, job_id), job_id)
+        row = (record.name, names.create_statement(record, snapshot))
+        return Result(columns=SHOW_CREATE_COLUMNS, rows=[row], tag="SHOW 1")
+
+    def _drop(self, job_id: int) -> Result:
+        """``DROP CHANGEFEED``: cancel the job, free its name, then forget its record
+        (once its runner has stopped, or after :data:`CONTROL_WAIT_S`: a runner that
+        finds its record gone stops too)."""
+
+        def cancel(txn: Txn) -> None:
+            record = existing_job(get_job(txn, job_id), job_id)
+            if record.status not in TERMINAL:
+                request(txn, job_id, "cancel")
+            names.forget(txn, record)
+
+        self._db.run_transaction(cancel)
+        if self._registry is not None:
+            self._registry.poke()
+        self._wait_for(job_id, lambda r: r.status not in REQUESTED, CONTROL_WAIT_S)
+
+        def forget(txn: Txn) -> None:
+            record = get_job(txn, job_id)
+            if record is not None:
+                delete_job(txn, record)
+
+        self._db.run_transaction(forget)
+        return Result(tag="DROP CHANGEFEED")
+
+    def _alter(self, statement: st.AlterChangefeed, session: Session, job_id: int) -> Result:
+        self._db.run_transaction(lambda txn: alter(txn, job_id, statement, session))
         return Result(tag="ALTER CHANGEFEED")
 
     def _wait_for(

@@ -147,6 +147,7 @@ _SHOWS = (
     | st.ShowCreateTable
     | st.ShowRanges
     | st.ShowChangefeedJobs
+    | st.ShowCreateChangefeed
     | st.ClusterSetting
 )
 

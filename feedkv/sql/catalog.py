@@ -6,6 +6,7 @@
     F1 "user" name          -> {"admin": bool}
     F1 "cdc" table id job   -> {} while changefeed job ``job`` watches the table
     F1 "job" id             -> a changefeed job's record (:mod:`feedkv.changefeed.jobs`)
+    F1 "cfname" db id name  -> the job id of the changefeed named so in that database
 
 Everything is read and written through a :class:`Reader` (a transaction, or a snapshot
 at a fixed timestamp), so a schema change is atomic with its data changes and any past
@@ -38,6 +39,7 @@ __all__ = [
     "User",
     "allocate_id",
     "bootstrap",
+    "changefeed_name_key",
     "changefeed_watchers",
     "database_by_name",
     "descriptor_key",
@@ -67,6 +69,7 @@ _USER = CATALOG_PREFIX + encode_value("user")
 _CDC = CATALOG_PREFIX + encode_value("cdc")
 _JOB = CATALOG_PREFIX + encode_value("job")
 _HOLD = CATALOG_PREFIX + encode_value("hold")
+_CHANGEFEED_NAME = CATALOG_PREFIX + encode_value("cfname")
 _SETTING = CATALOG_PREFIX + encode_value("setting")
 _GRANT = CATALOG_PREFIX + encode_value("grant")
 # the cluster's key that seals secrets in job records (feedkv.security.secrets)
@@ -144,6 +147,11 @@ def job_key(job_id: int) -> bytes:
 def job_span() -> tuple[bytes, bytes]:
     """The keys of every job record."""
     return _JOB, prefix_end(_JOB)
+
+
+def changefeed_name_key(database_id: int, name: str) -> bytes:
+    """The key of a named changefeed's name in its database (its value: the job id)."""
+    return _CHANGEFEED_NAME + encode_values([database_id, name])
 
 
 def hold_key(hold_id: str) -> bytes:

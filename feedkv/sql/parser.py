@@ -369,7 +369,7 @@ class _Statement:
             return self._create_user()
         if words[:2] in (["ALTER", "USER"], ["ALTER", "ROLE"]):
             return self._alter_user()
-        if words[0] in ("PAUSE", "RESUME", "CANCEL"):
+        if words[0] in ("PAUSE", "RESUME", "CANCEL") or words[:2] == ["DROP", "CHANGEFEED"]:
             return self._job_control()
         if words[:2] == ["ALTER", "CHANGEFEED"]:
             return self._alter_changefeed()
@@ -778,6 +778,11 @@ class _Statement:
             return st.ShowTables(self.text, _name(self.tokens[3]))
         if words[1:] == ["DATABASES"]:
             return st.ShowDatabases(self.text)
+        if words[1:3] == ["CREATE", "CHANGEFEED"]:
+            job_id, name, end = self._changefeed_ref(3)
+            if end < len(words):
+                raise self._error_at(end, "unexpected input after the changefeed")
+            return st.ShowCreateChangefeed(self.text, job_id, name)
         if words[1:3] == ["CREATE", "TABLE"] or (words[1] == "CREATE" and len(words) > 2):
             start = 3 if words[2] == "TABLE" else 2
             return st.ShowCreateTable(self.text, self._table_name(start, len(words)))
@@ -789,14 +794,15 @@ class _Statement:
             return st.ShowChangefeedJobs(self.text)
         if words[1:3] == ["CHANGEFEED", "JOB"] or words[1:2] == ["JOB"]:
             at = 3 if words[1] == "CHANGEFEED" else 2
-            if len(words) > at + 1:
-                raise self._error_at(at + 1, "unexpected input after the job id")
-            return st.ShowChangefeedJobs(self.text, self._job_id(at))
+            job_id, name, end = self._changefeed_ref(at)
+            if len(words) > end:
+                raise self._error_at(end, "unexpected input after the job id")
+            return st.ShowChangefeedJobs(self.text, job_id, name)
         raise SQLError(
             "0A000",
             f"unsupported statement {' '.join(words[:3])}...; feedkv supports SHOW TABLES, "
             "SHOW DATABASES, SHOW CREATE TABLE, SHOW RANGES FROM TABLE, "
-            "SHOW GRANTS and SHOW CHANGEFEED JOBS",
+            "SHOW GRANTS, SHOW CHANGEFEED JOBS and SHOW CREATE CHANGEFEED",
         )
 
     def _show_grants(self) -> st.ShowGrants:
@@ -1040,6 +1046,18 @@ class _Statement:
         words = self.words
         sinkless = words[0] == "EXPERIMENTAL"
         i = 2
+        name = None
+        if i < len(words) and words[i] not in ("FOR", "INTO", "WITH", "AS"):
+            if sinkless:
+                raise self._error_at(
+                    i, "a sinkless changefeed has no name; use CREATE CHANGEFEED <name> ... INTO"
+                )
+            name, i = self._changefeed_name(i)
+            if i >= len(words) or words[i] not in ("FOR", "INTO", "WITH", "AS"):
+                raise self._error_at(
+                    i,
+                    "expected FOR TABLE <name>, INTO, WITH or AS SELECT after the name",
+                )
         targets: list[st.ChangefeedTarget] = []
         if i < len(words) and words[i] == "FOR":
             targets, i = self._targets(i + 1)
@@ -1067,7 +1085,7 @@ class _Statement:
             raise self._error_at(i, "unexpected input after the changefeed's options")
         if not targets:
             raise self._error_at(2, "expected FOR TABLE <name> or AS SELECT ... FROM <table>")
-        return st.CreateChangefeed(self.text, tuple(targets), sink, tuple(options), query)
+        return st.CreateChangefeed(self.text, tuple(targets), sink, tuple(options), query, name)
 
     def _targets(self, i: int) -> tuple[list[st.ChangefeedTarget], int]:
         """``[TABLE] t [FAMILY f], ...`` from token ``i``; returns the targets and the
@@ -1129,28 +1147,74 @@ class _Statement:
             raise SQLError("22003", f"job id {token.text} is out of range for type INT8")
         return job_id
 
+    def _changefeed_name(self, i: int) -> tuple[st.TableName, int]:
+        """A changefeed's name (``name`` or ``db.name``) from token ``i``; returns it and
+        the index after it."""
+        words = self.words
+        parts: list[str] = []
+        while True:
+            token = self.tokens[i] if i < len(words) else None
+            if (
+                token is None
+                or not _name_like(token)
+                or (token.token_type is not TokenType.IDENTIFIER and words[i] in _TARGET_END)
+            ):
+                raise self._error_at(i, "expected a changefeed name (name or database.name)")
+            parts.append(_name(token))
+            i += 1
+            if len(parts) < 2 and i < len(words) and words[i] == ".":
+                i += 1
+                continue
+            return st.TableName(parts[-1], parts[0] if len(parts) == 2 else None), i
+
+    def _changefeed_ref(self, i: int) -> tuple[int | None, st.TableName | None, int]:
+        """A job id or a changefeed's name from token ``i``: ``(job_id, name, index
+        after it)``, one of the two set."""
+        token = self.tokens[i] if i < len(self.words) else None
+        if token is None or token.token_type is TokenType.NUMBER or self.words[i] == "-":
+            return self._job_id(i), None, i + 1
+        if not _name_like(token):
+            raise self._error_at(i, "expected a job id or a changefeed name")
+        name, end = self._changefeed_name(i)
+        return None, name, end
+
     def _job_control(self) -> st.ControlJob:
         words = self.words
+        action = words[0].lower()
+        if words[1:2] == ["CHANGEFEED"]:
+            job_id, name, end = self._changefeed_ref(2)
+            if len(words) > end:
+                raise self._error_at(end, "unexpected input after the changefeed")
+            return st.ControlJob(self.text, action, job_id, name)
         if words[1:2] != ["JOB"]:
-            raise self._error_at(1, f"expected {words[0]} JOB <job id>")
+            raise self._error_at(
+                1, f"expected {words[0]} JOB <job id> or {words[0]} CHANGEFEED <name>"
+            )
         job_id = self._job_id(2)
         if len(words) > 3:
             raise self._error_at(3, "unexpected input after the job id")
-        return st.ControlJob(self.text, words[0].lower(), job_id)
+        return st.ControlJob(self.text, action, job_id)
 
     def _alter_changefeed(self) -> st.AlterChangefeed:
         words = self.words
-        job_id = self._job_id(2)
-        i = 3
+        job_id, name, i = self._changefeed_ref(2)
         add: list[st.ChangefeedTarget] = []
         drop: list[st.ChangefeedTarget] = []
         set_options: list[tuple[str, str | None]] = []
         unset: list[str] = []
+        sink = None
         if i >= len(words):
-            raise self._error_at(i, "expected ADD, DROP, SET or UNSET")
+            raise self._error_at(i, "expected ADD, DROP, SET or UNSET (or INTO '<sink>')")
         while i < len(words):
             command = words[i]
-            if command == "ADD" or command == "DROP":
+            if command == "INTO":
+                if sink is not None:
+                    raise self._error_at(i, "ALTER CHANGEFEED takes one INTO '<sink>'")
+                if i + 1 >= len(words) or self.tokens[i + 1].token_type is not TokenType.STRING:
+                    raise self._error_at(i + 1, "expected the sink URI as a string after INTO")
+                sink = self.tokens[i + 1].text
+                i += 2
+            elif command == "ADD" or command == "DROP":
                 targets, i = self._targets(i + 1)
                 (add if command == "ADD" else drop).extend(targets)
                 if i < len(words) and words[i] == "WITH":
@@ -1166,9 +1230,16 @@ class _Statement:
                 names, i = self._options(i + 1, values=False)
                 unset.extend(name for name, _ in names)
             else:
-                raise self._error_at(i, "expected ADD, DROP, SET or UNSET")
+                raise self._error_at(i, "expected ADD, DROP, SET or UNSET (or INTO '<sink>')")
         return st.AlterChangefeed(
-            self.text, job_id, tuple(add), tuple(drop), tuple(set_options), tuple(unset)
+            self.text,
+            job_id,
+            tuple(add),
+            tuple(drop),
+            tuple(set_options),
+            tuple(unset),
+            name,
+            sink,
         )
 
     def _changefeed_query(self, first: int) -> st.Select:
@@ -1264,6 +1335,13 @@ _COLUMN_WORDS = {
     ",",
     ")",
 }
+
+
+def _name_like(token: Token) -> bool:
+    """Whether ``token`` may be a name (an identifier, or a word that is not a string)."""
+    return token.token_type in _NAME_TOKENS or (
+        token.token_type is not TokenType.STRING and token.text.isidentifier()
+    )
 
 
 def _table_name_of(parts: list[str]) -> st.TableName:

@@ -46,6 +46,7 @@ __all__ = [
     "SetOperation",
     "SessionVariable",
     "ShowChangefeedJobs",
+    "ShowCreateChangefeed",
     "ShowCreateTable",
     "ShowDatabases",
     "ShowGrants",
@@ -405,13 +406,25 @@ class CreateChangefeed(Statement):
     sink: str | None
     options: tuple[tuple[str, str | None], ...] = ()
     query: Select | None = None
+    name: TableName | None = None  # CREATE CHANGEFEED <name> FOR ...: a named changefeed
 
 
 @dataclass(frozen=True, slots=True)
 class ShowChangefeedJobs(Statement):
-    """``SHOW CHANGEFEED JOBS``, or ``SHOW CHANGEFEED JOB <id>`` (``job_id``)."""
+    """``SHOW CHANGEFEED JOBS``, or ``SHOW CHANGEFEED JOB <id>`` (``job_id``) or
+    ``SHOW CHANGEFEED JOB <name>`` (``name``)."""
 
     job_id: int | None = None
+    name: TableName | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShowCreateChangefeed(Statement):
+    """``SHOW CREATE CHANGEFEED <name>`` (or ``<job id>``): the statement that would
+    create the changefeed as it is now. One of ``job_id`` and ``name`` is set."""
+
+    job_id: int | None = None
+    name: TableName | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,20 +452,26 @@ class SessionVariable(Statement):
 
 @dataclass(frozen=True, slots=True)
 class ControlJob(Statement):
-    """``PAUSE JOB <id>``, ``RESUME JOB <id>`` or ``CANCEL JOB <id>``; ``action`` is
-    pause, resume or cancel."""
+    """``PAUSE JOB <id>``, ``RESUME JOB <id>`` or ``CANCEL JOB <id>``, or the named
+    forms ``PAUSE | RESUME | CANCEL | DROP CHANGEFEED <name or id>``; ``action`` is
+    pause, resume, cancel or drop (cancel, then forget the job and its name). One of
+    ``job_id`` and ``name`` is set."""
 
     action: str
-    job_id: int
+    job_id: int | None
+    name: TableName | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class AlterChangefeed(Statement):
-    """``ALTER CHANGEFEED <id>`` followed by ``ADD <targets>``, ``DROP <targets>``,
-    ``SET <options>`` and ``UNSET <names>`` commands, in any number and order."""
+    """``ALTER CHANGEFEED <id or name>`` followed by ``ADD <targets>``, ``DROP
+    <targets>``, ``SET <options>``, ``UNSET <names>`` and ``INTO '<sink>'`` commands, in
+    any number and order. One of ``job_id`` and ``name`` is set."""
 
-    job_id: int
+    job_id: int | None
     add: tuple[ChangefeedTarget, ...] = ()
     drop: tuple[ChangefeedTarget, ...] = ()
     set_options: tuple[tuple[str, str | None], ...] = ()
     unset: tuple[str, ...] = ()
+    name: TableName | None = None
+    sink: str | None = None  # INTO '<sink>': the paused changefeed moves to this sink

@@ -1,0 +1,374 @@
+"""Named changefeeds (the CDC design's surface beside CockroachDB's job ids): ``CREATE
+CHANGEFEED <name>``, ``PAUSE | RESUME | DROP CHANGEFEED <name>``, ``SHOW CREATE
+CHANGEFEED``, ``SHOW CHANGEFEED JOB <name>``, ``ALTER CHANGEFEED <name>``, and the
+design's envelopes ``none`` and ``diff``; through ``db.sql`` and ``feedkv sql``.
+
+The sink is a ``file://`` directory (one JSON message per line); the thread runner is
+at-least-once, so the tests look for every row version, not for exactly-once."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from feedkv import DB
+from feedkv.changefeed.sinkless import FeedResult
+from feedkv.cli.main import main
+from feedkv.errors import SQLError
+from feedkv.testing.waiting import wait_until
+
+DEADLINE = 30.0
+FAST = "min_checkpoint_frequency='100ms', resolved='100ms'"
+
+
+def messages(out: Path) -> list[dict[str, Any]]:
+    """Every row message written into ``out``, files in name order, lines in order."""
+    if not out.exists():
+        return []
+    paths = [
+        p
+        for p in out.rglob("*")
+        if p.is_file()
+        and not p.name.endswith(".tmp")
+        and "RESOLVED" not in p.name
+        and ".feedkv" not in p.relative_to(out).parts
+    ]
+    found: list[dict[str, Any]] = []
+    for path in sorted(paths, key=lambda p: p.name):
+        found.extend(json.loads(line) for line in path.read_text().splitlines())
+    return found
+
+
+def afters(out: Path) -> set[tuple[int, str]]:
+    return {(m["after"]["k"], m["after"]["v"]) for m in messages(out) if m["after"]}
+
+
+def wait_afters(out: Path, expected: set[tuple[int, str]]) -> None:
+    wait_until(lambda: expected <= afters(out), timeout_s=DEADLINE, what=f"{expected} in {out}")
+
+
+def show(db: DB, ref: str | int) -> dict[str, Any]:
+    result = db.sql(f"SHOW CHANGEFEED JOB {ref}")
+    (row,) = result.rows
+    return dict(zip(result.columns, row, strict=True))
+
+
+def jobs(db: DB) -> list[dict[str, Any]]:
+    result = db.sql("SHOW CHANGEFEED JOBS")
+    return [dict(zip(result.columns, row, strict=True)) for row in result.rows]
+
+
+def create_named(db: DB, name: str, out: Path, options: str = FAST) -> int:
+    result = db.sql(f"CREATE CHANGEFEED {name} FOR TABLE t INTO 'file://{out}' WITH {options}")
+    assert result.columns == ("job_id",)
+    (job_id,) = result.rows[0]
+    assert isinstance(job_id, int)
+    return job_id
+
+
+def refused(db: DB, statement: str, code: str, message: str) -> None:
+    with pytest.raises(SQLError) as raised:
+        db.sql(statement)
+    assert raised.value.code == code, raised.value.message
+    assert message in raised.value.message, raised.value.message
+
+
+@pytest.fixture
+def table(db: DB) -> DB:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    db.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+    return db
+
+
+# CREATE CHANGEFEED <name> and SHOW.
+
+
+def test_a_named_changefeed_is_shown_and_found_by_its_name(table: DB, tmp_path: Path) -> None:
+    db = table
+    out = tmp_path / "out"
+    job_id = create_named(db, "feed_t", out)
+
+    (row,) = jobs(db)
+    assert (row["job_id"], row["name"]) == (job_id, "feed_t")
+    assert show(db, "feed_t")["job_id"] == job_id
+    assert show(db, "defaultdb.feed_t")["job_id"] == job_id
+    assert show(db, job_id)["name"] == "feed_t"
+    wait_afters(out, {(1, "a"), (2, "b")})
+
+
+def test_a_name_is_unique_in_its_database_only(table: DB, tmp_path: Path) -> None:
+    db = table
+    job_id = create_named(db, "feed_t", tmp_path / "a")
+
+    refused(
+        db,
+        f"CREATE CHANGEFEED feed_t FOR TABLE t INTO 'file://{tmp_path / 'b'}'",
+        "42710",
+        f"changefeed 'feed_t' already exists in database 'defaultdb' (job {job_id})",
+    )
+    assert [r["job_id"] for r in jobs(db)] == [job_id]  # nothing was created
+    assert not (tmp_path / "b").exists()  # refused before the sink was probed
+
+    db.sql("CREATE DATABASE other")
+    db.sql(
+        "CREATE CHANGEFEED other.feed_t FOR TABLE defaultdb.t "
+        f"INTO 'file://{tmp_path / 'c'}' WITH {FAST}"
+    )
+    named = {(r["name"], r["job_id"] == job_id) for r in jobs(db)}
+    assert named == {("feed_t", True), ("feed_t", False)}
+    assert show(db, "other.feed_t")["job_id"] != job_id
+
+
+def test_job_ids_keep_working_beside_names(table: DB, tmp_path: Path) -> None:
+    db = table
+    job_id = create_named(db, "feed_t", tmp_path / "out")
+    db.sql(f"PAUSE JOB {job_id}")
+    assert show(db, "feed_t")["status"] == "paused"
+    db.sql(f"ALTER CHANGEFEED {job_id} SET updated")
+    db.sql("RESUME CHANGEFEED feed_t")
+    assert show(db, job_id)["status"] == "running"
+    (unnamed,) = db.sql(f"CREATE CHANGEFEED FOR t INTO 'file://{tmp_path / 'b'}'").rows[0]
+    assert show(db, unnamed)["name"] is None
+
+
+# PAUSE, RESUME and DROP CHANGEFEED <name>.
+
+
+def test_rows_written_while_paused_by_name_arrive_after_resume(table: DB, tmp_path: Path) -> None:
+    db = table
+    out = tmp_path / "out"
+    create_named(db, "feed_t", out)
+    wait_afters(out, {(1, "a"), (2, "b")})
+
+    assert db.sql("PAUSE CHANGEFEED feed_t").tag == "PAUSE JOB"
+    assert show(db, "feed_t")["status"] == "paused"  # it returns once the runner stopped
+    db.sql("UPSERT INTO t VALUES (3, 'c'), (1, 'a2')")
+    db.sql("RESUME CHANGEFEED feed_t")
+
+    assert show(db, "feed_t")["status"] == "running"
+    wait_afters(out, {(1, "a"), (2, "b"), (3, "c"), (1, "a2")})
+
+
+def test_drop_cancels_the_changefeed_and_forgets_it_and_its_name(table: DB, tmp_path: Path) -> None:
+    db = table
+    out = tmp_path / "out"
+    job_id = create_named(db, "feed_t", out)
+    wait_afters(out, {(1, "a"), (2, "b")})
+    refused(db, "TRUNCATE t", "55006", "watches it")
+
+    assert db.sql("DROP CHANGEFEED feed_t").tag == "DROP CHANGEFEED"
+
+    assert jobs(db) == []
+    assert db.changefeeds.get(job_id) is None  # its runner stopped
+    assert db.changefeeds.record(job_id) is None
+    refused(db, "SHOW CHANGEFEED JOB feed_t", "42704", "changefeed 'feed_t' does not exist")
+    refused(db, f"SHOW CHANGEFEED JOB {job_id}", "42704", f"job with ID {job_id} does not exist")
+    db.sql("TRUNCATE t")  # nothing watches t any more
+    again = create_named(db, "feed_t", tmp_path / "again")  # the name is free
+    assert again != job_id
+
+
+def test_drop_forgets_a_paused_or_ended_changefeed_too(table: DB, tmp_path: Path) -> None:
+    db = table
+    create_named(db, "paused", tmp_path / "a")
+    db.sql("PAUSE CHANGEFEED paused")
+    job_id = create_named(db, "canceled", tmp_path / "b")
+    db.sql(f"CANCEL JOB {job_id}")
+    db.sql("DROP CHANGEFEED paused")
+    db.sql("DROP CHANGEFEED canceled")
+    assert jobs(db) == []
+
+
+@pytest.mark.parametrize(
+    ("statement", "code", "message"),
+    [
+        ("PAUSE CHANGEFEED missing", "42704", "changefeed 'missing' does not exist"),
+        ("RESUME CHANGEFEED missing", "42704", "in database 'defaultdb'"),
+        ("DROP CHANGEFEED missing", "42704", "changefeed 'missing' does not exist"),
+        ("SHOW CREATE CHANGEFEED missing", "42704", "changefeed 'missing' does not exist"),
+        ("ALTER CHANGEFEED missing SET updated", "42704", "changefeed 'missing' does not exist"),
+        ("PAUSE CHANGEFEED nowhere.feed_t", "3D000", "nowhere"),
+        ("DROP CHANGEFEED", "42601", "expected a job id"),
+        ("DROP CHANGEFEED feed_t now", "42601", "unexpected input after the changefeed"),
+        ("PAUSE CHANGEFEED a.b.c", "42601", "unexpected input after the changefeed"),
+        ("SHOW CREATE CHANGEFEED", "42601", "expected a job id"),
+        ("CREATE CHANGEFEED feed_t t INTO 'null://'", "42601", "expected FOR TABLE"),
+        ("CREATE CHANGEFEED 'f' FOR t INTO 'null://'", "42601", "expected a changefeed name"),
+        ("EXPERIMENTAL CHANGEFEED feed_t FOR t", "42601", "a sinkless changefeed has no name"),
+    ],
+)
+def test_bad_named_statements_are_refused(
+    table: DB, tmp_path: Path, statement: str, code: str, message: str
+) -> None:
+    db = table
+    job_id = create_named(db, "feed_t", tmp_path / "out")
+    refused(db, statement, code, message)
+    (row,) = jobs(db)
+    assert (row["job_id"], row["name"]) == (job_id, "feed_t")
+
+
+# SHOW CREATE CHANGEFEED.
+
+
+def test_show_create_recreates_the_changefeed_with_its_current_options(
+    table: DB, tmp_path: Path
+) -> None:
+    db = table
+    out = tmp_path / "out"
+    create_named(db, "feed_t", out, options="updated, resolved = '1s'")
+    db.sql("PAUSE CHANGEFEED feed_t")
+    db.sql("ALTER CHANGEFEED feed_t SET diff UNSET updated")
+
+    result = db.sql("SHOW CREATE CHANGEFEED feed_t")
+
+    assert result.columns == ("changefeed_name", "create_statement")
+    ((name, statement),) = result.rows
+    assert name == "feed_t"
+    assert statement == (
+        f"CREATE CHANGEFEED feed_t FOR TABLE defaultdb.public.t INTO 'file://{out}' "
+        "WITH resolved = '1s', diff"
+    )
+    assert show(db, "feed_t")["description"] == statement  # the altered job's description
+    db.sql("DROP CHANGEFEED feed_t")
+    db.sql(statement)  # it recreates the changefeed, by name
+    assert db.sql("SHOW CREATE CHANGEFEED feed_t").rows == [(name, statement)]
+
+
+def test_show_create_redacts_secrets_and_pins_the_cursor(table: DB, s3_endpoint: str) -> None:
+    db = table
+    cursor = db.sql("SELECT cluster_logical_timestamp()").rows[0][0]
+    uri = f"s3://feeds/named?AWS_ACCESS_KEY_ID=id&AWS_SECRET_ACCESS_KEY=s3cr3t&AWS_ENDPOINT={s3_endpoint}"
+    db.sql(f"CREATE CHANGEFEED \"Feed\" FOR t INTO '{uri}' WITH cursor = '-1s'")
+
+    ((name, statement),) = db.sql('SHOW CREATE CHANGEFEED "Feed"').rows
+
+    assert name == "Feed"
+    assert "s3cr3t" not in statement
+    assert statement.startswith('CREATE CHANGEFEED "Feed" FOR TABLE defaultdb.public.t INTO ')
+    assert "AWS_SECRET_ACCESS_KEY=redacted" in statement
+    pinned = statement.rpartition("cursor = ")[2].strip("'")
+    assert pinned != "-1s" and pinned < str(cursor)  # the timestamp '-1s' stood for
+
+
+def test_show_create_of_an_unnamed_or_query_changefeed(table: DB, tmp_path: Path) -> None:
+    db = table
+    (job_id,) = db.sql(
+        f"CREATE CHANGEFEED INTO 'file://{tmp_path}/q' AS SELECT k FROM t WHERE k > 1"
+    ).rows[0]
+    ((name, statement),) = db.sql(f"SHOW CREATE CHANGEFEED {job_id}").rows
+    assert name is None
+    assert (
+        statement == f"CREATE CHANGEFEED INTO 'file://{tmp_path}/q' AS SELECT k FROM t WHERE k > 1"
+    )
+
+
+# The design's envelopes.
+
+
+def feed_rows(db: DB, options: str, changes: list[str], n: int) -> list[tuple[Any, Any]]:
+    """The first ``n`` row messages (key, value) of a sinkless feed on ``t`` from now,
+    after ``changes`` ran."""
+    result = db.sql(f"EXPERIMENTAL CHANGEFEED FOR t WITH cursor = 'now', {options}")
+    assert isinstance(result, FeedResult)
+    try:
+        for change in changes:
+            db.sql(change)
+        found: list[tuple[Any, Any]] = []
+        while len(found) < n:
+            row = result.poll(DEADLINE)
+            assert row is not None, f"the feed ended after {found}"
+            if row[0] is not None:
+                found.append((json.loads(row[1]), None if row[2] is None else json.loads(row[2])))
+        return found
+    finally:
+        result.close()
+
+
+def test_envelope_none_is_the_new_row_only_and_a_tombstone_on_delete(table: DB) -> None:
+    rows = feed_rows(
+        table,
+        "envelope = 'none'",
+        ["UPDATE t SET v = 'a2' WHERE k = 1", "DELETE FROM t WHERE k = 2"],
+        2,
+    )
+    assert rows == [([1], {"k": 1, "v": "a2"}), ([2], None)]
+
+
+def test_envelope_diff_is_the_old_and_the_new_row(table: DB) -> None:
+    rows = feed_rows(
+        table,
+        "envelope = 'diff'",
+        [
+            "UPDATE t SET v = 'a2' WHERE k = 1",
+            "DELETE FROM t WHERE k = 2",
+            "INSERT INTO t VALUES (3, 'c')",
+        ],
+        3,
+    )
+    assert rows == [
+        ([1], {"after": {"k": 1, "v": "a2"}, "before": {"k": 1, "v": "a"}}),
+        ([2], {"after": None, "before": {"k": 2, "v": "b"}}),
+        ([3], {"after": {"k": 3, "v": "c"}, "before": None}),
+    ]
+
+
+def test_envelope_names_are_checked(table: DB) -> None:
+    refused(
+        table,
+        "EXPERIMENTAL CHANGEFEED FOR t WITH envelope = 'nope'",
+        "22023",
+        "unknown envelope 'nope'",
+    )
+    refused(
+        table,
+        "EXPERIMENTAL CHANGEFEED FOR t WITH envelope = 'none', diff",
+        "22023",
+        "option diff is only usable with envelope=wrapped",
+    )
+
+
+# feedkv sql.
+
+
+def cli(store: Path, capsys: pytest.CaptureFixture[str], *statements: str) -> list[list[str]]:
+    """``feedkv sql --store store --format csv -e ...``: the CSV lines it printed."""
+    args = ["sql", "--store", str(store), "--format", "csv"]
+    for statement in statements:
+        args += ["-e", statement]
+    code = main(args)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return list(csv.reader(io.StringIO(out)))
+
+
+def test_named_changefeeds_from_feedkv_sql(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store, out = tmp_path / "store", tmp_path / "out"
+    cli(
+        store,
+        capsys,
+        "CREATE TABLE t (k INT PRIMARY KEY, v STRING)",
+        "INSERT INTO t VALUES (1, 'a')",
+        f"CREATE CHANGEFEED feed_t FOR TABLE t INTO 'file://{out}' WITH envelope = 'diff'",
+        "PAUSE CHANGEFEED feed_t",
+    )
+    printed = cli(store, capsys, "SHOW CREATE CHANGEFEED feed_t")
+    assert printed == [
+        ["changefeed_name", "create_statement"],
+        [
+            "feed_t",
+            f"CREATE CHANGEFEED feed_t FOR TABLE defaultdb.public.t INTO 'file://{out}' "
+            "WITH envelope = 'diff'",
+        ],
+    ]
+    printed = cli(store, capsys, "SHOW CHANGEFEED JOB feed_t")
+    row = dict(zip(printed[0], printed[1], strict=True))
+    assert (row["name"], row["status"]) == ("feed_t", "paused")
+    cli(store, capsys, "DROP CHANGEFEED feed_t")
+    assert cli(store, capsys, "SHOW CHANGEFEED JOBS")[1:] == []

@@ -14,6 +14,7 @@ from feedkv.changefeed.create import (
     require_changefeed_privilege,
     resolve_table,
     topic_name,
+    watched_target,
 )
 from feedkv.changefeed.jobs import (
     PAUSED,
@@ -25,7 +26,6 @@ from feedkv.changefeed.jobs import (
 )
 from feedkv.changefeed.names import create_statement
 from feedkv.changefeed.options import option_error, parse_options
-from feedkv.changefeed.rows import Target
 from feedkv.changefeed.sink import parse_sink_uri, sink_defaults
 from feedkv.errors import SQLError
 from feedkv.kv.txn import Txn
@@ -97,16 +97,14 @@ def altered_spec(
     targets = list(spec.targets)
     for written in statement.drop:
         _database, desc = resolve_table(session, txn, written)
-        dropped = Target(desc.id, written.family)
+        dropped = watched_target(desc, written)
         if dropped not in targets:
             raise option_error(f"table {written.table} is not a target of job {record.id}")
         targets.remove(dropped)
     for written in statement.add:
         _database, desc = resolve_table(session, txn, written)
         require_changefeed_privilege(session, txn, desc, "CHANGEFEED")
-        if written.family is not None:
-            desc.family(written.family)
-        added = Target(desc.id, written.family)
+        added = watched_target(desc, written)
         if added in targets:
             raise option_error(f"table {written.table} is already a target of job {record.id}")
         targets.append(added)

@@ -15,6 +15,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sqlglot import exp
+
 from feedkv.changefeed.changefeed import ChangefeedSpec
 from feedkv.changefeed.jobs import is_secret, redacted
 from feedkv.changefeed.options import ChangefeedOptions, option_error, parse_options
@@ -26,6 +28,9 @@ from feedkv.kv.db import KVClient
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
+from feedkv.sql.expr import Context, Scope, compile_expr
+from feedkv.sql.row_codec import row_prefix
+from feedkv.sql.types import coerce
 from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
@@ -40,6 +45,7 @@ __all__ = [
     "resolve_table",
     "sql_literal",
     "topic_name",
+    "watched_target",
 ]
 
 
@@ -73,11 +79,8 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
         if not admin:
             need = "CHANGEFEED" if statement.sink is not None else "SELECT"
             require_changefeed_privilege(session, snapshot, desc, need)
-        if written.family is not None:
-            desc.family(written.family)  # 42704 when it does not exist
-        target = Target(desc.id, written.family)
-        if target in targets:
-            raise option_error(f"table {written.table} is a target more than once")
+        target = watched_target(desc, written)
+        _check_distinct(target, targets, written.table)
         targets.append(target)
         if query is not None:
             query.check(desc)
@@ -111,6 +114,66 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
         query=statement.query.text if statement.query is not None else None,
     )
     return Plan(spec, sink, now)
+
+
+def watched_target(desc: TableDescriptor, written: st.ChangefeedTarget) -> Target:
+    """The :class:`Target` ``written`` names in ``desc``: its family must exist (42704),
+    and ``VALUES FROM (a) TO (b)`` bounds are values of a prefix of the primary key
+    (of its columns' types, not NULL) with ``a`` below ``b``."""
+    if written.family is not None:
+        desc.family(written.family)  # 42704 when it does not exist
+    if written.start is None or written.end is None:
+        return Target(desc.id, written.family)
+    start = _bound_key(desc, written.start, "FROM")
+    end = _bound_key(desc, written.end, "TO")
+    if start >= end:
+        raise option_error(
+            f"VALUES FROM ({_values_text(written.start)}) TO ({_values_text(written.end)}) "
+            f"of table {desc.name} watches no row: FROM must sort below TO"
+        )
+    return Target(desc.id, written.family, (start, end))
+
+
+def _bound_key(desc: TableDescriptor, values: tuple[exp.Expr, ...], clause: str) -> bytes:
+    keys = desc.key_columns
+    if not values or len(values) > len(keys):
+        raise option_error(
+            f"VALUES {clause} ({_values_text(values)}) of table {desc.name}: give 1 to "
+            f"{len(keys)} values, a prefix of its primary key ({', '.join(c.name for c in keys)})"
+        )
+    coerced = []
+    for node, column in zip(values, keys, strict=False):
+        try:
+            value = compile_expr(node, Scope())((), Context())
+        except SQLError as exc:
+            raise option_error(
+                f"VALUES {clause} of table {desc.name}: {node.sql()} is not a constant "
+                f"({exc.message})"
+            ) from None
+        value = coerce(value, column.type, column.name)
+        if value is None:
+            raise option_error(
+                f"VALUES {clause} of table {desc.name}: the value of column {column.name} "
+                "cannot be NULL"
+            )
+        coerced.append(value)
+    return row_prefix(desc, coerced)
+
+
+def _values_text(values: tuple[exp.Expr, ...]) -> str:
+    return ", ".join(node.sql() for node in values)
+
+
+def _check_distinct(target: Target, targets: list[Target], table: st.TableName) -> None:
+    """Two targets of one table (and family) may not overlap: a row would be emitted
+    twice."""
+    for other in targets:
+        same = other.table_id == target.table_id and other.family == target.family
+        if same and other.span.start < target.span.end and target.span.start < other.span.end:
+            raise option_error(
+                f"table {table} is a target more than once"
+                + (" (its VALUES FROM ... TO ranges overlap)" if target.bounds else "")
+            )
 
 
 def _check_history(db: KVClient, target: Target, table: str, cursor: Timestamp) -> None:

@@ -163,7 +163,10 @@ class JobRecord:
                 "lease": [self.lease.owner, self.lease.expires_ns] if self.lease else None,
                 "name": [self.database_id, self.name] if self.name is not None else None,
                 "spec": {
-                    "targets": [[t.table_id, t.family] for t in spec.targets],
+                    "targets": [
+                        [t.table_id, t.family, *(b.hex() for b in t.bounds or ())]
+                        for t in spec.targets
+                    ],
                     "topics": {str(k): v for k, v in spec.topics.items()},
                     "options": sealer.seal(options, context),
                     "start": str(spec.start),
@@ -189,7 +192,10 @@ class JobRecord:
         if isinstance(sink_uri, str) and sink_uri.startswith(SEALED_PREFIX):
             sink_uri = _open(sealer, sink_uri, context)
         spec = ChangefeedSpec(
-            targets=tuple(Target(t, f) for t, f in s["targets"]),
+            targets=tuple(
+                Target(t[0], t[1], (bytes.fromhex(t[2]), bytes.fromhex(t[3])) if t[2:] else None)
+                for t in s["targets"]
+            ),
             topics={int(k): v for k, v in s["topics"].items()},
             options=parse_options([tuple(pair) for pair in options], now=created),
             start=Timestamp.parse(s["start"]),

@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING
 
 from feedkv.changefeed.create import sql_literal
 from feedkv.changefeed.jobs import JobRecord, is_secret, redacted, table_names
+from feedkv.changefeed.rows import Target
 from feedkv.errors import SQLError
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.descriptor import DatabaseDescriptor, quote_name
+from feedkv.sql.row_codec import index_prefix
 from feedkv.util.encoding import decode_value, encode_value
 
 if TYPE_CHECKING:
@@ -106,6 +108,32 @@ def forget(txn: Txn, record: JobRecord) -> None:
         txn.delete(catalog.changefeed_name_key(record.database_id, record.name))
 
 
+def _bounds_text(reader: catalog.Reader, target: Target) -> str:
+    """`` VALUES FROM (...) TO (...)`` for a bounded target, read back from its keys."""
+    desc = catalog.table_by_id(reader, target.table_id)
+    if target.bounds is None or desc is None:
+        return ""
+    prefix = index_prefix(desc)
+    tuples = []
+    for key in target.bounds:
+        values, pos = [], len(prefix)
+        while pos < len(key):
+            value, pos = decode_value(key, pos)
+            values.append(_literal(value))
+        tuples.append(", ".join(values))
+    return f" VALUES FROM ({tuples[0]}) TO ({tuples[1]})"
+
+
+def _literal(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, bytes):
+        return sql_literal("\\x" + value.hex())
+    return sql_literal(str(value))
+
+
 def create_statement(record: JobRecord, reader: catalog.Reader) -> str:
     """The ``CREATE CHANGEFEED`` statement that would make ``record``'s changefeed as it
     is now: its name, targets (by their current names), sink and options, every secret
@@ -124,7 +152,7 @@ def create_statement(record: JobRecord, reader: catalog.Reader) -> str:
                 else f"[{target.table_id}]"
             )
             family = f" FAMILY {quote_name(target.family)}" if target.family else ""
-            targets.append(f"TABLE {table}{family}")
+            targets.append(f"TABLE {table}{family}{_bounds_text(reader, target)}")
         text += " FOR " + ", ".join(targets)
     if spec.sink_uri is not None:
         text += f" INTO {sql_literal(redacted(spec.sink_uri))}"

@@ -233,7 +233,8 @@ def parse_options(given: Iterable[tuple[str, str | None]], *, now: Timestamp) ->
         values[name] = parser(name, value, now)
     if values.get("envelope") in _DESIGN_ENVELOPES:
         values["envelope"], diff = _DESIGN_ENVELOPES[values["envelope"]]
-        values["diff"] = values.get("diff", False) or diff
+        if diff:
+            values["diff"] = True
     if "cursor" in values:
         values.setdefault("initial_scan", "no")  # a cursor resumes: nothing to scan
     if "resolved" in values and values["resolved"] is None:  # bare: as often as checkpoints

@@ -1106,11 +1106,40 @@ class _Statement:
                     raise self._error_at(i + 1, "expected a family name after FAMILY")
                 family = _name(self.tokens[i + 1])
                 i += 2
-            targets.append(st.ChangefeedTarget(table, family))
+            start = end = None
+            if i < len(words) and words[i] == "VALUES":
+                if words[i + 1 : i + 2] != ["FROM"]:
+                    raise self._error_at(i + 1, "expected VALUES FROM (...) TO (...)")
+                start, i = self._key_tuple(i + 2)
+                if words[i : i + 1] != ["TO"]:
+                    raise self._error_at(i, "expected TO (...) after VALUES FROM (...)")
+                end, i = self._key_tuple(i + 1)
+            targets.append(st.ChangefeedTarget(table, family, start, end))
             if i < len(words) and words[i] == ",":
                 i += 1
                 continue
             return targets, i
+
+    def _key_tuple(self, i: int) -> tuple[tuple[exp.Expr, ...], int]:
+        """``(value, ...)`` from token ``i``: its expressions and the index after it."""
+        tokens = self.tokens
+        if i >= len(tokens) or tokens[i].token_type is not TokenType.L_PAREN:
+            raise self._error_at(i, "expected a parenthesized list of primary key values")
+        depth, j = 0, i
+        while j < len(tokens):
+            depth += tokens[j].token_type is TokenType.L_PAREN
+            depth -= tokens[j].token_type is TokenType.R_PAREN
+            if depth == 0:
+                break
+            j += 1
+        text = self.text[self._pos(tokens[i]) : self._pos(tokens[j]) + 1]
+        try:
+            node = sqlglot.parse_one("VALUES " + text, read=_DIALECT)
+        except (ParseError, TokenError) as exc:
+            raise SQLError("42601", f"syntax error in VALUES FROM/TO: {_first_line(exc)}") from None
+        if not isinstance(node, exp.Values) or len(node.expressions) != 1:
+            raise self._error_at(i, "expected one parenthesized list of primary key values")
+        return tuple(node.expressions[0].expressions), j + 1
 
     def _options(self, i: int, *, values: bool) -> tuple[list[tuple[str, str | None]], int]:
         """``name [= value], ...`` from token ``i`` (names alone unless ``values``);
@@ -1263,7 +1292,7 @@ class _Statement:
         return select
 
 
-_TARGET_END = {",", "FAMILY", "INTO", "WITH", "AS", "ADD", "DROP", "SET", "UNSET"}
+_TARGET_END = {",", "FAMILY", "VALUES", "INTO", "WITH", "AS", "ADD", "DROP", "SET", "UNSET"}
 _OPTION_VALUES = {TokenType.STRING, TokenType.NUMBER, TokenType.VAR, TokenType.IDENTIFIER}
 _CLAUSE_WORDS = {"WHERE", "ORDER", "LIMIT", "OFFSET", "GROUP", "HAVING", "FOR"}
 _LITERALS = {

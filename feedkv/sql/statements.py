@@ -387,10 +387,14 @@ Query = Select | SetOperation | Values
 
 @dataclass(frozen=True, slots=True)
 class ChangefeedTarget:
-    """``TABLE t`` or ``TABLE t FAMILY f`` in a changefeed's target list."""
+    """``TABLE t`` or ``TABLE t FAMILY f`` in a changefeed's target list, and with
+    ``VALUES FROM (start) TO (end)`` only the rows whose primary key is in
+    ``[start, end)`` (each a tuple of a prefix of the key's columns)."""
 
     table: TableName
     family: str | None = None
+    start: tuple[exp.Expr, ...] | None = None
+    end: tuple[exp.Expr, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,9 @@ from feedkv import DB
 from feedkv.changefeed.sinkless import FeedResult
 from feedkv.cli.main import main
 from feedkv.errors import SQLError
+from feedkv.sql.row_codec import table_span
 from feedkv.testing.waiting import wait_until
+from feedkv.util.hlc import Timestamp
 
 DEADLINE = 30.0
 FAST = "min_checkpoint_frequency='100ms', resolved='100ms'"
@@ -372,3 +374,135 @@ def test_named_changefeeds_from_feedkv_sql(
     assert (row["name"], row["status"]) == ("feed_t", "paused")
     cli(store, capsys, "DROP CHANGEFEED feed_t")
     assert cli(store, capsys, "SHOW CHANGEFEED JOBS")[1:] == []
+
+
+# FOR TABLE t VALUES FROM (a) TO (b).
+
+
+def now(db: DB) -> Timestamp:
+    ts = db.sql("SELECT cluster_logical_timestamp()").rows[0][0]
+    return Timestamp.parse(str(ts))
+
+
+def keys_until_resolved(result: FeedResult, ts: Timestamp) -> list[Any]:
+    """The keys of the row messages of ``result`` until a resolved marker at or past
+    ``ts`` (every row at or below it has then arrived)."""
+    keys: list[Any] = []
+    while True:
+        row = result.poll(DEADLINE)
+        assert row is not None, f"the feed ended after {keys}"
+        if row[0] is not None:
+            keys.append(json.loads(row[1]))
+        elif Timestamp.parse(json.loads(row[2])["resolved"]) >= ts:
+            return keys
+
+
+def test_a_key_range_target_emits_only_the_rows_in_it(db: DB) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    db.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd'), (5, 'e')")
+    result = db.sql(
+        "EXPERIMENTAL CHANGEFEED FOR TABLE t VALUES FROM (2) TO (4) "
+        "WITH resolved = '0s', min_checkpoint_frequency = '0s'"
+    )
+    assert isinstance(result, FeedResult)
+    try:
+        assert sorted(keys_until_resolved(result, now(db))) == [[2], [3]]  # the scan
+        db.sql("UPDATE t SET v = v || '2'")  # every row, in one transaction
+        db.sql("INSERT INTO t VALUES (0, 'z'), (6, 'f')")
+        db.sql("DELETE FROM t WHERE k IN (1, 3, 4)")
+        assert keys_until_resolved(result, now(db)) == [[2], [3], [3]]
+    finally:
+        result.close()
+
+
+def test_composite_keys_bound_as_tuples_or_as_prefixes(db: DB) -> None:
+    db.sql("CREATE TABLE c (a INT, b STRING, v INT, PRIMARY KEY (a, b))")
+    db.sql(
+        "INSERT INTO c VALUES (1, 'a', 0), (1, 'b', 0), (1, 'c', 0), (2, 'a', 0), (2, 'b', 0), "
+        "(3, 'a', 0)"
+    )
+
+    def scanned(bounds: str) -> list[Any]:
+        result = db.sql(f"EXPERIMENTAL CHANGEFEED FOR c {bounds} WITH initial_scan = 'only'")
+        assert isinstance(result, FeedResult)
+        return sorted(json.loads(key) for table, key, _value in result if table is not None)
+
+    assert scanned("VALUES FROM (1, 'b') TO (2, 'b')") == [[1, "b"], [1, "c"], [2, "a"]]
+    assert scanned("VALUES FROM (2) TO (3)") == [[2, "a"], [2, "b"]]
+    assert scanned("VALUES FROM (1, 'c') TO (3)") == [[1, "c"], [2, "a"], [2, "b"]]
+
+
+def test_a_key_range_job_watches_only_its_spans_and_keeps_them(db: DB, tmp_path: Path) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    db.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c'), (7, 'g'), (8, 'h')")
+    out = tmp_path / "out"
+    db.sql(
+        "CREATE CHANGEFEED ranges FOR TABLE t VALUES FROM (2) TO (4), "
+        f"TABLE t VALUES FROM (7) TO (8) INTO 'file://{out}' WITH {FAST}"
+    )
+    job_id = show(db, "ranges")["job_id"]
+    job = wait_until(lambda: db.changefeeds.get(job_id), timeout_s=DEADLINE, what="the job")
+    whole = table_span(job.spec.targets[0].table_id)
+    (low, mid), (high, top) = [(t.span.start, t.span.end) for t in job.spec.targets]
+    assert whole.start < low < mid <= high < top < whole.end  # two pieces of the table only
+    record = db.changefeeds.record(job_id)
+    assert record is not None and [t.bounds for t in record.spec.targets] == [
+        t.bounds for t in job.spec.targets
+    ]  # kept in the record, for a restart
+    wait_afters(out, {(2, "b"), (3, "c"), (7, "g")})
+
+    db.sql("PAUSE CHANGEFEED ranges")
+    db.sql("UPSERT INTO t VALUES (1, 'a2'), (3, 'c2'), (4, 'd'), (7, 'g2'), (8, 'h2')")
+    db.sql("RESUME CHANGEFEED ranges")
+    wait_afters(out, {(2, "b"), (3, "c"), (7, "g"), (3, "c2"), (7, "g2")})
+    db.sql("PAUSE CHANGEFEED ranges")
+    assert {k for k, _v in afters(out)} == {2, 3, 7}
+
+    ((_name, statement),) = db.sql("SHOW CREATE CHANGEFEED ranges").rows
+    assert "FOR TABLE defaultdb.public.t VALUES FROM (2) TO (4), " in statement
+    assert "TABLE defaultdb.public.t VALUES FROM (7) TO (8) INTO" in statement
+
+
+@pytest.mark.parametrize(
+    ("bounds", "code", "message"),
+    [
+        ("VALUES FROM (4) TO (2)", "22023", "VALUES FROM (4) TO (2) of table t watches no row"),
+        ("VALUES FROM (2) TO (2)", "22023", "FROM must sort below TO"),
+        (
+            "VALUES FROM (1, 2) TO (3)",
+            "22023",
+            "give 1 to 1 values, a prefix of its primary key (k)",
+        ),
+        ("VALUES FROM () TO (3)", "22023", "VALUES FROM () of table t: give 1 to 1 values"),
+        ("VALUES FROM (NULL) TO (3)", "22023", "the value of column k cannot be NULL"),
+        ("VALUES FROM ('x') TO (3)", "22P02", ""),
+        ("VALUES FROM (1) TO (3), TABLE t VALUES FROM (2) TO (5)", "22023", "ranges overlap"),
+        ("VALUES FROM (1) TO (3), TABLE t", "22023", "is a target more than once"),
+        ("VALUES FROM 1 TO 3", "42601", "expected a parenthesized list"),
+        ("VALUES (1) TO (3)", "42601", "expected VALUES FROM (...) TO (...)"),
+        ("VALUES FROM (1)", "42601", "expected TO (...) after VALUES FROM (...)"),
+    ],
+)
+def test_bad_key_ranges_are_refused(db: DB, bounds: str, code: str, message: str) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    refused(db, f"CREATE CHANGEFEED FOR TABLE t {bounds} INTO 'null://'", code, message)
+    assert jobs(db) == []
+
+
+def test_key_ranges_and_design_envelopes_from_feedkv_sql(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "store"
+    cli(
+        store,
+        capsys,
+        "CREATE TABLE t (k INT PRIMARY KEY, v STRING)",
+        "INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+    )
+    printed = cli(
+        store,
+        capsys,
+        "EXPERIMENTAL CHANGEFEED FOR TABLE t VALUES FROM (2) TO (3) "
+        "WITH initial_scan = 'only', envelope = 'none'",
+    )
+    assert printed == [["table", "key", "value"], ["t", "[2]", '{"k": 2, "v": "b"}']]

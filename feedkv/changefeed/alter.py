@@ -1,7 +1,13 @@
-"""``ALTER CHANGEFEED``: a paused job's targets and options changed, checked as
-strictly as a new changefeed's (:mod:`feedkv.changefeed.create`). It cannot change
-where the job started (``cursor``, ``initial_scan``); an added table is followed from
-the job's high-water mark.
+"""``ALTER CHANGEFEED``: a paused job's targets, options and sink changed, checked as
+strictly as a new changefeed's (:mod:`feedkv.changefeed.create`). An added table is
+followed from the job's high-water mark.
+
+Two changes are the CDC design's: ``INTO '<sink>'`` moves the job to another sink (its
+options must suit it; the job resumes there from its high-water mark), and ``SET cursor
+= '<ts>'`` moves the high-water mark itself, back or forward: resumed, the job emits
+every change after the cursor and scans nothing. A cursor below the garbage-collection
+threshold of a watched table is refused, naming the threshold. ``initial_scan`` cannot
+change, nor can ``cursor`` be unset.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from feedkv.changefeed.changefeed import ChangefeedSpec
 from feedkv.changefeed.create import (
+    check_history,
     require_changefeed_privilege,
     resolve_table,
     topic_name,
@@ -39,6 +46,7 @@ __all__ = ["alter", "altered_spec"]
 
 # Options that say where a changefeed starts: ALTER CHANGEFEED cannot change them.
 _FIXED_OPTIONS = frozenset({"cursor", "initial_scan", "no_initial_scan", "initial_scan_only"})
+_SCAN_OPTIONS = ("initial_scan", "no_initial_scan", "initial_scan_only")
 
 
 def alter(txn: Txn, job_id: int, statement: st.AlterChangefeed, session: Session) -> None:
@@ -56,6 +64,11 @@ def alter(txn: Txn, job_id: int, statement: st.AlterChangefeed, session: Session
     for table_id in old - new:
         catalog.set_changefeed_watch(txn, table_id, record.id, watching=False)
     altered = record.replace(spec=spec)
+    if any(name == "cursor" for name, _ in statement.set_options):
+        for target in spec.targets:
+            names = table_names(txn, target.table_id)
+            check_history(session.db, target, names[1] if names else "?", spec.start)
+        altered = altered.replace(high_water=spec.start)  # resumed, it runs from there
     description = create_statement(altered, txn)  # with its name, if it has one
     put_job(
         txn, altered.replace(spec=dataclasses.replace(spec, description=description)), watching=True
@@ -79,7 +92,10 @@ def altered_spec(
             "once it has",
         )
     given = dict(spec.options.given)
-    for name in [*statement.unset, *(name for name, _ in statement.set_options)]:
+    setting = [name for name, _ in statement.set_options]
+    for name in [*statement.unset, *setting]:
+        if name == "cursor" and name not in statement.unset:
+            continue  # SET cursor moves the high-water mark
         if name in _FIXED_OPTIONS:
             raise option_error(
                 f"option {name} says where the changefeed started: it cannot be altered"
@@ -92,8 +108,23 @@ def altered_spec(
     for name in statement.unset:
         given.pop(name, None)
     given.update(statement.set_options)
-    options = sink_defaults(spec.sink_uri or "", parse_options(given.items(), now=record.created))
-    parse_sink_uri(spec.sink_uri or "", options)  # the sink must still accept them
+    start = spec.start
+    if "cursor" in setting:
+        moved = parse_options([("cursor", given["cursor"])], now=session.db.now()).cursor
+        start = moved if moved is not None else start
+        given["cursor"] = str(start)  # absolute: '-10s' meant the ALTER's time
+        for name in _SCAN_OPTIONS:
+            given.pop(name, None)
+    sink_uri = statement.sink if statement.sink is not None else spec.sink_uri or ""
+    # NB: a cursor moved past the job's creation is not "in the future" (jobs.from_json)
+    anchor = max(record.created, start)
+    options = sink_defaults(sink_uri, parse_options(given.items(), now=anchor))
+    sink = parse_sink_uri(sink_uri, options)  # the sink must (still) accept them
+    if statement.sink is not None and sink.kind.whole_rows and spec.query is not None:
+        raise option_error(
+            f"the {sink.kind.name} sink keeps whole rows by primary key: a CDC query "
+            "changefeed cannot move into it"
+        )
     targets = list(spec.targets)
     for written in statement.drop:
         _database, desc = resolve_table(session, txn, written)
@@ -116,4 +147,11 @@ def altered_spec(
         if names is None:
             raise option_error(f"table [{target.table_id}] of job {record.id} was dropped")
         topics[target.table_id] = topic_name(*names, options)
-    return dataclasses.replace(spec, targets=tuple(targets), topics=topics, options=options)
+    return dataclasses.replace(
+        spec,
+        targets=tuple(targets),
+        topics=topics,
+        options=options,
+        start=start,
+        sink_uri=sink_uri or None,
+    )

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Plan",
+    "check_history",
     "plan_changefeed",
     "is_admin",
     "require_admin",
@@ -86,7 +87,7 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
             query.check(desc)
         topics[desc.id] = topic_name(database.name, desc.name, options)
         if options.cursor is not None:
-            _check_history(db, target, desc.name, options.cursor)
+            check_history(db, target, desc.name, options.cursor)
     sink = None
     if statement.sink is not None:
         options = sink_defaults(statement.sink, options)
@@ -176,8 +177,9 @@ def _check_distinct(target: Target, targets: list[Target], table: st.TableName) 
             )
 
 
-def _check_history(db: KVClient, target: Target, table: str, cursor: Timestamp) -> None:
-    """Refuse a cursor older than what garbage collection kept of ``table``."""
+def check_history(db: KVClient, target: Target, table: str, cursor: Timestamp) -> None:
+    """Refuse a cursor older than what garbage collection kept of ``table`` (the
+    message names the threshold)."""
     try:
         for _version in db.export(target.span, cursor, cursor):  # an empty window: a check
             pass

@@ -191,14 +191,18 @@ class JobRecord:
         sink_uri = s["sink_uri"]
         if isinstance(sink_uri, str) and sink_uri.startswith(SEALED_PREFIX):
             sink_uri = _open(sealer, sink_uri, context)
+        start = Timestamp.parse(s["start"])
+        # NB: ALTER CHANGEFEED ... SET cursor may move the start past the creation: the
+        # cursor is then no more "in the future" than it was when it was set.
+        anchor = max(created, start)
         spec = ChangefeedSpec(
             targets=tuple(
                 Target(t[0], t[1], (bytes.fromhex(t[2]), bytes.fromhex(t[3])) if t[2:] else None)
                 for t in s["targets"]
             ),
             topics={int(k): v for k, v in s["topics"].items()},
-            options=parse_options([tuple(pair) for pair in options], now=created),
-            start=Timestamp.parse(s["start"]),
+            options=parse_options([tuple(pair) for pair in options], now=anchor),
+            start=start,
             sink_uri=sink_uri,
             description=s["description"],
             user=s["user"],

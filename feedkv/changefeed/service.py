@@ -45,7 +45,13 @@ from feedkv.changefeed.jobs import (
 from feedkv.changefeed.metrics import ChangefeedMetrics
 from feedkv.changefeed.options import option_error
 from feedkv.changefeed.registry import JobRegistry
-from feedkv.changefeed.sink import SinkURI, check_sink, make_sink
+from feedkv.changefeed.sink import (
+    SinkURI,
+    check_sink,
+    make_sink,
+    parse_sink_uri,
+    sink_defaults,
+)
 from feedkv.changefeed.sinkless import COLUMNS, ChannelSink, FeedResult
 from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.security.external_io import confine
@@ -247,6 +253,16 @@ class Changefeeds:
         return Result(tag="DROP CHANGEFEED")
 
     def _alter(self, statement: st.AlterChangefeed, session: Session, job_id: int) -> Result:
+        if statement.sink is not None:
+            # A new sink is made and checked as CREATE CHANGEFEED's is, before the job
+            # moves to it.
+            record = existing_job(get_job(self._snapshot(), job_id), job_id)
+            options = sink_defaults(statement.sink, record.spec.options)
+            sink = parse_sink_uri(statement.sink, options)
+            self._check_external_io(sink)
+            start = record.high_water or record.spec.start
+            make_sink(sink, options, start=start, db=self._db).close()
+            check_sink(sink, options)
         self._db.run_transaction(lambda txn: alter(txn, job_id, statement, session))
         return Result(tag="ALTER CHANGEFEED")
 

@@ -441,7 +441,7 @@ def paused_job(table: DB, tmp_path: Path) -> int:
         ("SET envelope = 'wrappd'", "22023", "did you mean 'wrapped'"),
         ("SET resolved = 'soon'", "22023", "not a duration"),
         ("SET updated = 'yes'", "22023", "takes no value"),
-        ("SET cursor = '-10s'", "22023", "option cursor says where the changefeed started"),
+        ("UNSET cursor", "22023", "option cursor says where the changefeed started"),
         ("SET initial_scan = 'no'", "22023", "option initial_scan says where"),
         ("UNSET initial_scan", "22023", "option initial_scan says where"),
         ("SET initial_scan_only", "22023", "option initial_scan_only says where"),

@@ -9,17 +9,22 @@ at-least-once, so the tests look for every row version, not for exactly-once."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
+from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import feedkv
 from feedkv import DB
 from feedkv.changefeed.sinkless import FeedResult
 from feedkv.cli.main import main
 from feedkv.errors import SQLError
+from feedkv.kv.store import StoreConfig
 from feedkv.sql.row_codec import table_span
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
@@ -506,3 +511,186 @@ def test_key_ranges_and_design_envelopes_from_feedkv_sql(
         "WITH initial_scan = 'only', envelope = 'none'",
     )
     assert printed == [["table", "key", "value"], ["t", "[2]", '{"k": 2, "v": "b"}']]
+
+
+# ALTER CHANGEFEED <name> INTO '<sink>' and SET cursor.
+
+
+def resolved_marker(out: Path) -> Timestamp | None:
+    """The highest resolved marker written into ``out``."""
+    markers = [
+        Timestamp.parse(json.loads(p.read_text())["resolved"])
+        for p in out.rglob("*.RESOLVED")
+        if ".feedkv" not in p.relative_to(out).parts
+    ]
+    return max(markers, default=None)
+
+
+def wait_resolved(out: Path, ts: Timestamp) -> None:
+    """Wait for a resolved marker at or past ``ts``: every row at or below it is in."""
+
+    def past() -> bool:
+        marker = resolved_marker(out) if out.exists() else None
+        return marker is not None and marker >= ts
+
+    wait_until(past, timeout_s=DEADLINE, what=f"a resolved marker in {out} past {ts}")
+
+
+def paused_past_scan(db: DB, name: str, out: Path) -> int:
+    """A changefeed ``name`` on ``t`` into ``out`` that finished its initial scan and
+    recorded a high-water mark past it, then paused."""
+    job_id = create_named(db, name, out)
+
+    def past_scan() -> bool:
+        job = db.changefeeds.get(job_id)
+        return job is not None and job.high_water > job.spec.start
+
+    wait_until(past_scan, timeout_s=DEADLINE, what="the job past its initial scan")
+    db.sql(f"PAUSE CHANGEFEED {name}")
+    return job_id
+
+
+def test_alter_into_moves_a_paused_changefeed_to_another_sink(table: DB, tmp_path: Path) -> None:
+    db = table
+    first, second = tmp_path / "first", tmp_path / "second"
+    paused_past_scan(db, "feed_t", first)
+    assert afters(first) == {(1, "a"), (2, "b")}
+    db.sql("UPSERT INTO t VALUES (3, 'c')")
+
+    refused(db, "ALTER CHANGEFEED feed_t INTO 'nope://x'", "22023", "nope")
+    db.sql(f"ALTER CHANGEFEED feed_t INTO 'file://{second}'")
+    assert show(db, "feed_t")["sink_uri"] == f"file://{second}"
+    ((_name, statement),) = db.sql("SHOW CREATE CHANGEFEED feed_t").rows
+    assert f"INTO 'file://{second}'" in statement
+    db.sql("RESUME CHANGEFEED feed_t")
+    db.sql("UPSERT INTO t VALUES (4, 'd')")
+    written = now(db)
+
+    wait_resolved(second, written)
+    assert afters(second) == {(3, "c"), (4, "d")}  # from the high-water mark: no rescan
+    assert afters(first) == {(1, "a"), (2, "b")}
+    db.sql("PAUSE CHANGEFEED feed_t")
+
+
+def test_alter_into_is_refused_on_a_running_changefeed(table: DB, tmp_path: Path) -> None:
+    db = table
+    job_id = create_named(db, "feed_t", tmp_path / "first")
+    refused(
+        db,
+        f"ALTER CHANGEFEED feed_t INTO 'file://{tmp_path / 'second'}'",
+        "55000",
+        f"job {job_id} is running: ALTER CHANGEFEED changes paused jobs only",
+    )
+    assert show(db, "feed_t")["sink_uri"] == f"file://{tmp_path / 'first'}"
+
+
+def test_set_cursor_back_emits_every_change_after_it_and_no_scan(table: DB, tmp_path: Path) -> None:
+    db = table
+    cursor = now(db)
+    db.sql("UPSERT INTO t VALUES (3, 'c'), (1, 'a2')")
+    out = tmp_path / "out"
+    paused_past_scan(db, "feed_t", out)
+
+    db.sql(f"ALTER CHANGEFEED feed_t INTO 'file://{tmp_path / 'again'}' SET cursor = '{cursor}'")
+    assert show(db, "feed_t")["high_water_timestamp"] == Decimal(str(cursor))
+    db.sql("RESUME CHANGEFEED feed_t")
+    db.sql("UPSERT INTO t VALUES (4, 'd')")
+    written = now(db)
+
+    wait_resolved(tmp_path / "again", written)
+    assert afters(tmp_path / "again") == {(3, "c"), (1, "a2"), (4, "d")}  # (2, 'b') is older
+
+
+def test_set_cursor_forward_skips_the_changes_before_it(table: DB, tmp_path: Path) -> None:
+    db = table
+    out = tmp_path / "out"
+    paused_past_scan(db, "feed_t", out)
+    db.sql("UPSERT INTO t VALUES (5, 'skipped')")
+
+    db.sql("ALTER CHANGEFEED feed_t SET cursor = 'now'")
+    ((_name, statement),) = db.sql("SHOW CREATE CHANGEFEED feed_t").rows
+    assert "cursor = '" in statement and "cursor = 'now'" not in statement  # pinned
+    db.sql("RESUME CHANGEFEED feed_t")
+    db.sql("UPSERT INTO t VALUES (6, 'after')")
+    written = now(db)
+
+    wait_resolved(out, written)
+    assert afters(out) == {(1, "a"), (2, "b"), (6, "after")}
+
+
+@pytest.mark.parametrize(
+    ("alteration", "message"),
+    [
+        ("UNSET cursor", "option cursor says where the changefeed started"),
+        ("SET initial_scan = 'yes'", "option initial_scan says where the changefeed started"),
+        ("SET cursor", "option cursor needs a timestamp"),
+        ("SET cursor = 'yesterday-ish'", "is not a timestamp"),
+    ],
+)
+def test_bad_cursor_alterations_are_refused(
+    table: DB, tmp_path: Path, alteration: str, message: str
+) -> None:
+    db = table
+    paused_past_scan(db, "feed_t", tmp_path / "out")
+    before = show(db, "feed_t")
+    refused(db, f"ALTER CHANGEFEED feed_t {alteration}", "22023", message)
+    assert show(db, "feed_t") == before
+
+
+@pytest.fixture
+def gc_db(tmp_path: Path, store_config: StoreConfig) -> Iterator[DB]:
+    """A node whose garbage collection keeps 1 ms of history, run by hand."""
+    config = dataclasses.replace(store_config, gc_ttl_ns=1_000_000, gc_interval_s=3600.0)
+    database = feedkv.connect(tmp_path / "gc", config=config, changefeed_runner="thread")
+    yield database
+    database.close()
+
+
+def test_a_cursor_below_the_gc_threshold_is_refused_naming_it(gc_db: DB, tmp_path: Path) -> None:
+    db = gc_db
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    db.sql("INSERT INTO t VALUES (1, 'v0')")
+    early = now(db)
+    db.sql("UPSERT INTO t VALUES (1, 'v1')")
+    paused_past_scan(db, "feed_t", tmp_path / "out")  # it protects t from its high water on
+    assert db.node is not None
+    store = db.node.store
+    closed_past = now(db)
+    wait_until(
+        lambda: all(store.closed_timestamp(d.range_id) > closed_past for d in store.descriptors()),
+        timeout_s=DEADLINE,
+        what="every range closed",
+    )
+    assert store.collect_garbage() > 0
+    before = show(db, "feed_t")
+
+    with pytest.raises(SQLError) as raised:
+        db.sql(f"ALTER CHANGEFEED feed_t SET cursor = '{early}'")
+
+    assert raised.value.code == "22023"
+    assert f"cursor {early} is too old" in raised.value.message
+    assert "below the garbage-collection threshold" in raised.value.message
+    assert show(db, "feed_t") == before
+
+
+def test_alter_into_and_set_cursor_from_feedkv_sql(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store, first, second = tmp_path / "store", tmp_path / "first", tmp_path / "second"
+    cli(
+        store,
+        capsys,
+        "CREATE TABLE t (k INT PRIMARY KEY, v STRING)",
+        f"CREATE CHANGEFEED feed_t FOR TABLE t INTO 'file://{first}'",
+        "PAUSE CHANGEFEED feed_t",
+    )
+    ((cursor,),) = cli(store, capsys, "SELECT cluster_logical_timestamp()")[1:]
+    cli(store, capsys, f"ALTER CHANGEFEED feed_t INTO 'file://{second}' SET cursor = '{cursor}'")
+    printed = cli(store, capsys, "SHOW CREATE CHANGEFEED feed_t")
+    assert printed[1][1] == (
+        f"CREATE CHANGEFEED feed_t FOR TABLE defaultdb.public.t INTO 'file://{second}' "
+        f"WITH cursor = '{cursor}'"
+    )
+    printed = cli(store, capsys, "SHOW CHANGEFEED JOB feed_t")
+    row = dict(zip(printed[0], printed[1], strict=True))
+    assert (row["high_water_timestamp"], row["sink_uri"]) == (cursor, f"file://{second}")

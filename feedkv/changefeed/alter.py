@@ -81,6 +81,10 @@ def altered_spec(
     """``record``'s spec with ``statement``'s changes, validated like a new one (its
     description is :func:`alter`'s to redo)."""
     spec = record.spec
+    if (statement.add or statement.drop) and spec.database_id is not None:
+        raise option_error(
+            "a FOR DATABASE changefeed watches every table of its database: it takes no ADD or DROP"
+        )
     if (statement.add or statement.drop) and spec.query is not None:
         raise option_error(
             "a CDC query changefeed watches its query's table: it takes no ADD or DROP"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from feedkv.changefeed.changefeed import ChangefeedSpec
+from feedkv.changefeed.database import topic_name as database_topic_name
 from feedkv.changefeed.jobs import is_secret, redacted
 from feedkv.changefeed.options import ChangefeedOptions, option_error, parse_options
 from feedkv.changefeed.query import CDCQuery
@@ -75,6 +76,17 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
             options = dataclasses.replace(options, envelope="bare")  # as in CockroachDB
     targets: list[Target] = []
     topics: dict[int, str] = {}
+    database_id = None
+    if statement.database is not None:
+        if not admin:
+            require_admin(session, snapshot, "create a changefeed FOR DATABASE")
+        database = session.resolve_database(snapshot, statement.database)
+        database_id = database.id
+        for desc in catalog.list_tables(snapshot, database):
+            targets.append(Target(desc.id))
+            topics[desc.id] = topic_name(database.name, desc.name, options)
+            if options.cursor is not None:
+                check_history(db, Target(desc.id), desc.name, options.cursor)
     for written in statement.targets:
         database, desc = resolve_table(session, snapshot, written)
         if not admin:
@@ -113,6 +125,7 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
         description=_redacted_text(statement.text, statement.sink, options.given),
         user=session.user,
         query=statement.query.text if statement.query is not None else None,
+        database_id=database_id,
     )
     return Plan(spec, sink, now)
 
@@ -217,7 +230,7 @@ def sql_literal(text: str) -> str:
 
 
 def topic_name(database: str, table: str, options: ChangefeedOptions) -> str:
-    return f"{database}.public.{table}" if options.full_table_name else table
+    return database_topic_name(database, table, options)
 
 
 def resolve_table(

@@ -174,6 +174,7 @@ class JobRecord:
                     "description": spec.description,
                     "user": spec.user,
                     "query": spec.query,
+                    "database_id": spec.database_id,
                 },
             }
         ).encode()
@@ -207,6 +208,7 @@ class JobRecord:
             description=s["description"],
             user=s["user"],
             query=s["query"],
+            database_id=s.get("database_id"),
         )
         lease = Lease(d["lease"][0], d["lease"][1]) if d["lease"] else None
         database_id, name = d.get("name") or (None, None)

@@ -142,7 +142,11 @@ def create_statement(record: JobRecord, reader: catalog.Reader) -> str:
     text = "CREATE CHANGEFEED"
     if record.name is not None:
         text += f" {quote_name(record.name)}"
-    if spec.query is None:
+    if spec.database_id is not None:
+        database = catalog.get_descriptor(reader, spec.database_id)
+        shown = database.name if database is not None else f"[{spec.database_id}]"
+        text += f" FOR DATABASE {quote_name(shown) if database is not None else shown}"
+    elif spec.query is None:
         targets = []
         for target in spec.targets:
             names = table_names(reader, target.table_id)

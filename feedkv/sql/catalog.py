@@ -28,7 +28,7 @@ from feedkv.sql.row_codec import CATALOG_PREFIX
 from feedkv.storage.mvcc import KeyValue
 from feedkv.util.encoding import decode_value, encode_value, encode_values
 from feedkv.util.hlc import Timestamp
-from feedkv.util.keys import prefix_end
+from feedkv.util.keys import Span, prefix_end
 
 __all__ = [
     "DEFAULT_DATABASE",
@@ -43,6 +43,7 @@ __all__ = [
     "changefeed_watchers",
     "database_by_name",
     "descriptor_key",
+    "descriptor_span",
     "get_descriptor",
     "get_user",
     "job_key",
@@ -147,6 +148,11 @@ def job_key(job_id: int) -> bytes:
 def job_span() -> tuple[bytes, bytes]:
     """The keys of every job record."""
     return _JOB, prefix_end(_JOB)
+
+
+def descriptor_span() -> Span:
+    """The keys of every descriptor (databases and tables)."""
+    return Span(_DESC, prefix_end(_DESC))
 
 
 def changefeed_name_key(database_id: int, name: str) -> bytes:

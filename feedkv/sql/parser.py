@@ -1059,7 +1059,18 @@ class _Statement:
                     "expected FOR TABLE <name>, INTO, WITH or AS SELECT after the name",
                 )
         targets: list[st.ChangefeedTarget] = []
-        if i < len(words) and words[i] == "FOR":
+        database = None
+        if words[i : i + 2] == ["FOR", "DATABASE"]:
+            token = self.tokens[i + 2] if i + 2 < len(words) else None
+            if (
+                token is None
+                or not _name_like(token)
+                or (token.token_type is not TokenType.IDENTIFIER and words[i + 2] in _TARGET_END)
+            ):
+                raise self._error_at(i + 2, "expected a database name after FOR DATABASE")
+            database = _name(self.tokens[i + 2])
+            i += 3
+        elif i < len(words) and words[i] == "FOR":
             targets, i = self._targets(i + 1)
         sink = None
         if i < len(words) and words[i] == "INTO":
@@ -1076,16 +1087,18 @@ class _Statement:
             options, i = self._options(i + 1, values=True)
         query = None
         if i < len(words) and words[i] == "AS":
-            if targets:
+            if targets or database is not None:
                 raise self._error_at(i, "a changefeed has either FOR targets or AS SELECT")
             query = self._changefeed_query(i + 1)
             targets.append(st.ChangefeedTarget(query.table))  # type: ignore[arg-type]
             i = len(words)
         if i < len(words):
             raise self._error_at(i, "unexpected input after the changefeed's options")
-        if not targets:
+        if not targets and database is None:
             raise self._error_at(2, "expected FOR TABLE <name> or AS SELECT ... FROM <table>")
-        return st.CreateChangefeed(self.text, tuple(targets), sink, tuple(options), query, name)
+        return st.CreateChangefeed(
+            self.text, tuple(targets), sink, tuple(options), query, name, database
+        )
 
     def _targets(self, i: int) -> tuple[list[st.ChangefeedTarget], int]:
         """``[TABLE] t [FAMILY f], ...`` from token ``i``; returns the targets and the

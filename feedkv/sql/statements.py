@@ -411,6 +411,7 @@ class CreateChangefeed(Statement):
     options: tuple[tuple[str, str | None], ...] = ()
     query: Select | None = None
     name: TableName | None = None  # CREATE CHANGEFEED <name> FOR ...: a named changefeed
+    database: str | None = None  # FOR DATABASE db: every table of it (then no targets)
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ from feedkv.errors import InvariantViolation, SQLError
 from feedkv.kv.txn import Txn
 from feedkv.security.secrets import SEALED_PREFIX, Sealer, new_key
 from feedkv.sql import catalog
+from feedkv.sql.descriptor import DatabaseDescriptor
 from feedkv.sql.types import logical_decimal
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
@@ -346,6 +347,13 @@ def protected_spans(reader: catalog.Snapshot) -> list[tuple[Span, Timestamp]]:
             continue
         since = record.high_water or record.spec.start
         held += [(target.table_id, since) for target in record.spec.targets]
+        database = (
+            catalog.get_descriptor(reader, record.spec.database_id)
+            if record.spec.database_id is not None
+            else None
+        )
+        if isinstance(database, DatabaseDescriptor):  # FOR DATABASE: its tables of now too
+            held += [(desc.id, since) for desc in catalog.list_tables(reader, database)]
     held += [(h.table_id, h.since) for h in _holds(reader) if h.expires > reader.ts.wall]
     spans = []
     for table_id, since in held:

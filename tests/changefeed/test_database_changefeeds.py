@@ -14,9 +14,12 @@ from typing import Any
 import pytest
 
 from feedkv import DB
+from feedkv.changefeed.jobs import protected_spans
+from feedkv.changefeed.rows import Target
 from feedkv.changefeed.sinkless import FeedResult
 from feedkv.cli.main import main
 from feedkv.errors import SQLError
+from feedkv.sql import catalog
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
@@ -179,3 +182,23 @@ def test_a_database_changefeed_from_feedkv_sql(
         ["a", "[1]", '{"after": {"k": 1}}'],
         ["b", "[2]", '{"after": {"k": 2}}'],
     ]
+
+
+def table_id(db: DB, database: str, table: str) -> int:
+    snapshot = catalog.Snapshot(db, db.now())
+    return catalog.table_by_name(snapshot, catalog.database_by_name(snapshot, database), table).id
+
+
+def test_a_paused_database_job_holds_back_gc_of_tables_created_after_it(
+    shop: DB, tmp_path: Path
+) -> None:
+    db = shop
+    db.sql(f"CREATE CHANGEFEED whole FOR DATABASE shop INTO 'file://{tmp_path / 'out'}'")
+    db.sql("PAUSE CHANGEFEED whole")
+    db.sql("CREATE TABLE shop.later (k INT PRIMARY KEY)")
+
+    spans = [span for span, _since in protected_spans(catalog.Snapshot(db, db.now()))]
+
+    assert Target(table_id(db, "shop", "later")).span in spans
+    assert Target(table_id(db, "shop", "a")).span in spans
+    assert Target(table_id(db, "defaultdb", "c")).span not in spans

@@ -45,6 +45,7 @@ raises it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import threading
 import time
@@ -67,6 +68,7 @@ from feedkv.changefeed.sink import (
     TerminalSinkError,
     WindowSink,
     message_options,
+    schema_topic,
 )
 from feedkv.errors import FeedKVError
 from feedkv.rangefeed.event import Checkpoint, Value
@@ -87,6 +89,7 @@ __all__ = [
     "event_message",
     "resolved_topics",
     "scan_messages",
+    "schema_message",
     "stopped_by",
 ]
 
@@ -157,6 +160,9 @@ class Changefeed:
         self._with_diff = spec.options.diff or self._query is not None  # cdc_prev needs it
         self._scanned = not spec.options.scans
         self._topics_used: set[str] = set()
+        self._schema_topic = schema_topic(spec.sink_uri)
+        self._schema_seen: dict[int, Timestamp] = {}  # schema changes sent, per table
+        self._schema_from = spec.start
 
     def close(self) -> None:
         """Stop :meth:`run` (from any thread). Idempotent."""
@@ -213,6 +219,7 @@ class Changefeed:
             split_families=o.split_column_families,
         )
         self._decoder = decoder
+        self._schema_seen, self._schema_from = {}, start
         if not self._scanned:
             self.backfill_pending = len(self.spec.targets)
             for target in self.spec.targets:
@@ -264,6 +271,7 @@ class Changefeed:
                         continue
                     row = decoder.decode(event)
                     if row is not None and not frontier.rewritten(row.table.id, row.mvcc_ts):
+                        self._send_schema_changes(row.table.id, event.ts)
                         self._emit(row)
                     continue
                 if not isinstance(event, Checkpoint):
@@ -271,6 +279,8 @@ class Changefeed:
                 if retarget is not None and event.ts >= retarget.prev():
                     return retarget.prev()  # again, with the tables of the moment
                 self._backfill(frontier.reach(event.ts))
+                for target in self.spec.targets:
+                    self._send_schema_changes(target.table_id, event.ts)
                 self._count_emitted()
                 advance = frontier.advance(self._clock())
                 if advance is None:
@@ -317,6 +327,20 @@ class Changefeed:
                         self.backfill_pending -= 1
 
     # Emitting.
+
+    def _send_schema_changes(self, table_id: int, ts: Timestamp) -> None:
+        """With a ``schema_topic``: a message for each change of ``table_id``'s schema at
+        or below ``ts`` not sent yet, before any row at or after it (a restart sends them
+        again: at-least-once)."""
+        if self._schema_topic is None:
+            return
+        since = self._schema_seen.get(table_id, self._schema_from)
+        if ts <= since:
+            return
+        self._schema_seen[table_id] = ts
+        for change in self._decoder.histories[table_id].changes(since, ts):
+            table = self.spec.topics.get(table_id, change.after.name)
+            self._sink.emit_row(schema_message(self._schema_topic, table, change))
 
     def _all_topics(self, ts: Timestamp) -> list[str]:
         histories = self._decoder.histories
@@ -398,6 +422,24 @@ def cdc_query(spec: ChangefeedSpec) -> CDCQuery | None:
     from feedkv.changefeed.query import CDCQuery
 
     return CDCQuery(spec.query)
+
+
+def schema_message(topic: str, table: str, change: SchemaChange) -> Message:
+    """The message of a schema change for a ``schema_topic``: keyed by the table's
+    topic; the value names the table, the descriptor's new version, its columns (name
+    and type), what was added and dropped, and the change's timestamp."""
+    after = change.after
+    value = {
+        "table": table,
+        "version": after.version,
+        "columns": [{"name": c.name, "type": c.type.sql()} for c in after.columns],
+        "added_columns": list(change.added_columns),
+        "dropped_columns": list(change.dropped_columns),
+        "dropped": after.dropped,
+        "updated": str(change.ts),
+    }
+    key = json.dumps([table]).encode()
+    return Message(topic, key, json.dumps(value).encode(), change.ts, change.ts, after.version)
 
 
 def stopped_by(change: SchemaChange) -> ChangefeedError:

@@ -21,7 +21,7 @@ from feedkv.changefeed.create import (
     require_changefeed_privilege,
     resolve_table,
     topic_name,
-    watched_target,
+    watched_targets,
 )
 from feedkv.changefeed.jobs import (
     PAUSED,
@@ -132,17 +132,17 @@ def altered_spec(
     targets = list(spec.targets)
     for written in statement.drop:
         _database, desc = resolve_table(session, txn, written)
-        dropped = watched_target(desc, written)
-        if dropped not in targets:
-            raise option_error(f"table {written.table} is not a target of job {record.id}")
-        targets.remove(dropped)
+        for dropped in watched_targets(desc, written):
+            if dropped not in targets:
+                raise option_error(f"table {written.table} is not a target of job {record.id}")
+            targets.remove(dropped)
     for written in statement.add:
         _database, desc = resolve_table(session, txn, written)
         require_changefeed_privilege(session, txn, desc, "CHANGEFEED")
-        added = watched_target(desc, written)
-        if added in targets:
-            raise option_error(f"table {written.table} is already a target of job {record.id}")
-        targets.append(added)
+        for added in watched_targets(desc, written):
+            if added in targets:
+                raise option_error(f"table {written.table} is already a target of job {record.id}")
+            targets.append(added)
     if not targets:
         raise option_error(f"job {record.id} would watch no table; CANCEL JOB {record.id} instead")
     topics = {}

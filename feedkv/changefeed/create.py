@@ -48,6 +48,7 @@ __all__ = [
     "sql_literal",
     "topic_name",
     "watched_target",
+    "watched_targets",
 ]
 
 
@@ -92,9 +93,9 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
         if not admin:
             need = "CHANGEFEED" if statement.sink is not None else "SELECT"
             require_changefeed_privilege(session, snapshot, desc, need)
-        target = watched_target(desc, written)
-        _check_distinct(target, targets, written.table)
-        targets.append(target)
+        for target in watched_targets(desc, written):
+            _check_distinct(target, targets, written.table)
+            targets.append(target)
         if query is not None:
             query.check(desc)
         topics[desc.id] = topic_name(database.name, desc.name, options)
@@ -128,6 +129,18 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
         database_id=database_id,
     )
     return Plan(spec, sink, now)
+
+
+def watched_targets(desc: TableDescriptor, written: st.ChangefeedTarget) -> list[Target]:
+    """The targets ``written`` names in ``desc``: the table, or a span of it
+    for each span of its ``PARTITION p`` (42704 when it has none such), or its ``VALUES
+    FROM (a) TO (b)`` (see :func:`watched_target`)."""
+    if written.partition is None:
+        return [watched_target(desc, written)]
+    if written.family is not None:
+        desc.family(written.family)  # 42704 when it does not exist
+    partition = desc.partition(written.partition)
+    return [Target(desc.id, written.family, span) for span in partition.spans]
 
 
 def watched_target(desc: TableDescriptor, written: st.ChangefeedTarget) -> Target:

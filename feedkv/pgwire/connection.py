@@ -146,6 +146,7 @@ _SHOWS = (
     | st.ShowDatabases
     | st.ShowCreateTable
     | st.ShowRanges
+    | st.ShowPartitions
     | st.ShowChangefeedJobs
     | st.ShowCreateChangefeed
     | st.ClusterSetting

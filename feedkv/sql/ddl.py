@@ -31,6 +31,8 @@ from feedkv.sql.descriptor import (
     TableDescriptor,
 )
 from feedkv.sql.execution import Execution, Result
+from feedkv.sql.partitions import SHOW_COLUMNS as PARTITION_COLUMNS
+from feedkv.sql.partitions import partitions_of, show_rows
 from feedkv.sql.plan import column_default
 from feedkv.sql.row_codec import (
     encode_family_value,
@@ -151,7 +153,7 @@ def _table_descriptor(
     if len(set(key_names)) != len(key_names):
         raise SQLError("42701", "a column appears twice in the primary key")
     families = _families(ex, s, columns, by_name)
-    return TableDescriptor(
+    desc = TableDescriptor(
         id=table_id,
         name=s.table.name,
         database_id=database.id,
@@ -161,6 +163,9 @@ def _table_descriptor(
         next_column_id=len(columns) + 1,
         next_family_id=len(families),
     )
+    if s.partitioning is not None:
+        desc = replace(desc, partitions=partitions_of(desc, s.partitioning, ex.constant))
+    return desc
 
 
 def _column(ex: Execution, spec: st.ColumnSpec, column_id: int, *, key: bool) -> Column:
@@ -369,6 +374,14 @@ def show_create_table(ex: Execution, s: st.ShowCreateTable) -> Result:
     return Result(("table_name", "create_statement"), [(name, desc.create_statement())], "SHOW 1")
 
 
+def show_partitions(ex: Execution, s: st.ShowPartitions) -> Result:
+    desc = ex.table(s.table)
+    database = catalog.get_descriptor(ex.read_source, desc.database_id)
+    name = database.name if database is not None else ""
+    rows = show_rows(name, desc)
+    return Result(PARTITION_COLUMNS, rows, f"SHOW {len(rows)}")
+
+
 def show_ranges(ex: Execution, s: st.ShowRanges) -> Result:
     desc = ex.table(s.table)
     span = table_span(desc.id)
@@ -529,6 +542,7 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.ShowTables: show_tables,
     st.ShowCreateTable: show_create_table,
     st.ShowRanges: show_ranges,
+    st.ShowPartitions: show_partitions,
     st.SplitAt: split_at,
     st.CreateUser: create_user,
     st.AlterUserPassword: alter_user_password,

@@ -26,6 +26,7 @@ __all__ = [
     "Column",
     "DatabaseDescriptor",
     "Family",
+    "Partition",
     "RESERVED_WORDS",
     "TableDescriptor",
     "decode_descriptor",
@@ -89,6 +90,31 @@ class DatabaseDescriptor:
         return json.dumps({"database": {"id": self.id, "name": self.name}}).encode()
 
 
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """A partition of a table (``PARTITION BY LIST | RANGE`` on a primary key prefix):
+    its ``name``, the key spans its rows lie in (``[start, end)`` each), its ``values``
+    as written (``VALUES IN (...)``, ``VALUES FROM (...) TO (...)``) and ``columns``."""
+
+    name: str
+    spans: tuple[tuple[bytes, bytes], ...]
+    values: str
+    columns: str = ""  # the partitioning's columns, as SHOW PARTITIONS names them
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "spans": [[start.hex(), end.hex()] for start, end in self.spans],
+            "values": self.values,
+            "columns": self.columns,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Partition:
+        spans = tuple((bytes.fromhex(s), bytes.fromhex(e)) for s, e in data["spans"])
+        return cls(data["name"], spans, data["values"], data.get("columns", ""))
+
+
 @dataclass(frozen=True)
 class TableDescriptor:
     """A table's schema at one version.
@@ -108,6 +134,7 @@ class TableDescriptor:
     next_column_id: int = 1
     next_family_id: int = 1
     dropped: bool = False
+    partitions: tuple[Partition, ...] = ()  # PARTITION BY, on a primary key prefix
     _by_name: dict[str, Column] = field(init=False, repr=False, compare=False)
     _by_id: dict[int, Column] = field(init=False, repr=False, compare=False)
     # NB: the row codec keeps its per-version decoding plan here (row_codec._layout).
@@ -125,6 +152,16 @@ class TableDescriptor:
         if found is None:
             raise SQLError("42703", f"column {name!r} does not exist in table {self.name!r}")
         return found
+
+    def partition(self, name: str) -> Partition:
+        """The partition called ``name``; SQLSTATE 42704 names it if there is none."""
+        for partition in self.partitions:
+            if partition.name == name:
+                return partition
+        known = ", ".join(p.name for p in self.partitions) or "none"
+        raise SQLError(
+            "42704", f"partition {name!r} does not exist in table {self.name!r} (it has {known})"
+        )
 
     def find_column(self, name: str) -> Column | None:
         return self._by_name.get(name)
@@ -209,6 +246,11 @@ class TableDescriptor:
                     "next_column_id": self.next_column_id,
                     "next_family_id": self.next_family_id,
                     "dropped": self.dropped,
+                    **(
+                        {"partitions": [p.to_json() for p in self.partitions]}
+                        if self.partitions
+                        else {}
+                    ),
                 }
             },
             separators=(",", ":"),
@@ -229,6 +271,7 @@ class TableDescriptor:
             next_column_id=data["next_column_id"],
             next_family_id=data["next_family_id"],
             dropped=data.get("dropped", False),
+            partitions=tuple(Partition.from_json(p) for p in data.get("partitions", ())),
         )
 
 

@@ -388,12 +388,17 @@ class _Statement:
         self._keep_int4()
         families: list[st.FamilySpec] = []
         column_families: dict[str, tuple[str | None, bool]] = {}
+        partitioning = None
+        if words[:2] == ["CREATE", "TABLE"]:
+            partitioning = self._cut_partitioning()
         if words[:2] == ["CREATE", "TABLE"] or words[:2] == ["ALTER", "TABLE"]:
             families, column_families = self._cut_families()
         as_of = self._cut_as_of()
         returning = self._cut_delete_returning()
         node = self._sqlglot()
-        converter = _Converter(self.text, upsert, families, column_families, as_of, returning)
+        converter = _Converter(
+            self.text, upsert, families, column_families, as_of, returning, partitioning
+        )
         return converter.convert(node)
 
     def _sqlglot(self) -> exp.Expr:
@@ -487,7 +492,10 @@ class _Statement:
         if unsupported:
             raise SQLError("0A000", unsupported)
         changefeed = "CHANGEFEED" in words[:2]  # its own parser names what is missing
+        # so does CREATE TABLE's PARTITION BY (_cut_partitioning)
+        own_parser = changefeed or (words[:2] == ["CREATE", "TABLE"] and "PARTITION BY" in words)
         opened: list[int] = []
+        last_opened = -1  # where the list that closed last opened
         for i, token in enumerate(tokens):
             kind = token.token_type
             if kind is TokenType.IDENTIFIER and not token.text:
@@ -495,7 +503,9 @@ class _Statement:
             if kind in _NAME_TOKENS and "\x00" in token.text:
                 raise SQLError("42602", f"invalid name {token.text!r}: it contains a NUL character")
             if kind is TokenType.L_PAREN:
-                if i and tokens[i - 1].token_type is TokenType.R_PAREN:
+                # NB: PARTITION BY LIST (a) (PARTITION ...): two lists with no comma
+                partitions = last_opened > 1 and self._keyword(last_opened - 2) == "PARTITION BY"
+                if i and tokens[i - 1].token_type is TokenType.R_PAREN and not partitions:
                     raise self._error_at(i, "a comma is missing between the lists")
                 opened.append(i)
                 if len(opened) > _MAX_NESTING:
@@ -503,7 +513,7 @@ class _Statement:
             elif kind is TokenType.R_PAREN:
                 if not opened:
                     raise self._error_at(i, "unbalanced parenthesis")
-                opened.pop()
+                last_opened = opened.pop()
             nxt = i + 1
             if kind is TokenType.COMMA:
                 after = tokens[nxt].token_type if nxt < len(tokens) else None
@@ -516,7 +526,7 @@ class _Statement:
                 privileges = self.words[0] in ("GRANT", "REVOKE")
                 if opens_list or (self._keyword(i - 1) in _LIST_STARTS and not privileges):
                     raise self._error_at(i, "a list item is missing")
-            word = self._keyword(i) if not changefeed else ""
+            word = self._keyword(i) if not own_parser else ""
             cut_short = nxt == len(tokens) or self._keyword(nxt) in _CLAUSE_STARTS
             if word in _NEEDS_MORE and cut_short and self.words[i - 1 : i + 1] != _DEFAULT_VALUES:
                 raise self._error_at(nxt, f"{word} needs something after it")
@@ -587,6 +597,8 @@ class _Statement:
             depth += kind is TokenType.L_PAREN
             depth -= kind is TokenType.R_PAREN
             if depth == 0:
+                if i + 1 < len(tokens) and self._keyword(i + 1) == "PARTITION BY":
+                    return  # cut out and parsed by _cut_partitioning
                 if i + 1 < len(tokens):
                     word = self._keyword(i + 1).split(" ")[0]  # sqlglot: "PARTITION BY"
                     if word in ("PARTITION", "INHERITS", "WITH", "INTERLEAVE", "LOCALITY"):
@@ -595,6 +607,82 @@ class _Statement:
                 return
 
     # CockroachDB-only clauses, cut out of the text sqlglot sees.
+
+    def _cut_partitioning(self) -> st.Partitioning | None:
+        """Cut out a CREATE TABLE's ``PARTITION BY LIST | RANGE (columns) (PARTITION p
+        VALUES IN (...) | VALUES FROM (...) TO (...), ...)``."""
+        words, tokens = self.words, self.tokens
+        at = next((i for i, word in enumerate(words) if word == "PARTITION BY"), None)
+        if at is None:
+            return None
+        kind = words[at + 1] if at + 1 < len(words) else ""
+        if kind not in ("LIST", "RANGE"):
+            raise self._error_at(at + 1, "expected PARTITION BY LIST (...) or RANGE (...)")
+        columns_end = self._closing(at + 2)
+        columns = []
+        for i in range(at + 3, columns_end, 2):
+            if not _name_like(tokens[i]) or words[i + 1] not in (",", ")"):
+                raise self._error_at(i, "expected the partitioning's column names")
+            columns.append(_name(tokens[i]))
+        if not columns:
+            raise self._error_at(at + 3, "expected the partitioning's column names")
+        close = self._closing(columns_end + 1)
+        if close + 1 != len(tokens):
+            raise self._error_at(close + 1, "expected the end after PARTITION BY (...)")
+        partitions: list[st.PartitionSpec] = []
+        j = columns_end + 2
+        while True:
+            if words[j] != "PARTITION" or not _name_like(tokens[j + 1]):
+                raise self._error_at(j, "expected PARTITION <name> VALUES ...")
+            name = _name(tokens[j + 1])
+            if kind == "LIST":
+                if words[j + 2 : j + 4] != ["VALUES", "IN"]:
+                    raise self._error_at(j + 2, "expected VALUES IN (...)")
+                end = self._closing(j + 4)
+                if words[j + 5 : end] == ["DEFAULT"]:
+                    partition = st.PartitionSpec(name, default=True)
+                else:
+                    values, _ = self._key_tuple(j + 4)
+                    partition = st.PartitionSpec(name, tuple(_list_value(v) for v in values))
+                j = end + 1
+            else:
+                if words[j + 2 : j + 4] != ["VALUES", "FROM"]:
+                    raise self._error_at(j + 2, "expected VALUES FROM (...) TO (...)")
+                start, j = self._range_bound(j + 4, "MINVALUE")
+                if words[j : j + 1] != ["TO"]:
+                    raise self._error_at(j, "expected TO (...) after VALUES FROM (...)")
+                bound_end, j = self._range_bound(j + 1, "MAXVALUE")
+                partition = st.PartitionSpec(name, start=start, end=bound_end)
+            partitions.append(partition)
+            if j == close:
+                break
+            if words[j] != ",":
+                raise self._error_at(j, "expected , or ) after a partition")
+            j += 1
+        self._mask(at, close)
+        return st.Partitioning(
+            "list" if kind == "LIST" else "range", tuple(columns), tuple(partitions)
+        )
+
+    def _closing(self, i: int) -> int:
+        """The index of the parenthesis that closes the one at token ``i``."""
+        tokens = self.tokens
+        if i >= len(tokens) or tokens[i].token_type is not TokenType.L_PAREN:
+            raise self._error_at(i, "expected a parenthesized list")
+        depth = 0
+        for j in range(i, len(tokens)):
+            depth += tokens[j].token_type is TokenType.L_PAREN
+            depth -= tokens[j].token_type is TokenType.R_PAREN
+            if depth == 0:
+                return j
+        raise self._error_at(i, "this parenthesis is never closed")
+
+    def _range_bound(self, i: int, unbounded: str) -> tuple[tuple[exp.Expr, ...], int]:
+        """``(values)`` or ``(MINVALUE)`` / ``(MAXVALUE)`` (``()``) from token ``i``."""
+        end = self._closing(i)
+        if self.words[i + 1 : end] == [unbounded]:
+            return (), end + 1
+        return self._key_tuple(i)
 
     def _cut_as_of(self) -> exp.Expr | None:
         words = self.words
@@ -788,6 +876,8 @@ class _Statement:
             return st.ShowCreateTable(self.text, self._table_name(start, len(words)))
         if words[1:4] == ["RANGES", "FROM", "TABLE"]:
             return st.ShowRanges(self.text, self._table_name(4, len(words)))
+        if words[1:4] == ["PARTITIONS", "FROM", "TABLE"]:
+            return st.ShowPartitions(self.text, self._table_name(4, len(words)))
         if words[1] == "GRANTS":
             return self._show_grants()
         if words[1:] == ["CHANGEFEED", "JOBS"] or words[1:] == ["JOBS"]:
@@ -1061,12 +1151,7 @@ class _Statement:
         targets: list[st.ChangefeedTarget] = []
         database = None
         if words[i : i + 2] == ["FOR", "DATABASE"]:
-            token = self.tokens[i + 2] if i + 2 < len(words) else None
-            if (
-                token is None
-                or not _name_like(token)
-                or (token.token_type is not TokenType.IDENTIFIER and words[i + 2] in _TARGET_END)
-            ):
+            if not self._target_name(i + 2):
                 raise self._error_at(i + 2, "expected a database name after FOR DATABASE")
             database = _name(self.tokens[i + 2])
             i += 3
@@ -1119,6 +1204,12 @@ class _Statement:
                     raise self._error_at(i + 1, "expected a family name after FAMILY")
                 family = _name(self.tokens[i + 1])
                 i += 2
+            partition = None
+            if i < len(words) and words[i] == "PARTITION":
+                if not self._target_name(i + 1):
+                    raise self._error_at(i + 1, "expected a partition name after PARTITION")
+                partition = _name(self.tokens[i + 1])
+                i += 2
             start = end = None
             if i < len(words) and words[i] == "VALUES":
                 if words[i + 1 : i + 2] != ["FROM"]:
@@ -1127,7 +1218,9 @@ class _Statement:
                 if words[i : i + 1] != ["TO"]:
                     raise self._error_at(i, "expected TO (...) after VALUES FROM (...)")
                 end, i = self._key_tuple(i + 1)
-            targets.append(st.ChangefeedTarget(table, family, start, end))
+            if partition is not None and start is not None:
+                raise self._error_at(i, "a target takes PARTITION or VALUES FROM, not both")
+            targets.append(st.ChangefeedTarget(table, family, start, end, partition))
             if i < len(words) and words[i] == ",":
                 i += 1
                 continue
@@ -1189,20 +1282,23 @@ class _Statement:
             raise SQLError("22003", f"job id {token.text} is out of range for type INT8")
         return job_id
 
+    def _target_name(self, i: int) -> bool:
+        """Whether token ``i`` is a name in a changefeed statement: not a string, nor a
+        word that ends a target unless quoted."""
+        if i >= len(self.words) or not _name_like(self.tokens[i]):
+            return False
+        quoted = self.tokens[i].token_type is TokenType.IDENTIFIER
+        return quoted or self.words[i] not in _TARGET_END
+
     def _changefeed_name(self, i: int) -> tuple[st.TableName, int]:
         """A changefeed's name (``name`` or ``db.name``) from token ``i``; returns it and
         the index after it."""
         words = self.words
         parts: list[str] = []
         while True:
-            token = self.tokens[i] if i < len(words) else None
-            if (
-                token is None
-                or not _name_like(token)
-                or (token.token_type is not TokenType.IDENTIFIER and words[i] in _TARGET_END)
-            ):
+            if not self._target_name(i):
                 raise self._error_at(i, "expected a changefeed name (name or database.name)")
-            parts.append(_name(token))
+            parts.append(_name(self.tokens[i]))
             i += 1
             if len(parts) < 2 and i < len(words) and words[i] == ".":
                 i += 1
@@ -1305,7 +1401,19 @@ class _Statement:
         return select
 
 
-_TARGET_END = {",", "FAMILY", "VALUES", "INTO", "WITH", "AS", "ADD", "DROP", "SET", "UNSET"}
+_TARGET_END = {
+    ",",
+    "FAMILY",
+    "PARTITION",
+    "VALUES",
+    "INTO",
+    "WITH",
+    "AS",
+    "ADD",
+    "DROP",
+    "SET",
+    "UNSET",
+}
 _OPTION_VALUES = {TokenType.STRING, TokenType.NUMBER, TokenType.VAR, TokenType.IDENTIFIER}
 _CLAUSE_WORDS = {"WHERE", "ORDER", "LIMIT", "OFFSET", "GROUP", "HAVING", "FOR"}
 _LITERALS = {
@@ -1337,6 +1445,7 @@ _SHOW_STATEMENTS = {
     "DATABASES",
     "CREATE",
     "RANGES",
+    "PARTITIONS",
     "CHANGEFEED",
     "JOBS",
     "JOB",
@@ -1377,6 +1486,15 @@ _COLUMN_WORDS = {
     ",",
     ")",
 }
+
+
+def _list_value(node: exp.Expr) -> tuple[exp.Expr, ...]:
+    """One value of ``VALUES IN (...)``: ``v``, ``(v)`` or a tuple ``(a, b)``."""
+    if isinstance(node, exp.Tuple):
+        return tuple(node.expressions)
+    if isinstance(node, exp.Paren):
+        return (node.this,)
+    return (node,)
 
 
 def _name_like(token: Token) -> bool:
@@ -1423,6 +1541,7 @@ class _Converter:
     column_families: dict[str, tuple[str | None, bool]]
     as_of: exp.Expr | None
     returning: tuple[exp.Expr, ...] | None  # cut out of the text (a DELETE's)
+    partitioning: st.Partitioning | None = None  # cut out of a CREATE TABLE
 
     def convert(self, node: exp.Expr) -> st.Statement:
         if self.as_of is not None and not isinstance(node, exp.Select):
@@ -1482,7 +1601,13 @@ class _Converter:
             else:
                 raise _unsupported(element, "table element")
         return st.CreateTable(
-            self.text, table, tuple(columns), primary_key, tuple(self.families), if_not_exists
+            self.text,
+            table,
+            tuple(columns),
+            primary_key,
+            tuple(self.families),
+            if_not_exists,
+            self.partitioning,
         )
 
     def _column(self, node: exp.ColumnDef) -> st.ColumnSpec:

@@ -19,6 +19,8 @@ __all__ = [
     "AlterUserPassword",
     "Begin",
     "ChangefeedTarget",
+    "PartitionSpec",
+    "Partitioning",
     "ColumnSpec",
     "Cte",
     "Commit",
@@ -50,6 +52,7 @@ __all__ = [
     "ShowCreateTable",
     "ShowDatabases",
     "ShowGrants",
+    "ShowPartitions",
     "ShowRanges",
     "ShowTables",
     "Source",
@@ -147,6 +150,30 @@ class CreateTable(Statement):
     primary_key: tuple[str, ...] | None
     families: tuple[FamilySpec, ...]
     if_not_exists: bool = False
+    partitioning: Partitioning | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSpec:
+    """One partition of ``PARTITION BY LIST``: ``VALUES IN (...)`` (``values``, a
+    tuple per value; ``default`` for ``VALUES IN (DEFAULT)``), or of ``PARTITION BY
+    RANGE``: ``VALUES FROM (start) TO (end)`` (``()``: MINVALUE / MAXVALUE)."""
+
+    name: str
+    values: tuple[tuple[exp.Expr, ...], ...] = ()
+    default: bool = False
+    start: tuple[exp.Expr, ...] | None = None
+    end: tuple[exp.Expr, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Partitioning:
+    """``PARTITION BY LIST | RANGE (columns) (partitions)`` of a CREATE TABLE, on a
+    prefix of its primary key (CockroachDB's table partitions)."""
+
+    kind: Literal["list", "range"]
+    columns: tuple[str, ...]
+    partitions: tuple[PartitionSpec, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +213,13 @@ class ShowCreateTable(Statement):
 
 @dataclass(frozen=True, slots=True)
 class ShowRanges(Statement):
+    table: TableName
+
+
+@dataclass(frozen=True, slots=True)
+class ShowPartitions(Statement):
+    """``SHOW PARTITIONS FROM TABLE t``."""
+
     table: TableName
 
 
@@ -395,6 +429,7 @@ class ChangefeedTarget:
     family: str | None = None
     start: tuple[exp.Expr, ...] | None = None
     end: tuple[exp.Expr, ...] | None = None
+    partition: str | None = None  # PARTITION p: the rows of that partition of the table
 
 
 @dataclass(frozen=True, slots=True)

@@ -225,7 +225,15 @@ class TableDescriptor:
                 )
                 lines.append(f"FAMILY {quote_name(family.name)} ({names})")
         body = ",\n\t".join(lines)
-        return f"CREATE TABLE {qualified_name or quote_name(self.name)} (\n\t{body}\n)"
+        text = f"CREATE TABLE {qualified_name or quote_name(self.name)} (\n\t{body}\n)"
+        if self.partitions:
+            first = self.partitions[0]
+            kind = "LIST" if first.values.startswith("VALUES IN") else "RANGE"
+            parts = ",\n\t".join(
+                f"PARTITION {quote_name(p.name)} {p.values}" for p in self.partitions
+            )
+            text += f" PARTITION BY {kind} ({first.columns}) (\n\t{parts}\n)"
+        return text
 
     # Storage.
 

@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING
 from feedkv.changefeed.changefeed import ChangefeedSpec
 from feedkv.changefeed.create import (
     check_history,
+    check_not_into_watched,
     require_changefeed_privilege,
     resolve_table,
     topic_name,
     watched_targets,
 )
+from feedkv.changefeed.database import database_tables
 from feedkv.changefeed.jobs import (
     PAUSED,
     JobRecord,
@@ -143,14 +145,24 @@ def altered_spec(
             if added in targets:
                 raise option_error(f"table {written.table} is already a target of job {record.id}")
             targets.append(added)
-    if not targets:
-        raise option_error(f"job {record.id} would watch no table; CANCEL JOB {record.id} instead")
-    topics = {}
-    for target in targets:
-        names = table_names(txn, target.table_id)
-        if names is None:
-            raise option_error(f"table [{target.table_id}] of job {record.id} was dropped")
-        topics[target.table_id] = topic_name(*names, options)
+    if spec.database_id is not None:  # FOR DATABASE: the tables of the moment
+        found = database_tables(session.db, spec.database_id, options, session.db.now())
+        if found is None:
+            raise option_error(f"the database of job {record.id} was dropped")
+        targets, topics = list(found[0]), found[1]
+    else:
+        if not targets:
+            raise option_error(
+                f"job {record.id} would watch no table; CANCEL JOB {record.id} instead"
+            )
+        topics = {}
+        for target in targets:
+            names = table_names(txn, target.table_id)
+            if names is None:
+                raise option_error(f"table [{target.table_id}] of job {record.id} was dropped")
+            topics[target.table_id] = topic_name(*names, options)
+    if statement.sink is not None:
+        check_not_into_watched(sink, targets, topics)
     return dataclasses.replace(
         spec,
         targets=tuple(targets),

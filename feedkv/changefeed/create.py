@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Plan",
     "check_history",
+    "check_not_into_watched",
     "plan_changefeed",
     "is_admin",
     "require_admin",
@@ -110,11 +111,7 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
                 f"the {sink.kind.name} sink keeps whole rows by primary key: a changefeed "
                 "into it takes tables, not a query (CREATE CHANGEFEED FOR TABLE ...)"
             )
-        if sink.scheme == "experimental-sql" and any(
-            topics[t.table_id].split(".")[-1] == (sink.host + sink.path).split(".")[-1].strip("/")
-            for t in targets
-        ):
-            raise option_error("a changefeed cannot write into a table it watches")
+        check_not_into_watched(sink, targets, topics)
     else:
         _check_sinkless(options)
     spec = ChangefeedSpec(
@@ -201,6 +198,15 @@ def _check_distinct(target: Target, targets: list[Target], table: st.TableName) 
                 f"table {table} is a target more than once"
                 + (" (its VALUES FROM ... TO ranges overlap)" if target.bounds else "")
             )
+
+
+def check_not_into_watched(sink: SinkURI, targets: list[Target], topics: dict[int, str]) -> None:
+    """A changefeed into a SQL table may not write into a table it watches."""
+    if sink.scheme == "experimental-sql" and any(
+        topics[t.table_id].split(".")[-1] == (sink.host + sink.path).split(".")[-1].strip("/")
+        for t in targets
+    ):
+        raise option_error("a changefeed cannot write into a table it watches")
 
 
 def check_history(db: KVClient, target: Target, table: str, cursor: Timestamp) -> None:

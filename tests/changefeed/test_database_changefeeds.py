@@ -117,10 +117,22 @@ def test_a_database_job_follows_tables_created_while_it_was_paused(
     ((_name, statement),) = db.sql("SHOW CREATE CHANGEFEED whole").rows
     assert statement == f"CREATE CHANGEFEED whole FOR DATABASE shop INTO 'file://{out}' WITH {FAST}"
     db.sql("PAUSE CHANGEFEED whole")
+    db.sql("DROP TABLE shop.b")
+    db.sql("ALTER CHANGEFEED whole SET resolved = '1s'")  # its tables are those of now
+    record = db.changefeeds.record(show_job_id(db, "whole"))
+    assert record is not None
+    assert sorted(record.spec.topics.values()) == ["a", "later"]
     with pytest.raises(SQLError) as raised:
         db.sql("ALTER CHANGEFEED whole ADD c")
     assert raised.value.code == "22023"
     assert "watches every table of its database" in raised.value.message
+
+
+def show_job_id(db: DB, name: str) -> int:
+    result = db.sql(f"SHOW CHANGEFEED JOB {name}")
+    job_id = result.rows[0][result.columns.index("job_id")]
+    assert isinstance(job_id, int)
+    return job_id
 
 
 def messages(out: Path) -> list[dict[str, Any]]:

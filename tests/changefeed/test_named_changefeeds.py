@@ -694,3 +694,15 @@ def test_alter_into_and_set_cursor_from_feedkv_sql(
     printed = cli(store, capsys, "SHOW CHANGEFEED JOB feed_t")
     row = dict(zip(printed[0], printed[1], strict=True))
     assert (row["high_water_timestamp"], row["sink_uri"]) == (cursor, f"file://{second}")
+
+
+def test_alter_into_a_table_it_watches_is_refused(table: DB, tmp_path: Path) -> None:
+    db = table
+    paused_past_scan(db, "feed_t", tmp_path / "out")
+    refused(
+        db,
+        "ALTER CHANGEFEED feed_t INTO 'experimental-sql://t'",
+        "22023",
+        "a changefeed cannot write into a table it watches",
+    )
+    assert show(db, "feed_t")["sink_uri"] == f"file://{tmp_path / 'out'}"

@@ -4,9 +4,13 @@ the spec of a changefeed, checked whole.
 :func:`plan_changefeed` checks everything before anything starts: the user is an admin,
 the tables (and families) exist as of the statement's timestamp, every option and the
 sink URI are valid together. A failure raises :class:`~feedkv.errors.SQLError` and
-creates nothing. The service that then starts the changefeed or its job is
-:mod:`feedkv.changefeed.service`; ``ALTER CHANGEFEED`` checks a job's new spec with the
-same rules (:mod:`feedkv.changefeed.alter`).
+creates nothing. A target is a table, one of its families, a range of its primary keys
+(``VALUES FROM (a) TO (b)``) or one of its partitions (``PARTITION p``): each becomes a
+:class:`~feedkv.changefeed.rows.Target` whose span is all the feed reads of it
+(:func:`watched_targets`). ``FOR DATABASE db`` watches the tables of a database, as they
+come and go (:mod:`feedkv.changefeed.database`). The service that then starts the
+changefeed or its job is :mod:`feedkv.changefeed.service`; ``ALTER CHANGEFEED`` checks a
+job's new spec with the same rules (:mod:`feedkv.changefeed.alter`).
 """
 
 from __future__ import annotations

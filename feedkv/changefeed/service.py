@@ -10,7 +10,10 @@ sink becomes a job record (:mod:`feedkv.changefeed.jobs`) that a node's registry
 (:mod:`feedkv.changefeed.registry`) runs, and the statement returns its ``job_id``. The
 job statements are ``SHOW CHANGEFEED JOBS``, ``PAUSE`` / ``RESUME`` / ``CANCEL JOB``
 (:mod:`feedkv.changefeed.control`), ``ALTER CHANGEFEED`` (:mod:`feedkv.changefeed.alter`)
-and the cluster settings (:mod:`feedkv.changefeed.cluster_settings`).
+and the cluster settings (:mod:`feedkv.changefeed.cluster_settings`). A named changefeed
+(:mod:`feedkv.changefeed.names`) is reached by its name wherever a job id is taken, and
+also by ``PAUSE | RESUME | DROP CHANGEFEED`` and ``SHOW CREATE CHANGEFEED``; the name is
+resolved to the job id first, so every statement then runs as for a job id.
 """
 
 from __future__ import annotations

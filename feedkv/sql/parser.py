@@ -9,8 +9,10 @@ syntax that PostgreSQL lacks is handled around it, on sqlglot's tokens:
   qualifiers, are cut out of CREATE TABLE and ALTER TABLE ADD COLUMN;
 - ``SHOW ...``, ``ALTER TABLE ... SPLIT AT VALUES``, ``CREATE USER``,
   ``GRANT admin TO``, ``CREATE CHANGEFEED`` (but for its ``AS SELECT`` query),
-  ``ALTER CHANGEFEED`` and ``PAUSE`` / ``RESUME`` / ``CANCEL JOB`` are parsed here
-  entirely.
+  ``ALTER CHANGEFEED``, ``PAUSE`` / ``RESUME`` / ``CANCEL JOB``, the named changefeed
+  statements (``PAUSE | RESUME | DROP CHANGEFEED``, ``SHOW CREATE CHANGEFEED``) and
+  ``SHOW PARTITIONS`` are parsed here entirely;
+- a CREATE TABLE's ``PARTITION BY LIST | RANGE (...) (...)`` is cut out and parsed here.
 
 Cut-out text is replaced by spaces, so the positions in sqlglot's syntax errors stay
 true to what the user typed. Every error is a :class:`~feedkv.errors.SQLError`: 42601

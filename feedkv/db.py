@@ -281,6 +281,7 @@ class DB(KVFeedClient):
                     external_io_dir=(
                         self._node.external_io_dir if self._node is not None else None
                     ),
+                    runner=self.changefeed_runner if registry is not None else None,
                 )
             return self._changefeeds
 

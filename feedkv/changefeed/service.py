@@ -90,11 +90,15 @@ class Changefeeds:
         metrics: ChangefeedMetrics | None = None,
         *,
         external_io_dir: Path | None = None,
+        runner: str | None = None,
     ) -> None:
         """``external_io_dir``: ``file://`` sinks must lie below it (``None``: anywhere,
-        as for an embedded node, whose users already hold the process's rights)."""
+        as for an embedded node, whose users already hold the process's rights).
+        ``runner``: how ``registry`` runs jobs (``spark``, ``thread``; ``None``: not
+        known here, as for a client of a remote node)."""
         self._db = db
         self._external_io_dir = external_io_dir
+        self._runner = runner
         self._registry = registry
         self._metrics = metrics or ChangefeedMetrics()
         self._lock = threading.Lock()
@@ -104,6 +108,13 @@ class Changefeeds:
         plan = plan_changefeed(statement, session)
         if plan.sink is None:
             return self._start_sinkless(plan.spec)
+        if plan.spec.database_id is not None and self._runner == "spark":
+            raise SQLError(
+                "0A000",
+                "a FOR DATABASE changefeed job runs on the thread runner only; this node runs "
+                "jobs on Spark (feedkv.connect(..., changefeed_runner='thread')), or use "
+                "FOR TABLE with the database's tables",
+            )
         if statement.name is not None:  # checked again when the name is taken
             names.check_free(session, self._snapshot(), statement.name)
         self._check_external_io(plan.sink)

@@ -342,9 +342,11 @@ def test_envelope_names_are_checked(table: DB) -> None:
 # feedkv sql.
 
 
-def cli(store: Path, capsys: pytest.CaptureFixture[str], *statements: str) -> list[list[str]]:
-    """``feedkv sql --store store --format csv -e ...``: the CSV lines it printed."""
-    args = ["sql", "--store", str(store), "--format", "csv"]
+def cli(where: Path | str, capsys: pytest.CaptureFixture[str], *statements: str) -> list[list[str]]:
+    """``feedkv sql --store where`` (a path) or ``--url where`` (a node's URL) ``--format
+    csv -e ...``: the CSV lines it printed."""
+    place = ["--store", str(where)] if isinstance(where, Path) else ["--url", where]
+    args = ["sql", *place, "--format", "csv"]
     for statement in statements:
         args += ["-e", statement]
     code = main(args)
@@ -353,10 +355,16 @@ def cli(store: Path, capsys: pytest.CaptureFixture[str], *statements: str) -> li
     return list(csv.reader(io.StringIO(out)))
 
 
+def served(db: DB) -> str:
+    """``db``'s node served on loopback (its jobs run on the thread runner): its URL."""
+    assert db.node is not None
+    return db.node.serve()
+
+
 def test_named_changefeeds_from_feedkv_sql(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    db: DB, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store, out = tmp_path / "store", tmp_path / "out"
+    store, out = served(db), tmp_path / "out"
     cli(
         store,
         capsys,
@@ -674,9 +682,9 @@ def test_a_cursor_below_the_gc_threshold_is_refused_naming_it(gc_db: DB, tmp_pat
 
 
 def test_alter_into_and_set_cursor_from_feedkv_sql(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    db: DB, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store, first, second = tmp_path / "store", tmp_path / "first", tmp_path / "second"
+    store, first, second = served(db), tmp_path / "first", tmp_path / "second"
     cli(
         store,
         capsys,

@@ -133,6 +133,7 @@ def connect(
     # for importing the node's server and store
     from feedkv.server.jobs import protect_job_history
     from feedkv.server.node import Node
+    from feedkv.server.zones import apply_zone_configs
 
     node = Node(
         text,
@@ -156,6 +157,7 @@ def connect(
         spark_master=spark_master,
     )
     protect_job_history(node, db)
+    apply_zone_configs(node, db)
     _close_at_exit(db)
     try:
         if sql_addr is not None:

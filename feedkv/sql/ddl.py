@@ -9,6 +9,7 @@ the next one (:meth:`Execution.changing`, :meth:`Execution.publish`; see
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -50,6 +51,7 @@ from feedkv.sql.types import (
 )
 from feedkv.util.encoding import decode_value
 from feedkv.util.keys import check_key
+from feedkv.util.units import parse_duration_ns
 
 __all__ = ["HANDLERS"]
 
@@ -374,6 +376,38 @@ def show_create_table(ex: Execution, s: st.ShowCreateTable) -> Result:
     return Result(("table_name", "create_statement"), [(name, desc.create_statement())], "SHOW 1")
 
 
+ZONE_SETTINGS = ("closed_timestamp_target",)
+_LONGEST_CLOSED_TARGET_NS = 3600 * 1_000_000_000
+
+
+def configure_zone(ex: Execution, s: st.ConfigureZone) -> Result:
+    """A table's zone configuration: ``closed_timestamp_target`` is how far behind now
+    its ranges close their timestamps (so how fast its changefeeds resolve), in place of
+    the node's default."""
+    ex.require_admin("CONFIGURE ZONE")
+    desc = ex.table(s.table)
+    zone: dict[str, Any] = {}
+    for name, value in s.settings:
+        if name not in ZONE_SETTINGS:
+            raise SQLError(
+                "22023",
+                f"unknown zone setting {name!r}; feedkv supports {', '.join(ZONE_SETTINGS)}",
+            )
+        try:
+            ns = parse_duration_ns(value or "")
+        except InvalidArgumentError:
+            raise SQLError(
+                "22023", f"zone setting {name}: {value!r} is not a duration such as '200ms'"
+            ) from None
+        if not 0 < ns <= _LONGEST_CLOSED_TARGET_NS:
+            raise SQLError(
+                "22023", f"zone setting {name}: {value!r} must be above 0 and at most 1h"
+            )
+        zone["closed_timestamp_target_ns"] = ns
+    ex.write_txn.put(catalog.zone_key(desc.id), json.dumps(zone).encode())
+    return Result(tag="CONFIGURE ZONE 1")
+
+
 def show_partitions(ex: Execution, s: st.ShowPartitions) -> Result:
     desc = ex.table(s.table)
     database = catalog.get_descriptor(ex.read_source, desc.database_id)
@@ -543,6 +577,7 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.ShowCreateTable: show_create_table,
     st.ShowRanges: show_ranges,
     st.ShowPartitions: show_partitions,
+    st.ConfigureZone: configure_zone,
     st.SplitAt: split_at,
     st.CreateUser: create_user,
     st.AlterUserPassword: alter_user_password,

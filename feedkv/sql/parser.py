@@ -377,6 +377,8 @@ class _Statement:
             return self._alter_changefeed()
         if words[0] in ("GRANT", "REVOKE"):
             return self._grant()
+        if words[:2] == ["ALTER", "TABLE"] and "CONFIGURE" in words:
+            return self._configure_zone()
         if words[0] == "ALTER" and "SPLIT" in words:
             return self._split_at()
         if words[:2] == ["START", "TRANSACTION"] or words == ["BEGIN", "TRANSACTION"]:
@@ -1115,6 +1117,17 @@ class _Statement:
                 tables.append(self._table_name(begin, i))
                 begin = i + 1
         return st.GrantPrivileges(self.text, tuple(privileges), tuple(tables), users, revoke)
+
+    def _configure_zone(self) -> st.ConfigureZone:
+        words = self.words
+        at = words.index("CONFIGURE")
+        table = self._table_name(2, at)
+        if words[at + 1 : at + 3] != ["ZONE", "USING"]:
+            raise self._error_at(at + 1, "expected CONFIGURE ZONE USING name = value, ...")
+        settings, end = self._options(at + 3, values=True)
+        if end < len(words):
+            raise self._error_at(end, "unexpected input after the zone configuration")
+        return st.ConfigureZone(self.text, table, tuple(settings))
 
     def _split_at(self) -> st.SplitAt:
         words = self.words

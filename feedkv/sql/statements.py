@@ -19,6 +19,7 @@ __all__ = [
     "AlterUserPassword",
     "Begin",
     "ChangefeedTarget",
+    "ConfigureZone",
     "PartitionSpec",
     "Partitioning",
     "ColumnSpec",
@@ -214,6 +215,15 @@ class ShowCreateTable(Statement):
 @dataclass(frozen=True, slots=True)
 class ShowRanges(Statement):
     table: TableName
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigureZone(Statement):
+    """``ALTER TABLE t CONFIGURE ZONE USING name = value, ...``: the table's zone
+    configuration (``settings`` as written, values as text)."""
+
+    table: TableName
+    settings: tuple[tuple[str, str | None], ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -261,6 +261,9 @@ class Store:
             threading.Thread(target=self._resolve_loop, name="feedkv-resolver", daemon=True),
             threading.Thread(target=self._range_loop, name="feedkv-ranges", daemon=True),
             threading.Thread(target=self._gc_loop, name="feedkv-gc", daemon=True),
+            threading.Thread(
+                target=self._closed_targets_loop, name="feedkv-closed-targets", daemon=True
+            ),
         ]
         for thread in self._threads:
             thread.start()
@@ -675,14 +678,16 @@ class Store:
                 for observer in self._observers.get(range_id, ()):
                     observer.on_closed(ts)
 
-        refreshed = float("-inf")
         while not self._stopping.wait(self.config.closed_ts_interval_s):
-            if time.monotonic() - refreshed >= CLOSED_TARGETS_REFRESH_S:
-                refreshed = time.monotonic()
-                self._quietly(self._apply_closed_targets)
             # NB: a write job, so the group hooks run after publish: the feeds' Waker
             # flushes the checkpoints it deferred (a read-only job's group runs no hooks)
             self._quietly(lambda: self.engine.submit(close_all, publish).result())
+
+    def _closed_targets_loop(self) -> None:
+        # NB: a thread of its own: reading the targets goes through the layers above (a
+        # catalog read that may wait on a transaction), which must never hold up closing
+        while not self._stopping.wait(CLOSED_TARGETS_REFRESH_S):
+            self._quietly(self._apply_closed_targets)
 
     def _apply_closed_targets(self) -> None:
         """Give each range the shortest closed timestamp target of the spans it overlaps

@@ -714,3 +714,20 @@ def test_alter_into_a_table_it_watches_is_refused(table: DB, tmp_path: Path) -> 
         "a changefeed cannot write into a table it watches",
     )
     assert show(db, "feed_t")["sink_uri"] == f"file://{tmp_path / 'out'}"
+
+
+def test_a_whole_table_and_a_range_of_another_in_one_statement(db: DB) -> None:
+    db.sql("CREATE TABLE a (k INT PRIMARY KEY)")
+    db.sql("CREATE TABLE b (k INT PRIMARY KEY)")
+    db.sql("INSERT INTO a VALUES (1), (2)")
+    db.sql("INSERT INTO b VALUES (1), (2), (3)")
+    result = db.sql(
+        "EXPERIMENTAL CHANGEFEED FOR TABLE a, TABLE b VALUES FROM (2) TO (3) "
+        "WITH initial_scan = 'only'"
+    )
+    assert isinstance(result, FeedResult)
+    assert sorted((t, json.loads(k)) for t, k, _v in result if t is not None) == [
+        ("a", [1]),
+        ("a", [2]),
+        ("b", [2]),
+    ]

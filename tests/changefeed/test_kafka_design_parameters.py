@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
+import feedkv
 from feedkv import DB
 from feedkv.changefeed.sinks.kafka import MVCC_HEADER
 from feedkv.cli.main import main
 from feedkv.errors import SQLError
+from feedkv.kv.store import StoreConfig
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
@@ -167,3 +169,15 @@ def test_design_parameters_from_feedkv_sql(
     )
     assert main([*args, "-e", feed]) != 0
     assert "one parameter under two names" in capsys.readouterr().err
+
+
+def test_schema_topic_is_refused_on_a_node_running_jobs_on_spark(
+    tmp_path: Path, bootstrap: str
+) -> None:
+    with feedkv.connect(tmp_path / "spark", config=StoreConfig(sync=False)) as db:
+        db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+        with pytest.raises(SQLError) as raised:
+            db.sql(f"CREATE CHANGEFEED FOR t INTO 'kafka://{bootstrap}?schema_topic=schemas'")
+        assert raised.value.code == "0A000"
+        assert "schema_topic is sent by the thread runner only" in raised.value.message
+        assert db.sql("SHOW CHANGEFEED JOBS").rows == []

@@ -25,6 +25,7 @@ from feedkv.changefeed.create import (
     watched_targets,
 )
 from feedkv.changefeed.database import database_tables
+from feedkv.changefeed.feed_names import create_statement
 from feedkv.changefeed.jobs import (
     PAUSED,
     JobRecord,
@@ -33,7 +34,6 @@ from feedkv.changefeed.jobs import (
     put_job,
     table_names,
 )
-from feedkv.changefeed.names import create_statement
 from feedkv.changefeed.options import option_error, parse_options
 from feedkv.changefeed.sink import parse_sink_uri, sink_defaults
 from feedkv.errors import SQLError

@@ -124,7 +124,7 @@ class JobRecord:
     """A changefeed job. ``created`` is the CREATE statement's timestamp: relative option
     values (``cursor='-10s'``) stay anchored to it when options are parsed again.
     ``name`` is a named changefeed's name and ``database_id`` its database's
-    (:mod:`feedkv.changefeed.names`); ``None`` for one known by its id only."""
+    (:mod:`feedkv.changefeed.feed_names`); ``None`` for one known by its id only."""
 
     id: int
     spec: ChangefeedSpec

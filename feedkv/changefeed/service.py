@@ -11,7 +11,7 @@ sink becomes a job record (:mod:`feedkv.changefeed.jobs`) that a node's registry
 job statements are ``SHOW CHANGEFEED JOBS``, ``PAUSE`` / ``RESUME`` / ``CANCEL JOB``
 (:mod:`feedkv.changefeed.control`), ``ALTER CHANGEFEED`` (:mod:`feedkv.changefeed.alter`)
 and the cluster settings (:mod:`feedkv.changefeed.cluster_settings`). A named changefeed
-(:mod:`feedkv.changefeed.names`) is reached by its name wherever a job id is taken, and
+(:mod:`feedkv.changefeed.feed_names`) is reached by its name wherever a job id is taken, and
 also by ``PAUSE | RESUME | DROP CHANGEFEED`` and ``SHOW CREATE CHANGEFEED``; the name is
 resolved to the job id first, so every statement then runs as for a job id.
 """
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from feedkv.changefeed import names
+from feedkv.changefeed import feed_names
 from feedkv.changefeed.alter import alter
 from feedkv.changefeed.changefeed import Changefeed, ChangefeedSpec
 from feedkv.changefeed.cluster_settings import run_setting
@@ -75,6 +75,13 @@ SHOW_CREATE_COLUMNS = ("changefeed_name", "create_statement")
 _NAMED = st.ShowChangefeedJobs | st.ShowCreateChangefeed | st.ControlJob | st.AlterChangefeed
 
 
+def _resolved(job_id: int | None) -> int:
+    """The job id of a statement whose name was resolved (or that gave the id)."""
+    if job_id is None:
+        raise SQLError("42601", "syntax error: expected a job id or a changefeed name")
+    return job_id
+
+
 class Changefeeds:
     """The SQL session's changefeed service: ``CREATE CHANGEFEED`` and the job
     statements (``SHOW CHANGEFEED JOBS``, ``PAUSE`` / ``RESUME`` / ``CANCEL JOB``,
@@ -112,7 +119,7 @@ class Changefeeds:
         if self._runner == "spark":
             self._check_spark_runs(plan.spec)
         if statement.name is not None:  # checked again when the name is taken
-            names.check_free(session, self._snapshot(), statement.name)
+            feed_names.check_free(session, self._snapshot(), statement.name)
         self._check_external_io(plan.sink)
         # The sink is made once to check it (its parameters, its table...), and
         # reached where CockroachDB reaches it (Kafka brokers, cloud storage): a job
@@ -125,7 +132,7 @@ class Changefeeds:
         def write(txn: Txn) -> None:
             named = record
             if name is not None:
-                database_id, taken = names.claim(txn, session, name, record.id)
+                database_id, taken = feed_names.claim(txn, session, name, record.id)
                 named = record.replace(name=taken, database_id=database_id)
             put_job(txn, named, watching=True)
 
@@ -165,7 +172,7 @@ class Changefeeds:
         snapshot = self._snapshot()
         admin = is_admin(session, snapshot)
         if isinstance(statement, _NAMED) and statement.name is not None:
-            named = names.resolve(session, snapshot, statement.name)
+            named = feed_names.resolve(session, snapshot, statement.name)
             statement = dataclasses.replace(statement, job_id=named, name=None)
         if not admin and isinstance(statement, _NAMED):
             if statement.job_id is not None:
@@ -177,14 +184,14 @@ class Changefeeds:
         if isinstance(statement, st.ShowChangefeedJobs):
             return self._show(statement.job_id, None if admin else session.user)
         if isinstance(statement, st.ShowCreateChangefeed):
-            return self._show_create(names.job_id_of(session, snapshot, statement.job_id, None))
+            return self._show_create(_resolved(statement.job_id))
         if isinstance(statement, st.ControlJob):
-            job_id = names.job_id_of(session, snapshot, statement.job_id, None)
+            job_id = _resolved(statement.job_id)
             if statement.action == "drop":
                 return self._drop(job_id)
             return self._control(statement.action, job_id)
         if isinstance(statement, st.AlterChangefeed):
-            job_id = names.job_id_of(session, snapshot, statement.job_id, None)
+            job_id = _resolved(statement.job_id)
             return self._alter(statement, session, job_id)
         if isinstance(statement, st.ClusterSetting):
             return run_setting(self._db, statement)
@@ -252,7 +259,7 @@ class Changefeeds:
     def _show_create(self, job_id: int) -> Result:
         snapshot = self._snapshot()
         record = existing_job(get_job(snapshot, job_id), job_id)
-        row = (record.name, names.create_statement(record, snapshot))
+        row = (record.name, feed_names.create_statement(record, snapshot))
         return Result(columns=SHOW_CREATE_COLUMNS, rows=[row], tag="SHOW 1")
 
     def _drop(self, job_id: int) -> Result:
@@ -264,7 +271,7 @@ class Changefeeds:
             record = existing_job(get_job(txn, job_id), job_id)
             if record.status not in TERMINAL:
                 request(txn, job_id, "cancel")
-            names.forget(txn, record)
+            feed_names.forget(txn, record)
 
         self._db.run_transaction(cancel)
         if self._registry is not None:

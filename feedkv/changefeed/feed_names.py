@@ -30,7 +30,7 @@ from feedkv.util.encoding import decode_value, encode_value
 if TYPE_CHECKING:
     from feedkv.sql.session import Session
 
-__all__ = ["check_free", "claim", "create_statement", "forget", "job_id_of", "lookup", "resolve"]
+__all__ = ["check_free", "claim", "create_statement", "forget", "lookup", "resolve"]
 
 
 def lookup(reader: catalog.Reader, database_id: int, name: str) -> int | None:
@@ -59,17 +59,6 @@ def resolve(session: Session, reader: catalog.Reader, name: st.TableName) -> int
             f"changefeed {name.name!r} does not exist in database {database.name!r} "
             "(SHOW CHANGEFEED JOBS lists the changefeeds and their names)",
         )
-    return job_id
-
-
-def job_id_of(
-    session: Session, reader: catalog.Reader, job_id: int | None, name: st.TableName | None
-) -> int:
-    """The job a statement names, by its id or by its name."""
-    if name is not None:
-        return resolve(session, reader, name)
-    if job_id is None:
-        raise SQLError("42601", "syntax error: expected a job id or a changefeed name")
     return job_id
 
 

@@ -6,7 +6,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.feedkv-installed
 # psql (Debian's postgresql-client) and pgbench (Debian's postgresql) are real clients the
-# SQL port's tests drive; prometheus (Debian's) scrapes a node in the metrics tests
+# SQL port's tests drive; prometheus (Debian's) scrapes a node in the metrics tests;
+# chromium (Debian's) loads the admin page in its headless browser test
 APT_GET := $(if $(filter 0,$(shell id -u)),apt-get,sudo apt-get)
 # Install a Debian package (refreshing the package lists when the first try fails); a
 # package that cannot be installed leaves the tests that drive it skipped, saying why.
@@ -23,6 +24,7 @@ $(STAMP): pyproject.toml
 	@command -v psql >/dev/null 2>&1 || $(call apt_install,postgresql-client)
 	@command -v pgbench >/dev/null 2>&1 || $(call apt_install,postgresql)
 	@command -v prometheus >/dev/null 2>&1 || $(call apt_install,prometheus)
+	@command -v chromium >/dev/null 2>&1 || $(call apt_install,chromium)
 	@touch $(STAMP)
 
 lint: $(STAMP)

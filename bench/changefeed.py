@@ -5,7 +5,13 @@
   changefeed job; rows/s. Target: >= 100k rows/s.
 - steady state: ``--writers`` sessions UPDATE rows for ``--seconds`` while a sinkless
   changefeed follows; the feed's rows/s against the commits/s, and whether every
-  committed change arrived (it must keep up with the write rate).
+  committed change arrived (it must keep up with the write rate). Run with the node's
+  metrics on (and a scraper reading ``/_status/vars`` every ``--scrape-interval``
+  seconds, as Prometheus would) and with them off (``feedkv.connect(metrics=False)``),
+  alternately, ``--rounds`` times each on the same store: the cost of the metrics is
+  how much lower the median commits/s is with them on, and how much more CPU time the
+  process spends per commit (which other work on the machine disturbs less than the
+  rate). Target: within 3%.
 - latency: one writer at a light, fixed rate; from a commit's acknowledgement to its
   row reaching the sinkless client, p50/p99. Target: p50 <= 50 ms.
 
@@ -24,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 import feedkv
 from feedkv.changefeed.sinkless import FeedResult
 from feedkv.changefeed.thread_job import ThreadJob
@@ -31,6 +39,7 @@ from feedkv.kv.store import StoreConfig
 
 TARGET_SCAN = 100_000
 TARGET_P50_MS = 50.0
+TARGET_METRICS_COST_PCT = 3.0
 BATCH = 1000
 
 
@@ -105,6 +114,7 @@ def steady(db: feedkv.DB, rows: int, writers: int, seconds: float) -> dict[str, 
             i += writers
 
     t0 = time.perf_counter()
+    cpu0 = time.process_time()
     threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
     for t in threads:
         t.start()
@@ -116,16 +126,110 @@ def steady(db: feedkv.DB, rows: int, writers: int, seconds: float) -> dict[str, 
     received_during = received
     consumer.join(timeout=60)
     caught_up_s = time.perf_counter() - t0 - write_s
+    cpu_s = time.process_time() - cpu0  # the node's whole process: writes, feed, scrapes
     result.close()
     total = sum(commits)
     return {
         "writers": writers,
         "commits_per_s": round(total / write_s),
+        "cpu_us_per_commit": round(cpu_s / max(total, 1) * 1e6, 1),
         "rows_received": received,
         "received_during_run": round(received_during / max(total, 1), 3),
         "caught_up_after_s": round(caught_up_s, 2),
         "kept_up": received >= total,
     }
+
+
+class Scraper:
+    """Reads a node's ``/_status/vars`` every ``interval`` seconds, as Prometheus does."""
+
+    def __init__(self, url: str, interval: float) -> None:
+        self.scrapes = 0
+        self._url = url + "/_status/vars"
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="scraper", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        with httpx.Client(timeout=10) as client:
+            while not self._stop.wait(self._interval):
+                client.get(self._url).raise_for_status()
+                self.scrapes += 1
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.scrapes
+
+
+def open_node(path: Path, *, metrics: bool = True) -> feedkv.DB:
+    # NB: the changefeed core alone; `feedkv bench spark` measures jobs on Spark.
+    return feedkv.connect(
+        path,
+        config=StoreConfig(),
+        changefeed_runner="thread",
+        metrics=metrics,
+        http_addr="127.0.0.1:0" if metrics else None,
+    )
+
+
+def metrics_cost(path: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Steady state with the node's metrics on and off, alternately (see the module's
+    docstring), each run on the store at ``path`` reopened."""
+    runs: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
+    # NB: a first run after the load is slower whatever the mode (caches, the store's
+    # first compactions): one is run, and not counted, so it skews neither side
+    db = open_node(path)
+    try:
+        steady(db, args.rows, args.writers, min(args.seconds, 2.0))
+    finally:
+        db.close()
+    for round_ in range(args.rounds):
+        order = (True, False) if round_ % 2 == 0 else (False, True)
+        for metrics in order:
+            db = open_node(path, metrics=metrics)
+            try:
+                scraper = None
+                if metrics and db.node is not None:
+                    scraper = Scraper(db.node.http_url, args.scrape_interval)
+                run = steady(db, args.rows, args.writers, args.seconds)
+                if scraper is not None:
+                    run["scrapes"] = scraper.stop()
+            finally:
+                db.close()
+            runs["on" if metrics else "off"].append(run)
+            print(f"steady state, metrics {'on' if metrics else 'off'}: {run}", file=sys.stderr)
+
+    def summary(mode: str) -> dict[str, Any]:
+        rates = [r["commits_per_s"] for r in runs[mode]]
+        cpu = [r["cpu_us_per_commit"] for r in runs[mode]]
+        return {
+            "commits_per_s": round(statistics.median(rates)),
+            "commits_per_s_range": [min(rates), max(rates)],
+            "cpu_us_per_commit": round(statistics.median(cpu), 1),
+            "cpu_us_per_commit_range": [min(cpu), max(cpu)],
+            "kept_up": all(r["kept_up"] for r in runs[mode]),
+        }
+
+    on, off = summary("on"), summary("off")
+    on["scrape_interval_s"] = args.scrape_interval
+    return {
+        "metrics_on": on,
+        "metrics_off": off,
+        "metrics_cost_pct": {
+            "commits_per_s": _pct(off["commits_per_s"] - on["commits_per_s"], off["commits_per_s"]),
+            "cpu_per_commit": _pct(
+                on["cpu_us_per_commit"] - off["cpu_us_per_commit"], off["cpu_us_per_commit"]
+            ),
+        },
+        "target_metrics_cost_pct": TARGET_METRICS_COST_PCT,
+        "runs": runs,
+    }
+
+
+def _pct(part: float, whole: float) -> float | None:
+    return round(part / whole * 100, 2) if whole else None
 
 
 def latency(db: feedkv.DB, samples: int, interval: float) -> dict[str, Any]:
@@ -171,24 +275,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--writers", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=2, help="steady runs per metrics mode")
+    parser.add_argument("--scrape-interval", type=float, default=1.0)
+    parser.add_argument(
+        "--steady-only", action="store_true", help="skip the scans and the latency runs"
+    )
     args = parser.parse_args(argv)
+    if args.rounds < 1 or args.scrape_interval <= 0:
+        parser.error("--rounds must be at least 1 and --scrape-interval more than 0")
     with tempfile.TemporaryDirectory() as tmp:
-        # NB: the changefeed core alone; `feedkv bench spark` measures jobs on Spark.
-        db = feedkv.connect(Path(tmp) / "store", config=StoreConfig(), changefeed_runner="thread")
+        path = Path(tmp) / "store"
+        db = open_node(path)
         try:
             load_s = load(db, args.rows)
-            record = {
+            record: dict[str, Any] = {
                 "benchmark": "changefeed",
                 "rows": args.rows,
                 "load_seconds": round(load_s, 1),
-                "initial_scan_sinkless": scan_sinkless(db, args.rows),
-                "initial_scan_null_sink": scan_null(db, args.rows),
-                "target_scan_rows_per_s": TARGET_SCAN,
-                "steady_state": steady(db, args.rows, args.writers, args.seconds),
-                "latency": latency(db, args.samples, 0.01),
             }
+            if not args.steady_only:
+                record["initial_scan_sinkless"] = scan_sinkless(db, args.rows)
+                record["initial_scan_null_sink"] = scan_null(db, args.rows)
+                record["target_scan_rows_per_s"] = TARGET_SCAN
         finally:
             db.close()
+        record["steady_state"] = metrics_cost(path, args)
+        if not args.steady_only:
+            db = open_node(path)
+            try:
+                record["latency"] = latency(db, args.samples, 0.01)
+            finally:
+                db.close()
     print(json.dumps(record, indent=2))
     return 0
 

@@ -179,38 +179,47 @@ def relocation(mib: int, tmp: Path) -> dict[str, Any]:
     }
 
 
+def feed_lags(cluster: LocalCluster, writes: int, *, relocate: bool) -> list[float]:
+    """Commit-to-delivery latencies (sorted, seconds) of ``writes`` values written into
+    three ranges (``relocate``: one on each node, round robin) and read by a rangefeed
+    of a client of the last node."""
+    nodes = len(cluster.processes)
+    db = cluster.connect(0)
+    splits = [b"lag/%d" % i for i in range(3)]
+    for i, key in enumerate(splits):
+        db.split(key)
+        if relocate:
+            db.relocate(key, i % nodes + 1)
+    db.split(b"lag0")
+    lags: list[float] = []
+    sent: dict[bytes, float] = {}
+    done = threading.Event()
+    with cluster.connect(nodes - 1).rangefeed([Span(b"lag/", b"lag0")], db.now()) as feed:
+
+        def read() -> None:
+            for event in feed:
+                if isinstance(event, Value) and event.key in sent:
+                    lags.append(time.perf_counter() - sent.pop(event.key))
+                    if len(lags) >= writes:
+                        done.set()
+                        return
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        for i in range(writes):
+            key = b"lag/%d/%05d" % (i % 3, i)
+            sent[key] = time.perf_counter()
+            db.put(key, b"v")
+            time.sleep(0.005)  # wait-ok: an open-loop write rate of about 200/s
+        done.wait(60)
+    db.close()
+    return sorted(lags)
+
+
 def rangefeed_lag(nodes: int, writes: int, tmp: Path) -> dict[str, Any]:
     """Commit-to-delivery latency of values on a feed whose ranges span ``nodes``."""
     with LocalCluster(tmp / f"lag{nodes}", nodes, rebalance_interval="0s") as cluster:
-        db = cluster.connect(0)
-        splits = [b"lag/%d" % i for i in range(3)]
-        for i, key in enumerate(splits):
-            db.split(key)
-            db.relocate(key, i % nodes + 1)
-        db.split(b"lag0")
-        lags: list[float] = []
-        sent: dict[bytes, float] = {}
-        done = threading.Event()
-        with cluster.connect(nodes - 1).rangefeed([Span(b"lag/", b"lag0")], db.now()) as feed:
-
-            def read() -> None:
-                for event in feed:
-                    if isinstance(event, Value) and event.key in sent:
-                        lags.append(time.perf_counter() - sent.pop(event.key))
-                        if len(lags) >= writes:
-                            done.set()
-                            return
-
-            reader = threading.Thread(target=read, daemon=True)
-            reader.start()
-            for i in range(writes):
-                key = b"lag/%d/%05d" % (i % 3, i)
-                sent[key] = time.perf_counter()
-                db.put(key, b"v")
-                time.sleep(0.005)  # wait-ok: an open-loop write rate of about 200/s
-            done.wait(60)
-        db.close()
-    lags.sort()
+        lags = feed_lags(cluster, writes, relocate=True)
     return {
         "nodes": nodes,
         "values": len(lags),

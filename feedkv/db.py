@@ -95,6 +95,8 @@ def connect(
     certs_dir: str | Path | None = None,
     user: str | None = None,
     external_io_dir: str | Path | None = None,
+    admin_sample_s: float = 10.0,
+    metrics: bool = True,
 ) -> DB:
     """Open a store directory in-process, or connect to ``feedkv://host:port``.
 
@@ -108,7 +110,9 @@ def connect(
     The other arguments apply to an embedded node only. With ``listen`` (``HOST:PORT``)
     it also serves gRPC there, and with ``sql_addr`` PostgreSQL clients (see
     :meth:`DB.serve_sql`), with ``http_addr`` its metrics (``/_status/vars``; see
-    :meth:`feedkv.server.node.Node.serve_http`); with ``join`` too, it is a node of a
+    :meth:`feedkv.server.node.Node.serve_http`) and admin page, whose charts sample the
+    changefeeds every ``admin_sample_s`` seconds (``metrics=False``: its metrics record
+    nothing, to measure what they cost); with ``join`` too, it is a node of a
     cluster (``[]``: the first, or the one its store belongs to; else the addresses of
     members to join). An embedded node runs the store's changefeed jobs, resuming those
     that were running when it last stopped (a server runs its own);
@@ -131,6 +135,8 @@ def connect(
     # NB: imported here, as the gRPC client above is: a process that only connects to a
     # server (a Spark worker, of which a job's first batch starts a dozen) does not pay
     # for importing the node's server and store
+    from feedkv.server.admin import Admin
+    from feedkv.server.feed_history import FeedHistory
     from feedkv.server.jobs import protect_job_history
     from feedkv.server.node import Node
     from feedkv.server.zones import apply_zone_configs
@@ -146,6 +152,7 @@ def connect(
         http_addr=http_addr,
         certs_dir=certs_dir,
         external_io_dir=external_io_dir,
+        metrics=metrics,
     )
     local: Transport = LocalTransport(node.store, owned=False)
     db = DB(
@@ -158,6 +165,16 @@ def connect(
     )
     protect_job_history(node, db)
     apply_zone_configs(node, db)
+    node.attach_admin(
+        Admin(
+            node,
+            db,
+            changefeeds=lambda: db.changefeeds,
+            sessions=lambda user: db.session(user=user),
+            verifier=db.password_verifier,
+            history=FeedHistory(interval_s=admin_sample_s),
+        )
+    )
     _close_at_exit(db)
     try:
         if sql_addr is not None:
@@ -217,10 +234,11 @@ class DB(KVFeedClient):
         return self._node.serve_sql(
             lambda user, database: self.session(user=user, database=database),
             listen,
-            verifier=self._password_verifier,
+            verifier=self.password_verifier,
         )
 
-    def _password_verifier(self, user: str) -> str | None:
+    def password_verifier(self, user: str) -> str | None:
+        """``user``'s stored SCRAM verifier (``None``: no such user, or no password)."""
         found = catalog.get_user(self, user)
         return found.password_verifier if found is not None else None
 
@@ -302,6 +320,8 @@ class DB(KVFeedClient):
         _open_nodes.discard(self)
         if self._node is not None:
             self._node.stop_sql()  # its sessions use this client
+            if self._node.admin is not None:
+                self._node.admin.stop()  # it reads through this client
         if self._changefeeds is not None:
             self._changefeeds.close()
         if self._leases is not None:

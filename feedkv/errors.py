@@ -13,7 +13,8 @@ the caller should do about the error::
     │   ├── RangeUnavailableError      the range is moving between nodes (wait for it)
     │   └── RangeRoutingError          a request reached the wrong range (stale cache)
     │       ├── RangeKeyMismatchError
-    │       └── RangeNotFoundError
+    │       ├── RangeNotFoundError
+    │       └── NotLeaseHolderError    that replica does not hold the range's lease
     ├── InvalidArgumentError           your mistake: the message names the bad part
     │   ├── TimestampParseError
     │   ├── InvalidKeyError
@@ -66,6 +67,7 @@ __all__ = [
     "InvalidURLError",
     "InvariantViolation",
     "NodeUnavailableError",
+    "NotLeaseHolderError",
     "PermissionDeniedError",
     "PushFailedError",
     "RangeKeyMismatchError",
@@ -208,6 +210,18 @@ class RangeNotFoundError(RangeRoutingError):
     def __init__(self, range_id: int) -> None:
         self.range_id = range_id
         super().__init__(f"range r{range_id} is not on this node (merged away?)")
+
+
+class NotLeaseHolderError(RangeRoutingError):
+    """The replica asked does not hold the range's lease (it is not its Raft leader, or
+    has not yet applied what earlier leaders committed). ``lease_holder`` is the replica
+    id it believes leads, or 0 when it knows of none; the client resends there."""
+
+    def __init__(self, range_id: int, replica_id: int, lease_holder: int) -> None:
+        self.range_id = range_id
+        self.lease_holder = lease_holder
+        hint = f"; try replica {lease_holder}" if lease_holder else ""
+        super().__init__(f"replica {replica_id} of range r{range_id} does not hold its lease{hint}")
 
 
 class InvalidArgumentError(FeedKVError, ValueError):

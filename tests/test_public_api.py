@@ -159,6 +159,7 @@ def test_retryable_errors_are_conflicts_restarts_and_routing() -> None:
         "RangeRoutingError",
         "RangeKeyMismatchError",
         "RangeNotFoundError",
+        "NotLeaseHolderError",  # another replica of the range holds its lease
         "RangeUnavailableError",  # the range is moving between nodes
         "PushFailedError",  # the pushed transaction outranks the pusher: wait for it
         "SerializationFailure",  # SQLSTATE 40001: restart the SQL transaction

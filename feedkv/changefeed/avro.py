@@ -1,47 +1,70 @@
 """``format=avro``: schemas derived from descriptors, registered with a Confluent
-schema registry, messages in the Confluent wire format.
+schema registry, messages in the Confluent wire format, all shaped as CockroachDB's so
+its consumers (and the schemas already in their registry) carry over.
 
 Each message is ``0x00 | schema id (4 bytes, big-endian) | Avro binary`` (fastavro), the
-framing every Confluent deserializer reads. Keys use a record of the primary key
-columns (subject ``<topic>-key``); values a record of the envelope (subject
-``<topic>-value``): ``wrapped`` is ``{"after": row | null, "before": row | null
-(diff), "updated": string | null, "mvcc_timestamp": string | null}``; ``bare`` is the
-row with a ``__crdb__`` record; ``key_only`` has no value. A new descriptor version
-gives new schemas, registered the first time a row of that version is encoded.
+framing every Confluent deserializer reads.
+
+Schemas, as CockroachDB writes them (``P`` is ``avro_schema_prefix``, empty by default;
+names are escaped as Avro names, ``_u0020_`` for a space):
+
+- The key, under subject ``P<topic>-key``: a record named ``P<table>`` of the primary
+  key columns.
+- The value, under ``P<topic>-value``: a record named ``P<topic>_envelope``. ``wrapped``
+  has the fields ``before`` (with ``diff``; a record ``<table>_before``), ``after`` (a
+  record ``<table>``), then ``updated`` and ``mvcc_timestamp`` when asked for;
+  ``enriched`` is ``wrapped``'s with ``ts_ns`` (long) and ``op`` (string) last; ``bare``
+  has ``record`` (the row, a record ``<table>``) instead of ``before`` and ``after``;
+  ``key_only`` has no value.
+- A resolved marker is that envelope record with the one field ``resolved``, registered
+  under the same ``<topic>-value`` subject: every envelope field is optional, so the
+  registry's default ``BACKWARD`` rule accepts it after the row schemas and them after it.
+- Every field is a union with ``null`` and ``"default": null``, whatever the column's
+  nullability: after ``ALTER TABLE ... ADD COLUMN`` the new schema still reads the
+  older data, as the registry's ``BACKWARD`` rule asks. With a prefix, every record is
+  in the Avro namespace ``P``.
+
+A deleted row under ``bare`` is the row with only its key columns set. A new descriptor
+version gives new schemas, registered the first time a row of that version is encoded.
 
 Column types: INT long, FLOAT double, DECIMAL(p,s) the ``decimal`` logical type over
-bytes (a DECIMAL without a precision is a string), STRING/UUID/JSONB string, BYTES
-bytes, BOOL boolean, DATE the ``date`` logical type, TIMESTAMP/TIMESTAMPTZ
-``timestamp-micros``. Every nullable column is a union with ``null``.
+bytes or, for NaN and the infinities, a string (a DECIMAL without a precision is a
+string), STRING/UUID/JSONB string, BYTES bytes, BOOL boolean, DATE the ``date`` logical
+type, TIMESTAMP/TIMESTAMPTZ ``timestamp-micros``.
 """
 
 from __future__ import annotations
 
 import io
 import json
-import re
 import struct
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import fastavro
 import httpx
 
+from feedkv.changefeed.enriched import op_of
+from feedkv.changefeed.names import avro_name, kafka_name
 from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.rows import RowEvent
 from feedkv.changefeed.sink import SinkError
-from feedkv.sql.descriptor import Column, TableDescriptor
+from feedkv.sql.descriptor import Column, Family, TableDescriptor
 from feedkv.sql.types import Kind
 from feedkv.util.hlc import Timestamp
 
-__all__ = ["AvroEncoder", "SchemaRegistry", "column_schema", "row_schema"]
+__all__ = [
+    "AvroEncoder",
+    "SchemaRegistry",
+    "column_schema",
+    "envelope_schema",
+    "resolved_schema",
+    "row_schema",
+]
 
 MAGIC = b"\x00"
-RESOLVED_SCHEMA: dict[str, Any] = {
-    "type": "record",
-    "name": "resolved",
-    "fields": [{"name": "resolved", "type": "string"}],
-}
 
 
 class SchemaRegistry:
@@ -82,12 +105,6 @@ class SchemaRegistry:
         self._client.close()
 
 
-def _name(text: str) -> str:
-    """An Avro name: letters, digits and ``_``, not starting with a digit."""
-    cleaned = re.sub(r"[^A-Za-z0-9_]", "_", text)
-    return cleaned if cleaned and not cleaned[0].isdigit() else "_" + cleaned
-
-
 def column_schema(column: Column) -> Any:
     kind = column.type.kind
     schema: Any
@@ -96,12 +113,17 @@ def column_schema(column: Column) -> Any:
     elif kind is Kind.FLOAT:
         schema = "double"
     elif kind is Kind.DECIMAL and column.type.precision:
-        schema = {
-            "type": "bytes",
-            "logicalType": "decimal",
-            "precision": column.type.precision,
-            "scale": column.type.scale or 0,
-        }
+        # NB: with a string for NaN and the infinities, which have no decimal form (as
+        # CockroachDB's union of decimal and string)
+        schema = [
+            {
+                "type": "bytes",
+                "logicalType": "decimal",
+                "precision": column.type.precision,
+                "scale": column.type.scale or 0,
+            },
+            "string",
+        ]
     elif kind is Kind.BYTES:
         schema = "bytes"
     elif kind is Kind.BOOL:
@@ -112,17 +134,41 @@ def column_schema(column: Column) -> Any:
         schema = {"type": "long", "logicalType": "timestamp-micros"}
     else:
         schema = "string"
-    return ["null", schema] if column.nullable else schema
+    return schema
 
 
-def row_schema(
-    desc: TableDescriptor, columns: tuple[Column, ...], suffix: str = ""
-) -> dict[str, Any]:
-    return {
+def _optional(name: str, schema: Any) -> dict[str, Any]:
+    """A field that may be null and is null when absent: what keeps every schema of a
+    table compatible with the others (a union gains a null branch first)."""
+    branches = schema if isinstance(schema, list) else [schema]
+    return {"type": ["null", *branches], "name": name, "default": None}
+
+
+def row_schema(name: str, columns: tuple[Column, ...], namespace: str = "") -> dict[str, Any]:
+    """A record named ``name`` (already an Avro name) with a field per column."""
+    record: dict[str, Any] = {
         "type": "record",
-        "name": _name(desc.name + suffix),
-        "fields": [{"name": _name(c.name), "type": column_schema(c)} for c in columns],
+        "name": name,
+        "fields": [_optional(avro_name(c.name), column_schema(c)) for c in columns],
     }
+    if namespace:
+        record["namespace"] = namespace
+    return record
+
+
+def envelope_schema(name: str, fields: list[dict[str, Any]], namespace: str = "") -> dict[str, Any]:
+    record: dict[str, Any] = {"type": "record", "name": name, "fields": fields}
+    if namespace:
+        record["namespace"] = namespace
+    return record
+
+
+def resolved_schema(topic: str, prefix: str = "") -> dict[str, Any]:
+    """The envelope of a resolved marker on ``topic``: the same record name as the
+    topic's row envelope, with only an optional ``resolved`` field."""
+    return envelope_schema(
+        avro_name(prefix + topic) + "_envelope", [_optional("resolved", "string")], prefix
+    )
 
 
 def _avro_value(column: Column, value: Any) -> Any:
@@ -133,72 +179,95 @@ def _avro_value(column: Column, value: Any) -> Any:
         return json.dumps(value, sort_keys=True)
     if kind is Kind.UUID or (kind is Kind.DECIMAL and not column.type.precision):
         return str(value)
+    if kind is Kind.DECIMAL and not value.is_finite():
+        return str(value)  # "NaN", "Infinity", "-Infinity": the string branch
     if kind is Kind.TIMESTAMP and value.tzinfo is not None:
         return value.replace(tzinfo=None)
     return value
 
 
-class _Schemas:
-    """The schemas (and their registry ids) of one descriptor version."""
+def _columns(
+    desc: TableDescriptor, family: Family | None, leave_out: str | None
+) -> tuple[Column, ...]:
+    """The columns of a value: the family's (with the key), but the headers column."""
+    wanted = set(desc.primary_key) | set(family.column_ids) if family is not None else None
+    return tuple(
+        c for c in desc.columns if (wanted is None or c.id in wanted) and c.name != leave_out
+    )
 
-    def __init__(self, desc: TableDescriptor, options: ChangefeedOptions) -> None:
+
+class _Schemas:
+    """The schemas (and their registry ids) of one descriptor version on one topic."""
+
+    def __init__(
+        self, desc: TableDescriptor, family: Family | None, topic: str, options: ChangefeedOptions
+    ) -> None:
+        prefix = options.avro_schema_prefix or ""
         self.desc = desc
+        self.columns = _columns(desc, family, options.headers_json_column_name)
         self.key_columns = desc.key_columns
-        self.key = row_schema(desc, self.key_columns, "_key")
-        row = row_schema(desc, desc.columns)
+        self.key = row_schema(avro_name(prefix + desc.name), self.key_columns, prefix)
+        table = desc.name if family is None else f"{desc.name}.{family.name}"
+        row = row_schema(avro_name(table), self.columns, prefix)
         self.value: dict[str, Any] | None
+        fields: list[dict[str, Any]] = []
         if options.envelope == "key_only":
             self.value = None
-        elif options.envelope == "wrapped":
-            fields: list[dict[str, Any]] = [
-                {"name": "after", "type": ["null", row], "default": None}
+        else:
+            if options.envelope in ("wrapped", "enriched"):
+                if options.diff:
+                    before = row_schema(avro_name(table) + "_before", self.columns, prefix)
+                    fields.append(_optional("before", before))
+                fields.append(_optional("after", row))
+            else:  # bare: the row in "record"
+                fields.append(_optional("record", row))
+            fields += [
+                _optional(name, "string")
+                for name in ("updated", "mvcc_timestamp")
+                if getattr(options, name)
             ]
-            if options.diff:
-                fields.append({"name": "before", "type": ["null", row["name"]], "default": None})
-            for name in ("updated", "mvcc_timestamp"):
-                if getattr(options, name):
-                    fields.append({"name": name, "type": ["null", "string"], "default": None})
-            self.value = {
-                "type": "record",
-                "name": _name(desc.name + "_envelope"),
-                "fields": fields,
-            }
-        else:  # bare
-            meta = [
-                {"name": n, "type": ["null", "string"], "default": None}
-                for n in ("updated", "mvcc_timestamp")
-                if getattr(options, n)
-            ]
-            self.value = dict(row)
-            if meta:
-                crdb = {"type": "record", "name": _name(desc.name + "_crdb"), "fields": meta}
-                self.value["fields"] = [
-                    *row["fields"],
-                    {"name": "__crdb__", "type": ["null", crdb], "default": None},
-                ]
+            if options.envelope == "enriched":
+                fields += [_optional("ts_ns", "long"), _optional("op", "string")]
+            self.value = envelope_schema(avro_name(prefix + topic) + "_envelope", fields, prefix)
         self.parsed_key = fastavro.parse_schema(self.key)
         self.parsed_value = fastavro.parse_schema(self.value) if self.value else None
         self.key_id: int | None = None
         self.value_id: int | None = None
 
     def row(self, row: dict[str, Any]) -> dict[str, Any]:
-        return {_name(c.name): _avro_value(c, row.get(c.name)) for c in self.desc.columns}
+        return {avro_name(c.name): _avro_value(c, row.get(c.name)) for c in self.columns}
 
 
 class AvroEncoder:
-    def __init__(self, options: ChangefeedOptions, registry: SchemaRegistry | None = None) -> None:
+    """``clock``: the wall clock in ns, for the enriched envelope's ``ts_ns``."""
+
+    def __init__(
+        self,
+        options: ChangefeedOptions,
+        registry: SchemaRegistry | None = None,
+        *,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self._clock = clock
         if options.confluent_schema_registry is None and registry is None:
             raise SinkError("format=avro needs confluent_schema_registry")
         self._o = options
+        self._prefix = options.avro_schema_prefix or ""
         self._registry = registry or SchemaRegistry(options.confluent_schema_registry or "")
-        self._schemas: dict[tuple[int, int], _Schemas] = {}
-        self._resolved = fastavro.parse_schema(RESOLVED_SCHEMA)
+        self._schemas: dict[tuple[int, int, str], _Schemas] = {}
+        self._resolved: dict[str, tuple[int, Any]] = {}
 
-    def _for(self, desc: TableDescriptor) -> _Schemas:
-        found = self._schemas.get((desc.id, desc.version))
+    def _for(self, event: RowEvent, topic: str) -> _Schemas:
+        desc = event.table
+        found = self._schemas.get((desc.id, desc.version, topic))
         if found is None:
-            found = self._schemas[(desc.id, desc.version)] = _Schemas(desc, self._o)
+            found = _Schemas(desc, event.family, topic, self._o)
+            self._schemas[(desc.id, desc.version, topic)] = found
         return found
+
+    def _subject(self, topic: str, suffix: str) -> str:
+        # NB: escaped as a Kafka topic is, so the subject is the topic's (TopicNameStrategy)
+        return kafka_name(self._prefix + topic) + suffix
 
     @staticmethod
     def _frame(schema_id: int, schema: Any, record: dict[str, Any]) -> bytes:
@@ -208,45 +277,51 @@ class AvroEncoder:
         return out.getvalue()
 
     def encode_key(self, event: RowEvent, topic: str) -> bytes:
-        schemas = self._for(event.table)
+        schemas = self._for(event, topic)
         if schemas.key_id is None:
-            schemas.key_id = self._registry.register(f"{topic}-key", schemas.key)
+            schemas.key_id = self._registry.register(self._subject(topic, "-key"), schemas.key)
         record = {
-            _name(c.name): _avro_value(c, v)
+            avro_name(c.name): _avro_value(c, v)
             for c, v in zip(schemas.key_columns, event.key, strict=True)
         }
         return self._frame(schemas.key_id, schemas.parsed_key, record)
 
     def encode_value(self, event: RowEvent, topic: str) -> bytes | None:
-        schemas = self._for(event.table)
+        schemas = self._for(event, topic)
         if schemas.value is None:
             return None
         if schemas.value_id is None:
-            schemas.value_id = self._registry.register(f"{topic}-value", schemas.value)
+            schemas.value_id = self._registry.register(
+                self._subject(topic, "-value"), schemas.value
+            )
         o = self._o
-        meta = {}
-        if o.updated:
-            meta["updated"] = str(event.updated)
-        if o.mvcc_timestamp:
-            meta["mvcc_timestamp"] = str(event.mvcc_ts)
-        if o.envelope == "wrapped":
-            record: dict[str, Any] = {
-                "after": None if event.after is None else schemas.row(event.after)
-            }
+        record: dict[str, Any] = {}
+        if o.envelope in ("wrapped", "enriched"):
             if o.diff:
                 record["before"] = None if event.before is None else schemas.row(event.before)
-            record.update(meta)
-        else:
-            if event.after is None:
-                return None
-            record = schemas.row(event.after)
-            if meta:
-                record["__crdb__"] = meta
+            record["after"] = None if event.after is None else schemas.row(event.after)
+            if o.envelope == "enriched":
+                record["ts_ns"] = self._clock()
+                record["op"] = op_of(event)
+        elif event.after is not None:
+            record["record"] = schemas.row(event.after)
+        else:  # a deletion: the row with only its key set
+            names = (c.name for c in schemas.key_columns)
+            record["record"] = schemas.row(dict(zip(names, event.key, strict=True)))
+        if o.updated:
+            record["updated"] = str(event.updated)
+        if o.mvcc_timestamp:
+            record["mvcc_timestamp"] = str(event.mvcc_ts)
         return self._frame(schemas.value_id, schemas.parsed_value, record)
 
     def scan_encoder(self, desc: TableDescriptor, topic: str, updated: Timestamp) -> None:
         return None  # scanned rows go through encode_key and encode_value
 
     def encode_resolved(self, ts: Timestamp, topic: str | None) -> bytes:
-        schema_id = self._registry.register(f"{topic or 'resolved'}-value", RESOLVED_SCHEMA)
-        return self._frame(schema_id, self._resolved, {"resolved": str(ts)})
+        name = topic or "resolved"
+        found = self._resolved.get(name)
+        if found is None:
+            schema = resolved_schema(name, self._prefix)
+            schema_id = self._registry.register(self._subject(name, "-value"), schema)
+            found = self._resolved[name] = (schema_id, fastavro.parse_schema(schema))
+        return self._frame(found[0], found[1], {"resolved": str(ts)})

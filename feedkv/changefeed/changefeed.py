@@ -44,6 +44,7 @@ raises it.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 import logging
@@ -56,6 +57,8 @@ from typing import TYPE_CHECKING
 from feedkv.changefeed.database import database_tables, retargets
 from feedkv.changefeed.encoder import Encoder, make_encoder
 from feedkv.changefeed.frontier import Backfill, Frontier
+from feedkv.changefeed.headers import Headers, split_headers
+from feedkv.changefeed.lagging import LaggingRanges
 from feedkv.changefeed.metrics import ChangefeedMetrics, FeedMetrics
 from feedkv.changefeed.options import ROW_FORMATS, ChangefeedOptions
 from feedkv.changefeed.retrying import Retrying, backoff
@@ -79,6 +82,7 @@ from feedkv.util.keys import Span
 
 if TYPE_CHECKING:
     from feedkv.changefeed.query import CDCQuery
+    from feedkv.rangefeed.client import FeedRange, RangeFeed
     from feedkv.rangefeed.feed_client import FeedClient
 
 __all__ = [
@@ -144,6 +148,11 @@ class Changefeed:
         self.high_water = spec.start
         self.rows_emitted = 0
         self.backfill_pending = 0  # target spans an initial scan or backfill has yet to scan
+        self._scan_spans = 0  # the target spans of the scan running now (0: none runs)
+        self._scan_bounds: list[bytes] = []  # the range boundaries inside the one scanned
+        o = spec.options
+        self._lagging = LaggingRanges(o.lagging_ranges_threshold, o.lagging_ranges_polling_interval)
+        self._lagging_lock = threading.Lock()
         self._metrics = metrics or ChangefeedMetrics().scope(spec.options.metrics_label)
         self._batch = _Batch()
         self.retrying: Retrying | None = None  # the last sink failure, until progress
@@ -154,10 +163,13 @@ class Changefeed:
         self._sleep = sleep
         self._closed = threading.Event()
         self._feed_lock = threading.Lock()
-        self._feed: object | None = None
+        self._feed: RangeFeed | None = None
         self._encoder: Encoder = make_encoder(message_options(spec.options, spec.sink_uri))
         self._query = cdc_query(spec)
-        self._with_diff = spec.options.diff or self._query is not None  # cdc_prev needs it
+        # cdc_prev and the enriched envelope's op need the previous row
+        self._with_diff = (
+            spec.options.diff or self._query is not None or spec.options.envelope == "enriched"
+        )
         self._scanned = not spec.options.scans
         self._topics_used: set[str] = set()
         self._schema_topic = schema_topic(spec.sink_uri)
@@ -170,11 +182,40 @@ class Changefeed:
         with self._feed_lock:
             feed = self._feed
         if feed is not None:
-            feed.close()  # type: ignore[attr-defined]
+            feed.close()
 
     @property
     def closed(self) -> bool:
         return self._closed.is_set()
+
+    @property
+    def scan_fraction(self) -> float | None:
+        """The part of the initial scan or backfill running now that is done (``None``:
+        none runs), counted as CockroachDB counts it, in ranges: the target tables
+        scanned, and of the one being scanned, the ranges its scan has passed (by the
+        range boundaries when its scan started). Any thread."""
+        total, pending = self._scan_spans, self.backfill_pending
+        if not total or not pending:
+            return None
+        bounds, decoder = self._scan_bounds, getattr(self, "_decoder", None)
+        position = decoder.scan_position if decoder is not None else None
+        within = 0.0
+        if position is not None and bounds:
+            within = bisect.bisect_right(bounds, position) / (len(bounds) + 1)
+        return min(1.0, max(0.0, (total - pending + within) / total))
+
+    def lagging_ranges(self) -> int:
+        """The feed's ranges whose resolved timestamp lags (:mod:`feedkv.changefeed.lagging`).
+        Any thread."""
+        with self._lagging_lock:
+            return self._lagging.poll(self._wall_ns(), self.ranges)
+
+    def ranges(self) -> list[FeedRange]:
+        """The ranges the feed's rangefeed is registered on now, with their resolved
+        timestamps (none during an initial scan, or between restarts). Any thread."""
+        with self._feed_lock:
+            feed = self._feed
+        return feed.ranges() if feed is not None else []
 
     def run(self) -> None:
         attempt = 0
@@ -220,8 +261,11 @@ class Changefeed:
         )
         self._decoder = decoder
         self._schema_seen, self._schema_from = {}, start
+        if self._query is not None:
+            histories = decoder.histories
+            self._query.schema_time = lambda desc: histories[desc.id].written_at(desc.version)
         if not self._scanned:
-            self.backfill_pending = len(self.spec.targets)
+            self.backfill_pending = self._scan_spans = len(self.spec.targets)
             for target in self.spec.targets:
                 for message in self._scan(target, start):
                     if self.closed:
@@ -320,6 +364,7 @@ class Changefeed:
             for target in self.spec.targets:
                 if target.table_id == table_id:
                     self.backfill_pending += 1
+                    self._scan_spans = self.backfill_pending
                     try:
                         for message in self._scan(target, change.ts):
                             self._send(message)
@@ -347,7 +392,19 @@ class Changefeed:
         return resolved_topics(self.spec, lambda t: histories[t].at(ts), self._topics_used)
 
     def _scan(self, target: Target, ts: Timestamp) -> Iterator[Message]:
+        self._decoder.scan_position = None
+        self._scan_bounds = self._range_bounds(target.span)
         return scan_messages(self.spec, self._encoder, self._query, self._decoder, target, ts)
+
+    def _range_bounds(self, span: Span) -> list[bytes]:
+        """The range boundaries inside ``span``, sorted (none if they cannot be read: the
+        scan's progress then moves a table at a time)."""
+        try:
+            ranges = self._db.ranges()
+        except FeedKVError as exc:
+            log.debug("changefeed: no range boundaries for the scan's progress: %s", exc)
+            return []
+        return sorted(r.span.start for r in ranges if span.start < r.span.start < span.end)
 
     def _emit(self, event: RowEvent) -> None:
         message = event_message(self.spec, self._encoder, self._query, event)
@@ -421,7 +478,7 @@ def cdc_query(spec: ChangefeedSpec) -> CDCQuery | None:
     # and each Spark worker of its job, would otherwise import for nothing
     from feedkv.changefeed.query import CDCQuery
 
-    return CDCQuery(spec.query)
+    return CDCQuery(spec.query, created=spec.start)
 
 
 def schema_message(topic: str, table: str, change: SchemaChange) -> Message:
@@ -463,6 +520,12 @@ def event_message(
         event = filtered
     base = spec.topics[event.table.id]
     topic = f"{base}.{event.family.name}" if event.family is not None else base
+    headers: Headers = ()
+    column = spec.options.headers_json_column_name
+    if column is not None:  # the column goes to the headers, not the value
+        after, headers = split_headers(event.after, column)
+        before, _ = split_headers(event.before, column)
+        event = event._replace(after=after, before=before)
     # Row formats (csv, parquet) write the row itself: it needs no encoded value.
     rows_out = spec.options.format in ROW_FORMATS
     return Message(
@@ -473,6 +536,7 @@ def event_message(
         event.updated,
         event.table.version,
         event if rows_out else None,
+        headers,
     )
 
 
@@ -496,6 +560,7 @@ def scan_messages(
         encoder.scan_encoder(desc, topic, ts)
         if desc is not None
         and query is None
+        and spec.options.headers_json_column_name is None
         and spec.options.format not in ROW_FORMATS
         and decoder.whole_rows(target)
         else None

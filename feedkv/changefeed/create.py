@@ -23,6 +23,7 @@ from sqlglot import exp
 
 from feedkv.changefeed.changefeed import ChangefeedSpec
 from feedkv.changefeed.database import topic_name as database_topic_name
+from feedkv.changefeed.headers import check_headers_column
 from feedkv.changefeed.jobs import is_secret, redacted
 from feedkv.changefeed.options import ChangefeedOptions, option_error, parse_options
 from feedkv.changefeed.query import CDCQuery
@@ -103,6 +104,7 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
             targets.append(target)
         if query is not None:
             query.check(desc)
+        check_headers_column(desc, options)
         topics[desc.id] = topic_name(database.name, desc.name, options)
         if options.cursor is not None:
             check_history(db, target, desc.name, options.cursor)

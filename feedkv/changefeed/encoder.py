@@ -4,21 +4,28 @@ A message is a key (the primary key as a JSON array, ``[1, "a"]``) and a value, 
 by the envelope as CockroachDB users know it:
 
 - ``wrapped`` (default): ``{"after": {...}}``, plus ``"before"`` (``diff``),
-  ``"key"`` (``key_in_value``), ``"topic"`` (``topic_in_value``), ``"updated"`` and
-  ``"mvcc_timestamp"`` when asked for. A deletion has ``"after": null``.
-- ``bare``: the row itself, with a ``"__crdb__"`` object holding ``updated``,
-  ``mvcc_timestamp`` and ``key``/``topic`` when asked for; a deletion has no value.
+  ``"key"`` (``key_in_value``), ``"mvcc_timestamp"``, ``"topic"`` (``topic_in_value``)
+  and ``"updated"`` when asked for. A deletion has ``"after": null``.
+- ``bare``: the row itself, with a ``"__crdb__"`` object holding ``key``,
+  ``mvcc_timestamp``, ``topic`` and ``updated`` when asked for; a deletion is the row
+  with only its key columns set (the others ``null``), not a tombstone.
 - ``row``: the row itself and nothing else; a deletion has no value.
 - ``key_only``: no value at all.
 
 A value of ``None`` is a tombstone: the sink decides how to write it (a Kafka
-tombstone, a ``null`` line in a file). Resolved messages are
-``{"resolved": "<ts>"}``. Timestamps are strings in the HLC decimal form
-``<wall ns>.<logical, 10 digits>``.
+tombstone, a ``null`` line in a file). Resolved messages are ``{"resolved":"<ts>"}``
+(``{"__crdb__":{"resolved":"<ts>"}}`` outside the wrapped envelope). Timestamps are
+strings in the HLC decimal form ``<wall ns>.<logical, 10 digits>``.
+
+The bytes are CockroachDB's (its JSONB text): object keys sorted (column names too),
+``", "`` and ``": "`` between items, strings in raw UTF-8 with only ``"``, ``\\``,
+control characters and U+2028/U+2029 escaped. Resolved messages are written as Go's
+``encoding/json`` writes them, without spaces, as CockroachDB's are.
 
 Column values follow CockroachDB's JSON forms: numbers for INT, FLOAT and DECIMAL
 (exact digits; NaN and infinities as strings), ``"\\x..."`` hex for BYTES, ISO 8601 for
-dates and times (``Z`` for TIMESTAMPTZ), JSONB embedded as JSON.
+dates and times with no trailing zeros in the fraction (``Z`` for TIMESTAMPTZ), JSONB
+embedded as JSON.
 
 :func:`make_encoder` picks the encoder for a format; Avro lives in
 :mod:`feedkv.changefeed.avro` and is imported only when asked for.
@@ -28,12 +35,14 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import json
 import math
+import re
+import time
 from collections.abc import Callable, Sequence
-from json.encoder import encode_basestring_ascii
+from json.encoder import encode_basestring as _encode_basestring
 from typing import Any, Protocol
 
+from feedkv.changefeed.enriched import connect_schema, op_of
 from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.rows import RowEvent
 from feedkv.sql.descriptor import TableDescriptor
@@ -47,8 +56,10 @@ __all__ = [
     "RowFormats",
     "ScanEncoder",
     "json_any",
+    "json_string",
     "json_value",
     "make_encoder",
+    "resolved_json",
 ]
 
 
@@ -104,25 +115,91 @@ def _json_decimal(value: decimal.Decimal) -> str:
     return str(value)
 
 
+def _iso(value: datetime.date) -> str:
+    """ISO 8601 with no trailing zeros in the fraction of a second (Go's ``.999999``)."""
+    text = value.isoformat()
+    # a fraction is written only when there are microseconds, so it never strips to "."
+    return text.rstrip("0") if getattr(value, "microsecond", 0) else text
+
+
+def _json_timestamp(value: datetime.datetime) -> str:
+    if value.tzinfo is not None:
+        value = value.astimezone(datetime.UTC).replace(tzinfo=None)
+    return '"' + _iso(value) + '"'
+
+
 def _json_timestamptz(value: datetime.datetime) -> str:
-    text = value.astimezone(datetime.UTC).replace(tzinfo=None).isoformat()
-    return json.dumps(text + "Z")
+    return '"' + _iso(value.astimezone(datetime.UTC).replace(tzinfo=None)) + 'Z"'
 
 
-_dumps = json.dumps
+_ESCAPES = {c: f"\\u{c:04x}" for c in range(0x20)} | {
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+    ord("\t"): "\\t",
+    ord('"'): '\\"',
+    ord("\\"): "\\\\",
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
+
+
+_SLOW_ESCAPES = re.compile("[\b\f\u2028\u2029]").search
+
+
+def json_string(text: str) -> str:
+    """``text`` as a JSON string, as CockroachDB writes one: raw UTF-8, with ``"``,
+    ``\\``, control characters (``\\n``, ``\\r``, ``\\t``, else ``\\u00XX``) and
+    U+2028/U+2029 escaped."""
+    # NB: the json module's C escaper is the same but for \b, \f (which Go writes as
+    # \u0008, \u000c) and U+2028/9 (which it leaves raw): only those go the slow way
+    if _SLOW_ESCAPES(text) is None:
+        return _encode_basestring(text)
+    return '"' + text.translate(_ESCAPES) + '"'
+
+
+def _jsonb(value: Any) -> str:
+    """A JSONB value as CockroachDB prints it: keys sorted, ``", "`` and ``": "``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json_string(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _json_float(value)
+    if isinstance(value, decimal.Decimal):
+        return _json_decimal(value)
+    if isinstance(value, dict):
+        items = sorted(value.items())
+        return "{" + ", ".join(json_string(k) + ": " + _jsonb(v) for k, v in items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_jsonb(v) for v in value) + "]"
+    return json_any(value)  # a SQL value inside (a tuple's column): its JSON form
+
+
+def resolved_json(ts: Timestamp, envelope: str = "wrapped") -> bytes:
+    """A resolved marker's JSON, as CockroachDB writes it: ``{"resolved":"<ts>"}`` in
+    the wrapped and enriched envelopes, ``{"__crdb__":{"resolved":"<ts>"}}`` in the
+    others."""
+    if envelope in ("wrapped", "enriched"):
+        return f'{{"resolved":"{ts}"}}'.encode()
+    return f'{{"__crdb__":{{"resolved":"{ts}"}}}}'.encode()
+
 
 _BY_KIND: dict[Kind, Callable[[Any], str]] = {
     Kind.INT: str,
     Kind.FLOAT: _json_float,
     Kind.DECIMAL: _json_decimal,
-    Kind.STRING: encode_basestring_ascii,  # what json.dumps does for a str, minus its checks
+    Kind.STRING: json_string,
     Kind.BYTES: lambda v: '"\\\\x' + v.hex() + '"',
     Kind.BOOL: lambda v: "true" if v else "false",
     Kind.DATE: lambda v: '"' + v.isoformat() + '"',
-    Kind.TIMESTAMP: lambda v: '"' + v.isoformat() + '"',
+    Kind.TIMESTAMP: _json_timestamp,
     Kind.TIMESTAMPTZ: _json_timestamptz,
     Kind.UUID: lambda v: '"' + str(v) + '"',
-    Kind.JSONB: lambda v: _dumps(v, sort_keys=True),
+    Kind.JSONB: _jsonb,
 }
 
 
@@ -148,46 +225,84 @@ def json_any(value: Any) -> str:
     if isinstance(value, datetime.datetime):
         if value.tzinfo is not None:
             return _json_timestamptz(value)
-        return '"' + value.isoformat() + '"'
+        return _json_timestamp(value)
     if isinstance(value, datetime.date):
         return '"' + value.isoformat() + '"'
     if isinstance(value, dict | list):
-        return _dumps(value, sort_keys=True)
-    return _dumps(str(value))
+        return _jsonb(value)
+    return json_string(str(value))
+
+
+META = "__crdb__"  # the key of the bare envelope's metadata object
 
 
 class RowFormat:
     """How one descriptor version's rows become JSON objects: the ``"name": `` prefix
-    and value formatter of every column, worked out once."""
+    and value formatter of every column, worked out once. Keys are sorted, as in
+    CockroachDB's JSON (a JSONB object)."""
 
     def __init__(self, desc: TableDescriptor) -> None:
+        columns = desc.columns
         self.columns = {
-            c.name: (_dumps(c.name) + ": ", _BY_KIND[c.type.kind]) for c in desc.columns
+            c.name: (json_string(c.name) + ": ", _BY_KIND[c.type.kind]) for c in columns
         }
+        self.names = {c.name for c in columns}
         self.key = [_BY_KIND[c.type.kind] for c in desc.key_columns]
-        self._formats = [fmt for _prefix, fmt in self.columns.values()]
-        prefixes = [prefix.replace("%", "%%") for prefix, _fmt in self.columns.values()]
+        self.key_names = [c.name for c in desc.key_columns]
+        self._order = sorted(range(len(columns)), key=lambda i: columns[i].name)
+        self._formats = [_BY_KIND[columns[i].type.kind] for i in self._order]
+        self._sorted = [(columns[i].name, _BY_KIND[columns[i].type.kind]) for i in self._order]
+        prefixes = [self.columns[columns[i].name][0].replace("%", "%%") for i in self._order]
         self._template = "{" + ", ".join(prefix + "%s" for prefix in prefixes) + "}"
+        # with the bare envelope's metadata in its sorted place
+        names = sorted([*(c.name for c in columns), META])
+        self._meta_at = names.index(META)
+        meta_prefixes = list(prefixes)
+        meta_prefixes.insert(self._meta_at, json_string(META) + ": ")
+        self._meta_template = "{" + ", ".join(prefix + "%s" for prefix in meta_prefixes) + "}"
 
-    def row(self, row: dict[str, Any]) -> str:
+    def row(self, row: dict[str, Any], meta: str | None = None) -> str:
+        """``row`` as a JSON object (with ``meta`` under ``__crdb__`` when given)."""
+        if len(row) == len(self._sorted) and row.keys() == self.names:  # the table's row
+            texts = ["null" if (v := row[n]) is None else f(v) for n, f in self._sorted]
+            if meta is None:
+                return self._template % tuple(texts)
+            texts.insert(self._meta_at, meta)
+            return self._meta_template % tuple(texts)
         parts = []
         columns = self.columns
         for name, value in row.items():
             found = columns.get(name)
             if found is None:  # a CDC query's computed column
-                parts.append(_dumps(name) + ": " + json_any(value))
+                parts.append((name, json_string(name) + ": " + json_any(value)))
                 continue
             prefix, fmt = found
-            parts.append(prefix + ("null" if value is None else fmt(value)))
-        return "{" + ", ".join(parts) + "}"
+            parts.append((name, prefix + ("null" if value is None else fmt(value))))
+        if meta is not None:
+            parts.append((META, json_string(META) + ": " + meta))
+        parts.sort()
+        return "{" + ", ".join(text for _name, text in parts) + "}"
 
-    def values(self, values: Sequence[Any]) -> str:
+    def values(self, values: Sequence[Any], meta: str | None = None) -> str:
         """:meth:`row` for every column's value in column order (as many as the
         descriptor has: one format per version)."""
         formats = self._formats
-        return self._template % tuple(
-            ["null" if v is None else f(v) for f, v in zip(formats, values, strict=False)]
-        )
+        # NB: one format per descriptor version, so formats and order are equally long
+        texts = [
+            "null" if (v := values[i]) is None else f(v)
+            for f, i in zip(formats, self._order, strict=False)
+        ]
+        if meta is None:
+            return self._template % tuple(texts)
+        texts.insert(self._meta_at, meta)
+        return self._meta_template % tuple(texts)
+
+    def deleted(self, key: tuple[Any, ...], names: Sequence[str] | None = None) -> dict[str, Any]:
+        """A deleted row as the bare envelope shows it: its key columns set, the others
+        (of ``names``, by default the table's columns) null."""
+        row: dict[str, Any] = dict.fromkeys(self.columns if names is None else names)
+        row.update(zip(self.key_names, key, strict=True))
+        return row
 
     def key_array(self, key: tuple[Any, ...]) -> str:
         # NB: one format per descriptor version, so key and formats are equally long.
@@ -209,9 +324,15 @@ class RowFormats:
 
 
 class JSONEncoder:
-    def __init__(self, options: ChangefeedOptions) -> None:
+    """``clock``: the wall clock in ns, for the enriched envelope's ``ts_ns``."""
+
+    def __init__(
+        self, options: ChangefeedOptions, *, clock: Callable[[], int] = time.time_ns
+    ) -> None:
         self._o = options
         self._format = RowFormats()
+        self._clock = clock
+        self._schemas: dict[tuple[int, int], str] = {}  # enriched_properties=schema's
 
     def encode_key(self, event: RowEvent, topic: str) -> bytes:
         return self._format(event.table).key_array(event.key).encode()
@@ -221,30 +342,84 @@ class JSONEncoder:
         if o.envelope == "key_only":
             return None
         fmt = self._format(event.table)
-        return self._envelope(
-            None if event.after is None else fmt.row(event.after),
-            None if event.before is None else fmt.row(event.before),
-            fmt.key_array(event.key) if o.key_in_value else "",
-            topic,
-            event.updated,
-            event.mvcc_ts,
-        )
+        if o.envelope == "enriched":
+            return self._enriched(event, fmt)
+        key = fmt.key_array(event.key) if o.key_in_value else ""
+        if o.envelope == "wrapped":
+            return self._wrapped(
+                None if event.after is None else fmt.row(event.after),
+                None if event.before is None else fmt.row(event.before),
+                key,
+                topic,
+                event.updated,
+                event.mvcc_ts,
+            )
+        row = event.after
+        if row is None:
+            if o.envelope != "bare":
+                return None  # envelope=row: a tombstone
+            row = event.deleted
+            if row is None:
+                names = None
+                if event.family is not None:  # that family's columns (and the key's)
+                    wanted = {*event.table.primary_key, *event.family.column_ids}
+                    names = [c.name for c in event.table.columns if c.id in wanted]
+                row = fmt.deleted(event.key, names)
+        meta = self._meta(key, topic, event.updated, event.mvcc_ts)
+        return fmt.row(row, meta).encode()
 
-    def scan_encoder(self, desc: TableDescriptor, topic: str, updated: Timestamp) -> ScanEncoder:
+    def scan_encoder(
+        self, desc: TableDescriptor, topic: str, updated: Timestamp
+    ) -> ScanEncoder | None:
+        o = self._o
+        if o.envelope == "enriched":
+            return None  # each row as an event, with its op and processing time
         fmt = self._format(desc)
-        envelope = self._envelope
+        wrapped = self._wrapped
+        meta = self._meta
 
         def encode(
             key: tuple[Any, ...], values: Sequence[Any], mvcc_ts: Timestamp
         ) -> tuple[bytes, bytes | None]:
             key_json = fmt.key_array(key)
-            return key_json.encode(), envelope(
-                fmt.values(values), None, key_json, topic, updated, mvcc_ts
-            )
+            if o.envelope == "wrapped":
+                return key_json.encode(), wrapped(
+                    fmt.values(values), None, key_json, topic, updated, mvcc_ts
+                )
+            if o.envelope == "key_only":
+                return key_json.encode(), None
+            return key_json.encode(), fmt.values(
+                values, meta(key_json, topic, updated, mvcc_ts)
+            ).encode()
 
         return encode
 
-    def _envelope(
+    def _enriched(self, event: RowEvent, fmt: RowFormat) -> bytes:
+        """The enriched envelope (:mod:`feedkv.changefeed.enriched`)."""
+        o = self._o
+        parts = ['"after": ' + ("null" if event.after is None else fmt.row(event.after))]
+        if o.diff:
+            parts.append('"before": ' + ("null" if event.before is None else fmt.row(event.before)))
+        if o.key_in_value:
+            parts.append('"key": ' + fmt.row(dict(zip(fmt.key_names, event.key, strict=True))))
+        parts.append(f'"op": "{op_of(event)}"')
+        parts.append(f'"ts_ns": {self._clock()}')
+        payload = "{" + ", ".join(parts) + "}"
+        if "schema" not in o.enriched_properties:
+            return payload.encode()
+        desc = event.table
+        schema = self._schemas.get((desc.id, desc.version))
+        if schema is None:
+            projected = (
+                tuple((name, kind) for name, kind, _ in event.columns)
+                if event.columns is not None
+                else None
+            )
+            schema = _jsonb(connect_schema(desc, o, projected))
+            self._schemas[(desc.id, desc.version)] = schema
+        return ('{"payload": ' + payload + ', "schema": ' + schema + "}").encode()
+
+    def _wrapped(
         self,
         after: str | None,
         before: str | None,
@@ -252,40 +427,38 @@ class JSONEncoder:
         topic: str,
         updated: Timestamp,
         mvcc_ts: Timestamp,
-    ) -> bytes | None:
-        """The value of a row change from its parts as JSON text (``key`` is needed
-        only with ``key_in_value``)."""
+    ) -> bytes:
+        """The wrapped envelope from its parts as JSON text (``key`` is needed only with
+        ``key_in_value``); keys in CockroachDB's (sorted) order."""
         o = self._o
-        envelope = o.envelope
-        if envelope == "key_only":
-            return None
-        if envelope == "wrapped":
-            parts = ['"after": ' + ("null" if after is None else after)]
-            if o.diff:
-                parts.append('"before": ' + ("null" if before is None else before))
-            parts += self._metadata(key, topic, updated, mvcc_ts)
-            return ("{" + ", ".join(parts) + "}").encode()
-        if after is None:
-            return None
-        meta = self._metadata(key, topic, updated, mvcc_ts) if envelope == "bare" else []
-        if not meta:
-            return after.encode()
-        crdb = '"__crdb__": {' + ", ".join(meta) + "}"
-        return (after[:-1] + (", " if len(after) > 2 else "") + crdb + "}").encode()
+        parts = ['"after": ' + ("null" if after is None else after)]
+        if o.diff:
+            parts.append('"before": ' + ("null" if before is None else before))
+        parts += self._fields(key, topic, updated, mvcc_ts)
+        return ("{" + ", ".join(parts) + "}").encode()
 
-    def _metadata(self, key: str, topic: str, updated: Timestamp, mvcc_ts: Timestamp) -> list[str]:
-        """The ``key``, ``topic``, ``updated`` and ``mvcc_timestamp`` fields asked for."""
+    def _meta(self, key: str, topic: str, updated: Timestamp, mvcc_ts: Timestamp) -> str | None:
+        """The bare envelope's ``__crdb__`` object, or ``None`` when nothing is asked
+        for (or the envelope is ``row``, which carries no metadata)."""
+        if self._o.envelope != "bare":
+            return None
+        fields = self._fields(key, topic, updated, mvcc_ts)
+        return "{" + ", ".join(fields) + "}" if fields else None
+
+    def _fields(self, key: str, topic: str, updated: Timestamp, mvcc_ts: Timestamp) -> list[str]:
+        """The ``key``, ``mvcc_timestamp``, ``topic`` and ``updated`` fields asked for,
+        in that (sorted) order."""
         o = self._o
-        meta = []
+        fields = []
         if o.key_in_value:
-            meta.append('"key": ' + key)
-        if o.topic_in_value:
-            meta.append('"topic": ' + _dumps(topic))
-        if o.updated:
-            meta.append(f'"updated": "{updated}"')
+            fields.append('"key": ' + key)
         if o.mvcc_timestamp:
-            meta.append(f'"mvcc_timestamp": "{mvcc_ts}"')
-        return meta
+            fields.append(f'"mvcc_timestamp": "{mvcc_ts}"')
+        if o.topic_in_value:
+            fields.append('"topic": ' + json_string(topic))
+        if o.updated:
+            fields.append(f'"updated": "{updated}"')
+        return fields
 
     def encode_resolved(self, ts: Timestamp, topic: str | None) -> bytes:
-        return f'{{"resolved": "{ts}"}}'.encode()
+        return resolved_json(ts, self._o.envelope)

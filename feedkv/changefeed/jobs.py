@@ -7,6 +7,14 @@ process) and until when. Everything about a job is read and changed through reco
 transactions, so ``SHOW CHANGEFEED JOBS`` from any client sees what the node running the
 job sees, and a job outlives the process that created it.
 
+``SHOW CHANGEFEED JOBS`` has CockroachDB 26.1's columns (:data:`SHOW_COLUMNS`); ``SHOW
+JOBS`` and ``crdb_internal.jobs`` those of its jobs table (:data:`JOBS_COLUMNS`,
+:data:`CRDB_INTERNAL_JOBS_COLUMNS`), with ``job_type`` ``CHANGEFEED`` and
+``fraction_completed``, the part of an initial scan or a backfill done (``NULL`` while
+none runs: a changefeed's progress is its high-water mark). Every write of a record
+(:func:`put_job`) stamps ``modified``; the first one that gives it a runner stamps
+``started``, the one that ends it ``finished``.
+
 Statuses follow CockroachDB's::
 
     running ──PAUSE──> pause-requested ──runner stops──> paused ──RESUME──> running
@@ -31,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -51,6 +60,8 @@ __all__ = [
     "ACTIVE",
     "CANCELED",
     "CANCEL_REQUESTED",
+    "CRDB_INTERNAL_JOBS_COLUMNS",
+    "JOBS_COLUMNS",
     "FAILED",
     "HOLD_EXPIRES_AFTER_NS",
     "PAUSED",
@@ -67,10 +78,12 @@ __all__ = [
     "get_job",
     "list_jobs",
     "is_secret",
+    "jobs_row",
     "protected_spans",
     "put_job",
     "redacted",
     "release_hold",
+    "running_status",
     "show_row",
     "table_names",
 ]
@@ -85,6 +98,7 @@ SUCCEEDED = "succeeded"
 TERMINAL = frozenset({CANCELED, FAILED, SUCCEEDED})
 ACTIVE = frozenset({RUNNING, PAUSE_REQUESTED, CANCEL_REQUESTED})  # a runner may hold it
 
+# SHOW CHANGEFEED JOBS, as CockroachDB 26.1's
 SHOW_COLUMNS = (
     "job_id",
     "description",
@@ -92,6 +106,9 @@ SHOW_COLUMNS = (
     "status",
     "running_status",
     "created",
+    "started",
+    "finished",
+    "modified",
     "high_water_timestamp",
     "readable_high_water_timestamptz",
     "error",
@@ -101,6 +118,26 @@ SHOW_COLUMNS = (
     "format",
     "name",
 )
+
+# SHOW JOBS, as CockroachDB's (the columns a changefeed job has)
+JOBS_COLUMNS = (
+    "job_id",
+    "job_type",
+    "description",
+    "statement",
+    "user_name",
+    "status",
+    "running_status",
+    "created",
+    "started",
+    "finished",
+    "modified",
+    "fraction_completed",
+    "error",
+    "coordinator_id",
+)
+CRDB_INTERNAL_JOBS_COLUMNS = (*JOBS_COLUMNS[:12], "high_water_timestamp", *JOBS_COLUMNS[12:])
+JOB_TYPE = "CHANGEFEED"
 
 # Sink URI parameters whose values SHOW CHANGEFEED JOBS never prints.
 _SECRET_WORDS = ("password", "secret", "token", "key", "cert", "auth")
@@ -134,6 +171,10 @@ class JobRecord:
     running_status: str = ""
     error: str = ""
     lease: Lease | None = None
+    started: Timestamp | None = None  # when a runner first took it
+    finished: Timestamp | None = None  # when it ended (canceled, failed, succeeded)
+    modified: Timestamp | None = None  # the last write of the record
+    fraction_completed: float | None = None  # of a scan running now (None: none runs)
     name: str | None = None
     database_id: int | None = None
 
@@ -162,6 +203,10 @@ class JobRecord:
                 "running_status": self.running_status,
                 "error": self.error,
                 "lease": [self.lease.owner, self.lease.expires_ns] if self.lease else None,
+                "started": _text(self.started),
+                "finished": _text(self.finished),
+                "modified": _text(self.modified),
+                "fraction_completed": self.fraction_completed,
                 "name": [self.database_id, self.name] if self.name is not None else None,
                 "spec": {
                     "targets": [
@@ -222,9 +267,22 @@ class JobRecord:
             running_status=d["running_status"],
             error=d["error"],
             lease=lease,
+            # NB: .get: records written before these fields existed have none
+            started=_parsed(d.get("started")),
+            finished=_parsed(d.get("finished")),
+            modified=_parsed(d.get("modified")),
+            fraction_completed=d.get("fraction_completed"),
             name=name,
             database_id=database_id,
         )
+
+
+def _text(ts: Timestamp | None) -> str | None:
+    return str(ts) if ts is not None else None
+
+
+def _parsed(text: str | None) -> Timestamp | None:
+    return Timestamp.parse(text) if text is not None else None
 
 
 def _context(job_id: int) -> bytes:
@@ -272,8 +330,16 @@ def list_jobs(reader: catalog.Reader) -> list[JobRecord]:
 
 
 def put_job(txn: Txn, record: JobRecord, *, watching: bool | None = None) -> None:
-    """Write ``record``; with ``watching``, also record (or forget) that it watches its
-    tables, which TRUNCATE checks."""
+    """Write ``record``, stamped ``modified`` (and ``started`` or ``finished`` when this
+    write gives it its first runner or ends it) at the transaction's timestamp; with
+    ``watching``, also record (or forget) that it watches its tables, which TRUNCATE
+    checks."""
+    now = txn.read_ts or Timestamp(time.time_ns())
+    record = record.replace(modified=now)
+    if record.started is None and record.lease is not None:
+        record = record.replace(started=now)
+    if record.status in TERMINAL:
+        record = record.replace(finished=record.finished or now, fraction_completed=None)
     txn.put(catalog.job_key(record.id), record.to_json(_sealer_for_writing(txn)))
     if watching is not None:
         for target in record.spec.targets:
@@ -369,22 +435,19 @@ def show_row(record: JobRecord, reader: catalog.Reader) -> tuple[Any, ...]:
     for target in spec.targets:
         found = table_names(reader, target.table_id)
         names.append(f"{found[0]}.public.{found[1]}" if found else f"[{target.table_id}]")
-    created = datetime.datetime.fromtimestamp(record.created.wall / 1e9, tz=datetime.UTC)
     high_water = record.high_water
-    readable = (
-        datetime.datetime.fromtimestamp(high_water.wall / 1e9, tz=datetime.UTC)
-        if high_water
-        else None
-    )
     return (
         record.id,
         spec.description,
         spec.user,
         record.status,
         record.running_status,
-        created,
+        _time(record.created),
+        _time(record.started),
+        _time(record.finished),
+        _time(record.modified),
         logical_decimal(high_water) if high_water else None,
-        readable,
+        _time(high_water),
         record.error,
         redacted(spec.sink_uri or ""),
         names,
@@ -392,6 +455,48 @@ def show_row(record: JobRecord, reader: catalog.Reader) -> tuple[Any, ...]:
         spec.options.format,
         record.name,
     )
+
+
+def jobs_row(record: JobRecord, *, high_water: bool = False) -> tuple[Any, ...]:
+    """``record`` as a row of :data:`JOBS_COLUMNS` (``high_water``: of
+    :data:`CRDB_INTERNAL_JOBS_COLUMNS`)."""
+    spec = record.spec
+    lease = record.lease
+    row = (
+        record.id,
+        JOB_TYPE,
+        spec.description,
+        spec.description,
+        spec.user,
+        record.status,
+        record.running_status,
+        _time(record.created),
+        _time(record.started),
+        _time(record.finished),
+        _time(record.modified),
+        record.fraction_completed,
+        record.error,
+        lease.node_id if lease is not None else None,
+    )
+    if not high_water:
+        return row
+    mark = logical_decimal(record.high_water) if record.high_water else None
+    return (*row[:12], mark, *row[12:])
+
+
+def running_status(high_water: Timestamp) -> str:
+    """A running changefeed's ``running_status``, as CockroachDB words it:
+    ``running: resolved=<seconds>.<nanoseconds>,<logical>`` (an HLC timestamp as
+    CockroachDB prints one)."""
+    seconds, nanos = divmod(high_water.wall, 1_000_000_000)
+    return f"running: resolved={seconds}.{nanos:09d},{high_water.logical}"
+
+
+def _time(ts: Timestamp | None) -> datetime.datetime | None:
+    """A TIMESTAMPTZ column's value of ``ts`` (microseconds, as PostgreSQL keeps them)."""
+    if ts is None:
+        return None
+    return datetime.datetime.fromtimestamp(ts.wall / 1e9, tz=datetime.UTC)
 
 
 def table_names(reader: catalog.Reader, table_id: int) -> tuple[str, str] | None:

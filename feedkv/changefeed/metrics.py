@@ -15,15 +15,27 @@ Sampled at scrape time from the feeds running on this node (:meth:`ChangefeedMet
 ``running``, ``checkpoint_progress`` (the lowest high-water mark, nanoseconds since the
 epoch), ``max_behind_nanos`` (now minus it), ``backfill_count`` (feeds in an initial scan
 or a backfill), ``backfill_pending_ranges`` (spans those still have to scan: one for each
-target table, as a scan here goes table by table). ``jobs_changefeed_currently_paused``
-is set by the job registry as it reads the job records.
+target table, as a scan here goes table by table), ``lagging_ranges`` (ranges whose
+resolved timestamp is more than the feed's ``lagging_ranges_threshold`` behind, counted at
+most every ``lagging_ranges_polling_interval``: :mod:`feedkv.changefeed.lagging`).
+
+From the job records, which the job registry hands over each time it reads them
+(:meth:`ChangefeedMetrics.observe_jobs`; jobs that have not ended, wherever they run,
+paused ones too): ``jobs_changefeed_currently_paused``;
+``jobs_changefeed_protected_age_sec``, the age of the oldest history a job holds back
+from garbage collection (its high-water mark, or its start); and
+``changefeed_gc_threshold_distance_nanos``, per scope the least distance between a job's
+high-water mark and the garbage-collection horizon (now minus the store's GC TTL): how
+long the most-behind job can stay stuck before the history it needs would be collected
+but for its protection. It falls as a job falls behind; below zero the job lives on its
+protected history alone (an alert belongs well above zero).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
@@ -36,6 +48,7 @@ from feedkv.util.metrics import Registry
 __all__ = ["DEFAULT_SCOPE", "ChangefeedMetrics", "FeedMetrics", "Progress"]
 
 DEFAULT_SCOPE = "default"
+DEFAULT_GC_TTL_NS = 4 * 3600 * 1_000_000_000  # the store's default (StoreConfig.gc_ttl_ns)
 
 
 class Progress(Protocol):
@@ -61,10 +74,17 @@ class FeedMetrics:
 
 class ChangefeedMetrics:
     def __init__(
-        self, registry: Registry | None = None, *, wall_ns: Callable[[], int] = time.time_ns
+        self,
+        registry: Registry | None = None,
+        *,
+        wall_ns: Callable[[], int] = time.time_ns,
+        gc_ttl_ns: int = DEFAULT_GC_TTL_NS,
     ) -> None:
+        """``gc_ttl_ns``: the store's GC TTL (how far back history is kept)."""
         r = registry or Registry()
         self._wall_ns = wall_ns
+        self._gc_ttl_ns = gc_ttl_ns
+        self._jobs: list[tuple[str, int]] = []  # (scope, protected-from wall ns) of each job
         self._lock = threading.Lock()
         self._scopes: dict[str, FeedMetrics] = {}
         self._live: dict[int, tuple[str, Progress]] = {}
@@ -144,6 +164,47 @@ class ChangefeedMetrics:
             labelnames=scope,
         )
 
+        r.sampled(
+            "changefeed_lagging_ranges",
+            "The number of ranges considered to be lagging behind",
+            lambda: self._by_scope(lambda p: float(_lagging(p)), sum),
+            labelnames=scope,
+        )
+        r.sampled(
+            "changefeed_gc_threshold_distance_nanos",
+            "The least distance between a changefeed job's high-water mark and the "
+            "garbage-collection horizon (now minus the GC TTL)",
+            self._gc_distances,
+            labelnames=scope,
+        )
+        r.sampled(
+            "jobs_changefeed_protected_age_sec",
+            "The age of the oldest history protected by changefeed jobs",
+            self._protected_age_s,
+        )
+
+    def observe_jobs(self, jobs: Iterable[tuple[str | None, Timestamp]]) -> None:
+        """The jobs that have not ended, as ``(metrics_label, the timestamp their history is
+        held from)``: the job registry's last read of the records."""
+        observed = [(label or DEFAULT_SCOPE, ts.wall) for label, ts in jobs]
+        with self._lock:
+            self._jobs = observed
+
+    def _gc_distances(self) -> dict[tuple[str, ...], float]:
+        horizon = self._wall_ns() - self._gc_ttl_ns
+        with self._lock:
+            jobs = list(self._jobs)
+        out: dict[tuple[str, ...], float] = {}
+        for name, wall in jobs:
+            distance = float(wall - horizon)
+            out[(name,)] = min(out.get((name,), distance), distance)
+        return out
+
+    def _protected_age_s(self) -> float:
+        with self._lock:
+            oldest = min((wall for _name, wall in self._jobs), default=None)
+        return 0.0 if oldest is None else max(0, self._wall_ns() - oldest) / 1e9
+
     def scope(self, label: str | None) -> FeedMetrics:
         """The metrics of feeds with ``metrics_label=label`` (``None``: the default)."""
         name = label or DEFAULT_SCOPE
@@ -187,6 +248,13 @@ class ChangefeedMetrics:
         # NB: a scope with no feed reads 0 (not absent), so `changefeed_running == 0` and
         # alerts on it work.
         return {(name,): fold(v) if v else 0.0 for name, v in values.items()}
+
+
+def _lagging(feed: Progress) -> int:
+    """The ranges of ``feed`` that lag (a job run elsewhere, Spark's, says none)."""
+    count = getattr(feed, "lagging_ranges", None)
+    value = count() if callable(count) else 0
+    return value if isinstance(value, int) else 0
 
 
 def _pending(feed: Progress) -> int:

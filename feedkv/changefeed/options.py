@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,8 @@ from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_duration_ns
 
 __all__ = [
+    "DEFAULT_LAGGING_RANGES_POLLING_INTERVAL",
+    "DEFAULT_LAGGING_RANGES_THRESHOLD",
     "DEFAULT_MIN_CHECKPOINT_FREQUENCY",
     "OPTION_NAMES",
     "ROW_FORMATS",
@@ -31,6 +34,8 @@ __all__ = [
 ]
 
 DEFAULT_MIN_CHECKPOINT_FREQUENCY = 30.0  # seconds, as in CockroachDB
+DEFAULT_LAGGING_RANGES_THRESHOLD = 180.0  # seconds, as in CockroachDB
+DEFAULT_LAGGING_RANGES_POLLING_INTERVAL = 60.0  # seconds, as in CockroachDB
 
 
 def option_error(message: str) -> SQLError:
@@ -48,7 +53,7 @@ class ChangefeedOptions:
     cursor: Timestamp | None = None
     end_time: Timestamp | None = None
     initial_scan: str = "yes"  # yes | no | only
-    envelope: str = "wrapped"  # wrapped | bare | key_only | row
+    envelope: str = "wrapped"  # wrapped | bare | key_only | row | enriched
     format: str = "json"  # json | avro | csv | parquet
     updated: bool = False
     mvcc_timestamp: bool = False
@@ -70,6 +75,13 @@ class ChangefeedOptions:
     webhook_auth_header: str | None = None
     webhook_client_timeout: float | None = None
     metrics_label: str | None = None
+    # a range of the feed lags when its resolved timestamp is this far behind; the count
+    # (changefeed_lagging_ranges) is taken again at most this often
+    lagging_ranges_threshold: float = DEFAULT_LAGGING_RANGES_THRESHOLD
+    lagging_ranges_polling_interval: float = DEFAULT_LAGGING_RANGES_POLLING_INTERVAL
+    avro_schema_prefix: str | None = None
+    headers_json_column_name: str | None = None
+    enriched_properties: tuple[str, ...] = ()  # source | schema, with envelope=enriched
     given: tuple[tuple[str, str | None], ...] = field(default=())
 
     @property
@@ -170,6 +182,39 @@ def _json_object(name: str, value: str | None, now: Timestamp) -> dict[str, Any]
 # The CDC design's envelope names, and the shipped envelope (with diff or not) each is.
 _DESIGN_ENVELOPES = {"none": ("row", False), "diff": ("wrapped", True)}
 
+
+def _avro_prefix(name: str, value: str | None, now: Timestamp) -> str:
+    """An Avro namespace (dotted names of letters, digits and ``_``, none starting with
+    a digit): the prefix is the namespace of every record, as in CockroachDB."""
+    text = _text(name, value, now)
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", text):
+        raise option_error(
+            f"option {name}: {text!r} is not an Avro namespace; use letters, digits and _ "
+            "(not starting with a digit), in parts separated by '.'"
+        )
+    return text
+
+
+_ENRICHED_PROPERTIES = ("source", "schema")
+
+
+def _enriched_properties(name: str, value: str | None, now: Timestamp) -> tuple[str, ...]:
+    """A comma-separated list of ``source`` and ``schema``."""
+    properties = tuple(p.strip().lower() for p in _text(name, value, now).split(","))
+    for prop in properties:
+        if prop not in _ENRICHED_PROPERTIES:
+            raise option_error(
+                f"unknown {name} {prop!r}{_suggest(prop, _ENRICHED_PROPERTIES)}; "
+                f"expected a list of {', '.join(_ENRICHED_PROPERTIES)}"
+            )
+    if "source" in properties:
+        raise option_error(
+            f"{name}=source is not supported yet: the job, cluster and node identity it "
+            "carries does not reach feedkv's encoder; use enriched_properties=schema or none"
+        )
+    return properties
+
+
 # Formats the file sink writes from the rows themselves, not from encoded messages.
 ROW_FORMATS = frozenset({"csv", "parquet"})
 
@@ -177,7 +222,7 @@ _OPTIONS: dict[str, _Parser] = {
     "cursor": _timestamp,
     "end_time": _timestamp,
     "initial_scan": _choice("yes", "no", "only", bare="yes"),
-    "envelope": _choice("wrapped", "bare", "key_only", "row", *_DESIGN_ENVELOPES),
+    "envelope": _choice("wrapped", "bare", "key_only", "row", "enriched", *_DESIGN_ENVELOPES),
     "format": _choice("json", "avro", "csv", "parquet"),
     "updated": _flag,
     "mvcc_timestamp": _flag,
@@ -198,7 +243,12 @@ _OPTIONS: dict[str, _Parser] = {
     "webhook_auth_header": _text,
     "webhook_client_timeout": _duration,
     "metrics_label": _text,
+    "lagging_ranges_threshold": _duration,
+    "lagging_ranges_polling_interval": _duration,
     "lake_mode": _choice("mirror", "changelog"),
+    "avro_schema_prefix": _avro_prefix,
+    "headers_json_column_name": _text,
+    "enriched_properties": _enriched_properties,
 }
 
 OPTION_NAMES = frozenset(_OPTIONS)
@@ -247,6 +297,9 @@ def parse_options(given: Iterable[tuple[str, str | None]], *, now: Timestamp) ->
 
 
 def _check_combinations(o: ChangefeedOptions, named: set[str], now: Timestamp) -> None:
+    for name in ("lagging_ranges_threshold", "lagging_ranges_polling_interval"):
+        if getattr(o, name) <= 0:
+            raise option_error(f"option {name} must be more than 0s, such as '1m'")
     if o.initial_scan == "only":
         for name in ("resolved", "end_time", "diff"):
             if name in named:
@@ -271,6 +324,8 @@ def _check_combinations(o: ChangefeedOptions, named: set[str], now: Timestamp) -
             raise option_error("envelope=row is not supported with format=avro")
     elif o.confluent_schema_registry is not None:
         raise option_error("option confluent_schema_registry is only usable with format=avro")
+    elif o.avro_schema_prefix is not None:
+        raise option_error("option avro_schema_prefix is only usable with format=avro")
     if o.format in ROW_FORMATS and ("key_in_value" in named or "topic_in_value" in named):
         raise option_error(f"key_in_value and topic_in_value are not usable with format={o.format}")
     if o.envelope == "key_only":
@@ -280,10 +335,35 @@ def _check_combinations(o: ChangefeedOptions, named: set[str], now: Timestamp) -
                     f"option {name} is not usable with envelope=key_only: there is no value "
                     "to carry it"
                 )
-    if o.diff and o.envelope not in ("wrapped",):
-        raise option_error(f"option diff is only usable with envelope=wrapped, not {o.envelope}")
-    if o.topic_in_value and o.envelope != "wrapped":
-        raise option_error("option topic_in_value is only usable with envelope=wrapped")
+    if o.headers_json_column_name is not None and o.format not in ("json", "avro"):
+        raise option_error(
+            f"headers_json_column_name is only usable with format=json/avro, not {o.format}"
+        )
+    if o.diff and o.envelope not in ("wrapped", "enriched"):
+        raise option_error(
+            f"option diff is only usable with envelope=wrapped or enriched, not {o.envelope}"
+        )
+    if "enriched_properties" in named and o.envelope != "enriched":
+        raise option_error("option enriched_properties is only usable with envelope=enriched")
+    if o.envelope == "enriched":
+        if o.format not in ("json", "avro"):
+            raise option_error(f"envelope=enriched is not usable with format={o.format}")
+        if o.format == "avro" and o.enriched_properties:
+            raise option_error(
+                "enriched_properties=schema is for format=json: Avro's schema is in the registry"
+            )
+        for name in ("updated", "mvcc_timestamp"):
+            if name in named:
+                raise option_error(
+                    f"option {name} with envelope=enriched needs enriched_properties=source, "
+                    "where CockroachDB carries it (not supported yet)"
+                )
+    if "topic_in_value" in named and o.envelope not in ("wrapped", "bare"):
+        raise option_error("option topic_in_value is only usable with envelope=wrapped or bare")
+    if "key_in_value" in named and o.envelope not in ("wrapped", "bare", "enriched"):
+        raise option_error(
+            "option key_in_value is only usable with envelope=wrapped, bare or enriched"
+        )
     if o.end_time is not None:
         start = o.cursor or now
         if o.end_time <= start:

@@ -6,19 +6,32 @@ expressions:
 
 - the table's columns hold the row after the change (for a deletion, only the primary
   key columns are set; the others are NULL);
-- ``cdc_prev.<column>`` holds the row before the change (NULL when there was none);
-- ``event_op()`` is ``'insert'``, ``'update'`` or ``'delete'``.
+- ``cdc_prev`` is the row before the change as a tuple (NULL when there was none):
+  ``cdc_prev.<column>`` or ``(cdc_prev).<column>`` one of its columns, ``cdc_prev``
+  itself the whole row (a JSON object in a message, as CockroachDB encodes a tuple);
+- ``event_op()`` is ``'insert'``, ``'update'`` or ``'delete'``; ``cdc_is_delete()``
+  whether the change is a deletion;
+- ``crdb_internal_mvcc_timestamp`` is the change's MVCC timestamp, ``event_schema_timestamp()``
+  when the row's schema (descriptor version) was written and
+  ``changefeed_creation_timestamp()`` the changefeed's start, each an HLC DECIMAL
+  (``<wall ns>.<logical, 10 digits>``) as CockroachDB's preferred overloads return;
+- JSON operators ``->`` and ``->>`` and ``jsonb_build_object()`` work as in SQL.
 
 A change the predicate does not accept (false or NULL) is not emitted. Deletions are
-emitted like other changes, as tombstones in the ``bare`` envelope (the default for
-CDC queries, as in CockroachDB). Expressions are compiled once per descriptor version,
-so a column that a schema change removes makes the changefeed fail with SQLSTATE 42703
-naming it.
+emitted like other changes: in the ``bare`` envelope (the default for CDC queries, as in
+CockroachDB) as the projection of the deleted row, whose non-key columns are NULL.
+With ``envelope=wrapped, diff``, ``before`` is the whole previous row, not projected
+(CockroachDB encodes it with the table's columns). Expressions are compiled once per
+descriptor version, so a column that a schema change removes makes the changefeed fail
+with SQLSTATE 42703 naming it.
 """
 
 from __future__ import annotations
 
 import datetime
+import decimal
+import time
+from collections.abc import Callable
 from typing import Any
 
 from sqlglot import exp
@@ -38,33 +51,76 @@ from feedkv.sql.expr import (
 )
 from feedkv.sql.parser import parse
 from feedkv.sql.types import ColumnType, Kind
+from feedkv.util.hlc import Timestamp
 
 __all__ = ["CDCQuery", "EVENT_OP_COLUMN"]
 
 EVENT_OP_COLUMN = "__feedkv_event_op"
 PREV = "cdc_prev"
+PREV_ROW_COLUMN = "__feedkv_cdc_prev"
+IS_DELETE_COLUMN = "__feedkv_cdc_is_delete"
+MVCC_COLUMN = "crdb_internal_mvcc_timestamp"
+CREATED_COLUMN = "__feedkv_changefeed_creation_timestamp"
+SCHEMA_TS_COLUMN = "__feedkv_event_schema_timestamp"
+
+# The functions of a change, each read from a column of its own in the query's row
+_FUNCTIONS = {
+    "event_op": EVENT_OP_COLUMN,
+    "cdc_is_delete": IS_DELETE_COLUMN,
+    "changefeed_creation_timestamp": CREATED_COLUMN,
+    "event_schema_timestamp": SCHEMA_TS_COLUMN,
+}
+# Those columns, after the row and the previous row, with their types
+_EXTRA = (
+    (EVENT_OP_COLUMN, Kind.STRING),
+    (PREV_ROW_COLUMN, Kind.JSONB),
+    (IS_DELETE_COLUMN, Kind.BOOL),
+    (MVCC_COLUMN, Kind.DECIMAL),
+    (CREATED_COLUMN, Kind.DECIMAL),
+    (SCHEMA_TS_COLUMN, Kind.DECIMAL),
+)
 
 
-def _event_op_as_column(node: exp.Expr) -> exp.Expr:
-    if isinstance(node, exp.Anonymous) and str(node.this).lower() == "event_op":
+def _as_columns(node: exp.Expr) -> exp.Expr:
+    """The query with the change's functions and ``cdc_prev`` as columns."""
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() in _FUNCTIONS:
+        name = str(node.this).lower()
         if node.expressions:
-            raise SQLError("42883", "event_op() takes no arguments")
-        return exp.column(EVENT_OP_COLUMN, quoted=True)
+            raise SQLError("42883", f"{name}() takes no arguments")
+        return exp.column(_FUNCTIONS[name], quoted=True)
+    if (
+        isinstance(node, exp.Dot)
+        and isinstance(node.this, exp.Paren)
+        and isinstance(node.this.this, exp.Column)
+        and expression_name(node.this.this).lower() == PREV
+        and not qualifier_of(node.this.this)
+        and isinstance(node.expression, exp.Identifier)
+    ):  # (cdc_prev).qty
+        return exp.column(node.expression.this, table=PREV, quoted=node.expression.quoted)
+    if (
+        isinstance(node, exp.Column)
+        and not qualifier_of(node)
+        and expression_name(node).lower() == PREV
+    ):
+        return exp.alias_(exp.column(PREV_ROW_COLUMN, quoted=True), PREV)
     return node
 
 
 class CDCQuery:
     """A parsed CDC query over one table; :meth:`apply` filters and projects changes."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, *, created: Timestamp | None = None) -> None:
+        """``created``: the changefeed's start, ``changefeed_creation_timestamp()``."""
         (statement,) = parse(text)
         if not isinstance(statement, st.Select) or not isinstance(statement.table, st.TableName):
             raise SQLError("42601", "a changefeed query is SELECT ... FROM <table>")
         self.text = text
         self.select = statement
-        self._items = [i.transform(_event_op_as_column) for i in statement.items]
+        self._items = [_unaliased(i.transform(_as_columns)) for i in statement.items]
         self._where = (
-            statement.where.transform(_event_op_as_column) if statement.where is not None else None
+            _unaliased(statement.where.transform(_as_columns))
+            if statement.where is not None
+            else None
         )
         for node in [*self._items, *([self._where] if self._where is not None else [])]:
             if any(True for _ in node.find_all(*AGGREGATES)):
@@ -75,6 +131,10 @@ class CDCQuery:
         self._columns: dict[tuple[int, int], Columns] = {}
         # NB: now() is the query's creation time for every row (not each row's own).
         self._context = Context(now=datetime.datetime.now(datetime.UTC))
+        self._created = _hlc(created or Timestamp(time.time_ns(), 0))
+        # When a descriptor version was written (event_schema_timestamp()); set by the
+        # changefeed that reads the schema history (None: NULL).
+        self.schema_time: Callable[[TableDescriptor], Timestamp | None] | None = None
 
     def check(self, desc: TableDescriptor) -> None:
         """Raise SQLError now if the query does not fit ``desc`` (unknown columns...)."""
@@ -91,8 +151,9 @@ class CDCQuery:
         if not isinstance(node, exp.Column):
             return None, None
         name = expression_name(node)
-        if name == EVENT_OP_COLUMN:
-            return Kind.STRING, None
+        for extra, kind in _EXTRA:
+            if name == extra:
+                return (None if kind is Kind.JSONB else kind), None
         qualifier = qualifier_of(node)
         column = desc.find_column(name)
         if column is None or qualifier not in ("", desc.name, PREV, self.select.alias):
@@ -109,7 +170,8 @@ class CDCQuery:
         for index, column in enumerate(desc.columns):
             scope.add(qualifiers, column.name, index, column.type)
             scope.add([PREV], column.name, width + index, column.type)
-        scope.add([""], EVENT_OP_COLUMN, 2 * width, ColumnType(Kind.STRING))
+        for offset, (name, kind) in enumerate(_EXTRA):
+            scope.add([""], name, 2 * width + offset, ColumnType(kind))
         items: list[tuple[str, Compiled]] = []
         columns: list[tuple[str, Kind | None, str | None]] = []
         for item in self._items:
@@ -145,14 +207,42 @@ class CDCQuery:
             after = [key.get(n) for n in names]
         before = event.before or {}
         op = "delete" if event.after is None else ("update" if event.had_before else "insert")
-        env: list[Any] = [*after, *(before.get(n) for n in names), op]
+        schema_ts = self.schema_time(desc) if self.schema_time is not None else None
+        extra = [
+            op,
+            event.before,
+            event.after is None,
+            _hlc(event.mvcc_ts),
+            self._created,
+            None if schema_ts is None else _hlc(schema_ts),
+        ]
+        env: list[Any] = [*after, *(before.get(n) for n in names), *extra]
         if where is not None and where(env, self._context) is not True:
             return None
         columns = self.columns(desc)
-        if event.after is None:
-            return event._replace(columns=columns)
         projected = {name: fn(env, self._context) for name, fn in items}
-        return event._replace(after=projected, before=None, columns=columns)
+        if event.after is None:
+            return event._replace(columns=columns, deleted=projected)
+        # NB: ``before`` stays the whole row: the wrapped envelope's diff shows it so
+        return event._replace(after=projected, columns=columns)
+
+
+def _hlc(ts: Timestamp) -> decimal.Decimal:
+    """An HLC timestamp as CockroachDB's DECIMAL form of it."""
+    return decimal.Decimal(str(ts))
+
+
+def _unaliased(node: exp.Expr) -> exp.Expr:
+    """An alias ``_as_columns`` put inside an expression (only a whole SELECT item may
+    keep one, to name its column ``cdc_prev``) replaced by what it names."""
+
+    def strip(inner: exp.Expr) -> exp.Expr:
+        if isinstance(inner, exp.Alias) and inner is not node:
+            stripped: exp.Expr = inner.this
+            return stripped
+        return inner
+
+    return node.transform(strip, copy=False)
 
 
 def _column_getter(index: int) -> Compiled:

@@ -31,7 +31,8 @@ error under ``on_error=pause``.
 Metrics (:mod:`feedkv.changefeed.metrics`): a job counts as running while its thread
 runs it; a job that ends with an error (failed, or paused under ``on_error=pause``)
 counts in ``changefeed_failures``, each retry in ``changefeed_error_retries``; each look
-at the records sets ``jobs_changefeed_currently_paused``.
+at the records sets ``jobs_changefeed_currently_paused`` and the jobs' distance from the
+garbage-collection horizon (:meth:`~feedkv.changefeed.metrics.ChangefeedMetrics.observe_jobs`).
 """
 
 from __future__ import annotations
@@ -54,11 +55,13 @@ from feedkv.changefeed.jobs import (
     PAUSED,
     RUNNING,
     SUCCEEDED,
+    TERMINAL,
     JobRecord,
     Lease,
     get_job,
     list_jobs,
     put_job,
+    running_status,
 )
 from feedkv.changefeed.metrics import ChangefeedMetrics
 from feedkv.changefeed.retrying import Retrying, backoff
@@ -66,7 +69,6 @@ from feedkv.changefeed.sink import TerminalSinkError
 from feedkv.errors import BatchTimestampBeforeGCError, ExternalError, FeedKVError, RetryableError
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
-from feedkv.sql.types import logical_decimal
 from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
@@ -180,6 +182,11 @@ class JobRegistry:
         now = self._db.now()
         records = list_jobs(catalog.Snapshot(self._db, now))
         self.metrics.currently_paused.set(sum(r.status == PAUSED for r in records))
+        self.metrics.observe_jobs(
+            (r.spec.options.metrics_label, r.high_water or r.spec.start)
+            for r in records
+            if r.status not in TERMINAL
+        )
         for record in records:
             if self._closed.is_set():
                 return
@@ -335,12 +342,15 @@ class JobRegistry:
         if retrying is not None:
             status = retrying.status()
         elif high_water is not None:
-            status = f"running: resolved={logical_decimal(high_water)}"
+            status = running_status(high_water)
         else:
             status = "running: initial scan"
         return (
             record.replace(
-                lease=Lease(self.owner, expires), high_water=high_water, running_status=status
+                lease=Lease(self.owner, expires),
+                high_water=high_water,
+                running_status=status,
+                fraction_completed=_scan_fraction(job),
             ),
             None,
         )
@@ -380,6 +390,13 @@ class JobRegistry:
         if self._closed.is_set():  # the node stops: another start resumes the job
             return record.replace(lease=None, running_status="waiting for a node"), None
         return record.replace(status=SUCCEEDED, lease=None, running_status=""), False
+
+
+def _scan_fraction(job: Job) -> float | None:
+    """The part of the initial scan or backfill ``job`` runs now that is done (``None``:
+    none runs, or the job does not say: a Spark job's scan runs in its executors)."""
+    fraction = getattr(job, "scan_fraction", None)
+    return float(fraction) if isinstance(fraction, int | float) else None
 
 
 def _retryable(error: BaseException) -> bool:

@@ -72,6 +72,8 @@ class RowEvent(NamedTuple):
     ``mvcc_ts`` for changes; rows of an initial scan or a backfill carry the scan's
     timestamp there. Rows map column names to values in the descriptor's column order.
     ``columns`` is set when a CDC query projected ``after``: its :data:`Columns`.
+    ``deleted`` is, for a deletion under a CDC query, the projection of the deleted row
+    (its key columns set, the others NULL), which the ``bare`` envelope emits.
     """
 
     table: TableDescriptor
@@ -83,6 +85,7 @@ class RowEvent(NamedTuple):
     updated: Timestamp
     had_before: bool = False  # with diff: whether ``before`` is a row (for event_op())
     columns: Columns | None = None
+    deleted: dict[str, Any] | None = None
 
 
 def named_row(
@@ -110,6 +113,9 @@ class RowDecoder:
     ) -> None:
         self._db = db
         self._targets = {t.table_id: t for t in targets}
+        # where the running scan reads (the start of its page; None: none has run), read
+        # by other threads for the scan's progress
+        self.scan_position: bytes | None = None
         self.histories = {t.table_id: SchemaHistory(db, t.table_id, since) for t in targets}
         self._diff = diff
         self._split = split_families or any(t.family is not None for t in targets)
@@ -186,6 +192,7 @@ class RowDecoder:
         at the GIL, and each turn costs."""
         start = span.start
         while start < span.end:
+            self.scan_position = start
             kvs, start = self._page(desc, start, span.end, ts, batch)
             yield kvs
 

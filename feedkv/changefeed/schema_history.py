@@ -110,6 +110,15 @@ class SchemaHistory:
                     return desc
             return None
 
+    def written_at(self, number: int) -> Timestamp | None:
+        """When version ``number`` was written (``None``: not a version this history
+        holds)."""
+        with self._lock:
+            for ts, desc in zip(reversed(self._times), reversed(self._versions), strict=True):
+                if desc.version == number:
+                    return ts
+            return None
+
     def changes(self, lo: Timestamp, hi: Timestamp) -> list[SchemaChange]:
         """Every version change in ``(lo, hi]``, oldest first."""
         with self._lock:

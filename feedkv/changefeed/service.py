@@ -34,12 +34,15 @@ from feedkv.changefeed.create import is_admin, plan_changefeed, require_admin
 from feedkv.changefeed.job import Job
 from feedkv.changefeed.jobs import (
     ACTIVE,
+    CRDB_INTERNAL_JOBS_COLUMNS,
+    JOBS_COLUMNS,
     SHOW_COLUMNS,
     TERMINAL,
     JobRecord,
     delete_job,
     existing_job,
     get_job,
+    jobs_row,
     list_jobs,
     put_job,
     redacted,
@@ -182,7 +185,7 @@ class Changefeeds:
         elif not admin:
             require_admin(session, snapshot, "manage changefeed jobs")
         if isinstance(statement, st.ShowChangefeedJobs):
-            return self._show(statement.job_id, None if admin else session.user)
+            return self._show(statement, None if admin else session.user)
         if isinstance(statement, st.ShowCreateChangefeed):
             return self._show_create(_resolved(statement.job_id))
         if isinstance(statement, st.ControlJob):
@@ -239,15 +242,24 @@ class Changefeeds:
     def _snapshot(self) -> catalog.Snapshot:
         return catalog.Snapshot(self._db, self._db.now())
 
-    def _show(self, job_id: int | None, owner: str | None) -> Result:
+    def _show(self, statement: st.ShowChangefeedJobs, owner: str | None) -> Result:
         """``owner``: only that user's jobs (``None``: every job)."""
         snapshot = self._snapshot()
+        job_id = statement.job_id
         if job_id is None:
             records = [r for r in list_jobs(snapshot) if owner in (None, r.spec.user)]
         else:
             records = [existing_job(get_job(snapshot, job_id), job_id)]
-        rows = [show_row(record, snapshot) for record in reversed(records)]  # newest first
-        return Result(columns=SHOW_COLUMNS, rows=rows, tag=f"SHOW {len(rows)}")
+        records.reverse()  # newest first
+        columns: tuple[str, ...]
+        if statement.shape == "jobs":
+            columns, rows = JOBS_COLUMNS, [jobs_row(r) for r in records]
+        elif statement.shape == "crdb_internal":
+            columns = CRDB_INTERNAL_JOBS_COLUMNS
+            rows = [jobs_row(r, high_water=True) for r in records]
+        else:
+            columns, rows = SHOW_COLUMNS, [show_row(r, snapshot) for r in records]
+        return Result(columns=columns, rows=rows, tag=f"SHOW {len(rows)}")
 
     def _control(self, action: str, job_id: int) -> Result:
         self._db.run_transaction(lambda txn: request(txn, job_id, action))
@@ -313,7 +325,7 @@ class Changefeeds:
             time.sleep(WAIT_POLL_S)  # wait-ok: a job record changes in another thread
 
     def _start_sinkless(self, spec: ChangefeedSpec) -> FeedResult:
-        channel = ChannelSink(text=spec.options.format != "avro")
+        channel = ChannelSink(text=spec.options.format != "avro", envelope=spec.options.envelope)
         label = spec.options.metrics_label
         changefeed = Changefeed(self._db, spec, channel, metrics=self._metrics.scope(label))
         result = FeedResult(

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 from urllib.parse import parse_qsl, urlsplit
 
-from feedkv.changefeed.options import ChangefeedOptions, option_error
+from feedkv.changefeed.options import ROW_FORMATS, ChangefeedOptions, option_error
 from feedkv.errors import ExternalError
 from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_size
@@ -92,6 +92,7 @@ class Message(NamedTuple):
     updated: Timestamp
     schema_id: int = 0  # the version of the table descriptor the row was decoded with
     row: Any = None
+    headers: tuple[tuple[str, bytes], ...] = ()  # headers_json_column_name's (Kafka)
 
     @property
     def size(self) -> int:
@@ -440,6 +441,11 @@ class SinkKind:
     # It keeps tables of whole source rows by primary key: a CDC query's projection or
     # split column families are refused when the changefeed is created.
     whole_rows: bool = False
+    # It takes envelope=key_only and envelope=row, as in CockroachDB only Kafka (and a
+    # sinkless changefeed) do; the others need a value that says which row it is.
+    any_envelope: bool = False
+    # It takes envelope=enriched (in CockroachDB: Kafka, webhooks, Pub/Sub, sinkless).
+    enriched: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -517,6 +523,7 @@ SINK_OPTIONS = frozenset(
         "webhook_auth_header",
         "webhook_client_timeout",
         "lake_mode",
+        "headers_json_column_name",
     }
 )
 _TLS = frozenset({"ca_cert", "client_cert", "client_key", "insecure_tls_skip_verify"})
@@ -561,10 +568,12 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         )
         | _TLS,
         frozenset({"json", "avro"}),
-        frozenset({"kafka_sink_config"}),
+        frozenset({"kafka_sink_config", "headers_json_column_name"}),
         authority="addresses",
         path=False,
         check="feedkv.changefeed.sinks.kafka:check",
+        any_envelope=True,
+        enriched=True,
     ),
     SinkKind(
         "webhook",
@@ -575,6 +584,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         frozenset({"webhook_sink_config", "webhook_auth_header", "webhook_client_timeout"}),
         keyless=True,
         authority="address",
+        enriched=True,
     ),
     SinkKind(
         "SQL table",
@@ -613,6 +623,8 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         frozenset({"json", "avro", "csv", "parquet"}),
         authority="none",
         path=False,
+        any_envelope=True,
+        enriched=True,
     ),
 )
 _BY_SCHEME = {scheme: kind for kind in SINK_KINDS for scheme in kind.schemes}
@@ -620,12 +632,12 @@ _BY_SCHEME = {scheme: kind for kind in SINK_KINDS for scheme in kind.schemes}
 
 def message_options(options: ChangefeedOptions, sink_uri: str | None) -> ChangefeedOptions:
     """The options a sink's messages are encoded with. A sink whose messages have no
-    key beside the value (files, webhooks) gets the key inside a wrapped JSON value, as
-    with ``key_in_value``: CockroachDB turns it on for those sinks, or a deletion would
-    not say which row it deleted."""
+    key beside the value (files, webhooks) gets the key inside a wrapped (or bare) JSON
+    value, as with ``key_in_value``: CockroachDB turns it on for those sinks, or a
+    deletion would not say which row it deleted."""
     if sink_uri is None or options.key_in_value:
         return options
-    if options.format != "json" or options.envelope != "wrapped":
+    if options.format != "json" or options.envelope not in ("wrapped", "bare"):
         return options
     kind = _BY_SCHEME.get(urlsplit(sink_uri).scheme.lower())
     if kind is None or not kind.keyless:
@@ -721,6 +733,21 @@ def parse_sink_uri(uri: str, options: ChangefeedOptions) -> SinkURI:
         raise option_error(
             f"format={options.format} is not supported by the {kind.name} sink; "
             f"it takes {', '.join(sorted(kind.formats))}"
+        )
+    if (
+        options.envelope in ("key_only", "row")
+        and not kind.any_envelope
+        and not kind.whole_rows
+        and options.format not in ROW_FORMATS
+    ):
+        raise option_error(
+            f"envelope={options.envelope} is only usable with the Kafka sink or a sinkless "
+            f"changefeed, not the {kind.name} sink"
+        )
+    if options.envelope == "enriched" and not kind.enriched:
+        raise option_error(
+            f"envelope=enriched is only usable with the Kafka and webhook sinks or a sinkless "
+            f"changefeed, not the {kind.name} sink"
         )
     for name, _value in options.given:
         if name in SINK_OPTIONS and name not in kind.options:

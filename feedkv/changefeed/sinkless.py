@@ -4,7 +4,8 @@ SQL client.
 The changefeed runs in a thread of the client's process and emits into a
 :class:`ChannelSink`, a bounded buffer; the statement's :class:`FeedResult` yields the
 rows as they arrive: ``(table, key, value)``, with resolved markers as ``(None, None,
-'{"resolved": "..."}')``. JSON keys and values are text, Avro ones bytes. A consumer
+'{"resolved":"..."}')`` (``{"__crdb__":{"resolved":"..."}}`` outside the wrapped
+envelope, as CockroachDB writes them). JSON keys and values are text, Avro ones bytes. A consumer
 that stops reading stalls the feed (the buffer is bounded), it never loses rows.
 Closing the result stops the changefeed; a failure of the changefeed is raised from
 the iteration.
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from feedkv.changefeed.changefeed import Changefeed
+from feedkv.changefeed.encoder import resolved_json
 from feedkv.changefeed.sink import Message, SinkError
 from feedkv.sql.execution import Result
 from feedkv.util.hlc import Timestamp
@@ -37,8 +39,11 @@ class ChannelSink:
     the changefeed an append under a lock, not a queue's put with its waits: a queue
     per row held the sinkless initial scan to 70% of the null sink's rate."""
 
-    def __init__(self, *, text: bool = True, capacity: int = 10_000) -> None:
+    def __init__(
+        self, *, text: bool = True, capacity: int = 10_000, envelope: str = "wrapped"
+    ) -> None:
         self._text = text
+        self._envelope = envelope
         self._capacity = capacity
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)  # rows came, room freed, closed
@@ -76,7 +81,7 @@ class ChannelSink:
         pass  # nothing is held back; a reader that went away stays gone
 
     def emit_resolved(self, ts: Timestamp, topics: Iterable[str]) -> None:
-        self._put((None, None, self._out(f'{{"resolved": "{ts}"}}'.encode())))
+        self._put((None, None, self._out(resolved_json(ts, self._envelope))))
 
     def end(self, error: BaseException | None = None) -> None:
         """The changefeed is over; the reader gets ``error`` (if any) after the rows."""

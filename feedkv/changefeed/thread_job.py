@@ -15,6 +15,7 @@ from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
     from feedkv.changefeed.registry import JobFactory
+    from feedkv.rangefeed.client import FeedRange
     from feedkv.sql.client import SQLClient
 
 __all__ = ["ThreadJob", "thread_jobs"]
@@ -39,6 +40,20 @@ class ThreadJob:
     @property
     def backfill_pending(self) -> int:
         return self.changefeed.backfill_pending
+
+    @property
+    def scan_fraction(self) -> float | None:
+        return self.changefeed.scan_fraction
+
+    @property
+    def rows_emitted(self) -> int:
+        return self.changefeed.rows_emitted
+
+    def lagging_ranges(self) -> int:
+        return self.changefeed.lagging_ranges()
+
+    def ranges(self) -> list[FeedRange]:
+        return self.changefeed.ranges()
 
     def run(self) -> None:
         try:

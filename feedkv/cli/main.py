@@ -103,8 +103,8 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument(
         "--http-addr",
         default="127.0.0.1:8080",
-        help="HOST:PORT of the HTTP port: metrics for Prometheus at /_status/vars "
-        "(port 0: any free)",
+        help="HOST:PORT of the HTTP port: the admin page at /, metrics for Prometheus at "
+        "/_status/vars (port 0: any free)",
     )
     start.add_argument(
         "--log-level",
@@ -124,6 +124,13 @@ def _parser() -> argparse.ArgumentParser:
         default="10s",
         help="how often the node moves a range to the live node holding the fewest, when "
         "it holds two more (0s: never; default 10s)",
+    )
+    start.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="how many replicas each range keeps, on distinct nodes, replicated with Raft "
+        "(default 1: each range on one node; 3 survives the loss of any one node)",
     )
     start.add_argument(
         "--max-offset",
@@ -260,7 +267,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 changefeed_runner=args.changefeed_runner,
                 spark_master=args.spark_master,
                 join=[a.strip() for a in args.join.split(",") if a.strip()],
-                cluster_config=cluster_config(args.rebalance_interval, args.max_offset),
+                cluster_config=cluster_config(
+                    args.rebalance_interval, args.max_offset, args.replicas
+                ),
                 certs_dir=Path(args.certs_dir) if args.certs_dir else None,
                 external_io_dir=Path(args.external_io_dir or Path(args.store) / "extern"),
             )

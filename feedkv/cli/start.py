@@ -54,14 +54,17 @@ def _positive(flag: str, text: str) -> int:
     return ns
 
 
-def cluster_config(rebalance_interval: str, max_offset: str) -> ClusterConfig:
+def cluster_config(rebalance_interval: str, max_offset: str, replicas: int = 1) -> ClusterConfig:
     """The node's cluster settings from its flags; InvalidArgumentError names a bad one."""
     interval_ns = parse_duration_ns(rebalance_interval)
     if interval_ns < 0:
         raise InvalidArgumentError(f"--rebalance-interval {rebalance_interval!r} is negative")
+    if not 1 <= replicas <= 7:
+        raise InvalidArgumentError(f"--replicas {replicas} is not between 1 and 7")
     return ClusterConfig(
         rebalance_interval_s=interval_ns / 1e9,
         max_offset_ns=_positive("--max-offset", max_offset),
+        replicas=replicas,
     )
 
 

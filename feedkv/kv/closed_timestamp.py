@@ -69,6 +69,12 @@ class ClosedTimestamps:
         self._closed[range_id] = closed
         return closed
 
+    def restart(self, range_id: int, ts: Timestamp) -> None:
+        """Start ``range_id`` at ``ts``, even below where it stands: a replicated range's
+        promises arrive through its Raft log, and a replica must not assume one of its
+        own (the store's opening time) that the lease holder never made."""
+        self._closed[range_id] = ts
+
     def forget(self, range_id: int) -> None:
         self._closed.pop(range_id, None)
 

@@ -100,7 +100,16 @@ from feedkv.storage.logical_ops import LogicalOp
 from feedkv.util.hlc import Clock, Timestamp
 from feedkv.util.keys import KEY_MAX, Span, check_key, key_next
 
-__all__ = ["Applied", "CommandContext", "PushBatch", "RangeChange", "TxnPushFailed", "evaluate"]
+__all__ = [
+    "Applied",
+    "CommandContext",
+    "PushBatch",
+    "RangeChange",
+    "TxnPushFailed",
+    "batch_key",
+    "batch_spans",
+    "evaluate",
+]
 
 _WRITES = (Put, ConditionalPut, DeleteRange)
 _WriteFn = Callable[[Timestamp, TxnMeta | None], list[LogicalOp]]
@@ -163,6 +172,10 @@ class CommandContext:
     closed: ClosedTimestamps
     txn_liveness_ns: int
     frozen: set[int] = field(default_factory=set)  # ranges moving away: they serve nothing
+    replicated: set[int] = field(default_factory=set)  # ranges served through Raft
+    # Hands out the id of a split's new range (a replicated range's lease holder gives
+    # one it took beforehand: the store's id counter must not travel in the Raft log)
+    new_range_id: Callable[[ReadWriter], int] = next_range_id
 
 
 def _request_span(request: Request, txn: Transaction | None) -> Span | None:
@@ -180,6 +193,13 @@ def _request_span(request: Request, txn: Transaction | None) -> Span | None:
     if isinstance(request, PushTxn):
         return Span.for_key(request.pushee.key)
     return None
+
+
+def batch_key(batch: BatchRequest) -> bytes:
+    """The key whose range a batch without a range id goes to: its first request's."""
+    txn = batch.header.txn
+    first = next((s for r in batch.requests if (s := _request_span(r, txn))), None)
+    return first.start if first is not None else _admin_key(batch.requests[0])
 
 
 def batch_spans(batch: BatchRequest) -> tuple[Span, ...] | None:
@@ -216,9 +236,7 @@ def _route(rw: ReadWriter, batch: BatchRequest, frozen: set[int]) -> RangeDescri
                 raise RangeKeyMismatchError(f"range r{header.range_id} moved", [moved.desc])
             raise RangeNotFoundError(header.range_id)
     else:
-        first = next((s for r in batch.requests if (s := _request_span(r, header.txn))), None)
-        key = first.start if first is not None else _admin_key(batch.requests[0])
-        desc = descriptor_for_key(rw, key)
+        desc = descriptor_for_key(rw, batch_key(batch))
     if frozen and desc.range_id in frozen:
         raise RangeUnavailableError(f"range r{desc.range_id} is moving to another node")
     start, end = desc.span.start, desc.span.end
@@ -251,11 +269,20 @@ def _admin_key(request: Request) -> bytes:
     raise InvalidArgumentError(f"cannot route a {type(request).__name__} without keys")
 
 
-def evaluate(ctx: CommandContext, rw: ReadWriter, batch: BatchRequest) -> Applied:
-    """Evaluate ``batch`` against ``rw`` as one command of the range it addresses."""
+def evaluate(
+    ctx: CommandContext, rw: ReadWriter, batch: BatchRequest, *, replicated: bool = False
+) -> Applied:
+    """Evaluate ``batch`` against ``rw`` as one command of the range it addresses;
+    ``replicated``: on the range's lease holder, to be proposed to its Raft log (a
+    replicated range refuses any other way in)."""
     if not batch.requests:
         raise InvalidArgumentError("empty batch: send at least one request")
     desc = _route(rw, batch, ctx.frozen)
+    if (desc.range_id in ctx.replicated) != replicated:
+        raise RangeUnavailableError(
+            f"range r{desc.range_id} is {'not ' if replicated else ''}replicated here: "
+            "send the batch again"
+        )
     now = ctx.clock.now()
     closed = ctx.closed.close(desc.range_id, now)
     txn = batch.header.txn
@@ -619,7 +646,7 @@ class _Evaluator:
         generation = desc.generation + 1
         left = replace(desc, span=Span(desc.start, key), generation=generation)
         right = RangeDescriptor(
-            next_range_id(self.rw),
+            self.ctx.new_range_id(self.rw),
             Span(key, desc.end),
             generation,
             not req.automatic,

@@ -7,7 +7,11 @@ reaches every node even from a node that died before telling them all. A
 :class:`RangeDirectory` keeps the latest report of each node and answers range lookups
 from their union. Where two reports
 overlap (a range moved, and the node it left has not reported since), the descriptor
-of the higher generation wins: a move, split or merge always bumps it.
+of the higher generation wins: a move, split or merge always bumps it. A replicated
+range is in the report of every node holding a replica; its lease holder reports it with
+itself first and the Raft term it leads in, and of one generation the claim of the
+highest term wins (a dead lease holder's last report claims an older term than its
+successor's).
 
 This takes the place of CockroachDB's meta ranges. The answers may be stale for a
 heartbeat; that is safe, because a node refuses a request for a range it does not hold
@@ -28,18 +32,29 @@ from feedkv.kv.range_descriptor import RangeDescriptor
 __all__ = ["RangeDirectory"]
 
 
+Report = tuple[int, tuple[RangeDescriptor, ...], dict[int, int]]
+"""A node's report: its sequence number, its ranges, and the terms of its leases."""
+
+
 class RangeDirectory:
     def __init__(self) -> None:
-        self._reports: dict[int, tuple[int, tuple[RangeDescriptor, ...]]] = {}
+        self._reports: dict[int, Report] = {}
         self._index: tuple[list[bytes], list[RangeDescriptor]] = ([], [])
 
-    def report(self, node_id: int, seq: int, descs: Iterable[RangeDescriptor]) -> bool:
-        """Take node ``node_id``'s report of its ranges; an older ``seq`` than the one held
-        is ignored. Returns whether the directory changed."""
+    def report(
+        self,
+        node_id: int,
+        seq: int,
+        descs: Iterable[RangeDescriptor],
+        leases: dict[int, int] | None = None,
+    ) -> bool:
+        """Take node ``node_id``'s report of its ranges (``leases``: range id -> the Raft
+        term of each replicated range whose lease it holds); an older ``seq`` than the
+        one held is ignored. Returns whether the directory changed."""
         held = self._reports.get(node_id)
         if held is not None and held[0] >= seq:
             return False
-        self._reports[node_id] = (seq, tuple(descs))
+        self._reports[node_id] = (seq, tuple(descs), dict(leases or {}))
         self._rebuild()
         return True
 
@@ -48,8 +63,9 @@ class RangeDirectory:
         held = self._reports.get(node_id)
         return held[0] if held is not None else -1
 
-    def reports(self) -> dict[int, tuple[int, tuple[RangeDescriptor, ...]]]:
-        """Every node's report held: ``node id -> (seq, descriptors)`` (to pass on)."""
+    def reports(self) -> dict[int, Report]:
+        """Every node's report held: ``node id -> (seq, descriptors, leases)`` (to pass
+        on)."""
         return dict(self._reports)
 
     def lookup(self, key: bytes, prefetch: int = 0) -> tuple[RangeDescriptor, ...]:
@@ -71,13 +87,17 @@ class RangeDirectory:
 
     def _rebuild(self) -> None:
         candidates = sorted(
-            (d for _seq, descs in self._reports.values() for d in descs),
-            key=lambda d: d.generation,
+            (
+                (d.generation, leases.get(d.range_id, 0), d)
+                for _seq, descs, leases in self._reports.values()
+                for d in descs
+            ),
+            key=lambda c: c[:2],
             reverse=True,
         )
         chosen: list[RangeDescriptor] = []
         starts: list[bytes] = []
-        for desc in candidates:
+        for _, _, desc in candidates:
             at = bisect.bisect_left(starts, desc.start)
             before = chosen[at - 1] if at > 0 else None
             after = chosen[at] if at < len(chosen) else None

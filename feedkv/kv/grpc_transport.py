@@ -199,6 +199,8 @@ class GrpcTransport:
 
     def _translate(self, exc: Any, batch: BatchRequest) -> Exception:
         _raise_denied(exc)
+        if _never_sent(exc):
+            return NodeUnavailableError(f"node {self.address} is unreachable: {_details(exc)}")
         if any(isinstance(r, _MUTATIONS) for r in batch.requests):
             return AmbiguousResultError(
                 f"the connection to {self.address} failed during a write ({_details(exc)}); "
@@ -300,6 +302,15 @@ def _raise_denied(exc: Any) -> None:
     code = exc.code() if hasattr(exc, "code") else None
     if code == grpc.StatusCode.PERMISSION_DENIED:
         raise PermissionDeniedError(_details(exc)) from exc
+
+
+def _never_sent(exc: Any) -> bool:
+    """Whether a call failed before it reached the node: no connection could be made
+    (gRPC's pick failure), so nothing was applied and another replica may be tried."""
+    code = exc.code() if hasattr(exc, "code") else None
+    return code == grpc.StatusCode.UNAVAILABLE and "failed to connect to all addresses" in (
+        _details(exc)
+    )
 
 
 def _details(exc: Any) -> str:

@@ -170,11 +170,13 @@ def seed_range_ids(rw: ReadWriter, node_id: int) -> None:
         rw.put(META, _NEXT_ID, (node_id << 32).to_bytes(8, "big"))
 
 
-def bootstrap(rw: ReadWriter, node_id: int = 1) -> bool:
-    """Create range r1 over the whole keyspace, on node ``node_id``, if the store has no
-    ranges yet."""
+def bootstrap(rw: ReadWriter, node_id: int = 1, replicas: tuple[int, ...] = ()) -> bool:
+    """Create range r1 over the whole keyspace, on node ``node_id`` (or on ``replicas``),
+    if the store has no ranges yet; returns whether it did."""
     found = rw.seek(META, _END)
     if found is not None and found[0].startswith(_END):
         return False
-    write_descriptor(rw, RangeDescriptor(1, Span(KEY_MIN, KEY_MAX), 0, replicas=(node_id,)))
+    write_descriptor(
+        rw, RangeDescriptor(1, Span(KEY_MIN, KEY_MAX), 0, replicas=replicas or (node_id,))
+    )
     return True

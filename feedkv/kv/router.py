@@ -17,6 +17,7 @@ from typing import Protocol, runtime_checkable
 from feedkv.errors import (
     InvariantViolation,
     NodeUnavailableError,
+    NotLeaseHolderError,
     RangeKeyMismatchError,
     RangeNotFoundError,
     RangeRoutingError,
@@ -78,18 +79,48 @@ class Router:
         self.ranges = RangeCache(self._lookup)
 
     def _send(self, batch: BatchRequest, desc: RangeDescriptor) -> BatchResponse:
-        """Send an addressed batch to the node holding ``desc``'s range."""
+        """Send an addressed batch to the node holding ``desc``'s range (its lease, when
+        the range is replicated: a replica without it names the one it believes holds
+        it, or the next replica is tried; the cache learns where the lease was)."""
         if self._dial is None:
             return self.transport.send(batch)
-        try:
-            return self._dial(desc.lease_holder).send(batch)
-        except NodeUnavailableError:
-            # NB: a cached address may name a node the range left before it died: look
-            # again (at the node this client connects to) before giving up on the range
-            self.ranges.evict(desc)
-            fresh = self.ranges.get(desc.start)
-            if fresh.lease_holder == desc.lease_holder:
+        tried: list[int] = []
+        node = desc.lease_holder
+        while True:
+            try:
+                response = self._dial(node).send(batch)
+            except NotLeaseHolderError as exc:
+                tried.append(node)
+                node = self._next_replica(desc, tried, exc.lease_holder)
+                if not node:
+                    raise RangeUnavailableError(f"no replica of {desc} holds its lease") from exc
+                continue
+            except NodeUnavailableError:
+                tried.append(node)
+                if len(desc.replicas) > 1 and (node := self._next_replica(desc, tried, 0)):
+                    continue
+                self._unavailable(desc)
                 raise
+            if node != desc.lease_holder:
+                others = tuple(n for n in desc.replicas if n != node)
+                self.ranges.insert([replace(desc, replicas=(node, *others))])
+            return response
+
+    @staticmethod
+    def _next_replica(desc: RangeDescriptor, tried: list[int], hint: int) -> int:
+        """The replica to try next: the hinted lease holder, else one not tried (0:
+        none left)."""
+        if hint and hint not in tried:
+            return hint
+        return next((n for n in desc.replicas if n not in tried), 0)
+
+    def _unavailable(self, desc: RangeDescriptor) -> None:
+        """``desc``'s node is unavailable. A cached address may name a node the range
+        left before it died: look again (at the node this client connects to), and say
+        so when the range is elsewhere now."""
+        self.ranges.evict(desc)
+        fresh = self.ranges.get(desc.start)
+        if fresh.replicas != desc.replicas:
             raise RangeKeyMismatchError(
                 f"node n{desc.lease_holder} is unavailable, and {desc} is now {fresh}", [fresh]
             ) from None

@@ -42,8 +42,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
+import msgpack
+
 from feedkv.errors import (
     FeedKVError,
+    InvalidArgumentError,
     InvariantViolation,
     NodeUnavailableError,
     PushFailedError,
@@ -82,6 +85,7 @@ from feedkv.kv.command import (
     Applied,
     CommandContext,
     PushBatch,
+    batch_key,
     batch_spans,
     evaluate,
 )
@@ -93,15 +97,21 @@ from feedkv.kv.range_descriptor import (
     delete_descriptor,
     descriptor_by_id,
     descriptor_for_key,
+    next_range_id,
     seed_range_ids,
     write_descriptor,
 )
 from feedkv.kv.range_descriptor import bootstrap as bootstrap_meta
 from feedkv.kv.range_move import MoveRecord
 from feedkv.kv.range_size import RangeSizes, measure, op_bytes
+from feedkv.kv.replica import AppliedEntry, Replica
+from feedkv.kv.replica_loop import ReplicaLoop, Send
+from feedkv.kv.replicated_command import Effects
 from feedkv.kv.tscache import TimestampCache
 from feedkv.kv.txn_record import TXN_RECORDS, TxnRecord, read_record
-from feedkv.storage.engine import Completion, ReadWriter, Snapshot
+from feedkv.raft import RAFT_DB, ConfChange, ConfChangeType, ConfState
+from feedkv.raft import Config as RaftConfig
+from feedkv.storage.engine import Completion, Reader, ReadWriter, Snapshot
 from feedkv.storage.gc import forward_threshold, gc_threshold
 from feedkv.storage.intent import Intent, TxnMeta, TxnStatus
 from feedkv.storage.lmdb_engine import LMDBEngine
@@ -117,7 +127,7 @@ _READ_ONLY = frozenset({Get, Scan, RefreshRange, RangeLookup, Export})
 
 log = logging.getLogger(__name__)
 
-DATABASES = (*MVCC_DATABASES, META, TXN_RECORDS)
+DATABASES = (*MVCC_DATABASES, META, TXN_RECORDS, RAFT_DB)
 SLOW_PUSH_S = 1.0
 CLOSED_TARGETS_REFRESH_S = 0.5  # how often Store.closed_targets is read
 Entry = tuple[str, bytes, bytes]  # a snapshot's (database, key, value)
@@ -139,6 +149,10 @@ class StoreConfig:
     # Moves an automatic split point back to a boundary the layer above needs kept whole
     # (a SQL row's start, so its column families stay in one range); None: any key.
     split_key: Callable[[bytes], bytes] | None = None
+    # A replica that takes a range's lease moves the range's timestamp cache this far
+    # above its own clock: past every read an earlier lease holder (whose clock may run
+    # ahead of ours by up to the cluster's maximum offset) served.
+    max_offset_ns: int = 500_000_000
 
 
 class _InFlight:
@@ -198,6 +212,70 @@ class _WaitQueue:
                 self._cond.wait(timeout)
 
 
+class _ReplicatedRange:
+    """A replicated range's data in a store, for its replica's snapshots and membership
+    (:class:`~feedkv.kv.replica.RangeData`): its descriptor, and the range state a move
+    streams (:mod:`feedkv.kv.range_move`: versions, intents, transaction records; the
+    time index rebuilt), with its GC threshold."""
+
+    def __init__(self, engine: LMDBEngine, ctx: CommandContext, range_id: int) -> None:
+        self._engine = engine
+        self._ctx = ctx
+        self.range_id = range_id
+
+    def accepts(self, data: bytes) -> bool:
+        """Whether a snapshot may be installed here: not while another range of this
+        store still holds part of its span (a split that made this range has not
+        applied here yet: it will create the replica; until then the leader retries)."""
+        desc = RangeDescriptor.decode(msgpack.unpackb(data, raw=False)[0])
+        with self._engine.snapshot() as snap:
+            return all(
+                d.range_id == self.range_id or not d.span.overlaps(desc.span)
+                for d in all_descriptors(snap)
+            )
+
+    def snapshot(self, reader: Reader) -> bytes:
+        desc = descriptor_by_id(reader, self.range_id)
+        if desc is None:
+            raise InvariantViolation(f"a snapshot of r{self.range_id}, which is not here")
+        entries = [list(e) for chunk in range_move.read_snapshot(reader, desc.span) for e in chunk]
+        threshold = gc_threshold(reader, desc.span)
+        packed: bytes = msgpack.packb(
+            [desc.encode(), [threshold.wall, threshold.logical], entries], use_bin_type=True
+        )
+        return packed
+
+    def install(self, rw: ReadWriter, data: bytes) -> None:
+        raw, threshold, entries = msgpack.unpackb(data, raw=False)
+        desc = RangeDescriptor.decode(raw)
+        held = descriptor_by_id(rw, self.range_id)
+        if held is not None:
+            range_move.clear_range(rw, held.span)
+            delete_descriptor(rw, held)
+        range_move.clear_range(rw, desc.span)
+        range_move.write_entries(rw, [tuple(entry) for entry in entries])
+        forward_threshold(rw, desc.span, Timestamp(*threshold))
+        write_descriptor(rw, desc)
+        self._serve()
+
+    def members_changed(self, rw: ReadWriter, conf: ConfState) -> None:
+        """The descriptor lists the voters only: a learner (a replica being added)
+        serves nothing and counts towards no quorum until it is promoted."""
+        desc = descriptor_by_id(rw, self.range_id)
+        if desc is None:
+            return  # a replica waiting for its snapshot: the snapshot brings the members
+        kept = [n for n in desc.replicas if n in conf.voters]
+        replicas = (*kept, *(n for n in conf.voters if n not in kept))
+        write_descriptor(rw, replace(desc, replicas=replicas))
+        self._serve()
+
+    def _serve(self) -> None:
+        # NB: in the engine transaction, which may run twice: adding again is harmless
+        if self.range_id not in self._ctx.replicated:
+            self._ctx.replicated.add(self.range_id)
+            self._ctx.closed.restart(self.range_id, Timestamp(0, 0))
+
+
 class ClusterSender(Protocol):
     """How a store of a cluster reaches the ranges other nodes hold (the node's router)."""
 
@@ -235,6 +313,7 @@ class Store:
         # from its directory, relocations), and how pushes and resolves reach other nodes.
         self.intercept: Callable[[BatchRequest], BatchResponse | None] | None = None
         self.cluster: ClusterSender | None = None
+        self.replicas: ReplicaLoop | None = None  # set by replicate()
         opened_at = self.clock.now()
         self._ctx = CommandContext(
             clock=self.clock,
@@ -356,6 +435,8 @@ class Store:
         self._waiters.notify()
         for thread in self._threads:
             thread.join()
+        if self.replicas is not None:
+            self.replicas.stop()
         with self.engine.apply_lock:
             observers, self._observers = self._observers, {}
             for group in observers.values():
@@ -389,6 +470,201 @@ class Store:
                     raise
                 continue
             left = Span(part.end, left.end) if part.end < left.end else None
+
+    # Replication (issue 38's first steps: see feedkv.kv.replica and replica_loop).
+
+    def bootstrap_replicated(self, nodes: Sequence[int]) -> None:
+        """Create range r1, over the whole keyspace, replicated on ``nodes`` (this one
+        among them), unless the store has ranges already. Every one of ``nodes`` writes
+        the same first state, so the range starts replicated with no snapshot to send."""
+        if self.node_id not in nodes:
+            raise InvariantViolation(f"node {self.node_id} bootstraps a range it is not in")
+
+        def bootstrap(rw: ReadWriter) -> None:
+            if bootstrap_meta(rw, self.node_id, replicas=tuple(nodes)):
+                Replica.bootstrap(rw, 1, nodes)
+
+        self.engine.write(bootstrap)
+
+    def replicate(
+        self, send: Send, *, tick_s: float = 0.05, raft: RaftConfig | None = None
+    ) -> ReplicaLoop:
+        """Serve the ranges replicated on this store (their descriptors name more than
+        one node) through their Raft groups; ``send`` carries this node's messages to
+        the others, whose messages the node's transport hands to the returned loop's
+        ``receive``."""
+        if self.replicas is not None:
+            raise InvariantViolation("the store replicates already")
+        loop = ReplicaLoop(
+            self.engine,
+            self.node_id,
+            send,
+            lambda range_id: _ReplicatedRange(self.engine, self._ctx, range_id),
+            tick_s=tick_s,
+            config=raft,
+            on_stage=self._on_replicated_stage,
+            on_apply=self._on_replicated_apply,
+        )
+        for desc in self.descriptors():
+            if len(desc.replicas) > 1 and self.node_id in desc.replicas:
+                loop.add(desc.range_id)
+                self._ctx.replicated.add(desc.range_id)
+                self._ctx.closed.restart(desc.range_id, Timestamp(0, 0))
+        self.replicas = loop
+        loop.start()
+        return loop
+
+    def start_replicating(self, range_id: int) -> None:
+        """Serve ``range_id``, held here alone, through a Raft group of this one replica
+        from now on (the first step of adding replicas to it: :meth:`add_replica`)."""
+        loop = self._replication()
+        if loop.has(range_id):
+            return
+
+        def convert(rw: ReadWriter) -> None:
+            desc = descriptor_by_id(rw, range_id)
+            if desc is None:
+                raise RangeNotFoundError(range_id)
+            if desc.replicas != (self.node_id,):
+                raise InvalidArgumentError(f"{desc} is not held by this node alone")
+            Replica.bootstrap(rw, range_id, (self.node_id,))
+            # NB: from here on the commit thread refuses the range's commands
+            self._ctx.replicated.add(range_id)
+
+        self.engine.write(convert)
+        loop.add(range_id, campaign=True)
+
+    def add_replica(self, range_id: int, node_id: int, *, timeout_s: float = 60.0) -> None:
+        """Add a replica of ``range_id`` on node ``node_id``: as a learner, which the
+        leader sends a snapshot, then as a voter. Runs on the range's lease holder."""
+        loop = self._replication()
+        for change in (ConfChangeType.ADD_LEARNER, ConfChangeType.ADD_NODE):
+            loop.change_members(range_id, ConfChange(change, node_id)).result(timeout_s)
+
+    def remove_replica(self, range_id: int, node_id: int, *, timeout_s: float = 60.0) -> None:
+        """Remove node ``node_id``'s replica of ``range_id`` (on its lease holder)."""
+        change = ConfChange(ConfChangeType.REMOVE_NODE, node_id)
+        self._replication().change_members(range_id, change).result(timeout_s)
+
+    def _replication(self) -> ReplicaLoop:
+        if self.replicas is None:
+            raise InvalidArgumentError("this store does not replicate: call replicate() first")
+        return self.replicas
+
+    def _replicated_range(self, batch: BatchRequest) -> int | None:
+        """The range ``batch`` goes to when this store serves it through Raft."""
+        loop = self.replicas
+        if loop is None:
+            return None
+        range_id = batch.header.range_id
+        if not range_id:
+            with self.engine.snapshot() as snap:
+                range_id = descriptor_for_key(snap, batch_key(batch)).range_id
+        return range_id if loop.has(range_id) else None
+
+    def _attempt_replicated(
+        self, loop: ReplicaLoop, range_id: int, batch: BatchRequest
+    ) -> Completion[Applied]:
+        """Propose ``batch`` to the range's Raft log (a read too: see
+        :mod:`feedkv.kv.replica_loop`), evaluated on this store if it holds the lease."""
+        ctx = self._ctx
+        if any(isinstance(r, Split) for r in batch.requests):
+            # NB: taken here, outside the log: each store hands out ids of its own
+            right_id = self.engine.write(next_range_id)
+            ctx = replace(ctx, new_range_id=lambda _: right_id)
+
+        def command(view: ReadWriter) -> tuple[Applied, Effects]:
+            reads: list[tuple[Span, Timestamp, bytes | None]] = []
+            ctx.tscache.recording = reads
+            try:
+                applied = evaluate(ctx, view, batch, replicated=True)
+            finally:
+                ctx.tscache.recording = None
+            splits = []
+            for change in applied.range_changes:
+                if change.reason is not RangeEndReason.RANGE_SPLIT:
+                    raise InvalidArgumentError(
+                        f"range r{range_id} is replicated: it cannot merge yet"
+                    )
+                splits.append((change.left, change.right))
+            closed = ctx.closed.get(applied.range_id)
+            return applied, Effects(tuple(applied.ops), tuple(reads), closed, tuple(splits))
+
+        attempt: Completion[Applied] = loop.propose(range_id, command)
+        attempt.add_done_callback(lambda: self._after_replicated(attempt))
+        return attempt
+
+    def _after_replicated(self, attempt: Completion[Applied]) -> None:
+        """A command of a replicated range applied on this store, which evaluated it:
+        what follows belongs to this node alone (the replicas' observers had its ops)."""
+        if attempt.exception(timeout=0) is not None:
+            return
+        applied = attempt.result(timeout=0)
+        for resolve in applied.resolve_later:
+            self._to_resolve.put(resolve)
+        if applied.finished_txns:
+            self._waiters.notify()
+
+    def _on_replicated_stage(
+        self, rw: ReadWriter, range_id: int, entries: Sequence[AppliedEntry]
+    ) -> None:
+        """Entries of a replicated range apply here (any replica; inside the engine
+        transaction, under ``eval_lock``): their reads enter the timestamp cache and
+        their closed timestamp closes the range, so this replica, should it take the
+        lease, never lets a write land below either."""
+        ctx = self._ctx
+        for entry in entries:
+            for span, ts, txn_id in entry.effects.reads:
+                ctx.tscache.add_span(span, ts, txn_id)
+            if entry.effects.closed is not None:
+                ctx.closed.forward(range_id, entry.effects.closed)
+            for left, right in entry.effects.splits:
+                # the split's writes made the new range's descriptor: start its group
+                desc = descriptor_by_id(rw, right)
+                if desc is None:
+                    raise InvariantViolation(f"a split of r{left} left no descriptor of r{right}")
+                Replica.bootstrap(rw, right, desc.replicas)
+                ctx.replicated.add(right)
+                ctx.closed.split(left, right)
+
+    def _on_replicated_apply(self, range_id: int, entries: Sequence[AppliedEntry]) -> None:
+        """Entries of a replicated range applied here, durably (under ``apply_lock``):
+        their ops, then their closed timestamp, go to the range's observers."""
+        for entry in entries:
+            effects = entry.effects
+            if effects.ops:
+                self._sizes.add(range_id, sum(map(op_bytes, effects.ops)))
+                self._hand_over(range_id, effects.ops)
+            if effects.closed is not None:
+                for observer in self._observers.get(range_id, ()):
+                    observer.on_closed(effects.closed)
+            for left, right in effects.splits:
+                if self.replicas is not None:
+                    self.replicas.add(right)
+                self._sizes.split(left, right)
+                for observer in self._observers.pop(left, ()):
+                    observer.on_range_ended(RangeEndReason.RANGE_SPLIT)
+
+    def _close_replicated(self) -> None:
+        """Close the replicated ranges this store holds the lease of, through their logs
+        (an idle range's closed timestamp moves on only so)."""
+        loop, ctx = self.replicas, self._ctx
+        if loop is None:
+            return
+        for range_id in loop.leases():
+
+            def close(_: ReadWriter, range_id: int = range_id) -> tuple[None, Effects]:
+                return None, Effects(closed=ctx.closed.close(range_id, ctx.clock.now()))
+
+            loop.propose(range_id, close)
+
+    def _is_replicated(self, range_id: int) -> bool:
+        return self.replicas is not None and self.replicas.has(range_id)
+
+    def _leads(self, range_id: int) -> bool:
+        """Whether this store serves ``range_id``: it holds it alone, or its lease."""
+        loop = self.replicas
+        return loop is None or not loop.has(range_id) or loop.holds_lease(range_id)
 
     # Moving ranges between nodes (the steps of feedkv.server.relocation; records in
     # feedkv.kv.range_move).
@@ -512,9 +788,12 @@ class Store:
         return self._attempt(batch).result()
 
     def _attempt(self, batch: BatchRequest) -> Completion[Applied]:
-        """Evaluate ``batch`` once: a write on the commit thread, a read here if it can."""
+        """Evaluate ``batch`` once: a write on the commit thread, a read here if it can
+        (a replicated range's: on its replica loop)."""
         try:
             ctx = self._ctx
+            if self.replicas is not None and (range_id := self._replicated_range(batch)):
+                return self._attempt_replicated(self.replicas, range_id, batch)
             if _READ_ONLY.issuperset(map(type, batch.requests)):
                 return self._read(batch, batch_spans(batch))
             in_flight = self._in_flight
@@ -668,7 +947,11 @@ class Store:
 
         def close_all(rw: ReadWriter) -> tuple[list[tuple[int, Timestamp]], dict[int, int | None]]:
             now = ctx.clock.now()
-            closed = [(d.range_id, ctx.closed.close(d.range_id, now)) for d in all_descriptors(rw)]
+            closed = [
+                (d.range_id, ctx.closed.close(d.range_id, now))
+                for d in all_descriptors(rw)
+                if not self._is_replicated(d.range_id)
+            ]
             return closed, self._sizes.persist(rw)
 
         def publish(done: tuple[list[tuple[int, Timestamp]], dict[int, int | None]]) -> None:
@@ -682,6 +965,7 @@ class Store:
             # NB: a write job, so the group hooks run after publish: the feeds' Waker
             # flushes the checkpoints it deferred (a read-only job's group runs no hooks)
             self._quietly(lambda: self.engine.submit(close_all, publish).result())
+            self._close_replicated()
 
     def _closed_targets_loop(self) -> None:
         # NB: a thread of its own: reading the targets goes through the layers above (a
@@ -732,8 +1016,8 @@ class Store:
 
     def _split_and_merge(self) -> None:
         config = self.config
-        descs = self.descriptors()
-        for desc in descs:
+        everything = self.descriptors()
+        for desc in (d for d in everything if self._leads(d.range_id)):
             if self._sizes.get(desc.range_id) > config.range_max_bytes:
                 size, midpoint = self._measure(desc)
                 if config.split_key is not None and midpoint is not None:
@@ -744,7 +1028,8 @@ class Store:
                     log.info("splitting %s (%d bytes) at %r", desc, size, midpoint)
                     self._execute(BatchRequest(Header(), (Split(midpoint, automatic=True),)))
         small = config.range_min_bytes
-        for left, right in itertools.pairwise(descs):
+        alone = [d for d in everything if len(d.replicas) == 1]  # replicated ones never merge
+        for left, right in itertools.pairwise(alone):
             sizes = map(self._sizes.get, (left.range_id, right.range_id))
             if left.end != right.start or right.sticky or max(sizes) >= small:
                 continue  # not neighbours here (a cluster), kept apart, or big enough
@@ -768,6 +1053,8 @@ class Store:
         horizon = self.clock.now().wall - self.config.gc_ttl_ns
         removed = 0
         for desc in self.descriptors():
+            if not self._leads(desc.range_id):
+                continue
             threshold = min(Timestamp(max(horizon, 0), 0), self.closed_timestamp(desc.range_id))
             for span, ts in protected:
                 if span.overlaps(desc.span):

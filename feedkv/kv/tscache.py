@@ -52,9 +52,14 @@ class TimestampCache:
         # Segment i covers keys from _starts[i] up to _starts[i + 1] (the last: to the end).
         self._starts: list[bytes] = [b""]
         self._entries: list[_Entry | None] = [None]
+        self.recording: list[tuple[Span, Timestamp, bytes | None]] | None = None
+        """When a list, every read added is appended to it too (a replicated range's
+        command collects the reads its Raft entry carries to the other replicas)."""
 
     def add_key(self, key: bytes, ts: Timestamp, txn_id: bytes | None) -> None:
         """Record a read of ``key`` at ``ts`` by ``txn_id`` (``None``: no transaction)."""
+        if self.recording is not None:
+            self.recording.append((Span.for_key(key), ts, txn_id))
         if ts <= self.low_water:
             return
         points = self._points
@@ -65,6 +70,8 @@ class TimestampCache:
     def add_span(self, span: Span, ts: Timestamp, txn_id: bytes | None) -> None:
         """Record a scan of ``span`` at ``ts`` (missing keys count: a later insert must land
         above the scan too)."""
+        if self.recording is not None:
+            self.recording.append((span, ts, txn_id))
         if ts <= self.low_water or not span.start < span.end:
             return
         first = self._cut(span.start)

@@ -520,6 +520,9 @@ def error_to_proto(exc: FeedKVError, out: pb.Error) -> None:
             _desc_to(desc, out.descriptors.add())
     if isinstance(exc, errors.RangeNotFoundError):
         out.range_id = exc.range_id
+    if isinstance(exc, errors.NotLeaseHolderError):
+        out.range_id = exc.range_id
+        out.lease_holder = exc.lease_holder
     if isinstance(exc, errors.TransactionRetryError):
         out.reason = exc.reason
         if exc.ts is not None:
@@ -541,6 +544,9 @@ def error_from_proto(msg: pb.Error) -> FeedKVError:
         exc.descriptors = [_desc_from(d) for d in msg.descriptors]
     if isinstance(exc, errors.RangeNotFoundError):
         exc.range_id = msg.range_id
+    if isinstance(exc, errors.NotLeaseHolderError):
+        exc.range_id = msg.range_id
+        exc.lease_holder = msg.lease_holder
     if isinstance(exc, errors.TransactionRetryError):
         exc.reason = msg.reason
         exc.ts = timestamp_from_proto(msg.ts) if msg.HasField("ts") else None

@@ -8,7 +8,9 @@
 - ``<group>c`` -> the membership ``[voters, learners]``;
 - ``<group>t`` -> the truncated state ``[index, term]``: the last entry dropped by a
   compaction or replaced by a snapshot (CockroachDB's ``RaftTruncatedState``);
-- ``<group>e<index, 8 bytes>`` -> an entry ``[term, type, data]``.
+- ``<group>e<index, 8 bytes>`` -> an entry ``[term, type, data]``;
+- ``<group>a`` -> the index the state machine has applied, written by the state machine
+  in the transaction that applies the entry (:meth:`EngineRaftStorage.stage_applied`).
 
 Writing a Ready is split in two so that a store writes the Readies of all its groups in
 one engine transaction: :meth:`EngineRaftStorage.stage` puts one group's writes into a
@@ -39,7 +41,7 @@ import msgpack
 from feedkv.errors import InvariantViolation
 from feedkv.raft.messages import ConfState, Entry, EntryType, HardState, Snapshot
 from feedkv.raft.state import Ready
-from feedkv.storage.engine import Engine, ReadWriter
+from feedkv.storage.engine import Engine, Reader, ReadWriter
 
 __all__ = ["RAFT_DB", "EngineRaftStorage", "persist_readies"]
 
@@ -70,6 +72,7 @@ class EngineRaftStorage:
             hard = snap.get(RAFT_DB, self._key(b"h"))
             conf = snap.get(RAFT_DB, self._key(b"c"))
             truncated = snap.get(RAFT_DB, self._key(b"t"))
+            applied = snap.get(RAFT_DB, self._key(b"a"))
             last = snap.seek_before(RAFT_DB, self._key(b"f"))
         self._hard = HardState(*msgpack.unpackb(hard)) if hard else HardState()
         self._conf = _unpack_conf(conf) if conf else ConfState()
@@ -81,6 +84,8 @@ class EngineRaftStorage:
         if last is not None and last[0].startswith(self._key(b"e")):
             self._last = _INDEX.unpack(last[0][-8:])[0]
         self._terms: dict[int, int] = {}
+        self.applied: int = msgpack.unpackb(applied) if applied else self._truncated[0]
+        """The applied index as stored when the group was opened."""
 
     @classmethod
     def bootstrap(
@@ -92,11 +97,23 @@ class EngineRaftStorage:
         term: int = 1,
     ) -> None:
         """Write the first state of one of a new group's first replicas (see
-        :mod:`feedkv.raft.storage`) into ``rw``."""
+        :mod:`feedkv.raft.storage`) into ``rw``. A hard state already there (a replica
+        that heard of the group, and maybe voted in it, before its creation reached it)
+        keeps its term and vote; a group already applying past ``index`` is left alone."""
         prefix = _GROUP.pack(group_id)
-        rw.put(RAFT_DB, prefix + b"h", _pack([term, 0, index]))
+        applied = rw.get(RAFT_DB, prefix + b"a")
+        if applied is not None and msgpack.unpackb(applied) > index:
+            return  # the group is under way here already
+        held = rw.get(RAFT_DB, prefix + b"h")
+        hard = [term, 0, index]
+        if held is not None:
+            held_term, held_vote, held_commit = msgpack.unpackb(held)
+            if held_term >= term:
+                hard = [held_term, held_vote, max(held_commit, index)]
+        rw.put(RAFT_DB, prefix + b"h", _pack(hard))
         rw.put(RAFT_DB, prefix + b"c", _pack([sorted(voters), []]))
         rw.put(RAFT_DB, prefix + b"t", _pack([index, term]))
+        rw.put(RAFT_DB, prefix + b"a", _pack(index))
 
     def _key(self, kind: bytes, index: int | None = None) -> bytes:
         key = self._prefix + kind
@@ -192,6 +209,19 @@ class EngineRaftStorage:
                 del self._terms[index]
         if ready.hard_state is not None:
             self._hard = ready.hard_state
+
+    def read_applied(self, reader: Reader) -> tuple[int, ConfState]:
+        """The applied index and the membership as ``reader`` holds them (a snapshot's
+        position, read with the state machine it images)."""
+        applied = reader.get(RAFT_DB, self._key(b"a"))
+        conf = reader.get(RAFT_DB, self._key(b"c"))
+        index: int = msgpack.unpackb(applied) if applied else 0
+        return index, _unpack_conf(conf) if conf else ConfState()
+
+    def stage_applied(self, rw: ReadWriter, index: int) -> None:
+        """Record that the state machine has applied up to ``index``, in the transaction
+        that applies it."""
+        rw.put(RAFT_DB, self._key(b"a"), _pack(index))
 
     def stage_conf_state(self, rw: ReadWriter, conf: ConfState) -> None:
         """Persist the membership after applying a change (in the apply transaction);

@@ -58,7 +58,7 @@ from feedkv.rangefeed.stream import EventStream, StreamItem, ValueBatch
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
 from feedkv.util.keys import Span, merge_spans
 
-__all__ = ["FeedTransport", "RangeFeed"]
+__all__ = ["FeedRange", "FeedTransport", "RangeFeed"]
 
 MAX_BACKOFF_S = 1.0
 RECENT_VALUES = 16_384  # values a piece keeps in batches before folding them (see above)
@@ -102,6 +102,17 @@ class FeedTransport(Protocol):
 
 
 _Fold = tuple[Timestamp, Sequence[bytes], Sequence[Timestamp]]
+
+
+@dataclass(frozen=True, slots=True)
+class FeedRange:
+    """One registered piece of a feed: the range it is on (``None``: not known yet),
+    its span, and its resolved timestamp (its last checkpoint, or the feed's start)."""
+
+    range_id: int | None
+    span: Span
+    resolved: Timestamp
+    node_id: int | None  # the node serving it
 
 
 @dataclass(slots=True)
@@ -237,6 +248,24 @@ class RangeFeed:
             with contextlib.suppress(ExternalError):  # a node that is gone has nothing left
                 self._transport.unregister(handle)
         self._stream.close()
+
+    def ranges(self) -> list[FeedRange]:
+        """The pieces registered now, in key order (any thread may ask; a piece waiting
+        to be registered again is not among them)."""
+        with self._lock:
+            pieces = list(self._pieces.values())
+        return sorted(
+            (
+                FeedRange(
+                    p.desc.range_id if p.desc else None,
+                    p.span,
+                    p.resume,
+                    p.desc.lease_holder if p.desc else None,
+                )
+                for p in pieces
+            ),
+            key=lambda r: r.span.start,
+        )
 
     def __enter__(self) -> Self:
         return self

@@ -20,7 +20,14 @@ import secrets
 
 from feedkv.errors import InvalidArgumentError, PermissionDeniedError
 
-__all__ = ["MECHANISM", "ScramError", "ScramExchange", "make_verifier", "parse_verifier"]
+__all__ = [
+    "MECHANISM",
+    "ScramError",
+    "ScramExchange",
+    "check_password",
+    "make_verifier",
+    "parse_verifier",
+]
 
 MECHANISM = "SCRAM-SHA-256"
 ITERATIONS = 4096  # PostgreSQL's default
@@ -61,6 +68,14 @@ def parse_verifier(verifier: str) -> tuple[int, bytes, bytes, bytes]:
     if parsed[0] < 1 or len(parsed[2]) != 32 or len(parsed[3]) != 32:
         raise InvalidArgumentError("not a SCRAM-SHA-256 verifier: bad iterations or key length")
     return parsed
+
+
+def check_password(verifier: str, password: str) -> bool:
+    """Whether ``password`` is the one ``verifier`` was made from (a login that sends
+    the password itself, over TLS: the HTTP port's Basic authentication)."""
+    iterations, salt, stored, _server = parse_verifier(verifier)
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+    return hmac.compare_digest(hashlib.sha256(_hmac(salted, b"Client Key")).digest(), stored)
 
 
 class ScramExchange:

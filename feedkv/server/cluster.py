@@ -7,6 +7,13 @@ out the next node id (a transaction on a cluster key) and the cluster id, which 
 new node keeps in its store directory (``cluster.json``, with an epoch that grows at
 each start). Its store starts with no ranges; ranges arrive by relocation.
 
+Ranges are replicated when the cluster's replication factor (``--replicas``, from
+``ClusterConfig.replicas``) is above one: each node looks every ``replicate_interval_s``
+at the ranges it holds alone or holds the lease of, and adds a replica on the live node
+with the fewest ranges to each that has fewer than the factor (a range held alone first
+becomes a Raft group of one). Raft messages travel by ``Raft`` calls
+(:mod:`feedkv.server.raft_transport`); the rebalancer moves only ranges held alone.
+
 Every ``heartbeat_s`` each node calls ``Gossip`` on every node it knows, carrying its
 descriptor, its clock, the nodes it knows and the reports of the ranges each node holds
 (its own and those it heard); the answer carries the same of the callee. So every node keeps a
@@ -23,7 +30,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -57,6 +64,7 @@ from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.router import Router, Transport
 from feedkv.kv.store import Store
 from feedkv.security.tls import ClientTLS, open_channel
+from feedkv.server.raft_transport import RaftTransport
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
 
 __all__ = [
@@ -185,6 +193,9 @@ class ClusterConfig:
     dead_after_ns: int = DEAD_AFTER_NS  # a node silent this long is dead
     max_offset_ns: int = MAX_OFFSET_NS  # a clock further off than this must not serve
     rebalance_interval_s: float = 10.0  # how often a node evens out ranges (0: never)
+    replicas: int = 1  # each range's replicas, where there are enough live nodes
+    replicate_interval_s: float = 1.0  # how often a node adds replicas its ranges lack
+    raft_tick_s: float = 0.1  # a Raft tick: elections time out after 10 to 20 of them
 
 
 class Cluster:
@@ -221,6 +232,7 @@ class Cluster:
         # from its epoch
         self._seq = ident.epoch << 32
         self._reported: list[RangeDescriptor] = []
+        self._reported_leases: dict[int, int] = {}
         self._channels: dict[str, grpc.Channel] = {}
         self.dialer = ClusterDialer(
             local, gateway_node=lambda: ident.node_id, addresses=self.liveness.address, tls=tls
@@ -229,6 +241,10 @@ class Cluster:
         self.relocations: Relocator | None = None
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="feedkv-gossip", daemon=True)
+        self._replicator = threading.Thread(
+            target=self._replicate_loop, name="feedkv-replicate", daemon=True
+        )
+        self.raft = RaftTransport(ident.node_id, self.liveness.address, self._channel)
         self.report()
         store.cluster = _ClusterSender(self.router)
         store.intercept = self._intercept
@@ -238,12 +254,16 @@ class Cluster:
         ranges, then tells every node where it is), then every ``heartbeat_s``."""
         self._beat()  # learns the nodes from a member it joins through
         self._beat()  # and tells them all where it is now
+        self.store.replicate(self.raft.send, tick_s=self.config.raft_tick_s)
         self._thread.start()
+        self._replicator.start()
 
     def stop(self) -> None:
         self._stopping.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        for thread in (self._thread, self._replicator):
+            if thread.is_alive():
+                thread.join()
+        self.raft.stop()
         with self._lock:
             channels, self._channels = list(self._channels.values()), {}
         for channel in channels:
@@ -295,13 +315,70 @@ class Cluster:
         the report (its sequence number grows when they changed). It includes where the
         ranges this node moved away went: until their new node's own report arrives, no
         node sees a hole there (an older generation loses to the new node's later)."""
-        descs = self.store.descriptors() + [r.desc for r in self.store.move_records("moved")]
+        descs = [self._as_served(d) for d in self.store.descriptors()]
+        descs += [r.desc for r in self.store.move_records("moved")]
+        leases = self._leases()
         with self._lock:
-            if descs != self._reported:
+            if descs != self._reported or leases != self._reported_leases:
+                self._reported_leases = leases
                 self._seq += 1
                 self._reported = descs
-                self.directory.report(self.ident.node_id, self._seq, descs)
+                self.directory.report(self.ident.node_id, self._seq, descs, self._leases())
             return self._seq, self._reported
+
+    def _leases(self) -> dict[int, int]:
+        loop = self.store.replicas
+        return loop.lease_terms() if loop is not None else {}
+
+    def _as_served(self, desc: RangeDescriptor) -> RangeDescriptor:
+        """``desc`` with this node first when it holds the replicated range's lease (a
+        descriptor names its lease holder first)."""
+        me, loop = self.ident.node_id, self.store.replicas
+        if loop is None or desc.replicas[0] == me or not loop.holds_lease(desc.range_id):
+            return desc
+        return replace(desc, replicas=(me, *(n for n in desc.replicas if n != me)))
+
+    # Replication.
+
+    def _replicate_loop(self) -> None:
+        if self.config.replicas <= 1:
+            return
+        while not self._stopping.wait(self.config.replicate_interval_s):
+            try:
+                self.replicate_once()
+            except FeedKVError as exc:
+                log.warning("adding a replica failed (tried again later): %s", exc)
+
+    def replicate_once(self) -> bool:
+        """Add one replica to one range this node leads that has fewer than the
+        replication factor, if a live node can take it; returns whether it did."""
+        me, store = self.ident.node_id, self.store
+        now = time.monotonic_ns()
+        with self._lock:
+            live = [
+                d.node_id for d in self.liveness.nodes() if self.liveness.is_live(d.node_id, now)
+            ]
+            load = {n: self.directory.ranges_of(n) for n in live}
+        for desc in store.descriptors():
+            if len(desc.replicas) >= self.config.replicas:
+                continue
+            alone = desc.replicas == (me,) and not (
+                store.replicas is not None and store.replicas.has(desc.range_id)
+            )
+            if not alone and not (
+                store.replicas is not None and store.replicas.holds_lease(desc.range_id)
+            ):
+                continue
+            candidates = sorted((load[n], n) for n in live if n not in desc.replicas)
+            if not candidates:
+                return False
+            target = candidates[0][1]
+            log.info("adding a replica of %s on n%d", desc, target)
+            if alone:
+                store.start_replicating(desc.range_id)
+            store.add_replica(desc.range_id, target)
+            return True
+        return False
 
     # Heartbeats.
 
@@ -317,8 +394,8 @@ class Cluster:
             "nodes": [_node_to(d) for d in nodes],
             # every node's ranges as known here (this node's own among them)
             "reports": [
-                [node_id, seq, [d.encode() for d in descs]]
-                for node_id, (seq, descs) in reports.items()
+                [node_id, seq, [d.encode() for d in descs], list(leases.items())]
+                for node_id, (seq, descs, leases) in reports.items()
             ],
         }
 
@@ -334,10 +411,10 @@ class Cluster:
                 if self.liveness.learn(node):
                     self.dialer.forget(node.node_id)  # a restart may have moved it
             self.liveness.heard(sender, time.monotonic_ns(), offset_ns)
-            for node_id, seq, ranges in message["reports"]:
+            for node_id, seq, ranges, leases in message["reports"]:
                 if node_id != self.ident.node_id and seq > self.directory.seq(node_id):
                     descs = [RangeDescriptor.decode(raw) for raw in ranges]
-                    self.directory.report(node_id, seq, descs)
+                    self.directory.report(node_id, seq, descs, dict(leases))
 
     def _loop(self) -> None:
         while not self._stopping.wait(self.heartbeat_s):
@@ -373,7 +450,7 @@ class Cluster:
                 d.node_id for d in self.liveness.nodes() if self.liveness.is_live(d.node_id, now)
             ]
             counts = {n.node_id: self.directory.ranges_of(n.node_id) for n in self.liveness.nodes()}
-        mine = self.store.descriptors()
+        mine = [d for d in self.store.descriptors() if len(d.replicas) == 1]
         move = choose_move(
             self.ident.node_id, mine, counts, live, lambda d: self.store.range_bytes(d.range_id)
         )
@@ -409,6 +486,7 @@ class Cluster:
             "Gossip": self._on_gossip,
             "Join": self._on_join,
             "Nodes": self._on_nodes,
+            "Raft": self._on_raft,
         }
         if self.relocations is not None:
             methods.update(self.relocations.handlers())
@@ -417,6 +495,12 @@ class Cluster:
     def _on_gossip(self, message: dict[str, Any]) -> dict[str, Any]:
         self._take(message, None)
         return self._message()
+
+    def _on_raft(self, message: dict[str, Any]) -> dict[str, Any]:
+        loop = self.store.replicas
+        if loop is not None:
+            loop.receive(message["messages"])
+        return {}
 
     def _on_join(self, message: dict[str, Any]) -> dict[str, Any]:
         from feedkv.kv.db import KVClient
@@ -459,7 +543,7 @@ def _node_from(raw: list[Any]) -> NodeDescriptor:
     return NodeDescriptor(int(raw[0]), str(raw[1]), int(raw[2]))
 
 
-METHODS = ("Gossip", "Join", "Nodes", "Install", "Activate", "Discard", "MoveStatus")
+METHODS = ("Gossip", "Join", "Nodes", "Raft", "Install", "Activate", "Discard", "MoveStatus")
 
 
 def method_handlers(cluster: Callable[[], Cluster | None]) -> dict[str, grpc.RpcMethodHandler]:

@@ -1,5 +1,20 @@
 """The node's HTTP port (``--http-addr``, 8080 as CockroachDB's): its metrics in
-Prometheus's text format at ``/_status/vars`` (CockroachDB's path) and ``/metrics``.
+Prometheus's text format at ``/_status/vars`` (CockroachDB's path) and ``/metrics``, and
+the admin page (:mod:`feedkv.server.admin`):
+
+- ``GET /``: the page, with ``/admin.js`` and ``/admin.css`` (files of this package: the
+  page needs no internet access; its Content-Security-Policy allows nothing else);
+- ``GET /_admin/v1/overview``: the JSON the page polls;
+- ``POST /_admin/v1/jobs/<id>/<pause|resume|cancel>``: a button. It must carry the
+  header ``X-Feedkv-Admin: 1``, which a page of another origin cannot send without the
+  browser asking this port first (a cross-site form cannot pause a job with the
+  credentials the browser keeps for this port).
+
+On a secure node every admin path asks for HTTP Basic authentication (401 until given);
+the metrics stay open to scrapers, as CockroachDB's ``/_status/vars`` is. Errors are
+JSON ``{"error": message}``: 400 for a bad request, 401 not authenticated, 403 not
+allowed (SQLSTATE 42501), 404 no such job or page, 409 the job is not in a state for it,
+503 the node cannot answer (starting, stopping).
 
 A :class:`~http.server.ThreadingHTTPServer` of the standard library: a scrape is one
 small GET a few times a minute, and each request gets a thread of its own, so a slow
@@ -9,16 +24,40 @@ log).
 
 from __future__ import annotations
 
+import json
 import ssl
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from typing import TYPE_CHECKING, Any
 
+from feedkv.errors import FeedKVError, InvalidArgumentError, PermissionDeniedError, SQLError
 from feedkv.util.metrics import CONTENT_TYPE
 
-__all__ = ["METRICS_PATHS", "HTTPServer"]
+if TYPE_CHECKING:
+    from feedkv.server.admin import Admin
+
+__all__ = ["ADMIN_HEADER", "METRICS_PATHS", "OVERVIEW_PATH", "HTTPServer"]
 
 METRICS_PATHS = ("/_status/vars", "/metrics")
+OVERVIEW_PATH = "/_admin/v1/overview"
+JOBS_PATH = "/_admin/v1/jobs/"
+ADMIN_HEADER = "X-Feedkv-Admin"
+
+# path -> (file of feedkv/server/static, content type)
+STATIC = {
+    "/": ("admin.html", "text/html; charset=utf-8"),
+    "/admin.js": ("admin.js", "text/javascript; charset=utf-8"),
+    "/admin.css": ("admin.css", "text/css; charset=utf-8"),
+}
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+_SQLSTATE_STATUS = {"42501": 403, "42704": 404, "55000": 409}
 
 
 class HTTPServer:
@@ -32,8 +71,10 @@ class HTTPServer:
         port: int,
         *,
         tls: ssl.SSLContext | None = None,
+        admin: Callable[[], Admin | None] = lambda: None,
     ) -> None:
-        """``tls``: serve https (``None``: http)."""
+        """``tls``: serve https (``None``: http). ``admin()``: the admin page's source
+        (``None``: not ready yet, or none; its paths answer 503)."""
 
         class Handler(BaseHTTPRequestHandler):
             server_version = "feedkv"
@@ -42,14 +83,73 @@ class HTTPServer:
                 path = self.path.split("?", 1)[0]
                 if path in METRICS_PATHS:
                     self._answer(200, CONTENT_TYPE, exposition())
+                elif path in STATIC or path == OVERVIEW_PATH:
+                    self._admin(lambda a, user: self._get(a, user, path))
                 else:
-                    body = f"no page at {path}; metrics are at /_status/vars\n".encode()
-                    self._answer(404, "text/plain; charset=utf-8", body)
+                    self._error(
+                        404, f"no page at {path}; the admin page is at /, metrics at /_status/vars"
+                    )
 
-            def _answer(self, status: int, content_type: str, body: bytes) -> None:
+            def do_POST(self) -> None:
+                path = self.path.split("?", 1)[0]
+                parts = path.removeprefix(JOBS_PATH).split("/")
+                if not path.startswith(JOBS_PATH) or len(parts) != 2:
+                    self._error(404, f"no action at {path}; POST {JOBS_PATH}<id>/<action>")
+                elif self.headers.get(ADMIN_HEADER) != "1":
+                    self._error(400, f"an action needs the header {ADMIN_HEADER}: 1")
+                else:
+                    self._admin(lambda a, user: self._post(a, user, *parts))
+
+            def _get(self, source: Admin, user: str, path: str) -> None:
+                if path == OVERVIEW_PATH:
+                    self._json(200, source.overview(user))
+                    return
+                name, content_type = STATIC[path]
+                body = resources.files("feedkv.server").joinpath("static", name).read_bytes()
+                self._answer(200, content_type, body)
+
+            def _post(self, source: Admin, user: str, job_id: str, action: str) -> None:
+                source.control(user, job_id, action)
+                self._json(200, {"job_id": job_id, "action": action})
+
+            def _admin(self, respond: Callable[[Admin, str], None]) -> None:
+                source = admin()
+                if source is None:
+                    self._error(503, "the admin page is not ready: the node is starting")
+                    return
+                try:
+                    user = source.user(self.headers.get("Authorization"), self.client_address[0])
+                    respond(source, user)
+                except PermissionDeniedError as exc:
+                    self._error(401, str(exc), {"WWW-Authenticate": 'Basic realm="feedkv"'})
+                except InvalidArgumentError as exc:
+                    self._error(400, str(exc))
+                except SQLError as exc:
+                    self._error(_SQLSTATE_STATUS.get(exc.code, 400), exc.message)
+                except FeedKVError as exc:  # a fault of the node (stopping, a range away)
+                    self._error(503, f"the node cannot answer now: {exc}")
+
+            def _json(self, status: int, value: Any) -> None:
+                self._answer(status, "application/json", json.dumps(value).encode())
+
+            def _error(
+                self, status: int, message: str, headers: dict[str, str] | None = None
+            ) -> None:
+                body = json.dumps({"error": message}).encode()
+                self._answer(status, "application/json", body, headers)
+
+            def _answer(
+                self,
+                status: int,
+                content_type: str,
+                body: bytes,
+                headers: dict[str, str] | None = None,
+            ) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
+                for name, value in {**SECURITY_HEADERS, **(headers or {})}.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(body)
 

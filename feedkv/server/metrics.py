@@ -41,9 +41,10 @@ class NodeParts(Protocol):
 
 
 class NodeMetrics:
-    def __init__(self, node: NodeParts) -> None:
-        self.registry = r = Registry()
-        self.changefeeds = ChangefeedMetrics(r)
+    def __init__(self, node: NodeParts, *, enabled: bool = True) -> None:
+        """``enabled=False``: metrics that record nothing (see :mod:`feedkv.util.metrics`)."""
+        self.registry = r = Registry(enabled=enabled)
+        self.changefeeds = ChangefeedMetrics(r, gc_ttl_ns=node.store.config.gc_ttl_ns)
         self.sql = SQLMetrics(r)
         self.txn = TxnMetrics(r)
         r.sampled(

@@ -12,7 +12,9 @@ lets calls in flight finish, then the store closes.
 Ports: SQL on 26257 as CockroachDB's (``--sql-addr``), gRPC on 26258 (``--listen``):
 grpcio cannot share its port with another protocol without a proxy in every call's path.
 HTTP on 8080 as CockroachDB's (``--http-addr``; :meth:`Node.serve_http`): the node's
-metrics (:attr:`Node.metrics`, :mod:`feedkv.server.metrics`) for Prometheus.
+metrics (:attr:`Node.metrics`, :mod:`feedkv.server.metrics`) for Prometheus, and its
+admin page (:attr:`Node.admin`, :mod:`feedkv.server.admin`), which the client that opens
+the node attaches, since it reads the jobs through that client's SQL.
 
 Security: with ``certs_dir`` every port serves TLS from that certs directory
 (:mod:`feedkv.security.tls`): gRPC takes only client certificates of nodes and root, the
@@ -31,7 +33,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Self
+from typing import TYPE_CHECKING, Self
 from urllib.parse import quote
 
 from feedkv.errors import InvalidArgumentError, InvariantViolation
@@ -61,6 +63,9 @@ from feedkv.server.relocation import Relocations
 from feedkv.sql.row_codec import row_split_key
 from feedkv.util.hlc import Clock
 
+if TYPE_CHECKING:
+    from feedkv.server.admin import Admin
+
 __all__ = ["Node"]
 
 
@@ -78,8 +83,11 @@ class Node:
         http_addr: str | None = None,
         certs_dir: str | Path | None = None,
         external_io_dir: str | Path | None = None,
+        metrics: bool = True,
     ) -> None:
-        """``certs_dir``: serve every port with TLS from there (``None``: plaintext).
+        """``metrics=False``: the node's metrics record nothing (``feedkv bench
+        changefeed`` measures what they cost).
+        ``certs_dir``: serve every port with TLS from there (``None``: plaintext).
         ``external_io_dir``: ``file://`` sinks only below it (``None``: anywhere).
         ``http_addr``: serve the metrics there (see :meth:`serve_http`).
         ``join``: this node is a member of a cluster (it must listen): ``[]`` starts
@@ -108,8 +116,9 @@ class Node:
         self.cluster: Cluster | None = None
         self.sql_server: PGServer | None = None
         self.http_server: HTTPServer | None = None
+        self.admin: Admin | None = None  # the admin page's source, once attached
         self._serve_lock = threading.Lock()
-        self.metrics: NodeMetrics = NodeMetrics(self)
+        self.metrics: NodeMetrics = NodeMetrics(self, enabled=metrics)
         try:
             self.feeds = StoreFeeds(self.store, feed_config)
             # how this node's own clients register feeds (in a cluster: with any node)
@@ -206,8 +215,8 @@ class Node:
         return self.sql_url
 
     def serve_http(self, listen: str = "127.0.0.1:0") -> str:
-        """Serve the node's metrics over HTTP on ``listen`` (if the port is not open
-        yet; port 0 picks one); returns :attr:`http_url`."""
+        """Serve the node's metrics and admin page over HTTP on ``listen`` (if the port
+        is not open yet; port 0 picks one); returns :attr:`http_url`."""
         with self._serve_lock:
             if self.http_server is None:
                 host, port = parse_listen(listen)
@@ -217,6 +226,7 @@ class Node:
                         host,
                         port,
                         tls=self.tls.ssl_context(client_certs=False) if self.tls else None,
+                        admin=lambda: self.admin,
                     )
                 except OSError as exc:
                     raise InvalidArgumentError(
@@ -225,7 +235,17 @@ class Node:
                     ) from exc
                 server.start()
                 self.http_server = server
+                if self.admin is not None:
+                    self.admin.start()
         return self.http_url
+
+    def attach_admin(self, admin: Admin) -> None:
+        """Serve ``admin`` as the admin page; it samples the changefeeds while the HTTP
+        port is open."""
+        with self._serve_lock:
+            self.admin = admin
+            if self.http_server is not None:
+                admin.start()
 
     @property
     def http_url(self) -> str:
@@ -281,6 +301,8 @@ class Node:
             self.feed_transport.close()
         if self.http_server is not None:
             self.http_server.stop()
+        if self.admin is not None:
+            self.admin.stop()
         self.stop_sql()
         if hasattr(self, "feeds"):
             self.feeds.close()

@@ -188,7 +188,8 @@ def _piece_messages(db: FeedClient, spec: ChangefeedSpec, part: _TablePiece) -> 
     options = spec.options
     query = cdc_query(spec)
     encoder = make_encoder(message_options(options, spec.sink_uri))
-    diff = options.diff or query is not None
+    # cdc_prev and the enriched envelope's op need the previous row
+    diff = options.diff or query is not None or options.envelope == "enriched"
     split = options.split_column_families
     piece = part.piece
     if piece.is_scan:

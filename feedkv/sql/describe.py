@@ -119,7 +119,7 @@ class _Undescribed(FeedKVError):
     VALUES sources)."""
 
 
-def _table(name: st.TableName | st.Derived) -> st.TableName:
+def _table(name: st.Source) -> st.TableName:
     if not isinstance(name, st.TableName):
         raise _Undescribed
     return name

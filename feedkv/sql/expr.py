@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import functools
+import json
 import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -771,10 +772,70 @@ class _Compiler:
         name = "database" if isinstance(node, exp.CurrentDatabase) else "session_user"
         return lambda row, ctx: _session_variable(ctx, name)
 
+    def json_extract(self, node: exp.JSONExtract | exp.JSONExtractScalar) -> Compiled:
+        """``j -> 'k'`` / ``j -> 0`` (a JSON value) and ``j ->> ...`` (its text); NULL
+        when the key or index is not there (a negative index counts from the end)."""
+        inner = self.compile(node.this)
+        path = node.expression
+        as_text = isinstance(node, exp.JSONExtractScalar)
+        if not isinstance(path, exp.JSONPath):  # j -> <expression>, as j -> -1 or j -> k
+            dynamic = self.compile(path)
+
+            def extract_by(row: Env, ctx: Context) -> Any:
+                step = dynamic(row, ctx)
+                if step is not None and not isinstance(step, str | int):
+                    raise SQLError("42883", f"unsupported JSON key or index: {step!r}")
+                value = None if step is None else _json_step(inner(row, ctx), step)
+                if as_text and value is not None and not isinstance(value, str):
+                    return _json_text(value)
+                return value
+
+            return extract_by
+        steps: list[str | int] = []
+        for part in path.expressions:
+            if isinstance(part, exp.JSONPathKey):
+                steps.append(str(part.this))
+            elif isinstance(part, exp.JSONPathSubscript):
+                steps.append(int(part.this))
+            elif not isinstance(part, exp.JSONPathRoot):
+                raise SQLError("0A000", f"unsupported JSON path: {_shown(node)}")
+
+        def extract(row: Env, ctx: Context) -> Any:
+            value = inner(row, ctx)
+            for step in steps:
+                value = _json_step(value, step)
+            if as_text and value is not None and not isinstance(value, str):
+                return _json_text(value)
+            return value
+
+        return extract
+
+    def _json_build_object(self, node: exp.Anonymous) -> Compiled:
+        args = [self.compile(a) for a in node.expressions]
+        if len(args) % 2:
+            raise SQLError(
+                "22023",
+                f"{node.name}(): argument list must have even number of elements "
+                "(key, value pairs)",
+            )
+
+        def build(row: Env, ctx: Context) -> Any:
+            built: dict[str, Any] = {}
+            for key_of, value_of in zip(args[::2], args[1::2], strict=True):
+                key = key_of(row, ctx)
+                if key is None:
+                    raise SQLError("22004", f"{node.name}(): a key is null")
+                built[key if isinstance(key, str) else _json_text(key)] = value_of(row, ctx)
+            return built
+
+        return build
+
     def anonymous(self, node: exp.Anonymous) -> Compiled:
         name = str(node.this).lower()
         if name == "current_setting":
             return self._current_setting(node)
+        if name in ("jsonb_build_object", "json_build_object"):
+            return self._json_build_object(node)
         if node.expressions:
             raise SQLError("42883", f"unknown signature: {name}() with arguments")
         if name == "cluster_logical_timestamp":
@@ -872,6 +933,24 @@ def _subquery_rows(node: exp.Expr) -> Callable[[Env, Context], list[tuple[Any, .
         return found(row)
 
     return rows
+
+
+def _json_step(value: Any, step: str | int) -> Any:
+    """One ``->`` step into a JSON value: a key of an object, an index of an array."""
+    if isinstance(step, str):
+        return value.get(step) if isinstance(value, dict) else None
+    if isinstance(value, list) and -len(value) <= step < len(value):
+        return value[step]
+    return None
+
+
+def _json_text(value: Any) -> str:
+    """A JSON value as text, as ``->>`` gives one that is not a string."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(
+        value, sort_keys=True, separators=(", ", ": "), ensure_ascii=False, default=str
+    )
 
 
 def _no_arguments(node: exp.Expr) -> None:
@@ -1250,6 +1329,8 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.Abs: _Compiler.unary_function,
     exp.Coalesce: _Compiler.coalesce,
     exp.Anonymous: _Compiler.anonymous,
+    exp.JSONExtract: _Compiler.json_extract,
+    exp.JSONExtractScalar: _Compiler.json_extract,
     exp.Window: _Compiler.window,
     exp.Any: _Compiler.quantifier,
     exp.All: _Compiler.quantifier,

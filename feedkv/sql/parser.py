@@ -92,10 +92,31 @@ _INT4_STAND_IN = "UINT"  # see _Statement._keep_int4
 _NAME_TOKENS = {TokenType.VAR, TokenType.IDENTIFIER}
 
 
+# ``[SHOW ...]`` as a source (``SELECT ... FROM [SHOW CHANGEFEED JOBS]``, CockroachDB's
+# syntax), which sqlglot cannot read: it is rewritten to a quoted name in crdb_internal
+# that holds the statement, and _Converter._source parses it back.
+# NB: string literals, quoted names and comments are matched first, and kept as they are.
+_SHOW_SOURCE = re.compile(
+    r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|\[\s*(SHOW\b[^\[\]'\"]*?)\s*\]",
+    re.IGNORECASE | re.DOTALL,
+)
+_VIRTUAL_SCHEMA = "crdb_internal"
+
+
+def _show_sources(text: str) -> str:
+    def rewrite(match: re.Match[str]) -> str:
+        show = match.group(1)
+        return match.group(0) if show is None else f'{_VIRTUAL_SCHEMA}."[{show}]"'
+
+    return _SHOW_SOURCE.sub(rewrite, text)
+
+
 def parse(text: str) -> list[st.Statement]:
     """Every statement in ``text`` (separated by ``;``), parsed."""
     if not isinstance(text, str):
         raise SQLError("42601", f"a statement is a string, not {type(text).__name__}")
+    if "[" in text:
+        text = _show_sources(text)
     tokens = _tokenize(text, 0)
     out: list[st.Statement] = []
     group: list[Token] = []
@@ -884,14 +905,17 @@ class _Statement:
             return st.ShowPartitions(self.text, self._table_name(4, len(words)))
         if words[1] == "GRANTS":
             return self._show_grants()
-        if words[1:] == ["CHANGEFEED", "JOBS"] or words[1:] == ["JOBS"]:
+        if words[1:] == ["CHANGEFEED", "JOBS"]:
             return st.ShowChangefeedJobs(self.text)
+        if words[1:] == ["JOBS"]:
+            return st.ShowChangefeedJobs(self.text, shape="jobs")
         if words[1:3] == ["CHANGEFEED", "JOB"] or words[1:2] == ["JOB"]:
             at = 3 if words[1] == "CHANGEFEED" else 2
             job_id, name, end = self._changefeed_ref(at)
             if len(words) > end:
                 raise self._error_at(end, "unexpected input after the job id")
-            return st.ShowChangefeedJobs(self.text, job_id, name)
+            shape: Literal["changefeed", "jobs"] = "changefeed" if at == 3 else "jobs"
+            return st.ShowChangefeedJobs(self.text, job_id, shape=shape, name=name)
         raise SQLError(
             "0A000",
             f"unsupported statement {' '.join(words[:3])}...; feedkv supports SHOW TABLES, "
@@ -1530,6 +1554,27 @@ def _table_name_of(parts: list[str]) -> st.TableName:
     return st.TableName(parts[2], parts[0])
 
 
+def _virtual_source(name: str, alias: str | None) -> st.ShowSource:
+    """``crdb_internal.<name>``, or ``[SHOW ...]`` (see :func:`_show_sources`)."""
+    if name == "jobs":
+        return st.ShowSource(
+            st.ShowChangefeedJobs("crdb_internal.jobs", shape="crdb_internal"), alias or "jobs"
+        )
+    if name.startswith("[") and name.endswith("]"):
+        statements = parse(name[1:-1])
+        if len(statements) == 1 and isinstance(statements[0], st.ShowChangefeedJobs):
+            return st.ShowSource(statements[0], alias or "")
+        raise SQLError(
+            "0A000",
+            f"{name} cannot be read as a table: feedkv reads [SHOW JOBS] and "
+            "[SHOW CHANGEFEED JOBS] (and SHOW JOB <id>) so",
+        )
+    raise SQLError(
+        "42P01",
+        f'relation "{_VIRTUAL_SCHEMA}.{name}" does not exist; feedkv has {_VIRTUAL_SCHEMA}.jobs',
+    )
+
+
 def _table_of(node: exp.Expr) -> st.TableName:
     if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
         # A table function (generate_series(...)) or a subquery is valid SQL feedkv lacks;
@@ -1908,7 +1953,10 @@ class _Converter:
         if not isinstance(node, exp.Table):
             raise SQLError("0A000", "SELECT reads from tables and subqueries (no functions)")
         index, alias = _index_and_alias(node)
-        return _table_of(node), index, alias
+        table = _table_of(node)
+        if table.database == _VIRTUAL_SCHEMA:
+            return _virtual_source(table.name, alias), index, alias
+        return table, index, alias
 
     def _join(self, node: exp.Expr) -> st.Join:
         """One JOIN of a SELECT's FROM clause (a comma is a CROSS JOIN)."""

@@ -180,6 +180,9 @@ def read_source(
 ) -> tuple[TableDescriptor | Relation, list[tuple[Any, ...]], str]:
     """What a FROM or JOIN source reads: a table (read whole), a CTE's rows or a
     subquery's; its rows; the database that qualifies its columns."""
+    if isinstance(source, st.ShowSource):
+        relation = ex.session.show_jobs(source)
+        return relation, relation.rows, ex.session.database
     if isinstance(source, st.Derived):
         result = query(ex, source.query)
         relation = Relation.of(

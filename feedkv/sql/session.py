@@ -50,6 +50,7 @@ from feedkv.sql.executor import run
 from feedkv.sql.leases import Lease, Leases
 from feedkv.sql.metrics import SQLMetrics, unregistered_sql_metrics
 from feedkv.sql.parser import parse, placeholder_count
+from feedkv.sql.relation import Relation
 from feedkv.sql.session_vars import VARIABLES, checked_value
 from feedkv.sql.types import ColumnType
 
@@ -422,6 +423,13 @@ class Session:
             for hook in execution.after_commit:
                 hook()
         return results
+
+    def show_jobs(self, source: st.ShowSource) -> Relation:
+        """The rows of ``source``'s SHOW statement as a table (see :class:`SessionContext`)."""
+        if self.changefeeds is None:
+            raise SQLError("0A000", "jobs need a database from feedkv.connect()")
+        result = self.changefeeds.execute(source.statement, self)
+        return Relation.of(source.alias, result.columns, result.types, result.rows)
 
     def variable(self, name: str) -> str:
         """The value of session variable ``name`` (canonical, see :mod:`session_vars`)."""

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from feedkv.sql import statements as st
     from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
     from feedkv.sql.leases import Lease, Leases
+    from feedkv.sql.relation import Relation
 
 __all__ = ["SessionContext"]
 
@@ -51,6 +52,11 @@ class SessionContext(Protocol):
     def leased_table(self, database: str | None, name: str) -> Lease | None: ...
 
     def variable(self, name: str) -> str: ...
+
+    def show_jobs(self, source: st.ShowSource) -> Relation:
+        """The rows of a SHOW of jobs read as a table (``FROM [SHOW JOBS]``), with
+        the privileges of the statement itself."""
+        ...
 
     def forget(self, *, database: str | None = None, table: int | None = None) -> None: ...
 

@@ -345,7 +345,16 @@ class Derived:
     columns: tuple[str, ...] = ()
 
 
-Source = TableName | Derived  # what FROM and JOIN read (a name may be a CTE's)
+@dataclass(frozen=True, slots=True)
+class ShowSource:
+    """The rows of a job statement read as a table: ``FROM [SHOW CHANGEFEED JOBS]``,
+    ``FROM crdb_internal.jobs``; ``alias`` qualifies its columns."""
+
+    statement: ShowChangefeedJobs
+    alias: str
+
+
+Source = TableName | Derived | ShowSource  # what FROM and JOIN read (a name may be a CTE's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -462,9 +471,12 @@ class CreateChangefeed(Statement):
 @dataclass(frozen=True, slots=True)
 class ShowChangefeedJobs(Statement):
     """``SHOW CHANGEFEED JOBS``, or ``SHOW CHANGEFEED JOB <id>`` (``job_id``) or
-    ``SHOW CHANGEFEED JOB <name>`` (``name``)."""
+    ``SHOW CHANGEFEED JOB <name>`` (``name``); with ``shape`` ``jobs``, ``SHOW JOBS``
+    (``SHOW JOB <id>``): CockroachDB's jobs columns; ``crdb_internal``: the rows of
+    ``crdb_internal.jobs``."""
 
     job_id: int | None = None
+    shape: Literal["changefeed", "jobs", "crdb_internal"] = "changefeed"
     name: TableName | None = None
 
 

@@ -244,6 +244,10 @@ class WriteBatch:
     def __len__(self) -> int:
         return len(self._ops)
 
+    def __iter__(self) -> Iterator[tuple[str, bytes, bytes | None]]:
+        """The writes in order: ``(db, key, value)``, ``value=None`` a deletion."""
+        return iter(self._ops)
+
     def apply(self, rw: ReadWriter) -> None:
         for db, key, value in self._ops:
             if value is None:

@@ -10,7 +10,11 @@ feedkv's own :class:`~feedkv.changefeed.avro.SchemaRegistry`):
   as the real registry does); ``GET /schemas/types``.
 - ``GET /subjects``, ``GET /subjects/{subject}/versions``,
   ``GET /subjects/{subject}/versions/{version|latest}``.
-- ``GET /config``: the global compatibility level.
+- ``GET|PUT /config`` and ``GET|PUT|DELETE /config/{subject}``: the compatibility level,
+  global (``BACKWARD`` at first) or of one subject (``GET`` of a subject without one is a
+  404, 40408, unless ``?defaultToGlobal=true``); ``PUT`` takes ``{"compatibility": L}``.
+- ``POST /compatibility/subjects/{subject}/versions/{version|latest}``:
+  ``{"is_compatible": bool}`` (with ``"messages"`` when not, and ``?verbose=true``).
 - ``GET /associations/resources/{namespace}/{name}``: always empty, so clients name
   subjects after topics (``<topic>-key``, ``<topic>-value``).
 
@@ -18,7 +22,13 @@ As in the real registry, schema ids are global and count up from 1; a schema alr
 known (the same type and the same JSON, whatever its spacing or key order) keeps its id
 under every subject, and registering it again under a subject that has it adds no
 version. Errors are JSON bodies ``{"error_code": 40401, "message": "..."}`` with the
-matching HTTP status. Compatibility is not checked: every schema is accepted.
+matching HTTP status.
+
+Compatibility is enforced as the real registry does: a schema new to a subject is checked
+against the subject's earlier Avro schemas at the subject's level (else the global one,
+:mod:`feedkv.testing.avro_compatibility`), and one that breaks it is refused with HTTP 409
+(error code 409) naming what breaks. A schema the subject already has is returned as it
+is, unchecked.
 
 For outage tests, :meth:`SchemaRegistryServer.fail_next` answers the next requests
 with HTTP 500; :attr:`SchemaRegistryServer.requests` lists every request received.
@@ -36,6 +46,7 @@ from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from feedkv.errors import FeedKVError
+from feedkv.testing.avro_compatibility import LEVELS, compatibility_problems
 
 __all__ = ["RegisteredSchema", "RegistryRequest", "SchemaRegistryServer"]
 
@@ -45,8 +56,11 @@ _JSON = "application/vnd.schemaregistry.v1+json"
 SUBJECT_NOT_FOUND = 40401
 VERSION_NOT_FOUND = 40402
 SCHEMA_NOT_FOUND = 40403
+SUBJECT_COMPATIBILITY_NOT_CONFIGURED = 40408
+INCOMPATIBLE_SCHEMA = 409
 INVALID_SCHEMA = 42201
 INVALID_VERSION = 42202
+INVALID_COMPATIBILITY_LEVEL = 42203
 INTERNAL_ERROR = 50001
 
 
@@ -121,23 +135,97 @@ class _State:
         self.subjects: dict[str, list[RegisteredSchema]] = {}
         self.failures = 0
         self.requests: list[RegistryRequest] = []
+        self.level = "BACKWARD"  # the global compatibility level
+        self.levels: dict[str, str] = {}  # a subject's own level
+
+    def level_of(self, subject: str) -> str:
+        with self.lock:
+            return self.levels.get(subject, self.level)
 
     def register(self, subject: str, text: str, schema_type: str) -> RegisteredSchema:
         canonical = _canonical(schema_type, text)
         with self.lock:
             schema_id = self.ids.get((schema_type, canonical))
+            versions = self.subjects.get(subject, [])
+            for registered in versions:
+                if schema_id is not None and registered.id == schema_id:
+                    return registered
+            if schema_type == "AVRO":
+                self._check(subject, text, versions)
             if schema_id is None:
                 self.schemas.append((schema_type, text))
                 schema_id = self.ids[(schema_type, canonical)] = len(self.schemas)
-            versions = self.subjects.setdefault(subject, [])
-            for registered in versions:
-                if registered.id == schema_id:
-                    return registered
             registered = RegisteredSchema(
                 subject, len(versions) + 1, schema_id, self.schemas[schema_id - 1][1], schema_type
             )
-            versions.append(registered)
+            self.subjects[subject] = [*versions, registered]
             return registered
+
+    def _check(self, subject: str, text: str, versions: list[RegisteredSchema]) -> None:
+        """Raise 409 if Avro schema ``text`` breaks ``subject``'s compatibility level."""
+        level = self.levels.get(subject, self.level)
+        earlier = [json.loads(r.schema) for r in versions if r.schema_type == "AVRO"]
+        problems = compatibility_problems(level, json.loads(text), earlier)
+        if problems:
+            raise _Error(
+                HTTPStatus.CONFLICT,
+                INCOMPATIBLE_SCHEMA,
+                f"Schema being registered is incompatible with an earlier schema for subject "
+                f'"{subject}" (compatibility {level}), details: {"; ".join(problems)}',
+            )
+
+    def compatible(self, subject: str, version: str, text: str, schema_type: str) -> list[str]:
+        """Why ``text`` would be refused against ``version`` of ``subject`` (``latest``:
+        at the subject's level against what that level compares with)."""
+        _canonical(schema_type, text)
+        if schema_type != "AVRO":
+            return []
+        with self.lock:
+            level = self.levels.get(subject, self.level)
+            if version in ("latest", "-1"):
+                earlier = [json.loads(r.schema) for r in self.subjects.get(subject, [])]
+            else:
+                earlier = [json.loads(self.version_locked(subject, version).schema)]
+        return compatibility_problems(level, json.loads(text), earlier)
+
+    def set_level(self, subject: str | None, body: Any) -> str:
+        level = body.get("compatibility") if isinstance(body, dict) else None
+        if not isinstance(level, str) or level.upper() not in LEVELS:
+            raise _Error(
+                HTTPStatus.UNPROCESSABLE_ENTITY,
+                INVALID_COMPATIBILITY_LEVEL,
+                f"Invalid compatibility level {level!r}: one of {', '.join(LEVELS)}",
+            )
+        with self.lock:
+            if subject is None:
+                self.level = level.upper()
+            else:
+                self.levels[subject] = level.upper()
+        return level.upper()
+
+    def get_level(self, subject: str | None, default_to_global: bool) -> str:
+        with self.lock:
+            if subject is None:
+                return self.level
+            found = self.levels.get(subject)
+            if found is None and not default_to_global:
+                raise _Error(
+                    HTTPStatus.NOT_FOUND,
+                    SUBJECT_COMPATIBILITY_NOT_CONFIGURED,
+                    f"Subject '{subject}' does not have subject-level compatibility configured",
+                )
+            return found or self.level
+
+    def delete_level(self, subject: str) -> str:
+        with self.lock:
+            found = self.levels.pop(subject, None)
+        if found is None:
+            raise _Error(
+                HTTPStatus.NOT_FOUND,
+                SUBJECT_COMPATIBILITY_NOT_CONFIGURED,
+                f"Subject '{subject}' does not have subject-level compatibility configured",
+            )
+        return found
 
     def lookup(self, subject: str, text: str, schema_type: str) -> RegisteredSchema:
         canonical = _canonical(schema_type, text)
@@ -158,13 +246,14 @@ class _State:
     def version(self, subject: str, version: str) -> RegisteredSchema:
         """Version ``version`` of ``subject``: a number from 1, ``latest`` or ``-1``."""
         with self.lock:
-            versions = self._versions(subject)
-            number = len(versions) if version in ("latest", "-1") else _version_number(version)
-            if number > len(versions):
-                raise _Error(
-                    HTTPStatus.NOT_FOUND, VERSION_NOT_FOUND, f"Version {version} not found."
-                )
-            return versions[number - 1]
+            return self.version_locked(subject, version)
+
+    def version_locked(self, subject: str, version: str) -> RegisteredSchema:
+        versions = self._versions(subject)
+        number = len(versions) if version in ("latest", "-1") else _version_number(version)
+        if number > len(versions):
+            raise _Error(HTTPStatus.NOT_FOUND, VERSION_NOT_FOUND, f"Version {version} not found.")
+        return versions[number - 1]
 
     def versions(self, subject: str) -> list[int]:
         with self.lock:
@@ -325,10 +414,25 @@ def _route(
         case "GET", ["subjects", subject, "versions", version, "schema"]:
             return json.loads(state.version(subject, version).schema)
         case "GET", ["config"]:
-            return {"compatibilityLevel": "BACKWARD"}
+            return {"compatibilityLevel": state.get_level(None, True)}
+        case "PUT", ["config"]:
+            return {"compatibility": state.set_level(None, body)}
+        case "GET", ["config", subject]:
+            default = query.get("defaultToGlobal", "").lower() == "true"
+            return {"compatibilityLevel": state.get_level(subject, default)}
+        case "PUT", ["config", subject]:
+            return {"compatibility": state.set_level(subject, body)}
+        case "DELETE", ["config", subject]:
+            return {"compatibilityLevel": state.delete_level(subject)}
+        case "POST", ["compatibility", "subjects", subject, "versions", version]:
+            problems = state.compatible(subject, version, *_schema_of(body, raw))
+            answer: dict[str, Any] = {"is_compatible": not problems}
+            if problems and query.get("verbose", "").lower() == "true":
+                answer["messages"] = problems
+            return answer
         case "GET", ["associations", "resources", _namespace, _resource]:
             return []  # no subject is associated with a topic: clients fall back to names
-    if method not in ("GET", "POST"):
+    if method not in ("GET", "POST", "PUT", "DELETE"):
         raise _Error(HTTPStatus.METHOD_NOT_ALLOWED, 405, "HTTP 405 Method Not Allowed")
     raise _Error(HTTPStatus.NOT_FOUND, 404, "HTTP 404 Not Found")
 

@@ -21,12 +21,18 @@ Two kinds of metric:
 - sampled (:meth:`Registry.sampled`): a function read at scrape time, for what a
   component already knows (running feeds, live nodes, LMDB's map use): no cost
   between scrapes.
+
+A registry made with ``enabled=False`` (a node started with its metrics off, which
+``feedkv bench changefeed`` compares against one with them on) hands out metrics that
+record nothing and exposes none: the structs built on it work unchanged, at the cost of
+a call that returns at once.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Self
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
@@ -114,19 +120,68 @@ class _Exposed(Collector):
             yield renamed
 
 
+# Metrics of a registry whose metrics are off. NB: they skip prometheus_client's
+# __init__ (they are never registered nor read) and override every method feedkv calls.
+
+
+class _OffCounter(Counter):
+    def __init__(self) -> None:
+        pass
+
+    def labels(self, *labelvalues: object, **labelkwargs: object) -> Self:
+        return self
+
+    def inc(self, amount: float = 1, exemplar: dict[str, str] | None = None) -> None:
+        pass
+
+
+class _OffGauge(Gauge):
+    def __init__(self) -> None:
+        pass
+
+    def labels(self, *labelvalues: object, **labelkwargs: object) -> Self:
+        return self
+
+    def inc(self, amount: float = 1) -> None:
+        pass
+
+    def dec(self, amount: float = 1) -> None:
+        pass
+
+    def set(self, value: float) -> None:
+        pass
+
+
+class _OffHistogram(Histogram):
+    def __init__(self) -> None:
+        pass
+
+    def labels(self, *labelvalues: object, **labelkwargs: object) -> Self:
+        return self
+
+    def observe(self, amount: float, exemplar: dict[str, str] | None = None) -> None:
+        pass
+
+
 class Registry:
     """One node's metrics. Making a metric twice under one name raises ``ValueError``
-    (``prometheus_client``'s): each struct is made once per node."""
+    (``prometheus_client``'s): each struct is made once per node. ``enabled=False``:
+    metrics that record nothing (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, enabled: bool = True) -> None:
+        self.enabled = enabled
         self._inner = CollectorRegistry(auto_describe=True)
         self._exposed = CollectorRegistry()
         self._exposed.register(_Exposed(self._inner))
 
     def counter(self, name: str, documentation: str, labelnames: Sequence[str] = ()) -> Counter:
+        if not self.enabled:
+            return _OffCounter()
         return Counter(name, documentation, labelnames, registry=self._inner)
 
     def gauge(self, name: str, documentation: str, labelnames: Sequence[str] = ()) -> Gauge:
+        if not self.enabled:
+            return _OffGauge()
         return Gauge(name, documentation, labelnames, registry=self._inner)
 
     def histogram(
@@ -136,6 +191,8 @@ class Registry:
         labelnames: Sequence[str] = (),
         buckets: Sequence[float] = NANOS_BUCKETS,
     ) -> Histogram:
+        if not self.enabled:
+            return _OffHistogram()
         return Histogram(name, documentation, labelnames, registry=self._inner, buckets=buckets)
 
     def sampled(
@@ -151,7 +208,8 @@ class Registry:
         ``counter`` for a total the component keeps itself). ``read`` runs on the
         scraping thread: it must be quick and must not block on the component's locks
         for long."""
-        self._inner.register(_Sampled(name, documentation, kind, read, labelnames))
+        if self.enabled:
+            self._inner.register(_Sampled(name, documentation, kind, read, labelnames))
 
     def exposition(self) -> bytes:
         """Every metric in Prometheus's text format (version 0.0.4)."""

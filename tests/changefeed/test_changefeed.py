@@ -181,7 +181,7 @@ def test_every_type_in_cockroachdb_json_form(db: DB) -> None:
         "b": "\\x01ff",
         "ok": True,
         "day": "2024-05-01",
-        "at": "2024-05-01T10:00:00.500000",
+        "at": "2024-05-01T10:00:00.5",  # no trailing zeros, as CockroachDB
         "atz": "2024-05-01T08:00:00Z",
         "u": "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
         "j": {"x": [1, None]},
@@ -240,8 +240,8 @@ def test_split_column_families_and_family_targets(db: DB) -> None:
         db, "EXPERIMENTAL CHANGEFEED FOR fam WITH split_column_families, initial_scan='only'"
     )
     assert sorted((t, json.dumps(v["after"])) for t, _k, v in data(list(result))) == [
-        ("fam.f1", json.dumps({"k": 1, "a": "a1"})),
-        ("fam.f2", json.dumps({"k": 1, "b": "b1"})),
+        ("fam.f1", json.dumps({"a": "a1", "k": 1})),  # keys sorted, as CockroachDB
+        ("fam.f2", json.dumps({"b": "b1", "k": 1})),
     ]
     result = feed(db, "EXPERIMENTAL CHANGEFEED FOR fam FAMILY f2 WITH initial_scan='only'")
     assert [(t, v["after"]) for t, _k, v in data(list(result))] == [("fam.f2", {"k": 1, "b": "b1"})]

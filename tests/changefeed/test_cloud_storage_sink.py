@@ -112,7 +112,9 @@ def test_message_options_put_the_key_in_the_value_only_where_a_sink_has_no_key()
     assert not message_options(wrapped, "kafka://127.0.0.1:9092").key_in_value
     assert not message_options(wrapped, None).key_in_value  # sinkless: the key is a column
     bare = parse_options((("envelope", "bare"),), now=now)
-    assert not message_options(bare, "file:///tmp/x").key_in_value
+    assert message_options(bare, "file:///tmp/x").key_in_value  # under __crdb__, as CockroachDB
+    row = parse_options((("envelope", "row"), ("format", "csv"), ("initial_scan", "only")), now=now)
+    assert not message_options(row, "file:///tmp/x").key_in_value
 
 
 def test_file_names_sort_by_time_with_the_date_directory() -> None:

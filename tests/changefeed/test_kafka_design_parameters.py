@@ -97,7 +97,7 @@ def test_kafka_topic_prefix_names_each_topic_as_topic_prefix_does(db: DB, bootst
             "topic_prefix=a_&kafka_topic_prefix=b_",
             "topic_prefix and kafka_topic_prefix are one parameter under two names",
         ),
-        ("schema_topic=..", "sink parameter schema_topic='..' is no Kafka topic"),
+        ("schema_topic=", "sink parameter schema_topic needs a topic name"),
     ],
 )
 def test_bad_design_parameters_are_refused(

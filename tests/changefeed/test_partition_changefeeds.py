@@ -129,5 +129,5 @@ def test_partitions_from_feedkv_sql(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main([*args, "-e", feed]) == 0
     rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
     assert rows[1:] == [
-        ["users", '["de", 2]', '{"after": {"region": "de", "id": 2, "name": "bo"}}']
+        ["users", '["de", 2]', '{"after": {"id": 2, "name": "bo", "region": "de"}}']
     ]

@@ -53,6 +53,18 @@ def test_a_feed_over_many_ranges_checkpoints_its_whole_span(db: DB) -> None:
     assert stamps == sorted(stamps)
 
 
+def test_ranges_lists_each_registered_piece_with_its_resolved_timestamp(db: DB) -> None:
+    db.split(b"m")
+    with db.rangefeed([Span(b"a", b"z")], ZERO) as feed:
+        last = db.put(b"b", b"x")
+        read_until(feed, resolved_past(last))
+        pieces = feed.ranges()
+        assert [(p.span.start, p.span.end) for p in pieces] == [(b"a", b"m"), (b"m", b"z")]
+        assert len({p.range_id for p in pieces}) == 2
+        assert all(p.resolved >= last and p.node_id == 1 for p in pieces)
+    assert feed.ranges() == []  # closed: nothing registered
+
+
 @pytest.mark.parametrize("timestamp_order", [False, True])
 def test_a_feed_from_long_ago_over_many_ranges_reads_each_ranges_own_versions(
     db: DB, store: Store, timestamp_order: bool

@@ -11,7 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from feedkv.errors import InvalidArgumentError
-from feedkv.security.scram import ScramError, ScramExchange, make_verifier, parse_verifier
+from feedkv.security.scram import (
+    ScramError,
+    ScramExchange,
+    check_password,
+    make_verifier,
+    parse_verifier,
+)
 
 # RFC 7677, section 3
 RFC_SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
@@ -83,3 +89,10 @@ def test_garbage_messages_raise_scram_errors_only(first: bytes, final: bytes) ->
         return
     with pytest.raises(ScramError):
         exchange.server_final(final)
+
+
+def test_check_password_accepts_only_the_password_the_verifier_was_made_from() -> None:
+    verifier = make_verifier("s3cret", iterations=64)
+    assert check_password(verifier, "s3cret")
+    assert not check_password(verifier, "s3cret ")
+    assert not check_password(verifier, "")

@@ -85,3 +85,16 @@ def test_labelled_samples_and_two_registries_apart() -> None:
     assert families(one)["changefeed_running"][1] == {"changefeed_running{scope=a}": 1.0}
     assert "changefeed_failures" not in families(one)
     assert "changefeed_running" not in families(two)
+
+
+def test_a_registry_with_metrics_off_records_and_exposes_nothing() -> None:
+    registry = Registry(enabled=False)
+    counter = registry.counter("sql_select_count", "selects", ("scope",))
+    counter.labels("orders").inc(3)
+    registry.gauge("g", "a gauge").set(5)
+    registry.gauge("g2", "a gauge").inc()
+    registry.histogram("h", "a histogram").observe(1.0)
+    registry.sampled("s", "sampled", lambda: 1.0)
+    # NB: names may repeat: nothing is registered
+    registry.counter("sql_select_count", "selects").inc()
+    assert families(registry) == {}

@@ -34,6 +34,7 @@ import secrets
 import time
 from typing import Any, Protocol
 
+from feedkv.changefeed.encoder import resolved_json
 from feedkv.changefeed.options import ChangefeedOptions, option_error
 from feedkv.changefeed.sink import (
     BatchingSink,
@@ -230,7 +231,8 @@ class CloudStorageClient:
         self._blobs.put(name, self._compress(self._body(batch)))
 
     def send_resolved(self, ts: Timestamp, topics: list[str]) -> None:
-        body = f'{{"resolved": "{ts}"}}'.encode()
+        # NB: CockroachDB's bytes: {"resolved":"<ts>"}, __crdb__ outside the wrapped envelope
+        body = resolved_json(ts, self._options.envelope)
         self._blobs.put(f"{self._dir(ts)}{name_ts(ts)}.RESOLVED", body)
         self._file_ts = max(self._file_ts, ts)
 

@@ -9,15 +9,17 @@ The contract a consumer can rely on:
   may see a message twice; it never misses one. Every row's message carries its MVCC
   timestamp in the ``mvcc_timestamp`` header (``<wall>.<logical>``, as CockroachDB prints
   it), so a consumer deduplicates on (key, timestamp) whatever the changefeed's options.
-- **Ordered per partition, one partition per key.** The partition is librdkafka's
-  ``murmur2_random`` hash of the key (the one Java clients use), so every version of a
-  row lands in one partition, in the order it was emitted. Retries inside librdkafka do
+- **Ordered per partition, one partition per key.** The partition is chosen as
+  CockroachDB's sink chooses it (:mod:`~feedkv.changefeed.sinks.kafka_partitioner`: FNV-1a
+  of the key, through sarama's hash partitioner), so every version of a row lands in one
+  partition, in the order it was emitted, and in the partition CockroachDB put it in. A
+  topic's partition count is learnt once, on its first message. Retries inside librdkafka do
   not reorder: ``RequiredAcks=ALL`` turns on the idempotent producer; below it, one
   request is in flight per broker at a time, as in CockroachDB's sink.
 - **Tombstones.** A deletion without a value (``value=None``) is sent with a null value,
   which Kafka's log compaction reads as "drop this key".
 - **Resolved markers on every partition.** ``emit_resolved(ts, topics)`` flushes, sends
-  ``{"resolved": "<ts>"}`` (an Avro ``resolved`` record with ``format=avro``) to every
+  ``{"resolved":"<ts>"}`` (the topic's Avro envelope with ``format=avro``) to every
   partition of every Kafka topic named, and flushes again: once a consumer reads it on a
   partition, it has read every row at or below ``ts`` that belongs to that partition.
 
@@ -33,7 +35,8 @@ on it, inside ``emit_row`` and ``flush``.
 Topics: the Kafka topic is ``topic_prefix`` (or its CDC-design name
 ``kafka_topic_prefix``) + the changefeed topic, or ``topic_prefix`` + ``topic_name`` for
 every row when ``topic_name`` is given, with characters Kafka does not allow (outside
-``[a-zA-Z0-9._-]``) replaced by ``_``. ``schema_topic=<topic>`` names the topic the
+``[a-zA-Z0-9._-]``) escaped as CockroachDB escapes them (``_u0022_`` for ``"``,
+:func:`~feedkv.changefeed.names.kafka_name`). ``schema_topic=<topic>`` names the topic the
 changefeed's schema-change messages go to, whole (no prefix). Topics are created by the brokers on
 first use (``auto.create.topics.enable``) or must exist beforehand.
 
@@ -62,9 +65,12 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from feedkv.changefeed.encoder import resolved_json
+from feedkv.changefeed.names import MAX_KAFKA_TOPIC, kafka_name
 from feedkv.changefeed.options import ChangefeedOptions, option_error
 from feedkv.changefeed.sink import Message, SinkError, SinkURI, TerminalSinkError
 from feedkv.changefeed.sinks.kafka_log import BrokerLog
+from feedkv.changefeed.sinks.kafka_partitioner import partition_for
 from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_duration_ns
@@ -95,8 +101,7 @@ METADATA_TIMEOUT = 10.0  # seconds to learn a topic's partitions for a resolved 
 DIAL_TIMEOUT = 10.0  # seconds CREATE CHANGEFEED waits for a broker to answer
 _POLL = 0.1  # seconds to wait for delivery reports while the queue is full
 
-_MAX_TOPIC_LENGTH = 249
-_ILLEGAL_TOPIC_CHARS = re.compile(r"[^a-zA-Z0-9._-]")
+_MAX_TOPIC_LENGTH = MAX_KAFKA_TOPIC
 
 _CONFIG_KEYS = ("Flush", "RequiredAcks", "ClientID", "Compression", "Version")
 _FLUSH_KEYS = ("Messages", "MaxMessages", "Bytes", "Frequency")
@@ -110,8 +115,8 @@ _MAX_LINGER_MS = 900_000
 
 def kafka_topic(topic: str, *, prefix: str = "", name: str | None = None) -> str:
     """The Kafka topic for changefeed topic ``topic``: ``prefix`` + (``name`` or
-    ``topic``), every character outside ``[a-zA-Z0-9._-]`` replaced by ``_``."""
-    return _ILLEGAL_TOPIC_CHARS.sub("_", prefix + (topic if name is None else name))
+    ``topic``), every character outside ``[a-zA-Z0-9._-]`` escaped (``_u0020_``)."""
+    return kafka_name(prefix + (topic if name is None else name))
 
 
 class KafkaSink:
@@ -119,7 +124,12 @@ class KafkaSink:
     owns and closes; see the module docstring for the contract.
 
     ``flush_timeout`` bounds a flush and ``metadata_timeout`` the lookup of a topic's
-    partitions (seconds); ``encode_resolved(ts, kafka_topic)`` makes a resolved marker."""
+    partitions (seconds); ``encode_resolved(ts, kafka_topic)`` makes a resolved marker.
+    ``partition_counts`` gives the partition counts of Kafka topics up front, instead of
+    asking the brokers on each topic's first row.
+
+    ``emit_row`` of a topic's first row waits (up to the metadata timeout) to learn how
+    many partitions the topic has, and raises SinkError if the brokers do not say."""
 
     def __init__(
         self,
@@ -132,6 +142,7 @@ class KafkaSink:
         metadata_timeout: float = METADATA_TIMEOUT,
         encode_resolved: Callable[[Timestamp, str], bytes] | None = None,
         broker_log: BrokerLog | None = None,
+        partition_counts: dict[str, int] | None = None,
     ) -> None:
         self._producer = producer
         self._broker_log = broker_log
@@ -142,6 +153,8 @@ class KafkaSink:
         self._metadata_timeout = metadata_timeout
         self._encode_resolved = encode_resolved or _json_resolved
         self._topics: dict[str, str] = {}
+        # Kafka topic -> its partitions, learnt on its first row (or given, a test knob)
+        self._partition_counts: dict[str, int] = dict(partition_counts or {})
         self._failures = 0  # delivery reports with an error since the last flush
         self._first_failure = ""
         self._closed = False
@@ -150,9 +163,17 @@ class KafkaSink:
         """Queue ``message`` in librdkafka; blocks while its queue is full."""
         self._check_open()
         headers: list[tuple[str, str | bytes | None]] = [
-            (MVCC_HEADER, str(message.mvcc_ts).encode())
+            (MVCC_HEADER, str(message.mvcc_ts).encode()),
+            *message.headers,
         ]
-        self._produce(self._topic(message.topic), message.key, message.value, headers=headers)
+        topic = self._topic(message.topic)
+        partition = -1
+        if message.key is not None:
+            count = self._partition_counts.get(topic)
+            if count is None:
+                count = self._partition_counts[topic] = len(self._partitions(topic))
+            partition = partition_for(message.key, count)
+        self._produce(topic, message.key, message.value, partition, headers=headers)
 
     def flush(self) -> None:
         self._check_open()
@@ -304,7 +325,7 @@ class KafkaSink:
 
 
 def _json_resolved(ts: Timestamp, topic: str) -> bytes:
-    return f'{{"resolved": "{ts}"}}'.encode()
+    return resolved_json(ts)
 
 
 def _reason(exc: KafkaException) -> str:
@@ -511,19 +532,24 @@ def _topic_params(uri: SinkURI) -> tuple[str, str | None]:
 
 
 def make(
-    uri: SinkURI, options: ChangefeedOptions, *, flush_timeout: float = FLUSH_TIMEOUT, **_: Any
+    uri: SinkURI,
+    options: ChangefeedOptions,
+    *,
+    flush_timeout: float = FLUSH_TIMEOUT,
+    partition_counts: dict[str, int] | None = None,
+    **_: Any,
 ) -> KafkaSink:
-    """Check everything and build the sink; connects to no broker yet."""
+    """Check everything and build the sink; connects to no broker yet.
+    ``partition_counts``: see :class:`KafkaSink`."""
     config = producer_config(uri, options)
     prefix, name = _topic_params(uri)
     schema = uri.param("schema_topic")
-    if schema is not None and kafka_topic(schema) in ("", ".", ".."):
-        raise option_error(f"sink parameter schema_topic={schema!r} is no Kafka topic")
-    encode_resolved = _json_resolved
-    if options.format == "avro":
-        from feedkv.changefeed.encoder import make_encoder
+    if schema is not None and not schema:
+        raise option_error("sink parameter schema_topic needs a topic name")
+    from feedkv.changefeed.encoder import make_encoder
 
-        encode_resolved = make_encoder(options).encode_resolved
+    # the encoder's: Avro's envelope record, JSON's {"resolved":...} (or __crdb__ in bare)
+    encode_resolved = make_encoder(options).encode_resolved
     from confluent_kafka import KafkaException, Producer
 
     broker_log = BrokerLog(log)
@@ -541,6 +567,7 @@ def make(
         flush_timeout=flush_timeout,
         encode_resolved=encode_resolved,
         broker_log=broker_log,
+        partition_counts=partition_counts,
     )
 
 

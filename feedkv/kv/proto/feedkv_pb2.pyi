@@ -454,7 +454,7 @@ class ResponseUnion(_message.Message):
     def __init__(self, get: _Optional[_Union[GetResponse, _Mapping]] = ..., put: _Optional[_Union[PutResponse, _Mapping]] = ..., conditional_put: _Optional[_Union[ConditionalPutResponse, _Mapping]] = ..., delete_range: _Optional[_Union[DeleteRangeResponse, _Mapping]] = ..., scan: _Optional[_Union[ScanResponse, _Mapping]] = ..., end_txn: _Optional[_Union[EndTxnResponse, _Mapping]] = ..., heartbeat_txn: _Optional[_Union[HeartbeatTxnResponse, _Mapping]] = ..., push_txn: _Optional[_Union[PushTxnResponse, _Mapping]] = ..., resolve_intent: _Optional[_Union[ResolveIntentResponse, _Mapping]] = ..., refresh_range: _Optional[_Union[RefreshRangeResponse, _Mapping]] = ..., split: _Optional[_Union[SplitResponse, _Mapping]] = ..., merge: _Optional[_Union[MergeResponse, _Mapping]] = ..., range_lookup: _Optional[_Union[RangeLookupResponse, _Mapping]] = ..., export: _Optional[_Union[ExportResponse, _Mapping]] = ..., relocate: _Optional[_Union[RelocateResponse, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
-    __slots__ = ("type", "message", "descriptors", "range_id", "reason", "ts", "key", "expected", "actual")
+    __slots__ = ("type", "message", "descriptors", "range_id", "reason", "ts", "key", "expected", "actual", "lease_holder")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTORS_FIELD_NUMBER: _ClassVar[int]
@@ -464,6 +464,7 @@ class Error(_message.Message):
     KEY_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_FIELD_NUMBER: _ClassVar[int]
     ACTUAL_FIELD_NUMBER: _ClassVar[int]
+    LEASE_HOLDER_FIELD_NUMBER: _ClassVar[int]
     type: str
     message: str
     descriptors: _containers.RepeatedCompositeFieldContainer[RangeDescriptor]
@@ -473,7 +474,8 @@ class Error(_message.Message):
     key: bytes
     expected: Value
     actual: Value
-    def __init__(self, type: _Optional[str] = ..., message: _Optional[str] = ..., descriptors: _Optional[_Iterable[_Union[RangeDescriptor, _Mapping]]] = ..., range_id: _Optional[int] = ..., reason: _Optional[str] = ..., ts: _Optional[_Union[Timestamp, _Mapping]] = ..., key: _Optional[bytes] = ..., expected: _Optional[_Union[Value, _Mapping]] = ..., actual: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
+    lease_holder: int
+    def __init__(self, type: _Optional[str] = ..., message: _Optional[str] = ..., descriptors: _Optional[_Iterable[_Union[RangeDescriptor, _Mapping]]] = ..., range_id: _Optional[int] = ..., reason: _Optional[str] = ..., ts: _Optional[_Union[Timestamp, _Mapping]] = ..., key: _Optional[bytes] = ..., expected: _Optional[_Union[Value, _Mapping]] = ..., actual: _Optional[_Union[Value, _Mapping]] = ..., lease_holder: _Optional[int] = ...) -> None: ...
 
 class BatchResponse(_message.Message):
     __slots__ = ("responses", "timestamp", "txn", "error")

@@ -1,0 +1,181 @@
+"""`feedkv bench replication`: what Raft replication costs, and how fast it fails over.
+
+- ``kv0``: `feedkv bench kv`'s workload over gRPC against a three-node cluster whose kv0
+  keyspace is split into nine ranges, first with one replica per range (three ranges
+  on each node), then with three (``feedkv start --replicas 3``: every range on every
+  node, its lease wherever its Raft group elected a leader); clients spread over the
+  nodes. Reports commits/s, p50/p99, and the ratio of three replicas to one.
+- ``failover``: a writer writes one key as fast as it can through a node that stays up
+  while the lease holder of the key's range is SIGKILLed; the time from the kill to
+  the first write that succeeds after it, over ``--kills`` kills (the node restarts and
+  catches up between them): p50 and max.
+- ``rangefeed_lag``: commit-to-delivery latency of values on a rangefeed over a
+  replicated range (served by its lease holder), against one replica per range.
+
+Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from feedkv.errors import AmbiguousResultError
+from feedkv.testing.cluster import LocalCluster
+from feedkv.testing.waiting import wait_until
+
+
+def _bench_module(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        f"feedkv_bench_{name}", Path(__file__).with_name(f"{name}.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+cluster_bench = _bench_module("cluster")
+kv = cluster_bench.kv
+TARGETS = {"kv0_ratio_3_over_1": 0.6, "failover_p50_s": 5.0, "failover_max_s": 10.0}
+
+
+def _replicated(cluster: LocalCluster, replicas: int) -> None:
+    with cluster.connect(0) as db:
+        wait_until(
+            lambda: all(len(r.replicas) == replicas for r in db.ranges()),
+            timeout_s=120,
+            what=f"{replicas} replicas of every range",
+        )
+
+
+def kv0(replicas: int, clients: int, seconds: float, tmp: Path) -> dict[str, Any]:
+    args = ("--replicas", str(replicas))
+    with LocalCluster(tmp / f"kv0-{replicas}", 3, *args, rebalance_interval="0s") as cluster:
+        _replicated(cluster, replicas)
+        with cluster.connect(0) as db:
+            for key in cluster_bench.SPLITS:
+                db.split(key)
+            if replicas == 1:
+                for i, key in enumerate([kv.key_of(0), *cluster_bench.SPLITS]):
+                    db.relocate(key, i % 3 + 1)
+        pids = [p.process.pid for p in cluster.processes if p is not None]
+        before = [cluster_bench.cpu_seconds(pid) for pid in pids]
+        row: dict[str, Any] = cluster_bench.clients_over(
+            [cluster.url(i) for i in range(3)], clients, seconds
+        )
+        row["node_cpu_s"] = [
+            round(cluster_bench.cpu_seconds(p) - b, 1) for p, b in zip(pids, before, strict=True)
+        ]
+        row["replicas"] = replicas
+        return row
+
+
+def failover(kills: int, tmp: Path) -> dict[str, Any]:
+    with LocalCluster(tmp / "failover", 3, "--replicas", "3", rebalance_interval="0s") as cluster:
+        _replicated(cluster, 3)
+        times: list[float] = []
+        for _ in range(kills):
+            with cluster.connect(0) as probe:
+                victim = probe.ranges()[0].lease_holder - 1
+            gateway = next(i for i in range(3) if i != victim)
+            with cluster.connect(gateway) as db:
+                db.put(b"hot", b"before")
+                succeeded: list[float] = []
+                stop = threading.Event()
+
+                def writer(
+                    db: Any = db, succeeded: list[float] = succeeded, stop: Any = stop
+                ) -> None:
+                    while not stop.is_set():
+                        with contextlib.suppress(AmbiguousResultError):
+                            db.put(b"hot", b"x")
+                            succeeded.append(time.perf_counter())
+
+                thread = threading.Thread(target=writer)
+                thread.start()
+                wait_until(lambda s=succeeded: len(s) > 10, timeout_s=60, what="writes")
+                killed = time.perf_counter()
+                cluster.kill(victim)
+                first = wait_until(
+                    lambda k=killed, s=succeeded: next((t for t in s if t > k), None),
+                    timeout_s=120,
+                    what="a write after the kill",
+                )
+                times.append(first - killed)
+                stop.set()
+                thread.join()
+            cluster.restart(victim)
+            cluster.heal()
+        times.sort()
+        return {
+            "kills": kills,
+            "p50_s": round(times[len(times) // 2], 2),
+            "max_s": round(times[-1], 2),
+            "each_s": [round(t, 2) for t in times],
+        }
+
+
+def rangefeed_lag(replicas: int, writes: int, tmp: Path) -> dict[str, Any]:
+    args = ("--replicas", str(replicas))
+    with LocalCluster(tmp / f"lag-{replicas}", 3, *args, rebalance_interval="0s") as cluster:
+        _replicated(cluster, replicas)
+        lags = cluster_bench.feed_lags(cluster, writes, relocate=replicas == 1)
+    return {
+        "replicas": replicas,
+        "values": len(lags),
+        "p50_ms": round(lags[len(lags) // 2] * 1000, 1),
+        "p99_ms": round(lags[int(len(lags) * 0.99)] * 1000, 1),
+    }
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="feedkv bench replication", description=__doc__)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--kills", type=int, default=10)
+    parser.add_argument("--lag-writes", type=int, default=500)
+    args = parser.parse_args(argv)
+    result: dict[str, Any] = {
+        "benchmark": "replication",
+        "workload": "kv0 over gRPC on 3 nodes, 1 vs 3 replicas; lease holder kills; feed lag",
+        "clients": args.clients,
+        "seconds": args.seconds,
+        "cores": os.cpu_count(),
+    }
+    with tempfile.TemporaryDirectory(prefix="feedkv-bench-replication-") as tmp:
+        base = Path(tmp)
+        one = kv0(1, args.clients, args.seconds, base)
+        three = kv0(3, args.clients, args.seconds, base)
+        result["kv0"] = {
+            "one_replica": one,
+            "three_replicas": three,
+            "ratio_3_over_1": round(three["commits_per_s"] / one["commits_per_s"], 2),
+        }
+        result["failover"] = failover(args.kills, base)
+        result["rangefeed_lag"] = {
+            "one_replica": rangefeed_lag(1, args.lag_writes, base),
+            "three_replicas": rangefeed_lag(3, args.lag_writes, base),
+        }
+    result["targets"] = TARGETS
+    result["targets_met"] = {
+        "kv0_ratio_3_over_1": result["kv0"]["ratio_3_over_1"] >= TARGETS["kv0_ratio_3_over_1"],
+        "failover_p50_s": result["failover"]["p50_s"] <= TARGETS["failover_p50_s"],
+        "failover_max_s": result["failover"]["max_s"] <= TARGETS["failover_max_s"],
+    }
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,313 @@
+"""One replica of a replicated range: it proposes evaluated commands and applies committed ones.
+
+A :class:`Replica` joins a range's Raft group (:class:`~feedkv.raft.state.RaftState` on
+the store's engine) to the range's data in the same engine. It does no I/O of its own:
+its driver (the store's loop, or :mod:`feedkv.testing.range_sim`) ticks it, steps it with
+messages, and runs each Ready through it in two phases:
+
+1. :meth:`Replica.stage` inside one engine write transaction: the Ready's hard state and
+   entries go to the Raft log, and each committed entry's writes are applied, with the
+   applied index, in the same transaction (so a crash never applies an entry twice or
+   loses one); it returns the logical ops of the applied entries, in log order;
+2. once that transaction is durable, :meth:`Replica.staged` advances the group, finishes
+   the proposals that applied, and returns the messages to send.
+
+Proposing (the leaseholder only). :meth:`Replica.propose` evaluates a command against the
+applied state with the writes of every proposal in flight on top
+(:class:`~feedkv.storage.overlay.OverlayView`), so commands evaluated back to back see
+each other, and proposes the resulting writes and ops as one entry
+(:mod:`feedkv.kv.replicated_command`). The proposal's completion is set when its entry
+applies here, with the result evaluation returned.
+
+The lease is the Raft leadership here ("leader leases"), and a new leader serves only
+once it has applied its own term's first entry: by then it has applied every entry an
+earlier leader committed, so nothing it evaluates misses a committed write. A leader
+that loses its leadership forgets its overlay and fails its proposals in flight with
+:class:`~feedkv.errors.AmbiguousResultError` (their entries may still commit through the
+new leader, which applies them here too, as on any follower). A proposal whose index
+applies with another term's entry was overwritten: it fails, and did not happen.
+
+Membership changes are Raft's one at a time (:meth:`Replica.change_members`): a new
+replica joins as a learner, receives a snapshot (its store knows nothing of the range),
+catches up, and is promoted to a voter; a replica is removed the same way. Each change
+applies on every replica with the range's own record of its members
+(:meth:`RangeData.members_changed`: the range descriptor's replicas), in the same
+transaction.
+
+A snapshot is the range's data as of an applied index, from :class:`RangeData`, which
+knows what the range holds; a replica installs one in the transaction that persists it.
+
+Not yet here: log truncation (the log is kept whole, so only a new replica needs a
+snapshot), and streaming a large snapshot in chunks (it travels in one message).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Generic, Protocol, TypeVar
+
+from feedkv.errors import (
+    AmbiguousResultError,
+    InvalidArgumentError,
+    InvariantViolation,
+    NotLeaseHolderError,
+)
+from feedkv.kv.replicated_command import Effects, decode_command, encode_command
+from feedkv.raft import (
+    ConfChange,
+    Config,
+    ConfState,
+    EngineRaftStorage,
+    Entry,
+    EntryType,
+    Message,
+    RaftState,
+    Ready,
+    Role,
+    Snapshot,
+    SnapshotMeta,
+    decode_conf_change,
+)
+from feedkv.storage.engine import Completion, Engine, Reader, ReadWriter
+from feedkv.storage.overlay import Overlay, OverlayView
+
+__all__ = ["AppliedEntry", "RangeData", "Replica"]
+
+T = TypeVar("T")
+
+_NOTHING = Effects()
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedEntry:
+    """An entry :meth:`Replica.stage` applied: its index and its effects (ops for the
+    range's observers, reads for the timestamp cache, the closed timestamp)."""
+
+    index: int
+    effects: Effects
+
+
+class RangeData(Protocol):
+    """What a replica's range holds in the engine, for snapshots and membership."""
+
+    def snapshot(self, reader: Reader) -> bytes:
+        """The range's data in ``reader``, as a snapshot's payload."""
+        ...
+
+    def accepts(self, data: bytes) -> bool:
+        """Whether a snapshot's payload may be installed here now."""
+        ...
+
+    def install(self, rw: ReadWriter, data: bytes) -> None:
+        """Replace whatever the range held here with a snapshot's payload."""
+        ...
+
+    def members_changed(self, rw: ReadWriter, conf: ConfState) -> None:
+        """The range's members are now ``conf`` (record it with the range)."""
+        ...
+
+
+@dataclass(slots=True)
+class _Proposal(Generic[T]):
+    term: int
+    result: T
+    done: Completion[T]
+
+
+class Replica:
+    """See the module docstring. Not thread-safe: its driver serialises every call."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        range_id: int,
+        replica_id: int,
+        *,
+        data: RangeData,
+        config: Config | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.range_id = range_id
+        self.replica_id = replica_id
+        self._engine = engine
+        self._data = data
+        self.storage = EngineRaftStorage(engine, range_id, self._snapshot)
+        self.applied = self.storage.applied
+        base = config or Config(id=replica_id)
+        self.raft = RaftState(
+            replace(base, id=replica_id, applied=self.applied),
+            self.storage,
+            rng or random.Random(),
+        )
+        self._overlay = Overlay()
+        self._proposals: dict[int, _Proposal[Any]] = {}
+        self._conf: ConfState | None = None  # a membership staged, not yet durable
+        self._lease_term: int | None = None  # the term this replica leads in
+        self._term_start = 0  # the index of that term's first entry
+
+    @staticmethod
+    def bootstrap(rw: ReadWriter, range_id: int, voters: Sequence[int]) -> None:
+        """Write the first state of one of a new range's first replicas into ``rw``."""
+        EngineRaftStorage.bootstrap(rw, range_id, voters)
+
+    # -- the lease ---------------------------------------------------------------------
+
+    @property
+    def leader(self) -> int:
+        """The replica this one believes leads (0: none known)."""
+        return self.raft.leader
+
+    @property
+    def holds_lease(self) -> bool:
+        return (
+            self.raft.role is Role.LEADER
+            and self._lease_term == self.raft.term
+            and self.applied >= self._term_start
+        )
+
+    def propose(
+        self, base: Reader, evaluate: Callable[[ReadWriter], tuple[T, Effects]]
+    ) -> Completion[T]:
+        """Evaluate a command over ``base`` (the applied state) and the proposals in
+        flight, and propose its writes; see the module docstring. Raises
+        :class:`~feedkv.errors.NotLeaseHolderError` when this replica may not propose
+        (nothing was evaluated into the log then), and whatever ``evaluate`` raises."""
+        if not self.holds_lease:
+            raise NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
+        view = OverlayView(base, self._overlay)
+        result, effects = evaluate(view)
+        entry = self.raft.propose(encode_command(view.batch, effects))
+        if entry is None:
+            raise NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
+        self._overlay.add(entry.index, view.batch)
+        done: Completion[T] = Completion()
+        self._proposals[entry.index] = _Proposal(entry.term, result, done)
+        return done
+
+    def change_members(self, change: ConfChange) -> int:
+        """Propose one membership change; returns its log index (it took effect once
+        that index applies with this term). Only the lease holder proposes, one change at
+        a time: :class:`~feedkv.errors.NotLeaseHolderError` otherwise, or
+        :class:`~feedkv.errors.InvalidArgumentError` while another is pending."""
+        if not self.holds_lease:
+            raise NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
+        entry = self.raft.propose_conf_change(change)
+        if entry is None:
+            raise InvalidArgumentError(
+                f"range r{self.range_id}: another membership change is still pending"
+            )
+        return entry.index
+
+    @property
+    def members(self) -> ConfState:
+        return self.raft.conf_state()
+
+    # -- driving ---------------------------------------------------------------------
+
+    def ready(self) -> Ready | None:
+        """The group's next Ready, or ``None`` when it has nothing to do."""
+        return self.raft.ready() if self.raft.has_ready() else None
+
+    def stage(self, rw: ReadWriter, ready: Ready) -> list[AppliedEntry]:
+        """Phase 1, inside the engine transaction: persist ``ready`` and apply its
+        committed entries. Safe to run again if the engine re-runs the transaction."""
+        self.storage.stage(rw, ready)
+        applied: list[AppliedEntry] = []
+        index = self.applied
+        if ready.snapshot is not None:
+            meta = ready.snapshot.meta
+            self._data.install(rw, ready.snapshot.data)
+            self._data.members_changed(rw, meta.conf_state)
+            index = meta.index
+        for entry in ready.committed_entries:
+            if entry.index != index + 1:
+                raise InvariantViolation(
+                    f"range r{self.range_id}: entry {entry.index} applies after {index}"
+                )
+            applied.append(AppliedEntry(entry.index, self._apply(rw, entry)))
+            index = entry.index
+        if index != self.applied:
+            self.storage.stage_applied(rw, index)
+        return applied
+
+    def staged(self, ready: Ready) -> tuple[Message, ...]:
+        """Phase 2, once phase 1 is durable: advance the group, settle the proposals
+        that applied, follow a change of leader; returns the messages to send."""
+        self.storage.staged(ready)
+        if ready.snapshot is not None:
+            self.applied = ready.snapshot.meta.index
+        if self._conf is not None:
+            self.storage.conf_staged(self._conf)
+            self._conf = None
+        for entry in ready.committed_entries:
+            self.applied = entry.index
+            proposal = self._proposals.pop(entry.index, None)
+            if proposal is not None:
+                if proposal.term == entry.term:
+                    proposal.done.set_result(proposal.result)
+                else:  # a later leader's entry replaced it: it did not happen
+                    proposal.done.set_exception(
+                        NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
+                    )
+        if ready.committed_entries:
+            self._overlay.applied(self.applied)
+        self.raft.advance(ready)
+        self._follow()
+        return ready.messages
+
+    def close(self) -> None:
+        """The replica stops (its store closes, or it crashed): its proposals' fates are
+        unknown to their callers."""
+        self._lose_lease()
+
+    # -- inside ----------------------------------------------------------------------
+
+    def _apply(self, rw: ReadWriter, entry: Entry) -> Effects:
+        if entry.type is EntryType.CONF_CHANGE:
+            # NB: the engine may run this twice; taking a change in again is harmless
+            conf = self.raft.apply_conf_change(decode_conf_change(entry.data))
+            self.storage.stage_conf_state(rw, conf)
+            self._data.members_changed(rw, conf)
+            self._conf = conf
+            return _NOTHING
+        if not entry.data:  # a new leader's empty entry
+            return _NOTHING
+        command = decode_command(entry.data)
+        command.writes.apply(rw)
+        return command.effects
+
+    def _follow(self) -> None:
+        """Take up or give up the lease as the group's leadership changed."""
+        leading = self.raft.role is Role.LEADER
+        if self._lease_term is not None and (not leading or self._lease_term != self.raft.term):
+            self._lose_lease()
+        if leading and self._lease_term is None:
+            # nothing was proposed in this term yet: the last entry is its empty first
+            self._lease_term = self.raft.term
+            self._term_start = self.raft.log.last_index()
+
+    def _lose_lease(self) -> None:
+        self._lease_term = None
+        self._overlay.clear()
+        proposals, self._proposals = self._proposals, {}
+        for index, proposal in proposals.items():
+            proposal.done.set_exception(
+                AmbiguousResultError(
+                    f"range r{self.range_id}: replica {self.replica_id} lost its lease with "
+                    f"the proposal at index {index} in flight; it may or may not apply"
+                )
+            )
+
+    def _snapshot(self) -> Snapshot:
+        """The range as of its durable applied index (the replica's driver calls into
+        Raft, and so here, only between a Ready's two phases' ends: what the engine holds
+        is what the replica applied)."""
+        with self._engine.snapshot() as snap:
+            index, conf = self.storage.read_applied(snap)
+            data = self._data.snapshot(snap)
+        term = self.storage.term(index)
+        if term is None:
+            raise InvariantViolation(f"range r{self.range_id}: no term for applied {index}")
+        return Snapshot(SnapshotMeta(index, term, conf), data)

@@ -1,0 +1,390 @@
+"""The loop that drives a store's replicated ranges: ticks, messages, proposals, Readies.
+
+A :class:`~feedkv.kv.replica.Replica` is pure and not thread-safe, so one thread per
+store owns every replica of the store. Each turn of :class:`ReplicaLoop`:
+
+1. takes everything waiting in its inbox, in arrival order: Raft messages from other
+   nodes (stepped into their range's replica) and proposals (evaluated on the lease
+   holder over the applied state, see :meth:`~feedkv.kv.replica.Replica.propose`);
+2. ticks every replica when a tick is due (``tick_s``; a Raft election timeout is
+   ``election_tick`` ticks);
+3. stages the Readies of *every* replica that has one in one engine transaction (their
+   logs, hard states and applied entries: one fsync for all the ranges of the store, the
+   group commit), hands each range's applied entries to ``on_stage`` inside that
+   transaction (under the engine's ``eval_lock``: the place for monotone updates of state
+   evaluation reads, as the engine may run the transaction twice) and to ``on_apply``
+   once it is durable (on the engine's commit thread, under its ``apply_lock``, as a
+   store hands a command's ops to its observers), finishes each (``staged``), notes
+   which ranges' leases it holds now (:meth:`ReplicaLoop.holds_lease`), and sends the
+   messages, batched per destination node: one ``send(node, batch)`` call per node and
+   turn, however many ranges talk to it.
+
+Evaluation runs under the engine's ``eval_lock``
+(:meth:`~feedkv.storage.engine.Engine.read_now`), so it never runs beside a command the
+engine's commit thread evaluates: the state they share (timestamp cache, closed
+timestamps) sees one evaluation at a time. A read is a proposal too, with no writes:
+it returns once its entry applied, so it neither misses an acknowledged write nor sees
+one that never commits, and a deposed leader that does not know it yet cannot answer.
+
+Replica ids are node ids: a store holds at most one replica of a range. A message for a
+range the store has no replica of creates one, empty (a replica being added: the leader
+sends it a snapshot). A node's transport calls :meth:`ReplicaLoop.receive` with the
+batches other nodes sent it;
+``send`` must not block for long (it runs on the loop), and a message it loses is a
+message the network lost, which Raft tolerates.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from feedkv.errors import (
+    AmbiguousResultError,
+    FeedKVError,
+    NodeUnavailableError,
+    RangeNotFoundError,
+)
+from feedkv.kv.replica import AppliedEntry, RangeData, Replica
+from feedkv.kv.replicated_command import Effects
+from feedkv.raft import (
+    ConfChange,
+    ConfChangeType,
+    Config,
+    ConfState,
+    MessageType,
+    Ready,
+    decode_message,
+    encode_message,
+)
+from feedkv.storage.engine import Completion, Engine, ReadWriter
+
+__all__ = ["ReplicaLoop", "Send"]
+
+T = TypeVar("T")
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[int, list[tuple[int, bytes]]], None]
+"""``send(node_id, [(range_id, encoded message), ...])``: one node's share of a turn."""
+
+Evaluate = Callable[[ReadWriter], tuple[Any, Effects]]
+OnEntries = Callable[[int, Sequence[AppliedEntry]], None]
+OnStage = Callable[[ReadWriter, int, Sequence[AppliedEntry]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Campaign:
+    range_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Change:
+    range_id: int
+    change: ConfChange
+    done: Completion[int]
+
+
+@dataclass(frozen=True, slots=True)
+class _Proposal:
+    range_id: int
+    evaluate: Evaluate
+    done: Completion[Any]
+
+
+_Item = _Proposal | _Change | _Campaign | list[tuple[int, bytes]]
+"""What the loop's inbox carries (``None`` wakes it to stop)."""
+
+
+class ReplicaLoop:
+    """Drives every replicated range of one store; see the module docstring."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        node_id: int,
+        send: Send,
+        range_data: Callable[[int], RangeData],
+        *,
+        tick_s: float = 0.05,
+        config: Config | None = None,
+        on_stage: OnStage | None = None,
+        on_apply: OnEntries | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.engine = engine
+        self.node_id = node_id
+        self._send = send
+        self._range_data = range_data
+        self._tick_s = tick_s
+        self._config = config or Config(id=node_id)
+        self._on_stage = on_stage
+        self._on_apply = on_apply
+        self._leases: dict[int, int] = {}  # range id -> term, of the leases held here
+        self._changes: list[tuple[Replica, _Change, int]] = []  # (..., its log index)
+        self._rng = random.Random(seed)
+        self._replicas: dict[int, Replica] = {}
+        self._inbox: queue.SimpleQueue[
+            _Proposal | _Change | _Campaign | list[tuple[int, bytes]] | None
+        ] = queue.SimpleQueue()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"replicas-n{node_id}", daemon=True)
+        self._lock = threading.Lock()  # guards _replicas against readers off the loop
+
+    def add(self, range_id: int, *, campaign: bool = False) -> Replica:
+        """Serve the range's replica on this store (its first state as written by
+        :meth:`Replica.bootstrap` or an earlier run, or none: it waits for a snapshot);
+        ``campaign``: stand for election at once (a group of one need not wait)."""
+        replica = Replica(
+            self.engine,
+            range_id,
+            self.node_id,
+            data=self._range_data(range_id),
+            config=self._config,
+            rng=random.Random(self._rng.random()),
+        )
+        with self._lock:
+            self._replicas[range_id] = replica
+        if campaign:
+            self._inbox.put(_Campaign(range_id))
+        return replica
+
+    def start(self) -> ReplicaLoop:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the loop; proposals in flight end ambiguous, new ones are refused."""
+        self._stopped.set()
+        self._inbox.put(None)
+        if self._thread.is_alive():
+            self._thread.join()
+        for replica in self._replicas.values():
+            replica.close()
+        self._refuse_waiting()
+
+    # -- inputs (any thread) -----------------------------------------------------------
+
+    def receive(self, batch: list[tuple[int, bytes]]) -> None:
+        """Messages another node sent, as ``(range_id, encoded message)``."""
+        self._inbox.put(batch)
+
+    def propose(self, range_id: int, evaluate: Evaluate) -> Completion[Any]:
+        """Evaluate a command on this node's replica of ``range_id`` and replicate it;
+        the completion holds the evaluation's result once the entry applied here, or
+        :class:`~feedkv.errors.NotLeaseHolderError` (with the leader it knows) or
+        :class:`~feedkv.errors.AmbiguousResultError`."""
+        done: Completion[Any] = Completion()
+        if self._stopped.is_set():
+            done.set_exception(NodeUnavailableError(f"node {self.node_id} is stopping"))
+            return done
+        self._inbox.put(_Proposal(range_id, evaluate, done))
+        return done
+
+    def change_members(self, range_id: int, change: ConfChange) -> Completion[int]:
+        """Propose a membership change of ``range_id`` on its lease holder (this store);
+        the completion holds the change's log index once it applied here."""
+        done: Completion[int] = Completion()
+        self._inbox.put(_Change(range_id, change, done))
+        return done
+
+    def members(self, range_id: int) -> ConfState:
+        """The range's members as this store's replica knows them (a moment's view)."""
+        with self._lock:
+            return self._replicas[range_id].members
+
+    def holds_lease(self, range_id: int) -> bool:
+        """Whether this store's replica of ``range_id`` holds its lease (as of the
+        loop's last turn)."""
+        return range_id in self._leases
+
+    def leases(self) -> list[int]:
+        """The ranges whose lease this store's replica holds (as of the last turn)."""
+        return list(self._leases)
+
+    def lease_terms(self) -> dict[int, int]:
+        """``range id -> Raft term`` of each lease this store's replica holds."""
+        return dict(self._leases)
+
+    def has(self, range_id: int) -> bool:
+        """Whether this store holds a replica of ``range_id``."""
+        return range_id in self._replicas
+
+    def status(self, range_id: int) -> tuple[int, int, int]:
+        """``(leader it knows, committed index, applied index)`` of its replica (read
+        off the loop: a moment's view)."""
+        with self._lock:
+            replica = self._replicas[range_id]
+        return replica.leader, replica.raft.committed, replica.applied
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        next_tick = time.monotonic() + self._tick_s
+        while not self._stopped.is_set():
+            timeout = max(0.0, next_tick - time.monotonic())
+            try:
+                item = self._inbox.get(timeout=timeout)
+            except queue.Empty:
+                item = None
+            while item is not None:
+                self._take(item)
+                try:
+                    item = self._inbox.get_nowait()
+                except queue.Empty:
+                    item = None
+            if self._stopped.is_set():
+                return
+            if time.monotonic() >= next_tick:
+                next_tick = time.monotonic() + self._tick_s
+                for replica in self._replicas.values():
+                    replica.raft.tick()
+            try:
+                self._handle_readies()
+            except FeedKVError:
+                log.exception("node %d: the replica loop failed; it stops", self.node_id)
+                self._stopped.set()
+
+    def _take(self, item: _Item) -> None:
+        if isinstance(item, _Proposal):
+            self._propose(item)
+            return
+        if isinstance(item, _Change):
+            self._change(item)
+            return
+        if isinstance(item, _Campaign):
+            self._replicas[item.range_id].raft.campaign()
+            return
+        for range_id, raw in item:
+            message = decode_message(raw)
+            if message.snapshot is not None and not self._range_data(range_id).accepts(
+                message.snapshot.data
+            ):
+                continue  # as if lost: the leader sends it again
+            replica = self._replicas.get(range_id)
+            if replica is None:
+                replica = self.add(range_id)
+            replica.raft.step(message)
+
+    def _change(self, item: _Change) -> None:
+        replica = self._replicas.get(item.range_id)
+        if replica is None:
+            item.done.set_exception(RangeNotFoundError(item.range_id))
+            return
+        try:
+            index = replica.change_members(item.change)
+        except FeedKVError as exc:
+            item.done.set_exception(exc)
+            return
+        self._changes.append((replica, item, index))
+
+    def _settle_changes(self) -> None:
+        waiting, self._changes = self._changes, []
+        for replica, item, index in waiting:
+            if replica.applied >= index and _took_effect(item.change, replica.members):
+                item.done.set_result(index)
+            elif replica.applied >= index or not replica.holds_lease:
+                item.done.set_exception(
+                    AmbiguousResultError(
+                        f"range r{replica.range_id}: the lease moved with a membership "
+                        f"change at {index} in flight"
+                    )
+                )
+            else:
+                self._changes.append((replica, item, index))
+
+    def _propose(self, proposal: _Proposal) -> None:
+        replica = self._replicas.get(proposal.range_id)
+        if replica is None:
+            proposal.done.set_exception(RangeNotFoundError(proposal.range_id))
+            return
+        try:
+            inner = self.engine.read_now(
+                lambda applied: replica.propose(applied, proposal.evaluate)
+            )
+        except Exception as exc:  # evaluation's errors are the caller's answer
+            proposal.done.set_exception(exc)
+            return
+        inner.add_done_callback(lambda: _relay(inner, proposal.done))
+
+    def _handle_readies(self) -> None:
+        readies: list[tuple[Replica, Ready]] = []
+        for replica in self._replicas.values():
+            ready = replica.ready()
+            if ready is not None:
+                readies.append((replica, ready))
+        if not readies:
+            return
+
+        def stage(rw: ReadWriter) -> list[list[AppliedEntry]]:
+            applied = [replica.stage(rw, ready) for replica, ready in readies]
+            if self._on_stage is not None:
+                for (replica, _), entries in zip(readies, applied, strict=True):
+                    if entries:
+                        self._on_stage(rw, replica.range_id, entries)
+            return applied
+
+        def hand_over(applied: list[list[AppliedEntry]]) -> None:
+            if self._on_apply is not None:
+                for (replica, _), entries in zip(readies, applied, strict=True):
+                    if entries:
+                        self._on_apply(replica.range_id, entries)
+
+        self.engine.submit(stage, hand_over).result()
+        outbox: dict[int, list[tuple[int, bytes]]] = {}
+        snapshots: list[tuple[Replica, int]] = []
+        for replica, ready in readies:
+            for m in replica.staged(ready):
+                outbox.setdefault(m.to, []).append((replica.range_id, encode_message(m)))
+                if m.type is MessageType.SNAP:
+                    snapshots.append((replica, m.to))
+            self._follow_lease(replica)
+        self._settle_changes()
+        for node, batch in outbox.items():
+            self._send(node, batch)
+        for replica, to in snapshots:
+            # NB: handed to the transport is all a sender learns here; one that was lost
+            # shows as the follower's rejection of the next append, and is sent again
+            replica.raft.report_snapshot(to, success=True)
+
+    def _follow_lease(self, replica: Replica) -> None:
+        if replica.holds_lease:
+            self._leases[replica.range_id] = replica.raft.term
+        else:
+            self._leases.pop(replica.range_id, None)
+
+    def _refuse_waiting(self) -> None:
+        stopped = NodeUnavailableError(f"node {self.node_id} stopped")
+        for _, change, _ in self._changes:
+            change.done.set_exception(stopped)
+        self._changes = []
+        while True:
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, _Proposal | _Change):
+                item.done.set_exception(stopped)
+
+
+def _took_effect(change: ConfChange, conf: ConfState) -> bool:
+    node = change.node_id
+    if change.type is ConfChangeType.ADD_NODE:
+        return node in conf.voters
+    if change.type is ConfChangeType.ADD_LEARNER:
+        return node in conf.learners or node in conf.voters
+    return node not in conf.voters and node not in conf.learners
+
+
+def _relay(inner: Completion[T], outer: Completion[T]) -> None:
+    exc = inner.exception(timeout=0)
+    if exc is not None:
+        outer.set_exception(exc)
+    else:
+        outer.set_result(inner.result(timeout=0))

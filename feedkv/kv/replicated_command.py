@@ -1,0 +1,141 @@
+"""What a Raft entry of a range carries: an evaluated command's writes and effects.
+
+The leaseholder evaluates a command once; every replica applies its result. So an entry
+holds the command's raw engine writes (a :class:`~feedkv.storage.engine.WriteBatch`) and
+its :class:`Effects`, which every replica takes up as it applies the entry:
+
+- ``ops``: the logical ops evaluation produced; each replica hands them to its own
+  rangefeed observers (a follower's feed sees the same events, in the same order, as the
+  leaseholder's);
+- ``reads``: the timestamp-cache entries evaluation made ``(span, ts, txn id)``; a
+  replica that takes the lease later has applied them, so it never lets a write land
+  below a read an earlier leaseholder served;
+- ``closed``: the range's closed timestamp when the command was evaluated; every
+  replica's observers get it as a checkpoint after the ops, and a later leaseholder
+  writes above it (closed timestamps travel in the log, as the RangeFeed design has it);
+- ``splits``: ``(left, right)`` range ids of a split the command made; every replica
+  starts the new range's Raft group, with the same members, as it applies it.
+
+The encoding is msgpack: a version, the writes as ``[db, key, value | nil]``, each op as
+a tag and its fields, the reads, and the closed timestamp.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from feedkv.errors import InvariantViolation
+from feedkv.storage.engine import WriteBatch
+from feedkv.storage.logical_ops import (
+    AbortIntent,
+    AbortTxn,
+    CommitIntent,
+    DeleteRange,
+    LogicalOp,
+    UpdateIntent,
+    WriteIntent,
+    WriteValue,
+)
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import Span
+
+__all__ = ["Effects", "ReplicatedCommand", "decode_command", "encode_command"]
+
+_VERSION = 1
+
+Read = tuple[Span, Timestamp, bytes | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Effects:
+    """What applying a command does besides its writes (see the module docstring)."""
+
+    ops: tuple[LogicalOp, ...] = ()
+    reads: tuple[Read, ...] = ()
+    closed: Timestamp | None = None
+    splits: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicatedCommand:
+    writes: WriteBatch
+    effects: Effects
+
+
+def _ts(ts: Timestamp) -> list[int]:
+    return [ts.wall, ts.logical]
+
+
+def _encode_op(op: LogicalOp) -> list[Any]:
+    match op:
+        case WriteValue(key, ts, value, prev):
+            return ["wv", key, _ts(ts), value, prev]
+        case WriteIntent(txn_id, txn_key, key, ts):
+            return ["wi", txn_id, txn_key, key, _ts(ts)]
+        case UpdateIntent(txn_id, key, ts):
+            return ["ui", txn_id, key, _ts(ts)]
+        case CommitIntent(txn_id, key, ts, value, prev):
+            return ["ci", txn_id, key, _ts(ts), value, prev]
+        case AbortIntent(txn_id, key):
+            return ["ai", txn_id, key]
+        case AbortTxn(txn_id):
+            return ["at", txn_id]
+        case DeleteRange(span, ts):
+            return ["dr", span.start, span.end, _ts(ts)]
+    raise InvariantViolation(f"no encoding for the logical op {op!r}")
+
+
+def _decode_op(row: list[Any]) -> LogicalOp:
+    match row:
+        case ["wv", key, ts, value, prev]:
+            return WriteValue(key, Timestamp(*ts), value, prev)
+        case ["wi", txn_id, txn_key, key, ts]:
+            return WriteIntent(txn_id, txn_key, key, Timestamp(*ts))
+        case ["ui", txn_id, key, ts]:
+            return UpdateIntent(txn_id, key, Timestamp(*ts))
+        case ["ci", txn_id, key, ts, value, prev]:
+            return CommitIntent(txn_id, key, Timestamp(*ts), value, prev)
+        case ["ai", txn_id, key]:
+            return AbortIntent(txn_id, key)
+        case ["at", txn_id]:
+            return AbortTxn(txn_id)
+        case ["dr", start, end, ts]:
+            return DeleteRange(Span(start, end), Timestamp(*ts))
+    raise InvariantViolation(f"a replicated command holds an unknown logical op {row!r}")
+
+
+def encode_command(writes: WriteBatch, effects: Effects) -> bytes:
+    packed: bytes = msgpack.packb(
+        [
+            _VERSION,
+            [list(write) for write in writes],
+            [_encode_op(op) for op in effects.ops],
+            [[span.start, span.end, _ts(ts), txn_id] for span, ts, txn_id in effects.reads],
+            None if effects.closed is None else _ts(effects.closed),
+            [list(split) for split in effects.splits],
+        ],
+        use_bin_type=True,
+    )
+    return packed
+
+
+def decode_command(data: bytes) -> ReplicatedCommand:
+    version, writes, ops, reads, closed, splits = msgpack.unpackb(data, raw=False)
+    if version != _VERSION:
+        raise InvariantViolation(f"a replicated command of version {version} (this is {_VERSION})")
+    batch = WriteBatch()
+    for db, key, value in writes:
+        if value is None:
+            batch.delete(db, key)
+        else:
+            batch.put(db, key, value)
+    effects = Effects(
+        tuple(_decode_op(row) for row in ops),
+        tuple((Span(start, end), Timestamp(*ts), txn_id) for start, end, ts, txn_id in reads),
+        None if closed is None else Timestamp(*closed),
+        tuple((left, right) for left, right in splits),
+    )
+    return ReplicatedCommand(batch, effects)

@@ -1,0 +1,401 @@
+"""A deterministic simulation of one replicated range: its replicas' Raft groups and apply
+loops on real engines, under a faulty network and crashes.
+
+:class:`RangeSim` runs a :class:`~feedkv.kv.replica.Replica` per node, each on its own
+LMDB engine in a directory of the test's, and drives them as a store's loop would: tick,
+deliver messages, and run every Ready through ``stage`` (one engine transaction that
+persists the log and applies committed entries) and ``staged`` (then send). One seeded
+random source decides every fault, so a failing seed replays exactly: messages are lost,
+duplicated, delayed (so reordered) and cut by partitions; a node crashes, losing its
+replica's memory (its proposals in flight, its overlay, the Ready it had not staged) but
+not what its engine committed, and restarts from its engine.
+
+The workload is what makes a wrong apply loop visible: every proposal increments one
+counter by reading it and writing it back (evaluated on the leaseholder, over the
+proposals in flight), and writes a key of its own. The checks, after every Ready:
+
+- every replica applies the same command, with the same logical ops, at each index;
+- no two replicas hold the lease in the same term;
+
+and after the faults stop (:meth:`RangeSim.settle`), in :meth:`RangeSim.check_converged`:
+every replica's MVCC data is identical, the counter equals the number of increments
+applied, and every acknowledged increment is applied (its result unique, its key there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgpack
+
+from feedkv.errors import InvalidArgumentError, InvariantViolation, NotLeaseHolderError
+from feedkv.kv.replica import Replica
+from feedkv.kv.replicated_command import Effects
+from feedkv.raft import (
+    RAFT_DB,
+    ConfChange,
+    ConfChangeType,
+    Config,
+    ConfState,
+    Message,
+    MessageType,
+    decode_message,
+    encode_message,
+)
+from feedkv.storage import mvcc
+from feedkv.storage.engine import Completion, Reader, ReadWriter
+from feedkv.storage.lmdb_engine import LMDBEngine
+from feedkv.storage.logical_ops import LogicalOp, WriteValue
+from feedkv.storage.schema import MVCC_DATABASES
+from feedkv.util.hlc import Timestamp
+
+__all__ = ["RangeFaults", "RangeSim"]
+
+RANGE_ID = 1
+COUNTER = b"counter"
+
+
+@dataclass(frozen=True)
+class RangeFaults:
+    """Per-round probabilities (all 0: a perfect network and no crashes)."""
+
+    loss: float = 0.0
+    duplicate: float = 0.0
+    max_delay: int = 0
+    crash: float = 0.0
+    restart: float = 0.0
+    partition: float = 0.0
+    heal: float = 0.0
+    conf_change: float = 0.0  # per round: the lease holder proposes a membership change
+
+    @classmethod
+    def chaos(cls) -> RangeFaults:
+        return cls(
+            loss=0.1,
+            duplicate=0.05,
+            max_delay=3,
+            crash=0.03,
+            restart=0.15,
+            partition=0.03,
+            heal=0.1,
+            conf_change=0.02,
+        )
+
+
+@dataclass
+class _Node:
+    id: int
+    engine: LMDBEngine
+    replica: Replica | None = None
+    ops: dict[int, tuple[LogicalOp, ...]] = field(default_factory=dict)
+
+
+class RangeSim:
+    """One range replicated on nodes ``ids``, under ``seed``; see the module docstring."""
+
+    def __init__(
+        self,
+        directory: Path,
+        seed: int,
+        ids: Iterable[int] = (1, 2, 3),
+        *,
+        spares: Iterable[int] = (),
+        faults: RangeFaults | None = None,
+    ) -> None:
+        """``ids``: the range's first replicas; ``spares``: nodes that start empty, for
+        membership changes to add."""
+        self.rng = random.Random(seed)
+        self.faults = faults or RangeFaults()
+        self.config = Config(id=1, election_tick=10, max_inflight=8, max_entries_per_message=8)
+        first = sorted(ids)
+        self.ids = sorted({*first, *spares})
+        self.nodes: dict[int, _Node] = {}
+        for node in self.ids:
+            engine = LMDBEngine(
+                directory / f"n{node}", databases=(*MVCC_DATABASES, RAFT_DB), sync=False
+            )
+            if node in first:
+                engine.write(lambda rw: Replica.bootstrap(rw, RANGE_ID, first))
+            self.nodes[node] = _Node(node, engine)
+            self.restart(node)
+        self.changes = 0  # membership changes that took effect
+        self.now = 0
+        self.cut: set[tuple[int, int]] = set()
+        self._queue: list[tuple[int, int, bytes]] = []
+        self._reports: list[tuple[int, int, bool]] = []
+        self._seq = 0
+        self._clock = 0
+        self.applied: dict[int, tuple[int, bytes]] = {}  # index -> (term, data) anywhere
+        self.acked: list[tuple[int, bytes]] = []  # (counter value, own key) acknowledged
+        self._in_flight: list[Completion[tuple[int, bytes]]] = []
+        self.failed = 0
+
+    def close(self) -> None:
+        for node in self.nodes.values():
+            if node.replica is not None:
+                node.replica.close()
+            node.engine.close()
+
+    # -- nodes -----------------------------------------------------------------------
+
+    def crash(self, node: int) -> None:
+        replica = self.nodes[node].replica
+        if replica is not None:
+            replica.close()
+            self.nodes[node].replica = None
+
+    def restart(self, node: int) -> None:
+        held = self.nodes[node]
+        if held.replica is None:
+            held.replica = Replica(
+                held.engine,
+                RANGE_ID,
+                node,
+                data=WholeEngine(),
+                config=self.config,
+                rng=random.Random(self.rng.random()),
+            )
+
+    def live(self) -> list[Replica]:
+        return [n.replica for n in self.nodes.values() if n.replica is not None]
+
+    def members(self) -> list[int]:
+        """The range's replicas as its lease holder knows them."""
+        holder = self.lease_holder()
+        if holder is None:
+            raise InvariantViolation("no lease holder to ask for the range's members")
+        conf = holder.members
+        return sorted({*conf.voters, *conf.learners})
+
+    def change_members(self) -> None:
+        """One membership change on the lease holder, if it has none pending: a node
+        not in the range joins as a learner, a learner becomes a voter, or (with more
+        than three voters) a voter other than the holder leaves."""
+        holder = self.lease_holder()
+        if holder is None:
+            return
+        conf = holder.members
+        outside = [n for n in self.ids if n not in conf.voters and n not in conf.learners]
+        options = [ConfChange(ConfChangeType.ADD_LEARNER, n) for n in outside]
+        options += [ConfChange(ConfChangeType.ADD_NODE, n) for n in conf.learners]
+        if len(conf.voters) > 3:
+            options += [
+                ConfChange(ConfChangeType.REMOVE_NODE, n)
+                for n in conf.voters
+                if n != holder.replica_id
+            ]
+        if options:
+            with contextlib.suppress(InvalidArgumentError):
+                holder.change_members(self.rng.choice(options))
+                self.changes += 1
+
+    def lease_holder(self) -> Replica | None:
+        holders = [r for r in self.live() if r.holds_lease]
+        terms = [r.raft.term for r in holders]
+        if len(set(terms)) != len(terms):
+            raise InvariantViolation(f"two lease holders in one term: {terms}")
+        return max(holders, key=lambda r: r.raft.term, default=None)
+
+    # -- the network -----------------------------------------------------------------
+
+    def _send(self, m: Message) -> None:
+        f = self.faults
+        lost = (m.sender, m.to) in self.cut or bool(f.loss and self.rng.random() < f.loss)
+        if m.type is MessageType.SNAP:
+            # a snapshot's stream tells its sender whether it arrived (told after the
+            # Ready is done with, as nothing may step the group in between)
+            self._reports.append((m.sender, m.to, not lost))
+        if lost:
+            return
+        copies = 2 if f.duplicate and self.rng.random() < f.duplicate else 1
+        for _ in range(copies):
+            self._seq += 1
+            delay = self.rng.randint(0, f.max_delay) if f.max_delay else 0
+            heapq.heappush(self._queue, (self.now + delay, self._seq, encode_message(m)))
+
+    def _deliver(self, *, all_now: bool = False) -> int:
+        reports, self._reports = self._reports, []
+        for sender, to, success in reports:
+            replica = self.nodes[sender].replica
+            if replica is not None:
+                replica.raft.report_snapshot(to, success=success)
+        due: list[bytes] = []
+        while self._queue and (all_now or self._queue[0][0] <= self.now):
+            due.append(heapq.heappop(self._queue)[2])
+        for raw in due:
+            m = decode_message(raw)
+            replica = self.nodes[m.to].replica
+            if replica is not None:
+                replica.raft.step(m)
+        return len(due)
+
+    # -- driving ---------------------------------------------------------------------
+
+    def _handle_ready(self, node: _Node) -> bool:
+        replica = node.replica
+        ready = replica.ready() if replica is not None else None
+        if replica is None or ready is None:
+            return False
+        applied = node.engine.write(lambda rw: replica.stage(rw, ready))
+        for entry in applied:
+            node.ops[entry.index] = entry.effects.ops
+        for committed in ready.committed_entries:
+            self._check_apply(node, committed.index, committed.term, committed.data)
+        for m in replica.staged(ready):
+            self._send(m)
+        self.lease_holder()
+        return True
+
+    def _check_apply(self, node: _Node, index: int, term: int, data: bytes) -> None:
+        seen = self.applied.setdefault(index, (term, data))
+        if seen != (term, data):
+            raise InvariantViolation(
+                f"node {node.id} applied term {term} at {index}, where another applied {seen[0]}"
+            )
+
+    def propose(self) -> None:
+        """An increment of the counter (and a write of a key of its own) on the lease
+        holder, if there is one."""
+        holder = self.lease_holder()
+        if holder is None:
+            return
+        self._clock += 1
+        ts = Timestamp(self._clock)
+        own = b"k%06d" % self._clock
+
+        def evaluate(rw: ReadWriter) -> tuple[tuple[int, bytes], Effects]:
+            current = mvcc.get(rw, COUNTER, ts)
+            value = int(current.value) + 1 if current is not None else 1
+            ops = mvcc.put(rw, COUNTER, ts, b"%d" % value)
+            ops += mvcc.put(rw, own, ts, b"%d" % value)
+            return (value, own), Effects(tuple(ops))
+
+        try:
+            with self.nodes[holder.replica_id].engine.snapshot() as applied:
+                self._in_flight.append(holder.propose(applied, evaluate))
+        except NotLeaseHolderError:
+            self.failed += 1
+
+    def _collect(self) -> None:
+        waiting = []
+        for done in self._in_flight:
+            if not done.done():
+                waiting.append(done)
+            elif done.exception() is None:
+                self.acked.append(done.result())
+            else:
+                self.failed += 1
+        self._in_flight = waiting
+
+    def round(self, *, propose: float = 0.4) -> None:
+        f, rng = self.faults, self.rng
+        self.now += 1
+        if f.crash and rng.random() < f.crash and len(self.live()) > 0:
+            self.crash(rng.choice([r.replica_id for r in self.live()]))
+        for node_id in self.ids:
+            if self.nodes[node_id].replica is None and f.restart and rng.random() < f.restart:
+                self.restart(node_id)
+        if f.partition and rng.random() < f.partition:
+            side = set(rng.sample(self.ids, rng.randint(1, len(self.ids) - 1)))
+            self.cut = {(a, b) for a in self.ids for b in self.ids if (a in side) != (b in side)}
+        if f.heal and rng.random() < f.heal:
+            self.cut.clear()
+        if rng.random() < propose:
+            self.propose()
+        if f.conf_change and rng.random() < f.conf_change:
+            self.change_members()
+        for replica in self.live():
+            replica.raft.tick()
+        self._deliver()
+        for node in self.nodes.values():
+            self._handle_ready(node)
+        self._collect()
+
+    def settle(self, max_rounds: int = 2_000) -> None:
+        """Stop the faults, restart every node and run until every replica has applied
+        everything committed and no proposal is in flight."""
+        self.faults = RangeFaults()
+        self.cut.clear()
+        for node_id in self.ids:
+            self.restart(node_id)
+        for _ in range(max_rounds):
+            self.round(propose=0.0)
+            self._deliver(all_now=True)
+            while any(self._handle_ready(node) for node in self.nodes.values()):
+                self._deliver(all_now=True)
+            holder = self.lease_holder()
+            if holder is not None and not self._in_flight:
+                commit = holder.raft.committed
+                applied = [self.nodes[n].replica for n in self.members()]
+                if all(r is not None and r.applied == commit for r in applied):
+                    return
+        raise InvariantViolation(f"the range did not settle in {max_rounds} rounds")
+
+    # -- checks ----------------------------------------------------------------------
+
+    def check_converged(self) -> int:
+        """Every replica holds the same data, and the increments add up; returns the
+        counter's value."""
+        members = self.members()
+        images = {node: _image(self.nodes[node].engine) for node in members}
+        first = images[members[0]]
+        for node_id, image in images.items():
+            if image != first:
+                raise InvariantViolation(f"node {node_id}'s data differs from node {members[0]}'s")
+        ops: dict[int, tuple[LogicalOp, ...]] = {}
+        for node in self.nodes.values():
+            for index, applied in node.ops.items():
+                if ops.setdefault(index, applied) != applied:
+                    raise InvariantViolation(f"node {node.id} emitted other ops at {index}")
+        with self.nodes[members[0]].engine.snapshot() as snap:
+            current = mvcc.get(snap, COUNTER, Timestamp(self._clock + 1))
+            counter = int(current.value) if current is not None else 0
+            increments = sum(
+                1
+                for applied in ops.values()
+                for op in applied
+                if isinstance(op, WriteValue) and op.key == COUNTER
+            )
+            if counter != increments:
+                raise InvariantViolation(f"counter {counter} after {increments} increments")
+            values = [value for value, _ in self.acked]
+            if len(set(values)) != len(values):
+                raise InvariantViolation("two acknowledged increments read the same value")
+            for value, own in self.acked:
+                kv = mvcc.get(snap, own, Timestamp(self._clock + 1))
+                if kv is None or int(kv.value) != value or value > counter:
+                    raise InvariantViolation(f"acknowledged increment {value} is lost")
+        return counter
+
+
+class WholeEngine:
+    """The simulated range's data: every MVCC entry of its engine (a node here holds
+    one range), imaged whole for a snapshot."""
+
+    def snapshot(self, reader: Reader) -> bytes:
+        rows = [[db, k, v] for db in MVCC_DATABASES for k, v in reader.scan(db, b"")]
+        packed: bytes = msgpack.packb(rows, use_bin_type=True)
+        return packed
+
+    def accepts(self, data: bytes) -> bool:
+        return True
+
+    def install(self, rw: ReadWriter, data: bytes) -> None:
+        for db in MVCC_DATABASES:
+            for key, _ in list(rw.scan(db, b"")):
+                rw.delete(db, key)
+        for db, key, value in msgpack.unpackb(data, raw=False):
+            rw.put(db, key, value)
+
+    def members_changed(self, rw: ReadWriter, conf: ConfState) -> None:
+        pass  # the simulator asks the replicas themselves
+
+
+def _image(engine: LMDBEngine) -> list[tuple[str, bytes, bytes]]:
+    with engine.snapshot() as snap:
+        return [(db, k, v) for db in MVCC_DATABASES for k, v in snap.scan(db, b"")]

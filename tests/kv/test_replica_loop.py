@@ -1,0 +1,166 @@
+"""Three stores' replica loops replicate ranges through Raft on real engines and threads.
+
+The loops talk through a loopback transport that hands each batch to the destination
+loop's inbox (the gRPC transport between node processes carries the same batches). A
+stopped loop is a dead node: the other two elect a leader and go on; restarted on its
+engine, it catches up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from feedkv.errors import (
+    AmbiguousResultError,
+    NodeUnavailableError,
+    NotLeaseHolderError,
+)
+from feedkv.kv.replica import AppliedEntry, Replica
+from feedkv.kv.replica_loop import ReplicaLoop
+from feedkv.kv.replicated_command import Effects
+from feedkv.raft import RAFT_DB, Config
+from feedkv.storage import mvcc
+from feedkv.storage.engine import ReadWriter
+from feedkv.storage.lmdb_engine import LMDBEngine
+from feedkv.storage.logical_ops import LogicalOp, WriteValue
+from feedkv.storage.schema import MVCC_DATABASES
+from feedkv.testing.range_sim import WholeEngine
+from feedkv.testing.waiting import wait_until
+from feedkv.util.hlc import Timestamp
+
+NODES = (1, 2, 3)
+RANGES = (1, 2)
+DEADLINE_S = 30.0
+
+
+class Cluster:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.engines: dict[int, LMDBEngine] = {}
+        self.loops: dict[int, ReplicaLoop] = {}
+        self.applied_ops: dict[int, dict[int, list[LogicalOp]]] = {n: {} for n in NODES}
+        self.clock = 0
+        for node in NODES:
+            engine = LMDBEngine(
+                directory / f"n{node}", databases=(*MVCC_DATABASES, RAFT_DB), sync=False
+            )
+            for range_id in RANGES:
+                engine.write(lambda rw, r=range_id: Replica.bootstrap(rw, r, NODES))
+            self.engines[node] = engine
+            self.start(node)
+
+    def start(self, node: int) -> None:
+        def on_apply(range_id: int, entries: Sequence[AppliedEntry]) -> None:
+            ops = self.applied_ops[node].setdefault(range_id, [])
+            for entry in entries:
+                ops.extend(entry.effects.ops)
+
+        loop = ReplicaLoop(
+            self.engines[node],
+            node,
+            self._send,
+            lambda range_id: WholeEngine(),
+            tick_s=0.01,
+            config=Config(id=node, election_tick=10),
+            on_apply=on_apply,
+        )
+        for range_id in RANGES:
+            loop.add(range_id)
+        self.loops[node] = loop.start()
+
+    def _send(self, node: int, batch: list[tuple[int, bytes]]) -> None:
+        loop = self.loops.get(node)
+        if loop is not None:
+            loop.receive(batch)
+
+    def stop(self, node: int) -> None:
+        self.loops.pop(node).stop()
+
+    def close(self) -> None:
+        for node in list(self.loops):
+            self.stop(node)
+        for engine in self.engines.values():
+            engine.close()
+
+    def write(self, range_id: int, key: bytes, value: bytes) -> int:
+        """Write through whichever node leads the range, retrying as a client would;
+        returns the node that took it."""
+        self.clock += 1
+        ts = Timestamp(self.clock)
+
+        def evaluate(rw: ReadWriter) -> tuple[None, Effects]:
+            return None, Effects(tuple(mvcc.put(rw, key, ts, value)))
+
+        def attempt() -> int | None:
+            for node, loop in list(self.loops.items()):
+                try:
+                    loop.propose(range_id, evaluate).result(timeout=DEADLINE_S)
+                except (NotLeaseHolderError, NodeUnavailableError):
+                    continue
+                except AmbiguousResultError:
+                    return None  # the put is idempotent at its timestamp: send it again
+                return node
+            return None
+
+        taker: int = wait_until(attempt, timeout_s=DEADLINE_S, what=f"a write to r{range_id}")
+        return taker
+
+    def wait_caught_up(self, range_id: int) -> None:
+        def caught_up() -> bool:
+            statuses = [loop.status(range_id) for loop in self.loops.values()]
+            committed = {committed for _, committed, _ in statuses}
+            return len(committed) == 1 and all(a == c for _, c, a in statuses)
+
+        wait_until(caught_up, timeout_s=DEADLINE_S, what=f"r{range_id} caught up on every node")
+
+    def value(self, node: int, key: bytes) -> bytes | None:
+        with self.engines[node].snapshot() as snap:
+            kv = mvcc.get(snap, key, Timestamp(self.clock + 1))
+        return None if kv is None else kv.value
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    held = Cluster(tmp_path)
+    try:
+        yield held
+    finally:
+        held.close()
+
+
+def test_writes_to_two_ranges_reach_every_replica_with_the_same_ops(cluster: Cluster) -> None:
+    for i in range(50):
+        for range_id in RANGES:
+            cluster.write(range_id, b"r%d-%03d" % (range_id, i), b"v%d" % i)
+    for range_id in RANGES:
+        cluster.wait_caught_up(range_id)
+    for node in NODES:
+        assert cluster.value(node, b"r2-049") == b"v49"
+        for range_id in RANGES:
+            ops = cluster.applied_ops[node][range_id]
+            assert len([op for op in ops if isinstance(op, WriteValue)]) == 50
+            assert ops == cluster.applied_ops[1][range_id]
+
+
+def test_a_dead_leader_is_replaced_and_catches_up_when_it_returns(cluster: Cluster) -> None:
+    leader = cluster.write(1, b"before", b"1")
+    cluster.stop(leader)
+    taker = cluster.write(1, b"during", b"2")
+    assert taker != leader
+    for i in range(20):
+        cluster.write(1, b"during-%02d" % i, b"x")
+    cluster.start(leader)
+    cluster.wait_caught_up(1)
+    assert cluster.value(leader, b"during") == b"2"
+    assert cluster.value(leader, b"during-19") == b"x"
+    assert cluster.value(leader, b"before") == b"1"
+
+
+def test_a_stopped_loop_refuses_proposals(cluster: Cluster) -> None:
+    loop = cluster.loops[1]
+    cluster.stop(1)
+    done = loop.propose(1, lambda rw: (None, Effects()))
+    assert isinstance(done.exception(timeout=DEADLINE_S), NodeUnavailableError)

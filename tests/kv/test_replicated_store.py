@@ -1,0 +1,262 @@
+"""Stores serving a range replicated on three of them through Raft.
+
+Three stores in one process, each on its own engine, replicate range r1 (the whole
+keyspace); their replica loops talk through a loopback transport. Clients reach the range
+through whichever store holds its lease, as a router does after ``NotLeaseHolderError``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from feedkv.errors import NodeUnavailableError, NotLeaseHolderError
+from feedkv.kv.api import BatchRequest, BatchResponse, Get, Header, Put
+from feedkv.kv.db import KVClient, LocalTransport
+from feedkv.kv.observer import RangeEndReason
+from feedkv.kv.router import Transport
+from feedkv.kv.store import Store, StoreConfig
+from feedkv.raft import Config
+from feedkv.storage import mvcc
+from feedkv.storage.logical_ops import LogicalOp, WriteValue
+from feedkv.testing.waiting import wait_until
+from feedkv.util.hlc import Timestamp
+
+NODES = (1, 2, 3)
+DEADLINE_S = 30.0
+
+
+class ReplicatedStores:
+    """Three stores replicating r1, and a transport that finds its lease holder.
+    ``grown``: r1 starts on node 1 alone, and the others are added as replicas."""
+
+    def __init__(self, directory: Path, *, grown: bool = False) -> None:
+        self.directory = directory
+        self.stores: dict[int, Store] = {}
+        self.grown = grown
+        for node in NODES:
+            self.start(node)
+
+    def start(self, node: int) -> None:
+        store = Store(
+            self.directory / f"n{node}",
+            node_id=node,
+            bootstrap=self.grown and node == 1,
+            config=StoreConfig(sync=False),
+        )
+        if not self.grown:
+            store.bootstrap_replicated(NODES)
+        store.replicate(self._send, tick_s=0.01, raft=Config(id=node, election_tick=10))
+        self.stores[node] = store
+
+    def _send(self, node: int, batch: list[tuple[int, bytes]]) -> None:
+        store = self.stores.get(node)
+        if store is not None and store.replicas is not None:
+            store.replicas.receive(batch)
+
+    def stop(self, node: int) -> None:
+        self.stores.pop(node).close()
+
+    def close(self) -> None:
+        for node in list(self.stores):
+            self.stop(node)
+
+    def lease_holder(self) -> int:
+        def holder() -> int | None:
+            for node, store in self.stores.items():
+                if store.replicas is None or not store.replicas.has(1):
+                    if store.descriptors():
+                        return node  # r1 is held here alone
+                elif store.replicas.holds_lease(1):
+                    return node
+            return None
+
+        found: int = wait_until(holder, timeout_s=DEADLINE_S, what="a lease holder of r1")
+        return found
+
+    # the Dialer protocol, for a KVClient: each range at its lease holder (the router
+    # follows NotLeaseHolderError), lookups at r1's
+
+    def dial(self, node_id: int) -> Transport:
+        store = self.stores.get(node_id)
+        if store is None:
+            raise NodeUnavailableError(f"n{node_id} is down")
+        return LocalTransport(store, owned=False)
+
+    def send(self, batch: BatchRequest) -> BatchResponse:
+        def attempt() -> BatchResponse | None:
+            store = self.stores.get(self.lease_holder())
+            if store is None:
+                return None
+            try:
+                return store.send(batch)
+            except (NotLeaseHolderError, NodeUnavailableError):
+                return None
+
+        answer: BatchResponse = wait_until(attempt, timeout_s=DEADLINE_S, what="an answer")
+        return answer
+
+    def now(self) -> Timestamp:
+        return self.stores[self.lease_holder()].clock.now()
+
+    def close_transport(self) -> None:
+        pass
+
+    def value(self, node: int, key: bytes) -> bytes | None:
+        with self.stores[node].engine.snapshot() as snap:
+            kv = mvcc.get(snap, key, Timestamp(2**62))
+        return None if kv is None else kv.value
+
+    def caught_up(self) -> bool:
+        loops = [s.replicas for s in self.stores.values() if s.replicas and s.replicas.has(1)]
+        statuses = [loop.status(1) for loop in loops]
+        return len({c for _, c, _ in statuses}) == 1 and all(a == c for _, c, a in statuses)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[ReplicatedStores]:
+    held = ReplicatedStores(tmp_path)
+    try:
+        yield held
+    finally:
+        held.close()
+
+
+def test_writes_through_the_lease_holder_reach_every_replica(cluster: ReplicatedStores) -> None:
+    client = KVClient(cluster)
+    for i in range(40):
+        client.put(b"k%02d" % i, b"v%d" % i)
+    assert client.get(b"k39") == b"v39"
+    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
+    for node in NODES:
+        assert cluster.value(node, b"k00") == b"v0"
+        assert cluster.value(node, b"k39") == b"v39"
+
+
+def test_a_follower_refuses_reads_and_writes_naming_the_lease_holder(
+    cluster: ReplicatedStores,
+) -> None:
+    holder = cluster.lease_holder()
+    follower = next(n for n in NODES if n != holder)
+    for request in (Get(b"a"), Put(b"a", b"1")):
+        with pytest.raises(NotLeaseHolderError) as caught:
+            cluster.stores[follower].send(BatchRequest(Header(range_id=1), (request,)))
+        assert caught.value.lease_holder in (holder, 0)
+
+
+def test_transactions_keep_a_total_across_a_lease_holder_crash(
+    cluster: ReplicatedStores,
+) -> None:
+    """A bank of ten accounts: transfers run while the lease holder dies; every
+    acknowledged transfer stays, and the total never changes."""
+    client = KVClient(cluster)
+    accounts = [b"acct%d" % i for i in range(10)]
+    for account in accounts:
+        client.put(account, b"100")
+
+    def transfer(i: int) -> None:
+        src, dst = accounts[i % 10], accounts[(i * 3 + 1) % 10]
+        if src == dst:
+            return
+
+        def move(txn: object) -> None:
+            a = int(txn.get(src) or b"0")  # type: ignore[attr-defined]
+            b = int(txn.get(dst) or b"0")  # type: ignore[attr-defined]
+            txn.put(src, b"%d" % (a - 1))  # type: ignore[attr-defined]
+            txn.put(dst, b"%d" % (b + 1))  # type: ignore[attr-defined]
+
+        client.run_transaction(move)
+
+    for i in range(20):
+        transfer(i)
+    cluster.stop(cluster.lease_holder())
+    for i in range(20, 40):
+        transfer(i)
+    total = sum(int(client.get(a) or b"0") for a in accounts)
+    assert total == 1000
+
+
+def test_an_observer_on_a_follower_sees_the_writes_in_order(cluster: ReplicatedStores) -> None:
+    holder = cluster.lease_holder()
+    follower = next(n for n in NODES if n != holder)
+    seen: list[LogicalOp] = []
+    arrived = threading.Event()
+
+    class Collect:
+        def on_ops(self, ops: object) -> None:
+            seen.extend(ops)  # type: ignore[call-overload]
+            if sum(isinstance(op, WriteValue) for op in seen) >= 10:
+                arrived.set()
+
+        def on_closed(self, ts: Timestamp) -> None:
+            pass
+
+        def on_range_ended(self, reason: RangeEndReason) -> None:
+            pass
+
+    _, snap = cluster.stores[follower].observe(1, Collect())  # type: ignore[arg-type]
+    snap.close()
+    client = KVClient(cluster)
+    stamps = [client.put(b"w", b"%d" % i) for i in range(10)]
+    assert arrived.wait(DEADLINE_S)
+    writes = [op for op in seen if isinstance(op, WriteValue) and op.key == b"w"]
+    assert [op.value for op in writes] == [b"%d" % i for i in range(10)]
+    assert [op.ts for op in writes] == stamps
+
+
+def test_a_range_held_alone_grows_to_three_replicas_and_survives_its_first_node(
+    tmp_path: Path,
+) -> None:
+    cluster = ReplicatedStores(tmp_path, grown=True)
+    try:
+        client = KVClient(cluster)
+        for i in range(30):
+            client.put(b"old%02d" % i, b"v%d" % i)
+        first = cluster.stores[1]
+        first.start_replicating(1)
+        client.put(b"one-replica", b"1")
+        first.add_replica(1, 2)
+        first.add_replica(1, 3)
+        assert [d.replicas for d in first.descriptors()] == [(1, 2, 3)]
+        client.put(b"three-replicas", b"3")
+        wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
+        for node in (2, 3):
+            assert cluster.value(node, b"old29") == b"v29"
+            assert cluster.value(node, b"one-replica") == b"1"
+            assert [d.replicas for d in cluster.stores[node].descriptors()] == [(1, 2, 3)]
+        cluster.stop(1)
+        client.put(b"after", b"!")
+        assert client.get(b"old00") == b"v0"
+        assert client.get(b"after") == b"!"
+    finally:
+        cluster.close()
+
+
+def test_a_replicated_range_splits_on_every_replica_and_both_halves_survive_a_crash(
+    cluster: ReplicatedStores,
+) -> None:
+    client = KVClient(cluster)
+    for i in range(20):
+        client.put(b"k%02d" % i, b"v%d" % i)
+    left, right = client.split(b"k10")
+    assert right.span.start == b"k10" and right.replicas == left.replicas
+    for i in range(20):
+        client.put(b"k%02d" % i, b"w%d" % i)
+    for node in NODES:
+        descs = wait_until(
+            lambda node=node: (
+                len(cluster.stores[node].descriptors()) == 2 and cluster.stores[node].descriptors()
+            ),
+            timeout_s=DEADLINE_S,
+            what=f"n{node} to apply the split",
+        )
+        assert [d.span.start for d in descs] == [b"", b"k10"]
+        assert all(set(d.replicas) == set(NODES) for d in descs)
+    cluster.stop(cluster.lease_holder())
+    assert [kv.value for kv in client.scan(b"k", b"l")] == [b"w%d" % i for i in range(20)]
+    client.put(b"k15", b"after")
+    client.put(b"k05", b"after")
+    assert client.get(b"k15") == client.get(b"k05") == b"after"

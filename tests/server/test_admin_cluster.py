@@ -1,0 +1,42 @@
+"""The admin page of a node in a cluster of ``feedkv start`` processes: every node with
+its liveness, and the cluster's ranges, whichever node holds them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from feedkv.server.http import OVERVIEW_PATH
+from feedkv.testing.cluster import LocalCluster
+from feedkv.testing.waiting import wait_until
+
+DEADLINE = 60.0
+
+
+def test_a_nodes_page_shows_the_whole_cluster(tmp_path: Path) -> None:
+    with LocalCluster(tmp_path / "cluster", nodes=2) as cluster:
+        process = cluster.processes[1]
+        assert process is not None and process.http_url
+        with cluster.connect(0) as db:
+            db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+            ranges = {r.range_id for r in db.ranges()}
+
+        def overview() -> dict[str, Any]:
+            response = httpx.get(process.http_url + OVERVIEW_PATH, timeout=10)
+            assert response.status_code == 200, response.text
+            data: dict[str, Any] = response.json()
+            return data
+
+        def whole() -> dict[str, Any] | None:
+            d = overview()
+            live = {n["node_id"]: n["live"] for n in d["nodes"]}
+            shown = {r["range_id"] for r in d["ranges"]}
+            return d if live == {"n1": True, "n2": True} and shown >= ranges else None
+
+        data = wait_until(
+            whole, timeout_s=DEADLINE, what="node 2's page to show both nodes and every range"
+        )
+        assert data["node"] == "n2"
+        assert all(r["replicas"] for r in data["ranges"])

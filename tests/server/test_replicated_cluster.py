@@ -1,0 +1,172 @@
+"""Three ``feedkv start --replicas 3`` processes: every range grows to three replicas
+through Raft, and a SIGKILLed lease holder loses nothing while writes go on."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from feedkv.db import DB
+from feedkv.errors import AmbiguousResultError
+from feedkv.rangefeed.event import Checkpoint, Event
+from feedkv.testing.cluster import LocalCluster
+from feedkv.testing.feed_validator import FeedValidator, assert_valid
+from feedkv.testing.waiting import wait_until
+from feedkv.util.keys import Span
+
+pytestmark = pytest.mark.xdist_group("cluster")
+
+ACCOUNTS = [b"acct/%03d" % i for i in range(20)]
+DEADLINE_S = 60.0
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path, 3, "--replicas", "3", rebalance_interval="0s") as started:
+        yield started
+
+
+def _replicated(db: DB) -> bool:
+    return all(len(r.replicas) == 3 for r in db.ranges())
+
+
+def _lease_holder(db: DB) -> int:
+    (only,) = db.ranges()
+    return only.lease_holder
+
+
+@pytest.mark.slow(40)
+def test_a_killed_lease_holder_loses_no_acknowledged_transfer(cluster: LocalCluster) -> None:
+    """A bank of 20 accounts: transfers run from a node that survives while the range's
+    lease holder is SIGKILLed; every transfer acknowledged stays, the total never
+    changes, writes go on without the dead node, and it catches up when it returns."""
+    probe = cluster.connect(0)
+    wait_until(lambda: _replicated(probe), timeout_s=DEADLINE_S, what="three replicas")
+    for key in ACCOUNTS:
+        probe.put(key, b"100")
+    victim = _lease_holder(probe) - 1
+    gateway = next(i for i in range(3) if i != victim)
+    probe.close()
+    db = cluster.connect(gateway)
+    done: list[int] = []
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def transfers() -> None:
+        n = 0
+        try:
+            while not stop.is_set():
+                src, dst = ACCOUNTS[n % 20], ACCOUNTS[(7 * n + 3) % 20]
+                n += 1
+                if src == dst:
+                    continue
+
+                def move(txn, src=src, dst=dst):  # type: ignore[no-untyped-def]
+                    a, b = int(txn.get(src)), int(txn.get(dst))
+                    txn.put(src, str(a - 1).encode())
+                    txn.put(dst, str(b + 1).encode())
+
+                db.run_transaction(move)
+                done.append(n)
+        except BaseException as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=transfers)
+    worker.start()
+    try:
+        wait_until(lambda: len(done) >= 20, timeout_s=DEADLINE_S, what="transfers before")
+        cluster.kill(victim)
+        before = len(done)
+        wait_until(lambda: len(done) >= before + 20, timeout_s=DEADLINE_S, what="transfers after")
+        assert _lease_holder(db) != victim + 1
+        cluster.restart(victim)
+        wait_until(lambda: len(done) >= before + 40, timeout_s=DEADLINE_S, what="more transfers")
+    finally:
+        stop.set()
+        worker.join()
+    assert not errors, errors
+    rows = db.scan(b"acct/", b"acct0")
+    assert len(rows) == 20 and sum(int(kv.value) for kv in rows) == 2000
+    # the node that came back holds every write: kill another, and it must serve them
+    survivor = next(i for i in range(3) if i not in (victim, gateway))
+    cluster.kill(survivor)
+    assert sum(int(kv.value) for kv in db.scan(b"acct/", b"acct0")) == 2000
+    db.close()
+
+
+@pytest.mark.slow(30)
+def test_sql_tables_split_across_replicated_ranges_and_outlive_a_node(
+    cluster: LocalCluster,
+) -> None:
+    """CREATE TABLE splits the replicated range at the table's prefix on every replica;
+    rows written through SQL stay readable and writable after any one node is killed."""
+    db = cluster.connect(0)
+    wait_until(lambda: _replicated(db), timeout_s=DEADLINE_S, what="three replicas")
+    db.sql("CREATE TABLE orders (id INT PRIMARY KEY, item STRING)")
+    db.sql("INSERT INTO orders VALUES (1, 'tea'), (2, 'cake')")
+    ranges = db.ranges()
+    assert len(ranges) >= 2 and all(len(r.replicas) == 3 for r in ranges)
+    cluster.kill(2)
+    db.sql("INSERT INTO orders VALUES (3, 'jam')")
+    rows = db.sql("SELECT id, item FROM orders ORDER BY id").rows
+    assert [tuple(r) for r in rows] == [(1, "tea"), (2, "cake"), (3, "jam")]
+    db.close()
+
+
+@pytest.mark.slow(40)
+def test_a_rangefeed_goes_on_without_a_gap_when_its_nodes_lease_holder_dies(
+    cluster: LocalCluster,
+) -> None:
+    """A feed over a replicated range while writes go on and the range's lease holder is
+    SIGKILLed: the client resumes on a live replica from its checkpoint, every committed
+    version arrives, in order per key, and no value below a checkpoint follows it."""
+    db = cluster.connect(0)
+    wait_until(lambda: _replicated(db), timeout_s=DEADLINE_S, what="three replicas")
+    victim = _lease_holder(db) - 1
+    gateway = next(i for i in range(3) if i != victim)
+    db.close()
+    db = cluster.connect(gateway)
+    feed_span = Span(b"feed/", b"feed0")
+    since = db.now()
+    stop = threading.Event()
+    written: list[int] = []
+
+    def writer() -> None:
+        i = 0
+        while not stop.is_set():
+            with contextlib.suppress(AmbiguousResultError):  # in flight at the victim
+                db.put(b"feed/%03d" % (i % 50), b"v%d" % i)
+                written.append(i)
+            i += 1
+
+    thread = threading.Thread(target=writer)
+    events: list[Event] = []
+    with db.rangefeed([feed_span], since) as feed:
+        thread.start()
+        try:
+            wait_until(lambda: len(written) > 30, timeout_s=DEADLINE_S, what="writes before")
+            cluster.kill(victim)
+            before = len(written)
+            wait_until(lambda: len(written) > before + 30, timeout_s=DEADLINE_S, what="writes")
+        finally:
+            stop.set()
+            thread.join()
+        last = db.put(b"feed/last", b"end")
+        closer = threading.Timer(DEADLINE_S, feed.close)  # the deadline: a stuck feed ends
+        closer.start()
+        for event in feed:
+            events.append(event)
+            if isinstance(event, Checkpoint) and event.ts >= last:
+                break
+        closer.cancel()
+    assert isinstance(events[-1], Checkpoint), "the feed did not resolve past the last write"
+    validator = FeedValidator([feed_span], since)
+    validator.observe_all(events)
+    history = list(db.export(feed_span, since, last))
+    assert len(history) > 60
+    assert_valid(validator.check(history, up_to=last))
+    db.close()

@@ -139,6 +139,7 @@ def connect(
     from feedkv.server.feed_history import FeedHistory
     from feedkv.server.jobs import protect_job_history
     from feedkv.server.node import Node
+    from feedkv.server.zones import apply_zone_configs
 
     node = Node(
         text,
@@ -163,6 +164,7 @@ def connect(
         spark_master=spark_master,
     )
     protect_job_history(node, db)
+    apply_zone_configs(node, db)
     node.attach_admin(
         Admin(
             node,
@@ -300,6 +302,7 @@ class DB(KVFeedClient):
                     external_io_dir=(
                         self._node.external_io_dir if self._node is not None else None
                     ),
+                    runner=self.changefeed_runner if registry is not None else None,
                 )
             return self._changefeeds
 

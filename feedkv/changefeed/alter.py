@@ -1,7 +1,13 @@
-"""``ALTER CHANGEFEED``: a paused job's targets and options changed, checked as
-strictly as a new changefeed's (:mod:`feedkv.changefeed.create`). It cannot change
-where the job started (``cursor``, ``initial_scan``); an added table is followed from
-the job's high-water mark.
+"""``ALTER CHANGEFEED``: a paused job's targets, options and sink changed, checked as
+strictly as a new changefeed's (:mod:`feedkv.changefeed.create`). An added table is
+followed from the job's high-water mark.
+
+Two changes are the CDC design's: ``INTO '<sink>'`` moves the job to another sink (its
+options must suit it; the job resumes there from its high-water mark), and ``SET cursor
+= '<ts>'`` moves the high-water mark itself, back or forward: resumed, the job emits
+every change after the cursor and scans nothing. A cursor below the garbage-collection
+threshold of a watched table is refused, naming the threshold. ``initial_scan`` cannot
+change, nor can ``cursor`` be unset.
 """
 
 from __future__ import annotations
@@ -11,23 +17,24 @@ from typing import TYPE_CHECKING
 
 from feedkv.changefeed.changefeed import ChangefeedSpec
 from feedkv.changefeed.create import (
+    check_history,
+    check_not_into_watched,
     require_changefeed_privilege,
     resolve_table,
-    sql_literal,
     topic_name,
+    watched_targets,
 )
+from feedkv.changefeed.database import database_tables
+from feedkv.changefeed.feed_names import create_statement
 from feedkv.changefeed.jobs import (
     PAUSED,
     JobRecord,
     existing_job,
     get_job,
-    is_secret,
     put_job,
-    redacted,
     table_names,
 )
 from feedkv.changefeed.options import option_error, parse_options
-from feedkv.changefeed.rows import Target
 from feedkv.changefeed.sink import parse_sink_uri, sink_defaults
 from feedkv.errors import SQLError
 from feedkv.kv.txn import Txn
@@ -37,15 +44,16 @@ from feedkv.sql import statements as st
 if TYPE_CHECKING:
     from feedkv.sql.session import Session
 
-__all__ = ["alter", "altered_spec", "describe"]
+__all__ = ["alter", "altered_spec"]
 
 # Options that say where a changefeed starts: ALTER CHANGEFEED cannot change them.
 _FIXED_OPTIONS = frozenset({"cursor", "initial_scan", "no_initial_scan", "initial_scan_only"})
+_SCAN_OPTIONS = ("initial_scan", "no_initial_scan", "initial_scan_only")
 
 
-def alter(txn: Txn, statement: st.AlterChangefeed, session: Session) -> None:
-    """Apply ``statement`` to its job, which must be paused."""
-    record = existing_job(get_job(txn, statement.job_id), statement.job_id)
+def alter(txn: Txn, job_id: int, statement: st.AlterChangefeed, session: Session) -> None:
+    """Apply ``statement`` to job ``job_id`` (the one it names), which must be paused."""
+    record = existing_job(get_job(txn, job_id), job_id)
     if record.status != PAUSED:
         raise SQLError(
             "55000",
@@ -57,14 +65,28 @@ def alter(txn: Txn, statement: st.AlterChangefeed, session: Session) -> None:
     new = {t.table_id for t in spec.targets}
     for table_id in old - new:
         catalog.set_changefeed_watch(txn, table_id, record.id, watching=False)
-    put_job(txn, record.replace(spec=spec), watching=True)
+    altered = record.replace(spec=spec)
+    if any(name == "cursor" for name, _ in statement.set_options):
+        for target in spec.targets:
+            names = table_names(txn, target.table_id)
+            check_history(session.db, target, names[1] if names else "?", spec.start)
+        altered = altered.replace(high_water=spec.start)  # resumed, it runs from there
+    description = create_statement(altered, txn)  # with its name, if it has one
+    put_job(
+        txn, altered.replace(spec=dataclasses.replace(spec, description=description)), watching=True
+    )
 
 
 def altered_spec(
     record: JobRecord, statement: st.AlterChangefeed, session: Session, txn: Txn
 ) -> ChangefeedSpec:
-    """``record``'s spec with ``statement``'s changes, validated like a new one."""
+    """``record``'s spec with ``statement``'s changes, validated like a new one (its
+    description is :func:`alter`'s to redo)."""
     spec = record.spec
+    if (statement.add or statement.drop) and spec.database_id is not None:
+        raise option_error(
+            "a FOR DATABASE changefeed watches every table of its database: it takes no ADD or DROP"
+        )
     if (statement.add or statement.drop) and spec.query is not None:
         raise option_error(
             "a CDC query changefeed watches its query's table: it takes no ADD or DROP"
@@ -76,7 +98,10 @@ def altered_spec(
             "once it has",
         )
     given = dict(spec.options.given)
-    for name in [*statement.unset, *(name for name, _ in statement.set_options)]:
+    setting = [name for name, _ in statement.set_options]
+    for name in [*statement.unset, *setting]:
+        if name == "cursor" and name not in statement.unset:
+            continue  # SET cursor moves the high-water mark
         if name in _FIXED_OPTIONS:
             raise option_error(
                 f"option {name} says where the changefeed started: it cannot be altered"
@@ -89,48 +114,60 @@ def altered_spec(
     for name in statement.unset:
         given.pop(name, None)
     given.update(statement.set_options)
-    options = sink_defaults(spec.sink_uri or "", parse_options(given.items(), now=record.created))
-    parse_sink_uri(spec.sink_uri or "", options)  # the sink must still accept them
+    start = spec.start
+    if "cursor" in setting:
+        moved = parse_options([("cursor", given["cursor"])], now=session.db.now()).cursor
+        start = moved if moved is not None else start
+        given["cursor"] = str(start)  # absolute: '-10s' meant the ALTER's time
+        for name in _SCAN_OPTIONS:
+            given.pop(name, None)
+    sink_uri = statement.sink if statement.sink is not None else spec.sink_uri or ""
+    # NB: a cursor moved past the job's creation is not "in the future" (jobs.from_json)
+    anchor = max(record.created, start)
+    options = sink_defaults(sink_uri, parse_options(given.items(), now=anchor))
+    sink = parse_sink_uri(sink_uri, options)  # the sink must (still) accept them
+    if statement.sink is not None and sink.kind.whole_rows and spec.query is not None:
+        raise option_error(
+            f"the {sink.kind.name} sink keeps whole rows by primary key: a CDC query "
+            "changefeed cannot move into it"
+        )
     targets = list(spec.targets)
     for written in statement.drop:
         _database, desc = resolve_table(session, txn, written)
-        dropped = Target(desc.id, written.family)
-        if dropped not in targets:
-            raise option_error(f"table {written.table} is not a target of job {record.id}")
-        targets.remove(dropped)
+        for dropped in watched_targets(desc, written):
+            if dropped not in targets:
+                raise option_error(f"table {written.table} is not a target of job {record.id}")
+            targets.remove(dropped)
     for written in statement.add:
         _database, desc = resolve_table(session, txn, written)
         require_changefeed_privilege(session, txn, desc, "CHANGEFEED")
-        if written.family is not None:
-            desc.family(written.family)
-        added = Target(desc.id, written.family)
-        if added in targets:
-            raise option_error(f"table {written.table} is already a target of job {record.id}")
-        targets.append(added)
-    if not targets:
-        raise option_error(f"job {record.id} would watch no table; CANCEL JOB {record.id} instead")
-    topics = {}
-    for target in targets:
-        names = table_names(txn, target.table_id)
-        if names is None:
-            raise option_error(f"table [{target.table_id}] of job {record.id} was dropped")
-        topics[target.table_id] = topic_name(*names, options)
-    spec = dataclasses.replace(spec, targets=tuple(targets), topics=topics, options=options)
-    return dataclasses.replace(spec, description=describe(spec))
-
-
-def describe(spec: ChangefeedSpec) -> str:
-    """The CREATE CHANGEFEED statement that would make ``spec`` (for an altered job)."""
-    if spec.query is not None:
-        return spec.description
-    tables = ", ".join(
-        spec.topics[t.table_id] + (f" FAMILY {t.family}" if t.family else "") for t in spec.targets
+        for added in watched_targets(desc, written):
+            if added in targets:
+                raise option_error(f"table {written.table} is already a target of job {record.id}")
+            targets.append(added)
+    if spec.database_id is not None:  # FOR DATABASE: the tables of the moment
+        found = database_tables(session.db, spec.database_id, options, session.db.now())
+        if found is None:
+            raise option_error(f"the database of job {record.id} was dropped")
+        targets, topics = list(found[0]), found[1]
+    else:
+        if not targets:
+            raise option_error(
+                f"job {record.id} would watch no table; CANCEL JOB {record.id} instead"
+            )
+        topics = {}
+        for target in targets:
+            names = table_names(txn, target.table_id)
+            if names is None:
+                raise option_error(f"table [{target.table_id}] of job {record.id} was dropped")
+            topics[target.table_id] = topic_name(*names, options)
+    if statement.sink is not None:
+        check_not_into_watched(sink, targets, topics)
+    return dataclasses.replace(
+        spec,
+        targets=tuple(targets),
+        topics=topics,
+        options=options,
+        start=start,
+        sink_uri=sink_uri or None,
     )
-    text = f"CREATE CHANGEFEED FOR TABLE {tables} INTO '{redacted(spec.sink_uri or '')}'"
-    given = [
-        name
-        if value is None
-        else f"{name} = {sql_literal('redacted' if is_secret(name) else value)}"
-        for name, value in spec.options.given
-    ]
-    return text + (f" WITH {', '.join(given)}" if given else "")

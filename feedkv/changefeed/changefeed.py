@@ -48,6 +48,8 @@ raises it.
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import json
 import logging
 import threading
 import time
@@ -55,6 +57,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from feedkv.changefeed.database import database_tables, retargets
 from feedkv.changefeed.encoder import Encoder, make_encoder
 from feedkv.changefeed.frontier import Backfill, Frontier
 from feedkv.changefeed.headers import Headers, split_headers
@@ -71,9 +74,11 @@ from feedkv.changefeed.sink import (
     TerminalSinkError,
     WindowSink,
     message_options,
+    schema_topic,
 )
 from feedkv.errors import FeedKVError
 from feedkv.rangefeed.event import Checkpoint, Value
+from feedkv.sql.catalog import descriptor_span
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
@@ -91,6 +96,7 @@ __all__ = [
     "event_message",
     "resolved_topics",
     "scan_messages",
+    "schema_message",
     "stopped_by",
 ]
 
@@ -121,6 +127,9 @@ class ChangefeedSpec:
     description: str = ""
     user: str = "root"
     query: str | None = None  # a CDC query's SELECT text
+    # FOR DATABASE: the database whose tables are watched, the targets being those it
+    # holds when the feed (re)starts (feedkv.changefeed.database)
+    database_id: int | None = None
 
 
 class Changefeed:
@@ -166,6 +175,9 @@ class Changefeed:
         )
         self._scanned = not spec.options.scans
         self._topics_used: set[str] = set()
+        self._schema_topic = schema_topic(spec.sink_uri)
+        self._schema_seen: dict[int, Timestamp] = {}  # schema changes sent, per table
+        self._schema_from = spec.start
 
     def close(self) -> None:
         """Stop :meth:`run` (from any thread). Idempotent."""
@@ -213,7 +225,9 @@ class Changefeed:
         failed_at = self.high_water
         while not self.closed:
             try:
-                self._run_from(self.high_water)
+                start: Timestamp | None = self.high_water
+                while start is not None:
+                    start = self._run_from(start)
                 return
             except TerminalSinkError:
                 raise
@@ -235,8 +249,12 @@ class Changefeed:
 
     # One attempt, from a high-water mark.
 
-    def _run_from(self, start: Timestamp) -> None:
+    def _run_from(self, start: Timestamp) -> Timestamp | None:
+        """Run from ``start``; returns where to run from again when the tables of a
+        database changefeed changed (``None``: the feed ended)."""
         o = self.spec.options
+        if self.spec.database_id is not None:
+            self._watch_database(start)
         decoder = RowDecoder(
             self._db,
             list(self.spec.targets),
@@ -245,6 +263,7 @@ class Changefeed:
             split_families=o.split_column_families,
         )
         self._decoder = decoder
+        self._schema_seen, self._schema_from = {}, start
         if self._query is not None:
             histories = decoder.histories
             self._query.schema_time = lambda desc: histories[desc.id].written_at(desc.version)
@@ -253,28 +272,44 @@ class Changefeed:
             for target in self.spec.targets:
                 for message in self._scan(target, start):
                     if self.closed:
-                        return
+                        return None
                     self._send(message)
                 self.backfill_pending -= 1
                 self._count_emitted()
             self._flush(start)
             self._scanned = True
             if o.initial_scan == "only":
-                return
+                return None
             if o.resolved is not None:
                 self._sink.emit_resolved(start, self._all_topics(start))
         now = self._clock()  # both cadences count from here
         frontier = Frontier(o, decoder.histories, start, marker_at=now, flushed_at=now)
         spans = [t.span for t in self.spec.targets]
+        catalog_span = descriptor_span() if self.spec.database_id is not None else None
+        if catalog_span is not None:
+            spans.append(catalog_span)
         # NB: in timestamp order: a schema change is applied when a value passes it
         feed = self._db.rangefeed(spans, start, with_diff=self._with_diff, timestamp_order=True)
         with self._feed_lock:
             self._feed = feed
         if self.closed:
             feed.close()
+        # FOR DATABASE: the earliest time the database's tables changed at; the feed
+        # runs again from just before it once every value before it has arrived
+        retarget: Timestamp | None = None
         try:
             for event in feed:
+                if (
+                    isinstance(event, Value)
+                    and catalog_span is not None
+                    and catalog_span.contains_key(event.key)
+                ):
+                    if self._retargets(event) and (retarget is None or event.ts < retarget):
+                        retarget = event.ts
+                    continue
                 if isinstance(event, Value):
+                    if retarget is not None and event.ts >= retarget:
+                        continue  # read again after the restart
                     if self._batch.admitted_wall is None:
                         self._batch.admitted_wall = event.ts.wall  # the oldest: in ts order
                     admission = frontier.admit(event.ts)
@@ -283,11 +318,16 @@ class Changefeed:
                         continue
                     row = decoder.decode(event)
                     if row is not None and not frontier.rewritten(row.table.id, row.mvcc_ts):
+                        self._send_schema_changes(row.table.id, event.ts)
                         self._emit(row)
                     continue
                 if not isinstance(event, Checkpoint):
                     continue
+                if retarget is not None and event.ts >= retarget.prev():
+                    return retarget.prev()  # again, with the tables of the moment
                 self._backfill(frontier.reach(event.ts))
+                for target in self.spec.targets:
+                    self._send_schema_changes(target.table_id, event.ts)
                 self._count_emitted()
                 advance = frontier.advance(self._clock())
                 if advance is None:
@@ -300,9 +340,26 @@ class Changefeed:
                 if advance.final:
                     if advance.error is not None:
                         raise stopped_by(advance.error)
-                    return
+                    return None
         finally:
             feed.close()
+        return None
+
+    def _watch_database(self, start: Timestamp) -> None:
+        """A database changefeed run from ``start`` (exclusive) watches the tables its
+        database holds at the tick after it: a table created then joins."""
+        database_id = self.spec.database_id
+        if database_id is None:
+            return
+        found = database_tables(self._db, database_id, self.spec.options, start.next())
+        if found is None:
+            raise ChangefeedError(f"database [{database_id}] was dropped; the changefeed ended")
+        targets, topics = found
+        self.spec = dataclasses.replace(self.spec, targets=targets, topics=topics)
+
+    def _retargets(self, event: Value) -> bool:
+        database_id = self.spec.database_id
+        return database_id is not None and retargets(database_id, self.spec.targets, event.value)
 
     def _backfill(self, backfills: Iterable[Backfill]) -> None:
         """Emits the rows of each table a schema change is due to scan again, as of it."""
@@ -318,6 +375,20 @@ class Changefeed:
                         self.backfill_pending -= 1
 
     # Emitting.
+
+    def _send_schema_changes(self, table_id: int, ts: Timestamp) -> None:
+        """With a ``schema_topic``: a message for each change of ``table_id``'s schema at
+        or below ``ts`` not sent yet, before any row at or after it (a restart sends them
+        again: at-least-once)."""
+        if self._schema_topic is None:
+            return
+        since = self._schema_seen.get(table_id, self._schema_from)
+        if ts <= since:
+            return
+        self._schema_seen[table_id] = ts
+        for change in self._decoder.histories[table_id].changes(since, ts):
+            table = self.spec.topics.get(table_id, change.after.name)
+            self._sink.emit_row(schema_message(self._schema_topic, table, change))
 
     def _all_topics(self, ts: Timestamp) -> list[str]:
         histories = self._decoder.histories
@@ -411,6 +482,24 @@ def cdc_query(spec: ChangefeedSpec) -> CDCQuery | None:
     from feedkv.changefeed.query import CDCQuery
 
     return CDCQuery(spec.query, created=spec.start)
+
+
+def schema_message(topic: str, table: str, change: SchemaChange) -> Message:
+    """The message of a schema change for a ``schema_topic``: keyed by the table's
+    topic; the value names the table, the descriptor's new version, its columns (name
+    and type), what was added and dropped, and the change's timestamp."""
+    after = change.after
+    value = {
+        "table": table,
+        "version": after.version,
+        "columns": [{"name": c.name, "type": c.type.sql()} for c in after.columns],
+        "added_columns": list(change.added_columns),
+        "dropped_columns": list(change.dropped_columns),
+        "dropped": after.dropped,
+        "updated": str(change.ts),
+    }
+    key = json.dumps([table]).encode()
+    return Message(topic, key, json.dumps(value).encode(), change.ts, change.ts, after.version)
 
 
 def stopped_by(change: SchemaChange) -> ChangefeedError:

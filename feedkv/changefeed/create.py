@@ -4,9 +4,13 @@ the spec of a changefeed, checked whole.
 :func:`plan_changefeed` checks everything before anything starts: the user is an admin,
 the tables (and families) exist as of the statement's timestamp, every option and the
 sink URI are valid together. A failure raises :class:`~feedkv.errors.SQLError` and
-creates nothing. The service that then starts the changefeed or its job is
-:mod:`feedkv.changefeed.service`; ``ALTER CHANGEFEED`` checks a job's new spec with the
-same rules (:mod:`feedkv.changefeed.alter`).
+creates nothing. A target is a table, one of its families, a range of its primary keys
+(``VALUES FROM (a) TO (b)``) or one of its partitions (``PARTITION p``): each becomes a
+:class:`~feedkv.changefeed.rows.Target` whose span is all the feed reads of it
+(:func:`watched_targets`). ``FOR DATABASE db`` watches the tables of a database, as they
+come and go (:mod:`feedkv.changefeed.database`). The service that then starts the
+changefeed or its job is :mod:`feedkv.changefeed.service`; ``ALTER CHANGEFEED`` checks a
+job's new spec with the same rules (:mod:`feedkv.changefeed.alter`).
 """
 
 from __future__ import annotations
@@ -15,7 +19,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sqlglot import exp
+
 from feedkv.changefeed.changefeed import ChangefeedSpec
+from feedkv.changefeed.database import topic_name as database_topic_name
 from feedkv.changefeed.headers import check_headers_column
 from feedkv.changefeed.jobs import is_secret, redacted
 from feedkv.changefeed.options import ChangefeedOptions, option_error, parse_options
@@ -27,6 +34,9 @@ from feedkv.kv.db import KVClient
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
+from feedkv.sql.expr import Context, Scope, compile_expr
+from feedkv.sql.row_codec import row_prefix
+from feedkv.sql.types import coerce
 from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
@@ -34,6 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Plan",
+    "check_history",
+    "check_not_into_watched",
     "plan_changefeed",
     "is_admin",
     "require_admin",
@@ -41,6 +53,8 @@ __all__ = [
     "resolve_table",
     "sql_literal",
     "topic_name",
+    "watched_target",
+    "watched_targets",
 ]
 
 
@@ -69,23 +83,31 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
             options = dataclasses.replace(options, envelope="bare")  # as in CockroachDB
     targets: list[Target] = []
     topics: dict[int, str] = {}
+    database_id = None
+    if statement.database is not None:
+        if not admin:
+            require_admin(session, snapshot, "create a changefeed FOR DATABASE")
+        database = session.resolve_database(snapshot, statement.database)
+        database_id = database.id
+        for desc in catalog.list_tables(snapshot, database):
+            targets.append(Target(desc.id))
+            topics[desc.id] = topic_name(database.name, desc.name, options)
+            if options.cursor is not None:
+                check_history(db, Target(desc.id), desc.name, options.cursor)
     for written in statement.targets:
         database, desc = resolve_table(session, snapshot, written)
         if not admin:
             need = "CHANGEFEED" if statement.sink is not None else "SELECT"
             require_changefeed_privilege(session, snapshot, desc, need)
-        if written.family is not None:
-            desc.family(written.family)  # 42704 when it does not exist
-        target = Target(desc.id, written.family)
-        if target in targets:
-            raise option_error(f"table {written.table} is a target more than once")
-        targets.append(target)
+        for target in watched_targets(desc, written):
+            _check_distinct(target, targets, written.table)
+            targets.append(target)
         if query is not None:
             query.check(desc)
         check_headers_column(desc, options)
         topics[desc.id] = topic_name(database.name, desc.name, options)
         if options.cursor is not None:
-            _check_history(db, target, desc.name, options.cursor)
+            check_history(db, target, desc.name, options.cursor)
     sink = None
     if statement.sink is not None:
         options = sink_defaults(statement.sink, options)
@@ -95,11 +117,7 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
                 f"the {sink.kind.name} sink keeps whole rows by primary key: a changefeed "
                 "into it takes tables, not a query (CREATE CHANGEFEED FOR TABLE ...)"
             )
-        if sink.scheme == "experimental-sql" and any(
-            topics[t.table_id].split(".")[-1] == (sink.host + sink.path).split(".")[-1].strip("/")
-            for t in targets
-        ):
-            raise option_error("a changefeed cannot write into a table it watches")
+        check_not_into_watched(sink, targets, topics)
     else:
         _check_sinkless(options)
     spec = ChangefeedSpec(
@@ -111,12 +129,95 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
         description=_redacted_text(statement.text, statement.sink, options.given),
         user=session.user,
         query=statement.query.text if statement.query is not None else None,
+        database_id=database_id,
     )
     return Plan(spec, sink, now)
 
 
-def _check_history(db: KVClient, target: Target, table: str, cursor: Timestamp) -> None:
-    """Refuse a cursor older than what garbage collection kept of ``table``."""
+def watched_targets(desc: TableDescriptor, written: st.ChangefeedTarget) -> list[Target]:
+    """The targets ``written`` names in ``desc``: the table, or a span of it
+    for each span of its ``PARTITION p`` (42704 when it has none such), or its ``VALUES
+    FROM (a) TO (b)`` (see :func:`watched_target`)."""
+    if written.partition is None:
+        return [watched_target(desc, written)]
+    if written.family is not None:
+        desc.family(written.family)  # 42704 when it does not exist
+    partition = desc.partition(written.partition)
+    return [Target(desc.id, written.family, span) for span in partition.spans]
+
+
+def watched_target(desc: TableDescriptor, written: st.ChangefeedTarget) -> Target:
+    """The :class:`Target` ``written`` names in ``desc``: its family must exist (42704),
+    and ``VALUES FROM (a) TO (b)`` bounds are values of a prefix of the primary key
+    (of its columns' types, not NULL) with ``a`` below ``b``."""
+    if written.family is not None:
+        desc.family(written.family)  # 42704 when it does not exist
+    if written.start is None or written.end is None:
+        return Target(desc.id, written.family)
+    start = _bound_key(desc, written.start, "FROM")
+    end = _bound_key(desc, written.end, "TO")
+    if start >= end:
+        raise option_error(
+            f"VALUES FROM ({_values_text(written.start)}) TO ({_values_text(written.end)}) "
+            f"of table {desc.name} watches no row: FROM must sort below TO"
+        )
+    return Target(desc.id, written.family, (start, end))
+
+
+def _bound_key(desc: TableDescriptor, values: tuple[exp.Expr, ...], clause: str) -> bytes:
+    keys = desc.key_columns
+    if not values or len(values) > len(keys):
+        raise option_error(
+            f"VALUES {clause} ({_values_text(values)}) of table {desc.name}: give 1 to "
+            f"{len(keys)} values, a prefix of its primary key ({', '.join(c.name for c in keys)})"
+        )
+    coerced = []
+    for node, column in zip(values, keys, strict=False):
+        try:
+            value = compile_expr(node, Scope())((), Context())
+        except SQLError as exc:
+            raise option_error(
+                f"VALUES {clause} of table {desc.name}: {node.sql()} is not a constant "
+                f"({exc.message})"
+            ) from None
+        value = coerce(value, column.type, column.name)
+        if value is None:
+            raise option_error(
+                f"VALUES {clause} of table {desc.name}: the value of column {column.name} "
+                "cannot be NULL"
+            )
+        coerced.append(value)
+    return row_prefix(desc, coerced)
+
+
+def _values_text(values: tuple[exp.Expr, ...]) -> str:
+    return ", ".join(node.sql() for node in values)
+
+
+def _check_distinct(target: Target, targets: list[Target], table: st.TableName) -> None:
+    """Two targets of one table (and family) may not overlap: a row would be emitted
+    twice."""
+    for other in targets:
+        same = other.table_id == target.table_id and other.family == target.family
+        if same and other.span.start < target.span.end and target.span.start < other.span.end:
+            raise option_error(
+                f"table {table} is a target more than once"
+                + (" (its VALUES FROM ... TO ranges overlap)" if target.bounds else "")
+            )
+
+
+def check_not_into_watched(sink: SinkURI, targets: list[Target], topics: dict[int, str]) -> None:
+    """A changefeed into a SQL table may not write into a table it watches."""
+    if sink.scheme == "experimental-sql" and any(
+        topics[t.table_id].split(".")[-1] == (sink.host + sink.path).split(".")[-1].strip("/")
+        for t in targets
+    ):
+        raise option_error("a changefeed cannot write into a table it watches")
+
+
+def check_history(db: KVClient, target: Target, table: str, cursor: Timestamp) -> None:
+    """Refuse a cursor older than what garbage collection kept of ``table`` (the
+    message names the threshold)."""
     try:
         for _version in db.export(target.span, cursor, cursor):  # an empty window: a check
             pass
@@ -154,7 +255,7 @@ def sql_literal(text: str) -> str:
 
 
 def topic_name(database: str, table: str, options: ChangefeedOptions) -> str:
-    return f"{database}.public.{table}" if options.full_table_name else table
+    return database_topic_name(database, table, options)
 
 
 def resolve_table(

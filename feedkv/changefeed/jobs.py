@@ -51,6 +51,7 @@ from feedkv.errors import InvariantViolation, SQLError
 from feedkv.kv.txn import Txn
 from feedkv.security.secrets import SEALED_PREFIX, Sealer, new_key
 from feedkv.sql import catalog
+from feedkv.sql.descriptor import DatabaseDescriptor
 from feedkv.sql.types import logical_decimal
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
@@ -72,6 +73,7 @@ __all__ = [
     "HistoryHold",
     "JobRecord",
     "Lease",
+    "delete_job",
     "existing_job",
     "get_job",
     "list_jobs",
@@ -114,6 +116,7 @@ SHOW_COLUMNS = (
     "full_table_names",
     "topics",
     "format",
+    "name",
 )
 
 # SHOW JOBS, as CockroachDB's (the columns a changefeed job has)
@@ -156,7 +159,9 @@ class Lease:
 @dataclass(frozen=True, slots=True)
 class JobRecord:
     """A changefeed job. ``created`` is the CREATE statement's timestamp: relative option
-    values (``cursor='-10s'``) stay anchored to it when options are parsed again."""
+    values (``cursor='-10s'``) stay anchored to it when options are parsed again.
+    ``name`` is a named changefeed's name and ``database_id`` its database's
+    (:mod:`feedkv.changefeed.feed_names`); ``None`` for one known by its id only."""
 
     id: int
     spec: ChangefeedSpec
@@ -170,6 +175,8 @@ class JobRecord:
     finished: Timestamp | None = None  # when it ended (canceled, failed, succeeded)
     modified: Timestamp | None = None  # the last write of the record
     fraction_completed: float | None = None  # of a scan running now (None: none runs)
+    name: str | None = None
+    database_id: int | None = None
 
     def replace(self, **changes: Any) -> JobRecord:
         return dataclasses.replace(self, **changes)
@@ -200,8 +207,12 @@ class JobRecord:
                 "finished": _text(self.finished),
                 "modified": _text(self.modified),
                 "fraction_completed": self.fraction_completed,
+                "name": [self.database_id, self.name] if self.name is not None else None,
                 "spec": {
-                    "targets": [[t.table_id, t.family] for t in spec.targets],
+                    "targets": [
+                        [t.table_id, t.family, *(b.hex() for b in t.bounds or ())]
+                        for t in spec.targets
+                    ],
                     "topics": {str(k): v for k, v in spec.topics.items()},
                     "options": sealer.seal(options, context),
                     "start": str(spec.start),
@@ -209,6 +220,7 @@ class JobRecord:
                     "description": spec.description,
                     "user": spec.user,
                     "query": spec.query,
+                    "database_id": spec.database_id,
                 },
             }
         ).encode()
@@ -226,17 +238,26 @@ class JobRecord:
         sink_uri = s["sink_uri"]
         if isinstance(sink_uri, str) and sink_uri.startswith(SEALED_PREFIX):
             sink_uri = _open(sealer, sink_uri, context)
+        start = Timestamp.parse(s["start"])
+        # NB: ALTER CHANGEFEED ... SET cursor may move the start past the creation: the
+        # cursor is then no more "in the future" than it was when it was set.
+        anchor = max(created, start)
         spec = ChangefeedSpec(
-            targets=tuple(Target(t, f) for t, f in s["targets"]),
+            targets=tuple(
+                Target(t[0], t[1], (bytes.fromhex(t[2]), bytes.fromhex(t[3])) if t[2:] else None)
+                for t in s["targets"]
+            ),
             topics={int(k): v for k, v in s["topics"].items()},
-            options=parse_options([tuple(pair) for pair in options], now=created),
-            start=Timestamp.parse(s["start"]),
+            options=parse_options([tuple(pair) for pair in options], now=anchor),
+            start=start,
             sink_uri=sink_uri,
             description=s["description"],
             user=s["user"],
             query=s["query"],
+            database_id=s.get("database_id"),
         )
         lease = Lease(d["lease"][0], d["lease"][1]) if d["lease"] else None
+        database_id, name = d.get("name") or (None, None)
         return cls(
             id=d["id"],
             spec=spec,
@@ -251,6 +272,8 @@ class JobRecord:
             finished=_parsed(d.get("finished")),
             modified=_parsed(d.get("modified")),
             fraction_completed=d.get("fraction_completed"),
+            name=name,
+            database_id=database_id,
         )
 
 
@@ -323,6 +346,13 @@ def put_job(txn: Txn, record: JobRecord, *, watching: bool | None = None) -> Non
             catalog.set_changefeed_watch(txn, target.table_id, record.id, watching=watching)
 
 
+def delete_job(txn: Txn, record: JobRecord) -> None:
+    """Forget ``record``: its record, and that it watches its tables."""
+    for target in record.spec.targets:
+        catalog.set_changefeed_watch(txn, target.table_id, record.id, watching=False)
+    txn.delete(catalog.job_key(record.id))
+
+
 HOLD_EXPIRES_AFTER_NS = 24 * 3600 * 1_000_000_000
 
 
@@ -383,6 +413,13 @@ def protected_spans(reader: catalog.Snapshot) -> list[tuple[Span, Timestamp]]:
             continue
         since = record.high_water or record.spec.start
         held += [(target.table_id, since) for target in record.spec.targets]
+        database = (
+            catalog.get_descriptor(reader, record.spec.database_id)
+            if record.spec.database_id is not None
+            else None
+        )
+        if isinstance(database, DatabaseDescriptor):  # FOR DATABASE: its tables of now too
+            held += [(desc.id, since) for desc in catalog.list_tables(reader, database)]
     held += [(h.table_id, h.since) for h in _holds(reader) if h.expires > reader.ts.wall]
     spans = []
     for table_id, since in held:
@@ -416,6 +453,7 @@ def show_row(record: JobRecord, reader: catalog.Reader) -> tuple[Any, ...]:
         names,
         ",".join(sorted(set(spec.topics.values()))),
         spec.options.format,
+        record.name,
     )
 
 

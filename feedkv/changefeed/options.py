@@ -179,6 +179,10 @@ def _json_object(name: str, value: str | None, now: Timestamp) -> dict[str, Any]
     return parsed
 
 
+# The CDC design's envelope names, and the shipped envelope (with diff or not) each is.
+_DESIGN_ENVELOPES = {"none": ("row", False), "diff": ("wrapped", True)}
+
+
 def _avro_prefix(name: str, value: str | None, now: Timestamp) -> str:
     """An Avro namespace (dotted names of letters, digits and ``_``, none starting with
     a digit): the prefix is the namespace of every record, as in CockroachDB."""
@@ -218,7 +222,7 @@ _OPTIONS: dict[str, _Parser] = {
     "cursor": _timestamp,
     "end_time": _timestamp,
     "initial_scan": _choice("yes", "no", "only", bare="yes"),
-    "envelope": _choice("wrapped", "bare", "key_only", "row", "enriched"),
+    "envelope": _choice("wrapped", "bare", "key_only", "row", "enriched", *_DESIGN_ENVELOPES),
     "format": _choice("json", "avro", "csv", "parquet"),
     "updated": _flag,
     "mvcc_timestamp": _flag,
@@ -277,6 +281,10 @@ def parse_options(given: Iterable[tuple[str, str | None]], *, now: Timestamp) ->
         if name in values:
             raise option_error(f"option {name} is given more than once")
         values[name] = parser(name, value, now)
+    if values.get("envelope") in _DESIGN_ENVELOPES:
+        values["envelope"], diff = _DESIGN_ENVELOPES[values["envelope"]]
+        if diff:
+            values["diff"] = True
     if "cursor" in values:
         values.setdefault("initial_scan", "no")  # a cursor resumes: nothing to scan
     if "resolved" in values and values["resolved"] is None:  # bare: as often as checkpoints

@@ -49,13 +49,18 @@ Columns = tuple[tuple[str, Kind | None, str | None], ...]
 @dataclass(frozen=True, slots=True)
 class Target:
     """A watched table (by id, since names change) and, for a ``FAMILY`` target, the
-    one family watched."""
+    one family watched; with ``bounds``, only the rows whose keys are in
+    ``[bounds[0], bounds[1])`` (``VALUES FROM (...) TO (...)``)."""
 
     table_id: int
     family: str | None = None
+    bounds: tuple[bytes, bytes] | None = None
 
     @property
     def span(self) -> Span:
+        """What the changefeed reads of the table: all of it, or its bounds."""
+        if self.bounds is not None:
+            return Span(*self.bounds)
         return table_span(self.table_id)
 
 

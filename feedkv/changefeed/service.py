@@ -10,17 +10,22 @@ sink becomes a job record (:mod:`feedkv.changefeed.jobs`) that a node's registry
 (:mod:`feedkv.changefeed.registry`) runs, and the statement returns its ``job_id``. The
 job statements are ``SHOW CHANGEFEED JOBS``, ``PAUSE`` / ``RESUME`` / ``CANCEL JOB``
 (:mod:`feedkv.changefeed.control`), ``ALTER CHANGEFEED`` (:mod:`feedkv.changefeed.alter`)
-and the cluster settings (:mod:`feedkv.changefeed.cluster_settings`).
+and the cluster settings (:mod:`feedkv.changefeed.cluster_settings`). A named changefeed
+(:mod:`feedkv.changefeed.feed_names`) is reached by its name wherever a job id is taken, and
+also by ``PAUSE | RESUME | DROP CHANGEFEED`` and ``SHOW CREATE CHANGEFEED``; the name is
+resolved to the job id first, so every statement then runs as for a job id.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from feedkv.changefeed import feed_names
 from feedkv.changefeed.alter import alter
 from feedkv.changefeed.changefeed import Changefeed, ChangefeedSpec
 from feedkv.changefeed.cluster_settings import run_setting
@@ -32,7 +37,9 @@ from feedkv.changefeed.jobs import (
     CRDB_INTERNAL_JOBS_COLUMNS,
     JOBS_COLUMNS,
     SHOW_COLUMNS,
+    TERMINAL,
     JobRecord,
+    delete_job,
     existing_job,
     get_job,
     jobs_row,
@@ -44,7 +51,14 @@ from feedkv.changefeed.jobs import (
 from feedkv.changefeed.metrics import ChangefeedMetrics
 from feedkv.changefeed.options import option_error
 from feedkv.changefeed.registry import JobRegistry
-from feedkv.changefeed.sink import SinkURI, check_sink, make_sink
+from feedkv.changefeed.sink import (
+    SinkURI,
+    check_sink,
+    make_sink,
+    parse_sink_uri,
+    schema_topic,
+    sink_defaults,
+)
 from feedkv.changefeed.sinkless import COLUMNS, ChannelSink, FeedResult
 from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.security.external_io import confine
@@ -53,12 +67,22 @@ from feedkv.sql import statements as st
 from feedkv.sql.execution import ROW_IDS, Result
 
 if TYPE_CHECKING:
+    from feedkv.kv.txn import Txn
     from feedkv.sql.client import SQLClient
     from feedkv.sql.session import Session
 
 __all__ = ["Changefeeds"]
 
 WAIT_POLL_S = 0.05
+SHOW_CREATE_COLUMNS = ("changefeed_name", "create_statement")
+_NAMED = st.ShowChangefeedJobs | st.ShowCreateChangefeed | st.ControlJob | st.AlterChangefeed
+
+
+def _resolved(job_id: int | None) -> int:
+    """The job id of a statement whose name was resolved (or that gave the id)."""
+    if job_id is None:
+        raise SQLError("42601", "syntax error: expected a job id or a changefeed name")
+    return job_id
 
 
 class Changefeeds:
@@ -77,11 +101,15 @@ class Changefeeds:
         metrics: ChangefeedMetrics | None = None,
         *,
         external_io_dir: Path | None = None,
+        runner: str | None = None,
     ) -> None:
         """``external_io_dir``: ``file://`` sinks must lie below it (``None``: anywhere,
-        as for an embedded node, whose users already hold the process's rights)."""
+        as for an embedded node, whose users already hold the process's rights).
+        ``runner``: how ``registry`` runs jobs (``spark``, ``thread``; ``None``: not
+        known here, as for a client of a remote node)."""
         self._db = db
         self._external_io_dir = external_io_dir
+        self._runner = runner
         self._registry = registry
         self._metrics = metrics or ChangefeedMetrics()
         self._lock = threading.Lock()
@@ -91,6 +119,10 @@ class Changefeeds:
         plan = plan_changefeed(statement, session)
         if plan.sink is None:
             return self._start_sinkless(plan.spec)
+        if self._runner == "spark":
+            self._check_spark_runs(plan.spec)
+        if statement.name is not None:  # checked again when the name is taken
+            feed_names.check_free(session, self._snapshot(), statement.name)
         self._check_external_io(plan.sink)
         # The sink is made once to check it (its parameters, its table...), and
         # reached where CockroachDB reaches it (Kafka brokers, cloud storage): a job
@@ -98,10 +130,36 @@ class Changefeeds:
         make_sink(plan.sink, plan.spec.options, start=plan.spec.start, db=self._db).close()
         check_sink(plan.sink, plan.spec.options)
         record = JobRecord(ROW_IDS.next(), plan.spec, created=plan.now)
-        self._db.run_transaction(lambda txn: put_job(txn, record, watching=True))
+        name = statement.name
+
+        def write(txn: Txn) -> None:
+            named = record
+            if name is not None:
+                database_id, taken = feed_names.claim(txn, session, name, record.id)
+                named = record.replace(name=taken, database_id=database_id)
+            put_job(txn, named, watching=True)
+
+        self._db.run_transaction(write)
         if self._registry is not None:
             self._registry.adopt(record.id)
         return Result(columns=("job_id",), rows=[(record.id,)], tag="CREATE CHANGEFEED")
+
+    @staticmethod
+    def _check_spark_runs(spec: ChangefeedSpec) -> None:
+        """Refuse what the Spark runner does not do (0A000, naming the way out)."""
+        if spec.database_id is not None:
+            raise SQLError(
+                "0A000",
+                "a FOR DATABASE changefeed job runs on the thread runner only; this node runs "
+                "jobs on Spark (feedkv.connect(..., changefeed_runner='thread')), or use "
+                "FOR TABLE with the database's tables",
+            )
+        if schema_topic(spec.sink_uri) is not None:
+            raise SQLError(
+                "0A000",
+                "the Kafka sink parameter schema_topic is sent by the thread runner only; this "
+                "node runs jobs on Spark (feedkv.connect(..., changefeed_runner='thread'))",
+            )
 
     def _check_external_io(self, sink: SinkURI) -> None:
         if sink.scheme != "file" or self._external_io_dir is None:
@@ -116,22 +174,28 @@ class Changefeeds:
         job of someone else is refused, 42501, as if it were for an admin only)."""
         snapshot = self._snapshot()
         admin = is_admin(session, snapshot)
-        if not admin and isinstance(
-            statement, st.ShowChangefeedJobs | st.ControlJob | st.AlterChangefeed
-        ):
-            job_id = statement.job_id
-            if job_id is not None:
-                record = get_job(snapshot, job_id)
+        if isinstance(statement, _NAMED) and statement.name is not None:
+            named = feed_names.resolve(session, snapshot, statement.name)
+            statement = dataclasses.replace(statement, job_id=named, name=None)
+        if not admin and isinstance(statement, _NAMED):
+            if statement.job_id is not None:
+                record = get_job(snapshot, statement.job_id)
                 if record is None or record.spec.user != session.user:
                     require_admin(session, snapshot, "manage another user's changefeed jobs")
         elif not admin:
             require_admin(session, snapshot, "manage changefeed jobs")
         if isinstance(statement, st.ShowChangefeedJobs):
             return self._show(statement, None if admin else session.user)
+        if isinstance(statement, st.ShowCreateChangefeed):
+            return self._show_create(_resolved(statement.job_id))
         if isinstance(statement, st.ControlJob):
-            return self._control(statement.action, statement.job_id)
+            job_id = _resolved(statement.job_id)
+            if statement.action == "drop":
+                return self._drop(job_id)
+            return self._control(statement.action, job_id)
         if isinstance(statement, st.AlterChangefeed):
-            return self._alter(statement, session)
+            job_id = _resolved(statement.job_id)
+            return self._alter(statement, session, job_id)
         if isinstance(statement, st.ClusterSetting):
             return run_setting(self._db, statement)
         raise SQLError("0A000", f"not a job statement: {statement.text}")
@@ -204,8 +268,48 @@ class Changefeeds:
         self._wait_for(job_id, lambda r: r.status not in REQUESTED, CONTROL_WAIT_S)
         return Result(tag=f"{action.upper()} JOB")
 
-    def _alter(self, statement: st.AlterChangefeed, session: Session) -> Result:
-        self._db.run_transaction(lambda txn: alter(txn, statement, session))
+    def _show_create(self, job_id: int) -> Result:
+        snapshot = self._snapshot()
+        record = existing_job(get_job(snapshot, job_id), job_id)
+        row = (record.name, feed_names.create_statement(record, snapshot))
+        return Result(columns=SHOW_CREATE_COLUMNS, rows=[row], tag="SHOW 1")
+
+    def _drop(self, job_id: int) -> Result:
+        """``DROP CHANGEFEED``: cancel the job, free its name, then forget its record
+        (once its runner has stopped, or after :data:`CONTROL_WAIT_S`: a runner that
+        finds its record gone stops too)."""
+
+        def cancel(txn: Txn) -> None:
+            record = existing_job(get_job(txn, job_id), job_id)
+            if record.status not in TERMINAL:
+                request(txn, job_id, "cancel")
+            feed_names.forget(txn, record)
+
+        self._db.run_transaction(cancel)
+        if self._registry is not None:
+            self._registry.poke()
+        self._wait_for(job_id, lambda r: r.status not in REQUESTED, CONTROL_WAIT_S)
+
+        def forget(txn: Txn) -> None:
+            record = get_job(txn, job_id)
+            if record is not None:
+                delete_job(txn, record)
+
+        self._db.run_transaction(forget)
+        return Result(tag="DROP CHANGEFEED")
+
+    def _alter(self, statement: st.AlterChangefeed, session: Session, job_id: int) -> Result:
+        if statement.sink is not None:
+            # A new sink is made and checked as CREATE CHANGEFEED's is, before the job
+            # moves to it.
+            record = existing_job(get_job(self._snapshot(), job_id), job_id)
+            options = sink_defaults(statement.sink, record.spec.options)
+            sink = parse_sink_uri(statement.sink, options)
+            self._check_external_io(sink)
+            start = record.high_water or record.spec.start
+            make_sink(sink, options, start=start, db=self._db).close()
+            check_sink(sink, options)
+        self._db.run_transaction(lambda txn: alter(txn, job_id, statement, session))
         return Result(tag="ALTER CHANGEFEED")
 
     def _wait_for(

@@ -65,6 +65,7 @@ __all__ = [
     "make_sink",
     "message_options",
     "parse_sink_uri",
+    "schema_topic",
     "sink_defaults",
 ]
 
@@ -555,7 +556,9 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         frozenset(
             {
                 "topic_prefix",
+                "kafka_topic_prefix",  # the CDC design's name of topic_prefix
                 "topic_name",
+                "schema_topic",  # the CDC design's topic of schema changes
                 "tls_enabled",
                 "sasl_enabled",
                 "sasl_mechanism",
@@ -640,6 +643,17 @@ def message_options(options: ChangefeedOptions, sink_uri: str | None) -> Changef
     if kind is None or not kind.keyless:
         return options
     return dataclasses.replace(options, key_in_value=True)
+
+
+def schema_topic(sink_uri: str | None) -> str | None:
+    """The topic ``sink_uri`` asks schema changes to be emitted to (its ``schema_topic``
+    parameter, Kafka's only; ``None``: none)."""
+    if not sink_uri:
+        return None
+    for name, value in parse_qsl(urlsplit(sink_uri).query, keep_blank_values=True):
+        if name == "schema_topic":
+            return value
+    return None
 
 
 def sink_defaults(uri: str, options: ChangefeedOptions) -> ChangefeedOptions:

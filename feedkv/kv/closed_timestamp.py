@@ -6,6 +6,10 @@ A side loop (:class:`feedkv.kv.store.Store`) closes idle ranges every 200 ms so 
 closed timestamps keep moving without traffic; the RangeFeed turns these into resolved
 timestamps (resolved = min(closed, oldest unresolved intent - 1 tick)).
 
+A range may close at a target of its own (a table's zone configuration,
+``closed_timestamp_target``: :meth:`ClosedTimestamps.set_targets`), so a table of short
+transactions gets fast checkpoints without imposing them on every range.
+
 A new tracker starts every range at the clock's time when the store opened: the previous
 process's promises are not persisted, and its clock could not have closed anything later.
 
@@ -29,6 +33,22 @@ class ClosedTimestamps:
         self.target_ns = target_ns
         self._initial = initial
         self._closed: dict[int, Timestamp] = {}
+        self._targets: dict[int, int] = {}  # ranges with a target of their own
+
+    def target(self, range_id: int) -> int:
+        """How far behind now ``range_id`` closes (ns)."""
+        return self._targets.get(range_id, self.target_ns)
+
+    def set_targets(self, targets: dict[int, int]) -> None:
+        """Per-range targets (ns), replacing the previous ones; a range without one
+        closes at the default target. A range's closed timestamp never goes back: a
+        longer target only holds it until ``now - target`` passes it."""
+        for range_id, target_ns in targets.items():
+            if target_ns < 0:
+                raise InvariantViolation(
+                    f"range {range_id}'s closed timestamp target must be >= 0, got {target_ns}"
+                )
+        self._targets = dict(targets)
 
     def get(self, range_id: int) -> Timestamp:
         return self._closed.get(range_id, self._initial)
@@ -36,7 +56,7 @@ class ClosedTimestamps:
     def close(self, range_id: int, now: Timestamp) -> Timestamp:
         """Advance ``range_id``'s closed timestamp to ``now - target`` if that is higher."""
         closed = self.get(range_id)
-        candidate = Timestamp(now.wall - self.target_ns, 0)
+        candidate = Timestamp(now.wall - self.target(range_id), 0)
         if candidate > closed:
             self._closed[range_id] = closed = candidate
         return closed

@@ -129,6 +129,7 @@ log = logging.getLogger(__name__)
 
 DATABASES = (*MVCC_DATABASES, META, TXN_RECORDS, RAFT_DB)
 SLOW_PUSH_S = 1.0
+CLOSED_TARGETS_REFRESH_S = 0.5  # how often Store.closed_targets is read
 Entry = tuple[str, bytes, bytes]  # a snapshot's (database, key, value)
 RESOLVE_ATTEMPTS = 10  # misses of a resolve whose ranges split or merge under it
 
@@ -333,11 +334,17 @@ class Store:
         self._to_resolve: queue.SimpleQueue[ResolveIntent | None] = queue.SimpleQueue()
         self._stopping = threading.Event()
         self.protected: Callable[[], list[tuple[Span, Timestamp]]] = list
+        # Spans whose ranges close at a target of their own (ns), set by the layers
+        # above (tables' zone configurations); read every CLOSED_TARGETS_REFRESH_S.
+        self.closed_targets: Callable[[], list[tuple[Span, int]]] = list
         self._threads = [
             threading.Thread(target=self._close_loop, name="feedkv-closed-ts", daemon=True),
             threading.Thread(target=self._resolve_loop, name="feedkv-resolver", daemon=True),
             threading.Thread(target=self._range_loop, name="feedkv-ranges", daemon=True),
             threading.Thread(target=self._gc_loop, name="feedkv-gc", daemon=True),
+            threading.Thread(
+                target=self._closed_targets_loop, name="feedkv-closed-targets", daemon=True
+            ),
         ]
         for thread in self._threads:
             thread.start()
@@ -968,6 +975,28 @@ class Store:
             # flushes the checkpoints it deferred (a read-only job's group runs no hooks)
             self._quietly(lambda: self.engine.submit(close_all, publish).result())
             self._close_replicated()
+
+    def _closed_targets_loop(self) -> None:
+        # NB: a thread of its own: reading the targets goes through the layers above (a
+        # catalog read that may wait on a transaction), which must never hold up closing
+        while not self._stopping.wait(CLOSED_TARGETS_REFRESH_S):
+            self._quietly(self._apply_closed_targets)
+
+    def _apply_closed_targets(self) -> None:
+        """Give each range the shortest closed timestamp target of the spans it overlaps
+        in :attr:`closed_targets` (none: the store's default)."""
+        spans = self.closed_targets()
+        targets: dict[int, int] = {}
+        if spans:
+            for desc in self.descriptors():
+                found = [ns for span, ns in spans if span.overlaps(desc.span)]
+                if found:
+                    targets[desc.range_id] = min(found)
+        self._ctx.closed.set_targets(targets)
+
+    def closed_target(self, range_id: int) -> int:
+        """How far behind now range ``range_id`` closes its timestamps (ns)."""
+        return self._ctx.closed.target(range_id)
 
     def _resolve_loop(self) -> None:
         while (request := self._to_resolve.get()) is not None:

@@ -159,7 +159,9 @@ _SHOWS = (
     | st.ShowDatabases
     | st.ShowCreateTable
     | st.ShowRanges
+    | st.ShowPartitions
     | st.ShowChangefeedJobs
+    | st.ShowCreateChangefeed
     | st.ClusterSetting
 )
 

@@ -6,6 +6,8 @@
     F1 "user" name          -> {"admin": bool}
     F1 "cdc" table id job   -> {} while changefeed job ``job`` watches the table
     F1 "job" id             -> a changefeed job's record (:mod:`feedkv.changefeed.jobs`)
+    F1 "cfname" db id name  -> the job id of the changefeed named so in that database
+    F1 "zone" table id      -> the table's zone configuration (JSON)
 
 Everything is read and written through a :class:`Reader` (a transaction, or a snapshot
 at a fixed timestamp), so a schema change is atomic with its data changes and any past
@@ -32,11 +34,11 @@ from feedkv.sql.descriptor import (
     ViewDescriptor,
     decode_descriptor,
 )
-from feedkv.sql.row_codec import CATALOG_PREFIX
+from feedkv.sql.row_codec import CATALOG_PREFIX, table_span
 from feedkv.storage.mvcc import KeyValue
 from feedkv.util.encoding import decode_value, encode_value, encode_values
 from feedkv.util.hlc import Timestamp
-from feedkv.util.keys import prefix_end
+from feedkv.util.keys import Span, prefix_end
 
 __all__ = [
     "DEFAULT_DATABASE",
@@ -47,9 +49,13 @@ __all__ = [
     "User",
     "allocate_id",
     "bootstrap",
+    "changefeed_name_key",
     "changefeed_watchers",
     "database_by_name",
     "descriptor_key",
+    "descriptor_span",
+    "zone_key",
+    "zone_spans",
     "get_descriptor",
     "get_user",
     "job_key",
@@ -87,6 +93,8 @@ _USER = CATALOG_PREFIX + encode_value("user")
 _CDC = CATALOG_PREFIX + encode_value("cdc")
 _JOB = CATALOG_PREFIX + encode_value("job")
 _HOLD = CATALOG_PREFIX + encode_value("hold")
+_CHANGEFEED_NAME = CATALOG_PREFIX + encode_value("cfname")
+_ZONE = CATALOG_PREFIX + encode_value("zone")
 _SETTING = CATALOG_PREFIX + encode_value("setting")
 _GRANT = CATALOG_PREFIX + encode_value("grant")
 _SEQVAL = CATALOG_PREFIX + encode_value("seqval")
@@ -165,6 +173,34 @@ def job_key(job_id: int) -> bytes:
 def job_span() -> tuple[bytes, bytes]:
     """The keys of every job record."""
     return _JOB, prefix_end(_JOB)
+
+
+def descriptor_span() -> Span:
+    """The keys of every descriptor (databases and tables)."""
+    return Span(_DESC, prefix_end(_DESC))
+
+
+def zone_key(table_id: int) -> bytes:
+    """The key of a table's zone configuration (JSON: ``closed_timestamp_target_ns``)."""
+    return _ZONE + encode_value(table_id)
+
+
+def zone_spans(reader: Reader) -> list[tuple[Span, int]]:
+    """Every table's span with the closed timestamp target its zone configuration sets
+    (ns), for tables that exist."""
+    out = []
+    for kv in reader.scan(_ZONE, prefix_end(_ZONE)):
+        table_id, _end = decode_value(kv.key, len(_ZONE))
+        desc = table_by_id(reader, table_id) if isinstance(table_id, int) else None
+        target = json.loads(kv.value).get("closed_timestamp_target_ns")
+        if desc is not None and not desc.dropped and isinstance(target, int):
+            out.append((table_span(desc.id), target))
+    return out
+
+
+def changefeed_name_key(database_id: int, name: str) -> bytes:
+    """The key of a named changefeed's name in its database (its value: the job id)."""
+    return _CHANGEFEED_NAME + encode_values([database_id, name])
 
 
 def hold_key(hold_id: str) -> bytes:

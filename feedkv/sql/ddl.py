@@ -9,6 +9,7 @@ the next one (:meth:`Execution.changing`, :meth:`Execution.publish`; see
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -37,6 +38,8 @@ from feedkv.sql.descriptor import (
 from feedkv.sql.execution import ROW_IDS, Execution, Result
 from feedkv.sql.indexes import table_indexes_span
 from feedkv.sql.parser import parse_expression
+from feedkv.sql.partitions import SHOW_COLUMNS as PARTITION_COLUMNS
+from feedkv.sql.partitions import partitions_of, show_rows
 from feedkv.sql.plan import column_default
 from feedkv.sql.query import query
 from feedkv.sql.relation import column_types
@@ -58,6 +61,7 @@ from feedkv.sql.types import (
 )
 from feedkv.util.encoding import decode_value
 from feedkv.util.keys import check_key
+from feedkv.util.units import parse_duration_ns
 
 __all__ = ["HANDLERS"]
 
@@ -166,7 +170,7 @@ def _table_descriptor(
     if len(set(key_names)) != len(key_names):
         raise SQLError("42701", "a column appears twice in the primary key")
     families = _families(ex, s, columns, by_name)
-    return TableDescriptor(
+    desc = TableDescriptor(
         id=table_id,
         name=s.table.name,
         database_id=database.id,
@@ -176,6 +180,9 @@ def _table_descriptor(
         next_column_id=len(columns) + 1,
         next_family_id=len(families),
     )
+    if s.partitioning is not None:
+        desc = replace(desc, partitions=partitions_of(desc, s.partitioning, ex.constant))
+    return desc
 
 
 def _column(ex: Execution, spec: st.ColumnSpec, column_id: int, *, key: bool) -> Column:
@@ -541,6 +548,46 @@ def show_create_table(ex: Execution, s: st.ShowCreateTable) -> Result:
     database = ex.database(s.table.database)
     name = f"{database.name}.public.{desc.name}"
     return Result(("table_name", "create_statement"), [(name, desc.create_statement())], "SHOW 1")
+
+
+ZONE_SETTINGS = ("closed_timestamp_target",)
+_LONGEST_CLOSED_TARGET_NS = 3600 * 1_000_000_000
+
+
+def configure_zone(ex: Execution, s: st.ConfigureZone) -> Result:
+    """A table's zone configuration: ``closed_timestamp_target`` is how far behind now
+    its ranges close their timestamps (so how fast its changefeeds resolve), in place of
+    the node's default."""
+    ex.require_admin("CONFIGURE ZONE")
+    desc = ex.table(s.table)
+    zone: dict[str, Any] = {}
+    for name, value in s.settings:
+        if name not in ZONE_SETTINGS:
+            raise SQLError(
+                "22023",
+                f"unknown zone setting {name!r}; feedkv supports {', '.join(ZONE_SETTINGS)}",
+            )
+        try:
+            ns = parse_duration_ns(value or "")
+        except InvalidArgumentError:
+            raise SQLError(
+                "22023", f"zone setting {name}: {value!r} is not a duration such as '200ms'"
+            ) from None
+        if not 0 < ns <= _LONGEST_CLOSED_TARGET_NS:
+            raise SQLError(
+                "22023", f"zone setting {name}: {value!r} must be above 0 and at most 1h"
+            )
+        zone["closed_timestamp_target_ns"] = ns
+    ex.write_txn.put(catalog.zone_key(desc.id), json.dumps(zone).encode())
+    return Result(tag="CONFIGURE ZONE 1")
+
+
+def show_partitions(ex: Execution, s: st.ShowPartitions) -> Result:
+    desc = ex.table(s.table)
+    database = catalog.get_descriptor(ex.read_source, desc.database_id)
+    name = database.name if database is not None else ""
+    rows = show_rows(name, desc)
+    return Result(PARTITION_COLUMNS, rows, f"SHOW {len(rows)}")
 
 
 def show_ranges(ex: Execution, s: st.ShowRanges) -> Result:
@@ -1019,6 +1066,8 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.ShowTables: show_tables,
     st.ShowCreateTable: show_create_table,
     st.ShowRanges: show_ranges,
+    st.ShowPartitions: show_partitions,
+    st.ConfigureZone: configure_zone,
     st.SplitAt: split_at,
     st.Relocate: relocate,
     st.CreateUser: create_user,

@@ -62,7 +62,7 @@ class Description:
 _ROWLESS = (
     st.Begin | st.Commit | st.Rollback | st.CreateDatabase | st.DropDatabase | st.CreateTable
     | st.DropTable | st.AddColumn | st.DropColumn | st.Truncate | st.CreateUser | st.GrantAdmin
-    | st.ControlJob | st.AlterChangefeed | st.Savepoint
+    | st.ControlJob | st.AlterChangefeed | st.Savepoint | st.ConfigureZone
 )  # fmt: skip
 
 _STRING = ColumnType(Kind.STRING)

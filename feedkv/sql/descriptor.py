@@ -30,6 +30,7 @@ __all__ = [
     "Family",
     "ForeignKey",
     "Index",
+    "Partition",
     "RESERVED_WORDS",
     "NamedRelation",
     "SequenceDescriptor",
@@ -173,6 +174,31 @@ class DatabaseDescriptor:
         return json.dumps({"database": {"id": self.id, "name": self.name}}).encode()
 
 
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """A partition of a table (``PARTITION BY LIST | RANGE`` on a primary key prefix):
+    its ``name``, the key spans its rows lie in (``[start, end)`` each), its ``values``
+    as written (``VALUES IN (...)``, ``VALUES FROM (...) TO (...)``) and ``columns``."""
+
+    name: str
+    spans: tuple[tuple[bytes, bytes], ...]
+    values: str
+    columns: str = ""  # the partitioning's columns, as SHOW PARTITIONS names them
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "spans": [[start.hex(), end.hex()] for start, end in self.spans],
+            "values": self.values,
+            "columns": self.columns,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Partition:
+        spans = tuple((bytes.fromhex(s), bytes.fromhex(e)) for s, e in data["spans"])
+        return cls(data["name"], spans, data["values"], data.get("columns", ""))
+
+
 @dataclass(frozen=True)
 class TableDescriptor:
     """A table's schema at one version.
@@ -201,6 +227,7 @@ class TableDescriptor:
     foreign_keys: tuple[ForeignKey, ...] = ()
     # The foreign keys that reference this table: (table id, constraint name).
     referenced_by: tuple[tuple[int, str], ...] = ()
+    partitions: tuple[Partition, ...] = ()  # PARTITION BY, on a primary key prefix
     _by_name: dict[str, Column] = field(init=False, repr=False, compare=False)
     _by_id: dict[int, Column] = field(init=False, repr=False, compare=False)
     # NB: the row codec keeps its per-version decoding plan here (row_codec._layout).
@@ -220,6 +247,16 @@ class TableDescriptor:
         if found is None:
             raise SQLError("42703", f"column {name!r} does not exist in table {self.name!r}")
         return found
+
+    def partition(self, name: str) -> Partition:
+        """The partition called ``name``; SQLSTATE 42704 names it if there is none."""
+        for partition in self.partitions:
+            if partition.name == name:
+                return partition
+        known = ", ".join(p.name for p in self.partitions) or "none"
+        raise SQLError(
+            "42704", f"partition {name!r} does not exist in table {self.name!r} (it has {known})"
+        )
 
     def find_column(self, name: str) -> Column | None:
         return self._by_name.get(name)
@@ -310,7 +347,15 @@ class TableDescriptor:
                 )
                 lines.append(f"FAMILY {quote_name(family.name)} ({names})")
         body = ",\n\t".join(lines)
-        return f"CREATE TABLE {qualified_name or quote_name(self.name)} (\n\t{body}\n)"
+        text = f"CREATE TABLE {qualified_name or quote_name(self.name)} (\n\t{body}\n)"
+        if self.partitions:
+            first = self.partitions[0]
+            kind = "LIST" if first.values.startswith("VALUES IN") else "RANGE"
+            parts = ",\n\t".join(
+                f"PARTITION {quote_name(p.name)} {p.values}" for p in self.partitions
+            )
+            text += f" PARTITION BY {kind} ({first.columns}) (\n\t{parts}\n)"
+        return text
 
     # Storage.
 
@@ -334,6 +379,11 @@ class TableDescriptor:
                     # NB: only when set, so every other descriptor keeps its bytes
                     **({"offline": True} if self.offline else {}),
                     **self._constraints_json(),
+                    **(
+                        {"partitions": [p.to_json() for p in self.partitions]}
+                        if self.partitions
+                        else {}
+                    ),
                 }
             },
             separators=(",", ":"),
@@ -373,6 +423,7 @@ class TableDescriptor:
             checks=tuple(Check(c["name"], c["expression"]) for c in data.get("checks", ())),
             foreign_keys=tuple(ForeignKey.from_json(f) for f in data.get("foreign_keys", ())),
             referenced_by=tuple((r[0], r[1]) for r in data.get("referenced_by", ())),
+            partitions=tuple(Partition.from_json(p) for p in data.get("partitions", ())),
         )
 
 

@@ -9,8 +9,10 @@ syntax that PostgreSQL lacks is handled around it, on sqlglot's tokens:
   qualifiers, are cut out of CREATE TABLE and ALTER TABLE ADD COLUMN;
 - ``SHOW ...``, ``ALTER TABLE ... SPLIT AT VALUES`` and ``... RELOCATE [LEASE] VALUES``,
   ``CREATE USER``, ``GRANT admin TO``, ``CREATE CHANGEFEED`` (but for its ``AS SELECT`` query),
-  ``ALTER CHANGEFEED`` and ``PAUSE`` / ``RESUME`` / ``CANCEL JOB`` are parsed here
-  entirely.
+  ``ALTER CHANGEFEED``, ``PAUSE`` / ``RESUME`` / ``CANCEL JOB``, the named changefeed
+  statements (``PAUSE | RESUME | DROP CHANGEFEED``, ``SHOW CREATE CHANGEFEED``) and
+  ``SHOW PARTITIONS`` are parsed here entirely;
+- a CREATE TABLE's ``PARTITION BY LIST | RANGE (...) (...)`` is cut out and parsed here.
 
 Cut-out text is replaced by spaces, so the positions in sqlglot's syntax errors stay
 true to what the user typed. Every error is a :class:`~feedkv.errors.SQLError`: 42601
@@ -401,12 +403,14 @@ class _Statement:
             return self._create_user()
         if words[:2] in (["ALTER", "USER"], ["ALTER", "ROLE"]):
             return self._alter_user()
-        if words[0] in ("PAUSE", "RESUME", "CANCEL"):
+        if words[0] in ("PAUSE", "RESUME", "CANCEL") or words[:2] == ["DROP", "CHANGEFEED"]:
             return self._job_control()
         if words[:2] == ["ALTER", "CHANGEFEED"]:
             return self._alter_changefeed()
         if words[0] in ("GRANT", "REVOKE"):
             return self._grant()
+        if words[:2] == ["ALTER", "TABLE"] and "CONFIGURE" in words:
+            return self._configure_zone()
         if words[0] == "ALTER" and "SPLIT" in words:
             return self._split_at()
         if words[0] == "ALTER" and "RELOCATE" in words:
@@ -422,6 +426,9 @@ class _Statement:
         self._keep_int4()
         families: list[st.FamilySpec] = []
         column_families: dict[str, tuple[str | None, bool]] = {}
+        partitioning = None
+        if words[:2] == ["CREATE", "TABLE"]:
+            partitioning = self._cut_partitioning()
         if words[:2] == ["CREATE", "TABLE"] or words[:2] == ["ALTER", "TABLE"]:
             families, column_families = self._cut_families()
         as_of = self._cut_as_of()
@@ -432,6 +439,7 @@ class _Statement:
         node = self._sqlglot()
         converter = _Converter(self.text, upsert, families, column_families, as_of, returning, body)
         converter.indexes = list(self.table_indexes)
+        converter.partitioning = partitioning
         return converter.convert(node)
 
     def _storing_as_include(self) -> None:
@@ -547,7 +555,10 @@ class _Statement:
         if unsupported:
             raise SQLError("0A000", unsupported)
         changefeed = "CHANGEFEED" in words[:2]  # its own parser names what is missing
+        # so does CREATE TABLE's PARTITION BY (_cut_partitioning)
+        own_parser = changefeed or (words[:2] == ["CREATE", "TABLE"] and "PARTITION BY" in words)
         opened: list[int] = []
+        last_opened = -1  # where the list that closed last opened
         for i, token in enumerate(tokens):
             kind = token.token_type
             if kind is TokenType.IDENTIFIER and not token.text:
@@ -555,7 +566,9 @@ class _Statement:
             if kind in _NAME_TOKENS and "\x00" in token.text:
                 raise SQLError("42602", f"invalid name {token.text!r}: it contains a NUL character")
             if kind is TokenType.L_PAREN:
-                if i and tokens[i - 1].token_type is TokenType.R_PAREN:
+                # NB: PARTITION BY LIST (a) (PARTITION ...): two lists with no comma
+                partitions = last_opened > 1 and self._keyword(last_opened - 2) == "PARTITION BY"
+                if i and tokens[i - 1].token_type is TokenType.R_PAREN and not partitions:
                     raise self._error_at(i, "a comma is missing between the lists")
                 opened.append(i)
                 if len(opened) > _MAX_NESTING:
@@ -563,7 +576,7 @@ class _Statement:
             elif kind is TokenType.R_PAREN:
                 if not opened:
                     raise self._error_at(i, "unbalanced parenthesis")
-                opened.pop()
+                last_opened = opened.pop()
             nxt = i + 1
             if kind is TokenType.COMMA:
                 after = tokens[nxt].token_type if nxt < len(tokens) else None
@@ -576,7 +589,7 @@ class _Statement:
                 privileges = self.words[0] in ("GRANT", "REVOKE")
                 if opens_list or (self._keyword(i - 1) in _LIST_STARTS and not privileges):
                     raise self._error_at(i, "a list item is missing")
-            word = self._keyword(i) if not changefeed else ""
+            word = self._keyword(i) if not own_parser else ""
             cut_short = nxt == len(tokens) or self._keyword(nxt) in _CLAUSE_STARTS
             if word in _NEEDS_MORE and cut_short and self.words[i - 1 : i + 1] != _DEFAULT_VALUES:
                 raise self._error_at(nxt, f"{word} needs something after it")
@@ -649,6 +662,8 @@ class _Statement:
             depth += kind is TokenType.L_PAREN
             depth -= kind is TokenType.R_PAREN
             if depth == 0:
+                if i + 1 < len(tokens) and self._keyword(i + 1) == "PARTITION BY":
+                    return  # cut out and parsed by _cut_partitioning
                 if i + 1 < len(tokens) and self._keyword(i + 1) != "AS":  # AS: CREATE TABLE AS
                     word = self._keyword(i + 1).split(" ")[0]  # sqlglot: "PARTITION BY"
                     if word in ("PARTITION", "INHERITS", "WITH", "INTERLEAVE", "LOCALITY"):
@@ -657,6 +672,82 @@ class _Statement:
                 return
 
     # CockroachDB-only clauses, cut out of the text sqlglot sees.
+
+    def _cut_partitioning(self) -> st.Partitioning | None:
+        """Cut out a CREATE TABLE's ``PARTITION BY LIST | RANGE (columns) (PARTITION p
+        VALUES IN (...) | VALUES FROM (...) TO (...), ...)``."""
+        words, tokens = self.words, self.tokens
+        at = next((i for i, word in enumerate(words) if word == "PARTITION BY"), None)
+        if at is None:
+            return None
+        kind = words[at + 1] if at + 1 < len(words) else ""
+        if kind not in ("LIST", "RANGE"):
+            raise self._error_at(at + 1, "expected PARTITION BY LIST (...) or RANGE (...)")
+        columns_end = self._closing(at + 2)
+        columns = []
+        for i in range(at + 3, columns_end, 2):
+            if not _name_like(tokens[i]) or words[i + 1] not in (",", ")"):
+                raise self._error_at(i, "expected the partitioning's column names")
+            columns.append(_name(tokens[i]))
+        if not columns:
+            raise self._error_at(at + 3, "expected the partitioning's column names")
+        close = self._closing(columns_end + 1)
+        if close + 1 != len(tokens):
+            raise self._error_at(close + 1, "expected the end after PARTITION BY (...)")
+        partitions: list[st.PartitionSpec] = []
+        j = columns_end + 2
+        while True:
+            if words[j] != "PARTITION" or not _name_like(tokens[j + 1]):
+                raise self._error_at(j, "expected PARTITION <name> VALUES ...")
+            name = _name(tokens[j + 1])
+            if kind == "LIST":
+                if words[j + 2 : j + 4] != ["VALUES", "IN"]:
+                    raise self._error_at(j + 2, "expected VALUES IN (...)")
+                end = self._closing(j + 4)
+                if words[j + 5 : end] == ["DEFAULT"]:
+                    partition = st.PartitionSpec(name, default=True)
+                else:
+                    values, _ = self._key_tuple(j + 4)
+                    partition = st.PartitionSpec(name, tuple(_list_value(v) for v in values))
+                j = end + 1
+            else:
+                if words[j + 2 : j + 4] != ["VALUES", "FROM"]:
+                    raise self._error_at(j + 2, "expected VALUES FROM (...) TO (...)")
+                start, j = self._range_bound(j + 4, "MINVALUE")
+                if words[j : j + 1] != ["TO"]:
+                    raise self._error_at(j, "expected TO (...) after VALUES FROM (...)")
+                bound_end, j = self._range_bound(j + 1, "MAXVALUE")
+                partition = st.PartitionSpec(name, start=start, end=bound_end)
+            partitions.append(partition)
+            if j == close:
+                break
+            if words[j] != ",":
+                raise self._error_at(j, "expected , or ) after a partition")
+            j += 1
+        self._mask(at, close)
+        return st.Partitioning(
+            "list" if kind == "LIST" else "range", tuple(columns), tuple(partitions)
+        )
+
+    def _closing(self, i: int) -> int:
+        """The index of the parenthesis that closes the one at token ``i``."""
+        tokens = self.tokens
+        if i >= len(tokens) or tokens[i].token_type is not TokenType.L_PAREN:
+            raise self._error_at(i, "expected a parenthesized list")
+        depth = 0
+        for j in range(i, len(tokens)):
+            depth += tokens[j].token_type is TokenType.L_PAREN
+            depth -= tokens[j].token_type is TokenType.R_PAREN
+            if depth == 0:
+                return j
+        raise self._error_at(i, "this parenthesis is never closed")
+
+    def _range_bound(self, i: int, unbounded: str) -> tuple[tuple[exp.Expr, ...], int]:
+        """``(values)`` or ``(MINVALUE)`` / ``(MAXVALUE)`` (``()``) from token ``i``."""
+        end = self._closing(i)
+        if self.words[i + 1 : end] == [unbounded]:
+            return (), end + 1
+        return self._key_tuple(i)
 
     def _cut_as_of(self) -> exp.Expr | None:
         words = self.words
@@ -889,6 +980,11 @@ class _Statement:
             return st.ShowTables(self.text, _name(self.tokens[3]))
         if words[1:] == ["DATABASES"]:
             return st.ShowDatabases(self.text)
+        if words[1:3] == ["CREATE", "CHANGEFEED"]:
+            job_id, name, end = self._changefeed_ref(3)
+            if end < len(words):
+                raise self._error_at(end, "unexpected input after the changefeed")
+            return st.ShowCreateChangefeed(self.text, job_id, name)
         if words[1:3] == ["CREATE", "TABLE"] or (words[1] == "CREATE" and len(words) > 2):
             start = 3 if words[2] in ("TABLE", "VIEW", "SEQUENCE") else 2
             return st.ShowCreateTable(self.text, self._table_name(start, len(words)))
@@ -896,6 +992,8 @@ class _Statement:
             return st.ShowIndexes(self.text, self._table_name(3, len(words)))
         if words[1:4] == ["RANGES", "FROM", "TABLE"]:
             return st.ShowRanges(self.text, self._table_name(4, len(words)))
+        if words[1:4] == ["PARTITIONS", "FROM", "TABLE"]:
+            return st.ShowPartitions(self.text, self._table_name(4, len(words)))
         if words[1] == "GRANTS":
             return self._show_grants()
         if words[1:] == ["CHANGEFEED", "JOBS"]:
@@ -904,15 +1002,16 @@ class _Statement:
             return st.ShowChangefeedJobs(self.text, shape="jobs")
         if words[1:3] == ["CHANGEFEED", "JOB"] or words[1:2] == ["JOB"]:
             at = 3 if words[1] == "CHANGEFEED" else 2
-            if len(words) > at + 1:
-                raise self._error_at(at + 1, "unexpected input after the job id")
+            job_id, name, end = self._changefeed_ref(at)
+            if len(words) > end:
+                raise self._error_at(end, "unexpected input after the job id")
             shape: Literal["changefeed", "jobs"] = "changefeed" if at == 3 else "jobs"
-            return st.ShowChangefeedJobs(self.text, self._job_id(at), shape=shape)
+            return st.ShowChangefeedJobs(self.text, job_id, shape=shape, name=name)
         raise SQLError(
             "0A000",
             f"unsupported statement {' '.join(words[:3])}...; feedkv supports SHOW TABLES, "
             "SHOW DATABASES, SHOW CREATE TABLE, SHOW RANGES FROM TABLE, "
-            "SHOW GRANTS and SHOW CHANGEFEED JOBS",
+            "SHOW GRANTS, SHOW CHANGEFEED JOBS and SHOW CREATE CHANGEFEED",
         )
 
     def _show_grants(self) -> st.ShowGrants:
@@ -1171,6 +1270,17 @@ class _Statement:
                 begin = i + 1
         return st.GrantPrivileges(self.text, tuple(privileges), tuple(tables), users, revoke)
 
+    def _configure_zone(self) -> st.ConfigureZone:
+        words = self.words
+        at = words.index("CONFIGURE")
+        table = self._table_name(2, at)
+        if words[at + 1 : at + 3] != ["ZONE", "USING"]:
+            raise self._error_at(at + 1, "expected CONFIGURE ZONE USING name = value, ...")
+        settings, end = self._options(at + 3, values=True)
+        if end < len(words):
+            raise self._error_at(end, "unexpected input after the zone configuration")
+        return st.ConfigureZone(self.text, table, tuple(settings))
+
     def _split_at(self) -> st.SplitAt:
         words = self.words
         at = words.index("SPLIT")
@@ -1214,8 +1324,26 @@ class _Statement:
         words = self.words
         sinkless = words[0] == "EXPERIMENTAL"
         i = 2
+        name = None
+        if i < len(words) and words[i] not in ("FOR", "INTO", "WITH", "AS"):
+            if sinkless:
+                raise self._error_at(
+                    i, "a sinkless changefeed has no name; use CREATE CHANGEFEED <name> ... INTO"
+                )
+            name, i = self._changefeed_name(i)
+            if i >= len(words) or words[i] not in ("FOR", "INTO", "WITH", "AS"):
+                raise self._error_at(
+                    i,
+                    "expected FOR TABLE <name>, INTO, WITH or AS SELECT after the name",
+                )
         targets: list[st.ChangefeedTarget] = []
-        if i < len(words) and words[i] == "FOR":
+        database = None
+        if words[i : i + 2] == ["FOR", "DATABASE"]:
+            if not self._target_name(i + 2):
+                raise self._error_at(i + 2, "expected a database name after FOR DATABASE")
+            database = _name(self.tokens[i + 2])
+            i += 3
+        elif i < len(words) and words[i] == "FOR":
             targets, i = self._targets(i + 1)
         sink = None
         if i < len(words) and words[i] == "INTO":
@@ -1232,16 +1360,18 @@ class _Statement:
             options, i = self._options(i + 1, values=True)
         query = None
         if i < len(words) and words[i] == "AS":
-            if targets:
+            if targets or database is not None:
                 raise self._error_at(i, "a changefeed has either FOR targets or AS SELECT")
             query = self._changefeed_query(i + 1)
             targets.append(st.ChangefeedTarget(query.table))  # type: ignore[arg-type]
             i = len(words)
         if i < len(words):
             raise self._error_at(i, "unexpected input after the changefeed's options")
-        if not targets:
+        if not targets and database is None:
             raise self._error_at(2, "expected FOR TABLE <name> or AS SELECT ... FROM <table>")
-        return st.CreateChangefeed(self.text, tuple(targets), sink, tuple(options), query)
+        return st.CreateChangefeed(
+            self.text, tuple(targets), sink, tuple(options), query, name, database
+        )
 
     def _import_into(self) -> st.ImportInto:
         """``IMPORT INTO t [(c, ...)] CSV DATA ('uri', ...) [WITH name [= value], ...]``."""
@@ -1326,11 +1456,48 @@ class _Statement:
                     raise self._error_at(i + 1, "expected a family name after FAMILY")
                 family = _name(self.tokens[i + 1])
                 i += 2
-            targets.append(st.ChangefeedTarget(table, family))
+            partition = None
+            if i < len(words) and words[i] == "PARTITION":
+                if not self._target_name(i + 1):
+                    raise self._error_at(i + 1, "expected a partition name after PARTITION")
+                partition = _name(self.tokens[i + 1])
+                i += 2
+            start = end = None
+            if i < len(words) and words[i] == "VALUES":
+                if words[i + 1 : i + 2] != ["FROM"]:
+                    raise self._error_at(i + 1, "expected VALUES FROM (...) TO (...)")
+                start, i = self._key_tuple(i + 2)
+                if words[i : i + 1] != ["TO"]:
+                    raise self._error_at(i, "expected TO (...) after VALUES FROM (...)")
+                end, i = self._key_tuple(i + 1)
+            if partition is not None and start is not None:
+                raise self._error_at(i, "a target takes PARTITION or VALUES FROM, not both")
+            targets.append(st.ChangefeedTarget(table, family, start, end, partition))
             if i < len(words) and words[i] == ",":
                 i += 1
                 continue
             return targets, i
+
+    def _key_tuple(self, i: int) -> tuple[tuple[exp.Expr, ...], int]:
+        """``(value, ...)`` from token ``i``: its expressions and the index after it."""
+        tokens = self.tokens
+        if i >= len(tokens) or tokens[i].token_type is not TokenType.L_PAREN:
+            raise self._error_at(i, "expected a parenthesized list of primary key values")
+        depth, j = 0, i
+        while j < len(tokens):
+            depth += tokens[j].token_type is TokenType.L_PAREN
+            depth -= tokens[j].token_type is TokenType.R_PAREN
+            if depth == 0:
+                break
+            j += 1
+        text = self.text[self._pos(tokens[i]) : self._pos(tokens[j]) + 1]
+        try:
+            node = sqlglot.parse_one("VALUES " + text, read=_DIALECT)
+        except (ParseError, TokenError) as exc:
+            raise SQLError("42601", f"syntax error in VALUES FROM/TO: {_first_line(exc)}") from None
+        if not isinstance(node, exp.Values) or len(node.expressions) != 1:
+            raise self._error_at(i, "expected one parenthesized list of primary key values")
+        return tuple(node.expressions[0].expressions), j + 1
 
     def _options(self, i: int, *, values: bool) -> tuple[list[tuple[str, str | None]], int]:
         """``name [= value], ...`` from token ``i`` (names alone unless ``values``);
@@ -1367,28 +1534,77 @@ class _Statement:
             raise SQLError("22003", f"job id {token.text} is out of range for type INT8")
         return job_id
 
+    def _target_name(self, i: int) -> bool:
+        """Whether token ``i`` is a name in a changefeed statement: not a string, nor a
+        word that ends a target unless quoted."""
+        if i >= len(self.words) or not _name_like(self.tokens[i]):
+            return False
+        quoted = self.tokens[i].token_type is TokenType.IDENTIFIER
+        return quoted or self.words[i] not in _TARGET_END
+
+    def _changefeed_name(self, i: int) -> tuple[st.TableName, int]:
+        """A changefeed's name (``name`` or ``db.name``) from token ``i``; returns it and
+        the index after it."""
+        words = self.words
+        parts: list[str] = []
+        while True:
+            if not self._target_name(i):
+                raise self._error_at(i, "expected a changefeed name (name or database.name)")
+            parts.append(_name(self.tokens[i]))
+            i += 1
+            if len(parts) < 2 and i < len(words) and words[i] == ".":
+                i += 1
+                continue
+            return st.TableName(parts[-1], parts[0] if len(parts) == 2 else None), i
+
+    def _changefeed_ref(self, i: int) -> tuple[int | None, st.TableName | None, int]:
+        """A job id or a changefeed's name from token ``i``: ``(job_id, name, index
+        after it)``, one of the two set."""
+        token = self.tokens[i] if i < len(self.words) else None
+        if token is None or token.token_type is TokenType.NUMBER or self.words[i] == "-":
+            return self._job_id(i), None, i + 1
+        if not _name_like(token):
+            raise self._error_at(i, "expected a job id or a changefeed name")
+        name, end = self._changefeed_name(i)
+        return None, name, end
+
     def _job_control(self) -> st.ControlJob:
         words = self.words
+        action = words[0].lower()
+        if words[1:2] == ["CHANGEFEED"]:
+            job_id, name, end = self._changefeed_ref(2)
+            if len(words) > end:
+                raise self._error_at(end, "unexpected input after the changefeed")
+            return st.ControlJob(self.text, action, job_id, name)
         if words[1:2] != ["JOB"]:
-            raise self._error_at(1, f"expected {words[0]} JOB <job id>")
+            raise self._error_at(
+                1, f"expected {words[0]} JOB <job id> or {words[0]} CHANGEFEED <name>"
+            )
         job_id = self._job_id(2)
         if len(words) > 3:
             raise self._error_at(3, "unexpected input after the job id")
-        return st.ControlJob(self.text, words[0].lower(), job_id)
+        return st.ControlJob(self.text, action, job_id)
 
     def _alter_changefeed(self) -> st.AlterChangefeed:
         words = self.words
-        job_id = self._job_id(2)
-        i = 3
+        job_id, name, i = self._changefeed_ref(2)
         add: list[st.ChangefeedTarget] = []
         drop: list[st.ChangefeedTarget] = []
         set_options: list[tuple[str, str | None]] = []
         unset: list[str] = []
+        sink = None
         if i >= len(words):
-            raise self._error_at(i, "expected ADD, DROP, SET or UNSET")
+            raise self._error_at(i, "expected ADD, DROP, SET or UNSET (or INTO '<sink>')")
         while i < len(words):
             command = words[i]
-            if command == "ADD" or command == "DROP":
+            if command == "INTO":
+                if sink is not None:
+                    raise self._error_at(i, "ALTER CHANGEFEED takes one INTO '<sink>'")
+                if i + 1 >= len(words) or self.tokens[i + 1].token_type is not TokenType.STRING:
+                    raise self._error_at(i + 1, "expected the sink URI as a string after INTO")
+                sink = self.tokens[i + 1].text
+                i += 2
+            elif command == "ADD" or command == "DROP":
                 targets, i = self._targets(i + 1)
                 (add if command == "ADD" else drop).extend(targets)
                 if i < len(words) and words[i] == "WITH":
@@ -1404,9 +1620,16 @@ class _Statement:
                 names, i = self._options(i + 1, values=False)
                 unset.extend(name for name, _ in names)
             else:
-                raise self._error_at(i, "expected ADD, DROP, SET or UNSET")
+                raise self._error_at(i, "expected ADD, DROP, SET or UNSET (or INTO '<sink>')")
         return st.AlterChangefeed(
-            self.text, job_id, tuple(add), tuple(drop), tuple(set_options), tuple(unset)
+            self.text,
+            job_id,
+            tuple(add),
+            tuple(drop),
+            tuple(set_options),
+            tuple(unset),
+            name,
+            sink,
         )
 
     def _changefeed_query(self, first: int) -> st.Select:
@@ -1431,7 +1654,19 @@ class _Statement:
 
 
 _IMPORT_TABLE_END = {"(", "CSV", "AVRO", "DELIMITED", "PGDUMP", "MYSQLDUMP", "DATA"}
-_TARGET_END = {",", "FAMILY", "INTO", "WITH", "AS", "ADD", "DROP", "SET", "UNSET"}
+_TARGET_END = {
+    ",",
+    "FAMILY",
+    "PARTITION",
+    "VALUES",
+    "INTO",
+    "WITH",
+    "AS",
+    "ADD",
+    "DROP",
+    "SET",
+    "UNSET",
+}
 _OPTION_VALUES = {TokenType.STRING, TokenType.NUMBER, TokenType.VAR, TokenType.IDENTIFIER}
 _CLAUSE_WORDS = {"WHERE", "ORDER", "LIMIT", "OFFSET", "GROUP", "HAVING", "FOR"}
 _LITERALS = {
@@ -1466,6 +1701,7 @@ _SHOW_STATEMENTS = {
     "DATABASES",
     "CREATE",
     "RANGES",
+    "PARTITIONS",
     "CHANGEFEED",
     "JOBS",
     "JOB",
@@ -1507,6 +1743,22 @@ _COLUMN_WORDS = {
     ",",
     ")",
 }
+
+
+def _list_value(node: exp.Expr) -> tuple[exp.Expr, ...]:
+    """One value of ``VALUES IN (...)``: ``v``, ``(v)`` or a tuple ``(a, b)``."""
+    if isinstance(node, exp.Tuple):
+        return tuple(node.expressions)
+    if isinstance(node, exp.Paren):
+        return (node.this,)
+    return (node,)
+
+
+def _name_like(token: Token) -> bool:
+    """Whether ``token`` may be a name (an identifier, or a word that is not a string)."""
+    return token.token_type in _NAME_TOKENS or (
+        token.token_type is not TokenType.STRING and token.text.isidentifier()
+    )
 
 
 def _table_name_of(parts: list[str]) -> st.TableName:
@@ -1577,6 +1829,7 @@ class _Converter:
     indexes: list[st.IndexSpec] = field(default_factory=list)
     checks: list[st.CheckSpec] = field(default_factory=list)
     foreign_keys: list[st.ForeignKeySpec] = field(default_factory=list)
+    partitioning: st.Partitioning | None = None  # cut out of a CREATE TABLE
 
     def convert(self, node: exp.Expr) -> st.Statement:
         if self.as_of is not None and not isinstance(node, exp.Select):
@@ -1657,6 +1910,7 @@ class _Converter:
             tuple(self.indexes),
             tuple(self.checks),
             tuple(self.foreign_keys),
+            partitioning=self.partitioning,
         )
 
     def _table_constraint(self, node: exp.Expr, name: str | None) -> bool:

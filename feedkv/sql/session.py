@@ -105,7 +105,13 @@ _prepare_long = functools.lru_cache(maxsize=_LONG_TEXTS_KEPT)(_prepare)
 _PLANS_KEPT = 1024  # per session; past it the plans are dropped and made again
 _LONG_PLANS_KEPT = 16  # of texts over _CACHED_TEXT_CHARS, per session, likewise
 
-_JOB_STATEMENTS = st.ShowChangefeedJobs | st.ControlJob | st.AlterChangefeed | st.ClusterSetting
+_JOB_STATEMENTS = (
+    st.ShowChangefeedJobs
+    | st.ShowCreateChangefeed
+    | st.ControlJob
+    | st.AlterChangefeed
+    | st.ClusterSetting
+)
 # Statements that write a new version of a leased descriptor (Execution._publish). They
 # run above every writer's priority (the rangefeed pusher keeps MAX_PRIORITY): writers
 # that meet the new version wait for it instead of pushing it.
@@ -404,7 +410,7 @@ class Session:
                 raise SQLError("0A000", "changefeeds need a database from feedkv.connect()")
             if isinstance(statement, st.CreateChangefeed):
                 return self.changefeeds.create(statement, self, params)
-            shows = isinstance(statement, st.ShowChangefeedJobs) or (
+            shows = isinstance(statement, st.ShowChangefeedJobs | st.ShowCreateChangefeed) or (
                 isinstance(statement, st.ClusterSetting) and statement.action == "show"
             )
             if self._txn is not None and not shows:

@@ -20,6 +20,9 @@ __all__ = [
     "AlterUserPassword",
     "Begin",
     "ChangefeedTarget",
+    "ConfigureZone",
+    "PartitionSpec",
+    "Partitioning",
     "ColumnSpec",
     "Cte",
     "Commit",
@@ -63,10 +66,12 @@ __all__ = [
     "SetOperation",
     "SessionVariable",
     "ShowChangefeedJobs",
+    "ShowCreateChangefeed",
     "ShowCreateTable",
     "ShowDatabases",
     "ShowGrants",
     "ShowIndexes",
+    "ShowPartitions",
     "ShowRanges",
     "ShowTables",
     "Source",
@@ -197,6 +202,30 @@ class CreateTable(Statement):
     indexes: tuple[IndexSpec, ...] = ()
     checks: tuple[CheckSpec, ...] = ()
     foreign_keys: tuple[ForeignKeySpec, ...] = ()
+    partitioning: Partitioning | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSpec:
+    """One partition of ``PARTITION BY LIST``: ``VALUES IN (...)`` (``values``, a
+    tuple per value; ``default`` for ``VALUES IN (DEFAULT)``), or of ``PARTITION BY
+    RANGE``: ``VALUES FROM (start) TO (end)`` (``()``: MINVALUE / MAXVALUE)."""
+
+    name: str
+    values: tuple[tuple[exp.Expr, ...], ...] = ()
+    default: bool = False
+    start: tuple[exp.Expr, ...] | None = None
+    end: tuple[exp.Expr, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Partitioning:
+    """``PARTITION BY LIST | RANGE (columns) (partitions)`` of a CREATE TABLE, on a
+    prefix of its primary key (CockroachDB's table partitions)."""
+
+    kind: Literal["list", "range"]
+    columns: tuple[str, ...]
+    partitions: tuple[PartitionSpec, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +286,22 @@ class ShowCreateTable(Statement):
 
 @dataclass(frozen=True, slots=True)
 class ShowRanges(Statement):
+    table: TableName
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigureZone(Statement):
+    """``ALTER TABLE t CONFIGURE ZONE USING name = value, ...``: the table's zone
+    configuration (``settings`` as written, values as text)."""
+
+    table: TableName
+    settings: tuple[tuple[str, str | None], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShowPartitions(Statement):
+    """``SHOW PARTITIONS FROM TABLE t``."""
+
     table: TableName
 
 
@@ -478,10 +523,15 @@ Query = Select | SetOperation | Values
 
 @dataclass(frozen=True, slots=True)
 class ChangefeedTarget:
-    """``TABLE t`` or ``TABLE t FAMILY f`` in a changefeed's target list."""
+    """``TABLE t`` or ``TABLE t FAMILY f`` in a changefeed's target list, and with
+    ``VALUES FROM (start) TO (end)`` only the rows whose primary key is in
+    ``[start, end)`` (each a tuple of a prefix of the key's columns)."""
 
     table: TableName
     family: str | None = None
+    start: tuple[exp.Expr, ...] | None = None
+    end: tuple[exp.Expr, ...] | None = None
+    partition: str | None = None  # PARTITION p: the rows of that partition of the table
 
 
 @dataclass(frozen=True, slots=True)
@@ -509,16 +559,29 @@ class CreateChangefeed(Statement):
     sink: str | None
     options: tuple[tuple[str, str | None], ...] = ()
     query: Select | None = None
+    name: TableName | None = None  # CREATE CHANGEFEED <name> FOR ...: a named changefeed
+    database: str | None = None  # FOR DATABASE db: every table of it (then no targets)
 
 
 @dataclass(frozen=True, slots=True)
 class ShowChangefeedJobs(Statement):
-    """``SHOW CHANGEFEED JOBS``, or ``SHOW CHANGEFEED JOB <id>`` (``job_id``); with
-    ``shape`` ``jobs``, ``SHOW JOBS`` (``SHOW JOB <id>``): CockroachDB's jobs columns;
-    ``crdb_internal``: the rows of ``crdb_internal.jobs``."""
+    """``SHOW CHANGEFEED JOBS``, or ``SHOW CHANGEFEED JOB <id>`` (``job_id``) or
+    ``SHOW CHANGEFEED JOB <name>`` (``name``); with ``shape`` ``jobs``, ``SHOW JOBS``
+    (``SHOW JOB <id>``): CockroachDB's jobs columns; ``crdb_internal``: the rows of
+    ``crdb_internal.jobs``."""
 
     job_id: int | None = None
     shape: Literal["changefeed", "jobs", "crdb_internal"] = "changefeed"
+    name: TableName | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShowCreateChangefeed(Statement):
+    """``SHOW CREATE CHANGEFEED <name>`` (or ``<job id>``): the statement that would
+    create the changefeed as it is now. One of ``job_id`` and ``name`` is set."""
+
+    job_id: int | None = None
+    name: TableName | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -546,23 +609,29 @@ class SessionVariable(Statement):
 
 @dataclass(frozen=True, slots=True)
 class ControlJob(Statement):
-    """``PAUSE JOB <id>``, ``RESUME JOB <id>`` or ``CANCEL JOB <id>``; ``action`` is
-    pause, resume or cancel."""
+    """``PAUSE JOB <id>``, ``RESUME JOB <id>`` or ``CANCEL JOB <id>``, or the named
+    forms ``PAUSE | RESUME | CANCEL | DROP CHANGEFEED <name or id>``; ``action`` is
+    pause, resume, cancel or drop (cancel, then forget the job and its name). One of
+    ``job_id`` and ``name`` is set."""
 
     action: str
-    job_id: int
+    job_id: int | None
+    name: TableName | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class AlterChangefeed(Statement):
-    """``ALTER CHANGEFEED <id>`` followed by ``ADD <targets>``, ``DROP <targets>``,
-    ``SET <options>`` and ``UNSET <names>`` commands, in any number and order."""
+    """``ALTER CHANGEFEED <id or name>`` followed by ``ADD <targets>``, ``DROP
+    <targets>``, ``SET <options>``, ``UNSET <names>`` and ``INTO '<sink>'`` commands, in
+    any number and order. One of ``job_id`` and ``name`` is set."""
 
-    job_id: int
+    job_id: int | None
     add: tuple[ChangefeedTarget, ...] = ()
     drop: tuple[ChangefeedTarget, ...] = ()
     set_options: tuple[tuple[str, str | None], ...] = ()
     unset: tuple[str, ...] = ()
+    name: TableName | None = None
+    sink: str | None = None  # INTO '<sink>': the paused changefeed moves to this sink
 
 
 @dataclass(frozen=True, slots=True)

@@ -121,3 +121,29 @@ def test_a_merged_range_cannot_be_closed_below_what_the_right_side_promised() ->
     closed.merge(1, 2)
 
     assert closed.close(1, Timestamp(80_000)) == Timestamp(89_000)
+
+
+def test_a_range_with_a_target_of_its_own_closes_at_it_and_the_others_at_the_default() -> None:
+    closed = make_closed()
+    closed.set_targets({2: 100})
+
+    assert closed.close(1, Timestamp(60_000, 0)) == Timestamp(59_000, 0)
+    assert closed.close(2, Timestamp(60_000, 0)) == Timestamp(59_900, 0)
+    assert (closed.target(1), closed.target(2)) == (TARGET, 100)
+
+
+def test_a_longer_target_never_moves_a_closed_timestamp_back() -> None:
+    closed = make_closed()
+    closed.set_targets({1: 100})
+    closed.close(1, Timestamp(60_000, 0))
+    closed.set_targets({})  # back to the default, 1000 behind now
+
+    assert closed.close(1, Timestamp(60_500, 0)) == Timestamp(59_900, 0)
+    assert closed.close(1, Timestamp(61_000, 0)) == Timestamp(60_000, 0)
+
+
+def test_a_negative_range_target_is_rejected() -> None:
+    closed = make_closed()
+    with pytest.raises(InvariantViolation, match="range 3's closed timestamp target"):
+        closed.set_targets({3: -5})
+    assert closed.target(3) == TARGET

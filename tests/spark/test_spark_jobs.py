@@ -170,7 +170,7 @@ def test_pause_resume_and_alter_add_are_exactly_once(spark: Any, db: DB, tmp_pat
     job = show_job(db, job_id)
     assert job["status"] == "paused"
     assert job["full_table_names"] == ["defaultdb.public.t", "defaultdb.public.u"]
-    assert "FOR TABLE t, u INTO" in job["description"]
+    assert "FOR TABLE defaultdb.public.t, TABLE defaultdb.public.u INTO" in job["description"]
 
     db.sql(f"RESUME JOB {job_id}")
     written_t += write_rows(db, "t", range(16, 21), "resumed")

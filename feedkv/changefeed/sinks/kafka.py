@@ -32,10 +32,12 @@ producer's queue is full, ``emit_row`` blocks serving delivery reports until the
 (backpressure). One thread uses a sink at a time (the changefeed's); delivery reports run
 on it, inside ``emit_row`` and ``flush``.
 
-Topics: the Kafka topic is ``topic_prefix`` + the changefeed topic, or ``topic_prefix`` +
-``topic_name`` for every row when ``topic_name`` is given, with characters Kafka does not
-allow (outside ``[a-zA-Z0-9._-]``) escaped as CockroachDB escapes them (``_u0022_`` for
-``"``, :func:`~feedkv.changefeed.names.kafka_name`). Topics are created by the brokers on
+Topics: the Kafka topic is ``topic_prefix`` (or its CDC-design name
+``kafka_topic_prefix``) + the changefeed topic, or ``topic_prefix`` + ``topic_name`` for
+every row when ``topic_name`` is given, with characters Kafka does not allow (outside
+``[a-zA-Z0-9._-]``) escaped as CockroachDB escapes them (``_u0022_`` for ``"``,
+:func:`~feedkv.changefeed.names.kafka_name`). ``schema_topic=<topic>`` names the topic the
+changefeed's schema-change messages go to, whole (no prefix). Topics are created by the brokers on
 first use (``auto.create.topics.enable``) or must exist beforehand.
 
 ``kafka_sink_config`` takes CockroachDB's JSON and maps it to librdkafka:
@@ -135,6 +137,7 @@ class KafkaSink:
         *,
         topic_prefix: str = "",
         topic_name: str | None = None,
+        schema_topic: str | None = None,
         flush_timeout: float = FLUSH_TIMEOUT,
         metadata_timeout: float = METADATA_TIMEOUT,
         encode_resolved: Callable[[Timestamp, str], bytes] | None = None,
@@ -145,6 +148,7 @@ class KafkaSink:
         self._broker_log = broker_log
         self._prefix = topic_prefix
         self._name = topic_name
+        self._schema_topic = schema_topic
         self._flush_timeout = flush_timeout
         self._metadata_timeout = metadata_timeout
         self._encode_resolved = encode_resolved or _json_resolved
@@ -235,7 +239,11 @@ class KafkaSink:
     def _topic(self, topic: str) -> str:
         found = self._topics.get(topic)
         if found is None:
-            found = self._topics[topic] = kafka_topic(topic, prefix=self._prefix, name=self._name)
+            if topic == self._schema_topic:  # named whole: no prefix, not topic_name
+                found = self._topics[topic] = kafka_topic(topic)
+            else:
+                found = kafka_topic(topic, prefix=self._prefix, name=self._name)
+                self._topics[topic] = found
         return found
 
     def _produce(
@@ -503,6 +511,13 @@ def _security(uri: SinkURI) -> dict[str, Any]:
 
 def _topic_params(uri: SinkURI) -> tuple[str, str | None]:
     prefix = uri.param("topic_prefix", "") or ""
+    alias = uri.param("kafka_topic_prefix")
+    if alias is not None and "topic_prefix" in uri.params and alias != prefix:
+        raise option_error(
+            "sink parameters topic_prefix and kafka_topic_prefix are one parameter under "
+            f"two names, given two values ({prefix!r}, {alias!r}): give one"
+        )
+    prefix = alias if alias is not None else prefix
     name = uri.param("topic_name")
     if name is not None:
         topic = kafka_topic("", prefix=prefix, name=name)
@@ -528,6 +543,9 @@ def make(
     ``partition_counts``: see :class:`KafkaSink`."""
     config = producer_config(uri, options)
     prefix, name = _topic_params(uri)
+    schema = uri.param("schema_topic")
+    if schema is not None and not schema:
+        raise option_error("sink parameter schema_topic needs a topic name")
     from feedkv.changefeed.encoder import make_encoder
 
     # the encoder's: Avro's envelope record, JSON's {"resolved":...} (or __crdb__ in bare)
@@ -545,6 +563,7 @@ def make(
         producer,
         topic_prefix=prefix,
         topic_name=name,
+        schema_topic=schema,
         flush_timeout=flush_timeout,
         encode_resolved=encode_resolved,
         broker_log=broker_log,

@@ -1,0 +1,59 @@
+"""``CREATE CHANGEFEED FOR DATABASE db``: every table of a database, as it changes.
+
+A database changefeed's targets are not fixed when it is created: they are the tables
+the database holds just after the timestamp the feed (re)starts from
+(:func:`database_tables`), each with a topic of its own. Besides its tables' spans the
+feed watches the catalog's descriptors; a descriptor written at ``T`` that adds a table
+to the database or drops one of its tables (:func:`retargets`) restarts the feed from
+``T``'s previous tick with the tables of the moment, so a new table joins at its
+creation timestamp (with nothing to scan: it had no rows before) and a dropped one
+leaves without ending the feed. NB: ranges deliver their values in no common order, so
+the restart waits for a checkpoint at ``T``'s previous tick (every value before ``T``
+has arrived and was emitted) and leaves values at or after ``T`` to the restarted feed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from feedkv.changefeed.rows import Target
+from feedkv.sql import catalog
+from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor, decode_descriptor
+from feedkv.util.hlc import Timestamp
+
+if TYPE_CHECKING:
+    from feedkv.changefeed.options import ChangefeedOptions
+    from feedkv.rangefeed.feed_client import KV
+
+__all__ = ["database_tables", "retargets", "topic_name"]
+
+
+def topic_name(database: str, table: str, options: ChangefeedOptions) -> str:
+    """A table's topic: its name, or ``db.public.t`` with ``full_table_name``."""
+    return f"{database}.public.{table}" if options.full_table_name else table
+
+
+def database_tables(
+    db: KV, database_id: int, options: ChangefeedOptions, ts: Timestamp
+) -> tuple[tuple[Target, ...], dict[int, str]] | None:
+    """The targets and topics of the tables database ``database_id`` holds at ``ts``
+    (``None``: the database no longer exists)."""
+    reader = catalog.Snapshot(db, ts)
+    database = catalog.get_descriptor(reader, database_id)
+    if not isinstance(database, DatabaseDescriptor):
+        return None
+    tables = catalog.list_tables(reader, database)
+    targets = tuple(Target(t.id) for t in tables)
+    return targets, {t.id: topic_name(database.name, t.name, options) for t in tables}
+
+
+def retargets(database_id: int, targets: tuple[Target, ...], value: bytes | None) -> bool:
+    """Whether a descriptor written as ``value`` (``None``: deleted) adds a table to
+    database ``database_id`` or removes one of the tables in ``targets``."""
+    if value is None:
+        return False  # a descriptor is deleted long after its table was dropped
+    desc = decode_descriptor(value)
+    if not isinstance(desc, TableDescriptor) or desc.database_id != database_id:
+        return False
+    watched = any(target.table_id == desc.id for target in targets)
+    return watched == desc.dropped

@@ -97,15 +97,20 @@ class Router:
         if dialer is None:
             return self.transport.send(batch)
         tried: list[int] = []
+        answers: list[str] = []  # what each replica tried said, for the error
         node = desc.lease_holder
         while True:
             try:
                 response = dialer.dial(node).send(batch)
             except NotLeaseHolderError as exc:
                 tried.append(node)
+                hint = f"n{exc.lease_holder}" if exc.lease_holder else "none known"
+                answers.append(f"n{node}: not the lease holder (it points to {hint})")
                 node = self._next_replica(desc, tried, exc.lease_holder)
                 if not node:
-                    raise RangeUnavailableError(f"no replica of {desc} holds its lease") from exc
+                    raise RangeUnavailableError(
+                        f"no replica of {desc} holds its lease: {'; '.join(answers)}"
+                    ) from exc
                 continue
             except AmbiguousResultError:
                 # NB: the write may have been applied, so the caller must hear of it; but
@@ -114,7 +119,11 @@ class Router:
                     dialer.redial(node)
                 raise
             except NodeUnavailableError:
+                if node not in tried and isinstance(dialer, Redialer) and dialer.redial(node):
+                    tried.append(node)
+                    continue  # it restarted on another address: try it there, once
                 tried.append(node)
+                answers.append(f"n{node}: unavailable")
                 if len(desc.replicas) > 1 and (node := self._next_replica(desc, tried, 0)):
                     continue
                 self._unavailable(desc, dialer, tried)

@@ -41,8 +41,9 @@ Not thread-safe: one owner.
 from __future__ import annotations
 
 import enum
+import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -58,6 +59,7 @@ __all__ = [
     "Version",
     "Violation",
     "assert_valid",
+    "read_until_resolved",
 ]
 
 MAX_LISTED = 20  # violations assert_valid spells out before it only counts the rest
@@ -490,6 +492,29 @@ class FeedValidator:
     def _spans_contain(self, span: Span) -> bool:
         i = bisect_right(self._span_starts, span.start) - 1
         return i >= 0 and self.spans[i].contains(span)
+
+
+class _ClosableFeed(Protocol):
+    def __iter__(self) -> Iterator[Event]: ...
+
+    def close(self) -> None: ...
+
+
+def read_until_resolved(feed: _ClosableFeed, ts: Timestamp, *, timeout_s: float) -> list[Event]:
+    """The events of ``feed`` up to and including its first checkpoint at or above
+    ``ts``; a feed still short of it after ``timeout_s`` is closed (its events so far
+    are returned: the caller's check that the last is that checkpoint then fails)."""
+    closer = threading.Timer(timeout_s, feed.close)
+    closer.start()
+    events: list[Event] = []
+    try:
+        for event in feed:
+            events.append(event)
+            if isinstance(event, Checkpoint) and event.ts >= ts:
+                break
+    finally:
+        closer.cancel()
+    return events
 
 
 def assert_valid(violations: Sequence[object], *, what: str = "the feed") -> None:

@@ -25,11 +25,11 @@ from feedkv.errors import (
     NodeUnavailableError,
 )
 from feedkv.kv.dialer import nodes
-from feedkv.rangefeed.event import Checkpoint, Event
+from feedkv.rangefeed.event import Checkpoint
 from feedkv.rangefeed.feed_client import open_client
 from feedkv.server.relocation import STALL_ENV
 from feedkv.testing.cluster import LocalCluster
-from feedkv.testing.feed_validator import FeedValidator, assert_valid
+from feedkv.testing.feed_validator import FeedValidator, assert_valid, read_until_resolved
 from feedkv.testing.waiting import wait_until
 from feedkv.util.keys import Span
 
@@ -165,7 +165,6 @@ def test_a_rangefeed_over_three_nodes_follows_its_ranges_as_they_move(
         client.close()
 
     thread = threading.Thread(target=writer)
-    events: list[Event] = []
     with cluster.connect(2).rangefeed([feed_span], since) as feed:
         thread.start()
         try:
@@ -175,13 +174,7 @@ def test_a_rangefeed_over_three_nodes_follows_its_ranges_as_they_move(
             stop.set()
             thread.join()
         last = db.put(b"feed/9last", b"end")
-        closer = threading.Timer(60, feed.close)  # the deadline: a stuck feed ends
-        closer.start()
-        for event in feed:
-            events.append(event)
-            if isinstance(event, Checkpoint) and event.ts >= last:
-                break
-        closer.cancel()
+        events = read_until_resolved(feed, last, timeout_s=60)
     assert isinstance(events[-1], Checkpoint), "the feed did not resolve past the last write"
     validator = FeedValidator([feed_span], since)
     validator.observe_all(events)
@@ -476,14 +469,7 @@ def test_a_client_finds_a_node_that_restarted_on_another_port(cluster: LocalClus
             assert cluster.url(2) != old
             assert client.get(b"readdr/a") == b"1"
             written = client.put(b"readdr/b", b"2")
-            closer = threading.Timer(60, feed.close)  # the deadline: a stuck feed ends
-            closer.start()
-            events = []
-            for event in feed:
-                events.append(event)
-                if isinstance(event, Checkpoint) and event.ts >= written:
-                    break
-            closer.cancel()
+            events = read_until_resolved(feed, written, timeout_s=60)
         assert isinstance(events[-1], Checkpoint), "the feed did not resolve past the write"
         assert b"readdr/b" in {getattr(e, "key", None) for e in events}
         # a write first: the old connection may fail it as ambiguous (it cannot tell
@@ -521,14 +507,7 @@ def test_a_merge_of_neighbours_on_two_nodes_brings_the_right_one_over_first(
         merged = cluster.connect(0).merge(span.start)
         assert merged.span == span and merged.lease_holder == 2
         last = db.put(b"xmerge/9z", b"after")
-        closer = threading.Timer(60, feed.close)  # the deadline: a stuck feed ends
-        closer.start()
-        events: list[Event] = []
-        for event in feed:
-            events.append(event)
-            if isinstance(event, Checkpoint) and event.ts >= last:
-                break
-        closer.cancel()
+        events = read_until_resolved(feed, last, timeout_s=60)
     assert isinstance(events[-1], Checkpoint), "the feed did not resolve past the last write"
     validator = FeedValidator([span], since)
     validator.observe_all(events)

@@ -12,9 +12,9 @@ import pytest
 
 from feedkv.db import DB
 from feedkv.errors import AmbiguousResultError, InvalidArgumentError
-from feedkv.rangefeed.event import Checkpoint, Event
+from feedkv.rangefeed.event import Checkpoint
 from feedkv.testing.cluster import LocalCluster
-from feedkv.testing.feed_validator import FeedValidator, assert_valid
+from feedkv.testing.feed_validator import FeedValidator, assert_valid, read_until_resolved
 from feedkv.testing.waiting import wait_until
 from feedkv.util.keys import Span
 
@@ -146,7 +146,6 @@ def test_a_rangefeed_goes_on_without_a_gap_when_its_nodes_lease_holder_dies(
             i += 1
 
     thread = threading.Thread(target=writer)
-    events: list[Event] = []
     with db.rangefeed([feed_span], since) as feed:
         thread.start()
         try:
@@ -158,13 +157,7 @@ def test_a_rangefeed_goes_on_without_a_gap_when_its_nodes_lease_holder_dies(
             stop.set()
             thread.join()
         last = db.put(b"feed/last", b"end")
-        closer = threading.Timer(DEADLINE_S, feed.close)  # the deadline: a stuck feed ends
-        closer.start()
-        for event in feed:
-            events.append(event)
-            if isinstance(event, Checkpoint) and event.ts >= last:
-                break
-        closer.cancel()
+        events = read_until_resolved(feed, last, timeout_s=DEADLINE_S)
     assert isinstance(events[-1], Checkpoint), "the feed did not resolve past the last write"
     validator = FeedValidator([feed_span], since)
     validator.observe_all(events)

@@ -37,8 +37,12 @@ transaction.
 A snapshot is the range's data as of an applied index, from :class:`RangeData`, which
 knows what the range holds; a replica installs one in the transaction that persists it.
 
-Not yet here: log truncation (the log is kept whole, so only a new replica needs a
-snapshot), and streaming a large snapshot in chunks (it travels in one message).
+Each replica truncates its own log (as etcd's nodes compact theirs): once the log holds
+more than ``log_limit`` entries it applied, it drops all but the last ``log_keep`` of
+them, in the transaction of its next Ready. A follower that falls further behind than
+that gets a snapshot.
+
+Not yet here: streaming a large snapshot in chunks (it travels in one message).
 """
 
 from __future__ import annotations
@@ -78,6 +82,8 @@ __all__ = ["AppliedEntry", "RangeData", "Replica"]
 T = TypeVar("T")
 
 _NOTHING = Effects()
+LOG_LIMIT = 1000  # applied entries a replica's log may hold before it is truncated
+LOG_KEEP = 100  # applied entries a truncation keeps, for followers a little behind
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +134,13 @@ class Replica:
         data: RangeData,
         config: Config | None = None,
         rng: random.Random | None = None,
+        log_limit: int = LOG_LIMIT,
+        log_keep: int = LOG_KEEP,
     ) -> None:
         self.range_id = range_id
+        self._log_limit = log_limit
+        self._log_keep = log_keep
+        self._truncate_to = 0  # a truncation staged, not yet durable
         self.replica_id = replica_id
         self._engine = engine
         self._data = data
@@ -230,12 +241,21 @@ class Replica:
             index = entry.index
         if index != self.applied:
             self.storage.stage_applied(rw, index)
+        # NB: up to what was applied durably before this Ready (the stored log's bounds)
+        self._truncate_to = 0
+        keep_from = self.applied - self._log_keep
+        if ready.snapshot is None and keep_from - self.storage.first_index() >= self._log_limit:
+            self.storage.stage_compaction(rw, keep_from)
+            self._truncate_to = keep_from
         return applied
 
     def staged(self, ready: Ready) -> tuple[Message, ...]:
         """Phase 2, once phase 1 is durable: advance the group, settle the proposals
         that applied, follow a change of leader; returns the messages to send."""
         self.storage.staged(ready)
+        if self._truncate_to:
+            self.storage.compacted(self._truncate_to)
+            self._truncate_to = 0
         if ready.snapshot is not None:
             self.applied = ready.snapshot.meta.index
         if self._conf is not None:

@@ -84,6 +84,7 @@ class EngineRaftStorage:
         if last is not None and last[0].startswith(self._key(b"e")):
             self._last = _INDEX.unpack(last[0][-8:])[0]
         self._terms: dict[int, int] = {}
+        self._compacting = (0, 0)  # the (index, term) of the compaction last staged
         self.applied: int = msgpack.unpackb(applied) if applied else self._truncated[0]
         """The applied index as stored when the group was opened."""
 
@@ -241,15 +242,20 @@ class EngineRaftStorage:
                 f"compaction to {index} beyond the committed log (commit {self._hard.commit})"
             )
         term = self.term(index)
+        if term is None:
+            raise InvariantViolation(f"compaction to {index}, which is not in the log")
+        self._compacting = (index, term)  # NB: once durable, the entry is gone to ask
         self._delete_entries(rw, self.first_index(), index)
         rw.put(RAFT_DB, self._key(b"t"), _pack([index, term]))
 
     def compacted(self, index: int) -> None:
         if index <= self._truncated[0]:
             return
-        term = self.term(index)
-        if term is None:
-            raise InvariantViolation(f"compacted to {index}, which is not in the log")
+        staged, term = self._compacting
+        if staged != index:
+            raise InvariantViolation(
+                f"compacted to {index}, but the compaction staged was {staged}"
+            )
         self._truncated = (index, term)
         for held in [i for i in self._terms if i <= index]:
             del self._terms[held]

@@ -106,12 +106,15 @@ class RangeSim:
         *,
         spares: Iterable[int] = (),
         faults: RangeFaults | None = None,
+        log_limit: int = 1000,
+        log_keep: int = 100,
     ) -> None:
         """``ids``: the range's first replicas; ``spares``: nodes that start empty, for
         membership changes to add."""
         self.rng = random.Random(seed)
         self.faults = faults or RangeFaults()
         self.config = Config(id=1, election_tick=10, max_inflight=8, max_entries_per_message=8)
+        self.log_limit, self.log_keep = log_limit, log_keep
         first = sorted(ids)
         self.ids = sorted({*first, *spares})
         self.nodes: dict[int, _Node] = {}
@@ -159,6 +162,8 @@ class RangeSim:
                 data=WholeEngine(),
                 config=self.config,
                 rng=random.Random(self.rng.random()),
+                log_limit=self.log_limit,
+                log_keep=self.log_keep,
             )
 
     def live(self) -> list[Replica]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from feedkv.errors import NodeUnavailableError, NotLeaseHolderError
+from feedkv.errors import AmbiguousResultError, NodeUnavailableError, NotLeaseHolderError
 from feedkv.kv.api import BatchRequest, BatchResponse, Get, Header, Put
 from feedkv.kv.db import KVClient, LocalTransport
 from feedkv.kv.observer import RangeEndReason
@@ -37,6 +37,7 @@ class ReplicatedStores:
         self.directory = directory
         self.stores: dict[int, Store] = {}
         self.grown = grown
+        self.cut: set[tuple[int, int]] = set()  # (from, to) pairs whose messages are lost
         for node in NODES:
             self.start(node)
 
@@ -49,12 +50,16 @@ class ReplicatedStores:
         )
         if not self.grown:
             store.bootstrap_replicated(NODES)
-        store.replicate(self._send, tick_s=0.01, raft=Config(id=node, election_tick=10))
+        store.replicate(
+            lambda to, batch, me=node: self._send(me, to, batch),
+            tick_s=0.01,
+            raft=Config(id=node, election_tick=10),
+        )
         self.stores[node] = store
 
-    def _send(self, node: int, batch: list[tuple[int, bytes]]) -> None:
+    def _send(self, sender: int, node: int, batch: list[tuple[int, bytes]]) -> None:
         store = self.stores.get(node)
-        if store is not None and store.replicas is not None:
+        if store is not None and store.replicas is not None and (sender, node) not in self.cut:
             store.replicas.receive(batch)
 
     def stop(self, node: int) -> None:
@@ -260,3 +265,56 @@ def test_a_replicated_range_splits_on_every_replica_and_both_halves_survive_a_cr
     client.put(b"k15", b"after")
     client.put(b"k05", b"after")
     assert client.get(b"k15") == client.get(b"k05") == b"after"
+
+
+def test_a_lease_holder_cut_off_from_the_others_stops_serving_and_loses_nothing(
+    cluster: ReplicatedStores,
+) -> None:
+    """A network partition (the loopback transport drops every message between the lease
+    holder and the other two): the minority side answers no read and takes no write; the
+    majority elects a new lease holder and goes on; once healed, the old lease holder
+    catches up and every acknowledged write is there."""
+    client = KVClient(cluster)
+    client.put(b"before", b"1")
+    isolated = cluster.lease_holder()
+    others = [n for n in NODES if n != isolated]
+    cluster.cut = {(isolated, n) for n in others} | {(n, isolated) for n in others}
+    store = cluster.stores[isolated]
+    # the minority: a write in flight there never commits (it ends ambiguous once the
+    # node learns it lost the lease), and its reads go through the log too, so none is
+    # answered from a stale lease
+    stuck = store.start(BatchRequest(Header(range_id=1), (Put(b"minority", b"x"),)))
+    read = store.start(BatchRequest(Header(range_id=1), (Get(b"before"),)))
+    # the majority goes on without it
+    new_holder = wait_until(
+        lambda: next((n for n in others if cluster.stores[n].replicas.holds_lease(1)), None),  # type: ignore[union-attr]
+        timeout_s=DEADLINE_S,
+        what="a lease holder on the majority side",
+    )
+    majority = KVClient(_OneNode(cluster.stores[new_holder]))
+    majority.put(b"majority", b"2")
+    assert majority.get(b"before") == b"1"
+    for attempt in (stuck, read):
+        assert isinstance(
+            attempt.exception(timeout=DEADLINE_S), AmbiguousResultError | NotLeaseHolderError
+        )
+    cluster.cut = set()
+    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="the healed node to catch up")
+    assert cluster.value(isolated, b"majority") == b"2"
+    assert all(cluster.value(n, b"minority") is None for n in NODES)
+
+
+class _OneNode:
+    """A transport to one store (the side of a partition a client can reach)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def send(self, batch: BatchRequest) -> BatchResponse:
+        return self.store.send(batch)
+
+    def now(self) -> Timestamp:
+        return self.store.clock.now()
+
+    def close(self) -> None:
+        pass

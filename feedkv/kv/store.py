@@ -149,10 +149,6 @@ class StoreConfig:
     # Moves an automatic split point back to a boundary the layer above needs kept whole
     # (a SQL row's start, so its column families stay in one range); None: any key.
     split_key: Callable[[bytes], bytes] | None = None
-    # A replica that takes a range's lease moves the range's timestamp cache this far
-    # above its own clock: past every read an earlier lease holder (whose clock may run
-    # ahead of ours by up to the cluster's maximum offset) served.
-    max_offset_ns: int = 500_000_000
 
 
 class _InFlight:
@@ -538,6 +534,9 @@ class Store:
             # NB: from here on the commit thread refuses the range's commands
             self._ctx.replicated.add(range_id)
 
+        with self.engine.apply_lock:
+            # what this store closed while it held the range alone stays promised
+            self._applied_closed[range_id] = self._ctx.closed.get(range_id)
         self.engine.write(convert)
         loop.add(range_id, campaign=True)
 

@@ -130,9 +130,7 @@ class ReplicaLoop:
         self._changes: list[tuple[Replica, _Change, int]] = []  # (..., its log index)
         self._rng = random.Random(seed)
         self._replicas: dict[int, Replica] = {}
-        self._inbox: queue.SimpleQueue[
-            _Proposal | _Change | _Campaign | list[tuple[int, bytes]] | None
-        ] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"replicas-n{node_id}", daemon=True)
         self._lock = threading.Lock()  # guards _replicas against readers off the loop

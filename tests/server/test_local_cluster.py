@@ -236,14 +236,27 @@ def test_a_dead_nodes_changefeed_job_is_adopted_by_a_live_node_and_goes_on(
 
 
 @pytest.mark.slow(60)
-@pytest.mark.parametrize(("step", "moved"), [("streamed", False), ("dropped", True)])
+@pytest.mark.parametrize(
+    ("step", "moved", "crashed"),
+    [
+        ("streamed", False, "source"),
+        ("dropped", True, "source"),
+        ("installed", False, "target"),
+        ("activating", True, "target"),
+    ],
+)
 def test_a_move_cut_by_a_crash_leaves_one_owner_and_loses_nothing(
-    cluster: LocalCluster, step: str, moved: bool
+    cluster: LocalCluster, step: str, moved: bool, crashed: str
 ) -> None:
-    """SIGKILL the node a range leaves in the middle of the move: after B holds the copy
-    but before the commit (the move aborts when A restarts; B drops its copy), or after
-    the commit but before B was told (B asks A once it is back, and serves the range).
-    Either way one node owns the range and every row is there."""
+    """SIGKILL a node in the middle of a move of a range from n1. The node the range
+    leaves: after the target holds the copy but before the commit (the move aborts when
+    n1 restarts; the target drops its copy), or after the commit but before the target
+    was told (it asks n1 once n1 is back, and serves the range). The node it goes to:
+    while it writes the copy (the move aborts: the range serves where it was, and the
+    target drops its copy when it is back), or once the move committed but before it
+    serves the range (back, it learns the move committed and serves it). Either way one
+    node owns the range, every row is there, and it takes writes again."""
+    stalled, target = (0, 2) if crashed == "source" else (2, 3)
     span = Span(b"crash-%s/" % step.encode(), b"crash-%s0" % step.encode())
     db = cluster.connect(1)
     db.split(span.start)
@@ -251,34 +264,36 @@ def test_a_move_cut_by_a_crash_leaves_one_owner_and_loses_nothing(
     db.relocate(span.start, 1)
     for i in range(50):
         db.put(span.start + b"%02d" % i, b"v%d" % i)
-    cluster.kill(0)
-    cluster.restart(0, env={STALL_ENV: step})
-    wait_until(lambda: cluster.live_nodes(1) == 3, timeout_s=30, what="n1 back")
+    cluster.kill(stalled)
+    cluster.restart(stalled, env={STALL_ENV: step})
+    wait_until(lambda: cluster.live_nodes(1) == 3, timeout_s=30, what="the node back")
 
     def move() -> None:
         with contextlib.suppress(FeedKVError), cluster.connect(1) as client:
-            client.relocate(span.start, 2)
+            client.relocate(span.start, target)
 
     mover = threading.Thread(target=move)
     mover.start()
-    log = cluster.base / "n1.stderr"
+    log = cluster.base / f"n{stalled + 1}.stderr"
     wait_until(
         lambda: f"stalls after its {step} step" in log.read_text(),
         timeout_s=30,
         what=f"the move to stall after {step}",
     )
-    cluster.kill(0)
+    cluster.kill(stalled)
     mover.join()
-    cluster.restart(0)
+    cluster.restart(stalled)
 
     def owners() -> list[int]:
-        with cluster.connect(2) as client:
+        with cluster.connect(1) as client:
             return [r.lease_holder for r in client.ranges() if r.span == span]
 
-    wait_until(lambda: owners() == [2 if moved else 1], timeout_s=60, what="one owner")
-    with cluster.connect(2) as client:
+    wait_until(lambda: owners() == [target if moved else 1], timeout_s=60, what="one owner")
+    with cluster.connect(1) as client:
         rows = client.scan(span.start, span.end)
-    assert [kv.value for kv in rows] == [b"v%d" % i for i in range(50)]
+        assert [kv.value for kv in rows] == [b"v%d" % i for i in range(50)]
+        client.put(span.start + b"after", b"served")
+        assert client.get(span.start + b"after") == b"served"
 
 
 @pytest.mark.slow(40)
@@ -396,55 +411,6 @@ def test_gossip_tables_and_node_status_agree(cluster: LocalCluster) -> None:
         assert membership == "active" and updated_at is not None, node_id
         seconds = float(expiration.split(",")[0])
         assert seconds > updated_at.replace(tzinfo=datetime.UTC).timestamp(), expiration
-
-
-@pytest.mark.slow(60)
-@pytest.mark.parametrize(("step", "moved"), [("installed", False), ("activating", True)])
-def test_a_move_cut_by_a_crash_of_its_target_leaves_one_owner_and_loses_nothing(
-    cluster: LocalCluster, step: str, moved: bool
-) -> None:
-    """SIGKILL the node a range goes to in the middle of the move: while it writes the
-    copy (the move aborts: the range serves where it was, and the target drops its copy
-    when it is back), or once the move committed but before it serves the range (back,
-    it asks the node the range left, learns the move committed and serves it). Either
-    way one node owns the range, every row is there, and it takes writes again."""
-    span = Span(b"target-%s/" % step.encode(), b"target-%s0" % step.encode())
-    db = cluster.connect(1)
-    db.split(span.start)
-    db.split(span.end)
-    db.relocate(span.start, 1)
-    for i in range(50):
-        db.put(span.start + b"%02d" % i, b"v%d" % i)
-    cluster.kill(2)
-    cluster.restart(2, env={STALL_ENV: step})
-    wait_until(lambda: cluster.live_nodes(1) == 3, timeout_s=30, what="n3 back")
-
-    def move() -> None:
-        with contextlib.suppress(FeedKVError), cluster.connect(1) as client:
-            client.relocate(span.start, 3)
-
-    mover = threading.Thread(target=move)
-    mover.start()
-    log = cluster.base / "n3.stderr"
-    wait_until(
-        lambda: f"stalls after its {step} step" in log.read_text(),
-        timeout_s=30,
-        what=f"the move to stall at {step} on its target",
-    )
-    cluster.kill(2)
-    mover.join()
-    cluster.restart(2)
-
-    def owners() -> list[int]:
-        with cluster.connect(1) as client:
-            return [r.lease_holder for r in client.ranges() if r.span == span]
-
-    wait_until(lambda: owners() == [3 if moved else 1], timeout_s=60, what="one owner")
-    with cluster.connect(0) as client:
-        rows = client.scan(span.start, span.end)
-        assert [kv.value for kv in rows] == [b"v%d" % i for i in range(50)]
-        client.put(span.start + b"after", b"served")
-        assert client.get(span.start + b"after") == b"served"
 
 
 @pytest.mark.slow(60)

@@ -22,8 +22,9 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -50,10 +51,36 @@ def _kv_bench() -> Any:
     return module
 
 
-def pgbench(url: str, clients: int, seconds: float, workdir: Path) -> dict[str, Any]:
-    """One pgbench run of the kv0 script against ``url``: TPS and latency percentiles."""
-    script = workdir / "kv0.sql"
-    script.write_text(SCRIPT)
+class Workload(NamedTuple):
+    """A pgbench script and what it needs: ``prepare(url, server)`` creates the schema
+    (``server``: "feedkv" or "postgresql") before the run; ``after(url)``, if given, adds
+    what it reads back to the run's row. (A NamedTuple: a dataclass needs its module in
+    ``sys.modules``, and benchmarks are loaded as files.)"""
+
+    name: str
+    script: str
+    prepare: Callable[[str, str], None]
+    after: Callable[[str], dict[str, Any]] | None = None
+
+
+def _kv_table(url: str, server: str) -> None:
+    statement = {
+        "feedkv": "CREATE TABLE kv (k INT PRIMARY KEY, v STRING)",
+        "postgresql": "CREATE TABLE kv (k BIGINT PRIMARY KEY, v TEXT)",
+    }[server]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(statement)
+
+
+KV0 = Workload("kv0", SCRIPT, _kv_table)
+
+
+def pgbench(
+    url: str, script_text: str, clients: int, seconds: float, workdir: Path
+) -> dict[str, Any]:
+    """One pgbench run of ``script_text`` against ``url``: TPS and latency percentiles."""
+    script = workdir / "script.sql"
+    script.write_text(script_text)
     prefix = workdir / "txlog"
     done = subprocess.run(
         [
@@ -91,13 +118,21 @@ def pgbench(url: str, clients: int, seconds: float, workdir: Path) -> dict[str, 
     }
 
 
-def run_feedkv(clients: int, seconds: float) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="feedkv-bench-pgwire-") as tmp:
+def _run(
+    workload: Workload, url: str, server: str, clients: int, seconds: float, workdir: Path
+) -> dict[str, Any]:
+    workload.prepare(url, server)
+    row = pgbench(url, workload.script, clients, seconds, workdir)
+    if workload.after is not None:
+        row.update(workload.after(url))
+    return row
+
+
+def run_feedkv(workload: Workload, clients: int, seconds: float) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix=f"feedkv-bench-{workload.name}-") as tmp:
         node = NodeProcess(Path(tmp) / "store")
         try:
-            with psycopg.connect(node.sql_url, autocommit=True) as conn:
-                conn.execute("CREATE TABLE kv (k INT PRIMARY KEY, v STRING)")
-            row = pgbench(node.sql_url, clients, seconds, Path(tmp))
+            row = _run(workload, node.sql_url, "feedkv", clients, seconds, Path(tmp))
         finally:
             node.process.terminate()
             node.process.wait(timeout=60)
@@ -105,20 +140,42 @@ def run_feedkv(clients: int, seconds: float) -> dict[str, Any]:
     return row
 
 
-def run_postgresql(clients: int, seconds: float) -> dict[str, Any]:
+def run_postgresql(workload: Workload, clients: int, seconds: float) -> dict[str, Any]:
     pg_bin = _kv_bench()._find_pg_bin()
     if pg_bin is None:
         return {"skipped": "PostgreSQL is not installed (apt-get install postgresql)"}
-    with tempfile.TemporaryDirectory(prefix="feedkv-bench-pgwire-pg-") as name:
+    with tempfile.TemporaryDirectory(prefix=f"feedkv-bench-{workload.name}-pg-") as name:
         tmp = Path(name)
         with _kv_bench().postgresql(pg_bin, tmp) as url:
-            with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute("CREATE TABLE kv (k BIGINT PRIMARY KEY, v TEXT)")
             work = tmp / "work"
             work.mkdir()
-            row = pgbench(url, clients, seconds, work)
+            row = _run(workload, url, "postgresql", clients, seconds, work)
     row["server"] = f"PostgreSQL from {pg_bin}, synchronous_commit=on, loopback TCP"
     return row
+
+
+def side_by_side(
+    result: dict[str, Any], workload: Workload, clients: int, seconds: float, *, skip_pg: bool
+) -> dict[str, Any] | None:
+    """Run ``workload`` on feedkv and (unless ``skip_pg``) on PostgreSQL into ``result``;
+    returns the ratios, or ``None`` when there are none (``result`` then says why when
+    pgbench is missing)."""
+    if shutil.which("pgbench") is None:
+        result["skipped"] = "pgbench is not installed (apt-get install postgresql-contrib)"
+        return None
+    result["feedkv"] = run_feedkv(workload, clients, seconds)
+    result["postgresql"] = (
+        {"skipped": "--skip-postgresql"} if skip_pg else run_postgresql(workload, clients, seconds)
+    )
+    ours, theirs = result["feedkv"], result["postgresql"]
+    if not (ours.get("tps") and theirs.get("tps")):
+        return None
+    ratio: dict[str, Any] = {
+        "tps": round(ours["tps"] / theirs["tps"], 3),
+        "p99": round(ours["p99_ms"] / theirs["p99_ms"], 2) if theirs["p99_ms"] else None,
+    }
+    result["ratio_vs_postgresql"] = ratio
+    return ratio
 
 
 def main(argv: list[str]) -> int:
@@ -135,23 +192,8 @@ def main(argv: list[str]) -> int:
         "seconds": args.seconds,
         "cores": os.cpu_count(),
     }
-    if shutil.which("pgbench") is None:
-        result["skipped"] = "pgbench is not installed (apt-get install postgresql-contrib)"
-        print(json.dumps(result, indent=2))
-        return 0
-    result["feedkv"] = run_feedkv(args.clients, args.seconds)
-    result["postgresql"] = (
-        {"skipped": "--skip-postgresql"}
-        if args.skip_postgresql
-        else run_postgresql(args.clients, args.seconds)
-    )
-    ours, theirs = result["feedkv"], result["postgresql"]
-    if ours.get("tps") and theirs.get("tps"):
-        result["ratio_vs_postgresql"] = {
-            "tps": round(ours["tps"] / theirs["tps"], 3),
-            "p99": round(ours["p99_ms"] / theirs["p99_ms"], 2) if theirs["p99_ms"] else None,
-        }
-        ratio = result["ratio_vs_postgresql"]
+    ratio = side_by_side(result, KV0, args.clients, args.seconds, skip_pg=args.skip_postgresql)
+    if ratio is not None:
         result["targets"] = TARGETS
         result["targets_met"] = {
             "tps_ratio_vs_postgresql": ratio["tps"] >= TARGETS["tps_ratio_vs_postgresql"],

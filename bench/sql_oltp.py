@@ -24,14 +24,10 @@ import argparse
 import importlib.util
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import psycopg
-
-from feedkv.testing.node_process import NodeProcess
 
 CUSTOMERS = 10_000
 SCRIPT = (
@@ -62,13 +58,14 @@ SCHEMA = {
 }
 
 
-def _module(name: str) -> Any:
-    """A sibling benchmark file (benchmarks are files, not a package)."""
+def _pgwire() -> Any:
+    """bench/pgwire.py, whose pgbench runs this workload (benchmarks are files, not a
+    package)."""
     spec = importlib.util.spec_from_file_location(
-        f"feedkv_bench_{name}", Path(__file__).with_name(f"{name}.py")
+        "feedkv_bench_pgwire", Path(__file__).with_name("pgwire.py")
     )
     if spec is None or spec.loader is None:
-        raise RuntimeError(f"cannot load bench/{name}.py")
+        raise RuntimeError("cannot load bench/pgwire.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -85,43 +82,10 @@ def load(url: str, server: str) -> None:
             conn.execute(f"INSERT INTO customers (id, code, name, visits) VALUES {values}")
 
 
-def _run(url: str, server: str, clients: int, seconds: float, workdir: Path) -> dict[str, Any]:
-    load(url, server)
-    # NB: bench/pgwire.py's pgbench runs the script its module holds: this one's
-    pgwire = _module("pgwire")
-    pgwire.SCRIPT = SCRIPT
-    row: dict[str, Any] = pgwire.pgbench(url, clients, seconds, workdir)
+def orders_written(url: str) -> dict[str, Any]:
     with psycopg.connect(url, autocommit=True) as conn:
         found = conn.execute("SELECT count(*) FROM orders").fetchone()
-        row["orders_written"] = found[0] if found else None
-    return row
-
-
-def run_feedkv(clients: int, seconds: float) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="feedkv-bench-oltp-") as tmp:
-        node = NodeProcess(Path(tmp) / "store")
-        try:
-            row = _run(node.sql_url, "feedkv", clients, seconds, Path(tmp))
-        finally:
-            node.process.terminate()
-            node.process.wait(timeout=60)
-    row["server"] = "feedkv start (durable commits), SQL port on loopback TCP"
-    return row
-
-
-def run_postgresql(clients: int, seconds: float) -> dict[str, Any]:
-    kv = _module("kv")
-    pg_bin = kv._find_pg_bin()
-    if pg_bin is None:
-        return {"skipped": "PostgreSQL is not installed (apt-get install postgresql)"}
-    with tempfile.TemporaryDirectory(prefix="feedkv-bench-oltp-pg-") as name:
-        tmp = Path(name)
-        with kv.postgresql(pg_bin, tmp) as url:
-            work = tmp / "work"
-            work.mkdir()
-            row = _run(url, "postgresql", clients, seconds, work)
-    row["server"] = f"PostgreSQL from {pg_bin}, synchronous_commit=on, loopback TCP"
-    return row
+    return {"orders_written": found[0] if found else None}
 
 
 def main(argv: list[str]) -> int:
@@ -139,21 +103,8 @@ def main(argv: list[str]) -> int:
         "seconds": args.seconds,
         "cores": os.cpu_count(),
     }
-    if shutil.which("pgbench") is None:
-        result["skipped"] = "pgbench is not installed (apt-get install postgresql-contrib)"
-        print(json.dumps(result, indent=2))
-        return 0
-    result["feedkv"] = run_feedkv(args.clients, args.seconds)
-    result["postgresql"] = (
-        {"skipped": "--skip-postgresql"}
-        if args.skip_postgresql
-        else run_postgresql(args.clients, args.seconds)
-    )
-    ours, theirs = result["feedkv"], result["postgresql"]
-    if ours.get("tps") and theirs.get("tps"):
-        result["ratio_vs_postgresql"] = {
-            "tps": round(ours["tps"] / theirs["tps"], 3),
-            "p99": round(ours["p99_ms"] / theirs["p99_ms"], 2) if theirs["p99_ms"] else None,
-        }
+    pgwire = _pgwire()
+    workload = pgwire.Workload("oltp", SCRIPT, load, orders_written)
+    pgwire.side_by_side(result, workload, args.clients, args.seconds, skip_pg=args.skip_postgresql)
     print(json.dumps(result, indent=2))
     return 0

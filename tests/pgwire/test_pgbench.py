@@ -66,7 +66,7 @@ def test_the_pgwire_benchmark_measures_a_pgbench_run(pg_url: str, tmp_path: Path
     spec.loader.exec_module(module)
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE kv (k INT PRIMARY KEY, v STRING)")
-    row = module.pgbench(pg_url, 2, 1.0, tmp_path)
+    row = module.pgbench(pg_url, module.SCRIPT, 2, 1.0, tmp_path)
     assert row["failed"] == 0 and row["transactions"] > 0 and row["tps"] > 0
     assert 0 < row["p50_ms"] <= row["p99_ms"]
     with psycopg.connect(pg_url) as conn:

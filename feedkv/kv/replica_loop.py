@@ -192,11 +192,6 @@ class ReplicaLoop:
         self._inbox.put(_Change(range_id, change, done))
         return done
 
-    def members(self, range_id: int) -> ConfState:
-        """The range's members as this store's replica knows them (a moment's view)."""
-        with self._lock:
-            return self._replicas[range_id].members
-
     def holds_lease(self, range_id: int) -> bool:
         """Whether this store's replica of ``range_id`` holds its lease (as of the
         loop's last turn)."""

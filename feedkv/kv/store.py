@@ -547,11 +547,6 @@ class Store:
         for change in (ConfChangeType.ADD_LEARNER, ConfChangeType.ADD_NODE):
             loop.change_members(range_id, ConfChange(change, node_id)).result(timeout_s)
 
-    def remove_replica(self, range_id: int, node_id: int, *, timeout_s: float = 60.0) -> None:
-        """Remove node ``node_id``'s replica of ``range_id`` (on its lease holder)."""
-        change = ConfChange(ConfChangeType.REMOVE_NODE, node_id)
-        self._replication().change_members(range_id, change).result(timeout_s)
-
     def _replication(self) -> ReplicaLoop:
         if self.replicas is None:
             raise InvalidArgumentError("this store does not replicate: call replicate() first")

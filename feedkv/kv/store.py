@@ -555,8 +555,8 @@ class Store:
     def _replicated_range(self, batch: BatchRequest) -> int | None:
         """The range ``batch`` goes to when this store serves it through Raft."""
         loop = self.replicas
-        if loop is None:
-            return None
+        if loop is None or not self._ctx.replicated:
+            return None  # NB: the common case, with no lookup: no range is replicated here
         range_id = batch.header.range_id
         if not range_id:
             with self.engine.snapshot() as snap:

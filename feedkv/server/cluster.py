@@ -69,6 +69,7 @@ from feedkv.kv.placement import choose_move
 from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.router import Router, Transport
 from feedkv.kv.store import Store
+from feedkv.raft import Config as RaftConfig
 from feedkv.security.tls import ClientTLS, open_channel
 from feedkv.server.raft_transport import RaftTransport
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
@@ -203,6 +204,9 @@ class ClusterConfig:
     replicas: int = 1  # each range's replicas, where there are enough live nodes
     replicate_interval_s: float = 1.0  # how often a node adds replicas its ranges lack
     raft_tick_s: float = 0.1  # a Raft tick: elections time out after 10 to 20 of them
+    # NB: a leader's heartbeats only keep its followers from campaigning (a commit goes
+    # out with an append at once); one every three ticks is well inside the timeout
+    raft_heartbeat_ticks: int = 3
 
 
 class Cluster:
@@ -265,7 +269,11 @@ class Cluster:
         ranges, then tells every node where it is), then every ``heartbeat_s``."""
         self._beat()  # learns the nodes from a member it joins through
         self._beat()  # and tells them all where it is now
-        self.store.replicate(self.raft.send, tick_s=self.config.raft_tick_s)
+        self.store.replicate(
+            self.raft.send,
+            tick_s=self.config.raft_tick_s,
+            raft=RaftConfig(self.store.node_id, heartbeat_tick=self.config.raft_heartbeat_ticks),
+        )
         self._thread.start()
         self._replicator.start()
 

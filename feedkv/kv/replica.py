@@ -89,10 +89,13 @@ LOG_KEEP = 100  # applied entries a truncation keeps, for followers a little beh
 @dataclass(frozen=True, slots=True)
 class AppliedEntry:
     """An entry :meth:`Replica.stage` applied: its index and its effects (ops for the
-    range's observers, reads for the timestamp cache, the closed timestamp)."""
+    range's observers, reads for the timestamp cache, the closed timestamp); or, with
+    ``snapshot``, a snapshot up to ``index`` that replaced the range's data (no ops
+    tell what changed: the range's observers must start again from the data)."""
 
     index: int
     effects: Effects
+    snapshot: bool = False
 
 
 class RangeData(Protocol):
@@ -247,6 +250,7 @@ class Replica:
             self._data.install(rw, ready.snapshot.data)
             self._data.members_changed(rw, meta.conf_state)
             index = meta.index
+            applied.append(AppliedEntry(index, _NOTHING, snapshot=True))
         for entry in ready.committed_entries:
             if entry.index != index + 1:
                 raise InvariantViolation(

@@ -74,6 +74,10 @@ class FeedTransport(Protocol):
         """A stream for one feed's events."""
         ...
 
+    def local_node(self) -> int:
+        """The node registrations with ``node_id=0`` go to (0: not known)."""
+        ...
+
     def register(
         self,
         tag: Hashable,
@@ -131,6 +135,7 @@ class _Piece:
     merged: dict[bytes, Timestamp] = field(default_factory=dict)
     merged_newest: Timestamp = ZERO_TIMESTAMP
     desc: RangeDescriptor | None = None
+    node_id: int | None = None  # the node it is registered with
     handle: object | None = None
     attempts: int = 0
 
@@ -260,7 +265,7 @@ class RangeFeed:
                     p.desc.range_id if p.desc else None,
                     p.span,
                     p.resume,
-                    p.desc.lease_holder if p.desc else None,
+                    p.node_id,
                 )
                 for p in pieces
             ),
@@ -381,6 +386,7 @@ class RangeFeed:
                 if self._closed:
                     return
                 self._pieces[tag] = part
+            part.node_id = self._replica_for(desc, part.attempts)
             try:
                 part.handle = self._transport.register(
                     tag,
@@ -390,12 +396,23 @@ class RangeFeed:
                     self._stream,
                     values=self.values,
                     timestamp_order=self.timestamp_order,
-                    node_id=desc.lease_holder,
+                    node_id=part.node_id,
                 )
             except (RetryableError, ExternalError):
                 with self._lock:
                     self._pieces.pop(tag, None)
                 self._later(part)
+
+    def _replica_for(self, desc: RangeDescriptor, attempts: int) -> int:
+        """The replica to serve a piece from: any replica can (it applies the range's
+        log, closed timestamps included). This client's own node's if it holds one (no
+        hop, and a lease that moves does not end the feed), else the lease holder's;
+        each attempt after a failure tries the next replica, so a feed fails over from
+        its last checkpoint."""
+        replicas = desc.replicas
+        local = self._transport.local_node()
+        first = replicas.index(local) if local in replicas else 0
+        return replicas[(first + attempts) % len(replicas)]
 
     def _later(self, piece: _Piece) -> None:
         delay = min(MAX_BACKOFF_S, 0.01 * 2 ** min(piece.attempts, 10))

@@ -71,7 +71,7 @@ from feedkv.kv.router import Router, Transport
 from feedkv.kv.store import Store
 from feedkv.raft import Config as RaftConfig
 from feedkv.security.tls import ClientTLS, open_channel
-from feedkv.server.raft_transport import RaftTransport
+from feedkv.server.raft_transport import ChunkAssembler, RaftTransport
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
 from feedkv.util.keys import KEY_MAX
 
@@ -260,6 +260,7 @@ class Cluster:
             target=self._replicate_loop, name="feedkv-replicate", daemon=True
         )
         self.raft = RaftTransport(ident.node_id, self.liveness.address, self._channel)
+        self._chunks = ChunkAssembler()
         self.report()
         store.cluster = _ClusterSender(self.router)
         store.intercept = self._intercept
@@ -523,6 +524,7 @@ class Cluster:
             "Join": self._on_join,
             "Nodes": self._on_nodes,
             "Raft": self._on_raft,
+            "RaftChunk": self._on_raft_chunk,
         }
         if self.relocations is not None:
             methods.update(self.relocations.handlers())
@@ -536,6 +538,12 @@ class Cluster:
         loop = self.store.replicas
         if loop is not None:
             loop.receive(message["messages"])
+        return {}
+
+    def _on_raft_chunk(self, chunk: dict[str, Any]) -> dict[str, Any]:
+        loop, whole = self.store.replicas, self._chunks.take(chunk)
+        if loop is not None and whole is not None:
+            loop.receive([whole])
         return {}
 
     def _on_join(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -587,7 +595,17 @@ def _node_from(raw: list[Any]) -> NodeDescriptor:
     return NodeDescriptor(int(raw[0]), str(raw[1]), int(raw[2]), started)
 
 
-METHODS = ("Gossip", "Join", "Nodes", "Raft", "Install", "Activate", "Discard", "MoveStatus")
+METHODS = (
+    "Gossip",
+    "Join",
+    "Nodes",
+    "Raft",
+    "RaftChunk",
+    "Install",
+    "Activate",
+    "Discard",
+    "MoveStatus",
+)
 
 
 def method_handlers(

@@ -1708,7 +1708,6 @@ _SHOW_STATEMENTS = {
     "GRANTS",
 }
 _UNSUPPORTED_STATEMENTS = {
-    "RELEASE": "savepoints are not supported (RELEASE SAVEPOINT)",
     "ALTER DATABASE": "ALTER DATABASE is not supported",
     "CREATE TEMP": "temporary tables are not supported (CREATE TEMP TABLE)",
     "CREATE TEMPORARY": "temporary tables are not supported (CREATE TEMPORARY TABLE)",

@@ -66,9 +66,20 @@ from feedkv.errors import (
 from feedkv.pgwire import messages as m
 from feedkv.pgwire.auth import Accepted, Authenticator, Challenge, Refused
 from feedkv.pgwire.catalog import reads_catalog, run_catalog_query
-from feedkv.pgwire.copy import CopyStatement, decode_rows, encode_row, is_copy, parse_copy
+from feedkv.pgwire.copy import (
+    BINARY_HEADER,
+    BINARY_TRAILER,
+    CopyStatement,
+    decode_binary_rows,
+    decode_rows,
+    encode_binary_row,
+    encode_row,
+    is_copy,
+    parse_copy,
+)
 from feedkv.pgwire.types import (
     OID,
+    binary_reader,
     column_oid,
     decode_param,
     encode_binary,
@@ -131,6 +142,8 @@ class SQLSession(Protocol):
     def views_and_sequences(self) -> list[ViewDescriptor | SequenceDescriptor]: ...
 
     def check_login(self) -> None: ...
+
+    def fail(self) -> None: ...
 
     def describe(self, text: str, param_types: Sequence[ColumnType | None] = ()) -> Description: ...
 
@@ -466,7 +479,7 @@ class Connection:
         if len(typed) != len(described):
             raise SQLError("0A000", f"COPY cannot tell the column types of {copy.table}")
         self._copy_in = _CopyIn(copy, typed)
-        out += m.copy_in_response(len(typed))
+        out += m.copy_in_response(len(typed), binary=copy.binary)
         return True
 
     def _copy_message(self, state: _CopyIn, message: m.FrontendMessage, out: bytearray) -> None:
@@ -489,6 +502,7 @@ class Connection:
             except _ClientGone:
                 raise
             except Exception as exc:
+                self._sql.fail()
                 self._error(exc, out)
             else:
                 out += m.command_complete(f"COPY {count}")
@@ -503,6 +517,7 @@ class Connection:
                 "08P01", f"unexpected {type(message).__name__} message during COPY from stdin"
             )
         self._copy_in = None
+        self._sql.fail()
         self._error(error, out)
         out += m.ready_for_query(self._status())
 
@@ -524,7 +539,16 @@ class Connection:
         # keep a million rows alive as a million lists, which every full garbage
         # collection walks while the COPY runs
         batches: list[list[Any]] = [[]]
-        for line, values in decode_rows(copy, bytes(state.data), width):
+        rows = (
+            decode_binary_rows(
+                bytes(state.data),
+                [binary_reader(ctype) for _, ctype in columns],
+                [name for name, _ in columns],
+            )
+            if copy.binary
+            else decode_rows(copy, bytes(state.data), width)
+        )
+        for line, values in rows:
             batch = batches[-1]
             if len(batch) == _COPY_BATCH_ROWS * width:
                 batch = []
@@ -537,7 +561,8 @@ class Connection:
                     ]
                 )
             except SQLError as exc:
-                raise SQLError(exc.code, f"COPY data, line {line}: {exc.message}") from None
+                where = "row" if copy.binary else "line"
+                raise SQLError(exc.code, f"COPY data, {where} {line}: {exc.message}") from None
         if not batches[-1]:
             batches.pop()
         full_text = statement(_COPY_BATCH_ROWS)  # NB: one text for every full batch
@@ -560,7 +585,22 @@ class Connection:
         finally:
             self._busy = self._cancelled = False
         oids = self._result_oids(result, self._described_after(prepare(query)[0][0], result))
-        out += m.copy_out_response(len(oids))
+        out += m.copy_out_response(len(oids), binary=copy.binary)
+        if copy.binary:
+            # NB: the header goes in the first message, with the first row (or the
+            # trailer), as PostgreSQL sends it: clients (psycopg) expect it there
+            header = BINARY_HEADER
+            for row in result.rows:
+                fields = [
+                    None if value is None else encode_binary(value, oid)
+                    for value, oid in zip(row, oids, strict=True)
+                ]
+                out += m.copy_data(header + encode_binary_row(fields))
+                header = b""
+            out += m.copy_data(header + BINARY_TRAILER)
+            out += m.copy_done()
+            out += m.command_complete(f"COPY {len(result.rows)}")
+            return
         if copy.header:
             out += m.copy_data(encode_row(copy, list(result.columns)))
         for row in result.rows:

@@ -260,6 +260,13 @@ class Session:
         rolls back) is accepted until it ends."""
         return self._txn is not None and self._failed
 
+    def fail(self) -> None:
+        """Work of the open transaction done outside :meth:`execute` failed (a COPY's
+        data did not read): as after a failed statement, the transaction accepts only
+        ROLLBACK or ROLLBACK TO SAVEPOINT now. Nothing to do outside a transaction."""
+        if self._txn is not None:
+            self._failed = True
+
     def check_login(self) -> None:
         """Raise SQLError 28000 if this session's user does not exist, 3D000 if its
         database does not (a server checks both when a client connects)."""

@@ -98,6 +98,7 @@ from feedkv.sql.descriptor import (
 )
 from feedkv.sql.execution import Result
 from feedkv.sql.expr import VERSION_STRING
+from feedkv.sql.interrupt import Interrupt
 from feedkv.sql.session import prepare
 from feedkv.sql.types import ColumnType, coerce
 
@@ -144,6 +145,9 @@ class SQLSession(Protocol):
     def check_login(self) -> None: ...
 
     def fail(self) -> None: ...
+
+    @property
+    def interrupt(self) -> Interrupt: ...
 
     def describe(self, text: str, param_types: Sequence[ColumnType | None] = ()) -> Description: ...
 
@@ -279,12 +283,21 @@ class Connection:
                 self.close()
         return bytes(out)
 
+    @property
+    def busy(self) -> bool:
+        """Whether a query is running (read from any thread; a snapshot)."""
+        return self._busy
+
     def cancel(self) -> None:
         """A CancelRequest with this connection's key arrived (from another thread): a
-        streaming changefeed stops at once, any other query at its next statement
-        boundary, with 57014."""
+        streaming changefeed stops at once, any other statement where it next looks at
+        its session's interrupt (:mod:`feedkv.sql.interrupt`: between a scan's pages,
+        in ``pg_sleep``, between statements), with 57014."""
         if self._busy:
             self._cancelled = True
+            session = self._session
+            if session is not None:
+                session.interrupt.cancel()
             streaming = self._streaming
             if streaming is not None:
                 streaming.close()
@@ -436,7 +449,7 @@ class Connection:
     def _simple_query(self, text: str, out: bytearray) -> None:
         self._statements.pop("", None)
         self._portals.pop("", None)
-        self._busy = True
+        self._begin_query()
         try:
             copying, catalog = is_copy(text), reads_catalog(text)
             deallocate = _DEALLOCATE.match(text)
@@ -462,7 +475,7 @@ class Connection:
         except Exception as exc:
             self._error(exc, out)
         finally:
-            self._busy = self._cancelled = False
+            self._end_query()
         out += m.ready_for_query(self._status())
 
     # COPY.
@@ -496,7 +509,7 @@ class Connection:
             return  # PostgreSQL ignores them during COPY
         elif isinstance(message, m.CopyDone):
             self._copy_in = None
-            self._busy = True
+            self._begin_query()
             try:
                 count = self._copy_rows(state)
             except _ClientGone:
@@ -507,7 +520,7 @@ class Connection:
             else:
                 out += m.command_complete(f"COPY {count}")
             finally:
-                self._busy = self._cancelled = False
+                self._end_query()
             out += m.ready_for_query(self._status())
             return
         elif isinstance(message, m.CopyFail):
@@ -579,11 +592,11 @@ class Connection:
         else:
             columns = ", ".join(f'"{c}"' for c in copy.columns) if copy.columns else "*"
             query = f"SELECT {columns} FROM {copy.table}"
-        self._busy = True
+        self._begin_query()
         try:
             result = self._sql.execute_all(query)[-1]
         finally:
-            self._busy = self._cancelled = False
+            self._end_query()
         oids = self._result_oids(result, self._described_after(prepare(query)[0][0], result))
         out += m.copy_out_response(len(oids), binary=copy.binary)
         if copy.binary:
@@ -636,6 +649,15 @@ class Connection:
             others=session.views_and_sequences(),
         )
 
+    def _begin_query(self) -> None:
+        """A query starts: a cancel that came before it is spent."""
+        if self._session is not None:
+            self._session.interrupt.reset()
+        self._busy = True
+
+    def _end_query(self) -> None:
+        self._busy = self._cancelled = False
+
     def _check_cancelled(self) -> None:
         if self._cancelled:
             raise SQLError("57014", "query execution canceled")
@@ -679,6 +701,8 @@ class Connection:
                 self._stream(result, oids, codes, out)
                 return
             _data_rows(result.rows, oids, codes, out)
+        for notice in result.notices:
+            out += m.notice_response(notice)
         out += m.command_complete(result.tag)
 
     def _stream(
@@ -843,11 +867,11 @@ class Connection:
             elif portal.prepared.statement is None:
                 portal.result = Result()
             else:
-                self._busy = True
+                self._begin_query()
                 try:
                     results = self._sql.execute_all(portal.prepared.text, portal.params)
                 finally:
-                    self._busy = self._cancelled = False
+                    self._end_query()
                 portal.result = results[-1]
             if not portal.described:
                 portal.oids = self._result_oids(portal.result, portal.prepared.description)
@@ -861,11 +885,11 @@ class Connection:
             return
         if isinstance(result, FeedResult):
             codes = _formats(portal.result_formats, len(portal.oids))
-            self._busy = True
+            self._begin_query()
             try:
                 self._stream(result, portal.oids, codes, out)
             finally:
-                self._busy = self._cancelled = False
+                self._end_query()
             return
         end = len(result.rows) if message.max_rows == 0 else portal.sent + message.max_rows
         rows = result.rows[portal.sent : end]

@@ -65,6 +65,7 @@ from feedkv.sql.dml import duplicate_key_at
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.executor import run
 from feedkv.sql.import_into import import_into
+from feedkv.sql.interrupt import Interrupt
 from feedkv.sql.leases import Lease, Leases
 from feedkv.sql.metrics import SQLMetrics, unregistered_sql_metrics
 from feedkv.sql.parser import parse, placeholder_count
@@ -150,6 +151,7 @@ _DDL = (
     | st.CreateTable
     | st.DropTable
     | st.AddColumn
+    | st.AddPrimaryKey
     | st.DropColumn
     | st.RenameTable
     | st.RenameColumn
@@ -235,6 +237,9 @@ class Session:
         self.database = database
         self.variables: dict[str, str] = {}  # session variables SET (see session_vars)
         self.sequences = SequenceState()  # currval and lastval (see sql.sequences)
+        # A CancelRequest for the running statement (set from another thread; see
+        # feedkv.sql.interrupt); whoever runs statements resets it before each.
+        self.interrupt = Interrupt()
         self._txn: Txn | None = None
         self._failed = False
         self._restart = False  # SAVEPOINT cockroach_restart is active

@@ -809,6 +809,13 @@ class Session:
             txn.rollback()
             _withdraw(executions)
             raise SerializationFailure(f"restart transaction: {exc}") from exc
+        except ConditionFailedError as exc:
+            # NB: in an explicit transaction only a new rowid is checked at commit
+            # (dml._insert_blind): another row took it, and a retry draws a new one
+            _withdraw(executions)
+            raise SerializationFailure(
+                f"restart transaction: a generated row id was taken by another row: {exc}"
+            ) from exc
         for hook in hooks:
             hook()
 

@@ -89,3 +89,20 @@ def test_storage_parameters_are_ignored_with_a_notice_or_refused(any_db: DB) -> 
     error = sql_error(lambda: any_db.sql("CREATE TABLE u (k INT) WITH (bogus = 1)"))
     assert error.code == "22023" and "bogus" in str(error)
     assert sql_error(lambda: any_db.sql("SELECT * FROM u")).code == "42P01"
+
+
+def test_rows_keyed_by_a_new_rowid_go_in_without_reads_also_in_a_transaction(
+    db: DB, count_batches: Callable[[DB], list[int]]
+) -> None:
+    db.sql("CREATE TABLE t (v INT)")
+    session = db.session()
+    sent = []
+    for rows in (1, 200):
+        session.execute("BEGIN")
+        session.execute("SELECT count(*) FROM t")  # the descriptor read and cached
+        count = count_batches(db)
+        session.execute("INSERT INTO t VALUES " + ", ".join(f"({i})" for i in range(rows)))
+        sent.append(count[0])
+        session.execute("COMMIT")
+    assert sent[1] == sent[0]  # no read per row: as many batches for 200 rows as for 1
+    assert db.sql("SELECT count(*) FROM t").rows == [(201,)]

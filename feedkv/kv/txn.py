@@ -227,8 +227,11 @@ class Txn:
         if not self._txn.key:
             self._txn = self._txn.anchored_at(anchor if anchor is not None else key)
         self._start_heartbeat()
-        self._send_key(key, (Put(key, value),))
+        # NB: counted as locked before it is sent: a send that fails may still have
+        # written the intent, which the end of the transaction must then resolve (and
+        # a savepoint must not roll back past)
         self._locked.append(Span.for_key(key))
+        self._send_key(key, (Put(key, value),))
 
     def delete(self, key: bytes) -> None:
         self._check_open()

@@ -40,7 +40,8 @@ class Interrupt:
 
     def reset(self) -> None:
         """A new statement (or query) starts: an earlier request is spent."""
-        self._event.clear()
+        if self._event.is_set():  # NB: clear() takes a lock; most queries were not cancelled
+            self._event.clear()
 
     @property
     def cancelled(self) -> bool:

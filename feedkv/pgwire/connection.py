@@ -900,6 +900,8 @@ class Connection:
         if portal.sent < len(result.rows):
             out += m.portal_suspended()
         else:
+            for notice in result.notices:
+                out += m.notice_response(notice)
             out += m.command_complete(result.tag)
 
     def _close(self, message: m.Close, out: bytearray) -> None:

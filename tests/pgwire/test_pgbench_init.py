@@ -56,3 +56,18 @@ def test_pgbench_initialises_at_scale_1_and_its_tpcb_script_keeps_the_balances(
     assert sums is not None
     assert sums[0] == sums[1] == sums[2] == sums[3]
     assert sums[4] == CLIENTS * TRANSACTIONS
+
+
+@pytest.mark.parametrize("prepare", [False, True], ids=["unnamed", "prepared"])
+def test_notices_reach_psycopg_for_unnamed_and_prepared_statements(
+    pg_url: str, prepare: bool
+) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        notices: list[str] = []
+        conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
+        conn.execute("CREATE TABLE t (k INT) WITH (fillfactor = 90)", prepare=prepare)
+        assert conn.execute("VACUUM t", prepare=prepare).statusmessage == "VACUUM"
+    assert notices == [
+        'storage parameter "fillfactor" is ignored',
+        "VACUUM does nothing in feedkv: MVCC garbage collection reclaims space",
+    ]

@@ -26,8 +26,6 @@ from feedkv.testing.changefeed_validator import (
     ChangefeedMessage,
     ChangefeedValidator,
     parse_json_message,
-    sql_row_reader,
-    sql_table_reader,
 )
 from feedkv.testing.cluster import LocalCluster
 from feedkv.testing.cluster_nemesis import (
@@ -42,6 +40,7 @@ from feedkv.testing.cluster_nemesis import (
 )
 from feedkv.testing.kafka_mock import MockKafka, read_topic
 from feedkv.testing.sql_workload import cloud_storage_messages, committed, published_files
+from feedkv.testing.table_history import TableHistory
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
@@ -112,9 +111,8 @@ def _lowest_resolved(streams: Streams) -> Timestamp | None:
 def _check_sink(db: DB, streams: Streams, start: Timestamp, end: Timestamp, what: str) -> int:
     """Every validator over what a sink holds, and every committed version of ``bank``
     in ``(start, end]`` in it; returns how many row messages it holds."""
-    validator = ChangefeedValidator(
-        sql_row_reader(db, "bank"), sql_table_reader(db, "bank"), partitions=streams.keys()
-    )
+    history = TableHistory(db, "bank", end)
+    validator = ChangefeedValidator(history.row_at, history.table_at, partitions=streams.keys())
     validator.note_partitions(streams)
     try:
         validator.check()
@@ -129,8 +127,17 @@ def _check_sink(db: DB, streams: Streams, start: Timestamp, end: Timestamp, what
 
 
 def run_nemesis(
-    cluster: LocalCluster, kafka: MockKafka, out: Path, seed: int, kills: int
+    cluster: LocalCluster,
+    kafka: MockKafka,
+    out: Path,
+    seed: int,
+    kills: int,
+    *,
+    pause_s: tuple[float, float] = (0.5, 3.0),
+    down_s: tuple[float, float] = (0.2, 3.0),
 ) -> dict[str, object]:
+    """The run; see the module docstring. Each kill comes ``pause_s`` (drawn in that
+    range) after the cluster is whole again, and leaves its node down ``down_s``."""
     db = cluster.connect(0)
     wait_until(
         lambda: all(len(r.replicas) == 3 for r in db.ranges()),
@@ -147,7 +154,7 @@ def run_nemesis(
     try:
         bank.wait_for_more(20)
         done = []
-        for step in plan_kills(seed, kills):
+        for step in plan_kills(seed, kills, pause_s=pause_s, down_s=down_s):
             done.append(
                 kill_and_restart(cluster, step, span, lambda: to_kafka.coordinator(cluster))
             )
@@ -193,7 +200,9 @@ def run_nemesis(
 def test_three_kills_one_per_role_lose_nothing_and_the_changefeeds_validate(
     cluster: LocalCluster, kafka: MockKafka, tmp_path: Path
 ) -> None:
-    run_nemesis(cluster, kafka, tmp_path / "out", seed=380, kills=3)
+    run_nemesis(
+        cluster, kafka, tmp_path / "out", seed=380, kills=3, pause_s=(0.2, 1.0), down_s=(0.2, 1.0)
+    )
 
 
 @pytest.mark.soak

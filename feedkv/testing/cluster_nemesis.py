@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import random
 import threading
 import time
@@ -108,7 +109,7 @@ def percentile(values: Sequence[float], q: float) -> float:
     if not values:
         raise InvalidArgumentError("no values to take a percentile of")
     ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, round(q * len(ordered) + 0.5) - 1))
+    rank = max(0, min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1))
     return ordered[rank]
 
 

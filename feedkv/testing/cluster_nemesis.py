@@ -53,6 +53,9 @@ __all__ = [
 LEASE_HOLDER, FOLLOWER, COORDINATOR = "lease holder", "follower", "coordinator"
 ROLES = (LEASE_HOLDER, FOLLOWER, COORDINATOR)
 DEADLINE_S = 120.0  # for a node to come back, a range to be whole again: two busy cores
+# NB: a transfer's client gives up after this many conflicts (or routing failures, which
+# SQL reports as conflicts) and connects anew, through the next node
+TXN_ATTEMPTS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +140,7 @@ class Bank:
         self.unknown: set[int] = set()  # failed: committed or not, nobody knows
         self.writes: list[tuple[float, float]] = []  # (started, ended) when acknowledged
         self.errors: Counter[str] = Counter()
+        self.last_error: dict[str, str] = {}  # by the error's type: its last message
         self.findings: list[BaseException] = []  # an invariant broken, or a bug
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -183,7 +187,8 @@ class Bank:
         wait_until(
             lambda: self.done >= target or self.findings,
             timeout_s=timeout_s,
-            what=f"{count} more transfers (errors so far: {dict(self.errors)})",
+            what=f"{count} more transfers (errors so far: {dict(self.errors)}; the last of "
+            f"each: {self.last_error})",
         )
         if self.findings:
             raise self.findings[0]
@@ -208,13 +213,16 @@ class Bank:
                 amount = rng.randint(1, 10)
                 started = time.monotonic()
                 try:
-                    session.run_transaction(_transfer(ident, src, dst, amount))
+                    session.run_transaction(
+                        _transfer(ident, src, dst, amount), max_attempts=TXN_ATTEMPTS
+                    )
                 except InvariantViolation:
                     raise
                 except FeedKVError as exc:
                     with self._lock:
                         self.unknown.add(ident)
                         self.errors[type(exc).__name__] += 1
+                        self.last_error[type(exc).__name__] = str(exc)[:1000]
                     if client is not None:
                         client.close()
                     client = session = None

@@ -108,9 +108,12 @@ def _lowest_resolved(streams: Streams) -> Timestamp | None:
     return min(m for m in marks if m is not None)
 
 
-def _check_sink(db: DB, streams: Streams, start: Timestamp, end: Timestamp, what: str) -> int:
+def _check_sink(
+    db: DB, streams: Streams, start: Timestamp, end: Timestamp, what: str
+) -> dict[str, int]:
     """Every validator over what a sink holds, and every committed version of ``bank``
-    in ``(start, end]`` in it; returns how many row messages it holds."""
+    in ``(start, end]`` in it; returns how many row messages it holds, and how many of
+    them repeat one held already (at least once allows them)."""
     history = TableHistory(db, "bank", end)
     validator = ChangefeedValidator(history.row_at, history.table_at, partitions=streams.keys())
     validator.note_partitions(streams)
@@ -123,7 +126,7 @@ def _check_sink(db: DB, streams: Streams, start: Timestamp, end: Timestamp, what
     expected = committed(db, start, end, "bank")
     missing = sorted(expected - emitted, key=str)
     assert not missing, f"{what}: {len(missing)} committed versions never emitted: {missing[:5]}"
-    return len(rows)
+    return {"rows": len(rows), "repeated": len(rows) - len(emitted)}
 
 
 def run_nemesis(
@@ -181,10 +184,11 @@ def run_nemesis(
         figures["transfers"] = len(bank.acknowledged)
         figures["unknown_outcome"] = len(bank.unknown)
         figures["errors"] = dict(bank.errors)
-        figures["kafka_rows"] = _check_sink(
+        figures["last_errors"] = dict(bank.last_error)
+        figures["kafka"] = _check_sink(
             db, to_kafka.streams(kafka, None), to_kafka.start, end, "kafka"
         )
-        figures["file_rows"] = _check_sink(
+        figures["files"] = _check_sink(
             db, to_files.streams(None, out), to_files.start, end, "files"
         )
     finally:

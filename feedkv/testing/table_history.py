@@ -24,18 +24,22 @@ from feedkv.sql import catalog
 from feedkv.sql.row_codec import decode_row_values, table_span
 from feedkv.storage.mvcc import KeyValue
 from feedkv.testing.changefeed_validator import Row
-from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
+from feedkv.util.hlc import Timestamp
 
 __all__ = ["TableHistory"]
 
 
 class TableHistory:
-    """Every version of ``table``'s rows (``name`` or ``database.name``) up to ``upto``
-    (inclusive), read from ``db`` when made. :meth:`row_at` is a ``RowReader`` and
+    """Every version of ``table``'s rows (``name`` or ``database.name``) in ``(since,
+    upto]``, read from ``db`` when made. :meth:`row_at` is a ``RowReader`` and
     :meth:`table_at` a ``TableReader``; neither looks at the topic. Questions about a
-    time after ``upto`` are answered as of ``upto``."""
+    time after ``upto`` are answered as of ``upto``.
 
-    def __init__(self, db: FeedClient, table: str, upto: Timestamp) -> None:
+    ``since`` must precede the table's first row (take ``db.now()`` before creating
+    it): the store's garbage collection refuses to export below its threshold, so the
+    history cannot simply be read from the beginning of time."""
+
+    def __init__(self, db: FeedClient, table: str, since: Timestamp, upto: Timestamp) -> None:
         database, _, name = table.rpartition(".")
         snapshot = catalog.Snapshot(db, upto)
         found = catalog.database_by_name(snapshot, database or catalog.DEFAULT_DATABASE)
@@ -46,7 +50,7 @@ class TableHistory:
         self._times: dict[tuple[Any, ...], list[Timestamp]] = {}
         self._rows: dict[tuple[Any, ...], list[Row | None]] = {}
         key_kinds = [c.type.kind for c in desc.key_columns]
-        versions = sorted(db.export(table_span(desc.id), ZERO_TIMESTAMP, upto), key=lambda v: v.ts)
+        versions = sorted(db.export(table_span(desc.id), since, upto), key=lambda v: v.ts)
         for version in versions:
             decoded = next(
                 decode_row_values(desc, [KeyValue(version.key, version.value or b"", version.ts)]),

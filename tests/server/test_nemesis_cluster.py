@@ -109,12 +109,11 @@ def _lowest_resolved(streams: Streams) -> Timestamp | None:
 
 
 def _check_sink(
-    db: DB, streams: Streams, start: Timestamp, end: Timestamp, what: str
+    db: DB, streams: Streams, history: TableHistory, start: Timestamp, end: Timestamp, what: str
 ) -> dict[str, int]:
     """Every validator over what a sink holds, and every committed version of ``bank``
     in ``(start, end]`` in it; returns how many row messages it holds, and how many of
     them repeat one held already (at least once allows them)."""
-    history = TableHistory(db, "bank", end)
     validator = ChangefeedValidator(history.row_at, history.table_at, partitions=streams.keys())
     validator.note_partitions(streams)
     try:
@@ -148,6 +147,7 @@ def run_nemesis(
         what="three replicas",
     )
     bank = Bank(cluster, seed)
+    before = db.now()
     bank.create(db)
     span = bank.span(db)
     to_kafka = Job(db, f"kafka://{kafka.bootstrap}")
@@ -185,8 +185,9 @@ def run_nemesis(
         figures["unknown_outcome"] = len(bank.unknown)
         figures["errors"] = dict(bank.errors)
         figures["last_errors"] = dict(bank.last_error)
+        history = TableHistory(db, "bank", before, end)
         figures["kafka"] = _check_sink(
-            db, to_kafka.streams(kafka, None), to_kafka.start, end, "kafka"
+            db, to_kafka.streams(kafka, None), history, to_kafka.start, end, "kafka"
         )
         figures["files"] = _check_sink(
             db, to_files.streams(None, out), to_files.start, end, "files"

@@ -12,6 +12,7 @@ from feedkv.testing.table_history import TableHistory
 def test_every_row_and_table_as_of_every_version_match_the_sql_readers(tmp_path: Path) -> None:
     db = feedkv.connect(tmp_path / "store")
     try:
+        since = db.now()
         db.sql("CREATE TABLE t (id INT PRIMARY KEY, name STRING, price DECIMAL(10,2), ok BOOL)")
         stamps = [db.now()]
         for statement in (
@@ -23,7 +24,7 @@ def test_every_row_and_table_as_of_every_version_match_the_sql_readers(tmp_path:
         ):
             db.sql(statement)
             stamps.append(db.now())
-        history = TableHistory(db, "t", stamps[-1])
+        history = TableHistory(db, "t", since, stamps[-1])
         rows, tables = sql_row_reader(db, "t"), sql_table_reader(db, "t")
         seen = []
         for ts in stamps:

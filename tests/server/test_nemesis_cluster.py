@@ -190,7 +190,7 @@ def run_nemesis(
             db, to_kafka.streams(kafka, None), history, to_kafka.start, end, "kafka"
         )
         figures["files"] = _check_sink(
-            db, to_files.streams(None, out), to_files.start, end, "files"
+            db, to_files.streams(None, out), history, to_files.start, end, "files"
         )
     finally:
         db.close()

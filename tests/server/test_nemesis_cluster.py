@@ -200,7 +200,7 @@ def run_nemesis(
     return figures
 
 
-@pytest.mark.slow(90)
+@pytest.mark.slow(60)
 @pytest.mark.timeout(600)
 def test_three_kills_one_per_role_lose_nothing_and_the_changefeeds_validate(
     cluster: LocalCluster, kafka: MockKafka, tmp_path: Path

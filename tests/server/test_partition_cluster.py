@@ -117,7 +117,7 @@ CUTS: dict[str, Callable[[Network, int, list[int]], None]] = {
 }
 
 
-@pytest.mark.slow(60)
+@pytest.mark.slow(25)
 @pytest.mark.parametrize("cut", list(CUTS))
 def test_a_lease_holder_cut_off_from_the_majority_serves_nothing_and_loses_nothing(
     cluster: LocalCluster, network: Network, cut: str

@@ -110,10 +110,24 @@ class _Writer:
         self._thread.join()
 
 
+def _both_ways(network: Network, holder: int, others: list[int]) -> None:
+    network.isolate(holder)
+
+
+def _what_it_sends(network: Network, holder: int, others: list[int]) -> None:
+    for other in others:
+        network.cut(holder, other)
+
+
+def _what_it_receives(network: Network, holder: int, others: list[int]) -> None:
+    for other in others:
+        network.cut(other, holder)
+
+
 CUTS: dict[str, Callable[[Network, int, list[int]], None]] = {
-    "both ways": lambda net, holder, others: net.isolate(holder),
-    "what it sends": lambda net, holder, others: [net.cut(holder, o) for o in others] and None,
-    "what it receives": lambda net, holder, others: [net.cut(o, holder) for o in others] and None,
+    "both ways": _both_ways,
+    "what it sends": _what_it_sends,
+    "what it receives": _what_it_receives,
 }
 
 
@@ -174,12 +188,16 @@ def test_a_lease_holder_cut_off_from_the_majority_serves_nothing_and_loses_nothi
         events = read_until_resolved(feed, last, timeout_s=DEADLINE_S)
     assert isinstance(events[-1], Checkpoint), "the feed did not resolve past the last write"
 
-    # nothing acknowledged is lost, nothing the minority took is anywhere
+    # nothing acknowledged is lost; the write the minority refused is nowhere, unless it
+    # was refused as ambiguous: cut off only from what the others send, the lease holder
+    # still sent them the entry, which the next leader may commit (as it does after a
+    # SIGKILL too)
     history = list(db.export(FEED, since, last))
     versions = {(v.key, v.value) for v in history}
     lost = [w for w in writer.acknowledged if w not in versions]
     assert not lost, f"{len(lost)} acknowledged writes lost: {lost[:5]}"
-    assert db.get(b"minority") is None
+    if not isinstance(stuck_write.exception(), AmbiguousResultError):
+        assert db.get(b"minority") is None
     validator = FeedValidator([FEED], since)
     validator.observe_all(events)
     assert_valid(validator.check(history, up_to=last))

@@ -40,14 +40,21 @@ from feedkv.testing.waiting import wait_until
 from feedkv.util.keys import Span
 
 __all__ = [
+    "COORDINATOR",
+    "FOLLOWER",
+    "LEASE_HOLDER",
     "ROLES",
     "Bank",
-    "KillStep",
     "Kill",
+    "KillStep",
+    "any_client",
+    "find_role",
+    "healthy",
     "kill_and_restart",
     "percentile",
     "plan_kills",
     "resume_times",
+    "summary",
 ]
 
 LEASE_HOLDER, FOLLOWER, COORDINATOR = "lease holder", "follower", "coordinator"

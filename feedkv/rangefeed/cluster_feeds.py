@@ -110,7 +110,6 @@ class ClusterFeedTransport:
                 [
                     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                    ("grpc.enable_http_proxy", 0),
                 ],
                 self._tls,
             )

@@ -98,7 +98,13 @@ class _Proposal:
     done: Completion[Any]
 
 
-_Item = _Proposal | _Change | _Campaign | list[tuple[int, bytes]]
+@dataclass(frozen=True, slots=True)
+class _Remove:
+    range_id: int
+    then: Callable[[], None]
+
+
+_Item = _Proposal | _Change | _Campaign | _Remove | list[tuple[int, bytes]]
 """What the loop's inbox carries (``None`` wakes it to stop)."""
 
 
@@ -192,6 +198,11 @@ class ReplicaLoop:
         self._inbox.put(_Change(range_id, change, done))
         return done
 
+    def remove(self, range_id: int, then: Callable[[], None]) -> None:
+        """Stop driving this store's replica of ``range_id`` (it was removed from the
+        group), then call ``then`` on the loop (which deletes what the replica kept)."""
+        self._inbox.put(_Remove(range_id, then))
+
     def holds_lease(self, range_id: int) -> bool:
         """Whether this store's replica of ``range_id`` holds its lease (as of the
         loop's last turn)."""
@@ -253,6 +264,14 @@ class ReplicaLoop:
             return
         if isinstance(item, _Campaign):
             self._replicas[item.range_id].raft.campaign()
+            return
+        if isinstance(item, _Remove):
+            with self._lock:
+                removed = self._replicas.pop(item.range_id, None)
+            self._leases.pop(item.range_id, None)
+            if removed is not None:
+                removed.close()
+                item.then()
             return
         for range_id, raw in item:
             message = decode_message(raw)

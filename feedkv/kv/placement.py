@@ -14,11 +14,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from feedkv.kv.range_descriptor import RangeDescriptor
+from feedkv.util.keys import Span
 
 __all__ = [
     "AddVoter",
     "NodeStates",
     "RemoveVoter",
+    "ReplicationZones",
     "ReplicaChange",
     "choose_move",
     "choose_replica_change",
@@ -118,3 +120,22 @@ def choose_replica_change(
         if sum(1 for n in left if n in nodes.live) >= quorum(len(left)):
             return RemoveVoter(victim)
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationZones:
+    """How many replicas each range wants, from the zone configurations:
+    ``ALTER RANGE default CONFIGURE ZONE USING num_replicas = N`` (``default``; the
+    nodes' ``--replicas`` until it is set) and each table's own (``tables``: its span
+    and factor)."""
+
+    default: int
+    tables: tuple[tuple[Span, int], ...] = ()
+
+    def replicas_for(self, desc: RangeDescriptor) -> int:
+        """The factor of the zone holding the range; a range that straddles zones (not
+        yet split at a table's boundary) keeps the most replicas any of them asks."""
+        wanted = [n for span, n in self.tables if span.overlaps(desc.span)]
+        if any(span.contains(desc.span) for span, _ in self.tables):
+            return max(wanted)
+        return max([self.default, *wanted])

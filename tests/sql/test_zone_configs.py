@@ -101,7 +101,9 @@ def test_a_changefeed_on_a_zoned_table_resolves_at_its_target(slow_db: DB) -> No
         ("closed_timestamp_target = 'soon'", "22023", "'soon' is not a duration"),
         ("closed_timestamp_target = '0s'", "22023", "must be above 0 and at most 1h"),
         ("closed_timestamp_target = '2h'", "22023", "must be above 0 and at most 1h"),
-        ("num_replicas = 3", "22023", "unknown zone setting 'num_replicas'"),
+        ("num_replica = 3", "22023", "unknown zone setting 'num_replica'"),
+        ("num_replicas = 0", "22023", "not between 1 and 7"),
+        ("num_replicas = 'x'", "22023", "not a whole number"),
         ("", "42601", "expected an option name"),
     ],
 )
@@ -120,3 +122,35 @@ def test_configure_zone_needs_an_existing_table(slow_db: DB) -> None:
     with pytest.raises(SQLError) as raised:
         slow_db.sql("ALTER TABLE missing CONFIGURE ZONE USING closed_timestamp_target = '1s'")
     assert raised.value.code == "42P01"
+
+
+def test_zone_settings_add_up_and_show_as_cockroachdb_shows_them(slow_db: DB) -> None:
+    """Each ALTER keeps the settings it does not name; SHOW ZONE CONFIGURATION shows the
+    zone that applies (the default zone for a table without its own)."""
+    db = slow_db
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+    db.sql("CREATE TABLE u (k INT PRIMARY KEY)")
+    db.sql("ALTER RANGE default CONFIGURE ZONE USING num_replicas = 5")
+    db.sql("ALTER TABLE t CONFIGURE ZONE USING closed_timestamp_target = '200ms'")
+    db.sql("ALTER TABLE t CONFIGURE ZONE USING num_replicas = 3")
+
+    def show(statement: str) -> list[tuple[str, str]]:
+        return [tuple(row) for row in db.sql(statement).rows]  # type: ignore[misc]
+
+    t_zone = (
+        "TABLE defaultdb.public.t",
+        "ALTER TABLE defaultdb.public.t CONFIGURE ZONE USING\n"
+        "\tnum_replicas = 3,\n\tclosed_timestamp_target = '200ms'",
+    )
+    default = ("RANGE default", "ALTER RANGE default CONFIGURE ZONE USING\n\tnum_replicas = 5")
+    assert show("SHOW ZONE CONFIGURATION FOR TABLE t") == [t_zone]
+    assert show("SHOW ZONE CONFIGURATION FOR TABLE u") == [default]
+    assert show("SHOW ZONE CONFIGURATION FOR RANGE default") == [default]
+    assert show("SHOW ZONE CONFIGURATIONS") == [default, t_zone]
+    snapshot = catalog.Snapshot(db, db.now())
+    assert catalog.zone_replicas(snapshot)[0] == 5
+    assert [n for _, n in catalog.zone_replicas(snapshot)[1]] == [3]
+
+    db.sql("ALTER TABLE t CONFIGURE ZONE DISCARD")
+    assert show("SHOW ZONE CONFIGURATION FOR TABLE t") == [default]
+    assert catalog.zone_spans(catalog.Snapshot(db, db.now())) == []

@@ -261,6 +261,7 @@ class Cluster:
         self.directory = RangeDirectory()
         self.heartbeat_s = config.heartbeat_s
         self.refusal: str | None = None  # why this node must not serve (its clock)
+        self._left: str | None = None  # why it must never serve again (decommissioned)
         self._rebalanced = time.monotonic()
         self._join = list(join)
         self._lock = threading.Lock()
@@ -426,10 +427,15 @@ class Cluster:
         with self._lock:
             self._zone = settings
             self.membership = membership
-        mine = membership.get(self.ident.node_id, Membership.ACTIVE)
-        if mine is Membership.DECOMMISSIONED and self.refusal is None:
-            self.refusal = f"node n{self.ident.node_id} is decommissioned: it left the cluster"
-            log.error("%s", self.refusal)
+        if membership.get(self.ident.node_id) is Membership.DECOMMISSIONED:
+            self._leave(f"node n{self.ident.node_id} is decommissioned: it left the cluster")
+
+    def _leave(self, reason: str) -> None:
+        """This node is decommissioned: it refuses to serve from now on (and at every
+        later start, when the other nodes turn its first heartbeats away)."""
+        if self._left is None:
+            self._left = self.refusal = reason
+            log.error("%s", reason)
 
     def _client(self) -> KVClient:
         from feedkv.kv.db import KVClient
@@ -567,7 +573,7 @@ class Cluster:
             if address != self.me.address:
                 self.heartbeat(address)
         with self._lock:
-            refusal = self.liveness.offset_error(time.monotonic_ns())
+            refusal = self._left or self.liveness.offset_error(time.monotonic_ns())
         if refusal != self.refusal:
             (log.error if refusal else log.warning)(
                 "%s", refusal or "the clock is within the maximum offset again: serving"
@@ -612,6 +618,9 @@ class Cluster:
         sent = clock.physical_now()
         try:
             answer = call(self._channel(address), "Gossip", self._message(), self.heartbeat_s * 2)
+            if "refused" in answer:
+                self._leave(str(answer["refused"]))
+                return
             received = clock.physical_now()
             self._take(answer, answer["wall"] - (sent + received) // 2)
         except FeedKVError as exc:
@@ -638,6 +647,12 @@ class Cluster:
         return methods[method](message)
 
     def _on_gossip(self, message: dict[str, Any]) -> dict[str, Any]:
+        sender = int(message["node"][0])
+        if self.membership.get(sender) is Membership.DECOMMISSIONED:
+            return {
+                "refused": f"node n{sender} is decommissioned: it may not rejoin the cluster "
+                "(start a new node on an empty store instead)"
+            }
         self._take(message, None)
         return self._message()
 

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import grpc
 import msgpack
@@ -61,6 +61,7 @@ from feedkv.kv.api import (
     RelocateResponse,
     ResolveIntent,
 )
+from feedkv.kv.db import KVClient
 from feedkv.kv.dialer import ClusterDialer, call
 from feedkv.kv.directory import RangeDirectory
 from feedkv.kv.liveness import DEAD_AFTER_NS, MAX_OFFSET_NS, Liveness, NodeDescriptor
@@ -80,9 +81,6 @@ from feedkv.security.tls import ClientTLS, open_channel
 from feedkv.server.raft_transport import RaftTransport
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
 from feedkv.util.keys import KEY_MAX, Span
-
-if TYPE_CHECKING:
-    from feedkv.kv.db import KVClient
 
 __all__ = [
     "Cluster",
@@ -284,6 +282,7 @@ class Cluster:
         self.zone_settings: Callable[[], ZoneSettings] = ZoneSettings
         self._zone = ZoneSettings()
         self.membership: dict[int, Membership] = {}
+        self._kv: KVClient | None = None  # reads the memberships
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="feedkv-gossip", daemon=True)
         self._replicator = threading.Thread(
@@ -438,9 +437,9 @@ class Cluster:
             log.error("%s", reason)
 
     def _client(self) -> KVClient:
-        from feedkv.kv.db import KVClient
-
-        return KVClient(self.dialer)
+        if self._kv is None:
+            self._kv = KVClient(self.dialer)
+        return self._kv
 
     def node_states(self) -> NodeStates:
         """The nodes as the allocator sees them now: live, gone (dead for longer than
@@ -453,8 +452,9 @@ class Cluster:
             until_dead = zone.time_until_store_dead_ns or self.config.time_until_store_dead_ns
             dead = self.liveness.dead_for_longer_than(until_dead, now)
             load = {n: self.directory.ranges_of(n) for n in known}
+        # NB: a live node that is leaving still votes: it counts towards quorums
         leaving = {n for n, m in membership.items() if m is not Membership.ACTIVE}
-        return NodeStates(frozenset(live - leaving), frozenset(dead | leaving), load)
+        return NodeStates(frozenset(live), frozenset(dead | leaving), load)
 
     def replication_zones(self) -> ReplicationZones:
         with self._lock:

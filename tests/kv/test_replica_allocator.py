@@ -107,3 +107,20 @@ def test_no_change_ever_leaves_a_range_without_a_live_quorum(seed: int) -> None:
     healthy = [n for n in voters if n not in gone]
     if me not in gone:
         assert len(healthy) >= min(want, len(usable))
+
+
+def test_a_range_takes_its_tables_zone_and_a_straddling_one_the_most_replicas() -> None:
+    from feedkv.kv.placement import ReplicationZones
+    from feedkv.kv.range_descriptor import RangeDescriptor
+    from feedkv.util.keys import Span
+
+    zones = ReplicationZones(3, ((Span(b"t1/", b"t10"), 1), (Span(b"t2/", b"t20"), 5)))
+
+    def rng(start: bytes, end: bytes) -> RangeDescriptor:
+        return RangeDescriptor(1, Span(start, end), 1, replicas=(1,))
+
+    assert zones.replicas_for(rng(b"t1/", b"t10")) == 1
+    assert zones.replicas_for(rng(b"t1/a", b"t1/b")) == 1
+    assert zones.replicas_for(rng(b"a", b"b")) == 3
+    assert zones.replicas_for(rng(b"t1/", b"t2")) == 3  # part of it is in the default zone
+    assert zones.replicas_for(rng(b"t10", b"t30")) == 5

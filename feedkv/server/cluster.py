@@ -205,6 +205,7 @@ class _ClusterSender:
 
 TIME_UNTIL_STORE_DEAD_NS = 5 * 60 * 1_000_000_000  # CockroachDB's default
 _CHANGES_PER_TURN = 16  # membership changes a node makes before it looks again
+STOP_REPLICATOR_S = 5.0  # how long a stopping node waits for its replicate loop
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,9 +305,12 @@ class Cluster:
 
     def stop(self) -> None:
         self._stopping.set()
-        for thread in (self._thread, self._replicator):
-            if thread.is_alive():
-                thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
+        if self._replicator.is_alive():
+            # NB: it may be waiting on a read of a range whose nodes are down (the
+            # router retries for a while): what it does is redone at the next start
+            self._replicator.join(STOP_REPLICATOR_S)
         self.raft.stop()
         with self._lock:
             channels, self._channels = list(self._channels.values()), {}

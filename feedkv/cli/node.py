@@ -122,7 +122,9 @@ def run_node_decommission(
                 return 1
             time.sleep(POLL_S)  # wait-ok: the nodes' replicas move meanwhile
         _set_membership(db, node_ids, Membership.DECOMMISSIONED, keep_decommissioned=True)
-        _write_status(db, node_ids, output, out)
+        # NB: as written: the gateway's view of the memberships lags by up to a second
+        final = [(*row[:3], True, Membership.DECOMMISSIONED.value, row[5]) for row in rows]
+        write_result(Result(DECOMMISSION_COLUMNS, final, f"SELECT {len(final)}"), output, out)
     print(
         "\nNo more data reported on target nodes. "
         "Please verify cluster health before removing the nodes.",

@@ -22,6 +22,7 @@ __all__ = [
     "RemoveVoter",
     "ReplicationZones",
     "ReplicaChange",
+    "choose_lease_target",
     "choose_move",
     "choose_replica_change",
     "quorum",
@@ -93,8 +94,9 @@ def choose_replica_change(
     fewer copies than before while it is being repaired. The factor is capped at the
     nodes that could hold a replica (live, not gone). A removal must leave a quorum of
     live voters, so it never loses the range's availability; the lease holder removes
-    others before itself (removing itself hands the lease on: it steps down and the
-    others elect). Removal order: gone nodes, then dead ones, then the most loaded."""
+    others before itself (when it is to go, its caller hands the lease on first:
+    :func:`choose_lease_target`). Removal order: gone nodes, then dead ones, then the
+    most loaded."""
     usable = sorted(n for n in nodes.live if n not in nodes.gone)
     target = max(1, min(want, max(len(usable), 1)))
     healthy = [n for n in voters if n not in nodes.gone]
@@ -139,3 +141,13 @@ class ReplicationZones:
         if any(span.contains(desc.span) for span, _ in self.tables):
             return max(wanted)
         return max([self.default, *wanted])
+
+
+def choose_lease_target(voters: Sequence[int], me: int, nodes: NodeStates) -> int | None:
+    """Where the lease holder ``me`` should hand its lease before its own replica is
+    removed: the live, staying voter with the fewest replicas (``None``: there is none;
+    then it removes itself, and the others elect a leader after a timeout)."""
+    candidates = [n for n in voters if n != me and n in nodes.live and n not in nodes.gone]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda n: (nodes.load.get(n, 0), n))

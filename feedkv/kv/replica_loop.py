@@ -104,7 +104,13 @@ class _Remove:
     then: Callable[[], None]
 
 
-_Item = _Proposal | _Change | _Campaign | _Remove | list[tuple[int, bytes]]
+@dataclass(frozen=True, slots=True)
+class _Transfer:
+    range_id: int
+    to: int
+
+
+_Item = _Proposal | _Change | _Campaign | _Remove | _Transfer | list[tuple[int, bytes]]
 """What the loop's inbox carries (``None`` wakes it to stop)."""
 
 
@@ -203,6 +209,13 @@ class ReplicaLoop:
         group), then call ``then`` on the loop (which deletes what the replica kept)."""
         self._inbox.put(_Remove(range_id, then))
 
+    def transfer_lease(self, range_id: int, to: int) -> None:
+        """Have this store's replica of ``range_id``, if it leads, hand the leadership
+        (so the lease) to voter ``to`` (Raft's leadership transfer: ``to`` campaigns at
+        once, without waiting out an election timeout). Returns at once; the caller
+        watches :meth:`holds_lease`."""
+        self._inbox.put(_Transfer(range_id, to))
+
     def holds_lease(self, range_id: int) -> bool:
         """Whether this store's replica of ``range_id`` holds its lease (as of the
         loop's last turn)."""
@@ -264,6 +277,11 @@ class ReplicaLoop:
             return
         if isinstance(item, _Campaign):
             self._replicas[item.range_id].raft.campaign()
+            return
+        if isinstance(item, _Transfer):
+            replica = self._replicas.get(item.range_id)
+            if replica is not None:
+                replica.raft.transfer_leader(item.to)
             return
         if isinstance(item, _Remove):
             with self._lock:

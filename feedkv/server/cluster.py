@@ -71,6 +71,7 @@ from feedkv.kv.placement import (
     AddVoter,
     NodeStates,
     ReplicationZones,
+    choose_lease_target,
     choose_move,
     choose_replica_change,
 )
@@ -469,7 +470,8 @@ class Cluster:
         """Make one membership change to one range this node leads (or holds alone), as
         :func:`~feedkv.kv.placement.choose_replica_change` decides from its zone's
         ``num_replicas`` and the nodes' states; returns whether it made one. A range
-        held alone first becomes a Raft group of one."""
+        held alone first becomes a Raft group of one. A lease holder whose own replica
+        is to go hands the lease to another voter instead, which removes it then."""
         me, store, loop = self.ident.node_id, self.store, self.store.replicas
         if loop is None:
             return False
@@ -492,6 +494,14 @@ class Cluster:
             elif isinstance(change, AddVoter):
                 log.info("adding a replica of %s on n%d", desc, change.node_id)
                 store.add_replica(desc.range_id, change.node_id)
+            elif change.node_id == me and (
+                target := choose_lease_target(desc.replicas, me, states)
+            ):
+                # the lease goes first (the new holder then removes this replica): the
+                # range is not left waiting out an election timeout
+                log.info("moving the lease of %s to n%d, to remove it here", desc, target)
+                loop.transfer_lease(desc.range_id, target)
+                continue
             else:
                 log.info("removing the replica of %s on n%d", desc, change.node_id)
                 store.remove_replica(desc.range_id, change.node_id)

@@ -124,3 +124,12 @@ def test_a_range_takes_its_tables_zone_and_a_straddling_one_the_most_replicas() 
     assert zones.replicas_for(rng(b"a", b"b")) == 3
     assert zones.replicas_for(rng(b"t1/", b"t2")) == 3  # part of it is in the default zone
     assert zones.replicas_for(rng(b"t10", b"t30")) == 5
+
+
+def test_a_leaving_lease_holder_hands_its_lease_to_a_live_staying_voter() -> None:
+    from feedkv.kv.placement import choose_lease_target
+
+    nodes = states({1, 2, 3, 4}, gone={1, 3}, n2=7, n4=2)
+    assert choose_lease_target([1, 2, 3, 4], 1, nodes) == 4
+    assert choose_lease_target([1, 3], 1, nodes) is None
+    assert choose_lease_target([1, 2, 5], 1, nodes) == 2  # n5 is not live

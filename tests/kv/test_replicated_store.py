@@ -389,3 +389,22 @@ def test_a_lease_holder_that_removes_itself_leaves_the_range_to_the_others(
     cluster.stop(holder)  # the others go on without it: it is no longer a member
     client.put(b"k2", b"v2")
     assert client.get(b"k") == b"v" and client.get(b"k2") == b"v2"
+
+
+def test_a_lease_handed_to_a_follower_moves_there_and_writes_go_on(
+    cluster: ReplicatedStores,
+) -> None:
+    client = KVClient(cluster)
+    client.put(b"k", b"v")
+    holder = cluster.lease_holder()
+    follower = next(n for n in NODES if n != holder)
+    loop = cluster.stores[holder].replicas
+    assert loop is not None
+
+    loop.transfer_lease(1, follower)
+
+    new_loop = cluster.stores[follower].replicas
+    assert new_loop is not None
+    wait_until(lambda: new_loop.holds_lease(1), timeout_s=DEADLINE_S, what="the lease moved")
+    client.put(b"k2", b"v2")
+    assert client.get(b"k") == b"v" and client.get(b"k2") == b"v2"

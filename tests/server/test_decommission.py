@@ -77,6 +77,7 @@ def test_a_decommissioned_lease_holder_hands_over_its_replicas_and_feeds_follow(
             events = read_until_resolved(feed, last, timeout_s=DEADLINE_S)
         assert code == 0
         assert "No more data reported on target nodes" in out.getvalue()
+        assert "| decommissioned" in out.getvalue()
         ranges = db.ranges()
         assert all(victim not in r.replicas for r in ranges), ranges
         assert all(len(r.replicas) == 3 for r in ranges), ranges

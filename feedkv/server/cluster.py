@@ -607,8 +607,11 @@ class Cluster:
         now = time.monotonic_ns()
         with self._lock:
             live = [
-                d.node_id for d in self.liveness.nodes() if self.liveness.is_live(d.node_id, now)
-            ]
+                d.node_id
+                for d in self.liveness.nodes()
+                if self.liveness.is_live(d.node_id, now)
+                and self.membership.get(d.node_id, Membership.ACTIVE) is Membership.ACTIVE
+            ]  # NB: no range moves to a node that is leaving
             counts = {n.node_id: self.directory.ranges_of(n.node_id) for n in self.liveness.nodes()}
         loop = self.store.replicas
         mine = [

@@ -123,3 +123,32 @@ def test_decommission_refuses_an_unknown_node_and_changes_nothing(tmp_path: Path
             wait_until(lambda: _membership(db, 2) == "decommissioning", timeout_s=DEADLINE_S)
             assert run_node_recommission(cluster.url(0), [2], stdout=io.StringIO()) == 0
             wait_until(lambda: _membership(db, 2) == "active", timeout_s=DEADLINE_S)
+
+
+@pytest.mark.slow(30)
+def test_decommission_moves_ranges_held_alone_off_a_node_of_a_sharded_cluster(
+    tmp_path: Path,
+) -> None:
+    """Without replication (``--replicas 1``) a range held alone on the node becomes a
+    Raft group, gains a replica on another node, hands it the lease and leaves."""
+    with LocalCluster(tmp_path, 3, rebalance_interval="1s") as cluster:
+        db = cluster.connect(0)
+        for i in range(6):
+            db.split(b"t%d" % i)
+        for i in range(60):
+            db.put(b"t%d/%02d" % (i % 6, i), b"v%d" % i)
+        wait_until(
+            lambda: any(2 in r.replicas for r in db.ranges()),
+            timeout_s=DEADLINE_S,
+            what="a range on n2",
+        )
+        code = run_node_decommission(
+            cluster.url(0), [2], stdout=io.StringIO(), timeout_s=DEADLINE_S
+        )
+        assert code == 0
+        ranges = db.ranges()
+        assert all(r.replicas in ((1,), (3,)) for r in ranges), ranges
+        assert [db.get(b"t%d/%02d" % (i % 6, i)) for i in range(60)] == [
+            b"v%d" % i for i in range(60)
+        ]
+        db.close()

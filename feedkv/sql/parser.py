@@ -1301,11 +1301,7 @@ class _Statement:
         words = self.words
         if words[1:] in (["ZONE", "CONFIGURATIONS"], ["ALL", "ZONE", "CONFIGURATIONS"]):
             return st.ShowZoneConfiguration(self.text, every=True)
-        if words[1:5] != ["ZONE", "CONFIGURATION", "FROM", "RANGE"] and words[1:4] != [
-            "ZONE",
-            "CONFIGURATION",
-            "FOR",
-        ]:
+        if words[1:3] != ["ZONE", "CONFIGURATION"] or words[3:4] not in (["FOR"], ["FROM"]):
             raise self._error_at(1, "expected SHOW ZONE CONFIGURATION FOR RANGE default | TABLE t")
         if words[4:] == ["RANGE", "DEFAULT"] or words[4:] == ["DEFAULT"]:
             return st.ShowZoneConfiguration(self.text)

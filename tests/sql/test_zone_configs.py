@@ -154,3 +154,43 @@ def test_zone_settings_add_up_and_show_as_cockroachdb_shows_them(slow_db: DB) ->
     db.sql("ALTER TABLE t CONFIGURE ZONE DISCARD")
     assert show("SHOW ZONE CONFIGURATION FOR TABLE t") == [default]
     assert catalog.zone_spans(catalog.Snapshot(db, db.now())) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "table", "every"),
+    [
+        ("SHOW ZONE CONFIGURATION FROM RANGE default", None, False),
+        ("SHOW ZONE CONFIGURATION FOR RANGE default", None, False),
+        ("SHOW ZONE CONFIGURATION FROM TABLE db.t", "db.t", False),
+        ("SHOW ZONE CONFIGURATION FOR TABLE t", "t", False),
+        ("SHOW ZONE CONFIGURATIONS", None, True),
+        ("SHOW ALL ZONE CONFIGURATIONS", None, True),
+    ],
+)
+def test_show_zone_configuration_parses_as_cockroachdb_writes_it(
+    text: str, table: str | None, every: bool
+) -> None:
+    from feedkv.sql import statements as st
+    from feedkv.sql.parser import parse
+
+    (statement,) = parse(text)
+    assert isinstance(statement, st.ShowZoneConfiguration)
+    named = statement.table
+    shown = None if named is None else ".".join(filter(None, (named.database, named.name)))
+    assert (shown, statement.every) == (table, every)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("SHOW ZONE CONFIGURATION t", "expected SHOW ZONE CONFIGURATION FOR"),
+        ("SHOW ZONE CONFIGURATION FOR RANGE meta", "expected FOR RANGE default or FOR TABLE t"),
+        ("ALTER RANGE meta CONFIGURE ZONE USING num_replicas = 3", "RANGE default"),
+        ("ALTER RANGE default CONFIGURE ZONE DISCARD", "the default zone cannot be discarded"),
+    ],
+)
+def test_zone_statements_feedkv_does_not_have_are_refused_by_name(text: str, message: str) -> None:
+    from feedkv.sql.parser import parse
+
+    with pytest.raises(SQLError, match=message):
+        parse(text)

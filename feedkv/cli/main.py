@@ -130,7 +130,9 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         help="how many replicas each range keeps, on distinct nodes, replicated with Raft "
-        "(default 1: each range on one node; 3 survives the loss of any one node)",
+        "(default 1: each range on one node; 3 survives the loss of any one node): the "
+        "default zone's num_replicas when this node starts a cluster; later, ALTER RANGE "
+        "default CONFIGURE ZONE USING num_replicas = N changes it for every node",
     )
     start.add_argument(
         "--max-offset",

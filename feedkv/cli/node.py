@@ -22,6 +22,7 @@ from feedkv.db import DB
 from feedkv.errors import InvalidArgumentError
 from feedkv.kv.membership import Membership, membership_key
 from feedkv.kv.node_status import NodeInfo
+from feedkv.sql import catalog
 from feedkv.sql.crdb_internal import wall_time
 from feedkv.sql.session import Result
 
@@ -100,6 +101,7 @@ def run_node_decommission(
             raise InvalidArgumentError(
                 "decommissioning these nodes would leave no active node in the cluster"
             )
+        _check_room(db, [n for n in staying if n.live])
         _set_membership(db, node_ids, Membership.DECOMMISSIONING, keep_decommissioned=True)
         if not wait:
             _write_status(db, node_ids, output, out)
@@ -158,6 +160,22 @@ def _check_members(nodes: dict[int, NodeInfo], node_ids: Sequence[int]) -> None:
         raise InvalidArgumentError(
             f"node{'s' if len(unknown) > 1 else ''} {', '.join(f'n{n}' for n in unknown)} "
             f"not in the cluster; its nodes are {', '.join(f'n{n}' for n in sorted(nodes))}"
+        )
+
+
+def _check_room(db: DB, staying: list[NodeInfo]) -> None:
+    """Refuse a decommission after which the live active nodes could not hold the
+    replicas a zone asks for (its ranges would stay under-replicated), as CockroachDB's
+    pre-checks do."""
+    snapshot = catalog.Snapshot(db, db.now())
+    default, tables = catalog.zone_replicas(snapshot)
+    wanted = max([default or 1, *(n for _, n in tables)])
+    if len(staying) < wanted:
+        raise InvalidArgumentError(
+            f"decommissioning would leave {len(staying)} live active node"
+            f"{'s' if len(staying) != 1 else ''}, fewer than the {wanted} replicas a zone "
+            "asks for (SHOW ZONE CONFIGURATIONS): add a node first, or lower num_replicas "
+            "(ALTER RANGE default CONFIGURE ZONE USING num_replicas = N)"
         )
 
 

@@ -8,6 +8,7 @@ the default zone's and each table's ``num_replicas`` and the cluster setting
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from feedkv.changefeed.cluster_settings import time_until_store_dead_ns
@@ -17,10 +18,11 @@ from feedkv.sql import catalog
 from feedkv.util.keys import Span
 
 if TYPE_CHECKING:
+    from feedkv.kv.txn import Txn
     from feedkv.rangefeed.feed_client import KV
     from feedkv.server.node import Node
 
-__all__ = ["apply_zone_configs", "read_zone_settings"]
+__all__ = ["apply_zone_configs", "read_zone_settings", "write_default_zone"]
 
 
 def apply_zone_configs(node: Node, client: KV) -> None:
@@ -30,8 +32,24 @@ def apply_zone_configs(node: Node, client: KV) -> None:
         return catalog.zone_spans(catalog.Snapshot(client, client.now()))
 
     node.store.closed_targets = closed_targets
-    if node.cluster is not None:
-        node.cluster.zone_settings = lambda: read_zone_settings(client)
+    cluster = node.cluster
+    if cluster is not None:
+        cluster.zone_settings = lambda: read_zone_settings(client)
+        if node.bootstrapped_cluster:
+            write_default_zone(client, cluster.config.replicas)
+
+
+def write_default_zone(client: KV, replicas: int) -> None:
+    """Create the default zone of a cluster that starts now, with ``num_replicas`` from
+    its first node's ``--replicas`` (CockroachDB creates it at bootstrap with 3); a zone
+    already there stays. From then on ``ALTER RANGE default`` changes it, on any node."""
+    key = catalog.default_zone_key()
+
+    def create(txn: Txn) -> None:
+        if txn.get(key) is None:
+            txn.put(key, json.dumps({"num_replicas": replicas}).encode())
+
+    client.run_transaction(create)
 
 
 def read_zone_settings(client: KV) -> ZoneSettings:

@@ -41,6 +41,9 @@ def test_a_decommissioned_lease_holder_hands_over_its_replicas_and_feeds_follow(
 ) -> None:
     with LocalCluster(tmp_path, 4, "--replicas", "3", rebalance_interval="0s") as cluster:
         db = cluster.connect(0)
+        # the first node's --replicas made the default zone
+        [(_, zone)] = db.sql("SHOW ZONE CONFIGURATION FOR RANGE default").rows
+        assert zone.endswith("num_replicas = 3")
         wait_until(lambda: _replicated(db), timeout_s=DEADLINE_S, what="three replicas")
         (feed_range,) = [r for r in db.ranges() if r.span.contains_key(FEED_SPAN.start)]
         victim = feed_range.lease_holder
@@ -116,6 +119,10 @@ def test_decommission_refuses_an_unknown_node_and_changes_nothing(tmp_path: Path
         with pytest.raises(InvalidArgumentError, match="no active node"):
             run_node_decommission(cluster.url(0), [1, 2], stdout=io.StringIO())
         with cluster.connect(0) as db:
+            db.sql("ALTER RANGE default CONFIGURE ZONE USING num_replicas = 2")
+            with pytest.raises(InvalidArgumentError, match="fewer than the 2 replicas"):
+                run_node_decommission(cluster.url(0), [2], stdout=io.StringIO())
+            db.sql("ALTER RANGE default CONFIGURE ZONE USING num_replicas = 1")
             assert {_membership(db, n) for n in (1, 2)} == {"active"}
             # decommissioning, without waiting, then taken back
             out = io.StringIO()

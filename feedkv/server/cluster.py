@@ -207,6 +207,7 @@ class _ClusterSender:
 TIME_UNTIL_STORE_DEAD_NS = 5 * 60 * 1_000_000_000  # CockroachDB's default
 _CHANGES_PER_TURN = 16  # membership changes a node makes before it looks again
 STOP_REPLICATOR_S = 5.0  # how long a stopping node waits for its replicate loop
+REMOVED_GRACE_S = 10.0  # a replica looks removed this long before it is dropped
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,6 +286,7 @@ class Cluster:
         self._zone = ZoneSettings()
         self.membership: dict[int, Membership] = {}
         self._kv: KVClient | None = None  # reads the memberships
+        self._suspects: dict[int, float] = {}  # replicas that look removed, since when
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="feedkv-gossip", daemon=True)
         self._replicator = threading.Thread(
@@ -514,13 +516,17 @@ class Cluster:
     def collect_removed_replicas(self) -> list[int]:
         """Drop this store's replicas that their groups removed while this node could
         not hear of it (it was down): the range's lease holder reports the range
-        without this node, and this replica knows no leader (a member hears from one).
-        Returns the ranges dropped."""
+        without this node, and this replica has known no leader (a member hears from
+        one) for ``REMOVED_GRACE_S`` (by then a restarted member has heard from its
+        leader, and the lease holder's own current report has arrived). Returns the
+        ranges dropped."""
         me, loop = self.ident.node_id, self.store.replicas
         if loop is None:
             return []
         with self._lock:
             claimed = self.directory.lease_claims()
+        now = time.monotonic()
+        suspects: dict[int, float] = {}
         dropped = []
         for desc in self.store.descriptors():
             held = claimed.get(desc.range_id)
@@ -529,10 +535,15 @@ class Cluster:
             if not loop.has(desc.range_id) or loop.holds_lease(desc.range_id):
                 continue
             leader, _, _ = loop.status(desc.range_id)
-            if leader == 0 and held.generation >= desc.generation:
+            if leader != 0 or held.generation < desc.generation:
+                continue
+            since = suspects[desc.range_id] = self._suspects.get(desc.range_id, now)
+            if now - since >= REMOVED_GRACE_S:
                 log.info("n%d is no longer a member of %s: dropping its replica", me, held)
                 self.store.drop_replica(desc.range_id)
                 dropped.append(desc.range_id)
+                del suspects[desc.range_id]
+        self._suspects = suspects
         return dropped
 
     # Heartbeats.

@@ -58,6 +58,7 @@ from feedkv.raft import (
     ConfChangeType,
     Config,
     ConfState,
+    Message,
     MessageType,
     Ready,
     decode_message,
@@ -351,6 +352,11 @@ class ReplicaLoop:
                 readies.append((replica, ready))
         if not readies:
             return
+        early: dict[int, list[tuple[int, bytes]]] = {}
+        for replica, ready in readies:
+            _post(early, replica.range_id, ready.early_messages)
+            replica.acknowledge(ready)
+        self._flush(early)  # NB: the followers write while this store does
 
         def stage(rw: ReadWriter) -> list[list[AppliedEntry]]:
             applied = [replica.stage(rw, ready) for replica, ready in readies]
@@ -366,22 +372,26 @@ class ReplicaLoop:
                     if entries:
                         self._on_apply(replica.range_id, entries)
 
-        self.engine.submit(stage, hand_over).result()
+        if any(ready.must_sync or ready.committed_entries for _, ready in readies):
+            self.engine.submit(stage, hand_over).result()
+        # else heartbeats and their answers alone: nothing to write
         outbox: dict[int, list[tuple[int, bytes]]] = {}
         snapshots: list[tuple[Replica, int]] = []
         for replica, ready in readies:
-            for m in replica.staged(ready):
-                outbox.setdefault(m.to, []).append((replica.range_id, encode_message(m)))
-                if m.type is MessageType.SNAP:
-                    snapshots.append((replica, m.to))
+            late = replica.staged(ready)
+            _post(outbox, replica.range_id, late)
+            snapshots.extend((replica, m.to) for m in late if m.type is MessageType.SNAP)
             self._follow_lease(replica)
         self._settle_changes()
-        for node, batch in outbox.items():
-            self._send(node, batch)
+        self._flush(outbox)
         for replica, to in snapshots:
             # NB: handed to the transport is all a sender learns here; one that was lost
             # shows as the follower's rejection of the next append, and is sent again
             replica.raft.report_snapshot(to, success=True)
+
+    def _flush(self, outbox: dict[int, list[tuple[int, bytes]]]) -> None:
+        for node, batch in outbox.items():
+            self._send(node, batch)
 
     def _follow_lease(self, replica: Replica) -> None:
         if replica.holds_lease:
@@ -410,6 +420,13 @@ def _took_effect(change: ConfChange, conf: ConfState) -> bool:
     if change.type is ConfChangeType.ADD_LEARNER:
         return node in conf.learners or node in conf.voters
     return node not in conf.voters and node not in conf.learners
+
+
+def _post(
+    outbox: dict[int, list[tuple[int, bytes]]], range_id: int, messages: Sequence[Message]
+) -> None:
+    for m in messages:
+        outbox.setdefault(m.to, []).append((range_id, encode_message(m)))
 
 
 def _relay(inner: Completion[T], outer: Completion[T]) -> None:

@@ -245,13 +245,24 @@ class _ReplicatedRange:
             raise InvariantViolation(f"a snapshot of r{self.range_id}, which is not here")
         entries = [list(e) for chunk in range_move.read_snapshot(reader, desc.span) for e in chunk]
         threshold = gc_threshold(reader, desc.span)
+        # What the entries the snapshot stands for promised, which the replica that
+        # installs it never applies: no write below a read served or a timestamp closed.
+        # Every read served so far was at or below the clock (an HLC takes in every
+        # request's timestamp), so the clock bounds them all.
+        promised = [self._ctx.closed.get(self.range_id), self._ctx.clock.now()]
         packed: bytes = msgpack.packb(
-            [desc.encode(), [threshold.wall, threshold.logical], entries], use_bin_type=True
+            [
+                desc.encode(),
+                [threshold.wall, threshold.logical],
+                entries,
+                [[ts.wall, ts.logical] for ts in promised],
+            ],
+            use_bin_type=True,
         )
         return packed
 
     def install(self, rw: ReadWriter, data: bytes) -> None:
-        raw, threshold, entries = msgpack.unpackb(data, raw=False)
+        raw, threshold, entries, promised = msgpack.unpackb(data, raw=False)
         desc = RangeDescriptor.decode(raw)
         held = descriptor_by_id(rw, self.range_id)
         if held is not None:
@@ -262,6 +273,11 @@ class _ReplicatedRange:
         forward_threshold(rw, desc.span, Timestamp(*threshold))
         write_descriptor(rw, desc)
         self._serve()
+        # NB: promises only, should this replica lead: its observers learn a closed
+        # timestamp from the entries it applies (those after the snapshot may lie below)
+        closed, reads = (Timestamp(*ts) for ts in promised)
+        self._ctx.closed.forward(self.range_id, closed)
+        self._ctx.tscache.add_span(desc.span, reads, None)
 
     def members_changed(self, rw: ReadWriter, conf: ConfState) -> None:
         """The descriptor lists the voters only: a learner (a replica being added)
@@ -692,6 +708,12 @@ class Store:
         if range_id in self._removed and self.replicas is not None:
             self.drop_replica(range_id)
         for entry in entries:
+            if entry.snapshot:
+                # NB: under apply_lock, the snapshot durable: a feed registered again
+                # here scans the data it brought
+                for observer in self._observers.pop(range_id, ()):
+                    observer.on_range_ended(RangeEndReason.RAFT_SNAPSHOT)
+                continue
             effects = entry.effects
             if effects.ops:
                 self._sizes.add(range_id, sum(map(op_bytes, effects.ops)))

@@ -67,6 +67,9 @@ class ClusterFeedTransport:
     def new_stream(self) -> EventStream:
         return self.gateway.new_stream()
 
+    def local_node(self) -> int:
+        return self._gateway_node()
+
     def register(
         self,
         tag: Hashable,

@@ -78,8 +78,9 @@ from feedkv.kv.placement import (
 from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.router import Router, Transport
 from feedkv.kv.store import Store
+from feedkv.raft import Config as RaftConfig
 from feedkv.security.tls import ClientTLS, open_channel
-from feedkv.server.raft_transport import RaftTransport
+from feedkv.server.raft_transport import ChunkAssembler, RaftTransport
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
 from feedkv.util.keys import KEY_MAX, Span
 
@@ -233,6 +234,9 @@ class ClusterConfig:
     # a node dead this long has its replicas replaced (server.time_until_store_dead)
     time_until_store_dead_ns: int = TIME_UNTIL_STORE_DEAD_NS
     raft_tick_s: float = 0.1  # a Raft tick: elections time out after 10 to 20 of them
+    # NB: a leader's heartbeats only keep its followers from campaigning (a commit goes
+    # out with an append at once); one every three ticks is well inside the timeout
+    raft_heartbeat_ticks: int = 3
 
 
 class Cluster:
@@ -293,6 +297,7 @@ class Cluster:
             target=self._replicate_loop, name="feedkv-replicate", daemon=True
         )
         self.raft = RaftTransport(ident.node_id, self.liveness.address, self._channel)
+        self._chunks = ChunkAssembler()
         self.report()
         store.cluster = _ClusterSender(self.router)
         store.intercept = self._intercept
@@ -302,7 +307,11 @@ class Cluster:
         ranges, then tells every node where it is), then every ``heartbeat_s``."""
         self._beat()  # learns the nodes from a member it joins through
         self._beat()  # and tells them all where it is now
-        self.store.replicate(self.raft.send, tick_s=self.config.raft_tick_s)
+        self.store.replicate(
+            self.raft.send,
+            tick_s=self.config.raft_tick_s,
+            raft=RaftConfig(self.store.node_id, heartbeat_tick=self.config.raft_heartbeat_ticks),
+        )
         self._thread.start()
         self._replicator.start()
 
@@ -669,6 +678,7 @@ class Cluster:
             "Join": self._on_join,
             "Nodes": self._on_nodes,
             "Raft": self._on_raft,
+            "RaftChunk": self._on_raft_chunk,
         }
         if self.relocations is not None:
             methods.update(self.relocations.handlers())
@@ -688,6 +698,12 @@ class Cluster:
         loop = self.store.replicas
         if loop is not None:
             loop.receive(message["messages"])
+        return {}
+
+    def _on_raft_chunk(self, chunk: dict[str, Any]) -> dict[str, Any]:
+        loop, whole = self.store.replicas, self._chunks.take(chunk)
+        if loop is not None and whole is not None:
+            loop.receive([whole])
         return {}
 
     def _on_join(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -740,7 +756,17 @@ def _node_from(raw: list[Any]) -> NodeDescriptor:
     return NodeDescriptor(int(raw[0]), str(raw[1]), int(raw[2]), started)
 
 
-METHODS = ("Gossip", "Join", "Nodes", "Raft", "Install", "Activate", "Discard", "MoveStatus")
+METHODS = (
+    "Gossip",
+    "Join",
+    "Nodes",
+    "Raft",
+    "RaftChunk",
+    "Install",
+    "Activate",
+    "Discard",
+    "MoveStatus",
+)
 
 
 def method_handlers(

@@ -17,6 +17,7 @@ from feedkv.errors import AmbiguousResultError, NodeUnavailableError, NotLeaseHo
 from feedkv.kv.api import BatchRequest, BatchResponse, Get, Header, Put
 from feedkv.kv.db import KVClient, LocalTransport
 from feedkv.kv.observer import RangeEndReason
+from feedkv.kv.replica import LOG_KEEP, LOG_LIMIT
 from feedkv.kv.router import Transport
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.raft import Config
@@ -318,6 +319,45 @@ class _OneNode:
 
     def close(self) -> None:
         pass
+
+
+def test_a_follower_behind_the_truncated_log_takes_a_snapshot_and_ends_its_feeds(
+    cluster: ReplicatedStores,
+) -> None:
+    """A follower cut off while the lease holder writes past its log's truncation comes
+    back by snapshot: its observers end with RAFT_SNAPSHOT (the entries the snapshot
+    stands for never reach them as ops), and it takes on the promises those entries made
+    (closed timestamps, reads served), should it lead."""
+    client = KVClient(cluster)
+    client.put(b"k", b"first")
+    holder = cluster.lease_holder()
+    behind = next(n for n in NODES if n != holder)
+    ended: list[RangeEndReason] = []
+
+    class Watch:
+        def on_ops(self, ops: object) -> None:
+            pass
+
+        def on_closed(self, ts: Timestamp) -> None:
+            pass
+
+        def on_range_ended(self, reason: RangeEndReason) -> None:
+            ended.append(reason)
+
+    _, snap = cluster.stores[behind].observe(1, Watch())  # type: ignore[arg-type]
+    snap.close()
+    cluster.cut = {(behind, n) for n in NODES} | {(n, behind) for n in NODES}
+    for i in range(LOG_LIMIT + 2 * LOG_KEEP):
+        client.put(b"k", b"%d" % i)
+    served = cluster.now()  # after every read the lease holder served
+    cluster.cut = set()
+    wait_until(lambda: ended, timeout_s=DEADLINE_S, what="the follower's feeds to end")
+    assert ended == [RangeEndReason.RAFT_SNAPSHOT]
+    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="the follower to catch up")
+    assert cluster.value(behind, b"k") == b"%d" % (LOG_LIMIT + 2 * LOG_KEEP - 1)
+    promised = cluster.stores[behind]._ctx  # NB: what it would hold to as lease holder
+    assert promised.tscache.max_read(b"k", None) >= served
+    assert promised.closed.get(1) > Timestamp(0, 0)
 
 
 class _Ending:

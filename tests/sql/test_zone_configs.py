@@ -194,3 +194,21 @@ def test_zone_statements_feedkv_does_not_have_are_refused_by_name(text: str, mes
 
     with pytest.raises(SQLError, match=message):
         parse(text)
+
+
+def test_the_default_zone_takes_num_replicas_only_and_bad_values_change_nothing(
+    slow_db: DB,
+) -> None:
+    db = slow_db
+    db.sql("ALTER RANGE default CONFIGURE ZONE USING num_replicas = 3")
+    for statement, message in [
+        ("ALTER RANGE default CONFIGURE ZONE USING num_replicas = 8", "not between 1 and 7"),
+        (
+            "ALTER RANGE default CONFIGURE ZONE USING closed_timestamp_target = '1s'",
+            "not on the default zone",
+        ),
+    ]:
+        with pytest.raises(SQLError, match=message) as raised:
+            db.sql(statement)
+        assert raised.value.code == "22023"
+    assert catalog.zone_replicas(catalog.Snapshot(db, db.now()))[0] == 3

@@ -332,6 +332,10 @@ class Cluster:
     # What the node answers itself.
 
     def _intercept(self, batch: BatchRequest) -> BatchResponse | None:
+        if self._left is not None:
+            # NB: unavailable, not a clock error: a client whose cache still names this
+            # node for a range tries the range's other replicas
+            raise NodeUnavailableError(f"node n{self.ident.node_id} refuses to serve: {self._left}")
         if self.refusal is not None:
             raise ClockOffsetError(f"node n{self.ident.node_id} refuses to serve: {self.refusal}")
         requests = batch.requests

@@ -41,6 +41,7 @@ from feedkv.sql.parser import parse_expression
 from feedkv.sql.partitions import SHOW_COLUMNS as PARTITION_COLUMNS
 from feedkv.sql.partitions import partitions_of, show_rows
 from feedkv.sql.plan import column_default
+from feedkv.sql.primary_key_change import add_primary_key
 from feedkv.sql.query import query
 from feedkv.sql.relation import column_types
 from feedkv.sql.row_codec import (
@@ -116,6 +117,7 @@ def show_databases(ex: Execution, s: st.ShowDatabases) -> Result:
 def create_table(ex: Execution, s: st.CreateTable) -> Result:
     database = ex.database(s.table.database)
     ex.require_privilege(database, "CREATE")
+    notices = _storage_param_notices(s.storage_params)
     txn = ex.write_txn
     if catalog.name_taken(txn, database, s.table.name):
         if s.if_not_exists:
@@ -125,7 +127,45 @@ def create_table(ex: Execution, s: st.CreateTable) -> Result:
     desc = ddl_constraints.with_constraints(ex, desc, s.indexes, s.checks, s.foreign_keys)
     catalog.put_table(txn, desc)
     ex.after_commit.append(lambda: ex.session.db.split(table_prefix(desc.id)))
-    return Result(tag="CREATE TABLE")
+    return Result(tag="CREATE TABLE", notices=notices)
+
+
+# PostgreSQL's storage parameters of a table, which mean nothing to feedkv's storage: as
+# CockroachDB does, they are accepted with a notice; any other name is refused.
+_IGNORED_STORAGE_PARAMS = frozenset(
+    {
+        "fillfactor",
+        "autovacuum_enabled",
+        "autovacuum_vacuum_threshold",
+        "autovacuum_vacuum_scale_factor",
+        "autovacuum_analyze_threshold",
+        "autovacuum_analyze_scale_factor",
+        "toast_tuple_target",
+        "parallel_workers",
+        "user_catalog_table",
+    }
+)
+
+
+def _storage_param_notices(names: tuple[str, ...]) -> tuple[str, ...]:
+    for name in names:
+        if name not in _IGNORED_STORAGE_PARAMS:
+            raise SQLError("22023", f'invalid storage parameter "{name}"')
+    return tuple(f'storage parameter "{name}" is ignored' for name in names)
+
+
+def maintenance(ex: Execution, s: st.Maintenance) -> Result:
+    """VACUUM and ANALYZE: nothing to do, once the tables are known to exist."""
+    if s.action == "VACUUM" and not ex.autocommit:
+        raise SQLError("25001", "VACUUM cannot run inside a transaction block")
+    for name in s.tables:
+        ex.table(name)
+    why = (
+        "MVCC garbage collection reclaims space"
+        if s.action == "VACUUM"
+        else "no table statistics are kept"
+    )
+    return Result(tag=s.action, notices=(f"{s.action} does nothing in feedkv: {why}",))
 
 
 def _table_descriptor(
@@ -1149,7 +1189,9 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.DropTable: drop_table,
     st.Truncate: truncate,
     st.AddColumn: add_column,
+    st.AddPrimaryKey: add_primary_key,
     st.DropColumn: drop_column,
+    st.Maintenance: maintenance,
     st.ShowTables: show_tables,
     st.ShowCreateTable: show_create_table,
     st.ShowRanges: show_ranges,

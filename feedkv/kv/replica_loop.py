@@ -99,7 +99,19 @@ class _Proposal:
     done: Completion[Any]
 
 
-_Item = _Proposal | _Change | _Campaign | list[tuple[int, bytes]]
+@dataclass(frozen=True, slots=True)
+class _Remove:
+    range_id: int
+    then: Callable[[], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Transfer:
+    range_id: int
+    to: int
+
+
+_Item = _Proposal | _Change | _Campaign | _Remove | _Transfer | list[tuple[int, bytes]]
 """What the loop's inbox carries (``None`` wakes it to stop)."""
 
 
@@ -193,6 +205,18 @@ class ReplicaLoop:
         self._inbox.put(_Change(range_id, change, done))
         return done
 
+    def remove(self, range_id: int, then: Callable[[], None]) -> None:
+        """Stop driving this store's replica of ``range_id`` (it was removed from the
+        group), then call ``then`` on the loop (which deletes what the replica kept)."""
+        self._inbox.put(_Remove(range_id, then))
+
+    def transfer_lease(self, range_id: int, to: int) -> None:
+        """Have this store's replica of ``range_id``, if it leads, hand the leadership
+        (so the lease) to voter ``to`` (Raft's leadership transfer: ``to`` campaigns at
+        once, without waiting out an election timeout). Returns at once; the caller
+        watches :meth:`holds_lease`."""
+        self._inbox.put(_Transfer(range_id, to))
+
     def holds_lease(self, range_id: int) -> bool:
         """Whether this store's replica of ``range_id`` holds its lease (as of the
         loop's last turn)."""
@@ -254,6 +278,19 @@ class ReplicaLoop:
             return
         if isinstance(item, _Campaign):
             self._replicas[item.range_id].raft.campaign()
+            return
+        if isinstance(item, _Transfer):
+            replica = self._replicas.get(item.range_id)
+            if replica is not None:
+                replica.raft.transfer_leader(item.to)
+            return
+        if isinstance(item, _Remove):
+            with self._lock:
+                removed = self._replicas.pop(item.range_id, None)
+            self._leases.pop(item.range_id, None)
+            if removed is not None:
+                removed.close()
+                item.then()
             return
         for range_id, raw in item:
             message = decode_message(raw)

@@ -411,7 +411,7 @@ class _Statement:
             return self._alter_changefeed()
         if words[0] in ("GRANT", "REVOKE"):
             return self._grant()
-        if words[:2] == ["ALTER", "TABLE"] and "CONFIGURE" in words:
+        if words[:2] in (["ALTER", "TABLE"], ["ALTER", "RANGE"]) and "CONFIGURE" in words:
             return self._configure_zone()
         if words[0] == "ALTER" and "SPLIT" in words:
             return self._split_at()
@@ -611,7 +611,7 @@ class _Statement:
             raise self._error_at(end, "UPDATE needs SET column = value")
         if words[0] == "ALTER":
             kind = self._keyword(1)
-            if kind not in ("TABLE", "VIEW", "CHANGEFEED", "DATABASE", "USER", "ROLE"):
+            if kind not in ("TABLE", "VIEW", "CHANGEFEED", "DATABASE", "USER", "ROLE", "RANGE"):
                 raise self._error_at(1, "expected TABLE, VIEW, CHANGEFEED or USER after ALTER")
             if kind == "TABLE":
                 name = 4 if words[2:4] == ["IF", "EXISTS"] else 2
@@ -996,6 +996,8 @@ class _Statement:
             return st.ShowIndexes(self.text, self._table_name(3, len(words)))
         if words[1:4] == ["RANGES", "FROM", "TABLE"]:
             return st.ShowRanges(self.text, self._table_name(4, len(words)))
+        if words[1] == "ZONE" or words[1:3] == ["ALL", "ZONE"]:
+            return self._show_zone()
         if words[1:4] == ["PARTITIONS", "FROM", "TABLE"]:
             return st.ShowPartitions(self.text, self._table_name(4, len(words)))
         if words[1] == "GRANTS":
@@ -1277,13 +1279,39 @@ class _Statement:
     def _configure_zone(self) -> st.ConfigureZone:
         words = self.words
         at = words.index("CONFIGURE")
-        table = self._table_name(2, at)
+        table: st.TableName | None = None
+        if words[1] == "RANGE":
+            if words[2:at] != ["DEFAULT"]:
+                raise SQLError(
+                    "0A000",
+                    f"feedkv has one named range zone, RANGE default; not {self.text!r}",
+                )
+        else:
+            table = self._table_name(2, at)
+        if words[at + 1 :] == ["ZONE", "DISCARD"]:
+            if table is None:
+                raise self._error_at(at + 1, "the default zone cannot be discarded")
+            return st.ConfigureZone(self.text, table, (), discard=True)
         if words[at + 1 : at + 3] != ["ZONE", "USING"]:
-            raise self._error_at(at + 1, "expected CONFIGURE ZONE USING name = value, ...")
+            raise self._error_at(
+                at + 1, "expected CONFIGURE ZONE USING name = value, ... or CONFIGURE ZONE DISCARD"
+            )
         settings, end = self._options(at + 3, values=True)
         if end < len(words):
             raise self._error_at(end, "unexpected input after the zone configuration")
         return st.ConfigureZone(self.text, table, tuple(settings))
+
+    def _show_zone(self) -> st.ShowZoneConfiguration:
+        words = self.words
+        if words[1:] in (["ZONE", "CONFIGURATIONS"], ["ALL", "ZONE", "CONFIGURATIONS"]):
+            return st.ShowZoneConfiguration(self.text, every=True)
+        if words[1:3] != ["ZONE", "CONFIGURATION"] or words[3:4] not in (["FOR"], ["FROM"]):
+            raise self._error_at(1, "expected SHOW ZONE CONFIGURATION FOR RANGE default | TABLE t")
+        if words[4:] == ["RANGE", "DEFAULT"] or words[4:] == ["DEFAULT"]:
+            return st.ShowZoneConfiguration(self.text)
+        if words[4:5] == ["TABLE"] and len(words) > 5:
+            return st.ShowZoneConfiguration(self.text, self._table_name(5, len(words)))
+        raise self._error_at(4, "expected FOR RANGE default or FOR TABLE t")
 
     def _split_at(self) -> st.SplitAt:
         words = self.words

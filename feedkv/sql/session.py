@@ -225,10 +225,14 @@ class Session:
         leases: Leases | None = None,
         metrics: SQLMetrics | None = None,
         external_io_dir: Path | None = None,
+        default_replicas: int = 1,
     ) -> None:
         """``external_io_dir``: IMPORT INTO reads ``file://`` URIs only below it (``None``:
-        anywhere, with the rights of this process, as an embedded node's sinks write)."""
+        anywhere, with the rights of this process, as an embedded node's sinks write).
+        ``default_replicas``: the default zone's ``num_replicas`` until one is set (the
+        node's ``--replicas``)."""
         self.db = db
+        self.default_replicas = default_replicas
         self.changefeeds = changefeeds
         self.external_io_dir = external_io_dir
         self.metrics = metrics or unregistered_sql_metrics()

@@ -59,6 +59,11 @@ class SessionContext(Protocol):
     def in_transaction(self) -> bool: ...
 
     @property
+    def default_replicas(self) -> int:
+        """The default zone's ``num_replicas`` until one is set (the node's flag)."""
+        ...
+
+    @property
     def sequences(self) -> SequenceState: ...
 
     @property

@@ -75,6 +75,7 @@ __all__ = [
     "ShowIndexes",
     "ShowPartitions",
     "ShowRanges",
+    "ShowZoneConfiguration",
     "ShowTables",
     "Source",
     "SplitAt",
@@ -295,11 +296,22 @@ class ShowRanges(Statement):
 
 @dataclass(frozen=True, slots=True)
 class ConfigureZone(Statement):
-    """``ALTER TABLE t CONFIGURE ZONE USING name = value, ...``: the table's zone
-    configuration (``settings`` as written, values as text)."""
+    """``ALTER TABLE t CONFIGURE ZONE USING name = value, ...`` (or ``ALTER RANGE default
+    ...``: ``table`` is ``None``): the zone configuration's settings as written, values
+    as text; ``discard``: ``CONFIGURE ZONE DISCARD`` (back to the default zone's)."""
 
-    table: TableName
+    table: TableName | None
     settings: tuple[tuple[str, str | None], ...]
+    discard: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ShowZoneConfiguration(Statement):
+    """``SHOW ZONE CONFIGURATION FOR RANGE default`` / ``FOR TABLE t`` (``table``), or
+    ``SHOW ZONE CONFIGURATIONS`` (``every``: the default zone and each table's own)."""
+
+    table: TableName | None = None
+    every: bool = False
 
 
 @dataclass(frozen=True, slots=True)

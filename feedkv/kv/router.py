@@ -109,6 +109,9 @@ class Router:
                 answers.append(f"n{node}: not the lease holder (it points to {hint})")
                 node = self._next_replica(desc, tried, exc.lease_holder)
                 if not node:
+                    # NB: the cached replicas may be stale (the range gained replicas this
+                    # client never heard of): look the range up afresh next time
+                    self.ranges.evict(desc)
                     raise RangeUnavailableError(
                         f"no replica of {desc} holds its lease: {'; '.join(answers)}"
                     ) from exc

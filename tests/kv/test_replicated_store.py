@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -448,3 +449,24 @@ def test_a_lease_handed_to_a_follower_moves_there_and_writes_go_on(
     wait_until(lambda: new_loop.holds_lease(1), timeout_s=DEADLINE_S, what="the lease moved")
     client.put(b"k2", b"v2")
     assert client.get(b"k") == b"v" and client.get(b"k2") == b"v2"
+
+
+def test_a_client_whose_cache_names_a_leaderless_replica_alone_looks_the_range_up_again(
+    cluster: ReplicatedStores,
+) -> None:
+    """A client that cached the range before it gained replicas knows one replica, which
+    (cut off) knows no leader: the client looks the range up again instead of asking
+    that replica until it gives up."""
+    holder = cluster.lease_holder()
+    stale = next(n for n in NODES if n != holder)
+    cluster.cut = {(stale, n) for n in NODES} | {(n, stale) for n in NODES}
+    wait_until(
+        lambda: cluster.stores[stale].replicas.status(1)[0] == 0,  # type: ignore[union-attr]
+        timeout_s=DEADLINE_S,
+        what="the cut-off replica to forget its leader",
+    )
+    client = KVClient(cluster)
+    (desc,) = [d for d in cluster.stores[holder].descriptors() if d.range_id == 1]
+    client._router.ranges.insert([replace(desc, replicas=(stale,))])
+    client.put(b"k", b"v")  # NB: gives up after about 40 s without the fresh lookup
+    assert client.get(b"k") == b"v"

@@ -60,6 +60,7 @@ __all__ = [
     "SinkKind",
     "SinkURI",
     "TerminalSinkError",
+    "TopicError",
     "WindowSink",
     "check_sink",
     "make_sink",
@@ -79,6 +80,19 @@ class TerminalSinkError(SinkError):
     """The sink refused in a way no retry can change (bad credentials, a bucket that does
     not exist, a path that is not a writable directory). Not retried: the changefeed
     ends, and its job fails (or pauses, under ``on_error='pause'``) with this error."""
+
+
+class TopicError(SinkError):
+    """The sink refused some topics only (a Kafka topic it may not write, or does not
+    have): ``topics`` maps each changefeed topic to why. Every other topic's messages
+    were taken (from :meth:`Sink.flush`: are durable), so the changefeed sets the tables
+    of those topics aside and goes on with the others
+    (:mod:`feedkv.changefeed.table_failures`)."""
+
+    def __init__(self, topics: dict[str, str]) -> None:
+        self.topics = dict(topics)
+        named = "; ".join(f"topic {t!r}: {why}" for t, why in sorted(self.topics.items()))
+        super().__init__(f"the sink refused {named}")
 
 
 class Message(NamedTuple):

@@ -38,6 +38,10 @@ class ThreadJob:
         return self.changefeed.retrying
 
     @property
+    def table_status(self) -> str | None:
+        return self.changefeed.table_status
+
+    @property
     def backfill_pending(self) -> int:
         return self.changefeed.backfill_pending
 

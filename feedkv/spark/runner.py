@@ -38,6 +38,7 @@ from feedkv.changefeed.retrying import Retrying
 from feedkv.errors import ExternalError
 from feedkv.spark.changefeed_job import encode_spec
 from feedkv.spark.offsets import FeedOffset
+from feedkv.spark.progress import SparkProgress
 from feedkv.spark.session import spark_session
 
 __all__ = ["SparkJob"]
@@ -159,6 +160,7 @@ class SparkJob:
         self.job_id = job_id
         self.high_water = spec.start
         self.retrying: Retrying | None = None  # a failed query raises: the registry retries
+        self.progress = SparkProgress()  # its batches' rows and the last batch, for the page
         self._url = url
         self._checkpoint = str(checkpoint_dir)
         self._master = master
@@ -236,9 +238,16 @@ class SparkJob:
                 raise ChangefeedError(_feedkv_error(text) or message) from None
             raise ExternalError(message) from None
 
+    @property
+    def rows_emitted(self) -> int:
+        """The rows its batches read so far (this run's), for the page's throughput."""
+        return self.progress.rows
+
     def _track(self, query: Any) -> None:
-        """Moves the high-water mark to the end of the last finished batch."""
+        """Moves the high-water mark to the end of the last finished batch, and counts
+        the batch's rows."""
         progress = query.lastProgress
+        self.progress.observe(progress)
         for source in progress.get("sources", []) if progress else []:
             end = source.get("endOffset")
             if isinstance(end, str):

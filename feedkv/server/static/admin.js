@@ -106,13 +106,20 @@ function feedSection(feed) {
     el("dt", {}, "sink"), el("dd", { class: "mono sink" }, feed.sink || "(none)"),
     el("dt", {}, "high-water"), el("dd", { class: "high-water" }, time(feed.high_water_time), " ", el("span", { class: "muted mono" }, feed.high_water)),
     el("dt", {}, "lag now"), el("dd", {}, lag),
-    el("dt", {}, "running on"), el("dd", {}, feed.runner || "-"),
+    el("dt", {}, "running on"), el("dd", {}, (feed.runner || "-") + (feed.runner_kind ? ` (${feed.runner_kind})` : "")),
     el("dt", {}, "owner"), el("dd", {}, feed.user),
   );
   if (feed.scan_fraction !== null && feed.scan_fraction !== undefined) {
     const percent = Math.round(feed.scan_fraction * 100);
     fields.append(el("dt", {}, "scan"), el("dd", { class: "scan" },
       el("progress", { max: 100, value: percent }), ` ${percent}% (initial scan or backfill)`));
+  }
+  if (feed.runner_kind === "spark") {
+    const b = feed.spark;
+    fields.append(el("dt", {}, "spark"), el("dd", { class: "spark" }, b
+      ? `batch ${b.batch_id}: ${b.rows} rows, ${rate(b.input_rows_per_s)} in, ${rate(b.processed_rows_per_s)} processed, ` +
+        `took ${duration(b.duration_s)} (${feed.spark_batches} batches here)`
+      : "no batch finished yet"));
   }
   if (feed.running_status) fields.append(el("dt", {}, "running status"), el("dd", { class: "running-status" }, feed.running_status));
   if (feed.error) fields.append(el("dt", {}, "error"), el("dd", { class: "error" }, feed.error));
@@ -122,9 +129,9 @@ function feedSection(feed) {
     chart("throughput (messages/s)", h.t, h.rows_per_s, "rate-line", rate),
   );
   const ranges = el("details", { class: "feed-ranges", open: openRanges.has(feed.job_id) },
-    el("summary", {}, `rangefeed ranges (${feed.ranges.length})`),
+    el("summary", {}, `${feed.runner_kind === "spark" ? "ranges its batches read" : "rangefeed ranges"} (${feed.ranges.length})`),
     feed.ranges.length === 0
-      ? el("p", { class: "muted" }, "none registered on this node now (a Spark job's rangefeeds run in its executors)")
+      ? el("p", { class: "muted" }, "none read on this node now")
       : el("table", {},
           el("thead", {}, el("tr", {}, el("th", {}, "range"), el("th", {}, "span"), el("th", {}, "node"), el("th", {}, "resolved"))),
           el("tbody", {}, ...feed.ranges.map((r) => el("tr", {},

@@ -56,12 +56,20 @@ meanwhile in their place) and rejoins the feed if they go through.
 :attr:`Changefeed.table_status` says which table fails and why, for the job's status.
 An initial scan's failure is the whole feed's (it restarts), and a feed that reaches its
 end with a table set aside restarts from the held mark rather than end without its rows.
+
+A sink that finds no room in the node's changefeed buffers
+(:mod:`feedkv.changefeed.node_buffers`) raises
+:class:`~feedkv.changefeed.sink.SinkStalledError`: the feed *stalls*. Its rangefeed is
+torn down (so it reads nothing more and its buffers are freed), :attr:`Changefeed.stalled`
+says why for the job's status, and once the sink has delivered its backlog the feed
+restarts from its high-water mark, reading again everything after it.
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
+import datetime
 import json
 import logging
 import threading
@@ -84,6 +92,7 @@ from feedkv.changefeed.sink import (
     Message,
     Sink,
     SinkError,
+    SinkStalledError,
     TerminalSinkError,
     TopicError,
     WindowSink,
@@ -118,6 +127,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+STALL_POLL_S = 0.5  # how often a stalled feed looks whether it was closed
 RESTART_BACKOFF = 0.2  # seconds before the first restart after a sink failure
 MAX_RESTART_BACKOFF = 10.0
 # What encoding a row raises when the row cannot be encoded: a schema registry refusing
@@ -201,6 +211,7 @@ class Changefeed:
         self._failures = TableFailures(first_s=RESTART_BACKOFF, max_s=MAX_RESTART_BACKOFF)
         self._failures_lock = threading.Lock()  # table_status reads from other threads
         self._live = False  # whether rows now come from the feed (not an initial scan)
+        self.stalled: Retrying | None = None  # why the feed is stalled, while it is
 
     def close(self) -> None:
         """Stop :meth:`run` (from any thread). Idempotent."""
@@ -261,6 +272,8 @@ class Changefeed:
                 return
             except TerminalSinkError:
                 raise
+            except SinkStalledError as exc:
+                self._stall(exc)
             except SinkError as exc:
                 attempt = 1 if self.high_water > failed_at else attempt + 1
                 failed_at = self.high_water
@@ -278,6 +291,37 @@ class Changefeed:
                 )
                 self._sink.reset()
                 self._closed.wait(delay)
+
+    def _stall(self, cause: SinkStalledError) -> None:
+        """The sink has no room: the feed is torn down already (``_run_from`` closes it
+        on the way out); wait until the sink's backlog has cleared, then let :meth:`run`
+        start again from the high-water mark."""
+        self.stalled = Retrying(str(cause), self._wall_ns(), 0.0)
+        self._batch = _Batch()  # what it held is read again
+        log.warning(
+            "changefeed stalled: %s; its feed is torn down until the sink's backlog clears, "
+            "then it restarts from %s",
+            cause,
+            self.high_water,
+        )
+        wait_drained = getattr(self._sink, "wait_drained", None)
+        while callable(wait_drained) and not self.closed and not wait_drained(STALL_POLL_S):
+            pass
+        self.stalled = None
+        log.warning("changefeed: the sink's backlog cleared; restarting from %s", self.high_water)
+
+    @property
+    def stalled_status(self) -> str | None:
+        """The job's ``running_status`` while the feed is stalled (``None``: it is not).
+        Any thread."""
+        stalled = self.stalled
+        if stalled is None:
+            return None
+        when = datetime.datetime.fromtimestamp(stalled.at_ns / 1e9, tz=datetime.UTC)
+        return (
+            f"stalled since {when:%Y-%m-%d %H:%M:%S} UTC: {stalled.error}; its feed is torn "
+            "down until the sink's backlog clears, then it restarts from its high-water mark"
+        )
 
     # One attempt, from a high-water mark.
 
@@ -420,15 +464,22 @@ class Changefeed:
             self.backfill_pending += 1
             self._scan_spans = self.backfill_pending
             try:
-                for message in self._scan(target, ts):
+                messages = self._scan(target, ts)
+                while True:
+                    # NB: only encoding is the table's own failure; the sink's (in
+                    # _send) is the whole feed's
+                    try:
+                        message = next(messages, None)
+                    except TerminalSinkError:
+                        raise
+                    except ENCODING_ERRORS as exc:
+                        self._fail_table(table_id, f"cannot encode a row: {exc}")
+                        return False
+                    if message is None:
+                        break
                     self._send(message)
                     if self._attempt(table_id) != attempt:
                         return False
-            except TerminalSinkError:
-                raise
-            except ENCODING_ERRORS as exc:
-                self._fail_table(table_id, f"cannot encode a row: {exc}")
-                return False
             finally:
                 self.backfill_pending -= 1
         return True

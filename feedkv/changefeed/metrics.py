@@ -17,7 +17,9 @@ epoch), ``max_behind_nanos`` (now minus it), ``backfill_count`` (feeds in an ini
 or a backfill), ``backfill_pending_ranges`` (spans those still have to scan: one for each
 target table, as a scan here goes table by table), ``lagging_ranges`` (ranges whose
 resolved timestamp is more than the feed's ``lagging_ranges_threshold`` behind, counted at
-most every ``lagging_ranges_polling_interval``: :mod:`feedkv.changefeed.lagging`).
+most every ``lagging_ranges_polling_interval``: :mod:`feedkv.changefeed.lagging`),
+``stalled`` (feeds stalled on the node's buffer limits), and of the node's buffers
+(:mod:`feedkv.changefeed.node_buffers`) ``buffer_memory_bytes`` and ``buffer_disk_bytes``.
 
 From the job records, which the job registry hands over each time it reads them
 (:meth:`ChangefeedMetrics.observe_jobs`; jobs that have not ended, wherever they run,
@@ -42,6 +44,7 @@ from typing import Protocol
 
 from prometheus_client import Counter, Histogram
 
+from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.util.hlc import Timestamp
 from feedkv.util.metrics import Registry
 
@@ -177,6 +180,26 @@ class ChangefeedMetrics:
             self._gc_distances,
             labelnames=scope,
         )
+        self.buffers: NodeBuffers | None = None  # the node's (its node sets them)
+        r.sampled(
+            "changefeed_stalled",
+            "Number of changefeeds stalled on the node's buffer limits (their feeds torn "
+            "down until their sinks' backlog clears)",
+            lambda: self._by_scope(lambda p: 1.0 if _stalled(p) else 0.0, sum),
+            labelnames=scope,
+        )
+        r.sampled(
+            "changefeed_buffer_memory_bytes",
+            "Bytes of changefeed records waiting for their sinks in memory, across the "
+            "node's changefeeds (at most --max-changefeed-memory)",
+            lambda: float(self.buffers.memory.used) if self.buffers is not None else 0.0,
+        )
+        r.sampled(
+            "changefeed_buffer_disk_bytes",
+            "Bytes of changefeed records spilled to disk waiting for their sinks, across "
+            "the node's changefeeds (at most --max-disk-changefeed-storage)",
+            lambda: float(self.buffers.disk.used) if self.buffers is not None else 0.0,
+        )
         r.sampled(
             "jobs_changefeed_protected_age_sec",
             "The age of the oldest history protected by changefeed jobs",
@@ -255,6 +278,11 @@ def _lagging(feed: Progress) -> int:
     count = getattr(feed, "lagging_ranges", None)
     value = count() if callable(count) else 0
     return value if isinstance(value, int) else 0
+
+
+def _stalled(feed: Progress) -> bool:
+    """Whether ``feed`` is stalled on the node's buffer limits."""
+    return isinstance(getattr(feed, "stalled_status", None), str)
 
 
 def _pending(feed: Progress) -> int:

@@ -24,7 +24,8 @@ failure (up to ``retry_max_s``). While a job retries, here or inside itself
 (:attr:`~feedkv.changefeed.job.Job.retrying`), its ``running_status`` names the last
 error and when it happened (:mod:`feedkv.changefeed.retrying`), until its high-water
 mark moves; while tables of it are set aside after their own failure, it names them
-(:mod:`feedkv.changefeed.table_failures`). A
+(:mod:`feedkv.changefeed.table_failures`); while it is stalled on the node's buffer
+limits it says ``stalled`` (:mod:`feedkv.changefeed.node_buffers`). A
 :class:`~feedkv.changefeed.sink.TerminalSinkError` (bad credentials, a path that is not
 a writable directory) is not retried. When a job ends, its runner
 thread records why: paused or canceled on request, succeeded, failed, or paused with the
@@ -342,7 +343,10 @@ class JobRegistry:
             runner.retrying = None  # it made progress since
         retrying = job.retrying or runner.retrying
         tables = _table_status(job)
-        if retrying is not None:
+        stalled = getattr(job, "stalled_status", None)
+        if isinstance(stalled, str):
+            status = stalled
+        elif retrying is not None:
             status = retrying.status()
         elif tables is not None:
             status = tables

@@ -9,6 +9,7 @@ from feedkv.changefeed.changefeed import Changefeed
 from feedkv.changefeed.job import Job
 from feedkv.changefeed.jobs import JobRecord
 from feedkv.changefeed.metrics import ChangefeedMetrics
+from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.changefeed.retrying import Retrying
 from feedkv.changefeed.sink import Sink, make_sink, parse_sink_uri
 from feedkv.util.hlc import Timestamp
@@ -36,6 +37,10 @@ class ThreadJob:
     @property
     def retrying(self) -> Retrying | None:
         return self.changefeed.retrying
+
+    @property
+    def stalled_status(self) -> str | None:
+        return self.changefeed.stalled_status
 
     @property
     def table_status(self) -> str | None:
@@ -69,15 +74,18 @@ class ThreadJob:
         self.changefeed.close()
 
 
-def thread_jobs(db: SQLClient, metrics: ChangefeedMetrics | None = None) -> JobFactory:
+def thread_jobs(
+    db: SQLClient, metrics: ChangefeedMetrics | None = None, buffers: NodeBuffers | None = None
+) -> JobFactory:
     """Runs each job as a :class:`ThreadJob` from its high-water mark, its metrics in
-    ``metrics`` (by its ``metrics_label``)."""
+    ``metrics`` (by its ``metrics_label``), its sink buffering within the node's
+    ``buffers`` (:mod:`feedkv.changefeed.node_buffers`)."""
     metrics = metrics or ChangefeedMetrics()
 
     def make(record: JobRecord) -> Job:
         spec = record.resume_spec()
         uri = parse_sink_uri(spec.sink_uri or "", spec.options)
-        sink = make_sink(uri, spec.options, start=spec.start, db=db)
+        sink = make_sink(uri, spec.options, start=spec.start, db=db, buffers=buffers)
         feed_metrics = metrics.scope(spec.options.metrics_label)
         return ThreadJob(Changefeed(db, spec, sink, metrics=feed_metrics), sink)
 

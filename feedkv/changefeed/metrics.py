@@ -9,7 +9,8 @@ Pushed by the feed, once per batch (a checkpoint or a flush), never per row:
 ``failures``, and the histograms (nanoseconds) ``commit_latency`` (MVCC time of the
 oldest row of a flush to the flush's end), ``admit_latency`` (MVCC time of the oldest
 value since the last checkpoint to its admission) and ``sink_batch_hist_nanos`` (first
-row of a flush buffered to the flush's end). A batch is one observation.
+row of a flush buffered to the flush's end). A batch is one observation. A Spark job
+observes each of its micro-batches' durations in ``spark_batch_nanos``.
 
 Sampled at scrape time from the feeds running on this node (:meth:`ChangefeedMetrics.tracking`):
 ``running``, ``checkpoint_progress`` (the lowest high-water mark, nanoseconds since the
@@ -40,6 +41,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 from prometheus_client import Counter, Histogram
@@ -73,6 +75,7 @@ class FeedMetrics:
     commit_latency: Histogram
     admit_latency: Histogram
     sink_batch_hist_nanos: Histogram
+    spark_batch_nanos: Histogram  # a Spark job's micro-batches, as Spark timed them
 
 
 class ChangefeedMetrics:
@@ -127,6 +130,11 @@ class ChangefeedMetrics:
         self._sink_batch = r.histogram(
             "changefeed_sink_batch_hist_nanos",
             "Time spent batched in the sink buffer before being flushed and acknowledged",
+            scope,
+        )
+        self._spark_batch = r.histogram(
+            "changefeed_spark_batch_nanos",
+            "Duration of a Spark changefeed job's micro-batches (Spark's triggerExecution)",
             scope,
         )
         self.currently_paused = r.gauge(
@@ -200,11 +208,39 @@ class ChangefeedMetrics:
             "the node's changefeeds (at most --max-disk-changefeed-storage)",
             lambda: float(self.buffers.disk.used) if self.buffers is not None else 0.0,
         )
+        for name, what in (
+            ("entries_in", "Total entries entering the buffer between the feeds and the sinks"),
+            ("entries_out", "Total entries leaving the buffer for the sinks"),
+            ("entries_released", "Total entries whose buffer was released (delivered, dropped)"),
+        ):
+            r.sampled(
+                f"changefeed_buffer_{name}",
+                what,
+                partial(self._count, name),
+                kind="counter",
+            )
+        for name, what in (
+            (
+                "mem_acquired",
+                "Total amount of memory acquired for entries as they enter the buffer",
+            ),
+            ("mem_released", "Total amount of memory released by the buffer's entries"),
+        ):
+            r.sampled(
+                f"changefeed_buffer_entries_{name}",
+                what,
+                partial(self._count, name),
+                kind="counter",
+            )
         r.sampled(
             "jobs_changefeed_protected_age_sec",
             "The age of the oldest history protected by changefeed jobs",
             self._protected_age_s,
         )
+
+    def _count(self, name: str) -> float:
+        """A total of the node's buffers (:class:`~feedkv.changefeed.node_buffers.BufferCounts`)."""
+        return float(getattr(self.buffers.counts, name)) if self.buffers is not None else 0.0
 
     def observe_jobs(self, jobs: Iterable[tuple[str | None, Timestamp]]) -> None:
         """The jobs that have not ended, as ``(metrics_label, the timestamp their history is
@@ -243,6 +279,7 @@ class ChangefeedMetrics:
                     self._commit_latency.labels(name),
                     self._admit_latency.labels(name),
                     self._sink_batch.labels(name),
+                    self._spark_batch.labels(name),
                 )
             return metrics
 

@@ -27,7 +27,14 @@ from pathlib import Path
 
 from feedkv.errors import InvariantViolation
 
-__all__ = ["DEFAULT_DISK", "DEFAULT_MEMORY", "STALL_AFTER_S", "ByteBudget", "NodeBuffers"]
+__all__ = [
+    "DEFAULT_DISK",
+    "DEFAULT_MEMORY",
+    "STALL_AFTER_S",
+    "BufferCounts",
+    "ByteBudget",
+    "NodeBuffers",
+]
 
 DEFAULT_MEMORY = 512 << 20  # --max-changefeed-memory, as the design's example
 DEFAULT_DISK = 4 << 30  # --max-disk-changefeed-storage
@@ -73,6 +80,37 @@ class ByteBudget:
             self._used -= n
 
 
+class BufferCounts:
+    """Totals of what went through the node's changefeed buffers, for the metrics
+    CockroachDB operators know (``changefeed.buffer_entries.in`` ...): entries in (taken
+    by a sink), out (handed to the sink's wire), released (their buffer given back,
+    delivered or dropped), and the memory bytes acquired and released. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.entries_in = 0
+        self.entries_out = 0
+        self.entries_released = 0
+        self.mem_acquired = 0
+        self.mem_released = 0
+
+    def add(
+        self,
+        *,
+        entries_in: int = 0,
+        entries_out: int = 0,
+        entries_released: int = 0,
+        mem_acquired: int = 0,
+        mem_released: int = 0,
+    ) -> None:
+        with self._lock:
+            self.entries_in += entries_in
+            self.entries_out += entries_out
+            self.entries_released += entries_released
+            self.mem_acquired += mem_acquired
+            self.mem_released += mem_released
+
+
 @dataclass
 class NodeBuffers:
     """A node's changefeed buffer limits: ``memory`` and ``disk`` budgets shared by its
@@ -84,6 +122,7 @@ class NodeBuffers:
     disk: ByteBudget
     spill_dir: Path | None = None
     stall_after_s: float = STALL_AFTER_S
+    counts: BufferCounts = field(default_factory=BufferCounts)
     _made: bool = field(default=False, repr=False)
 
     @classmethod

@@ -226,6 +226,7 @@ class _Batch:
     opened: float = 0.0
     spilled: str | None = None  # the file holding the messages while they wait on disk
     node: bool = False  # its bytes are held in the node's budget (memory or disk)
+    count: int = 0  # its messages (while spilled, ``messages`` is empty)
 
     def load(self) -> list[Message]:
         if self.spilled is None:
@@ -290,6 +291,8 @@ class BatchingSink:
                     self._cond.notify_all()  # the sender times the new batch's age
             batch.messages.append(message)
             batch.bytes += message.size
+            if self._buffers is not None:
+                self._buffers.counts.add(entries_in=1)
             if len(batch.messages) >= self._flush.messages or batch.bytes >= self._flush.bytes:
                 self._seal(message.topic)
 
@@ -325,6 +328,8 @@ class BatchingSink:
                 return
             self._closed = True
             self._drop_unsent()
+            for topic in list(self._open):
+                self._drop_open(topic)
             self._cond.notify_all()
         self._sender.join()
         self._client.close()
@@ -332,12 +337,19 @@ class BatchingSink:
     def reset(self) -> None:
         with self._cond:
             self._drop_unsent()
-            self._open.clear()
+            for topic in list(self._open):
+                self._drop_open(topic)
             # NB: a batch the sender holds may still land; one sent after the restart's
             # rows would break their order, so wait for it to land or fail.
             self._cond.wait_for(lambda: self._closed or not self._sending)
             self._error = None
             self._cond.notify_all()
+
+    def _drop_open(self, topic: str) -> None:
+        """Drop the open batch of ``topic`` (lock held): its entries are released."""
+        batch = self._open.pop(topic)
+        if self._buffers is not None:
+            self._buffers.counts.add(entries_released=len(batch.messages))
 
     def _drop_unsent(self) -> None:
         for batch in self._sealed:
@@ -379,9 +391,11 @@ class BatchingSink:
         :class:`SinkStalledError` (the batch is dropped: the changefeed's restart reads
         its rows again)."""
         batch = self._open[topic]
+        batch.count = len(batch.messages)  # NB: before a spill empties them
         deadline = self._clock() + buffers.stall_after_s
         while True:
             if buffers.memory.try_acquire(batch.bytes):
+                buffers.counts.add(mem_acquired=batch.bytes)
                 break
             if buffers.disk.try_acquire(batch.bytes):
                 self._spill(batch, buffers.spill_path())
@@ -391,7 +405,7 @@ class BatchingSink:
             self._raise_if_failed()
             left = deadline - self._clock()
             if left <= 0:
-                del self._open[topic]
+                self._drop_open(topic)
                 raise SinkStalledError(
                     f"the node's changefeed buffers are full ({buffers.memory.used} of "
                     f"{buffers.memory.limit} bytes in memory, {buffers.disk.used} of "
@@ -426,8 +440,12 @@ class BatchingSink:
         else:
             self._memory -= batch.bytes
         if batch.node and self._buffers is not None:
-            budget = self._buffers.disk if batch.spilled is not None else self._buffers.memory
+            in_memory = batch.spilled is None
+            budget = self._buffers.memory if in_memory else self._buffers.disk
             budget.release(batch.bytes)
+            self._buffers.counts.add(
+                entries_released=batch.count, mem_released=batch.bytes if in_memory else 0
+            )
 
     def _run(self) -> None:
         while True:
@@ -439,6 +457,8 @@ class BatchingSink:
             messages: list[Message] = []
             try:
                 messages = batch.load()
+                if self._buffers is not None:
+                    self._buffers.counts.add(entries_out=len(messages))
                 self._deliver(functools.partial(self._client.send, batch.topic, messages))
             except SinkError as exc:
                 with self._cond:

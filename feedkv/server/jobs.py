@@ -131,6 +131,7 @@ def spark_jobs(node: Node, spark_master: Callable[[], str | None]) -> JobFactory
             record.resume_spec(),
             checkpoint,
             master=spark_master(),
+            metrics=node.metrics.changefeeds.scope(record.spec.options.metrics_label),
         )
 
     return make

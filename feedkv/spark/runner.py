@@ -34,6 +34,7 @@ from typing import Any
 from pyspark.errors import StreamingQueryException
 
 from feedkv.changefeed.changefeed import ChangefeedError, ChangefeedSpec
+from feedkv.changefeed.metrics import FeedMetrics
 from feedkv.changefeed.retrying import Retrying
 from feedkv.errors import ExternalError
 from feedkv.spark.changefeed_job import encode_spec
@@ -155,8 +156,12 @@ class SparkJob:
         checkpoint_dir: str | Path,
         *,
         master: str | None = None,
+        metrics: FeedMetrics | None = None,
     ) -> None:
+        """``metrics``: where its micro-batches' durations are observed (``None``:
+        nowhere)."""
         self.spec = spec
+        self._metrics = metrics
         self.job_id = job_id
         self.high_water = spec.start
         self.retrying: Retrying | None = None  # a failed query raises: the registry retries
@@ -247,7 +252,9 @@ class SparkJob:
         """Moves the high-water mark to the end of the last finished batch, and counts
         the batch's rows."""
         progress = query.lastProgress
-        self.progress.observe(progress)
+        batch = self.progress.observe(progress)
+        if batch is not None and batch.duration_s is not None and self._metrics is not None:
+            self._metrics.spark_batch_nanos.observe(batch.duration_s * 1e9)
         for source in progress.get("sources", []) if progress else []:
             end = source.get("endOffset")
             if isinstance(end, str):

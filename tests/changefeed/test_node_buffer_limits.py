@@ -198,3 +198,6 @@ def test_a_sink_that_stops_accepting_stalls_the_feed_within_the_limits_and_loses
             what="the job to recover",
         )
         assert metric(node.http_url, "changefeed_buffer_disk_bytes") == 0.0
+        entries_in = metric(node.http_url, "changefeed_buffer_entries_in")
+        assert entries_in >= ROWS
+        assert metric(node.http_url, "changefeed_buffer_entries_mem_acquired") > 0

@@ -75,6 +75,9 @@ def test_sinks_share_the_node_budget_spill_past_it_and_stall_past_the_disk(
         assert buffers.memory.used == 0 and buffers.disk.used == 0
         assert not list((tmp_path / "spill").iterdir())
         assert first.keys == [f"[{i}]".encode() for i in range(3)]
+        counts = buffers.counts  # b's third entry was dropped with the stall
+        assert (counts.entries_in, counts.entries_out, counts.entries_released) == (6, 5, 6)
+        assert counts.mem_acquired == counts.mem_released == 501
     finally:
         first.gate.set()
         second.gate.set()

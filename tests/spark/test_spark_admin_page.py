@@ -1,11 +1,13 @@
 """The admin page shows a changefeed job that runs on Spark: its throughput (the rows
 its batches read, Spark's rates for the last batch) and the ranges its batches read, each
-up to the offset its last batch ended at. A real node, a real local Spark job into a file
-sink, the page's JSON over HTTP and the page itself in headless Chromium (Debian's
-``chromium``; that part is skipped, saying so, where it is missing)."""
+up to the offset its last batch ended at; the node's metrics time its micro-batches. A
+real node, a real local Spark job into a file sink, the page's JSON over HTTP and the
+page itself in headless Chromium (Debian's ``chromium``; that part is skipped, saying
+so, where it is missing)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -73,6 +75,12 @@ def test_the_page_shows_a_spark_jobs_throughput_and_the_ranges_it_reads(
     assert len(ranges) >= 2, ranges
     assert {r["resolved"] for r in ranges} == {feed["high_water"]}
     assert all(r["node"] == 1 for r in ranges)
+    # and the node's metrics time its micro-batches
+    metrics = httpx.get(url + "/metrics").text
+    timed = re.search(
+        r'^changefeed_spark_batch_nanos_count\{scope="default"\} (\S+)$', metrics, re.M
+    )
+    assert timed is not None and float(timed.group(1)) >= 1
 
     # the page's throughput chart counts the rows its batches read
     def rows_charted() -> bool:

@@ -179,6 +179,7 @@ class Changefeed:
         self.spec = spec
         self.high_water = spec.start
         self.rows_emitted = 0
+        self.scan_rows = 0  # of those, the rows initial scans and backfills emitted
         self.backfill_pending = 0  # target spans an initial scan or backfill has yet to scan
         self._scan_spans = 0  # the target spans of the scan running now (0: none runs)
         self._scan_bounds: list[bytes] = []  # the range boundaries inside the one scanned
@@ -240,6 +241,11 @@ class Changefeed:
         if position is not None and bounds:
             within = bisect.bisect_right(bounds, position) / (len(bounds) + 1)
         return min(1.0, max(0.0, (total - pending + within) / total))
+
+    @property
+    def scanned(self) -> bool:
+        """Whether its initial scan is done (or it has none). Any thread."""
+        return self._scanned
 
     @property
     def table_status(self) -> str | None:
@@ -655,6 +661,8 @@ class Changefeed:
             self._fail_topics(exc)
             return
         self.rows_emitted += 1
+        if self.backfill_pending:
+            self.scan_rows += 1
         batch = self._batch
         batch.messages += 1
         batch.bytes += message.size

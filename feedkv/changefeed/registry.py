@@ -360,6 +360,8 @@ class JobRegistry:
                 high_water=high_water,
                 running_status=status,
                 fraction_completed=_scan_fraction(job),
+                scan_rows=_scan_rows(job, record.scan_rows),
+                scanned=getattr(job, "scanned", False) is True,
             ),
             None,
         )
@@ -406,6 +408,12 @@ def _scan_fraction(job: Job) -> float | None:
     none runs, or the job does not say: a Spark job's scan runs in its executors)."""
     fraction = getattr(job, "scan_fraction", None)
     return float(fraction) if isinstance(fraction, int | float) else None
+
+
+def _scan_rows(job: Job, recorded: int | None) -> int | None:
+    """The rows ``job``'s scans emitted (a thread job says; ``recorded``: none does)."""
+    rows = getattr(job, "scan_rows", None)
+    return rows if isinstance(rows, int) else recorded
 
 
 def _table_status(job: Job) -> str | None:

@@ -55,6 +55,14 @@ class ThreadJob:
         return self.changefeed.scan_fraction
 
     @property
+    def scanned(self) -> bool:
+        return self.changefeed.scanned
+
+    @property
+    def scan_rows(self) -> int:
+        return self.changefeed.scan_rows
+
+    @property
     def rows_emitted(self) -> int:
         return self.changefeed.rows_emitted
 

@@ -44,29 +44,37 @@ class JobScan:
 
 class ScanBar:
     """The bar's state from the watch's start at ``started`` (seconds of a monotonic
-    clock)."""
+    clock). A job's record changes about once a second while the watch reads it more
+    often, so rates and the ETA are taken between the first and the latest *change*."""
 
     def __init__(self, started: float) -> None:
         self._started = started
-        self._first: tuple[float, float] | None = None  # (time, fraction) first seen
-        self._rows0: tuple[float, int] | None = None  # (time, rows) first seen
+        self._fractions: list[tuple[float, float]] = []  # (time, fraction): first, latest
+        self._rows: list[tuple[float, float]] = []  # (time, rows): first, latest change
 
     def line(self, scan: JobScan, now: float) -> str:
         """The bar for ``scan`` read at ``now``."""
         fraction = scan.fraction or 0.0
-        if self._first is None and scan.fraction is not None:
-            self._first = (now, fraction)
-        if self._rows0 is None and scan.rows is not None:
-            self._rows0 = (now, scan.rows)
+        if scan.fraction is not None:
+            _note(self._fractions, now, fraction)
+        if scan.rows is not None:
+            _note(self._rows, now, scan.rows)
         filled = round(fraction * WIDTH)
         parts = [f"initial scan [{'#' * filled}{'-' * (WIDTH - filled)}] {fraction:4.0%}"]
         if scan.rows is not None:
             parts.append(f"{scan.rows:,} rows")
-            rate = self._rate(self._rows0, scan.rows, now)
-            if rate is not None:
-                parts.append(f"{rate:,.0f} rows/s")
-        parts.append(f"ETA {_eta(self._first, fraction, now)}")
+            if len(self._rows) == 2:
+                (t0, r0), (t1, r1) = self._rows
+                parts.append(f"{(r1 - r0) / (t1 - t0):,.0f} rows/s")
+        parts.append(f"ETA {self._eta(now)}")
         return "  ".join(parts)
+
+    def _eta(self, now: float) -> str:
+        if len(self._fractions) < 2:
+            return "-"
+        (t0, f0), (t1, f1) = self._fractions
+        left = max(0.0, (1.0 - f1) * (t1 - t0) / (f1 - f0) - (now - t1))
+        return f"{left:.0f} s" if left < 120 else f"{left / 60:.0f} min"
 
     def done(self, scan: JobScan, now: float) -> str:
         """The last line, once the watch ends."""
@@ -76,18 +84,15 @@ class ScanBar:
         rows = f"{scan.rows:,} rows in " if scan.rows is not None else ""
         return f"initial scan done: {rows}{took}"
 
-    @staticmethod
-    def _rate(first: tuple[float, int] | None, rows: int, now: float) -> float | None:
-        if first is None or now <= first[0] or rows <= first[1]:
-            return None
-        return (rows - first[1]) / (now - first[0])
 
-
-def _eta(first: tuple[float, float] | None, fraction: float, now: float) -> str:
-    if first is None or now <= first[0] or fraction <= first[1]:
-        return "-"
-    left = (1.0 - fraction) * (now - first[0]) / (fraction - first[1])
-    return f"{left:.0f} s" if left < 120 else f"{left / 60:.0f} min"
+def _note(seen: list[tuple[float, float]], now: float, value: float) -> None:
+    """Keep the first observation and the latest that changed the value (it grows)."""
+    if not seen:
+        seen.append((now, value))
+    elif value > seen[-1][1]:
+        if len(seen) == 2:
+            seen.pop()
+        seen.append((now, value))
 
 
 def watch_scan(

@@ -54,7 +54,10 @@ class ScanBar:
 
     def line(self, scan: JobScan, now: float) -> str:
         """The bar for ``scan`` read at ``now``."""
-        fraction = scan.fraction or 0.0
+        # NB: a scan that was seen running and shows none now has scanned every range
+        # (its rows are being flushed before it says it is done)
+        seen = 1.0 if self._fractions else 0.0
+        fraction = scan.fraction if scan.fraction is not None else seen
         if scan.fraction is not None:
             _note(self._fractions, now, fraction)
         if scan.rows is not None:

@@ -26,6 +26,8 @@ def test_the_bar_shows_the_part_done_rows_rate_and_eta() -> None:
     later = bar.line(JobScan("running", False, 0.5, 3000), now=2.0)
     assert "[##########----------]  50%" in later
     assert "3,000 rows  2,000 rows/s  ETA 2 s" in later  # half left at a quarter a second
+    flushing = bar.line(JobScan("running", False, None, 4000), now=3.0)
+    assert "[####################] 100%" in flushing  # scanned, not yet said done
     unknown = ScanBar(0.0).line(JobScan("running", False, None, None), now=1.0)
     assert unknown.startswith("initial scan [--------------------]   0%") and "rows" not in unknown
 

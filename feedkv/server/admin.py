@@ -2,7 +2,9 @@
 when a button is pressed (:mod:`feedkv.server.http` serves them).
 
 :meth:`Admin.overview` is the JSON the page polls (``GET /_admin/v1/overview``): this
-node, the cluster's nodes (liveness), the ranges of this node's store, and every
+node, the cluster's nodes (liveness), the ranges of this node's store, what its
+changefeeds buffer for their sinks against its limits (memory, disk:
+:mod:`feedkv.changefeed.node_buffers`), and every
 changefeed job the user may see, each with its status, its sink (secrets redacted:
 :func:`~feedkv.changefeed.jobs.redacted`), its high-water mark and lag now, the error
 that failed or paused it, the ranges it reads with their resolved timestamps, and the
@@ -48,6 +50,7 @@ from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
     from feedkv.changefeed.job import Job
+    from feedkv.changefeed.node_buffers import NodeBuffers
     from feedkv.changefeed.service import Changefeeds
     from feedkv.kv.server import NodeServer
     from feedkv.kv.store import Store
@@ -72,6 +75,7 @@ class AdminNode(Protocol):
     store: Store
     server: NodeServer | None
     cluster: Cluster | None
+    changefeed_buffers: NodeBuffers
 
     @property
     def url(self) -> str: ...
@@ -188,6 +192,7 @@ class Admin:
             "sample_interval_s": self.history.interval_s,
             "nodes": self._nodes(),
             "ranges": self._ranges(),
+            "buffers": _buffers(self._node.changefeed_buffers),
             "changefeeds": feeds,
         }
 
@@ -297,6 +302,16 @@ class Admin:
 
     def _running(self, job_id: int) -> Job | None:
         return self._changefeeds().get(job_id)
+
+
+def _buffers(buffers: NodeBuffers) -> dict[str, int]:
+    """What the node's changefeeds buffer for their sinks, against its limits."""
+    return {
+        "memory": buffers.memory.used,
+        "memory_limit": buffers.memory.limit,
+        "disk": buffers.disk.used,
+        "disk_limit": buffers.disk.limit,
+    }
 
 
 def _rows_emitted(job: Job | None) -> int | None:

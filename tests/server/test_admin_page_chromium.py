@@ -110,6 +110,10 @@ def test_the_page_shows_a_feed_catching_up_and_pauses_it(
     browser.navigate(db.node.http_url + "/?refresh=200")
     browser.wait_for(f"document.querySelector('{feed}') !== null", what="the feed on the page")
     shown = browser.evaluate(f"document.querySelector('{feed}').textContent")
+    # the node's changefeed buffers against its limits (512 MiB, 4 GiB by default)
+    buffers = browser.evaluate("document.getElementById('buffers').textContent")
+    assert buffers.startswith("changefeed buffers: ") and "of 512.0 MiB in memory" in buffers
+    assert "of 4.0 GiB on disk" in buffers
     assert "127.0.0.1" in shown and "s3cret" not in shown and "redacted" in shown
 
     # the sink refuses every batch: the feed cannot move, its lag grows

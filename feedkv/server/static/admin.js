@@ -42,6 +42,13 @@ function rate(value) {
   return value === null || value === undefined ? "-" : value.toFixed(value < 10 ? 1 : 0) + "/s";
 }
 
+function bytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return (i === 0 ? String(n) : n.toFixed(1)) + " " + units[i];
+}
+
 function time(iso) {
   return iso ? iso.replace("T", " ").replace(/\.\d+/, "").replace("+00:00", " UTC") : "-";
 }
@@ -161,6 +168,9 @@ function render(data) {
   document.querySelector("#ranges tbody").replaceChildren(...data.ranges.map((r) => el("tr", {},
     el("td", {}, "r" + r.range_id), el("td", { class: "mono" }, r.span), el("td", {}, r.replicas.join(", ")),
     el("td", {}, r.bytes === null ? "(on another node)" : r.bytes), el("td", {}, time(r.closed_time)))));
+  const b = data.buffers;
+  document.getElementById("buffers").textContent =
+    `changefeed buffers: ${bytes(b.memory)} of ${bytes(b.memory_limit)} in memory, ${bytes(b.disk)} of ${bytes(b.disk_limit)} on disk`;
   document.getElementById("refreshed").textContent = "updated " + new Date(data.now * 1000).toLocaleTimeString();
 }
 

@@ -1,9 +1,11 @@
 """Per-table failure isolation, as the CDC design states it: one table of a changefeed
-whose rows cannot be encoded is retried and reported on its own while the other tables
-go on. A real node, librdkafka's mock cluster read by a real consumer, and a real schema
-registry (:class:`~feedkv.testing.schema_registry.SchemaRegistryServer`) that refuses,
-with HTTP 409, a schema change of one table that another producer's schema makes
-incompatible."""
+whose rows cannot be encoded, or whose topic refuses them, is retried and reported on its
+own while the other tables go on. A real node, librdkafka's mock cluster read by a real
+consumer, and a real schema registry
+(:class:`~feedkv.testing.schema_registry.SchemaRegistryServer`) that refuses, with HTTP
+409, a schema change of one table that another producer's schema makes incompatible.
+(The node, ``db``, is asked for after the Kafka cluster and the registry, so it closes
+before them.)"""
 
 from __future__ import annotations
 
@@ -108,7 +110,7 @@ def running_status(db: DB, job_id: int) -> str:
 
 @pytest.mark.parametrize("backfill", [False, True], ids=["changes", "with-a-backfill"])
 def test_a_table_whose_schema_is_refused_is_set_aside_and_recovers_while_the_other_goes_on(
-    db: DB, bootstrap: str, registry: SchemaRegistryServer, backfill: bool
+    bootstrap: str, registry: SchemaRegistryServer, db: DB, backfill: bool
 ) -> None:
     """``backfill``: under ``schema_change_events='column_changes'`` the column added is
     due a scan of the table as of it; the scan, refused too, runs when the table
@@ -180,3 +182,59 @@ def test_a_table_whose_schema_is_refused_is_set_aside_and_recovers_while_the_oth
     finally:
         topic_a.close()
         topic_b.close()
+
+
+def read_json(bootstrap: str, topic: str, want: set[int]) -> set[int]:
+    """The keys of ``topic``'s JSON rows, read until every key of ``want`` came."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"j-{topic}",
+         "enable.auto.commit": False, "logger": QUIET}
+    )  # fmt: skip
+    try:
+
+        def partitions() -> list[int]:
+            found = consumer.list_topics(topic, timeout=DEADLINE).topics.get(topic)
+            return [] if found is None or found.error is not None else sorted(found.partitions)
+
+        parts = wait_until(partitions, timeout_s=DEADLINE, what=f"topic {topic}")
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+        seen: set[int] = set()
+        deadline = time.monotonic() + DEADLINE
+        while not want <= seen:
+            assert time.monotonic() < deadline, f"only {sorted(seen)} in {topic}"
+            message = consumer.poll(0.1)
+            if message is None or message.key() is None:
+                continue
+            assert message.error() is None, message.error()
+            seen.add(json.loads(message.key())[0])  # type: ignore[arg-type]
+        return seen
+    finally:
+        consumer.close()
+
+
+def test_a_table_whose_kafka_topic_refuses_its_rows_is_reported_while_the_other_goes_on(
+    bootstrap: str, db: DB
+) -> None:
+    """A row too large for Kafka (librdkafka's message.max.bytes, 1 MB): its table's
+    topic refuses it, so that table is set aside and retried while the other goes on."""
+    db.sql("CREATE TABLE a (k INT PRIMARY KEY, v STRING)")
+    db.sql("CREATE TABLE b (k INT PRIMARY KEY, v STRING)")
+    job_id = db.sql(
+        f"CREATE CHANGEFEED FOR TABLE a, TABLE b INTO 'kafka://{bootstrap}' WITH "
+        "resolved='0s', min_checkpoint_frequency='0s'"
+    ).rows[0][0]
+    db.sql("INSERT INTO a VALUES (1, 'small')")
+    db.sql("INSERT INTO b VALUES (1, 'small')")
+    assert read_json(bootstrap, "a", {1}) and read_json(bootstrap, "b", {1})
+    db.sql("INSERT INTO a VALUES ($1, $2)", 2, "x" * 1_500_000)
+    db.sql("INSERT INTO b VALUES (2, 'after')")
+    status = wait_until(
+        lambda: (found := running_status(db, job_id)) and "table a failing" in found and found,
+        timeout_s=DEADLINE,
+        what="SHOW CHANGEFEED JOB to name the failing table",
+    )
+    assert "Kafka topic 'a' refused" in status and "too large" in status.lower(), status
+    db.sql("INSERT INTO b VALUES (3, 'more')")
+    assert read_json(bootstrap, "b", {1, 2, 3}) == {1, 2, 3}
+    record = db.changefeeds.record(job_id)
+    assert record is not None and record.status == "running"

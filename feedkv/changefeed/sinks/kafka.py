@@ -266,7 +266,7 @@ class KafkaSink:
         partition: int = -1,
         headers: list[tuple[str, str | bytes | None]] | None = None,
     ) -> None:
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaError, KafkaException
 
         while True:
             try:
@@ -284,7 +284,13 @@ class KafkaSink:
                 self._producer.poll(_POLL)
                 self._raise_failures()
             except KafkaException as exc:
-                raise SinkError(f"cannot send to Kafka topic {topic!r}: {_reason(exc)}") from exc
+                why = _reason(exc)
+                error = exc.args[0] if exc.args else None
+                code = error.code() if isinstance(error, KafkaError) else None
+                refused = self._refused({topic: why}) if code in _topic_codes() else {}
+                if refused:  # this topic's own (a message too large for it, a bad name)
+                    raise TopicError(refused) from exc
+                raise SinkError(f"cannot send to Kafka topic {topic!r}: {why}") from exc
         self._producer.poll(0)
 
     def _on_delivery(self, error: KafkaError | None, message: KafkaMessage) -> None:

@@ -117,6 +117,7 @@ __all__ = [
     "Changefeed",
     "ChangefeedError",
     "ChangefeedSpec",
+    "Stalled",
     "cdc_query",
     "event_message",
     "resolved_topics",
@@ -212,7 +213,7 @@ class Changefeed:
         self._failures = TableFailures(first_s=RESTART_BACKOFF, max_s=MAX_RESTART_BACKOFF)
         self._failures_lock = threading.Lock()  # table_status reads from other threads
         self._live = False  # whether rows now come from the feed (not an initial scan)
-        self.stalled: Retrying | None = None  # why the feed is stalled, while it is
+        self.stalled: Stalled | None = None  # why the feed is stalled, while it is
 
     def close(self) -> None:
         """Stop :meth:`run` (from any thread). Idempotent."""
@@ -302,7 +303,7 @@ class Changefeed:
         """The sink has no room: the feed is torn down already (``_run_from`` closes it
         on the way out); wait until the sink's backlog has cleared, then let :meth:`run`
         start again from the high-water mark."""
-        self.stalled = Retrying(str(cause), self._wall_ns(), 0.0)
+        self.stalled = Stalled(str(cause), self._wall_ns())
         self._batch = _Batch()  # what it held is read again
         log.warning(
             "changefeed stalled: %s; its feed is torn down until the sink's backlog clears, "
@@ -323,9 +324,9 @@ class Changefeed:
         stalled = self.stalled
         if stalled is None:
             return None
-        when = datetime.datetime.fromtimestamp(stalled.at_ns / 1e9, tz=datetime.UTC)
+        when = datetime.datetime.fromtimestamp(stalled.since_ns / 1e9, tz=datetime.UTC)
         return (
-            f"stalled since {when:%Y-%m-%d %H:%M:%S} UTC: {stalled.error}; its feed is torn "
+            f"stalled since {when:%Y-%m-%d %H:%M:%S} UTC: {stalled.why}; its feed is torn "
             "down until the sink's backlog clears, then it restarts from its high-water mark"
         )
 
@@ -706,6 +707,14 @@ class Changefeed:
         m.commit_latency.observe(max(0, self._wall_ns() - batch.oldest_wall))
         m.sink_batch_hist_nanos.observe(max(0.0, self._clock() - batch.started) * 1e9)
         self._batch = _Batch()
+
+
+@dataclass(frozen=True, slots=True)
+class Stalled:
+    """Why a feed stalled (the sink's full buffers) and since when (wall nanoseconds)."""
+
+    why: str
+    since_ns: int
 
 
 class _Batch:

@@ -140,7 +140,16 @@ def test_the_page_shows_a_feed_catching_up_and_pauses_it(
     shot = browser.screenshot(tmp_path / "2-caught-up.png")
     print(f"admin page, feed caught up (lag {float(caught_up):.2f} s): {shot}")
 
-    # the page's pause button pauses the job
+    # the page's pause button pauses the job. NB: once the status no longer names the
+    # sink's error (a line or two shorter): the button must not move between the look
+    # at where it is and the click
+    browser.wait_for(
+        f"(document.querySelector('{feed} .running-status') || {{}}).textContent"
+        " === undefined || document.querySelector('"
+        f"{feed} .running-status').textContent.startsWith('running: resolved=')",
+        timeout_s=DEADLINE,
+        what="the feed's status to say it is running again",
+    )
     browser.click(f'{feed} button[data-action="pause"]')
     browser.wait_for(
         f"document.querySelector('{feed}').dataset.status === 'paused'",

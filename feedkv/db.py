@@ -32,6 +32,7 @@ from feedkv.sql import catalog
 from feedkv.util.hlc import Clock
 
 if TYPE_CHECKING:
+    from feedkv.changefeed.node_buffers import NodeBuffers
     from feedkv.changefeed.service import Changefeeds
     from feedkv.kv.store import StoreConfig
     from feedkv.rangefeed.store_feeds import FeedConfig
@@ -97,6 +98,7 @@ def connect(
     external_io_dir: str | Path | None = None,
     admin_sample_s: float = 10.0,
     metrics: bool = True,
+    changefeed_buffers: NodeBuffers | None = None,
 ) -> DB:
     """Open a store directory in-process, or connect to ``feedkv://host:port``.
 
@@ -112,7 +114,9 @@ def connect(
     :meth:`DB.serve_sql`), with ``http_addr`` its metrics (``/_status/vars``; see
     :meth:`feedkv.server.node.Node.serve_http`) and admin page, whose charts sample the
     changefeeds every ``admin_sample_s`` seconds (``metrics=False``: its metrics record
-    nothing, to measure what they cost); with ``join`` too, it is a node of a
+    nothing, to measure what they cost), ``changefeed_buffers`` the limits on what its
+    changefeeds buffer (:mod:`feedkv.changefeed.node_buffers`; ``None``: 512 MiB of
+    memory, then 4 GiB of disk); with ``join`` too, it is a node of a
     cluster (``[]``: the first, or the one its store belongs to; else the addresses of
     members to join). An embedded node runs the store's changefeed jobs, resuming those
     that were running when it last stopped (a server runs its own);
@@ -153,6 +157,7 @@ def connect(
         certs_dir=certs_dir,
         external_io_dir=external_io_dir,
         metrics=metrics,
+        changefeed_buffers=changefeed_buffers,
     )
     local: Transport = LocalTransport(node.store, owned=False)
     db = DB(

@@ -43,12 +43,33 @@ lost and rows after the mark may be emitted again (at-least-once). Meanwhile
 :attr:`Changefeed.retrying` holds the last failure, for the job's status. A
 :class:`~feedkv.changefeed.sink.TerminalSinkError` is not retried: :meth:`Changefeed.run`
 raises it.
+
+One table failing does not stop the others (the CDC design's per-table isolation,
+:mod:`feedkv.changefeed.table_failures`): a row of a table that cannot be encoded (its
+schema refused by the schema registry, a value the format cannot hold) or a topic the
+sink refuses (:class:`~feedkv.changefeed.sink.TopicError`) sets that table aside from the
+high-water mark. Its rows are skipped while the others are emitted, flushed and
+resolved; the high-water mark stays at the point the table was set aside, so a restart
+owes nothing. At each checkpoint a table whose retry is due reads its changes since then
+again (a rangefeed over its spans up to the checkpoint, the schema-change backfills due
+meanwhile in their place) and rejoins the feed if they go through.
+:attr:`Changefeed.table_status` says which table fails and why, for the job's status.
+An initial scan's failure is the whole feed's (it restarts), and a feed that reaches its
+end with a table set aside restarts from the held mark rather than end without its rows.
+
+A sink that finds no room in the node's changefeed buffers
+(:mod:`feedkv.changefeed.node_buffers`) raises
+:class:`~feedkv.changefeed.sink.SinkStalledError`: the feed *stalls*. Its rangefeed is
+torn down (so it reads nothing more and its buffers are freed), :attr:`Changefeed.stalled`
+says why for the job's status, and once the sink has delivered its backlog the feed
+restarts from its high-water mark, reading again everything after it.
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
+import datetime
 import json
 import logging
 import threading
@@ -71,15 +92,19 @@ from feedkv.changefeed.sink import (
     Message,
     Sink,
     SinkError,
+    SinkStalledError,
     TerminalSinkError,
+    TopicError,
     WindowSink,
     message_options,
     schema_topic,
 )
+from feedkv.changefeed.table_failures import TableFailure, TableFailures
 from feedkv.errors import FeedKVError
 from feedkv.rangefeed.event import Checkpoint, Value
 from feedkv.sql.catalog import descriptor_span
 from feedkv.sql.descriptor import TableDescriptor
+from feedkv.sql.row_codec import table_id_of_key
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
@@ -92,6 +117,7 @@ __all__ = [
     "Changefeed",
     "ChangefeedError",
     "ChangefeedSpec",
+    "Stalled",
     "cdc_query",
     "event_message",
     "resolved_topics",
@@ -102,8 +128,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+STALL_POLL_S = 0.5  # how often a stalled feed looks whether it was closed
 RESTART_BACKOFF = 0.2  # seconds before the first restart after a sink failure
 MAX_RESTART_BACKOFF = 10.0
+# What encoding a row raises when the row cannot be encoded: a schema registry refusing
+# its schema (SinkError), a value the format cannot hold. Its table is set aside.
+ENCODING_ERRORS = (SinkError, ValueError, TypeError, OverflowError)
 
 
 class ChangefeedError(FeedKVError):
@@ -150,6 +180,7 @@ class Changefeed:
         self.spec = spec
         self.high_water = spec.start
         self.rows_emitted = 0
+        self.scan_rows = 0  # of those, the rows initial scans and backfills emitted
         self.backfill_pending = 0  # target spans an initial scan or backfill has yet to scan
         self._scan_spans = 0  # the target spans of the scan running now (0: none runs)
         self._scan_bounds: list[bytes] = []  # the range boundaries inside the one scanned
@@ -178,6 +209,11 @@ class Changefeed:
         self._schema_topic = schema_topic(spec.sink_uri)
         self._schema_seen: dict[int, Timestamp] = {}  # schema changes sent, per table
         self._schema_from = spec.start
+        # tables set aside after their own failure (feedkv.changefeed.table_failures)
+        self._failures = TableFailures(first_s=RESTART_BACKOFF, max_s=MAX_RESTART_BACKOFF)
+        self._failures_lock = threading.Lock()  # table_status reads from other threads
+        self._live = False  # whether rows now come from the feed (not an initial scan)
+        self.stalled: Stalled | None = None  # why the feed is stalled, while it is
 
     def close(self) -> None:
         """Stop :meth:`run` (from any thread). Idempotent."""
@@ -207,6 +243,18 @@ class Changefeed:
             within = bisect.bisect_right(bounds, position) / (len(bounds) + 1)
         return min(1.0, max(0.0, (total - pending + within) / total))
 
+    @property
+    def scanned(self) -> bool:
+        """Whether its initial scan is done (or it has none). Any thread."""
+        return self._scanned
+
+    @property
+    def table_status(self) -> str | None:
+        """Which tables are set aside after their own failure, why, and when each is tried
+        again (``None``: none is). Any thread."""
+        with self._failures_lock:
+            return self._failures.status(self._clock())
+
     def lagging_ranges(self) -> int:
         """The feed's ranges whose resolved timestamp lags (:mod:`feedkv.changefeed.lagging`).
         Any thread."""
@@ -231,6 +279,8 @@ class Changefeed:
                 return
             except TerminalSinkError:
                 raise
+            except SinkStalledError as exc:
+                self._stall(exc)
             except SinkError as exc:
                 attempt = 1 if self.high_water > failed_at else attempt + 1
                 failed_at = self.high_water
@@ -238,6 +288,8 @@ class Changefeed:
                 self.retrying = Retrying(str(exc), self._wall_ns(), delay)
                 self._metrics.error_retries.inc()
                 self._batch = _Batch()  # what it held is dropped with the sink's buffer
+                with self._failures_lock:  # the restart from the held mark owes them all
+                    self._failures.clear()
                 log.warning(
                     "changefeed sink failed (%s); restarting from %s in %.1fs",
                     exc,
@@ -246,6 +298,37 @@ class Changefeed:
                 )
                 self._sink.reset()
                 self._closed.wait(delay)
+
+    def _stall(self, cause: SinkStalledError) -> None:
+        """The sink has no room: the feed is torn down already (``_run_from`` closes it
+        on the way out); wait until the sink's backlog has cleared, then let :meth:`run`
+        start again from the high-water mark."""
+        self.stalled = Stalled(str(cause), self._wall_ns())
+        self._batch = _Batch()  # what it held is read again
+        log.warning(
+            "changefeed stalled: %s; its feed is torn down until the sink's backlog clears, "
+            "then it restarts from %s",
+            cause,
+            self.high_water,
+        )
+        wait_drained = getattr(self._sink, "wait_drained", None)
+        while callable(wait_drained) and not self.closed and not wait_drained(STALL_POLL_S):
+            pass
+        self.stalled = None
+        log.warning("changefeed: the sink's backlog cleared; restarting from %s", self.high_water)
+
+    @property
+    def stalled_status(self) -> str | None:
+        """The job's ``running_status`` while the feed is stalled (``None``: it is not).
+        Any thread."""
+        stalled = self.stalled
+        if stalled is None:
+            return None
+        when = datetime.datetime.fromtimestamp(stalled.since_ns / 1e9, tz=datetime.UTC)
+        return (
+            f"stalled since {when:%Y-%m-%d %H:%M:%S} UTC: {stalled.why}; its feed is torn "
+            "down until the sink's backlog clears, then it restarts from its high-water mark"
+        )
 
     # One attempt, from a high-water mark.
 
@@ -267,6 +350,7 @@ class Changefeed:
         if self._query is not None:
             histories = decoder.histories
             self._query.schema_time = lambda desc: histories[desc.id].written_at(desc.version)
+        self._live = False
         if not self._scanned:
             self.backfill_pending = self._scan_spans = len(self.spec.targets)
             for target in self.spec.targets:
@@ -282,6 +366,7 @@ class Changefeed:
                 return None
             if o.resolved is not None:
                 self._sink.emit_resolved(start, self._all_topics(start))
+        self._live = True
         now = self._clock()  # both cadences count from here
         frontier = Frontier(o, decoder.histories, start, marker_at=now, flushed_at=now)
         spans = [t.span for t in self.spec.targets]
@@ -316,6 +401,8 @@ class Changefeed:
                     self._backfill(admission.backfills)
                     if not admission.emit:
                         continue
+                    if self._failures and table_id_of_key(event.key) in self._failures:
+                        continue  # set aside: its retry reads it again
                     row = decoder.decode(event)
                     if row is not None and not frontier.rewritten(row.table.id, row.mvcc_ts):
                         self._send_schema_changes(row.table.id, event.ts)
@@ -328,16 +415,20 @@ class Changefeed:
                 self._backfill(frontier.reach(event.ts))
                 for target in self.spec.targets:
                     self._send_schema_changes(target.table_id, event.ts)
+                if self._failures:
+                    self._retry_tables(event.ts, frontier)
                 self._count_emitted()
                 advance = frontier.advance(self._clock())
                 if advance is None:
                     continue
                 self._flush(advance.to)
-                self.high_water = advance.to
+                self._move_high_water(advance.to)
                 self.retrying = None
                 if advance.marker:
-                    self._sink.emit_resolved(advance.to, self._all_topics(advance.to))
+                    self._emit_resolved(advance.to)
                 if advance.final:
+                    if self._failures:  # owed rows: run again from the held mark
+                        raise SinkError(f"the changefeed reached its end, but {self.table_status}")
                     if advance.error is not None:
                         raise stopped_by(advance.error)
                     return None
@@ -362,17 +453,158 @@ class Changefeed:
         return database_id is not None and retargets(database_id, self.spec.targets, event.value)
 
     def _backfill(self, backfills: Iterable[Backfill]) -> None:
-        """Emits the rows of each table a schema change is due to scan again, as of it."""
+        """Emits the rows of each table a schema change is due to scan again, as of it
+        (a table set aside, or that fails now, scans when its retry comes)."""
         for table_id, change in backfills:
-            for target in self.spec.targets:
-                if target.table_id == table_id:
-                    self.backfill_pending += 1
-                    self._scan_spans = self.backfill_pending
+            if table_id in self._failures or not self._scan_table(table_id, change.ts):
+                with self._failures_lock:
+                    self._failures.defer_backfill(table_id, change.ts)
+
+    def _scan_table(self, table_id: int, ts: Timestamp) -> bool:
+        """Emits every row of ``table_id``'s targets as of ``ts``; whether they went
+        through (a row that cannot be encoded, or a topic refused, sets the table aside
+        and ends the scan)."""
+        attempt = self._attempt(table_id)
+        for target in self.spec.targets:
+            if target.table_id != table_id:
+                continue
+            self.backfill_pending += 1
+            self._scan_spans = self.backfill_pending
+            try:
+                messages = self._scan(target, ts)
+                while True:
+                    # NB: only encoding is the table's own failure; the sink's (in
+                    # _send) is the whole feed's
                     try:
-                        for message in self._scan(target, change.ts):
-                            self._send(message)
-                    finally:
-                        self.backfill_pending -= 1
+                        message = next(messages, None)
+                    except TerminalSinkError:
+                        raise
+                    except ENCODING_ERRORS as exc:
+                        self._fail_table(table_id, f"cannot encode a row: {exc}")
+                        return False
+                    if message is None:
+                        break
+                    self._send(message)
+                    if self._attempt(table_id) != attempt:
+                        return False
+            finally:
+                self.backfill_pending -= 1
+        return True
+
+    # Tables set aside (feedkv.changefeed.table_failures).
+
+    def _fail_table(self, table_id: int, error: str) -> None:
+        """Set ``table_id`` aside from the high-water mark (the others go on)."""
+        name = self.spec.topics.get(table_id, f"[{table_id}]")
+        with self._failures_lock:
+            failure = self._failures.fail(
+                table_id, name, error, self.high_water, self._clock(), self._wall_ns()
+            )
+        self._metrics.error_retries.inc()
+        log.warning(
+            "changefeed: table %s failed (%s); the other tables go on; retrying it in %.1f s",
+            name,
+            error,
+            max(0.0, failure.retry_at - self._clock()),
+        )
+
+    def _fail_topics(self, error: TopicError) -> None:
+        """The sink refused ``error.topics``: set their tables aside. A topic of no
+        table (the schema topic) fails the whole sink."""
+        for topic, why in error.topics.items():
+            tables = self._tables_of(topic)
+            if not tables:
+                raise SinkError(str(error)) from error
+            for table_id in tables:
+                self._fail_table(table_id, why)
+
+    def _tables_of(self, topic: str) -> list[int]:
+        return [
+            table_id
+            for table_id, base in self.spec.topics.items()
+            if topic == base or topic.startswith(base + ".")
+        ]
+
+    def _move_high_water(self, to: Timestamp) -> None:
+        """Every row up to ``to`` is durable, but for the tables set aside: the mark
+        stays at the oldest point one was set aside from."""
+        with self._failures_lock:
+            hold = self._failures.hold()
+        if hold is not None:
+            to = max(self.high_water, min(to, hold))
+        self.high_water = to
+
+    def _emit_resolved(self, ts: Timestamp) -> None:
+        """A resolved marker on the topics of every table that is not set aside."""
+        topics = [
+            t
+            for t in self._all_topics(ts)
+            if not any(i in self._failures for i in self._tables_of(t))
+        ]
+        if not topics:
+            return
+        try:
+            self._sink.emit_resolved(ts, topics)
+        except TopicError as exc:
+            self._fail_topics(exc)
+
+    def _retry_tables(self, reached: Timestamp, frontier: Frontier) -> None:
+        """Catch every table whose retry is due up to ``reached`` (every value at or
+        below it has come through the feed); those that go through rejoin it."""
+        with self._failures_lock:
+            due = self._failures.due(self._clock())
+        for failure in due:
+            if self.closed:
+                return
+            if self._catch_up(failure, reached, frontier):
+                with self._failures_lock:
+                    self._failures.recovered(failure.table_id)
+                log.warning("changefeed: table %s recovered; it goes on", failure.name)
+
+    def _catch_up(self, failure: TableFailure, reached: Timestamp, frontier: Frontier) -> bool:
+        """Emit ``failure``'s table's changes in ``(since, reached]`` and the backfills
+        due in it, in timestamp order; whether they all went through. (``since`` stays
+        where it is: what this emits is durable only at the next flush.)"""
+        table_id = failure.table_id
+        attempt = failure.attempt
+        spans = [t.span for t in self.spec.targets if t.table_id == table_id]
+        backfills = [ts for ts in failure.backfills if ts <= reached]
+        feed = self._db.rangefeed(
+            spans, failure.since, with_diff=self._with_diff, timestamp_order=True
+        )
+        try:
+            for event in feed:
+                if self.closed or failure.attempt != attempt:
+                    return False
+                if isinstance(event, Checkpoint):
+                    if event.ts >= reached:
+                        break
+                    continue
+                if not isinstance(event, Value) or event.ts > reached:
+                    continue
+                while backfills and backfills[0] <= event.ts:
+                    if not self._rescan(failure, backfills.pop(0)):
+                        return False
+                if not frontier.emits(event.ts):
+                    continue
+                row = self._decoder.decode(event)
+                if row is not None and not frontier.rewritten(table_id, row.mvcc_ts):
+                    self._emit(row)
+        finally:
+            feed.close()
+        return all(self._rescan(failure, ts) for ts in backfills) and failure.attempt == attempt
+
+    def _rescan(self, failure: TableFailure, ts: Timestamp) -> bool:
+        """A backfill deferred while ``failure``'s table was set aside, run now."""
+        if not self._scan_table(failure.table_id, ts):
+            return False
+        failure.backfills.remove(ts)
+        return True
+
+    def _attempt(self, table_id: int) -> int:
+        """How many times ``table_id`` failed in a row (0: it is not set aside)."""
+        failure = self._failures.get(table_id)
+        return failure.attempt if failure is not None else 0
 
     # Emitting.
 
@@ -410,14 +642,28 @@ class Changefeed:
         return sorted(r.span.start for r in ranges if span.start < r.span.start < span.end)
 
     def _emit(self, event: RowEvent) -> None:
-        message = event_message(self.spec, self._encoder, self._query, event)
+        try:
+            message = event_message(self.spec, self._encoder, self._query, event)
+        except TerminalSinkError:
+            raise
+        except ENCODING_ERRORS as exc:
+            self._fail_table(event.table.id, f"cannot encode a row: {exc}")
+            return
         if message is not None:
             self._send(message)
 
     def _send(self, message: Message) -> None:
         self._topics_used.add(message.topic)
-        self._sink.emit_row(message)
+        try:
+            self._sink.emit_row(message)
+        except TopicError as exc:
+            if not self._live:  # an initial scan's failure is the whole feed's
+                raise
+            self._fail_topics(exc)
+            return
         self.rows_emitted += 1
+        if self.backfill_pending:
+            self.scan_rows += 1
         batch = self._batch
         batch.messages += 1
         batch.bytes += message.size
@@ -447,7 +693,12 @@ class Changefeed:
         if isinstance(self._sink, WindowSink):
             self._sink.commit_window(to, self._all_topics(to))
         else:
-            self._sink.flush()
+            try:
+                self._sink.flush()
+            except TopicError as exc:
+                if not self._live:
+                    raise
+                self._fail_topics(exc)  # every other topic's rows are durable
         self._count_emitted()
         batch, m = self._batch, self._metrics
         if batch.oldest_wall is None:
@@ -456,6 +707,14 @@ class Changefeed:
         m.commit_latency.observe(max(0, self._wall_ns() - batch.oldest_wall))
         m.sink_batch_hist_nanos.observe(max(0.0, self._clock() - batch.started) * 1e9)
         self._batch = _Batch()
+
+
+@dataclass(frozen=True, slots=True)
+class Stalled:
+    """Why a feed stalled (the sink's full buffers) and since when (wall nanoseconds)."""
+
+    why: str
+    since_ns: int
 
 
 class _Batch:

@@ -193,6 +193,15 @@ class Frontier:
         backfills = self._learn(ts)
         return Admission(backfills, self._stop is None or ts < self._stop.ts)
 
+    def emits(self, ts: Timestamp) -> bool:
+        """Whether a value at ``ts`` already admitted once (read again for a table that
+        was set aside) may be emitted: before ``end_time`` and before a change that
+        stops. Learns nothing."""
+        end = self.options.end_time
+        if end is not None and ts > end:
+            return False
+        return self._stop is None or ts < self._stop.ts
+
     def rewritten(self, table_id: int, ts: Timestamp) -> bool:
         """Whether the row change of ``table_id`` at ``ts`` is a rewrite that
         ``nobackfill`` leaves out."""

@@ -175,6 +175,8 @@ class JobRecord:
     finished: Timestamp | None = None  # when it ended (canceled, failed, succeeded)
     modified: Timestamp | None = None  # the last write of the record
     fraction_completed: float | None = None  # of a scan running now (None: none runs)
+    scan_rows: int | None = None  # rows its runner's scans emitted (None: it does not say)
+    scanned: bool = False  # its runner finished its initial scan (before the mark moves)
     name: str | None = None
     database_id: int | None = None
 
@@ -207,6 +209,8 @@ class JobRecord:
                 "finished": _text(self.finished),
                 "modified": _text(self.modified),
                 "fraction_completed": self.fraction_completed,
+                "scan_rows": self.scan_rows,
+                "scanned": self.scanned,
                 "name": [self.database_id, self.name] if self.name is not None else None,
                 "spec": {
                     "targets": [
@@ -272,6 +276,8 @@ class JobRecord:
             finished=_parsed(d.get("finished")),
             modified=_parsed(d.get("modified")),
             fraction_completed=d.get("fraction_completed"),
+            scan_rows=d.get("scan_rows"),
+            scanned=bool(d.get("scanned", False)),
             name=name,
             database_id=database_id,
         )

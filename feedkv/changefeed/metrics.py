@@ -9,7 +9,8 @@ Pushed by the feed, once per batch (a checkpoint or a flush), never per row:
 ``failures``, and the histograms (nanoseconds) ``commit_latency`` (MVCC time of the
 oldest row of a flush to the flush's end), ``admit_latency`` (MVCC time of the oldest
 value since the last checkpoint to its admission) and ``sink_batch_hist_nanos`` (first
-row of a flush buffered to the flush's end). A batch is one observation.
+row of a flush buffered to the flush's end). A batch is one observation. A Spark job
+observes each of its micro-batches' durations in ``spark_batch_nanos``.
 
 Sampled at scrape time from the feeds running on this node (:meth:`ChangefeedMetrics.tracking`):
 ``running``, ``checkpoint_progress`` (the lowest high-water mark, nanoseconds since the
@@ -17,7 +18,9 @@ epoch), ``max_behind_nanos`` (now minus it), ``backfill_count`` (feeds in an ini
 or a backfill), ``backfill_pending_ranges`` (spans those still have to scan: one for each
 target table, as a scan here goes table by table), ``lagging_ranges`` (ranges whose
 resolved timestamp is more than the feed's ``lagging_ranges_threshold`` behind, counted at
-most every ``lagging_ranges_polling_interval``: :mod:`feedkv.changefeed.lagging`).
+most every ``lagging_ranges_polling_interval``: :mod:`feedkv.changefeed.lagging`),
+``stalled`` (feeds stalled on the node's buffer limits), and of the node's buffers
+(:mod:`feedkv.changefeed.node_buffers`) ``buffer_memory_bytes`` and ``buffer_disk_bytes``.
 
 From the job records, which the job registry hands over each time it reads them
 (:meth:`ChangefeedMetrics.observe_jobs`; jobs that have not ended, wherever they run,
@@ -38,10 +41,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 from prometheus_client import Counter, Histogram
 
+from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.util.hlc import Timestamp
 from feedkv.util.metrics import Registry
 
@@ -70,6 +75,7 @@ class FeedMetrics:
     commit_latency: Histogram
     admit_latency: Histogram
     sink_batch_hist_nanos: Histogram
+    spark_batch_nanos: Histogram  # a Spark job's micro-batches, as Spark timed them
 
 
 class ChangefeedMetrics:
@@ -126,6 +132,11 @@ class ChangefeedMetrics:
             "Time spent batched in the sink buffer before being flushed and acknowledged",
             scope,
         )
+        self._spark_batch = r.histogram(
+            "changefeed_spark_batch_nanos",
+            "Duration of a Spark changefeed job's micro-batches (Spark's triggerExecution)",
+            scope,
+        )
         self.currently_paused = r.gauge(
             "jobs_changefeed_currently_paused",
             "Number of changefeed jobs currently considered Paused",
@@ -177,11 +188,59 @@ class ChangefeedMetrics:
             self._gc_distances,
             labelnames=scope,
         )
+        self.buffers: NodeBuffers | None = None  # the node's (its node sets them)
+        r.sampled(
+            "changefeed_stalled",
+            "Number of changefeeds stalled on the node's buffer limits (their feeds torn "
+            "down until their sinks' backlog clears)",
+            lambda: self._by_scope(lambda p: 1.0 if _stalled(p) else 0.0, sum),
+            labelnames=scope,
+        )
+        r.sampled(
+            "changefeed_buffer_memory_bytes",
+            "Bytes of changefeed records waiting for their sinks in memory, across the "
+            "node's changefeeds (at most --max-changefeed-memory)",
+            lambda: float(self.buffers.memory.used) if self.buffers is not None else 0.0,
+        )
+        r.sampled(
+            "changefeed_buffer_disk_bytes",
+            "Bytes of changefeed records spilled to disk waiting for their sinks, across "
+            "the node's changefeeds (at most --max-disk-changefeed-storage)",
+            lambda: float(self.buffers.disk.used) if self.buffers is not None else 0.0,
+        )
+        for name, what in (
+            ("entries_in", "Total entries entering the buffer between the feeds and the sinks"),
+            ("entries_out", "Total entries leaving the buffer for the sinks"),
+            ("entries_released", "Total entries whose buffer was released (delivered, dropped)"),
+        ):
+            r.sampled(
+                f"changefeed_buffer_{name}",
+                what,
+                partial(self._count, name),
+                kind="counter",
+            )
+        for name, what in (
+            (
+                "mem_acquired",
+                "Total amount of memory acquired for entries as they enter the buffer",
+            ),
+            ("mem_released", "Total amount of memory released by the buffer's entries"),
+        ):
+            r.sampled(
+                f"changefeed_buffer_entries_{name}",
+                what,
+                partial(self._count, name),
+                kind="counter",
+            )
         r.sampled(
             "jobs_changefeed_protected_age_sec",
             "The age of the oldest history protected by changefeed jobs",
             self._protected_age_s,
         )
+
+    def _count(self, name: str) -> float:
+        """A total of the node's buffers (:class:`~feedkv.changefeed.node_buffers.BufferCounts`)."""
+        return float(getattr(self.buffers.counts, name)) if self.buffers is not None else 0.0
 
     def observe_jobs(self, jobs: Iterable[tuple[str | None, Timestamp]]) -> None:
         """The jobs that have not ended, as ``(metrics_label, the timestamp their history is
@@ -220,6 +279,7 @@ class ChangefeedMetrics:
                     self._commit_latency.labels(name),
                     self._admit_latency.labels(name),
                     self._sink_batch.labels(name),
+                    self._spark_batch.labels(name),
                 )
             return metrics
 
@@ -255,6 +315,11 @@ def _lagging(feed: Progress) -> int:
     count = getattr(feed, "lagging_ranges", None)
     value = count() if callable(count) else 0
     return value if isinstance(value, int) else 0
+
+
+def _stalled(feed: Progress) -> bool:
+    """Whether ``feed`` is stalled on the node's buffer limits."""
+    return isinstance(getattr(feed, "stalled_status", None), str)
 
 
 def _pending(feed: Progress) -> int:

@@ -23,8 +23,11 @@ reached, a sink failed) runs again from its high-water mark, waiting longer afte
 failure (up to ``retry_max_s``). While a job retries, here or inside itself
 (:attr:`~feedkv.changefeed.job.Job.retrying`), its ``running_status`` names the last
 error and when it happened (:mod:`feedkv.changefeed.retrying`), until its high-water
-mark moves. A :class:`~feedkv.changefeed.sink.TerminalSinkError` (bad credentials, a
-path that is not a writable directory) is not retried. When a job ends, its runner
+mark moves; while tables of it are set aside after their own failure, it names them
+(:mod:`feedkv.changefeed.table_failures`); while it is stalled on the node's buffer
+limits it says ``stalled`` (:mod:`feedkv.changefeed.node_buffers`). A
+:class:`~feedkv.changefeed.sink.TerminalSinkError` (bad credentials, a path that is not
+a writable directory) is not retried. When a job ends, its runner
 thread records why: paused or canceled on request, succeeded, failed, or paused with the
 error under ``on_error=pause``.
 
@@ -339,8 +342,14 @@ class JobRegistry:
         if runner.retrying is not None and runner.retrying_since != job.high_water:
             runner.retrying = None  # it made progress since
         retrying = job.retrying or runner.retrying
-        if retrying is not None:
+        tables = _table_status(job)
+        stalled = getattr(job, "stalled_status", None)
+        if isinstance(stalled, str):
+            status = stalled
+        elif retrying is not None:
             status = retrying.status()
+        elif tables is not None:
+            status = tables
         elif high_water is not None:
             status = running_status(high_water)
         else:
@@ -351,6 +360,8 @@ class JobRegistry:
                 high_water=high_water,
                 running_status=status,
                 fraction_completed=_scan_fraction(job),
+                scan_rows=_scan_rows(job, record.scan_rows),
+                scanned=getattr(job, "scanned", False) is True,
             ),
             None,
         )
@@ -397,6 +408,19 @@ def _scan_fraction(job: Job) -> float | None:
     none runs, or the job does not say: a Spark job's scan runs in its executors)."""
     fraction = getattr(job, "scan_fraction", None)
     return float(fraction) if isinstance(fraction, int | float) else None
+
+
+def _scan_rows(job: Job, recorded: int | None) -> int | None:
+    """The rows ``job``'s scans emitted (a thread job says; ``recorded``: none does)."""
+    rows = getattr(job, "scan_rows", None)
+    return rows if isinstance(rows, int) else recorded
+
+
+def _table_status(job: Job) -> str | None:
+    """Which tables of ``job`` are set aside after their own failure, and why (``None``:
+    none is, or the job does not say: a Spark job's tables fail together)."""
+    status = getattr(job, "table_status", None)
+    return status if isinstance(status, str) else None
 
 
 def _retryable(error: BaseException) -> bool:

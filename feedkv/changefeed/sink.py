@@ -11,6 +11,10 @@ sealed by size, count or age; one sender thread that delivers sealed batches in 
 (so per-key order survives) and retries a failing delivery with backoff; a memory
 budget for sealed batches waiting to be sent, past which they spill to disk; and a disk
 budget, past which ``emit_row`` blocks, which stalls the feed until the sink recovers.
+With a node's :class:`~feedkv.changefeed.node_buffers.NodeBuffers` the two budgets are
+the node's, shared by all its changefeeds' sinks, and a sink with no room left raises
+:class:`SinkStalledError` after a short wait: the changefeed tears its feed down and
+restarts once the sink's backlog has cleared (:meth:`BatchingSink.wait_drained`).
 A delivery that still fails after its retries fails the sink with a retryable
 :class:`SinkError`; the changefeed resets the sink and restarts from its last resolved
 timestamp. A :class:`TerminalSinkError` (bad credentials, a path that is not a writable
@@ -41,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 from urllib.parse import parse_qsl, urlsplit
 
+from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.changefeed.options import ROW_FORMATS, ChangefeedOptions, option_error
 from feedkv.errors import ExternalError
 from feedkv.util.hlc import Timestamp
@@ -58,8 +63,10 @@ __all__ = [
     "SinkClient",
     "SinkError",
     "SinkKind",
+    "SinkStalledError",
     "SinkURI",
     "TerminalSinkError",
+    "TopicError",
     "WindowSink",
     "check_sink",
     "make_sink",
@@ -79,6 +86,25 @@ class TerminalSinkError(SinkError):
     """The sink refused in a way no retry can change (bad credentials, a bucket that does
     not exist, a path that is not a writable directory). Not retried: the changefeed
     ends, and its job fails (or pauses, under ``on_error='pause'``) with this error."""
+
+
+class SinkStalledError(SinkError):
+    """The node's changefeed buffers (memory, then disk) are full and the sink did not
+    make room in time: the changefeed stalls (tears its feed down, waits for the sink's
+    backlog to clear, restarts from its high-water mark)."""
+
+
+class TopicError(SinkError):
+    """The sink refused some topics only (a Kafka topic it may not write, or does not
+    have): ``topics`` maps each changefeed topic to why. Every other topic's messages
+    were taken (from :meth:`Sink.flush`: are durable), so the changefeed sets the tables
+    of those topics aside and goes on with the others
+    (:mod:`feedkv.changefeed.table_failures`)."""
+
+    def __init__(self, topics: dict[str, str]) -> None:
+        self.topics = dict(topics)
+        named = "; ".join(f"topic {t!r}: {why}" for t, why in sorted(self.topics.items()))
+        super().__init__(f"the sink refused {named}")
 
 
 class Message(NamedTuple):
@@ -199,6 +225,8 @@ class _Batch:
     bytes: int = 0
     opened: float = 0.0
     spilled: str | None = None  # the file holding the messages while they wait on disk
+    node: bool = False  # its bytes are held in the node's budget (memory or disk)
+    count: int = 0  # its messages (while spilled, ``messages`` is empty)
 
     def load(self) -> list[Message]:
         if self.spilled is None:
@@ -213,7 +241,9 @@ class BatchingSink:
 
     ``memory_budget`` bounds the bytes of sealed batches held in memory; past it they
     spill to files in ``spill_dir`` up to ``disk_budget`` bytes, past which ``emit_row``
-    blocks. ``sleep`` and ``clock`` are injected for tests."""
+    blocks. With ``buffers`` (the node's), those two budgets are the node's instead and
+    a sink that finds no room in either for ``buffers.stall_after_s`` raises
+    :class:`SinkStalledError`. ``sleep`` and ``clock`` are injected for tests."""
 
     def __init__(
         self,
@@ -224,10 +254,12 @@ class BatchingSink:
         memory_budget: int = 64 << 20,
         disk_budget: int = 1 << 30,
         spill_dir: str | None = None,
+        buffers: NodeBuffers | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._client = client
+        self._buffers = buffers
         self._flush = flush or FlushConfig()
         self._retry = retry or RetryConfig()
         self._memory_budget = memory_budget
@@ -259,6 +291,8 @@ class BatchingSink:
                     self._cond.notify_all()  # the sender times the new batch's age
             batch.messages.append(message)
             batch.bytes += message.size
+            if self._buffers is not None:
+                self._buffers.counts.add(entries_in=1)
             if len(batch.messages) >= self._flush.messages or batch.bytes >= self._flush.bytes:
                 self._seal(message.topic)
 
@@ -273,6 +307,17 @@ class BatchingSink:
             )
             self._raise_if_failed()
 
+    def wait_drained(self, timeout: float | None = None) -> bool:
+        """Block until every sealed batch is delivered (the backlog cleared), the sink
+        failed or it closed; whether one of those happened within ``timeout`` seconds."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: (
+                    self._error is not None or self._closed or not (self._sealed or self._sending)
+                ),
+                timeout,
+            )
+
     def emit_resolved(self, ts: Timestamp, topics: Iterable[str]) -> None:
         topics = sorted(set(topics))
         self._deliver(functools.partial(self._client.send_resolved, ts, topics))
@@ -283,6 +328,8 @@ class BatchingSink:
                 return
             self._closed = True
             self._drop_unsent()
+            for topic in list(self._open):
+                self._drop_open(topic)
             self._cond.notify_all()
         self._sender.join()
         self._client.close()
@@ -290,12 +337,19 @@ class BatchingSink:
     def reset(self) -> None:
         with self._cond:
             self._drop_unsent()
-            self._open.clear()
+            for topic in list(self._open):
+                self._drop_open(topic)
             # NB: a batch the sender holds may still land; one sent after the restart's
             # rows would break their order, so wait for it to land or fail.
             self._cond.wait_for(lambda: self._closed or not self._sending)
             self._error = None
             self._cond.notify_all()
+
+    def _drop_open(self, topic: str) -> None:
+        """Drop the open batch of ``topic`` (lock held): its entries are released."""
+        batch = self._open.pop(topic)
+        if self._buffers is not None:
+            self._buffers.counts.add(entries_released=len(batch.messages))
 
     def _drop_unsent(self) -> None:
         for batch in self._sealed:
@@ -304,10 +358,13 @@ class BatchingSink:
 
     # Batches.
 
-    def _seal(self, topic: str, *, may_wait: bool = True) -> None:
+    def _seal(self, topic: str, *, may_wait: bool = True) -> bool:
         """Move the open batch of ``topic`` to the send queue (lock held); spill it to
         disk when memory is over budget, and wait while the disk is too (unless called
-        by the sender, which must never wait for itself)."""
+        by the sender, which must never wait for itself: then the batch stays open and
+        this returns False)."""
+        if self._buffers is not None:
+            return self._seal_in(self._buffers, topic, may_wait)
         batch = self._open.pop(topic)
         over_memory = self._memory + batch.bytes > self._memory_budget
         if over_memory and self._sealed and may_wait:
@@ -326,9 +383,49 @@ class BatchingSink:
             self._memory += batch.bytes
         self._sealed.append(batch)
         self._cond.notify_all()
+        return True
 
-    def _spill(self, batch: _Batch) -> None:
-        fd, path = tempfile.mkstemp(prefix="feedkv-sink-", suffix=".spill", dir=self._spill_dir)
+    def _seal_in(self, buffers: NodeBuffers, topic: str, may_wait: bool) -> bool:
+        """:meth:`_seal` within the node's budgets: in memory if it has room, else on
+        disk, else wait for room up to ``buffers.stall_after_s`` and raise
+        :class:`SinkStalledError` (the batch is dropped: the changefeed's restart reads
+        its rows again)."""
+        batch = self._open[topic]
+        batch.count = len(batch.messages)  # NB: before a spill empties them
+        deadline = self._clock() + buffers.stall_after_s
+        while True:
+            if buffers.memory.try_acquire(batch.bytes):
+                buffers.counts.add(mem_acquired=batch.bytes)
+                break
+            if buffers.disk.try_acquire(batch.bytes):
+                self._spill(batch, buffers.spill_path())
+                break
+            if not may_wait:
+                return False
+            self._raise_if_failed()
+            left = deadline - self._clock()
+            if left <= 0:
+                self._drop_open(topic)
+                raise SinkStalledError(
+                    f"the node's changefeed buffers are full ({buffers.memory.used} of "
+                    f"{buffers.memory.limit} bytes in memory, {buffers.disk.used} of "
+                    f"{buffers.disk.limit} on disk) and the sink took nothing for "
+                    f"{buffers.stall_after_s:g} s"
+                )
+            # NB: other sinks give the node's budget back without this sink's lock, so
+            # this wakes to look again, as well as when its own sender delivers a batch.
+            self._cond.wait(min(_ROOM_POLL_S, left))
+        del self._open[topic]
+        batch.node = True
+        if batch.spilled is None:
+            self._memory += batch.bytes
+        self._sealed.append(batch)
+        self._cond.notify_all()
+        return True
+
+    def _spill(self, batch: _Batch, spill_dir: str | None = None) -> None:
+        where = spill_dir if spill_dir is not None else self._spill_dir
+        fd, path = tempfile.mkstemp(prefix="feedkv-sink-", suffix=".spill", dir=where)
         with os.fdopen(fd, "wb") as f:
             pickle.dump(batch.messages, f, protocol=pickle.HIGHEST_PROTOCOL)
         batch.messages = []
@@ -342,6 +439,13 @@ class BatchingSink:
             self._disk -= batch.bytes
         else:
             self._memory -= batch.bytes
+        if batch.node and self._buffers is not None:
+            in_memory = batch.spilled is None
+            budget = self._buffers.memory if in_memory else self._buffers.disk
+            budget.release(batch.bytes)
+            self._buffers.counts.add(
+                entries_released=batch.count, mem_released=batch.bytes if in_memory else 0
+            )
 
     def _run(self) -> None:
         while True:
@@ -353,6 +457,8 @@ class BatchingSink:
             messages: list[Message] = []
             try:
                 messages = batch.load()
+                if self._buffers is not None:
+                    self._buffers.counts.add(entries_out=len(messages))
                 self._deliver(functools.partial(self._client.send, batch.topic, messages))
             except SinkError as exc:
                 with self._cond:
@@ -381,13 +487,16 @@ class BatchingSink:
             timeout = None
             if self._flush.frequency > 0 and self._open:
                 now = self._clock()
+                held = False  # an aged batch the node's budgets have no room for yet
                 for topic, open_batch in list(self._open.items()):
                     if now - open_batch.opened >= self._flush.frequency:
-                        self._seal(topic, may_wait=False)
+                        held |= not self._seal(topic, may_wait=False)
                 if self._sealed:
                     continue
                 oldest = min(b.opened for b in self._open.values())
                 timeout = max(0.0, oldest + self._flush.frequency - now)
+                if held:
+                    timeout = max(timeout, _ROOM_POLL_S)
             self._cond.wait(timeout)
 
     def _deliver(self, send: Callable[[], None]) -> None:
@@ -411,6 +520,8 @@ class BatchingSink:
         if self._closed:
             raise SinkError("the sink is closed")
 
+
+_ROOM_POLL_S = 0.1  # how often a sink waiting for room in the node's budgets looks again
 
 # The registry.
 

@@ -9,6 +9,7 @@ from feedkv.changefeed.changefeed import Changefeed
 from feedkv.changefeed.job import Job
 from feedkv.changefeed.jobs import JobRecord
 from feedkv.changefeed.metrics import ChangefeedMetrics
+from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.changefeed.retrying import Retrying
 from feedkv.changefeed.sink import Sink, make_sink, parse_sink_uri
 from feedkv.util.hlc import Timestamp
@@ -38,12 +39,28 @@ class ThreadJob:
         return self.changefeed.retrying
 
     @property
+    def stalled_status(self) -> str | None:
+        return self.changefeed.stalled_status
+
+    @property
+    def table_status(self) -> str | None:
+        return self.changefeed.table_status
+
+    @property
     def backfill_pending(self) -> int:
         return self.changefeed.backfill_pending
 
     @property
     def scan_fraction(self) -> float | None:
         return self.changefeed.scan_fraction
+
+    @property
+    def scanned(self) -> bool:
+        return self.changefeed.scanned
+
+    @property
+    def scan_rows(self) -> int:
+        return self.changefeed.scan_rows
 
     @property
     def rows_emitted(self) -> int:
@@ -65,15 +82,18 @@ class ThreadJob:
         self.changefeed.close()
 
 
-def thread_jobs(db: SQLClient, metrics: ChangefeedMetrics | None = None) -> JobFactory:
+def thread_jobs(
+    db: SQLClient, metrics: ChangefeedMetrics | None = None, buffers: NodeBuffers | None = None
+) -> JobFactory:
     """Runs each job as a :class:`ThreadJob` from its high-water mark, its metrics in
-    ``metrics`` (by its ``metrics_label``)."""
+    ``metrics`` (by its ``metrics_label``), its sink buffering within the node's
+    ``buffers`` (:mod:`feedkv.changefeed.node_buffers`)."""
     metrics = metrics or ChangefeedMetrics()
 
     def make(record: JobRecord) -> Job:
         spec = record.resume_spec()
         uri = parse_sink_uri(spec.sink_uri or "", spec.options)
-        sink = make_sink(uri, spec.options, start=spec.start, db=db)
+        sink = make_sink(uri, spec.options, start=spec.start, db=db, buffers=buffers)
         feed_metrics = metrics.scope(spec.options.metrics_label)
         return ThreadJob(Changefeed(db, spec, sink, metrics=feed_metrics), sink)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from feedkv.errors import FeedKVError
@@ -52,6 +52,20 @@ def _negative_values(argv: Sequence[str]) -> list[str]:
 
 
 _NEGATIVE = {f"-{d}" for d in "0123456789."}
+
+
+def _size(flag: str) -> Callable[[str], int]:
+    """An argparse type reading ``flag``'s size (``512MiB``), refusing a bad one by name."""
+
+    def parse(text: str) -> int:
+        from feedkv.util.units import parse_size
+
+        try:
+            return parse_size(text)
+        except FeedKVError as exc:
+            raise argparse.ArgumentTypeError(f"{flag}: {exc}") from None
+
+    return parse
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -105,6 +119,21 @@ def _parser() -> argparse.ArgumentParser:
         default="127.0.0.1:8080",
         help="HOST:PORT of the HTTP port: the admin page at /, metrics for Prometheus at "
         "/_status/vars (port 0: any free)",
+    )
+    start.add_argument(
+        "--max-changefeed-memory",
+        default="512MiB",
+        type=_size("--max-changefeed-memory"),
+        help="records this node's changefeeds hold for their sinks, in memory, across all "
+        "changefeeds (default 512MiB); past it they spill to disk",
+    )
+    start.add_argument(
+        "--max-disk-changefeed-storage",
+        default="4GiB",
+        type=_size("--max-disk-changefeed-storage"),
+        help="records spilled to disk under STORE/changefeed-spill (default 4GiB); past "
+        "it a changefeed whose sink takes nothing stalls: its feed is torn down until "
+        "its sink's backlog clears, then it restarts from its high-water mark",
     )
     start.add_argument(
         "--log-level",
@@ -271,6 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_demo(Path(args.store), seconds=args.seconds, nodes=args.nodes)
         if args.command == "start":
+            from feedkv.changefeed.node_buffers import NodeBuffers
             from feedkv.cli.start import cluster_config, run_node, store_config
 
             config = store_config(args.closed_ts_target, args.txn_liveness, args.range_max_bytes)
@@ -296,6 +326,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ),
                 certs_dir=Path(args.certs_dir) if args.certs_dir else None,
                 external_io_dir=Path(args.external_io_dir or Path(args.store) / "extern"),
+                changefeed_buffers=NodeBuffers.of(
+                    args.max_changefeed_memory, args.max_disk_changefeed_storage
+                ),
             )
         if args.command == "node":
             from feedkv.cli import node as node_cli

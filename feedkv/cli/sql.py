@@ -5,6 +5,10 @@ statements of one ``-e`` run as one implicit transaction, as do those entered on
 of the shell. Without ``-e``, a terminal gets an interactive shell (history, statements
 spanning lines until a ``;``); anything else on stdin is run as a script, statement by
 statement, up to the first error, which names its line.
+
+When stderr is a terminal (or ``progress=True``), ``CREATE CHANGEFEED ... INTO`` is
+followed by a progress bar of the new job's initial scan (rows, rate, ETA:
+:mod:`feedkv.cli.scan_progress`) until the scan is done; Ctrl-C stops watching, not the job.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any, TextIO, cast
 import feedkv
 from feedkv.changefeed.sinkless import FeedResult
 from feedkv.cli.pg_session import PG_SCHEMES, PgSession
+from feedkv.cli.scan_progress import JobScan, watch_scan
 from feedkv.errors import FeedKVError, SQLError
 from feedkv.sql.script import split_statements
 from feedkv.sql.session import Result, Session
@@ -43,12 +48,16 @@ def run_sql(
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
     certs_dir: str | None = None,
+    progress: bool | None = None,
 ) -> int:
     """``certs_dir``: reach a secure node with TLS, as root's client certificate (the
-    raw KV API under this shell is for root; other users use the SQL port: psql)."""
+    raw KV API under this shell is for root; other users use the SQL port: psql).
+    ``progress``: show a new changefeed job's initial scan (``None``: when stderr is a
+    terminal)."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
+    watch = stderr.isatty() if progress is None else progress
     if target.startswith(PG_SCHEMES):
         # NB: the URL's user and database stand unless others are asked for
         pg = PgSession(
@@ -57,14 +66,14 @@ def run_sql(
             database=None if database == "defaultdb" else database,
         )
         try:
-            return _run(cast(Session, pg), statements, output, stdin, stdout, stderr)
+            return _run(cast(Session, pg), statements, output, stdin, stdout, stderr, watch)
         finally:
             pg.close()
     remote = "://" in target
     with feedkv.connect(target, certs_dir=certs_dir if remote else None) as db:
         session = db.session(user=user, database=database)
         try:
-            return _run(session, statements, output, stdin, stdout, stderr)
+            return _run(session, statements, output, stdin, stdout, stderr, watch)
         finally:
             session.close()
 
@@ -76,12 +85,14 @@ def _run(
     stdin: TextIO,
     stdout: TextIO,
     stderr: TextIO,
+    watch: bool = False,
 ) -> int:
+    """``watch``: a new changefeed job's initial scan is shown (module docstring)."""
     if statements:
-        return _run_each(session, statements, output, stdout, stderr)
+        return _run_each(session, statements, output, stdout, stderr, watch=watch)
     if stdin.isatty():
-        return _shell(session, output, stdin, stdout, stderr)
-    return _run_script(session, stdin.read(), output, stdout, stderr)
+        return _shell(session, output, stdin, stdout, stderr, watch)
+    return _run_script(session, stdin.read(), output, stdout, stderr, watch)
 
 
 def _run_each(
@@ -92,16 +103,19 @@ def _run_each(
     stderr: TextIO,
     *,
     batch: bool = True,
+    watch: bool = False,
 ) -> int:
     for text in statements:
         if not text.strip():
             continue
-        if not _execute(session, text, output, stdout, stderr, batch=batch):
+        if not _execute(session, text, output, stdout, stderr, batch=batch, watch=watch):
             return 1
     return 0
 
 
-def _run_script(session: Session, script: str, output: str, stdout: TextIO, stderr: TextIO) -> int:
+def _run_script(
+    session: Session, script: str, output: str, stdout: TextIO, stderr: TextIO, watch: bool = False
+) -> int:
     """A script's statements one after the other, as ``psql`` and ``cockroach sql`` run
     them: each takes effect on its own, and the first error stops the script (exit 1),
     named with its line (``<stdin>:2: ERROR: ...``)."""
@@ -110,12 +124,21 @@ def _run_script(session: Session, script: str, output: str, stdout: TextIO, stde
         line += script.count("\n", counted, offset)  # NB: counted once, not per statement
         counted = offset
         where = f"<stdin>:{line}: "
-        if not _execute(session, text.rstrip(), output, stdout, stderr, batch=False, where=where):
+        if not _execute(
+            session, text.rstrip(), output, stdout, stderr, batch=False, where=where, watch=watch
+        ):
             return 1
     return 0
 
 
-def _shell(session: Session, output: str, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+def _shell(
+    session: Session,
+    output: str,
+    stdin: TextIO,
+    stdout: TextIO,
+    stderr: TextIO,
+    watch: bool = False,
+) -> int:
     readline = _readline()
     stdout.write("# Welcome to the feedkv SQL shell. End statements with ';'; \\q quits.\n")
     buffer: list[str] = []
@@ -148,7 +171,7 @@ def _shell(session: Session, output: str, stdin: TextIO, stdout: TextIO, stderr:
             with contextlib.suppress(OSError):
                 readline.write_history_file(HISTORY)
         try:
-            _execute(session, text, output, stdout, stderr)
+            _execute(session, text, output, stdout, stderr, watch=watch)
         except KeyboardInterrupt:
             stderr.write("query interrupted\n")
 
@@ -162,12 +185,16 @@ def _execute(
     *,
     batch: bool = True,
     where: str = "",
+    watch: bool = False,
 ) -> bool:
     """Run ``text`` and print each result; print the error (after ``where``, what names
     the statement's place) and return ``False`` if a statement fails."""
     try:
         for result in session.execute_each(text, batch=batch):
             write_result(result, output, stdout)
+            if watch and result.tag == "CREATE CHANGEFEED" and result.columns == ("job_id",):
+                stdout.flush()
+                watch_scan(_job_scan(session, int(result.rows[0][0])), stderr)
     except SQLError as exc:
         stdout.flush()
         _print_error(exc, text, stderr, where)
@@ -177,6 +204,39 @@ def _execute(
         stderr.write(f"{where}ERROR: {exc}\n")
         return False
     return True
+
+
+def _job_scan(session: Session, job_id: int) -> Callable[[], JobScan | None]:
+    """How the bar reads job ``job_id``: its record where the session's client can read
+    it (with the rows its scan emitted), else ``crdb_internal.jobs`` (a ``postgresql://``
+    shell)."""
+    record_of = getattr(getattr(session, "changefeeds", None), "record", None)
+    if callable(record_of):
+
+        def from_record() -> JobScan | None:
+            record = record_of(job_id)
+            if record is None:
+                return None
+            return JobScan(
+                record.status,
+                record.high_water is not None or record.scanned,
+                record.fraction_completed,
+                record.scan_rows,
+            )
+
+        return from_record
+
+    def from_sql() -> JobScan | None:
+        rows = session.execute(
+            "SELECT status, fraction_completed, high_water_timestamp FROM crdb_internal.jobs "
+            f"WHERE job_id = {job_id}"
+        ).rows
+        if not rows:
+            return None
+        status, fraction, high_water = rows[0]
+        return JobScan(str(status), high_water is not None, fraction, None)
+
+    return from_sql
 
 
 def _readline() -> Any:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.db import connect
 from feedkv.errors import InvalidArgumentError
 from feedkv.kv.store import StoreConfig
@@ -94,6 +95,7 @@ def run_node(
     log_level: str = "info",
     certs_dir: Path | None = None,
     external_io_dir: Path | None = None,
+    changefeed_buffers: NodeBuffers | None = None,
 ) -> int:
     """Serve the store on ``listen`` (gRPC), ``sql_addr`` (PostgreSQL clients) and
     ``http_addr`` (metrics for Prometheus at ``/_status/vars``) and
@@ -123,6 +125,7 @@ def run_node(
         clock=_testing_clock(),
         certs_dir=certs_dir,
         external_io_dir=external_io_dir,
+        changefeed_buffers=changefeed_buffers,
     )
     logs = None
     try:

@@ -2,13 +2,18 @@
 when a button is pressed (:mod:`feedkv.server.http` serves them).
 
 :meth:`Admin.overview` is the JSON the page polls (``GET /_admin/v1/overview``): this
-node, the cluster's nodes (liveness), the ranges of this node's store, and every
+node, the cluster's nodes (liveness), the ranges of this node's store, what its
+changefeeds buffer for their sinks against its limits (memory, disk:
+:mod:`feedkv.changefeed.node_buffers`), and every
 changefeed job the user may see, each with its status, its sink (secrets redacted:
 :func:`~feedkv.changefeed.jobs.redacted`), its high-water mark and lag now, the error
-that failed or paused it, the ranges of its rangefeed with their resolved timestamps (for
-a job this node runs as a thread: a Spark job's rangefeeds live in its executors), and
-the history of its lag and throughput that the node samples (:mod:`feedkv.server.feed_history`:
-a thread samples every job every ``interval_s``, whether or not the page is open).
+that failed or paused it, the ranges it reads with their resolved timestamps, and the
+history of its lag and throughput that the node samples (:mod:`feedkv.server.feed_history`:
+a thread samples every job every ``interval_s``, whether or not the page is open). A job
+this node runs as a thread shows its rangefeed's ranges and the rows it emitted; a job
+this node runs on Spark (whose reads happen in its executors) shows the ranges its
+batches read, each up to the offset its last batch ended at, the rows its batches read,
+and its last batch's figures as Spark reports them (:mod:`feedkv.spark.progress`).
 
 :meth:`Admin.control` pauses, resumes or cancels a job (``POST
 /_admin/v1/jobs/<id>/<action>``) by running ``PAUSE JOB`` (...) in a SQL session of
@@ -39,13 +44,17 @@ from feedkv.errors import FeedKVError, InvalidArgumentError, PermissionDeniedErr
 from feedkv.security.login_throttle import LoginThrottle
 from feedkv.security.scram import check_password
 from feedkv.server.feed_history import FeedHistory, Sample
+from feedkv.spark.progress import SparkProgress, read_ranges
 from feedkv.sql import catalog
 from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
+    from feedkv.changefeed.job import Job
+    from feedkv.changefeed.node_buffers import NodeBuffers
     from feedkv.changefeed.service import Changefeeds
     from feedkv.kv.server import NodeServer
     from feedkv.kv.store import Store
+    from feedkv.rangefeed.client import FeedRange
     from feedkv.security.tls import ServerTLS
     from feedkv.server.cluster import Cluster
     from feedkv.sql.client import SQLClient
@@ -66,6 +75,7 @@ class AdminNode(Protocol):
     store: Store
     server: NodeServer | None
     cluster: Cluster | None
+    changefeed_buffers: NodeBuffers
 
     @property
     def url(self) -> str: ...
@@ -130,7 +140,7 @@ class Admin:
                 if record.status in TERMINAL:
                     continue
                 job = self._running(record.id)
-                emitted = job.rows_emitted if job is not None else None
+                emitted = _rows_emitted(job)
                 high_water = _high_water(record, job)
                 self.history.record(record.id, Sample(now, high_water.wall, emitted))
 
@@ -182,6 +192,7 @@ class Admin:
             "sample_interval_s": self.history.interval_s,
             "nodes": self._nodes(),
             "ranges": self._ranges(),
+            "buffers": _buffers(self._node.changefeed_buffers),
             "changefeeds": feeds,
         }
 
@@ -190,7 +201,8 @@ class Admin:
         high_water = _high_water(record, job)
         with self._lock:
             series = self.history.series(record.id)
-        ranges = job.ranges() if job is not None else []
+        ranges = self._feed_ranges(job, high_water)
+        spark = _spark_progress(job)
         lease = record.lease
         return {
             "job_id": str(record.id),  # NB: a string: ids pass 2**53, JavaScript's integers
@@ -205,6 +217,9 @@ class Admin:
             "lag_s": None if record.status in TERMINAL else max(0, now - high_water.wall) / 1e9,
             "runner": lease.node_id if lease is not None else None,
             "scan_fraction": _scan_fraction(record, job),
+            "runner_kind": "spark" if spark is not None else "thread" if job is not None else None,
+            "spark": spark.last.to_json() if spark is not None and spark.last else None,
+            "spark_batches": spark.batches if spark is not None else None,
             "ranges": [
                 {
                     "range_id": r.range_id,
@@ -217,6 +232,15 @@ class Admin:
             ],
             "history": {"t": series.times, "lag_s": series.lag_s, "rows_per_s": series.rows_per_s},
         }
+
+    def _feed_ranges(self, job: Job | None, high_water: Timestamp) -> list[FeedRange]:
+        """The ranges ``job`` reads now: a thread job's rangefeed's, or those of a Spark
+        job's targets, each read up to its high-water mark (none: not run here)."""
+        if isinstance(job, ThreadJob):
+            return job.ranges()
+        if _spark_progress(job) is None or job is None:
+            return []
+        return read_ranges((t.span for t in job.spec.targets), self._client.ranges(), high_water)
 
     def _nodes(self) -> list[dict[str, Any]]:
         cluster = self._node.cluster
@@ -276,12 +300,33 @@ class Admin:
     def _records(self) -> list[JobRecord]:
         return list_jobs(catalog.Snapshot(self._client, self._client.now()))
 
-    def _running(self, job_id: int) -> ThreadJob | None:
-        job = self._changefeeds().get(job_id)
-        return job if isinstance(job, ThreadJob) else None
+    def _running(self, job_id: int) -> Job | None:
+        return self._changefeeds().get(job_id)
 
 
-def _high_water(record: JobRecord, job: ThreadJob | None) -> Timestamp:
+def _buffers(buffers: NodeBuffers) -> dict[str, int]:
+    """What the node's changefeeds buffer for their sinks, against its limits."""
+    return {
+        "memory": buffers.memory.used,
+        "memory_limit": buffers.memory.limit,
+        "disk": buffers.disk.used,
+        "disk_limit": buffers.disk.limit,
+    }
+
+
+def _rows_emitted(job: Job | None) -> int | None:
+    """The rows ``job`` emitted (a thread job) or read (a Spark job's batches) in this
+    run (``None``: not run here)."""
+    rows = getattr(job, "rows_emitted", None)
+    return rows if isinstance(rows, int) else None
+
+
+def _spark_progress(job: Job | None) -> SparkProgress | None:
+    progress = getattr(job, "progress", None)
+    return progress if isinstance(progress, SparkProgress) else None
+
+
+def _high_water(record: JobRecord, job: Job | None) -> Timestamp:
     """The job's high-water mark: the running job's own (the record's trails it by up to
     a lease renewal), else the record's, else where it started."""
     if job is not None:
@@ -289,10 +334,10 @@ def _high_water(record: JobRecord, job: ThreadJob | None) -> Timestamp:
     return record.high_water or record.spec.start
 
 
-def _scan_fraction(record: JobRecord, job: ThreadJob | None) -> float | None:
+def _scan_fraction(record: JobRecord, job: Job | None) -> float | None:
     """The part of the initial scan or backfill running now that is done (``None``:
-    none runs): the running job's own, else what its runner last recorded."""
-    if job is not None:
+    none runs): a thread job's own, else what its runner last recorded."""
+    if isinstance(job, ThreadJob):
         return job.scan_fraction
     return record.fraction_completed
 

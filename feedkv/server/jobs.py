@@ -73,7 +73,11 @@ def job_registry(
     from feedkv.changefeed.registry import JobRegistry
     from feedkv.changefeed.thread_job import thread_jobs
 
-    make_job = spark_jobs(node, spark_master) if runner == "spark" else thread_jobs(client, metrics)
+    make_job = (
+        spark_jobs(node, spark_master)
+        if runner == "spark"
+        else thread_jobs(client, metrics, node.changefeed_buffers)
+    )
     node_dead = node.cluster.node_dead if node.cluster is not None else None
     return JobRegistry(
         client, node.node_id, confined(node, make_job), metrics=metrics, node_dead=node_dead
@@ -127,6 +131,7 @@ def spark_jobs(node: Node, spark_master: Callable[[], str | None]) -> JobFactory
             record.resume_spec(),
             checkpoint,
             master=spark_master(),
+            metrics=node.metrics.changefeeds.scope(record.spec.options.metrics_label),
         )
 
     return make

@@ -2,8 +2,11 @@
 structs of the layers it wires (changefeeds, SQL, transactions), and what it samples
 from its parts at each scrape:
 
-- ``kv_rangefeed_processors``, ``kv_rangefeed_registrations`` (gauges) and
+- ``kv_rangefeed_processors``, ``kv_rangefeed_registrations``, ``kv_rangefeed_mem_shared``
+  (the bytes of the rangefeed budget in use: gauges) and
   ``kv_rangefeed_catchup_scan_nanos`` (counter), from the node's rangefeeds;
+- ``storage_wal_fsync_latency``: each group commit's time, its fsync included
+  (nanoseconds, a histogram);
 - ``liveness_livenodes``: the live members of its cluster (1, itself, for a node of its
   own);
 - ``capacity_used`` and ``storage_lmdb_map_used_bytes``: the bytes of the LMDB map in
@@ -83,6 +86,19 @@ class NodeMetrics:
             "Size of the LMDB memory map (it doubles when full)",
             lambda: node.store.engine.map_size,
         )
+        r.sampled(
+            "kv_rangefeed_mem_shared",
+            "Memory usage by rangefeeds: bytes of the node's rangefeed budget held by "
+            "queued events",
+            lambda: float(node.feeds.budget.used),
+        )
+        fsync = r.histogram(
+            "storage_wal_fsync_latency",
+            "The commit latency of a group of writes, its fsync included (LMDB has no "
+            "separate write-ahead log: the commit is its fsync)",
+        )
+        if r.enabled:
+            node.store.engine.on_commit = lambda seconds: fsync.observe(seconds * 1e9)
         r.sampled(
             "sql_conns",
             "Number of open SQL connections",

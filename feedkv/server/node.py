@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Self
 from urllib.parse import quote
 
+from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.errors import InvalidArgumentError, InvariantViolation
 from feedkv.kv.address import host_port, parse_listen
 from feedkv.kv.api import BatchRequest, BatchResponse, Relocate, RelocateResponse
@@ -86,11 +87,14 @@ class Node:
         certs_dir: str | Path | None = None,
         external_io_dir: str | Path | None = None,
         metrics: bool = True,
+        changefeed_buffers: NodeBuffers | None = None,
     ) -> None:
         """``metrics=False``: the node's metrics record nothing (``feedkv bench
         changefeed`` measures what they cost).
         ``certs_dir``: serve every port with TLS from there (``None``: plaintext).
         ``external_io_dir``: ``file://`` sinks only below it (``None``: anywhere).
+        ``changefeed_buffers``: the limits on what its changefeeds buffer (``None``: the
+        defaults, spilling under ``store_path/changefeed-spill``).
         ``http_addr``: serve the metrics there (see :meth:`serve_http`).
         ``join``: this node is a member of a cluster (it must listen): ``[]`` starts
         one (or rejoins the one its store belongs to), addresses of members join theirs
@@ -123,6 +127,10 @@ class Node:
         self.admin: Admin | None = None  # the admin page's source, once attached
         self._serve_lock = threading.Lock()
         self.metrics: NodeMetrics = NodeMetrics(self, enabled=metrics)
+        self.changefeed_buffers = changefeed_buffers or NodeBuffers.of()
+        if self.changefeed_buffers.spill_dir is None:
+            self.changefeed_buffers.spill_dir = self.path / "changefeed-spill"
+        self.metrics.changefeeds.buffers = self.changefeed_buffers
         try:
             self.feeds = StoreFeeds(self.store, feed_config)
             # how this node's own clients register feeds (in a cluster: with any node)

@@ -34,10 +34,12 @@ from typing import Any
 from pyspark.errors import StreamingQueryException
 
 from feedkv.changefeed.changefeed import ChangefeedError, ChangefeedSpec
+from feedkv.changefeed.metrics import FeedMetrics
 from feedkv.changefeed.retrying import Retrying
 from feedkv.errors import ExternalError
 from feedkv.spark.changefeed_job import encode_spec
 from feedkv.spark.offsets import FeedOffset
+from feedkv.spark.progress import SparkProgress
 from feedkv.spark.session import spark_session
 
 __all__ = ["SparkJob"]
@@ -154,11 +156,16 @@ class SparkJob:
         checkpoint_dir: str | Path,
         *,
         master: str | None = None,
+        metrics: FeedMetrics | None = None,
     ) -> None:
+        """``metrics``: where its micro-batches' durations are observed (``None``:
+        nowhere)."""
         self.spec = spec
+        self._metrics = metrics
         self.job_id = job_id
         self.high_water = spec.start
         self.retrying: Retrying | None = None  # a failed query raises: the registry retries
+        self.progress = SparkProgress()  # its batches' rows and the last batch, for the page
         self._url = url
         self._checkpoint = str(checkpoint_dir)
         self._master = master
@@ -236,9 +243,18 @@ class SparkJob:
                 raise ChangefeedError(_feedkv_error(text) or message) from None
             raise ExternalError(message) from None
 
+    @property
+    def rows_emitted(self) -> int:
+        """The rows its batches read so far (this run's), for the page's throughput."""
+        return self.progress.rows
+
     def _track(self, query: Any) -> None:
-        """Moves the high-water mark to the end of the last finished batch."""
+        """Moves the high-water mark to the end of the last finished batch, and counts
+        the batch's rows."""
         progress = query.lastProgress
+        batch = self.progress.observe(progress)
+        if batch is not None and batch.duration_s is not None and self._metrics is not None:
+            self._metrics.spark_batch_nanos.observe(batch.duration_s * 1e9)
         for source in progress.get("sources", []) if progress else []:
             end = source.get("endOffset")
             if isinstance(end, str):

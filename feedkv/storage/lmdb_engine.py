@@ -259,6 +259,9 @@ class LMDBEngine:
         self._group_hooks: list[Callable[[], None]] = []
         self._isolate_groups = 0  # the next this many groups nest each job (_run_group)
         self.stats = EngineStats()
+        # Told how long each group's commit took (seconds: the write transaction's commit
+        # with its fsync), on the commit thread; a node's metrics set it.
+        self.on_commit: Callable[[float], None] | None = None
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._durable: list[tuple[_Job, tuple[bool, Any]]] = []  # outcomes to complete
         self._guard = threading.Condition()
@@ -471,7 +474,10 @@ class LMDBEngine:
                         else self._evaluate_isolated(txn, jobs, ack_by)
                     )
                 self._complete_durable()
+                committing = time.perf_counter()
                 txn.commit()
+                if self.on_commit is not None:
+                    self.on_commit(time.perf_counter() - committing)
             except BaseException:
                 txn.abort()
                 raise

@@ -110,6 +110,10 @@ def test_the_page_shows_a_feed_catching_up_and_pauses_it(
     browser.navigate(db.node.http_url + "/?refresh=200")
     browser.wait_for(f"document.querySelector('{feed}') !== null", what="the feed on the page")
     shown = browser.evaluate(f"document.querySelector('{feed}').textContent")
+    # the node's changefeed buffers against its limits (512 MiB, 4 GiB by default)
+    buffers = browser.evaluate("document.getElementById('buffers').textContent")
+    assert buffers.startswith("changefeed buffers: ") and "of 512.0 MiB in memory" in buffers
+    assert "of 4.0 GiB on disk" in buffers
     assert "127.0.0.1" in shown and "s3cret" not in shown and "redacted" in shown
 
     # the sink refuses every batch: the feed cannot move, its lag grows
@@ -136,7 +140,16 @@ def test_the_page_shows_a_feed_catching_up_and_pauses_it(
     shot = browser.screenshot(tmp_path / "2-caught-up.png")
     print(f"admin page, feed caught up (lag {float(caught_up):.2f} s): {shot}")
 
-    # the page's pause button pauses the job
+    # the page's pause button pauses the job. NB: once the status no longer names the
+    # sink's error (a line or two shorter): the button must not move between the look
+    # at where it is and the click
+    browser.wait_for(
+        f"(document.querySelector('{feed} .running-status') || {{}}).textContent"
+        " === undefined || document.querySelector('"
+        f"{feed} .running-status').textContent.startsWith('running: resolved=')",
+        timeout_s=DEADLINE,
+        what="the feed's status to say it is running again",
+    )
     browser.click(f'{feed} button[data-action="pause"]')
     browser.wait_for(
         f"document.querySelector('{feed}').dataset.status === 'paused'",

@@ -67,6 +67,17 @@ EXPECTED = {
     "capacity_used": "gauge",
     "storage_lmdb_map_used_bytes": "gauge",
     "storage_lmdb_map_size_bytes": "gauge",
+    "storage_wal_fsync_latency": "histogram",
+    "kv_rangefeed_mem_shared": "gauge",
+    "changefeed_stalled": "gauge",
+    "changefeed_buffer_memory_bytes": "gauge",
+    "changefeed_buffer_disk_bytes": "gauge",
+    "changefeed_buffer_entries_in": "unknown",
+    "changefeed_buffer_entries_out": "unknown",
+    "changefeed_buffer_entries_released": "unknown",
+    "changefeed_buffer_entries_mem_acquired": "unknown",
+    "changefeed_buffer_entries_mem_released": "unknown",
+    "changefeed_spark_batch_nanos": "histogram",
 }
 
 

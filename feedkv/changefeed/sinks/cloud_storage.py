@@ -35,6 +35,7 @@ import time
 from typing import Any, Protocol
 
 from feedkv.changefeed.encoder import resolved_json
+from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.changefeed.options import ChangefeedOptions, option_error
 from feedkv.changefeed.sink import (
     BatchingSink,
@@ -266,20 +267,34 @@ def _safe(topic: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "._" else "_" for ch in topic)
 
 
-def make(uri: SinkURI, options: ChangefeedOptions, *, start: Timestamp, **_: Any) -> BatchingSink:
-    return file_sink(uri, blob_store(uri), options, start=start)
+def make(
+    uri: SinkURI,
+    options: ChangefeedOptions,
+    *,
+    start: Timestamp,
+    buffers: NodeBuffers | None = None,
+    **_: Any,
+) -> BatchingSink:
+    return file_sink(uri, blob_store(uri), options, start=start, buffers=buffers)
 
 
 def file_sink(
-    uri: SinkURI, blobs: BlobStore, options: ChangefeedOptions, *, start: Timestamp
+    uri: SinkURI,
+    blobs: BlobStore,
+    options: ChangefeedOptions,
+    *,
+    start: Timestamp,
+    buffers: NodeBuffers | None = None,
 ) -> BatchingSink:
-    """A sink writing changefeed files into ``blobs``, configured by ``uri``."""
+    """A sink writing changefeed files into ``blobs``, configured by ``uri``, buffering
+    within the node's ``buffers`` when given."""
     partition = uri.param("partition_format", "daily") or "daily"
     if partition not in _PARTITIONS:
         raise option_error(f"partition_format={partition!r} is not one of {', '.join(_PARTITIONS)}")
     file_size = uri.size_param("file_size", DEFAULT_FILE_SIZE)
     client = CloudStorageClient(blobs, options, start=start, partition_format=partition)
-    return BatchingSink(client, flush=FlushConfig(messages=1 << 62, bytes=file_size))
+    flush = FlushConfig(messages=1 << 62, bytes=file_size)
+    return BatchingSink(client, flush=flush, buffers=buffers)
 
 
 def check(uri: SinkURI, options: ChangefeedOptions) -> None:

@@ -16,6 +16,11 @@ The contract a consumer can rely on:
   topic's partition count is learnt once, on its first message. Retries inside librdkafka do
   not reorder: ``RequiredAcks=ALL`` turns on the idempotent producer; below it, one
   request is in flight per broker at a time, as in CockroachDB's sink.
+- **A refused topic is that topic's failure.** Messages of a topic the brokers refuse
+  on their own account (not authorized, unknown, too large: :func:`_topic_codes`) fail
+  with a :class:`~feedkv.changefeed.sink.TopicError` naming the topic once every other
+  topic's messages are acknowledged, so the changefeed sets that table aside and goes on
+  with the others (:mod:`feedkv.changefeed.table_failures`).
 - **Tombstones.** A deletion without a value (``value=None``) is sent with a null value,
   which Kafka's log compaction reads as "drop this key".
 - **Resolved markers on every partition.** ``emit_resolved(ts, topics)`` flushes, sends
@@ -68,7 +73,7 @@ from typing import TYPE_CHECKING, Any
 from feedkv.changefeed.encoder import resolved_json
 from feedkv.changefeed.names import MAX_KAFKA_TOPIC, kafka_name
 from feedkv.changefeed.options import ChangefeedOptions, option_error
-from feedkv.changefeed.sink import Message, SinkError, SinkURI, TerminalSinkError
+from feedkv.changefeed.sink import Message, SinkError, SinkURI, TerminalSinkError, TopicError
 from feedkv.changefeed.sinks.kafka_log import BrokerLog
 from feedkv.changefeed.sinks.kafka_partitioner import partition_for
 from feedkv.errors import InvalidArgumentError, SQLError
@@ -157,6 +162,9 @@ class KafkaSink:
         self._partition_counts: dict[str, int] = dict(partition_counts or {})
         self._failures = 0  # delivery reports with an error since the last flush
         self._first_failure = ""
+        # Kafka topic -> the first error of the topic's own (it is refused, too large...)
+        self._topic_failures: dict[str, str] = {}
+        self._topic_failure_count = 0
         self._closed = False
 
     def emit_row(self, message: Message) -> None:
@@ -178,12 +186,14 @@ class KafkaSink:
     def flush(self) -> None:
         self._check_open()
         left = self._producer.flush(self._flush_timeout)
-        self._raise_failures()
         if left:
+            self._failures, self._topic_failure_count = 0, 0
+            self._topic_failures.clear()
             raise SinkError(
                 f"{left} Kafka messages were not acknowledged within the flush timeout "
                 f"({self._flush_timeout:g}s)"
             )
+        self._raise_failures()
 
     def emit_resolved(self, ts: Timestamp, topics: Iterable[str]) -> None:
         # NB: callers flush first; flushing again costs nothing and keeps the marker
@@ -225,6 +235,8 @@ class KafkaSink:
         self._producer.poll(0)  # the purged messages' delivery reports
         self._failures = 0
         self._first_failure = ""
+        self._topic_failures.clear()
+        self._topic_failure_count = 0
 
     def close(self) -> None:
         if self._closed:
@@ -254,7 +266,7 @@ class KafkaSink:
         partition: int = -1,
         headers: list[tuple[str, str | bytes | None]] | None = None,
     ) -> None:
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaError, KafkaException
 
         while True:
             try:
@@ -272,22 +284,53 @@ class KafkaSink:
                 self._producer.poll(_POLL)
                 self._raise_failures()
             except KafkaException as exc:
-                raise SinkError(f"cannot send to Kafka topic {topic!r}: {_reason(exc)}") from exc
+                why = _reason(exc)
+                error = exc.args[0] if exc.args else None
+                code = error.code() if isinstance(error, KafkaError) else None
+                refused = self._refused({topic: why}) if code in _topic_codes() else {}
+                if refused:  # this topic's own (a message too large for it, a bad name)
+                    raise TopicError(refused) from exc
+                raise SinkError(f"cannot send to Kafka topic {topic!r}: {why}") from exc
         self._producer.poll(0)
 
     def _on_delivery(self, error: KafkaError | None, message: KafkaMessage) -> None:
         if error is None:
             self._working()
             return
+        topic = message.topic() or ""
+        if error.code() in _topic_codes() and topic != self._topic_of_schema():
+            self._topic_failures.setdefault(topic, error.str())
+            self._topic_failure_count += 1
         if not self._failures:
-            self._first_failure = f"{message.topic()}[{message.partition()}]: {error.str()}"
+            self._first_failure = f"{topic}[{message.partition()}]: {error.str()}"
         self._failures += 1
 
     def _raise_failures(self) -> None:
-        if self._failures:
-            failures, first = self._failures, self._first_failure
-            self._failures, self._first_failure = 0, ""
-            raise SinkError(f"{failures} Kafka messages were not delivered; the first: {first}")
+        """Raise how messages failed since the last call: a :class:`TopicError` when
+        every failure was a topic's own (the others' messages went through), else a
+        :class:`SinkError`."""
+        if not self._failures:
+            return
+        failures, first = self._failures, self._first_failure
+        topic_failures, self._topic_failure_count = self._topic_failure_count, 0
+        by_topic, self._topic_failures = self._topic_failures, {}
+        self._failures, self._first_failure = 0, ""
+        refused = self._refused(by_topic)
+        if refused and topic_failures == failures:
+            raise TopicError(refused)
+        raise SinkError(f"{failures} Kafka messages were not delivered; the first: {first}")
+
+    def _topic_of_schema(self) -> str | None:
+        return self._topics.get(self._schema_topic) if self._schema_topic else None
+
+    def _refused(self, by_kafka_topic: dict[str, str]) -> dict[str, str]:
+        """The changefeed topics behind Kafka topics that refused, with why (the schema
+        topic is not a table's: it is left out, so its failure fails the sink)."""
+        refused = {}
+        for topic, kafka in self._topics.items():
+            if kafka in by_kafka_topic and topic != self._schema_topic:
+                refused[topic] = f"Kafka topic {kafka!r} refused: {by_kafka_topic[kafka]}"
+        return refused
 
     def _partitions(self, topic: str) -> list[int]:
         """Every partition of ``topic``, waiting (up to the metadata timeout) for a topic
@@ -311,6 +354,9 @@ class KafkaSink:
                 return sorted(found.partitions)
             if time.monotonic() >= deadline or (error is not None and not error.retriable()):
                 why = error.str() if error is not None else "it has no partitions"
+                refused = self._refused({topic: why}) if error is not None else {}
+                if refused:  # the brokers answered, about this topic: its own failure
+                    raise TopicError(refused)
                 raise SinkError(f"cannot learn the partitions of Kafka topic {topic!r}: {why}")
             self._producer.poll(_POLL)
 
@@ -322,6 +368,24 @@ class KafkaSink:
     def _check_open(self) -> None:
         if self._closed:
             raise SinkError("the Kafka sink is closed")
+
+
+def _topic_codes() -> frozenset[int]:
+    """Delivery errors that are one topic's own, not the brokers': the other topics'
+    messages go through."""
+    from confluent_kafka import KafkaError
+
+    return frozenset(
+        {
+            KafkaError.TOPIC_AUTHORIZATION_FAILED,
+            KafkaError.UNKNOWN_TOPIC_OR_PART,
+            KafkaError._UNKNOWN_TOPIC,
+            KafkaError.TOPIC_EXCEPTION,
+            KafkaError.MSG_SIZE_TOO_LARGE,
+            KafkaError.INVALID_RECORD,
+            KafkaError.POLICY_VIOLATION,
+        }
+    )
 
 
 def _json_resolved(ts: Timestamp, topic: str) -> bytes:

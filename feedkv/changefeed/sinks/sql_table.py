@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.changefeed.options import ChangefeedOptions, option_error
 from feedkv.changefeed.sink import BatchingSink, FlushConfig, Message, SinkError, SinkURI
 from feedkv.errors import FeedKVError, SQLError
@@ -70,7 +71,14 @@ class SQLTableClient:
         self._session.close()
 
 
-def make(uri: SinkURI, options: ChangefeedOptions, *, db: SQLClient, **_: Any) -> BatchingSink:
+def make(
+    uri: SinkURI,
+    options: ChangefeedOptions,
+    *,
+    db: SQLClient,
+    buffers: NodeBuffers | None = None,
+    **_: Any,
+) -> BatchingSink:
     parts = [p for p in (uri.host + uri.path).split("/") if p]
     if len(parts) != 1 or not all(parts[0].split(".")):
         raise option_error(
@@ -82,4 +90,4 @@ def make(uri: SinkURI, options: ChangefeedOptions, *, db: SQLClient, **_: Any) -
         client = SQLTableClient(db, table)
     except SQLError as exc:
         raise option_error(f"cannot use table {parts[0]!r} as a changefeed sink: {exc}") from exc
-    return BatchingSink(client, flush=FlushConfig(messages=500))
+    return BatchingSink(client, flush=FlushConfig(messages=500), buffers=buffers)

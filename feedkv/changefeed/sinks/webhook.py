@@ -72,6 +72,7 @@ from typing import Any
 
 import httpx
 
+from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.changefeed.options import ChangefeedOptions, option_error
 from feedkv.changefeed.sink import (
     BatchingSink,
@@ -173,7 +174,9 @@ class WebhookClient:
 # Configuration.
 
 
-def make(uri: SinkURI, options: ChangefeedOptions, **_: Any) -> BatchingSink:
+def make(
+    uri: SinkURI, options: ChangefeedOptions, *, buffers: NodeBuffers | None = None, **_: Any
+) -> BatchingSink:
     """The webhook sink for a checked URI; raises SQLError 22023 for a bad parameter or
     option, before anything is sent."""
     if not uri.host:
@@ -196,7 +199,7 @@ def make(uri: SinkURI, options: ChangefeedOptions, **_: Any) -> BatchingSink:
         )
     flush, retry = parse_sink_config(options.webhook_sink_config)
     client = WebhookClient(url, auth_header=auth, timeout=timeout, verify=_verify(uri))
-    return BatchingSink(client, flush=flush, retry=retry)
+    return BatchingSink(client, flush=flush, retry=retry, buffers=buffers)
 
 
 _CONFIG_KEYS: dict[str, tuple[str, ...]] = {

@@ -42,6 +42,13 @@ function rate(value) {
   return value === null || value === undefined ? "-" : value.toFixed(value < 10 ? 1 : 0) + "/s";
 }
 
+function bytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return (i === 0 ? String(n) : n.toFixed(1)) + " " + units[i];
+}
+
 function time(iso) {
   return iso ? iso.replace("T", " ").replace(/\.\d+/, "").replace("+00:00", " UTC") : "-";
 }
@@ -106,13 +113,20 @@ function feedSection(feed) {
     el("dt", {}, "sink"), el("dd", { class: "mono sink" }, feed.sink || "(none)"),
     el("dt", {}, "high-water"), el("dd", { class: "high-water" }, time(feed.high_water_time), " ", el("span", { class: "muted mono" }, feed.high_water)),
     el("dt", {}, "lag now"), el("dd", {}, lag),
-    el("dt", {}, "running on"), el("dd", {}, feed.runner || "-"),
+    el("dt", {}, "running on"), el("dd", {}, (feed.runner || "-") + (feed.runner_kind ? ` (${feed.runner_kind})` : "")),
     el("dt", {}, "owner"), el("dd", {}, feed.user),
   );
   if (feed.scan_fraction !== null && feed.scan_fraction !== undefined) {
     const percent = Math.round(feed.scan_fraction * 100);
     fields.append(el("dt", {}, "scan"), el("dd", { class: "scan" },
       el("progress", { max: 100, value: percent }), ` ${percent}% (initial scan or backfill)`));
+  }
+  if (feed.runner_kind === "spark") {
+    const b = feed.spark;
+    fields.append(el("dt", {}, "spark"), el("dd", { class: "spark" }, b
+      ? `batch ${b.batch_id}: ${b.rows} rows, ${rate(b.input_rows_per_s)} in, ${rate(b.processed_rows_per_s)} processed, ` +
+        `took ${duration(b.duration_s)} (${feed.spark_batches} batches here)`
+      : "no batch finished yet"));
   }
   if (feed.running_status) fields.append(el("dt", {}, "running status"), el("dd", { class: "running-status" }, feed.running_status));
   if (feed.error) fields.append(el("dt", {}, "error"), el("dd", { class: "error" }, feed.error));
@@ -122,9 +136,9 @@ function feedSection(feed) {
     chart("throughput (messages/s)", h.t, h.rows_per_s, "rate-line", rate),
   );
   const ranges = el("details", { class: "feed-ranges", open: openRanges.has(feed.job_id) },
-    el("summary", {}, `rangefeed ranges (${feed.ranges.length})`),
+    el("summary", {}, `${feed.runner_kind === "spark" ? "ranges its batches read" : "rangefeed ranges"} (${feed.ranges.length})`),
     feed.ranges.length === 0
-      ? el("p", { class: "muted" }, "none registered on this node now (a Spark job's rangefeeds run in its executors)")
+      ? el("p", { class: "muted" }, "none read on this node now")
       : el("table", {},
           el("thead", {}, el("tr", {}, el("th", {}, "range"), el("th", {}, "span"), el("th", {}, "node"), el("th", {}, "resolved"))),
           el("tbody", {}, ...feed.ranges.map((r) => el("tr", {},
@@ -154,6 +168,9 @@ function render(data) {
   document.querySelector("#ranges tbody").replaceChildren(...data.ranges.map((r) => el("tr", {},
     el("td", {}, "r" + r.range_id), el("td", { class: "mono" }, r.span), el("td", {}, r.replicas.join(", ")),
     el("td", {}, r.bytes === null ? "(on another node)" : r.bytes), el("td", {}, time(r.closed_time)))));
+  const b = data.buffers;
+  document.getElementById("buffers").textContent =
+    `changefeed buffers: ${bytes(b.memory)} of ${bytes(b.memory_limit)} in memory, ${bytes(b.disk)} of ${bytes(b.disk_limit)} on disk`;
   document.getElementById("refreshed").textContent = "updated " + new Date(data.now * 1000).toLocaleTimeString();
 }
 

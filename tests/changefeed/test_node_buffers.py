@@ -1,0 +1,85 @@
+"""The node's changefeed buffer limits (:mod:`feedkv.changefeed.node_buffers`) as its
+sinks share them: one byte budget, memory then disk across every sink of the node, and
+:class:`~feedkv.changefeed.sink.SinkStalledError` once neither has room."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from feedkv.changefeed.node_buffers import ByteBudget, NodeBuffers
+from feedkv.changefeed.sink import BatchingSink, FlushConfig, Message, SinkError, SinkStalledError
+from feedkv.errors import InvariantViolation
+from feedkv.util.hlc import Timestamp
+
+TS = Timestamp(1_700_000_000_000_000_000, 0)
+
+
+def message(i: int, topic: str = "t", size: int = 100) -> Message:
+    return Message(topic, f"[{i}]".encode(), b"x" * size, TS, TS)
+
+
+class HeldClient:
+    """A sink client that holds every send until :attr:`gate` is set."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.keys: list[bytes] = []
+
+    def send(self, topic: str, batch: list[Message]) -> None:
+        if not self.gate.wait(30):
+            raise SinkError("held too long")
+        self.keys += [m.key for m in batch]
+
+    def send_resolved(self, ts: Timestamp, topics: list[str]) -> None:
+        pass
+
+    def close(self) -> None:
+        self.gate.set()
+
+
+def test_a_budget_never_goes_past_its_limit_nor_below_zero() -> None:
+    budget = ByteBudget("memory", 100)
+    assert budget.try_acquire(60) and not budget.try_acquire(41) and budget.try_acquire(40)
+    assert (budget.used, budget.peak) == (100, 100)
+    budget.release(70)
+    assert budget.used == 30 and budget.peak == 100
+    with pytest.raises(InvariantViolation, match="releasing 31 bytes but only 30"):
+        budget.release(31)
+
+
+def test_sinks_share_the_node_budget_spill_past_it_and_stall_past_the_disk(
+    tmp_path: Path,
+) -> None:
+    # a message is 167 bytes (key, value, 64 of overhead): three fit in memory, two on disk
+    buffers = NodeBuffers.of(memory=510, disk=340, spill_dir=tmp_path / "spill", stall_after_s=0.2)
+    first, second = HeldClient(), HeldClient()
+    a = BatchingSink(first, flush=FlushConfig(messages=1), buffers=buffers)
+    b = BatchingSink(second, flush=FlushConfig(messages=1), buffers=buffers)
+    try:
+        for i in range(3):  # a's sender holds the first, the next two wait in memory
+            a.emit_row(message(i))
+        assert (buffers.memory.used, buffers.disk.used) == (501, 0)
+        for i in range(2):  # b finds the node's memory taken by a: it spills
+            b.emit_row(message(i))
+        assert (buffers.memory.used, buffers.disk.used) == (501, 334)
+        assert len(list((tmp_path / "spill").iterdir())) == 2
+        with pytest.raises(SinkStalledError, match="buffers are full"):
+            b.emit_row(message(2))
+        assert (buffers.memory.peak, buffers.disk.peak) == (501, 334)
+        first.gate.set()
+        second.gate.set()
+        assert a.wait_drained(30) and b.wait_drained(30)
+        assert buffers.memory.used == 0 and buffers.disk.used == 0
+        assert not list((tmp_path / "spill").iterdir())
+        assert first.keys == [f"[{i}]".encode() for i in range(3)]
+        counts = buffers.counts  # b's third entry was dropped with the stall
+        assert (counts.entries_in, counts.entries_out, counts.entries_released) == (6, 5, 6)
+        assert counts.mem_acquired == counts.mem_released == 501
+    finally:
+        first.gate.set()
+        second.gate.set()
+        a.close()
+        b.close()

@@ -37,10 +37,18 @@ _HISTORY_PAGE = 16
 
 
 class DeltaTables:
-    """The Delta tables under ``root`` (a local directory, created when missing)."""
+    """The Delta tables under ``root`` (a local directory, created when missing).
+
+    Each table stays open between windows with its newest window's ``(version,
+    feedkv.resolved)``: a commit updates both, so a window costs no reopening and no
+    reading of the table's history (each cost about as much as the commit). NB: this
+    holds because one changefeed writes a directory; a failed commit forgets the
+    table, which is read again from its log."""
 
     def __init__(self, root: str) -> None:
         self.root = root
+        self._open_tables: dict[str, Any] = {}
+        self._newest: dict[str, tuple[int, Timestamp]] = {}
         try:
             os.makedirs(root, exist_ok=True)
         except OSError as exc:
@@ -56,22 +64,38 @@ class DeltaTables:
         from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError
 
+        dt = self._open_tables.get(table)
+        if dt is not None:
+            return dt
         try:
-            return DeltaTable(self._path(table))
+            dt = DeltaTable(self._path(table))
         except TableNotFoundError:
             return None
         except Exception as exc:
             raise sink_error(f"cannot open Delta table {self._path(table)}", exc) from exc
+        self._open_tables[table] = dt
+        return dt
+
+    def _forget(self, table: str) -> None:
+        self._open_tables.pop(table, None)
+        self._newest.pop(table, None)
 
     def last_resolved(self, table: str) -> Timestamp | None:
+        newest = self._newest.get(table)
+        if newest is not None:
+            return newest[1]
         dt = self._open(table)
         if dt is None:
             return None
-        for _version, recorded in _windows(dt):
+        for version, recorded in _windows(dt):
+            self._newest[table] = (version, recorded)
             return recorded
         return None
 
     def version_at(self, table: str, resolved: Timestamp) -> int | None:
+        newest = self._newest.get(table)
+        if newest is not None and newest[1] <= resolved:
+            return newest[0]
         dt = self._open(table)
         if dt is None:
             return None
@@ -81,7 +105,7 @@ class DeltaTables:
         return None
 
     def commit(self, change: TableChange) -> None:
-        from deltalake import CommitProperties, Transaction, write_deltalake
+        from deltalake import CommitProperties, Transaction
 
         apps = []
         if change.batch is not None:  # as Spark's Delta sink records txnAppId/txnVersion
@@ -92,27 +116,42 @@ class DeltaTables:
         )
         path = self._path(change.table)
         try:
-            dt = self._open(change.table)
-            if change.changes is not None:
-                write_deltalake(
-                    path,
-                    change.changes,
-                    mode="append",
-                    schema_mode="merge",
-                    commit_properties=props,
-                )
-                return
+            self._commit(path, change, props)
+        except SinkError:
+            self._forget(change.table)
+            raise
+        except Exception as exc:
+            self._forget(change.table)
+            raise sink_error(f"cannot commit into Delta table {path}", exc) from exc
+
+    def _commit(self, path: str, change: TableChange, props: Any) -> None:
+        from deltalake import write_deltalake
+
+        dt = self._open(change.table)
+        before = None if dt is None else dt.version()
+        if change.changes is not None:
+            write_deltalake(
+                path if dt is None else dt,
+                change.changes,
+                mode="append",
+                schema_mode="merge",
+                commit_properties=props,
+            )
+        else:
             upserts, deletes = change.upserts, change.deletes
             if upserts is None or deletes is None:
                 raise InvalidArgumentError(f"a mirror commit into {path} needs its rows")
             if dt is None:  # a new table: its rows are all inserts
                 write_deltalake(path, upserts, mode="append", commit_properties=props)
-                return
-            self._merge(dt, change, upserts, deletes, props)
-        except SinkError:
-            raise
-        except Exception as exc:
-            raise sink_error(f"cannot commit into Delta table {path}", exc) from exc
+            else:
+                self._merge(dt, change, upserts, deletes, props)
+        dt = self._open(change.table)
+        if dt is None or dt.version() == before:
+            # NB: a MERGE that changed nothing (deletes of rows never there) commits
+            # nothing: the table's newest window is not known, read it again
+            self._forget(change.table)
+            return
+        self._newest[change.table] = (dt.version(), change.resolved)
 
     def _merge(
         self, dt: Any, change: TableChange, upserts: pa.Table, deletes: pa.Table, props: Any
@@ -181,7 +220,8 @@ class DeltaTables:
             raise sink_error(f"cannot write {path}", exc) from exc
 
     def close(self) -> None:
-        pass
+        self._open_tables.clear()
+        self._newest.clear()
 
 
 def _windows(dt: Any) -> Iterator[tuple[int, Timestamp]]:

@@ -103,6 +103,8 @@ _CHANGE_TYPES = {
     "u": "update_postimage",
     "d": "delete",
 }
+_CHANGE_TYPE_CODES = pa.array(list(_CHANGE_TYPES), pa.string())
+_CHANGE_TYPE_NAMES = pa.array(list(_CHANGE_TYPES.values()), pa.string())
 _EVENT_TYPE, _UPDATED, _MVCC = PARQUET_META
 
 
@@ -226,7 +228,9 @@ class LakeSink:
         self, table: str, resolved: Timestamp, batches: list[pa.RecordBatch]
     ) -> TableChange | None:
         """The commit of ``batches`` into ``table``: only their rows above what it
-        holds; ``None`` when there are none."""
+        holds; ``None`` when there are none. NB: column-wise (Arrow compute), not row by
+        row: a window may hold hundreds of thousands of rows, and a Python loop over them
+        cost more than the lake commit itself."""
         applied = self._last_applied(table)
         if applied is not None and resolved <= applied:
             return None
@@ -245,41 +249,85 @@ class LakeSink:
         for name in names:  # NB: older versions' batches lack a column added since
             if name not in frame.column_names:
                 frame = frame.append_column(name, pa.nulls(len(frame), columns.field(name).type))
-        updated = [Timestamp.parse(t) for t in frame.column(_UPDATED).to_pylist()]
-        order = sorted(
-            (i for i, ts in enumerate(updated) if applied is None or ts > applied),
-            key=updated.__getitem__,
-        )
-        if not order:
+        wall, logical = hlc_columns(frame.column(_UPDATED))
+        if applied is not None:
+            frame, wall, logical = _filtered(
+                frame, wall, logical, pc.invert(_at_or_below(wall, logical, applied))
+            )
+        if not len(frame):
             return None
-        kinds = frame.column(_EVENT_TYPE).to_pylist()
+        # NB: a stable sort: an update's row before it stays ahead of the row after it
+        order = pc.sort_indices(
+            pa.table({"w": wall, "l": logical}), [("w", "ascending"), ("l", "ascending")]
+        )
+        frame = frame.take(order)
+        kinds = frame.column(_EVENT_TYPE)
         if self._mode == "changelog":
-            rows = frame.take(pa.array(order, pa.int64()))
-            changes = rows.select(names)
-            change_types = [_CHANGE_TYPES[kinds[i]] for i in order]
-            changes = changes.append_column("_change_type", pa.array(change_types, pa.string()))
-            changes = changes.append_column("_feedkv_updated", rows.column(_UPDATED))
-            changes = changes.append_column("_feedkv_mvcc_timestamp", rows.column(_MVCC))
+            changes = frame.select(names).replace_schema_metadata(None)
+            change_types = pc.take(_CHANGE_TYPE_NAMES, pc.index_in(kinds, _CHANGE_TYPE_CODES))
+            changes = changes.append_column("_change_type", change_types.cast(pa.string()))
+            changes = changes.append_column("_feedkv_updated", frame.column(_UPDATED))
+            changes = changes.append_column("_feedkv_mvcc_timestamp", frame.column(_MVCC))
             return TableChange(table, resolved, key, columns, changes=changes)
-        key_values = list(zip(*(frame.column(k).to_pylist() for k in key), strict=True))
-        last: dict[tuple[Any, ...], int] = {}
-        for i in order:
-            if kinds[i] != "b":  # NB: a row before an update (changelog rows only)
-                last[key_values[i]] = i
-        upserts = [i for i in last.values() if kinds[i] != "d"]
-        deletes = [i for i in last.values() if kinds[i] == "d"]
+        # NB: a row before an update (changelog rows only) is no change of the row
+        frame = frame.filter(pc.not_equal(kinds, "b"))
+        last = frame.take(_last_of_each_key(frame, key))
+        deleted = pc.equal(last.column(_EVENT_TYPE), "d")
         return TableChange(
             table,
             resolved,
             key,
             columns,
-            upserts=frame.take(pa.array(upserts, pa.int64()))
-            .select(names)
-            .replace_schema_metadata(None),
-            deletes=frame.take(pa.array(deletes, pa.int64()))
-            .select(list(key))
-            .replace_schema_metadata(None),
+            upserts=last.filter(pc.invert(deleted)).select(names).replace_schema_metadata(None),
+            deletes=last.filter(deleted).select(list(key)).replace_schema_metadata(None),
         )
+
+
+def hlc_columns(texts: pa.ChunkedArray | pa.Array) -> tuple[pa.Array, pa.Array]:
+    """HLC timestamps written as ``str(Timestamp)`` as two int64 columns (wall,
+    logical), which compare and sort as the timestamps do. Raises
+    :class:`TerminalSinkError` on a value that is not one."""
+    try:
+        parts = pc.split_pattern(texts, ".", max_splits=1)
+        wall = pc.cast(pc.list_element(parts, 0), pa.int64())
+        logical = pc.cast(pc.fill_null(pc.list_element(parts, 1), "0"), pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise TerminalSinkError(f"rows with a malformed {_UPDATED} timestamp: {exc}") from exc
+    if wall.null_count:
+        raise TerminalSinkError(f"rows without an {_UPDATED} timestamp")
+    return wall, logical
+
+
+def _at_or_below(wall: pa.Array, logical: pa.Array, ts: Timestamp) -> pa.Array:
+    """Which timestamps (as :func:`hlc_columns` gives them) are at or below ``ts``."""
+    return pc.or_(
+        pc.less(wall, ts.wall),
+        pc.and_(pc.equal(wall, ts.wall), pc.less_equal(logical, ts.logical)),
+    )
+
+
+def _filtered(
+    frame: pa.Table, wall: pa.Array, logical: pa.Array, keep: pa.Array
+) -> tuple[pa.Table, pa.Array, pa.Array]:
+    return frame.filter(keep), wall.filter(keep), logical.filter(keep)
+
+
+def _last_of_each_key(frame: pa.Table, key: tuple[str, ...]) -> pa.Array:
+    """The positions of each key's last row in ``frame`` (rows in timestamp order)."""
+    position = "_feedkv_position"
+    numbered = frame.select(list(key)).append_column(
+        position, pa.array(range(len(frame)), pa.int64())
+    )
+    try:
+        last = numbered.group_by(list(key), use_threads=False).aggregate([(position, "max")])
+        return last.column(f"{position}_max")
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        # NB: a key type Arrow cannot group by: by Python values
+        by_key: dict[tuple[Any, ...], int] = {}
+        values = zip(*(frame.column(k).to_pylist() for k in key), strict=True)
+        for i, value in enumerate(values):
+            by_key[value] = i
+        return pa.array(sorted(by_key.values()), pa.int64())
 
 
 def _split(batch: pa.RecordBatch, resolved: Timestamp) -> tuple[pa.RecordBatch, pa.RecordBatch]:
@@ -289,10 +337,9 @@ def _split(batch: pa.RecordBatch, resolved: Timestamp) -> tuple[pa.RecordBatch, 
     covers it, so a window's commit finds rows of the next windows in the sink: they
     wait for their own window (committed now, they would be above the timestamp the
     commit records, and a restart from it would write them again)."""
-    updated = [Timestamp.parse(t) for t in batch.column(_UPDATED).to_pylist()]
-    if all(ts <= resolved for ts in updated):
+    due = _at_or_below(*hlc_columns(batch.column(_UPDATED)), resolved)
+    if pc.all(due).as_py():
         return batch, batch.slice(0, 0)
-    due = pa.array([ts <= resolved for ts in updated], pa.bool_())
     return batch.filter(due), batch.filter(pc.invert(due))
 
 

@@ -61,10 +61,15 @@ TOPIC = "bench"
 SINKS = ("parquet", "delta-mirror", "delta-changelog")
 
 
-def sink_uri(kind: str, root: Path) -> tuple[str, tuple[tuple[str, str | None], ...]]:
-    """The sink URI and ``WITH`` options of ``kind`` (one of :data:`SINKS`) under ``root``."""
+def sink_uri(
+    kind: str, root: Path, resolved: str = "1s"
+) -> tuple[str, tuple[tuple[str, str | None], ...]]:
+    """The sink URI and ``WITH`` options of ``kind`` (one of :data:`SINKS`) under
+    ``root``; the Parquet sink writes a resolved marker every ``resolved`` (a lake sink
+    records one with every window)."""
     if kind == "parquet":
-        return f"file://{root}/parquet", (("format", "parquet"), ("diff", None))
+        options = (("format", "parquet"), ("diff", None), ("resolved", resolved))
+        return f"file://{root}/parquet", options
     mode = kind.removeprefix("delta-")
     return f"delta://{root}/{kind}", (("lake_mode", mode),)
 
@@ -254,7 +259,7 @@ class Watcher:
 
 
 def lag_run(root: Path, kind: str, rate: int, args: argparse.Namespace) -> dict[str, Any]:
-    uri, given = sink_uri(kind, root)
+    uri, given = sink_uri(kind, root, args.checkpoint)
     options = ", ".join(k if v is None else f"{k} = '{v}'" for k, v in given)
     db = feedkv.connect(root / "store", config=StoreConfig(), changefeed_runner="thread")
     try:
@@ -272,6 +277,10 @@ def lag_run(root: Path, kind: str, rate: int, args: argparse.Namespace) -> dict[
         interval = per / rate
         keyspace = max(rate * 2, per)
         rng = random.Random(rate)
+        # NB: placeholders: the statement's text repeats, so it is parsed and planned once
+        statement = "UPSERT INTO bench VALUES " + ", ".join(
+            f"(${3 * i + 1}, ${3 * i + 2}, ${3 * i + 3})" for i in range(per)
+        )
         written = 0
         t0 = time.monotonic()
         deadline = t0 + args.seconds
@@ -280,10 +289,10 @@ def lag_run(root: Path, kind: str, rate: int, args: argparse.Namespace) -> dict[
             if now < next_at:
                 time.sleep(next_at - now)  # wait-ok: pacing the writers to the rate asked
             base = rng.randrange(keyspace)
-            values = ", ".join(
-                f"({(base + i) % keyspace}, 'v{written + i}', {i})" for i in range(per)
-            )
-            db.sql(f"UPSERT INTO bench VALUES {values}")
+            params: list[Any] = []
+            for i in range(per):
+                params += [(base + i) % keyspace, f"v{written + i}", i]
+            db.sql(statement, *params)
             watcher.acked(db.now(), time.monotonic())
             written += per
             next_at += interval

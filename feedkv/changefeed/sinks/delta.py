@@ -202,6 +202,9 @@ class DeltaTables:
 
         return DeltaTable(self._path(table), version=version).to_pyarrow_table()
 
+    def location(self, table: str) -> str:
+        return self._path(table)
+
     def write_marker(self, marker: Marker) -> None:
         path = os.path.join(self.root, MARKER)
         tmp = f"{path}.{secrets.token_hex(4)}.tmp"

@@ -50,7 +50,7 @@ def _uri(uri: str) -> sinks.SinkURI:
     options = sinks.sink_defaults(uri, ChangefeedOptions())
     parsed = sinks.parse_sink_uri(uri, options)
     if not parsed.kind.whole_rows:
-        raise option_error(f"{uri!r} is not a lake sink URI (delta:// or iceberg://)")
+        raise option_error(f"{uri!r} is not a lake sink URI (delta://, delta+s3:// or iceberg://)")
     return parsed
 
 
@@ -108,6 +108,11 @@ def duckdb_scan(uri: str, table: str, version: int) -> str:
         location = tables.location(table)
     finally:
         tables.close()
+    if parsed.scheme == "delta+s3":
+        raise InvalidArgumentError(
+            f"{uri!r}: DuckDB reads Delta tables in S3 through its httpfs extension, which "
+            "duckdb_scan does not set up: read them with read_tables"
+        )
     if parsed.scheme == "delta":
         return f"delta_scan({_sql_text(location)}, version => {int(version)})"
     return f"iceberg_scan({_sql_text(location)}, snapshot_from_id => {int(version)})"

@@ -348,6 +348,11 @@ def _split(batch: pa.RecordBatch, resolved: Timestamp) -> tuple[pa.RecordBatch, 
 
 def staging_root(uri: SinkURI) -> str:
     """Where Spark tasks stage rows for ``uri``'s sink."""
+    if uri.scheme == "delta+s3":
+        raise TerminalSinkError(
+            f"{uri.uri!r}: a changefeed into Delta tables in S3 runs on the thread runner "
+            "(--changefeed-runner thread); its Spark tasks cannot stage rows in S3 yet"
+        )
     if uri.scheme == "delta":
         return os.path.join(_delta_root(uri), STAGING)
     return os.path.join(_iceberg_location(uri)[3], STAGING)
@@ -426,6 +431,8 @@ def check(uri: SinkURI, options: ChangefeedOptions) -> None:
     opened is refused now (SQLSTATE 22023)."""
     tables = lake_tables(uri)
     try:
+        if uri.scheme == "delta+s3":
+            _probe_bucket(uri)
         if uri.scheme == "delta":
             probe = os.path.join(_delta_root(uri), f".feedkv-probe-{secrets.token_hex(8)}")
             try:
@@ -448,13 +455,58 @@ def lake_tables(uri: SinkURI) -> LakeTables:
         from feedkv.changefeed.sinks.delta import DeltaTables
 
         return DeltaTables(_delta_root(uri))
+    if uri.scheme == "delta+s3":
+        from feedkv.changefeed.sinks.delta import DeltaTables
+        from feedkv.changefeed.sinks.s3 import S3Blobs
+
+        root = f"s3://{uri.host}/{uri.path.strip('/')}".rstrip("/")
+        return DeltaTables(root, objects=S3Blobs(uri), storage=_s3_storage(uri))
     from feedkv.changefeed.sinks.iceberg import IcebergTables
 
     catalog, namespace, catalog_uri, warehouse = _iceberg_location(uri)
     return IcebergTables(catalog, namespace, catalog_uri, warehouse)
 
 
+def _s3_storage(uri: SinkURI) -> dict[str, str]:
+    """delta-rs' storage options for a ``delta+s3://`` URI: the keys and endpoint of its
+    parameters (as the ``s3://`` file sink takes them), and S3's conditional writes for
+    safe commits without a lock table."""
+    storage = {"conditional_put": "etag", "AWS_REGION": uri.param("AWS_REGION") or "us-east-1"}
+    for param in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        value = uri.param(param)
+        if value:
+            storage[param] = value
+    endpoint = uri.param("AWS_ENDPOINT")
+    if endpoint:
+        storage["AWS_ENDPOINT_URL"] = endpoint
+        if endpoint.startswith("http://"):
+            storage["AWS_ALLOW_HTTP"] = "true"
+    return storage
+
+
+def _probe_bucket(uri: SinkURI) -> None:
+    """Write and remove an object where the tables go: a bucket that does not exist or
+    keys that cannot write are refused when the changefeed is created (22023)."""
+    from feedkv.changefeed.sinks.s3 import S3Blobs
+
+    blobs = S3Blobs(uri)
+    probe = f".feedkv-probe-{secrets.token_hex(8)}"
+    try:
+        blobs.put(probe, b"")
+        blobs.delete(probe)
+    except SinkError as exc:
+        raise option_error(f"the delta+s3:// sink cannot write into {uri.uri!r}: {exc}") from None
+    finally:
+        blobs.close()
+
+
 def _delta_root(uri: SinkURI) -> str:
+    aws = sorted(p for p in uri.params if p.startswith("AWS_"))
+    if aws:
+        raise option_error(
+            f"sink URI {uri.uri!r}: {aws[0]} is for tables in S3 (delta+s3://bucket/prefix); "
+            "a delta:// URI names a local directory"
+        )
     if uri.host not in ("", "localhost"):
         raise option_error(
             f"sink URI {uri.uri!r}: a delta:// URI names a local directory "

@@ -79,6 +79,7 @@ from feedkv.changefeed.file_formats import PARQUET_META, ROWS_KEY, ROWS_VERSION,
 from feedkv.changefeed.options import ChangefeedOptions, option_error
 from feedkv.changefeed.rows import RowEvent
 from feedkv.changefeed.sink import Message, RowBlock, SinkError, SinkURI, TerminalSinkError
+from feedkv.changefeed.sinks.lake_spill import DEFAULT_MEMORY_LIMIT, SpilledRows
 from feedkv.changefeed.sinks.lake_tables import LakeTables, Marker, TableChange
 from feedkv.util.hlc import Timestamp
 
@@ -106,17 +107,22 @@ _CHANGE_TYPES = {
 _CHANGE_TYPE_CODES = pa.array(list(_CHANGE_TYPES), pa.string())
 _CHANGE_TYPE_NAMES = pa.array(list(_CHANGE_TYPES.values()), pa.string())
 _EVENT_TYPE, _UPDATED, _MVCC = PARQUET_META
+_SEAL_ROWS = 65_536  # rows gathered as Python values before they become Arrow columns
 
 
 class LakeSink:
     """A :class:`~feedkv.changefeed.sink.WindowSink` into lake tables (see the module
-    docstring). Rows are held in memory until their window is committed; ``flush`` has
-    no window to commit them in and does nothing (the changefeed commits windows)."""
+    docstring). Rows are held until their window is committed, in memory up to
+    ``memory_limit`` bytes and past it on local disk
+    (:class:`~feedkv.changefeed.sinks.lake_spill.SpilledRows`); ``flush`` has no window
+    to commit them in and does nothing (the changefeed commits windows)."""
 
-    def __init__(self, tables: LakeTables, mode: str) -> None:
+    def __init__(
+        self, tables: LakeTables, mode: str, *, memory_limit: int = DEFAULT_MEMORY_LIMIT
+    ) -> None:
         self._tables = tables
         self._mode = mode
-        self._pending: dict[str, list[pa.RecordBatch]] = {}
+        self._pending = SpilledRows(memory_limit)
         self._open: dict[str, ParquetRows] = {}
         self._applied: dict[str, Timestamp | None] = {}  # each table's last resolved, read once
         self._closed = False
@@ -129,7 +135,7 @@ class LakeSink:
         row, topic = message.row, message.topic
         if isinstance(row, RowBlock):
             self._seal(topic)
-            self._pending.setdefault(topic, []).append(row.batch)
+            self._pending.add(topic, row.batch)
             return
         if not isinstance(row, RowEvent):
             raise TerminalSinkError("a lake sink takes rows (format=parquet), not encoded messages")
@@ -141,6 +147,8 @@ class LakeSink:
             images = self._mode == "changelog"
             rows = self._open[topic] = ParquetRows(row.table, row.columns, images=images)
         rows.add_event(row)
+        if len(rows) >= _SEAL_ROWS:  # NB: as Arrow columns they take a fraction of the memory
+            self._seal(topic)
 
     def emit_batches(self, batches: Iterable[tuple[str, pa.RecordBatch]]) -> None:
         """Take rows as Parquet rows' record batches, by topic (staged by Spark tasks)."""
@@ -171,15 +179,13 @@ class LakeSink:
         for topic in list(self._open):
             self._seal(topic)
         pending: dict[str, list[pa.RecordBatch]] = {}
-        later: dict[str, list[pa.RecordBatch]] = {}
-        for topic, batches in self._pending.items():
+        for topic, batches in self._pending.take().items():
             for rows in batches:
                 due, after = _split(rows, resolved)
                 if due.num_rows:
                     pending.setdefault(topic, []).append(due)
                 if after.num_rows:
-                    later.setdefault(topic, []).append(after)
-        self._pending = later
+                    self._pending.add(topic, after)
         try:
             for table in sorted(pending):
                 change = self._change(table, resolved, pending[table])
@@ -210,6 +216,7 @@ class LakeSink:
             return
         self._closed = True
         self.reset()
+        self._pending.close()
         self._tables.close()
 
     # Windows.
@@ -217,7 +224,7 @@ class LakeSink:
     def _seal(self, topic: str) -> None:
         rows = self._open.pop(topic, None)
         if rows is not None and len(rows):
-            self._pending.setdefault(topic, []).append(rows.take())
+            self._pending.add(topic, rows.take())
 
     def _last_applied(self, table: str) -> Timestamp | None:
         if table not in self._applied:

@@ -58,7 +58,14 @@ reads them back and commits the window as above, then deletes them.
 
 One changefeed per Delta directory or Iceberg namespace: tables another changefeed
 wrote would be taken as already holding rows up to their recorded timestamp. The thread
-runner holds a window's rows in memory (an initial scan's, the whole table).
+runner holds a window's rows (an initial scan's: the whole table) in memory up to a
+budget and past it in Parquet files on local disk
+(:mod:`~feedkv.changefeed.sinks.lake_spill`); the commit reads them back.
+
+**Where.** ``delta:///dir`` (a local directory), ``delta+s3://bucket/prefix`` (the same
+tables in S3, with the ``s3://`` file sink's ``AWS_*`` parameters; on the thread
+runner: Spark tasks cannot stage rows in S3 yet) and ``iceberg://catalog/namespace``
+(a pyiceberg SQL catalog).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ A MovR-like scenario:
    the changefeed's resolved markers, and once they pass the end of a minute it writes
    that minute's changes as a Parquet bucket (a bucket is written only when every
    partition is resolved past it, so it is complete and never rewritten).
-5. A second changefeed lands the rides in a Delta Lake table (``delta://``, a mirror
+5. On one node, a second changefeed lands the rides in a Delta Lake table (``delta://``, a mirror
    of the table committed once per resolved window).
 6. Verification: the newest version of each row in the changefeed files at the final
    resolved timestamp equals ``SELECT ... AS OF SYSTEM TIME`` that timestamp, column by
@@ -307,9 +307,33 @@ def _by_city(rides: Any) -> list[tuple[Any, ...]]:
     return [(city, *totals[city]) for city in sorted(totals)]
 
 
-def _lake_resolved(lake: str) -> Timestamp | None:
+def _caught_up(out: Path, lake: str | None, end: Timestamp) -> bool:
+    """Whether the changefeed files (and the lake, if any) are resolved up to ``end``."""
+    files = _resolved(out)
+    if files is None or files < end:
+        return False
+    if lake is None:
+        return True
     marker = feedkv.lake.read_consistent(lake)
-    return None if marker is None else marker.resolved
+    return marker is not None and marker.resolved >= end
+
+
+def _show_lake(
+    console: Console, lake: str, at: Timestamp, rides: int, by_city: list[tuple[Any, ...]]
+) -> None:
+    console.print(f"Delta table:      {lake.removeprefix('delta://')}/rides")
+    cities = Table(
+        title=f"DuckDB over the Delta table of rides at {at} ({rides:,} rides)", show_header=True
+    )
+    for name in ("city", "rides", "ended", "revenue"):
+        cities.add_column(name, justify="left" if name == "city" else "right")
+    for city, count, ended, revenue in by_city:
+        cities.add_row(str(city), f"{count:,}", f"{ended:,}", f"{revenue:,.2f}")
+    console.print(cities)
+    console.print(
+        "[green]verified[/]: the Delta table's rows and this query equal the store's "
+        f"(SELECT ... AS OF SYSTEM TIME '{at}')"
+    )
 
 
 def _verify_lake(db: DB, lake: str) -> tuple[Timestamp, int, list[tuple[Any, ...]]]:
@@ -435,7 +459,9 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S, nodes: in
     shutil.rmtree(store, ignore_errors=True)
     out = store / "output" / "changefeed"
     warehouse_dir = store / "output" / "warehouse"
-    lake = f"delta://{store / 'output' / 'lake'}"
+    # NB: on one node only: on a cluster the lake's job may run on another node than the
+    # main job's, each starting a Spark of its own, which two cores do not carry
+    lake = f"delta://{store / 'output' / 'lake'}" if nodes == 1 else None
     now = time.time()
     to_boundary = bucket_s - now % bucket_s
     # At least one whole bucket ends (its minute, by default) while the workload runs.
@@ -477,9 +503,13 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S, nodes: in
             "WITH updated, key_in_value, resolved = '1s', min_checkpoint_frequency = '1s'"
         ).rows[0][0]
         job = db.changefeeds.get(job_id)
-        lake_job = db.sql(
-            f"CREATE CHANGEFEED FOR TABLE rides INTO '{lake}' WITH min_checkpoint_frequency = '1s'"
-        ).rows[0][0]
+        lake_job = None
+        if lake is not None:
+            lake_job = db.sql(
+                f"CREATE CHANGEFEED FOR TABLE rides INTO '{lake}' "
+                "WITH min_checkpoint_frequency = '1s'"
+            ).rows[0][0]
+        jobs = [job_id] if lake_job is None else [job_id, lake_job]
         count = _MessageCount(out)
         from feedkv.spark.session import spark_session
 
@@ -500,17 +530,15 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S, nodes: in
             end = db.now()
             deadline = time.monotonic() + CATCH_UP_TIMEOUT_S
             while (
-                min(_resolved(out) or Timestamp(0, 0), _lake_resolved(lake) or Timestamp(0, 0))
-                < end
+                not _caught_up(out, lake, end)
                 and time.monotonic() < deadline
-                and db.changefeeds.error(job_id) is None
-                and db.changefeeds.error(lake_job) is None
+                and all(db.changefeeds.error(j) is None for j in jobs)
             ):
                 time.sleep(0.5)  # wait-ok: the display refreshes while the job catches up
                 live.update(_progress(workload, count, job, started, "catching up"))
         stop.set()
         buckets.join()
-        failure = db.changefeeds.error(job_id) or db.changefeeds.error(lake_job)
+        failure = next((e for j in jobs if (e := db.changefeeds.error(j)) is not None), None)
         if warehouse.error is not None:
             console.print(f"[red]the data-warehouse job failed:[/] {warehouse.error}")
             return 1
@@ -518,16 +546,15 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S, nodes: in
             console.print(f"[red]the changefeed job failed:[/] {failure}")
             return 1
         resolved = _resolved(out)
-        lake_resolved = _lake_resolved(lake)
-        if resolved is None or resolved < end or lake_resolved is None or lake_resolved < end:
+        if resolved is None or not _caught_up(out, lake, end):
             console.print("[red]the changefeed did not resolve past the workload in time[/]")
             return 1
-        db.changefeeds.cancel(job_id)
-        db.changefeeds.cancel(lake_job)
+        for j in jobs:
+            db.changefeeds.cancel(j)
         warehouse.step()  # the buckets the last marker completed
         checked = _verify(db, out, resolved)
         _verify_buckets(out, warehouse)
-        lake_at, lake_rows, by_city = _verify_lake(db, lake)
+        in_lake = None if lake is None else _verify_lake(db, lake)
     finally:
         mover.stop()
         if killer is not None:
@@ -554,20 +581,8 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S, nodes: in
     )
     console.print(f"changefeed files: {out}")
     console.print(f"Parquet buckets:  {warehouse_dir} ({warehouse.buckets} of {bucket_s} s each)")
-    console.print(f"Delta table:      {lake.removeprefix('delta://')}/rides")
-    cities = Table(
-        title=f"DuckDB over the Delta table of rides at {lake_at} ({lake_rows:,} rides)",
-        show_header=True,
-    )
-    for name in ("city", "rides", "ended", "revenue"):
-        cities.add_column(name, justify="left" if name == "city" else "right")
-    for city, rides, ended, revenue in by_city:
-        cities.add_row(str(city), f"{rides:,}", f"{ended:,}", f"{revenue:,.2f}")
-    console.print(cities)
-    console.print(
-        "[green]verified[/]: the Delta table's rows and this query equal the store's "
-        f"(SELECT ... AS OF SYSTEM TIME '{lake_at}')"
-    )
+    if lake is not None and in_lake is not None:
+        _show_lake(console, lake, *in_lake)
     verified = "[green]verified[/]: the changefeed's rows equal SELECT ... AS OF SYSTEM TIME"
     if warehouse.buckets:
         console.print(f"{verified}, and the buckets hold every change they cover once")

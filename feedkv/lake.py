@@ -13,10 +13,21 @@ neither). A table missing from it had no rows yet.
 
 A Delta table can also be read at ``snapshot.versions[name]`` by any Delta reader
 (``deltalake.DeltaTable(path, version=v)``, Spark's ``versionAsOf``), an Iceberg
-table at the snapshot id (``table.scan(snapshot_id=v)``, Spark's ``snapshot-id``).
+table at the snapshot id (``table.scan(snapshot_id=v)``, Spark's ``snapshot-id``), and
+by DuckDB, whose Delta and Iceberg extensions :func:`duckdb_connect` loads from their
+Python packages (DuckDB would otherwise download them at ``INSTALL delta``)::
+
+    con = feedkv.lake.duckdb_connect()
+    source = feedkv.lake.duckdb_scan("delta:///data/lake", "rides", snapshot.versions["rides"])
+    con.sql(f"SELECT city, count(*) FROM {source} GROUP BY city")
 """
 
 from __future__ import annotations
+
+import glob
+import importlib
+import os
+from typing import Any
 
 import pyarrow as pa
 
@@ -24,8 +35,12 @@ from feedkv.changefeed import sink as sinks
 from feedkv.changefeed.options import ChangefeedOptions, option_error
 from feedkv.changefeed.sinks import lake
 from feedkv.changefeed.sinks.lake_tables import Marker
+from feedkv.errors import InvalidArgumentError
 
-__all__ = ["Marker", "read_consistent", "read_tables"]
+__all__ = ["Marker", "duckdb_connect", "duckdb_scan", "read_consistent", "read_tables"]
+
+# DuckDB's extensions for lake tables as Python packages (avro: Iceberg's manifests)
+DUCKDB_EXTENSIONS = ("delta", "avro", "iceberg")
 
 
 def _uri(uri: str) -> sinks.SinkURI:
@@ -35,7 +50,7 @@ def _uri(uri: str) -> sinks.SinkURI:
     options = sinks.sink_defaults(uri, ChangefeedOptions())
     parsed = sinks.parse_sink_uri(uri, options)
     if not parsed.kind.whole_rows:
-        raise option_error(f"{uri!r} is not a lake sink URI (delta:// or iceberg://)")
+        raise option_error(f"{uri!r} is not a lake sink URI (delta://, delta+s3:// or iceberg://)")
     return parsed
 
 
@@ -52,3 +67,56 @@ def read_tables(uri: str, marker: Marker | None = None) -> dict[str, pa.Table]:
     parsed = _uri(uri)
     marker = marker or lake.read_consistent(parsed)
     return {} if marker is None else lake.read_tables(parsed, marker)
+
+
+def duckdb_connect() -> Any:
+    """An in-memory DuckDB connection with its ``delta`` and ``iceberg`` extensions
+    loaded from the ``duckdb-extension-*`` packages: DuckDB's own builds (it checks their
+    signatures on load), so nothing is downloaded. Raises
+    :class:`~feedkv.errors.InvalidArgumentError` when a package is missing."""
+    import duckdb
+
+    con = duckdb.connect()
+    for name in DUCKDB_EXTENSIONS:
+        try:
+            package = importlib.import_module(f"duckdb_extension_{name}")
+        except ImportError:
+            con.close()
+            raise InvalidArgumentError(
+                f"DuckDB's {name} extension is not installed: pip install "
+                f"duckdb-extension-{name}=={duckdb.__version__}"
+            ) from None
+        root = os.path.dirname(package.__file__ or "")
+        found = glob.glob(os.path.join(root, "extensions", f"v{duckdb.__version__}", "*"))
+        if not found:
+            con.close()
+            raise InvalidArgumentError(
+                f"the duckdb-extension-{name} package has no build for DuckDB "
+                f"{duckdb.__version__}: install the version that matches it"
+            )
+        con.execute("LOAD " + _sql_text(found[0]))
+    return con
+
+
+def duckdb_scan(uri: str, table: str, version: int) -> str:
+    """The DuckDB table function that reads ``table`` of the lake at ``uri`` at
+    ``version`` (a :class:`Marker`'s): ``delta_scan(...)`` or ``iceberg_scan(...)``, for
+    a connection from :func:`duckdb_connect`."""
+    parsed = _uri(uri)
+    tables = lake.lake_tables(parsed)
+    try:
+        location = tables.location(table)
+    finally:
+        tables.close()
+    if parsed.scheme == "delta+s3":
+        raise InvalidArgumentError(
+            f"{uri!r}: DuckDB reads Delta tables in S3 through its httpfs extension, which "
+            "duckdb_scan does not set up: read them with read_tables"
+        )
+    if parsed.scheme == "delta":
+        return f"delta_scan({_sql_text(location)}, version => {int(version)})"
+    return f"iceberg_scan({_sql_text(location)}, snapshot_from_id => {int(version)})"
+
+
+def _sql_text(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"

@@ -706,9 +706,17 @@ SINK_KINDS: tuple[SinkKind, ...] = (
     ),
     SinkKind(
         "delta",
-        ("delta",),
+        ("delta", "delta+s3"),  # delta+s3://bucket/prefix: tables in S3, as s3:// files
         "feedkv.changefeed.sinks.lake:make",
-        frozenset(),
+        frozenset(
+            {
+                "AWS_ACCESS_KEY_ID",
+                "AWS_SECRET_ACCESS_KEY",
+                "AWS_SESSION_TOKEN",
+                "AWS_REGION",
+                "AWS_ENDPOINT",
+            }
+        ),
         frozenset({"parquet"}),
         frozenset({"lake_mode"}),
         check="feedkv.changefeed.sinks.lake:check",

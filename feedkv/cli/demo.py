@@ -12,9 +12,13 @@ A MovR-like scenario:
    the changefeed's resolved markers, and once they pass the end of a minute it writes
    that minute's changes as a Parquet bucket (a bucket is written only when every
    partition is resolved past it, so it is complete and never rewritten).
-5. Verification: the newest version of each row in the changefeed files at the final
+5. On one node, a second changefeed lands the rides in a Delta Lake table (``delta://``, a mirror
+   of the table committed once per resolved window).
+6. Verification: the newest version of each row in the changefeed files at the final
    resolved timestamp equals ``SELECT ... AS OF SYSTEM TIME`` that timestamp, column by
-   column, and the buckets hold every change they cover, once.
+   column, and the buckets hold every change they cover, once. DuckDB, with its Delta
+   extension, reads the Delta table at the lake's last resolved timestamp: its rows,
+   and a query of revenue by city, equal the store's as of that timestamp.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from rich.live import Live
 from rich.table import Table
 
 import feedkv
+import feedkv.lake
 from feedkv import DB
 from feedkv.changefeed.encoder import json_any
 from feedkv.errors import AmbiguousResultError
@@ -294,6 +299,96 @@ def _verify_buckets(out: Path, warehouse: _Warehouse) -> None:
             )
 
 
+_CITY_REVENUE = (
+    "SELECT city, count(*) AS rides, count(end_time) AS ended, "
+    "sum(CAST(revenue AS DECIMAL(10,2))) AS revenue FROM {source} GROUP BY city ORDER BY city"
+)
+
+
+def _by_city(rides: Any) -> list[tuple[Any, ...]]:
+    """What :data:`_CITY_REVENUE` gives for ``rides`` (rows as dicts)."""
+    totals: dict[str, list[Any]] = {}
+    for ride in rides:
+        total = totals.setdefault(ride["city"], [0, 0, decimal.Decimal(0)])
+        total[0] += 1
+        total[1] += ride["end_time"] is not None
+        total[2] += ride["revenue"] or 0
+    return [(city, *totals[city]) for city in sorted(totals)]
+
+
+def _caught_up(out: Path, lake: str | None, end: Timestamp) -> bool:
+    """Whether the changefeed files (and the lake, if any) are resolved up to ``end``."""
+    files = _resolved(out)
+    if files is None or files < end:
+        return False
+    if lake is None:
+        return True
+    marker = feedkv.lake.read_consistent(lake)
+    return marker is not None and marker.resolved >= end
+
+
+def _show_lake(
+    console: Console, lake: str, at: Timestamp, rides: int, by_city: list[tuple[Any, ...]]
+) -> None:
+    console.print(f"Delta table:      {lake.removeprefix('delta://')}/rides")
+    cities = Table(
+        title=f"DuckDB over the Delta table of rides at {at} ({rides:,} rides)", show_header=True
+    )
+    for name in ("city", "rides", "ended", "revenue"):
+        cities.add_column(name, justify="left" if name == "city" else "right")
+    for city, count, ended, revenue in by_city:
+        cities.add_row(str(city), f"{count:,}", f"{ended:,}", f"{revenue:,.2f}")
+    console.print(cities)
+    console.print(
+        "[green]verified[/]: the Delta table's rows and this query equal the store's "
+        f"(SELECT ... AS OF SYSTEM TIME '{at}')"
+    )
+
+
+def _verify_lake(db: DB, lake: str) -> tuple[Timestamp, int, list[tuple[Any, ...]]]:
+    """The Delta table of rides, read by DuckDB at the lake's last resolved timestamp,
+    against the store as of then: every row, and revenue by city. Raises if they
+    differ; returns the timestamp, the rows and the query's result."""
+    marker = feedkv.lake.read_consistent(lake)
+    if marker is None or "rides" not in marker.versions:
+        raise RuntimeError(f"the Delta table of rides in {lake} has no resolved window")
+    con = feedkv.lake.duckdb_connect()
+    try:
+        scan = feedkv.lake.duckdb_scan(lake, "rides", marker.versions["rides"])
+        rows = con.execute(f"SELECT * FROM {scan}").arrow().read_all().to_pylist()
+        by_city = con.execute(_CITY_REVENUE.format(source=scan)).fetchall()
+    finally:
+        con.close()
+    from_lake = {
+        r["id"]: {**r, "revenue": None if r["revenue"] is None else decimal.Decimal(r["revenue"])}
+        for r in rows
+    }
+    at = f"'{marker.resolved}'"
+    result = db.sql(f"SELECT * FROM rides AS OF SYSTEM TIME {at}")
+    from_store = {
+        record["id"]: record
+        for record in (dict(zip(result.columns, row, strict=True)) for row in result.rows)
+    }
+    if from_lake != from_store:
+        differ = sorted(
+            k for k in from_lake.keys() | from_store.keys() if from_lake.get(k) != from_store.get(k)
+        )
+        first = differ[0]
+        raise RuntimeError(
+            f"rides: the Delta table disagrees with the store at {marker.resolved} on "
+            f"{len(differ)} rows (id {first}: {from_lake.get(first)} vs {from_store.get(first)})"
+        )
+    # NB: the store's side summed here from its rows as of then (the same rows the lake's
+    # are checked against above): feedkv's SQL refuses GROUP BY after AS OF SYSTEM TIME
+    store_by_city = _by_city(from_store.values())
+    if [tuple(row) for row in by_city] != store_by_city:
+        raise RuntimeError(
+            f"revenue by city: DuckDB over the Delta table gives {by_city}, the store "
+            f"{store_by_city} at {marker.resolved}"
+        )
+    return marker.resolved, len(from_lake), by_city
+
+
 class _Mover:
     """On a cluster, moves a random range to another node every ``every_s`` while the
     workload runs (the changefeed's rangefeeds follow each range to its new node)."""
@@ -373,6 +468,9 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S, nodes: in
     shutil.rmtree(store, ignore_errors=True)
     out = store / "output" / "changefeed"
     warehouse_dir = store / "output" / "warehouse"
+    # NB: on one node only: on a cluster the lake's job may run on another node than the
+    # main job's, each starting a Spark of its own, which two cores do not carry
+    lake = f"delta://{store / 'output' / 'lake'}" if nodes == 1 else None
     now = time.time()
     to_boundary = bucket_s - now % bucket_s
     # At least one whole bucket ends (its minute, by default) while the workload runs.
@@ -414,6 +512,13 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S, nodes: in
             "WITH updated, key_in_value, resolved = '1s', min_checkpoint_frequency = '1s'"
         ).rows[0][0]
         job = db.changefeeds.get(job_id)
+        lake_job = None
+        if lake is not None:
+            lake_job = db.sql(
+                f"CREATE CHANGEFEED FOR TABLE rides INTO '{lake}' "
+                "WITH min_checkpoint_frequency = '1s'"
+            ).rows[0][0]
+        jobs = [job_id] if lake_job is None else [job_id, lake_job]
         count = _MessageCount(out)
         from feedkv.spark.session import spark_session
 
@@ -434,15 +539,15 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S, nodes: in
             end = db.now()
             deadline = time.monotonic() + CATCH_UP_TIMEOUT_S
             while (
-                (_resolved(out) or Timestamp(0, 0)) < end
+                not _caught_up(out, lake, end)
                 and time.monotonic() < deadline
-                and db.changefeeds.error(job_id) is None
+                and all(db.changefeeds.error(j) is None for j in jobs)
             ):
                 time.sleep(0.5)  # wait-ok: the display refreshes while the job catches up
                 live.update(_progress(workload, count, job, started, "catching up"))
         stop.set()
         buckets.join()
-        failure = db.changefeeds.error(job_id)
+        failure = next((e for j in jobs if (e := db.changefeeds.error(j)) is not None), None)
         if warehouse.error is not None:
             console.print(f"[red]the data-warehouse job failed:[/] {warehouse.error}")
             return 1
@@ -450,13 +555,15 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S, nodes: in
             console.print(f"[red]the changefeed job failed:[/] {failure}")
             return 1
         resolved = _resolved(out)
-        if resolved is None or resolved < end:
+        if resolved is None or not _caught_up(out, lake, end):
             console.print("[red]the changefeed did not resolve past the workload in time[/]")
             return 1
-        db.changefeeds.cancel(job_id)
+        for j in jobs:
+            db.changefeeds.cancel(j)
         warehouse.step()  # the buckets the last marker completed
         checked = _verify(db, out, resolved)
         _verify_buckets(out, warehouse)
+        in_lake = None if lake is None else _verify_lake(db, lake)
     finally:
         mover.stop()
         if killer is not None:
@@ -483,6 +590,8 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S, nodes: in
     )
     console.print(f"changefeed files: {out}")
     console.print(f"Parquet buckets:  {warehouse_dir} ({warehouse.buckets} of {bucket_s} s each)")
+    if lake is not None and in_lake is not None:
+        _show_lake(console, lake, *in_lake)
     verified = "[green]verified[/]: the changefeed's rows equal SELECT ... AS OF SYSTEM TIME"
     if warehouse.buckets:
         console.print(f"{verified}, and the buckets hold every change they cover once")

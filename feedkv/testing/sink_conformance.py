@@ -43,6 +43,13 @@ fails the contract it was checked for. A broken promise raises
 ``reader=None`` is for a sink that keeps nothing (``null://``): only the calls' own
 contracts (``close``, ``closed``, ``failure``) are checked.
 
+A sink that takes rows rather than encoded values (the lake sinks) is given the kit's
+rows through ``message``, which builds the message of a row (by default
+:func:`kit_message`); its reader hands back the kit's JSON values all the same. A
+:class:`~feedkv.changefeed.sink.WindowSink` is driven as a changefeed drives one: where
+the kit flushes, it commits the window up to the newest row emitted
+(``commit_window``), and the contracts that name ``flush`` hold of that call.
+
 The Sink protocol has no memory budget of its own (``emit_row`` "may block while the sink
 is full"); budgets and backpressure are the batcher's and each sink's, and their tests
 check them.
@@ -59,13 +66,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from feedkv.changefeed.sink import Message, Sink, SinkError
+from feedkv.changefeed.sink import Message, Sink, SinkError, WindowSink
 from feedkv.errors import InvariantViolation
 from feedkv.util.hlc import Timestamp
 
 __all__ = [
     "CONTRACTS",
     "START",
+    "MessageFactory",
     "Reader",
     "SinkContractViolation",
     "SinkFactory",
@@ -79,6 +87,7 @@ CONTRACTS = ("delivery", "order", "resolved", "close", "closed", "failure", "res
 
 SinkFactory = Callable[[], Sink]
 Reader = Callable[[], Mapping[str, Sequence[bytes]]]
+MessageFactory = Callable[[str, int, Timestamp], Message]  # (topic, key, updated)
 
 T = TypeVar("T")
 
@@ -215,10 +224,18 @@ class SinkSetup:
     reader: Reader | None
     failing: SinkFactory | None = None
     recover: Callable[[], None] | None = None
+    message: MessageFactory = kit_message
 
     def check(self, **kwargs: Any) -> None:
         """:func:`check_sink` on this setup (``kwargs``: its keyword arguments)."""
-        check_sink(self.factory, self.reader, failing=self.failing, recover=self.recover, **kwargs)
+        check_sink(
+            self.factory,
+            self.reader,
+            failing=self.failing,
+            recover=self.recover,
+            message=self.message,
+            **kwargs,
+        )
 
 
 def check_sink(
@@ -227,6 +244,7 @@ def check_sink(
     *,
     failing: SinkFactory | None = None,
     recover: Callable[[], None] | None = None,
+    message: MessageFactory = kit_message,
     topics: Sequence[str] = ("t", "u"),
     keys: int = 6,
     versions: int = 3,
@@ -239,17 +257,27 @@ def check_sink(
     ``versions`` versions per key per round. Raises :class:`SinkContractViolation`."""
     calls = _Calls(deadline_s)
     try:
-        _check_working(calls, factory, reader, topics, keys, versions)
+        _check_working(calls, factory, reader, message, topics, keys, versions)
         if failing is not None:
-            _check_failing(calls, failing, recover, topics, keys)
+            _check_failing(calls, failing, recover, message, topics, keys)
     finally:
         calls.close()
+
+
+def _flush(sink: Sink, newest: Timestamp, topics: Sequence[str]) -> None:
+    """What a changefeed calls to make every row emitted durable: ``flush``, or for a
+    window sink the commit of the window up to ``newest``."""
+    if isinstance(sink, WindowSink):
+        sink.commit_window(newest, list(topics))
+    else:
+        sink.flush()
 
 
 def _check_working(
     calls: _Calls,
     factory: SinkFactory,
     reader: Reader | None,
+    make_message: MessageFactory,
     topics: Sequence[str],
     keys: int,
     versions: int,
@@ -258,6 +286,7 @@ def _check_working(
     consumer = None if reader is None else _Consumer(reader, emitted)
     sink = calls.run("delivery", "making the sink", factory)
     tick = iter(range(1, 1 << 30))
+    newest = [START]
 
     def emit_round() -> list[_Row]:
         rows = []
@@ -266,12 +295,13 @@ def _check_working(
                 row = _Row(topics[key % len(topics)], key, Timestamp(START.wall + next(tick), 0))
                 rows.append(row)
                 emitted.add(row)
-                message = kit_message(row.topic, row.key, row.updated)
+                newest[0] = row.updated
+                message = make_message(row.topic, row.key, row.updated)
                 calls.run("delivery", f"emit_row({row})", functools.partial(sink.emit_row, message))
         return rows
 
     def flush_and_read(rows: list[_Row]) -> None:
-        calls.run("delivery", "flush", sink.flush)
+        calls.run("delivery", "flush", lambda: _flush(sink, newest[0], topics))
         if consumer is None:
             return
         streams = consumer.read()
@@ -298,7 +328,7 @@ def _check_working(
                     "has no marker for it",
                 )
 
-    calls.run("delivery", "flush with nothing emitted", sink.flush)
+    calls.run("delivery", "flush with nothing emitted", lambda: _flush(sink, START, topics))
     first = emit_round()
     flush_and_read(first)
     resolve(max(row.updated for row in first))
@@ -340,20 +370,22 @@ def _check_failing(
     calls: _Calls,
     failing: SinkFactory,
     recover: Callable[[], None] | None,
+    make_message: MessageFactory,
     topics: Sequence[str],
     keys: int,
 ) -> None:
     sink = calls.run("failure", "making the sink of a failed destination", failing)
     rows = [
-        kit_message(topics[key % len(topics)], key, Timestamp(START.wall + 1 + key, 0))
+        make_message(topics[key % len(topics)], key, Timestamp(START.wall + 1 + key, 0))
         for key in range(keys)
     ]
 
     def deliver() -> None:
         for message in rows:
             sink.emit_row(message)
-        sink.flush()
-        sink.emit_resolved(Timestamp(START.wall + 1 + keys, 0), list(topics))
+        end = Timestamp(START.wall + 1 + keys, 0)
+        _flush(sink, end, topics)
+        sink.emit_resolved(end, list(topics))
 
     try:
         calls.run("failure", "emitting, flushing and resolving into a failed destination", deliver)

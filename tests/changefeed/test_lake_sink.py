@@ -332,21 +332,39 @@ def test_a_mirror_equals_its_source_as_of_each_resolved_timestamp(db: DB, lake_u
     for marker in seen:  # every recorded timestamp still reads as it was
         tables = feedkv.lake.read_tables(lake_uri, marker)
         assert table_rows(tables, "a") == as_of(db, "a", marker.resolved)
+    duck = feedkv.lake.duckdb_connect()
     for name in ("a", "b"):  # and so does every commit, read by the library's own reader
         recorded = recorded_versions(lake_uri, name)
         assert len(recorded) >= 2
-        for at, table in recorded:
-            assert sorted(table.to_pylist(), key=lambda r: r["k"]) == as_of(db, name, at)
+        for at, version, table in recorded:
+            source = as_of(db, name, at)
+            assert sorted(table.to_pylist(), key=lambda r: r["k"]) == source
+            # ... and by DuckDB, an independent reader
+            scan = feedkv.lake.duckdb_scan(lake_uri, name, version)
+            assert duckdb_rows(duck, f"SELECT * FROM {scan} ORDER BY k") == source
+    for marker in seen:  # the bank's total at every common timestamp, read by DuckDB
+        scans = [feedkv.lake.duckdb_scan(lake_uri, t, marker.versions[t]) for t in ("a", "b")]
+        balances = [f"(SELECT v FROM {scan} WHERE k = 1)" for scan in scans]
+        assert duckdb_rows(duck, f"SELECT {' + '.join(balances)} AS total") == [{"total": 200}]
+    duck.close()
 
 
-def recorded_versions(uri: str, table: str) -> list[tuple[Timestamp, pa.Table]]:
+def duckdb_rows(duck: Any, query: str) -> list[dict[str, Any]]:
+    result = duck.execute(query)
+    names = [d[0] for d in result.description]
+    return [dict(zip(names, row, strict=True)) for row in result.fetchall()]
+
+
+def recorded_versions(uri: str, table: str) -> list[tuple[Timestamp, int, pa.Table]]:
     """Every version of ``table`` a window's commit made, read with deltalake or
-    pyiceberg (the last snapshot of each Iceberg commit), with the timestamp it records."""
+    pyiceberg (the last snapshot of each Iceberg commit), with the timestamp it records
+    and its version (snapshot id)."""
     if uri.startswith("delta://"):
         path = f"{uri.removeprefix('delta://')}/{table}"
         return [
             (
                 Timestamp.parse(c[RESOLVED_KEY]),
+                c["version"],
                 DeltaTable(path, version=c["version"]).to_pyarrow_table(),
             )
             for c in DeltaTable(path).history()
@@ -362,7 +380,7 @@ def recorded_versions(uri: str, table: str) -> list[tuple[Timestamp, pa.Table]]:
     last: dict[str, int] = {}
     for snapshot in tbl.snapshots():
         last[snapshot.summary[RESOLVED_KEY]] = snapshot.snapshot_id
-    return [(Timestamp.parse(r), tbl.scan(snapshot_id=i).to_arrow()) for r, i in last.items()]
+    return [(Timestamp.parse(r), i, tbl.scan(snapshot_id=i).to_arrow()) for r, i in last.items()]
 
 
 _IMAGES = {"update_preimage": 0, "update_postimage": 1}

@@ -5,8 +5,13 @@ Each table is ``<dir>/<topic>``; each window is one commit whose custom metadata
 ``feedkv.resolved`` (mirror: a MERGE on the primary key; changelog: an append) and, for
 a Spark job's batch, the application transaction ``(feedkv-<job id>, <batch id>)``, with
 schema evolution in the same commit (``merge_schema``, ``schema_mode='merge'``). The
-marker is
-``<dir>/_feedkv_resolved``, written to a temporary file, fsynced and renamed.
+marker is ``<dir>/_feedkv_resolved``, written to a temporary file, fsynced and renamed.
+
+In S3 (``delta+s3://bucket/prefix``) the tables are written by the same library through
+its object store, and a commit is made safe against a second writer by S3's conditional
+writes (``conditional_put=etag``: a log entry is created only if it does not exist), so
+no lock table is needed. The marker is one object (a PUT is atomic), written with boto3
+as the ``s3://`` file sink writes its files.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import pyarrow as pa
 
 from feedkv.changefeed.options import option_error
 from feedkv.changefeed.sink import SinkError
+from feedkv.changefeed.sinks.cloud_storage import BlobStore as Blobs
 from feedkv.changefeed.sinks.lake_tables import (
     MARKER,
     RESOLVED_KEY,
@@ -37,10 +43,26 @@ _HISTORY_PAGE = 16
 
 
 class DeltaTables:
-    """The Delta tables under ``root`` (a local directory, created when missing)."""
+    """The Delta tables under ``root`` (a local directory, created when missing).
 
-    def __init__(self, root: str) -> None:
+    Each table stays open between windows with its newest window's ``(version,
+    feedkv.resolved)``: a commit updates both, so a window costs no reopening and no
+    reading of the table's history (each cost about as much as the commit). NB: this
+    holds because one changefeed writes a directory; a failed commit forgets the
+    table, which is read again from its log."""
+
+    def __init__(
+        self, root: str, *, objects: Blobs | None = None, storage: dict[str, str] | None = None
+    ) -> None:
+        """``root``: a local directory, or with ``objects`` (the bucket's client, for
+        the marker) and ``storage`` (delta-rs' storage options) an ``s3://`` URL."""
         self.root = root
+        self._objects = objects
+        self._storage = storage
+        self._open_tables: dict[str, Any] = {}
+        self._newest: dict[str, tuple[int, Timestamp]] = {}
+        if objects is not None:
+            return
         try:
             os.makedirs(root, exist_ok=True)
         except OSError as exc:
@@ -50,28 +72,46 @@ class DeltaTables:
             ) from None
 
     def _path(self, table: str) -> str:
+        if self._objects is not None:
+            return f"{self.root.rstrip('/')}/{table}"
         return os.path.join(self.root, table)
 
     def _open(self, table: str) -> Any:
         from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError
 
+        dt = self._open_tables.get(table)
+        if dt is not None:
+            return dt
         try:
-            return DeltaTable(self._path(table))
+            dt = DeltaTable(self._path(table), storage_options=self._storage)
         except TableNotFoundError:
             return None
         except Exception as exc:
             raise sink_error(f"cannot open Delta table {self._path(table)}", exc) from exc
+        self._open_tables[table] = dt
+        return dt
+
+    def _forget(self, table: str) -> None:
+        self._open_tables.pop(table, None)
+        self._newest.pop(table, None)
 
     def last_resolved(self, table: str) -> Timestamp | None:
+        newest = self._newest.get(table)
+        if newest is not None:
+            return newest[1]
         dt = self._open(table)
         if dt is None:
             return None
-        for _version, recorded in _windows(dt):
+        for version, recorded in _windows(dt):
+            self._newest[table] = (version, recorded)
             return recorded
         return None
 
     def version_at(self, table: str, resolved: Timestamp) -> int | None:
+        newest = self._newest.get(table)
+        if newest is not None and newest[1] <= resolved:
+            return newest[0]
         dt = self._open(table)
         if dt is None:
             return None
@@ -81,7 +121,7 @@ class DeltaTables:
         return None
 
     def commit(self, change: TableChange) -> None:
-        from deltalake import CommitProperties, Transaction, write_deltalake
+        from deltalake import CommitProperties, Transaction
 
         apps = []
         if change.batch is not None:  # as Spark's Delta sink records txnAppId/txnVersion
@@ -92,27 +132,49 @@ class DeltaTables:
         )
         path = self._path(change.table)
         try:
-            dt = self._open(change.table)
-            if change.changes is not None:
-                write_deltalake(
-                    path,
-                    change.changes,
-                    mode="append",
-                    schema_mode="merge",
-                    commit_properties=props,
-                )
-                return
+            self._commit(path, change, props)
+        except SinkError:
+            self._forget(change.table)
+            raise
+        except Exception as exc:
+            self._forget(change.table)
+            raise sink_error(f"cannot commit into Delta table {path}", exc) from exc
+
+    def _commit(self, path: str, change: TableChange, props: Any) -> None:
+        from deltalake import write_deltalake
+
+        dt = self._open(change.table)
+        before = None if dt is None else dt.version()
+        if change.changes is not None:
+            write_deltalake(
+                path if dt is None else dt,
+                change.changes,
+                mode="append",
+                schema_mode="merge",
+                storage_options=self._storage if dt is None else None,
+                commit_properties=props,
+            )
+        else:
             upserts, deletes = change.upserts, change.deletes
             if upserts is None or deletes is None:
                 raise InvalidArgumentError(f"a mirror commit into {path} needs its rows")
             if dt is None:  # a new table: its rows are all inserts
-                write_deltalake(path, upserts, mode="append", commit_properties=props)
-                return
-            self._merge(dt, change, upserts, deletes, props)
-        except SinkError:
-            raise
-        except Exception as exc:
-            raise sink_error(f"cannot commit into Delta table {path}", exc) from exc
+                write_deltalake(
+                    path,
+                    upserts,
+                    mode="append",
+                    storage_options=self._storage,
+                    commit_properties=props,
+                )
+            else:
+                self._merge(dt, change, upserts, deletes, props)
+        dt = self._open(change.table)
+        if dt is None or dt.version() == before:
+            # NB: a MERGE that changed nothing (deletes of rows never there) commits
+            # nothing: the table's newest window is not known, read it again
+            self._forget(change.table)
+            return
+        self._newest[change.table] = (dt.version(), change.resolved)
 
     def _merge(
         self, dt: Any, change: TableChange, upserts: pa.Table, deletes: pa.Table, props: Any
@@ -150,6 +212,12 @@ class DeltaTables:
         )
 
     def marker(self) -> Marker | None:
+        if self._objects is not None:
+            text = self._objects.get(MARKER)
+            try:
+                return None if text is None else Marker.from_json(text.decode())
+            except (InvalidArgumentError, UnicodeDecodeError) as exc:
+                raise sink_error(f"cannot read {MARKER} in {self.root}", exc) from exc
         try:
             with open(os.path.join(self.root, MARKER)) as f:
                 return Marker.from_json(f.read())
@@ -161,9 +229,16 @@ class DeltaTables:
     def read(self, table: str, version: int) -> pa.Table:
         from deltalake import DeltaTable
 
-        return DeltaTable(self._path(table), version=version).to_pyarrow_table()
+        path = self._path(table)
+        return DeltaTable(path, version=version, storage_options=self._storage).to_pyarrow_table()
+
+    def location(self, table: str) -> str:
+        return self._path(table)
 
     def write_marker(self, marker: Marker) -> None:
+        if self._objects is not None:
+            self._objects.put(MARKER, marker.to_json().encode())
+            return
         path = os.path.join(self.root, MARKER)
         tmp = f"{path}.{secrets.token_hex(4)}.tmp"
         try:
@@ -181,7 +256,10 @@ class DeltaTables:
             raise sink_error(f"cannot write {path}", exc) from exc
 
     def close(self) -> None:
-        pass
+        self._open_tables.clear()
+        self._newest.clear()
+        if self._objects is not None:
+            self._objects.close()
 
 
 def _windows(dt: Any) -> Iterator[tuple[int, Timestamp]]:

@@ -142,6 +142,10 @@ class IcebergTables:
         tbl = self._catalog.load_table((self.namespace, table))
         return tbl.scan(snapshot_id=version).to_arrow()
 
+    def location(self, table: str) -> str:
+        location: str = self._catalog.load_table((self.namespace, table)).metadata_location
+        return location.removeprefix("file://")
+
     def write_marker(self, marker: Marker) -> None:
         try:
             self._catalog.update_namespace_properties(

@@ -58,7 +58,14 @@ reads them back and commits the window as above, then deletes them.
 
 One changefeed per Delta directory or Iceberg namespace: tables another changefeed
 wrote would be taken as already holding rows up to their recorded timestamp. The thread
-runner holds a window's rows in memory (an initial scan's, the whole table).
+runner holds a window's rows (an initial scan's: the whole table) in memory up to a
+budget and past it in Parquet files on local disk
+(:mod:`~feedkv.changefeed.sinks.lake_spill`); the commit reads them back.
+
+**Where.** ``delta:///dir`` (a local directory), ``delta+s3://bucket/prefix`` (the same
+tables in S3, with the ``s3://`` file sink's ``AWS_*`` parameters; on the thread
+runner: Spark tasks cannot stage rows in S3 yet) and ``iceberg://catalog/namespace``
+(a pyiceberg SQL catalog).
 """
 
 from __future__ import annotations
@@ -79,6 +86,7 @@ from feedkv.changefeed.file_formats import PARQUET_META, ROWS_KEY, ROWS_VERSION,
 from feedkv.changefeed.options import ChangefeedOptions, option_error
 from feedkv.changefeed.rows import RowEvent
 from feedkv.changefeed.sink import Message, RowBlock, SinkError, SinkURI, TerminalSinkError
+from feedkv.changefeed.sinks.lake_spill import DEFAULT_MEMORY_LIMIT, SpilledRows
 from feedkv.changefeed.sinks.lake_tables import LakeTables, Marker, TableChange
 from feedkv.util.hlc import Timestamp
 
@@ -103,18 +111,25 @@ _CHANGE_TYPES = {
     "u": "update_postimage",
     "d": "delete",
 }
+_CHANGE_TYPE_CODES = pa.array(list(_CHANGE_TYPES), pa.string())
+_CHANGE_TYPE_NAMES = pa.array(list(_CHANGE_TYPES.values()), pa.string())
 _EVENT_TYPE, _UPDATED, _MVCC = PARQUET_META
+_SEAL_ROWS = 65_536  # rows gathered as Python values before they become Arrow columns
 
 
 class LakeSink:
     """A :class:`~feedkv.changefeed.sink.WindowSink` into lake tables (see the module
-    docstring). Rows are held in memory until their window is committed; ``flush`` has
-    no window to commit them in and does nothing (the changefeed commits windows)."""
+    docstring). Rows are held until their window is committed, in memory up to
+    ``memory_limit`` bytes and past it on local disk
+    (:class:`~feedkv.changefeed.sinks.lake_spill.SpilledRows`); ``flush`` has no window
+    to commit them in and does nothing (the changefeed commits windows)."""
 
-    def __init__(self, tables: LakeTables, mode: str) -> None:
+    def __init__(
+        self, tables: LakeTables, mode: str, *, memory_limit: int = DEFAULT_MEMORY_LIMIT
+    ) -> None:
         self._tables = tables
         self._mode = mode
-        self._pending: dict[str, list[pa.RecordBatch]] = {}
+        self._pending = SpilledRows(memory_limit)
         self._open: dict[str, ParquetRows] = {}
         self._applied: dict[str, Timestamp | None] = {}  # each table's last resolved, read once
         self._closed = False
@@ -127,7 +142,7 @@ class LakeSink:
         row, topic = message.row, message.topic
         if isinstance(row, RowBlock):
             self._seal(topic)
-            self._pending.setdefault(topic, []).append(row.batch)
+            self._pending.add(topic, row.batch)
             return
         if not isinstance(row, RowEvent):
             raise TerminalSinkError("a lake sink takes rows (format=parquet), not encoded messages")
@@ -139,6 +154,8 @@ class LakeSink:
             images = self._mode == "changelog"
             rows = self._open[topic] = ParquetRows(row.table, row.columns, images=images)
         rows.add_event(row)
+        if len(rows) >= _SEAL_ROWS:  # NB: as Arrow columns they take a fraction of the memory
+            self._seal(topic)
 
     def emit_batches(self, batches: Iterable[tuple[str, pa.RecordBatch]]) -> None:
         """Take rows as Parquet rows' record batches, by topic (staged by Spark tasks)."""
@@ -169,15 +186,13 @@ class LakeSink:
         for topic in list(self._open):
             self._seal(topic)
         pending: dict[str, list[pa.RecordBatch]] = {}
-        later: dict[str, list[pa.RecordBatch]] = {}
-        for topic, batches in self._pending.items():
+        for topic, batches in self._pending.take().items():
             for rows in batches:
                 due, after = _split(rows, resolved)
                 if due.num_rows:
                     pending.setdefault(topic, []).append(due)
                 if after.num_rows:
-                    later.setdefault(topic, []).append(after)
-        self._pending = later
+                    self._pending.add(topic, after)
         try:
             for table in sorted(pending):
                 change = self._change(table, resolved, pending[table])
@@ -208,6 +223,7 @@ class LakeSink:
             return
         self._closed = True
         self.reset()
+        self._pending.close()
         self._tables.close()
 
     # Windows.
@@ -215,7 +231,7 @@ class LakeSink:
     def _seal(self, topic: str) -> None:
         rows = self._open.pop(topic, None)
         if rows is not None and len(rows):
-            self._pending.setdefault(topic, []).append(rows.take())
+            self._pending.add(topic, rows.take())
 
     def _last_applied(self, table: str) -> Timestamp | None:
         if table not in self._applied:
@@ -226,7 +242,9 @@ class LakeSink:
         self, table: str, resolved: Timestamp, batches: list[pa.RecordBatch]
     ) -> TableChange | None:
         """The commit of ``batches`` into ``table``: only their rows above what it
-        holds; ``None`` when there are none."""
+        holds; ``None`` when there are none. NB: column-wise (Arrow compute), not row by
+        row: a window may hold hundreds of thousands of rows, and a Python loop over them
+        cost more than the lake commit itself."""
         applied = self._last_applied(table)
         if applied is not None and resolved <= applied:
             return None
@@ -245,41 +263,85 @@ class LakeSink:
         for name in names:  # NB: older versions' batches lack a column added since
             if name not in frame.column_names:
                 frame = frame.append_column(name, pa.nulls(len(frame), columns.field(name).type))
-        updated = [Timestamp.parse(t) for t in frame.column(_UPDATED).to_pylist()]
-        order = sorted(
-            (i for i, ts in enumerate(updated) if applied is None or ts > applied),
-            key=updated.__getitem__,
-        )
-        if not order:
+        wall, logical = hlc_columns(frame.column(_UPDATED))
+        if applied is not None:
+            frame, wall, logical = _filtered(
+                frame, wall, logical, pc.invert(_at_or_below(wall, logical, applied))
+            )
+        if not len(frame):
             return None
-        kinds = frame.column(_EVENT_TYPE).to_pylist()
+        # NB: a stable sort: an update's row before it stays ahead of the row after it
+        order = pc.sort_indices(
+            pa.table({"w": wall, "l": logical}), [("w", "ascending"), ("l", "ascending")]
+        )
+        frame = frame.take(order)
+        kinds = frame.column(_EVENT_TYPE)
         if self._mode == "changelog":
-            rows = frame.take(pa.array(order, pa.int64()))
-            changes = rows.select(names)
-            change_types = [_CHANGE_TYPES[kinds[i]] for i in order]
-            changes = changes.append_column("_change_type", pa.array(change_types, pa.string()))
-            changes = changes.append_column("_feedkv_updated", rows.column(_UPDATED))
-            changes = changes.append_column("_feedkv_mvcc_timestamp", rows.column(_MVCC))
+            changes = frame.select(names).replace_schema_metadata(None)
+            change_types = pc.take(_CHANGE_TYPE_NAMES, pc.index_in(kinds, _CHANGE_TYPE_CODES))
+            changes = changes.append_column("_change_type", change_types.cast(pa.string()))
+            changes = changes.append_column("_feedkv_updated", frame.column(_UPDATED))
+            changes = changes.append_column("_feedkv_mvcc_timestamp", frame.column(_MVCC))
             return TableChange(table, resolved, key, columns, changes=changes)
-        key_values = list(zip(*(frame.column(k).to_pylist() for k in key), strict=True))
-        last: dict[tuple[Any, ...], int] = {}
-        for i in order:
-            if kinds[i] != "b":  # NB: a row before an update (changelog rows only)
-                last[key_values[i]] = i
-        upserts = [i for i in last.values() if kinds[i] != "d"]
-        deletes = [i for i in last.values() if kinds[i] == "d"]
+        # NB: a row before an update (changelog rows only) is no change of the row
+        frame = frame.filter(pc.not_equal(kinds, "b"))
+        last = frame.take(_last_of_each_key(frame, key))
+        deleted = pc.equal(last.column(_EVENT_TYPE), "d")
         return TableChange(
             table,
             resolved,
             key,
             columns,
-            upserts=frame.take(pa.array(upserts, pa.int64()))
-            .select(names)
-            .replace_schema_metadata(None),
-            deletes=frame.take(pa.array(deletes, pa.int64()))
-            .select(list(key))
-            .replace_schema_metadata(None),
+            upserts=last.filter(pc.invert(deleted)).select(names).replace_schema_metadata(None),
+            deletes=last.filter(deleted).select(list(key)).replace_schema_metadata(None),
         )
+
+
+def hlc_columns(texts: pa.ChunkedArray | pa.Array) -> tuple[pa.Array, pa.Array]:
+    """HLC timestamps written as ``str(Timestamp)`` as two int64 columns (wall,
+    logical), which compare and sort as the timestamps do. Raises
+    :class:`TerminalSinkError` on a value that is not one."""
+    try:
+        parts = pc.split_pattern(texts, ".", max_splits=1)
+        wall = pc.cast(pc.list_element(parts, 0), pa.int64())
+        logical = pc.cast(pc.fill_null(pc.list_element(parts, 1), "0"), pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise TerminalSinkError(f"rows with a malformed {_UPDATED} timestamp: {exc}") from exc
+    if wall.null_count:
+        raise TerminalSinkError(f"rows without an {_UPDATED} timestamp")
+    return wall, logical
+
+
+def _at_or_below(wall: pa.Array, logical: pa.Array, ts: Timestamp) -> pa.Array:
+    """Which timestamps (as :func:`hlc_columns` gives them) are at or below ``ts``."""
+    return pc.or_(
+        pc.less(wall, ts.wall),
+        pc.and_(pc.equal(wall, ts.wall), pc.less_equal(logical, ts.logical)),
+    )
+
+
+def _filtered(
+    frame: pa.Table, wall: pa.Array, logical: pa.Array, keep: pa.Array
+) -> tuple[pa.Table, pa.Array, pa.Array]:
+    return frame.filter(keep), wall.filter(keep), logical.filter(keep)
+
+
+def _last_of_each_key(frame: pa.Table, key: tuple[str, ...]) -> pa.Array:
+    """The positions of each key's last row in ``frame`` (rows in timestamp order)."""
+    position = "_feedkv_position"
+    numbered = frame.select(list(key)).append_column(
+        position, pa.array(range(len(frame)), pa.int64())
+    )
+    try:
+        last = numbered.group_by(list(key), use_threads=False).aggregate([(position, "max")])
+        return last.column(f"{position}_max")
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        # NB: a key type Arrow cannot group by: by Python values
+        by_key: dict[tuple[Any, ...], int] = {}
+        values = zip(*(frame.column(k).to_pylist() for k in key), strict=True)
+        for i, value in enumerate(values):
+            by_key[value] = i
+        return pa.array(sorted(by_key.values()), pa.int64())
 
 
 def _split(batch: pa.RecordBatch, resolved: Timestamp) -> tuple[pa.RecordBatch, pa.RecordBatch]:
@@ -289,10 +351,9 @@ def _split(batch: pa.RecordBatch, resolved: Timestamp) -> tuple[pa.RecordBatch, 
     covers it, so a window's commit finds rows of the next windows in the sink: they
     wait for their own window (committed now, they would be above the timestamp the
     commit records, and a restart from it would write them again)."""
-    updated = [Timestamp.parse(t) for t in batch.column(_UPDATED).to_pylist()]
-    if all(ts <= resolved for ts in updated):
+    due = _at_or_below(*hlc_columns(batch.column(_UPDATED)), resolved)
+    if pc.all(due).as_py():
         return batch, batch.slice(0, 0)
-    due = pa.array([ts <= resolved for ts in updated], pa.bool_())
     return batch.filter(due), batch.filter(pc.invert(due))
 
 
@@ -301,6 +362,11 @@ def _split(batch: pa.RecordBatch, resolved: Timestamp) -> tuple[pa.RecordBatch, 
 
 def staging_root(uri: SinkURI) -> str:
     """Where Spark tasks stage rows for ``uri``'s sink."""
+    if uri.scheme == "delta+s3":
+        raise TerminalSinkError(
+            f"{uri.uri!r}: a changefeed into Delta tables in S3 runs on the thread runner "
+            "(--changefeed-runner thread); its Spark tasks cannot stage rows in S3 yet"
+        )
     if uri.scheme == "delta":
         return os.path.join(_delta_root(uri), STAGING)
     return os.path.join(_iceberg_location(uri)[3], STAGING)
@@ -379,6 +445,8 @@ def check(uri: SinkURI, options: ChangefeedOptions) -> None:
     opened is refused now (SQLSTATE 22023)."""
     tables = lake_tables(uri)
     try:
+        if uri.scheme == "delta+s3":
+            _probe_bucket(uri)
         if uri.scheme == "delta":
             probe = os.path.join(_delta_root(uri), f".feedkv-probe-{secrets.token_hex(8)}")
             try:
@@ -401,13 +469,58 @@ def lake_tables(uri: SinkURI) -> LakeTables:
         from feedkv.changefeed.sinks.delta import DeltaTables
 
         return DeltaTables(_delta_root(uri))
+    if uri.scheme == "delta+s3":
+        from feedkv.changefeed.sinks.delta import DeltaTables
+        from feedkv.changefeed.sinks.s3 import S3Blobs
+
+        root = f"s3://{uri.host}/{uri.path.strip('/')}".rstrip("/")
+        return DeltaTables(root, objects=S3Blobs(uri), storage=_s3_storage(uri))
     from feedkv.changefeed.sinks.iceberg import IcebergTables
 
     catalog, namespace, catalog_uri, warehouse = _iceberg_location(uri)
     return IcebergTables(catalog, namespace, catalog_uri, warehouse)
 
 
+def _s3_storage(uri: SinkURI) -> dict[str, str]:
+    """delta-rs' storage options for a ``delta+s3://`` URI: the keys and endpoint of its
+    parameters (as the ``s3://`` file sink takes them), and S3's conditional writes for
+    safe commits without a lock table."""
+    storage = {"conditional_put": "etag", "AWS_REGION": uri.param("AWS_REGION") or "us-east-1"}
+    for param in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        value = uri.param(param)
+        if value:
+            storage[param] = value
+    endpoint = uri.param("AWS_ENDPOINT")
+    if endpoint:
+        storage["AWS_ENDPOINT_URL"] = endpoint
+        if endpoint.startswith("http://"):
+            storage["AWS_ALLOW_HTTP"] = "true"
+    return storage
+
+
+def _probe_bucket(uri: SinkURI) -> None:
+    """Write and remove an object where the tables go: a bucket that does not exist or
+    keys that cannot write are refused when the changefeed is created (22023)."""
+    from feedkv.changefeed.sinks.s3 import S3Blobs
+
+    blobs = S3Blobs(uri)
+    probe = f".feedkv-probe-{secrets.token_hex(8)}"
+    try:
+        blobs.put(probe, b"")
+        blobs.delete(probe)
+    except SinkError as exc:
+        raise option_error(f"the delta+s3:// sink cannot write into {uri.uri!r}: {exc}") from None
+    finally:
+        blobs.close()
+
+
 def _delta_root(uri: SinkURI) -> str:
+    aws = sorted(p for p in uri.params if p.startswith("AWS_"))
+    if aws:
+        raise option_error(
+            f"sink URI {uri.uri!r}: {aws[0]} is for tables in S3 (delta+s3://bucket/prefix); "
+            "a delta:// URI names a local directory"
+        )
     if uri.host not in ("", "localhost"):
         raise option_error(
             f"sink URI {uri.uri!r}: a delta:// URI names a local directory "

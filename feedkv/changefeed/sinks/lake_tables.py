@@ -100,6 +100,11 @@ class LakeTables(Protocol):
         """Replace the marker atomically."""
         ...
 
+    def location(self, table: str) -> str:
+        """Where another reader finds ``table``: a Delta table's directory, an Iceberg
+        table's current metadata file (which lists every snapshot)."""
+        ...
+
     def close(self) -> None: ...
 
 

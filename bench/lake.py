@@ -1,0 +1,371 @@
+"""`feedkv bench lake`: changefeeds into Delta Lake tables, beside the Parquet file sink.
+
+- throughput: the same stream of row changes (``--rows`` in windows of
+  ``--window-rows``: new keys, updates of earlier keys and deletes, with the rows
+  before them as ``diff`` gives them) is handed to each sink as a changefeed hands it:
+  ``emit_row`` per change, then per window of the resolved frontier ``flush`` and a
+  resolved marker (``file://`` with ``format=parquet``), or one ``commit_window``
+  (``delta://`` in ``mirror`` and ``changelog`` modes: a MERGE or an append per
+  window). Rows/s per sink, and each Delta mode's ratio to the Parquet sink's.
+  Targets: mirror >= 0.5x, changelog >= 0.8x.
+- lag: an embedded node (the thread runner), a changefeed into each sink, and writers
+  that UPSERT rows at a fixed rate (``--rates``, rows/s, in statements of
+  ``--statement-rows``); from a statement's acknowledgement to the first moment a
+  reader sees it: the Delta directory's marker (:func:`feedkv.lake.read_consistent`)
+  or the Parquet sink's newest ``.RESOLVED`` file at or past the statement's commit.
+  p50/p99 per sink and rate, and the rate the writers reached (the machine may not
+  reach the one asked for: the record says so). Target: p50 <= 3 s.
+
+Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import feedkv
+import feedkv.lake
+from feedkv.changefeed.options import parse_options
+from feedkv.changefeed.rows import RowEvent
+from feedkv.changefeed.sink import (
+    Message,
+    Sink,
+    WindowSink,
+    make_sink,
+    message_options,
+    parse_sink_uri,
+    sink_defaults,
+)
+from feedkv.kv.store import StoreConfig
+from feedkv.sql import catalog
+from feedkv.sql.descriptor import TableDescriptor
+from feedkv.util.hlc import Timestamp
+
+TARGET_MIRROR = 0.5
+TARGET_CHANGELOG = 0.8
+TARGET_LAG_P50_S = 3.0
+START = Timestamp(1_700_000_000_000_000_000, 0)
+TOPIC = "bench"
+SINKS = ("parquet", "delta-mirror", "delta-changelog")
+
+
+def sink_uri(
+    kind: str, root: Path, resolved: str = "1s"
+) -> tuple[str, tuple[tuple[str, str | None], ...]]:
+    """The sink URI and ``WITH`` options of ``kind`` (one of :data:`SINKS`) under
+    ``root``; the Parquet sink writes a resolved marker every ``resolved`` (a lake sink
+    records one with every window)."""
+    if kind == "parquet":
+        options = (("format", "parquet"), ("diff", None), ("resolved", resolved))
+        return f"file://{root}/parquet", options
+    mode = kind.removeprefix("delta-")
+    return f"delta://{root}/{kind}", (("lake_mode", mode),)
+
+
+# Throughput: the sinks alone.
+
+
+def table_descriptor(root: Path) -> TableDescriptor:
+    """The descriptor of ``bench (k INT PRIMARY KEY, v STRING, n INT)``, made by a store."""
+    with feedkv.connect(root / "schema") as db:
+        db.sql("CREATE TABLE bench (k INT PRIMARY KEY, v STRING, n INT)")
+        snapshot = catalog.Snapshot(db, db.now())
+        database = catalog.database_by_name(snapshot, "defaultdb")
+        return catalog.table_by_name(snapshot, database, "bench")
+
+
+def windows(
+    desc: TableDescriptor, rows: int, window_rows: int, seed: int = 7
+) -> list[list[RowEvent]]:
+    """The change stream: windows of ``window_rows`` changes, timestamps ascending;
+    about half insert new keys, two fifths update earlier keys, a tenth delete them."""
+    rng = random.Random(seed)
+    live: dict[int, dict[str, Any]] = {}
+    keys: list[int] = []
+    next_key = 0
+    tick = 0
+    out: list[list[RowEvent]] = []
+    for lo in range(0, rows, window_rows):
+        window = []
+        for _ in range(min(window_rows, rows - lo)):
+            tick += 1
+            ts = Timestamp(START.wall + tick * 1000, 0)
+            choice = rng.random()
+            if choice < 0.5 or len(keys) < 100:
+                k, before = next_key, None
+                next_key += 1
+                keys.append(k)
+            else:
+                k = keys[rng.randrange(len(keys))]
+                before = live.get(k)
+            if choice >= 0.9 and before is not None:
+                del live[k]
+                window.append(RowEvent(desc, None, (k,), None, before, ts, ts, True))
+                continue
+            after = {"k": k, "v": f"value-{k}-{tick}", "n": tick % 97}
+            live[k] = after
+            had = before is not None
+            window.append(RowEvent(desc, None, (k,), after, before, ts, ts, had))
+        out.append(window)
+    return out
+
+
+def run_sink(kind: str, root: Path, stream: list[list[RowEvent]]) -> dict[str, Any]:
+    uri, given = sink_uri(kind, root)
+    options = sink_defaults(uri, parse_options(given, now=START))
+    sink: Sink = make_sink(parse_sink_uri(uri, options), message_options(options, uri), start=START)
+    rows = 0
+    t0 = time.perf_counter()
+    cpu0 = time.process_time()
+    try:
+        for window in stream:
+            for event in window:
+                sink.emit_row(Message(TOPIC, b"", None, event.mvcc_ts, event.updated, 1, event))
+            rows += len(window)
+            end = window[-1].mvcc_ts
+            if isinstance(sink, WindowSink):
+                sink.commit_window(end, [TOPIC])
+            else:
+                sink.flush()
+                sink.emit_resolved(end, [TOPIC])
+    finally:
+        sink.close()
+    seconds = time.perf_counter() - t0
+    return {
+        "rows": rows,
+        "windows": len(stream),
+        "seconds": round(seconds, 2),
+        "rows_per_s": round(rows / seconds),
+        "cpu_s": round(time.process_time() - cpu0, 2),
+    }
+
+
+def check_mirror(root: Path, stream: list[list[RowEvent]]) -> None:
+    """The mirror's last version equals the stream's rows: raises otherwise (a fast
+    sink that lost rows would be no result)."""
+    live: dict[int, dict[str, Any]] = {}
+    for window in stream:
+        for event in window:
+            if event.after is None:
+                live.pop(event.key[0], None)
+            else:
+                live[event.key[0]] = event.after
+    tables = feedkv.lake.read_tables(f"delta://{root}/delta-mirror")
+    got = {r["k"]: r for r in tables[TOPIC].to_pylist()}
+    if got != live:
+        raise RuntimeError(f"the Delta mirror holds {len(got)} rows, the stream {len(live)}")
+
+
+def throughput(root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    desc = table_descriptor(root)
+    stream = windows(desc, args.rows, args.window_rows)
+    runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in SINKS}
+    for round_ in range(args.rounds):
+        for kind in SINKS:  # NB: interleaved, so the machine's other load hits all alike
+            where = root / f"round{round_}"
+            run = run_sink(kind, where, stream)
+            if kind == "delta-mirror":
+                check_mirror(where, stream)
+            runs[kind].append(run)
+            print(f"throughput {kind}: {run}", file=sys.stderr)
+    rates = {kind: statistics.median(r["rows_per_s"] for r in runs[kind]) for kind in SINKS}
+    # NB: rows per CPU-second of the process too: on a shared machine the wall-clock
+    # rate says as much about the other processes as about the sink
+    per_cpu = {
+        kind: statistics.median(r["rows"] / max(r["cpu_s"], 1e-3) for r in runs[kind])
+        for kind in SINKS
+    }
+    parquet = rates["parquet"]
+    return {
+        "rows": args.rows,
+        "window_rows": args.window_rows,
+        "rows_per_s": {kind: round(rate) for kind, rate in rates.items()},
+        "ratio_to_parquet": {
+            "delta-mirror": round(rates["delta-mirror"] / parquet, 2),
+            "delta-changelog": round(rates["delta-changelog"] / parquet, 2),
+        },
+        "rows_per_cpu_s": {kind: round(rate) for kind, rate in per_cpu.items()},
+        "cpu_ratio_to_parquet": {
+            "delta-mirror": round(per_cpu["delta-mirror"] / per_cpu["parquet"], 2),
+            "delta-changelog": round(per_cpu["delta-changelog"] / per_cpu["parquet"], 2),
+        },
+        "targets": {"delta-mirror": TARGET_MIRROR, "delta-changelog": TARGET_CHANGELOG},
+        "met": {
+            "delta-mirror": rates["delta-mirror"] / parquet >= TARGET_MIRROR,
+            "delta-changelog": rates["delta-changelog"] / parquet >= TARGET_CHANGELOG,
+        },
+        "runs": runs,
+    }
+
+
+# Lag: a changefeed following writers at a fixed rate.
+
+
+def parquet_resolved(root: str) -> Timestamp | None:
+    markers = glob.glob(os.path.join(root, "**", "*.RESOLVED"), recursive=True)
+    if not markers:
+        return None
+    newest = max(markers, key=os.path.basename)  # names sort by timestamp
+    with open(newest) as f:
+        return Timestamp.parse(json.load(f)["resolved"])
+
+
+def lake_resolved(uri: str) -> Timestamp | None:
+    marker = feedkv.lake.read_consistent(uri)
+    return None if marker is None else marker.resolved
+
+
+class Watcher:
+    """Polls what a reader of the sink sees every ``interval`` s and records, for each
+    acknowledged statement, when the sink's resolved timestamp first reached it."""
+
+    def __init__(self, visible: Callable[[], Timestamp | None], interval: float) -> None:
+        self._visible = visible
+        self._interval = interval
+        self._lock = threading.Lock()
+        self._waiting: list[tuple[Timestamp, float]] = []  # (commit ts bound, acked at)
+        self.lags: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lake-watcher", daemon=True)
+        self._thread.start()
+
+    def acked(self, ts: Timestamp, at: float) -> None:
+        with self._lock:
+            self._waiting.append((ts, at))
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._waiting)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            resolved = self._visible()
+            now = time.monotonic()
+            if resolved is None:
+                continue
+            with self._lock:
+                still = []
+                for ts, at in self._waiting:
+                    if ts <= resolved:
+                        self.lags.append(now - at)
+                    else:
+                        still.append((ts, at))
+                self._waiting = still
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def lag_run(root: Path, kind: str, rate: int, args: argparse.Namespace) -> dict[str, Any]:
+    uri, given = sink_uri(kind, root, args.checkpoint)
+    options = ", ".join(k if v is None else f"{k} = '{v}'" for k, v in given)
+    db = feedkv.connect(root / "store", config=StoreConfig(), changefeed_runner="thread")
+    try:
+        db.sql("CREATE TABLE bench (k INT PRIMARY KEY, v STRING, n INT)")
+        db.sql(
+            f"CREATE CHANGEFEED FOR TABLE bench INTO '{uri}' WITH {options}, "
+            f"initial_scan = 'no', min_checkpoint_frequency = '{args.checkpoint}'"
+        )
+        if kind == "parquet":
+            visible: Callable[[], Timestamp | None] = lambda: parquet_resolved(uri[7:])  # noqa: E731
+        else:
+            visible = lambda: lake_resolved(uri)  # noqa: E731
+        watcher = Watcher(visible, 0.02)
+        per = args.statement_rows
+        interval = per / rate
+        keyspace = max(rate * 2, per)
+        rng = random.Random(rate)
+        # NB: placeholders: the statement's text repeats, so it is parsed and planned once
+        statement = "UPSERT INTO bench VALUES " + ", ".join(
+            f"(${3 * i + 1}, ${3 * i + 2}, ${3 * i + 3})" for i in range(per)
+        )
+        written = 0
+        t0 = time.monotonic()
+        deadline = t0 + args.seconds
+        next_at = t0
+        while (now := time.monotonic()) < deadline:
+            if now < next_at:
+                time.sleep(next_at - now)  # wait-ok: pacing the writers to the rate asked
+            base = rng.randrange(keyspace)
+            params: list[Any] = []
+            for i in range(per):
+                params += [(base + i) % keyspace, f"v{written + i}", i]
+            db.sql(statement, *params)
+            watcher.acked(db.now(), time.monotonic())
+            written += per
+            next_at += interval
+        elapsed = time.monotonic() - t0
+        drain = time.monotonic() + 60
+        while watcher.pending() and time.monotonic() < drain:
+            time.sleep(0.05)  # wait-ok: the watcher records the last statements
+        watcher.stop()
+        lags = sorted(watcher.lags)
+        if not lags:
+            raise RuntimeError(f"{kind}: nothing became visible")
+        return {
+            "rate_asked": rate,
+            "rate_reached": round(written / elapsed),
+            "statements": len(lags),
+            "not_visible_in_60s": watcher.pending(),
+            "lag_p50_s": round(lags[len(lags) // 2], 3),
+            "lag_p99_s": round(lags[min(len(lags) - 1, int(len(lags) * 0.99))], 3),
+            "lag_max_s": round(lags[-1], 3),
+        }
+    finally:
+        db.close()
+
+
+def lag(root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    results: dict[str, list[dict[str, Any]]] = {kind: [] for kind in SINKS}
+    for rate in args.rates:
+        for kind in SINKS:
+            run = lag_run(root / f"lag-{rate}-{kind}", kind, rate, args)
+            results[kind].append(run)
+            print(f"lag {kind} at {rate} rows/s: {run}", file=sys.stderr)
+    return {
+        "seconds": args.seconds,
+        "statement_rows": args.statement_rows,
+        "min_checkpoint_frequency": args.checkpoint,
+        "target_lag_p50_s": TARGET_LAG_P50_S,
+        "runs": results,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="feedkv bench lake")
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--window-rows", type=int, default=5_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rates", type=int, nargs="*", default=[5_000, 20_000])
+    parser.add_argument("--seconds", type=float, default=10.0, help="each lag run's writes")
+    parser.add_argument("--statement-rows", type=int, default=100)
+    parser.add_argument("--checkpoint", default="1s", help="min_checkpoint_frequency")
+    parser.add_argument("--skip", choices=["throughput", "lag"], action="append", default=[])
+    parser.add_argument("--dir", type=Path, default=None, help="where to write (a temp dir)")
+    args = parser.parse_args(argv)
+    record: dict[str, Any] = {"benchmark": "lake", "cpus": os.cpu_count()}
+    with tempfile.TemporaryDirectory(prefix="feedkv-bench-lake-", dir=args.dir) as tmp:
+        root = Path(tmp)
+        if "throughput" not in args.skip:
+            record["throughput"] = throughput(root / "throughput", args)
+        if "lag" not in args.skip:
+            record["lag"] = lag(root / "lag", args)
+    print(json.dumps(record, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1934,27 +1934,35 @@ class _Converter:
     def _reference(
         self, node: exp.Expr, name: str | None, columns: tuple[str, ...]
     ) -> st.ForeignKeySpec:
-        """``REFERENCES t [(columns)] [ON DELETE/UPDATE NO ACTION | RESTRICT]``."""
+        """``REFERENCES t [(columns)] [ON DELETE action] [ON UPDATE action]``, each
+        action one of :data:`REFERENTIAL_ACTIONS`."""
         if not isinstance(node, exp.Reference):
             raise _unsupported(node, "foreign key")
         _refuse_unhandled(node, {"this", "options"})
+        actions: dict[str, str] = {}
         for option in node.args.get("options") or ():
             text = " ".join(str(option).upper().split())
-            if text not in (
-                "ON DELETE NO ACTION",
-                "ON DELETE RESTRICT",
-                "ON UPDATE NO ACTION",
-                "ON UPDATE RESTRICT",
-            ):
-                raise SQLError(
-                    "0A000", f"foreign key option {text} is not supported (only NO ACTION)"
-                )
+            event, _, action = text.removeprefix("ON ").partition(" ")
+            if not text.startswith("ON ") or event not in ("DELETE", "UPDATE"):
+                raise SQLError("0A000", f"foreign key option {text} is not supported")
+            if action not in st.REFERENTIAL_ACTIONS:
+                raise SQLError("42601", f"syntax error: unknown action ON {event} {action}")
+            if event in actions:
+                raise SQLError("42601", f"syntax error: ON {event} given twice")
+            actions[event] = action
         target = node.this
         referenced: tuple[str, ...] = ()
         if isinstance(target, exp.Schema):
             referenced = tuple(_ident(c) for c in target.expressions)
             target = target.this
-        return st.ForeignKeySpec(name, columns, _table_of(target), referenced)
+        return st.ForeignKeySpec(
+            name,
+            columns,
+            _table_of(target),
+            referenced,
+            actions.get("DELETE", "NO ACTION"),
+            actions.get("UPDATE", "NO ACTION"),
+        )
 
     def _create_enum(self, node: exp.Create) -> st.CreateEnum:
         _refuse_unhandled(node, {"this", "kind", "exists", "expression"})

@@ -49,6 +49,7 @@ __all__ = [
     "DropView",
     "FamilySpec",
     "ForeignKeySpec",
+    "REFERENTIAL_ACTIONS",
     "IndexSpec",
     "GrantAdmin",
     "ImportInto",
@@ -181,15 +182,20 @@ class CheckSpec:
     column: str | None = None  # a column's own CHECK (names the constraint)
 
 
+REFERENTIAL_ACTIONS = ("NO ACTION", "RESTRICT", "CASCADE", "SET NULL", "SET DEFAULT")
+
+
 @dataclass(frozen=True, slots=True)
 class ForeignKeySpec:
-    """``FOREIGN KEY (columns) REFERENCES table [(referenced)]`` (no ``referenced``:
-    the table's primary key)."""
+    """``FOREIGN KEY (columns) REFERENCES table [(referenced)] [ON DELETE action] [ON
+    UPDATE action]`` (no ``referenced``: the table's primary key)."""
 
     name: str | None
     columns: tuple[str, ...]
     table: TableName
     referenced: tuple[str, ...] = ()
+    on_delete: str = "NO ACTION"
+    on_update: str = "NO ACTION"
 
 
 @dataclass(frozen=True, slots=True)

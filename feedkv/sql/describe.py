@@ -61,8 +61,8 @@ class Description:
 # Statements that never return rows.
 _ROWLESS = (
     st.Begin | st.Commit | st.Rollback | st.CreateDatabase | st.DropDatabase | st.CreateTable
-    | st.DropTable | st.AddColumn | st.DropColumn | st.Truncate | st.CreateUser | st.GrantAdmin
-    | st.ControlJob | st.AlterChangefeed | st.Savepoint | st.ConfigureZone
+    | st.DropTable | st.AddColumn | st.AlterColumn | st.DropColumn | st.Truncate | st.CreateUser
+    | st.GrantAdmin    | st.ControlJob | st.AlterChangefeed | st.Savepoint | st.ConfigureZone
 )  # fmt: skip
 
 _STRING = ColumnType(Kind.STRING)

@@ -2192,6 +2192,8 @@ class _Converter:
                 _ident(action.args["to"]),
                 bool(action.args.get("exists")) or if_exists,
             )
+        if isinstance(action, exp.AlterColumn):
+            return self._alter_column(table, action)
         if isinstance(action, exp.ColumnDef):
             column = self._column(action)
             if column.primary_key:
@@ -2205,6 +2207,36 @@ class _Converter:
                 self.text, table, _ident(dropped[0]), bool(action.args.get("exists"))
             )
         raise _unsupported(action, "ALTER TABLE action")
+
+    def _alter_column(self, table: st.TableName, action: exp.AlterColumn) -> st.AlterColumn:
+        """``ALTER COLUMN c SET DEFAULT e | DROP DEFAULT | SET NOT NULL | DROP NOT NULL |
+        [SET DATA] TYPE t [USING e]``."""
+        _refuse_unhandled(
+            action, {"this", "dtype", "using", "collate", "default", "drop", "allow_null"}
+        )
+        if action.args.get("collate"):
+            raise SQLError("0A000", "ALTER COLUMN ... COLLATE is not supported")
+        column = _ident(action.this)
+        dtype = action.args.get("dtype")
+        if dtype is not None:
+            using = action.args.get("using")
+            return st.AlterColumn(
+                self.text,
+                table,
+                column,
+                new_type=column_type(dtype),
+                using=using if isinstance(using, exp.Expr) else None,
+            )
+        if action.args.get("default") is not None:
+            return st.AlterColumn(self.text, table, column, default=action.args["default"])
+        allow_null = action.args.get("allow_null")
+        if action.args.get("drop"):
+            if allow_null:
+                return st.AlterColumn(self.text, table, column, not_null=False)
+            return st.AlterColumn(self.text, table, column, drop_default=True)
+        if allow_null is False:
+            return st.AlterColumn(self.text, table, column, not_null=True)
+        raise _unsupported(action, "ALTER COLUMN action")
 
     def _truncatetable(self, node: exp.TruncateTable) -> st.Statement:
         return st.Truncate(self.text, tuple(_table_of(t) for t in node.expressions))

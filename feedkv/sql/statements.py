@@ -15,6 +15,7 @@ from feedkv.sql.types import ColumnType
 
 __all__ = [
     "AddColumn",
+    "AlterColumn",
     "AddConstraint",
     "AlterChangefeed",
     "AlterUserPassword",
@@ -246,6 +247,21 @@ class AddColumn(Statement):
     table: TableName
     column: ColumnSpec
     if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AlterColumn(Statement):
+    """``ALTER TABLE t ALTER [COLUMN] c`` and one change: ``SET DEFAULT e`` (``default``),
+    ``DROP DEFAULT`` (``drop_default``), ``SET NOT NULL`` / ``DROP NOT NULL``
+    (``not_null``), or ``[SET DATA] TYPE type [USING e]`` (``new_type``, ``using``)."""
+
+    table: TableName
+    column: str
+    default: exp.Expr | None = None
+    drop_default: bool = False
+    not_null: bool | None = None
+    new_type: ColumnType | None = None
+    using: exp.Expr | None = None
 
 
 @dataclass(frozen=True, slots=True)

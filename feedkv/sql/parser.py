@@ -77,6 +77,7 @@ class _Cockroach(Postgres):
             **PostgresParser.FUNCTIONS,
             "JSONB_AGG": lambda args: _jsonb_agg(args),
             "JSON_AGG": lambda args: _jsonb_agg(args),
+            "ARRAY_AGG": lambda args: _array_agg(args),
         }
 
 
@@ -86,6 +87,13 @@ def _jsonb_agg(args: list[exp.Expr]) -> exp.Expr:
     if len(args) != 1:
         raise SQLError("42883", "unknown signature: jsonb_agg() takes exactly one argument")
     return exp.JSONArrayAgg(this=args[0])
+
+
+def _array_agg(args: list[exp.Expr]) -> exp.Expr:
+    """array_agg(x): sqlglot's own builder drops a second argument without a word."""
+    if len(args) != 1:
+        raise SQLError("42883", "unknown signature: array_agg() takes exactly one argument")
+    return exp.ArrayAgg(this=args[0])
 
 
 _DIALECT = _Cockroach()

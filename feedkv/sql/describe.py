@@ -376,6 +376,8 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         return column_type(node.args["to"])
     if isinstance(node, _BOOLEAN):
         return _BOOL
+    if isinstance(node, exp.BitString):
+        return ColumnType(Kind.VARBIT)  # as CockroachDB types B'...'
     if isinstance(node, exp.Literal):
         if node.is_string:
             return _STRING

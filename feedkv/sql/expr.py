@@ -33,6 +33,7 @@ from sqlglot import exp
 from feedkv.errors import SQLError
 from feedkv.sql import scalar_functions
 from feedkv.sql.arrays import Array
+from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.interval import Interval
 from feedkv.sql.types import (
@@ -369,6 +370,11 @@ class _Compiler:
             value = bytes.fromhex(node.this)
         except ValueError:
             raise SQLError("22P02", f"invalid hexadecimal bytes literal x'{node.this}'") from None
+        return lambda row, ctx: value
+
+    def bitstring(self, node: exp.BitString) -> Compiled:
+        """``B'0101'``: a bit string (a VARBIT of its length)."""
+        value = BitString.parse(str(node.this))
         return lambda row, ctx: value
 
     def bytestring(self, node: exp.ByteString) -> Compiled:
@@ -1290,6 +1296,8 @@ def _converted(inner: Compiled, ctype: ColumnType) -> Compiled:
             return value  # compared as is: an error names both types
         if ctype.kind in (Kind.INT, Kind.FLOAT, Kind.DECIMAL) and _is_number(value):
             return value  # numbers compare across kinds exactly
+        if ctype.kind in (Kind.BIT, Kind.VARBIT):
+            return coerce(value, ColumnType(Kind.VARBIT), None)  # NB: any length compares
         if ctype.kind in (Kind.ENUM, Kind.ARRAY):
             return coerce(value, ctype, None)  # NB: a label of the column's enum, ...
         return coerce(value, ColumnType(ctype.kind), None)
@@ -1667,6 +1675,7 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.Null: _Compiler.null,
     exp.HexString: _Compiler.hexstring,
     exp.ByteString: _Compiler.bytestring,
+    exp.BitString: _Compiler.bitstring,
     exp.Parameter: _Compiler.parameter,
     exp.Column: _Compiler.column,
     exp.Star: _Compiler.star,

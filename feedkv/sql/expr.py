@@ -31,7 +31,7 @@ from typing import Any
 from sqlglot import exp
 
 from feedkv.errors import SQLError
-from feedkv.sql import scalar_functions
+from feedkv.sql import datetime_functions, scalar_functions
 from feedkv.sql.arrays import Array
 from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue
@@ -982,6 +982,10 @@ class _Compiler:
         _refuse_node_args(node, {*keys, "expression"} if name == "initcap" else set(keys))
         return self.call(name, [node.args.get(key) for key in keys])
 
+    def chr_(self, node: exp.Chr) -> Compiled:
+        _refuse_node_args(node, {"expressions", "charset"})
+        return self.call("chr", node.expressions)
+
     def call(self, name: str, arguments: Sequence[exp.Expr | None]) -> Compiled:
         """A strict call of the scalar function ``name`` (trailing ``None``: an optional
         argument not given)."""
@@ -1002,6 +1006,42 @@ class _Compiler:
             except TypeError:
                 shown = ", ".join(type_of_value(v) for v in values)
                 raise SQLError("42883", f"unknown signature: {name}({shown})") from None
+
+        return call
+
+    def extract(self, node: exp.Extract) -> Compiled:
+        """``EXTRACT(field FROM value)`` (and ``date_part('field', value)``)."""
+        _refuse_node_args(node, {"this", "expression"})
+        field = node.this.name if isinstance(node.this, exp.Var | exp.Literal) else None
+        if not field:
+            raise SQLError("42601", f"syntax error: EXTRACT needs a field: {_shown(node)}")
+        value = self.compile(node.expression)
+        return self._strict("extract", value, functools.partial(datetime_functions.extract, field))
+
+    def date_trunc(self, node: exp.TimestampTrunc) -> Compiled:
+        """``date_trunc('unit', value)``."""
+        _refuse_node_args(node, {"this", "unit"})
+        unit = node.args["unit"]
+        name = unit.name if isinstance(unit, exp.Var | exp.Literal) else None
+        if not name:
+            raise SQLError("0A000", f"date_trunc takes a constant unit: {_shown(node)}")
+        value = self.compile(node.this)
+        return self._strict(
+            "date_trunc", value, functools.partial(datetime_functions.date_trunc, name)
+        )
+
+    @staticmethod
+    def _strict(name: str, value: Compiled, function: Callable[[Any], Any]) -> Compiled:
+        def call(row: Env, ctx: Context) -> Any:
+            found = value(row, ctx)
+            if found is None:
+                return None
+            try:
+                return function(found)
+            except TypeError:
+                raise SQLError(
+                    "42883", f"unknown signature: {name}({type_of_value(found)})"
+                ) from None
 
         return call
 
@@ -1658,6 +1698,11 @@ _FUNCTION_NODES: dict[type, tuple[str, tuple[str, ...]]] = {
     exp.Initcap: ("initcap", ("this",)),  # NB: sqlglot adds its default delimiters
     exp.MD5: ("md5", ("this",)),
     exp.Reverse: ("reverse", ("this",)),
+    exp.Ln: ("ln", ("this",)),
+    exp.Exp: ("exp", ("this",)),
+    exp.Log: ("log", ("this", "expression")),
+    exp.Pi: ("pi", ()),
+    exp.Ascii: ("ascii", ("this",)),
 }
 
 _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
@@ -1665,6 +1710,9 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.Trim: _Compiler.scalar_function,
     exp.Pad: _Compiler.scalar_function,
     exp.Case: _Compiler.case,
+    exp.Extract: _Compiler.extract,
+    exp.TimestampTrunc: _Compiler.date_trunc,
+    exp.Chr: _Compiler.chr_,
     exp.Nullif: _Compiler.nullif,
     exp.Greatest: _Compiler.extremum,
     exp.Least: _Compiler.extremum,

@@ -119,6 +119,52 @@ def _power(base: Any, exponent: Any) -> Any:
         raise SQLError("22003", "value out of range: overflow") from None
 
 
+def _float(value: Any) -> float:
+    """A FLOAT argument (an INT is taken as one; a DECIMAL is not: its logarithms have
+    CockroachDB's DECIMAL precision, which feedkv does not compute)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(value)
+    return float(value)
+
+
+def _ln(value: Any) -> float:
+    number = _float(value)
+    if number <= 0:
+        raise SQLError(
+            "2201E", "cannot take logarithm of " + ("zero" if number == 0 else "a negative number")
+        )
+    return math.log(number)
+
+
+def _log(first: Any, second: Any = None) -> float:
+    """log(x): base 10; log(b, x): base b."""
+    base, number = (10.0, _float(first)) if second is None else (_float(first), _float(second))
+    if number <= 0 or base <= 0:
+        raise SQLError("2201E", "cannot take logarithm of zero or a negative number")
+    if base == 1:
+        raise SQLError("22012", "division by zero")
+    return math.log(number, base) if second is not None else math.log10(number)
+
+
+def _exp(value: Any) -> float:
+    try:
+        return math.exp(_float(value))
+    except OverflowError:
+        raise SQLError("22003", "value out of range: overflow") from None
+
+
+def _ascii(value: Any) -> int:
+    text = _text(value)
+    return ord(text[0]) if text else 0
+
+
+def _chr(value: Any) -> str:
+    code = _int(value)
+    if not 0 < code <= 0x10FFFF:
+        raise SQLError("22023", f"requested character too large for encoding: {code}")
+    return chr(code)
+
+
 def _substring(value: Any, start: Any, length: Any = None) -> str:
     """SQL's 1-based substring: characters from ``start`` (which may be below 1, so
     fewer are taken) for ``length`` (to the end without one)."""
@@ -239,6 +285,12 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], int, int]] = {
     "sqrt": (_sqrt, 1, 1),
     "power": (_power, 2, 2),
     "pow": (_power, 2, 2),
+    "ln": (_ln, 1, 1),
+    "log": (_log, 1, 2),
+    "exp": (_exp, 1, 1),
+    "pi": (lambda: math.pi, 0, 0),
+    "ascii": (_ascii, 1, 1),
+    "chr": (_chr, 1, 1),
     "substring": (_substring, 2, 3),
     "substr": (_substring, 2, 3),
     "btrim": (_trim("both"), 1, 2),

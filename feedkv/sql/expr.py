@@ -263,6 +263,17 @@ def expression_name(node: exp.Expr) -> str:
         return "jsonb_agg"
     if isinstance(node, exp.GroupConcat):
         return "string_agg"
+    if isinstance(node, exp.Case):
+        return "case"
+    if isinstance(node, exp.TimestampTrunc):
+        return "date_trunc"
+    if isinstance(node, exp.Trim):
+        position = str(node.args.get("position") or "").upper()
+        return {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(position, "btrim")
+    if isinstance(node, exp.Pad):
+        return "lpad" if node.args.get("is_left") else "rpad"
+    if type(node) in _FUNCTION_NODES:
+        return _FUNCTION_NODES[type(node)][0]
     if isinstance(node, exp.BitwiseAndAgg | exp.BitwiseOrAgg):
         return "bit_and" if isinstance(node, exp.BitwiseAndAgg) else "bit_or"
     if isinstance(node, exp.Func):

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from feedkv import DB
 from feedkv.errors import SQLError
 from feedkv.sql.scalar_functions import FUNCTIONS, concat, concat_ws
 
@@ -86,3 +87,23 @@ def test_a_value_of_another_type_is_no_signature() -> None:
         call("round", "a")
     with pytest.raises(TypeError):
         call("reverse", 5)
+
+
+def test_result_columns_are_named_as_postgresql_names_them(db: DB) -> None:
+    result = db.sql(
+        "SELECT CASE WHEN true THEN 1 END, trim(' a '), ltrim('a'), lpad('a', 2), "
+        "power(2, 2), substring('abc', 1, 1), nullif(1, 2), greatest(1, 2), concat('a'), "
+        "date_trunc('month', now())"
+    )
+    assert result.columns == (
+        "case",
+        "btrim",
+        "ltrim",
+        "lpad",
+        "power",
+        "substring",
+        "nullif",
+        "greatest",
+        "concat",
+        "date_trunc",
+    )

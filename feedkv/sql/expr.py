@@ -32,6 +32,7 @@ from sqlglot import exp
 
 from feedkv.errors import SQLError
 from feedkv.sql import datetime_functions, scalar_functions
+from feedkv.sql.aggregate_nodes import AGGREGATES
 from feedkv.sql.arrays import Array
 from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue
@@ -218,13 +219,6 @@ class Scope:
             where = f" in table {self.table_name!r}" if self.table_name else ""
             raise SQLError("42703", f"column {shown!r} does not exist{where}")
         return found
-
-
-AGGREGATES = (
-    exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg, exp.LogicalAnd, exp.LogicalOr, exp.GroupConcat,
-    exp.Variance, exp.VariancePop, exp.Stddev, exp.StddevSamp, exp.StddevPop,
-    exp.JSONArrayAgg, exp.ArrayAgg, exp.BitwiseAndAgg, exp.BitwiseOrAgg,
-)  # fmt: skip
 
 
 # A query of its own inside an expression (ANY and ALL hold one, maybe bare).

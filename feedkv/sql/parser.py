@@ -48,6 +48,7 @@ from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 from feedkv.errors import SQLError
 from feedkv.sql import crdb_internal
 from feedkv.sql import statements as st
+from feedkv.sql.aggregate_nodes import AGGREGATES
 from feedkv.sql.script import runaway
 from feedkv.sql.session_vars import canonical_name
 from feedkv.sql.types import INT64_MAX, TYPE_NAMES, ColumnType, Kind, parse_type_name
@@ -87,6 +88,36 @@ def _jsonb_agg(args: list[exp.Expr]) -> exp.Expr:
     if len(args) != 1:
         raise SQLError("42883", "unknown signature: jsonb_agg() takes exactly one argument")
     return exp.JSONArrayAgg(this=args[0])
+
+
+def _filtered(node: exp.Filter) -> exp.Expr:
+    """``agg(x) FILTER (WHERE c)`` as ``agg(CASE WHEN c THEN x END)``: the same for an
+    aggregate that skips NULLs (count(*) counts the rows c keeps: ``count(CASE WHEN c
+    THEN 1 END)``). array_agg and jsonb_agg keep NULLs, so theirs is refused."""
+    call, where = node.this, node.expression
+    condition = where.this if isinstance(where, exp.Where) else where
+    if not isinstance(call, AGGREGATES):
+        raise SQLError(
+            "42809", f"FILTER specified, but {call.sql(dialect=_DIALECT)} is not an aggregate"
+        )
+    if isinstance(call, exp.ArrayAgg | exp.JSONArrayAgg):
+        raise SQLError("0A000", "FILTER of array_agg or jsonb_agg is not supported")
+    holder: exp.Expr = call
+    if isinstance(holder.this, exp.Order):
+        holder = holder.this
+    if isinstance(holder.this, exp.Distinct):
+        holder = holder.this
+        value = holder.expressions[0]
+    else:
+        value = holder.this
+    if isinstance(value, exp.Star):
+        value = exp.Literal.number(1)
+    guarded = exp.Case(ifs=[exp.If(this=condition.copy(), true=value.copy())])
+    if isinstance(holder, exp.Distinct):
+        holder.set("expressions", [guarded])
+    else:
+        holder.set("this", guarded)
+    return call
 
 
 def _array_agg(args: list[exp.Expr]) -> exp.Expr:
@@ -2514,8 +2545,8 @@ class _Converter:
         )
         if node.args.get("kind"):
             raise _unsupported(node)
-        if node.find(exp.Filter) is not None:
-            raise SQLError("0A000", "FILTER is not supported yet")
+        for found in list(node.find_all(exp.Filter)):
+            found.replace(_filtered(found))
         subqueries = tuple(self._subqueries(node))
         table: st.Source | None = None
         alias: str | None = None

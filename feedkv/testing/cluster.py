@@ -9,6 +9,7 @@ SIGKILLs a node and :meth:`LocalCluster.restart` starts it again on its store. W
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Self
 
@@ -29,11 +30,15 @@ class LocalCluster:
         start_timeout_s: float = 60.0,
         rebalance_interval: str = "10s",
         certs_dir: Path | None = None,
+        node_env: Callable[[int], dict[str, str]] | None = None,
     ) -> None:
         """``extra_args``: more ``feedkv start`` flags for every node; the nodes run
         changefeed jobs in threads (``--changefeed-runner thread``) unless told otherwise.
-        ``rebalance_interval``: ``0s`` keeps ranges where a test put them."""
+        ``rebalance_interval``: ``0s`` keeps ranges where a test put them.
+        ``node_env(index)``: variables added to that node's environment at every start
+        (a :class:`~feedkv.testing.partition.Network`'s proxy)."""
         self.base = base
+        self.node_env = node_env
         base.mkdir(parents=True, exist_ok=True)
         self.certs_dir = certs_dir
         security = ("--certs-dir", str(certs_dir)) if certs_dir is not None else ()
@@ -62,6 +67,8 @@ class LocalCluster:
     def _start(self, index: int, env: dict[str, str] | None = None) -> NodeProcess:
         others = [i for i, p in enumerate(self.processes) if p is not None and i != index]
         join = ("--join", self._address(others[0])) if others else ()
+        if self.node_env is not None:
+            env = {**self.node_env(index), **(env or {})}
         return NodeProcess(self.base / f"n{index + 1}", *self.extra_args, *join, env=env)
 
     def _any_live(self, but: int) -> int:
@@ -76,6 +83,17 @@ class LocalCluster:
     def url(self, index: int) -> str:
         """``feedkv://`` URL of the node at ``index`` (0: node n1)."""
         return f"feedkv://{self._address(index)}"
+
+    def node_at(self, address: str) -> int | None:
+        """The index of the running node whose gRPC listens at ``host:port``."""
+        return next(
+            (
+                i
+                for i, p in enumerate(self.processes)
+                if p is not None and p.url == f"feedkv://{address}"
+            ),
+            None,
+        )
 
     def connect(self, index: int = 0) -> DB:
         return connect(self.url(index), certs_dir=self.certs_dir)

@@ -321,8 +321,9 @@ class Execution:
     def envs(self, desc: TableDescriptor, span: Span) -> Iterator[tuple[Any, ...]]:
         """The rows of ``desc`` in ``span`` as tuples in column order, for a statement
         that only reads them: no dict per row and no KV pairs kept (which a write needs
-        to rewrite the row), a third of a row's cost in a scan."""
-        kvs = self.read_source.scan(span.start, span.end)
+        to rewrite the row), a third of a row's cost in a scan. Read in pages, as
+        :meth:`rows`, so a cancel stops it."""
+        kvs = self._scan_pages(span)
         return (tuple(values) for _key, values, _ts in decode_row_values(desc, kvs))
 
     def selected(self, desc: TableDescriptor, selection: Selection) -> list[tuple[Any, ...]]:

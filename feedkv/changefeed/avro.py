@@ -179,7 +179,7 @@ def _avro_value(column: Column, value: Any) -> Any:
         return json.dumps(value, sort_keys=True)
     if kind is Kind.UUID or (kind is Kind.DECIMAL and not column.type.precision):
         return str(value)
-    if kind in (Kind.TIME, Kind.INTERVAL, Kind.INET, Kind.ENUM, Kind.ARRAY):
+    if kind in (Kind.TIME, Kind.INTERVAL, Kind.INET, Kind.ENUM, Kind.ARRAY, Kind.BIT, Kind.VARBIT):
         return format_value(value)
     if kind is Kind.DECIMAL and not value.is_finite():
         return str(value)  # "NaN", "Infinity", "-Infinity": the string branch

@@ -204,6 +204,8 @@ _BY_KIND: dict[Kind, Callable[[Any], str]] = {
     Kind.TIME: lambda v: json_string(format_value(v)),
     Kind.INTERVAL: lambda v: json_string(str(v)),
     Kind.INET: lambda v: json_string(str(v)),
+    Kind.BIT: lambda v: json_string(str(v)),
+    Kind.VARBIT: lambda v: json_string(str(v)),
     Kind.ENUM: lambda v: json_string(str(v)),
     Kind.ARRAY: lambda v: "[" + ",".join(json_value(v.element.kind, x) for x in v.values) + "]",
 }

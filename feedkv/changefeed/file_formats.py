@@ -69,6 +69,8 @@ _ARROW: dict[Kind, pa.DataType] = {
     Kind.TIME: pa.string(),
     Kind.INTERVAL: pa.string(),
     Kind.INET: pa.string(),
+    Kind.BIT: pa.string(),
+    Kind.VARBIT: pa.string(),
     Kind.ENUM: pa.string(),
     Kind.ARRAY: pa.string(),
 }
@@ -79,7 +81,9 @@ def arrow_type(kind: Kind) -> pa.DataType:
     return _ARROW[kind]
 
 
-_SQL_TEXT = frozenset({Kind.TIME, Kind.INTERVAL, Kind.INET, Kind.ENUM, Kind.ARRAY})
+_SQL_TEXT = frozenset(
+    {Kind.TIME, Kind.INTERVAL, Kind.INET, Kind.ENUM, Kind.ARRAY, Kind.BIT, Kind.VARBIT}
+)
 _CONVERTED = frozenset({Kind.DECIMAL, Kind.UUID, Kind.JSONB, *_SQL_TEXT})  # written as text
 
 

@@ -23,6 +23,7 @@ from feedkv.errors import InvariantViolation
 from feedkv.rangefeed.feed_client import KV
 from feedkv.sql.catalog import descriptor_key
 from feedkv.sql.descriptor import TableDescriptor, decode_descriptor
+from feedkv.sql.type_conversion import Conversion, conversion
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import key_next
 
@@ -48,15 +49,27 @@ class SchemaChange:
         return tuple(c.name for c in self.before.columns if c.id not in new)
 
     @property
+    def retyped_columns(self) -> tuple[str, ...]:
+        """The columns whose type changed in a way that rewrote their values (ALTER
+        COLUMN ... TYPE, see :mod:`feedkv.sql.type_conversion`)."""
+        old = {c.id: c.type for c in self.before.columns}
+        return tuple(
+            c.name
+            for c in self.after.columns
+            if c.id in old and conversion(old[c.id], c.type) is Conversion.REWRITE
+        )
+
+    @property
     def rewrites_rows(self) -> bool:
         """Whether the change rewrote every row (a column added with a value to fill in,
-        or a column dropped): CockroachDB's "backfill" changes."""
+        a column dropped, or one whose values changed type): CockroachDB's "backfill"
+        changes."""
         old = {c.id for c in self.before.columns}
         added_with_value = any(
             c.id not in old and (c.default is not None or not c.nullable)
             for c in self.after.columns
         )
-        return added_with_value or bool(self.dropped_columns)
+        return added_with_value or bool(self.dropped_columns or self.retyped_columns)
 
     @property
     def takes_offline(self) -> bool:
@@ -66,7 +79,7 @@ class SchemaChange:
 
     @property
     def changes_columns(self) -> bool:
-        return bool(self.added_columns or self.dropped_columns)
+        return bool(self.added_columns or self.dropped_columns or self.retyped_columns)
 
     def describe(self) -> str:
         parts = []
@@ -78,6 +91,8 @@ class SchemaChange:
             parts.append("added column(s) " + ", ".join(self.added_columns))
         if self.dropped_columns:
             parts.append("dropped column(s) " + ", ".join(self.dropped_columns))
+        if self.retyped_columns:
+            parts.append("changed the type of column(s) " + ", ".join(self.retyped_columns))
         if self.after.name != self.before.name:
             parts.append(f"renamed to {self.after.name!r}")
         what = "; ".join(parts) or "changed its schema"

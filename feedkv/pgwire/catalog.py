@@ -83,6 +83,8 @@ _TYPES: list[tuple[int, str, int, str, str]] = [
     (OID.TIME, "time", 8, "D", "time without time zone"),
     (OID.INTERVAL, "interval", 16, "T", "interval"),
     (OID.INET, "inet", -1, "I", "inet"),
+    (OID.BIT, "bit", -1, "V", "bit"),
+    (OID.VARBIT, "varbit", -1, "V", "bit varying"),
 ]
 _FORMATTED = {oid: formatted for oid, _, _, _, formatted in _TYPES}
 _TYPE_NAMES = {oid: name for oid, name, _, _, _ in _TYPES}
@@ -96,6 +98,10 @@ def _pg_type(ctype: ColumnType) -> tuple[int, int]:
         return OID.INT4, -1
     if ctype.kind is Kind.STRING and ctype.width is not None:
         return OID.VARCHAR, ctype.width + 4
+    if ctype.kind is Kind.BIT:
+        return OID.BIT, ctype.width or 1  # NB: a bit type's typmod is its width, as is
+    if ctype.kind is Kind.VARBIT and ctype.width is not None:
+        return OID.VARBIT, ctype.width
     if ctype.kind is Kind.DECIMAL and ctype.precision is not None:
         return OID.NUMERIC, ((ctype.precision << 16) | (ctype.scale or 0)) + 4
     return oid_of_type(ctype), -1
@@ -105,6 +111,8 @@ def _format_type(oid: int | None, typmod: int | None) -> str | None:
     if oid is None:
         return None
     name = _FORMATTED.get(int(oid), "unknown")
+    if oid in (OID.BIT, OID.VARBIT) and typmod is not None and typmod > 0:
+        return f"{name}({typmod})"
     if typmod is not None and typmod >= 4:
         if oid == OID.VARCHAR:
             return f"{name}({typmod - 4})"

@@ -32,6 +32,7 @@ from typing import Any, Final
 
 from feedkv.errors import SQLError
 from feedkv.sql.arrays import Array, parse_array_text
+from feedkv.sql.bits import BitString
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
 from feedkv.sql.types import ColumnType, Kind, format_value, kind_of_value
@@ -78,6 +79,8 @@ class OID:
     TIME: Final = 1083
     INTERVAL: Final = 1186
     INET: Final = 869
+    BIT: Final = 1560
+    VARBIT: Final = 1562
 
 
 _OID_OF_KIND: dict[Kind, int] = {
@@ -95,6 +98,8 @@ _OID_OF_KIND: dict[Kind, int] = {
     Kind.TIME: OID.TIME,
     Kind.INTERVAL: OID.INTERVAL,
     Kind.INET: OID.INET,
+    Kind.BIT: OID.BIT,
+    Kind.VARBIT: OID.VARBIT,
 }
 
 _SIZES = {
@@ -207,6 +212,8 @@ _ARRAY_OIDS: dict[Kind, int] = {
     Kind.INTERVAL: 1187,
     Kind.DECIMAL: 1231,
     Kind.UUID: 2951,
+    Kind.BIT: 1561,
+    Kind.VARBIT: 1563,
     Kind.ENUM: 1009,  # text[], as an enum goes out as text
 }
 _ELEMENT_OF_ARRAY = {oid: kind for kind, oid in _ARRAY_OIDS.items() if kind is not Kind.ENUM}
@@ -382,6 +389,9 @@ _BINARY_OUT: dict[int, Callable[[Any], bytes]] = {
     OID.TIME: lambda v: struct.pack("!q", _time_micros(v)),
     OID.INTERVAL: lambda v: struct.pack("!qii", v.micros, v.days, v.months),
     OID.INET: lambda v: _inet_binary(v),
+    # bit and varbit: the number of bits, then the bits packed eight to a byte
+    OID.BIT: lambda v: struct.pack("!i", len(v.bits)) + v.to_bytes(),
+    OID.VARBIT: lambda v: struct.pack("!i", len(v.bits)) + v.to_bytes(),
 }
 
 
@@ -403,6 +413,11 @@ def _inet_from_binary(raw: bytes) -> Inet:
     if {v: k for k, v in _AF.items()}.get(family) is None or len(raw) != 4 + size:
         raise ValueError("malformed inet")
     return Inet(ipaddress.ip_interface((raw[4:], prefix)))
+
+
+def _bits_from_binary(raw: bytes) -> BitString:
+    (count,) = struct.unpack("!i", raw[:4])
+    return BitString.from_bytes(count, raw[4:])
 
 
 def _time_binary(raw: bytes) -> datetime.time:
@@ -586,6 +601,8 @@ _TEXT_IN: dict[int, Callable[[str], Any]] = {
     OID.TIME: datetime.time.fromisoformat,
     OID.INTERVAL: Interval.parse,
     OID.INET: Inet.parse,
+    OID.BIT: BitString.parse,
+    OID.VARBIT: BitString.parse,
 }
 
 _ARRAY_OIDS_INVERSE = {kind: oid for oid, kind in _OID_OF_KIND_INVERSE.items()}
@@ -610,5 +627,7 @@ _BINARY_IN: dict[int, Callable[[bytes], Any]] = {
     OID.TIME: _time_binary,
     OID.INTERVAL: _interval_binary,
     OID.INET: _inet_from_binary,
+    OID.BIT: lambda raw: _bits_from_binary(raw),
+    OID.VARBIT: lambda raw: _bits_from_binary(raw),
 }
 _BINARY_IN.update(dict.fromkeys(_ARRAY_OIDS_READ, _array_from_binary))

@@ -65,6 +65,8 @@ _SPARK_TYPES = {
     Kind.TIME: "STRING",
     Kind.INTERVAL: "STRING",
     Kind.INET: "STRING",
+    Kind.BIT: "STRING",
+    Kind.VARBIT: "STRING",
     Kind.ENUM: "STRING",
     Kind.ARRAY: "STRING",
 }

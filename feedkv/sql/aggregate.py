@@ -13,9 +13,11 @@ even over no rows.
 
 The aggregates and their types: ``count`` (INT), ``sum`` (DECIMAL over INT or DECIMAL,
 FLOAT over FLOAT), ``avg`` (the same types; a DECIMAL quotient of 20 significant
-digits), ``min``, ``max``, ``bool_and``, ``bool_or`` and ``string_agg``; each takes
-``DISTINCT``. NULL arguments are skipped; over no rows, ``count`` is 0 and the others
-NULL.
+digits), ``min``, ``max``, ``bool_and``, ``bool_or``, ``bit_and``, ``bit_or`` (INT),
+``string_agg``, ``array_agg`` and ``jsonb_agg``; each takes ``DISTINCT`` and an ``ORDER
+BY`` of its own (``string_agg(v, ',' ORDER BY k)``: the values are taken in that order).
+NULL arguments are skipped (but by ``array_agg`` and ``jsonb_agg``); over no rows,
+``count`` is 0 and the others NULL.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from typing import Any
 from sqlglot import exp
 
 from feedkv.errors import SQLError
+from feedkv.sql.arrays import Array
+from feedkv.sql.enums import EnumValue
 from feedkv.sql.expr import (
     AGGREGATES,
     Compiled,
@@ -41,7 +45,15 @@ from feedkv.sql.expr import (
     outer_nodes,
     static_kind,
 )
-from feedkv.sql.types import DECIMAL_QUOTIENT, EXACT_DECIMAL, ColumnType, Kind, type_of_value
+from feedkv.sql.ordering import sorted_rows
+from feedkv.sql.types import (
+    DECIMAL_QUOTIENT,
+    EXACT_DECIMAL,
+    ColumnType,
+    Kind,
+    kind_of_value,
+    type_of_value,
+)
 from feedkv.sql.variance import Spread
 
 __all__ = ["AggregateCall", "Grouping", "group_key", "is_window_function"]
@@ -287,10 +299,28 @@ class AggregateCall:
     separator: Compiled | None  # string_agg's
     make: Callable[[], _Accumulator | Spread]
 
+    # ``f(x ORDER BY ...)``: the order the values are taken in (sort key, descending)
+    order: tuple[tuple[Compiled, bool], ...] = ()
+
     @classmethod
     def of(cls, node: exp.Expr, scope: Scope) -> AggregateCall:
         name = _NAMES[type(node)]
         argument = node.this
+        order: tuple[tuple[Compiled, bool], ...] = ()
+        if isinstance(argument, exp.Order):
+            for ordered in argument.expressions:
+                if contains_aggregate(ordered.this):
+                    raise SQLError("42803", "aggregate function calls cannot be nested")
+                # NB: the dialect marks nulls_first only where NULLS FIRST/LAST changes it
+                if bool(ordered.args.get("nulls_first")) == bool(ordered.args.get("desc")):
+                    raise SQLError(
+                        "0A000", f"NULLS FIRST/LAST in {name}'s ORDER BY is not supported"
+                    )
+            order = tuple(
+                (compile_expr(o.this, scope), bool(o.args.get("desc")))
+                for o in argument.expressions
+            )
+            argument = argument.this
         distinct = isinstance(argument, exp.Distinct)
         if distinct:
             if len(argument.expressions) != 1:
@@ -319,8 +349,9 @@ class AggregateCall:
                 raise SQLError("42601", f"syntax error: {name}(DISTINCT *) counts no value")
             if not isinstance(node, exp.Count):
                 raise SQLError("42883", f"unknown signature: {name}(*); only count(*) takes *")
-            return cls(node, name, None, False, None, _Count)
-        return cls(node, name, compile_expr(argument, scope), distinct, separator, _MAKERS[name])
+            return cls(node, name, None, False, None, _Count, order)
+        compiled = compile_expr(argument, scope)
+        return cls(node, name, compiled, distinct, separator, _MAKERS[name], order)
 
     def state(self) -> _State:
         return _State(self)
@@ -329,14 +360,24 @@ class AggregateCall:
 class _State:
     """One group's state of one aggregate call."""
 
-    __slots__ = ("accumulator", "call", "seen")
+    __slots__ = ("accumulator", "call", "context", "held", "seen")
 
     def __init__(self, call: AggregateCall) -> None:
         self.call = call
         self.accumulator = call.make()
         self.seen: set[Any] | None = set() if call.distinct else None
+        # f(x ORDER BY ...): the rows, taken in order when the result is asked for
+        self.held: list[tuple[Any, ...]] | None = [] if call.order else None
+        self.context: Context | None = None
 
     def add(self, env: tuple[Any, ...], context: Context) -> None:
+        if self.held is not None:
+            self.held.append(env)
+            self.context = context
+            return
+        self._take(env, context)
+
+    def _take(self, env: tuple[Any, ...], context: Context) -> None:
         call = self.call
         if call.argument is None:
             self.accumulator.add(True, None)
@@ -358,6 +399,11 @@ class _State:
             ) from None
 
     def result(self) -> Any:
+        held, context = self.held, self.context
+        if held and context is not None:
+            self.held = []  # NB: a window's running aggregate asks again after more rows
+            for env in sorted_rows(held, self.call.order, context):
+                self._take(env, context)
         return self.accumulator.result()
 
 
@@ -390,6 +436,8 @@ _ARGUMENT_KINDS = {
     "bool_and": {Kind.BOOL},
     "bool_or": {Kind.BOOL},
     "string_agg": {Kind.STRING, Kind.BYTES},
+    "bit_and": {Kind.INT},
+    "bit_or": {Kind.INT},
     **{name: _NUMBERS for name in ("variance", "var_pop", "stddev", "stddev_samp", "stddev_pop")},
 }
 
@@ -513,6 +561,60 @@ class _StringAgg(_Accumulator):
         return type(self.parts[0])().join(self.parts)
 
 
+class _ArrayAgg(_Accumulator):
+    """array_agg(value): an array of the values in the order taken, NULLs included, of
+    the first non-NULL value's type; over no rows NULL."""
+
+    keeps_nulls = True
+
+    def __init__(self) -> None:
+        self.values: list[Any] | None = None
+
+    def add(self, value: Any, separator: Any) -> None:
+        if isinstance(value, Array | dict | list):
+            raise SQLError("0A000", f"array_agg of {type_of_value(value)} values is not supported")
+        if self.values is None:
+            self.values = []
+        self.values.append(value)
+
+    def result(self) -> Any:
+        if self.values is None:
+            return None
+        first = next((v for v in self.values if v is not None), None)
+        if isinstance(first, EnumValue):
+            element = ColumnType(Kind.ENUM, type_name=first.type_name, labels=first.labels)
+        else:
+            element = ColumnType(kind_of_value(first) or Kind.STRING)
+        if any(v is not None and type(v) is not type(first) for v in self.values):
+            raise SQLError("42804", "array_agg of values of more than one type")
+        return Array(tuple(self.values), element)
+
+
+class _BitAnd(_Accumulator):
+    """bit_and(INT): every value's bits ANDed; over no values NULL."""
+
+    def __init__(self) -> None:
+        self.value: int | None = None
+
+    def add(self, value: Any, separator: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(value)
+        self.value = value if self.value is None else self.combine(self.value, value)
+
+    @staticmethod
+    def combine(a: int, b: int) -> int:
+        return a & b
+
+    def result(self) -> Any:
+        return self.value
+
+
+class _BitOr(_BitAnd):
+    @staticmethod
+    def combine(a: int, b: int) -> int:
+        return a | b
+
+
 class _JsonbAgg(_Accumulator):
     """jsonb_agg(value): a JSON array of the values in the order read, NULLs as JSON
     null; over no rows NULL. Only values whose JSON form is plain (INT, STRING, BOOL,
@@ -550,6 +652,9 @@ _NAMES: dict[type[exp.Expr], str] = {
     exp.StddevSamp: "stddev_samp",
     exp.StddevPop: "stddev_pop",
     exp.JSONArrayAgg: "jsonb_agg",
+    exp.ArrayAgg: "array_agg",
+    exp.BitwiseAndAgg: "bit_and",
+    exp.BitwiseOrAgg: "bit_or",
 }
 _MAKERS: dict[str, Callable[[], _Accumulator | Spread]] = {
     "count": _Count,
@@ -566,4 +671,7 @@ _MAKERS: dict[str, Callable[[], _Accumulator | Spread]] = {
     "stddev_samp": lambda: Spread(sample=True, root=True),
     "stddev_pop": lambda: Spread(sample=False, root=True),
     "jsonb_agg": _JsonbAgg,
+    "array_agg": _ArrayAgg,
+    "bit_and": _BitAnd,
+    "bit_or": _BitOr,
 }

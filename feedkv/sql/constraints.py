@@ -14,6 +14,7 @@ key's, else a scan of the referencing table.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,14 +25,16 @@ from feedkv.sql.execution import Execution
 from feedkv.sql.expr import Compiled, compile_expr
 from feedkv.sql.indexes import entry, primary_key_of, values_prefix
 from feedkv.sql.parser import parse_expression
-from feedkv.sql.plan import holds, table_scope
-from feedkv.sql.row_codec import family_key, row_prefix, table_span
-from feedkv.sql.types import format_value
+from feedkv.sql.plan import column_default, holds, table_scope
+from feedkv.sql.referential_actions import ACTS, CASCADES_LIMIT, action_of, referencing_change
+from feedkv.sql.row_codec import family_key, row_kvs, row_prefix, row_span, table_span
+from feedkv.sql.types import coerce, format_value
 from feedkv.util.keys import prefix_end
 
 __all__ = [
     "backfill_index",
     "check_failed",
+    "duplicate_key",
     "row_written",
     "rows_written",
     "unique_conflict",
@@ -59,9 +62,33 @@ def rows_written(
     """:func:`row_written` for all the rows one statement wrote: their index entries
     move all at once, so uniqueness holds for the statement's result, not row by row
     (``UPDATE t SET u = u + 1`` over consecutive values is no duplicate), as
-    CockroachDB checks it."""
+    CockroachDB checks it. Rows that reference a changed row undergo their foreign
+    key's action (:mod:`feedkv.sql.referential_actions`), and those writes go through
+    the same, round after round, until no write cascades any more."""
+    pending: deque[tuple[TableDescriptor, Sequence[tuple[Row | None, Row | None]]]]
+    pending = deque([(desc, changes)])
+    rounds = 0
+    while pending:
+        table, written = pending.popleft()
+        rounds += 1
+        if rounds > CASCADES_LIMIT:
+            raise SQLError(
+                "54000", f"cascades limit ({CASCADES_LIMIT}) reached: foreign key actions loop"
+            )
+        pending.extend(_rows_written(ex, table, written, verb if rounds == 1 else ""))
+
+
+def _rows_written(
+    ex: Execution,
+    desc: TableDescriptor,
+    changes: Sequence[tuple[Row | None, Row | None]],
+    verb: str,
+) -> list[tuple[TableDescriptor, list[tuple[Row | None, Row | None]]]]:
+    """Check and index one table's written rows; returns the writes their referencing
+    rows' actions made, table by table, still to be checked."""
     if not desc.constrained:
-        return
+        return []
+    cascaded = []
     for old, new in changes:
         said = verb or ("insert" if old is None else "delete" if new is None else "update")
         if new is not None:
@@ -69,9 +96,10 @@ def rows_written(
             for fk in desc.foreign_keys:
                 _check_reference(ex, desc, fk, old, new, said)
         if old is not None and desc.referenced_by and not _keys_kept(desc, old, new):
-            _check_referenced(ex, desc, old, new, said)
+            cascaded.extend(_check_referenced(ex, desc, old, new, said))
     for index in desc.indexes:
         _move_entries(ex, desc, index, changes)
+    return cascaded
 
 
 def backfill_index(ex: Execution, desc: TableDescriptor, index: Index) -> None:
@@ -256,8 +284,11 @@ def _keys_kept(desc: TableDescriptor, old: Row, new: Row | None) -> bool:
 
 def _check_referenced(
     ex: Execution, desc: TableDescriptor, old: Row, new: Row | None, verb: str
-) -> None:
-    """No row references ``old`` by values it no longer has (NO ACTION)."""
+) -> list[tuple[TableDescriptor, list[tuple[Row | None, Row | None]]]]:
+    """The rows that reference ``old`` by values it no longer has undergo their foreign
+    key's action: 23503 under NO ACTION or RESTRICT, else they are written here and
+    returned (per referencing table) for the checks every write goes through."""
+    cascaded = []
     for child_id, name in desc.referenced_by:
         child = catalog.table_by_id(ex.read_source, child_id)
         fk = next((f for f in child.foreign_keys if f.name == name), None) if child else None
@@ -266,7 +297,12 @@ def _check_referenced(
         values = _values(old, fk.referenced)
         if values is None or (new is not None and _values(new, fk.referenced) == values):
             continue
-        if _referencing_row(ex, child, fk, values):
+        action = action_of(fk, new)
+        if action in ACTS:
+            changes = _act(ex, child, fk, action, values, new)
+            if changes:
+                cascaded.append((child, changes))
+        elif _referencing_row(ex, child, fk, values):
             names = ", ".join(_name(desc, i) for i in fk.referenced)
             shown = ", ".join(format_value(v) for v in values)
             raise SQLError(
@@ -275,6 +311,61 @@ def _check_referenced(
                 f'on table "{child.name}": Key ({names})=({shown}) is still referenced from '
                 f'table "{child.name}".',
             )
+    return cascaded
+
+
+def _act(
+    ex: Execution,
+    child: TableDescriptor,
+    fk: ForeignKey,
+    action: str,
+    values: list[Any],
+    new_parent: Row | None,
+) -> list[tuple[Row | None, Row | None]]:
+    """Write what ``action`` makes of each row of ``child`` that references ``values``;
+    returns the ``(old, new)`` changes (``new`` None: deleted)."""
+    found = _referencing_rows(ex, child, fk, values)
+    defaults: list[Any] = []
+    if action == "SET DEFAULT" and found:
+        defaults = [_default(ex, child, i) for i in fk.column_ids]
+    txn = ex.write_txn
+    changes: list[tuple[Row | None, Row | None]] = []
+    for row, pairs in found:
+        changed = referencing_change(fk, action, row, new_parent, defaults)
+        kvs = row_kvs(child, changed) if changed is not None else {}
+        if kvs and next(iter(kvs)) not in pairs and txn.get(next(iter(kvs))) is not None:
+            raise duplicate_key(child, changed or {})
+        for key in pairs:
+            if kvs.get(key) is None:
+                txn.delete(key)
+        for key, encoded in kvs.items():
+            if encoded is not None:
+                txn.put(key, encoded)
+        if action == "SET DEFAULT" and changed is not None:
+            # NB: checked here, as a new reference: a row that already held the default
+            # looks unchanged to the checks of the write, yet may now reference nothing
+            _check_reference(ex, child, fk, None, changed, "update")
+        changes.append((row, changed))
+    return changes
+
+
+def _default(ex: Execution, desc: TableDescriptor, column_id: int) -> Any:
+    column = desc.column_by_id(column_id)
+    if column is None:
+        raise SQLError("XX000", f"table {desc.name!r} has no column {column_id}")
+    default = column_default(column)
+    return coerce(default((), ex.context), column.type, column.name) if default else None
+
+
+def duplicate_key(desc: TableDescriptor, row: Row) -> SQLError:
+    """23505 for a row whose primary key another row holds."""
+    names = ", ".join(c.name for c in desc.key_columns)
+    values = ", ".join(str(row[i]) for i in desc.primary_key)
+    return SQLError(
+        "23505",
+        f'duplicate key value violates unique constraint "{desc.name}_pkey": '
+        f"Key ({names})=({values}) already exists.",
+    )
 
 
 def _referencing_row(
@@ -292,6 +383,26 @@ def _referencing_row(
         if [row.get(i) for i in fk.column_ids] == values:
             return True
     return False
+
+
+def _referencing_rows(
+    ex: Execution, child: TableDescriptor, fk: ForeignKey, values: list[Any]
+) -> list[tuple[dict[int, Any], dict[bytes, bytes]]]:
+    """Every row of ``child`` whose ``fk`` columns hold ``values``, with its KV pairs:
+    through an index that leads with them, the primary key if it does, else a scan."""
+    for index in child.indexes:
+        if index.column_ids[: len(fk.column_ids)] == fk.column_ids:
+            prefix = values_prefix(child, index, values)
+            entries = ex.write_txn.scan(prefix, prefix_end(prefix))
+            keys = [primary_key_of(child, found.value) for found in entries]
+            return [found for key in keys for found in ex.rows(child, row_span(child, key))]
+    if fk.column_ids == child.primary_key[: len(fk.column_ids)]:
+        return list(ex.rows(child, row_span(child, values)))
+    return [
+        (row, pairs)
+        for row, pairs in ex.rows(child, table_span(child.id))
+        if [row.get(i) for i in fk.column_ids] == values
+    ]
 
 
 def _name(desc: TableDescriptor, column_id: int) -> str:

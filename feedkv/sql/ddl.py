@@ -36,11 +36,12 @@ from feedkv.sql.descriptor import (
     ViewDescriptor,
 )
 from feedkv.sql.execution import ROW_IDS, Execution, Result
+from feedkv.sql.expr import compile_expr
 from feedkv.sql.indexes import table_indexes_span
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.partitions import SHOW_COLUMNS as PARTITION_COLUMNS
 from feedkv.sql.partitions import partitions_of, show_rows
-from feedkv.sql.plan import column_default
+from feedkv.sql.plan import column_default, table_scope
 from feedkv.sql.primary_key_change import add_primary_key
 from feedkv.sql.query import query
 from feedkv.sql.relation import column_types
@@ -53,11 +54,13 @@ from feedkv.sql.row_codec import (
     table_prefix,
     table_span,
 )
+from feedkv.sql.type_conversion import Conversion, automatic, conversion
 from feedkv.sql.types import (
     TYPE_NAMES,
     ColumnType,
     Kind,
     coerce,
+    format_value,
     from_key,
 )
 from feedkv.util.encoding import decode_value
@@ -565,6 +568,135 @@ def drop_column(ex: Execution, s: st.DropColumn) -> Result:
             txn.delete(key)
     ex.session.forget(table=desc.id)
     return Result(tag="ALTER TABLE")
+
+
+def alter_column(ex: Execution, s: st.AlterColumn) -> Result:
+    """ALTER COLUMN: SET / DROP DEFAULT and DROP NOT NULL change the descriptor alone;
+    SET NOT NULL first checks every row; TYPE is a change of the kind
+    :func:`~feedkv.sql.type_conversion.conversion` names."""
+    ex.require_admin("ALTER TABLE")
+    desc = ex.table(s.table)
+    column = desc.find_column(s.column)
+    if column is None:
+        raise SQLError("42703", f'column "{s.column}" does not exist in table "{desc.name}"')
+    if s.new_type is not None:
+        return _alter_column_type(ex, desc, column, s.new_type, s.using)
+    changed = column
+    if s.default is not None or s.drop_default:
+        spec = st.ColumnSpec(column.name, column.type, column.nullable, s.default)
+        changed = replace(column, default=_column(ex, spec, column.id, key=False).default)
+    elif s.not_null is False:
+        if column.id in desc.primary_key:
+            raise SQLError("42P16", f'column "{column.name}" is in a primary key')
+        changed = replace(column, nullable=True)
+    elif s.not_null:
+        for row, _pairs in ex.rows(desc, table_span(desc.id)):
+            if row.get(column.id) is None:
+                raise SQLError(
+                    "23502",
+                    f'column "{column.name}" of relation "{desc.name}" contains null values',
+                )
+        changed = replace(column, nullable=False)
+    ex.changing(desc)
+    ex.publish(
+        desc.bumped(columns=tuple(changed if c.id == column.id else c for c in desc.columns))
+    )
+    ex.session.forget(table=desc.id)
+    return Result(tag="ALTER TABLE")
+
+
+def _alter_column_type(
+    ex: Execution,
+    desc: TableDescriptor,
+    column: Column,
+    new_type: ColumnType,
+    using: exp.Expr | None,
+) -> Result:
+    """ALTER COLUMN ... TYPE: a trivial change writes the descriptor; a validating one
+    also checks every stored value fits; a rewrite computes each row's new value (the
+    USING expression over the row, else the assignment cast) and rewrites the rows in
+    the change's transaction, so changefeeds see them at the change's timestamp."""
+    if new_type.kind is Kind.ENUM or (
+        new_type.kind is Kind.ARRAY and new_type.element and new_type.element.kind is Kind.ENUM
+    ):
+        new_type = _column(ex, st.ColumnSpec(column.name, new_type), column.id, key=False).type
+    kind = conversion(column.type, new_type, using=using is not None)
+    if kind is Conversion.REWRITE:
+        what = f'alter type of column "{column.name}"'
+        if column.id in desc.primary_key or any(
+            column.id in i.column_ids or column.id in i.storing for i in desc.indexes
+        ):
+            raise SQLError(
+                "0A000",
+                "ALTER COLUMN TYPE requiring rewrite of on-disk data is currently not "
+                f'supported for columns that are part of an index (column "{column.name}")',
+            )
+        ddl_constraints.refuse_column_use(desc, column.id, "alter type of")
+        _refuse_if_read_by_views(ex, desc, what)
+        if using is None and not automatic(column.type.kind, new_type.kind):
+            raise SQLError(
+                "42804",
+                f'column "{column.name}" cannot be cast automatically to type {new_type.sql()}'
+                f' (you might need to specify "USING {column.name}::{new_type.sql()}")',
+            )
+    changed = replace(column, type=new_type)
+    if column.default is not None:
+        try:
+            spec = st.ColumnSpec(
+                column.name, new_type, column.nullable, parse_expression(column.default)
+            )
+            _column(ex, spec, column.id, key=False)
+        except SQLError as exc:
+            raise SQLError(
+                "42804",
+                f'default for column "{column.name}" cannot be cast automatically to type '
+                f"{new_type.sql()}: {exc.message}",
+            ) from exc
+    new = desc.bumped(columns=tuple(changed if c.id == column.id else c for c in desc.columns))
+    ex.changing(desc)
+    ex.publish(new)
+    if kind is not Conversion.TRIVIAL:
+        _convert_rows(ex, desc, new, column, new_type, using, rewrite=kind is Conversion.REWRITE)
+    ex.session.forget(table=desc.id)
+    return Result(tag="ALTER TABLE")
+
+
+def _convert_rows(
+    ex: Execution,
+    desc: TableDescriptor,
+    new: TableDescriptor,
+    column: Column,
+    new_type: ColumnType,
+    using: exp.Expr | None,
+    *,
+    rewrite: bool,
+) -> None:
+    """Each row's value of ``column`` as a value of ``new_type`` (22001, 22003, 22P02 ...
+    when one does not convert); written back when ``rewrite``."""
+    value_of = compile_expr(using, table_scope(desc, ex.session.database)) if using else None
+    family = new.family_of(column.id)
+    txn = ex.write_txn
+    for row, pairs in ex.rows(desc, table_span(desc.id)):
+        if value_of is not None:
+            value = value_of(tuple(row.get(c.id) for c in desc.columns), ex.context)
+        else:
+            value = row.get(column.id)
+            if value is not None and new_type.kind is Kind.STRING and not isinstance(value, str):
+                value = format_value(value)
+        converted = coerce(value, new_type, column.name)
+        if converted is None and not column.nullable:
+            raise SQLError(
+                "23502", f'null value in column "{column.name}" violates not-null constraint'
+            )
+        if not rewrite:
+            continue
+        row[column.id] = converted
+        key = family_key(row_prefix(new, [row[i] for i in new.primary_key]), family.id)
+        encoded = encode_family_value(new, family, row)
+        if encoded or family.id == 0:
+            txn.put(key, encoded)
+        elif key in pairs:
+            txn.delete(key)
 
 
 def show_tables(ex: Execution, s: st.ShowTables) -> Result:
@@ -1189,6 +1321,7 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.DropTable: drop_table,
     st.Truncate: truncate,
     st.AddColumn: add_column,
+    st.AlterColumn: alter_column,
     st.AddPrimaryKey: add_primary_key,
     st.DropColumn: drop_column,
     st.Maintenance: maintenance,

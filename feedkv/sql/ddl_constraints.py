@@ -181,9 +181,47 @@ def _foreign_key(
                 f'"{a.name if a else mine}" and "{b.name if b else theirs}" are of '
                 "different types",
             )
+    for action in (spec.on_delete, spec.on_update):
+        _refuse_impossible_action(desc, column_ids, action)
     names = tuple(c.name for i in referenced if (c := parent.column_by_id(i)) is not None)
-    fk = ForeignKey(name, column_ids, parent.id, parent.name, referenced, names)
+    fk = ForeignKey(
+        name,
+        column_ids,
+        parent.id,
+        parent.name,
+        referenced,
+        names,
+        spec.on_delete,
+        spec.on_update,
+    )
     return fk, None if own else parent
+
+
+def _refuse_impossible_action(
+    desc: TableDescriptor, column_ids: tuple[int, ...], action: str
+) -> None:
+    """42P16 for SET NULL on a NOT NULL column, or SET DEFAULT on a NOT NULL column
+    without a default: the action could never be carried out (CockroachDB refuses it
+    when the constraint is made, where PostgreSQL waits for the first referenced row to
+    go)."""
+    if action not in ("SET NULL", "SET DEFAULT"):
+        return
+    for column_id in column_ids:
+        column = desc.column_by_id(column_id)
+        if column is None or column.nullable:
+            continue
+        if action == "SET NULL":
+            raise SQLError(
+                "42P16",
+                f'cannot add a SET NULL cascading action on column "{column.name}" '
+                "which has a NOT NULL constraint",
+            )
+        if column.default is None:
+            raise SQLError(
+                "42P16",
+                f'cannot add a SET DEFAULT cascading action on column "{column.name}" '
+                "which has a NOT NULL constraint and a NULL default expression",
+            )
 
 
 def refuse_if_referenced(ex: Execution, desc: TableDescriptor, what: str) -> None:

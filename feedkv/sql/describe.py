@@ -61,8 +61,8 @@ class Description:
 # Statements that never return rows.
 _ROWLESS = (
     st.Begin | st.Commit | st.Rollback | st.CreateDatabase | st.DropDatabase | st.CreateTable
-    | st.DropTable | st.AddColumn | st.DropColumn | st.Truncate | st.CreateUser | st.GrantAdmin
-    | st.ControlJob | st.AlterChangefeed | st.Savepoint | st.ConfigureZone
+    | st.DropTable | st.AddColumn | st.AlterColumn | st.DropColumn | st.Truncate | st.CreateUser
+    | st.GrantAdmin    | st.ControlJob | st.AlterChangefeed | st.Savepoint | st.ConfigureZone
 )  # fmt: skip
 
 _STRING = ColumnType(Kind.STRING)
@@ -377,6 +377,8 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         return column_type(node.args["to"])
     if isinstance(node, _BOOLEAN):
         return _BOOL
+    if isinstance(node, exp.BitString):
+        return ColumnType(Kind.VARBIT)  # as CockroachDB types B'...'
     if isinstance(node, exp.Literal):
         if node.is_string:
             return _STRING

@@ -133,8 +133,9 @@ class Check:
 class ForeignKey:
     """``FOREIGN KEY (column_ids) REFERENCES table (referenced)``: a row's values of
     ``column_ids``, when none is NULL, are those of a row of the referenced table (whose
-    columns ``referenced`` are its primary key or a unique index's). ON DELETE and ON
-    UPDATE are NO ACTION."""
+    columns ``referenced`` are its primary key or a unique index's). ``on_delete`` and
+    ``on_update`` say what a referencing row undergoes when its referenced row goes or
+    changes those values (:data:`REFERENTIAL_ACTIONS`)."""
 
     name: str
     column_ids: tuple[int, ...]
@@ -142,6 +143,8 @@ class ForeignKey:
     table_name: str  # as created (shown by SHOW CREATE; the table cannot be renamed)
     referenced: tuple[int, ...]
     referenced_names: tuple[str, ...] = ()  # as created, for SHOW CREATE
+    on_delete: str = "NO ACTION"
+    on_update: str = "NO ACTION"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -151,6 +154,8 @@ class ForeignKey:
             "table_name": self.table_name,
             "referenced": list(self.referenced),
             "referenced_names": list(self.referenced_names),
+            "on_delete": self.on_delete,
+            "on_update": self.on_update,
         }
 
     @classmethod
@@ -162,6 +167,8 @@ class ForeignKey:
             data["table_name"],
             tuple(data["referenced"]),
             tuple(data.get("referenced_names", ())),
+            data.get("on_delete", "NO ACTION"),
+            data.get("on_update", "NO ACTION"),
         )
 
 
@@ -335,6 +342,8 @@ class TableDescriptor:
             lines.append(
                 f"CONSTRAINT {quote_name(fk.name)} FOREIGN KEY ({listed(fk.column_ids)}) "
                 f"REFERENCES {quote_name(fk.table_name)} ({referenced})"
+                + (f" ON DELETE {fk.on_delete}" if fk.on_delete != "NO ACTION" else "")
+                + (f" ON UPDATE {fk.on_update}" if fk.on_update != "NO ACTION" else "")
             )
         for check in self.checks:
             lines.append(f"CONSTRAINT {quote_name(check.name)} CHECK ({check.expression})")

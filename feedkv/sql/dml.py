@@ -23,7 +23,7 @@ from feedkv.errors import (
 )
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate import group_key
-from feedkv.sql.constraints import row_written, rows_written, unique_conflict
+from feedkv.sql.constraints import duplicate_key, row_written, rows_written, unique_conflict
 from feedkv.sql.descriptor import (
     ROWID,
     Column,
@@ -449,16 +449,6 @@ def duplicate_key_at(desc: TableDescriptor, key: bytes) -> SQLError:
     """:func:`duplicate_key` for the row whose KV key is ``key``."""
     values = decode_row_key(desc, key)[0]
     return duplicate_key(desc, dict(zip(desc.primary_key, values, strict=True)))
-
-
-def duplicate_key(desc: TableDescriptor, row: dict[int, Any]) -> SQLError:
-    names = ", ".join(c.name for c in desc.key_columns)
-    values = ", ".join(str(row[i]) for i in desc.primary_key)
-    return SQLError(
-        "23505",
-        f'duplicate key value violates unique constraint "{desc.name}_pkey": '
-        f"Key ({names})=({values}) already exists.",
-    )
 
 
 HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {

@@ -31,7 +31,10 @@ from typing import Any
 from sqlglot import exp
 
 from feedkv.errors import SQLError
+from feedkv.sql import datetime_functions, scalar_functions
+from feedkv.sql.aggregate_nodes import AGGREGATES
 from feedkv.sql.arrays import Array
+from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.interval import Interval
 from feedkv.sql.types import (
@@ -222,13 +225,6 @@ class Scope:
         return found
 
 
-AGGREGATES = (
-    exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg, exp.LogicalAnd, exp.LogicalOr, exp.GroupConcat,
-    exp.Variance, exp.VariancePop, exp.Stddev, exp.StddevSamp, exp.StddevPop,
-    exp.JSONArrayAgg,
-)  # fmt: skip
-
-
 # A query of its own inside an expression (ANY and ALL hold one, maybe bare).
 _NESTED = (exp.Subquery, exp.Exists, exp.Select, exp.Any, exp.All)
 
@@ -265,6 +261,19 @@ def expression_name(node: exp.Expr) -> str:
         return "jsonb_agg"
     if isinstance(node, exp.GroupConcat):
         return "string_agg"
+    if isinstance(node, exp.Case):
+        return "case"
+    if isinstance(node, exp.TimestampTrunc):
+        return "date_trunc"
+    if isinstance(node, exp.Trim):
+        position = str(node.args.get("position") or "").upper()
+        return {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(position, "btrim")
+    if isinstance(node, exp.Pad):
+        return "lpad" if node.args.get("is_left") else "rpad"
+    if type(node) in _FUNCTION_NODES:
+        return _FUNCTION_NODES[type(node)][0]
+    if isinstance(node, exp.BitwiseAndAgg | exp.BitwiseOrAgg):
+        return "bit_and" if isinstance(node, exp.BitwiseAndAgg) else "bit_or"
     if isinstance(node, exp.Func):
         name = node.sql_name() if not isinstance(node, exp.Anonymous) else node.name
         return name.lower()
@@ -370,6 +379,11 @@ class _Compiler:
             value = bytes.fromhex(node.this)
         except ValueError:
             raise SQLError("22P02", f"invalid hexadecimal bytes literal x'{node.this}'") from None
+        return lambda row, ctx: value
+
+    def bitstring(self, node: exp.BitString) -> Compiled:
+        """``B'0101'``: a bit string (a VARBIT of its length)."""
+        value = BitString.parse(str(node.this))
         return lambda row, ctx: value
 
     def bytestring(self, node: exp.ByteString) -> Compiled:
@@ -876,6 +890,185 @@ class _Compiler:
 
         return coalesce
 
+    def case(self, node: exp.Case) -> Compiled:
+        """``CASE [subject] WHEN ... THEN ... [ELSE ...] END``: the first branch whose
+        condition is true (a simple CASE's: whose value equals the subject, NULL never
+        does), else ELSE, else NULL. The results take one type: INT ones become DECIMAL
+        or FLOAT beside such, a string constant the others' type; other mixes are
+        42804, as in PostgreSQL."""
+        _refuse_node_args(node, {"this", "ifs", "default"})
+        subject = node.this
+        conditions, results = [], []
+        for branch in node.args["ifs"]:
+            test = branch.this
+            if subject is not None:
+                test = exp.EQ(this=subject.copy(), expression=test.copy())
+            conditions.append(self.compile(test))
+            results.append(branch.args["true"])
+        default = node.args.get("default")
+        compiled = self._common([*results, *([default] if default is not None else [])], "CASE")
+        branches = list(zip(conditions, compiled, strict=False))
+        otherwise = compiled[len(results)] if default is not None else None
+
+        def case(row: Env, ctx: Context) -> Any:
+            for test, result in branches:
+                verdict = test(row, ctx)
+                if verdict is True:
+                    return result(row, ctx)
+                if verdict is not None and verdict is not False:
+                    raise SQLError(
+                        "42804",
+                        f"argument of CASE/WHEN must be type bool, not {type_of_value(verdict)}",
+                    )
+            return otherwise(row, ctx) if otherwise is not None else None
+
+        return case
+
+    def _common(self, nodes: list[exp.Expr], what: str) -> list[Compiled]:
+        """``nodes`` compiled to give one type (see :meth:`case`)."""
+        kinds = {k for n in nodes if (k := static_kind(n, self.scope)) is not None}
+        numbers = {Kind.INT, Kind.DECIMAL, Kind.FLOAT}
+        if len(kinds) > 1 and not kinds <= numbers:
+            shown = sorted(k.value for k in kinds)
+            raise SQLError("42804", f"{what} types {' and '.join(shown)} cannot be matched")
+        target = (
+            Kind.FLOAT if Kind.FLOAT in kinds else Kind.DECIMAL if Kind.DECIMAL in kinds else None
+        )
+        if target is None and len(kinds) == 1:
+            target = next(iter(kinds))
+        out: list[Compiled] = []
+        for node in nodes:
+            if target is not None and isinstance(node, exp.Literal) and node.is_string:
+                value = coerce(node.this, ColumnType(target), None)  # NB: fails now, as PG
+                out.append(functools.partial(_constant, value))
+            elif target in (Kind.DECIMAL, Kind.FLOAT):
+                out.append(_widened(self.compile(node), target))
+            else:
+                out.append(self.compile(node))
+        return out
+
+    def nullif(self, node: exp.Nullif) -> Compiled:
+        """``NULLIF(a, b)``: NULL when ``a = b``, else ``a``."""
+        equal = self.compile(exp.EQ(this=node.this.copy(), expression=node.expression.copy()))
+        value = self.compile(node.this)
+
+        def nullif(row: Env, ctx: Context) -> Any:
+            return None if equal(row, ctx) is True else value(row, ctx)
+
+        return nullif
+
+    def extremum(self, node: exp.Greatest | exp.Least) -> Compiled:
+        """``GREATEST(...)`` / ``LEAST(...)``: NULLs are skipped (NULL if all are)."""
+        name = "greatest" if isinstance(node, exp.Greatest) else "least"
+        options = self._common([node.this, *node.expressions], name.upper())
+        pick = max if name == "greatest" else min
+
+        def extremum(row: Env, ctx: Context) -> Any:
+            values = [v for option in options if (v := option(row, ctx)) is not None]
+            if not values:
+                return None
+            try:
+                return pick(values)
+            except TypeError:
+                shown = ", ".join(type_of_value(v) for v in values)
+                raise SQLError("42804", f"{name}({shown}): types cannot be matched") from None
+
+        return extremum
+
+    def scalar_function(self, node: exp.Func) -> Compiled:
+        """A function of :data:`~feedkv.sql.scalar_functions.FUNCTIONS`, as sqlglot
+        names the node (``Trim`` and ``Pad`` say which trim and which pad)."""
+        if isinstance(node, exp.Trim):
+            _refuse_node_args(node, {"this", "expression", "position"})
+            position = str(node.args.get("position") or "BOTH").upper()
+            name = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(position, "btrim")
+            return self.call(name, [node.this, node.args.get("expression")])
+        if isinstance(node, exp.Pad):
+            _refuse_node_args(node, {"this", "expression", "fill_pattern", "is_left"})
+            name = "lpad" if node.args.get("is_left") else "rpad"
+            return self.call(name, [node.this, node.expression, node.args.get("fill_pattern")])
+        name, keys = _FUNCTION_NODES[type(node)]
+        _refuse_node_args(node, {*keys, "expression"} if name == "initcap" else set(keys))
+        return self.call(name, [node.args.get(key) for key in keys])
+
+    def chr_(self, node: exp.Chr) -> Compiled:
+        _refuse_node_args(node, {"expressions", "charset"})
+        return self.call("chr", node.expressions)
+
+    def call(self, name: str, arguments: Sequence[exp.Expr | None]) -> Compiled:
+        """A strict call of the scalar function ``name`` (trailing ``None``: an optional
+        argument not given)."""
+        given = list(arguments)
+        while given and given[-1] is None:
+            given.pop()
+        function, fewest, most = scalar_functions.FUNCTIONS[name]
+        if not fewest <= len(given) <= most or any(a is None for a in given):
+            raise SQLError("42883", f"unknown signature: {name}() with {len(given)} argument(s)")
+        compiled = [self.compile(a) for a in given if a is not None]
+
+        def call(row: Env, ctx: Context) -> Any:
+            values = [argument(row, ctx) for argument in compiled]
+            if None in values:
+                return None
+            try:
+                return function(*values)
+            except TypeError:
+                shown = ", ".join(type_of_value(v) for v in values)
+                raise SQLError("42883", f"unknown signature: {name}({shown})") from None
+
+        return call
+
+    def extract(self, node: exp.Extract) -> Compiled:
+        """``EXTRACT(field FROM value)`` (and ``date_part('field', value)``)."""
+        _refuse_node_args(node, {"this", "expression"})
+        field = node.this.name if isinstance(node.this, exp.Var | exp.Literal) else None
+        if not field:
+            raise SQLError("42601", f"syntax error: EXTRACT needs a field: {_shown(node)}")
+        value = self.compile(node.expression)
+        return self._strict("extract", value, functools.partial(datetime_functions.extract, field))
+
+    def date_trunc(self, node: exp.TimestampTrunc) -> Compiled:
+        """``date_trunc('unit', value)``."""
+        _refuse_node_args(node, {"this", "unit"})
+        unit = node.args["unit"]
+        name = unit.name if isinstance(unit, exp.Var | exp.Literal) else None
+        if not name:
+            raise SQLError("0A000", f"date_trunc takes a constant unit: {_shown(node)}")
+        value = self.compile(node.this)
+        return self._strict(
+            "date_trunc", value, functools.partial(datetime_functions.date_trunc, name)
+        )
+
+    @staticmethod
+    def _strict(name: str, value: Compiled, function: Callable[[Any], Any]) -> Compiled:
+        def call(row: Env, ctx: Context) -> Any:
+            found = value(row, ctx)
+            if found is None:
+                return None
+            try:
+                return function(found)
+            except TypeError:
+                raise SQLError(
+                    "42883", f"unknown signature: {name}({type_of_value(found)})"
+                ) from None
+
+        return call
+
+    def concat(self, node: exp.Concat | exp.ConcatWs) -> Compiled:
+        """``concat(...)`` and ``concat_ws(separator, ...)``: NULLs are skipped."""
+        _refuse_node_args(node, {"expressions", "safe", "coalesce"})
+        parts = [self.compile(e) for e in node.expressions]
+        join = (
+            scalar_functions.concat_ws
+            if isinstance(node, exp.ConcatWs)
+            else scalar_functions.concat
+        )
+
+        def concat(row: Env, ctx: Context) -> Any:
+            return join([part(row, ctx) for part in parts], _text)
+
+        return concat
+
     def session_value(self, node: exp.Expr) -> Compiled:
         """version(), current_database(), current_user, session_user, current_schema."""
         _no_arguments(node)
@@ -964,6 +1157,8 @@ class _Compiler:
             return cardinality
         if name in ("jsonb_build_object", "json_build_object"):
             return self._json_build_object(node)
+        if name in scalar_functions.FUNCTIONS:
+            return self.call(name, node.expressions)
         if name == "pg_sleep":
             return self._pg_sleep(node)
         if node.expressions:
@@ -1171,11 +1366,31 @@ def _converted(inner: Compiled, ctype: ColumnType) -> Compiled:
             return value  # compared as is: an error names both types
         if ctype.kind in (Kind.INT, Kind.FLOAT, Kind.DECIMAL) and _is_number(value):
             return value  # numbers compare across kinds exactly
+        if ctype.kind in (Kind.BIT, Kind.VARBIT):
+            return coerce(value, ColumnType(Kind.VARBIT), None)  # NB: any length compares
         if ctype.kind in (Kind.ENUM, Kind.ARRAY):
             return coerce(value, ctype, None)  # NB: a label of the column's enum, ...
         return coerce(value, ColumnType(ctype.kind), None)
 
     return convert
+
+
+def _constant(value: Any, row: Env, ctx: Context) -> Any:
+    return value
+
+
+def _widened(inner: Compiled, kind: Kind) -> Compiled:
+    """``inner`` with its INT (and, to FLOAT, DECIMAL) values as values of ``kind``."""
+
+    def widened(row: Env, ctx: Context) -> Any:
+        value = inner(row, ctx)
+        if isinstance(value, bool) or not isinstance(value, int | decimal.Decimal):
+            return value
+        if kind is Kind.FLOAT:
+            return float(value)
+        return decimal.Decimal(value) if isinstance(value, int) else value
+
+    return widened
 
 
 def _is_text_constant(node: exp.Expr) -> bool:
@@ -1493,12 +1708,52 @@ _UNARY: dict[type, Callable[[Any], Any]] = {
     exp.Abs: _abs,
 }
 
+# sqlglot's nodes for the functions of feedkv.sql.scalar_functions: their names there,
+# and the arguments in order.
+_FUNCTION_NODES: dict[type, tuple[str, tuple[str, ...]]] = {
+    exp.Round: ("round", ("this", "decimals")),
+    exp.Floor: ("floor", ("this",)),
+    exp.Ceil: ("ceil", ("this",)),
+    exp.Trunc: ("trunc", ("this",)),
+    exp.Sign: ("sign", ("this",)),
+    exp.Sqrt: ("sqrt", ("this",)),
+    exp.Pow: ("power", ("this", "expression")),
+    exp.Substring: ("substring", ("this", "start", "length")),
+    exp.Replace: ("replace", ("this", "expression", "replacement")),
+    exp.StrPosition: ("strpos", ("this", "substr")),
+    exp.Left: ("left", ("this", "expression")),
+    exp.Right: ("right", ("this", "expression")),
+    exp.SplitPart: ("split_part", ("this", "delimiter", "part_index")),
+    exp.Repeat: ("repeat", ("this", "times")),
+    exp.Initcap: ("initcap", ("this",)),  # NB: sqlglot adds its default delimiters
+    exp.MD5: ("md5", ("this",)),
+    exp.Reverse: ("reverse", ("this",)),
+    exp.Ln: ("ln", ("this",)),
+    exp.Exp: ("exp", ("this",)),
+    exp.Log: ("log", ("this", "expression")),
+    exp.Pi: ("pi", ()),
+    exp.Ascii: ("ascii", ("this",)),
+}
+
 _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
+    **dict.fromkeys(_FUNCTION_NODES, _Compiler.scalar_function),
+    exp.Trim: _Compiler.scalar_function,
+    exp.Pad: _Compiler.scalar_function,
+    exp.Case: _Compiler.case,
+    exp.Extract: _Compiler.extract,
+    exp.TimestampTrunc: _Compiler.date_trunc,
+    exp.Chr: _Compiler.chr_,
+    exp.Nullif: _Compiler.nullif,
+    exp.Greatest: _Compiler.extremum,
+    exp.Least: _Compiler.extremum,
+    exp.Concat: _Compiler.concat,
+    exp.ConcatWs: _Compiler.concat,
     exp.Literal: _Compiler.literal,
     exp.Boolean: _Compiler.boolean,
     exp.Null: _Compiler.null,
     exp.HexString: _Compiler.hexstring,
     exp.ByteString: _Compiler.bytestring,
+    exp.BitString: _Compiler.bitstring,
     exp.Parameter: _Compiler.parameter,
     exp.Column: _Compiler.column,
     exp.Star: _Compiler.star,

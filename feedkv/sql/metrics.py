@@ -23,6 +23,7 @@ _DDL = (
     | st.CreateTable
     | st.DropTable
     | st.AddColumn
+    | st.AlterColumn
     | st.DropColumn
     | st.Truncate
     | st.CreateUser

@@ -48,6 +48,7 @@ from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 from feedkv.errors import SQLError
 from feedkv.sql import crdb_internal
 from feedkv.sql import statements as st
+from feedkv.sql.aggregate_nodes import AGGREGATES
 from feedkv.sql.script import runaway
 from feedkv.sql.session_vars import canonical_name
 from feedkv.sql.types import INT64_MAX, TYPE_NAMES, ColumnType, Kind, parse_type_name
@@ -77,6 +78,7 @@ class _Cockroach(Postgres):
             **PostgresParser.FUNCTIONS,
             "JSONB_AGG": lambda args: _jsonb_agg(args),
             "JSON_AGG": lambda args: _jsonb_agg(args),
+            "ARRAY_AGG": lambda args: _array_agg(args),
         }
 
 
@@ -86,6 +88,43 @@ def _jsonb_agg(args: list[exp.Expr]) -> exp.Expr:
     if len(args) != 1:
         raise SQLError("42883", "unknown signature: jsonb_agg() takes exactly one argument")
     return exp.JSONArrayAgg(this=args[0])
+
+
+def _filtered(node: exp.Filter) -> exp.Expr:
+    """``agg(x) FILTER (WHERE c)`` as ``agg(CASE WHEN c THEN x END)``: the same for an
+    aggregate that skips NULLs (count(*) counts the rows c keeps: ``count(CASE WHEN c
+    THEN 1 END)``). array_agg and jsonb_agg keep NULLs, so theirs is refused."""
+    call, where = node.this, node.expression
+    condition = where.this if isinstance(where, exp.Where) else where
+    if not isinstance(call, AGGREGATES):
+        raise SQLError(
+            "42809", f"FILTER specified, but {call.sql(dialect=_DIALECT)} is not an aggregate"
+        )
+    if isinstance(call, exp.ArrayAgg | exp.JSONArrayAgg):
+        raise SQLError("0A000", "FILTER of array_agg or jsonb_agg is not supported")
+    holder: exp.Expr = call
+    if isinstance(holder.this, exp.Order):
+        holder = holder.this
+    if isinstance(holder.this, exp.Distinct):
+        holder = holder.this
+        value = holder.expressions[0]
+    else:
+        value = holder.this
+    if isinstance(value, exp.Star):
+        value = exp.Literal.number(1)
+    guarded = exp.Case(ifs=[exp.If(this=condition.copy(), true=value.copy())])
+    if isinstance(holder, exp.Distinct):
+        holder.set("expressions", [guarded])
+    else:
+        holder.set("this", guarded)
+    return call
+
+
+def _array_agg(args: list[exp.Expr]) -> exp.Expr:
+    """array_agg(x): sqlglot's own builder drops a second argument without a word."""
+    if len(args) != 1:
+        raise SQLError("42883", "unknown signature: array_agg() takes exactly one argument")
+    return exp.ArrayAgg(this=args[0])
 
 
 _DIALECT = _Cockroach()
@@ -1985,27 +2024,35 @@ class _Converter:
     def _reference(
         self, node: exp.Expr, name: str | None, columns: tuple[str, ...]
     ) -> st.ForeignKeySpec:
-        """``REFERENCES t [(columns)] [ON DELETE/UPDATE NO ACTION | RESTRICT]``."""
+        """``REFERENCES t [(columns)] [ON DELETE action] [ON UPDATE action]``, each
+        action one of :data:`REFERENTIAL_ACTIONS`."""
         if not isinstance(node, exp.Reference):
             raise _unsupported(node, "foreign key")
         _refuse_unhandled(node, {"this", "options"})
+        actions: dict[str, str] = {}
         for option in node.args.get("options") or ():
             text = " ".join(str(option).upper().split())
-            if text not in (
-                "ON DELETE NO ACTION",
-                "ON DELETE RESTRICT",
-                "ON UPDATE NO ACTION",
-                "ON UPDATE RESTRICT",
-            ):
-                raise SQLError(
-                    "0A000", f"foreign key option {text} is not supported (only NO ACTION)"
-                )
+            event, _, action = text.removeprefix("ON ").partition(" ")
+            if not text.startswith("ON ") or event not in ("DELETE", "UPDATE"):
+                raise SQLError("0A000", f"foreign key option {text} is not supported")
+            if action not in st.REFERENTIAL_ACTIONS:
+                raise SQLError("42601", f"syntax error: unknown action ON {event} {action}")
+            if event in actions:
+                raise SQLError("42601", f"syntax error: ON {event} given twice")
+            actions[event] = action
         target = node.this
         referenced: tuple[str, ...] = ()
         if isinstance(target, exp.Schema):
             referenced = tuple(_ident(c) for c in target.expressions)
             target = target.this
-        return st.ForeignKeySpec(name, columns, _table_of(target), referenced)
+        return st.ForeignKeySpec(
+            name,
+            columns,
+            _table_of(target),
+            referenced,
+            actions.get("DELETE", "NO ACTION"),
+            actions.get("UPDATE", "NO ACTION"),
+        )
 
     def _create_enum(self, node: exp.Create) -> st.CreateEnum:
         _refuse_unhandled(node, {"this", "kind", "exists", "expression"})
@@ -2238,6 +2285,8 @@ class _Converter:
                 _ident(action.args["to"]),
                 bool(action.args.get("exists")) or if_exists,
             )
+        if isinstance(action, exp.AlterColumn):
+            return self._alter_column(table, action)
         if isinstance(action, exp.ColumnDef):
             column = self._column(action)
             if column.primary_key:
@@ -2251,6 +2300,36 @@ class _Converter:
                 self.text, table, _ident(dropped[0]), bool(action.args.get("exists"))
             )
         raise _unsupported(action, "ALTER TABLE action")
+
+    def _alter_column(self, table: st.TableName, action: exp.AlterColumn) -> st.AlterColumn:
+        """``ALTER COLUMN c SET DEFAULT e | DROP DEFAULT | SET NOT NULL | DROP NOT NULL |
+        [SET DATA] TYPE t [USING e]``."""
+        _refuse_unhandled(
+            action, {"this", "dtype", "using", "collate", "default", "drop", "allow_null"}
+        )
+        if action.args.get("collate"):
+            raise SQLError("0A000", "ALTER COLUMN ... COLLATE is not supported")
+        column = _ident(action.this)
+        dtype = action.args.get("dtype")
+        if dtype is not None:
+            using = action.args.get("using")
+            return st.AlterColumn(
+                self.text,
+                table,
+                column,
+                new_type=column_type(dtype),
+                using=using if isinstance(using, exp.Expr) else None,
+            )
+        if action.args.get("default") is not None:
+            return st.AlterColumn(self.text, table, column, default=action.args["default"])
+        allow_null = action.args.get("allow_null")
+        if action.args.get("drop"):
+            if allow_null:
+                return st.AlterColumn(self.text, table, column, not_null=False)
+            return st.AlterColumn(self.text, table, column, drop_default=True)
+        if allow_null is False:
+            return st.AlterColumn(self.text, table, column, not_null=True)
+        raise _unsupported(action, "ALTER COLUMN action")
 
     def _truncatetable(self, node: exp.TruncateTable) -> st.Statement:
         return st.Truncate(self.text, tuple(_table_of(t) for t in node.expressions))
@@ -2520,8 +2599,8 @@ class _Converter:
         )
         if node.args.get("kind"):
             raise _unsupported(node)
-        if node.find(exp.Filter) is not None:
-            raise SQLError("0A000", "FILTER is not supported yet")
+        for found in list(node.find_all(exp.Filter)):
+            found.replace(_filtered(found))
         subqueries = tuple(self._subqueries(node))
         table: st.Source | None = None
         alias: str | None = None

@@ -246,7 +246,9 @@ def _bound(compiled: Compiled, column: Column, context: Context) -> tuple[Any, b
     return value, type(value) is type(raw) and value == raw
 
 
-_READ_EXACTLY = frozenset({Kind.TIME, Kind.INTERVAL, Kind.INET, Kind.ENUM, Kind.UUID, Kind.DATE})
+_READ_EXACTLY = frozenset(
+    {Kind.TIME, Kind.INTERVAL, Kind.INET, Kind.ENUM, Kind.UUID, Kind.DATE, Kind.BIT, Kind.VARBIT}
+)
 
 
 def _index_bound(compiled: Compiled, column: Column, context: Context) -> tuple[Any, bool]:

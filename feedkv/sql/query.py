@@ -145,8 +145,7 @@ def _query(ex: Execution, q: st.Query) -> Result:
         return _select_sources(ex, q)
     plan = ex.plan(q, desc, partial(SelectPlan.of, outer=ex.outer_scope))
     prepare_subqueries(ex, query, q.subqueries, plan.scope, grouped_context(q, plan.result))
-    envs = [env for _row, _pairs, env in ex.matching(desc, plan.selection)]
-    return _selected(ex, q, plan.result, envs)
+    return _selected(ex, q, plan.result, ex.selected(desc, plan.selection))
 
 
 def _selected(
@@ -221,9 +220,7 @@ def read_source(
     if isinstance(desc, SequenceDescriptor):
         sequence = _read_sequence(ex, desc)
         return sequence, sequence.rows, source.database or ex.session.database
-    rows = [
-        tuple(row[c.id] for c in desc.columns) for row, _pairs in ex.rows(desc, table_span(desc.id))
-    ]
+    rows = list(ex.envs(desc, table_span(desc.id)))
     return desc, rows, source.database or ex.session.database
 
 

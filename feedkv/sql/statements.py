@@ -16,6 +16,7 @@ from feedkv.sql.types import ColumnType
 __all__ = [
     "AddPrimaryKey",
     "AddColumn",
+    "AlterColumn",
     "AddConstraint",
     "AlterChangefeed",
     "AlterUserPassword",
@@ -50,6 +51,7 @@ __all__ = [
     "DropView",
     "FamilySpec",
     "ForeignKeySpec",
+    "REFERENTIAL_ACTIONS",
     "IndexSpec",
     "GrantAdmin",
     "ImportInto",
@@ -184,15 +186,20 @@ class CheckSpec:
     column: str | None = None  # a column's own CHECK (names the constraint)
 
 
+REFERENTIAL_ACTIONS = ("NO ACTION", "RESTRICT", "CASCADE", "SET NULL", "SET DEFAULT")
+
+
 @dataclass(frozen=True, slots=True)
 class ForeignKeySpec:
-    """``FOREIGN KEY (columns) REFERENCES table [(referenced)]`` (no ``referenced``:
-    the table's primary key)."""
+    """``FOREIGN KEY (columns) REFERENCES table [(referenced)] [ON DELETE action] [ON
+    UPDATE action]`` (no ``referenced``: the table's primary key)."""
 
     name: str | None
     columns: tuple[str, ...]
     table: TableName
     referenced: tuple[str, ...] = ()
+    on_delete: str = "NO ACTION"
+    on_update: str = "NO ACTION"
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +252,21 @@ class AddColumn(Statement):
     table: TableName
     column: ColumnSpec
     if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AlterColumn(Statement):
+    """``ALTER TABLE t ALTER [COLUMN] c`` and one change: ``SET DEFAULT e`` (``default``),
+    ``DROP DEFAULT`` (``drop_default``), ``SET NOT NULL`` / ``DROP NOT NULL``
+    (``not_null``), or ``[SET DATA] TYPE type [USING e]`` (``new_type``, ``using``)."""
+
+    table: TableName
+    column: str
+    default: exp.Expr | None = None
+    drop_default: bool = False
+    not_null: bool | None = None
+    new_type: ColumnType | None = None
+    using: exp.Expr | None = None
 
 
 @dataclass(frozen=True, slots=True)

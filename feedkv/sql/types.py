@@ -30,6 +30,7 @@ import msgpack
 
 from feedkv.errors import FeedKVError, InvalidArgumentError, SQLError, TimestampParseError
 from feedkv.sql.arrays import Array, parse_array_text
+from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
@@ -93,6 +94,8 @@ class Kind(enum.Enum):
     INET = "INET"
     ENUM = "ENUM"  # a user-defined enum type (ColumnType.labels)
     ARRAY = "ARRAY"  # of ColumnType.element
+    BIT = "BIT"  # exactly ColumnType.width bits (1 when None)
+    VARBIT = "VARBIT"  # at most ColumnType.width bits (any number when None)
 
 
 _ALIASES = {
@@ -135,6 +138,8 @@ _ALIASES = {
     "TIME": Kind.TIME,
     "INTERVAL": Kind.INTERVAL,
     "INET": Kind.INET,
+    "BIT": Kind.BIT,
+    "VARBIT": Kind.VARBIT,
 }
 TYPE_NAMES = frozenset(_ALIASES)  # the built-in type names, upper-case
 
@@ -162,6 +167,10 @@ class ColumnType:
             return (self.element.sql() if self.element else "STRING") + "[]"
         if self.kind is Kind.STRING and self.width is not None:
             return f"STRING({self.width})"
+        if self.kind is Kind.BIT:
+            return f"BIT({self.width or 1})"
+        if self.kind is Kind.VARBIT and self.width is not None:
+            return f"VARBIT({self.width})"
         if self.kind is Kind.INT and self.width is not None:
             return f"INT{self.width // 8}"
         if self.kind is Kind.DECIMAL and self.precision is not None:
@@ -223,6 +232,12 @@ def parse_type_name(name: str, params: list[int] | None = None) -> ColumnType:
                 "22023", f"scale ({scale}) must be between 0 and precision ({precision})"
             )
         return ColumnType(kind, precision=precision, scale=scale)
+    if kind in (Kind.BIT, Kind.VARBIT):
+        if len(params) > 1:
+            raise SQLError("42601", f"{name.upper()} takes at most one parameter (a width)")
+        if params and params[0] < 1:
+            raise SQLError("22023", f"length for type {name.upper()} must be at least 1")
+        return ColumnType(kind, width=params[0] if params else None)
     if kind is Kind.INT and name.upper() in _NARROW_INTS:
         return ColumnType(kind, width=_NARROW_INTS[name.upper()])
     if params and kind in (Kind.TIME, Kind.INTERVAL, Kind.TIMESTAMP, Kind.TIMESTAMPTZ):
@@ -262,6 +277,8 @@ def type_of_value(value: object) -> str:
         return "interval"
     if isinstance(value, Inet):
         return "inet"
+    if isinstance(value, BitString):
+        return "varbit"
     if isinstance(value, EnumValue):
         return value.type_name or "enum"
     if isinstance(value, Array):
@@ -295,6 +312,7 @@ _KIND_BY_NAME = {
     "time": Kind.TIME,
     "interval": Kind.INTERVAL,
     "inet": Kind.INET,
+    "varbit": Kind.VARBIT,
 }
 
 
@@ -554,6 +572,17 @@ def _to_inet(value: object, ctype: ColumnType) -> Inet:
     raise _Mismatch
 
 
+def _to_bits(value: object, ctype: ColumnType) -> BitString:
+    varying = ctype.kind is Kind.VARBIT
+    if isinstance(value, BitString):
+        return value.fitted(ctype.width, varying)
+    if isinstance(value, str):
+        return BitString.parse(value).fitted(ctype.width, varying)
+    if isinstance(value, int) and not isinstance(value, bool) and not varying:
+        return BitString.of_int(value, ctype.width or 1)
+    raise _Mismatch
+
+
 def _to_enum(value: object, ctype: ColumnType) -> EnumValue:
     if ctype.labels is None:
         raise SQLError("42704", f'type "{ctype.type_name}" does not exist')
@@ -598,6 +627,8 @@ _COERCE: dict[Kind, Any] = {
     Kind.INET: _to_inet,
     Kind.ENUM: _to_enum,
     Kind.ARRAY: _to_array,
+    Kind.BIT: _to_bits,
+    Kind.VARBIT: _to_bits,
 }
 
 
@@ -703,6 +734,8 @@ def _shared_primitive(kind: Kind, value: Any) -> Primitive:
         return int(seconds * 1_000_000 + value.microsecond)
     if kind is Kind.INET:
         return bytes(value.to_primitive())
+    if kind is Kind.BIT or kind is Kind.VARBIT:
+        return str(value.bits)
     if kind is Kind.ENUM:  # NB: a key holds the position (enum order), a value the label
         return int(value.position)
     result: Primitive = value
@@ -725,6 +758,8 @@ def _from_shared(kind: Kind, raw: Primitive) -> Any:
         return datetime.time(hour, minute, second, micros)
     if kind is Kind.INET:
         return Inet.from_primitive(bytes(raw))  # type: ignore[arg-type]
+    if kind is Kind.BIT or kind is Kind.VARBIT:
+        return BitString(str(raw))
     return raw
 
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from feedkv.errors import SQLError
 from feedkv.sql.arrays import Array
+from feedkv.sql.bits import BitString
 from feedkv.sql.descriptor import Column, Family, TableDescriptor
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
@@ -139,6 +140,8 @@ VALUES: dict[Kind, st.SearchStrategy[Any]] = {
     Kind.INET: inets,
     Kind.ENUM: moods,
     Kind.ARRAY: int_arrays,
+    Kind.BIT: st.sampled_from([BitString("0"), BitString("1")]),  # BIT is BIT(1)
+    Kind.VARBIT: st.text(alphabet="01", max_size=20).map(BitString),
 }
 KEY_KINDS = [kind for kind in Kind if kind not in (Kind.JSONB, Kind.INTERVAL, Kind.ARRAY)]
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from feedkv.errors import SQLError
 from feedkv.sql.arrays import Array
+from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
@@ -390,6 +391,8 @@ values_by_kind: dict[Kind, st.SearchStrategy[Any]] = {
     Kind.ARRAY: st.lists(st.none() | ints, max_size=4).map(
         lambda items: Array(tuple(items), ColumnType(Kind.INT))
     ),
+    Kind.BIT: st.sampled_from([BitString("0"), BitString("1")]),  # BIT is BIT(1)
+    Kind.VARBIT: st.text(alphabet="01", max_size=20).map(BitString),
 }
 
 

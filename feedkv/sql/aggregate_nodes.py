@@ -1,0 +1,15 @@
+"""Which sqlglot nodes are calls of aggregate functions: what the parser (an aggregate's
+FILTER) and the expression compiler (grouping, nesting checks) both need to know,
+kept below both."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+__all__ = ["AGGREGATES"]
+
+AGGREGATES = (
+    exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg, exp.LogicalAnd, exp.LogicalOr, exp.GroupConcat,
+    exp.Variance, exp.VariancePop, exp.Stddev, exp.StddevSamp, exp.StddevPop,
+    exp.JSONArrayAgg, exp.ArrayAgg, exp.BitwiseAndAgg, exp.BitwiseOrAgg,
+)  # fmt: skip

@@ -1,0 +1,135 @@
+"""``EXTRACT`` (``date_part``) and ``date_trunc`` over dates, times and timestamps, as
+CockroachDB computes them: pure functions of the field or unit and the value.
+
+``EXTRACT`` gives a FLOAT, as CockroachDB's does (PostgreSQL 14 gives NUMERIC; the
+printed values are the same for whole numbers): ``second`` keeps the fraction,
+``epoch`` counts seconds since 1970-01-01 UTC, ``dow`` counts Sunday as 0 and
+``isodow`` as 7. A TIMESTAMPTZ is taken in UTC (the session's only time zone). A DATE
+is its midnight; a TIME has only the fields of a time of day.
+
+``date_trunc`` keeps the value's type (TIMESTAMP or TIMESTAMPTZ): every field below the
+unit is set to its start (``week`` truncates to the Monday). A DATE or a TIME is
+refused rather than given the type PostgreSQL picks for it.
+
+An unknown field or unit is 22023, naming it.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from feedkv.errors import SQLError
+
+__all__ = ["date_trunc", "extract"]
+
+_EPOCH = datetime.datetime(1970, 1, 1)
+_TIME_FIELDS = frozenset({"hour", "minute", "second", "millisecond", "microsecond", "epoch"})
+
+
+def _naive(value: datetime.datetime) -> datetime.datetime:
+    if value.tzinfo is None:
+        return value
+    return value.astimezone(datetime.UTC).replace(tzinfo=None)
+
+
+def extract(field: str, value: Any) -> float:
+    """``EXTRACT(field FROM value)``."""
+    name = field.lower()
+    if isinstance(value, datetime.time):
+        if name not in _TIME_FIELDS:
+            raise SQLError("22023", f"unsupported timespan: {name}")
+        moment = datetime.datetime.combine(_EPOCH.date(), value)
+    elif isinstance(value, datetime.datetime):
+        moment = _naive(value)
+    elif isinstance(value, datetime.date):
+        moment = datetime.datetime.combine(value, datetime.time())
+    else:
+        raise TypeError(value)
+    seconds = moment.second + moment.microsecond / 1_000_000
+    fields: dict[str, Any] = {
+        "millennium": (moment.year + 999) // 1000,
+        "century": (moment.year + 99) // 100,
+        "decade": moment.year // 10,
+        "year": moment.year,
+        "isoyear": moment.isocalendar()[0],
+        "quarter": (moment.month + 2) // 3,
+        "month": moment.month,
+        "week": moment.isocalendar()[1],
+        "day": moment.day,
+        "dow": moment.isoweekday() % 7,
+        "isodow": moment.isoweekday(),
+        "doy": moment.timetuple().tm_yday,
+        "hour": moment.hour,
+        "minute": moment.minute,
+        "second": seconds,
+        "millisecond": seconds * 1_000,
+        "microsecond": moment.second * 1_000_000 + moment.microsecond,
+    }
+    if name == "epoch":
+        delta = moment - _EPOCH
+        return delta.days * 86_400 + delta.seconds + delta.microseconds / 1_000_000
+    found = fields.get(name)
+    if found is None:
+        raise SQLError("22023", f"unsupported timespan: {name}")
+    return float(found)
+
+
+_UNITS = (
+    "microseconds",
+    "milliseconds",
+    "second",
+    "minute",
+    "hour",
+    "day",
+    "week",
+    "month",
+    "quarter",
+    "year",
+    "decade",
+    "century",
+    "millennium",
+)
+
+
+def date_trunc(unit: str, value: Any) -> datetime.datetime:
+    """``date_trunc(unit, value)`` for a TIMESTAMP or TIMESTAMPTZ ``value``."""
+    name = unit.lower().rstrip("s") if unit.lower() not in _UNITS else unit.lower()
+    name = {"microsecond": "microseconds", "millisecond": "milliseconds"}.get(name, name)
+    if isinstance(value, datetime.time) or not isinstance(value, datetime.datetime):
+        if isinstance(value, datetime.date | datetime.time):
+            raise SQLError(
+                "0A000", "date_trunc of a DATE or TIME is not supported: cast it to TIMESTAMP"
+            )
+        raise TypeError(value)
+    if name not in _UNITS:
+        raise SQLError("22023", f"unsupported timespan: {unit.lower()}")
+    tz = value.tzinfo
+    moment = _naive(value)
+    if name == "microseconds":
+        truncated = moment
+    elif name == "milliseconds":
+        truncated = moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+    elif name in ("second", "minute", "hour", "day"):
+        keep = ("second", "minute", "hour", "day").index(name)
+        truncated = moment.replace(microsecond=0)
+        if keep >= 1:
+            truncated = truncated.replace(second=0)
+        if keep >= 2:
+            truncated = truncated.replace(minute=0)
+        if keep >= 3:
+            truncated = truncated.replace(hour=0)
+    else:
+        day = moment.replace(hour=0, minute=0, second=0, microsecond=0)
+        if name == "week":
+            truncated = day - datetime.timedelta(days=day.weekday())
+        elif name == "month":
+            truncated = day.replace(day=1)
+        elif name == "quarter":
+            truncated = day.replace(month=(day.month - 1) // 3 * 3 + 1, day=1)
+        else:
+            span = {"year": 1, "decade": 10, "century": 100, "millennium": 1000}[name]
+            first = 1 if span >= 100 else 0  # centuries and millennia start at year ...01
+            year = (day.year - first) // span * span + first
+            truncated = day.replace(year=max(year, 1), month=1, day=1)
+    return truncated.replace(tzinfo=datetime.UTC) if tz is not None else truncated

@@ -1,0 +1,311 @@
+"""Built-in scalar functions over strings and numbers, as PostgreSQL and CockroachDB
+define them: pure functions of their argument values.
+
+Each is *strict*: a NULL argument gives NULL without a call (the compiler sees to it),
+but for ``concat`` and ``concat_ws``, which skip NULLs. An argument of a type the
+function does not take raises ``TypeError``, which the compiler turns into 42883
+(``unknown signature: f(type)``) naming the types it met.
+
+Numbers: INT arguments of the rounding and power functions are taken as FLOAT, as
+PostgreSQL resolves ``floor(5)`` to ``floor(float8)``. DECIMAL rounds half away from
+zero (``round(2.5)`` is 3), FLOAT half to even (``round(2.5::FLOAT)`` is 2), as both
+databases do.
+"""
+
+from __future__ import annotations
+
+import decimal
+import hashlib
+import math
+from collections.abc import Callable
+from typing import Any
+
+from feedkv.errors import SQLError
+
+__all__ = ["FUNCTIONS", "concat", "concat_ws"]
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(value)
+    return value
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(value)
+    return value
+
+
+def _real(value: Any) -> float | decimal.Decimal:
+    """A number for the rounding functions: DECIMAL stays, INT and FLOAT are FLOAT."""
+    if isinstance(value, bool):
+        raise TypeError(value)
+    if isinstance(value, decimal.Decimal):
+        return value
+    if isinstance(value, int | float):
+        return float(value)
+    raise TypeError(value)
+
+
+def _round(value: Any, digits: Any = 0) -> Any:
+    number, places = _real(value), _int(digits)
+    if isinstance(number, float):
+        if not math.isfinite(number):
+            return number
+        return float(round(number, places))  # NB: Python rounds half to even
+    exponent = decimal.Decimal(1).scaleb(-places)
+    rounded = number.quantize(exponent, rounding=decimal.ROUND_HALF_UP)
+    # NB: round(15, -1) is 20, not 2E+1
+    return rounded.quantize(decimal.Decimal(1)) if places < 0 else rounded
+
+
+def _whole(number: float, whole: int) -> float:
+    """``whole`` as a FLOAT with ``number``'s sign kept on zero (ceil(-0.5) is -0)."""
+    return math.copysign(float(whole), number) if whole == 0 else float(whole)
+
+
+def _floor(value: Any) -> Any:
+    number = _real(value)
+    if isinstance(number, float):
+        return _whole(number, math.floor(number)) if math.isfinite(number) else number
+    return number.to_integral_value(rounding=decimal.ROUND_FLOOR)
+
+
+def _ceil(value: Any) -> Any:
+    number = _real(value)
+    if isinstance(number, float):
+        return _whole(number, math.ceil(number)) if math.isfinite(number) else number
+    return number.to_integral_value(rounding=decimal.ROUND_CEILING)
+
+
+def _trunc(value: Any) -> Any:
+    number = _real(value)
+    if isinstance(number, float):
+        return _whole(number, math.trunc(number)) if math.isfinite(number) else number
+    return number.to_integral_value(rounding=decimal.ROUND_DOWN)
+
+
+def _sign(value: Any) -> Any:
+    number = _real(value)
+    if isinstance(number, float):
+        return float((number > 0) - (number < 0))
+    return decimal.Decimal((number > 0) - (number < 0))
+
+
+def _sqrt(value: Any) -> Any:
+    number = _real(value)
+    if number < 0:
+        raise SQLError("2201F", "cannot take square root of a negative number")
+    return number.sqrt() if isinstance(number, decimal.Decimal) else math.sqrt(number)
+
+
+def _power(base: Any, exponent: Any) -> Any:
+    a, b = _real(base), _real(exponent)
+    if isinstance(a, decimal.Decimal) or isinstance(b, decimal.Decimal):
+        a, b = decimal.Decimal(a), decimal.Decimal(b)
+        if a == 0 and b < 0:
+            raise SQLError("2201F", "zero raised to a negative power is undefined")
+        return a**b
+    if a == 0 and b < 0:
+        raise SQLError("2201F", "zero raised to a negative power is undefined")
+    try:
+        return math.pow(a, b)
+    except ValueError:
+        raise SQLError(
+            "2201F", "a negative number raised to a non-integer power yields a complex result"
+        ) from None
+    except OverflowError:
+        raise SQLError("22003", "value out of range: overflow") from None
+
+
+def _float(value: Any) -> float:
+    """A FLOAT argument (an INT is taken as one; a DECIMAL is not: its logarithms have
+    CockroachDB's DECIMAL precision, which feedkv does not compute)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(value)
+    return float(value)
+
+
+def _ln(value: Any) -> float:
+    number = _float(value)
+    if number <= 0:
+        raise SQLError(
+            "2201E", "cannot take logarithm of " + ("zero" if number == 0 else "a negative number")
+        )
+    return math.log(number)
+
+
+def _log(first: Any, second: Any = None) -> float:
+    """log(x): base 10; log(b, x): base b."""
+    base, number = (10.0, _float(first)) if second is None else (_float(first), _float(second))
+    if number <= 0 or base <= 0:
+        raise SQLError("2201E", "cannot take logarithm of zero or a negative number")
+    if base == 1:
+        raise SQLError("22012", "division by zero")
+    return math.log(number, base) if second is not None else math.log10(number)
+
+
+def _exp(value: Any) -> float:
+    try:
+        return math.exp(_float(value))
+    except OverflowError:
+        raise SQLError("22003", "value out of range: overflow") from None
+
+
+def _ascii(value: Any) -> int:
+    text = _text(value)
+    return ord(text[0]) if text else 0
+
+
+def _chr(value: Any) -> str:
+    code = _int(value)
+    if not 0 < code <= 0x10FFFF:
+        raise SQLError("22023", f"requested character too large for encoding: {code}")
+    return chr(code)
+
+
+def _substring(value: Any, start: Any, length: Any = None) -> str:
+    """SQL's 1-based substring: characters from ``start`` (which may be below 1, so
+    fewer are taken) for ``length`` (to the end without one)."""
+    text, first = _text(value), _int(start)
+    if length is None:
+        return text[max(first, 1) - 1 :]
+    count = _int(length)
+    if count < 0:
+        raise SQLError("22011", "negative substring length not allowed")
+    end = first + count
+    return text[max(first, 1) - 1 : max(end, 1) - 1]
+
+
+def _trim(where: str) -> Callable[..., str]:
+    def trim(value: Any, characters: Any = " ") -> str:
+        text, chars = _text(value), _text(characters)
+        if where == "both":
+            return text.strip(chars)
+        return text.lstrip(chars) if where == "leading" else text.rstrip(chars)
+
+    return trim
+
+
+def _replace(value: Any, old: Any, new: Any) -> str:
+    text, find = _text(value), _text(old)
+    return text.replace(find, _text(new)) if find else text
+
+
+def _strpos(value: Any, find: Any) -> int:
+    return _text(value).find(_text(find)) + 1
+
+
+def _left(value: Any, count: Any) -> str:
+    text, n = _text(value), _int(count)
+    return text[:n] if n >= 0 else text[: max(len(text) + n, 0)]
+
+
+def _right(value: Any, count: Any) -> str:
+    text, n = _text(value), _int(count)
+    if n >= 0:
+        return text[len(text) - n :] if n else ""
+    return text[-n:]
+
+
+def _split_part(value: Any, delimiter: Any, index: Any) -> str:
+    text, sep, n = _text(value), _text(delimiter), _int(index)
+    if n == 0:
+        raise SQLError("22023", "field position must not be zero")
+    parts = text.split(sep) if sep else [text]
+    position = n - 1 if n > 0 else len(parts) + n
+    return parts[position] if 0 <= position < len(parts) else ""
+
+
+def _repeat(value: Any, times: Any) -> str:
+    return _text(value) * max(_int(times), 0)
+
+
+def _pad(left: bool) -> Callable[..., str]:
+    def pad(value: Any, length: Any, fill: Any = " ") -> str:
+        text, n, filler = _text(value), _int(length), _text(fill)
+        if n <= len(text):
+            return text[: max(n, 0)]
+        if not filler:
+            return text
+        padding = (filler * n)[: n - len(text)]
+        return padding + text if left else text + padding
+
+    return pad
+
+
+def _initcap(value: Any) -> str:
+    out, word = [], False
+    for ch in _text(value):
+        out.append(ch.lower() if word else ch.upper())
+        word = ch.isalnum()
+    return "".join(out)
+
+
+def _md5(value: Any) -> str:
+    data = value.encode() if isinstance(value, str) else value
+    if not isinstance(data, bytes):
+        raise TypeError(value)
+    return hashlib.md5(data, usedforsecurity=False).hexdigest()
+
+
+def _octet_length(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value.encode())
+    if isinstance(value, bytes):
+        return len(value)
+    raise TypeError(value)
+
+
+def _reverse(value: Any) -> str:
+    return _text(value)[::-1]
+
+
+def concat(values: list[Any], text: Callable[[Any], str]) -> str:
+    """concat(...): the arguments' text, NULLs skipped (``text`` renders a value)."""
+    return "".join(text(v) for v in values if v is not None)
+
+
+def concat_ws(values: list[Any], text: Callable[[Any], str]) -> str | None:
+    """concat_ws(separator, ...): NULL for a NULL separator; NULL values skipped."""
+    if not values or values[0] is None:
+        return None
+    return _text(values[0]).join(text(v) for v in values[1:] if v is not None)
+
+
+# name -> (function, fewest arguments, most arguments)
+FUNCTIONS: dict[str, tuple[Callable[..., Any], int, int]] = {
+    "round": (_round, 1, 2),
+    "floor": (_floor, 1, 1),
+    "ceil": (_ceil, 1, 1),
+    "ceiling": (_ceil, 1, 1),
+    "trunc": (_trunc, 1, 1),
+    "sign": (_sign, 1, 1),
+    "sqrt": (_sqrt, 1, 1),
+    "power": (_power, 2, 2),
+    "pow": (_power, 2, 2),
+    "ln": (_ln, 1, 1),
+    "log": (_log, 1, 2),
+    "exp": (_exp, 1, 1),
+    "pi": (lambda: math.pi, 0, 0),
+    "ascii": (_ascii, 1, 1),
+    "chr": (_chr, 1, 1),
+    "substring": (_substring, 2, 3),
+    "substr": (_substring, 2, 3),
+    "btrim": (_trim("both"), 1, 2),
+    "ltrim": (_trim("leading"), 1, 2),
+    "rtrim": (_trim("trailing"), 1, 2),
+    "replace": (_replace, 3, 3),
+    "strpos": (_strpos, 2, 2),
+    "left": (_left, 2, 2),
+    "right": (_right, 2, 2),
+    "split_part": (_split_part, 3, 3),
+    "repeat": (_repeat, 2, 2),
+    "lpad": (_pad(left=True), 2, 3),
+    "rpad": (_pad(left=False), 2, 3),
+    "initcap": (_initcap, 1, 1),
+    "md5": (_md5, 1, 1),
+    "octet_length": (_octet_length, 1, 1),
+    "reverse": (_reverse, 1, 1),
+}

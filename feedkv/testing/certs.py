@@ -17,7 +17,7 @@ def make_certs_dir(base: Path, users: Sequence[str] = ("root",)) -> Path:
     directory. Existing files are kept, so fixtures may call it again."""
     certs, ca_key = base / "certs", base / "ca.key"
     if not (certs / "ca.crt").exists():
-        create_ca(certs, ca_key)
+        create_ca(certs, ca_key)  # and the secrets key
     if not (certs / "node.crt").exists():
         create_node(certs, ca_key, ["127.0.0.1", "localhost"])
     for user in users:

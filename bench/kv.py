@@ -35,7 +35,6 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import feedkv
 from feedkv.kv.store import StoreConfig
@@ -176,10 +175,9 @@ def run_grpc(clients: int, seconds: float, processes: int, *, tls: bool = False)
         if tls:
             certs = make_certs_dir(Path(tmp))
             node = NodeProcess(Path(tmp) / "store", "--certs-dir", str(certs))
-            url = f"{node.url}?certs_dir={quote(str(certs))}"
         else:
-            node = NodeProcess(Path(tmp) / "store")
-            url = node.url
+            node = NodeProcess(Path(tmp) / "store", "--insecure")
+        url = node.url  # a secure node's names its certs directory
         try:
             return client_processes(__file__, url, clients, seconds, processes)
         finally:

@@ -106,7 +106,7 @@ def test_a_certificate_of_another_ca_is_refused(node: NodeProcess, tmp_path: Pat
 def test_a_grpc_client_without_a_certificate_is_refused(node: NodeProcess, certs: Path) -> None:
     credentials = grpc.ssl_channel_credentials(root_certificates=(certs / "ca.crt").read_bytes())
     with (
-        grpc.secure_channel(node.url.removeprefix("feedkv://"), credentials) as channel,
+        grpc.secure_channel(node.address, credentials) as channel,
         pytest.raises(grpc.FutureTimeoutError),
     ):
         grpc.channel_ready_future(channel).result(timeout=2)
@@ -257,7 +257,7 @@ def test_feedkv_sql_takes_a_certs_dir(
 ) -> None:
     assert main(["sql", "--url", node.url, "--certs-dir", str(certs), "-e", "SELECT 41 + 1"]) == 0
     assert "42" in capsys.readouterr().out
-    assert main(["sql", "--url", node.url, "-e", "SELECT 1"]) == 1
+    assert main(["sql", "--url", f"feedkv://{node.address}", "-e", "SELECT 1"]) == 1
     assert "a secure node needs certs_dir" in capsys.readouterr().err
 
 

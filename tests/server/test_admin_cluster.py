@@ -24,7 +24,9 @@ def test_a_nodes_page_shows_the_whole_cluster(tmp_path: Path) -> None:
             ranges = {r.range_id for r in db.ranges()}
 
         def overview() -> dict[str, Any]:
-            response = httpx.get(process.http_url + OVERVIEW_PATH, timeout=10)
+            response = httpx.get(
+                process.http_url + OVERVIEW_PATH, verify=process.http_verify, timeout=10
+            )
             assert response.status_code == 200, response.text
             data: dict[str, Any] = response.json()
             return data

@@ -34,4 +34,9 @@ def run_cert(args: argparse.Namespace) -> int:
     else:
         written = create_client(certs_dir, ca_key, args.user, overwrite=args.overwrite)
     print(f"wrote {written} and its key")
+    if args.cert_command == "create-ca":
+        print(
+            f"{certs_dir / KEY_FILE} seals changefeed secrets: copy it with ca.crt to every "
+            "node's certs directory"
+        )
     return 0

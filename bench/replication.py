@@ -9,8 +9,9 @@
   while the lease holder of the key's range is SIGKILLed; the time from the kill to
   the first write that succeeds after it, over ``--kills`` kills (the node restarts and
   catches up between them): p50 and max.
-- ``rangefeed_lag``: commit-to-delivery latency of values on a rangefeed over a
-  replicated range (served by its lease holder), against one replica per range.
+- ``rangefeed_lag``: commit-to-delivery latency of values on a rangefeed over
+  replicated ranges, against one replica per range; and of the same values on two
+  feeds of one replicated range, one served by its lease holder and one by a follower.
 
 Prints one JSON object.
 """
@@ -31,8 +32,10 @@ from types import ModuleType
 from typing import Any
 
 from feedkv.errors import AmbiguousResultError
+from feedkv.rangefeed.event import Value
 from feedkv.testing.cluster import LocalCluster
 from feedkv.testing.waiting import wait_until
+from feedkv.util.keys import Span
 
 
 def _bench_module(name: str) -> ModuleType:
@@ -145,6 +148,67 @@ def rangefeed_lag(replicas: int, writes: int, tmp: Path) -> dict[str, Any]:
     }
 
 
+def follower_lag(writes: int, tmp: Path) -> dict[str, Any]:
+    """Commit-to-delivery latency of the same values on two feeds of one replicated
+    range: one served by the range's lease holder, one by a follower (each feed is
+    served by its client's own node's replica)."""
+    args = ("--replicas", "3")
+    with LocalCluster(tmp / "follower-lag", 3, *args, rebalance_interval="0s") as cluster:
+        _replicated(cluster, 3)
+        span = Span(b"lag/", b"lag0")
+        with cluster.connect(0) as db:
+            db.split(span.start)
+            db.split(span.end)
+            wait_until(lambda: _lease_of(db, span.start) is not None, timeout_s=60, what="a lease")
+            holder = _lease_of(db, span.start)
+            assert holder is not None
+            follower = next(n for n in (1, 2, 3) if n != holder)
+            since = db.now()
+            lags: dict[str, list[float]] = {"lease_holder": [], "follower": []}
+            sent: dict[bytes, float] = {}
+            clients = {"lease_holder": holder - 1, "follower": follower - 1}
+            dbs = {name: cluster.connect(index) for name, index in clients.items()}
+            feeds = {name: client.rangefeed([span], since) for name, client in dbs.items()}
+            served = {name: [r.node_id for r in feed.ranges()] for name, feed in feeds.items()}
+            readers = [
+                threading.Thread(target=_read_lags, args=(feed, sent, lags[name], writes))
+                for name, feed in feeds.items()
+            ]
+            for reader in readers:
+                reader.start()
+            for i in range(writes):
+                key = b"lag/%05d" % i
+                sent[key] = time.perf_counter()
+                db.put(key, b"v")
+                time.sleep(0.005)  # wait-ok: an open-loop write rate of about 200/s
+            for reader in readers:
+                reader.join(60)
+            for name, feed in feeds.items():
+                feed.close()
+                dbs[name].close()
+    result: dict[str, Any] = {"served_by": served}
+    for name, values in lags.items():
+        values.sort()
+        result[name] = {
+            "values": len(values),
+            "p50_ms": round(values[len(values) // 2] * 1000, 1),
+            "p99_ms": round(values[int(len(values) * 0.99)] * 1000, 1),
+        }
+    return result
+
+
+def _lease_of(db: Any, key: bytes) -> int | None:
+    return next((r.lease_holder for r in db.ranges() if r.span.contains_key(key)), None)
+
+
+def _read_lags(feed: Any, sent: dict[bytes, float], lags: list[float], writes: int) -> None:
+    for event in feed:
+        if isinstance(event, Value) and event.key in sent:
+            lags.append(time.perf_counter() - sent[event.key])
+            if len(lags) >= writes:
+                return
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="feedkv bench replication", description=__doc__)
     parser.add_argument("--clients", type=int, default=32)
@@ -172,6 +236,7 @@ def main(argv: list[str]) -> int:
         result["rangefeed_lag"] = {
             "one_replica": rangefeed_lag(1, args.lag_writes, base),
             "three_replicas": rangefeed_lag(3, args.lag_writes, base),
+            "three_replicas_by_server": follower_lag(args.lag_writes, base),
         }
     result["targets"] = TARGETS
     result["targets_met"] = {

@@ -272,7 +272,13 @@ class DB(KVFeedClient):
             leases=self.leases,
             metrics=self._node.metrics.sql if self._node is not None else None,
             external_io_dir=self._node.external_io_dir if self._node is not None else None,
+            default_replicas=self._default_replicas(),
         )
+
+    def _default_replicas(self) -> int:
+        node = self._node
+        cluster = node.cluster if node is not None else None
+        return cluster.config.replicas if cluster is not None else 1
 
     @property
     def leases(self) -> Leases:

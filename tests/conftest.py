@@ -6,15 +6,28 @@ loadgroup``), which take tests in collection order:
   beside it instead of after it;
 - the tests on the shared in-process Spark session (the ``spark`` fixture) on one worker,
   which so starts one Spark, not one per worker: on two cores, JVMs starting at once
-  hold each other back."""
+  hold each other back.
+
+Soak tests (marked ``soak``: long kill runs, such as the 20-kill nemesis of a cluster)
+are skipped unless pytest is given ``--soak``; the suite runs their bounded versions."""
 
 from __future__ import annotations
 
 import pytest
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--soak", action="store_true", help="also run the soak tests (marked soak)")
+
+
 @pytest.hookimpl(tryfirst=True)  # NB: before xdist reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--soak"):
+        skip = pytest.mark.skip(reason="a soak test: run with --soak")
+        for item in items:
+            if item.get_closest_marker("soak") is not None:
+                item.add_marker(skip)
+
     def key(item: pytest.Item) -> float:
         mark = item.get_closest_marker("slow")
         return -mark.args[0] if mark is not None else 0.0

@@ -1,5 +1,8 @@
-"""Cluster settings: ``SET`` / ``SHOW`` / ``RESET CLUSTER SETTING``, all about how
-changefeed jobs run.
+"""Cluster settings: ``SET`` / ``SHOW`` / ``RESET CLUSTER SETTING``.
+
+``server.time_until_store_dead`` is how long a node must have been dead before the
+lease holders of its ranges replace its replicas on live nodes (CockroachDB's, 5m by
+default; read by every node, :mod:`feedkv.server.zones`).
 
 ``spark.master`` is the Spark master URL jobs run on (a node's ``--spark-master`` comes
 first; empty: the default, ``$FEEDKV_SPARK_MASTER`` or ``local[*]``). A node's Spark
@@ -11,15 +14,23 @@ from __future__ import annotations
 
 import re
 
-from feedkv.errors import SQLError
+from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.rangefeed.feed_client import KV
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.execution import Result
+from feedkv.util.units import parse_duration_ns
 
-__all__ = ["CLUSTER_SETTINGS", "check_spark_master", "run_setting"]
+__all__ = [
+    "CLUSTER_SETTINGS",
+    "check_setting",
+    "check_spark_master",
+    "run_setting",
+    "time_until_store_dead_ns",
+]
 
-CLUSTER_SETTINGS = ("spark.master",)
+CLUSTER_SETTINGS = ("spark.master", "server.time_until_store_dead")
+TIME_UNTIL_STORE_DEAD_DEFAULT = "5m0s"
 _SPARK_MASTERS = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|(spark|mesos|k8s)://.+|yarn)$")
 
 
@@ -33,6 +44,26 @@ def check_spark_master(url: str) -> None:
         )
 
 
+def time_until_store_dead_ns(value: str) -> int:
+    """``server.time_until_store_dead``'s value; SQLSTATE 22023 when it is not a
+    positive duration."""
+    try:
+        ns = parse_duration_ns(value)
+    except InvalidArgumentError as exc:
+        raise SQLError("22023", f"server.time_until_store_dead: {exc}") from None
+    if ns <= 0:
+        raise SQLError("22023", f"server.time_until_store_dead {value!r} must be above 0")
+    return ns
+
+
+def check_setting(name: str, value: str) -> None:
+    """Refuse a value setting ``name`` would not take (SQLSTATE 22023)."""
+    if name == "spark.master":
+        check_spark_master(value)
+    else:
+        time_until_store_dead_ns(value)
+
+
 def run_setting(db: KV, statement: st.ClusterSetting) -> Result:
     """Run ``SHOW``, ``SET`` or ``RESET CLUSTER SETTING`` (through ``db``)."""
     name = statement.name
@@ -44,9 +75,11 @@ def run_setting(db: KV, statement: st.ClusterSetting) -> Result:
     key = catalog.setting_key(name)
     if statement.action == "show":
         shown = catalog.get_setting(catalog.Snapshot(db, db.now()), name)
+        if shown is None and name == "server.time_until_store_dead":
+            shown = TIME_UNTIL_STORE_DEAD_DEFAULT
         return Result(columns=(name,), rows=[(shown or "",)], tag="SHOW")
     if statement.action == "set" and statement.value:
-        check_spark_master(statement.value)
+        check_setting(name, statement.value)
         value = statement.value.encode()
         db.run_transaction(lambda txn: txn.put(key, value))
     else:

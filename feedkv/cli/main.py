@@ -130,7 +130,9 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         help="how many replicas each range keeps, on distinct nodes, replicated with Raft "
-        "(default 1: each range on one node; 3 survives the loss of any one node)",
+        "(default 1: each range on one node; 3 survives the loss of any one node): the "
+        "default zone's num_replicas when this node starts a cluster; later, ALTER RANGE "
+        "default CONFIGURE ZONE USING num_replicas = N changes it for every node",
     )
     start.add_argument(
         "--max-offset",
@@ -193,6 +195,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     status.add_argument("--url", default="feedkv://127.0.0.1:26258", help="any node")
     status.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    status.add_argument("--certs-dir", help="connect with TLS as root, from this directory")
+    decommission = node_commands.add_parser(
+        "decommission",
+        help="move every replica off the nodes, then remove them from the cluster for good",
+    )
+    decommission.add_argument("node_ids", type=int, nargs="+", metavar="NODE_ID")
+    decommission.add_argument("--url", default="feedkv://127.0.0.1:26258", help="any node")
+    decommission.add_argument(
+        "--wait",
+        choices=("all", "none"),
+        default="all",
+        help="all: until the nodes hold no replica, then mark them decommissioned (the "
+        "default); none: mark them decommissioning and return",
+    )
+    decommission.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    decommission.add_argument("--certs-dir", help="connect with TLS as root, from this directory")
+    recommission = node_commands.add_parser(
+        "recommission", help="take back nodes that are decommissioning (not decommissioned)"
+    )
+    recommission.add_argument("node_ids", type=int, nargs="+", metavar="NODE_ID")
+    recommission.add_argument("--url", default="feedkv://127.0.0.1:26258", help="any node")
+    recommission.add_argument("--certs-dir", help="connect with TLS as root, from this directory")
 
     debug = commands.add_parser("debug", help="tools for looking inside a running node")
     debug_commands = debug.add_subparsers(dest="debug_command", required=True, metavar="TOOL")
@@ -284,9 +308,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 external_io_dir=Path(args.external_io_dir or Path(args.store) / "extern"),
             )
         if args.command == "node":
-            from feedkv.cli.node import run_node_status
+            from feedkv.cli import node as node_cli
 
-            return run_node_status(args.url, args.format)
+            certs = Path(args.certs_dir) if args.certs_dir else None
+            if args.node_command == "decommission":
+                return node_cli.run_node_decommission(
+                    args.url,
+                    args.node_ids,
+                    wait=args.wait == "all",
+                    output=args.format,
+                    certs_dir=certs,
+                )
+            if args.node_command == "recommission":
+                return node_cli.run_node_recommission(args.url, args.node_ids, certs_dir=certs)
+            return node_cli.run_node_status(args.url, args.format, certs_dir=certs)
         if args.command == "sql":
             from feedkv.cli.sql import run_sql
 

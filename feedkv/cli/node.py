@@ -1,16 +1,32 @@
-"""``feedkv node status``: the nodes of a cluster as the node at ``--url`` sees them."""
+"""``feedkv node status | decommission | recommission``: the nodes of a cluster, through
+the node at ``--url``.
+
+``decommission`` works as ``cockroach node decommission``: it marks the nodes
+``decommissioning`` (:mod:`feedkv.kv.membership`), so the lease holders of their ranges
+replace their replicas on the other nodes (a dead node's too), reports their replica
+counts until none is left, then marks them ``decommissioned``: the cluster refuses them
+from then on. ``recommission`` takes back nodes still decommissioning.
+"""
 
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TextIO
 
 import feedkv
 from feedkv.cli.sql import write_result
+from feedkv.db import DB
+from feedkv.errors import InvalidArgumentError
+from feedkv.kv.membership import Membership, membership_key
+from feedkv.kv.node_status import NodeInfo
+from feedkv.sql import catalog
 from feedkv.sql.crdb_internal import wall_time
 from feedkv.sql.session import Result
 
-__all__ = ["run_node_status"]
+__all__ = ["run_node_decommission", "run_node_recommission", "run_node_status"]
 
 COLUMNS = (
     "id",
@@ -21,14 +37,26 @@ COLUMNS = (
     "is_live",
     "ranges",
     "clock_offset_ms",
+    "membership",
 )
+DECOMMISSION_COLUMNS = (
+    "id",
+    "is_live",
+    "replicas",
+    "is_decommissioning",
+    "membership",
+    "is_draining",
+)
+POLL_S = 1.0  # how often decommission looks at the replicas left
 
 
-def run_node_status(url: str, output: str = "table", stdout: TextIO | None = None) -> int:
-    """Print each node: id, address, epoch, start, last heartbeat, liveness, ranges held
-    and clock offset, as ``crdb_internal.gossip_nodes`` and ``gossip_liveness`` show them
-    (the same source: :meth:`feedkv.kv.db.KVClient.nodes`)."""
-    with feedkv.connect(url) as db:
+def run_node_status(
+    url: str, output: str = "table", stdout: TextIO | None = None, certs_dir: Path | None = None
+) -> int:
+    """Print each node: id, address, epoch, start, last heartbeat, liveness, ranges held,
+    clock offset and membership, as ``crdb_internal.gossip_nodes`` and
+    ``gossip_liveness`` show them (the same source: :meth:`feedkv.kv.db.KVClient.nodes`)."""
+    with feedkv.connect(url, certs_dir=certs_dir) as db:
         rows = [
             (
                 node.node_id,
@@ -39,8 +67,150 @@ def run_node_status(url: str, output: str = "table", stdout: TextIO | None = Non
                 node.live,
                 node.ranges,
                 round(node.offset_ns / 1e6, 1) if node.offset_ns is not None else None,
+                node.membership,
             )
             for node in db.nodes()
         ]
     write_result(Result(COLUMNS, rows, f"SELECT {len(rows)}"), output, stdout or sys.stdout)
     return 0
+
+
+def run_node_decommission(
+    url: str,
+    node_ids: Sequence[int],
+    *,
+    wait: bool = True,
+    timeout_s: float | None = None,
+    output: str = "table",
+    stdout: TextIO | None = None,
+    certs_dir: Path | None = None,
+) -> int:
+    """Decommission ``node_ids`` (see the module docstring); with ``wait``, until their
+    replicas are gone (at most ``timeout_s``: then exit 1, the nodes left
+    decommissioning, as CockroachDB leaves them). Raises
+    :class:`~feedkv.errors.InvalidArgumentError` for a node not in the cluster, or when
+    no active node would be left."""
+    out = stdout or sys.stdout
+    with feedkv.connect(url, certs_dir=certs_dir) as db:
+        nodes = {n.node_id: n for n in db.nodes()}
+        _check_members(nodes, node_ids)
+        staying = [
+            n for n in nodes.values() if n.node_id not in node_ids and n.membership == "active"
+        ]
+        if not staying:
+            raise InvalidArgumentError(
+                "decommissioning these nodes would leave no active node in the cluster"
+            )
+        _check_room(db, [n for n in staying if n.live])
+        _set_membership(db, node_ids, Membership.DECOMMISSIONING, keep_decommissioned=True)
+        if not wait:
+            _write_status(db, node_ids, output, out)
+            return 0
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        shown: list[tuple[object, ...]] = []
+        while True:
+            rows = _status_rows(db, node_ids)
+            if rows != shown:
+                write_result(Result(DECOMMISSION_COLUMNS, rows, ""), output, out)
+                shown = rows
+            if all(row[2] == 0 for row in rows):
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                print(
+                    f"feedkv: replicas are still on the nodes after {timeout_s:g} s; "
+                    "they stay decommissioning (run the command again to go on waiting)",
+                    file=sys.stderr,
+                )
+                return 1
+            time.sleep(POLL_S)  # wait-ok: the nodes' replicas move meanwhile
+        _set_membership(db, node_ids, Membership.DECOMMISSIONED, keep_decommissioned=True)
+        # NB: as written: the gateway's view of the memberships lags by up to a second
+        final = [(*row[:3], True, Membership.DECOMMISSIONED.value, row[5]) for row in rows]
+        write_result(Result(DECOMMISSION_COLUMNS, final, f"SELECT {len(final)}"), output, out)
+    print(
+        "\nNo more data reported on target nodes. "
+        "Please verify cluster health before removing the nodes.",
+        file=out,
+    )
+    return 0
+
+
+def run_node_recommission(
+    url: str, node_ids: Sequence[int], stdout: TextIO | None = None, certs_dir: Path | None = None
+) -> int:
+    """Take back nodes still decommissioning (their replicas may return); a node
+    decommissioned already cannot be (:class:`~feedkv.errors.InvalidArgumentError`)."""
+    with feedkv.connect(url, certs_dir=certs_dir) as db:
+        nodes = {n.node_id: n for n in db.nodes()}
+        _check_members(nodes, node_ids)
+        for node_id in node_ids:
+            if nodes[node_id].membership == Membership.DECOMMISSIONED.value:
+                raise InvalidArgumentError(
+                    f"node n{node_id} is decommissioned: it cannot be recommissioned "
+                    "(start a new node on an empty store instead)"
+                )
+        _set_membership(db, node_ids, Membership.ACTIVE, keep_decommissioned=False)
+    print("The affected nodes must be restarted to rejoin the cluster fully.", file=stdout)
+    return 0
+
+
+def _check_members(nodes: dict[int, NodeInfo], node_ids: Sequence[int]) -> None:
+    unknown = [n for n in node_ids if n not in nodes]
+    if unknown:
+        raise InvalidArgumentError(
+            f"node{'s' if len(unknown) > 1 else ''} {', '.join(f'n{n}' for n in unknown)} "
+            f"not in the cluster; its nodes are {', '.join(f'n{n}' for n in sorted(nodes))}"
+        )
+
+
+def _check_room(db: DB, staying: list[NodeInfo]) -> None:
+    """Refuse a decommission after which the live active nodes could not hold the
+    replicas a zone asks for (its ranges would stay under-replicated), as CockroachDB's
+    pre-checks do."""
+    snapshot = catalog.Snapshot(db, db.now())
+    default, tables = catalog.zone_replicas(snapshot)
+    wanted = max([default or 1, *(n for _, n in tables)])
+    if len(staying) < wanted:
+        raise InvalidArgumentError(
+            f"decommissioning would leave {len(staying)} live active node"
+            f"{'s' if len(staying) != 1 else ''}, fewer than the {wanted} replicas a zone "
+            "asks for (SHOW ZONE CONFIGURATIONS): add a node first, or lower num_replicas "
+            "(ALTER RANGE default CONFIGURE ZONE USING num_replicas = N)"
+        )
+
+
+def _set_membership(
+    db: DB, node_ids: Sequence[int], state: Membership, *, keep_decommissioned: bool
+) -> None:
+    def write(txn: feedkv.Txn) -> None:
+        for node_id in node_ids:
+            key = membership_key(node_id)
+            held = txn.get(key)
+            if keep_decommissioned and held == Membership.DECOMMISSIONED.value.encode():
+                continue  # NB: never back from decommissioned
+            if state is Membership.ACTIVE:
+                txn.delete(key)
+            else:
+                txn.put(key, state.value.encode())
+
+    db.run_transaction(write)
+
+
+def _status_rows(db: DB, node_ids: Sequence[int]) -> list[tuple[object, ...]]:
+    nodes = {n.node_id: n for n in db.nodes()}
+    return [
+        (
+            node_id,
+            nodes[node_id].live,
+            nodes[node_id].ranges,
+            nodes[node_id].membership != "active",
+            nodes[node_id].membership,
+            False,
+        )
+        for node_id in node_ids
+    ]
+
+
+def _write_status(db: DB, node_ids: Sequence[int], output: str, out: TextIO) -> None:
+    rows = _status_rows(db, node_ids)
+    write_result(Result(DECOMMISSION_COLUMNS, rows, f"SELECT {len(rows)}"), output, out)

@@ -88,12 +88,17 @@ class RemoteNodes:
 
     def relearn(self, node_id: int) -> str | None:
         """Where ``node_id`` listens, asked of the gateway now (a node that restarted
-        may listen elsewhere); ``None``: the gateway does not know it, or cannot be
-        reached."""
+        may listen elsewhere); ``None``: the gateway does not know it. Raises
+        :class:`NodeUnavailableError` when the gateway cannot be reached: this client
+        can learn nothing more, and must connect through another node."""
         try:
             self._refresh()
-        except NodeUnavailableError:
-            return None
+        except NodeUnavailableError as exc:
+            raise NodeUnavailableError(
+                f"node n{node_id} could not be reached, and neither could this client's "
+                f"gateway, to learn where it listens now: connect through another node "
+                f"({exc})"
+            ) from exc
         return self._addresses.get(node_id)
 
     def status(self) -> list[NodeInfo]:

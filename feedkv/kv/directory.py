@@ -90,6 +90,17 @@ class RangeDirectory:
         here."""
         return sum(1 for d in self._index[1] if d.lease_holder == node_id)
 
+    def lease_claims(self) -> dict[int, RangeDescriptor]:
+        """``range id -> descriptor`` as reported by the node claiming its lease in the
+        highest Raft term (replicated ranges whose lease some report claims)."""
+        best: dict[int, tuple[int, RangeDescriptor]] = {}
+        for _seq, descs, leases in self._reports.values():
+            for d in descs:
+                term = leases.get(d.range_id, 0)
+                if term and (d.range_id not in best or best[d.range_id][0] < term):
+                    best[d.range_id] = (term, d)
+        return {range_id: desc for range_id, (_, desc) in best.items()}
+
     def _rebuild(self) -> None:
         candidates = sorted(
             (

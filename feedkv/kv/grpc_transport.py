@@ -106,7 +106,6 @@ class GrpcTransport:
             [
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.enable_http_proxy", 0),
             ],
             tls,
         )

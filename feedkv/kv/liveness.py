@@ -103,6 +103,17 @@ class Liveness:
         heard = self._heard.get(node_id, self.started_ns)
         return now_ns - heard > self.dead_after_ns
 
+    def dead_for_longer_than(self, threshold_ns: int, now_ns: int) -> set[int]:
+        """The known nodes silent for longer than ``threshold_ns`` (and than the liveness
+        bound): CockroachDB's dead stores, whose replicas are replaced elsewhere. A node
+        not heard from since this one started counts from that start."""
+        bound = max(threshold_ns, self.dead_after_ns)
+        return {
+            n
+            for n in self._nodes
+            if n != self.me.node_id and now_ns - self._heard.get(n, self.started_ns) > bound
+        }
+
     def status(self, now_ns: int) -> list[NodeStatus]:
         out = []
         for desc in self.nodes():

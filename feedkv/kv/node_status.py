@@ -30,6 +30,7 @@ class NodeInfo:
     updated_at_ns: int | None = None  # wall time its last heartbeat was heard (None: never)
     expiration_ns: int | None = None  # wall time it is seen dead without another heartbeat
     leases: int | None = None  # ranges whose lease it holds (None: not told; then ``ranges``)
+    membership: str = "active"  # or decommissioning, decommissioned (feedkv.kv.membership)
 
     def encode(self) -> dict[str, Any]:
         """The ``Nodes`` call's map of the node (msgpack)."""
@@ -44,6 +45,7 @@ class NodeInfo:
             "updated_at": self.updated_at_ns,
             "expiration": self.expiration_ns,
             "leases": self.leases,
+            "membership": self.membership,
         }
 
     @classmethod
@@ -59,6 +61,7 @@ class NodeInfo:
             raw.get("updated_at"),
             raw.get("expiration"),
             raw.get("leases"),
+            str(raw.get("membership", "active")),
         )
 
 

@@ -29,6 +29,7 @@ class RangeEndReason(enum.Enum):
     RANGE_SPLIT = "RANGE_SPLIT"
     RANGE_MERGED = "RANGE_MERGED"
     REPLICA_REMOVED = "REPLICA_REMOVED"
+    RAFT_SNAPSHOT = "RAFT_SNAPSHOT"  # a snapshot replaced the replica's data wholesale
     NODE_SHUTDOWN = "NODE_SHUTDOWN"
 
 

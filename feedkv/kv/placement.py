@@ -10,11 +10,23 @@ converge without a range bouncing back and forth. Ranges of dead nodes count for
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from feedkv.kv.range_descriptor import RangeDescriptor
+from feedkv.util.keys import Span
 
-__all__ = ["choose_move"]
+__all__ = [
+    "AddVoter",
+    "NodeStates",
+    "RemoveVoter",
+    "ReplicationZones",
+    "ReplicaChange",
+    "choose_lease_target",
+    "choose_move",
+    "choose_replica_change",
+    "quorum",
+]
 
 
 def choose_move(
@@ -33,3 +45,109 @@ def choose_move(
     if len(mine) - counts.get(target, 0) < 2:
         return None
     return min(mine, key=lambda d: (size(d), d.range_id)), target
+
+
+@dataclass(frozen=True, slots=True)
+class AddVoter:
+    """Add a replica of the range on ``node_id`` (a learner first, then a voter)."""
+
+    node_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveVoter:
+    """Remove the range's replica on ``node_id``."""
+
+    node_id: int
+
+
+ReplicaChange = AddVoter | RemoveVoter
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStates:
+    """How the allocator sees the cluster's nodes at one moment.
+
+    ``live``: heard from within the liveness bound (they count towards a quorum);
+    ``gone``: dead longer than ``server.time_until_store_dead``, or decommissioning or
+    decommissioned (their replicas are to be replaced); ``load``: replicas per node, as
+    the directory knows them (the fewest take new replicas first)."""
+
+    live: frozenset[int]
+    gone: frozenset[int]
+    load: Mapping[int, int]
+
+
+def quorum(voters: int) -> int:
+    """The votes a group of ``voters`` needs to commit anything."""
+    return voters // 2 + 1
+
+
+def choose_replica_change(
+    voters: Sequence[int], want: int, me: int, nodes: NodeStates
+) -> ReplicaChange | None:
+    """The one membership change the lease holder ``me`` should make to a range whose
+    voters are ``voters`` and whose zone wants ``want`` replicas, or ``None``.
+
+    Replicas are added before any is removed (a replica on a gone node is replaced by a
+    new one on a live node, then removed), one change at a time, so a range never has
+    fewer copies than before while it is being repaired. The factor is capped at the
+    nodes that could hold a replica (live, not gone). A removal must leave a quorum of
+    live voters, so it never loses the range's availability; the lease holder removes
+    others before itself (when it is to go, its caller hands the lease on first:
+    :func:`choose_lease_target`). Removal order: gone nodes, then dead ones, then the
+    most loaded."""
+    usable = sorted(n for n in nodes.live if n not in nodes.gone)
+    target = max(1, min(want, max(len(usable), 1)))
+    healthy = [n for n in voters if n not in nodes.gone]
+    if len(healthy) < target:
+        candidates = [n for n in usable if n not in voters]
+        if candidates:
+            return AddVoter(min(candidates, key=lambda n: (nodes.load.get(n, 0), n)))
+    if len(voters) <= target and len(healthy) == len(voters):
+        return None
+    if len(voters) <= target and len(healthy) < target:
+        return None  # nothing to replace a gone replica with yet: keep it
+
+    def order(n: int) -> tuple[int, int, int, int]:
+        return (
+            n not in nodes.gone,
+            n in nodes.live,
+            n == me,
+            -nodes.load.get(n, 0),
+        )
+
+    for victim in sorted(voters, key=order):
+        left = [n for n in voters if n != victim]
+        if sum(1 for n in left if n in nodes.live) >= quorum(len(left)):
+            return RemoveVoter(victim)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationZones:
+    """How many replicas each range wants, from the zone configurations:
+    ``ALTER RANGE default CONFIGURE ZONE USING num_replicas = N`` (``default``; the
+    nodes' ``--replicas`` until it is set) and each table's own (``tables``: its span
+    and factor)."""
+
+    default: int
+    tables: tuple[tuple[Span, int], ...] = ()
+
+    def replicas_for(self, desc: RangeDescriptor) -> int:
+        """The factor of the zone holding the range; a range that straddles zones (not
+        yet split at a table's boundary) keeps the most replicas any of them asks."""
+        wanted = [n for span, n in self.tables if span.overlaps(desc.span)]
+        if any(span.contains(desc.span) for span, _ in self.tables):
+            return max(wanted)
+        return max([self.default, *wanted])
+
+
+def choose_lease_target(voters: Sequence[int], me: int, nodes: NodeStates) -> int | None:
+    """Where the lease holder ``me`` should hand its lease before its own replica is
+    removed: the live, staying voter with the fewest replicas (``None``: there is none;
+    then it removes itself, and the others elect a leader after a timeout)."""
+    candidates = [n for n in voters if n != me and n in nodes.live and n not in nodes.gone]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda n: (nodes.load.get(n, 0), n))

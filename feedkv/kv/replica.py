@@ -89,10 +89,13 @@ LOG_KEEP = 100  # applied entries a truncation keeps, for followers a little beh
 @dataclass(frozen=True, slots=True)
 class AppliedEntry:
     """An entry :meth:`Replica.stage` applied: its index and its effects (ops for the
-    range's observers, reads for the timestamp cache, the closed timestamp)."""
+    range's observers, reads for the timestamp cache, the closed timestamp); or, with
+    ``snapshot``, a snapshot up to ``index`` that replaced the range's data (no ops
+    tell what changed: the range's observers must start again from the data)."""
 
     index: int
     effects: Effects
+    snapshot: bool = False
 
 
 class RangeData(Protocol):
@@ -120,6 +123,7 @@ class _Proposal(Generic[T]):
     term: int
     result: T
     done: Completion[T]
+    early: bool  # answered once committed (Replica.acknowledge), not once applied
 
 
 class Replica:
@@ -194,7 +198,8 @@ class Replica:
             raise NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
         self._overlay.add(entry.index, view.batch)
         done: Completion[T] = Completion()
-        self._proposals[entry.index] = _Proposal(entry.term, result, done)
+        # NB: a split's new range is served only once applied: its caller waits for that
+        self._proposals[entry.index] = _Proposal(entry.term, result, done, not effects.splits)
         return done
 
     def change_members(self, change: ConfChange) -> int:
@@ -221,6 +226,19 @@ class Replica:
         """The group's next Ready, or ``None`` when it has nothing to do."""
         return self.raft.ready() if self.raft.has_ready() else None
 
+    def acknowledge(self, ready: Ready) -> None:
+        """Answer the proposals whose entries ``ready`` commits, before they apply (as
+        CockroachDB acknowledges a command once committed): a committed entry is in a
+        quorum's persisted logs, so it applies here or on the next lease holder, and its
+        evaluation's result is known. Its writes stay in the overlay until it applies,
+        so what this replica evaluates next sees them; a later lease holder applies it
+        before it serves. A split's proposal waits for :meth:`staged`."""
+        for entry in ready.committed_entries:
+            proposal = self._proposals.get(entry.index)
+            if proposal is not None and proposal.early:
+                del self._proposals[entry.index]
+                self._settle(proposal, entry)
+
     def stage(self, rw: ReadWriter, ready: Ready) -> list[AppliedEntry]:
         """Phase 1, inside the engine transaction: persist ``ready`` and apply its
         committed entries. Safe to run again if the engine re-runs the transaction."""
@@ -232,6 +250,7 @@ class Replica:
             self._data.install(rw, ready.snapshot.data)
             self._data.members_changed(rw, meta.conf_state)
             index = meta.index
+            applied.append(AppliedEntry(index, _NOTHING, snapshot=True))
         for entry in ready.committed_entries:
             if entry.index != index + 1:
                 raise InvariantViolation(
@@ -251,7 +270,8 @@ class Replica:
 
     def staged(self, ready: Ready) -> tuple[Message, ...]:
         """Phase 2, once phase 1 is durable: advance the group, settle the proposals
-        that applied, follow a change of leader; returns the messages to send."""
+        that applied, follow a change of leader; returns the messages to send now (its
+        :attr:`~feedkv.raft.state.Ready.early_messages` may have gone before phase 1)."""
         self.storage.staged(ready)
         if self._truncate_to:
             self.storage.compacted(self._truncate_to)
@@ -265,17 +285,12 @@ class Replica:
             self.applied = entry.index
             proposal = self._proposals.pop(entry.index, None)
             if proposal is not None:
-                if proposal.term == entry.term:
-                    proposal.done.set_result(proposal.result)
-                else:  # a later leader's entry replaced it: it did not happen
-                    proposal.done.set_exception(
-                        NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
-                    )
+                self._settle(proposal, entry)
         if ready.committed_entries:
             self._overlay.applied(self.applied)
         self.raft.advance(ready)
         self._follow()
-        return ready.messages
+        return ready.late_messages
 
     def close(self) -> None:
         """The replica stops (its store closes, or it crashed): its proposals' fates are
@@ -283,6 +298,14 @@ class Replica:
         self._lose_lease()
 
     # -- inside ----------------------------------------------------------------------
+
+    def _settle(self, proposal: _Proposal[Any], entry: Entry) -> None:
+        if proposal.term == entry.term:
+            proposal.done.set_result(proposal.result)
+        else:  # a later leader's entry replaced it: it did not happen
+            proposal.done.set_exception(
+                NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
+            )
 
     def _apply(self, rw: ReadWriter, entry: Entry) -> Effects:
         if entry.type is EntryType.CONF_CHANGE:

@@ -58,6 +58,7 @@ from feedkv.raft import (
     ConfChangeType,
     Config,
     ConfState,
+    Message,
     MessageType,
     Ready,
     decode_message,
@@ -98,7 +99,19 @@ class _Proposal:
     done: Completion[Any]
 
 
-_Item = _Proposal | _Change | _Campaign | list[tuple[int, bytes]]
+@dataclass(frozen=True, slots=True)
+class _Remove:
+    range_id: int
+    then: Callable[[], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Transfer:
+    range_id: int
+    to: int
+
+
+_Item = _Proposal | _Change | _Campaign | _Remove | _Transfer | list[tuple[int, bytes]]
 """What the loop's inbox carries (``None`` wakes it to stop)."""
 
 
@@ -192,6 +205,18 @@ class ReplicaLoop:
         self._inbox.put(_Change(range_id, change, done))
         return done
 
+    def remove(self, range_id: int, then: Callable[[], None]) -> None:
+        """Stop driving this store's replica of ``range_id`` (it was removed from the
+        group), then call ``then`` on the loop (which deletes what the replica kept)."""
+        self._inbox.put(_Remove(range_id, then))
+
+    def transfer_lease(self, range_id: int, to: int) -> None:
+        """Have this store's replica of ``range_id``, if it leads, hand the leadership
+        (so the lease) to voter ``to`` (Raft's leadership transfer: ``to`` campaigns at
+        once, without waiting out an election timeout). Returns at once; the caller
+        watches :meth:`holds_lease`."""
+        self._inbox.put(_Transfer(range_id, to))
+
     def holds_lease(self, range_id: int) -> bool:
         """Whether this store's replica of ``range_id`` holds its lease (as of the
         loop's last turn)."""
@@ -254,6 +279,19 @@ class ReplicaLoop:
         if isinstance(item, _Campaign):
             self._replicas[item.range_id].raft.campaign()
             return
+        if isinstance(item, _Transfer):
+            replica = self._replicas.get(item.range_id)
+            if replica is not None:
+                replica.raft.transfer_leader(item.to)
+            return
+        if isinstance(item, _Remove):
+            with self._lock:
+                removed = self._replicas.pop(item.range_id, None)
+            self._leases.pop(item.range_id, None)
+            if removed is not None:
+                removed.close()
+                item.then()
+            return
         for range_id, raw in item:
             message = decode_message(raw)
             if message.snapshot is not None and not self._range_data(range_id).accepts(
@@ -314,6 +352,11 @@ class ReplicaLoop:
                 readies.append((replica, ready))
         if not readies:
             return
+        early: dict[int, list[tuple[int, bytes]]] = {}
+        for replica, ready in readies:
+            _post(early, replica.range_id, ready.early_messages)
+            replica.acknowledge(ready)
+        self._flush(early)  # NB: the followers write while this store does
 
         def stage(rw: ReadWriter) -> list[list[AppliedEntry]]:
             applied = [replica.stage(rw, ready) for replica, ready in readies]
@@ -329,22 +372,26 @@ class ReplicaLoop:
                     if entries:
                         self._on_apply(replica.range_id, entries)
 
-        self.engine.submit(stage, hand_over).result()
+        if any(ready.must_sync or ready.committed_entries for _, ready in readies):
+            self.engine.submit(stage, hand_over).result()
+        # else heartbeats and their answers alone: nothing to write
         outbox: dict[int, list[tuple[int, bytes]]] = {}
         snapshots: list[tuple[Replica, int]] = []
         for replica, ready in readies:
-            for m in replica.staged(ready):
-                outbox.setdefault(m.to, []).append((replica.range_id, encode_message(m)))
-                if m.type is MessageType.SNAP:
-                    snapshots.append((replica, m.to))
+            late = replica.staged(ready)
+            _post(outbox, replica.range_id, late)
+            snapshots.extend((replica, m.to) for m in late if m.type is MessageType.SNAP)
             self._follow_lease(replica)
         self._settle_changes()
-        for node, batch in outbox.items():
-            self._send(node, batch)
+        self._flush(outbox)
         for replica, to in snapshots:
             # NB: handed to the transport is all a sender learns here; one that was lost
             # shows as the follower's rejection of the next append, and is sent again
             replica.raft.report_snapshot(to, success=True)
+
+    def _flush(self, outbox: dict[int, list[tuple[int, bytes]]]) -> None:
+        for node, batch in outbox.items():
+            self._send(node, batch)
 
     def _follow_lease(self, replica: Replica) -> None:
         if replica.holds_lease:
@@ -373,6 +420,13 @@ def _took_effect(change: ConfChange, conf: ConfState) -> bool:
     if change.type is ConfChangeType.ADD_LEARNER:
         return node in conf.learners or node in conf.voters
     return node not in conf.voters and node not in conf.learners
+
+
+def _post(
+    outbox: dict[int, list[tuple[int, bytes]]], range_id: int, messages: Sequence[Message]
+) -> None:
+    for m in messages:
+        outbox.setdefault(m.to, []).append((range_id, encode_message(m)))
 
 
 def _relay(inner: Completion[T], outer: Completion[T]) -> None:

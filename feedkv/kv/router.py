@@ -8,6 +8,7 @@ sends again, so callers never see one unless routing keeps failing.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -116,7 +117,8 @@ class Router:
                 # NB: the write may have been applied, so the caller must hear of it; but
                 # if the node restarted elsewhere, the next request goes there
                 if isinstance(dialer, Redialer):
-                    dialer.redial(node)
+                    with contextlib.suppress(NodeUnavailableError):  # not this error
+                        dialer.redial(node)
                 raise
             except NodeUnavailableError:
                 if node not in tried and isinstance(dialer, Redialer) and dialer.redial(node):

@@ -109,7 +109,7 @@ from feedkv.kv.replica_loop import ReplicaLoop, Send
 from feedkv.kv.replicated_command import Effects
 from feedkv.kv.tscache import TimestampCache
 from feedkv.kv.txn_record import TXN_RECORDS, TxnRecord, read_record
-from feedkv.raft import RAFT_DB, ConfChange, ConfChangeType, ConfState
+from feedkv.raft import RAFT_DB, ConfChange, ConfChangeType, ConfState, EngineRaftStorage
 from feedkv.raft import Config as RaftConfig
 from feedkv.storage.engine import Completion, Reader, ReadWriter, Snapshot
 from feedkv.storage.gc import forward_threshold, gc_threshold
@@ -214,10 +214,19 @@ class _ReplicatedRange:
     streams (:mod:`feedkv.kv.range_move`: versions, intents, transaction records; the
     time index rebuilt), with its GC threshold."""
 
-    def __init__(self, engine: LMDBEngine, ctx: CommandContext, range_id: int) -> None:
+    def __init__(
+        self,
+        engine: LMDBEngine,
+        ctx: CommandContext,
+        range_id: int,
+        node_id: int,
+        removed: set[int],
+    ) -> None:
         self._engine = engine
         self._ctx = ctx
         self.range_id = range_id
+        self._node_id = node_id
+        self._removed = removed  # ranges whose replica here was removed from the group
 
     def accepts(self, data: bytes) -> bool:
         """Whether a snapshot may be installed here: not while another range of this
@@ -236,13 +245,24 @@ class _ReplicatedRange:
             raise InvariantViolation(f"a snapshot of r{self.range_id}, which is not here")
         entries = [list(e) for chunk in range_move.read_snapshot(reader, desc.span) for e in chunk]
         threshold = gc_threshold(reader, desc.span)
+        # What the entries the snapshot stands for promised, which the replica that
+        # installs it never applies: no write below a read served or a timestamp closed.
+        # Every read served so far was at or below the clock (an HLC takes in every
+        # request's timestamp), so the clock bounds them all.
+        promised = [self._ctx.closed.get(self.range_id), self._ctx.clock.now()]
         packed: bytes = msgpack.packb(
-            [desc.encode(), [threshold.wall, threshold.logical], entries], use_bin_type=True
+            [
+                desc.encode(),
+                [threshold.wall, threshold.logical],
+                entries,
+                [[ts.wall, ts.logical] for ts in promised],
+            ],
+            use_bin_type=True,
         )
         return packed
 
     def install(self, rw: ReadWriter, data: bytes) -> None:
-        raw, threshold, entries = msgpack.unpackb(data, raw=False)
+        raw, threshold, entries, promised = msgpack.unpackb(data, raw=False)
         desc = RangeDescriptor.decode(raw)
         held = descriptor_by_id(rw, self.range_id)
         if held is not None:
@@ -253,6 +273,11 @@ class _ReplicatedRange:
         forward_threshold(rw, desc.span, Timestamp(*threshold))
         write_descriptor(rw, desc)
         self._serve()
+        # NB: promises only, should this replica lead: its observers learn a closed
+        # timestamp from the entries it applies (those after the snapshot may lie below)
+        closed, reads = (Timestamp(*ts) for ts in promised)
+        self._ctx.closed.forward(self.range_id, closed)
+        self._ctx.tscache.add_span(desc.span, reads, None)
 
     def members_changed(self, rw: ReadWriter, conf: ConfState) -> None:
         """The descriptor lists the voters only: a learner (a replica being added)
@@ -260,6 +285,10 @@ class _ReplicatedRange:
         desc = descriptor_by_id(rw, self.range_id)
         if desc is None:
             return  # a replica waiting for its snapshot: the snapshot brings the members
+        if self._node_id not in conf.voters and self._node_id not in conf.learners:
+            # NB: the engine may run this twice; the store drops the replica once the
+            # change is durable (Store._on_replicated_apply)
+            self._removed.add(self.range_id)
         kept = [n for n in desc.replicas if n in conf.voters]
         replicas = (*kept, *(n for n in conf.voters if n not in kept))
         write_descriptor(rw, replace(desc, replicas=replicas))
@@ -312,6 +341,7 @@ class Store:
         self.replicas: ReplicaLoop | None = None  # set by replicate()
         # replicated ranges: the closed timestamp of their last applied entry carrying one
         self._applied_closed: dict[int, Timestamp] = {}
+        self._removed: set[int] = set()  # replicas removed from their groups, to drop
         opened_at = self.clock.now()
         self._ctx = CommandContext(
             clock=self.clock,
@@ -502,7 +532,9 @@ class Store:
             self.engine,
             self.node_id,
             send,
-            lambda range_id: _ReplicatedRange(self.engine, self._ctx, range_id),
+            lambda range_id: _ReplicatedRange(
+                self.engine, self._ctx, range_id, self.node_id, self._removed
+            ),
             tick_s=tick_s,
             config=raft,
             on_stage=self._on_replicated_stage,
@@ -546,6 +578,47 @@ class Store:
         loop = self._replication()
         for change in (ConfChangeType.ADD_LEARNER, ConfChangeType.ADD_NODE):
             loop.change_members(range_id, ConfChange(change, node_id)).result(timeout_s)
+
+    def remove_replica(self, range_id: int, node_id: int, *, timeout_s: float = 60.0) -> None:
+        """Remove the replica of ``range_id`` on node ``node_id`` from its group. Runs on
+        the range's lease holder; the caller checks that the voters left are a live
+        quorum (:func:`~feedkv.kv.placement.choose_replica_change`). The removed store
+        drops its replica once it applies the change (:meth:`drop_replica`)."""
+        change = ConfChange(ConfChangeType.REMOVE_NODE, node_id)
+        self._replication().change_members(range_id, change).result(timeout_s)
+
+    def drop_replica(self, range_id: int) -> None:
+        """This store's replica of ``range_id`` is no longer in its group: stop driving
+        it, delete its data, descriptor and Raft state, and end its feeds with
+        ``REPLICA_REMOVED`` (they resume on a replica still in the group). Also for a
+        replica that learns of its removal from another node's report of the range,
+        having missed the change itself (its node was down)."""
+        loop = self._replication()
+        loop.remove(range_id, lambda: self._destroy_replica(range_id))
+
+    def _destroy_replica(self, range_id: int) -> None:
+        """On the replica loop, once it no longer drives the range's replica."""
+        ctx = self._ctx
+
+        def destroy(rw: ReadWriter) -> None:
+            desc = descriptor_by_id(rw, range_id)
+            if desc is not None:
+                range_move.clear_range(rw, desc.span)
+                delete_descriptor(rw, desc)
+            EngineRaftStorage.destroy(rw, range_id)
+
+        def ended(_: None) -> None:
+            ctx.replicated.discard(range_id)
+            self._removed.discard(range_id)
+            self._applied_closed.pop(range_id, None)
+            for observer in self._observers.pop(range_id, ()):
+                observer.on_range_ended(RangeEndReason.REPLICA_REMOVED)
+
+        self.engine.submit(destroy, ended).result()
+        self._sizes.set(range_id, 0)
+        log.info(
+            "n%d: the replica of r%d was removed from its group; dropped", self.node_id, range_id
+        )
 
     def _replication(self) -> ReplicaLoop:
         if self.replicas is None:
@@ -630,8 +703,17 @@ class Store:
 
     def _on_replicated_apply(self, range_id: int, entries: Sequence[AppliedEntry]) -> None:
         """Entries of a replicated range applied here, durably (under ``apply_lock``):
-        their ops, then their closed timestamp, go to the range's observers."""
+        their ops, then their closed timestamp, go to the range's observers. A change
+        that removed this store's replica has it dropped (:meth:`drop_replica`)."""
+        if range_id in self._removed and self.replicas is not None:
+            self.drop_replica(range_id)
         for entry in entries:
+            if entry.snapshot:
+                # NB: under apply_lock, the snapshot durable: a feed registered again
+                # here scans the data it brought
+                for observer in self._observers.pop(range_id, ()):
+                    observer.on_range_ended(RangeEndReason.RAFT_SNAPSHOT)
+                continue
             effects = entry.effects
             if effects.ops:
                 self._sizes.add(range_id, sum(map(op_bytes, effects.ops)))

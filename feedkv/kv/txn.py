@@ -18,6 +18,17 @@ Commit:
   meanwhile), then sends ``EndTxn`` with the spans it locked. The anchor's range resolves
   its own intents in the same command; the node resolves the rest in the background.
 
+Savepoints: :meth:`Txn.savepoint` marks a point that :meth:`Txn.rollback_to` returns the
+transaction to, undoing every write made since. Writes wait in the client's buffer until
+commit, so undoing one takes it out of the buffer: a rolled-back write never reaches a
+range, never commits and is never seen by a rangefeed, whichever ranges the transaction
+spans. While a savepoint is held, each buffered write journals what it replaced (the
+journal's length plays the part of CockroachDB's write sequence number); rolling back
+replays the journal backwards to the savepoint's length. Reads are not undone: their
+spans stay to be refreshed, as CockroachDB keeps them. Intents sent at once
+(:meth:`Txn.put_now`, schema changes) cannot be taken back this way, so rolling back past
+one is refused, as CockroachDB refuses ROLLBACK TO SAVEPOINT after DDL.
+
 Serializability: whenever the write timestamp ends above the read timestamp (a newer
 version, a later read, the closed timestamp or a pusher moved it), the coordinator
 *refreshes*: it asks each read span whether anything changed between the two timestamps.
@@ -32,7 +43,8 @@ import contextlib
 import enum
 import random
 import threading
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
 
 from feedkv.errors import (
     ConditionFailedError,
@@ -65,7 +77,7 @@ if TYPE_CHECKING:
     from feedkv.kv.router import Router
     from feedkv.security.secrets import HeldKey
 
-__all__ = ["Txn", "TxnState"]
+__all__ = ["Savepoint", "Txn", "TxnState"]
 
 HEARTBEAT_INTERVAL_S = 1.0
 
@@ -76,6 +88,33 @@ ONE_PHASE_ATTEMPTS = 2  # pushes a one-phase commit takes before it goes two-pha
 def _random_priority() -> int:
     """A priority in ``[1, MAX_PRIORITY]`` (one random word, not ``randint``'s calls)."""
     return random.getrandbits(MAX_PRIORITY.bit_length()) or 1
+
+
+@dataclass(frozen=True, slots=True)
+class Savepoint:
+    """A point in a transaction to roll back to (:meth:`Txn.savepoint`): the lengths of
+    the write journal and of the intents sent at once when it was taken."""
+
+    writes: int
+    intents: int
+
+
+class _Unset:
+    """A buffer slot that held nothing (journaled so rolling back removes the key)."""
+
+
+_UNSET: Final = _Unset()
+
+# A journaled write: the key, what the buffer held for it, and whether it was to be
+# checked absent or present at commit.
+_Undo = tuple[bytes, "bytes | _Unset | None", bool, bool]
+
+
+def _set_member(keys: set[bytes], key: bytes, member: bool) -> None:
+    if member:
+        keys.add(key)
+    else:
+        keys.discard(key)
 
 
 class TxnState(enum.Enum):
@@ -116,6 +155,8 @@ class Txn:
         self._absent: set[bytes] = set()  # written keys that must hold nothing before
         self._reads: list[Span] = []
         self._locked: list[Span] = []
+        self._savepoints = 0  # held; while any is, writes are journaled
+        self._journal: list[_Undo] = []
         self._heartbeat_thread: tuple[threading.Event, threading.Thread] | None = None
         self.state = TxnState.OPEN
         self.commit_ts: Timestamp | None = None
@@ -183,7 +224,7 @@ class Txn:
         if value is None:
             raise InvalidArgumentError("put needs a value; use delete() to remove a key")
         check_value(value)
-        self._writes[key] = value
+        self._buffer(key, value)
 
     def put_now(self, key: bytes, value: bytes, *, anchor: bytes | None = None) -> None:
         """Write ``key`` as an intent at once instead of at commit: until the transaction
@@ -195,13 +236,16 @@ class Txn:
         if not self._txn.key:
             self._txn = self._txn.anchored_at(anchor if anchor is not None else key)
         self._start_heartbeat()
-        self._send_key(key, (Put(key, value),))
+        # NB: counted as locked before it is sent: a send that fails may still have
+        # written the intent, which the end of the transaction must then resolve (and
+        # a savepoint must not roll back past)
         self._locked.append(Span.for_key(key))
+        self._send_key(key, (Put(key, value),))
 
     def delete(self, key: bytes) -> None:
         self._check_open()
         check_key(key)
-        self._writes[key] = None
+        self._buffer(key, None)
 
     def conditional_put(self, key: bytes, value: bytes | None, expected: bytes | None) -> None:
         """Write ``value`` if ``key`` holds ``expected`` (``None``: absent), else raise
@@ -225,7 +269,7 @@ class Txn:
                 raise ConditionFailedError(key, None, written)
             self.put(key, value)  # this transaction deleted it
             return
-        self.put(key, value)
+        self.put(key, value)  # NB: journals the key's checks too, before adding one
         self._absent.add(key)
 
     def put_if_present(self, key: bytes, value: bytes) -> None:
@@ -239,15 +283,69 @@ class Txn:
                 raise ConditionFailedError(key, None, None, exists=True)
             self.put(key, value)
             return
-        self.put(key, value)
+        self.put(key, value)  # NB: journals the key's checks too, before adding one
         self._present.add(key)
 
     def delete_range(self, start: bytes, end: bytes) -> list[bytes]:
         """Delete every live key in ``[start, end)``; returns the keys deleted."""
         keys = [kv.key for kv in self.scan(start, end)]
         for key in keys:
-            self._writes[key] = None
+            self._buffer(key, None)
         return keys
+
+    def _buffer(self, key: bytes, value: bytes | None) -> None:
+        """Buffer a write of ``key``, journaling what it replaces while a savepoint is
+        held."""
+        if self._savepoints:
+            writes = self._writes
+            self._journal.append(
+                (
+                    key,
+                    writes.get(key, _UNSET),
+                    key in self._absent,
+                    key in self._present,
+                )
+            )
+        self._writes[key] = value
+
+    # Savepoints.
+
+    def savepoint(self) -> Savepoint:
+        """Mark this point: :meth:`rollback_to` undoes every write made after it. Hold it
+        until :meth:`release` (or the end of the transaction)."""
+        self._check_open()
+        self._savepoints += 1
+        return Savepoint(len(self._journal), len(self._locked))
+
+    def release(self, savepoint: Savepoint) -> None:
+        """Stop holding ``savepoint``; its writes stay. Once none is held, the journal
+        goes (nothing can be rolled back to any more)."""
+        if self._savepoints <= 0:
+            raise TransactionStatusError("release of a savepoint that is not held")
+        self._savepoints -= 1
+        if not self._savepoints:
+            self._journal.clear()
+
+    def rollback_to(self, savepoint: Savepoint) -> None:
+        """Undo every write made since ``savepoint`` (which stays held). Raises
+        :class:`TransactionStatusError` if the transaction has ended, or if an intent was
+        sent since (by :meth:`put_now`): that write cannot be taken back."""
+        self._check_open()
+        if not self._savepoints or savepoint.writes > len(self._journal):
+            raise TransactionStatusError("rollback to a savepoint that is not held")
+        if len(self._locked) > savepoint.intents:
+            raise TransactionStatusError(
+                "cannot roll back to a savepoint past a write sent as an intent at once"
+            )
+        journal, writes = self._journal, self._writes
+        while len(journal) > savepoint.writes:
+            key, value, absent, present = journal.pop()
+            if isinstance(value, _Unset):
+                del writes[key]
+            else:
+                writes[key] = value
+            _set_member(self._absent, key, absent)
+            _set_member(self._present, key, present)
 
     # Timestamps.
 

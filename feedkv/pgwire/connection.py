@@ -66,9 +66,20 @@ from feedkv.errors import (
 from feedkv.pgwire import messages as m
 from feedkv.pgwire.auth import Accepted, Authenticator, Challenge, Refused
 from feedkv.pgwire.catalog import reads_catalog, run_catalog_query
-from feedkv.pgwire.copy import CopyStatement, decode_rows, encode_row, is_copy, parse_copy
+from feedkv.pgwire.copy import (
+    BINARY_HEADER,
+    BINARY_TRAILER,
+    CopyStatement,
+    decode_binary_rows,
+    decode_rows,
+    encode_binary_row,
+    encode_row,
+    is_copy,
+    parse_copy,
+)
 from feedkv.pgwire.types import (
     OID,
+    binary_reader,
     column_oid,
     decode_param,
     encode_binary,
@@ -87,6 +98,7 @@ from feedkv.sql.descriptor import (
 )
 from feedkv.sql.execution import Result
 from feedkv.sql.expr import VERSION_STRING
+from feedkv.sql.interrupt import Interrupt
 from feedkv.sql.session import prepare
 from feedkv.sql.types import ColumnType, coerce
 
@@ -131,6 +143,11 @@ class SQLSession(Protocol):
     def views_and_sequences(self) -> list[ViewDescriptor | SequenceDescriptor]: ...
 
     def check_login(self) -> None: ...
+
+    def fail(self) -> None: ...
+
+    @property
+    def interrupt(self) -> Interrupt: ...
 
     def describe(self, text: str, param_types: Sequence[ColumnType | None] = ()) -> Description: ...
 
@@ -266,12 +283,21 @@ class Connection:
                 self.close()
         return bytes(out)
 
+    @property
+    def busy(self) -> bool:
+        """Whether a query is running (read from any thread; a snapshot)."""
+        return self._busy
+
     def cancel(self) -> None:
         """A CancelRequest with this connection's key arrived (from another thread): a
-        streaming changefeed stops at once, any other query at its next statement
-        boundary, with 57014."""
+        streaming changefeed stops at once, any other statement where it next looks at
+        its session's interrupt (:mod:`feedkv.sql.interrupt`: between a scan's pages,
+        in ``pg_sleep``, between statements), with 57014."""
         if self._busy:
             self._cancelled = True
+            session = self._session
+            if session is not None:
+                session.interrupt.cancel()
             streaming = self._streaming
             if streaming is not None:
                 streaming.close()
@@ -423,7 +449,7 @@ class Connection:
     def _simple_query(self, text: str, out: bytearray) -> None:
         self._statements.pop("", None)
         self._portals.pop("", None)
-        self._busy = True
+        self._begin_query()
         try:
             copying, catalog = is_copy(text), reads_catalog(text)
             deallocate = _DEALLOCATE.match(text)
@@ -449,7 +475,7 @@ class Connection:
         except Exception as exc:
             self._error(exc, out)
         finally:
-            self._busy = self._cancelled = False
+            self._end_query()
         out += m.ready_for_query(self._status())
 
     # COPY.
@@ -466,7 +492,7 @@ class Connection:
         if len(typed) != len(described):
             raise SQLError("0A000", f"COPY cannot tell the column types of {copy.table}")
         self._copy_in = _CopyIn(copy, typed)
-        out += m.copy_in_response(len(typed))
+        out += m.copy_in_response(len(typed), binary=copy.binary)
         return True
 
     def _copy_message(self, state: _CopyIn, message: m.FrontendMessage, out: bytearray) -> None:
@@ -483,17 +509,18 @@ class Connection:
             return  # PostgreSQL ignores them during COPY
         elif isinstance(message, m.CopyDone):
             self._copy_in = None
-            self._busy = True
+            self._begin_query()
             try:
                 count = self._copy_rows(state)
             except _ClientGone:
                 raise
             except Exception as exc:
+                self._sql.fail()
                 self._error(exc, out)
             else:
                 out += m.command_complete(f"COPY {count}")
             finally:
-                self._busy = self._cancelled = False
+                self._end_query()
             out += m.ready_for_query(self._status())
             return
         elif isinstance(message, m.CopyFail):
@@ -503,6 +530,7 @@ class Connection:
                 "08P01", f"unexpected {type(message).__name__} message during COPY from stdin"
             )
         self._copy_in = None
+        self._sql.fail()
         self._error(error, out)
         out += m.ready_for_query(self._status())
 
@@ -524,7 +552,16 @@ class Connection:
         # keep a million rows alive as a million lists, which every full garbage
         # collection walks while the COPY runs
         batches: list[list[Any]] = [[]]
-        for line, values in decode_rows(copy, bytes(state.data), width):
+        rows = (
+            decode_binary_rows(
+                bytes(state.data),
+                [binary_reader(ctype) for _, ctype in columns],
+                [name for name, _ in columns],
+            )
+            if copy.binary
+            else decode_rows(copy, bytes(state.data), width)
+        )
+        for line, values in rows:
             batch = batches[-1]
             if len(batch) == _COPY_BATCH_ROWS * width:
                 batch = []
@@ -537,7 +574,8 @@ class Connection:
                     ]
                 )
             except SQLError as exc:
-                raise SQLError(exc.code, f"COPY data, line {line}: {exc.message}") from None
+                where = "row" if copy.binary else "line"
+                raise SQLError(exc.code, f"COPY data, {where} {line}: {exc.message}") from None
         if not batches[-1]:
             batches.pop()
         full_text = statement(_COPY_BATCH_ROWS)  # NB: one text for every full batch
@@ -554,13 +592,28 @@ class Connection:
         else:
             columns = ", ".join(f'"{c}"' for c in copy.columns) if copy.columns else "*"
             query = f"SELECT {columns} FROM {copy.table}"
-        self._busy = True
+        self._begin_query()
         try:
             result = self._sql.execute_all(query)[-1]
         finally:
-            self._busy = self._cancelled = False
+            self._end_query()
         oids = self._result_oids(result, self._described_after(prepare(query)[0][0], result))
-        out += m.copy_out_response(len(oids))
+        out += m.copy_out_response(len(oids), binary=copy.binary)
+        if copy.binary:
+            # NB: the header goes in the first message, with the first row (or the
+            # trailer), as PostgreSQL sends it: clients (psycopg) expect it there
+            header = BINARY_HEADER
+            for row in result.rows:
+                fields = [
+                    None if value is None else encode_binary(value, oid)
+                    for value, oid in zip(row, oids, strict=True)
+                ]
+                out += m.copy_data(header + encode_binary_row(fields))
+                header = b""
+            out += m.copy_data(header + BINARY_TRAILER)
+            out += m.copy_done()
+            out += m.command_complete(f"COPY {len(result.rows)}")
+            return
         if copy.header:
             out += m.copy_data(encode_row(copy, list(result.columns)))
         for row in result.rows:
@@ -595,6 +648,15 @@ class Connection:
             version=VERSION_STRING,
             others=session.views_and_sequences(),
         )
+
+    def _begin_query(self) -> None:
+        """A query starts: a cancel that came before it is spent."""
+        if self._session is not None:
+            self._session.interrupt.reset()
+        self._busy = True
+
+    def _end_query(self) -> None:
+        self._busy = self._cancelled = False
 
     def _check_cancelled(self) -> None:
         if self._cancelled:
@@ -639,6 +701,8 @@ class Connection:
                 self._stream(result, oids, codes, out)
                 return
             _data_rows(result.rows, oids, codes, out)
+        for notice in result.notices:
+            out += m.notice_response(notice)
         out += m.command_complete(result.tag)
 
     def _stream(
@@ -803,11 +867,11 @@ class Connection:
             elif portal.prepared.statement is None:
                 portal.result = Result()
             else:
-                self._busy = True
+                self._begin_query()
                 try:
                     results = self._sql.execute_all(portal.prepared.text, portal.params)
                 finally:
-                    self._busy = self._cancelled = False
+                    self._end_query()
                 portal.result = results[-1]
             if not portal.described:
                 portal.oids = self._result_oids(portal.result, portal.prepared.description)
@@ -821,11 +885,11 @@ class Connection:
             return
         if isinstance(result, FeedResult):
             codes = _formats(portal.result_formats, len(portal.oids))
-            self._busy = True
+            self._begin_query()
             try:
                 self._stream(result, portal.oids, codes, out)
             finally:
-                self._busy = self._cancelled = False
+                self._end_query()
             return
         end = len(result.rows) if message.max_rows == 0 else portal.sent + message.max_rows
         rows = result.rows[portal.sent : end]
@@ -836,6 +900,8 @@ class Connection:
         if portal.sent < len(result.rows):
             out += m.portal_suspended()
         else:
+            for notice in result.notices:
+                out += m.notice_response(notice)
             out += m.command_complete(result.tag)
 
     def _close(self, message: m.Close, out: bytearray) -> None:

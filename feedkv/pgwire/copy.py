@@ -7,8 +7,13 @@ Options, written as PostgreSQL has them (``WITH (FORMAT csv, HEADER true, DELIMI
 ';', NULL '')``) or in the older form (``WITH CSV HEADER DELIMITER ';'``): ``FORMAT``
 (``text``, the default, or ``csv``), ``DELIMITER`` (one character; tab in text, comma
 in CSV), ``NULL`` (``\\N`` in text, the empty unquoted string in CSV), ``HEADER``
-(CSV: the first line names columns and is skipped; written on the way out). ``binary``
-is refused.
+(CSV: the first line names columns and is skipped; written on the way out).
+
+Binary format (``FORMAT binary``): PostgreSQL's. An 11-byte signature, a flags word (no
+critical flag may be set: OIDs are not supported), a header extension that is skipped;
+then per row a 16-bit field count and each field as a 32-bit length (-1: NULL) and the
+value in its type's binary format; a count of -1 ends the data (as does the end of
+the data between rows). Anything else is refused (22P04) before a row is written.
 
 Text format: one row a line, fields split on the delimiter, ``\\N`` is NULL, and the
 backslash escapes ``\\\\ \\t \\n \\r \\b \\f \\v`` and ``\\ooo`` (octal) and ``\\xhh``
@@ -23,13 +28,24 @@ column types when it inserts them and reports a bad value with its line too.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+import struct
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from feedkv.errors import SQLError
 
-__all__ = ["CopyError", "CopyStatement", "decode_rows", "encode_row", "parse_copy"]
+__all__ = [
+    "BINARY_HEADER",
+    "BINARY_TRAILER",
+    "CopyError",
+    "CopyStatement",
+    "decode_binary_rows",
+    "decode_rows",
+    "encode_binary_row",
+    "encode_row",
+    "parse_copy",
+]
 
 
 class CopyError(SQLError):
@@ -49,6 +65,7 @@ class CopyStatement:
     delimiter: str = "\t"
     null: str = "\\N"
     header: bool = False
+    binary: bool = False
 
 
 _IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)'
@@ -92,8 +109,12 @@ def parse_copy(text: str) -> CopyStatement:
             raise CopyError("42601", "COPY: an empty column name in the column list")
     options = _options(found["options"])
     fmt = options.pop("format", "text").lower()
-    if fmt not in ("text", "csv"):
-        raise CopyError("0A000", f"COPY format {fmt!r} is not supported: use text or csv")
+    if fmt not in ("text", "csv", "binary"):
+        raise CopyError("0A000", f"COPY format {fmt!r} is not supported: use text, csv or binary")
+    if fmt == "binary":
+        for option in ("delimiter", "null", "header"):
+            if option in options:
+                raise CopyError("42601", f"cannot specify {option.upper()} in BINARY mode")
     is_csv = fmt == "csv"
     delimiter = options.pop("delimiter", "," if is_csv else "\t")
     if len(delimiter) != 1:
@@ -113,6 +134,7 @@ def parse_copy(text: str) -> CopyStatement:
         delimiter,
         null,
         header,
+        fmt == "binary",
     )
 
 
@@ -289,3 +311,91 @@ def _escape(value: str, delimiter: str) -> str:
     if delimiter != "\t":
         value = value.replace(delimiter, "\\" + delimiter)
     return value
+
+
+# Binary format.
+
+BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack("!ii", 0, 0)
+BINARY_TRAILER = struct.pack("!h", -1)
+_SIGNATURE = BINARY_HEADER[:11]
+_INT16 = struct.Struct("!h")
+_INT32 = struct.Struct("!i")
+
+
+def decode_binary_rows(
+    data: bytes, readers: Sequence[Callable[[bytes], Any]], names: Sequence[str]
+) -> Iterator[tuple[int, list[Any]]]:
+    """The rows of binary COPY ``data`` as ``(row number, values)``, each field read by
+    its column's reader (``names``: the columns, for errors). CopyError 22P04 for a
+    malformed stream, 22P03 for a field that does not read as its column's type."""
+    view = memoryview(data)
+    end = len(data)
+    if bytes(view[:11]) != _SIGNATURE:
+        raise CopyError("22P04", "COPY file signature not recognized")
+    if end < 19:
+        raise CopyError("22P04", "invalid COPY file header (missing flags or length)")
+    (flags,) = _INT32.unpack_from(data, 11)
+    if flags & (1 << 16):
+        raise CopyError("0A000", "COPY with OIDs is not supported")
+    if flags >> 16:
+        raise CopyError("22P04", "unrecognized critical flags in COPY file header")
+    (extension,) = _INT32.unpack_from(data, 15)
+    at = 19 + extension
+    if extension < 0 or at > end:
+        raise CopyError("22P04", "invalid COPY file header (wrong length)")
+    width = len(readers)
+    number = 0
+    while at < end:
+        number += 1
+        if at + 2 > end:
+            raise _eof(number)
+        (count,) = _INT16.unpack_from(data, at)
+        at += 2
+        if count == -1:
+            if at != end:
+                raise CopyError("22P04", "received copy data after EOF marker")
+            return
+        if count != width:
+            raise CopyError(
+                "22P04", f"COPY data, row {number}: row field count is {count}, expected {width}"
+            )
+        values: list[Any] = []
+        for reader, name in zip(readers, names, strict=True):
+            if at + 4 > end:
+                raise _eof(number)
+            (size,) = _INT32.unpack_from(data, at)
+            at += 4
+            if size == -1:
+                values.append(None)
+                continue
+            if size < 0:
+                raise CopyError("22P04", f"COPY data, row {number}: invalid field size {size}")
+            if at + size > end:
+                raise _eof(number)
+            raw = bytes(view[at : at + size])
+            at += size
+            try:
+                values.append(reader(raw))
+            except (ValueError, struct.error, ArithmeticError, UnicodeDecodeError) as exc:
+                raise CopyError(
+                    "22P03",
+                    f"COPY data, row {number}, column {name}: incorrect binary data format ({exc})",
+                ) from None
+        yield number, values
+
+
+def _eof(number: int) -> CopyError:
+    return CopyError("22P04", f"COPY data, row {number}: unexpected EOF in COPY data")
+
+
+def encode_binary_row(fields: Sequence[bytes | None]) -> bytes:
+    """One row of binary COPY TO output, its values already in binary form (``None``:
+    NULL)."""
+    parts = [_INT16.pack(len(fields))]
+    for value in fields:
+        if value is None:
+            parts.append(_INT32.pack(-1))
+        else:
+            parts.append(_INT32.pack(len(value)))
+            parts.append(value)
+    return b"".join(parts)

@@ -494,15 +494,17 @@ def portal_suspended() -> bytes:
     return _message(b"s")
 
 
-def copy_in_response(columns: int) -> bytes:
+def copy_in_response(columns: int, *, binary: bool = False) -> bytes:
     """CopyInResponse: the client sends CopyData, then CopyDone or CopyFail (text
-    format, for every column)."""
-    return _message(b"G", struct.pack(f"!bh{columns}h", 0, columns, *([0] * columns)))
+    format for every column, or binary)."""
+    fmt = int(binary)
+    return _message(b"G", struct.pack(f"!bh{columns}h", fmt, columns, *([fmt] * columns)))
 
 
-def copy_out_response(columns: int) -> bytes:
-    """CopyOutResponse: CopyData messages follow, then CopyDone (text format)."""
-    return _message(b"H", struct.pack(f"!bh{columns}h", 0, columns, *([0] * columns)))
+def copy_out_response(columns: int, *, binary: bool = False) -> bytes:
+    """CopyOutResponse: CopyData messages follow, then CopyDone (text or binary)."""
+    fmt = int(binary)
+    return _message(b"H", struct.pack(f"!bh{columns}h", fmt, columns, *([fmt] * columns)))
 
 
 def copy_data(data: bytes) -> bytes:

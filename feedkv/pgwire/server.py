@@ -91,6 +91,12 @@ class PGServer:
         with self._lock:
             return len(self._connections)
 
+    @property
+    def running(self) -> int:
+        """Connections running a query now (which a CancelRequest would stop)."""
+        with self._lock:
+            return sum(conn.busy for conn, _sock in self._connections.values())
+
     def stop(self, grace_s: float = 5.0) -> None:
         """Stop accepting, close every connection (their open transactions roll back)
         and wait up to ``grace_s`` for their threads. Idempotent."""

@@ -38,6 +38,7 @@ from feedkv.sql.types import ColumnType, Kind, format_value, kind_of_value
 
 __all__ = [
     "OID",
+    "binary_reader",
     "column_oid",
     "decode_param",
     "encode_binary",
@@ -119,6 +120,78 @@ _PG_EPOCH = datetime.datetime(2000, 1, 1)
 _PG_EPOCH_TZ = datetime.datetime(2000, 1, 1, tzinfo=datetime.UTC)
 
 
+def _int_binary(raw: bytes) -> int:
+    """An integer as int2, int4 or int8, told by its width (a column of INT takes
+    any: a client may well send an INT4 column's values as int4)."""
+    size = len(raw)
+    if size not in (2, 4, 8):
+        raise ValueError(f"{size} bytes: an integer is 2, 4 or 8")
+    return int.from_bytes(raw, "big", signed=True)
+
+
+def _float_binary(raw: bytes) -> float:
+    """A float as float4 or float8, told by its width."""
+    if len(raw) == 4:
+        return float(struct.unpack("!f", raw)[0])
+    if len(raw) == 8:
+        return float(struct.unpack("!d", raw)[0])
+    raise ValueError(f"{len(raw)} bytes: a float is 4 or 8")
+
+
+# Element OIDs of arrays read in binary beyond the ones feedkv sends (``pg_type.typarray``).
+_MORE_ARRAY_ELEMENTS = {1005: OID.INT2, 1007: OID.INT4, 1021: OID.FLOAT4, 1015: OID.VARCHAR}
+
+
+def _array_from_binary(raw: bytes) -> Array:
+    """PostgreSQL's array_recv for one-dimensional arrays (or empty ones): dimensions,
+    flags, element type, length and lower bound, then each element's length (-1: NULL)
+    and binary value."""
+    ndim, flags, element_oid = struct.unpack_from("!iiI", raw)
+    kind = _KIND_OF_OID.get(element_oid)
+    reader = _BINARY_IN.get(element_oid)
+    if kind is None or reader is None or element_oid in _ARRAY_OIDS_READ:
+        raise ValueError(f"arrays of type oid {element_oid} are not supported")
+    if flags not in (0, 1):
+        raise ValueError(f"array flags {flags}")
+    if ndim == 0:
+        if len(raw) != 12:
+            raise ValueError("trailing bytes after an empty array")
+        return Array((), ColumnType(kind))
+    if ndim != 1:
+        raise ValueError(f"{ndim}-dimensional arrays are not supported")
+    length, _lower = struct.unpack_from("!ii", raw, 12)
+    if length < 0:
+        raise ValueError(f"array length {length}")
+    at = 20
+    items: list[Any] = []
+    for _ in range(length):
+        (size,) = struct.unpack_from("!i", raw, at)
+        at += 4
+        if size == -1:
+            items.append(None)
+            continue
+        if size < 0 or at + size > len(raw):
+            raise ValueError(f"array element of {size} bytes")
+        items.append(reader(raw[at : at + size]))
+        at += size
+    if at != len(raw):
+        raise ValueError(f"{len(raw) - at} trailing bytes after the array")
+    return Array(tuple(items), ColumnType(kind))
+
+
+def binary_reader(ctype: ColumnType) -> Callable[[bytes], Any]:
+    """What reads a value of a column of ``ctype`` sent in binary (COPY FROM ... BINARY):
+    its type's reader, lenient about integer and float widths. It raises ValueError (or
+    struct.error) for bytes that do not read as the type."""
+    if ctype.kind is Kind.INT:
+        return _int_binary
+    if ctype.kind is Kind.FLOAT:
+        return _float_binary
+    if ctype.kind is Kind.ARRAY:
+        return _array_from_binary
+    return _BINARY_IN[oid_of_type(ctype)]
+
+
 # The OIDs of one-dimensional arrays by element kind (``pg_type.typarray``).
 _ARRAY_OIDS: dict[Kind, int] = {
     Kind.BOOL: 1000,
@@ -137,6 +210,7 @@ _ARRAY_OIDS: dict[Kind, int] = {
     Kind.ENUM: 1009,  # text[], as an enum goes out as text
 }
 _ELEMENT_OF_ARRAY = {oid: kind for kind, oid in _ARRAY_OIDS.items() if kind is not Kind.ENUM}
+_ARRAY_OIDS_READ = frozenset(_ELEMENT_OF_ARRAY) | frozenset(_MORE_ARRAY_ELEMENTS)
 
 
 def oid_of_type(ctype: ColumnType) -> int:
@@ -537,3 +611,4 @@ _BINARY_IN: dict[int, Callable[[bytes], Any]] = {
     OID.INTERVAL: _interval_binary,
     OID.INET: _inet_from_binary,
 }
+_BINARY_IN.update(dict.fromkeys(_ARRAY_OIDS_READ, _array_from_binary))

@@ -116,6 +116,16 @@ class EngineRaftStorage:
         rw.put(RAFT_DB, prefix + b"t", _pack([index, term]))
         rw.put(RAFT_DB, prefix + b"a", _pack(index))
 
+    @staticmethod
+    def destroy(rw: ReadWriter, group_id: int) -> None:
+        """Delete everything the group's replica keeps here (it was removed from the
+        group): a replica created again later starts empty and waits for a snapshot."""
+        prefix = _GROUP.pack(group_id)
+        end = _GROUP.pack(group_id + 1)
+        keys = [kv[0] for kv in rw.scan(RAFT_DB, prefix, end)]
+        for key in keys:
+            rw.delete(RAFT_DB, key)
+
     def _key(self, kind: bytes, index: int | None = None) -> bytes:
         key = self._prefix + kind
         return key if index is None else key + _INDEX.pack(index)

@@ -46,6 +46,12 @@ class RaftLog:
             return self._snapshot.meta.index
         return self.storage.last_index()
 
+    def stable_index(self) -> int:
+        """The last index of the persisted log (the entries after it are unstable)."""
+        if self._snapshot is not None:
+            return 0  # NB: the log restarts at the snapshot, not persisted yet
+        return self._offset - 1
+
     def last_term(self) -> int:
         term = self.term(self.last_index())
         if term is None:

@@ -21,7 +21,12 @@ calls :meth:`~RaftState.advance` with it before taking the next:
    after the first of them) and ``snapshot``, durably (fsync). A store hosting many groups
    writes the Readies of all of them in one engine transaction: one fsync for all;
 2. only then send ``messages`` (a vote or an acknowledgement promises what was just
-   persisted);
+   persisted), except :attr:`Ready.early_messages`, which may go out before step 1 or
+   while it runs: a leader's appends and heartbeats promise nothing of its own storage,
+   as a leader counts its own copy of an entry towards the commit only once
+   :meth:`~RaftState.advance` reports it persisted (so its followers write the entries
+   while it does, as in etcd's raft, and a commit index never counts a copy that a
+   crash could lose);
 3. apply ``snapshot`` to the state machine, then ``committed_entries`` in order (for a
    ``CONF_CHANGE`` entry, call :meth:`~RaftState.apply_conf_change` and persist the
    :class:`ConfState` it returns with the applied index);
@@ -69,6 +74,7 @@ from feedkv.raft.storage import RaftStorage
 __all__ = ["Config", "RaftState", "Ready", "Role", "SoftState"]
 
 MT = MessageType
+_EARLY = frozenset({MT.APP, MT.HEARTBEAT})
 
 
 class Role(Enum):
@@ -138,6 +144,17 @@ class Ready:
     def must_sync(self) -> bool:
         """Whether this Ready has anything to persist (and so to fsync)."""
         return self.hard_state is not None or bool(self.entries) or self.snapshot is not None
+
+    @property
+    def early_messages(self) -> tuple[Message, ...]:
+        """The messages that may be sent before this Ready is persisted (step 2 of the
+        module docstring)."""
+        return tuple(m for m in self.messages if m.type in _EARLY)
+
+    @property
+    def late_messages(self) -> tuple[Message, ...]:
+        """The messages to send only once this Ready is persisted."""
+        return tuple(m for m in self.messages if m.type not in _EARLY)
 
 
 class RaftState:
@@ -354,6 +371,8 @@ class RaftState:
         if ready.committed_entries:
             self.log.applied_to(ready.committed_entries[-1].index)
         del self._msgs[: len(ready.messages)]
+        if ready.entries and self.role is Role.LEADER:
+            self._own_copy_persisted()
 
     # -- roles ---------------------------------------------------------------------
 
@@ -384,7 +403,7 @@ class RaftState:
             if pr is None:
                 pr = self.prs[node] = Progress(last + 1, self.cfg.max_inflight)
                 if node == self.id:
-                    pr.match = last
+                    pr.match = self.log.stable_index()
             pr.is_learner = node in self.learners
 
     def _become_follower(self, term: int, leader: int) -> None:
@@ -573,13 +592,14 @@ class RaftState:
         return placed
 
     def _append_entries(self, entries: list[Entry]) -> None:
-        last = self.log.append(entries)
+        # NB: this replica's own copy counts towards the commit once persisted
+        # (_own_copy_persisted), as its appends may leave before it is
+        self.log.append(entries)
+
+    def _own_copy_persisted(self) -> None:
         own = self.prs.get(self.id)
-        if own is not None:
-            # NB: counts this replica's copy before its fsync: safe, because the commit
-            # it allows leaves only in messages sent after the Ready is persisted
-            own.maybe_update(last)
-        self._maybe_commit()
+        if own is not None and own.maybe_update(self.log.stable_index()) and self._maybe_commit():
+            self._bcast_append()
 
     def _maybe_commit(self) -> bool:
         if not self.voters:

@@ -61,6 +61,7 @@ from feedkv.util.keys import Span, merge_spans
 __all__ = ["FeedRange", "FeedTransport", "RangeFeed"]
 
 MAX_BACKOFF_S = 1.0
+STUCK_AFTER_S = 60.0  # a piece silent this long is registered again (CockroachDB: 1 min)
 RECENT_VALUES = 16_384  # values a piece keeps in batches before folding them (see above)
 FOLDED_VALUES = 1 << 18  # keys a piece's folds hold before it merges them (see above)
 _KEY = attrgetter("key")
@@ -72,6 +73,10 @@ class FeedTransport(Protocol):
 
     def new_stream(self) -> EventStream:
         """A stream for one feed's events."""
+        ...
+
+    def local_node(self) -> int:
+        """The node registrations with ``node_id=0`` go to (0: not known)."""
         ...
 
     def register(
@@ -131,8 +136,10 @@ class _Piece:
     merged: dict[bytes, Timestamp] = field(default_factory=dict)
     merged_newest: Timestamp = ZERO_TIMESTAMP
     desc: RangeDescriptor | None = None
+    node_id: int | None = None  # the node it is registered with
     handle: object | None = None
     attempts: int = 0
+    heard_at: float = field(default_factory=time.monotonic)  # its last event (or start)
 
     @property
     def folded_values(self) -> int:
@@ -155,6 +162,7 @@ class RangeFeed:
         initial: Iterable[Event] = (),
         recent_values: int = RECENT_VALUES,
         folded_values: int = FOLDED_VALUES,
+        stuck_after_s: float = STUCK_AFTER_S,
     ) -> None:
         if with_diff and not values:
             raise InvalidArgumentError(
@@ -178,6 +186,8 @@ class RangeFeed:
         self._values_only = values_only
         self._recent_values = recent_values
         self._folded_values = folded_values
+        self._stuck_after_s = stuck_after_s
+        self._stuck_check_at = time.monotonic() + stuck_after_s
         self._stream = transport.new_stream()
         self._tags = itertools.count(1)
         self._pieces: dict[int, _Piece] = {}
@@ -260,7 +270,7 @@ class RangeFeed:
                     p.desc.range_id if p.desc else None,
                     p.span,
                     p.resume,
-                    p.desc.lease_holder if p.desc else None,
+                    p.node_id,
                 )
                 for p in pieces
             ),
@@ -288,7 +298,34 @@ class RangeFeed:
         for tag, item in self._stream.take_batches(timeout):
             piece = self._pieces.get(tag)  # type: ignore[call-overload]
             if piece is not None:
+                piece.heard_at = time.monotonic()
                 self._handle(tag, piece, item)
+        if time.monotonic() >= self._stuck_check_at:
+            self._restart_stuck()
+
+    def _restart_stuck(self) -> None:
+        """Register again, from its last checkpoint and with the next replica, each
+        piece its node has sent nothing for ``stuck_after_s`` (as CockroachDB's
+        ``kv.rangefeed.range_stuck_threshold``): a replica cut off from its range's
+        leader learns no closed timestamp, and a node may stop sending without the
+        stream breaking. A range whose resolved timestamp is held back by a long
+        transaction is registered again too, which costs a catch-up scan and loses
+        nothing."""
+        now = time.monotonic()
+        self._stuck_check_at = now + min(1.0, self._stuck_after_s)
+        with self._lock:
+            stuck = [
+                (tag, piece)
+                for tag, piece in self._pieces.items()
+                if now - piece.heard_at > self._stuck_after_s
+            ]
+            for tag, _piece in stuck:
+                del self._pieces[tag]
+        for _tag, piece in stuck:
+            if piece.handle is not None:
+                with contextlib.suppress(ExternalError):  # the node may be gone
+                    self._transport.unregister(piece.handle)
+            self._later(piece)
 
     def _handle(self, tag: Hashable, piece: _Piece, item: StreamItem) -> None:
         if isinstance(item, ValueBatch | Value):
@@ -381,6 +418,7 @@ class RangeFeed:
                 if self._closed:
                     return
                 self._pieces[tag] = part
+            part.node_id = self._replica_for(desc, part.attempts)
             try:
                 part.handle = self._transport.register(
                     tag,
@@ -390,12 +428,23 @@ class RangeFeed:
                     self._stream,
                     values=self.values,
                     timestamp_order=self.timestamp_order,
-                    node_id=desc.lease_holder,
+                    node_id=part.node_id,
                 )
             except (RetryableError, ExternalError):
                 with self._lock:
                     self._pieces.pop(tag, None)
                 self._later(part)
+
+    def _replica_for(self, desc: RangeDescriptor, attempts: int) -> int:
+        """The replica to serve a piece from: any replica can (it applies the range's
+        log, closed timestamps included). This client's own node's if it holds one (no
+        hop, and a lease that moves does not end the feed), else the lease holder's;
+        each attempt after a failure tries the next replica, so a feed fails over from
+        its last checkpoint."""
+        replicas = desc.replicas
+        local = self._transport.local_node()
+        first = replicas.index(local) if local in replicas else 0
+        return replicas[(first + attempts) % len(replicas)]
 
     def _later(self, piece: _Piece) -> None:
         delay = min(MAX_BACKOFF_S, 0.01 * 2 ** min(piece.attempts, 10))

@@ -67,6 +67,9 @@ class ClusterFeedTransport:
     def new_stream(self) -> EventStream:
         return self.gateway.new_stream()
 
+    def local_node(self) -> int:
+        return self._gateway_node()
+
     def register(
         self,
         tag: Hashable,
@@ -107,7 +110,6 @@ class ClusterFeedTransport:
                 [
                     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                    ("grpc.enable_http_proxy", 0),
                 ],
                 self._tls,
             )

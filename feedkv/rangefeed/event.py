@@ -159,6 +159,7 @@ class ErrorReason(enum.Enum):
     RANGE_SPLIT = "RANGE_SPLIT"
     RANGE_MERGED = "RANGE_MERGED"
     REPLICA_REMOVED = "REPLICA_REMOVED"
+    RAFT_SNAPSHOT = "RAFT_SNAPSHOT"  # the replica took a snapshot: its ops skipped entries
     NODE_SHUTDOWN = "NODE_SHUTDOWN"
     SLOW_CONSUMER = "SLOW_CONSUMER"
     RANGE_NOT_FOUND = "RANGE_NOT_FOUND"  # the span is no longer (only) on this range

@@ -208,6 +208,9 @@ class GrpcFeedTransport:
         self._mux: _Mux | None = None
         self._closed = False
 
+    def local_node(self) -> int:
+        return 0  # NB: a single node's, or a cluster's gateway (which names it)
+
     def new_stream(self) -> EventStream:
         return EventStream(self._budget, per_registration=self._per_registration)
 

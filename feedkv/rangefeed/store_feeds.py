@@ -114,6 +114,9 @@ class StoreFeeds:
     def closed(self) -> bool:
         return self._stopping.is_set()
 
+    def local_node(self) -> int:
+        return self.store.node_id
+
     def new_stream(self) -> EventStream:
         """A stream for one consumer, drawing on this node's budget."""
         return EventStream(self.budget, per_registration=self.config.per_registration)

@@ -61,23 +61,34 @@ from feedkv.kv.api import (
     RelocateResponse,
     ResolveIntent,
 )
+from feedkv.kv.db import KVClient
 from feedkv.kv.dialer import ClusterDialer, call
 from feedkv.kv.directory import RangeDirectory
 from feedkv.kv.liveness import DEAD_AFTER_NS, MAX_OFFSET_NS, Liveness, NodeDescriptor
+from feedkv.kv.membership import Membership, membership_span, node_of_key
 from feedkv.kv.node_status import NodeInfo
-from feedkv.kv.placement import choose_move
+from feedkv.kv.placement import (
+    AddVoter,
+    NodeStates,
+    ReplicationZones,
+    choose_lease_target,
+    choose_move,
+    choose_replica_change,
+)
 from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.router import Router, Transport
 from feedkv.kv.store import Store
+from feedkv.raft import Config as RaftConfig
 from feedkv.security.tls import ClientTLS, open_channel
-from feedkv.server.raft_transport import RaftTransport
+from feedkv.server.raft_transport import ChunkAssembler, RaftTransport
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
-from feedkv.util.keys import KEY_MAX
+from feedkv.util.keys import KEY_MAX, Span
 
 __all__ = [
     "Cluster",
     "ClusterConfig",
     "ClusterIdent",
+    "ZoneSettings",
     "join_cluster",
     "load_ident",
     "method_handlers",
@@ -194,6 +205,24 @@ class _ClusterSender:
         )
 
 
+TIME_UNTIL_STORE_DEAD_NS = 5 * 60 * 1_000_000_000  # CockroachDB's default
+_CHANGES_PER_TURN = 16  # membership changes a node makes before it looks again
+STOP_REPLICATOR_S = 5.0  # how long a stopping node waits for its replicate loop
+REMOVED_GRACE_S = 10.0  # a replica looks removed this long before it is dropped
+
+
+@dataclass(frozen=True, slots=True)
+class ZoneSettings:
+    """What the SQL layer's zone configurations and cluster settings say about
+    replication (:mod:`feedkv.server.zones` reads them): the default zone's and each
+    table's ``num_replicas`` (``None``, none: the node's ``--replicas``), and
+    ``server.time_until_store_dead`` (``None``: its default)."""
+
+    default_replicas: int | None = None
+    tables: tuple[tuple[Span, int], ...] = ()
+    time_until_store_dead_ns: int | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterConfig:
     heartbeat_s: float = HEARTBEAT_S
@@ -202,7 +231,12 @@ class ClusterConfig:
     rebalance_interval_s: float = 10.0  # how often a node evens out ranges (0: never)
     replicas: int = 1  # each range's replicas, where there are enough live nodes
     replicate_interval_s: float = 1.0  # how often a node adds replicas its ranges lack
+    # a node dead this long has its replicas replaced (server.time_until_store_dead)
+    time_until_store_dead_ns: int = TIME_UNTIL_STORE_DEAD_NS
     raft_tick_s: float = 0.1  # a Raft tick: elections time out after 10 to 20 of them
+    # NB: a leader's heartbeats only keep its followers from campaigning (a commit goes
+    # out with an append at once); one every three ticks is well inside the timeout
+    raft_heartbeat_ticks: int = 3
 
 
 class Cluster:
@@ -232,6 +266,7 @@ class Cluster:
         self.directory = RangeDirectory()
         self.heartbeat_s = config.heartbeat_s
         self.refusal: str | None = None  # why this node must not serve (its clock)
+        self._left: str | None = None  # why it must never serve again (decommissioned)
         self._rebalanced = time.monotonic()
         self._join = list(join)
         self._lock = threading.Lock()
@@ -250,12 +285,19 @@ class Cluster:
         )
         self.router = Router(self.dialer)
         self.relocations: Relocator | None = None
+        # zone configurations and settings (set by feedkv.server.zones) and memberships
+        self.zone_settings: Callable[[], ZoneSettings] = ZoneSettings
+        self._zone = ZoneSettings()
+        self.membership: dict[int, Membership] = {}
+        self._kv: KVClient | None = None  # reads the memberships
+        self._suspects: dict[int, float] = {}  # replicas that look removed, since when
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="feedkv-gossip", daemon=True)
         self._replicator = threading.Thread(
             target=self._replicate_loop, name="feedkv-replicate", daemon=True
         )
         self.raft = RaftTransport(ident.node_id, self.liveness.address, self._channel)
+        self._chunks = ChunkAssembler()
         self.report()
         store.cluster = _ClusterSender(self.router)
         store.intercept = self._intercept
@@ -265,15 +307,22 @@ class Cluster:
         ranges, then tells every node where it is), then every ``heartbeat_s``."""
         self._beat()  # learns the nodes from a member it joins through
         self._beat()  # and tells them all where it is now
-        self.store.replicate(self.raft.send, tick_s=self.config.raft_tick_s)
+        self.store.replicate(
+            self.raft.send,
+            tick_s=self.config.raft_tick_s,
+            raft=RaftConfig(self.store.node_id, heartbeat_tick=self.config.raft_heartbeat_ticks),
+        )
         self._thread.start()
         self._replicator.start()
 
     def stop(self) -> None:
         self._stopping.set()
-        for thread in (self._thread, self._replicator):
-            if thread.is_alive():
-                thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
+        if self._replicator.is_alive():
+            # NB: it may be waiting on a read of a range whose nodes are down (the
+            # router retries for a while): what it does is redone at the next start
+            self._replicator.join(STOP_REPLICATOR_S)
         self.raft.stop()
         with self._lock:
             channels, self._channels = list(self._channels.values()), {}
@@ -283,6 +332,10 @@ class Cluster:
     # What the node answers itself.
 
     def _intercept(self, batch: BatchRequest) -> BatchResponse | None:
+        if self._left is not None:
+            # NB: unavailable, not a clock error: a client whose cache still names this
+            # node for a range tries the range's other replicas
+            raise NodeUnavailableError(f"node n{self.ident.node_id} refuses to serve: {self._left}")
         if self.refusal is not None:
             raise ClockOffsetError(f"node n{self.ident.node_id} refuses to serve: {self.refusal}")
         requests = batch.requests
@@ -369,44 +422,142 @@ class Cluster:
     # Replication.
 
     def _replicate_loop(self) -> None:
-        if self.config.replicas <= 1:
-            return
         while not self._stopping.wait(self.config.replicate_interval_s):
+            self._refresh_replication()
             try:
-                self.replicate_once()
+                for _ in range(_CHANGES_PER_TURN):
+                    if self._stopping.is_set() or not self.replicate_once():
+                        break
+                self.collect_removed_replicas()
             except FeedKVError as exc:
-                log.warning("adding a replica failed (tried again later): %s", exc)
+                log.warning("changing a range's replicas failed (tried again later): %s", exc)
 
-    def replicate_once(self) -> bool:
-        """Add one replica to one range this node leads that has fewer than the
-        replication factor, if a live node can take it; returns whether it did."""
-        me, store = self.ident.node_id, self.store
+    def _refresh_replication(self) -> None:
+        """Read the zone configurations and the nodes' memberships (through the cluster:
+        they may be on any node); on failure keep what was read last."""
+        try:
+            settings = self.zone_settings()
+            span = membership_span()
+            rows = self._client().scan(span.start, span.end)
+            membership = {node_of_key(kv.key): Membership.parse(kv.value) for kv in rows}
+        except FeedKVError as exc:
+            log.debug("reading the zone configurations failed (kept the last): %s", exc)
+            return
+        with self._lock:
+            self._zone = settings
+            self.membership = membership
+        if membership.get(self.ident.node_id) is Membership.DECOMMISSIONED:
+            self._leave(f"node n{self.ident.node_id} is decommissioned: it left the cluster")
+
+    def _leave(self, reason: str) -> None:
+        """This node is decommissioned: it refuses to serve from now on (and at every
+        later start, when the other nodes turn its first heartbeats away)."""
+        if self._left is None:
+            self._left = self.refusal = reason
+            log.error("%s", reason)
+
+    def _client(self) -> KVClient:
+        if self._kv is None:
+            self._kv = KVClient(self.dialer)
+        return self._kv
+
+    def node_states(self) -> NodeStates:
+        """The nodes as the allocator sees them now: live, gone (dead for longer than
+        ``server.time_until_store_dead``, or leaving the cluster) and their replicas."""
         now = time.monotonic_ns()
         with self._lock:
-            live = [
-                d.node_id for d in self.liveness.nodes() if self.liveness.is_live(d.node_id, now)
-            ]
-            load = {n: self.directory.ranges_of(n) for n in live}
+            zone, membership = self._zone, dict(self.membership)
+            known = [d.node_id for d in self.liveness.nodes()]
+            live = {n for n in known if self.liveness.is_live(n, now)}
+            until_dead = zone.time_until_store_dead_ns or self.config.time_until_store_dead_ns
+            dead = self.liveness.dead_for_longer_than(until_dead, now)
+            load = {n: self.directory.ranges_of(n) for n in known}
+        # NB: a live node that is leaving still votes: it counts towards quorums
+        leaving = {n for n, m in membership.items() if m is not Membership.ACTIVE}
+        return NodeStates(frozenset(live), frozenset(dead | leaving), load)
+
+    def replication_zones(self) -> ReplicationZones:
+        with self._lock:
+            zone = self._zone
+        return ReplicationZones(zone.default_replicas or self.config.replicas, zone.tables)
+
+    def replicate_once(self) -> bool:
+        """Make one membership change to one range this node leads (or holds alone), as
+        :func:`~feedkv.kv.placement.choose_replica_change` decides from its zone's
+        ``num_replicas`` and the nodes' states; returns whether it made one. A range
+        held alone first becomes a Raft group of one. A lease holder whose own replica
+        is to go hands the lease to another voter instead, which removes it then."""
+        me, store, loop = self.ident.node_id, self.store, self.store.replicas
+        if loop is None:
+            return False
+        states, zones = self.node_states(), self.replication_zones()
         for desc in store.descriptors():
-            if len(desc.replicas) >= self.config.replicas:
+            grouped = loop.has(desc.range_id)
+            if grouped and not loop.holds_lease(desc.range_id):
                 continue
-            alone = desc.replicas == (me,) and not (
-                store.replicas is not None and store.replicas.has(desc.range_id)
-            )
-            if not alone and not (
-                store.replicas is not None and store.replicas.holds_lease(desc.range_id)
-            ):
+            if not grouped and desc.replicas != (me,):
                 continue
-            candidates = sorted((load[n], n) for n in live if n not in desc.replicas)
-            if not candidates:
-                return False
-            target = candidates[0][1]
-            log.info("adding a replica of %s on n%d", desc, target)
-            if alone:
+            if desc.range_id in self._store_moving():
+                continue
+            change = choose_replica_change(desc.replicas, zones.replicas_for(desc), me, states)
+            if change is None:
+                continue
+            if not grouped:
+                # a group of one first; it elects itself, then the change is made
+                log.info("%s: replicating it through Raft, to change its replicas", desc)
                 store.start_replicating(desc.range_id)
-            store.add_replica(desc.range_id, target)
+            elif isinstance(change, AddVoter):
+                log.info("adding a replica of %s on n%d", desc, change.node_id)
+                store.add_replica(desc.range_id, change.node_id)
+            elif change.node_id == me and (
+                target := choose_lease_target(desc.replicas, me, states)
+            ):
+                # the lease goes first (the new holder then removes this replica): the
+                # range is not left waiting out an election timeout
+                log.info("moving the lease of %s to n%d, to remove it here", desc, target)
+                loop.transfer_lease(desc.range_id, target)
+                continue
+            else:
+                log.info("removing the replica of %s on n%d", desc, change.node_id)
+                store.remove_replica(desc.range_id, change.node_id)
             return True
         return False
+
+    def _store_moving(self) -> set[int]:
+        return {r.desc.range_id for r in self.store.move_records("moving")}
+
+    def collect_removed_replicas(self) -> list[int]:
+        """Drop this store's replicas that their groups removed while this node could
+        not hear of it (it was down): the range's lease holder reports the range
+        without this node, and this replica has known no leader (a member hears from
+        one) for ``REMOVED_GRACE_S`` (by then a restarted member has heard from its
+        leader, and the lease holder's own current report has arrived). Returns the
+        ranges dropped."""
+        me, loop = self.ident.node_id, self.store.replicas
+        if loop is None:
+            return []
+        with self._lock:
+            claimed = self.directory.lease_claims()
+        now = time.monotonic()
+        suspects: dict[int, float] = {}
+        dropped = []
+        for desc in self.store.descriptors():
+            held = claimed.get(desc.range_id)
+            if held is None or me in held.replicas or me not in desc.replicas:
+                continue
+            if not loop.has(desc.range_id) or loop.holds_lease(desc.range_id):
+                continue
+            leader, _, _ = loop.status(desc.range_id)
+            if leader != 0 or held.generation < desc.generation:
+                continue
+            since = suspects[desc.range_id] = self._suspects.get(desc.range_id, now)
+            if now - since >= REMOVED_GRACE_S:
+                log.info("n%d is no longer a member of %s: dropping its replica", me, held)
+                self.store.drop_replica(desc.range_id)
+                dropped.append(desc.range_id)
+                del suspects[desc.range_id]
+        self._suspects = suspects
+        return dropped
 
     # Heartbeats.
 
@@ -434,6 +585,11 @@ class Cluster:
                 f"this one to {self.ident.cluster_id}"
             )
         sender = _node_from(message["node"])
+        if self.membership.get(sender.node_id) is Membership.DECOMMISSIONED:
+            raise InvalidArgumentError(
+                f"node n{sender.node_id} is decommissioned: it may not rejoin the cluster "
+                "(start a new node on an empty store instead)"
+            )
         with self._lock:
             for node in [sender, *map(_node_from, message["nodes"])]:
                 if self.liveness.learn(node):
@@ -455,7 +611,7 @@ class Cluster:
             if address != self.me.address:
                 self.heartbeat(address)
         with self._lock:
-            refusal = self.liveness.offset_error(time.monotonic_ns())
+            refusal = self._left or self.liveness.offset_error(time.monotonic_ns())
         if refusal != self.refusal:
             (log.error if refusal else log.warning)(
                 "%s", refusal or "the clock is within the maximum offset again: serving"
@@ -475,10 +631,18 @@ class Cluster:
         now = time.monotonic_ns()
         with self._lock:
             live = [
-                d.node_id for d in self.liveness.nodes() if self.liveness.is_live(d.node_id, now)
-            ]
+                d.node_id
+                for d in self.liveness.nodes()
+                if self.liveness.is_live(d.node_id, now)
+                and self.membership.get(d.node_id, Membership.ACTIVE) is Membership.ACTIVE
+            ]  # NB: no range moves to a node that is leaving
             counts = {n.node_id: self.directory.ranges_of(n.node_id) for n in self.liveness.nodes()}
-        mine = [d for d in self.store.descriptors() if len(d.replicas) == 1]
+        loop = self.store.replicas
+        mine = [
+            d
+            for d in self.store.descriptors()
+            if len(d.replicas) == 1 and (loop is None or not loop.has(d.range_id))
+        ]
         move = choose_move(
             self.ident.node_id, mine, counts, live, lambda d: self.store.range_bytes(d.range_id)
         )
@@ -495,6 +659,9 @@ class Cluster:
         sent = clock.physical_now()
         try:
             answer = call(self._channel(address), "Gossip", self._message(), self.heartbeat_s * 2)
+            if "refused" in answer:
+                self._leave(str(answer["refused"]))
+                return
             received = clock.physical_now()
             self._take(answer, answer["wall"] - (sent + received) // 2)
         except FeedKVError as exc:
@@ -515,12 +682,19 @@ class Cluster:
             "Join": self._on_join,
             "Nodes": self._on_nodes,
             "Raft": self._on_raft,
+            "RaftChunk": self._on_raft_chunk,
         }
         if self.relocations is not None:
             methods.update(self.relocations.handlers())
         return methods[method](message)
 
     def _on_gossip(self, message: dict[str, Any]) -> dict[str, Any]:
+        sender = int(message["node"][0])
+        if self.membership.get(sender) is Membership.DECOMMISSIONED:
+            return {
+                "refused": f"node n{sender} is decommissioned: it may not rejoin the cluster "
+                "(start a new node on an empty store instead)"
+            }
         self._take(message, None)
         return self._message()
 
@@ -528,6 +702,12 @@ class Cluster:
         loop = self.store.replicas
         if loop is not None:
             loop.receive(message["messages"])
+        return {}
+
+    def _on_raft_chunk(self, chunk: dict[str, Any]) -> dict[str, Any]:
+        loop, whole = self.store.replicas, self._chunks.take(chunk)
+        if loop is not None and whole is not None:
+            loop.receive([whole])
         return {}
 
     def _on_join(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -562,6 +742,7 @@ class Cluster:
                     wall - s.heard_ago_ns if s.heard_ago_ns is not None else None,
                     wall + s.expires_in_ns if s.expires_in_ns is not None else None,
                     self.directory.leases_of(s.desc.node_id),
+                    self.membership.get(s.desc.node_id, Membership.ACTIVE).value,
                 )
                 for s in self.liveness.status(time.monotonic_ns())
             ]
@@ -579,7 +760,17 @@ def _node_from(raw: list[Any]) -> NodeDescriptor:
     return NodeDescriptor(int(raw[0]), str(raw[1]), int(raw[2]), started)
 
 
-METHODS = ("Gossip", "Join", "Nodes", "Raft", "Install", "Activate", "Discard", "MoveStatus")
+METHODS = (
+    "Gossip",
+    "Join",
+    "Nodes",
+    "Raft",
+    "RaftChunk",
+    "Install",
+    "Activate",
+    "Discard",
+    "MoveStatus",
+)
 
 
 def method_handlers(

@@ -116,6 +116,8 @@ class Node:
             start_ident(self.path, join, client_tls) if join is not None else (None, True)
         )
         node_id = ident.node_id if ident is not None else 1
+        # it started a cluster now (so it writes the cluster's first default zone)
+        self.bootstrapped_cluster = ident is not None and bootstraps
         self.store = Store(
             store_path, clock=clock, config=config, node_id=node_id, bootstrap=bootstraps
         )

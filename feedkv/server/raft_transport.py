@@ -6,26 +6,38 @@ sender thread per destination node takes everything queued for it and makes one
 every range between two nodes travel together, however many ranges there are. A slow or
 dead node holds up only its own queue, which keeps the newest ``MAX_QUEUED`` batches; a
 failed call drops its messages, as a lossy network would (Raft resends what matters).
+
+A call carries at most ``CHUNK_BYTES`` of messages. A message larger than that (a
+snapshot of a big range, whatever gRPC's message limit) goes alone, in ``RaftChunk``
+calls of that size, one after another; the receiver's :class:`ChunkAssembler` puts it
+together and hands it on whole. A chunk lost loses the message, and the leader sends
+the snapshot again.
+
+Not yet here: a snapshot streamed from the engine as it is read (it is read whole on
+the sending replica's loop, and held whole by the receiver until it installs it).
 """
 
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import grpc
 
 from feedkv.errors import FeedKVError
 from feedkv.kv.dialer import call
 
-__all__ = ["MAX_QUEUED", "RaftTransport"]
+__all__ = ["CHUNK_BYTES", "MAX_QUEUED", "ChunkAssembler", "RaftTransport"]
 
 log = logging.getLogger(__name__)
 
 MAX_QUEUED = 1024  # batches waiting for one node; older ones are dropped first
 CALL_TIMEOUT_S = 5.0
+CHUNK_BYTES = 4 << 20  # the most one call carries
 
 Batch = list[tuple[int, bytes]]
 
@@ -44,8 +56,12 @@ class RaftTransport:
         node_id: int,
         address_of: Callable[[int], str | None],
         channel_to: Callable[[str], grpc.Channel],
+        *,
+        chunk_bytes: int = CHUNK_BYTES,
     ) -> None:
         self._node_id = node_id
+        self._chunk_bytes = chunk_bytes
+        self._transfers = itertools.count(1)
         self._address_of = address_of
         self._channel_to = channel_to
         self._peers: dict[int, _Peer] = {}
@@ -94,13 +110,75 @@ class RaftTransport:
             address = self._address_of(node)
             if address is None:
                 continue  # not known yet: as if lost
+            channel = self._channel_to(address)
             messages = [message for batch in batches for message in batch]
             try:
-                call(
-                    self._channel_to(address),
-                    "Raft",
-                    {"from": self._node_id, "messages": messages},
-                    CALL_TIMEOUT_S,
-                )
+                for group in _groups(messages, self._chunk_bytes):
+                    if len(group) == 1 and len(group[0][1]) > self._chunk_bytes:
+                        self._send_chunked(channel, *group[0])
+                    else:
+                        call(
+                            channel,
+                            "Raft",
+                            {"from": self._node_id, "messages": group},
+                            CALL_TIMEOUT_S,
+                        )
             except FeedKVError as exc:
                 log.debug("raft messages to n%d lost: %s", node, exc)
+
+    def _send_chunked(self, channel: grpc.Channel, range_id: int, raw: bytes) -> None:
+        transfer, size = next(self._transfers), self._chunk_bytes
+        total = -(-len(raw) // size)
+        for seq in range(total):
+            chunk = {
+                "from": self._node_id,
+                "transfer": transfer,
+                "seq": seq,
+                "total": total,
+                "range": range_id,
+                "data": raw[seq * size : (seq + 1) * size],
+            }
+            call(channel, "RaftChunk", chunk, CALL_TIMEOUT_S)
+
+
+def _groups(messages: list[tuple[int, bytes]], limit: int) -> Iterator[Batch]:
+    """``messages`` in order, in groups of at most ``limit`` bytes (a larger message
+    alone)."""
+    group: Batch = []
+    size = 0
+    for message in messages:
+        if group and size + len(message[1]) > limit:
+            yield group
+            group, size = [], 0
+        group.append(message)
+        size += len(message[1])
+    if group:
+        yield group
+
+
+class ChunkAssembler:
+    """Puts together the messages other nodes sent in chunks. A sender sends one
+    message's chunks in order before the next message's, so each sender has at most one
+    message in assembly: a chunk out of order (one was lost), or the first of another
+    message, drops the one in assembly."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._assembling: dict[int, tuple[int, int, list[bytes]]] = {}  # sender -> ...
+
+    def take(self, chunk: dict[str, Any]) -> tuple[int, bytes] | None:
+        """Take one ``RaftChunk`` call's chunk; returns ``(range_id, message)`` once its
+        message is whole."""
+        sender, transfer, seq = int(chunk["from"]), int(chunk["transfer"]), int(chunk["seq"])
+        with self._lock:
+            held = self._assembling.pop(sender, None)
+            if seq == 0:
+                held = (transfer, 0, [])
+            if held is None or held[0] != transfer or held[1] != seq:
+                return None  # NB: a chunk of this message was lost: it is lost
+            parts = held[2]
+            parts.append(bytes(chunk["data"]))
+            if seq + 1 < int(chunk["total"]):
+                self._assembling[sender] = (transfer, seq + 1, parts)
+                return None
+        return int(chunk["range"]), b"".join(parts)

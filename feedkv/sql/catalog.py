@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from feedkv.errors import SQLError
 from feedkv.kv.txn import Txn
@@ -58,6 +58,9 @@ __all__ = [
     "descriptor_key",
     "descriptor_span",
     "zone_key",
+    "default_zone_key",
+    "get_zone",
+    "zone_replicas",
     "zone_spans",
     "get_descriptor",
     "get_user",
@@ -195,6 +198,35 @@ def descriptor_span() -> Span:
 def zone_key(table_id: int) -> bytes:
     """The key of a table's zone configuration (JSON: ``closed_timestamp_target_ns``)."""
     return _ZONE + encode_value(table_id)
+
+
+def default_zone_key() -> bytes:
+    """The key of the default zone's configuration (``ALTER RANGE default``; JSON)."""
+    return _ZONE + encode_value("default")
+
+
+def get_zone(reader: Reader, table_id: int | None) -> dict[str, Any]:
+    """A table's own zone configuration (``None``: the default zone's); ``{}``: none set."""
+    key = default_zone_key() if table_id is None else zone_key(table_id)
+    raw = reader.get(key)
+    zone: dict[str, Any] = json.loads(raw) if raw is not None else {}
+    return zone
+
+
+def zone_replicas(reader: Reader) -> tuple[int | None, list[tuple[Span, int]]]:
+    """The default zone's ``num_replicas`` (``None``: not set) and every existing table's
+    span with the ``num_replicas`` its own zone sets."""
+    default = get_zone(reader, None).get("num_replicas")
+    tables = []
+    for kv in reader.scan(_ZONE, prefix_end(_ZONE)):
+        table_id, _end = decode_value(kv.key, len(_ZONE))
+        if not isinstance(table_id, int):
+            continue
+        desc = table_by_id(reader, table_id)
+        replicas = json.loads(kv.value).get("num_replicas")
+        if desc is not None and not desc.dropped and isinstance(replicas, int):
+            tables.append((table_span(desc.id), replicas))
+    return (default if isinstance(default, int) else None), tables
 
 
 def zone_spans(reader: Reader) -> list[tuple[Span, int]]:

@@ -9,8 +9,9 @@ reads a CTE's rows (joins, WHERE, ORDER BY, aggregates); they are read-only and,
 CockroachDB, for the admin role only.
 
 Columns feedkv has no notion of are left out (localities, attributes, a separate SQL
-address); ``draining`` and ``decommissioning`` are always false (there is no
-decommissioning yet) and ``membership`` is ``active``.
+address); ``draining`` is always false (nodes do not drain yet); ``membership`` is
+``active``, ``decommissioning`` or ``decommissioned`` (:mod:`feedkv.kv.membership`), and
+``decommissioning`` is true for either of the last two, as in CockroachDB.
 """
 
 from __future__ import annotations
@@ -71,8 +72,8 @@ def _gossip_liveness(nodes: list[NodeInfo]) -> list[tuple[Any, ...]]:
             n.epoch,
             _hlc_text(n.expiration_ns),
             False,
-            False,
-            "active",
+            n.membership != "active",
+            n.membership,
             wall_time(n.updated_at_ns),
         )
         for n in nodes

@@ -41,6 +41,7 @@ from feedkv.sql.parser import parse_expression
 from feedkv.sql.partitions import SHOW_COLUMNS as PARTITION_COLUMNS
 from feedkv.sql.partitions import partitions_of, show_rows
 from feedkv.sql.plan import column_default
+from feedkv.sql.primary_key_change import add_primary_key
 from feedkv.sql.query import query
 from feedkv.sql.relation import column_types
 from feedkv.sql.row_codec import (
@@ -116,6 +117,7 @@ def show_databases(ex: Execution, s: st.ShowDatabases) -> Result:
 def create_table(ex: Execution, s: st.CreateTable) -> Result:
     database = ex.database(s.table.database)
     ex.require_privilege(database, "CREATE")
+    notices = _storage_param_notices(s.storage_params)
     txn = ex.write_txn
     if catalog.name_taken(txn, database, s.table.name):
         if s.if_not_exists:
@@ -125,7 +127,45 @@ def create_table(ex: Execution, s: st.CreateTable) -> Result:
     desc = ddl_constraints.with_constraints(ex, desc, s.indexes, s.checks, s.foreign_keys)
     catalog.put_table(txn, desc)
     ex.after_commit.append(lambda: ex.session.db.split(table_prefix(desc.id)))
-    return Result(tag="CREATE TABLE")
+    return Result(tag="CREATE TABLE", notices=notices)
+
+
+# PostgreSQL's storage parameters of a table, which mean nothing to feedkv's storage: as
+# CockroachDB does, they are accepted with a notice; any other name is refused.
+_IGNORED_STORAGE_PARAMS = frozenset(
+    {
+        "fillfactor",
+        "autovacuum_enabled",
+        "autovacuum_vacuum_threshold",
+        "autovacuum_vacuum_scale_factor",
+        "autovacuum_analyze_threshold",
+        "autovacuum_analyze_scale_factor",
+        "toast_tuple_target",
+        "parallel_workers",
+        "user_catalog_table",
+    }
+)
+
+
+def _storage_param_notices(names: tuple[str, ...]) -> tuple[str, ...]:
+    for name in names:
+        if name not in _IGNORED_STORAGE_PARAMS:
+            raise SQLError("22023", f'invalid storage parameter "{name}"')
+    return tuple(f'storage parameter "{name}" is ignored' for name in names)
+
+
+def maintenance(ex: Execution, s: st.Maintenance) -> Result:
+    """VACUUM and ANALYZE: nothing to do, once the tables are known to exist."""
+    if s.action == "VACUUM" and not ex.autocommit:
+        raise SQLError("25001", "VACUUM cannot run inside a transaction block")
+    for name in s.tables:
+        ex.table(name)
+    why = (
+        "MVCC garbage collection reclaims space"
+        if s.action == "VACUUM"
+        else "no table statistics are kept"
+    )
+    return Result(tag=s.action, notices=(f"{s.action} does nothing in feedkv: {why}",))
 
 
 def _table_descriptor(
@@ -550,36 +590,123 @@ def show_create_table(ex: Execution, s: st.ShowCreateTable) -> Result:
     return Result(("table_name", "create_statement"), [(name, desc.create_statement())], "SHOW 1")
 
 
-ZONE_SETTINGS = ("closed_timestamp_target",)
+ZONE_SETTINGS = ("num_replicas", "closed_timestamp_target")
 _LONGEST_CLOSED_TARGET_NS = 3600 * 1_000_000_000
+MAX_REPLICAS = 7
 
 
 def configure_zone(ex: Execution, s: st.ConfigureZone) -> Result:
-    """A table's zone configuration: ``closed_timestamp_target`` is how far behind now
-    its ranges close their timestamps (so how fast its changefeeds resolve), in place of
-    the node's default."""
+    """A zone configuration: the default zone's (``ALTER RANGE default``) or a table's.
+    ``num_replicas`` is how many replicas each of its ranges keeps, on distinct nodes
+    (the lease holders add or remove them, one at a time); a table's
+    ``closed_timestamp_target`` is how far behind now its ranges close their timestamps
+    (so how fast its changefeeds resolve), in place of the node's default. Settings not
+    named keep their values, as CockroachDB's do; ``DISCARD`` drops a table's own."""
     ex.require_admin("CONFIGURE ZONE")
-    desc = ex.table(s.table)
-    zone: dict[str, Any] = {}
+    if s.table is None:
+        key, zone = catalog.default_zone_key(), catalog.get_zone(ex.read_source, None)
+    else:
+        desc = ex.table(s.table)
+        key, zone = catalog.zone_key(desc.id), catalog.get_zone(ex.read_source, desc.id)
+    if s.discard:
+        ex.write_txn.delete(key)  # NB: the table's split boundaries stay, as CockroachDB's
+        return Result(tag="CONFIGURE ZONE 1")
     for name, value in s.settings:
         if name not in ZONE_SETTINGS:
             raise SQLError(
                 "22023",
                 f"unknown zone setting {name!r}; feedkv supports {', '.join(ZONE_SETTINGS)}",
             )
-        try:
-            ns = parse_duration_ns(value or "")
-        except InvalidArgumentError:
+        if name == "num_replicas":
+            zone["num_replicas"] = _num_replicas(value)
+        elif s.table is None:
             raise SQLError(
-                "22023", f"zone setting {name}: {value!r} is not a duration such as '200ms'"
-            ) from None
-        if not 0 < ns <= _LONGEST_CLOSED_TARGET_NS:
-            raise SQLError(
-                "22023", f"zone setting {name}: {value!r} must be above 0 and at most 1h"
+                "22023",
+                f"{name} is set per table (or by the nodes' --closed-ts-target), "
+                "not on the default zone",
             )
-        zone["closed_timestamp_target_ns"] = ns
-    ex.write_txn.put(catalog.zone_key(desc.id), json.dumps(zone).encode())
+        else:
+            zone["closed_timestamp_target_ns"] = _closed_target(name, value)
+    ex.write_txn.put(key, json.dumps(zone).encode())
+    if s.table is not None and "num_replicas" in zone:
+        # NB: the table's ranges must hold its keys alone for its factor to apply to them
+        span = table_span(desc.id)
+        for boundary in (span.start, span.end):
+            ex.after_commit.append(lambda key=boundary: ex.session.db.split(key))  # type: ignore[misc]
     return Result(tag="CONFIGURE ZONE 1")
+
+
+def _num_replicas(value: str | None) -> int:
+    try:
+        n = int(value or "")
+    except ValueError:
+        raise SQLError("22023", f"num_replicas: {value!r} is not a whole number") from None
+    if not 1 <= n <= MAX_REPLICAS:
+        raise SQLError(
+            "22023",
+            f"num_replicas: {n} is not between 1 and {MAX_REPLICAS} "
+            "(3 replicas survive the loss of 1 node, 5 of 2)",
+        )
+    return n
+
+
+def _closed_target(name: str, value: str | None) -> int:
+    try:
+        ns = parse_duration_ns(value or "")
+    except InvalidArgumentError:
+        raise SQLError(
+            "22023", f"zone setting {name}: {value!r} is not a duration such as '200ms'"
+        ) from None
+    if not 0 < ns <= _LONGEST_CLOSED_TARGET_NS:
+        raise SQLError("22023", f"zone setting {name}: {value!r} must be above 0 and at most 1h")
+    return ns
+
+
+ZONE_COLUMNS = ("target", "raw_config_sql")
+
+
+def show_zone_configuration(ex: Execution, s: st.ShowZoneConfiguration) -> Result:
+    """``SHOW ZONE CONFIGURATION``, as CockroachDB shows it: the zone that applies
+    (a table without its own shows the default zone) and the statement that would set
+    it. ``SHOW ZONE CONFIGURATIONS``: the default zone and every table's own."""
+    reader = ex.read_source
+    default = catalog.get_zone(reader, None)
+    default.setdefault("num_replicas", ex.session.default_replicas)
+    if s.every:
+        rows = [_zone_row("RANGE default", default)]
+        for database in catalog.list_databases(reader):
+            for table in catalog.list_tables(reader, database):
+                own = catalog.get_zone(reader, table.id)
+                if own:
+                    name = f"TABLE {database.name}.public.{table.name}"
+                    rows.append(_zone_row(name, {**default, **own}))
+        return Result(ZONE_COLUMNS, rows, f"SHOW {len(rows)}")
+    if s.table is None:
+        return Result(ZONE_COLUMNS, [_zone_row("RANGE default", default)], "SHOW 1")
+    desc = ex.table(s.table)
+    own = catalog.get_zone(reader, desc.id)
+    if not own:
+        return Result(ZONE_COLUMNS, [_zone_row("RANGE default", default)], "SHOW 1")
+    database = ex.database(s.table.database)
+    name = f"TABLE {database.name}.public.{desc.name}"
+    return Result(ZONE_COLUMNS, [_zone_row(name, {**default, **own})], "SHOW 1")
+
+
+def _duration_text(ns: int) -> str:
+    """``ns`` in the largest unit that holds it whole (``200ms``, ``1s``, ``90s``)."""
+    for unit, size in (("h", 3600 * 10**9), ("m", 60 * 10**9), ("s", 10**9), ("ms", 10**6)):
+        if ns % size == 0:
+            return f"{ns // size}{unit}"
+    return f"{ns // 1000}us" if ns % 1000 == 0 else f"{ns}ns"
+
+
+def _zone_row(target: str, zone: dict[str, Any]) -> tuple[str, str]:
+    settings = [f"num_replicas = {zone['num_replicas']}"]
+    target_ns = zone.get("closed_timestamp_target_ns")
+    if isinstance(target_ns, int):
+        settings.append(f"closed_timestamp_target = '{_duration_text(target_ns)}'")
+    sql = f"ALTER {target} CONFIGURE ZONE USING\n\t" + ",\n\t".join(settings)
+    return target, sql
 
 
 def show_partitions(ex: Execution, s: st.ShowPartitions) -> Result:
@@ -1062,12 +1189,15 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.DropTable: drop_table,
     st.Truncate: truncate,
     st.AddColumn: add_column,
+    st.AddPrimaryKey: add_primary_key,
     st.DropColumn: drop_column,
+    st.Maintenance: maintenance,
     st.ShowTables: show_tables,
     st.ShowCreateTable: show_create_table,
     st.ShowRanges: show_ranges,
     st.ShowPartitions: show_partitions,
     st.ConfigureZone: configure_zone,
+    st.ShowZoneConfiguration: show_zone_configuration,
     st.SplitAt: split_at,
     st.Relocate: relocate,
     st.CreateUser: create_user,

@@ -339,6 +339,7 @@ _FUNCTIONS = {
     "current_setting": _STRING,
     "cluster_logical_timestamp": _DECIMAL,
     "cardinality": _INT,
+    "pg_sleep": ColumnType(Kind.BOOL),
 }
 
 

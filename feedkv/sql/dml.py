@@ -25,6 +25,7 @@ from feedkv.sql import statements as st
 from feedkv.sql.aggregate import group_key
 from feedkv.sql.constraints import row_written, rows_written, unique_conflict
 from feedkv.sql.descriptor import (
+    ROWID,
     Column,
     TableDescriptor,
 )
@@ -77,6 +78,7 @@ def insert(ex: Execution, s: st.Insert) -> Result:
     out_rows = []
     count = 0
     touched: set[bytes] = set()  # rows this statement wrote, for ON CONFLICT DO UPDATE
+    generated = _key_generated(desc, targets)
     for values in proposed:
         row: dict[int, Any] = {}
         for column, value in zip(targets, values, strict=True):
@@ -116,7 +118,11 @@ def insert(ex: Execution, s: st.Insert) -> Result:
             final = _conflict_update(ex, desc, plan, old, pairs, row, assigned, touched)
             if final is None:
                 continue
-        elif s.on_conflict is None and not s.upsert and _insert_blind(ex, desc, row, kvs):
+        elif (
+            s.on_conflict is None
+            and not s.upsert
+            and _insert_blind(ex, desc, row, kvs, generated=generated)
+        ):
             final = row
         elif txn.get(first_key) is None:
             for key, encoded in kvs.items():
@@ -167,15 +173,37 @@ def _conflict_update(
     return final
 
 
+def _key_generated(desc: TableDescriptor, targets: Sequence[Column]) -> bool:
+    """Whether each row's key is a new ``unique_rowid()``: the table is keyed by its
+    hidden rowid and the statement does not give it."""
+    if len(desc.primary_key) != 1:
+        return False
+    key = desc.column_by_id(desc.primary_key[0])
+    return (
+        key is not None
+        and key.hidden
+        and key.name == ROWID
+        and all(column.id != key.id for column in targets)
+    )
+
+
 def _insert_blind(
-    ex: Execution, desc: TableDescriptor, row: dict[int, Any], kvs: dict[bytes, bytes | None]
+    ex: Execution,
+    desc: TableDescriptor,
+    row: dict[int, Any],
+    kvs: dict[bytes, bytes | None],
+    *,
+    generated: bool,
 ) -> bool:
-    """Write a new row without reading first, when the statement commits on its own:
-    the row's first key must be absent at commit (:meth:`Txn.put_if_absent`), and the
-    session turns a failed check into the duplicate-key error. ``False``: read first
-    (an explicit transaction reports a duplicate at the statement, as PostgreSQL)."""
+    """Write a new row without reading first, when the statement commits on its own or
+    its key is ``generated`` (a new rowid, which no row holds: a COPY into a table
+    without a primary key, in a transaction, reads nothing): the row's first key must
+    be absent at commit (:meth:`Txn.put_if_absent`), and the session turns a failed
+    check into the duplicate-key error (or, for a rowid, a retry). ``False``: read
+    first (an explicit transaction reports a duplicate at the statement, as
+    PostgreSQL)."""
     first_key, first = next(iter(kvs.items()))
-    if not ex.autocommit or first is None or desc.constrained:
+    if not (ex.autocommit or generated) or first is None or desc.constrained:
         return False
     assert ex.txn is not None
     try:

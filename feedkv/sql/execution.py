@@ -56,7 +56,8 @@ from feedkv.sql.types import (
     format_value,
     logical_decimal,
 )
-from feedkv.util.keys import Span
+from feedkv.storage.mvcc import KeyValue
+from feedkv.util.keys import Span, key_next
 
 if TYPE_CHECKING:
     from feedkv.kv.db import KVClient
@@ -75,6 +76,8 @@ class Result:
     # The columns' types where the query's tree tells (None: it does not), for a query
     # read as a table or as a side of a set operation.
     types: tuple[ColumnType | None, ...] = field(default=(), compare=False)
+    # Notices for the client (PostgreSQL's NoticeResponse), sent before the tag.
+    notices: tuple[str, ...] = field(default=(), compare=False)
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         return iter(self.rows)
@@ -120,6 +123,11 @@ def _logical_timestamp(txn: Txn | None, db: KVClient) -> decimal.Decimal:
 _P = TypeVar("_P")
 
 
+# KV pairs a table scan reads in its first page, and at most in one (see _scan_pages).
+_FIRST_PAGE = 1024
+_LAST_PAGE = 65536
+
+
 class Execution:
     """One statement's run (see the module docstring)."""
 
@@ -160,6 +168,7 @@ class Execution:
             unique_rowid=ROW_IDS.next,
             variable=session.variable,
             sequence=partial(sequences.call, session, txn),
+            sleep=session.interrupt.sleep,
         )
 
     @property
@@ -288,8 +297,25 @@ class Execution:
     def rows(
         self, desc: TableDescriptor, span: Span
     ) -> Iterator[tuple[dict[int, Any], dict[bytes, bytes]]]:
-        kvs = self.read_source.scan(span.start, span.end)
-        return RowAssembler(desc).rows(kvs)
+        return RowAssembler(desc).rows(self._scan_pages(span))
+
+    def _scan_pages(self, span: Span) -> Iterator[KeyValue]:
+        """The KV pairs of ``span``, read a page at a time (pages grow from
+        :data:`_FIRST_PAGE` to :data:`_LAST_PAGE` pairs), the session's interrupt looked
+        at between pages: a scan of a large table stops within a page of a cancel.
+
+        NB: the pages grow because a transaction's scan of a span holding its own
+        writes reads to the span's end whatever the limit (it merges them in first)."""
+        source, check = self.read_source, self.session.interrupt.check
+        start, page = span.start, _FIRST_PAGE
+        while True:
+            kvs = source.scan(start, span.end, limit=page)
+            yield from kvs
+            if len(kvs) < page:
+                return
+            check()
+            start = key_next(kvs[-1].key)
+            page = min(page * 2, _LAST_PAGE)
 
     def matching(
         self, desc: TableDescriptor, selection: Selection

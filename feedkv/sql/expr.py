@@ -77,6 +77,7 @@ class Context:
         "outer",
         "params",
         "sequence",
+        "sleep",
         "subqueries",
         "unique_rowid",
         "value_sets",
@@ -91,8 +92,11 @@ class Context:
         unique_rowid: Callable[[], int] | None = None,
         variable: Callable[[str], str] | None = None,
         sequence: Callable[[str, Sequence[Any]], Any] | None = None,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         self.params = params
+        # waits the seconds given, or raises 57014 when the statement is cancelled
+        self.sleep = sleep
         # a sequence function (nextval, ...) on its arguments (feedkv.sql.sequences)
         self.sequence = sequence
         self._now = now
@@ -960,6 +964,8 @@ class _Compiler:
             return cardinality
         if name in ("jsonb_build_object", "json_build_object"):
             return self._json_build_object(node)
+        if name == "pg_sleep":
+            return self._pg_sleep(node)
         if node.expressions:
             raise SQLError("42883", f"unknown signature: {name}() with arguments")
         if name == "cluster_logical_timestamp":
@@ -993,6 +999,25 @@ class _Compiler:
             return ctx.sequence(name, [arg(row, ctx) for arg in args])
 
         return sequence_function
+
+    def _pg_sleep(self, node: exp.Anonymous) -> Compiled:
+        """``pg_sleep(seconds)``: waits, then true (as CockroachDB); a cancel ends it."""
+        if len(node.expressions) != 1:
+            raise SQLError("42883", "unknown signature: pg_sleep() takes the seconds to wait")
+        seconds = self.compile(node.expressions[0])
+
+        def pg_sleep(row: Env, ctx: Context) -> Any:
+            value = seconds(row, ctx)
+            if value is None:
+                return None
+            if isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal):
+                raise SQLError("42883", "unknown signature: pg_sleep() takes a number")
+            if ctx.sleep is None:
+                raise SQLError("0A000", "pg_sleep() is not available here")
+            ctx.sleep(float(value))
+            return True
+
+        return pg_sleep
 
     def _current_setting(self, node: exp.Anonymous) -> Compiled:
         from feedkv.sql.session_vars import canonical_name

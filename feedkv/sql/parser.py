@@ -384,6 +384,8 @@ class _Statement:
             return savepoint
         if self.words[0] == "IMPORT":
             return self._import_into()
+        if self.words[0] in ("VACUUM", "ANALYZE", "ANALYSE"):
+            return self._maintenance()
         self._check_shape()
         words = self.words
         if words[1:3] == ["CLUSTER", "SETTING"] and words[0] in ("SET", "RESET", "SHOW"):
@@ -409,7 +411,7 @@ class _Statement:
             return self._alter_changefeed()
         if words[0] in ("GRANT", "REVOKE"):
             return self._grant()
-        if words[:2] == ["ALTER", "TABLE"] and "CONFIGURE" in words:
+        if words[:2] in (["ALTER", "TABLE"], ["ALTER", "RANGE"]) and "CONFIGURE" in words:
             return self._configure_zone()
         if words[0] == "ALTER" and "SPLIT" in words:
             return self._split_at()
@@ -609,7 +611,7 @@ class _Statement:
             raise self._error_at(end, "UPDATE needs SET column = value")
         if words[0] == "ALTER":
             kind = self._keyword(1)
-            if kind not in ("TABLE", "VIEW", "CHANGEFEED", "DATABASE", "USER", "ROLE"):
+            if kind not in ("TABLE", "VIEW", "CHANGEFEED", "DATABASE", "USER", "ROLE", "RANGE"):
                 raise self._error_at(1, "expected TABLE, VIEW, CHANGEFEED or USER after ALTER")
             if kind == "TABLE":
                 name = 4 if words[2:4] == ["IF", "EXISTS"] else 2
@@ -666,7 +668,9 @@ class _Statement:
                     return  # cut out and parsed by _cut_partitioning
                 if i + 1 < len(tokens) and self._keyword(i + 1) != "AS":  # AS: CREATE TABLE AS
                     word = self._keyword(i + 1).split(" ")[0]  # sqlglot: "PARTITION BY"
-                    if word in ("PARTITION", "INHERITS", "WITH", "INTERLEAVE", "LOCALITY"):
+                    if word == "WITH":
+                        return  # storage parameters: sqlglot reads them as properties
+                    if word in ("PARTITION", "INHERITS", "INTERLEAVE", "LOCALITY"):
                         raise SQLError("0A000", f"CREATE TABLE ... {word} is not supported")
                     raise self._error_at(i + 1, "expected the end after the column list")
                 return
@@ -992,6 +996,8 @@ class _Statement:
             return st.ShowIndexes(self.text, self._table_name(3, len(words)))
         if words[1:4] == ["RANGES", "FROM", "TABLE"]:
             return st.ShowRanges(self.text, self._table_name(4, len(words)))
+        if words[1] == "ZONE" or words[1:3] == ["ALL", "ZONE"]:
+            return self._show_zone()
         if words[1:4] == ["PARTITIONS", "FROM", "TABLE"]:
             return st.ShowPartitions(self.text, self._table_name(4, len(words)))
         if words[1] == "GRANTS":
@@ -1273,13 +1279,39 @@ class _Statement:
     def _configure_zone(self) -> st.ConfigureZone:
         words = self.words
         at = words.index("CONFIGURE")
-        table = self._table_name(2, at)
+        table: st.TableName | None = None
+        if words[1] == "RANGE":
+            if words[2:at] != ["DEFAULT"]:
+                raise SQLError(
+                    "0A000",
+                    f"feedkv has one named range zone, RANGE default; not {self.text!r}",
+                )
+        else:
+            table = self._table_name(2, at)
+        if words[at + 1 :] == ["ZONE", "DISCARD"]:
+            if table is None:
+                raise self._error_at(at + 1, "the default zone cannot be discarded")
+            return st.ConfigureZone(self.text, table, (), discard=True)
         if words[at + 1 : at + 3] != ["ZONE", "USING"]:
-            raise self._error_at(at + 1, "expected CONFIGURE ZONE USING name = value, ...")
+            raise self._error_at(
+                at + 1, "expected CONFIGURE ZONE USING name = value, ... or CONFIGURE ZONE DISCARD"
+            )
         settings, end = self._options(at + 3, values=True)
         if end < len(words):
             raise self._error_at(end, "unexpected input after the zone configuration")
         return st.ConfigureZone(self.text, table, tuple(settings))
+
+    def _show_zone(self) -> st.ShowZoneConfiguration:
+        words = self.words
+        if words[1:] in (["ZONE", "CONFIGURATIONS"], ["ALL", "ZONE", "CONFIGURATIONS"]):
+            return st.ShowZoneConfiguration(self.text, every=True)
+        if words[1:3] != ["ZONE", "CONFIGURATION"] or words[3:4] not in (["FOR"], ["FROM"]):
+            raise self._error_at(1, "expected SHOW ZONE CONFIGURATION FOR RANGE default | TABLE t")
+        if words[4:] == ["RANGE", "DEFAULT"] or words[4:] == ["DEFAULT"]:
+            return st.ShowZoneConfiguration(self.text)
+        if words[4:5] == ["TABLE"] and len(words) > 5:
+            return st.ShowZoneConfiguration(self.text, self._table_name(5, len(words)))
+        raise self._error_at(4, "expected FOR RANGE default or FOR TABLE t")
 
     def _split_at(self) -> st.SplitAt:
         words = self.words
@@ -1372,6 +1404,25 @@ class _Statement:
         return st.CreateChangefeed(
             self.text, tuple(targets), sink, tuple(options), query, name, database
         )
+
+    def _maintenance(self) -> st.Maintenance:
+        """``VACUUM [(options)] [FULL] [FREEZE] [VERBOSE] [ANALYZE] [t [(columns)], ...]``
+        or ``ANALYZE [VERBOSE] [t [(columns)], ...]``. NB: read from the text, as sqlglot
+        takes everything after VACUUM for one string."""
+        found = _MAINTENANCE.match(self.text)
+        if found is None:
+            raise SQLError(
+                "42601",
+                f"syntax error: expected {self.words[0]} [options] [table [(columns)], ...]",
+            )
+        action: Literal["VACUUM", "ANALYZE"] = (
+            "VACUUM" if found["action"].upper() == "VACUUM" else "ANALYZE"
+        )
+        tables = tuple(
+            _table_name_of([_unquote(part) for part in _NAME_PART.findall(table["name"])])
+            for table in _MAINTAINED_TABLE.finditer(found["tables"] or "")
+        )
+        return st.Maintenance(self.text, action, tables)
 
     def _import_into(self) -> st.ImportInto:
         """``IMPORT INTO t [(c, ...)] CSV DATA ('uri', ...) [WITH name [= value], ...]``."""
@@ -1708,7 +1759,6 @@ _SHOW_STATEMENTS = {
     "GRANTS",
 }
 _UNSUPPORTED_STATEMENTS = {
-    "RELEASE": "savepoints are not supported (RELEASE SAVEPOINT)",
     "ALTER DATABASE": "ALTER DATABASE is not supported",
     "CREATE TEMP": "temporary tables are not supported (CREATE TEMP TABLE)",
     "CREATE TEMPORARY": "temporary tables are not supported (CREATE TEMPORARY TABLE)",
@@ -1911,6 +1961,7 @@ class _Converter:
             tuple(self.checks),
             tuple(self.foreign_keys),
             partitioning=self.partitioning,
+            storage_params=_storage_params(node),
         )
 
     def _table_constraint(self, node: exp.Expr, name: str | None) -> bool:
@@ -2154,6 +2205,9 @@ class _Converter:
         if kind == "VIEW":
             raise _unsupported(action, "ALTER VIEW action")
         if isinstance(action, exp.AddConstraint):
+            primary_key = _primary_key_constraint(action)
+            if primary_key is not None:
+                return st.AddPrimaryKey(self.text, table, *primary_key)
             for element in action.expressions:
                 if isinstance(element, exp.Constraint) and len(element.expressions) == 1:
                     done = self._table_constraint(element.expressions[0], _ident(element.this))
@@ -2612,6 +2666,51 @@ _QUERY_NODES = (exp.Select, exp.SetOperation, exp.Update, exp.Delete)
 
 def _is_from_source(node: exp.Expr) -> bool:
     return isinstance(node.parent, exp.From | exp.Join) or node.arg_key == "using"
+
+
+_IDENT_TEXT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)'
+_TABLE_TEXT = rf"{_IDENT_TEXT}(?:\s*\.\s*{_IDENT_TEXT}){{0,2}}"
+_MAINTENANCE = re.compile(
+    rf"""^\s*(?P<action>VACUUM|ANALY[SZ]E)
+    (?:\s*\([^)]*\))?
+    (?:\s+(?:FULL|FREEZE|VERBOSE|ANALY[SZ]E)\b)*
+    (?P<tables>\s+{_TABLE_TEXT}(?:\s*\([^)]*\))?(?:\s*,\s*{_TABLE_TEXT}(?:\s*\([^)]*\))?)*)?
+    \s*;?\s*$""",
+    re.IGNORECASE | re.VERBOSE | re.DOTALL,
+)
+_MAINTAINED_TABLE = re.compile(rf"(?P<name>{_TABLE_TEXT})(?:\s*\([^)]*\))?")
+_NAME_PART = re.compile(_IDENT_TEXT)
+
+
+def _unquote(name: str) -> str:
+    """A name as written: quoted keeps its case, unquoted folds to lower case."""
+    if name.startswith('"'):
+        return name[1:-1].replace('""', '"')
+    return name.lower()
+
+
+def _storage_params(node: exp.Create) -> tuple[str, ...]:
+    """The names of a CREATE TABLE's ``WITH (name = value, ...)`` storage parameters."""
+    properties = node.args.get("properties")
+    names = []
+    for prop in properties.expressions if properties is not None else ():
+        if not isinstance(prop, exp.Property) or not isinstance(prop.this, exp.Var | str):
+            raise SQLError("0A000", f"CREATE TABLE ... {prop.sql()[:40]} is not supported")
+        names.append(str(prop.this if isinstance(prop.this, str) else prop.this.this).lower())
+    return tuple(names)
+
+
+def _primary_key_constraint(action: exp.AddConstraint) -> tuple[tuple[str, ...], str | None] | None:
+    """``ADD [CONSTRAINT name] PRIMARY KEY (columns)`` as ``(columns, name)``; ``None``
+    for other constraints."""
+    if len(action.expressions) != 1:
+        return None
+    element, name = action.expressions[0], None
+    if isinstance(element, exp.Constraint) and len(element.expressions) == 1:
+        element, name = element.expressions[0], _ident(element.this)
+    if not isinstance(element, exp.PrimaryKey):
+        return None
+    return tuple(_ident(e) for e in element.expressions), name
 
 
 def _refuse_unhandled(node: exp.Expr, handled: set[str]) -> None:

@@ -16,7 +16,17 @@ first in the transaction; after an error (a 40001 above all), ``ROLLBACK TO SAVE
 cockroach_restart`` starts the transaction over, still open and with the savepoint;
 ``RELEASE SAVEPOINT cockroach_restart`` commits (a 40001 there is retried the same
 way), after which only ``COMMIT`` (or ``ROLLBACK``) is accepted and ends the block.
-Other savepoints are refused (0A000).
+
+Savepoints of any other name nest as in PostgreSQL: ``SAVEPOINT x`` marks a point,
+``ROLLBACK TO [SAVEPOINT] x`` undoes the statements since (also after one of them failed)
+and keeps ``x``, ``RELEASE [SAVEPOINT] x`` forgets ``x`` and those after it; a name used
+twice means its latest use. The transaction's writes since ``x`` are taken out of its
+buffer (:meth:`feedkv.kv.txn.Txn.rollback_to`), so they never commit. As in CockroachDB:
+
+- after a retryable error (40001) the transaction must start over, so only a savepoint
+  taken before its first statement can be rolled back to (it starts the transaction
+  over); rolling back to a later one fails with 40001 again;
+- rolling back past a schema change is refused (0A000).
 
 Sessions run SQL in the client: statements become KV reads and writes of the connected
 node, so an embedded store and a server give the same results.
@@ -29,6 +39,7 @@ import itertools
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -40,7 +51,7 @@ from feedkv.errors import (
     SQLError,
 )
 from feedkv.kv.api import MAX_PRIORITY
-from feedkv.kv.txn import Txn
+from feedkv.kv.txn import Savepoint, Txn, TxnState
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.describe import Description, describe
@@ -54,6 +65,7 @@ from feedkv.sql.dml import duplicate_key_at
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.executor import run
 from feedkv.sql.import_into import import_into
+from feedkv.sql.interrupt import Interrupt
 from feedkv.sql.leases import Lease, Leases
 from feedkv.sql.metrics import SQLMetrics, unregistered_sql_metrics
 from feedkv.sql.parser import parse, placeholder_count
@@ -130,6 +142,53 @@ _OWN_TRANSACTION = (
     | st.ImportInto
 )
 RESTART_SAVEPOINT = "cockroach_restart"
+# Statements that change the schema, users or placement: a savepoint before one cannot be
+# rolled back to (their descriptors go out as intents at once, as CockroachDB refuses
+# ROLLBACK TO SAVEPOINT after DDL).
+_DDL = (
+    st.CreateDatabase
+    | st.DropDatabase
+    | st.CreateTable
+    | st.DropTable
+    | st.AddColumn
+    | st.AddPrimaryKey
+    | st.DropColumn
+    | st.RenameTable
+    | st.RenameColumn
+    | st.Truncate
+    | st.ConfigureZone
+    | st.SplitAt
+    | st.Relocate
+    | st.CreateUser
+    | st.AlterUserPassword
+    | st.GrantAdmin
+    | st.GrantPrivileges
+    | st.CreateView
+    | st.DropView
+    | st.CreateTableAs
+    | st.CreateSequence
+    | st.DropSequence
+    | st.CreateIndex
+    | st.DropIndex
+    | st.CreateEnum
+    | st.DropType
+    | st.AddConstraint
+    | st.DropConstraint
+)
+
+
+@dataclass(slots=True)
+class _NamedSavepoint:
+    """A savepoint of the open transaction: its name, the transaction's mark, and how
+    many statements (and schema changes, and after-commit hooks) came before it.
+    ``initial``: taken before the transaction's first statement."""
+
+    name: str
+    mark: Savepoint
+    executions: int
+    ddl: int
+    after_commit: int
+    initial: bool
 
 
 class ChangefeedService(Protocol):
@@ -166,10 +225,14 @@ class Session:
         leases: Leases | None = None,
         metrics: SQLMetrics | None = None,
         external_io_dir: Path | None = None,
+        default_replicas: int = 1,
     ) -> None:
         """``external_io_dir``: IMPORT INTO reads ``file://`` URIs only below it (``None``:
-        anywhere, with the rights of this process, as an embedded node's sinks write)."""
+        anywhere, with the rights of this process, as an embedded node's sinks write).
+        ``default_replicas``: the default zone's ``num_replicas`` until one is set (the
+        node's ``--replicas``)."""
         self.db = db
+        self.default_replicas = default_replicas
         self.changefeeds = changefeeds
         self.external_io_dir = external_io_dir
         self.metrics = metrics or unregistered_sql_metrics()
@@ -178,10 +241,16 @@ class Session:
         self.database = database
         self.variables: dict[str, str] = {}  # session variables SET (see session_vars)
         self.sequences = SequenceState()  # currval and lastval (see sql.sequences)
+        # A CancelRequest for the running statement (set from another thread; see
+        # feedkv.sql.interrupt); whoever runs statements resets it before each.
+        self.interrupt = Interrupt()
         self._txn: Txn | None = None
         self._failed = False
         self._restart = False  # SAVEPOINT cockroach_restart is active
         self._released = False  # RELEASE committed the transaction; COMMIT ends the block
+        self._savepoints: list[_NamedSavepoint] = []  # held, oldest first
+        self._ddl = 0  # schema changes in the open transaction
+        self._retry = False  # the failure is retryable: the transaction must start over
         self._after_commit: list[Callable[[], object]] = []
         self._executions: list[Execution] = []  # the statements of the open transaction
         self._table_ids: dict[tuple[str, str], int] = {}
@@ -199,6 +268,13 @@ class Session:
         """A statement of the open transaction failed: only ROLLBACK (or COMMIT, which
         rolls back) is accepted until it ends."""
         return self._txn is not None and self._failed
+
+    def fail(self) -> None:
+        """Work of the open transaction done outside :meth:`execute` failed (a COPY's
+        data did not read): as after a failed statement, the transaction accepts only
+        ROLLBACK or ROLLBACK TO SAVEPOINT now. Nothing to do outside a transaction."""
+        if self._txn is not None:
+            self._failed = True
 
     def check_login(self) -> None:
         """Raise SQLError 28000 if this session's user does not exist, 3D000 if its
@@ -435,10 +511,12 @@ class Session:
             )
         execution = Execution(self, self._txn, params)
         self._executions.append(execution)
+        if isinstance(statement, _DDL):
+            self._ddl += 1
         try:
             result = run(execution, statement)
         except RetryableError as exc:
-            self._failed = True
+            self._failed = self._retry = True
             if isinstance(exc, SQLError):
                 raise
             raise SerializationFailure(f"restart transaction: {exc}") from exc
@@ -587,17 +665,16 @@ class Session:
         return Result(tag="RESET" if s.text.lstrip()[:5].upper() == "RESET" else "SET")
 
     def _savepoint(self, s: st.Savepoint) -> Result:
-        """CockroachDB's client-side retry protocol (see the module docstring)."""
-        if s.name != RESTART_SAVEPOINT:
-            raise SQLError(
-                "0A000",
-                f'savepoint "{s.name}" is not supported: only SAVEPOINT {RESTART_SAVEPOINT}, '
-                "CockroachDB's client-side retry protocol",
-            )
+        """SAVEPOINT, RELEASE and ROLLBACK TO (see the module docstring)."""
         if self._txn is None:
-            raise SQLError("25P01", "SAVEPOINT can only be used in transaction blocks")
+            verb = {"savepoint": "SAVEPOINT", "release": "RELEASE", "rollback": "ROLLBACK TO"}
+            raise SQLError(
+                "25P01", f"{verb[s.action]} SAVEPOINT can only be used in transaction blocks"
+            )
+        if s.name != RESTART_SAVEPOINT:
+            return self._named_savepoint(self._txn, s)
         if s.action == "savepoint":
-            if self._restart or self._executions or self._failed:
+            if self._restart or self._executions or self._failed or self._savepoints:
                 self._failed = True
                 raise SQLError(
                     "3B001",
@@ -610,12 +687,7 @@ class Session:
             self._failed = True
             raise SQLError("3B001", f'savepoint "{s.name}" does not exist')
         if s.action == "rollback":
-            self._txn.rollback()
-            _withdraw(self._executions)
-            self._txn = self.db.transaction()
-            self._failed = False
-            self._after_commit = []
-            self._executions = []
+            self._start_over(0)
             return Result(tag="ROLLBACK")
         if self._failed:
             raise SQLError(
@@ -629,7 +701,92 @@ class Session:
             self._failed = True  # ROLLBACK TO SAVEPOINT starts it over
             raise
         self._released = True
+        self._savepoints = []  # committed: nothing to roll back to
         return Result(tag="RELEASE")
+
+    def _named_savepoint(self, txn: Txn, s: st.Savepoint) -> Result:
+        """A savepoint other than CockroachDB's restart savepoint."""
+        if s.action == "savepoint":
+            self._check_not_failed()
+            self._savepoints.append(
+                _NamedSavepoint(
+                    s.name,
+                    txn.savepoint(),
+                    len(self._executions),
+                    self._ddl,
+                    len(self._after_commit),
+                    initial=not self._executions,
+                )
+            )
+            return Result(tag="SAVEPOINT")
+        found = self._find_savepoint(s.name)
+        if s.action == "release":
+            self._check_not_failed()
+            self._forget_savepoints(txn, found)
+            return Result(tag="RELEASE")
+        held = self._savepoints[found]
+        if self._retry or txn.state is not TxnState.OPEN:
+            if not held.initial:
+                raise SerializationFailure(
+                    f'restart transaction: cannot roll back to savepoint "{s.name}" after '
+                    "a retryable error: the transaction must start over (roll back to a "
+                    "savepoint taken before its first statement, or ROLLBACK)"
+                )
+            self._start_over(found + 1)
+            return Result(tag="ROLLBACK")
+        if self._ddl > held.ddl:
+            self._failed = True
+            raise SQLError(
+                "0A000",
+                f'unimplemented: ROLLBACK TO SAVEPOINT "{s.name}" not yet supported after '
+                "DDL statements",
+            )
+        self._forget_savepoints(txn, found + 1)
+        txn.rollback_to(held.mark)
+        undone = self._executions[held.executions :]
+        del self._executions[held.executions :]
+        del self._after_commit[held.after_commit :]
+        _withdraw(undone)
+        for execution in undone:
+            execution.release_leases()
+        self._failed = False
+        return Result(tag="ROLLBACK")
+
+    def _find_savepoint(self, name: str) -> int:
+        """The index of the latest savepoint named ``name``; 3B001 if none is held."""
+        for index in range(len(self._savepoints) - 1, -1, -1):
+            if self._savepoints[index].name == name:
+                return index
+        self._failed = True
+        raise SQLError("3B001", f'savepoint "{name}" does not exist')
+
+    def _forget_savepoints(self, txn: Txn, keep: int) -> None:
+        """Release the savepoints after the first ``keep``."""
+        while len(self._savepoints) > keep:
+            txn.release(self._savepoints.pop().mark)
+
+    def _start_over(self, keep: int) -> None:
+        """Roll the open transaction back and begin a new one in its place, still open,
+        keeping the first ``keep`` savepoints (all taken before its first statement)."""
+        if self._txn is not None:
+            self._txn.rollback()
+        _withdraw(self._executions)
+        txn = self._txn = self.db.transaction()
+        kept = self._savepoints[:keep]
+        self._savepoints = [
+            _NamedSavepoint(held.name, txn.savepoint(), 0, 0, 0, initial=True) for held in kept
+        ]
+        self._failed = self._retry = False
+        self._ddl = 0
+        self._after_commit = []
+        self._executions = []
+
+    def _check_not_failed(self) -> None:
+        if self._failed:
+            raise SQLError(
+                "25P02",
+                "current transaction is aborted, commands ignored until end of transaction block",
+            )
 
     def _commit(self) -> Result:
         txn = self._txn
@@ -656,6 +813,13 @@ class Session:
             txn.rollback()
             _withdraw(executions)
             raise SerializationFailure(f"restart transaction: {exc}") from exc
+        except ConditionFailedError as exc:
+            # NB: in an explicit transaction only a new rowid is checked at commit
+            # (dml._insert_blind): another row took it, and a retry draws a new one
+            _withdraw(executions)
+            raise SerializationFailure(
+                f"restart transaction: a generated row id was taken by another row: {exc}"
+            ) from exc
         for hook in hooks:
             hook()
 
@@ -667,7 +831,9 @@ class Session:
 
     def _end(self) -> None:
         self._txn = None
-        self._failed = False
+        self._failed = self._retry = False
+        self._savepoints = []
+        self._ddl = 0
         self._restart = self._released = False
         self._after_commit = []
         self._executions = []

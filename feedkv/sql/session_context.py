@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from feedkv.sql import catalog
     from feedkv.sql import statements as st
     from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
+    from feedkv.sql.interrupt import Interrupt
     from feedkv.sql.leases import Lease, Leases
     from feedkv.sql.relation import Relation
 
@@ -58,7 +59,15 @@ class SessionContext(Protocol):
     def in_transaction(self) -> bool: ...
 
     @property
+    def default_replicas(self) -> int:
+        """The default zone's ``num_replicas`` until one is set (the node's flag)."""
+        ...
+
+    @property
     def sequences(self) -> SequenceState: ...
+
+    @property
+    def interrupt(self) -> Interrupt: ...
 
     def resolve_database(self, reader: catalog.Reader, name: str) -> DatabaseDescriptor: ...
 

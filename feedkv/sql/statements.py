@@ -14,6 +14,7 @@ from sqlglot import exp
 from feedkv.sql.types import ColumnType
 
 __all__ = [
+    "AddPrimaryKey",
     "AddColumn",
     "AddConstraint",
     "AlterChangefeed",
@@ -57,6 +58,7 @@ __all__ = [
     "PRIVILEGES",
     "Insert",
     "Join",
+    "Maintenance",
     "Query",
     "RenameColumn",
     "RenameTable",
@@ -73,6 +75,7 @@ __all__ = [
     "ShowIndexes",
     "ShowPartitions",
     "ShowRanges",
+    "ShowZoneConfiguration",
     "ShowTables",
     "Source",
     "SplitAt",
@@ -203,6 +206,8 @@ class CreateTable(Statement):
     checks: tuple[CheckSpec, ...] = ()
     foreign_keys: tuple[ForeignKeySpec, ...] = ()
     partitioning: Partitioning | None = None
+    # ``WITH (name = value, ...)``: PostgreSQL's storage parameters, by name (lower case).
+    storage_params: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,11 +296,22 @@ class ShowRanges(Statement):
 
 @dataclass(frozen=True, slots=True)
 class ConfigureZone(Statement):
-    """``ALTER TABLE t CONFIGURE ZONE USING name = value, ...``: the table's zone
-    configuration (``settings`` as written, values as text)."""
+    """``ALTER TABLE t CONFIGURE ZONE USING name = value, ...`` (or ``ALTER RANGE default
+    ...``: ``table`` is ``None``): the zone configuration's settings as written, values
+    as text; ``discard``: ``CONFIGURE ZONE DISCARD`` (back to the default zone's)."""
 
-    table: TableName
+    table: TableName | None
     settings: tuple[tuple[str, str | None], ...]
+    discard: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ShowZoneConfiguration(Statement):
+    """``SHOW ZONE CONFIGURATION FOR RANGE default`` / ``FOR TABLE t`` (``table``), or
+    ``SHOW ZONE CONFIGURATIONS`` (``every``: the default zone and each table's own)."""
+
+    table: TableName | None = None
+    every: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -730,6 +746,26 @@ class AddConstraint(Statement):
     indexes: tuple[IndexSpec, ...] = ()
     checks: tuple[CheckSpec, ...] = ()
     foreign_keys: tuple[ForeignKeySpec, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AddPrimaryKey(Statement):
+    """``ALTER TABLE t ADD [CONSTRAINT name] PRIMARY KEY (columns)`` on a table keyed by
+    its hidden ``rowid``: the rows move under the new key."""
+
+    table: TableName
+    columns: tuple[str, ...]
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Maintenance(Statement):
+    """``VACUUM [options] [tables]`` or ``ANALYZE [tables]``: PostgreSQL's upkeep, which
+    feedkv has no use for (MVCC garbage collection reclaims space; no statistics are
+    kept); the tables must exist."""
+
+    action: Literal["VACUUM", "ANALYZE"]
+    tables: tuple[TableName, ...]
 
 
 @dataclass(frozen=True, slots=True)

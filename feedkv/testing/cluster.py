@@ -11,6 +11,7 @@ connects as root; with ``insecure=True`` they run ``--insecure``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Self
 
@@ -33,11 +34,15 @@ class LocalCluster:
         rebalance_interval: str = "10s",
         certs_dir: Path | None = None,
         insecure: bool = False,
+        node_env: Callable[[int], dict[str, str]] | None = None,
     ) -> None:
         """``extra_args``: more ``feedkv start`` flags for every node; the nodes run
         changefeed jobs in threads (``--changefeed-runner thread``) unless told otherwise.
-        ``rebalance_interval``: ``0s`` keeps ranges where a test put them."""
+        ``rebalance_interval``: ``0s`` keeps ranges where a test put them.
+        ``node_env(index)``: variables added to that node's environment at every start
+        (a :class:`~feedkv.testing.partition.Network`'s proxy)."""
         self.base = base
+        self.node_env = node_env
         base.mkdir(parents=True, exist_ok=True)
         if insecure and certs_dir is not None:
             raise ValueError("a cluster is either insecure or has a certs_dir, not both")
@@ -70,6 +75,8 @@ class LocalCluster:
     def _start(self, index: int, env: dict[str, str] | None = None) -> NodeProcess:
         others = [i for i, p in enumerate(self.processes) if p is not None and i != index]
         join = ("--join", self.address(others[0])) if others else ()
+        if self.node_env is not None:
+            env = {**self.node_env(index), **(env or {})}
         return NodeProcess(self.base / f"n{index + 1}", *self.extra_args, *join, env=env)
 
     def _any_live(self, but: int) -> int:
@@ -89,6 +96,13 @@ class LocalCluster:
         """``feedkv://`` URL of the node at ``index`` (0: node n1), naming the certs
         directory when the cluster is secure (``feedkv.connect(url)`` is root)."""
         return self._process(index).url
+
+    def node_at(self, address: str) -> int | None:
+        """The index of the running node whose gRPC listens at ``host:port``."""
+        return next(
+            (i for i, p in enumerate(self.processes) if p is not None and p.address == address),
+            None,
+        )
 
     def connect(self, index: int = 0) -> DB:
         return connect(self.url(index), certs_dir=self.certs_dir)

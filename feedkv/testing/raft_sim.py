@@ -71,6 +71,7 @@ class Faults:
     skip_tick: float = 0.0  # per round and replica: its clock runs slow
     conf_change: float = 0.0  # per round: the leader proposes a membership change
     transfer: float = 0.0  # per round: the leader hands over to a random voter
+    crash_mid_ready: float = 0.0  # per Ready: crash with its early messages sent, unpersisted
 
     @classmethod
     def chaos(cls) -> Faults:
@@ -85,6 +86,7 @@ class Faults:
             compact=0.02,
             skip_ready=0.2,
             skip_tick=0.1,
+            crash_mid_ready=0.01,
         )
 
 
@@ -343,6 +345,11 @@ class RaftSim:
         if raft is None or not raft.has_ready():
             return None
         rd = raft.ready()
+        for m in rd.early_messages:  # as a node's loop sends them, before its fsync
+            self._send(m)
+        if self.faults.crash_mid_ready and self.rng.random() < self.faults.crash_mid_ready:
+            self.crash(node)
+            return rd
         storage = replica.storage
         if rd.snapshot is not None:
             storage.apply_snapshot(rd.snapshot)
@@ -354,7 +361,7 @@ class RaftSim:
             storage.append(rd.entries)
         if rd.hard_state is not None:
             storage.set_hard_state(rd.hard_state)
-        for m in rd.messages:
+        for m in rd.late_messages:
             self._send(m)
         if rd.snapshot is not None:
             replica.restore(rd.snapshot, self.checker)

@@ -72,6 +72,7 @@ class RangeFaults:
     partition: float = 0.0
     heal: float = 0.0
     conf_change: float = 0.0  # per round: the lease holder proposes a membership change
+    crash_mid_ready: float = 0.0  # per Ready: crash once its early messages and acks left
 
     @classmethod
     def chaos(cls) -> RangeFaults:
@@ -84,6 +85,7 @@ class RangeFaults:
             partition=0.03,
             heal=0.1,
             conf_change=0.02,
+            crash_mid_ready=0.02,
         )
 
 
@@ -246,9 +248,16 @@ class RangeSim:
         ready = replica.ready() if replica is not None else None
         if replica is None or ready is None:
             return False
+        for m in ready.early_messages:  # as the store's loop sends them, before its fsync
+            self._send(m)
+        replica.acknowledge(ready)
+        if self.faults.crash_mid_ready and self.rng.random() < self.faults.crash_mid_ready:
+            self.crash(node.id)  # NB: what it acknowledged is committed: it must apply
+            return True
         applied = node.engine.write(lambda rw: replica.stage(rw, ready))
         for entry in applied:
-            node.ops[entry.index] = entry.effects.ops
+            if not entry.snapshot:  # NB: a snapshot brings data, not the ops behind it
+                node.ops[entry.index] = entry.effects.ops
         for committed in ready.committed_entries:
             self._check_apply(node, committed.index, committed.term, committed.data)
         for m in replica.staged(ready):

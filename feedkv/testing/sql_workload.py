@@ -495,12 +495,12 @@ def cloud_storage_messages(
 
 
 def committed(
-    db: FeedClient, after: Timestamp, upto: Timestamp
+    db: FeedClient, after: Timestamp, upto: Timestamp, table: str = "t"
 ) -> set[tuple[tuple[Any, ...], Timestamp]]:
-    """Every committed version of ``t``'s rows in ``(after, upto]`` (an incremental
+    """Every committed version of ``table``'s rows in ``(after, upto]`` (an incremental
     export): (primary key, timestamp)."""
     snapshot = catalog.Snapshot(db, upto)
-    desc = catalog.table_by_name(snapshot, catalog.database_by_name(snapshot, "defaultdb"), "t")
+    desc = catalog.table_by_name(snapshot, catalog.database_by_name(snapshot, "defaultdb"), table)
     return {
         (decode_row_key(desc, version.key)[0], version.ts)
         for version in db.export(table_span(desc.id), after, upto)

@@ -84,3 +84,28 @@ def test_only_an_admin_changes_settings(db: DB) -> None:
         db.session(user="viewer").execute("SET CLUSTER SETTING spark.master = 'local[1]'")
     assert caught.value.code == "42501"
     assert shown(db) == ""
+
+
+def test_time_until_store_dead_is_set_shown_and_refused_when_not_a_duration(
+    tmp_path: Path,
+) -> None:
+    from feedkv.server.zones import read_zone_settings
+
+    with feedkv.connect(tmp_path / "store", changefeed_runner="thread") as db:
+
+        def value() -> str:
+            [(shown,)] = db.sql("SHOW CLUSTER SETTING server.time_until_store_dead").rows
+            return str(shown)
+
+        assert value() == "5m0s"
+        assert read_zone_settings(db).time_until_store_dead_ns is None
+        db.sql("SET CLUSTER SETTING server.time_until_store_dead = '15s'")
+        assert value() == "15s"
+        assert read_zone_settings(db).time_until_store_dead_ns == 15_000_000_000
+        for bad in ("'soon'", "'0s'"):
+            with pytest.raises(SQLError) as raised:
+                db.sql(f"SET CLUSTER SETTING server.time_until_store_dead = {bad}")
+            assert raised.value.code == "22023"
+        assert value() == "15s"
+        db.sql("RESET CLUSTER SETTING server.time_until_store_dead")
+        assert value() == "5m0s"

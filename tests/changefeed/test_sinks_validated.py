@@ -39,11 +39,8 @@ so that it is sure to be felt:
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
-import glob
 import json
-import os
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -51,7 +48,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import boto3
-import confluent_kafka
 import pytest
 from test_kafka_sink import Reader
 from test_webhook_sink import Endpoint
@@ -62,6 +58,7 @@ from feedkv.changefeed.sinkless import FeedResult
 from feedkv.kv.store import StoreConfig
 from feedkv.rangefeed.store_feeds import FeedConfig
 from feedkv.testing.changefeed_validator import ChangefeedMessage, parse_json_message
+from feedkv.testing.kafka_mock import MockKafka
 from feedkv.testing.sql_workload import (
     IDS,
     Stats,
@@ -193,68 +190,6 @@ class FlakyS3:
                 return [self.UNAVAILABLE]
         body: Iterable[bytes] = self._moto(environ, start_response)
         return body
-
-
-class MockKafka:
-    """librdkafka's mock cluster of three brokers (topics made on first use, with four
-    partitions), whose brokers can be taken down and brought back.
-
-    confluent-kafka does not wrap librdkafka's mock cluster API, so the cluster is made
-    and driven through ctypes on the librdkafka that confluent-kafka loaded, with its
-    public C API only: a producer handle of its own holds the cluster up.
-    """
-
-    BROKERS = 3
-
-    def __init__(self) -> None:
-        libs = os.path.join(os.path.dirname(confluent_kafka.__file__), "..", "confluent_kafka.libs")
-        [library] = glob.glob(os.path.join(libs, "librdkafka*.so*"))
-        lib = self._lib = ctypes.CDLL(library)
-        lib.rd_kafka_conf_new.restype = ctypes.c_void_p
-        lib.rd_kafka_conf_set.argtypes = [
-            ctypes.c_void_p,
-            ctypes.c_char_p,
-            ctypes.c_char_p,
-            ctypes.c_char_p,
-            ctypes.c_size_t,
-        ]
-        lib.rd_kafka_new.restype = ctypes.c_void_p
-        lib.rd_kafka_new.argtypes = [
-            ctypes.c_int,
-            ctypes.c_void_p,
-            ctypes.c_char_p,
-            ctypes.c_size_t,
-        ]
-        lib.rd_kafka_destroy.argtypes = [ctypes.c_void_p]
-        lib.rd_kafka_handle_mock_cluster.restype = ctypes.c_void_p
-        lib.rd_kafka_handle_mock_cluster.argtypes = [ctypes.c_void_p]
-        lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
-        lib.rd_kafka_mock_cluster_bootstraps.argtypes = [ctypes.c_void_p]
-        for call in (lib.rd_kafka_mock_broker_set_down, lib.rd_kafka_mock_broker_set_up):
-            call.argtypes = [ctypes.c_void_p, ctypes.c_int32]
-            call.restype = ctypes.c_int
-        error = ctypes.create_string_buffer(512)
-        conf = lib.rd_kafka_conf_new()
-        for name, value in ((b"test.mock.num.brokers", b"%d" % self.BROKERS), (b"log_level", b"0")):
-            assert lib.rd_kafka_conf_set(conf, name, value, error, len(error)) == 0, error.value
-        self._handle = lib.rd_kafka_new(0, conf, error, len(error))  # 0: a producer
-        assert self._handle, error.value
-        self._cluster = lib.rd_kafka_handle_mock_cluster(self._handle)
-        assert self._cluster, "librdkafka made no mock cluster"
-        self.bootstrap = lib.rd_kafka_mock_cluster_bootstraps(self._cluster).decode()
-        self.broker_ids = list(range(1, self.BROKERS + 1))  # the mock numbers them from 1
-
-    def set_down(self) -> None:
-        """Take every broker down: connections are closed and refused."""
-        for broker in self.broker_ids:
-            assert self._lib.rd_kafka_mock_broker_set_down(self._cluster, broker) == 0
-
-    def set_up(self) -> None:
-        for broker in self.broker_ids:
-            assert self._lib.rd_kafka_mock_broker_set_up(self._cluster, broker) == 0
-
-    def close(self) -> None:
-        self._lib.rd_kafka_destroy(self._handle)
 
 
 # The sinks, and what their consumers read.

@@ -48,3 +48,15 @@ def test_a_node_holds_the_leases_of_the_ranges_it_is_first_replica_of() -> None:
 
     assert [directory.ranges_of(n) for n in (1, 2, 3)] == [2, 1, 1]
     assert [directory.leases_of(n) for n in (1, 2, 3)] == [1, 1, 0]
+
+
+def test_lease_claims_give_each_range_as_its_newest_lease_holder_reports_it() -> None:
+    directory = RangeDirectory()
+    old = RangeDescriptor(1, Span(KEY_MIN, KEY_MAX), 1, replicas=(1, 2, 3))
+    new = RangeDescriptor(1, Span(KEY_MIN, KEY_MAX), 1, replicas=(2, 3, 4))
+    directory.report(1, 1, [old], {1: 5})  # a dead lease holder's last report
+    directory.report(2, 1, [new], {1: 6})
+    directory.report(3, 1, [old], {})  # a follower claims no lease
+
+    assert directory.lease_claims() == {1: new}
+    assert directory.ranges_of(1) == 0 and directory.ranges_of(4) == 1

@@ -36,3 +36,15 @@ def test_a_clock_far_from_the_majority_refuses_with_the_reason() -> None:
     liveness.heard(NodeDescriptor(3, "c:1", 1), at_ns=S, offset_ns=700_000_000)
     error = liveness.offset_error(S)
     assert error is not None and "800 ms behind node n2" in error
+
+
+def test_dead_for_longer_than_a_threshold_counts_from_the_last_heartbeat_or_the_start() -> None:
+    liveness = Liveness(NodeDescriptor(1, "a:1", 1), dead_after_ns=9 * S, started_ns=100 * S)
+    liveness.heard(NodeDescriptor(2, "b:1", 1), at_ns=120 * S)
+    liveness.learn(NodeDescriptor(3, "c:1", 1))  # known, never heard since this start
+
+    assert liveness.dead_for_longer_than(60 * S, 160 * S) == set()
+    assert liveness.dead_for_longer_than(60 * S, 161 * S) == {3}
+    assert liveness.dead_for_longer_than(60 * S, 181 * S) == {2, 3}
+    # never below the liveness bound: a node that is still live is not dead
+    assert liveness.dead_for_longer_than(1 * S, 125 * S) == {3}

@@ -10,11 +10,12 @@ that the counter equals the increments applied, and that no acknowledged write i
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
-from feedkv.errors import AmbiguousResultError, NotLeaseHolderError
+from feedkv.errors import AmbiguousResultError, InvariantViolation, NotLeaseHolderError
 from feedkv.kv.replicated_command import Effects
 from feedkv.raft import ConfChange, ConfChangeType
 from feedkv.testing.range_sim import RangeFaults, RangeSim
@@ -134,3 +135,29 @@ def test_truncated_logs_bring_lagging_replicas_back_by_snapshot(tmp_path: Path, 
         assert max(firsts) > 20, f"no log was truncated: first indexes {firsts}"
     finally:
         sim.close()
+
+
+SOAK_SEEDS = 1000
+
+
+@pytest.mark.soak
+def test_a_thousand_seeds_of_faults_membership_and_snapshots_lose_nothing(
+    tmp_path: Path,
+) -> None:
+    """Chaos with membership changes and logs truncated after a few entries, over a
+    thousand seeds (``pytest --soak``); a failure names its seed."""
+    for seed in range(1000, 1000 + SOAK_SEEDS):
+        directory = tmp_path / f"seed-{seed}"
+        sim = RangeSim(
+            directory, seed, faults=RangeFaults.chaos(), spares=(4,), log_limit=8, log_keep=2
+        )
+        try:
+            for _ in range(300):
+                sim.round()
+            sim.settle()
+            assert sim.check_converged() >= len(sim.acked), f"seed {seed}"
+        except InvariantViolation as exc:
+            raise AssertionError(f"seed {seed}: {exc}") from exc
+        finally:
+            sim.close()
+            shutil.rmtree(directory, ignore_errors=True)

@@ -17,6 +17,7 @@ from feedkv.errors import AmbiguousResultError, NodeUnavailableError, NotLeaseHo
 from feedkv.kv.api import BatchRequest, BatchResponse, Get, Header, Put
 from feedkv.kv.db import KVClient, LocalTransport
 from feedkv.kv.observer import RangeEndReason
+from feedkv.kv.replica import LOG_KEEP, LOG_LIMIT
 from feedkv.kv.router import Transport
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.raft import Config
@@ -318,3 +319,132 @@ class _OneNode:
 
     def close(self) -> None:
         pass
+
+
+def test_a_follower_behind_the_truncated_log_takes_a_snapshot_and_ends_its_feeds(
+    cluster: ReplicatedStores,
+) -> None:
+    """A follower cut off while the lease holder writes past its log's truncation comes
+    back by snapshot: its observers end with RAFT_SNAPSHOT (the entries the snapshot
+    stands for never reach them as ops), and it takes on the promises those entries made
+    (closed timestamps, reads served), should it lead."""
+    client = KVClient(cluster)
+    client.put(b"k", b"first")
+    holder = cluster.lease_holder()
+    behind = next(n for n in NODES if n != holder)
+    ended: list[RangeEndReason] = []
+
+    class Watch:
+        def on_ops(self, ops: object) -> None:
+            pass
+
+        def on_closed(self, ts: Timestamp) -> None:
+            pass
+
+        def on_range_ended(self, reason: RangeEndReason) -> None:
+            ended.append(reason)
+
+    _, snap = cluster.stores[behind].observe(1, Watch())  # type: ignore[arg-type]
+    snap.close()
+    cluster.cut = {(behind, n) for n in NODES} | {(n, behind) for n in NODES}
+    for i in range(LOG_LIMIT + 2 * LOG_KEEP):
+        client.put(b"k", b"%d" % i)
+    served = cluster.now()  # after every read the lease holder served
+    cluster.cut = set()
+    wait_until(lambda: ended, timeout_s=DEADLINE_S, what="the follower's feeds to end")
+    assert ended == [RangeEndReason.RAFT_SNAPSHOT]
+    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="the follower to catch up")
+    assert cluster.value(behind, b"k") == b"%d" % (LOG_LIMIT + 2 * LOG_KEEP - 1)
+    promised = cluster.stores[behind]._ctx  # NB: what it would hold to as lease holder
+    assert promised.tscache.max_read(b"k", None) >= served
+    assert promised.closed.get(1) > Timestamp(0, 0)
+
+
+class _Ending:
+    """An observer that records why its range ended."""
+
+    def __init__(self) -> None:
+        self.reasons: list[RangeEndReason] = []
+        self.ended = threading.Event()
+
+    def on_ops(self, ops: object) -> None:
+        pass
+
+    def on_closed(self, ts: Timestamp) -> None:
+        pass
+
+    def on_range_ended(self, reason: RangeEndReason) -> None:
+        self.reasons.append(reason)
+        self.ended.set()
+
+
+def _raft_keys(store: Store, range_id: int) -> int:
+    from feedkv.raft import RAFT_DB
+
+    prefix = range_id.to_bytes(8, "big")
+    end = (range_id + 1).to_bytes(8, "big")
+    with store.engine.snapshot() as snap:
+        return sum(1 for _ in snap.scan(RAFT_DB, prefix, end))
+
+
+def test_a_removed_follower_drops_the_range_and_ends_its_feeds_with_replica_removed(
+    cluster: ReplicatedStores,
+) -> None:
+    client = KVClient(cluster)
+    client.put(b"before", b"1")
+    holder = cluster.lease_holder()
+    follower = next(n for n in NODES if n != holder)
+    watcher = _Ending()
+    _, snap = cluster.stores[follower].observe(1, watcher)  # type: ignore[arg-type]
+    snap.close()
+    wait_until(lambda: cluster.value(follower, b"before") == b"1", timeout_s=DEADLINE_S)
+
+    cluster.stores[holder].remove_replica(1, follower)
+
+    assert watcher.ended.wait(DEADLINE_S)
+    assert watcher.reasons == [RangeEndReason.REPLICA_REMOVED]
+    gone = cluster.stores[follower]
+    wait_until(lambda: not gone.descriptors(), timeout_s=DEADLINE_S, what="r1 dropped")
+    assert gone.replicas is not None and not gone.replicas.has(1)
+    assert cluster.value(follower, b"before") is None
+    assert _raft_keys(gone, 1) == 0
+    remaining = tuple(n for n in NODES if n != follower)
+    assert sorted(cluster.stores[holder].descriptors()[0].replicas) == sorted(remaining)
+    client.put(b"after", b"2")  # two voters of two: still a quorum
+    assert client.get(b"before") == b"1" and client.get(b"after") == b"2"
+
+
+def test_a_lease_holder_that_removes_itself_leaves_the_range_to_the_others(
+    cluster: ReplicatedStores,
+) -> None:
+    client = KVClient(cluster)
+    client.put(b"k", b"v")
+    holder = cluster.lease_holder()
+
+    cluster.stores[holder].remove_replica(1, holder)
+
+    wait_until(
+        lambda: not cluster.stores[holder].descriptors(), timeout_s=DEADLINE_S, what="dropped"
+    )
+    cluster.stop(holder)  # the others go on without it: it is no longer a member
+    client.put(b"k2", b"v2")
+    assert client.get(b"k") == b"v" and client.get(b"k2") == b"v2"
+
+
+def test_a_lease_handed_to_a_follower_moves_there_and_writes_go_on(
+    cluster: ReplicatedStores,
+) -> None:
+    client = KVClient(cluster)
+    client.put(b"k", b"v")
+    holder = cluster.lease_holder()
+    follower = next(n for n in NODES if n != holder)
+    loop = cluster.stores[holder].replicas
+    assert loop is not None
+
+    loop.transfer_lease(1, follower)
+
+    new_loop = cluster.stores[follower].replicas
+    assert new_loop is not None
+    wait_until(lambda: new_loop.holds_lease(1), timeout_s=DEADLINE_S, what="the lease moved")
+    client.put(b"k2", b"v2")
+    assert client.get(b"k") == b"v" and client.get(b"k2") == b"v2"

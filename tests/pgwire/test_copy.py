@@ -32,7 +32,9 @@ def test_copy_statements_are_parsed_with_their_options() -> None:
     ("text", "code"),
     [
         ("COPY t FROM '/etc/passwd'", "42601"),
-        ("COPY t FROM STDIN WITH (FORMAT binary)", "0A000"),
+        ("COPY t FROM STDIN WITH (FORMAT parquet)", "0A000"),
+        ("COPY t FROM STDIN WITH (FORMAT binary, DELIMITER ',')", "42601"),
+        ("COPY t FROM STDIN WITH (FORMAT binary, NULL 'x')", "42601"),
         ("COPY t FROM STDIN WITH (FREEZE true)", "0A000"),
         ("COPY t FROM STDIN WITH (DELIMITER '||')", "42601"),
         ("COPY (SELECT 1) FROM STDIN", "42601"),

@@ -104,7 +104,7 @@ def test_a_driver_retry_loop_with_the_savepoint_converges_under_contention(url: 
     ("statements", "code"),
     [
         (["SAVEPOINT cockroach_restart"], "25P01"),
-        (["BEGIN", "SAVEPOINT mine"], "0A000"),
+        (["BEGIN", "ROLLBACK TO SAVEPOINT mine"], "3B001"),
         (["BEGIN", "RELEASE SAVEPOINT cockroach_restart"], "3B001"),
         (["BEGIN", "SELECT 1", "SAVEPOINT cockroach_restart"], "3B001"),
     ],

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from feedkv.errors import InvalidArgumentError, InvariantViolation
-from feedkv.raft.messages import Entry, HardState, Message, MessageType
+from feedkv.raft.messages import ConfChange, ConfChangeType, Entry, HardState, Message, MessageType
 from feedkv.raft.state import Config, RaftState, Ready, Role, SoftState
 from feedkv.raft.storage import MemoryStorage
 
@@ -66,10 +66,14 @@ def test_committed_entries_are_handed_out_once() -> None:
     raft.campaign()
     raft.propose(b"x")
     rd = raft.ready()
+    assert rd.committed_entries == ()  # the leader's own copy counts once persisted
+    _persist(raft, rd)
+    rd = raft.ready()
     assert [e.data for e in rd.committed_entries] == [b"", b"x"]
     _persist(raft, rd)
     assert not raft.has_ready()
     raft.propose(b"y")
+    _persist(raft, raft.ready())
     assert [e.data for e in raft.ready().committed_entries] == [b"y"]
 
 
@@ -95,7 +99,30 @@ def test_a_restart_resumes_from_the_persisted_state() -> None:
     for data in (b"a", b"b"):
         raft.propose(data)
     _persist(raft, raft.ready())
+    _persist(raft, raft.ready())  # the commit, once the entries were persisted
     restarted = RaftState(Config(id=1, applied=3), raft.log.storage, random.Random(1))
     assert (restarted.term, restarted.vote, restarted.committed) == (raft.term, 1, 4)
     assert restarted.role is Role.FOLLOWER
     assert [e.data for e in restarted.ready().committed_entries] == [b"b"]
+
+
+@pytest.mark.parametrize("voters", [(1,), (1, 2, 3)])
+def test_early_messages_never_commit_what_the_leader_has_not_persisted(
+    voters: tuple[int, ...],
+) -> None:
+    # a leader's appends leave before its fsync; were its unpersisted copy to count, a
+    # learner (or follower) could apply an entry the leader's crash then loses
+    raft = _replica(1, voters=voters, pre_vote=False)
+    raft.campaign()
+    for node in voters[1:]:
+        raft.step(Message(MT.VOTE_RESP, 1, node, raft.term))
+    assert raft.role is Role.LEADER
+    raft.apply_conf_change(ConfChange(ConfChangeType.ADD_LEARNER, 9))
+    _persist(raft, raft.ready())
+    raft.propose(b"x")
+    rd = raft.ready()
+    unpersisted = min(e.index for e in rd.entries)
+    assert rd.early_messages, "the leader's appends may leave before its fsync"
+    assert all(m.commit < unpersisted for m in rd.early_messages)
+    assert all(m.type in (MT.APP, MT.HEARTBEAT) for m in rd.early_messages)
+    assert all(m.type not in (MT.APP, MT.HEARTBEAT) for m in rd.late_messages)

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 import pytest
 
+from feedkv.errors import InvariantViolation
 from feedkv.raft.state import Role
 from feedkv.testing.raft_sim import Faults, RaftSim
 
@@ -88,3 +89,21 @@ def test_a_quiet_network_commits_every_proposal(seed: int) -> None:
     for replica in sim.replicas.values():
         assert [row[0] for row in replica.applied] == list(range(2, replica.applied_index + 1))
     assert len({r.applied_index for r in sim.replicas.values()}) <= 2
+
+
+SOAK_SEEDS = 3000
+
+
+@pytest.mark.soak
+def test_thousands_of_seeds_stay_safe_and_recover_under_chaos() -> None:
+    """The chaos above, with membership changes and leader transfers, over thousands of
+    seeds (``pytest --soak``); a failure names its seed, which replays alone."""
+    faults = replace(Faults.chaos(), conf_change=0.05, transfer=0.01)
+    for seed in range(1000, 1000 + SOAK_SEEDS):
+        try:
+            sim = RaftSim(seed, (1, 2, 3), spares=(4, 5), faults=faults)
+            for _ in range(CHAOS_ROUNDS):
+                sim.round()
+            _heal_and_commit(sim, b"final")
+        except (AssertionError, InvariantViolation) as exc:
+            raise AssertionError(f"seed {seed}: {exc}") from exc

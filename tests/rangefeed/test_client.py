@@ -468,3 +468,43 @@ def test_a_watch_from_a_timestamp_replays_history_after_it(db: DB) -> None:
     with db.watch(b"w", since=start) as watch:
         event = next(watch)
     assert (event.value, event.ts > start) == (b"2", True)  # type: ignore[union-attr]
+
+
+class SilentFirstNode:
+    """A transport whose first registration is taken and then never heard from (a
+    replica cut off from its range's leader, or a node that stopped sending while its
+    stream stays open); later ones reach the node."""
+
+    def __init__(self, inner: FeedTransport) -> None:
+        self.inner = inner
+        self.registrations = 0
+
+    def register(self, *args: Any, **kwargs: Any) -> object:
+        self.registrations += 1
+        if self.registrations == 1:
+            return None  # NB: the node "took" it: nothing will come
+        return self.inner.register(*args, **kwargs)
+
+    def unregister(self, handle: object) -> None:
+        if handle is not None:
+            self.inner.unregister(handle)
+
+    def __getattr__(self, name: str) -> Any:  # new_stream, local_node, close: the inner's
+        return getattr(self.inner, name)
+
+
+def test_a_piece_its_node_stops_answering_is_registered_again_without_a_gap(db: DB) -> None:
+    start = db.now()
+    transport = SilentFirstNode(db._feeds)
+    written = [db.put(b"k%d" % (i % 3), b"%d" % i) for i in range(6)]
+    with RangeFeed(
+        cast(FeedTransport, transport), db._router, [EVERYTHING], start, stuck_after_s=0.3
+    ) as feed:
+        written += [db.put(b"k%d" % (i % 3), b"%d" % i) for i in range(6, 12)]
+        events = read_until(feed, resolved_past(written[-1]))
+    assert transport.registrations == 2
+    validator = FeedValidator([EVERYTHING], start)
+    validator.observe_all(events)
+    history = list(db.export(EVERYTHING, start, written[-1]))
+    assert len(history) == 12
+    assert_valid(validator.check(history, up_to=written[-1]))

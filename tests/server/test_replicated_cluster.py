@@ -124,8 +124,9 @@ def test_a_rangefeed_goes_on_without_a_gap_when_its_nodes_lease_holder_dies(
     cluster: LocalCluster,
 ) -> None:
     """A feed over a replicated range while writes go on and the range's lease holder is
-    SIGKILLed: the client resumes on a live replica from its checkpoint, every committed
-    version arrives, in order per key, and no value below a checkpoint follows it."""
+    SIGKILLed: the feed is served by the client's own node's replica, a follower, which
+    goes on; every committed version arrives, in order per key, and no value below a
+    checkpoint follows it."""
     db = cluster.connect(0)
     wait_until(lambda: _replicated(db), timeout_s=DEADLINE_S, what="three replicas")
     victim = _lease_holder(db) - 1
@@ -147,6 +148,7 @@ def test_a_rangefeed_goes_on_without_a_gap_when_its_nodes_lease_holder_dies(
 
     thread = threading.Thread(target=writer)
     with db.rangefeed([feed_span], since) as feed:
+        assert [r.node_id for r in feed.ranges()] == [gateway + 1]  # a follower's
         thread.start()
         try:
             wait_until(lambda: len(written) > 30, timeout_s=DEADLINE_S, what="writes before")

@@ -943,7 +943,7 @@ def test_rollback_to_the_restart_savepoint_starts_the_transaction_over(db: feedk
     ("statements", "code"),
     [
         (["SAVEPOINT cockroach_restart"], "25P01"),
-        (["BEGIN", "SAVEPOINT other"], "0A000"),
+        (["BEGIN", "RELEASE SAVEPOINT other"], "3B001"),
         (["BEGIN", "ROLLBACK TO SAVEPOINT cockroach_restart"], "3B001"),
         (["BEGIN", "SELECT 1", "SAVEPOINT cockroach_restart"], "3B001"),
         (["BEGIN", "SAVEPOINT cockroach_restart", "SAVEPOINT cockroach_restart"], "3B001"),

@@ -101,7 +101,9 @@ def test_a_changefeed_on_a_zoned_table_resolves_at_its_target(slow_db: DB) -> No
         ("closed_timestamp_target = 'soon'", "22023", "'soon' is not a duration"),
         ("closed_timestamp_target = '0s'", "22023", "must be above 0 and at most 1h"),
         ("closed_timestamp_target = '2h'", "22023", "must be above 0 and at most 1h"),
-        ("num_replicas = 3", "22023", "unknown zone setting 'num_replicas'"),
+        ("num_replica = 3", "22023", "unknown zone setting 'num_replica'"),
+        ("num_replicas = 0", "22023", "not between 1 and 7"),
+        ("num_replicas = 'x'", "22023", "not a whole number"),
         ("", "42601", "expected an option name"),
     ],
 )
@@ -120,3 +122,93 @@ def test_configure_zone_needs_an_existing_table(slow_db: DB) -> None:
     with pytest.raises(SQLError) as raised:
         slow_db.sql("ALTER TABLE missing CONFIGURE ZONE USING closed_timestamp_target = '1s'")
     assert raised.value.code == "42P01"
+
+
+def test_zone_settings_add_up_and_show_as_cockroachdb_shows_them(slow_db: DB) -> None:
+    """Each ALTER keeps the settings it does not name; SHOW ZONE CONFIGURATION shows the
+    zone that applies (the default zone for a table without its own)."""
+    db = slow_db
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+    db.sql("CREATE TABLE u (k INT PRIMARY KEY)")
+    db.sql("ALTER RANGE default CONFIGURE ZONE USING num_replicas = 5")
+    db.sql("ALTER TABLE t CONFIGURE ZONE USING closed_timestamp_target = '200ms'")
+    db.sql("ALTER TABLE t CONFIGURE ZONE USING num_replicas = 3")
+
+    def show(statement: str) -> list[tuple[str, str]]:
+        return [tuple(row) for row in db.sql(statement).rows]  # type: ignore[misc]
+
+    t_zone = (
+        "TABLE defaultdb.public.t",
+        "ALTER TABLE defaultdb.public.t CONFIGURE ZONE USING\n"
+        "\tnum_replicas = 3,\n\tclosed_timestamp_target = '200ms'",
+    )
+    default = ("RANGE default", "ALTER RANGE default CONFIGURE ZONE USING\n\tnum_replicas = 5")
+    assert show("SHOW ZONE CONFIGURATION FOR TABLE t") == [t_zone]
+    assert show("SHOW ZONE CONFIGURATION FOR TABLE u") == [default]
+    assert show("SHOW ZONE CONFIGURATION FOR RANGE default") == [default]
+    assert show("SHOW ZONE CONFIGURATIONS") == [default, t_zone]
+    snapshot = catalog.Snapshot(db, db.now())
+    assert catalog.zone_replicas(snapshot)[0] == 5
+    assert [n for _, n in catalog.zone_replicas(snapshot)[1]] == [3]
+
+    db.sql("ALTER TABLE t CONFIGURE ZONE DISCARD")
+    assert show("SHOW ZONE CONFIGURATION FOR TABLE t") == [default]
+    assert catalog.zone_spans(catalog.Snapshot(db, db.now())) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "table", "every"),
+    [
+        ("SHOW ZONE CONFIGURATION FROM RANGE default", None, False),
+        ("SHOW ZONE CONFIGURATION FOR RANGE default", None, False),
+        ("SHOW ZONE CONFIGURATION FROM TABLE db.t", "db.t", False),
+        ("SHOW ZONE CONFIGURATION FOR TABLE t", "t", False),
+        ("SHOW ZONE CONFIGURATIONS", None, True),
+        ("SHOW ALL ZONE CONFIGURATIONS", None, True),
+    ],
+)
+def test_show_zone_configuration_parses_as_cockroachdb_writes_it(
+    text: str, table: str | None, every: bool
+) -> None:
+    from feedkv.sql import statements as st
+    from feedkv.sql.parser import parse
+
+    (statement,) = parse(text)
+    assert isinstance(statement, st.ShowZoneConfiguration)
+    named = statement.table
+    shown = None if named is None else ".".join(filter(None, (named.database, named.name)))
+    assert (shown, statement.every) == (table, every)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("SHOW ZONE CONFIGURATION t", "expected SHOW ZONE CONFIGURATION FOR"),
+        ("SHOW ZONE CONFIGURATION FOR RANGE meta", "expected FOR RANGE default or FOR TABLE t"),
+        ("ALTER RANGE meta CONFIGURE ZONE USING num_replicas = 3", "RANGE default"),
+        ("ALTER RANGE default CONFIGURE ZONE DISCARD", "the default zone cannot be discarded"),
+    ],
+)
+def test_zone_statements_feedkv_does_not_have_are_refused_by_name(text: str, message: str) -> None:
+    from feedkv.sql.parser import parse
+
+    with pytest.raises(SQLError, match=message):
+        parse(text)
+
+
+def test_the_default_zone_takes_num_replicas_only_and_bad_values_change_nothing(
+    slow_db: DB,
+) -> None:
+    db = slow_db
+    db.sql("ALTER RANGE default CONFIGURE ZONE USING num_replicas = 3")
+    for statement, message in [
+        ("ALTER RANGE default CONFIGURE ZONE USING num_replicas = 8", "not between 1 and 7"),
+        (
+            "ALTER RANGE default CONFIGURE ZONE USING closed_timestamp_target = '1s'",
+            "not on the default zone",
+        ),
+    ]:
+        with pytest.raises(SQLError, match=message) as raised:
+            db.sql(statement)
+        assert raised.value.code == "22023"
+    assert catalog.zone_replicas(catalog.Snapshot(db, db.now()))[0] == 3

@@ -1,0 +1,59 @@
+"""Cancelling a running statement: PostgreSQL's CancelRequest, which arrives on another
+connection (so another thread) while the statement runs.
+
+The statement is cooperative: it looks at its session's :class:`Interrupt` at points
+where stopping loses nothing, and raises 57014 there. It looks between the pages of a
+scan (so a scan of a large table stops within one page), while it waits (``pg_sleep``),
+and between statements and COPY batches; a sinkless changefeed is closed at once by the
+server. What the statement wrote is then rolled back with its transaction (implicit), or
+its transaction fails (explicit), as after any error.
+
+NB: not an asynchronous exception: the statement runs the KV layer in its own thread
+(and, embedded, the node's storage code), which must never stop half-way.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from feedkv.errors import SQLError
+
+__all__ = ["Interrupt", "QueryCanceled"]
+
+
+class QueryCanceled(SQLError):
+    """SQLSTATE 57014: the statement was cancelled by the client's request."""
+
+    def __init__(self) -> None:
+        super().__init__("57014", "query execution canceled")
+
+
+class Interrupt:
+    """Whether the running statement was asked to stop. :meth:`cancel` may be called
+    from any thread; the rest by the thread running the statement."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    def reset(self) -> None:
+        """A new statement (or query) starts: an earlier request is spent."""
+        if self._event.is_set():  # NB: clear() takes a lock; most queries were not cancelled
+            self._event.clear()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def check(self) -> None:
+        """Raise :class:`QueryCanceled` if the statement was cancelled."""
+        if self._event.is_set():
+            raise QueryCanceled
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds``, or raise :class:`QueryCanceled` as soon as the statement is
+        cancelled."""
+        if self._event.wait(max(seconds, 0.0)):
+            raise QueryCanceled

@@ -1,0 +1,94 @@
+"""Cancelling a running statement over the wire: psycopg's cancel from another thread
+and psql's Ctrl-C (SIGINT) end a pg_sleep mid-statement with 57014, and the session
+goes on; what the cancelled statement's transaction wrote is gone."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import errors
+
+from feedkv import DB
+from feedkv.pgwire.server import PGServer
+from feedkv.testing.waiting import wait_until
+
+PSQL = shutil.which("psql")
+DEADLINE_S = 30.0
+
+
+def cancel_until_done(conn: psycopg.Connection[Any], done: threading.Event) -> threading.Thread:
+    """Send cancels until ``done``: a cancel that arrives before the statement starts
+    cancels nothing, so one is sent every 50 ms until the statement has ended."""
+
+    def run() -> None:
+        while not done.wait(0.05):
+            conn.cancel_safe(timeout=10)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_psycopg_cancels_a_running_pg_sleep_and_the_connection_goes_on(db: DB, pg_url: str) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        done = threading.Event()
+        canceller = cancel_until_done(conn, done)
+        try:
+            with pytest.raises(errors.QueryCanceled) as caught:
+                conn.execute("INSERT INTO t SELECT 1 FROM (SELECT pg_sleep(600)) AS s")
+        finally:
+            done.set()
+            canceller.join(DEADLINE_S)
+        assert caught.value.sqlstate == "57014"
+        assert conn.execute("SELECT count(*) FROM t").fetchone() == (0,)
+        assert conn.execute("SELECT pg_sleep(0), 2").fetchone() == (True, 2)
+
+
+def test_a_cancel_inside_a_transaction_fails_it_until_rollback(pg_url: str) -> None:
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("SELECT 1")
+        done = threading.Event()
+        canceller = cancel_until_done(conn, done)
+        try:
+            with pytest.raises(errors.QueryCanceled):
+                conn.execute("SELECT pg_sleep(600)")
+        finally:
+            done.set()
+            canceller.join(DEADLINE_S)
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+        conn.rollback()
+        assert conn.execute("SELECT 3").fetchone() == (3,)
+
+
+@pytest.mark.skipif(PSQL is None, reason="psql is missing: `make` installs postgresql-client")
+def test_psql_ctrl_c_cancels_the_running_statement(pg_url: str, pg_server: PGServer) -> None:
+    assert PSQL is not None
+    psql = subprocess.Popen(
+        [PSQL, pg_url, "-X", "-c", "SELECT pg_sleep(600)"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # NB: once the statement runs: a SIGINT before psql has its handler would kill it
+        wait_until(lambda: pg_server.running == 1, what="psql's statement to start")
+        while True:  # as a user presses Ctrl-C until the statement ends
+            psql.send_signal(signal.SIGINT)
+            try:
+                _out, err = psql.communicate(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    finally:
+        if psql.poll() is None:
+            psql.kill()
+            psql.wait(DEADLINE_S)
+    assert "query execution canceled" in err
+    assert psql.returncode == 1

@@ -1,0 +1,118 @@
+"""Raft messages over gRPC in calls of bounded size: large ones in chunks, put together
+whole by the receiver, and a message with a chunk lost is lost whole."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+from typing import Any
+
+import grpc
+import msgpack
+import pytest
+
+from feedkv.kv.wire import SERVICE
+from feedkv.server.raft_transport import ChunkAssembler, RaftTransport
+from feedkv.testing.waiting import wait_until
+
+CHUNK = 64
+
+
+class _Receiver:
+    """A node's two Raft methods on a real gRPC server: what arrives, in order."""
+
+    def __init__(self) -> None:
+        self.assembler = ChunkAssembler()
+        self.received: list[tuple[int, bytes]] = []
+        self.calls: list[int] = []  # the size of each call's payload
+        self._lock = threading.Lock()
+
+    def handlers(self) -> grpc.GenericRpcHandler:
+        def raft(data: bytes, _context: Any) -> bytes:
+            message = msgpack.unpackb(data)
+            self._took(data, [(r, bytes(m)) for r, m in message["messages"]])
+            return msgpack.packb({})  # type: ignore[no-any-return]
+
+        def chunk(data: bytes, _context: Any) -> bytes:
+            whole = self.assembler.take(msgpack.unpackb(data))
+            self._took(data, [whole] if whole is not None else [])
+            return msgpack.packb({})  # type: ignore[no-any-return]
+
+        return grpc.method_handlers_generic_handler(
+            SERVICE,
+            {
+                "Raft": grpc.unary_unary_rpc_method_handler(raft),
+                "RaftChunk": grpc.unary_unary_rpc_method_handler(chunk),
+            },
+        )
+
+    def _took(self, data: bytes, messages: list[tuple[int, bytes]]) -> None:
+        with self._lock:
+            self.calls.append(len(data))
+            self.received.extend(messages)
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[_Receiver, str]]:
+    held = _Receiver()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    server.add_generic_rpc_handlers((held.handlers(),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield held, f"127.0.0.1:{port}"
+    finally:
+        server.stop(None)
+
+
+def test_large_messages_cross_in_chunks_and_arrive_whole_in_order(
+    receiver: tuple[_Receiver, str],
+) -> None:
+    held, address = receiver
+    channel = grpc.insecure_channel(address)
+    transport = RaftTransport(1, lambda _node: address, lambda _a: channel, chunk_bytes=CHUNK)
+    sent = [
+        (1, b"small"),
+        (2, bytes(range(256)) * 3),  # 768 bytes: 12 chunks
+        (1, b"x" * 40),
+        (1, b"y" * 40),  # with the one before, more than a call carries
+        (3, b"z" * (CHUNK + 1)),  # just past a call: two chunks
+    ]
+    try:
+        transport.send(2, sent)
+        wait_until(lambda: len(held.received) == len(sent), timeout_s=30, what="every message")
+    finally:
+        transport.stop()
+        channel.close()
+    assert held.received == sent
+    payload_overhead = 128  # msgpack framing and the chunk's fields
+    assert max(held.calls) <= CHUNK + payload_overhead
+
+
+def _chunk(sender: int, transfer: int, seq: int, total: int, data: bytes) -> dict[str, Any]:
+    return {
+        "from": sender,
+        "transfer": transfer,
+        "seq": seq,
+        "total": total,
+        "range": 7,
+        "data": data,
+    }
+
+
+def test_a_message_missing_a_chunk_is_dropped_and_the_next_one_arrives() -> None:
+    assembler = ChunkAssembler()
+    assert assembler.take(_chunk(1, 1, 0, 3, b"a")) is None
+    assert assembler.take(_chunk(1, 1, 2, 3, b"c")) is None  # chunk 1 lost
+    assert assembler.take(_chunk(1, 1, 1, 3, b"b")) is None  # too late: dropped already
+    assert assembler.take(_chunk(1, 2, 0, 2, b"n")) is None
+    assert assembler.take(_chunk(2, 9, 0, 1, b"other sender")) == (7, b"other sender")
+    assert assembler.take(_chunk(1, 2, 1, 2, b"ew")) == (7, b"new")
+
+
+def test_a_new_message_replaces_one_left_half_assembled() -> None:
+    assembler = ChunkAssembler()
+    assert assembler.take(_chunk(1, 1, 0, 2, b"half")) is None
+    assert assembler.take(_chunk(1, 2, 0, 1, b"whole")) == (7, b"whole")
+    assert assembler.take(_chunk(1, 1, 1, 2, b"rest")) is None

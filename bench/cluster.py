@@ -114,7 +114,7 @@ def cpu_per_commit(row: dict[str, Any]) -> None:
 
 
 def kv0_one_node(clients: int, seconds: float, tmp: Path) -> dict[str, Any]:
-    node = NodeProcess(tmp / "one", "--changefeed-runner", "thread")
+    node = NodeProcess(tmp / "one", "--changefeed-runner", "thread", "--insecure")
     try:
         with feedkv.connect(node.url) as db:
             for key in SPLITS:
@@ -129,7 +129,7 @@ def kv0_one_node(clients: int, seconds: float, tmp: Path) -> dict[str, Any]:
 
 
 def kv0_three_nodes(clients: int, seconds: float, tmp: Path) -> dict[str, Any]:
-    with LocalCluster(tmp / "three", 3, rebalance_interval="0s") as cluster:
+    with LocalCluster(tmp / "three", 3, rebalance_interval="0s", insecure=True) as cluster:
         with cluster.connect(0) as db:
             for key in SPLITS:
                 db.split(key)
@@ -147,7 +147,7 @@ def kv0_three_nodes(clients: int, seconds: float, tmp: Path) -> dict[str, Any]:
 
 def relocation(mib: int, tmp: Path) -> dict[str, Any]:
     """Move a ``mib`` MiB range between two nodes while a writer writes into it."""
-    with LocalCluster(tmp / "move", 2, rebalance_interval="0s") as cluster:
+    with LocalCluster(tmp / "move", 2, rebalance_interval="0s", insecure=True) as cluster:
         db = cluster.connect(0)
         db.split(b"big/")
         db.split(b"big0")
@@ -243,7 +243,9 @@ def feed_lags(cluster: LocalCluster, writes: int, *, relocate: bool) -> list[flo
 
 def rangefeed_lag(nodes: int, writes: int, tmp: Path) -> dict[str, Any]:
     """Commit-to-delivery latency of values on a feed whose ranges span ``nodes``."""
-    with LocalCluster(tmp / f"lag{nodes}", nodes, rebalance_interval="0s") as cluster:
+    with LocalCluster(
+        tmp / f"lag{nodes}", nodes, rebalance_interval="0s", insecure=True
+    ) as cluster:
         lags = feed_lags(cluster, writes, relocate=True)
     return {
         "nodes": nodes,

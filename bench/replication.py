@@ -64,7 +64,9 @@ def _replicated(cluster: LocalCluster, replicas: int) -> None:
 
 def kv0(replicas: int, clients: int, seconds: float, tmp: Path) -> dict[str, Any]:
     args = ("--replicas", str(replicas))
-    with LocalCluster(tmp / f"kv0-{replicas}", 3, *args, rebalance_interval="0s") as cluster:
+    with LocalCluster(
+        tmp / f"kv0-{replicas}", 3, *args, rebalance_interval="0s", insecure=True
+    ) as cluster:
         _replicated(cluster, replicas)
         with cluster.connect(0) as db:
             for key in cluster_bench.SPLITS:
@@ -85,7 +87,9 @@ def kv0(replicas: int, clients: int, seconds: float, tmp: Path) -> dict[str, Any
 
 
 def failover(kills: int, tmp: Path) -> dict[str, Any]:
-    with LocalCluster(tmp / "failover", 3, "--replicas", "3", rebalance_interval="0s") as cluster:
+    with LocalCluster(
+        tmp / "failover", 3, "--replicas", "3", rebalance_interval="0s", insecure=True
+    ) as cluster:
         _replicated(cluster, 3)
         times: list[float] = []
         for _ in range(kills):
@@ -131,7 +135,9 @@ def failover(kills: int, tmp: Path) -> dict[str, Any]:
 
 def rangefeed_lag(replicas: int, writes: int, tmp: Path) -> dict[str, Any]:
     args = ("--replicas", str(replicas))
-    with LocalCluster(tmp / f"lag-{replicas}", 3, *args, rebalance_interval="0s") as cluster:
+    with LocalCluster(
+        tmp / f"lag-{replicas}", 3, *args, rebalance_interval="0s", insecure=True
+    ) as cluster:
         _replicated(cluster, replicas)
         lags = cluster_bench.feed_lags(cluster, writes, relocate=replicas == 1)
     return {

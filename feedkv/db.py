@@ -130,15 +130,21 @@ def connect(
     check_runner(changefeed_runner)
     text = str(target)
     if "://" in text:
+        from feedkv.kv.grpc_transport import url_tls
         from feedkv.rangefeed.feed_client import remote_transports
+        from feedkv.security.secrets import held_key
 
+        tls = url_tls(text, certs_dir, user)
         transport, feeds = remote_transports(text, certs_dir, user)
-        return DB(transport, feeds, target=text, changefeed_runner=changefeed_runner)
+        client = DB(transport, feeds, target=text, changefeed_runner=changefeed_runner)
+        client.sealer = held_key(tls.certs.path if tls is not None else None)
+        return client
     if not text:
         raise InvalidURLError("cannot connect to '': give a store directory or feedkv://host:port")
     # NB: imported here, as the gRPC client above is: a process that only connects to a
     # server (a Spark worker, of which a job's first batch starts a dozen) does not pay
     # for importing the node's server and store
+    from feedkv.changefeed.jobs import check_secrets
     from feedkv.server.admin import Admin
     from feedkv.server.feed_history import FeedHistory
     from feedkv.server.jobs import protect_job_history
@@ -168,6 +174,7 @@ def connect(
         changefeed_runner=changefeed_runner,
         spark_master=spark_master,
     )
+    db.sealer = node.sealer
     protect_job_history(node, db)
     apply_zone_configs(node, db)
     node.attach_admin(
@@ -182,6 +189,7 @@ def connect(
     )
     _close_at_exit(db)
     try:
+        check_secrets(catalog.Snapshot(db, db.now()))
         if sql_addr is not None:
             db.serve_sql(sql_addr)
         if db.scan(*catalog.job_span(), limit=1):

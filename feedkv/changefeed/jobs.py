@@ -47,9 +47,16 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from feedkv.changefeed.changefeed import ChangefeedSpec
 from feedkv.changefeed.options import parse_options
 from feedkv.changefeed.rows import Target
-from feedkv.errors import InvariantViolation, SQLError
+from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.kv.txn import Txn
-from feedkv.security.secrets import SEALED_PREFIX, Sealer, new_key
+from feedkv.security.secrets import (
+    KEY_FILE,
+    SEALED_PREFIX,
+    KeyMissing,
+    Sealer,
+    new_key,
+    sealed_key_id,
+)
 from feedkv.sql import catalog
 from feedkv.sql.descriptor import DatabaseDescriptor
 from feedkv.sql.types import logical_decimal
@@ -73,6 +80,7 @@ __all__ = [
     "HistoryHold",
     "JobRecord",
     "Lease",
+    "check_secrets",
     "delete_job",
     "existing_job",
     "get_job",
@@ -296,24 +304,66 @@ def _context(job_id: int) -> bytes:
 
 
 def _sealer(reader: catalog.Reader) -> Sealer | None:
-    """The cluster's sealer (``None``: no job record was ever written)."""
-    key = reader.get(catalog.SEALING_KEY)
-    return Sealer(key) if key is not None else None
+    """What opens the job records ``reader`` reads: the key this process holds (a
+    secure one's, from its certs directory), also opening values sealed with the
+    store's own key (an insecure node's); ``None``: neither exists yet, so no record
+    holds a sealed value."""
+    held = reader.sealer
+    if isinstance(held, KeyMissing):
+        raise held.error()
+    stored = reader.get(catalog.SEALING_KEY)
+    if held is None:
+        return Sealer(stored, source="the store") if stored is not None else None
+    return held.with_older(stored)
 
 
 def _sealer_for_writing(txn: Txn) -> Sealer:
-    """The cluster's sealer, its key made in ``txn`` if this is the first record."""
+    """What seals the records ``txn`` writes: the key this process holds; an insecure
+    one's is the store's, made in ``txn`` by the first record."""
+    held = txn.sealer
+    if isinstance(held, KeyMissing):
+        raise held.error()
+    if held is not None:
+        return held
     key = txn.get(catalog.SEALING_KEY)
     if key is None:
         key = new_key()
         txn.put(catalog.SEALING_KEY, key)
-    return Sealer(key)
+    return Sealer(key, source="the store")
 
 
 def _open(sealer: Sealer | None, text: str, context: bytes) -> str:
     if sealer is None:
-        raise InvariantViolation("a job record holds sealed values but the cluster has no key")
+        kid = sealed_key_id(text)
+        raise InvalidArgumentError(
+            f"a changefeed job's secrets are sealed with the secrets key {kid}, but this "
+            "node is insecure (no certs directory, so no key): start it with --certs-dir "
+            f"naming the directory whose {KEY_FILE} sealed them"
+            if kid is not None
+            else "a job record holds sealed values but the store has no key"
+        )
     return sealer.open(text, context)
+
+
+def check_secrets(reader: catalog.Reader) -> None:
+    """Check that every job record's sealed values name a key this process holds, so a
+    node started with the wrong certs directory (or none) refuses to start instead of
+    failing its jobs; InvalidArgumentError names the key it lacks."""
+    start, end = catalog.job_span()
+    records = reader.scan(start, end)
+    if not records:
+        return
+    sealer = _sealer(reader)
+    for kv in records:
+        spec = json.loads(kv.value)["spec"]
+        for value in (spec["options"], spec["sink_uri"]):
+            if not isinstance(value, str) or not value.startswith(SEALED_PREFIX):
+                continue
+            if sealer is None:
+                _open(sealer, value, b"")  # raises, naming the key the value needs
+            kid = sealed_key_id(value)
+            if sealer is not None and kid is not None and not sealer.holds(kid):
+                raise InvalidArgumentError(sealer.missing(kid))
 
 
 def get_job(reader: catalog.Reader, job_id: int) -> JobRecord | None:

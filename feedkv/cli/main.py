@@ -271,9 +271,17 @@ def _parser() -> argparse.ArgumentParser:
     cert = commands.add_parser("cert", help="create the CA, node and client certificates")
     cert_commands = cert.add_subparsers(dest="cert_command", required=True, metavar="ACTION")
     for action, what in (
-        ("create-ca", "create the CA: CERTS_DIR/ca.crt and its key at --ca-key"),
+        (
+            "create-ca",
+            "create the CA: CERTS_DIR/ca.crt, its key at --ca-key, and CERTS_DIR/secrets.key "
+            "(the key that seals changefeed secrets; copy both files to every node)",
+        ),
         ("create-node", "create node.crt/node.key for the node's HOSTs"),
         ("create-client", "create client.USER.crt/.key (CN=USER)"),
+        (
+            "create-secrets-key",
+            "create CERTS_DIR/secrets.key in a certs dir made without one (never replaces one)",
+        ),
     ):
         sub = cert_commands.add_parser(action, help=what)
         if action == "create-node":
@@ -281,6 +289,8 @@ def _parser() -> argparse.ArgumentParser:
         if action == "create-client":
             sub.add_argument("user", metavar="USER")
         sub.add_argument("--certs-dir", required=True, help="the certs directory")
+        if action == "create-secrets-key":
+            continue
         sub.add_argument(
             "--ca-key", required=True, help="the CA's key file (keep it out of the certs dir)"
         )

@@ -57,6 +57,7 @@ from feedkv.util.keys import KEY_MIN, Span, check_key, key_next
 
 if TYPE_CHECKING:
     from feedkv.kv.store import Store
+    from feedkv.security.secrets import HeldKey
 
 __all__ = ["KVClient", "LocalTransport", "RangeInfo"]
 
@@ -121,6 +122,9 @@ class KVClient:
         # the node's, for an embedded node's client (a client of a server counts its
         # transactions but exposes them nowhere)
         self.txn_metrics = unregistered_txn_metrics()
+        # what seals changefeed jobs' secrets (feedkv.security.secrets): the key in the
+        # certs directory of a secure node or client; None: an insecure one's, the store's
+        self.sealer: HeldKey = None
 
     @property
     def transport(self) -> Transport:
@@ -293,7 +297,7 @@ class KVClient:
     def transaction(self, *, priority: int | None = None) -> Txn:
         """A new transaction; as a context manager it commits on success and rolls back
         on an exception."""
-        return Txn(self._router, priority=priority, metrics=self.txn_metrics)
+        return Txn(self._router, priority=priority, metrics=self.txn_metrics, sealer=self.sealer)
 
     def run_transaction(
         self,

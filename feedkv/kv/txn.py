@@ -75,6 +75,7 @@ from feedkv.util.keys import Span, check_key, key_next, merge_spans
 
 if TYPE_CHECKING:
     from feedkv.kv.router import Router
+    from feedkv.security.secrets import HeldKey
 
 __all__ = ["Savepoint", "Txn", "TxnState"]
 
@@ -126,9 +127,17 @@ class Txn:
     """One transaction. Use it from one thread; ``db.transaction()`` makes one."""
 
     def __init__(
-        self, router: Router, *, priority: int | None = None, metrics: TxnMetrics | None = None
+        self,
+        router: Router,
+        *,
+        priority: int | None = None,
+        metrics: TxnMetrics | None = None,
+        sealer: HeldKey = None,
     ) -> None:
+        """``sealer``: what seals job secrets written through this transaction (its
+        client's; :mod:`feedkv.security.secrets`)."""
         self._router = router
+        self.sealer = sealer
         self._metrics = metrics or unregistered_txn_metrics()
         # A priority drawn at random is worth no more than the random one a batch without
         # a transaction pushes with: only then may the writes go as such a batch.

@@ -228,7 +228,7 @@ class PGServer:
             try:
                 conn.close()
             finally:
-                sock.close()
+                _close(sock)
                 with self._lock:
                     self._connections.pop(process_id, None)
                     self._threads.discard(threading.current_thread())
@@ -243,6 +243,7 @@ class PGServer:
 
 
 _HANDSHAKE_S = 10.0
+_CLOSE_NOTIFY_S = 1.0  # how long a closing TLS connection waits for the peer's close_notify
 # the request codes of the 8-byte messages that may precede TLS (as messages.py's)
 _SSL_REQUEST = 80877103
 _GSSENC_REQUEST = 80877104
@@ -268,6 +269,18 @@ def _cert_user(cert: dict[str, Any] | None) -> str | None:
             if name == "commonName":
                 return str(value)
     return None
+
+
+def _close(sock: socket.socket) -> None:
+    """Close a connection's socket; a TLS one with TLS's close_notify first. NB: libpq
+    (and any OpenSSL 3 client) reads an end of stream without one as an error: its
+    cancel request, which waits for the server to close, failed with "SSL error:
+    unexpected eof while reading" although the query was cancelled."""
+    if isinstance(sock, ssl.SSLSocket):
+        with contextlib.suppress(OSError, ValueError):
+            sock.settimeout(_CLOSE_NOTIFY_S)
+            sock = sock.unwrap()
+    sock.close()
 
 
 def _peer_gone(sock: socket.socket) -> bool:

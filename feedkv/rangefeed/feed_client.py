@@ -15,7 +15,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from feedkv.errors import ClientClosedError
 from feedkv.kv.address import parse_node_url
@@ -30,6 +30,9 @@ from feedkv.storage.mvcc import KeyValue
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, check_key
 
+if TYPE_CHECKING:
+    from feedkv.security.secrets import HeldKey
+
 __all__ = ["KV", "FeedClient", "KVFeedClient", "SpanLike", "feed_spans", "open_client"]
 
 T = TypeVar("T")
@@ -38,6 +41,8 @@ SpanLike = Span | tuple[bytes, bytes]  # a span, or its (start, end) as a pair o
 
 class KV(Protocol):
     """The calls of :class:`~feedkv.kv.db.KVClient` (see it for their contracts)."""
+
+    sealer: HeldKey
 
     def now(self) -> Timestamp: ...
 

@@ -2,6 +2,9 @@
 *certs directory* laid out as CockroachDB's ``cockroach cert`` does::
 
     ca.crt                  the CA's certificate (every node and client trusts it)
+    secrets.key             the key that seals changefeed jobs' secrets, written with
+                            the CA and copied with ca.crt to every node
+                            (:mod:`feedkv.security.secrets`)
     node.crt, node.key      a node's: CN=node, the node's hosts as SANs, used both to
                             serve and to call other nodes (server and client auth)
     client.USER.crt/.key    a client's: CN=USER (``client.root.crt`` is the admin's)
@@ -32,6 +35,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from feedkv.errors import InvalidArgumentError
+from feedkv.security.secrets import KEY_FILE, write_key
 
 __all__ = [
     "CA_CERT",
@@ -60,6 +64,11 @@ class CertsDir:
     @property
     def ca_cert(self) -> Path:
         return self.path / CA_CERT
+
+    @property
+    def secrets_key(self) -> Path:
+        """The key that seals changefeed jobs' secrets (:mod:`feedkv.security.secrets`)."""
+        return self.path / KEY_FILE
 
     @property
     def node_cert(self) -> Path:
@@ -128,6 +137,9 @@ def create_ca(certs_dir: Path, ca_key: Path, *, overwrite: bool = False) -> Path
     ca_key.parent.mkdir(parents=True, exist_ok=True)
     _write_key(ca_key, key)
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    # NB: an existing secrets key is kept, even with overwrite: secrets it sealed
+    # would not open with a new one
+    write_key(certs_dir / KEY_FILE)
     return cert_path
 
 

@@ -52,6 +52,7 @@ from feedkv.rangefeed.cluster_feeds import ClusterFeedTransport
 from feedkv.rangefeed.service import RangeFeedService
 from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
 from feedkv.security.login_throttle import LoginThrottle
+from feedkv.security.secrets import Sealer, load_key
 from feedkv.security.tls import ServerTLS
 from feedkv.server.cluster import (
     Cluster,
@@ -107,6 +108,13 @@ class Node:
         if join is not None and listen is None:
             raise InvalidArgumentError("a node of a cluster must listen: give it listen=")
         self.tls = ServerTLS.load(certs_dir) if certs_dir is not None else None
+        # what seals changefeed jobs' secrets: a secure node's key is in its certs
+        # directory, and a node without it does not start (its jobs' secrets would not
+        # open); an insecure node's is in the store (feedkv.security.secrets)
+        self.sealer: Sealer | None = None
+        if self.tls is not None:
+            key_path = self.tls.certs.secrets_key
+            self.sealer = Sealer(load_key(key_path), source=str(key_path))
         client_tls = self.tls.client() if self.tls is not None else None
         ident, bootstraps = (
             start_ident(self.path, join, client_tls) if join is not None else (None, True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from feedkv.errors import SQLError
 from feedkv.kv.txn import Txn
@@ -39,6 +39,9 @@ from feedkv.storage.mvcc import KeyValue
 from feedkv.util.encoding import decode_value, encode_value, encode_values
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, prefix_end
+
+if TYPE_CHECKING:
+    from feedkv.security.secrets import HeldKey
 
 __all__ = [
     "DEFAULT_DATABASE",
@@ -101,13 +104,18 @@ _ZONE = CATALOG_PREFIX + encode_value("zone")
 _SETTING = CATALOG_PREFIX + encode_value("setting")
 _GRANT = CATALOG_PREFIX + encode_value("grant")
 _SEQVAL = CATALOG_PREFIX + encode_value("seqval")
-# the cluster's key that seals secrets in job records (feedkv.security.secrets)
+# an insecure cluster's key that seals secrets in job records (a secure one's is in
+# its certs directory; feedkv.security.secrets)
 SEALING_KEY = CATALOG_PREFIX + encode_value("sealkey")
 
 
 class Reader(Protocol):
     """Reads at one consistent point: a :class:`~feedkv.kv.txn.Txn` or a
     :class:`Snapshot`."""
+
+    # what seals and opens job secrets here (feedkv.security.secrets)
+    @property
+    def sealer(self) -> HeldKey: ...
 
     def get(self, key: bytes) -> bytes | None: ...
 
@@ -122,6 +130,10 @@ class Snapshot:
     def __init__(self, db: KV, ts: Timestamp) -> None:
         self.db = db
         self.ts = ts
+
+    @property
+    def sealer(self) -> HeldKey:
+        return self.db.sealer
 
     def get(self, key: bytes) -> bytes | None:
         return self.db.get(key, as_of=self.ts)

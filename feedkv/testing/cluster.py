@@ -2,9 +2,11 @@
 
 ``LocalCluster(base, nodes=3)`` starts node 1 (which bootstraps the cluster) and the
 others joining it, each with its own store under ``base``; :meth:`LocalCluster.kill`
-SIGKILLs a node and :meth:`LocalCluster.restart` starts it again on its store. With
-``certs_dir`` the nodes are secure (they call each other with TLS as ``node``) and
-:meth:`LocalCluster.connect` connects as root; without, they run ``--insecure``.
+SIGKILLs a node and :meth:`LocalCluster.restart` starts it again on its store. The
+nodes are secure (they call each other with TLS as ``node``), with ``certs_dir`` or
+else the process's shared test certs directory
+(:func:`~feedkv.testing.certs.shared_certs_dir`), and :meth:`LocalCluster.connect`
+connects as root; with ``insecure=True`` they run ``--insecure``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Self
 
 from feedkv.db import DB, connect
 from feedkv.kv.dialer import nodes
+from feedkv.testing.certs import shared_certs_dir
 from feedkv.testing.node_process import NodeProcess
 from feedkv.testing.waiting import wait_until
 
@@ -30,6 +33,7 @@ class LocalCluster:
         start_timeout_s: float = 60.0,
         rebalance_interval: str = "10s",
         certs_dir: Path | None = None,
+        insecure: bool = False,
         node_env: Callable[[int], dict[str, str]] | None = None,
     ) -> None:
         """``extra_args``: more ``feedkv start`` flags for every node; the nodes run
@@ -40,8 +44,12 @@ class LocalCluster:
         self.base = base
         self.node_env = node_env
         base.mkdir(parents=True, exist_ok=True)
-        self.certs_dir = certs_dir
-        security = ("--certs-dir", str(certs_dir)) if certs_dir is not None else ()
+        if insecure and certs_dir is not None:
+            raise ValueError("a cluster is either insecure or has a certs_dir, not both")
+        self.certs_dir = None if insecure else certs_dir or shared_certs_dir()
+        security = (
+            ("--certs-dir", str(self.certs_dir)) if self.certs_dir is not None else ("--insecure",)
+        )
         self.extra_args = (
             "--changefeed-runner",
             "thread",
@@ -66,7 +74,7 @@ class LocalCluster:
 
     def _start(self, index: int, env: dict[str, str] | None = None) -> NodeProcess:
         others = [i for i, p in enumerate(self.processes) if p is not None and i != index]
-        join = ("--join", self._address(others[0])) if others else ()
+        join = ("--join", self.address(others[0])) if others else ()
         if self.node_env is not None:
             env = {**self.node_env(index), **(env or {})}
         return NodeProcess(self.base / f"n{index + 1}", *self.extra_args, *join, env=env)
@@ -74,24 +82,25 @@ class LocalCluster:
     def _any_live(self, but: int) -> int:
         return next(i for i, p in enumerate(self.processes) if p is not None and i != but)
 
-    def _address(self, index: int) -> str:
+    def _process(self, index: int) -> NodeProcess:
         process = self.processes[index]
         if process is None:
             raise RuntimeError(f"node {index + 1} is not running")
-        return process.url.removeprefix("feedkv://")
+        return process
+
+    def address(self, index: int) -> str:
+        """``host:port`` of the node at ``index``'s gRPC port (0: node n1)."""
+        return self._process(index).address
 
     def url(self, index: int) -> str:
-        """``feedkv://`` URL of the node at ``index`` (0: node n1)."""
-        return f"feedkv://{self._address(index)}"
+        """``feedkv://`` URL of the node at ``index`` (0: node n1), naming the certs
+        directory when the cluster is secure (``feedkv.connect(url)`` is root)."""
+        return self._process(index).url
 
     def node_at(self, address: str) -> int | None:
         """The index of the running node whose gRPC listens at ``host:port``."""
         return next(
-            (
-                i
-                for i, p in enumerate(self.processes)
-                if p is not None and p.url == f"feedkv://{address}"
-            ),
+            (i for i, p in enumerate(self.processes) if p is not None and p.address == address),
             None,
         )
 

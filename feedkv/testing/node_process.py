@@ -7,12 +7,15 @@ import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import TextIO
+from urllib.parse import quote
 
+from feedkv.testing.certs import shared_certs_dir
 from feedkv.testing.waiting import wait_until
 
 __all__ = ["NodeProcess", "free_port"]
@@ -34,10 +37,17 @@ class NodeProcess:
     """Starts ``feedkv start`` on ephemeral loopback ports and waits for its URLs:
     :attr:`url` (gRPC), :attr:`sql_url` (PostgreSQL clients) and :attr:`http_url`
     (metrics). Its stderr (logs;
-    Spark's are many) goes to :attr:`log`, beside the store. The node is insecure
-    (``--insecure``) unless ``extra_args`` give ``--certs-dir``, and its ``file://``
-    sinks may write anywhere below the system's temporary directory (where tests keep
-    their outputs) unless they give ``--external-io-dir``."""
+    Spark's are many) goes to :attr:`log`, beside the store.
+
+    The node is secure, as ``feedkv start`` is by default: with the certs directory
+    ``extra_args`` give (``--certs-dir``), else this process's shared one
+    (:func:`~feedkv.testing.certs.shared_certs_dir`); ``--insecure`` in ``extra_args``
+    makes it insecure. :attr:`url` then names the certs directory (``?certs_dir=``), so
+    ``feedkv.connect(node.url)`` connects as root with TLS, :attr:`sql_url` logs in
+    with root's client certificate, and :attr:`http_url` is https (:attr:`http_verify`
+    is what to verify it with). Its ``file://`` sinks may write anywhere below the
+    system's temporary directory (where tests keep their outputs) unless ``extra_args``
+    give ``--external-io-dir``."""
 
     def __init__(
         self,
@@ -49,6 +59,9 @@ class NodeProcess:
         """``env``: variables added to the node's environment (testing knobs)."""
         self.store = store
         self.log = store.parent / f"{store.name}.stderr"
+        self.certs_dir = _certs_dir(extra_args)
+        if self.certs_dir is not None and "--certs-dir" not in extra_args:
+            extra_args = ("--certs-dir", str(self.certs_dir), *extra_args)
         with self.log.open("a") as log:
             self.process = self._start(store, extra_args, log, env)
         stdout = self.process.stdout
@@ -58,19 +71,27 @@ class NodeProcess:
             self.process.kill()
             self.process.wait(timeout=start_timeout_s)
             raise RuntimeError(f"the node did not start: {line!r} {self.log.read_text()[-2000:]}")
+        self.address = match.group(0).removeprefix("feedkv://")
         self.url = match.group(0)
+        if self.certs_dir is not None:
+            self.url += f"?certs_dir={quote(str(self.certs_dir))}"
         sql = _SQL_URL.search(line)
         self.sql_url = sql.group(0) if sql is not None else ""
         http = _HTTP_URL.search(line)
         self.http_url = http.group(0) if http is not None else ""
 
+    @property
+    def http_verify(self) -> ssl.SSLContext | bool:
+        """What an https client verifies :attr:`http_url` with (``httpx.get(url,
+        verify=node.http_verify)``): the CA of the node's certs directory."""
+        if self.certs_dir is None:
+            return True
+        return ssl.create_default_context(cafile=str(self.certs_dir / "ca.crt"))
+
     @staticmethod
     def _start(
         store: Path, extra_args: tuple[str, ...], log: TextIO, env: dict[str, str] | None
     ) -> subprocess.Popen[str]:
-        secure = any(a == "--certs-dir" or a.startswith("--certs-dir=") for a in extra_args)
-        if not secure and "--insecure" not in extra_args:
-            extra_args = ("--insecure", *extra_args)
         if not any(a.startswith("--external-io-dir") for a in extra_args):
             extra_args = ("--external-io-dir", tempfile.gettempdir(), *extra_args)
         return subprocess.Popen(
@@ -123,6 +144,19 @@ class NodeProcess:
         """SIGTERM and wait: returns the exit code."""
         self.process.send_signal(signal.SIGTERM)
         return self.process.wait(timeout=timeout_s)
+
+
+def _certs_dir(extra_args: tuple[str, ...]) -> Path | None:
+    """The certs directory a node started with ``extra_args`` uses (``None``:
+    ``--insecure``)."""
+    for index, arg in enumerate(extra_args):
+        if arg.startswith("--certs-dir="):
+            return Path(arg.partition("=")[2])
+        if arg == "--certs-dir" and index + 1 < len(extra_args):
+            return Path(extra_args[index + 1])
+    if "--insecure" in extra_args:
+        return None
+    return shared_certs_dir()
 
 
 def _descendants(pid: int) -> set[int]:

@@ -13,8 +13,10 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
+from cryptography.hazmat.primitives import serialization
 
 PROBE = Path(__file__).parent / "testdata" / "JdbcProbe.java"
 
@@ -33,12 +35,31 @@ def _jar() -> str | None:
 JAR = _jar()
 
 
-@pytest.mark.skipif(JAR is None or shutil.which("java") is None, reason="no JDBC jar or java")
-def test_the_jdbc_driver_runs_statements_and_reads_metadata(pg_url: str) -> None:
-    assert JAR is not None
-    jdbc = "jdbc:" + pg_url.replace("postgresql://root@", "postgresql://").replace(
-        "?sslmode=disable", "?user=root&sslmode=disable"
+def _jdbc_tls(pg_url: str, tmp_path: Path) -> str:
+    """``pg_url`` with root's key as pgjdbc reads one: PKCS-8 DER, not libpq's PEM."""
+    query = dict(parse_qsl(urlsplit(pg_url).query))
+    if "sslkey" not in query:
+        return pg_url
+    pem = Path(query["sslkey"]).read_bytes()
+    key = serialization.load_pem_private_key(pem, password=None)
+    der = tmp_path / "client.root.pk8"
+    der.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.DER,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
     )
+    der.chmod(0o600)
+    query["sslkey"] = str(der)
+    return urlunsplit(urlsplit(pg_url)._replace(query=urlencode(query)))
+
+
+@pytest.mark.skipif(JAR is None or shutil.which("java") is None, reason="no JDBC jar or java")
+def test_the_jdbc_driver_runs_statements_and_reads_metadata(pg_url: str, tmp_path: Path) -> None:
+    assert JAR is not None
+    jdbc = "jdbc:" + _jdbc_tls(pg_url, tmp_path).replace("postgresql://root@", "postgresql://")
+    jdbc = jdbc.replace("?sslmode=", "?user=root&sslmode=")
     done = subprocess.run(
         ["java", "-cp", JAR, str(PROBE), jdbc],
         capture_output=True,

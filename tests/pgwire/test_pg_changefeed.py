@@ -45,6 +45,7 @@ def test_psycopg_streams_a_changefeeds_rows_as_they_happen_until_cancelled(
 
 
 @pytest.mark.usefixtures("table")
+@pytest.mark.insecure  # a raw client: the message layer beneath TLS
 def test_the_simple_protocol_sends_each_row_before_the_feed_ends(
     db: DB, pg_server: PGServer
 ) -> None:
@@ -61,6 +62,7 @@ def test_the_simple_protocol_sends_each_row_before_the_feed_ends(
 
 
 @pytest.mark.usefixtures("table")
+@pytest.mark.insecure  # a raw client: the message layer beneath TLS
 def test_stopping_the_server_ends_a_streaming_changefeed(db: DB, pg_server: PGServer) -> None:
     with RawClient(pg_server.host, pg_server.port) as client:
         client.send(startup())

@@ -97,7 +97,7 @@ def test_feedkv_start_serves_psql_on_its_sql_address(tmp_path: Path) -> None:
     node = NodeProcess(tmp_path / "store", "--changefeed-runner", "thread")
     try:
         assert node.sql_url.startswith("postgresql://root@127.0.0.1:")
-        assert node.sql_url.endswith("/defaultdb?sslmode=disable")
+        assert "/defaultdb?sslmode=verify-full&sslrootcert=" in node.sql_url  # secure
         done = psql(node.sql_url, "-c", "SELECT 'hello from feedkv'")
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == "hello from feedkv"

@@ -17,6 +17,9 @@ from feedkv.pgwire.server import PGServer
 from feedkv.testing.pgwire_client import RawClient, error_fields, frontend, startup
 from feedkv.testing.waiting import wait_until
 
+# NB: the raw protocol beneath the TLS step: plaintext nodes (tests/pgwire/conftest.py)
+pytestmark = pytest.mark.insecure
+
 
 def query(text: str) -> bytes:
     return frontend(b"Q", text.encode() + b"\0")

@@ -13,6 +13,7 @@ from feedkv import DB
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
 from feedkv.server.node import Node
+from feedkv.testing.certs import shared_certs_dir
 
 
 @pytest.fixture
@@ -40,17 +41,23 @@ def node_and_db(
     store_config: StoreConfig,
     feed_config: FeedConfig,
 ) -> Iterator[tuple[Node, DB]]:
-    """A node and a client of it: in-process, or over gRPC on loopback."""
+    """A node and a client of it: in-process, or over gRPC on loopback (secure: TLS,
+    the client as root with its certificate)."""
     if request.param == "embedded":
         database = feedkv.connect(tmp_path / "store", config=store_config, feed_config=feed_config)
         assert database.node is not None
         yield database.node, database
         database.close()
         return
+    certs = shared_certs_dir()
     with Node(
-        tmp_path / "store", listen="127.0.0.1:0", config=store_config, feed_config=feed_config
+        tmp_path / "store",
+        listen="127.0.0.1:0",
+        config=store_config,
+        feed_config=feed_config,
+        certs_dir=certs,
     ) as node:
-        database = feedkv.connect(node.url)
+        database = feedkv.connect(node.url, certs_dir=certs)
         yield node, database
         database.close()
 

@@ -59,7 +59,7 @@ def transport(node_and_db: tuple[Node, DB]) -> Iterator[FeedTransport]:
         return
     address = split_host_port(node.url.removeprefix("feedkv://"))
     assert address is not None
-    kv = GrpcTransport(*address)
+    kv = GrpcTransport(*address, tls=node.tls.client() if node.tls is not None else None)
     feeds = GrpcFeedTransport(kv.channel, kv.address)
     yield feeds
     feeds.close()

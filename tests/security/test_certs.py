@@ -41,6 +41,7 @@ def test_cert_commands_write_a_certs_directory(tmp_path: Path) -> None:
         "client.root.key",
         "node.crt",
         "node.key",
+        "secrets.key",  # the key that seals changefeed secrets (test_secrets_key.py)
     ]
     node = _cert(directory / "node.crt")
     assert node.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "node"

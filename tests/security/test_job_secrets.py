@@ -86,3 +86,26 @@ def test_file_sinks_outside_the_external_io_directory_are_refused(
         db.sql(f"CREATE CHANGEFEED FOR t INTO 'file://{path}'")
     assert raised.value.code == "22023"
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_user_sees_neither_other_users_jobs_nor_anyones_secrets(db: DB) -> None:
+    (root_job,) = _create_secret_jobs(db)
+    db.sql("CREATE USER alice")
+    db.sql("GRANT CHANGEFEED, SELECT ON TABLE t TO alice")
+    alice = db.session(user="alice")
+    own = alice.execute(
+        f"CREATE CHANGEFEED FOR t INTO 'webhook-https://a:{PLANTED[2]}@127.0.0.1:1/hook'"
+    ).rows[0][0]
+    seen = ""
+    for query in ("SHOW CHANGEFEED JOBS", "SHOW JOBS", "SELECT * FROM crdb_internal.jobs"):
+        rows = alice.execute(query).rows
+        ids = {row[0] for row in rows}
+        assert own in ids and root_job not in ids, query
+        seen += repr(rows)
+    seen += repr(alice.execute(f"SHOW CREATE CHANGEFEED {own}").rows)
+    for statement in (f"SHOW CREATE CHANGEFEED {root_job}", f"SHOW CHANGEFEED JOB {root_job}"):
+        try:
+            seen += repr(alice.execute(statement).rows)
+        except SQLError as exc:
+            assert exc.code in ("42501", "42704"), exc
+    assert not any(secret in seen for secret in PLANTED), seen

@@ -3,6 +3,7 @@ with certificates or SCRAM passwords, and everyone else is refused with a clear 
 
 from __future__ import annotations
 
+import base64
 import shutil
 import ssl
 import subprocess
@@ -19,6 +20,7 @@ from feedkv.cli.main import main
 from feedkv.errors import NodeUnavailableError, PermissionDeniedError
 from feedkv.kv.address import parse_node_url
 from feedkv.kv.grpc_transport import GrpcTransport
+from feedkv.security.secrets import KEY_FILE, load_key
 from feedkv.security.tls import ClientTLS
 from feedkv.testing.certs import make_certs_dir
 from feedkv.testing.node_process import NodeProcess
@@ -104,7 +106,7 @@ def test_a_certificate_of_another_ca_is_refused(node: NodeProcess, tmp_path: Pat
 def test_a_grpc_client_without_a_certificate_is_refused(node: NodeProcess, certs: Path) -> None:
     credentials = grpc.ssl_channel_credentials(root_certificates=(certs / "ca.crt").read_bytes())
     with (
-        grpc.secure_channel(node.url.removeprefix("feedkv://"), credentials) as channel,
+        grpc.secure_channel(node.address, credentials) as channel,
         pytest.raises(grpc.FutureTimeoutError),
     ):
         grpc.channel_ready_future(channel).result(timeout=2)
@@ -239,11 +241,15 @@ def test_no_planted_sink_secret_reaches_the_store_the_logs_or_a_query(
         shown = repr(db.sql("SHOW CHANGEFEED JOBS").rows) + status
         db.sql(f"CANCEL JOB {job}")
     assert not any(secret in shown for secret in planted)
+    # nor the key that sealed them, which stays in the certs directory
+    key = load_key(certs / KEY_FILE)
+    needles = [*(s.encode() for s in planted), key, base64.b64encode(key)]
     files = [p for p in node.store.rglob("*") if p.is_file()] + [node.log]
+    assert any(p.parent.name == "logs" for p in files)
     for path in files:
         data = path.read_bytes()
-        for secret in planted:
-            assert secret.encode() not in data, f"{secret} in {path}"
+        for needle in needles:
+            assert needle not in data, f"{needle!r} in {path}"
 
 
 def test_feedkv_sql_takes_a_certs_dir(
@@ -251,7 +257,7 @@ def test_feedkv_sql_takes_a_certs_dir(
 ) -> None:
     assert main(["sql", "--url", node.url, "--certs-dir", str(certs), "-e", "SELECT 41 + 1"]) == 0
     assert "42" in capsys.readouterr().out
-    assert main(["sql", "--url", node.url, "-e", "SELECT 1"]) == 1
+    assert main(["sql", "--url", f"feedkv://{node.address}", "-e", "SELECT 1"]) == 1
     assert "a secure node needs certs_dir" in capsys.readouterr().err
 
 

@@ -21,10 +21,16 @@ def test_a_nodes_page_shows_the_whole_cluster(tmp_path: Path) -> None:
         assert process is not None and process.http_url
         with cluster.connect(0) as db:
             db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+            db.sql("ALTER USER root WITH PASSWORD 'root-pw'")  # the page's login (secure)
             ranges = {r.range_id for r in db.ranges()}
 
         def overview() -> dict[str, Any]:
-            response = httpx.get(process.http_url + OVERVIEW_PATH, timeout=10)
+            response = httpx.get(
+                process.http_url + OVERVIEW_PATH,
+                verify=process.http_verify,
+                auth=("root", "root-pw"),
+                timeout=10,
+            )
             assert response.status_code == 200, response.text
             data: dict[str, Any] = response.json()
             return data

@@ -343,9 +343,7 @@ def test_node_status_lists_every_node_with_its_liveness_and_ranges(
     with cluster.connect(0) as db:
         held = [r.lease_holder for r in db.ranges()]
     assert sum(n["ranges"] for n in listed) == len(held)
-    assert {n["address"] for n in listed} == {
-        cluster.url(i).removeprefix("feedkv://") for i in range(3)
-    }
+    assert {n["address"] for n in listed} == {cluster.address(i) for i in range(3)}
 
 
 def test_a_spark_processes_client_reaches_the_ranges_of_every_node(cluster: LocalCluster) -> None:
@@ -405,7 +403,7 @@ def test_gossip_tables_and_node_status_agree(cluster: LocalCluster) -> None:
 
     wait_until(agree, timeout_s=30, what="node status and the gossip tables to agree")
     listed, _from_sql, liveness = read()
-    addresses = {i + 1: cluster.url(i).removeprefix("feedkv://") for i in range(3)}
+    addresses = {i + 1: cluster.address(i) for i in range(3)}
     assert [(n[0], n[1], n[4]) for n in listed] == [(i, a, True) for i, a in addresses.items()]
     for node_id, expiration, membership, updated_at in liveness:
         assert membership == "active" and updated_at is not None, node_id

@@ -23,9 +23,9 @@ from feedkv.errors import (
     NodeUnavailableError,
     NotLeaseHolderError,
 )
-from feedkv.kv.address import split_host_port
+from feedkv.kv.address import parse_node_url
 from feedkv.kv.api import BatchRequest, Get, Header, Put
-from feedkv.kv.grpc_transport import GrpcTransport
+from feedkv.kv.grpc_transport import GrpcTransport, url_tls
 from feedkv.rangefeed.event import Checkpoint
 from feedkv.testing.cluster import LocalCluster
 from feedkv.testing.feed_validator import FeedValidator, assert_valid, read_until_resolved
@@ -62,9 +62,8 @@ def _lease_holder(db: DB) -> int:
 
 def _direct(cluster: LocalCluster, index: int) -> GrpcTransport:
     """A transport to that node alone: no routing to another replica."""
-    where = split_host_port(cluster.url(index).removeprefix("feedkv://"))
-    assert where is not None
-    return GrpcTransport(*where)
+    url = cluster.url(index)
+    return GrpcTransport(*parse_node_url(url), tls=url_tls(url))  # secure: as root
 
 
 class _Writer:

@@ -245,11 +245,11 @@ def test_http_addr_defaults_to_cockroachdbs_port() -> None:
 def test_feedkv_start_serves_its_metrics_on_http_addr(tmp_path: Path) -> None:
     node = NodeProcess(tmp_path / "store", "--changefeed-runner", "thread")
     try:
-        assert node.http_url.startswith("http://127.0.0.1:")
+        assert node.http_url.startswith("https://127.0.0.1:")  # secure by default
         families = {
             family.name: family
             for family in text_string_to_metric_families(
-                httpx.get(node.http_url + "/_status/vars", timeout=10).text
+                httpx.get(node.http_url + "/_status/vars", verify=node.http_verify, timeout=10).text
             )
         }
         assert set(EXPECTED) <= set(families)

@@ -11,6 +11,7 @@ import feedkv
 from feedkv import DB
 from feedkv.kv.store import StoreConfig
 from feedkv.server.node import Node
+from feedkv.testing.certs import shared_certs_dir
 
 
 @pytest.fixture
@@ -32,14 +33,18 @@ def any_db(
     request: pytest.FixtureRequest, tmp_path: Path, store_config: StoreConfig
 ) -> Iterator[DB]:
     """The same store reached in-process, or over gRPC on loopback from a node in this
-    process: SQL must behave the same either way."""
+    process (secure: TLS, the client as root with its certificate): SQL must behave the
+    same either way."""
     if request.param == "embedded":
         database = feedkv.connect(tmp_path / "store", config=store_config)
         yield database
         database.close()
         return
-    with Node(tmp_path / "store", listen="127.0.0.1:0", config=store_config) as node:
-        database = feedkv.connect(node.url)
+    certs = shared_certs_dir()
+    with Node(
+        tmp_path / "store", listen="127.0.0.1:0", config=store_config, certs_dir=certs
+    ) as node:
+        database = feedkv.connect(node.url, certs_dir=certs)
         yield database
         database.close()
 

@@ -135,8 +135,8 @@ class RssSampler:
         return self.peak
 
 
-def metric(http_url: str, name: str) -> float:
-    text = httpx.get(http_url + "/metrics").text
+def metric(node: NodeProcess, name: str) -> float:
+    text = httpx.get(node.http_url + "/metrics", verify=node.http_verify).text
     found = re.search(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M)
     assert found is not None, f"no {name} in the node's metrics"
     return float(found.group(1))
@@ -175,9 +175,9 @@ def test_a_sink_that_stops_accepting_stalls_the_feed_within_the_limits_and_loses
             what="the job to show it is stalled",
         )
         assert "buffers are full" in stalled and "restarts from its high-water mark" in stalled
-        assert metric(node.http_url, "changefeed_stalled") == 1.0
-        assert metric(node.http_url, "changefeed_buffer_memory_bytes") <= MEMORY_LIMIT
-        assert 0 < metric(node.http_url, "changefeed_buffer_disk_bytes") <= DISK_LIMIT
+        assert metric(node, "changefeed_stalled") == 1.0
+        assert metric(node, "changefeed_buffer_memory_bytes") <= MEMORY_LIMIT
+        assert 0 < metric(node, "changefeed_buffer_disk_bytes") <= DISK_LIMIT
         growth = rss.stop() - baseline
         assert growth < RSS_GROWTH_BOUND, f"RssAnon grew {growth >> 20} MiB"
         print(f"RssAnon grew {growth / 2**20:.1f} MiB while {ROWS * ROW_BYTES >> 20} MiB went in")
@@ -192,12 +192,12 @@ def test_a_sink_that_stops_accepting_stalls_the_feed_within_the_limits_and_loses
         wait_until(
             lambda: (
                 status().startswith("running")
-                and metric(node.http_url, "changefeed_stalled") == 0.0
+                and metric(node, "changefeed_stalled") == 0.0
             ),
             timeout_s=DEADLINE,
             what="the job to recover",
         )
-        assert metric(node.http_url, "changefeed_buffer_disk_bytes") == 0.0
-        entries_in = metric(node.http_url, "changefeed_buffer_entries_in")
+        assert metric(node, "changefeed_buffer_disk_bytes") == 0.0
+        entries_in = metric(node, "changefeed_buffer_entries_in")
         assert entries_in >= ROWS
-        assert metric(node.http_url, "changefeed_buffer_entries_mem_acquired") > 0
+        assert metric(node, "changefeed_buffer_entries_mem_acquired") > 0

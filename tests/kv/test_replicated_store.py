@@ -14,7 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from feedkv.errors import AmbiguousResultError, NodeUnavailableError, NotLeaseHolderError
+from feedkv.errors import (
+    AmbiguousResultError,
+    NodeUnavailableError,
+    NotLeaseHolderError,
+    RangeRoutingError,
+)
 from feedkv.kv.api import BatchRequest, BatchResponse, Get, Header, Put
 from feedkv.kv.db import KVClient, LocalTransport
 from feedkv.kv.observer import RangeEndReason
@@ -94,14 +99,15 @@ class ReplicatedStores:
         return LocalTransport(store, owned=False)
 
     def send(self, batch: BatchRequest) -> BatchResponse:
+        # NB: unaddressed (range lookups): whichever store holds the lease of the range
+        # the batch's key is in (after a split, not always r1's)
         def attempt() -> BatchResponse | None:
-            store = self.stores.get(self.lease_holder())
-            if store is None:
-                return None
-            try:
-                return store.send(batch)
-            except (NotLeaseHolderError, NodeUnavailableError):
-                return None
+            for store in list(self.stores.values()):
+                try:
+                    return store.send(batch)
+                except (NotLeaseHolderError, NodeUnavailableError, RangeRoutingError):
+                    continue  # NB: not there (yet), or not its lease holder
+            return None
 
         answer: BatchResponse = wait_until(attempt, timeout_s=DEADLINE_S, what="an answer")
         return answer

@@ -156,11 +156,14 @@ def test_a_rangefeed_over_three_nodes_follows_its_ranges_as_they_move(
     since = db.now()
     stop = threading.Event()
 
+    written: list[int] = []
+
     def writer() -> None:
         client = cluster.connect(1)
         i = 0
         while not stop.is_set():
             client.put(b"feed/%d%03d" % (i % 9, i), b"v%d" % i)
+            written.append(i)
             i += 1
         client.close()
 
@@ -169,6 +172,9 @@ def test_a_rangefeed_over_three_nodes_follows_its_ranges_as_they_move(
         thread.start()
         try:
             for key, node in [(b"feed/3", 3), (b"feed/6", 1), (b"feed/", 2), (b"feed/3", 1)]:
+                # NB: writes go on between the moves, however fast the moves are
+                enough = len(written) + 3
+                wait_until(lambda n=enough: len(written) >= n, timeout_s=60, what="writes")
                 db.relocate(key, node)
         finally:
             stop.set()

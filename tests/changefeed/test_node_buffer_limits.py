@@ -190,10 +190,7 @@ def test_a_sink_that_stops_accepting_stalls_the_feed_within_the_limits_and_loses
         )
         assert endpoint.keys == set(range(ROWS))
         wait_until(
-            lambda: (
-                status().startswith("running")
-                and metric(node, "changefeed_stalled") == 0.0
-            ),
+            lambda: status().startswith("running") and metric(node, "changefeed_stalled") == 0.0,
             timeout_s=DEADLINE,
             what="the job to recover",
         )

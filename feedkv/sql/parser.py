@@ -812,8 +812,8 @@ class _Statement:
                     depth += 1
                 elif kind is TokenType.R_PAREN:
                     depth -= 1
-                elif depth == 0 and words[j] in _CLAUSE_WORDS:
-                    break
+                elif depth == 0 and words[j].split(" ", 1)[0] in _CLAUSE_WORDS:
+                    break  # NB: the tokenizer reads "GROUP BY" and "ORDER BY" as one token
                 j += 1
             if j == i + 4:
                 raise self._error_at(j, "AS OF SYSTEM TIME needs a timestamp expression")

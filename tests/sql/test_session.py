@@ -524,6 +524,20 @@ def test_as_of_system_time_reads_the_rows_as_they_were(any_db: DB) -> None:
     assert any_db.sql("SELECT k, v FROM t ORDER BY k").rows == [(1, "uno"), (3, "three")]
 
 
+def test_as_of_system_time_keeps_the_group_by_and_order_by_after_it(any_db: DB) -> None:
+    # the clause was cut up to WHERE/LIMIT only: GROUP BY and ORDER BY (one token each
+    # to the tokenizer) were cut with it, so an ORDER BY ... DESC was silently ignored
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, city STRING, rev INT)")
+    any_db.sql("INSERT INTO t VALUES (1, 'a', 1), (2, 'a', 2), (3, 'b', 5)")
+    at = logical_now(any_db)
+    ordered = any_db.sql(f"SELECT k FROM t AS OF SYSTEM TIME {at} ORDER BY k DESC")
+    grouped = any_db.sql(
+        f"SELECT city, sum(rev) FROM t AS OF SYSTEM TIME {at} GROUP BY city ORDER BY city"
+    )
+    assert ordered.rows == [(3,), (2,), (1,)]
+    assert [(city, int(total)) for city, total in grouped.rows] == [("a", 3), ("b", 5)]
+
+
 def test_as_of_system_time_before_add_column_shows_the_old_schema(any_db: DB) -> None:
     any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
     any_db.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b')")

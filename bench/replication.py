@@ -97,24 +97,28 @@ def failover(kills: int, tmp: Path) -> dict[str, Any]:
             gateway = next(i for i in range(3) if i != victim)
             with cluster.connect(gateway) as db:
                 db.put(b"hot", b"before")
-                succeeded: list[float] = []
+                succeeded: list[tuple[float, float]] = []  # each write's start and end
                 stop = threading.Event()
 
                 def writer(
-                    db: Any = db, succeeded: list[float] = succeeded, stop: Any = stop
+                    db: Any = db, succeeded: list[tuple[float, float]] = succeeded, stop: Any = stop
                 ) -> None:
                     while not stop.is_set():
                         with contextlib.suppress(AmbiguousResultError):
+                            started = time.perf_counter()
                             db.put(b"hot", b"x")
-                            succeeded.append(time.perf_counter())
+                            succeeded.append((started, time.perf_counter()))
 
                 thread = threading.Thread(target=writer)
                 thread.start()
                 wait_until(lambda s=succeeded: len(s) > 10, timeout_s=60, what="writes")
                 killed = time.perf_counter()
                 cluster.kill(victim)
+                dead = time.perf_counter()
+                # NB: a write started after the node died (one answered in flight at the
+                # kill proves nothing of the failover)
                 first = wait_until(
-                    lambda k=killed, s=succeeded: next((t for t in s if t > k), None),
+                    lambda d=dead, s=succeeded: next((end for start, end in s if start > d), None),
                     timeout_s=120,
                     what="a write after the kill",
                 )

@@ -293,14 +293,14 @@ class RaftState:
             self.voters.discard(node)
             self.learners.discard(node)
         self._sync_progress()
-        if self.role is Role.LEADER:
-            if self.id not in self.voters:
-                self._become_follower(self.term, NO_NODE)
-            else:
-                if self.lead_transferee not in self.voters:
-                    self.lead_transferee = NO_NODE
-                if self._maybe_commit():
-                    self._bcast_append()
+        if self.id not in self.voters and self.role is not Role.FOLLOWER:
+            # NB: a candidate too: the votes it awaits would make a non-member lead
+            self._become_follower(self.term, NO_NODE)
+        elif self.role is Role.LEADER:
+            if self.lead_transferee not in self.voters:
+                self.lead_transferee = NO_NODE
+            if self._maybe_commit():
+                self._bcast_append()
         return self.conf_state()
 
     def step(self, m: Message) -> None:
@@ -490,7 +490,9 @@ class RaftState:
         yes = sum(1 for v in self.votes.values() if v)
         no = len(self.votes) - yes
         if yes >= self._quorum():
-            if self.role is Role.PRE_CANDIDATE:
+            if not self._promotable():  # NB: no longer a voter: it may not lead
+                self._become_follower(self.term, NO_NODE)
+            elif self.role is Role.PRE_CANDIDATE:
                 self._campaign(pre_vote=False, transfer=False)
             else:
                 self._become_leader()

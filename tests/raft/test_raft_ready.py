@@ -126,3 +126,15 @@ def test_early_messages_never_commit_what_the_leader_has_not_persisted(
     assert all(m.commit < unpersisted for m in rd.early_messages)
     assert all(m.type in (MT.APP, MT.HEARTBEAT) for m in rd.early_messages)
     assert all(m.type not in (MT.APP, MT.HEARTBEAT) for m in rd.late_messages)
+
+
+def test_a_candidate_removed_from_the_voters_does_not_lead_on_the_votes_it_gets() -> None:
+    # found by the 3,000-seed soak: a candidate applied its own removal while its votes
+    # were on their way, then took office outside the group (and failed on its progress)
+    raft = _replica(1, voters=(1, 2, 3), pre_vote=False)
+    raft.campaign()
+    assert raft.role is Role.CANDIDATE
+    raft.apply_conf_change(ConfChange(ConfChangeType.REMOVE_NODE, 1))
+    raft.step(Message(MT.VOTE_RESP, 1, 2, raft.term))
+    raft.step(Message(MT.VOTE_RESP, 1, 3, raft.term))
+    assert raft.role is Role.FOLLOWER

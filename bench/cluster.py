@@ -28,7 +28,6 @@ Prints one JSON object.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import resource
@@ -38,27 +37,16 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import feedkv
 from feedkv.rangefeed.event import Value
+from feedkv.testing.benches import bench_module
 from feedkv.testing.cluster import LocalCluster
 from feedkv.testing.node_process import NodeProcess
 from feedkv.util.keys import Span
 
-
-def _bench_module(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        f"feedkv_bench_{name}", Path(__file__).with_name(f"{name}.py")
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-kv = _bench_module("kv")
+kv = bench_module("kv")
 TARGETS = {"kv0_ratio_3_over_1": 1.3}
 SPLITS = [kv.key_of(kv.KEYS * i // 9) for i in range(1, 9)]
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import json
 import os
 import shutil
@@ -45,6 +44,7 @@ from typing import Any
 import psycopg
 
 import feedkv
+from feedkv.testing.benches import bench_module
 from feedkv.testing.node_process import NodeProcess
 
 BATCH = 1000
@@ -60,18 +60,6 @@ PEERS = {"insert": "insert", "insert_embedded": "insert", "copy": "copy", "impor
 
 def say(message: str) -> None:
     print(f"[bench load] {message}", file=sys.stderr, flush=True)
-
-
-def _kv_bench() -> Any:
-    """bench/kv.py, for its PostgreSQL server (benchmarks are files, not a package)."""
-    spec = importlib.util.spec_from_file_location(
-        "feedkv_bench_kv", Path(__file__).with_name("kv.py")
-    )
-    if spec is None or spec.loader is None:
-        raise RuntimeError("cannot load bench/kv.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def row_of(k: int) -> tuple[int, str, int]:
@@ -224,7 +212,7 @@ def main(argv: list[str]) -> int:
     if args.rows <= 0 or args.rows % BATCH:
         parser.error(f"--rows must be a positive multiple of {BATCH}, got {args.rows}")
     kinds = tuple(args.only or KINDS)
-    kv = _kv_bench()
+    kv = bench_module("kv")
     result: dict[str, Any] = {
         "benchmark": "load",
         "rows": args.rows,

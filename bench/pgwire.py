@@ -15,7 +15,6 @@ log), the ratios and the issue's targets (feedkv >= 0.6x PostgreSQL's TPS, p99 <
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -28,6 +27,7 @@ from typing import Any, NamedTuple
 
 import psycopg
 
+from feedkv.testing.benches import bench_module
 from feedkv.testing.node_process import NodeProcess
 
 KEYS = 100_000
@@ -37,18 +37,6 @@ SCRIPT = (
     f"INSERT INTO kv (k, v) VALUES (:k, '{VALUE}') ON CONFLICT (k) DO UPDATE SET v = excluded.v;\n"
 )
 TARGETS = {"tps_ratio_vs_postgresql": 0.6, "p99_ratio_vs_postgresql": 2.0}
-
-
-def _kv_bench() -> Any:
-    """bench/kv.py, for its PostgreSQL lookup (benchmarks are files, not a package)."""
-    spec = importlib.util.spec_from_file_location(
-        "feedkv_bench_kv", Path(__file__).with_name("kv.py")
-    )
-    if spec is None or spec.loader is None:
-        raise RuntimeError("cannot load bench/kv.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class Workload(NamedTuple):
@@ -141,12 +129,12 @@ def run_feedkv(workload: Workload, clients: int, seconds: float) -> dict[str, An
 
 
 def run_postgresql(workload: Workload, clients: int, seconds: float) -> dict[str, Any]:
-    pg_bin = _kv_bench()._find_pg_bin()
+    pg_bin = bench_module("kv")._find_pg_bin()
     if pg_bin is None:
         return {"skipped": "PostgreSQL is not installed (apt-get install postgresql)"}
     with tempfile.TemporaryDirectory(prefix=f"feedkv-bench-{workload.name}-pg-") as name:
         tmp = Path(name)
-        with _kv_bench().postgresql(pg_bin, tmp) as url:
+        with bench_module("kv").postgresql(pg_bin, tmp) as url:
             work = tmp / "work"
             work.mkdir()
             row = _run(workload, url, "postgresql", clients, seconds, work)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib.util
 import json
 import statistics
 import subprocess
@@ -53,6 +52,7 @@ from feedkv.server.node import Node
 from feedkv.storage.engine import Reader
 from feedkv.storage.mvcc_key import encode_ts
 from feedkv.storage.schema import CHANGES, VERSIONS
+from feedkv.testing.benches import bench_module
 from feedkv.testing.node_process import NodeProcess
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import KEY_MAX, KEY_MIN, Span
@@ -73,18 +73,8 @@ TARGETS = {
 }
 
 
-def _bench_module(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(
-        f"feedkv_bench_{name.strip('_')}", Path(__file__).with_name(f"{name}.py")
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-kv = _bench_module("kv")
-etcd = _bench_module("_etcd")
+kv = bench_module("kv")
+etcd = bench_module("_etcd")
 
 
 def pct(samples: list[float], p: float) -> float:

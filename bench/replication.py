@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import json
 import os
 import sys
@@ -28,27 +27,16 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from feedkv.errors import AmbiguousResultError
 from feedkv.rangefeed.event import Value
+from feedkv.testing.benches import bench_module
 from feedkv.testing.cluster import LocalCluster
 from feedkv.testing.waiting import wait_until
 from feedkv.util.keys import Span
 
-
-def _bench_module(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        f"feedkv_bench_{name}", Path(__file__).with_name(f"{name}.py")
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cluster_bench = _bench_module("cluster")
+cluster_bench = bench_module("cluster")
 kv = cluster_bench.kv
 TARGETS = {"kv0_ratio_3_over_1": 0.6, "failover_p50_s": 5.0, "failover_max_s": 10.0}
 

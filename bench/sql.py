@@ -13,7 +13,6 @@ Prints one JSON object.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import itertools
 import json
 import os
@@ -27,12 +26,10 @@ from typing import Any
 
 import feedkv
 from feedkv.kv.store import StoreConfig
+from feedkv.testing.benches import bench_module
 from feedkv.testing.node_process import NodeProcess
 
-_spec = importlib.util.spec_from_file_location("feedkv_bench_kv", Path(__file__).with_name("kv.py"))
-assert _spec is not None and _spec.loader is not None
-kv = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(kv)
+kv = bench_module("kv")
 
 TARGET_RATIO = 0.5
 ROWS = 10_000  # rows the UPDATE workload picks from

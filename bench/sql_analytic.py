@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import json
 import os
 import statistics
@@ -39,6 +38,7 @@ from typing import Any
 
 import psycopg
 
+from feedkv.testing.benches import bench_module
 from feedkv.testing.node_process import NodeProcess
 
 TARGET_RATIO = 3.0
@@ -62,18 +62,6 @@ SCHEMA = {
 
 def say(message: str) -> None:
     print(f"[bench sql_analytic] {message}", file=sys.stderr, flush=True)
-
-
-def _kv_bench() -> Any:
-    """bench/kv.py, for its PostgreSQL server (benchmarks are files, not a package)."""
-    spec = importlib.util.spec_from_file_location(
-        "feedkv_bench_kv", Path(__file__).with_name("kv.py")
-    )
-    if spec is None or spec.loader is None:
-        raise RuntimeError("cannot load bench/kv.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def write_csvs(files: Path, rows: int, customers: int) -> dict[str, Path]:
@@ -133,7 +121,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--skip-postgresql", action="store_true")
     args = parser.parse_args(argv)
-    kv = _kv_bench()
+    kv = bench_module("kv")
     pg_bin = None if args.skip_postgresql else kv._find_pg_bin()
     result: dict[str, Any] = {
         "benchmark": "sql_analytic",

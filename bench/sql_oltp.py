@@ -21,13 +21,13 @@ Prints one JSON object: TPS and latency p50/p99 per server, and the ratios.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import psycopg
+
+from feedkv.testing.benches import bench_module
 
 CUSTOMERS = 10_000
 SCRIPT = (
@@ -56,19 +56,6 @@ SCHEMA = {
         "CREATE INDEX orders_customer ON orders (customer_id)",
     ],
 }
-
-
-def _pgwire() -> Any:
-    """bench/pgwire.py, whose pgbench runs this workload (benchmarks are files, not a
-    package)."""
-    spec = importlib.util.spec_from_file_location(
-        "feedkv_bench_pgwire", Path(__file__).with_name("pgwire.py")
-    )
-    if spec is None or spec.loader is None:
-        raise RuntimeError("cannot load bench/pgwire.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def load(url: str, server: str) -> None:
@@ -103,7 +90,7 @@ def main(argv: list[str]) -> int:
         "seconds": args.seconds,
         "cores": os.cpu_count(),
     }
-    pgwire = _pgwire()
+    pgwire = bench_module("pgwire")
     workload = pgwire.Workload("oltp", SCRIPT, load, orders_written)
     pgwire.side_by_side(result, workload, args.clients, args.seconds, skip_pg=args.skip_postgresql)
     print(json.dumps(result, indent=2))

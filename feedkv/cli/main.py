@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from feedkv.errors import FeedKVError
+from feedkv.testing.benches import BENCH_DIR, bench_module
 
 __all__ = ["main"]
-
-BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
 
 
 def _bench_names() -> list[str]:
@@ -27,13 +25,7 @@ def _run_bench(name: str, args: list[str]) -> int:
         known = ", ".join(names) or f"none found (benchmarks live in {BENCH_DIR})"
         print(f"feedkv bench: unknown benchmark {name!r}; available: {known}", file=sys.stderr)
         return 2
-    spec = importlib.util.spec_from_file_location(f"feedkv_bench_{name}", BENCH_DIR / f"{name}.py")
-    if spec is None or spec.loader is None:
-        print(f"feedkv bench: cannot load {name}", file=sys.stderr)
-        return 2
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    code: int = module.main(args)
+    code: int = bench_module(name).main(args)
     return code
 
 

@@ -140,7 +140,8 @@ class Message:
 
     ``term`` is the sender's term (for a granted pre-vote and its request: the term the
     pre-candidate would take). ``force`` marks a vote request of a leader transfer, which
-    voters grant even while they hear from a leader.
+    voters grant even while they hear from a leader. ``context``: on a heartbeat and its
+    answer, the newest read the leader is confirming its leadership for (0: none).
     """
 
     type: MessageType
@@ -155,6 +156,7 @@ class Message:
     reject_hint: int = 0
     snapshot: Snapshot | None = None
     force: bool = False
+    context: int = 0
 
 
 def _pack_entry(entry: Entry) -> list[Any]:
@@ -206,6 +208,7 @@ def encode_message(msg: Message) -> bytes:
         msg.reject_hint,
         snap,
         msg.force,
+        msg.context,
     ]
     packed: bytes = msgpack.packb(fields, use_bin_type=True)
     return packed
@@ -216,7 +219,8 @@ def decode_message(raw: bytes) -> Message:
     :class:`~feedkv.errors.InvariantViolation` on anything else."""
     try:
         fields = msgpack.unpackb(raw, raw=False, use_list=True, strict_map_key=True)
-        kind, to, sender, term, log_term, index, entries, commit, reject, hint, snap, force = fields
+        kind, to, sender, term, log_term, index, entries, commit, reject, hint, snap, *rest = fields
+        force, ctx = rest
         snapshot = None
         if snap is not None:
             s_index, s_term, s_conf, s_data = snap
@@ -237,6 +241,7 @@ def decode_message(raw: bytes) -> Message:
             _int(hint),
             snapshot,
             force,
+            _int(ctx),
         )
     except (ValueError, TypeError, msgpack.ExtraData, msgpack.UnpackException) as exc:
         raise InvariantViolation(f"not a raft message ({len(raw)} bytes): {exc}") from exc

@@ -9,6 +9,8 @@ injected). Its inputs are method calls:
 - :meth:`~RaftState.propose`, :meth:`~RaftState.propose_conf_change`: the leader's
   caller wants an entry in the log;
 - :meth:`~RaftState.campaign`, :meth:`~RaftState.transfer_leader`;
+- :meth:`~RaftState.read_index`: the leader's caller wants to serve a read without
+  writing it to the log, once the leader knows it still leads;
 - :meth:`~RaftState.report_snapshot`, :meth:`~RaftState.report_unreachable`: how the
   transport fared;
 - :meth:`~RaftState.apply_conf_change`: the caller applied a committed membership change.
@@ -30,7 +32,8 @@ calls :meth:`~RaftState.advance` with it before taking the next:
 3. apply ``snapshot`` to the state machine, then ``committed_entries`` in order (for a
    ``CONF_CHANGE`` entry, call :meth:`~RaftState.apply_conf_change` and persist the
    :class:`ConfState` it returns with the applied index);
-4. :meth:`~RaftState.advance`.
+4. serve the reads of ``read_states`` (see :meth:`~RaftState.read_index`);
+5. :meth:`~RaftState.advance`.
 
 Between :meth:`~RaftState.ready` and :meth:`~RaftState.advance` the caller makes no other
 call on this replica. Restarting is building a new :class:`RaftState` on the persisted
@@ -71,7 +74,7 @@ from feedkv.raft.messages import (
 from feedkv.raft.progress import Progress, ProgressState
 from feedkv.raft.storage import RaftStorage
 
-__all__ = ["Config", "RaftState", "Ready", "Role", "SoftState"]
+__all__ = ["Config", "RaftState", "ReadState", "Ready", "Role", "SoftState"]
 
 MT = MessageType
 _EARLY = frozenset({MT.APP, MT.HEARTBEAT})
@@ -127,6 +130,23 @@ class SoftState:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadState:
+    """The read the caller named ``context`` may be served: a quorum confirmed that this
+    replica still led after it was asked for. ``index`` is the commit index then; a read
+    of a state machine that applied it misses no entry committed before the ask."""
+
+    index: int
+    context: int
+
+
+@dataclass
+class _PendingRead:
+    context: int
+    index: int
+    acks: set[int]
+
+
+@dataclass(frozen=True, slots=True)
 class Ready:
     """Work for the caller; see the module docstring for the order.
 
@@ -139,6 +159,7 @@ class Ready:
     snapshot: Snapshot | None
     committed_entries: tuple[Entry, ...]
     messages: tuple[Message, ...]
+    read_states: tuple[ReadState, ...] = ()
 
     @property
     def must_sync(self) -> bool:
@@ -186,6 +207,8 @@ class RaftState:
         self.heartbeat_elapsed = 0
         self.randomized_election_timeout = config.election_tick
         self._msgs: list[Message] = []
+        self._pending_reads: list[_PendingRead] = []  # asked, not yet confirmed; by context
+        self._read_states: list[ReadState] = []
         self._prev_hard = hard
         self._prev_soft = SoftState(NO_NODE, Role.FOLLOWER)
         self._become_follower(self.term, NO_NODE)
@@ -260,6 +283,28 @@ class RaftState:
                 self._send_append(to)
         return True
 
+    def read_index(self, context: int) -> bool:
+        """Confirm that this replica still leads, for a read the caller names ``context``
+        (positive, greater than every context asked before in this term): once a quorum
+        of voters answered a heartbeat sent after this call, a :class:`ReadState` with
+        ``context`` comes in a Ready (etcd's ReadIndex; a leader that was deposed and does
+        not know it yet never gets one). Returns ``False``, and nothing will come, when
+        this replica does not lead or has not committed an entry of its own term yet
+        (until then its commit index may lag its predecessor's)."""
+        if self.role is not Role.LEADER or self.log.term(self.log.committed) != self.term:
+            return False
+        if self._pending_reads and context <= self._pending_reads[-1].context:
+            raise InvalidArgumentError(
+                f"read context {context} after {self._pending_reads[-1].context}: "
+                "contexts must increase"
+            )
+        self._pending_reads.append(_PendingRead(context, self.log.committed, {self.id}))
+        if self._release_reads():
+            for node in self.prs:
+                if node != self.id:
+                    self._send_heartbeat(node)
+        return True
+
     def report_snapshot(self, to: int, *, success: bool) -> None:
         """The transport finished sending (or failed to send) a snapshot to ``to``. The
         caller must report every snapshot message: until then the leader sends that
@@ -301,6 +346,7 @@ class RaftState:
                 self.lead_transferee = NO_NODE
             if self._maybe_commit():
                 self._bcast_append()
+            self._release_reads()
         return self.conf_state()
 
     def step(self, m: Message) -> None:
@@ -342,6 +388,7 @@ class RaftState:
             or self.hard_state() != self._prev_hard
             or self.log.has_unstable()
             or self.log.has_next_committed()
+            or bool(self._read_states)
         )
 
     def ready(self) -> Ready:
@@ -354,6 +401,7 @@ class RaftState:
             snapshot=self.log.unstable_snapshot(),
             committed_entries=tuple(self.log.next_committed(self.cfg.max_committed_per_ready)),
             messages=tuple(self._msgs),
+            read_states=tuple(self._read_states),
         )
 
     def advance(self, ready: Ready) -> None:
@@ -371,6 +419,7 @@ class RaftState:
         if ready.committed_entries:
             self.log.applied_to(ready.committed_entries[-1].index)
         del self._msgs[: len(ready.messages)]
+        del self._read_states[: len(ready.read_states)]
         if ready.entries and self.role is Role.LEADER:
             self._own_copy_persisted()
 
@@ -388,6 +437,7 @@ class RaftState:
         )
         self.votes = {}
         self.lead_transferee = NO_NODE
+        self._pending_reads = []  # NB: a confirmation of another term confirms nothing
         self.prs = {}
         self._sync_progress()
 
@@ -537,7 +587,9 @@ class RaftState:
                 self._on_append(m)
             elif m.type is MT.HEARTBEAT:
                 self.log.commit_to(m.commit)
-                self._send(Message(MT.HEARTBEAT_RESP, m.sender, self.id, self.term))
+                self._send(
+                    Message(MT.HEARTBEAT_RESP, m.sender, self.id, self.term, context=m.context)
+                )
             else:
                 self._on_snapshot(m)
         elif m.type is MT.TIMEOUT_NOW:
@@ -624,10 +676,24 @@ class RaftState:
             self.lead_transferee = NO_NODE
         if self.heartbeat_elapsed >= self.cfg.heartbeat_tick:
             self.heartbeat_elapsed = 0
-            for node, pr in self.prs.items():
+            for node in self.prs:
                 if node != self.id:
-                    commit = min(pr.match, self.log.committed)
-                    self._send(Message(MT.HEARTBEAT, node, self.id, self.term, commit=commit))
+                    self._send_heartbeat(node)
+
+    def _send_heartbeat(self, to: int) -> None:
+        # NB: the newest read waiting, so a lost heartbeat or answer delays it only
+        context = self._pending_reads[-1].context if self._pending_reads else 0
+        commit = min(self.prs[to].match, self.log.committed)
+        self._send(Message(MT.HEARTBEAT, to, self.id, self.term, commit=commit, context=context))
+
+    def _release_reads(self) -> bool:
+        """Hand over the reads a quorum confirmed (an answer for a read confirms every
+        read asked before it too); returns whether any are left waiting."""
+        pending = self._pending_reads
+        while pending and len(pending[0].acks & self.voters) >= self._quorum():
+            read = pending.pop(0)
+            self._read_states.append(ReadState(read.index, read.context))
+        return bool(pending)
 
     def _step_leader(self, m: Message) -> None:
         if m.type in (MT.APP, MT.HEARTBEAT, MT.SNAP):
@@ -638,6 +704,12 @@ class RaftState:
         if pr is None:
             return
         if m.type is MT.HEARTBEAT_RESP:
+            if m.context:
+                for read in self._pending_reads:
+                    if read.context > m.context:
+                        break
+                    read.acks.add(m.sender)
+                self._release_reads()
             pr.recent_active = True
             pr.probe_sent = False
             if pr.state is ProgressState.REPLICATE and pr.is_paused():

@@ -16,7 +16,10 @@ A :class:`SafetyChecker` watches every step and raises
   entry there and the same entries before it (checked at each write: an entry of a
   given index and term always has the same content and the same predecessor's term);
 - *leader completeness*: a new leader's log holds every entry applied anywhere;
-- *state machine safety*: no two replicas apply different entries at one index.
+- *state machine safety*: no two replicas apply different entries at one index;
+- *linearizable reads*: a read a leader confirms (:meth:`~feedkv.raft.state.RaftState.read_index`)
+  reads from a commit index at or past every index committed anywhere when it was asked
+  for (so a deposed leader never confirms one).
 
 Each replica's state machine is the list of entries it applied, kept with its applied
 index as if persisted with it (a range applies in the engine transaction that records
@@ -97,6 +100,24 @@ class SafetyChecker:
         self.leaders: dict[int, int] = {}  # term -> leader
         self.entries: dict[tuple[int, int], tuple[bytes, int]] = {}  # (index, term)
         self.applied: dict[int, tuple[int, bytes]] = {}  # index -> (term, data)
+        self.committed = 0  # the highest index known committed anywhere
+        self.reads: dict[int, int] = {}  # a read's context -> self.committed when asked
+        self.confirmed = 0  # reads confirmed
+
+    def on_commit(self, index: int) -> None:
+        self.committed = max(self.committed, index)
+
+    def on_read_asked(self, context: int) -> None:
+        self.reads[context] = self.committed
+
+    def on_read_confirmed(self, replica: int, index: int, context: int) -> None:
+        floor = self.reads.pop(context, None)  # None: asked outside RaftSim.read
+        self.confirmed += 1
+        if floor is not None and index < floor:
+            raise InvariantViolation(
+                f"replica {replica} confirmed read {context} at commit index {index}, but "
+                f"{floor} was committed when it was asked for: a stale read"
+            )
 
     def on_leader(self, replica: int, term: int, raft: RaftState) -> None:
         held = self.leaders.setdefault(term, replica)
@@ -367,7 +388,10 @@ class RaftSim:
             replica.restore(rd.snapshot, self.checker)
         for entry in rd.committed_entries:
             replica.apply_entry(entry, self.checker)
+        for read in rd.read_states:
+            self.checker.on_read_confirmed(node, read.index, read.context)
         raft.advance(rd)
+        self.checker.on_commit(raft.committed)
         if rd.soft_state is not None and rd.soft_state.role is Role.LEADER:
             self.checker.on_leader(node, raft.term, raft)
         return rd
@@ -401,6 +425,21 @@ class RaftSim:
             return None
         return self.raft(target).propose(data)
 
+    def read(self, node: int | None = None) -> bool:
+        """Ask ``node`` (default: the leader) to confirm a read; whether it took it."""
+        target = node if node is not None else self.leader()
+        if target is None or self.replicas[target].raft is None:
+            return False
+        for replica in self.live():
+            if replica.raft is not None:
+                self.checker.on_commit(replica.raft.committed)
+        self._seq += 1
+        self.checker.on_read_asked(self._seq)
+        if self.raft(target).read_index(self._seq):
+            return True
+        self.checker.reads.pop(self._seq)
+        return False
+
     def propose_conf_change(self, change: ConfChange) -> Entry | None:
         leader = self.leader()
         return None if leader is None else self.raft(leader).propose_conf_change(change)
@@ -418,7 +457,7 @@ class RaftSim:
 
     # -- the randomized schedule ---------------------------------------------------
 
-    def round(self, *, propose: float = 0.3) -> None:
+    def round(self, *, propose: float = 0.3, read: float = 0.2) -> None:
         """One round of simulated time: faults, a proposal, ticks, deliveries, Readies;
         the checker runs on every Ready."""
         f, rng = self.faults, self.rng
@@ -436,6 +475,9 @@ class RaftSim:
             self.heal()
         if rng.random() < propose:
             self.propose(b"p%d" % self.now)
+        if rng.random() < read:
+            # NB: any live replica, leader or not: a deposed one must never confirm
+            self.read(rng.choice(live).id if live else None)
         if f.conf_change and rng.random() < f.conf_change:
             self._random_conf_change()
         if f.transfer and rng.random() < f.transfer and (leader := self.leader()) is not None:

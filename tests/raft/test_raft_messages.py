@@ -34,6 +34,7 @@ MESSAGES = [
         commit=10,
     ),
     Message(MessageType.APP_RESP, 1, 2, 7, index=10, reject=True, reject_hint=8),
+    Message(MessageType.HEARTBEAT_RESP, 1, 2, 7, context=12),
     Message(
         MessageType.SNAP,
         2,
@@ -60,9 +61,10 @@ def test_a_heartbeat_is_small() -> None:
         b"",
         b"\xc1",
         msgpack.packb([1, 2, 3]),
-        msgpack.packb([99, 2, 1, 5, 0, 0, [], 0, False, 0, None, False]),  # unknown type
-        msgpack.packb([1, 2, 1, "5", 0, 0, [], 0, False, 0, None, False]),  # a str term
-        msgpack.packb([1, 2, 1, 5, 0, 0, [], 0, 1, 0, None, False]),  # an int for a bool
+        msgpack.packb([99, 2, 1, 5, 0, 0, [], 0, False, 0, None, False, 0]),  # unknown type
+        msgpack.packb([1, 2, 1, "5", 0, 0, [], 0, False, 0, None, False, 0]),  # a str term
+        msgpack.packb([1, 2, 1, 5, 0, 0, [], 0, 1, 0, None, False, 0]),  # an int for a bool
+        msgpack.packb([7, 2, 1, 5, 0, 0, [], 0, False, 0, None, False]),  # no read context
     ],
 )
 def test_decoding_garbage_raises_rather_than_guessing(raw: bytes) -> None:

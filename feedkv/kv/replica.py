@@ -19,6 +19,16 @@ each other, and proposes the resulting writes and ops as one entry
 (:mod:`feedkv.kv.replicated_command`). The proposal's completion is set when its entry
 applies here, with the result evaluation returned.
 
+Reading (the leaseholder only). :meth:`Replica.read` evaluates a read at once, over the
+applied state and the proposals in flight as a command is, and writes nothing to the log;
+the read is answered once (a) the Raft leader confirmed with a quorum, after the read was
+evaluated, that it still leads (:meth:`~feedkv.raft.state.RaftState.read_index`; one
+confirmation for all the reads of a turn, :meth:`Replica.confirm_reads`), and (b) every
+entry proposed before the read was evaluated committed, so it saw no write that may
+never happen. A deposed leader that does not know it yet never gets (a). The read's
+timestamp-cache entry is this store's alone: a later leaseholder covers it with
+``lease_start`` (see :meth:`Replica.take_lease_start`).
+
 The lease is the Raft leadership here ("leader leases"), and a new leader serves only
 once it has applied its own term's first entry: by then it has applied every entry an
 earlier leader committed, so nothing it evaluates misses a committed write. A leader
@@ -119,6 +129,15 @@ class RangeData(Protocol):
 
 
 @dataclass(slots=True)
+class _Read(Generic[T]):
+    result: T
+    after: int  # the last index proposed when it was evaluated: answered once committed
+    done: Completion[T]
+    context: int = 0  # the confirmation asked for it (0: not asked yet)
+    confirmed: bool = False
+
+
+@dataclass(slots=True)
 class _Proposal(Generic[T]):
     term: int
     result: T
@@ -161,6 +180,9 @@ class Replica:
         self._conf: ConfState | None = None  # a membership staged, not yet durable
         self._lease_term: int | None = None  # the term this replica leads in
         self._term_start = 0  # the index of that term's first entry
+        self._reads: list[_Read[Any]] = []  # evaluated, not answered; by context
+        self._read_contexts = 0
+        self._lease_started = False  # the lease was taken up and not yet reported
 
     @staticmethod
     def bootstrap(rw: ReadWriter, range_id: int, voters: Sequence[int]) -> None:
@@ -202,6 +224,45 @@ class Replica:
         self._proposals[entry.index] = _Proposal(entry.term, result, done, not effects.splits)
         return done
 
+    def read(self, base: Reader, evaluate: Callable[[ReadWriter], T]) -> Completion[T]:
+        """Evaluate a read over ``base`` (the applied state) and the proposals in flight;
+        the completion holds its result once it may be answered (the module docstring),
+        or :class:`~feedkv.errors.NotLeaseHolderError` when this replica may not serve
+        it. Raises that error at once when it does not hold the lease, and whatever
+        ``evaluate`` raises."""
+        if not self.holds_lease:
+            raise NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
+        view = OverlayView(base, self._overlay)
+        result = evaluate(view)
+        if len(view.batch):
+            raise InvariantViolation(f"range r{self.range_id}: a read wrote {len(view.batch)} keys")
+        done: Completion[T] = Completion()
+        self._reads.append(_Read(result, self.raft.log.last_index(), done))
+        return done
+
+    def confirm_reads(self) -> None:
+        """Ask the group to confirm the leadership for every read evaluated since the
+        last call (once per turn of the driver: one heartbeat round serves them all)."""
+        if not self._reads or self._reads[-1].context:
+            return
+        self._read_contexts += 1
+        if not self.raft.read_index(self._read_contexts):
+            self._fail_reads()
+            return
+        for read in reversed(self._reads):
+            if read.context:
+                break
+            read.context = self._read_contexts
+
+    def take_lease_start(self) -> bool:
+        """Whether this replica took up the lease since the last call. Its driver then
+        covers the range's timestamp cache up to now, above every read an earlier
+        leaseholder answered (each was at or below that one's clock when it asked for
+        its confirmation, and the clock travels with every Raft message: a quorum that
+        confirmed it has since voted this replica in)."""
+        started, self._lease_started = self._lease_started, False
+        return started
+
     def change_members(self, change: ConfChange) -> int:
         """Propose one membership change; returns its log index (it took effect once
         that index applies with this term). Only the lease holder proposes, one change at
@@ -238,6 +299,13 @@ class Replica:
             if proposal is not None and proposal.early:
                 del self._proposals[entry.index]
                 self._settle(proposal, entry)
+        if ready.read_states:
+            newest = ready.read_states[-1].context
+            for read in self._reads:
+                if not read.context or read.context > newest:
+                    break
+                read.confirmed = True
+        self._answer_reads()
 
     def stage(self, rw: ReadWriter, ready: Ready) -> list[AppliedEntry]:
         """Phase 1, inside the engine transaction: persist ``ready`` and apply its
@@ -299,6 +367,19 @@ class Replica:
 
     # -- inside ----------------------------------------------------------------------
 
+    def _answer_reads(self) -> None:
+        committed, reads = self.raft.committed, self._reads
+        while reads and reads[0].confirmed and reads[0].after <= committed:
+            read = reads.pop(0)
+            read.done.set_result(read.result)
+
+    def _fail_reads(self) -> None:
+        reads, self._reads = self._reads, []
+        for read in reads:
+            read.done.set_exception(
+                NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
+            )
+
     def _settle(self, proposal: _Proposal[Any], entry: Entry) -> None:
         if proposal.term == entry.term:
             proposal.done.set_result(proposal.result)
@@ -330,9 +411,12 @@ class Replica:
             # nothing was proposed in this term yet: the last entry is its empty first
             self._lease_term = self.raft.term
             self._term_start = self.raft.log.last_index()
+            self._lease_started = True
 
     def _lose_lease(self) -> None:
         self._lease_term = None
+        self._lease_started = False
+        self._fail_reads()
         self._overlay.clear()
         proposals, self._proposals = self._proposals, {}
         for index, proposal in proposals.items():

@@ -22,9 +22,11 @@ store owns every replica of the store. Each turn of :class:`ReplicaLoop`:
 Evaluation runs under the engine's ``eval_lock``
 (:meth:`~feedkv.storage.engine.Engine.read_now`), so it never runs beside a command the
 engine's commit thread evaluates: the state they share (timestamp cache, closed
-timestamps) sees one evaluation at a time. A read is a proposal too, with no writes:
-it returns once its entry applied, so it neither misses an acknowledged write nor sees
-one that never commits, and a deposed leader that does not know it yet cannot answer.
+timestamps) sees one evaluation at a time. A read writes nothing to the log
+(:meth:`~feedkv.kv.replica.Replica.read`): the reads a turn took share one confirmation
+of the leadership, asked before the turn's Readies, so their heartbeats leave with them.
+When a replica takes up a lease, ``on_lease`` is called on the loop before it evaluates
+anything (the store covers the range's timestamp cache then).
 
 Replica ids are node ids: a store holds at most one replica of a range. A message for a
 range the store has no replica of creates one, empty (a replica being added: the leader
@@ -100,6 +102,13 @@ class _Proposal:
 
 
 @dataclass(frozen=True, slots=True)
+class _Reading:
+    range_id: int
+    evaluate: Callable[[Any], Any]
+    done: Completion[Any]
+
+
+@dataclass(frozen=True, slots=True)
 class _Remove:
     range_id: int
     then: Callable[[], None]
@@ -111,7 +120,7 @@ class _Transfer:
     to: int
 
 
-_Item = _Proposal | _Change | _Campaign | _Remove | _Transfer | list[tuple[int, bytes]]
+_Item = _Proposal | _Reading | _Change | _Campaign | _Remove | _Transfer | list[tuple[int, bytes]]
 """What the loop's inbox carries (``None`` wakes it to stop)."""
 
 
@@ -129,6 +138,7 @@ class ReplicaLoop:
         config: Config | None = None,
         on_stage: OnStage | None = None,
         on_apply: OnEntries | None = None,
+        on_lease: Callable[[int], None] | None = None,
         seed: int | None = None,
     ) -> None:
         self.engine = engine
@@ -139,6 +149,7 @@ class ReplicaLoop:
         self._config = config or Config(id=node_id)
         self._on_stage = on_stage
         self._on_apply = on_apply
+        self._on_lease = on_lease
         self._leases: dict[int, int] = {}  # range id -> term, of the leases held here
         self._changes: list[tuple[Replica, _Change, int]] = []  # (..., its log index)
         self._rng = random.Random(seed)
@@ -196,6 +207,17 @@ class ReplicaLoop:
             done.set_exception(NodeUnavailableError(f"node {self.node_id} is stopping"))
             return done
         self._inbox.put(_Proposal(range_id, evaluate, done))
+        return done
+
+    def read(self, range_id: int, evaluate: Callable[[ReadWriter], T]) -> Completion[T]:
+        """Evaluate a read on this node's replica of ``range_id`` (its lease holder)
+        without a log entry; the completion holds its result once it may be answered,
+        or the errors of :meth:`propose`."""
+        done: Completion[T] = Completion()
+        if self._stopped.is_set():
+            done.set_exception(NodeUnavailableError(f"node {self.node_id} is stopping"))
+            return done
+        self._inbox.put(_Reading(range_id, evaluate, done))
         return done
 
     def change_members(self, range_id: int, change: ConfChange) -> Completion[int]:
@@ -263,6 +285,8 @@ class ReplicaLoop:
                 next_tick = time.monotonic() + self._tick_s
                 for replica in self._replicas.values():
                     replica.raft.tick()
+            for replica in self._replicas.values():
+                replica.confirm_reads()
             try:
                 self._handle_readies()
             except FeedKVError:
@@ -272,6 +296,9 @@ class ReplicaLoop:
     def _take(self, item: _Item) -> None:
         if isinstance(item, _Proposal):
             self._propose(item)
+            return
+        if isinstance(item, _Reading):
+            self._read(item)
             return
         if isinstance(item, _Change):
             self._change(item)
@@ -344,6 +371,18 @@ class ReplicaLoop:
             return
         inner.add_done_callback(lambda: _relay(inner, proposal.done))
 
+    def _read(self, reading: _Reading) -> None:
+        replica = self._replicas.get(reading.range_id)
+        if replica is None:
+            reading.done.set_exception(RangeNotFoundError(reading.range_id))
+            return
+        try:
+            inner = self.engine.read_now(lambda applied: replica.read(applied, reading.evaluate))
+        except Exception as exc:  # evaluation's errors are the caller's answer
+            reading.done.set_exception(exc)
+            return
+        inner.add_done_callback(lambda: _relay(inner, reading.done))
+
     def _handle_readies(self) -> None:
         readies: list[tuple[Replica, Ready]] = []
         for replica in self._replicas.values():
@@ -394,6 +433,8 @@ class ReplicaLoop:
             self._send(node, batch)
 
     def _follow_lease(self, replica: Replica) -> None:
+        if replica.take_lease_start() and self._on_lease is not None:
+            self._on_lease(replica.range_id)
         if replica.holds_lease:
             self._leases[replica.range_id] = replica.raft.term
         else:
@@ -409,7 +450,7 @@ class ReplicaLoop:
                 item = self._inbox.get_nowait()
             except queue.Empty:
                 return
-            if isinstance(item, _Proposal | _Change):
+            if isinstance(item, _Proposal | _Reading | _Change):
                 item.done.set_exception(stopped)
 
 

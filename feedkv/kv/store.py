@@ -539,6 +539,7 @@ class Store:
             config=raft,
             on_stage=self._on_replicated_stage,
             on_apply=self._on_replicated_apply,
+            on_lease=self._on_lease,
         )
         for desc in self.descriptors():
             if len(desc.replicas) > 1 and self.node_id in desc.replicas:
@@ -639,9 +640,15 @@ class Store:
     def _attempt_replicated(
         self, loop: ReplicaLoop, range_id: int, batch: BatchRequest
     ) -> Completion[Applied]:
-        """Propose ``batch`` to the range's Raft log (a read too: see
-        :mod:`feedkv.kv.replica_loop`), evaluated on this store if it holds the lease."""
+        """Propose ``batch`` to the range's Raft log, evaluated on this store if it holds
+        the lease; a read-only batch is read there, with no log entry."""
         ctx = self._ctx
+        if _READ_ONLY.issuperset(map(type, batch.requests)):
+            read: Completion[Applied] = loop.read(
+                range_id, lambda view: evaluate(ctx, view, batch, replicated=True)
+            )
+            read.add_done_callback(lambda: self._after_replicated(read))
+            return read
         if any(isinstance(r, Split) for r in batch.requests):
             # NB: taken here, outside the log: each store hands out ids of its own
             right_id = self.engine.write(next_range_id)
@@ -678,6 +685,20 @@ class Store:
             self._to_resolve.put(resolve)
         if applied.finished_txns:
             self._waiters.notify()
+
+    def _on_lease(self, range_id: int) -> None:
+        """This store's replica of ``range_id`` took up its lease (on the replica loop,
+        before it evaluates anything): cover the range's timestamp cache up to now, above
+        every read an earlier leaseholder answered (see
+        :meth:`~feedkv.kv.replica.Replica.take_lease_start`)."""
+        ctx = self._ctx
+
+        def cover(snap: Reader) -> None:
+            desc = descriptor_by_id(snap, range_id)
+            if desc is not None:
+                ctx.tscache.add_span(desc.span, ctx.clock.now(), None)
+
+        self.engine.read_now(cover)
 
     def _on_replicated_stage(
         self, rw: ReadWriter, range_id: int, entries: Sequence[AppliedEntry]

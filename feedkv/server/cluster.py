@@ -296,7 +296,9 @@ class Cluster:
         self._replicator = threading.Thread(
             target=self._replicate_loop, name="feedkv-replicate", daemon=True
         )
-        self.raft = RaftTransport(ident.node_id, self.liveness.address, self._channel)
+        self.raft = RaftTransport(
+            ident.node_id, self.liveness.address, self._channel, store.clock.now
+        )
         self._chunks = ChunkAssembler()
         self.report()
         store.cluster = _ClusterSender(self.router)
@@ -700,8 +702,15 @@ class Cluster:
 
     def _on_raft(self, message: dict[str, Any]) -> dict[str, Any]:
         loop = self.store.replicas
-        if loop is not None:
-            loop.receive(message["messages"])
+        if loop is None:
+            return {}
+        try:
+            self.store.clock.update(Timestamp(*message["clock"]))
+        except ClockOffsetError as exc:
+            # NB: as if lost: a node that far ahead must not vote or confirm reads here
+            log.warning("raft messages from n%s dropped: %s", message.get("from"), exc)
+            return {}
+        loop.receive(message["messages"])
         return {}
 
     def _on_raft_chunk(self, chunk: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,12 @@ every range between two nodes travel together, however many ranges there are. A 
 dead node holds up only its own queue, which keeps the newest ``MAX_QUEUED`` batches; a
 failed call drops its messages, as a lossy network would (Raft resends what matters).
 
+Each ``Raft`` call carries the sender's clock, which the receiver takes in before it
+steps the messages (an HLC's rule for messages): a leader that confirms a read with its
+heartbeats passes a clock above the read's timestamp through the quorum that answers,
+and so to whichever replica that quorum elects next (see
+:meth:`~feedkv.kv.replica.Replica.take_lease_start`).
+
 A call carries at most ``CHUNK_BYTES`` of messages. A message larger than that (a
 snapshot of a big range, whatever gRPC's message limit) goes alone, in ``RaftChunk``
 calls of that size, one after another; the receiver's :class:`ChunkAssembler` puts it
@@ -30,6 +36,7 @@ import grpc
 
 from feedkv.errors import FeedKVError
 from feedkv.kv.dialer import call
+from feedkv.util.hlc import Timestamp
 
 __all__ = ["CHUNK_BYTES", "MAX_QUEUED", "ChunkAssembler", "RaftTransport"]
 
@@ -56,10 +63,12 @@ class RaftTransport:
         node_id: int,
         address_of: Callable[[int], str | None],
         channel_to: Callable[[str], grpc.Channel],
+        now: Callable[[], Timestamp],
         *,
         chunk_bytes: int = CHUNK_BYTES,
     ) -> None:
         self._node_id = node_id
+        self._now = now
         self._chunk_bytes = chunk_bytes
         self._transfers = itertools.count(1)
         self._address_of = address_of
@@ -120,7 +129,11 @@ class RaftTransport:
                         call(
                             channel,
                             "Raft",
-                            {"from": self._node_id, "messages": group},
+                            {
+                                "from": self._node_id,
+                                "messages": group,
+                                "clock": tuple(self._now()),
+                            },
                             CALL_TIMEOUT_S,
                         )
             except FeedKVError as exc:

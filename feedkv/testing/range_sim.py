@@ -12,14 +12,20 @@ not what its engine committed, and restarts from its engine.
 
 The workload is what makes a wrong apply loop visible: every proposal increments one
 counter by reading it and writing it back (evaluated on the leaseholder, over the
-proposals in flight), and writes a key of its own. The checks, after every Ready:
+proposals in flight), and writes a key of its own; reads of the counter, without a log
+entry (:meth:`~feedkv.kv.replica.Replica.read`), go to any replica that believes it
+holds the lease. The checks, after every Ready:
 
 - every replica applies the same command, with the same logical ops, at each index;
 - no two replicas hold the lease in the same term;
+- a read answers at least the highest increment acknowledged before it was asked (no
+  stale read, as a deposed leaseholder would give);
 
 and after the faults stop (:meth:`RangeSim.settle`), in :meth:`RangeSim.check_converged`:
 every replica's MVCC data is identical, the counter equals the number of increments
-applied, and every acknowledged increment is applied (its result unique, its key there).
+applied, every acknowledged increment is applied (its result unique, its key there), and
+every version of the counter a read answered is there (no read saw a write that never
+happened).
 """
 
 from __future__ import annotations
@@ -110,12 +116,20 @@ class RangeSim:
         faults: RangeFaults | None = None,
         log_limit: int = 1000,
         log_keep: int = 100,
+        check_quorum: bool = True,
     ) -> None:
         """``ids``: the range's first replicas; ``spares``: nodes that start empty, for
-        membership changes to add."""
+        membership changes to add; ``check_quorum=False`` lets a cut-off leader go on
+        believing it leads (so a read it answers alone would be stale)."""
         self.rng = random.Random(seed)
         self.faults = faults or RangeFaults()
-        self.config = Config(id=1, election_tick=10, max_inflight=8, max_entries_per_message=8)
+        self.config = Config(
+            id=1,
+            election_tick=10,
+            max_inflight=8,
+            max_entries_per_message=8,
+            check_quorum=check_quorum,
+        )
         self.log_limit, self.log_keep = log_limit, log_keep
         first = sorted(ids)
         self.ids = sorted({*first, *spares})
@@ -139,6 +153,8 @@ class RangeSim:
         self.acked: list[tuple[int, bytes]] = []  # (counter value, own key) acknowledged
         self._in_flight: list[Completion[tuple[int, bytes]]] = []
         self.failed = 0
+        self._reads: list[tuple[int, Completion[tuple[int, Timestamp | None]]]] = []
+        self.read_values: list[tuple[int, Timestamp]] = []  # (value, version) answered
 
     def close(self) -> None:
         for node in self.nodes.values():
@@ -295,6 +311,26 @@ class RangeSim:
         except NotLeaseHolderError:
             self.failed += 1
 
+    def read(self, on: Replica | None = None) -> Completion[tuple[int, Timestamp | None]] | None:
+        """A read of the counter on ``on``, or on a replica that believes it holds the
+        lease (a deposed one too, should it not know yet); its completion."""
+        holders = [r for r in self.live() if r.holds_lease]
+        if on is None and not holders:
+            return None
+        holder = on or self.rng.choice(holders)
+        floor = max((value for value, _ in self.acked), default=0)
+        self._clock += 1
+        ts = Timestamp(self._clock)
+
+        def evaluate(rw: ReadWriter) -> tuple[int, Timestamp | None]:
+            current = mvcc.get(rw, COUNTER, ts)
+            return (int(current.value), current.ts) if current is not None else (0, None)
+
+        with self.nodes[holder.replica_id].engine.snapshot() as applied:
+            done = holder.read(applied, evaluate)
+        self._reads.append((floor, done))
+        return done
+
     def _collect(self) -> None:
         waiting = []
         for done in self._in_flight:
@@ -305,8 +341,21 @@ class RangeSim:
             else:
                 self.failed += 1
         self._in_flight = waiting
+        reading = []
+        for floor, read in self._reads:
+            if not read.done():
+                reading.append((floor, read))
+            elif read.exception() is None:
+                value, version = read.result()
+                if value < floor:
+                    raise InvariantViolation(
+                        f"a stale read: the counter read {value} after {floor} was acknowledged"
+                    )
+                if version is not None:
+                    self.read_values.append((value, version))
+        self._reads = reading
 
-    def round(self, *, propose: float = 0.4) -> None:
+    def round(self, *, propose: float = 0.4, read: float = 0.3) -> None:
         f, rng = self.faults, self.rng
         self.now += 1
         if f.crash and rng.random() < f.crash and len(self.live()) > 0:
@@ -321,10 +370,13 @@ class RangeSim:
             self.cut.clear()
         if rng.random() < propose:
             self.propose()
+        if rng.random() < read:
+            self.read()
         if f.conf_change and rng.random() < f.conf_change:
             self.change_members()
         for replica in self.live():
             replica.raft.tick()
+            replica.confirm_reads()
         self._deliver()
         for node in self.nodes.values():
             self._handle_ready(node)
@@ -343,7 +395,7 @@ class RangeSim:
             while any(self._handle_ready(node) for node in self.nodes.values()):
                 self._deliver(all_now=True)
             holder = self.lease_holder()
-            if holder is not None and not self._in_flight:
+            if holder is not None and not self._in_flight and not self._reads:
                 commit = holder.raft.committed
                 applied = [self.nodes[n].replica for n in self.members()]
                 if all(r is not None and r.applied == commit for r in applied):
@@ -384,6 +436,10 @@ class RangeSim:
                 kv = mvcc.get(snap, own, Timestamp(self._clock + 1))
                 if kv is None or int(kv.value) != value or value > counter:
                     raise InvariantViolation(f"acknowledged increment {value} is lost")
+            for value, version in self.read_values:
+                kv = mvcc.get(snap, COUNTER, version)
+                if kv is None or kv.ts != version or int(kv.value) != value:
+                    raise InvariantViolation(f"a read saw {value} at {version}, never written")
         return counter
 
 

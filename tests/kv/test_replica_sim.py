@@ -11,11 +11,13 @@ that the counter equals the increments applied, and that no acknowledged write i
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from feedkv.errors import AmbiguousResultError, InvariantViolation, NotLeaseHolderError
+from feedkv.kv.replica import Replica
 from feedkv.kv.replicated_command import Effects
 from feedkv.raft import ConfChange, ConfChangeType
 from feedkv.testing.range_sim import RangeFaults, RangeSim
@@ -161,3 +163,68 @@ def test_a_thousand_seeds_of_faults_membership_and_snapshots_lose_nothing(
         finally:
             sim.close()
             shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_reads_without_log_entries_are_never_stale_nor_phantom(tmp_path: Path, seed: int) -> None:
+    # Without check quorum a cut-off lease holder goes on believing it leads: a read it
+    # answered without a quorum's confirmation would be stale, and one answered before
+    # the writes it saw committed could show a write that never happens.
+    faults = replace(RangeFaults.chaos(), partition=0.03, heal=0.02)
+    sim = RangeSim(tmp_path, seed, faults=faults, check_quorum=False)
+    try:
+        for _ in range(250):
+            sim.round(read=0.5)
+        sim.settle()
+        sim.check_converged()
+        assert sim.read_values
+    finally:
+        sim.close()
+
+
+def test_a_cut_off_lease_holder_never_answers_a_read(tmp_path: Path) -> None:
+    # Without check quorum the cut-off lease holder goes on believing it leads while the
+    # others elect a new one and acknowledge increments it never sees: a read it
+    # answered would be stale. It waits instead, and fails once it learns it was
+    # succeeded.
+    sim = RangeSim(tmp_path, 5, check_quorum=False)
+    try:
+        old = _settled_holder(sim)
+        others = [n for n in sim.ids if n != old.replica_id]
+        sim.cut = {(old.replica_id, n) for n in others} | {(n, old.replica_id) for n in others}
+        acked = len(sim.acked)
+        for _ in range(300):
+            new = sim.lease_holder()
+            # NB: proposals only once the others lead: the old one holds none in flight
+            sim.round(propose=0.5 if new is not old else 0.0, read=0.0)
+            if new is not None and new is not old and len(sim.acked) > acked:
+                break
+        else:
+            raise AssertionError("the others elected no new lease holder")
+        assert old.holds_lease  # it does not know yet
+        done = sim.read(on=old)
+        assert done is not None
+        for _ in range(50):
+            sim.round(propose=0.5, read=0.0)
+        assert not done.done()
+        sim.cut.clear()
+        for _ in range(50):
+            sim.round(propose=0.0, read=0.0)
+        with pytest.raises(NotLeaseHolderError):
+            done.result(timeout=0)
+    finally:
+        sim.close()
+
+
+def _settled_holder(sim: RangeSim) -> Replica:
+    """Rounds until a lease holder acknowledged increments and has none in flight."""
+    for _ in range(300):
+        sim.round(propose=0.2 if not sim.acked else 0.0, read=0.0)
+        holder = sim.lease_holder()
+        if (
+            holder is not None
+            and sim.acked
+            and holder.raft.committed == holder.raft.log.last_index()
+        ):
+            return holder
+    raise AssertionError("no lease holder")

@@ -67,6 +67,9 @@ class ReplicatedStores:
     def _send(self, sender: int, node: int, batch: list[tuple[int, bytes]]) -> None:
         store = self.stores.get(node)
         if store is not None and store.replicas is not None and (sender, node) not in self.cut:
+            origin = self.stores.get(sender)
+            if origin is not None:  # the clock travels with the messages, as between nodes
+                store.clock.update(origin.clock.now())
             store.replicas.receive(batch)
 
     def stop(self, node: int) -> None:
@@ -476,3 +479,26 @@ def test_a_client_whose_cache_names_a_leaderless_replica_alone_looks_the_range_u
     client._router.ranges.insert([replace(desc, replicas=(stale,))])
     client.put(b"k", b"v")  # NB: gives up after about 40 s without the fresh lookup
     assert client.get(b"k") == b"v"
+
+
+def test_a_new_lease_holder_writes_above_every_read_the_old_one_answered(
+    cluster: ReplicatedStores,
+) -> None:
+    """Reads write nothing to the log, so the next lease holder never applies their
+    timestamp-cache entries: it must cover them by its lease start. A read half a second
+    in the future (within the clock offset) moves the old holder's clock; the clock
+    travels with its heartbeats to the quorum that elects the next holder, whose write
+    to the key read must land above the read."""
+    client = KVClient(cluster)
+    client.put(b"read-me", b"before")
+    holder = cluster.lease_holder()
+    read_ts = Timestamp(cluster.stores[holder].clock.physical_now() + 400_000_000)
+    read = BatchRequest(Header(range_id=1, timestamp=read_ts), (Get(b"read-me"),))
+    assert cluster.stores[holder].send(read).responses[0].value == b"before"
+    # the confirmation of the read went through a quorum; now the holder dies
+    cluster.stop(holder)
+    assert cluster.lease_holder() != holder
+    # a write at a timestamp below the read (a transaction's, begun before it)
+    earlier = Header(range_id=1, timestamp=Timestamp(read_ts.wall - 200_000_000))
+    written = cluster.send(BatchRequest(earlier, (Put(b"read-me", b"after"),)))
+    assert written.timestamp > read_ts

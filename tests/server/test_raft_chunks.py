@@ -15,6 +15,7 @@ import pytest
 from feedkv.kv.wire import SERVICE
 from feedkv.server.raft_transport import ChunkAssembler, RaftTransport
 from feedkv.testing.waiting import wait_until
+from feedkv.util.hlc import Clock
 
 CHUNK = 64
 
@@ -71,7 +72,9 @@ def test_large_messages_cross_in_chunks_and_arrive_whole_in_order(
 ) -> None:
     held, address = receiver
     channel = grpc.insecure_channel(address)
-    transport = RaftTransport(1, lambda _node: address, lambda _a: channel, chunk_bytes=CHUNK)
+    transport = RaftTransport(
+        1, lambda _node: address, lambda _a: channel, Clock().now, chunk_bytes=CHUNK
+    )
     sent = [
         (1, b"small"),
         (2, bytes(range(256)) * 3),  # 768 bytes: 12 chunks

@@ -59,7 +59,11 @@ def _agreed_lease_holder(cluster: LocalCluster) -> int:
 def test_a_killed_lease_holder_loses_no_acknowledged_transfer(cluster: LocalCluster) -> None:
     """A bank of 20 accounts: transfers run from a node that survives while the range's
     lease holder is SIGKILLed; every transfer acknowledged stays, the total never
-    changes, writes go on without the dead node, and it catches up when it returns."""
+    changes, writes go on without the dead node, and it catches up when it returns.
+
+    A commit in flight to the victim when it dies is ambiguous (it may have committed),
+    as with CockroachDB: the client is told so and goes on, and the total holds either
+    way (a transfer keeps it). Only the kill may cause one."""
     probe = cluster.connect(0)
     wait_until(lambda: _replicated(probe), timeout_s=DEADLINE_S, what="three replicas")
     for key in ACCOUNTS:
@@ -69,6 +73,7 @@ def test_a_killed_lease_holder_loses_no_acknowledged_transfer(cluster: LocalClus
     probe.close()
     db = cluster.connect(gateway)
     done: list[int] = []
+    ambiguous: list[AmbiguousResultError] = []
     errors: list[BaseException] = []
     stop = threading.Event()
 
@@ -86,7 +91,11 @@ def test_a_killed_lease_holder_loses_no_acknowledged_transfer(cluster: LocalClus
                     txn.put(src, str(a - 1).encode())
                     txn.put(dst, str(b + 1).encode())
 
-                db.run_transaction(move)
+                try:
+                    db.run_transaction(move)
+                except AmbiguousResultError as exc:
+                    ambiguous.append(exc)
+                    continue
                 done.append(n)
         except BaseException as exc:
             errors.append(exc)
@@ -113,6 +122,7 @@ def test_a_killed_lease_holder_loses_no_acknowledged_transfer(cluster: LocalClus
         stop.set()
         worker.join()
     assert not errors, errors
+    assert len(ambiguous) <= 1, ambiguous  # one commit at most was in flight at the kill
     rows = db.scan(b"acct/", b"acct0")
     assert len(rows) == 20 and sum(int(kv.value) for kv in rows) == 2000
     # the node that came back holds every write: kill another, and it must serve them

@@ -26,7 +26,10 @@ timestamps) sees one evaluation at a time. A read writes nothing to the log
 (:meth:`~feedkv.kv.replica.Replica.read`): the reads a turn took share one confirmation
 of the leadership, asked before the turn's Readies, so their heartbeats leave with them.
 When a replica takes up a lease, ``on_lease`` is called on the loop before it evaluates
-anything (the store covers the range's timestamp cache then).
+anything (the store covers the range's timestamp cache then). An entry that merged a
+range into its left neighbour (``Effects.merges``) ends the right-hand range's replica
+here in the same turn, before it can write again, and messages for it are dropped from
+then on (:mod:`feedkv.kv.replicated_merge`).
 
 Replica ids are node ids: a store holds at most one replica of a range. A message for a
 range the store has no replica of creates one, empty (a replica being added: the leader
@@ -154,6 +157,7 @@ class ReplicaLoop:
         self._changes: list[tuple[Replica, _Change, int]] = []  # (..., its log index)
         self._rng = random.Random(seed)
         self._replicas: dict[int, Replica] = {}
+        self._merged: set[int] = set()  # ranges merged away: their messages are dropped
         self._inbox: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"replicas-n{node_id}", daemon=True)
@@ -256,6 +260,24 @@ class ReplicaLoop:
         """Whether this store holds a replica of ``range_id``."""
         return range_id in self._replicas
 
+    def applied_everywhere(self, range_id: int, index: int) -> bool:
+        """Whether this store's replica leads ``range_id`` and knows that every member of
+        its group applied ``index`` (read off the loop: a moment's view)."""
+        with self._lock:
+            replica = self._replicas.get(range_id)
+        return replica is not None and replica.raft.applied_everywhere(index)
+
+    def members(self, range_id: int) -> ConfState:
+        """The members of ``range_id``'s group as this store's replica knows them."""
+        with self._lock:
+            return self._replicas[range_id].members
+
+    def members_settled(self, range_id: int) -> bool:
+        """Whether no membership change of ``range_id`` is proposed and not yet applied."""
+        with self._lock:
+            replica = self._replicas[range_id]
+        return replica.raft.pending_conf_index <= replica.applied
+
     def status(self, range_id: int) -> tuple[int, int, int]:
         """``(leader it knows, committed index, applied index)`` of its replica (read
         off the loop: a moment's view)."""
@@ -320,6 +342,8 @@ class ReplicaLoop:
                 item.then()
             return
         for range_id, raw in item:
+            if range_id in self._merged:
+                continue  # NB: from a replica that has not applied the merge yet
             message = decode_message(raw)
             if message.snapshot is not None and not self._range_data(range_id).accepts(
                 message.snapshot.data
@@ -411,8 +435,9 @@ class ReplicaLoop:
                     if entries:
                         self._on_apply(replica.range_id, entries)
 
+        applied: list[list[AppliedEntry]] = []
         if any(ready.must_sync or ready.committed_entries for _, ready in readies):
-            self.engine.submit(stage, hand_over).result()
+            applied = self.engine.submit(stage, hand_over).result()
         # else heartbeats and their answers alone: nothing to write
         outbox: dict[int, list[tuple[int, bytes]]] = {}
         snapshots: list[tuple[Replica, int]] = []
@@ -421,12 +446,26 @@ class ReplicaLoop:
             _post(outbox, replica.range_id, late)
             snapshots.extend((replica, m.to) for m in late if m.type is MessageType.SNAP)
             self._follow_lease(replica)
+        for entries in applied:
+            for entry in entries:
+                for _, right in entry.effects.merges:
+                    self._end_merged(right)
         self._settle_changes()
         self._flush(outbox)
         for replica, to in snapshots:
             # NB: handed to the transport is all a sender learns here; one that was lost
             # shows as the follower's rejection of the next append, and is sent again
             replica.raft.report_snapshot(to, success=True)
+
+    def _end_merged(self, range_id: int) -> None:
+        """The range merged into its left neighbour here: its group ends (the store
+        deleted its Raft state with the merge)."""
+        self._merged.add(range_id)
+        with self._lock:
+            replica = self._replicas.pop(range_id, None)
+        self._leases.pop(range_id, None)
+        if replica is not None:
+            replica.close()
 
     def _flush(self, outbox: dict[int, list[tuple[int, bytes]]]) -> None:
         for node, batch in outbox.items():

@@ -14,7 +14,11 @@ its :class:`Effects`, which every replica takes up as it applies the entry:
   replica's observers get it as a checkpoint after the ops, and a later leaseholder
   writes above it (closed timestamps travel in the log, as the RangeFeed design has it);
 - ``splits``: ``(left, right)`` range ids of a split the command made; every replica
-  starts the new range's Raft group, with the same members, as it applies it.
+  starts the new range's Raft group, with the same members, as it applies it;
+- ``freeze``: the id of the range this one is about to merge into (0: none); every
+  replica refuses the range's commands from then on, under any leader;
+- ``merges``: ``(left, right)`` range ids of a merge the command made; every replica
+  ends the right-hand range's Raft group, whose data the left one now holds.
 
 The encoding is msgpack: a version, the writes as ``[db, key, value | nil]``, each op as
 a tag and its fields, the reads, and the closed timestamp.
@@ -57,6 +61,8 @@ class Effects:
     reads: tuple[Read, ...] = ()
     closed: Timestamp | None = None
     splits: tuple[tuple[int, int], ...] = ()
+    freeze: int = 0
+    merges: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +122,8 @@ def encode_command(writes: WriteBatch, effects: Effects) -> bytes:
             [[span.start, span.end, _ts(ts), txn_id] for span, ts, txn_id in effects.reads],
             None if effects.closed is None else _ts(effects.closed),
             [list(split) for split in effects.splits],
+            effects.freeze,
+            [list(merge) for merge in effects.merges],
         ],
         use_bin_type=True,
     )
@@ -123,7 +131,8 @@ def encode_command(writes: WriteBatch, effects: Effects) -> bytes:
 
 
 def decode_command(data: bytes) -> ReplicatedCommand:
-    version, writes, ops, reads, closed, splits = msgpack.unpackb(data, raw=False)
+    version, writes, ops, reads, closed, splits, *rest = msgpack.unpackb(data, raw=False)
+    freeze, merges = rest or (0, [])  # NB: entries written before merges existed
     if version != _VERSION:
         raise InvariantViolation(f"a replicated command of version {version} (this is {_VERSION})")
     batch = WriteBatch()
@@ -137,5 +146,7 @@ def decode_command(data: bytes) -> ReplicatedCommand:
         tuple((Span(start, end), Timestamp(*ts), txn_id) for start, end, ts, txn_id in reads),
         None if closed is None else Timestamp(*closed),
         tuple((left, right) for left, right in splits),
+        freeze,
+        tuple((left, right) for left, right in merges),
     )
     return ReplicatedCommand(batch, effects)

@@ -49,6 +49,7 @@ from feedkv.errors import (
     InvalidArgumentError,
     InvariantViolation,
     NodeUnavailableError,
+    NotLeaseHolderError,
     PushFailedError,
     RangeNotFoundError,
     RangeRoutingError,
@@ -56,7 +57,7 @@ from feedkv.errors import (
     TransactionAbortedError,
     WriteIntentError,
 )
-from feedkv.kv import range_move
+from feedkv.kv import range_move, replicated_merge
 from feedkv.kv.api import (
     GC,
     MAX_PRIORITY,
@@ -250,19 +251,21 @@ class _ReplicatedRange:
         # Every read served so far was at or below the clock (an HLC takes in every
         # request's timestamp), so the clock bounds them all.
         promised = [self._ctx.closed.get(self.range_id), self._ctx.clock.now()]
+        marker = replicated_merge.read_marker(reader, self.range_id)  # frozen for a merge
         packed: bytes = msgpack.packb(
             [
                 desc.encode(),
                 [threshold.wall, threshold.logical],
                 entries,
                 [[ts.wall, ts.logical] for ts in promised],
+                None if marker is None else [marker.into, marker.state],
             ],
             use_bin_type=True,
         )
         return packed
 
     def install(self, rw: ReadWriter, data: bytes) -> None:
-        raw, threshold, entries, promised = msgpack.unpackb(data, raw=False)
+        raw, threshold, entries, promised, marker = msgpack.unpackb(data, raw=False)
         desc = RangeDescriptor.decode(raw)
         held = descriptor_by_id(rw, self.range_id)
         if held is not None:
@@ -272,6 +275,10 @@ class _ReplicatedRange:
         range_move.write_entries(rw, [tuple(entry) for entry in entries])
         forward_threshold(rw, desc.span, Timestamp(*threshold))
         write_descriptor(rw, desc)
+        frozen = None if marker is None else replicated_merge.MergeMarker(*marker)
+        replicated_merge.write_marker(rw, self.range_id, frozen)
+        if frozen is not None:
+            self._ctx.frozen.add(self.range_id)  # NB: again if run twice: harmless
         self._serve()
         # NB: promises only, should this replica lead: its observers learn a closed
         # timestamp from the entries it applies (those after the snapshot may lie below)
@@ -342,6 +349,7 @@ class Store:
         # replicated ranges: the closed timestamp of their last applied entry carrying one
         self._applied_closed: dict[int, Timestamp] = {}
         self._removed: set[int] = set()  # replicas removed from their groups, to drop
+        self._coordinating: set[int] = set()  # right-hand ranges of merges run from here
         opened_at = self.clock.now()
         self._ctx = CommandContext(
             clock=self.clock,
@@ -541,11 +549,14 @@ class Store:
             on_apply=self._on_replicated_apply,
             on_lease=self._on_lease,
         )
-        for desc in self.descriptors():
-            if len(desc.replicas) > 1 and self.node_id in desc.replicas:
-                loop.add(desc.range_id)
-                self._ctx.replicated.add(desc.range_id)
-                self._ctx.closed.restart(desc.range_id, Timestamp(0, 0))
+        with self.engine.snapshot() as snap:
+            for desc in all_descriptors(snap):
+                if len(desc.replicas) > 1 and self.node_id in desc.replicas:
+                    loop.add(desc.range_id)
+                    self._ctx.replicated.add(desc.range_id)
+                    self._ctx.closed.restart(desc.range_id, Timestamp(0, 0))
+                    if replicated_merge.read_marker(snap, desc.range_id) is not None:
+                        self._ctx.frozen.add(desc.range_id)  # a merge froze it
         self.replicas = loop
         loop.start()
         return loop
@@ -577,6 +588,7 @@ class Store:
         """Add a replica of ``range_id`` on node ``node_id``: as a learner, which the
         leader sends a snapshot, then as a voter. Runs on the range's lease holder."""
         loop = self._replication()
+        self._check_not_merging(range_id)
         for change in (ConfChangeType.ADD_LEARNER, ConfChangeType.ADD_NODE):
             loop.change_members(range_id, ConfChange(change, node_id)).result(timeout_s)
 
@@ -586,7 +598,21 @@ class Store:
         quorum (:func:`~feedkv.kv.placement.choose_replica_change`). The removed store
         drops its replica once it applies the change (:meth:`drop_replica`)."""
         change = ConfChange(ConfChangeType.REMOVE_NODE, node_id)
+        self._check_not_merging(range_id)
         self._replication().change_members(range_id, change).result(timeout_s)
+
+    def _check_not_merging(self, range_id: int) -> None:
+        """A range in a merge keeps its members: the merge needs both ranges on the same
+        nodes (:mod:`feedkv.kv.replicated_merge`)."""
+        with self.engine.snapshot() as snap:
+            desc = descriptor_by_id(snap, range_id)
+            right = descriptor_for_key(snap, desc.end) if desc and desc.end != KEY_MAX else None
+            into_me = right is not None and (
+                (marker := replicated_merge.read_marker(snap, right.range_id)) is not None
+                and marker.into == range_id
+            )
+        if range_id in self._ctx.frozen or into_me:
+            raise RangeUnavailableError(f"r{range_id} is merging: its members stay for now")
 
     def drop_replica(self, range_id: int) -> None:
         """This store's replica of ``range_id`` is no longer in its group: stop driving
@@ -675,6 +701,25 @@ class Store:
         attempt.add_done_callback(lambda: self._after_replicated(attempt))
         return attempt
 
+    def _merge_replicated(self, loop: ReplicaLoop, range_id: int, batch: BatchRequest) -> Applied:
+        """Merge a replicated range with its right-hand neighbour (on the caller's
+        thread: the steps wait on both ranges' logs; :mod:`feedkv.kv.replicated_merge`)."""
+        (request,) = batch.requests
+        if not isinstance(request, Merge):
+            raise InvalidArgumentError("a merge goes in a batch of its own")
+        if not loop.holds_lease(range_id):
+            raise NotLeaseHolderError(range_id, self.node_id, loop.status(range_id)[0])
+        with self.engine.snapshot() as snap:
+            left = descriptor_by_id(snap, range_id)
+            if left is None or left.end == KEY_MAX:
+                raise InvalidArgumentError(f"cannot merge r{range_id}: it is the last range")
+            right = descriptor_for_key(snap, left.end)
+        self._coordinating.add(right.range_id)
+        try:
+            return replicated_merge.merge(self._ctx, loop, self.engine, range_id, request)
+        finally:
+            self._coordinating.discard(right.range_id)
+
     def _after_replicated(self, attempt: Completion[Applied]) -> None:
         """A command of a replicated range applied on this store, which evaluated it:
         what follows belongs to this node alone (the replicas' observers had its ops)."""
@@ -721,6 +766,18 @@ class Store:
                 Replica.bootstrap(rw, right, desc.replicas)
                 ctx.replicated.add(right)
                 ctx.closed.split(left, right)
+            if entry.effects.freeze:
+                # a merge froze or thawed the range: by its marker, as the entry left it
+                if replicated_merge.read_marker(rw, range_id) is not None:
+                    ctx.frozen.add(range_id)
+                else:
+                    ctx.frozen.discard(range_id)
+            for left, right in entry.effects.merges:
+                # the right-hand range's data is the left one's now; its group ends here
+                EngineRaftStorage.destroy(rw, right)
+                ctx.closed.merge(left, right)
+                ctx.frozen.discard(right)
+                ctx.replicated.discard(right)
 
     def _on_replicated_apply(self, range_id: int, entries: Sequence[AppliedEntry]) -> None:
         """Entries of a replicated range applied here, durably (under ``apply_lock``):
@@ -750,6 +807,13 @@ class Store:
                 self._sizes.split(left, right)
                 for observer in self._observers.pop(left, ()):
                     observer.on_range_ended(RangeEndReason.RANGE_SPLIT)
+            for left, right in effects.merges:
+                closed = self._applied_closed.pop(right, ZERO_TIMESTAMP)
+                self._applied_closed[left] = max(self._applied_closed.get(left, closed), closed)
+                self._sizes.merge(left, right)
+                for ended in (left, right):
+                    for observer in self._observers.pop(ended, ()):
+                        observer.on_range_ended(RangeEndReason.RANGE_MERGED)
 
     def _close_replicated(self) -> None:
         """Close the replicated ranges this store holds the lease of, through their logs
@@ -899,6 +963,8 @@ class Store:
         try:
             ctx = self._ctx
             if self.replicas is not None and (range_id := self._replicated_range(batch)):
+                if any(isinstance(r, Merge) for r in batch.requests):
+                    return Completion.of(self._merge_replicated(self.replicas, range_id, batch))
                 return self._attempt_replicated(self.replicas, range_id, batch)
             if _READ_ONLY.issuperset(map(type, batch.requests)):
                 return self._read(batch, batch_spans(batch))
@@ -1143,6 +1209,36 @@ class Store:
                 log.info("merging %s and %s: both are below %d bytes", left, right, small)
                 self._execute(BatchRequest(Header(), (Merge(left.start, automatic=True),)))
                 return  # the descriptors changed; look again next round
+        if self.replicas is not None and self._ctx.replicated:
+            self._merge_replicated_ranges(everything, self.replicas)
+
+    def _merge_replicated_ranges(
+        self, everything: list[RangeDescriptor], loop: ReplicaLoop
+    ) -> None:
+        """Finish or give up the merges nobody carries on; then merge small neighbours
+        whose leases are both here and whose replicas are on the same nodes (a merge
+        needs both: :mod:`feedkv.kv.replicated_merge`)."""
+        with self.engine.snapshot() as snap:
+            finish, thaw = replicated_merge.unfinished(snap, loop, self._coordinating)
+        for desc, marker in thaw:
+            log.info("thawing %s: the merge into r%d it froze for was given up", desc, marker.into)
+            replicated_merge.thaw(self._ctx, loop, desc, marker)
+        for left in finish:
+            log.info("finishing the merge decided into %s", left)
+            self._execute(BatchRequest(Header(range_id=left.range_id), (Merge(left.start),)))
+        small = self.config.range_min_bytes
+        here = [d for d in everything if len(d.replicas) > 1 and loop.holds_lease(d.range_id)]
+        for left, right in itertools.pairwise(here):
+            sizes = map(self._sizes.get, (left.range_id, right.range_id))
+            if left.end != right.start or right.sticky or max(sizes) >= small:
+                continue
+            if loop.members(left.range_id) != loop.members(right.range_id):
+                continue  # NB: on other nodes; the allocator may bring them together
+            if self._measure(left)[0] < small and self._measure(right)[0] < small:
+                log.info("merging %s and %s: both are below %d bytes", left, right, small)
+                merge = Merge(left.start, automatic=True)
+                self._execute(BatchRequest(Header(range_id=left.range_id), (merge,)))
+                return
 
     # Garbage collection.
 

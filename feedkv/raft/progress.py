@@ -29,6 +29,7 @@ class ProgressState(Enum):
 
 class Progress:
     __slots__ = (
+        "applied",
         "inflight",
         "is_learner",
         "match",
@@ -42,6 +43,7 @@ class Progress:
 
     def __init__(self, next_index: int, max_inflight: int, *, is_learner: bool = False) -> None:
         self.match = 0
+        self.applied = 0  # the highest applied index the follower told (heartbeat answers)
         self.next = next_index
         self.state = ProgressState.PROBE
         self.probe_sent = False

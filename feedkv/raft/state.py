@@ -305,6 +305,13 @@ class RaftState:
                     self._send_heartbeat(node)
         return True
 
+    def applied_everywhere(self, index: int) -> bool:
+        """Whether this leader knows that every member of its group (voters and
+        learners) applied ``index`` (followers tell with each heartbeat answer)."""
+        if self.role is not Role.LEADER or self.log.applied < index:
+            return False
+        return all(pr.applied >= index for node, pr in self.prs.items() if node != self.id)
+
     def report_snapshot(self, to: int, *, success: bool) -> None:
         """The transport finished sending (or failed to send) a snapshot to ``to``. The
         caller must report every snapshot message: until then the leader sends that
@@ -587,8 +594,17 @@ class RaftState:
                 self._on_append(m)
             elif m.type is MT.HEARTBEAT:
                 self.log.commit_to(m.commit)
+                # NB: its applied index, for a leader waiting until every replica applied
+                # an entry (a range merge waits so for its right-hand range's last one)
                 self._send(
-                    Message(MT.HEARTBEAT_RESP, m.sender, self.id, self.term, context=m.context)
+                    Message(
+                        MT.HEARTBEAT_RESP,
+                        m.sender,
+                        self.id,
+                        self.term,
+                        index=self.log.applied,
+                        context=m.context,
+                    )
                 )
             else:
                 self._on_snapshot(m)
@@ -704,6 +720,7 @@ class RaftState:
         if pr is None:
             return
         if m.type is MT.HEARTBEAT_RESP:
+            pr.applied = max(pr.applied, m.index)
             if m.context:
                 for read in self._pending_reads:
                     if read.context > m.context:

@@ -19,8 +19,10 @@ from feedkv.errors import (
     NodeUnavailableError,
     NotLeaseHolderError,
     RangeRoutingError,
+    RangeUnavailableError,
 )
-from feedkv.kv.api import BatchRequest, BatchResponse, Get, Header, Put
+from feedkv.kv import replicated_merge
+from feedkv.kv.api import BatchRequest, BatchResponse, Get, Header, Merge, Put
 from feedkv.kv.db import KVClient, LocalTransport
 from feedkv.kv.observer import RangeEndReason
 from feedkv.kv.replica import LOG_KEEP, LOG_LIMIT
@@ -502,3 +504,176 @@ def test_a_new_lease_holder_writes_above_every_read_the_old_one_answered(
     earlier = Header(range_id=1, timestamp=Timestamp(read_ts.wall - 200_000_000))
     written = cluster.send(BatchRequest(earlier, (Put(b"read-me", b"after"),)))
     assert written.timestamp > read_ts
+
+
+def _holder_of(cluster: ReplicatedStores, range_id: int) -> int:
+    def holder() -> int | None:
+        for node, store in cluster.stores.items():
+            if store.replicas is not None and store.replicas.holds_lease(range_id):
+                return node
+        return None
+
+    found: int = wait_until(holder, timeout_s=DEADLINE_S, what=f"a lease holder of r{range_id}")
+    return found
+
+
+def _leases_together(cluster: ReplicatedStores, left: int, right: int) -> int:
+    """Move ``right``'s lease to ``left``'s holder; that node."""
+    node = _holder_of(cluster, left)
+
+    def together() -> bool:
+        held = _holder_of(cluster, right)
+        if held != node:
+            cluster.stores[held].replicas.transfer_lease(right, node)  # type: ignore[union-attr]
+            return False
+        return _holder_of(cluster, left) == node
+
+    wait_until(together, timeout_s=DEADLINE_S, what="both leases on one node")
+    return node
+
+
+def test_two_replicated_ranges_merge_on_every_replica_and_the_merged_one_serves(
+    cluster: ReplicatedStores,
+) -> None:
+    """A replicated merge: the right-hand range freezes, every replica applies the
+    freeze, then the left range's log rewrites the descriptors; every store ends the
+    right-hand group (its Raft state gone, its data the left range's), its feeds end
+    with RANGE_MERGED, and the merged range serves reads and writes on any lease holder."""
+    client = KVClient(cluster)
+    for i in range(20):
+        client.put(b"k%02d" % i, b"v%d" % i)
+    left, right = client.split(b"k10")
+    for node in NODES:
+        wait_until(
+            lambda node=node: len(cluster.stores[node].descriptors()) == 2,
+            timeout_s=DEADLINE_S,
+            what=f"n{node} to apply the split",
+        )
+    follower = next(n for n in NODES if n != _holder_of(cluster, right.range_id))
+    ended: list[RangeEndReason] = []
+
+    class Watch:
+        def on_ops(self, ops: object) -> None:
+            pass
+
+        def on_closed(self, ts: Timestamp) -> None:
+            pass
+
+        def on_range_ended(self, reason: RangeEndReason) -> None:
+            ended.append(reason)
+
+    cluster.stores[follower].observe(right.range_id, Watch())  # type: ignore[arg-type]
+    _leases_together(cluster, left.range_id, right.range_id)
+    merged = client.merge(b"k00")
+    assert merged.range_id == left.range_id and merged.span.end == right.span.end
+    for node in NODES:
+        store = cluster.stores[node]
+        wait_until(
+            lambda store=store: (
+                [d.range_id for d in store.descriptors()] == [left.range_id]
+                and store.replicas is not None
+                and not store.replicas.has(right.range_id)
+            ),
+            timeout_s=DEADLINE_S,
+            what=f"n{node} to apply the merge",
+        )
+    wait_until(lambda: ended == [RangeEndReason.RANGE_MERGED], timeout_s=DEADLINE_S, what="end")
+    assert [kv.value for kv in client.scan(b"k", b"l")] == [b"v%d" % i for i in range(20)]
+    client.put(b"k15", b"after")
+    assert client.get(b"k15") == b"after"
+    # the merged range outlives its lease holder; no store revives the right-hand group
+    cluster.stop(_holder_of(cluster, left.range_id))
+    client.put(b"k16", b"after")
+    assert client.get(b"k16") == b"after"
+    for store in cluster.stores.values():
+        assert store.replicas is not None and not store.replicas.has(right.range_id)
+
+
+def _split_everywhere(cluster: ReplicatedStores, client: KVClient) -> tuple[int, int]:
+    for i in range(20):
+        client.put(b"k%02d" % i, b"v%d" % i)
+    left, right = client.split(b"k10")
+    for node in NODES:
+        wait_until(
+            lambda node=node: len(cluster.stores[node].descriptors()) == 2,
+            timeout_s=DEADLINE_S,
+            what=f"n{node} to apply the split",
+        )
+    return left.range_id, right.range_id
+
+
+def test_a_merge_a_down_replica_cannot_follow_is_given_up_and_the_range_serves_again(
+    cluster: ReplicatedStores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(replicated_merge, "APPLY_WAIT_S", 1.0)
+    client = KVClient(cluster)
+    left, right = _split_everywhere(cluster, client)
+    holder = _leases_together(cluster, left, right)
+    cluster.stop(next(n for n in NODES if n != holder))  # a quorum is left, not everyone
+    merge = BatchRequest(Header(range_id=left), (Merge(b"k00"),))
+    with pytest.raises(RangeUnavailableError, match="applied its freeze"):
+        cluster.stores[holder].send(merge)
+    client.put(b"k15", b"thawed")  # the right-hand range serves again
+    assert client.get(b"k15") == b"thawed"
+    assert len(cluster.stores[holder].descriptors()) == 2
+
+
+def test_a_merge_runs_where_both_leases_are(cluster: ReplicatedStores) -> None:
+    client = KVClient(cluster)
+    left, right = _split_everywhere(cluster, client)
+    holder = _holder_of(cluster, left)
+    other = next(n for n in NODES if n != holder)
+
+    def apart() -> bool:
+        held = _holder_of(cluster, right)
+        if held == holder:
+            cluster.stores[held].replicas.transfer_lease(right, other)  # type: ignore[union-attr]
+            return False
+        return _holder_of(cluster, left) == holder
+
+    wait_until(apart, timeout_s=DEADLINE_S, what="the leases apart")
+    merge = BatchRequest(Header(range_id=left), (Merge(b"k00"),))
+    with pytest.raises(RangeUnavailableError, match="must hold both their leases"):
+        cluster.stores[holder].send(merge)
+    client.put(b"k15", b"still")
+    assert client.get(b"k15") == b"still"
+
+
+def test_writes_racing_a_merge_all_land_on_every_replica(cluster: ReplicatedStores) -> None:
+    """Writes to both halves while they merge: a write to the frozen right-hand range
+    waits (the client retries) and lands in the merged range; every acknowledged write
+    is on every replica afterwards."""
+    client = KVClient(cluster)
+    left, right = _split_everywhere(cluster, client)
+    _leases_together(cluster, left, right)
+    acked: dict[bytes, bytes] = {}
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        n = 0
+        while not stop.is_set():
+            key, value = b"k%02d" % (n % 20), b"w%d" % n
+            try:
+                client.put(key, value)
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+                return
+            acked[key] = value
+            n += 1
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        wait_until(lambda: len(acked) >= 5, timeout_s=DEADLINE_S, what="writes before")
+        client.merge(b"k00")
+        count = len(acked)
+        wait_until(lambda: len(acked) > count + 5, timeout_s=DEADLINE_S, what="writes after")
+    finally:
+        stop.set()
+        writer.join()
+    assert not errors, errors
+    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
+    for node in NODES:
+        for key, value in acked.items():
+            assert cluster.value(node, key) == value, (node, key)

@@ -88,3 +88,21 @@ def test_contexts_must_increase() -> None:
     assert sim.raft(1).read_index(5)
     with pytest.raises(InvalidArgumentError, match="must increase"):
         sim.raft(1).read_index(5)
+
+
+def test_a_leader_learns_what_every_follower_applied_from_its_heartbeats() -> None:
+    sim = RaftSim(0)
+    sim.elect(1)
+    entry = sim.propose(b"x")
+    sim.stabilize()
+    assert entry is not None
+    assert not sim.raft(1).applied_everywhere(entry.index)  # no heartbeat answered since
+    sim.isolate(3)
+    sim.tick(1)
+    sim.stabilize()
+    assert not sim.raft(1).applied_everywhere(entry.index)  # 3 did not answer
+    sim.heal()
+    sim.tick(1)
+    sim.stabilize()
+    assert sim.raft(1).applied_everywhere(entry.index)
+    assert not sim.raft(2).applied_everywhere(entry.index)  # a follower knows nothing

@@ -38,9 +38,10 @@ from urllib.parse import quote
 
 from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.errors import InvalidArgumentError, InvariantViolation
+from feedkv.kv.access import Read
 from feedkv.kv.address import host_port, parse_listen
 from feedkv.kv.api import BatchRequest, BatchResponse, Relocate, RelocateResponse
-from feedkv.kv.db import LocalTransport
+from feedkv.kv.db import KVClient, LocalTransport
 from feedkv.kv.node_status import NodeInfo, node_of_its_own
 from feedkv.kv.server import NodeServer
 from feedkv.kv.store import Store, StoreConfig
@@ -64,6 +65,7 @@ from feedkv.server.cluster import (
 from feedkv.server.http import HTTPServer
 from feedkv.server.metrics import NodeMetrics
 from feedkv.server.relocation import Relocations
+from feedkv.sql.read_access import TableReadAccess
 from feedkv.sql.row_codec import row_split_key
 from feedkv.util.hlc import Clock
 
@@ -187,12 +189,17 @@ class Node:
         an embedded node does this when other processes (Spark's) need to reach it."""
         with self._serve_lock:
             if self.server is None:
+                access = _TableReads(self)
                 methods = {
-                    "RangeFeed": RangeFeedService(self.feeds).handler(),
+                    "RangeFeed": RangeFeedService(self.feeds, access).handler(),
                     **method_handlers(lambda: self.cluster, self._alone),
                 }
                 server = NodeServer(
-                    self.store, *parse_listen(listen), more_methods=methods, tls=self.tls
+                    self.store,
+                    *parse_listen(listen),
+                    more_methods=methods,
+                    tls=self.tls,
+                    access=access,
                 )
                 server.start()
                 self.server = server
@@ -360,6 +367,31 @@ class Node:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class _TableReads:
+    """What users other than root may read over gRPC (:class:`TableReadAccess`), by
+    the grants read through the node's own client: opened on the first check, since the
+    server starts before the node knows its cluster."""
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+        self._lock = threading.Lock()
+        self._access: TableReadAccess | None = None
+
+    def check(self, user: str, reads: Sequence[Read]) -> None:
+        with self._lock:
+            if self._access is None:
+                node = self._node
+                cluster = node.cluster
+                transport = (
+                    cluster.dialer
+                    if cluster is not None
+                    else LocalTransport(node.store, owned=False)
+                )
+                self._access = TableReadAccess(KVClient(transport))
+            access = self._access
+        access.check(user, reads)
 
 
 def _node_id(path: Path) -> str:

@@ -17,9 +17,10 @@ admin page (:attr:`Node.admin`, :mod:`feedkv.server.admin`), which the client th
 the node attaches, since it reads the jobs through that client's SQL.
 
 Security: with ``certs_dir`` every port serves TLS from that certs directory
-(:mod:`feedkv.security.tls`): gRPC takes only client certificates of nodes and root, the
-SQL port TLS connections only (client certificates or SCRAM passwords), HTTP is https;
-the node calls other nodes as ``node``. Without it (``--insecure``, or an embedded node
+(:mod:`feedkv.security.tls`): gRPC takes only client certificates, and lets users other
+than the nodes and root read only the tables they may SELECT (:mod:`feedkv.kv.access`,
+:mod:`feedkv.sql.read_access`); the SQL port TLS connections only (client certificates
+or SCRAM passwords); HTTP is https. The node calls other nodes as ``node``. Without it (``--insecure``, or an embedded node
 serving its own Spark executors on loopback) every port is plaintext.
 
 The node is where the layers meet, so it lives above them: the KV layer knows nothing of

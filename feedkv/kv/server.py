@@ -222,7 +222,7 @@ class _Call(NamedTuple):
 
 def _start(store: Store, msg: pb.BatchCall, check: BatchCheck) -> _Call:
     """Decode the call's batch, check it, and start it in ``store``; a batch that does
-    not decode, or is refused, gets a failed attempt."""
+    not decode, or is refused (or could not be checked), gets a failed attempt."""
     try:
         batch = batch_request_from_proto(msg.request)
         if check is not None:
@@ -230,7 +230,8 @@ def _start(store: Store, msg: pb.BatchCall, check: BatchCheck) -> _Call:
     except (KeyError, ValueError, TypeError, OverflowError) as exc:
         failed = Completion.failed(InvalidArgumentError(f"malformed request: {exc}"))
         return _Call(msg.id, failed, lambda: failed.result().response)
-    except PermissionDeniedError as exc:
+    except FeedKVError as exc:  # refused, or the grants could not be read
+        exc.__traceback__ = None
         refused: Completion[Applied] = Completion.failed(exc)
         return _Call(msg.id, refused, lambda: refused.result().response)
     attempt = store.start(batch)

@@ -20,8 +20,9 @@ Security: with ``certs_dir`` every port serves TLS from that certs directory
 (:mod:`feedkv.security.tls`): gRPC takes only client certificates, and lets users other
 than the nodes and root read only the tables they may SELECT (:mod:`feedkv.kv.access`,
 :mod:`feedkv.sql.read_access`); the SQL port TLS connections only (client certificates
-or SCRAM passwords); HTTP is https. The node calls other nodes as ``node``. Without it (``--insecure``, or an embedded node
-serving its own Spark executors on loopback) every port is plaintext.
+or SCRAM passwords); HTTP is https. The node calls other nodes as ``node``. Without it
+(``--insecure``, or an embedded node serving its own Spark executors on loopback) every
+port is plaintext.
 
 The node is where the layers meet, so it lives above them: the KV layer knows nothing of
 rangefeeds, and the rangefeed layer only observes the store.

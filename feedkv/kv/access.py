@@ -29,9 +29,10 @@ __all__ = ["ADMIN_USERS", "USER_METHODS", "Read", "ReadAccess", "reads_of"]
 # Who may call a secure node's every gRPC method: the nodes, and root (the admin, as
 # CockroachDB's).
 ADMIN_USERS = frozenset({NODE_USER, "root"})
-# What another user may call, each call then checked by a ReadAccess. ``Nodes`` tells a
-# client where the other nodes listen, which routing its reads needs.
-USER_METHODS = frozenset({"Batch", "BatchStream", "Now", "Nodes", "RangeFeed"})
+# What another user may call, each call then checked by a ReadAccess (``HoldHistory``:
+# by the grants, see feedkv.changefeed.hold_calls). ``Nodes`` tells a client where the
+# other nodes listen, which routing its reads needs.
+USER_METHODS = frozenset({"Batch", "BatchStream", "Now", "Nodes", "RangeFeed", "HoldHistory"})
 
 
 @dataclass(frozen=True, slots=True)

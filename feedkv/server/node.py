@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Self
 from urllib.parse import quote
 
+from feedkv.changefeed.hold_calls import METHOD as HOLD_METHOD
 from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.errors import InvalidArgumentError, InvariantViolation
 from feedkv.kv.access import Read
@@ -64,6 +65,7 @@ from feedkv.server.cluster import (
     method_handlers,
     start_ident,
 )
+from feedkv.server.history_holds import hold_history_handler
 from feedkv.server.http import HTTPServer
 from feedkv.server.metrics import NodeMetrics
 from feedkv.server.relocation import Relocations
@@ -194,6 +196,7 @@ class Node:
                 access = _TableReads(self)
                 methods = {
                     "RangeFeed": RangeFeedService(self.feeds, access).handler(),
+                    HOLD_METHOD: hold_history_handler(access.db, access.grants),
                     **method_handlers(lambda: self.cluster, self._alone),
                 }
                 server = NodeServer(
@@ -372,18 +375,20 @@ class Node:
 
 
 class _TableReads:
-    """What users other than root may read over gRPC (:class:`TableReadAccess`), by
-    the grants read through the node's own client: opened on the first check, since the
-    server starts before the node knows its cluster."""
+    """What users other than root may do over gRPC (:class:`TableReadAccess`), by the
+    grants read through the node's own client: opened on first use, since the server
+    starts before the node knows its cluster."""
 
     def __init__(self, node: Node) -> None:
         self._node = node
         self._lock = threading.Lock()
+        self._db: KVClient | None = None
         self._access: TableReadAccess | None = None
 
-    def check(self, user: str, reads: Sequence[Read]) -> None:
+    def db(self) -> KVClient:
+        """The node's own client of its cluster."""
         with self._lock:
-            if self._access is None:
+            if self._db is None:
                 node = self._node
                 cluster = node.cluster
                 transport = (
@@ -391,9 +396,18 @@ class _TableReads:
                     if cluster is not None
                     else LocalTransport(node.store, owned=False)
                 )
-                self._access = TableReadAccess(KVClient(transport))
-            access = self._access
-        access.check(user, reads)
+                self._db = KVClient(transport)
+            return self._db
+
+    def grants(self) -> TableReadAccess:
+        db = self.db()
+        with self._lock:
+            if self._access is None:
+                self._access = TableReadAccess(db)
+            return self._access
+
+    def check(self, user: str, reads: Sequence[Read]) -> None:
+        self.grants().check(user, reads)
 
 
 def _node_id(path: Path) -> str:

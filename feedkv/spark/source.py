@@ -30,8 +30,9 @@ The columns are the table's as of when the query starts, plus the columns listed
 Reading as a user other than root: the node lets it read the keys of the tables it
 holds ``SELECT`` on, and nothing else (:mod:`feedkv.sql.read_access`); a table it may
 not read fails the query with a :class:`~feedkv.errors.PermissionDeniedError` naming
-the table. Such a stream holds no history against garbage collection, as CockroachDB's
-sinkless changefeeds protect none: only root may place a hold.
+the table. Such a stream's hold on history is placed by the node when the user holds
+``CHANGEFEED`` on the table (:mod:`feedkv.changefeed.hold_calls`); with ``SELECT``
+alone it streams without one, as CockroachDB's sinkless changefeeds protect none.
 
 The driver's stream reader keeps a rangefeed over the table open to follow its resolved
 timestamp: a batch never ends above it, so it is final. ``Trigger.AvailableNow`` stops
@@ -67,13 +68,20 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from feedkv.changefeed.hold_calls import HoldRequest, call_hold
 from feedkv.changefeed.jobs import HOLD_EXPIRES_AFTER_NS, HistoryHold, release_hold
 from feedkv.changefeed.rows import Target
 from feedkv.errors import FeedKVError, InvalidArgumentError, PermissionDeniedError
 from feedkv.kv.address import node_url_params
 from feedkv.rangefeed.event import Checkpoint
 from feedkv.spark.offsets import FeedOffset, Piece, plan_pieces
-from feedkv.spark.rows import connection, piece_events, record_batches, spark_ddl
+from feedkv.spark.rows import (
+    connection,
+    gateway_channel,
+    piece_events,
+    record_batches,
+    spark_ddl,
+)
 from feedkv.sql import catalog
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.row_codec import TABLES_PREFIX, row_split_key, table_span
@@ -355,7 +363,9 @@ class _StreamReader(_PieceReader, FollowingStreamReader, SupportsTriggerAvailabl
         self._stop_at: Timestamp | None = None
         self.hold_id = uuid.uuid4().hex
         self._holding = False
-        self._unheld = False  # its user may not place holds (only root may)
+        # who writes the hold: the stream itself (root), the node for the stream's user
+        # ("node"), or no one (a user without CHANGEFEED on the table: None)
+        self._held_by: str | None = "txn"
 
     def start_offset(self) -> FeedOffset:
         o = self.options
@@ -377,30 +387,45 @@ class _StreamReader(_PieceReader, FollowingStreamReader, SupportsTriggerAvailabl
             super().stop()
         finally:
             try:
-                if not self._unheld:
-                    connection(self.options.url).run_transaction(
-                        lambda txn: release_hold(txn, self.hold_id)
-                    )
+                self._hold_request(None)
             except FeedKVError as exc:  # the hold lapses by itself
                 log.warning("could not release the stream's hold on history: %s", exc)
 
     def _hold(self, since: Timestamp) -> None:
-        db = connection(self.options.url)
-        after_ns = self.options.hold_expires_after_ns
-        hold = HistoryHold.renewed(self.hold_id, self.desc.id, since, db.now(), after_ns)
         self._holding = True
-        if self._unheld:
-            return
         try:
-            db.run_transaction(hold.put)
+            self._hold_request(since)
         except PermissionDeniedError as exc:
-            self._unheld = True
+            self._held_by = None
             log.warning(
                 "the stream of %s holds no history against garbage collection (%s): "
                 "if it falls further behind than the GC TTL, it fails",
                 self.desc.name,
                 exc,
             )
+
+    def _hold_request(self, since: Timestamp | None) -> None:
+        """Place or renew the hold from ``since`` (``None``: release it): root writes
+        it, another user asks the node to (see :mod:`feedkv.changefeed.hold_calls`)."""
+        db = connection(self.options.url)
+        if self._held_by == "txn":
+            try:
+                if since is None:
+                    db.run_transaction(lambda txn: release_hold(txn, self.hold_id))
+                else:
+                    after_ns = self.options.hold_expires_after_ns
+                    hold = HistoryHold.renewed(
+                        self.hold_id, self.desc.id, since, db.now(), after_ns
+                    )
+                    db.run_transaction(hold.put)
+                return
+            except PermissionDeniedError:
+                self._held_by = "node"
+        if self._held_by == "node":
+            request = HoldRequest(
+                self.hold_id, self.desc.id, since, self.options.hold_expires_after_ns
+            )
+            call_hold(gateway_channel(db), request)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         rows = self.options.max_rows_per_trigger

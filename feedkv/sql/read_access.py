@@ -113,6 +113,15 @@ class TableReadAccess:
     def __init__(self, db: KV) -> None:
         self._reader = _Latest(db)
 
+    def require(self, user: str, table_id: int, privilege: str) -> None:
+        """Returns when ``user`` holds ``privilege`` on table ``table_id`` (or is an
+        admin); else :class:`PermissionDeniedError` naming the table."""
+        if privilege in catalog.get_privileges(self._reader, table_id, user):
+            return
+        found = catalog.get_user(self._reader, user)
+        if found is None or not found.admin:
+            raise PermissionDeniedError(self._refusal(user, table_id, privilege))
+
     def check(self, user: str, reads: Sequence[Read]) -> None:
         try:
             targets = [read_target(read) for read in reads]  # refuses before reading grants
@@ -138,11 +147,11 @@ class TableReadAccess:
                 if not isinstance(found, DatabaseDescriptor):
                     raise PermissionDeniedError(self._refusal(user, target.descriptor_id))
 
-    def _refusal(self, user: str, descriptor_id: int) -> str:
+    def _refusal(self, user: str, descriptor_id: int, privilege: str = SELECT) -> str:
         found = catalog.get_descriptor(self._reader, descriptor_id)
         if found is None:
-            return f"user {user} may not read table {descriptor_id}: there is no such table"
+            return f"user {user} may not use table {descriptor_id}: there is no such table"
         return (
-            f"user {user} does not have SELECT privilege on relation {found.name} "
-            f"(table {descriptor_id}): GRANT SELECT ON {found.name} TO {user}"
+            f"user {user} does not have {privilege} privilege on relation {found.name} "
+            f"(table {descriptor_id}): GRANT {privilege} ON {found.name} TO {user}"
         )

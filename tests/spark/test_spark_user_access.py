@@ -9,12 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql.types import StructType
 
 import feedkv
 from feedkv import DB
+from feedkv.changefeed.jobs import HistoryHold
 from feedkv.errors import InvalidArgumentError
 from feedkv.kv.store import StoreConfig
-from feedkv.spark.source import SourceOptions
+from feedkv.spark.offsets import FeedOffset
+from feedkv.spark.source import FeedKVDataSource, SourceOptions
+from feedkv.sql import catalog
 from feedkv.testing.certs import make_certs_dir
 
 
@@ -39,6 +43,12 @@ def secure(tmp_path_factory: pytest.TempPathFactory, certs: Path) -> Iterator[DB
     db.close()
 
 
+def _table_id(db: DB, name: str) -> int:
+    snapshot = catalog.Snapshot(db, db.now())
+    database = catalog.database_by_name(snapshot, "defaultdb")
+    return catalog.table_by_name(snapshot, database, name).id
+
+
 def _reader(spark: Any, db: DB, certs: Path, table: str, *, stream: bool = False) -> Any:
     source = spark.readStream if stream else spark.read
     return (
@@ -58,20 +68,66 @@ def test_a_user_with_select_reads_the_table(spark: Any, secure: DB, certs: Path)
     ]
 
 
+def _holds(db: DB) -> list[HistoryHold]:
+    return [HistoryHold.from_json(kv.value) for kv in db.scan(*catalog.hold_span())]
+
+
+@pytest.mark.parametrize("changefeed", [False, True], ids=["select", "select-changefeed"])
 def test_a_user_with_select_streams_the_table(
-    spark: Any, secure: DB, certs: Path, tmp_path: Path
+    spark: Any, secure: DB, certs: Path, tmp_path: Path, changefeed: bool
 ) -> None:
+    """With CHANGEFEED too, the node holds the table's history for the stream while it
+    runs (and drops the hold when it stops); with SELECT alone, nothing holds it."""
+    table = "trips" if changefeed else "rides"
+    if changefeed:
+        secure.sql("CREATE TABLE trips (id INT PRIMARY KEY, city STRING)")
+        secure.sql("INSERT INTO trips VALUES (1, 'rome'), (2, 'oslo')")
+        secure.sql("GRANT SELECT, CHANGEFEED ON trips TO alice")
     seen: list[Any] = []
+    holds: list[list[HistoryHold]] = []
+
+    def batch(df: Any, _batch: int) -> None:
+        seen.extend(df.collect())
+        holds.append(_holds(secure))
+
     query = (
-        _reader(spark, secure, certs, "rides", stream=True)
+        _reader(spark, secure, certs, table, stream=True)
         .load()
-        .writeStream.foreachBatch(lambda df, _batch: seen.extend(df.collect()))
+        .writeStream.foreachBatch(batch)
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
         .trigger(availableNow=True)
         .start()
     )
     query.awaitTermination()
     assert sorted((r.id, r.city) for r in seen) == [(1, "rome"), (2, "oslo")]
+    assert holds
+    if changefeed:
+        table_id = _table_id(secure, "trips")
+        assert all([h.table_id for h in during] == [table_id] for during in holds)
+    else:
+        assert holds == [[]] * len(holds)
+
+
+@pytest.mark.parametrize("changefeed", [False, True], ids=["select", "select-changefeed"])
+def test_the_stream_reader_holds_and_releases_through_the_node(
+    secure: DB, certs: Path, changefeed: bool
+) -> None:
+    """The reader as Spark drives it, without Spark: a hold from its first offset until
+    it stops, placed by the node for a user with CHANGEFEED; none with SELECT alone."""
+    table = f"held_{changefeed}".lower()
+    secure.sql(f"CREATE TABLE {table} (id INT PRIMARY KEY)")
+    secure.sql(f"GRANT {'SELECT, CHANGEFEED' if changefeed else 'SELECT'} ON {table} TO alice")
+    url = secure.serving_url().partition("?")[0]
+    options = {"url": url, "table": table, "certs_dir": str(certs), "user": "alice"}
+    table_id = _table_id(secure, table)
+    reader = FeedKVDataSource(options).streamReader(StructType())
+    start = FeedOffset.from_json(reader.initialOffset()).resolved
+    try:
+        placed = [h.since for h in _holds(secure) if h.table_id == table_id]
+        assert placed == ([start] if changefeed else [])
+    finally:
+        reader.stop()
+    assert [h for h in _holds(secure) if h.table_id == table_id] == []
 
 
 def test_a_table_without_select_fails_naming_it(spark: Any, secure: DB, certs: Path) -> None:

@@ -18,7 +18,10 @@ a :class:`~feedkv.errors.PermissionDeniedError` saying what was refused.
 
 Cost: the grants are read at the time of the check, so a ``REVOKE`` holds for the next
 batch; one point read per table a batch reads (and the user's record only when that
-finds no grant), shared by the batch's reads. :func:`read_target` is the pure part.
+finds no grant), shared by the batch's reads: about 0.1 ms a batch on a single node
+here, against 0.7 ms for a scan of ten rows over TLS and a few ms for a page of a
+thousand. A cache would need telling when a grant changes (grants are not in the
+descriptor, so its version does not say). :func:`read_target` is the pure part.
 """
 
 from __future__ import annotations

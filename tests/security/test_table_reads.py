@@ -10,6 +10,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import feedkv
 from feedkv import DB
@@ -25,8 +27,9 @@ from feedkv.rangefeed.feed_client import KVFeedClient, open_client
 from feedkv.security.tls import ClientTLS
 from feedkv.sql import catalog
 from feedkv.sql.read_access import DescriptorRead, NameRead, TableRead, read_target
-from feedkv.sql.row_codec import CATALOG_PREFIX, table_prefix, table_span
+from feedkv.sql.row_codec import CATALOG_PREFIX, TABLES_PREFIX, table_prefix, table_span
 from feedkv.testing.certs import make_certs_dir
+from feedkv.util.encoding import encode_value
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, key_next, prefix_end
 
@@ -199,3 +202,40 @@ def test_reads_of_a_batch_lists_reads_and_refuses_the_rest() -> None:
     assert reads == [Read(Span.for_key(key), point=True), Read(table_span(104))]
     with pytest.raises(PermissionDeniedError, match="Put over the raw KV API"):
         reads_of(BatchRequest(Header(), (Get(key), Put(key, b"x"))))
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.sampled_from(
+        [
+            b"",
+            TABLES_PREFIX,
+            table_prefix(104),
+            CATALOG_PREFIX,
+            CATALOG_PREFIX + encode_value("desc"),
+            catalog.descriptor_key(104),
+            CATALOG_PREFIX + encode_value("ns"),
+        ]
+    ),
+    st.binary(max_size=12),
+    st.binary(min_size=1, max_size=12),
+    st.booleans(),
+)
+def test_any_span_is_a_target_it_lies_in_or_refused(
+    prefix: bytes, start: bytes, length: bytes, point: bool
+) -> None:
+    """Whatever span a crafted request names, the rule either names what holds all of it
+    or refuses with PermissionDeniedError: no other error, and no span reaching outside."""
+    first = prefix + start
+    span = Span.for_key(first) if point else Span(first, first + length)
+    try:
+        target = read_target(Read(span, point=point))
+    except PermissionDeniedError:
+        return
+    if isinstance(target, TableRead):
+        assert table_span(target.table_id).contains(span)
+    elif isinstance(target, DescriptorRead):
+        assert span.start == catalog.descriptor_key(target.descriptor_id)
+        assert span.end <= key_next(span.start)
+    else:
+        assert point and catalog.is_name_key(span.start)

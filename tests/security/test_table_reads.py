@@ -6,6 +6,7 @@ refused with a PermissionDeniedError that says what; a REVOKE holds for the next
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
@@ -239,3 +240,20 @@ def test_any_span_is_a_target_it_lies_in_or_refused(
         assert span.end <= key_next(span.start)
     else:
         assert point and catalog.is_name_key(span.start)
+
+
+def test_concurrent_reads_on_one_stream_are_each_checked(db: DB, alice: KVFeedClient) -> None:
+    """Batches sent together share the client's stream to the node: each is checked on
+    its own, and a refused one fails alone."""
+    rides, payments = table_span(_table_id(db, "rides")), table_span(_table_id(db, "payments"))
+
+    def read(i: int) -> str:
+        span = rides if i % 2 == 0 else payments
+        try:
+            return f"{len(alice.scan(span.start, span.end))} rows"
+        except PermissionDeniedError as exc:
+            return "refused" if "on relation payments" in str(exc) else str(exc)
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        results = list(pool.map(read, range(400)))
+    assert results == ["2 rows", "refused"] * 200

@@ -10,9 +10,14 @@ commit durable (fsync). Four rows:
 - ``grpc_tls``: the same against a secure node (``--certs-dir``, certificates made
   here): TLS with client certificates, as root; its ratio to ``grpc`` is TLS's cost
   (issue 40's target: at least 0.9). On a machine shared with other work, one run
-  of each measures the load more than TLS, so ``--rounds N`` runs N pairs, each
-  pair's two runs back to back in alternating order, and reports the median run of
-  each row and the median of the pairs' ratios (each pair's, in ``tls_rounds``);
+  of each measures the load more than TLS, so ``--rounds N`` (5 by default) runs N
+  pairs, each pair's two runs back to back in alternating order, and reports the
+  median run of each row and the median of the pairs' ratios (each pair's, in
+  ``tls_rounds``). ``cpu_ratio_tls_vs_plaintext`` is the median of the pairs' ratios of
+  CPU per commit (node and client processes, plaintext's over TLS's): what TLS costs,
+  which a load beside the benchmark disturbs far less than commits/s. TLS itself runs
+  in gRPC's C core threads, which a Python profiler (py-spy) does not see: the node's
+  Python stacks were the same with and without it;
 - ``embedded``: 32 threads in the process that holds the store;
 - ``postgresql``: the same upserts (`INSERT ... ON CONFLICT DO UPDATE`, synchronous
   commit) against a PostgreSQL server this benchmark starts on loopback, when one is
@@ -229,6 +234,11 @@ def run_grpc_pairs(
     return plain, secure
 
 
+def _cpu_per_commit(row: dict[str, Any]) -> float:
+    """CPU microseconds a commit of ``row`` cost the node and the client processes."""
+    return max(float(row["node_cpu_us_per_commit"] + row["client_cpu_us_per_commit"]), 1e-9)
+
+
 def _median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The run with the median commits/s (the lower middle one of an even count)."""
     ranked = sorted(rows, key=lambda row: row["commits_per_s"])
@@ -331,7 +341,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--client-processes", type=int, default=1)
     parser.add_argument(
-        "--rounds", type=int, default=1, help="pairs of plaintext and TLS runs (medians)"
+        "--rounds", type=int, default=5, help="pairs of plaintext and TLS runs (medians)"
     )
     parser.add_argument("--skip-postgresql", action="store_true")
     parser.add_argument("--client-of", metavar="URL", help=argparse.SUPPRESS)
@@ -356,6 +366,13 @@ def main(argv: list[str]) -> int:
         for p, t in zip(plain, secure, strict=True)
     ]
     result["ratio_tls_vs_plaintext"] = round(statistics.median(ratios), 2)
+    result["cpu_ratio_tls_vs_plaintext"] = round(
+        statistics.median(
+            _cpu_per_commit(p) / _cpu_per_commit(t) for p, t in zip(plain, secure, strict=True)
+        ),
+        2,
+    )
+    result["load_average"] = [round(x, 1) for x in os.getloadavg()]
     result["tls_rounds"] = [
         {
             "grpc": p["commits_per_s"],

@@ -103,8 +103,9 @@ def connect(
     """Open a store directory in-process, or connect to ``feedkv://host:port``.
 
     ``certs_dir`` (or ``?certs_dir=`` in the URL): a certs directory (``feedkv cert``):
-    a client connects with TLS as ``user`` (root by default; the raw KV API of a secure
-    node is for root and nodes only); an embedded node serves its ports with TLS. Without
+    a client connects with TLS as ``user`` (root by default; over the raw KV API of a
+    secure node another user only reads the tables it holds SELECT on); an embedded
+    node serves its ports with TLS. Without
     it a client talks plaintext, which only an insecure node (``--insecure``) accepts.
     ``external_io_dir``: an embedded node's ``file://`` sinks must lie below it (``None``:
     anywhere; ``feedkv start`` gives ``<store>/extern`` by default).

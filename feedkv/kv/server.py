@@ -32,9 +32,15 @@ from typing import Any, NamedTuple
 
 import grpc
 
-from feedkv.errors import FeedKVError, InvalidArgumentError, NodeUnavailableError
+from feedkv.errors import (
+    FeedKVError,
+    InvalidArgumentError,
+    NodeUnavailableError,
+    PermissionDeniedError,
+)
+from feedkv.kv.access import ADMIN_USERS, USER_METHODS, ReadAccess, reads_of
 from feedkv.kv.address import host_port
-from feedkv.kv.api import BatchResponse
+from feedkv.kv.api import BatchRequest, BatchResponse
 from feedkv.kv.command import Applied
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.store import Store
@@ -48,7 +54,6 @@ from feedkv.kv.wire import (
     parse_messages,
     timestamp_to_proto,
 )
-from feedkv.security.certs import NODE_USER
 from feedkv.security.tls import ServerTLS, peer_user
 from feedkv.storage.engine import Completion
 
@@ -59,10 +64,8 @@ log = logging.getLogger(__name__)
 # A reply message holds the answers ready when it is sent, up to about this many bytes.
 MAX_REPLIES_BYTES = 4 << 20
 _POLL_S = 0.2
-# Who may call a secure node's gRPC methods (the raw KV API, rangefeeds, the cluster's
-# own calls): the nodes, and root (the admin, as CockroachDB's). Every other user goes
-# through SQL, where privileges are checked.
-ADMIN_USERS = frozenset({NODE_USER, "root"})
+# Checks a batch before it is applied (raises PermissionDeniedError); None: any batch.
+BatchCheck = Callable[[BatchRequest], None] | None
 
 
 class NodeServer:
@@ -77,11 +80,16 @@ class NodeServer:
         workers: int = 64,
         more_methods: dict[str, grpc.RpcMethodHandler] | None = None,
         tls: ServerTLS | None = None,
+        access: ReadAccess | None = None,
     ) -> None:
         """``more_methods`` adds methods served by layers above (the rangefeed stream).
-        ``tls``: serve TLS, calls only from a client certificate of :data:`ADMIN_USERS`
-        (``None``: plaintext, every call taken)."""
+        ``tls``: serve TLS, every call from a client certificate of :data:`ADMIN_USERS`
+        (``None``: plaintext, every call taken). ``access``: with ``tls``, other users
+        may also call :data:`USER_METHODS` to read what it allows (see
+        :mod:`feedkv.kv.access`; ``None``: they may call nothing)."""
         self.store = store
+        self._tls = tls
+        self._access = access
         self._draining = threading.Event()
         self._calls = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="feedkv-call")
         self._server = grpc.server(
@@ -111,7 +119,8 @@ class NodeServer:
             **(more_methods or {}),
         }
         if tls is not None:
-            handlers = {name: _admins_only(name, h) for name, h in handlers.items()}
+            users = USER_METHODS if access is not None else frozenset()
+            handlers = {name: _guarded(name, h, name in users) for name, h in handlers.items()}
         self._server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE, handlers),)
         )
@@ -139,16 +148,40 @@ class NodeServer:
     def wait(self) -> None:
         self._server.wait_for_termination()
 
+    def _check(self, context: Any) -> BatchCheck:
+        """What each batch of this call's caller must pass: nothing for the nodes and
+        root (and on a plaintext node), else its :meth:`ReadAccess.check`."""
+        if self._tls is None or self._access is None:
+            return None  # NB: with tls and no access, only admins got this far
+        user = peer_user(context)
+        if user is None or user in ADMIN_USERS:
+            return None
+        access = self._access
+
+        def check(batch: BatchRequest) -> None:
+            try:
+                reads = reads_of(batch)
+            except PermissionDeniedError as exc:
+                raise PermissionDeniedError(f"user {user}: {exc}") from None
+            access.check(user, reads)
+
+        return check
+
     def _batch(self, data: bytes, context: Any) -> pb.BatchResponse:
         response = pb.BatchResponse()
-        _respond(
-            response,
-            lambda: self.store.send(batch_request_from_proto(parse_message(pb.BatchRequest, data))),
-        )
+        check = self._check(context)
+
+        def send() -> BatchResponse:
+            batch = batch_request_from_proto(parse_message(pb.BatchRequest, data))
+            if check is not None:
+                check(batch)
+            return self.store.send(batch)
+
+        _respond(response, send)
         return response
 
     def _batch_stream(self, frames: Iterator[bytes], context: Any) -> Iterator[bytes]:
-        stream = _ServedStream(self.store, self._calls, self._draining)
+        stream = _ServedStream(self.store, self._calls, self._draining, self._check(context))
         reader = threading.Thread(
             target=stream.read,
             args=(parse_messages(pb.BatchCalls, frames),),
@@ -187,14 +220,20 @@ class _Call(NamedTuple):
     finish: Callable[[], BatchResponse]
 
 
-def _start(store: Store, msg: pb.BatchCall) -> _Call:
-    """Decode the call's batch and start it in ``store``; a batch that does not decode
-    gets a failed attempt."""
+def _start(store: Store, msg: pb.BatchCall, check: BatchCheck) -> _Call:
+    """Decode the call's batch, check it, and start it in ``store``; a batch that does
+    not decode, or is refused (or could not be checked), gets a failed attempt."""
     try:
         batch = batch_request_from_proto(msg.request)
+        if check is not None:
+            check(batch)
     except (KeyError, ValueError, TypeError, OverflowError) as exc:
         failed = Completion.failed(InvalidArgumentError(f"malformed request: {exc}"))
         return _Call(msg.id, failed, lambda: failed.result().response)
+    except FeedKVError as exc:  # refused, or the grants could not be read
+        exc.__traceback__ = None
+        refused: Completion[Applied] = Completion.failed(exc)
+        return _Call(msg.id, refused, lambda: refused.result().response)
     attempt = store.start(batch)
     return _Call(msg.id, attempt, partial(store.finish, batch, attempt))
 
@@ -211,8 +250,15 @@ class _ServedStream:
     message, :attr:`malformed` says so.
     """
 
-    def __init__(self, store: Store, pool: ThreadPoolExecutor, draining: threading.Event) -> None:
+    def __init__(
+        self,
+        store: Store,
+        pool: ThreadPoolExecutor,
+        draining: threading.Event,
+        check: BatchCheck = None,
+    ) -> None:
         self._store = store
+        self._check = check
         self._pool = pool
         self._draining = draining
         self._done: queue.SimpleQueue[_Call | _Reply | None] = queue.SimpleQueue()
@@ -237,7 +283,7 @@ class _ServedStream:
                                 f"malformed stream: call id {msg.id} is already in flight"
                             )
                         self._in_flight.add(msg.id)
-                    call = _start(store, msg)
+                    call = _start(store, msg, self._check)
                     call.attempt.add_done_callback(partial(done.put, call))
         except grpc.RpcError:
             pass  # the client went away; answers still in the works are dropped
@@ -307,20 +353,21 @@ def _reply(call: _Call) -> bytes:
     return one.SerializeToString()
 
 
-def _admins_only(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-    """``handler`` with each call first checked against :data:`ADMIN_USERS`."""
+def _guarded(method: str, handler: grpc.RpcMethodHandler, for_users: bool) -> grpc.RpcMethodHandler:
+    """``handler`` with each call first checked against :data:`ADMIN_USERS` (or, when
+    ``for_users``, only for a client certificate: the handler checks what it reads)."""
     kinds = ("unary_unary", "unary_stream", "stream_unary", "stream_stream")
     behaviors = {kind: getattr(handler, kind) for kind in kinds}
 
     def guarded(behavior: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
         def call(request: Any, context: Any) -> Any:
             user = peer_user(context)
-            if user not in ADMIN_USERS:
+            if user is None or (user not in ADMIN_USERS and not for_users):
                 log.warning("refused %s from %s (certificate of %r)", method, context.peer(), user)
                 context.abort(
                     grpc.StatusCode.PERMISSION_DENIED,
                     f"{method}: the raw KV API is only for nodes and root; user {user!r} "
-                    "must use SQL (the SQL port)",
+                    "must use SQL (the SQL port), or read the tables it may SELECT",
                 )
             return behavior(request, context)
 

@@ -48,6 +48,7 @@ from feedkv.errors import (
     ExternalError,
     InvalidArgumentError,
     InvariantViolation,
+    PermissionDeniedError,
     RetryableError,
 )
 from feedkv.kv.range_descriptor import RangeDescriptor
@@ -376,6 +377,8 @@ class RangeFeed:
                 raise BatchTimestampBeforeGCError(piece.resume, error.threshold, "rangefeed")
             if error.reason is ErrorReason.INVALID_REQUEST:
                 raise InvalidArgumentError(f"the rangefeed of {piece.span}: {error.message}")
+            if error.reason is ErrorReason.PERMISSION_DENIED:
+                raise PermissionDeniedError(error.message)
             raise InvariantViolation(f"the rangefeed of {piece.span} failed: {error.message}")
         if piece.desc is not None:
             self._router.ranges.evict(piece.desc)

@@ -166,6 +166,7 @@ class ErrorReason(enum.Enum):
     GC_THRESHOLD = "GC_THRESHOLD"  # the start timestamp is below the GC threshold
     DISCONNECTED = "DISCONNECTED"  # the connection to the node broke
     INVALID_REQUEST = "INVALID_REQUEST"  # the registration itself was malformed
+    PERMISSION_DENIED = "PERMISSION_DENIED"  # the user may not read the span
     INVARIANT_VIOLATION = "INVARIANT_VIOLATION"  # a bug: the processor broke a promise
     UNREGISTERED = "UNREGISTERED"  # the consumer asked to stop
 
@@ -176,7 +177,12 @@ class ErrorReason(enum.Enum):
 
 
 _TERMINAL = frozenset(
-    (ErrorReason.GC_THRESHOLD, ErrorReason.INVALID_REQUEST, ErrorReason.INVARIANT_VIOLATION)
+    (
+        ErrorReason.GC_THRESHOLD,
+        ErrorReason.INVALID_REQUEST,
+        ErrorReason.PERMISSION_DENIED,
+        ErrorReason.INVARIANT_VIOLATION,
+    )
 )
 
 

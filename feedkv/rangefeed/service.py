@@ -22,7 +22,8 @@ from typing import Any, cast
 
 import grpc
 
-from feedkv.errors import FeedKVError, InvalidArgumentError
+from feedkv.errors import FeedKVError, InvalidArgumentError, PermissionDeniedError
+from feedkv.kv.access import ADMIN_USERS, Read, ReadAccess
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.wire import parse_messages, span_from_proto, timestamp_from_proto
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason
@@ -30,6 +31,7 @@ from feedkv.rangefeed.registration import Registration, event_size, values_size
 from feedkv.rangefeed.store_feeds import StoreFeeds
 from feedkv.rangefeed.stream import EventStream, StreamItem, ValueBatch
 from feedkv.rangefeed.wire import event_to_proto, values_to_proto
+from feedkv.security.tls import peer_user
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import KEY_MIN, Span
 
@@ -43,8 +45,15 @@ _POLL_S = 0.2
 
 
 class RangeFeedService:
-    def __init__(self, feeds: StoreFeeds) -> None:
+    """``access``: on a secure node, what a user other than the nodes and root may
+    follow; a registration it refuses ends at once with ``PERMISSION_DENIED`` (the
+    node's gRPC guard lets such users call only when it is given, see
+    :mod:`feedkv.kv.access`). A registration is checked once, when it is made: as a
+    CockroachDB changefeed, a feed running when its user loses the grant goes on."""
+
+    def __init__(self, feeds: StoreFeeds, access: ReadAccess | None = None) -> None:
         self.feeds = feeds
+        self.access = access
 
     def handler(self) -> grpc.RpcMethodHandler:
         return grpc.stream_stream_rpc_method_handler(
@@ -54,6 +63,8 @@ class RangeFeedService:
         )
 
     def _serve(self, frames: Iterator[bytes], context: Any) -> Iterator[pb.RangeFeedEvents]:
+        user = peer_user(context) if self.access is not None else None
+        reader_user = user if user is not None and user not in ADMIN_USERS else None
         stream = self.feeds.new_stream()
         regs: dict[int, Registration] = {}
         ts_runs = threading.Event()  # the client reads RangeFeedValues.ts_runs
@@ -68,6 +79,7 @@ class RangeFeedService:
                 ts_runs,
                 client_done,
                 malformed,
+                reader_user,
             ),
             name="feedkv-rangefeed-reader",
             daemon=True,
@@ -99,9 +111,11 @@ class RangeFeedService:
         ts_runs: threading.Event,
         client_done: threading.Event,
         malformed: list[str],
+        user: str | None,
     ) -> None:
         """Registers and unregisters as the client asks; bytes that are not a request
-        stop the reading, and ``malformed`` gets the reason."""
+        stop the reading, and ``malformed`` gets the reason. ``user``: each registration
+        is checked for that user (``None``: taken)."""
         try:
             for msg in requests:
                 kind = msg.WhichOneof("kind")
@@ -113,7 +127,7 @@ class RangeFeedService:
                         )
                     if msg.register.timestamp_runs:
                         ts_runs.set()
-                    regs[msg.register.tag] = self._register(msg.register, stream)
+                    regs[msg.register.tag] = self._register(msg.register, stream, user)
                 elif kind == "unregister":
                     reg = regs.pop(msg.unregister.tag, None)
                     if reg is not None:
@@ -125,12 +139,22 @@ class RangeFeedService:
         finally:
             client_done.set()
 
-    def _register(self, msg: pb.RangeFeedRegister, stream: EventStream) -> Registration:
+    def _register(
+        self, msg: pb.RangeFeedRegister, stream: EventStream, user: str | None
+    ) -> Registration:
         try:
             span = span_from_proto(msg.span)
             start_ts = timestamp_from_proto(msg.start_ts)
         except (InvalidArgumentError, ValueError) as exc:
             return _refused(msg.tag, stream, ErrorReason.INVALID_REQUEST, str(exc))
+        if user is not None and self.access is not None:
+            try:
+                self.access.check(user, [Read(span)])
+            except PermissionDeniedError as exc:
+                log.warning("refused a rangefeed of %s to %r: %s", span, user, exc)
+                return _refused(msg.tag, stream, ErrorReason.PERMISSION_DENIED, str(exc))
+            except FeedKVError as exc:  # the grants could not be read: try again later
+                return _refused(msg.tag, stream, ErrorReason.NODE_SHUTDOWN, str(exc))
         try:
             return self.feeds.register(
                 msg.tag,

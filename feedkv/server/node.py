@@ -17,10 +17,12 @@ admin page (:attr:`Node.admin`, :mod:`feedkv.server.admin`), which the client th
 the node attaches, since it reads the jobs through that client's SQL.
 
 Security: with ``certs_dir`` every port serves TLS from that certs directory
-(:mod:`feedkv.security.tls`): gRPC takes only client certificates of nodes and root, the
-SQL port TLS connections only (client certificates or SCRAM passwords), HTTP is https;
-the node calls other nodes as ``node``. Without it (``--insecure``, or an embedded node
-serving its own Spark executors on loopback) every port is plaintext.
+(:mod:`feedkv.security.tls`): gRPC takes only client certificates, and lets users other
+than the nodes and root read only the tables they may SELECT (:mod:`feedkv.kv.access`,
+:mod:`feedkv.sql.read_access`); the SQL port TLS connections only (client certificates
+or SCRAM passwords); HTTP is https. The node calls other nodes as ``node``. Without it
+(``--insecure``, or an embedded node serving its own Spark executors on loopback) every
+port is plaintext.
 
 The node is where the layers meet, so it lives above them: the KV layer knows nothing of
 rangefeeds, and the rangefeed layer only observes the store.
@@ -36,11 +38,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Self
 from urllib.parse import quote
 
+from feedkv.changefeed.hold_calls import METHOD as HOLD_METHOD
 from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.errors import InvalidArgumentError, InvariantViolation
+from feedkv.kv.access import Read
 from feedkv.kv.address import host_port, parse_listen
 from feedkv.kv.api import BatchRequest, BatchResponse, Relocate, RelocateResponse
-from feedkv.kv.db import LocalTransport
+from feedkv.kv.db import KVClient, LocalTransport
 from feedkv.kv.node_status import NodeInfo, node_of_its_own
 from feedkv.kv.server import NodeServer
 from feedkv.kv.store import Store, StoreConfig
@@ -61,9 +65,11 @@ from feedkv.server.cluster import (
     method_handlers,
     start_ident,
 )
+from feedkv.server.history_holds import hold_history_handler
 from feedkv.server.http import HTTPServer
 from feedkv.server.metrics import NodeMetrics
 from feedkv.server.relocation import Relocations
+from feedkv.sql.read_access import TableReadAccess
 from feedkv.sql.row_codec import row_split_key
 from feedkv.util.hlc import Clock
 
@@ -187,12 +193,18 @@ class Node:
         an embedded node does this when other processes (Spark's) need to reach it."""
         with self._serve_lock:
             if self.server is None:
+                access = _TableReads(self)
                 methods = {
-                    "RangeFeed": RangeFeedService(self.feeds).handler(),
+                    "RangeFeed": RangeFeedService(self.feeds, access).handler(),
+                    HOLD_METHOD: hold_history_handler(access.db, access.grants),
                     **method_handlers(lambda: self.cluster, self._alone),
                 }
                 server = NodeServer(
-                    self.store, *parse_listen(listen), more_methods=methods, tls=self.tls
+                    self.store,
+                    *parse_listen(listen),
+                    more_methods=methods,
+                    tls=self.tls,
+                    access=access,
                 )
                 server.start()
                 self.server = server
@@ -360,6 +372,42 @@ class Node:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class _TableReads:
+    """What users other than root may do over gRPC (:class:`TableReadAccess`), by the
+    grants read through the node's own client: opened on first use, since the server
+    starts before the node knows its cluster."""
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+        self._lock = threading.Lock()
+        self._db: KVClient | None = None
+        self._access: TableReadAccess | None = None
+
+    def db(self) -> KVClient:
+        """The node's own client of its cluster."""
+        with self._lock:
+            if self._db is None:
+                node = self._node
+                cluster = node.cluster
+                transport = (
+                    cluster.dialer
+                    if cluster is not None
+                    else LocalTransport(node.store, owned=False)
+                )
+                self._db = KVClient(transport)
+            return self._db
+
+    def grants(self) -> TableReadAccess:
+        db = self.db()
+        with self._lock:
+            if self._access is None:
+                self._access = TableReadAccess(db)
+            return self._access
+
+    def check(self, user: str, reads: Sequence[Read]) -> None:
+        self.grants().check(user, reads)
 
 
 def _node_id(path: Path) -> str:

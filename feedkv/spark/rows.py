@@ -24,24 +24,29 @@ from __future__ import annotations
 import atexit
 import threading
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from feedkv.changefeed.encoder import RowFormats
 from feedkv.changefeed.file_formats import arrow_type, arrow_value
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
+from feedkv.errors import InvalidArgumentError
 from feedkv.rangefeed.event import Value
-from feedkv.rangefeed.feed_client import FeedClient, open_client
+from feedkv.rangefeed.feed_client import FeedClient, KVFeedClient, open_client
 from feedkv.spark.offsets import Piece
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.types import Kind
+
+if TYPE_CHECKING:
+    import grpc
 
 __all__ = [
     "META_COLUMNS",
     "ArrowBuffer",
     "arrow_schema",
     "connection",
+    "gateway_channel",
     "piece_events",
     "record_batches",
     "spark_ddl",
@@ -82,6 +87,19 @@ def connection(url: str) -> FeedClient:
         if db is None:
             db = _connections[url] = open_client(url)
         return db
+
+
+def gateway_channel(db: FeedClient) -> grpc.Channel:
+    """The channel to the node a client of :func:`connection` dialed."""
+    # NB: imported here, as feed_client does: a process that never dials imports no gRPC
+    from feedkv.kv.dialer import ClusterDialer
+    from feedkv.kv.grpc_transport import GrpcTransport
+
+    transport = db.transport if isinstance(db, KVFeedClient) else None
+    gateway = transport.gateway if isinstance(transport, ClusterDialer) else None
+    if not isinstance(gateway, GrpcTransport):
+        raise InvalidArgumentError("the client does not talk to a node over gRPC")
+    return gateway.channel
 
 
 @atexit.register

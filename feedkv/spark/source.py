@@ -15,7 +15,10 @@ changes of a window ``(previous offset, next offset]`` (see :mod:`feedkv.spark.o
         .option("cursor", ts).option("initial_scan", "no").load()
 
 Options: ``url`` (required: ``feedkv://host:port``), ``table`` (required: ``name`` or
-``database.name``; the database defaults to ``defaultdb``), ``as_of`` (batch only),
+``database.name``; the database defaults to ``defaultdb``), ``certs_dir`` and ``user``
+(a secure node: connect with TLS as ``user``, root by default, with its client
+certificate ``client.USER.crt`` from ``certs_dir``, as the ``?certs_dir=&user=`` of a
+node's URL does), ``as_of`` (batch only),
 ``cursor`` (stream: start after this timestamp, with no initial scan unless
 ``initial_scan`` says ``yes``), ``initial_scan`` (``yes``/``no``, stream), ``diff``
 (``true`` adds ``__before``), ``maxRowsPerTrigger`` (bounds initial-scan batches),
@@ -23,6 +26,13 @@ Options: ``url`` (required: ``feedkv://host:port``), ``table`` (required: ``name
 commit, ``24h`` by default).
 The columns are the table's as of when the query starts, plus the columns listed in
 :mod:`feedkv.spark.rows`.
+
+Reading as a user other than root: the node lets it read the keys of the tables it
+holds ``SELECT`` on, and nothing else (:mod:`feedkv.sql.read_access`); a table it may
+not read fails the query with a :class:`~feedkv.errors.PermissionDeniedError` naming
+the table. Such a stream's hold on history is placed by the node when the user holds
+``CHANGEFEED`` on the table (:mod:`feedkv.changefeed.hold_calls`); with ``SELECT``
+alone it streams without one, as CockroachDB's sinkless changefeeds protect none.
 
 The driver's stream reader keeps a rangefeed over the table open to follow its resolved
 timestamp: a batch never ends above it, so it is final. ``Trigger.AvailableNow`` stops
@@ -41,6 +51,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -57,12 +68,20 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from feedkv.changefeed.hold_calls import HoldRequest, call_hold
 from feedkv.changefeed.jobs import HOLD_EXPIRES_AFTER_NS, HistoryHold, release_hold
 from feedkv.changefeed.rows import Target
-from feedkv.errors import FeedKVError, InvalidArgumentError
+from feedkv.errors import FeedKVError, InvalidArgumentError, PermissionDeniedError
+from feedkv.kv.address import node_url_params
 from feedkv.rangefeed.event import Checkpoint
 from feedkv.spark.offsets import FeedOffset, Piece, plan_pieces
-from feedkv.spark.rows import connection, piece_events, record_batches, spark_ddl
+from feedkv.spark.rows import (
+    connection,
+    gateway_channel,
+    piece_events,
+    record_batches,
+    spark_ddl,
+)
 from feedkv.sql import catalog
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.row_codec import TABLES_PREFIX, row_split_key, table_span
@@ -93,7 +112,31 @@ _OPTIONS = (
     "diff",
     "maxrowspertrigger",
     "gc_protect_expires_after",
+    "certs_dir",
+    "user",
+    "password",
 )
+
+
+def _with_credentials(url: str, certs_dir: str | None, user: str | None) -> str:
+    """``url`` with the ``certs_dir`` and ``user`` options as its parameters (the key
+    of this process's connection, so each user has its own)."""
+    params = node_url_params(url)
+    for name, value in (("certs_dir", certs_dir), ("user", user)):
+        if value is None:
+            continue
+        if params.get(name, value) != value:
+            raise InvalidArgumentError(
+                f"feedkv source option {name}={value!r} differs from the url's {params[name]!r}"
+            )
+        params[name] = value
+    if "user" in params and "certs_dir" not in params:
+        raise InvalidArgumentError(
+            f"feedkv source option user={params['user']!r} needs certs_dir: the directory "
+            f"with ca.crt and the user's client.{params['user']}.crt and .key"
+        )
+    base = url.partition("?")[0]
+    return f"{base}?{urlencode(params)}" if params else base
 
 
 def _bool(name: str, text: str) -> bool:
@@ -131,6 +174,14 @@ class SourceOptions:
         for required in ("url", "table"):
             if not lowered.get(required):
                 raise InvalidArgumentError(f"the feedkv source needs the option {required!r}")
+        if "password" in lowered:
+            # NB: grpcio's server either requires a client certificate or asks for none,
+            # and the nodes' own calls need one: a password could not be checked there
+            raise InvalidArgumentError(
+                "the feedkv source logs in with a client certificate (certs_dir and user), "
+                "not a password: make one with `feedkv cert create-client USER`; "
+                "passwords are for the SQL port"
+            )
         database, _, table = lowered["table"].rpartition(".")
         cursor = Timestamp.parse(lowered["cursor"]) if "cursor" in lowered else None
         scan = lowered.get("initial_scan")
@@ -149,7 +200,7 @@ class SourceOptions:
                 f"feedkv source option gc_protect_expires_after: {exc}"
             ) from None
         return cls(
-            url=lowered["url"],
+            url=_with_credentials(lowered["url"], lowered.get("certs_dir"), lowered.get("user")),
             database=database or "defaultdb",
             table=table,
             as_of=Timestamp.parse(lowered["as_of"]) if "as_of" in lowered else None,
@@ -312,6 +363,9 @@ class _StreamReader(_PieceReader, FollowingStreamReader, SupportsTriggerAvailabl
         self._stop_at: Timestamp | None = None
         self.hold_id = uuid.uuid4().hex
         self._holding = False
+        # who writes the hold: the stream itself (root), the node for the stream's user
+        # ("node"), or no one (a user without CHANGEFEED on the table: None)
+        self._held_by: str | None = "txn"
 
     def start_offset(self) -> FeedOffset:
         o = self.options
@@ -333,18 +387,45 @@ class _StreamReader(_PieceReader, FollowingStreamReader, SupportsTriggerAvailabl
             super().stop()
         finally:
             try:
-                connection(self.options.url).run_transaction(
-                    lambda txn: release_hold(txn, self.hold_id)
-                )
+                self._hold_request(None)
             except FeedKVError as exc:  # the hold lapses by itself
                 log.warning("could not release the stream's hold on history: %s", exc)
 
     def _hold(self, since: Timestamp) -> None:
-        db = connection(self.options.url)
-        after_ns = self.options.hold_expires_after_ns
-        hold = HistoryHold.renewed(self.hold_id, self.desc.id, since, db.now(), after_ns)
-        db.run_transaction(hold.put)
         self._holding = True
+        try:
+            self._hold_request(since)
+        except PermissionDeniedError as exc:
+            self._held_by = None
+            log.warning(
+                "the stream of %s holds no history against garbage collection (%s): "
+                "if it falls further behind than the GC TTL, it fails",
+                self.desc.name,
+                exc,
+            )
+
+    def _hold_request(self, since: Timestamp | None) -> None:
+        """Place or renew the hold from ``since`` (``None``: release it): root writes
+        it, another user asks the node to (see :mod:`feedkv.changefeed.hold_calls`)."""
+        db = connection(self.options.url)
+        if self._held_by == "txn":
+            try:
+                if since is None:
+                    db.run_transaction(lambda txn: release_hold(txn, self.hold_id))
+                else:
+                    after_ns = self.options.hold_expires_after_ns
+                    hold = HistoryHold.renewed(
+                        self.hold_id, self.desc.id, since, db.now(), after_ns
+                    )
+                    db.run_transaction(hold.put)
+                return
+            except PermissionDeniedError:
+                self._held_by = "node"
+        if self._held_by == "node":
+            request = HoldRequest(
+                self.hold_id, self.desc.id, since, self.options.hold_expires_after_ns
+            )
+            call_hold(gateway_channel(db), request)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         rows = self.options.max_rows_per_trigger

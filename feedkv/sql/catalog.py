@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from feedkv.errors import SQLError
+from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.kv.txn import Txn
 from feedkv.rangefeed.feed_client import KV
 from feedkv.sql.descriptor import (
@@ -55,7 +55,9 @@ __all__ = [
     "changefeed_name_key",
     "changefeed_watchers",
     "database_by_name",
+    "descriptor_id_of_key",
     "descriptor_key",
+    "is_name_key",
     "descriptor_span",
     "zone_key",
     "default_zone_key",
@@ -159,6 +161,24 @@ class User:
 
 def descriptor_key(descriptor_id: int) -> bytes:
     return _DESC + encode_value(descriptor_id)
+
+
+def descriptor_id_of_key(key: bytes) -> int | None:
+    """The id whose :func:`descriptor_key` is ``key`` (``None``: it is none's)."""
+    if not key.startswith(_DESC):
+        return None
+    try:
+        found, _ = decode_value(key, len(_DESC))
+    except InvalidArgumentError:
+        return None
+    if not isinstance(found, int) or isinstance(found, bool):
+        return None
+    return found if descriptor_key(found) == key else None
+
+
+def is_name_key(key: bytes) -> bool:
+    """Whether ``key`` is a name's entry (``ns``: a name and the id it stands for)."""
+    return key.startswith(_NS)
 
 
 MAX_NAME_BYTES = 128  # a database or table name, in UTF-8

@@ -6,14 +6,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
-from feedkv.errors import NodeUnavailableError
+from feedkv.errors import NodeUnavailableError, PermissionDeniedError
 from feedkv.kv.address import parse_node_url
 from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.rangefeed.event import Event, Value
+from feedkv.rangefeed.feed_client import open_client
 from feedkv.security.tls import ClientTLS
+from feedkv.sql import catalog
+from feedkv.sql.row_codec import table_span
 from feedkv.testing.certs import make_certs_dir
 from feedkv.testing.cluster import LocalCluster
 from feedkv.util.keys import Span
@@ -63,3 +67,27 @@ def test_each_node_refuses_a_client_of_another_ca(cluster: LocalCluster, tmp_pat
     for index in range(3):
         with pytest.raises(NodeUnavailableError, match="does it trust this certificate"):
             GrpcTransport(*parse_node_url(cluster.url(index)), connect_timeout_s=2, tls=foreign)
+
+
+def test_a_user_reads_its_table_on_whichever_node_holds_it(cluster: LocalCluster) -> None:
+    """The node that serves a read checks the grants, read through its own client of
+    the cluster (the catalog may be on another node)."""
+    certs = cluster.certs_dir
+    assert certs is not None
+    make_certs_dir(certs.parent, users=("alice",))
+    db = cluster.connect(0)
+    db.sql("CREATE USER alice")
+    db.sql("CREATE TABLE cluster_rides (id INT PRIMARY KEY)")
+    db.sql("INSERT INTO cluster_rides VALUES (1), (2), (3)")
+    db.sql("CREATE TABLE cluster_payments (id INT PRIMARY KEY)")
+    db.sql("GRANT SELECT ON cluster_rides TO alice")
+    snapshot = catalog.Snapshot(db, db.now())
+    database = catalog.database_by_name(snapshot, "defaultdb")
+    rides = table_span(catalog.table_by_name(snapshot, database, "cluster_rides").id)
+    payments = table_span(catalog.table_by_name(snapshot, database, "cluster_payments").id)
+    db.relocate(rides.start, 3)
+    url = cluster.url(0).partition("?")[0]
+    with open_client(f"{url}?certs_dir={quote(str(certs))}&user=alice") as alice:
+        assert len(alice.scan(rides.start, rides.end)) == 3
+        with pytest.raises(PermissionDeniedError, match="on relation cluster_payments"):
+            alice.scan(payments.start, payments.end)

@@ -3,13 +3,20 @@ side in one run.
 
 The workload is kv0 as a pgbench custom script: single-row upserts of a 100-byte value
 at a random key of 100k (`INSERT ... ON CONFLICT (k) DO UPDATE`), `-n`, 32 clients,
-`-M prepared`, for `--seconds` each. Both servers commit durably: feedkv is a
-`feedkv start` subprocess (fsync on commit), PostgreSQL runs with synchronous_commit on,
-started on loopback as an unprivileged user (`runuser -u nobody` when run as root,
-since PostgreSQL refuses root); without PostgreSQL or pgbench the row says why.
+`-M prepared`, for `--seconds` each. Both servers commit durably and speak plaintext on
+loopback: feedkv is a `feedkv start --insecure` subprocess (fsync on commit; initdb's
+PostgreSQL has no TLS either), PostgreSQL runs with synchronous_commit on, started as an
+unprivileged user (`runuser -u nobody` when run as root, since PostgreSQL refuses
+root); without PostgreSQL or pgbench the row says why.
+
+`--rounds N` alternates the two servers N times: on a shared machine the load moves
+between runs, so each round's ratio compares runs made close together, and the
+medians are reported (each round's rows are kept under ``rounds``).
 
 Prints one JSON object: TPS, latency p50/p99 per server (from pgbench's per-transaction
-log), the ratios and the issue's targets (feedkv >= 0.6x PostgreSQL's TPS, p99 <= 2x).
+log), feedkv's node CPU per transaction (user and system time of the node process, from
+/proc, over the pgbench run), the machine's load average, the ratios and the issue's
+targets (feedkv >= 0.6x PostgreSQL's TPS, p99 <= 2x).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -107,24 +115,57 @@ def pgbench(
 
 
 def _run(
-    workload: Workload, url: str, server: str, clients: int, seconds: float, workdir: Path
+    workload: Workload,
+    url: str,
+    server: str,
+    clients: int,
+    seconds: float,
+    workdir: Path,
+    pid: int | None = None,
 ) -> dict[str, Any]:
+    """One pgbench run; ``pid``: a process whose CPU time over the run is reported per
+    transaction."""
     workload.prepare(url, server)
+    before = _cpu_s(pid) if pid is not None else None
     row = pgbench(url, workload.script, clients, seconds, workdir)
+    if before is not None and pid is not None and row.get("transactions"):
+        user, system = (after - start for after, start in zip(_cpu_s(pid), before, strict=True))
+        row["node_cpu_us_per_transaction"] = {
+            "user": round(user / row["transactions"] * 1e6, 1),
+            "system": round(system / row["transactions"] * 1e6, 1),
+            "total": round((user + system) / row["transactions"] * 1e6, 1),
+        }
     if workload.after is not None:
         row.update(workload.after(url))
     return row
 
 
+def _cpu_s(pid: int) -> tuple[float, float]:
+    """The user and system CPU seconds process ``pid`` has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
 def run_feedkv(workload: Workload, clients: int, seconds: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"feedkv-bench-{workload.name}-") as tmp:
-        node = NodeProcess(Path(tmp) / "store")
+        # NB: insecure (plaintext, no login) as the PostgreSQL beside it, which initdb
+        # makes without TLS and trusting loopback: the same wire on both sides
+        node = NodeProcess(Path(tmp) / "store", "--insecure")
         try:
-            row = _run(workload, node.sql_url, "feedkv", clients, seconds, Path(tmp))
+            row = _run(
+                workload,
+                node.sql_url,
+                "feedkv",
+                clients,
+                seconds,
+                Path(tmp),
+                pid=node.process.pid,
+            )
         finally:
             node.process.terminate()
             node.process.wait(timeout=60)
-    row["server"] = "feedkv start (durable commits), SQL port on loopback TCP"
+    row["server"] = "feedkv start --insecure (durable commits), SQL port on loopback TCP"
     return row
 
 
@@ -143,27 +184,70 @@ def run_postgresql(workload: Workload, clients: int, seconds: float) -> dict[str
 
 
 def side_by_side(
-    result: dict[str, Any], workload: Workload, clients: int, seconds: float, *, skip_pg: bool
+    result: dict[str, Any],
+    workload: Workload,
+    clients: int,
+    seconds: float,
+    *,
+    skip_pg: bool,
+    rounds: int = 1,
 ) -> dict[str, Any] | None:
-    """Run ``workload`` on feedkv and (unless ``skip_pg``) on PostgreSQL into ``result``;
-    returns the ratios, or ``None`` when there are none (``result`` then says why when
-    pgbench is missing)."""
+    """Run ``workload`` on feedkv and (unless ``skip_pg``) on PostgreSQL into ``result``,
+    ``rounds`` times, alternating; returns the ratios (with several rounds, the medians
+    of the rounds' ratios), or ``None`` when there are none (``result`` then says why
+    when pgbench is missing)."""
     if shutil.which("pgbench") is None:
         result["skipped"] = "pgbench is not installed (apt-get install postgresql-contrib)"
         return None
-    result["feedkv"] = run_feedkv(workload, clients, seconds)
-    result["postgresql"] = (
-        {"skipped": "--skip-postgresql"} if skip_pg else run_postgresql(workload, clients, seconds)
-    )
-    ours, theirs = result["feedkv"], result["postgresql"]
+    result["load_average_before"] = [round(x, 2) for x in os.getloadavg()]
+    runs = []
+    for _ in range(rounds):
+        ours = run_feedkv(workload, clients, seconds)
+        theirs = (
+            {"skipped": "--skip-postgresql"}
+            if skip_pg
+            else run_postgresql(workload, clients, seconds)
+        )
+        runs.append({"feedkv": ours, "postgresql": theirs, "ratio": _ratio(ours, theirs)})
+    result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    if rounds == 1:
+        result["feedkv"], result["postgresql"] = runs[0]["feedkv"], runs[0]["postgresql"]
+        ratio = runs[0]["ratio"]
+    else:
+        result["rounds"] = runs
+        result["feedkv"] = _medians([run["feedkv"] for run in runs])
+        result["postgresql"] = _medians([run["postgresql"] for run in runs])
+        ratios = [run["ratio"] for run in runs if run["ratio"] is not None]
+        ratio = _medians(ratios) if ratios else None
+    if ratio is None:
+        return None
+    result["ratio_vs_postgresql"] = ratio
+    return ratio
+
+
+def _ratio(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any] | None:
     if not (ours.get("tps") and theirs.get("tps")):
         return None
-    ratio: dict[str, Any] = {
+    return {
         "tps": round(ours["tps"] / theirs["tps"], 3),
         "p99": round(ours["p99_ms"] / theirs["p99_ms"], 2) if theirs["p99_ms"] else None,
     }
-    result["ratio_vs_postgresql"] = ratio
-    return ratio
+
+
+def _medians(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each numeric field's median over ``rows`` (a nested dict's fields too); the other
+    fields as the first row has them."""
+    out: dict[str, Any] = {}
+    for name, first in rows[0].items():
+        values = [row.get(name) for row in rows]
+        if isinstance(first, dict):
+            out[name] = _medians([v for v in values if isinstance(v, dict)])
+        elif isinstance(first, int | float) and not isinstance(first, bool):
+            numbers = [v for v in values if isinstance(v, int | float)]
+            out[name] = round(statistics.median(numbers), 3)
+        else:
+            out[name] = first
+    return out
 
 
 def main(argv: list[str]) -> int:
@@ -171,16 +255,24 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--skip-postgresql", action="store_true")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="alternate the servers this many times"
+    )
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     result: dict[str, Any] = {
         "benchmark": "pgwire",
         "workload": f"pgbench -n -M prepared, kv0 upserts of {len(VALUE)}-byte values "
         f"over {KEYS} keys",
         "clients": args.clients,
         "seconds": args.seconds,
+        "rounds": args.rounds,
         "cores": os.cpu_count(),
     }
-    ratio = side_by_side(result, KV0, args.clients, args.seconds, skip_pg=args.skip_postgresql)
+    ratio = side_by_side(
+        result, KV0, args.clients, args.seconds, skip_pg=args.skip_postgresql, rounds=args.rounds
+    )
     if ratio is not None:
         result["targets"] = TARGETS
         result["targets_met"] = {

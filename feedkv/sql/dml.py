@@ -4,7 +4,9 @@ run against its plan (:mod:`feedkv.sql.plan`) in the statement's
 
 A statement that commits on its own may write without reading first: an INSERT of a
 new row checks at commit that its key is absent, an UPDATE of one whole row by its key
-that it is present (the session turns a failed check into the statement's answer).
+that it is present (the session turns a failed check into the statement's answer). An
+UPSERT that writes whole rows (``InsertPlan.blind``) never reads, in any transaction:
+the row it writes is the same whether or not one held the key.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from feedkv.errors import (
     InvariantViolation,
     SQLError,
 )
+from feedkv.kv.txn import Txn
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate import group_key
 from feedkv.sql.constraints import duplicate_key, row_written, rows_written, unique_conflict
@@ -105,7 +108,10 @@ def insert(ex: Execution, s: st.Insert) -> Result:
                 elsewhere = None  # ON CONFLICT (pk): another unique index's clash is 23505
         if elsewhere is not None and s.on_conflict == "nothing":
             continue
-        if elsewhere is not None:
+        final: dict[int, Any] | None
+        if plan.blind and _write_blind(txn, kvs):
+            final = row
+        elif elsewhere is not None:
             old, pairs = _read_row(ex, desc, dict(zip(desc.primary_key, elsewhere, strict=True)))
             existing = next(iter(pairs))
             if existing in touched:
@@ -214,6 +220,18 @@ def _insert_blind(
         if key != first_key and encoded is not None:
             ex.txn.put(key, encoded)
     ex.inserted[first_key] = desc
+    return True
+
+
+def _write_blind(txn: Txn, kvs: dict[bytes, bytes | None]) -> bool:
+    """Write the row ``kvs`` encode as it is, whatever the keys hold now; ``False``
+    (nothing written) when a column family of it encodes no value, whose pair the row
+    as stored may have, and which only a read can tell to delete."""
+    pairs = [(key, encoded) for key, encoded in kvs.items() if encoded is not None]
+    if len(pairs) != len(kvs):
+        return False
+    for key, encoded in pairs:
+        txn.put(key, encoded)
     return True
 
 

@@ -615,7 +615,14 @@ def _check_distinct_on(
 class InsertPlan:
     """``rows``: each proposed row's values for ``targets``; ``sets``: the new values
     of the columns ON CONFLICT DO UPDATE (or UPSERT) assigns, over the existing row
-    followed by the proposed one."""
+    followed by the proposed one.
+
+    ``blind``: whether a proposed row is written as it is whether or not a row holds
+    its key, so it may be written without reading (as CockroachDB's UPSERT fast path):
+    the statement is an UPSERT, or ON CONFLICT on the primary key DO UPDATE without
+    WHERE that sets every other column to its ``excluded`` value; it names every
+    column; the table has nothing a write must also check or index (``constrained``),
+    and no DECIMAL key (whose scale as proposed may differ from the stored row's)."""
 
     targets: list[Column]
     rows: list[list[Compiled]]
@@ -627,6 +634,7 @@ class InsertPlan:
     listed: bool  # the statement names its columns
     # ON CONFLICT (cols) naming a unique secondary index's columns: that index
     conflict_index: Index | None = None
+    blind: bool = False
 
     def targets_for(self, width: int) -> tuple[list[Column], list[tuple[Column, Compiled | None]]]:
         """The columns a SELECT's rows of ``width`` values fill, and the others with
@@ -678,24 +686,57 @@ class InsertPlan:
         if s.conflict_where is not None:
             where = compile_expr(condition(s.conflict_where, conflict_scope), conflict_scope)
         conflict_index = _check_conflict_target(desc, s.conflict_target)
+        key_ids = set(desc.primary_key)
         if s.upsert:
-            key_ids = set(desc.primary_key)
             sets = [
                 (c, _proposed(width + desc.columns.index(c)))
                 for c in targets
                 if c.id not in key_ids
             ]
+        filled = [(c, column_default(c)) for c in desc.columns if c not in targets]
+        blind = (
+            not filled
+            and not desc.constrained
+            and all(c.type.kind is not Kind.DECIMAL for c in desc.key_columns)
+            and (s.upsert or _sets_excluded(desc, s, conflict_scope, conflict_index))
+        )
         return cls(
             targets,
             rows,
             sets,
             _returning(desc, s.returning, scope),
             frozenset(column.id for column, _ in sets),
-            [(c, column_default(c)) for c in desc.columns if c not in targets],
+            filled,
             where,
             s.columns is not None,
             conflict_index,
+            blind,
         )
+
+
+def _sets_excluded(
+    desc: TableDescriptor, s: st.Insert, conflict_scope: Scope, conflict_index: Index | None
+) -> bool:
+    """Whether ``s`` is ON CONFLICT on the primary key DO UPDATE, without WHERE, setting
+    every column but the key's to its own ``excluded`` value: an UPSERT by another name."""
+    if (
+        s.on_conflict != "update"
+        or not s.conflict_target
+        or conflict_index is not None
+        or s.conflict_where is not None
+    ):
+        return False
+    width = len(desc.columns)
+    assigned = set()
+    for name, value in s.conflict_sets:
+        column = desc.column(name)
+        if not isinstance(value, exp.Column):
+            return False
+        index, _type = conflict_scope.lookup(value)
+        if index != width + desc.columns.index(column):
+            return False
+        assigned.add(column.id)
+    return assigned == {c.id for c in desc.columns} - set(desc.primary_key)
 
 
 def column_default(column: Column) -> Compiled | None:

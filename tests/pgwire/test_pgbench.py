@@ -72,3 +72,31 @@ def test_the_pgwire_benchmark_measures_a_pgbench_run(pg_url: str, tmp_path: Path
     with psycopg.connect(pg_url) as conn:
         (count,) = conn.execute("SELECT count(*) FROM kv").fetchone() or (0,)
     assert 0 < count <= row["transactions"]
+
+
+def test_the_pgwire_benchmark_reports_the_medians_of_its_rounds() -> None:
+    """With ``--rounds``, each numeric field (nested ones too) is the median of the
+    rounds', the others are the first round's, and each round's ratio pairs its own runs."""
+    import importlib.util
+
+    bench = Path(__file__).resolve().parents[2] / "bench" / "pgwire.py"
+    spec = importlib.util.spec_from_file_location("bench_pgwire_rounds", bench)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rows = [
+        {"tps": 100.0, "p99_ms": 9.0, "server": "a", "cpu": {"total": 300.0}},
+        {"tps": 300.0, "p99_ms": 3.0, "server": "b", "cpu": {"total": 100.0}},
+        {"tps": 200.0, "p99_ms": 5.0, "server": "c", "cpu": {"total": 200.0}},
+    ]
+    assert module._medians(rows) == {
+        "tps": 200.0,
+        "p99_ms": 5.0,
+        "server": "a",
+        "cpu": {"total": 200.0},
+    }
+    assert module._ratio({"tps": 50.0, "p99_ms": 10.0}, {"tps": 200.0, "p99_ms": 4.0}) == {
+        "tps": 0.25,
+        "p99": 2.5,
+    }
+    assert module._ratio({"tps": 50.0}, {"skipped": "--skip-postgresql"}) is None

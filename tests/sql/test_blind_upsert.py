@@ -1,0 +1,144 @@
+"""An UPSERT (or ON CONFLICT on the primary key DO UPDATE setting every column to its
+``excluded`` value) writes whole rows without reading them: the row it writes is the
+same whether or not one held the key, as CockroachDB's UPSERT fast path."""
+
+from __future__ import annotations
+
+import pytest
+
+from feedkv import DB
+from feedkv.errors import SerializationFailure, SQLError
+from feedkv.sql import catalog
+from feedkv.sql.plan import InsertPlan
+from feedkv.sql.session import prepare
+from feedkv.sql.statements import Insert
+
+TABLES = {
+    "kv": "CREATE TABLE kv (k INT PRIMARY KEY, v STRING, n INT)",
+    "indexed": "CREATE TABLE indexed (k INT PRIMARY KEY, v STRING, INDEX (v))",
+    "checked": "CREATE TABLE checked (k INT PRIMARY KEY, v INT CHECK (v > 0))",
+    "dec": "CREATE TABLE dec (k DECIMAL PRIMARY KEY, v STRING)",
+    "pair": "CREATE TABLE pair (a INT, b INT, v STRING, PRIMARY KEY (a, b))",
+}
+
+BLIND = [
+    ("UPSERT INTO kv VALUES ($1, $2, $3)", True),
+    ("UPSERT INTO kv (n, k, v) VALUES (1, 2, 'x')", True),
+    ("UPSERT INTO kv (k, v) VALUES (1, 'x')", False),  # n stays as it was
+    (
+        "INSERT INTO kv VALUES (1, 'x', 2) ON CONFLICT (k) DO UPDATE "
+        "SET v = excluded.v, n = excluded.n",
+        True,
+    ),
+    (
+        "INSERT INTO kv VALUES (1, 'x', 2) ON CONFLICT (k) DO UPDATE "
+        "SET n = excluded.n, v = excluded.v",
+        True,
+    ),
+    ("INSERT INTO kv VALUES (1, 'x', 2) ON CONFLICT (k) DO UPDATE SET v = excluded.v", False),
+    (
+        "INSERT INTO kv VALUES (1, 'x', 2) ON CONFLICT (k) DO UPDATE "
+        "SET v = excluded.v, n = excluded.k",
+        False,
+    ),
+    (
+        "INSERT INTO kv VALUES (1, 'x', 2) ON CONFLICT (k) DO UPDATE "
+        "SET v = excluded.v, n = kv.n + 1",
+        False,
+    ),
+    (
+        "INSERT INTO kv VALUES (1, 'x', 2) ON CONFLICT (k) DO UPDATE "
+        "SET v = excluded.v, n = excluded.n WHERE kv.n < 5",
+        False,
+    ),
+    ("INSERT INTO kv VALUES (1, 'x', 2) ON CONFLICT (k) DO NOTHING", False),
+    ("INSERT INTO kv VALUES (1, 'x', 2)", False),
+    ("UPSERT INTO indexed VALUES (1, 'x')", False),
+    ("UPSERT INTO checked VALUES (1, 2)", False),
+    ("UPSERT INTO dec VALUES (1.0, 'x')", False),
+    (
+        "INSERT INTO pair VALUES (1, 2, 'x') ON CONFLICT (b, a) DO UPDATE SET v = excluded.v",
+        True,
+    ),
+]
+
+
+@pytest.fixture
+def tables(db: DB) -> DB:
+    for statement in TABLES.values():
+        db.sql(statement)
+    return db
+
+
+@pytest.mark.parametrize(("text", "blind"), BLIND)
+def test_only_statements_that_write_whole_rows_are_blind(
+    tables: DB, text: str, blind: bool
+) -> None:
+    ((statement, _placeholders),) = prepare(text)
+    assert isinstance(statement, Insert)
+    session = tables.session()
+    reader = catalog.Snapshot(tables, tables.now())
+    desc = session.resolve_table(reader, None, statement.table.name)
+    assert InsertPlan.of(desc, statement, "defaultdb").blind is blind
+
+
+def test_a_blind_upsert_replaces_inserts_and_returns_the_rows_it_wrote(tables: DB) -> None:
+    tables.sql("INSERT INTO kv VALUES (1, 'one', 1), (2, 'two', 2)")
+    result = tables.sql(
+        "INSERT INTO kv VALUES (2, 'deux', 20), (3, 'trois', 30) ON CONFLICT (k) DO UPDATE "
+        "SET v = excluded.v, n = excluded.n RETURNING k, v, n"
+    )
+    assert result.tag == "INSERT 0 2"
+    assert result.rows == [(2, "deux", 20), (3, "trois", 30)]
+    assert tables.sql("UPSERT INTO kv VALUES (1, NULL, 10)").tag == "INSERT 0 1"
+    assert tables.sql("SELECT k, v, n FROM kv ORDER BY k").rows == [
+        (1, None, 10),
+        (2, "deux", 20),
+        (3, "trois", 30),
+    ]
+
+
+def test_a_blind_upsert_still_refuses_a_key_proposed_twice(tables: DB) -> None:
+    with pytest.raises(SQLError) as caught:
+        tables.sql("UPSERT INTO kv VALUES (7, 'a', 1), (7, 'b', 2)")
+    assert caught.value.code == "21000"
+    assert tables.sql("SELECT count(*) FROM kv").rows == [(0,)]
+
+
+def test_a_blind_upsert_in_a_transaction_is_seen_by_it_and_undone_by_rollback(
+    tables: DB,
+) -> None:
+    tables.sql("INSERT INTO kv VALUES (1, 'one', 1)")
+    session = tables.session()
+    session.execute("BEGIN")
+    session.execute("UPSERT INTO kv VALUES (1, 'uno', 11)")
+    assert session.execute("SELECT v, n FROM kv WHERE k = 1").rows == [("uno", 11)]
+    session.execute("ROLLBACK")
+    assert tables.sql("SELECT v, n FROM kv WHERE k = 1").rows == [("one", 1)]
+
+
+def test_a_blind_upsert_commits_over_a_newer_write_where_a_reading_one_must_retry(
+    tables: DB,
+) -> None:
+    """Having read nothing, a blind upsert's transaction may move above a write that
+    lands after it began; one that read the row must refresh that read, which fails."""
+    tables.sql("INSERT INTO kv VALUES (1, 'one', 1)")
+    statements = {
+        "reading": "INSERT INTO kv VALUES (1, 'mine', 2) ON CONFLICT (k) DO UPDATE "
+        "SET v = excluded.v, n = kv.n + 1",
+        "blind": "INSERT INTO kv VALUES (1, 'mine', 2) ON CONFLICT (k) DO UPDATE "
+        "SET v = excluded.v, n = excluded.n",
+    }
+    outcomes = {}
+    for name, text in statements.items():
+        session = tables.session()
+        session.execute("BEGIN")
+        session.execute(text)
+        tables.sql("UPDATE kv SET v = 'theirs' WHERE k = 1")  # commits after the upsert
+        try:
+            session.execute("COMMIT")
+            outcomes[name] = "committed"
+        except SerializationFailure:
+            outcomes[name] = "retry"
+    assert outcomes == {"reading": "retry", "blind": "committed"}
+    assert tables.sql("SELECT v, n FROM kv WHERE k = 1").rows == [("mine", 2)]

@@ -561,7 +561,8 @@ class SinkKind:
 
 @dataclass(frozen=True, slots=True)
 class SinkURI:
-    """A parsed sink URI: ``params`` are its query parameters (each at most once)."""
+    """A parsed sink URI: ``params`` are its query parameters (each at most once, but
+    for those CockroachDB lets repeat, whose values are joined by spaces)."""
 
     uri: str
     kind: SinkKind
@@ -624,6 +625,9 @@ class SinkURI:
 
 
 _URLSAFE = str.maketrans("-_", "+/")
+# Parameters that may be given more than once, as CockroachDB takes them: their values
+# are kept separated by spaces.
+_REPEATABLE = frozenset({"sasl_scopes"})
 
 # Options only some sinks accept (each SinkKind lists the ones it does).
 SINK_OPTIONS = frozenset(
@@ -673,8 +677,14 @@ SINK_KINDS: tuple[SinkKind, ...] = (
                 "tls_enabled",
                 "sasl_enabled",
                 "sasl_mechanism",
+                "sasl_handshake",
                 "sasl_user",
                 "sasl_password",
+                "sasl_client_id",  # sasl_mechanism=OAUTHBEARER's client credentials
+                "sasl_client_secret",
+                "sasl_token_url",
+                "sasl_scopes",
+                "sasl_grant_type",
             }
         )
         | _TLS,
@@ -845,6 +855,9 @@ def parse_sink_uri(uri: str, options: ChangefeedOptions) -> SinkURI:
             hint = difflib.get_close_matches(name, list(kind.params), n=1)
             suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
             raise option_error(f"unknown {kind.name} sink parameter {name!r}{suggestion}")
+        if name in params and name in _REPEATABLE:
+            params[name] = f"{params[name]} {value}"  # NB: no scope holds a space (RFC 6749)
+            continue
         if name in params:
             raise option_error(f"sink parameter {name!r} is given more than once")
         params[name] = value

@@ -119,7 +119,7 @@ __all__ = [
     "encode_spec",
 ]
 
-FILE_SCHEMES = ("file", "s3")
+FILE_SCHEMES = ("file", "s3", "azure", "azure-blob")
 
 
 def encode_spec(spec: ChangefeedSpec) -> str:

@@ -762,9 +762,9 @@ def schema_message(topic: str, table: str, change: SchemaChange) -> Message:
 
 
 def stopped_by(change: SchemaChange) -> ChangefeedError:
-    """The error a feed ends with at ``change`` (a stop, a dropped table, or one taken
-    offline by IMPORT INTO)."""
-    if change.after.dropped or change.takes_offline:
+    """The error a feed ends with at ``change`` (a stop, a dropped table, one taken
+    offline by IMPORT INTO, or one truncated)."""
+    if change.ends_feed:
         return ChangefeedError(f"{change.describe()} at {change.ts}; the changefeed ended")
     return ChangefeedError(
         f"schema change occurred at {change.ts}: {change.describe()}; "

@@ -1045,6 +1045,15 @@ class _Statement:
             return st.ShowChangefeedJobs(self.text)
         if words[1:] == ["JOBS"]:
             return st.ShowChangefeedJobs(self.text, shape="jobs")
+        if words[1:4] == ["JOB", "WHEN", "COMPLETE"]:
+            job_id = self._job_id(4)
+            if len(words) > 5:
+                raise self._error_at(5, "unexpected input after the job id")
+            return st.ShowChangefeedJobs(self.text, job_id, shape="jobs", wait=True)
+        if words[1:2] == ["JOBS"]:
+            wait = words[2:4] == ["WHEN", "COMPLETE"]
+            query = self._jobs_query(4 if wait else 2)
+            return st.ShowChangefeedJobs(self.text, shape="jobs", query=query, wait=wait)
         if words[1:3] == ["CHANGEFEED", "JOB"] or words[1:2] == ["JOB"]:
             at = 3 if words[1] == "CHANGEFEED" else 2
             job_id, name, end = self._changefeed_ref(at)
@@ -1661,6 +1670,10 @@ class _Statement:
     def _job_control(self) -> st.ControlJob:
         words = self.words
         action = words[0].lower()
+        if words[1:] == ["ALL", "CHANGEFEED", "JOBS"] and action != "drop":
+            return st.ControlJob(self.text, action, None, every=True)
+        if words[1:2] == ["JOBS"] and action != "drop":
+            return st.ControlJob(self.text, action, None, query=self._jobs_query(2))
         if words[1:2] == ["CHANGEFEED"]:
             job_id, name, end = self._changefeed_ref(2)
             if len(words) > end:
@@ -1671,9 +1684,33 @@ class _Statement:
                 1, f"expected {words[0]} JOB <job id> or {words[0]} CHANGEFEED <name>"
             )
         job_id = self._job_id(2)
-        if len(words) > 3:
+        if words[3:6] == ["WITH", "REASON", "="] and action == "pause":
+            # CockroachDB keeps the reason where nothing shows it; it is taken and dropped
+            if len(words) != 7 or self.tokens[6].token_type is not TokenType.STRING:
+                raise self._error_at(6, "expected the reason as a string")
+        elif len(words) > 3:
             raise self._error_at(3, "unexpected input after the job id")
         return st.ControlJob(self.text, action, job_id)
+
+    def _jobs_query(self, first: int) -> str:
+        """The SELECT from token ``first`` to the end, bare or in parentheses, that picks
+        the jobs of ``PAUSE | RESUME | CANCEL JOBS`` and ``SHOW JOBS``: its text, checked
+        to parse as a query."""
+        words = self.words
+        last = len(words)
+        if first < last and words[first] == "(":
+            if words[-1] != ")":
+                raise self._error_at(last, "expected ) after the query")
+            first, last = first + 1, last - 1
+        if first >= last or words[first] not in ("SELECT", "WITH", "VALUES", "("):
+            raise self._error_at(first, "expected a query (SELECT ...) that gives job ids")
+        start = self._pos(self.tokens[first])
+        end = self._pos(self.tokens[last - 1]) + len(self._raw(last - 1))
+        text = self.text[start:end]
+        query = _Statement(text, self.tokens[first:last], self.offset + start).parse()
+        if not isinstance(query, st.Query):
+            raise self._error_at(first, "expected a query (SELECT ...) that gives job ids")
+        return text
 
     def _alter_changefeed(self) -> st.AlterChangefeed:
         words = self.words

@@ -127,7 +127,9 @@ _JOB_STATEMENTS = (
 # Statements that write a new version of a leased descriptor (Execution._publish). They
 # run above every writer's priority (the rangefeed pusher keeps MAX_PRIORITY): writers
 # that meet the new version wait for it instead of pushing it.
-_SCHEMA_CHANGES = st.AddColumn | st.AlterColumn | st.DropColumn | st.DropTable | st.DropDatabase
+_SCHEMA_CHANGES = (
+    st.AddColumn | st.AlterColumn | st.DropColumn | st.DropTable | st.DropDatabase | st.Truncate
+)
 _SCHEMA_CHANGE_PRIORITY = MAX_PRIORITY - 1
 # Statements that end, start or stand outside a transaction: a string holding one runs its
 # statements one by one rather than as one implicit transaction.

@@ -611,6 +611,11 @@ class ShowChangefeedJobs(Statement):
     job_id: int | None = None
     shape: Literal["changefeed", "jobs", "crdb_internal"] = "changefeed"
     name: TableName | None = None
+    # SHOW JOBS (<query>): the jobs whose ids the query's first column gives
+    query: str | None = None
+    # SHOW JOB[S] WHEN COMPLETE: the rows once every job shown is succeeded, failed or
+    # canceled
+    wait: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -650,11 +655,15 @@ class ControlJob(Statement):
     """``PAUSE JOB <id>``, ``RESUME JOB <id>`` or ``CANCEL JOB <id>``, or the named
     forms ``PAUSE | RESUME | CANCEL | DROP CHANGEFEED <name or id>``; ``action`` is
     pause, resume, cancel or drop (cancel, then forget the job and its name). One of
-    ``job_id`` and ``name`` is set."""
+    ``job_id``, ``name``, ``query`` (``PAUSE JOBS (SELECT ...)``) and ``every``
+    (``PAUSE ALL CHANGEFEED JOBS``) is set."""
 
     action: str
     job_id: int | None
     name: TableName | None = None
+    # PAUSE | RESUME | CANCEL JOBS (<query>): the jobs whose ids its first column gives
+    query: str | None = None
+    every: bool = False  # PAUSE | RESUME | CANCEL ALL CHANGEFEED JOBS
 
 
 @dataclass(frozen=True, slots=True)

@@ -1719,6 +1719,7 @@ class _Statement:
         drop: list[st.ChangefeedTarget] = []
         set_options: list[tuple[str, str | None]] = []
         unset: list[str] = []
+        scanned: list[st.ChangefeedTarget] = []
         sink = None
         if i >= len(words):
             raise self._error_at(i, "expected ADD, DROP, SET or UNSET (or INTO '<sink>')")
@@ -1735,11 +1736,11 @@ class _Statement:
                 targets, i = self._targets(i + 1)
                 (add if command == "ADD" else drop).extend(targets)
                 if i < len(words) and words[i] == "WITH":
-                    raise SQLError(
-                        "0A000",
-                        "ALTER CHANGEFEED ... ADD takes no options: an added table is followed "
-                        "from the job's high-water mark, without an initial scan",
-                    )
+                    if command == "DROP":
+                        raise self._error_at(i, "ALTER CHANGEFEED ... DROP takes no options")
+                    options, i = self._options(i + 1, values=True)
+                    if _scans_added(options):
+                        scanned.extend(targets)
             elif command == "SET":
                 options, i = self._options(i + 1, values=True)
                 set_options.extend(options)
@@ -1757,6 +1758,7 @@ class _Statement:
             tuple(unset),
             name,
             sink,
+            tuple(scanned),
         )
 
     def _changefeed_query(self, first: int) -> st.Select:
@@ -1778,6 +1780,25 @@ class _Statement:
         if select.as_of is not None:
             raise SQLError("0A000", "a changefeed query takes no AS OF SYSTEM TIME; use cursor")
         return select
+
+
+def _scans_added(options: list[tuple[str, str | None]]) -> bool:
+    """Whether ``ADD ... WITH <options>`` scans the added tables: CockroachDB takes
+    ``initial_scan`` (``= 'yes'`` or ``'no'``) and ``no_initial_scan`` there; an added
+    table is not scanned unless asked."""
+    scan = False
+    for name, value in options:
+        if name == "initial_scan" and (value is None or value.lower() in ("yes", "no")):
+            scan = value is None or value.lower() == "yes"
+        elif name == "no_initial_scan" and value is None:
+            scan = False
+        else:
+            raise SQLError(
+                "22023",
+                f"ALTER CHANGEFEED ... ADD takes initial_scan ('yes' or 'no') or "
+                f"no_initial_scan, not {name}" + (f" = {value!r}" if value is not None else ""),
+            )
+    return scan
 
 
 _IMPORT_TABLE_END = {"(", "CSV", "AVRO", "DELIMITED", "PGDUMP", "MYSQLDUMP", "DATA"}

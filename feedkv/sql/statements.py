@@ -679,6 +679,8 @@ class AlterChangefeed(Statement):
     unset: tuple[str, ...] = ()
     name: TableName | None = None
     sink: str | None = None  # INTO '<sink>': the paused changefeed moves to this sink
+    # ADD ... WITH initial_scan: the added targets scanned when the job resumes
+    scanned: tuple[ChangefeedTarget, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

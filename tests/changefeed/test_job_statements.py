@@ -10,6 +10,7 @@ Jobs run on the thread runner into ``file://`` directories."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -237,3 +238,82 @@ def test_truncate_pauses_a_job_with_on_error_pause(table: DB, tmp_path: Path) ->
 
     error = wait_until(paused, timeout_s=DEADLINE, what="the job to pause")
     assert "table 't' was truncated at" in error
+
+
+# ALTER CHANGEFEED ... ADD ... WITH initial_scan.
+
+
+def messages(out: Path) -> list[tuple[str, int, str | None]]:
+    """``(topic, key, v)`` of every row message in ``out``'s files, in file order."""
+    found = []
+    for path in sorted(out.rglob("*.ndjson")):
+        topic = path.name.split("-")[3]
+        for line in path.read_text().splitlines():
+            message = json.loads(line)
+            after = message["after"]
+            found.append((topic, message["key"][0], after["v"] if after else None))
+    return found
+
+
+def test_a_table_added_with_initial_scan_is_scanned_at_the_high_water_mark(
+    table: DB, tmp_path: Path
+) -> None:
+    """CockroachDB's ALTER CHANGEFEED page: ``ADD <table> WITH initial_scan`` performs an
+    initial scan of the added table when the changefeed resumes; without it an added
+    table's changes are followed from the high-water mark, its existing rows left out."""
+    db = table
+    out = tmp_path / "out"
+    db.sql("CREATE TABLE u (k INT PRIMARY KEY, v STRING)")
+    db.sql("CREATE TABLE w (k INT PRIMARY KEY, v STRING)")
+    db.sql("INSERT INTO u VALUES (1, 'x'), (2, 'y')")
+    db.sql("INSERT INTO w VALUES (1, 'old')")
+    job_id = create(db, out)
+    wait_past_scan(db, job_id)
+    db.sql(f"PAUSE JOB {job_id}")
+    result = db.sql(f"ALTER CHANGEFEED {job_id} ADD u WITH initial_scan ADD w")
+    assert result.tag == "ALTER CHANGEFEED"
+    db.sql(f"RESUME JOB {job_id}")
+    db.sql("INSERT INTO u VALUES (3, 'z')")
+    db.sql("INSERT INTO w VALUES (2, 'new')")
+
+    def arrived() -> list[tuple[str, int, str | None]]:
+        found = messages(out)
+        return found if ("u", 3, "z") in found and ("w", 2, "new") in found else []
+
+    found = wait_until(arrived, timeout_s=DEADLINE, what="the added tables' rows")
+    assert [m for m in found if m[0] == "u"] == [("u", 1, "x"), ("u", 2, "y"), ("u", 3, "z")]
+    assert [m for m in found if m[0] == "w"] == [("w", 2, "new")]  # not scanned
+    assert [m for m in found if m[0] == "t"] == [("t", 1, "a"), ("t", 2, "b")]  # not again
+
+    # Once the mark moved past the scan, a restart does not scan u again.
+    def past_the_scan() -> bool:
+        record = db.changefeeds.record(job_id)
+        assert record is not None and record.added_scan_at is not None
+        return record.high_water is not None and record.high_water > record.added_scan_at
+
+    wait_until(past_the_scan, timeout_s=DEADLINE, what="the high-water mark past the scan")
+    db.sql(f"PAUSE JOB {job_id}")
+    db.sql(f"RESUME JOB {job_id}")
+    db.sql("INSERT INTO u VALUES (4, 'q')")
+    wait_until(lambda: ("u", 4, "q") in messages(out), timeout_s=DEADLINE, what="u's next row")
+    assert [m[1] for m in messages(out) if m[0] == "u"] == [1, 2, 3, 4]
+
+
+def test_a_scan_not_yet_run_follows_the_job_through_another_alter(
+    table: DB, tmp_path: Path
+) -> None:
+    db = table
+    db.sql("CREATE TABLE u (k INT PRIMARY KEY, v STRING)")
+    job_id = create(db, tmp_path / "out")
+    wait_past_scan(db, job_id)
+    db.sql(f"PAUSE JOB {job_id}")
+    db.sql(f"ALTER CHANGEFEED {job_id} ADD u WITH initial_scan = 'yes'")
+    db.sql(f"ALTER CHANGEFEED {job_id} SET updated")  # the scan is still due
+    record = db.changefeeds.record(job_id)
+    assert record is not None
+    assert record.pending_scans() == {record.spec.targets[-1].table_id}  # u's, added last
+    assert record.added_scan_at == record.high_water
+    db.sql(f"ALTER CHANGEFEED {job_id} DROP u")  # no longer watched: no scan
+    record = db.changefeeds.record(job_id)
+    assert record is not None and record.pending_scans() == frozenset()
+    assert record.added_scan_at is None

@@ -415,7 +415,9 @@ def test_statements_on_a_running_job_that_are_refused_or_do_nothing(
         ("ALTER CHANGEFEED {id} SET", "42601", "expected an option name"),
         ("SHOW CHANGEFEED JOB", "42601", "expected a job id"),
         ("SHOW CHANGEFEED JOB {id} {id}", "42601", "unexpected input after the job id"),
-        ("ALTER CHANGEFEED {id} ADD u WITH initial_scan", "0A000", "takes no options"),
+        ("ALTER CHANGEFEED {id} ADD u WITH diff", "22023", "ADD takes initial_scan"),
+        ("ALTER CHANGEFEED {id} ADD u WITH initial_scan = 'only'", "22023", "initial_scan"),
+        ("ALTER CHANGEFEED {id} DROP t WITH initial_scan", "42601", "DROP takes no options"),
     ],
 )
 def test_malformed_job_statements_are_refused(

@@ -673,10 +673,16 @@ SINK_KINDS: tuple[SinkKind, ...] = (
     ),
     SinkKind(
         "kafka",
-        ("kafka",),
+        # confluent-cloud:// and azure-event-hub://: Kafka with CockroachDB's presets
+        # (TLS, SASL PLAIN from api_key/api_secret or the shared access key)
+        ("kafka", "confluent-cloud", "azure-event-hub"),
         "feedkv.changefeed.sinks.kafka:make",
         frozenset(
             {
+                "api_key",
+                "api_secret",
+                "shared_access_key_name",
+                "shared_access_key",
                 "topic_prefix",
                 "kafka_topic_prefix",  # the CDC design's name of topic_prefix
                 "topic_name",

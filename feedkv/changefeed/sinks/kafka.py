@@ -548,7 +548,21 @@ def _check_version(value: Any) -> None:
         )
 
 
+# The credentials of the schemes that preset them, CockroachDB's: each scheme's own pair,
+# which no other scheme takes.
+_PRESET_PARAMS = {
+    "confluent-cloud": ("api_key", "api_secret"),
+    "azure-event-hub": ("shared_access_key_name", "shared_access_key"),
+}
+
+
 def _security(uri: SinkURI) -> dict[str, Any]:
+    for scheme, names in _PRESET_PARAMS.items():
+        for name in names:
+            if name in uri.params and uri.scheme != scheme:
+                raise option_error(f"sink parameter {name} is for {scheme}:// sinks")
+    if uri.scheme in _PRESET_PARAMS:
+        return _preset(uri)
     tls = uri.bool_param("tls_enabled")
     sasl = uri.bool_param("sasl_enabled")
     protocol = {
@@ -558,6 +572,43 @@ def _security(uri: SinkURI) -> dict[str, Any]:
         (True, True): "SASL_SSL",
     }
     return {**_tls(uri, tls), **_sasl(uri, sasl), "security.protocol": protocol[tls, sasl]}
+
+
+def _preset(uri: SinkURI) -> dict[str, Any]:
+    """``confluent-cloud://`` and ``azure-event-hub://``, as CockroachDB sets them up:
+    TLS and SASL ``PLAIN``, on unless given false (which such a service refuses, so it
+    is refused here); the user and password from the scheme's own pair: Confluent
+    Cloud's API key and secret, or Event Hubs' ``$ConnectionString`` and the namespace's
+    connection string made of the shared access policy's name and key."""
+    for name in ("tls_enabled", "sasl_enabled", "sasl_handshake"):
+        if name in uri.params and not uri.bool_param(name):
+            raise option_error(f"sink parameter {name} must be true for {uri.scheme}:// sinks")
+    mechanism = (uri.param("sasl_mechanism") or "PLAIN").upper()
+    if mechanism != "PLAIN":
+        raise option_error(f"sink parameter sasl_mechanism must be PLAIN for {uri.scheme}:// sinks")
+    for name in (*_SASL_PASSWORD_PARAMS, *_SASL_OAUTH_PARAMS):
+        if name in uri.params:
+            raise option_error(f"sink parameter {name} is not used by {uri.scheme}:// sinks")
+    key, secret = _PRESET_PARAMS[uri.scheme]
+    for name in (key, secret):
+        if not uri.param(name):
+            raise option_error(f"sink parameter {name} is needed by {uri.scheme}:// sinks")
+    if uri.scheme == "confluent-cloud":
+        user, password = uri.param(key), uri.param(secret)
+    else:
+        namespace = uri.host.rsplit(":", 1)[0]
+        user = "$ConnectionString"
+        password = (
+            f"Endpoint=sb://{namespace}/;SharedAccessKeyName={uri.param(key)};"
+            f"SharedAccessKey={uri.param(secret)}"
+        )
+    return {
+        **_tls(uri, True),
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": user,
+        "sasl.password": password,
+    }
 
 
 def _tls(uri: SinkURI, tls: bool) -> dict[str, Any]:

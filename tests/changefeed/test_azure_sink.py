@@ -197,3 +197,33 @@ def azure_setup(request: pytest.FixtureRequest, azurite: Azurite, service: Any) 
 
 def test_the_azure_sink_keeps_the_sink_contract(azure_setup: SinkSetup) -> None:
     azure_setup.check()
+
+
+def test_the_spark_runners_staging_stays_beside_the_sinks_prefix(
+    azurite: Azurite, service: Any, container: str
+) -> None:
+    """A batch published exactly once (as the Spark runner publishes it) lands under the
+    sink's prefix alone; its staging and manifest go beside it, so a loader copying the
+    prefix sees only data files."""
+    from feedkv.changefeed.sinks.batch_publisher import BatchPublisher, layout
+    from feedkv.changefeed.sinks.cloud_storage import blob_store
+
+    where = layout(parse_sink_uri(f"azure://{container}/cdc?{query(azurite)}", ChangefeedOptions()))
+    root = blob_store(where.root)
+    try:
+        publisher = BatchPublisher.of(root, 9, where)
+        task = publisher.stage()
+        task.put("2024-05-01/a.ndjson", b"1\n")
+        task.put("2024-05-01/b.ndjson", b"2\n")
+        assert blobs(service, container, "cdc/") == {}  # staged: out of the prefix
+        publisher.publish(0, task.staged)
+        publisher.publish(0, task.staged)  # a replay publishes nothing twice
+    finally:
+        root.close()
+    assert blobs(service, container, "cdc/") == {
+        "cdc/2024-05-01/a.ndjson": b"1\n",
+        "cdc/2024-05-01/b.ndjson": b"2\n",
+    }
+    assert list(blobs(service, container, ".cdc.feedkv/")) == [
+        ".cdc.feedkv/jobs/9/manifests/00000000000000000000.json"
+    ]

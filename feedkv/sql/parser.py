@@ -1045,11 +1045,18 @@ class _Statement:
             return st.ShowChangefeedJobs(self.text)
         if words[1:] == ["JOBS"]:
             return st.ShowChangefeedJobs(self.text, shape="jobs")
-        if words[1:4] == ["JOB", "WHEN", "COMPLETE"]:
-            job_id = self._job_id(4)
-            if len(words) > 5:
-                raise self._error_at(5, "unexpected input after the job id")
-            return st.ShowChangefeedJobs(self.text, job_id, shape="jobs", wait=True)
+        if words[1:4] == ["JOB", "WHEN", "COMPLETE"] or (
+            words[1:2] == ["JOB"] and words[2:3] == ["$"]
+        ):
+            wait = words[2:3] == ["WHEN"]
+            at = 4 if wait else 2
+            job_id, param = self._job_ref_or_param(at)
+            end = at + (2 if param is not None else 1)
+            if len(words) > end:
+                raise self._error_at(end, "unexpected input after the job id")
+            return st.ShowChangefeedJobs(
+                self.text, job_id, shape="jobs", wait=wait, job_param=param
+            )
         if words[1:2] == ["JOBS"]:
             wait = words[2:4] == ["WHEN", "COMPLETE"]
             query = self._jobs_query(4 if wait else 2)
@@ -1624,6 +1631,17 @@ class _Statement:
                 continue
             return options, i
 
+    def _job_ref_or_param(self, i: int) -> tuple[int | None, exp.Parameter | None]:
+        """A job id at token ``i``, or a placeholder (``$n``, two tokens) standing for
+        one: ``(job id, None)`` or ``(None, placeholder)``."""
+        token = self.tokens[i] if i < len(self.words) else None
+        if token is not None and token.token_type is TokenType.PARAMETER:
+            number = self.tokens[i + 1] if i + 1 < len(self.words) else None
+            if number is None or not number.text.isdigit():
+                raise self._error_at(i, "expected a job id or a placeholder ($1)")
+            return None, exp.Parameter(this=exp.Literal.number(int(number.text)))
+        return self._job_id(i), None
+
     def _job_id(self, i: int) -> int:
         token = self.tokens[i] if i < len(self.words) else None
         if token is None or token.token_type is not TokenType.NUMBER or not token.text.isdigit():
@@ -1683,14 +1701,15 @@ class _Statement:
             raise self._error_at(
                 1, f"expected {words[0]} JOB <job id> or {words[0]} CHANGEFEED <name>"
             )
-        job_id = self._job_id(2)
-        if words[3:6] == ["WITH", "REASON", "="] and action == "pause":
+        job_id, param = self._job_ref_or_param(2)
+        at = 4 if param is not None else 3  # after the id
+        if words[at : at + 3] == ["WITH", "REASON", "="] and action == "pause":
             # CockroachDB keeps the reason where nothing shows it; it is taken and dropped
-            if len(words) != 7 or self.tokens[6].token_type is not TokenType.STRING:
-                raise self._error_at(6, "expected the reason as a string")
-        elif len(words) > 3:
-            raise self._error_at(3, "unexpected input after the job id")
-        return st.ControlJob(self.text, action, job_id)
+            if len(words) != at + 4 or self.tokens[at + 3].token_type is not TokenType.STRING:
+                raise self._error_at(at + 3, "expected the reason as a string")
+        elif len(words) > at:
+            raise self._error_at(at, "unexpected input after the job id")
+        return st.ControlJob(self.text, action, job_id, job_param=param)
 
     def _jobs_query(self, first: int) -> str:
         """The SELECT from token ``first`` to the end, bare or in parentheses, that picks

@@ -616,6 +616,9 @@ class ShowChangefeedJobs(Statement):
     # SHOW JOB[S] WHEN COMPLETE: the rows once every job shown is succeeded, failed or
     # canceled
     wait: bool = False
+    # SHOW JOB [WHEN COMPLETE] $n: the placeholder whose value is the job id, bound
+    # before the statement runs (job_id then)
+    job_param: exp.Expr | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -664,6 +667,7 @@ class ControlJob(Statement):
     # PAUSE | RESUME | CANCEL JOBS (<query>): the jobs whose ids its first column gives
     query: str | None = None
     every: bool = False  # PAUSE | RESUME | CANCEL ALL CHANGEFEED JOBS
+    job_param: exp.Expr | None = None  # PAUSE JOB $n: bound to job_id before it runs
 
 
 @dataclass(frozen=True, slots=True)

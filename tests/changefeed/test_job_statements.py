@@ -317,3 +317,25 @@ def test_a_scan_not_yet_run_follows_the_job_through_another_alter(
     record = db.changefeeds.record(job_id)
     assert record is not None and record.pending_scans() == frozenset()
     assert record.added_scan_at is None
+
+
+def test_a_job_id_may_be_a_placeholder(table: DB, tmp_path: Path) -> None:
+    """Drivers pass the id as a parameter (CockroachDB's own tests run ``SHOW JOB WHEN
+    COMPLETE $1``)."""
+    db = table
+    job_id = create(db, tmp_path / "a")
+    session = db.session()
+    assert session.execute("PAUSE JOB $1", job_id).tag == "PAUSE JOB"
+    assert statuses(db)[job_id] == "paused"
+    assert session.execute("RESUME JOB $1", str(job_id)).tag == "RESUME JOB"  # text too
+    assert session.execute("PAUSE JOB $1 WITH REASON = 'x'", job_id).tag == "PAUSE JOB"
+    assert session.execute("SHOW JOB $1", job_id).rows[0][0] == job_id
+    session.execute("CANCEL JOB $1", job_id)
+    result = session.execute("SHOW JOB WHEN COMPLETE $1", job_id)
+    assert result.rows[0][result.columns.index("status")] == "canceled"
+    with pytest.raises(SQLError) as raised:
+        session.execute("PAUSE JOB $1", "soon")
+    assert raised.value.code == "22P02"
+    with pytest.raises(SQLError) as raised:
+        session.execute("PAUSE JOB $1")
+    assert raised.value.code == "08P01"  # a parameter is missing

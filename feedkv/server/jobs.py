@@ -18,6 +18,7 @@ The registry and thread jobs work through ``client``, the node's own SQL client 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
@@ -79,15 +80,16 @@ def job_registry(
         else thread_jobs(client, metrics, node.changefeed_buffers)
     )
     node_dead = node.cluster.node_dead if node.cluster is not None else None
-    return JobRegistry(
-        client, node.node_id, confined(node, make_job), metrics=metrics, node_dead=node_dead
-    )
+    confined_job = confined(node, make_job, staged_beside=runner == "spark")
+    return JobRegistry(client, node.node_id, confined_job, metrics=metrics, node_dead=node_dead)
 
 
-def confined(node: Node, make_job: JobFactory) -> JobFactory:
+def confined(node: Node, make_job: JobFactory, *, staged_beside: bool = False) -> JobFactory:
     """``make_job``, refusing (the job fails, saying why) a ``file://`` sink outside the
     node's external I/O directory: CREATE checks it where it runs on a node, but a
-    client of a server (root over gRPC) plans its changefeeds in its own process."""
+    client of a server (root over gRPC) plans its changefeeds in its own process. With
+    ``staged_beside`` (the Spark runner), the folder beside the sink where its files are
+    staged must lie inside it too (:func:`~feedkv.changefeed.sinks.batch_publisher.layout`)."""
     root = node.external_io_dir
     if root is None:
         return make_job
@@ -95,7 +97,14 @@ def confined(node: Node, make_job: JobFactory) -> JobFactory:
     def make(record: JobRecord) -> Job:
         uri = urlsplit(record.spec.sink_uri or "")
         if uri.scheme == "file":
-            confine(unquote(uri.path), root)
+            path = unquote(uri.path)
+            confine(path, root)
+            if staged_beside:
+                from feedkv.changefeed.sink import parse_sink_uri
+                from feedkv.changefeed.sinks.batch_publisher import layout
+
+                where = layout(parse_sink_uri(record.spec.sink_uri or "", record.spec.options))
+                confine(os.path.join(where.root.path, where.work), root)
         return make_job(record)
 
     return make

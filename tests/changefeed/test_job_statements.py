@@ -339,3 +339,27 @@ def test_a_job_id_may_be_a_placeholder(table: DB, tmp_path: Path) -> None:
     with pytest.raises(SQLError) as raised:
         session.execute("PAUSE JOB $1")
     assert raised.value.code == "08P01"  # a parameter is missing
+
+
+# The Spark runner's staging beside a file sink.
+
+
+def test_a_spark_file_sink_must_leave_room_for_its_staging_inside_the_external_io_dir(
+    tmp_path: Path,
+) -> None:
+    """The Spark runner stages a file sink's files beside its directory, so the sink
+    cannot be the external I/O directory itself (nothing of it may land outside); a
+    directory below it can. Refused at CREATE, before any Spark job starts."""
+    import feedkv
+
+    extern = tmp_path / "extern"
+    db = feedkv.connect(tmp_path / "store", changefeed_runner="spark", external_io_dir=extern)
+    try:
+        db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+        with pytest.raises(SQLError) as raised:
+            db.sql(f"CREATE CHANGEFEED FOR t INTO 'file://{extern}'")
+        assert raised.value.code == "22023"
+        assert "stages a file sink's files beside its directory" in raised.value.message
+        assert db.sql("SHOW JOBS").rows == []
+    finally:
+        db.close()

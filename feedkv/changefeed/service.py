@@ -168,21 +168,21 @@ class Changefeeds:
         does the folder beside it that holds its jobs' staging and manifests."""
         if sink.scheme != "file" or self._external_io_dir is None:
             return
-        paths = [sink.path]
-        if self._runner == "spark":
-            where = layout(sink)
-            paths.append(os.path.join(where.root.path, where.work))
         try:
-            for path in paths:
-                confine(path, self._external_io_dir)
+            confine(sink.path, self._external_io_dir)
         except InvalidArgumentError as exc:
-            hint = (
-                "; the Spark runner stages a file sink's files beside its directory, so "
-                "the sink must be a directory below --external-io-dir, not that directory"
-                if len(paths) > 1 and path == paths[1]
-                else ""
-            )
-            raise option_error(f"sink URI {redacted(sink.uri)!r}: {exc}{hint}") from None
+            raise option_error(f"sink URI {redacted(sink.uri)!r}: {exc}") from None
+        if self._runner != "spark":
+            return
+        where = layout(sink)
+        try:
+            confine(os.path.join(where.root.path, where.work), self._external_io_dir)
+        except InvalidArgumentError as exc:
+            raise option_error(
+                f"sink URI {redacted(sink.uri)!r}: {exc}; the Spark runner stages a file "
+                "sink's files beside its directory, so the sink must be a directory below "
+                "--external-io-dir, not that directory"
+            ) from None
 
     def execute(self, statement: st.Statement, session: Session) -> Result:
         """Run a job statement: an admin's on any job, another user's on their own (a

@@ -646,7 +646,7 @@ _TLS = frozenset({"ca_cert", "client_cert", "client_key", "insecure_tls_skip_ver
 SINK_KINDS: tuple[SinkKind, ...] = (
     SinkKind(
         "cloud storage",
-        ("file", "s3", "azure", "azure-blob"),
+        ("file", "s3", "gs", "azure", "azure-blob"),
         "feedkv.changefeed.sinks.cloud_storage:make",
         frozenset(
             {
@@ -664,6 +664,10 @@ SINK_KINDS: tuple[SinkKind, ...] = (
                 "AZURE_CLIENT_ID",  # CockroachDB's service principal: refused, saying why
                 "AZURE_CLIENT_SECRET",
                 "AZURE_TENANT_ID",
+                "AUTH",  # gs://: specified (CREDENTIALS) or implicit
+                "CREDENTIALS",
+                "ASSUME_ROLE",  # refused, saying why
+                "GS_ENDPOINT",  # feedkv's, as AWS_ENDPOINT: an emulator in the tests
             }
         ),
         frozenset({"json", "csv", "parquet"}),

@@ -119,7 +119,7 @@ __all__ = [
     "encode_spec",
 ]
 
-FILE_SCHEMES = ("file", "s3", "azure", "azure-blob")
+FILE_SCHEMES = ("file", "s3", "gs", "azure", "azure-blob")
 
 
 def encode_spec(spec: ChangefeedSpec) -> str:

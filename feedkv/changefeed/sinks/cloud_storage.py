@@ -1,5 +1,5 @@
-"""``file:///dir``, ``s3://bucket/prefix`` and ``azure://container/prefix``: changefeed
-files in a directory tree.
+"""``file:///dir``, ``s3://bucket/prefix``, ``gs://bucket/prefix`` and
+``azure://container/prefix``: changefeed files in a directory tree.
 
 Files are named so that reading them in lexicographic order is safe::
 
@@ -317,8 +317,8 @@ def check(uri: SinkURI, options: ChangefeedOptions) -> None:
 
 
 def blob_store(uri: SinkURI) -> BlobStore:
-    """The directory, bucket or container a ``file://``, ``s3://`` or ``azure://`` URI
-    names."""
+    """The directory, bucket or container a ``file://``, ``s3://``, ``gs://`` or
+    ``azure://`` URI names."""
     if uri.scheme == "file":
         if uri.host not in ("", "localhost"):
             raise option_error(
@@ -331,6 +331,10 @@ def blob_store(uri: SinkURI) -> BlobStore:
         from feedkv.changefeed.sinks.azure import AzureBlobs
 
         return AzureBlobs(uri)
+    if uri.scheme == "gs":
+        from feedkv.changefeed.sinks.gcs import GCSBlobs
+
+        return GCSBlobs(uri)
     from feedkv.changefeed.sinks.s3 import S3Blobs
 
     return S3Blobs(uri)

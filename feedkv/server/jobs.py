@@ -80,16 +80,15 @@ def job_registry(
         else thread_jobs(client, metrics, node.changefeed_buffers)
     )
     node_dead = node.cluster.node_dead if node.cluster is not None else None
-    confined_job = confined(node, make_job, staged_beside=runner == "spark")
-    return JobRegistry(client, node.node_id, confined_job, metrics=metrics, node_dead=node_dead)
+    return JobRegistry(
+        client, node.node_id, confined(node, make_job), metrics=metrics, node_dead=node_dead
+    )
 
 
-def confined(node: Node, make_job: JobFactory, *, staged_beside: bool = False) -> JobFactory:
+def confined(node: Node, make_job: JobFactory) -> JobFactory:
     """``make_job``, refusing (the job fails, saying why) a ``file://`` sink outside the
     node's external I/O directory: CREATE checks it where it runs on a node, but a
-    client of a server (root over gRPC) plans its changefeeds in its own process. With
-    ``staged_beside`` (the Spark runner), the folder beside the sink where its files are
-    staged must lie inside it too (:func:`~feedkv.changefeed.sinks.batch_publisher.layout`)."""
+    client of a server (root over gRPC) plans its changefeeds in its own process."""
     root = node.external_io_dir
     if root is None:
         return make_job
@@ -97,14 +96,7 @@ def confined(node: Node, make_job: JobFactory, *, staged_beside: bool = False) -
     def make(record: JobRecord) -> Job:
         uri = urlsplit(record.spec.sink_uri or "")
         if uri.scheme == "file":
-            path = unquote(uri.path)
-            confine(path, root)
-            if staged_beside:
-                from feedkv.changefeed.sink import parse_sink_uri
-                from feedkv.changefeed.sinks.batch_publisher import layout
-
-                where = layout(parse_sink_uri(record.spec.sink_uri or "", record.spec.options))
-                confine(os.path.join(where.root.path, where.work), root)
+            confine(unquote(uri.path), root)
         return make_job(record)
 
     return make
@@ -133,6 +125,7 @@ def spark_jobs(node: Node, spark_master: Callable[[], str | None]) -> JobFactory
                 "with changefeed_runner='thread'); the Spark runner follows fixed tables"
             )
 
+        _confine_staging(node, record)
         checkpoint = node.path / "changefeed-jobs" / str(record.id) / "checkpoint"
         return SparkJob(
             node.serve(),
@@ -144,6 +137,21 @@ def spark_jobs(node: Node, spark_master: Callable[[], str | None]) -> JobFactory
         )
 
     return make
+
+
+def _confine_staging(node: Node, record: JobRecord) -> None:
+    """Refuse (the job fails, saying why) a Spark job whose ``file://`` sink stages its
+    files beside the sink (:func:`~feedkv.changefeed.sinks.batch_publisher.layout`)
+    outside the node's external I/O directory, as :func:`confined` refuses the sink
+    itself there."""
+    root = node.external_io_dir
+    if root is None or urlsplit(record.spec.sink_uri or "").scheme != "file":
+        return
+    from feedkv.changefeed.sink import parse_sink_uri
+    from feedkv.changefeed.sinks.batch_publisher import layout
+
+    where = layout(parse_sink_uri(record.spec.sink_uri or "", record.spec.options))
+    confine(os.path.join(where.root.path, where.work), root)
 
 
 def protect_job_history(node: Node, client: KV) -> None:

@@ -13,6 +13,12 @@ APT_GET := $(if $(filter 0,$(shell id -u)),apt-get,sudo apt-get)
 # package that cannot be installed leaves the tests that drive it skipped, saying why.
 apt_install = { $(APT_GET) install -y -qq $(1) || { $(APT_GET) update -qq && $(APT_GET) install -y -qq $(1); } || echo "make: could not install $(1): the tests that need it are skipped"; }
 
+# Azurite (the npm registry's Azure Storage emulator) serves Blob Storage to the azure://
+# sink's tests, from a cache directory of the repository's own; a machine where npm cannot
+# install it leaves those tests skipped, saying why
+AZURITE_VERSION := 3.35.0
+AZURITE := .cache/azurite/node_modules/.bin/azurite-blob
+
 .PHONY: test demo demo-cluster lint bench clean proto
 
 $(STAMP): pyproject.toml
@@ -27,6 +33,11 @@ $(STAMP): pyproject.toml
 	@command -v chromium >/dev/null 2>&1 || $(call apt_install,chromium)
 	@touch $(STAMP)
 
+$(AZURITE):
+	@command -v npm >/dev/null 2>&1 && npm install --silent --no-audit --no-fund \
+		--prefix .cache/azurite azurite@$(AZURITE_VERSION) \
+		|| echo "make: could not install azurite: the azure:// sink's tests are skipped"
+
 lint: $(STAMP)
 	$(BIN)/ruff check feedkv tests bench
 	$(BIN)/ruff format --check feedkv tests bench
@@ -35,7 +46,7 @@ lint: $(STAMP)
 # NB: three workers on two cores: much of the suite waits (on node subprocesses, fsync);
 # slow tests start first, and those on the shared Spark session share a worker
 # (tests/conftest.py)
-test: lint
+test: lint $(AZURITE)
 	$(BIN)/pytest -q -n 3 --dist loadgroup
 
 demo: $(STAMP)
@@ -53,4 +64,4 @@ proto: $(STAMP)
 		--pyi_out=feedkv/kv/proto feedkv/kv/proto/feedkv.proto
 
 clean:
-	rm -rf $(VENV) demo-data demo-cluster-data
+	rm -rf $(VENV) demo-data demo-cluster-data .cache

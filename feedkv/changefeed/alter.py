@@ -8,6 +8,11 @@ options must suit it; the job resumes there from its high-water mark), and ``SET
 every change after the cursor and scans nothing. A cursor below the garbage-collection
 threshold of a watched table is refused, naming the threshold. ``initial_scan`` cannot
 change, nor can ``cursor`` be unset.
+
+``ADD t WITH initial_scan`` (CockroachDB's form; ``initial_scan = 'yes'`` too) scans the
+added table as of the job's high-water mark when it resumes, before it goes on: the
+table's rows then, followed by its changes after. Without it, an added table is followed
+from the high-water mark with no scan, as in CockroachDB.
 """
 
 from __future__ import annotations
@@ -71,10 +76,27 @@ def alter(txn: Txn, job_id: int, statement: st.AlterChangefeed, session: Session
             names = table_names(txn, target.table_id)
             check_history(session.db, target, names[1] if names else "?", spec.start)
         altered = altered.replace(high_water=spec.start)  # resumed, it runs from there
+    altered = _with_scans(altered, record, statement, session, txn)
     description = create_statement(altered, txn)  # with its name, if it has one
     put_job(
         txn, altered.replace(spec=dataclasses.replace(spec, description=description)), watching=True
     )
+
+
+def _with_scans(
+    altered: JobRecord, record: JobRecord, statement: st.AlterChangefeed, session: Session, txn: Txn
+) -> JobRecord:
+    """``altered`` with the tables to scan when it resumes: those added now ``WITH
+    initial_scan`` and those added so before whose scan has not run, less the tables no
+    longer watched; each is scanned as of the high-water mark it resumes from."""
+    scans = set(record.pending_scans())
+    for written in statement.scanned:
+        _database, desc = resolve_table(session, txn, written)
+        scans.add(desc.id)
+    scans &= {t.table_id for t in altered.spec.targets}
+    if not scans:
+        return altered.replace(added_scans=(), added_scan_at=None)
+    return altered.replace(added_scans=tuple(sorted(scans)), added_scan_at=altered.high_water)
 
 
 def altered_spec(

@@ -160,6 +160,9 @@ class ChangefeedSpec:
     # FOR DATABASE: the database whose tables are watched, the targets being those it
     # holds when the feed (re)starts (feedkv.changefeed.database)
     database_id: int | None = None
+    # Tables scanned as of ``start`` before the feed goes on, whatever initial_scan says:
+    # those ALTER CHANGEFEED ... ADD ... WITH initial_scan added (JobRecord.resume_spec)
+    scan_tables: frozenset[int] = frozenset()
 
 
 class Changefeed:
@@ -204,7 +207,7 @@ class Changefeed:
         self._with_diff = (
             spec.options.diff or self._query is not None or spec.options.envelope == "enriched"
         )
-        self._scanned = not spec.options.scans
+        self._scanned = not (spec.options.scans or spec.scan_tables)
         self._topics_used: set[str] = set()
         self._schema_topic = schema_topic(spec.sink_uri)
         self._schema_seen: dict[int, Timestamp] = {}  # schema changes sent, per table
@@ -352,8 +355,11 @@ class Changefeed:
             self._query.schema_time = lambda desc: histories[desc.id].written_at(desc.version)
         self._live = False
         if not self._scanned:
-            self.backfill_pending = self._scan_spans = len(self.spec.targets)
-            for target in self.spec.targets:
+            scanned = [
+                t for t in self.spec.targets if o.scans or t.table_id in self.spec.scan_tables
+            ]
+            self.backfill_pending = self._scan_spans = len(scanned)
+            for target in scanned:
                 for message in self._scan(target, start):
                     if self.closed:
                         return None
@@ -762,9 +768,9 @@ def schema_message(topic: str, table: str, change: SchemaChange) -> Message:
 
 
 def stopped_by(change: SchemaChange) -> ChangefeedError:
-    """The error a feed ends with at ``change`` (a stop, a dropped table, or one taken
-    offline by IMPORT INTO)."""
-    if change.after.dropped or change.takes_offline:
+    """The error a feed ends with at ``change`` (a stop, a dropped table, one taken
+    offline by IMPORT INTO, or one truncated)."""
+    if change.ends_feed:
         return ChangefeedError(f"{change.describe()} at {change.ts}; the changefeed ended")
     return ChangefeedError(
         f"schema change occurred at {change.ts}: {change.describe()}; "

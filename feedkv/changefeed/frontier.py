@@ -95,7 +95,7 @@ def plan_schema_changes(
     skipped: set[tuple[int, Timestamp]] = set()
     backfills: list[Backfill] = []
     for _ts, table_id, change in sorted(changes, key=lambda c: (c[0], c[1])):
-        stop = change if change.after.dropped or change.takes_offline else None
+        stop = change if change.ends_feed else None
         counts = (
             change.changes_columns
             if options.schema_change_events == "column_changes"

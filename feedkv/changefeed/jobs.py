@@ -148,7 +148,7 @@ CRDB_INTERNAL_JOBS_COLUMNS = (*JOBS_COLUMNS[:12], "high_water_timestamp", *JOBS_
 JOB_TYPE = "CHANGEFEED"
 
 # Sink URI parameters whose values SHOW CHANGEFEED JOBS never prints.
-_SECRET_WORDS = ("password", "secret", "token", "key", "cert", "auth")
+_SECRET_WORDS = ("password", "secret", "token", "key", "cert", "auth", "credential")
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,13 +187,26 @@ class JobRecord:
     scanned: bool = False  # its runner finished its initial scan (before the mark moves)
     name: str | None = None
     database_id: int | None = None
+    # ALTER CHANGEFEED ... ADD ... WITH initial_scan: the tables added, scanned as of
+    # added_scan_at (the high-water mark then) once the job runs from there again
+    added_scans: tuple[int, ...] = ()
+    added_scan_at: Timestamp | None = None
 
     def replace(self, **changes: Any) -> JobRecord:
         return dataclasses.replace(self, **changes)
 
+    def pending_scans(self) -> frozenset[int]:
+        """The added tables still to scan: while the high-water mark has not moved past
+        the point they are scanned at (a run that stops before its scan is flushed
+        leaves the mark there, and the next run scans them again)."""
+        if self.added_scan_at is None or self.high_water != self.added_scan_at:
+            return frozenset()
+        return frozenset(self.added_scans)
+
     def resume_spec(self) -> ChangefeedSpec:
-        """The spec to run from the recorded high-water mark: after it, with no scan."""
-        spec = self.spec
+        """The spec to run from the recorded high-water mark: after it, with no scan
+        but that of the tables added with ``initial_scan`` (:meth:`pending_scans`)."""
+        spec = dataclasses.replace(self.spec, scan_tables=self.pending_scans())
         if self.high_water is None or self.high_water <= spec.start:
             return spec
         options = dataclasses.replace(spec.options, initial_scan="no")
@@ -220,6 +233,11 @@ class JobRecord:
                 "scan_rows": self.scan_rows,
                 "scanned": self.scanned,
                 "name": [self.database_id, self.name] if self.name is not None else None,
+                **(
+                    {"added_scans": [list(self.added_scans), str(self.added_scan_at)]}
+                    if self.added_scan_at is not None
+                    else {}
+                ),
                 "spec": {
                     "targets": [
                         [t.table_id, t.family, *(b.hex() for b in t.bounds or ())]
@@ -270,6 +288,7 @@ class JobRecord:
         )
         lease = Lease(d["lease"][0], d["lease"][1]) if d["lease"] else None
         database_id, name = d.get("name") or (None, None)
+        added_scans, added_scan_at = d.get("added_scans") or ((), None)
         return cls(
             id=d["id"],
             spec=spec,
@@ -288,6 +307,8 @@ class JobRecord:
             scanned=bool(d.get("scanned", False)),
             name=name,
             database_id=database_id,
+            added_scans=tuple(added_scans),
+            added_scan_at=_parsed(added_scan_at),
         )
 
 

@@ -78,6 +78,18 @@ class SchemaChange:
         return self.after.offline and not self.before.offline
 
     @property
+    def truncates(self) -> bool:
+        """Whether TRUNCATE emptied the table: that ends the changefeeds watching it,
+        as CockroachDB's docs say TRUNCATE causes errors on them."""
+        return self.after.truncations > self.before.truncations
+
+    @property
+    def ends_feed(self) -> bool:
+        """Whether the change ends every changefeed watching the table, whatever its
+        schema change policy: the table was dropped, taken offline or truncated."""
+        return self.after.dropped or self.takes_offline or self.truncates
+
+    @property
     def changes_columns(self) -> bool:
         return bool(self.added_columns or self.dropped_columns or self.retyped_columns)
 
@@ -87,6 +99,8 @@ class SchemaChange:
             return f"table {self.before.name!r} was dropped"
         if self.takes_offline:
             return f"table {self.before.name!r} was taken offline by IMPORT INTO"
+        if self.truncates:
+            return f"table {self.before.name!r} was truncated"
         if self.added_columns:
             parts.append("added column(s) " + ", ".join(self.added_columns))
         if self.dropped_columns:

@@ -19,6 +19,7 @@ resolved to the job id first, so every statement then runs as for a job id.
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from feedkv.changefeed import feed_names
 from feedkv.changefeed.alter import alter
 from feedkv.changefeed.changefeed import Changefeed, ChangefeedSpec
 from feedkv.changefeed.cluster_settings import run_setting
-from feedkv.changefeed.control import CONTROL_WAIT_S, REQUESTED, request
+from feedkv.changefeed.control import CONTROL_WAIT_S, REQUESTED, request, requested
 from feedkv.changefeed.create import is_admin, plan_changefeed, require_admin
 from feedkv.changefeed.job import Job
 from feedkv.changefeed.jobs import (
@@ -60,6 +61,7 @@ from feedkv.changefeed.sink import (
     sink_defaults,
 )
 from feedkv.changefeed.sinkless import COLUMNS, ChannelSink, FeedResult
+from feedkv.changefeed.sinks.batch_publisher import layout
 from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.security.external_io import confine
 from feedkv.sql import catalog
@@ -162,12 +164,25 @@ class Changefeeds:
             )
 
     def _check_external_io(self, sink: SinkURI) -> None:
+        """A ``file://`` sink lies below ``--external-io-dir``; on the Spark runner, so
+        does the folder beside it that holds its jobs' staging and manifests."""
         if sink.scheme != "file" or self._external_io_dir is None:
             return
         try:
             confine(sink.path, self._external_io_dir)
         except InvalidArgumentError as exc:
             raise option_error(f"sink URI {redacted(sink.uri)!r}: {exc}") from None
+        if self._runner != "spark":
+            return
+        where = layout(sink)
+        try:
+            confine(os.path.join(where.root.path, where.work), self._external_io_dir)
+        except InvalidArgumentError as exc:
+            raise option_error(
+                f"sink URI {redacted(sink.uri)!r}: {exc}; the Spark runner stages a file "
+                "sink's files beside its directory, so the sink must be a directory below "
+                "--external-io-dir, not that directory"
+            ) from None
 
     def execute(self, statement: st.Statement, session: Session) -> Result:
         """Run a job statement: an admin's on any job, another user's on their own (a
@@ -179,15 +194,15 @@ class Changefeeds:
             statement = dataclasses.replace(statement, job_id=named, name=None)
         if not admin and isinstance(statement, _NAMED):
             if statement.job_id is not None:
-                record = get_job(snapshot, statement.job_id)
-                if record is None or record.spec.user != session.user:
-                    require_admin(session, snapshot, "manage another user's changefeed jobs")
+                self._require_owner(session, snapshot, statement.job_id)
         elif not admin:
             require_admin(session, snapshot, "manage changefeed jobs")
         if isinstance(statement, st.ShowChangefeedJobs):
-            return self._show(statement, None if admin else session.user)
+            return self._show(statement, session, admin)
         if isinstance(statement, st.ShowCreateChangefeed):
             return self._show_create(_resolved(statement.job_id))
+        if isinstance(statement, st.ControlJob) and (statement.query or statement.every):
+            return self._control_many(statement, session, admin)
         if isinstance(statement, st.ControlJob):
             job_id = _resolved(statement.job_id)
             if statement.action == "drop":
@@ -242,15 +257,51 @@ class Changefeeds:
     def _snapshot(self) -> catalog.Snapshot:
         return catalog.Snapshot(self._db, self._db.now())
 
-    def _show(self, statement: st.ShowChangefeedJobs, owner: str | None) -> Result:
-        """``owner``: only that user's jobs (``None``: every job)."""
+    @staticmethod
+    def _require_owner(session: Session, snapshot: catalog.Snapshot, job_id: int) -> None:
+        """A user who is no admin manages their own jobs only (another's is refused,
+        42501, as if it were for an admin only)."""
+        record = get_job(snapshot, job_id)
+        if record is None or record.spec.user != session.user:
+            require_admin(session, snapshot, "manage another user's changefeed jobs")
+
+    def _job_ids(self, session: Session, query: str, what: str) -> list[int]:
+        """The job ids ``query`` gives (its one column; NULLs are skipped), as the
+        ``<what> (SELECT ...)`` statements take them."""
+        result = session.execute(query)
+        if len(result.columns) != 1:
+            raise SQLError(
+                "42601", f"{what} expects a single column source, got {len(result.columns)} columns"
+            )
+        ids: list[int] = []
+        for (value,) in result.rows:
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise SQLError(
+                    "42804", f"{what} expects job ids (INT8), but the query gave {value!r}"
+                )
+            ids.append(value)
+        return list(dict.fromkeys(ids))  # each job once, in the query's order
+
+    def _show(self, statement: st.ShowChangefeedJobs, session: Session, admin: bool) -> Result:
+        """A user who is no admin sees their own jobs only."""
         snapshot = self._snapshot()
         job_id = statement.job_id
-        if job_id is None:
+        if statement.query is not None:
+            ids = self._job_ids(session, statement.query, "SHOW JOBS")
+            if not admin:
+                for each in ids:
+                    self._require_owner(session, snapshot, each)
+            records = [existing_job(get_job(snapshot, i), i) for i in reversed(ids)]
+        elif job_id is None:
+            owner = None if admin else session.user
             records = [r for r in list_jobs(snapshot) if owner in (None, r.spec.user)]
         else:
             records = [existing_job(get_job(snapshot, job_id), job_id)]
-        records.reverse()  # newest first
+        if statement.wait:
+            records = [self._wait_complete(r.id, session) for r in records]
+        records.reverse()  # newest first (SHOW JOBS (query): the query's order)
         columns: tuple[str, ...]
         if statement.shape == "jobs":
             columns, rows = JOBS_COLUMNS, [jobs_row(r) for r in records]
@@ -267,6 +318,50 @@ class Changefeeds:
             self._registry.poke()
         self._wait_for(job_id, lambda r: r.status not in REQUESTED, CONTROL_WAIT_S)
         return Result(tag=f"{action.upper()} JOB")
+
+    def _wait_complete(self, job_id: int, session: Session) -> JobRecord:
+        """``SHOW JOB WHEN COMPLETE``: job ``job_id`` once it succeeded, failed or was
+        canceled, as CockroachDB waits for a finished job (a paused one is not); the
+        client's cancel (57014) ends the wait."""
+        while True:
+            record = existing_job(self.record(job_id), job_id)
+            if record.status in TERMINAL:
+                return record
+            session.interrupt.sleep(WAIT_POLL_S)
+
+    def _control_many(self, statement: st.ControlJob, session: Session, admin: bool) -> Result:
+        """``PAUSE | RESUME | CANCEL JOBS (SELECT ...)`` and ``... ALL CHANGEFEED JOBS``:
+        every job is moved in one transaction (one that cannot be refuses them all), then
+        the statement waits for their runners as ``PAUSE JOB`` does."""
+        action, snapshot = statement.action, self._snapshot()
+        what = f"{action.upper()} JOBS"
+        if statement.query is not None:
+            ids = self._job_ids(session, statement.query, what)
+        else:  # ALL CHANGEFEED JOBS: those the action moves
+            ids = []
+            for record in list_jobs(snapshot):
+                try:
+                    moves = requested(record, action)[0] != record.status
+                except SQLError:
+                    moves = False
+                if moves and (admin or record.spec.user == session.user):
+                    ids.append(record.id)
+        if not admin:
+            for job_id in ids:
+                self._require_owner(session, snapshot, job_id)
+
+        def move(txn: Txn) -> None:
+            for job_id in ids:
+                request(txn, job_id, action)
+
+        self._db.run_transaction(move)
+        if self._registry is not None and ids:
+            self._registry.poke()
+        deadline = time.monotonic() + CONTROL_WAIT_S
+        for job_id in ids:
+            left = max(0.0, deadline - time.monotonic())
+            self._wait_for(job_id, lambda r: r.status not in REQUESTED, left)
+        return Result(tag=f"{what} {len(ids)}")
 
     def _show_create(self, job_id: int) -> Result:
         snapshot = self._snapshot()
@@ -299,6 +394,14 @@ class Changefeeds:
         return Result(tag="DROP CHANGEFEED")
 
     def _alter(self, statement: st.AlterChangefeed, session: Session, job_id: int) -> Result:
+        if statement.scanned and self._runner == "spark":
+            raise SQLError(
+                "0A000",
+                "ALTER CHANGEFEED ... ADD ... WITH initial_scan scans the added tables on the "
+                "thread runner only; this node runs jobs on Spark "
+                "(feedkv.connect(..., changefeed_runner='thread')), or add the table without "
+                "a scan",
+            )
         if statement.sink is not None:
             # A new sink is made and checked as CREATE CHANGEFEED's is, before the job
             # moves to it.

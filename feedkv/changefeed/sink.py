@@ -561,7 +561,8 @@ class SinkKind:
 
 @dataclass(frozen=True, slots=True)
 class SinkURI:
-    """A parsed sink URI: ``params`` are its query parameters (each at most once)."""
+    """A parsed sink URI: ``params`` are its query parameters (each at most once, but
+    for those CockroachDB lets repeat, whose values are joined by spaces)."""
 
     uri: str
     kind: SinkKind
@@ -624,6 +625,9 @@ class SinkURI:
 
 
 _URLSAFE = str.maketrans("-_", "+/")
+# Parameters that may be given more than once, as CockroachDB takes them: their values
+# are kept separated by spaces.
+_REPEATABLE = frozenset({"sasl_scopes"})
 
 # Options only some sinks accept (each SinkKind lists the ones it does).
 SINK_OPTIONS = frozenset(
@@ -642,7 +646,7 @@ _TLS = frozenset({"ca_cert", "client_cert", "client_key", "insecure_tls_skip_ver
 SINK_KINDS: tuple[SinkKind, ...] = (
     SinkKind(
         "cloud storage",
-        ("file", "s3"),
+        ("file", "s3", "gs", "azure", "azure-blob"),
         "feedkv.changefeed.sinks.cloud_storage:make",
         frozenset(
             {
@@ -653,6 +657,17 @@ SINK_KINDS: tuple[SinkKind, ...] = (
                 "AWS_SESSION_TOKEN",
                 "AWS_REGION",
                 "AWS_ENDPOINT",
+                "AZURE_ACCOUNT_NAME",
+                "AZURE_ACCOUNT_KEY",
+                "AZURE_ENVIRONMENT",
+                "AZURE_ENDPOINT",  # feedkv's, as AWS_ENDPOINT: Azurite in the tests
+                "AZURE_CLIENT_ID",  # CockroachDB's service principal: refused, saying why
+                "AZURE_CLIENT_SECRET",
+                "AZURE_TENANT_ID",
+                "AUTH",  # gs://: specified (CREDENTIALS) or implicit
+                "CREDENTIALS",
+                "ASSUME_ROLE",  # refused, saying why
+                "GS_ENDPOINT",  # feedkv's, as AWS_ENDPOINT: an emulator in the tests
             }
         ),
         frozenset({"json", "csv", "parquet"}),
@@ -662,10 +677,16 @@ SINK_KINDS: tuple[SinkKind, ...] = (
     ),
     SinkKind(
         "kafka",
-        ("kafka",),
+        # confluent-cloud:// and azure-event-hub://: Kafka with CockroachDB's presets
+        # (TLS, SASL PLAIN from api_key/api_secret or the shared access key)
+        ("kafka", "confluent-cloud", "azure-event-hub"),
         "feedkv.changefeed.sinks.kafka:make",
         frozenset(
             {
+                "api_key",
+                "api_secret",
+                "shared_access_key_name",
+                "shared_access_key",
                 "topic_prefix",
                 "kafka_topic_prefix",  # the CDC design's name of topic_prefix
                 "topic_name",
@@ -673,8 +694,14 @@ SINK_KINDS: tuple[SinkKind, ...] = (
                 "tls_enabled",
                 "sasl_enabled",
                 "sasl_mechanism",
+                "sasl_handshake",
                 "sasl_user",
                 "sasl_password",
+                "sasl_client_id",  # sasl_mechanism=OAUTHBEARER's client credentials
+                "sasl_client_secret",
+                "sasl_token_url",
+                "sasl_scopes",
+                "sasl_grant_type",
             }
         )
         | _TLS,
@@ -845,6 +872,9 @@ def parse_sink_uri(uri: str, options: ChangefeedOptions) -> SinkURI:
             hint = difflib.get_close_matches(name, list(kind.params), n=1)
             suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
             raise option_error(f"unknown {kind.name} sink parameter {name!r}{suggestion}")
+        if name in params and name in _REPEATABLE:
+            params[name] = f"{params[name]} {value}"  # NB: no scope holds a space (RFC 6749)
+            continue
         if name in params:
             raise option_error(f"sink parameter {name!r} is given more than once")
         params[name] = value

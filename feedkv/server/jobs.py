@@ -18,6 +18,7 @@ The registry and thread jobs work through ``client``, the node's own SQL client 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
@@ -124,6 +125,7 @@ def spark_jobs(node: Node, spark_master: Callable[[], str | None]) -> JobFactory
                 "with changefeed_runner='thread'); the Spark runner follows fixed tables"
             )
 
+        _confine_staging(node, record)
         checkpoint = node.path / "changefeed-jobs" / str(record.id) / "checkpoint"
         return SparkJob(
             node.serve(),
@@ -135,6 +137,21 @@ def spark_jobs(node: Node, spark_master: Callable[[], str | None]) -> JobFactory
         )
 
     return make
+
+
+def _confine_staging(node: Node, record: JobRecord) -> None:
+    """Refuse (the job fails, saying why) a Spark job whose ``file://`` sink stages its
+    files beside the sink (:func:`~feedkv.changefeed.sinks.batch_publisher.layout`)
+    outside the node's external I/O directory, as :func:`confined` refuses the sink
+    itself there."""
+    root = node.external_io_dir
+    if root is None or urlsplit(record.spec.sink_uri or "").scheme != "file":
+        return
+    from feedkv.changefeed.sink import parse_sink_uri
+    from feedkv.changefeed.sinks.batch_publisher import layout
+
+    where = layout(parse_sink_uri(record.spec.sink_uri or "", record.spec.options))
+    confine(os.path.join(where.root.path, where.work), root)
 
 
 def protect_job_history(node: Node, client: KV) -> None:

@@ -81,7 +81,7 @@ from feedkv.changefeed.sink import (
     parse_sink_uri,
 )
 from feedkv.changefeed.sinks import lake
-from feedkv.changefeed.sinks.batch_publisher import BatchPublisher, StagedBlobs
+from feedkv.changefeed.sinks.batch_publisher import BatchPublisher, StagedBlobs, layout
 from feedkv.changefeed.sinks.cloud_storage import DEFAULT_FILE_SIZE, blob_store, file_sink
 from feedkv.errors import InvalidArgumentError, InvariantViolation
 from feedkv.spark.blocks import (
@@ -119,7 +119,7 @@ __all__ = [
     "encode_spec",
 ]
 
-FILE_SCHEMES = ("file", "s3")
+FILE_SCHEMES = ("file", "s3", "gs", "azure", "azure-blob")
 
 
 def encode_spec(spec: ChangefeedSpec) -> str:
@@ -478,7 +478,8 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
         options = self.job.spec.options
         if not self.exactly_once:
             return None, make_sink(self.uri, options, start=start)
-        staged = BatchPublisher(blob_store(self.uri), self.job.job_id).stage()
+        where = layout(self.uri)
+        staged = BatchPublisher.of(blob_store(where.root), self.job.job_id, where).stage()
         return staged, file_sink(self.uri, staged, options, start=start)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
@@ -488,10 +489,11 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
             self._commit_lake(results, resolved, batchId)
             return
         if self.exactly_once:
-            blobs = blob_store(self.uri)
+            where = layout(self.uri)
+            blobs = blob_store(where.root)
             try:
                 staged = [pair for result in results for pair in result.staged]
-                BatchPublisher(blobs, self.job.job_id).publish(batchId, staged)
+                BatchPublisher.of(blobs, self.job.job_id, where).publish(batchId, staged)
             finally:
                 blobs.close()
         options = self.job.spec.options
@@ -526,10 +528,11 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
             return
         if not self.exactly_once:
             return
-        blobs = blob_store(self.uri)
+        where = layout(self.uri)
+        blobs = blob_store(where.root)
         try:
             staged = [pair for result in messages for pair in getattr(result, "staged", [])]
-            BatchPublisher(blobs, self.job.job_id).abort(batchId, staged)
+            BatchPublisher.of(blobs, self.job.job_id, where).abort(batchId, staged)
         finally:
             blobs.close()
 

@@ -228,6 +228,9 @@ class TableDescriptor:
     # Taken offline by an IMPORT INTO that is writing its rows: statements refuse the
     # table (55000) and changefeeds watching it end, as in CockroachDB.
     offline: bool = False
+    # How many times TRUNCATE emptied the table: each ends the changefeeds watching it,
+    # as CockroachDB's TRUNCATE (a new table under the old name) fails them.
+    truncations: int = 0
     indexes: tuple[Index, ...] = ()
     next_index_id: int = PRIMARY_INDEX_ID + 1
     checks: tuple[Check, ...] = ()
@@ -387,6 +390,7 @@ class TableDescriptor:
                     "dropped": self.dropped,
                     # NB: only when set, so every other descriptor keeps its bytes
                     **({"offline": True} if self.offline else {}),
+                    **({"truncations": self.truncations} if self.truncations else {}),
                     **self._constraints_json(),
                     **(
                         {"partitions": [p.to_json() for p in self.partitions]}
@@ -427,6 +431,7 @@ class TableDescriptor:
             next_family_id=data["next_family_id"],
             dropped=data.get("dropped", False),
             offline=data.get("offline", False),
+            truncations=data.get("truncations", 0),
             indexes=tuple(Index.from_json(i) for i in data.get("indexes", ())),
             next_index_id=data.get("next_index_id", PRIMARY_INDEX_ID + 1),
             checks=tuple(Check(c["name"], c["expression"]) for c in data.get("checks", ())),

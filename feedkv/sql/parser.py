@@ -1045,6 +1045,22 @@ class _Statement:
             return st.ShowChangefeedJobs(self.text)
         if words[1:] == ["JOBS"]:
             return st.ShowChangefeedJobs(self.text, shape="jobs")
+        if words[1:4] == ["JOB", "WHEN", "COMPLETE"] or (
+            words[1:2] == ["JOB"] and words[2:3] == ["$"]
+        ):
+            wait = words[2:3] == ["WHEN"]
+            at = 4 if wait else 2
+            job_id, param = self._job_ref_or_param(at)
+            end = at + (2 if param is not None else 1)
+            if len(words) > end:
+                raise self._error_at(end, "unexpected input after the job id")
+            return st.ShowChangefeedJobs(
+                self.text, job_id, shape="jobs", wait=wait, job_param=param
+            )
+        if words[1:2] == ["JOBS"]:
+            wait = words[2:4] == ["WHEN", "COMPLETE"]
+            query = self._jobs_query(4 if wait else 2)
+            return st.ShowChangefeedJobs(self.text, shape="jobs", query=query, wait=wait)
         if words[1:3] == ["CHANGEFEED", "JOB"] or words[1:2] == ["JOB"]:
             at = 3 if words[1] == "CHANGEFEED" else 2
             job_id, name, end = self._changefeed_ref(at)
@@ -1615,6 +1631,17 @@ class _Statement:
                 continue
             return options, i
 
+    def _job_ref_or_param(self, i: int) -> tuple[int | None, exp.Parameter | None]:
+        """A job id at token ``i``, or a placeholder (``$n``, two tokens) standing for
+        one: ``(job id, None)`` or ``(None, placeholder)``."""
+        token = self.tokens[i] if i < len(self.words) else None
+        if token is not None and token.token_type is TokenType.PARAMETER:
+            number = self.tokens[i + 1] if i + 1 < len(self.words) else None
+            if number is None or not number.text.isdigit():
+                raise self._error_at(i, "expected a job id or a placeholder ($1)")
+            return None, exp.Parameter(this=exp.Literal.number(int(number.text)))
+        return self._job_id(i), None
+
     def _job_id(self, i: int) -> int:
         token = self.tokens[i] if i < len(self.words) else None
         if token is None or token.token_type is not TokenType.NUMBER or not token.text.isdigit():
@@ -1661,6 +1688,10 @@ class _Statement:
     def _job_control(self) -> st.ControlJob:
         words = self.words
         action = words[0].lower()
+        if words[1:] == ["ALL", "CHANGEFEED", "JOBS"] and action != "drop":
+            return st.ControlJob(self.text, action, None, every=True)
+        if words[1:2] == ["JOBS"] and action != "drop":
+            return st.ControlJob(self.text, action, None, query=self._jobs_query(2))
         if words[1:2] == ["CHANGEFEED"]:
             job_id, name, end = self._changefeed_ref(2)
             if len(words) > end:
@@ -1670,10 +1701,35 @@ class _Statement:
             raise self._error_at(
                 1, f"expected {words[0]} JOB <job id> or {words[0]} CHANGEFEED <name>"
             )
-        job_id = self._job_id(2)
-        if len(words) > 3:
-            raise self._error_at(3, "unexpected input after the job id")
-        return st.ControlJob(self.text, action, job_id)
+        job_id, param = self._job_ref_or_param(2)
+        at = 4 if param is not None else 3  # after the id
+        if words[at : at + 3] == ["WITH", "REASON", "="] and action == "pause":
+            # CockroachDB keeps the reason where nothing shows it; it is taken and dropped
+            if len(words) != at + 4 or self.tokens[at + 3].token_type is not TokenType.STRING:
+                raise self._error_at(at + 3, "expected the reason as a string")
+        elif len(words) > at:
+            raise self._error_at(at, "unexpected input after the job id")
+        return st.ControlJob(self.text, action, job_id, job_param=param)
+
+    def _jobs_query(self, first: int) -> str:
+        """The SELECT from token ``first`` to the end, bare or in parentheses, that picks
+        the jobs of ``PAUSE | RESUME | CANCEL JOBS`` and ``SHOW JOBS``: its text, checked
+        to parse as a query."""
+        words = self.words
+        last = len(words)
+        if first < last and words[first] == "(":
+            if words[-1] != ")":
+                raise self._error_at(last, "expected ) after the query")
+            first, last = first + 1, last - 1
+        if first >= last or words[first] not in ("SELECT", "WITH", "VALUES", "("):
+            raise self._error_at(first, "expected a query (SELECT ...) that gives job ids")
+        start = self._pos(self.tokens[first])
+        end = self._pos(self.tokens[last - 1]) + len(self._raw(last - 1))
+        text = self.text[start:end]
+        query = _Statement(text, self.tokens[first:last], self.offset + start).parse()
+        if not isinstance(query, st.Query):
+            raise self._error_at(first, "expected a query (SELECT ...) that gives job ids")
+        return text
 
     def _alter_changefeed(self) -> st.AlterChangefeed:
         words = self.words
@@ -1682,6 +1738,7 @@ class _Statement:
         drop: list[st.ChangefeedTarget] = []
         set_options: list[tuple[str, str | None]] = []
         unset: list[str] = []
+        scanned: list[st.ChangefeedTarget] = []
         sink = None
         if i >= len(words):
             raise self._error_at(i, "expected ADD, DROP, SET or UNSET (or INTO '<sink>')")
@@ -1698,11 +1755,11 @@ class _Statement:
                 targets, i = self._targets(i + 1)
                 (add if command == "ADD" else drop).extend(targets)
                 if i < len(words) and words[i] == "WITH":
-                    raise SQLError(
-                        "0A000",
-                        "ALTER CHANGEFEED ... ADD takes no options: an added table is followed "
-                        "from the job's high-water mark, without an initial scan",
-                    )
+                    if command == "DROP":
+                        raise self._error_at(i, "ALTER CHANGEFEED ... DROP takes no options")
+                    options, i = self._options(i + 1, values=True)
+                    if _scans_added(options):
+                        scanned.extend(targets)
             elif command == "SET":
                 options, i = self._options(i + 1, values=True)
                 set_options.extend(options)
@@ -1720,6 +1777,7 @@ class _Statement:
             tuple(unset),
             name,
             sink,
+            tuple(scanned),
         )
 
     def _changefeed_query(self, first: int) -> st.Select:
@@ -1741,6 +1799,25 @@ class _Statement:
         if select.as_of is not None:
             raise SQLError("0A000", "a changefeed query takes no AS OF SYSTEM TIME; use cursor")
         return select
+
+
+def _scans_added(options: list[tuple[str, str | None]]) -> bool:
+    """Whether ``ADD ... WITH <options>`` scans the added tables: CockroachDB takes
+    ``initial_scan`` (``= 'yes'`` or ``'no'``) and ``no_initial_scan`` there; an added
+    table is not scanned unless asked."""
+    scan = False
+    for name, value in options:
+        if name == "initial_scan" and (value is None or value.lower() in ("yes", "no")):
+            scan = value is None or value.lower() == "yes"
+        elif name == "no_initial_scan" and value is None:
+            scan = False
+        else:
+            raise SQLError(
+                "22023",
+                f"ALTER CHANGEFEED ... ADD takes initial_scan ('yes' or 'no') or "
+                f"no_initial_scan, not {name}" + (f" = {value!r}" if value is not None else ""),
+            )
+    return scan
 
 
 _IMPORT_TABLE_END = {"(", "CSV", "AVRO", "DELIMITED", "PGDUMP", "MYSQLDUMP", "DATA"}

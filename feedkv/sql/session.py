@@ -34,6 +34,7 @@ node, so an embedded store and a server give the same results.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import random
@@ -127,7 +128,9 @@ _JOB_STATEMENTS = (
 # Statements that write a new version of a leased descriptor (Execution._publish). They
 # run above every writer's priority (the rangefeed pusher keeps MAX_PRIORITY): writers
 # that meet the new version wait for it instead of pushing it.
-_SCHEMA_CHANGES = st.AddColumn | st.AlterColumn | st.DropColumn | st.DropTable | st.DropDatabase
+_SCHEMA_CHANGES = (
+    st.AddColumn | st.AlterColumn | st.DropColumn | st.DropTable | st.DropDatabase | st.Truncate
+)
 _SCHEMA_CHANGE_PRIORITY = MAX_PRIORITY - 1
 # Statements that end, start or stand outside a transaction: a string holding one runs its
 # statements one by one rather than as one implicit transaction.
@@ -208,6 +211,23 @@ def _withdraw(executions: Iterable[Execution]) -> None:
     expire."""
     for execution in executions:
         execution.withdraw_changes()
+
+
+def _bind_job_id(statement: st.Statement, params: Sequence[Any]) -> st.Statement:
+    """A job statement whose job id is a placeholder (``PAUSE JOB $1``, ``SHOW JOB WHEN
+    COMPLETE $1``), with the id its parameter gives (an INT8, or text of one)."""
+    param = getattr(statement, "job_param", None)
+    if not isinstance(statement, st.ShowChangefeedJobs | st.ControlJob) or param is None:
+        return statement
+    index = int(param.this.name)
+    value = params[index - 1]
+    try:
+        if isinstance(value, bool):
+            raise ValueError(value)
+        job_id = int(value.decode() if isinstance(value, bytes) else value)
+    except (TypeError, ValueError):
+        raise SQLError("22P02", f"${index}: a job id is an INT8, not {value!r}") from None
+    return dataclasses.replace(statement, job_id=job_id, job_param=None)
 
 
 class Session:
@@ -491,7 +511,7 @@ class Session:
             )
             if self._txn is not None and not shows:
                 raise SQLError("25001", "job statements cannot run inside a transaction")
-            return self.changefeeds.execute(statement, self)
+            return self.changefeeds.execute(_bind_job_id(statement, params), self)
         if isinstance(statement, st.ImportInto):
             if self._txn is not None:
                 raise SQLError("25001", "IMPORT INTO cannot be used inside a transaction")

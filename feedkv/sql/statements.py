@@ -611,6 +611,14 @@ class ShowChangefeedJobs(Statement):
     job_id: int | None = None
     shape: Literal["changefeed", "jobs", "crdb_internal"] = "changefeed"
     name: TableName | None = None
+    # SHOW JOBS (<query>): the jobs whose ids the query's first column gives
+    query: str | None = None
+    # SHOW JOB[S] WHEN COMPLETE: the rows once every job shown is succeeded, failed or
+    # canceled
+    wait: bool = False
+    # SHOW JOB [WHEN COMPLETE] $n: the placeholder whose value is the job id, bound
+    # before the statement runs (job_id then)
+    job_param: exp.Expr | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -650,11 +658,16 @@ class ControlJob(Statement):
     """``PAUSE JOB <id>``, ``RESUME JOB <id>`` or ``CANCEL JOB <id>``, or the named
     forms ``PAUSE | RESUME | CANCEL | DROP CHANGEFEED <name or id>``; ``action`` is
     pause, resume, cancel or drop (cancel, then forget the job and its name). One of
-    ``job_id`` and ``name`` is set."""
+    ``job_id``, ``name``, ``query`` (``PAUSE JOBS (SELECT ...)``) and ``every``
+    (``PAUSE ALL CHANGEFEED JOBS``) is set."""
 
     action: str
     job_id: int | None
     name: TableName | None = None
+    # PAUSE | RESUME | CANCEL JOBS (<query>): the jobs whose ids its first column gives
+    query: str | None = None
+    every: bool = False  # PAUSE | RESUME | CANCEL ALL CHANGEFEED JOBS
+    job_param: exp.Expr | None = None  # PAUSE JOB $n: bound to job_id before it runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -670,6 +683,8 @@ class AlterChangefeed(Statement):
     unset: tuple[str, ...] = ()
     name: TableName | None = None
     sink: str | None = None  # INTO '<sink>': the paused changefeed moves to this sink
+    # ADD ... WITH initial_scan: the added targets scanned when the job resumes
+    scanned: tuple[ChangefeedTarget, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

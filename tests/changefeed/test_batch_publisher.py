@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from feedkv.changefeed.sinks.batch_publisher import BatchPublisher, manifests, staging
+from feedkv.changefeed.options import ChangefeedOptions
+from feedkv.changefeed.sink import parse_sink_uri
+from feedkv.changefeed.sinks.batch_publisher import BatchPublisher, layout, manifests, staging
 from feedkv.changefeed.sinks.cloud_storage import LocalBlobs
 
 
@@ -95,3 +97,57 @@ def test_jobs_that_share_a_sink_keep_apart(blobs: LocalBlobs) -> None:
     assert staged_files(blobs, 2) == [name for name, _final in waiting]
     two.publish(0, waiting)
     assert published(blobs) == {"d/a": b"1", "d/b": b"2"}
+
+
+# Where the work goes: beside the sink's folder, never in it.
+
+
+@pytest.mark.parametrize(
+    ("uri", "root", "data", "work"),
+    [
+        ("file:///data/cdc", "/data", "cdc/", ".cdc.feedkv/"),
+        ("file:///data/cdc/", "/data", "cdc/", ".cdc.feedkv/"),
+        ("s3://bucket/cdc/orders?AWS_REGION=r", "/cdc", "orders/", ".orders.feedkv/"),
+        ("s3://bucket/orders", "/", "orders/", ".orders.feedkv/"),
+        ("azure://container/a/b", "/a", "b/", ".b.feedkv/"),
+        # Nothing beside the sink: its work goes in it.
+        ("s3://bucket", "", "", ".feedkv/"),
+        ("s3://bucket/", "/", "", ".feedkv/"),
+        ("file:///cdc", "/cdc", "", ".feedkv/"),
+    ],
+)
+def test_the_work_folder_lies_beside_the_sinks_folder(
+    uri: str, root: str, data: str, work: str
+) -> None:
+    where = layout(parse_sink_uri(uri, ChangefeedOptions()))
+    assert (where.root.path, where.data, where.work) == (root, data, work)
+    assert where.root.host == parse_sink_uri(uri, ChangefeedOptions()).host
+    assert where.root.params == parse_sink_uri(uri, ChangefeedOptions()).params
+
+
+def test_a_loader_copying_the_sinks_folder_sees_only_what_was_published(tmp_path: Path) -> None:
+    """Staging, manifests and leftovers of attempts that never committed all stay
+    beside the sink's directory: everything in it is a published file."""
+    out = tmp_path / "out"
+    where = layout(parse_sink_uri(f"file://{out}", ChangefeedOptions()))
+    root = LocalBlobs(where.root.path)
+    publisher = BatchPublisher.of(root, 7, where)
+    never = stage(publisher, x=b"never committed")
+    staged = stage(publisher, a=b"1", b=b"2")
+    assert [final for _staged, final in staged] == ["out/d/a", "out/d/b"]
+    assert not out.exists() or not any(p.is_file() for p in out.rglob("*"))
+    publisher.publish(0, staged)
+    publisher.abort(1, never)
+
+    def files(folder: Path) -> dict[str, bytes]:
+        return {
+            p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in folder.rglob("*")
+            if p.is_file()
+        }
+
+    assert files(out) == {"d/a": b"1", "d/b": b"2"}
+    work = files(tmp_path / ".out.feedkv")
+    assert list(work) == ["jobs/7/manifests/00000000000000000000.json"]
+    task = publisher.stage()  # a task's reads go to the sink's folder
+    assert task.get("d/a") == b"1" and sorted(task.list("d/")) == ["d/a", "d/b"]

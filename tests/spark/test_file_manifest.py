@@ -4,8 +4,9 @@ Spark and without a node.
 The writer is driven as Spark would drive it: ``write()`` once per task with the task's
 rows as Arrow record batches (a marker row first, then messages), then
 ``commit(results, batch id)`` on the driver, or ``abort()``. Tasks stage their files
-under ``.feedkv/jobs/<job id>/staging``; a commit records them in
-``.feedkv/jobs/<job id>/manifests/<batch id>.json`` and moves them into place. A
+under ``.out.feedkv/jobs/<job id>/staging`` beside the sink's directory ``out``; a
+commit records them in ``.out.feedkv/jobs/<job id>/manifests/<batch id>.json`` and moves
+them into place, so ``out`` only ever holds data files and markers. A
 replayed batch id (Spark re-running a batch after a crash) must publish each of the
 first run's files exactly once and drop the replay's own files. The sink directory is a
 real one under ``tmp_path``; crashes are simulated by putting files back where an
@@ -122,21 +123,24 @@ def relative_files(root: Path) -> list[str]:
     )
 
 
+# The job's work folder beside the sink's directory ``out``; names in staged pairs and
+# manifests are relative to ``out``'s parent, where it lies.
+WORK = ".out.feedkv/"
+
+
 def published(out: Path) -> dict[str, bytes]:
-    """The files a consumer of the sink sees: everything outside ``.feedkv``."""
-    return {
-        name: (out / name).read_bytes()
-        for name in relative_files(out)
-        if not name.startswith(".feedkv/")
-    }
+    """The files a consumer of the sink sees: every file in ``out`` (named as the
+    publisher names them, from ``out``'s parent), none of them the job's work."""
+    return {f"out/{name}": (out / name).read_bytes() for name in relative_files(out)}
 
 
 def staged_files(out: Path) -> list[str]:
-    return relative_files(out / staging(0))
+    return relative_files(out.parent / staging(0, WORK))
 
 
 def manifest(out: Path, batch_id: int) -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads((out / manifests(0) / f"{batch_id:020d}.json").read_text())
+    path = out.parent / manifests(0, WORK) / f"{batch_id:020d}.json"
+    loaded: dict[str, Any] = json.loads(path.read_text())
     return loaded
 
 
@@ -161,7 +165,7 @@ def test_written_files_stay_out_of_sight_until_the_batch_commits(
     writer.write(batches(task(1, 2)))
     assert staged_files(out)
     assert published(out) == {}
-    assert not (out / manifests(0)).exists()
+    assert not (out.parent / manifests(0, WORK)).exists()
 
 
 def test_a_task_result_names_each_staged_file_and_where_it_belongs(
@@ -172,10 +176,12 @@ def test_a_task_result_names_each_staged_file_and_where_it_belongs(
     assert (result.lo, result.resolved) == (LO, HI)
     assert result.staged, "a task with messages stages at least one file"
     for staged, final in result.staged:
-        assert staged.startswith(staging(0)) and staged.endswith("/" + final)
-        assert not final.startswith(".feedkv")
-        assert (out / staged).is_file()
-    assert sorted(s for s, _ in result.staged) == [f"{staging(0)}{n}" for n in staged_files(out)]
+        assert staged.startswith(staging(0, WORK)) and staged.endswith(final.removeprefix("out"))
+        assert final.startswith("out/") and not staged.startswith("out/")
+        assert (out.parent / staged).is_file()
+    assert sorted(s for s, _ in result.staged) == [
+        f"{staging(0, WORK)}{n}" for n in staged_files(out)
+    ]
 
 
 def test_a_commit_publishes_the_staged_files_outside_the_feedkv_directory(
@@ -193,7 +199,7 @@ def test_the_manifest_lists_the_files_of_the_batch(
 ) -> None:
     first, second = writer.write(batches(task(1, 2))), writer.write(batches(task(3)))
     writer.commit([first, second], 0)
-    assert (out / manifests(0) / "00000000000000000000.json").is_file()
+    assert (out.parent / manifests(0, WORK) / "00000000000000000000.json").is_file()
     assert manifest(out, 0)["batch"] == 0
     assert manifest_files(out, 0) == first.staged + second.staged
     assert sorted(final for _staged, final in manifest_files(out, 0)) == sorted(published(out))
@@ -255,7 +261,7 @@ def test_successive_batches_each_get_a_manifest_and_publish_their_own_files(
     first, second = task(1, 2), task(3)
     writer.commit([writer.write(batches(first))], 0)
     writer.commit([writer.write(batches(second))], 1)
-    assert sorted(relative_files(out / manifests(0))) == [
+    assert sorted(relative_files(out.parent / manifests(0, WORK))) == [
         "00000000000000000000.json",
         "00000000000000000001.json",
     ]
@@ -297,7 +303,7 @@ def test_a_replayed_batch_deletes_the_files_the_replay_staged(
     recorded = manifest(out, 0)
 
     again = writer.write(batches(rows))
-    assert again.staged and all((out / staged).is_file() for staged, _ in again.staged)
+    assert again.staged and all((out.parent / staged).is_file() for staged, _ in again.staged)
     writer.commit([again], 0)
 
     assert staged_files(out) == []
@@ -312,8 +318,8 @@ def test_a_replay_finishes_publishing_a_file_the_first_commit_left_staged(
     writer.commit([writer.write(batches(rows))], 0)
     before = published(out)
     staged, final = manifest_files(out, 0)[1]
-    (out / staged).parent.mkdir(parents=True, exist_ok=True)
-    (out / final).rename(out / staged)  # as if the commit died before this rename
+    (out.parent / staged).parent.mkdir(parents=True, exist_ok=True)
+    (out.parent / final).rename(out.parent / staged)  # as if the commit died before this rename
 
     writer.commit([], 0)
 
@@ -328,8 +334,8 @@ def test_a_replay_after_a_crash_before_any_rename_publishes_the_first_runs_files
     writer.commit([writer.write(batches(rows))], 0)
     before = published(out)
     for staged, final in manifest_files(out, 0):  # back to just after the manifest
-        (out / staged).parent.mkdir(parents=True, exist_ok=True)
-        (out / final).rename(out / staged)
+        (out.parent / staged).parent.mkdir(parents=True, exist_ok=True)
+        (out.parent / final).rename(out.parent / staged)
     assert published(out) == {}
 
     replay = make_writer(out)
@@ -351,7 +357,7 @@ def test_abort_deletes_the_staged_files_and_publishes_nothing(
     writer.abort([*results, None], 0)
     assert staged_files(out) == []
     assert published(out) == {}
-    assert not (out / manifests(0)).exists()
+    assert not (out.parent / manifests(0, WORK)).exists()
 
 
 def test_abort_after_a_full_commit_leaves_the_published_files_alone(
@@ -373,11 +379,13 @@ def test_a_commit_that_failed_after_its_manifest_is_finished_by_the_replay_despi
     rows = task(1, 2, 3)
     result = writer.write(batches(rows))
     _staged, blocked = result.staged[1]
-    (out / blocked).mkdir(parents=True)  # a fault: the second file cannot be moved into place
+    (out.parent / blocked).mkdir(
+        parents=True
+    )  # a fault: the second file cannot be moved into place
     with pytest.raises(SinkError):
         writer.commit([result], 0)
     writer.abort([result], 0)
-    (out / blocked).rmdir()  # the fault clears and the query restarts
+    (out.parent / blocked).rmdir()  # the fault clears and the query restarts
 
     replay = make_writer(out, sink_params="?file_size=1")
     replay.commit([replay.write(batches(rows))], 0)
@@ -439,5 +447,5 @@ def test_a_parquet_block_is_published_in_files_of_about_the_file_size(out: Path)
     assert result.rows == n
     # Each file ends at the first cut of the block (an eighth of file_size) past 64 KiB.
     assert block.nbytes // (72 << 10) <= len(files) <= block.nbytes // (64 << 10) + 1
-    ids = [i for name in files for i in pq.read_table(out / name).column("id").to_pylist()]
+    ids = [i for name in files for i in pq.read_table(out.parent / name).column("id").to_pylist()]
     assert ids == list(range(n))

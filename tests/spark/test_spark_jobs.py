@@ -39,13 +39,14 @@ Version = tuple[str, tuple[Any, ...], Timestamp]
 
 
 def published(out: Path) -> Counter[Version]:
-    """Every row version in the sink's published files, counted (``.feedkv/`` holds the
-    staging area and the manifests; ``*.RESOLVED`` are markers)."""
+    """Every row version in the sink's published files, counted (``*.RESOLVED`` are
+    markers). The directory holds nothing else, as a loader that copies all of it
+    needs: the job's staging and manifests are beside it (``.out.feedkv``)."""
     versions: Counter[Version] = Counter()
     stray = []
     for path in sorted(out.rglob("*")):
         relative = path.relative_to(out)
-        if not path.is_file() or relative.parts[0] == ".feedkv" or "RESOLVED" in path.name:
+        if not path.is_file() or path.name.endswith(".RESOLVED"):
             continue
         if not path.name.endswith(".ndjson"):
             stray.append(str(relative))
@@ -55,7 +56,7 @@ def published(out: Path) -> Counter[Version]:
         for line in path.read_text().splitlines():
             message = json.loads(line)
             versions[(topic, tuple(message["key"]), Timestamp.parse(message["updated"]))] += 1
-    assert not stray, f"files outside .feedkv/ that are neither data nor markers: {stray}"
+    assert not stray, f"files in the sink that are neither data nor markers: {stray}"
     return versions
 
 

@@ -5,10 +5,10 @@ a crash) publishes each batch's files in steps, so a consumer of the sink sees e
 exactly once:
 
 1. Each task writes its files under the job's staging folder,
-   ``.feedkv/jobs/<job id>/staging/<random>/<final name>``, through
+   ``<work>jobs/<job id>/staging/<random>/<final name>``, through
    :meth:`BatchPublisher.stage`: the file sink writes there as it would write in place.
 2. The commit of batch ``b`` (:meth:`BatchPublisher.publish`) records the batch's files,
-   ``(staged name, final name)`` pairs, in ``.feedkv/jobs/<job id>/manifests/<b>.json``
+   ``(staged name, final name)`` pairs, in ``<work>jobs/<job id>/manifests/<b>.json``
    (``b`` in 20 digits), then moves each into place, then deletes whatever else is in
    staging: batches commit one at a time, so it was written by attempts that never
    committed. A batch id committed again finds its manifest: it finishes moving the
@@ -18,6 +18,14 @@ exactly once:
    already lists: the commit that wrote it failed part way, and the batch's next run
    publishes them.
 
+Where ``<work>`` is (:func:`layout`): beside the sink's folder, not in it, so a loader
+that copies every object under the sink's prefix sees only its data files and
+``.RESOLVED`` markers. The sink ``s3://bucket/cdc/orders`` keeps its staging and
+manifests under ``s3://bucket/cdc/.orders.feedkv/``, ``file:///data/cdc`` under
+``/data/.cdc.feedkv/``: the same bucket, container or file system, so a publication is
+a rename. A sink at a bucket's or container's root (or a directory at the file system's
+root) has no such place: its work goes under ``.feedkv/`` in it.
+
 Jobs that share a sink keep apart: each works under its job id. The caller owns
 ``blobs`` (a publisher never closes it; a :class:`StagedBlobs` does, as a sink closes
 the store it writes to).
@@ -25,73 +33,110 @@ the store it writes to).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 from collections.abc import Iterable
+from dataclasses import dataclass
 
+from feedkv.changefeed.sink import SinkURI
 from feedkv.changefeed.sinks.cloud_storage import BlobStore
 
-__all__ = ["BatchPublisher", "StagedBlobs", "manifests", "staging"]
+__all__ = ["BatchPublisher", "Layout", "StagedBlobs", "layout", "manifests", "staging"]
 
-StagedFile = tuple[str, str]  # (staged name, final name)
-
-
-def manifests(job_id: int) -> str:
-    """Where job ``job_id`` keeps its batches' manifests, under its sink's root."""
-    return f".feedkv/jobs/{job_id}/manifests"
+StagedFile = tuple[str, str]  # (staged name, final name), both in the publisher's store
+IN_SINK = ".feedkv/"  # the work folder of a sink that has nothing beside it
 
 
-def staging(job_id: int) -> str:
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Where a sink's files and its jobs' work go: ``root`` is the store a publisher
+    opens, ``data`` the sink's folder in it (``""``: the root itself) and ``work`` the
+    folder of the jobs' staging and manifests."""
+
+    root: SinkURI
+    data: str
+    work: str
+
+
+def layout(uri: SinkURI) -> Layout:
+    """The layout of the file or cloud-storage sink ``uri`` (see the module's notes):
+    its work beside its folder, in the folder's parent, when it has one."""
+    parent, _, leaf = uri.path.rstrip("/").rpartition("/")
+    if not leaf or (uri.scheme == "file" and not parent):
+        return Layout(uri, "", IN_SINK)
+    return Layout(dataclasses.replace(uri, path=parent or "/"), f"{leaf}/", f".{leaf}.feedkv/")
+
+
+def manifests(job_id: int, work: str = IN_SINK) -> str:
+    """Where job ``job_id`` keeps its batches' manifests, under the work folder."""
+    return f"{work}jobs/{job_id}/manifests"
+
+
+def staging(job_id: int, work: str = IN_SINK) -> str:
     """Where job ``job_id``'s tasks write files before a commit publishes them."""
-    return f".feedkv/jobs/{job_id}/staging/"
+    return f"{work}jobs/{job_id}/staging/"
 
 
 class StagedBlobs:
     """A task's view of the sink: writes each file under a staging folder of its own
-    and remembers where it belongs (:attr:`staged`). Reads, renames and deletes go to
-    the sink itself."""
+    and remembers where it belongs (:attr:`staged`, the sink's folder ``data`` in front
+    of the name). Reads, renames and deletes go to the sink's folder itself."""
 
-    def __init__(self, blobs: BlobStore, prefix: str) -> None:
+    def __init__(self, blobs: BlobStore, prefix: str, data: str = "") -> None:
         self._blobs = blobs
         self._prefix = f"{prefix}{secrets.token_hex(8)}/"
+        self._data = data
         self.staged: list[StagedFile] = []
 
     def put(self, name: str, data: bytes) -> None:
         self._blobs.put(self._prefix + name, data)
-        self.staged.append((self._prefix + name, name))
+        self.staged.append((self._prefix + name, self._data + name))
 
     def get(self, name: str) -> bytes | None:
-        return self._blobs.get(name)
+        return self._blobs.get(self._data + name)
 
     def rename(self, name: str, new_name: str) -> None:
-        self._blobs.rename(name, new_name)
+        self._blobs.rename(self._data + name, self._data + new_name)
 
     def delete(self, name: str) -> None:
-        self._blobs.delete(name)
+        self._blobs.delete(self._data + name)
 
     def list(self, prefix: str) -> list[str]:
-        return self._blobs.list(prefix)
+        cut = len(self._data)
+        return [name[cut:] for name in self._blobs.list(self._data + prefix)]
 
     def close(self) -> None:
         self._blobs.close()
 
 
 class BatchPublisher:
-    """Publishes the batches of job ``job_id`` into ``blobs`` (see the module's notes).
-    :meth:`publish` and :meth:`abort` run on one process, one batch at a time; any
-    number of tasks may :meth:`stage` at once."""
+    """Publishes the batches of job ``job_id`` into ``blobs``, the store of a
+    :class:`Layout`'s root (``data`` and ``work`` its folders; the defaults: the sink's
+    own store, its work in ``.feedkv/``); see the module's notes. :meth:`publish` and
+    :meth:`abort` run on one process, one batch at a time; any number of tasks may
+    :meth:`stage` at once."""
 
-    def __init__(self, blobs: BlobStore, job_id: int) -> None:
+    def __init__(
+        self, blobs: BlobStore, job_id: int, *, data: str = "", work: str = IN_SINK
+    ) -> None:
         self._blobs = blobs
         self.job_id = job_id
+        self._data = data
+        self._work = work
+
+    @classmethod
+    def of(cls, blobs: BlobStore, job_id: int, where: Layout) -> BatchPublisher:
+        """A publisher into ``blobs``, the store of ``where.root``."""
+        return cls(blobs, job_id, data=where.data, work=where.work)
 
     def manifest(self, batch_id: int) -> str:
         """The name of batch ``batch_id``'s manifest."""
-        return f"{manifests(self.job_id)}/{batch_id:020d}.json"
+        return f"{manifests(self.job_id, self._work)}/{batch_id:020d}.json"
 
     def stage(self) -> StagedBlobs:
         """A task's staging: the blob store its file sink writes to."""
-        return StagedBlobs(self._blobs, staging(self.job_id))
+        return StagedBlobs(self._blobs, staging(self.job_id, self._work), self._data)
 
     def publish(self, batch_id: int, staged: Iterable[StagedFile]) -> None:
         """Publishes batch ``batch_id``, whose tasks staged ``staged``; idempotent.
@@ -108,7 +153,7 @@ class BatchPublisher:
                 self._blobs.delete(staged_name)
         for staged_name, final in files:
             self._blobs.rename(staged_name, final)
-        for leftover in self._blobs.list(staging(self.job_id)):
+        for leftover in self._blobs.list(staging(self.job_id, self._work)):
             self._blobs.delete(leftover)
 
     def abort(self, batch_id: int, staged: Iterable[StagedFile]) -> None:

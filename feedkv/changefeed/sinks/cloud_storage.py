@@ -1,4 +1,5 @@
-"""``file:///dir`` and ``s3://bucket/prefix``: changefeed files in a directory tree.
+"""``file:///dir``, ``s3://bucket/prefix``, ``gs://bucket/prefix`` and
+``azure://container/prefix``: changefeed files in a directory tree.
 
 Files are named so that reading them in lexicographic order is safe::
 
@@ -316,7 +317,8 @@ def check(uri: SinkURI, options: ChangefeedOptions) -> None:
 
 
 def blob_store(uri: SinkURI) -> BlobStore:
-    """The directory or bucket a ``file://`` or ``s3://`` URI names."""
+    """The directory, bucket or container a ``file://``, ``s3://``, ``gs://`` or
+    ``azure://`` URI names."""
     if uri.scheme == "file":
         if uri.host not in ("", "localhost"):
             raise option_error(
@@ -325,6 +327,14 @@ def blob_store(uri: SinkURI) -> BlobStore:
         if not uri.path or uri.path == "/":
             raise option_error(f"sink URI {uri.uri!r} needs a directory: file:///path/to/dir")
         return LocalBlobs(uri.path)
+    if uri.scheme in ("azure", "azure-blob"):
+        from feedkv.changefeed.sinks.azure import AzureBlobs
+
+        return AzureBlobs(uri)
+    if uri.scheme == "gs":
+        from feedkv.changefeed.sinks.gcs import GCSBlobs
+
+        return GCSBlobs(uri)
     from feedkv.changefeed.sinks.s3 import S3Blobs
 
     return S3Blobs(uri)

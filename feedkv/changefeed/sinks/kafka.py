@@ -57,18 +57,24 @@ librdkafka does not have (its flush sends at once), so it is not enforced here.
 TLS and SASL come from URI parameters: ``tls_enabled=true`` (with ``ca_cert``,
 ``client_cert`` and ``client_key`` as base64-encoded PEM, and
 ``insecure_tls_skip_verify``); ``sasl_enabled=true`` with ``sasl_mechanism`` (``PLAIN``,
-the default, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``), ``sasl_user`` and ``sasl_password``.
-Everything is checked by :func:`make`, before anything is sent.
+the default, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``), ``sasl_user`` and ``sasl_password``;
+or ``sasl_mechanism=OAUTHBEARER`` with OAuth 2.0 client credentials (``sasl_client_id``,
+``sasl_client_secret``, ``sasl_token_url``, ``sasl_scopes``, ``sasl_grant_type``: see
+:func:`_oauth`). ``sasl_handshake`` may be given as ``true`` (the handshake is always
+sent). Everything is checked by :func:`make`, before anything is sent.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import difflib
 import logging
 import re
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from feedkv.changefeed.encoder import resolved_json
 from feedkv.changefeed.names import MAX_KAFKA_TOPIC, kafka_name
@@ -112,7 +118,17 @@ _CONFIG_KEYS = ("Flush", "RequiredAcks", "ClientID", "Compression", "Version")
 _FLUSH_KEYS = ("Messages", "MaxMessages", "Bytes", "Frequency")
 _ACKS = {"ONE": 1, "ALL": -1, "NONE": 0, "1": 1, "-1": -1, "0": 0}
 _CODECS = {"NONE": "none", "GZIP": "gzip", "SNAPPY": "snappy", "LZ4": "lz4", "ZSTD": "zstd"}
-_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+_SASL_PASSWORD_PARAMS = ("sasl_user", "sasl_password")
+_SASL_OAUTH_PARAMS = (
+    "sasl_client_id",
+    "sasl_client_secret",
+    "sasl_token_url",
+    "sasl_scopes",
+    "sasl_grant_type",
+)
+_GRANT_TYPE = "client_credentials"  # OAuth 2.0's, and the only one librdkafka sends
+_URLSAFE_B64 = str.maketrans("-_", "+/")
 _MAX_BATCH_MESSAGES = 1_000_000  # librdkafka's bounds
 _MAX_BATCH_BYTES = 2**31 - 1
 _MAX_LINGER_MS = 900_000
@@ -216,6 +232,7 @@ class KafkaSink:
             self._producer.list_topics(timeout=timeout)
             self._working()
         except KafkaException as exc:
+            self._producer.poll(0)  # NB: librdkafka's log (a token's failure) comes by poll
             error = exc.args[0] if exc.args else None
             if isinstance(error, KafkaError) and error.code() in (
                 KafkaError._AUTHENTICATION,
@@ -224,9 +241,13 @@ class KafkaSink:
                 KafkaError._SSL,
             ):
                 raise TerminalSinkError(
-                    f"the Kafka brokers refuse this client: {_reason(exc)}"
+                    f"the Kafka brokers refuse this client: {_reason(exc)}{self._token_why()}"
                 ) from exc
-            raise SinkError(f"no Kafka broker answered: {_reason(exc)}") from exc
+            raise SinkError(f"no Kafka broker answered: {_reason(exc)}{self._token_why()}") from exc
+
+    def _token_why(self) -> str:
+        failure = self._broker_log.token_failure if self._broker_log is not None else None
+        return f"; no OAuth token could be fetched: {failure}" if failure else ""
 
     def reset(self) -> None:
         if self._closed:
@@ -527,9 +548,71 @@ def _check_version(value: Any) -> None:
         )
 
 
+# The credentials of the schemes that preset them, CockroachDB's: each scheme's own pair,
+# which no other scheme takes.
+_PRESET_PARAMS = {
+    "confluent-cloud": ("api_key", "api_secret"),
+    "azure-event-hub": ("shared_access_key_name", "shared_access_key"),
+}
+
+
 def _security(uri: SinkURI) -> dict[str, Any]:
-    config: dict[str, Any] = {}
+    for scheme, names in _PRESET_PARAMS.items():
+        for name in names:
+            if name in uri.params and uri.scheme != scheme:
+                raise option_error(f"sink parameter {name} is for {scheme}:// sinks")
+    if uri.scheme in _PRESET_PARAMS:
+        return _preset(uri)
     tls = uri.bool_param("tls_enabled")
+    sasl = uri.bool_param("sasl_enabled")
+    protocol = {
+        (False, False): "PLAINTEXT",
+        (True, False): "SSL",
+        (False, True): "SASL_PLAINTEXT",
+        (True, True): "SASL_SSL",
+    }
+    return {**_tls(uri, tls), **_sasl(uri, sasl), "security.protocol": protocol[tls, sasl]}
+
+
+def _preset(uri: SinkURI) -> dict[str, Any]:
+    """``confluent-cloud://`` and ``azure-event-hub://``, as CockroachDB sets them up:
+    TLS and SASL ``PLAIN``, on unless given false (which such a service refuses, so it
+    is refused here); the user and password from the scheme's own pair: Confluent
+    Cloud's API key and secret, or Event Hubs' ``$ConnectionString`` and the namespace's
+    connection string made of the shared access policy's name and key."""
+    for name in ("tls_enabled", "sasl_enabled", "sasl_handshake"):
+        if name in uri.params and not uri.bool_param(name):
+            raise option_error(f"sink parameter {name} must be true for {uri.scheme}:// sinks")
+    mechanism = (uri.param("sasl_mechanism") or "PLAIN").upper()
+    if mechanism != "PLAIN":
+        raise option_error(f"sink parameter sasl_mechanism must be PLAIN for {uri.scheme}:// sinks")
+    for name in (*_SASL_PASSWORD_PARAMS, *_SASL_OAUTH_PARAMS):
+        if name in uri.params:
+            raise option_error(f"sink parameter {name} is not used by {uri.scheme}:// sinks")
+    key, secret = _PRESET_PARAMS[uri.scheme]
+    for name in (key, secret):
+        if not uri.param(name):
+            raise option_error(f"sink parameter {name} is needed by {uri.scheme}:// sinks")
+    if uri.scheme == "confluent-cloud":
+        user, password = uri.param(key), uri.param(secret)
+    else:
+        namespace = uri.host.rsplit(":", 1)[0]
+        user = "$ConnectionString"
+        password = (
+            f"Endpoint=sb://{namespace}/;SharedAccessKeyName={uri.param(key)};"
+            f"SharedAccessKey={uri.param(secret)}"
+        )
+    return {
+        **_tls(uri, True),
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+
+
+def _tls(uri: SinkURI, tls: bool) -> dict[str, Any]:
+    config: dict[str, Any] = {}
     for name in ("ca_cert", "client_cert", "client_key", "insecure_tls_skip_verify"):
         if name in uri.params and not tls:
             raise option_error(f"sink parameter {name} needs tls_enabled=true")
@@ -546,31 +629,107 @@ def _security(uri: SinkURI) -> dict[str, Any]:
     if uri.bool_param("insecure_tls_skip_verify"):
         config["enable.ssl.certificate.verification"] = False
         config["ssl.endpoint.identification.algorithm"] = "none"
-    sasl = uri.bool_param("sasl_enabled")
-    for name in ("sasl_mechanism", "sasl_user", "sasl_password"):
+    return config
+
+
+def _sasl(uri: SinkURI, sasl: bool) -> dict[str, Any]:
+    """The SASL settings: a user and password (``PLAIN``, ``SCRAM-*``) or OAuth 2.0
+    client credentials (``OAUTHBEARER``)."""
+    for name in ("sasl_mechanism", *_SASL_PASSWORD_PARAMS, *_SASL_OAUTH_PARAMS, "sasl_handshake"):
         if name in uri.params and not sasl:
             raise option_error(f"sink parameter {name} needs sasl_enabled=true")
-    if sasl:
-        mechanism = (uri.param("sasl_mechanism") or "PLAIN").upper()
-        if mechanism not in _SASL_MECHANISMS:
+    if not sasl:
+        return {}
+    if "sasl_handshake" in uri.params and not uri.bool_param("sasl_handshake"):
+        # NB: Sarama can skip the handshake for brokers before Kafka 0.10; librdkafka
+        # always sends it, and no broker this sink supports (0.10+) goes without it.
+        raise option_error(
+            "sink parameter sasl_handshake=false is for Kafka brokers before 0.10, which "
+            "this sink does not support: leave it out (the handshake is always sent)"
+        )
+    mechanism = (uri.param("sasl_mechanism") or "PLAIN").upper()
+    if mechanism not in _SASL_MECHANISMS:
+        raise option_error(
+            f"sink parameter sasl_mechanism={uri.param('sasl_mechanism')!r} is not one of "
+            f"{', '.join(_SASL_MECHANISMS)}"
+        )
+    if mechanism == "OAUTHBEARER":
+        return _oauth(uri)
+    for name in _SASL_OAUTH_PARAMS:
+        if name in uri.params:
             raise option_error(
-                f"sink parameter sasl_mechanism={uri.param('sasl_mechanism')!r} is not one of "
-                f"{', '.join(_SASL_MECHANISMS)}"
+                f"sink parameter {name} is for sasl_mechanism=OAUTHBEARER, not {mechanism}"
             )
-        for name in ("sasl_user", "sasl_password"):
-            if not uri.param(name):
-                raise option_error(f"sink parameter {name} is needed with sasl_enabled=true")
-        config["sasl.mechanism"] = mechanism
-        config["sasl.username"] = uri.param("sasl_user")
-        config["sasl.password"] = uri.param("sasl_password")
-    protocol = {
-        (False, False): "PLAINTEXT",
-        (True, False): "SSL",
-        (False, True): "SASL_PLAINTEXT",
-        (True, True): "SASL_SSL",
+    for name in _SASL_PASSWORD_PARAMS:
+        if not uri.param(name):
+            raise option_error(f"sink parameter {name} is needed with sasl_enabled=true")
+    return {
+        "sasl.mechanism": mechanism,
+        "sasl.username": uri.param("sasl_user"),
+        "sasl.password": uri.param("sasl_password"),
     }
-    config["security.protocol"] = protocol[tls, sasl]
+
+
+def _oauth(uri: SinkURI) -> dict[str, Any]:
+    """OAuth 2.0 client credentials, as CockroachDB's ``OAUTHBEARER`` takes them:
+    ``sasl_client_id``, ``sasl_client_secret`` (base64-encoded, as CockroachDB's docs
+    ask), ``sasl_token_url``, optional ``sasl_scopes`` (repeated, or separated by spaces)
+    and ``sasl_grant_type``.
+
+    librdkafka fetches the token itself (``sasl.oauthbearer.method=oidc``) and
+    refreshes it before it expires: a POST to the token URL with the client id and
+    secret in HTTP Basic auth and ``grant_type`` and ``scope`` in the form, the request
+    CockroachDB's Go client sends. Two differences follow from librdkafka: the token
+    must be a JWT (librdkafka reads its ``exp`` and ``sub``, as Kafka's own OAuth
+    validator needs), and ``sasl_grant_type`` can only be ``client_credentials``
+    (librdkafka refuses other grant types), so another is refused here."""
+    for name in _SASL_PASSWORD_PARAMS:
+        if name in uri.params:
+            raise option_error(
+                f"sink parameter {name} is not used with sasl_mechanism=OAUTHBEARER: "
+                "give sasl_client_id, sasl_client_secret and sasl_token_url"
+            )
+    for name in ("sasl_client_id", "sasl_client_secret", "sasl_token_url"):
+        if not uri.param(name):
+            raise option_error(f"sink parameter {name} is needed with sasl_mechanism=OAUTHBEARER")
+    token_url = uri.param("sasl_token_url") or ""
+    parts = urlsplit(token_url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise option_error(
+            f"sink parameter sasl_token_url={token_url!r} is not an http(s) URL; "
+            "URL-encode it inside the sink URI"
+        )
+    grant = uri.param("sasl_grant_type") or _GRANT_TYPE
+    if grant != _GRANT_TYPE:
+        raise option_error(
+            f"sink parameter sasl_grant_type={grant!r} is not supported: the Kafka client "
+            f"(librdkafka) fetches tokens with grant_type={_GRANT_TYPE} only"
+        )
+    config: dict[str, Any] = {
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": uri.param("sasl_client_id"),
+        "sasl.oauthbearer.client.secret": _client_secret(uri.param("sasl_client_secret") or ""),
+        "sasl.oauthbearer.token.endpoint.url": token_url,
+        "sasl.oauthbearer.grant.type": grant,
+    }
+    scopes = (uri.param("sasl_scopes") or "").split()
+    if scopes:
+        config["sasl.oauthbearer.scope"] = " ".join(scopes)
     return config
+
+
+def _client_secret(encoded: str) -> str:
+    """``sasl_client_secret`` decoded: CockroachDB's URIs carry it base64-encoded."""
+    # NB: a '+' written unescaped in a query string reads back as a space.
+    text = encoded.strip().replace(" ", "+").translate(_URLSAFE_B64)
+    try:
+        return base64.b64decode(text + "=" * (-len(text) % 4), validate=True).decode()
+    except (binascii.Error, ValueError):
+        raise option_error(
+            "sink parameter sasl_client_secret is not base64: CockroachDB's Kafka URIs carry "
+            "the client secret base64-encoded (`printf %s SECRET | base64 -w0`), then URL-escaped"
+        ) from None
 
 
 def _topic_params(uri: SinkURI) -> tuple[str, str | None]:

@@ -35,6 +35,14 @@ class BrokerLog:
         self._failing: dict[str, str] = {}  # what fails (a broker, a facility): its first error
 
     @property
+    def token_failure(self) -> str | None:
+        """How librdkafka last failed to fetch an OAuth token (``OAUTHBEARER`` with
+        OIDC), if it did since the last recovery: a broker then refuses or never
+        answers, and this says why."""
+        with self._lock:
+            return self._failing.get("client (OIDC)")
+
+    @property
     def failing(self) -> bool:
         """Whether a failure was logged since the last recovery."""
         with self._lock:

@@ -1,0 +1,229 @@
+"""The cloud storage sink into Azure Blob Storage (``azure://``, ``azure-blob://``), as
+CockroachDB 26.1's docs write its URI (``azure-blob://container/path?AZURE_ACCOUNT_NAME=
+...&AZURE_ACCOUNT_KEY=<url-encoded key>``), against Azurite on loopback."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from feedkv import DB
+from feedkv.changefeed.options import ChangefeedOptions, parse_options
+from feedkv.changefeed.sink import Sink, make_sink, message_options, parse_sink_uri
+from feedkv.changefeed.sinks.azure import account_url
+from feedkv.errors import SQLError
+from feedkv.testing.azurite import ACCOUNT, KEY, Azurite, azurite_blob
+from feedkv.testing.sink_conformance import START, SinkSetup
+from feedkv.testing.waiting import wait_until
+
+DEADLINE = 30.0
+
+
+@pytest.fixture(scope="module")
+def azurite() -> Iterator[Azurite]:
+    executable = azurite_blob()
+    if executable is None:
+        pytest.skip("azurite is not installed (make installs it with npm under .cache/azurite)")
+    server = Azurite(executable)
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def service(azurite: Azurite) -> Any:
+    from azure.storage.blob import BlobServiceClient
+
+    client = BlobServiceClient.from_connection_string(azurite.connection_string())
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def container(service: Any) -> str:
+    """A container of this test's own."""
+    name = f"feeds-{uuid.uuid4().hex[:12]}"
+    service.create_container(name)
+    return name
+
+
+def query(azurite: Azurite, key: str = KEY) -> str:
+    return (
+        f"AZURE_ACCOUNT_NAME={ACCOUNT}&AZURE_ACCOUNT_KEY={quote(key, safe='')}"
+        f"&AZURE_ENDPOINT={quote(azurite.account_url, safe='')}"
+    )
+
+
+def blobs(service: Any, container: str, prefix: str) -> dict[str, bytes]:
+    client = service.get_container_client(container)
+    names = sorted(client.list_blob_names(name_starts_with=prefix))
+    return {name: client.download_blob(name).readall() for name in names}
+
+
+@pytest.mark.parametrize("scheme", ["azure", "azure-blob"])
+def test_changefeed_files_land_in_the_container_with_resolved_markers(
+    db: DB, azurite: Azurite, service: Any, container: str, scheme: str
+) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    db.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+    db.sql(
+        f"CREATE CHANGEFEED FOR t INTO '{scheme}://{container}/cdc?{query(azurite)}' "
+        "WITH resolved='0s', min_checkpoint_frequency='0s'"
+    )
+
+    def published() -> dict[str, bytes]:
+        found = blobs(service, container, "cdc/")
+        return found if any(n.endswith(".RESOLVED") for n in found) else {}
+
+    found = wait_until(published, timeout_s=DEADLINE, what="a resolved file in the container")
+    names = list(found)
+    data = [n for n in names if n.endswith(".ndjson")]
+    rows = [json.loads(line) for name in data for line in found[name].splitlines()]
+    assert [r["after"] for r in rows] == [{"k": 1, "v": "a"}, {"k": 2, "v": "b"}]
+    resolved = next(n for n in names if n.endswith(".RESOLVED"))
+    assert names.index(data[0]) < names.index(resolved)
+    assert set(json.loads(found[resolved])) == {"resolved"}
+    assert not [n for n in names if ".feedkv-probe-" in n]  # CREATE's probe was removed
+
+
+def test_show_redacts_the_account_key(db: DB, azurite: Azurite, container: str) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+    (job_id,) = db.sql(
+        f"CREATE CHANGEFEED FOR t INTO 'azure://{container}/x?{query(azurite)}'"
+    ).rows[0]
+    db.sql(f"PAUSE JOB {job_id}")
+    result = db.sql(f"SHOW CHANGEFEED JOB {job_id}")
+    shown = dict(zip(result.columns, result.rows[0], strict=True))
+    assert "AZURE_ACCOUNT_KEY=redacted" in shown["sink_uri"]
+    assert f"AZURE_ACCOUNT_NAME={ACCOUNT}" in shown["sink_uri"]
+    assert quote(KEY, safe="") not in str(shown) and KEY not in str(shown)
+
+
+def test_a_key_the_account_refuses_fails_the_create(
+    db: DB, azurite: Azurite, container: str
+) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+    wrong = "d3Jvbmcga2V5IGZvciB0aGUgYWNjb3VudA=="  # base64, but not the account's key
+    with pytest.raises(SQLError) as raised:
+        db.sql(f"CREATE CHANGEFEED FOR t INTO 'azure://{container}/x?{query(azurite, wrong)}'")
+    assert raised.value.code == "22023"
+    assert "AZURE_ACCOUNT_KEY" in raised.value.message
+
+
+def test_a_missing_container_fails_the_create(db: DB, azurite: Azurite) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+    with pytest.raises(SQLError) as raised:
+        db.sql(f"CREATE CHANGEFEED FOR t INTO 'azure://no-such-container/x?{query(azurite)}'")
+    assert raised.value.code == "22023"
+    assert "ContainerNotFound" in raised.value.message
+
+
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        ("azure:///x?AZURE_ACCOUNT_NAME=a&AZURE_ACCOUNT_KEY=aw==", "needs a container"),
+        ("azure://c/x?AZURE_ACCOUNT_KEY=aw==", "AZURE_ACCOUNT_NAME is needed"),
+        ("azure://c/x?AZURE_ACCOUNT_NAME=a", "AZURE_ACCOUNT_KEY is needed"),
+        (
+            "azure://c/x?AZURE_ACCOUNT_NAME=a&AZURE_CLIENT_ID=i&AZURE_CLIENT_SECRET=s"
+            "&AZURE_TENANT_ID=t",
+            "as a service principal is not supported",
+        ),
+        (
+            "azure://c/x?AZURE_ACCOUNT_NAME=a&AZURE_ACCOUNT_KEY=aw==&AZURE_ENVIRONMENT=mars",
+            "AZURE_ENVIRONMENT='mars' is not one of",
+        ),
+        (
+            "azure://c/x?AZURE_ACCOUNT_NAME=a&AZURE_ACCOUNT_KEY=aw==&AZURE_ENDPOINT=c:/x",
+            "AZURE_ENDPOINT='c:/x' is not an http(s) URL",
+        ),
+        ("azure://c/x?AZURE_ACCOUNT_NAME=a&AZURE_ACOUNT_KEY=k", "did you mean 'AZURE_ACCOUNT_KEY'"),
+    ],
+)
+def test_bad_azure_uris_are_refused_naming_the_part(uri: str, message: str) -> None:
+    options = ChangefeedOptions()
+    with pytest.raises(SQLError) as raised:
+        make_sink(parse_sink_uri(uri, options), options, start=START)
+    assert raised.value.code == "22023"
+    assert message in raised.value.message
+
+
+@pytest.mark.parametrize(
+    ("environment", "url"),
+    [
+        ("", "https://acct.blob.core.windows.net"),
+        ("AzureUSGovernmentCloud", "https://acct.blob.core.usgovcloudapi.net"),
+        ("AZURECHINACLOUD", "https://acct.blob.core.chinacloudapi.cn"),
+    ],
+)
+def test_the_environment_picks_the_accounts_endpoint(environment: str, url: str) -> None:
+    given = f"&AZURE_ENVIRONMENT={environment}" if environment else ""
+    uri = f"azure://c/p?AZURE_ACCOUNT_NAME=acct&AZURE_ACCOUNT_KEY=aw=={given}"
+    assert account_url(parse_sink_uri(uri, ChangefeedOptions())) == url
+
+
+# The sink contract.
+
+
+@pytest.fixture(params=["", "&partition_format=flat&file_size=256"], ids=["daily", "small-files"])
+def azure_setup(request: pytest.FixtureRequest, azurite: Azurite, service: Any) -> SinkSetup:
+    """A file sink into a container of its own, read back in name order; its failing
+    twin writes into a container that does not exist, until it is made."""
+    extra: str = request.param
+    container = f"kit-{uuid.uuid4().hex[:12]}"
+    service.create_container(container)
+    options = parse_options((), now=START)
+
+    def sink_into(container: str) -> Sink:
+        uri = f"azure://{container}/kit?{query(azurite)}{extra}"
+        return make_sink(parse_sink_uri(uri, options), message_options(options, uri), start=START)
+
+    def reader() -> dict[str, list[bytes]]:
+        bodies = blobs(service, container, "kit/").values()
+        return {"": [line for body in bodies for line in body.splitlines()]}
+
+    missing = f"{container}-missing"
+    return SinkSetup(
+        lambda: sink_into(container),
+        reader,
+        failing=lambda: sink_into(missing),
+        recover=lambda: service.create_container(missing),
+    )
+
+
+def test_the_azure_sink_keeps_the_sink_contract(azure_setup: SinkSetup) -> None:
+    azure_setup.check()
+
+
+def test_the_spark_runners_staging_stays_beside_the_sinks_prefix(
+    azurite: Azurite, service: Any, container: str
+) -> None:
+    """A batch published exactly once (as the Spark runner publishes it) lands under the
+    sink's prefix alone; its staging and manifest go beside it, so a loader copying the
+    prefix sees only data files."""
+    from feedkv.changefeed.sinks.batch_publisher import BatchPublisher, layout
+    from feedkv.changefeed.sinks.cloud_storage import blob_store
+
+    where = layout(parse_sink_uri(f"azure://{container}/cdc?{query(azurite)}", ChangefeedOptions()))
+    root = blob_store(where.root)
+    try:
+        publisher = BatchPublisher.of(root, 9, where)
+        task = publisher.stage()
+        task.put("2024-05-01/a.ndjson", b"1\n")
+        task.put("2024-05-01/b.ndjson", b"2\n")
+        assert blobs(service, container, "cdc/") == {}  # staged: out of the prefix
+        publisher.publish(0, task.staged)
+        publisher.publish(0, task.staged)  # a replay publishes nothing twice
+    finally:
+        root.close()
+    assert blobs(service, container, "cdc/") == {
+        "cdc/2024-05-01/a.ndjson": b"1\n",
+        "cdc/2024-05-01/b.ndjson": b"2\n",
+    }
+    assert list(blobs(service, container, ".cdc.feedkv/")) == [
+        ".cdc.feedkv/jobs/9/manifests/00000000000000000000.json"
+    ]

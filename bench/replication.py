@@ -5,6 +5,8 @@
   on each node), then with three (``feedkv start --replicas 3``: every range on every
   node, its lease wherever its Raft group elected a leader); clients spread over the
   nodes. Reports commits/s, p50/p99, and the ratio of three replicas to one.
+- ``reads``: point-read latency (``--reads`` reads of one key, one at a time) with one
+  replica per range and with three (a replicated read writes nothing to the log).
 - ``failover``: a writer writes one key as fast as it can through a node that stays up
   while the lease holder of the key's range is SIGKILLed; the time from the kill to
   the first write that succeeds after it, over ``--kills`` kills (the node restarts and
@@ -188,6 +190,31 @@ def follower_lag(writes: int, tmp: Path) -> dict[str, Any]:
     return result
 
 
+def reads(replicas: int, count: int, tmp: Path) -> dict[str, Any]:
+    """Latency of point reads (``db.get`` of one key, one at a time, from a client of
+    node n1) with one replica and with three: a replicated read writes nothing to the
+    log, its lease holder only confirms its leadership with a heartbeat round."""
+    args = ("--replicas", str(replicas))
+    with LocalCluster(
+        tmp / f"reads-{replicas}", 3, *args, rebalance_interval="0s", insecure=True
+    ) as cluster:
+        _replicated(cluster, replicas)
+        with cluster.connect(0) as db:
+            db.put(b"read/key", b"value")
+            latencies = []
+            for _ in range(count):
+                started = time.perf_counter()
+                db.get(b"read/key")
+                latencies.append(time.perf_counter() - started)
+    latencies.sort()
+    return {
+        "replicas": replicas,
+        "reads": count,
+        "p50_ms": round(latencies[len(latencies) // 2] * 1000, 2),
+        "p99_ms": round(latencies[int(len(latencies) * 0.99)] * 1000, 2),
+    }
+
+
 def _agreed_lease_holder(cluster: LocalCluster, key: bytes) -> int:
     """The lease holder of ``key``'s range that every node's directory names (one node's
     view lags a change of lease by a heartbeat: a kill must hit the holder)."""
@@ -221,6 +248,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--lag-writes", type=int, default=500)
+    parser.add_argument("--reads", type=int, default=1000)
     args = parser.parse_args(argv)
     result: dict[str, Any] = {
         "benchmark": "replication",
@@ -237,6 +265,10 @@ def main(argv: list[str]) -> int:
             "one_replica": one,
             "three_replicas": three,
             "ratio_3_over_1": round(three["commits_per_s"] / one["commits_per_s"], 2),
+        }
+        result["reads"] = {
+            "one_replica": reads(1, args.reads, base),
+            "three_replicas": reads(3, args.reads, base),
         }
         result["failover"] = failover(args.kills, base)
         result["rangefeed_lag"] = {

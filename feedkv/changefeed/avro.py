@@ -13,7 +13,9 @@ names are escaped as Avro names, ``_u0020_`` for a space):
 - The value, under ``P<topic>-value``: a record named ``P<topic>_envelope``. ``wrapped``
   has the fields ``before`` (with ``diff``; a record ``<table>_before``), ``after`` (a
   record ``<table>``), then ``updated`` and ``mvcc_timestamp`` when asked for;
-  ``enriched`` is ``wrapped``'s with ``ts_ns`` (long) and ``op`` (string) last; ``bare``
+  ``enriched`` has ``before`` and ``after``, with ``enriched_properties=source`` the
+  record ``source`` (:mod:`feedkv.changefeed.enriched_source`; ``updated`` and
+  ``mvcc_timestamp`` go there), then ``ts_ns`` (long) and ``op`` (string); ``bare``
   has ``record`` (the row, a record ``<table>``) instead of ``before`` and ``after``;
   ``key_only`` has no value.
 - A resolved marker is that envelope record with the one field ``resolved``, registered
@@ -47,6 +49,13 @@ import fastavro
 import httpx
 
 from feedkv.changefeed.enriched import op_of
+from feedkv.changefeed.enriched_source import (
+    UNKNOWN_SOURCE,
+    FeedSource,
+    avro_source_record,
+    avro_source_schema,
+    source_object,
+)
 from feedkv.changefeed.names import avro_name, kafka_name
 from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.rows import RowEvent
@@ -223,13 +232,18 @@ class _Schemas:
                 fields.append(_optional("after", row))
             else:  # bare: the row in "record"
                 fields.append(_optional("record", row))
-            fields += [
-                _optional(name, "string")
-                for name in ("updated", "mvcc_timestamp")
-                if getattr(options, name)
-            ]
             if options.envelope == "enriched":
+                # NB: updated and mvcc_timestamp live in source there (options.py
+                # refuses them without enriched_properties=source)
+                if "source" in options.enriched_properties:
+                    fields.append(_optional("source", avro_source_schema(prefix)))
                 fields += [_optional("ts_ns", "long"), _optional("op", "string")]
+            else:
+                fields += [
+                    _optional(name, "string")
+                    for name in ("updated", "mvcc_timestamp")
+                    if getattr(options, name)
+                ]
             self.value = envelope_schema(avro_name(prefix + topic) + "_envelope", fields, prefix)
         self.parsed_key = fastavro.parse_schema(self.key)
         self.parsed_value = fastavro.parse_schema(self.value) if self.value else None
@@ -241,7 +255,9 @@ class _Schemas:
 
 
 class AvroEncoder:
-    """``clock``: the wall clock in ns, for the enriched envelope's ``ts_ns``."""
+    """``clock``: the wall clock in ns, for the enriched envelope's ``ts_ns``;
+    ``source`` and ``databases``: for its ``source`` record (the job and node, and the
+    name of a table's database by its id)."""
 
     def __init__(
         self,
@@ -249,8 +265,12 @@ class AvroEncoder:
         registry: SchemaRegistry | None = None,
         *,
         clock: Callable[[], int] = time.time_ns,
+        source: FeedSource = UNKNOWN_SOURCE,
+        databases: Callable[[int], str] = lambda database_id: "",
     ) -> None:
         self._clock = clock
+        self._source = source
+        self._databases = databases
         if options.confluent_schema_registry is None and registry is None:
             raise SinkError("format=avro needs confluent_schema_registry")
         self._o = options
@@ -303,6 +323,16 @@ class AvroEncoder:
                 record["before"] = None if event.before is None else schemas.row(event.before)
             record["after"] = None if event.after is None else schemas.row(event.after)
             if o.envelope == "enriched":
+                if "source" in o.enriched_properties:
+                    record["source"] = avro_source_record(
+                        source_object(
+                            self._source,
+                            event.table,
+                            self._databases(event.table.database_id),
+                            mvcc_ts=event.mvcc_ts if o.mvcc_timestamp else None,
+                            updated=event.updated if o.updated else None,
+                        )
+                    )
                 record["ts_ns"] = self._clock()
                 record["op"] = op_of(event)
         elif event.after is not None:
@@ -310,10 +340,11 @@ class AvroEncoder:
         else:  # a deletion: the row with only its key set
             names = (c.name for c in schemas.key_columns)
             record["record"] = schemas.row(dict(zip(names, event.key, strict=True)))
-        if o.updated:
-            record["updated"] = str(event.updated)
-        if o.mvcc_timestamp:
-            record["mvcc_timestamp"] = str(event.mvcc_ts)
+        if o.envelope != "enriched":
+            if o.updated:
+                record["updated"] = str(event.updated)
+            if o.mvcc_timestamp:
+                record["mvcc_timestamp"] = str(event.mvcc_ts)
         return self._frame(schemas.value_id, schemas.parsed_value, record)
 
     def scan_encoder(self, desc: TableDescriptor, topic: str, updated: Timestamp) -> None:

@@ -43,6 +43,7 @@ from json.encoder import encode_basestring as _encode_basestring
 from typing import Any, Protocol
 
 from feedkv.changefeed.enriched import connect_schema, op_of
+from feedkv.changefeed.enriched_source import UNKNOWN_SOURCE, FeedSource, source_object
 from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.rows import RowEvent
 from feedkv.sql.descriptor import TableDescriptor
@@ -88,15 +89,30 @@ class Encoder(Protocol):
     def encode_resolved(self, ts: Timestamp, topic: str | None) -> bytes: ...
 
 
-def make_encoder(options: ChangefeedOptions) -> Encoder:
+DatabaseNames = Callable[[int], str]
+"""The name of the database of a table, by the database's id (for the enriched
+envelope's ``source``); the caller reads the catalog, the encoder does no I/O."""
+
+
+def _no_database(database_id: int) -> str:
+    return ""
+
+
+def make_encoder(
+    options: ChangefeedOptions,
+    *,
+    source: FeedSource = UNKNOWN_SOURCE,
+    databases: DatabaseNames = _no_database,
+) -> Encoder:
     """The encoder for ``options.format``; csv and parquet are file formats written by
     the file sink from :class:`~feedkv.changefeed.rows.RowEvent` objects directly, and
-    use the JSON encoder for their keys."""
+    use the JSON encoder for their keys. ``source`` and ``databases``: what the enriched
+    envelope's ``source`` carries (:mod:`feedkv.changefeed.enriched_source`)."""
     if options.format == "avro":
         from feedkv.changefeed.avro import AvroEncoder
 
-        return AvroEncoder(options)
-    return JSONEncoder(options)
+        return AvroEncoder(options, source=source, databases=databases)
+    return JSONEncoder(options, source=source, databases=databases)
 
 
 def _json_float(value: float) -> str:
@@ -332,14 +348,22 @@ class RowFormats:
 
 
 class JSONEncoder:
-    """``clock``: the wall clock in ns, for the enriched envelope's ``ts_ns``."""
+    """``clock``: the wall clock in ns, for the enriched envelope's ``ts_ns``;
+    ``source`` and ``databases``: for its ``source`` (see :func:`make_encoder`)."""
 
     def __init__(
-        self, options: ChangefeedOptions, *, clock: Callable[[], int] = time.time_ns
+        self,
+        options: ChangefeedOptions,
+        *,
+        clock: Callable[[], int] = time.time_ns,
+        source: FeedSource = UNKNOWN_SOURCE,
+        databases: DatabaseNames = _no_database,
     ) -> None:
         self._o = options
         self._format = RowFormats()
         self._clock = clock
+        self._source = source
+        self._databases = databases
         self._schemas: dict[tuple[int, int], str] = {}  # enriched_properties=schema's
 
     def encode_key(self, event: RowEvent, topic: str) -> bytes:
@@ -411,6 +435,8 @@ class JSONEncoder:
         if o.key_in_value:
             parts.append('"key": ' + fmt.row(dict(zip(fmt.key_names, event.key, strict=True))))
         parts.append(f'"op": "{op_of(event)}"')
+        if "source" in o.enriched_properties:
+            parts.append('"source": ' + _jsonb(self.source_of(event)))
         parts.append(f'"ts_ns": {self._clock()}')
         payload = "{" + ", ".join(parts) + "}"
         if "schema" not in o.enriched_properties:
@@ -426,6 +452,18 @@ class JSONEncoder:
             schema = _jsonb(connect_schema(desc, o, projected))
             self._schemas[(desc.id, desc.version)] = schema
         return ('{"payload": ' + payload + ', "schema": ' + schema + "}").encode()
+
+    def source_of(self, event: RowEvent) -> dict[str, Any]:
+        """The enriched envelope's ``source`` object for ``event``."""
+        o = self._o
+        desc = event.table
+        return source_object(
+            self._source,
+            desc,
+            self._databases(desc.database_id),
+            mvcc_ts=event.mvcc_ts if o.mvcc_timestamp else None,
+            updated=event.updated if o.updated else None,
+        )
 
     def _wrapped(
         self,

@@ -207,13 +207,13 @@ def _enriched_properties(name: str, value: str | None, now: Timestamp) -> tuple[
                 f"unknown {name} {prop!r}{_suggest(prop, _ENRICHED_PROPERTIES)}; "
                 f"expected a list of {', '.join(_ENRICHED_PROPERTIES)}"
             )
-    if "source" in properties:
-        raise option_error(
-            f"{name}=source is not supported yet: the job, cluster and node identity it "
-            "carries does not reach feedkv's encoder; use enriched_properties=schema or none"
-        )
+    if len(set(properties)) != len(properties):
+        raise option_error(f"option {name} names a property more than once: {value!r}")
     return properties
 
+
+# Where the enriched envelope carries what these options ask for.
+_IN_SOURCE = {"updated": "ts_hlc and source.ts_ns", "mvcc_timestamp": "mvcc_timestamp"}
 
 # Formats the file sink writes from the rows themselves, not from encoded messages.
 ROW_FORMATS = frozenset({"csv", "parquet"})
@@ -348,15 +348,15 @@ def _check_combinations(o: ChangefeedOptions, named: set[str], now: Timestamp) -
     if o.envelope == "enriched":
         if o.format not in ("json", "avro"):
             raise option_error(f"envelope=enriched is not usable with format={o.format}")
-        if o.format == "avro" and o.enriched_properties:
+        if o.format == "avro" and "schema" in o.enriched_properties:
             raise option_error(
                 "enriched_properties=schema is for format=json: Avro's schema is in the registry"
             )
         for name in ("updated", "mvcc_timestamp"):
-            if name in named:
+            if name in named and "source" not in o.enriched_properties:
                 raise option_error(
                     f"option {name} with envelope=enriched needs enriched_properties=source, "
-                    "where CockroachDB carries it (not supported yet)"
+                    f"where CockroachDB carries it (source.{_IN_SOURCE[name]})"
                 )
     if "topic_in_value" in named and o.envelope not in ("wrapped", "bare"):
         raise option_error("option topic_in_value is only usable with envelope=wrapped or bare")

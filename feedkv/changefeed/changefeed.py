@@ -78,6 +78,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from feedkv.changefeed.cockroach_parquet import CockroachParquet
 from feedkv.changefeed.database import database_names, database_tables, retargets
 from feedkv.changefeed.encoder import Encoder, make_encoder
 from feedkv.changefeed.enriched_source import FeedSource, sink_type
@@ -208,9 +209,13 @@ class Changefeed:
             databases=database_names(db),
         )
         self._query = cdc_query(spec)
-        # cdc_prev and the enriched envelope's op need the previous row
+        # cdc_prev, the enriched envelope's op and a Parquet file's event type (u or c)
+        # need the previous row
         self._with_diff = (
-            spec.options.diff or self._query is not None or spec.options.envelope == "enriched"
+            spec.options.diff
+            or self._query is not None
+            or spec.options.envelope == "enriched"
+            or CockroachParquet.of(spec.options, spec.sink_uri) is not None
         )
         self._scanned = not spec.options.scans
         self._topics_used: set[str] = set()

@@ -68,7 +68,10 @@ from feedkv.changefeed.changefeed import (
     scan_messages,
     stopped_by,
 )
+from feedkv.changefeed.cockroach_parquet import CockroachParquet
+from feedkv.changefeed.database import database_names
 from feedkv.changefeed.encoder import make_encoder
+from feedkv.changefeed.enriched_source import FeedSource, sink_type
 from feedkv.changefeed.file_formats import ParquetRows
 from feedkv.changefeed.frontier import Ended, Frontier, SchemaPlan, plan_schema_changes
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
@@ -177,19 +180,33 @@ def _message_batches(job: JobOptions, part: _TablePiece) -> Iterator[pa.RecordBa
     if job.spec.options.format == "parquet":
         blocks = _row_blocks(db, job.spec, part)
     else:
-        blocks = message_blocks(_piece_messages(db, job.spec, part))
+        blocks = message_blocks(_piece_messages(db, job.spec, part, job.job_id))
     for topic, schema_id, block in blocks:
         yield block_row(topic, schema_id, block)
 
 
-def _piece_messages(db: FeedClient, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[Message]:
+def _piece_messages(
+    db: FeedClient, spec: ChangefeedSpec, part: _TablePiece, job_id: int = 0
+) -> Iterator[Message]:
     """The messages of one piece: a scan's through the changefeed core's scan path,
-    changes row by row, leaving out the rewrites of ``part.skipped``."""
+    changes row by row, leaving out the rewrites of ``part.skipped``. ``job_id``: the
+    job's, for the enriched envelope's ``source`` (an executor knows no node identity
+    beyond it and the sink)."""
     options = spec.options
     query = cdc_query(spec)
-    encoder = make_encoder(message_options(options, spec.sink_uri))
-    # cdc_prev and the enriched envelope's op need the previous row
-    diff = options.diff or query is not None or options.envelope == "enriched"
+    encoder = make_encoder(
+        message_options(options, spec.sink_uri),
+        source=FeedSource(job_id=str(job_id), changefeed_sink=sink_type(spec.sink_uri)),
+        databases=database_names(db),
+    )
+    # cdc_prev, the enriched envelope's op and a Parquet file's event type need the
+    # previous row
+    diff = (
+        options.diff
+        or query is not None
+        or options.envelope == "enriched"
+        or CockroachParquet.of(options, spec.sink_uri) is not None
+    )
     split = options.split_column_families
     piece = part.piece
     if piece.is_scan:
@@ -220,6 +237,7 @@ def _row_blocks(db: FeedClient, spec: ChangefeedSpec, part: _TablePiece) -> Iter
         if decoder.whole_rows(target):
             yield from _scanned_blocks(spec, decoder, target, piece, size)
             return
+    layout = CockroachParquet.of(spec.options, spec.sink_uri)
     blocks: dict[str, ParquetRows] = {}
     for message in _piece_messages(db, spec, part):
         topic, event = message.topic, message.row
@@ -229,7 +247,9 @@ def _row_blocks(db: FeedClient, spec: ChangefeedSpec, part: _TablePiece) -> Iter
             block = None
         if block is None:
             images = spec.options.lake_mode == "changelog"  # before-images, as Delta's CDF
-            block = blocks[topic] = ParquetRows(event.table, event.columns, images=images)
+            block = blocks[topic] = ParquetRows(
+                event.table, event.columns, images=images, cockroach=layout
+            )
         block.add_event(event)
         if len(block) >= size.rows:
             yield topic, block.desc.version, size.take(block)
@@ -248,7 +268,7 @@ def _scanned_blocks(
     if desc is None or desc.dropped:
         return
     topic = spec.topics[target.table_id]
-    rows = ParquetRows(desc)
+    rows = ParquetRows(desc, cockroach=CockroachParquet.of(spec.options, spec.sink_uri))
     for _key, values, mvcc_ts in decoder.scan_values(target, ts, span=piece.span):
         rows.add(values, "c", mvcc_ts, ts)
         if len(rows) >= size.rows:

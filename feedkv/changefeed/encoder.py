@@ -112,6 +112,10 @@ def make_encoder(
         from feedkv.changefeed.avro import AvroEncoder
 
         return AvroEncoder(options, source=source, databases=databases)
+    if options.format == "protobuf":
+        from feedkv.changefeed.protobuf import ProtobufEncoder
+
+        return ProtobufEncoder(options, source=source, databases=databases)
     return JSONEncoder(options, source=source, databases=databases)
 
 

@@ -54,7 +54,7 @@ class ChangefeedOptions:
     end_time: Timestamp | None = None
     initial_scan: str = "yes"  # yes | no | only
     envelope: str = "wrapped"  # wrapped | bare | key_only | row | enriched
-    format: str = "json"  # json | avro | csv | parquet
+    format: str = "json"  # json | avro | csv | parquet | protobuf
     updated: bool = False
     mvcc_timestamp: bool = False
     diff: bool = False
@@ -223,7 +223,7 @@ _OPTIONS: dict[str, _Parser] = {
     "end_time": _timestamp,
     "initial_scan": _choice("yes", "no", "only", bare="yes"),
     "envelope": _choice("wrapped", "bare", "key_only", "row", "enriched", *_DESIGN_ENVELOPES),
-    "format": _choice("json", "avro", "csv", "parquet"),
+    "format": _choice("json", "avro", "csv", "parquet", "protobuf"),
     "updated": _flag,
     "mvcc_timestamp": _flag,
     "diff": _flag,
@@ -326,6 +326,11 @@ def _check_combinations(o: ChangefeedOptions, named: set[str], now: Timestamp) -
         raise option_error("option confluent_schema_registry is only usable with format=avro")
     elif o.avro_schema_prefix is not None:
         raise option_error("option avro_schema_prefix is only usable with format=avro")
+    if o.format == "protobuf" and o.envelope == "row":
+        raise option_error(
+            "envelope=row is not supported with format=protobuf; use envelope=bare for the "
+            "row's columns alone"
+        )
     if o.format in ROW_FORMATS and ("key_in_value" in named or "topic_in_value" in named):
         raise option_error(f"key_in_value and topic_in_value are not usable with format={o.format}")
     if o.envelope == "key_only":
@@ -346,11 +351,12 @@ def _check_combinations(o: ChangefeedOptions, named: set[str], now: Timestamp) -
     if "enriched_properties" in named and o.envelope != "enriched":
         raise option_error("option enriched_properties is only usable with envelope=enriched")
     if o.envelope == "enriched":
-        if o.format not in ("json", "avro"):
+        if o.format not in ("json", "avro", "protobuf"):
             raise option_error(f"envelope=enriched is not usable with format={o.format}")
-        if o.format == "avro" and "schema" in o.enriched_properties:
+        if o.format != "json" and "schema" in o.enriched_properties:
             raise option_error(
-                "enriched_properties=schema is for format=json: Avro's schema is in the registry"
+                f"enriched_properties=schema is for format=json, not {o.format}: the "
+                "schema of Avro and protobuf messages is theirs already"
             )
         for name in ("updated", "mvcc_timestamp"):
             if name in named and "source" not in o.enriched_properties:

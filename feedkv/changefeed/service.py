@@ -330,7 +330,9 @@ class Changefeeds:
             time.sleep(WAIT_POLL_S)  # wait-ok: a job record changes in another thread
 
     def _start_sinkless(self, spec: ChangefeedSpec) -> FeedResult:
-        channel = ChannelSink(text=spec.options.format != "avro", envelope=spec.options.envelope)
+        channel = ChannelSink(
+            text=spec.options.format not in ("avro", "protobuf"), envelope=spec.options.envelope
+        )
         label = spec.options.metrics_label
         source = self._node() if self._node is not None else None
         changefeed = Changefeed(

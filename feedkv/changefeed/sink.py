@@ -678,7 +678,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
             }
         )
         | _TLS,
-        frozenset({"json", "avro"}),
+        frozenset({"json", "avro", "protobuf"}),
         frozenset({"kafka_sink_config", "headers_json_column_name"}),
         authority="addresses",
         path=False,
@@ -739,7 +739,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         ("null",),
         "feedkv.changefeed.sinks.null:make",
         frozenset(),
-        frozenset({"json", "avro", "csv", "parquet"}),
+        frozenset({"json", "avro", "csv", "parquet", "protobuf"}),
         authority="none",
         path=False,
         any_envelope=True,

@@ -209,12 +209,13 @@ class Changefeed:
             databases=database_names(db),
         )
         self._query = cdc_query(spec)
-        # cdc_prev, the enriched envelope's op and a Parquet file's event type (u or c)
-        # need the previous row
+        # cdc_prev, the enriched envelope's op, a Parquet file's event type (u or c) and
+        # a deletion's key_column need the previous row
         self._with_diff = (
             spec.options.diff
             or self._query is not None
             or spec.options.envelope == "enriched"
+            or spec.options.key_column is not None
             or CockroachParquet.of(spec.options, spec.sink_uri) is not None
         )
         self._scanned = not spec.options.scans

@@ -44,6 +44,7 @@ from typing import Any, Protocol
 
 from feedkv.changefeed.enriched import connect_schema, op_of
 from feedkv.changefeed.enriched_source import UNKNOWN_SOURCE, FeedSource, source_object
+from feedkv.changefeed.message_key import key_column_of, key_column_value
 from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.rows import RowEvent
 from feedkv.sql.descriptor import TableDescriptor
@@ -371,6 +372,12 @@ class JSONEncoder:
         self._schemas: dict[tuple[int, int], str] = {}  # enriched_properties=schema's
 
     def encode_key(self, event: RowEvent, topic: str) -> bytes:
+        name = self._o.key_column
+        if name is not None:  # the message is keyed by that column (message_key)
+            column = key_column_of(event.table, name)
+            return (
+                "[" + json_value(column.type.kind, key_column_value(event, name)) + "]"
+            ).encode()
         return self._format(event.table).key_array(event.key).encode()
 
     def encode_value(self, event: RowEvent, topic: str) -> bytes | None:
@@ -408,8 +415,8 @@ class JSONEncoder:
         self, desc: TableDescriptor, topic: str, updated: Timestamp
     ) -> ScanEncoder | None:
         o = self._o
-        if o.envelope == "enriched":
-            return None  # each row as an event, with its op and processing time
+        if o.envelope == "enriched" or o.key_column is not None:
+            return None  # each row as an event (its op and processing time; its key)
         fmt = self._format(desc)
         wrapped = self._wrapped
         meta = self._meta

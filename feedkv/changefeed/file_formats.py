@@ -46,9 +46,14 @@ __all__ = [
 ]
 
 
-def csv_bytes(batch: list[Message]) -> bytes:
+def csv_bytes(batch: list[Message], header: bool = False) -> bytes:
+    """The rows of ``batch`` as CSV; with ``header`` (the option ``csv_header``), a first
+    line of the column names of the file's first row."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
+    if header and batch:
+        first: RowEvent = batch[0].row
+        writer.writerow(list(first.after or {}))
     for message in batch:
         event: RowEvent = message.row
         row = event.after or {}

@@ -33,6 +33,7 @@ from typing import Any
 
 from feedkv.changefeed.enriched import op_of
 from feedkv.changefeed.enriched_source import UNKNOWN_SOURCE, FeedSource, source_object
+from feedkv.changefeed.message_key import key_column_of, key_column_value
 from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.proto import changefeed_pb2 as pb
 from feedkv.changefeed.rows import RowEvent
@@ -133,7 +134,12 @@ class ProtobufEncoder:
 
     def encode_key(self, event: RowEvent, topic: str) -> bytes:
         key = pb.Key()
-        self._key(key, event)
+        name = self._o.key_column
+        if name is not None:  # the message is keyed by that column (message_key)
+            column = key_column_of(event.table, name)
+            _set_column(key.key[name], column.type.kind, key_column_value(event, name))
+        else:
+            self._key(key, event)
         return key.SerializeToString(deterministic=True)
 
     def encode_value(self, event: RowEvent, topic: str) -> bytes | None:

@@ -635,6 +635,7 @@ SINK_OPTIONS = frozenset(
         "webhook_client_timeout",
         "lake_mode",
         "headers_json_column_name",
+        "extra_headers",
     }
 )
 _TLS = frozenset({"ca_cert", "client_cert", "client_key", "insecure_tls_skip_verify"})
@@ -679,7 +680,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         )
         | _TLS,
         frozenset({"json", "avro", "protobuf"}),
-        frozenset({"kafka_sink_config", "headers_json_column_name"}),
+        frozenset({"kafka_sink_config", "headers_json_column_name", "extra_headers"}),
         authority="addresses",
         path=False,
         check="feedkv.changefeed.sinks.kafka:check",
@@ -692,7 +693,14 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         "feedkv.changefeed.sinks.webhook:make",
         _TLS,
         frozenset({"json"}),
-        frozenset({"webhook_sink_config", "webhook_auth_header", "webhook_client_timeout"}),
+        frozenset(
+            {
+                "webhook_sink_config",
+                "webhook_auth_header",
+                "webhook_client_timeout",
+                "extra_headers",
+            }
+        ),
         keyless=True,
         authority="address",
         enriched=True,

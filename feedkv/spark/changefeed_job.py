@@ -205,6 +205,7 @@ def _piece_messages(
         options.diff
         or query is not None
         or options.envelope == "enriched"
+        or options.key_column is not None
         or CockroachParquet.of(options, spec.sink_uri) is not None
     )
     split = options.split_column_families

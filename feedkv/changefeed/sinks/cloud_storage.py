@@ -248,7 +248,7 @@ class CloudStorageClient:
         from feedkv.changefeed import file_formats
 
         if fmt == "csv":
-            return file_formats.csv_bytes(batch)
+            return file_formats.csv_bytes(batch, self._options.csv_header)
         layout = CockroachParquet.files(self._options)
         return file_formats.parquet_bytes(batch, self._compression, layout)
 

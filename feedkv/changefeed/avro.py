@@ -32,7 +32,11 @@ version gives new schemas, registered the first time a row of that version is en
 Column types: INT long, FLOAT double, DECIMAL(p,s) the ``decimal`` logical type over
 bytes or, for NaN and the infinities, a string (a DECIMAL without a precision is a
 string), STRING/UUID/JSONB string, BYTES bytes, BOOL boolean, DATE the ``date`` logical
-type, TIMESTAMP/TIMESTAMPTZ ``timestamp-micros``.
+type, TIMESTAMP/TIMESTAMPTZ ``timestamp-micros``, TIME ``time-micros``, ARRAY an Avro
+array of its element's type (each element a union with null), ENUM, INTERVAL and INET
+strings in their SQL text (the Avro types table of CockroachDB's changefeed messages
+docs). BIT and VARBIT are strings of their bits here, where CockroachDB writes arrays
+of longs.
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.rows import RowEvent
 from feedkv.changefeed.sink import SinkError
 from feedkv.sql.descriptor import Column, Family, TableDescriptor
-from feedkv.sql.types import Kind, format_value
+from feedkv.sql.types import ColumnType, Kind, format_value
 from feedkv.util.hlc import Timestamp
 
 __all__ = [
@@ -115,21 +119,25 @@ class SchemaRegistry:
 
 
 def column_schema(column: Column) -> Any:
-    kind = column.type.kind
+    return _type_schema(column.type)
+
+
+def _type_schema(ctype: ColumnType) -> Any:
+    kind = ctype.kind
     schema: Any
     if kind is Kind.INT:
         schema = "long"
     elif kind is Kind.FLOAT:
         schema = "double"
-    elif kind is Kind.DECIMAL and column.type.precision:
+    elif kind is Kind.DECIMAL and ctype.precision:
         # NB: with a string for NaN and the infinities, which have no decimal form (as
         # CockroachDB's union of decimal and string)
         schema = [
             {
                 "type": "bytes",
                 "logicalType": "decimal",
-                "precision": column.type.precision,
-                "scale": column.type.scale or 0,
+                "precision": ctype.precision,
+                "scale": ctype.scale or 0,
             },
             "string",
         ]
@@ -141,6 +149,13 @@ def column_schema(column: Column) -> Any:
         schema = {"type": "int", "logicalType": "date"}
     elif kind in (Kind.TIMESTAMP, Kind.TIMESTAMPTZ):
         schema = {"type": "long", "logicalType": "timestamp-micros"}
+    elif kind is Kind.TIME:
+        schema = {"type": "long", "logicalType": "time-micros"}
+    elif kind is Kind.ARRAY:
+        # NB: elements may be NULL, so each is a union with null, as CockroachDB's
+        element = _type_schema(ctype.element or ColumnType(Kind.STRING))
+        branches = element if isinstance(element, list) else [element]
+        schema = {"type": "array", "items": ["null", *branches]}
     else:
         schema = "string"
     return schema
@@ -181,14 +196,21 @@ def resolved_schema(topic: str, prefix: str = "") -> dict[str, Any]:
 
 
 def _avro_value(column: Column, value: Any) -> Any:
+    return _avro_typed(column.type, value)
+
+
+def _avro_typed(ctype: ColumnType, value: Any) -> Any:
     if value is None:
         return None
-    kind = column.type.kind
+    kind = ctype.kind
     if kind is Kind.JSONB:
         return json.dumps(value, sort_keys=True)
-    if kind is Kind.UUID or (kind is Kind.DECIMAL and not column.type.precision):
+    if kind is Kind.UUID or (kind is Kind.DECIMAL and not ctype.precision):
         return str(value)
-    if kind in (Kind.TIME, Kind.INTERVAL, Kind.INET, Kind.ENUM, Kind.ARRAY, Kind.BIT, Kind.VARBIT):
+    if kind is Kind.ARRAY:
+        element = ctype.element or ColumnType(Kind.STRING)
+        return [_avro_typed(element, v) for v in value.values]
+    if kind in (Kind.INTERVAL, Kind.INET, Kind.ENUM, Kind.BIT, Kind.VARBIT):
         return format_value(value)
     if kind is Kind.DECIMAL and not value.is_finite():
         return str(value)  # "NaN", "Infinity", "-Infinity": the string branch

@@ -228,7 +228,7 @@ _BY_KIND: dict[Kind, Callable[[Any], str]] = {
     Kind.BIT: lambda v: json_string(str(v)),
     Kind.VARBIT: lambda v: json_string(str(v)),
     Kind.ENUM: lambda v: json_string(str(v)),
-    Kind.ARRAY: lambda v: "[" + ",".join(json_value(v.element.kind, x) for x in v.values) + "]",
+    Kind.ARRAY: lambda v: "[" + ", ".join(json_value(v.element.kind, x) for x in v.values) + "]",
 }
 
 

@@ -60,6 +60,7 @@ from feedkv.changefeed.enriched_source import (
     avro_source_schema,
     source_object,
 )
+from feedkv.changefeed.message_key import key_column_of, key_column_value
 from feedkv.changefeed.names import avro_name, kafka_name
 from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.rows import RowEvent
@@ -238,7 +239,12 @@ class _Schemas:
         prefix = options.avro_schema_prefix or ""
         self.desc = desc
         self.columns = _columns(desc, family, options.headers_json_column_name)
-        self.key_columns = desc.key_columns
+        # key_column: the message key is that one column (feedkv.changefeed.message_key)
+        self.key_columns = (
+            (key_column_of(desc, options.key_column),)
+            if options.key_column is not None
+            else desc.key_columns
+        )
         self.key = row_schema(avro_name(prefix + desc.name), self.key_columns, prefix)
         table = desc.name if family is None else f"{desc.name}.{family.name}"
         row = row_schema(avro_name(table), self.columns, prefix)
@@ -324,9 +330,11 @@ class AvroEncoder:
         schemas = self._for(event, topic)
         if schemas.key_id is None:
             schemas.key_id = self._registry.register(self._subject(topic, "-key"), schemas.key)
+        name = self._o.key_column
+        values = (key_column_value(event, name),) if name is not None else event.key
         record = {
             avro_name(c.name): _avro_value(c, v)
-            for c, v in zip(schemas.key_columns, event.key, strict=True)
+            for c, v in zip(schemas.key_columns, values, strict=True)
         }
         return self._frame(schemas.key_id, schemas.parsed_key, record)
 
@@ -360,7 +368,7 @@ class AvroEncoder:
         elif event.after is not None:
             record["record"] = schemas.row(event.after)
         else:  # a deletion: the row with only its key set
-            names = (c.name for c in schemas.key_columns)
+            names = (c.name for c in schemas.desc.key_columns)
             record["record"] = schemas.row(dict(zip(names, event.key, strict=True)))
         if o.envelope != "enriched":
             if o.updated:

@@ -389,7 +389,7 @@ def _check_combinations(o: ChangefeedOptions, named: set[str], now: Timestamp) -
             "option resolved is not usable with unordered: resolved timestamps may not be "
             "correct in unordered mode"
         )
-    if o.key_column is not None and o.format not in ("json", "protobuf"):
+    if o.key_column is not None and o.format not in ("json", "avro", "protobuf"):
         raise option_error(f"option key_column is not supported with format={o.format}")
     if o.format == "csv" and o.initial_scan != "only":
         raise option_error("format=csv is only supported with initial_scan='only'")

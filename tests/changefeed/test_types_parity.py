@@ -105,3 +105,20 @@ def test_csv_writes_the_sql_text(typed: DB, tmp_path: Path) -> None:
     assert path.read_text() == (
         '1,12:30:45.5,1 day 02:00:00,10.0.0.0/8,happy,"{1,NULL,3}","{a,""b c""}"\n'
     )
+
+
+def test_avro_key_column_keys_by_that_column(typed: DB) -> None:
+    """``key_column`` in Avro: the key record holds that one column."""
+    with SchemaRegistryServer() as registry:
+        result = typed.sql(
+            "EXPERIMENTAL CHANGEFEED FOR t WITH format=avro, "
+            f"confluent_schema_registry='{registry.url}', key_column='m', unordered"
+        )
+        assert isinstance(result, FeedResult)
+        topic, key, _value = first_row(result)
+        schema = json.loads(registry.subjects()["t-key"][-1].schema)
+        decoded = AvroDeserializer(SchemaRegistryClient({"url": registry.url}))(
+            key, SerializationContext(topic, MessageField.KEY)
+        )
+    assert [f["name"] for f in schema["fields"]] == ["m"]
+    assert decoded == {"m": "happy"}

@@ -370,6 +370,8 @@ class JSONEncoder:
         self._source = source
         self._databases = databases
         self._schemas: dict[tuple[int, int], str] = {}  # enriched_properties=schema's
+        # a descriptor version's source fields as JSON text, around job_id's place
+        self._source_texts: dict[tuple[int, int], tuple[str, str]] = {}
 
     def encode_key(self, event: RowEvent, topic: str) -> bytes:
         name = self._o.key_column
@@ -447,7 +449,7 @@ class JSONEncoder:
             parts.append('"key": ' + fmt.row(dict(zip(fmt.key_names, event.key, strict=True))))
         parts.append(f'"op": "{op_of(event)}"')
         if "source" in o.enriched_properties:
-            parts.append('"source": ' + _jsonb(self.source_of(event)))
+            parts.append('"source": ' + self._source_json(event))
         parts.append(f'"ts_ns": {self._clock()}')
         payload = "{" + ", ".join(parts) + "}"
         if "schema" not in o.enriched_properties:
@@ -463,6 +465,29 @@ class JSONEncoder:
             schema = _jsonb(connect_schema(desc, o, projected))
             self._schemas[(desc.id, desc.version)] = schema
         return ('{"payload": ' + payload + ', "schema": ' + schema + "}").encode()
+
+    def _source_json(self, event: RowEvent) -> str:
+        """:meth:`source_of` as JSON text: the fields fixed for a descriptor version
+        written once (``_jsonb`` of the whole object per message cost 3/4 of the
+        enriched envelope's time), the timestamps spliced in their sorted places."""
+        desc, o = event.table, self._o
+        found = self._source_texts.get((desc.id, desc.version))
+        if found is None:
+            fixed = source_object(
+                self._source, desc, self._databases(desc.database_id), mvcc_ts=None, updated=None
+            )
+            items = [json_string(k) + ": " + _jsonb(v) for k, v in sorted(fixed.items())]
+            cut = sorted(fixed).index("job_id") + 1  # mvcc_timestamp sorts after it
+            found = (", ".join(items[:cut]), ", ".join(items[cut:]))
+            self._source_texts[(desc.id, desc.version)] = found
+        head, tail = found
+        text = "{" + head
+        if o.mvcc_timestamp:
+            text += f', "mvcc_timestamp": "{event.mvcc_ts}"'
+        text += ", " + tail
+        if o.updated:
+            text += f', "ts_hlc": "{event.updated}", "ts_ns": {event.updated.wall}'
+        return text + "}"
 
     def source_of(self, event: RowEvent) -> dict[str, Any]:
         """The enriched envelope's ``source`` object for ``event``."""

@@ -20,7 +20,10 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from feedkv import DB
-from feedkv.changefeed.enriched_source import SOURCE_FIELDS
+from feedkv.changefeed.encoder import JSONEncoder, json_any
+from feedkv.changefeed.enriched_source import SOURCE_FIELDS, FeedSource
+from feedkv.changefeed.options import parse_options
+from feedkv.changefeed.rows import RowEvent
 from feedkv.changefeed.sinkless import FeedResult
 from feedkv.sql import catalog
 from feedkv.testing.schema_registry import SchemaRegistryServer
@@ -236,3 +239,37 @@ def test_avro_enriched_source_is_a_source_record(db: DB) -> None:
     )
     assert source["mvcc_timestamp"] is not None
     assert (source["ts_hlc"], source["ts_ns"]) == (None, None)  # no updated
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        [],
+        [("mvcc_timestamp", None)],
+        [("updated", None)],
+        [("updated", None), ("mvcc_timestamp", None)],
+    ],
+)
+def test_source_text_is_the_source_object_in_cockroachdbs_json(
+    orders: DB, options: list[tuple[str, str | None]]
+) -> None:
+    """The encoder writes ``source`` from text cached per table version: byte for byte
+    the JSON of :func:`source_object` (keys sorted, ``", "`` and ``": "``)."""
+    snapshot = catalog.Snapshot(orders, orders.now())
+    desc = catalog.table_by_name(
+        snapshot, catalog.database_by_name(snapshot, "defaultdb"), "orders"
+    )
+    given = [("envelope", "enriched"), ("enriched_properties", "source"), *options]
+    now = orders.now()
+    encoder = JSONEncoder(
+        parse_options(given, now=now),
+        source=FeedSource(job_id="7", cluster_id="c", node_id="1", node_name="h"),
+        databases=lambda database_id: "defaultdb",
+    )
+    event = RowEvent(desc, None, ("eu", 1), {"region": "eu", "id": 1, "qty": 5}, None, now, now)
+    value = encoder.encode_value(event, "orders")
+    assert value is not None
+    text = value.decode()
+    start = text.index('"source": ') + len('"source": ')
+    written = text[start : text.rindex(', "ts_ns": ')]  # the last ts_ns is the envelope's
+    assert written == json_any(encoder.source_of(event))

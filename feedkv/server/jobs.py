@@ -148,6 +148,7 @@ def spark_jobs(node: Node, spark_master: Callable[[], str | None]) -> JobFactory
             record.resume_spec(),
             checkpoint,
             master=spark_master(),
+            node=node_source(node),
             metrics=node.metrics.changefeeds.scope(record.spec.options.metrics_label),
         )
 

@@ -62,6 +62,9 @@ bench: $(STAMP)
 proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -I feedkv/kv/proto --python_out=feedkv/kv/proto \
 		--pyi_out=feedkv/kv/proto feedkv/kv/proto/feedkv.proto
+	$(BIN)/python -m grpc_tools.protoc -I feedkv/changefeed/proto \
+		--python_out=feedkv/changefeed/proto --pyi_out=feedkv/changefeed/proto \
+		feedkv/changefeed/proto/changefeed.proto
 
 clean:
 	rm -rf $(VENV) demo-data demo-cluster-data .cache

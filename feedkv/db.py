@@ -302,10 +302,12 @@ class DB(KVFeedClient):
         with self._lock:
             if self._changefeeds is None:
                 from feedkv.changefeed.service import Changefeeds
-                from feedkv.server.jobs import job_registry
+                from feedkv.server.jobs import job_registry, node_source
 
                 registry = None
                 metrics = None
+                node = self._node
+                identity = (lambda: node_source(node)) if node is not None else None
                 if self._node is not None:
                     metrics = self._node.metrics.changefeeds
                     registry = job_registry(
@@ -323,6 +325,7 @@ class DB(KVFeedClient):
                         self._node.external_io_dir if self._node is not None else None
                     ),
                     runner=self.changefeed_runner if registry is not None else None,
+                    node=identity,
                 )
             return self._changefeeds
 

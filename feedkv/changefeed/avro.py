@@ -13,7 +13,9 @@ names are escaped as Avro names, ``_u0020_`` for a space):
 - The value, under ``P<topic>-value``: a record named ``P<topic>_envelope``. ``wrapped``
   has the fields ``before`` (with ``diff``; a record ``<table>_before``), ``after`` (a
   record ``<table>``), then ``updated`` and ``mvcc_timestamp`` when asked for;
-  ``enriched`` is ``wrapped``'s with ``ts_ns`` (long) and ``op`` (string) last; ``bare``
+  ``enriched`` has ``before`` and ``after``, with ``enriched_properties=source`` the
+  record ``source`` (:mod:`feedkv.changefeed.enriched_source`; ``updated`` and
+  ``mvcc_timestamp`` go there), then ``ts_ns`` (long) and ``op`` (string); ``bare``
   has ``record`` (the row, a record ``<table>``) instead of ``before`` and ``after``;
   ``key_only`` has no value.
 - A resolved marker is that envelope record with the one field ``resolved``, registered
@@ -30,7 +32,11 @@ version gives new schemas, registered the first time a row of that version is en
 Column types: INT long, FLOAT double, DECIMAL(p,s) the ``decimal`` logical type over
 bytes or, for NaN and the infinities, a string (a DECIMAL without a precision is a
 string), STRING/UUID/JSONB string, BYTES bytes, BOOL boolean, DATE the ``date`` logical
-type, TIMESTAMP/TIMESTAMPTZ ``timestamp-micros``.
+type, TIMESTAMP/TIMESTAMPTZ ``timestamp-micros``, TIME ``time-micros``, ARRAY an Avro
+array of its element's type (each element a union with null), ENUM, INTERVAL and INET
+strings in their SQL text (the Avro types table of CockroachDB's changefeed messages
+docs). BIT and VARBIT are strings of their bits here, where CockroachDB writes arrays
+of longs.
 """
 
 from __future__ import annotations
@@ -47,12 +53,20 @@ import fastavro
 import httpx
 
 from feedkv.changefeed.enriched import op_of
+from feedkv.changefeed.enriched_source import (
+    UNKNOWN_SOURCE,
+    FeedSource,
+    avro_source_record,
+    avro_source_schema,
+    source_object,
+)
+from feedkv.changefeed.message_key import key_column_of, key_column_value
 from feedkv.changefeed.names import avro_name, kafka_name
 from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.rows import RowEvent
 from feedkv.changefeed.sink import SinkError
 from feedkv.sql.descriptor import Column, Family, TableDescriptor
-from feedkv.sql.types import Kind, format_value
+from feedkv.sql.types import ColumnType, Kind, format_value
 from feedkv.util.hlc import Timestamp
 
 __all__ = [
@@ -106,21 +120,25 @@ class SchemaRegistry:
 
 
 def column_schema(column: Column) -> Any:
-    kind = column.type.kind
+    return _type_schema(column.type)
+
+
+def _type_schema(ctype: ColumnType) -> Any:
+    kind = ctype.kind
     schema: Any
     if kind is Kind.INT:
         schema = "long"
     elif kind is Kind.FLOAT:
         schema = "double"
-    elif kind is Kind.DECIMAL and column.type.precision:
+    elif kind is Kind.DECIMAL and ctype.precision:
         # NB: with a string for NaN and the infinities, which have no decimal form (as
         # CockroachDB's union of decimal and string)
         schema = [
             {
                 "type": "bytes",
                 "logicalType": "decimal",
-                "precision": column.type.precision,
-                "scale": column.type.scale or 0,
+                "precision": ctype.precision,
+                "scale": ctype.scale or 0,
             },
             "string",
         ]
@@ -132,6 +150,13 @@ def column_schema(column: Column) -> Any:
         schema = {"type": "int", "logicalType": "date"}
     elif kind in (Kind.TIMESTAMP, Kind.TIMESTAMPTZ):
         schema = {"type": "long", "logicalType": "timestamp-micros"}
+    elif kind is Kind.TIME:
+        schema = {"type": "long", "logicalType": "time-micros"}
+    elif kind is Kind.ARRAY:
+        # NB: elements may be NULL, so each is a union with null, as CockroachDB's
+        element = _type_schema(ctype.element or ColumnType(Kind.STRING))
+        branches = element if isinstance(element, list) else [element]
+        schema = {"type": "array", "items": ["null", *branches]}
     else:
         schema = "string"
     return schema
@@ -172,14 +197,21 @@ def resolved_schema(topic: str, prefix: str = "") -> dict[str, Any]:
 
 
 def _avro_value(column: Column, value: Any) -> Any:
+    return _avro_typed(column.type, value)
+
+
+def _avro_typed(ctype: ColumnType, value: Any) -> Any:
     if value is None:
         return None
-    kind = column.type.kind
+    kind = ctype.kind
     if kind is Kind.JSONB:
         return json.dumps(value, sort_keys=True)
-    if kind is Kind.UUID or (kind is Kind.DECIMAL and not column.type.precision):
+    if kind is Kind.UUID or (kind is Kind.DECIMAL and not ctype.precision):
         return str(value)
-    if kind in (Kind.TIME, Kind.INTERVAL, Kind.INET, Kind.ENUM, Kind.ARRAY, Kind.BIT, Kind.VARBIT):
+    if kind is Kind.ARRAY:
+        element = ctype.element or ColumnType(Kind.STRING)
+        return [_avro_typed(element, v) for v in value.values]
+    if kind in (Kind.INTERVAL, Kind.INET, Kind.ENUM, Kind.BIT, Kind.VARBIT):
         return format_value(value)
     if kind is Kind.DECIMAL and not value.is_finite():
         return str(value)  # "NaN", "Infinity", "-Infinity": the string branch
@@ -207,7 +239,12 @@ class _Schemas:
         prefix = options.avro_schema_prefix or ""
         self.desc = desc
         self.columns = _columns(desc, family, options.headers_json_column_name)
-        self.key_columns = desc.key_columns
+        # key_column: the message key is that one column (feedkv.changefeed.message_key)
+        self.key_columns = (
+            (key_column_of(desc, options.key_column),)
+            if options.key_column is not None
+            else desc.key_columns
+        )
         self.key = row_schema(avro_name(prefix + desc.name), self.key_columns, prefix)
         table = desc.name if family is None else f"{desc.name}.{family.name}"
         row = row_schema(avro_name(table), self.columns, prefix)
@@ -223,13 +260,18 @@ class _Schemas:
                 fields.append(_optional("after", row))
             else:  # bare: the row in "record"
                 fields.append(_optional("record", row))
-            fields += [
-                _optional(name, "string")
-                for name in ("updated", "mvcc_timestamp")
-                if getattr(options, name)
-            ]
             if options.envelope == "enriched":
+                # NB: updated and mvcc_timestamp live in source there (options.py
+                # refuses them without enriched_properties=source)
+                if "source" in options.enriched_properties:
+                    fields.append(_optional("source", avro_source_schema(prefix)))
                 fields += [_optional("ts_ns", "long"), _optional("op", "string")]
+            else:
+                fields += [
+                    _optional(name, "string")
+                    for name in ("updated", "mvcc_timestamp")
+                    if getattr(options, name)
+                ]
             self.value = envelope_schema(avro_name(prefix + topic) + "_envelope", fields, prefix)
         self.parsed_key = fastavro.parse_schema(self.key)
         self.parsed_value = fastavro.parse_schema(self.value) if self.value else None
@@ -241,7 +283,9 @@ class _Schemas:
 
 
 class AvroEncoder:
-    """``clock``: the wall clock in ns, for the enriched envelope's ``ts_ns``."""
+    """``clock``: the wall clock in ns, for the enriched envelope's ``ts_ns``;
+    ``source`` and ``databases``: for its ``source`` record (the job and node, and the
+    name of a table's database by its id)."""
 
     def __init__(
         self,
@@ -249,8 +293,12 @@ class AvroEncoder:
         registry: SchemaRegistry | None = None,
         *,
         clock: Callable[[], int] = time.time_ns,
+        source: FeedSource = UNKNOWN_SOURCE,
+        databases: Callable[[int], str] = lambda database_id: "",
     ) -> None:
         self._clock = clock
+        self._source = source
+        self._databases = databases
         if options.confluent_schema_registry is None and registry is None:
             raise SinkError("format=avro needs confluent_schema_registry")
         self._o = options
@@ -282,9 +330,11 @@ class AvroEncoder:
         schemas = self._for(event, topic)
         if schemas.key_id is None:
             schemas.key_id = self._registry.register(self._subject(topic, "-key"), schemas.key)
+        name = self._o.key_column
+        values = (key_column_value(event, name),) if name is not None else event.key
         record = {
             avro_name(c.name): _avro_value(c, v)
-            for c, v in zip(schemas.key_columns, event.key, strict=True)
+            for c, v in zip(schemas.key_columns, values, strict=True)
         }
         return self._frame(schemas.key_id, schemas.parsed_key, record)
 
@@ -303,17 +353,28 @@ class AvroEncoder:
                 record["before"] = None if event.before is None else schemas.row(event.before)
             record["after"] = None if event.after is None else schemas.row(event.after)
             if o.envelope == "enriched":
+                if "source" in o.enriched_properties:
+                    record["source"] = avro_source_record(
+                        source_object(
+                            self._source,
+                            event.table,
+                            self._databases(event.table.database_id),
+                            mvcc_ts=event.mvcc_ts if o.mvcc_timestamp else None,
+                            updated=event.updated if o.updated else None,
+                        )
+                    )
                 record["ts_ns"] = self._clock()
                 record["op"] = op_of(event)
         elif event.after is not None:
             record["record"] = schemas.row(event.after)
         else:  # a deletion: the row with only its key set
-            names = (c.name for c in schemas.key_columns)
+            names = (c.name for c in schemas.desc.key_columns)
             record["record"] = schemas.row(dict(zip(names, event.key, strict=True)))
-        if o.updated:
-            record["updated"] = str(event.updated)
-        if o.mvcc_timestamp:
-            record["mvcc_timestamp"] = str(event.mvcc_ts)
+        if o.envelope != "enriched":
+            if o.updated:
+                record["updated"] = str(event.updated)
+            if o.mvcc_timestamp:
+                record["mvcc_timestamp"] = str(event.mvcc_ts)
         return self._frame(schemas.value_id, schemas.parsed_value, record)
 
     def scan_encoder(self, desc: TableDescriptor, topic: str, updated: Timestamp) -> None:

@@ -78,8 +78,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from feedkv.changefeed.database import database_tables, retargets
+from feedkv.changefeed.cockroach_parquet import CockroachParquet
+from feedkv.changefeed.database import database_names, database_tables, retargets
 from feedkv.changefeed.encoder import Encoder, make_encoder
+from feedkv.changefeed.enriched_source import FeedSource, sink_type
 from feedkv.changefeed.frontier import Backfill, Frontier
 from feedkv.changefeed.headers import Headers, split_headers
 from feedkv.changefeed.lagging import LaggingRanges
@@ -179,7 +181,10 @@ class Changefeed:
         sleep: Callable[[float], None] = time.sleep,
         wall_ns: Callable[[], int] = time.time_ns,
         metrics: FeedMetrics | None = None,
+        source: FeedSource | None = None,
     ) -> None:
+        """``source``: who emits, for the enriched envelope's ``source`` (its runner
+        knows the job and the node; by default only the sink's kind is known)."""
         self.spec = spec
         self.high_water = spec.start
         self.rows_emitted = 0
@@ -201,11 +206,20 @@ class Changefeed:
         self._closed = threading.Event()
         self._feed_lock = threading.Lock()
         self._feed: RangeFeed | None = None
-        self._encoder: Encoder = make_encoder(message_options(spec.options, spec.sink_uri))
+        self._encoder: Encoder = make_encoder(
+            message_options(spec.options, spec.sink_uri),
+            source=source or FeedSource(changefeed_sink=sink_type(spec.sink_uri)),
+            databases=database_names(db),
+        )
         self._query = cdc_query(spec)
-        # cdc_prev and the enriched envelope's op need the previous row
+        # cdc_prev, the enriched envelope's op, a Parquet file's event type (u or c) and
+        # a deletion's key_column need the previous row
         self._with_diff = (
-            spec.options.diff or self._query is not None or spec.options.envelope == "enriched"
+            spec.options.diff
+            or self._query is not None
+            or spec.options.envelope == "enriched"
+            or spec.options.key_column is not None
+            or CockroachParquet.of(spec.options, spec.sink_uri) is not None
         )
         self._scanned = not (spec.options.scans or spec.scan_tables)
         self._topics_used: set[str] = set()

@@ -25,6 +25,7 @@ from feedkv.changefeed.changefeed import ChangefeedSpec
 from feedkv.changefeed.database import topic_name as database_topic_name
 from feedkv.changefeed.headers import check_headers_column
 from feedkv.changefeed.jobs import is_secret, redacted
+from feedkv.changefeed.message_key import check_key_column
 from feedkv.changefeed.options import ChangefeedOptions, option_error, parse_options
 from feedkv.changefeed.query import CDCQuery
 from feedkv.changefeed.rows import Target
@@ -76,6 +77,13 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
     snapshot = catalog.Snapshot(db, now)
     admin = is_admin(session, snapshot)
     options = parse_options(statement.options, now=now)
+    if options.execution_locality is not None:
+        wanted = ",".join(f"{k}={v}" for k, v in options.execution_locality)
+        # NB: CockroachDB returns an error when no node matches the filter
+        raise option_error(
+            f"execution_locality: no node matches the locality filter {wanted!r}: feedkv "
+            "nodes have no locality tiers (a node cannot be started with a locality yet)"
+        )
     query = None
     if statement.query is not None:
         query = CDCQuery(statement.query.text)
@@ -91,6 +99,7 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
         database_id = database.id
         for desc in catalog.list_tables(snapshot, database):
             targets.append(Target(desc.id))
+            check_key_column(desc, options)
             topics[desc.id] = topic_name(database.name, desc.name, options)
             if options.cursor is not None:
                 check_history(db, Target(desc.id), desc.name, options.cursor)
@@ -105,6 +114,7 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
         if query is not None:
             query.check(desc)
         check_headers_column(desc, options)
+        check_key_column(desc, options)
         topics[desc.id] = topic_name(database.name, desc.name, options)
         if options.cursor is not None:
             check_history(db, target, desc.name, options.cursor)

@@ -14,6 +14,7 @@ has arrived and was emitted) and leaves values at or after ``T`` to the restarte
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from feedkv.changefeed.rows import Target
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from feedkv.changefeed.options import ChangefeedOptions
     from feedkv.rangefeed.feed_client import KV
 
-__all__ = ["database_tables", "retargets", "topic_name"]
+__all__ = ["database_names", "database_tables", "retargets", "topic_name"]
 
 
 def topic_name(database: str, table: str, options: ChangefeedOptions) -> str:
@@ -45,6 +46,24 @@ def database_tables(
     tables = catalog.list_tables(reader, database)
     targets = tuple(Target(t.id) for t in tables)
     return targets, {t.id: topic_name(database.name, t.name, options) for t in tables}
+
+
+def database_names(db: KV) -> Callable[[int], str]:
+    """The name of a database by its id, read from the catalog when first asked (as of
+    then) and remembered: a renamed database keeps the name its first message showed,
+    as a job keeps the names its targets had when it started (the enriched envelope's
+    ``source.database_name``). ``""`` for a database that no longer exists."""
+    names: dict[int, str] = {}
+
+    def name_of(database_id: int) -> str:
+        found = names.get(database_id)
+        if found is None:
+            database = catalog.get_descriptor(catalog.Snapshot(db, db.now()), database_id)
+            found = database.name if isinstance(database, DatabaseDescriptor) else ""
+            names[database_id] = found
+        return found
+
+    return name_of
 
 
 def retargets(database_id: int, targets: tuple[Target, ...], value: bytes | None) -> bool:

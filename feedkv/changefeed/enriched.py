@@ -17,8 +17,10 @@ DECIMAL float64 named ``decimal`` (with its precision and scale as parameters), 
 boolean, BYTES bytes, TIMESTAMP a string named ``timestamp``; the others strings
 (TIMESTAMPTZ named ``timestamptz``, DATE ``date``, JSONB ``json``, UUID plain).
 
-``enriched_properties=source`` (the job, cluster and node the change came through) is
-not supported: that identity does not reach the encoder yet, and the option is refused.
+``enriched_properties=source`` adds ``source`` (the job, cluster, node and table the
+change came through: :mod:`feedkv.changefeed.enriched_source`), with ``mvcc_timestamp``
+and ``updated`` inside it rather than beside ``after``; its schema is the struct
+``cockroachdb.source``, placed after ``after`` (and before ``key``).
 
 Pure: :func:`connect_schema` builds the schema from a descriptor; :func:`op_of` names a
 change.
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from feedkv.changefeed.enriched_source import connect_source_schema
 from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.rows import RowEvent
 from feedkv.sql.descriptor import Column, TableDescriptor
@@ -95,6 +98,8 @@ def connect_schema(
     if options.diff:
         fields.append(_struct("before", f"{desc.name}.before.value", table, True))
     fields.append(_struct("after", f"{desc.name}.after.value", after, False))
+    if "source" in options.enriched_properties:
+        fields.append(connect_source_schema())
     if options.key_in_value:
         key = [_field(c) for c in desc.key_columns]
         fields.append(_struct("key", f"{desc.name}.key", key, False))

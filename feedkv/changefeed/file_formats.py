@@ -26,10 +26,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from feedkv.changefeed import cockroach_parquet
+from feedkv.changefeed.cockroach_parquet import CockroachParquet
 from feedkv.changefeed.rows import Columns, RowEvent
 from feedkv.changefeed.sink import Message, RowBlock
 from feedkv.sql.descriptor import TableDescriptor
-from feedkv.sql.types import Kind, format_value
+from feedkv.sql.types import ColumnType, Kind, format_value
 from feedkv.util.hlc import Timestamp
 
 __all__ = [
@@ -44,9 +46,14 @@ __all__ = [
 ]
 
 
-def csv_bytes(batch: list[Message]) -> bytes:
+def csv_bytes(batch: list[Message], header: bool = False) -> bytes:
+    """The rows of ``batch`` as CSV; with ``header`` (the option ``csv_header``), a first
+    line of the column names of the file's first row."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
+    if header and batch:
+        first: RowEvent = batch[0].row
+        writer.writerow(list(first.after or {}))
     for message in batch:
         event: RowEvent = message.row
         row = event.after or {}
@@ -108,19 +115,31 @@ ROWS_VERSION = "feedkv.version"
 class ParquetRows:
     """Rows of one descriptor version gathered as a Parquet file's columns (the table's,
     or with ``columns`` a CDC query's, then :data:`PARQUET_META`), taken as record
-    batches."""
+    batches. With ``cockroach``, in CockroachDB's layout instead (its column types and
+    metadata columns: :mod:`feedkv.changefeed.cockroach_parquet`), as file sinks write
+    them; without, in the layout the lake sinks keep rows in."""
 
     def __init__(
-        self, desc: TableDescriptor, columns: Columns | None = None, *, images: bool = False
+        self,
+        desc: TableDescriptor,
+        columns: Columns | None = None,
+        *,
+        images: bool = False,
+        cockroach: CockroachParquet | None = None,
     ) -> None:
         self.desc = desc
         self.columns = columns
         self.images = images
+        self.cockroach = cockroach
         named = columns or tuple((c.name, c.type.kind, c.name) for c in desc.columns)
         self._names = [name for name, _kind, _source in named]
         self._kinds = [kind for _name, kind, _source in named]
         self._sources = [source for _name, _kind, source in named]
         self._key_names = [c.name for c in desc.key_columns]
+        self._ctypes: list[ColumnType | None] = [
+            _column_type(desc, kind, source) for _name, kind, source in named
+        ]
+        self._before: list[str | None] = []  # cockroach's __crdb__before, with diff
         # NB: columns, not rows: a block's rows held as lists or tuples kept the cyclic
         # GC busy (~1 us a row); values in column lists are not tracked.
         self._columns: list[list[Any]] = [[] for _ in named]
@@ -145,10 +164,16 @@ class ParquetRows:
         )
 
     def add(
-        self, values: Sequence[Any], event_type: str, mvcc_ts: Timestamp, updated: Timestamp
+        self,
+        values: Sequence[Any],
+        event_type: str,
+        mvcc_ts: Timestamp,
+        updated: Timestamp,
+        before: str | None = None,
     ) -> None:
         """One row: ``values`` in the file's column order; ``event_type`` ``c``, ``u`` or
-        ``d``."""
+        ``d``; ``before``: the previous row as JSON (CockroachDB's ``__crdb__before``)."""
+        self._before.append(before)
         texts = self._texts
         for column, value in zip(self._columns, values, strict=True):
             column.append(value)
@@ -161,7 +186,11 @@ class ParquetRows:
         as is, under their names in the query); ``u`` needs ``diff`` (``had_before``) to
         tell an update from an insert. With ``images`` (a lake changelog, as Delta's
         Change Data Feed has them) and ``diff``, an update is preceded by the row before
-        it (event type ``b``) and a deletion carries the whole deleted row."""
+        it (event type ``b``) and a deletion carries the whole deleted row. In CockroachDB's
+        layout the row before is ``__crdb__before`` instead."""
+        if self.cockroach is not None:
+            self._add_cockroach(event)
+            return
         row = event.after
         before = event.before if self.images and event.had_before else None
         if before is not None:
@@ -178,8 +207,25 @@ class ParquetRows:
         event_type = "u" if event.had_before else "c"
         self.add([row.get(name) for name in self._names], event_type, event.mvcc_ts, event.updated)
 
+    def _add_cockroach(self, event: RowEvent) -> None:
+        row = event.after
+        before = None
+        if event.before is not None and self.cockroach is not None and self.cockroach.diff:
+            before = _before_json(event.table, event.before)
+        if row is None:
+            key = dict(zip(self._key_names, event.key, strict=True))
+            values = [key.get(source) if source else None for source in self._sources]
+            self.add(values, "d", event.mvcc_ts, event.updated, before)
+            return
+        event_type = "u" if event.had_before else "c"
+        values = [row.get(name) for name in self._names]
+        self.add(values, event_type, event.mvcc_ts, event.updated, before)
+
     def take(self) -> pa.RecordBatch:
         """The rows added since the last take."""
+        if self.cockroach is not None:
+            return self._take_cockroach(self.cockroach)
+        self._before.clear()
         arrays = []
         for values, kind in zip(self._columns, self._kinds, strict=True):
             if kind is None:
@@ -198,6 +244,46 @@ class ParquetRows:
         fields = [pa.field(name, array.type) for name, array in zip(names, arrays, strict=True)]
         schema = pa.schema(fields, metadata=self._metadata)
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    def _take_cockroach(self, layout: CockroachParquet) -> pa.RecordBatch:
+        arrays = []
+        for values, ctype in zip(self._columns, self._ctypes, strict=True):
+            if ctype is None:  # a computed column: typed by its values
+                arrays.append(_computed_array(values))
+            else:
+                arrays.append(cockroach_parquet.arrow_array(ctype, values))
+            values.clear()
+        meta: dict[str, pa.Array] = {
+            cockroach_parquet.EVENT_TYPE: pa.array(self._event_types, pa.string()),
+            cockroach_parquet.UPDATED: pa.array(self._updated, pa.string()),
+            cockroach_parquet.MVCC_TIMESTAMP: pa.array(self._mvcc, pa.string()),
+            cockroach_parquet.BEFORE: pa.array(self._before, pa.json_()),
+        }
+        arrays += [meta[name] for name in layout.meta]
+        for column in (self._event_types, self._updated, self._mvcc, self._before):
+            column.clear()
+        self._texts.clear()
+        names = [*self._names, *layout.meta]
+        fields = [pa.field(name, array.type) for name, array in zip(names, arrays, strict=True)]
+        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields, metadata=self._metadata))
+
+
+def _column_type(desc: TableDescriptor, kind: Kind | None, source: str | None) -> ColumnType | None:
+    """The type of a file column: its table column's (a query column read as is), else
+    of its kind (``None``: a computed one of no one kind)."""
+    if source is not None:
+        found = next((c for c in desc.columns if c.name == source), None)
+        if found is not None:
+            return found.type
+    return ColumnType(kind) if kind is not None else None
+
+
+def _before_json(desc: TableDescriptor, row: dict[str, Any]) -> str:
+    """A previous row as the JSON object CockroachDB's ``__crdb__before`` holds (the
+    changefeed's JSON of a row: keys sorted)."""
+    from feedkv.changefeed.encoder import RowFormat
+
+    return RowFormat(desc).row(row)
 
 
 def _computed_array(values: list[Any]) -> pa.Array:
@@ -248,11 +334,13 @@ def _as_text(table: pa.Table, names: set[str]) -> pa.Table:
     return table
 
 
-def parquet_bytes(batch: list[Message], compression: str | None) -> bytes:
+def parquet_bytes(
+    batch: list[Message], compression: str | None, cockroach: CockroachParquet | None = None
+) -> bytes:
     """A Parquet file of ``batch``'s rows, in order: :class:`RowEvent` rows and
     :class:`RowBlock` blocks. Rows of several descriptor versions share the file's
     columns (each version's, in the order they first appear); a row fills those its
-    version has."""
+    version has. ``cockroach``: in CockroachDB's layout (blocks must be built in it)."""
     batches: list[pa.RecordBatch] = []
     rows: ParquetRows | None = None
     for message in batch:
@@ -265,12 +353,13 @@ def parquet_bytes(batch: list[Message], compression: str | None) -> bytes:
             batches.append(row.batch)
             continue
         if rows is None:
-            rows = ParquetRows(row.table, row.columns)
+            rows = ParquetRows(row.table, row.columns, cockroach=cockroach)
         rows.add_event(row)
     if rows is not None:
         batches.append(rows.take())
     table = _concat([pa.Table.from_batches([b]) for b in batches])
-    names = [n for n in table.column_names if n not in PARQUET_META] + list(PARQUET_META)
+    meta = cockroach.meta if cockroach is not None else PARQUET_META
+    names = [n for n in table.column_names if n not in meta] + list(meta)
     out = io.BytesIO()
     pq.write_table(table.select(names), out, compression=compression or "snappy")
     return out.getvalue()

@@ -88,6 +88,7 @@ __all__ = [
     "is_secret",
     "jobs_row",
     "protected_spans",
+    "protection_expired",
     "put_job",
     "redacted",
     "release_hold",
@@ -479,14 +480,26 @@ def _holds(reader: catalog.Reader) -> list[HistoryHold]:
     return [HistoryHold.from_json(kv.value) for kv in reader.scan(start, end)]
 
 
+def protection_expired(record: JobRecord, now: Timestamp) -> bool:
+    """Whether a paused job's protection of its history has lapsed under its
+    ``gc_protect_expires_after``: it has been paused (its record unchanged) for longer
+    than that. CockroachDB then lets the data go and cancels the job."""
+    after = record.spec.options.gc_protect_expires_after
+    if after is None or record.status != PAUSED:
+        return False
+    since = record.modified or record.created
+    return now.wall - since.wall > after * 1e9
+
+
 def protected_spans(reader: catalog.Snapshot) -> list[tuple[Span, Timestamp]]:
     """What garbage collection must keep as of ``reader``'s timestamp: for the jobs that
-    have not ended (paused ones too), each target table's rows and descriptor history
-    from the job's high-water mark (or its start) on; for each hold that has not lapsed,
-    its table's from its timestamp on."""
+    have not ended (paused ones too, until their ``gc_protect_expires_after`` lapses),
+    each target table's rows and descriptor history from the job's high-water mark (or
+    its start) on; for each hold that has not lapsed, its table's from its timestamp
+    on."""
     held: list[tuple[int, Timestamp]] = []
     for record in list_jobs(reader):
-        if record.status in TERMINAL:
+        if record.status in TERMINAL or protection_expired(record, reader.ts):
             continue
         since = record.high_water or record.spec.start
         held += [(target.table_id, since) for target in record.spec.targets]

@@ -54,7 +54,7 @@ class ChangefeedOptions:
     end_time: Timestamp | None = None
     initial_scan: str = "yes"  # yes | no | only
     envelope: str = "wrapped"  # wrapped | bare | key_only | row | enriched
-    format: str = "json"  # json | avro | csv | parquet
+    format: str = "json"  # json | avro | csv | parquet | protobuf
     updated: bool = False
     mvcc_timestamp: bool = False
     diff: bool = False
@@ -82,6 +82,17 @@ class ChangefeedOptions:
     avro_schema_prefix: str | None = None
     headers_json_column_name: str | None = None
     enriched_properties: tuple[str, ...] = ()  # source | schema, with envelope=enriched
+    csv_header: bool = False  # format=csv: a first line of column names in each file
+    # the message key is this column's value instead of the primary key (with unordered)
+    key_column: str | None = None
+    unordered: bool = False
+    extra_headers: dict[str, str] | None = None  # on every Kafka message / webhook request
+    virtual_columns: str = "omitted"  # omitted | null
+    # a paused job's protection of its history lapses this long after it was paused,
+    # and the job is canceled (None: never)
+    gc_protect_expires_after: float | None = None
+    # the locality tiers a node must have to run the job: ((key, value), ...)
+    execution_locality: tuple[tuple[str, str], ...] | None = None
     given: tuple[tuple[str, str | None], ...] = field(default=())
 
     @property
@@ -207,12 +218,58 @@ def _enriched_properties(name: str, value: str | None, now: Timestamp) -> tuple[
                 f"unknown {name} {prop!r}{_suggest(prop, _ENRICHED_PROPERTIES)}; "
                 f"expected a list of {', '.join(_ENRICHED_PROPERTIES)}"
             )
-    if "source" in properties:
-        raise option_error(
-            f"{name}=source is not supported yet: the job, cluster and node identity it "
-            "carries does not reach feedkv's encoder; use enriched_properties=schema or none"
-        )
+    if len(set(properties)) != len(properties):
+        raise option_error(f"option {name} names a property more than once: {value!r}")
     return properties
+
+
+# Where the enriched envelope carries what these options ask for.
+_IN_SOURCE = {"updated": "ts_hlc and source.ts_ns", "mvcc_timestamp": "mvcc_timestamp"}
+
+
+def _headers(name: str, value: str | None, now: Timestamp) -> dict[str, str]:
+    """A JSON object of header names to values: strings, or numbers and booleans (sent
+    as their JSON text)."""
+    parsed = _json_object(name, value, now)
+    headers: dict[str, str] = {}
+    for header, item in parsed.items():
+        if not header.strip():
+            raise option_error(f"option {name}: a header name is empty")
+        if isinstance(item, str):
+            headers[header] = item
+        elif isinstance(item, bool | int | float):
+            headers[header] = json.dumps(item)
+        else:
+            raise option_error(
+                f"option {name}: header {header!r} has a {type(item).__name__} value; "
+                "a header's value is a string"
+            )
+    return headers
+
+
+def _locality(name: str, value: str | None, now: Timestamp) -> tuple[tuple[str, str], ...]:
+    """``key=value`` tiers separated by commas, as a node's ``--locality``."""
+    text = _text(name, value, now)
+    tiers: list[tuple[str, str]] = []
+    for tier in text.split(","):
+        key, sep, tier_value = tier.strip().partition("=")
+        if not sep or not key.strip() or not tier_value.strip():
+            raise option_error(
+                f"option {name}: {tier.strip()!r} is not a locality tier; write key=value "
+                "pairs separated by commas, such as 'region=us-east-1,zone=a'"
+            )
+        tiers.append((key.strip(), tier_value.strip()))
+    keys = [k for k, _ in tiers]
+    if len(set(keys)) != len(keys):
+        raise option_error(f"option {name}: {text!r} names a locality tier more than once")
+    return tuple(tiers)
+
+
+def _positive_duration(name: str, value: str | None, now: Timestamp) -> float:
+    seconds = _duration(name, value, now)
+    if seconds <= 0:
+        raise option_error(f"option {name} must be more than 0s, such as '24h'")
+    return seconds
 
 
 # Formats the file sink writes from the rows themselves, not from encoded messages.
@@ -223,7 +280,7 @@ _OPTIONS: dict[str, _Parser] = {
     "end_time": _timestamp,
     "initial_scan": _choice("yes", "no", "only", bare="yes"),
     "envelope": _choice("wrapped", "bare", "key_only", "row", "enriched", *_DESIGN_ENVELOPES),
-    "format": _choice("json", "avro", "csv", "parquet"),
+    "format": _choice("json", "avro", "csv", "parquet", "protobuf"),
     "updated": _flag,
     "mvcc_timestamp": _flag,
     "diff": _flag,
@@ -249,6 +306,14 @@ _OPTIONS: dict[str, _Parser] = {
     "avro_schema_prefix": _avro_prefix,
     "headers_json_column_name": _text,
     "enriched_properties": _enriched_properties,
+    "csv_header": _flag,
+    "key_column": _text,
+    "unordered": _flag,
+    "extra_headers": _headers,
+    "virtual_columns": _choice("omitted", "null"),
+    "gc_protect_expires_after": _positive_duration,
+    "execution_locality": _locality,
+    "encode_json_value_null_as_object": _flag,
 }
 
 OPTION_NAMES = frozenset(_OPTIONS)
@@ -291,6 +356,11 @@ def parse_options(given: Iterable[tuple[str, str | None]], *, now: Timestamp) ->
         values["resolved"] = values.get(
             "min_checkpoint_frequency", DEFAULT_MIN_CHECKPOINT_FREQUENCY
         )
+    if values.pop("encode_json_value_null_as_object", None):
+        raise option_error(
+            "option encode_json_value_null_as_object is not supported: feedkv stores a "
+            "JSONB null as SQL NULL, so a changefeed cannot tell the two apart"
+        )
     options = ChangefeedOptions(**values, given=given)
     _check_combinations(options, set(values), now)
     return options
@@ -307,6 +377,20 @@ def _check_combinations(o: ChangefeedOptions, named: set[str], now: Timestamp) -
                     f"option {name} cannot be used with initial_scan='only': "
                     "such a changefeed ends after its scan"
                 )
+    if o.csv_header and o.format != "csv":
+        raise option_error("option csv_header is only usable with format=csv")
+    if o.key_column is not None and not o.unordered:
+        raise option_error(
+            "option key_column needs the unordered option: a key other than the primary "
+            "key does not keep the changefeed's ordering (WITH key_column='c', unordered)"
+        )
+    if o.unordered and "resolved" in named:
+        raise option_error(
+            "option resolved is not usable with unordered: resolved timestamps may not be "
+            "correct in unordered mode"
+        )
+    if o.key_column is not None and o.format not in ("json", "avro", "protobuf"):
+        raise option_error(f"option key_column is not supported with format={o.format}")
     if o.format == "csv" and o.initial_scan != "only":
         raise option_error("format=csv is only supported with initial_scan='only'")
     if o.format == "csv" and o.envelope not in ("wrapped", "row"):
@@ -326,6 +410,11 @@ def _check_combinations(o: ChangefeedOptions, named: set[str], now: Timestamp) -
         raise option_error("option confluent_schema_registry is only usable with format=avro")
     elif o.avro_schema_prefix is not None:
         raise option_error("option avro_schema_prefix is only usable with format=avro")
+    if o.format == "protobuf" and o.envelope == "row":
+        raise option_error(
+            "envelope=row is not supported with format=protobuf; use envelope=bare for the "
+            "row's columns alone"
+        )
     if o.format in ROW_FORMATS and ("key_in_value" in named or "topic_in_value" in named):
         raise option_error(f"key_in_value and topic_in_value are not usable with format={o.format}")
     if o.envelope == "key_only":
@@ -346,17 +435,18 @@ def _check_combinations(o: ChangefeedOptions, named: set[str], now: Timestamp) -
     if "enriched_properties" in named and o.envelope != "enriched":
         raise option_error("option enriched_properties is only usable with envelope=enriched")
     if o.envelope == "enriched":
-        if o.format not in ("json", "avro"):
+        if o.format not in ("json", "avro", "protobuf"):
             raise option_error(f"envelope=enriched is not usable with format={o.format}")
-        if o.format == "avro" and o.enriched_properties:
+        if o.format != "json" and "schema" in o.enriched_properties:
             raise option_error(
-                "enriched_properties=schema is for format=json: Avro's schema is in the registry"
+                f"enriched_properties=schema is for format=json, not {o.format}: the "
+                "schema of Avro and protobuf messages is theirs already"
             )
         for name in ("updated", "mvcc_timestamp"):
-            if name in named:
+            if name in named and "source" not in o.enriched_properties:
                 raise option_error(
                     f"option {name} with envelope=enriched needs enriched_properties=source, "
-                    "where CockroachDB carries it (not supported yet)"
+                    f"where CockroachDB carries it (source.{_IN_SOURCE[name]})"
                 )
     if "topic_in_value" in named and o.envelope not in ("wrapped", "bare"):
         raise option_error("option topic_in_value is only usable with envelope=wrapped or bare")

@@ -63,6 +63,7 @@ from feedkv.changefeed.jobs import (
     Lease,
     get_job,
     list_jobs,
+    protection_expired,
     put_job,
     running_status,
 )
@@ -193,6 +194,9 @@ class JobRegistry:
         for record in records:
             if self._closed.is_set():
                 return
+            if protection_expired(record, now):
+                self._update(record.id, lambda r: self._expired(r, now))
+                continue
             with self._lock:
                 runner = self._runners.get(record.id)
             if runner is not None:
@@ -371,6 +375,20 @@ class JobRegistry:
             return None
         status = runner.retrying.status()
         return record.replace(high_water=_progress(record, runner.job), running_status=status), None
+
+    @staticmethod
+    def _expired(record: JobRecord, now: Timestamp) -> tuple[JobRecord, bool | None] | None:
+        """A paused job whose ``gc_protect_expires_after`` lapsed: canceled, as
+        CockroachDB cancels it, its history no longer protected."""
+        if not protection_expired(record, now):
+            return None  # resumed meanwhile
+        after = record.spec.options.gc_protect_expires_after
+        message = (
+            f"the job was paused for longer than gc_protect_expires_after ({after:g}s): its "
+            "protected timestamp record expired and the job was canceled"
+        )
+        canceled = record.replace(status=CANCELED, lease=None, error=message, running_status="")
+        return canceled, False
 
     def _stopped_by_request(self, record: JobRecord) -> tuple[JobRecord, bool | None] | None:
         if record.status == PAUSE_REQUESTED:

@@ -32,6 +32,7 @@ from feedkv.changefeed.changefeed import Changefeed, ChangefeedSpec
 from feedkv.changefeed.cluster_settings import run_setting
 from feedkv.changefeed.control import CONTROL_WAIT_S, REQUESTED, request, requested
 from feedkv.changefeed.create import is_admin, plan_changefeed, require_admin
+from feedkv.changefeed.enriched_source import FeedSource
 from feedkv.changefeed.job import Job
 from feedkv.changefeed.jobs import (
     ACTIVE,
@@ -104,12 +105,16 @@ class Changefeeds:
         *,
         external_io_dir: Path | None = None,
         runner: str | None = None,
+        node: Callable[[], FeedSource] | None = None,
     ) -> None:
         """``external_io_dir``: ``file://`` sinks must lie below it (``None``: anywhere,
         as for an embedded node, whose users already hold the process's rights).
         ``runner``: how ``registry`` runs jobs (``spark``, ``thread``; ``None``: not
-        known here, as for a client of a remote node)."""
+        known here, as for a client of a remote node). ``node``: the identity of the node
+        sinkless changefeeds run on, for the enriched envelope's ``source`` (``None``:
+        not known here)."""
         self._db = db
+        self._node = node
         self._external_io_dir = external_io_dir
         self._runner = runner
         self._registry = registry
@@ -428,9 +433,14 @@ class Changefeeds:
             time.sleep(WAIT_POLL_S)  # wait-ok: a job record changes in another thread
 
     def _start_sinkless(self, spec: ChangefeedSpec) -> FeedResult:
-        channel = ChannelSink(text=spec.options.format != "avro", envelope=spec.options.envelope)
+        channel = ChannelSink(
+            text=spec.options.format not in ("avro", "protobuf"), envelope=spec.options.envelope
+        )
         label = spec.options.metrics_label
-        changefeed = Changefeed(self._db, spec, channel, metrics=self._metrics.scope(label))
+        source = self._node() if self._node is not None else None
+        changefeed = Changefeed(
+            self._db, spec, channel, metrics=self._metrics.scope(label), source=source
+        )
         result = FeedResult(
             columns=COLUMNS, tag="CHANGEFEED", changefeed=changefeed, channel=channel
         )

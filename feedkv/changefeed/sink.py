@@ -639,6 +639,7 @@ SINK_OPTIONS = frozenset(
         "webhook_client_timeout",
         "lake_mode",
         "headers_json_column_name",
+        "extra_headers",
     }
 )
 _TLS = frozenset({"ca_cert", "client_cert", "client_key", "insecure_tls_skip_verify"})
@@ -705,8 +706,8 @@ SINK_KINDS: tuple[SinkKind, ...] = (
             }
         )
         | _TLS,
-        frozenset({"json", "avro"}),
-        frozenset({"kafka_sink_config", "headers_json_column_name"}),
+        frozenset({"json", "avro", "protobuf"}),
+        frozenset({"kafka_sink_config", "headers_json_column_name", "extra_headers"}),
         authority="addresses",
         path=False,
         check="feedkv.changefeed.sinks.kafka:check",
@@ -719,7 +720,14 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         "feedkv.changefeed.sinks.webhook:make",
         _TLS,
         frozenset({"json"}),
-        frozenset({"webhook_sink_config", "webhook_auth_header", "webhook_client_timeout"}),
+        frozenset(
+            {
+                "webhook_sink_config",
+                "webhook_auth_header",
+                "webhook_client_timeout",
+                "extra_headers",
+            }
+        ),
         keyless=True,
         authority="address",
         enriched=True,
@@ -766,7 +774,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         ("null",),
         "feedkv.changefeed.sinks.null:make",
         frozenset(),
-        frozenset({"json", "avro", "csv", "parquet"}),
+        frozenset({"json", "avro", "csv", "parquet", "protobuf"}),
         authority="none",
         path=False,
         any_envelope=True,

@@ -3,9 +3,12 @@ core alone, for its tests and for programs without Java."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from feedkv.changefeed.changefeed import Changefeed
+from feedkv.changefeed.enriched_source import UNKNOWN_SOURCE, FeedSource, sink_type
 from feedkv.changefeed.job import Job
 from feedkv.changefeed.jobs import JobRecord
 from feedkv.changefeed.metrics import ChangefeedMetrics
@@ -83,11 +86,16 @@ class ThreadJob:
 
 
 def thread_jobs(
-    db: SQLClient, metrics: ChangefeedMetrics | None = None, buffers: NodeBuffers | None = None
+    db: SQLClient,
+    metrics: ChangefeedMetrics | None = None,
+    buffers: NodeBuffers | None = None,
+    node: Callable[[], FeedSource] = lambda: UNKNOWN_SOURCE,
 ) -> JobFactory:
     """Runs each job as a :class:`ThreadJob` from its high-water mark, its metrics in
     ``metrics`` (by its ``metrics_label``), its sink buffering within the node's
-    ``buffers`` (:mod:`feedkv.changefeed.node_buffers`)."""
+    ``buffers`` (:mod:`feedkv.changefeed.node_buffers`); ``node``: the identity of the
+    node that runs them (its cluster and node fields, asked as each job starts: the
+    node may serve SQL only after its registry exists), for the enriched envelope."""
     metrics = metrics or ChangefeedMetrics()
 
     def make(record: JobRecord) -> Job:
@@ -95,6 +103,9 @@ def thread_jobs(
         uri = parse_sink_uri(spec.sink_uri or "", spec.options)
         sink = make_sink(uri, spec.options, start=spec.start, db=db, buffers=buffers)
         feed_metrics = metrics.scope(spec.options.metrics_label)
-        return ThreadJob(Changefeed(db, spec, sink, metrics=feed_metrics), sink)
+        source = dataclasses.replace(
+            node(), job_id=str(record.id), changefeed_sink=sink_type(spec.sink_uri)
+        )
+        return ThreadJob(Changefeed(db, spec, sink, metrics=feed_metrics, source=source), sink)
 
     return make

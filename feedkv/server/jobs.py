@@ -32,6 +32,7 @@ from feedkv.util.keys import Span
 # NB: the changefeed machinery is imported when the node first runs its jobs, not with
 # the node: a client of a server never does
 if TYPE_CHECKING:
+    from feedkv.changefeed.enriched_source import FeedSource
     from feedkv.changefeed.job import Job
     from feedkv.changefeed.jobs import JobRecord
     from feedkv.changefeed.metrics import ChangefeedMetrics
@@ -46,6 +47,7 @@ __all__ = [
     "confined",
     "job_registry",
     "jobs_spark_master",
+    "node_source",
     "protect_job_history",
     "spark_jobs",
 ]
@@ -77,11 +79,26 @@ def job_registry(
     make_job = (
         spark_jobs(node, spark_master)
         if runner == "spark"
-        else thread_jobs(client, metrics, node.changefeed_buffers)
+        else thread_jobs(client, metrics, node.changefeed_buffers, lambda: node_source(node))
     )
     node_dead = node.cluster.node_dead if node.cluster is not None else None
     return JobRegistry(
         client, node.node_id, confined(node, make_job), metrics=metrics, node_dead=node_dead
+    )
+
+
+def node_source(node: Node) -> FeedSource:
+    """What a node says of itself in the enriched envelope's ``source``: its cluster's
+    id, its node id and the host its SQL port listens on (CockroachDB's node name).
+    A node of its own is a cluster of one, named by the id its store keeps."""
+    from feedkv.changefeed.enriched_source import FeedSource
+
+    cluster = node.cluster
+    sql = node.sql_server
+    return FeedSource(
+        cluster_id=cluster.ident.cluster_id if cluster is not None else node.node_id,
+        node_id=str(cluster.ident.node_id) if cluster is not None else "1",
+        node_name=sql.host if sql is not None else "",
     )
 
 
@@ -133,6 +150,7 @@ def spark_jobs(node: Node, spark_master: Callable[[], str | None]) -> JobFactory
             record.resume_spec(),
             checkpoint,
             master=spark_master(),
+            node=node_source(node),
             metrics=node.metrics.changefeeds.scope(record.spec.options.metrics_label),
         )
 

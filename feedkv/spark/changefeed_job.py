@@ -42,6 +42,8 @@ pause, a node restart) continues from the last committed batch with no gap.
 from __future__ import annotations
 
 import base64
+import dataclasses
+import json
 import pickle
 import time
 from collections.abc import Callable, Iterator
@@ -68,7 +70,10 @@ from feedkv.changefeed.changefeed import (
     scan_messages,
     stopped_by,
 )
+from feedkv.changefeed.cockroach_parquet import CockroachParquet
+from feedkv.changefeed.database import database_names
 from feedkv.changefeed.encoder import make_encoder
+from feedkv.changefeed.enriched_source import FeedSource, sink_type
 from feedkv.changefeed.file_formats import ParquetRows
 from feedkv.changefeed.frontier import Ended, Frontier, SchemaPlan, plan_schema_changes
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
@@ -127,6 +132,23 @@ def encode_spec(spec: ChangefeedSpec) -> str:
     return base64.b64encode(pickle.dumps(spec)).decode()
 
 
+def encode_node(node: FeedSource) -> str:
+    """A node's identity as the data source's ``node`` option (JSON of its fields)."""
+    return json.dumps(dataclasses.asdict(node), sort_keys=True)
+
+
+def decode_node(text: str) -> FeedSource:
+    try:
+        fields = json.loads(text)
+        if not isinstance(fields, dict):
+            raise TypeError(f"{text!r} is no JSON object")
+        return FeedSource(**{str(k): str(v) for k, v in fields.items()})
+    except (ValueError, TypeError) as exc:
+        raise InvalidArgumentError(
+            f"the feedkv_changefeed option 'node' is not a node's identity: {exc}"
+        ) from None
+
+
 def decode_spec(text: str) -> ChangefeedSpec:
     spec = pickle.loads(base64.b64decode(text))
     if not isinstance(spec, ChangefeedSpec):
@@ -137,12 +159,15 @@ def decode_spec(text: str) -> ChangefeedSpec:
 @dataclass(frozen=True)
 class JobOptions:
     """The data source's options: the node's ``url``, the changefeed's ``spec``, the
-    ``job_id`` (its files and manifests keep apart from other jobs') and ``parallelism``."""
+    ``job_id`` (its files and manifests keep apart from other jobs'), ``parallelism`` and
+    ``node``, the identity of the node that runs the job (the enriched envelope's
+    ``source``)."""
 
     url: str
     spec: ChangefeedSpec
     job_id: int = 0
     parallelism: int = 1  # how many tasks a range's part of a batch is cut into
+    node: FeedSource = field(default_factory=FeedSource)
 
     @classmethod
     def from_options(cls, options: dict[str, str]) -> JobOptions:
@@ -155,7 +180,8 @@ class JobOptions:
             if not text.isdigit():
                 raise InvalidArgumentError(f"feedkv_changefeed: {name} {text!r} is not a number")
             numbers[name] = int(text)
-        return cls(options["url"], decode_spec(options["spec"]), **numbers)
+        node = decode_node(options["node"]) if options.get("node") else FeedSource()
+        return cls(options["url"], decode_spec(options["spec"]), node=node, **numbers)
 
 
 # Reading.
@@ -177,19 +203,39 @@ def _message_batches(job: JobOptions, part: _TablePiece) -> Iterator[pa.RecordBa
     if job.spec.options.format == "parquet":
         blocks = _row_blocks(db, job.spec, part)
     else:
-        blocks = message_blocks(_piece_messages(db, job.spec, part))
+        blocks = message_blocks(_piece_messages(db, job.spec, part, job.job_id, job.node))
     for topic, schema_id, block in blocks:
         yield block_row(topic, schema_id, block)
 
 
-def _piece_messages(db: FeedClient, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[Message]:
+def _piece_messages(
+    db: FeedClient,
+    spec: ChangefeedSpec,
+    part: _TablePiece,
+    job_id: int = 0,
+    node: FeedSource | None = None,
+) -> Iterator[Message]:
     """The messages of one piece: a scan's through the changefeed core's scan path,
-    changes row by row, leaving out the rewrites of ``part.skipped``."""
+    changes row by row, leaving out the rewrites of ``part.skipped``. ``job_id`` and
+    ``node`` (the job's node): for the enriched envelope's ``source``."""
     options = spec.options
     query = cdc_query(spec)
-    encoder = make_encoder(message_options(options, spec.sink_uri))
-    # cdc_prev and the enriched envelope's op need the previous row
-    diff = options.diff or query is not None or options.envelope == "enriched"
+    encoder = make_encoder(
+        message_options(options, spec.sink_uri),
+        source=dataclasses.replace(
+            node or FeedSource(), job_id=str(job_id), changefeed_sink=sink_type(spec.sink_uri)
+        ),
+        databases=database_names(db),
+    )
+    # cdc_prev, the enriched envelope's op and a Parquet file's event type need the
+    # previous row
+    diff = (
+        options.diff
+        or query is not None
+        or options.envelope == "enriched"
+        or options.key_column is not None
+        or CockroachParquet.of(options, spec.sink_uri) is not None
+    )
     split = options.split_column_families
     piece = part.piece
     if piece.is_scan:
@@ -220,6 +266,7 @@ def _row_blocks(db: FeedClient, spec: ChangefeedSpec, part: _TablePiece) -> Iter
         if decoder.whole_rows(target):
             yield from _scanned_blocks(spec, decoder, target, piece, size)
             return
+    layout = CockroachParquet.of(spec.options, spec.sink_uri)
     blocks: dict[str, ParquetRows] = {}
     for message in _piece_messages(db, spec, part):
         topic, event = message.topic, message.row
@@ -229,7 +276,9 @@ def _row_blocks(db: FeedClient, spec: ChangefeedSpec, part: _TablePiece) -> Iter
             block = None
         if block is None:
             images = spec.options.lake_mode == "changelog"  # before-images, as Delta's CDF
-            block = blocks[topic] = ParquetRows(event.table, event.columns, images=images)
+            block = blocks[topic] = ParquetRows(
+                event.table, event.columns, images=images, cockroach=layout
+            )
         block.add_event(event)
         if len(block) >= size.rows:
             yield topic, block.desc.version, size.take(block)
@@ -248,7 +297,7 @@ def _scanned_blocks(
     if desc is None or desc.dropped:
         return
     topic = spec.topics[target.table_id]
-    rows = ParquetRows(desc)
+    rows = ParquetRows(desc, cockroach=CockroachParquet.of(spec.options, spec.sink_uri))
     for _key, values, mvcc_ts in decoder.scan_values(target, ts, span=piece.span):
         rows.add(values, "c", mvcc_ts, ts)
         if len(rows) >= size.rows:

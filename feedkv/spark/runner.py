@@ -34,10 +34,11 @@ from typing import Any
 from pyspark.errors import StreamingQueryException
 
 from feedkv.changefeed.changefeed import ChangefeedError, ChangefeedSpec
+from feedkv.changefeed.enriched_source import FeedSource
 from feedkv.changefeed.metrics import FeedMetrics
 from feedkv.changefeed.retrying import Retrying
 from feedkv.errors import ExternalError
-from feedkv.spark.changefeed_job import encode_spec
+from feedkv.spark.changefeed_job import encode_node, encode_spec
 from feedkv.spark.offsets import FeedOffset
 from feedkv.spark.progress import SparkProgress
 from feedkv.spark.session import spark_session
@@ -157,10 +158,13 @@ class SparkJob:
         *,
         master: str | None = None,
         metrics: FeedMetrics | None = None,
+        node: FeedSource | None = None,
     ) -> None:
         """``metrics``: where its micro-batches' durations are observed (``None``:
-        nowhere)."""
+        nowhere); ``node``: the identity of the node that runs it, which its messages'
+        enriched ``source`` carries (``None``: not known)."""
         self.spec = spec
+        self._node = node
         self._metrics = metrics
         self.job_id = job_id
         self.high_water = spec.start
@@ -201,6 +205,8 @@ class SparkJob:
             "job_id": str(self.job_id),
             "parallelism": str(spark.sparkContext.defaultParallelism),
         }
+        if self._node is not None:
+            options["node"] = encode_node(self._node)
         o = self.spec.options
         writer = (
             spark.readStream.format("feedkv_changefeed")

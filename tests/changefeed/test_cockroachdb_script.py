@@ -54,6 +54,14 @@ SCRIPT = [
         "EXPERIMENTAL CHANGEFEED FOR vehicles WITH envelope=key_only, initial_scan='only'",
         [("[1]", None), ("[2]", None)],
     ),
+    (  # create-changefeed docs: "Define a key to determine the changefeed sink partition"
+        "EXPERIMENTAL CHANGEFEED FOR TABLE vehicles WITH key_column='city', unordered, "
+        "initial_scan='only', key_in_value",
+        [
+            ('["seattle"]', '{"after": ' + ROW_1 + ', "key": [1]}'),
+            ('["new york"]', '{"after": ' + ROW_2 + ', "key": [2]}'),
+        ],
+    ),
     (
         "EXPERIMENTAL CHANGEFEED WITH initial_scan='only' AS SELECT city, type, "
         "ext->>'color' AS color, jsonb_build_object('rank', rank) AS meta, "

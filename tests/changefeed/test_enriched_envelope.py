@@ -162,8 +162,12 @@ def test_enriched_resolved_messages_are_plain(products: DB) -> None:
         ),
         (
             "EXPERIMENTAL CHANGEFEED FOR products WITH envelope=enriched, "
-            "enriched_properties='source,schema'",
-            "enriched_properties=source is not supported yet",
+            "enriched_properties='source,source'",
+            "names a property more than once",
+        ),
+        (
+            "EXPERIMENTAL CHANGEFEED FOR products WITH envelope=enriched, mvcc_timestamp",
+            "mvcc_timestamp with envelope=enriched needs enriched_properties=source",
         ),
         (
             "EXPERIMENTAL CHANGEFEED FOR products WITH envelope=enriched, updated",

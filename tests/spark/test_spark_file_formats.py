@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from feedkv import DB
+from feedkv.changefeed.cockroach_parquet import CockroachParquet
 from feedkv.changefeed.file_formats import parquet_bytes
 from feedkv.changefeed.rows import RowDecoder, Target
 from feedkv.changefeed.sink import Message
@@ -29,11 +30,12 @@ def resolved(out: Path) -> Timestamp:
     return max((Timestamp.parse(m) for m in markers), default=Timestamp(0, 0))
 
 
-def export(db: DB, table: str, out: Path, file_format: str) -> None:
-    """Runs an ``initial_scan = 'only'`` job of ``table`` into ``out`` to its end."""
+def export(db: DB, table: str, out: Path, file_format: str, more: str = "") -> None:
+    """Runs an ``initial_scan = 'only'`` job of ``table`` into ``out`` to its end
+    (``more``: further options)."""
     [(job_id,)] = db.sql(
         f"CREATE CHANGEFEED FOR TABLE {table} INTO 'file://{out}' "
-        f"WITH format = {file_format}, initial_scan = 'only'"
+        f"WITH format = {file_format}, initial_scan = 'only'{more}"
     ).rows
     assert db.changefeeds.wait(job_id, 120)
     assert db.changefeeds.error(job_id) is None
@@ -123,7 +125,7 @@ def test_a_parquet_scan_in_blocks_writes_what_its_rows_one_by_one_would(
             + ", ".join(f"({k}, 'r{k}', {k}.25)" for k in range(start, start + 1000))
         )
     out = tmp_path / "scan"
-    export(db, "p", out, "parquet")
+    export(db, "p", out, "parquet", ", updated")
     got = pa.concat_tables(pq.read_table(p) for p in glob.glob(f"{out}/*/*.parquet"))
     got = got.sort_by("k")
     (scan_ts,) = set(got["__crdb__updated"].to_pylist())
@@ -135,7 +137,8 @@ def test_a_parquet_scan_in_blocks_writes_what_its_rows_one_by_one_would(
         Message("p", b"", None, event.mvcc_ts, event.updated, desc.version, event)
         for event in RowDecoder(db, [target], ts).scan_rows(target, ts)
     ]
-    want = pq.read_table(io.BytesIO(parquet_bytes(messages, None)))
+    layout = CockroachParquet(updated=True)
+    want = pq.read_table(io.BytesIO(parquet_bytes(messages, None, layout)))
     assert got.num_rows == want.num_rows == 9002
     assert got.schema.equals(want.schema)
     assert repr(got.to_pylist()) == repr(want.to_pylist())  # NB: NaN != NaN

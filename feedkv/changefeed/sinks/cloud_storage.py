@@ -35,6 +35,7 @@ import secrets
 import time
 from typing import Any, Protocol
 
+from feedkv.changefeed.cockroach_parquet import CockroachParquet
 from feedkv.changefeed.encoder import resolved_json
 from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.changefeed.options import ChangefeedOptions, option_error
@@ -248,8 +249,9 @@ class CloudStorageClient:
         from feedkv.changefeed import file_formats
 
         if fmt == "csv":
-            return file_formats.csv_bytes(batch)
-        return file_formats.parquet_bytes(batch, self._compression)
+            return file_formats.csv_bytes(batch, self._options.csv_header)
+        layout = CockroachParquet.files(self._options)
+        return file_formats.parquet_bytes(batch, self._compression, layout)
 
     def _compress(self, data: bytes) -> bytes:
         if self._compression is None or self._options.format == "parquet":

@@ -164,8 +164,11 @@ class KafkaSink:
         encode_resolved: Callable[[Timestamp, str], bytes] | None = None,
         broker_log: BrokerLog | None = None,
         partition_counts: dict[str, int] | None = None,
+        extra_headers: dict[str, str] | None = None,
     ) -> None:
         self._producer = producer
+        # extra_headers: on every message, after the row's own (headers_json_column_name)
+        self._extra_headers = [(k, v.encode()) for k, v in (extra_headers or {}).items()]
         self._broker_log = broker_log
         self._prefix = topic_prefix
         self._name = topic_name
@@ -189,6 +192,7 @@ class KafkaSink:
         headers: list[tuple[str, str | bytes | None]] = [
             (MVCC_HEADER, str(message.mvcc_ts).encode()),
             *message.headers,
+            *self._extra_headers,
         ]
         topic = self._topic(message.topic)
         partition = -1
@@ -791,6 +795,7 @@ def make(
         encode_resolved=encode_resolved,
         broker_log=broker_log,
         partition_counts=partition_counts,
+        extra_headers=options.extra_headers,
     )
 
 

@@ -121,8 +121,11 @@ class WebhookClient:
         auth_header: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         verify: ssl.SSLContext | bool = True,
+        extra_headers: dict[str, str] | None = None,
     ) -> None:
-        headers = {"Content-Type": "application/json"}
+        """``extra_headers``: sent with every request (the option ``extra_headers``);
+        ``Content-Type`` and ``Authorization`` are the sink's own and win."""
+        headers = {**(extra_headers or {}), "Content-Type": "application/json"}
         if auth_header is not None:
             headers["Authorization"] = auth_header
         self.url = httpx.URL(url)
@@ -198,7 +201,13 @@ def make(
             "such as 'Bearer <token>'"
         )
     flush, retry = parse_sink_config(options.webhook_sink_config)
-    client = WebhookClient(url, auth_header=auth, timeout=timeout, verify=_verify(uri))
+    client = WebhookClient(
+        url,
+        auth_header=auth,
+        timeout=timeout,
+        verify=_verify(uri),
+        extra_headers=options.extra_headers,
+    )
     return BatchingSink(client, flush=flush, retry=retry, buffers=buffers)
 
 

@@ -62,11 +62,21 @@ import functools
 import json
 import queue
 import threading
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from feedkv.changefeed.sink import Message, Sink, SinkError, WindowSink
+from feedkv.changefeed.options import parse_options
+from feedkv.changefeed.sink import (
+    Message,
+    Sink,
+    SinkError,
+    WindowSink,
+    make_sink,
+    message_options,
+    parse_sink_uri,
+)
 from feedkv.errors import InvariantViolation
 from feedkv.util.hlc import Timestamp
 
@@ -78,6 +88,7 @@ __all__ = [
     "SinkContractViolation",
     "SinkFactory",
     "SinkSetup",
+    "bucket_setup",
     "check_sink",
     "kit_message",
 ]
@@ -236,6 +247,35 @@ class SinkSetup:
             message=self.message,
             **kwargs,
         )
+
+
+def bucket_setup(
+    uri_of: Callable[[str], str],
+    create: Callable[[str], None],
+    bodies: Callable[[str], Sequence[bytes]],
+) -> SinkSetup:
+    """A cloud storage sink's setup: files written into a bucket of its own (a new
+    random name, made by ``create``; ``uri_of(bucket)`` is the sink URI), read back by
+    ``bodies(bucket)`` in name order; its failing twin writes into a bucket that does
+    not exist, until it is made."""
+    bucket = f"kit-{uuid.uuid4().hex[:12]}"
+    create(bucket)
+    options = parse_options((), now=START)
+
+    def sink_into(name: str) -> Sink:
+        uri = uri_of(name)
+        return make_sink(parse_sink_uri(uri, options), message_options(options, uri), start=START)
+
+    def reader() -> dict[str, list[bytes]]:
+        return {"": [line for body in bodies(bucket) for line in body.splitlines()]}
+
+    missing = f"{bucket}-missing"
+    return SinkSetup(
+        lambda: sink_into(bucket),
+        reader,
+        failing=lambda: sink_into(missing),
+        recover=lambda: create(missing),
+    )
 
 
 def check_sink(

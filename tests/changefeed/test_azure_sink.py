@@ -13,12 +13,12 @@ from urllib.parse import quote
 import pytest
 
 from feedkv import DB
-from feedkv.changefeed.options import ChangefeedOptions, parse_options
-from feedkv.changefeed.sink import Sink, make_sink, message_options, parse_sink_uri
+from feedkv.changefeed.options import ChangefeedOptions
+from feedkv.changefeed.sink import make_sink, parse_sink_uri
 from feedkv.changefeed.sinks.azure import account_url
 from feedkv.errors import SQLError
 from feedkv.testing.azurite import ACCOUNT, KEY, Azurite, azurite_blob
-from feedkv.testing.sink_conformance import START, SinkSetup
+from feedkv.testing.sink_conformance import START, SinkSetup, bucket_setup
 from feedkv.testing.waiting import wait_until
 
 DEADLINE = 30.0
@@ -171,27 +171,11 @@ def test_the_environment_picks_the_accounts_endpoint(environment: str, url: str)
 
 @pytest.fixture(params=["", "&partition_format=flat&file_size=256"], ids=["daily", "small-files"])
 def azure_setup(request: pytest.FixtureRequest, azurite: Azurite, service: Any) -> SinkSetup:
-    """A file sink into a container of its own, read back in name order; its failing
-    twin writes into a container that does not exist, until it is made."""
     extra: str = request.param
-    container = f"kit-{uuid.uuid4().hex[:12]}"
-    service.create_container(container)
-    options = parse_options((), now=START)
-
-    def sink_into(container: str) -> Sink:
-        uri = f"azure://{container}/kit?{query(azurite)}{extra}"
-        return make_sink(parse_sink_uri(uri, options), message_options(options, uri), start=START)
-
-    def reader() -> dict[str, list[bytes]]:
-        bodies = blobs(service, container, "kit/").values()
-        return {"": [line for body in bodies for line in body.splitlines()]}
-
-    missing = f"{container}-missing"
-    return SinkSetup(
-        lambda: sink_into(container),
-        reader,
-        failing=lambda: sink_into(missing),
-        recover=lambda: service.create_container(missing),
+    return bucket_setup(
+        lambda container: f"azure://{container}/kit?{query(azurite)}{extra}",
+        service.create_container,
+        lambda container: list(blobs(service, container, "kit/").values()),
     )
 
 

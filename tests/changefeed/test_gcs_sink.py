@@ -15,10 +15,10 @@ from urllib.parse import quote
 import pytest
 
 from feedkv import DB
-from feedkv.changefeed.options import ChangefeedOptions, parse_options
-from feedkv.changefeed.sink import Sink, make_sink, message_options, parse_sink_uri
+from feedkv.changefeed.options import ChangefeedOptions
+from feedkv.changefeed.sink import make_sink, parse_sink_uri
 from feedkv.errors import SQLError
-from feedkv.testing.sink_conformance import START, SinkSetup
+from feedkv.testing.sink_conformance import START, SinkSetup, bucket_setup
 from feedkv.testing.waiting import wait_until
 
 DEADLINE = 30.0
@@ -128,27 +128,11 @@ def test_bad_gs_uris_are_refused_naming_the_part(uri: str, message: str) -> None
 
 @pytest.fixture(params=["", "&partition_format=flat&file_size=256"], ids=["daily", "small-files"])
 def gcs_setup(request: pytest.FixtureRequest, endpoint: str, client: Any) -> SinkSetup:
-    """A file sink into a bucket of its own, read back in name order; its failing twin
-    writes into a bucket that does not exist, until it is made."""
     extra: str = request.param
-    bucket = f"kit-{uuid.uuid4().hex[:12]}"
-    client.create_bucket(bucket)
-    options = parse_options((), now=START)
-
-    def sink_into(bucket: str) -> Sink:
-        uri = f"gs://{bucket}/kit?GS_ENDPOINT={quote(endpoint, safe='')}{extra}"
-        return make_sink(parse_sink_uri(uri, options), message_options(options, uri), start=START)
-
-    def reader() -> dict[str, list[bytes]]:
-        bodies = blobs(client, bucket, "kit/").values()
-        return {"": [line for body in bodies for line in body.splitlines()]}
-
-    missing = f"{bucket}-missing"
-    return SinkSetup(
-        lambda: sink_into(bucket),
-        reader,
-        failing=lambda: sink_into(missing),
-        recover=lambda: client.create_bucket(missing),
+    return bucket_setup(
+        lambda bucket: f"gs://{bucket}/kit?GS_ENDPOINT={quote(endpoint, safe='')}{extra}",
+        client.create_bucket,
+        lambda bucket: list(blobs(client, bucket, "kit/").values()),
     )
 
 

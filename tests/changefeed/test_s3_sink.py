@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any
 
 import pytest
 
 from feedkv import DB
-from feedkv.changefeed.options import parse_options
-from feedkv.changefeed.sink import Sink, make_sink, message_options, parse_sink_uri
-from feedkv.testing.sink_conformance import START, SinkSetup
+from feedkv.testing.sink_conformance import SinkSetup, bucket_setup
 from feedkv.testing.waiting import wait_until
 
 KEYS = "AWS_ACCESS_KEY_ID=test&AWS_SECRET_ACCESS_KEY=test&AWS_REGION=us-east-1"
@@ -57,32 +54,18 @@ def test_a_bucket_is_required(db: DB) -> None:
 
 @pytest.fixture(params=["", "&partition_format=flat&file_size=256"], ids=["daily", "small-files"])
 def s3_setup(request: pytest.FixtureRequest, s3_endpoint: str, s3: Any) -> SinkSetup:
-    """A file sink into a bucket of its own (moto's state is shared by every server of
-    the process), read back in key order; its failing twin writes into a bucket that
-    does not exist, until it is made."""
+    """moto's state is shared by every server of the process: a bucket of its own."""
     query: str = request.param
-    bucket = f"kit-{uuid.uuid4().hex[:12]}"
-    options = parse_options((), now=START)
-    client = s3
-    client.create_bucket(Bucket=bucket)
 
-    def sink_into(bucket: str) -> Sink:
-        uri = f"s3://{bucket}/kit?{KEYS}&AWS_ENDPOINT={s3_endpoint}{query}"
-        return make_sink(parse_sink_uri(uri, options), message_options(options, uri), start=START)
-
-    def reader() -> dict[str, list[bytes]]:
-        pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="kit/")
+    def bodies(bucket: str) -> list[bytes]:
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="kit/")
         names = sorted(o["Key"] for page in pages for o in page.get("Contents", []))
-        bodies = [client.get_object(Bucket=bucket, Key=n)["Body"].read() for n in names]
-        return {"": [line for body in bodies for line in body.splitlines()]}
+        return [s3.get_object(Bucket=bucket, Key=n)["Body"].read() for n in names]
 
-    missing = f"{bucket}-missing"
-
-    def recover() -> None:
-        client.create_bucket(Bucket=missing)
-
-    return SinkSetup(
-        lambda: sink_into(bucket), reader, failing=lambda: sink_into(missing), recover=recover
+    return bucket_setup(
+        lambda bucket: f"s3://{bucket}/kit?{KEYS}&AWS_ENDPOINT={s3_endpoint}{query}",
+        lambda bucket: s3.create_bucket(Bucket=bucket),
+        bodies,
     )
 
 

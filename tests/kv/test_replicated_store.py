@@ -33,6 +33,7 @@ from feedkv.storage import mvcc
 from feedkv.storage.logical_ops import LogicalOp, WriteValue
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import KEY_MAX, Span
 
 NODES = (1, 2, 3)
 DEADLINE_S = 30.0
@@ -540,16 +541,8 @@ def test_two_replicated_ranges_merge_on_every_replica_and_the_merged_one_serves(
     right-hand group (its Raft state gone, its data the left range's), its feeds end
     with RANGE_MERGED, and the merged range serves reads and writes on any lease holder."""
     client = KVClient(cluster)
-    for i in range(20):
-        client.put(b"k%02d" % i, b"v%d" % i)
-    left, right = client.split(b"k10")
-    for node in NODES:
-        wait_until(
-            lambda node=node: len(cluster.stores[node].descriptors()) == 2,
-            timeout_s=DEADLINE_S,
-            what=f"n{node} to apply the split",
-        )
-    follower = next(n for n in NODES if n != _holder_of(cluster, right.range_id))
+    left, right = _split_everywhere(cluster, client)
+    follower = next(n for n in NODES if n != _holder_of(cluster, right))
     ended: list[RangeEndReason] = []
 
     class Watch:
@@ -562,17 +555,17 @@ def test_two_replicated_ranges_merge_on_every_replica_and_the_merged_one_serves(
         def on_range_ended(self, reason: RangeEndReason) -> None:
             ended.append(reason)
 
-    cluster.stores[follower].observe(right.range_id, Watch())  # type: ignore[arg-type]
-    _leases_together(cluster, left.range_id, right.range_id)
+    cluster.stores[follower].observe(right, Watch())  # type: ignore[arg-type]
+    _leases_together(cluster, left, right)
     merged = client.merge(b"k00")
-    assert merged.range_id == left.range_id and merged.span.end == right.span.end
+    assert merged.range_id == left and merged.span == Span(b"", KEY_MAX)
     for node in NODES:
         store = cluster.stores[node]
         wait_until(
             lambda store=store: (
-                [d.range_id for d in store.descriptors()] == [left.range_id]
+                [d.range_id for d in store.descriptors()] == [left]
                 and store.replicas is not None
-                and not store.replicas.has(right.range_id)
+                and not store.replicas.has(right)
             ),
             timeout_s=DEADLINE_S,
             what=f"n{node} to apply the merge",
@@ -582,11 +575,11 @@ def test_two_replicated_ranges_merge_on_every_replica_and_the_merged_one_serves(
     client.put(b"k15", b"after")
     assert client.get(b"k15") == b"after"
     # the merged range outlives its lease holder; no store revives the right-hand group
-    cluster.stop(_holder_of(cluster, left.range_id))
+    cluster.stop(_holder_of(cluster, left))
     client.put(b"k16", b"after")
     assert client.get(b"k16") == b"after"
     for store in cluster.stores.values():
-        assert store.replicas is not None and not store.replicas.has(right.range_id)
+        assert store.replicas is not None and not store.replicas.has(right)
 
 
 def _split_everywhere(cluster: ReplicatedStores, client: KVClient) -> tuple[int, int]:

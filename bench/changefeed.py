@@ -5,13 +5,19 @@
   changefeed job; rows/s. Target: >= 100k rows/s.
 - steady state: ``--writers`` sessions UPDATE rows for ``--seconds`` while a sinkless
   changefeed follows; the feed's rows/s against the commits/s, and whether every
-  committed change arrived (it must keep up with the write rate). Run with the node's
-  metrics on (and a scraper reading ``/_status/vars`` every ``--scrape-interval``
-  seconds, as Prometheus would) and with them off (``feedkv.connect(metrics=False)``),
-  alternately, ``--rounds`` times each on the same store: the cost of the metrics is
-  how much lower the median commits/s is with them on, and how much more CPU time the
-  process spends per commit (which other work on the machine disturbs less than the
-  rate). Target: within 3%.
+  committed change arrived (it must keep up with the write rate). Then the same feed
+  behind ``--paced-writers`` sessions writing ``--rate`` commits/s in all, for the CPU
+  time the process spends per message the feed emits.
+- the cost of the metrics: each of those runs with the node's metrics on (and a
+  scraper in another process reading ``/_status/vars`` every ``--scrape-interval``
+  seconds, as Prometheus would) and off (``feedkv.connect(metrics=False)``), in
+  ``--rounds`` rounds of one run each, on the same store reopened, in the same process
+  layout (the HTTP port open in both). A round's two runs see nearly the same machine,
+  so the figures are the on/off ratios within a round, and their median: of the
+  commits/s (what other load on the machine moves most) and of the CPU per message at
+  the paced rate (what the metrics cost, and what that load moves least). With ``n``
+  rounds, the least and greatest ratio bound the median with probability
+  ``1 - 2**(1-n)`` (:mod:`feedkv.testing.paired_rounds`). Target: within 3%.
 - latency: one writer at a light, fixed rate; from a commit's acknowledgement to its
   row reaching the sinkless client, p50/p99. Target: p50 <= 50 ms.
 
@@ -21,21 +27,24 @@ Prints one JSON object.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 import feedkv
 from feedkv.changefeed.sinkless import FeedResult
 from feedkv.changefeed.thread_job import ThreadJob
 from feedkv.kv.store import StoreConfig
+from feedkv.testing.paired_rounds import PairedRatios, paired_ratios
 
 TARGET_SCAN = 100_000
 TARGET_P50_MS = 50.0
@@ -79,29 +88,50 @@ def scan_null(db: feedkv.DB, rows: int) -> dict[str, Any]:
     return {"rows": got, "seconds": round(seconds, 2), "rows_per_s": round(got / seconds)}
 
 
-def steady(db: feedkv.DB, rows: int, writers: int, seconds: float) -> dict[str, Any]:
-    cursor = db.sql("SELECT cluster_logical_timestamp()").rows[0][0]
-    result = db.sql(
-        f"EXPERIMENTAL CHANGEFEED FOR bench WITH cursor='{cursor}', "
-        "resolved='0s', min_checkpoint_frequency='0s'"
-    )
-    assert isinstance(result, FeedResult)
-    received = 0
-    done_writing = threading.Event()
-    last_write: list[Any] = [None]
+class Follower:
+    """A sinkless changefeed on ``bench`` from now on, read on its own thread: counts the
+    rows it receives, and once the writes are done, runs until its resolved timestamp
+    passes the last of them."""
 
-    def consume() -> None:
-        nonlocal received
-        for table, _key, _value in result:
+    def __init__(self, db: feedkv.DB) -> None:
+        cursor = db.sql("SELECT cluster_logical_timestamp()").rows[0][0]
+        result = db.sql(
+            f"EXPERIMENTAL CHANGEFEED FOR bench WITH cursor='{cursor}', "
+            "resolved='0s', min_checkpoint_frequency='0s'"
+        )
+        assert isinstance(result, FeedResult)
+        self.received = 0
+        self._result = result
+        self._last_write: str | None = None
+        self._done_writing = threading.Event()
+        self._thread = threading.Thread(target=self._consume, name="follower")
+        self._thread.start()
+
+    def _consume(self) -> None:
+        for table, _key, value in self._result:
             if table is not None:
-                received += 1
-            elif done_writing.is_set() and last_write[0] is not None:
-                resolved = json.loads(_value)["resolved"]
-                if resolved >= last_write[0]:
-                    return
+                self.received += 1
+            elif (
+                self._done_writing.is_set()
+                and self._last_write is not None
+                and json.loads(value)["resolved"] >= self._last_write
+            ):
+                return
 
-    consumer = threading.Thread(target=consume)
-    consumer.start()
+    def finish(self, db: feedkv.DB) -> int:
+        """Wait (a minute at most) for every row written so far; returns the rows
+        received while the writes ran."""
+        self._last_write = str(db.now())
+        received_during = self.received
+        self._done_writing.set()
+        self._thread.join(timeout=60)
+        self._result.close()
+        return received_during
+
+
+def steady(db: feedkv.DB, rows: int, writers: int, seconds: float) -> dict[str, Any]:
+    """``writers`` sessions UPDATE rows as fast as they can for ``seconds``."""
+    follower = Follower(db)
     commits = [0] * writers
     stop = time.monotonic() + seconds
 
@@ -115,69 +145,127 @@ def steady(db: feedkv.DB, rows: int, writers: int, seconds: float) -> dict[str, 
 
     t0 = time.perf_counter()
     cpu0 = time.process_time()
-    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _run_threads(write, writers)
     write_s = time.perf_counter() - t0
-    last_write[0] = str(db.now())
-    done_writing.set()
-    received_during = received
-    consumer.join(timeout=60)
+    received_during = follower.finish(db)
     caught_up_s = time.perf_counter() - t0 - write_s
     cpu_s = time.process_time() - cpu0  # the node's whole process: writes, feed, scrapes
-    result.close()
     total = sum(commits)
     return {
         "writers": writers,
         "commits_per_s": round(total / write_s),
         "cpu_us_per_commit": round(cpu_s / max(total, 1) * 1e6, 1),
-        "rows_received": received,
+        "rows_received": follower.received,
         "received_during_run": round(received_during / max(total, 1), 3),
         "caught_up_after_s": round(caught_up_s, 2),
-        "kept_up": received >= total,
+        "kept_up": follower.received >= total,
     }
 
 
+def paced(db: feedkv.DB, rows: int, writers: int, rate: float, seconds: float) -> dict[str, Any]:
+    """``writers`` sessions UPDATE rows at ``rate`` a second in all for ``seconds``, and
+    the process's CPU time per message the feed emitted, from the first write until the
+    feed has every row.
+
+    NB: at a fixed rate both modes do the same work in the same time, so the node's
+    fixed costs (its timers, closed timestamps, heartbeats) weigh the same on each
+    message; at full speed they are spread over however many commits the machine's other
+    load allowed, which makes CPU per message move with that load."""
+    follower = Follower(db)
+    slots = itertools.count()  # NB: next() on it is atomic, so no two writers share a slot
+    pause = threading.Event()  # never set: its wait() paces
+    commits = [0] * writers
+    t0 = time.monotonic()
+    end = t0 + seconds
+
+    def write(w: int) -> None:
+        session = db.session()
+        while True:
+            slot = next(slots)
+            due = t0 + slot / rate
+            if due >= end:
+                return
+            pause.wait(max(0.0, due - time.monotonic()))
+            session.execute("UPDATE bench SET n = n + 1 WHERE k = $1", slot % rows)
+            commits[w] += 1
+
+    cpu0 = time.process_time()
+    _run_threads(write, writers)
+    write_s = time.monotonic() - t0
+    follower.finish(db)
+    cpu_s = time.process_time() - cpu0
+    total = sum(commits)
+    return {
+        "writers": writers,
+        "rate": rate,
+        "commits_per_s": round(total / write_s),
+        "held_rate": total / write_s >= 0.95 * rate,
+        "messages": follower.received,
+        "cpu_s": round(cpu_s, 3),
+        "cpu_us_per_message": round(cpu_s / max(follower.received, 1) * 1e6, 1),
+        "kept_up": follower.received >= total,
+    }
+
+
+def _run_threads(fn: Callable[[int], None], count: int) -> None:
+    threads = [threading.Thread(target=fn, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+# The scraper runs in a process of its own, as Prometheus does: what its HTTP client
+# costs is not the node's. It prints a line for each scrape; a failed scrape ends it.
+SCRAPER = """
+import sys, time, httpx
+url, interval = sys.argv[1], float(sys.argv[2])
+with httpx.Client(timeout=10) as client:
+    while True:
+        time.sleep(interval)
+        client.get(url).raise_for_status()
+        print(1, flush=True)
+"""
+
+
 class Scraper:
-    """Reads a node's ``/_status/vars`` every ``interval`` seconds, as Prometheus does."""
+    """Reads a node's ``/_status/vars`` every ``interval`` seconds, as Prometheus does,
+    from another process."""
 
     def __init__(self, url: str, interval: float) -> None:
-        self.scrapes = 0
-        self._url = url + "/_status/vars"
-        self._interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="scraper", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        with httpx.Client(timeout=10) as client:
-            while not self._stop.wait(self._interval):
-                client.get(self._url).raise_for_status()
-                self.scrapes += 1
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", SCRAPER, url + "/_status/vars", str(interval)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
 
     def stop(self) -> int:
-        self._stop.set()
-        self._thread.join()
-        return self.scrapes
+        """Stop scraping; returns the number of scrapes (raises if one failed)."""
+        failed = self._process.poll()
+        self._process.terminate()
+        out, _ = self._process.communicate(timeout=30)
+        if failed is not None:
+            raise RuntimeError(f"the scraper failed (exit status {failed})")
+        return len(out.split())
 
 
 def open_node(path: Path, *, metrics: bool = True) -> feedkv.DB:
-    # NB: the changefeed core alone; `feedkv bench spark` measures jobs on Spark.
+    # NB: the changefeed core alone; `feedkv bench spark` measures jobs on Spark. The
+    # HTTP port is open in both modes, so the two differ in their metrics alone.
     return feedkv.connect(
         path,
         config=StoreConfig(),
         changefeed_runner="thread",
         metrics=metrics,
-        http_addr="127.0.0.1:0" if metrics else None,
+        http_addr="127.0.0.1:0",
     )
 
 
 def metrics_cost(path: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """Steady state with the node's metrics on and off, alternately (see the module's
-    docstring), each run on the store at ``path`` reopened."""
+    """Steady state with the node's metrics on and off in interleaved rounds (see the
+    module's docstring), each run on the store at ``path`` reopened."""
     runs: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
+    load_before = os.getloadavg()
     # NB: a first run after the load is slower whatever the mode (caches, the store's
     # first compactions): one is run, and not counted, so it skews neither side
     db = open_node(path)
@@ -191,45 +279,73 @@ def metrics_cost(path: Path, args: argparse.Namespace) -> dict[str, Any]:
             db = open_node(path, metrics=metrics)
             try:
                 scraper = None
-                if metrics and db.node is not None:
+                if metrics:
+                    assert db.node is not None
                     scraper = Scraper(db.node.http_url, args.scrape_interval)
-                run = steady(db, args.rows, args.writers, args.seconds)
+                run = {
+                    "steady": steady(db, args.rows, args.writers, args.seconds),
+                    "paced": paced(db, args.rows, args.paced_writers, args.rate, args.seconds),
+                }
                 if scraper is not None:
                     run["scrapes"] = scraper.stop()
             finally:
                 db.close()
             runs["on" if metrics else "off"].append(run)
-            print(f"steady state, metrics {'on' if metrics else 'off'}: {run}", file=sys.stderr)
-
-    def summary(mode: str) -> dict[str, Any]:
-        rates = [r["commits_per_s"] for r in runs[mode]]
-        cpu = [r["cpu_us_per_commit"] for r in runs[mode]]
-        return {
-            "commits_per_s": round(statistics.median(rates)),
-            "commits_per_s_range": [min(rates), max(rates)],
-            "cpu_us_per_commit": round(statistics.median(cpu), 1),
-            "cpu_us_per_commit_range": [min(cpu), max(cpu)],
-            "kept_up": all(r["kept_up"] for r in runs[mode]),
-        }
-
-    on, off = summary("on"), summary("off")
-    on["scrape_interval_s"] = args.scrape_interval
+            mode = "on" if metrics else "off"
+            print(f"round {round_ + 1}, metrics {mode}: {json.dumps(run)}", file=sys.stderr)
+    on, off = runs["on"], runs["off"]
+    rate = paired_ratios(
+        [r["steady"]["commits_per_s"] for r in on], [r["steady"]["commits_per_s"] for r in off]
+    )
+    cpu = paired_ratios(
+        [r["paced"]["cpu_us_per_message"] for r in on],
+        [r["paced"]["cpu_us_per_message"] for r in off],
+    )
     return {
-        "metrics_on": on,
-        "metrics_off": off,
-        "metrics_cost_pct": {
-            "commits_per_s": _pct(off["commits_per_s"] - on["commits_per_s"], off["commits_per_s"]),
-            "cpu_per_commit": _pct(
-                on["cpu_us_per_commit"] - off["cpu_us_per_commit"], off["cpu_us_per_commit"]
+        "rounds": args.rounds,
+        "load_average_1m": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+        "scrape_interval_s": args.scrape_interval,
+        "commits_per_s": {
+            "on_median": round(statistics.median(r["steady"]["commits_per_s"] for r in on)),
+            "off_median": round(statistics.median(r["steady"]["commits_per_s"] for r in off)),
+            **_ratios(rate),
+        },
+        "cpu_us_per_message": {
+            "rate": args.rate,
+            "on_median": round(statistics.median(r["paced"]["cpu_us_per_message"] for r in on), 1),
+            "off_median": round(
+                statistics.median(r["paced"]["cpu_us_per_message"] for r in off), 1
             ),
+            **_ratios(cpu),
+        },
+        # the cost: how much lower the rate, how much more CPU per message, with metrics on
+        "metrics_cost_pct": {
+            "commits_per_s": round((1 - rate.median) * 100, 2),
+            "commits_per_s_interval": [
+                round((1 - rate.high) * 100, 2),
+                round((1 - rate.low) * 100, 2),
+            ],
+            "cpu_per_message": round((cpu.median - 1) * 100, 2),
+            "cpu_per_message_interval": [
+                round((cpu.low - 1) * 100, 2),
+                round((cpu.high - 1) * 100, 2),
+            ],
+            "interval_confidence": round(cpu.confidence, 3),
         },
         "target_metrics_cost_pct": TARGET_METRICS_COST_PCT,
+        "kept_up": all(r["steady"]["kept_up"] and r["paced"]["kept_up"] for r in on + off),
+        "held_rate": all(r["paced"]["held_rate"] for r in on + off),
         "runs": runs,
     }
 
 
-def _pct(part: float, whole: float) -> float | None:
-    return round(part / whole * 100, 2) if whole else None
+def _ratios(ratios: PairedRatios) -> dict[str, Any]:
+    """The on/off ratios of the rounds: each, their median and their least and greatest."""
+    return {
+        "ratio_median": round(ratios.median, 4),
+        "ratio_range": [round(ratios.low, 4), round(ratios.high, 4)],
+        "ratios": [round(r, 4) for r in ratios.ratios],
+    }
 
 
 def latency(db: feedkv.DB, samples: int, interval: float) -> dict[str, Any]:
@@ -275,14 +391,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--writers", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--samples", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=2, help="steady runs per metrics mode")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="rounds of one run with metrics on, one off"
+    )
+    parser.add_argument(
+        "--rate", type=float, default=400.0, help="commits/s of the paced runs (CPU per message)"
+    )
+    parser.add_argument("--paced-writers", type=int, default=8)
     parser.add_argument("--scrape-interval", type=float, default=1.0)
     parser.add_argument(
         "--steady-only", action="store_true", help="skip the scans and the latency runs"
     )
     args = parser.parse_args(argv)
-    if args.rounds < 1 or args.scrape_interval <= 0:
-        parser.error("--rounds must be at least 1 and --scrape-interval more than 0")
+    if args.rounds < 1 or args.scrape_interval <= 0 or args.rate <= 0 or args.paced_writers < 1:
+        parser.error(
+            "--rounds and --paced-writers must be at least 1, --scrape-interval and --rate "
+            "more than 0"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "store"
         db = open_node(path)

@@ -17,7 +17,10 @@
   commits/s (what other load on the machine moves most) and of the CPU per message at
   the paced rate (what the metrics cost, and what that load moves least). With ``n``
   rounds, the least and greatest ratio bound the median with probability
-  ``1 - 2**(1-n)`` (:mod:`feedkv.testing.paired_rounds`). Target: within 3%.
+  ``1 - 2**(1-n)`` (:mod:`feedkv.testing.paired_rounds`). ``--pairing concurrent``
+  runs a round's two at the same time instead, each node in a process of its own on a
+  copy of the store, so that the machine's other load falls on both alike (on a shared
+  machine it changes from one second to the next). Target: within 3%.
 - latency: one writer at a light, fixed rate; from a commit's acknowledgement to its
   row reaching the sinkless client, p50/p99. Target: p50 <= 50 ms.
 
@@ -30,6 +33,7 @@ import argparse
 import itertools
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -277,38 +281,123 @@ def open_node(path: Path, *, metrics: bool = True) -> feedkv.DB:
     )
 
 
-def metrics_cost(path: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """Steady state with the node's metrics on and off in interleaved rounds (see the
-    module's docstring), each run on the store at ``path`` reopened."""
-    runs: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
-    load_before = os.getloadavg()
-    # NB: a first run after the load is slower whatever the mode (caches, the store's
-    # first compactions): one is run, and not counted, so it skews neither side
-    db = open_node(path)
+def one_run(db: feedkv.DB, metrics: bool, args: argparse.Namespace) -> dict[str, Any]:
+    """The steady and the paced runs on ``db`` (a node with its metrics on or off), with
+    a scraper while the metrics are on."""
+    scraper = None
+    if metrics:
+        assert db.node is not None
+        scraper = Scraper(db.node.http_url, args.scrape_interval)
+    run: dict[str, Any] = {
+        "steady": steady(db, args.rows, args.writers, args.seconds),
+        "paced": paced(db, args.rows, args.paced_writers, args.rate, args.seconds),
+    }
+    if scraper is not None:
+        run["scrapes"] = scraper.stop()
+    return run
+
+
+def alternate_round(
+    paths: dict[bool, Path], order: tuple[bool, bool], args: argparse.Namespace
+) -> dict[bool, dict[str, Any]]:
+    """One run in each mode, one after the other in this process."""
+    runs = {}
+    for metrics in order:
+        db = open_node(paths[metrics], metrics=metrics)
+        try:
+            runs[metrics] = one_run(db, metrics, args)
+        finally:
+            db.close()
+    return runs
+
+
+def concurrent_round(
+    paths: dict[bool, Path], order: tuple[bool, bool], args: argparse.Namespace
+) -> dict[bool, dict[str, Any]]:
+    """One run in each mode at the same time, each node in a process of its own on its
+    own copy of the store: what other load the machine has falls on both alike. They
+    start together once both nodes are open."""
+    workers = {}
+    for metrics in order:
+        workers[metrics] = subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--worker",
+                "on" if metrics else "off",
+                "--store",
+                str(paths[metrics]),
+                *(f"--rows={args.rows}", f"--writers={args.writers}"),
+                *(f"--seconds={args.seconds}", f"--rate={args.rate}"),
+                f"--paced-writers={args.paced_writers}",
+                f"--scrape-interval={args.scrape_interval}",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
     try:
-        steady(db, args.rows, args.writers, min(args.seconds, 2.0))
+        for worker in workers.values():
+            assert worker.stdout is not None and worker.stdin is not None
+            if worker.stdout.readline().strip() != "ready":
+                raise RuntimeError("a worker of the concurrent round failed to open its node")
+        for worker in workers.values():
+            assert worker.stdin is not None
+            worker.stdin.write("go\n")
+            worker.stdin.flush()
+        runs = {}
+        for metrics, worker in workers.items():
+            out, _ = worker.communicate(timeout=600)
+            if worker.returncode != 0:
+                raise RuntimeError(f"a worker of the concurrent round failed ({worker.returncode})")
+            runs[metrics] = json.loads(out)
+        return runs
+    finally:
+        for worker in workers.values():
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+
+
+def worker(args: argparse.Namespace) -> int:
+    """A concurrent round's run of one mode: opens its node, says ``ready``, runs on
+    ``go`` and prints the run's JSON."""
+    metrics = args.worker == "on"
+    db = open_node(Path(args.store), metrics=metrics)
+    try:
+        print("ready", flush=True)
+        if sys.stdin.readline().strip() != "go":
+            return 1
+        print(json.dumps(one_run(db, metrics, args)), flush=True)
     finally:
         db.close()
-    for round_ in range(args.rounds):
-        order = (True, False) if round_ % 2 == 0 else (False, True)
-        for metrics in order:
-            db = open_node(path, metrics=metrics)
-            try:
-                scraper = None
-                if metrics:
-                    assert db.node is not None
-                    scraper = Scraper(db.node.http_url, args.scrape_interval)
-                run = {
-                    "steady": steady(db, args.rows, args.writers, args.seconds),
-                    "paced": paced(db, args.rows, args.paced_writers, args.rate, args.seconds),
-                }
-                if scraper is not None:
-                    run["scrapes"] = scraper.stop()
-            finally:
-                db.close()
-            runs["on" if metrics else "off"].append(run)
+    return 0
+
+
+def metrics_cost(path: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Steady state with the node's metrics on and off in ``--rounds`` rounds (see the
+    module's docstring): ``--pairing alternate``, one run after the other on the store at
+    ``path`` reopened; ``concurrent``, both at once, each on a copy of it."""
+    load_before = os.getloadavg()
+    if args.pairing == "concurrent":
+        paths = {True: path.with_name("store-on"), False: path.with_name("store-off")}
+        for copy in paths.values():
+            shutil.copytree(path, copy)
+        round_: Callable[..., dict[bool, dict[str, Any]]] = concurrent_round
+    else:
+        paths = {True: path, False: path}
+        round_ = alternate_round
+    # NB: a first round after the load is slower whatever the mode (caches, the store's
+    # first compactions): one is run, and not counted, so it skews neither side
+    warm_up = argparse.Namespace(**{**vars(args), "seconds": min(args.seconds, 2.0)})
+    round_(paths, (True, False), warm_up)
+    runs: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
+    for index in range(args.rounds):
+        order = (True, False) if index % 2 == 0 else (False, True)
+        for metrics, run in round_(paths, order, args).items():
             mode = "on" if metrics else "off"
-            print(f"round {round_ + 1}, metrics {mode}: {json.dumps(run)}", file=sys.stderr)
+            runs[mode].append(run)
+            print(f"round {index + 1}, metrics {mode}: {json.dumps(run)}", file=sys.stderr)
     on, off = runs["on"], runs["off"]
     rate = paired_ratios(
         [r["steady"]["commits_per_s"] for r in on], [r["steady"]["commits_per_s"] for r in off]
@@ -318,6 +407,7 @@ def metrics_cost(path: Path, args: argparse.Namespace) -> dict[str, Any]:
         [r["paced"]["cpu_us_per_message"] for r in off],
     )
     return {
+        "pairing": args.pairing,
         "rounds": args.rounds,
         "load_average_1m": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
         "scrape_interval_s": args.scrape_interval,
@@ -416,6 +506,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paced-writers", type=int, default=8)
     parser.add_argument("--scrape-interval", type=float, default=1.0)
     parser.add_argument(
+        "--pairing",
+        choices=("alternate", "concurrent"),
+        default="alternate",
+        help="a round's two runs one after the other, or at once in two processes",
+    )
+    parser.add_argument("--worker", choices=("on", "off"), help=argparse.SUPPRESS)
+    parser.add_argument("--store", help=argparse.SUPPRESS)
+    parser.add_argument(
         "--steady-only", action="store_true", help="skip the scans and the latency runs"
     )
     args = parser.parse_args(argv)
@@ -424,6 +522,8 @@ def main(argv: list[str] | None = None) -> int:
             "--rounds and --paced-writers must be at least 1, --scrape-interval and --rate "
             "more than 0"
         )
+    if args.worker is not None:
+        return worker(args)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "store"
         db = open_node(path)

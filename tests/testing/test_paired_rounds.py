@@ -20,6 +20,19 @@ def test_the_median_is_of_the_ratios_within_rounds_not_of_the_runs() -> None:
     assert ratios.confidence == pytest.approx(0.9375)  # 1 - 2**-4
 
 
+def test_more_rounds_narrow_the_interval_to_inner_ratios() -> None:
+    # 11 rounds: the 3rd smallest and 3rd greatest hold the median with 93.5% (>= 90%);
+    # the 4th would give 77%
+    off = [1000.0] * 11
+    on = [900.0, 940.0, 970.0, 980.0, 990.0, 1000.0, 1000.0, 1010.0, 1020.0, 1030.0, 1300.0]
+    ratios = paired_ratios(on, off)
+    assert (ratios.low, ratios.high) == pytest.approx((0.97, 1.02))
+    assert ratios.median == pytest.approx(1.0)
+    assert ratios.confidence == pytest.approx(1 - 2 * (1 + 11 + 55) / 2**11)
+    wider = paired_ratios(on, off, level=0.95)  # the 2nd: 98.8%
+    assert (wider.low, wider.high) == pytest.approx((0.94, 1.03))
+
+
 def test_one_round_is_a_ratio_with_no_confidence() -> None:
     ratios = paired_ratios([3.0], [2.0])
     assert (ratios.median, ratios.low, ratios.high, ratios.confidence) == (1.5, 1.5, 1.5, 0.0)

@@ -68,4 +68,4 @@ def _confidence(n: int, k: int) -> float:
     """The probability that the ``k``-th smallest and ``k``-th greatest of ``n`` draws
     hold their distribution's median between them."""
     below = sum(comb(n, i) for i in range(k))  # fewer than k draws below the median
-    return 1 - 2 * below / 2**n
+    return 1 - 2 * below / float(2**n)

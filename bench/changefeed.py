@@ -11,16 +11,19 @@
 - the cost of the metrics: each of those runs with the node's metrics on (and a
   scraper in another process reading ``/_status/vars`` every ``--scrape-interval``
   seconds, as Prometheus would) and off (``feedkv.connect(metrics=False)``), in
-  ``--rounds`` rounds of one run each, on the same store reopened, in the same process
-  layout (the HTTP port open in both). A round's two runs see nearly the same machine,
-  so the figures are the on/off ratios within a round, and their median: of the
-  commits/s (what other load on the machine moves most) and of the CPU per message at
-  the paced rate (what the metrics cost, and what that load moves least). With ``n``
-  rounds, the least and greatest ratio bound the median with probability
-  ``1 - 2**(1-n)`` (:mod:`feedkv.testing.paired_rounds`). ``--pairing concurrent``
-  runs a round's two at the same time instead, each node in a process of its own on a
-  copy of the store, so that the machine's other load falls on both alike (on a shared
-  machine it changes from one second to the next). Target: within 3%.
+  ``--rounds`` rounds of one run of each, in the same process layout (the HTTP port
+  open in both). By default (``--pairing concurrent``) a round's two runs go at the same
+  time, each node in a process of its own on a copy of the store, so that the machine's
+  other load, which on a shared machine changes from one second to the next, falls on
+  both alike; ``--pairing alternate`` runs them one after the other in this process on
+  the same store (their order alternating between rounds). The figures are the on/off
+  ratios within a round and their median: of the commits/s (what other load moves
+  most) and of the CPU per message at the paced rate (what the metrics cost, and what
+  that load moves least), with the interval that holds the median ratio with 90% or
+  more (:mod:`feedkv.testing.paired_rounds`). Measured here (2 cores, load average
+  20-40, 9 rounds each), the on/off ratio of CPU per message ranged over 0.99-1.10 in
+  concurrent rounds and over 0.86-1.31 in alternating ones. Target: within 3%;
+  ``target_shown`` when the whole interval of the CPU per message's cost is.
 - latency: one writer at a light, fixed rate; from a commit's acknowledgement to its
   row reaching the sinkless client, p50/p99. Target: p50 <= 50 ms.
 
@@ -442,6 +445,7 @@ def metrics_cost(path: Path, args: argparse.Namespace) -> dict[str, Any]:
             "interval_confidence": round(cpu.confidence, 3),
         },
         "target_metrics_cost_pct": TARGET_METRICS_COST_PCT,
+        "target_shown": (cpu.high - 1) * 100 <= TARGET_METRICS_COST_PCT,
         "kept_up": all(r["steady"]["kept_up"] and r["paced"]["kept_up"] for r in on + off),
         "held_rate": all(r["paced"]["held_rate"] for r in on + off),
         "runs": runs,
@@ -504,14 +508,14 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds", type=int, default=5, help="rounds of one run with metrics on, one off"
     )
     parser.add_argument(
-        "--rate", type=float, default=400.0, help="commits/s of the paced runs (CPU per message)"
+        "--rate", type=float, default=200.0, help="commits/s of the paced runs (CPU per message)"
     )
     parser.add_argument("--paced-writers", type=int, default=8)
     parser.add_argument("--scrape-interval", type=float, default=1.0)
     parser.add_argument(
         "--pairing",
         choices=("alternate", "concurrent"),
-        default="alternate",
+        default="concurrent",
         help="a round's two runs one after the other, or at once in two processes",
     )
     parser.add_argument("--worker", choices=("on", "off"), help=argparse.SUPPRESS)

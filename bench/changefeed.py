@@ -239,10 +239,12 @@ def _run_threads(fn: Callable[[int], None], count: int) -> None:
 
 
 # The scraper runs in a process of its own, as Prometheus does: what its HTTP client
-# costs is not the node's. It prints a line for each scrape; a failed scrape ends it.
+# costs is not the node's. It says when it has started, then prints a line for each
+# scrape; a failed scrape ends it.
 SCRAPER = """
 import sys, time, httpx
 url, interval = sys.argv[1], float(sys.argv[2])
+print("up", flush=True)
 with httpx.Client(timeout=10) as client:
     while True:
         time.sleep(interval)
@@ -261,6 +263,10 @@ class Scraper:
             stdout=subprocess.PIPE,
             text=True,
         )
+        # NB: its start (an interpreter, httpx) is over before the runs it scrapes begin
+        assert self._process.stdout is not None
+        if self._process.stdout.readline().strip() != "up":
+            raise RuntimeError("the scraper failed to start")
 
     def stop(self) -> int:
         """Stop scraping; returns the number of scrapes (raises if one failed)."""
@@ -284,9 +290,16 @@ def open_node(path: Path, *, metrics: bool = True) -> feedkv.DB:
     )
 
 
-def one_run(db: feedkv.DB, metrics: bool, args: argparse.Namespace) -> dict[str, Any]:
+def one_run(
+    db: feedkv.DB,
+    metrics: bool,
+    args: argparse.Namespace,
+    before: Callable[[str], None] = lambda phase: None,
+) -> dict[str, Any]:
     """The paced and the steady runs on ``db`` (a node with its metrics on or off), with
-    a scraper while the metrics are on."""
+    a scraper while the metrics are on; ``before(phase)`` is called before each
+    (``paced``, ``steady``), where a concurrent round starts its two runs' phases
+    together."""
     scraper = None
     if metrics:
         assert db.node is not None
@@ -294,9 +307,11 @@ def one_run(db: feedkv.DB, metrics: bool, args: argparse.Namespace) -> dict[str,
     # NB: paced first: a run at full speed leaves the node work to finish after it (as
     # much as the run wrote, which the machine's load decides), which would fall on the
     # paced run's CPU
+    before("paced")
     run: dict[str, Any] = {
         "paced": paced(db, args.rows, args.paced_writers, args.rate, args.seconds)
     }
+    before("steady")
     run["steady"] = steady(db, args.rows, args.writers, args.seconds)
     if scraper is not None:
         run["scrapes"] = scraper.stop()
@@ -321,8 +336,9 @@ def concurrent_round(
     paths: dict[bool, Path], order: tuple[bool, bool], args: argparse.Namespace
 ) -> dict[bool, dict[str, Any]]:
     """One run in each mode at the same time, each node in a process of its own on its
-    own copy of the store: what other load the machine has falls on both alike. They
-    start together once both nodes are open."""
+    own copy of the store: what other load the machine has falls on both alike. Each
+    phase starts in both at once (a run that falls behind its rate would otherwise run
+    its full-speed phase beside the other's paced one)."""
     workers = {}
     for metrics in order:
         workers[metrics] = subprocess.Popen(
@@ -343,14 +359,15 @@ def concurrent_round(
             text=True,
         )
     try:
-        for worker in workers.values():
-            assert worker.stdout is not None and worker.stdin is not None
-            if worker.stdout.readline().strip() != "ready":
-                raise RuntimeError("a worker of the concurrent round failed to open its node")
-        for worker in workers.values():
-            assert worker.stdin is not None
-            worker.stdin.write("go\n")
-            worker.stdin.flush()
+        for phase in ("paced", "steady"):
+            for worker in workers.values():
+                assert worker.stdout is not None
+                if worker.stdout.readline().strip() != phase:
+                    raise RuntimeError(f"a worker of the concurrent round failed before {phase}")
+            for worker in workers.values():
+                assert worker.stdin is not None
+                worker.stdin.write("go\n")
+                worker.stdin.flush()
         runs = {}
         for metrics, worker in workers.items():
             out, _ = worker.communicate(timeout=600)
@@ -366,15 +383,18 @@ def concurrent_round(
 
 
 def worker(args: argparse.Namespace) -> int:
-    """A concurrent round's run of one mode: opens its node, says ``ready``, runs on
-    ``go`` and prints the run's JSON."""
+    """A concurrent round's run of one mode: opens its node, names each phase when ready
+    for it and starts it on ``go``, and prints the run's JSON."""
     metrics = args.worker == "on"
+
+    def before(phase: str) -> None:
+        print(phase, flush=True)
+        if sys.stdin.readline().strip() != "go":
+            raise SystemExit(1)
+
     db = open_node(Path(args.store), metrics=metrics)
     try:
-        print("ready", flush=True)
-        if sys.stdin.readline().strip() != "go":
-            return 1
-        print(json.dumps(one_run(db, metrics, args)), flush=True)
+        print(json.dumps(one_run(db, metrics, args, before)), flush=True)
     finally:
         db.close()
     return 0
@@ -395,8 +415,8 @@ def metrics_cost(path: Path, args: argparse.Namespace) -> dict[str, Any]:
         round_ = alternate_round
     # NB: a first round after the load is slower whatever the mode (caches, the store's
     # first compactions): one is run, and not counted, so it skews neither side
-    warm_up = argparse.Namespace(**{**vars(args), "seconds": min(args.seconds, 2.0)})
-    round_(paths, (True, False), warm_up)
+    if args.warm_up > 0:
+        round_(paths, (True, False), argparse.Namespace(**{**vars(args), "seconds": args.warm_up}))
     runs: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
     for index in range(args.rounds):
         order = (True, False) if index % 2 == 0 else (False, True)
@@ -512,6 +532,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--paced-writers", type=int, default=8)
     parser.add_argument("--scrape-interval", type=float, default=1.0)
+    parser.add_argument(
+        "--warm-up", type=float, default=2.0, help="seconds of the uncounted first round (0: none)"
+    )
     parser.add_argument(
         "--pairing",
         choices=("alternate", "concurrent"),

@@ -432,6 +432,10 @@ def metrics_cost(path: Path, args: argparse.Namespace) -> dict[str, Any]:
         [r["paced"]["cpu_us_per_message"] for r in on],
         [r["paced"]["cpu_us_per_message"] for r in off],
     )
+    full_speed_cpu = paired_ratios(
+        [r["steady"]["cpu_us_per_commit"] for r in on],
+        [r["steady"]["cpu_us_per_commit"] for r in off],
+    )
     return {
         "pairing": args.pairing,
         "rounds": args.rounds,
@@ -449,6 +453,15 @@ def metrics_cost(path: Path, args: argparse.Namespace) -> dict[str, Any]:
                 statistics.median(r["paced"]["cpu_us_per_message"] for r in off), 1
             ),
             **_ratios(cpu),
+        },
+        # NB: at full speed too, though there the CPU per commit moves with how much the
+        # load let each run write (group commits grow with the rate)
+        "cpu_us_per_commit_full_speed": {
+            "on_median": round(statistics.median(r["steady"]["cpu_us_per_commit"] for r in on), 1),
+            "off_median": round(
+                statistics.median(r["steady"]["cpu_us_per_commit"] for r in off), 1
+            ),
+            **_ratios(full_speed_cpu),
         },
         # the cost: how much lower the rate, how much more CPU per message, with metrics on
         "metrics_cost_pct": {

@@ -19,7 +19,8 @@ class TxnMetrics:
         r = registry or Registry()
         self.commits = r.counter("txn_commits", "Number of committed KV transactions")
         self.aborts = r.counter("txn_aborts", "Number of aborted KV transactions")
-        self.restarts = r.histogram(
+        # NB: observed for each transaction: a lean histogram (see feedkv.util.metrics)
+        self.restarts = r.lean_histogram(
             "txn_restarts", "Number of restarted KV transactions", buckets=RESTART_BUCKETS
         )
 

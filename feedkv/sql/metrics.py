@@ -53,7 +53,8 @@ class SQLMetrics:
         self.txn_rollback = r.counter(
             "sql_txn_rollback_count", "Number of SQL transaction ROLLBACK"
         )
-        self.service_latency = r.histogram(
+        # NB: observed for each statement: a lean histogram (see feedkv.util.metrics)
+        self.service_latency = r.lean_histogram(
             "sql_service_latency",
             "Latency of SQL request execution (nanoseconds), from parsing to the result",
         )

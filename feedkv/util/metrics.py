@@ -20,7 +20,10 @@ Two kinds of metric:
   a hot path, once per batch, not per row);
 - sampled (:meth:`Registry.sampled`): a function read at scrape time, for what a
   component already knows (running feeds, live nodes, LMDB's map use): no cost
-  between scrapes.
+  between scrapes;
+- lean histograms (:meth:`Registry.lean_histogram`), for a histogram observed on a
+  hot path (each SQL statement, each group commit): the same exposition at a fraction
+  of the cost of ``prometheus_client``'s observation (:class:`LeanHistogram`).
 
 A registry made with ``enabled=False`` (a node started with its metrics off, which
 ``feedkv bench changefeed`` compares against one with them on) hands out metrics that
@@ -31,18 +34,24 @@ a call that returns at once.
 from __future__ import annotations
 
 import logging
+import threading
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Self
+from typing import Self, cast
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Metric
+from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 __all__ = [
     "CONTENT_TYPE",
     "NANOS_BUCKETS",
+    "LeanHistogram",
     "Registry",
     "Sample",
+    "SingleWriterHistogram",
 ]
 
 log = logging.getLogger(__name__)
@@ -50,6 +59,10 @@ log = logging.getLogger(__name__)
 # NB: generate_latest writes text format 0.0.4 (names of the legacy character set), which
 # every Prometheus reads; the library's "latest" content type names 1.0.0
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+
+# A bucket's bound as Prometheus (Go) writes it, as prometheus_client's histograms do
+# (NB: the library leaves the function untyped)
+_go_float = cast(Callable[[float], str], floatToGoString)
 
 # Latencies in nanoseconds, as CockroachDB measures them: 100us to a minute.
 NANOS_BUCKETS: tuple[float, ...] = (
@@ -98,6 +111,87 @@ class _Sampled(Collector):
         else:
             metric.add_sample(self._name, {}, float(sample))
         return [metric]
+
+
+class LeanHistogram:
+    """A histogram for a hot path: the bucket is found by bisection (in C) and one lock
+    guards the counts and the sum, where ``prometheus_client``'s scans its buckets in
+    Python and takes a lock for the sum and another for the bucket (about a third of the
+    cost, measured: 0.3 against 0.6 to 2 microseconds an observation, the more the later
+    the bucket). The registry reads it at scrape time (:meth:`Registry.lean_histogram`);
+    the exposition is ``prometheus_client``'s own."""
+
+    __slots__ = ("_bounds", "_counts", "_les", "_lock", "_scale", "_sum")
+
+    def __init__(self, buckets: Sequence[float], *, scale: float = 1.0) -> None:
+        """``buckets``: the upper bounds (inclusive, ascending; ``+Inf`` is added);
+        ``scale``: what each observed value is multiplied by (``1e9``: seconds observed,
+        nanoseconds exposed)."""
+        bounds = tuple(float(b) for b in buckets)
+        if not bounds or list(bounds) != sorted(set(bounds)):
+            raise ValueError(f"histogram buckets must be ascending and distinct: {bounds}")
+        self._bounds = bounds
+        self._les = (*(_go_float(b) for b in bounds), "+Inf")
+        self._counts = [0] * (len(bounds) + 1)  # the last: above every bound (+Inf)
+        self._sum = 0.0
+        self._scale = scale
+        self._lock = threading.Lock()
+
+    def observe(self, value: float) -> None:
+        """Count ``value`` (times the scale)."""
+        value *= self._scale
+        index = bisect_left(self._bounds, value)
+        with self._lock:
+            self._counts[index] += 1
+            self._sum += value
+
+    def family(self, name: str, documentation: str) -> HistogramMetricFamily:
+        """Its state now, as ``prometheus_client`` exposes a histogram."""
+        with self._lock:
+            counts, total = list(self._counts), self._sum
+        cumulative, buckets = 0, []
+        for le, count in zip(self._les, counts, strict=True):
+            cumulative += count
+            buckets.append((le, float(cumulative)))
+        return HistogramMetricFamily(name, documentation, buckets=buckets, sum_value=total)
+
+
+class SingleWriterHistogram(LeanHistogram):
+    """A :class:`LeanHistogram` that one thread alone observes, without the lock: for a
+    loop every other thread waits for (the engine's commit loop).
+
+    NB: the one writer is what makes it safe: no two ``+=`` on a bucket interleave. A
+    reader copies the buckets in one step under the GIL, so its counts agree with one
+    another; the sum may hold one observation more or less than they do.
+    """
+
+    __slots__ = ()
+
+    def observe(self, value: float) -> None:
+        """Count ``value`` (times the scale). Only ever from the one writing thread."""
+        value *= self._scale
+        self._counts[bisect_left(self._bounds, value)] += 1
+        self._sum += value
+
+
+class _OffLeanHistogram(SingleWriterHistogram):
+    __slots__ = ()
+
+    def observe(self, value: float) -> None:
+        pass
+
+
+class _Lean(Collector):
+    def __init__(self, name: str, documentation: str, histogram: LeanHistogram) -> None:
+        self._name = name
+        self._documentation = documentation
+        self._histogram = histogram
+
+    def describe(self) -> Iterable[Metric]:
+        return [Metric(self._name, self._documentation, "histogram")]
+
+    def collect(self) -> Iterable[Metric]:
+        return [self._histogram.family(self._name, self._documentation)]
 
 
 class _Exposed(Collector):
@@ -194,6 +288,24 @@ class Registry:
         if not self.enabled:
             return _OffHistogram()
         return Histogram(name, documentation, labelnames, registry=self._inner, buckets=buckets)
+
+    def lean_histogram(
+        self,
+        name: str,
+        documentation: str,
+        buckets: Sequence[float] = NANOS_BUCKETS,
+        *,
+        scale: float = 1.0,
+        single_writer: bool = False,
+    ) -> LeanHistogram:
+        """A histogram for a hot path (:class:`LeanHistogram`; ``single_writer``: one
+        thread alone ever observes it, :class:`SingleWriterHistogram`)."""
+        if not self.enabled:
+            return _OffLeanHistogram(buckets, scale=scale)
+        kind = SingleWriterHistogram if single_writer else LeanHistogram
+        histogram = kind(buckets, scale=scale)
+        self._inner.register(_Lean(name, documentation, histogram))
+        return histogram
 
     def sampled(
         self,

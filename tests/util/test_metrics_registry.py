@@ -3,9 +3,12 @@ scrape time, and registries that do not share metrics."""
 
 from __future__ import annotations
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from feedkv.util.metrics import Registry
+from feedkv.util.metrics import NANOS_BUCKETS, Registry
 
 
 def families(registry: Registry) -> dict[str, tuple[str, dict[str, float]]]:
@@ -94,7 +97,54 @@ def test_a_registry_with_metrics_off_records_and_exposes_nothing() -> None:
     registry.gauge("g", "a gauge").set(5)
     registry.gauge("g2", "a gauge").inc()
     registry.histogram("h", "a histogram").observe(1.0)
+    registry.lean_histogram("l", "a lean histogram").observe(1.0)
     registry.sampled("s", "sampled", lambda: 1.0)
     # NB: names may repeat: nothing is registered
     registry.counter("sql_select_count", "selects").inc()
     assert families(registry) == {}
+
+
+@settings(max_examples=100, deadline=None)  # NB: a loaded machine is slow, not wrong
+@given(
+    st.lists(
+        st.one_of(
+            st.floats(min_value=-1e12, max_value=1e12, allow_nan=False),
+            st.sampled_from(NANOS_BUCKETS),  # on a bound: counted in its bucket (le)
+        ),
+        max_size=40,
+    )
+)
+def test_a_lean_histogram_is_exposed_as_prometheus_clients_own(values: list[float]) -> None:
+    registry = Registry()
+    library = registry.histogram("sql_service_latency_library", "latency")
+    lean = registry.lean_histogram("sql_service_latency", "latency")
+    single = registry.lean_histogram("storage_wal_fsync_latency", "fsync", single_writer=True)
+    for value in values:
+        library.observe(value)
+        lean.observe(value)
+        single.observe(value)
+    found = families(registry)
+    expected = {
+        name.replace("_library", ""): value
+        for name, value in found["sql_service_latency_library"][1].items()
+    }
+    assert found["sql_service_latency"] == ("histogram", pytest.approx(expected))
+    assert found["storage_wal_fsync_latency"][0] == "histogram"
+    assert found["storage_wal_fsync_latency"][1] == pytest.approx(
+        {name.replace("sql_service", "storage_wal_fsync"): v for name, v in expected.items()}
+    )
+
+
+def test_a_lean_histogram_scales_what_it_observes() -> None:
+    registry = Registry()
+    fsync = registry.lean_histogram("storage_wal_fsync_latency", "fsync", scale=1e9)
+    fsync.observe(0.002)  # seconds, exposed in nanoseconds
+    samples = families(registry)["storage_wal_fsync_latency"][1]
+    assert samples["storage_wal_fsync_latency_sum"] == pytest.approx(2e6)
+    assert samples["storage_wal_fsync_latency_bucket{le=1e+06}"] == 0.0
+    assert samples["storage_wal_fsync_latency_bucket{le=2.5e+06}"] == 1.0
+
+
+def test_lean_histogram_buckets_must_ascend() -> None:
+    with pytest.raises(ValueError, match="ascending"):
+        Registry().lean_histogram("h", "h", buckets=(2.0, 1.0))

@@ -318,6 +318,13 @@ class BatchingSink:
                 timeout,
             )
 
+    @property
+    def failure(self) -> SinkError | None:
+        """Why the sink failed (``None``: it has not): after :meth:`wait_drained`, whether
+        the backlog was delivered or given up on."""
+        with self._cond:
+            return self._error
+
     def emit_resolved(self, ts: Timestamp, topics: Iterable[str]) -> None:
         topics = sorted(set(topics))
         self._deliver(functools.partial(self._client.send_resolved, ts, topics))
@@ -394,6 +401,9 @@ class BatchingSink:
         batch.count = len(batch.messages)  # NB: before a spill empties them
         deadline = self._clock() + buffers.stall_after_s
         while True:
+            if self._open.get(topic) is not batch:
+                # NB: the sender sealed it (it aged) while this waited for room
+                return True
             if buffers.memory.try_acquire(batch.bytes):
                 buffers.counts.add(mem_acquired=batch.bytes)
                 break

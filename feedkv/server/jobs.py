@@ -132,6 +132,7 @@ def spark_jobs(node: Node, spark_master: Callable[[], str | None]) -> JobFactory
             checkpoint,
             master=spark_master(),
             metrics=node.metrics.changefeeds.scope(record.spec.options.metrics_label),
+            buffers=node.changefeed_buffers,
         )
 
     return make

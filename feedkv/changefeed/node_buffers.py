@@ -53,6 +53,7 @@ from feedkv.errors import InvalidArgumentError, InvariantViolation
 __all__ = [
     "DEFAULT_DISK",
     "DEFAULT_MEMORY",
+    "ROOM_SHARE",
     "STALL_AFTER_S",
     "Budget",
     "BufferCounts",
@@ -65,6 +66,7 @@ __all__ = [
 DEFAULT_MEMORY = 512 << 20  # --max-changefeed-memory, as the design's example
 DEFAULT_DISK = 4 << 30  # --max-disk-changefeed-storage
 STALL_AFTER_S = 5.0  # how long a full sink waits for room before its changefeed stalls
+ROOM_SHARE = 16  # a stalled changefeed starts again once this part of a budget is free
 
 
 class Budget(Protocol):
@@ -196,6 +198,14 @@ class NodeBuffers:
             self.spill_dir.mkdir(parents=True, exist_ok=True)
             self._made = True
         return str(self.spill_dir)
+
+    def has_room(self) -> bool:
+        """Whether a sixteenth of the memory or of the disk is free: room enough for a
+        stalled changefeed to start again (less, and it would stall again at once)."""
+        return any(
+            budget.limit > 0 and budget.limit - budget.used >= budget.limit // ROOM_SHARE
+            for budget in (self.memory, self.disk)
+        )
 
     # Shared with the node's other processes.
 

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import base64
 import pickle
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -494,15 +495,23 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
         of its window (its feed is torn down), reports the stall for the job's status,
         and waits until the sink has delivered what it holds (the backlog cleared), so
         the query that the stall then fails restarts only when the sink takes rows
-        again. A sink that gave up its backlog raises its own failure instead (the job
-        retries, with backoff). Spark ends the wait by killing the worker when the job
-        stops meanwhile."""
+        again. A task with no backlog of its own (the others' took the room) waits
+        until the node's buffers have room again, for the same reason. A sink that
+        gave up its backlog raises its own failure instead (the job retries, with
+        backoff). Spark ends the wait by killing the worker when the job stops
+        meanwhile."""
         limits = self.job.buffers
-        if limits is not None:
-            NodeBuffers.attach(limits).report_stall(self.job.job_id, str(stall))
+        buffers = NodeBuffers.attach(limits) if limits is not None else None
+        if buffers is not None:
+            buffers.report_stall(self.job.job_id, str(stall))
         wait_drained = getattr(sink, "wait_drained", None)
         while callable(wait_drained) and not wait_drained(STALL_POLL_S):
             pass
+        pause = threading.Event()
+        while buffers is not None and getattr(sink, "failure", None) is None:
+            if buffers.has_room():
+                break
+            pause.wait(STALL_POLL_S)  # NB: room is given back in other processes
         failure = getattr(sink, "failure", None)
         if failure is not None:
             raise failure from stall

@@ -66,7 +66,6 @@ TERMINAL_ERRORS = (
     "TerminalSinkError",
 )
 POLL_S = 0.2
-ROOM_SHARE = 16  # a stalled job restarts once this part of the node's memory or disk is free
 _TASKS_END_S = 10.0  # how long a stop waits for its cancelled tasks to end
 _CAUSES = 8  # how deep a failure's causes are searched for a feedkv error
 
@@ -158,15 +157,6 @@ def _silence(jvm: Any) -> Callable[[], None]:
     return restore
 
 
-def _room(buffers: NodeBuffers) -> bool:
-    """Whether the node's buffers have room for a restarted query's first batches: a
-    sixteenth of the memory or of the disk free."""
-    return any(
-        budget.limit - budget.used >= budget.limit // ROOM_SHARE
-        for budget in (buffers.memory, buffers.disk)
-    )
-
-
 class SparkJob:
     def __init__(
         self,
@@ -235,7 +225,7 @@ class SparkJob:
         then let :meth:`run` start the query again from its checkpoint."""
         buffers = self._buffers
         if buffers is not None:
-            while not self.closed and not _room(buffers):
+            while not self.closed and not buffers.has_room():
                 self._closed.wait(POLL_S)
             buffers.clear_stall(self.job_id)
         self.stalled = None

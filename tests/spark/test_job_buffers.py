@@ -23,7 +23,6 @@ from feedkv.spark.changefeed_job import (
     block_bytes,
     encode_spec,
 )
-from feedkv.spark.runner import _room
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
@@ -131,11 +130,33 @@ def test_a_stalled_task_whose_sink_gives_up_fails_with_the_sink_error(
 def test_a_stalled_job_restarts_once_a_sixteenth_of_memory_or_disk_is_free() -> None:
     buffers = NodeBuffers.of(memory=1600, disk=160)
     assert buffers.memory.try_acquire(1600) and buffers.disk.try_acquire(160)
-    assert not _room(buffers)
+    assert not buffers.has_room()
     buffers.disk.release(9)
-    assert not _room(buffers)
+    assert not buffers.has_room()
     buffers.disk.release(1)
-    assert _room(buffers)
+    assert buffers.has_room()
     buffers.disk.try_acquire(10)
     buffers.memory.release(100)
-    assert _room(buffers)
+    assert buffers.has_room()
+
+
+def test_a_stalled_task_with_no_backlog_waits_for_room_in_the_node(
+    buffers: NodeBuffers,
+) -> None:
+    limits = buffers.limits()
+    assert limits is not None
+    writer = ChangefeedStreamWriter(JobOptions("feedkv://127.0.0.1:1", SPEC, 7, buffers=limits))
+    client = HeldClient()
+    client.gate.set()
+    sink = BatchingSink(client, flush=FlushConfig(messages=1), buffers=buffers)
+    assert buffers.memory.try_acquire(1000)  # another task's backlog holds it all
+    with pytest.raises(SinkStalledError) as raised:
+        sink.emit_row(Message("t", b"[1]", b"x" * 800, TS, TS))
+    waited = threading.Thread(target=writer._wait_out, args=(sink, raised.value))
+    waited.start()
+    wait_until(lambda: buffers.stall_of(7), timeout_s=30, what="the stall report")
+    assert waited.is_alive()  # its own sink holds nothing, but the node has no room
+    buffers.memory.release(1000)
+    waited.join(30)
+    assert not waited.is_alive()
+    sink.close()

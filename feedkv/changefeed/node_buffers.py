@@ -199,11 +199,13 @@ class NodeBuffers:
             self._made = True
         return str(self.spill_dir)
 
-    def has_room(self) -> bool:
-        """Whether a sixteenth of the memory or of the disk is free: room enough for a
-        stalled changefeed to start again (less, and it would stall again at once)."""
+    def has_room(self, needed: int = 0) -> bool:
+        """Whether ``needed`` bytes, and at least a sixteenth of the memory or of the
+        disk, are free in one of them: room enough for a stalled changefeed to start
+        again (less, and it would stall again at once)."""
         return any(
-            budget.limit > 0 and budget.limit - budget.used >= budget.limit // ROOM_SHARE
+            budget.limit > 0
+            and budget.limit - budget.used >= max(needed, budget.limit // ROOM_SHARE)
             for budget in (self.memory, self.disk)
         )
 

@@ -91,7 +91,12 @@ class TerminalSinkError(SinkError):
 class SinkStalledError(SinkError):
     """The node's changefeed buffers (memory, then disk) are full and the sink did not
     make room in time: the changefeed stalls (tears its feed down, waits for the sink's
-    backlog to clear, restarts from its high-water mark)."""
+    backlog to clear, restarts from its high-water mark). ``needed``: the bytes of the
+    batch that found no room."""
+
+    def __init__(self, message: str, needed: int = 0) -> None:
+        super().__init__(message)
+        self.needed = needed
 
 
 class TopicError(SinkError):
@@ -420,7 +425,8 @@ class BatchingSink:
                     f"the node's changefeed buffers are full ({buffers.memory.used} of "
                     f"{buffers.memory.limit} bytes in memory, {buffers.disk.used} of "
                     f"{buffers.disk.limit} on disk) and the sink took nothing for "
-                    f"{buffers.stall_after_s:g} s"
+                    f"{buffers.stall_after_s:g} s",
+                    batch.bytes,
                 )
             # NB: other sinks give the node's budget back without this sink's lock, so
             # this wakes to look again, as well as when its own sender delivers a batch.

@@ -496,7 +496,8 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
         and waits until the sink has delivered what it holds (the backlog cleared), so
         the query that the stall then fails restarts only when the sink takes rows
         again. A task with no backlog of its own (the others' took the room) waits
-        until the node's buffers have room again, for the same reason. A sink that
+        until the node's buffers have room again for the batch it could not hold, for
+        the same reason. A sink that
         gave up its backlog raises its own failure instead (the job retries, with
         backoff). Spark ends the wait by killing the worker when the job stops
         meanwhile."""
@@ -509,7 +510,7 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
             pass
         pause = threading.Event()
         while buffers is not None and getattr(sink, "failure", None) is None:
-            if buffers.has_room():
+            if buffers.has_room(stall.needed):
                 break
             pause.wait(STALL_POLL_S)  # NB: room is given back in other processes
         failure = getattr(sink, "failure", None)

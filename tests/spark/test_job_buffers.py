@@ -156,7 +156,10 @@ def test_a_stalled_task_with_no_backlog_waits_for_room_in_the_node(
     waited.start()
     wait_until(lambda: buffers.stall_of(7), timeout_s=30, what="the stall report")
     assert waited.is_alive()  # its own sink holds nothing, but the node has no room
-    buffers.memory.release(1000)
+    buffers.memory.release(300)  # room, but not for its batch (864 bytes)
+    assert buffers.has_room() and not buffers.has_room(raised.value.needed)
+    assert waited.is_alive()
+    buffers.memory.release(700)
     waited.join(30)
     assert not waited.is_alive()
     sink.close()

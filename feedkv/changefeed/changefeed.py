@@ -69,7 +69,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import datetime
 import json
 import logging
 import threading
@@ -86,6 +85,7 @@ from feedkv.changefeed.frontier import Backfill, Frontier
 from feedkv.changefeed.headers import Headers, split_headers
 from feedkv.changefeed.lagging import LaggingRanges
 from feedkv.changefeed.metrics import ChangefeedMetrics, FeedMetrics
+from feedkv.changefeed.node_buffers import Stalled
 from feedkv.changefeed.options import ROW_FORMATS, ChangefeedOptions
 from feedkv.changefeed.retrying import Retrying, backoff
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
@@ -339,13 +339,7 @@ class Changefeed:
         """The job's ``running_status`` while the feed is stalled (``None``: it is not).
         Any thread."""
         stalled = self.stalled
-        if stalled is None:
-            return None
-        when = datetime.datetime.fromtimestamp(stalled.since_ns / 1e9, tz=datetime.UTC)
-        return (
-            f"stalled since {when:%Y-%m-%d %H:%M:%S} UTC: {stalled.why}; its feed is torn "
-            "down until the sink's backlog clears, then it restarts from its high-water mark"
-        )
+        return stalled.status() if stalled is not None else None
 
     # One attempt, from a high-water mark.
 
@@ -727,14 +721,6 @@ class Changefeed:
         m.commit_latency.observe(max(0, self._wall_ns() - batch.oldest_wall))
         m.sink_batch_hist_nanos.observe(max(0.0, self._clock() - batch.started) * 1e9)
         self._batch = _Batch()
-
-
-@dataclass(frozen=True, slots=True)
-class Stalled:
-    """Why a feed stalled (the sink's full buffers) and since when (wall nanoseconds)."""
-
-    why: str
-    since_ns: int
 
 
 class _Batch:

@@ -17,32 +17,80 @@ back as the batch is delivered or dropped). A sealed batch's bytes are taken on 
 thread and given back on the sender's, so there is no context manager: the sink ties
 each acquisition to its batch. :class:`NodeBuffers` holds the node's two budgets and
 where spilled batches go.
+
+**Across processes.** On the Spark runner the sinks run in Spark's Python workers, not
+in the node process, so a node shares its buffers (:meth:`NodeBuffers.share`, done when
+it starts): both budgets become columns of a
+:class:`~feedkv.changefeed.buffer_ledger.BufferLedger` under the spill directory, which
+the node's own sinks and every Spark task's sink take from alike.
+:meth:`NodeBuffers.limits` is what a Spark job hands its tasks (a small picklable
+:class:`BufferLimits`); :meth:`NodeBuffers.attach` opens the same buffers in a worker. A
+task whose sink stalls reports it here (:meth:`NodeBuffers.report_stall`, a small file
+per job under ``stalls/``) so the job on the driver shows ``stalled`` while the task
+waits for its sink's backlog (see :mod:`feedkv.spark.changefeed_job`).
+
+NB: the records a Spark job reads are not buffered on the driver: its source follows
+only the resolved timestamp (a rangefeed with no values), and each micro-batch's tasks
+read their window from the store and stream it to the sink a block at a time. So the
+sinks' sealed batches, in the workers, are where a slow sink's records pile up, and
+where the node's limits are kept.
 """
 
 from __future__ import annotations
 
+import datetime
+import json
+import os
 import threading
-from dataclasses import dataclass, field
+import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Protocol
 
-from feedkv.errors import InvariantViolation
+from feedkv.changefeed.buffer_ledger import DISK, MEMORY, BufferLedger, SharedByteBudget
+from feedkv.errors import InvalidArgumentError, InvariantViolation
 
 __all__ = [
     "DEFAULT_DISK",
     "DEFAULT_MEMORY",
+    "ROOM_SHARE",
     "STALL_AFTER_S",
+    "Budget",
     "BufferCounts",
+    "BufferLimits",
     "ByteBudget",
     "NodeBuffers",
+    "Stalled",
 ]
 
 DEFAULT_MEMORY = 512 << 20  # --max-changefeed-memory, as the design's example
 DEFAULT_DISK = 4 << 30  # --max-disk-changefeed-storage
 STALL_AFTER_S = 5.0  # how long a full sink waits for room before its changefeed stalls
+ROOM_SHARE = 16  # a stalled changefeed starts again once this part of a budget is free
+
+
+class Budget(Protocol):
+    """``limit`` bytes shared by many holders: in one process (:class:`ByteBudget`) or
+    across the node's processes (:class:`~feedkv.changefeed.buffer_ledger.SharedByteBudget`)."""
+
+    name: str
+    limit: int
+
+    @property
+    def used(self) -> int: ...
+
+    @property
+    def peak(self) -> int: ...
+
+    def try_acquire(self, n: int) -> bool:
+        """Take ``n`` bytes if they fit; never waits."""
+        ...
+
+    def release(self, n: int) -> None: ...
 
 
 class ByteBudget:
-    """``limit`` bytes shared by many holders; thread-safe."""
+    """``limit`` bytes shared by many holders of one process; thread-safe."""
 
     def __init__(self, name: str, limit: int) -> None:
         if limit < 0:
@@ -118,12 +166,13 @@ class NodeBuffers:
     directory), and ``stall_after_s``, how long a sink with no room waits before its
     changefeed stalls."""
 
-    memory: ByteBudget
-    disk: ByteBudget
+    memory: Budget
+    disk: Budget
     spill_dir: Path | None = None
     stall_after_s: float = STALL_AFTER_S
     counts: BufferCounts = field(default_factory=BufferCounts)
     _made: bool = field(default=False, repr=False)
+    _ledger: BufferLedger | None = field(default=None, repr=False)
 
     @classmethod
     def of(
@@ -149,3 +198,151 @@ class NodeBuffers:
             self.spill_dir.mkdir(parents=True, exist_ok=True)
             self._made = True
         return str(self.spill_dir)
+
+    def has_room(self, needed: int = 0) -> bool:
+        """Whether ``needed`` bytes, and at least a sixteenth of the memory or of the
+        disk, are free in one of them: room enough for a stalled changefeed to start
+        again (less, and it would stall again at once)."""
+        return any(
+            budget.limit > 0
+            and budget.limit - budget.used >= max(needed, budget.limit // ROOM_SHARE)
+            for budget in (self.memory, self.disk)
+        )
+
+    # Shared with the node's other processes.
+
+    def share(self, spill_dir: Path) -> None:
+        """Make the two budgets the node's across its processes (a new ledger under
+        ``spill_dir``, which becomes the spill directory unless one was set). Done once,
+        when the node starts, before anything is held."""
+        if self._ledger is not None:
+            return
+        if self.memory.used or self.disk.used:
+            raise InvariantViolation("the node's changefeed buffers are shared before use")
+        if self.spill_dir is None:
+            self.spill_dir = spill_dir
+        directory = Path(self.spill_dir)
+        ledger = BufferLedger.create(directory / "ledger")
+        self._ledger = ledger
+        self.memory = SharedByteBudget(self.memory.name, ledger, MEMORY, self.memory.limit)
+        self.disk = SharedByteBudget(self.disk.name, ledger, DISK, self.disk.limit)
+        for stale in (directory / "stalls").glob("*.json"):
+            stale.unlink(missing_ok=True)
+
+    def limits(self) -> BufferLimits | None:
+        """What another process of the node needs to hold records within these buffers
+        (``None``: they are not shared, see :meth:`share`)."""
+        if self._ledger is None or self.spill_dir is None:
+            return None
+        return BufferLimits(
+            str(self.spill_dir), self.memory.limit, self.disk.limit, self.stall_after_s
+        )
+
+    @classmethod
+    def attach(cls, limits: BufferLimits) -> NodeBuffers:
+        """The node's shared buffers, opened in another of its processes (a Spark
+        worker); one per process and directory, so every task of a worker shares it."""
+        with _ATTACHED_LOCK:
+            found = _ATTACHED.get(limits)
+            if found is None:
+                directory = Path(limits.directory)
+                ledger = BufferLedger(directory / "ledger")
+                found = _ATTACHED[limits] = cls(
+                    SharedByteBudget("changefeed memory", ledger, MEMORY, limits.memory),
+                    SharedByteBudget("changefeed disk", ledger, DISK, limits.disk),
+                    directory,
+                    limits.stall_after_s,
+                    _ledger=ledger,
+                )
+            return found
+
+    # Stalls of jobs whose sinks run in other processes.
+
+    def report_stall(self, job_id: int, why: str, since_ns: int | None = None) -> None:
+        """Record that job ``job_id``'s sink stalled (from the process it runs in), for
+        the job's status on the node. Written whole, then renamed: a reader never sees
+        half of it."""
+        folder = self._stalls()
+        report = Stalled(why, since_ns if since_ns is not None else time.time_ns())
+        part = folder / f"{job_id}.json.{os.getpid()}.{threading.get_ident()}"
+        part.write_text(json.dumps(asdict(report)))
+        part.replace(folder / f"{job_id}.json")
+
+    def stall_of(self, job_id: int) -> Stalled | None:
+        """The stall reported for job ``job_id`` (``None``: none is)."""
+        if self._ledger is None:
+            return None
+        try:
+            data = json.loads((self._stalls() / f"{job_id}.json").read_text())
+        except FileNotFoundError:
+            return None
+        return Stalled(str(data["why"]), int(data["since_ns"]))
+
+    def clear_stall(self, job_id: int) -> None:
+        if self._ledger is not None:
+            (self._stalls() / f"{job_id}.json").unlink(missing_ok=True)
+
+    def _stalls(self) -> Path:
+        if self.spill_dir is None:
+            raise InvariantViolation("the node's changefeed buffers are not shared")
+        folder = Path(self.spill_dir) / "stalls"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+
+@dataclass(frozen=True, slots=True)
+class Stalled:
+    """Why a feed stalled (the sink's full buffers) and since when (wall nanoseconds)."""
+
+    why: str
+    since_ns: int
+
+    def status(self) -> str:
+        """The job's ``running_status`` while it is stalled."""
+        when = datetime.datetime.fromtimestamp(self.since_ns / 1e9, tz=datetime.UTC)
+        return (
+            f"stalled since {when:%Y-%m-%d %H:%M:%S} UTC: {self.why}; its feed is torn "
+            "down until the sink's backlog clears, then it restarts from its high-water mark"
+        )
+
+
+@dataclass(frozen=True)
+class BufferLimits:
+    """The node's shared buffers as another of its processes opens them
+    (:meth:`NodeBuffers.attach`): the spill ``directory`` (which holds the ledger), the
+    two limits and how long a sink with no room waits before its changefeed stalls."""
+
+    directory: str
+    memory: int
+    disk: int
+    stall_after_s: float = STALL_AFTER_S
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "directory": self.directory,
+                "memory": self.memory,
+                "disk": self.disk,
+                "stall_after_s": self.stall_after_s,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> BufferLimits:
+        try:
+            data = json.loads(text)
+            limits = cls(
+                str(data["directory"]),
+                int(data["memory"]),
+                int(data["disk"]),
+                float(data["stall_after_s"]),
+            )
+        except (ValueError, KeyError, TypeError, OverflowError) as exc:
+            raise InvalidArgumentError(f"bad changefeed buffer limits {text!r}: {exc}") from None
+        if min(limits.memory, limits.disk, limits.stall_after_s) < 0:
+            raise InvalidArgumentError(f"bad changefeed buffer limits {text!r}: a negative limit")
+        return limits
+
+
+_ATTACHED: dict[BufferLimits, NodeBuffers] = {}
+_ATTACHED_LOCK = threading.Lock()

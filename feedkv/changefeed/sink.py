@@ -91,7 +91,12 @@ class TerminalSinkError(SinkError):
 class SinkStalledError(SinkError):
     """The node's changefeed buffers (memory, then disk) are full and the sink did not
     make room in time: the changefeed stalls (tears its feed down, waits for the sink's
-    backlog to clear, restarts from its high-water mark)."""
+    backlog to clear, restarts from its high-water mark). ``needed``: the bytes of the
+    batch that found no room."""
+
+    def __init__(self, message: str, needed: int = 0) -> None:
+        super().__init__(message)
+        self.needed = needed
 
 
 class TopicError(SinkError):
@@ -318,6 +323,13 @@ class BatchingSink:
                 timeout,
             )
 
+    @property
+    def failure(self) -> SinkError | None:
+        """Why the sink failed (``None``: it has not): after :meth:`wait_drained`, whether
+        the backlog was delivered or given up on."""
+        with self._cond:
+            return self._error
+
     def emit_resolved(self, ts: Timestamp, topics: Iterable[str]) -> None:
         topics = sorted(set(topics))
         self._deliver(functools.partial(self._client.send_resolved, ts, topics))
@@ -394,6 +406,9 @@ class BatchingSink:
         batch.count = len(batch.messages)  # NB: before a spill empties them
         deadline = self._clock() + buffers.stall_after_s
         while True:
+            if self._open.get(topic) is not batch:
+                # NB: the sender sealed it (it aged) while this waited for room
+                return True
             if buffers.memory.try_acquire(batch.bytes):
                 buffers.counts.add(mem_acquired=batch.bytes)
                 break
@@ -410,7 +425,8 @@ class BatchingSink:
                     f"the node's changefeed buffers are full ({buffers.memory.used} of "
                     f"{buffers.memory.limit} bytes in memory, {buffers.disk.used} of "
                     f"{buffers.disk.limit} on disk) and the sink took nothing for "
-                    f"{buffers.stall_after_s:g} s"
+                    f"{buffers.stall_after_s:g} s",
+                    batch.bytes,
                 )
             # NB: other sinks give the node's budget back without this sink's lock, so
             # this wakes to look again, as well as when its own sender delivers a batch.

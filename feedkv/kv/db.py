@@ -64,6 +64,7 @@ __all__ = ["KVClient", "LocalTransport", "RangeInfo"]
 T = TypeVar("T")
 
 EXPORT_PAGE_SIZE = 5000
+FIRST_BYTES_PAGE = 64  # an export bounded by bytes: its first page, before sizes are known
 INGEST_BATCH = 10_000  # pairs a command of :meth:`KVClient.ingest` writes at most
 _NO_HEADER = Header()  # a plain write's: the router addresses it, the node stamps it
 
@@ -255,16 +256,23 @@ class KVClient:
         *,
         with_diff: bool = False,
         page_size: int = EXPORT_PAGE_SIZE,
+        page_bytes: int | None = None,
     ) -> Iterator[ExportedVersion]:
         """Every committed version in ``span`` with a timestamp in ``(lo, hi]`` (an
         incremental export), range by range; within a range ordered by (timestamp, key),
         so each key's versions come oldest first. The answer is final: intents that
         could still commit in the window are pushed above ``hi`` first. ``with_diff``
-        adds each version's previous value. Fetched ``page_size`` versions at a time."""
+        adds each version's previous value. Fetched ``page_size`` versions at a time,
+        and with ``page_bytes`` about that many bytes at a time at most (a caller that
+        must bound what it holds: a page's versions are learnt from the last page's
+        sizes, the first page being :data:`FIRST_BYTES_PAGE` versions at most)."""
         if hi < lo:
             raise InvalidArgumentError(f"export window ({lo}, {hi}] is inverted")
         if page_size <= 0:
             raise InvalidArgumentError(f"export page size must be > 0, got {page_size}")
+        if page_bytes is not None and page_bytes <= 0:
+            raise InvalidArgumentError(f"export page bytes must be > 0, got {page_bytes}")
+        limit = page_size if page_bytes is None else min(page_size, FIRST_BYTES_PAGE)
         # Pieces still to read, each with where its (timestamp, key) order resumes; a
         # resume point stays valid for any part of its piece, so a split range between
         # pages only divides the piece.
@@ -277,7 +285,7 @@ class KVClient:
                 response = self._router.send_key(
                     part.start,
                     header,
-                    (Export(part, lo, hi, with_diff, page_size, resume),),
+                    (Export(part, lo, hi, with_diff, limit, resume),),
                     span=part,
                 )
             except RangeRoutingError:
@@ -290,6 +298,10 @@ class KVClient:
                 todo.append((Span(part.end, piece.end), resume))
             if result.resume is not None:
                 todo.append((part, result.resume))
+            if page_bytes is not None and result.versions:
+                size = sum(_version_bytes(v) for v in result.versions)
+                learnt = len(result.versions) * page_bytes // max(1, size)
+                limit = max(1, min(page_size, learnt))
             yield from result.versions
 
     # Transactions.
@@ -402,3 +414,8 @@ class KVClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _version_bytes(version: ExportedVersion) -> int:
+    """About what an exported version weighs: its key and values."""
+    return len(version.key) + len(version.value or b"") + len(version.prev_value or b"") + 32

@@ -70,6 +70,7 @@ class KV(Protocol):
         *,
         with_diff: bool = False,
         page_size: int = EXPORT_PAGE_SIZE,
+        page_bytes: int | None = None,
     ) -> Iterator[ExportedVersion]: ...
 
     def transaction(self, *, priority: int | None = None) -> Txn: ...

@@ -152,6 +152,7 @@ def spark_jobs(node: Node, spark_master: Callable[[], str | None]) -> JobFactory
             master=spark_master(),
             node=node_source(node),
             metrics=node.metrics.changefeeds.scope(record.spec.options.metrics_label),
+            buffers=node.changefeed_buffers,
         )
 
     return make

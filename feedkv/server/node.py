@@ -142,8 +142,9 @@ class Node:
         self._serve_lock = threading.Lock()
         self.metrics: NodeMetrics = NodeMetrics(self, enabled=metrics)
         self.changefeed_buffers = changefeed_buffers or NodeBuffers.of()
-        if self.changefeed_buffers.spill_dir is None:
-            self.changefeed_buffers.spill_dir = self.path / "changefeed-spill"
+        # NB: shared with the node's other processes: a Spark job's sinks run in its
+        # workers (feedkv.changefeed.buffer_ledger)
+        self.changefeed_buffers.share(self.path / "changefeed-spill")
         self.metrics.changefeeds.buffers = self.changefeed_buffers
         try:
             self.feeds = StoreFeeds(self.store, feed_config)

@@ -24,6 +24,18 @@ The query reads ``spark.readStream.format("feedkv_changefeed")`` and writes
   in name order they come after the batch's changes and before the next batch's.
 - **Sink.** Tasks send their messages; the driver's ``commit(batch id)`` writes the
   resolved marker only after every task's messages are durable.
+- **The node's buffer limits.** A task's sink takes the room for its sealed batches from
+  the node's buffers (``--max-changefeed-memory``, then ``--max-disk-changefeed-storage``),
+  shared with every other changefeed of the node through the node's buffer ledger
+  (:mod:`feedkv.changefeed.buffer_ledger`; the ``buffers`` option says where it is).
+  That is where a slow sink's records pile up: the driver buffers none (its source
+  follows only resolved timestamps) and a task streams its window from the store a block
+  at a time, reading the next block only once the sink took the last. A task whose sink
+  finds no room *stalls* (:class:`~feedkv.changefeed.sink.SinkStalledError`): it stops
+  reading its window, reports the stall for the job's status on the node, waits until
+  its sink has delivered what it holds, and then fails with the stall. The job
+  (:class:`~feedkv.spark.runner.SparkJob`) restarts its query from the checkpoint, so
+  the batch is read again from the store (at-least-once, or exactly-once into files).
 
   File and cloud-storage sinks are exactly-once
   (:class:`~feedkv.changefeed.sinks.batch_publisher.BatchPublisher`): tasks stage
@@ -45,6 +57,7 @@ import base64
 import dataclasses
 import json
 import pickle
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -76,11 +89,13 @@ from feedkv.changefeed.encoder import make_encoder
 from feedkv.changefeed.enriched_source import FeedSource, sink_type
 from feedkv.changefeed.file_formats import ParquetRows
 from feedkv.changefeed.frontier import Ended, Frontier, SchemaPlan, plan_schema_changes
+from feedkv.changefeed.node_buffers import BufferLimits, NodeBuffers
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
 from feedkv.changefeed.schema_history import SchemaHistory
 from feedkv.changefeed.sink import (
     Message,
     Sink,
+    SinkStalledError,
     make_sink,
     message_options,
     parse_sink_uri,
@@ -120,11 +135,15 @@ __all__ = [
     "ChangefeedStreamWriter",
     "JobOptions",
     "TaskResult",
+    "block_bytes",
     "decode_spec",
     "encode_spec",
 ]
 
 FILE_SCHEMES = ("file", "s3", "gs", "azure", "azure-blob")
+STALL_POLL_S = 0.5  # how often a stalled task looks whether its sink's backlog cleared
+IN_FLIGHT_SHARE = 16  # a block is at most this part of the node's memory limit
+MIN_BLOCK_BYTES = 64 << 10
 
 
 def encode_spec(spec: ChangefeedSpec) -> str:
@@ -159,15 +178,18 @@ def decode_spec(text: str) -> ChangefeedSpec:
 @dataclass(frozen=True)
 class JobOptions:
     """The data source's options: the node's ``url``, the changefeed's ``spec``, the
-    ``job_id`` (its files and manifests keep apart from other jobs'), ``parallelism`` and
+    ``job_id`` (its files and manifests keep apart from other jobs'), ``parallelism``,
     ``node``, the identity of the node that runs the job (the enriched envelope's
-    ``source``)."""
+    ``source``), and the node's shared ``buffers`` (JSON of
+    :class:`~feedkv.changefeed.node_buffers.BufferLimits`; none: each task's sink has
+    budgets of its own)."""
 
     url: str
     spec: ChangefeedSpec
     job_id: int = 0
     parallelism: int = 1  # how many tasks a range's part of a batch is cut into
     node: FeedSource = field(default_factory=FeedSource)
+    buffers: BufferLimits | None = None
 
     @classmethod
     def from_options(cls, options: dict[str, str]) -> JobOptions:
@@ -181,7 +203,10 @@ class JobOptions:
                 raise InvalidArgumentError(f"feedkv_changefeed: {name} {text!r} is not a number")
             numbers[name] = int(text)
         node = decode_node(options["node"]) if options.get("node") else FeedSource()
-        return cls(options["url"], decode_spec(options["spec"]), node=node, **numbers)
+        buffers = options.get("buffers")
+        limits = BufferLimits.from_json(buffers) if buffers else None
+        spec = decode_spec(options["spec"])
+        return cls(options["url"], spec, node=node, buffers=limits, **numbers)
 
 
 # Reading.
@@ -194,16 +219,31 @@ class _TablePiece:
     skipped: frozenset[Timestamp] = frozenset()  # rewrites left out (nobackfill)
 
 
+def block_bytes(limits: BufferLimits | None) -> int:
+    """About how many bytes a block of messages holds: :data:`BLOCK_BYTES`, or within the
+    node's buffer limits a sixteenth of its memory limit if that is less (at least
+    :data:`MIN_BLOCK_BYTES`). Blocks, and the pages of changes a task reads from the
+    node (as many bytes), are what a task has in flight between its read and its sink
+    (in the reading worker, the JVM and the writing one), outside the sink's buffers:
+    they must be small beside the limit."""
+    if limits is None:
+        return BLOCK_BYTES
+    return max(MIN_BLOCK_BYTES, min(BLOCK_BYTES, limits.memory // IN_FLIGHT_SHARE))
+
+
 def _message_batches(job: JobOptions, part: _TablePiece) -> Iterator[pa.RecordBatch]:
     """A piece as Spark rows: its marker first (the sink names files after the window's
     lower bound), then its messages in blocks, each one row."""
     piece = part.piece
     yield marker_row(piece.lo or piece.hi, piece.hi)
     db = connection(job.url)
+    max_bytes = block_bytes(job.buffers)
     if job.spec.options.format == "parquet":
-        blocks = _row_blocks(db, job.spec, part)
+        blocks = _row_blocks(db, job.spec, part, max_bytes)
     else:
-        blocks = message_blocks(_piece_messages(db, job.spec, part, job.job_id, job.node))
+        page_bytes = max_bytes if job.buffers is not None else None
+        messages = _piece_messages(db, job.spec, part, job.job_id, job.node, page_bytes)
+        blocks = message_blocks(messages, max_bytes=max_bytes)
     for topic, schema_id, block in blocks:
         yield block_row(topic, schema_id, block)
 
@@ -214,10 +254,12 @@ def _piece_messages(
     part: _TablePiece,
     job_id: int = 0,
     node: FeedSource | None = None,
+    page_bytes: int | None = None,
 ) -> Iterator[Message]:
     """The messages of one piece: a scan's through the changefeed core's scan path,
-    changes row by row, leaving out the rewrites of ``part.skipped``. ``job_id`` and
-    ``node`` (the job's node): for the enriched envelope's ``source``."""
+    changes row by row (read ``page_bytes`` at a time when given), leaving out the
+    rewrites of ``part.skipped``. ``job_id`` and ``node`` (the job's node): for the
+    enriched envelope's ``source``."""
     options = spec.options
     query = cdc_query(spec)
     encoder = make_encoder(
@@ -244,7 +286,9 @@ def _piece_messages(
             spec, encoder, query, decoder, part.target, piece.hi, span=piece.span
         )
         return
-    events = piece_events(db, part.target, piece, diff=diff, split_families=split)
+    events = piece_events(
+        db, part.target, piece, diff=diff, split_families=split, page_bytes=page_bytes
+    )
     skipped = part.skipped
     for event in events:
         if skipped and event.mvcc_ts in skipped:
@@ -254,12 +298,14 @@ def _piece_messages(
             yield message
 
 
-def _row_blocks(db: FeedClient, spec: ChangefeedSpec, part: _TablePiece) -> Iterator[Block]:
+def _row_blocks(
+    db: FeedClient, spec: ChangefeedSpec, part: _TablePiece, max_bytes: int
+) -> Iterator[Block]:
     """A piece's rows for parquet files in blocks, gathered as
     :func:`~feedkv.spark.blocks.message_blocks` gathers messages: a scan's whole rows
     straight from their values, else the rows its messages carry."""
     piece, target = part.piece, part.target
-    size = BlockSize(BATCH_ROWS, BLOCK_BYTES)
+    size = BlockSize(BATCH_ROWS, max_bytes)
     if piece.is_scan and spec.query is None:
         split = spec.options.split_column_families
         decoder = RowDecoder(db, [target], piece.hi, split_families=split)
@@ -481,12 +527,43 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
                     result.rows += 1
             if sink is not None:
                 sink.flush()
+        except SinkStalledError as stall:
+            if sink is not None:
+                self._wait_out(sink, stall)
+            raise
         finally:
             if sink is not None:
                 sink.close()
         if staged is not None:
             result.staged = staged.staged
         return result
+
+    def _wait_out(self, sink: Sink, stall: SinkStalledError) -> None:
+        """The task's sink found no room in the node's buffers: the task reads no more
+        of its window (its feed is torn down), reports the stall for the job's status,
+        and waits until the sink has delivered what it holds (the backlog cleared), so
+        the query that the stall then fails restarts only when the sink takes rows
+        again. A task with no backlog of its own (the others' took the room) waits
+        until the node's buffers have room again for the batch it could not hold, for
+        the same reason. A sink that
+        gave up its backlog raises its own failure instead (the job retries, with
+        backoff). Spark ends the wait by killing the worker when the job stops
+        meanwhile."""
+        limits = self.job.buffers
+        buffers = NodeBuffers.attach(limits) if limits is not None else None
+        if buffers is not None:
+            buffers.report_stall(self.job.job_id, str(stall))
+        wait_drained = getattr(sink, "wait_drained", None)
+        while callable(wait_drained) and not wait_drained(STALL_POLL_S):
+            pass
+        pause = threading.Event()
+        while buffers is not None and getattr(sink, "failure", None) is None:
+            if buffers.has_room(stall.needed):
+                break
+            pause.wait(STALL_POLL_S)  # NB: room is given back in other processes
+        failure = getattr(sink, "failure", None)
+        if failure is not None:
+            raise failure from stall
 
     def _stage(self, iterator: Iterator[pa.RecordBatch]) -> TaskResult:
         """A lake sink's task: its rows staged as files for the driver's commit."""
@@ -525,11 +602,13 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
     def _open(self, start: Timestamp) -> tuple[StagedBlobs | None, Sink]:
         """The task's sink (and, exactly-once, the staging its files go to)."""
         options = self.job.spec.options
+        limits = self.job.buffers
+        buffers = NodeBuffers.attach(limits) if limits is not None else None
         if not self.exactly_once:
-            return None, make_sink(self.uri, options, start=start)
+            return None, make_sink(self.uri, options, start=start, buffers=buffers)
         where = layout(self.uri)
         staged = BatchPublisher.of(blob_store(where.root), self.job.job_id, where).stage()
-        return staged, file_sink(self.uri, staged, options, start=start)
+        return staged, file_sink(self.uri, staged, options, start=start, buffers=buffers)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         results = [m for m in messages if isinstance(m, TaskResult)]

@@ -111,17 +111,25 @@ def _close_connections() -> None:
 
 
 def piece_events(
-    db: FeedClient, target: Target, piece: Piece, *, diff: bool, split_families: bool = False
+    db: FeedClient,
+    target: Target,
+    piece: Piece,
+    *,
+    diff: bool,
+    split_families: bool = False,
+    page_bytes: int | None = None,
 ) -> Iterator[RowEvent]:
     """The row changes of one piece: the rows as of ``piece.hi`` for a scan piece, else
-    every change in ``(piece.lo, piece.hi]``, each key's oldest first."""
+    every change in ``(piece.lo, piece.hi]``, each key's oldest first, read from the
+    node about ``page_bytes`` at a time when given."""
     decoder = RowDecoder(
         db, [target], piece.lo or piece.hi, diff=diff, split_families=split_families
     )
     if piece.lo is None:
         yield from decoder.scan_rows(target, piece.hi, span=piece.span)
         return
-    for version in db.export(piece.span, piece.lo, piece.hi, with_diff=diff):
+    versions = db.export(piece.span, piece.lo, piece.hi, with_diff=diff, page_bytes=page_bytes)
+    for version in versions:
         event = decoder.decode(Value(version.key, version.value, version.ts, version.prev_value))
         if event is not None:
             yield event

@@ -11,6 +11,12 @@ each batch's end is the resolved timestamp, so that is how often rows become dur
 and resolved markers can be written. ``initial_scan='only'`` runs one scan batch and
 ends; ``end_time`` ends the job once a batch reaches it.
 
+With the node's shared buffers (``buffers``), a task whose sink finds no room in them
+stalls (:mod:`feedkv.spark.changefeed_job`): while it waits for its sink's backlog the
+job shows ``stalled`` (:attr:`SparkJob.stalled_status`, from the task's report), and when
+the stall fails the query the job starts it again from its checkpoint at once (not as a
+retry, with backoff), once the node's memory has room, reading the stalled batch again.
+
 A failure raises :class:`~feedkv.changefeed.changefeed.ChangefeedError` when it is the
 changefeed's own (a schema change under ``schema_change_policy='stop'``, lost history,
 a bad option) or a sink's that no retry can change (a
@@ -29,19 +35,23 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.errors import StreamingQueryException
 
 from feedkv.changefeed.changefeed import ChangefeedError, ChangefeedSpec
 from feedkv.changefeed.enriched_source import FeedSource
 from feedkv.changefeed.metrics import FeedMetrics
+from feedkv.changefeed.node_buffers import NodeBuffers, Stalled
 from feedkv.changefeed.retrying import Retrying
 from feedkv.errors import ExternalError
 from feedkv.spark.changefeed_job import encode_node, encode_spec
 from feedkv.spark.offsets import FeedOffset
 from feedkv.spark.progress import SparkProgress
 from feedkv.spark.session import spark_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["SparkJob"]
 
@@ -159,13 +169,18 @@ class SparkJob:
         master: str | None = None,
         metrics: FeedMetrics | None = None,
         node: FeedSource | None = None,
+        buffers: NodeBuffers | None = None,
     ) -> None:
         """``metrics``: where its micro-batches' durations are observed (``None``:
         nowhere); ``node``: the identity of the node that runs it, which its messages'
-        enriched ``source`` carries (``None``: not known)."""
+        enriched ``source`` carries (``None``: not known); ``buffers``: the node's,
+        which its tasks' sinks share when they are shared
+        (:meth:`~feedkv.changefeed.node_buffers.NodeBuffers.share`)."""
         self.spec = spec
         self._node = node
         self._metrics = metrics
+        self._buffers = buffers
+        self.stalled: Stalled | None = None  # why its tasks stalled, while they are
         self.job_id = job_id
         self.high_water = spec.start
         self.retrying: Retrying | None = None  # a failed query raises: the registry retries
@@ -190,6 +205,13 @@ class SparkJob:
         if query is not None:
             _stop_quietly(spark, query)
 
+    @property
+    def stalled_status(self) -> str | None:
+        """The job's ``running_status`` while its tasks are stalled on the node's buffer
+        limits (``None``: they are not). Any thread."""
+        stalled = self.stalled
+        return stalled.status() if stalled is not None else None
+
     def run(self) -> None:
         try:
             spark = spark_session(self._master)
@@ -199,6 +221,28 @@ class SparkJob:
         # per thread; this thread's must be the session they are registered with.
         jvm: Any = spark._jvm
         jvm.SparkSession.setActiveSession(spark._jsparkSession)
+        while self._run_query(spark):
+            self._restart_after_stall()
+
+    def _restart_after_stall(self) -> None:
+        """Its query failed on a stalled task whose sink has since delivered its backlog:
+        wait until the node's buffers have room again (other changefeeds may fill them),
+        then let :meth:`run` start the query again from its checkpoint."""
+        buffers = self._buffers
+        if buffers is not None:
+            while not self.closed and not buffers.has_room():
+                self._closed.wait(POLL_S)
+            buffers.clear_stall(self.job_id)
+        self.stalled = None
+        log.warning(
+            "changefeed job %d: its sink's backlog cleared; restarting its query from %s",
+            self.job_id,
+            self.high_water,
+        )
+
+    def _run_query(self, spark: SparkSession) -> bool:
+        """Run the job's query until it ends; whether it failed on a stall (and should
+        start again)."""
         options = {
             "url": self._url,
             "spec": encode_spec(self.spec),
@@ -207,6 +251,14 @@ class SparkJob:
         }
         if self._node is not None:
             options["node"] = encode_node(self._node)
+        limits = None
+        if self._buffers is not None:
+            limits = self._buffers.limits()
+            # NB: a stall an earlier run of the job reported (it was paused while
+            # stalled) is not this run's
+            self._buffers.clear_stall(self.job_id)
+        if limits is not None:
+            options["buffers"] = limits.to_json()
         o = self.spec.options
         writer = (
             spark.readStream.format("feedkv_changefeed")
@@ -224,7 +276,7 @@ class SparkJob:
             writer = writer.trigger(processingTime=f"{int(interval * 1000)} milliseconds")
         with self._lock:
             if self.closed:
-                return
+                return False
             self._query = query = writer.start()
             self._spark = spark
         try:
@@ -242,12 +294,16 @@ class SparkJob:
         if error is not None and not self.closed:
             text = _failure_text(error)
             cause = _feedkv_error(text) or str(error)
+            if "SinkStalledError" in text:
+                self.stalled = self.stalled or Stalled(cause, time.time_ns())
+                return True
             message = f"changefeed job {self.job_id}: its Spark query failed: {cause}"
             # NB: the error is text here; a terminal feedkv error inside it ends the job,
             # anything else (a lost executor, an unreachable node) is worth a retry.
             if any(name in text for name in TERMINAL_ERRORS):
                 raise ChangefeedError(_feedkv_error(text) or message) from None
             raise ExternalError(message) from None
+        return False
 
     @property
     def rows_emitted(self) -> int:
@@ -257,6 +313,8 @@ class SparkJob:
     def _track(self, query: Any) -> None:
         """Moves the high-water mark to the end of the last finished batch, and counts
         the batch's rows."""
+        if self._buffers is not None and self.stalled is None:
+            self.stalled = self._buffers.stall_of(self.job_id)
         progress = query.lastProgress
         batch = self.progress.observe(progress)
         if batch is not None and batch.duration_s is not None and self._metrics is not None:

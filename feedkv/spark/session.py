@@ -49,6 +49,11 @@ _CONFIG = {
     # micro-batch kept the C2 JIT compiler busy: half a core for an idle job on local[2].
     # With the C1 compiler only, a quarter.
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+    # NB: the Arrow batches the JVM hands a Python task (a changefeed's sink) hold at
+    # most this: by rows alone (10,000), a task's whole window of message blocks came
+    # in one batch, so what a task had in flight grew with its window, past the node's
+    # changefeed memory limit (feedkv.spark.changefeed_job).
+    "spark.sql.execution.arrow.maxBytesPerBatch": str(8 << 20),
 }
 
 

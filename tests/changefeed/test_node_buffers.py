@@ -83,3 +83,26 @@ def test_sinks_share_the_node_budget_spill_past_it_and_stall_past_the_disk(
         second.gate.set()
         a.close()
         b.close()
+
+
+def test_a_batch_the_sender_seals_while_its_emitter_waits_for_room_is_sealed_once() -> None:
+    # The emitter waits for room to seal a full batch; the sender finds the same batch
+    # aged and seals it as room appears. Whichever wins, the batch is sealed once and
+    # its bytes taken once (the emitter raised KeyError when the sender won).
+    for _ in range(10):
+        buffers = NodeBuffers.of(memory=1000, disk=0, stall_after_s=10)
+        client = HeldClient()
+        client.gate.set()
+        sink = BatchingSink(client, flush=FlushConfig(messages=2, frequency=0.01), buffers=buffers)
+        try:
+            assert buffers.memory.try_acquire(1000)  # another sink holds all of it
+            sink.emit_row(message(1))
+            released = threading.Timer(0.15, buffers.memory.release, (1000,))
+            released.start()
+            sink.emit_row(message(2))  # waits for room, races the sender's aged seal
+            released.join()
+            assert sink.wait_drained(30)
+            assert client.keys == [b"[1]", b"[2]"]
+            assert buffers.memory.used == 0
+        finally:
+            sink.close()

@@ -10,10 +10,8 @@ import ipaddress
 import json
 import socket
 import ssl
-import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -40,138 +38,29 @@ from feedkv.changefeed.sinks.webhook import (
 )
 from feedkv.errors import SQLError
 from feedkv.testing.sink_conformance import SinkSetup
+from feedkv.testing.webhook_endpoint import Received, WebhookEndpoint
 from feedkv.util.hlc import Timestamp
 
-DEADLINE = 30.0
 NOW = Timestamp(1_700_000_000_000_000_000, 0)
 
 
-# A webhook endpoint.
-
-
-@dataclass
-class Received:
-    path: str
-    headers: dict[str, str]  # names lower-cased
-    body: bytes
-    client_cert: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-class Endpoint:
-    """A webhook endpoint on 127.0.0.1. It fails the first ``failures`` requests, by
-    ``failure``: ``"status"`` answers ``status``, ``"close"`` drops the connection
-    without an answer, ``"hang"`` never answers; then it accepts (200) and keeps each
-    request in :attr:`accepted`, before answering."""
-
-    def __init__(
-        self,
-        *,
-        failures: int = 0,
-        failure: str = "status",
-        status: int = 500,
-        tls: ssl.SSLContext | None = None,
-    ) -> None:
-        self.accepted: list[Received] = []
-        self.attempts = 0
-        self._failures = failures
-        self._failure = failure
-        self._status = status
-        self._cond = threading.Condition()
-        self._release = threading.Event()  # lets hanging requests go at close
-        endpoint = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                endpoint._answer(self)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        if tls is not None:
-            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
-        self.port = self._server.server_address[1]
-        self._scheme = "https" if tls else "http"
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self._thread.start()
-
-    def uri(self, path: str = "/hook", query: str = "") -> str:
-        """The sink URI of this endpoint."""
-        return f"webhook-{self._scheme}://127.0.0.1:{self.port}{path}" + (
-            f"?{query}" if query else ""
-        )
-
-    def url(self, path: str = "/hook") -> str:
-        return f"{self._scheme}://127.0.0.1:{self.port}{path}"
-
-    def bodies(self) -> list[Any]:
-        with self._cond:
-            return [r.json for r in self.accepted]
-
-    def wait_for(
-        self, done: Callable[[list[Received]], bool], what: str, deadline: float = DEADLINE
-    ) -> list[Received]:
-        with self._cond:
-            if not self._cond.wait_for(lambda: done(self.accepted), deadline):
-                raise AssertionError(f"timed out waiting for {what}; got {self.accepted}")
-            return list(self.accepted)
-
-    def close(self) -> None:
-        self._release.set()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
-
-    def _answer(self, handler: BaseHTTPRequestHandler) -> None:
-        body = handler.rfile.read(int(handler.headers["Content-Length"]))
-        with self._cond:
-            self.attempts += 1
-            failing = self.attempts <= self._failures
-            if not failing:
-                cert = getattr(handler.connection, "getpeercert", lambda: None)()
-                self.accepted.append(
-                    Received(
-                        handler.path,
-                        {k.lower(): v for k, v in handler.headers.items()},
-                        body,
-                        cert or {},
-                    )
-                )
-            self._cond.notify_all()
-        if failing and self._failure == "hang":
-            self._release.wait(DEADLINE)
-        if failing and self._failure in ("close", "hang"):
-            handler.close_connection = True
-            return
-        status, text = (self._status, b"the endpoint is down") if failing else (200, b"ok")
-        handler.send_response(status)
-        handler.send_header("Content-Length", str(len(text)))
-        handler.end_headers()
-        handler.wfile.write(text)
+# Webhook endpoints (feedkv.testing.webhook_endpoint).
 
 
 @pytest.fixture
-def endpoint() -> Iterator[Endpoint]:
-    server = Endpoint()
+def endpoint() -> Iterator[WebhookEndpoint]:
+    server = WebhookEndpoint()
     yield server
     server.close()
 
 
 @pytest.fixture
-def endpoints() -> Iterator[Callable[..., Endpoint]]:
+def endpoints() -> Iterator[Callable[..., WebhookEndpoint]]:
     """Endpoints built with arguments, closed at the end of the test."""
-    made: list[Endpoint] = []
+    made: list[WebhookEndpoint] = []
 
-    def build(**kwargs: Any) -> Endpoint:
-        made.append(Endpoint(**kwargs))
+    def build(**kwargs: Any) -> WebhookEndpoint:
+        made.append(WebhookEndpoint(**kwargs))
         return made[-1]
 
     yield build
@@ -205,7 +94,7 @@ def webhook_sink(uri: str, **options: str) -> BatchingSink:
     return sink
 
 
-def sink_over(endpoint: Endpoint, **client: Any) -> tuple[BatchingSink, list[float]]:
+def sink_over(endpoint: WebhookEndpoint, **client: Any) -> tuple[BatchingSink, list[float]]:
     """A batcher over a client of ``endpoint`` retrying 5 times; it records the backoff
     it would sleep instead of sleeping."""
     sleeps: list[float] = []
@@ -221,7 +110,7 @@ def sink_over(endpoint: Endpoint, **client: Any) -> tuple[BatchingSink, list[flo
 # The wire.
 
 
-def test_each_batch_is_one_post_of_payload_and_length_in_order(endpoint: Endpoint) -> None:
+def test_each_batch_is_one_post_of_payload_and_length_in_order(endpoint: WebhookEndpoint) -> None:
     sink = webhook_sink(
         endpoint.uri(),
         webhook_sink_config='{"Flush": {"Messages": 2, "Frequency": "0s"}}',
@@ -247,7 +136,7 @@ def test_each_batch_is_one_post_of_payload_and_length_in_order(endpoint: Endpoin
         assert request.headers["content-type"] == "application/json"
 
 
-def test_without_an_auth_header_none_is_sent(endpoint: Endpoint) -> None:
+def test_without_an_auth_header_none_is_sent(endpoint: WebhookEndpoint) -> None:
     sink = webhook_sink(endpoint.uri())
     sink.emit_row(message(1))
     sink.flush()
@@ -256,7 +145,7 @@ def test_without_an_auth_header_none_is_sent(endpoint: Endpoint) -> None:
     assert "authorization" not in endpoint.accepted[0].headers
 
 
-def test_a_message_without_a_value_is_sent_as_its_key(endpoint: Endpoint) -> None:
+def test_a_message_without_a_value_is_sent_as_its_key(endpoint: WebhookEndpoint) -> None:
     sink = webhook_sink(endpoint.uri(), webhook_sink_config='{"Flush": {"Frequency": "0s"}}')
     deleted = Message("t", b'[2, "x"]', None, NOW, NOW)
     sink.emit_row(message(1))
@@ -272,7 +161,7 @@ def test_a_message_without_a_value_is_sent_as_its_key(endpoint: Endpoint) -> Non
     ]
 
 
-def test_values_are_embedded_byte_for_byte(endpoint: Endpoint) -> None:
+def test_values_are_embedded_byte_for_byte(endpoint: WebhookEndpoint) -> None:
     exact = b'{"after": {"d": 3.14159265358979323846264338327950288}}'
     sink = webhook_sink(endpoint.uri())
     sink.emit_row(Message("t", b"[1]", exact, NOW, NOW))
@@ -284,7 +173,9 @@ def test_values_are_embedded_byte_for_byte(endpoint: Endpoint) -> None:
     assert payload[0]["after"]["d"] == decimal.Decimal("3.14159265358979323846264338327950288")
 
 
-def test_a_batch_is_sent_when_its_oldest_message_is_frequency_old(endpoint: Endpoint) -> None:
+def test_a_batch_is_sent_when_its_oldest_message_is_frequency_old(
+    endpoint: WebhookEndpoint,
+) -> None:
     sink = webhook_sink(
         endpoint.uri(), webhook_sink_config='{"Flush": {"Messages": 1000, "Frequency": "10ms"}}'
     )
@@ -307,7 +198,7 @@ def test_a_batch_is_sent_when_its_oldest_message_is_frequency_old(endpoint: Endp
     [("status", 3, 3.0), ("close", 3, 3.0), ("hang", 2, 0.5)],
 )
 def test_failed_requests_are_retried_with_backoff_until_every_row_arrives(
-    endpoints: Callable[..., Endpoint], failure: str, failures: int, timeout: float
+    endpoints: Callable[..., WebhookEndpoint], failure: str, failures: int, timeout: float
 ) -> None:
     endpoint = endpoints(failures=failures, failure=failure)
     sink, sleeps = sink_over(endpoint, timeout=timeout)
@@ -326,7 +217,7 @@ def test_failed_requests_are_retried_with_backoff_until_every_row_arrives(
 
 
 def test_an_endpoint_that_never_recovers_fails_the_sink(
-    endpoints: Callable[..., Endpoint],
+    endpoints: Callable[..., WebhookEndpoint],
 ) -> None:
     endpoint = endpoints(failures=1_000, status=503)
     sink, sleeps = sink_over(endpoint)
@@ -342,7 +233,7 @@ def test_an_endpoint_that_never_recovers_fails_the_sink(
 
 
 def test_a_failed_resolved_post_raises_after_its_retries(
-    endpoints: Callable[..., Endpoint],
+    endpoints: Callable[..., WebhookEndpoint],
 ) -> None:
     endpoint = endpoints(failures=1_000, failure="close")
     sink, _sleeps = sink_over(endpoint)
@@ -352,7 +243,7 @@ def test_a_failed_resolved_post_raises_after_its_retries(
     assert endpoint.attempts == 6
 
 
-def test_an_error_hides_credentials(endpoints: Callable[..., Endpoint]) -> None:
+def test_an_error_hides_credentials(endpoints: Callable[..., WebhookEndpoint]) -> None:
     endpoint = endpoints(failures=1, status=401)
     url = f"http://user:hunter2@127.0.0.1:{endpoint.port}/hook"
     client = WebhookClient(url, auth_header="Bearer s3cret")
@@ -374,7 +265,7 @@ def test_an_unreachable_endpoint_is_a_sink_error() -> None:
     client.close()
 
 
-def test_a_timeout_is_a_sink_error_that_says_so(endpoints: Callable[..., Endpoint]) -> None:
+def test_a_timeout_is_a_sink_error_that_says_so(endpoints: Callable[..., WebhookEndpoint]) -> None:
     endpoint = endpoints(failures=1, failure="hang")
     client = WebhookClient(endpoint.url(), timeout=0.05)
     with pytest.raises(SinkError, match=r"timed out.*webhook_client_timeout"):
@@ -436,7 +327,7 @@ def test_sink_config_keys_left_out_take_defaults_and_match_any_case() -> None:
     ],
 )
 def test_a_bad_sink_config_is_refused_naming_the_key(
-    endpoint: Endpoint, config: str, message: str
+    endpoint: WebhookEndpoint, config: str, message: str
 ) -> None:
     with pytest.raises(SQLError) as raised:
         webhook_sink(endpoint.uri(), webhook_sink_config=config)
@@ -461,7 +352,7 @@ def test_a_bad_sink_config_is_refused_naming_the_key(
     ],
 )
 def test_bad_parameters_are_refused_when_the_sink_is_made(
-    endpoint: Endpoint, query: str, options: dict[str, str], message: str
+    endpoint: WebhookEndpoint, query: str, options: dict[str, str], message: str
 ) -> None:
     uri = endpoint.uri(query=query).replace("webhook-http:", "webhook-https:")
     with pytest.raises(SQLError) as raised:
@@ -470,7 +361,7 @@ def test_bad_parameters_are_refused_when_the_sink_is_made(
     assert message in str(raised.value)
 
 
-def test_tls_parameters_need_an_https_uri(endpoint: Endpoint) -> None:
+def test_tls_parameters_need_an_https_uri(endpoint: WebhookEndpoint) -> None:
     with pytest.raises(SQLError, match="insecure_tls_skip_verify needs TLS: use a webhook-https"):
         webhook_sink(endpoint.uri(query="insecure_tls_skip_verify=true"))
 
@@ -561,19 +452,19 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> PKI:
 
 
 @pytest.fixture
-def tls_endpoint(pki: PKI) -> Iterator[Endpoint]:
+def tls_endpoint(pki: PKI) -> Iterator[WebhookEndpoint]:
     """An HTTPS endpoint that asks for (and checks, if given) a client certificate."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(pki.server_cert, pki.server_key)
     context.load_verify_locations(cadata=pki.ca_pem.decode())
     context.verify_mode = ssl.CERT_OPTIONAL
-    server = Endpoint(tls=context)
+    server = WebhookEndpoint(tls=context)
     yield server
     server.close()
 
 
 def test_tls_trusts_ca_cert_and_presents_the_client_certificate(
-    tls_endpoint: Endpoint, pki: PKI
+    tls_endpoint: WebhookEndpoint, pki: PKI
 ) -> None:
     query = (
         f"ca_cert={quote(b64(pki.ca_pem), safe='')}"
@@ -590,7 +481,7 @@ def test_tls_trusts_ca_cert_and_presents_the_client_certificate(
     assert request.client_cert["subject"] == ((("commonName", "feedkv-client"),),)
 
 
-def test_tls_refuses_a_server_certificate_it_cannot_verify(tls_endpoint: Endpoint) -> None:
+def test_tls_refuses_a_server_certificate_it_cannot_verify(tls_endpoint: WebhookEndpoint) -> None:
     sink = webhook_sink(
         tls_endpoint.uri(), webhook_sink_config='{"Retry": {"Max": 1, "Backoff": "1ms"}}'
     )
@@ -601,7 +492,9 @@ def test_tls_refuses_a_server_certificate_it_cannot_verify(tls_endpoint: Endpoin
     assert tls_endpoint.accepted == []
 
 
-def test_insecure_tls_skip_verify_accepts_any_server_certificate(tls_endpoint: Endpoint) -> None:
+def test_insecure_tls_skip_verify_accepts_any_server_certificate(
+    tls_endpoint: WebhookEndpoint,
+) -> None:
     sink = webhook_sink(tls_endpoint.uri(query="insecure_tls_skip_verify=true"))
     sink.emit_row(message(1))
     sink.flush()
@@ -620,7 +513,9 @@ def test_insecure_tls_skip_verify_accepts_any_server_certificate(tls_endpoint: E
     ],
     ids=["defaults", "two-per-post", "small-aged-batches"],
 )
-def webhook_setup(request: pytest.FixtureRequest, endpoints: Callable[..., Endpoint]) -> SinkSetup:
+def webhook_setup(
+    request: pytest.FixtureRequest, endpoints: Callable[..., WebhookEndpoint]
+) -> SinkSetup:
     """The webhook sink posting to an endpoint, read back as the endpoint took the
     posts: one stream, the messages of each batch in order; its failing twin posts to
     an endpoint that answers 503, until told to recover."""
@@ -644,12 +539,11 @@ def webhook_setup(request: pytest.FixtureRequest, endpoints: Callable[..., Endpo
             down.uri(), webhook_sink_config='{"Retry": {"Max": 2, "Backoff": "1ms"}}'
         )
 
-    def recover() -> None:
-        with down._cond:  # NB: the endpoint fails while its attempts are at most _failures
-            down._failures = down.attempts
-
     return SinkSetup(
-        lambda: webhook_sink(endpoint.uri(), **options), reader, failing=failing, recover=recover
+        lambda: webhook_sink(endpoint.uri(), **options),
+        reader,
+        failing=failing,
+        recover=down.recover,
     )
 
 
@@ -661,7 +555,7 @@ def test_the_webhook_sink_keeps_the_sink_contract(webhook_setup: SinkSetup) -> N
 
 
 def test_a_changefeed_into_a_webhook_delivers_rows_then_resolved(
-    db: DB, endpoint: Endpoint
+    db: DB, endpoint: WebhookEndpoint
 ) -> None:
     db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
     db.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')")
@@ -698,7 +592,7 @@ def test_a_changefeed_into_a_webhook_delivers_rows_then_resolved(
             assert Timestamp.parse(row["updated"]) > resolved
 
 
-def test_a_bad_sink_config_refuses_create_changefeed(db: DB, endpoint: Endpoint) -> None:
+def test_a_bad_sink_config_refuses_create_changefeed(db: DB, endpoint: WebhookEndpoint) -> None:
     db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
     with pytest.raises(SQLError, match=r"did you mean Flush\.Messages") as raised:
         db.sql(

@@ -41,15 +41,17 @@ def as_tuples(versions: Iterator[ExportedVersion]) -> list[tuple[bytes, Timestam
     return [(v.key, v.ts, v.value) for v in versions]
 
 
-@pytest.mark.parametrize("page_size", [1, 4, 1000])
+@pytest.mark.parametrize(
+    ("page_size", "page_bytes"), [(1, None), (4, None), (1000, None), (1000, 1), (1000, 100)]
+)
 def test_export_returns_every_version_in_the_window_once_and_each_key_oldest_first(
-    db: DB, clock: ManualClock, page_size: int
+    db: DB, clock: ManualClock, page_size: int, page_bytes: int | None
 ) -> None:
     written = history(db, clock)
     db.split(b"k3")
     db.split(b"k7")
     lo, hi = written[4][1], written[24][1]
-    got = as_tuples(db.export(EVERYTHING, lo, hi, page_size=page_size))
+    got = as_tuples(db.export(EVERYTHING, lo, hi, page_size=page_size, page_bytes=page_bytes))
     expected = [w for w in written if lo < w[1] <= hi]
     assert sorted(got) == sorted(expected)
     assert len(got) == len(expected)
@@ -134,3 +136,8 @@ def test_export_over_grpc_matches_the_embedded_answer(tmp_path: Path) -> None:
             assert [(v.value, v.prev_value) for v in diff] == [(b"v1.1", b"v0.1")]
         finally:
             remote.close()
+
+
+def test_an_export_bounded_by_bytes_refuses_a_bound_of_nothing(db: DB) -> None:
+    with pytest.raises(InvalidArgumentError, match="export page bytes must be > 0, got 0"):
+        list(db.export(EVERYTHING, Timestamp(1, 0), Timestamp(4, 0), page_bytes=0))

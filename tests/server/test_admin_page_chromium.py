@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ import feedkv
 from feedkv import DB
 from feedkv.kv.store import StoreConfig
 from feedkv.testing.chromium import Chromium, ChromiumError, chromium_binary
+from feedkv.testing.webhook_endpoint import WebhookEndpoint
 
 pytestmark = pytest.mark.skipif(
     chromium_binary() is None,
@@ -32,43 +31,11 @@ CONFIG = StoreConfig(
 BEHIND_S = 3.0  # the lag the page must show while the sink refuses
 
 
-class Endpoint:
-    """A webhook endpoint on loopback that answers 503 until :meth:`accept`, then 200."""
-
-    def __init__(self) -> None:
-        self.accepting = threading.Event()
-        accepting = self.accepting
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                self.send_response(200 if accepting.is_set() else 503)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"webhook-http://127.0.0.1:{self.server.server_address[1]}/hook"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def accept(self) -> None:
-        self.accepting.set()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self._thread.join()
-        self.server.server_close()
-
-
 @pytest.fixture
-def endpoint() -> Iterator[Endpoint]:
-    server = Endpoint()
-    yield server
-    server.close()
+def endpoint() -> Iterator[WebhookEndpoint]:
+    """A webhook endpoint that answers 503 until it recovers."""
+    with WebhookEndpoint.refusing(503) as server:
+        yield server
 
 
 @pytest.fixture
@@ -91,7 +58,7 @@ def browser(tmp_path: Path) -> Iterator[Chromium]:
 
 
 def test_the_page_shows_a_feed_catching_up_and_pauses_it(
-    db: DB, endpoint: Endpoint, browser: Chromium, tmp_path: Path
+    db: DB, endpoint: WebhookEndpoint, browser: Chromium, tmp_path: Path
 ) -> None:
     assert db.node is not None
     db.sql("CREATE TABLE orders (id INT PRIMARY KEY, item STRING)")
@@ -99,7 +66,7 @@ def test_the_page_shows_a_feed_catching_up_and_pauses_it(
     db.sql(f"INSERT INTO orders VALUES {values}")
     config = json.dumps({"Retry": {"Max": 1, "Backoff": "50ms"}})
     job_id = db.sql(
-        f"CREATE CHANGEFEED FOR orders INTO '{endpoint.url}' "
+        f"CREATE CHANGEFEED FOR orders INTO '{endpoint.uri()}' "
         f"WITH resolved='200ms', webhook_sink_config='{config}', "
         "webhook_auth_header='Bearer s3cret'"
     ).rows[0][0]
@@ -126,7 +93,7 @@ def test_the_page_shows_a_feed_catching_up_and_pauses_it(
     print(f"admin page, feed behind (lag {behind:.1f} s): {shot}")
 
     # the sink takes the batches: the feed catches up, the page shows the lag falling
-    endpoint.accept()
+    endpoint.recover()
     caught_up = browser.poll(
         lambda: (value := browser.evaluate(lag)) is not None and value < 1.0 and str(value),
         timeout_s=DEADLINE,

@@ -1,0 +1,166 @@
+"""The node's changefeed buffers shared across its processes
+(:mod:`feedkv.changefeed.buffer_ledger`, :meth:`NodeBuffers.share` / :meth:`NodeBuffers.attach`):
+one limit for the node process and the Spark workers together, a dead holder's bytes
+given back, stall reports a job's driver reads, and the limits a job hands its tasks.
+
+Other processes are real ones (``python -c``), killed with SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from feedkv.changefeed.buffer_ledger import DISK, MEMORY, BufferLedger
+from feedkv.changefeed.node_buffers import BufferLimits, NodeBuffers
+from feedkv.errors import InvalidArgumentError, InvariantViolation
+
+# A holder in another process: attaches to the node's buffers, takes what it is told,
+# says how it went, then waits to be killed (or for stdin to close).
+HOLDER = """
+import sys
+from feedkv.changefeed.node_buffers import BufferLimits, NodeBuffers
+buffers = NodeBuffers.attach(BufferLimits.from_json(sys.argv[1]))
+memory, disk = int(sys.argv[2]), int(sys.argv[3])
+took = buffers.memory.try_acquire(memory) and buffers.disk.try_acquire(disk)
+print("took" if took else "refused", flush=True)
+sys.stdin.read()
+"""
+
+
+class Holder:
+    """A process holding bytes of the node's buffers."""
+
+    def __init__(self, limits: BufferLimits, memory: int, disk: int = 0) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, limits.to_json(), str(memory), str(disk)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        self.answer = self.process.stdout.readline().strip()
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture
+def buffers(tmp_path: Path) -> Iterator[NodeBuffers]:
+    shared = NodeBuffers.of(memory=1000, disk=500)
+    shared.share(tmp_path / "spill")
+    yield shared
+
+
+@pytest.fixture
+def holders() -> Iterator[list[Holder]]:
+    made: list[Holder] = []
+    yield made
+    for holder in made:
+        holder.kill()
+
+
+def test_the_node_and_its_workers_share_one_limit(
+    buffers: NodeBuffers, holders: list[Holder]
+) -> None:
+    limits = buffers.limits()
+    assert limits is not None
+    assert buffers.memory.try_acquire(600)
+    holders.append(Holder(limits, 300, 200))
+    assert holders[0].answer == "took"
+    assert (buffers.memory.used, buffers.disk.used) == (900, 200)
+    holders.append(Holder(limits, 101))  # 900 + 101 > 1000, wherever it is asked
+    assert holders[1].answer == "refused"
+    assert not buffers.memory.try_acquire(101)
+    assert buffers.memory.try_acquire(100)
+    assert buffers.memory.peak == 1000
+    buffers.memory.release(700)
+    assert buffers.memory.used == 300
+
+
+def test_a_killed_holder_leaves_nothing_held(buffers: NodeBuffers, holders: list[Holder]) -> None:
+    limits = buffers.limits()
+    assert limits is not None
+    holders.append(Holder(limits, 1000, 500))
+    assert holders[0].answer == "took"
+    assert not buffers.memory.try_acquire(1)
+    holders[0].kill()
+    assert (buffers.memory.used, buffers.disk.used) == (0, 0)
+    assert buffers.memory.try_acquire(1000) and buffers.disk.try_acquire(500)
+    assert buffers.memory.peak == 1000
+
+
+def test_a_process_cannot_release_what_it_does_not_hold(tmp_path: Path) -> None:
+    ledger = BufferLedger.create(tmp_path / "ledger")
+    assert ledger.try_acquire(MEMORY, 10, 100)
+    with pytest.raises(InvariantViolation, match="releasing 11 bytes of column 0"):
+        ledger.release(MEMORY, 11)
+    with pytest.raises(InvariantViolation, match="releasing 1 bytes of column 1"):
+        ledger.release(DISK, 1)
+    ledger.release(MEMORY, 10)
+    assert ledger.used(MEMORY) == 0
+
+
+def test_a_file_that_is_not_a_ledger_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "ledger"
+    path.write_bytes(b"not a ledger")
+    with pytest.raises(InvariantViolation, match="is not a changefeed buffer ledger"):
+        BufferLedger(path).used(MEMORY)
+
+
+def test_a_new_node_starts_its_ledger_and_its_stall_reports_afresh(tmp_path: Path) -> None:
+    first = NodeBuffers.of(memory=100, disk=100)
+    first.share(tmp_path / "spill")
+    assert first.memory.try_acquire(100)
+    first.report_stall(7, "the buffers are full")
+    again = NodeBuffers.of(memory=100, disk=100)  # the node restarted
+    again.share(tmp_path / "spill")
+    assert again.memory.used == 0 and again.stall_of(7) is None
+
+
+def test_a_stall_reported_in_a_worker_is_read_by_the_job_until_cleared(
+    buffers: NodeBuffers,
+) -> None:
+    limits = buffers.limits()
+    assert limits is not None
+    assert buffers.stall_of(3) is None
+    NodeBuffers.attach(limits).report_stall(3, "no room", since_ns=1_700_000_000_000_000_000)
+    stalled = buffers.stall_of(3)
+    assert stalled is not None and stalled.why == "no room"
+    assert stalled.status().startswith("stalled since 2023-11-14 22:13:20 UTC: no room;")
+    assert buffers.stall_of(4) is None
+    buffers.clear_stall(3)
+    assert buffers.stall_of(3) is None
+
+
+def test_buffers_not_shared_have_no_limits_to_hand_out() -> None:
+    buffers = NodeBuffers.of()
+    assert buffers.limits() is None and buffers.stall_of(1) is None
+
+
+def test_limits_travel_as_json(buffers: NodeBuffers) -> None:
+    limits = buffers.limits()
+    assert limits is not None
+    assert BufferLimits.from_json(limits.to_json()) == limits
+    assert json.loads(limits.to_json())["memory"] == 1000
+
+
+@given(st.text(max_size=80) | st.dictionaries(st.text(max_size=12), st.integers()).map(json.dumps))
+def test_bad_limits_are_a_clear_error(text: str) -> None:
+    try:
+        BufferLimits.from_json(text)
+    except InvalidArgumentError as exc:
+        assert "bad changefeed buffer limits" in str(exc)
+
+
+def test_a_negative_limit_is_refused() -> None:
+    text = json.dumps({"directory": "/x", "memory": -1, "disk": 0, "stall_after_s": 1})
+    with pytest.raises(InvalidArgumentError, match="a negative limit"):
+        BufferLimits.from_json(text)

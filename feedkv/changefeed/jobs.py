@@ -148,7 +148,7 @@ CRDB_INTERNAL_JOBS_COLUMNS = (*JOBS_COLUMNS[:12], "high_water_timestamp", *JOBS_
 JOB_TYPE = "CHANGEFEED"
 
 # Sink URI parameters whose values SHOW CHANGEFEED JOBS never prints.
-_SECRET_WORDS = ("password", "secret", "token", "key", "cert", "auth")
+_SECRET_WORDS = ("password", "secret", "token", "key", "cert", "auth", "credential")
 
 
 @dataclass(frozen=True, slots=True)

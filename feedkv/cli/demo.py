@@ -482,7 +482,15 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S, nodes: in
         replicas = 3 if nodes >= 3 else 1
         console.print(f"starting {nodes} nodes, {replicas} replica(s) per range ...")
         cluster = LocalCluster(
-            store / "nodes", nodes, "--changefeed-runner", "spark", "--replicas", str(replicas)
+            store / "nodes",
+            nodes,
+            "--changefeed-runner",
+            "spark",
+            "--replicas",
+            str(replicas),
+            # NB: the sinks write below the store, wherever it is (not only under /tmp)
+            "--external-io-dir",
+            str(store / "output"),
         )
         db = cluster.connect(0)
         if replicas > 1:

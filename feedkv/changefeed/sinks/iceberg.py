@@ -33,7 +33,7 @@ from typing import Any
 import pyarrow as pa
 
 from feedkv.changefeed.options import option_error
-from feedkv.changefeed.sink import SinkError, SinkURI
+from feedkv.changefeed.sink import SinkError, SinkURI, TerminalSinkError
 from feedkv.changefeed.sinks.lake_tables import (
     RESOLVED_KEY,
     STAGING,
@@ -146,27 +146,37 @@ class IcebergPlace:
             raise
         except Exception as exc:
             where = self.properties.get("uri", "its configuration")
-            raise option_error(
-                f"cannot open the Iceberg catalog {self.catalog!r} at {where!r}: "
-                f"{type(exc).__name__}: {exc}"
-            ) from None
+            raise _error(
+                f"cannot open the Iceberg catalog {self.catalog!r} at {where!r}", exc
+            ) from exc
 
 
 class IcebergTables:
-    """The tables of a namespace in a pyiceberg catalog (:class:`IcebergPlace`),
-    created when missing. Raises SQLError 22023 when the catalog cannot be opened."""
+    """The tables of a namespace in a pyiceberg catalog (:class:`IcebergPlace`). The
+    catalog is opened (and the namespace created when missing) at the first call that
+    needs it, not here: making a sink checks its URI without reaching the catalog.
+    Raises :class:`SinkError` (terminal when the catalog refuses the credentials)."""
 
     def __init__(self, place: IcebergPlace) -> None:
         self.namespace = place.namespace
-        self._catalog = place.open()
-        try:
-            self._catalog.create_namespace_if_not_exists(place.namespace)
-        except Exception as exc:
-            self.close()
-            raise option_error(
-                f"cannot create the namespace {place.namespace!r} in the Iceberg catalog "
-                f"{place.catalog!r}: {type(exc).__name__}: {exc}"
-            ) from None
+        self._place = place
+        self._opened: Any = None
+
+    @property
+    def _catalog(self) -> Any:
+        if self._opened is None:
+            catalog = self._place.open()
+            try:
+                catalog.create_namespace_if_not_exists(self.namespace)
+            except Exception as exc:
+                _close(catalog)
+                raise _error(
+                    f"cannot create the namespace {self.namespace!r} in the Iceberg catalog "
+                    f"{self._place.catalog!r}",
+                    exc,
+                ) from None
+            self._opened = catalog
+        return self._opened
 
     def _load(self, table: str) -> Any:
         from pyiceberg.exceptions import NoSuchTableError
@@ -176,7 +186,7 @@ class IcebergTables:
         except NoSuchTableError:
             return None
         except Exception as exc:
-            raise sink_error(f"cannot load Iceberg table {self.namespace}.{table}", exc) from exc
+            raise _error(f"cannot load Iceberg table {self.namespace}.{table}", exc) from exc
 
     def last_resolved(self, table: str) -> Timestamp | None:
         tbl = self._load(table)
@@ -229,7 +239,7 @@ class IcebergTables:
         except SinkError:
             raise
         except Exception as exc:
-            raise sink_error(f"cannot commit into Iceberg table {name}", exc) from exc
+            raise _error(f"cannot commit into Iceberg table {name}", exc) from exc
 
     def _evolve(self, txn: Any, tbl: Any, schema: pa.Schema, change: TableChange) -> None:
         """Add the columns the source added; drop those it dropped (old snapshots keep
@@ -250,7 +260,7 @@ class IcebergTables:
         try:
             properties = self._catalog.load_namespace_properties(self.namespace)
         except Exception as exc:
-            raise sink_error(f"cannot read namespace {self.namespace}", exc) from exc
+            raise _error(f"cannot read namespace {self.namespace}", exc) from exc
         text = properties.get(RESOLVED_KEY)
         return None if text is None else Marker.from_json(text)
 
@@ -268,15 +278,50 @@ class IcebergTables:
                 self.namespace, updates={RESOLVED_KEY: marker.to_json()}
             )
         except Exception as exc:
-            raise sink_error(f"cannot update namespace {self.namespace}", exc) from exc
+            raise _error(f"cannot update namespace {self.namespace}", exc) from exc
 
     def close(self) -> None:
-        engine = getattr(self._catalog, "engine", None)
-        if engine is not None:
-            engine.dispose()
-        close = getattr(self._catalog, "close", None)  # a REST catalog's HTTP session
-        if close is not None:
-            close()
+        catalog, self._opened = self._opened, None
+        if catalog is not None:
+            _close(catalog)
+
+
+def _close(catalog: Any) -> None:
+    engine = getattr(catalog, "engine", None)  # a SQL catalog's connections
+    if engine is not None:
+        engine.dispose()
+    close = getattr(catalog, "close", None)  # a REST catalog's HTTP session
+    if close is not None:
+        close()
+
+
+def _error(what: str, exc: Exception) -> SinkError:
+    """A catalog's failure as a sink error: terminal when no retry can change it (the
+    catalog refused the credentials or the request: a 4xx of a REST catalog), else
+    retryable (unreachable, 5xx, throttled, a commit that lost a race)."""
+    from pyiceberg.exceptions import (
+        AuthorizationExpiredError,
+        CommitStateUnknownException,
+        RESTError,
+        ServerError,
+        ServiceUnavailableError,
+        TooManyRequestsError,
+    )
+
+    if isinstance(exc, SinkError):  # NB: opening the catalog said so already
+        return exc
+    passing = (
+        AuthorizationExpiredError,
+        CommitStateUnknownException,
+        ServerError,
+        ServiceUnavailableError,
+        TooManyRequestsError,
+    )
+    if isinstance(exc, RESTError) and not isinstance(exc, passing):
+        error: SinkError = TerminalSinkError(f"{what}: {type(exc).__name__}: {exc}")
+        error.__cause__ = exc
+        return error
+    return sink_error(what, exc)
 
 
 def _meta_names(change: TableChange) -> list[str]:

@@ -89,6 +89,7 @@ from feedkv.changefeed.sink import Message, RowBlock, SinkError, SinkURI, Termin
 from feedkv.changefeed.sinks.cloud_storage import BlobStore, LocalBlobs
 from feedkv.changefeed.sinks.lake_spill import DEFAULT_MEMORY_LIMIT, SpilledRows
 from feedkv.changefeed.sinks.lake_tables import STAGING, LakeTables, Marker, TableChange
+from feedkv.errors import SQLError
 from feedkv.util.hlc import Timestamp
 
 __all__ = [
@@ -458,9 +459,10 @@ def make(uri: SinkURI, options: ChangefeedOptions, **_: Any) -> LakeSink:
 
 
 def check(uri: SinkURI, options: ChangefeedOptions) -> None:
-    """Open the sink's tables' place (and write a probe into a Delta directory) when a
+    """Reach the sink's tables' place (read its marker, which opens an Iceberg catalog
+    and creates the namespace; write a probe into a Delta directory or bucket) when a
     changefeed is created: a path that cannot hold tables or a catalog that cannot be
-    opened is refused now (SQLSTATE 22023)."""
+    opened is refused now (SQLSTATE 22023; 08000 for one that is only unreachable now)."""
     tables = lake_tables(uri)
     try:
         if uri.scheme == "delta+s3":
@@ -476,6 +478,11 @@ def check(uri: SinkURI, options: ChangefeedOptions) -> None:
                     f"the delta:// sink cannot use {_delta_root(uri)!r}: {exc.strerror}; "
                     "the path must be a directory this node can write to"
                 ) from None
+        tables.marker()
+    except TerminalSinkError as exc:
+        raise option_error(f"the {uri.scheme}:// sink cannot be used: {exc}") from None
+    except SinkError as exc:
+        raise SQLError("08000", f"the {uri.scheme}:// sink cannot be reached: {exc}") from None
     finally:
         tables.close()
 

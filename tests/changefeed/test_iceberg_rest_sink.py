@@ -8,26 +8,34 @@ read back with pyiceberg's ``RestCatalog`` and DuckDB. (Every test of
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyiceberg.catalog.rest import RestCatalog
 
 import feedkv.lake
 from feedkv import DB
-from feedkv.changefeed.sink import SinkError
+from feedkv.changefeed.options import parse_options
+from feedkv.changefeed.sink import SinkError, parse_sink_uri, sink_defaults
+from feedkv.changefeed.sinks.iceberg import IcebergPlace
 from feedkv.changefeed.sinks.lake_tables import RESOLVED_KEY
 from feedkv.errors import SQLError
 from feedkv.testing.iceberg_rest import IcebergRestServer
 from feedkv.testing.waiting import wait_until
+from feedkv.util.hlc import Timestamp
 
 SECRET = "s3cret-of-the-feed"
 CREDENTIAL = f"feedkv:{SECRET}"
 FAST = "min_checkpoint_frequency='0s'"
+T0 = Timestamp(1_700_000_000_000_000_000, 0)
 
 
 @pytest.fixture
@@ -181,3 +189,61 @@ def test_a_rest_catalog_that_cannot_be_used_is_refused_at_create(
         db.sql(f"CREATE CHANGEFEED FOR TABLE a INTO '{uri}'")
     assert caught.value.code == code
     assert SECRET not in str(caught.value)
+
+
+# The URI's catalog, parsed without reaching it.
+
+
+def place(uri: str) -> IcebergPlace:
+    return IcebergPlace.of(parse_sink_uri(uri, sink_defaults(uri, parse_options((), now=T0))))
+
+
+def test_a_uri_names_a_sql_a_rest_or_a_configured_catalog() -> None:
+    sql = place("iceberg://cat/ns?warehouse=/w")
+    assert (sql.kind, sql.properties["uri"], sql.staging) == (
+        "sql",
+        "sqlite:////w/cat.db",
+        "/w/_feedkv_staging",
+    )
+    rest = place("iceberg://cat/ns?catalog_uri=https://c.example/api&credential=id:pw")
+    assert rest.kind == "rest"
+    assert rest.properties == {
+        "uri": "https://c.example/api",
+        "credential": "id:pw",
+        "oauth2-server-uri": "https://c.example/api/v1/oauth/tokens",
+    }
+    assert place("iceberg://cat/ns?catalog_uri=http://c&warehouse=/w").staging == (
+        "/w/_feedkv_staging"
+    )
+    configured = place("iceberg://cat/ns")
+    assert (configured.kind, configured.properties) == ("configured", {})
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    host=st.text(max_size=12),
+    path=st.text(max_size=12),
+    params=st.dictionaries(
+        st.sampled_from(["warehouse", "catalog_uri", "token", "credential"]),
+        st.one_of(st.text(max_size=16), st.sampled_from(["/w", "http://h:1", "a:b"])),
+        max_size=4,
+    ),
+)
+def test_any_iceberg_uri_names_a_catalog_or_is_refused_with_22023(
+    host: str, path: str, params: dict[str, str]
+) -> None:
+    query = urlencode(params)
+    uri = f"iceberg://{quote(host, safe='')}/{quote(path, safe='/')}" + (
+        f"?{query}" if query else ""
+    )
+    try:
+        found = place(uri)
+    except SQLError as exc:
+        assert exc.code == "22023", exc
+        return
+    assert found.kind in ("sql", "rest", "configured")
+    assert found.catalog and found.namespace and "/" not in found.namespace
+    assert os.path.isabs(found.staging)
+    for secret in ("token", "credential"):  # secrets go to a REST catalog only
+        if found.kind != "rest":
+            assert secret not in found.properties

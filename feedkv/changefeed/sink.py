@@ -778,7 +778,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         "iceberg",
         ("iceberg",),
         "feedkv.changefeed.sinks.lake:make",
-        frozenset({"warehouse", "catalog_uri"}),
+        frozenset({"warehouse", "catalog_uri", "token", "credential"}),
         frozenset({"parquet"}),
         frozenset({"lake_mode"}),
         check="feedkv.changefeed.sinks.lake:check",

@@ -12,8 +12,8 @@ A MovR-like scenario:
    the changefeed's resolved markers, and once they pass the end of a minute it writes
    that minute's changes as a Parquet bucket (a bucket is written only when every
    partition is resolved past it, so it is complete and never rewritten).
-5. On one node, a second changefeed lands the rides in a Delta Lake table (``delta://``, a mirror
-   of the table committed once per resolved window).
+5. A second changefeed lands the rides in a Delta Lake table (``delta://``, a mirror
+   of the table committed once per resolved window), on a cluster too.
 6. Verification: the newest version of each row in the changefeed files at the final
    resolved timestamp equals ``SELECT ... AS OF SYSTEM TIME`` that timestamp, column by
    column, and the buckets hold every change they cover, once. DuckDB, with its Delta
@@ -316,13 +316,11 @@ def _by_city(rides: Any) -> list[tuple[Any, ...]]:
     return [(city, *totals[city]) for city in sorted(totals)]
 
 
-def _caught_up(out: Path, lake: str | None, end: Timestamp) -> bool:
-    """Whether the changefeed files (and the lake, if any) are resolved up to ``end``."""
+def _caught_up(out: Path, lake: str, end: Timestamp) -> bool:
+    """Whether the changefeed files and the lake are resolved up to ``end``."""
     files = _resolved(out)
     if files is None or files < end:
         return False
-    if lake is None:
-        return True
     marker = feedkv.lake.read_consistent(lake)
     return marker is not None and marker.resolved >= end
 
@@ -468,9 +466,9 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S, nodes: in
     shutil.rmtree(store, ignore_errors=True)
     out = store / "output" / "changefeed"
     warehouse_dir = store / "output" / "warehouse"
-    # NB: on one node only: on a cluster the lake's job may run on another node than the
-    # main job's, each starting a Spark of its own, which two cores do not carry
-    lake = f"delta://{store / 'output' / 'lake'}" if nodes == 1 else None
+    # NB: on a cluster both jobs are created through node 1, which adopts them at once and
+    # is never the node killed, so they share its one Spark (two would not fit two cores)
+    lake = f"delta://{store / 'output' / 'lake'}"
     now = time.time()
     to_boundary = bucket_s - now % bucket_s
     # At least one whole bucket ends (its minute, by default) while the workload runs.
@@ -484,7 +482,15 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S, nodes: in
         replicas = 3 if nodes >= 3 else 1
         console.print(f"starting {nodes} nodes, {replicas} replica(s) per range ...")
         cluster = LocalCluster(
-            store / "nodes", nodes, "--changefeed-runner", "spark", "--replicas", str(replicas)
+            store / "nodes",
+            nodes,
+            "--changefeed-runner",
+            "spark",
+            "--replicas",
+            str(replicas),
+            # NB: the sinks write below the store, wherever it is (not only under /tmp)
+            "--external-io-dir",
+            str(store / "output"),
         )
         db = cluster.connect(0)
         if replicas > 1:
@@ -512,13 +518,10 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S, nodes: in
             "WITH updated, key_in_value, resolved = '1s', min_checkpoint_frequency = '1s'"
         ).rows[0][0]
         job = db.changefeeds.get(job_id)
-        lake_job = None
-        if lake is not None:
-            lake_job = db.sql(
-                f"CREATE CHANGEFEED FOR TABLE rides INTO '{lake}' "
-                "WITH min_checkpoint_frequency = '1s'"
-            ).rows[0][0]
-        jobs = [job_id] if lake_job is None else [job_id, lake_job]
+        lake_job = db.sql(
+            f"CREATE CHANGEFEED FOR TABLE rides INTO '{lake}' WITH min_checkpoint_frequency = '1s'"
+        ).rows[0][0]
+        jobs = [job_id, lake_job]
         count = _MessageCount(out)
         from feedkv.spark.session import spark_session
 
@@ -563,7 +566,7 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S, nodes: in
         warehouse.step()  # the buckets the last marker completed
         checked = _verify(db, out, resolved)
         _verify_buckets(out, warehouse)
-        in_lake = None if lake is None else _verify_lake(db, lake)
+        in_lake = _verify_lake(db, lake)
     finally:
         mover.stop()
         if killer is not None:
@@ -590,8 +593,7 @@ def run_demo(store: Path, *, seconds: float, bucket_s: int = BUCKET_S, nodes: in
     )
     console.print(f"changefeed files: {out}")
     console.print(f"Parquet buckets:  {warehouse_dir} ({warehouse.buckets} of {bucket_s} s each)")
-    if lake is not None and in_lake is not None:
-        _show_lake(console, lake, *in_lake)
+    _show_lake(console, lake, *in_lake)
     verified = "[green]verified[/]: the changefeed's rows equal SELECT ... AS OF SYSTEM TIME"
     if warehouse.buckets:
         console.print(f"{verified}, and the buckets hold every change they cover once")

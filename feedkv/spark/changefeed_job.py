@@ -579,7 +579,7 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
             batch = from_ipc(block)
             result.rows += batch.num_rows
             batches.append((topic, batch))
-        result.staged = [(path, path) for path in lake.stage(self.uri, self.job.job_id, batches)]
+        result.staged = [(name, name) for name in lake.stage(self.uri, self.job.job_id, batches)]
         return result
 
     def _commit_lake(
@@ -592,12 +592,12 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
         if resolved is not None:
             sink = lake.make(self.uri, self.job.spec.options)
             try:
-                sink.emit_batches(lake.read_staged(staged))
+                sink.emit_batches(lake.read_staged(self.uri, staged))
                 topics = self.job.spec.topics.values()
                 sink.commit_window(resolved, topics, batch=(self.job.job_id, batch_id))
             finally:
                 sink.close()
-        lake.remove_staged(staged)
+        lake.remove_staged(self.uri, staged)
 
     def _open(self, start: Timestamp) -> tuple[StagedBlobs | None, Sink]:
         """The task's sink (and, exactly-once, the staging its files go to)."""
@@ -652,7 +652,8 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self.lake:
-            lake.remove_staged(path for m in messages for path, _ in getattr(m, "staged", []))
+            names = [name for m in messages for name, _ in getattr(m, "staged", [])]
+            lake.remove_staged(self.uri, names)
             return
         if not self.exactly_once:
             return

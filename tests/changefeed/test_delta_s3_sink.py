@@ -1,15 +1,9 @@
 """``delta+s3://``: a changefeed's Delta tables in an S3 bucket, against moto's S3
-server on loopback, read back by deltalake and compared with ``AS OF SYSTEM TIME``.
-
-NB: moto runs in a process of its own here, not as the in-process server the ``s3://``
-file sink's tests use: delta-rs holds the GIL while it waits on some of its reads, so a
-server on a thread of the same process never answers them."""
+server on loopback (in a process of its own: :mod:`feedkv.testing.s3_server`), read
+back by deltalake and compared with ``AS OF SYSTEM TIME``."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from decimal import Decimal
@@ -24,39 +18,17 @@ import feedkv.lake
 from feedkv import DB
 from feedkv.changefeed.sinks.lake_tables import RESOLVED_KEY
 from feedkv.errors import SQLError
+from feedkv.testing.s3_server import S3_KEYS, moto_s3_server
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
-KEYS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
+KEYS = S3_KEYS
 
 
 @pytest.fixture(scope="module")
 def s3_server() -> Iterator[str]:
-    """moto's S3 server in a process of its own on a free loopback port: its URL."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen(
-        [Path(sys.executable).parent / "moto_server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-    def listening() -> bool:
-        if server.poll() is not None:
-            raise AssertionError(f"moto_server exited with {server.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        except OSError:
-            return False
-        return True
-
-    try:
-        wait_until(listening, timeout_s=60, what="moto's S3 server to listen")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(30)
+    with moto_s3_server() as url:
+        yield url
 
 
 @pytest.fixture

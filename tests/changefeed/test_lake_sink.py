@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import pyarrow as pa
 import pytest
@@ -24,6 +25,7 @@ from feedkv.changefeed.sinks import lake
 from feedkv.changefeed.sinks.lake_tables import RESOLVED_KEY, LakeTables, Marker, TableChange
 from feedkv.errors import SQLError
 from feedkv.sql import catalog
+from feedkv.testing.iceberg_rest import IcebergRestServer
 from feedkv.testing.lake_rows import lake_rows
 from feedkv.testing.node_process import NodeProcess
 from feedkv.testing.waiting import wait_until
@@ -37,11 +39,17 @@ def ts(n: int) -> Timestamp:
     return Timestamp(T0.wall + n * 1_000_000, 0)
 
 
-@pytest.fixture(params=["delta", "iceberg"])
-def lake_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+@pytest.fixture(params=["delta", "iceberg", "iceberg-rest"])
+def lake_uri(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A lake: a Delta directory, an Iceberg SQL catalog, or an Iceberg REST catalog
+    (served on loopback, with OAuth2 client credentials)."""
     if request.param == "delta":
-        return f"delta://{tmp_path}/lake"
-    return f"iceberg://cat/feeds?warehouse={tmp_path}/warehouse"
+        yield f"delta://{tmp_path}/lake"
+    elif request.param == "iceberg":
+        yield f"iceberg://cat/feeds?warehouse={tmp_path}/warehouse"
+    else:
+        with IcebergRestServer(str(tmp_path / "rest"), credential="feedkv:s3cret") as server:
+            yield f"iceberg://cat/feeds?catalog_uri={server.url}&credential=feedkv:s3cret"
 
 
 def parse(uri: str, *options: tuple[str, str | None]) -> SinkURI:
@@ -248,7 +256,8 @@ def test_a_marker_reads_back_as_written() -> None:
         ("delta:///tmp/x", "split_column_families", "keeps whole rows"),
         ("iceberg:///feeds?warehouse=/tmp/w", "", "names no catalog"),
         ("iceberg://cat?warehouse=/tmp/w", "", "names no single namespace"),
-        ("iceberg://cat/feeds", "", "needs warehouse="),
+        ("iceberg://cat/feeds", "", "'cat' is not in pyiceberg's configuration"),
+        ("iceberg://cat/feeds?warehouse=/tmp/w&token=t", "", "token is for a REST catalog"),
         ("iceberg://cat/feeds?warehouse=rel/dir", "", "needs warehouse="),
         ("iceberg://cat/feeds?warehouse=/tmp/w&catalog_uri=nope://x", "", "Iceberg catalog"),
         ("file:///tmp/x", "lake_mode='changelog'", "not usable with the cloud storage sink"),
@@ -370,17 +379,27 @@ def recorded_versions(uri: str, table: str) -> list[tuple[Timestamp, int, pa.Tab
             for c in DeltaTable(path).history()
             if RESOLVED_KEY in c
         ]
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    warehouse = uri.partition("warehouse=")[2]
-    catalog = SqlCatalog(
-        "cat", uri=f"sqlite:///{warehouse}/cat.db", warehouse=f"file://{warehouse}"
-    )
-    tbl = catalog.load_table(("feeds", table))
+    tbl = iceberg_catalog(uri).load_table(("feeds", table))
     last: dict[str, int] = {}
     for snapshot in tbl.snapshots():
         last[snapshot.summary[RESOLVED_KEY]] = snapshot.snapshot_id
     return [(Timestamp.parse(r), i, tbl.scan(snapshot_id=i).to_arrow()) for r, i in last.items()]
+
+
+def iceberg_catalog(uri: str) -> Any:
+    """The catalog of an ``iceberg://cat/...`` URI, opened by pyiceberg on its own: a
+    SQL catalog in the warehouse, or the REST catalog at ``catalog_uri``."""
+    params = dict(parse_qsl(urlsplit(uri).query))
+    if "catalog_uri" in params:
+        from pyiceberg.catalog.rest import RestCatalog
+
+        token_uri = f"{params['catalog_uri']}/v1/oauth/tokens"
+        properties = {"credential": params["credential"], "oauth2-server-uri": token_uri}
+        return RestCatalog("cat", uri=params["catalog_uri"], **properties)
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    warehouse = params["warehouse"]
+    return SqlCatalog("cat", uri=f"sqlite:///{warehouse}/cat.db", warehouse=f"file://{warehouse}")
 
 
 _IMAGES = {"update_preimage": 0, "update_postimage": 1}

@@ -5,11 +5,14 @@ job on a real local Spark and checks the Delta tables against ``AS OF SYSTEM TIM
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import boto3
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
@@ -20,10 +23,13 @@ from feedkv.changefeed.changefeed import ChangefeedSpec
 from feedkv.changefeed.options import parse_options
 from feedkv.changefeed.rows import Target
 from feedkv.changefeed.sink import sink_defaults
+from feedkv.changefeed.sinks.iceberg import IcebergPlace
 from feedkv.changefeed.sinks.lake import STAGING
 from feedkv.spark.blocks import block_row, marker_row
 from feedkv.spark.changefeed_job import ChangefeedStreamWriter, JobOptions
+from feedkv.testing.iceberg_rest import IcebergRestServer
 from feedkv.testing.lake_rows import Change, lake_rows
+from feedkv.testing.s3_server import S3_KEYS, moto_s3_server
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
@@ -35,8 +41,10 @@ def ts(n: int) -> Timestamp:
     return Timestamp(START.wall + n * 1_000_000, 0)
 
 
-def make_writer(lake: Path) -> ChangefeedStreamWriter:
-    uri = f"delta://{lake}"
+def make_writer(lake: Path | str) -> ChangefeedStreamWriter:
+    """The writer of job 7 (tables a and b) into ``lake``: a sink URI, or a Delta
+    directory."""
+    uri = lake if isinstance(lake, str) else f"delta://{lake}"
     spec = ChangefeedSpec(
         targets=(Target(104), Target(105)),
         topics={104: "a", 105: "b"},
@@ -106,6 +114,42 @@ def test_an_aborted_batch_leaves_nothing_staged(tmp_path: Path) -> None:
     assert feedkv.lake.read_consistent(str(lake)) is None
 
 
+def test_tasks_stage_their_rows_in_the_bucket_of_a_delta_s3_lake(s3_lake: str, s3: Any) -> None:
+    bucket = urlsplit(s3_lake).netloc
+    writer = make_writer(s3_lake)
+    first = writer.write(task(ts(0), ts(10), "a", (1, "x", "c", ts(1))))
+    second = writer.write(task(ts(0), ts(10), "b", (2, "y", "c", ts(2))))
+    assert len(bucket_keys(s3, bucket, f"feeds/{STAGING}/7/")) == 2
+
+    writer.commit([first, second], 0)
+
+    marker = feedkv.lake.read_consistent(s3_lake)
+    assert marker is not None and marker.resolved == ts(10)
+    assert marker.versions == {"a": 0, "b": 0}
+    tables = feedkv.lake.read_tables(s3_lake, marker)
+    assert tables["a"].to_pylist() == [{"k": 1, "v": "x"}]
+    assert tables["b"].to_pylist() == [{"k": 2, "v": "y"}]
+    assert bucket_keys(s3, bucket, f"feeds/{STAGING}/") == []
+    aborted = writer.write(task(ts(10), ts(20), "a", (3, "z", "c", ts(11))))
+    writer.abort([aborted], 1)
+    assert bucket_keys(s3, bucket, f"feeds/{STAGING}/") == []
+
+
+def test_tasks_of_a_rest_catalog_lake_stage_their_rows_locally(tmp_path: Path) -> None:
+    with IcebergRestServer(str(tmp_path / "rest")) as server:
+        uri = f"iceberg://lake44/feeds?catalog_uri={server.url}"
+        writer = make_writer(uri)
+        result = writer.write(task(ts(0), ts(10), "a", (1, "x", "c", ts(1))))
+        root = IcebergPlace.of(writer.uri).staging
+        staged = [Path(root) / name for name, _ in result.staged]
+        assert staged and all(p.is_file() for p in staged)
+
+        writer.commit([result], 0)
+
+        assert not any(p.exists() for p in staged)
+        assert feedkv.lake.read_tables(uri)["a"].to_pylist() == [{"k": 1, "v": "x"}]
+
+
 # On Spark.
 
 
@@ -116,6 +160,10 @@ def logical_now(db: DB) -> Decimal:
 
 
 def wait_lake_past(db: DB, job_id: int, uri: str, end: Decimal) -> feedkv.lake.Marker:
+    """The lake's marker once it is past ``end``. NB: a deadline, not a speed check: on
+    a busy machine a Spark job takes a minute or more to start and commit its first
+    batches."""
+
     def reached() -> feedkv.lake.Marker | None:
         error = db.changefeeds.error(job_id)
         if error is not None:
@@ -123,7 +171,7 @@ def wait_lake_past(db: DB, job_id: int, uri: str, end: Decimal) -> feedkv.lake.M
         marker = feedkv.lake.read_consistent(uri)
         return marker if marker is not None and Decimal(str(marker.resolved)) >= end else None
 
-    marker = wait_until(reached, timeout_s=120, what=f"{uri} past the last change")
+    marker = wait_until(reached, timeout_s=240, what=f"{uri} past the last change")
     assert marker is not None
     return marker
 
@@ -166,3 +214,65 @@ def test_spark_jobs_mirror_into_delta_and_log_changes_into_iceberg(db: DB, tmp_p
         source = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
         assert sorted(tables[name].to_pylist(), key=lambda r: r["k"]) == source
     assert staged(lake) == []
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    with moto_s3_server() as url:
+        yield url
+
+
+@pytest.fixture
+def s3(s3_endpoint: str) -> Any:
+    return boto3.client(
+        "s3",
+        endpoint_url=s3_endpoint,
+        aws_access_key_id=S3_KEYS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=S3_KEYS["AWS_SECRET_ACCESS_KEY"],
+        region_name=S3_KEYS["AWS_REGION"],
+    )
+
+
+@pytest.fixture
+def s3_lake(s3_endpoint: str, s3: Any) -> str:
+    """``delta+s3://`` into a new bucket of moto's server."""
+    bucket = f"lake-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=bucket)
+    params = "&".join(f"{k}={v}" for k, v in S3_KEYS.items())
+    return f"delta+s3://{bucket}/feeds?{params}&AWS_ENDPOINT={s3_endpoint}"
+
+
+def bucket_keys(s3: Any, bucket: str, prefix: str) -> list[str]:
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix=prefix)
+    return sorted(o["Key"] for o in listed.get("Contents", []))
+
+
+@pytest.mark.slow(20)
+def test_a_spark_job_mirrors_into_delta_tables_in_a_bucket(db: DB, s3_lake: str, s3: Any) -> None:
+    db.sql("CREATE TABLE a (k INT PRIMARY KEY, v INT)")
+    db.sql("CREATE TABLE b (k INT PRIMARY KEY, v INT)")
+    db.sql("INSERT INTO a VALUES (1, 100), (2, 0)")
+    db.sql("INSERT INTO b VALUES (1, 100)")
+    [(job_id,)] = db.sql(
+        f"CREATE CHANGEFEED FOR TABLE a, b INTO '{s3_lake}' WITH min_checkpoint_frequency = '200ms'"
+    ).rows
+    session = db.session()
+    try:  # one transaction across the two tables
+        session.execute("BEGIN")
+        session.execute("UPDATE a SET v = v - 30 WHERE k = 1")
+        session.execute("UPDATE b SET v = v + 30 WHERE k = 1")
+        session.execute("COMMIT")
+    finally:
+        session.close()
+    db.sql("DELETE FROM a WHERE k = 2")
+    end = logical_now(db)
+
+    marker = wait_lake_past(db, job_id, s3_lake, end)
+    tables = feedkv.lake.read_tables(s3_lake, marker)
+    for name in ("a", "b"):
+        result = db.sql(f"SELECT * FROM {name} AS OF SYSTEM TIME {marker.resolved} ORDER BY k")
+        source = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
+        assert sorted(tables[name].to_pylist(), key=lambda r: r["k"]) == source
+    bucket = urlsplit(s3_lake).netloc
+    assert any(k.startswith("feeds/a/_delta_log/") for k in bucket_keys(s3, bucket, "feeds/"))
+    db.changefeeds.cancel(job_id)

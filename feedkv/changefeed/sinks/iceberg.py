@@ -1,5 +1,17 @@
 """Iceberg tables for the lake sink (:mod:`feedkv.changefeed.sinks.lake`), written with
-pyiceberg through its SQL catalog (a local SQLite file by default): no JVM.
+pyiceberg: no JVM.
+
+The catalog (:class:`IcebergPlace`, from the sink URI ``iceberg://<catalog>/<namespace>``):
+
+- ``?warehouse=/dir``: a SQL catalog on a SQLite file in ``/dir`` (or on the SQLAlchemy
+  URL ``catalog_uri=``), the tables' files in ``/dir``;
+- ``?catalog_uri=http(s)://host:port``: a REST catalog, which places the tables' files
+  itself; ``warehouse=`` is then the catalog's warehouse (sent to its ``/v1/config``),
+  ``token=`` a bearer token, ``credential=<client_id>:<client_secret>`` OAuth2 client
+  credentials exchanged at its ``/v1/oauth/tokens``;
+- neither: the catalog of that name in the node's pyiceberg configuration
+  (``~/.pyiceberg.yaml``, or ``PYICEBERG_CATALOG__<NAME>__URI``-style variables, read
+  when the changefeed opens it): REST, Glue, Hive, SQL, whatever pyiceberg loads.
 
 Each table is ``<namespace>.<topic>``; each window is one table commit (one pyiceberg
 transaction) that evolves the schema when the source's changed, writes the rows and
@@ -13,44 +25,158 @@ snapshot, in the one commit); changelog appends. The marker is the namespace pro
 from __future__ import annotations
 
 import os
+import tempfile
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from feedkv.changefeed.options import option_error
-from feedkv.changefeed.sink import SinkError
-from feedkv.changefeed.sinks.lake_tables import RESOLVED_KEY, Marker, TableChange, sink_error
-from feedkv.errors import InvalidArgumentError
+from feedkv.changefeed.sink import SinkError, SinkURI, TerminalSinkError
+from feedkv.changefeed.sinks.lake_tables import (
+    RESOLVED_KEY,
+    STAGING,
+    Marker,
+    TableChange,
+    sink_error,
+)
+from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.util.hlc import Timestamp
 
-__all__ = ["IcebergTables"]
+__all__ = ["IcebergPlace", "IcebergTables"]
+
+_AUTH_PARAMS = ("token", "credential")  # a REST catalog's: redacted in SHOW CHANGEFEED JOBS
+
+
+@dataclass(frozen=True)
+class IcebergPlace:
+    """Where an ``iceberg://`` URI's tables are: the catalog's name and ``kind``
+    (``sql``, ``rest``, or ``configured``: pyiceberg's configuration names it), the
+    pyiceberg properties it is opened with, the namespace, and the local directory Spark
+    tasks stage rows in (the warehouse, when it is one; else a temporary directory,
+    which local Spark's executors share with the driver)."""
+
+    catalog: str
+    namespace: str
+    kind: str
+    properties: dict[str, str]
+    staging: str
+
+    @classmethod
+    def of(cls, uri: SinkURI) -> IcebergPlace:
+        """The place ``uri`` names; SQLError 22023 for one that names none."""
+        example = (
+            "iceberg://<catalog>/<namespace>?warehouse=/path/to/dir (a SQL catalog) or "
+            "?catalog_uri=http://host:port (a REST catalog)"
+        )
+        if not uri.host:
+            raise option_error(f"sink URI {uri.uri!r} names no catalog: write {example}")
+        namespace = uri.path.strip("/")
+        if not namespace or "/" in namespace:
+            raise option_error(f"sink URI {uri.uri!r} names no single namespace: write {example}")
+        warehouse = uri.param("warehouse")
+        catalog_uri = uri.param("catalog_uri")
+        auth = {k: v for k in _AUTH_PARAMS if (v := uri.param(k))}
+        local = warehouse if warehouse and warehouse.startswith("/") else None
+        default_staging = os.path.join(
+            tempfile.gettempdir(), "feedkv-lake", uri.host, namespace, STAGING
+        )
+        staging = os.path.join(local, STAGING) if local else default_staging
+        if catalog_uri is not None and catalog_uri.startswith(("http://", "https://")):
+            if auth.get("credential") is not None and ":" not in auth["credential"]:
+                raise option_error(
+                    f"sink URI {uri.uri!r}: credential must be <client_id>:<client_secret>"
+                )
+            properties = {"uri": catalog_uri, **auth}
+            if "credential" in auth:  # NB: the spec's token endpoint, said out loud
+                properties["oauth2-server-uri"] = catalog_uri.rstrip("/") + "/v1/oauth/tokens"
+            if warehouse:
+                properties["warehouse"] = warehouse
+            return cls(uri.host, namespace, "rest", properties, staging)
+        if auth:
+            raise option_error(
+                f"sink URI {uri.uri!r}: {sorted(auth)[0]} is for a REST catalog "
+                "(catalog_uri=http://host:port)"
+            )
+        if catalog_uri is None and warehouse is None:
+            return cls(uri.host, namespace, "configured", {}, staging)
+        if local is None:
+            raise option_error(
+                f"sink URI {uri.uri!r} needs warehouse=<absolute path> (where the tables' "
+                f"files go): write {example}"
+            )
+        properties = {
+            "uri": catalog_uri or f"sqlite:///{local}/{uri.host}.db",
+            "warehouse": f"file://{local}",
+        }
+        return cls(uri.host, namespace, "sql", properties, staging)
+
+    def open(self) -> Any:
+        """The pyiceberg catalog; SQLError 22023 when it cannot be opened."""
+        from pyiceberg.catalog import load_catalog
+        from pyiceberg.catalog.rest import RestCatalog
+        from pyiceberg.catalog.sql import SqlCatalog
+        from pyiceberg.utils.config import Config
+
+        try:
+            if self.kind == "sql":
+                warehouse = self.properties["warehouse"].removeprefix("file://")
+                try:
+                    os.makedirs(warehouse, exist_ok=True)
+                except OSError as exc:
+                    raise option_error(
+                        f"cannot use the Iceberg warehouse {warehouse!r}: {exc.strerror}; it "
+                        "must be a directory this node can write to"
+                    ) from None
+                return SqlCatalog(self.catalog, **self.properties)
+            if self.kind == "rest":
+                return RestCatalog(self.catalog, **self.properties)
+            # NB: read now, not pyiceberg's copy read once at its import
+            configured = Config().get_catalog_config(self.catalog)
+            if configured is None:
+                raise option_error(
+                    f"the Iceberg catalog {self.catalog!r} is not in pyiceberg's configuration "
+                    f"(~/.pyiceberg.yaml, or PYICEBERG_CATALOG__{self.catalog.upper()}__URI and "
+                    "the like): configure it there, or give the sink URI warehouse=/path (a "
+                    "SQL catalog) or catalog_uri=http://host:port (a REST catalog)"
+                )
+            return load_catalog(self.catalog, **{k: str(v) for k, v in configured.items()})
+        except SQLError:
+            raise
+        except Exception as exc:
+            where = self.properties.get("uri", "its configuration")
+            raise _error(
+                f"cannot open the Iceberg catalog {self.catalog!r} at {where!r}", exc
+            ) from exc
 
 
 class IcebergTables:
-    """The tables of ``namespace`` in the SQL catalog ``catalog`` at ``catalog_uri``
-    (a SQLAlchemy URL), their files under ``warehouse``. Raises SQLError 22023 when the
-    catalog cannot be opened."""
+    """The tables of a namespace in a pyiceberg catalog (:class:`IcebergPlace`). The
+    catalog is opened (and the namespace created when missing) at the first call that
+    needs it, not here: making a sink checks its URI without reaching the catalog.
+    Raises :class:`SinkError` (terminal when the catalog refuses the credentials)."""
 
-    def __init__(self, catalog: str, namespace: str, catalog_uri: str, warehouse: str) -> None:
-        from pyiceberg.catalog.sql import SqlCatalog
+    def __init__(self, place: IcebergPlace) -> None:
+        self.namespace = place.namespace
+        self._place = place
+        self._opened: Any = None
 
-        self.namespace = namespace
-        try:
-            os.makedirs(warehouse, exist_ok=True)
-        except OSError as exc:
-            raise option_error(
-                f"cannot use the Iceberg warehouse {warehouse!r}: {exc.strerror}; it must be "
-                "a directory this node can write to"
-            ) from None
-        try:
-            self._catalog = SqlCatalog(catalog, uri=catalog_uri, warehouse=f"file://{warehouse}")
-            self._catalog.create_namespace_if_not_exists(namespace)
-        except Exception as exc:
-            raise option_error(
-                f"cannot open the Iceberg catalog {catalog!r} at {catalog_uri!r}: "
-                f"{type(exc).__name__}: {exc}"
-            ) from None
+    @property
+    def _catalog(self) -> Any:
+        if self._opened is None:
+            catalog = self._place.open()
+            try:
+                catalog.create_namespace_if_not_exists(self.namespace)
+            except Exception as exc:
+                _close(catalog)
+                raise _error(
+                    f"cannot create the namespace {self.namespace!r} in the Iceberg catalog "
+                    f"{self._place.catalog!r}",
+                    exc,
+                ) from None
+            self._opened = catalog
+        return self._opened
 
     def _load(self, table: str) -> Any:
         from pyiceberg.exceptions import NoSuchTableError
@@ -60,7 +186,7 @@ class IcebergTables:
         except NoSuchTableError:
             return None
         except Exception as exc:
-            raise sink_error(f"cannot load Iceberg table {self.namespace}.{table}", exc) from exc
+            raise _error(f"cannot load Iceberg table {self.namespace}.{table}", exc) from exc
 
     def last_resolved(self, table: str) -> Timestamp | None:
         tbl = self._load(table)
@@ -113,7 +239,7 @@ class IcebergTables:
         except SinkError:
             raise
         except Exception as exc:
-            raise sink_error(f"cannot commit into Iceberg table {name}", exc) from exc
+            raise _error(f"cannot commit into Iceberg table {name}", exc) from exc
 
     def _evolve(self, txn: Any, tbl: Any, schema: pa.Schema, change: TableChange) -> None:
         """Add the columns the source added; drop those it dropped (old snapshots keep
@@ -134,7 +260,7 @@ class IcebergTables:
         try:
             properties = self._catalog.load_namespace_properties(self.namespace)
         except Exception as exc:
-            raise sink_error(f"cannot read namespace {self.namespace}", exc) from exc
+            raise _error(f"cannot read namespace {self.namespace}", exc) from exc
         text = properties.get(RESOLVED_KEY)
         return None if text is None else Marker.from_json(text)
 
@@ -152,12 +278,50 @@ class IcebergTables:
                 self.namespace, updates={RESOLVED_KEY: marker.to_json()}
             )
         except Exception as exc:
-            raise sink_error(f"cannot update namespace {self.namespace}", exc) from exc
+            raise _error(f"cannot update namespace {self.namespace}", exc) from exc
 
     def close(self) -> None:
-        engine = getattr(self._catalog, "engine", None)
-        if engine is not None:
-            engine.dispose()
+        catalog, self._opened = self._opened, None
+        if catalog is not None:
+            _close(catalog)
+
+
+def _close(catalog: Any) -> None:
+    engine = getattr(catalog, "engine", None)  # a SQL catalog's connections
+    if engine is not None:
+        engine.dispose()
+    close = getattr(catalog, "close", None)  # a REST catalog's HTTP session
+    if close is not None:
+        close()
+
+
+def _error(what: str, exc: Exception) -> SinkError:
+    """A catalog's failure as a sink error: terminal when no retry can change it (the
+    catalog refused the credentials or the request: a 4xx of a REST catalog), else
+    retryable (unreachable, 5xx, throttled, a commit that lost a race)."""
+    from pyiceberg.exceptions import (
+        AuthorizationExpiredError,
+        CommitStateUnknownException,
+        RESTError,
+        ServerError,
+        ServiceUnavailableError,
+        TooManyRequestsError,
+    )
+
+    if isinstance(exc, SinkError):  # NB: opening the catalog said so already
+        return exc
+    passing = (
+        AuthorizationExpiredError,
+        CommitStateUnknownException,
+        ServerError,
+        ServiceUnavailableError,
+        TooManyRequestsError,
+    )
+    if isinstance(exc, RESTError) and not isinstance(exc, passing):
+        error: SinkError = TerminalSinkError(f"{what}: {type(exc).__name__}: {exc}")
+        error.__cause__ = exc
+        return error
+    return sink_error(what, exc)
 
 
 def _meta_names(change: TableChange) -> list[str]:

@@ -1,7 +1,8 @@
 """``delta:///dir`` and ``iceberg://<catalog>/<namespace>``: changefeeds into lake tables.
 
 One lake table per source table (per topic): a Delta table in ``<dir>/<topic>``, or
-the Iceberg table ``<namespace>.<topic>`` of a pyiceberg SQL catalog. Rows arrive as
+the Iceberg table ``<namespace>.<topic>`` of a pyiceberg catalog (SQL, REST, or one of
+pyiceberg's configuration: :class:`~feedkv.changefeed.sinks.iceberg.IcebergPlace`). Rows arrive as
 Parquet rows (:class:`~feedkv.changefeed.file_formats.ParquetRows`; the sink's
 default ``format``) and wait in the sink until their window of the resolved frontier
 is committed (:meth:`LakeSink.commit_window`, which the changefeed calls where other
@@ -53,8 +54,9 @@ in it. Under ``nobackfill`` rows not rewritten keep their old values; ``stop`` e
 changefeed before the change, as for every sink.
 
 **On Spark** tasks stage their rows as Parquet files under ``_feedkv_staging`` (in the
-Delta directory or the Iceberg warehouse); the driver's commit of the batch (a window)
-reads them back and commits the window as above, then deletes them.
+Delta directory or bucket prefix, or the Iceberg warehouse when it is a local directory,
+else a temporary directory); the driver's commit of the batch (a window) reads them
+back and commits the window as above, then deletes them.
 
 One changefeed per Delta directory or Iceberg namespace: tables another changefeed
 wrote would be taken as already holding rows up to their recorded timestamp. The thread
@@ -63,14 +65,12 @@ budget and past it in Parquet files on local disk
 (:mod:`~feedkv.changefeed.sinks.lake_spill`); the commit reads them back.
 
 **Where.** ``delta:///dir`` (a local directory), ``delta+s3://bucket/prefix`` (the same
-tables in S3, with the ``s3://`` file sink's ``AWS_*`` parameters; on the thread
-runner: Spark tasks cannot stage rows in S3 yet) and ``iceberg://catalog/namespace``
-(a pyiceberg SQL catalog).
+tables in S3, with the ``s3://`` file sink's ``AWS_*`` parameters) and
+``iceberg://catalog/namespace`` (a pyiceberg catalog).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
@@ -86,8 +86,10 @@ from feedkv.changefeed.file_formats import PARQUET_META, ROWS_KEY, ROWS_VERSION,
 from feedkv.changefeed.options import ChangefeedOptions, option_error
 from feedkv.changefeed.rows import RowEvent
 from feedkv.changefeed.sink import Message, RowBlock, SinkError, SinkURI, TerminalSinkError
+from feedkv.changefeed.sinks.cloud_storage import BlobStore, LocalBlobs
 from feedkv.changefeed.sinks.lake_spill import DEFAULT_MEMORY_LIMIT, SpilledRows
-from feedkv.changefeed.sinks.lake_tables import LakeTables, Marker, TableChange
+from feedkv.changefeed.sinks.lake_tables import STAGING, LakeTables, Marker, TableChange
+from feedkv.errors import SQLError
 from feedkv.util.hlc import Timestamp
 
 __all__ = [
@@ -103,7 +105,6 @@ __all__ = [
     "stage",
 ]
 
-STAGING = "_feedkv_staging"  # Spark tasks' staged rows, under the directory or warehouse
 CHANGE_COLUMNS = ("_change_type", "_feedkv_updated", "_feedkv_mvcc_timestamp")
 _CHANGE_TYPES = {
     "c": "insert",
@@ -360,57 +361,75 @@ def _split(batch: pa.RecordBatch, resolved: Timestamp) -> tuple[pa.RecordBatch, 
 # Spark tasks' staging.
 
 
-def staging_root(uri: SinkURI) -> str:
-    """Where Spark tasks stage rows for ``uri``'s sink."""
+def staging(uri: SinkURI) -> BlobStore:
+    """Where Spark tasks stage rows for ``uri``'s sink: ``_feedkv_staging`` beside the
+    tables (in the bucket, for ``delta+s3://``)."""
     if uri.scheme == "delta+s3":
-        raise TerminalSinkError(
-            f"{uri.uri!r}: a changefeed into Delta tables in S3 runs on the thread runner "
-            "(--changefeed-runner thread); its Spark tasks cannot stage rows in S3 yet"
-        )
+        from feedkv.changefeed.sinks.s3 import S3Blobs
+
+        return S3Blobs(dataclasses.replace(uri, path=f"{uri.path.rstrip('/')}/{STAGING}"))
     if uri.scheme == "delta":
-        return os.path.join(_delta_root(uri), STAGING)
-    return os.path.join(_iceberg_location(uri)[3], STAGING)
+        return LocalBlobs(os.path.join(_delta_root(uri), STAGING))
+    from feedkv.changefeed.sinks.iceberg import IcebergPlace
+
+    return LocalBlobs(IcebergPlace.of(uri).staging)
 
 
 def stage(uri: SinkURI, job_id: int, batches: Iterable[tuple[str, pa.RecordBatch]]) -> list[str]:
     """Write a task's rows as Parquet files (one per topic and schema) under the job's
-    staging folder; their paths, for the driver's commit (:func:`read_staged`)."""
-    folder = os.path.join(staging_root(uri), str(job_id))
+    folder of :func:`staging`; their names, for the driver's commit
+    (:func:`read_staged`). Raises :class:`SinkError`."""
     token = secrets.token_hex(8)
     grouped: dict[tuple[str, pa.Schema], list[pa.RecordBatch]] = {}
     for topic, batch in batches:
         grouped.setdefault((topic, batch.schema), []).append(batch)
-    paths = []
+    names = []
+    blobs = staging(uri)
     try:
-        os.makedirs(folder, exist_ok=True)
         for n, ((topic, schema), group) in enumerate(grouped.items()):
-            path = os.path.join(folder, f"{token}-{n:04d}.parquet")
             table = pa.Table.from_batches(group, schema=schema)
             table = table.replace_schema_metadata(
                 {**(schema.metadata or {}), b"feedkv.topic": topic}
             )
-            pq.write_table(table, path)
-            paths.append(path)
-    except OSError as exc:
-        raise SinkError(f"cannot stage lake rows in {folder}: {exc.strerror}") from exc
-    return paths
+            out = pa.BufferOutputStream()
+            pq.write_table(table, out)
+            name = f"{job_id}/{token}-{n:04d}.parquet"
+            blobs.put(name, out.getvalue().to_pybytes())
+            names.append(name)
+    finally:
+        blobs.close()
+    return names
 
 
-def read_staged(paths: Iterable[str]) -> Iterator[tuple[str, pa.RecordBatch]]:
-    """The rows :func:`stage` wrote, by topic."""
-    for path in paths:
-        table = pq.read_table(path)
-        metadata = table.schema.metadata or {}
-        topic = metadata[b"feedkv.topic"].decode()
-        kept = {k: v for k, v in metadata.items() if k != b"feedkv.topic"}
-        for batch in table.replace_schema_metadata(kept).to_batches():
-            yield topic, batch
+def read_staged(uri: SinkURI, names: Iterable[str]) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """The rows :func:`stage` wrote, by topic. Raises :class:`SinkError` when one is
+    gone (a batch's files are only removed after its commit)."""
+    blobs = staging(uri)
+    try:
+        for name in names:
+            data = blobs.get(name)
+            if data is None:
+                raise SinkError(f"the staged rows {name} of {uri.scheme}:// are gone")
+            table = pq.read_table(pa.BufferReader(data))
+            metadata = table.schema.metadata or {}
+            topic = metadata[b"feedkv.topic"].decode()
+            kept = {k: v for k, v in metadata.items() if k != b"feedkv.topic"}
+            for batch in table.replace_schema_metadata(kept).to_batches():
+                yield topic, batch
+    finally:
+        blobs.close()
 
 
-def remove_staged(paths: Iterable[str]) -> None:
-    for path in paths:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(path)
+def remove_staged(uri: SinkURI, names: Iterable[str]) -> None:
+    names = list(names)
+    if not names:
+        return
+    blobs = staging(uri)
+    try:
+        for name in names:
+            blobs.delete(name)
+    finally:
+        blobs.close()
 
 
 # The registry's hooks.
@@ -440,9 +459,10 @@ def make(uri: SinkURI, options: ChangefeedOptions, **_: Any) -> LakeSink:
 
 
 def check(uri: SinkURI, options: ChangefeedOptions) -> None:
-    """Open the sink's tables' place (and write a probe into a Delta directory) when a
+    """Reach the sink's tables' place (read its marker, which opens an Iceberg catalog
+    and creates the namespace; write a probe into a Delta directory or bucket) when a
     changefeed is created: a path that cannot hold tables or a catalog that cannot be
-    opened is refused now (SQLSTATE 22023)."""
+    opened is refused now (SQLSTATE 22023; 08000 for one that is only unreachable now)."""
     tables = lake_tables(uri)
     try:
         if uri.scheme == "delta+s3":
@@ -458,13 +478,18 @@ def check(uri: SinkURI, options: ChangefeedOptions) -> None:
                     f"the delta:// sink cannot use {_delta_root(uri)!r}: {exc.strerror}; "
                     "the path must be a directory this node can write to"
                 ) from None
+        tables.marker()
+    except TerminalSinkError as exc:
+        raise option_error(f"the {uri.scheme}:// sink cannot be used: {exc}") from None
+    except SinkError as exc:
+        raise SQLError("08000", f"the {uri.scheme}:// sink cannot be reached: {exc}") from None
     finally:
         tables.close()
 
 
 def lake_tables(uri: SinkURI) -> LakeTables:
-    """The tables a ``delta://`` or ``iceberg://`` URI names (raising SQLError 22023
-    on a URI that names none)."""
+    """The tables a ``delta://``, ``delta+s3://`` or ``iceberg://`` URI names (raising
+    SQLError 22023 on a URI that names none)."""
     if uri.scheme == "delta":
         from feedkv.changefeed.sinks.delta import DeltaTables
 
@@ -475,10 +500,9 @@ def lake_tables(uri: SinkURI) -> LakeTables:
 
         root = f"s3://{uri.host}/{uri.path.strip('/')}".rstrip("/")
         return DeltaTables(root, objects=S3Blobs(uri), storage=_s3_storage(uri))
-    from feedkv.changefeed.sinks.iceberg import IcebergTables
+    from feedkv.changefeed.sinks.iceberg import IcebergPlace, IcebergTables
 
-    catalog, namespace, catalog_uri, warehouse = _iceberg_location(uri)
-    return IcebergTables(catalog, namespace, catalog_uri, warehouse)
+    return IcebergTables(IcebergPlace.of(uri))
 
 
 def _s3_storage(uri: SinkURI) -> dict[str, str]:
@@ -529,24 +553,6 @@ def _delta_root(uri: SinkURI) -> str:
     if not uri.path or uri.path == "/":
         raise option_error(f"sink URI {uri.uri!r} needs a directory: delta:///path/to/dir")
     return uri.path
-
-
-def _iceberg_location(uri: SinkURI) -> tuple[str, str, str, str]:
-    """``(catalog, namespace, catalog_uri, warehouse)`` of an ``iceberg://`` URI."""
-    example = "iceberg://<catalog>/<namespace>?warehouse=/path/to/dir"
-    if not uri.host:
-        raise option_error(f"sink URI {uri.uri!r} names no catalog: write {example}")
-    namespace = uri.path.strip("/")
-    if not namespace or "/" in namespace:
-        raise option_error(f"sink URI {uri.uri!r} names no single namespace: write {example}")
-    warehouse = uri.param("warehouse")
-    if not warehouse or not warehouse.startswith("/"):
-        raise option_error(
-            f"sink URI {uri.uri!r} needs warehouse=<absolute path> (where the tables' files "
-            f"go): write {example}"
-        )
-    catalog_uri = uri.param("catalog_uri") or f"sqlite:///{warehouse}/{uri.host}.db"
-    return uri.host, namespace, catalog_uri, warehouse
 
 
 # Reading.

@@ -20,6 +20,7 @@ from feedkv.util.hlc import Timestamp
 __all__ = [
     "MARKER",
     "RESOLVED_KEY",
+    "STAGING",
     "LakeTables",
     "Marker",
     "TableChange",
@@ -28,6 +29,7 @@ __all__ = [
 
 RESOLVED_KEY = "feedkv.resolved"  # a commit's window end (and an Iceberg table property)
 MARKER = "_feedkv_resolved"  # the Delta directory's marker file
+STAGING = "_feedkv_staging"  # Spark tasks' staged rows, beside the tables
 
 
 @dataclass(frozen=True)

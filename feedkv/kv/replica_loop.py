@@ -260,6 +260,12 @@ class ReplicaLoop:
         """Whether this store holds a replica of ``range_id``."""
         return range_id in self._replicas
 
+    def forget(self, range_ids: Sequence[int]) -> None:
+        """Drop every message for these ranges (merged away here, before this loop
+        started: :func:`~feedkv.kv.replicated_merge.write_tombstone`). Before
+        :meth:`start`."""
+        self._merged.update(range_ids)
+
     def applied_everywhere(self, range_id: int, index: int) -> bool:
         """Whether this store's replica leads ``range_id`` and knows that every member of
         its group applied ``index`` (read off the loop: a moment's view)."""

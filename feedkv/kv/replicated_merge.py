@@ -45,7 +45,7 @@ from feedkv.kv.command import Applied, CommandContext, evaluate
 from feedkv.kv.range_descriptor import META, RangeDescriptor, descriptor_by_id, descriptor_for_key
 from feedkv.kv.replicated_command import Effects
 from feedkv.storage.engine import Engine, Reader, ReadWriter
-from feedkv.util.keys import KEY_MAX
+from feedkv.util.keys import KEY_MAX, prefix_end
 
 if TYPE_CHECKING:
     from feedkv.kv.replica_loop import ReplicaLoop
@@ -57,12 +57,15 @@ __all__ = [
     "read_marker",
     "thaw",
     "unfinished",
+    "tombstones",
     "write_marker",
+    "write_tombstone",
 ]
 
 APPLY_WAIT_S = 10.0  # how long step 2 waits for every replica to apply the freeze
 _POLL_S = 0.02
 FREEZING, MERGING = "freezing", "merging"
+_TOMBSTONE = b"merged/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,19 @@ class MergeMarker:
 
 def _key(range_id: int) -> bytes:
     return b"merging/" + range_id.to_bytes(8, "big")
+
+
+def write_tombstone(rw: ReadWriter, range_id: int) -> None:
+    """``range_id`` merged away here: a message for it (from a replica that has not
+    applied the merge yet) must never make this store start an empty replica of it,
+    which the range's leader would take for the one it knew (its log long gone)."""
+    rw.put(META, _TOMBSTONE + range_id.to_bytes(8, "big"), b"")
+
+
+def tombstones(reader: Reader) -> list[int]:
+    """The ranges merged away on this store (:func:`write_tombstone`)."""
+    found = reader.scan(META, _TOMBSTONE, prefix_end(_TOMBSTONE))
+    return [int.from_bytes(key[len(_TOMBSTONE) :], "big") for key, _ in found]
 
 
 def read_marker(reader: Reader, range_id: int) -> MergeMarker | None:

@@ -271,7 +271,8 @@ def test_flush_fails_when_messages_are_not_acknowledged_in_time() -> None:
     producer = Producer({"bootstrap.servers": dead_address(), "logger": QUIET})
     sink = KafkaSink(producer, flush_timeout=0.05, partition_counts={"t": 1})
     sink.emit_row(row("t", [1], {"k": 1}))
-    with pytest.raises(SinkError, match="1 Kafka messages were not acknowledged"):
+    # NB: librdkafka counts the dead broker's error events in its queue too, under load
+    with pytest.raises(SinkError, match=r"\d+ Kafka messages were not acknowledged"):
         sink.flush()
     sink.close()  # drops the message rather than waiting for it
 

@@ -50,7 +50,6 @@ from typing import Any, Protocol
 import boto3
 import pytest
 from test_kafka_sink import Reader
-from test_webhook_sink import Endpoint
 
 import feedkv
 from feedkv import DB
@@ -71,6 +70,7 @@ from feedkv.testing.sql_workload import (
     published_files,
 )
 from feedkv.testing.waiting import wait_until
+from feedkv.testing.webhook_endpoint import WebhookEndpoint
 from feedkv.util.hlc import Timestamp
 
 DEADLINE_S = 30.0  # for the feed to get somewhere
@@ -105,13 +105,13 @@ def db(tmp_path: Path, store_config: StoreConfig) -> Iterator[DB]:
 # Sinks that fail on request.
 
 
-class FlakyEndpoint(Endpoint):
+class FlakyEndpoint(WebhookEndpoint):
     """A webhook endpoint that can be told to fail its next requests."""
 
     def fail_next(self, count: int) -> int:
         """Answer the next ``count`` requests with a failure; returns the number of
         requests (attempts) after which the endpoint works again."""
-        # NB: Endpoint fails while its attempts are at most _failures, under _cond.
+        # NB: WebhookEndpoint fails while its attempts are at most _failures, under _cond.
         with self._cond:
             self._failures = self.attempts + count
             return self._failures

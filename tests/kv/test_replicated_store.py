@@ -28,7 +28,7 @@ from feedkv.kv.observer import RangeEndReason
 from feedkv.kv.replica import LOG_KEEP, LOG_LIMIT
 from feedkv.kv.router import Transport
 from feedkv.kv.store import Store, StoreConfig
-from feedkv.raft import Config
+from feedkv.raft import Config, Message, MessageType, encode_message
 from feedkv.storage import mvcc
 from feedkv.storage.logical_ops import LogicalOp, WriteValue
 from feedkv.testing.waiting import wait_until
@@ -670,3 +670,27 @@ def test_writes_racing_a_merge_all_land_on_every_replica(cluster: ReplicatedStor
     for node in NODES:
         for key, value in acked.items():
             assert cluster.value(node, key) == value, (node, key)
+
+
+def test_a_store_restarted_after_a_merge_never_revives_the_merged_range(
+    cluster: ReplicatedStores,
+) -> None:
+    """A replica that has not applied the merge yet still talks for the right-hand
+    range; a store that applied it and restarted must drop those messages, not start an
+    empty replica the right-hand leader would take for the one whose log it knew."""
+    client = KVClient(cluster)
+    left, right = _split_everywhere(cluster, client)
+    _leases_together(cluster, left, right)
+    client.merge(b"k00")
+    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
+    node = next(n for n in NODES if n != _holder_of(cluster, left))
+    cluster.stop(node)
+    cluster.start(node)
+    store = cluster.stores[node]
+    assert store.replicas is not None
+    stale = Message(MessageType.HEARTBEAT, node, 3 if node != 3 else 1, 99, commit=283)
+    store.replicas.receive([(right, encode_message(stale))])
+    client.put(b"k15", b"after")  # NB: the loop is alive past the stale message
+    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
+    assert cluster.value(node, b"k15") == b"after"
+    assert not store.replicas.has(right)

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 import msgpack
 
-from feedkv.errors import InvalidArgumentError, RangeUnavailableError
+from feedkv.errors import InvalidArgumentError, RangeKeyMismatchError, RangeUnavailableError
 from feedkv.kv.api import BatchRequest, BatchResponse, Header, Merge, MergeResponse
 from feedkv.kv.command import Applied, CommandContext, evaluate
 from feedkv.kv.range_descriptor import META, RangeDescriptor, descriptor_by_id, descriptor_for_key
@@ -54,6 +54,7 @@ __all__ = [
     "APPLY_WAIT_S",
     "MergeMarker",
     "merge",
+    "neighbour",
     "read_marker",
     "thaw",
     "unfinished",
@@ -79,6 +80,17 @@ class MergeMarker:
 
 def _key(range_id: int) -> bytes:
     return b"merging/" + range_id.to_bytes(8, "big")
+
+
+def neighbour(reader: Reader, desc: RangeDescriptor) -> RangeDescriptor | None:
+    """The range right of ``desc`` if this store holds it too (a merge needs both here;
+    in a sharded cluster the neighbour is often on another node)."""
+    if desc.end == KEY_MAX:
+        return None
+    try:
+        return descriptor_for_key(reader, desc.end)
+    except RangeKeyMismatchError:
+        return None
 
 
 def write_tombstone(rw: ReadWriter, range_id: int) -> None:
@@ -120,7 +132,9 @@ def merge(
             raise RangeUnavailableError(f"range r{left_id} is not here")
         if left.end == KEY_MAX:
             raise InvalidArgumentError(f"cannot merge {left}: it is the last range")
-        right = descriptor_for_key(snap, left.end)
+        right = neighbour(snap, left)
+        if right is None:
+            raise InvalidArgumentError(f"cannot merge {left}: its neighbour is on other nodes")
         marker = read_marker(snap, right.range_id)
     if request.automatic and right.sticky:
         return Applied(BatchResponse((MergeResponse(left),), ctx.clock.now(), None), left_id)
@@ -242,10 +256,11 @@ def unfinished(
         marker = read_marker(reader, range_id)
         if marker is not None and marker.state == FREEZING and range_id not in coordinating:
             thaw.append((desc, marker))
-        if desc.end != KEY_MAX:
-            right = descriptor_for_key(reader, desc.end)
-            if read_marker(reader, right.range_id) == MergeMarker(range_id, MERGING):
-                finish.append(desc)
+        right = neighbour(reader, desc)
+        if right is not None and read_marker(reader, right.range_id) == MergeMarker(
+            range_id, MERGING
+        ):
+            finish.append(desc)
     return finish, thaw
 
 

@@ -612,7 +612,7 @@ class Store:
         nodes (:mod:`feedkv.kv.replicated_merge`)."""
         with self.engine.snapshot() as snap:
             desc = descriptor_by_id(snap, range_id)
-            right = descriptor_for_key(snap, desc.end) if desc and desc.end != KEY_MAX else None
+            right = replicated_merge.neighbour(snap, desc) if desc is not None else None
             into_me = right is not None and (
                 (marker := replicated_merge.read_marker(snap, right.range_id)) is not None
                 and marker.into == range_id
@@ -719,7 +719,12 @@ class Store:
             left = descriptor_by_id(snap, range_id)
             if left is None or left.end == KEY_MAX:
                 raise InvalidArgumentError(f"cannot merge r{range_id}: it is the last range")
-            right = descriptor_for_key(snap, left.end)
+            right = replicated_merge.neighbour(snap, left)
+            if right is None:
+                raise InvalidArgumentError(
+                    f"cannot merge {left}: its right-hand neighbour is on other nodes; "
+                    "move them together first"
+                )
         self._coordinating.add(right.range_id)
         try:
             return replicated_merge.merge(self._ctx, loop, self.engine, range_id, request)

@@ -17,6 +17,16 @@ TIMESTAMP without a zone, TIMESTAMPTZ in UTC) plus:
 
 A deleted row keeps only its key columns. Rows decoded with an older or newer version
 of the descriptor than the stream's schema fill the columns they share (the rest null).
+
+With Delta's Change Data Feed columns (:func:`cdf_record_batches`, the source's
+``changelog_columns=delta``), rows are what Delta's ``readChangeFeed`` gives, so code
+written against its documented columns runs unchanged: the table's columns, then
+``_change_type`` (``insert``, ``update_preimage`` and ``update_postimage``, a row each
+for an update, or ``delete``, whose row is the deleted one, whole),
+``_commit_version`` (the change's MVCC wall time in nanoseconds: a long that orders a
+key's changes, as Delta's table versions do; two changes of one key in the same
+nanosecond, told apart only by the logical clock, tie there, and ``__mvcc_ts`` orders
+them) and ``_commit_timestamp``; then ``__mvcc_ts`` and ``__key`` as above.
 """
 
 from __future__ import annotations
@@ -42,9 +52,13 @@ if TYPE_CHECKING:
     import grpc
 
 __all__ = [
+    "CDF_COLUMNS",
     "META_COLUMNS",
     "ArrowBuffer",
     "arrow_schema",
+    "cdf_ddl",
+    "cdf_record_batches",
+    "cdf_schema",
     "connection",
     "gateway_channel",
     "piece_events",
@@ -53,6 +67,7 @@ __all__ = [
 ]
 
 META_COLUMNS = ("__op", "__mvcc_ts", "__key", "__before")
+CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 BATCH_ROWS = 8192
 
 _SPARK_TYPES = {
@@ -217,6 +232,64 @@ def record_batches(
                 else {name: arrow_value(kind, before.get(name)) for name, kind in kinds.items()}
             )
         if len(buffer) == size:
+            yield buffer.flush()
+    if len(buffer):
+        yield buffer.flush()
+
+
+def cdf_ddl(desc: TableDescriptor) -> str:
+    """The schema with Delta's Change Data Feed columns, as DDL."""
+    columns = _ddl_columns(desc)
+    columns += ["`_change_type` STRING", "`_commit_version` BIGINT"]
+    columns += ["`_commit_timestamp` TIMESTAMP", "`__mvcc_ts` STRING", "`__key` STRING"]
+    return ", ".join(columns)
+
+
+def cdf_schema(desc: TableDescriptor) -> pa.Schema:
+    """The Arrow schema matching :func:`cdf_ddl`."""
+    fields = _row_fields(desc)
+    fields += [
+        pa.field("_change_type", pa.string()),
+        pa.field("_commit_version", pa.int64()),
+        pa.field("_commit_timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("__mvcc_ts", pa.string()),
+        pa.field("__key", pa.string()),
+    ]
+    return pa.schema(fields)
+
+
+def cdf_record_batches(
+    events: Iterable[RowEvent], desc: TableDescriptor, *, size: int = BATCH_ROWS
+) -> Iterator[pa.RecordBatch]:
+    """``events`` (read with the row before each, as ``diff`` reads) as the rows of
+    Delta's Change Data Feed, in :func:`cdf_schema` (see the module docstring)."""
+    buffer = ArrowBuffer(cdf_schema(desc))
+    columns = buffer.columns
+    kinds = {c.name: c.type.kind for c in desc.columns}
+    formats = RowFormats()
+
+    def add(row: dict[str, Any], change: str, event: RowEvent, key: str) -> None:
+        for name, kind in kinds.items():
+            columns[name].append(arrow_value(kind, row.get(name)))
+        wall = event.mvcc_ts.wall
+        columns["_change_type"].append(change)
+        columns["_commit_version"].append(wall)
+        columns["_commit_timestamp"].append(wall // 1000)
+        columns["__mvcc_ts"].append(str(event.mvcc_ts))
+        columns["__key"].append(key)
+
+    for event in events:
+        key = formats(event.table).key_array(event.key)
+        before = event.before if event.had_before else None
+        if event.after is None:
+            keys = dict(zip((c.name for c in event.table.key_columns), event.key, strict=True))
+            add(before if before is not None else keys, "delete", event, key)
+        elif before is not None:
+            add(before, "update_preimage", event, key)
+            add(event.after, "update_postimage", event, key)
+        else:
+            add(event.after, "insert", event, key)
+        if len(buffer) >= size:
             yield buffer.flush()
     if len(buffer):
         yield buffer.flush()

@@ -23,7 +23,9 @@ node's URL does), ``as_of`` (batch only),
 ``initial_scan`` says ``yes``), ``initial_scan`` (``yes``/``no``, stream), ``diff``
 (``true`` adds ``__before``), ``maxRowsPerTrigger`` (bounds initial-scan batches),
 ``gc_protect_expires_after`` (how long the stream's hold on history outlives its last
-commit, ``24h`` by default).
+commit, ``24h`` by default), ``changelog_columns`` (``delta``: the rows and columns of
+Delta's Change Data Feed, as ``readChangeFeed`` gives them, instead of ``__op`` and
+``__before``; see :mod:`feedkv.spark.rows`).
 The columns are the table's as of when the query starts, plus the columns listed in
 :mod:`feedkv.spark.rows`.
 
@@ -76,6 +78,8 @@ from feedkv.kv.address import node_url_params
 from feedkv.rangefeed.event import Checkpoint
 from feedkv.spark.offsets import FeedOffset, Piece, plan_pieces
 from feedkv.spark.rows import (
+    cdf_ddl,
+    cdf_record_batches,
     connection,
     gateway_channel,
     piece_events,
@@ -112,6 +116,7 @@ _OPTIONS = (
     "diff",
     "maxrowspertrigger",
     "gc_protect_expires_after",
+    "changelog_columns",
     "certs_dir",
     "user",
     "password",
@@ -159,6 +164,7 @@ class SourceOptions:
     cursor: Timestamp | None = None
     initial_scan: bool = True
     diff: bool = False
+    delta_cdf: bool = False  # changelog_columns=delta
     max_rows_per_trigger: int | None = None
     hold_expires_after_ns: int = HOLD_EXPIRES_AFTER_NS
     given: tuple[str, ...] = field(default=())
@@ -192,6 +198,17 @@ class SourceOptions:
             raise InvalidArgumentError(
                 f"feedkv source option maxRowsPerTrigger={max_rows!r}: a positive integer"
             )
+        changelog = lowered.get("changelog_columns")
+        if changelog is not None and changelog.lower() != "delta":
+            raise InvalidArgumentError(
+                f"feedkv source option changelog_columns={changelog!r}: only 'delta' "
+                "(Delta's Change Data Feed columns) is known"
+            )
+        if changelog is not None and "diff" in lowered:
+            raise InvalidArgumentError(
+                "feedkv source options diff and changelog_columns do not go together: with "
+                "Delta's columns an update's row before is a row of its own (update_preimage)"
+            )
         expires = lowered.get("gc_protect_expires_after")
         try:
             hold_ns = parse_duration_ns(expires) if expires is not None else HOLD_EXPIRES_AFTER_NS
@@ -207,6 +224,7 @@ class SourceOptions:
             cursor=cursor,
             initial_scan=scan.lower() == "yes" if scan is not None else cursor is None,
             diff=_bool("diff", lowered["diff"]) if "diff" in lowered else False,
+            delta_cdf=changelog is not None,
             max_rows_per_trigger=int(max_rows) if max_rows is not None else None,
             hold_expires_after_ns=hold_ns,
             given=tuple(lowered),
@@ -262,7 +280,10 @@ class _PieceReader:
         # NB: read with the row before each change, as diff does, so __op can tell an
         # update from an insert; __before is there only with diff.
         events = piece_events(db, Target(self.desc.id), piece, diff=True)
-        yield from record_batches(events, self.desc, diff=self.options.diff)
+        if self.options.delta_cdf:
+            yield from cdf_record_batches(events, self.desc)
+        else:
+            yield from record_batches(events, self.desc, diff=self.options.diff)
 
 
 class _BatchReader(_PieceReader, DataSourceReader):
@@ -492,6 +513,8 @@ class FeedKVDataSource(DataSource):
         return self._desc
 
     def schema(self) -> str:
+        if self.feed_options.delta_cdf:
+            return cdf_ddl(self._descriptor())
         return spark_ddl(self._descriptor(), diff=self.feed_options.diff)
 
     def reader(self, schema: StructType) -> DataSourceReader:

@@ -39,11 +39,11 @@ import threading
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from feedkv.errors import FeedKVError
+from feedkv.testing.served_http import ServedHTTP
 
 __all__ = ["IcebergRestServer", "RestRequest"]
 
@@ -362,7 +362,7 @@ def _error_body(error: _Error) -> dict[str, Any]:
     return {"error": {"message": error.message, "type": error.kind, "code": int(error.status)}}
 
 
-class IcebergRestServer:
+class IcebergRestServer(ServedHTTP):
     """An Iceberg REST catalog on ``127.0.0.1`` (a free port), serving from a daemon
     thread, its tables' files under ``warehouse`` (a local directory).
 
@@ -374,61 +374,21 @@ class IcebergRestServer:
     def __init__(
         self, warehouse: str, *, credential: str | None = None, token: str | None = None
     ) -> None:
+        super().__init__()
         self.warehouse = warehouse
         self._credential = credential
         self._token = token
         self._state: _State | None = None
-        self._server: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> IcebergRestServer:
-        """Bind a free port and serve; returns ``self``. Raises if already started."""
-        if self._server is not None:
-            raise RuntimeError("the Iceberg REST catalog is already started")
+    name = "the Iceberg REST catalog"
+
+    def _serve(self) -> _HTTPServer:
         self._state = _State(self.warehouse, self._credential, self._token)
-        self._server = _HTTPServer(("127.0.0.1", 0), self._state)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name=f"iceberg-rest-{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
+        return _HTTPServer(("127.0.0.1", 0), self._state)
 
-    @property
-    def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("the Iceberg REST catalog is not started: call start()")
-        return int(self._server.server_address[1])
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:PORT``, the catalog's URI (its API is under ``/v1``)."""
-        return f"http://127.0.0.1:{self.port}"
-
-    def close(self) -> None:
-        """Stop serving and release the port. Idempotent."""
-        server, self._server = self._server, None
-        if server is None:
-            return
-        server.shutdown()
-        server.server_close()
-        if self._thread is not None:
-            self._thread.join()
+    def _stopped(self) -> None:
         if self._state is not None:
             self._state.close()
-
-    def __enter__(self) -> IcebergRestServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # Test knobs and assertions.
 

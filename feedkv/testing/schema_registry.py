@@ -41,12 +41,12 @@ import threading
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from feedkv.errors import FeedKVError
 from feedkv.testing.avro_compatibility import LEVELS, compatibility_problems
+from feedkv.testing.served_http import ServedHTTP
 
 __all__ = ["RegisteredSchema", "RegistryRequest", "SchemaRegistryServer"]
 
@@ -437,7 +437,7 @@ def _route(
     raise _Error(HTTPStatus.NOT_FOUND, 404, "HTTP 404 Not Found")
 
 
-class SchemaRegistryServer:
+class SchemaRegistryServer(ServedHTTP):
     """A schema registry on ``127.0.0.1`` (a free port), serving from a daemon thread.
 
     Use it as a context manager, or call :meth:`start` and :meth:`close`. The state is
@@ -445,55 +445,13 @@ class SchemaRegistryServer:
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self._state = _State()
-        self._server: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> SchemaRegistryServer:
-        """Bind a free port and serve; returns ``self``. Raises if already started."""
-        if self._server is not None:
-            raise RuntimeError("the schema registry server is already started")
-        self._server = _HTTPServer(("127.0.0.1", 0), self._state)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name=f"schema-registry-{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
+    name = "the schema registry server"
 
-    @property
-    def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("the schema registry server is not started: call start()")
-        return int(self._server.server_address[1])
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:PORT``, with no trailing slash."""
-        return f"http://127.0.0.1:{self.port}"
-
-    def close(self) -> None:
-        """Stop serving and release the port; later requests are refused. Idempotent."""
-        server, self._server = self._server, None
-        if server is None:
-            return
-        server.shutdown()
-        server.server_close()
-        if self._thread is not None:
-            self._thread.join()
-
-    def __enter__(self) -> SchemaRegistryServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+    def _serve(self) -> _HTTPServer:
+        return _HTTPServer(("127.0.0.1", 0), self._state)
 
     # Test knobs and assertions.
 

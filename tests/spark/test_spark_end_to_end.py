@@ -9,7 +9,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from feedkv import DB
+from feedkv.errors import InvalidArgumentError
+from feedkv.spark.source import SourceOptions
 from feedkv.util.hlc import Timestamp
 
 DEADLINE_S = 120.0
@@ -144,3 +148,59 @@ def test_a_changefeed_job_runs_on_spark_and_its_files_match_the_store(
     )
     assert lines == 3 + 20 + 8  # scan, inserts, deletes (ids 1-3, 5-9): each exactly once
     db.changefeeds.cancel(job_id)
+
+
+def test_code_written_for_deltas_change_data_feed_reads_a_feedkv_stream(
+    spark: Any, db: DB, tmp_path: Path
+) -> None:
+    """``changelog_columns=delta`` gives the rows and columns of Delta's Change Data Feed
+    (docs.delta.io, "Change data feed": ``_change_type`` insert, update_preimage,
+    update_postimage, delete; ``_commit_version``; ``_commit_timestamp``): the usual
+    CDF consumer, which keeps each key's latest change by ``_commit_version`` and drops
+    pre-images and deletes, rebuilds the table."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    make_table(db)
+    cursor = db.now()
+    db.sql("UPDATE t SET name = 'x' WHERE id = 2")
+    db.sql("DELETE FROM t WHERE id = 3")
+    db.sql("INSERT INTO t VALUES (4, 'd', 4.00, true)")
+    db.sql("UPDATE t SET name = 'y' WHERE id = 4")
+    end = db.now()
+    assert wait_for(lambda: all(r.closed_ts >= end for r in db.ranges()))
+
+    options = {"cursor": str(cursor), "initial_scan": "yes", "changelog_columns": "delta"}
+    rows = stream_rows(spark, db, tmp_path / "cdf", **options)
+    changes = sorted(
+        (r.id, r._change_type, r.name) for r in rows if r._commit_version > cursor.wall
+    )
+    assert changes == [
+        (2, "update_postimage", "x"),
+        (2, "update_preimage", "b"),
+        (3, "delete", "c"),  # a delete's row is the deleted one, whole
+        (4, "insert", "d"),
+        (4, "update_postimage", "y"),
+        (4, "update_preimage", "d"),
+    ]
+    assert all(r._commit_timestamp is not None for r in rows)
+
+    latest = (
+        spark.createDataFrame(rows)
+        .filter("_change_type != 'update_preimage'")
+        .withColumn(
+            "rank",
+            F.row_number().over(Window.partitionBy("id").orderBy(F.desc("_commit_version"))),
+        )
+        .filter("rank = 1 AND _change_type != 'delete'")
+    )
+    rebuilt = sorted((r.id, r.name) for r in latest.collect())
+    assert rebuilt == sorted((r[0], r[1]) for r in db.sql("SELECT id, name FROM t").rows)
+
+
+def test_changelog_columns_takes_only_delta_and_not_with_diff(db: DB) -> None:
+    base = {"url": db.serving_url(), "table": "t"}
+    with pytest.raises(InvalidArgumentError, match="only 'delta'"):
+        SourceOptions.parse({**base, "changelog_columns": "hudi"})
+    with pytest.raises(InvalidArgumentError, match="do not go together"):
+        SourceOptions.parse({**base, "changelog_columns": "delta", "diff": "true"})

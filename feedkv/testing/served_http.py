@@ -1,0 +1,77 @@
+"""The life cycle the test suite's HTTP services share: bound to a free port on
+``127.0.0.1``, served from a daemon thread, used as a context manager or started and
+closed by hand (the schema registry, the Iceberg REST catalog)."""
+
+from __future__ import annotations
+
+import threading
+from http.server import ThreadingHTTPServer
+from types import TracebackType
+from typing import Self
+
+__all__ = ["ServedHTTP"]
+
+
+class ServedHTTP:
+    """A service's server and thread; subclasses make the server (:meth:`_serve`) and
+    release what else they hold once it stopped (:meth:`_stopped`)."""
+
+    name = "the HTTP service"
+
+    def __init__(self) -> None:
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def _serve(self) -> ThreadingHTTPServer:
+        """A server bound to ``("127.0.0.1", 0)``, not serving yet."""
+        raise NotImplementedError
+
+    def _stopped(self) -> None:
+        """The server stopped and released its port."""
+
+    def start(self) -> Self:
+        """Bind a free port and serve; returns ``self``. Raises if already started."""
+        if self._server is not None:
+            raise RuntimeError(f"{self.name} is already started")
+        self._server = self._serve()
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"{type(self).__name__}-{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError(f"{self.name} is not started: call start()")
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``, with no trailing slash."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        """Stop serving and release the port; later requests are refused. Idempotent."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+        self._stopped()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -28,7 +28,10 @@ DEADLINE = 30.0
 def azurite() -> Iterator[Azurite]:
     executable = azurite_blob()
     if executable is None:
-        pytest.skip("azurite is not installed (make installs it with npm under .cache/azurite)")
+        raise RuntimeError(
+            "azurite is not installed: run `make .cache/azurite/node_modules/.bin/azurite-blob` "
+            "(make test does), or point FEEDKV_AZURITE at an azurite-blob executable"
+        )
     server = Azurite(executable)
     yield server
     server.close()

@@ -38,12 +38,12 @@ import secrets
 import threading
 from dataclasses import dataclass
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from feedkv.errors import FeedKVError
-from feedkv.testing.served_http import ServedHTTP
+from feedkv.testing.served_http import ServedHTTP, StateServer
 
 __all__ = ["IcebergRestServer", "RestRequest"]
 
@@ -271,14 +271,6 @@ def _token(state: _State, raw: bytes) -> dict[str, Any]:
     }
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], state: _State) -> None:
-        super().__init__(address, _Handler)
-        self.state = state
-
-
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "feedkv-iceberg-rest/1"
@@ -299,7 +291,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # tests read ``requests`` instead
 
     def _handle(self, method: str) -> None:
-        state = cast(_HTTPServer, self.server).state
+        state = cast(StateServer, self.server).state
         split = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
         length = int(self.headers.get("Content-Length") or 0)
@@ -382,9 +374,9 @@ class IcebergRestServer(ServedHTTP):
 
     name = "the Iceberg REST catalog"
 
-    def _serve(self) -> _HTTPServer:
+    def _serve(self) -> StateServer:
         self._state = _State(self.warehouse, self._credential, self._token)
-        return _HTTPServer(("127.0.0.1", 0), self._state)
+        return StateServer(("127.0.0.1", 0), _Handler, self._state)
 
     def _stopped(self) -> None:
         if self._state is not None:

@@ -40,13 +40,13 @@ import json
 import threading
 from dataclasses import dataclass
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from feedkv.errors import FeedKVError
 from feedkv.testing.avro_compatibility import LEVELS, compatibility_problems
-from feedkv.testing.served_http import ServedHTTP
+from feedkv.testing.served_http import ServedHTTP, StateServer
 
 __all__ = ["RegisteredSchema", "RegistryRequest", "SchemaRegistryServer"]
 
@@ -281,14 +281,6 @@ def _version_number(text: str) -> int:
     return number
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], state: _State) -> None:
-        super().__init__(address, _Handler)
-        self.state = state
-
-
 class _Handler(BaseHTTPRequestHandler):
     # NB: HTTP/1.0, one request per connection: a closed server then refuses every
     # client at once, instead of kept-alive connections being served on.
@@ -311,7 +303,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # tests read ``requests`` instead
 
     def _handle(self, method: str) -> None:
-        state = cast(_HTTPServer, self.server).state
+        state = cast(StateServer, self.server).state
         split = urlsplit(self.path)
         path = unquote(split.path)
         query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
@@ -450,8 +442,8 @@ class SchemaRegistryServer(ServedHTTP):
 
     name = "the schema registry server"
 
-    def _serve(self) -> _HTTPServer:
-        return _HTTPServer(("127.0.0.1", 0), self._state)
+    def _serve(self) -> StateServer:
+        return StateServer(("127.0.0.1", 0), _Handler, self._state)
 
     # Test knobs and assertions.
 

@@ -5,11 +5,23 @@ closed by hand (the schema registry, the Iceberg REST catalog)."""
 from __future__ import annotations
 
 import threading
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
-__all__ = ["ServedHTTP"]
+__all__ = ["ServedHTTP", "StateServer"]
+
+
+class StateServer(ThreadingHTTPServer):
+    """A server whose handlers reach the service's ``state`` (``self.server.state``)."""
+
+    daemon_threads = True
+
+    def __init__(
+        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], state: Any
+    ) -> None:
+        super().__init__(address, handler)
+        self.state = state
 
 
 class ServedHTTP:

@@ -90,6 +90,7 @@ __all__ = [
     "SinkSetup",
     "bucket_setup",
     "check_sink",
+    "two_rows_published",
     "kit_message",
 ]
 
@@ -247,6 +248,40 @@ class SinkSetup:
             message=self.message,
             **kwargs,
         )
+
+
+def two_rows_published(
+    create: Callable[[str], object],
+    uri: str,
+    files: Callable[[], dict[str, bytes]],
+    what: str,
+    timeout_s: float = 30.0,
+) -> tuple[dict[str, bytes], str]:
+    """Run ``create`` (a SQL statement runner) to make table ``t`` with two rows and a
+    changefeed of it into ``uri`` with resolved markers; wait until ``files()`` (name ->
+    body, in name order) holds a ``.RESOLVED`` marker, and check that both rows are in
+    the data files, which sort before the marker. Returns the files and the marker's
+    name, for the sink's own checks."""
+    from feedkv.testing.waiting import wait_until
+
+    create("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    create("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+    create(
+        f"CREATE CHANGEFEED FOR t INTO '{uri}' WITH resolved='0s', min_checkpoint_frequency='0s'"
+    )
+
+    def published() -> dict[str, bytes]:
+        found = files()
+        return found if any(n.endswith(".RESOLVED") for n in found) else {}
+
+    found: dict[str, bytes] = wait_until(published, timeout_s=timeout_s, what=what)
+    names = list(found)
+    data = [n for n in names if n.endswith(".ndjson")]
+    rows = [json.loads(line) for name in data for line in found[name].splitlines()]
+    assert [r["after"] for r in rows] == [{"k": 1, "v": "a"}, {"k": 2, "v": "b"}]
+    resolved = next(n for n in names if n.endswith(".RESOLVED"))
+    assert names.index(data[0]) < names.index(resolved)
+    return found, resolved
 
 
 def bucket_setup(

@@ -18,8 +18,7 @@ from feedkv.changefeed.sink import make_sink, parse_sink_uri
 from feedkv.changefeed.sinks.azure import account_url
 from feedkv.errors import SQLError
 from feedkv.testing.azurite import ACCOUNT, KEY, Azurite, azurite_blob
-from feedkv.testing.sink_conformance import START, SinkSetup, bucket_setup
-from feedkv.testing.waiting import wait_until
+from feedkv.testing.sink_conformance import START, SinkSetup, bucket_setup, two_rows_published
 
 DEADLINE = 30.0
 
@@ -71,26 +70,14 @@ def blobs(service: Any, container: str, prefix: str) -> dict[str, bytes]:
 def test_changefeed_files_land_in_the_container_with_resolved_markers(
     db: DB, azurite: Azurite, service: Any, container: str, scheme: str
 ) -> None:
-    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
-    db.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
-    db.sql(
-        f"CREATE CHANGEFEED FOR t INTO '{scheme}://{container}/cdc?{query(azurite)}' "
-        "WITH resolved='0s', min_checkpoint_frequency='0s'"
+    found, resolved = two_rows_published(
+        db.sql,
+        f"{scheme}://{container}/cdc?{query(azurite)}",
+        lambda: blobs(service, container, "cdc/"),
+        "a resolved file in the container",
     )
-
-    def published() -> dict[str, bytes]:
-        found = blobs(service, container, "cdc/")
-        return found if any(n.endswith(".RESOLVED") for n in found) else {}
-
-    found = wait_until(published, timeout_s=DEADLINE, what="a resolved file in the container")
-    names = list(found)
-    data = [n for n in names if n.endswith(".ndjson")]
-    rows = [json.loads(line) for name in data for line in found[name].splitlines()]
-    assert [r["after"] for r in rows] == [{"k": 1, "v": "a"}, {"k": 2, "v": "b"}]
-    resolved = next(n for n in names if n.endswith(".RESOLVED"))
-    assert names.index(data[0]) < names.index(resolved)
     assert set(json.loads(found[resolved])) == {"resolved"}
-    assert not [n for n in names if ".feedkv-probe-" in n]  # CREATE's probe was removed
+    assert not [n for n in found if ".feedkv-probe-" in n]  # CREATE's probe was removed
 
 
 def test_show_redacts_the_account_key(db: DB, azurite: Azurite, container: str) -> None:

@@ -6,7 +6,6 @@ credentials, so the sink reaches it with none (``GS_ENDPOINT`` and no ``CREDENTI
 from __future__ import annotations
 
 import base64
-import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -18,8 +17,7 @@ from feedkv import DB
 from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.sink import make_sink, parse_sink_uri
 from feedkv.errors import SQLError
-from feedkv.testing.sink_conformance import START, SinkSetup, bucket_setup
-from feedkv.testing.waiting import wait_until
+from feedkv.testing.sink_conformance import START, SinkSetup, bucket_setup, two_rows_published
 
 DEADLINE = 30.0
 
@@ -62,24 +60,12 @@ def blobs(client: Any, bucket: str, prefix: str) -> dict[str, bytes]:
 def test_changefeed_files_land_in_the_bucket_with_resolved_markers(
     db: DB, endpoint: str, client: Any, bucket: str
 ) -> None:
-    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
-    db.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
-    db.sql(
-        f"CREATE CHANGEFEED FOR t INTO 'gs://{bucket}/cdc?GS_ENDPOINT={quote(endpoint, safe='')}' "
-        "WITH resolved='0s', min_checkpoint_frequency='0s'"
+    two_rows_published(
+        db.sql,
+        f"gs://{bucket}/cdc?GS_ENDPOINT={quote(endpoint, safe='')}",
+        lambda: blobs(client, bucket, "cdc/"),
+        "a resolved file in the bucket",
     )
-
-    def published() -> dict[str, bytes]:
-        found = blobs(client, bucket, "cdc/")
-        return found if any(n.endswith(".RESOLVED") for n in found) else {}
-
-    found = wait_until(published, timeout_s=DEADLINE, what="a resolved file in the bucket")
-    names = list(found)
-    data = [n for n in names if n.endswith(".ndjson")]
-    rows = [json.loads(line) for name in data for line in found[name].splitlines()]
-    assert [r["after"] for r in rows] == [{"k": 1, "v": "a"}, {"k": 2, "v": "b"}]
-    resolved = next(n for n in names if n.endswith(".RESOLVED"))
-    assert names.index(data[0]) < names.index(resolved)
 
 
 def test_a_missing_bucket_fails_the_create(db: DB, endpoint: str) -> None:

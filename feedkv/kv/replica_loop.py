@@ -6,8 +6,10 @@ store owns every replica of the store. Each turn of :class:`ReplicaLoop`:
 1. takes everything waiting in its inbox, in arrival order: Raft messages from other
    nodes (stepped into their range's replica) and proposals (evaluated on the lease
    holder over the applied state, see :meth:`~feedkv.kv.replica.Replica.propose`);
-2. ticks every replica when a tick is due (``tick_s``; a Raft election timeout is
-   ``election_tick`` ticks);
+2. ticks every replica as many times as ticks fell due (``tick_s``; a Raft election
+   timeout is ``election_tick`` ticks): a turn that came late makes them up, so a
+   leader's ticks never fall behind real time by more than a tick when it decides
+   whether it holds its lease (``Config.lease_margin``);
 3. stages the Readies of *every* replica that has one in one engine transaction (their
    logs, hard states and applied entries: one fsync for all the ranges of the store, the
    group commit), hands each range's applied entries to ``on_stage`` inside that
@@ -47,7 +49,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from feedkv.errors import (
@@ -74,6 +76,10 @@ from feedkv.storage.engine import Completion, Engine, ReadWriter
 __all__ = ["ReplicaLoop", "Send"]
 
 T = TypeVar("T")
+
+# NB: at least an election timeout: after a stall that long every lease ran out, so the
+# ticks not made up cannot stretch one
+MAX_TICKS_MADE_UP = 100
 
 log = logging.getLogger(__name__)
 
@@ -163,16 +169,17 @@ class ReplicaLoop:
         self._thread = threading.Thread(target=self._run, name=f"replicas-n{node_id}", daemon=True)
         self._lock = threading.Lock()  # guards _replicas against readers off the loop
 
-    def add(self, range_id: int, *, campaign: bool = False) -> Replica:
+    def add(self, range_id: int, *, campaign: bool = False, restarted: bool = False) -> Replica:
         """Serve the range's replica on this store (its first state as written by
         :meth:`Replica.bootstrap` or an earlier run, or none: it waits for a snapshot);
-        ``campaign``: stand for election at once (a group of one need not wait)."""
+        ``campaign``: stand for election at once (a group of one need not wait);
+        ``restarted``: the store restarts with this replica (``Config.restarted``)."""
         replica = Replica(
             self.engine,
             range_id,
             self.node_id,
             data=self._range_data(range_id),
-            config=self._config,
+            config=replace(self._config, restarted=restarted),
             rng=random.Random(self._rng.random()),
         )
         with self._lock:
@@ -309,10 +316,13 @@ class ReplicaLoop:
                     item = None
             if self._stopped.is_set():
                 return
-            if time.monotonic() >= next_tick:
-                next_tick = time.monotonic() + self._tick_s
-                for replica in self._replicas.values():
-                    replica.raft.tick()
+            now = time.monotonic()
+            if now >= next_tick:
+                due = int((now - next_tick) / self._tick_s) + 1
+                next_tick += due * self._tick_s
+                for _ in range(min(due, MAX_TICKS_MADE_UP)):
+                    for replica in self._replicas.values():
+                        replica.raft.tick()
             for replica in self._replicas.values():
                 replica.confirm_reads()
             try:

@@ -558,7 +558,7 @@ class Store:
             ]
             loop.forget(replicated_merge.tombstones(snap))
         for desc, frozen in mine:
-            loop.add(desc.range_id)
+            loop.add(desc.range_id, restarted=True)
             self._ctx.replicated.add(desc.range_id)
             self._ctx.closed.restart(desc.range_id, Timestamp(0, 0))
             if frozen:

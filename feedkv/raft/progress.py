@@ -38,6 +38,7 @@ class Progress:
         "pending_snapshot",
         "probe_sent",
         "recent_active",
+        "round",
         "state",
     )
 
@@ -49,6 +50,7 @@ class Progress:
         self.probe_sent = False
         self.pending_snapshot = 0
         self.recent_active = False
+        self.round = 0  # the newest heartbeat round the follower answered
         self.is_learner = is_learner
         self.max_inflight = max_inflight
         self.inflight: deque[int] = deque()  # last index of each unacknowledged append

@@ -96,6 +96,13 @@ class Config:
     ``election_tick``. ``heartbeat_tick``: a leader's heartbeat interval (well below
     ``election_tick``). ``max_inflight``: appends in flight to one follower in the
     replicate state. ``applied``: the index the state machine had applied (on restart).
+
+    ``lease_margin``: ticks of safety margin for leader-lease reads (``None``: every
+    read waits for a heartbeat round; see :meth:`RaftState.read_index`). It must cover
+    how far the caller's ticks may run behind real time plus the clocks' maximum offset
+    in ticks. ``restarted``: this replica starts again on storage it persisted before;
+    it may have promised a leader not to vote against it for ``election_tick`` ticks,
+    and keeps that promise, not knowing when it made it, for ``election_tick`` ticks.
     """
 
     id: int
@@ -107,6 +114,8 @@ class Config:
     max_entries_per_message: int = 64
     max_committed_per_ready: int | None = None
     applied: int = 0
+    lease_margin: int | None = None
+    restarted: bool = False
 
     def __post_init__(self) -> None:
         if self.id <= NO_NODE:
@@ -118,6 +127,8 @@ class Config:
             )
         if self.max_inflight < 1 or self.max_entries_per_message < 1:
             raise InvalidArgumentError("max_inflight and max_entries_per_message must be >= 1")
+        if self.lease_margin is not None and self.lease_margin < 1:
+            raise InvalidArgumentError(f"lease_margin must be >= 1, not {self.lease_margin}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,11 +150,11 @@ class ReadState:
     context: int
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class _PendingRead:
     context: int
     index: int
-    acks: set[int]
+    round: int  # the first heartbeat round sent after it was asked
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +220,14 @@ class RaftState:
         self._msgs: list[Message] = []
         self._pending_reads: list[_PendingRead] = []  # asked, not yet confirmed; by context
         self._read_states: list[ReadState] = []
+        self._ticks = 0  # ticks since this replica started
+        # NB: rounds are numbered across terms (an answer names the round it answers);
+        # the tick each recent round went out at, for the lease (see read_index)
+        self._round = 0
+        self._round_ticks: dict[int, int] = {}
+        self._transfer_term = 0  # a term in which this leader told a voter to campaign
+        # no vote against a leader heard from until this tick (check quorum's promise)
+        self._promised_until = config.election_tick if config.restarted else 0
         self._prev_hard = hard
         self._prev_soft = SoftState(NO_NODE, Role.FOLLOWER)
         self._become_follower(self.term, NO_NODE)
@@ -236,6 +255,7 @@ class RaftState:
 
     def tick(self) -> None:
         """One tick of logical time passed."""
+        self._ticks += 1
         if self.role is Role.LEADER:
             self._tick_heartbeat()
         else:
@@ -243,7 +263,10 @@ class RaftState:
 
     def campaign(self) -> None:
         """Start an election now (with a pre-vote first when configured); ignored by a
-        leader, a learner and a replica that is not a member."""
+        leader, a learner and a replica that is not a member, and, with leader-lease
+        reads, by one that promised a leader its vote (see :meth:`read_index`)."""
+        if self.cfg.lease_margin is not None and self._in_lease():
+            return
         if self.role is not Role.LEADER:
             self._campaign(pre_vote=self.cfg.pre_vote, transfer=False)
 
@@ -278,7 +301,7 @@ class RaftState:
             self.lead_transferee = to
             self.election_elapsed = 0
             if self.prs[to].match == self.log.last_index():
-                self._send(Message(MT.TIMEOUT_NOW, to, self.id, self.term))
+                self._send_timeout_now(to)
             else:
                 self._send_append(to)
         return True
@@ -290,7 +313,17 @@ class RaftState:
         ``context`` comes in a Ready (etcd's ReadIndex; a leader that was deposed and does
         not know it yet never gets one). Returns ``False``, and nothing will come, when
         this replica does not lead or has not committed an entry of its own term yet
-        (until then its commit index may lag its predecessor's)."""
+        (until then its commit index may lag its predecessor's).
+
+        With ``Config.lease_margin``, the ReadState comes at once while the leader holds
+        its lease (the Raft thesis's leader leases, section 6.4.1): a voter that answered
+        a heartbeat heard from this leader, after it sent that heartbeat, and promised
+        (check quorum) to vote for no one else for ``election_tick`` ticks after it heard;
+        so while a quorum's answers are to heartbeats sent less than ``election_tick -
+        lease_margin`` ticks ago, no other leader can have been elected. A leader that
+        told its transferee to campaign holds no lease for the rest of its term (that
+        campaign ignores the promises), and a restarted voter keeps a promise it cannot date
+        (``Config.restarted``)."""
         if self.role is not Role.LEADER or self.log.term(self.log.committed) != self.term:
             return False
         if self._pending_reads and context <= self._pending_reads[-1].context:
@@ -298,11 +331,12 @@ class RaftState:
                 f"read context {context} after {self._pending_reads[-1].context}: "
                 "contexts must increase"
             )
-        self._pending_reads.append(_PendingRead(context, self.log.committed, {self.id}))
-        if self._release_reads():
-            for node in self.prs:
-                if node != self.id:
-                    self._send_heartbeat(node)
+        self._pending_reads.append(_PendingRead(context, self.log.committed, self._round + 1))
+        if self._holds_lease():
+            self._read_states.extend(ReadState(r.index, r.context) for r in self._pending_reads)
+            self._pending_reads = []
+        elif self._release_reads():
+            self._broadcast_heartbeat()
         return True
 
     def applied_everywhere(self, index: int) -> bool:
@@ -495,11 +529,32 @@ class RaftState:
         return self.id in self.voters
 
     def _in_lease(self) -> bool:
-        return (
-            self.cfg.check_quorum
-            and self.leader != NO_NODE
-            and self.election_elapsed < self.cfg.election_tick
+        """Whether a vote request must be ignored: a leader is alive (check quorum)."""
+        if not self.cfg.check_quorum:
+            return False
+        return self.role is Role.LEADER or self._ticks < self._promised_until
+
+    def _holds_lease(self) -> bool:
+        """Whether no other leader can have been elected yet (see :meth:`read_index`)."""
+        margin = self.cfg.lease_margin
+        if (
+            margin is None
+            or not self.cfg.check_quorum
+            or self.role is not Role.LEADER
+            or self._transfer_term == self.term
+        ):
+            return False
+        sent = sorted(
+            (
+                self._ticks
+                if voter == self.id
+                else self._round_ticks.get(self.prs[voter].round, -1)
+                for voter in self.voters
+            ),
+            reverse=True,
         )
+        oldest = sent[self._quorum() - 1]
+        return oldest >= 0 and self._ticks < oldest + self.cfg.election_tick - margin
 
     def _quorum(self) -> int:
         return len(self.voters) // 2 + 1
@@ -590,6 +645,7 @@ class RaftState:
         if m.type in (MT.APP, MT.HEARTBEAT, MT.SNAP):
             self.election_elapsed = 0
             self.leader = m.sender
+            self._promised_until = self._ticks + self.cfg.election_tick
             if m.type is MT.APP:
                 self._on_append(m)
             elif m.type is MT.HEARTBEAT:
@@ -692,21 +748,39 @@ class RaftState:
             self.lead_transferee = NO_NODE
         if self.heartbeat_elapsed >= self.cfg.heartbeat_tick:
             self.heartbeat_elapsed = 0
-            for node in self.prs:
-                if node != self.id:
-                    self._send_heartbeat(node)
+            self._broadcast_heartbeat()
 
-    def _send_heartbeat(self, to: int) -> None:
-        # NB: the newest read waiting, so a lost heartbeat or answer delays it only
-        context = self._pending_reads[-1].context if self._pending_reads else 0
-        commit = min(self.prs[to].match, self.log.committed)
-        self._send(Message(MT.HEARTBEAT, to, self.id, self.term, commit=commit, context=context))
+    def _send_timeout_now(self, to: int) -> None:
+        self._transfer_term = self.term  # NB: its campaign ignores the lease's promises
+        self._send(Message(MT.TIMEOUT_NOW, to, self.id, self.term))
+
+    def _broadcast_heartbeat(self) -> None:
+        """A heartbeat round: each answer names it, for the reads asked before it and
+        the lease (the tick it went out at)."""
+        self._round += 1
+        self._round_ticks[self._round] = self._ticks
+        for old in [
+            r for r, t in self._round_ticks.items() if t < self._ticks - self.cfg.election_tick
+        ]:
+            del self._round_ticks[old]  # too old to give a lease
+        for to in self.prs:
+            if to != self.id:
+                commit = min(self.prs[to].match, self.log.committed)
+                self._send(
+                    Message(
+                        MT.HEARTBEAT, to, self.id, self.term, commit=commit, context=self._round
+                    )
+                )
 
     def _release_reads(self) -> bool:
-        """Hand over the reads a quorum confirmed (an answer for a read confirms every
-        read asked before it too); returns whether any are left waiting."""
+        """Hand over the reads a quorum confirmed (an answer to a round confirms every
+        read asked before that round went out); returns whether any are left waiting."""
         pending = self._pending_reads
-        while pending and len(pending[0].acks & self.voters) >= self._quorum():
+        while pending:
+            asked = pending[0].round
+            confirmed = sum(1 for v in self.voters if v == self.id or self.prs[v].round >= asked)
+            if confirmed < self._quorum():
+                break
             read = pending.pop(0)
             self._read_states.append(ReadState(read.index, read.context))
         return bool(pending)
@@ -721,11 +795,8 @@ class RaftState:
             return
         if m.type is MT.HEARTBEAT_RESP:
             pr.applied = max(pr.applied, m.index)
-            if m.context:
-                for read in self._pending_reads:
-                    if read.context > m.context:
-                        break
-                    read.acks.add(m.sender)
+            if m.context > pr.round:
+                pr.round = m.context
                 self._release_reads()
             pr.recent_active = True
             pr.probe_sent = False
@@ -761,7 +832,7 @@ class RaftState:
         while self._send_append(m.sender, send_if_empty=False):
             pass
         if m.sender == self.lead_transferee and pr.match == self.log.last_index():
-            self._send(Message(MT.TIMEOUT_NOW, m.sender, self.id, self.term))
+            self._send_timeout_now(m.sender)
 
     def _bcast_append(self) -> None:
         for node in self.prs:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import secrets
 import threading
 import time
@@ -238,6 +239,15 @@ class ClusterConfig:
     # out with an append at once); one every three ticks is well inside the timeout
     raft_heartbeat_ticks: int = 3
 
+    @property
+    def lease_margin_ticks(self) -> int:
+        """A leader serves reads on its lease (``raft.Config.lease_margin``) only until
+        the clocks' maximum offset plus a tick before its followers may vote again: the
+        offset keeps every read it serves below the clock of a leader elected after it
+        (which covers its timestamp cache up to its clock), and the tick covers how late
+        the replica loop's ticks may run."""
+        return math.ceil(self.max_offset_ns / (self.raft_tick_s * 1e9)) + 1
+
 
 class Cluster:
     def __init__(
@@ -312,7 +322,11 @@ class Cluster:
         self.store.replicate(
             self.raft.send,
             tick_s=self.config.raft_tick_s,
-            raft=RaftConfig(self.store.node_id, heartbeat_tick=self.config.raft_heartbeat_ticks),
+            raft=RaftConfig(
+                self.store.node_id,
+                heartbeat_tick=self.config.raft_heartbeat_ticks,
+                lease_margin=self.config.lease_margin_ticks,
+            ),
         )
         self._thread.start()
         self._replicator.start()

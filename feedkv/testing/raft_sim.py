@@ -19,7 +19,11 @@ A :class:`SafetyChecker` watches every step and raises
 - *state machine safety*: no two replicas apply different entries at one index;
 - *linearizable reads*: a read a leader confirms (:meth:`~feedkv.raft.state.RaftState.read_index`)
   reads from a commit index at or past every index committed anywhere when it was asked
-  for (so a deposed leader never confirms one).
+  for (so a deposed leader never confirms one), with or without leader leases.
+
+Simulated time is the round. A replica's clock may run late (``Faults.skip_tick``): without
+leader leases a skipped tick is lost; with them it comes one round late, as a node's
+driver makes up the ticks it was late for, and its lease margin covers that lag.
 
 Each replica's state machine is the list of entries it applied, kept with its applied
 index as if persisted with it (a range applies in the engine transaction that records
@@ -178,6 +182,7 @@ class Replica:
     raft: RaftState | None = None
     applied: list[tuple[int, int, bytes]] = field(default_factory=list)  # (index, term, data)
     applied_index: int = 0
+    late_ticks: int = 0  # ticks owed: the clock ran late
 
     def start(self) -> None:
         self.raft = RaftState(
@@ -229,6 +234,7 @@ class RaftSim:
         check_quorum: bool = True,
         max_inflight: int = 8,
         max_entries_per_message: int = 8,
+        lease_margin: int | None = None,
     ) -> None:
         self.rng = random.Random(seed)
         self.faults = faults or Faults()
@@ -248,6 +254,7 @@ class RaftSim:
             check_quorum=check_quorum,
             max_inflight=max_inflight,
             max_entries_per_message=max_entries_per_message,
+            lease_margin=lease_margin,
         )
         for node in list(self.ids):
             self.add_replica(node, voters=tuple(self.ids))
@@ -301,7 +308,10 @@ class RaftSim:
         self.replicas[node].raft = None
 
     def restart(self, node: int) -> None:
-        self.replicas[node].start()
+        replica = self.replicas[node]
+        replica.config = replace(replica.config, restarted=True)
+        replica.late_ticks = 0
+        replica.start()
 
     # -- the network ---------------------------------------------------------------
 
@@ -483,14 +493,27 @@ class RaftSim:
         if f.transfer and rng.random() < f.transfer and (leader := self.leader()) is not None:
             self.raft(leader).transfer_leader(rng.choice(self.ids))
         for replica in self.live():
-            if not (f.skip_tick and rng.random() < f.skip_tick) and replica.raft is not None:
-                replica.raft.tick()
+            self._tick_late(replica, skip=bool(f.skip_tick and rng.random() < f.skip_tick))
         self.deliver()
         for replica in self.live():
             if not (f.skip_ready and rng.random() < f.skip_ready):
                 self.handle_ready(replica.id)
             if f.compact and rng.random() < f.compact:
                 self.compact(replica.id, keep=rng.randint(0, 5))
+
+    def _tick_late(self, replica: Replica, *, skip: bool) -> None:
+        """This round's tick, maybe late (see the module docstring)."""
+        raft = replica.raft
+        if raft is None:
+            return
+        if self._config.lease_margin is None:
+            ticks = 0 if skip else 1
+        elif skip and not replica.late_ticks:
+            ticks, replica.late_ticks = 0, 1
+        else:
+            ticks, replica.late_ticks = 1 + replica.late_ticks, 0
+        for _ in range(ticks):
+            raft.tick()
 
     def _random_conf_change(self) -> None:
         """Add a learner, promote one, or remove a voter (keeping three)."""

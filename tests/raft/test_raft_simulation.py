@@ -126,3 +126,19 @@ def test_reads_confirmed_under_chaos_are_never_stale(seed: int, check_quorum: bo
         if sim.checker.confirmed > confirmed:
             return
     raise AssertionError(f"no read confirmed {HEAL_ROUNDS} rounds after healing")
+
+
+@pytest.mark.parametrize("seed", [pytest.param(s, id=f"seed-{s}") for s in range(100)])
+def test_lease_reads_under_chaos_are_never_stale(seed: int) -> None:
+    # leader leases: a leader confirms reads without a heartbeat round while a quorum
+    # answered one recently; partitions, crashes and restarts, late clocks and leader
+    # transfers must never let a deposed leader confirm one
+    faults = replace(Faults.chaos(), partition=0.1, heal=0.03, transfer=0.02)
+    sim = RaftSim(seed, (1, 2, 3), faults=faults, lease_margin=3)
+    for _ in range(CHAOS_ROUNDS):
+        sim.round(read=0.5)
+    _heal_and_commit(sim, b"final")
+    confirmed = sim.checker.confirmed
+    assert sim.read()
+    sim.stabilize()
+    assert sim.checker.confirmed == confirmed + 1

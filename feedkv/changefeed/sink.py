@@ -14,7 +14,8 @@ budget, past which ``emit_row`` blocks, which stalls the feed until the sink rec
 With a node's :class:`~feedkv.changefeed.node_buffers.NodeBuffers` the two budgets are
 the node's, shared by all its changefeeds' sinks, and a sink with no room left raises
 :class:`SinkStalledError` after a short wait: the changefeed tears its feed down and
-restarts once the sink's backlog has cleared (:meth:`BatchingSink.wait_drained`).
+restarts once the sink's backlog has cleared (:meth:`BatchingSink.wait_drained`) and
+the node's buffers have room for what it could not hold (:meth:`BatchingSink.has_room`).
 A delivery that still fails after its retries fails the sink with a retryable
 :class:`SinkError`; the changefeed resets the sink and restarts from its last resolved
 timestamp. A :class:`TerminalSinkError` (bad credentials, a path that is not a writable
@@ -322,6 +323,12 @@ class BatchingSink:
                 ),
                 timeout,
             )
+
+    def has_room(self, needed: int = 0) -> bool:
+        """Whether the node's buffers have room for a stalled changefeed to start again
+        with a batch of ``needed`` bytes (:meth:`NodeBuffers.has_room`); always, for a
+        sink outside them. Any thread; reads the shared ledger when there is one."""
+        return self._buffers is None or self._buffers.has_room(needed)
 
     @property
     def failure(self) -> SinkError | None:

@@ -43,11 +43,19 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from feedkv.changefeed.buffer_ledger import DISK, MEMORY, BufferLedger, SharedByteBudget
+from feedkv.changefeed.buffer_ledger import (
+    COUNTS,
+    DISK,
+    MEMORY,
+    BufferLedger,
+    SharedByteBudget,
+    sweep_spills,
+)
 from feedkv.errors import InvalidArgumentError, InvariantViolation
 
 __all__ = [
@@ -67,6 +75,7 @@ DEFAULT_MEMORY = 512 << 20  # --max-changefeed-memory, as the design's example
 DEFAULT_DISK = 4 << 30  # --max-disk-changefeed-storage
 STALL_AFTER_S = 5.0  # how long a full sink waits for room before its changefeed stalls
 ROOM_SHARE = 16  # a stalled changefeed starts again once this part of a budget is free
+PUBLISH_S = 0.25  # how often a worker's totals reach the node's ledger while they move
 
 
 class Budget(Protocol):
@@ -129,18 +138,42 @@ class ByteBudget:
 
 
 class BufferCounts:
-    """Totals of what went through the node's changefeed buffers, for the metrics
+    """Totals of what went through one process's changefeed buffers, for the metrics
     CockroachDB operators know (``changefeed.buffer_entries.in`` ...): entries in (taken
     by a sink), out (handed to the sink's wire), released (their buffer given back,
-    delivered or dropped), and the memory bytes acquired and released. Thread-safe."""
+    delivered or dropped), and the memory bytes acquired and released. Thread-safe.
 
-    def __init__(self) -> None:
+    In another process of the node (a Spark worker, :meth:`NodeBuffers.attach`) the
+    totals are published to the node's ledger: at most every :data:`PUBLISH_S` seconds
+    as they move, and whenever a sink flushes or closes (:meth:`publish`), so the node's
+    metrics count every worker's sinks, a task's by the time it ends."""
+
+    def __init__(self, publish: Callable[[tuple[int, ...]], None] | None = None) -> None:
         self._lock = threading.Lock()
         self.entries_in = 0
         self.entries_out = 0
         self.entries_released = 0
         self.mem_acquired = 0
         self.mem_released = 0
+        self._publish = publish
+        self._published_at = -PUBLISH_S  # monotonic seconds
+        self._unpublished = False
+
+    def totals(self) -> tuple[int, ...]:
+        """The totals, in the ledger's order (:data:`~feedkv.changefeed.buffer_ledger.COUNTS`)."""
+        with self._lock:
+            return tuple(getattr(self, name) for name in COUNTS)
+
+    def publish(self) -> None:
+        """Publish the totals to the node's ledger now if they moved since they last
+        were (nothing to do in the node process itself)."""
+        with self._lock:
+            if self._publish is None or not self._unpublished:
+                return
+            self._unpublished = False
+            self._published_at = time.monotonic()
+            totals = tuple(getattr(self, name) for name in COUNTS)
+        self._publish(totals)
 
     def add(
         self,
@@ -157,6 +190,10 @@ class BufferCounts:
             self.entries_released += entries_released
             self.mem_acquired += mem_acquired
             self.mem_released += mem_released
+            self._unpublished = True
+            due = self._publish is not None and (time.monotonic() - self._published_at >= PUBLISH_S)
+        if due:
+            self.publish()
 
 
 @dataclass
@@ -199,6 +236,17 @@ class NodeBuffers:
             self._made = True
         return str(self.spill_dir)
 
+    def count(self, name: str) -> int:
+        """One of the totals of what went through the node's buffers
+        (:class:`BufferCounts`): this process's, and when they are shared, every other
+        process's as published to the ledger (a worker killed meanwhile included)."""
+        if name not in COUNTS:
+            raise InvariantViolation(f"no changefeed buffer total {name!r}")
+        own: int = getattr(self.counts, name)
+        if self._ledger is None:
+            return own
+        return own + self._ledger.counts_elsewhere()[COUNTS.index(name)]
+
     def has_room(self, needed: int = 0) -> bool:
         """Whether ``needed`` bytes, and at least a sixteenth of the memory or of the
         disk, are free in one of them: room enough for a stalled changefeed to start
@@ -228,6 +276,7 @@ class NodeBuffers:
         self.disk = SharedByteBudget(self.disk.name, ledger, DISK, self.disk.limit)
         for stale in (directory / "stalls").glob("*.json"):
             stale.unlink(missing_ok=True)
+        sweep_spills(directory)  # an earlier run's, or its killed workers'
 
     def limits(self) -> BufferLimits | None:
         """What another process of the node needs to hold records within these buffers
@@ -241,17 +290,22 @@ class NodeBuffers:
     @classmethod
     def attach(cls, limits: BufferLimits) -> NodeBuffers:
         """The node's shared buffers, opened in another of its processes (a Spark
-        worker); one per process and directory, so every task of a worker shares it."""
+        worker); one per process and directory, so every task of a worker shares it.
+        Its totals are published to the ledger for the node's metrics."""
+        # NB: keyed by pid too: a worker forked from a process that attached counts
+        # its own totals, not its parent's
+        key = (os.getpid(), limits)
         with _ATTACHED_LOCK:
-            found = _ATTACHED.get(limits)
+            found = _ATTACHED.get(key)
             if found is None:
                 directory = Path(limits.directory)
                 ledger = BufferLedger(directory / "ledger")
-                found = _ATTACHED[limits] = cls(
+                found = _ATTACHED[key] = cls(
                     SharedByteBudget("changefeed memory", ledger, MEMORY, limits.memory),
                     SharedByteBudget("changefeed disk", ledger, DISK, limits.disk),
                     directory,
                     limits.stall_after_s,
+                    BufferCounts(ledger.publish),
                     _ledger=ledger,
                 )
             return found
@@ -344,5 +398,5 @@ class BufferLimits:
         return limits
 
 
-_ATTACHED: dict[BufferLimits, NodeBuffers] = {}
+_ATTACHED: dict[tuple[int, BufferLimits], NodeBuffers] = {}
 _ATTACHED_LOCK = threading.Lock()

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 from urllib.parse import parse_qsl, urlsplit
 
+from feedkv.changefeed.buffer_ledger import spill_prefix
 from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.changefeed.options import ROW_FORMATS, ChangefeedOptions, option_error
 from feedkv.errors import ExternalError
@@ -312,6 +313,8 @@ class BatchingSink:
                 )
             )
             self._raise_if_failed()
+        if self._buffers is not None:
+            self._buffers.counts.publish()
 
     def wait_drained(self, timeout: float | None = None) -> bool:
         """Block until every sealed batch is delivered (the backlog cleared), the sink
@@ -351,6 +354,8 @@ class BatchingSink:
                 self._drop_open(topic)
             self._cond.notify_all()
         self._sender.join()
+        if self._buffers is not None:
+            self._buffers.counts.publish()
         self._client.close()
 
     def reset(self) -> None:
@@ -420,7 +425,7 @@ class BatchingSink:
                 buffers.counts.add(mem_acquired=batch.bytes)
                 break
             if buffers.disk.try_acquire(batch.bytes):
-                self._spill(batch, buffers.spill_path())
+                self._spill(batch, buffers.spill_path(), spill_prefix())
                 break
             if not may_wait:
                 return False
@@ -446,9 +451,13 @@ class BatchingSink:
         self._cond.notify_all()
         return True
 
-    def _spill(self, batch: _Batch, spill_dir: str | None = None) -> None:
+    def _spill(
+        self, batch: _Batch, spill_dir: str | None = None, prefix: str = "feedkv-sink-"
+    ) -> None:
+        """Write ``batch`` to a file of its own (in the node's buffers: named for this
+        process, so it goes when the process dies, :func:`spill_prefix`)."""
         where = spill_dir if spill_dir is not None else self._spill_dir
-        fd, path = tempfile.mkstemp(prefix="feedkv-sink-", suffix=".spill", dir=where)
+        fd, path = tempfile.mkstemp(prefix=prefix, suffix=".spill", dir=where)
         with os.fdopen(fd, "wb") as f:
             pickle.dump(batch.messages, f, protocol=pickle.HIGHEST_PROTOCOL)
         batch.messages = []

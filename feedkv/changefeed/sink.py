@@ -919,9 +919,10 @@ def parse_sink_uri(uri: str, options: ChangefeedOptions) -> SinkURI:
             raise option_error(f"sink parameter {name!r} is given more than once")
         params[name] = value
     if options.format not in kind.formats:
+        # NB: CockroachDB's words (its sinks refuse a format so), then which it takes
         raise option_error(
-            f"format={options.format} is not supported by the {kind.name} sink; "
-            f"it takes {', '.join(sorted(kind.formats))}"
+            f"this sink is incompatible with format={options.format}: the {kind.name} "
+            f"sink takes format={'/'.join(sorted(kind.formats))}"
         )
     if (
         options.envelope in ("key_only", "row")

@@ -157,6 +157,12 @@ class BufferLedger:
         with self._locked() as table:
             return table.peaks[column]
 
+    def reap(self) -> None:
+        """Empty the slots of processes gone (their bytes, their spill files): what
+        every full read of the ledger does, for a holder that reads none."""
+        with self._locked() as table:
+            self._live(table)
+
     def counts_elsewhere(self) -> tuple[int, ...]:
         """The totals (:data:`COUNTS`) of every other process that held bytes, alive or
         gone, as they last published them (:meth:`publish`)."""

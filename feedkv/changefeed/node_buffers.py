@@ -61,6 +61,8 @@ from feedkv.errors import InvalidArgumentError, InvariantViolation
 __all__ = [
     "DEFAULT_DISK",
     "DEFAULT_MEMORY",
+    "PUBLISH_S",
+    "REAP_S",
     "ROOM_SHARE",
     "STALL_AFTER_S",
     "Budget",
@@ -76,6 +78,7 @@ DEFAULT_DISK = 4 << 30  # --max-disk-changefeed-storage
 STALL_AFTER_S = 5.0  # how long a full sink waits for room before its changefeed stalls
 ROOM_SHARE = 16  # a stalled changefeed starts again once this part of a budget is free
 PUBLISH_S = 0.25  # how often a worker's totals reach the node's ledger while they move
+REAP_S = 1.0  # how often a running Spark job gives back what its dead workers held
 
 
 class Budget(Protocol):
@@ -210,6 +213,7 @@ class NodeBuffers:
     counts: BufferCounts = field(default_factory=BufferCounts)
     _made: bool = field(default=False, repr=False)
     _ledger: BufferLedger | None = field(default=None, repr=False)
+    _reaped_at: float = field(default=-REAP_S, repr=False)  # monotonic seconds
 
     @classmethod
     def of(
@@ -246,6 +250,17 @@ class NodeBuffers:
         if self._ledger is None:
             return own
         return own + self._ledger.counts_elsewhere()[COUNTS.index(name)]
+
+    def reap(self) -> None:
+        """Give back what processes of the node that are gone held, and remove their
+        spill files (see :mod:`~feedkv.changefeed.buffer_ledger`), at most every
+        :data:`REAP_S` seconds; nothing to do when the buffers are not shared. A job
+        whose workers may be killed calls it as it runs."""
+        now = time.monotonic()
+        if self._ledger is None or now - self._reaped_at < REAP_S:
+            return
+        self._reaped_at = now
+        self._ledger.reap()
 
     def has_room(self, needed: int = 0) -> bool:
         """Whether ``needed`` bytes, and at least a sixteenth of the memory or of the

@@ -235,13 +235,13 @@ def test_a_workers_buffer_totals_reach_the_node_and_outlive_the_worker(
         buffers.count("entries")
 
 
-@pytest.mark.parametrize("noticed_by", ["reading the buffers", "a node restart"])
+@pytest.mark.parametrize("noticed_by", ["reading the buffers", "a job's reap", "a node restart"])
 def test_a_killed_workers_spill_files_are_removed(
     tmp_path: Path, holders: list[Holder], noticed_by: str
 ) -> None:
     """A worker killed with SIGKILL while its sink's batches wait on disk: its files no
     longer count toward the disk limit, and they are removed, when the node next reads
-    its buffers or when it starts again."""
+    its buffers, when a running Spark job reaps them, or when the node starts again."""
     buffers = NodeBuffers.of(memory=0, disk=10_000)  # every sealed batch spills
     buffers.share(tmp_path / "spill")
     limits = buffers.limits()
@@ -260,6 +260,9 @@ def test_a_killed_workers_spill_files_are_removed(
         again = NodeBuffers.of(memory=0, disk=10_000)
         again.share(spill)
         assert again.disk.used == 0
+    elif noticed_by == "a job's reap":
+        buffers.reap()  # a running Spark job's, reading nothing else
     else:
         assert buffers.disk.used == 0
     assert sorted(spill.glob("*.spill")) == [mine]
+    assert buffers.disk.used == 0

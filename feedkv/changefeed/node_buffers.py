@@ -159,24 +159,25 @@ class BufferCounts:
         self.mem_acquired = 0
         self.mem_released = 0
         self._publish = publish
+        # NB: held from reading the totals to their write, so two threads publishing at
+        # once write them in the order they read them (a counter never goes back)
+        self._publishing = threading.Lock()
         self._published_at = -PUBLISH_S  # monotonic seconds
         self._unpublished = False
-
-    def totals(self) -> tuple[int, ...]:
-        """The totals, in the ledger's order (:data:`~feedkv.changefeed.buffer_ledger.COUNTS`)."""
-        with self._lock:
-            return tuple(getattr(self, name) for name in COUNTS)
 
     def publish(self) -> None:
         """Publish the totals to the node's ledger now if they moved since they last
         were (nothing to do in the node process itself)."""
-        with self._lock:
-            if self._publish is None or not self._unpublished:
-                return
-            self._unpublished = False
-            self._published_at = time.monotonic()
-            totals = tuple(getattr(self, name) for name in COUNTS)
-        self._publish(totals)
+        if self._publish is None:
+            return
+        with self._publishing:
+            with self._lock:
+                if not self._unpublished:
+                    return
+                self._unpublished = False
+                self._published_at = time.monotonic()
+                totals = tuple(getattr(self, name) for name in COUNTS)
+            self._publish(totals)
 
     def add(
         self,

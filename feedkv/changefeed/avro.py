@@ -35,8 +35,8 @@ string), STRING/UUID/JSONB string, BYTES bytes, BOOL boolean, DATE the ``date`` 
 type, TIMESTAMP/TIMESTAMPTZ ``timestamp-micros``, TIME ``time-micros``, ARRAY an Avro
 array of its element's type (each element a union with null), ENUM, INTERVAL and INET
 strings in their SQL text (the Avro types table of CockroachDB's changefeed messages
-docs). BIT and VARBIT are strings of their bits here, where CockroachDB writes arrays
-of longs.
+docs). BIT and VARBIT are an Avro array of longs, CockroachDB's packed form of a bit
+string (:func:`bit_longs`).
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ from feedkv.util.hlc import Timestamp
 __all__ = [
     "AvroEncoder",
     "SchemaRegistry",
+    "bit_longs",
     "column_schema",
     "envelope_schema",
     "resolved_schema",
@@ -152,6 +153,8 @@ def _type_schema(ctype: ColumnType) -> Any:
         schema = {"type": "long", "logicalType": "timestamp-micros"}
     elif kind is Kind.TIME:
         schema = {"type": "long", "logicalType": "time-micros"}
+    elif kind in (Kind.BIT, Kind.VARBIT):
+        schema = {"type": "array", "items": "long"}
     elif kind is Kind.ARRAY:
         # NB: elements may be NULL, so each is a union with null, as CockroachDB's
         element = _type_schema(ctype.element or ColumnType(Kind.STRING))
@@ -196,6 +199,18 @@ def resolved_schema(topic: str, prefix: str = "") -> dict[str, Any]:
     )
 
 
+def bit_longs(bits: str) -> list[int]:
+    """A bit string as CockroachDB writes it in Avro: the number of bits used in the last
+    64-bit word (64 when it is full, 0 for no bits), then the words, each holding the
+    next 64 bits from its most significant bit down (the last padded with zeros on the
+    right), as signed longs."""
+    words = []
+    for at in range(0, len(bits), 64):
+        word = int(bits[at : at + 64].ljust(64, "0"), 2)
+        words.append(word - (1 << 64) if word >> 63 else word)
+    return [len(bits) % 64 or (64 if bits else 0), *words]
+
+
 def _avro_value(column: Column, value: Any) -> Any:
     return _avro_typed(column.type, value)
 
@@ -211,7 +226,9 @@ def _avro_typed(ctype: ColumnType, value: Any) -> Any:
     if kind is Kind.ARRAY:
         element = ctype.element or ColumnType(Kind.STRING)
         return [_avro_typed(element, v) for v in value.values]
-    if kind in (Kind.INTERVAL, Kind.INET, Kind.ENUM, Kind.BIT, Kind.VARBIT):
+    if kind in (Kind.BIT, Kind.VARBIT):
+        return bit_longs(value.bits)
+    if kind in (Kind.INTERVAL, Kind.INET, Kind.ENUM):
         return format_value(value)
     if kind is Kind.DECIMAL and not value.is_finite():
         return str(value)  # "NaN", "Infinity", "-Infinity": the string branch

@@ -9,11 +9,20 @@ process's memory: they are a :class:`BufferLedger`, a small file in the node's s
 (``STORE/changefeed-spill/ledger``) that every holder updates under an exclusive
 ``flock``.
 
-The file is a header (the peaks ever held) and a table of slots, one per process that
-holds bytes: its pid, its start time (so a reused pid is not mistaken for it), and the
-bytes it holds in memory and on disk. What the node holds is the sum of the slots of
+The file is a header (the peaks ever held, and the totals of processes gone) and a
+table of slots, one per process that holds bytes: its pid, its start time (so a reused
+pid is not mistaken for it), the bytes it holds in memory and on disk, and its totals of
+what went through its buffers (:data:`COUNTS`, the metrics CockroachDB names
+``changefeed.buffer_entries.in`` ...). What the node holds is the sum of the slots of
 processes still alive: a Spark worker killed with its task (Spark destroys a worker
 whose task does not stop) holds nothing once it is gone, so a crash never leaks budget.
+Its totals move to the header's when its slot is emptied, so the node's counters never
+go back.
+
+**Spill files** carry their owner in their name (:func:`spill_prefix`: pid and start
+time), in the ledger's directory. When a dead process's slot is emptied its files are
+removed with it, and a node that starts removes every file whose owner is gone
+(:func:`sweep_spills`): a killed worker's spilled batches never fill the disk.
 
 Cost: an acquisition or release is a lock, a read of the table (16 KiB), and a write
 of one slot: tens of microseconds, paid once per sealed batch (hundreds of rows), not
@@ -35,16 +44,60 @@ from pathlib import Path
 
 from feedkv.errors import ExternalError, InvariantViolation
 
-__all__ = ["DISK", "MEMORY", "BufferLedger", "SharedByteBudget"]
+__all__ = [
+    "COUNTS",
+    "DISK",
+    "MEMORY",
+    "BufferLedger",
+    "SharedByteBudget",
+    "spill_prefix",
+    "sweep_spills",
+]
 
 MEMORY = 0  # the ledger's columns
 DISK = 1
+# the totals each process keeps (feedkv.changefeed.node_buffers.BufferCounts), in order
+COUNTS = ("entries_in", "entries_out", "entries_released", "mem_acquired", "mem_released")
+_NO_COUNTS = (0,) * len(COUNTS)
 
-_MAGIC = b"FKVLEDG1"
-_HEADER = struct.Struct("<8sqq")  # magic, peak memory, peak disk
-_SLOT = struct.Struct("<qqqq")  # pid, start time, memory bytes, disk bytes
+_MAGIC = b"FKVLEDG2"
+_HEADER = struct.Struct("<8sqq5q")  # magic, peak memory, peak disk, totals of the dead
+_SLOT = struct.Struct("<qqqq5q")  # pid, start time, memory bytes, disk bytes, its totals
+_EMPTY = (0,) * 9
 SLOTS = 512  # processes that may hold bytes at once (a node's workers: a few dozen)
 _SIZE = _HEADER.size + SLOTS * _SLOT.size
+_SPILL = "feedkv-sink-"  # a spill file's name: _SPILL, pid, ".", start time, "-", random
+
+
+def spill_prefix() -> str:
+    """The start of the name of a spill file this process writes: names its owner, so
+    the file is removed when the owner dies (see the module docstring)."""
+    pid = os.getpid()
+    return f"{_SPILL}{pid}.{_start_time(pid)}-"
+
+
+def sweep_spills(directory: Path, owner: tuple[int, int] | None = None) -> int:
+    """Remove the spill files in ``directory`` of ``owner`` (pid, start time), or with no
+    owner given, of every process gone; how many were removed. A file whose name names
+    no owner is left alone."""
+    removed = 0
+    pattern = f"{_SPILL}{owner[0]}.{owner[1]}-*" if owner is not None else f"{_SPILL}*"
+    for path in directory.glob(pattern):
+        if owner is None:
+            found = _owner(path.name)
+            if found is None or _alive(*found):
+                continue
+        path.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
+def _owner(name: str) -> tuple[int, int] | None:
+    pid, dot, rest = name.removeprefix(_SPILL).partition(".")
+    start, dash, _ = rest.partition("-")
+    if not (dot and dash and pid.isdigit() and start.isdigit()):
+        return None
+    return int(pid), int(start)
 
 
 def _start_time(pid: int) -> int:
@@ -88,7 +141,7 @@ class BufferLedger:
         earlier run left is gone with its processes)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         part = path.with_name(f"{path.name}.{os.getpid()}")
-        part.write_bytes(_HEADER.pack(_MAGIC, 0, 0) + bytes(SLOTS * _SLOT.size))
+        part.write_bytes(_HEADER.pack(_MAGIC, 0, 0, *_NO_COUNTS) + bytes(SLOTS * _SLOT.size))
         part.replace(path)
         return cls(path)
 
@@ -104,7 +157,34 @@ class BufferLedger:
         with self._locked() as table:
             return table.peaks[column]
 
+    def reap(self) -> None:
+        """Empty the slots of processes gone (their bytes, their spill files): what
+        every full read of the ledger does, for a holder that reads none."""
+        with self._locked() as table:
+            self._live(table)
+
+    def counts_elsewhere(self) -> tuple[int, ...]:
+        """The totals (:data:`COUNTS`) of every other process that held bytes, alive or
+        gone, as they last published them (:meth:`publish`)."""
+        with self._locked() as table:
+            self._live(table)  # NB: the dead's totals move to the header
+            own = (self._pid, self._start)
+            totals = list(table.retired)
+            for slot in table.slots:
+                if slot[0] and (slot[0], slot[1]) != own:
+                    totals = [a + b for a, b in zip(totals, slot[4:], strict=True)]
+            return tuple(totals)
+
     # Holding.
+
+    def publish(self, counts: tuple[int, ...]) -> None:
+        """Record this process's totals (:data:`COUNTS`, what went through its buffers
+        since it opened them) for the node's metrics."""
+        if len(counts) != len(COUNTS):
+            raise InvariantViolation(f"{len(COUNTS)} totals are published, not {len(counts)}")
+        with self._locked() as table:
+            index = self._own_slot(table)
+            self._write_slot(index, (*table.slots[index][:4], *counts))
 
     def try_acquire(self, column: int, n: int, limit: int) -> bool:
         """Take ``n`` bytes of ``column`` for this process if every process's holdings
@@ -116,21 +196,22 @@ class BufferLedger:
                 if used + n > limit:
                     return False
             index = self._own_slot(table)
-            pid, start, memory, disk = table.slots[index]
+            pid, start, memory, disk, *counts = table.slots[index]
             held = [memory, disk]
             held[column] += n
-            self._write_slot(index, (pid, start, held[0], held[1]))
+            self._write_slot(index, (pid, start, held[0], held[1], *counts))
             if used + n > table.peaks[column]:
                 peaks = list(table.peaks)
                 peaks[column] = used + n
-                os.pwrite(self._fd, _HEADER.pack(_MAGIC, *peaks), 0)
+                table.peaks = (peaks[0], peaks[1])
+                self._write_header(table)
             return True
 
     def release(self, column: int, n: int) -> None:
         """Give back ``n`` bytes of ``column`` this process holds."""
         with self._locked() as table:
             index = self._own_slot(table)
-            pid, start, memory, disk = table.slots[index]
+            pid, start, memory, disk, *counts = table.slots[index]
             held = [memory, disk]
             if n > held[column]:
                 raise InvariantViolation(
@@ -138,7 +219,7 @@ class BufferLedger:
                     f"{column} but this process holds {held[column]}"
                 )
             held[column] -= n
-            self._write_slot(index, (pid, start, held[0], held[1]))
+            self._write_slot(index, (pid, start, held[0], held[1], *counts))
 
     def close(self) -> None:
         with self._lock:
@@ -169,40 +250,48 @@ class BufferLedger:
         data = os.pread(self._fd, _SIZE, 0)
         if len(data) != _SIZE or data[:8] != _MAGIC:
             raise InvariantViolation(f"{self.path} is not a changefeed buffer ledger")
-        _, *peaks = _HEADER.unpack_from(data)
-        slots = list(_SLOT.iter_unpack(data[_HEADER.size :]))
-        return _Table((peaks[0], peaks[1]), slots)
+        _, memory, disk, *retired = _HEADER.unpack_from(data)
+        slots = [tuple(slot) for slot in _SLOT.iter_unpack(data[_HEADER.size :])]
+        return _Table((memory, disk), tuple(retired), slots)
 
-    def _write_slot(self, index: int, slot: tuple[int, int, int, int]) -> None:
+    def _write_slot(self, index: int, slot: tuple[int, ...]) -> None:
         os.pwrite(self._fd, _SLOT.pack(*slot), _HEADER.size + index * _SLOT.size)
 
-    def _live(self, table: _Table) -> list[tuple[int, int, int, int]]:
+    def _write_header(self, table: _Table) -> None:
+        os.pwrite(self._fd, _HEADER.pack(_MAGIC, *table.peaks, *table.retired), 0)
+
+    def _live(self, table: _Table) -> list[tuple[int, ...]]:
         """The slots of processes alive; a dead process's slot is emptied (its bytes
-        went with it)."""
+        went with it), its totals added to the header's and its spill files removed."""
         live = []
         for index, slot in enumerate(table.slots):
             pid, start = slot[0], slot[1]
             if pid in (0, self._pid) or _alive(pid, start):
                 live.append(slot)
-            else:
-                empty = (0, 0, 0, 0)
-                self._write_slot(index, empty)
-                table.slots[index] = empty
+                continue
+            # NB: the totals move first: a crash between the writes counts them twice
+            # (a counter that jumps) rather than never (one that goes back)
+            table.retired = tuple(a + b for a, b in zip(table.retired, slot[4:], strict=True))
+            self._write_header(table)
+            self._write_slot(index, _EMPTY)
+            table.slots[index] = _EMPTY
+            sweep_spills(self.path.parent, (pid, start))
         return live
 
     def _own_slot(self, table: _Table) -> int:
         """This process's slot, claimed on first use (a free one, or a dead process's)."""
         if self._slot is not None:
             return self._slot
-        for index, (pid, start, _, _) in enumerate(table.slots):
+        for index, (pid, start, *_) in enumerate(table.slots):
             if pid == self._pid and start == self._start:
                 self._slot = index
                 return index
         self._live(table)
-        for index, (pid, _, _, _) in enumerate(table.slots):
+        for index, (pid, *_) in enumerate(table.slots):
             if pid == 0:
-                self._write_slot(index, (self._pid, self._start, 0, 0))
-                table.slots[index] = (self._pid, self._start, 0, 0)
+                slot = (self._pid, self._start, *_EMPTY[2:])
+                self._write_slot(index, slot)
+                table.slots[index] = slot
                 self._slot = index
                 return index
         raise ExternalError(
@@ -212,10 +301,12 @@ class BufferLedger:
 
 @dataclass
 class _Table:
-    """The ledger file as read: the peaks, and each slot (pid, start, memory, disk)."""
+    """The ledger file as read: the peaks, the totals of processes gone, and each slot
+    (pid, start, memory, disk, its totals)."""
 
     peaks: tuple[int, int]
-    slots: list[tuple[int, int, int, int]]
+    retired: tuple[int, ...]
+    slots: list[tuple[int, ...]]
 
 
 class _Locked:

@@ -61,8 +61,10 @@ A sink that finds no room in the node's changefeed buffers
 (:mod:`feedkv.changefeed.node_buffers`) raises
 :class:`~feedkv.changefeed.sink.SinkStalledError`: the feed *stalls*. Its rangefeed is
 torn down (so it reads nothing more and its buffers are freed), :attr:`Changefeed.stalled`
-says why for the job's status, and once the sink has delivered its backlog the feed
-restarts from its high-water mark, reading again everything after it.
+says why for the job's status, and once the sink has delivered its backlog and the
+node's buffers have room for the batch it could not hold (the room other feeds' sinks
+hold may be what it lacked) the feed restarts from its high-water mark, reading again
+everything after it.
 """
 
 from __future__ import annotations
@@ -318,8 +320,9 @@ class Changefeed:
 
     def _stall(self, cause: SinkStalledError) -> None:
         """The sink has no room: the feed is torn down already (``_run_from`` closes it
-        on the way out); wait until the sink's backlog has cleared, then let :meth:`run`
-        start again from the high-water mark."""
+        on the way out); wait until the sink's backlog has cleared and the node has room
+        for the batch that found none, then let :meth:`run` start again from the
+        high-water mark."""
         self.stalled = Stalled(str(cause), self._wall_ns())
         self._batch = _Batch()  # what it held is read again
         log.warning(
@@ -331,6 +334,11 @@ class Changefeed:
         wait_drained = getattr(self._sink, "wait_drained", None)
         while callable(wait_drained) and not self.closed and not wait_drained(STALL_POLL_S):
             pass
+        # NB: a sink with no backlog of its own stalled because other sinks hold the
+        # node's room; restarting before it is free would read and stall again at once
+        has_room = getattr(self._sink, "has_room", None)
+        while callable(has_room) and not self.closed and not has_room(cause.needed):
+            self._closed.wait(STALL_POLL_S)  # room is given back by other sinks, unseen
         self.stalled = None
         log.warning("changefeed: the sink's backlog cleared; restarting from %s", self.high_water)
 

@@ -239,8 +239,9 @@ class ChangefeedMetrics:
         )
 
     def _count(self, name: str) -> float:
-        """A total of the node's buffers (:class:`~feedkv.changefeed.node_buffers.BufferCounts`)."""
-        return float(getattr(self.buffers.counts, name)) if self.buffers is not None else 0.0
+        """A total of the node's buffers, its Spark workers' included
+        (:meth:`~feedkv.changefeed.node_buffers.NodeBuffers.count`)."""
+        return float(self.buffers.count(name)) if self.buffers is not None else 0.0
 
     def observe_jobs(self, jobs: Iterable[tuple[str | None, Timestamp]]) -> None:
         """The jobs that have not ended, as ``(metrics_label, the timestamp their history is

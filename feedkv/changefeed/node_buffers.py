@@ -43,16 +43,26 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from feedkv.changefeed.buffer_ledger import DISK, MEMORY, BufferLedger, SharedByteBudget
+from feedkv.changefeed.buffer_ledger import (
+    COUNTS,
+    DISK,
+    MEMORY,
+    BufferLedger,
+    SharedByteBudget,
+    sweep_spills,
+)
 from feedkv.errors import InvalidArgumentError, InvariantViolation
 
 __all__ = [
     "DEFAULT_DISK",
     "DEFAULT_MEMORY",
+    "PUBLISH_S",
+    "REAP_S",
     "ROOM_SHARE",
     "STALL_AFTER_S",
     "Budget",
@@ -67,6 +77,8 @@ DEFAULT_MEMORY = 512 << 20  # --max-changefeed-memory, as the design's example
 DEFAULT_DISK = 4 << 30  # --max-disk-changefeed-storage
 STALL_AFTER_S = 5.0  # how long a full sink waits for room before its changefeed stalls
 ROOM_SHARE = 16  # a stalled changefeed starts again once this part of a budget is free
+PUBLISH_S = 0.25  # how often a worker's totals reach the node's ledger while they move
+REAP_S = 1.0  # how often a running Spark job gives back what its dead workers held
 
 
 class Budget(Protocol):
@@ -129,18 +141,43 @@ class ByteBudget:
 
 
 class BufferCounts:
-    """Totals of what went through the node's changefeed buffers, for the metrics
+    """Totals of what went through one process's changefeed buffers, for the metrics
     CockroachDB operators know (``changefeed.buffer_entries.in`` ...): entries in (taken
     by a sink), out (handed to the sink's wire), released (their buffer given back,
-    delivered or dropped), and the memory bytes acquired and released. Thread-safe."""
+    delivered or dropped), and the memory bytes acquired and released. Thread-safe.
 
-    def __init__(self) -> None:
+    In another process of the node (a Spark worker, :meth:`NodeBuffers.attach`) the
+    totals are published to the node's ledger: at most every :data:`PUBLISH_S` seconds
+    as they move, and whenever a sink flushes or closes (:meth:`publish`), so the node's
+    metrics count every worker's sinks, a task's by the time it ends."""
+
+    def __init__(self, publish: Callable[[tuple[int, ...]], None] | None = None) -> None:
         self._lock = threading.Lock()
         self.entries_in = 0
         self.entries_out = 0
         self.entries_released = 0
         self.mem_acquired = 0
         self.mem_released = 0
+        self._publish = publish
+        # NB: held from reading the totals to their write, so two threads publishing at
+        # once write them in the order they read them (a counter never goes back)
+        self._publishing = threading.Lock()
+        self._published_at = -PUBLISH_S  # monotonic seconds
+        self._unpublished = False
+
+    def publish(self) -> None:
+        """Publish the totals to the node's ledger now if they moved since they last
+        were (nothing to do in the node process itself)."""
+        if self._publish is None:
+            return
+        with self._publishing:
+            with self._lock:
+                if not self._unpublished:
+                    return
+                self._unpublished = False
+                self._published_at = time.monotonic()
+                totals = tuple(getattr(self, name) for name in COUNTS)
+            self._publish(totals)
 
     def add(
         self,
@@ -157,6 +194,10 @@ class BufferCounts:
             self.entries_released += entries_released
             self.mem_acquired += mem_acquired
             self.mem_released += mem_released
+            self._unpublished = True
+            due = self._publish is not None and (time.monotonic() - self._published_at >= PUBLISH_S)
+        if due:
+            self.publish()
 
 
 @dataclass
@@ -173,6 +214,7 @@ class NodeBuffers:
     counts: BufferCounts = field(default_factory=BufferCounts)
     _made: bool = field(default=False, repr=False)
     _ledger: BufferLedger | None = field(default=None, repr=False)
+    _reaped_at: float = field(default=-REAP_S, repr=False)  # monotonic seconds
 
     @classmethod
     def of(
@@ -198,6 +240,28 @@ class NodeBuffers:
             self.spill_dir.mkdir(parents=True, exist_ok=True)
             self._made = True
         return str(self.spill_dir)
+
+    def count(self, name: str) -> int:
+        """One of the totals of what went through the node's buffers
+        (:class:`BufferCounts`): this process's, and when they are shared, every other
+        process's as published to the ledger (a worker killed meanwhile included)."""
+        if name not in COUNTS:
+            raise InvariantViolation(f"no changefeed buffer total {name!r}")
+        own: int = getattr(self.counts, name)
+        if self._ledger is None:
+            return own
+        return own + self._ledger.counts_elsewhere()[COUNTS.index(name)]
+
+    def reap(self) -> None:
+        """Give back what processes of the node that are gone held, and remove their
+        spill files (see :mod:`~feedkv.changefeed.buffer_ledger`), at most every
+        :data:`REAP_S` seconds; nothing to do when the buffers are not shared. A job
+        whose workers may be killed calls it as it runs."""
+        now = time.monotonic()
+        if self._ledger is None or now - self._reaped_at < REAP_S:
+            return
+        self._reaped_at = now
+        self._ledger.reap()
 
     def has_room(self, needed: int = 0) -> bool:
         """Whether ``needed`` bytes, and at least a sixteenth of the memory or of the
@@ -228,6 +292,7 @@ class NodeBuffers:
         self.disk = SharedByteBudget(self.disk.name, ledger, DISK, self.disk.limit)
         for stale in (directory / "stalls").glob("*.json"):
             stale.unlink(missing_ok=True)
+        sweep_spills(directory)  # an earlier run's, or its killed workers'
 
     def limits(self) -> BufferLimits | None:
         """What another process of the node needs to hold records within these buffers
@@ -241,17 +306,22 @@ class NodeBuffers:
     @classmethod
     def attach(cls, limits: BufferLimits) -> NodeBuffers:
         """The node's shared buffers, opened in another of its processes (a Spark
-        worker); one per process and directory, so every task of a worker shares it."""
+        worker); one per process and directory, so every task of a worker shares it.
+        Its totals are published to the ledger for the node's metrics."""
+        # NB: keyed by pid too: a worker forked from a process that attached counts
+        # its own totals, not its parent's
+        key = (os.getpid(), limits)
         with _ATTACHED_LOCK:
-            found = _ATTACHED.get(limits)
+            found = _ATTACHED.get(key)
             if found is None:
                 directory = Path(limits.directory)
                 ledger = BufferLedger(directory / "ledger")
-                found = _ATTACHED[limits] = cls(
+                found = _ATTACHED[key] = cls(
                     SharedByteBudget("changefeed memory", ledger, MEMORY, limits.memory),
                     SharedByteBudget("changefeed disk", ledger, DISK, limits.disk),
                     directory,
                     limits.stall_after_s,
+                    BufferCounts(ledger.publish),
                     _ledger=ledger,
                 )
             return found
@@ -344,5 +414,5 @@ class BufferLimits:
         return limits
 
 
-_ATTACHED: dict[BufferLimits, NodeBuffers] = {}
+_ATTACHED: dict[tuple[int, BufferLimits], NodeBuffers] = {}
 _ATTACHED_LOCK = threading.Lock()

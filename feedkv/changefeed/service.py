@@ -399,14 +399,6 @@ class Changefeeds:
         return Result(tag="DROP CHANGEFEED")
 
     def _alter(self, statement: st.AlterChangefeed, session: Session, job_id: int) -> Result:
-        if statement.scanned and self._runner == "spark":
-            raise SQLError(
-                "0A000",
-                "ALTER CHANGEFEED ... ADD ... WITH initial_scan scans the added tables on the "
-                "thread runner only; this node runs jobs on Spark "
-                "(feedkv.connect(..., changefeed_runner='thread')), or add the table without "
-                "a scan",
-            )
         if statement.sink is not None:
             # A new sink is made and checked as CREATE CHANGEFEED's is, before the job
             # moves to it.

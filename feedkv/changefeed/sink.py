@@ -14,7 +14,8 @@ budget, past which ``emit_row`` blocks, which stalls the feed until the sink rec
 With a node's :class:`~feedkv.changefeed.node_buffers.NodeBuffers` the two budgets are
 the node's, shared by all its changefeeds' sinks, and a sink with no room left raises
 :class:`SinkStalledError` after a short wait: the changefeed tears its feed down and
-restarts once the sink's backlog has cleared (:meth:`BatchingSink.wait_drained`).
+restarts once the sink's backlog has cleared (:meth:`BatchingSink.wait_drained`) and
+the node's buffers have room for what it could not hold (:meth:`BatchingSink.has_room`).
 A delivery that still fails after its retries fails the sink with a retryable
 :class:`SinkError`; the changefeed resets the sink and restarts from its last resolved
 timestamp. A :class:`TerminalSinkError` (bad credentials, a path that is not a writable
@@ -45,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 from urllib.parse import parse_qsl, urlsplit
 
+from feedkv.changefeed.buffer_ledger import spill_prefix
 from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.changefeed.options import ROW_FORMATS, ChangefeedOptions, option_error
 from feedkv.errors import ExternalError
@@ -311,6 +313,8 @@ class BatchingSink:
                 )
             )
             self._raise_if_failed()
+        if self._buffers is not None:
+            self._buffers.counts.publish()
 
     def wait_drained(self, timeout: float | None = None) -> bool:
         """Block until every sealed batch is delivered (the backlog cleared), the sink
@@ -322,6 +326,12 @@ class BatchingSink:
                 ),
                 timeout,
             )
+
+    def has_room(self, needed: int = 0) -> bool:
+        """Whether the node's buffers have room for a stalled changefeed to start again
+        with a batch of ``needed`` bytes (:meth:`NodeBuffers.has_room`); always, for a
+        sink outside them. Any thread; reads the shared ledger when there is one."""
+        return self._buffers is None or self._buffers.has_room(needed)
 
     @property
     def failure(self) -> SinkError | None:
@@ -344,6 +354,8 @@ class BatchingSink:
                 self._drop_open(topic)
             self._cond.notify_all()
         self._sender.join()
+        if self._buffers is not None:
+            self._buffers.counts.publish()
         self._client.close()
 
     def reset(self) -> None:
@@ -413,7 +425,7 @@ class BatchingSink:
                 buffers.counts.add(mem_acquired=batch.bytes)
                 break
             if buffers.disk.try_acquire(batch.bytes):
-                self._spill(batch, buffers.spill_path())
+                self._spill(batch, buffers.spill_path(), spill_prefix())
                 break
             if not may_wait:
                 return False
@@ -439,9 +451,13 @@ class BatchingSink:
         self._cond.notify_all()
         return True
 
-    def _spill(self, batch: _Batch, spill_dir: str | None = None) -> None:
+    def _spill(
+        self, batch: _Batch, spill_dir: str | None = None, prefix: str = "feedkv-sink-"
+    ) -> None:
+        """Write ``batch`` to a file of its own (in the node's buffers: named for this
+        process, so it goes when the process dies, :func:`spill_prefix`)."""
         where = spill_dir if spill_dir is not None else self._spill_dir
-        fd, path = tempfile.mkstemp(prefix="feedkv-sink-", suffix=".spill", dir=where)
+        fd, path = tempfile.mkstemp(prefix=prefix, suffix=".spill", dir=where)
         with os.fdopen(fd, "wb") as f:
             pickle.dump(batch.messages, f, protocol=pickle.HIGHEST_PROTOCOL)
         batch.messages = []
@@ -903,9 +919,10 @@ def parse_sink_uri(uri: str, options: ChangefeedOptions) -> SinkURI:
             raise option_error(f"sink parameter {name!r} is given more than once")
         params[name] = value
     if options.format not in kind.formats:
+        # NB: CockroachDB's words (its sinks refuse a format so), then which it takes
         raise option_error(
-            f"format={options.format} is not supported by the {kind.name} sink; "
-            f"it takes {', '.join(sorted(kind.formats))}"
+            f"this sink is incompatible with format={options.format}: the {kind.name} "
+            f"sink takes format={'/'.join(sorted(kind.formats))}"
         )
     if (
         options.envelope in ("key_only", "row")

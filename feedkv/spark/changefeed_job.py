@@ -22,6 +22,10 @@ The query reads ``spark.readStream.format("feedkv_changefeed")`` and writes
   nullable column) ends its batch, which also scans the table as of the change. The
   scan's files are named after the change (a piece's files after its lower bound), so
   in name order they come after the batch's changes and before the next batch's.
+- **Tables added** ``WITH initial_scan`` (``ALTER CHANGEFEED ... ADD``; the spec's
+  ``scan_tables`` while the job's high-water mark is where they were added): the first
+  batch of the run scans them as of the offset it resumes from, then the changes of
+  every table follow (the offsets say which added tables are scanned, ``added_scans``).
 - **Sink.** Tasks send their messages; the driver's ``commit(batch id)`` writes the
   resolved marker only after every task's messages are durable.
 - **The node's buffer limits.** A task's sink takes the room for its sealed batches from
@@ -385,8 +389,16 @@ class ChangefeedStreamReader(FollowingStreamReader):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         offset = FeedOffset.from_json(start)
+        scans = self.job.spec.scan_tables
+        # NB: the added tables scanned in this run stay in its offsets (a query started
+        # again from its checkpoint does not scan them again); a later run's spec
+        # scans none once the high-water mark moved past the scan, and drops them
+        added = tuple(sorted(scans.intersection(offset.added_scans)))
         if offset.scanning:
-            return FeedOffset(offset.resolved).to_json()  # the whole scan is one batch
+            return FeedOffset(offset.resolved, None, added).to_json()  # one batch
+        if scans.difference(offset.added_scans):
+            # the tables added WITH initial_scan: one batch scans them as of the offset
+            return FeedOffset(offset.resolved, None, tuple(sorted(scans))).to_json()
         if self.job.spec.options.initial_scan == "only":
             return offset.to_json()
         resolved = self.resolved(offset.resolved)
@@ -398,7 +410,7 @@ class ChangefeedStreamReader(FollowingStreamReader):
             raise stopped_by(window.error)
         if window is None or isinstance(window, Ended):
             return offset.to_json()
-        return FeedOffset(window.hi).to_json()
+        return FeedOffset(window.hi, None, added).to_json()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         first, last = FeedOffset.from_json(start), FeedOffset.from_json(end)
@@ -409,9 +421,12 @@ class ChangefeedStreamReader(FollowingStreamReader):
             else SchemaPlan()
         )
         parts = []
+        newly_scanned = set(last.added_scans).difference(first.added_scans)
         for target in self.job.spec.targets:
             span = target.span
             table_start = FeedOffset(first.resolved, span.start) if first.scanning else first
+            if target.table_id in newly_scanned:  # added WITH initial_scan (same resolved)
+                table_start = FeedOffset(first.resolved, span.start)
             cuts = scan_cuts(self.job.url, span, last.resolved, self.job.parallelism)
             skipped = frozenset(ts for table_id, ts in plan.skipped if table_id == target.table_id)
             for piece in plan_pieces(table_start, last, span, boundaries + cuts):

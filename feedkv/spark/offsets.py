@@ -3,9 +3,13 @@
 An offset is how far a stream has read (:class:`FeedOffset`): every change of the
 watched spans at or below ``resolved``. While the initial scan is under way it also has
 a ``scan_key``: the rows as of ``resolved`` with keys below it have been read (the scan
-is cut into batches in key order when admission control asks for it). Spark keeps
-offsets as JSON; :meth:`FeedOffset.to_json` builds the dict in a fixed key order, so the
-same offset is always the same text.
+is cut into batches in key order when admission control asks for it). A changefeed job
+whose tables were added ``WITH initial_scan`` (``ALTER CHANGEFEED ... ADD``) also has
+``added_scans``: the added tables whose scan as of ``resolved`` has been read (the
+batch that scans them goes from an offset without them to the same ``resolved`` with
+them). Spark keeps offsets as JSON; :meth:`FeedOffset.to_json` builds the dict in a
+fixed key order (``added_scans`` only when there are some), so the same offset is always
+the same text.
 
 A micro-batch goes from one offset to the next, and :func:`plan_pieces` cuts it into
 :class:`Piece` objects, one per range it touches:
@@ -36,16 +40,20 @@ __all__ = ["FeedOffset", "Piece", "plan_pieces"]
 class FeedOffset:
     resolved: Timestamp
     scan_key: bytes | None = None  # None: no scan, or the scan is finished
+    added_scans: tuple[int, ...] = ()  # added tables scanned as of resolved, ascending
 
     @property
     def scanning(self) -> bool:
         return self.scan_key is not None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "resolved": str(self.resolved),
             "scan_key": self.scan_key.hex() if self.scan_key is not None else None,
         }
+        if self.added_scans:
+            data["added_scans"] = list(self.added_scans)
+        return data
 
     @classmethod
     def from_json(cls, data: Any) -> FeedOffset:
@@ -56,7 +64,12 @@ class FeedOffset:
             key = bytes.fromhex(scan_key) if scan_key is not None else None
         except (TypeError, ValueError) as exc:
             raise InvalidArgumentError(f"not a feedkv offset (bad scan_key): {data!r}") from exc
-        return cls(Timestamp.parse(data["resolved"]), key)
+        added = data.get("added_scans", [])
+        if not isinstance(added, list) or not all(
+            isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in added
+        ):
+            raise InvalidArgumentError(f"not a feedkv offset (bad added_scans): {data!r}")
+        return cls(Timestamp.parse(data["resolved"]), key, tuple(sorted(set(added))))
 
 
 @dataclass(frozen=True, slots=True)

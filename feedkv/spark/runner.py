@@ -313,6 +313,9 @@ class SparkJob:
     def _track(self, query: Any) -> None:
         """Moves the high-water mark to the end of the last finished batch, and counts
         the batch's rows."""
+        if self._buffers is not None:
+            # NB: a worker Spark killed (or the OOM killer) leaves its spill files
+            self._buffers.reap()
         if self._buffers is not None and self.stalled is None:
             self.stalled = self._buffers.stall_of(self.job_id)
         progress = query.lastProgress

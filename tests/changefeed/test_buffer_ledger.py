@@ -33,6 +33,36 @@ print("took" if took else "refused", flush=True)
 sys.stdin.read()
 """
 
+# A Spark worker's part, in another process: a sink attached to the node's buffers
+# writes rows to a client that takes them (``take``) or holds every send (``hold``),
+# then prints how many spill files it has and waits to be killed (or for stdin to close).
+SINK_WORKER = """
+import sys, threading
+from feedkv.changefeed.buffer_ledger import spill_prefix
+from feedkv.changefeed.node_buffers import BufferLimits, NodeBuffers
+from feedkv.changefeed.sink import BatchingSink, FlushConfig, Message
+from feedkv.util.hlc import Timestamp
+
+class Client:
+    def send(self, topic, batch):
+        if sys.argv[2] == "hold":
+            threading.Event().wait()
+    def send_resolved(self, ts, topics):
+        pass
+    def close(self):
+        pass
+
+buffers = NodeBuffers.attach(BufferLimits.from_json(sys.argv[1]))
+sink = BatchingSink(Client(), flush=FlushConfig(messages=1), buffers=buffers)
+ts = Timestamp(1, 0)
+for i in range(int(sys.argv[3])):
+    sink.emit_row(Message("t", b"[%d]" % i, b"x" * 100, ts, ts))
+if sys.argv[2] == "take":
+    sink.flush()
+print(len(list(buffers.spill_dir.glob(spill_prefix() + "*"))), flush=True)
+sys.stdin.read()
+"""
+
 
 class Holder:
     """A process holding bytes of the node's buffers."""
@@ -46,6 +76,21 @@ class Holder:
         )
         assert self.process.stdout is not None
         self.answer = self.process.stdout.readline().strip()
+
+    @classmethod
+    def sink(cls, limits: BufferLimits, mode: str, rows: int) -> Holder:
+        """A process whose sink wrote ``rows`` into the node's buffers (see SINK_WORKER);
+        its answer: how many spill files it left."""
+        holder = cls.__new__(cls)
+        holder.process = subprocess.Popen(
+            [sys.executable, "-c", SINK_WORKER, limits.to_json(), mode, str(rows)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert holder.process.stdout is not None
+        holder.answer = holder.process.stdout.readline().strip()
+        return holder
 
     def kill(self) -> None:
         self.process.kill()
@@ -164,3 +209,60 @@ def test_a_negative_limit_is_refused() -> None:
     text = json.dumps({"directory": "/x", "memory": -1, "disk": 0, "stall_after_s": 1})
     with pytest.raises(InvalidArgumentError, match="a negative limit"):
         BufferLimits.from_json(text)
+
+
+def test_a_workers_buffer_totals_reach_the_node_and_outlive_the_worker(
+    buffers: NodeBuffers, holders: list[Holder]
+) -> None:
+    """CockroachDB's ``changefeed.buffer_entries.*`` count every sink of the node: a
+    Spark worker's too, and what it counted stays counted once it is gone."""
+    limits = buffers.limits()
+    assert limits is not None
+    assert buffers.count("entries_in") == 0
+    holders.append(Holder.sink(limits, "take", 4))
+    assert holders[0].answer == "0"
+    # 4 messages of 167 bytes, each in memory, sent and released
+    expected = {"in": 4, "out": 4, "released": 4, "mem_acquired": 668, "mem_released": 668}
+    for name, total in expected.items():
+        name = name if name.startswith("mem") else f"entries_{name}"
+        assert buffers.count(name) == total, name
+    buffers.counts.add(entries_in=1)  # the node's own sinks count beside
+    holders[0].kill()
+    assert buffers.count("entries_in") == 5 and buffers.count("mem_released") == 668
+    holders.append(Holder.sink(limits, "take", 2))
+    assert buffers.count("entries_out") == 6
+    with pytest.raises(InvariantViolation, match="no changefeed buffer total 'entries'"):
+        buffers.count("entries")
+
+
+@pytest.mark.parametrize("noticed_by", ["reading the buffers", "a job's reap", "a node restart"])
+def test_a_killed_workers_spill_files_are_removed(
+    tmp_path: Path, holders: list[Holder], noticed_by: str
+) -> None:
+    """A worker killed with SIGKILL while its sink's batches wait on disk: its files no
+    longer count toward the disk limit, and they are removed, when the node next reads
+    its buffers, when a running Spark job reaps them, or when the node starts again."""
+    buffers = NodeBuffers.of(memory=0, disk=10_000)  # every sealed batch spills
+    buffers.share(tmp_path / "spill")
+    limits = buffers.limits()
+    assert limits is not None
+    spill = tmp_path / "spill"
+    mine = spill / "feedkv-sink-local.spill"  # a file not named for an owner stays
+    mine.write_bytes(b"")
+    holders.append(Holder.sink(limits, "hold", 3))
+    worker = holders[0].process.pid
+    assert holders[0].answer == "3"  # the sender holds the first, each still on disk
+    owned = [p for p in spill.glob("*.spill") if p.name.startswith(f"feedkv-sink-{worker}.")]
+    assert len(owned) == 3
+    assert buffers.disk.used == 3 * 167
+    holders[0].kill()
+    if noticed_by == "a node restart":
+        again = NodeBuffers.of(memory=0, disk=10_000)
+        again.share(spill)
+        assert again.disk.used == 0
+    elif noticed_by == "a job's reap":
+        buffers.reap()  # a running Spark job's, reading nothing else
+    else:
+        assert buffers.disk.used == 0
+    assert sorted(spill.glob("*.spill")) == [mine]
+    assert buffers.disk.used == 0

@@ -251,7 +251,7 @@ def test_a_marker_reads_back_as_written() -> None:
         ("delta://host/dir", "", "names a local directory"),
         ("delta:///proc/self/lake", "", "cannot use"),
         ("delta:///tmp/x?file_size=1", "", "unknown delta sink parameter"),
-        ("delta:///tmp/x", "format=json", "format=json is not supported by the delta sink"),
+        ("delta:///tmp/x", "format=json", "incompatible with format=json: the delta sink"),
         ("delta:///tmp/x", "lake_mode='mirorr'", "did you mean 'mirror'"),
         ("delta:///tmp/x", "split_column_families", "keeps whole rows"),
         ("iceberg:///feeds?warehouse=/tmp/w", "", "names no catalog"),

@@ -12,12 +12,16 @@ holds every request until it is let go, the node's metrics over HTTP, and the an
 resident memory (``RssAnon`` in ``/proc``: the store's memory-mapped file pages are not
 the changefeed's) of the node and every process it started, sampled while the rows go
 in. The default set lets the sink go as soon as the job shows it stalled; the soak tests
-hold it for a minute, as the design's test says."""
+hold it for a minute, as the design's test says. The Spark case also kills (SIGKILL) the
+workers whose sinks spilled while the job is stalled: their files go with them, and the
+node's buffer counters count what the workers' sinks took."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -192,22 +196,39 @@ class KeysSeen:
 
 
 def stall_and_recover(
-    tmp_path: Path, endpoint: WebhookEndpoint, runner: Runner, hold_s: float
+    tmp_path: Path,
+    endpoint: WebhookEndpoint,
+    runner: Runner,
+    hold_s: float,
+    *,
+    kill_spilling: bool = False,
 ) -> None:
     """Write many times the limits into a changefeed whose sink holds every request;
     the job stalls within the limits; let the sink go after ``hold_s`` seconds of
-    holding (0: once the job shows it stalled): every row arrives, the job recovers."""
+    holding (0: once the job shows it stalled): every row arrives, the job recovers.
+    ``kill_spilling``: first kill the processes whose sinks spilled (Spark's workers)."""
     node = NodeProcess(tmp_path / "store", *node_args(runner))
     try:
         with feedkv.connect(node.url) as db:
-            _stall_and_recover(node, db, endpoint, runner, hold_s)
+            _stall_and_recover(node, db, endpoint, runner, hold_s, kill_spilling)
     finally:
         if node.process.poll() is None:
             node.terminate()
 
 
+def spill_owners(store: Path) -> set[int]:
+    """The pids named by the spill files in the node's spill directory."""
+    names = (path.name for path in (store / "changefeed-spill").glob("feedkv-sink-*.spill"))
+    return {int(name.removeprefix("feedkv-sink-").partition(".")[0]) for name in names}
+
+
 def _stall_and_recover(
-    node: NodeProcess, db: feedkv.DB, endpoint: WebhookEndpoint, runner: Runner, hold_s: float
+    node: NodeProcess,
+    db: feedkv.DB,
+    endpoint: WebhookEndpoint,
+    runner: Runner,
+    hold_s: float,
+    kill_spilling: bool,
 ) -> None:
     db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
     # batches of 100 rows, or of what came within 100 ms; the default cadence of
@@ -256,6 +277,20 @@ def _stall_and_recover(
     growth = rss.stop()
     written = runner.rows * ROW_BYTES >> 20
     print(f"{runner.name}: RssAnon grew by MiB {_mib(growth)} while {written} MiB went in")
+    if kill_spilling:
+        owners = spill_owners(node.store) & set(_tree(node.process.pid))
+        assert owners and node.process.pid not in owners, f"spilled by {owners}"
+        for pid in owners:
+            os.kill(pid, signal.SIGKILL)
+        # NB: what the node reads of its buffers (the metrics here) reaps the dead
+        wait_until(
+            lambda: (
+                metric(node, "changefeed_buffer_disk_bytes") >= 0
+                and not owners & spill_owners(node.store)
+            ),
+            timeout_s=DEADLINE,
+            what=f"the spill files of the killed workers {owners} to be removed",
+        )
     endpoint.let_go()
     wait_until(
         lambda: len(seen()) == runner.rows,
@@ -278,9 +313,10 @@ def _stall_and_recover(
     held = growth["node"] + growth["workers"]  # where the sinks and their buffers live
     assert held < runner.rss_growth_bound, f"RssAnon grew {_mib(growth)} MiB"
     assert growth["jvm"] < JVM_GROWTH_BOUND, f"the JVM's RssAnon grew {_mib(growth)} MiB"
-    if runner is THREAD:  # the entry counts are the node process's sinks'
-        assert metric(node, "changefeed_buffer_entries_in") >= runner.rows
-        assert metric(node, "changefeed_buffer_entries_mem_acquired") > 0
+    # the node's process's sinks or its Spark workers', every row went in and out
+    assert metric(node, "changefeed_buffer_entries_in") >= runner.rows
+    assert metric(node, "changefeed_buffer_entries_out") >= runner.rows
+    assert metric(node, "changefeed_buffer_entries_mem_acquired") > 0
 
 
 def test_a_sink_that_stops_accepting_stalls_a_thread_feed_within_the_limits(
@@ -293,7 +329,7 @@ def test_a_sink_that_stops_accepting_stalls_a_thread_feed_within_the_limits(
 def test_a_sink_that_stops_accepting_stalls_a_spark_job_within_the_limits(
     tmp_path: Path, endpoint: WebhookEndpoint
 ) -> None:
-    stall_and_recover(tmp_path, endpoint, SPARK, hold_s=0)
+    stall_and_recover(tmp_path, endpoint, SPARK, hold_s=0, kill_spilling=True)
 
 
 @pytest.mark.soak

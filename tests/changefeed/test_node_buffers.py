@@ -1,6 +1,7 @@
 """The node's changefeed buffer limits (:mod:`feedkv.changefeed.node_buffers`) as its
 sinks share them: one byte budget, memory then disk across every sink of the node, and
-:class:`~feedkv.changefeed.sink.SinkStalledError` once neither has room."""
+:class:`~feedkv.changefeed.sink.SinkStalledError` once neither has room; a stalled
+thread-runner feed restarts only once there is room again."""
 
 from __future__ import annotations
 
@@ -9,9 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from feedkv import DB
+from feedkv.changefeed.changefeed import Changefeed, ChangefeedSpec
 from feedkv.changefeed.node_buffers import ByteBudget, NodeBuffers
+from feedkv.changefeed.options import parse_options
+from feedkv.changefeed.rows import Target
 from feedkv.changefeed.sink import BatchingSink, FlushConfig, Message, SinkError, SinkStalledError
 from feedkv.errors import InvariantViolation
+from feedkv.sql import catalog
+from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
 TS = Timestamp(1_700_000_000_000_000_000, 0)
@@ -106,3 +113,58 @@ def test_a_batch_the_sender_seals_while_its_emitter_waits_for_room_is_sealed_onc
             assert buffers.memory.used == 0
         finally:
             sink.close()
+
+
+class CountedBuffers(NodeBuffers):
+    """The node's buffers, counting each time a stalled feed asks whether there is room
+    (so a test waits for the feed to have looked, not for time to pass)."""
+
+    def __init__(self, memory: int) -> None:
+        super().__init__(ByteBudget("changefeed memory", memory), ByteBudget("disk", 0))
+        self.stall_after_s = 0.05
+        self.looked = threading.Condition()
+        self.looks = 0
+
+    def has_room(self, needed: int = 0) -> bool:
+        room = super().has_room(needed)
+        with self.looked:
+            self.looks += 1
+            self.looked.notify_all()
+        return room
+
+    def wait_looks(self, n: int) -> None:
+        with self.looked:
+            assert self.looked.wait_for(lambda: self.looks >= n, 30), f"looked {self.looks}"
+
+
+def test_a_stalled_thread_feed_with_no_backlog_waits_for_room_before_it_restarts(db: DB) -> None:
+    # Another feed's sink holds all of the node's memory: this feed's sink, holding
+    # nothing of its own, stalls on its first batch. It must not restart (and read and
+    # stall again) until the node has room for that batch.
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    db.sql("INSERT INTO t VALUES (1, 'a')")
+    snapshot = catalog.Snapshot(db, db.now())
+    table = catalog.table_by_name(snapshot, catalog.database_by_name(snapshot, "defaultdb"), "t")
+    now = db.now()
+    spec = ChangefeedSpec((Target(table.id),), {table.id: "t"}, parse_options((), now=now), now)
+    buffers = CountedBuffers(memory=1000)
+    client = HeldClient()
+    client.gate.set()
+    sink = BatchingSink(client, flush=FlushConfig(messages=1), buffers=buffers)
+    feed = Changefeed(db, spec, sink)
+    assert buffers.memory.try_acquire(1000)  # the other feed's backlog
+    runs = threading.Thread(target=feed.run, daemon=True)
+    runs.start()
+    try:
+        stalled = wait_until(lambda: feed.stalled, timeout_s=30, what="the feed to stall")
+        looked = buffers.looks
+        buffers.wait_looks(looked + 3)  # it looked for room three times and found none
+        assert feed.stalled is stalled and client.keys == []
+        buffers.memory.release(1000)
+        wait_until(lambda: client.keys == [b"[1]"], timeout_s=30, what="the row at the sink")
+        assert feed.stalled is None
+    finally:
+        feed.close()
+        runs.join(30)
+        sink.close()
+    assert not runs.is_alive()

@@ -11,6 +11,7 @@ import datetime
 import logging
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -270,3 +271,28 @@ def test_protobuf_options_are_checked_at_creation(db: DB, sql: str, message: str
     with pytest.raises(SQLError, match=message) as raised:
         db.sql(sql)
     assert raised.value.code == "22023"
+
+
+def test_protobuf_into_cloud_storage_is_refused_as_cockroachdb_refuses_it(
+    db: DB, tmp_path: Path
+) -> None:
+    """CockroachDB's cloud storage sink writes rows a line each and knows a file
+    extension for json, csv and parquet only; any other format is refused when the
+    changefeed is created, "this sink is incompatible with format=..."
+    (pkg/ccl/changefeedccl/sink_cloudstorage.go, makeCloudStorageSink). Protobuf into
+    cloud storage is not shipped: cockroachdb/cockroach#148935 (envelope=bare only) is
+    open, its pull request #149690 closed. Nothing is written, no job made."""
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, m JSONB)")
+    out = tmp_path / "out"
+    for uri in (
+        f"file://{out}",
+        "s3://feeds/t?AWS_ACCESS_KEY_ID=k&AWS_SECRET_ACCESS_KEY=s",
+        "gs://feeds/t?AUTH=implicit",
+        "azure://feeds/t?AZURE_ACCOUNT_NAME=a&AZURE_ACCOUNT_KEY=a2V5",
+    ):
+        with pytest.raises(SQLError, match="this sink is incompatible with format=protobuf") as e:
+            db.sql(f"CREATE CHANGEFEED FOR t INTO '{uri}' WITH format=protobuf")
+        assert e.value.code == "22023"
+        assert "sink takes format=csv/json/parquet" in str(e.value)
+    assert not out.exists()
+    assert db.sql("SHOW CHANGEFEED JOBS").rows == []

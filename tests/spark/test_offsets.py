@@ -97,6 +97,23 @@ def test_an_offset_with_a_scan_key_that_is_not_hex_is_rejected(scan_key: Any) ->
         FeedOffset.from_json({"resolved": str(T1), "scan_key": scan_key})
 
 
+def test_the_added_tables_scanned_are_in_the_offset_only_when_there_are_some() -> None:
+    """A job's tables added ``WITH initial_scan`` (ALTER CHANGEFEED ... ADD): the offset
+    says which are scanned as of ``resolved``; an offset with none reads as before."""
+    offset = FeedOffset(T1, None, (7, 12))
+    assert list(offset.to_json()) == ["resolved", "scan_key", "added_scans"]
+    assert json.dumps(offset.to_json()).endswith('"added_scans": [7, 12]}')
+    assert FeedOffset.from_json(json.loads(json.dumps(offset.to_json()))) == offset
+    assert FeedOffset.from_json({"resolved": str(T1), "added_scans": [12, 7, 7]}) == offset
+    assert FeedOffset.from_json({"resolved": str(T1), "added_scans": []}) == FeedOffset(T1)
+
+
+@pytest.mark.parametrize("added", ["7", [7, "8"], [True], [0], [-3], {"7": 1}, [7.5]], ids=repr)
+def test_an_offset_with_bad_added_scans_is_rejected(added: Any) -> None:
+    with pytest.raises(InvalidArgumentError, match="bad added_scans"):
+        FeedOffset.from_json({"resolved": str(T1), "scan_key": None, "added_scans": added})
+
+
 @pytest.mark.parametrize(
     "resolved",
     ["", "yesterday", "1.23", "-5.0000000000", "1700000000000000000.0000000003x"],

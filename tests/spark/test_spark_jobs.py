@@ -147,13 +147,19 @@ def write_rows(db: DB, table: str, ids: range, value: str) -> int:
 
 
 def test_pause_resume_and_alter_add_are_exactly_once(spark: Any, db: DB, tmp_path: Path) -> None:
+    """``u`` is added with no scan: only its changes after the high-water mark are sent.
+    ``w`` is added ``WITH initial_scan`` (CockroachDB's ALTER CHANGEFEED page: the added
+    table is scanned when the changefeed resumes): its rows as of the point the job
+    resumes from, once, then its changes; a later pause and resume scans it no more."""
     out = tmp_path / "out"
     db.sql("CREATE TABLE t (id INT PRIMARY KEY, v STRING)")
     db.sql("CREATE TABLE u (id INT PRIMARY KEY, v STRING)")
+    db.sql("CREATE TABLE w (id INT PRIMARY KEY, v STRING)")
     job_id = create_job(db, "t", out, "200ms")
     start = job_start(db, job_id)
     written_t = write_rows(db, "t", range(1, 11), "running")
     write_rows(db, "u", range(1, 6), "unwatched")  # before u is a target: never sent
+    write_rows(db, "w", range(1, 6), "before")  # 1-4 are there when w is added
     wait_for_high_water(db, job_id, db.now())
 
     db.sql(f"PAUSE JOB {job_id}")
@@ -165,25 +171,44 @@ def test_pause_resume_and_alter_add_are_exactly_once(spark: Any, db: DB, tmp_pat
     )
     written_t += write_rows(db, "t", range(11, 16), "paused")
     write_rows(db, "u", range(6, 11), "paused")
-    db.sql(f"ALTER CHANGEFEED {job_id} ADD u")
+    write_rows(db, "w", range(6, 11), "paused")
+    db.sql(f"ALTER CHANGEFEED {job_id} ADD u ADD w WITH initial_scan")
     added_after = high_water(db, job_id)  # u is followed from here, with no scan
     assert added_after is not None
     job = show_job(db, job_id)
     assert job["status"] == "paused"
-    assert job["full_table_names"] == ["defaultdb.public.t", "defaultdb.public.u"]
-    assert "FOR TABLE defaultdb.public.t, TABLE defaultdb.public.u INTO" in job["description"]
+    assert job["full_table_names"] == [f"defaultdb.public.{t}" for t in ("t", "u", "w")]
+    assert "FOR TABLE defaultdb.public.t, TABLE defaultdb.public.u, TABLE" in job["description"]
 
     db.sql(f"RESUME JOB {job_id}")
     written_t += write_rows(db, "t", range(16, 21), "resumed")
     write_rows(db, "u", range(11, 16), "resumed")
+    write_rows(db, "w", range(11, 16), "resumed")
     wait_for_high_water(db, job_id, db.now())
     assert show_job(db, job_id)["status"] == "running"
+    db.sql(f"PAUSE JOB {job_id}")  # the mark moved past the scan: no second one
+    wait_until(
+        lambda: show_job(db, job_id)["status"] == "paused",
+        timeout_s=DEADLINE_S,
+        poll_s=0.1,
+        what="the job paused again",
+    )
+    db.sql(f"RESUME JOB {job_id}")
+    write_rows(db, "w", range(16, 18), "again")
+    wait_for_high_water(db, job_id, db.now())
 
     expected_t = committed(db, "t", start)
     assert len(expected_t) == written_t  # the store holds what the workload wrote
     expected_u = committed(db, "u", added_after)
     assert {key for _topic, key, _ts in expected_u} >= {(i,) for i in range(6, 16)}
-    assert_exactly_once(out, expected_t | expected_u)
+    # w's scan: the rows there before the pause, as of the point the job resumed from
+    scanned = {v for v in published(out) if v[0] == "w" and v[1][0] < 6}
+    [scanned_at] = {ts for _topic, _key, ts in scanned}
+    assert scanned_at >= added_after
+    assert {key for _topic, key, _ts in scanned} == {(i,) for i in range(1, 5)}
+    expected_w = scanned | committed(db, "w", scanned_at)
+    assert {key for _topic, key, _ts in expected_w} >= {(i,) for i in range(6, 18)}
+    assert_exactly_once(out, expected_t | expected_u | expected_w)
     db.sql(f"CANCEL JOB {job_id}")
 
 

@@ -307,6 +307,27 @@ class Replica:
                 read.confirmed = True
         self._answer_reads()
 
+    def settle_committed(self) -> None:
+        """Answer the proposals whose entries committed since the last Ready, as
+        :meth:`acknowledge` does, without waiting for the next Ready (its driver may
+        have a write in flight)."""
+        committed = self.raft.committed
+        while self._proposals:
+            index = next(iter(self._proposals))
+            if index > committed:
+                return
+            proposal = self._proposals[index]
+            term = self.raft.log.term(index)
+            if not proposal.early or term is None:
+                return  # NB: a split's proposal waits for staged(), and so the ones after it
+            del self._proposals[index]
+            if proposal.term == term:
+                proposal.done.set_result(proposal.result)
+            else:
+                proposal.done.set_exception(
+                    NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
+                )
+
     def stage(self, rw: ReadWriter, ready: Ready) -> list[AppliedEntry]:
         """Phase 1, inside the engine transaction: persist ``ready`` and apply its
         committed entries. Safe to run again if the engine re-runs the transaction."""

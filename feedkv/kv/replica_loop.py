@@ -6,10 +6,10 @@ store owns every replica of the store. Each turn of :class:`ReplicaLoop`:
 1. takes everything waiting in its inbox, in arrival order: Raft messages from other
    nodes (stepped into their range's replica) and proposals (evaluated on the lease
    holder over the applied state, see :meth:`~feedkv.kv.replica.Replica.propose`);
-2. ticks every replica as many times as ticks fell due (``tick_s``; a Raft election
-   timeout is ``election_tick`` ticks): a turn that came late makes them up, so a
-   leader's ticks never fall behind real time by more than a tick when it decides
-   whether it holds its lease (``Config.lease_margin``);
+2. ticks every replica when a tick is due (``tick_s``; a Raft election timeout is
+   ``election_tick`` ticks), telling it how many fell due: a leader's count of them
+   never falls behind real time by more than a tick when it decides whether it holds
+   its lease (``Config.lease_margin``), while its timers move one tick a turn;
 3. stages the Readies of *every* replica that has one in one engine transaction (their
    logs, hard states and applied entries: one fsync for all the ranges of the store, the
    group commit), hands each range's applied entries to ``on_stage`` inside that
@@ -65,6 +65,7 @@ from feedkv.raft import (
     ConfChangeType,
     Config,
     ConfState,
+    EntryType,
     Message,
     MessageType,
     Ready,
@@ -129,7 +130,31 @@ class _Transfer:
     to: int
 
 
-_Item = _Proposal | _Reading | _Change | _Campaign | _Remove | _Transfer | list[tuple[int, bytes]]
+class _Written:
+    """The engine finished the turn's write in flight (it wakes the loop)."""
+
+
+_WRITTEN = _Written()
+
+
+@dataclass(frozen=True, slots=True)
+class _Write:
+    """A turn's Readies, staged in one engine write that is in flight."""
+
+    readies: list[tuple[Replica, Ready]]
+    done: Completion[list[list[AppliedEntry]]]
+
+
+_Item = (
+    _Proposal
+    | _Reading
+    | _Change
+    | _Campaign
+    | _Remove
+    | _Transfer
+    | _Written
+    | list[tuple[int, bytes]]
+)
 """What the loop's inbox carries (``None`` wakes it to stop)."""
 
 
@@ -168,6 +193,7 @@ class ReplicaLoop:
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"replicas-n{node_id}", daemon=True)
         self._lock = threading.Lock()  # guards _replicas against readers off the loop
+        self._writing: _Write | None = None
 
     def add(self, range_id: int, *, campaign: bool = False, restarted: bool = False) -> Replica:
         """Serve the range's replica on this store (its first state as written by
@@ -316,14 +342,15 @@ class ReplicaLoop:
                     item = None
             if self._stopped.is_set():
                 return
+            replicas = list(self._replicas.values())  # NB: a split adds one off the loop
             now = time.monotonic()
             if now >= next_tick:
                 due = int((now - next_tick) / self._tick_s) + 1
                 next_tick += due * self._tick_s
-                for _ in range(min(due, MAX_TICKS_MADE_UP)):
-                    for replica in self._replicas.values():
-                        replica.raft.tick()
-            for replica in self._replicas.values():
+                for replica in replicas:
+                    replica.raft.tick(elapsed=min(due, MAX_TICKS_MADE_UP))
+            for replica in replicas:
+                replica.settle_committed()
                 replica.confirm_reads()
             try:
                 self._handle_readies()
@@ -332,6 +359,8 @@ class ReplicaLoop:
                 self._stopped.set()
 
     def _take(self, item: _Item) -> None:
+        if isinstance(item, _Written):
+            return  # the turn finishes the write
         if isinstance(item, _Proposal):
             self._propose(item)
             return
@@ -424,8 +453,23 @@ class ReplicaLoop:
         inner.add_done_callback(lambda: _relay(inner, reading.done))
 
     def _handle_readies(self) -> None:
+        """Finish the write in flight once the engine made it durable, then stage the
+        Readies waiting in the next one. While a write is in flight the loop goes on
+        stepping messages, proposing and reading (as etcd's raft lets its node do between
+        a Ready and its advance), and answers proposals as they commit
+        (:meth:`Replica.settle_committed`): a leader's followers' acknowledgements commit
+        an entry while the leader's own write of it is still in flight. A write that
+        installs a snapshot or applies a membership change is waited for: those change
+        the Raft state inside the engine transaction."""
+        writing = self._writing
+        if writing is not None:
+            if not writing.done.done():
+                self._send_early(writing)
+                return
+            self._writing = None
+            self._finish(writing.readies, writing.done.result())
         readies: list[tuple[Replica, Ready]] = []
-        for replica in self._replicas.values():
+        for replica in list(self._replicas.values()):
             ready = replica.ready()
             if ready is not None:
                 readies.append((replica, ready))
@@ -436,6 +480,9 @@ class ReplicaLoop:
             _post(early, replica.range_id, ready.early_messages)
             replica.acknowledge(ready)
         self._flush(early)  # NB: the followers write while this store does
+        if not any(ready.must_sync or ready.committed_entries for _, ready in readies):
+            self._finish(readies, [])  # heartbeats and their answers alone: nothing to write
+            return
 
         def stage(rw: ReadWriter) -> list[list[AppliedEntry]]:
             applied = [replica.stage(rw, ready) for replica, ready in readies]
@@ -451,13 +498,31 @@ class ReplicaLoop:
                     if entries:
                         self._on_apply(replica.range_id, entries)
 
-        applied: list[list[AppliedEntry]] = []
-        if any(ready.must_sync or ready.committed_entries for _, ready in readies):
-            applied = self.engine.submit(stage, hand_over).result()
-        # else heartbeats and their answers alone: nothing to write
+        done = self.engine.submit(stage, hand_over)
+        if any(_changes_raft_state(ready) for _, ready in readies):
+            self._finish(readies, done.result())
+            return
+        self._writing = _Write(readies, done)
+        done.add_done_callback(lambda: self._inbox.put(_WRITTEN))
+
+    def _send_early(self, writing: _Write) -> None:
+        """Send the appends and heartbeats made since the write in flight was staged."""
+        taken = {replica.range_id: len(ready.messages) for replica, ready in writing.readies}
+        outbox: dict[int, list[tuple[int, bytes]]] = {}
+        for replica in list(self._replicas.values()):
+            early = replica.raft.take_early_messages(taken.get(replica.range_id, 0))
+            _post(outbox, replica.range_id, early)
+        self._flush(outbox)
+
+    def _finish(
+        self, readies: list[tuple[Replica, Ready]], applied: list[list[AppliedEntry]]
+    ) -> None:
+        """Phase 2 of the Readies of a turn, once their write is durable."""
         outbox: dict[int, list[tuple[int, bytes]]] = {}
         snapshots: list[tuple[Replica, int]] = []
         for replica, ready in readies:
+            if self._replicas.get(replica.range_id) is not replica:
+                continue  # removed or merged away while its write was in flight
             late = replica.staged(ready)
             _post(outbox, replica.range_id, late)
             snapshots.extend((replica, m.to) for m in late if m.type is MessageType.SNAP)
@@ -507,6 +572,14 @@ class ReplicaLoop:
                 return
             if isinstance(item, _Proposal | _Reading | _Change):
                 item.done.set_exception(stopped)
+
+
+def _changes_raft_state(ready: Ready) -> bool:
+    """Whether staging ``ready`` changes its replica's Raft state in the engine
+    transaction (a snapshot, or a membership change applied)."""
+    return ready.snapshot is not None or any(
+        e.type is EntryType.CONF_CHANGE for e in ready.committed_entries
+    )
 
 
 def _took_effect(change: ConfChange, conf: ConfState) -> bool:

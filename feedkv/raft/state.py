@@ -35,9 +35,14 @@ calls :meth:`~RaftState.advance` with it before taking the next:
 4. serve the reads of ``read_states`` (see :meth:`~RaftState.read_index`);
 5. :meth:`~RaftState.advance`.
 
-Between :meth:`~RaftState.ready` and :meth:`~RaftState.advance` the caller makes no other
-call on this replica. Restarting is building a new :class:`RaftState` on the persisted
-storage, with ``Config.applied`` set to the applied index the state machine persisted.
+Between :meth:`~RaftState.ready` and :meth:`~RaftState.advance` the caller takes no other
+Ready, but may go on stepping, proposing, ticking and reading, as etcd's raft lets its
+node do (what that changes comes in the next Ready), and may send the appends and
+heartbeats that produced at once (:meth:`~RaftState.take_early_messages`): a leader's
+followers then write its new entries while it persists the Ready before them.
+
+Restarting is building a new :class:`RaftState` on the persisted storage, with
+``Config.applied`` set to the applied index the state machine persisted.
 
 The algorithm is Raft's (Ongaro and Ousterhout, 2014) with the refinements of etcd's raft
 package, whose design this follows: pre-vote (a replica that was cut off cannot disrupt a
@@ -220,7 +225,7 @@ class RaftState:
         self._msgs: list[Message] = []
         self._pending_reads: list[_PendingRead] = []  # asked, not yet confirmed; by context
         self._read_states: list[ReadState] = []
-        self._ticks = 0  # ticks since this replica started
+        self._ticks = 0  # ticks of real time since this replica started (tick's elapsed)
         # NB: rounds are numbered across terms (an answer names the round it answers);
         # the tick each recent round went out at, for the lease (see read_index)
         self._round = 0
@@ -253,9 +258,16 @@ class RaftState:
 
     # -- inputs --------------------------------------------------------------------
 
-    def tick(self) -> None:
-        """One tick of logical time passed."""
-        self._ticks += 1
+    def tick(self, elapsed: int = 1) -> None:
+        """A tick of logical time passed: the timers (elections, heartbeats, check
+        quorum) move one tick. ``elapsed``: the ticks of real time since the last call
+        (a driver that came late passes more); a leader's lease counts those (see
+        :meth:`read_index`), while a late tick only slows the timers down, which is
+        safe (a follower keeps its promise longer) and spares a busy node the elections
+        it would otherwise hold for no reason."""
+        if elapsed < 1:
+            raise InvalidArgumentError(f"a tick elapses at least 1 tick, not {elapsed}")
+        self._ticks += elapsed
         if self.role is Role.LEADER:
             self._tick_heartbeat()
         else:
@@ -444,6 +456,16 @@ class RaftState:
             messages=tuple(self._msgs),
             read_states=tuple(self._read_states),
         )
+
+    def take_early_messages(self, taken: int = 0) -> list[Message]:
+        """The messages that may go before they are persisted (appends, heartbeats) among
+        those after the first ``taken`` (the messages of a Ready taken and not yet
+        advanced), removed from the next Ready."""
+        rest = self._msgs[taken:]
+        early = [m for m in rest if m.type in _EARLY]
+        if early:
+            self._msgs[taken:] = [m for m in rest if m.type not in _EARLY]
+        return early
 
     def advance(self, ready: Ready) -> None:
         """The caller persisted, sent and applied ``ready``."""

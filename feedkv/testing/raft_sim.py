@@ -22,8 +22,9 @@ A :class:`SafetyChecker` watches every step and raises
   for (so a deposed leader never confirms one), with or without leader leases.
 
 Simulated time is the round. A replica's clock may run late (``Faults.skip_tick``): without
-leader leases a skipped tick is lost; with them it comes one round late, as a node's
-driver makes up the ticks it was late for, and its lease margin covers that lag.
+leader leases a skipped tick is lost; with them it is told one round late, as a node's
+driver tells the ticks that passed while it was late, and its lease margin covers that
+lag.
 
 Each replica's state machine is the list of entries it applied, kept with its applied
 index as if persisted with it (a range applies in the engine transaction that records
@@ -512,8 +513,8 @@ class RaftSim:
             ticks, replica.late_ticks = 0, 1
         else:
             ticks, replica.late_ticks = 1 + replica.late_ticks, 0
-        for _ in range(ticks):
-            raft.tick()
+        if ticks:
+            raft.tick(elapsed=ticks)
 
     def _random_conf_change(self) -> None:
         """Add a learner, promote one, or remove a voter (keeping three)."""

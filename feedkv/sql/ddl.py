@@ -23,6 +23,7 @@ from feedkv.errors import (
 from feedkv.security.scram import make_verifier
 from feedkv.sql import catalog, ddl_constraints, sequences, views
 from feedkv.sql import statements as st
+from feedkv.sql.computed import check_computed, fill_computed, referencing, renamed_in
 from feedkv.sql.descriptor import (
     PRIMARY_FAMILY,
     ROWID,
@@ -223,6 +224,7 @@ def _table_descriptor(
         next_column_id=len(columns) + 1,
         next_family_id=len(families),
     )
+    check_computed(desc)
     if s.partitioning is not None:
         desc = replace(desc, partitions=partitions_of(desc, s.partitioning, ex.constant))
     return desc
@@ -245,7 +247,16 @@ def _column(ex: Execution, spec: st.ColumnSpec, column_id: int, *, key: bool) ->
             value = ex.constant(spec.default)
             coerce(value, spec.type, spec.name)  # a default of the wrong type fails now
         default = spec.default.sql(dialect="postgres")
-    return Column(column_id, spec.name, spec.type, spec.nullable and not key, default)
+    computed = None if spec.computed is None else spec.computed.sql(dialect="postgres")
+    return Column(
+        column_id,
+        spec.name,
+        spec.type,
+        spec.nullable and not key,
+        default,
+        computed=computed,
+        virtual=spec.virtual,
+    )
 
 
 def _enum_type(ex: Execution, ctype: ColumnType) -> ColumnType:
@@ -378,7 +389,7 @@ def _families(
         if spec.family is None and spec.create_family:  # a family of its own
             place(spec, f"fam_{len(members)}_{spec.name}")
     for column in columns:
-        if column.id not in placed:
+        if column.id not in placed and not column.virtual:  # NB: nothing of it is stored
             members[first].append(column.id)
     return [Family(i, name, tuple(ids)) for i, (name, ids) in enumerate(members.items())]
 
@@ -501,19 +512,34 @@ def add_column(ex: Execution, s: st.AddColumn) -> Result:
         next_family_id += 1
         target = len(families) - 1
     family = families[target]
-    families[target] = replace(family, column_ids=(*family.column_ids, column.id))
+    if not column.virtual:
+        families[target] = replace(family, column_ids=(*family.column_ids, column.id))
+    elif spec.family is not None or spec.create_family:
+        raise SQLError(
+            "42P16", f'virtual computed column "{column.name}" cannot be part of a family'
+        )
     new = desc.bumped(
         columns=(*desc.columns, column),
         families=tuple(families),
         next_column_id=desc.next_column_id + 1,
         next_family_id=next_family_id,
     )
+    check_computed(new)
     default = column_default(column)
     ex.changing(desc)
     ex.publish(new)
+    if column.virtual:  # NB: nothing to write: reads compute it
+        ex.session.forget(table=desc.id)
+        return Result(tag="ALTER TABLE")
     txn = ex.write_txn
     for row, _pairs in ex.rows(desc, table_span(desc.id)):
-        value = coerce(default((), ex.context), column.type, column.name) if default else None
+        if column.computed is not None:
+            # NB: the backfill, as CockroachDB's: every row gets its value now
+            computed = {**row, column.id: None}
+            fill_computed(new, computed, ex.context)
+            value = computed[column.id]
+        else:
+            value = coerce(default((), ex.context), column.type, column.name) if default else None
         if value is None and not column.nullable:
             raise SQLError("23502", f'column "{column.name}" contains null values')
         if value is None:
@@ -540,6 +566,12 @@ def drop_column(ex: Execution, s: st.DropColumn) -> Result:
         raise SQLError("0A000", f'column "{column.name}" is referenced by the primary key')
     _refuse_if_read_by_views(ex, desc, f'drop column "{column.name}"')
     ddl_constraints.refuse_column_use(desc, column.id, "drop")
+    _refuse_if_computed_from(desc, column)
+    if column.virtual:  # NB: nothing of it is stored
+        ex.changing(desc)
+        ex.publish(desc.bumped(columns=tuple(c for c in desc.columns if c.id != column.id)))
+        ex.session.forget(table=desc.id)
+        return Result(tag="ALTER TABLE")
     family = desc.family_of(column.id)
     remaining = tuple(i for i in family.column_ids if i != column.id)
     families = tuple(
@@ -570,6 +602,15 @@ def drop_column(ex: Execution, s: st.DropColumn) -> Result:
     return Result(tag="ALTER TABLE")
 
 
+def _refuse_if_computed_from(desc: TableDescriptor, column: Column) -> None:
+    """CockroachDB's error for a change to a column a computed column reads."""
+    user = referencing(desc, column)
+    if user is not None:
+        raise SQLError(
+            "2BP01", f'column "{column.name}" is referenced by computed column "{user.name}"'
+        )
+
+
 def alter_column(ex: Execution, s: st.AlterColumn) -> Result:
     """ALTER COLUMN: SET / DROP DEFAULT and DROP NOT NULL change the descriptor alone;
     SET NOT NULL first checks every row; TYPE is a change of the kind
@@ -580,7 +621,14 @@ def alter_column(ex: Execution, s: st.AlterColumn) -> Result:
     if column is None:
         raise SQLError("42703", f'column "{s.column}" does not exist in table "{desc.name}"')
     if s.new_type is not None:
+        _refuse_if_computed_from(desc, column)
+        if column.computed is not None:
+            raise SQLError("0A000", f'cannot change the type of computed column "{column.name}"')
         return _alter_column_type(ex, desc, column, s.new_type, s.using)
+    if column.computed is not None and s.default is not None:
+        raise SQLError(
+            "42P16", f'computed column "{column.name}" cannot also have a DEFAULT expression'
+        )
     changed = column
     if s.default is not None or s.drop_default:
         spec = st.ColumnSpec(column.name, column.type, column.nullable, s.default)
@@ -1230,7 +1278,12 @@ def rename_column(ex: Execution, s: st.RenameColumn) -> Result:
     _refuse_if_read_by_views(ex, desc, f'rename column "{column.name}"')
     ddl_constraints.refuse_column_use(desc, column.id, "rename", checks_only=True)
     renamed = replace(column, name=s.new_name)
-    new = desc.bumped(columns=tuple(renamed if c.id == column.id else c for c in desc.columns))
+    new = desc.bumped(
+        columns=tuple(
+            renamed if c.id == column.id else renamed_in(c, column.name, s.new_name)
+            for c in desc.columns
+        )
+    )
     ex.changing(desc)
     ex.publish(new)
     ex.session.forget(table=desc.id)

@@ -160,6 +160,8 @@ class ColumnSpec:
     primary_key: bool = False
     family: str | None = None
     create_family: bool = False
+    computed: exp.Expr | None = None  # AS (expression) STORED | VIRTUAL
+    virtual: bool = False
 
 
 @dataclass(frozen=True, slots=True)

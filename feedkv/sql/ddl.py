@@ -24,6 +24,7 @@ from feedkv.security.scram import make_verifier
 from feedkv.sql import catalog, ddl_constraints, sequences, views
 from feedkv.sql import statements as st
 from feedkv.sql.computed import check_computed, fill_computed, referencing, renamed_in
+from feedkv.sql.describe import type_of
 from feedkv.sql.descriptor import (
     PRIMARY_FAMILY,
     ROWID,
@@ -224,7 +225,7 @@ def _table_descriptor(
         next_column_id=len(columns) + 1,
         next_family_id=len(families),
     )
-    check_computed(desc)
+    _check_computed_types(desc)
     if s.partitioning is not None:
         desc = replace(desc, partitions=partitions_of(desc, s.partitioning, ex.constant))
     return desc
@@ -524,7 +525,7 @@ def add_column(ex: Execution, s: st.AddColumn) -> Result:
         next_column_id=desc.next_column_id + 1,
         next_family_id=next_family_id,
     )
-    check_computed(new)
+    _check_computed_types(new)
     default = column_default(column)
     ex.changing(desc)
     ex.publish(new)
@@ -600,6 +601,31 @@ def drop_column(ex: Execution, s: st.DropColumn) -> Result:
             txn.delete(key)
     ex.session.forget(table=desc.id)
     return Result(tag="ALTER TABLE")
+
+
+# Kinds whose values convert to one another on assignment: a computed column's
+# expression must give a kind of its column's group.
+_KIND_GROUPS = {Kind.INT: "number", Kind.FLOAT: "number", Kind.DECIMAL: "number"}
+
+
+def _check_computed_types(desc: TableDescriptor) -> None:
+    """:func:`check_computed`, then CockroachDB's 42804 for a computed column whose
+    expression's type (where it follows from the expression) is not its column's."""
+    check_computed(desc)
+    scope = table_scope(desc, "")
+    for column in desc.computed_columns:
+        node = parse_expression(column.computed or "")
+        found = type_of(node, scope)
+        if found is None:
+            continue
+        if _KIND_GROUPS.get(found.kind, found.kind) != _KIND_GROUPS.get(
+            column.type.kind, column.type.kind
+        ):
+            raise SQLError(
+                "42804",
+                f"expected computed column expression to have type {column.type.sql()}, "
+                f"but '{column.computed}' has type {found.sql()}",
+            )
 
 
 def _refuse_if_computed_from(desc: TableDescriptor, column: Column) -> None:

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from feedkv import DB
@@ -140,3 +142,50 @@ def test_avro_schemas_hold_the_columns_the_messages_carry(
     after = schema["fields"][0]["type"][1]
     assert [f["name"] for f in after["fields"]] == fields
     assert all(f["type"][0] == "null" for f in after["fields"])
+
+
+@pytest.mark.parametrize(
+    ("option", "columns"),
+    [("", ["k", "a", "s", "b"]), ("null", ["k", "a", "s", "b", "c"])],
+)
+def test_parquet_files_hold_the_columns_the_messages_carry(
+    table: DB, tmp_path: Path, option: str, columns: list[str]
+) -> None:
+    """Parquet: a column per emitted column, the virtual one (all NULL, of its declared
+    type) only with ``virtual_columns='null'``."""
+    out = tmp_path / "out"
+    extra = f", virtual_columns='{option}'" if option else ""
+    [(job_id,)] = table.sql(
+        f"CREATE CHANGEFEED FOR t INTO 'file://{out}?partition_format=flat' "
+        f"WITH format=parquet, initial_scan='only'{extra}"
+    ).rows
+    assert table.changefeeds.wait(job_id, timeout=DEADLINE)
+    [path] = sorted(out.glob("*.parquet"))
+    read = pq.read_table(path)
+    assert read.schema.names == [*columns, "__crdb__event_type"]
+    row = read.to_pylist()[0]
+    assert (row["b"], row.get("c")) == (20, None)
+    if option:
+        assert read.schema.field("c").type == pa.string()
+
+
+@pytest.mark.parametrize(
+    ("option", "fields"), [("", ["k", "a", "s", "b"]), ("null", ["k", "a", "s", "b", "c"])]
+)
+def test_the_enriched_envelopes_kafka_connect_schema_follows_the_option(
+    table: DB, option: str, fields: list[str]
+) -> None:
+    """``envelope=enriched, enriched_properties='schema'``: the Kafka Connect schema of
+    ``after`` lists the virtual column only with ``virtual_columns='null'``, optional."""
+    extra = f", virtual_columns='{option}'" if option else ""
+    result = table.sql(
+        "EXPERIMENTAL CHANGEFEED FOR t WITH envelope=enriched, "
+        f"enriched_properties='schema', initial_scan='only'{extra}"
+    )
+    [message] = [json.loads(v) for _t, _k, v in result]
+    after = next(f for f in message["schema"]["fields"] if f["field"] == "after")
+    assert [f["field"] for f in after["fields"]] == fields
+    assert message["payload"]["after"]["b"] == 20
+    if option:
+        assert message["payload"]["after"]["c"] is None
+        assert after["fields"][-1]["optional"] is True

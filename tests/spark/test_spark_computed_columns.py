@@ -61,3 +61,14 @@ def test_spark_jobs_leave_virtual_columns_out_or_null_and_queries_compute_them(
     assert pq.read_table(path).to_pylist() == [
         {"k": 1, "a": 10, "s": "ABC", "b": 20, "__crdb__event_type": "c"}
     ]
+
+
+def test_a_spark_batch_read_has_the_stored_columns_and_not_the_virtual_ones(
+    spark: Any, table: DB
+) -> None:
+    """The ``feedkv`` data source reads what is stored, as a changefeed's default
+    does: ``b`` with its value, no ``c``."""
+    frame = spark.read.format("feedkv").option("url", table.serving_url()).option("table", "t")
+    rows = frame.load().collect()
+    assert [(r.k, r.a, r.s, r.b) for r in rows] == [(1, 10, "ABC", 20)]
+    assert "c" not in rows[0].asDict()

@@ -197,7 +197,7 @@ def renamed_in(column: Column, old: str, new: str) -> Column:
     for found in list(node.find_all(exp.Column)):
         if found.name == old:
             found.set("this", exp.to_identifier(new, quoted=new != new.lower()))
-    return replace(column, computed=node.sql(dialect="postgres"))
+    return replace(column, computed=node.sql(dialect="postgres", normalize_functions="lower"))
 
 
 def without_virtual(desc: TableDescriptor) -> TableDescriptor:

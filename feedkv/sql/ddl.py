@@ -248,7 +248,12 @@ def _column(ex: Execution, spec: st.ColumnSpec, column_id: int, *, key: bool) ->
             value = ex.constant(spec.default)
             coerce(value, spec.type, spec.name)  # a default of the wrong type fails now
         default = spec.default.sql(dialect="postgres")
-    computed = None if spec.computed is None else spec.computed.sql(dialect="postgres")
+    computed = (
+        None
+        if spec.computed is None
+        # NB: function names as CockroachDB's SHOW CREATE TABLE prints them: lower(s)
+        else spec.computed.sql(dialect="postgres", normalize_functions="lower")
+    )
     return Column(
         column_id,
         spec.name,

@@ -72,7 +72,7 @@ def test_information_schema_and_psql_describe_show_the_generation(
         ("a", "NEVER", ""),
         ("s", "NEVER", ""),
         ("b", "ALWAYS", "a * 2"),
-        ("c", "ALWAYS", "LOWER(s)"),
+        ("c", "ALWAYS", "lower(s)"),
     ]
     assert PSQL is not None, "psql is missing: `make` installs Debian's postgresql-client"
     done = subprocess.run(

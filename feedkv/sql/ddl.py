@@ -656,6 +656,18 @@ def alter_column(ex: Execution, s: st.AlterColumn) -> Result:
         if column.computed is not None:
             raise SQLError("0A000", f'cannot change the type of computed column "{column.name}"')
         return _alter_column_type(ex, desc, column, s.new_type, s.using)
+    if s.drop_stored:
+        # NB: as CockroachDB: the column keeps its values and becomes a plain one
+        if column.computed is None or column.virtual:
+            kind = "a stored computed" if column.virtual else "a computed"
+            raise SQLError("42611", f'column "{column.name}" is not {kind} column')
+        ex.changing(desc)
+        changed = replace(column, computed=None)
+        ex.publish(
+            desc.bumped(columns=tuple(changed if c.id == column.id else c for c in desc.columns))
+        )
+        ex.session.forget(table=desc.id)
+        return Result(tag="ALTER TABLE")
     if column.computed is not None and s.default is not None:
         raise SQLError(
             "42P16", f'computed column "{column.name}" cannot also have a DEFAULT expression'

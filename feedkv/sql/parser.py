@@ -512,6 +512,8 @@ class _Statement:
             return self._grant()
         if words[:2] in (["ALTER", "TABLE"], ["ALTER", "RANGE"]) and "CONFIGURE" in words:
             return self._configure_zone()
+        if words[:2] == ["ALTER", "TABLE"] and words[-2:] == ["DROP", "STORED"]:
+            return self._drop_stored()
         if words[0] == "ALTER" and "SPLIT" in words:
             return self._split_at()
         if words[0] == "ALTER" and "RELOCATE" in words:
@@ -1390,6 +1392,18 @@ class _Statement:
                 tables.append(self._table_name(begin, i))
                 begin = i + 1
         return st.GrantPrivileges(self.text, tuple(privileges), tuple(tables), users, revoke)
+
+    def _drop_stored(self) -> st.AlterColumn:
+        """``ALTER TABLE t ALTER [COLUMN] c DROP STORED`` (sqlglot cannot read it)."""
+        words = self.words
+        at = words.index("ALTER", 2) if "ALTER" in words[2:] else -1
+        column = at + 1 + (words[at + 1 : at + 2] == ["COLUMN"])
+        if at < 0 or column != len(words) - 3 or not _name_like(self.tokens[column]):
+            raise self._error_at(
+                len(words) - 2, "expected ALTER TABLE t ALTER [COLUMN] c DROP STORED"
+            )
+        table = self._table_name(2, at)
+        return st.AlterColumn(self.text, table, _name(self.tokens[column]), drop_stored=True)
 
     def _configure_zone(self) -> st.ConfigureZone:
         words = self.words

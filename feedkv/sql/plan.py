@@ -657,6 +657,8 @@ class InsertPlan:
             # NB: computed columns are not written: an INSERT without a column list
             # names the others
             targets = [c for c in desc.visible_columns if c.computed is None]
+            if s.rows and len(s.rows[0]) > len(targets):
+                refuse_writes(desc.visible_columns[: len(s.rows[0])])  # 55000, as CockroachDB
             if s.rows and len({len(r) for r in s.rows}) > 1:
                 raise SQLError("42601", "VALUES lists must all be the same length")
             if s.rows and len(s.rows[0]) < len(targets):

@@ -620,6 +620,15 @@ def _check_computed_types(desc: TableDescriptor) -> None:
     scope = table_scope(desc, "")
     for column in desc.computed_columns:
         node = parse_expression(column.computed or "")
+        for cast in node.find_all(exp.Cast):
+            source = type_of(cast.this, scope)
+            target = type_of(cast, scope)
+            if source is not None and target is not None and _zoned(source.kind, target.kind):
+                raise SQLError(
+                    "0A000",
+                    "context-dependent operators are not allowed in computed column: "
+                    f"{source.sql()}::{target.sql()} depends on the session's time zone",
+                )
         found = type_of(node, scope)
         if found is None:
             continue
@@ -631,6 +640,16 @@ def _check_computed_types(desc: TableDescriptor) -> None:
                 f"expected computed column expression to have type {column.type.sql()}, "
                 f"but '{column.computed}' has type {found.sql()}",
             )
+
+
+_ZONED = frozenset({Kind.TIMESTAMPTZ})
+_LOCAL = frozenset({Kind.DATE, Kind.TIMESTAMP, Kind.TIME, Kind.STRING})
+
+
+def _zoned(source: Kind, target: Kind) -> bool:
+    """Whether a cast from ``source`` to ``target`` reads the session's time zone (a
+    TIMESTAMPTZ to or from a local date, time or text): CockroachDB's "stable" casts."""
+    return (source in _ZONED and target in _LOCAL) or (source in _LOCAL and target in _ZONED)
 
 
 def _refuse_if_computed_from(desc: TableDescriptor, column: Column) -> None:

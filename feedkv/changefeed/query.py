@@ -218,7 +218,7 @@ class CDCQuery:
         schema_ts = self.schema_time(desc) if self.schema_time is not None else None
         extra = [
             op,
-            event.before,
+            before if event.before is not None else None,
             event.after is None,
             _hlc(event.mvcc_ts),
             self._created,

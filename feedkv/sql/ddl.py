@@ -535,6 +535,12 @@ def add_column(ex: Execution, s: st.AddColumn) -> Result:
     ex.changing(desc)
     ex.publish(new)
     if column.virtual:  # NB: nothing to write: reads compute it
+        if not column.nullable:
+            for row, _pairs in ex.rows(desc, table_span(desc.id)):
+                computed = {**row, column.id: None}
+                fill_computed(new, computed, ex.context)
+                if computed[column.id] is None:
+                    raise SQLError("23502", f'column "{column.name}" contains null values')
         ex.session.forget(table=desc.id)
         return Result(tag="ALTER TABLE")
     txn = ex.write_txn

@@ -189,3 +189,20 @@ def test_the_enriched_envelopes_kafka_connect_schema_follows_the_option(
     if option:
         assert message["payload"]["after"]["c"] is None
         assert after["fields"][-1]["optional"] is True
+
+
+def test_a_cdc_querys_previous_row_has_its_virtual_columns_computed(table: DB) -> None:
+    """``cdc_prev`` (the tuple, and one column of it) carries the VIRTUAL column as the
+    row before the change computes it."""
+    result = table.sql(
+        "EXPERIMENTAL CHANGEFEED WITH initial_scan='no' "
+        "AS SELECT k, c, cdc_prev.c AS old_c, cdc_prev AS prev FROM t"
+    )
+    assert isinstance(result, FeedResult)
+    try:
+        table.sql("UPDATE t SET s = 'XYZ' WHERE k = 1")
+        [change] = take(result, 1)
+    finally:
+        result.close()
+    assert (change["c"], change["old_c"]) == ("xyz", "abc")
+    assert change["prev"]["c"] == "abc"

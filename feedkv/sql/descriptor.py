@@ -251,6 +251,7 @@ class TableDescriptor:
     partitions: tuple[Partition, ...] = ()  # PARTITION BY, on a primary key prefix
     _by_name: dict[str, Column] = field(init=False, repr=False, compare=False)
     _by_id: dict[int, Column] = field(init=False, repr=False, compare=False)
+    _computed_columns: tuple[Column, ...] = field(init=False, repr=False, compare=False)
     # NB: the row codec keeps its per-version decoding plan here (row_codec._layout).
     _codec: Any = field(default=None, init=False, repr=False, compare=False)
     # NB: feedkv.sql.constraints keeps its compiled checks here.
@@ -261,6 +262,8 @@ class TableDescriptor:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {c.name: c for c in self.columns})
         object.__setattr__(self, "_by_id", {c.id: c for c in self.columns})
+        computed = tuple(c for c in self.columns if c.computed is not None)
+        object.__setattr__(self, "_computed_columns", computed)
 
     # Lookups.
 
@@ -293,7 +296,8 @@ class TableDescriptor:
 
     @property
     def computed_columns(self) -> tuple[Column, ...]:
-        return tuple(c for c in self.columns if c.computed is not None)
+        """The computed columns, in column order (:mod:`feedkv.sql.computed`)."""
+        return self._computed_columns
 
     @property
     def key_columns(self) -> tuple[Column, ...]:

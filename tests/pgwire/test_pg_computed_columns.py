@@ -12,6 +12,7 @@ from typing import Any
 
 import psycopg
 import pytest
+import sqlalchemy as sa
 from psycopg import errors
 
 PSQL = shutil.which("psql")
@@ -99,3 +100,18 @@ def test_import_into_computes_the_stored_columns(
     ]
     with pytest.raises(errors.ObjectNotInPrerequisiteState):
         conn.execute(f"IMPORT INTO t (k, b) CSV DATA ('file://{data}')")
+
+
+def test_sqlalchemy_reflects_the_computed_columns(
+    conn: psycopg.Connection[Any], pg_url: str
+) -> None:
+    """sqlalchemy-cockroachdb reads information_schema's is_generated and
+    generation_expression (it calls every computed column persisted)."""
+    engine = sa.create_engine(pg_url.replace("postgresql://", "cockroachdb+psycopg://"))
+    try:
+        columns = {c["name"]: c.get("computed") for c in sa.inspect(engine).get_columns("t")}
+    finally:
+        engine.dispose()
+    assert columns["a"] is None
+    assert columns["b"] == {"sqltext": "a * 2", "persisted": True}
+    assert columns["c"] is not None and columns["c"]["sqltext"] == "lower(s)"

@@ -292,9 +292,10 @@ def _add_table(db: sqlite3.Connection, database: str, desc: TableDescriptor) -> 
     attributes, defaults, info = [], [], []
     for n, column in enumerate(columns, start=1):
         typid, typmod = _pg_type(column.type)
-        # NB: as PostgreSQL shows a generated column: attgenerated 's' (PostgreSQL 18:
-        # 'v' for a virtual one) and its expression in pg_attrdef
-        generated = "" if column.computed is None else ("v" if column.virtual else "s")
+        # NB: as PostgreSQL shows a generated column: attgenerated 's' and its
+        # expression in pg_attrdef. A virtual one is 's' too, as CockroachDB shows it:
+        # psql before 18 reads another letter as a plain DEFAULT
+        generated = "" if column.computed is None else "s"
         expression = column.default if column.computed is None else column.computed
         attributes.append(
             (desc.id, column.name, typid, _length(typid), n, typmod, 0, not column.nullable,

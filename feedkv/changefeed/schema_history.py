@@ -68,10 +68,14 @@ class SchemaChange:
         old = {c.id for c in self.before.columns}
         added_with_value = any(
             c.id not in old
-            and (c.default is not None or not c.nullable or (c.computed and not c.virtual))
+            and not c.virtual
+            and (c.default is not None or not c.nullable or c.computed is not None)
             for c in self.after.columns
         )
-        return added_with_value or bool(self.dropped_columns or self.retyped_columns)
+        new = {c.id for c in self.after.columns}
+        # NB: a VIRTUAL column has nothing stored to rewrite, added or dropped
+        dropped_stored = any(c.id not in new and not c.virtual for c in self.before.columns)
+        return added_with_value or dropped_stored or bool(self.retyped_columns)
 
     @property
     def takes_offline(self) -> bool:

@@ -206,3 +206,20 @@ def test_a_cdc_querys_previous_row_has_its_virtual_columns_computed(table: DB) -
         result.close()
     assert (change["c"], change["old_c"]) == ("xyz", "abc")
     assert change["prev"]["c"] == "abc"
+
+
+def test_virtual_columns_come_and_go_without_a_backfill(table: DB) -> None:
+    """With ``virtual_columns='null'`` the virtual columns are in the messages, but
+    adding or dropping one rewrites no row, so nothing is emitted again."""
+    result = table.sql(
+        "EXPERIMENTAL CHANGEFEED FOR t WITH initial_scan='no', virtual_columns='null'"
+    )
+    assert isinstance(result, FeedResult)
+    try:
+        table.sql("ALTER TABLE t ADD COLUMN v2 INT NOT NULL AS (k + 1) VIRTUAL")
+        table.sql("ALTER TABLE t DROP COLUMN c")
+        table.sql("INSERT INTO t (k, a, s) VALUES (3, 1, 'x')")
+        [row] = take(result, 1)
+    finally:
+        result.close()
+    assert row == {"after": {"k": 3, "a": 1, "s": "x", "b": 2, "v2": None}}

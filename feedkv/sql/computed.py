@@ -93,8 +93,7 @@ def _check_expression(desc: TableDescriptor, column: Column, node: exp.Expr) -> 
                 raise SQLError("42703", f'column "{found.name}" does not exist')
             if other.computed is not None:
                 raise SQLError(
-                    "42P16",
-                    f'computed column "{column.name}" cannot reference computed columns',
+                    "42P16", "computed column expression cannot reference computed columns"
                 )
 
 

@@ -643,9 +643,15 @@ def _check_computed_types(desc: TableDescriptor) -> None:
         ):
             raise SQLError(
                 "42804",
-                f"expected computed column expression to have type {column.type.sql()}, "
-                f"but '{column.computed}' has type {found.sql()}",
+                "expected computed column expression to have type "
+                f"{_type_name(column.type.kind)}, but '{column.computed}' has type "
+                f"{_type_name(found.kind)}",
             )
+
+
+def _type_name(kind: Kind) -> str:
+    """A type as CockroachDB's type-check errors name it (``int``, ``string``)."""
+    return {Kind.INT: "int", Kind.STRING: "string"}.get(kind, kind.value.lower())
 
 
 _ZONED = frozenset({Kind.TIMESTAMPTZ})
@@ -663,7 +669,7 @@ def _refuse_if_computed_from(desc: TableDescriptor, column: Column) -> None:
     user = referencing(desc, column)
     if user is not None:
         raise SQLError(
-            "2BP01", f'column "{column.name}" is referenced by computed column "{user.name}"'
+            "42P10", f'column "{column.name}" is referenced by computed column "{user.name}"'
         )
 
 
@@ -694,8 +700,8 @@ def alter_column(ex: Execution, s: st.AlterColumn) -> Result:
         ex.session.forget(table=desc.id)
         return Result(tag="ALTER TABLE")
     if column.computed is not None and s.default is not None:
-        raise SQLError(
-            "42P16", f'computed column "{column.name}" cannot also have a DEFAULT expression'
+        raise SQLError(  # NB: 42601 here, as CockroachDB's ALTER COLUMN says it
+            "42601", f'computed column "{column.name}" cannot also have a DEFAULT expression'
         )
     changed = column
     if s.default is not None or s.drop_default:

@@ -103,9 +103,7 @@ class _Cockroach(Postgres):
                 and found.args.get("expression") is not None
                 and self._match_text_seq("VIRTUAL")
             ):
-                return exp.ComputedColumnConstraint(this=found.args["expression"], persisted=False)
-            if isinstance(found, exp.ComputedColumnConstraint):
-                found.set("persisted", True)
+                return exp.ComputedColumnConstraint(this=found.args["expression"])
             return found
 
         def _parse_column_def(
@@ -135,7 +133,7 @@ def _storage_keyword(tokens: list[Token]) -> str | None:
             depth -= 1
         elif (
             depth == 0
-            and token.token_type is not TokenType.IDENTIFIER
+            and token.token_type is TokenType.VAR  # NB: not "stored", 'stored'
             and token.text.upper() in ("STORED", "VIRTUAL")
         ):
             return token.text.upper()

@@ -126,6 +126,7 @@ def test_computed_columns_survive_the_descriptors_json() -> None:
         ("b INT GENERATED ALWAYS AS (a * 2) VIRTUAL", True),
         ("b INT NOT NULL AS (a * 2) STORED", False),
         ('"virtual" INT AS (a * 2) STORED', False),
+        ("b INT AS (a * 2) VIRTUAL CHECK (b::STRING <> 'stored')", True),
     ],
 )
 def test_the_parser_reads_cockroachdbs_spellings(text: str, virtual: bool) -> None:

@@ -90,7 +90,7 @@ from feedkv.changefeed.metrics import ChangefeedMetrics, FeedMetrics
 from feedkv.changefeed.node_buffers import Stalled
 from feedkv.changefeed.options import ROW_FORMATS, ChangefeedOptions
 from feedkv.changefeed.retrying import Retrying, backoff
-from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
+from feedkv.changefeed.rows import RowDecoder, RowEvent, Target, omits_virtual
 from feedkv.changefeed.schema_history import SchemaChange
 from feedkv.changefeed.sink import (
     Message,
@@ -363,6 +363,7 @@ class Changefeed:
             start,
             diff=self._with_diff,
             split_families=o.split_column_families,
+            omit_virtual=omits_virtual(o.virtual_columns, query=self._query is not None),
         )
         self._decoder = decoder
         self._schema_seen, self._schema_from = {}, start

@@ -39,6 +39,7 @@ from sqlglot import exp
 from feedkv.changefeed.rows import Columns, RowEvent
 from feedkv.errors import SQLError
 from feedkv.sql import statements as st
+from feedkv.sql.computed import fill_virtual, has_virtual
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.expr import (
     AGGREGATES,
@@ -206,11 +207,18 @@ class CDCQuery:
             key = dict(zip((c.name for c in desc.key_columns), event.key, strict=True))
             after = [key.get(n) for n in names]
         before = event.before or {}
+        if has_virtual(desc):
+            # NB: a CDC query computes VIRTUAL columns, which no row change carries
+            if event.after is not None:
+                fill_virtual(desc, after, self._context)
+            if event.before is not None:
+                values = fill_virtual(desc, [before.get(n) for n in names], self._context)
+                before = dict(zip(names, values, strict=True))
         op = "delete" if event.after is None else ("update" if event.had_before else "insert")
         schema_ts = self.schema_time(desc) if self.schema_time is not None else None
         extra = [
             op,
-            event.before,
+            before if event.before is not None else None,
             event.after is None,
             _hlc(event.mvcc_ts),
             self._created,

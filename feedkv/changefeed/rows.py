@@ -39,7 +39,7 @@ from feedkv.storage.mvcc import KeyValue
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, prefix_end
 
-__all__ = ["Columns", "RowDecoder", "RowEvent", "Target", "named_row"]
+__all__ = ["Columns", "RowDecoder", "RowEvent", "Target", "named_row", "omits_virtual"]
 
 # A CDC query's columns (RowEvent.columns): each name, the kind of a value read as is
 # (None: computed), and the column of the changed row it is (None: another value).
@@ -88,6 +88,12 @@ class RowEvent(NamedTuple):
     deleted: dict[str, Any] | None = None
 
 
+def omits_virtual(virtual_columns: str, *, query: bool) -> bool:
+    """Whether a changefeed's rows leave VIRTUAL computed columns out: with the option
+    ``virtual_columns='omitted'`` (the default), unless a CDC query computes them."""
+    return virtual_columns == "omitted" and not query
+
+
 def named_row(
     desc: TableDescriptor, by_id: dict[int, Any], family: Family | None = None
 ) -> dict[str, Any]:
@@ -110,13 +116,20 @@ class RowDecoder:
         *,
         diff: bool = False,
         split_families: bool = False,
+        omit_virtual: bool = False,
     ) -> None:
+        """``omit_virtual``: rows without VIRTUAL computed columns (CockroachDB's
+        default, :func:`omits_virtual`); else they are there, NULL, as nothing of them
+        is stored (a CDC query computes them)."""
         self._db = db
         self._targets = {t.table_id: t for t in targets}
         # where the running scan reads (the start of its page; None: none has run), read
         # by other threads for the scan's progress
         self.scan_position: bytes | None = None
-        self.histories = {t.table_id: SchemaHistory(db, t.table_id, since) for t in targets}
+        self.histories = {
+            t.table_id: SchemaHistory(db, t.table_id, since, omit_virtual=omit_virtual)
+            for t in targets
+        }
         self._diff = diff
         self._split = split_families or any(t.family is not None for t in targets)
         self._recent: OrderedDict[bytes, Timestamp] = OrderedDict()

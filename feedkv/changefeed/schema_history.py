@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from feedkv.errors import InvariantViolation
 from feedkv.rangefeed.feed_client import KV
 from feedkv.sql.catalog import descriptor_key
+from feedkv.sql.computed import without_virtual
 from feedkv.sql.descriptor import TableDescriptor, decode_descriptor
 from feedkv.sql.type_conversion import Conversion, conversion
 from feedkv.util.hlc import Timestamp
@@ -66,10 +67,15 @@ class SchemaChange:
         changes."""
         old = {c.id for c in self.before.columns}
         added_with_value = any(
-            c.id not in old and (c.default is not None or not c.nullable)
+            c.id not in old
+            and not c.virtual
+            and (c.default is not None or not c.nullable or c.computed is not None)
             for c in self.after.columns
         )
-        return added_with_value or bool(self.dropped_columns or self.retyped_columns)
+        new = {c.id for c in self.after.columns}
+        # NB: a VIRTUAL column has nothing stored to rewrite, added or dropped
+        dropped_stored = any(c.id not in new and not c.virtual for c in self.before.columns)
+        return added_with_value or dropped_stored or bool(self.retyped_columns)
 
     @property
     def takes_offline(self) -> bool:
@@ -116,8 +122,13 @@ class SchemaChange:
 class SchemaHistory:
     """The descriptor versions of table ``table_id`` from ``since`` on. Thread-safe."""
 
-    def __init__(self, db: KV, table_id: int, since: Timestamp) -> None:
+    def __init__(
+        self, db: KV, table_id: int, since: Timestamp, *, omit_virtual: bool = False
+    ) -> None:
+        """``omit_virtual``: every version without its VIRTUAL computed columns (a
+        changefeed's ``virtual_columns='omitted'``)."""
         self._db = db
+        self._omit_virtual = omit_virtual
         self._key = descriptor_key(table_id)
         self._lock = threading.Lock()
         self._times: list[Timestamp] = []  # when each version was written, ascending
@@ -177,6 +188,8 @@ class SchemaHistory:
         desc = decode_descriptor(found[0].value)
         if not isinstance(desc, TableDescriptor):
             raise InvariantViolation(f"descriptor {self._key!r} is not a table")
+        if self._omit_virtual:
+            desc = without_virtual(desc)
         return found[0].ts, desc
 
     def _extend(self, to: Timestamp) -> None:

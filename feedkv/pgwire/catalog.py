@@ -292,20 +292,26 @@ def _add_table(db: sqlite3.Connection, database: str, desc: TableDescriptor) -> 
     attributes, defaults, info = [], [], []
     for n, column in enumerate(columns, start=1):
         typid, typmod = _pg_type(column.type)
+        # NB: as PostgreSQL shows a generated column: attgenerated 's' and its
+        # expression in pg_attrdef. A virtual one is 's' too, as CockroachDB shows it:
+        # psql before 18 reads another letter as a plain DEFAULT
+        generated = "" if column.computed is None else "s"
+        expression = column.default if column.computed is None else column.computed
         attributes.append(
             (desc.id, column.name, typid, _length(typid), n, typmod, 0, not column.nullable,
-             column.default is not None, "", "", False, 100 if typid in (OID.TEXT,
+             expression is not None, "", generated, False, 100 if typid in (OID.TEXT,
              OID.VARCHAR) else 0, -1, "p", True, 0, None, None, None, False, "")
         )  # fmt: skip
-        if column.default is not None:
-            defaults.append((_INDEX_OID_BASE * 2 + desc.id * 1000 + n, desc.id, n, column.default))
+        if expression is not None:
+            defaults.append((_INDEX_OID_BASE * 2 + desc.id * 1000 + n, desc.id, n, expression))
         formatted = _format_type(typid, typmod) or "unknown"
         info.append(
             (database, "public", desc.name, column.name, n, column.default,
              "YES" if column.nullable else "NO", re.sub(r"\(.*", "", formatted),
              column.type.width if column.type.kind is Kind.STRING else None,
              _precision(column.type), column.type.scale, _TYPE_NAMES.get(typid, "unknown"),
-             "NEVER", "", "YES" if column.hidden else "NO", column.type.sql(), None, "NO")
+             "NEVER" if column.computed is None else "ALWAYS", column.computed or "",
+             "YES" if column.hidden else "NO", column.type.sql(), None, "NO")
         )  # fmt: skip
     _insert(db, "pg_attribute", attributes)
     for n, key_id in enumerate(key_ids, start=1):

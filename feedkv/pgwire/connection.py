@@ -488,12 +488,30 @@ class Connection:
             return False
         columns = ", ".join(f'"{c}"' for c in copy.columns) if copy.columns else "*"
         described = self._sql.describe(f"SELECT {columns} FROM {copy.table}").columns or ()
+        if not copy.columns:  # NB: as PostgreSQL, all columns but the computed ones
+            computed = self._computed_columns(copy.table or "")
+            described = tuple((name, ctype) for name, ctype in described if name not in computed)
         typed = tuple((name, ctype) for name, ctype in described if ctype is not None)
         if len(typed) != len(described):
             raise SQLError("0A000", f"COPY cannot tell the column types of {copy.table}")
         self._copy_in = _CopyIn(copy, typed)
         out += m.copy_in_response(len(typed), binary=copy.binary)
         return True
+
+    def _computed_columns(self, table: str) -> set[str]:
+        """The names of the computed columns of ``table`` (as COPY names it: ``t``,
+        ``public.t`` or ``db.public.t``), which COPY FROM fills in, not the data."""
+        parts = [
+            p[1:-1].replace('""', '"') if p.startswith('"') else p.lower()
+            for p in (part.strip() for part in table.split("."))
+        ]
+        database = parts[0] if len(parts) == 3 else self._sql.database
+        for found, tables in self._sql.schema():
+            if found.name == database:
+                for desc in tables:
+                    if desc.name == parts[-1]:
+                        return {c.name for c in desc.computed_columns}
+        return set()
 
     def _copy_message(self, state: _CopyIn, message: m.FrontendMessage, out: bytearray) -> None:
         """A message during COPY FROM STDIN: data, its end, or its failure; anything

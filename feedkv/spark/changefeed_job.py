@@ -94,7 +94,7 @@ from feedkv.changefeed.enriched_source import FeedSource, sink_type
 from feedkv.changefeed.file_formats import ParquetRows
 from feedkv.changefeed.frontier import Ended, Frontier, SchemaPlan, plan_schema_changes
 from feedkv.changefeed.node_buffers import BufferLimits, NodeBuffers
-from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
+from feedkv.changefeed.rows import RowDecoder, RowEvent, Target, omits_virtual
 from feedkv.changefeed.schema_history import SchemaHistory
 from feedkv.changefeed.sink import (
     Message,
@@ -283,15 +283,24 @@ def _piece_messages(
         or CockroachParquet.of(options, spec.sink_uri) is not None
     )
     split = options.split_column_families
+    omit = omits_virtual(options.virtual_columns, query=query is not None)
     piece = part.piece
     if piece.is_scan:
-        decoder = RowDecoder(db, [part.target], piece.hi, diff=diff, split_families=split)
+        decoder = RowDecoder(
+            db, [part.target], piece.hi, diff=diff, split_families=split, omit_virtual=omit
+        )
         yield from scan_messages(
             spec, encoder, query, decoder, part.target, piece.hi, span=piece.span
         )
         return
     events = piece_events(
-        db, part.target, piece, diff=diff, split_families=split, page_bytes=page_bytes
+        db,
+        part.target,
+        piece,
+        diff=diff,
+        split_families=split,
+        page_bytes=page_bytes,
+        omit_virtual=omit,
     )
     skipped = part.skipped
     for event in events:
@@ -312,7 +321,8 @@ def _row_blocks(
     size = BlockSize(BATCH_ROWS, max_bytes)
     if piece.is_scan and spec.query is None:
         split = spec.options.split_column_families
-        decoder = RowDecoder(db, [target], piece.hi, split_families=split)
+        omit = omits_virtual(spec.options.virtual_columns, query=False)
+        decoder = RowDecoder(db, [target], piece.hi, split_families=split, omit_virtual=omit)
         if decoder.whole_rows(target):
             yield from _scanned_blocks(spec, decoder, target, piece, size)
             return

@@ -133,12 +133,18 @@ def piece_events(
     diff: bool,
     split_families: bool = False,
     page_bytes: int | None = None,
+    omit_virtual: bool = False,
 ) -> Iterator[RowEvent]:
     """The row changes of one piece: the rows as of ``piece.hi`` for a scan piece, else
     every change in ``(piece.lo, piece.hi]``, each key's oldest first, read from the
     node about ``page_bytes`` at a time when given."""
     decoder = RowDecoder(
-        db, [target], piece.lo or piece.hi, diff=diff, split_families=split_families
+        db,
+        [target],
+        piece.lo or piece.hi,
+        diff=diff,
+        split_families=split_families,
+        omit_virtual=omit_virtual,
     )
     if piece.lo is None:
         yield from decoder.scan_rows(target, piece.hi, span=piece.span)

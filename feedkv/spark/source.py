@@ -87,6 +87,7 @@ from feedkv.spark.rows import (
     spark_ddl,
 )
 from feedkv.sql import catalog
+from feedkv.sql.computed import without_virtual
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.row_codec import TABLES_PREFIX, row_split_key, table_span
 from feedkv.util.encoding import key_between
@@ -231,11 +232,13 @@ class SourceOptions:
         )
 
     def descriptor(self, ts: Timestamp | None = None) -> TableDescriptor:
-        """The table as of ``ts`` (now by default); SQLSTATE 42P01 if it does not exist."""
+        """The table as of ``ts`` (now by default); SQLSTATE 42P01 if it does not exist.
+        Its VIRTUAL computed columns are left out, as a changefeed leaves them out by
+        default: nothing of them is stored to read."""
         db = connection(self.url)
         snapshot = catalog.Snapshot(db, ts or db.now())
         database = catalog.database_by_name(snapshot, self.database)
-        return catalog.table_by_name(snapshot, database, self.table)
+        return without_virtual(catalog.table_by_name(snapshot, database, self.table))
 
 
 def range_starts(url: str) -> list[bytes]:
@@ -279,7 +282,7 @@ class _PieceReader:
         db = connection(self.options.url)
         # NB: read with the row before each change, as diff does, so __op can tell an
         # update from an insert; __before is there only with diff.
-        events = piece_events(db, Target(self.desc.id), piece, diff=True)
+        events = piece_events(db, Target(self.desc.id), piece, diff=True, omit_virtual=True)
         if self.options.delta_cdf:
             yield from cdf_record_batches(events, self.desc)
         else:

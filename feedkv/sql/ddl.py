@@ -23,6 +23,8 @@ from feedkv.errors import (
 from feedkv.security.scram import make_verifier
 from feedkv.sql import catalog, ddl_constraints, sequences, views
 from feedkv.sql import statements as st
+from feedkv.sql.computed import check_computed, fill_computed, referencing, renamed_in
+from feedkv.sql.describe import type_of
 from feedkv.sql.descriptor import (
     PRIMARY_FAMILY,
     ROWID,
@@ -223,6 +225,7 @@ def _table_descriptor(
         next_column_id=len(columns) + 1,
         next_family_id=len(families),
     )
+    _check_computed_types(desc)
     if s.partitioning is not None:
         desc = replace(desc, partitions=partitions_of(desc, s.partitioning, ex.constant))
     return desc
@@ -245,7 +248,21 @@ def _column(ex: Execution, spec: st.ColumnSpec, column_id: int, *, key: bool) ->
             value = ex.constant(spec.default)
             coerce(value, spec.type, spec.name)  # a default of the wrong type fails now
         default = spec.default.sql(dialect="postgres")
-    return Column(column_id, spec.name, spec.type, spec.nullable and not key, default)
+    computed = (
+        None
+        if spec.computed is None
+        # NB: function names as CockroachDB's SHOW CREATE TABLE prints them: lower(s)
+        else spec.computed.sql(dialect="postgres", normalize_functions="lower")
+    )
+    return Column(
+        column_id,
+        spec.name,
+        spec.type,
+        spec.nullable and not key,
+        default,
+        computed=computed,
+        virtual=spec.virtual,
+    )
 
 
 def _enum_type(ex: Execution, ctype: ColumnType) -> ColumnType:
@@ -378,7 +395,7 @@ def _families(
         if spec.family is None and spec.create_family:  # a family of its own
             place(spec, f"fam_{len(members)}_{spec.name}")
     for column in columns:
-        if column.id not in placed:
+        if column.id not in placed and not column.virtual:  # NB: nothing of it is stored
             members[first].append(column.id)
     return [Family(i, name, tuple(ids)) for i, (name, ids) in enumerate(members.items())]
 
@@ -501,19 +518,40 @@ def add_column(ex: Execution, s: st.AddColumn) -> Result:
         next_family_id += 1
         target = len(families) - 1
     family = families[target]
-    families[target] = replace(family, column_ids=(*family.column_ids, column.id))
+    if not column.virtual:
+        families[target] = replace(family, column_ids=(*family.column_ids, column.id))
+    elif spec.family is not None or spec.create_family:
+        raise SQLError(
+            "42P16", f'virtual computed column "{column.name}" cannot be part of a family'
+        )
     new = desc.bumped(
         columns=(*desc.columns, column),
         families=tuple(families),
         next_column_id=desc.next_column_id + 1,
         next_family_id=next_family_id,
     )
+    _check_computed_types(new)
     default = column_default(column)
     ex.changing(desc)
     ex.publish(new)
+    if column.virtual:  # NB: nothing to write: reads compute it
+        if not column.nullable:
+            for row, _pairs in ex.rows(desc, table_span(desc.id)):
+                computed = {**row, column.id: None}
+                fill_computed(new, computed, ex.context)
+                if computed[column.id] is None:
+                    raise SQLError("23502", f'column "{column.name}" contains null values')
+        ex.session.forget(table=desc.id)
+        return Result(tag="ALTER TABLE")
     txn = ex.write_txn
     for row, _pairs in ex.rows(desc, table_span(desc.id)):
-        value = coerce(default((), ex.context), column.type, column.name) if default else None
+        if column.computed is not None:
+            # NB: the backfill, as CockroachDB's: every row gets its value now
+            computed = {**row, column.id: None}
+            fill_computed(new, computed, ex.context)
+            value = computed[column.id]
+        else:
+            value = coerce(default((), ex.context), column.type, column.name) if default else None
         if value is None and not column.nullable:
             raise SQLError("23502", f'column "{column.name}" contains null values')
         if value is None:
@@ -540,6 +578,12 @@ def drop_column(ex: Execution, s: st.DropColumn) -> Result:
         raise SQLError("0A000", f'column "{column.name}" is referenced by the primary key')
     _refuse_if_read_by_views(ex, desc, f'drop column "{column.name}"')
     ddl_constraints.refuse_column_use(desc, column.id, "drop")
+    _refuse_if_computed_from(desc, column)
+    if column.virtual:  # NB: nothing of it is stored
+        ex.changing(desc)
+        ex.publish(desc.bumped(columns=tuple(c for c in desc.columns if c.id != column.id)))
+        ex.session.forget(table=desc.id)
+        return Result(tag="ALTER TABLE")
     family = desc.family_of(column.id)
     remaining = tuple(i for i in family.column_ids if i != column.id)
     families = tuple(
@@ -570,6 +614,65 @@ def drop_column(ex: Execution, s: st.DropColumn) -> Result:
     return Result(tag="ALTER TABLE")
 
 
+# Kinds whose values convert to one another on assignment: a computed column's
+# expression must give a kind of its column's group.
+_KIND_GROUPS = {Kind.INT: "number", Kind.FLOAT: "number", Kind.DECIMAL: "number"}
+
+
+def _check_computed_types(desc: TableDescriptor) -> None:
+    """:func:`check_computed`, then CockroachDB's 42804 for a computed column whose
+    expression's type (where it follows from the expression) is not its column's."""
+    check_computed(desc)
+    scope = table_scope(desc, "")
+    for column in desc.computed_columns:
+        node = parse_expression(column.computed or "")
+        for cast in node.find_all(exp.Cast):
+            source = type_of(cast.this, scope)
+            target = type_of(cast, scope)
+            if source is not None and target is not None and _zoned(source.kind, target.kind):
+                raise SQLError(
+                    "0A000",
+                    "context-dependent operators are not allowed in computed column: "
+                    f"{source.sql()}::{target.sql()} depends on the session's time zone",
+                )
+        found = type_of(node, scope)
+        if found is None:
+            continue
+        if _KIND_GROUPS.get(found.kind, found.kind) != _KIND_GROUPS.get(
+            column.type.kind, column.type.kind
+        ):
+            raise SQLError(
+                "42804",
+                "expected computed column expression to have type "
+                f"{_type_name(column.type.kind)}, but '{column.computed}' has type "
+                f"{_type_name(found.kind)}",
+            )
+
+
+def _type_name(kind: Kind) -> str:
+    """A type as CockroachDB's type-check errors name it (``int``, ``string``)."""
+    return {Kind.INT: "int", Kind.STRING: "string"}.get(kind, kind.value.lower())
+
+
+_ZONED = frozenset({Kind.TIMESTAMPTZ})
+_LOCAL = frozenset({Kind.DATE, Kind.TIMESTAMP, Kind.TIME, Kind.STRING})
+
+
+def _zoned(source: Kind, target: Kind) -> bool:
+    """Whether a cast from ``source`` to ``target`` reads the session's time zone (a
+    TIMESTAMPTZ to or from a local date, time or text): CockroachDB's "stable" casts."""
+    return (source in _ZONED and target in _LOCAL) or (source in _LOCAL and target in _ZONED)
+
+
+def _refuse_if_computed_from(desc: TableDescriptor, column: Column) -> None:
+    """CockroachDB's error for a change to a column a computed column reads."""
+    user = referencing(desc, column)
+    if user is not None:
+        raise SQLError(
+            "42P10", f'column "{column.name}" is referenced by computed column "{user.name}"'
+        )
+
+
 def alter_column(ex: Execution, s: st.AlterColumn) -> Result:
     """ALTER COLUMN: SET / DROP DEFAULT and DROP NOT NULL change the descriptor alone;
     SET NOT NULL first checks every row; TYPE is a change of the kind
@@ -580,7 +683,26 @@ def alter_column(ex: Execution, s: st.AlterColumn) -> Result:
     if column is None:
         raise SQLError("42703", f'column "{s.column}" does not exist in table "{desc.name}"')
     if s.new_type is not None:
+        _refuse_if_computed_from(desc, column)
+        if column.computed is not None:
+            raise SQLError("0A000", f'cannot change the type of computed column "{column.name}"')
         return _alter_column_type(ex, desc, column, s.new_type, s.using)
+    if s.drop_stored:
+        # NB: as CockroachDB: the column keeps its values and becomes a plain one
+        if column.computed is None or column.virtual:
+            kind = "a stored computed" if column.virtual else "a computed"
+            raise SQLError("42611", f'column "{column.name}" is not {kind} column')
+        ex.changing(desc)
+        changed = replace(column, computed=None)
+        ex.publish(
+            desc.bumped(columns=tuple(changed if c.id == column.id else c for c in desc.columns))
+        )
+        ex.session.forget(table=desc.id)
+        return Result(tag="ALTER TABLE")
+    if column.computed is not None and s.default is not None:
+        raise SQLError(  # NB: 42601 here, as CockroachDB's ALTER COLUMN says it
+            "42601", f'computed column "{column.name}" cannot also have a DEFAULT expression'
+        )
     changed = column
     if s.default is not None or s.drop_default:
         spec = st.ColumnSpec(column.name, column.type, column.nullable, s.default)
@@ -1230,7 +1352,12 @@ def rename_column(ex: Execution, s: st.RenameColumn) -> Result:
     _refuse_if_read_by_views(ex, desc, f'rename column "{column.name}"')
     ddl_constraints.refuse_column_use(desc, column.id, "rename", checks_only=True)
     renamed = replace(column, name=s.new_name)
-    new = desc.bumped(columns=tuple(renamed if c.id == column.id else c for c in desc.columns))
+    new = desc.bumped(
+        columns=tuple(
+            renamed if c.id == column.id else renamed_in(c, column.name, s.new_name)
+            for c in desc.columns
+        )
+    )
     ex.changing(desc)
     ex.publish(new)
     ex.session.forget(table=desc.id)

@@ -49,7 +49,10 @@ ROWID = "rowid"
 @dataclass(frozen=True, slots=True)
 class Column:
     """A column. ``default`` is the SQL text of its DEFAULT expression; ``hidden``
-    columns (the implicit ``rowid``) are left out of ``SELECT *``."""
+    columns (the implicit ``rowid``) are left out of ``SELECT *``. ``computed`` is the
+    SQL text of a computed column's expression (:mod:`feedkv.sql.computed`): a STORED
+    one is written with the row, a ``virtual`` one is in no family and is computed
+    when read."""
 
     id: int
     name: str
@@ -57,6 +60,8 @@ class Column:
     nullable: bool = True
     default: str | None = None
     hidden: bool = False
+    computed: str | None = None
+    virtual: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "name": self.name, "type": self.type.to_json()}
@@ -66,6 +71,10 @@ class Column:
             out["default"] = self.default
         if self.hidden:
             out["hidden"] = True
+        if self.computed is not None:
+            out["computed"] = self.computed
+        if self.virtual:
+            out["virtual"] = True
         return out
 
     @classmethod
@@ -77,6 +86,8 @@ class Column:
             nullable=not data.get("not_null", False),
             default=data.get("default"),
             hidden=data.get("hidden", False),
+            computed=data.get("computed"),
+            virtual=data.get("virtual", False),
         )
 
 
@@ -240,14 +251,19 @@ class TableDescriptor:
     partitions: tuple[Partition, ...] = ()  # PARTITION BY, on a primary key prefix
     _by_name: dict[str, Column] = field(init=False, repr=False, compare=False)
     _by_id: dict[int, Column] = field(init=False, repr=False, compare=False)
+    _computed_columns: tuple[Column, ...] = field(init=False, repr=False, compare=False)
     # NB: the row codec keeps its per-version decoding plan here (row_codec._layout).
     _codec: Any = field(default=None, init=False, repr=False, compare=False)
     # NB: feedkv.sql.constraints keeps its compiled checks here.
     _constraints: Any = field(default=None, init=False, repr=False, compare=False)
+    # NB: feedkv.sql.computed keeps its compiled expressions here.
+    _computed: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {c.name: c for c in self.columns})
         object.__setattr__(self, "_by_id", {c.id: c for c in self.columns})
+        computed = tuple(c for c in self.columns if c.computed is not None)
+        object.__setattr__(self, "_computed_columns", computed)
 
     # Lookups.
 
@@ -277,6 +293,11 @@ class TableDescriptor:
     @property
     def visible_columns(self) -> tuple[Column, ...]:
         return tuple(c for c in self.columns if not c.hidden)
+
+    @property
+    def computed_columns(self) -> tuple[Column, ...]:
+        """The computed columns, in column order (:mod:`feedkv.sql.computed`)."""
+        return self._computed_columns
 
     @property
     def key_columns(self) -> tuple[Column, ...]:
@@ -324,6 +345,8 @@ class TableDescriptor:
                 line += " NOT NULL"
             if column.default is not None:
                 line += f" DEFAULT {column.default}"
+            if column.computed is not None:
+                line += f" AS ({column.computed}) {'VIRTUAL' if column.virtual else 'STORED'}"
             if column.hidden:
                 line += " NOT VISIBLE"
             lines.append(line)

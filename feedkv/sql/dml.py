@@ -26,6 +26,7 @@ from feedkv.errors import (
 from feedkv.kv.txn import Txn
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate import group_key
+from feedkv.sql.computed import fill_computed, refuse_writes
 from feedkv.sql.constraints import duplicate_key, row_written, rows_written, unique_conflict
 from feedkv.sql.descriptor import (
     ROWID,
@@ -90,6 +91,7 @@ def insert(ex: Execution, s: st.Insert) -> Result:
             row[column.id] = (
                 coerce(make((), ex.context), column.type, column.name) if make else None
             )
+        fill_computed(desc, row, ex.context)
         _check_not_null(desc, row)
         kvs = row_kvs(desc, row)
         first_key = next(iter(kvs))
@@ -170,6 +172,7 @@ def _conflict_update(
     final = dict(old)
     for column, value in plan.sets:
         final[column.id] = coerce(value(both, ex.context), column.type, column.name)
+    fill_computed(desc, final, ex.context)
     _check_not_null(desc, final)
     if any(final[i] != old[i] for i in desc.primary_key):
         touched.add(_move_row(ex, desc, pairs, final))
@@ -312,6 +315,7 @@ def _assigned(
     new = dict(old)
     for column, value in sets:
         new[column.id] = coerce(value(env, ex.context), column.type, column.name)
+    fill_computed(desc, new, ex.context)
     _check_not_null(desc, new)
     return new
 
@@ -322,6 +326,7 @@ def _update_joined(ex: Execution, s: st.Update) -> Result:
     PostgreSQL, which one is not defined when several pair with it)."""
     desc, plan, chosen = _joined_targets(ex, s, s.returning)
     sets = [(desc.column(name), compile_expr(e, plan.scope)) for name, e in s.sets]
+    refuse_writes([column for column, _ in sets])
     assigned = frozenset(column.id for column, _ in sets)
     out_rows = []
     width = len(desc.columns)

@@ -30,6 +30,7 @@ from feedkv.errors import (
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog, sequences
 from feedkv.sql import statements as st
+from feedkv.sql.computed import fill_virtual, has_virtual
 from feedkv.sql.descriptor import (
     DatabaseDescriptor,
     NamedRelation,
@@ -298,7 +299,20 @@ class Execution:
     def rows(
         self, desc: TableDescriptor, span: Span
     ) -> Iterator[tuple[dict[int, Any], dict[bytes, bytes]]]:
-        return RowAssembler(desc).rows(self._scan_pages(span))
+        rows = RowAssembler(desc).rows(self._scan_pages(span))
+        if not has_virtual(desc):
+            return rows
+        return self._with_virtual(desc, rows)
+
+    def _with_virtual(
+        self, desc: TableDescriptor, rows: Iterator[tuple[dict[int, Any], dict[bytes, bytes]]]
+    ) -> Iterator[tuple[dict[int, Any], dict[bytes, bytes]]]:
+        """``rows`` with their VIRTUAL computed columns computed (none is stored)."""
+        context = self.context
+        ids = [c.id for c in desc.columns]
+        for row, pairs in rows:
+            values = fill_virtual(desc, [row[i] for i in ids], context)
+            yield dict(zip(ids, values, strict=True)), pairs
 
     def _scan_pages(self, span: Span) -> Iterator[KeyValue]:
         """The KV pairs of ``span``, read a page at a time (pages grow from
@@ -324,6 +338,12 @@ class Execution:
         to rewrite the row), a third of a row's cost in a scan. Read in pages, as
         :meth:`rows`, so a cancel stops it."""
         kvs = self._scan_pages(span)
+        if has_virtual(desc):
+            context = self.context
+            return (
+                tuple(fill_virtual(desc, values, context))
+                for _key, values, _ts in decode_row_values(desc, kvs)
+            )
         return (tuple(values) for _key, values, _ts in decode_row_values(desc, kvs))
 
     def selected(self, desc: TableDescriptor, selection: Selection) -> list[tuple[Any, ...]]:

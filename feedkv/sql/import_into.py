@@ -48,6 +48,7 @@ from urllib.parse import unquote, urlsplit
 from feedkv.errors import ConditionFailedError, InvalidArgumentError, SQLError
 from feedkv.security.external_io import confine
 from feedkv.sql import statements as st
+from feedkv.sql.computed import fill_computed, refuse_writes
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.dml import duplicate_key, duplicate_key_at
 from feedkv.sql.execution import Execution, Result
@@ -217,11 +218,16 @@ def _read(
 ) -> tuple[list[tuple[bytes, bytes]], int]:
     """Every row of the files as KV pairs, sorted by key, and the number of rows."""
     targets = (
-        [desc.column(name) for name in columns] if columns is not None else desc.visible_columns
+        [desc.column(name) for name in columns]
+        if columns is not None
+        else [c for c in desc.visible_columns if c.computed is None]
     )
     if len({c.id for c in targets}) != len(targets):
         raise SQLError("42701", "a column is listed more than once in IMPORT INTO")
-    filled = [(c, column_default(c)) for c in desc.columns if c not in targets]
+    refuse_writes(targets)
+    filled = [
+        (c, column_default(c)) for c in desc.columns if c not in targets and c.computed is None
+    ]
     required = [c for c in desc.columns if not c.nullable]
     width = len(targets)
     context = plain.context
@@ -245,6 +251,7 @@ def _read(
                     row[column.id] = (
                         coerce(make((), context), column.type, column.name) if make else None
                     )
+                fill_computed(desc, row, context)
             except SQLError as exc:
                 raise SQLError(
                     exc.code, f"IMPORT {path.name}, line {at[0]}: {exc.message}"

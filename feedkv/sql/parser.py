@@ -81,6 +81,64 @@ class _Cockroach(Postgres):
             "ARRAY_AGG": lambda args: _array_agg(args),
         }
 
+        # NB: ``AS (e) STORED`` after another qualification (``INT NOT NULL AS ...``),
+        # which CockroachDB allows in any order; sqlglot reads it only after the type
+        CONSTRAINT_PARSERS: ClassVar = {
+            **PostgresParser.CONSTRAINT_PARSERS,
+            "AS": lambda self: self._parse_late_computed(),
+        }
+
+        def _parse_late_computed(self) -> exp.Expr | None:
+            if not self._match(TokenType.L_PAREN, advance=False):
+                return None
+            found = exp.ComputedColumnConstraint(this=self._parse_disjunction())
+            self._match_texts(("STORED", "VIRTUAL"))  # NB: read as storage, see below
+            return found
+
+        def _parse_generated_as_identity(self) -> exp.Expr:  # type: ignore[override]
+            # NB: PostgreSQL's parser reads GENERATED ALWAYS AS (e) STORED only
+            found: exp.Expr = super()._parse_generated_as_identity()
+            if (
+                isinstance(found, exp.GeneratedAsIdentityColumnConstraint)
+                and found.args.get("expression") is not None
+                and self._match_text_seq("VIRTUAL")
+            ):
+                return exp.ComputedColumnConstraint(this=found.args["expression"])
+            return found
+
+        def _parse_column_def(
+            self, this: exp.Expr | None, computed_column: bool = True
+        ) -> exp.Expr | None:
+            # NB: sqlglot reads ``AS (e)`` and ``AS (e) VIRTUAL`` alike; CockroachDB
+            # requires STORED or VIRTUAL, so the keyword is looked for among the tokens
+            # read, outside parentheses, and kept as ``storage``.
+            start = self._index
+            found = super()._parse_column_def(this, computed_column)
+            if not isinstance(found, exp.ColumnDef):
+                return found
+            for constraint in found.args.get("constraints") or ():
+                kind = constraint.args.get("kind")
+                if isinstance(kind, exp.ComputedColumnConstraint):
+                    kind.set("storage", _storage_keyword(self._tokens[start : self._index]))
+            return found
+
+
+def _storage_keyword(tokens: list[Token]) -> str | None:
+    """The STORED or VIRTUAL that ends a computed column's AS (...) among ``tokens``."""
+    depth = 0
+    for token in tokens:
+        if token.token_type is TokenType.L_PAREN:
+            depth += 1
+        elif token.token_type is TokenType.R_PAREN:
+            depth -= 1
+        elif (
+            depth == 0
+            and token.token_type is TokenType.VAR  # NB: not "stored", 'stored'
+            and token.text.upper() in ("STORED", "VIRTUAL")
+        ):
+            return token.text.upper()
+    return None
+
 
 def _jsonb_agg(args: list[exp.Expr]) -> exp.Expr:
     """jsonb_agg(x) (json_agg is the same in CockroachDB), as sqlglot's JSON array
@@ -452,6 +510,8 @@ class _Statement:
             return self._grant()
         if words[:2] in (["ALTER", "TABLE"], ["ALTER", "RANGE"]) and "CONFIGURE" in words:
             return self._configure_zone()
+        if words[:2] == ["ALTER", "TABLE"] and words[-2:] == ["DROP", "STORED"]:
+            return self._drop_stored()
         if words[0] == "ALTER" and "SPLIT" in words:
             return self._split_at()
         if words[0] == "ALTER" and "RELOCATE" in words:
@@ -1330,6 +1390,18 @@ class _Statement:
                 tables.append(self._table_name(begin, i))
                 begin = i + 1
         return st.GrantPrivileges(self.text, tuple(privileges), tuple(tables), users, revoke)
+
+    def _drop_stored(self) -> st.AlterColumn:
+        """``ALTER TABLE t ALTER [COLUMN] c DROP STORED`` (sqlglot cannot read it)."""
+        words = self.words
+        at = words.index("ALTER", 2) if "ALTER" in words[2:] else -1
+        column = at + 1 + (words[at + 1 : at + 2] == ["COLUMN"])
+        if at < 0 or column != len(words) - 3 or not _name_like(self.tokens[column]):
+            raise self._error_at(
+                len(words) - 2, "expected ALTER TABLE t ALTER [COLUMN] c DROP STORED"
+            )
+        table = self._table_name(2, at)
+        return st.AlterColumn(self.text, table, _name(self.tokens[column]), drop_stored=True)
 
     def _configure_zone(self) -> st.ConfigureZone:
         words = self.words
@@ -2247,6 +2319,7 @@ class _Converter:
         nullable = True
         default = None
         primary_key = False
+        computed, virtual = None, False
         declared: set[bool] = set()  # NULL (True) and NOT NULL (False) as written
         for constraint in node.args.get("constraints") or []:
             inner = constraint.args.get("kind")
@@ -2258,6 +2331,8 @@ class _Converter:
             elif isinstance(inner, exp.PrimaryKeyColumnConstraint):
                 primary_key = True
                 nullable = False
+            elif isinstance(inner, exp.ComputedColumnConstraint):
+                computed, virtual = _computed_constraint(name, inner)
             elif in_create and self._column_constraint(name, constraint):
                 pass
             else:
@@ -2275,7 +2350,15 @@ class _Converter:
             raise SQLError("42601", f'conflicting NULL/NOT NULL declarations for column "{name}"')
         family, create = self.column_families.get(name, (None, False))
         return st.ColumnSpec(
-            name, column_type(kind), nullable, default, primary_key, family, create
+            name,
+            column_type(kind),
+            nullable,
+            default,
+            primary_key,
+            family,
+            create,
+            computed,
+            virtual,
         )
 
     def _column_constraint(self, column: str, node: exp.Expr) -> bool:
@@ -2867,6 +2950,23 @@ def _primary_key_constraint(action: exp.AddConstraint) -> tuple[tuple[str, ...],
     if not isinstance(element, exp.PrimaryKey):
         return None
     return tuple(_ident(e) for e in element.expressions), name
+
+
+def _computed_constraint(column: str, node: exp.ComputedColumnConstraint) -> tuple[exp.Expr, bool]:
+    """``AS (expression) STORED | VIRTUAL``: the expression and whether it is VIRTUAL.
+    As in CockroachDB, one of the two keywords must be written."""
+    storage = node.args.get("storage")
+    if storage is None:
+        raise SQLError(
+            "42601",
+            f'syntax error at column "{column}": use AS ( <expr> ) STORED or AS ( <expr> ) VIRTUAL',
+        )
+    if node.args.get("data_type") is not None or node.args.get("not_null"):
+        raise _unsupported(node, "computed column clause")
+    expression = node.this
+    while isinstance(expression, exp.Paren):
+        expression = expression.this
+    return expression, storage == "VIRTUAL"
 
 
 def _refuse_unhandled(node: exp.Expr, handled: set[str]) -> None:

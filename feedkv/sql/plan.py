@@ -20,6 +20,7 @@ from feedkv.errors import (
 )
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate import Grouping, group_key
+from feedkv.sql.computed import refuse_writes
 from feedkv.sql.descriptor import (
     Column,
     Index,
@@ -653,7 +654,11 @@ class InsertPlan:
         if s.columns is None:
             # As in PostgreSQL: VALUES shorter than the table fill its leading columns and
             # the rest take their defaults (for a SELECT, see InsertPlan.targets_for).
-            targets = list(desc.visible_columns)
+            # NB: computed columns are not written: an INSERT without a column list
+            # names the others
+            targets = [c for c in desc.visible_columns if c.computed is None]
+            if s.rows and len(s.rows[0]) > len(targets):
+                refuse_writes(desc.visible_columns[: len(s.rows[0])])  # 55000, as CockroachDB
             if s.rows and len({len(r) for r in s.rows}) > 1:
                 raise SQLError("42601", "VALUES lists must all be the same length")
             if s.rows and len(s.rows[0]) < len(targets):
@@ -662,6 +667,7 @@ class InsertPlan:
             targets = [desc.column(name) for name in s.columns]
             if len({c.id for c in targets}) != len(targets):
                 raise SQLError("42701", "a column is listed more than once in INSERT")
+            refuse_writes(targets)
         empty = Scope()
         rows = []
         for values in s.rows:
@@ -682,6 +688,7 @@ class InsertPlan:
             # NB: as in CockroachDB, an unqualified name here is ambiguous (42702)
             conflict_scope.add(["", "excluded"], column.name, width + index, column.type)
         sets = [(desc.column(n), compile_expr(e, conflict_scope)) for n, e in s.conflict_sets]
+        refuse_writes([column for column, _ in sets])
         where = None
         if s.conflict_where is not None:
             where = compile_expr(condition(s.conflict_where, conflict_scope), conflict_scope)
@@ -693,7 +700,9 @@ class InsertPlan:
                 for c in targets
                 if c.id not in key_ids
             ]
-        filled = [(c, column_default(c)) for c in desc.columns if c not in targets]
+        filled = [
+            (c, column_default(c)) for c in desc.columns if c not in targets and c.computed is None
+        ]
         blind = (
             not filled
             and not desc.constrained
@@ -765,6 +774,7 @@ class UpdatePlan:
     def of(cls, desc: TableDescriptor, s: st.Update, database: str) -> UpdatePlan:
         scope = table_scope(desc, database, s.alias)
         sets = [(desc.column(name), compile_expr(e, scope)) for name, e in s.sets]
+        refuse_writes([column for column, _ in sets])
         returning = _returning(desc, s.returning, scope, s.alias)
         selection = Selection.of(desc, s.where, scope)
         assigned = frozenset(column.id for column, _ in sets)

@@ -160,6 +160,8 @@ class ColumnSpec:
     primary_key: bool = False
     family: str | None = None
     create_family: bool = False
+    computed: exp.Expr | None = None  # AS (expression) STORED | VIRTUAL
+    virtual: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +260,8 @@ class AddColumn(Statement):
 class AlterColumn(Statement):
     """``ALTER TABLE t ALTER [COLUMN] c`` and one change: ``SET DEFAULT e`` (``default``),
     ``DROP DEFAULT`` (``drop_default``), ``SET NOT NULL`` / ``DROP NOT NULL``
-    (``not_null``), or ``[SET DATA] TYPE type [USING e]`` (``new_type``, ``using``)."""
+    (``not_null``), ``[SET DATA] TYPE type [USING e]`` (``new_type``, ``using``), or
+    ``DROP STORED`` (``drop_stored``)."""
 
     table: TableName
     column: str
@@ -267,6 +270,7 @@ class AlterColumn(Statement):
     not_null: bool | None = None
     new_type: ColumnType | None = None
     using: exp.Expr | None = None
+    drop_stored: bool = False  # DROP STORED: a stored computed column becomes a plain one
 
 
 @dataclass(frozen=True, slots=True)

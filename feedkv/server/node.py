@@ -195,6 +195,8 @@ class Node:
         with self._serve_lock:
             if self.server is None:
                 access = _TableReads(self)
+                if self.tls is not None:  # password logins check the users' records
+                    self.tls.verifier.attach(lambda user: access.grants().password_verifier(user))
                 methods = {
                     "RangeFeed": RangeFeedService(self.feeds, access).handler(),
                     HOLD_METHOD: hold_history_handler(access.db, access.grants),

@@ -547,6 +547,14 @@ def put_user(txn: Txn, user: User) -> None:
     txn.put(_user_key(user.name), json.dumps(record).encode())
 
 
+def remove_user(txn: Txn, name: str) -> None:
+    """Delete user ``name`` and every privilege granted to it."""
+    txn.delete(_user_key(name))
+    for table_id, user, _ in list_privileges(txn):
+        if user == name:
+            put_privileges(txn, table_id, name, frozenset())
+
+
 def bootstrap(db: KV) -> None:
     """Create ``defaultdb`` and the ``root`` user if this store has no catalog yet.
     Safe to run from many clients at once: the first commit wins, the rest see it."""

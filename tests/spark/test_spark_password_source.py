@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pickle
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -104,3 +105,30 @@ def test_a_wrong_password_fails_the_query_saying_so(
     with pytest.raises(Exception, match="wrong user name or password") as info:
         _reader(spark, spark.read, _options(secure, ca_only[1], "not-it")).load().collect()
     assert "not-it" not in str(info.value)
+
+
+def test_a_running_stream_fails_once_its_select_is_revoked(
+    spark: Any, secure: DB, ca_only: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The stream has nothing new to read, so only the node ending its rangefeed (the
+    driver follows the table's resolved timestamp with one) can stop it."""
+    secure.sql("CREATE TABLE fares (id INT PRIMARY KEY)")
+    secure.sql("INSERT INTO fares VALUES (1)")
+    secure.sql("GRANT SELECT ON fares TO paula")
+    first = threading.Event()
+    query = (
+        _reader(spark, spark.readStream, _options(secure, ca_only[1]) | {"table": "fares"})
+        .load()
+        .writeStream.foreachBatch(lambda df, _batch: df.count() and first.set())
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        assert first.wait(120), "the stream's first batch"
+        secure.sql("REVOKE SELECT ON fares FROM paula")
+        with pytest.raises(Exception, match="does not have SELECT privilege on relation fares"):
+            query.awaitTermination(120)
+            raise AssertionError("the stream still runs 120 s after the REVOKE")
+    finally:
+        query.stop()

@@ -17,12 +17,14 @@ admin page (:attr:`Node.admin`, :mod:`feedkv.server.admin`), which the client th
 the node attaches, since it reads the jobs through that client's SQL.
 
 Security: with ``certs_dir`` every port serves TLS from that certs directory
-(:mod:`feedkv.security.tls`): gRPC takes only client certificates, and lets users other
-than the nodes and root read only the tables they may SELECT (:mod:`feedkv.kv.access`,
-:mod:`feedkv.sql.read_access`); the SQL port TLS connections only (client certificates
-or SCRAM passwords); HTTP is https. The node calls other nodes as ``node``. Without it
-(``--insecure``, or an embedded node serving its own Spark executors on loopback) every
-port is plaintext.
+(:mod:`feedkv.security.tls`): each gRPC call proves its caller by a claim signed with a
+client certificate's key or a password login's session
+(:mod:`feedkv.security.call_auth`), and users other than the nodes and root read only
+the tables they may SELECT (:mod:`feedkv.kv.access`, :mod:`feedkv.sql.read_access`; a
+running rangefeed of theirs ends when the grant goes: :mod:`feedkv.sql.grant_watch`);
+the SQL port TLS connections only (client certificates or SCRAM passwords); HTTP is
+https. The node calls other nodes as ``node``. Without it (``--insecure``, or an
+embedded node serving its own Spark executors on loopback) every port is plaintext.
 
 The node is where the layers meet, so it lives above them: the KV layer knows nothing of
 rangefeeds, and the rangefeed layer only observes the store.

@@ -71,14 +71,19 @@ def test_a_password_user_reads_the_table_it_may_select(db: DB, ca_only: Path) ->
             pam.scan(b"\x01", b"\xff\xff")
 
 
-def test_a_wrong_password_and_an_unknown_user_are_refused_alike(db: DB, ca_only: Path) -> None:
+def test_a_wrong_password_and_an_unknown_user_are_refused_alike(
+    db: DB, ca_only: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     _user(db, "wes", "wes-secret-1")
     messages = []
     for user in ("wes", "nobody"):
         with pytest.raises(PermissionDeniedError) as refused:
-            feedkv.connect(_url(db), certs_dir=ca_only, user=user, password="not-it")
+            feedkv.connect(_url(db), certs_dir=ca_only, user=user, password="not-it-3b1")
         messages.append(str(refused.value).replace(repr(user), "USER"))
     assert messages[0] == messages[1] == "wrong user name or password for USER"
+    logged = [r.getMessage() for r in caplog.records if "refused a gRPC login" in r.getMessage()]
+    assert len(logged) == 2  # logged, without the password
+    assert not any("not-it-3b1" in r.getMessage() for r in caplog.records)
     with pytest.raises(InvalidArgumentError, match="an empty password cannot log in"):
         feedkv.connect(_url(db), certs_dir=ca_only, user="wes", password="")
 

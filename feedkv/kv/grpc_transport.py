@@ -205,6 +205,8 @@ class GrpcTransport:
             while (reply := self._open_stream().call(one)) is None:
                 pass  # that stream ended before the call was sent: open another
         except _StreamEnded as exc:
+            if exc.denied:  # refused before the node read a call: nothing was applied
+                raise PermissionDeniedError(str(exc)) from exc
             if exc.maybe_applied:
                 raise self._translate(exc, batch) from exc
             raise NodeUnavailableError(f"node {self.address}: {exc}") from exc
@@ -249,11 +251,13 @@ class GrpcTransport:
 
 class _StreamEnded(FeedKVError):
     """The stream ended before answering a call; ``maybe_applied`` unless the node
-    ended it cleanly (draining) or the call was never sent."""
+    ended it cleanly (draining) or the call was never sent; ``denied``: the node refused
+    the caller (its credentials) as the stream opened."""
 
-    def __init__(self, message: str, *, maybe_applied: bool) -> None:
+    def __init__(self, message: str, *, maybe_applied: bool, denied: bool = False) -> None:
         super().__init__(message)
         self.maybe_applied = maybe_applied
+        self.denied = denied
 
 
 class _CallStream:
@@ -320,7 +324,9 @@ class _CallStream:
                     if answer is not None:
                         answer.set_result(reply.response)
         except grpc.RpcError as exc:
-            end = _StreamEnded(_details(exc), maybe_applied=True)
+            code = exc.code() if hasattr(exc, "code") else None
+            denied = code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
+            end = _StreamEnded(_details(exc), maybe_applied=not denied, denied=denied)
         with self._lock:
             self._end = end
             waiting, self._waiting = self._waiting, {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -115,6 +116,11 @@ def test_a_password_change_ends_the_session(db: DB, ca_only: Path) -> None:
         db.sql("ALTER USER ann WITH PASSWORD 'ann-secret-2'")
         message = wait_until(lambda: _ended(ann, span), what="ann's session to end")
         assert "the session of 'ann' has ended" in message
+        with ThreadPoolExecutor(8) as pool:  # reads at once go on the stream of batches
+            reads = [pool.submit(ann.scan, *span) for _ in range(16)]
+            for read in reads:
+                with pytest.raises(PermissionDeniedError, match="has ended"):
+                    read.result(timeout=60)
     with feedkv.connect(_url(db), certs_dir=ca_only, user="ann", password="ann-secret-2") as ann:
         assert len(ann.scan(*span)) == 2
 

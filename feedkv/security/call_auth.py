@@ -260,7 +260,7 @@ class CallVerifier:
             raise PermissionDeniedError(
                 "the certificate in the call's credentials was not issued by this cluster's CA"
             ) from None
-        now = datetime.datetime.now(datetime.UTC)
+        now = datetime.datetime.fromtimestamp(self._wall(), datetime.UTC)
         if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
             raise PermissionDeniedError("the certificate in the call's credentials has expired")
         try:

@@ -5,6 +5,7 @@ changes or the user goes; anything else is refused with a PermissionDeniedError.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,8 @@ from feedkv.security.call_auth import (
 from feedkv.security.scram import make_verifier
 from feedkv.security.secrets import load_key
 from feedkv.testing.certs import make_certs_dir
+
+NOW = time.time()  # the certificates made here are valid from now on
 
 
 class _Clock:
@@ -55,7 +58,7 @@ def _claims(certs: Path, user: str, clock: _Clock) -> CertClaims:
 
 
 def test_a_certificate_claim_proves_its_certificates_user(certs: Path) -> None:
-    wall, mono = _Clock(1_000_000.0), _Clock(0.0)
+    wall, mono = _Clock(NOW), _Clock(0.0)
     verifier = _verifier(certs, {}, wall, mono)
     metadata = _claims(certs, "alice", wall).metadata()
     assert verifier.caller(metadata) == "alice"
@@ -66,7 +69,7 @@ def test_a_certificate_claim_proves_its_certificates_user(certs: Path) -> None:
 
 
 def test_a_claim_signed_for_another_user_is_refused(certs: Path) -> None:
-    wall, mono = _Clock(1_000_000.0), _Clock(0.0)
+    wall, mono = _Clock(NOW), _Clock(0.0)
     verifier = _verifier(certs, {}, wall, mono)
     forged = CertClaims("root", certs / "client.alice.crt", certs / "client.alice.key", clock=wall)
     with pytest.raises(PermissionDeniedError, match="claim user 'root'"):
@@ -74,7 +77,7 @@ def test_a_claim_signed_for_another_user_is_refused(certs: Path) -> None:
 
 
 def test_a_certificate_of_another_ca_is_refused(certs: Path, tmp_path: Path) -> None:
-    wall, mono = _Clock(1_000_000.0), _Clock(0.0)
+    wall, mono = _Clock(NOW), _Clock(0.0)
     verifier = _verifier(certs, {}, wall, mono)
     foreign = make_certs_dir(tmp_path, users=("root",))
     with pytest.raises(PermissionDeniedError, match="not issued by this cluster's CA"):
@@ -82,7 +85,7 @@ def test_a_certificate_of_another_ca_is_refused(certs: Path, tmp_path: Path) -> 
 
 
 def test_a_claim_with_a_signature_of_another_key_is_refused(certs: Path) -> None:
-    wall, mono = _Clock(1_000_000.0), _Clock(0.0)
+    wall, mono = _Clock(NOW), _Clock(0.0)
     verifier = _verifier(certs, {}, wall, mono)
     alice = _claims(certs, "alice", wall).metadata()[0][1]
     root = _claims(certs, "root", wall).metadata()[0][1]
@@ -99,7 +102,7 @@ def _session(verifier: CallVerifier, user: str, password: str) -> SessionClaims:
 
 
 def test_a_session_holds_until_it_expires(certs: Path) -> None:
-    wall, mono = _Clock(1_000_000.0), _Clock(0.0)
+    wall, mono = _Clock(NOW), _Clock(0.0)
     verifier = _verifier(certs, {"pam": make_verifier("pw-1")}, wall, mono)
     metadata = _session(verifier, "pam", "pw-1").metadata()
     assert verifier.caller(metadata) == "pam"
@@ -109,7 +112,7 @@ def test_a_session_holds_until_it_expires(certs: Path) -> None:
 
 
 def test_a_session_ends_when_the_password_changes_or_the_user_goes(certs: Path) -> None:
-    wall, mono = _Clock(1_000_000.0), _Clock(0.0)
+    wall, mono = _Clock(NOW), _Clock(0.0)
     users = {"pam": make_verifier("pw-1"), "dan": make_verifier("pw-2")}
     verifier = _verifier(certs, users, wall, mono)
     pam = _session(verifier, "pam", "pw-1").metadata()
@@ -125,7 +128,7 @@ def test_a_session_ends_when_the_password_changes_or_the_user_goes(certs: Path) 
 
 
 def test_a_session_token_not_made_by_the_cluster_is_refused(certs: Path, tmp_path: Path) -> None:
-    wall, mono = _Clock(1_000_000.0), _Clock(0.0)
+    wall, mono = _Clock(NOW), _Clock(0.0)
     users = {"pam": make_verifier("pw-1")}
     ours = _verifier(certs, users, wall, mono)
     theirs = _verifier(make_certs_dir(tmp_path, users=()), users, wall, mono)
@@ -134,7 +137,7 @@ def test_a_session_token_not_made_by_the_cluster_is_refused(certs: Path, tmp_pat
 
 
 def test_a_wrong_password_is_refused_as_an_unknown_user_is(certs: Path) -> None:
-    wall, mono = _Clock(1_000_000.0), _Clock(0.0)
+    wall, mono = _Clock(NOW), _Clock(0.0)
     verifier = _verifier(certs, {"pam": make_verifier("pw-1")}, wall, mono)
     with pytest.raises(PermissionDeniedError, match=r"^wrong user name or password for 'pam'$"):
         verifier.login("pam", "pw-2", "10.0.0.1")
@@ -143,7 +146,7 @@ def test_a_wrong_password_is_refused_as_an_unknown_user_is(certs: Path) -> None:
 
 
 def test_a_call_without_credentials_is_refused(certs: Path) -> None:
-    verifier = _verifier(certs, {}, _Clock(1_000_000.0), _Clock(0.0))
+    verifier = _verifier(certs, {}, _Clock(NOW), _Clock(0.0))
     with pytest.raises(PermissionDeniedError, match="a call needs credentials"):
         verifier.caller((("user-agent", "grpc-python"),))
 
@@ -151,6 +154,15 @@ def test_a_call_without_credentials_is_refused(certs: Path) -> None:
 @settings(max_examples=300, deadline=None)
 @given(token=st.text(max_size=200) | st.just("cert a.b.c") | st.just("session x.y"))
 def test_malformed_credentials_are_refused_saying_so(certs: Path, token: str) -> None:
-    verifier = _verifier(certs, {}, _Clock(1_000_000.0), _Clock(0.0))
+    verifier = _verifier(certs, {}, _Clock(NOW), _Clock(0.0))
     with pytest.raises(PermissionDeniedError):
         verifier.caller(((AUTH_KEY, token),))
+
+
+def test_a_certificate_past_its_validity_is_refused(certs: Path) -> None:
+    wall, mono = _Clock(NOW), _Clock(0.0)
+    verifier = _verifier(certs, {}, wall, mono)
+    claims = _claims(certs, "alice", wall)
+    wall.now += 6 * 366 * 86400.0  # certificates live five years
+    with pytest.raises(PermissionDeniedError, match=r"the certificate .* has expired"):
+        verifier.caller(claims.metadata())

@@ -78,6 +78,8 @@ class RangeFeedService:
             return
         with self._lock:
             self._rechecks += 1
+            for ended in [reg for reg in self._checked if reg.done]:
+                del self._checked[ended]  # NB: a range's end leaves it on a live stream
             checked = list(self._checked.items())
         for reg, user in checked:
             self._recheck_one(access, reg, user)

@@ -72,7 +72,7 @@ class ClientTLS:
         return self.certs.has_identity(self.user)
 
     def grpc_credentials(self) -> grpc.ChannelCredentials:
-        """Trust the CA; the caller is proven by each call's metadata (:meth:`metadata`)."""
+        """Trust the CA; the caller is proven by each call's metadata (:meth:`claims`)."""
         return grpc.ssl_channel_credentials(root_certificates=self.certs.ca_cert.read_bytes())
 
     def claims(self) -> CertClaims | SessionClaims:

@@ -9,13 +9,19 @@ import shutil
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
+import grpc
+import msgpack
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import feedkv
 from feedkv import DB
 from feedkv.errors import InvalidArgumentError, PermissionDeniedError
 from feedkv.kv.store import StoreConfig
+from feedkv.kv.wire import SERVICE
 from feedkv.sql import catalog
 from feedkv.sql.row_codec import table_span
 from feedkv.testing.certs import make_certs_dir
@@ -143,3 +149,27 @@ def test_a_password_is_never_sent_without_tls(db: DB) -> None:
 def test_a_certificate_user_needs_no_password(db: DB, certs: Path) -> None:
     with feedkv.connect(_url(db), certs_dir=certs) as root:
         assert len(root.scan(*_rides(db))) == 2
+
+
+@pytest.fixture(scope="module")
+def login_stub(db: DB, ca_only: Path) -> Iterator[Any]:
+    credentials = grpc.ssl_channel_credentials((ca_only / "ca.crt").read_bytes())
+    with grpc.secure_channel(_url(db).removeprefix("feedkv://"), credentials) as channel:
+        yield channel.unary_unary(f"/{SERVICE}/Login")
+
+
+_FIELD = st.text(max_size=20) | st.integers(-(2**63), 2**63) | st.none() | st.binary(max_size=10)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    request=st.binary(max_size=100)
+    | st.builds(lambda u, p: msgpack.packb({"user": u, "password": p}), _FIELD, _FIELD)
+)
+def test_malformed_logins_are_refused_saying_so(login_stub: Any, request: bytes) -> None:
+    with pytest.raises(grpc.RpcError) as refused:
+        login_stub(request, timeout=30)
+    assert refused.value.code() in (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.UNAUTHENTICATED,
+    ), refused.value.details()

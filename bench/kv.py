@@ -8,7 +8,8 @@ commit durable (fsync). Four rows:
   the process's stream to the node, many to a message, which beats more processes with
   fewer batches to a message on two cores;
 - ``grpc_tls``: the same against a secure node (``--certs-dir``, certificates made
-  here): TLS with client certificates, as root; its ratio to ``grpc`` is TLS's cost
+  here): TLS, as root (each call carries root's certificate claim,
+  :mod:`feedkv.security.call_auth`); its ratio to ``grpc`` is TLS's cost
   (issue 40's target: at least 0.9). On a machine shared with other work, one run
   of each measures the load more than TLS, so ``--rounds N`` (5 by default) runs N
   pairs, each pair's two runs back to back in alternating order, and reports the

@@ -95,6 +95,7 @@ def connect(
     http_addr: str | None = None,
     certs_dir: str | Path | None = None,
     user: str | None = None,
+    password: str | None = None,
     external_io_dir: str | Path | None = None,
     admin_sample_s: float = 10.0,
     metrics: bool = True,
@@ -104,7 +105,9 @@ def connect(
 
     ``certs_dir`` (or ``?certs_dir=`` in the URL): a certs directory (``feedkv cert``):
     a client connects with TLS as ``user`` (root by default; over the raw KV API of a
-    secure node another user only reads the tables it holds SELECT on); an embedded
+    secure node another user only reads the tables it holds SELECT on), proven by its
+    client certificate from there or, given ``password``, by logging in with the user's
+    SQL password (then ``certs_dir`` needs only the CA's ``ca.crt``); an embedded
     node serves its ports with TLS. Without
     it a client talks plaintext, which only an insecure node (``--insecure``) accepts.
     ``external_io_dir``: an embedded node's ``file://`` sinks must lie below it (``None``:
@@ -135,8 +138,8 @@ def connect(
         from feedkv.rangefeed.feed_client import remote_transports
         from feedkv.security.secrets import held_key
 
-        tls = url_tls(text, certs_dir, user)
-        transport, feeds = remote_transports(text, certs_dir, user)
+        tls = url_tls(text, certs_dir, user, password)
+        transport, feeds = remote_transports(text, certs_dir, user, password=password)
         client = DB(transport, feeds, target=text, changefeed_runner=changefeed_runner)
         client.sealer = held_key(tls.certs.path if tls is not None else None)
         return client

@@ -21,6 +21,7 @@ import msgpack
 
 from feedkv.errors import InvalidArgumentError, NodeUnavailableError, PermissionDeniedError
 from feedkv.kv.wire import SERVICE
+from feedkv.security.tls import call_metadata
 from feedkv.util.hlc import Timestamp
 
 __all__ = ["METHOD", "HoldRequest", "call_hold", "hold_request"]
@@ -83,10 +84,13 @@ def call_hold(channel: grpc.Channel, request: HoldRequest) -> None:
     the caller, :class:`NodeUnavailableError` when the call fails."""
     stub = channel.unary_unary(f"/{SERVICE}/{METHOD}")
     try:
-        stub(hold_request(request), timeout=_TIMEOUT_S)
+        stub(hold_request(request), timeout=_TIMEOUT_S, metadata=call_metadata(channel))
     except grpc.RpcError as exc:
         details = str(exc.details() if hasattr(exc, "details") else exc)
-        if hasattr(exc, "code") and exc.code() == grpc.StatusCode.PERMISSION_DENIED:
+        if hasattr(exc, "code") and exc.code() in (
+            grpc.StatusCode.PERMISSION_DENIED,
+            grpc.StatusCode.UNAUTHENTICATED,
+        ):
             raise PermissionDeniedError(details) from None
         if hasattr(exc, "code") and exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
             raise InvalidArgumentError(details) from None

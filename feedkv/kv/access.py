@@ -1,12 +1,13 @@
 """Who may call what on a secure node's gRPC API.
 
 The nodes and root (:data:`ADMIN_USERS`) may call everything: the raw KV API, the
-rangefeeds, the cluster's own methods. Any other user who presents a client certificate
-of the cluster's CA may call only :data:`USER_METHODS`, and through them only read: a
-batch of plain reads (:func:`reads_of`) or a rangefeed registration, each span of which
-a :class:`ReadAccess` must allow. That is what a client of a table needs (the Spark data
-source reading as its user, as a CockroachDB sinkless changefeed does); the KV layer
-does not know what a table is, so the rule comes from above (the SQL layer's
+rangefeeds, the cluster's own methods. Any other user who proves to be one (a client
+certificate of the cluster's CA, or a password: :mod:`feedkv.security.call_auth`) may
+call only :data:`USER_METHODS`, and through them only read: a batch of plain reads
+(:func:`reads_of`) or a rangefeed registration, each span of which a :class:`ReadAccess`
+must allow. That is what a client of a table needs (the Spark data source reading as its
+user, as a CockroachDB sinkless changefeed does); the KV layer does not know what a
+table is, so the rule comes from above (the SQL layer's
 :class:`~feedkv.sql.read_access.TableReadAccess`), wired in by the node.
 
 Range lookups (which range holds a key, and where) and ``Now`` need no grant: a client

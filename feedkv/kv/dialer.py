@@ -28,7 +28,7 @@ from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.node_status import NodeInfo
 from feedkv.kv.router import Transport
 from feedkv.kv.wire import SERVICE
-from feedkv.security.tls import ClientTLS
+from feedkv.security.tls import ClientTLS, call_metadata
 from feedkv.util.hlc import Timestamp
 
 __all__ = ["ClusterDialer", "RemoteNodes", "call", "node_addresses", "nodes"]
@@ -43,7 +43,7 @@ def call(
     when the node cannot be reached or the call fails there."""
     stub = channel.unary_unary(f"/{SERVICE}/{method}")
     try:
-        reply = stub(msgpack.packb(message), timeout=timeout_s)
+        reply = stub(msgpack.packb(message), timeout=timeout_s, metadata=call_metadata(channel))
     except grpc.RpcError as exc:
         details = exc.details() if hasattr(exc, "details") else str(exc)
         raise NodeUnavailableError(f"{method} call failed: {details}") from exc

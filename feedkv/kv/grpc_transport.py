@@ -22,10 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import msgpack
 
 from feedkv.errors import (
     AmbiguousResultError,
     FeedKVError,
+    InvalidArgumentError,
     NodeUnavailableError,
     PermissionDeniedError,
 )
@@ -51,11 +53,12 @@ from feedkv.kv.wire import (
     batch_response_from_proto,
     timestamp_from_proto,
 )
-from feedkv.security.tls import ClientTLS, open_channel
+from feedkv.security.call_auth import SessionClaims
+from feedkv.security.tls import ClientTLS, call_metadata, open_channel
 from feedkv.storage.engine import Completion
 from feedkv.util.hlc import Timestamp
 
-__all__ = ["GrpcTransport", "url_tls"]
+__all__ = ["GrpcTransport", "login", "url_tls"]
 
 # A message of calls holds those queued when it is sent, up to about this many bytes.
 MAX_CALLS_BYTES = 4 << 20
@@ -74,16 +77,38 @@ _MUTATIONS = (
 
 
 def url_tls(
-    url: str, certs_dir: str | Path | None = None, user: str | None = None
+    url: str,
+    certs_dir: str | Path | None = None,
+    user: str | None = None,
+    password: str | None = None,
 ) -> ClientTLS | None:
     """The TLS identity to dial ``url`` with: ``certs_dir`` (or the URL's
-    ``?certs_dir=``) as ``user`` (or the URL's ``user=``, else root); ``None``:
-    plaintext, for an insecure node."""
+    ``?certs_dir=``) as ``user`` (or the URL's ``user=``, else root), proven by its
+    client certificate, or by ``password`` when given; ``None``: plaintext, for an
+    insecure node."""
     params = node_url_params(url)
     certs = certs_dir if certs_dir is not None else params.get("certs_dir")
     if certs is None:
+        if password is not None:
+            raise InvalidArgumentError(
+                "a password is sent only over TLS: give certs_dir= (a directory with the "
+                "cluster's ca.crt)"
+            )
         return None
-    return ClientTLS.load(certs, user or params.get("user") or "root")
+    return ClientTLS.load(certs, user or params.get("user") or "root", password=password)
+
+
+def login(channel: grpc.Channel, user: str, password: str) -> tuple[str, float]:
+    """Log ``user`` in at the node behind ``channel``: ``(session token, seconds it
+    lives)``; :class:`PermissionDeniedError` for a wrong user name or password."""
+    stub = channel.unary_unary(f"/{SERVICE}/Login")
+    try:
+        reply = stub(msgpack.packb({"user": user, "password": password}), timeout=10.0)
+    except grpc.RpcError as exc:
+        _raise_denied(exc)
+        raise NodeUnavailableError(f"Login call failed: {_details(exc)}") from exc
+    answer = msgpack.unpackb(reply)
+    return str(answer["token"]), float(answer["lifetime_s"])
 
 
 class GrpcTransport:
@@ -109,6 +134,10 @@ class GrpcTransport:
             ],
             tls,
         )
+        channel = self._channel
+        claims = tls.claims() if tls is not None else None
+        if isinstance(claims, SessionClaims):
+            claims.attach(lambda user, password: login(channel, user, password))
         try:
             grpc.channel_ready_future(self._channel).result(timeout=connect_timeout_s)
         except grpc.FutureTimeoutError as exc:
@@ -161,7 +190,9 @@ class GrpcTransport:
         """A batch with no company goes as a unary call: on the node it passes fewer
         threads than a streamed one, which is what a lone caller waits for."""
         try:
-            reply: pb.BatchResponse = self._batch(batch_request_to_proto(batch))
+            reply: pb.BatchResponse = self._batch(
+                batch_request_to_proto(batch), metadata=call_metadata(self._channel)
+            )
         except grpc.RpcError as exc:
             raise self._translate(exc, batch) from exc
         return reply
@@ -174,6 +205,8 @@ class GrpcTransport:
             while (reply := self._open_stream().call(one)) is None:
                 pass  # that stream ended before the call was sent: open another
         except _StreamEnded as exc:
+            if exc.denied:  # refused before the node read a call: nothing was applied
+                raise PermissionDeniedError(str(exc)) from exc
             if exc.maybe_applied:
                 raise self._translate(exc, batch) from exc
             raise NodeUnavailableError(f"node {self.address}: {exc}") from exc
@@ -185,12 +218,14 @@ class GrpcTransport:
             with self._stream_lock:
                 stream = self._stream
                 if stream is None or stream.ended:
-                    stream = self._stream = _CallStream(self._batch_stream)
+                    stream = self._stream = _CallStream(
+                        self._batch_stream, call_metadata(self._channel)
+                    )
         return stream
 
     def now(self) -> Timestamp:
         try:
-            reply = self._now(pb.NowRequest())
+            reply = self._now(pb.NowRequest(), metadata=call_metadata(self._channel))
         except grpc.RpcError as exc:
             _raise_denied(exc)
             raise NodeUnavailableError(f"node {self.address}: {_details(exc)}") from exc
@@ -216,23 +251,25 @@ class GrpcTransport:
 
 class _StreamEnded(FeedKVError):
     """The stream ended before answering a call; ``maybe_applied`` unless the node
-    ended it cleanly (draining) or the call was never sent."""
+    ended it cleanly (draining) or the call was never sent; ``denied``: the node refused
+    the caller (its credentials) as the stream opened."""
 
-    def __init__(self, message: str, *, maybe_applied: bool) -> None:
+    def __init__(self, message: str, *, maybe_applied: bool, denied: bool = False) -> None:
         super().__init__(message)
         self.maybe_applied = maybe_applied
+        self.denied = denied
 
 
 class _CallStream:
     """One open ``BatchStream`` and the calls waiting for their answers on it."""
 
-    def __init__(self, method: Any) -> None:
+    def __init__(self, method: Any, metadata: Any) -> None:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._waiting: dict[int, Completion[pb.BatchResponse]] = {}
         self._end: _StreamEnded | None = None
         self._outgoing: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
-        self._call = method(self._frames())
+        self._call = method(self._frames(), metadata=metadata)
         threading.Thread(target=self._read, name="feedkv-batch-client", daemon=True).start()
 
     @property
@@ -287,7 +324,9 @@ class _CallStream:
                     if answer is not None:
                         answer.set_result(reply.response)
         except grpc.RpcError as exc:
-            end = _StreamEnded(_details(exc), maybe_applied=True)
+            code = exc.code() if hasattr(exc, "code") else None
+            denied = code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
+            end = _StreamEnded(_details(exc), maybe_applied=not denied, denied=denied)
         with self._lock:
             self._end = end
             waiting, self._waiting = self._waiting, {}
@@ -299,7 +338,7 @@ class _CallStream:
 def _raise_denied(exc: Any) -> None:
     """A call the node refused for who made it (its answer names the rule)."""
     code = exc.code() if hasattr(exc, "code") else None
-    if code == grpc.StatusCode.PERMISSION_DENIED:
+    if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
         raise PermissionDeniedError(_details(exc)) from exc
 
 

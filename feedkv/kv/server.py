@@ -31,6 +31,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 import grpc
+import msgpack
 
 from feedkv.errors import (
     FeedKVError,
@@ -54,7 +55,7 @@ from feedkv.kv.wire import (
     parse_messages,
     timestamp_to_proto,
 )
-from feedkv.security.tls import ServerTLS, peer_user
+from feedkv.security.tls import AuthenticatedContext, ServerTLS, peer_user
 from feedkv.storage.engine import Completion
 
 __all__ = ["ADMIN_USERS", "NodeServer"]
@@ -120,7 +121,12 @@ class NodeServer:
         }
         if tls is not None:
             users = USER_METHODS if access is not None else frozenset()
-            handlers = {name: _guarded(name, h, name in users) for name, h in handlers.items()}
+            handlers = {name: _guarded(name, h, tls, name in users) for name, h in handlers.items()}
+            handlers["Login"] = grpc.unary_unary_rpc_method_handler(
+                partial(_login, tls),
+                request_deserializer=None,  # msgpack, read by _login
+                response_serializer=None,
+            )
         self._server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE, handlers),)
         )
@@ -353,23 +359,54 @@ def _reply(call: _Call) -> bytes:
     return one.SerializeToString()
 
 
-def _guarded(method: str, handler: grpc.RpcMethodHandler, for_users: bool) -> grpc.RpcMethodHandler:
-    """``handler`` with each call first checked against :data:`ADMIN_USERS` (or, when
-    ``for_users``, only for a client certificate: the handler checks what it reads)."""
+def _login(tls: ServerTLS, data: bytes, context: Any) -> bytes:
+    """``Login``: a password for a session token (:mod:`feedkv.security.call_auth`)."""
+    try:
+        request = msgpack.unpackb(data)
+        user, password = request["user"], request["password"]
+        if not isinstance(user, str) or not isinstance(password, str):
+            raise TypeError("user and password must be strings")
+    except (ValueError, KeyError, TypeError, msgpack.UnpackException) as exc:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed Login request: {exc}")
+    host = context.peer().rpartition(":")[0]
+    try:
+        token, lifetime_s = tls.verifier.login(user, password, host)
+    except PermissionDeniedError as exc:
+        log.warning("refused a gRPC login as %r from %s: %s", user, host, exc)
+        context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
+    except FeedKVError as exc:  # the user's record could not be read
+        context.abort(grpc.StatusCode.UNAVAILABLE, f"cannot log in now: {exc}")
+    return bytes(msgpack.packb({"token": token, "lifetime_s": lifetime_s}))
+
+
+def _guarded(
+    method: str, handler: grpc.RpcMethodHandler, tls: ServerTLS, for_users: bool
+) -> grpc.RpcMethodHandler:
+    """``handler`` with each call's credentials checked first (see
+    :mod:`feedkv.security.call_auth`), then its user against :data:`ADMIN_USERS` (or,
+    when ``for_users``, any user: the handler checks what it reads); the handler gets
+    the context as an :class:`AuthenticatedContext`."""
     kinds = ("unary_unary", "unary_stream", "stream_unary", "stream_stream")
     behaviors = {kind: getattr(handler, kind) for kind in kinds}
+    verifier = tls.verifier
 
     def guarded(behavior: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
         def call(request: Any, context: Any) -> Any:
-            user = peer_user(context)
-            if user is None or (user not in ADMIN_USERS and not for_users):
-                log.warning("refused %s from %s (certificate of %r)", method, context.peer(), user)
+            try:
+                user = verifier.caller(context.invocation_metadata())
+            except PermissionDeniedError as exc:
+                log.warning("refused %s from %s: %s", method, context.peer(), exc)
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, f"{method}: {exc}")
+            except FeedKVError as exc:  # the user's record could not be read
+                context.abort(grpc.StatusCode.UNAVAILABLE, f"{method}: {exc}")
+            if user not in ADMIN_USERS and not for_users:
+                log.warning("refused %s from %s (user %r)", method, context.peer(), user)
                 context.abort(
                     grpc.StatusCode.PERMISSION_DENIED,
                     f"{method}: the raw KV API is only for nodes and root; user {user!r} "
                     "must use SQL (the SQL port), or read the tables it may SELECT",
                 )
-            return behavior(request, context)
+            return behavior(request, AuthenticatedContext(context, user))
 
         return call
 

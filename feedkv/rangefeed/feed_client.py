@@ -259,27 +259,38 @@ def _is_pair(value: object) -> bool:
     )
 
 
-def open_client(url: str) -> KVFeedClient:
+def open_client(url: str, *, password: str | None = None) -> KVFeedClient:
     """A client of the cluster of the node at ``feedkv://host:port`` (over gRPC; with TLS
-    when the URL names a ``certs_dir``)."""
-    transport, feeds = remote_transports(url)
+    when the URL names a ``certs_dir``, logged in with ``password`` when given)."""
+    transport, feeds = remote_transports(url, password=password)
     return KVFeedClient(transport, feeds, target=url)
 
 
 def remote_transports(
-    url: str, certs_dir: str | Path | None = None, user: str | None = None
+    url: str,
+    certs_dir: str | Path | None = None,
+    user: str | None = None,
+    *,
+    password: str | None = None,
 ) -> tuple[Transport, FeedTransport]:
     """The batch and feed transports of a client of the cluster of the node at ``url``:
     that node answers lookups, and each request and feed goes to the node holding its
-    range (one connection per node, opened on first use)."""
+    range (one connection per node, opened on first use). With ``password``, the client
+    logs in now (a wrong one raises :class:`~feedkv.errors.PermissionDeniedError`)."""
     # NB: imported here: a process that never dials a node does not import gRPC
     from feedkv.kv.dialer import ClusterDialer, RemoteNodes
     from feedkv.kv.grpc_transport import GrpcTransport, url_tls
     from feedkv.rangefeed.cluster_feeds import ClusterFeedTransport
     from feedkv.rangefeed.grpc_transport import GrpcFeedTransport
 
-    tls = url_tls(url, certs_dir, user)
+    tls = url_tls(url, certs_dir, user, password)
     gateway = GrpcTransport(*parse_node_url(url), tls=tls)
+    if tls is not None and password is not None:
+        try:
+            tls.claims().metadata()  # logs in
+        except BaseException:
+            gateway.close()
+            raise
     nodes = RemoteNodes(gateway.channel)
     transport = ClusterDialer(
         gateway,

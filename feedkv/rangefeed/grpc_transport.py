@@ -35,6 +35,7 @@ from feedkv.rangefeed.registration import event_size, values_size
 from feedkv.rangefeed.stream import EventStream, ValueBatch
 from feedkv.rangefeed.waker import Waker
 from feedkv.rangefeed.wire import event_from_proto, values_from_proto
+from feedkv.security.tls import call_metadata
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
@@ -63,7 +64,9 @@ class _ClientRegistration:
 class _Mux:
     """One open ``RangeFeed`` call and the registrations riding on it."""
 
-    def __init__(self, method: Any, address: str, consumer_wait_s: float) -> None:
+    def __init__(
+        self, method: Any, address: str, consumer_wait_s: float, metadata: Any = None
+    ) -> None:
         self.address = address
         self._consumer_wait_s = consumer_wait_s
         self.regs: dict[int, _ClientRegistration] = {}
@@ -71,7 +74,7 @@ class _Mux:
         self._lock = threading.Lock()
         self._requests: queue.SimpleQueue[pb.RangeFeedRequest | None] = queue.SimpleQueue()
         self._waker = Waker()
-        self._call = method(iter(self._requests.get, None))
+        self._call = method(iter(self._requests.get, None), metadata=metadata)
         self._reader = threading.Thread(
             target=self._read, name="feedkv-rangefeed-client", daemon=True
         )
@@ -105,12 +108,15 @@ class _Mux:
 
     def _read(self) -> None:
         reason = "the node closed the stream"
+        denied = False
         try:
             for batch in self._call:
                 self._deliver(batch)
         except grpc.RpcError as exc:
             details = exc.details() if hasattr(exc, "details") else None
             reason = str(details or exc)
+            code = exc.code() if hasattr(exc, "code") else None
+            denied = code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
         except InvalidArgumentError as exc:
             reason = f"the node sent a malformed event: {exc}"
             self._call.cancel()
@@ -122,7 +128,13 @@ class _Mux:
             with self._lock:
                 self.alive = False
                 regs, self.regs = self.regs, {}
-            error = Error(ErrorReason.DISCONNECTED, f"the stream to {self.address} broke: {reason}")
+            error = (
+                Error(ErrorReason.PERMISSION_DENIED, reason)  # terminal: retrying cannot help
+                if denied
+                else Error(
+                    ErrorReason.DISCONNECTED, f"the stream to {self.address} broke: {reason}"
+                )
+            )
             self._waker.close()  # wakes what waits for a gap's end
             for reg in regs.values():
                 reg.end(error)
@@ -196,6 +208,7 @@ class GrpcFeedTransport:
     ) -> None:
         self.address = address
         self._consumer_wait_s = consumer_wait_s
+        self._channel = channel
         self._method = channel.stream_stream(
             f"/{SERVICE}/RangeFeed",
             request_serializer=pb.RangeFeedRequest.SerializeToString,
@@ -236,7 +249,9 @@ class GrpcFeedTransport:
             if self._closed:
                 raise NodeUnavailableError(f"the rangefeed client of {self.address} is closed")
             if self._mux is None or not self._mux.alive:
-                self._mux = _Mux(self._method, self.address, self._consumer_wait_s)
+                self._mux = _Mux(
+                    self._method, self.address, self._consumer_wait_s, call_metadata(self._channel)
+                )
             mux = self._mux
         wire_tag = next(self._wire_tags)
         reg = _ClientRegistration(tag, wire_tag, stream, mux)

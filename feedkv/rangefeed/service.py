@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from bisect import bisect_left
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from itertools import accumulate
 from typing import Any, cast
 
@@ -48,12 +48,56 @@ class RangeFeedService:
     """``access``: on a secure node, what a user other than the nodes and root may
     follow; a registration it refuses ends at once with ``PERMISSION_DENIED`` (the
     node's gRPC guard lets such users call only when it is given, see
-    :mod:`feedkv.kv.access`). A registration is checked once, when it is made: as a
-    CockroachDB changefeed, a feed running when its user loses the grant goes on."""
+    :mod:`feedkv.kv.access`). A registration is checked when it is made, and again at
+    each :meth:`recheck`, which ends those their user may no longer read with
+    ``PERMISSION_DENIED``: the node calls it when the grants or users change
+    (``watch_access(recheck)`` is called once, when a user's first registration is
+    made; see :mod:`feedkv.sql.grant_watch`). Cost: nothing per event; a recheck costs
+    one check per running registration of a user other than root."""
 
-    def __init__(self, feeds: StoreFeeds, access: ReadAccess | None = None) -> None:
+    def __init__(
+        self,
+        feeds: StoreFeeds,
+        access: ReadAccess | None = None,
+        *,
+        watch_access: Callable[[Callable[[], None]], None] | None = None,
+    ) -> None:
         self.feeds = feeds
         self.access = access
+        self._watch_access = watch_access
+        self._lock = threading.Lock()
+        self._checked: dict[Registration, str] = {}  # a user's running registrations
+        self._rechecks = 0  # how many rechecks have started
+
+    def recheck(self) -> None:
+        """Check every running registration of a user again; end those refused now.
+        Safe from any thread; a check that cannot read the grants leaves its
+        registration running (the next change rechecks it)."""
+        access = self.access
+        if access is None:
+            return
+        with self._lock:
+            self._rechecks += 1
+            for ended in [reg for reg in self._checked if reg.done]:
+                del self._checked[ended]  # NB: a range's end leaves it on a live stream
+            checked = list(self._checked.items())
+        for reg, user in checked:
+            self._recheck_one(access, reg, user)
+
+    def _recheck_one(self, access: ReadAccess, reg: Registration, user: str) -> None:
+        if reg.done:
+            return
+        try:
+            access.check(user, [Read(reg.span)])
+        except PermissionDeniedError as exc:
+            log.warning("ended a rangefeed of %s to %r: %s", reg.span, user, exc)
+            reg.end(ErrorReason.PERMISSION_DENIED, f"{exc} (it was revoked)")
+        except FeedKVError as exc:
+            log.info("could not recheck a rangefeed of %s to %r: %s", reg.span, user, exc)
+
+    def _forget(self, reg: Registration) -> None:
+        with self._lock:
+            self._checked.pop(reg, None)
 
     def handler(self) -> grpc.RpcMethodHandler:
         return grpc.stream_stream_rpc_method_handler(
@@ -98,6 +142,7 @@ class RangeFeedService:
                     break
         finally:
             for reg in list(regs.values()):
+                self._forget(reg)
                 self.feeds.unregister(reg)
             stream.close()
         if malformed:
@@ -131,6 +176,7 @@ class RangeFeedService:
                 elif kind == "unregister":
                     reg = regs.pop(msg.unregister.tag, None)
                     if reg is not None:
+                        self._forget(reg)
                         self.feeds.unregister(reg)
         except grpc.RpcError:
             pass  # the client went away; the handler cleans up
@@ -142,6 +188,7 @@ class RangeFeedService:
     def _register(
         self, msg: pb.RangeFeedRegister, stream: EventStream, user: str | None
     ) -> Registration:
+        rechecks = self._rechecks  # NB: read before the check (see below)
         try:
             span = span_from_proto(msg.span)
             start_ts = timestamp_from_proto(msg.start_ts)
@@ -156,7 +203,7 @@ class RangeFeedService:
             except FeedKVError as exc:  # the grants could not be read: try again later
                 return _refused(msg.tag, stream, ErrorReason.NODE_SHUTDOWN, str(exc))
         try:
-            return self.feeds.register(
+            reg = self.feeds.register(
                 msg.tag,
                 span,
                 start_ts,
@@ -169,6 +216,16 @@ class RangeFeedService:
             return _refused(msg.tag, stream, ErrorReason.INVALID_REQUEST, str(exc))
         except FeedKVError as exc:
             return _refused(msg.tag, stream, ErrorReason.NODE_SHUTDOWN, str(exc))
+        if user is not None and self.access is not None:
+            with self._lock:
+                self._checked[reg] = user
+                watch, self._watch_access = self._watch_access, None
+                missed = self._rechecks != rechecks
+            if missed:  # a recheck ran between the check and now, without this one
+                self._recheck_one(self.access, reg, user)
+            if watch is not None:
+                watch(self.recheck)
+        return reg
 
 
 def _refused(tag: int, stream: EventStream, reason: ErrorReason, message: str) -> Registration:

@@ -1,11 +1,13 @@
 """TLS for every port, from a certs directory (:mod:`feedkv.security.certs`).
 
-A secure node serves with :class:`ServerTLS`: gRPC requires a client certificate signed
-by the cluster's CA (nodes present ``node.crt``, admins and tools ``client.root.crt``;
-who may call what is decided per call from the certificate's CN, :func:`peer_user`);
-the SQL port asks for one but also takes passwords (SCRAM) over TLS; the HTTP port is
-https without client certificates. Clients build a :class:`ClientTLS` for one identity:
-the CA they trust and the certificate they present.
+A secure node serves with :class:`ServerTLS`: gRPC over TLS without client
+certificates, each call carrying its caller's credentials instead (a claim signed with a
+client certificate's key, or a password login's session: :mod:`feedkv.security.call_auth`
+says why and how; who may call what is decided per call from that user,
+:func:`peer_user`); the SQL port asks for a client certificate but also takes passwords
+(SCRAM) over TLS; the HTTP port is https without client certificates. Clients build a
+:class:`ClientTLS` for one identity: the CA they trust and the certificate (or password)
+they prove it with.
 
 ``None`` in place of either means plaintext: an insecure node (``feedkv start
 --insecure``), or an embedded one that serves its own Spark executors on loopback.
@@ -15,50 +17,81 @@ from __future__ import annotations
 
 import os
 import ssl
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import grpc
 
 from feedkv.errors import InvalidArgumentError
+from feedkv.security.call_auth import CallVerifier, CertClaims, Metadata, SessionClaims
 from feedkv.security.certs import NODE_USER, CertsDir, load_certs_dir
+from feedkv.security.secrets import load_key
 
-__all__ = ["ClientTLS", "ServerTLS", "open_channel", "peer_user"]
+__all__ = [
+    "AuthenticatedContext",
+    "ClientTLS",
+    "ServerTLS",
+    "call_metadata",
+    "open_channel",
+    "peer_user",
+]
 
 
 @dataclass(frozen=True)
 class ClientTLS:
-    """A client's side of TLS: trust ``certs.ca_cert``; present ``user``'s certificate
-    when the directory has one (a SQL client may log in with a password instead)."""
+    """A client's side of TLS: trust ``certs.ca_cert``; prove to be ``user`` with its
+    certificate from the directory, or with ``password`` when given (then no
+    certificate is needed: a SQL client, or a gRPC client that logs in)."""
 
     certs: CertsDir
     user: str
+    password: str | None = field(default=None, repr=False)
+    _claims: CertClaims | SessionClaims | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     @classmethod
-    def load(cls, certs_dir: str | Path, user: str, *, require_cert: bool = True) -> ClientTLS:
+    def load(
+        cls,
+        certs_dir: str | Path,
+        user: str,
+        *,
+        require_cert: bool = True,
+        password: str | None = None,
+    ) -> ClientTLS:
         """InvalidArgumentError names a missing or bad file."""
         certs = load_certs_dir(Path(certs_dir))
-        if require_cert or certs.has_identity(user):
+        if (require_cert and password is None) or certs.has_identity(user):
             load_certs_dir(certs.path, user=user)
-        return cls(certs, user)
+        return cls(certs, user, password)
 
     @property
     def has_cert(self) -> bool:
         return self.certs.has_identity(self.user)
 
     def grpc_credentials(self) -> grpc.ChannelCredentials:
-        if not self.has_cert:
-            raise InvalidArgumentError(
-                f"no certificate for {self.user!r} in {self.certs.path} "
-                f"(client.{self.user}.crt): make one with `feedkv cert create-client`"
-            )
-        cert, key = self.certs.identity(self.user)
-        return grpc.ssl_channel_credentials(
-            root_certificates=self.certs.ca_cert.read_bytes(),
-            private_key=key.read_bytes(),
-            certificate_chain=cert.read_bytes(),
-        )
+        """Trust the CA; the caller is proven by each call's metadata (:meth:`claims`)."""
+        return grpc.ssl_channel_credentials(root_certificates=self.certs.ca_cert.read_bytes())
+
+    def claims(self) -> CertClaims | SessionClaims:
+        """What proves this identity on each gRPC call (made once, shared by every
+        channel of this identity)."""
+        claims = self._claims
+        if claims is None:
+            if self.password is not None:
+                claims = SessionClaims(self.user, self.password)
+            elif not self.has_cert:
+                raise InvalidArgumentError(
+                    f"no certificate for {self.user!r} in {self.certs.path} "
+                    f"(client.{self.user}.crt): make one with `feedkv cert create-client`, "
+                    "or log in with a password (password=)"
+                )
+            else:
+                claims = CertClaims(self.user, *self.certs.identity(self.user))
+            object.__setattr__(self, "_claims", claims)  # NB: frozen, cached once
+        return claims
 
     def ssl_context(self) -> ssl.SSLContext:
         """Verify the server against the CA and its host name; present the client
@@ -75,17 +108,20 @@ class ServerTLS:
     """A node's side: its ``node.crt`` and the CA its clients' certificates come from."""
 
     certs: CertsDir
+    verifier: CallVerifier = field(repr=False, compare=False)
 
     @classmethod
     def load(cls, certs_dir: str | Path) -> ServerTLS:
-        return cls(load_certs_dir(Path(certs_dir), user=NODE_USER))
+        certs = load_certs_dir(Path(certs_dir), user=NODE_USER)
+        verifier = CallVerifier(certs.ca_cert.read_bytes(), load_key(certs.secrets_key))
+        return cls(certs, verifier)
 
     def grpc_credentials(self) -> grpc.ServerCredentials:
-        """Client certificates required: gRPC is for nodes and admins."""
+        """No client certificate asked for: each call proves its caller in its
+        metadata (:mod:`feedkv.security.call_auth`), checked by :attr:`verifier`."""
         return grpc.ssl_server_credentials(
             [(self.certs.node_key.read_bytes(), self.certs.node_cert.read_bytes())],
-            root_certificates=self.certs.ca_cert.read_bytes(),
-            require_client_auth=True,
+            require_client_auth=False,
         )
 
     def ssl_context(self, *, client_certs: bool) -> ssl.SSLContext:
@@ -116,13 +152,39 @@ def open_channel(
     options = [*options, ("grpc.enable_http_proxy", proxied)]
     if tls is None:
         return grpc.insecure_channel(address, options=options)
-    return grpc.secure_channel(address, tls.grpc_credentials(), options=options)
+    claims = tls.claims()
+    channel = grpc.secure_channel(address, tls.grpc_credentials(), options=options)
+    _claims[channel] = claims
+    return channel
 
 
-def peer_user(context: grpc.ServicerContext) -> str | None:
-    """The CN of the certificate the caller presented (``None``: plaintext)."""
-    names = context.auth_context().get("x509_common_name")
-    if not names:
-        return None
-    name = names[0]
-    return name.decode() if isinstance(name, bytes) else str(name)
+# NB: what each secure channel's calls carry; looked up per call (a dict lookup) rather
+# than added by an interceptor or call credentials, which cost a Python layer (and, for
+# grpcio's metadata plugins, a thread) per call
+_claims: weakref.WeakKeyDictionary[grpc.Channel, CertClaims | SessionClaims] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def call_metadata(channel: grpc.Channel) -> Metadata | None:
+    """The metadata each call on ``channel`` carries: its identity's credentials
+    (``None``: a plaintext channel)."""
+    claims = _claims.get(channel)
+    return claims.metadata() if claims is not None else None
+
+
+class AuthenticatedContext:
+    """A call's gRPC context with the user its credentials proved (the node's guard
+    wraps each call's context in one: :func:`peer_user` reads it)."""
+
+    def __init__(self, context: grpc.ServicerContext, user: str) -> None:
+        self.user = user
+        self._context = context
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+
+def peer_user(context: Any) -> str | None:
+    """The user the call's credentials proved (``None``: a plaintext node's call)."""
+    return context.user if isinstance(context, AuthenticatedContext) else None

@@ -17,12 +17,14 @@ admin page (:attr:`Node.admin`, :mod:`feedkv.server.admin`), which the client th
 the node attaches, since it reads the jobs through that client's SQL.
 
 Security: with ``certs_dir`` every port serves TLS from that certs directory
-(:mod:`feedkv.security.tls`): gRPC takes only client certificates, and lets users other
-than the nodes and root read only the tables they may SELECT (:mod:`feedkv.kv.access`,
-:mod:`feedkv.sql.read_access`); the SQL port TLS connections only (client certificates
-or SCRAM passwords); HTTP is https. The node calls other nodes as ``node``. Without it
-(``--insecure``, or an embedded node serving its own Spark executors on loopback) every
-port is plaintext.
+(:mod:`feedkv.security.tls`): each gRPC call proves its caller by a claim signed with a
+client certificate's key or a password login's session
+(:mod:`feedkv.security.call_auth`), and users other than the nodes and root read only
+the tables they may SELECT (:mod:`feedkv.kv.access`, :mod:`feedkv.sql.read_access`; a
+running rangefeed of theirs ends when the grant goes: :mod:`feedkv.sql.grant_watch`);
+the SQL port TLS connections only (client certificates or SCRAM passwords); HTTP is
+https. The node calls other nodes as ``node``. Without it (``--insecure``, or an
+embedded node serving its own Spark executors on loopback) every port is plaintext.
 
 The node is where the layers meet, so it lives above them: the KV layer knows nothing of
 rangefeeds, and the rangefeed layer only observes the store.
@@ -44,7 +46,7 @@ from feedkv.errors import InvalidArgumentError, InvariantViolation
 from feedkv.kv.access import Read
 from feedkv.kv.address import host_port, parse_listen
 from feedkv.kv.api import BatchRequest, BatchResponse, Relocate, RelocateResponse
-from feedkv.kv.db import KVClient, LocalTransport
+from feedkv.kv.db import LocalTransport
 from feedkv.kv.node_status import NodeInfo, node_of_its_own
 from feedkv.kv.server import NodeServer
 from feedkv.kv.store import Store, StoreConfig
@@ -53,6 +55,7 @@ from feedkv.pgwire.connection import SessionFactory
 from feedkv.pgwire.server import PGServer
 from feedkv.rangefeed.client import FeedTransport
 from feedkv.rangefeed.cluster_feeds import ClusterFeedTransport
+from feedkv.rangefeed.feed_client import KVFeedClient
 from feedkv.rangefeed.service import RangeFeedService
 from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
 from feedkv.security.login_throttle import LoginThrottle
@@ -69,6 +72,7 @@ from feedkv.server.history_holds import hold_history_handler
 from feedkv.server.http import HTTPServer
 from feedkv.server.metrics import NodeMetrics
 from feedkv.server.relocation import Relocations
+from feedkv.sql.grant_watch import GrantWatch
 from feedkv.sql.read_access import TableReadAccess
 from feedkv.sql.row_codec import row_split_key
 from feedkv.util.hlc import Clock
@@ -139,6 +143,7 @@ class Node:
         self.sql_server: PGServer | None = None
         self.http_server: HTTPServer | None = None
         self.admin: Admin | None = None  # the admin page's source, once attached
+        self._access: _TableReads | None = None  # what users may read, once serving
         self._serve_lock = threading.Lock()
         self.metrics: NodeMetrics = NodeMetrics(self, enabled=metrics)
         self.changefeed_buffers = changefeed_buffers or NodeBuffers.of()
@@ -194,9 +199,12 @@ class Node:
         an embedded node does this when other processes (Spark's) need to reach it."""
         with self._serve_lock:
             if self.server is None:
-                access = _TableReads(self)
+                access = self._access = _TableReads(self)
+                if self.tls is not None:  # password logins check the users' records
+                    self.tls.verifier.attach(lambda user: access.grants().password_verifier(user))
+                service = RangeFeedService(self.feeds, access, watch_access=access.watch)
                 methods = {
-                    "RangeFeed": RangeFeedService(self.feeds, access).handler(),
+                    "RangeFeed": service.handler(),
                     HOLD_METHOD: hold_history_handler(access.db, access.grants),
                     **method_handlers(lambda: self.cluster, self._alone),
                 }
@@ -353,6 +361,9 @@ class Node:
     def stop(self, grace_s: float = 10.0) -> None:
         """End the rangefeeds (their streams send ``NODE_SHUTDOWN`` and finish), drain
         calls in flight, then close the store. Idempotent."""
+        access: _TableReads | None = getattr(self, "_access", None)  # None: not set yet
+        if access is not None:
+            access.close()
         if self.cluster is not None:
             self.cluster.stop()
         if hasattr(self, "feed_transport") and self.feed_transport is not self.feeds:
@@ -383,10 +394,12 @@ class _TableReads:
     def __init__(self, node: Node) -> None:
         self._node = node
         self._lock = threading.Lock()
-        self._db: KVClient | None = None
+        self._db: KVFeedClient | None = None
         self._access: TableReadAccess | None = None
+        self._watch: GrantWatch | None = None
+        self._closed = False
 
-    def db(self) -> KVClient:
+    def db(self) -> KVFeedClient:
         """The node's own client of its cluster."""
         with self._lock:
             if self._db is None:
@@ -397,8 +410,23 @@ class _TableReads:
                     if cluster is not None
                     else LocalTransport(node.store, owned=False)
                 )
-                self._db = KVClient(transport)
+                self._db = KVFeedClient(transport, node.feed_transport, owns_feeds=False)
             return self._db
+
+    def watch(self, on_change: Callable[[], None]) -> None:
+        """Call ``on_change`` when the users or grants change (from now until the node
+        stops; see :mod:`feedkv.sql.grant_watch`)."""
+        db = self.db()
+        with self._lock:
+            if self._watch is None and not self._closed:
+                self._watch = GrantWatch(db, on_change)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.close()
 
     def grants(self) -> TableReadAccess:
         db = self.db()

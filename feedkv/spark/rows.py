@@ -35,6 +35,7 @@ import atexit
 import threading
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlencode
 
 import pyarrow as pa
 
@@ -59,10 +60,12 @@ __all__ = [
     "cdf_ddl",
     "cdf_record_batches",
     "cdf_schema",
+    "LOGIN_PARAM",
     "connection",
     "gateway_channel",
     "piece_events",
     "record_batches",
+    "remember_password",
     "spark_ddl",
 ]
 
@@ -93,14 +96,38 @@ _SPARK_TYPES = {
 
 _connections: dict[str, FeedClient] = {}
 _connections_lock = threading.Lock()
+# A source's URL names its password by a random id (``&login=``), never the password:
+# URLs are keys and appear in errors and logs. Each process learns the password from
+# the source's options (feedkv.spark.source.SourceOptions, which hold it unprinted).
+LOGIN_PARAM = "login"
+_passwords: dict[str, str] = {}
+
+
+def remember_password(login: str, password: str) -> None:
+    """Let this process's :func:`connection` s log in with ``password`` where a URL
+    says ``login=<login>``."""
+    with _connections_lock:
+        _passwords[login] = password
 
 
 def connection(url: str) -> FeedClient:
-    """This process's client to the node at ``url`` (opened on first use)."""
+    """This process's client to the node at ``url`` (opened on first use; a URL with
+    ``login=`` logs in with the password :func:`remember_password` gave it)."""
     with _connections_lock:
         db = _connections.get(url)
         if db is None:
-            db = _connections[url] = open_client(url)
+            base, _, query = url.partition("?")
+            params = parse_qs(query)
+            login = params.pop(LOGIN_PARAM, [None])[0]
+            password = _passwords.get(login) if login is not None else None
+            if login is not None and password is None:
+                raise InvalidArgumentError(
+                    f"the password of the feedkv source at {url} is not known in this "
+                    "process (give the source its password option)"
+                )
+            query = urlencode({name: values[0] for name, values in params.items()})
+            db = open_client(f"{base}?{query}" if query else base, password=password)
+            _connections[url] = db
         return db
 
 

@@ -18,7 +18,10 @@ Options: ``url`` (required: ``feedkv://host:port``), ``table`` (required: ``name
 ``database.name``; the database defaults to ``defaultdb``), ``certs_dir`` and ``user``
 (a secure node: connect with TLS as ``user``, root by default, with its client
 certificate ``client.USER.crt`` from ``certs_dir``, as the ``?certs_dir=&user=`` of a
-node's URL does), ``as_of`` (batch only),
+node's URL does), ``password`` (log in as ``user`` with its SQL password instead of a
+certificate; ``certs_dir`` then needs only the CA's ``ca.crt``. The password is never
+part of a URL, a plan or a log line: the source's URL names it by a random ``login=``
+id, and Spark redacts the option in plans), ``as_of`` (batch only),
 ``cursor`` (stream: start after this timestamp, with no initial scan unless
 ``initial_scan`` says ``yes``), ``initial_scan`` (``yes``/``no``, stream), ``diff``
 (``true`` adds ``__before``), ``maxRowsPerTrigger`` (bounds initial-scan batches),
@@ -53,7 +56,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -78,12 +81,14 @@ from feedkv.kv.address import node_url_params
 from feedkv.rangefeed.event import Checkpoint
 from feedkv.spark.offsets import FeedOffset, Piece, plan_pieces
 from feedkv.spark.rows import (
+    LOGIN_PARAM,
     cdf_ddl,
     cdf_record_batches,
     connection,
     gateway_channel,
     piece_events,
     record_batches,
+    remember_password,
     spark_ddl,
 )
 from feedkv.sql import catalog
@@ -124,9 +129,12 @@ _OPTIONS = (
 )
 
 
-def _with_credentials(url: str, certs_dir: str | None, user: str | None) -> str:
+def _with_credentials(
+    url: str, certs_dir: str | None, user: str | None, login: str | None = None
+) -> str:
     """``url`` with the ``certs_dir`` and ``user`` options as its parameters (the key
-    of this process's connection, so each user has its own)."""
+    of this process's connection, so each user has its own), and the id of its
+    password (``login``) when it logs in with one."""
     params = node_url_params(url)
     for name, value in (("certs_dir", certs_dir), ("user", user)):
         if value is None:
@@ -136,11 +144,20 @@ def _with_credentials(url: str, certs_dir: str | None, user: str | None) -> str:
                 f"feedkv source option {name}={value!r} differs from the url's {params[name]!r}"
             )
         params[name] = value
+    if login is not None and "certs_dir" not in params:
+        raise InvalidArgumentError(
+            "feedkv source option password needs certs_dir: the directory with the "
+            "cluster's ca.crt (a password is sent only over TLS)"
+        )
+    if login is not None and "user" not in params:
+        raise InvalidArgumentError("feedkv source option password needs the option user")
     if "user" in params and "certs_dir" not in params:
         raise InvalidArgumentError(
             f"feedkv source option user={params['user']!r} needs certs_dir: the directory "
             f"with ca.crt and the user's client.{params['user']}.crt and .key"
         )
+    if login is not None:
+        params[LOGIN_PARAM] = login
     base = url.partition("?")[0]
     return f"{base}?{urlencode(params)}" if params else base
 
@@ -169,6 +186,21 @@ class SourceOptions:
     max_rows_per_trigger: int | None = None
     hold_expires_after_ns: int = HOLD_EXPIRES_AFTER_NS
     given: tuple[str, ...] = field(default=())
+    password: str | None = field(default=None, repr=False)  # url names it: login=
+
+    def __post_init__(self) -> None:
+        self._remember()
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled in a Spark worker: that process learns the password too."""
+        self.__dict__.update(state)
+        self._remember()
+
+    def _remember(self) -> None:
+        if self.password is not None:
+            login = parse_qs(self.url.partition("?")[2]).get(LOGIN_PARAM)
+            if login:
+                remember_password(login[0], self.password)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -181,14 +213,9 @@ class SourceOptions:
         for required in ("url", "table"):
             if not lowered.get(required):
                 raise InvalidArgumentError(f"the feedkv source needs the option {required!r}")
-        if "password" in lowered:
-            # NB: grpcio's server either requires a client certificate or asks for none,
-            # and the nodes' own calls need one: a password could not be checked there
-            raise InvalidArgumentError(
-                "the feedkv source logs in with a client certificate (certs_dir and user), "
-                "not a password: make one with `feedkv cert create-client USER`; "
-                "passwords are for the SQL port"
-            )
+        password = lowered.get("password")
+        if password is not None and not password:
+            raise InvalidArgumentError("feedkv source option password is empty")
         database, _, table = lowered["table"].rpartition(".")
         cursor = Timestamp.parse(lowered["cursor"]) if "cursor" in lowered else None
         scan = lowered.get("initial_scan")
@@ -218,7 +245,12 @@ class SourceOptions:
                 f"feedkv source option gc_protect_expires_after: {exc}"
             ) from None
         return cls(
-            url=_with_credentials(lowered["url"], lowered.get("certs_dir"), lowered.get("user")),
+            url=_with_credentials(
+                lowered["url"],
+                lowered.get("certs_dir"),
+                lowered.get("user"),
+                uuid.uuid4().hex if password is not None else None,
+            ),
             database=database or "defaultdb",
             table=table,
             as_of=Timestamp.parse(lowered["as_of"]) if "as_of" in lowered else None,
@@ -229,6 +261,7 @@ class SourceOptions:
             max_rows_per_trigger=int(max_rows) if max_rows is not None else None,
             hold_expires_after_ns=hold_ns,
             given=tuple(lowered),
+            password=password,
         )
 
     def descriptor(self, ts: Timestamp | None = None) -> TableDescriptor:

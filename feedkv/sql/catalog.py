@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from feedkv.security.secrets import HeldKey
 
 __all__ = [
+    "access_spans",
     "DEFAULT_DATABASE",
     "FIRST_ID",
     "ROOT",
@@ -213,6 +214,12 @@ def job_span() -> tuple[bytes, bytes]:
 def descriptor_span() -> Span:
     """The keys of every descriptor (databases and tables)."""
     return Span(_DESC, prefix_end(_DESC))
+
+
+def access_spans() -> list[Span]:
+    """The keys that decide who may read what: the users and their grants (a change
+    there may end a user's running rangefeeds: :mod:`feedkv.sql.grant_watch`)."""
+    return [Span(_USER, prefix_end(_USER)), Span(_GRANT, prefix_end(_GRANT))]
 
 
 def zone_key(table_id: int) -> bytes:
@@ -545,6 +552,14 @@ def put_user(txn: Txn, user: User) -> None:
     if user.password_verifier is not None:
         record["scram"] = user.password_verifier
     txn.put(_user_key(user.name), json.dumps(record).encode())
+
+
+def remove_user(txn: Txn, name: str) -> None:
+    """Delete user ``name`` and every privilege granted to it."""
+    txn.delete(_user_key(name))
+    for table_id, user, _ in list_privileges(txn):
+        if user == name:
+            put_privileges(txn, table_id, name, frozenset())
 
 
 def bootstrap(db: KV) -> None:

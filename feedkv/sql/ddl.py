@@ -1114,6 +1114,22 @@ def alter_user_password(ex: Execution, s: st.AlterUserPassword) -> Result:
     return Result(tag="ALTER ROLE")
 
 
+def drop_user(ex: Execution, s: st.DropUser) -> Result:
+    """Drop users and their grants: their password sessions on the gRPC API end and
+    their running rangefeeds end with a permission error (see
+    :mod:`feedkv.security.call_auth`, :mod:`feedkv.rangefeed.service`)."""
+    ex.require_admin("DROP USER")
+    for name in s.names:
+        if name in ("root", "admin", "node") or name == ex.session.user:
+            raise SQLError("42501", f"cannot drop user {name}")
+        if catalog.get_user(ex.write_txn, name) is None:
+            if s.if_exists:
+                continue
+            raise SQLError("42704", f'role/user "{name}" does not exist')
+        catalog.remove_user(ex.write_txn, name)
+    return Result(tag="DROP ROLE")
+
+
 def grant_admin(ex: Execution, s: st.GrantAdmin) -> Result:
     ex.require_admin("GRANT admin")
     for name in s.users:
@@ -1462,6 +1478,7 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.Relocate: relocate,
     st.CreateUser: create_user,
     st.AlterUserPassword: alter_user_password,
+    st.DropUser: drop_user,
     st.GrantAdmin: grant_admin,
     st.GrantPrivileges: grant_privileges,
     st.ShowGrants: show_grants,

@@ -28,6 +28,7 @@ _DDL = (
     | st.Truncate
     | st.CreateUser
     | st.AlterUserPassword
+    | st.DropUser
     | st.GrantAdmin
     | st.GrantPrivileges
 )

@@ -502,6 +502,8 @@ class _Statement:
             return self._create_user()
         if words[:2] in (["ALTER", "USER"], ["ALTER", "ROLE"]):
             return self._alter_user()
+        if words[:2] in (["DROP", "USER"], ["DROP", "ROLE"]):
+            return self._drop_user()
         if words[0] in ("PAUSE", "RESUME", "CANCEL") or words[:2] == ["DROP", "CHANGEFEED"]:
             return self._job_control()
         if words[:2] == ["ALTER", "CHANGEFEED"]:
@@ -1319,6 +1321,23 @@ class _Statement:
         if password is None and "NULL" not in self.words[3:]:
             raise self._error_at(3, "ALTER USER takes [WITH] PASSWORD 'password' or NULL")
         return st.AlterUserPassword(self.text, _name(self.tokens[2]), password)
+
+    def _drop_user(self) -> st.DropUser:
+        """``DROP USER [IF EXISTS] name, ...``."""
+        words, tokens = self.words, self.tokens
+        if_exists = words[2:4] == ["IF", "EXISTS"]
+        at = 4 if if_exists else 2
+        names = []
+        while True:
+            if at >= len(words) or tokens[at].token_type is TokenType.COMMA:
+                raise self._error_at(at, "expected a user name")
+            names.append(_name(tokens[at]))
+            if at + 1 == len(words):
+                break
+            if tokens[at + 1].token_type is not TokenType.COMMA:
+                raise self._error_at(at + 1, "expected a comma between the user names")
+            at += 2
+        return st.DropUser(self.text, tuple(names), if_exists)
 
     def _password(self, i: int, what: str) -> str | None:
         """``[WITH] PASSWORD 'secret' | NULL`` from word ``i`` (nothing: ``None``)."""

@@ -125,6 +125,11 @@ class TableReadAccess:
         if found is None or not found.admin:
             raise PermissionDeniedError(self._refusal(user, table_id, privilege))
 
+    def password_verifier(self, user: str) -> str | None:
+        """``user``'s stored SCRAM verifier (``None``: no such user, or no password)."""
+        found = catalog.get_user(self._reader, user)
+        return found.password_verifier if found is not None else None
+
     def check(self, user: str, reads: Sequence[Read]) -> None:
         try:
             targets = [read_target(read) for read in reads]  # refuses before reading grants

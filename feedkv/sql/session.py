@@ -164,6 +164,7 @@ _DDL = (
     | st.Relocate
     | st.CreateUser
     | st.AlterUserPassword
+    | st.DropUser
     | st.GrantAdmin
     | st.GrantPrivileges
     | st.CreateView

@@ -47,6 +47,7 @@ __all__ = [
     "DropTable",
     "DropIndex",
     "DropType",
+    "DropUser",
     "DropSequence",
     "DropView",
     "FamilySpec",
@@ -375,6 +376,12 @@ class CreateUser(Statement):
 class AlterUserPassword(Statement):
     name: str
     password: str | None  # None: no password (certificates only)
+
+
+@dataclass(frozen=True, slots=True)
+class DropUser(Statement):
+    names: tuple[str, ...]
+    if_exists: bool = False
 
 
 @dataclass(frozen=True, slots=True)

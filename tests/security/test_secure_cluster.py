@@ -3,6 +3,7 @@ over TLS as ``node``; a client with a certificate of another CA is refused by ea
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,3 +92,40 @@ def test_a_user_reads_its_table_on_whichever_node_holds_it(cluster: LocalCluster
         assert len(alice.scan(rides.start, rides.end)) == 3
         with pytest.raises(PermissionDeniedError, match="on relation cluster_payments"):
             alice.scan(payments.start, payments.end)
+
+
+def test_a_password_users_session_holds_on_every_node(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """A session from one node's Login is taken by the node that holds the table (each
+    node checks it with the cluster's key), and its running feed there ends when its
+    SELECT is revoked."""
+    certs = cluster.certs_dir
+    assert certs is not None
+    ca_only = tmp_path / "ca-only"
+    ca_only.mkdir()
+    shutil.copy(certs / "ca.crt", ca_only / "ca.crt")
+    db = cluster.connect(0)
+    db.sql("CREATE USER pia WITH PASSWORD 'pia-secret-1'")
+    db.sql("CREATE TABLE cluster_fares (id INT PRIMARY KEY)")
+    db.sql("INSERT INTO cluster_fares VALUES (1), (2)")
+    db.sql("GRANT SELECT ON cluster_fares TO pia")
+    snapshot = catalog.Snapshot(db, db.now())
+    database = catalog.database_by_name(snapshot, "defaultdb")
+    fares = table_span(catalog.table_by_name(snapshot, database, "cluster_fares").id)
+    db.relocate(fares.start, 2)
+    url = f"{cluster.url(0).partition('?')[0]}?certs_dir={quote(str(ca_only))}&user=pia"
+    with open_client(url, password="pia-secret-1") as pia:
+        assert len(pia.scan(fares.start, fares.end)) == 2
+        with pia.rangefeed(fares, pia.now(), values=False) as feed:
+            closer = threading.Timer(60, feed.close)  # the deadline: a stuck feed ends
+            closer.start()
+            try:
+                events = iter(feed)
+                next(events)  # running: the first checkpoint
+                db.sql("REVOKE SELECT ON cluster_fares FROM pia")
+                with pytest.raises(PermissionDeniedError, match="it was revoked"):
+                    for _ in events:
+                        pass
+            finally:
+                closer.cancel()

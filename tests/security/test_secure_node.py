@@ -20,6 +20,7 @@ from feedkv.cli.main import main
 from feedkv.errors import NodeUnavailableError, PermissionDeniedError
 from feedkv.kv.address import parse_node_url
 from feedkv.kv.grpc_transport import GrpcTransport
+from feedkv.kv.wire import SERVICE
 from feedkv.security.secrets import KEY_FILE, load_key
 from feedkv.security.tls import ClientTLS
 from feedkv.testing.certs import make_certs_dir
@@ -103,13 +104,16 @@ def test_a_certificate_of_another_ca_is_refused(node: NodeProcess, tmp_path: Pat
         )
 
 
-def test_a_grpc_client_without_a_certificate_is_refused(node: NodeProcess, certs: Path) -> None:
+def test_a_grpc_call_without_credentials_is_refused(node: NodeProcess, certs: Path) -> None:
+    # NB: TLS itself lets a client without a certificate in (a password user logs in
+    # over it); every call but Login must then carry credentials
     credentials = grpc.ssl_channel_credentials(root_certificates=(certs / "ca.crt").read_bytes())
-    with (
-        grpc.secure_channel(node.address, credentials) as channel,
-        pytest.raises(grpc.FutureTimeoutError),
-    ):
-        grpc.channel_ready_future(channel).result(timeout=2)
+    with grpc.secure_channel(node.address, credentials) as channel:
+        now = channel.unary_unary(f"/{SERVICE}/Now")
+        with pytest.raises(grpc.RpcError) as refused:
+            now(b"", timeout=10)
+    assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert "needs credentials" in str(refused.value.details())
 
 
 def test_psycopg_logs_in_with_a_client_certificate(node: NodeProcess, certs: Path) -> None:

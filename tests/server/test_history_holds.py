@@ -20,7 +20,7 @@ from feedkv.kv.address import parse_node_url
 from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.store import StoreConfig
 from feedkv.kv.wire import SERVICE
-from feedkv.security.tls import ClientTLS
+from feedkv.security.tls import ClientTLS, call_metadata
 from feedkv.sql import catalog
 from feedkv.testing.certs import make_certs_dir
 
@@ -98,6 +98,6 @@ def test_with_changefeed_a_hold_is_placed_renewed_and_released(
 def test_a_malformed_request_is_refused_saying_why(alice: GrpcTransport) -> None:
     stub = alice.channel.unary_unary(f"/{SERVICE}/{METHOD}")
     with pytest.raises(grpc.RpcError) as info:
-        stub(msgpack.packb({"id": "x"}), timeout=10)
+        stub(msgpack.packb({"id": "x"}), timeout=10, metadata=call_metadata(alice.channel))
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "expected id, table, since and after_ns" in str(info.value.details())

@@ -150,8 +150,12 @@ def test_credentials_options_are_checked() -> None:
     url = "feedkv://127.0.0.1:26258"
     options = SourceOptions.parse({"url": url, "table": "t", "certs_dir": "/c", "user": "al"})
     assert options.url == f"{url}?certs_dir=%2Fc&user=al"
-    with pytest.raises(InvalidArgumentError, match=r"a client certificate .* not a password"):
+    with pytest.raises(InvalidArgumentError, match="password needs certs_dir"):
         SourceOptions.parse({"url": url, "table": "t", "user": "al", "password": "pw"})
+    with pytest.raises(InvalidArgumentError, match="password needs the option user"):
+        SourceOptions.parse({"url": url, "table": "t", "certs_dir": "/c", "password": "pw"})
+    with pytest.raises(InvalidArgumentError, match="password is empty"):
+        SourceOptions.parse({"url": url, "table": "t", "password": ""})
     with pytest.raises(InvalidArgumentError, match="user='al' needs certs_dir"):
         SourceOptions.parse({"url": url, "table": "t", "user": "al"})
     with pytest.raises(InvalidArgumentError, match="differs from the url's"):

@@ -63,3 +63,35 @@ def test_password_statements_refuse_bad_input(db: DB) -> None:
         db.session(user="bob").execute("ALTER USER alice WITH PASSWORD 'mine now'")
     assert raised.value.code == "42501"
     assert _verifier(db, "alice") is None
+
+
+def test_drop_user_removes_the_user_and_its_grants(db: DB) -> None:
+    db.sql("CREATE USER alice WITH PASSWORD 'one'")
+    db.sql("CREATE USER bob")
+    db.sql("CREATE TABLE notes (id INT PRIMARY KEY)")
+    db.sql("GRANT SELECT, INSERT ON notes TO alice, bob")
+    db.sql("DROP USER alice")
+    assert catalog.get_user(db, "alice") is None
+    assert not any(user == "alice" for _, user, _ in catalog.list_privileges(db))
+    assert any(user == "bob" for _, user, _ in catalog.list_privileges(db))
+    db.sql("DROP USER IF EXISTS alice")  # nothing to drop
+    db.sql("CREATE USER alice")  # a new alice holds none of the old one's grants
+    assert not any(user == "alice" for _, user, _ in catalog.list_privileges(db))
+
+
+def test_drop_user_refuses_bad_input(db: DB) -> None:
+    db.sql("CREATE USER bob")
+    cases = [
+        ("DROP USER nobody", "42704"),
+        ("DROP USER root", "42501"),
+        ("DROP USER", "42601"),
+        ("DROP USER bob carol", "42601"),
+        ("DROP USER bob,", "42601"),
+    ]
+    for statement, code in cases:
+        with pytest.raises(SQLError) as raised:
+            db.sql(statement)
+        assert raised.value.code == code, statement
+    with pytest.raises(SQLError, match="admin role needed to DROP USER"):
+        db.session(user="bob").execute("DROP USER bob")
+    assert catalog.get_user(db, "bob") is not None

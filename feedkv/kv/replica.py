@@ -21,9 +21,10 @@ applies here, with the result evaluation returned.
 
 Reading (the leaseholder only). :meth:`Replica.read` evaluates a read at once, over the
 applied state and the proposals in flight as a command is, and writes nothing to the log;
-the read is answered once (a) the Raft leader confirmed with a quorum, after the read was
-evaluated, that it still leads (:meth:`~feedkv.raft.state.RaftState.read_index`; one
-confirmation for all the reads of a turn, :meth:`Replica.confirm_reads`), and (b) every
+the read is answered once (a) the Raft leader confirmed, after the read was evaluated,
+that it still leads (:meth:`~feedkv.raft.state.RaftState.read_index`: at once while it
+holds its Raft lease, else with a quorum's answers to a heartbeat round; one confirmation
+for all the reads of a turn, :meth:`Replica.confirm_reads`), and (b) every
 entry proposed before the read was evaluated committed, so it saw no write that may
 never happen. A deposed leader that does not know it yet never gets (a). The read's
 timestamp-cache entry is this store's alone: a later leaseholder covers it with
@@ -257,9 +258,11 @@ class Replica:
     def take_lease_start(self) -> bool:
         """Whether this replica took up the lease since the last call. Its driver then
         covers the range's timestamp cache up to now, above every read an earlier
-        leaseholder answered (each was at or below that one's clock when it asked for
-        its confirmation, and the clock travels with every Raft message: a quorum that
-        confirmed it has since voted this replica in)."""
+        leaseholder answered. A read confirmed by a heartbeat round was at or below that
+        one's clock when it asked, and the clock travels with every Raft message: a
+        quorum that confirmed it has since voted this replica in. A read served on the
+        Raft lease was served at least the clocks' maximum offset before that quorum
+        could vote (the node's ``lease_margin``), so it is below this clock now."""
         started, self._lease_started = self._lease_started, False
         return started
 

@@ -46,7 +46,9 @@ from feedkv.errors import (
     ClockOffsetError,
     FeedKVError,
     InvalidArgumentError,
+    InvariantViolation,
     NodeUnavailableError,
+    NotLeaseHolderError,
     RangeUnavailableError,
 )
 from feedkv.kv.api import (
@@ -210,6 +212,8 @@ TIME_UNTIL_STORE_DEAD_NS = 5 * 60 * 1_000_000_000  # CockroachDB's default
 _CHANGES_PER_TURN = 16  # membership changes a node makes before it looks again
 STOP_REPLICATOR_S = 5.0  # how long a stopping node waits for its replicate loop
 REMOVED_GRACE_S = 10.0  # a replica looks removed this long before it is dropped
+LEASE_MOVE_S = 10.0  # how long a lease has to move to the replica asked for
+LEASE_POLL_S = 0.02  # how often a node looks whether it moved
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,18 +373,62 @@ class Cluster:
 
     def _gather_for_merge(self, key: bytes) -> None:
         """Before this node merges its range holding ``key`` with the range to its
-        right, bring that range here when another node holds it: its node moves it
-        (``Relocate``, sent through the router, which follows it if it moves meanwhile).
-        A merge the store then refuses (the left range is not here, or is the last)
-        fails as it would on one node."""
+        right, bring that range here when another node holds it (its node moves it), or
+        its lease when it is replicated here and its lease is elsewhere (its lease
+        holder hands it over): ``Relocate``, sent through the router, which follows the
+        range if it moves meanwhile. A merge the store then refuses (the left range is
+        not here, or is the last) fails as it would on one node."""
         mine = self.store.descriptors()
         left = next((d for d in mine if d.contains_key(key)), None)
-        if left is None or left.end == KEY_MAX or any(d.start == left.end for d in mine):
+        if left is None or left.end == KEY_MAX:
             return
-        me = self.ident.node_id
-        log.info("merging %s: moving its right-hand neighbour here (n%d) first", left, me)
+        right = next((d for d in mine if d.start == left.end), None)
+        loop, me = self.store.replicas, self.ident.node_id
+        if right is not None and (
+            len(right.replicas) == 1 or loop is None or loop.holds_lease(right.range_id)
+        ):
+            return
+        what = "neighbour" if right is None else "neighbour's lease"
+        log.info("merging %s: moving its right-hand %s here (n%d) first", left, what, me)
         self.router.send_key(left.end, Header(), (Relocate(left.end, me),))
+        if right is not None and loop is not None:
+            self._await_lease(right, me)
         self.report()
+
+    def move_lease(self, desc: RangeDescriptor, node_id: int) -> RangeDescriptor:
+        """Hand the lease of ``desc``'s replicated range, held here, to its replica on
+        ``node_id`` (Raft's leadership transfer); its descriptor as served there."""
+        me, loop = self.ident.node_id, self.store.replicas
+        if loop is None or not loop.holds_lease(desc.range_id):
+            known = loop is not None and loop.has(desc.range_id)
+            leader = loop.status(desc.range_id)[0] if known and loop is not None else 0
+            raise NotLeaseHolderError(desc.range_id, me, leader)
+        if node_id != me:
+            log.info("moving the lease of %s to n%d", desc, node_id)
+            self._await_lease(desc, node_id)
+        return replace(desc, replicas=(node_id, *(n for n in desc.replicas if n != node_id)))
+
+    def _await_lease(self, desc: RangeDescriptor, node_id: int) -> None:
+        """Wait until this node sees the lease of ``desc``'s replicated range on
+        ``node_id`` (asking its holder here to hand it over, again if a handover lapsed):
+        :class:`~feedkv.errors.RangeUnavailableError` after ``LEASE_MOVE_S``."""
+        loop, me = self.store.replicas, self.ident.node_id
+        if loop is None:
+            raise InvariantViolation("a replicated range's lease moves on a replicating node")
+        range_id = desc.range_id
+        deadline = time.monotonic() + LEASE_MOVE_S
+        while time.monotonic() < deadline and not self._stopping.is_set():
+            if node_id == me:
+                if loop.holds_lease(range_id):
+                    return
+            elif loop.status(range_id)[0] == node_id:
+                return
+            elif loop.holds_lease(range_id):
+                loop.transfer_lease(range_id, node_id)
+            self._stopping.wait(LEASE_POLL_S)
+        raise RangeUnavailableError(
+            f"the lease of {desc} did not move to n{node_id} in {LEASE_MOVE_S:.0f}s; try again"
+        )
 
     def _lookup(self, request: RangeLookup) -> RangeLookupResponse:
         self.report()  # this node's own ranges as they are now

@@ -67,12 +67,16 @@ class Relocations:
         return self.relocate_range(desc, node_id)
 
     def relocate_range(self, desc: RangeDescriptor, node_id: int) -> RelocateResponse:
-        """Move ``desc``'s range (this node's) to ``node_id``."""
+        """Move ``desc``'s range (this node's) to ``node_id``; a replicated range's
+        lease, to the replica on ``node_id``."""
         if len(desc.replicas) > 1:
-            raise InvalidArgumentError(
-                f"{desc} is replicated on {len(desc.replicas)} nodes: its replicas are "
-                "placed by --replicas, not moved by relocation"
-            )
+            if node_id not in desc.replicas:
+                raise InvalidArgumentError(
+                    f"{desc} is replicated on {len(desc.replicas)} nodes: its replicas are "
+                    "placed by --replicas, not moved by relocation; its lease moves to one "
+                    f"of them (n{', n'.join(map(str, desc.replicas))})"
+                )
+            return RelocateResponse(self.cluster.move_lease(desc, node_id))
         if desc.lease_holder == node_id:
             return RelocateResponse(desc)
         address = self.cluster.liveness.address(node_id)

@@ -1038,8 +1038,9 @@ def split_at(ex: Execution, s: st.SplitAt) -> Result:
 
 def relocate(ex: Execution, s: st.Relocate) -> Result:
     """Move the range holding each row's key to the node the row names, once the
-    statement commits (as CockroachDB's ``RELOCATE``; a range has one replica, so the
-    target is one node, and ``LEASE`` moves the range too)."""
+    statement commits (as CockroachDB's ``RELOCATE``). The target is one node: an
+    unreplicated range moves there (with ``LEASE`` too), a replicated range's lease
+    moves to its replica there (``LEASE``; its replicas are placed by ``--replicas``)."""
     what = "RELOCATE LEASE" if s.lease else "RELOCATE"
     ex.require_admin(what)
     desc = ex.table(s.table)

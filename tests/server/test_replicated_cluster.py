@@ -201,3 +201,33 @@ def test_a_rangefeed_goes_on_without_a_gap_when_its_nodes_lease_holder_dies(
     assert len(history) > 60
     assert_valid(validator.check(history, up_to=last))
     db.close()
+
+
+@pytest.mark.slow(20)
+def test_a_lease_moves_on_request_and_a_merge_gathers_its_neighbours_lease_first(
+    cluster: LocalCluster,
+) -> None:
+    """``relocate`` moves a replicated range's lease to the replica asked for (and
+    refuses a node without one); a merge whose right-hand range's lease is on another
+    node has it handed over to the left range's lease holder first, then merges."""
+    db = cluster.connect(0)
+    wait_until(lambda: _replicated(db), timeout_s=DEADLINE_S, what="three replicas")
+    db.put(b"m/left", b"l")
+    db.put(b"m/right", b"r")
+    db.split(b"m/r")
+
+    def holder(key: bytes) -> int:
+        return next(r for r in db.ranges() if r.span.start <= key < r.span.end).lease_holder
+
+    left = holder(b"m/left")
+    other = next(n for n in (1, 2, 3) if n != left)
+    assert db.relocate(b"m/right", other).lease_holder == other
+    wait_until(lambda: holder(b"m/right") == other, timeout_s=DEADLINE_S, what="the lease moved")
+    with pytest.raises(InvalidArgumentError, match="its lease moves to one of them"):
+        db.relocate(b"m/right", 9)
+    ranges = len(db.ranges())
+    merged = db.merge(b"m/left")
+    assert merged.span.start <= b"m/right" < merged.span.end
+    wait_until(lambda: len(db.ranges()) == ranges - 1, timeout_s=DEADLINE_S, what="one range less")
+    assert (db.get(b"m/left"), db.get(b"m/right")) == (b"l", b"r")
+    db.close()

@@ -10,6 +10,7 @@ from feedkv.errors import InvalidArgumentError, InvariantViolation
 from feedkv.raft.messages import ConfChange, ConfChangeType, Entry, HardState, Message, MessageType
 from feedkv.raft.state import Config, RaftState, Ready, Role, SoftState
 from feedkv.raft.storage import MemoryStorage
+from feedkv.testing.raft_sim import RaftSim
 
 MT = MessageType
 
@@ -138,3 +139,31 @@ def test_a_candidate_removed_from_the_voters_does_not_lead_on_the_votes_it_gets(
     raft.step(Message(MT.VOTE_RESP, 1, 2, raft.term))
     raft.step(Message(MT.VOTE_RESP, 1, 3, raft.term))
     assert raft.role is Role.FOLLOWER
+
+
+def test_a_leader_persisting_a_ready_sends_new_appends_and_commits_on_its_followers() -> None:
+    # a leader persisting a Ready proposes again: the new entry's appends go at once
+    # (take_early_messages), both followers persist and answer, and the entry commits
+    # before the leader's own write of it (a quorum without the leader's copy)
+    sim = RaftSim(0)
+    sim.elect(1)
+    leader = sim.raft(1)
+    first = leader.propose(b"a")
+    assert first is not None
+    in_flight = leader.ready()  # being persisted; its appends went out
+    second = leader.propose(b"b")
+    assert second is not None
+    early = leader.take_early_messages(len(in_flight.messages))
+    assert {(m.type, m.to) for m in early} == {(MT.APP, 2), (MT.APP, 3)}
+    assert all(second.index in {e.index for e in m.entries} for m in early)
+    for m in (*in_flight.early_messages, *early):
+        sim.raft(m.to).step(m)
+    for follower in (2, 3):
+        for m in sim.handle_ready(follower).messages:  # type: ignore[union-attr]
+            if m.to == 1:
+                leader.step(m)
+    assert leader.committed >= second.index
+    assert leader.take_early_messages(len(in_flight.messages)) != []  # the new commit index
+    _persist(leader, in_flight)
+    rd = leader.ready()
+    assert second.index in {e.index for e in rd.committed_entries}

@@ -132,6 +132,7 @@ DATABASES = (*MVCC_DATABASES, META, TXN_RECORDS, RAFT_DB)
 SLOW_PUSH_S = 1.0
 CLOSED_TARGETS_REFRESH_S = 0.5  # how often Store.closed_targets is read
 Entry = tuple[str, bytes, bytes]  # a snapshot's (database, key, value)
+MERGE_RETRY_S = 60.0  # how long small replicated neighbours whose merge failed stay apart
 RESOLVE_ATTEMPTS = 10  # misses of a resolve whose ranges split or merge under it
 
 
@@ -350,6 +351,7 @@ class Store:
         self._applied_closed: dict[int, Timestamp] = {}
         self._removed: set[int] = set()  # replicas removed from their groups, to drop
         self._coordinating: set[int] = set()  # right-hand ranges of merges run from here
+        self._merge_refused: dict[int, float] = {}  # right-hand range -> when (monotonic)
         opened_at = self.clock.now()
         self._ctx = CommandContext(
             clock=self.clock,
@@ -1213,23 +1215,44 @@ class Store:
                     log.info("splitting %s (%d bytes) at %r", desc, size, midpoint)
                     self._execute(BatchRequest(Header(), (Split(midpoint, automatic=True),)))
         small = config.range_min_bytes
-        alone = [d for d in everything if len(d.replicas) == 1]  # replicated ones never merge
-        for left, right in itertools.pairwise(alone):
+        for left, right in itertools.pairwise(everything):
             sizes = map(self._sizes.get, (left.range_id, right.range_id))
             if left.end != right.start or right.sticky or max(sizes) >= small:
                 continue  # not neighbours here (a cluster), kept apart, or big enough
+            if not self._may_merge(left, right):
+                continue
             if self._measure(left)[0] < small and self._measure(right)[0] < small:
                 log.info("merging %s and %s: both are below %d bytes", left, right, small)
-                self._execute(BatchRequest(Header(), (Merge(left.start, automatic=True),)))
+                try:
+                    self._execute(BatchRequest(Header(), (Merge(left.start, automatic=True),)))
+                except RangeUnavailableError as exc:
+                    log.info("not merging %s and %s now: %s", left, right, exc)
+                    self._merge_refused[right.range_id] = time.monotonic()
                 return  # the descriptors changed; look again next round
         if self.replicas is not None and self._ctx.replicated:
             self._settle_replicated_merges(self.replicas)
 
+    def _may_merge(self, left: RangeDescriptor, right: RangeDescriptor) -> bool:
+        """Whether small neighbours ``left`` and ``right`` may merge on their own now:
+        both held here alone, or both replicated on the same nodes with both leases here,
+        every replica of the right-hand one up to date (a replica that is down or behind
+        would have the merge given up, with the range frozen meanwhile), and no merge of
+        them refused in the last ``MERGE_RETRY_S``."""
+        if len(left.replicas) == 1 and len(right.replicas) == 1:
+            return True
+        loop = self.replicas
+        refused = self._merge_refused.get(right.range_id)
+        if loop is None or (refused is not None and time.monotonic() - refused < MERGE_RETRY_S):
+            return False
+        if sorted(left.replicas) != sorted(right.replicas):
+            return False
+        if not (loop.holds_lease(left.range_id) and loop.holds_lease(right.range_id)):
+            return False
+        return loop.applied_everywhere(right.range_id, loop.status(right.range_id)[2])
+
     def _settle_replicated_merges(self, loop: ReplicaLoop) -> None:
         """Finish or give up the merges of replicated ranges nobody carries on
-        (:mod:`feedkv.kv.replicated_merge`). NB: replicated ranges merge only when asked
-        (``db.merge``) for now: small neighbours do not merge on their own yet (under a
-        nemesis of kills that needs more testing than it had)."""
+        (:mod:`feedkv.kv.replicated_merge`)."""
         with self.engine.snapshot() as snap:
             finish, thaw = replicated_merge.unfinished(snap, loop, self._coordinating)
         for desc, marker in thaw:

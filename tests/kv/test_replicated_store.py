@@ -22,7 +22,7 @@ from feedkv.errors import (
     RangeUnavailableError,
 )
 from feedkv.kv import replicated_merge
-from feedkv.kv.api import BatchRequest, BatchResponse, Get, Header, Merge, Put
+from feedkv.kv.api import BatchRequest, BatchResponse, Get, Header, Merge, Put, Split
 from feedkv.kv.db import KVClient, LocalTransport
 from feedkv.kv.observer import RangeEndReason
 from feedkv.kv.replica import LOG_KEEP, LOG_LIMIT
@@ -43,8 +43,11 @@ class ReplicatedStores:
     """Three stores replicating r1, and a transport that finds its lease holder.
     ``grown``: r1 starts on node 1 alone, and the others are added as replicas."""
 
-    def __init__(self, directory: Path, *, grown: bool = False) -> None:
+    def __init__(
+        self, directory: Path, *, grown: bool = False, config: StoreConfig | None = None
+    ) -> None:
         self.directory = directory
+        self.config = config or StoreConfig(sync=False)
         self.stores: dict[int, Store] = {}
         self.grown = grown
         self.cut: set[tuple[int, int]] = set()  # (from, to) pairs whose messages are lost
@@ -56,7 +59,7 @@ class ReplicatedStores:
             self.directory / f"n{node}",
             node_id=node,
             bootstrap=self.grown and node == 1,
-            config=StoreConfig(sync=False),
+            config=self.config,
         )
         if not self.grown:
             store.bootstrap_replicated(NODES)
@@ -694,3 +697,35 @@ def test_a_store_restarted_after_a_merge_never_revives_the_merged_range(
     wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
     assert cluster.value(node, b"k15") == b"after"
     assert not store.replicas.has(right)
+
+
+def test_small_replicated_neighbours_merge_on_their_own_once_their_leases_are_together(
+    tmp_path: Path,
+) -> None:
+    """Neighbours an automatic split made (not a manual one), both small, merge without
+    being asked once one node holds both their leases; every replica ends up with one
+    range holding every row."""
+    config = StoreConfig(sync=False, range_check_interval_s=0.05)
+    cluster = ReplicatedStores(tmp_path, config=config)
+    try:
+        client = KVClient(cluster)
+        for i in range(20):
+            client.put(b"k%02d" % i, b"v%d" % i)
+        holder = cluster.lease_holder()
+        split = BatchRequest(Header(range_id=1), (Split(b"k10", automatic=True),))
+        cluster.stores[holder].send(split)
+        left, right = (d.range_id for d in cluster.stores[holder].descriptors())
+
+        def merged() -> bool:
+            if all(len(cluster.stores[n].descriptors()) == 1 for n in NODES):
+                return True
+            leads = [n for n in NODES if cluster.stores[n].replicas.holds_lease(left)]  # type: ignore[union-attr]
+            holds = [n for n in NODES if cluster.stores[n].replicas.holds_lease(right)]  # type: ignore[union-attr]
+            if leads and holds and leads != holds:
+                cluster.stores[holds[0]].replicas.transfer_lease(right, leads[0])  # type: ignore[union-attr]
+            return False
+
+        wait_until(merged, timeout_s=DEADLINE_S, what="the neighbours to merge everywhere")
+        assert [client.get(b"k%02d" % i) for i in range(20)] == [b"v%d" % i for i in range(20)]
+    finally:
+        cluster.close()

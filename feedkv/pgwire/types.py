@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from feedkv.errors import SQLError
+from feedkv.sql import jsonb
 from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.bits import BitString
 from feedkv.sql.inet import Inet
@@ -293,7 +294,7 @@ def encode_text(value: Any, oid: int) -> bytes:
         element = oid_of_type(value.element)
         return value.text(lambda v: encode_text(v, element).decode()).encode()
     if oid == OID.JSONB or oid == OID.JSON:
-        return json.dumps(value, sort_keys=True).encode()
+        return jsonb.dumps(value, spaced=True).encode()
     if isinstance(value, bool):
         return b"t" if value else b"f"
     if isinstance(value, datetime.datetime):
@@ -385,7 +386,7 @@ _BINARY_OUT: dict[int, Callable[[Any], bytes]] = {
     OID.TIMESTAMP: lambda v: struct.pack("!q", _micros_since(v)),
     OID.TIMESTAMPTZ: lambda v: struct.pack("!q", _micros_since(v)),
     OID.UUID: lambda v: v.bytes,
-    OID.JSONB: lambda v: b"\x01" + json.dumps(v, sort_keys=True).encode(),
+    OID.JSONB: lambda v: b"\x01" + jsonb.dumps(v, spaced=True).encode(),
     OID.TIME: lambda v: struct.pack("!q", _time_micros(v)),
     OID.INTERVAL: lambda v: struct.pack("!qii", v.micros, v.days, v.months),
     OID.INET: lambda v: _inet_binary(v),
@@ -576,10 +577,15 @@ def _bool_binary(raw: bytes) -> bool:
     return raw == b"\x01"
 
 
+def _json_text(text: str) -> Any:
+    """A JSON parameter: its document, ``JSON_NULL`` for the JSON null."""
+    return jsonb.from_document(json.loads(text))
+
+
 def _jsonb_binary(raw: bytes) -> Any:
     if raw[:1] != b"\x01":
         raise ValueError("jsonb version byte is not 1")
-    return json.loads(raw[1:].decode())
+    return _json_text(raw[1:].decode())
 
 
 _TEXT_IN: dict[int, Callable[[str], Any]] = {
@@ -596,8 +602,8 @@ _TEXT_IN: dict[int, Callable[[str], Any]] = {
     OID.TIMESTAMP: datetime.datetime.fromisoformat,
     OID.TIMESTAMPTZ: _timestamptz_text,
     OID.UUID: uuid.UUID,
-    OID.JSON: json.loads,
-    OID.JSONB: json.loads,
+    OID.JSON: _json_text,
+    OID.JSONB: _json_text,
     OID.TIME: datetime.time.fromisoformat,
     OID.INTERVAL: Interval.parse,
     OID.INET: Inet.parse,
@@ -622,7 +628,7 @@ _BINARY_IN: dict[int, Callable[[bytes], Any]] = {
     OID.TIMESTAMP: _timestamp_binary,
     OID.TIMESTAMPTZ: _timestamptz_binary,
     OID.UUID: lambda raw: uuid.UUID(bytes=raw),
-    OID.JSON: lambda raw: json.loads(raw.decode()),
+    OID.JSON: lambda raw: _json_text(raw.decode()),
     OID.JSONB: _jsonb_binary,
     OID.TIME: _time_binary,
     OID.INTERVAL: _interval_binary,

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import decimal
 import hashlib
+import json
 import math
 from collections.abc import Callable
 from typing import Any
 
 from feedkv.errors import SQLError
+from feedkv.sql import jsonb
 
 __all__ = ["FUNCTIONS", "concat", "concat_ws"]
 
@@ -275,7 +277,31 @@ def concat_ws(values: list[Any], text: Callable[[Any], str]) -> str | None:
 
 
 # name -> (function, fewest arguments, most arguments)
+def _jsonb_typeof(value: Any) -> str:
+    """jsonb_typeof(j): object, array, string, number, boolean or null (a JSON null,
+    which is not SQL NULL: that gives NULL)."""
+    if not (jsonb.is_json(value) or isinstance(value, int | float | str | decimal.Decimal)):
+        raise TypeError(value)
+    return jsonb.type_name(value)
+
+
+def _jsonb_array_length(value: Any) -> int:
+    if isinstance(value, str):  # NB: the text of a JSON array (a JSON string fails anyway)
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise SQLError("22P02", f"could not parse JSON: {value!r}") from None
+    document = jsonb.document(value)
+    if not isinstance(document, list):
+        raise SQLError("22023", "cannot get array length of a non-array")
+    return len(document)
+
+
 FUNCTIONS: dict[str, tuple[Callable[..., Any], int, int]] = {
+    "jsonb_typeof": (_jsonb_typeof, 1, 1),
+    "json_typeof": (_jsonb_typeof, 1, 1),
+    "jsonb_array_length": (_jsonb_array_length, 1, 1),
+    "json_array_length": (_jsonb_array_length, 1, 1),
     "round": (_round, 1, 2),
     "floor": (_floor, 1, 1),
     "ceil": (_ceil, 1, 1),

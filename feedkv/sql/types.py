@@ -5,7 +5,8 @@ A SQL value in Python is one of: ``None`` (NULL), ``int`` (INT), ``float`` (FLOA
 ``decimal.Decimal`` (DECIMAL), ``str`` (STRING), ``bytes`` (BYTES), ``bool`` (BOOL),
 ``datetime.date`` (DATE), naive ``datetime.datetime`` (TIMESTAMP), UTC-aware
 ``datetime.datetime`` (TIMESTAMPTZ), ``uuid.UUID`` (UUID) and, for JSONB, the parsed JSON
-document (dict, list, str, int, float, bool or None).
+document (dict, list, str, int, float, bool), or :data:`~feedkv.sql.jsonb.JSON_NULL` for
+a JSON null (which is not SQL NULL: see :mod:`feedkv.sql.jsonb`).
 
 Each type maps onto the primitives of :mod:`feedkv.util.encoding` so that key order is
 SQL order: DATE is days and timestamps microseconds since the Unix epoch, UUID its 16
@@ -29,11 +30,13 @@ from typing import Any
 import msgpack
 
 from feedkv.errors import FeedKVError, InvalidArgumentError, SQLError, TimestampParseError
+from feedkv.sql import jsonb
 from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
+from feedkv.sql.jsonb import JSON_NULL, from_document, is_json
 from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_duration_ns
 
@@ -283,7 +286,7 @@ def type_of_value(value: object) -> str:
         return value.type_name or "enum"
     if isinstance(value, Array):
         return str(value.element.sql()).lower() + "[]"
-    if isinstance(value, dict | list):
+    if is_json(value):
         return "jsonb"
     return type(value).__name__
 
@@ -518,9 +521,11 @@ def _no_constants(name: str) -> Any:
 
 
 def _to_json(value: object, ctype: ColumnType) -> Any:
+    if value is JSON_NULL:
+        return value
     if isinstance(value, str):
         try:
-            return json.loads(value, parse_constant=_no_constants)
+            return from_document(json.loads(value, parse_constant=_no_constants))
         except ValueError as exc:
             raise SQLError("22P02", f"could not parse JSON: {exc}") from None
     if isinstance(value, dict | list | tuple | int | float | bool):
@@ -679,7 +684,7 @@ def value_primitive(kind: Kind, value: Any) -> Primitive:
     if kind is Kind.DECIMAL:
         return str(value)
     if kind is Kind.JSONB:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+        return jsonb.dumps(value)  # NB: JSON null is the text null, SQL NULL is None
     if kind is Kind.INTERVAL:
         return str(value.to_primitive())
     if kind is Kind.ENUM:
@@ -697,7 +702,7 @@ def from_value_primitive(kind: Kind, raw: Primitive) -> Any:
     if kind is Kind.DECIMAL:
         return decimal.Decimal(str(raw))
     if kind is Kind.JSONB:
-        return json.loads(str(raw))
+        return from_document(json.loads(str(raw)))
     if kind is Kind.INTERVAL:
         return Interval.from_primitive(str(raw))
     return _from_shared(kind, raw)
@@ -824,8 +829,8 @@ def format_value(value: Any) -> str:
         return text.rstrip("0") if value.microsecond else text
     if isinstance(value, Array):
         return value.text(format_value)
-    if isinstance(value, dict | list):
-        return json.dumps(value, sort_keys=True)
+    if is_json(value):
+        return jsonb.dumps(value, spaced=True)
     if isinstance(value, decimal.Decimal):
         return format(value, "f")
     if isinstance(value, float):

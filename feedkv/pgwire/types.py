@@ -36,7 +36,7 @@ from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.bits import BitString
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
-from feedkv.sql.types import ColumnType, Kind, format_value, kind_of_value
+from feedkv.sql.types import ColumnType, Kind, float_text, format_value, kind_of_value
 
 __all__ = [
     "OID",
@@ -288,11 +288,14 @@ def column_oid(values: Sequence[Any]) -> int:
 # Results.
 
 
-def encode_text(value: Any, oid: int) -> bytes:
-    """A non-NULL ``value`` in the text format of type ``oid``."""
+def encode_text(value: Any, oid: int, float_digits: int = 0) -> bytes:
+    """A non-NULL ``value`` in the text format of type ``oid``; a FLOAT with the
+    session's ``extra_float_digits`` (``float_digits``), as CockroachDB sends it."""
     if isinstance(value, Array):
         element = oid_of_type(value.element)
-        return value.text(lambda v: encode_text(v, element).decode()).encode()
+        return value.text(lambda v: encode_text(v, element, float_digits).decode()).encode()
+    if isinstance(value, float):
+        return float_text(value, float_digits).encode()
     if oid == OID.JSONB or oid == OID.JSON:
         return jsonb.dumps(value, spaced=True).encode()
     if isinstance(value, bool):
@@ -309,14 +312,14 @@ def _timestamp_text(value: datetime.datetime) -> str:
     return text.rstrip("0") if value.microsecond else text
 
 
-def encode_binary(value: Any, oid: int) -> bytes:
+def encode_binary(value: Any, oid: int, float_digits: int = 0) -> bytes:
     """A non-NULL ``value`` in the binary format of type ``oid`` (a column of text type
     holding values of several kinds sends their text)."""
     if isinstance(value, Array) and oid in _ELEMENT_OF_ARRAY:
         return _array_binary(value)
     encoder = _BINARY_OUT.get(oid)
     if encoder is None:
-        return encode_text(value, oid)
+        return encode_text(value, oid, float_digits)
     return encoder(value)
 
 

@@ -48,6 +48,7 @@ from feedkv.sql.types import (
     ColumnType,
     Kind,
     coerce,
+    float_text,
     format_value,
     kind_of_value,
     type_of_value,
@@ -461,7 +462,7 @@ class _Compiler:
                 return None
             if isinstance(a, bytes) and isinstance(b, bytes):
                 return a + b
-            return _text(a) + _text(b)
+            return _text(a, ctx) + _text(b, ctx)
 
         return concat
 
@@ -807,7 +808,9 @@ class _Compiler:
                         "22023", f"cannot cast jsonb null to type {target.sql().lower()}"
                     )
                 return "null"
-            if target.kind is Kind.STRING and not isinstance(value, str):
+            if target.kind is Kind.STRING and isinstance(value, float):
+                value = float_text(value, _float_digits(ctx))
+            elif target.kind is Kind.STRING and not isinstance(value, str):
                 value = format_value(value)
             elif target.kind is Kind.INT and isinstance(value, bool):
                 value = int(value)
@@ -1533,8 +1536,18 @@ def _truth(value: object) -> bool | None:
     )
 
 
-def _text(value: object) -> str:
+def _text(value: object, ctx: Context | None = None) -> str:
+    if isinstance(value, float) and ctx is not None:
+        return float_text(value, _float_digits(ctx))
     return value if isinstance(value, str) else format_value(value)
+
+
+def _float_digits(ctx: Context) -> int:
+    """The session's ``extra_float_digits`` (0, CockroachDB's default, where the
+    expression runs outside a session, as in a changefeed's query)."""
+    if ctx.variable is None:
+        return 0
+    return int(ctx.variable("extra_float_digits"))
 
 
 def _incomparable(symbol: str, a: object, b: object) -> SQLError:

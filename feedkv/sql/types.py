@@ -47,6 +47,7 @@ __all__ = [
     "coerce",
     "decimal_from_key",
     "decimal_key",
+    "float_text",
     "format_value",
     "from_key",
     "from_key_primitive",
@@ -840,6 +841,46 @@ def format_value(value: Any) -> str:
             return "Infinity" if value > 0 else "-Infinity"
         return _shortest_float(value)
     return str(value)
+
+
+def float_text(value: float, extra_float_digits: int = 0) -> str:
+    """A FLOAT as CockroachDB's text of it (a cast to STRING, the wire's text format)
+    with the session's ``extra_float_digits``: at 1 and above the shortest text that
+    reads back as ``value`` (:func:`format_value`'s); else ``15 + extra_float_digits``
+    significant digits (at least one), as Go's ``%g``: the default 0 shows
+    ``0.1::FLOAT + 0.2::FLOAT`` as ``0.3``."""
+    if not math.isfinite(value):
+        return format_value(value)
+    if extra_float_digits >= 1:
+        return _shortest_float(value)
+    return _float_g(value, max(15 + extra_float_digits, 1))
+
+
+def _float_g(value: float, precision: int) -> str:
+    """Go's ``strconv.FormatFloat(value, 'g', precision, 64)`` for a finite value: the
+    exact binary value rounded half to even to ``precision`` significant digits,
+    trailing zeros dropped; exponent form when the decimal exponent is below -4 or at
+    least ``precision``."""
+    exact = decimal.Decimal(value)
+    minus = "-" if exact.is_signed() else ""
+    if exact.is_zero():
+        return minus + "0"
+    rounded = decimal.Context(prec=precision, rounding=decimal.ROUND_HALF_EVEN).plus(exact)
+    _sign, digit_tuple, exponent = rounded.as_tuple()
+    shown = "".join(map(str, digit_tuple)).rstrip("0")
+    point = len(digit_tuple) + int(exponent)  # digits before the decimal point
+    power = point - 1
+    exponent_from = precision
+    if exponent_from > len(shown) >= point:  # NB: Go's rule: a whole number shows whole
+        exponent_from = len(shown)
+    if power < -4 or power >= exponent_from:
+        mantissa = shown[0] + ("." + shown[1:] if len(shown) > 1 else "")
+        return f"{minus}{mantissa}e{'-' if power < 0 else '+'}{abs(power):02d}"
+    if point <= 0:
+        return f"{minus}0.{'0' * -point}{shown}"
+    whole = shown[:point].ljust(point, "0")
+    fraction = shown[point:]
+    return f"{minus}{whole}.{fraction}" if fraction else f"{minus}{whole}"
 
 
 def _shortest_float(value: float) -> str:

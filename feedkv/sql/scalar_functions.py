@@ -23,6 +23,7 @@ from typing import Any
 
 from feedkv.errors import SQLError
 from feedkv.sql import jsonb
+from feedkv.sql.types import DECIMAL_QUOTIENT
 
 __all__ = ["FUNCTIONS", "concat", "concat_ws"]
 
@@ -99,7 +100,9 @@ def _sqrt(value: Any) -> Any:
     number = _real(value)
     if number < 0:
         raise SQLError("2201F", "cannot take square root of a negative number")
-    return number.sqrt() if isinstance(number, decimal.Decimal) else math.sqrt(number)
+    if isinstance(number, decimal.Decimal):
+        return DECIMAL_QUOTIENT.sqrt(number)  # NB: 20 significant digits, as CockroachDB
+    return math.sqrt(number)
 
 
 def _power(base: Any, exponent: Any) -> Any:
@@ -108,7 +111,14 @@ def _power(base: Any, exponent: Any) -> Any:
         a, b = decimal.Decimal(a), decimal.Decimal(b)
         if a == 0 and b < 0:
             raise SQLError("2201F", "zero raised to a negative power is undefined")
-        return a**b
+        if a < 0 and b != b.to_integral_value():
+            raise SQLError(
+                "2201F", "a negative number raised to a non-integer power yields a complex result"
+            )
+        try:
+            return DECIMAL_QUOTIENT.power(a, b)  # NB: 20 significant digits, as CockroachDB
+        except decimal.Overflow:
+            raise SQLError("22003", "value out of range: overflow") from None
     if a == 0 and b < 0:
         raise SQLError("2201F", "zero raised to a negative power is undefined")
     try:

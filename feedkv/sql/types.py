@@ -833,7 +833,7 @@ def format_value(value: Any) -> str:
     if is_json(value):
         return jsonb.dumps(value, spaced=True)
     if isinstance(value, decimal.Decimal):
-        return format(value, "f")
+        return str(value)
     if isinstance(value, float):
         if math.isnan(value):
             return "NaN"

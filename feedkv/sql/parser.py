@@ -2969,11 +2969,15 @@ def _assignment(node: exp.Expr, table: st.TableName) -> tuple[str, exp.Expr]:
     if not isinstance(node, exp.EQ) or not isinstance(node.this, exp.Column):
         raise SQLError("42601", f"expected column = value, got {node.sql(dialect=_DIALECT)!r}")
     target = node.this
-    qualifier = target.args.get("table")
-    if target.args.get("db") is not None or (
-        qualifier is not None and _ident(qualifier) != table.name
-    ):
-        raise SQLError("42703", f'column "{target.sql(dialect=_DIALECT)}" does not exist')
+    if target.args.get("table") is not None or target.args.get("db") is not None:
+        # NB: as CockroachDB's grammar (and PostgreSQL's): a dotted SET target names a
+        # field of a compound-typed column, never a table's column
+        shown = target.sql(dialect=_DIALECT)
+        raise SQLError(
+            "0A000",
+            f"SET {shown}: compound types are not supported; a SET target is a column "
+            f"name without a table (SET {_ident(target.this)} = ...)",
+        )
     return _ident(target.this), node.expression
 
 

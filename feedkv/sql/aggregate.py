@@ -214,8 +214,14 @@ class Grouping:
 def _group_expression(node: exp.Expr, items: Sequence[exp.Expr], scope: Scope) -> exp.Expr:
     """A GROUP BY entry as the expression it groups by: ``GROUP BY 2`` is the second
     SELECT item, and a name that is no column of the table the item it names."""
-    if isinstance(node, exp.Literal) and not node.is_string:
-        if not node.this.isdigit() or not 1 <= int(node.this) <= len(items):
+    if (isinstance(node, exp.Literal) and (node.is_string or not node.this.isdigit())) or (
+        isinstance(node, exp.Boolean)
+    ):
+        shown = node.sql(dialect="postgres")
+        shown = shown.lower() if isinstance(node, exp.Boolean) else shown
+        raise SQLError("42601", f"non-integer constant in GROUP BY: {shown}")
+    if isinstance(node, exp.Literal):
+        if not 1 <= int(node.this) <= len(items):
             raise SQLError("42P10", f"GROUP BY position {node.this} is not in select list")
         item = items[int(node.this) - 1]
         if contains_aggregate(item):

@@ -462,6 +462,8 @@ class _Compiler:
                 return None
             if isinstance(a, bytes) and isinstance(b, bytes):
                 return a + b
+            if isinstance(a, Array) or isinstance(b, Array):
+                return _array_concat(a, b)
             return _text(a, ctx) + _text(b, ctx)
 
         return concat
@@ -1534,6 +1536,21 @@ def _truth(value: object) -> bool | None:
     raise SQLError(
         "42804", f"argument of a condition must be type bool, not {type_of_value(value)}"
     )
+
+
+def _array_concat(a: Any, b: Any) -> Array:
+    """``a || b`` with an array on either side: the arrays joined, or an element
+    appended or prepended (converted to the array's element type, as CockroachDB)."""
+    if isinstance(a, Array) and isinstance(b, Array):
+        if a.element != b.element:
+            raise SQLError(
+                "42883",
+                f"unsupported binary operator: <{type_of_value(a)}> || <{type_of_value(b)}>",
+            )
+        return Array(a.values + b.values, a.element)
+    if isinstance(a, Array):
+        return Array((*a.values, coerce(b, a.element, None)), a.element)
+    return Array((coerce(a, b.element, None), *b.values), b.element)
 
 
 def _text(value: object, ctx: Context | None = None) -> str:

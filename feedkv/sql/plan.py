@@ -153,6 +153,10 @@ def _projections(
         if isinstance(item, exp.Alias) and _is_star(item.this):
             raise SQLError("42601", f'"{item.this.sql(dialect="postgres")}" cannot be aliased')
         if _is_star(item):
+            if not tables and star is None:
+                raise SQLError(
+                    "42602", f'cannot use "{item.sql(dialect="postgres")}" without a FROM clause'
+                )
             starred = star if star is not None else star_of(tables)
             if isinstance(item, exp.Column):
                 scope.check_prefix(item)

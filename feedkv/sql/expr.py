@@ -124,6 +124,12 @@ class Context:
             self._now = datetime.datetime.now(datetime.UTC)
         return self._now
 
+    @now.setter
+    def now(self, when: datetime.datetime) -> None:
+        """The statement's time from here on (AS OF SYSTEM TIME reads ``now()`` as of
+        the time it reads at)."""
+        self._now = when
+
 
 Env = Sequence[Any]
 Compiled = Callable[[Env, Context], Any]

@@ -924,13 +924,24 @@ def timestamp_of(value: Any, now: Timestamp) -> Timestamp:
         text = value.strip()
         if text.startswith("-"):
             try:
-                return Timestamp(now.wall - parse_duration_ns(text[1:]), 0)
+                back = parse_duration_ns(text[1:])
             except InvalidArgumentError as exc:
                 raise SQLError("22007", f"AS OF SYSTEM TIME: {exc}") from None
+            if back < 1000:  # NB: as CockroachDB: else it is now, not a time before it
+                raise SQLError(
+                    "22007",
+                    f"AS OF SYSTEM TIME: interval value {text!r} too small, absolute value "
+                    "must be >= 1µs",
+                )
+            return Timestamp(now.wall - back, 0)
         try:
-            return Timestamp.parse_decimal(text)
+            parsed = Timestamp.parse_decimal(text)
         except TimestampParseError:
             pass
+        else:
+            if parsed == Timestamp(0, 0):
+                raise SQLError("22007", "AS OF SYSTEM TIME: zero timestamp is invalid")
+            return parsed
         try:
             return timestamp_of(coerce(text, ColumnType(Kind.TIMESTAMPTZ), "AS OF"), now)
         except SQLError:

@@ -2322,7 +2322,22 @@ class _Converter:
             raise SQLError("0A000", f"ALTER {kind} supports one change at a time")
         action = actions[0]
         if_exists = bool(node.args.get("exists"))
+        renamed_to = [
+            o for o in node.args.get("options") or [] if isinstance(o, exp.ToTableProperty)
+        ]
+        if isinstance(action, exp.AlterRename) and renamed_to and kind == "TABLE":
+            # NB: RENAME b TO d (COLUMN left out, as CockroachDB and PostgreSQL allow)
+            # renames column b; sqlglot reads it as a table rename with a TO option
+            return st.RenameColumn(
+                self.text,
+                table,
+                _ident(action.this.this),
+                _ident(renamed_to[0].this.this),
+                if_exists,
+            )
         if isinstance(action, exp.AlterRename):
+            if renamed_to:
+                raise _unsupported(node)
             return st.RenameTable(
                 self.text, table, _table_of(action.this), if_exists, view=kind == "VIEW"
             )

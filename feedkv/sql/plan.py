@@ -680,6 +680,12 @@ class InsertPlan:
             rows.append([compile_expr(v, empty) for v in values])
         scope = table_scope(desc, database)
         # ON CONFLICT DO UPDATE sees the existing row, then the proposed one as excluded.*
+        if s.on_conflict == "update" and desc.name == "excluded":
+            raise SQLError(
+                "42P09",
+                'ambiguous source name: "excluded" (the table and the proposed row of ON '
+                "CONFLICT DO UPDATE have that name)",
+            )
         conflict_scope = table_scope(desc, database)
         width = len(desc.columns)
         for index, column in enumerate(desc.columns):

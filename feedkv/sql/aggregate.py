@@ -214,6 +214,8 @@ class Grouping:
 def _group_expression(node: exp.Expr, items: Sequence[exp.Expr], scope: Scope) -> exp.Expr:
     """A GROUP BY entry as the expression it groups by: ``GROUP BY 2`` is the second
     SELECT item, and a name that is no column of the table the item it names."""
+    while isinstance(node, exp.Paren):  # NB: GROUP BY (x) is GROUP BY x, as in PostgreSQL
+        node = node.this
     if (isinstance(node, exp.Literal) and (node.is_string or not node.this.isdigit())) or (
         isinstance(node, exp.Boolean)
     ):

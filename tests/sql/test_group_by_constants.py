@@ -25,3 +25,11 @@ def test_a_position_still_names_a_select_item(db: DB) -> None:
     with pytest.raises(SQLError) as raised:
         db.sql("SELECT v, count(*) FROM kv GROUP BY 3")
     assert raised.value.code == "42P10"
+
+
+def test_parentheses_around_an_entry_change_nothing(db: DB) -> None:
+    db.sql("CREATE TABLE t (x JSONB, y INT)")
+    db.sql("""INSERT INTO t VALUES ('{"a": 1}', 5), ('{"a": 1}', 10), ('[1, 2]', 5)""")
+    rows = db.sql("SELECT x, sum(y) FROM t GROUP BY (x) ORDER BY sum(y)").rows
+    assert rows == [([1, 2], 5), ({"a": 1}, 15)]
+    assert db.sql("SELECT y, count(*) FROM t GROUP BY ((1)) ORDER BY 1").rows == [(5, 2), (10, 1)]

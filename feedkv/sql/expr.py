@@ -799,6 +799,16 @@ class _Compiler:
 
         inner = self.compile(node.this)
         target = column_type(node.args["to"])
+        if target.kind is Kind.STRING and static_kind(node.this, self.scope) is Kind.JSONB:
+            # NB: a JSONB's text is its JSON ('"abc"'::JSONB::STRING is "abc" with its
+            # quotes): its Python value alone does not say it is a JSON string
+            def json_text(row: Env, ctx: Context) -> Any:
+                value = inner(row, ctx)
+                return (
+                    None if value is None else coerce(jsonb.dumps(value, spaced=True), target, None)
+                )
+
+            return json_text
         if target.kind is Kind.ENUM:
             raise SQLError(
                 "42704",

@@ -142,3 +142,18 @@ def test_jsonb_sort_key_orders_types_then_values() -> None:
     values = [{"a": 1}, [1, 2], [3], True, False, 2, 1.5, "b", "a", JSON_NULL]
     ordered = sorted(values, key=jsonb.sort_key)
     assert ordered == [JSON_NULL, "a", "b", 1.5, 2, False, True, [3], [1, 2], {"a": 1}]
+
+
+def test_a_jsonb_cast_to_string_is_its_json_text(db: DB) -> None:
+    """A JSON string keeps its quotes: CockroachDB's JSONB to STRING cast is the
+    value's JSON text, as ``->>`` is not."""
+    db.sql("CREATE TABLE j (k INT PRIMARY KEY, j JSONB)")
+    db.sql("""INSERT INTO j VALUES (1, '"abc"'), (2, '12'), (3, '{"a": "x"}'), (4, NULL)""")
+    rows = db.sql("SELECT j::STRING, (j -> 'a')::STRING, j ->> 'a' FROM j ORDER BY k").rows
+    assert rows == [
+        ('"abc"', None, None),
+        ("12", None, None),
+        ('{"a": "x"}', '"x"', "x"),
+        (None, None, None),
+    ]
+    assert one(db, """SELECT '"abc"'::JSONB::STRING""") == '"abc"'

@@ -804,9 +804,10 @@ class _Compiler:
             # quotes): its Python value alone does not say it is a JSON string
             def json_text(row: Env, ctx: Context) -> Any:
                 value = inner(row, ctx)
-                return (
-                    None if value is None else coerce(jsonb.dumps(value, spaced=True), target, None)
-                )
+                if value is None:
+                    return None
+                text = jsonb.dumps(value, spaced=True)
+                return text if target.width is None else text[: target.width]
 
             return json_text
         if target.kind is Kind.ENUM:
@@ -832,6 +833,10 @@ class _Compiler:
                 value = format_value(value)
             elif target.kind is Kind.INT and isinstance(value, bool):
                 value = int(value)
+            if target.kind is Kind.STRING and target.width is not None:
+                # NB: an explicit cast to STRING(n) truncates (CockroachDB's STRING docs);
+                # only assigning a longer value to such a column is an error
+                value = value[: target.width]
             return coerce(value, target, None)
 
         return cast

@@ -1189,9 +1189,10 @@ class _Statement:
             at += 1
         if at >= len(words):
             raise self._error_at(at, f"SET {name} needs a value")
+        local = words[1] == "LOCAL"
         if words[at:] == ["DEFAULT"]:
-            return st.SessionVariable(self.text, "reset", name)
-        return st.SessionVariable(self.text, "set", name, self._setting_value(at))
+            return st.SessionVariable(self.text, "reset", name, local=local)
+        return st.SessionVariable(self.text, "set", name, self._setting_value(at), local=local)
 
     def _setting_value(self, at: int) -> str:
         """The value of a SET from token ``at`` on: strings, names and numbers (a leading

@@ -65,6 +65,7 @@ from feedkv.changefeed.names import avro_name, kafka_name
 from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.rows import RowEvent
 from feedkv.changefeed.sink import SinkError
+from feedkv.sql import jsonb
 from feedkv.sql.descriptor import Column, Family, TableDescriptor
 from feedkv.sql.types import ColumnType, Kind, format_value
 from feedkv.util.hlc import Timestamp
@@ -220,7 +221,7 @@ def _avro_typed(ctype: ColumnType, value: Any) -> Any:
         return None
     kind = ctype.kind
     if kind is Kind.JSONB:
-        return json.dumps(value, sort_keys=True)
+        return jsonb.dumps(value, spaced=True)
     if kind is Kind.UUID or (kind is Kind.DECIMAL and not ctype.precision):
         return str(value)
     if kind is Kind.ARRAY:

@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import pyarrow as pa
 
+from feedkv.sql import jsonb
 from feedkv.sql.types import ColumnType, Kind, format_value
 
 if TYPE_CHECKING:
@@ -203,7 +203,7 @@ def _convert(ctype: ColumnType | None, value: Any) -> Any:
     if kind is Kind.UUID:
         return value.bytes
     if kind is Kind.JSONB:
-        return json.dumps(value, sort_keys=True, separators=(", ", ": "), ensure_ascii=False)
+        return jsonb.dumps(value, spaced=True)
     if kind is Kind.INTERVAL:
         return interval_iso8601(value)
     if kind in (Kind.BIT, Kind.VARBIT):

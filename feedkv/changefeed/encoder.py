@@ -48,12 +48,14 @@ from feedkv.changefeed.message_key import key_column_of, key_column_value
 from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.rows import RowEvent
 from feedkv.sql.descriptor import TableDescriptor
+from feedkv.sql.jsonb import JSON_NULL, is_json
 from feedkv.sql.types import Kind, format_value
 from feedkv.util.hlc import Timestamp
 
 __all__ = [
     "Encoder",
     "JSONEncoder",
+    "JSON_NULL_OBJECT",
     "RowFormat",
     "RowFormats",
     "ScanEncoder",
@@ -180,7 +182,7 @@ def json_string(text: str) -> str:
 
 def _jsonb(value: Any) -> str:
     """A JSONB value as CockroachDB prints it: keys sorted, ``", "`` and ``": "``."""
-    if value is None:
+    if value is None or value is JSON_NULL:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -257,9 +259,22 @@ def json_any(value: Any) -> str:
         return _json_timestamp(value)
     if isinstance(value, datetime.date):
         return '"' + value.isoformat() + '"'
-    if isinstance(value, dict | list):
+    if is_json(value):
         return _jsonb(value)
     return json_string(str(value))
+
+
+JSON_NULL_OBJECT = '{"__crdb_json_null__": true}'
+
+
+def _jsonb_null_as_object(value: Any) -> str:
+    """A JSONB column's value with ``encode_json_value_null_as_object``: a JSON null
+    (not SQL NULL, which stays ``null``) as ``{"__crdb_json_null__": true}``."""
+    return JSON_NULL_OBJECT if value is JSON_NULL else _jsonb(value)
+
+
+def _any_null_as_object(value: Any) -> str:
+    return JSON_NULL_OBJECT if value is JSON_NULL else json_any(value)
 
 
 META = "__crdb__"  # the key of the bare envelope's metadata object
@@ -270,17 +285,20 @@ class RowFormat:
     and value formatter of every column, worked out once. Keys are sorted, as in
     CockroachDB's JSON (a JSONB object)."""
 
-    def __init__(self, desc: TableDescriptor) -> None:
+    def __init__(self, desc: TableDescriptor, *, json_null_as_object: bool = False) -> None:
         columns = desc.columns
-        self.columns = {
-            c.name: (json_string(c.name) + ": ", _BY_KIND[c.type.kind]) for c in columns
-        }
+        by_kind = dict(_BY_KIND)
+        self._any = json_any
+        if json_null_as_object:
+            by_kind[Kind.JSONB] = _jsonb_null_as_object
+            self._any = _any_null_as_object
+        self.columns = {c.name: (json_string(c.name) + ": ", by_kind[c.type.kind]) for c in columns}
         self.names = {c.name for c in columns}
-        self.key = [_BY_KIND[c.type.kind] for c in desc.key_columns]
+        self.key = [by_kind[c.type.kind] for c in desc.key_columns]
         self.key_names = [c.name for c in desc.key_columns]
         self._order = sorted(range(len(columns)), key=lambda i: columns[i].name)
-        self._formats = [_BY_KIND[columns[i].type.kind] for i in self._order]
-        self._sorted = [(columns[i].name, _BY_KIND[columns[i].type.kind]) for i in self._order]
+        self._formats = [by_kind[columns[i].type.kind] for i in self._order]
+        self._sorted = [(columns[i].name, by_kind[columns[i].type.kind]) for i in self._order]
         prefixes = [self.columns[columns[i].name][0].replace("%", "%%") for i in self._order]
         self._template = "{" + ", ".join(prefix + "%s" for prefix in prefixes) + "}"
         # with the bare envelope's metadata in its sorted place
@@ -303,7 +321,7 @@ class RowFormat:
         for name, value in row.items():
             found = columns.get(name)
             if found is None:  # a CDC query's computed column
-                parts.append((name, json_string(name) + ": " + json_any(value)))
+                parts.append((name, json_string(name) + ": " + self._any(value)))
                 continue
             prefix, fmt = found
             parts.append((name, prefix + ("null" if value is None else fmt(value))))
@@ -342,13 +360,16 @@ class RowFormat:
 class RowFormats:
     """The :class:`RowFormat` of each descriptor version, built on first use."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, json_null_as_object: bool = False) -> None:
         self._formats: dict[tuple[int, int], RowFormat] = {}
+        self._json_null_as_object = json_null_as_object
 
     def __call__(self, desc: TableDescriptor) -> RowFormat:
         found = self._formats.get((desc.id, desc.version))
         if found is None:
-            found = self._formats[(desc.id, desc.version)] = RowFormat(desc)
+            found = self._formats[(desc.id, desc.version)] = RowFormat(
+                desc, json_null_as_object=self._json_null_as_object
+            )
         return found
 
 
@@ -365,7 +386,7 @@ class JSONEncoder:
         databases: DatabaseNames = _no_database,
     ) -> None:
         self._o = options
-        self._format = RowFormats()
+        self._format = RowFormats(json_null_as_object=options.encode_json_value_null_as_object)
         self._clock = clock
         self._source = source
         self._databases = databases

@@ -30,6 +30,7 @@ from feedkv.changefeed import cockroach_parquet
 from feedkv.changefeed.cockroach_parquet import CockroachParquet
 from feedkv.changefeed.rows import Columns, RowEvent
 from feedkv.changefeed.sink import Message, RowBlock
+from feedkv.sql import jsonb
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.types import ColumnType, Kind, format_value
 from feedkv.util.hlc import Timestamp
@@ -99,7 +100,7 @@ def arrow_value(kind: Kind, value: Any) -> Any:
     if value is None or kind not in _CONVERTED:
         return value
     if kind is Kind.JSONB:
-        return json.dumps(value, sort_keys=True)
+        return jsonb.dumps(value, spaced=True)
     if kind in _SQL_TEXT:
         return format_value(value)
     return str(value)
@@ -303,8 +304,8 @@ def _text_array(values: list[Any]) -> pa.Array:
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, dict | list):
-        return json.dumps(value, sort_keys=True)
+    if jsonb.is_json(value):
+        return jsonb.dumps(value, spaced=True)
     if isinstance(value, uuid.UUID | decimal.Decimal):
         return str(value)
     return value

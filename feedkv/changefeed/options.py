@@ -88,6 +88,9 @@ class ChangefeedOptions:
     unordered: bool = False
     extra_headers: dict[str, str] | None = None  # on every Kafka message / webhook request
     virtual_columns: str = "omitted"  # omitted | null
+    # format=json: a JSONB value that is JSON null as {"__crdb_json_null__": true}, so it
+    # is told apart from SQL NULL (null)
+    encode_json_value_null_as_object: bool = False
     # a paused job's protection of its history lapses this long after it was paused,
     # and the job is canceled (None: never)
     gc_protect_expires_after: float | None = None
@@ -356,11 +359,6 @@ def parse_options(given: Iterable[tuple[str, str | None]], *, now: Timestamp) ->
         values["resolved"] = values.get(
             "min_checkpoint_frequency", DEFAULT_MIN_CHECKPOINT_FREQUENCY
         )
-    if values.pop("encode_json_value_null_as_object", None):
-        raise option_error(
-            "option encode_json_value_null_as_object is not supported: feedkv stores a "
-            "JSONB null as SQL NULL, so a changefeed cannot tell the two apart"
-        )
     options = ChangefeedOptions(**values, given=given)
     _check_combinations(options, set(values), now)
     return options
@@ -377,6 +375,10 @@ def _check_combinations(o: ChangefeedOptions, named: set[str], now: Timestamp) -
                     f"option {name} cannot be used with initial_scan='only': "
                     "such a changefeed ends after its scan"
                 )
+    if o.encode_json_value_null_as_object and o.format != "json":
+        raise option_error(
+            "option encode_json_value_null_as_object is only usable with format=json"
+        )
     if o.csv_header and o.format != "csv":
         raise option_error("option csv_header is only usable with format=csv")
     if o.key_column is not None and not o.unordered:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import json
 import time
 import uuid
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from feedkv.changefeed.message_key import key_column_of, key_column_value
 from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.proto import changefeed_pb2 as pb
 from feedkv.changefeed.rows import RowEvent
+from feedkv.sql import jsonb
 from feedkv.sql.arrays import Array
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.interval import Interval
@@ -71,8 +71,8 @@ def set_value(out: Any, value: Any) -> None:
         out.date_value = value.isoformat()
     elif isinstance(value, datetime.time):
         out.time_value = format_value(value)
-    elif isinstance(value, dict | list):
-        out.string_value = json.dumps(value, sort_keys=True, separators=(", ", ": "))
+    elif jsonb.is_json(value):
+        out.string_value = jsonb.dumps(value, spaced=True)
     else:
         _set_typed(out, value)
 
@@ -95,7 +95,7 @@ def _set_typed(out: Any, value: Any) -> None:
 def _set_column(out: Any, kind: Kind, value: Any) -> None:
     """A column value whose kind is known (JSONB's ``null`` and strings stay JSON)."""
     if value is not None and kind is Kind.JSONB:
-        out.string_value = json.dumps(value, sort_keys=True, separators=(", ", ": "))
+        out.string_value = jsonb.dumps(value, spaced=True)
         return
     set_value(out, value)
 

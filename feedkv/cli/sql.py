@@ -28,6 +28,7 @@ from feedkv.changefeed.sinkless import FeedResult
 from feedkv.cli.pg_session import PG_SCHEMES, PgSession
 from feedkv.cli.scan_progress import JobScan, watch_scan
 from feedkv.errors import FeedKVError, SQLError
+from feedkv.sql.jsonb import JSON_NULL
 from feedkv.sql.script import split_statements
 from feedkv.sql.session import Result, Session
 from feedkv.sql.types import format_value
@@ -337,6 +338,8 @@ def _json(result: Result) -> str:
 def _json_value(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return format_value(value)  # JSON has no NaN or Infinity
+    if value is JSON_NULL:
+        return None  # NB: a JSONB value prints as itself, here JSON's null
     if value is None or isinstance(value, bool | int | float | str | dict | list):
         return value
     return format_value(value)

@@ -146,6 +146,8 @@ class SQLSession(Protocol):
 
     def fail(self) -> None: ...
 
+    def variable(self, name: str) -> str: ...
+
     @property
     def interrupt(self) -> Interrupt: ...
 
@@ -634,14 +636,20 @@ class Connection:
             return
         if copy.header:
             out += m.copy_data(encode_row(copy, list(result.columns)))
+        digits = self._float_digits()
         for row in result.rows:
             text = [
-                None if value is None else encode_text(value, oid).decode()
+                None if value is None else encode_text(value, oid, digits).decode()
                 for value, oid in zip(row, oids, strict=True)
             ]
             out += m.copy_data(encode_row(copy, text))
         out += m.copy_done()
         out += m.command_complete(f"COPY {len(result.rows)}")
+
+    def _float_digits(self) -> int:
+        """The session's ``extra_float_digits``: how FLOATs are written as text."""
+        session = self._session
+        return 0 if session is None else int(session.variable("extra_float_digits"))
 
     def _deallocate(self, name: str, out: bytearray) -> None:
         """``DEALLOCATE [PREPARE] name | ALL``: drop prepared statements (drivers send
@@ -718,7 +726,7 @@ class Connection:
             if isinstance(result, FeedResult):
                 self._stream(result, oids, codes, out)
                 return
-            _data_rows(result.rows, oids, codes, out)
+            _data_rows(result.rows, oids, codes, out, self._float_digits())
         for notice in result.notices:
             out += m.notice_response(notice)
         out += m.command_complete(result.tag)
@@ -742,7 +750,7 @@ class Connection:
                     continue
                 if row is None:
                     break
-                _data_rows([row], oids, codes, out)
+                _data_rows([row], oids, codes, out, self._float_digits())
                 sent += 1
                 self._flush(out)
         finally:
@@ -913,7 +921,7 @@ class Connection:
         rows = result.rows[portal.sent : end]
         if result.columns or result.rows:
             codes = _formats(portal.result_formats, len(portal.oids))
-            _data_rows(rows, portal.oids, codes, out)
+            _data_rows(rows, portal.oids, codes, out, self._float_digits())
         portal.sent += len(rows)
         if portal.sent < len(result.rows):
             out += m.portal_suspended()
@@ -1000,13 +1008,17 @@ def _fields(names: Sequence[str], oids: list[int], codes: list[int]) -> list[m.F
 
 
 def _data_rows(
-    rows: Sequence[tuple[Any, ...]], oids: list[int], codes: list[int], out: bytearray
+    rows: Sequence[tuple[Any, ...]],
+    oids: list[int],
+    codes: list[int],
+    out: bytearray,
+    float_digits: int = 0,
 ) -> None:
     encoders = [encode_binary if code else encode_text for code in codes]
     for row in rows:
         out += m.data_row(
             [
-                None if value is None else encode(value, oid)
+                None if value is None else encode(value, oid, float_digits)
                 for value, oid, encode in zip(row, oids, encoders, strict=True)
             ]
         )

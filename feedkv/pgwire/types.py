@@ -31,11 +31,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from feedkv.errors import SQLError
+from feedkv.sql import jsonb
 from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.bits import BitString
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
-from feedkv.sql.types import ColumnType, Kind, format_value, kind_of_value
+from feedkv.sql.types import ColumnType, Kind, float_text, format_value, kind_of_value
 
 __all__ = [
     "OID",
@@ -287,13 +288,16 @@ def column_oid(values: Sequence[Any]) -> int:
 # Results.
 
 
-def encode_text(value: Any, oid: int) -> bytes:
-    """A non-NULL ``value`` in the text format of type ``oid``."""
+def encode_text(value: Any, oid: int, float_digits: int = 0) -> bytes:
+    """A non-NULL ``value`` in the text format of type ``oid``; a FLOAT with the
+    session's ``extra_float_digits`` (``float_digits``), as CockroachDB sends it."""
     if isinstance(value, Array):
         element = oid_of_type(value.element)
-        return value.text(lambda v: encode_text(v, element).decode()).encode()
+        return value.text(lambda v: encode_text(v, element, float_digits).decode()).encode()
+    if isinstance(value, float):
+        return float_text(value, float_digits).encode()
     if oid == OID.JSONB or oid == OID.JSON:
-        return json.dumps(value, sort_keys=True).encode()
+        return jsonb.dumps(value, spaced=True).encode()
     if isinstance(value, bool):
         return b"t" if value else b"f"
     if isinstance(value, datetime.datetime):
@@ -308,14 +312,14 @@ def _timestamp_text(value: datetime.datetime) -> str:
     return text.rstrip("0") if value.microsecond else text
 
 
-def encode_binary(value: Any, oid: int) -> bytes:
+def encode_binary(value: Any, oid: int, float_digits: int = 0) -> bytes:
     """A non-NULL ``value`` in the binary format of type ``oid`` (a column of text type
     holding values of several kinds sends their text)."""
     if isinstance(value, Array) and oid in _ELEMENT_OF_ARRAY:
         return _array_binary(value)
     encoder = _BINARY_OUT.get(oid)
     if encoder is None:
-        return encode_text(value, oid)
+        return encode_text(value, oid, float_digits)
     return encoder(value)
 
 
@@ -385,7 +389,7 @@ _BINARY_OUT: dict[int, Callable[[Any], bytes]] = {
     OID.TIMESTAMP: lambda v: struct.pack("!q", _micros_since(v)),
     OID.TIMESTAMPTZ: lambda v: struct.pack("!q", _micros_since(v)),
     OID.UUID: lambda v: v.bytes,
-    OID.JSONB: lambda v: b"\x01" + json.dumps(v, sort_keys=True).encode(),
+    OID.JSONB: lambda v: b"\x01" + jsonb.dumps(v, spaced=True).encode(),
     OID.TIME: lambda v: struct.pack("!q", _time_micros(v)),
     OID.INTERVAL: lambda v: struct.pack("!qii", v.micros, v.days, v.months),
     OID.INET: lambda v: _inet_binary(v),
@@ -576,10 +580,15 @@ def _bool_binary(raw: bytes) -> bool:
     return raw == b"\x01"
 
 
+def _json_text(text: str) -> Any:
+    """A JSON parameter: its document, ``JSON_NULL`` for the JSON null."""
+    return jsonb.from_document(json.loads(text))
+
+
 def _jsonb_binary(raw: bytes) -> Any:
     if raw[:1] != b"\x01":
         raise ValueError("jsonb version byte is not 1")
-    return json.loads(raw[1:].decode())
+    return _json_text(raw[1:].decode())
 
 
 _TEXT_IN: dict[int, Callable[[str], Any]] = {
@@ -596,8 +605,8 @@ _TEXT_IN: dict[int, Callable[[str], Any]] = {
     OID.TIMESTAMP: datetime.datetime.fromisoformat,
     OID.TIMESTAMPTZ: _timestamptz_text,
     OID.UUID: uuid.UUID,
-    OID.JSON: json.loads,
-    OID.JSONB: json.loads,
+    OID.JSON: _json_text,
+    OID.JSONB: _json_text,
     OID.TIME: datetime.time.fromisoformat,
     OID.INTERVAL: Interval.parse,
     OID.INET: Inet.parse,
@@ -622,7 +631,7 @@ _BINARY_IN: dict[int, Callable[[bytes], Any]] = {
     OID.TIMESTAMP: _timestamp_binary,
     OID.TIMESTAMPTZ: _timestamptz_binary,
     OID.UUID: lambda raw: uuid.UUID(bytes=raw),
-    OID.JSON: lambda raw: json.loads(raw.decode()),
+    OID.JSON: lambda raw: _json_text(raw.decode()),
     OID.JSONB: _jsonb_binary,
     OID.TIME: _time_binary,
     OID.INTERVAL: _interval_binary,

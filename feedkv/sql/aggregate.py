@@ -23,7 +23,6 @@ NULL arguments are skipped (but by ``array_agg`` and ``jsonb_agg``); over no row
 from __future__ import annotations
 
 import decimal
-import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from typing import Any
 from sqlglot import exp
 
 from feedkv.errors import SQLError
+from feedkv.sql import jsonb
 from feedkv.sql.arrays import Array
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.expr import (
@@ -69,8 +69,8 @@ def group_key(value: Any) -> Any:
     text (dicts and lists do not hash)."""
     if isinstance(value, float) and math.isnan(value):
         return _NAN
-    if isinstance(value, dict | list):
-        return ("json", json.dumps(value, sort_keys=True))
+    if jsonb.is_json(value):
+        return ("json", jsonb.dumps(value))
     return value
 
 
@@ -214,8 +214,16 @@ class Grouping:
 def _group_expression(node: exp.Expr, items: Sequence[exp.Expr], scope: Scope) -> exp.Expr:
     """A GROUP BY entry as the expression it groups by: ``GROUP BY 2`` is the second
     SELECT item, and a name that is no column of the table the item it names."""
-    if isinstance(node, exp.Literal) and not node.is_string:
-        if not node.this.isdigit() or not 1 <= int(node.this) <= len(items):
+    while isinstance(node, exp.Paren):  # NB: GROUP BY (x) is GROUP BY x, as in PostgreSQL
+        node = node.this
+    if (isinstance(node, exp.Literal) and (node.is_string or not node.this.isdigit())) or (
+        isinstance(node, exp.Boolean)
+    ):
+        shown = node.sql(dialect="postgres")
+        shown = shown.lower() if isinstance(node, exp.Boolean) else shown
+        raise SQLError("42601", f"non-integer constant in GROUP BY: {shown}")
+    if isinstance(node, exp.Literal):
+        if not 1 <= int(node.this) <= len(items):
             raise SQLError("42P10", f"GROUP BY position {node.this} is not in select list")
         item = items[int(node.this) - 1]
         if contains_aggregate(item):
@@ -571,7 +579,7 @@ class _ArrayAgg(_Accumulator):
         self.values: list[Any] | None = None
 
     def add(self, value: Any, separator: Any) -> None:
-        if isinstance(value, Array | dict | list):
+        if isinstance(value, Array) or jsonb.is_json(value):
             raise SQLError("0A000", f"array_agg of {type_of_value(value)} values is not supported")
         if self.values is None:
             self.values = []
@@ -626,11 +634,11 @@ class _JsonbAgg(_Accumulator):
         self.values: list[Any] | None = None
 
     def add(self, value: Any, separator: Any) -> None:
-        if value is not None and not isinstance(value, bool | int | str | dict | list):
+        if not (value is None or jsonb.is_json(value) or isinstance(value, bool | int | str)):
             raise SQLError("0A000", f"jsonb_agg of {type_of_value(value)} values is not supported")
         if self.values is None:
             self.values = []
-        self.values.append(value)
+        self.values.append(jsonb.document(value))
 
     def result(self) -> Any:
         # NB: a copy: a window's running aggregate takes a result, then adds more

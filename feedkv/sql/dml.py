@@ -95,6 +95,7 @@ def insert(ex: Execution, s: st.Insert) -> Result:
         _check_not_null(desc, row)
         kvs = row_kvs(desc, row)
         first_key = next(iter(kvs))
+        proposed_now = False  # whether this row's key went into touched just now
         if s.on_conflict == "update" or s.upsert:
             if first_key in touched:
                 raise SQLError(
@@ -103,6 +104,7 @@ def insert(ex: Execution, s: st.Insert) -> Result:
                     "two proposed rows have the same primary key",
                 )
             touched.add(first_key)
+            proposed_now = True
         elsewhere = None  # the key of a row holding this one's unique values
         if s.on_conflict is not None and desc.indexes and not s.upsert:
             elsewhere = unique_conflict(ex, desc, row, plan.conflict_index)
@@ -116,7 +118,9 @@ def insert(ex: Execution, s: st.Insert) -> Result:
         elif elsewhere is not None:
             old, pairs = _read_row(ex, desc, dict(zip(desc.primary_key, elsewhere, strict=True)))
             existing = next(iter(pairs))
-            if existing in touched:
+            # NB: the row found may be the one of this row's own key (put in touched
+            # above): that is its first update, not a second
+            if existing in touched and not (proposed_now and existing == first_key):
                 raise SQLError(
                     "21000",
                     "ON CONFLICT DO UPDATE command cannot affect row a second time: two "

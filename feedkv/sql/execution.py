@@ -54,6 +54,7 @@ from feedkv.sql.row_codec import (
 )
 from feedkv.sql.session_context import SessionContext
 from feedkv.sql.types import (
+    INT64_MAX,
     ColumnType,
     format_value,
     logical_decimal,
@@ -435,6 +436,8 @@ class Execution:
 
     def count(self, node: exp.Expr, what: str) -> int:
         value = self.constant(node)
+        if isinstance(value, int) and not isinstance(value, bool) and value > INT64_MAX:
+            raise SQLError("22003", f"{what}: numeric constant out of int64 range: {value}")
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise SQLError(
                 "2201W", f"{what} must be a non-negative integer, got {format_value(value)}"

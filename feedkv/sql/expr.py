@@ -22,6 +22,7 @@ import datetime
 import decimal
 import functools
 import json
+import operator
 import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -31,12 +32,13 @@ from typing import Any
 from sqlglot import exp
 
 from feedkv.errors import SQLError
-from feedkv.sql import datetime_functions, scalar_functions
+from feedkv.sql import datetime_functions, jsonb, scalar_functions
 from feedkv.sql.aggregate_nodes import AGGREGATES
-from feedkv.sql.arrays import Array
+from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.interval import Interval
+from feedkv.sql.jsonb import JSON_NULL
 from feedkv.sql.types import (
     DECIMAL_QUOTIENT,
     EPOCH_DATE,
@@ -46,6 +48,7 @@ from feedkv.sql.types import (
     ColumnType,
     Kind,
     coerce,
+    float_text,
     format_value,
     kind_of_value,
     type_of_value,
@@ -120,6 +123,12 @@ class Context:
         if self._now is None:
             self._now = datetime.datetime.now(datetime.UTC)
         return self._now
+
+    @now.setter
+    def now(self, when: datetime.datetime) -> None:
+        """The statement's time from here on (AS OF SYSTEM TIME reads ``now()`` as of
+        the time it reads at)."""
+        self._now = when
 
 
 Env = Sequence[Any]
@@ -325,6 +334,8 @@ def static_kind(node: exp.Expr, scope: Scope) -> Kind | None:
         from feedkv.sql.parser import column_type
 
         return column_type(node.args["to"]).kind
+    if isinstance(node, exp.JSONExtract | exp.JSONBExtract):
+        return Kind.JSONB
     return None
 
 
@@ -457,7 +468,9 @@ class _Compiler:
                 return None
             if isinstance(a, bytes) and isinstance(b, bytes):
                 return a + b
-            return _text(a) + _text(b)
+            if isinstance(a, Array) or isinstance(b, Array):
+                return _array_concat(a, b)
+            return _text(a, ctx) + _text(b, ctx)
 
         return concat
 
@@ -480,6 +493,9 @@ class _Compiler:
         # A string constant compared with a non-string takes the other side's type.
         left_text = _is_text_constant(node.this)
         right_text = _is_text_constant(node.expression)
+        kinds = {static_kind(node.this, self.scope), static_kind(node.expression, self.scope)}
+        if Kind.JSONB in kinds and kinds <= {Kind.JSONB, None}:
+            return self._json_comparison(node, left, right, left_text, right_text)
 
         def cmp(row: Env, ctx: Context) -> Any:
             a, b = left(row, ctx), right(row, ctx)
@@ -493,6 +509,26 @@ class _Compiler:
                 if left_text and isinstance(a, str):
                     return compare(_as_kind_of(a, b, symbol), b)
                 raise _incomparable(symbol, a, b) from None
+
+        return cmp
+
+    def _json_comparison(
+        self, node: exp.Binary, left: Compiled, right: Compiled, left_text: bool, right_text: bool
+    ) -> Compiled:
+        """A comparison of JSONB values, in JSONB's order (:func:`jsonb.sort_key`); a
+        string constant on either side is JSON text. NB: a JSON scalar is a plain
+        Python value, so the operands' types come from the tree, not the values."""
+        op = _OPERATOR_OF[type(node)]
+
+        def as_json(value: Any, text: bool) -> Any:
+            return coerce(value, ColumnType(Kind.JSONB), None) if text else value
+
+        def cmp(row: Env, ctx: Context) -> Any:
+            a, b = left(row, ctx), right(row, ctx)
+            if a is None or b is None:
+                return None
+            a, b = as_json(a, left_text), as_json(b, right_text)
+            return op(jsonb.sort_key(a), jsonb.sort_key(b))
 
         return cmp
 
@@ -763,6 +799,17 @@ class _Compiler:
 
         inner = self.compile(node.this)
         target = column_type(node.args["to"])
+        if target.kind is Kind.STRING and static_kind(node.this, self.scope) is Kind.JSONB:
+            # NB: a JSONB's text is its JSON ('"abc"'::JSONB::STRING is "abc" with its
+            # quotes): its Python value alone does not say it is a JSON string
+            def json_text(row: Env, ctx: Context) -> Any:
+                value = inner(row, ctx)
+                if value is None:
+                    return None
+                text = jsonb.dumps(value, spaced=True)
+                return text if target.width is None else text[: target.width]
+
+            return json_text
         if target.kind is Kind.ENUM:
             raise SQLError(
                 "42704",
@@ -774,10 +821,22 @@ class _Compiler:
             value = inner(row, ctx)
             if value is None:
                 return None
-            if target.kind is Kind.STRING and not isinstance(value, str):
+            if value is JSON_NULL and target.kind is not Kind.JSONB:
+                if target.kind is not Kind.STRING:
+                    raise SQLError(
+                        "22023", f"cannot cast jsonb null to type {target.sql().lower()}"
+                    )
+                return "null"
+            if target.kind is Kind.STRING and isinstance(value, float):
+                value = float_text(value, _float_digits(ctx))
+            elif target.kind is Kind.STRING and not isinstance(value, str):
                 value = format_value(value)
             elif target.kind is Kind.INT and isinstance(value, bool):
                 value = int(value)
+            if target.kind is Kind.STRING and target.width is not None:
+                # NB: an explicit cast to STRING(n) truncates (CockroachDB's STRING docs);
+                # only assigning a longer value to such a column is an error
+                value = value[: target.width]
             return coerce(value, target, None)
 
         return cast
@@ -1093,9 +1152,7 @@ class _Compiler:
                 if step is not None and not isinstance(step, str | int):
                     raise SQLError("42883", f"unsupported JSON key or index: {step!r}")
                 value = None if step is None else _json_step(inner(row, ctx), step)
-                if as_text and value is not None and not isinstance(value, str):
-                    return _json_text(value)
-                return value
+                return _json_text(value) if as_text else value
 
             return extract_by
         steps: list[str | int] = []
@@ -1111,11 +1168,64 @@ class _Compiler:
             value = inner(row, ctx)
             for step in steps:
                 value = _json_step(value, step)
-            if as_text and value is not None and not isinstance(value, str):
-                return _json_text(value)
-            return value
+            return _json_text(value) if as_text else value
 
         return extract
+
+    def json_path_extract(self, node: exp.JSONBExtract | exp.JSONBExtractScalar) -> Compiled:
+        """``j #> '{a,0}'`` (the JSON value at a path of keys and array indexes) and
+        ``j #>> ...`` (its text); NULL when the path leads nowhere."""
+        inner = self.compile(node.this)
+        path_of = self.compile(node.expression)
+        as_text = isinstance(node, exp.JSONBExtractScalar)
+
+        def extract(row: Env, ctx: Context) -> Any:
+            value, path = inner(row, ctx), path_of(row, ctx)
+            if value is None or path is None:
+                return None
+            if not jsonb.is_json(value) and not isinstance(value, int | float | bool | str):
+                raise _incomparable("#>", value, path)
+            steps = _json_path(path)
+            for step in steps:
+                if value is None:
+                    break
+                if isinstance(jsonb.document(value), list):
+                    try:
+                        value = _json_step(value, int(step))
+                    except ValueError:
+                        value = None
+                else:
+                    value = _json_step(value, step)
+            return _json_text(value) if as_text else value
+
+        return extract
+
+    def json_contains(self, node: exp.ArrayContainsAll | exp.ArrayContainedBy) -> Compiled:
+        """``a @> b``: whether the JSON value ``a`` contains ``b``; ``a <@ b`` the other
+        way round (``@>`` of arrays is 0A000 here)."""
+        left, right = self.compile(node.this), self.compile(node.expression)
+        flipped = isinstance(node, exp.ArrayContainedBy)
+        symbol = "<@" if flipped else "@>"
+
+        def contains(row: Env, ctx: Context) -> Any:
+            a, b = left(row, ctx), right(row, ctx)
+            if a is None or b is None:
+                return None
+            if isinstance(a, Array) or isinstance(b, Array):
+                raise SQLError("0A000", f"{symbol} of arrays is not supported")
+            a, b = (_as_json(a, symbol, b), _as_json(b, symbol, a))
+            return jsonb.contains(b, a) if flipped else jsonb.contains(a, b)
+
+        return contains
+
+    def lambda_(self, node: exp.Lambda) -> Compiled:
+        """``f(j -> 'k')``: sqlglot reads ``->`` among a function's arguments as a lambda
+        (which SQL has none of): it is JSON's ``->`` of the column named on its left."""
+        params = node.expressions
+        if len(params) != 1 or not isinstance(params[0], exp.Identifier):
+            raise SQLError("0A000", f"unsupported expression: {_shown(node)}")
+        column = exp.Column(this=params[0].copy())
+        return self.json_extract(exp.JSONExtract(this=column, expression=node.this.copy()))
 
     def _json_build_object(self, node: exp.Anonymous) -> Compiled:
         args = [self.compile(a) for a in node.expressions]
@@ -1132,7 +1242,8 @@ class _Compiler:
                 key = key_of(row, ctx)
                 if key is None:
                     raise SQLError("22004", f"{node.name}(): a key is null")
-                built[key if isinstance(key, str) else _json_text(key)] = value_of(row, ctx)
+                name = key if isinstance(key, str) else _json_text(key)
+                built[str(name)] = jsonb.document(value_of(row, ctx))
             return built
 
         return build
@@ -1249,7 +1360,7 @@ def _element_type(value: Any) -> ColumnType:
         return ColumnType(Kind.ENUM, type_name=value.type_name, labels=value.labels)
     if isinstance(value, Array):
         raise SQLError("0A000", "arrays of arrays are not supported")
-    if isinstance(value, dict | list):
+    if jsonb.is_json(value):
         raise SQLError("0A000", "arrays of JSONB are not supported")
     kind = kind_of_value(value)
     return ColumnType(kind or Kind.STRING)
@@ -1311,16 +1422,44 @@ def _subquery_rows(node: exp.Expr) -> Callable[[Env, Context], list[tuple[Any, .
 
 
 def _json_step(value: Any, step: str | int) -> Any:
-    """One ``->`` step into a JSON value: a key of an object, an index of an array."""
+    """One ``->`` step into a JSON value: a key of an object, an index of an array;
+    SQL NULL when it is not there, ``JSON_NULL`` when it is a JSON null."""
     if isinstance(step, str):
-        return value.get(step) if isinstance(value, dict) else None
+        if isinstance(value, dict) and step in value:
+            return jsonb.from_document(value[step])
+        return None
     if isinstance(value, list) and -len(value) <= step < len(value):
-        return value[step]
+        return jsonb.from_document(value[step])
     return None
 
 
-def _json_text(value: Any) -> str:
-    """A JSON value as text, as ``->>`` gives one that is not a string."""
+def _json_path(path: Any) -> list[str]:
+    """A ``#>`` path: a STRING[] or its text (``'{a,0}'``)."""
+    if isinstance(path, Array):
+        items: list[Any] = list(path.values)
+    elif isinstance(path, str):
+        items = list(parse_array_text(path))
+    else:
+        raise SQLError("42883", f"unsupported JSON path: {type_of_value(path)}")
+    if any(item is None for item in items):
+        return []  # NB: a NULL step leads nowhere, as CockroachDB
+    return [str(item) for item in items]
+
+
+def _as_json(value: Any, symbol: str, other: Any) -> Any:
+    """An operand of ``@>``: a JSONB value, or the text of one (a string constant)."""
+    if jsonb.is_json(value) or isinstance(value, int | float | bool):
+        return value
+    if isinstance(value, str):
+        return coerce(value, ColumnType(Kind.JSONB), None)
+    raise _incomparable(symbol, value, other)
+
+
+def _json_text(value: Any) -> str | None:
+    """A JSON value as ``->>`` gives it: a string as its text, a JSON null as SQL NULL,
+    anything else as JSON text."""
+    if value is None or value is JSON_NULL or isinstance(value, str):
+        return value if isinstance(value, str) else None
     if isinstance(value, bool):
         return "true" if value else "false"
     return json.dumps(
@@ -1400,6 +1539,8 @@ def _is_text_constant(node: exp.Expr) -> bool:
 def _as_kind_of(text: str, other: object, symbol: str) -> Any:
     if isinstance(other, EnumValue):  # NB: the label of other's enum type
         return EnumValue.of(text, other.labels, other.type_name)
+    if jsonb.is_json(other):
+        return coerce(text, ColumnType(Kind.JSONB), None)
     kind = kind_of_value(other)
     if kind is None or kind is Kind.STRING:
         raise _incomparable(symbol, other, text)
@@ -1418,8 +1559,33 @@ def _truth(value: object) -> bool | None:
     )
 
 
-def _text(value: object) -> str:
+def _array_concat(a: Any, b: Any) -> Array:
+    """``a || b`` with an array on either side: the arrays joined, or an element
+    appended or prepended (converted to the array's element type, as CockroachDB)."""
+    if isinstance(a, Array) and isinstance(b, Array):
+        if a.element != b.element:
+            raise SQLError(
+                "42883",
+                f"unsupported binary operator: <{type_of_value(a)}> || <{type_of_value(b)}>",
+            )
+        return Array(a.values + b.values, a.element)
+    if isinstance(a, Array):
+        return Array((*a.values, coerce(b, a.element, None)), a.element)
+    return Array((coerce(a, b.element, None), *b.values), b.element)
+
+
+def _text(value: object, ctx: Context | None = None) -> str:
+    if isinstance(value, float) and ctx is not None:
+        return float_text(value, _float_digits(ctx))
     return value if isinstance(value, str) else format_value(value)
+
+
+def _float_digits(ctx: Context) -> int:
+    """The session's ``extra_float_digits`` (0, CockroachDB's default, where the
+    expression runs outside a session, as in a changefeed's query)."""
+    if ctx.variable is None:
+        return 0
+    return int(ctx.variable("extra_float_digits"))
 
 
 def _incomparable(symbol: str, a: object, b: object) -> SQLError:
@@ -1440,6 +1606,12 @@ def _comparable(a: object, b: object) -> None:
 
 def _checked(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
     def compare(a: Any, b: Any) -> bool:
+        if jsonb.is_json(a) or jsonb.is_json(b):
+            if not (jsonb.is_json(a) and jsonb.is_json(b)):
+                # NB: a string constant is read as JSON by the caller; a JSON scalar
+                # is a plain Python value, told from a SQL one only by its type
+                raise TypeError
+            return op(jsonb.sort_key(a), jsonb.sort_key(b))
         _comparable(a, b)
         if _is_nan(a) or _is_nan(b):
             # As in CockroachDB: NaN equals NaN and sorts below every other number.
@@ -1557,6 +1729,14 @@ _COMPARE: dict[type, Callable[[Any, Any], bool]] = {
     exp.LTE: _checked(lambda a, b: a <= b),
     exp.GT: _checked(lambda a, b: a > b),
     exp.GTE: _checked(lambda a, b: a >= b),
+}
+_OPERATOR_OF: dict[type, Callable[[Any, Any], bool]] = {
+    exp.EQ: operator.eq,
+    exp.NEQ: operator.ne,
+    exp.LT: operator.lt,
+    exp.LTE: operator.le,
+    exp.GT: operator.gt,
+    exp.GTE: operator.ge,
 }
 _SYMBOLS = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
 
@@ -1807,6 +1987,11 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.Anonymous: _Compiler.anonymous,
     exp.JSONExtract: _Compiler.json_extract,
     exp.JSONExtractScalar: _Compiler.json_extract,
+    exp.Lambda: _Compiler.lambda_,
+    exp.JSONBExtract: _Compiler.json_path_extract,
+    exp.JSONBExtractScalar: _Compiler.json_path_extract,
+    exp.ArrayContainsAll: _Compiler.json_contains,
+    exp.ArrayContainedBy: _Compiler.json_contains,
     exp.Window: _Compiler.window,
     exp.Any: _Compiler.quantifier,
     exp.All: _Compiler.quantifier,

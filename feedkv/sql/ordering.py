@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from feedkv.sql import jsonb
 from feedkv.sql.expr import Compiled, Context
 
 __all__ = ["sorted_rows"]
@@ -26,6 +27,8 @@ def sorted_rows(
             value = key(env_of(item) if env_of is not None else item, context)
             if value is None:
                 return (0, 0)
+            if jsonb.is_json(value):
+                return (2, jsonb.sort_key(value))
             # NB: NaN after NULL and before every number, as in CockroachDB
             return (1, 0) if isinstance(value, float) and value != value else (2, value)
 

@@ -1251,9 +1251,10 @@ class _Statement:
             at += 1
         if at >= len(words):
             raise self._error_at(at, f"SET {name} needs a value")
+        local = words[1] == "LOCAL"
         if words[at:] == ["DEFAULT"]:
-            return st.SessionVariable(self.text, "reset", name)
-        return st.SessionVariable(self.text, "set", name, self._setting_value(at))
+            return st.SessionVariable(self.text, "reset", name, local=local)
+        return st.SessionVariable(self.text, "set", name, self._setting_value(at), local=local)
 
     def _setting_value(self, at: int) -> str:
         """The value of a SET from token ``at`` on: strings, names and numbers (a leading
@@ -2424,7 +2425,22 @@ class _Converter:
             raise SQLError("0A000", f"ALTER {kind} supports one change at a time")
         action = actions[0]
         if_exists = bool(node.args.get("exists"))
+        renamed_to = [
+            o for o in node.args.get("options") or [] if isinstance(o, exp.ToTableProperty)
+        ]
+        if isinstance(action, exp.AlterRename) and renamed_to and kind == "TABLE":
+            # NB: RENAME b TO d (COLUMN left out, as CockroachDB and PostgreSQL allow)
+            # renames column b; sqlglot reads it as a table rename with a TO option
+            return st.RenameColumn(
+                self.text,
+                table,
+                _ident(action.this.this),
+                _ident(renamed_to[0].this.this),
+                if_exists,
+            )
         if isinstance(action, exp.AlterRename):
+            if renamed_to:
+                raise _unsupported(node)
             return st.RenameTable(
                 self.text, table, _table_of(action.this), if_exists, view=kind == "VIEW"
             )
@@ -3088,11 +3104,15 @@ def _assignment(node: exp.Expr, table: st.TableName) -> tuple[str, exp.Expr]:
     if not isinstance(node, exp.EQ) or not isinstance(node.this, exp.Column):
         raise SQLError("42601", f"expected column = value, got {node.sql(dialect=_DIALECT)!r}")
     target = node.this
-    qualifier = target.args.get("table")
-    if target.args.get("db") is not None or (
-        qualifier is not None and _ident(qualifier) != table.name
-    ):
-        raise SQLError("42703", f'column "{target.sql(dialect=_DIALECT)}" does not exist')
+    if target.args.get("table") is not None or target.args.get("db") is not None:
+        # NB: as CockroachDB's grammar (and PostgreSQL's): a dotted SET target names a
+        # field of a compound-typed column, never a table's column
+        shown = target.sql(dialect=_DIALECT)
+        raise SQLError(
+            "0A000",
+            f"SET {shown}: compound types are not supported; a SET target is a column "
+            f"name without a table (SET {_ident(target.this)} = ...)",
+        )
     return _ident(target.this), node.expression
 
 

@@ -154,6 +154,10 @@ def _projections(
         if isinstance(item, exp.Alias) and _is_star(item.this):
             raise SQLError("42601", f'"{item.this.sql(dialect="postgres")}" cannot be aliased')
         if _is_star(item):
+            if not tables and star is None:
+                raise SQLError(
+                    "42602", f'cannot use "{item.sql(dialect="postgres")}" without a FROM clause'
+                )
             starred = star if star is not None else star_of(tables)
             if isinstance(item, exp.Column):
                 scope.check_prefix(item)
@@ -682,6 +686,12 @@ class InsertPlan:
             rows.append([compile_expr(v, empty) for v in values])
         scope = table_scope(desc, database)
         # ON CONFLICT DO UPDATE sees the existing row, then the proposed one as excluded.*
+        if s.on_conflict == "update" and desc.name == "excluded":
+            raise SQLError(
+                "42P09",
+                'ambiguous source name: "excluded" (the table and the proposed row of ON '
+                "CONFLICT DO UPDATE have that name)",
+            )
         conflict_scope = table_scope(desc, database)
         width = len(desc.columns)
         for index, column in enumerate(desc.columns):

@@ -10,6 +10,7 @@ query that names them; subqueries get runners (:mod:`feedkv.sql.subquery`).
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -56,6 +57,10 @@ def select(ex: Execution, s: st.Select) -> Result:
             raise SQLError("22007", f"AS OF SYSTEM TIME: {ts} is in the future")
         ex.reader = catalog.Snapshot(ex.session.db, ts)
         ex.context.logical_timestamp = partial(logical_decimal, ts)
+        # NB: now() is the time read at, as CockroachDB's (its transaction's timestamp)
+        ex.context.now = datetime.datetime.fromtimestamp(0, datetime.UTC) + datetime.timedelta(
+            microseconds=ts.wall // 1000
+        )
     return query(ex, s)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from feedkv.errors import SQLError
+from feedkv.sql import jsonb
 from feedkv.sql.descriptor import Column
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.types import ColumnType, Kind, kind_of_value
@@ -71,7 +72,7 @@ def column_types(
         given = types[i] if i < len(types) else None
         if given is None:
             value = next((row[i] for row in rows if row[i] is not None), None)
-            kind = Kind.JSONB if isinstance(value, dict | list) else kind_of_value(value)
+            kind = Kind.JSONB if jsonb.is_json(value) else kind_of_value(value)
             if isinstance(value, EnumValue):
                 given = ColumnType(Kind.ENUM, type_name=value.type_name, labels=value.labels)
             else:

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import decimal
 import hashlib
+import json
 import math
 from collections.abc import Callable
 from typing import Any
 
 from feedkv.errors import SQLError
+from feedkv.sql import jsonb
+from feedkv.sql.types import DECIMAL_QUOTIENT
 
 __all__ = ["FUNCTIONS", "concat", "concat_ws"]
 
@@ -97,7 +100,9 @@ def _sqrt(value: Any) -> Any:
     number = _real(value)
     if number < 0:
         raise SQLError("2201F", "cannot take square root of a negative number")
-    return number.sqrt() if isinstance(number, decimal.Decimal) else math.sqrt(number)
+    if isinstance(number, decimal.Decimal):
+        return DECIMAL_QUOTIENT.sqrt(number)  # NB: 20 significant digits, as CockroachDB
+    return math.sqrt(number)
 
 
 def _power(base: Any, exponent: Any) -> Any:
@@ -106,7 +111,14 @@ def _power(base: Any, exponent: Any) -> Any:
         a, b = decimal.Decimal(a), decimal.Decimal(b)
         if a == 0 and b < 0:
             raise SQLError("2201F", "zero raised to a negative power is undefined")
-        return a**b
+        if a < 0 and b != b.to_integral_value():
+            raise SQLError(
+                "2201F", "a negative number raised to a non-integer power yields a complex result"
+            )
+        try:
+            return DECIMAL_QUOTIENT.power(a, b)  # NB: 20 significant digits, as CockroachDB
+        except decimal.Overflow:
+            raise SQLError("22003", "value out of range: overflow") from None
     if a == 0 and b < 0:
         raise SQLError("2201F", "zero raised to a negative power is undefined")
     try:
@@ -275,7 +287,31 @@ def concat_ws(values: list[Any], text: Callable[[Any], str]) -> str | None:
 
 
 # name -> (function, fewest arguments, most arguments)
+def _jsonb_typeof(value: Any) -> str:
+    """jsonb_typeof(j): object, array, string, number, boolean or null (a JSON null,
+    which is not SQL NULL: that gives NULL)."""
+    if not (jsonb.is_json(value) or isinstance(value, int | float | str | decimal.Decimal)):
+        raise TypeError(value)
+    return jsonb.type_name(value)
+
+
+def _jsonb_array_length(value: Any) -> int:
+    if isinstance(value, str):  # NB: the text of a JSON array (a JSON string fails anyway)
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise SQLError("22P02", f"could not parse JSON: {value!r}") from None
+    document = jsonb.document(value)
+    if not isinstance(document, list):
+        raise SQLError("22023", "cannot get array length of a non-array")
+    return len(document)
+
+
 FUNCTIONS: dict[str, tuple[Callable[..., Any], int, int]] = {
+    "jsonb_typeof": (_jsonb_typeof, 1, 1),
+    "json_typeof": (_jsonb_typeof, 1, 1),
+    "jsonb_array_length": (_jsonb_array_length, 1, 1),
+    "json_array_length": (_jsonb_array_length, 1, 1),
     "round": (_round, 1, 2),
     "floor": (_floor, 1, 1),
     "ceil": (_ceil, 1, 1),

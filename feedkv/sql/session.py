@@ -261,6 +261,9 @@ class Session:
         self.user = user
         self.database = database
         self.variables: dict[str, str] = {}  # session variables SET (see session_vars)
+        # SET LOCAL: each variable's value before the transaction changed it (None: it
+        # was not set), put back when the transaction ends
+        self._local_saved: dict[str, str | None] = {}
         self.sequences = SequenceState()  # currval and lastval (see sql.sequences)
         # A CancelRequest for the running statement (set from another thread; see
         # feedkv.sql.interrupt); whoever runs statements resets it before each.
@@ -669,6 +672,17 @@ class Session:
         if s.action == "transaction" and self._txn is None:
             raise SQLError("25P01", "there is no transaction in progress")
         names = [s.name] if s.name is not None else list(VARIABLES)
+        if s.local:
+            if self._txn is None:  # NB: as PostgreSQL and CockroachDB: a warning, no effect
+                return Result(
+                    tag="SET", notices=("SET LOCAL can only be used in transaction blocks",)
+                )
+            for name in names:
+                before = self.database if name == "database" else self.variables.get(name)
+                self._local_saved.setdefault(name, before)
+        else:
+            for name in names:  # NB: a plain SET after SET LOCAL outlives the transaction
+                self._local_saved.pop(name, None)
         for name in names:
             variable = VARIABLES[name]
             if s.action == "reset":
@@ -821,6 +835,7 @@ class Session:
             return Result(tag="ROLLBACK")
         self._txn = None
         self._restart = False
+        self._restore_local()
         self._commit_txn(txn)
         return Result(tag="COMMIT")
 
@@ -850,7 +865,19 @@ class Session:
         _withdraw(self._executions)
         self._end()
 
+    def _restore_local(self) -> None:
+        """Put back the variables SET LOCAL changed (the transaction ended)."""
+        saved, self._local_saved = self._local_saved, {}
+        for name, before in saved.items():
+            if name == "database":
+                self.database = before or catalog.DEFAULT_DATABASE
+            elif before is None:
+                self.variables.pop(name, None)
+            else:
+                self.variables[name] = before
+
     def _end(self) -> None:
+        self._restore_local()
         self._txn = None
         self._failed = self._retry = False
         self._savepoints = []

@@ -662,6 +662,7 @@ class SessionVariable(Statement):
     action: Literal["set", "reset", "show", "transaction"]
     name: str | None
     value: str | None = None
+    local: bool = False  # SET LOCAL: until the transaction ends
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,8 @@ A SQL value in Python is one of: ``None`` (NULL), ``int`` (INT), ``float`` (FLOA
 ``decimal.Decimal`` (DECIMAL), ``str`` (STRING), ``bytes`` (BYTES), ``bool`` (BOOL),
 ``datetime.date`` (DATE), naive ``datetime.datetime`` (TIMESTAMP), UTC-aware
 ``datetime.datetime`` (TIMESTAMPTZ), ``uuid.UUID`` (UUID) and, for JSONB, the parsed JSON
-document (dict, list, str, int, float, bool or None).
+document (dict, list, str, int, float, bool), or :data:`~feedkv.sql.jsonb.JSON_NULL` for
+a JSON null (which is not SQL NULL: see :mod:`feedkv.sql.jsonb`).
 
 Each type maps onto the primitives of :mod:`feedkv.util.encoding` so that key order is
 SQL order: DATE is days and timestamps microseconds since the Unix epoch, UUID its 16
@@ -29,11 +30,13 @@ from typing import Any
 import msgpack
 
 from feedkv.errors import FeedKVError, InvalidArgumentError, SQLError, TimestampParseError
+from feedkv.sql import jsonb
 from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
+from feedkv.sql.jsonb import JSON_NULL, from_document, is_json
 from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_duration_ns
 
@@ -44,6 +47,7 @@ __all__ = [
     "coerce",
     "decimal_from_key",
     "decimal_key",
+    "float_text",
     "format_value",
     "from_key",
     "from_key_primitive",
@@ -283,7 +287,7 @@ def type_of_value(value: object) -> str:
         return value.type_name or "enum"
     if isinstance(value, Array):
         return str(value.element.sql()).lower() + "[]"
-    if isinstance(value, dict | list):
+    if is_json(value):
         return "jsonb"
     return type(value).__name__
 
@@ -518,9 +522,11 @@ def _no_constants(name: str) -> Any:
 
 
 def _to_json(value: object, ctype: ColumnType) -> Any:
+    if value is JSON_NULL:
+        return value
     if isinstance(value, str):
         try:
-            return json.loads(value, parse_constant=_no_constants)
+            return from_document(json.loads(value, parse_constant=_no_constants))
         except ValueError as exc:
             raise SQLError("22P02", f"could not parse JSON: {exc}") from None
     if isinstance(value, dict | list | tuple | int | float | bool):
@@ -679,7 +685,7 @@ def value_primitive(kind: Kind, value: Any) -> Primitive:
     if kind is Kind.DECIMAL:
         return str(value)
     if kind is Kind.JSONB:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+        return jsonb.dumps(value)  # NB: JSON null is the text null, SQL NULL is None
     if kind is Kind.INTERVAL:
         return str(value.to_primitive())
     if kind is Kind.ENUM:
@@ -697,7 +703,7 @@ def from_value_primitive(kind: Kind, raw: Primitive) -> Any:
     if kind is Kind.DECIMAL:
         return decimal.Decimal(str(raw))
     if kind is Kind.JSONB:
-        return json.loads(str(raw))
+        return from_document(json.loads(str(raw)))
     if kind is Kind.INTERVAL:
         return Interval.from_primitive(str(raw))
     return _from_shared(kind, raw)
@@ -824,10 +830,10 @@ def format_value(value: Any) -> str:
         return text.rstrip("0") if value.microsecond else text
     if isinstance(value, Array):
         return value.text(format_value)
-    if isinstance(value, dict | list):
-        return json.dumps(value, sort_keys=True)
+    if is_json(value):
+        return jsonb.dumps(value, spaced=True)
     if isinstance(value, decimal.Decimal):
-        return format(value, "f")
+        return str(value)
     if isinstance(value, float):
         if math.isnan(value):
             return "NaN"
@@ -835,6 +841,46 @@ def format_value(value: Any) -> str:
             return "Infinity" if value > 0 else "-Infinity"
         return _shortest_float(value)
     return str(value)
+
+
+def float_text(value: float, extra_float_digits: int = 0) -> str:
+    """A FLOAT as CockroachDB's text of it (a cast to STRING, the wire's text format)
+    with the session's ``extra_float_digits``: at 1 and above the shortest text that
+    reads back as ``value`` (:func:`format_value`'s); else ``15 + extra_float_digits``
+    significant digits (at least one), as Go's ``%g``: the default 0 shows
+    ``0.1::FLOAT + 0.2::FLOAT`` as ``0.3``."""
+    if not math.isfinite(value):
+        return format_value(value)
+    if extra_float_digits >= 1:
+        return _shortest_float(value)
+    return _float_g(value, max(15 + extra_float_digits, 1))
+
+
+def _float_g(value: float, precision: int) -> str:
+    """Go's ``strconv.FormatFloat(value, 'g', precision, 64)`` for a finite value: the
+    exact binary value rounded half to even to ``precision`` significant digits,
+    trailing zeros dropped; exponent form when the decimal exponent is below -4 or at
+    least ``precision``."""
+    exact = decimal.Decimal(value)
+    minus = "-" if exact.is_signed() else ""
+    if exact.is_zero():
+        return minus + "0"
+    rounded = decimal.Context(prec=precision, rounding=decimal.ROUND_HALF_EVEN).plus(exact)
+    _sign, digit_tuple, exponent = rounded.as_tuple()
+    shown = "".join(map(str, digit_tuple)).rstrip("0")
+    point = len(digit_tuple) + int(exponent)  # digits before the decimal point
+    power = point - 1
+    exponent_from = precision
+    if exponent_from > len(shown) >= point:  # NB: Go's rule: a whole number shows whole
+        exponent_from = len(shown)
+    if power < -4 or power >= exponent_from:
+        mantissa = shown[0] + ("." + shown[1:] if len(shown) > 1 else "")
+        return f"{minus}{mantissa}e{'-' if power < 0 else '+'}{abs(power):02d}"
+    if point <= 0:
+        return f"{minus}0.{'0' * -point}{shown}"
+    whole = shown[:point].ljust(point, "0")
+    fraction = shown[point:]
+    return f"{minus}{whole}.{fraction}" if fraction else f"{minus}{whole}"
 
 
 def _shortest_float(value: float) -> str:
@@ -878,13 +924,24 @@ def timestamp_of(value: Any, now: Timestamp) -> Timestamp:
         text = value.strip()
         if text.startswith("-"):
             try:
-                return Timestamp(now.wall - parse_duration_ns(text[1:]), 0)
+                back = parse_duration_ns(text[1:])
             except InvalidArgumentError as exc:
                 raise SQLError("22007", f"AS OF SYSTEM TIME: {exc}") from None
+            if back < 1000:  # NB: as CockroachDB: else it is now, not a time before it
+                raise SQLError(
+                    "22007",
+                    f"AS OF SYSTEM TIME: interval value {text!r} too small, absolute value "
+                    "must be >= 1µs",
+                )
+            return Timestamp(now.wall - back, 0)
         try:
-            return Timestamp.parse_decimal(text)
+            parsed = Timestamp.parse_decimal(text)
         except TimestampParseError:
             pass
+        else:
+            if parsed == Timestamp(0, 0):
+                raise SQLError("22007", "AS OF SYSTEM TIME: zero timestamp is invalid")
+            return parsed
         try:
             return timestamp_of(coerce(text, ColumnType(Kind.TIMESTAMPTZ), "AS OF"), now)
         except SQLError:

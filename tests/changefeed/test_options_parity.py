@@ -208,8 +208,12 @@ def test_virtual_columns_takes_cockroachdbs_values(orders: DB, value: str) -> No
             "no node matches the locality filter 'region=us-east-1,cloud=aws'",
         ),
         (
-            "WITH encode_json_value_null_as_object",
-            "feedkv stores a JSONB null as SQL NULL",
+            "WITH encode_json_value_null_as_object, format=avro",
+            "encode_json_value_null_as_object is only usable with format=json",
+        ),
+        (
+            "WITH encode_json_value_null_as_object='yes'",
+            "option encode_json_value_null_as_object takes no value",
         ),
     ],
 )

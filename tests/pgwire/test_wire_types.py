@@ -51,7 +51,10 @@ def test_a_columns_type_follows_its_values(values: list[Any], oid: int) -> None:
     [
         (True, OID.BOOL, "t"),
         (b"\x00\xab", OID.BYTEA, "\\x00ab"),
-        (decimal.Decimal("1E+3"), OID.NUMERIC, "1000"),
+        # DECIMAL as CockroachDB sends it (its to-scientific-string, not PostgreSQL's)
+        (decimal.Decimal("1E+3"), OID.NUMERIC, "1E+3"),
+        (decimal.Decimal("5E-17"), OID.NUMERIC, "5E-17"),
+        (decimal.Decimal("0.00001"), OID.NUMERIC, "0.00001"),
         (1e20, OID.FLOAT8, "1e+20"),
         (float("nan"), OID.FLOAT8, "NaN"),
         (datetime.datetime(2024, 5, 1, 12, 0, 0, 500000), OID.TIMESTAMP, "2024-05-01 12:00:00.5"),

@@ -1,0 +1,40 @@
+"""AS OF SYSTEM TIME as CockroachDB defines its edges: ``now()`` in such a query is the
+time read at, a negative interval under a microsecond (which would read now) and the
+zero timestamp are refused."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from feedkv import DB
+from feedkv.errors import SQLError
+
+
+def test_now_is_the_time_read_at(db: DB) -> None:
+    [(now,)] = db.sql("SELECT * FROM (SELECT now()) AS OF SYSTEM TIME '2018-01-01'").rows
+    assert now == datetime.datetime(2018, 1, 1, tzinfo=datetime.UTC)
+
+
+def test_now_follows_a_relative_time(db: DB) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+    db.sql("INSERT INTO t VALUES (1)")
+    [(was,)] = db.sql("SELECT now() FROM t AS OF SYSTEM TIME '-1us'").rows
+    [(now,)] = db.sql("SELECT now()").rows
+    assert was < now
+
+
+@pytest.mark.parametrize(
+    ("when", "message"),
+    [
+        ("'-0.1us'", "interval value '-0.1us' too small"),
+        ("'-0us'", "too small, absolute value must be >= 1µs"),
+        ("'0'", "zero timestamp is invalid"),
+    ],
+)
+def test_times_that_are_no_time_before_now_are_refused(db: DB, when: str, message: str) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+    with pytest.raises(SQLError, match=message) as raised:
+        db.sql(f"SELECT * FROM t AS OF SYSTEM TIME {when}")
+    assert raised.value.code == "22007"

@@ -1,0 +1,46 @@
+"""``SET LOCAL`` as in CockroachDB (and PostgreSQL): the value lasts until the
+transaction ends, by COMMIT or ROLLBACK; outside a transaction it does nothing but warn;
+a plain SET after it in the same transaction outlives the transaction."""
+
+from __future__ import annotations
+
+import pytest
+
+from feedkv import DB
+from feedkv.sql.session import Session
+
+
+@pytest.fixture
+def session(db: DB) -> Session:
+    return db.session()
+
+
+def show(session: Session, name: str) -> str:
+    [(value,)] = session.execute(f"SHOW {name}").rows
+    return str(value)
+
+
+@pytest.mark.parametrize("end", ["COMMIT", "ROLLBACK"])
+def test_a_local_value_lasts_until_the_transaction_ends(session: Session, end: str) -> None:
+    session.execute("SET extra_float_digits = 2")
+    session.execute("BEGIN")
+    session.execute("SET LOCAL extra_float_digits = 3")
+    assert show(session, "extra_float_digits") == "3"
+    [(text,)] = session.execute("SELECT (0.1::FLOAT + 0.2::FLOAT)::STRING").rows
+    assert text == "0.30000000000000004"
+    session.execute(end)
+    assert show(session, "extra_float_digits") == "2"
+
+
+def test_outside_a_transaction_it_only_warns(session: Session) -> None:
+    result = session.execute("SET LOCAL application_name = 'x'")
+    assert result.notices == ("SET LOCAL can only be used in transaction blocks",)
+    assert show(session, "application_name") == ""
+
+
+def test_a_plain_set_after_it_outlives_the_transaction(session: Session) -> None:
+    session.execute("BEGIN")
+    session.execute("SET LOCAL application_name = 'local'")
+    session.execute("SET application_name = 'session'")
+    session.execute("COMMIT")
+    assert show(session, "application_name") == "session"

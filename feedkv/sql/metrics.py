@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from functools import cache
 
-from prometheus_client import Counter
-
 from feedkv.sql import statements as st
-from feedkv.util.metrics import Registry
+from feedkv.util.metrics import Counter, Registry
 
 __all__ = ["SQLMetrics", "unregistered_sql_metrics"]
 

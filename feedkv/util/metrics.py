@@ -49,6 +49,7 @@ from prometheus_client import CollectorRegistry, Metric
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample as LibrarySample
 from prometheus_client.utils import floatToGoString
 
 __all__ = [
@@ -368,6 +369,8 @@ class Registry:
     def __init__(self, *, enabled: bool = True) -> None:
         self.enabled = enabled
         self._inner = CollectorRegistry(auto_describe=True)
+        # each family's samples at the last scrape, and their text
+        self._formatted: dict[str, tuple[list[LibrarySample], bytes]] = {}
 
     def counter(self, name: str, documentation: str, labelnames: Sequence[str] = ()) -> Counter:
         if not self.enabled:
@@ -428,5 +431,26 @@ class Registry:
             self._inner.register(_Sampled(name, documentation, kind, read, labelnames))
 
     def exposition(self) -> bytes:
-        """Every metric in Prometheus's text format (version 0.0.4)."""
-        return generate_latest(self._inner)
+        """Every metric in Prometheus's text format (version 0.0.4).
+
+        NB: a family whose samples are those it had at the last scrape is not formatted
+        again: formatting is most of what a scrape costs (3-4 microseconds a sample),
+        comparing a tenth of it, and between two scrapes many families do not move."""
+        parts = []
+        formatted = self._formatted
+        for family in self._inner.collect():
+            last = formatted.get(family.name)
+            if last is None or last[0] != family.samples:
+                last = formatted[family.name] = (family.samples, generate_latest(_One(family)))
+            parts.append(last[1])
+        return b"".join(parts)
+
+
+class _One(Collector):
+    """One family, for :func:`generate_latest` to format."""
+
+    def __init__(self, family: Metric) -> None:
+        self._family = family
+
+    def collect(self) -> Iterable[Metric]:
+        return [self._family]

@@ -237,3 +237,35 @@ def test_a_lean_histogram_scales_what_it_observes() -> None:
 def test_lean_histogram_buckets_must_ascend() -> None:
     with pytest.raises(ValueError, match="ascending"):
         Registry().lean_histogram("h", "h", buckets=(2.0, 1.0))
+
+
+def test_a_scrape_after_changes_reads_them_and_the_unchanged_families_alike() -> None:
+    def build() -> tuple[Registry, Callable[[int], None]]:
+        registry = Registry()
+        counter = registry.counter("txn_commits", "commits")
+        scoped = registry.counter("changefeed_emitted_messages", "messages", ("scope",))
+        latency = registry.lean_histogram("sql_service_latency", "latency")
+        idle = registry.lean_histogram("storage_wal_fsync_latency", "fsync")
+        value = [0.0]
+        registry.sampled("liveness_livenodes", "live nodes", lambda: value[0])
+
+        def move(step: int) -> None:
+            counter.inc(step)
+            scoped.labels(f"s{step % 2}").inc()
+            latency.observe(step * 1e6)
+            value[0] = step
+            if step == 0:
+                idle.observe(5.0)
+
+        return registry, move
+
+    scraped, move = build()
+    fresh: list[bytes] = []
+    for step in range(4):
+        move(step)
+        again, replay = build()  # a registry that never exposed before
+        for earlier in range(step + 1):
+            replay(earlier)
+        fresh.append(again.exposition())
+        assert scraped.exposition() == fresh[-1]
+    assert len(set(fresh)) == 4

@@ -51,7 +51,7 @@ import feedkv
 from feedkv.changefeed.sinkless import FeedResult
 from feedkv.changefeed.thread_job import ThreadJob
 from feedkv.kv.store import StoreConfig
-from feedkv.testing.paired_rounds import PairedRatios, paired_ratios
+from feedkv.testing.paired_rounds import PairedRatios, paired_ratios, ratio_at_equal
 
 TARGET_SCAN = 100_000
 TARGET_P50_MS = 50.0
@@ -462,6 +462,11 @@ def metrics_cost(path: Path, args: argparse.Namespace) -> dict[str, Any]:
                 statistics.median(r["steady"]["cpu_us_per_commit"] for r in off), 1
             ),
             **_ratios(full_speed_cpu),
+            # the ratio in a round where both committed at the same rate (fitted over the
+            # rounds, feedkv.testing.paired_rounds.ratio_at_equal), with the correlation
+            # of the two ratios that makes the plain median move with the load
+            "ratio_at_equal_commit_rate": _at_equal(rate.ratios, full_speed_cpu.ratios),
+            "correlation_with_commits_ratio": _correlation(rate.ratios, full_speed_cpu.ratios),
         },
         # the cost: how much lower the rate, how much more CPU per message, with metrics on
         "metrics_cost_pct": {
@@ -483,6 +488,21 @@ def metrics_cost(path: Path, args: argparse.Namespace) -> dict[str, Any]:
         "held_rate": all(r["paced"]["held_rate"] for r in on + off),
         "runs": runs,
     }
+
+
+def _at_equal(x: tuple[float, ...], y: tuple[float, ...]) -> float | None:
+    """``ratio_at_equal``, or ``None`` for rounds it cannot fit (one round; equal rates)."""
+    try:
+        return round(ratio_at_equal(x, y), 4)
+    except feedkv.FeedKVError:
+        return None
+
+
+def _correlation(x: tuple[float, ...], y: tuple[float, ...]) -> float | None:
+    try:
+        return round(statistics.correlation(x, y), 2)
+    except statistics.StatisticsError:  # fewer than two rounds, or a constant ratio
+        return None
 
 
 def _ratios(ratios: PairedRatios) -> dict[str, Any]:

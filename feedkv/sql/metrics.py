@@ -34,6 +34,7 @@ _DDL = (
 class SQLMetrics:
     def __init__(self, registry: Registry | None = None) -> None:
         r = registry or Registry()
+        self.enabled = r.enabled  # False: every metric records nothing
         by_type = {
             kind: r.counter(f"sql_{kind}_count", f"Number of SQL {kind.upper()} statements")
             for kind in ("select", "insert", "update", "delete")

@@ -32,9 +32,10 @@
   second here, where Prometheus is commonly set to 10-60 s) and a commit's four counter
   or histogram updates (a lock each). Measured here (2 cores, load average 7-19, 11 and
   21 rounds): commits/s 0.92-1.00, CPU per message 1.00-1.04, CPU per commit at full
-  speed 1.03-1.09 (1.016-1.036 at an equal commit rate); runs of 10 s at the paced rate,
-  three nodes at once (metrics on and scraped, on and not scraped, off): 1.0035 and
-  1.0023 (5 rounds, load average 6-8).
+  speed 1.03-1.09 (1.016-1.036 at an equal commit rate), the interval of none of them
+  within 3% yet; runs of 10 s at the paced rate, three nodes at once (metrics on and
+  scraped, on and not scraped, off): medians 1.0035 and 1.0023, but over 5 rounds
+  whose ratios spread over 0.99-1.05 (load average 6-8).
 - latency: one writer at a light, fixed rate; from a commit's acknowledgement to its
   row reaching the sinkless client, p50/p99. Target: p50 <= 50 ms.
 

@@ -24,6 +24,18 @@
   20-40, 9 rounds each), the on/off ratio of CPU per message ranged over 0.99-1.10 in
   concurrent rounds and over 0.86-1.31 in alternating ones. Target: within 3%;
   ``target_shown`` when the whole interval of the CPU per message's cost is.
+  The CPU per commit at full speed moves with the commit rate (group commits grow with
+  it): its on/off ratio follows the round's commits/s ratio (correlation -0.7 to -0.98
+  here), so ``ratio_at_equal_commit_rate`` gives it where both rates are equal
+  (:func:`~feedkv.testing.paired_rounds.ratio_at_equal`). What the metrics cost, seen
+  by py-spy in the threads holding the GIL: a scrape (about 2.5 ms of CPU, once a
+  second here, where Prometheus is commonly set to 10-60 s) and a commit's four counter
+  or histogram updates (a lock each). Measured here (2 cores, load average 7-19, 11 and
+  21 rounds): commits/s 0.92-1.00, CPU per message 1.00-1.04, CPU per commit at full
+  speed 1.03-1.09 (1.016-1.036 at an equal commit rate), the interval of none of them
+  within 3% yet; runs of 10 s at the paced rate, three nodes at once (metrics on and
+  scraped, on and not scraped, off): medians 1.0035 and 1.0023, but over 5 rounds
+  whose ratios spread over 0.99-1.05 (load average 6-8).
 - latency: one writer at a light, fixed rate; from a commit's acknowledgement to its
   row reaching the sinkless client, p50/p99. Target: p50 <= 50 ms.
 
@@ -51,7 +63,7 @@ import feedkv
 from feedkv.changefeed.sinkless import FeedResult
 from feedkv.changefeed.thread_job import ThreadJob
 from feedkv.kv.store import StoreConfig
-from feedkv.testing.paired_rounds import PairedRatios, paired_ratios
+from feedkv.testing.paired_rounds import PairedRatios, paired_ratios, ratio_at_equal
 
 TARGET_SCAN = 100_000
 TARGET_P50_MS = 50.0
@@ -462,6 +474,11 @@ def metrics_cost(path: Path, args: argparse.Namespace) -> dict[str, Any]:
                 statistics.median(r["steady"]["cpu_us_per_commit"] for r in off), 1
             ),
             **_ratios(full_speed_cpu),
+            # the ratio in a round where both committed at the same rate (fitted over the
+            # rounds, feedkv.testing.paired_rounds.ratio_at_equal), with the correlation
+            # of the two ratios that makes the plain median move with the load
+            "ratio_at_equal_commit_rate": _at_equal(rate.ratios, full_speed_cpu.ratios),
+            "correlation_with_commits_ratio": _correlation(rate.ratios, full_speed_cpu.ratios),
         },
         # the cost: how much lower the rate, how much more CPU per message, with metrics on
         "metrics_cost_pct": {
@@ -483,6 +500,21 @@ def metrics_cost(path: Path, args: argparse.Namespace) -> dict[str, Any]:
         "held_rate": all(r["paced"]["held_rate"] for r in on + off),
         "runs": runs,
     }
+
+
+def _at_equal(x: tuple[float, ...], y: tuple[float, ...]) -> float | None:
+    """``ratio_at_equal``, or ``None`` for rounds it cannot fit (one round; equal rates)."""
+    try:
+        return round(ratio_at_equal(x, y), 4)
+    except feedkv.FeedKVError:
+        return None
+
+
+def _correlation(x: tuple[float, ...], y: tuple[float, ...]) -> float | None:
+    try:
+        return round(statistics.correlation(x, y), 2)
+    except statistics.StatisticsError:  # fewer than two rounds, or a constant ratio
+        return None
 
 
 def _ratios(ratios: PairedRatios) -> dict[str, Any]:

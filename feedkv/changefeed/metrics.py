@@ -44,11 +44,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
 
-from prometheus_client import Counter, Histogram
-
 from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.util.hlc import Timestamp
-from feedkv.util.metrics import Registry
+from feedkv.util.metrics import Counter, LeanHistogram, Registry
 
 __all__ = ["DEFAULT_SCOPE", "ChangefeedMetrics", "FeedMetrics", "Progress"]
 
@@ -72,10 +70,10 @@ class FeedMetrics:
     flushed_bytes: Counter
     error_retries: Counter
     failures: Counter
-    commit_latency: Histogram
-    admit_latency: Histogram
-    sink_batch_hist_nanos: Histogram
-    spark_batch_nanos: Histogram  # a Spark job's micro-batches, as Spark timed them
+    commit_latency: LeanHistogram
+    admit_latency: LeanHistogram
+    sink_batch_hist_nanos: LeanHistogram
+    spark_batch_nanos: LeanHistogram  # a Spark job's micro-batches, as Spark timed them
 
 
 class ChangefeedMetrics:

@@ -14,6 +14,14 @@ their distribution). :func:`paired_ratios` takes the narrowest such interval who
 confidence is at least ``level``, or the least and the greatest ratio when no interval
 reaches it (``1 - 2 ** (1 - n)``: 94% for 5 rounds). That interval, not one run, is what
 can show a target met.
+
+A ratio that moves with another one: at full speed, a run's CPU per commit falls as its
+commit rate rises (group commits grow), so a round whose node with metrics happened to
+commit slower shows it spending more per commit, whatever the metrics cost.
+:func:`ratio_at_equal` fits ``log(y) = a + b * log(x)`` over the rounds (Theil-Sen: the
+median of the pairwise slopes, which a spoiled round does not drag) and gives
+``exp(a)``: the ratio ``y`` at ``x = 1``. NB: what the first mode costs through ``x``
+itself is left out of it (``x``'s own ratio tells that).
 """
 
 from __future__ import annotations
@@ -21,11 +29,11 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from math import comb
+from math import comb, exp, log
 
 from feedkv.errors import InvalidArgumentError
 
-__all__ = ["PairedRatios", "paired_ratios"]
+__all__ = ["PairedRatios", "paired_ratios", "ratio_at_equal"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,3 +77,26 @@ def _confidence(n: int, k: int) -> float:
     hold their distribution's median between them."""
     below = sum(comb(n, i) for i in range(k))  # fewer than k draws below the median
     return 1 - 2 * below / float(2**n)
+
+
+def ratio_at_equal(x: Sequence[float], y: Sequence[float]) -> float:
+    """The ratio ``y`` would be in a round whose ratio ``x`` is 1, from the rounds'
+    ratios ``x[i]`` and ``y[i]`` (see the module's docstring); at least two rounds with
+    different ``x``."""
+    if len(x) != len(y) or any(v <= 0 for v in (*x, *y)):
+        raise InvalidArgumentError(
+            f"ratio_at_equal needs as many positive ratios of each; got {list(x)} and {list(y)}"
+        )
+    lx, ly = [log(v) for v in x], [log(v) for v in y]
+    slopes = [
+        (ly[j] - ly[i]) / (lx[j] - lx[i])
+        for i in range(len(lx))
+        for j in range(i + 1, len(lx))
+        if lx[j] != lx[i]
+    ]
+    if not slopes:
+        raise InvalidArgumentError(
+            f"ratio_at_equal needs two rounds with different ratios x; got {list(x)}"
+        )
+    slope = statistics.median(slopes)
+    return exp(statistics.median(b - slope * a for a, b in zip(lx, ly, strict=True)))

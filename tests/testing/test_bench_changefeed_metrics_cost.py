@@ -41,3 +41,5 @@ def test_a_concurrent_round_reports_paired_ratios(capsys: pytest.CaptureFixture[
         pytest.approx(on["cpu_us_per_message"] / off["cpu_us_per_message"], rel=1e-3)
     ]
     assert len(report["load_average_1m"]) == 2
+    # one round: no fit of the full-speed ratio against the commit rate (needs two)
+    assert report["cpu_us_per_commit_full_speed"]["ratio_at_equal_commit_rate"] is None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from feedkv.errors import InvalidArgumentError
-from feedkv.testing.paired_rounds import paired_ratios
+from feedkv.testing.paired_rounds import paired_ratios, ratio_at_equal
 
 
 def test_the_median_is_of_the_ratios_within_rounds_not_of_the_runs() -> None:
@@ -45,3 +45,29 @@ def test_one_round_is_a_ratio_with_no_confidence() -> None:
 def test_unpaired_or_empty_rounds_are_refused(a: list[float], b: list[float], match: str) -> None:
     with pytest.raises(InvalidArgumentError, match=match):
         paired_ratios(a, b)
+
+
+def test_a_ratio_that_moves_with_another_is_read_where_the_other_is_one() -> None:
+    # CPU per commit ~ rate ** -0.4, and 2% more with metrics on: whatever rate each
+    # round's node with metrics happened to commit at, the fit finds the 2%
+    rates = [0.8, 0.85, 0.9, 0.93, 0.97, 1.02, 1.1]  # mostly slower
+    cpu = [1.02 * r**-0.4 for r in rates]
+    assert paired_ratios(cpu, [1.0] * len(cpu)).median != pytest.approx(1.02, abs=0.005)
+    assert ratio_at_equal(rates, cpu) == pytest.approx(1.02)
+    spoiled = [*cpu[:-1], 3.0]  # a round a burst of load spoiled
+    assert ratio_at_equal(rates, spoiled) == pytest.approx(1.02, abs=0.005)
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "match"),
+    [
+        ([1.0, 1.0], [1.0, 2.0], "different"),
+        ([1.0], [1.0, 2.0], "as many"),
+        ([0.0], [1.0], "positive"),
+    ],
+)
+def test_ratio_at_equal_refuses_what_it_cannot_fit(
+    x: list[float], y: list[float], match: str
+) -> None:
+    with pytest.raises(InvalidArgumentError, match=match):
+        ratio_at_equal(x, y)

@@ -1,11 +1,18 @@
 """The metrics registry: CockroachDB's names (no ``_total``), sampled metrics read at
-scrape time, and registries that do not share metrics."""
+scrape time, registries that do not share metrics, and feedkv's own counters, gauges and
+histograms exposed byte for byte as ``prometheus_client``'s own would be."""
 
 from __future__ import annotations
+
+import threading
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import Counter as LibraryCounter
+from prometheus_client import Gauge as LibraryGauge
 from prometheus_client.parser import text_string_to_metric_families
 
 from feedkv.util.metrics import NANOS_BUCKETS, Registry
@@ -104,6 +111,17 @@ def test_a_registry_with_metrics_off_records_and_exposes_nothing() -> None:
     assert families(registry) == {}
 
 
+def library_exposition(build: Callable[[CollectorRegistry], None]) -> bytes:
+    """What ``prometheus_client``'s own metrics, made and moved by ``build``, expose, as
+    CockroachDB names them: a counter untyped without ``_total``, no ``_created``."""
+    library = CollectorRegistry()
+    build(library)
+    text = generate_latest(library).decode()
+    lines = [line for line in text.splitlines(keepends=True) if "_created" not in line]
+    text = "".join(lines).replace("_total{", "{").replace("_total ", " ")
+    return text.replace(" counter\n", " untyped\n").encode()
+
+
 @settings(max_examples=100, deadline=None)  # NB: a loaded machine is slow, not wrong
 @given(
     st.lists(
@@ -112,27 +130,98 @@ def test_a_registry_with_metrics_off_records_and_exposes_nothing() -> None:
             st.sampled_from(NANOS_BUCKETS),  # on a bound: counted in its bucket (le)
         ),
         max_size=40,
-    )
+    ),
+    st.sampled_from(["lean", "single", "labelled"]),
 )
-def test_a_lean_histogram_is_exposed_as_prometheus_clients_own(values: list[float]) -> None:
+def test_a_histogram_is_exposed_byte_for_byte_as_prometheus_clients_own(
+    values: list[float], kind: str
+) -> None:
     registry = Registry()
-    library = registry.histogram("sql_service_latency_library", "latency")
-    lean = registry.lean_histogram("sql_service_latency", "latency")
-    single = registry.lean_histogram("storage_wal_fsync_latency", "fsync", single_writer=True)
+    if kind == "labelled":
+        labelled = registry.histogram("changefeed_commit_latency", "latency", ("scope",))
+        labelled.labels("default")  # a series with nothing observed yet
+        histogram = labelled.labels("orders")
+    else:
+        histogram = registry.lean_histogram(
+            "changefeed_commit_latency", "latency", single_writer=kind == "single"
+        )
     for value in values:
-        library.observe(value)
-        lean.observe(value)
-        single.observe(value)
-    found = families(registry)
-    expected = {
-        name.replace("_library", ""): value
-        for name, value in found["sql_service_latency_library"][1].items()
-    }
-    assert found["sql_service_latency"] == ("histogram", pytest.approx(expected))
-    assert found["storage_wal_fsync_latency"][0] == "histogram"
-    assert found["storage_wal_fsync_latency"][1] == pytest.approx(
-        {name.replace("sql_service", "storage_wal_fsync"): v for name, v in expected.items()}
-    )
+        histogram.observe(value)
+
+    def build(library: CollectorRegistry) -> None:
+        if kind == "labelled":
+            theirs = Histogram(
+                "changefeed_commit_latency",
+                "latency",
+                ("scope",),
+                registry=library,
+                buckets=NANOS_BUCKETS,
+            )
+            theirs.labels("default")
+            orders = theirs.labels("orders")
+            for value in values:
+                orders.observe(value)
+        else:
+            mine = Histogram(
+                "changefeed_commit_latency", "latency", registry=library, buckets=NANOS_BUCKETS
+            )
+            for value in values:
+                mine.observe(value)
+
+    assert registry.exposition() == library_exposition(build)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=10**12), max_size=20))
+def test_counters_and_gauges_are_exposed_byte_for_byte_as_prometheus_clients_own(
+    amounts: list[int],
+) -> None:
+    registry = Registry()
+    plain = registry.counter("txn_commits", "commits")
+    scoped = registry.counter("changefeed_emitted_bytes", "bytes", ("scope",))
+    paused = registry.gauge("jobs_changefeed_currently_paused", "paused")
+    for amount in amounts:
+        plain.inc(amount)
+        scoped.labels("orders").inc(amount / 2)
+        paused.set(amount)
+
+    def build(library: CollectorRegistry) -> None:
+        plain = LibraryCounter("txn_commits", "commits", registry=library)
+        scoped = LibraryCounter("changefeed_emitted_bytes", "bytes", ("scope",), registry=library)
+        paused = LibraryGauge("jobs_changefeed_currently_paused", "paused", registry=library)
+        for amount in amounts:
+            plain.inc(amount)
+            scoped.labels("orders").inc(amount / 2)
+            paused.set(amount)
+
+    assert registry.exposition() == library_exposition(build)
+
+
+def test_a_counter_counts_every_increment_of_many_threads() -> None:
+    counter = Registry().counter("sql_query_count", "statements")
+    threads = [
+        threading.Thread(target=lambda: [counter.inc() for _ in range(20_000)]) for _ in range(8)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert counter.value == 160_000
+
+
+def test_a_metric_used_against_its_labels_says_so() -> None:
+    registry = Registry()
+    scoped = registry.counter("changefeed_failures", "failures", ("scope",))
+    with pytest.raises(ValueError, match=r"has labels \('scope',\)"):
+        scoped.inc()
+    with pytest.raises(ValueError, match="expected values of"):
+        scoped.labels("a", "b")
+    with pytest.raises(ValueError, match="has no labels"):
+        registry.counter("txn_commits", "commits").labels("x")
+    with pytest.raises(ValueError, match="only grows"):
+        registry.counter("txn_aborts", "aborts").inc(-1)
+    with pytest.raises(ValueError, match="has labels"):
+        registry.histogram("h", "h", ("scope",)).observe(1.0)
 
 
 def test_a_lean_histogram_scales_what_it_observes() -> None:
@@ -148,3 +237,35 @@ def test_a_lean_histogram_scales_what_it_observes() -> None:
 def test_lean_histogram_buckets_must_ascend() -> None:
     with pytest.raises(ValueError, match="ascending"):
         Registry().lean_histogram("h", "h", buckets=(2.0, 1.0))
+
+
+def test_a_scrape_after_changes_reads_them_and_the_unchanged_families_alike() -> None:
+    def build() -> tuple[Registry, Callable[[int], None]]:
+        registry = Registry()
+        counter = registry.counter("txn_commits", "commits")
+        scoped = registry.counter("changefeed_emitted_messages", "messages", ("scope",))
+        latency = registry.lean_histogram("sql_service_latency", "latency")
+        idle = registry.lean_histogram("storage_wal_fsync_latency", "fsync")
+        value = [0.0]
+        registry.sampled("liveness_livenodes", "live nodes", lambda: value[0])
+
+        def move(step: int) -> None:
+            counter.inc(step)
+            scoped.labels(f"s{step % 2}").inc()
+            latency.observe(step * 1e6)
+            value[0] = step
+            if step == 0:
+                idle.observe(5.0)
+
+        return registry, move
+
+    scraped, move = build()
+    fresh: list[bytes] = []
+    for step in range(4):
+        move(step)
+        again, replay = build()  # a registry that never exposed before
+        for earlier in range(step + 1):
+            replay(earlier)
+        fresh.append(again.exposition())
+        assert scraped.exposition() == fresh[-1]
+    assert len(set(fresh)) == 4

@@ -40,6 +40,7 @@ default 0).
 from __future__ import annotations
 
 import csv
+import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,12 +49,12 @@ from urllib.parse import unquote, urlsplit
 from feedkv.errors import ConditionFailedError, InvalidArgumentError, SQLError
 from feedkv.security.external_io import confine
 from feedkv.sql import statements as st
-from feedkv.sql.descriptor import TableDescriptor
+from feedkv.sql.descriptor import Column, TableDescriptor
 from feedkv.sql.dml import duplicate_key, duplicate_key_at
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.plan import column_default
-from feedkv.sql.row_codec import row_kvs
-from feedkv.sql.types import coerce
+from feedkv.sql.row_codec import row_kvs, rows_pairs
+from feedkv.sql.types import coerce, coerce_column
 from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
@@ -79,7 +80,17 @@ def import_into(
     delimiter, nullif, skip = _options(s.options)
     paths = [_path(uri, external_io_dir) for uri in s.uris]
     desc: TableDescriptor = in_transaction(lambda ex: _check_table(ex, s))
-    pairs, count = _read(desc, s.columns, paths, delimiter, nullif, skip, plain)
+    if desc.constrained:
+        raise SQLError(
+            "0A000",
+            f"IMPORT INTO {desc.name!r}: the table has secondary indexes or constraints, "
+            "which an import does not write or check; import into a table without them "
+            "and add them afterwards",
+        )
+    read = _read_columns(desc, s.columns, paths, delimiter, nullif, skip, plain)
+    if read is None:  # NB: the row by row reading finds the bad row and names its line
+        read = _read(desc, s.columns, paths, delimiter, nullif, skip, plain)
+    pairs, count = read
 
     def take_offline(ex: Execution) -> TableDescriptor:
         current = _check_table(ex, s)
@@ -206,6 +217,97 @@ def _lines(path: Path, skip: int, at: list[int]) -> Iterator[str]:
         raise SQLError("58030", f"could not read file {str(path)!r} for IMPORT: {exc}") from exc
 
 
+def _targets(desc: TableDescriptor, columns: tuple[str, ...] | None) -> list[Column]:
+    targets = (
+        [desc.column(name) for name in columns]
+        if columns is not None
+        else list(desc.visible_columns)
+    )
+    if len({c.id for c in targets}) != len(targets):
+        raise SQLError("42701", "a column is listed more than once in IMPORT INTO")
+    return targets
+
+
+def _read_columns(
+    desc: TableDescriptor,
+    columns: tuple[str, ...] | None,
+    paths: list[Path],
+    delimiter: str,
+    nullif: str | None,
+    skip: int,
+    plain: Execution,
+) -> tuple[list[tuple[bytes, bytes]], int] | None:
+    """What :func:`_read` returns, read column by column: pyarrow parses the files, each
+    column is converted as a whole (:func:`coerce_column`) and the rows are encoded in
+    bulk (:func:`rows_pairs`). ``None`` when something is wrong with the data (a bad
+    value or row, a NULL where none may be, a key twice) or the table's layout is not
+    one :func:`rows_pairs` encodes: :func:`_read` then reads the files row by row, and
+    finds and names the bad line."""
+    import pyarrow as pa  # NB: here, not at the top: it takes a while to import
+    from pyarrow import csv as pa_csv
+
+    targets = _targets(desc, columns)
+    if len(targets) < 2:
+        return None  # NB: csv reads an empty line as no field, pyarrow as one empty field
+    names = [f"c{i}" for i in range(len(targets))]
+    texts: list[list[Any]] = [[] for _ in targets]
+    try:
+        for path in paths:
+            table = pa_csv.read_csv(
+                path,
+                read_options=pa_csv.ReadOptions(column_names=names, skip_rows=skip),
+                parse_options=pa_csv.ParseOptions(
+                    delimiter=delimiter, newlines_in_values=True, ignore_empty_lines=False
+                ),
+                convert_options=pa_csv.ConvertOptions(
+                    column_types=dict.fromkeys(names, pa.string()),
+                    null_values=[nullif] if nullif is not None else [],
+                    strings_can_be_null=nullif is not None,
+                    quoted_strings_can_be_null=nullif is not None,
+                ),
+            )
+            for into, read in zip(texts, table.columns, strict=True):
+                into.extend(read.to_pylist())
+    except (pa.ArrowException, OSError):
+        return None
+    count = len(texts[0])
+    context = plain.context
+    values: dict[int, list[Any]] = {}
+    try:
+        for column, text in zip(targets, texts, strict=True):
+            values[column.id] = coerce_column(text, column.type, column.name)
+        for column in desc.columns:
+            if column.id in values:
+                continue
+            make = column_default(column)
+            values[column.id] = (
+                coerce_column([make((), context) for _ in range(count)], column.type, column.name)
+                if make
+                else [None] * count
+            )
+    except SQLError:
+        return None
+    if any(None in values[c.id] for c in desc.columns if not c.nullable):
+        return None
+    try:
+        encoded = rows_pairs(desc, values)
+    except InvalidArgumentError:
+        return None
+    if encoded is None:
+        if len(desc.families) > 1:
+            return None
+        rows = [dict(zip(values, row, strict=True)) for row in zip(*values.values(), strict=True)]
+        # NB: family 0's value is never None (an empty row's is b"")
+        pairs = [(key, value or b"") for row in rows for key, value in row_kvs(desc, row).items()]
+    else:
+        pairs = list(zip(*encoded, strict=True))
+    pairs.sort()
+    keys = [key for key, _ in pairs]
+    if not all(map(bytes.__lt__, keys, itertools.islice(keys, 1, None))):
+        return None  # a key twice
+    return pairs, count
+
+
 def _read(
     desc: TableDescriptor,
     columns: tuple[str, ...] | None,
@@ -216,11 +318,7 @@ def _read(
     plain: Execution,
 ) -> tuple[list[tuple[bytes, bytes]], int]:
     """Every row of the files as KV pairs, sorted by key, and the number of rows."""
-    targets = (
-        [desc.column(name) for name in columns] if columns is not None else desc.visible_columns
-    )
-    if len({c.id for c in targets}) != len(targets):
-        raise SQLError("42701", "a column is listed more than once in IMPORT INTO")
+    targets = _targets(desc, columns)
     filled = [(c, column_default(c)) for c in desc.columns if c not in targets]
     required = [c for c in desc.columns if not c.nullable]
     width = len(targets)

@@ -160,11 +160,13 @@ class Ingest:
     value): the first that holds one fails the command with
     :class:`ConditionFailedError`, and nothing of it is written.
 
-    Sent outside a transaction only. It writes at the batch's timestamp, moved above
-    the range's closed timestamp and every read served in ``span`` like any write
-    outside a transaction; each key's version, time-index entry and ``WriteValue`` op
-    are those a put would make (a rangefeed sees the values, range sizes count them),
-    but the keys are checked and written as a batch, not evaluated one by one."""
+    Sent outside a transaction, or in a transaction's one-phase commit (the batch that
+    ends it, writing committed values at its timestamp). It writes at the batch's
+    timestamp, moved above the range's closed timestamp and every read served in
+    ``span``, like any write of committed values; each key's version, time-index entry
+    and ``WriteValue`` op are those a put would make (a rangefeed sees the values, range
+    sizes count them), but the keys are checked and written as a batch, not evaluated
+    one by one."""
 
     span: Span
     keys: tuple[bytes, ...]

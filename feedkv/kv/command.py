@@ -485,9 +485,10 @@ class _Evaluator:
         return DeleteRangeResponse(tuple(deleted))
 
     def ingest(self, req: Ingest) -> IngestResponse:
-        if self.txn is not None:
+        if self.txn is not None and not self.one_phase:
             raise InvalidArgumentError(
-                "an Ingest writes committed values: send it outside a transaction"
+                "an Ingest writes committed values: send it outside a transaction, or in "
+                "a transaction's one-phase commit"
             )
         floor = self.ctx.tscache.max_read_span(req.span, None)
         self.applied.ops.extend(

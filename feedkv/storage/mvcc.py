@@ -428,9 +428,9 @@ def ingest(
 
     ``keys`` ascend strictly and lie in ``span``; every key must be new (no live value;
     a tombstone is fine): one that holds a value raises :class:`ConditionFailedError`
-    naming it, an intent in ``span`` :class:`WriteIntentError` (every intent of the
-    span), a version at or above ``ts`` :class:`WriteTooOldError`; nothing is written
-    then. The versions and their time-index entries are written as any other write's
+    naming it, an intent on a key :class:`WriteIntentError` (every such intent), a
+    version at or above ``ts`` :class:`WriteTooOldError`; nothing is written then.
+    The versions and their time-index entries are written as any other write's
     are, and one ``WriteValue`` op per key (no previous value) is returned.
 
     Cost: when ``span`` holds no version yet (a load into new keys) the check is one
@@ -438,7 +438,10 @@ def ingest(
     _check_ingest(span, keys, values)
     intents = scan_intents(rw, span)
     if intents:
-        raise WriteIntentError(intents)
+        wanted = set(keys)
+        conflicts = [intent for intent in intents if intent.key in wanted]
+        if conflicts:
+            raise WriteIntentError(conflicts)
     first = rw.seek(VERSIONS, key_versions_start(span.start))
     if first is not None and first[0] < key_versions_start(span.end):
         for key in keys:

@@ -74,12 +74,18 @@ def test_a_deleted_key_may_be_ingested_but_not_below_its_tombstone(
         assert mvcc.get(snap, b"c", T(8)) is None
 
 
-def test_an_intent_in_the_span_is_a_conflict(mvcc_engine: LMDBEngine) -> None:
+def test_an_intent_on_an_ingested_key_is_a_conflict_and_one_beside_them_is_not(
+    mvcc_engine: LMDBEngine,
+) -> None:
     meta = TxnMeta(b"t1".ljust(16, b"-"), b"anchor", 0, T(5), 1)
+    mvcc_engine.write(lambda rw: mvcc.put(rw, b"c", T(5), b"mine", txn=meta))
     mvcc_engine.write(lambda rw: mvcc.put(rw, b"m", T(5), b"mine", txn=meta))
     with pytest.raises(WriteIntentError) as caught:
-        ingest(mvcc_engine, (b"b", b"c"), 10)  # NB: the intent is in the span, not a key
-    assert [i.key for i in caught.value.intents] == [b"m"]
+        ingest(mvcc_engine, (b"b", b"c", b"d"), 10)
+    assert [i.key for i in caught.value.intents] == [b"c"]
+    ingest(mvcc_engine, (b"b", b"d", b"n"), 10)  # NB: b"m" lies between them
+    with mvcc_engine.snapshot() as snap:
+        assert mvcc.get(snap, b"n", T(10)) == (b"n", b"v-n", T(10))
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,8 @@ The import runs in four steps, none inside a transaction of the caller's (inside
 ``BEGIN`` it is refused, 25001, as in CockroachDB):
 
 1. **Read**: every file is read and every row made into its KV pairs before anything is
-   written. A value that does not convert, a missing NOT NULL value, a row with the
+   written: parsed by pyarrow, each column converted whole and the rows encoded in bulk
+   (or, for what that does not handle, and to find a bad row, row by row). A value that does not convert, a missing NOT NULL value, a row with the
    wrong number of fields or a key twice in the files is refused with its file and
    line, and nothing changes. Files are ``file://`` URIs; a node reads them only below
    its external I/O directory (``--external-io-dir``, as its ``file://`` sinks write).
@@ -18,7 +19,8 @@ The import runs in four steps, none inside a transaction of the caller's (inside
    the import finds the rows in its initial scan.
 3. **Write**: the pairs go to their ranges as plain committed values at the import's
    timestamp, taken after step 2 (:meth:`KVClient.ingest`): no intents, no transaction
-   record, nothing to resolve, 10,000 rows a command. NB: the closed timestamp wins
+   record, nothing to resolve, 10,000 rows an :class:`~feedkv.kv.api.Ingest` command
+   (each all or none). NB: the closed timestamp wins
    over "one timestamp": a command that reaches its range after the range closed that
    timestamp (an import that runs longer than the closed-timestamp target) is written
    just above the closed timestamp instead, so a large import's rows carry a few
@@ -28,6 +30,10 @@ The import runs in four steps, none inside a transaction of the caller's (inside
    so far are deleted.
 4. **Online**: the next descriptor version, without ``offline``, above every imported
    value.
+
+A table with secondary indexes, CHECKs or foreign keys is refused (0A000): the import
+writes rows only, as CockroachDB's IMPORT INTO into a table with indexes is not done
+here yet (drop them, import, add them again).
 
 NB: a process that dies during steps 2-4 leaves the table offline (CockroachDB's import
 job would be resumed or reverted by another node; feedkv's is not a job yet).

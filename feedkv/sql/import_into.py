@@ -7,9 +7,10 @@ The import runs in four steps, none inside a transaction of the caller's (inside
 
 1. **Read**: every file is read and every row made into its KV pairs before anything is
    written: parsed by pyarrow, each column converted whole and the rows encoded in bulk
-   (or, for what that does not handle, and to find a bad row, row by row). A value that does not convert, a missing NOT NULL value, a row with the
-   wrong number of fields or a key twice in the files is refused with its file and
-   line, and nothing changes. Files are ``file://`` URIs; a node reads them only below
+   (or, for what that does not handle, and to find a bad row, row by row). A value
+   that does not convert, a missing NOT NULL value, a row with the wrong number of
+   fields or a key twice in the files is refused with its file and line, and nothing
+   changes. Files are ``file://`` URIs; a node reads them only below
    its external I/O directory (``--external-io-dir``, as its ``file://`` sinks write).
 2. **Offline**: the table's next descriptor version is written with ``offline`` set (a
    schema change, which waits for the leases on the current version like any other).

@@ -23,7 +23,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from itertools import repeat
 from typing import NamedTuple
 
 from feedkv.errors import (
@@ -45,6 +44,7 @@ from feedkv.storage.logical_ops import (
     UpdateIntent,
     WriteIntent,
     WriteValue,
+    write_values,
 )
 from feedkv.storage.mvcc_key import (
     SUFFIX_LEN,
@@ -458,8 +458,9 @@ def ingest(
     rw.put_many(VERSIONS, list(zip([k + suffix for k in escaped], raws, strict=True)))
     prefix = encode_ts(ts)
     rw.put_many(CHANGES, list(zip([prefix + k for k in keys], raws, strict=True)))
-    count = len(keys)
-    return list(map(WriteValue, keys, repeat(ts, count), values, repeat(None, count)))
+    ops: list[LogicalOp] = []
+    ops += write_values(keys, ts, values)
+    return ops
 
 
 def _check_ingest(span: Span, keys: Sequence[bytes], values: Sequence[bytes]) -> None:

@@ -1,7 +1,7 @@
 """`feedkv bench load`: bulk loads into a table, feedkv and PostgreSQL side by side.
 
-The table is ``bench (k INT PRIMARY KEY, v STRING, n INT)`` (``BIGINT``/``TEXT`` in
-PostgreSQL), ``--rows`` rows (default 200k) loaded four ways into an empty table each:
+The table is ``bench_N (k INT PRIMARY KEY, v STRING, n INT)`` (``BIGINT``/``TEXT`` in
+PostgreSQL), ``--rows`` rows (default 200k) loaded four ways into a new table each:
 
 - ``insert``: 1,000-row ``INSERT ... VALUES ($1, $2, $3), ...`` statements with
   placeholders (the loader of ``bench spark``), from ``--threads`` (default 2) client
@@ -78,31 +78,46 @@ def copy_text(rows: int) -> bytes:
 
 
 class Target:
-    """One server under load: its URL, its DDL, and the IMPORT statement for a file."""
+    """One server under load: its URL, its DDL, and the IMPORT statement for a file.
 
-    def __init__(self, name: str, url: str, create: str, import_sql: Callable[[Path], str]):
+    Each load goes into a table of its own (``bench_1``, ``bench_2``, ...), created
+    empty before it and dropped only when the run ends: a DROP TABLE before each load
+    left feedkv removing the last load's rows (a transaction's 200k intents, resolved in
+    the background) while the next load was timed."""
+
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        create: Callable[[str], str],
+        import_sql: Callable[[str, Path], str],
+    ):
         self.name, self.url, self.create, self.import_sql = name, url, create, import_sql
+        self.table = "bench"
+        self._made = 0
 
     def fresh_table(self) -> None:
+        self._made += 1
+        self.table = f"bench_{self._made}"
         with psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute("DROP TABLE IF EXISTS bench")
-            conn.execute(self.create)
+            conn.execute(self.create(self.table))
 
     def count(self) -> int:
         with psycopg.connect(self.url, autocommit=True) as conn:
-            found = conn.execute("SELECT count(*) FROM bench").fetchone()
+            found = conn.execute(f"SELECT count(*) FROM {self.table}").fetchone()
         return int(found[0]) if found else -1
 
 
 def load_insert(target: Target, rows: int, threads: int) -> float:
     errors: list[BaseException] = []
     conns = [psycopg.connect(target.url, autocommit=True) for _ in range(threads)]
+    insert = INSERT_PSYCOPG.replace("INTO bench ", f"INTO {target.table} ", 1)
 
     def run(n: int) -> None:
         try:
             for lo in range(n * BATCH, rows, threads * BATCH):
                 params = [v for k in range(lo, min(lo + BATCH, rows)) for v in row_of(k)]
-                conns[n].execute(INSERT_PSYCOPG, params, prepare=True)
+                conns[n].execute(insert, params, prepare=True)
         except BaseException as exc:  # reported below
             errors.append(exc)
 
@@ -160,7 +175,7 @@ def load_embedded(store: Path, rows: int, threads: int) -> int:
 def load_copy(target: Target, data: bytes) -> float:
     with psycopg.connect(target.url, autocommit=True) as conn:
         t0 = time.perf_counter()
-        with conn.cursor() as cur, cur.copy("COPY bench FROM STDIN") as copy:
+        with conn.cursor() as cur, cur.copy(f"COPY {target.table} FROM STDIN") as copy:
             for start in range(0, len(data), 1 << 20):
                 copy.write(data[start : start + (1 << 20)])
         return time.perf_counter() - t0
@@ -169,7 +184,7 @@ def load_copy(target: Target, data: bytes) -> float:
 def load_import(target: Target, csv: Path) -> float:
     with psycopg.connect(target.url, autocommit=True) as conn:
         t0 = time.perf_counter()
-        conn.execute(target.import_sql(csv))
+        conn.execute(target.import_sql(target.table, csv))
         return time.perf_counter() - t0
 
 
@@ -243,8 +258,8 @@ def main(argv: list[str]) -> int:
             ours = Target(
                 "feedkv",
                 node.sql_url,
-                "CREATE TABLE bench (k INT PRIMARY KEY, v STRING, n INT)",
-                lambda path: f"IMPORT INTO bench CSV DATA ('file://{path}')",
+                lambda table: f"CREATE TABLE {table} (k INT PRIMARY KEY, v STRING, n INT)",
+                lambda table, path: f"IMPORT INTO {table} CSV DATA ('file://{path}')",
             )
             pg_dir = tmp / "pg"
             pg_dir.mkdir()
@@ -253,8 +268,10 @@ def main(argv: list[str]) -> int:
                     Target(
                         "postgresql",
                         pg_url,
-                        "CREATE TABLE bench (k BIGINT PRIMARY KEY, v TEXT, n BIGINT)",
-                        lambda path: f"COPY bench FROM '{path}' WITH (FORMAT csv)",
+                        lambda table: (
+                            f"CREATE TABLE {table} (k BIGINT PRIMARY KEY, v TEXT, n BIGINT)"
+                        ),
+                        lambda table, path: f"COPY {table} FROM '{path}' WITH (FORMAT csv)",
                     )
                     if pg_url
                     else None

@@ -46,6 +46,8 @@ __all__ = [
     "Header",
     "HeartbeatTxn",
     "HeartbeatTxnResponse",
+    "Ingest",
+    "IngestResponse",
     "Merge",
     "MergeResponse",
     "PushTxn",
@@ -148,6 +150,27 @@ class ConditionalPut:
 @dataclass(frozen=True, slots=True)
 class DeleteRange:
     span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Ingest:
+    """Write ``values[i]`` at ``keys[i]`` as committed values in one command: a bulk
+    load's batch for one range (CockroachDB's AddSSTable, as feedkv's rows are not
+    files). ``keys`` ascend strictly inside ``span``, and every key must be new (no live
+    value): the first that holds one fails the command with
+    :class:`ConditionFailedError`, and nothing of it is written.
+
+    Sent outside a transaction, or in a transaction's one-phase commit (the batch that
+    ends it, writing committed values at its timestamp). It writes at the batch's
+    timestamp, moved above the range's closed timestamp and every read served in
+    ``span``, like any write of committed values; each key's version, time-index entry
+    and ``WriteValue`` op are those a put would make (a rangefeed sees the values, range
+    sizes count them), but the keys are checked and written as a batch, not evaluated
+    one by one."""
+
+    span: Span
+    keys: tuple[bytes, ...]
+    values: tuple[bytes, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,6 +328,7 @@ Request = (
     | Put
     | ConditionalPut
     | DeleteRange
+    | Ingest
     | Scan
     | EndTxn
     | HeartbeatTxn
@@ -342,6 +366,11 @@ class ConditionalPutResponse:
 @dataclass(frozen=True, slots=True)
 class DeleteRangeResponse:
     keys: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResponse:
+    written: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,6 +443,7 @@ Response = (
     | PutResponse
     | ConditionalPutResponse
     | DeleteRangeResponse
+    | IngestResponse
     | ScanResponse
     | EndTxnResponse
     | HeartbeatTxnResponse

@@ -57,6 +57,8 @@ from feedkv.kv.api import (
     GetResponse,
     HeartbeatTxn,
     HeartbeatTxnResponse,
+    Ingest,
+    IngestResponse,
     Merge,
     MergeResponse,
     PushTxn,
@@ -111,7 +113,7 @@ __all__ = [
     "evaluate",
 ]
 
-_WRITES = (Put, ConditionalPut, DeleteRange)
+_WRITES = (Put, ConditionalPut, DeleteRange, Ingest)
 _WriteFn = Callable[[Timestamp, TxnMeta | None], list[LogicalOp]]
 
 
@@ -182,7 +184,9 @@ def _request_span(request: Request, txn: Transaction | None) -> Span | None:
     """The keys a request touches (``None``: an admin request routed by the node)."""
     if isinstance(request, Get | Put | ConditionalPut):
         return Span.for_key(check_key(request.key))
-    if isinstance(request, DeleteRange | Scan | ResolveIntent | RefreshRange | Export | GC):
+    if isinstance(
+        request, DeleteRange | Scan | ResolveIntent | RefreshRange | Export | GC | Ingest
+    ):
         return request.span
     if isinstance(request, EndTxn | HeartbeatTxn):
         if txn is None or not txn.key:
@@ -480,6 +484,20 @@ class _Evaluator:
         self.applied.ops.extend(self._write(floor, write))
         return DeleteRangeResponse(tuple(deleted))
 
+    def ingest(self, req: Ingest) -> IngestResponse:
+        if self.txn is not None and not self.one_phase:
+            raise InvalidArgumentError(
+                "an Ingest writes committed values: send it outside a transaction, or in "
+                "a transaction's one-phase commit"
+            )
+        floor = self.ctx.tscache.max_read_span(req.span, None)
+        self.applied.ops.extend(
+            self._write(
+                floor, lambda ts, _: mvcc.ingest(self.rw, req.span, req.keys, req.values, ts)
+            )
+        )
+        return IngestResponse(len(req.keys))
+
     # Transactions.
 
     def _txn(self, request: Request) -> Transaction:
@@ -695,6 +713,7 @@ _HANDLERS: dict[type, Callable[[_Evaluator, Any], Response]] = {
     Put: _Evaluator.put,
     ConditionalPut: _Evaluator.conditional_put,
     DeleteRange: _Evaluator.delete_range,
+    Ingest: _Evaluator.ingest,
     EndTxn: _Evaluator.end_txn,
     HeartbeatTxn: _Evaluator.heartbeat_txn,
     PushTxn: _Evaluator.push_txn,

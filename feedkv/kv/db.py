@@ -11,6 +11,7 @@ Single-key calls (``put``, ``get``, ``delete``) each run as one command of one r
 
 from __future__ import annotations
 
+import bisect
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -35,6 +36,7 @@ from feedkv.kv.api import (
     Get,
     GetResponse,
     Header,
+    Ingest,
     Merge,
     MergeResponse,
     Put,
@@ -158,26 +160,28 @@ class KVClient:
     ) -> Timestamp:
         """Write ``pairs`` (keys ascending, each once) as committed values at ``ts``: a
         bulk load's writes, with no transaction, no intents and no record. Each range's
-        pairs go in commands of up to ``batch``; a range that closed ``ts`` or served a
-        read at it moves its command above (then it and the commands after it land
-        above ``ts``). Every
-        key must hold no value: :class:`ConditionFailedError` names the first that does.
-        Each command is atomic, the whole is not: after each, ``written(n)`` says that
-        the first ``n`` pairs are written (a caller that fails deletes those). Returns
-        the highest timestamp written."""
+        pairs go in :class:`~feedkv.kv.api.Ingest` commands of up to ``batch``; a range
+        that closed ``ts`` or served a read at it moves its command above (then it and
+        the commands after it land above ``ts``). Every key must hold no value:
+        :class:`ConditionFailedError` names the first that does. Each command is atomic,
+        the whole is not: after each, ``written(n)`` says that the first ``n`` pairs are
+        written (a caller that fails deletes those). Returns the highest timestamp
+        written."""
         highest = ts
         header = Header(timestamp=ts)
         i = 0
         while i < len(pairs):
             desc = self._router.ranges.get(pairs[i][0])
-            end = min(len(pairs), i + batch)
-            j = i + 1
-            while j < end and desc.contains_key(pairs[j][0]):
-                j += 1
-            requests = tuple(ConditionalPut(k, v, None) for k, v in pairs[i:j])
-            span = Span(pairs[i][0], key_next(pairs[j - 1][0]))
+            chunk = pairs[i : min(len(pairs), i + batch)]
+            if not desc.contains_key(chunk[-1][0]):
+                end = desc.span.end
+                chunk = chunk[: bisect.bisect_left(chunk, (end,))]
+            keys, values = zip(*chunk, strict=True)
+            span = Span(keys[0], key_next(keys[-1]))
             try:
-                response = self._router.send_key(pairs[i][0], header, requests, span=span)
+                response = self._router.send_key(
+                    keys[0], header, (Ingest(span, keys, values),), span=span
+                )
             except RangeKeyMismatchError:
                 continue  # the range split: the router refreshed its cache, divide again
             if response.timestamp > highest:
@@ -185,7 +189,7 @@ class KVClient:
                 # ``ts`` meanwhile, and each would otherwise be refused there and run again
                 highest = response.timestamp
                 header = Header(timestamp=highest)
-            i = j
+            i += len(chunk)
             if written is not None:
                 written(i)
         return highest

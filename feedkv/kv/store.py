@@ -69,6 +69,7 @@ from feedkv.kv.api import (
     GCResponse,
     Get,
     Header,
+    Ingest,
     Merge,
     PushTxn,
     PushTxnResponse,
@@ -125,6 +126,7 @@ __all__ = ["Store", "StoreConfig"]
 
 # Requests that never write: they are answered without waiting for a group's fsync.
 _READ_ONLY = frozenset({Get, Scan, RefreshRange, RangeLookup, Export})
+_WRITES = (Put, ConditionalPut, DeleteRange, Ingest)
 
 log = logging.getLogger(__name__)
 
@@ -1065,7 +1067,7 @@ class Store:
     def _handle_conflicts(self, batch: BatchRequest, intents: list[Intent]) -> None:
         header = batch.header
         txn = header.txn
-        writing = any(isinstance(r, Put | ConditionalPut | DeleteRange) for r in batch.requests)
+        writing = any(isinstance(r, _WRITES) for r in batch.requests)
         read_ts = txn.read_ts if txn is not None else header.timestamp
         if read_ts is None:
             raise InvariantViolation("conflicts are handled after the batch's timestamp is fixed")

@@ -63,15 +63,16 @@ from feedkv.kv.api import (
     GetResponse,
     Header,
     HeartbeatTxn,
+    Ingest,
     Put,
     RefreshRange,
     Request,
     Transaction,
 )
 from feedkv.kv.metrics import TxnMetrics, unregistered_txn_metrics
-from feedkv.storage.mvcc import KeyValue, check_value
+from feedkv.storage.mvcc import MAX_VALUE_BYTES, KeyValue, check_value
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
-from feedkv.util.keys import Span, check_key, key_next, merge_spans
+from feedkv.util.keys import KEY_MAX, MAX_KEY_BYTES, Span, check_key, key_next, merge_spans
 
 if TYPE_CHECKING:
     from feedkv.kv.router import Router
@@ -83,6 +84,7 @@ HEARTBEAT_INTERVAL_S = 1.0
 
 
 ONE_PHASE_ATTEMPTS = 2  # pushes a one-phase commit takes before it goes two-phase
+BULK_PUTS = 16  # new keys a one-range commit writes as one Ingest instead of one by one
 
 
 def _random_priority() -> int:
@@ -272,6 +274,31 @@ class Txn:
         self.put(key, value)  # NB: journals the key's checks too, before adding one
         self._absent.add(key)
 
+    def put_if_absent_many(self, keys: list[bytes], values: list[bytes]) -> bool:
+        """:meth:`put_if_absent` of each key (each once) with its value, in bulk: a
+        bulk load's rows, with no Python code run per key. ``False``, and nothing
+        buffered, when a key was written by this transaction already or a savepoint is
+        held (call :meth:`put_if_absent` for each then)."""
+        self._check_open()
+        writes = self._writes
+        if self._savepoints or (writes and not writes.keys().isdisjoint(keys)):
+            return False
+        if not keys:
+            return True
+        if set(map(type, keys)) != {bytes} or not all(keys):
+            raise InvalidArgumentError("keys are non-empty bytes")
+        if max(map(len, keys)) > MAX_KEY_BYTES or max(keys) >= KEY_MAX:
+            for key in keys:
+                check_key(key)  # names the first bad one
+        if set(map(type, values)) != {bytes}:
+            raise InvalidArgumentError("values are bytes")
+        if max(map(len, values)) > MAX_VALUE_BYTES:
+            for value in values:
+                check_value(value)
+        writes.update(zip(keys, values, strict=True))
+        self._absent.update(keys)
+        return True
+
     def put_if_present(self, key: bytes, value: bytes) -> None:
         """Write ``value`` if ``key`` holds a value, checked when the writes are sent at
         commit, which then raises :class:`ConditionFailedError`: an update of a row that
@@ -405,9 +432,10 @@ class Txn:
         with contextlib.suppress(FeedKVError):
             self._send_key(self._txn.key, (EndTxn(False, tuple(merge_spans(self._locked))),))
 
-    def _commit_writes(self) -> None:
+    def _puts(self) -> list[Put | ConditionalPut]:
+        """The buffered writes as requests, with their checks."""
         absent, present = self._absent, self._present
-        puts = [
+        return [
             ConditionalPut(k, v, None)
             if k in absent
             else ConditionalPut(k, v, None, exists=True)
@@ -415,50 +443,71 @@ class Txn:
             else Put(k, v)
             for k, v in self._writes.items()
         ]
-        if self._locked:  # put_now wrote intents and the record, at its anchor
-            self._commit_two_phase(puts)
-            return
-        span: Span | None = None  # one key goes to its range whatever the range's bounds
-        if len(puts) > 1:
-            one_range = self._router.ranges.get(puts[0].key)
-            if not all(one_range.contains_key(p.key) for p in puts):
-                self._commit_two_phase(puts)
-                return
-            span = Span(min(p.key for p in puts), key_next(max(p.key for p in puts)))
-        if self._any_priority and not self._txn.started():
-            if self._commit_unread(puts, span):
-                return
-        elif self._commit_one_phase(puts, span):
-            return
-        self._commit_two_phase(puts)
 
-    def _commit_unread(self, puts: list[Put | ConditionalPut], span: Span | None) -> bool:
-        """Commit ``puts`` (all in ``span``, inside one range as the cache has it) as one
-        batch without the transaction, as a plain write: nothing was read and nothing sent,
-        so any timestamp serves, and the node picks one above every read of the keys, with
-        none of a transaction's bookkeeping. Such a batch is never aborted (it waits for
-        the intents it meets, pushing them with a random priority, as this transaction
-        would have). ``False`` when the range split under it."""
+    def _commit_writes(self) -> None:
+        if self._locked:  # put_now wrote intents and the record, at its anchor
+            self._commit_two_phase(self._puts())
+            return
+        keys = sorted(self._writes)
+        if len(keys) > 1 and not self._router.ranges.get(keys[0]).contains_key(keys[-1]):
+            self._commit_two_phase(self._puts())
+            return
+        # one key goes to its range whatever the range's bounds
+        span = Span(keys[0], key_next(keys[-1])) if len(keys) > 1 else None
+        requests = self._one_range_requests(keys)
+        if self._any_priority and not self._txn.started():
+            if self._commit_unread(keys[0], requests, span):
+                return
+        elif self._commit_one_phase(keys[0], requests, span):
+            return
+        self._commit_two_phase(self._puts())
+
+    def _one_range_requests(self, keys: list[bytes]) -> tuple[Request, ...]:
+        """The writes of one command (``keys``, sorted, all in one range): from
+        ``BULK_PUTS`` new keys on (an INSERT of many rows, a COPY), those go as one
+        :class:`Ingest`, checked and written as a batch instead of a conditional put
+        each; the rest as requests of their own."""
+        writes, absent = self._writes, self._absent
+        new = [k for k in keys if k in absent and writes[k] is not None]
+        if len(new) < BULK_PUTS:
+            return tuple(self._puts())
+        values: list[bytes] = [writes[k] for k in new]  # type: ignore[misc] # none is None
+        ingest = Ingest(Span(new[0], key_next(new[-1])), tuple(new), tuple(values))
+        if len(new) == len(writes):
+            return (ingest,)
+        rest = [p for p in self._puts() if not (p.key in absent and p.value is not None)]
+        return (ingest, *rest)
+
+    def _commit_unread(self, key: bytes, requests: tuple[Request, ...], span: Span | None) -> bool:
+        """Commit ``requests`` (all in ``span``, inside one range as the cache has it,
+        ``key`` the first) as one batch without the transaction, as a plain write:
+        nothing was read and nothing sent, so any timestamp serves, and the node picks
+        one above every read of the keys, with none of a transaction's bookkeeping. Such
+        a batch is never aborted (it waits for the intents it meets, pushing them with a
+        random priority, as this transaction would have). ``False`` when the range split
+        under it."""
         try:
             response = self._router.send_key(
-                puts[0].key, Header(deadline=self.deadline), tuple(puts), span=span
+                key, Header(deadline=self.deadline), requests, span=span
             )
         except RangeKeyMismatchError:
             return False
         self.commit_ts = response.timestamp
         return True
 
-    def _commit_one_phase(self, puts: list[Put | ConditionalPut], span: Span | None) -> bool:
-        """Commit ``puts`` (all in ``span``, inside one range as the cache has it) in one
-        command; ``False`` when it should go two-phase instead."""
-        self._txn = self._txn.anchored_at(puts[0].key)
+    def _commit_one_phase(
+        self, key: bytes, requests: tuple[Request, ...], span: Span | None
+    ) -> bool:
+        """Commit ``requests`` (all in ``span``, inside one range as the cache has it,
+        ``key`` the first) in one command; ``False`` when it should go two-phase
+        instead."""
+        self._txn = self._txn.anchored_at(key)
         for _attempt in range(ONE_PHASE_ATTEMPTS):
             try:
                 end = EndTxn(True, deadline=self.deadline)
                 # NB: not _send_key: the transaction ends here, so nothing in the
                 # response needs adopting but its commit timestamp.
-                requests = (*puts, end)
-                response = self._router.send_key(puts[0].key, self._header(), requests, span=span)
+                response = self._router.send_key(key, self._header(), (*requests, end), span=span)
             except RangeKeyMismatchError:
                 return False  # the range split under us: the writes now span ranges
             except TransactionRetryError as exc:

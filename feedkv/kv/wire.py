@@ -231,6 +231,10 @@ def _encode_request(req: api.Request, out: pb.RequestUnion) -> None:
         _value_to(req.expected, cput, "expected")
     elif isinstance(req, api.DeleteRange):
         span_to_proto(req.span, out.delete_range.span)
+    elif isinstance(req, api.Ingest):
+        span_to_proto(req.span, out.ingest.span)
+        out.ingest.keys.extend(req.keys)
+        out.ingest.values.extend(req.values)
     elif isinstance(req, api.Scan):
         span_to_proto(req.span, out.scan.span)
         if req.limit is not None:
@@ -297,6 +301,7 @@ _REQUEST_DECODERS: dict[str, Callable[[Any], api.Request]] = {
         m.key, _value_from(m, "value"), None, exists=True
     ),
     "delete_range": lambda m: api.DeleteRange(span_from_proto(m.span)),
+    "ingest": lambda m: api.Ingest(span_from_proto(m.span), tuple(m.keys), tuple(m.values)),
     "scan": lambda m: api.Scan(
         span_from_proto(m.span), m.limit if m.HasField("limit") else None, m.reverse
     ),
@@ -382,6 +387,8 @@ def _encode_response(resp: api.Response, out: pb.ResponseUnion) -> None:
     elif isinstance(resp, api.DeleteRangeResponse):
         out.delete_range.SetInParent()
         out.delete_range.keys.extend(resp.keys)
+    elif isinstance(resp, api.IngestResponse):
+        out.ingest.written = resp.written
     elif isinstance(resp, api.ScanResponse):
         scan = out.scan
         scan.SetInParent()
@@ -448,6 +455,7 @@ _RESPONSE_DECODERS: dict[str, Callable[[Any], api.Response]] = {
     "put": lambda m: api.PutResponse(),
     "conditional_put": lambda m: api.ConditionalPutResponse(),
     "delete_range": lambda m: api.DeleteRangeResponse(tuple(m.keys)),
+    "ingest": lambda m: api.IngestResponse(m.written),
     "scan": lambda m: api.ScanResponse(
         _rows_from(m), m.resume_key if m.HasField("resume_key") else None
     ),

@@ -49,6 +49,7 @@ Two kinds of query do not go to the SQL layer: ``COPY ... FROM STDIN | TO STDOUT
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -165,6 +166,14 @@ class SQLSession(Protocol):
         *,
         interrupt: Callable[[], None] | None = None,
     ) -> list[Result]: ...
+
+    def copy_columns(
+        self,
+        text: str,
+        columns: Sequence[list[Any]],
+        *,
+        interrupt: Callable[[], None] | None = None,
+    ) -> int | None: ...
 
     def close(self) -> None: ...
 
@@ -568,6 +577,28 @@ class Connection:
             )
             return f"INSERT INTO {copy.table} ({names}) VALUES {values}"
 
+        rows = (
+            decode_binary_rows(
+                bytes(state.data),
+                [binary_reader(ctype) for _, ctype in columns],
+                [name for name, _ in columns],
+            )
+            if copy.binary
+            else decode_rows(copy, bytes(state.data), width)
+        )
+        if width and not self._sql.in_transaction:
+            # NB: the values go straight into a list per column (a list per row would
+            # keep a million rows alive as a million lists, which every full garbage
+            # collection walks while the COPY runs)
+            fields: list[list[Any]] = [[] for _ in range(width)]
+            for chunk in iter(lambda: list(itertools.islice(rows, _COPY_BATCH_ROWS)), []):
+                for into, part in zip(
+                    fields, zip(*(v for _, v in chunk), strict=True), strict=True
+                ):
+                    into.extend(part)
+            written = self._sql.copy_columns(statement(1), fields, interrupt=self._check_cancelled)
+            if written is not None:
+                return written
         # NB: each batch's values go straight into one flat list: a list per row would
         # keep a million rows alive as a million lists, which every full garbage
         # collection walks while the COPY runs

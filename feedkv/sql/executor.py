@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from feedkv.errors import InvalidArgumentError, InvalidKeyError, SQLError, ValueTooLargeError
-from feedkv.sql import ddl, dml, query
+from feedkv.sql import copy_rows, ddl, dml, query
 from feedkv.sql import statements as st
 from feedkv.sql.execution import Execution, Result
 
@@ -22,8 +22,11 @@ _HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     **ddl.HANDLERS,
     **query.HANDLERS,
     **dml.HANDLERS,
+    **copy_rows.HANDLERS,
 }
-_LEASED = st.Select | st.Insert | st.Update | st.Delete  # may run on leased descriptors
+_LEASED = (
+    st.Select | st.Insert | st.Update | st.Delete | st.CopyRows
+)  # may run on leased descriptors
 
 
 def run(execution: Execution, statement: st.Statement) -> Result:

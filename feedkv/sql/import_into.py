@@ -6,9 +6,11 @@ The import runs in four steps, none inside a transaction of the caller's (inside
 ``BEGIN`` it is refused, 25001, as in CockroachDB):
 
 1. **Read**: every file is read and every row made into its KV pairs before anything is
-   written. A value that does not convert, a missing NOT NULL value, a row with the
-   wrong number of fields or a key twice in the files is refused with its file and
-   line, and nothing changes. Files are ``file://`` URIs; a node reads them only below
+   written: parsed by pyarrow, each column converted whole and the rows encoded in bulk
+   (or, for what that does not handle, and to find a bad row, row by row). A value
+   that does not convert, a missing NOT NULL value, a row with the wrong number of
+   fields or a key twice in the files is refused with its file and line, and nothing
+   changes. Files are ``file://`` URIs; a node reads them only below
    its external I/O directory (``--external-io-dir``, as its ``file://`` sinks write).
 2. **Offline**: the table's next descriptor version is written with ``offline`` set (a
    schema change, which waits for the leases on the current version like any other).
@@ -18,7 +20,8 @@ The import runs in four steps, none inside a transaction of the caller's (inside
    the import finds the rows in its initial scan.
 3. **Write**: the pairs go to their ranges as plain committed values at the import's
    timestamp, taken after step 2 (:meth:`KVClient.ingest`): no intents, no transaction
-   record, nothing to resolve, 10,000 rows a command. NB: the closed timestamp wins
+   record, nothing to resolve, 10,000 rows an :class:`~feedkv.kv.api.Ingest` command
+   (each all or none). NB: the closed timestamp wins
    over "one timestamp": a command that reaches its range after the range closed that
    timestamp (an import that runs longer than the closed-timestamp target) is written
    just above the closed timestamp instead, so a large import's rows carry a few
@@ -28,6 +31,10 @@ The import runs in four steps, none inside a transaction of the caller's (inside
    so far are deleted.
 4. **Online**: the next descriptor version, without ``offline``, above every imported
    value.
+
+A table with secondary indexes, CHECKs or foreign keys is refused (0A000): the import
+writes rows only, as CockroachDB's IMPORT INTO into a table with indexes is not done
+here yet (drop them, import, add them again).
 
 NB: a process that dies during steps 2-4 leaves the table offline (CockroachDB's import
 job would be resumed or reverted by another node; feedkv's is not a job yet).
@@ -40,6 +47,7 @@ default 0).
 from __future__ import annotations
 
 import csv
+import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,12 +57,12 @@ from feedkv.errors import ConditionFailedError, InvalidArgumentError, SQLError
 from feedkv.security.external_io import confine
 from feedkv.sql import statements as st
 from feedkv.sql.computed import fill_computed, refuse_writes
-from feedkv.sql.descriptor import TableDescriptor
+from feedkv.sql.descriptor import Column, TableDescriptor
 from feedkv.sql.dml import duplicate_key, duplicate_key_at
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.plan import column_default
-from feedkv.sql.row_codec import row_kvs
-from feedkv.sql.types import coerce
+from feedkv.sql.row_codec import row_kvs, rows_pairs
+from feedkv.sql.types import coerce, coerce_column
 from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
@@ -80,7 +88,17 @@ def import_into(
     delimiter, nullif, skip = _options(s.options)
     paths = [_path(uri, external_io_dir) for uri in s.uris]
     desc: TableDescriptor = in_transaction(lambda ex: _check_table(ex, s))
-    pairs, count = _read(desc, s.columns, paths, delimiter, nullif, skip, plain)
+    if desc.constrained:
+        raise SQLError(
+            "0A000",
+            f"IMPORT INTO {desc.name!r}: the table has secondary indexes or constraints, "
+            "which an import does not write or check; import into a table without them "
+            "and add them afterwards",
+        )
+    read = _read_columns(desc, s.columns, paths, delimiter, nullif, skip, plain)
+    if read is None:  # NB: the row by row reading finds the bad row and names its line
+        read = _read(desc, s.columns, paths, delimiter, nullif, skip, plain)
+    pairs, count = read
 
     def take_offline(ex: Execution) -> TableDescriptor:
         current = _check_table(ex, s)
@@ -207,6 +225,102 @@ def _lines(path: Path, skip: int, at: list[int]) -> Iterator[str]:
         raise SQLError("58030", f"could not read file {str(path)!r} for IMPORT: {exc}") from exc
 
 
+def _targets(desc: TableDescriptor, columns: tuple[str, ...] | None) -> list[Column]:
+    """The columns the files give, in order: those named, or every visible column but
+    the computed ones (a computed column named is refused)."""
+    targets = (
+        [desc.column(name) for name in columns]
+        if columns is not None
+        else [c for c in desc.visible_columns if c.computed is None]
+    )
+    if len({c.id for c in targets}) != len(targets):
+        raise SQLError("42701", "a column is listed more than once in IMPORT INTO")
+    refuse_writes(targets)
+    return targets
+
+
+def _read_columns(
+    desc: TableDescriptor,
+    columns: tuple[str, ...] | None,
+    paths: list[Path],
+    delimiter: str,
+    nullif: str | None,
+    skip: int,
+    plain: Execution,
+) -> tuple[list[tuple[bytes, bytes]], int] | None:
+    """What :func:`_read` returns, read column by column: pyarrow parses the files, each
+    column is converted as a whole (:func:`coerce_column`) and the rows are encoded in
+    bulk (:func:`rows_pairs`). ``None`` when something is wrong with the data (a bad
+    value or row, a NULL where none may be, a key twice) or the table's layout is not
+    one :func:`rows_pairs` encodes, or has computed columns: :func:`_read` then reads
+    the files row by row, and finds and names the bad line."""
+    import pyarrow as pa  # NB: here, not at the top: it takes a while to import
+    from pyarrow import csv as pa_csv
+
+    targets = _targets(desc, columns)
+    if len(targets) < 2:
+        return None  # NB: csv reads an empty line as no field, pyarrow as one empty field
+    if any(c.computed is not None for c in desc.columns):
+        return None  # computed row by row (fill_computed)
+    names = [f"c{i}" for i in range(len(targets))]
+    texts: list[list[Any]] = [[] for _ in targets]
+    try:
+        for path in paths:
+            table = pa_csv.read_csv(
+                path,
+                read_options=pa_csv.ReadOptions(column_names=names, skip_rows=skip),
+                parse_options=pa_csv.ParseOptions(
+                    delimiter=delimiter, newlines_in_values=True, ignore_empty_lines=False
+                ),
+                convert_options=pa_csv.ConvertOptions(
+                    column_types=dict.fromkeys(names, pa.string()),
+                    null_values=[nullif] if nullif is not None else [],
+                    strings_can_be_null=nullif is not None,
+                    quoted_strings_can_be_null=nullif is not None,
+                ),
+            )
+            for into, read in zip(texts, table.columns, strict=True):
+                into.extend(read.to_pylist())
+    except (pa.ArrowException, OSError):
+        return None
+    count = len(texts[0])
+    context = plain.context
+    values: dict[int, list[Any]] = {}
+    try:
+        for column, text in zip(targets, texts, strict=True):
+            values[column.id] = coerce_column(text, column.type, column.name)
+        for column in desc.columns:
+            if column.id in values:
+                continue
+            make = column_default(column)
+            values[column.id] = (
+                coerce_column([make((), context) for _ in range(count)], column.type, column.name)
+                if make
+                else [None] * count
+            )
+    except SQLError:
+        return None
+    if any(None in values[c.id] for c in desc.columns if not c.nullable):
+        return None
+    try:
+        encoded = rows_pairs(desc, values)
+    except InvalidArgumentError:
+        return None
+    if encoded is None:
+        if len(desc.families) > 1:
+            return None
+        rows = [dict(zip(values, row, strict=True)) for row in zip(*values.values(), strict=True)]
+        # NB: family 0's value is never None (an empty row's is b"")
+        pairs = [(key, value or b"") for row in rows for key, value in row_kvs(desc, row).items()]
+    else:
+        pairs = list(zip(*encoded, strict=True))
+    pairs.sort()
+    keys = [key for key, _ in pairs]
+    if not all(map(bytes.__lt__, keys, itertools.islice(keys, 1, None))):
+        return None  # a key twice
+    return pairs, count
+
+
 def _read(
     desc: TableDescriptor,
     columns: tuple[str, ...] | None,
@@ -217,14 +331,7 @@ def _read(
     plain: Execution,
 ) -> tuple[list[tuple[bytes, bytes]], int]:
     """Every row of the files as KV pairs, sorted by key, and the number of rows."""
-    targets = (
-        [desc.column(name) for name in columns]
-        if columns is not None
-        else [c for c in desc.visible_columns if c.computed is None]
-    )
-    if len({c.id for c in targets}) != len(targets):
-        raise SQLError("42701", "a column is listed more than once in IMPORT INTO")
-    refuse_writes(targets)
+    targets = _targets(desc, columns)
     filled = [
         (c, column_default(c)) for c in desc.columns if c not in targets and c.computed is None
     ]

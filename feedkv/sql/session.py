@@ -55,6 +55,7 @@ from feedkv.kv.api import MAX_PRIORITY
 from feedkv.kv.txn import Savepoint, Txn, TxnState
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
+from feedkv.sql.copy_rows import CopyDeclined
 from feedkv.sql.describe import Description, describe
 from feedkv.sql.descriptor import (
     DatabaseDescriptor,
@@ -382,6 +383,39 @@ class Session:
             raise
         finally:
             self.metrics.service_latency.observe(time.perf_counter_ns() - started)
+
+    def copy_columns(
+        self,
+        text: str,
+        columns: Sequence[list[Any]],
+        *,
+        interrupt: Callable[[], None] | None = None,
+    ) -> int | None:
+        """A COPY's rows, column by column, written in bulk outside a transaction
+        (:mod:`feedkv.sql.copy_rows`), all or none, in a transaction of their own
+        retried on conflicts; ``text`` is the one-row INSERT naming the table and the
+        columns. Returns how many rows were written, or ``None`` when the rows cannot go
+        in bulk (in a transaction, or see :class:`CopyDeclined`): nothing was written,
+        run them as INSERTs (:meth:`execute_many`)."""
+        if self._txn is not None:
+            return None
+        prepared = self._prepare_checked(text)
+        statement = prepared[0][0] if len(prepared) == 1 else None
+        if not isinstance(statement, st.Insert) or statement.columns is None:
+            return None
+        copy = st.CopyRows(text, statement.table, statement.columns, tuple(columns))
+        self.metrics.count(statement)
+        started = time.perf_counter_ns()
+        try:
+            self._run_implicit([(copy, ())], autocommit=True, interrupt=interrupt)
+        except CopyDeclined:
+            return None
+        except BaseException:
+            self.metrics.failure.inc()
+            raise
+        finally:
+            self.metrics.service_latency.observe(time.perf_counter_ns() - started)
+        return len(columns[0]) if columns else 0
 
     def describe(self, text: str, param_types: Sequence[ColumnType | None] = ()) -> Description:
         """What the one statement in ``text`` returns and takes, planned against the

@@ -7,7 +7,7 @@ statement around them is one of the frozen dataclasses below.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from sqlglot import exp
 
@@ -28,6 +28,7 @@ __all__ = [
     "ColumnSpec",
     "Cte",
     "Commit",
+    "CopyRows",
     "ControlJob",
     "CreateChangefeed",
     "CreateDatabase",
@@ -433,6 +434,18 @@ class Insert(Statement):
     conflict_where: exp.Expr | None = None  # DO UPDATE ... WHERE: rows it refuses stay
     query: Query | None = None  # INSERT ... SELECT (then ``rows`` is empty)
     subqueries: tuple[tuple[exp.Expr, Query], ...] = ()  # those of ``rows``, as Select's
+
+
+@dataclass(frozen=True, slots=True)
+class CopyRows(Statement):
+    """The rows of a ``COPY ... FROM STDIN``, column by column (never parsed from text:
+    the wire protocol hands them over): ``columns[i]`` holds the values of the column
+    ``names[i]`` (text, or what a binary COPY decoded), every column as long. ``text``
+    is the one-row INSERT the rows would otherwise run as."""
+
+    table: TableName
+    names: tuple[str, ...]
+    columns: tuple[list[Any], ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,7 @@ __all__ = [
     "ColumnType",
     "Kind",
     "coerce",
+    "coerce_column",
     "decimal_from_key",
     "decimal_key",
     "float_text",
@@ -337,6 +338,26 @@ def coerce(value: object, ctype: ColumnType, column: str | None) -> Any:
         if column is None:
             raise
         raise SQLError(exc.code, f"{exc.message} (column {column!r})") from None
+
+
+def coerce_column(values: list[Any], ctype: ColumnType, column: str | None) -> list[Any]:
+    """:func:`coerce` of every value of a column, as one call: for text into INT, one
+    ``int`` over the column and a range check of its least and greatest; text into a
+    STRING of no width is itself. Raises what :func:`coerce` raises for the first bad
+    value (any one, when several are bad)."""
+    kinds = set(map(type, values))  # NB: in C, where a check per value would not be
+    if ctype.kind is Kind.STRING and ctype.width is None and kinds <= {str, type(None)}:
+        return values
+    if ctype.kind is Kind.INT and kinds == {str}:
+        try:
+            ints = list(map(int, values))
+        except ValueError:
+            pass  # coerce below names the bad text
+        else:
+            bits = ctype.width or 64
+            if ints and -(1 << (bits - 1)) <= min(ints) and max(ints) < 1 << (bits - 1):
+                return ints
+    return [coerce(value, ctype, column) for value in values]
 
 
 class _Mismatch(FeedKVError):

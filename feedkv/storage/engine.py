@@ -172,6 +172,11 @@ class ReadWriter(Reader, Protocol):
 
     def put(self, db: str, key: bytes, value: bytes) -> None: ...
 
+    def put_many(self, db: str, items: list[tuple[bytes, bytes]]) -> None:
+        """``put`` each ``(key, value)`` in order (a bulk load's batch: one engine call,
+        not one per key)."""
+        ...
+
     def delete(self, db: str, key: bytes) -> bool:
         """Delete ``key``; returns whether it existed."""
         ...
@@ -237,6 +242,9 @@ class WriteBatch:
 
     def put(self, db: str, key: bytes, value: bytes) -> None:
         self._ops.append((db, key, value))
+
+    def put_many(self, db: str, items: list[tuple[bytes, bytes]]) -> None:
+        self._ops.extend([(db, key, value) for key, value in items])
 
     def delete(self, db: str, key: bytes) -> None:
         self._ops.append((db, key, None))

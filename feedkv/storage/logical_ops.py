@@ -21,7 +21,10 @@ unresolved-intent bookkeeping behind resolved timestamps:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from typing import NamedTuple
 
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
@@ -35,15 +38,28 @@ __all__ = [
     "UpdateIntent",
     "WriteIntent",
     "WriteValue",
+    "write_values",
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class WriteValue:
+class WriteValue(NamedTuple):
+    """NB: a named tuple, not a frozen dataclass as the other ops: a bulk load makes one
+    per key, and ``tuple.__new__`` over columns (:func:`write_values`) makes them about
+    four times as fast as a frozen dataclass's ``__init__`` of four ``setattr`` calls."""
+
     key: bytes
     ts: Timestamp
     value: bytes | None
     prev_value: bytes | None
+
+
+def write_values(
+    keys: Sequence[bytes], ts: Timestamp, values: Sequence[bytes | None]
+) -> list[WriteValue]:
+    """A ``WriteValue`` per key at ``ts`` with no previous value, in bulk."""
+    count = len(keys)
+    rows = zip(keys, repeat(ts, count), values, repeat(None, count), strict=True)
+    return list(map(tuple.__new__, repeat(WriteValue, count), rows))
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,8 @@ Conflict rules (what the KV layer builds transactions on):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -43,17 +44,21 @@ from feedkv.storage.logical_ops import (
     UpdateIntent,
     WriteIntent,
     WriteValue,
+    write_values,
 )
 from feedkv.storage.mvcc_key import (
     SUFFIX_LEN,
     decode_version_key,
     decode_version_ts,
     encode_change_key,
+    encode_ts,
     encode_version_value,
+    escape_key,
     key_versions_start,
     unescape_key,
     version_key,
     version_suffix,
+    version_terminated_suffix,
 )
 from feedkv.storage.schema import CHANGES, INTENTS, VERSIONS
 from feedkv.util.hlc import Timestamp
@@ -69,6 +74,7 @@ __all__ = [
     "delete_range",
     "first_change",
     "get",
+    "ingest",
     "put",
     "resolve_intent",
     "resolve_intents",
@@ -78,6 +84,7 @@ __all__ = [
 ]
 
 MAX_VALUE_BYTES = 16 << 20
+_VALUE_TAG = b"\x01"  # a version's value is this tag and its bytes (mvcc_key)
 _ESCAPED_NEXT = b"\x00\x02"
 
 
@@ -410,6 +417,73 @@ def conditional_put(
     if failed:
         raise ConditionFailedError(key, expected, current, exists=exists)
     return _write(rw, key, ts, value, txn, record, newest)
+
+
+def ingest(
+    rw: ReadWriter, span: Span, keys: Sequence[bytes], values: Sequence[bytes], ts: Timestamp
+) -> list[LogicalOp]:
+    """Write ``values[i]`` at ``keys[i]`` as committed versions at ``ts``: a bulk load's
+    batch, as CockroachDB's AddSSTable, costing per key list operations and two bulk
+    engine writes instead of a conditional put's evaluation.
+
+    ``keys`` ascend strictly and lie in ``span``; every key must be new (no live value;
+    a tombstone is fine): one that holds a value raises :class:`ConditionFailedError`
+    naming it, an intent on a key :class:`WriteIntentError` (every such intent), a
+    version at or above ``ts`` :class:`WriteTooOldError`; nothing is written then.
+    The versions and their time-index entries are written as any other write's
+    are, and one ``WriteValue`` op per key (no previous value) is returned.
+
+    Cost: when ``span`` holds no version yet (a load into new keys) the check is one
+    seek; otherwise one seek per key."""
+    _check_ingest(span, keys, values)
+    intents = scan_intents(rw, span)
+    if intents:
+        wanted = set(keys)
+        conflicts = [intent for intent in intents if intent.key in wanted]
+        if conflicts:
+            raise WriteIntentError(conflicts)
+    first = rw.seek(VERSIONS, key_versions_start(span.start))
+    if first is not None and first[0] < key_versions_start(span.end):
+        for key in keys:
+            newest = _newest_version(rw, key)
+            if newest is None:
+                continue
+            if newest[1] is not None:
+                raise ConditionFailedError(key, None, newest[1])
+            if newest[0] >= ts:
+                raise WriteTooOldError(key, ts, newest[0])
+    raws = [_VALUE_TAG + value for value in values]
+    escaped = keys if b"\x00" not in b"".join(keys) else list(map(escape_key, keys))
+    suffix = version_terminated_suffix(ts)
+    rw.put_many(VERSIONS, list(zip([k + suffix for k in escaped], raws, strict=True)))
+    prefix = encode_ts(ts)
+    rw.put_many(CHANGES, list(zip([prefix + k for k in keys], raws, strict=True)))
+    ops: list[LogicalOp] = []
+    ops += write_values(keys, ts, values)
+    return ops
+
+
+def _check_ingest(span: Span, keys: Sequence[bytes], values: Sequence[bytes]) -> None:
+    if len(keys) != len(values):
+        raise InvalidArgumentError(
+            f"an ingest needs one value per key: got {len(keys)} keys and {len(values)} values"
+        )
+    if not keys:
+        return
+    if not span.start <= keys[0] or not keys[-1] < span.end:
+        raise InvalidArgumentError(f"the ingested keys {keys[0]!r}..{keys[-1]!r} leave {span}")
+    if not all(map(bytes.__lt__, keys, itertools.islice(keys, 1, None))):
+        bad = next(i for i in range(1, len(keys)) if not keys[i - 1] < keys[i])
+        raise InvalidArgumentError(
+            f"ingested keys must ascend, each once: {keys[bad - 1]!r} comes before {keys[bad]!r}"
+        )
+    if not all(type(v) is bytes for v in values):
+        raise InvalidArgumentError("ingested values are bytes")
+    longest = max(map(len, values))
+    if longest > MAX_VALUE_BYTES:
+        raise ValueTooLargeError(
+            f"an ingested value of {longest} bytes exceeds the limit of {MAX_VALUE_BYTES} bytes"
+        )
 
 
 def delete_range(

@@ -47,6 +47,7 @@ __all__ = [
     "version_key",
     "version_suffix",
     "version_suffixes",
+    "version_terminated_suffix",
 ]
 
 _TS = struct.Struct(">QI")
@@ -86,6 +87,12 @@ def version_suffix(ts: Timestamp) -> bytes:
     """The last bytes of a ``versions`` key at ``ts``: a key's versions at or below ``ts``
     are exactly those whose suffix is at least this."""
     return _TS.pack(_MAX_WALL - ts[0], MAX_LOGICAL - ts[1])
+
+
+def version_terminated_suffix(ts: Timestamp) -> bytes:
+    """What follows an escaped user key in its ``versions`` key at ``ts``: many keys'
+    versions at one timestamp are each ``escape_key(key) + this`` (a bulk write)."""
+    return _TERMINATOR + version_suffix(ts)
 
 
 def decode_version_ts(raw: bytes) -> Timestamp:

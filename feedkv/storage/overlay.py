@@ -180,6 +180,11 @@ class OverlayView:
         self._mine.set(db, key, value)
         self.batch.put(db, key, value)
 
+    def put_many(self, db: str, items: list[tuple[bytes, bytes]]) -> None:
+        for key, value in items:
+            self._mine.set(db, key, value)
+        self.batch.put_many(db, items)
+
     def delete(self, db: str, key: bytes) -> bool:
         existed = self.get(db, key) is not None
         self._mine.set(db, key, None)

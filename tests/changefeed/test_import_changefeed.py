@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from feedkv import DB
@@ -74,4 +75,28 @@ def test_a_changefeed_created_after_an_import_scans_the_imported_rows(
         row = result.poll(DEADLINE)
         assert row is not None
         rows.append(row)
+    result.close()
+
+
+def test_a_copy_is_ordinary_writes_that_a_running_changefeed_emits(db: DB) -> None:
+    """Unlike IMPORT, COPY FROM STDIN (written in bulk, one Ingest command) leaves the
+    table online, and a changefeed watching it emits every copied row."""
+    db.sql("CREATE TABLE c (k INT PRIMARY KEY, v STRING NOT NULL)")
+    db.sql("INSERT INTO c VALUES (1, 'a')")
+    result = feed(db, f"EXPERIMENTAL CHANGEFEED FOR c WITH {FAST}")
+    rows: list[tuple[Any, Any, Any]] = []
+    while 1 not in keys(rows):
+        row = result.poll(DEADLINE)
+        assert row is not None, f"the changefeed ended early after {rows}"
+        rows.append(row)
+    url = db.serve_sql()
+    with psycopg.connect(url, autocommit=True) as conn, conn.cursor() as cur:
+        with cur.copy("COPY c FROM STDIN") as copy:
+            copy.write("".join(f"{k}\tcopied\n" for k in range(100, 1100)))
+        assert cur.statusmessage == "COPY 1000"
+    while len(keys(rows)) < 1001:
+        row = result.poll(DEADLINE)
+        assert row is not None, f"the changefeed ended after {len(keys(rows))} rows"
+        rows.append(row)
+    assert sorted(keys(rows)) == [1, *range(100, 1100)]
     result.close()

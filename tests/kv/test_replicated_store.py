@@ -158,6 +158,41 @@ def test_writes_through_the_lease_holder_reach_every_replica(cluster: Replicated
         assert cluster.value(node, b"k39") == b"v39"
 
 
+def test_an_ingest_goes_through_the_log_as_one_command_to_every_replica(
+    cluster: ReplicatedStores,
+) -> None:
+    holder = cluster.lease_holder()
+    follower = next(n for n in NODES if n != holder)
+    seen: list[LogicalOp] = []
+    arrived = threading.Event()
+
+    class Collect:
+        def on_ops(self, ops: object) -> None:
+            seen.extend(ops)  # type: ignore[call-overload]
+            if len(seen) >= 300:
+                arrived.set()
+
+        def on_closed(self, ts: Timestamp) -> None:
+            pass
+
+        def on_range_ended(self, reason: RangeEndReason) -> None:
+            pass
+
+    _, snap = cluster.stores[follower].observe(1, Collect())  # type: ignore[arg-type]
+    snap.close()
+    client = KVClient(cluster)
+    pairs = [(b"i%03d" % i, b"v%d" % i) for i in range(300)]
+    ts = client.ingest(pairs, client.now(), batch=1000)
+    assert arrived.wait(DEADLINE_S)
+    assert [(op.key, op.value, op.ts) for op in seen if isinstance(op, WriteValue)] == [
+        (k, v, ts) for k, v in pairs
+    ]
+    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
+    for node in NODES:
+        assert cluster.value(node, b"i000") == b"v0"
+        assert cluster.value(node, b"i299") == b"v299"
+
+
 def test_a_follower_refuses_reads_and_writes_naming_the_lease_holder(
     cluster: ReplicatedStores,
 ) -> None:

@@ -16,6 +16,7 @@ from feedkv.kv.wire import (
 )
 from feedkv.storage.mvcc import KeyValue
 from feedkv.util.hlc import MAX_LOGICAL, Timestamp
+from feedkv.util.keys import Span
 
 ROWS = (
     KeyValue(b"a", b"1", Timestamp(10, 0)),
@@ -84,3 +85,11 @@ def test_a_batch_header_crosses_the_wire_unchanged(header: api.Header) -> None:
     batch = api.BatchRequest(header, (api.Put(b"k", b"v"),))
     data = batch_request_to_proto(batch).SerializeToString()
     assert batch_request_from_proto(pb.BatchRequest.FromString(data)) == batch
+
+
+def test_an_ingest_and_its_response_cross_the_wire_unchanged() -> None:
+    request_ = api.Ingest(Span(b"a", b"d"), (b"a", b"b\x00", b"c"), (b"1", b"", b"\xff" * 300))
+    batch = api.BatchRequest(api.Header(timestamp=Timestamp(5, 1)), (request_,))
+    data = batch_request_to_proto(batch).SerializeToString()
+    assert batch_request_from_proto(pb.BatchRequest.FromString(data)) == batch
+    assert round_trip(api.IngestResponse(3)) == api.IngestResponse(3)

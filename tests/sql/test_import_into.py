@@ -100,6 +100,59 @@ def test_a_row_already_in_the_table_fails_the_import_and_keeps_the_table_as_it_w
     assert db.sql("SELECT count(*) FROM t").rows == [(2,)]
 
 
+def test_fields_read_as_the_csv_module_reads_them(db: DB, tmp_path: Path) -> None:
+    """The files are parsed column by column (pyarrow): quoting, embedded newlines and
+    delimiters, spaces around integers and Unicode read as row by row."""
+    db.sql("CREATE TABLE u (k INT PRIMARY KEY, v STRING, n INT)")
+    text = (
+        '3,"two\nlines",  7\n'
+        '-1,"a ""quoted"" word", -9223372036854775808\n'
+        "2,,0\n"
+        "10,\u00e9t\u00e9 \U0001f600,9223372036854775807\r\n"
+    )
+    uri = write(tmp_path / "a.csv", text)
+    assert db.sql(f"IMPORT INTO u CSV DATA ('{uri}')").tag == "IMPORT 4"
+    assert db.sql("SELECT k, v, n FROM u ORDER BY k").rows == [
+        (-1, 'a "quoted" word', -(1 << 63)),
+        (2, "", 0),
+        (3, "two\nlines", 7),
+        (10, "\u00e9t\u00e9 \U0001f600", (1 << 63) - 1),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "message"),
+    [
+        ("4,b,1\n5,c,x\n", "22P02", "b.csv, line 2"),
+        ("4,b,1\n5,c,99999999999999999999\n", "22003", "b.csv, line 2"),
+        ('4,b,1\n5,"unterminated,1\n', "22P04", "b.csv, line 2"),
+        ("4,b,1\n2,again,2\n", "23505", "b.csv, line 2: duplicate key"),
+        ("4,b,1\n5,c\n", "22P04", "b.csv, line 2: expected 3 fields, got 2"),
+        ("4,b,1\n5,c,\xff\n", "58030", "could not read file"),
+    ],
+)
+def test_a_bad_second_file_fails_the_import_and_loses_nothing(
+    table: DB, tmp_path: Path, text: str, code: str, message: str
+) -> None:
+    db = table
+    db.sql("INSERT INTO t VALUES (-5, 'kept', 1)")
+    a = write(tmp_path / "a.csv", "".join(f"{k},v{k},{k}\n" for k in range(1, 4)))
+    (tmp_path / "b.csv").write_bytes(text.encode("latin-1"))
+    error = sql_error(db, f"IMPORT INTO t CSV DATA ('{a}', 'file://{tmp_path / 'b.csv'}')")
+    assert (error.code, message in error.message) == (code, True), error.message
+    assert db.sql("SELECT k, v, n FROM t").rows == [(-5, "kept", 1)]
+    db.sql("INSERT INTO t VALUES (6, 'online', 6)")
+
+
+def test_a_table_with_an_index_is_refused(table: DB, tmp_path: Path) -> None:
+    table.sql("CREATE INDEX ON t (v)")
+    uri = write(tmp_path / "a.csv", "1,a,1\n")
+    error = sql_error(table, f"IMPORT INTO t CSV DATA ('{uri}')")
+    assert error.code == "0A000"
+    assert "secondary indexes" in error.message
+    assert table.sql("SELECT count(*) FROM t").rows == [(0,)]
+
+
 @pytest.mark.parametrize(
     ("statement", "code", "message"),
     [

@@ -36,6 +36,7 @@ from feedkv.sql.row_codec import (
     row_kvs,
     row_prefix,
     row_span,
+    rows_pairs,
     table_id_of_key,
     table_prefix,
     table_span,
@@ -356,6 +357,39 @@ def test_row_assembler_rebuilds_the_row_with_nulls_filled_in(
     [(assembled, keys)] = list(RowAssembler(desc).rows(pairs))
     assert_same_row(desc, row, assembled)
     assert keys == {kv.key: kv.value for kv in pairs}
+
+
+@FAST
+@given(tables_with_rows(max_rows=6))
+def test_rows_encoded_column_by_column_are_the_pairs_row_kvs_makes(
+    case: tuple[TableDescriptor, list[Row]],
+) -> None:
+    """rows_pairs (a bulk load's encoding) gives exactly row_kvs's pairs, or declines
+    (None) for a layout or a NULL it does not encode."""
+    desc, rows = case
+    columns = {c.id: [row[c.id] for row in rows] for c in desc.columns}
+    encoded = rows_pairs(desc, columns)
+    if encoded is None:
+        return
+    expected = [pair for row in rows for pair in row_kvs(desc, row).items()]
+    assert list(zip(*encoded, strict=True)) == expected
+
+
+def test_rows_pairs_encodes_common_tables_and_declines_the_rest() -> None:
+    plain = table([Kind.INT, Kind.STRING, Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.BYTES])
+    rows = [{1: k, 2: f"v{k}", 3: -k, 4: k / 3, 5: k % 2 == 0, 6: b"\x00"} for k in range(5)]
+    columns = {i: [row[i] for row in rows] for i in range(1, 7)}
+    encoded = rows_pairs(plain, columns)
+    assert encoded is not None
+    assert list(zip(*encoded, strict=True)) == [
+        pair for row in rows for pair in row_kvs(plain, row).items()
+    ]
+    with_null = {**columns, 2: [None, *columns[2][1:]]}
+    assert rows_pairs(plain, with_null) is None
+    two_families = table(
+        [Kind.INT, Kind.STRING], families=(Family(0, "primary", (1,)), Family(1, "f", (2,)))
+    )
+    assert rows_pairs(two_families, {1: [1], 2: ["a"]}) is None
 
 
 @FAST

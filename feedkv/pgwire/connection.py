@@ -577,15 +577,13 @@ class Connection:
             )
             return f"INSERT INTO {copy.table} ({names}) VALUES {values}"
 
-        rows = (
-            decode_binary_rows(
-                bytes(state.data),
-                [binary_reader(ctype) for _, ctype in columns],
-                [name for name, _ in columns],
-            )
-            if copy.binary
-            else decode_rows(copy, bytes(state.data), width)
-        )
+        def decoded() -> Iterator[tuple[int, list[Any]]]:
+            if copy.binary:
+                readers = [binary_reader(ctype) for _, ctype in columns]
+                return decode_binary_rows(bytes(state.data), readers, [n for n, _ in columns])
+            return decode_rows(copy, bytes(state.data), width)
+
+        rows = decoded()
         if width and not self._sql.in_transaction:
             # NB: the values go straight into a list per column (a list per row would
             # keep a million rows alive as a million lists, which every full garbage
@@ -603,15 +601,7 @@ class Connection:
         # keep a million rows alive as a million lists, which every full garbage
         # collection walks while the COPY runs
         batches: list[list[Any]] = [[]]
-        rows = (
-            decode_binary_rows(
-                bytes(state.data),
-                [binary_reader(ctype) for _, ctype in columns],
-                [name for name, _ in columns],
-            )
-            if copy.binary
-            else decode_rows(copy, bytes(state.data), width)
-        )
+        rows = decoded()
         for line, values in rows:
             batch = batches[-1]
             if len(batch) == _COPY_BATCH_ROWS * width:

@@ -890,18 +890,10 @@ def _float_g(value: float, precision: int) -> str:
     _sign, digit_tuple, exponent = rounded.as_tuple()
     shown = "".join(map(str, digit_tuple)).rstrip("0")
     point = len(digit_tuple) + int(exponent)  # digits before the decimal point
-    power = point - 1
     exponent_from = precision
     if exponent_from > len(shown) >= point:  # NB: Go's rule: a whole number shows whole
         exponent_from = len(shown)
-    if power < -4 or power >= exponent_from:
-        mantissa = shown[0] + ("." + shown[1:] if len(shown) > 1 else "")
-        return f"{minus}{mantissa}e{'-' if power < 0 else '+'}{abs(power):02d}"
-    if point <= 0:
-        return f"{minus}0.{'0' * -point}{shown}"
-    whole = shown[:point].ljust(point, "0")
-    fraction = shown[point:]
-    return f"{minus}{whole}.{fraction}" if fraction else f"{minus}{whole}"
+    return _g_text(minus, shown, point, exponent_from)
 
 
 def _shortest_float(value: float) -> str:
@@ -913,9 +905,15 @@ def _shortest_float(value: float) -> str:
     point = len(digits) + int(exponent)  # digits before the decimal point
     if shown == "0":
         point = 1
-    minus = "-" if sign else ""
+    return _g_text("-" if sign else "", shown, point, 6)
+
+
+def _g_text(minus: str, shown: str, point: int, exponent_from: int) -> str:
+    """Significant digits ``shown`` with ``point`` of them before the decimal point, as
+    Go's ``%g`` writes them: exponent form when the decimal exponent is below -4 or at
+    least ``exponent_from``, else plain."""
     power = point - 1
-    if power < -4 or power >= 6:
+    if power < -4 or power >= exponent_from:
         mantissa = shown[0] + ("." + shown[1:] if len(shown) > 1 else "")
         return f"{minus}{mantissa}e{'-' if power < 0 else '+'}{abs(power):02d}"
     if point <= 0:

@@ -185,8 +185,8 @@ _DDL = (
 @dataclass(slots=True)
 class _NamedSavepoint:
     """A savepoint of the open transaction: its name, the transaction's mark, and how
-    many statements (and schema changes, and after-commit hooks) came before it.
-    ``initial``: taken before the transaction's first statement."""
+    many statements (and schema changes, after-commit hooks and SET LOCAL changes) came
+    before it. ``initial``: taken before the transaction's first statement."""
 
     name: str
     mark: Savepoint
@@ -194,6 +194,7 @@ class _NamedSavepoint:
     ddl: int
     after_commit: int
     initial: bool
+    local_changes: int = 0
 
 
 class ChangefeedService(Protocol):
@@ -265,6 +266,10 @@ class Session:
         # SET LOCAL: each variable's value before the transaction changed it (None: it
         # was not set), put back when the transaction ends
         self._local_saved: dict[str, str | None] = {}
+        # SET LOCAL in the open transaction: each variable's value before that change,
+        # oldest first, for ROLLBACK TO SAVEPOINT to undo the changes after its mark
+        # (the name None: a plain SET overrode the change since)
+        self._local_changes: list[tuple[str | None, str | None]] = []
         self.sequences = SequenceState()  # currval and lastval (see sql.sequences)
         # A CancelRequest for the running statement (set from another thread; see
         # feedkv.sql.interrupt); whoever runs statements resets it before each.
@@ -719,9 +724,14 @@ class Session:
             for name in names:
                 before = self.database if name == "database" else self.variables.get(name)
                 self._local_saved.setdefault(name, before)
+                self._local_changes.append((name, before))
         else:
             for name in names:  # NB: a plain SET after SET LOCAL outlives the transaction
                 self._local_saved.pop(name, None)
+            self._local_changes = [
+                (None, None) if changed in names else (changed, before)
+                for changed, before in self._local_changes
+            ]
         for name in names:
             variable = VARIABLES[name]
             if s.action == "reset":
@@ -790,6 +800,7 @@ class Session:
                     self._ddl,
                     len(self._after_commit),
                     initial=not self._executions,
+                    local_changes=len(self._local_changes),
                 )
             )
             return Result(tag="SAVEPOINT")
@@ -820,6 +831,7 @@ class Session:
         undone = self._executions[held.executions :]
         del self._executions[held.executions :]
         del self._after_commit[held.after_commit :]
+        self._undo_local_changes(held.local_changes)
         _withdraw(undone)
         for execution in undone:
             execution.release_leases()
@@ -847,8 +859,13 @@ class Session:
         _withdraw(self._executions)
         txn = self._txn = self.db.transaction()
         kept = self._savepoints[:keep]
+        if kept:
+            self._undo_local_changes(kept[-1].local_changes)
         self._savepoints = [
-            _NamedSavepoint(held.name, txn.savepoint(), 0, 0, 0, initial=True) for held in kept
+            _NamedSavepoint(
+                held.name, txn.savepoint(), 0, 0, 0, initial=True, local_changes=held.local_changes
+            )
+            for held in kept
         ]
         self._failed = self._retry = False
         self._ddl = 0
@@ -907,13 +924,27 @@ class Session:
     def _restore_local(self) -> None:
         """Put back the variables SET LOCAL changed (the transaction ended)."""
         saved, self._local_saved = self._local_saved, {}
+        self._local_changes = []
         for name, before in saved.items():
-            if name == "database":
-                self.database = before or catalog.DEFAULT_DATABASE
-            elif before is None:
-                self.variables.pop(name, None)
-            else:
-                self.variables[name] = before
+            self._put_variable(name, before)
+
+    def _undo_local_changes(self, keep: int) -> None:
+        """Undo the SET LOCAL changes after the first ``keep`` (ROLLBACK TO SAVEPOINT),
+        newest first. NB: a variable a plain SET has since changed keeps that value, as
+        a plain SET is not transactional in CockroachDB."""
+        while len(self._local_changes) > keep:
+            name, before = self._local_changes.pop()
+            if name is not None:
+                self._put_variable(name, before)
+
+    def _put_variable(self, name: str, value: str | None) -> None:
+        """Set a session variable back to ``value`` (None: never set)."""
+        if name == "database":
+            self.database = value or catalog.DEFAULT_DATABASE
+        elif value is None:
+            self.variables.pop(name, None)
+        else:
+            self.variables[name] = value
 
     def _end(self) -> None:
         self._restore_local()

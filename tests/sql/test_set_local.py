@@ -1,6 +1,8 @@
 """``SET LOCAL`` as in CockroachDB (and PostgreSQL): the value lasts until the
 transaction ends, by COMMIT or ROLLBACK; outside a transaction it does nothing but warn;
-a plain SET after it in the same transaction outlives the transaction."""
+a plain SET after it in the same transaction outlives the transaction; ROLLBACK TO
+SAVEPOINT undoes the SET LOCAL changes made after the savepoint (CockroachDB's SET docs:
+SET LOCAL is compatible with savepoints)."""
 
 from __future__ import annotations
 
@@ -42,5 +44,44 @@ def test_a_plain_set_after_it_outlives_the_transaction(session: Session) -> None
     session.execute("BEGIN")
     session.execute("SET LOCAL application_name = 'local'")
     session.execute("SET application_name = 'session'")
+    session.execute("COMMIT")
+    assert show(session, "application_name") == "session"
+
+
+def test_rollback_to_savepoint_undoes_the_local_values_set_after_it(session: Session) -> None:
+    session.execute("BEGIN")
+    session.execute("SET LOCAL application_name = 'before'")
+    session.execute("SAVEPOINT s")
+    session.execute("SET LOCAL application_name = 'after'")
+    session.execute("SET LOCAL extra_float_digits = 3")
+    session.execute("ROLLBACK TO SAVEPOINT s")
+    assert show(session, "application_name") == "before"
+    assert show(session, "extra_float_digits") == "0"
+    session.execute("COMMIT")
+    assert show(session, "application_name") == ""
+
+
+def test_release_keeps_the_local_values_until_the_transaction_ends(session: Session) -> None:
+    session.execute("BEGIN")
+    session.execute("SAVEPOINT s")
+    session.execute("SET LOCAL application_name = 'inner'")
+    session.execute("RELEASE SAVEPOINT s")
+    assert show(session, "application_name") == "inner"
+    session.execute("SAVEPOINT t")
+    session.execute("SET LOCAL application_name = 'again'")
+    session.execute("ROLLBACK TO SAVEPOINT t")
+    assert show(session, "application_name") == "inner"
+    session.execute("ROLLBACK")
+    assert show(session, "application_name") == ""
+
+
+def test_rollback_to_savepoint_keeps_a_plain_set_made_after_it(session: Session) -> None:
+    session.execute("BEGIN")
+    session.execute("SAVEPOINT s")
+    session.execute("SET LOCAL application_name = 'local'")
+    session.execute("SET application_name = 'session'")
+    session.execute("SET LOCAL application_name = 'local again'")
+    session.execute("ROLLBACK TO SAVEPOINT s")
+    assert show(session, "application_name") == "session"
     session.execute("COMMIT")
     assert show(session, "application_name") == "session"

@@ -26,7 +26,7 @@ import decimal
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlglot import exp
 
@@ -344,7 +344,11 @@ class AggregateCall:
             given = node.args.get("separator")
             if given is None:
                 raise SQLError("42883", "unknown signature: string_agg() takes a separator")
+            if isinstance(argument, exp.Null) and isinstance(given, exp.Null):
+                _ambiguous(name, 2)
             separator = compile_expr(given, scope)
+        elif isinstance(argument, exp.Null) and name in _OVERLOADS:
+            _ambiguous(name, 1)
         _check_own(name, argument, scope)
         # NB: a grouped row's places (a window's sum(count(*))) have no kind to check
         placeholder = any(
@@ -448,6 +452,28 @@ _ARGUMENT_KINDS = {
     "bit_or": {Kind.INT},
     **{name: _NUMBERS for name in ("variance", "var_pop", "stddev", "stddev_samp", "stddev_pop")},
 }
+
+
+# The aggregates whose overloads leave an untyped NULL argument ambiguous in CockroachDB
+# (string_agg only when its separator is an untyped NULL too): their candidates
+_OVERLOADS = {
+    "string_agg": "string_agg(string, string), string_agg(bytes, bytes)",
+    "array_agg": "array_agg(T) for each element type T",
+    "bit_and": "bit_and(int), bit_and(varbit)",
+    "bit_or": "bit_or(int), bit_or(varbit)",
+}
+
+
+def _ambiguous(name: str, arity: int) -> NoReturn:
+    """42725 for an aggregate given only untyped NULLs where more than one overload
+    fits (as CockroachDB: ``string_agg(NULL, NULL)``, ``array_agg(NULL)``); a cast
+    (``NULL::STRING``) picks one."""
+    unknown = ", ".join(["unknown"] * arity)
+    raise SQLError(
+        "42725",
+        f"ambiguous call: {name}({unknown}), candidates are: {_OVERLOADS[name]} "
+        "(cast the NULL to the type meant, as NULL::<type>)",
+    )
 
 
 def _check_argument(name: str, kind: Kind | None) -> None:

@@ -46,6 +46,7 @@ from feedkv.sql.types import (
     INT64_MAX,
     INT64_MIN,
     ColumnType,
+    Float4,
     Kind,
     coerce,
     float_text,
@@ -496,11 +497,19 @@ class _Compiler:
         kinds = {static_kind(node.this, self.scope), static_kind(node.expression, self.scope)}
         if Kind.JSONB in kinds and kinds <= {Kind.JSONB, None}:
             return self._json_comparison(node, left, right, left_text, right_text)
+        # A numeric constant compared with a FLOAT4 is a FLOAT4 (CockroachDB types the
+        # constant from the other side): REAL column r holding 0.1 has r = 0.1.
+        left_number = _is_number_constant(node.this)
+        right_number = _is_number_constant(node.expression)
 
         def cmp(row: Env, ctx: Context) -> Any:
             a, b = left(row, ctx), right(row, ctx)
             if a is None or b is None:
                 return None
+            if right_number and isinstance(a, Float4) and _is_number(b):
+                b = Float4.of(float(b))
+            elif left_number and isinstance(b, Float4) and _is_number(a):
+                a = Float4.of(float(a))
             try:
                 return compare(a, b)
             except TypeError:
@@ -1530,6 +1539,12 @@ def _widened(inner: Compiled, kind: Kind) -> Compiled:
         return decimal.Decimal(value) if isinstance(value, int) else value
 
     return widened
+
+
+def _is_number_constant(node: exp.Expr) -> bool:
+    if isinstance(node, exp.Neg | exp.Paren):
+        return _is_number_constant(node.this)
+    return isinstance(node, exp.Literal) and not node.is_string
 
 
 def _is_text_constant(node: exp.Expr) -> bool:

@@ -3154,6 +3154,13 @@ def column_type(node: exp.DataType) -> ColumnType:
         params.append(int(value.name))
     if name.upper() in ("TEXT",) and params:
         name = "STRING"
+    if name == "FLOAT":  # NB: the dialect's FLOAT is FLOAT4 (REAL); FLOAT8 is its DOUBLE
+        name = "FLOAT4"
+    if name == "DOUBLE" and len(params) == 1:
+        # as CockroachDB: FLOAT(1) to FLOAT(24) are FLOAT4, FLOAT(25) to FLOAT(53) FLOAT8
+        if not 1 <= params[0] <= 53:
+            raise SQLError("22023", "precision for type float must be between 1 and 53 bits")
+        name, params = ("FLOAT4" if params[0] <= 24 else "FLOAT8"), []
     return parse_type_name(name, params)
 
 

@@ -31,6 +31,7 @@ from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.sql.descriptor import PRIMARY_INDEX_ID, Family, TableDescriptor
 from feedkv.sql.types import (
     ColumnType,
+    Float4,
     Kind,
     from_key,
     from_key_primitive,
@@ -281,10 +282,14 @@ def _encoder(to_primitive: Callable[[Kind, Any], Any], kind: Kind) -> _Convert |
 
 
 def _key_converter(ctype: ColumnType) -> Callable[[Any], Any] | None:
+    if ctype.kind is Kind.FLOAT and ctype.width == 32:
+        return Float4  # NB: stored as a float64 of a float32's value; read back typed
     return None if ctype.kind in _IDENTITY else functools.partial(from_key, ctype)
 
 
 def _value_converter(ctype: ColumnType) -> Callable[[Any], Any] | None:
+    if ctype.kind is Kind.FLOAT and ctype.width == 32:
+        return Float4
     return None if ctype.kind in _IDENTITY else functools.partial(from_value, ctype)
 
 

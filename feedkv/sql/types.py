@@ -43,6 +43,7 @@ from feedkv.util.units import parse_duration_ns
 __all__ = [
     "TYPE_NAMES",
     "ColumnType",
+    "Float4",
     "Kind",
     "coerce",
     "coerce_column",
@@ -114,7 +115,7 @@ _ALIASES = {
     "TINYINT": Kind.INT,
     "FLOAT": Kind.FLOAT,
     "FLOAT8": Kind.FLOAT,
-    "FLOAT4": Kind.FLOAT,
+    "FLOAT4": Kind.FLOAT,  # NB: width 32 (parse_type_name)
     "REAL": Kind.FLOAT,
     "DOUBLE": Kind.FLOAT,
     "DECIMAL": Kind.DECIMAL,
@@ -151,9 +152,10 @@ TYPE_NAMES = frozenset(_ALIASES)  # the built-in type names, upper-case
 
 @dataclass(frozen=True, slots=True)
 class ColumnType:
-    """A column's type. ``width`` limits STRING length in characters and INT values to
-    16 or 32 bits (INT2, INT4; ``None`` is INT8); ``precision`` and ``scale`` apply to
-    DECIMAL (values are rounded to ``scale`` digits)."""
+    """A column's type. ``width`` limits STRING length in characters, INT values to
+    16 or 32 bits (INT2, INT4; ``None`` is INT8) and FLOAT values to 32 bits (FLOAT4,
+    REAL: rounded to the nearest float32; ``None`` is FLOAT8); ``precision`` and
+    ``scale`` apply to DECIMAL (values are rounded to ``scale`` digits)."""
 
     kind: Kind
     width: int | None = None
@@ -176,8 +178,8 @@ class ColumnType:
             return f"BIT({self.width or 1})"
         if self.kind is Kind.VARBIT and self.width is not None:
             return f"VARBIT({self.width})"
-        if self.kind is Kind.INT and self.width is not None:
-            return f"INT{self.width // 8}"
+        if self.kind in (Kind.INT, Kind.FLOAT) and self.width is not None:
+            return f"{self.kind.value[:-1]}{self.width // 8}"
         if self.kind is Kind.DECIMAL and self.precision is not None:
             if self.scale is not None:
                 return f"DECIMAL({self.precision},{self.scale})"
@@ -245,6 +247,8 @@ def parse_type_name(name: str, params: list[int] | None = None) -> ColumnType:
         return ColumnType(kind, width=params[0] if params else None)
     if kind is Kind.INT and name.upper() in _NARROW_INTS:
         return ColumnType(kind, width=_NARROW_INTS[name.upper()])
+    if name.upper() in ("FLOAT4", "REAL"):
+        return ColumnType(kind, width=32)
     if params and kind in (Kind.TIME, Kind.INTERVAL, Kind.TIMESTAMP, Kind.TIMESTAMPTZ):
         raise SQLError("0A000", f"{name.upper()}({params[0]}): a precision is not supported")
     return ColumnType(kind)
@@ -396,15 +400,39 @@ def _to_float(value: object, ctype: ColumnType) -> float:
         raise _Mismatch
     if isinstance(value, str):
         try:
-            return float(value.strip())
+            result = float(value.strip())
         except ValueError:
             raise _bad_text(value, ctype) from None
-    if isinstance(value, int | float | decimal.Decimal):
+    elif isinstance(value, int | float | decimal.Decimal):
         try:
-            return float(value)
+            result = float(value)
         except OverflowError:
             raise SQLError("22003", f"{value} is out of range for type FLOAT8") from None
-    raise _Mismatch
+    else:
+        raise _Mismatch
+    if ctype.width != 32:
+        return result
+    narrowed = Float4.of(result)
+    if math.isinf(narrowed) and math.isfinite(result):
+        raise SQLError("22003", f"{value} is out of range for type FLOAT4")
+    return narrowed
+
+
+class Float4(float):
+    """A FLOAT4 (REAL) value: a float32, held as the float64 of the same value (as
+    CockroachDB holds it). Its text has float32's digits (:func:`float_text`); any
+    arithmetic on it gives a plain float, a FLOAT8, as in CockroachDB."""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, value: float) -> Float4:
+        """``value`` rounded to the nearest float32 (half to even); past float32's
+        range it is an infinity, as a Go ``float32(value)`` is."""
+        try:
+            return cls(struct.unpack("<f", struct.pack("<f", value))[0])
+        except OverflowError:
+            return cls(math.copysign(math.inf, value))
 
 
 def _to_decimal(value: object, ctype: ColumnType) -> decimal.Decimal:
@@ -860,6 +888,8 @@ def format_value(value: Any) -> str:
             return "NaN"
         if math.isinf(value):
             return "Infinity" if value > 0 else "-Infinity"
+        if isinstance(value, Float4):
+            return _shortest_float(float(_shortest_float32(value)))
         return _shortest_float(value)
     return str(value)
 
@@ -869,12 +899,25 @@ def float_text(value: float, extra_float_digits: int = 0) -> str:
     with the session's ``extra_float_digits``: at 1 and above the shortest text that
     reads back as ``value`` (:func:`format_value`'s); else ``15 + extra_float_digits``
     significant digits (at least one), as Go's ``%g``: the default 0 shows
-    ``0.1::FLOAT + 0.2::FLOAT`` as ``0.3``."""
+    ``0.1::FLOAT + 0.2::FLOAT`` as ``0.3``. A :class:`Float4` has float32's digits
+    instead: 6 + ``extra_float_digits`` (CockroachDB's FLT_DIG), or at 1 and above the
+    shortest text that reads back as that float32 (``0.1::FLOAT4`` is ``0.1``)."""
     if not math.isfinite(value):
         return format_value(value)
     if extra_float_digits >= 1:
-        return _shortest_float(value)
+        return format_value(value)
+    if isinstance(value, Float4):
+        return _float_g(value, max(6 + extra_float_digits, 1))
     return _float_g(value, max(15 + extra_float_digits, 1))
+
+
+def _shortest_float32(value: float) -> str:
+    """The fewest significant digits (``%g``) that read back as the float32 ``value``."""
+    for precision in range(1, 10):
+        text = f"{value:.{precision}g}"
+        if Float4.of(float(text)) == value:
+            return text
+    return repr(value)  # NB: 9 digits always read back; kept for the type checker
 
 
 def _float_g(value: float, precision: int) -> str:

@@ -36,7 +36,14 @@ from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.bits import BitString
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
-from feedkv.sql.types import ColumnType, Kind, float_text, format_value, kind_of_value
+from feedkv.sql.types import (
+    ColumnType,
+    FixedChar,
+    Kind,
+    float_text,
+    format_value,
+    kind_of_value,
+)
 
 __all__ = [
     "OID",
@@ -296,6 +303,8 @@ def encode_text(value: Any, oid: int, float_digits: int = 0) -> bytes:
         return value.text(lambda v: encode_text(v, element, float_digits).decode()).encode()
     if isinstance(value, float):
         return float_text(value, float_digits).encode()
+    if isinstance(value, FixedChar):
+        return value.padded().encode()
     if oid == OID.JSONB or oid == OID.JSON:
         return jsonb.dumps(value, spaced=True).encode()
     if isinstance(value, bool):

@@ -1613,6 +1613,8 @@ def _incomparable(symbol: str, a: object, b: object) -> SQLError:
 def _comparable(a: object, b: object) -> None:
     if _is_number(a) and _is_number(b):
         return
+    if isinstance(a, str) and isinstance(b, str):  # NB: a CHAR(n) is a str subclass
+        return
     if type(a) is not type(b) and not (
         isinstance(a, datetime.date) and isinstance(b, datetime.date)
     ):

@@ -31,6 +31,7 @@ from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.sql.descriptor import PRIMARY_INDEX_ID, Family, TableDescriptor
 from feedkv.sql.types import (
     ColumnType,
+    FixedChar,
     Float4,
     Kind,
     from_key,
@@ -282,15 +283,25 @@ def _encoder(to_primitive: Callable[[Kind, Any], Any], kind: Kind) -> _Convert |
 
 
 def _key_converter(ctype: ColumnType) -> Callable[[Any], Any] | None:
-    if ctype.kind is Kind.FLOAT and ctype.width == 32:
-        return Float4  # NB: stored as a float64 of a float32's value; read back typed
-    return None if ctype.kind in _IDENTITY else functools.partial(from_key, ctype)
+    return _typed(ctype) or (
+        None if ctype.kind in _IDENTITY else functools.partial(from_key, ctype)
+    )
 
 
 def _value_converter(ctype: ColumnType) -> Callable[[Any], Any] | None:
+    return _typed(ctype) or (
+        None if ctype.kind in _IDENTITY else functools.partial(from_value, ctype)
+    )
+
+
+def _typed(ctype: ColumnType) -> Callable[[Any], Any] | None:
+    """What gives a FLOAT4 or CHAR(n) value read back its type (stored as a plain float
+    and string), or None."""
     if ctype.kind is Kind.FLOAT and ctype.width == 32:
         return Float4
-    return None if ctype.kind in _IDENTITY else functools.partial(from_value, ctype)
+    if ctype.kind is Kind.STRING and ctype.fixed and ctype.width is not None:
+        return functools.partial(FixedChar.of, width=ctype.width)
+    return None
 
 
 def _layout(desc: TableDescriptor) -> _Layout:

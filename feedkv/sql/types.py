@@ -43,6 +43,7 @@ from feedkv.util.units import parse_duration_ns
 __all__ = [
     "TYPE_NAMES",
     "ColumnType",
+    "FixedChar",
     "Float4",
     "Kind",
     "coerce",
@@ -166,12 +167,17 @@ class ColumnType:
     type_name: str | None = None
     labels: tuple[str, ...] | None = None
     element: ColumnType | None = None  # ARRAY: the type of its elements
+    # STRING: CHAR(n), fixed-length: trailing spaces are insignificant and not kept (as
+    # in CockroachDB and PostgreSQL; a client is sent the value padded to ``width``)
+    fixed: bool = False
 
     def sql(self) -> str:
         if self.kind is Kind.ENUM:
             return str(self.type_name or "ENUM")
         if self.kind is Kind.ARRAY:
             return (self.element.sql() if self.element else "STRING") + "[]"
+        if self.kind is Kind.STRING and self.fixed:
+            return "CHAR" if self.width == 1 else f"CHAR({self.width})"
         if self.kind is Kind.STRING and self.width is not None:
             return f"STRING({self.width})"
         if self.kind is Kind.BIT:
@@ -195,6 +201,8 @@ class ColumnType:
             out["labels"] = list(self.labels)
         if self.element is not None:
             out["element"] = self.element.to_json()
+        if self.fixed:
+            out["fixed"] = True
         return out
 
     @classmethod
@@ -207,6 +215,7 @@ class ColumnType:
             type_name=data.get("type_name"),
             labels=tuple(data["labels"]) if "labels" in data else None,
             element=ColumnType.from_json(data["element"]) if "element" in data else None,
+            fixed=bool(data.get("fixed", False)),
         )
 
     def __str__(self) -> str:
@@ -222,9 +231,11 @@ def parse_type_name(name: str, params: list[int] | None = None) -> ColumnType:
     if kind is Kind.STRING and name.upper() in ("VARCHAR", "CHAR", "STRING", "NCHAR", "NVARCHAR"):
         if len(params) > 1:
             raise SQLError("42601", f"{name.upper()} takes at most one parameter (a width)")
+        if params and params[0] < 1:
+            raise SQLError("22023", f"length for type {name.upper()} must be at least 1")
+        if name.upper() == "CHAR":  # NB: as CockroachDB, a bare CHAR is CHAR(1)
+            return ColumnType(kind, width=params[0] if params else 1, fixed=True)
         if params:
-            if params[0] < 1:
-                raise SQLError("22023", f"length for type {name.upper()} must be at least 1")
             return ColumnType(kind, width=params[0])
         return ColumnType(kind)
     if kind is Kind.DECIMAL:
@@ -468,9 +479,30 @@ def _to_decimal(value: object, ctype: ColumnType) -> decimal.Decimal:
 def _to_string(value: object, ctype: ColumnType) -> str:
     if not isinstance(value, str):
         raise _Mismatch
+    if ctype.fixed:
+        value = value.rstrip(" ")
     if ctype.width is not None and len(value) > ctype.width:
         raise SQLError("22001", f"value too long for type {ctype.sql()}")
+    if ctype.fixed and ctype.width is not None:
+        return FixedChar.of(value, ctype.width)
     return value
+
+
+class FixedChar(str):
+    """A CHAR(n) value: its text without trailing spaces, as SQL expressions see it
+    (``length``, ``=``, ``||``, which gives a plain STRING); a client is sent it padded
+    with spaces to ``width``, as CockroachDB sends it."""
+
+    width: int
+
+    @classmethod
+    def of(cls, text: str, width: int) -> FixedChar:
+        value = cls(text)
+        value.width = width
+        return value
+
+    def padded(self) -> str:
+        return str(self).ljust(self.width)
 
 
 def _to_bytes(value: object, ctype: ColumnType) -> bytes:

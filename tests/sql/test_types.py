@@ -143,11 +143,24 @@ def test_unknown_type_name_is_42704_and_names_the_type() -> None:
     assert "'money'" in error.message
 
 
-@pytest.mark.parametrize("name", ["VARCHAR", "CHAR", "STRING", "NCHAR", "nvarchar"])
+@pytest.mark.parametrize("name", ["VARCHAR", "STRING", "NCHAR", "nvarchar"])
 def test_string_width_parameter_limits_the_length(name: str) -> None:
     ctype = parse_type_name(name, [10])
     assert ctype == ColumnType(Kind.STRING, width=10)
     assert ctype.sql() == "STRING(10)"
+
+
+def test_char_is_fixed_length_and_one_character_without_a_width() -> None:
+    assert parse_type_name("char", [10]) == ColumnType(Kind.STRING, width=10, fixed=True)
+    assert parse_type_name("CHAR", [10]).sql() == "CHAR(10)"
+    assert parse_type_name("CHAR") == ColumnType(Kind.STRING, width=1, fixed=True)
+    assert parse_type_name("CHAR").sql() == "CHAR"
+
+
+def test_float4_is_a_32_bit_float() -> None:
+    assert parse_type_name("real") == ColumnType(Kind.FLOAT, width=32)
+    assert parse_type_name("FLOAT4").sql() == "FLOAT4"
+    assert parse_type_name("FLOAT8").sql() == "FLOAT8"
 
 
 def test_string_with_two_parameters_is_a_syntax_error() -> None:

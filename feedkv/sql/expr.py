@@ -46,6 +46,7 @@ from feedkv.sql.types import (
     INT64_MAX,
     INT64_MIN,
     ColumnType,
+    FixedChar,
     Float4,
     Kind,
     coerce,
@@ -510,6 +511,10 @@ class _Compiler:
                 b = Float4.of(float(b))
             elif left_number and isinstance(b, Float4) and _is_number(a):
                 a = Float4.of(float(a))
+            elif right_text and isinstance(a, FixedChar) and isinstance(b, str):
+                b = b.rstrip(" ")  # a string constant compared with a CHAR(n) is one
+            elif left_text and isinstance(b, FixedChar) and isinstance(a, str):
+                a = a.rstrip(" ")
             try:
                 return compare(a, b)
             except TypeError:
@@ -1512,8 +1517,12 @@ def _converted(inner: Compiled, ctype: ColumnType) -> Compiled:
             return None
         if ctype.kind is Kind.STRING and not isinstance(value, str):
             return value  # compared as is: an error names both types
+        if ctype.kind is Kind.FLOAT and ctype.width == 32 and _is_number(value):
+            return Float4.of(float(value))  # NB: a constant compared with a FLOAT4 is one
         if ctype.kind in (Kind.INT, Kind.FLOAT, Kind.DECIMAL) and _is_number(value):
             return value  # numbers compare across kinds exactly
+        if ctype.fixed and isinstance(value, str):
+            return value.rstrip(" ")  # NB: a CHAR(n) constant's trailing spaces do not count
         if ctype.kind in (Kind.BIT, Kind.VARBIT):
             return coerce(value, ColumnType(Kind.VARBIT), None)  # NB: any length compares
         if ctype.kind in (Kind.ENUM, Kind.ARRAY):

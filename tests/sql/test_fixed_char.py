@@ -40,6 +40,10 @@ def test_trailing_spaces_of_a_char_value_are_not_kept(session: Session) -> None:
     rows = session.execute("SELECT k, length(three), length(v) FROM ch ORDER BY k").rows
     assert rows == [(1, 0, 0), (2, 0, 1), (3, 1, 3), (4, 2, 3), (5, 3, 3)]
     assert session.execute("SELECT k FROM ch WHERE three = 'a' ORDER BY k").rows == [(3,)]
+    # a string constant compared with a CHAR(n) is a CHAR(n): its trailing spaces too
+    assert session.execute("SELECT k FROM ch WHERE three = 'a  '").rows == [(3,)]
+    assert session.execute("SELECT k FROM ch WHERE three IN ('a ', 'x')").rows == [(3,)]
+    assert session.execute("SELECT k FROM ch WHERE v = 'a'").rows == []
     assert session.execute("SELECT three || '|' FROM ch WHERE k = 4").rows == [(" b|",)]
 
 

@@ -63,6 +63,7 @@ def test_a_real_column_holds_the_float32_value(session: Session) -> None:
     ]
     assert session.execute("SELECT k FROM m WHERE r = 0.1").rows == [(1,)]
     assert session.execute("SELECT k FROM m WHERE 0.1 < r").rows == [(2,)]
+    assert session.execute("SELECT k FROM m WHERE r IN (0.1, 0.5)").rows == [(1,)]
 
 
 def test_a_real_primary_key_is_found_by_its_constant(session: Session) -> None:

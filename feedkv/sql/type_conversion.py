@@ -59,7 +59,8 @@ def conversion(old: ColumnType, new: ColumnType, *, using: bool = False) -> Conv
 
 
 def _same_but_width(old: ColumnType, new: ColumnType) -> bool:
-    return old.precision == new.precision and old.scale == new.scale
+    # NB: to CHAR(n) from a STRING, stored values lose their trailing spaces: a rewrite
+    return old.precision == new.precision and old.scale == new.scale and old.fixed >= new.fixed
 
 
 def automatic(old: Kind, new: Kind) -> bool:

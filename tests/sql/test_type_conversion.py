@@ -15,6 +15,8 @@ INT8, INT4, INT2 = (
 STRING, STRING5 = ColumnType(Kind.STRING), ColumnType(Kind.STRING, width=5)
 DECIMAL, DECIMAL_10_2 = ColumnType(Kind.DECIMAL), ColumnType(Kind.DECIMAL, precision=10, scale=2)
 DECIMAL_10_1 = ColumnType(Kind.DECIMAL, precision=10, scale=1)
+CHAR5, CHAR9 = ColumnType(Kind.STRING, width=5, fixed=True), ColumnType(Kind.STRING, 9, fixed=True)
+FLOAT8, FLOAT4 = ColumnType(Kind.FLOAT), ColumnType(Kind.FLOAT, width=32)
 
 
 @pytest.mark.parametrize(
@@ -31,6 +33,12 @@ DECIMAL_10_1 = ColumnType(Kind.DECIMAL, precision=10, scale=1)
         (DECIMAL_10_2, DECIMAL_10_1, Conversion.REWRITE),
         (INT8, STRING, Conversion.REWRITE),
         (STRING, INT8, Conversion.REWRITE),
+        # to CHAR(n), stored values lose their trailing spaces
+        (STRING, CHAR9, Conversion.REWRITE),
+        (CHAR5, CHAR9, Conversion.TRIVIAL),
+        (CHAR5, STRING, Conversion.TRIVIAL),
+        # FLOAT4 values are rounded to float32
+        (FLOAT8, FLOAT4, Conversion.REWRITE),
     ],
 )
 def test_each_change_is_of_its_kind(old: ColumnType, new: ColumnType, expected: Conversion) -> None:

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from feedkv.errors import InvariantViolation
 from feedkv.rangefeed.feed_client import KV
 from feedkv.sql.catalog import descriptor_key
-from feedkv.sql.computed import without_virtual
 from feedkv.sql.descriptor import TableDescriptor, decode_descriptor
 from feedkv.sql.type_conversion import Conversion, conversion
 from feedkv.util.hlc import Timestamp
@@ -189,7 +188,7 @@ class SchemaHistory:
         if not isinstance(desc, TableDescriptor):
             raise InvariantViolation(f"descriptor {self._key!r} is not a table")
         if self._omit_virtual:
-            desc = without_virtual(desc)
+            desc = desc.without_virtual()
         return found[0].ts, desc
 
     def _extend(self, to: Timestamp) -> None:

@@ -92,7 +92,6 @@ from feedkv.spark.rows import (
     spark_ddl,
 )
 from feedkv.sql import catalog
-from feedkv.sql.computed import without_virtual
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.row_codec import TABLES_PREFIX, row_split_key, table_span
 from feedkv.util.encoding import key_between
@@ -271,7 +270,7 @@ class SourceOptions:
         db = connection(self.url)
         snapshot = catalog.Snapshot(db, ts or db.now())
         database = catalog.database_by_name(snapshot, self.database)
-        return without_virtual(catalog.table_by_name(snapshot, database, self.table))
+        return catalog.table_by_name(snapshot, database, self.table).without_virtual()
 
 
 def range_starts(url: str) -> list[bytes]:

@@ -38,7 +38,6 @@ __all__ = [
     "refuse_writes",
     "referencing",
     "renamed_in",
-    "without_virtual",
 ]
 
 # Functions that read something besides their arguments (CockroachDB: stable, "context
@@ -197,12 +196,3 @@ def renamed_in(column: Column, old: str, new: str) -> Column:
         if found.name == old:
             found.set("this", exp.to_identifier(new, quoted=new != new.lower()))
     return replace(column, computed=node.sql(dialect="postgres", normalize_functions="lower"))
-
-
-def without_virtual(desc: TableDescriptor) -> TableDescriptor:
-    """``desc`` as a changefeed that leaves VIRTUAL columns out sees it (CockroachDB's
-    default, ``virtual_columns='omitted'``): the same version without them. It decodes
-    the same rows, since no family holds a virtual column."""
-    if not any(c.virtual for c in desc.columns):
-        return desc
-    return replace(desc, columns=tuple(c for c in desc.columns if not c.virtual))

@@ -299,6 +299,14 @@ class TableDescriptor:
         """The computed columns, in column order (:mod:`feedkv.sql.computed`)."""
         return self._computed_columns
 
+    def without_virtual(self) -> TableDescriptor:
+        """This version as a changefeed that leaves VIRTUAL columns out sees it
+        (CockroachDB's default, ``virtual_columns='omitted'``): it decodes the same
+        rows, since no family holds a virtual column."""
+        if not any(c.virtual for c in self.columns):
+            return self
+        return replace(self, columns=tuple(c for c in self.columns if not c.virtual))
+
     @property
     def key_columns(self) -> tuple[Column, ...]:
         return tuple(self._by_id[i] for i in self.primary_key)

@@ -14,7 +14,6 @@ from feedkv.sql.computed import (
     fill_virtual,
     referencing,
     renamed_in,
-    without_virtual,
 )
 from feedkv.sql.descriptor import Column, Family, TableDescriptor, decode_descriptor
 from feedkv.sql.expr import Context
@@ -94,9 +93,9 @@ def test_a_virtual_column_in_a_family_is_refused() -> None:
 
 def test_a_changefeeds_descriptor_has_no_virtual_columns_and_decodes_the_same_rows() -> None:
     desc = table(B, C)
-    seen = without_virtual(desc)
+    seen = desc.without_virtual()
     assert [c.name for c in seen.columns] == ["k", "a", "s", "b"]
-    assert without_virtual(table(B)) == table(B)
+    assert table(B).without_virtual() == table(B)
     [value] = [v for v in row_kvs(desc, {1: 1, 2: 2, 3: "x", 4: 4}).values() if v]
     assert decode_family_value(seen, value) == decode_family_value(desc, value)
 

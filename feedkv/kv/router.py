@@ -99,11 +99,13 @@ class Router:
             return self.transport.send(batch)
         tried: list[int] = []
         answers: list[str] = []  # what each replica tried said, for the error
+        live = False  # a replica tried answered (it did not hold the lease)
         node = desc.lease_holder
         while True:
             try:
                 response = dialer.dial(node).send(batch)
             except NotLeaseHolderError as exc:
+                live = True
                 tried.append(node)
                 hint = f"n{exc.lease_holder}" if exc.lease_holder else "none known"
                 answers.append(f"n{node}: not the lease holder (it points to {hint})")
@@ -131,6 +133,13 @@ class Router:
                 answers.append(f"n{node}: unavailable")
                 if len(desc.replicas) > 1 and (node := self._next_replica(desc, tried, 0)):
                     continue
+                if live:
+                    # NB: the live replicas are electing a lease holder (the last one just
+                    # died): the range is unavailable for now, which the caller waits out
+                    self.ranges.evict(desc)
+                    raise RangeUnavailableError(
+                        f"no replica of {desc} holds its lease: {'; '.join(answers)}"
+                    ) from None
                 self._unavailable(desc, dialer, tried)
                 raise
             if node != desc.lease_holder:

@@ -22,8 +22,14 @@ def store_config() -> StoreConfig:
 
 @pytest.fixture
 def db(tmp_path: Path, store_config: StoreConfig) -> Iterator[DB]:
-    """An embedded node on a real LMDB store in ``tmp_path``."""
-    database = feedkv.connect(tmp_path / "store", config=store_config)
+    """An embedded node on a real LMDB store in ``tmp_path``, running its changefeed jobs
+    on threads."""
+    # NB: on the default (Spark) runner a job's first batch waits for the JVM and Spark to
+    # start: seconds of CPU, so 30-60 s on two cores loaded by other test workers, which
+    # outran the deadlines of the changefeeds these tests make (and a job made only to
+    # check a privilege held its node's close until Spark was up). Both runners read the
+    # same spans (``Target.span``); tests/spark runs the Spark runner on a shared session.
+    database = feedkv.connect(tmp_path / "store", config=store_config, changefeed_runner="thread")
     yield database
     database.close()
 

@@ -8,7 +8,7 @@ through whichever store holds its lease, as a router does after ``NotLeaseHolder
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -163,23 +163,7 @@ def test_an_ingest_goes_through_the_log_as_one_command_to_every_replica(
 ) -> None:
     holder = cluster.lease_holder()
     follower = next(n for n in NODES if n != holder)
-    seen: list[LogicalOp] = []
-    arrived = threading.Event()
-
-    class Collect:
-        def on_ops(self, ops: object) -> None:
-            seen.extend(ops)  # type: ignore[call-overload]
-            if len(seen) >= 300:
-                arrived.set()
-
-        def on_closed(self, ts: Timestamp) -> None:
-            pass
-
-        def on_range_ended(self, reason: RangeEndReason) -> None:
-            pass
-
-    _, snap = cluster.stores[follower].observe(1, Collect())  # type: ignore[arg-type]
-    snap.close()
+    seen, arrived = _collect_ops(cluster.stores[follower], lambda ops: len(ops) >= 300)
     client = KVClient(cluster)
     pairs = [(b"i%03d" % i, b"v%d" % i) for i in range(300)]
     ts = client.ingest(pairs, client.now(), batch=1000)
@@ -239,23 +223,9 @@ def test_transactions_keep_a_total_across_a_lease_holder_crash(
 def test_an_observer_on_a_follower_sees_the_writes_in_order(cluster: ReplicatedStores) -> None:
     holder = cluster.lease_holder()
     follower = next(n for n in NODES if n != holder)
-    seen: list[LogicalOp] = []
-    arrived = threading.Event()
-
-    class Collect:
-        def on_ops(self, ops: object) -> None:
-            seen.extend(ops)  # type: ignore[call-overload]
-            if sum(isinstance(op, WriteValue) for op in seen) >= 10:
-                arrived.set()
-
-        def on_closed(self, ts: Timestamp) -> None:
-            pass
-
-        def on_range_ended(self, reason: RangeEndReason) -> None:
-            pass
-
-    _, snap = cluster.stores[follower].observe(1, Collect())  # type: ignore[arg-type]
-    snap.close()
+    seen, arrived = _collect_ops(
+        cluster.stores[follower], lambda ops: sum(isinstance(op, WriteValue) for op in ops) >= 10
+    )
     client = KVClient(cluster)
     stamps = [client.put(b"w", b"%d" % i) for i in range(10)]
     assert arrived.wait(DEADLINE_S)
@@ -409,6 +379,31 @@ def test_a_follower_behind_the_truncated_log_takes_a_snapshot_and_ends_its_feeds
     promised = cluster.stores[behind]._ctx  # NB: what it would hold to as lease holder
     assert promised.tscache.max_read(b"k", None) >= served
     assert promised.closed.get(1) > Timestamp(0, 0)
+
+
+def _collect_ops(
+    store: Store, enough: Callable[[list[LogicalOp]], bool]
+) -> tuple[list[LogicalOp], threading.Event]:
+    """Observe r1 on ``store``: the ops it hands over, and an event set once ``enough``
+    of them arrived."""
+    seen: list[LogicalOp] = []
+    arrived = threading.Event()
+
+    class Collect:
+        def on_ops(self, ops: object) -> None:
+            seen.extend(ops)  # type: ignore[call-overload]
+            if enough(seen):
+                arrived.set()
+
+        def on_closed(self, ts: Timestamp) -> None:
+            pass
+
+        def on_range_ended(self, reason: RangeEndReason) -> None:
+            pass
+
+    _, snap = store.observe(1, Collect())  # type: ignore[arg-type]
+    snap.close()
+    return seen, arrived
 
 
 class _Ending:

@@ -25,9 +25,11 @@ The snapshot a leader sends is made on demand by the caller's ``make_snapshot`` 
 state machine, that is the range's data, lives in the engine beside the log and is read
 at the applied index); only its position is kept here, as the truncated state.
 
-Reads open an engine snapshot per call; the core reads the stable log only for entries
-it no longer holds in its unstable tail (catching up a follower, applying), and the
-terms near the end, which :class:`EngineRaftStorage` caches.
+The newest entries stay in memory too (at most ``CACHED_ENTRIES`` of them and
+``CACHED_BYTES`` of their data), as CockroachDB's Raft entry cache: a leader applies
+what it appended a moment ago and sends it to followers that were a moment behind, and
+neither reads the engine for it. Older entries (a follower far behind) are read from an
+engine snapshot per call.
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ RAFT_DB = "raft"
 
 _GROUP = struct.Struct(">Q")
 _INDEX = struct.Struct(">Q")
-_TERM_CACHE = 256  # the terms of this many entries at the end of the log stay in memory
+CACHED_ENTRIES = 512
+CACHED_BYTES = 8 << 20
 
 
 def _pack(value: Any) -> bytes:
@@ -83,7 +86,8 @@ class EngineRaftStorage:
         self._last = self._truncated[0]
         if last is not None and last[0].startswith(self._key(b"e")):
             self._last = _INDEX.unpack(last[0][-8:])[0]
-        self._terms: dict[int, int] = {}
+        self._cache: dict[int, Entry] = {}  # the newest entries, in index order, no gap
+        self._cached_bytes = 0
         self._compacting = (0, 0)  # the (index, term) of the compaction last staged
         self.applied: int = msgpack.unpackb(applied) if applied else self._truncated[0]
         """The applied index as stored when the group was opened."""
@@ -146,9 +150,9 @@ class EngineRaftStorage:
             return None
         if index == self._truncated[0]:
             return self._truncated[1]
-        cached = self._terms.get(index)
+        cached = self._cache.get(index)
         if cached is not None:
-            return cached
+            return cached.term
         with self._engine.snapshot() as snap:
             raw = snap.get(RAFT_DB, self._key(b"e", index))
         if raw is None:
@@ -163,6 +167,9 @@ class EngineRaftStorage:
             )
         if lo == hi:
             return []
+        cache = self._cache
+        if lo in cache and hi - 1 in cache:
+            return [cache[index] for index in range(lo, hi)]
         with self._engine.snapshot() as snap:
             rows = list(snap.scan(RAFT_DB, self._key(b"e", lo), self._key(b"e", hi)))
         out = [_unpack_entry(key, value) for key, value in rows]
@@ -208,16 +215,17 @@ class EngineRaftStorage:
             self._truncated = (meta.index, meta.term)
             self._conf = meta.conf_state
             self._last = meta.index
-            self._terms.clear()
+            self._cache.clear()
+            self._cached_bytes = 0
         if ready.entries:
-            first = ready.entries[0].index
-            for index in range(first, self._last + 1):
-                self._terms.pop(index, None)
+            for index in range(ready.entries[0].index, self._last + 1):
+                self._uncache(index)  # NB: replaced by a newer leader's entries
             self._last = ready.entries[-1].index
-            for entry in ready.entries[-_TERM_CACHE:]:
-                self._terms[entry.index] = entry.term
-            for index in [i for i in self._terms if i <= self._last - _TERM_CACHE]:
-                del self._terms[index]
+            for entry in ready.entries:
+                self._cache[entry.index] = entry
+                self._cached_bytes += len(entry.data)
+            while len(self._cache) > CACHED_ENTRIES or self._cached_bytes > CACHED_BYTES:
+                self._uncache(next(iter(self._cache)))
         if ready.hard_state is not None:
             self._hard = ready.hard_state
 
@@ -267,8 +275,13 @@ class EngineRaftStorage:
                 f"compacted to {index}, but the compaction staged was {staged}"
             )
         self._truncated = (index, term)
-        for held in [i for i in self._terms if i <= index]:
-            del self._terms[held]
+        while self._cache and next(iter(self._cache)) <= index:
+            self._uncache(next(iter(self._cache)))
+
+    def _uncache(self, index: int) -> None:
+        entry = self._cache.pop(index, None)
+        if entry is not None:
+            self._cached_bytes -= len(entry.data)
 
     def _delete_entries(self, rw: ReadWriter, lo: int, hi: int) -> None:
         """Delete the stored entries ``[lo, hi]``."""

@@ -30,6 +30,7 @@ class ProgressState(Enum):
 class Progress:
     __slots__ = (
         "applied",
+        "commit_sent",
         "inflight",
         "is_learner",
         "match",
@@ -51,6 +52,7 @@ class Progress:
         self.pending_snapshot = 0
         self.recent_active = False
         self.round = 0  # the newest heartbeat round the follower answered
+        self.commit_sent = 0  # the commit index the last append to it carried
         self.is_learner = is_learner
         self.max_inflight = max_inflight
         self.inflight: deque[int] = deque()  # last index of each unacknowledged append

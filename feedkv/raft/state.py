@@ -223,6 +223,7 @@ class RaftState:
         self.heartbeat_elapsed = 0
         self.randomized_election_timeout = config.election_tick
         self._msgs: list[Message] = []
+        self._append_due = False  # a leader's appends wait for the next Ready (_bcast_append)
         self._pending_reads: list[_PendingRead] = []  # asked, not yet confirmed; by context
         self._read_states: list[ReadState] = []
         self._ticks = 0  # ticks of real time since this replica started (tick's elapsed)
@@ -437,6 +438,7 @@ class RaftState:
     def has_ready(self) -> bool:
         return (
             bool(self._msgs)
+            or self._append_due
             or self.soft_state() != self._prev_soft
             or self.hard_state() != self._prev_hard
             or self.log.has_unstable()
@@ -445,6 +447,7 @@ class RaftState:
         )
 
     def ready(self) -> Ready:
+        self._flush_appends()
         soft = self.soft_state()
         hard = self.hard_state()
         return Ready(
@@ -461,6 +464,7 @@ class RaftState:
         """The messages that may go before they are persisted (appends, heartbeats) among
         those after the first ``taken`` (the messages of a Ready taken and not yet
         advanced), removed from the next Ready."""
+        self._flush_appends()
         rest = self._msgs[taken:]
         early = [m for m in rest if m.type in _EARLY]
         if early:
@@ -857,9 +861,21 @@ class RaftState:
             self._send_timeout_now(m.sender)
 
     def _bcast_append(self) -> None:
-        for node in self.prs:
+        """Send every follower what it lacks, and the commit index, with the next Ready
+        (or :meth:`take_early_messages`): the entries proposed and the commits made in
+        one turn of the driver travel as one append per follower, not one each."""
+        self._append_due = True
+
+    def _flush_appends(self) -> None:
+        if not self._append_due:
+            return
+        self._append_due = False
+        if self.role is not Role.LEADER:
+            return
+        committed = self.log.committed
+        for node, pr in self.prs.items():
             if node != self.id:
-                self._send_append(node)
+                self._send_append(node, send_if_empty=pr.commit_sent < committed)
 
     def _send_append(self, to: int, *, send_if_empty: bool = True) -> bool:
         """Send ``to`` what it lacks, if its progress allows; whether anything went."""
@@ -887,6 +903,7 @@ class RaftState:
                 commit=self.log.committed,
             )
         )
+        pr.commit_sent = self.log.committed
         if entries:
             pr.sent(entries[-1].index)
         elif pr.state is ProgressState.PROBE:

@@ -11,7 +11,7 @@ Ranges are replicated when the cluster's replication factor (``--replicas``, fro
 ``ClusterConfig.replicas``) is above one: each node looks every ``replicate_interval_s``
 at the ranges it holds alone or holds the lease of, and adds a replica on the live node
 with the fewest ranges to each that has fewer than the factor (a range held alone first
-becomes a Raft group of one). Raft messages travel by ``Raft`` calls
+becomes a Raft group of one). Raft messages travel on a ``RaftStream`` per pair of nodes
 (:mod:`feedkv.server.raft_transport`); the rebalancer moves only ranges held alone.
 
 Every ``heartbeat_s`` each node calls ``Gossip`` on every node it knows, carrying its
@@ -34,7 +34,7 @@ import math
 import secrets
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -745,7 +745,6 @@ class Cluster:
             "Gossip": self._on_gossip,
             "Join": self._on_join,
             "Nodes": self._on_nodes,
-            "Raft": self._on_raft,
             "RaftChunk": self._on_raft_chunk,
         }
         if self.relocations is not None:
@@ -762,18 +761,18 @@ class Cluster:
         self._take(message, None)
         return self._message()
 
-    def _on_raft(self, message: dict[str, Any]) -> dict[str, Any]:
+    def on_raft(self, message: dict[str, Any]) -> None:
+        """Take one request of another node's ``RaftStream``."""
         loop = self.store.replicas
         if loop is None:
-            return {}
+            return
         try:
             self.store.clock.update(Timestamp(*message["clock"]))
         except ClockOffsetError as exc:
             # NB: as if lost: a node that far ahead must not vote or confirm reads here
             log.warning("raft messages from n%s dropped: %s", message.get("from"), exc)
-            return {}
+            return
         loop.receive(message["messages"])
-        return {}
 
     def _on_raft_chunk(self, chunk: dict[str, Any]) -> dict[str, Any]:
         loop, whole = self.store.replicas, self._chunks.take(chunk)
@@ -835,7 +834,6 @@ METHODS = (
     "Gossip",
     "Join",
     "Nodes",
-    "Raft",
     "RaftChunk",
     "Install",
     "Activate",
@@ -870,4 +868,15 @@ def method_handlers(
 
         return grpc.unary_unary_rpc_method_handler(serve)
 
-    return {method: handler(method) for method in METHODS}
+    def raft_stream(requests: Iterator[bytes], context: Any) -> bytes:
+        member = cluster()
+        if member is None:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "this node is not in a cluster")
+            raise NodeUnavailableError("unreachable: abort raises")
+        for data in requests:
+            member.on_raft(msgpack.unpackb(data))
+        return msgpack.packb({})  # type: ignore[no-any-return]
+
+    handlers = {method: handler(method) for method in METHODS}
+    handlers["RaftStream"] = grpc.stream_unary_rpc_method_handler(raft_stream)
+    return handlers

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from feedkv.errors import InvariantViolation
+from feedkv.raft import engine_storage
 from feedkv.raft.engine_storage import RAFT_DB, EngineRaftStorage, persist_readies
 from feedkv.raft.messages import ConfState, Entry, HardState, Snapshot, SnapshotMeta
 from feedkv.raft.state import Config, RaftState, Ready, Role
@@ -69,8 +70,13 @@ def test_a_group_drives_its_log_through_the_engine_and_reopens(tmp_path: Path) -
         assert raft.role is Role.LEADER
 
 
-def test_the_engine_log_reads_like_the_memory_log(engine: LMDBEngine) -> None:
-    # the same Readies into both storages: every read must agree
+@pytest.mark.parametrize("cached", [512, 3, 0], ids=["all-cached", "tail-cached", "uncached"])
+def test_the_engine_log_reads_like_the_memory_log(
+    engine: LMDBEngine, cached: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the same Readies into both storages: every read must agree, whether the entries
+    # come from the entry cache, the engine or both
+    monkeypatch.setattr(engine_storage, "CACHED_ENTRIES", cached)
     on_disk = _bootstrapped(engine, 1, (1, 2, 3))
     in_memory = MemoryStorage.bootstrap((1, 2, 3))
     snap = Snapshot(SnapshotMeta(30, 4, ConfState((1, 2, 3), (4,))))

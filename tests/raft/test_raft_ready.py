@@ -120,6 +120,9 @@ def test_early_messages_never_commit_what_the_leader_has_not_persisted(
     assert raft.role is Role.LEADER
     raft.apply_conf_change(ConfChange(ConfChangeType.ADD_LEARNER, 9))
     _persist(raft, raft.ready())
+    for node in (*voters[1:], 9):  # each answers its probe, so appends flow to it
+        raft.step(Message(MT.APP_RESP, 1, node, raft.term, index=raft.log.last_index()))
+    _persist(raft, raft.ready())
     raft.propose(b"x")
     rd = raft.ready()
     unpersisted = min(e.index for e in rd.entries)

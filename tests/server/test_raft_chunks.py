@@ -1,5 +1,6 @@
-"""Raft messages over gRPC in calls of bounded size: large ones in chunks, put together
-whole by the receiver, and a message with a chunk lost is lost whole."""
+"""Raft messages over gRPC, on a stream per node, in requests of bounded size: large
+ones in chunks, put together whole by the receiver, and a message with a chunk lost is
+lost whole; a stream that ends or fails is opened again."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import msgpack
 import pytest
 
 from feedkv.kv.wire import SERVICE
+from feedkv.server import raft_transport
 from feedkv.server.raft_transport import ChunkAssembler, RaftTransport
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Clock
@@ -23,6 +25,8 @@ CHUNK = 64
 class _Receiver:
     """A node's two Raft methods on a real gRPC server: what arrives, in order."""
 
+    streams = 0  # RaftStream calls taken
+
     def __init__(self) -> None:
         self.assembler = ChunkAssembler()
         self.received: list[tuple[int, bytes]] = []
@@ -30,9 +34,12 @@ class _Receiver:
         self._lock = threading.Lock()
 
     def handlers(self) -> grpc.GenericRpcHandler:
-        def raft(data: bytes, _context: Any) -> bytes:
-            message = msgpack.unpackb(data)
-            self._took(data, [(r, bytes(m)) for r, m in message["messages"]])
+        def raft(requests: Iterator[bytes], _context: Any) -> bytes:
+            with self._lock:
+                self.streams += 1
+            for data in requests:
+                message = msgpack.unpackb(data)
+                self._took(data, [(r, bytes(m)) for r, m in message["messages"]])
             return msgpack.packb({})  # type: ignore[no-any-return]
 
         def chunk(data: bytes, _context: Any) -> bytes:
@@ -43,7 +50,7 @@ class _Receiver:
         return grpc.method_handlers_generic_handler(
             SERVICE,
             {
-                "Raft": grpc.unary_unary_rpc_method_handler(raft),
+                "RaftStream": grpc.stream_unary_rpc_method_handler(raft),
                 "RaftChunk": grpc.unary_unary_rpc_method_handler(chunk),
             },
         )
@@ -119,3 +126,49 @@ def test_a_new_message_replaces_one_left_half_assembled() -> None:
     assert assembler.take(_chunk(1, 1, 0, 2, b"half")) is None
     assert assembler.take(_chunk(1, 2, 0, 1, b"whole")) == (7, b"whole")
     assert assembler.take(_chunk(1, 1, 1, 2, b"rest")) is None
+
+
+def test_a_stream_that_ends_is_opened_again_and_what_comes_next_arrives(
+    receiver: tuple[_Receiver, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held, address = receiver
+    monkeypatch.setattr(raft_transport, "STREAM_LIFETIME_S", 0.0)  # each ends at once
+    channel = grpc.insecure_channel(address)
+    transport = RaftTransport(1, lambda _node: address, lambda _a: channel, Clock().now)
+    try:
+        for i in range(1, 4):
+            transport.send(2, [(1, b"m%d" % i)])
+            wait_until(lambda n=i: len(held.received) == n, timeout_s=30, what=f"message {i}")
+    finally:
+        transport.stop()
+        channel.close()
+    assert held.received == [(1, b"m1"), (1, b"m2"), (1, b"m3")]
+    assert held.streams >= 3
+
+
+def test_messages_to_a_node_that_is_down_are_dropped_and_flow_once_it_is_up(
+    receiver: tuple[_Receiver, str],
+) -> None:
+    held, address = receiver
+    known: dict[int, str] = {2: "127.0.0.1:1"}  # nothing listens there
+    channels: list[grpc.Channel] = []
+
+    def channel_to(at: str) -> grpc.Channel:
+        channels.append(grpc.insecure_channel(at))
+        return channels[-1]
+
+    transport = RaftTransport(1, known.get, channel_to, Clock().now)
+    try:
+        transport.send(2, [(1, b"lost")])
+        wait_until(lambda: len(channels) >= 1, timeout_s=30, what="a stream to the dead address")
+        known[2] = address  # the node came up elsewhere
+        wait_until(
+            lambda: (transport.send(2, [(1, b"later")]), bool(held.received))[1],
+            timeout_s=30,
+            what="a message to the node's new address",
+        )
+    finally:
+        transport.stop()
+        for channel in channels:
+            channel.close()
+    assert set(held.received) == {(1, b"later")}

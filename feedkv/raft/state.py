@@ -436,14 +436,18 @@ class RaftState:
     # -- output --------------------------------------------------------------------
 
     def has_ready(self) -> bool:
-        return (
+        prev_hard, prev_soft = self._prev_hard, self._prev_soft
+        return (  # NB: asked of every group at every turn of its driver: no objects made
             bool(self._msgs)
             or self._append_due
-            or self.soft_state() != self._prev_soft
-            or self.hard_state() != self._prev_hard
             or self.log.has_unstable()
             or self.log.has_next_committed()
             or bool(self._read_states)
+            or self.term != prev_hard.term
+            or self.vote != prev_hard.vote
+            or self.log.committed != prev_hard.commit
+            or self.leader != prev_soft.leader
+            or self.role is not prev_soft.role
         )
 
     def ready(self) -> Ready:

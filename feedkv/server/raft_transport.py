@@ -31,9 +31,9 @@ the sending replica's loop, and held whole by the receiver until it installs it)
 
 from __future__ import annotations
 
-import collections
 import itertools
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -64,11 +64,33 @@ Batch = list[tuple[int, bytes]]
 
 class _Peer:
     def __init__(self) -> None:
-        self.queue: collections.deque[Batch] = collections.deque(maxlen=MAX_QUEUED)
-        self.ready = threading.Condition()
+        self.queue: queue.SimpleQueue[Batch | None] = queue.SimpleQueue()  # None: stop
         self.waiting = False  # the stream waits for messages (it is not stuck sending)
         self.taken_at = 0.0  # when the stream last took messages (monotonic)
         self.stream: grpc.Future | None = None
+
+    def take(self, timeout: float | None) -> list[Batch] | None:
+        """Everything queued, once there is something (waiting at most ``timeout``:
+        ``[]`` then); ``None`` when the transport stops."""
+        try:
+            first = self.queue.get(timeout=timeout)
+        except queue.Empty:
+            return []
+        batches = [first]
+        while True:
+            try:
+                batches.append(self.queue.get_nowait())
+            except queue.Empty:
+                break
+        if any(batch is None for batch in batches):
+            self.queue.put(None)  # NB: for whoever waits next
+            return None
+        taken = [batch for batch in batches if batch is not None]
+        return taken[-MAX_QUEUED:]
+
+    def drop(self) -> None:
+        """Drop what is queued (what a lossy network drops), keeping a stop."""
+        self.take(0)
 
 
 class RaftTransport:
@@ -99,15 +121,12 @@ class RaftTransport:
         if self._stopping.is_set():
             return
         peer = self._peers.get(node) or self._start(node)
-        with peer.ready:
-            peer.queue.append(batch)
-            peer.ready.notify()
+        peer.queue.put(batch)
 
     def stop(self) -> None:
         self._stopping.set()
         for peer in list(self._peers.values()):
-            with peer.ready:
-                peer.ready.notify()
+            peer.queue.put(None)
             if peer.stream is not None:
                 peer.stream.cancel()
         for thread in self._threads:
@@ -130,26 +149,24 @@ class RaftTransport:
 
     def _keep_stream(self, node: int, peer: _Peer) -> None:
         """Keep a stream to ``node`` open while there is something to send."""
-        while not self._stopping.is_set():
-            with peer.ready:
-                while not peer.queue and not self._stopping.is_set():
-                    peer.ready.wait()
-            if self._stopping.is_set():
+        while True:
+            batches = peer.take(None)
+            if batches is None or self._stopping.is_set():
                 return
             address = self._address_of(node)
             if address is None:
-                with peer.ready:
-                    peer.queue.clear()  # not known yet: as if lost
-                continue
+                continue  # not known yet: as if lost
             channel = self._channel_to(address)
             opened: list[grpc.Future] = []
             stub = channel.stream_unary(f"/{SERVICE}/RaftStream")
+            peer.taken_at = time.monotonic()
             peer.stream = stub.future(
-                self._requests(node, peer, address, channel, opened),
+                self._requests(node, peer, address, channel, batches, opened),
                 metadata=call_metadata(channel),
             )
             opened.append(peer.stream)
             if not self._watch(peer, peer.stream):
+                peer.drop()
                 self._stopping.wait(RETRY_S)
 
     def _watch(self, peer: _Peer, stream: grpc.Future) -> bool:
@@ -160,15 +177,11 @@ class RaftTransport:
                 stream.result(timeout=_POLL_S)
                 return True
             except grpc.FutureTimeoutError:
-                with peer.ready:
-                    stuck = bool(peer.queue) and not peer.waiting
-                    since = peer.taken_at
-                if stuck and time.monotonic() - since > CALL_TIMEOUT_S:
+                stuck = not peer.waiting and not peer.queue.empty()
+                if stuck and time.monotonic() - peer.taken_at > CALL_TIMEOUT_S:
                     stream.cancel()
             except (grpc.RpcError, grpc.FutureCancelledError) as exc:
                 log.debug("raft stream lost: %s", exc)
-                with peer.ready:
-                    peer.queue.clear()  # NB: what a lossy network drops
                 return False
 
     def _requests(
@@ -177,24 +190,14 @@ class RaftTransport:
         peer: _Peer,
         address: str,
         channel: grpc.Channel,
+        batches: list[Batch],
         opened: list[grpc.Future],
     ) -> Iterator[bytes]:
-        """The stream's requests (gRPC's thread pulls them): what is queued, as it
-        comes, until the stream fails, ages out or ``node`` moves to another address."""
+        """The stream's requests (gRPC's thread pulls them): ``batches``, then what is
+        queued, as it comes, until the stream fails, ages out or ``node`` moves to
+        another address."""
         ends = time.monotonic() + STREAM_LIFETIME_S
         while True:
-            with peer.ready:
-                peer.waiting = True
-                while not peer.queue and not self._stopping.is_set():
-                    if time.monotonic() >= ends or (opened and opened[0].done()):
-                        break
-                    peer.ready.wait(_POLL_S)
-                peer.waiting = False
-                if not peer.queue or self._stopping.is_set():
-                    return
-                batches = list(peer.queue)
-                peer.queue.clear()
-                peer.taken_at = time.monotonic()
             if self._address_of(node) != address:
                 return  # NB: its messages are lost; the next stream goes to the new address
             messages = [message for batch in batches for message in batch]
@@ -204,6 +207,15 @@ class RaftTransport:
                 else:
                     clock = tuple(self._now())
                     yield msgpack.packb({"from": self._node_id, "messages": group, "clock": clock})
+            taken: list[Batch] | None = []
+            peer.waiting = True
+            while taken == [] and time.monotonic() < ends and not (opened and opened[0].done()):
+                taken = peer.take(_POLL_S)
+            peer.waiting = False
+            if not taken:  # stopping, aged out, or ended
+                return
+            batches = taken
+            peer.taken_at = time.monotonic()
 
     def _send_chunked(self, channel: grpc.Channel, range_id: int, raw: bytes) -> None:
         transfer, size = next(self._transfers), self._chunk_bytes

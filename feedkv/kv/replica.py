@@ -47,13 +47,18 @@ transaction.
 
 A snapshot is the range's data as of an applied index, from :class:`RangeData`, which
 knows what the range holds; a replica installs one in the transaction that persists it.
+Raft decides on a snapshot knowing only its position; the data is read when the
+message leaves (:meth:`Replica.snapshot_message`), which its driver may do on a thread
+of its own, as it reads the engine alone: a large range is then not read on the
+thread that drives every replica of the store.
 
 Each replica truncates its own log (as etcd's nodes compact theirs): once the log holds
 more than ``log_limit`` entries it applied, it drops all but the last ``log_keep`` of
 them, in the transaction of its next Ready. A follower that falls further behind than
 that gets a snapshot.
 
-Not yet here: streaming a large snapshot in chunks (it travels in one message).
+Not yet here: installing a snapshot as it arrives (the receiver holds it whole, and
+installs it in one transaction).
 """
 
 from __future__ import annotations
@@ -451,14 +456,21 @@ class Replica:
                 )
             )
 
-    def _snapshot(self) -> Snapshot:
-        """The range as of its durable applied index (the replica's driver calls into
-        Raft, and so here, only between a Ready's two phases' ends: what the engine holds
-        is what the replica applied)."""
+    def snapshot_message(self, m: Message) -> Message:
+        """``m``, a snapshot Raft decided to send, with the range's data as the engine
+        holds it now: at the position Raft chose or past it (a follower takes any
+        snapshot ahead of its log, and its answer moves the leader's progress on). Reads
+        the engine only, so its driver may call it on another thread."""
         with self._engine.snapshot() as snap:
             index, conf = self.storage.read_applied(snap)
+            term = self.storage.read_term(snap, index)
             data = self._data.snapshot(snap)
-        term = self.storage.term(index)
-        if term is None:
-            raise InvariantViolation(f"range r{self.range_id}: no term for applied {index}")
-        return Snapshot(SnapshotMeta(index, term, conf), data)
+        return replace(m, snapshot=Snapshot(SnapshotMeta(index, term, conf), data))
+
+    def _snapshot(self) -> Snapshot:
+        """Where a snapshot would be now, without its data (:meth:`snapshot_message`
+        reads that)."""
+        with self._engine.snapshot() as snap:
+            index, conf = self.storage.read_applied(snap)
+            term = self.storage.read_term(snap, index)
+        return Snapshot(SnapshotMeta(index, term, conf), b"")

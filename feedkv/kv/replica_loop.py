@@ -130,6 +130,15 @@ class _Transfer:
     to: int
 
 
+@dataclass(frozen=True, slots=True)
+class _SnapshotSent:
+    """A snapshot's message left for the transport (or could not be made)."""
+
+    range_id: int
+    to: int
+    success: bool
+
+
 class _Written:
     """The engine finished the turn's write in flight (it wakes the loop)."""
 
@@ -152,6 +161,7 @@ _Item = (
     | _Campaign
     | _Remove
     | _Transfer
+    | _SnapshotSent
     | _Written
     | list[tuple[int, bytes]]
 )
@@ -192,6 +202,10 @@ class ReplicaLoop:
         self._inbox: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"replicas-n{node_id}", daemon=True)
+        self._snapshots: queue.SimpleQueue[tuple[Replica, Message] | None] = queue.SimpleQueue()
+        self._snapshotter = threading.Thread(
+            target=self._send_snapshots, name=f"snapshots-n{node_id}", daemon=True
+        )
         self._lock = threading.Lock()  # guards _replicas against readers off the loop
         self._writing: _Write | None = None
 
@@ -216,14 +230,18 @@ class ReplicaLoop:
 
     def start(self) -> ReplicaLoop:
         self._thread.start()
+        self._snapshotter.start()
         return self
 
     def stop(self) -> None:
         """Stop the loop; proposals in flight end ambiguous, new ones are refused."""
         self._stopped.set()
         self._inbox.put(None)
+        self._snapshots.put(None)
         if self._thread.is_alive():
             self._thread.join()
+        if self._snapshotter.is_alive():
+            self._snapshotter.join()
         for replica in self._replicas.values():
             replica.close()
         self._refuse_waiting()
@@ -378,6 +396,13 @@ class ReplicaLoop:
             if replica is not None:
                 replica.raft.transfer_leader(item.to)
             return
+        if isinstance(item, _SnapshotSent):
+            replica = self._replicas.get(item.range_id)
+            if replica is not None:
+                # NB: handed to the transport is all a sender learns; one that was lost
+                # shows as the follower's rejection of the next append, and goes again
+                replica.raft.report_snapshot(item.to, success=item.success)
+            return
         if isinstance(item, _Remove):
             with self._lock:
                 removed = self._replicas.pop(item.range_id, None)
@@ -519,13 +544,14 @@ class ReplicaLoop:
     ) -> None:
         """Phase 2 of the Readies of a turn, once their write is durable."""
         outbox: dict[int, list[tuple[int, bytes]]] = {}
-        snapshots: list[tuple[Replica, int]] = []
         for replica, ready in readies:
             if self._replicas.get(replica.range_id) is not replica:
                 continue  # removed or merged away while its write was in flight
             late = replica.staged(ready)
-            _post(outbox, replica.range_id, late)
-            snapshots.extend((replica, m.to) for m in late if m.type is MessageType.SNAP)
+            _post(outbox, replica.range_id, [m for m in late if m.type is not MessageType.SNAP])
+            for m in late:
+                if m.type is MessageType.SNAP:
+                    self._snapshots.put((replica, m))
             self._follow_lease(replica)
         for entries in applied:
             for entry in entries:
@@ -533,10 +559,23 @@ class ReplicaLoop:
                     self._end_merged(right)
         self._settle_changes()
         self._flush(outbox)
-        for replica, to in snapshots:
-            # NB: handed to the transport is all a sender learns here; one that was lost
-            # shows as the follower's rejection of the next append, and is sent again
-            replica.raft.report_snapshot(to, success=True)
+
+    def _send_snapshots(self) -> None:
+        """Read each snapshot's data from the engine and send it, off the loop (a large
+        range takes long to read), then tell the loop it left."""
+        while True:
+            job = self._snapshots.get()
+            if job is None:
+                return
+            replica, m = job
+            try:
+                raw = encode_message(replica.snapshot_message(m))
+            except FeedKVError as exc:  # the range left this store meanwhile
+                log.info("r%d: no snapshot for n%d: %s", replica.range_id, m.to, exc)
+                self._inbox.put(_SnapshotSent(replica.range_id, m.to, success=False))
+                continue
+            self._send(m.to, [(replica.range_id, raw)])
+            self._inbox.put(_SnapshotSent(replica.range_id, m.to, success=True))
 
     def _end_merged(self, range_id: int) -> None:
         """The range merged into its left neighbour here: its group ends (the store

@@ -237,6 +237,19 @@ class EngineRaftStorage:
         index: int = msgpack.unpackb(applied) if applied else 0
         return index, _unpack_conf(conf) if conf else ConfState()
 
+    def read_term(self, reader: Reader, index: int) -> int:
+        """The term of entry ``index`` as ``reader`` holds the log (the truncated state's
+        if it is the last entry dropped); reads nothing cached, so any thread may call it."""
+        truncated = reader.get(RAFT_DB, self._key(b"t"))
+        if truncated is not None:
+            dropped, term = msgpack.unpackb(truncated)
+            if dropped == index:
+                return int(term)
+        raw = reader.get(RAFT_DB, self._key(b"e", index))
+        if raw is None:
+            raise InvariantViolation(f"entry {index} missing from the stored log")
+        return int(msgpack.unpackb(raw)[0])
+
     def stage_applied(self, rw: ReadWriter, index: int) -> None:
         """Record that the state machine has applied up to ``index``, in the transaction
         that applies it."""

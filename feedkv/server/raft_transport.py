@@ -25,8 +25,8 @@ calls of that size, one after another, in its place among the stream's messages;
 receiver's :class:`ChunkAssembler` puts it together and hands it on whole. A chunk lost
 loses the message, and the leader sends the snapshot again.
 
-Not yet here: a snapshot streamed from the engine as it is read (it is read whole on
-the sending replica's loop, and held whole by the receiver until it installs it).
+Not yet here: a snapshot streamed from the engine as it is read (it is read whole, off
+the sending store's replica loop, and held whole by the receiver until it installs it).
 """
 
 from __future__ import annotations

@@ -230,9 +230,15 @@ class RangeSim:
         f = self.faults
         lost = (m.sender, m.to) in self.cut or bool(f.loss and self.rng.random() < f.loss)
         if m.type is MessageType.SNAP:
-            # a snapshot's stream tells its sender whether it arrived (told after the
-            # Ready is done with, as nothing may step the group in between)
+            # its data is read as it leaves (as the store's loop reads it), and its stream
+            # tells its sender whether it arrived (told after the Ready is done with, as
+            # nothing may step the group in between)
+            sender = self.nodes[m.sender].replica
+            lost = lost or sender is None
             self._reports.append((m.sender, m.to, not lost))
+            if sender is None:
+                return
+            m = sender.snapshot_message(m)
         if lost:
             return
         copies = 2 if f.duplicate and self.rng.random() < f.duplicate else 1

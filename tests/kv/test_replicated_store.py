@@ -22,6 +22,7 @@ from feedkv.errors import (
     RangeUnavailableError,
 )
 from feedkv.kv import replicated_merge
+from feedkv.kv import store as store_module
 from feedkv.kv.api import BatchRequest, BatchResponse, Get, Header, Merge, Put, Split
 from feedkv.kv.db import KVClient, LocalTransport
 from feedkv.kv.observer import RangeEndReason
@@ -343,12 +344,21 @@ class _OneNode:
 
 
 def test_a_follower_behind_the_truncated_log_takes_a_snapshot_and_ends_its_feeds(
-    cluster: ReplicatedStores,
+    cluster: ReplicatedStores, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A follower cut off while the lease holder writes past its log's truncation comes
     back by snapshot: its observers end with RAFT_SNAPSHOT (the entries the snapshot
     stands for never reach them as ops), and it takes on the promises those entries made
-    (closed timestamps, reads served), should it lead."""
+    (closed timestamps, reads served), should it lead. The snapshot's data is read off
+    the replica loop's thread (a large range must not stall every other range)."""
+    readers: list[str] = []
+    imaged = store_module._ReplicatedRange.snapshot
+
+    def snapshot(self: store_module._ReplicatedRange, reader: object) -> bytes:
+        readers.append(threading.current_thread().name)
+        return imaged(self, reader)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store_module._ReplicatedRange, "snapshot", snapshot)
     client = KVClient(cluster)
     client.put(b"k", b"first")
     holder = cluster.lease_holder()
@@ -374,6 +384,7 @@ def test_a_follower_behind_the_truncated_log_takes_a_snapshot_and_ends_its_feeds
     cluster.cut = set()
     wait_until(lambda: ended, timeout_s=DEADLINE_S, what="the follower's feeds to end")
     assert ended == [RangeEndReason.RAFT_SNAPSHOT]
+    assert readers and all(name.startswith("snapshots-") for name in readers), readers
     wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="the follower to catch up")
     assert cluster.value(behind, b"k") == b"%d" % (LOG_LIMIT + 2 * LOG_KEEP - 1)
     promised = cluster.stores[behind]._ctx  # NB: what it would hold to as lease holder

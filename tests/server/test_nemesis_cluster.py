@@ -8,8 +8,9 @@ each sink holds (at least once: a job that restarts sends again what followed it
 last checkpoint), with every committed row version in it.
 
 The bounded run (three kills, one of each role) is in the regular suite; the 20-kill run
-is a soak test (``pytest --soak``). Each prints how long writes took to resume after
-each kill (``-s``)."""
+is a soak test (``pytest --soak``), and so is a run whose jobs are Spark queries (the
+nodes' default runner), where the files must hold every version exactly once. Each
+prints how long writes took to resume after each kill (``-s``)."""
 
 from __future__ import annotations
 
@@ -62,6 +63,9 @@ def kafka() -> Iterator[MockKafka]:
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
     with LocalCluster(tmp_path / "nodes", 3, "--replicas", "3", rebalance_interval="0s") as started:
         yield started
+
+
+SPARK_ARGS = ("--changefeed-runner", "spark", "--spark-master", "local[1]")
 
 
 class Job:
@@ -130,16 +134,20 @@ def _check_sink(
 
 def run_nemesis(
     cluster: LocalCluster,
-    kafka: MockKafka,
+    kafka: MockKafka | None,
     out: Path,
     seed: int,
     kills: int,
     *,
     pause_s: tuple[float, float] = (0.5, 3.0),
     down_s: tuple[float, float] = (0.2, 3.0),
+    files_exactly_once: bool = False,
 ) -> dict[str, object]:
     """The run; see the module docstring. Each kill comes ``pause_s`` (drawn in that
-    range) after the cluster is whole again, and leaves its node down ``down_s``."""
+    range) after the cluster is whole again, and leaves its node down ``down_s``.
+    ``kafka``: ``None`` runs the files job alone (the coordinator killed is its node).
+    ``files_exactly_once``: the files may repeat no version (the Spark runner's
+    promise), not only hold each at least once."""
     db = cluster.connect(0)
     wait_until(
         lambda: all(len(r.replicas) == 3 for r in db.ranges()),
@@ -150,16 +158,20 @@ def run_nemesis(
     before = db.now()
     bank.create(db)
     span = bank.span(db)
-    to_kafka = Job(db, f"kafka://{kafka.bootstrap}")
+    to_kafka = Job(db, f"kafka://{kafka.bootstrap}") if kafka is not None else None
     to_files = Job(db, f"file://{out}")
     db.close()
+    jobs: list[tuple[Job, tuple[MockKafka | None, Path | None]]] = [(to_files, (None, out))]
+    if to_kafka is not None:
+        jobs.insert(0, (to_kafka, (kafka, None)))
+    coordinated = jobs[0][0]
     bank.start()
     try:
         bank.wait_for_more(20)
         done = []
         for step in plan_kills(seed, kills, pause_s=pause_s, down_s=down_s):
             done.append(
-                kill_and_restart(cluster, step, span, lambda: to_kafka.coordinator(cluster))
+                kill_and_restart(cluster, step, span, lambda: coordinated.coordinator(cluster))
             )
             bank.wait_for_more(5)
         wait_until(lambda: healthy(cluster, span), timeout_s=DEADLINE_S, what="a whole cluster")
@@ -170,7 +182,7 @@ def run_nemesis(
     try:
         bank.check(db)
         end = db.now()
-        for job, sink in ((to_kafka, (kafka, None)), (to_files, (None, out))):
+        for job, sink in jobs:
 
             def resolved(job: Job = job, sink: tuple[MockKafka | None, Path | None] = sink) -> bool:
                 assert job.failure(db) is None, f"job {job.uri} failed: {job.failure(db)}"
@@ -178,20 +190,22 @@ def run_nemesis(
                 return mark is not None and mark >= end
 
             wait_until(resolved, timeout_s=DEADLINE_S, poll_s=0.5, what=f"{job.uri} past {end}")
-        db.sql(f"CANCEL JOB {to_kafka.id}")
-        db.sql(f"CANCEL JOB {to_files.id}")
+        for job, _ in jobs:
+            db.sql(f"CANCEL JOB {job.id}")
         figures = summary(done, resume_times([k.killed_at for k in done], bank.writes))
         figures["transfers"] = len(bank.acknowledged)
         figures["unknown_outcome"] = len(bank.unknown)
         figures["errors"] = dict(bank.errors)
         figures["last_errors"] = dict(bank.last_error)
         history = TableHistory(db, "bank", before, end)
-        figures["kafka"] = _check_sink(
-            db, to_kafka.streams(kafka, None), history, to_kafka.start, end, "kafka"
-        )
-        figures["files"] = _check_sink(
-            db, to_files.streams(None, out), history, to_files.start, end, "files"
-        )
+        if to_kafka is not None:
+            figures["kafka"] = _check_sink(
+                db, to_kafka.streams(kafka, None), history, to_kafka.start, end, "kafka"
+            )
+        files = _check_sink(db, to_files.streams(None, out), history, to_files.start, end, "files")
+        figures["files"] = files
+        if files_exactly_once:
+            assert files["repeated"] == 0, f"the files repeat versions: {figures}"
     finally:
         db.close()
     assert {k.step.role for k in done} == set(ROLES[: min(kills, len(ROLES))])
@@ -216,3 +230,12 @@ def test_twenty_kills_at_random_lose_nothing_and_the_changefeeds_validate(
     cluster: LocalCluster, kafka: MockKafka, tmp_path: Path
 ) -> None:
     run_nemesis(cluster, kafka, tmp_path / "out", seed=3820, kills=20)
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(3600)
+def test_kills_under_a_spark_job_leave_its_files_exactly_once(tmp_path: Path) -> None:
+    with LocalCluster(
+        tmp_path / "nodes", 3, "--replicas", "3", *SPARK_ARGS, rebalance_interval="0s"
+    ) as cluster:
+        run_nemesis(cluster, None, tmp_path / "out", seed=381, kills=3, files_exactly_once=True)

@@ -38,11 +38,9 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime
-import functools
 import hashlib
 import hmac
 import json
-import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -57,7 +55,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from feedkv.errors import InvalidArgumentError, PermissionDeniedError
 from feedkv.security.login_throttle import LoginThrottle
-from feedkv.security.scram import check_password, make_verifier
+from feedkv.security.scram import check_login
 
 __all__ = [
     "AUTH_KEY",
@@ -90,11 +88,6 @@ def _b64(data: bytes) -> str:
 
 def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-@functools.cache
-def _no_ones_verifier() -> str:
-    return make_verifier(secrets.token_urlsafe(16))
 
 
 def _fingerprint(verifier: str) -> str:
@@ -325,10 +318,10 @@ class CallVerifier:
                 f"too many failed logins for {user!r}: try again in {wait:.0f} s"
             )
         verifier = self._verifiers(user) if self._verifiers is not None and user else None
-        # NB: an unknown user's password is checked too (against a verifier of none), so
-        # the answer takes as long as a wrong password's and does not tell them apart
-        checked = check_password(verifier or _no_ones_verifier(), password) if password else False
-        if verifier is None or not checked:
+        # NB: an unknown user's password is checked too (check_login), so the answer
+        # takes as long as a wrong password's and does not tell them apart
+        accepted = check_login(verifier, password)
+        if verifier is None or not accepted:
             self._throttle.failed(user, host, self._monotonic())
             raise PermissionDeniedError(f"wrong user name or password for {user!r}")
         self._throttle.succeeded(user, host)

@@ -14,6 +14,7 @@ termination here is the node's own and SCRAM-SHA-256-PLUS needs the TLS finished
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import secrets
@@ -24,9 +25,11 @@ __all__ = [
     "MECHANISM",
     "ScramError",
     "ScramExchange",
+    "check_login",
     "check_password",
     "make_verifier",
     "parse_verifier",
+    "unknown_user_verifier",
 ]
 
 MECHANISM = "SCRAM-SHA-256"
@@ -154,3 +157,22 @@ def _hmac(key: bytes, message: bytes) -> bytes:
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
+
+
+@functools.cache
+def unknown_user_verifier() -> str:
+    """The verifier a login of a user who has none (no such user, or no password) is
+    checked against: a random password's, with the :data:`ITERATIONS` a stored one has,
+    so that refusal costs the same PBKDF2 work as a wrong password's (made once per
+    process)."""
+    return make_verifier(secrets.token_urlsafe(16))
+
+
+def check_login(verifier: str | None, password: str) -> bool:
+    """Whether ``password`` logs in the user whose stored verifier is ``verifier``
+    (``None``: no such user, or one without a password). Every path does the same work,
+    one PBKDF2 of ``password``, so how long a refusal takes does not tell an unknown
+    user from a wrong password (a login that sends the password itself: the HTTP port's
+    Basic authentication, the gRPC port's ``Login``)."""
+    checked = check_password(verifier or unknown_user_verifier(), password)
+    return checked and verifier is not None and bool(password)

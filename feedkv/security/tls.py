@@ -17,15 +17,24 @@ from __future__ import annotations
 
 import os
 import ssl
+import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import grpc
 
-from feedkv.errors import InvalidArgumentError
-from feedkv.security.call_auth import CallVerifier, CertClaims, Metadata, SessionClaims
+from feedkv.errors import InvalidArgumentError, NodeUnavailableError
+from feedkv.security.call_auth import (
+    AUDIENCE_METHOD,
+    AUDIENCE_TTL_S,
+    CallVerifier,
+    CertClaims,
+    Metadata,
+    SessionClaims,
+)
 from feedkv.security.certs import NODE_USER, CertsDir, load_certs_dir
 from feedkv.security.secrets import load_key
 
@@ -33,7 +42,9 @@ __all__ = [
     "AuthenticatedContext",
     "ClientTLS",
     "ServerTLS",
+    "AUDIENCE_PATH",
     "call_metadata",
+    "node_audience",
     "open_channel",
     "peer_user",
 ]
@@ -168,9 +179,40 @@ _claims: weakref.WeakKeyDictionary[grpc.Channel, CertClaims | SessionClaims] = (
 
 def call_metadata(channel: grpc.Channel) -> Metadata | None:
     """The metadata each call on ``channel`` carries: its identity's credentials
-    (``None``: a plaintext channel)."""
+    (``None``: a plaintext channel). A certificate claim is made for the node at the
+    other end (:func:`node_audience`), which may cost a call to it: a
+    :class:`grpc.RpcError` then, as the call itself would raise."""
     claims = _claims.get(channel)
-    return claims.metadata() if claims is not None else None
+    if claims is None:
+        return None
+    if isinstance(claims, SessionClaims):
+        return claims.metadata()
+    return claims.metadata(node_audience(channel))
+
+
+# NB: the service is feedkv.kv.wire.SERVICE, which this layer may not import (pinned by
+# tests/security/test_claim_audience.py)
+AUDIENCE_PATH = f"/feedkv.kv.Node/{AUDIENCE_METHOD}"
+_AUDIENCE_TIMEOUT_S = 10.0
+_audiences: weakref.WeakKeyDictionary[grpc.Channel, tuple[str, float]] = weakref.WeakKeyDictionary()
+
+
+def node_audience(channel: grpc.Channel, *, clock: Callable[[], float] = time.monotonic) -> str:
+    """The identity of the node at the other end of the TLS ``channel``, which a claim
+    made for it names (:mod:`feedkv.security.call_auth`); asked of the node on first use
+    and again every :data:`AUDIENCE_TTL_S`."""
+    now = clock()
+    known = _audiences.get(channel)
+    if known is not None and now < known[1]:
+        return known[0]
+    ask = channel.unary_unary(AUDIENCE_PATH)
+    try:
+        audience = bytes(ask(b"", timeout=_AUDIENCE_TIMEOUT_S)).decode()
+    except grpc.RpcError as exc:
+        details = exc.details() if hasattr(exc, "details") else str(exc)
+        raise NodeUnavailableError(f"cannot ask the node who it is: {details}") from exc
+    _audiences[channel] = (audience, now + AUDIENCE_TTL_S)
+    return audience
 
 
 class AuthenticatedContext:

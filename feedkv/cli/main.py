@@ -300,19 +300,32 @@ def _parser() -> argparse.ArgumentParser:
             "create-secrets-key",
             "create CERTS_DIR/secrets.key in a certs dir made without one (never replaces one)",
         ),
+        (
+            "revoke",
+            "revoke a certificate: add it to CERTS_DIR/ca.crl, signed by the CA (copy the "
+            "file to every node's certs directory; nodes read it again when it changes)",
+        ),
     ):
         sub = cert_commands.add_parser(action, help=what)
         if action == "create-node":
             sub.add_argument("hosts", nargs="+", metavar="HOST", help="a name or IP address")
         if action == "create-client":
             sub.add_argument("user", metavar="USER")
+        if action == "revoke":
+            sub.add_argument(
+                "target",
+                metavar="CERT_OR_SERIAL",
+                help="a certificate file (client.USER.crt, node.crt) or its serial number "
+                "(decimal, 0x-hex, or hex bytes with colons as openssl prints it)",
+            )
         sub.add_argument("--certs-dir", required=True, help="the certs directory")
         if action == "create-secrets-key":
             continue
         sub.add_argument(
             "--ca-key", required=True, help="the CA's key file (keep it out of the certs dir)"
         )
-        sub.add_argument("--overwrite", action="store_true", help="replace existing files")
+        if action != "revoke":
+            sub.add_argument("--overwrite", action="store_true", help="replace existing files")
 
     bench = commands.add_parser("bench", help="run a benchmark and print its JSON record")
     bench.add_argument("name", help="benchmark name: " + (", ".join(_bench_names()) or "none"))

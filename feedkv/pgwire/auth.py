@@ -103,6 +103,22 @@ class LoopbackTrust:
         return Refused(SQLError("08P01", "unexpected password message: none was asked for"))
 
 
+class RevokedCertificate:
+    """A connection whose client certificate is revoked (``ca.crl``:
+    :mod:`feedkv.security.revocation`): refused, whatever user it asks for, with
+    ``reason``."""
+
+    def __init__(self, reason: str) -> None:
+        self._reason = reason
+
+    def begin(self, user: str, peer_host: str | None) -> AuthOutcome:
+        log.warning("SQL login of %r from %s refused: %s", user, peer_host, self._reason)
+        return Refused(SQLError("28000", self._reason))
+
+    def respond(self, data: bytes) -> AuthOutcome:
+        return Refused(SQLError("08P01", "unexpected password message: none was asked for"))
+
+
 class CertOrPassword:
     """A secure node's authentication: ``cert_user`` (the CN of the client certificate
     the TLS handshake verified) logs in as that user alone; any other user proves a

@@ -12,7 +12,8 @@ every call carries ``authorization`` metadata in one of two forms:
     For nodes and certificate users. The client signs a claim (user, audience, expiry)
     with its certificate's private key; the node checks that the certificate was issued
     by the cluster's CA, is valid now, allows client authentication and names the user
-    (its CN), that the signature is the certificate key's, and that the claim's
+    (its CN) and is not revoked (:mod:`feedkv.security.revocation`, looked at on every
+    call), that the signature is the certificate key's, and that the claim's
     audience is this node. Only the holder of the key can make one; a claim lives
     :data:`CERT_TOKEN_S` and the client makes a new one before it ends.
 
@@ -69,6 +70,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from feedkv.errors import InvalidArgumentError, PermissionDeniedError
 from feedkv.security.login_throttle import LoginThrottle
+from feedkv.security.revocation import Revocations
 from feedkv.security.scram import check_login
 
 __all__ = [
@@ -203,6 +205,7 @@ class _Known:
     expires: float  # wall seconds
     fingerprint: str | None  # a session's: the verifier it was issued against
     checked: float  # monotonic seconds of the last look at the user
+    serial: int | None = None  # a claim's: its certificate's serial number
 
 
 class CallVerifier:
@@ -220,8 +223,10 @@ class CallVerifier:
         *,
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        revocations: Revocations | None = None,
     ) -> None:
         self._ca = x509.load_pem_x509_certificate(ca_cert)
+        self._revocations = revocations
         self._session_key = hmac.new(secrets_key, _SESSION_LABEL, hashlib.sha256).digest()
         self._wall = wall
         self._monotonic = monotonic
@@ -256,6 +261,9 @@ class CallVerifier:
             )
         if known.fingerprint is not None and self._monotonic() - known.checked >= RECHECK_S:
             self._recheck(token, known)
+        if known.serial is not None and self._revocations is not None:
+            # NB: on every call, so a revocation also ends the claims already taken
+            self._revocations.check(known.user, known.serial)
         return known.user
 
     def _verify(self, token: str) -> _Known:
@@ -323,7 +331,7 @@ class CallVerifier:
                 "node it was made for"
             )
         expires = min(float(fields["exp"]), cert.not_valid_after_utc.timestamp())
-        return _Known(user, expires, None, self._monotonic())
+        return _Known(user, expires, None, self._monotonic(), cert.serial_number)
 
     def _verify_session(self, body: str) -> _Known:
         claim_b64, mac_b64 = body.split(".")

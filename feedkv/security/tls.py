@@ -35,7 +35,8 @@ from feedkv.security.call_auth import (
     Metadata,
     SessionClaims,
 )
-from feedkv.security.certs import NODE_USER, CertsDir, load_certs_dir
+from feedkv.security.certs import NODE_USER, CertsDir, load_certs_dir, read_cert
+from feedkv.security.revocation import CRL_FILE, Revocations
 from feedkv.security.secrets import load_key
 
 __all__ = [
@@ -121,11 +122,17 @@ class ServerTLS:
     certs: CertsDir
     verifier: CallVerifier = field(repr=False, compare=False)
 
+    revocations: Revocations = field(repr=False, compare=False)
+
     @classmethod
     def load(cls, certs_dir: str | Path) -> ServerTLS:
+        """InvalidArgumentError names a missing or bad file (``ca.crl`` included)."""
         certs = load_certs_dir(Path(certs_dir), user=NODE_USER)
-        verifier = CallVerifier(certs.ca_cert.read_bytes(), load_key(certs.secrets_key))
-        return cls(certs, verifier)
+        revocations = Revocations(certs.path / CRL_FILE, read_cert(certs.ca_cert))
+        verifier = CallVerifier(
+            certs.ca_cert.read_bytes(), load_key(certs.secrets_key), revocations=revocations
+        )
+        return cls(certs, verifier, revocations)
 
     def grpc_credentials(self) -> grpc.ServerCredentials:
         """No client certificate asked for: each call proves its caller in its

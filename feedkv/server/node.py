@@ -274,6 +274,7 @@ class Node:
                                 cert_user, verifier, throttle=throttle
                             ),
                             tls=self.tls.ssl_context(client_certs=True),
+                            revocations=self.tls.revocations,
                         )
                     )
                 except OSError as exc:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import ssl
+import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -201,25 +202,60 @@ def call_metadata(channel: grpc.Channel) -> Metadata | None:
 # tests/security/test_claim_audience.py)
 AUDIENCE_PATH = f"/feedkv.kv.Node/{AUDIENCE_METHOD}"
 _AUDIENCE_TIMEOUT_S = 10.0
-_audiences: weakref.WeakKeyDictionary[grpc.Channel, tuple[str, float]] = weakref.WeakKeyDictionary()
+
+
+@dataclass
+class _Audience:
+    name: str
+    refresh_at: float  # monotonic seconds
+    refreshing: bool = False
+
+
+_audiences: weakref.WeakKeyDictionary[grpc.Channel, _Audience] = weakref.WeakKeyDictionary()
+_audiences_lock = threading.Lock()
 
 
 def node_audience(channel: grpc.Channel, *, clock: Callable[[], float] = time.monotonic) -> str:
     """The identity of the node at the other end of the TLS ``channel``, which a claim
-    made for it names (:mod:`feedkv.security.call_auth`); asked of the node on first use
-    and again every :data:`AUDIENCE_TTL_S`."""
+    made for it names (:mod:`feedkv.security.call_auth`). Asked of the node on first use
+    (blocking: :class:`~feedkv.errors.NodeUnavailableError` if that fails), and again
+    every :data:`AUDIENCE_TTL_S` in the background, the known one answering meanwhile:
+    a call to a node cut off by a partition waits for its own deadline only."""
     now = clock()
     known = _audiences.get(channel)
-    if known is not None and now < known[1]:
-        return known[0]
-    ask = channel.unary_unary(AUDIENCE_PATH)
-    try:
-        audience = bytes(ask(b"", timeout=_AUDIENCE_TIMEOUT_S)).decode()
-    except grpc.RpcError as exc:
-        details = exc.details() if hasattr(exc, "details") else str(exc)
-        raise NodeUnavailableError(f"cannot ask the node who it is: {details}") from exc
-    _audiences[channel] = (audience, now + AUDIENCE_TTL_S)
-    return audience
+    if known is None:
+        ask = channel.unary_unary(AUDIENCE_PATH)
+        try:
+            name = bytes(ask(b"", timeout=_AUDIENCE_TIMEOUT_S)).decode()
+        except grpc.RpcError as exc:
+            details = exc.details() if hasattr(exc, "details") else str(exc)
+            raise NodeUnavailableError(f"cannot ask the node who it is: {details}") from exc
+        with _audiences_lock:
+            known = _audiences.setdefault(channel, _Audience(name, now + AUDIENCE_TTL_S))
+        return known.name
+    if now >= known.refresh_at:
+        with _audiences_lock:
+            start = not known.refreshing
+            known.refreshing = True
+        if start:
+            _refresh(channel, known, clock)
+    return known.name
+
+
+def _refresh(channel: grpc.Channel, known: _Audience, clock: Callable[[], float]) -> None:
+    future = channel.unary_unary(AUDIENCE_PATH).future(b"", timeout=_AUDIENCE_TIMEOUT_S)
+
+    def done(call: Any) -> None:
+        try:
+            known.name = bytes(call.result()).decode()
+        except grpc.RpcError:
+            pass  # NB: the node is away: keep the name, ask again after the next TTL
+        finally:
+            with _audiences_lock:
+                known.refresh_at = clock() + AUDIENCE_TTL_S
+                known.refreshing = False
+
+    future.add_done_callback(done)
 
 
 class AuthenticatedContext:

@@ -15,9 +15,10 @@ import feedkv
 from feedkv import DB
 from feedkv.kv.store import StoreConfig
 from feedkv.kv.wire import SERVICE
-from feedkv.security.call_auth import AUDIENCE_METHOD, CertClaims
+from feedkv.security.call_auth import AUDIENCE_METHOD, AUDIENCE_TTL_S, CertClaims
 from feedkv.security.tls import AUDIENCE_PATH, node_audience
 from feedkv.testing.certs import make_certs_dir
+from feedkv.testing.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -120,3 +121,37 @@ def test_members_of_a_cluster_are_named_for_the_cluster_and_their_node_id(
             second.close()
     finally:
         first.close()
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_client_asks_the_node_again_in_the_background_after_a_while(
+    tmp_path: Path, certs: Path
+) -> None:
+    db = feedkv.connect(
+        tmp_path / "store", certs_dir=certs, listen="127.0.0.1:0", config=StoreConfig(sync=False)
+    )
+    try:
+        assert db.node is not None and db.node.tls is not None
+        verifier = db.node.tls.verifier
+        clock = _Clock()
+        with _channel(db, certs) as channel:
+            first = node_audience(channel, clock=clock)
+            assert first == verifier.audience
+            verifier.audience = "another-identity"  # as another node come up at the address
+            assert node_audience(channel, clock=clock) == first  # known for a while
+            clock.now += AUDIENCE_TTL_S
+            assert node_audience(channel, clock=clock) == first  # answered at once
+            wait_until(
+                lambda: node_audience(channel, clock=clock) == "another-identity",
+                timeout_s=30,
+                what="the new identity",
+            )
+    finally:
+        db.close()

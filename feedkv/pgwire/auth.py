@@ -18,6 +18,7 @@ same for every method (28000 if not); a failed password is logged without it.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import struct
@@ -28,7 +29,7 @@ from typing import Protocol
 
 from feedkv.errors import SQLError
 from feedkv.security.login_throttle import LoginThrottle
-from feedkv.security.scram import MECHANISM, ScramError, ScramExchange
+from feedkv.security.scram import MECHANISM, ScramError, ScramExchange, mock_verifier
 
 __all__ = [
     "Accepted",
@@ -142,6 +143,7 @@ class CertOrPassword:
         self._user = ""
         self._peer_host: str | None = None
         self._exchange: ScramExchange | None = None
+        self._mock = False  # the exchange is against a mock verifier: it fails
         self._step = "none"
 
     def begin(self, user: str, peer_host: str | None) -> AuthOutcome:
@@ -162,10 +164,11 @@ class CertOrPassword:
                     )
                 )
         verifier = self._verifier(user)
-        if verifier is None:
-            # NB: the same answer whether the user is missing or has no password
-            return self._failed("no password set and no client certificate for this user")
-        self._exchange = ScramExchange(verifier)
+        # NB: a user without a verifier (missing, or without a password) is challenged
+        # too and refused at the end, as a wrong password is: the exchange does not tell
+        # them apart
+        self._mock = verifier is None
+        self._exchange = ScramExchange(verifier or mock_verifier(user))
         self._step = "initial"
         return Challenge(_authentication(10, MECHANISM.encode() + b"\0\0"))
 
@@ -185,6 +188,10 @@ class CertOrPassword:
                 return Challenge(_authentication(11, exchange.server_first(rest[4:])))
             if self._step == "final":
                 self._step = "done"
+                if self._mock:
+                    with contextlib.suppress(ScramError):  # NB: the same work, then no
+                        exchange.server_final(data)
+                    raise ScramError("no such user, or no password set and no certificate")
                 final = exchange.server_final(data)
                 if self._throttle is not None:
                     self._throttle.succeeded(self._user, self._peer_host or "")

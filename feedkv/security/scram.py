@@ -28,6 +28,7 @@ __all__ = [
     "check_login",
     "check_password",
     "make_verifier",
+    "mock_verifier",
     "parse_verifier",
     "unknown_user_verifier",
 ]
@@ -176,3 +177,18 @@ def check_login(verifier: str | None, password: str) -> bool:
     Basic authentication, the gRPC port's ``Login``)."""
     checked = check_password(verifier or unknown_user_verifier(), password)
     return checked and verifier is not None and bool(password)
+
+
+_MOCK_SECRET = secrets.token_bytes(32)  # this process's: what mock verifiers derive from
+
+
+def mock_verifier(user: str) -> str:
+    """A verifier for a user who has none (no such user, or no password), for a SCRAM
+    exchange that runs to its end and fails there, as PostgreSQL's mock authentication
+    does: a client learns nothing from whether it is challenged. Its salt is derived
+    from ``user``, so a user is offered the same salt each time (as a real one is), and
+    its iterations are those a stored verifier has; no password matches it."""
+    salt = hmac.new(_MOCK_SECRET, b"salt\0" + user.encode(), hashlib.sha256).digest()[:16]
+    stored = hmac.new(_MOCK_SECRET, b"stored\0" + user.encode(), hashlib.sha256).digest()
+    server = hmac.new(_MOCK_SECRET, b"server\0" + user.encode(), hashlib.sha256).digest()
+    return f"{_PREFIX}{ITERATIONS}:{_b64(salt)}${_b64(stored)}:{_b64(server)}"

@@ -139,56 +139,70 @@ def test_no_password_and_no_terminal_is_a_clear_error(cluster: Cluster) -> None:
     assert "feedkv://pam:PASSWORD@HOST:PORT" in run.stderr
 
 
-def test_the_prompt_on_a_terminal_asks_for_the_password_without_echoing_it(
-    cluster: Cluster,
-) -> None:
+def _on_a_terminal(args: list[str], prompt: bytes, answer: str) -> tuple[int, str]:
+    """Run ``feedkv ARGS`` on a terminal (a pty), type ``answer`` at ``prompt``:
+    ``(exit code, what the terminal showed)``."""
     primary, secondary = pty.openpty()
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "feedkv.cli.main",
-            "node",
-            "status",
-            "--url",
-            _pam_url(cluster, None),
-            "--certs-dir",
-            str(cluster.ca_only),
-            "--format",
-            "csv",
-        ],
+        [sys.executable, "-m", "feedkv.cli.main", *args],
         stdin=secondary,
         stdout=secondary,
         stderr=secondary,
         start_new_session=True,
-        env={k: v for k, v in os.environ.items() if k != PASSWORD_ENV},
+        env={k: v for k, v in os.environ.items() if k not in (PASSWORD_ENV, "PGPASSWORD")},
     )
     os.close(secondary)
     shown = bytearray()
     try:
         wait_until(
-            lambda: _read_some(primary, shown) and b"Enter password for pam: " in shown,
+            lambda: _read_some(primary, shown) and prompt in shown,
             timeout_s=60,
             what="the password prompt",
         )
-        os.write(primary, PASSWORD.encode() + b"\n")
+        os.write(primary, answer.encode() + b"\n")
         wait_until(lambda: not _read_some(primary, shown), timeout_s=60, what="the command's end")
-        assert process.wait(timeout=60) == 0, shown.decode()
+        code = process.wait(timeout=60)
     finally:
         os.close(primary)
         if process.poll() is None:
             process.kill()
             process.wait()
-    text = shown.decode()
-    assert f"1,{cluster.address}" in text
-    assert PASSWORD not in text  # the terminal did not echo it
+    return code, shown.decode()
 
 
-def test_sql_over_the_sql_port_takes_the_password_from_feedkv_password(cluster: Cluster) -> None:
-    url = (
+def test_the_prompt_on_a_terminal_asks_for_the_password_without_echoing_it(
+    cluster: Cluster,
+) -> None:
+    args = ["node", "status", "--url", _pam_url(cluster, None), "--certs-dir"]
+    code, shown = _on_a_terminal(
+        [*args, str(cluster.ca_only), "--format", "csv"], b"Enter password for pam: ", PASSWORD
+    )
+
+    assert code == 0, shown
+    assert f"1,{cluster.address}" in shown
+    assert PASSWORD not in shown  # the terminal did not echo it
+
+
+def _pg_url(cluster: Cluster) -> str:
+    return (
         f"postgresql://pam@{cluster.sql_address}/defaultdb?sslmode=verify-full"
         f"&sslrootcert={quote(str(cluster.ca_only / 'ca.crt'))}"
     )
+
+
+def test_sql_over_the_sql_port_prompts_when_the_server_asks_for_a_password(
+    cluster: Cluster,
+) -> None:
+    args = ["sql", "--url", _pg_url(cluster), "--format", "csv", "-e", "SELECT city FROM rides"]
+    code, shown = _on_a_terminal(args, b"Enter password: ", PASSWORD)
+
+    assert code == 0, shown
+    assert "rome" in shown
+    assert PASSWORD not in shown
+
+
+def test_sql_over_the_sql_port_takes_the_password_from_feedkv_password(cluster: Cluster) -> None:
+    url = _pg_url(cluster)
     query = ("sql", "--url", url, "--format", "csv", "-e", "SELECT id, city FROM rides")
 
     run = _feedkv(*query, env={PASSWORD_ENV: PASSWORD})

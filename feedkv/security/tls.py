@@ -41,10 +41,10 @@ from feedkv.security.revocation import CRL_FILE, Revocations
 from feedkv.security.secrets import load_key
 
 __all__ = [
+    "AUDIENCE_PATH",
     "AuthenticatedContext",
     "ClientTLS",
     "ServerTLS",
-    "AUDIENCE_PATH",
     "call_metadata",
     "node_audience",
     "open_channel",
@@ -118,12 +118,12 @@ class ClientTLS:
 
 @dataclass(frozen=True)
 class ServerTLS:
-    """A node's side: its ``node.crt`` and the CA its clients' certificates come from."""
+    """A node's side: its ``node.crt``, the CA its clients' certificates come from and
+    the certificates revoked since (:mod:`feedkv.security.revocation`)."""
 
     certs: CertsDir
     verifier: CallVerifier = field(repr=False, compare=False)
-
-    revocations: Revocations = field(repr=False, compare=False)
+    revocations: Revocations = field(repr=False, compare=False)  # ca.crl's
 
     @classmethod
     def load(cls, certs_dir: str | Path) -> ServerTLS:
@@ -188,8 +188,8 @@ _claims: weakref.WeakKeyDictionary[grpc.Channel, CertClaims | SessionClaims] = (
 def call_metadata(channel: grpc.Channel) -> Metadata | None:
     """The metadata each call on ``channel`` carries: its identity's credentials
     (``None``: a plaintext channel). A certificate claim is made for the node at the
-    other end (:func:`node_audience`), which may cost a call to it: a
-    :class:`grpc.RpcError` then, as the call itself would raise."""
+    other end (:func:`node_audience`), which may cost a call to it
+    (:class:`~feedkv.errors.NodeUnavailableError` when it fails: nothing was sent)."""
     claims = _claims.get(channel)
     if claims is None:
         return None

@@ -1,7 +1,8 @@
 """``feedkv cert create-ca | create-node HOST... | create-client USER |
-create-secrets-key``: a certs directory as ``cockroach cert`` writes one
-(:mod:`feedkv.security.certs`), with the key that seals changefeed secrets
-(:mod:`feedkv.security.secrets`)."""
+create-secrets-key | revoke CERT_OR_SERIAL``: a certs directory as ``cockroach cert``
+writes one (:mod:`feedkv.security.certs`), with the key that seals changefeed secrets
+(:mod:`feedkv.security.secrets`) and the list of revoked certificates
+(:mod:`feedkv.security.revocation`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from feedkv.errors import InvalidArgumentError
 from feedkv.security.certs import create_ca, create_client, create_node
+from feedkv.security.revocation import CRL_FILE, revoke
 from feedkv.security.secrets import KEY_FILE, write_key
 
 __all__ = ["run_cert"]
@@ -27,6 +29,13 @@ def run_cert(args: argparse.Namespace) -> int:
         print(f"wrote {key}: copy it to every node's certs directory")
         return 0
     ca_key = Path(args.ca_key)
+    if args.cert_command == "revoke":
+        _, what = revoke(certs_dir, ca_key, args.target)
+        print(
+            f"revoked {what} in {certs_dir / CRL_FILE}: copy it to every node's certs "
+            "directory (each node reads it again when it changes)"
+        )
+        return 0
     if args.cert_command == "create-ca":
         written = create_ca(certs_dir, ca_key, overwrite=args.overwrite)
     elif args.cert_command == "create-node":

@@ -18,7 +18,8 @@ import sys
 import threading
 from typing import TextIO
 
-from feedkv.db import DB, connect
+from feedkv.cli.credentials import Login, connect
+from feedkv.db import DB
 from feedkv.errors import ExternalError, InvalidArgumentError
 from feedkv.rangefeed.event import Checkpoint, Event, Value
 from feedkv.rangefeed.reorder import TimestampOrderer
@@ -83,7 +84,7 @@ def run_debug_rangefeed(
     timestamp_order: bool = False,
     out: TextIO = sys.stdout,
     stop: threading.Event | None = None,
-    certs_dir: str | None = None,
+    login: Login | None = None,
 ) -> int:
     start_key = parse_key(start)
     end_key = (
@@ -94,7 +95,7 @@ def run_debug_rangefeed(
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
-    db = _connect(url, stop, certs_dir)
+    db = _connect(url, stop, login)
     if db is None:
         return 0
     try:
@@ -115,12 +116,12 @@ def run_debug_rangefeed(
     return 0
 
 
-def _connect(url: str, stop: threading.Event, certs_dir: str | None = None) -> DB | None:
+def _connect(url: str, stop: threading.Event, login: Login | None = None) -> DB | None:
     """Connect, retrying every second until a node answers or ``stop`` is set."""
     warned = False
     while not stop.is_set():
         try:
-            return connect(url, certs_dir=certs_dir)
+            return connect(url, login)
         except ExternalError as exc:
             if not warned:
                 print(f"feedkv: {exc}; retrying until interrupted", file=sys.stderr, flush=True)

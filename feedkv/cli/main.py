@@ -6,9 +6,13 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from feedkv.errors import FeedKVError
 from feedkv.testing.benches import BENCH_DIR, bench_module
+
+if TYPE_CHECKING:
+    from feedkv.cli.credentials import Login
 
 __all__ = ["main"]
 
@@ -58,6 +62,23 @@ def _size(flag: str) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"{flag}: {exc}") from None
 
     return parse
+
+
+_PASSWORD_HELP = (
+    "in the URL (feedkv://USER:PASSWORD@HOST:PORT), in $FEEDKV_PASSWORD, or typed at the "
+    "prompt when stdin is a terminal"
+)
+_CERTS_HELP = (
+    "connect with TLS from this directory, as the URL's user (feedkv://USER@HOST:PORT; "
+    "default root) with its client certificate, or with a password: " + _PASSWORD_HELP
+)
+
+
+def _login(args: argparse.Namespace, url: str) -> Login:
+    """Whom a command that dials ``url`` connects as (:mod:`feedkv.cli.credentials`)."""
+    from feedkv.cli.credentials import resolve_login
+
+    return resolve_login(url, certs_dir=args.certs_dir, user=getattr(args, "user", None))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -202,10 +223,15 @@ def _parser() -> argparse.ArgumentParser:
         help="run STATEMENT and print its results (repeatable); stops at the first error",
     )
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
-    sql.add_argument("--user", default="root", help="run statements as this user (root)")
+    sql.add_argument(
+        "--user",
+        help="run statements as this user (default: the URL's user, else root)",
+    )
     sql.add_argument(
         "--certs-dir",
-        help="connect with TLS, as --user, with the certificates in this directory",
+        help="connect with TLS, as --user, with the certificates in this directory "
+        "(a user without a client certificate there logs in with a password: "
+        f"{_PASSWORD_HELP})",
     )
     sql.add_argument("--database", "-d", default="defaultdb", help="current database")
 
@@ -216,7 +242,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     status.add_argument("--url", default="feedkv://127.0.0.1:26258", help="any node")
     status.add_argument("--format", choices=("table", "csv", "json"), default="table")
-    status.add_argument("--certs-dir", help="connect with TLS as root, from this directory")
+    status.add_argument("--certs-dir", help=_CERTS_HELP)
     decommission = node_commands.add_parser(
         "decommission",
         help="move every replica off the nodes, then remove them from the cluster for good",
@@ -231,13 +257,13 @@ def _parser() -> argparse.ArgumentParser:
         "default); none: mark them decommissioning and return",
     )
     decommission.add_argument("--format", choices=("table", "csv", "json"), default="table")
-    decommission.add_argument("--certs-dir", help="connect with TLS as root, from this directory")
+    decommission.add_argument("--certs-dir", help=_CERTS_HELP)
     recommission = node_commands.add_parser(
         "recommission", help="take back nodes that are decommissioning (not decommissioned)"
     )
     recommission.add_argument("node_ids", type=int, nargs="+", metavar="NODE_ID")
     recommission.add_argument("--url", default="feedkv://127.0.0.1:26258", help="any node")
-    recommission.add_argument("--certs-dir", help="connect with TLS as root, from this directory")
+    recommission.add_argument("--certs-dir", help=_CERTS_HELP)
 
     debug = commands.add_parser("debug", help="tools for looking inside a running node")
     debug_commands = debug.add_subparsers(dest="debug_command", required=True, metavar="TOOL")
@@ -245,7 +271,7 @@ def _parser() -> argparse.ArgumentParser:
         "rangefeed", help="print a span's changes and checkpoints as they arrive"
     )
     feed.add_argument("--url", default="feedkv://127.0.0.1:26258", help="the node to watch")
-    feed.add_argument("--certs-dir", help="connect with TLS as root, from this directory")
+    feed.add_argument("--certs-dir", help=_CERTS_HELP)
     feed.add_argument("--since", help="replay changes after this timestamp (default: now)")
     feed.add_argument("--with-diff", action="store_true", help="show each change's old value")
     feed.add_argument(
@@ -274,19 +300,32 @@ def _parser() -> argparse.ArgumentParser:
             "create-secrets-key",
             "create CERTS_DIR/secrets.key in a certs dir made without one (never replaces one)",
         ),
+        (
+            "revoke",
+            "revoke a certificate: add it to CERTS_DIR/ca.crl, signed by the CA (copy the "
+            "file to every node's certs directory; nodes read it again when it changes)",
+        ),
     ):
         sub = cert_commands.add_parser(action, help=what)
         if action == "create-node":
             sub.add_argument("hosts", nargs="+", metavar="HOST", help="a name or IP address")
         if action == "create-client":
             sub.add_argument("user", metavar="USER")
+        if action == "revoke":
+            sub.add_argument(
+                "target",
+                metavar="CERT_OR_SERIAL",
+                help="a certificate file (client.USER.crt, node.crt) or its serial number "
+                "(decimal, 0x-hex, or hex bytes with colons as openssl prints it)",
+            )
         sub.add_argument("--certs-dir", required=True, help="the certs directory")
         if action == "create-secrets-key":
             continue
         sub.add_argument(
             "--ca-key", required=True, help="the CA's key file (keep it out of the certs dir)"
         )
-        sub.add_argument("--overwrite", action="store_true", help="replace existing files")
+        if action != "revoke":
+            sub.add_argument("--overwrite", action="store_true", help="replace existing files")
 
     bench = commands.add_parser("bench", help="run a benchmark and print its JSON record")
     bench.add_argument("name", help="benchmark name: " + (", ".join(_bench_names()) or "none"))
@@ -335,41 +374,54 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "node":
             from feedkv.cli import node as node_cli
 
-            certs = Path(args.certs_dir) if args.certs_dir else None
+            login = _login(args, args.url)
             if args.node_command == "decommission":
                 return node_cli.run_node_decommission(
-                    args.url,
+                    login.url,
                     args.node_ids,
                     wait=args.wait == "all",
                     output=args.format,
-                    certs_dir=certs,
+                    login=login,
                 )
             if args.node_command == "recommission":
-                return node_cli.run_node_recommission(args.url, args.node_ids, certs_dir=certs)
-            return node_cli.run_node_status(args.url, args.format, certs_dir=certs)
+                return node_cli.run_node_recommission(login.url, args.node_ids, login=login)
+            return node_cli.run_node_status(login.url, args.format, login=login)
         if args.command == "sql":
+            from feedkv.cli.pg_session import PG_SCHEMES
             from feedkv.cli.sql import run_sql
 
+            if args.store or args.url.startswith(PG_SCHEMES):
+                return run_sql(
+                    args.store or args.url,
+                    args.execute,
+                    output=args.format,
+                    user=args.user or "root",
+                    database=args.database,
+                    certs_dir=args.certs_dir,
+                )
+            login = _login(args, args.url)
             return run_sql(
-                args.store or args.url,
+                login.url,
                 args.execute,
                 output=args.format,
-                user=args.user,
+                user=login.user,
                 database=args.database,
-                certs_dir=args.certs_dir,
+                certs_dir=login.certs_dir,
+                password=login.password,
             )
         if args.command == "debug":
             from feedkv.cli.debug_rangefeed import run_debug_rangefeed
 
+            login = _login(args, args.url)
             return run_debug_rangefeed(
-                args.url,
+                login.url,
                 args.start,
                 args.end,
                 args.since,
                 args.with_diff,
                 args.format,
                 timestamp_order=args.timestamp_order,
-                certs_dir=args.certs_dir,
+                login=login,
             )
         if args.command == "cert":
             from feedkv.cli.cert import run_cert

@@ -13,10 +13,10 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TextIO
 
 import feedkv
+from feedkv.cli.credentials import Login, connect
 from feedkv.cli.sql import write_result
 from feedkv.db import DB
 from feedkv.errors import InvalidArgumentError
@@ -51,12 +51,12 @@ POLL_S = 1.0  # how often decommission looks at the replicas left
 
 
 def run_node_status(
-    url: str, output: str = "table", stdout: TextIO | None = None, certs_dir: Path | None = None
+    url: str, output: str = "table", stdout: TextIO | None = None, login: Login | None = None
 ) -> int:
     """Print each node: id, address, epoch, start, last heartbeat, liveness, ranges held,
     clock offset and membership, as ``crdb_internal.gossip_nodes`` and
     ``gossip_liveness`` show them (the same source: :meth:`feedkv.kv.db.KVClient.nodes`)."""
-    with feedkv.connect(url, certs_dir=certs_dir) as db:
+    with connect(url, login) as db:
         rows = [
             (
                 node.node_id,
@@ -83,7 +83,7 @@ def run_node_decommission(
     timeout_s: float | None = None,
     output: str = "table",
     stdout: TextIO | None = None,
-    certs_dir: Path | None = None,
+    login: Login | None = None,
 ) -> int:
     """Decommission ``node_ids`` (see the module docstring); with ``wait``, until their
     replicas are gone (at most ``timeout_s``: then exit 1, the nodes left
@@ -91,7 +91,7 @@ def run_node_decommission(
     :class:`~feedkv.errors.InvalidArgumentError` for a node not in the cluster, or when
     no active node would be left."""
     out = stdout or sys.stdout
-    with feedkv.connect(url, certs_dir=certs_dir) as db:
+    with connect(url, login) as db:
         nodes = {n.node_id: n for n in db.nodes()}
         _check_members(nodes, node_ids)
         staying = [
@@ -136,11 +136,11 @@ def run_node_decommission(
 
 
 def run_node_recommission(
-    url: str, node_ids: Sequence[int], stdout: TextIO | None = None, certs_dir: Path | None = None
+    url: str, node_ids: Sequence[int], stdout: TextIO | None = None, login: Login | None = None
 ) -> int:
     """Take back nodes still decommissioning (their replicas may return); a node
     decommissioned already cannot be (:class:`~feedkv.errors.InvalidArgumentError`)."""
-    with feedkv.connect(url, certs_dir=certs_dir) as db:
+    with connect(url, login) as db:
         nodes = {n.node_id: n for n in db.nodes()}
         _check_members(nodes, node_ids)
         for node_id in node_ids:

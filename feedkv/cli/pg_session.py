@@ -11,21 +11,61 @@ their SQLSTATE, message and position (:class:`~feedkv.errors.SQLError`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any
+import getpass
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TextIO
 
-from feedkv.errors import ExternalError, SQLError
+from feedkv.cli.credentials import PASSWORD_ENV, split_userinfo, without_password
+from feedkv.errors import ExternalError, PermissionDeniedError, SQLError
 from feedkv.sql.execution import Result
 
-__all__ = ["PG_SCHEMES", "PgSession"]
+__all__ = ["PG_SCHEMES", "PasswordNeededError", "PgSession", "open_pg_session"]
 
 PG_SCHEMES = ("postgresql://", "postgres://")
+_NO_PASSWORD = "no password supplied"  # libpq's fe_sendauth, when the server asks for one
+
+
+class PasswordNeededError(PermissionDeniedError):
+    """The server asks for a password and none was given."""
+
+
+def open_pg_session(
+    url: str,
+    *,
+    user: str | None = None,
+    database: str | None = None,
+    password: str | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: TextIO | None = None,
+    ask: Callable[[str], str] = getpass.getpass,
+) -> PgSession:
+    """A :class:`PgSession`, its password (when the URL has none) ``password``, else
+    ``$FEEDKV_PASSWORD``, else (libpq's ``PGPASSWORD`` or none and) asked for on a
+    terminal when the server wants one, as ``psql`` asks."""
+    env = os.environ if env is None else env
+    password = password or env.get(PASSWORD_ENV) or None
+    try:
+        return PgSession(url, user=user, database=database, password=password)
+    except PasswordNeededError:
+        if password is not None or not (stdin or sys.stdin).isatty():
+            raise
+    return PgSession(url, user=user, database=database, password=ask("Enter password: "))
 
 
 class PgSession:
     """Statements run on the server at ``url`` (a libpq connection string)."""
 
-    def __init__(self, url: str, *, user: str | None = None, database: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        user: str | None = None,
+        database: str | None = None,
+        password: str | None = None,
+    ) -> None:
+        """``password``: when the URL has none (the URL's wins)."""
         import psycopg
 
         self._psycopg = psycopg
@@ -34,10 +74,20 @@ class PgSession:
             options["user"] = user
         if database is not None:
             options["dbname"] = database
+        if password is not None and split_userinfo(url)[2] is None:
+            options["password"] = password
         try:
             self._conn = psycopg.connect(url, autocommit=True, **options)
         except psycopg.Error as exc:
-            raise ExternalError(f"cannot connect to {url}: {exc}") from exc
+            # NB: the URL without its password, which libpq's message never holds either
+            where = without_password(url)
+            if _NO_PASSWORD in str(exc):
+                raise PasswordNeededError(
+                    f"cannot connect to {where}: the server asks for a password: put it in "
+                    f"the URL (postgresql://USER:PASSWORD@HOST:PORT), set {PASSWORD_ENV} or "
+                    "PGPASSWORD, or run the command from a terminal to be asked for it"
+                ) from None
+            raise ExternalError(f"cannot connect to {where}: {exc}") from None
         self.user: str = self._conn.info.user
         self.database: str = self._conn.info.dbname
 

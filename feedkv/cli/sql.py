@@ -25,7 +25,7 @@ from typing import Any, TextIO, cast
 
 import feedkv
 from feedkv.changefeed.sinkless import FeedResult
-from feedkv.cli.pg_session import PG_SCHEMES, PgSession
+from feedkv.cli.pg_session import PG_SCHEMES, open_pg_session
 from feedkv.cli.scan_progress import JobScan, watch_scan
 from feedkv.errors import FeedKVError, SQLError
 from feedkv.sql.jsonb import JSON_NULL
@@ -49,10 +49,15 @@ def run_sql(
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
     certs_dir: str | None = None,
+    password: str | None = None,
     progress: bool | None = None,
 ) -> int:
-    """``certs_dir``: reach a secure node with TLS, as root's client certificate (the
-    raw KV API under this shell is for root; other users use the SQL port: psql).
+    """``certs_dir``: reach a secure node with TLS as ``user``, proven by its client
+    certificate from there or by ``password`` (over the raw KV API a user other than
+    root reads only the tables it may SELECT and writes nothing; such users write
+    through the SQL port: ``--url postgresql://...``). A ``postgresql://`` URL's
+    password, when it has none, is ``$FEEDKV_PASSWORD`` (or libpq's ``PGPASSWORD``),
+    else asked for on a terminal if the server wants one.
     ``progress``: show a new changefeed job's initial scan (``None``: when stderr is a
     terminal)."""
     stdin = stdin or sys.stdin
@@ -61,17 +66,24 @@ def run_sql(
     watch = stderr.isatty() if progress is None else progress
     if target.startswith(PG_SCHEMES):
         # NB: the URL's user and database stand unless others are asked for
-        pg = PgSession(
+        pg = open_pg_session(
             target,
             user=None if user == "root" else user,
             database=None if database == "defaultdb" else database,
+            password=password,
+            stdin=stdin,
         )
         try:
             return _run(cast(Session, pg), statements, output, stdin, stdout, stderr, watch)
         finally:
             pg.close()
     remote = "://" in target
-    with feedkv.connect(target, certs_dir=certs_dir if remote else None) as db:
+    with feedkv.connect(
+        target,
+        certs_dir=certs_dir if remote else None,
+        user=user if remote else None,
+        password=password if remote else None,
+    ) as db:
         session = db.session(user=user, database=database)
         try:
             return _run(session, statements, output, stdin, stdout, stderr, watch)

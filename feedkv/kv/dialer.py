@@ -21,7 +21,7 @@ from typing import Any
 import grpc
 import msgpack
 
-from feedkv.errors import InvalidArgumentError, NodeUnavailableError
+from feedkv.errors import InvalidArgumentError, NodeUnavailableError, PermissionDeniedError
 from feedkv.kv.address import split_host_port
 from feedkv.kv.api import BatchRequest, BatchResponse
 from feedkv.kv.grpc_transport import GrpcTransport
@@ -39,12 +39,17 @@ CALL_TIMEOUT_S = 10.0
 def call(
     channel: grpc.Channel, method: str, message: dict[str, Any], timeout_s: float = CALL_TIMEOUT_S
 ) -> dict[str, Any]:
-    """Call the node's msgpack method ``method``; raises :class:`NodeUnavailableError`
-    when the node cannot be reached or the call fails there."""
+    """Call the node's msgpack method ``method``; raises :class:`PermissionDeniedError`
+    when the node refuses the caller (its credentials, or what they allow), and
+    :class:`NodeUnavailableError` when the node cannot be reached or the call fails
+    there."""
     stub = channel.unary_unary(f"/{SERVICE}/{method}")
     try:
         reply = stub(msgpack.packb(message), timeout=timeout_s, metadata=call_metadata(channel))
     except grpc.RpcError as exc:
+        code = exc.code() if hasattr(exc, "code") else None
+        if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+            raise PermissionDeniedError(str(exc.details())) from exc
         details = exc.details() if hasattr(exc, "details") else str(exc)
         raise NodeUnavailableError(f"{method} call failed: {details}") from exc
     answer: dict[str, Any] = msgpack.unpackb(reply)

@@ -55,6 +55,7 @@ from feedkv.kv.wire import (
     parse_messages,
     timestamp_to_proto,
 )
+from feedkv.security.call_auth import AUDIENCE_METHOD
 from feedkv.security.tls import AuthenticatedContext, ServerTLS, peer_user
 from feedkv.storage.engine import Completion
 
@@ -125,6 +126,13 @@ class NodeServer:
             handlers["Login"] = grpc.unary_unary_rpc_method_handler(
                 partial(_login, tls),
                 request_deserializer=None,  # msgpack, read by _login
+                response_serializer=None,
+            )
+            # what certificate claims must be made for: no secret (a claim also needs
+            # the user's key), and the client asks before it can make one
+            handlers[AUDIENCE_METHOD] = grpc.unary_unary_rpc_method_handler(
+                lambda request, context: tls.verifier.audience.encode(),
+                request_deserializer=None,
                 response_serializer=None,
             )
         self._server.add_generic_rpc_handlers(

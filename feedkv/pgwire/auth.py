@@ -18,6 +18,7 @@ same for every method (28000 if not); a failed password is logged without it.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import struct
@@ -28,7 +29,7 @@ from typing import Protocol
 
 from feedkv.errors import SQLError
 from feedkv.security.login_throttle import LoginThrottle
-from feedkv.security.scram import MECHANISM, ScramError, ScramExchange
+from feedkv.security.scram import MECHANISM, ScramError, ScramExchange, mock_verifier
 
 __all__ = [
     "Accepted",
@@ -103,6 +104,22 @@ class LoopbackTrust:
         return Refused(SQLError("08P01", "unexpected password message: none was asked for"))
 
 
+class RevokedCertificate:
+    """A connection whose client certificate is revoked (``ca.crl``:
+    :mod:`feedkv.security.revocation`): refused, whatever user it asks for, with
+    ``reason``."""
+
+    def __init__(self, reason: str) -> None:
+        self._reason = reason
+
+    def begin(self, user: str, peer_host: str | None) -> AuthOutcome:
+        log.warning("SQL login of %r from %s refused: %s", user, peer_host, self._reason)
+        return Refused(SQLError("28000", self._reason))
+
+    def respond(self, data: bytes) -> AuthOutcome:
+        return Refused(SQLError("08P01", "unexpected password message: none was asked for"))
+
+
 class CertOrPassword:
     """A secure node's authentication: ``cert_user`` (the CN of the client certificate
     the TLS handshake verified) logs in as that user alone; any other user proves a
@@ -126,6 +143,7 @@ class CertOrPassword:
         self._user = ""
         self._peer_host: str | None = None
         self._exchange: ScramExchange | None = None
+        self._mock = False  # the exchange is against a mock verifier: it fails
         self._step = "none"
 
     def begin(self, user: str, peer_host: str | None) -> AuthOutcome:
@@ -146,10 +164,11 @@ class CertOrPassword:
                     )
                 )
         verifier = self._verifier(user)
-        if verifier is None:
-            # NB: the same answer whether the user is missing or has no password
-            return self._failed("no password set and no client certificate for this user")
-        self._exchange = ScramExchange(verifier)
+        # NB: a user without a verifier (missing, or without a password) is challenged
+        # too and refused at the end, as a wrong password is: the exchange does not tell
+        # them apart
+        self._mock = verifier is None
+        self._exchange = ScramExchange(verifier or mock_verifier(user))
         self._step = "initial"
         return Challenge(_authentication(10, MECHANISM.encode() + b"\0\0"))
 
@@ -169,6 +188,10 @@ class CertOrPassword:
                 return Challenge(_authentication(11, exchange.server_first(rest[4:])))
             if self._step == "final":
                 self._step = "done"
+                if self._mock:
+                    with contextlib.suppress(ScramError):  # NB: the same work, then no
+                        exchange.server_final(data)
+                    raise ScramError("no such user, or no password set and no certificate")
                 final = exchange.server_final(data)
                 if self._throttle is not None:
                     self._throttle.succeeded(self._user, self._peer_host or "")

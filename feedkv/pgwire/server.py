@@ -37,9 +37,12 @@ import threading
 from collections.abc import Callable
 from typing import Any, Self
 
+from cryptography import x509
+
 from feedkv.pgwire import messages as m
-from feedkv.pgwire.auth import Authenticator, LoopbackTrust
+from feedkv.pgwire.auth import Authenticator, LoopbackTrust, RevokedCertificate
 from feedkv.pgwire.connection import Connection, SessionFactory
+from feedkv.security.revocation import Revocations, revoked_message
 
 __all__ = ["PGServer"]
 
@@ -64,9 +67,12 @@ class PGServer:
         authenticator: Callable[[str | None], Authenticator] = LoopbackTrust,
         max_message_bytes: int = m.DEFAULT_MAX_MESSAGE_BYTES,
         tls: ssl.SSLContext | None = None,
+        revocations: Revocations | None = None,
     ) -> None:
+        """``revocations``: the revoked client certificates, refused (with TLS)."""
         self._sessions = sessions
         self._tls = tls
+        self._revocations = revocations
         self._authenticator = authenticator
         self._max_message_bytes = max_message_bytes
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -158,14 +164,18 @@ class PGServer:
                 with self._lock:
                     self._threads.discard(threading.current_thread())
                 return
-            sock, cert_user = secured
+            sock, cert_user, revoked = secured
+            if revoked is not None:
+                self._run(sock, peer_host, process_id, None, RevokedCertificate(revoked))
+                return
         self._run(sock, peer_host, process_id, cert_user)
 
     def _secure(
         self, sock: socket.socket, peer_host: str
-    ) -> tuple[socket.socket, str | None] | None:
-        """The TLS step: ``(the wrapped socket, the client certificate's CN)``, or
-        ``None`` when the client would not speak TLS (it has been told why)."""
+    ) -> tuple[socket.socket, str | None, str | None] | None:
+        """The TLS step: ``(the wrapped socket, the client certificate's CN, why that
+        certificate is refused: revoked)``, or ``None`` when the client would not speak
+        TLS (it has been told why)."""
         if self._tls is None:
             raise RuntimeError("_secure without TLS")
         sock.settimeout(_HANDSHAKE_S)
@@ -180,7 +190,14 @@ class PGServer:
             sock.sendall(b"S")
             wrapped = self._tls.wrap_socket(sock, server_side=True)
             wrapped.settimeout(None)
-            return wrapped, _cert_user(wrapped.getpeercert())
+            cert_user = _cert_user(wrapped.getpeercert())
+            revoked = None
+            if cert_user is not None and self._revocations is not None:
+                der = wrapped.getpeercert(binary_form=True)
+                serial = x509.load_der_x509_certificate(der).serial_number if der else 0
+                if self._revocations.is_revoked(serial):
+                    revoked = revoked_message(cert_user, serial)
+            return wrapped, cert_user, revoked
         if length == 16 and code == _CANCEL_REQUEST:
             process_id, secret = struct.unpack("!ii", _read_exactly(sock, 8))
             self._cancel(process_id, secret)
@@ -197,11 +214,16 @@ class PGServer:
         return None
 
     def _run(
-        self, sock: socket.socket, peer_host: str, process_id: int, cert_user: str | None
+        self,
+        sock: socket.socket,
+        peer_host: str,
+        process_id: int,
+        cert_user: str | None,
+        authenticator: Authenticator | None = None,
     ) -> None:
         conn = Connection(
             self._sessions,
-            self._authenticator(cert_user),
+            authenticator or self._authenticator(cert_user),
             process_id=process_id,
             secret=secrets.randbits(31),
             peer_host=peer_host,

@@ -282,12 +282,13 @@ def remote_transports(
     from feedkv.kv.grpc_transport import GrpcTransport, url_tls
     from feedkv.rangefeed.cluster_feeds import ClusterFeedTransport
     from feedkv.rangefeed.grpc_transport import GrpcFeedTransport
+    from feedkv.security.tls import call_metadata
 
     tls = url_tls(url, certs_dir, user, password)
     gateway = GrpcTransport(*parse_node_url(url), tls=tls)
     if tls is not None and password is not None:
         try:
-            tls.claims().metadata()  # logs in
+            call_metadata(gateway.channel)  # logs in
         except BaseException:
             gateway.close()
             raise

@@ -9,12 +9,26 @@ for no client certificate (TLS still proves the *node* to the client and encrypt
 every call carries ``authorization`` metadata in one of two forms:
 
 ``cert <claim>.<certificate>.<signature>``
-    For nodes and certificate users. The client signs a claim (user, expiry) with its
-    certificate's private key; the node checks that the certificate was issued by the
-    cluster's CA, is valid now, allows client authentication and names the user (its
-    CN), and that the signature is the certificate key's. Only the holder of the key can
-    make one; a claim lives :data:`CERT_TOKEN_S` and the client makes a new one before
-    it ends.
+    For nodes and certificate users. The client signs a claim (user, audience, expiry)
+    with its certificate's private key; the node checks that the certificate was issued
+    by the cluster's CA, is valid now, allows client authentication and names the user
+    (its CN) and is not revoked (:mod:`feedkv.security.revocation`, looked at on every
+    call), that the signature is the certificate key's, and that the claim's
+    audience is this node. Only the holder of the key can make one; a claim lives
+    :data:`CERT_TOKEN_S` and the client makes a new one before it ends.
+
+    The audience binds a claim to the node it was made for, so one captured by a node
+    (or read from a log) cannot be replayed to another. It is the node's identity,
+    :attr:`CallVerifier.audience`: ``<cluster id>/n<node id>`` for a member of a
+    cluster, the store's own id for a node alone. The client asks the node for it
+    (:data:`AUDIENCE_METHOD`, a call that needs no credentials) over the TLS channel
+    that has already proved the node holds a certificate of the cluster's CA, and asks
+    again every :data:`AUDIENCE_TTL_S` (a node of another identity that came up at the
+    address answers with its own). Why not what the client dialed (host and port, or the
+    TLS server name): a node cannot reliably know every name it is reached by (DNS
+    names, ``localhost``, a forwarded port); nor the server certificate's fingerprint:
+    grpcio does not show the client the peer's certificate, and nodes often share one
+    ``node.crt`` (one per host is not required), which would make them one audience.
 
 ``session <claim>.<mac>``
     For password users, after ``Login`` (as CockroachDB's HTTP login gives a session
@@ -38,7 +52,6 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime
-import functools
 import hashlib
 import hmac
 import json
@@ -57,9 +70,12 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from feedkv.errors import InvalidArgumentError, PermissionDeniedError
 from feedkv.security.login_throttle import LoginThrottle
-from feedkv.security.scram import check_password, make_verifier
+from feedkv.security.revocation import Revocations
+from feedkv.security.scram import check_login
 
 __all__ = [
+    "AUDIENCE_METHOD",
+    "AUDIENCE_TTL_S",
     "AUTH_KEY",
     "CERT_TOKEN_S",
     "RECHECK_S",
@@ -71,6 +87,8 @@ __all__ = [
 ]
 
 AUTH_KEY = "authorization"  # the metadata key (gRPC keys are lower case)
+AUDIENCE_METHOD = "Audience"  # the node's identity, as UTF-8 bytes; needs no credentials
+AUDIENCE_TTL_S = 60.0
 CERT_TOKEN_S = 600.0
 SESSION_S = 3600.0
 RECHECK_S = 1.0
@@ -90,11 +108,6 @@ def _b64(data: bytes) -> str:
 
 def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-@functools.cache
-def _no_ones_verifier() -> str:
-    return make_verifier(secrets.token_urlsafe(16))
 
 
 def _fingerprint(verifier: str) -> str:
@@ -119,21 +132,29 @@ class CertClaims:
         self._key = loaded
         self._clock = clock
         self._lock = threading.Lock()
-        self._metadata: Metadata = ()
-        self._renew_at = 0.0
+        self._made: dict[str, tuple[Metadata, float]] = {}  # audience: (metadata, renew at)
 
-    def metadata(self) -> Metadata:
+    def metadata(self, audience: str) -> Metadata:
+        """The metadata of a call to the node whose identity is ``audience``."""
         now = self._clock()
-        if now < self._renew_at:
-            return self._metadata
+        made = self._made.get(audience)
+        if made is not None and now < made[1]:
+            return made[0]
         with self._lock:
-            if now >= self._renew_at:
-                claim = json.dumps({"u": self.user, "exp": int(now + CERT_TOKEN_S)}).encode()
+            made = self._made.get(audience)
+            if made is None or now >= made[1]:
+                claim = json.dumps(
+                    {"u": self.user, "aud": audience, "exp": int(now + CERT_TOKEN_S)}
+                ).encode()
                 signature = self._key.sign(_CERT_LABEL + claim, ec.ECDSA(hashes.SHA256()))
                 token = f"{_b64(claim)}.{_b64(self._cert_der)}.{_b64(signature)}"
-                self._metadata = ((AUTH_KEY, f"cert {token}"),)
-                self._renew_at = now + CERT_TOKEN_S / 2
-            return self._metadata
+                if len(self._made) >= _MAX_CACHED:
+                    self._made.clear()
+                made = self._made[audience] = (
+                    ((AUTH_KEY, f"cert {token}"),),
+                    now + CERT_TOKEN_S / 2,
+                )
+            return made[0]
 
 
 class SessionClaims:
@@ -163,7 +184,8 @@ class SessionClaims:
             if self._login is None:
                 self._login = login
 
-    def metadata(self) -> Metadata:
+    def metadata(self, audience: str | None = None) -> Metadata:
+        """``audience``: not used (a session holds at every node of the cluster)."""
         if self._clock() < self._renew_at:
             return self._metadata
         with self._lock:
@@ -183,13 +205,16 @@ class _Known:
     expires: float  # wall seconds
     fingerprint: str | None  # a session's: the verifier it was issued against
     checked: float  # monotonic seconds of the last look at the user
+    serial: int | None = None  # a claim's: its certificate's serial number
 
 
 class CallVerifier:
     """The node's side: who a call's metadata proves its caller is (:meth:`caller`),
     and the ``Login`` that turns a password into a session (:meth:`login`).
     ``verifiers(user)``: the user's stored verifier, read when needed (the node sets it
-    once it can read its catalog: :meth:`attach`). Thread-safe."""
+    once it can read its catalog: :meth:`attach`). :attr:`audience`: the identity
+    certificate claims must be made for (a random one until the node sets its own).
+    Thread-safe."""
 
     def __init__(
         self,
@@ -198,12 +223,15 @@ class CallVerifier:
         *,
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        revocations: Revocations | None = None,
     ) -> None:
         self._ca = x509.load_pem_x509_certificate(ca_cert)
+        self._revocations = revocations
         self._session_key = hmac.new(secrets_key, _SESSION_LABEL, hashlib.sha256).digest()
         self._wall = wall
         self._monotonic = monotonic
         self._verifiers: Verifiers | None = None
+        self.audience = f"unnamed-{secrets.token_hex(8)}"
         self._throttle = LoginThrottle()
         self._lock = threading.Lock()
         self._known: dict[str, _Known] = {}
@@ -233,6 +261,9 @@ class CallVerifier:
             )
         if known.fingerprint is not None and self._monotonic() - known.checked >= RECHECK_S:
             self._recheck(token, known)
+        if known.serial is not None and self._revocations is not None:
+            # NB: on every call, so a revocation also ends the claims already taken
+            self._revocations.check(known.user, known.serial)
         return known.user
 
     def _verify(self, token: str) -> _Known:
@@ -292,8 +323,15 @@ class CallVerifier:
             raise PermissionDeniedError(
                 f"the credentials claim user {user!r}, their certificate is not theirs"
             )
+        audience = fields.get("aud")
+        if audience != self.audience:
+            raise PermissionDeniedError(
+                f"the credentials of {user!r} were made for node {str(audience)[:80]!r}, "
+                f"not for this node ({self.audience!r}): a signed claim holds only at the "
+                "node it was made for"
+            )
         expires = min(float(fields["exp"]), cert.not_valid_after_utc.timestamp())
-        return _Known(user, expires, None, self._monotonic())
+        return _Known(user, expires, None, self._monotonic(), cert.serial_number)
 
     def _verify_session(self, body: str) -> _Known:
         claim_b64, mac_b64 = body.split(".")
@@ -325,10 +363,10 @@ class CallVerifier:
                 f"too many failed logins for {user!r}: try again in {wait:.0f} s"
             )
         verifier = self._verifiers(user) if self._verifiers is not None and user else None
-        # NB: an unknown user's password is checked too (against a verifier of none), so
-        # the answer takes as long as a wrong password's and does not tell them apart
-        checked = check_password(verifier or _no_ones_verifier(), password) if password else False
-        if verifier is None or not checked:
+        # NB: an unknown user's password is checked too (check_login), so the answer
+        # takes as long as a wrong password's and does not tell them apart
+        accepted = check_login(verifier, password)
+        if verifier is None or not accepted:
             self._throttle.failed(user, host, self._monotonic())
             raise PermissionDeniedError(f"wrong user name or password for {user!r}")
         self._throttle.succeeded(user, host)

@@ -45,6 +45,8 @@ __all__ = [
     "create_client",
     "create_node",
     "load_certs_dir",
+    "read_cert",
+    "read_key",
 ]
 
 CA_CERT = "ca.crt"
@@ -182,11 +184,11 @@ def load_certs_dir(path: Path, *, user: str | None = None) -> CertsDir:
             f"the certs directory {str(path)!r} does not exist; make one with "
             "`feedkv cert create-ca` (or start with --insecure)"
         )
-    ca = _read_cert(certs.ca_cert)
+    ca = read_cert(certs.ca_cert)
     if user is not None:
         cert_path, key_path = certs.identity(user)
-        cert = _read_cert(cert_path)
-        _read_key(key_path)
+        cert = read_cert(cert_path)
+        read_key(key_path)
         try:
             cert.verify_directly_issued_by(ca)
         except (ValueError, TypeError, InvalidSignature) as exc:
@@ -213,8 +215,8 @@ def _sign(
     *,
     overwrite: bool,
 ) -> Path:
-    ca_cert = _read_cert(certs_dir / CA_CERT)
-    ca_key = _read_key(ca_key_path)
+    ca_cert = read_cert(certs_dir / CA_CERT)
+    ca_key = read_key(ca_key_path)
     if ca_key.public_key() != ca_cert.public_key():
         raise InvalidArgumentError(
             f"the CA key {ca_key_path} does not belong to {certs_dir / CA_CERT}"
@@ -256,7 +258,8 @@ def _sign(
     return cert_path
 
 
-def _read_cert(path: Path) -> x509.Certificate:
+def read_cert(path: Path) -> x509.Certificate:
+    """The PEM certificate at ``path``; InvalidArgumentError names a missing or bad one."""
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -269,7 +272,8 @@ def _read_cert(path: Path) -> x509.Certificate:
         raise InvalidArgumentError(f"{path} is not a PEM certificate: {exc}") from exc
 
 
-def _read_key(path: Path) -> ec.EllipticCurvePrivateKey:
+def read_key(path: Path) -> ec.EllipticCurvePrivateKey:
+    """The unencrypted EC key at ``path``; InvalidArgumentError names a missing or bad one."""
     try:
         data = path.read_bytes()
     except OSError as exc:

@@ -14,6 +14,7 @@ termination here is the node's own and SCRAM-SHA-256-PLUS needs the TLS finished
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import secrets
@@ -24,9 +25,12 @@ __all__ = [
     "MECHANISM",
     "ScramError",
     "ScramExchange",
+    "check_login",
     "check_password",
     "make_verifier",
+    "mock_verifier",
     "parse_verifier",
+    "unknown_user_verifier",
 ]
 
 MECHANISM = "SCRAM-SHA-256"
@@ -154,3 +158,37 @@ def _hmac(key: bytes, message: bytes) -> bytes:
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
+
+
+@functools.cache
+def unknown_user_verifier() -> str:
+    """The verifier a login of a user who has none (no such user, or no password) is
+    checked against: a random password's, with the :data:`ITERATIONS` a stored one has,
+    so that refusal costs the same PBKDF2 work as a wrong password's (made once per
+    process)."""
+    return make_verifier(secrets.token_urlsafe(16))
+
+
+def check_login(verifier: str | None, password: str) -> bool:
+    """Whether ``password`` logs in the user whose stored verifier is ``verifier``
+    (``None``: no such user, or one without a password). Every path does the same work,
+    one PBKDF2 of ``password``, so how long a refusal takes does not tell an unknown
+    user from a wrong password (a login that sends the password itself: the HTTP port's
+    Basic authentication, the gRPC port's ``Login``)."""
+    checked = check_password(verifier or unknown_user_verifier(), password)
+    return checked and verifier is not None and bool(password)
+
+
+_MOCK_SECRET = secrets.token_bytes(32)  # this process's: what mock verifiers derive from
+
+
+def mock_verifier(user: str) -> str:
+    """A verifier for a user who has none (no such user, or no password), for a SCRAM
+    exchange that runs to its end and fails there, as PostgreSQL's mock authentication
+    does: a client learns nothing from whether it is challenged. Its salt is derived
+    from ``user``, so a user is offered the same salt each time (as a real one is), and
+    its iterations are those a stored verifier has; no password matches it."""
+    salt = hmac.new(_MOCK_SECRET, b"salt\0" + user.encode(), hashlib.sha256).digest()[:16]
+    stored = hmac.new(_MOCK_SECRET, b"stored\0" + user.encode(), hashlib.sha256).digest()
+    server = hmac.new(_MOCK_SECRET, b"server\0" + user.encode(), hashlib.sha256).digest()
+    return f"{_PREFIX}{ITERATIONS}:{_b64(salt)}${_b64(stored)}:{_b64(server)}"

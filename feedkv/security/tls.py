@@ -17,23 +17,36 @@ from __future__ import annotations
 
 import os
 import ssl
+import threading
+import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import grpc
 
-from feedkv.errors import InvalidArgumentError
-from feedkv.security.call_auth import CallVerifier, CertClaims, Metadata, SessionClaims
-from feedkv.security.certs import NODE_USER, CertsDir, load_certs_dir
+from feedkv.errors import InvalidArgumentError, NodeUnavailableError
+from feedkv.security.call_auth import (
+    AUDIENCE_METHOD,
+    AUDIENCE_TTL_S,
+    CallVerifier,
+    CertClaims,
+    Metadata,
+    SessionClaims,
+)
+from feedkv.security.certs import NODE_USER, CertsDir, load_certs_dir, read_cert
+from feedkv.security.revocation import CRL_FILE, Revocations
 from feedkv.security.secrets import load_key
 
 __all__ = [
+    "AUDIENCE_PATH",
     "AuthenticatedContext",
     "ClientTLS",
     "ServerTLS",
     "call_metadata",
+    "node_audience",
     "open_channel",
     "peer_user",
 ]
@@ -105,16 +118,22 @@ class ClientTLS:
 
 @dataclass(frozen=True)
 class ServerTLS:
-    """A node's side: its ``node.crt`` and the CA its clients' certificates come from."""
+    """A node's side: its ``node.crt``, the CA its clients' certificates come from and
+    the certificates revoked since (:mod:`feedkv.security.revocation`)."""
 
     certs: CertsDir
     verifier: CallVerifier = field(repr=False, compare=False)
+    revocations: Revocations = field(repr=False, compare=False)  # ca.crl's
 
     @classmethod
     def load(cls, certs_dir: str | Path) -> ServerTLS:
+        """InvalidArgumentError names a missing or bad file (``ca.crl`` included)."""
         certs = load_certs_dir(Path(certs_dir), user=NODE_USER)
-        verifier = CallVerifier(certs.ca_cert.read_bytes(), load_key(certs.secrets_key))
-        return cls(certs, verifier)
+        revocations = Revocations(certs.path / CRL_FILE, read_cert(certs.ca_cert))
+        verifier = CallVerifier(
+            certs.ca_cert.read_bytes(), load_key(certs.secrets_key), revocations=revocations
+        )
+        return cls(certs, verifier, revocations)
 
     def grpc_credentials(self) -> grpc.ServerCredentials:
         """No client certificate asked for: each call proves its caller in its
@@ -168,9 +187,75 @@ _claims: weakref.WeakKeyDictionary[grpc.Channel, CertClaims | SessionClaims] = (
 
 def call_metadata(channel: grpc.Channel) -> Metadata | None:
     """The metadata each call on ``channel`` carries: its identity's credentials
-    (``None``: a plaintext channel)."""
+    (``None``: a plaintext channel). A certificate claim is made for the node at the
+    other end (:func:`node_audience`), which may cost a call to it
+    (:class:`~feedkv.errors.NodeUnavailableError` when it fails: nothing was sent)."""
     claims = _claims.get(channel)
-    return claims.metadata() if claims is not None else None
+    if claims is None:
+        return None
+    if isinstance(claims, SessionClaims):
+        return claims.metadata()
+    return claims.metadata(node_audience(channel))
+
+
+# NB: the service is feedkv.kv.wire.SERVICE, which this layer may not import (pinned by
+# tests/security/test_claim_audience.py)
+AUDIENCE_PATH = f"/feedkv.kv.Node/{AUDIENCE_METHOD}"
+_AUDIENCE_TIMEOUT_S = 10.0
+
+
+@dataclass
+class _Audience:
+    name: str
+    refresh_at: float  # monotonic seconds
+    refreshing: bool = False
+
+
+_audiences: weakref.WeakKeyDictionary[grpc.Channel, _Audience] = weakref.WeakKeyDictionary()
+_audiences_lock = threading.Lock()
+
+
+def node_audience(channel: grpc.Channel, *, clock: Callable[[], float] = time.monotonic) -> str:
+    """The identity of the node at the other end of the TLS ``channel``, which a claim
+    made for it names (:mod:`feedkv.security.call_auth`). Asked of the node on first use
+    (blocking: :class:`~feedkv.errors.NodeUnavailableError` if that fails), and again
+    every :data:`AUDIENCE_TTL_S` in the background, the known one answering meanwhile:
+    a call to a node cut off by a partition waits for its own deadline only."""
+    now = clock()
+    known = _audiences.get(channel)
+    if known is None:
+        ask = channel.unary_unary(AUDIENCE_PATH)
+        try:
+            name = bytes(ask(b"", timeout=_AUDIENCE_TIMEOUT_S)).decode()
+        except grpc.RpcError as exc:
+            details = exc.details() if hasattr(exc, "details") else str(exc)
+            raise NodeUnavailableError(f"cannot ask the node who it is: {details}") from exc
+        with _audiences_lock:
+            known = _audiences.setdefault(channel, _Audience(name, now + AUDIENCE_TTL_S))
+        return known.name
+    if now >= known.refresh_at:
+        with _audiences_lock:
+            start = not known.refreshing
+            known.refreshing = True
+        if start:
+            _refresh(channel, known, clock)
+    return known.name
+
+
+def _refresh(channel: grpc.Channel, known: _Audience, clock: Callable[[], float]) -> None:
+    future = channel.unary_unary(AUDIENCE_PATH).future(b"", timeout=_AUDIENCE_TIMEOUT_S)
+
+    def done(call: Any) -> None:
+        try:
+            known.name = bytes(call.result()).decode()
+        except grpc.RpcError:
+            pass  # NB: the node is away: keep the name, ask again after the next TTL
+        finally:
+            with _audiences_lock:
+                known.refresh_at = clock() + AUDIENCE_TTL_S
+                known.refreshing = False
+
+    future.add_done_callback(done)
 
 
 class AuthenticatedContext:

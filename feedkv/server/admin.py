@@ -42,7 +42,7 @@ from feedkv.changefeed.jobs import TERMINAL, JobRecord, list_jobs, redacted
 from feedkv.changefeed.thread_job import ThreadJob
 from feedkv.errors import FeedKVError, InvalidArgumentError, PermissionDeniedError
 from feedkv.security.login_throttle import LoginThrottle
-from feedkv.security.scram import check_password
+from feedkv.security.scram import check_login
 from feedkv.server.feed_history import FeedHistory, Sample
 from feedkv.spark.progress import SparkProgress, read_ranges
 from feedkv.sql import catalog
@@ -166,7 +166,8 @@ class Admin:
                 f"too many failed logins for {name!r}: try again in {wait:.0f} s"
             )
         verifier = self._verifier(name) if name else None
-        if verifier is None or not password or not check_password(verifier, password):
+        # NB: an unknown user's password is checked too, so its refusal costs the same
+        if not check_login(verifier, password):
             self._throttle.failed(name, client, time.monotonic())
             raise PermissionDeniedError(f"wrong user name or password for {name!r}")
         self._throttle.succeeded(name, client)

@@ -138,6 +138,11 @@ class Node:
         # the name job leases give the node: n<id> in a cluster (its liveness tells
         # whether the node is alive), else an id kept in its store directory
         self.node_id = f"n{node_id}" if ident is not None else _node_id(self.path)
+        if self.tls is not None:
+            # what certificate claims sent to this node must be made for (call_auth)
+            self.tls.verifier.audience = (
+                f"{ident.cluster_id}/n{node_id}" if ident is not None else self.node_id
+            )
         self.server: NodeServer | None = None
         self.cluster: Cluster | None = None
         self.sql_server: PGServer | None = None
@@ -269,6 +274,7 @@ class Node:
                                 cert_user, verifier, throttle=throttle
                             ),
                             tls=self.tls.ssl_context(client_certs=True),
+                            revocations=self.tls.revocations,
                         )
                     )
                 except OSError as exc:

@@ -12,7 +12,7 @@ import pytest
 
 from feedkv.pgwire.auth import Accepted, CertOrPassword, Challenge, Refused
 from feedkv.security.login_throttle import LoginThrottle
-from feedkv.security.scram import make_verifier
+from feedkv.security.scram import ITERATIONS, make_verifier
 
 VERIFIERS = {"alice": make_verifier("alice-pw", iterations=16)}
 
@@ -64,7 +64,8 @@ def login(auth: CertOrPassword, user: str, password: str) -> Accepted | Refused:
 
 def test_a_client_certificate_logs_in_as_its_common_name_only() -> None:
     assert isinstance(CertOrPassword("bob", VERIFIERS.get).begin("bob", "h"), Accepted)
-    refused = CertOrPassword("bob", VERIFIERS.get).begin("root", "h")
+    # another user needs that user's password (root has none here): refused
+    refused = login(CertOrPassword("bob", VERIFIERS.get), "root", "x")
     assert isinstance(refused, Refused) and refused.error.code == "28P01"
 
 
@@ -110,3 +111,23 @@ def test_failed_logins_are_throttled_per_user_and_host() -> None:
     clock.now += 31
     assert isinstance(login(auth(), "alice", "alice-pw"), Accepted)
     assert throttle.retry_after("alice", "10.0.0.7", clock.now) == 0
+
+
+def _server_first(user: str) -> dict[str, str]:
+    auth = CertOrPassword(None, VERIFIERS.get)
+    challenge = auth.begin(user, "10.0.0.7")
+    assert isinstance(challenge, Challenge)
+    assert _payload(challenge, 10) == b"SCRAM-SHA-256\0\0"
+    first = auth.respond(_initial(b"n,,n=,r=clientnonce"))
+    assert isinstance(first, Challenge)
+    return dict(part.split("=", 1) for part in _payload(first, 11).decode().split(","))
+
+
+def test_an_unknown_user_is_challenged_as_a_known_one_is_and_refused_at_the_end() -> None:
+    ghost = _server_first("ghost")
+    assert int(ghost["i"]) == ITERATIONS  # what a stored verifier has
+    assert _server_first("ghost")["s"] == ghost["s"]  # the same salt each time
+    assert _server_first("spook")["s"] != ghost["s"]
+    refused = login(CertOrPassword(None, VERIFIERS.get), "ghost", "any")
+    assert isinstance(refused, Refused)
+    assert str(refused.error) == 'password authentication failed for user "ghost"'

@@ -5,10 +5,15 @@ changes or the user goes; anything else is refused with a PermissionDeniedError.
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +32,7 @@ from feedkv.security.secrets import load_key
 from feedkv.testing.certs import make_certs_dir
 
 NOW = time.time()  # the certificates made here are valid from now on
+AUDIENCE = "cluster-1/n1"  # the node the verifiers here are
 
 
 class _Clock:
@@ -50,6 +56,7 @@ def _verifier(certs: Path, users: dict[str, str], wall: _Clock, mono: _Clock) ->
         monotonic=mono,
     )
     verifier.attach(users.get)
+    verifier.audience = AUDIENCE
     return verifier
 
 
@@ -60,7 +67,7 @@ def _claims(certs: Path, user: str, clock: _Clock) -> CertClaims:
 def test_a_certificate_claim_proves_its_certificates_user(certs: Path) -> None:
     wall, mono = _Clock(NOW), _Clock(0.0)
     verifier = _verifier(certs, {}, wall, mono)
-    metadata = _claims(certs, "alice", wall).metadata()
+    metadata = _claims(certs, "alice", wall).metadata(AUDIENCE)
     assert verifier.caller(metadata) == "alice"
     assert verifier.caller(metadata) == "alice"  # the second time from the cache
     wall.now += CERT_TOKEN_S
@@ -73,7 +80,7 @@ def test_a_claim_signed_for_another_user_is_refused(certs: Path) -> None:
     verifier = _verifier(certs, {}, wall, mono)
     forged = CertClaims("root", certs / "client.alice.crt", certs / "client.alice.key", clock=wall)
     with pytest.raises(PermissionDeniedError, match="claim user 'root'"):
-        verifier.caller(forged.metadata())
+        verifier.caller(forged.metadata(AUDIENCE))
 
 
 def test_a_certificate_of_another_ca_is_refused(certs: Path, tmp_path: Path) -> None:
@@ -81,14 +88,14 @@ def test_a_certificate_of_another_ca_is_refused(certs: Path, tmp_path: Path) -> 
     verifier = _verifier(certs, {}, wall, mono)
     foreign = make_certs_dir(tmp_path, users=("root",))
     with pytest.raises(PermissionDeniedError, match="not issued by this cluster's CA"):
-        verifier.caller(_claims(foreign, "root", wall).metadata())
+        verifier.caller(_claims(foreign, "root", wall).metadata(AUDIENCE))
 
 
 def test_a_claim_with_a_signature_of_another_key_is_refused(certs: Path) -> None:
     wall, mono = _Clock(NOW), _Clock(0.0)
     verifier = _verifier(certs, {}, wall, mono)
-    alice = _claims(certs, "alice", wall).metadata()[0][1]
-    root = _claims(certs, "root", wall).metadata()[0][1]
+    alice = _claims(certs, "alice", wall).metadata(AUDIENCE)[0][1]
+    root = _claims(certs, "root", wall).metadata(AUDIENCE)[0][1]
     claim, cert, _ = alice.removeprefix("cert ").split(".")
     signature = root.split(".")[2]
     with pytest.raises(PermissionDeniedError, match="not signed by their certificate's key"):
@@ -165,4 +172,31 @@ def test_a_certificate_past_its_validity_is_refused(certs: Path) -> None:
     claims = _claims(certs, "alice", wall)
     wall.now += 6 * 366 * 86400.0  # certificates live five years
     with pytest.raises(PermissionDeniedError, match=r"the certificate .* has expired"):
-        verifier.caller(claims.metadata())
+        verifier.caller(claims.metadata(AUDIENCE))
+
+
+def test_a_claim_holds_only_at_the_node_it_was_made_for(certs: Path) -> None:
+    wall, mono = _Clock(NOW), _Clock(0.0)
+    verifier = _verifier(certs, {}, wall, mono)
+    alice = _claims(certs, "alice", wall)
+    assert verifier.caller(alice.metadata(AUDIENCE)) == "alice"
+    with pytest.raises(
+        PermissionDeniedError,
+        match=r"the credentials of 'alice' were made for node 'cluster-1/n2', not for this "
+        r"node \('cluster-1/n1'\): a signed claim holds only at the node it was made for",
+    ):
+        verifier.caller(alice.metadata("cluster-1/n2"))
+    # one made for no node at all (as before claims named their node) is refused too
+    key = serialization.load_pem_private_key(
+        (certs / "client.alice.key").read_bytes(), password=None
+    )
+    assert isinstance(key, ec.EllipticCurvePrivateKey)
+    claim = json.dumps({"u": "alice", "exp": int(NOW + 60)}).encode()
+    cert = x509.load_pem_x509_certificate((certs / "client.alice.crt").read_bytes())
+    signature = key.sign(b"feedkv grpc call v1\n" + claim, ec.ECDSA(hashes.SHA256()))
+    token = ".".join(
+        base64.urlsafe_b64encode(part).decode().rstrip("=")
+        for part in (claim, cert.public_bytes(serialization.Encoding.DER), signature)
+    )
+    with pytest.raises(PermissionDeniedError, match="were made for node 'None'"):
+        verifier.caller(((AUTH_KEY, f"cert {token}"),))

@@ -12,11 +12,14 @@ from hypothesis import strategies as hs
 
 from feedkv.errors import InvalidArgumentError
 from feedkv.security.scram import (
+    ITERATIONS,
     ScramError,
     ScramExchange,
+    check_login,
     check_password,
     make_verifier,
     parse_verifier,
+    unknown_user_verifier,
 )
 
 # RFC 7677, section 3
@@ -96,3 +99,18 @@ def test_check_password_accepts_only_the_password_the_verifier_was_made_from() -
     assert check_password(verifier, "s3cret")
     assert not check_password(verifier, "s3cret ")
     assert not check_password(verifier, "")
+
+
+def test_check_login_does_the_same_work_for_an_unknown_user_as_for_a_wrong_password() -> None:
+    stored = make_verifier("right-pw")
+    assert parse_verifier(unknown_user_verifier())[0] == parse_verifier(stored)[0] == ITERATIONS
+    before = unknown_user_verifier.cache_info()
+    assert check_login(stored, "right-pw")
+    assert not check_login(stored, "wrong-pw")
+    assert not check_login(stored, "")
+    after_known = unknown_user_verifier.cache_info()
+    assert after_known.hits + after_known.misses == before.hits + before.misses  # not used
+    assert not check_login(None, "right-pw")
+    assert not check_login(None, "")
+    after = unknown_user_verifier.cache_info()
+    assert after.hits + after.misses == before.hits + before.misses + 2  # checked against it

@@ -16,6 +16,7 @@ import pytest
 import feedkv
 from feedkv import DB
 from feedkv.kv.store import StoreConfig
+from feedkv.security.scram import unknown_user_verifier
 from feedkv.server.http import ADMIN_HEADER, OVERVIEW_PATH
 from feedkv.testing.certs import make_certs_dir
 from feedkv.testing.waiting import wait_until
@@ -177,6 +178,27 @@ def secure_db(tmp_path: Path) -> Iterator[tuple[DB, Path]]:
 def basic(user: str, password: str) -> dict[str, str]:
     token = base64.b64encode(f"{user}:{password}".encode()).decode()
     return {"Authorization": f"Basic {token}"}
+
+
+def test_an_unknown_user_is_refused_as_a_wrong_password_is_after_the_same_work(
+    secure_db: tuple[DB, Path],
+) -> None:
+    db, certs = secure_db
+    assert db.node is not None
+    tls = {"verify": ssl.create_default_context(cafile=certs / "ca.crt")}
+    answers = []
+    for user in ("alice", "nobody"):
+        before = unknown_user_verifier.cache_info()
+        refused = httpx.get(db.node.http_url + OVERVIEW_PATH, headers=basic(user, "nope"), **tls)
+        after = unknown_user_verifier.cache_info()
+        # the unknown user's password is checked too: against the unknown-user verifier
+        checked_against_it = (after.hits + after.misses) - (before.hits + before.misses)
+        assert checked_against_it == (1 if user == "nobody" else 0)
+        error = refused.json()["error"].replace(repr(user), "USER")
+        answers.append((refused.status_code, dict(refused.headers).get("www-authenticate"), error))
+    assert answers[0] == answers[1]
+    assert answers[0][0] == 401
+    assert answers[0][2] == "wrong user name or password for USER"
 
 
 def test_a_secure_node_asks_who_you_are_and_checks_privileges(

@@ -15,10 +15,12 @@ import getpass
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 from feedkv.cli.credentials import PASSWORD_ENV, split_userinfo, without_password
 from feedkv.errors import ExternalError, PermissionDeniedError, SQLError
+from feedkv.security.certs import CA_CERT
 from feedkv.sql.execution import Result
 
 __all__ = ["PG_SCHEMES", "PasswordNeededError", "PgSession", "open_pg_session"]
@@ -37,21 +39,42 @@ def open_pg_session(
     user: str | None = None,
     database: str | None = None,
     password: str | None = None,
+    certs_dir: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     stdin: TextIO | None = None,
     ask: Callable[[str], str] = getpass.getpass,
 ) -> PgSession:
     """A :class:`PgSession`, its password (when the URL has none) ``password``, else
     ``$FEEDKV_PASSWORD``, else (libpq's ``PGPASSWORD`` or none and) asked for on a
-    terminal when the server wants one, as ``psql`` asks."""
+    terminal when the server wants one, as ``psql`` asks. ``certs_dir``: TLS from that
+    certs directory for what the URL does not say (see :func:`tls_options`)."""
     env = os.environ if env is None else env
     password = password or env.get(PASSWORD_ENV) or None
+    tls = tls_options(url, user, certs_dir) if certs_dir is not None else {}
     try:
-        return PgSession(url, user=user, database=database, password=password)
+        return PgSession(url, user=user, database=database, password=password, tls=tls)
     except PasswordNeededError:
         if password is not None or not (stdin or sys.stdin).isatty():
             raise
-    return PgSession(url, user=user, database=database, password=ask("Enter password: "))
+    secret = ask("Enter password: ")
+    return PgSession(url, user=user, database=database, password=secret, tls=tls)
+
+
+def tls_options(url: str, user: str | None, certs_dir: str | Path) -> dict[str, str]:
+    """libpq's TLS parameters from a certs directory (as ``cockroach sql --url ...
+    --certs-dir`` fills them): verify the server against its ``ca.crt``
+    (``sslmode=verify-full``), and present ``client.USER.crt`` when it holds one; each
+    only where the URL does not say."""
+    import psycopg
+
+    given = psycopg.conninfo.conninfo_to_dict(url)
+    certs = Path(certs_dir)
+    options = {"sslmode": "verify-full", "sslrootcert": str(certs / CA_CERT)}
+    who = user or given.get("user") or "root"
+    cert, key = certs / f"client.{who}.crt", certs / f"client.{who}.key"
+    if cert.exists() and key.exists():
+        options.update(sslcert=str(cert), sslkey=str(key))
+    return {name: value for name, value in options.items() if name not in given}
 
 
 class PgSession:
@@ -64,12 +87,14 @@ class PgSession:
         user: str | None = None,
         database: str | None = None,
         password: str | None = None,
+        tls: Mapping[str, str] | None = None,
     ) -> None:
-        """``password``: when the URL has none (the URL's wins)."""
+        """``password``: when the URL has none (the URL's wins). ``tls``: more libpq
+        TLS parameters (:func:`tls_options`)."""
         import psycopg
 
         self._psycopg = psycopg
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = dict(tls or {})
         if user is not None:
             options["user"] = user
         if database is not None:

@@ -57,7 +57,8 @@ def run_sql(
     root reads only the tables it may SELECT and writes nothing; such users write
     through the SQL port: ``--url postgresql://...``). A ``postgresql://`` URL's
     password, when it has none, is ``$FEEDKV_PASSWORD`` (or libpq's ``PGPASSWORD``),
-    else asked for on a terminal if the server wants one.
+    else asked for on a terminal if the server wants one; its TLS parameters, when it
+    has none, come from ``certs_dir``.
     ``progress``: show a new changefeed job's initial scan (``None``: when stderr is a
     terminal)."""
     stdin = stdin or sys.stdin
@@ -71,6 +72,7 @@ def run_sql(
             user=None if user == "root" else user,
             database=None if database == "defaultdb" else database,
             password=password,
+            certs_dir=certs_dir,
             stdin=stdin,
         )
         try:

@@ -248,3 +248,28 @@ def test_a_client_certificate_is_used_before_the_password_variable(cluster: Clus
     assert insecure.password is None  # nothing to prove to an insecure node
     with pytest.raises(InvalidArgumentError, match="'pam' and --user 'bob' differ"):
         resolve_login(_pam_url(cluster), certs_dir=cluster.ca_only, user="bob", env=env)
+
+
+def test_certs_dir_gives_a_postgresql_url_its_tls_and_client_certificate(cluster: Cluster) -> None:
+    # as cockroach sql --url ... --certs-dir: the directory fills what the URL leaves out
+    bare = f"postgresql://{cluster.sql_address}/defaultdb"
+    query = ("--format", "csv", "-e", "SELECT current_user(), city FROM rides")
+
+    as_root = _feedkv("sql", "--url", bare, "--certs-dir", str(cluster.certs), *query)
+    assert as_root.returncode == 0, as_root.stderr
+    assert as_root.stdout.splitlines()[1:] == ["root,rome"]
+
+    as_pam = _feedkv(
+        "sql",
+        "--url",
+        bare.replace("//", "//pam@"),
+        "--certs-dir",
+        str(cluster.ca_only),
+        *query,
+        env={PASSWORD_ENV: PASSWORD},
+    )
+    assert as_pam.returncode == 0, as_pam.stderr
+    assert as_pam.stdout.splitlines()[1:] == ["pam,rome"]
+
+    refused = _feedkv("sql", "--url", bare + "?sslmode=disable", "--certs-dir", str(cluster.certs))
+    assert refused.returncode == 1  # the URL's own sslmode stands: a secure node refuses it

@@ -735,6 +735,9 @@ SINK_KINDS: tuple[SinkKind, ...] = (
                 "sasl_token_url",
                 "sasl_scopes",
                 "sasl_grant_type",
+                "sasl_aws_region",  # sasl_mechanism=AWS_MSK_IAM's role
+                "sasl_aws_iam_role_arn",
+                "sasl_aws_iam_session_name",
             }
         )
         | _TLS,

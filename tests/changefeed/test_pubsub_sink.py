@@ -1,0 +1,269 @@
+"""The ``gcpubsub://`` sink, as CockroachDB 26.1 documents it ("Changefeed Sinks", "Google
+Cloud Pub/Sub": ``gcpubsub://{project}?region={region}&topic_name={topic}&AUTH=specified
+&CREDENTIALS={base64 key}``, ``with_table_name_attribute``, ``pubsub_sink_config``; a
+region is required unless the changefeed is ``unordered``) and as its
+``sink_pubsub_v2.go`` publishes (each message's data ``{"Key":...,"Value":...,"Topic":...}``,
+resolved messages to every topic, topics created on first use).
+
+The server is Google's own Pub/Sub emulator (Debian's google-cloud-cli-pubsub-emulator,
+a Java server) on loopback, reached through ``PUBSUB_EMULATOR_HOST`` as Google's clients
+and CockroachDB reach it; a separate pull subscription reads back what was published."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from feedkv.changefeed.options import ChangefeedOptions, parse_options
+from feedkv.changefeed.sink import Message, parse_sink_uri
+from feedkv.changefeed.sinks import pubsub
+from feedkv.errors import SQLError
+from feedkv.testing.pubsub_emulator import PulledMessage, Subscription, pubsub_emulator
+from feedkv.testing.waiting import wait_until
+from feedkv.util.hlc import Timestamp
+
+PROJECT = "feedkv-test"
+NOW = Timestamp(1_700_000_000_000_000_000, 0)
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[str]:
+    with pubsub_emulator() as host:
+        yield host
+
+
+@pytest.fixture
+def pubsub_env(emulator: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", emulator)
+    return emulator
+
+
+def service_account_key() -> str:
+    """A service account's JSON key (a fresh RSA key), base64-encoded as CockroachDB's
+    ``CREDENTIALS`` takes it."""
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = private.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    key = {
+        "type": "service_account",
+        "project_id": PROJECT,
+        "private_key_id": "0123456789abcdef",
+        "private_key": pem,
+        "client_email": f"changefeeds@{PROJECT}.iam.gserviceaccount.com",
+        "client_id": "1234567890",
+        "token_uri": "https://oauth2.googleapis.com/token",
+    }
+    return base64.b64encode(json.dumps(key).encode()).decode()
+
+
+KEY = service_account_key()
+
+
+def make_sink(uri: str, options: ChangefeedOptions | None = None) -> Any:
+    options = options or ChangefeedOptions()
+    return pubsub.make(parse_sink_uri(uri, options), options)
+
+
+def pull(subscription: Subscription, count: int) -> list[PulledMessage]:
+    got: list[PulledMessage] = []
+
+    def enough() -> bool:
+        got.extend(subscription.pull())
+        return len(got) >= count
+
+    wait_until(enough, timeout_s=60.0, what=f"{count} Pub/Sub messages")
+    return got
+
+
+def row(topic: str, key: bytes, value: bytes, wall: int = 5) -> Message:
+    return Message(topic, key, value, Timestamp(wall, 0), Timestamp(wall, 0))
+
+
+# Messages.
+
+
+def test_rows_and_resolved_are_published_as_cockroachdb_publishes_them(pubsub_env: str) -> None:
+    subscription = Subscription(pubsub_env, PROJECT, "rides", "rides-reader")
+    sink = make_sink(f"gcpubsub://{PROJECT}?region=us-east1&CREDENTIALS={quote(KEY, safe='')}")
+    try:
+        sink.emit_row(row("rides", b'["paris", 1]', b'{"after": {"city": "paris", "id": 1}}'))
+        sink.emit_row(row("rides", b'["lyon", 2]', b'{"after": null}', wall=6))
+        sink.flush()
+        sink.emit_resolved(Timestamp(10, 0), ["rides"])
+    finally:
+        sink.close()
+    messages = pull(subscription, 3)
+    assert [m.data for m in messages] == [
+        b'{"Key":["paris", 1],"Value":{"after": {"city": "paris", "id": 1}},"Topic":"rides"}',
+        b'{"Key":["lyon", 2],"Value":{"after": null},"Topic":"rides"}',
+        b'{"resolved":"10.0000000000"}',
+    ]
+    assert all(m.attributes == {} for m in messages)
+
+
+def test_topic_name_and_the_table_name_attribute(pubsub_env: str) -> None:
+    """``topic_name`` sends every table to one topic; ``with_table_name_attribute``
+    tells them apart by the ``TABLE_NAME`` attribute; resolved goes once to that topic."""
+    subscription = Subscription(pubsub_env, PROJECT, "all-tables", "all-tables-reader")
+    sink = make_sink(
+        f"gcpubsub://{PROJECT}?region=europe-west1&topic_name=all-tables"
+        f"&with_table_name_attribute=true&CREDENTIALS={quote(KEY, safe='')}"
+    )
+    try:
+        sink.emit_row(row("rides", b"[1]", b'{"after": {"id": 1}}'))
+        sink.emit_row(row("users", b"[7]", b'{"after": {"id": 7}}'))
+        sink.flush()
+        sink.emit_resolved(Timestamp(10, 0), ["rides", "users"])
+    finally:
+        sink.close()
+    messages = pull(subscription, 3)
+    rows = sorted((m.attributes.get("TABLE_NAME"), m.data) for m in messages[:2])
+    assert rows == [
+        ("rides", b'{"Key":[1],"Value":{"after": {"id": 1}},"Topic":"rides"}'),
+        ("users", b'{"Key":[7],"Value":{"after": {"id": 7}},"Topic":"users"}'),
+    ]
+    assert messages[2].data == b'{"resolved":"10.0000000000"}'
+    assert len(messages) == 3
+
+
+def test_a_missing_topic_is_created_before_the_first_publish(pubsub_env: str) -> None:
+    topic_url = f"http://{pubsub_env}/v1/projects/{PROJECT}/topics/fresh-topic"
+    assert httpx.get(topic_url).status_code == 404
+    sink = make_sink(f"gcpubsub://{PROJECT}?region=us-east1&CREDENTIALS={quote(KEY, safe='')}")
+    try:
+        sink.emit_row(row("fresh-topic", b"[1]", b'{"after": {"id": 1}}'))
+        sink.flush()
+    finally:
+        sink.close()
+    assert httpx.get(topic_url).status_code == 200
+
+
+def test_a_changefeed_publishes_its_rows_and_hides_the_key_on_show(
+    db: Any, pubsub_env: str
+) -> None:
+    """CREATE CHANGEFEED into ``gcpubsub://`` with a service account key: the rows
+    arrive as CockroachDB publishes them, and ``CREDENTIALS`` is redacted in SHOW
+    CHANGEFEED JOBS."""
+    subscription = Subscription(pubsub_env, PROJECT, "orders", "orders-reader")
+    db.sql("CREATE TABLE orders (id INT PRIMARY KEY, item STRING)")
+    db.sql("INSERT INTO orders VALUES (1, 'tea'), (2, 'cake')")
+    uri = f"gcpubsub://{PROJECT}?region=us-east1&AUTH=specified&CREDENTIALS={quote(KEY, safe='')}"
+    [(job_id,)] = db.sql(f"CREATE CHANGEFEED FOR orders INTO '{uri}'").rows
+    try:
+        messages = pull(subscription, 2)
+        shown = str(db.sql("SHOW CHANGEFEED JOBS").rows)
+    finally:
+        db.sql(f"CANCEL JOB {job_id}")
+    assert sorted(m.data for m in messages) == [
+        b'{"Key":[1],"Value":{"after": {"id": 1, "item": "tea"}},"Topic":"orders"}',
+        b'{"Key":[2],"Value":{"after": {"id": 2, "item": "cake"}},"Topic":"orders"}',
+    ]
+    assert "CREDENTIALS=redacted" in shown
+    assert KEY[:40] not in shown and quote(KEY, safe="")[:40] not in shown
+
+
+# Bad parameters, at CREATE CHANGEFEED.
+
+GOOD = f"CREDENTIALS={quote(KEY, safe='')}"
+
+
+@pytest.mark.parametrize(
+    ("uri", "options", "message"),
+    [
+        (
+            f"gcpubsub://{PROJECT}?{GOOD}",
+            {},
+            "sink parameter region is needed by gcpubsub:// sinks",
+        ),
+        (f"gcpubsub://{PROJECT}?region=us-east1", {}, "CREDENTIALS is needed with AUTH=specified"),
+        (
+            f"gcpubsub://{PROJECT}?region=us-east1&CREDENTIALS=not-base64!",
+            {},
+            "CREDENTIALS is not a base64-encoded service account key",
+        ),
+        (
+            f"gcpubsub://{PROJECT}?region=us-east1&CREDENTIALS={base64.b64encode(b'{}').decode()}",
+            {},
+            "CREDENTIALS is not a base64-encoded service account key",
+        ),
+        (
+            f"gcpubsub://{PROJECT}?region=us-east1&AUTH=implicit&{GOOD}",
+            {},
+            "CREDENTIALS is not used with AUTH=implicit",
+        ),
+        (f"gcpubsub://{PROJECT}?region=us-east1&AUTH=magic&{GOOD}", {}, "AUTH='magic'"),
+        (
+            f"gcpubsub://{PROJECT}?region=us-east1&{GOOD}&ASSUME_ROLE=sa@p.iam",
+            {},
+            "ASSUME_ROLE: impersonating a service account is not supported",
+        ),
+        (f"gcpubsub://Bad_Project?region=us-east1&{GOOD}", {}, "is not a Google Cloud project id"),
+        (f"gcpubsub://?region=us-east1&{GOOD}", {}, "needs a project"),
+        (
+            f"gcpubsub://{PROJECT}?region=us-east1&{GOOD}&topic_name=a",
+            {},
+            "topic_name='a' is not a Pub/Sub topic name",
+        ),
+        (
+            f"gcpubsub://{PROJECT}?region=us-east1&{GOOD}",
+            {"pubsub_sink_config": '{"Flush": {"Mesages": 5}}'},
+            "option pubsub_sink_config: unknown key Flush.Mesages; did you mean Flush.Messages?",
+        ),
+    ],
+)
+def test_bad_pubsub_parameters_are_refused_naming_them(
+    uri: str, options: dict[str, str], message: str
+) -> None:
+    parsed = parse_options(tuple(options.items()), now=NOW)
+    with pytest.raises(SQLError) as raised:
+        pubsub.make(parse_sink_uri(uri, parsed), parsed)
+    assert raised.value.code == "22023"
+    assert message in raised.value.message
+
+
+def test_no_region_is_needed_when_unordered() -> None:
+    options = parse_options((("unordered", None),), now=NOW)
+    sink = pubsub.make(parse_sink_uri(f"gcpubsub://{PROJECT}?{GOOD}", options), options)
+    sink.close()
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        (
+            f"CREATE CHANGEFEED FOR t INTO 'gcpubsub://{PROJECT}?{GOOD}'",
+            "sink parameter region is needed by gcpubsub:// sinks",
+        ),
+        (
+            f"CREATE CHANGEFEED FOR t INTO 'gcpubsub://{PROJECT}?region=us-east1&{GOOD}' "
+            "WITH format=avro",
+            "avro",
+        ),
+        (
+            f"CREATE CHANGEFEED FOR t INTO 'gcpubsub://{PROJECT}?region=us-east1&{GOOD}' "
+            "WITH envelope=key_only",
+            "key_only",
+        ),
+        (
+            f"CREATE CHANGEFEED FOR t INTO 'gcpubsub://{PROJECT}?region=us-east1&{GOOD}&regoin=x'",
+            "regoin",
+        ),
+    ],
+)
+def test_create_changefeed_refuses_a_bad_pubsub_sink(db: Any, sql: str, message: str) -> None:
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY)")
+    with pytest.raises(SQLError) as raised:
+        db.sql(sql)
+    assert raised.value.code == "22023"
+    assert message in raised.value.message

@@ -9,6 +9,13 @@ Microsoft Entra ID does for ``https://<namespace>.servicebus.windows.net/.defaul
 ``path`` places it: ``/<tenant id>/oauth2/v2.0/token`` serves as Entra ID's endpoint for
 a tenant (whose id goes into the ``tid`` claim).
 
+:class:`TokenServer` also takes Google's service account grant (RFC 7523's
+``urn:ietf:params:oauth:grant-type:jwt-bearer``, what google-auth sends for a service
+account key): an RS256 assertion signed with the private key of an account it knows
+(``service_accounts``: email to public key), ``aud`` its own URL or Google's token
+endpoint's, not expired; the token's
+audience is then the assertion's ``scope``.
+
 :class:`JWTCheck` is a broker's validator (as ``SaslFront.check``): the signature by a key
 it trusts, ``exp`` not passed on its own clock, and the audience and tenant it expects.
 """
@@ -28,7 +35,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs
 
-__all__ = ["JWTCheck", "TokenServer", "sign_jwt"]
+__all__ = ["JWT_BEARER", "JWTCheck", "TokenServer", "sign_jwt"]
+
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"
 
 
 def _b64(data: bytes) -> str:
@@ -62,6 +72,7 @@ class TokenServer:
         issuer: str = "https://idp.test/",
         tenant: str | None = None,
         lifetime_s: int = 3600,
+        service_accounts: dict[str, bytes] | None = None,
     ) -> None:
         self.requests: list[tuple[str | None, int]] = []
         self._lock = threading.Lock()
@@ -93,10 +104,17 @@ class TokenServer:
         self._issuer = issuer
         self._tenant = tenant
         self._lifetime_s = lifetime_s
+        self._service_accounts = service_accounts or {}
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._server.server_port}{path}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
+
+    def add_service_account(self, email: str, public_key_pem: bytes) -> None:
+        """Take assertions signed by the private half of ``public_key_pem`` for
+        ``email`` (a service account's key)."""
+        with self._lock:
+            self._service_accounts[email] = public_key_pem
 
     def close(self) -> None:
         self._server.shutdown()
@@ -115,6 +133,8 @@ class TokenServer:
                 )
             except (binascii.Error, UnicodeDecodeError):
                 return 400, {"error": "invalid_request"}, None
+        if form.get("grant_type") == JWT_BEARER:
+            return self._service_account_grant(form.get("assertion", ""))
         if form.get("grant_type") != "client_credentials":
             return 400, {"error": "unsupported_grant_type"}, client_id
         if client_id is None or self._clients.get(client_id) != secret:
@@ -122,10 +142,13 @@ class TokenServer:
         scopes = form.get("scope", "").split()
         if self._scopes and not set(scopes) <= self._scopes:
             return 400, {"error": "invalid_scope", "scope": " ".join(scopes)}, client_id
+        return self._token(client_id, scopes)
+
+    def _token(self, subject: str, scopes: list[str]) -> tuple[int, dict[str, Any], str | None]:
         now = int(time.time())
         claims: dict[str, Any] = {
             "iss": self._issuer,
-            "sub": client_id,
+            "sub": subject,
             "iat": now,
             "exp": now + self._lifetime_s,
         }
@@ -137,8 +160,43 @@ class TokenServer:
         return (
             200,
             {"access_token": token, "token_type": "Bearer", "expires_in": self._lifetime_s},
-            client_id,
+            subject,
         )
+
+    def _service_account_grant(self, assertion: str) -> tuple[int, dict[str, Any], str | None]:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+        refused = {"error": "invalid_grant"}
+        try:
+            head, body, signature = assertion.split(".")
+            header, claims = json.loads(_unb64(head)), json.loads(_unb64(body))
+        except (ValueError, binascii.Error):
+            return 400, refused, None
+        email = claims.get("iss")
+        public_pem = self._service_accounts.get(email)
+        if header.get("alg") != "RS256" or public_pem is None:
+            return 400, refused, email
+        public = serialization.load_pem_public_key(public_pem)
+        if not isinstance(public, rsa.RSAPublicKey):
+            return 400, refused, email
+        try:
+            public.verify(
+                _unb64(signature),
+                f"{head}.{body}".encode(),
+                padding.PKCS1v15(),
+                hashes.SHA256(),
+            )
+        except InvalidSignature:
+            return 400, refused, email
+        # NB: google-auth addresses its assertions to Google's token endpoint, whatever
+        # the key's token_uri, as Google's server expects
+        if claims.get("aud") not in (self.url, GOOGLE_TOKEN_AUDIENCE):
+            return 400, refused, email
+        if time.time() >= claims.get("exp", 0):
+            return 400, refused, email
+        return self._token(str(email), str(claims.get("scope", "")).split())
 
 
 @dataclass

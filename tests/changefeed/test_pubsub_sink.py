@@ -23,10 +23,16 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from feedkv.changefeed.options import ChangefeedOptions, parse_options
-from feedkv.changefeed.sink import Message, parse_sink_uri
+from feedkv.changefeed.sink import Message, TerminalSinkError, parse_sink_uri
 from feedkv.changefeed.sinks import pubsub
 from feedkv.errors import SQLError
-from feedkv.testing.pubsub_emulator import PulledMessage, Subscription, pubsub_emulator
+from feedkv.testing.oauth_server import JWTCheck, TokenServer
+from feedkv.testing.pubsub_emulator import (
+    AuthenticatingFront,
+    PulledMessage,
+    Subscription,
+    pubsub_emulator,
+)
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
@@ -46,10 +52,18 @@ def pubsub_env(emulator: str, monkeypatch: pytest.MonkeyPatch) -> str:
     return emulator
 
 
-def service_account_key() -> str:
+EMAIL = f"changefeeds@{PROJECT}.iam.gserviceaccount.com"
+
+
+def service_account_key(
+    token_uri: str = "https://oauth2.googleapis.com/token",
+) -> tuple[str, bytes]:
     """A service account's JSON key (a fresh RSA key), base64-encoded as CockroachDB's
-    ``CREDENTIALS`` takes it."""
+    ``CREDENTIALS`` takes it, and the key's public half (PEM)."""
     private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = private.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
     pem = private.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
@@ -60,14 +74,14 @@ def service_account_key() -> str:
         "project_id": PROJECT,
         "private_key_id": "0123456789abcdef",
         "private_key": pem,
-        "client_email": f"changefeeds@{PROJECT}.iam.gserviceaccount.com",
+        "client_email": EMAIL,
         "client_id": "1234567890",
-        "token_uri": "https://oauth2.googleapis.com/token",
+        "token_uri": token_uri,
     }
-    return base64.b64encode(json.dumps(key).encode()).decode()
+    return base64.b64encode(json.dumps(key).encode()).decode(), public
 
 
-KEY = service_account_key()
+KEY, _ = service_account_key()
 
 
 def make_sink(uri: str, options: ChangefeedOptions | None = None) -> Any:
@@ -267,3 +281,118 @@ def test_create_changefeed_refuses_a_bad_pubsub_sink(db: Any, sql: str, message:
         db.sql(sql)
     assert raised.value.code == "22023"
     assert message in raised.value.message
+
+
+# Signing in: the emulator checks no token, so a front that does stands before it.
+
+GOOGLE_KEY = b"the token server's signing key"
+
+
+@pytest.fixture
+def google_token_server() -> Iterator[TokenServer]:
+    """Google's OAuth token endpoint on loopback: it takes a service account's signed
+    assertion (what google-auth sends for a JSON key) and issues tokens."""
+    server = TokenServer({}, key=GOOGLE_KEY, path="/token")
+    yield server
+    server.close()
+
+
+def test_credentials_sign_in_as_the_service_account(
+    emulator: str, google_token_server: TokenServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``CREDENTIALS``: the key's account gets a token for Pub/Sub's scope from the
+    key's token endpoint (an assertion signed with its private key), and every request
+    carries it; an endpoint that checks tokens takes the messages."""
+    monkeypatch.delenv("PUBSUB_EMULATOR_HOST", raising=False)
+    key, public = service_account_key(google_token_server.url)
+    google_token_server.add_service_account(EMAIL, public)
+    check = JWTCheck(GOOGLE_KEY, audience=pubsub.SCOPE)
+    front = AuthenticatingFront(emulator, check)
+    subscription = Subscription(emulator, PROJECT, "signed-in", "signed-in-reader")
+    try:
+        options = ChangefeedOptions()
+        sink = pubsub.make(
+            parse_sink_uri(
+                f"gcpubsub://{PROJECT}?region=us-east1&CREDENTIALS={quote(key, safe='')}", options
+            ),
+            options,
+            endpoint=front.url,
+        )
+        try:
+            sink.emit_row(row("signed-in", b"[1]", b'{"after": {"id": 1}}'))
+            sink.flush()
+        finally:
+            sink.close()
+    finally:
+        front.close()
+    [message] = pull(subscription, 1)
+    assert message.data == b'{"Key":[1],"Value":{"after": {"id": 1}},"Topic":"signed-in"}'
+    assert front.refused == []
+    assert set(check.subjects) == {EMAIL}
+    assert (EMAIL, 200) in google_token_server.requests
+
+
+def test_a_token_the_endpoint_refuses_fails_the_sink_for_good(
+    emulator: str, google_token_server: TokenServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 401 is no fault a retry mends: the sink's error is terminal and says why."""
+    monkeypatch.delenv("PUBSUB_EMULATOR_HOST", raising=False)
+    key, public = service_account_key(google_token_server.url)
+    google_token_server.add_service_account(EMAIL, public)
+    front = AuthenticatingFront(emulator, JWTCheck(b"another issuer's key"))
+    try:
+        options = parse_options(
+            (("pubsub_sink_config", '{"Retry": {"Max": 1, "Backoff": "10ms"}}'),), now=NOW
+        )
+        sink = pubsub.make(
+            parse_sink_uri(
+                f"gcpubsub://{PROJECT}?region=us-east1&CREDENTIALS={quote(key, safe='')}", options
+            ),
+            options,
+            endpoint=front.url,
+        )
+        try:
+            sink.emit_row(row("refused-topic", b"[1]", b'{"after": {"id": 1}}'))
+            with pytest.raises(TerminalSinkError) as raised:
+                sink.flush()
+        finally:
+            sink.close()
+    finally:
+        front.close()
+    assert "401" in str(raised.value)
+    assert "the token's signature is not by a trusted issuer" in str(raised.value)
+
+
+def test_auth_implicit_uses_the_machines_application_default_credentials(
+    emulator: str,
+    google_token_server: TokenServer,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
+) -> None:
+    """``AUTH=implicit``: the key Application Default Credentials name
+    (``GOOGLE_APPLICATION_CREDENTIALS``), not one in the URI."""
+    monkeypatch.delenv("PUBSUB_EMULATOR_HOST", raising=False)
+    key, public = service_account_key(google_token_server.url)
+    google_token_server.add_service_account(EMAIL, public)
+    key_file = tmp_path / "key.json"
+    key_file.write_bytes(base64.b64decode(key))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key_file))
+    check = JWTCheck(GOOGLE_KEY, audience=pubsub.SCOPE)
+    front = AuthenticatingFront(emulator, check)
+    subscription = Subscription(emulator, PROJECT, "implicit", "implicit-reader")
+    try:
+        options = ChangefeedOptions()
+        sink = pubsub.make(
+            parse_sink_uri(f"gcpubsub://{PROJECT}?region=us-east1&AUTH=implicit", options),
+            options,
+            endpoint=front.url,
+        )
+        try:
+            sink.emit_row(row("implicit", b"[1]", b'{"after": {"id": 1}}'))
+            sink.flush()
+        finally:
+            sink.close()
+    finally:
+        front.close()
+    assert len(pull(subscription, 1)) == 1
+    assert set(check.subjects) == {EMAIL}

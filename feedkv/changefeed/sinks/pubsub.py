@@ -182,10 +182,16 @@ def _answer(response: httpx.Response) -> str:
 
 
 def make(
-    uri: SinkURI, options: ChangefeedOptions, *, buffers: NodeBuffers | None = None, **_: Any
+    uri: SinkURI,
+    options: ChangefeedOptions,
+    *,
+    buffers: NodeBuffers | None = None,
+    endpoint: str | None = None,
+    **_: Any,
 ) -> BatchingSink:
     """The Pub/Sub sink for a checked URI; raises SQLError 22023 for a bad parameter or
-    option, before anything is sent."""
+    option, before anything is sent. ``endpoint`` (a test knob) is a Pub/Sub REST
+    endpoint used instead of Google's, with the URI's credentials."""
     from feedkv.changefeed.encoder import make_encoder
     from feedkv.changefeed.sinks.webhook import parse_sink_config
 
@@ -205,13 +211,15 @@ def make(
             f"sink parameter topic_name={topic_name!r} is not a Pub/Sub topic name (3 to 255 "
             "letters, digits or -_.~+%, starting with a letter)"
         )
-    endpoint = _endpoint(uri, options)
-    token = _token(uri, emulated=endpoint.startswith("http://"))
+    found, emulated = _endpoint(uri, options)
+    if endpoint is not None:
+        found, emulated = endpoint, False
+    token = _token(uri, emulated=emulated)
     flush, retry = parse_sink_config(
         options.pubsub_sink_config, option="pubsub_sink_config", flush_default=DEFAULT_FLUSH
     )
     client = PubsubClient(
-        endpoint,
+        found,
         project,
         topic_name=topic_name,
         table_name_attribute=uri.bool_param("with_table_name_attribute"),
@@ -221,7 +229,8 @@ def make(
     return BatchingSink(client, flush=flush, retry=retry, buffers=buffers)
 
 
-def _endpoint(uri: SinkURI, options: ChangefeedOptions) -> str:
+def _endpoint(uri: SinkURI, options: ChangefeedOptions) -> tuple[str, bool]:
+    """The endpoint's URL, and whether it is an emulator's (``PUBSUB_EMULATOR_HOST``)."""
     region = uri.param("region")
     if region is not None and not _REGION.fullmatch(region):
         raise option_error(
@@ -234,8 +243,9 @@ def _endpoint(uri: SinkURI, options: ChangefeedOptions) -> str:
         )
     emulator = os.environ.get(EMULATOR_ENV)
     if emulator:
-        return f"http://{emulator}"
-    return f"https://{region}-pubsub.googleapis.com" if region else "https://pubsub.googleapis.com"
+        return f"http://{emulator}", True
+    host = f"{region}-pubsub.googleapis.com" if region else "pubsub.googleapis.com"
+    return f"https://{host}", False
 
 
 def _token(uri: SinkURI, *, emulated: bool) -> Callable[[], str] | None:

@@ -155,11 +155,14 @@ class SaslFront:
                 (size,) = struct.unpack_from(">i", frame, offset)
                 token = bearer_token(frame[offset + 4 : offset + 4 + size])
                 why = "no bearer token" if token is None else self.check(token)
+                with self._lock:
+                    if why is None:
+                        self.accepted += 1
+                    else:
+                        self.refused.append(why)
                 if why is None:
-                    self.accepted += 1
                     body = struct.pack(">hhi", 0, -1, 0)  # no error, null message, no bytes
                 else:
-                    self.refused.append(why)
                     body = struct.pack(">h", SASL_AUTHENTICATION_FAILED) + _kafka_string(why)
                     body += struct.pack(">i", 0)
                 if version >= 1:

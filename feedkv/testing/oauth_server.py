@@ -16,6 +16,10 @@ account key): an RS256 assertion signed with the private key of an account it kn
 endpoint's, not expired; the token's
 audience is then the assertion's ``scope``.
 
+:class:`ImpersonationServer` is Google's IAM Credentials ``generateAccessToken`` (service
+account impersonation): it takes a caller whose bearer token its ``check`` accepts and
+issues a token for the account impersonated, signed with its key.
+
 :class:`JWTCheck` is a broker's validator (as ``SaslFront.check``): the signature by a key
 it trusts, ``exp`` not passed on its own clock, and the audience and tenant it expects.
 """
@@ -35,7 +39,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs
 
-__all__ = ["JWT_BEARER", "JWTCheck", "TokenServer", "sign_jwt"]
+__all__ = ["JWT_BEARER", "ImpersonationServer", "JWTCheck", "TokenServer", "sign_jwt"]
 
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"
@@ -233,3 +237,61 @@ class JWTCheck:
             return f"the token's tenant {claims.get('tid')!r} is not {self.tenant!r}"
         self.subjects.append(str(claims.get("sub")))
         return None
+
+
+class ImpersonationServer:
+    """See the module docstring. ``accounts`` are the service accounts that may be
+    impersonated; ``url`` is ``generateAccessToken``'s URL with ``{}`` for the account
+    (what google-auth's ``iam_endpoint_override`` takes once formatted). ``requests``
+    records (account, delegates, scopes) of each token issued."""
+
+    def __init__(
+        self, check: Callable[[str], str | None], *, key: bytes, accounts: frozenset[str]
+    ) -> None:
+        self.requests: list[tuple[str, list[str], list[str]]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+                scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
+                why = "no bearer token" if scheme != "Bearer" else check(token)
+                account = self.path.rsplit("/", 1)[-1].removesuffix(":generateAccessToken")
+                if why is not None:
+                    status, answer = 401, {"error": {"code": 401, "message": why}}
+                elif account not in accounts:
+                    status = 403
+                    answer = {"error": {"code": 403, "message": f"{account}: permission denied"}}
+                else:
+                    status, answer = 200, server._issue(account, body)
+                data = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._key = key
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        base = f"http://127.0.0.1:{self._server.server_port}"
+        self.url = base + "/v1/projects/-/serviceAccounts/{}:generateAccessToken"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _issue(self, account: str, body: dict[str, Any]) -> dict[str, Any]:
+        scopes = list(body.get("scope", []))
+        delegates = [d.rsplit("/", 1)[-1] for d in body.get("delegates", [])]
+        self.requests.append((account, delegates, scopes))
+        expires = int(time.time()) + 3600
+        claims = {"sub": account, "exp": expires, "aud": scopes[0] if scopes else None}
+        return {
+            "accessToken": sign_jwt(claims, self._key),
+            "expireTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires)),
+        }

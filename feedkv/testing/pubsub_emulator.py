@@ -26,6 +26,8 @@ from feedkv.testing.waiting import wait_until
 
 __all__ = ["EMULATOR", "AuthenticatingFront", "PulledMessage", "Subscription", "pubsub_emulator"]
 
+_TIMEOUT = 60.0  # seconds for one request to the emulator
+
 # Where the Debian package puts it (override with FEEDKV_PUBSUB_EMULATOR).
 EMULATOR = Path(
     os.environ.get(
@@ -60,10 +62,12 @@ def pubsub_emulator(start_timeout_s: float = 120.0) -> Iterator[str]:
         if server.poll() is not None:
             raise RuntimeError(f"the Pub/Sub emulator exited with {server.returncode}")
         try:
-            httpx.get(f"http://127.0.0.1:{port}/", timeout=1.0)
+            # NB: an API call, not just a connection: a JVM just started (on a busy
+            # machine) takes a while over its first requests
+            url = f"http://127.0.0.1:{port}/v1/projects/feedkv-ready/topics"
+            return httpx.get(url, timeout=_TIMEOUT).status_code == 200
         except httpx.HTTPError:
             return False
-        return True
 
     try:
         wait_until(answering, timeout_s=start_timeout_s, what="the Pub/Sub emulator to answer")
@@ -86,12 +90,13 @@ class Subscription:
     def __init__(self, host: str, project: str, topic: str, name: str) -> None:
         self._base = f"http://{host}/v1/projects/{project}"
         self._name = name
-        answer = httpx.put(f"{self._base}/topics/{topic}", json={})
+        answer = httpx.put(f"{self._base}/topics/{topic}", json={}, timeout=_TIMEOUT)
         if answer.status_code not in (200, 409):
             answer.raise_for_status()
         httpx.put(
             f"{self._base}/subscriptions/{name}",
             json={"topic": f"projects/{project}/topics/{topic}"},
+            timeout=_TIMEOUT,
         ).raise_for_status()
 
     def pull(self) -> list[PulledMessage]:
@@ -99,7 +104,7 @@ class Subscription:
         answer = httpx.post(
             f"{self._base}/subscriptions/{self._name}:pull",
             json={"maxMessages": 1000},
-            timeout=30.0,
+            timeout=_TIMEOUT,
         )
         answer.raise_for_status()
         received = answer.json().get("receivedMessages", [])
@@ -107,6 +112,7 @@ class Subscription:
             httpx.post(
                 f"{self._base}/subscriptions/{self._name}:acknowledge",
                 json={"ackIds": [r["ackId"] for r in received]},
+                timeout=_TIMEOUT,
             ).raise_for_status()
         return [
             PulledMessage(
@@ -143,7 +149,7 @@ class AuthenticatingFront:
                     f"http://{host}{self.path}",
                     content=body,
                     headers={"Content-Type": "application/json"},
-                    timeout=30.0,
+                    timeout=_TIMEOUT,
                 )
                 self._answer(answer.status_code, answer.content)
 

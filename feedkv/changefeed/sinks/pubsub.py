@@ -8,7 +8,10 @@ changefeed is ``unordered`` (then the global ``https://pubsub.googleapis.com``);
 changefeed topic); ``with_table_name_attribute=true`` adds the attribute ``TABLE_NAME``;
 ``AUTH=specified`` (the default) with ``CREDENTIALS``, a service account's JSON key
 base64-encoded, or ``AUTH=implicit``, the machine's Application Default Credentials.
-``ASSUME_ROLE`` (service account impersonation) is refused, saying so. As Google's
+``ASSUME_ROLE=<service account>`` impersonates that account with those credentials (which
+then need the ``cloud-platform`` scope, as CockroachDB asks for it), and
+``ASSUME_ROLE=<a>,<b>,<target>`` goes through a chain of delegates, the last account
+being the one impersonated (IAM Credentials' ``generateAccessToken``). As Google's
 clients (and CockroachDB) do, ``PUBSUB_EMULATOR_HOST`` in the environment sends
 everything, without credentials, to an emulator (the URI's credentials are still
 checked, as CockroachDB checks them).
@@ -61,6 +64,8 @@ __all__ = ["DEFAULT_FLUSH", "PubsubClient", "make"]
 
 DEFAULT_FLUSH = FlushConfig(messages=100, bytes=1_000_000, frequency=0.01)
 SCOPE = "https://www.googleapis.com/auth/pubsub"
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"  # to impersonate
+_SERVICE_ACCOUNT = re.compile(r"[^@\s,]+@[^@\s,]+")
 TIMEOUT = 30.0  # seconds for one request
 EMULATOR_ENV = "PUBSUB_EMULATOR_HOST"
 _PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]|[a-z0-9.-]+:[a-z][a-z0-9-]{4,28}[a-z0-9]")
@@ -170,6 +175,19 @@ class PubsubClient:
         )
 
 
+def _impersonating(source: Any, chain: list[str], iam_endpoint: str | None) -> Any:
+    from google.auth import impersonated_credentials
+
+    *delegates, target = chain
+    return impersonated_credentials.Credentials(  # type: ignore[no-untyped-call]
+        source_credentials=source,
+        target_principal=target,
+        target_scopes=[SCOPE],
+        delegates=delegates or None,
+        iam_endpoint_override=iam_endpoint.format(target) if iam_endpoint else None,
+    )
+
+
 def _answer(response: httpx.Response) -> str:
     try:
         message = response.json()["error"]["message"]
@@ -187,11 +205,14 @@ def make(
     *,
     buffers: NodeBuffers | None = None,
     endpoint: str | None = None,
+    iam_endpoint: str | None = None,
     **_: Any,
 ) -> BatchingSink:
     """The Pub/Sub sink for a checked URI; raises SQLError 22023 for a bad parameter or
-    option, before anything is sent. ``endpoint`` (a test knob) is a Pub/Sub REST
-    endpoint used instead of Google's, with the URI's credentials."""
+    option, before anything is sent. Test knobs: ``endpoint``, a Pub/Sub REST endpoint
+    used instead of Google's, with the URI's credentials; ``iam_endpoint``, IAM
+    Credentials' ``generateAccessToken`` URL for ``ASSUME_ROLE`` (with ``{}`` for the
+    account)."""
     from feedkv.changefeed.encoder import make_encoder
     from feedkv.changefeed.sinks.webhook import parse_sink_config
 
@@ -214,7 +235,7 @@ def make(
     found, emulated = _endpoint(uri, options)
     if endpoint is not None:
         found, emulated = endpoint, False
-    token = _token(uri, emulated=emulated)
+    token = _token(uri, emulated=emulated, iam_endpoint=iam_endpoint)
     flush, retry = parse_sink_config(
         options.pubsub_sink_config, option="pubsub_sink_config", flush_default=DEFAULT_FLUSH
     )
@@ -248,14 +269,13 @@ def _endpoint(uri: SinkURI, options: ChangefeedOptions) -> tuple[str, bool]:
     return f"https://{host}", False
 
 
-def _token(uri: SinkURI, *, emulated: bool) -> Callable[[], str] | None:
+def _token(
+    uri: SinkURI, *, emulated: bool, iam_endpoint: str | None = None
+) -> Callable[[], str] | None:
     """A function giving a valid bearer token for the URI's credentials (refreshed when
     it expires), or ``None`` for an emulator."""
-    if uri.param("ASSUME_ROLE"):
-        raise option_error(
-            "sink parameter ASSUME_ROLE: impersonating a service account is not supported; "
-            "give the account's key in CREDENTIALS"
-        )
+    chain = _role_chain(uri.param("ASSUME_ROLE"))
+    scope = CLOUD_PLATFORM_SCOPE if chain else SCOPE
     auth = (uri.param("AUTH") or "specified").lower()
     if auth not in ("specified", "implicit", "default"):
         raise option_error(f"sink parameter AUTH={uri.param('AUTH')!r}: specified or implicit")
@@ -264,7 +284,7 @@ def _token(uri: SinkURI, *, emulated: bool) -> Callable[[], str] | None:
         raise option_error("sink parameter CREDENTIALS is not used with AUTH=implicit")
     credentials = None
     if given:
-        credentials = _service_account(given)
+        credentials = _service_account(given, scope)
     elif auth != "implicit":
         raise option_error(
             "sink parameter CREDENTIALS is needed with AUTH=specified (the default): a "
@@ -272,17 +292,32 @@ def _token(uri: SinkURI, *, emulated: bool) -> Callable[[], str] | None:
         )
     if emulated:
         return None
-    return _refreshing(credentials)
+    return _refreshing(credentials, scope, chain, iam_endpoint)
 
 
-def _service_account(given: str) -> Any:
+def _role_chain(given: str | None) -> list[str]:
+    """``ASSUME_ROLE``'s service accounts, the one to impersonate last."""
+    if given is None:
+        return []
+    chain = [part.strip() for part in given.split(",")]
+    for account in chain:
+        if not _SERVICE_ACCOUNT.fullmatch(account):
+            raise option_error(
+                f"sink parameter ASSUME_ROLE={given!r}: {account!r} is not a service account "
+                "email such as 'feeds@project.iam.gserviceaccount.com' (a chain is "
+                "comma-separated, the account to impersonate last)"
+            )
+    return chain
+
+
+def _service_account(given: str, scope: str) -> Any:
     from google.oauth2 import service_account
 
     text = given.strip().replace(" ", "+").translate(str.maketrans("-_", "+/"))
     try:
         info = json.loads(base64.b64decode(text + "=" * (-len(text) % 4), validate=True))
         return service_account.Credentials.from_service_account_info(  # type: ignore[no-untyped-call]
-            info, scopes=[SCOPE]
+            info, scopes=[scope]
         )
     except (binascii.Error, ValueError, KeyError, TypeError) as exc:
         raise option_error(
@@ -291,11 +326,16 @@ def _service_account(given: str) -> Any:
         ) from None
 
 
-def _refreshing(credentials: Any) -> Callable[[], str]:
-    """Bearer tokens of ``credentials`` (``None``: Application Default Credentials,
-    found on first use), refreshed by google-auth when they expire."""
+def _refreshing(
+    credentials: Any, scope: str, chain: list[str], iam_endpoint: str | None
+) -> Callable[[], str]:
+    """Bearer tokens of ``credentials`` (``None``: Application Default Credentials for
+    ``scope``, found on first use), or of the last account of ``chain`` impersonated
+    with them, refreshed by google-auth when they expire."""
     lock = threading.Lock()
     held: list[Any] = [credentials]
+    if credentials is not None and chain:
+        held[0] = _impersonating(credentials, chain, iam_endpoint)
 
     def token() -> str:
         import google.auth
@@ -305,7 +345,9 @@ def _refreshing(credentials: Any) -> Callable[[], str]:
         with lock:
             try:
                 if held[0] is None:
-                    held[0], _ = google.auth.default(scopes=[SCOPE])
+                    held[0], _ = google.auth.default(scopes=[scope])
+                    if chain:
+                        held[0] = _impersonating(held[0], chain, iam_endpoint)
                 if not held[0].valid:
                     held[0].refresh(google.auth.transport.requests.Request())
             except TransportError as exc:

@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from feedkv.changefeed.changefeed import ChangefeedSpec
 from feedkv.changefeed.jobs import JobRecord
 from feedkv.changefeed.options import ChangefeedOptions, parse_options
-from feedkv.changefeed.sink import Message, TerminalSinkError, parse_sink_uri
+from feedkv.changefeed.sink import Message, SinkError, TerminalSinkError, parse_sink_uri
 from feedkv.changefeed.sinks import pubsub
 from feedkv.errors import SQLError
 from feedkv.security.secrets import Sealer, new_key
@@ -455,3 +455,30 @@ def test_assume_role_publishes_as_the_impersonated_account(
     assert set(check.subjects) == {TARGET}
     assert iam.requests == [(TARGET, [DELEGATE], [pubsub.SCOPE])]
     assert set(caller.subjects) == {EMAIL}  # the key's account asked
+
+
+def test_an_unreachable_endpoint_is_a_retryable_sink_error(
+    google_token_server: TokenServer,
+) -> None:
+    """A Pub/Sub that cannot be reached is a fault outside, retried by the changefeed:
+    a SinkError, not a terminal one, naming the endpoint."""
+    key, public = service_account_key(google_token_server.url)
+    google_token_server.add_service_account(EMAIL, public)
+    options = parse_options(
+        (("pubsub_sink_config", '{"Retry": {"Max": 1, "Backoff": "10ms"}}'),), now=NOW
+    )
+    sink = pubsub.make(
+        parse_sink_uri(
+            f"gcpubsub://{PROJECT}?region=us-east1&CREDENTIALS={quote(key, safe='')}", options
+        ),
+        options,
+        endpoint="http://127.0.0.1:9",  # the discard port: nothing listens
+    )
+    try:
+        sink.emit_row(row("nowhere", b"[1]", b'{"after": {"id": 1}}'))
+        with pytest.raises(SinkError) as raised:
+            sink.flush()
+    finally:
+        sink.close()
+    assert not isinstance(raised.value, TerminalSinkError)
+    assert "http://127.0.0.1:9" in str(raised.value)

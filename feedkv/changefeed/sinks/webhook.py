@@ -232,8 +232,8 @@ def parse_sink_config(
         raise option_error(f"option {option}: {exc}") from None
 
 
-class _ConfigError(Exception):
-    pass
+class _ConfigError(InvalidArgumentError):
+    """A bad key or value of a sink's JSON config; parse_sink_config names the option."""
 
 
 def _parse_sink_config(

@@ -234,7 +234,11 @@ def test_create_changefeed_fails_when_the_broker_refuses_the_token(node_aws_env:
     options = ChangefeedOptions()
     try:
         with pytest.raises(SQLError) as raised:
-            kafka.check(parse_sink_uri(f"kafka://{front.bootstrap}?" + MSK[1:], options), options)
+            kafka.check(
+                parse_sink_uri(f"kafka://{front.bootstrap}?" + MSK[1:], options),
+                options,
+                timeout=6.0,
+            )
     finally:
         front.close()
     assert raised.value.code == "22023"

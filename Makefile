@@ -13,6 +13,9 @@ APT_GET := $(if $(filter 0,$(shell id -u)),apt-get,sudo apt-get)
 # package that cannot be installed leaves the tests that drive it skipped, saying why.
 apt_install = { $(APT_GET) install -y -qq $(1) || { $(APT_GET) update -qq && $(APT_GET) install -y -qq $(1); } || echo "make: could not install $(1): the tests that need it are skipped"; }
 
+# Google's Pub/Sub emulator (a Java server) serves the gcpubsub:// sink's tests
+PUBSUB_EMULATOR := /usr/lib/google-cloud-sdk/platform/pubsub-emulator/bin/cloud-pubsub-emulator
+
 # Azurite (the npm registry's Azure Storage emulator) serves Blob Storage to the azure://
 # sink's tests, from a cache directory of the repository's own (npm from apt when missing)
 AZURITE_VERSION := 3.35.0
@@ -30,6 +33,7 @@ $(STAMP): pyproject.toml
 	@command -v pgbench >/dev/null 2>&1 || $(call apt_install,postgresql)
 	@command -v prometheus >/dev/null 2>&1 || $(call apt_install,prometheus)
 	@command -v chromium >/dev/null 2>&1 || $(call apt_install,chromium)
+	@test -x $(PUBSUB_EMULATOR) || $(call apt_install,google-cloud-cli-pubsub-emulator)
 	@touch $(STAMP)
 
 $(AZURITE):

@@ -72,6 +72,7 @@ class ChangefeedOptions:
     confluent_schema_registry: str | None = None
     kafka_sink_config: dict[str, Any] | None = None
     webhook_sink_config: dict[str, Any] | None = None
+    pubsub_sink_config: dict[str, Any] | None = None
     webhook_auth_header: str | None = None
     webhook_client_timeout: float | None = None
     metrics_label: str | None = None
@@ -300,6 +301,7 @@ _OPTIONS: dict[str, _Parser] = {
     "confluent_schema_registry": _text,
     "kafka_sink_config": _json_object,
     "webhook_sink_config": _json_object,
+    "pubsub_sink_config": _json_object,
     "webhook_auth_header": _text,
     "webhook_client_timeout": _duration,
     "metrics_label": _text,

@@ -669,6 +669,7 @@ SINK_OPTIONS = frozenset(
         "webhook_sink_config",
         "webhook_auth_header",
         "webhook_client_timeout",
+        "pubsub_sink_config",
         "lake_mode",
         "headers_json_column_name",
         "extra_headers",
@@ -735,6 +736,9 @@ SINK_KINDS: tuple[SinkKind, ...] = (
                 "sasl_token_url",
                 "sasl_scopes",
                 "sasl_grant_type",
+                "sasl_aws_region",  # sasl_mechanism=AWS_MSK_IAM's role
+                "sasl_aws_iam_role_arn",
+                "sasl_aws_iam_session_name",
             }
         )
         | _TLS,
@@ -762,6 +766,25 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         ),
         keyless=True,
         authority="address",
+        enriched=True,
+    ),
+    SinkKind(
+        "Pub/Sub",
+        ("gcpubsub",),
+        "feedkv.changefeed.sinks.pubsub:make",
+        frozenset(
+            {
+                "region",
+                "topic_name",
+                "with_table_name_attribute",
+                "AUTH",  # specified (CREDENTIALS) or implicit
+                "CREDENTIALS",
+                "ASSUME_ROLE",  # refused, saying why
+            }
+        ),
+        frozenset({"json"}),
+        frozenset({"pubsub_sink_config"}),
+        path=False,
         enriched=True,
     ),
     SinkKind(

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import confluent_kafka
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -91,12 +92,19 @@ class KafkaRecord:
     value: bytes | None
 
 
-def read_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> dict[int, list[KafkaRecord]]:
+def read_topic(
+    bootstrap: str,
+    topic: str,
+    timeout_s: float = 60.0,
+    *,
+    config: dict[str, Any] | None = None,
+) -> dict[int, list[KafkaRecord]]:
     """Every record of ``topic`` now, per partition in offset order, read by a consumer
     of its own up to each partition's high watermark; raises ``TimeoutError`` if the
-    topic does not exist or cannot be read within ``timeout_s``."""
+    topic does not exist or cannot be read within ``timeout_s``. ``config``: more
+    consumer settings (SASL, for brokers that ask)."""
     deadline = time.monotonic() + timeout_s
-    with _consumer(bootstrap) as consumer:
+    with _consumer(bootstrap, config or {}) as consumer:
         partitions: list[int] = []
         while not partitions:
             found = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
@@ -134,13 +142,14 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> dict[int,
 
 
 @contextmanager
-def _consumer(bootstrap: str) -> Iterator[Consumer]:
+def _consumer(bootstrap: str, config: dict[str, Any]) -> Iterator[Consumer]:
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "feedkv-read-topic",
             "enable.auto.commit": False,
             "log_level": 0,
+            **config,
         }
     )
     try:

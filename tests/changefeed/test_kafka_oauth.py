@@ -4,10 +4,10 @@ as CockroachDB 26.1 takes them (its docs' "Kafka" sink URI parameters and the tu
 ``sasl_client_secret`` (base64-encoded in the URI), ``sasl_token_url`` (URL-encoded),
 ``sasl_scopes`` and ``sasl_grant_type``.
 
-The token endpoint is a real HTTP server on loopback. librdkafka's mock cluster cannot
-check OAUTHBEARER: its brokers do not answer the SASL handshake ("SASL Handshake not
-supported by broker"), so these tests check the request librdkafka makes to the token
-endpoint and the producer's settings, not a broker accepting the token."""
+The token endpoint is a real HTTP server on loopback. These tests check the request
+librdkafka makes to the token endpoint and the producer's settings; a broker checking the
+token (librdkafka's mock brokers speak no SASL, so one put in front of them) is in
+test_kafka_oauth_broker.py."""
 
 from __future__ import annotations
 

@@ -60,8 +60,11 @@ TLS and SASL come from URI parameters: ``tls_enabled=true`` (with ``ca_cert``,
 the default, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``), ``sasl_user`` and ``sasl_password``;
 or ``sasl_mechanism=OAUTHBEARER`` with OAuth 2.0 client credentials (``sasl_client_id``,
 ``sasl_client_secret``, ``sasl_token_url``, ``sasl_scopes``, ``sasl_grant_type``: see
-:func:`_oauth`). ``sasl_handshake`` may be given as ``true`` (the handshake is always
-sent). Everything is checked by :func:`make`, before anything is sent.
+:func:`_oauth`); or ``sasl_mechanism=AWS_MSK_IAM`` for Amazon MSK's IAM access control
+(``sasl_aws_region``, ``sasl_aws_iam_role_arn``, ``sasl_aws_iam_session_name``:
+:mod:`~feedkv.changefeed.sinks.kafka_msk_iam`). ``sasl_handshake`` may be given as
+``true`` (the handshake is always sent). Everything is checked by :func:`make`, before
+anything is sent.
 """
 
 from __future__ import annotations
@@ -81,6 +84,7 @@ from feedkv.changefeed.names import MAX_KAFKA_TOPIC, kafka_name
 from feedkv.changefeed.options import ChangefeedOptions, option_error
 from feedkv.changefeed.sink import Message, SinkError, SinkURI, TerminalSinkError, TopicError
 from feedkv.changefeed.sinks.kafka_log import BrokerLog
+from feedkv.changefeed.sinks.kafka_msk_iam import MSK_IAM_PARAMS, MSKTokenSource, check_params
 from feedkv.changefeed.sinks.kafka_partitioner import partition_for
 from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.util.hlc import Timestamp
@@ -118,7 +122,7 @@ _CONFIG_KEYS = ("Flush", "RequiredAcks", "ClientID", "Compression", "Version")
 _FLUSH_KEYS = ("Messages", "MaxMessages", "Bytes", "Frequency")
 _ACKS = {"ONE": 1, "ALL": -1, "NONE": 0, "1": 1, "-1": -1, "0": 0}
 _CODECS = {"NONE": "none", "GZIP": "gzip", "SNAPPY": "snappy", "LZ4": "lz4", "ZSTD": "zstd"}
-_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM")
 _SASL_PASSWORD_PARAMS = ("sasl_user", "sasl_password")
 _SASL_OAUTH_PARAMS = (
     "sasl_client_id",
@@ -165,8 +169,10 @@ class KafkaSink:
         broker_log: BrokerLog | None = None,
         partition_counts: dict[str, int] | None = None,
         extra_headers: dict[str, str] | None = None,
+        token_source: MSKTokenSource | None = None,
     ) -> None:
         self._producer = producer
+        self._token_source = token_source  # the oauth_cb's (AWS_MSK_IAM), if any
         # extra_headers: on every message, after the row's own (headers_json_column_name)
         self._extra_headers = [(k, v.encode()) for k, v in (extra_headers or {}).items()]
         self._broker_log = broker_log
@@ -247,10 +253,15 @@ class KafkaSink:
                 raise TerminalSinkError(
                     f"the Kafka brokers refuse this client: {_reason(exc)}{self._token_why()}"
                 ) from exc
+            refused = self._broker_log.authentication_failure if self._broker_log else None
+            if refused is not None:
+                raise TerminalSinkError(f"the Kafka brokers refuse this client: {refused}") from exc
             raise SinkError(f"no Kafka broker answered: {_reason(exc)}{self._token_why()}") from exc
 
     def _token_why(self) -> str:
         failure = self._broker_log.token_failure if self._broker_log is not None else None
+        if failure is None and self._token_source is not None:
+            failure = self._token_source.failure
         return f"; no OAuth token could be fetched: {failure}" if failure else ""
 
     def reset(self) -> None:
@@ -589,10 +600,15 @@ def _preset(uri: SinkURI) -> dict[str, Any]:
             raise option_error(f"sink parameter {name} must be true for {uri.scheme}:// sinks")
     mechanism = (uri.param("sasl_mechanism") or "PLAIN").upper()
     if mechanism != "PLAIN":
-        raise option_error(f"sink parameter sasl_mechanism must be PLAIN for {uri.scheme}:// sinks")
-    for name in (*_SASL_PASSWORD_PARAMS, *_SASL_OAUTH_PARAMS):
+        raise option_error(
+            f"sink parameter sasl_mechanism must be PLAIN for {uri.scheme}:// sinks"
+            f"{_preset_hint(uri)}"
+        )
+    for name in (*_SASL_PASSWORD_PARAMS, *_SASL_OAUTH_PARAMS, *MSK_IAM_PARAMS):
         if name in uri.params:
-            raise option_error(f"sink parameter {name} is not used by {uri.scheme}:// sinks")
+            raise option_error(
+                f"sink parameter {name} is not used by {uri.scheme}:// sinks{_preset_hint(uri)}"
+            )
     key, secret = _PRESET_PARAMS[uri.scheme]
     for name in (key, secret):
         if not uri.param(name):
@@ -613,6 +629,24 @@ def _preset(uri: SinkURI) -> dict[str, Any]:
         "sasl.username": user,
         "sasl.password": password,
     }
+
+
+def _preset_hint(uri: SinkURI) -> str:
+    """How to authenticate otherwise, for a preset scheme given another mechanism."""
+    if uri.scheme != "azure-event-hub":
+        return ""
+    # NB: CockroachDB's azure-event-hub:// takes the shared access key only (so does
+    # this one); a service principal (Microsoft Entra ID) goes through kafka:// and
+    # OAUTHBEARER's client credentials, which Event Hubs' Kafka endpoint accepts.
+    namespace = uri.host.rsplit(":", 1)[0]
+    return (
+        "; to authenticate as a Microsoft Entra ID service principal instead, use "
+        f"'kafka://{namespace}:9093?tls_enabled=true&sasl_enabled=true"
+        "&sasl_mechanism=OAUTHBEARER&sasl_client_id=<application id>"
+        "&sasl_client_secret=<base64 client secret>&sasl_token_url=<URL-encoded "
+        "https://login.microsoftonline.com/<tenant id>/oauth2/v2.0/token>"
+        f"&sasl_scopes=<URL-encoded https://{namespace}/.default>'"
+    )
 
 
 def _tls(uri: SinkURI, tls: bool) -> dict[str, Any]:
@@ -637,9 +671,15 @@ def _tls(uri: SinkURI, tls: bool) -> dict[str, Any]:
 
 
 def _sasl(uri: SinkURI, sasl: bool) -> dict[str, Any]:
-    """The SASL settings: a user and password (``PLAIN``, ``SCRAM-*``) or OAuth 2.0
-    client credentials (``OAUTHBEARER``)."""
-    for name in ("sasl_mechanism", *_SASL_PASSWORD_PARAMS, *_SASL_OAUTH_PARAMS, "sasl_handshake"):
+    """The SASL settings: a user and password (``PLAIN``, ``SCRAM-*``), OAuth 2.0
+    client credentials (``OAUTHBEARER``) or an IAM role (``AWS_MSK_IAM``)."""
+    for name in (
+        "sasl_mechanism",
+        *_SASL_PASSWORD_PARAMS,
+        *_SASL_OAUTH_PARAMS,
+        *MSK_IAM_PARAMS,
+        "sasl_handshake",
+    ):
         if name in uri.params and not sasl:
             raise option_error(f"sink parameter {name} needs sasl_enabled=true")
     if not sasl:
@@ -657,6 +697,12 @@ def _sasl(uri: SinkURI, sasl: bool) -> dict[str, Any]:
             f"sink parameter sasl_mechanism={uri.param('sasl_mechanism')!r} is not one of "
             f"{', '.join(_SASL_MECHANISMS)}"
         )
+    if mechanism != "AWS_MSK_IAM":
+        for name in MSK_IAM_PARAMS:
+            if name in uri.params:
+                raise option_error(
+                    f"sink parameter {name} is for sasl_mechanism=AWS_MSK_IAM, not {mechanism}"
+                )
     if mechanism == "OAUTHBEARER":
         return _oauth(uri)
     for name in _SASL_OAUTH_PARAMS:
@@ -664,6 +710,8 @@ def _sasl(uri: SinkURI, sasl: bool) -> dict[str, Any]:
             raise option_error(
                 f"sink parameter {name} is for sasl_mechanism=OAUTHBEARER, not {mechanism}"
             )
+    if mechanism == "AWS_MSK_IAM":
+        return _msk_iam(uri)
     for name in _SASL_PASSWORD_PARAMS:
         if not uri.param(name):
             raise option_error(f"sink parameter {name} is needed with sasl_enabled=true")
@@ -723,6 +771,31 @@ def _oauth(uri: SinkURI) -> dict[str, Any]:
     return config
 
 
+def _msk_iam(uri: SinkURI) -> dict[str, Any]:
+    """Amazon MSK's IAM access control, as CockroachDB's ``AWS_MSK_IAM`` takes it: the
+    cluster's ``sasl_aws_region``, the ``sasl_aws_iam_role_arn`` to assume and its
+    ``sasl_aws_iam_session_name``, all three required. On the wire it is OAUTHBEARER
+    with a token librdkafka gets from
+    :meth:`~feedkv.changefeed.sinks.kafka_msk_iam.MSKTokenSource.oauth_cb`."""
+    for name in _SASL_PASSWORD_PARAMS:
+        if name in uri.params:
+            raise option_error(
+                f"sink parameter {name} is not used with sasl_mechanism=AWS_MSK_IAM: the "
+                "IAM role's credentials sign the token"
+            )
+    try:
+        region, role_arn, session = check_params(dict(uri.params))
+    except ValueError as exc:
+        raise option_error(str(exc)) from None
+    source = MSKTokenSource(region, role_arn, session)
+    return {"sasl.mechanism": "OAUTHBEARER", "oauth_cb": source.oauth_cb}
+
+
+def _token_source(config: dict[str, Any]) -> MSKTokenSource | None:
+    source = getattr(config.get("oauth_cb"), "__self__", None)
+    return source if isinstance(source, MSKTokenSource) else None
+
+
 def _client_secret(encoded: str) -> str:
     """``sasl_client_secret`` decoded: CockroachDB's URIs carry it base64-encoded."""
     # NB: a '+' written unescaped in a query string reads back as a space.
@@ -780,6 +853,11 @@ def make(
     from confluent_kafka import KafkaException, Producer
 
     broker_log = BrokerLog(log)
+    token_source = _token_source(config)
+    if token_source is not None:
+        # NB: the Producer asks its oauth_cb for a token while it is built and waits
+        # 10 s for one; asked here first, a refusal fails at once and says why.
+        token_source.token()
     try:
         producer = Producer({**config, "logger": broker_log})
     except KafkaException as exc:
@@ -796,6 +874,7 @@ def make(
         broker_log=broker_log,
         partition_counts=partition_counts,
         extra_headers=options.extra_headers,
+        token_source=token_source,
     )
 
 
@@ -803,9 +882,10 @@ def check(uri: SinkURI, options: ChangefeedOptions, *, timeout: float = DIAL_TIM
     """Dial the brokers, as CockroachDB's CREATE CHANGEFEED does (a Kafka sink that
     cannot be reached fails the statement, cockroachdb/cockroach#136616): no broker
     answering within ``timeout`` seconds raises SQLError 08000, brokers refusing the
-    credentials 22023."""
-    sink = make(uri, options)
+    credentials 22023 (as does STS refusing an ``AWS_MSK_IAM`` role)."""
+    sink: KafkaSink | None = None
     try:
+        sink = make(uri, options)
         sink.dial(timeout)
     except TerminalSinkError as exc:
         raise option_error(f"the Kafka brokers at {uri.host} cannot be used: {exc}") from None
@@ -814,4 +894,5 @@ def check(uri: SinkURI, options: ChangefeedOptions, *, timeout: float = DIAL_TIM
             "08000", f"cannot reach the Kafka brokers at {uri.host} within {timeout:g} s: {exc}"
         ) from None
     finally:
-        sink.close()
+        if sink is not None:
+            sink.close()

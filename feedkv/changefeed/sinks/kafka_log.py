@@ -23,6 +23,7 @@ __all__ = ["BrokerLog"]
 # "[thrd:...]: 127.0.0.1:9092/bootstrap: Connect to ..." (the thread's name first).
 _THREAD = re.compile(r"^\[thrd:[^\]]*\]: ")
 _BROKER = re.compile(r"^(\S+?:\d+/\S+?): ")
+_SASL_REFUSED = "SASL authentication error"  # librdkafka's, for a SaslAuthenticate error
 
 
 class BrokerLog:
@@ -33,6 +34,7 @@ class BrokerLog:
         self._target = target
         self._lock = threading.Lock()
         self._failing: dict[str, str] = {}  # what fails (a broker, a facility): its first error
+        self._refused: str | None = None  # the last SASL refusal since the last recovery
 
     @property
     def token_failure(self) -> str | None:
@@ -41,6 +43,14 @@ class BrokerLog:
         answers, and this says why."""
         with self._lock:
             return self._failing.get("client (OIDC)")
+
+    @property
+    def authentication_failure(self) -> str | None:
+        """A broker's refusal of this client's SASL credentials or token, if one was
+        logged since the last recovery. NB: librdkafka reports it only in its log and
+        error events; a request then fails as a transport failure."""
+        with self._lock:
+            return self._refused
 
     @property
     def failing(self) -> bool:
@@ -59,6 +69,8 @@ class BrokerLog:
         found = _BROKER.match(body)
         what = f"broker {found[1]}" if found else f"client ({args[0] if args else 'log'})"
         with self._lock:
+            if _SASL_REFUSED in body:
+                self._refused = body
             first = what not in self._failing
             if first:
                 self._failing[what] = body
@@ -76,5 +88,6 @@ class BrokerLog:
         """The brokers answered: log that once, if a failure was logged."""
         with self._lock:
             failing, self._failing = self._failing, {}
+            self._refused = None
         if failing:
             self._target.info("Kafka %s working again", ", ".join(sorted(failing)))

@@ -82,7 +82,7 @@ from feedkv.changefeed.sink import (
     SinkError,
     SinkURI,
 )
-from feedkv.errors import InvalidArgumentError, SQLError
+from feedkv.errors import InvalidArgumentError
 from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_duration_ns
 
@@ -217,9 +217,28 @@ _CONFIG_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
-def parse_sink_config(config: dict[str, Any] | None) -> tuple[FlushConfig, RetryConfig]:
-    """``webhook_sink_config`` (see the module docstring) as the batcher's configs;
-    raises SQLError 22023 naming the bad key."""
+def parse_sink_config(
+    config: dict[str, Any] | None,
+    *,
+    option: str = "webhook_sink_config",
+    flush_default: FlushConfig = DEFAULT_FLUSH,
+) -> tuple[FlushConfig, RetryConfig]:
+    """``webhook_sink_config`` (see the module docstring), or another sink's option of
+    the same shape (``pubsub_sink_config``), as the batcher's configs; raises SQLError
+    22023 naming the option and the bad key."""
+    try:
+        return _parse_sink_config(config, flush_default)
+    except _ConfigError as exc:
+        raise option_error(f"option {option}: {exc}") from None
+
+
+class _ConfigError(InvalidArgumentError):
+    """A bad key or value of a sink's JSON config; parse_sink_config names the option."""
+
+
+def _parse_sink_config(
+    config: dict[str, Any] | None, flush_default: FlushConfig
+) -> tuple[FlushConfig, RetryConfig]:
     values: dict[str, dict[str, Any]] = {"Flush": {}, "Retry": {}}
     for section, body in _keys(config or {}, tuple(_CONFIG_KEYS), "").items():
         if body is None:
@@ -230,9 +249,9 @@ def parse_sink_config(config: dict[str, Any] | None) -> tuple[FlushConfig, Retry
     flush, retry = values["Flush"], values["Retry"]
     return (
         FlushConfig(
-            messages=_count("Flush.Messages", flush.get("Messages"), DEFAULT_FLUSH.messages),
-            bytes=_count("Flush.Bytes", flush.get("Bytes"), DEFAULT_FLUSH.bytes),
-            frequency=_seconds("Flush.Frequency", flush.get("Frequency"), DEFAULT_FLUSH.frequency),
+            messages=_count("Flush.Messages", flush.get("Messages"), flush_default.messages),
+            bytes=_count("Flush.Bytes", flush.get("Bytes"), flush_default.bytes),
+            frequency=_seconds("Flush.Frequency", flush.get("Frequency"), flush_default.frequency),
         ),
         RetryConfig(
             max=_retries(retry.get("Max")),
@@ -297,8 +316,8 @@ def _retries(value: Any) -> int:
     return value
 
 
-def _config_error(message: str) -> SQLError:
-    return option_error(f"option webhook_sink_config: {message}")
+def _config_error(message: str) -> _ConfigError:
+    return _ConfigError(message)
 
 
 def _example(section: str) -> str:

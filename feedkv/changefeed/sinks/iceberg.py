@@ -19,7 +19,9 @@ sets the table property ``feedkv.resolved``; every snapshot it makes carries
 ``feedkv.resolved`` in its summary. Mirror deletes the window's changed keys and
 appends their new rows (copy-on-write: an Iceberg delete snapshot, then an append
 snapshot, in the one commit); changelog appends. The marker is the namespace property
-``feedkv.resolved`` (the SQL catalog updates it in one database transaction).
+``feedkv.resolved`` (the SQL catalog updates it in one database transaction); each
+retained marker is the property ``_feedkv_markers.<timestamp>``, set in the same update
+that sets the newest and drops the oldest.
 """
 
 from __future__ import annotations
@@ -35,10 +37,15 @@ import pyarrow as pa
 from feedkv.changefeed.options import option_error
 from feedkv.changefeed.sink import SinkError, SinkURI, TerminalSinkError
 from feedkv.changefeed.sinks.lake_tables import (
+    DEFAULT_HISTORY,
+    HISTORY,
     RESOLVED_KEY,
     STAGING,
     Marker,
     TableChange,
+    history_name,
+    parse_history_name,
+    pruned,
     sink_error,
 )
 from feedkv.errors import InvalidArgumentError, SQLError
@@ -157,9 +164,12 @@ class IcebergTables:
     needs it, not here: making a sink checks its URI without reaching the catalog.
     Raises :class:`SinkError` (terminal when the catalog refuses the credentials)."""
 
-    def __init__(self, place: IcebergPlace) -> None:
+    def __init__(self, place: IcebergPlace, *, history: int = DEFAULT_HISTORY) -> None:
+        """``history``: how many markers to retain."""
         self.namespace = place.namespace
         self._place = place
+        self._history = history
+        self._retained: list[Timestamp] | None = None  # read at the first marker written
         self._opened: Any = None
 
     @property
@@ -256,13 +266,40 @@ class IcebergTables:
             for column in dropped:
                 update.delete_column(column)
 
-    def marker(self) -> Marker | None:
+    def _properties(self) -> dict[str, str]:
         try:
-            properties = self._catalog.load_namespace_properties(self.namespace)
+            return dict(self._catalog.load_namespace_properties(self.namespace))
+        except SinkError:
+            raise
         except Exception as exc:
             raise _error(f"cannot read namespace {self.namespace}", exc) from exc
-        text = properties.get(RESOLVED_KEY)
+
+    def marker(self) -> Marker | None:
+        text = self._properties().get(RESOLVED_KEY)
         return None if text is None else Marker.from_json(text)
+
+    def marker_history(self) -> list[Timestamp]:
+        prefix = f"{HISTORY}."
+        retained = (
+            parse_history_name(name.removeprefix(prefix))
+            for name in self._properties()
+            if name.startswith(prefix)
+        )
+        return sorted(t for t in retained if t is not None)
+
+    def history_marker(self, resolved: Timestamp) -> Marker | None:
+        text = self._properties().get(f"{HISTORY}.{history_name(resolved)}")
+        return None if text is None else Marker.from_json(text)
+
+    def readable(self, table: str, version: int) -> bool:
+        tbl = self._load(table)
+        snapshot = None if tbl is None else tbl.snapshot_by_id(version)
+        if snapshot is None:
+            return False
+        try:
+            return bool(tbl.io.new_input(snapshot.manifest_list).exists())
+        except Exception:
+            return False
 
     def read(self, table: str, version: int) -> pa.Table:
         tbl = self._catalog.load_table((self.namespace, table))
@@ -273,14 +310,23 @@ class IcebergTables:
         return location.removeprefix("file://")
 
     def write_marker(self, marker: Marker) -> None:
+        if self._retained is None:
+            self._retained = self.marker_history()
+        retained = sorted({*self._retained, marker.resolved})
+        dropped = pruned(retained, self._history)
+        text = marker.to_json()
         try:
             self._catalog.update_namespace_properties(
-                self.namespace, updates={RESOLVED_KEY: marker.to_json()}
+                self.namespace,
+                removals={f"{HISTORY}.{history_name(t)}" for t in dropped},
+                updates={RESOLVED_KEY: text, f"{HISTORY}.{history_name(marker.resolved)}": text},
             )
+            self._retained = retained[len(dropped) :]
         except Exception as exc:
             raise _error(f"cannot update namespace {self.namespace}", exc) from exc
 
     def close(self) -> None:
+        self._retained = None
         catalog, self._opened = self._opened, None
         if catalog is not None:
             _close(catalog)

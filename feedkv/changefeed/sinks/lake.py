@@ -88,7 +88,16 @@ from feedkv.changefeed.rows import RowEvent
 from feedkv.changefeed.sink import Message, RowBlock, SinkError, SinkURI, TerminalSinkError
 from feedkv.changefeed.sinks.cloud_storage import BlobStore, LocalBlobs
 from feedkv.changefeed.sinks.lake_spill import DEFAULT_MEMORY_LIMIT, SpilledRows
-from feedkv.changefeed.sinks.lake_tables import STAGING, LakeTables, Marker, TableChange
+from feedkv.changefeed.sinks.lake_tables import (
+    DEFAULT_HISTORY,
+    STAGING,
+    LakeHistoryError,
+    LakeTables,
+    Marker,
+    TableChange,
+    marker_at,
+    sink_error,
+)
 from feedkv.errors import SQLError
 from feedkv.util.hlc import Timestamp
 
@@ -490,19 +499,33 @@ def check(uri: SinkURI, options: ChangefeedOptions) -> None:
 def lake_tables(uri: SinkURI) -> LakeTables:
     """The tables a ``delta://``, ``delta+s3://`` or ``iceberg://`` URI names (raising
     SQLError 22023 on a URI that names none)."""
+    history = _history(uri)
     if uri.scheme == "delta":
         from feedkv.changefeed.sinks.delta import DeltaTables
 
-        return DeltaTables(_delta_root(uri))
+        return DeltaTables(_delta_root(uri), history=history)
     if uri.scheme == "delta+s3":
         from feedkv.changefeed.sinks.delta import DeltaTables
         from feedkv.changefeed.sinks.s3 import S3Blobs
 
         root = f"s3://{uri.host}/{uri.path.strip('/')}".rstrip("/")
-        return DeltaTables(root, objects=S3Blobs(uri), storage=_s3_storage(uri))
+        return DeltaTables(root, objects=S3Blobs(uri), storage=_s3_storage(uri), history=history)
     from feedkv.changefeed.sinks.iceberg import IcebergPlace, IcebergTables
 
-    return IcebergTables(IcebergPlace.of(uri))
+    return IcebergTables(IcebergPlace.of(uri), history=history)
+
+
+def _history(uri: SinkURI) -> int:
+    """``marker_history=<n>``: how many markers the tables retain (at least 1)."""
+    text = uri.param("marker_history")
+    if text is None:
+        return DEFAULT_HISTORY
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise option_error(
+            f"sink parameter marker_history={text!r} must be a whole number of markers to "
+            f"retain, at least 1 (default {DEFAULT_HISTORY})"
+        )
+    return int(text)
 
 
 def _s3_storage(uri: SinkURI) -> dict[str, str]:
@@ -558,20 +581,68 @@ def _delta_root(uri: SinkURI) -> str:
 # Reading.
 
 
-def read_consistent(uri: SinkURI) -> Marker | None:
+def read_consistent(uri: SinkURI, at: Timestamp | None = None) -> Marker | None:
     """Every table of the changefeed writing into ``uri`` as of the newest timestamp
-    all of them reached: the marker (``None``: no window committed yet)."""
+    all of them reached (``at=None``), or as of the newest retained marker at or below
+    ``at``; ``None`` when no window was committed yet. Raises :class:`LakeHistoryError`
+    when ``at`` is older than the oldest retained marker."""
     tables = lake_tables(uri)
     try:
-        return tables.marker()
+        newest = tables.marker()
+        if at is None or newest is None or newest.resolved <= at:
+            return newest
+        retained = tables.marker_history()
+        chosen = marker_at(retained, at)
+        marker = None if chosen is None else tables.history_marker(chosen)
+        if marker is None:
+            oldest = retained[0] if retained else newest.resolved
+            raise LakeHistoryError(
+                at, oldest, f"the oldest marker {uri.scheme}:// retains is at {oldest}"
+            )
+        return marker
     finally:
         tables.close()
 
 
 def read_tables(uri: SinkURI, marker: Marker) -> dict[str, pa.Table]:
-    """Each table of ``marker`` at its version there."""
+    """Each table of ``marker`` at its version there. Raises :class:`LakeHistoryError`
+    when a table's version there was vacuumed (Delta) or expired (Iceberg)."""
     tables = lake_tables(uri)
     try:
-        return {name: tables.read(name, v) for name, v in sorted(marker.versions.items())}
+        read = {}
+        for name, version in sorted(marker.versions.items()):
+            try:
+                read[name] = tables.read(name, version)
+            except Exception as exc:
+                if tables.readable(name, version):
+                    raise sink_error(f"cannot read {name} at version {version}", exc) from exc
+                raise LakeHistoryError(
+                    marker.resolved,
+                    _oldest_readable(tables),
+                    f"table {name}'s version {version} there was vacuumed or expired",
+                ) from exc
+        return read
     finally:
         tables.close()
+
+
+def _oldest_readable(tables: LakeTables) -> Timestamp | None:
+    """The oldest retained marker whose every table version is still readable. NB: a
+    binary search: vacuuming and expiring remove a table's history from its oldest end,
+    so once a marker is readable every later one is."""
+
+    def readable(resolved: Timestamp) -> bool:
+        marker = tables.history_marker(resolved)
+        return marker is not None and all(
+            tables.readable(name, version) for name, version in marker.versions.items()
+        )
+
+    retained = tables.marker_history()
+    lo, hi = 0, len(retained)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if readable(retained[mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    return retained[lo] if lo < len(retained) else None

@@ -54,9 +54,10 @@ in it. Under ``nobackfill`` rows not rewritten keep their old values; ``stop`` e
 changefeed before the change, as for every sink.
 
 **On Spark** tasks stage their rows as Parquet files under ``_feedkv_staging`` (in the
-Delta directory or bucket prefix, or the Iceberg warehouse when it is a local directory,
-else a temporary directory); the driver's commit of the batch (a window) reads them
-back and commits the window as above, then deletes them.
+Delta directory or bucket prefix, or the Iceberg catalog's warehouse: a local directory,
+or an object store such as a REST catalog's ``s3://`` warehouse; a temporary directory
+only when the catalog names no warehouse location); the driver's commit of the batch (a
+window) reads them back and commits the window as above, then deletes them.
 
 One changefeed per Delta directory or Iceberg namespace: tables another changefeed
 wrote would be taken as already holding rows up to their recorded timestamp. The thread
@@ -372,16 +373,17 @@ def _split(batch: pa.RecordBatch, resolved: Timestamp) -> tuple[pa.RecordBatch, 
 
 def staging(uri: SinkURI) -> BlobStore:
     """Where Spark tasks stage rows for ``uri``'s sink: ``_feedkv_staging`` beside the
-    tables (in the bucket, for ``delta+s3://``)."""
+    tables (in the bucket, for ``delta+s3://``; in the catalog's warehouse for an
+    Iceberg catalog: :func:`~feedkv.changefeed.sinks.iceberg.staging_blobs`)."""
     if uri.scheme == "delta+s3":
         from feedkv.changefeed.sinks.s3 import S3Blobs
 
         return S3Blobs(dataclasses.replace(uri, path=f"{uri.path.rstrip('/')}/{STAGING}"))
     if uri.scheme == "delta":
         return LocalBlobs(os.path.join(_delta_root(uri), STAGING))
-    from feedkv.changefeed.sinks.iceberg import IcebergPlace
+    from feedkv.changefeed.sinks.iceberg import IcebergPlace, staging_blobs
 
-    return LocalBlobs(IcebergPlace.of(uri).staging)
+    return staging_blobs(IcebergPlace.of(uri))
 
 
 def stage(uri: SinkURI, job_id: int, batches: Iterable[tuple[str, pa.RecordBatch]]) -> list[str]:

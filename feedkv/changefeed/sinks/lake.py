@@ -19,12 +19,15 @@ commit's custom metadata; the Iceberg snapshot summary and table property).
   by key (a Delta MERGE; an Iceberg delete of the changed keys and an append, in one
   transaction: one table commit, whose copy-on-write makes a delete or overwrite
   snapshot and an append snapshot, each recording ``feedkv.resolved``).
-- ``changelog``: every change is appended with ``_change_type`` (``insert``,
-  ``update_preimage`` and ``update_postimage``, or ``delete``: the names and rows of
-  Delta's Change Data Feed; the sink turns ``diff`` on, which tells an update from an
-  insert and gives the row before it), ``_feedkv_updated`` and
+- ``changelog``: every change is appended with Delta's Change Data Feed columns:
+  ``_change_type`` (``insert``, ``update_preimage`` and ``update_postimage``, or
+  ``delete``: its names and rows; the sink turns ``diff`` on, which tells an update from
+  an insert and gives the row before it), ``_commit_version`` (the change's MVCC wall
+  time in nanoseconds: a long that orders a key's changes as Delta's table versions do,
+  as the Spark source's ``changelog_columns=delta`` gives it) and ``_commit_timestamp``
+  (that time, in microseconds, UTC); then ``_feedkv_updated`` and
   ``_feedkv_mvcc_timestamp`` (HLC timestamps as decimal strings, as CockroachDB's
-  ``updated``). A deletion carries the deleted row (its key columns only when
+  ``updated``, which order changes of one nanosecond too). A deletion carries the deleted row (its key columns only when
   ``diff`` was turned off).
 
 **Exactly-once.** A table's last recorded ``feedkv.resolved`` says which rows it holds:
@@ -115,7 +118,13 @@ __all__ = [
     "stage",
 ]
 
-CHANGE_COLUMNS = ("_change_type", "_feedkv_updated", "_feedkv_mvcc_timestamp")
+CHANGE_COLUMNS = (
+    "_change_type",
+    "_commit_version",
+    "_commit_timestamp",
+    "_feedkv_updated",
+    "_feedkv_mvcc_timestamp",
+)
 _CHANGE_TYPES = {
     "c": "insert",
     "b": "update_preimage",
@@ -291,6 +300,11 @@ class LakeSink:
             changes = frame.select(names).replace_schema_metadata(None)
             change_types = pc.take(_CHANGE_TYPE_NAMES, pc.index_in(kinds, _CHANGE_TYPE_CODES))
             changes = changes.append_column("_change_type", change_types.cast(pa.string()))
+            # NB: as the Spark source's Delta CDF columns (feedkv.spark.rows): a Delta
+            # reader makes _commit_version from the log, which an Iceberg table has not
+            changes = changes.append_column("_commit_version", wall)
+            commit_us = pc.divide(wall, 1000).cast(pa.timestamp("us", tz="UTC"))
+            changes = changes.append_column("_commit_timestamp", commit_us)
             changes = changes.append_column("_feedkv_updated", frame.column(_UPDATED))
             changes = changes.append_column("_feedkv_mvcc_timestamp", frame.column(_MVCC))
             return TableChange(table, resolved, key, columns, changes=changes)

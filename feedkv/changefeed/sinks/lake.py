@@ -27,8 +27,8 @@ commit's custom metadata; the Iceberg snapshot summary and table property).
   as the Spark source's ``changelog_columns=delta`` gives it) and ``_commit_timestamp``
   (that time, in microseconds, UTC); then ``_feedkv_updated`` and
   ``_feedkv_mvcc_timestamp`` (HLC timestamps as decimal strings, as CockroachDB's
-  ``updated``, which order changes of one nanosecond too). A deletion carries the deleted row (its key columns only when
-  ``diff`` was turned off).
+  ``updated``, which order changes of one nanosecond too). A deletion carries the
+  deleted row (its key columns only when ``diff`` was turned off).
 
 **Exactly-once.** A table's last recorded ``feedkv.resolved`` says which rows it holds:
 every row at or below it. A window committed again (a changefeed restarted from its

@@ -11,6 +11,15 @@ neither). A table missing from it had no rows yet.
     snapshot = feedkv.lake.read_consistent("delta:///data/lake")
     tables = feedkv.lake.read_tables("delta:///data/lake", snapshot)  # name -> pyarrow.Table
 
+An older consistent cut is read with ``at``: every table as of the newest marker at or
+below that timestamp (the sink retains its newest ``marker_history`` markers, 1000 by
+default). A timestamp older than the oldest retained marker, or a marker whose table
+versions were vacuumed (Delta) or expired (Iceberg), raises :class:`LakeHistoryError`,
+which names the oldest timestamp still readable::
+
+    then = feedkv.lake.read_consistent("delta:///data/lake", at="1700000000000000000.0000000000")
+    tables = feedkv.lake.read_tables("delta:///data/lake", then)
+
 A Delta table can also be read at ``snapshot.versions[name]`` by any Delta reader
 (``deltalake.DeltaTable(path, version=v)``, Spark's ``versionAsOf``), an Iceberg
 table at the snapshot id (``table.scan(snapshot_id=v)``, Spark's ``snapshot-id``), and
@@ -27,6 +36,8 @@ from __future__ import annotations
 import glob
 import importlib
 import os
+from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -34,10 +45,21 @@ import pyarrow as pa
 from feedkv.changefeed import sink as sinks
 from feedkv.changefeed.options import ChangefeedOptions, option_error
 from feedkv.changefeed.sinks import lake
-from feedkv.changefeed.sinks.lake_tables import Marker
+from feedkv.changefeed.sinks.lake_tables import LakeHistoryError, Marker
 from feedkv.errors import InvalidArgumentError
+from feedkv.util.hlc import Timestamp
 
-__all__ = ["Marker", "duckdb_connect", "duckdb_scan", "read_consistent", "read_tables"]
+__all__ = [
+    "LakeHistoryError",
+    "Marker",
+    "duckdb_connect",
+    "duckdb_scan",
+    "read_consistent",
+    "read_tables",
+    "snapshot",
+]
+
+At = Timestamp | str | Decimal | datetime  # what ``at=`` takes (see :func:`read_consistent`)
 
 # DuckDB's extensions for lake tables as Python packages (avro: Iceberg's manifests)
 DUCKDB_EXTENSIONS = ("delta", "avro", "iceberg")
@@ -54,19 +76,61 @@ def _uri(uri: str) -> sinks.SinkURI:
     return parsed
 
 
-def read_consistent(uri: str) -> Marker | None:
+def read_consistent(uri: str, at: At | None = None) -> Marker | None:
     """The newest timestamp every table of the changefeed writing into ``uri`` reached
     and each table's version (Delta) or snapshot id (Iceberg) there; ``None`` before
-    the first window. ``uri`` is the changefeed's sink URI, or a Delta directory."""
-    return lake.read_consistent(_uri(uri))
+    the first window. ``uri`` is the changefeed's sink URI, or a Delta directory.
+
+    With ``at``, the newest retained marker at or below it instead: a
+    :class:`~feedkv.util.hlc.Timestamp`, its decimal text or a ``Decimal`` (as
+    ``cluster_logical_timestamp()`` and ``AS OF SYSTEM TIME`` write it), or a
+    ``datetime`` (a naive one is UTC). Raises :class:`LakeHistoryError` when ``at`` is
+    older than the oldest retained marker."""
+    return lake.read_consistent(_uri(uri), None if at is None else _timestamp(at))
 
 
-def read_tables(uri: str, marker: Marker | None = None) -> dict[str, pa.Table]:
-    """Every table of ``marker`` (by default :func:`read_consistent`'s) at its version
-    there, by name; empty before the first window."""
+def read_tables(
+    uri: str, marker: Marker | None = None, *, at: At | None = None
+) -> dict[str, pa.Table]:
+    """Every table of ``marker`` (by default :func:`read_consistent`'s, as of ``at``)
+    at its version there, by name; empty before the first window. Raises
+    :class:`LakeHistoryError` when a table's version there was vacuumed or expired."""
     parsed = _uri(uri)
-    marker = marker or lake.read_consistent(parsed)
+    if marker is not None and at is not None:
+        raise InvalidArgumentError("give read_tables a marker or at=, not both")
+    marker = marker or lake.read_consistent(parsed, None if at is None else _timestamp(at))
     return {} if marker is None else lake.read_tables(parsed, marker)
+
+
+def snapshot(
+    uri: str, tables: list[str] | None = None, *, at: At | None = None
+) -> dict[str, pa.Table]:
+    """``tables`` (by default every table) of the lake at ``uri`` as of one marker: the
+    newest, or the newest at or below ``at`` (:func:`read_consistent`). A table with no
+    rows yet at that marker is absent."""
+    parsed = _uri(uri)
+    marker = lake.read_consistent(parsed, None if at is None else _timestamp(at))
+    if marker is None:
+        return {}
+    if tables is not None:
+        marker = Marker(marker.resolved, {n: v for n, v in marker.versions.items() if n in tables})
+    return lake.read_tables(parsed, marker)
+
+
+def _timestamp(at: At) -> Timestamp:
+    if isinstance(at, Timestamp):
+        return at
+    if isinstance(at, datetime):
+        aware = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+        since = aware - datetime(1970, 1, 1, tzinfo=UTC)
+        return Timestamp.checked(
+            since.days * 86_400_000_000_000 + since.seconds * 10**9 + since.microseconds * 1000
+        )
+    if isinstance(at, (str, Decimal)):
+        return Timestamp.parse_decimal(str(at))
+    raise InvalidArgumentError(
+        f"at= takes a Timestamp, its decimal text, a Decimal or a datetime, not {type(at).__name__}"
+    )
 
 
 def duckdb_connect() -> Any:

@@ -805,6 +805,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
                 "AWS_SESSION_TOKEN",
                 "AWS_REGION",
                 "AWS_ENDPOINT",
+                "marker_history",
             }
         ),
         frozenset({"parquet"}),
@@ -817,7 +818,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         "iceberg",
         ("iceberg",),
         "feedkv.changefeed.sinks.lake:make",
-        frozenset({"warehouse", "catalog_uri", "token", "credential"}),
+        frozenset({"warehouse", "catalog_uri", "token", "credential", "marker_history"}),
         frozenset({"parquet"}),
         frozenset({"lake_mode"}),
         check="feedkv.changefeed.sinks.lake:check",

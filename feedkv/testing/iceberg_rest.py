@@ -6,8 +6,10 @@ namespaces and tables. Every table and namespace lives in a pyiceberg SQL catalo
 SQLite file (its files under ``warehouse``), so the metadata files it writes are the
 same ones a real catalog's tables have, and DuckDB or pyiceberg can read them back.
 
-- ``GET /v1/config``: no defaults or overrides, and the endpoints below (a client
-  calls no other).
+- ``GET /v1/config``: the endpoints below (a client calls no other); no defaults or
+  overrides, but for a server given a ``location`` (the tables' files in an object
+  store, e.g. ``s3://bucket/warehouse``): ``warehouse`` and the storage ``properties``
+  as overrides, as a catalog hands out its warehouse and storage credentials.
 - ``POST /v1/oauth/tokens``: the OAuth2 client-credentials grant, when the server was
   given a ``credential`` (``client_id:client_secret``): a bearer token for it.
 - namespaces: ``GET /v1/namespaces`` (``?parent=``), ``POST /v1/namespaces``
@@ -89,14 +91,23 @@ class _State:
     """The catalog behind the server, and what tests look at. Requests are served one at a
     time (``lock``)."""
 
-    def __init__(self, warehouse: str, credential: str | None, token: str | None) -> None:
+    def __init__(
+        self,
+        warehouse: str,
+        credential: str | None,
+        token: str | None,
+        location: str | None = None,
+        properties: dict[str, str] | None = None,
+    ) -> None:
         from pyiceberg.catalog.sql import SqlCatalog
 
         os.makedirs(warehouse, exist_ok=True)
+        self.overrides = {"warehouse": location, **(properties or {})} if location else {}
         self.catalog = SqlCatalog(
             "rest",
             uri=f"sqlite:///{os.path.join(warehouse, 'rest-catalog.db')}",
-            warehouse=f"file://{warehouse}",
+            warehouse=location or f"file://{warehouse}",
+            **(properties or {}),
         )
         self.lock = threading.Lock()
         self.credential = credential
@@ -157,7 +168,7 @@ def _route(state: _State, method: str, parts: list[str], query: dict[str, str], 
     catalog = state.catalog
     match method, parts:
         case "GET", ["config"]:
-            return {"defaults": {}, "overrides": {}, "endpoints": list(_ENDPOINTS)}
+            return {"defaults": {}, "overrides": state.overrides, "endpoints": list(_ENDPOINTS)}
         case "GET", ["namespaces"]:
             parent = _namespace(query["parent"]) if query.get("parent") else ()
             return {"namespaces": [list(ns) for ns in catalog.list_namespaces(parent)]}
@@ -356,7 +367,10 @@ def _error_body(error: _Error) -> dict[str, Any]:
 
 class IcebergRestServer(ServedHTTP):
     """An Iceberg REST catalog on ``127.0.0.1`` (a free port), serving from a daemon
-    thread, its tables' files under ``warehouse`` (a local directory).
+    thread, its tables' files under ``warehouse`` (a local directory, which also holds
+    its SQLite file), or under ``location`` when given (an object store URL such as
+    ``s3://bucket/wh``, reached with the pyiceberg storage ``properties``, e.g.
+    ``s3.endpoint``: both handed to clients in ``/v1/config``'s overrides).
 
     ``credential`` (``client_id:client_secret``) makes it issue bearer tokens through
     ``/v1/oauth/tokens`` and require one; ``token`` is a bearer token it accepts as
@@ -364,18 +378,28 @@ class IcebergRestServer(ServedHTTP):
     survives a restart of the server over the same ``warehouse``."""
 
     def __init__(
-        self, warehouse: str, *, credential: str | None = None, token: str | None = None
+        self,
+        warehouse: str,
+        *,
+        credential: str | None = None,
+        token: str | None = None,
+        location: str | None = None,
+        properties: dict[str, str] | None = None,
     ) -> None:
         super().__init__()
         self.warehouse = warehouse
         self._credential = credential
         self._token = token
+        self._location = location
+        self._properties = properties
         self._state: _State | None = None
 
     name = "the Iceberg REST catalog"
 
     def _serve(self) -> StateServer:
-        self._state = _State(self.warehouse, self._credential, self._token)
+        self._state = _State(
+            self.warehouse, self._credential, self._token, self._location, self._properties
+        )
         return StateServer(("127.0.0.1", 0), _Handler, self._state)
 
     def _stopped(self) -> None:

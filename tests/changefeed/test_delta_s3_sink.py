@@ -137,6 +137,34 @@ def test_a_replayed_window_commits_nothing_new_in_the_bucket(s3_server: str, buc
     assert marker.versions == {"a": 0}
 
 
+def test_older_markers_are_kept_in_the_bucket_and_read_at_their_time(
+    s3_server: str, bucket: str
+) -> None:
+    from feedkv.changefeed.options import parse_options
+    from feedkv.changefeed.sink import parse_sink_uri, sink_defaults
+    from feedkv.changefeed.sinks import lake
+    from feedkv.testing.lake_rows import lake_rows
+
+    uri = lake_uri(bucket, s3_server) + "&marker_history=2"
+    start = Timestamp(1_700_000_000_000_000_000, 0)
+    options = parse_options((), now=start)
+    parsed = parse_sink_uri(uri, sink_defaults(uri, options))
+    ends = [Timestamp(start.wall + n, 0) for n in (10, 20, 30)]
+    for n, end in enumerate(ends):
+        sink = lake.make(parsed, options)
+        kind = "c" if n == 0 else "u"
+        sink.emit_batches([("a", lake_rows((1, f"x{n}", kind, Timestamp(end.wall - 5, 0))))])
+        sink.commit_window(end, ["a"])
+        sink.close()
+
+    at_25 = feedkv.lake.read_tables(uri, at=Timestamp(start.wall + 25, 0))
+    assert at_25["a"].to_pylist() == [{"k": 1, "v": "x1"}]
+    with pytest.raises(feedkv.lake.LakeHistoryError, match=f"retains is at {ends[1]}"):
+        feedkv.lake.read_consistent(uri, at=Timestamp(start.wall + 15, 0))
+    keys = client(s3_server).list_objects_v2(Bucket=bucket, Prefix="feeds/_feedkv_markers/")
+    assert len(keys.get("Contents", [])) == 2  # the oldest dropped past marker_history
+
+
 @pytest.mark.parametrize(
     ("where", "message"),
     [

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import feedkv
+import feedkv.lake
 from feedkv import DB
 from feedkv.changefeed.jobs import SHOW_COLUMNS
 from feedkv.changefeed.registry import _failure
@@ -175,3 +176,45 @@ def test_the_failure_message_names_gc_even_as_text_from_spark() -> None:
     from_spark = RuntimeError(f"Job aborted ... feedkv.errors.BatchTimestampBeforeGCError: {cause}")
     assert "fell behind the garbage-collection threshold" in _failure(from_spark)
     assert _failure(RuntimeError("sink down")) == "sink down"
+
+
+def test_a_lake_job_keeps_the_history_its_lake_tables_have_not_taken(
+    db: DB, tmp_path: Path
+) -> None:
+    """A lake job's high-water mark moves only once a window is committed into its lake
+    tables, so while the lake refuses commits GC keeps the versions it has not taken,
+    and each lands once when the lake is back."""
+    lake = tmp_path / "lake"
+    uri = f"delta://{lake}"
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    [(job_id,)] = db.sql(
+        f"CREATE CHANGEFEED FOR t INTO '{uri}' WITH lake_mode = 'changelog', {FAST}"
+    ).rows
+    db.sql("INSERT INTO t VALUES (1, 'v0')")
+
+    def changelog() -> list[str]:
+        tables = feedkv.lake.read_tables(uri)
+        rows = tables["t"].to_pylist() if "t" in tables else []
+        return sorted(r["v"] for r in rows if r["_change_type"] in ("insert", "update_postimage"))
+
+    wait_until(lambda: changelog() == ["v0"], timeout_s=30, what="the first row in the lake")
+    # The Delta table taken away: every commit into it fails, and is retried.
+    (lake / "t").rename(lake / "t.away")
+    (lake / "t").write_text("not a Delta table")
+    middle = versions_once_past(db, "t", 1, 1, 4)
+    wait_closed_past(db, db.now())
+
+    store_of(db).collect_garbage()
+    assert db.sql(f"SELECT v FROM t AS OF SYSTEM TIME {middle.wall}.{middle.logical:010d}")
+
+    (lake / "t").unlink()
+    (lake / "t.away").rename(lake / "t")
+    want = [f"v{i}" for i in range(4)]
+
+    def landed() -> bool:
+        error = db.sql(f"SHOW CHANGEFEED JOB {job_id}").rows[0][SHOW_COLUMNS.index("error")]
+        if error:
+            raise AssertionError(f"the changefeed failed: {error}")
+        return changelog() == want
+
+    wait_until(landed, timeout_s=60, what="every version of t in the lake, once")

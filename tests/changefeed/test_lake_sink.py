@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,11 @@ def test_changelog_appends_every_change_with_its_type_and_timestamps(
         (ts(11), "delete", 1, None),
     ]
     assert all(r["_feedkv_mvcc_timestamp"] == r["_feedkv_updated"] for r in changes)
+    # Delta Change Data Feed's columns, as its readers order changes by them
+    for r in changes:
+        wall = Timestamp.parse(r["_feedkv_updated"]).wall
+        assert r["_commit_version"] == wall
+        assert r["_commit_timestamp"] == datetime.fromtimestamp(wall // 1000 / 1e6, UTC)
 
 
 def test_rows_above_a_window_wait_for_their_own(lake_uri: str) -> None:

@@ -150,6 +150,56 @@ def test_tasks_of_a_rest_catalog_lake_stage_their_rows_locally(tmp_path: Path) -
         assert feedkv.lake.read_tables(uri)["a"].to_pylist() == [{"k": 1, "v": "x"}]
 
 
+def s3_io(endpoint: str) -> dict[str, str]:
+    """pyiceberg's storage properties for moto's S3 server."""
+    return {
+        "s3.endpoint": endpoint,
+        "s3.access-key-id": S3_KEYS["AWS_ACCESS_KEY_ID"],
+        "s3.secret-access-key": S3_KEYS["AWS_SECRET_ACCESS_KEY"],
+        "s3.region": S3_KEYS["AWS_REGION"],
+    }
+
+
+def staged_files(s3: Any, bucket: str) -> list[str]:
+    """The files staged under the warehouse. NB: not the empty "directory" objects
+    pyarrow's S3 file system leaves when it deletes a folder's last file."""
+    return [k for k in bucket_keys(s3, bucket, f"wh/feeds/{STAGING}/") if not k.endswith("/")]
+
+
+def test_tasks_of_a_rest_catalog_lake_stage_their_rows_in_its_object_store_warehouse(
+    tmp_path: Path, s3_endpoint: str, s3: Any
+) -> None:
+    """Spark's tasks on other machines share no local directory with the driver: a REST
+    catalog whose warehouse is in S3 has them stage rows there."""
+    bucket = f"lake-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=bucket)
+    with IcebergRestServer(
+        str(tmp_path / "rest"), location=f"s3://{bucket}/wh", properties=s3_io(s3_endpoint)
+    ) as server:
+        uri = f"iceberg://{bucket}/feeds?catalog_uri={server.url}"  # NB: its own local staging
+        writer = make_writer(uri)
+        first = writer.write(task(ts(0), ts(10), "a", (1, "x", "c", ts(1))))
+        second = writer.write(task(ts(0), ts(10), "b", (2, "y", "c", ts(2))))
+        assert [k.rsplit("/", 2)[-2] for k in staged_files(s3, bucket)] == ["7", "7"]
+        assert not Path(IcebergPlace.of(writer.uri).staging).exists()  # nothing local
+
+        writer.commit([first, second], 0)
+
+        assert staged_files(s3, bucket) == []
+        marker = feedkv.lake.read_consistent(uri)
+        assert marker is not None and marker.resolved == ts(10)
+        tables = feedkv.lake.read_tables(uri, marker)
+        assert tables["a"].to_pylist() == [{"k": 1, "v": "x"}]
+        assert tables["b"].to_pylist() == [{"k": 2, "v": "y"}]
+        assert any(
+            k.startswith("wh/") and k.endswith(".parquet") for k in bucket_keys(s3, bucket, "wh/")
+        )
+        aborted = writer.write(task(ts(10), ts(20), "a", (3, "z", "c", ts(11))))
+        assert staged_files(s3, bucket)
+        writer.abort([aborted], 1)
+        assert staged_files(s3, bucket) == []
+
+
 # On Spark.
 
 

@@ -5,7 +5,9 @@ Each table is ``<dir>/<topic>``; each window is one commit whose custom metadata
 ``feedkv.resolved`` (mirror: a MERGE on the primary key; changelog: an append) and, for
 a Spark job's batch, the application transaction ``(feedkv-<job id>, <batch id>)``, with
 schema evolution in the same commit (``merge_schema``, ``schema_mode='merge'``). The
-marker is ``<dir>/_feedkv_resolved``, written to a temporary file, fsynced and renamed.
+marker is ``<dir>/_feedkv_resolved``, written to a temporary file, fsynced and renamed;
+the retained markers are files ``<dir>/_feedkv_markers/<timestamp>.json``, written the
+same way before it.
 
 In S3 (``delta+s3://bucket/prefix``) the tables are written by the same library through
 its object store, and a commit is made safe against a second writer by S3's conditional
@@ -26,11 +28,17 @@ import pyarrow as pa
 from feedkv.changefeed.options import option_error
 from feedkv.changefeed.sink import SinkError
 from feedkv.changefeed.sinks.cloud_storage import BlobStore as Blobs
+from feedkv.changefeed.sinks.cloud_storage import LocalBlobs
 from feedkv.changefeed.sinks.lake_tables import (
+    DEFAULT_HISTORY,
+    HISTORY,
     MARKER,
     RESOLVED_KEY,
     Marker,
     TableChange,
+    history_name,
+    parse_history_name,
+    pruned,
     sink_error,
 )
 from feedkv.errors import InvalidArgumentError
@@ -52,13 +60,21 @@ class DeltaTables:
     table, which is read again from its log."""
 
     def __init__(
-        self, root: str, *, objects: Blobs | None = None, storage: dict[str, str] | None = None
+        self,
+        root: str,
+        *,
+        objects: Blobs | None = None,
+        storage: dict[str, str] | None = None,
+        history: int = DEFAULT_HISTORY,
     ) -> None:
         """``root``: a local directory, or with ``objects`` (the bucket's client, for
-        the marker) and ``storage`` (delta-rs' storage options) an ``s3://`` URL."""
+        the marker) and ``storage`` (delta-rs' storage options) an ``s3://`` URL.
+        ``history``: how many markers to retain."""
         self.root = root
         self._objects = objects
         self._storage = storage
+        self._history = history
+        self._retained: list[Timestamp] | None = None  # read at the first marker written
         self._open_tables: dict[str, Any] = {}
         self._newest: dict[str, tuple[int, Timestamp]] = {}
         if objects is not None:
@@ -226,16 +242,59 @@ class DeltaTables:
         except (OSError, InvalidArgumentError) as exc:
             raise sink_error(f"cannot read {MARKER} in {self.root}", exc) from exc
 
+    def _markers(self) -> Blobs:
+        return self._objects if self._objects is not None else LocalBlobs(self.root)
+
+    def marker_history(self) -> list[Timestamp]:
+        retained = []
+        for name in self._markers().list(f"{HISTORY}/"):
+            base = name.rsplit("/", 1)[-1]
+            if base.endswith(".json"):
+                resolved = parse_history_name(base.removesuffix(".json"))
+                if resolved is not None:
+                    retained.append(resolved)
+        return sorted(retained)
+
+    def history_marker(self, resolved: Timestamp) -> Marker | None:
+        text = self._markers().get(f"{HISTORY}/{history_name(resolved)}.json")
+        try:
+            return None if text is None else Marker.from_json(text.decode())
+        except (InvalidArgumentError, UnicodeDecodeError) as exc:
+            raise sink_error(f"cannot read the marker at {resolved} in {self.root}", exc) from exc
+
     def read(self, table: str, version: int) -> pa.Table:
         from deltalake import DeltaTable
 
         path = self._path(table)
         return DeltaTable(path, version=version, storage_options=self._storage).to_pyarrow_table()
 
+    def readable(self, table: str, version: int) -> bool:
+        """NB: in S3 only the log is checked (each file would be a request)."""
+        from deltalake import DeltaTable
+
+        try:
+            dt = DeltaTable(self._path(table), version=version, storage_options=self._storage)
+            files = dt.file_uris()
+        except Exception:  # NB: the log entry is gone (delta-rs raises a generic error)
+            return False
+        if self._objects is not None:
+            return True
+        return all(os.path.exists(f.removeprefix("file://")) for f in files)
+
     def location(self, table: str) -> str:
         return self._path(table)
 
     def write_marker(self, marker: Marker) -> None:
+        markers = self._markers()
+        if self._retained is None:
+            self._retained = self.marker_history()
+        markers.put(f"{HISTORY}/{history_name(marker.resolved)}.json", marker.to_json().encode())
+        if marker.resolved not in self._retained:
+            self._retained.append(marker.resolved)
+            self._retained.sort()
+        for old in pruned(self._retained, self._history):
+            markers.delete(f"{HISTORY}/{history_name(old)}.json")
+            self._retained.remove(old)
         if self._objects is not None:
             self._objects.put(MARKER, marker.to_json().encode())
             return
@@ -258,6 +317,7 @@ class DeltaTables:
     def close(self) -> None:
         self._open_tables.clear()
         self._newest.clear()
+        self._retained = None
         if self._objects is not None:
             self._objects.close()
 

@@ -19,7 +19,17 @@ sets the table property ``feedkv.resolved``; every snapshot it makes carries
 ``feedkv.resolved`` in its summary. Mirror deletes the window's changed keys and
 appends their new rows (copy-on-write: an Iceberg delete snapshot, then an append
 snapshot, in the one commit); changelog appends. The marker is the namespace property
-``feedkv.resolved`` (the SQL catalog updates it in one database transaction).
+``feedkv.resolved`` (the SQL catalog updates it in one database transaction); each
+retained marker is the property ``_feedkv_markers.<timestamp>``, set in the same update
+that sets the newest and drops the oldest.
+
+**Spark tasks' staging** (:func:`staging_blobs`): a task on any machine must be able to
+write where the driver's commit reads, so rows are staged in the catalog's warehouse:
+``<warehouse>/<namespace>/_feedkv_staging`` through pyiceberg's own FileIO (S3, GCS,
+ADLS, HDFS, with the storage properties the catalog hands out, such as a REST catalog's
+``/v1/config`` overrides). A SQL catalog's warehouse is a local directory; a catalog
+whose ``warehouse`` is no location (a name, or none) leaves a local temporary directory,
+which only a local Spark's executors share with its driver.
 """
 
 from __future__ import annotations
@@ -34,17 +44,23 @@ import pyarrow as pa
 
 from feedkv.changefeed.options import option_error
 from feedkv.changefeed.sink import SinkError, SinkURI, TerminalSinkError
+from feedkv.changefeed.sinks.cloud_storage import BlobStore, LocalBlobs
 from feedkv.changefeed.sinks.lake_tables import (
+    DEFAULT_HISTORY,
+    HISTORY,
     RESOLVED_KEY,
     STAGING,
     Marker,
     TableChange,
+    history_name,
+    parse_history_name,
+    pruned,
     sink_error,
 )
 from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.util.hlc import Timestamp
 
-__all__ = ["IcebergPlace", "IcebergTables"]
+__all__ = ["FileIOBlobs", "IcebergPlace", "IcebergTables", "staging_blobs"]
 
 _AUTH_PARAMS = ("token", "credential")  # a REST catalog's: redacted in SHOW CHANGEFEED JOBS
 
@@ -54,8 +70,9 @@ class IcebergPlace:
     """Where an ``iceberg://`` URI's tables are: the catalog's name and ``kind``
     (``sql``, ``rest``, or ``configured``: pyiceberg's configuration names it), the
     pyiceberg properties it is opened with, the namespace, and the local directory Spark
-    tasks stage rows in (the warehouse, when it is one; else a temporary directory,
-    which local Spark's executors share with the driver)."""
+    tasks stage rows in when the catalog's warehouse is not an object store
+    (:func:`staging_blobs`): the warehouse, when it is a local directory; else a
+    temporary directory, which only a local Spark's executors share with the driver."""
 
     catalog: str
     namespace: str
@@ -157,9 +174,12 @@ class IcebergTables:
     needs it, not here: making a sink checks its URI without reaching the catalog.
     Raises :class:`SinkError` (terminal when the catalog refuses the credentials)."""
 
-    def __init__(self, place: IcebergPlace) -> None:
+    def __init__(self, place: IcebergPlace, *, history: int = DEFAULT_HISTORY) -> None:
+        """``history``: how many markers to retain."""
         self.namespace = place.namespace
         self._place = place
+        self._history = history
+        self._retained: list[Timestamp] | None = None  # read at the first marker written
         self._opened: Any = None
 
     @property
@@ -256,13 +276,40 @@ class IcebergTables:
             for column in dropped:
                 update.delete_column(column)
 
-    def marker(self) -> Marker | None:
+    def _properties(self) -> dict[str, str]:
         try:
-            properties = self._catalog.load_namespace_properties(self.namespace)
+            return dict(self._catalog.load_namespace_properties(self.namespace))
+        except SinkError:
+            raise
         except Exception as exc:
             raise _error(f"cannot read namespace {self.namespace}", exc) from exc
-        text = properties.get(RESOLVED_KEY)
+
+    def marker(self) -> Marker | None:
+        text = self._properties().get(RESOLVED_KEY)
         return None if text is None else Marker.from_json(text)
+
+    def marker_history(self) -> list[Timestamp]:
+        prefix = f"{HISTORY}."
+        retained = (
+            parse_history_name(name.removeprefix(prefix))
+            for name in self._properties()
+            if name.startswith(prefix)
+        )
+        return sorted(t for t in retained if t is not None)
+
+    def history_marker(self, resolved: Timestamp) -> Marker | None:
+        text = self._properties().get(f"{HISTORY}.{history_name(resolved)}")
+        return None if text is None else Marker.from_json(text)
+
+    def readable(self, table: str, version: int) -> bool:
+        tbl = self._load(table)
+        snapshot = None if tbl is None else tbl.snapshot_by_id(version)
+        if snapshot is None:
+            return False
+        try:
+            return bool(tbl.io.new_input(snapshot.manifest_list).exists())
+        except Exception:
+            return False
 
     def read(self, table: str, version: int) -> pa.Table:
         tbl = self._catalog.load_table((self.namespace, table))
@@ -273,17 +320,119 @@ class IcebergTables:
         return location.removeprefix("file://")
 
     def write_marker(self, marker: Marker) -> None:
+        if self._retained is None:
+            self._retained = self.marker_history()
+        retained = sorted({*self._retained, marker.resolved})
+        dropped = pruned(retained, self._history)
+        text = marker.to_json()
         try:
             self._catalog.update_namespace_properties(
-                self.namespace, updates={RESOLVED_KEY: marker.to_json()}
+                self.namespace,
+                removals={f"{HISTORY}.{history_name(t)}" for t in dropped},
+                updates={RESOLVED_KEY: text, f"{HISTORY}.{history_name(marker.resolved)}": text},
             )
+            self._retained = retained[len(dropped) :]
         except Exception as exc:
             raise _error(f"cannot update namespace {self.namespace}", exc) from exc
 
     def close(self) -> None:
+        self._retained = None
         catalog, self._opened = self._opened, None
         if catalog is not None:
             _close(catalog)
+
+
+def staging_blobs(place: IcebergPlace) -> BlobStore:
+    """Where Spark tasks stage rows for ``place``'s tables (see the module docstring):
+    in the warehouse when the catalog names one by location, else :attr:`IcebergPlace.staging`
+    on local disk. Opens the catalog (a REST catalog's ``/v1/config``) to learn it."""
+    if place.kind == "sql":
+        return LocalBlobs(place.staging)
+    catalog = place.open()
+    try:
+        properties = {k: str(v) for k, v in catalog.properties.items()}
+    finally:
+        _close(catalog)
+    warehouse = properties.get("warehouse", "")
+    if "://" not in warehouse:
+        return LocalBlobs(place.staging)
+    from pyiceberg.io import load_file_io
+
+    root = f"{warehouse.rstrip('/')}/{place.namespace}/{STAGING}"
+    try:
+        io = load_file_io(properties, root)
+    except Exception as exc:
+        raise _error(f"cannot reach the Iceberg warehouse {warehouse!r}", exc) from exc
+    return FileIOBlobs(io, root)
+
+
+class FileIOBlobs:
+    """A :class:`~feedkv.changefeed.sinks.cloud_storage.BlobStore` under ``root`` (a
+    location URL) through a pyiceberg FileIO. A file is written whole by one request
+    (an object store's PUT is atomic); ``rename`` copies, then deletes."""
+
+    def __init__(self, io: Any, root: str) -> None:
+        self._io = io
+        self.root = root.rstrip("/")
+
+    def _path(self, name: str) -> str:
+        return f"{self.root}/{name}"
+
+    def put(self, name: str, data: bytes) -> None:
+        try:
+            with self._io.new_output(self._path(name)).create(overwrite=True) as out:
+                out.write(data)
+        except Exception as exc:
+            raise sink_error(f"cannot write {self._path(name)}", exc) from exc
+
+    def get(self, name: str) -> bytes | None:
+        try:
+            with self._io.new_input(self._path(name)).open() as f:
+                data: bytes = f.read()
+                return data
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            raise sink_error(f"cannot read {self._path(name)}", exc) from exc
+
+    def rename(self, name: str, new_name: str) -> None:
+        data = self.get(name)
+        if data is None:
+            if self.get(new_name) is None:
+                raise SinkError(f"cannot move {self._path(name)}: it is gone")
+            return
+        self.put(new_name, data)
+        self.delete(name)
+
+    def delete(self, name: str) -> None:
+        try:
+            self._io.delete(self._path(name))
+        except FileNotFoundError:
+            pass
+        except Exception as exc:
+            raise sink_error(f"cannot remove {self._path(name)}", exc) from exc
+
+    def list(self, prefix: str) -> list[str]:
+        """NB: through the FileIO's pyarrow file system (pyiceberg's FileIO cannot list)."""
+        from urllib.parse import urlsplit
+
+        from pyarrow import fs
+
+        top = urlsplit(self._path(prefix))
+        by_scheme = getattr(self._io, "fs_by_scheme", None)
+        if by_scheme is None:
+            raise SinkError(f"cannot list {self._path(prefix)} through {type(self._io).__name__}")
+        try:
+            files = by_scheme(top.scheme, top.netloc).get_file_info(
+                fs.FileSelector(f"{top.netloc}{top.path}", recursive=True, allow_not_found=True)
+            )
+        except Exception as exc:
+            raise sink_error(f"cannot list {self._path(prefix)}", exc) from exc
+        base = f"{urlsplit(self.root).netloc}{urlsplit(self.root).path}/"
+        return [f.path.removeprefix(base) for f in files if f.type == fs.FileType.File]
+
+    def close(self) -> None:
+        pass
 
 
 def _close(catalog: Any) -> None:

@@ -19,13 +19,16 @@ commit's custom metadata; the Iceberg snapshot summary and table property).
   by key (a Delta MERGE; an Iceberg delete of the changed keys and an append, in one
   transaction: one table commit, whose copy-on-write makes a delete or overwrite
   snapshot and an append snapshot, each recording ``feedkv.resolved``).
-- ``changelog``: every change is appended with ``_change_type`` (``insert``,
-  ``update_preimage`` and ``update_postimage``, or ``delete``: the names and rows of
-  Delta's Change Data Feed; the sink turns ``diff`` on, which tells an update from an
-  insert and gives the row before it), ``_feedkv_updated`` and
+- ``changelog``: every change is appended with Delta's Change Data Feed columns:
+  ``_change_type`` (``insert``, ``update_preimage`` and ``update_postimage``, or
+  ``delete``: its names and rows; the sink turns ``diff`` on, which tells an update from
+  an insert and gives the row before it), ``_commit_version`` (the change's MVCC wall
+  time in nanoseconds: a long that orders a key's changes as Delta's table versions do,
+  as the Spark source's ``changelog_columns=delta`` gives it) and ``_commit_timestamp``
+  (that time, in microseconds, UTC); then ``_feedkv_updated`` and
   ``_feedkv_mvcc_timestamp`` (HLC timestamps as decimal strings, as CockroachDB's
-  ``updated``). A deletion carries the deleted row (its key columns only when
-  ``diff`` was turned off).
+  ``updated``, which order changes of one nanosecond too). A deletion carries the
+  deleted row (its key columns only when ``diff`` was turned off).
 
 **Exactly-once.** A table's last recorded ``feedkv.resolved`` says which rows it holds:
 every row at or below it. A window committed again (a changefeed restarted from its
@@ -54,9 +57,10 @@ in it. Under ``nobackfill`` rows not rewritten keep their old values; ``stop`` e
 changefeed before the change, as for every sink.
 
 **On Spark** tasks stage their rows as Parquet files under ``_feedkv_staging`` (in the
-Delta directory or bucket prefix, or the Iceberg warehouse when it is a local directory,
-else a temporary directory); the driver's commit of the batch (a window) reads them
-back and commits the window as above, then deletes them.
+Delta directory or bucket prefix, or the Iceberg catalog's warehouse: a local directory,
+or an object store such as a REST catalog's ``s3://`` warehouse; a temporary directory
+only when the catalog names no warehouse location); the driver's commit of the batch (a
+window) reads them back and commits the window as above, then deletes them.
 
 One changefeed per Delta directory or Iceberg namespace: tables another changefeed
 wrote would be taken as already holding rows up to their recorded timestamp. The thread
@@ -88,7 +92,16 @@ from feedkv.changefeed.rows import RowEvent
 from feedkv.changefeed.sink import Message, RowBlock, SinkError, SinkURI, TerminalSinkError
 from feedkv.changefeed.sinks.cloud_storage import BlobStore, LocalBlobs
 from feedkv.changefeed.sinks.lake_spill import DEFAULT_MEMORY_LIMIT, SpilledRows
-from feedkv.changefeed.sinks.lake_tables import STAGING, LakeTables, Marker, TableChange
+from feedkv.changefeed.sinks.lake_tables import (
+    DEFAULT_HISTORY,
+    STAGING,
+    LakeHistoryError,
+    LakeTables,
+    Marker,
+    TableChange,
+    marker_at,
+    sink_error,
+)
 from feedkv.errors import SQLError
 from feedkv.util.hlc import Timestamp
 
@@ -105,7 +118,13 @@ __all__ = [
     "stage",
 ]
 
-CHANGE_COLUMNS = ("_change_type", "_feedkv_updated", "_feedkv_mvcc_timestamp")
+CHANGE_COLUMNS = (
+    "_change_type",
+    "_commit_version",
+    "_commit_timestamp",
+    "_feedkv_updated",
+    "_feedkv_mvcc_timestamp",
+)
 _CHANGE_TYPES = {
     "c": "insert",
     "b": "update_preimage",
@@ -281,6 +300,11 @@ class LakeSink:
             changes = frame.select(names).replace_schema_metadata(None)
             change_types = pc.take(_CHANGE_TYPE_NAMES, pc.index_in(kinds, _CHANGE_TYPE_CODES))
             changes = changes.append_column("_change_type", change_types.cast(pa.string()))
+            # NB: as the Spark source's Delta CDF columns (feedkv.spark.rows): a Delta
+            # reader makes _commit_version from the log, which an Iceberg table has not
+            changes = changes.append_column("_commit_version", wall)
+            commit_us = pc.divide(wall, 1000).cast(pa.timestamp("us", tz="UTC"))
+            changes = changes.append_column("_commit_timestamp", commit_us)
             changes = changes.append_column("_feedkv_updated", frame.column(_UPDATED))
             changes = changes.append_column("_feedkv_mvcc_timestamp", frame.column(_MVCC))
             return TableChange(table, resolved, key, columns, changes=changes)
@@ -363,16 +387,17 @@ def _split(batch: pa.RecordBatch, resolved: Timestamp) -> tuple[pa.RecordBatch, 
 
 def staging(uri: SinkURI) -> BlobStore:
     """Where Spark tasks stage rows for ``uri``'s sink: ``_feedkv_staging`` beside the
-    tables (in the bucket, for ``delta+s3://``)."""
+    tables (in the bucket, for ``delta+s3://``; in the catalog's warehouse for an
+    Iceberg catalog: :func:`~feedkv.changefeed.sinks.iceberg.staging_blobs`)."""
     if uri.scheme == "delta+s3":
         from feedkv.changefeed.sinks.s3 import S3Blobs
 
         return S3Blobs(dataclasses.replace(uri, path=f"{uri.path.rstrip('/')}/{STAGING}"))
     if uri.scheme == "delta":
         return LocalBlobs(os.path.join(_delta_root(uri), STAGING))
-    from feedkv.changefeed.sinks.iceberg import IcebergPlace
+    from feedkv.changefeed.sinks.iceberg import IcebergPlace, staging_blobs
 
-    return LocalBlobs(IcebergPlace.of(uri).staging)
+    return staging_blobs(IcebergPlace.of(uri))
 
 
 def stage(uri: SinkURI, job_id: int, batches: Iterable[tuple[str, pa.RecordBatch]]) -> list[str]:
@@ -490,19 +515,33 @@ def check(uri: SinkURI, options: ChangefeedOptions) -> None:
 def lake_tables(uri: SinkURI) -> LakeTables:
     """The tables a ``delta://``, ``delta+s3://`` or ``iceberg://`` URI names (raising
     SQLError 22023 on a URI that names none)."""
+    history = _history(uri)
     if uri.scheme == "delta":
         from feedkv.changefeed.sinks.delta import DeltaTables
 
-        return DeltaTables(_delta_root(uri))
+        return DeltaTables(_delta_root(uri), history=history)
     if uri.scheme == "delta+s3":
         from feedkv.changefeed.sinks.delta import DeltaTables
         from feedkv.changefeed.sinks.s3 import S3Blobs
 
         root = f"s3://{uri.host}/{uri.path.strip('/')}".rstrip("/")
-        return DeltaTables(root, objects=S3Blobs(uri), storage=_s3_storage(uri))
+        return DeltaTables(root, objects=S3Blobs(uri), storage=_s3_storage(uri), history=history)
     from feedkv.changefeed.sinks.iceberg import IcebergPlace, IcebergTables
 
-    return IcebergTables(IcebergPlace.of(uri))
+    return IcebergTables(IcebergPlace.of(uri), history=history)
+
+
+def _history(uri: SinkURI) -> int:
+    """``marker_history=<n>``: how many markers the tables retain (at least 1)."""
+    text = uri.param("marker_history")
+    if text is None:
+        return DEFAULT_HISTORY
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise option_error(
+            f"sink parameter marker_history={text!r} must be a whole number of markers to "
+            f"retain, at least 1 (default {DEFAULT_HISTORY})"
+        )
+    return int(text)
 
 
 def _s3_storage(uri: SinkURI) -> dict[str, str]:
@@ -558,20 +597,68 @@ def _delta_root(uri: SinkURI) -> str:
 # Reading.
 
 
-def read_consistent(uri: SinkURI) -> Marker | None:
+def read_consistent(uri: SinkURI, at: Timestamp | None = None) -> Marker | None:
     """Every table of the changefeed writing into ``uri`` as of the newest timestamp
-    all of them reached: the marker (``None``: no window committed yet)."""
+    all of them reached (``at=None``), or as of the newest retained marker at or below
+    ``at``; ``None`` when no window was committed yet. Raises :class:`LakeHistoryError`
+    when ``at`` is older than the oldest retained marker."""
     tables = lake_tables(uri)
     try:
-        return tables.marker()
+        newest = tables.marker()
+        if at is None or newest is None or newest.resolved <= at:
+            return newest
+        retained = tables.marker_history()
+        chosen = marker_at(retained, at)
+        marker = None if chosen is None else tables.history_marker(chosen)
+        if marker is None:
+            oldest = retained[0] if retained else newest.resolved
+            raise LakeHistoryError(
+                at, oldest, f"the oldest marker {uri.scheme}:// retains is at {oldest}"
+            )
+        return marker
     finally:
         tables.close()
 
 
 def read_tables(uri: SinkURI, marker: Marker) -> dict[str, pa.Table]:
-    """Each table of ``marker`` at its version there."""
+    """Each table of ``marker`` at its version there. Raises :class:`LakeHistoryError`
+    when a table's version there was vacuumed (Delta) or expired (Iceberg)."""
     tables = lake_tables(uri)
     try:
-        return {name: tables.read(name, v) for name, v in sorted(marker.versions.items())}
+        read = {}
+        for name, version in sorted(marker.versions.items()):
+            try:
+                read[name] = tables.read(name, version)
+            except Exception as exc:
+                if tables.readable(name, version):
+                    raise sink_error(f"cannot read {name} at version {version}", exc) from exc
+                raise LakeHistoryError(
+                    marker.resolved,
+                    _oldest_readable(tables),
+                    f"table {name}'s version {version} there was vacuumed or expired",
+                ) from exc
+        return read
     finally:
         tables.close()
+
+
+def _oldest_readable(tables: LakeTables) -> Timestamp | None:
+    """The oldest retained marker whose every table version is still readable. NB: a
+    binary search: vacuuming and expiring remove a table's history from its oldest end,
+    so once a marker is readable every later one is."""
+
+    def readable(resolved: Timestamp) -> bool:
+        marker = tables.history_marker(resolved)
+        return marker is not None and all(
+            tables.readable(name, version) for name, version in marker.versions.items()
+        )
+
+    retained = tables.marker_history()
+    lo, hi = 0, len(retained)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if readable(retained[mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    return retained[lo] if lo < len(retained) else None

@@ -3,33 +3,53 @@ one window's commit into one table (:class:`TableChange`), the marker that recor
 timestamp every table reached (:class:`Marker`), and the :class:`LakeTables` protocol
 that Delta (:mod:`~feedkv.changefeed.sinks.delta`) and Iceberg
 (:mod:`~feedkv.changefeed.sinks.iceberg`) implement.
+
+**Marker history.** Beside the newest marker, the tables keep the newest
+``marker_history`` markers (a sink URI parameter, :data:`DEFAULT_HISTORY` by default),
+one entry each, named for its timestamp (:func:`history_name`): a read "as of ``T``"
+takes the newest retained marker at or below ``T``. NB: only a marker's timestamp is a
+consistent cut: between two markers a table may already hold a later window than
+another (a crash between two tables' commits), so a time between markers is read at the
+marker before it, never pieced together from the tables' own histories.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import pyarrow as pa
 
 from feedkv.changefeed.sink import SinkError
-from feedkv.errors import InvalidArgumentError, TimestampParseError
+from feedkv.errors import BatchTimestampBeforeGCError, InvalidArgumentError, TimestampParseError
 from feedkv.util.hlc import Timestamp
 
 __all__ = [
+    "DEFAULT_HISTORY",
+    "HISTORY",
     "MARKER",
+    "LakeHistoryError",
     "RESOLVED_KEY",
     "STAGING",
     "LakeTables",
     "Marker",
     "TableChange",
+    "history_name",
+    "marker_at",
+    "parse_history_name",
+    "pruned",
     "sink_error",
 ]
 
 RESOLVED_KEY = "feedkv.resolved"  # a commit's window end (and an Iceberg table property)
 MARKER = "_feedkv_resolved"  # the Delta directory's marker file
 STAGING = "_feedkv_staging"  # Spark tasks' staged rows, beside the tables
+HISTORY = "_feedkv_markers"  # retained markers: a Delta directory's folder, an Iceberg
+# namespace's property prefix (HISTORY + "." + history_name)
+DEFAULT_HISTORY = 1000  # markers retained for reading at an older timestamp
 
 
 @dataclass(frozen=True)
@@ -51,6 +71,24 @@ class Marker:
             return cls(Timestamp.parse(parsed["resolved"]), versions)
         except (ValueError, KeyError, TypeError, AttributeError, TimestampParseError) as exc:
             raise InvalidArgumentError(f"not a feedkv lake marker: {text[:200]!r}") from exc
+
+
+class LakeHistoryError(BatchTimestampBeforeGCError[Timestamp]):
+    """A read of a lake at ``ts``, which its retained history no longer covers: older
+    than the oldest retained marker, or a marker whose table versions were vacuumed
+    (Delta) or expired (Iceberg). ``readable_from`` is the oldest retained marker still
+    readable (``None``: none is)."""
+
+    def __init__(self, ts: Timestamp, readable_from: Timestamp | None, why: str) -> None:
+        super().__init__(ts, readable_from or ts)
+        self.readable_from = readable_from
+        threshold = readable_from
+        fix = (
+            f"read at or after {threshold}"
+            if threshold is not None
+            else "no retained marker is readable any more"
+        )
+        self.args = (f"cannot read the lake as of {ts}: {why}; {fix}",)
 
 
 @dataclass(frozen=True)
@@ -92,14 +130,30 @@ class LakeTables(Protocol):
         window that the restart reaches again in smaller windows."""
         ...
 
-    def marker(self) -> Marker | None: ...
+    def marker(self) -> Marker | None:
+        """The newest marker (``None``: no window committed yet)."""
+        ...
+
+    def marker_history(self) -> list[Timestamp]:
+        """The timestamps of the retained markers, oldest first."""
+        ...
+
+    def history_marker(self, resolved: Timestamp) -> Marker | None:
+        """The retained marker at ``resolved`` (``None``: not retained)."""
+        ...
+
+    def readable(self, table: str, version: int) -> bool:
+        """Whether ``table`` can still be read at ``version``: its log (Delta) or
+        snapshot (Iceberg) and its files are still there, not vacuumed or expired."""
+        ...
 
     def read(self, table: str, version: int) -> pa.Table:
         """``table`` as of ``version`` (a version or snapshot id of a marker)."""
         ...
 
     def write_marker(self, marker: Marker) -> None:
-        """Replace the marker atomically."""
+        """Keep ``marker`` in the history (dropping the oldest past the tables'
+        ``marker_history``), then make it the newest marker atomically."""
         ...
 
     def location(self, table: str) -> str:
@@ -115,3 +169,29 @@ def sink_error(what: str, exc: Exception) -> SinkError:
     error = SinkError(f"{what}: {type(exc).__name__}: {exc}")
     error.__cause__ = exc
     return error
+
+
+def history_name(resolved: Timestamp) -> str:
+    """A retained marker's name: its timestamp, fixed-width so that names sort as the
+    timestamps do."""
+    return f"{resolved.wall:019d}.{resolved.logical:010d}"
+
+
+def parse_history_name(name: str) -> Timestamp | None:
+    """The timestamp of a :func:`history_name` (``None``: not one, e.g. a temporary
+    file)."""
+    try:
+        return Timestamp.parse(name)
+    except TimestampParseError:
+        return None
+
+
+def marker_at(retained: Sequence[Timestamp], at: Timestamp) -> Timestamp | None:
+    """The newest of ``retained`` (oldest first) at or below ``at``."""
+    i = bisect.bisect_right(retained, at)
+    return retained[i - 1] if i else None
+
+
+def pruned(retained: Sequence[Timestamp], keep: int) -> list[Timestamp]:
+    """The markers of ``retained`` (oldest first) to drop to keep the newest ``keep``."""
+    return list(retained[: max(0, len(retained) - keep)])

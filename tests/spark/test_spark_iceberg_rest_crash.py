@@ -87,7 +87,7 @@ def window_ends(uri: str, table: str) -> list[Timestamp]:
         catalog.close()
 
 
-@pytest.mark.slow(120)
+@pytest.mark.soak  # NB: the same crash into Delta runs in the regular suite (test_spark_lake_crash)
 @pytest.mark.timeout(600)
 def test_a_killed_driver_commits_each_window_into_a_rest_catalog_exactly_once(
     tmp_path: Path, nodes: list[NodeProcess]

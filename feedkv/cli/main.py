@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from feedkv.errors import FeedKVError
+from feedkv.errors import FeedKVError, PermissionDeniedError
 from feedkv.testing.benches import BENCH_DIR, bench_module
 
 if TYPE_CHECKING:
@@ -389,6 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "sql":
             from feedkv.cli.pg_session import PG_SCHEMES
             from feedkv.cli.sql import run_sql
+            from feedkv.sql.catalog import ROOT
 
             if args.store or args.url.startswith(PG_SCHEMES):
                 return run_sql(
@@ -400,6 +401,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                     certs_dir=args.certs_dir,
                 )
             login = _login(args, args.url)
+            if login.certs_dir is not None and login.user != ROOT:
+                raise PermissionDeniedError(
+                    f"user {login.user}: feedkv sql --url feedkv://... runs SQL in this "
+                    "process over the raw KV API, which is for root alone on a secure node; "
+                    "connect to the node's SQL port instead: feedkv sql --url "
+                    f"postgresql://{login.user}@HOST:26257/defaultdb --certs-dir DIR"
+                )
             return run_sql(
                 login.url,
                 args.execute,

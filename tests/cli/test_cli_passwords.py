@@ -273,3 +273,14 @@ def test_certs_dir_gives_a_postgresql_url_its_tls_and_client_certificate(cluster
 
     refused = _feedkv("sql", "--url", bare + "?sslmode=disable", "--certs-dir", str(cluster.certs))
     assert refused.returncode == 1  # the URL's own sslmode stands: a secure node refuses it
+
+
+def test_sql_over_the_raw_kv_api_as_another_user_points_to_the_sql_port(cluster: Cluster) -> None:
+    # the raw KV API is root's alone on a secure node: the shell says where to go instead
+    run = _feedkv(
+        "sql", "--url", _pam_url(cluster), "--certs-dir", str(cluster.ca_only), "-e", "SELECT 1"
+    )
+    assert run.returncode == 1
+    assert "connect to the node's SQL port instead" in run.stderr
+    assert "postgresql://pam@" in run.stderr
+    assert PASSWORD not in run.stderr

@@ -91,12 +91,7 @@ class TokenServer:
                 )
                 with server._lock:
                     server.requests.append((client, status))
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                _answer(self, status, answer)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -264,12 +259,7 @@ class ImpersonationServer:
                     answer = {"error": {"code": 403, "message": f"{account}: permission denied"}}
                 else:
                     status, answer = 200, server._issue(account, body)
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                _answer(self, status, answer)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -295,3 +285,12 @@ class ImpersonationServer:
             "accessToken": sign_jwt(claims, self._key),
             "expireTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires)),
         }
+
+
+def _answer(handler: BaseHTTPRequestHandler, status: int, answer: object) -> None:
+    data = json.dumps(answer).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)

@@ -452,11 +452,19 @@ class _Compiler:
     def arithmetic(self, node: exp.Binary) -> Compiled:
         left, right = self.compile(node.this), self.compile(node.expression)
         op = type(node)
+        # NB: a numeric constant beside a FLOAT is a FLOAT, as in a comparison
+        # (f + 0.2 is FLOAT arithmetic, not DECIMAL's)
+        left_number = _is_number_constant(node.this)
+        right_number = _is_number_constant(node.expression)
 
         def arith(row: Env, ctx: Context) -> Any:
             a, b = left(row, ctx), right(row, ctx)
             if a is None or b is None:
                 return None
+            if right_number and isinstance(a, float) and _is_number(b):
+                b = _as_float_like(b, a)
+            elif left_number and isinstance(b, float) and _is_number(a):
+                a = _as_float_like(a, b)
             return _arithmetic(op, a, b)
 
         return arith
@@ -489,28 +497,42 @@ class _Compiler:
             return self._quantified(node, exp.All(this=right.expressions[0]))
         if isinstance(node.this, exp.Tuple) or isinstance(node.expression, exp.Tuple):
             return self._row_comparison(node)
-        left, right = self._pair(node.this, node.expression)
-        compare = _COMPARE[type(node)]
-        symbol = _SYMBOLS[type(node)]
-        # A string constant compared with a non-string takes the other side's type.
-        left_text = _is_text_constant(node.this)
-        right_text = _is_text_constant(node.expression)
-        kinds = {static_kind(node.this, self.scope), static_kind(node.expression, self.scope)}
-        if Kind.JSONB in kinds and kinds <= {Kind.JSONB, None}:
-            return self._json_comparison(node, left, right, left_text, right_text)
-        # A numeric constant compared with a FLOAT4 is a FLOAT4 (CockroachDB types the
-        # constant from the other side): REAL column r holding 0.1 has r = 0.1.
-        left_number = _is_number_constant(node.this)
-        right_number = _is_number_constant(node.expression)
+        left, right, decide = self._comparer(node.this, node.expression, type(node))
 
         def cmp(row: Env, ctx: Context) -> Any:
             a, b = left(row, ctx), right(row, ctx)
             if a is None or b is None:
                 return None
-            if right_number and isinstance(a, Float4) and _is_number(b):
-                b = Float4.of(float(b))
-            elif left_number and isinstance(b, Float4) and _is_number(a):
-                a = Float4.of(float(a))
+            return decide(a, b)
+
+        return cmp
+
+    def _comparer(
+        self, this: exp.Expr, that: exp.Expr, op: type[exp.Expr]
+    ) -> tuple[Compiled, Compiled, Callable[[Any, Any], Any]]:
+        """``this op that`` as its two operands and what decides it for two non-NULL
+        values (a comparison, IS [NOT] DISTINCT FROM): constants typed from the other
+        side, strings read as the other side's type."""
+        left, right = self._pair(this, that)
+        compare = _COMPARE[op]
+        symbol = _SYMBOLS[op]
+        # A string constant compared with a non-string takes the other side's type.
+        left_text = _is_text_constant(this)
+        right_text = _is_text_constant(that)
+        kinds = {static_kind(this, self.scope), static_kind(that, self.scope)}
+        if Kind.JSONB in kinds and kinds <= {Kind.JSONB, None}:
+            return left, right, _json_comparer(op, left_text, right_text)
+        # A numeric constant compared with a FLOAT is a FLOAT, with a FLOAT4 a FLOAT4
+        # (CockroachDB types the constant from the other side): FLOAT column f holding
+        # 0.1 has f = 0.1, and REAL column r holding 0.1 has r = 0.1.
+        left_number = _is_number_constant(this)
+        right_number = _is_number_constant(that)
+
+        def decide(a: Any, b: Any) -> Any:
+            if right_number and isinstance(a, float) and _is_number(b):
+                b = _as_float_like(b, a)
+            elif left_number and isinstance(b, float) and _is_number(a):
+                a = _as_float_like(a, b)
             elif right_text and isinstance(a, FixedChar) and isinstance(b, str):
                 b = b.rstrip(" ")  # a string constant compared with a CHAR(n) is one
             elif left_text and isinstance(b, FixedChar) and isinstance(a, str):
@@ -524,27 +546,7 @@ class _Compiler:
                     return compare(_as_kind_of(a, b, symbol), b)
                 raise _incomparable(symbol, a, b) from None
 
-        return cmp
-
-    def _json_comparison(
-        self, node: exp.Binary, left: Compiled, right: Compiled, left_text: bool, right_text: bool
-    ) -> Compiled:
-        """A comparison of JSONB values, in JSONB's order (:func:`jsonb.sort_key`); a
-        string constant on either side is JSON text. NB: a JSON scalar is a plain
-        Python value, so the operands' types come from the tree, not the values."""
-        op = _OPERATOR_OF[type(node)]
-
-        def as_json(value: Any, text: bool) -> Any:
-            return coerce(value, ColumnType(Kind.JSONB), None) if text else value
-
-        def cmp(row: Env, ctx: Context) -> Any:
-            a, b = left(row, ctx), right(row, ctx)
-            if a is None or b is None:
-                return None
-            a, b = as_json(a, left_text), as_json(b, right_text)
-            return op(jsonb.sort_key(a), jsonb.sort_key(b))
-
-        return cmp
+        return left, right, decide
 
     def _row_comparison(self, node: exp.Binary) -> Compiled:
         """``(a, b) op (c, d)``: = and <> pair by pair (a NULL pair makes an
@@ -624,12 +626,19 @@ class _Compiler:
         raise SQLError("42601", f"ANY and ALL follow a comparison operator: {_shown(node)}")
 
     def null_safe(self, node: exp.Binary) -> Compiled:
-        left, right = self._pair(node.this, node.expression)
+        """``a IS [NOT] DISTINCT FROM b``: ``=`` (with its typing of constants, and its
+        errors for values that do not compare) where NULL equals NULL only."""
+        if isinstance(node.this, exp.Tuple) or isinstance(node.expression, exp.Tuple):
+            raise SQLError("0A000", f"unsupported row comparison: {_shown(node)}")
+        left, right, equal = self._comparer(node.this, node.expression, exp.EQ)
         distinct = isinstance(node, exp.NullSafeNEQ)
 
         def cmp(row: Env, ctx: Context) -> Any:
             a, b = left(row, ctx), right(row, ctx)
-            same = (a is None and b is None) or (a is not None and b is not None and a == b)
+            if a is None or b is None:
+                same = a is None and b is None
+            else:
+                same = bool(equal(a, b))
             return not same if distinct else same
 
         return cmp
@@ -1517,8 +1526,9 @@ def _converted(inner: Compiled, ctype: ColumnType) -> Compiled:
             return None
         if ctype.kind is Kind.STRING and not isinstance(value, str):
             return value  # compared as is: an error names both types
-        if ctype.kind is Kind.FLOAT and ctype.width == 32 and _is_number(value):
-            return Float4.of(float(value))  # NB: a constant compared with a FLOAT4 is one
+        if ctype.kind is Kind.FLOAT and _is_number(value):
+            # NB: a constant compared with a FLOAT is one, with a FLOAT4 a FLOAT4
+            return _as_float_like(value, Float4() if ctype.width == 32 else 0.0)
         if ctype.kind in (Kind.INT, Kind.FLOAT, Kind.DECIMAL) and _is_number(value):
             return value  # numbers compare across kinds exactly
         if ctype.fixed and isinstance(value, str):
@@ -1548,6 +1558,35 @@ def _widened(inner: Compiled, kind: Kind) -> Compiled:
         return decimal.Decimal(value) if isinstance(value, int) else value
 
     return widened
+
+
+def _json_comparer(
+    op: type[exp.Expr], left_text: bool, right_text: bool
+) -> Callable[[Any, Any], bool]:
+    """A comparison of JSONB values, in JSONB's order (:func:`jsonb.sort_key`); a string
+    constant on either side is JSON text. NB: a JSON scalar is a plain Python value, so
+    the operands' types come from the tree, not the values."""
+    compare = _OPERATOR_OF[op]
+
+    def as_json(value: Any, text: bool) -> Any:
+        return coerce(value, ColumnType(Kind.JSONB), None) if text else value
+
+    def decide(a: Any, b: Any) -> bool:
+        return compare(jsonb.sort_key(as_json(a, left_text)), jsonb.sort_key(as_json(b, right_text)))
+
+    return decide
+
+
+def _as_float_like(constant: Any, other: float) -> Any:
+    """A numeric constant beside the FLOAT value ``other``, typed as CockroachDB types it
+    from the other side: a FLOAT, or a FLOAT4 beside a FLOAT4 (too large for a float it
+    stays as it is, and compares exactly)."""
+    if isinstance(constant, float) and type(constant) is type(other):
+        return constant
+    try:
+        return Float4.of(float(constant)) if isinstance(other, Float4) else float(constant)
+    except OverflowError:
+        return constant
 
 
 def _is_number_constant(node: exp.Expr) -> bool:
@@ -1642,6 +1681,13 @@ def _checked(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
         if _is_nan(a) or _is_nan(b):
             # As in CockroachDB: NaN equals NaN and sorts below every other number.
             return op(_nan_rank(a), _nan_rank(b))
+        # NB: a DECIMAL compared with a FLOAT sees the float as the decimal of its
+        # shortest text, as CockroachDB does (0.1::DECIMAL = 0.1::FLOAT); Python would
+        # compare with the float's exact binary value
+        if isinstance(a, decimal.Decimal) and isinstance(b, float):
+            b = decimal.Decimal(repr(b))
+        elif isinstance(b, decimal.Decimal) and isinstance(a, float):
+            a = decimal.Decimal(repr(a))
         return op(a, b)
 
     return compare

@@ -694,11 +694,23 @@ class _Statement:
                     raise self._error_at(i, "a list item is missing")
             word = self._keyword(i) if not own_parser else ""
             cut_short = nxt == len(tokens) or self._keyword(nxt) in _CLAUSE_STARTS
+            if word == "DISTINCT" and self._is_distinct_from(i):
+                continue  # NB: x IS [NOT] DISTINCT FROM y: FROM starts no clause there
             if word in _NEEDS_MORE and cut_short and self.words[i - 1 : i + 1] != _DEFAULT_VALUES:
                 raise self._error_at(nxt, f"{word} needs something after it")
         if opened:
             raise self._error_at(opened[-1], "this parenthesis is never closed")
         self._check_statement_shape()
+
+    def _is_distinct_from(self, index: int) -> bool:
+        """Whether the DISTINCT at ``index`` is part of the operator ``IS [NOT] DISTINCT
+        FROM`` (not SELECT DISTINCT)."""
+        before = self.words[max(index - 2, 0) : index]
+        return (
+            self._keyword(index + 1) == "FROM"
+            and (before[-1:] == ["IS"] or before == ["IS", "NOT"])
+            and self._keyword(index - 1) != ""
+        )
 
     def _check_statement_shape(self) -> None:
         words = self.words

@@ -787,9 +787,21 @@ class _Compiler:
         return lambda row, ctx: bool(rows(row, ctx))
 
     def between(self, node: exp.Between) -> Compiled:
-        low = exp.GTE(this=node.this, expression=node.args["low"])
-        high = exp.LTE(this=node.this.copy(), expression=node.args["high"])
-        return self.compile(exp.And(this=low, expression=high))
+        """``x BETWEEN a AND b`` is ``x >= a AND x <= b`` (each comparison types its
+        constant from ``x``); with SYMMETRIC, the bounds are taken in either order:
+        ``... OR (x >= b AND x <= a)``, as PostgreSQL and CockroachDB expand it."""
+        _refuse_node_args(node, {"this", "low", "high", "symmetric"})
+        low, high = node.args["low"], node.args["high"]
+
+        def within(lower: exp.Expr, upper: exp.Expr) -> exp.Expr:
+            return exp.And(
+                this=exp.GTE(this=node.this.copy(), expression=lower.copy()),
+                expression=exp.LTE(this=node.this.copy(), expression=upper.copy()),
+            )
+
+        if node.args.get("symmetric"):
+            return self.compile(exp.Or(this=within(low, high), expression=within(high, low)))
+        return self.compile(within(low, high))
 
     def like(self, node: exp.Like | exp.ILike, escape: str | None = None) -> Compiled:
         inner = self.compile(node.this)
@@ -961,7 +973,16 @@ class _Compiler:
         return call
 
     def coalesce(self, node: exp.Coalesce) -> Compiled:
-        options = [self.compile(node.this), *(self.compile(e) for e in node.expressions)]
+        nodes = [node.this, *node.expressions]
+        options = [self.compile(e) for e in nodes]
+        others = [n for n in nodes if not _is_number_constant(n) and not isinstance(n, exp.Null)]
+        if others and all(static_kind(n, self.scope) is Kind.FLOAT for n in others):
+            # NB: a numeric constant beside FLOATs is a FLOAT, beside FLOAT4s a FLOAT4
+            typed = _as_float4 if self._float4_beside(nodes) else _as_float
+            options = [
+                typed(option) if _is_number_constant(e) else option
+                for e, option in zip(nodes, options, strict=True)
+            ]
 
         def coalesce(row: Env, ctx: Context) -> Any:
             for option in options:
@@ -1019,15 +1040,36 @@ class _Compiler:
         if target is None and len(kinds) == 1:
             target = next(iter(kinds))
         out: list[Compiled] = []
+        float4 = self._float4_beside(nodes)
         for node in nodes:
             if target is not None and isinstance(node, exp.Literal) and node.is_string:
                 value = coerce(node.this, ColumnType(target), None)  # NB: fails now, as PG
                 out.append(functools.partial(_constant, value))
+            elif float4 and _is_number_constant(node):
+                out.append(_as_float4(self.compile(node)))
             elif target in (Kind.DECIMAL, Kind.FLOAT):
                 out.append(_widened(self.compile(node), target))
             else:
                 out.append(self.compile(node))
         return out
+
+    def _float4_beside(self, nodes: list[exp.Expr]) -> bool:
+        """Whether the numeric constants among ``nodes`` (a CASE's results, COALESCE's
+        or GREATEST's arguments) are FLOAT4s: when every other one is a FLOAT4, as
+        CockroachDB types constants from the expressions beside them."""
+        others = [n for n in nodes if not _is_number_constant(n) and not isinstance(n, exp.Null)]
+        return bool(others) and all(self._is_float4(n) for n in others)
+
+    def _is_float4(self, node: exp.Expr) -> bool:
+        if isinstance(node, exp.Paren):
+            return self._is_float4(node.this)
+        if isinstance(node, exp.Cast):
+            from feedkv.sql.parser import column_type
+
+            found: ColumnType | None = column_type(node.args["to"])
+        else:
+            found = self.typed(node)
+        return found is not None and found.kind is Kind.FLOAT and found.width == 32
 
     def nullif(self, node: exp.Nullif) -> Compiled:
         """``NULLIF(a, b)``: NULL when ``a = b``, else ``a``."""
@@ -1575,6 +1617,21 @@ def _json_comparer(
         return compare(jsonb.sort_key(as_json(a, left_text)), jsonb.sort_key(as_json(b, right_text)))
 
     return decide
+
+
+def _as_float(inner: Compiled) -> Compiled:
+    """``inner``'s numbers as FLOATs (NULL stays NULL)."""
+    return _widened(inner, Kind.FLOAT)
+
+
+def _as_float4(inner: Compiled) -> Compiled:
+    """``inner``'s numbers as FLOAT4s (NULL stays NULL)."""
+
+    def float4(row: Env, ctx: Context) -> Any:
+        value = inner(row, ctx)
+        return Float4.of(float(value)) if _is_number(value) else value
+
+    return float4
 
 
 def _as_float_like(constant: Any, other: float) -> Any:

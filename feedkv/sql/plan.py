@@ -949,7 +949,7 @@ def _key_plan(
     source: dict[int, exp.Expr] = {}  # id of each constraint -> the conjunct it came from
     for conjunct in conjuncts:
         if isinstance(conjunct, exp.Between) and isinstance(conjunct.this, exp.Column):
-            if not _own(conjunct.this, scope):
+            if not _own(conjunct.this, scope) or conjunct.args.get("symmetric"):
                 continue
             name = conjunct.this.name.lower()
             low, high = conjunct.args["low"], conjunct.args["high"]

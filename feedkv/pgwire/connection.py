@@ -190,6 +190,8 @@ _SHOWS = (
     | st.ShowCreateTable
     | st.ShowRanges
     | st.ShowPartitions
+    | st.ShowColumns
+    | st.ShowIndexes
     | st.ShowChangefeedJobs
     | st.ShowCreateChangefeed
     | st.ClusterSetting

@@ -1107,6 +1107,8 @@ class _Statement:
             return st.ShowCreateTable(self.text, self._table_name(start, len(words)))
         if words[1] in ("INDEXES", "INDEX", "KEYS") and words[2:3] == ["FROM"]:
             return st.ShowIndexes(self.text, self._table_name(3, len(words)))
+        if words[1:3] == ["COLUMNS", "FROM"]:
+            return st.ShowColumns(self.text, self._table_name(3, len(words)))
         if words[1:4] == ["RANGES", "FROM", "TABLE"]:
             return st.ShowRanges(self.text, self._table_name(4, len(words)))
         if words[1] == "ZONE" or words[1:3] == ["ALL", "ZONE"]:
@@ -1145,7 +1147,8 @@ class _Statement:
         raise SQLError(
             "0A000",
             f"unsupported statement {' '.join(words[:3])}...; feedkv supports SHOW TABLES, "
-            "SHOW DATABASES, SHOW CREATE TABLE, SHOW RANGES FROM TABLE, "
+            "SHOW DATABASES, SHOW CREATE TABLE, SHOW COLUMNS, SHOW INDEXES, "
+            "SHOW RANGES FROM TABLE, "
             "SHOW GRANTS, SHOW CHANGEFEED JOBS and SHOW CREATE CHANGEFEED",
         )
 
@@ -1965,6 +1968,7 @@ _STATEMENT_WORDS = {
 }  # fmt: skip
 # SHOW statements that are no session variable.
 _SHOW_STATEMENTS = {
+    "COLUMNS",
     "INDEXES",
     "INDEX",
     "KEYS",

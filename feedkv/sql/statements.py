@@ -77,6 +77,7 @@ __all__ = [
     "ShowDatabases",
     "ShowGrants",
     "ShowIndexes",
+    "ShowColumns",
     "ShowPartitions",
     "ShowRanges",
     "ShowZoneConfiguration",
@@ -781,6 +782,11 @@ class DropIndex(Statement):
 
 @dataclass(frozen=True, slots=True)
 class ShowIndexes(Statement):
+    table: TableName
+
+
+@dataclass(frozen=True, slots=True)
+class ShowColumns(Statement):
     table: TableName
 
 

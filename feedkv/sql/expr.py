@@ -22,6 +22,7 @@ import datetime
 import decimal
 import functools
 import json
+import math
 import operator
 import re
 import uuid
@@ -1614,7 +1615,9 @@ def _json_comparer(
         return coerce(value, ColumnType(Kind.JSONB), None) if text else value
 
     def decide(a: Any, b: Any) -> bool:
-        return compare(jsonb.sort_key(as_json(a, left_text)), jsonb.sort_key(as_json(b, right_text)))
+        return compare(
+            jsonb.sort_key(as_json(a, left_text)), jsonb.sort_key(as_json(b, right_text))
+        )
 
     return decide
 
@@ -1944,10 +1947,22 @@ def _arithmetic_unchecked(op: type, a: Any, b: Any) -> Any:
             if isinstance(a, int) and isinstance(b, int):
                 return DECIMAL_QUOTIENT.divide(a, b)
             return a / b
+        # NB: as CockroachDB's (Go's / and %, math.Trunc and math.Mod): an integer
+        # quotient is truncated toward zero and a remainder takes the dividend's sign
+        # (-7 % 3 is -1), where Python's // and % floor
         if op is exp.IntDiv:
-            return a // b
+            if isinstance(a, int) and isinstance(b, int):
+                quotient = abs(a) // abs(b)
+                return quotient if (a < 0) == (b < 0) else -quotient
+            quotient = a / b
+            return float(math.trunc(quotient)) if math.isfinite(quotient) else quotient
         if op is exp.Mod:
-            return a % b
+            if isinstance(a, int) and isinstance(b, int):
+                remainder = abs(a) % abs(b)
+                return -remainder if a < 0 else remainder
+            if b == 0:
+                raise ZeroDivisionError
+            return math.fmod(a, b)
     except (ZeroDivisionError, decimal.DivisionByZero, decimal.InvalidOperation):
         raise SQLError("22012", "division by zero") from None
     raise SQLError("0A000", f"unsupported operator {op.__name__}")
@@ -2005,6 +2020,8 @@ def _length(value: Any) -> int:
 
 
 def _abs(value: Any) -> Any:
+    if isinstance(value, int) and value == INT64_MIN:
+        raise SQLError("22003", f"abs of min integer value ({value}) not defined")
     if _is_number(value):
         return abs(value)
     raise TypeError

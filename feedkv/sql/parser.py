@@ -79,6 +79,7 @@ class _Cockroach(Postgres):
             "JSONB_AGG": lambda args: _jsonb_agg(args),
             "JSON_AGG": lambda args: _jsonb_agg(args),
             "ARRAY_AGG": lambda args: _array_agg(args),
+            "DIV": lambda args: _div(args),
         }
 
         # NB: ``AS (e) STORED`` after another qualification (``INT NOT NULL AS ...``),
@@ -138,6 +139,14 @@ def _storage_keyword(tokens: list[Token]) -> str | None:
         ):
             return token.text.upper()
     return None
+
+
+def _div(args: list[exp.Expr]) -> exp.Expr:
+    """div(x, y): the integer quotient, truncated, of x's type (an INT's is an INT, as
+    CockroachDB's); sqlglot's reading casts it to DECIMAL."""
+    if len(args) != 2:
+        raise SQLError("42883", "unknown signature: div() takes exactly two arguments")
+    return exp.IntDiv(this=args[0], expression=args[1])
 
 
 def _jsonb_agg(args: list[exp.Expr]) -> exp.Expr:

@@ -15,7 +15,6 @@ from feedkv import DB
 from feedkv.sql.session import Session
 
 
-
 def float4(value: float) -> float:
     """``value`` rounded to the nearest float32 (0.7::FLOAT4::FLOAT8)."""
     return float(struct.unpack("<f", struct.pack("<f", value))[0])

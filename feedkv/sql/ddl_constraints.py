@@ -19,6 +19,7 @@ from sqlglot import exp
 from feedkv.errors import SQLError
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
+from feedkv.sql.arrays import Array
 from feedkv.sql.constraints import backfill_index, validate_rows
 from feedkv.sql.describe import type_of
 from feedkv.sql.descriptor import Check, ForeignKey, Index, TableDescriptor
@@ -27,7 +28,6 @@ from feedkv.sql.expr import compile_expr
 from feedkv.sql.indexes import index_span
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.plan import table_scope
-from feedkv.sql.arrays import Array
 from feedkv.sql.types import ColumnType, Kind
 
 __all__ = [

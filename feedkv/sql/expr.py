@@ -509,7 +509,7 @@ class _Compiler:
         return cmp
 
     def _comparer(
-        self, this: exp.Expr, that: exp.Expr, op: type[exp.Expr]
+        self, this: exp.Expr, that: exp.Expr, op: type[exp.Binary]
     ) -> tuple[Compiled, Compiled, Callable[[Any, Any], Any]]:
         """``this op that`` as its two operands and what decides it for two non-NULL
         values (a comparison, IS [NOT] DISTINCT FROM): constants typed from the other
@@ -637,10 +637,8 @@ class _Compiler:
         def cmp(row: Env, ctx: Context) -> Any:
             a, b = left(row, ctx), right(row, ctx)
             if a is None or b is None:
-                same = a is None and b is None
-            else:
-                same = bool(equal(a, b))
-            return not same if distinct else same
+                return (a is None and b is None) is not distinct
+            return bool(equal(a, b)) is not distinct
 
         return cmp
 
@@ -1604,7 +1602,7 @@ def _widened(inner: Compiled, kind: Kind) -> Compiled:
 
 
 def _json_comparer(
-    op: type[exp.Expr], left_text: bool, right_text: bool
+    op: type[exp.Binary], left_text: bool, right_text: bool
 ) -> Callable[[Any, Any], bool]:
     """A comparison of JSONB values, in JSONB's order (:func:`jsonb.sort_key`); a string
     constant on either side is JSON text. NB: a JSON scalar is a plain Python value, so

@@ -258,13 +258,54 @@ def contains_aggregate(node: exp.Expr) -> bool:
 
 
 def expression_name(node: exp.Expr) -> str:
-    """The column name a result column gets (as PostgreSQL names it)."""
+    """The column name a result column gets, as CockroachDB names it (PostgreSQL's
+    FigureColname): a column's name, a function's as written, a cast's operand's or
+    else its type's (``1::STRING`` is text), ``?column?`` for an operator."""
     if isinstance(node, exp.Alias):
         return node.alias
+    return _figured_name(node)[1] or "?column?"
+
+
+def _figured_name(node: exp.Expr) -> tuple[int, str]:
+    """``(strength, name)``: 2 a good name, 1 a second choice, 0 none (where a cast
+    around it names the column for its type)."""
     if isinstance(node, exp.Column):
-        return node.name if node.this.quoted else node.name.lower()
-    if isinstance(node, exp.Window):
-        return expression_name(node.this)
+        return 2, node.name if node.this.quoted else node.name.lower()
+    if isinstance(node, exp.Paren | exp.Window):
+        return _figured_name(node.this)
+    if isinstance(node, exp.Cast):
+        strength, name = _figured_name(node.this)
+        return (strength, name) if strength > 1 else (0, _cast_name(node))
+    if isinstance(node, exp.Boolean):
+        return 1, "bool"  # NB: PostgreSQL's true is 't'::BOOL
+    if isinstance(node, exp.Exists):
+        return 2, "exists"
+    if isinstance(node, exp.Subquery):
+        inner = node.this
+        if isinstance(inner, exp.Select) and len(inner.expressions) == 1:
+            only = inner.expressions[0]
+            return (2, only.alias) if isinstance(only, exp.Alias) else _figured_name(only)
+        return 0, ""
+    if isinstance(node, exp.Case):
+        default = node.args.get("default")
+        strength, name = _figured_name(default) if default is not None else (0, "")
+        return (strength, name) if strength > 1 else (1, "case")
+    if isinstance(node, exp.Coalesce):
+        return 2, "coalesce"  # NB: IFNULL too
+    if isinstance(node, exp.Array) and not node.meta.get("spelled"):
+        return 2, "array"
+    spelled = node.meta.get("spelled")
+    if spelled:
+        return 2, str(spelled).lower()
+    if isinstance(node, _OPERATOR_FUNCTIONS):
+        return 0, ""  # an operator that sqlglot reads as a function: 2 ^ 3, j -> 'a'
+    name = _function_name(node)
+    return (2, name) if name else (0, "")
+
+
+def _function_name(node: exp.Expr) -> str:
+    """The name of a function call written in its own syntax (TRIM(... FROM ...),
+    POSITION(... IN ...), EXTRACT, CURRENT_TIMESTAMP), or one feedkv's parser builds."""
     if isinstance(node, exp.Count):
         return "count"
     if isinstance(node, exp.VariancePop):
@@ -273,8 +314,6 @@ def expression_name(node: exp.Expr) -> str:
         return "jsonb_agg"
     if isinstance(node, exp.GroupConcat):
         return "string_agg"
-    if isinstance(node, exp.Case):
-        return "case"
     if isinstance(node, exp.TimestampTrunc):
         return "date_trunc"
     if isinstance(node, exp.Trim):
@@ -289,9 +328,53 @@ def expression_name(node: exp.Expr) -> str:
     if isinstance(node, exp.Func):
         name = node.sql_name() if not isinstance(node, exp.Anonymous) else node.name
         return name.lower()
-    if isinstance(node, exp.Cast):
-        return expression_name(node.this)
-    return "?column?"
+    return ""
+
+
+def _cast_name(node: exp.Cast) -> str:
+    """A cast's column name when its operand gives none: its type's PostgreSQL name (an
+    array's element type's), as CockroachDB's computeCastName."""
+    from feedkv.sql.parser import column_type
+
+    try:
+        ctype = column_type(node.args["to"])
+    except SQLError:
+        return ""
+    if ctype.kind is Kind.ARRAY and ctype.element is not None:
+        ctype = ctype.element
+    if ctype.kind is Kind.ENUM:
+        return str(ctype.type_name or "")
+    if ctype.kind is Kind.INT:
+        return {16: "int2", 32: "int4"}.get(ctype.width or 64, "int8")
+    if ctype.kind is Kind.FLOAT:
+        return "float4" if ctype.width == 32 else "float8"
+    if ctype.kind is Kind.STRING and ctype.fixed:
+        return "bpchar"
+    return _PG_NAMES.get(ctype.kind, "")
+
+
+_PG_NAMES = {
+    Kind.DECIMAL: "numeric",
+    Kind.STRING: "text",
+    Kind.BYTES: "bytea",
+    Kind.BOOL: "bool",
+    Kind.DATE: "date",
+    Kind.TIMESTAMP: "timestamp",
+    Kind.TIMESTAMPTZ: "timestamptz",
+    Kind.UUID: "uuid",
+    Kind.JSONB: "jsonb",
+    Kind.TIME: "time",
+    Kind.INTERVAL: "interval",
+    Kind.INET: "inet",
+    Kind.BIT: "bit",
+    Kind.VARBIT: "varbit",
+}
+# Operators sqlglot reads as function calls: their columns are ?column?, as in CockroachDB.
+_OPERATOR_FUNCTIONS = (
+    exp.Pow, exp.JSONExtract, exp.JSONExtractScalar, exp.JSONBExtract, exp.JSONBExtractScalar,
+    exp.ArrayContainsAll, exp.ArrayContainedBy, exp.JSONBContainsTopKey, exp.ArrayOverlaps,
+    exp.RegexpLike, exp.RegexpILike, exp.Sqrt,
+)  # fmt: skip
 
 
 def compile_expr(node: exp.Expr, scope: Scope) -> Compiled:

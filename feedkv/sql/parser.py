@@ -68,6 +68,9 @@ class _Cockroach(Postgres):
     # NB: NULLs sort first ascending, as in CockroachDB: an ORDER BY item's nulls_first
     # then differs from its direction's default only when NULLS FIRST/LAST says so
     NULL_ORDERING = "nulls_are_small"
+    # NB: a function call keeps its name as written (pow, power, substr, char_length):
+    # a result column is named for it, as in CockroachDB
+    ORIGINAL_NAME_META_KEY = "spelled"
 
     class Tokenizer(Postgres.Tokenizer):
         BIT_STRINGS: ClassVar = [("B'", "'")]

@@ -2724,7 +2724,7 @@ class _Converter:
                     f"syntax error: ORDER BY, LIMIT or OFFSET before {op.upper()} applies to "
                     "its side only in parentheses: (SELECT ... LIMIT n)",
                 )
-        limit, offset = node.args.get("limit"), node.args.get("offset")
+        offset = node.args.get("offset")
         return st.SetOperation(
             self.text,
             op,  # type: ignore[arg-type]
@@ -2732,7 +2732,7 @@ class _Converter:
             self._query(node.this),
             self._query(node.expression),
             _order_by(node),
-            limit.expression if limit is not None else None,
+            _limit(node),
             offset.expression if offset is not None else None,
             self._ctes(node),
         )
@@ -2836,7 +2836,6 @@ class _Converter:
             joins = tuple(self._join(join) for join in node.args.get("joins") or ())
         elif self.as_of is not None:
             raise SQLError("0A000", "AS OF SYSTEM TIME needs a FROM clause")
-        limit = node.args.get("limit")
         offset = node.args.get("offset")
         group = node.args.get("group")
         if group is not None:
@@ -2853,7 +2852,7 @@ class _Converter:
             tuple(node.expressions),
             _where(node),
             _order_by(node),
-            limit.expression if limit is not None else None,
+            _limit(node),
             offset.expression if offset is not None else None,
             self.as_of,
             index,
@@ -3071,10 +3070,28 @@ def _mutation_order(
     """ORDER BY and LIMIT of an UPDATE or DELETE: as CockroachDB, ORDER BY only with
     LIMIT (it says which rows the limit keeps)."""
     order = _order_by(node)
-    limit = node.args.get("limit")
-    if order and limit is None:
+    if order and node.args.get("limit") is None:
         raise SQLError("42601", f"{what} statement requires LIMIT when ORDER BY is used")
-    return order, limit.expression if limit is not None else None
+    return order, _limit(node)
+
+
+def _limit(node: exp.Expr) -> exp.Expr | None:
+    """The row count of ``LIMIT n`` or of the standard's ``FETCH FIRST | NEXT [n] ROW[S]
+    ONLY`` (n is 1 when left out); ``None`` for none, ``LIMIT ALL`` and ``LIMIT NULL``,
+    which limit nothing (as in PostgreSQL and CockroachDB)."""
+    found = node.args.get("limit")
+    if found is None:
+        return None
+    if isinstance(found, exp.Fetch):
+        options = found.args.get("limit_options")
+        if options is not None and (options.args.get("percent") or options.args.get("with_ties")):
+            raise SQLError("0A000", "FETCH ... PERCENT and FETCH ... WITH TIES are not supported")
+        count = found.args.get("count")
+        return count if count is not None else exp.Literal.number(1)
+    count = found.expression
+    if isinstance(count, exp.Null) or (isinstance(count, exp.Var) and count.name.upper() == "ALL"):
+        return None
+    return count  # type: ignore[no-any-return]
 
 
 def _index_and_alias(source: exp.Table) -> tuple[str | None, str | None]:

@@ -44,7 +44,8 @@ def test_fetch_first_limits_the_rows(session: Session, tail: str, expected: list
 
 
 def test_fetch_first_in_a_subquery_and_a_set_operation(session: Session) -> None:
-    query = "SELECT k FROM (SELECT k FROM t ORDER BY k DESC FETCH FIRST 2 ROWS ONLY) AS s ORDER BY k"
+    query = "SELECT k FROM (SELECT k FROM t ORDER BY k DESC FETCH FIRST 2 ROWS ONLY) AS s"
+    query += " ORDER BY k"
     assert keys(session, query) == [5, 6]
     query = "SELECT k FROM t UNION ALL SELECT k FROM t ORDER BY k FETCH FIRST 3 ROWS ONLY"
     assert keys(session, query) == [1, 1, 2]

@@ -298,7 +298,7 @@ def _figured_name(node: exp.Expr) -> tuple[int, str]:
     if spelled:
         return 2, str(spelled).lower()
     if isinstance(node, _OPERATOR_FUNCTIONS):
-        return 0, ""  # an operator that sqlglot reads as a function: 2 ^ 3, j -> 'a'
+        return 0, ""  # an operator that sqlglot reads as a function: 2 ^ 3, j -> 'a', AND
     name = _function_name(node)
     return (2, name) if name else (0, "")
 
@@ -373,7 +373,7 @@ _PG_NAMES = {
 _OPERATOR_FUNCTIONS = (
     exp.Pow, exp.JSONExtract, exp.JSONExtractScalar, exp.JSONBExtract, exp.JSONBExtractScalar,
     exp.ArrayContainsAll, exp.ArrayContainedBy, exp.JSONBContainsTopKey, exp.ArrayOverlaps,
-    exp.RegexpLike, exp.RegexpILike, exp.Sqrt,
+    exp.RegexpLike, exp.RegexpILike, exp.Sqrt, exp.Connector,
 )  # fmt: skip
 
 

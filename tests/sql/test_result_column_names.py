@@ -45,6 +45,8 @@ def session(db: DB) -> Session:
         ("j -> 'a'", "?column?"),
         ("j ->> 'a'", "?column?"),
         ("1 + 1", "?column?"),
+        ("b AND true", "?column?"),
+        ("b OR false", "?column?"),
         ("-v", "?column?"),
         ("v::STRING", "v"),
         ("CAST(s AS STRING)", "s"),

@@ -589,8 +589,9 @@ def _check_distinct_order(
     order_by: Sequence[tuple[exp.Expr, bool]], items: Sequence[exp.Expr], names: Sequence[str]
 ) -> None:
     """SELECT DISTINCT sorts by what it selects (42P10 otherwise, as in CockroachDB)."""
-    selected = [unalias(item) for item in items]
+    selected = [_unparen(unalias(item)) for item in items]
     for node, _descending in order_by:
+        node = _unparen(node)
         if isinstance(node, exp.Literal) or (
             isinstance(node, exp.Column) and not node.table and node.name in names
         ):
@@ -599,6 +600,12 @@ def _check_distinct_order(
             raise SQLError(
                 "42P10", "for SELECT DISTINCT, ORDER BY expressions must appear in select list"
             )
+
+
+def _unparen(node: exp.Expr) -> exp.Expr:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
 
 
 def _check_distinct_on(

@@ -48,3 +48,12 @@ def test_a_name_of_the_same_expression_orders_by_it(
     session: Session, query: str, first: tuple[int, ...]
 ) -> None:
     assert session.execute(query).rows[0] == first
+
+
+def test_select_distinct_orders_by_a_selected_expression_in_parentheses(
+    session: Session,
+) -> None:
+    rows = session.execute("SELECT DISTINCT a + b FROM t ORDER BY (a + b)").rows
+    assert rows == [(10,)]
+    rows = session.execute("SELECT DISTINCT (a % 2) FROM t ORDER BY a % 2 DESC").rows
+    assert rows == [(1,), (0,)]

@@ -907,7 +907,7 @@ class _Compiler:
         char = node.expression
         if not isinstance(inner, exp.Like | exp.ILike) or not isinstance(char, exp.Literal):
             raise SQLError("0A000", f"unsupported ESCAPE: {_shown(node)}")
-        if len(char.this) != 1:
+        if len(char.this) > 1:  # NB: ESCAPE '' turns escaping off, as in PostgreSQL
             raise SQLError("22019", "invalid escape string: it must be one character")
         return self.like(inner, char.this)
 
@@ -2079,7 +2079,10 @@ def _like_regex(pattern: str, escape: str | None) -> str:
     i = 0
     while i < len(pattern):
         ch = pattern[i]
-        if ch == escape and i + 1 < len(pattern):
+        if ch == escape:
+            if i + 1 == len(pattern):
+                # NB: as PostgreSQL and CockroachDB ('a\' LIKE 'a\' was true)
+                raise SQLError("22025", "LIKE pattern must not end with escape character")
             out.append(re.escape(pattern[i + 1]))
             i += 2
             continue

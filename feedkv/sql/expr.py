@@ -795,15 +795,28 @@ class _Compiler:
         target_type = self.typed(node.this)
         inner = self.compile(node.this)
         options = []
+        numbers = []  # NB: a numeric constant beside a FLOAT is one, as in a comparison
         for option in node.expressions:
             compiled = self.compile(option)
             if target_type is not None and is_constant(option):
                 compiled = _converted(compiled, target_type)
             options.append(compiled)
+            numbers.append(_is_number_constant(option))
 
         def in_(row: Env, ctx: Context) -> Any:
             value = inner(row, ctx)
-            return None if value is None else _member(value, (o(row, ctx) for o in options))
+            if value is None:
+                return None
+            if isinstance(value, float):
+                found = (o(row, ctx) for o in options)
+                return _member(
+                    value,
+                    (
+                        _as_float_like(v, value) if number and _is_number(v) else v
+                        for v, number in zip(found, numbers, strict=True)
+                    ),
+                )
+            return _member(value, (o(row, ctx) for o in options))
 
         return in_
 

@@ -82,3 +82,11 @@ def test_coalesce_greatest_and_least_constants_beside_a_real_are_float4(
         (3, FLOAT4_07, FLOAT4_07, FLOAT4_07, 0.7),
     ]
     assert all(isinstance(row[4], float) for row in rows)
+
+
+def test_in_constants_beside_a_float4_expression_are_float4(session: Session) -> None:
+    rows = session.execute(
+        "SELECT r::FLOAT4 IN (0.7), (r + 0)::FLOAT4 IN (0.7, 1), r IN (0.7), "
+        "(r * 1)::FLOAT4 NOT IN (0.7) FROM t WHERE k = 1"
+    ).rows
+    assert rows == [(True, True, True, False)]

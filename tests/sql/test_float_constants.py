@@ -64,3 +64,10 @@ def test_arithmetic_of_a_float_and_a_constant_is_float_arithmetic(session: Sessi
     assert all(isinstance(v, float) for v in rows[0][1:])
     # 0.1 + 0.2 in floats is not 0.3 (in DECIMAL it was)
     assert session.execute("SELECT f + 0.2 = 0.3 FROM t WHERE k = 1").rows == [(False,)]
+
+
+def test_in_constants_beside_a_float_expression_are_floats(session: Session) -> None:
+    rows = session.execute(
+        "SELECT f * 1 IN (0.1), f + 0 NOT IN (0.1, 0.2), 0.1::FLOAT IN (0.1) FROM t WHERE k = 1"
+    ).rows
+    assert rows == [(True, False, True)]

@@ -122,3 +122,9 @@ def test_sqlalchemy_reflects_real_and_char(conn: psycopg.Connection, pg_url: str
     # NB: sqlalchemy-cockroachdb maps both 'real' and 'double precision' to FLOAT, as
     # it does against CockroachDB (the catalog test above tells them apart)
     assert type(columns["r"]) is sa.FLOAT
+
+
+def test_min_and_max_of_real_and_char_keep_their_types(conn: psycopg.Connection) -> None:
+    cur = conn.execute("SELECT max(r), min(c), max(g), r + 0 FROM w GROUP BY r")
+    assert cur.description is not None
+    assert [d.type_code for d in cur.description] == [FLOAT4, BPCHAR, FLOAT8, FLOAT8]

@@ -906,8 +906,8 @@ def order_keys(
         elif isinstance(node, exp.Column) and not node.table and node.name in names:
             matches = [i for i, name in enumerate(names) if name == node.name]
             if len(matches) > 1 and written is not None and len(written) == len(names):
-                shown = {_resolved(unalias(written[i]), scope) for i in matches}
-                if len(shown) > 1:
+                different = {_resolved(unalias(written[i]), scope) for i in matches}
+                if len(different) > 1:
                     raise SQLError("42P09", f'ORDER BY "{node.name}" is ambiguous')
                 keys.append((projections[matches[0]], descending))
                 continue

@@ -128,3 +128,14 @@ def test_min_and_max_of_real_and_char_keep_their_types(conn: psycopg.Connection)
     cur = conn.execute("SELECT max(r), min(c), max(g), r + 0 FROM w GROUP BY r")
     assert cur.description is not None
     assert [d.type_code for d in cur.description] == [FLOAT4, BPCHAR, FLOAT8, FLOAT8]
+
+
+def test_binary_copy_moves_real_as_float4_and_char_padded(conn: psycopg.Connection) -> None:
+    cur = conn.cursor()
+    with cur.copy("COPY w (k, r, c) FROM STDIN WITH (FORMAT binary)") as copy:
+        copy.set_types(["int8", "float4", "text"])  # NB: psycopg has no binary bpchar dumper
+        copy.write_row((10, 2.5, "xy"))
+    with cur.copy("COPY (SELECT r, c FROM w WHERE k IN (1, 10) ORDER BY k) TO STDOUT "
+                  "WITH (FORMAT binary)") as copy:  # fmt: skip
+        copy.set_types(["float4", "bpchar"])
+        assert list(copy.rows()) == [(float4(0.7), "ab  "), (2.5, "xy  ")]

@@ -529,6 +529,8 @@ class _Compiler:
                 return None
             if not _is_number(value):
                 raise SQLError("42883", f"unary minus is not defined for {type_of_value(value)}")
+            if isinstance(value, int) and value == INT64_MIN:
+                raise SQLError("22003", "integer out of range for type INT8")
             return -value
 
         return neg

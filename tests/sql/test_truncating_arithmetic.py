@@ -56,6 +56,15 @@ def test_arithmetic_as_cockroachdb(session: Session, expression: str, value: obj
     assert type(found) is type(value)
 
 
+def test_the_smallest_int8_negated_is_out_of_range(session: Session) -> None:
+    session.execute("CREATE TABLE m (k INT PRIMARY KEY)")
+    session.execute("INSERT INTO m VALUES (-9223372036854775808)")
+    with pytest.raises(SQLError) as caught:
+        session.execute("SELECT -k FROM m")
+    assert caught.value.code == "22003"
+    assert one(session, "-9223372036854775808") == -(2**63)
+
+
 def test_a_remainder_of_a_column_keeps_the_dividends_sign(session: Session) -> None:
     session.execute("CREATE TABLE t (k INT PRIMARY KEY)")
     session.execute("INSERT INTO t VALUES (-5), (-4), (4), (5)")
@@ -67,6 +76,7 @@ def test_a_remainder_of_a_column_keeps_the_dividends_sign(session: Session) -> N
     ("expression", "code"),
     [
         ("abs(-9223372036854775807 - 1)", "22003"),
+        ("-(-9223372036854775807 - 1)", "22003"),
         ("4 ^ -1", "22003"),  # 0.25 is no INT
         ("2 ^ 63", "22003"),
         ("0 ^ -1", "2201F"),

@@ -1124,6 +1124,13 @@ class _Compiler:
 
         return case
 
+    def if_(self, node: exp.If) -> Compiled:
+        """``IF(c, a, b)``: CockroachDB's ``CASE WHEN c THEN a ELSE b END``."""
+        _refuse_node_args(node, {"this", "true", "false"})
+        branch = exp.If(this=node.this.copy(), true=node.args["true"].copy())
+        default = node.args.get("false")
+        return self.case(exp.Case(ifs=[branch], default=default.copy() if default else None))
+
     def _common(self, nodes: list[exp.Expr], what: str) -> list[Compiled]:
         """``nodes`` compiled to give one type (see :meth:`case`)."""
         kinds = {k for n in nodes if (k := static_kind(n, self.scope)) is not None}
@@ -2165,6 +2172,7 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.Trim: _Compiler.scalar_function,
     exp.Pad: _Compiler.scalar_function,
     exp.Case: _Compiler.case,
+    exp.If: _Compiler.if_,
     exp.Extract: _Compiler.extract,
     exp.TimestampTrunc: _Compiler.date_trunc,
     exp.Chr: _Compiler.chr_,

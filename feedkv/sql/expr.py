@@ -538,10 +538,12 @@ class _Compiler:
     def arithmetic(self, node: exp.Binary) -> Compiled:
         left, right = self.compile(node.this), self.compile(node.expression)
         op = type(node)
-        # NB: a numeric constant beside a FLOAT is a FLOAT, as in a comparison
-        # (f + 0.2 is FLOAT arithmetic, not DECIMAL's)
-        left_number = _is_number_constant(node.this)
-        right_number = _is_number_constant(node.expression)
+        # NB: a numeric constant (or placeholder) beside a FLOAT is a FLOAT, as in a
+        # comparison (f + 0.2 is FLOAT arithmetic, not DECIMAL's)
+        left_number = _is_number_constant(node.this) or isinstance(node.this, exp.Parameter)
+        right_number = _is_number_constant(node.expression) or isinstance(
+            node.expression, exp.Parameter
+        )
 
         def arith(row: Env, ctx: Context) -> Any:
             a, b = left(row, ctx), right(row, ctx)
@@ -1995,10 +1997,19 @@ def _arithmetic(op: type, a: Any, b: Any) -> Any:
             "42883",
             f"unsupported binary operator: <{type_of_value(a)}> {symbol} <{type_of_value(b)}>",
         )
-    if isinstance(a, decimal.Decimal) and isinstance(b, float):
-        b = decimal.Decimal(repr(b))
-    elif isinstance(b, decimal.Decimal) and isinstance(a, float):
-        a = decimal.Decimal(repr(a))
+    decimals = isinstance(a, decimal.Decimal), isinstance(b, decimal.Decimal)
+    if (
+        isinstance(a, decimal.Decimal | float)
+        and isinstance(b, decimal.Decimal | float)
+        and (decimals[0] is not decimals[1])
+    ):
+        # NB: CockroachDB has no arithmetic of a DECIMAL with a FLOAT (a constant or a
+        # placeholder beside a FLOAT is a FLOAT; see arithmetic); cast one of them
+        symbol = _OPERATORS.get(op, "?")
+        raise SQLError(
+            "42883",
+            f"unsupported binary operator: <{type_of_value(a)}> {symbol} <{type_of_value(b)}>",
+        )
     result = _arithmetic_unchecked(op, a, b)
     if isinstance(result, int) and not INT64_MIN <= result <= INT64_MAX:
         raise SQLError("22003", "integer out of range for type INT8")

@@ -6,9 +6,12 @@ shortest text, as CockroachDB's DDecimal.Compare does (apd's SetFloat64)."""
 
 from __future__ import annotations
 
+import decimal
+
 import pytest
 
 from feedkv import DB
+from feedkv.errors import SQLError
 from feedkv.sql.session import Session
 
 
@@ -71,3 +74,21 @@ def test_in_constants_beside_a_float_expression_are_floats(session: Session) -> 
         "SELECT f * 1 IN (0.1), f + 0 NOT IN (0.1, 0.2), 0.1::FLOAT IN (0.1) FROM t WHERE k = 1"
     ).rows
     assert rows == [(True, False, True)]
+
+
+def test_arithmetic_of_a_decimal_and_a_float_is_refused_as_cockroachdb(
+    session: Session,
+) -> None:
+    """CockroachDB has no DECIMAL-with-FLOAT arithmetic (42883); feedkv computed a
+    DECIMAL, which neither it nor PostgreSQL (a FLOAT) gives. A cast picks one."""
+    for expression in ("d + f", "f * d", "(k / 2) + f"):
+        with pytest.raises(SQLError) as caught:
+            session.execute(f"SELECT {expression} FROM t WHERE k = 1")
+        assert caught.value.code == "42883"
+    rows = session.execute("SELECT d::FLOAT + f, d + f::DECIMAL FROM t WHERE k = 1").rows
+    assert rows == [(0.1 + 0.1, decimal.Decimal("0.2"))]
+
+
+def test_a_placeholder_beside_a_float_is_a_float(session: Session) -> None:
+    [(value,)] = session.execute("SELECT f + $1 FROM t WHERE k = 1", decimal.Decimal("0.2")).rows
+    assert value == 0.1 + 0.2

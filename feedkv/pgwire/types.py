@@ -441,7 +441,7 @@ _BINARY_OUT: dict[int, Callable[[Any], bytes]] = {
     OID.BOOL: lambda v: b"\x01" if v else b"\x00",
     OID.INT8: lambda v: struct.pack("!q", v),
     OID.FLOAT8: lambda v: struct.pack("!d", v),
-    OID.FLOAT4: lambda v: struct.pack("!f", v),
+    OID.FLOAT4: lambda v: struct.pack("!f", Float4.of(v)),  # NB: past float32: inf
     OID.NUMERIC: _numeric_binary,
     OID.TEXT: lambda v: format_value(v).encode(),
     OID.BPCHAR: lambda v: (v.padded() if isinstance(v, FixedChar) else format_value(v)).encode(),

@@ -429,10 +429,11 @@ def show_columns(ex: Execution, s: st.ShowColumns) -> Result:
             column.computed or "",
             Array(tuple(sorted(held.get(column.name, ()))), _STRING),
             column.hidden,
+            *((None,) if s.with_comment else ()),
         )
         for column in desc.columns
     ]
-    columns = (
+    columns: tuple[str, ...] = (
         "column_name",
         "data_type",
         "is_nullable",
@@ -440,6 +441,7 @@ def show_columns(ex: Execution, s: st.ShowColumns) -> Result:
         "generation_expression",
         "indices",
         "is_hidden",
+        *(("comment",) if s.with_comment else ()),
     )
     return Result(columns, rows, f"SHOW {len(rows)}")
 

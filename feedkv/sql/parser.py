@@ -1120,7 +1120,9 @@ class _Statement:
         if words[1] in ("INDEXES", "INDEX", "KEYS") and words[2:3] == ["FROM"]:
             return st.ShowIndexes(self.text, self._table_name(3, len(words)))
         if words[1:3] == ["COLUMNS", "FROM"]:
-            return st.ShowColumns(self.text, self._table_name(3, len(words)))
+            comment = words[-2:] == ["WITH", "COMMENT"]
+            end = len(words) - 2 if comment else len(words)
+            return st.ShowColumns(self.text, self._table_name(3, end), comment)
         if words[1:4] == ["RANGES", "FROM", "TABLE"]:
             return st.ShowRanges(self.text, self._table_name(4, len(words)))
         if words[1] == "ZONE" or words[1:3] == ["ALL", "ZONE"]:

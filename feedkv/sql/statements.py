@@ -788,6 +788,7 @@ class ShowIndexes(Statement):
 @dataclass(frozen=True, slots=True)
 class ShowColumns(Statement):
     table: TableName
+    with_comment: bool = False  # WITH COMMENT: a comment column (NULL: feedkv keeps none)
 
 
 @dataclass(frozen=True, slots=True)

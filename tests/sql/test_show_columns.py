@@ -67,3 +67,13 @@ def test_an_unknown_table_is_an_error(session: Session) -> None:
     with pytest.raises(SQLError) as caught:
         session.execute("SHOW COLUMNS FROM nosuch")
     assert caught.value.code == "42P01"
+
+
+def test_qualified_names_and_with_comment(session: Session) -> None:
+    session.execute("CREATE TABLE q (k INT PRIMARY KEY)")
+    expected = [("k", "INT8", False, None, "", ["q_pkey"], False)]
+    assert shown(session, "defaultdb.q") == expected
+    assert shown(session, "defaultdb.public.q") == expected
+    result = session.execute("SHOW COLUMNS FROM q WITH COMMENT")
+    assert result.columns == (*COLUMNS, "comment")
+    assert [row[-1] for row in result.rows] == [None]  # feedkv keeps no comments

@@ -94,7 +94,7 @@ def test_in_constants_beside_a_float4_expression_are_float4(session: Session) ->
 
 def test_the_sum_of_reals_is_a_float8_even_of_one_row(session: Session) -> None:
     # NB: a sum over one row kept the FLOAT4 and printed its float32 digits (0.7)
-    rows = session.execute(
-        "SELECT sum(r)::STRING, (sum(r) OVER ())::STRING, max(r)::STRING FROM t WHERE k = 1"
-    ).rows
-    assert rows == [("0.699999988079071", "0.699999988079071", "0.7")]
+    rows = session.execute("SELECT sum(r)::STRING, max(r)::STRING FROM t WHERE k = 1").rows
+    assert rows == [("0.699999988079071", "0.7")]
+    rows = session.execute("SELECT (sum(r) OVER ())::STRING FROM t WHERE k = 1").rows
+    assert rows == [("0.699999988079071",)]

@@ -666,6 +666,12 @@ class _Compiler:
             rows = self._array_rows(quantifier.this, inner)
         compare, symbol = _COMPARE[type(node)], _SYMBOLS[type(node)]
         every = isinstance(quantifier, exp.All)
+        # NB: ARRAY[0.7] of numeric constants beside a FLOAT (FLOAT4) holds FLOATs (FLOAT4s),
+        # as a constant compared with one is one
+        array = quantifier.this.this if isinstance(quantifier.this, exp.Paren) else quantifier.this
+        constants = isinstance(array, exp.Array) and all(
+            _is_number_constant(e) for e in array.expressions
+        )
 
         def quantified(row: Env, ctx: Context) -> Any:
             found = rows(row, ctx)
@@ -677,6 +683,8 @@ class _Compiler:
                 if value is None or candidate is None:
                     unknown = True
                     continue
+                if constants and isinstance(value, float) and _is_number(candidate):
+                    candidate = _as_float_like(candidate, value)
                 try:
                     verdict = compare(value, candidate)
                 except TypeError:

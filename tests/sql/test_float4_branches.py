@@ -98,3 +98,11 @@ def test_the_sum_of_reals_is_a_float8_even_of_one_row(session: Session) -> None:
     assert rows == [("0.699999988079071", "0.7")]
     rows = session.execute("SELECT (sum(r) OVER ())::STRING FROM t WHERE k = 1").rows
     assert rows == [("0.699999988079071",)]
+
+
+def test_an_array_of_constants_beside_a_real_holds_float4s(session: Session) -> None:
+    rows = session.execute(
+        "SELECT r = ANY (ARRAY[0.7]), r = ANY (ARRAY[0.1, 0.7]), r <> ALL (ARRAY[0.7]), "
+        "g = ANY (ARRAY[0.7]) FROM t WHERE k = 1"
+    ).rows
+    assert rows == [(True, True, False, True)]

@@ -29,7 +29,7 @@ import sqlglot
 from sqlglot import exp
 
 from feedkv.errors import SQLError
-from feedkv.pgwire.types import OID, oid_of_type
+from feedkv.pgwire.types import OID, wire_type
 from feedkv.sql.descriptor import (
     DatabaseDescriptor,
     SequenceDescriptor,
@@ -74,6 +74,7 @@ _TYPES: list[tuple[int, str, int, str, str]] = [
     (OID.FLOAT4, "float4", 4, "N", "real"),
     (OID.FLOAT8, "float8", 8, "N", "double precision"),
     (OID.VARCHAR, "varchar", -1, "S", "character varying"),
+    (OID.BPCHAR, "bpchar", -1, "S", "character"),
     (OID.DATE, "date", 4, "D", "date"),
     (OID.TIMESTAMP, "timestamp", 8, "D", "timestamp without time zone"),
     (OID.TIMESTAMPTZ, "timestamptz", 8, "D", "timestamp with time zone"),
@@ -96,15 +97,10 @@ def _pg_type(ctype: ColumnType) -> tuple[int, int]:
         return OID.INT2, -1
     if ctype.kind is Kind.INT and ctype.width == 32:
         return OID.INT4, -1
-    if ctype.kind is Kind.STRING and ctype.width is not None:
-        return OID.VARCHAR, ctype.width + 4
-    if ctype.kind is Kind.BIT:
-        return OID.BIT, ctype.width or 1  # NB: a bit type's typmod is its width, as is
-    if ctype.kind is Kind.VARBIT and ctype.width is not None:
-        return OID.VARBIT, ctype.width
-    if ctype.kind is Kind.DECIMAL and ctype.precision is not None:
-        return OID.NUMERIC, ((ctype.precision << 16) | (ctype.scale or 0)) + 4
-    return oid_of_type(ctype), -1
+    oid, typmod = wire_type(ctype)
+    if ctype.kind is Kind.STRING and ctype.width is not None and not ctype.fixed:
+        return OID.VARCHAR, typmod
+    return oid, typmod
 
 
 def _format_type(oid: int | None, typmod: int | None) -> str | None:
@@ -114,7 +110,7 @@ def _format_type(oid: int | None, typmod: int | None) -> str | None:
     if oid in (OID.BIT, OID.VARBIT) and typmod is not None and typmod > 0:
         return f"{name}({typmod})"
     if typmod is not None and typmod >= 4:
-        if oid == OID.VARCHAR:
+        if oid in (OID.VARCHAR, OID.BPCHAR):
             return f"{name}({typmod - 4})"
         if oid == OID.NUMERIC:
             precision, scale = (typmod - 4) >> 16, (typmod - 4) & 0xFFFF
@@ -300,7 +296,7 @@ def _add_table(db: sqlite3.Connection, database: str, desc: TableDescriptor) -> 
         attributes.append(
             (desc.id, column.name, typid, _length(typid), n, typmod, 0, not column.nullable,
              expression is not None, "", generated, False, 100 if typid in (OID.TEXT,
-             OID.VARCHAR) else 0, -1, "p", True, 0, None, None, None, False, "")
+             OID.VARCHAR, OID.BPCHAR) else 0, -1, "p", True, 0, None, None, None, False, "")
         )  # fmt: skip
         if expression is not None:
             defaults.append((_INDEX_OID_BASE * 2 + desc.id * 1000 + n, desc.id, n, expression))
@@ -508,7 +504,7 @@ def _precision(ctype: ColumnType) -> int | None:
     if ctype.kind is Kind.INT:
         return ctype.width or 64
     if ctype.kind is Kind.FLOAT:
-        return 53
+        return 24 if ctype.width == 32 else 53
     if ctype.kind is Kind.DECIMAL:
         return ctype.precision
     return None

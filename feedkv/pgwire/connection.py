@@ -80,6 +80,7 @@ from feedkv.pgwire.copy import (
 )
 from feedkv.pgwire.types import (
     OID,
+    WireType,
     binary_reader,
     column_oid,
     decode_param,
@@ -88,6 +89,7 @@ from feedkv.pgwire.types import (
     kind_of_oid,
     oid_of_type,
     type_size,
+    wire_type,
 )
 from feedkv.sql import statements as st
 from feedkv.sql.describe import Description
@@ -188,6 +190,8 @@ _SHOWS = (
     | st.ShowCreateTable
     | st.ShowRanges
     | st.ShowPartitions
+    | st.ShowColumns
+    | st.ShowIndexes
     | st.ShowChangefeedJobs
     | st.ShowCreateChangefeed
     | st.ClusterSetting
@@ -235,8 +239,8 @@ class _Portal:
     params: tuple[Any, ...]
     result_formats: tuple[int, ...]
     result: Result | None = None
-    oids: list[int] = field(default_factory=list)
-    described: bool = False  # ``oids`` were sent in a RowDescription: they stay
+    types: list[WireType] = field(default_factory=list)
+    described: bool = False  # ``types`` were sent in a RowDescription: they stay
     sent: int = 0  # rows sent by earlier Executes
 
 
@@ -472,15 +476,15 @@ class Connection:
                     return  # ReadyForQuery comes when the data is in
             elif catalog:
                 result = self._catalog(text, ())
-                self._send_result(result, self._result_oids(result, None), (), out, describe=True)
+                self._send_result(result, self._result_types(result, None), (), out, describe=True)
             elif not prepared:
                 out += m.empty_query_response()
             else:
                 results = self._sql.execute_each(text)
                 for (statement, _count), result in zip(prepared, results, strict=False):
                     self._check_cancelled()
-                    oids = self._result_oids(result, self._described_after(statement, result))
-                    self._send_result(result, oids, (), out, describe=True)
+                    types = self._result_types(result, self._described_after(statement, result))
+                    self._send_result(result, types, (), out, describe=True)
         except _ClientGone:
             raise
         except Exception as exc:
@@ -638,16 +642,16 @@ class Connection:
             result = self._sql.execute_all(query)[-1]
         finally:
             self._end_query()
-        oids = self._result_oids(result, self._described_after(prepare(query)[0][0], result))
-        out += m.copy_out_response(len(oids), binary=copy.binary)
+        types = self._result_types(result, self._described_after(prepare(query)[0][0], result))
+        out += m.copy_out_response(len(types), binary=copy.binary)
         if copy.binary:
             # NB: the header goes in the first message, with the first row (or the
             # trailer), as PostgreSQL sends it: clients (psycopg) expect it there
             header = BINARY_HEADER
             for row in result.rows:
                 fields = [
-                    None if value is None else encode_binary(value, oid)
-                    for value, oid in zip(row, oids, strict=True)
+                    None if value is None else encode_binary(value, wire.oid)
+                    for value, wire in zip(row, types, strict=True)
                 ]
                 out += m.copy_data(header + encode_binary_row(fields))
                 header = b""
@@ -660,8 +664,8 @@ class Connection:
         digits = self._float_digits()
         for row in result.rows:
             text = [
-                None if value is None else encode_text(value, oid, digits).decode()
-                for value, oid in zip(row, oids, strict=True)
+                None if value is None else encode_text(value, wire.oid, digits).decode()
+                for value, wire in zip(row, types, strict=True)
             ]
             out += m.copy_data(encode_row(copy, text))
         out += m.copy_done()
@@ -720,40 +724,40 @@ class Connection:
         except SQLError:
             return None
 
-    def _result_oids(self, result: Result, description: Description | None) -> list[int]:
+    def _result_types(self, result: Result, description: Description | None) -> list[WireType]:
         """The result's column types: the SQL layer's, else its values'."""
-        oids = _column_oids(result)
+        types = _column_types(result)
         declared = description.columns if description is not None else None
-        if declared is not None and len(declared) == len(oids):
-            oids = [
-                oid if ctype is None else oid_of_type(ctype)
-                for oid, (_name, ctype) in zip(oids, declared, strict=True)
+        if declared is not None and len(declared) == len(types):
+            types = [
+                found if ctype is None else wire_type(ctype)
+                for found, (_name, ctype) in zip(types, declared, strict=True)
             ]
-        return oids
+        return types
 
     def _send_result(
         self,
         result: Result,
-        oids: list[int],
+        types: list[WireType],
         formats: Sequence[int],
         out: bytearray,
         *,
         describe: bool,
     ) -> None:
         if result.columns or result.rows:
-            codes = _formats(formats, len(oids))
+            codes = _formats(formats, len(types))
             if describe:
-                out += m.row_description(_fields(result.columns, oids, codes))
+                out += m.row_description(_fields(result.columns, types, codes))
             if isinstance(result, FeedResult):
-                self._stream(result, oids, codes, out)
+                self._stream(result, types, codes, out)
                 return
-            _data_rows(result.rows, oids, codes, out, self._float_digits())
+            _data_rows(result.rows, types, codes, out, self._float_digits())
         for notice in result.notices:
             out += m.notice_response(notice)
         out += m.command_complete(result.tag)
 
     def _stream(
-        self, result: FeedResult, oids: list[int], codes: list[int], out: bytearray
+        self, result: FeedResult, types: list[WireType], codes: list[int], out: bytearray
     ) -> None:
         """A sinkless changefeed's rows, each sent as it comes, until the feed ends or
         the query is cancelled (which stops the feed)."""
@@ -771,7 +775,7 @@ class Connection:
                     continue
                 if row is None:
                     break
-                _data_rows([row], oids, codes, out, self._float_digits())
+                _data_rows([row], types, codes, out, self._float_digits())
                 sent += 1
                 self._flush(out)
         finally:
@@ -849,25 +853,25 @@ class Connection:
             out += m.parameter_description(oids)
             if prepared.catalog:  # it only reads: its columns are those of a run
                 result = self._catalog(prepared.text, [None] * len(prepared.param_oids))
-                oids = self._result_oids(result, None)
-                out += m.row_description(_fields(result.columns, oids, [0] * len(oids)))
+                types = self._result_types(result, None)
+                out += m.row_description(_fields(result.columns, types, [0] * len(types)))
                 return
             if description is None or description.columns == ():
                 out += m.no_data()
                 return
             if description.columns is not None:
                 shown = [name for name, _ in description.columns]
-                oids = [_declared_oid(ctype) for _name, ctype in description.columns]
+                types = [_declared_type(ctype) for _name, ctype in description.columns]
             elif isinstance(prepared.statement, _SHOWS) and not prepared.param_oids:
                 result = self._sql.execute_all(prepared.text)[-1]  # it only reads
-                shown, oids = list(result.columns), self._result_oids(result, None)
+                shown, types = list(result.columns), self._result_types(result, None)
             else:
                 raise SQLError(
                     "0A000",
                     "the result columns of this statement are known only when it runs: bind "
                     "it and describe the portal",
                 )
-            out += m.row_description(_fields(shown, oids, [0] * len(oids)))
+            out += m.row_description(_fields(shown, types, [0] * len(types)))
             return
         portal = self._portal(message.name)
         description = self._description(portal.prepared)
@@ -885,10 +889,10 @@ class Connection:
             names = result.columns
         else:
             names = [name for name, _ in description.columns]
-            portal.oids = [_declared_oid(ctype) for _name, ctype in description.columns]
+            portal.types = [_declared_type(ctype) for _name, ctype in description.columns]
         portal.described = True
-        codes = _formats(portal.result_formats, len(portal.oids))
-        out += m.row_description(_fields(names, portal.oids, codes))
+        codes = _formats(portal.result_formats, len(portal.types))
+        out += m.row_description(_fields(names, portal.types, codes))
 
     def _description(self, prepared: _Prepared) -> Description | None:
         """``prepared``'s description, made now if Parse could not (None: an empty
@@ -921,7 +925,7 @@ class Connection:
                     self._end_query()
                 portal.result = results[-1]
             if not portal.described:
-                portal.oids = self._result_oids(portal.result, portal.prepared.description)
+                portal.types = self._result_types(portal.result, portal.prepared.description)
         return portal.result
 
     def _execute(self, message: m.Execute, out: bytearray) -> None:
@@ -931,18 +935,18 @@ class Connection:
             out += m.empty_query_response()
             return
         if isinstance(result, FeedResult):
-            codes = _formats(portal.result_formats, len(portal.oids))
+            codes = _formats(portal.result_formats, len(portal.types))
             self._begin_query()
             try:
-                self._stream(result, portal.oids, codes, out)
+                self._stream(result, portal.types, codes, out)
             finally:
                 self._end_query()
             return
         end = len(result.rows) if message.max_rows == 0 else portal.sent + message.max_rows
         rows = result.rows[portal.sent : end]
         if result.columns or result.rows:
-            codes = _formats(portal.result_formats, len(portal.oids))
-            _data_rows(rows, portal.oids, codes, out, self._float_digits())
+            codes = _formats(portal.result_formats, len(portal.types))
+            _data_rows(rows, portal.types, codes, out, self._float_digits())
         portal.sent += len(rows)
         if portal.sent < len(result.rows):
             out += m.portal_suspended()
@@ -998,13 +1002,13 @@ def _param_types(oids: Sequence[int]) -> list[ColumnType | None]:
     return [None if kind is None else ColumnType(kind) for kind in kinds]
 
 
-def _declared_oid(ctype: ColumnType | None) -> int:
-    return OID.TEXT if ctype is None else oid_of_type(ctype)
+def _declared_type(ctype: ColumnType | None) -> WireType:
+    return WireType(OID.TEXT) if ctype is None else wire_type(ctype)
 
 
-def _column_oids(result: Result) -> list[int]:
+def _column_types(result: Result) -> list[WireType]:
     width = len(result.columns) if result.columns or not result.rows else len(result.rows[0])
-    return [column_oid([row[i] for row in result.rows]) for i in range(width)]
+    return [WireType(column_oid([row[i] for row in result.rows])) for i in range(width)]
 
 
 def _formats(codes: Sequence[int], n: int, *, what: str = "result") -> list[int]:
@@ -1019,22 +1023,23 @@ def _formats(codes: Sequence[int], n: int, *, what: str = "result") -> list[int]
     return list(codes)
 
 
-def _fields(names: Sequence[str], oids: list[int], codes: list[int]) -> list[m.Field]:
-    if len(names) != len(oids):
-        names = [f"column{i + 1}" for i in range(len(oids))]
+def _fields(names: Sequence[str], types: list[WireType], codes: list[int]) -> list[m.Field]:
+    if len(names) != len(types):
+        names = [f"column{i + 1}" for i in range(len(types))]
     return [
-        m.Field(name, oid, type_size(oid), code)
-        for name, oid, code in zip(names, oids, codes, strict=True)
+        m.Field(name, wire.oid, type_size(wire.oid), code, type_modifier=wire.typmod)
+        for name, wire, code in zip(names, types, codes, strict=True)
     ]
 
 
 def _data_rows(
     rows: Sequence[tuple[Any, ...]],
-    oids: list[int],
+    types: list[WireType],
     codes: list[int],
     out: bytearray,
     float_digits: int = 0,
 ) -> None:
+    oids = [wire.oid for wire in types]
     encoders = [encode_binary if code else encode_text for code in codes]
     for row in rows:
         out += m.data_row(

@@ -2,8 +2,11 @@
 binary format, both ways (results out, parameters in).
 
 The OIDs are PostgreSQL's (``pg_type.oid``), as CockroachDB reports them: INT is int8,
-FLOAT float8, DECIMAL numeric, STRING text, BYTES bytea, BOOL bool, DATE date, TIMESTAMP
-timestamp, TIMESTAMPTZ timestamptz, UUID uuid, JSONB jsonb.
+FLOAT float8, FLOAT4 (REAL) float4, DECIMAL numeric, STRING text, CHAR(n) bpchar, BYTES
+bytea, BOOL bool, DATE date, TIMESTAMP timestamp, TIMESTAMPTZ timestamptz, UUID uuid,
+JSONB jsonb. A column's type modifier (RowDescription's, ``pg_attribute.atttypmod``) is
+PostgreSQL's: a length plus 4 for CHAR(n) and STRING(n), ``(precision << 16 | scale) +
+4`` for DECIMAL(p,s), the bit count for BIT(n) and VARBIT(n), else -1.
 
 Text formats follow PostgreSQL's output with ``DateStyle=ISO`` and ``TimeZone=UTC``
 (``t``/``f``, ``\\x`` hex bytes, ``2024-05-01 12:00:00.5+00``); floats print as
@@ -28,7 +31,7 @@ import math
 import struct
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from feedkv.errors import SQLError
 from feedkv.sql import jsonb
@@ -39,6 +42,7 @@ from feedkv.sql.interval import Interval
 from feedkv.sql.types import (
     ColumnType,
     FixedChar,
+    Float4,
     Kind,
     float_text,
     format_value,
@@ -47,6 +51,7 @@ from feedkv.sql.types import (
 
 __all__ = [
     "OID",
+    "WireType",
     "binary_reader",
     "column_oid",
     "decode_param",
@@ -56,6 +61,8 @@ __all__ = [
     "oid_of_kind",
     "oid_of_type",
     "type_size",
+    "typmod_of_type",
+    "wire_type",
 ]
 
 
@@ -228,12 +235,48 @@ _ELEMENT_OF_ARRAY = {oid: kind for kind, oid in _ARRAY_OIDS.items() if kind is n
 _ARRAY_OIDS_READ = frozenset(_ELEMENT_OF_ARRAY) | frozenset(_MORE_ARRAY_ELEMENTS)
 
 
+class WireType(NamedTuple):
+    """A result column's type as a RowDescription gives it."""
+
+    oid: int
+    typmod: int = -1  # the type modifier (``atttypmod``); -1: none
+
+
+def wire_type(ctype: ColumnType) -> WireType:
+    return WireType(oid_of_type(ctype), typmod_of_type(ctype))
+
+
 def oid_of_type(ctype: ColumnType) -> int:
     """The OID of a column of ``ctype`` (an array's depends on its elements')."""
     if ctype.kind is Kind.ARRAY:
         element = ctype.element.kind if ctype.element is not None else Kind.STRING
         return _ARRAY_OIDS.get(element, 1009)
+    if ctype.kind is Kind.FLOAT and ctype.width == 32:
+        return OID.FLOAT4
+    if ctype.kind is Kind.STRING and ctype.fixed:
+        return OID.BPCHAR
     return oid_of_kind(ctype.kind)
+
+
+def _element_oid(element: ColumnType) -> int:
+    """The OID of an array's elements, as its array OID (:data:`_ARRAY_OIDS`) has them:
+    a FLOAT4's or CHAR(n)'s are float8 and text there."""
+    if element.kind in (Kind.FLOAT, Kind.STRING):
+        return oid_of_kind(element.kind)
+    return oid_of_type(element)
+
+
+def typmod_of_type(ctype: ColumnType) -> int:
+    """``pg_attribute.atttypmod`` of a column of ``ctype`` (see the module docstring)."""
+    if ctype.kind is Kind.STRING and ctype.width is not None:
+        return ctype.width + 4
+    if ctype.kind is Kind.BIT:
+        return ctype.width or 1  # NB: a bit type's typmod is its width, as is
+    if ctype.kind is Kind.VARBIT and ctype.width is not None:
+        return ctype.width
+    if ctype.kind is Kind.DECIMAL and ctype.precision is not None:
+        return ((ctype.precision << 16) | (ctype.scale or 0)) + 4
+    return -1
 
 
 def oid_of_kind(kind: Kind) -> int:
@@ -284,6 +327,11 @@ def column_oid(values: Sequence[Any]) -> int:
         return OID.TEXT
     if len(kinds) == 1:
         (kind,) = kinds
+        present = [v for v in values if v is not None]
+        if kind is Kind.FLOAT and all(isinstance(v, Float4) for v in present):
+            return OID.FLOAT4
+        if kind is Kind.STRING and all(isinstance(v, FixedChar) for v in present):
+            return OID.BPCHAR
         return OID.JSONB if kind is None else oid_of_kind(kind)
     if kinds == {Kind.INT, Kind.DECIMAL}:
         return OID.NUMERIC
@@ -299,9 +347,11 @@ def encode_text(value: Any, oid: int, float_digits: int = 0) -> bytes:
     """A non-NULL ``value`` in the text format of type ``oid``; a FLOAT with the
     session's ``extra_float_digits`` (``float_digits``), as CockroachDB sends it."""
     if isinstance(value, Array):
-        element = oid_of_type(value.element)
+        element = _element_oid(value.element)
         return value.text(lambda v: encode_text(v, element, float_digits).decode()).encode()
     if isinstance(value, float):
+        if oid == OID.FLOAT4 and not isinstance(value, Float4):
+            value = Float4.of(value)
         return float_text(value, float_digits).encode()
     if isinstance(value, FixedChar):
         return value.padded().encode()
@@ -335,7 +385,7 @@ def encode_binary(value: Any, oid: int, float_digits: int = 0) -> bytes:
 def _array_binary(value: Array) -> bytes:
     """PostgreSQL's array_send: dimensions, flags, element type, then each element as
     its length and binary value (-1 for NULL)."""
-    element = oid_of_type(value.element)
+    element = _element_oid(value.element)
     has_null = any(v is None for v in value.values)
     if not value.values:
         return struct.pack("!iii", 0, 0, element)
@@ -391,8 +441,10 @@ _BINARY_OUT: dict[int, Callable[[Any], bytes]] = {
     OID.BOOL: lambda v: b"\x01" if v else b"\x00",
     OID.INT8: lambda v: struct.pack("!q", v),
     OID.FLOAT8: lambda v: struct.pack("!d", v),
+    OID.FLOAT4: lambda v: struct.pack("!f", Float4.of(v)),  # NB: past float32: inf
     OID.NUMERIC: _numeric_binary,
     OID.TEXT: lambda v: format_value(v).encode(),
+    OID.BPCHAR: lambda v: (v.padded() if isinstance(v, FixedChar) else format_value(v)).encode(),
     OID.BYTEA: bytes,
     OID.DATE: lambda v: struct.pack("!i", (v - _PG_EPOCH_DATE).days),
     OID.TIMESTAMP: lambda v: struct.pack("!q", _micros_since(v)),
@@ -606,7 +658,7 @@ _TEXT_IN: dict[int, Callable[[str], Any]] = {
     OID.INT4: int,
     OID.INT8: int,
     OID.OID: int,
-    OID.FLOAT4: _float_text,
+    OID.FLOAT4: lambda text: Float4.of(_float_text(text)),
     OID.FLOAT8: _float_text,
     OID.NUMERIC: decimal.Decimal,
     OID.BYTEA: _bytea_text,
@@ -632,7 +684,7 @@ _BINARY_IN: dict[int, Callable[[bytes], Any]] = {
     OID.INT4: _exact(4, "!i"),
     OID.INT8: _exact(8, "!q"),
     OID.OID: _exact(4, "!I"),
-    OID.FLOAT4: _exact(4, "!f"),
+    OID.FLOAT4: lambda raw: Float4(_exact(4, "!f")(raw)),
     OID.FLOAT8: _exact(8, "!d"),
     OID.NUMERIC: _numeric_from_binary,
     OID.BYTEA: bytes,

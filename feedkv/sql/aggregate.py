@@ -503,7 +503,8 @@ class _Sum(_Accumulator):
         value = _number(value)
         self.count += 1
         if self.total is None:
-            self.total = value
+            # NB: a sum of FLOAT4s is a FLOAT (FLOAT8), as in CockroachDB, from its first
+            self.total = float(value) if isinstance(value, float) else value
         elif isinstance(self.total, float) != isinstance(value, float):
             raise TypeError(value)  # one column has one type: only a mix of expressions
         elif isinstance(value, decimal.Decimal) or isinstance(self.total, decimal.Decimal):

@@ -19,6 +19,7 @@ from sqlglot import exp
 from feedkv.errors import SQLError
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
+from feedkv.sql.arrays import Array
 from feedkv.sql.constraints import backfill_index, validate_rows
 from feedkv.sql.describe import type_of
 from feedkv.sql.descriptor import Check, ForeignKey, Index, TableDescriptor
@@ -27,7 +28,7 @@ from feedkv.sql.expr import compile_expr
 from feedkv.sql.indexes import index_span
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.plan import table_scope
-from feedkv.sql.types import Kind
+from feedkv.sql.types import ColumnType, Kind
 
 __all__ = [
     "HANDLERS",
@@ -388,7 +389,12 @@ def show_indexes(ex: Execution, s: st.ShowIndexes) -> Result:
             )
             position += 1
 
-    others = [c.id for c in desc.columns if c.id not in desc.primary_key and not c.hidden]
+    # NB: a virtual computed column is stored in no index
+    others = [
+        c.id
+        for c in desc.columns
+        if c.id not in desc.primary_key and not c.hidden and not c.virtual
+    ]
     add(f"{desc.name}_pkey", True, desc.primary_key, others)
     for index in desc.indexes:
         add(index.name, index.unique, index.column_ids, index.storing)
@@ -403,6 +409,44 @@ def show_indexes(ex: Execution, s: st.ShowIndexes) -> Result:
         "implicit",
     )
     return Result(columns, rows, f"SHOW {len(rows)}")
+
+
+def show_columns(ex: Execution, s: st.ShowColumns) -> Result:
+    """As CockroachDB's: a row per column, hidden ones too (``rowid``), in their order:
+    its type as SHOW CREATE writes it, whether it takes NULL, its DEFAULT, a computed
+    column's expression ('' for others), and the indexes that hold it (as SHOW INDEXES
+    lists them: keys, implicit primary key columns, STORING; sorted by name)."""
+    desc = ex.table(s.table)
+    held: dict[str, set[str]] = {}
+    for _table, index, *_rest in show_indexes(ex, st.ShowIndexes(s.text, s.table)).rows:
+        held.setdefault(_rest[2], set()).add(index)
+    rows = [
+        (
+            column.name,
+            column.type.sql(),
+            column.nullable,
+            column.default,
+            column.computed or "",
+            Array(tuple(sorted(held.get(column.name, ()))), _STRING),
+            column.hidden,
+            *((None,) if s.with_comment else ()),
+        )
+        for column in desc.columns
+    ]
+    columns: tuple[str, ...] = (
+        "column_name",
+        "data_type",
+        "is_nullable",
+        "column_default",
+        "generation_expression",
+        "indices",
+        "is_hidden",
+        *(("comment",) if s.with_comment else ()),
+    )
+    return Result(columns, rows, f"SHOW {len(rows)}")
+
+
+_STRING = ColumnType(Kind.STRING)
 
 
 def _column_name(desc: TableDescriptor, column_id: int) -> str:
@@ -471,4 +515,5 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.CreateIndex: create_index,
     st.DropIndex: drop_index,
     st.ShowIndexes: show_indexes,
+    st.ShowColumns: show_columns,
 }

@@ -444,7 +444,12 @@ def _argument(node: exp.Expr) -> exp.Expr:
 
 def _argument_type(node: exp.Expr, typer: _Typer) -> ColumnType | None:
     found = typer.type_of(_argument(node))
-    return ColumnType(found.kind) if found is not None else None
+    if found is None:
+        return None
+    if found.kind is Kind.FLOAT or found.fixed:
+        # NB: min and max of a REAL or a CHAR(n) are one (float4, bpchar on the wire)
+        return ColumnType(found.kind, width=found.width, fixed=found.fixed)
+    return ColumnType(found.kind)
 
 
 def _kind(node: exp.Expr, typer: _Typer) -> Kind | None:

@@ -22,6 +22,7 @@ import datetime
 import decimal
 import functools
 import json
+import math
 import operator
 import re
 import uuid
@@ -257,13 +258,54 @@ def contains_aggregate(node: exp.Expr) -> bool:
 
 
 def expression_name(node: exp.Expr) -> str:
-    """The column name a result column gets (as PostgreSQL names it)."""
+    """The column name a result column gets, as CockroachDB names it (PostgreSQL's
+    FigureColname): a column's name, a function's as written, a cast's operand's or
+    else its type's (``1::STRING`` is text), ``?column?`` for an operator."""
     if isinstance(node, exp.Alias):
         return node.alias
+    return _figured_name(node)[1] or "?column?"
+
+
+def _figured_name(node: exp.Expr) -> tuple[int, str]:
+    """``(strength, name)``: 2 a good name, 1 a second choice, 0 none (where a cast
+    around it names the column for its type)."""
     if isinstance(node, exp.Column):
-        return node.name if node.this.quoted else node.name.lower()
-    if isinstance(node, exp.Window):
-        return expression_name(node.this)
+        return 2, node.name if node.this.quoted else node.name.lower()
+    if isinstance(node, exp.Paren | exp.Window):
+        return _figured_name(node.this)
+    if isinstance(node, exp.Cast):
+        strength, name = _figured_name(node.this)
+        return (strength, name) if strength > 1 else (0, _cast_name(node))
+    if isinstance(node, exp.Boolean):
+        return 1, "bool"  # NB: PostgreSQL's true is 't'::BOOL
+    if isinstance(node, exp.Exists):
+        return 2, "exists"
+    if isinstance(node, exp.Subquery):
+        inner = node.this
+        if isinstance(inner, exp.Select) and len(inner.expressions) == 1:
+            only = inner.expressions[0]
+            return (2, only.alias) if isinstance(only, exp.Alias) else _figured_name(only)
+        return 0, ""
+    if isinstance(node, exp.Case):
+        default = node.args.get("default")
+        strength, name = _figured_name(default) if default is not None else (0, "")
+        return (strength, name) if strength > 1 else (1, "case")
+    if isinstance(node, exp.Coalesce):
+        return 2, "coalesce"  # NB: IFNULL too
+    if isinstance(node, exp.Array) and not node.meta.get("spelled"):
+        return 2, "array"
+    spelled = node.meta.get("spelled")
+    if spelled:
+        return 2, str(spelled).lower()
+    if isinstance(node, _OPERATOR_FUNCTIONS):
+        return 0, ""  # an operator that sqlglot reads as a function: 2 ^ 3, j -> 'a', AND
+    name = _function_name(node)
+    return (2, name) if name else (0, "")
+
+
+def _function_name(node: exp.Expr) -> str:
+    """The name of a function call written in its own syntax (TRIM(... FROM ...),
+    POSITION(... IN ...), EXTRACT, CURRENT_TIMESTAMP), or one feedkv's parser builds."""
     if isinstance(node, exp.Count):
         return "count"
     if isinstance(node, exp.VariancePop):
@@ -272,8 +314,6 @@ def expression_name(node: exp.Expr) -> str:
         return "jsonb_agg"
     if isinstance(node, exp.GroupConcat):
         return "string_agg"
-    if isinstance(node, exp.Case):
-        return "case"
     if isinstance(node, exp.TimestampTrunc):
         return "date_trunc"
     if isinstance(node, exp.Trim):
@@ -288,9 +328,53 @@ def expression_name(node: exp.Expr) -> str:
     if isinstance(node, exp.Func):
         name = node.sql_name() if not isinstance(node, exp.Anonymous) else node.name
         return name.lower()
-    if isinstance(node, exp.Cast):
-        return expression_name(node.this)
-    return "?column?"
+    return ""
+
+
+def _cast_name(node: exp.Cast) -> str:
+    """A cast's column name when its operand gives none: its type's PostgreSQL name (an
+    array's element type's), as CockroachDB's computeCastName."""
+    from feedkv.sql.parser import column_type
+
+    try:
+        ctype = column_type(node.args["to"])
+    except SQLError:
+        return ""
+    if ctype.kind is Kind.ARRAY and ctype.element is not None:
+        ctype = ctype.element
+    if ctype.kind is Kind.ENUM:
+        return str(ctype.type_name or "")
+    if ctype.kind is Kind.INT:
+        return {16: "int2", 32: "int4"}.get(ctype.width or 64, "int8")
+    if ctype.kind is Kind.FLOAT:
+        return "float4" if ctype.width == 32 else "float8"
+    if ctype.kind is Kind.STRING and ctype.fixed:
+        return "bpchar"
+    return _PG_NAMES.get(ctype.kind, "")
+
+
+_PG_NAMES = {
+    Kind.DECIMAL: "numeric",
+    Kind.STRING: "text",
+    Kind.BYTES: "bytea",
+    Kind.BOOL: "bool",
+    Kind.DATE: "date",
+    Kind.TIMESTAMP: "timestamp",
+    Kind.TIMESTAMPTZ: "timestamptz",
+    Kind.UUID: "uuid",
+    Kind.JSONB: "jsonb",
+    Kind.TIME: "time",
+    Kind.INTERVAL: "interval",
+    Kind.INET: "inet",
+    Kind.BIT: "bit",
+    Kind.VARBIT: "varbit",
+}
+# Operators sqlglot reads as function calls: their columns are ?column?, as in CockroachDB.
+_OPERATOR_FUNCTIONS = (
+    exp.Pow, exp.JSONExtract, exp.JSONExtractScalar, exp.JSONBExtract, exp.JSONBExtractScalar,
+    exp.ArrayContainsAll, exp.ArrayContainedBy, exp.JSONBContainsTopKey, exp.ArrayOverlaps,
+    exp.RegexpLike, exp.RegexpILike, exp.Sqrt, exp.Connector,
+)  # fmt: skip
 
 
 def compile_expr(node: exp.Expr, scope: Scope) -> Compiled:
@@ -445,6 +529,8 @@ class _Compiler:
                 return None
             if not _is_number(value):
                 raise SQLError("42883", f"unary minus is not defined for {type_of_value(value)}")
+            if isinstance(value, int) and value == INT64_MIN:
+                raise SQLError("22003", "integer out of range for type INT8")
             return -value
 
         return neg
@@ -452,11 +538,21 @@ class _Compiler:
     def arithmetic(self, node: exp.Binary) -> Compiled:
         left, right = self.compile(node.this), self.compile(node.expression)
         op = type(node)
+        # NB: a numeric constant (or placeholder) beside a FLOAT is a FLOAT, as in a
+        # comparison (f + 0.2 is FLOAT arithmetic, not DECIMAL's)
+        left_number = _is_number_constant(node.this) or isinstance(node.this, exp.Parameter)
+        right_number = _is_number_constant(node.expression) or isinstance(
+            node.expression, exp.Parameter
+        )
 
         def arith(row: Env, ctx: Context) -> Any:
             a, b = left(row, ctx), right(row, ctx)
             if a is None or b is None:
                 return None
+            if right_number and isinstance(a, float) and _is_number(b):
+                b = _as_float_like(b, a)
+            elif left_number and isinstance(b, float) and _is_number(a):
+                a = _as_float_like(a, b)
             return _arithmetic(op, a, b)
 
         return arith
@@ -489,28 +585,42 @@ class _Compiler:
             return self._quantified(node, exp.All(this=right.expressions[0]))
         if isinstance(node.this, exp.Tuple) or isinstance(node.expression, exp.Tuple):
             return self._row_comparison(node)
-        left, right = self._pair(node.this, node.expression)
-        compare = _COMPARE[type(node)]
-        symbol = _SYMBOLS[type(node)]
-        # A string constant compared with a non-string takes the other side's type.
-        left_text = _is_text_constant(node.this)
-        right_text = _is_text_constant(node.expression)
-        kinds = {static_kind(node.this, self.scope), static_kind(node.expression, self.scope)}
-        if Kind.JSONB in kinds and kinds <= {Kind.JSONB, None}:
-            return self._json_comparison(node, left, right, left_text, right_text)
-        # A numeric constant compared with a FLOAT4 is a FLOAT4 (CockroachDB types the
-        # constant from the other side): REAL column r holding 0.1 has r = 0.1.
-        left_number = _is_number_constant(node.this)
-        right_number = _is_number_constant(node.expression)
+        left, right, decide = self._comparer(node.this, node.expression, type(node))
 
         def cmp(row: Env, ctx: Context) -> Any:
             a, b = left(row, ctx), right(row, ctx)
             if a is None or b is None:
                 return None
-            if right_number and isinstance(a, Float4) and _is_number(b):
-                b = Float4.of(float(b))
-            elif left_number and isinstance(b, Float4) and _is_number(a):
-                a = Float4.of(float(a))
+            return decide(a, b)
+
+        return cmp
+
+    def _comparer(
+        self, this: exp.Expr, that: exp.Expr, op: type[exp.Binary]
+    ) -> tuple[Compiled, Compiled, Callable[[Any, Any], Any]]:
+        """``this op that`` as its two operands and what decides it for two non-NULL
+        values (a comparison, IS [NOT] DISTINCT FROM): constants typed from the other
+        side, strings read as the other side's type."""
+        left, right = self._pair(this, that)
+        compare = _COMPARE[op]
+        symbol = _SYMBOLS[op]
+        # A string constant compared with a non-string takes the other side's type.
+        left_text = _is_text_constant(this)
+        right_text = _is_text_constant(that)
+        kinds = {static_kind(this, self.scope), static_kind(that, self.scope)}
+        if Kind.JSONB in kinds and kinds <= {Kind.JSONB, None}:
+            return left, right, _json_comparer(op, left_text, right_text)
+        # A numeric constant compared with a FLOAT is a FLOAT, with a FLOAT4 a FLOAT4
+        # (CockroachDB types the constant from the other side): FLOAT column f holding
+        # 0.1 has f = 0.1, and REAL column r holding 0.1 has r = 0.1.
+        left_number = _is_number_constant(this)
+        right_number = _is_number_constant(that)
+
+        def decide(a: Any, b: Any) -> Any:
+            if right_number and isinstance(a, float) and _is_number(b):
+                b = _as_float_like(b, a)
+            elif left_number and isinstance(b, float) and _is_number(a):
+                a = _as_float_like(a, b)
             elif right_text and isinstance(a, FixedChar) and isinstance(b, str):
                 b = b.rstrip(" ")  # a string constant compared with a CHAR(n) is one
             elif left_text and isinstance(b, FixedChar) and isinstance(a, str):
@@ -524,27 +634,7 @@ class _Compiler:
                     return compare(_as_kind_of(a, b, symbol), b)
                 raise _incomparable(symbol, a, b) from None
 
-        return cmp
-
-    def _json_comparison(
-        self, node: exp.Binary, left: Compiled, right: Compiled, left_text: bool, right_text: bool
-    ) -> Compiled:
-        """A comparison of JSONB values, in JSONB's order (:func:`jsonb.sort_key`); a
-        string constant on either side is JSON text. NB: a JSON scalar is a plain
-        Python value, so the operands' types come from the tree, not the values."""
-        op = _OPERATOR_OF[type(node)]
-
-        def as_json(value: Any, text: bool) -> Any:
-            return coerce(value, ColumnType(Kind.JSONB), None) if text else value
-
-        def cmp(row: Env, ctx: Context) -> Any:
-            a, b = left(row, ctx), right(row, ctx)
-            if a is None or b is None:
-                return None
-            a, b = as_json(a, left_text), as_json(b, right_text)
-            return op(jsonb.sort_key(a), jsonb.sort_key(b))
-
-        return cmp
+        return left, right, decide
 
     def _row_comparison(self, node: exp.Binary) -> Compiled:
         """``(a, b) op (c, d)``: = and <> pair by pair (a NULL pair makes an
@@ -576,6 +666,12 @@ class _Compiler:
             rows = self._array_rows(quantifier.this, inner)
         compare, symbol = _COMPARE[type(node)], _SYMBOLS[type(node)]
         every = isinstance(quantifier, exp.All)
+        # NB: ARRAY[0.7] of numeric constants beside a FLOAT (FLOAT4) holds FLOATs (FLOAT4s),
+        # as a constant compared with one is one
+        array = quantifier.this.this if isinstance(quantifier.this, exp.Paren) else quantifier.this
+        constants = isinstance(array, exp.Array) and all(
+            _is_number_constant(e) for e in array.expressions
+        )
 
         def quantified(row: Env, ctx: Context) -> Any:
             found = rows(row, ctx)
@@ -587,6 +683,8 @@ class _Compiler:
                 if value is None or candidate is None:
                     unknown = True
                     continue
+                if constants and isinstance(value, float) and _is_number(candidate):
+                    candidate = _as_float_like(candidate, value)
                 try:
                     verdict = compare(value, candidate)
                 except TypeError:
@@ -624,13 +722,18 @@ class _Compiler:
         raise SQLError("42601", f"ANY and ALL follow a comparison operator: {_shown(node)}")
 
     def null_safe(self, node: exp.Binary) -> Compiled:
-        left, right = self._pair(node.this, node.expression)
+        """``a IS [NOT] DISTINCT FROM b``: ``=`` (with its typing of constants, and its
+        errors for values that do not compare) where NULL equals NULL only."""
+        if isinstance(node.this, exp.Tuple) or isinstance(node.expression, exp.Tuple):
+            raise SQLError("0A000", f"unsupported row comparison: {_shown(node)}")
+        left, right, equal = self._comparer(node.this, node.expression, exp.EQ)
         distinct = isinstance(node, exp.NullSafeNEQ)
 
         def cmp(row: Env, ctx: Context) -> Any:
             a, b = left(row, ctx), right(row, ctx)
-            same = (a is None and b is None) or (a is not None and b is not None and a == b)
-            return not same if distinct else same
+            if a is None or b is None:
+                return (a is None and b is None) is not distinct
+            return bool(equal(a, b)) is not distinct
 
         return cmp
 
@@ -704,15 +807,28 @@ class _Compiler:
         target_type = self.typed(node.this)
         inner = self.compile(node.this)
         options = []
+        numbers = []  # NB: a numeric constant beside a FLOAT is one, as in a comparison
         for option in node.expressions:
             compiled = self.compile(option)
             if target_type is not None and is_constant(option):
                 compiled = _converted(compiled, target_type)
             options.append(compiled)
+            numbers.append(_is_number_constant(option))
 
         def in_(row: Env, ctx: Context) -> Any:
             value = inner(row, ctx)
-            return None if value is None else _member(value, (o(row, ctx) for o in options))
+            if value is None:
+                return None
+            if isinstance(value, float):
+                found = (o(row, ctx) for o in options)
+                return _member(
+                    value,
+                    (
+                        _as_float_like(v, value) if number and _is_number(v) else v
+                        for v, number in zip(found, numbers, strict=True)
+                    ),
+                )
+            return _member(value, (o(row, ctx) for o in options))
 
         return in_
 
@@ -778,9 +894,21 @@ class _Compiler:
         return lambda row, ctx: bool(rows(row, ctx))
 
     def between(self, node: exp.Between) -> Compiled:
-        low = exp.GTE(this=node.this, expression=node.args["low"])
-        high = exp.LTE(this=node.this.copy(), expression=node.args["high"])
-        return self.compile(exp.And(this=low, expression=high))
+        """``x BETWEEN a AND b`` is ``x >= a AND x <= b`` (each comparison types its
+        constant from ``x``); with SYMMETRIC, the bounds are taken in either order:
+        ``... OR (x >= b AND x <= a)``, as PostgreSQL and CockroachDB expand it."""
+        _refuse_node_args(node, {"this", "low", "high", "symmetric"})
+        low, high = node.args["low"], node.args["high"]
+
+        def within(lower: exp.Expr, upper: exp.Expr) -> exp.Expr:
+            return exp.And(
+                this=exp.GTE(this=node.this.copy(), expression=lower.copy()),
+                expression=exp.LTE(this=node.this.copy(), expression=upper.copy()),
+            )
+
+        if node.args.get("symmetric"):
+            return self.compile(exp.Or(this=within(low, high), expression=within(high, low)))
+        return self.compile(within(low, high))
 
     def like(self, node: exp.Like | exp.ILike, escape: str | None = None) -> Compiled:
         inner = self.compile(node.this)
@@ -804,7 +932,7 @@ class _Compiler:
         char = node.expression
         if not isinstance(inner, exp.Like | exp.ILike) or not isinstance(char, exp.Literal):
             raise SQLError("0A000", f"unsupported ESCAPE: {_shown(node)}")
-        if len(char.this) != 1:
+        if len(char.this) > 1:  # NB: ESCAPE '' turns escaping off, as in PostgreSQL
             raise SQLError("22019", "invalid escape string: it must be one character")
         return self.like(inner, char.this)
 
@@ -952,7 +1080,16 @@ class _Compiler:
         return call
 
     def coalesce(self, node: exp.Coalesce) -> Compiled:
-        options = [self.compile(node.this), *(self.compile(e) for e in node.expressions)]
+        nodes = [node.this, *node.expressions]
+        options = [self.compile(e) for e in nodes]
+        others = [n for n in nodes if not _is_number_constant(n) and not isinstance(n, exp.Null)]
+        if others and all(static_kind(n, self.scope) is Kind.FLOAT for n in others):
+            # NB: a numeric constant beside FLOATs is a FLOAT, beside FLOAT4s a FLOAT4
+            typed = _as_float4 if self._float4_beside(nodes) else _as_float
+            options = [
+                typed(option) if _is_number_constant(e) else option
+                for e, option in zip(nodes, options, strict=True)
+            ]
 
         def coalesce(row: Env, ctx: Context) -> Any:
             for option in options:
@@ -997,6 +1134,13 @@ class _Compiler:
 
         return case
 
+    def if_(self, node: exp.If) -> Compiled:
+        """``IF(c, a, b)``: CockroachDB's ``CASE WHEN c THEN a ELSE b END``."""
+        _refuse_node_args(node, {"this", "true", "false"})
+        branch = exp.If(this=node.this.copy(), true=node.args["true"].copy())
+        default = node.args.get("false")
+        return self.case(exp.Case(ifs=[branch], default=default.copy() if default else None))
+
     def _common(self, nodes: list[exp.Expr], what: str) -> list[Compiled]:
         """``nodes`` compiled to give one type (see :meth:`case`)."""
         kinds = {k for n in nodes if (k := static_kind(n, self.scope)) is not None}
@@ -1010,15 +1154,36 @@ class _Compiler:
         if target is None and len(kinds) == 1:
             target = next(iter(kinds))
         out: list[Compiled] = []
+        float4 = self._float4_beside(nodes)
         for node in nodes:
             if target is not None and isinstance(node, exp.Literal) and node.is_string:
                 value = coerce(node.this, ColumnType(target), None)  # NB: fails now, as PG
                 out.append(functools.partial(_constant, value))
+            elif float4 and _is_number_constant(node):
+                out.append(_as_float4(self.compile(node)))
             elif target in (Kind.DECIMAL, Kind.FLOAT):
                 out.append(_widened(self.compile(node), target))
             else:
                 out.append(self.compile(node))
         return out
+
+    def _float4_beside(self, nodes: list[exp.Expr]) -> bool:
+        """Whether the numeric constants among ``nodes`` (a CASE's results, COALESCE's
+        or GREATEST's arguments) are FLOAT4s: when every other one is a FLOAT4, as
+        CockroachDB types constants from the expressions beside them."""
+        others = [n for n in nodes if not _is_number_constant(n) and not isinstance(n, exp.Null)]
+        return bool(others) and all(self._is_float4(n) for n in others)
+
+    def _is_float4(self, node: exp.Expr) -> bool:
+        if isinstance(node, exp.Paren):
+            return self._is_float4(node.this)
+        if isinstance(node, exp.Cast):
+            from feedkv.sql.parser import column_type
+
+            found: ColumnType | None = column_type(node.args["to"])
+        else:
+            found = self.typed(node)
+        return found is not None and found.kind is Kind.FLOAT and found.width == 32
 
     def nullif(self, node: exp.Nullif) -> Compiled:
         """``NULLIF(a, b)``: NULL when ``a = b``, else ``a``."""
@@ -1517,8 +1682,9 @@ def _converted(inner: Compiled, ctype: ColumnType) -> Compiled:
             return None
         if ctype.kind is Kind.STRING and not isinstance(value, str):
             return value  # compared as is: an error names both types
-        if ctype.kind is Kind.FLOAT and ctype.width == 32 and _is_number(value):
-            return Float4.of(float(value))  # NB: a constant compared with a FLOAT4 is one
+        if ctype.kind is Kind.FLOAT and _is_number(value):
+            # NB: a constant compared with a FLOAT is one, with a FLOAT4 a FLOAT4
+            return _as_float_like(value, Float4() if ctype.width == 32 else 0.0)
         if ctype.kind in (Kind.INT, Kind.FLOAT, Kind.DECIMAL) and _is_number(value):
             return value  # numbers compare across kinds exactly
         if ctype.fixed and isinstance(value, str):
@@ -1548,6 +1714,52 @@ def _widened(inner: Compiled, kind: Kind) -> Compiled:
         return decimal.Decimal(value) if isinstance(value, int) else value
 
     return widened
+
+
+def _json_comparer(
+    op: type[exp.Binary], left_text: bool, right_text: bool
+) -> Callable[[Any, Any], bool]:
+    """A comparison of JSONB values, in JSONB's order (:func:`jsonb.sort_key`); a string
+    constant on either side is JSON text. NB: a JSON scalar is a plain Python value, so
+    the operands' types come from the tree, not the values."""
+    compare = _OPERATOR_OF[op]
+
+    def as_json(value: Any, text: bool) -> Any:
+        return coerce(value, ColumnType(Kind.JSONB), None) if text else value
+
+    def decide(a: Any, b: Any) -> bool:
+        return compare(
+            jsonb.sort_key(as_json(a, left_text)), jsonb.sort_key(as_json(b, right_text))
+        )
+
+    return decide
+
+
+def _as_float(inner: Compiled) -> Compiled:
+    """``inner``'s numbers as FLOATs (NULL stays NULL)."""
+    return _widened(inner, Kind.FLOAT)
+
+
+def _as_float4(inner: Compiled) -> Compiled:
+    """``inner``'s numbers as FLOAT4s (NULL stays NULL)."""
+
+    def float4(row: Env, ctx: Context) -> Any:
+        value = inner(row, ctx)
+        return Float4.of(float(value)) if _is_number(value) else value
+
+    return float4
+
+
+def _as_float_like(constant: Any, other: float) -> Any:
+    """A numeric constant beside the FLOAT value ``other``, typed as CockroachDB types it
+    from the other side: a FLOAT, or a FLOAT4 beside a FLOAT4 (too large for a float it
+    stays as it is, and compares exactly)."""
+    if isinstance(constant, float) and type(constant) is type(other):
+        return constant
+    try:
+        return Float4.of(float(constant)) if isinstance(other, Float4) else float(constant)
+    except OverflowError:
+        return constant
 
 
 def _is_number_constant(node: exp.Expr) -> bool:
@@ -1642,6 +1854,13 @@ def _checked(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
         if _is_nan(a) or _is_nan(b):
             # As in CockroachDB: NaN equals NaN and sorts below every other number.
             return op(_nan_rank(a), _nan_rank(b))
+        # NB: a DECIMAL compared with a FLOAT sees the float as the decimal of its
+        # shortest text, as CockroachDB does (0.1::DECIMAL = 0.1::FLOAT); Python would
+        # compare with the float's exact binary value
+        if isinstance(a, decimal.Decimal) and isinstance(b, float):
+            b = decimal.Decimal(repr(b))
+        elif isinstance(b, decimal.Decimal) and isinstance(a, float):
+            a = decimal.Decimal(repr(a))
         return op(a, b)
 
     return compare
@@ -1786,10 +2005,19 @@ def _arithmetic(op: type, a: Any, b: Any) -> Any:
             "42883",
             f"unsupported binary operator: <{type_of_value(a)}> {symbol} <{type_of_value(b)}>",
         )
-    if isinstance(a, decimal.Decimal) and isinstance(b, float):
-        b = decimal.Decimal(repr(b))
-    elif isinstance(b, decimal.Decimal) and isinstance(a, float):
-        a = decimal.Decimal(repr(a))
+    decimals = isinstance(a, decimal.Decimal), isinstance(b, decimal.Decimal)
+    if (
+        isinstance(a, decimal.Decimal | float)
+        and isinstance(b, decimal.Decimal | float)
+        and (decimals[0] is not decimals[1])
+    ):
+        # NB: CockroachDB has no arithmetic of a DECIMAL with a FLOAT (a constant or a
+        # placeholder beside a FLOAT is a FLOAT; see arithmetic); cast one of them
+        symbol = _OPERATORS.get(op, "?")
+        raise SQLError(
+            "42883",
+            f"unsupported binary operator: <{type_of_value(a)}> {symbol} <{type_of_value(b)}>",
+        )
     result = _arithmetic_unchecked(op, a, b)
     if isinstance(result, int) and not INT64_MIN <= result <= INT64_MAX:
         raise SQLError("22003", "integer out of range for type INT8")
@@ -1841,10 +2069,22 @@ def _arithmetic_unchecked(op: type, a: Any, b: Any) -> Any:
             if isinstance(a, int) and isinstance(b, int):
                 return DECIMAL_QUOTIENT.divide(a, b)
             return a / b
+        # NB: as CockroachDB's (Go's / and %, math.Trunc and math.Mod): an integer
+        # quotient is truncated toward zero and a remainder takes the dividend's sign
+        # (-7 % 3 is -1), where Python's // and % floor
         if op is exp.IntDiv:
-            return a // b
+            if isinstance(a, int) and isinstance(b, int):
+                quotient = abs(a) // abs(b)
+                return quotient if (a < 0) == (b < 0) else -quotient
+            quotient = a / b
+            return float(math.trunc(quotient)) if math.isfinite(quotient) else quotient
         if op is exp.Mod:
-            return a % b
+            if isinstance(a, int) and isinstance(b, int):
+                remainder = abs(a) % abs(b)
+                return -remainder if a < 0 else remainder
+            if b == 0:
+                raise ZeroDivisionError
+            return math.fmod(a, b)
     except (ZeroDivisionError, decimal.DivisionByZero, decimal.InvalidOperation):
         raise SQLError("22012", "division by zero") from None
     raise SQLError("0A000", f"unsupported operator {op.__name__}")
@@ -1880,7 +2120,10 @@ def _like_regex(pattern: str, escape: str | None) -> str:
     i = 0
     while i < len(pattern):
         ch = pattern[i]
-        if ch == escape and i + 1 < len(pattern):
+        if ch == escape:
+            if i + 1 == len(pattern):
+                # NB: as PostgreSQL and CockroachDB ('a\' LIKE 'a\' was true)
+                raise SQLError("22025", "LIKE pattern must not end with escape character")
             out.append(re.escape(pattern[i + 1]))
             i += 2
             continue
@@ -1902,6 +2145,8 @@ def _length(value: Any) -> int:
 
 
 def _abs(value: Any) -> Any:
+    if isinstance(value, int) and value == INT64_MIN:
+        raise SQLError("22003", f"abs of min integer value ({value}) not defined")
     if _is_number(value):
         return abs(value)
     raise TypeError
@@ -1946,6 +2191,7 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.Trim: _Compiler.scalar_function,
     exp.Pad: _Compiler.scalar_function,
     exp.Case: _Compiler.case,
+    exp.If: _Compiler.if_,
     exp.Extract: _Compiler.extract,
     exp.TimestampTrunc: _Compiler.date_trunc,
     exp.Chr: _Compiler.chr_,

@@ -68,6 +68,9 @@ class _Cockroach(Postgres):
     # NB: NULLs sort first ascending, as in CockroachDB: an ORDER BY item's nulls_first
     # then differs from its direction's default only when NULLS FIRST/LAST says so
     NULL_ORDERING = "nulls_are_small"
+    # NB: a function call keeps its name as written (pow, power, substr, char_length):
+    # a result column is named for it, as in CockroachDB
+    ORIGINAL_NAME_META_KEY = "spelled"
 
     class Tokenizer(Postgres.Tokenizer):
         BIT_STRINGS: ClassVar = [("B'", "'")]
@@ -79,6 +82,7 @@ class _Cockroach(Postgres):
             "JSONB_AGG": lambda args: _jsonb_agg(args),
             "JSON_AGG": lambda args: _jsonb_agg(args),
             "ARRAY_AGG": lambda args: _array_agg(args),
+            "DIV": lambda args: _div(args),
         }
 
         # NB: ``AS (e) STORED`` after another qualification (``INT NOT NULL AS ...``),
@@ -138,6 +142,14 @@ def _storage_keyword(tokens: list[Token]) -> str | None:
         ):
             return token.text.upper()
     return None
+
+
+def _div(args: list[exp.Expr]) -> exp.Expr:
+    """div(x, y): the integer quotient, truncated, of x's type (an INT's is an INT, as
+    CockroachDB's); sqlglot's reading casts it to DECIMAL."""
+    if len(args) != 2:
+        raise SQLError("42883", "unknown signature: div() takes exactly two arguments")
+    return exp.IntDiv(this=args[0], expression=args[1])
 
 
 def _jsonb_agg(args: list[exp.Expr]) -> exp.Expr:
@@ -694,11 +706,23 @@ class _Statement:
                     raise self._error_at(i, "a list item is missing")
             word = self._keyword(i) if not own_parser else ""
             cut_short = nxt == len(tokens) or self._keyword(nxt) in _CLAUSE_STARTS
+            if word == "DISTINCT" and self._is_distinct_from(i):
+                continue  # NB: x IS [NOT] DISTINCT FROM y: FROM starts no clause there
             if word in _NEEDS_MORE and cut_short and self.words[i - 1 : i + 1] != _DEFAULT_VALUES:
                 raise self._error_at(nxt, f"{word} needs something after it")
         if opened:
             raise self._error_at(opened[-1], "this parenthesis is never closed")
         self._check_statement_shape()
+
+    def _is_distinct_from(self, index: int) -> bool:
+        """Whether the DISTINCT at ``index`` is part of the operator ``IS [NOT] DISTINCT
+        FROM`` (not SELECT DISTINCT)."""
+        before = self.words[max(index - 2, 0) : index]
+        return (
+            self._keyword(index + 1) == "FROM"
+            and (before[-1:] == ["IS"] or before == ["IS", "NOT"])
+            and self._keyword(index - 1) != ""
+        )
 
     def _check_statement_shape(self) -> None:
         words = self.words
@@ -1095,6 +1119,10 @@ class _Statement:
             return st.ShowCreateTable(self.text, self._table_name(start, len(words)))
         if words[1] in ("INDEXES", "INDEX", "KEYS") and words[2:3] == ["FROM"]:
             return st.ShowIndexes(self.text, self._table_name(3, len(words)))
+        if words[1:3] == ["COLUMNS", "FROM"]:
+            comment = words[-2:] == ["WITH", "COMMENT"]
+            end = len(words) - 2 if comment else len(words)
+            return st.ShowColumns(self.text, self._table_name(3, end), comment)
         if words[1:4] == ["RANGES", "FROM", "TABLE"]:
             return st.ShowRanges(self.text, self._table_name(4, len(words)))
         if words[1] == "ZONE" or words[1:3] == ["ALL", "ZONE"]:
@@ -1133,7 +1161,8 @@ class _Statement:
         raise SQLError(
             "0A000",
             f"unsupported statement {' '.join(words[:3])}...; feedkv supports SHOW TABLES, "
-            "SHOW DATABASES, SHOW CREATE TABLE, SHOW RANGES FROM TABLE, "
+            "SHOW DATABASES, SHOW CREATE TABLE, SHOW COLUMNS, SHOW INDEXES, "
+            "SHOW RANGES FROM TABLE, "
             "SHOW GRANTS, SHOW CHANGEFEED JOBS and SHOW CREATE CHANGEFEED",
         )
 
@@ -1953,6 +1982,7 @@ _STATEMENT_WORDS = {
 }  # fmt: skip
 # SHOW statements that are no session variable.
 _SHOW_STATEMENTS = {
+    "COLUMNS",
     "INDEXES",
     "INDEX",
     "KEYS",
@@ -2696,7 +2726,7 @@ class _Converter:
                     f"syntax error: ORDER BY, LIMIT or OFFSET before {op.upper()} applies to "
                     "its side only in parentheses: (SELECT ... LIMIT n)",
                 )
-        limit, offset = node.args.get("limit"), node.args.get("offset")
+        offset = node.args.get("offset")
         return st.SetOperation(
             self.text,
             op,  # type: ignore[arg-type]
@@ -2704,7 +2734,7 @@ class _Converter:
             self._query(node.this),
             self._query(node.expression),
             _order_by(node),
-            limit.expression if limit is not None else None,
+            _limit(node),
             offset.expression if offset is not None else None,
             self._ctes(node),
         )
@@ -2808,7 +2838,6 @@ class _Converter:
             joins = tuple(self._join(join) for join in node.args.get("joins") or ())
         elif self.as_of is not None:
             raise SQLError("0A000", "AS OF SYSTEM TIME needs a FROM clause")
-        limit = node.args.get("limit")
         offset = node.args.get("offset")
         group = node.args.get("group")
         if group is not None:
@@ -2825,7 +2854,7 @@ class _Converter:
             tuple(node.expressions),
             _where(node),
             _order_by(node),
-            limit.expression if limit is not None else None,
+            _limit(node),
             offset.expression if offset is not None else None,
             self.as_of,
             index,
@@ -3043,10 +3072,28 @@ def _mutation_order(
     """ORDER BY and LIMIT of an UPDATE or DELETE: as CockroachDB, ORDER BY only with
     LIMIT (it says which rows the limit keeps)."""
     order = _order_by(node)
-    limit = node.args.get("limit")
-    if order and limit is None:
+    if order and node.args.get("limit") is None:
         raise SQLError("42601", f"{what} statement requires LIMIT when ORDER BY is used")
-    return order, limit.expression if limit is not None else None
+    return order, _limit(node)
+
+
+def _limit(node: exp.Expr) -> exp.Expr | None:
+    """The row count of ``LIMIT n`` or of the standard's ``FETCH FIRST | NEXT [n] ROW[S]
+    ONLY`` (n is 1 when left out); ``None`` for none, ``LIMIT ALL`` and ``LIMIT NULL``,
+    which limit nothing (as in PostgreSQL and CockroachDB)."""
+    found = node.args.get("limit")
+    if found is None:
+        return None
+    if isinstance(found, exp.Fetch):
+        options = found.args.get("limit_options")
+        if options is not None and (options.args.get("percent") or options.args.get("with_ties")):
+            raise SQLError("0A000", "FETCH ... PERCENT and FETCH ... WITH TIES are not supported")
+        count = found.args.get("count")
+        return count if count is not None else exp.Literal.number(1)
+    count = found.expression
+    if isinstance(count, exp.Null) or (isinstance(count, exp.Var) and count.name.upper() == "ALL"):
+        return None
+    return count  # type: ignore[no-any-return]
 
 
 def _index_and_alias(source: exp.Table) -> tuple[str | None, str | None]:

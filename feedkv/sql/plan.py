@@ -469,7 +469,8 @@ class ResultPlan:
             _check_distinct_order(order_by, items, names)
         if on:
             _check_distinct_on(on, order_by, items, names)
-        order = order_keys(order_by, scope, names, projections)
+        written = None if star is not None or any(_is_star(i) for i in s.items) else s.items
+        order = order_keys(order_by, scope, names, projections, written)
         distinct_on = [compile_expr(_output_expression(node, items, names), scope) for node in on]
         return cls(
             names, projections, types, grouping, having, windows, order, s.distinct, distinct_on
@@ -588,8 +589,9 @@ def _check_distinct_order(
     order_by: Sequence[tuple[exp.Expr, bool]], items: Sequence[exp.Expr], names: Sequence[str]
 ) -> None:
     """SELECT DISTINCT sorts by what it selects (42P10 otherwise, as in CockroachDB)."""
-    selected = [unalias(item) for item in items]
+    selected = [_unparen(unalias(item)) for item in items]
     for node, _descending in order_by:
+        node = _unparen(node)
         if isinstance(node, exp.Literal) or (
             isinstance(node, exp.Column) and not node.table and node.name in names
         ):
@@ -598,6 +600,12 @@ def _check_distinct_order(
             raise SQLError(
                 "42P10", "for SELECT DISTINCT, ORDER BY expressions must appear in select list"
             )
+
+
+def _unparen(node: exp.Expr) -> exp.Expr:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
 
 
 def _check_distinct_on(
@@ -876,10 +884,14 @@ def order_keys(
     scope: Scope,
     names: Sequence[str],
     projections: Sequence[Compiled],
+    written: Sequence[exp.Expr] | None = None,
 ) -> list[tuple[Compiled, bool]]:
     """ORDER BY's keys, each ``(value, descending)``: a position in the result columns
     (``ORDER BY 2``), a result column's name (before a table's column of that name, as
-    in CockroachDB), or an expression over the table's."""
+    in CockroachDB), or an expression over the table's. ``written``: the select list as
+    written, one item a result column (not known with a ``*``): a name that several
+    columns of different expressions have is ambiguous (``SELECT a, b AS a ORDER BY
+    a``), as in PostgreSQL and CockroachDB."""
     keys: list[tuple[Compiled, bool]] = []
     for node, descending in order_by:
         if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
@@ -893,6 +905,12 @@ def order_keys(
             raise SQLError("42601", f"non-integer constant in ORDER BY: {shown}")
         elif isinstance(node, exp.Column) and not node.table and node.name in names:
             matches = [i for i, name in enumerate(names) if name == node.name]
+            if len(matches) > 1 and written is not None and len(written) == len(names):
+                different = {_resolved(unalias(written[i]), scope) for i in matches}
+                if len(different) > 1:
+                    raise SQLError("42P09", f'ORDER BY "{node.name}" is ambiguous')
+                keys.append((projections[matches[0]], descending))
+                continue
             if len(matches) > 1 and ("", node.name) in scope.columns:
                 # NB: several result columns of a table column's name (SELECT k, k):
                 # most likely that column; ordering by it is what each of them holds
@@ -904,6 +922,22 @@ def order_keys(
         else:
             keys.append((compile_expr(node, scope), descending))
     return keys
+
+
+def _resolved(node: exp.Expr, scope: Scope) -> str:
+    """``node``'s text with each column named by where it is found (``a`` and ``t.a``
+    are the same column), to tell whether two expressions are the same."""
+
+    def position(found: exp.Expr) -> exp.Expr:
+        if isinstance(found, exp.Column) and isinstance(found.this, exp.Identifier):
+            try:
+                depth, index, _type = scope.find(found)
+            except SQLError:
+                return found
+            return exp.column(f"_{depth}_{index}")
+        return found
+
+    return str(node.copy().transform(position).sql(dialect="postgres"))
 
 
 def env_of(row: tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]) -> tuple[Any, ...]:
@@ -949,7 +983,7 @@ def _key_plan(
     source: dict[int, exp.Expr] = {}  # id of each constraint -> the conjunct it came from
     for conjunct in conjuncts:
         if isinstance(conjunct, exp.Between) and isinstance(conjunct.this, exp.Column):
-            if not _own(conjunct.this, scope):
+            if not _own(conjunct.this, scope) or conjunct.args.get("symmetric"):
                 continue
             name = conjunct.this.name.lower()
             low, high = conjunct.args["low"], conjunct.args["high"]

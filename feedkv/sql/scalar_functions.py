@@ -23,7 +23,7 @@ from typing import Any
 
 from feedkv.errors import SQLError
 from feedkv.sql import jsonb
-from feedkv.sql.types import DECIMAL_QUOTIENT
+from feedkv.sql.types import DECIMAL_QUOTIENT, INT64_MAX, INT64_MIN
 
 __all__ = ["FUNCTIONS", "concat", "concat_ws"]
 
@@ -90,6 +90,8 @@ def _trunc(value: Any) -> Any:
 
 
 def _sign(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value > 0) - (value < 0)  # NB: an INT's sign is an INT, as CockroachDB's
     number = _real(value)
     if isinstance(number, float):
         return float((number > 0) - (number < 0))
@@ -106,6 +108,14 @@ def _sqrt(value: Any) -> Any:
 
 
 def _power(base: Any, exponent: Any) -> Any:
+    """As CockroachDB's pow and ^: INT ones give an INT (22003 when the power is no
+    INT8, as 2 ^ -1 or 2 ^ 64), a FLOAT with a FLOAT or a numeric constant a FLOAT,
+    DECIMAL ones a DECIMAL of 20 significant digits."""
+    if _is_int(base) and _is_int(exponent):
+        return _int_power(base, exponent)
+    if isinstance(base, float) or isinstance(exponent, float):
+        # NB: the constant in f ^ 0.5 is a FLOAT, as CockroachDB types it
+        base, exponent = float(base), float(exponent)
     a, b = _real(base), _real(exponent)
     if isinstance(a, decimal.Decimal) or isinstance(b, decimal.Decimal):
         a, b = decimal.Decimal(a), decimal.Decimal(b)
@@ -129,6 +139,25 @@ def _power(base: Any, exponent: Any) -> Any:
         ) from None
     except OverflowError:
         raise SQLError("22003", "value out of range: overflow") from None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int_power(base: int, exponent: int) -> int:
+    if base == 0 and exponent < 0:
+        raise SQLError("2201F", "zero raised to a negative power is undefined")
+    if exponent < 0:
+        if base in (1, -1):
+            return 1 if base == 1 or exponent % 2 == 0 else -1
+        raise SQLError("22003", "integer out of range")
+    if abs(base) > 1 and exponent > 64:
+        raise SQLError("22003", "integer out of range")
+    result: int = base**exponent
+    if not INT64_MIN <= result <= INT64_MAX:
+        raise SQLError("22003", "integer out of range")
+    return result
 
 
 def _float(value: Any) -> float:

@@ -77,6 +77,7 @@ __all__ = [
     "ShowDatabases",
     "ShowGrants",
     "ShowIndexes",
+    "ShowColumns",
     "ShowPartitions",
     "ShowRanges",
     "ShowZoneConfiguration",
@@ -782,6 +783,12 @@ class DropIndex(Statement):
 @dataclass(frozen=True, slots=True)
 class ShowIndexes(Statement):
     table: TableName
+
+
+@dataclass(frozen=True, slots=True)
+class ShowColumns(Statement):
+    table: TableName
+    with_comment: bool = False  # WITH COMMENT: a comment column (NULL: feedkv keeps none)
 
 
 @dataclass(frozen=True, slots=True)

@@ -392,7 +392,10 @@ def _to_int(value: object, ctype: ColumnType) -> int:
     elif isinstance(value, float | decimal.Decimal):
         if not (math.isfinite(value) if isinstance(value, float) else value.is_finite()):
             raise SQLError("22003", f"{value} is out of range for type INT8")
-        result = int(decimal.Decimal(value).to_integral_value(decimal.ROUND_HALF_EVEN))
+        # NB: as CockroachDB: a FLOAT rounds half to even (math.RoundToEven), a DECIMAL
+        # half away from zero (apd's RoundHalfUp): 2.5::FLOAT::INT is 2, 2.5::INT 3
+        rounding = decimal.ROUND_HALF_EVEN if isinstance(value, float) else decimal.ROUND_HALF_UP
+        result = int(decimal.Decimal(value).to_integral_value(rounding))
     elif isinstance(value, str):
         try:
             result = int(value.strip())

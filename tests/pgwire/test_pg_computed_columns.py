@@ -61,6 +61,31 @@ def test_copy_without_a_column_list_fills_every_column_but_the_computed_ones(
         copy.write_row((1000, 1))
 
 
+@pytest.mark.parametrize("binary", [False, True])
+def test_copy_to_without_a_column_list_sends_the_computed_columns_as_cockroachdb(
+    conn: psycopg.Connection[Any], binary: bool
+) -> None:
+    """CockroachDB runs ``COPY t TO STDOUT`` as ``SELECT * FROM t`` (its copy_to.go),
+    so the computed columns go out, stored and virtual, in the table's order (and the
+    hidden rowid does not); PostgreSQL would leave its generated columns out. feedkv
+    follows CockroachDB. A column list sends what it names."""
+    conn.execute("INSERT INTO t (k, a, s) VALUES (1, 21, 'MiXed'), (2, NULL, NULL)")
+    cur = conn.cursor()
+    fmt = " WITH (FORMAT binary)" if binary else ""
+    with cur.copy(f"COPY t TO STDOUT{fmt}") as copy:
+        copy.set_types(["int8", "int8", "text", "int8", "text"])
+        rows = list(copy.rows())
+    assert rows == [(1, 21, "MiXed", 42, "mixed"), (2, None, None, None, None)]
+    with cur.copy(f"COPY t (k, c) TO STDOUT{fmt}") as copy:
+        copy.set_types(["int8", "text"])
+        assert list(copy.rows()) == [(1, "mixed"), (2, None)]
+    conn.execute("CREATE TABLE n (a INT, b INT AS (a + 1) STORED)")  # a hidden rowid
+    conn.execute("INSERT INTO n (a) VALUES (5)")
+    with cur.copy(f"COPY n TO STDOUT{fmt}") as copy:
+        copy.set_types(["int8", "int8"])
+        assert list(copy.rows()) == [(5, 6)]
+
+
 def test_information_schema_and_psql_describe_show_the_generation(
     conn: psycopg.Connection[Any], pg_url: str
 ) -> None:

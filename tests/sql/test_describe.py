@@ -69,7 +69,7 @@ def columns(description: Description) -> list[tuple[str, Kind | None]]:
             [("s", STRING), ("name", STRING)],
             [STRING],
         ),
-        ("SELECT $1::INT, $2", [("cast", INT), ("?column?", None)], [INT, None]),
+        ("SELECT $1::INT, $2", [("int8", INT), ("?column?", None)], [INT, None]),
         (
             "INSERT INTO t (id, j) VALUES ($1, $2) RETURNING id, j",
             [("id", INT), ("j", JSONB)],

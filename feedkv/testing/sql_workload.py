@@ -21,7 +21,8 @@ timestamp can pass them.
 stream, or one per partition), and checks that every committed row version
 (:func:`committed`, read back from the store, never remembered) is in it.
 :func:`cloud_storage_messages` reads the messages of a cloud storage sink's files
-(:func:`published_files` lists those of a directory).
+(:func:`published_files` lists those of a directory). :class:`Counter` adds one to a
+row, transaction after transaction, through a node that may be killed.
 """
 
 from __future__ import annotations
@@ -552,3 +553,34 @@ def check_feed(
     # the scan's marker, some while the workload ran, and the one at or past its end
     assert len({m.resolved for m in messages if m.resolved is not None}) >= min_markers
     return rows
+
+
+class Counter:
+    """Adds 1 to ``a``'s row ``k = 1`` (``a (k INT PRIMARY KEY, v INT)``), one
+    transaction at a time, through the node at ``url`` until stopped or the node dies:
+    every committed version of the row is the one before plus 1, so a changelog of it
+    must hold each value once."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.done = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            with feedkv.connect(self.url) as db:
+                while not self.stop.is_set():
+                    db.sql("UPDATE a SET v = v + 1 WHERE k = 1")
+                    self.done += 1
+        except feedkv.FeedKVError:
+            pass  # the node was killed
+
+    def wait_for(self, updates: int) -> None:
+        start = self.done
+        wait_until(
+            lambda: self.done >= start + updates or not self.thread.is_alive(),
+            timeout_s=60,
+            what=f"{updates} more updates",
+        )

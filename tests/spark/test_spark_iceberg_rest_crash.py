@@ -5,7 +5,6 @@ window end is committed twice."""
 
 from __future__ import annotations
 
-import threading
 from decimal import Decimal
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from feedkv.changefeed.sinks.iceberg import IcebergPlace
 from feedkv.changefeed.sinks.lake_tables import RESOLVED_KEY
 from feedkv.testing.iceberg_rest import IcebergRestServer
 from feedkv.testing.node_process import NodeProcess
+from feedkv.testing.sql_workload import Counter
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
@@ -45,35 +45,6 @@ def wait_lake_past(db: DB, job_id: int, uri: str, end: Decimal) -> feedkv.lake.M
     marker = wait_until(reached, timeout_s=240, what=f"{uri} past the last change")
     assert marker is not None
     return marker
-
-
-class Counter:
-    """Adds 1 to ``a``'s row 1, one transaction at a time, until stopped or the node
-    dies: the changelog must hold each of 0..final once."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.done = 0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            with feedkv.connect(self.url) as db:
-                while not self.stop.is_set():
-                    db.sql("UPDATE a SET v = v + 1 WHERE k = 1")
-                    self.done += 1
-        except feedkv.FeedKVError:
-            pass  # the node was killed
-
-    def wait_for(self, updates: int) -> None:
-        start = self.done
-        wait_until(
-            lambda: self.done >= start + updates or not self.thread.is_alive(),
-            timeout_s=60,
-            what=f"{updates} more updates",
-        )
 
 
 def window_ends(uri: str, table: str) -> list[Timestamp]:

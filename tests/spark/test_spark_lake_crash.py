@@ -3,7 +3,6 @@ SIGKILLed while windows land: after the restart each window is committed once.""
 
 from __future__ import annotations
 
-import threading
 from decimal import Decimal
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import feedkv.lake
 from feedkv import DB
 from feedkv.changefeed.sinks.lake_tables import RESOLVED_KEY
 from feedkv.testing.node_process import NodeProcess
+from feedkv.testing.sql_workload import Counter
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
@@ -40,36 +40,6 @@ def wait_lake_past(db: DB, job_id: int, uri: str, end: Decimal) -> feedkv.lake.M
 # The driver killed mid-stream.
 
 DRIVER_ARGS = ("--spark-master", "local[2]", "--closed-ts-target", "200ms")
-
-
-class Counter:
-    """Adds 1 to ``a``'s row 1, one transaction at a time, through a node until stopped
-    or the node dies: every committed version of the row is the one before plus 1, so
-    the changelog must hold each of 1..final once."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.done = 0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            with feedkv.connect(self.url) as db:
-                while not self.stop.is_set():
-                    db.sql("UPDATE a SET v = v + 1 WHERE k = 1")
-                    self.done += 1
-        except feedkv.FeedKVError:
-            pass  # the node was killed
-
-    def wait_for(self, updates: int) -> None:
-        start = self.done
-        wait_until(
-            lambda: self.done >= start + updates or not self.thread.is_alive(),
-            timeout_s=60,
-            what=f"{updates} more updates",
-        )
 
 
 def delta_windows(path: Path) -> list[tuple[int, Timestamp]]:

@@ -44,7 +44,7 @@ import enum
 import random
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
 from feedkv.errors import (
     ConditionFailedError,
@@ -468,11 +468,18 @@ class Txn:
         :class:`Ingest`, checked and written as a batch instead of a conditional put
         each; the rest as requests of their own."""
         writes, absent = self._writes, self._absent
-        new = [k for k in keys if k in absent and writes[k] is not None]
-        if len(new) < BULK_PUTS:
+        if len(keys) < BULK_PUTS:
             return tuple(self._puts())
-        values: list[bytes] = [writes[k] for k in new]  # type: ignore[misc] # none is None
-        ingest = Ingest(Span(new[0], key_next(new[-1])), tuple(new), tuple(values))
+        values = list(map(writes.__getitem__, keys))
+        if len(absent) == len(writes) and absent.issuperset(keys) and None not in values:
+            new = keys  # NB: a COPY's: every write a new key, checked in C, not key by key
+        else:
+            new = [k for k in keys if k in absent and writes[k] is not None]
+            if len(new) < BULK_PUTS:
+                return tuple(self._puts())
+            values = list(map(writes.__getitem__, new))
+        bulk = cast("tuple[bytes, ...]", tuple(values))  # none is None
+        ingest = Ingest(Span(new[0], key_next(new[-1])), tuple(new), bulk)
         if len(new) == len(writes):
             return (ingest,)
         rest = [p for p in self._puts() if not (p.key in absent and p.value is not None)]

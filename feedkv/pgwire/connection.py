@@ -102,7 +102,7 @@ from feedkv.sql.execution import Result
 from feedkv.sql.expr import VERSION_STRING
 from feedkv.sql.interrupt import Interrupt
 from feedkv.sql.session import prepare
-from feedkv.sql.types import ColumnType, coerce
+from feedkv.sql.types import ColumnType, Kind, coerce
 
 __all__ = [
     "MAX_COPY_BYTES",
@@ -585,7 +585,8 @@ class Connection:
             return decode_rows(copy, bytes(state.data), width)
 
         if width and not self._sql.in_transaction:
-            fields = decode_columns(copy, bytes(state.data), width)
+            ints = [ctype.kind is Kind.INT for _, ctype in columns]
+            fields = decode_columns(copy, bytes(state.data), width, ints)
             if fields is None:
                 # NB: the values go straight into a list per column (a list per row
                 # would keep a million rows alive as a million lists, which every full

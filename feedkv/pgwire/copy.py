@@ -224,10 +224,14 @@ def decode_rows(copy: CopyStatement, data: bytes, width: int) -> Iterator[tuple[
         yield number, [None if f == copy.null else _unescape(f) for f in fields]
 
 
-def decode_columns(copy: CopyStatement, data: bytes, width: int) -> list[list[Any]] | None:
+def decode_columns(
+    copy: CopyStatement, data: bytes, width: int, ints: Sequence[bool] = ()
+) -> list[list[Any]] | None:
     """The fields of ``data``'s rows column by column (``width`` lists of strings or
     ``None``), what :func:`decode_rows` gives row by row, split by pyarrow's CSV reader
-    in C instead of a Python loop per line. ``None`` when ``data`` holds anything that
+    in C instead of a Python loop per line. The columns where ``ints`` is true are
+    parsed as 64-bit ints there, when every field of theirs is one (else they are
+    strings too). ``None`` when ``data`` holds anything that
     reader would not split as :func:`decode_rows` does: in text format a backslash
     escape (a NULL field ``\\N`` is fine), in CSV a quote (pyarrow accepts an unterminated
     one) or the end marker ``\\.``, a carriage return anywhere; and when the data is bad
@@ -246,8 +250,9 @@ def decode_columns(copy: CopyStatement, data: bytes, width: int) -> list[list[An
     from pyarrow import csv as pa_csv
 
     names = [f"c{i}" for i in range(width)]
-    try:
-        table = pa_csv.read_csv(
+
+    def read(parsed: Sequence[bool]) -> Any:
+        return pa_csv.read_csv(
             pa.BufferReader(data),
             read_options=pa_csv.ReadOptions(
                 column_names=names, skip_rows=1 if copy.header else 0, block_size=1 << 24
@@ -260,18 +265,33 @@ def decode_columns(copy: CopyStatement, data: bytes, width: int) -> list[list[An
                 ignore_empty_lines=False,
             ),
             convert_options=pa_csv.ConvertOptions(
-                column_types=dict.fromkeys(names, pa.string()),
+                column_types={
+                    name: pa.int64() if i < len(parsed) and parsed[i] else pa.string()
+                    for i, name in enumerate(names)
+                },
                 null_values=[copy.null],
                 strings_can_be_null=True,
             ),
         )
+
+    try:
+        try:
+            table = read(ints)
+        except pa.ArrowInvalid:
+            if not any(ints):
+                raise
+            table = read(())  # a field is no int: strings, which the caller converts
     except (pa.ArrowException, OSError):
         return None
     columns = table.columns
     if (
         escaped
         and not copy.csv
-        and any(pc.any(pc.match_substring(c, "\\")).as_py() for c in columns)
+        and any(
+            pc.any(pc.match_substring(c, "\\")).as_py()
+            for c in columns
+            if pa.types.is_string(c.type)
+        )
     ):
         return None  # a \\N inside a field, not a whole one: decode_rows unescapes it
     return [column.to_pylist() for column in columns]

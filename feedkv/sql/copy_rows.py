@@ -20,8 +20,9 @@ value, a NULL where none may be, a key twice.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Callable
-from itertools import repeat
 from typing import Any
 
 from feedkv.errors import FeedKVError, InvalidArgumentError, SQLError
@@ -69,11 +70,15 @@ def copy_rows(ex: Execution, s: st.CopyRows) -> Result:
     if encoded is None:
         raise CopyDeclined("the rows need encoding one by one")
     keys, row_values = encoded
-    if len(set(keys)) != len(keys):
+    # NB: keys in order (a COPY of sorted rows) hold none twice: one pass of compares
+    if not all(map(operator.lt, keys, itertools.islice(keys, 1, None))) and len(set(keys)) != len(
+        keys
+    ):
         raise CopyDeclined("a key twice")
     if not txn.put_if_absent_many(keys, row_values):
         raise CopyDeclined("the transaction wrote some of the keys already")
-    ex.inserted.update(zip(keys, repeat(desc, count), strict=True))
+    if keys:
+        ex.inserted_batches.append((min(keys), max(keys), desc))
     return Result(tag=f"COPY {count}")
 
 

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import operator
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,7 +63,7 @@ from feedkv.sql.dml import duplicate_key, duplicate_key_at
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.plan import column_default
 from feedkv.sql.row_codec import row_kvs, rows_pairs
-from feedkv.sql.types import coerce, coerce_column
+from feedkv.sql.types import Kind, coerce, coerce_column
 from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
@@ -264,21 +265,37 @@ def _read_columns(
         return None  # computed row by row (fill_computed)
     names = [f"c{i}" for i in range(len(targets))]
     texts: list[list[Any]] = [[] for _ in targets]
+    # NB: INT columns parsed by pyarrow too, as ints (no str per field, no int() of it);
+    # a file with a field that is no int is read again as text, which coerce_column
+    # converts or refuses
+    ints = [column.type.kind is Kind.INT for column in targets]
+
+    def read_csv(path: Path, ints: list[bool]) -> Any:
+        return pa_csv.read_csv(
+            path,
+            read_options=pa_csv.ReadOptions(column_names=names, skip_rows=skip),
+            parse_options=pa_csv.ParseOptions(
+                delimiter=delimiter, newlines_in_values=True, ignore_empty_lines=False
+            ),
+            convert_options=pa_csv.ConvertOptions(
+                column_types={
+                    name: pa.int64() if parse else pa.string()
+                    for name, parse in zip(names, ints, strict=True)
+                },
+                null_values=[nullif] if nullif is not None else [],
+                strings_can_be_null=nullif is not None,
+                quoted_strings_can_be_null=nullif is not None,
+            ),
+        )
+
     try:
         for path in paths:
-            table = pa_csv.read_csv(
-                path,
-                read_options=pa_csv.ReadOptions(column_names=names, skip_rows=skip),
-                parse_options=pa_csv.ParseOptions(
-                    delimiter=delimiter, newlines_in_values=True, ignore_empty_lines=False
-                ),
-                convert_options=pa_csv.ConvertOptions(
-                    column_types=dict.fromkeys(names, pa.string()),
-                    null_values=[nullif] if nullif is not None else [],
-                    strings_can_be_null=nullif is not None,
-                    quoted_strings_can_be_null=nullif is not None,
-                ),
-            )
+            try:
+                table = read_csv(path, ints)
+            except pa.ArrowInvalid:
+                if not any(ints):
+                    raise
+                table = read_csv(path, [False] * len(targets))
             for into, read in zip(texts, table.columns, strict=True):
                 into.extend(read.to_pylist())
     except (pa.ArrowException, OSError):
@@ -326,7 +343,7 @@ def _read_columns(
 
 def _ascending(keys: list[bytes]) -> bool:
     """Whether ``keys`` ascend strictly (in C: no Python code per key)."""
-    return all(map(bytes.__lt__, keys, itertools.islice(keys, 1, None)))
+    return all(map(operator.lt, keys, itertools.islice(keys, 1, None)))
 
 
 def _read(

@@ -21,6 +21,7 @@ Conflict rules (what the KV layer builds transactions on):
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
@@ -479,7 +480,7 @@ def _check_ingest(span: Span, keys: Sequence[bytes], values: Sequence[bytes]) ->
         return
     if not span.start <= keys[0] or not keys[-1] < span.end:
         raise InvalidArgumentError(f"the ingested keys {keys[0]!r}..{keys[-1]!r} leave {span}")
-    if not all(map(bytes.__lt__, keys, itertools.islice(keys, 1, None))):
+    if not all(map(operator.lt, keys, itertools.islice(keys, 1, None))):
         bad = next(i for i in range(1, len(keys)) if not keys[i - 1] < keys[i])
         raise InvalidArgumentError(
             f"ingested keys must ascend, each once: {keys[bad - 1]!r} comes before {keys[bad]!r}"

@@ -133,6 +133,17 @@ def test_what_bulk_splitting_would_read_otherwise_is_left_to_the_rows(
     assert decode_columns(parse_copy(statement), data, 3) is None
 
 
+def test_int_columns_are_parsed_in_bulk_unless_a_field_is_no_int() -> None:
+    copy = parse_copy("COPY t FROM STDIN")
+    ints = [True, False, True]
+    assert decode_columns(copy, b"1\ta\t-7\n2\tb\t\\N\n", 3, ints) == [
+        [1, 2],
+        ["a", "b"],
+        [-7, None],
+    ]
+    assert decode_columns(copy, b"1\ta\t7x\n", 3, ints) == [["1"], ["a"], ["7x"]]
+
+
 # Against a node.
 
 

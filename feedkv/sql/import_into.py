@@ -330,15 +330,20 @@ def _read_columns(
         # NB: family 0's value is never None (an empty row's is b"")
         pairs = [(key, value or b"") for row in rows for key, value in row_kvs(desc, row).items()]
         pairs.sort()
-        keys, values = [key for key, _ in pairs], [value for _, value in pairs]
+        keys, kv_values = [key for key, _ in pairs], [value for _, value in pairs]
     else:
-        keys, values = encoded
-        if not _ascending(keys):  # NB: columns, not pairs: no tuple per row to sort
-            order = sorted(range(len(keys)), key=keys.__getitem__)
-            keys, values = list(map(keys.__getitem__, order)), list(map(values.__getitem__, order))
+        keys, kv_values = encoded
+        if _ascending(keys):  # NB: strictly: no key twice
+            return keys, kv_values, count
+        # NB: columns, not pairs: no tuple per row to sort
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        keys, kv_values = (
+            list(map(keys.__getitem__, order)),
+            list(map(kv_values.__getitem__, order)),
+        )
     if not _ascending(keys):
         return None  # a key twice
-    return keys, values, count
+    return keys, kv_values, count
 
 
 def _ascending(keys: list[bytes]) -> bool:

@@ -80,14 +80,14 @@ def copy_rows(ex: Execution, s: st.CopyRows) -> Result:
         raise CopyDeclined("the rows need encoding one by one")
     keys, row_values = encoded
     # NB: keys in order (a COPY of sorted rows) hold none twice: one pass of compares
-    if not all(map(operator.lt, keys, itertools.islice(keys, 1, None))) and len(set(keys)) != len(
-        keys
-    ):
+    ascending = all(map(operator.lt, keys, itertools.islice(keys, 1, None)))
+    if not ascending and len(set(keys)) != len(keys):
         raise CopyDeclined("a key twice")
     if not txn.put_if_absent_many(keys, row_values):
         raise CopyDeclined("the transaction wrote some of the keys already")
     if keys:
-        ex.inserted_batches.append((min(keys), max(keys), desc))
+        low, high = (keys[0], keys[-1]) if ascending else (min(keys), max(keys))
+        ex.inserted_batches.append((low, high, desc))
     return Result(tag=f"COPY {count}")
 
 

@@ -83,7 +83,7 @@ def copy_rows(ex: Execution, s: st.CopyRows) -> Result:
     ascending = all(map(operator.lt, keys, itertools.islice(keys, 1, None)))
     if not ascending and len(set(keys)) != len(keys):
         raise CopyDeclined("a key twice")
-    if not txn.put_if_absent_many(keys, row_values):
+    if not txn.put_if_absent_many(keys, row_values, ascending=ascending):
         raise CopyDeclined("the transaction wrote some of the keys already")
     if keys:
         low, high = (keys[0], keys[-1]) if ascending else (min(keys), max(keys))

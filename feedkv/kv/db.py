@@ -159,29 +159,44 @@ class KVClient:
         written: Callable[[int], None] | None = None,
     ) -> Timestamp:
         """Write ``pairs`` (keys ascending, each once) as committed values at ``ts``: a
-        bulk load's writes, with no transaction, no intents and no record. Each range's
-        pairs go in :class:`~feedkv.kv.api.Ingest` commands of up to ``batch``; a range
-        that closed ``ts`` or served a read at it moves its command above (then it and
-        the commands after it land above ``ts``). Every key must hold no value:
-        :class:`ConditionFailedError` names the first that does. Each command is atomic,
-        the whole is not: after each, ``written(n)`` says that the first ``n`` pairs are
-        written (a caller that fails deletes those). Returns the highest timestamp
-        written."""
+        bulk load's writes, with no transaction, no intents and no record
+        (:meth:`ingest_columns` of the pairs' keys and values)."""
+        if not pairs:
+            return ts
+        keys, values = zip(*pairs, strict=True)
+        return self.ingest_columns(keys, values, ts, batch=batch, written=written)
+
+    def ingest_columns(
+        self,
+        keys: Sequence[bytes],
+        values: Sequence[bytes],
+        ts: Timestamp,
+        *,
+        batch: int = INGEST_BATCH,
+        written: Callable[[int], None] | None = None,
+    ) -> Timestamp:
+        """Write ``values[i]`` at ``keys[i]`` (keys ascending, each once) as committed
+        values at ``ts``: a bulk load's writes, with no transaction, no intents and no
+        record. Each range's keys go in :class:`~feedkv.kv.api.Ingest` commands of up to
+        ``batch``; a range that closed ``ts`` or served a read at it moves its command
+        above (then it and the commands after it land above ``ts``). Every key must hold
+        no value: :class:`ConditionFailedError` names the first that does. Each command
+        is atomic, the whole is not: after each, ``written(n)`` says that the first
+        ``n`` keys are written (a caller that fails deletes those). Returns the highest
+        timestamp written."""
         highest = ts
         header = Header(timestamp=ts)
         i = 0
-        while i < len(pairs):
-            desc = self._router.ranges.get(pairs[i][0])
-            chunk = pairs[i : min(len(pairs), i + batch)]
-            if not desc.contains_key(chunk[-1][0]):
-                end = desc.span.end
-                chunk = chunk[: bisect.bisect_left(chunk, (end,))]
-            keys, values = zip(*chunk, strict=True)
-            span = Span(keys[0], key_next(keys[-1]))
+        while i < len(keys):
+            desc = self._router.ranges.get(keys[i])
+            stop = min(len(keys), i + batch)
+            if not desc.contains_key(keys[stop - 1]):
+                stop = bisect.bisect_left(keys, desc.span.end, i, stop)
+            chunk = tuple(keys[i:stop])
+            span = Span(chunk[0], key_next(chunk[-1]))
+            request = Ingest(span, chunk, tuple(values[i:stop]))
             try:
-                response = self._router.send_key(
-                    keys[0], header, (Ingest(span, keys, values),), span=span
-                )
+                response = self._router.send_key(chunk[0], header, (request,), span=span)
             except RangeKeyMismatchError:
                 continue  # the range split: the router refreshed its cache, divide again
             if response.timestamp > highest:
@@ -189,7 +204,7 @@ class KVClient:
                 # ``ts`` meanwhile, and each would otherwise be refused there and run again
                 highest = response.timestamp
                 header = Header(timestamp=highest)
-            i += len(chunk)
+            i = stop
             if written is not None:
                 written(i)
         return highest

@@ -38,6 +38,7 @@ from feedkv.storage.logical_ops import (
     AbortTxn,
     CommitIntent,
     DeleteRange,
+    IngestValues,
     LogicalOp,
     UpdateIntent,
     WriteIntent,
@@ -79,6 +80,8 @@ def _encode_op(op: LogicalOp) -> list[Any]:
     match op:
         case WriteValue(key, ts, value, prev):
             return ["wv", key, _ts(ts), value, prev]
+        case IngestValues(span, ts, keys, values):
+            return ["iv", span.start, span.end, _ts(ts), list(keys), list(values)]
         case WriteIntent(txn_id, txn_key, key, ts):
             return ["wi", txn_id, txn_key, key, _ts(ts)]
         case UpdateIntent(txn_id, key, ts):
@@ -98,6 +101,8 @@ def _decode_op(row: list[Any]) -> LogicalOp:
     match row:
         case ["wv", key, ts, value, prev]:
             return WriteValue(key, Timestamp(*ts), value, prev)
+        case ["iv", start, end, ts, keys, values]:
+            return IngestValues(Span(start, end), Timestamp(*ts), keys, values)
         case ["wi", txn_id, txn_key, key, ts]:
             return WriteIntent(txn_id, txn_key, key, Timestamp(*ts))
         case ["ui", txn_id, key, ts]:

@@ -72,6 +72,7 @@ from feedkv.pgwire.copy import (
     BINARY_TRAILER,
     CopyStatement,
     decode_binary_rows,
+    decode_columns,
     decode_rows,
     encode_binary_row,
     encode_row,
@@ -103,7 +104,7 @@ from feedkv.sql.execution import Result
 from feedkv.sql.expr import VERSION_STRING
 from feedkv.sql.interrupt import Interrupt
 from feedkv.sql.session import prepare
-from feedkv.sql.types import ColumnType, coerce
+from feedkv.sql.types import ColumnType, Kind, coerce
 
 __all__ = [
     "MAX_COPY_BYTES",
@@ -587,17 +588,20 @@ class Connection:
                 return decode_binary_rows(bytes(state.data), readers, [n for n, _ in columns])
             return decode_rows(copy, bytes(state.data), width)
 
-        rows = decoded()
         if width and not self._sql.in_transaction:
-            # NB: the values go straight into a list per column (a list per row would
-            # keep a million rows alive as a million lists, which every full garbage
-            # collection walks while the COPY runs)
-            fields: list[list[Any]] = [[] for _ in range(width)]
-            for chunk in iter(lambda: list(itertools.islice(rows, _COPY_BATCH_ROWS)), []):
-                for into, part in zip(
-                    fields, zip(*(v for _, v in chunk), strict=True), strict=True
-                ):
-                    into.extend(part)
+            ints = [ctype.kind is Kind.INT for _, ctype in columns]
+            fields = decode_columns(copy, bytes(state.data), width, ints)
+            if fields is None:
+                # NB: the values go straight into a list per column (a list per row
+                # would keep a million rows alive as a million lists, which every full
+                # garbage collection walks while the COPY runs)
+                fields = [[] for _ in range(width)]
+                rows = decoded()
+                for chunk in iter(lambda: list(itertools.islice(rows, _COPY_BATCH_ROWS)), []):
+                    for into, part in zip(
+                        fields, zip(*(v for _, v in chunk), strict=True), strict=True
+                    ):
+                        into.extend(part)
             written = self._sql.copy_columns(statement(1), fields, interrupt=self._check_cancelled)
             if written is not None:
                 return written

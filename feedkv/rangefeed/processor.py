@@ -7,7 +7,8 @@ the same lock by :class:`~feedkv.rangefeed.store_feeds.StoreFeeds`, which owns t
 threads (catch-up scans, the txn pusher). So a processor never blocks.
 
 **One log, many readers.** The processor does not copy each value to each registration:
-it appends every ``WriteValue`` and ``CommitIntent`` some registration covers to one
+it appends every ``WriteValue`` and ``CommitIntent`` (and each value of an
+``IngestValues``) some registration covers to one
 :class:`~feedkv.rangefeed.event_log.EventLog`, once, and each registration reads the log
 from its own cursor when its consumer takes events (see :meth:`Registration.read`).
 Fanning a write out to a hundred feeds therefore costs the commit thread one append and
@@ -50,7 +51,13 @@ from feedkv.rangefeed.registry import Registry
 from feedkv.rangefeed.resolved_timestamp import ResolvedTimestamp, UnresolvedTxn
 from feedkv.rangefeed.stream import EventStream
 from feedkv.rangefeed.waker import Waker
-from feedkv.storage.logical_ops import AbortTxn, CommitIntent, LogicalOp, WriteValue
+from feedkv.storage.logical_ops import (
+    AbortTxn,
+    CommitIntent,
+    IngestValues,
+    LogicalOp,
+    WriteValue,
+)
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
@@ -178,7 +185,13 @@ class Processor:
         logged = moved = False
         try:
             for op in ops:
-                if (
+                if type(op) is IngestValues:
+                    if self._value_regs and (
+                        self._whole_regs
+                        or any(r.values for r in self.registry.overlapping(op.span))
+                    ):
+                        logged = self._append_each(op) or logged
+                elif (
                     self._value_regs
                     and isinstance(op, _VALUE_OPS)
                     and (self._whole_regs or self.registry.covering(op.key))
@@ -269,6 +282,18 @@ class Processor:
         if self.end_pos - self._low > self._limit:
             self._trim()
         return True
+
+    def _append_each(self, op: IngestValues) -> bool:
+        """Log each value of a bulk load's batch that a registration covers (the values
+        are made only here, when some registration reads them)."""
+        logged = False
+        covering = self.registry.covering
+        for value in op.each():
+            if (self._whole_regs or covering(value.key)) and self._append(value):
+                logged = True
+            if not self._value_regs:
+                break  # making room cut every reader off
+        return logged
 
     def _mark(self, *, force: bool = False) -> None:
         """Note a checkpoint at the resolved timestamp after everything logged so far

@@ -36,6 +36,7 @@ from feedkv.storage.logical_ops import (
     AbortTxn,
     CommitIntent,
     DeleteRange,
+    IngestValues,
     LogicalOp,
     UpdateIntent,
     WriteIntent,
@@ -145,7 +146,7 @@ class ResolvedTimestamp:
                 self._check_above_resolved(op.ts, op)
             return False
         queue = self.intents
-        if isinstance(op, DeleteRange):
+        if isinstance(op, DeleteRange | IngestValues):  # one check for the batch
             self._check_above_resolved(op.ts, op)
             return False
         if isinstance(op, WriteIntent):

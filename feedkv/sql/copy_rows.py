@@ -7,10 +7,19 @@ buffered on its own. Here a COPY outside a transaction is one statement of its o
 (:class:`~feedkv.sql.statements.CopyRows`): each column is coerced as a whole
 (:func:`~feedkv.sql.types.coerce_column`), the rows are encoded in bulk
 (:func:`~feedkv.sql.row_codec.rows_pairs`) and buffered as new keys in one call
-(:meth:`Txn.put_if_absent_many`), and the commit sends them, range by range, as
-:class:`~feedkv.kv.api.Ingest` commands when they fall in one range (one command, all
-or none; otherwise as a two-phase commit's intents, as before). The rows are ordinary
+(:meth:`Txn.put_if_absent_many`), and the commit sends them as one
+:class:`~feedkv.kv.api.Ingest` command when they fall in one range (a one-phase commit,
+all or none; otherwise as a two-phase commit's intents, as before). The rows are ordinary
 committed writes: changefeeds emit them.
+
+NB: rows across ranges are not sent as an ``Ingest`` per range at one timestamp, as
+IMPORT sends them: those commands are each atomic, not together, so a reader could see
+one range's rows and not another's, and a range that refused its rows (a key there
+already) would leave the others' written. IMPORT may, because its table is offline
+until every command is in (as CockroachDB's AddSSTable-based IMPORT, which is not
+transactional either); a COPY loads a table that stays online, so it keeps the
+transaction's all or nothing, as CockroachDB's atomic COPY does, and commits in two
+phases when its rows span ranges.
 
 Anything this path does not do in bulk raises :class:`CopyDeclined` before anything is
 written, and the caller runs the INSERTs instead, which find and name the bad line:
@@ -20,8 +29,9 @@ value, a NULL where none may be, a key twice.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Callable
-from itertools import repeat
 from typing import Any
 
 from feedkv.errors import FeedKVError, InvalidArgumentError, SQLError
@@ -69,11 +79,15 @@ def copy_rows(ex: Execution, s: st.CopyRows) -> Result:
     if encoded is None:
         raise CopyDeclined("the rows need encoding one by one")
     keys, row_values = encoded
-    if len(set(keys)) != len(keys):
+    # NB: keys in order (a COPY of sorted rows) hold none twice: one pass of compares
+    ascending = all(map(operator.lt, keys, itertools.islice(keys, 1, None)))
+    if not ascending and len(set(keys)) != len(keys):
         raise CopyDeclined("a key twice")
-    if not txn.put_if_absent_many(keys, row_values):
+    if not txn.put_if_absent_many(keys, row_values, ascending=ascending):
         raise CopyDeclined("the transaction wrote some of the keys already")
-    ex.inserted.update(zip(keys, repeat(desc, count), strict=True))
+    if keys:
+        low, high = (keys[0], keys[-1]) if ascending else (min(keys), max(keys))
+        ex.inserted_batches.append((low, high, desc))
     return Result(tag=f"COPY {count}")
 
 

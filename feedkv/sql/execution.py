@@ -160,6 +160,8 @@ class Execution:
         # million rows would otherwise stay alive as a million dicts until the commit,
         # and every full garbage collection would walk them.
         self.inserted: dict[bytes, TableDescriptor] = {}
+        # Rows written blind in bulk (a COPY's): each batch's lowest and highest key.
+        self.inserted_batches: list[tuple[bytes, bytes, TableDescriptor]] = []
         # Rows updated blind, by key: the tag of the result had the row been missing at
         # commit (a tag, not a Result: one is made per UPDATE, and hardly ever used).
         self.missing: dict[bytes, str] = {}
@@ -173,6 +175,16 @@ class Execution:
             sequence=partial(sequences.call, session, txn),
             sleep=session.interrupt.sleep,
         )
+
+    def inserted_table(self, key: bytes) -> TableDescriptor | None:
+        """The table of the row written blind whose first key is ``key`` (``None``: no
+        row written blind here has it)."""
+        found = self.inserted.get(key)
+        if found is None:
+            for low, high, desc in self.inserted_batches:
+                if low <= key <= high:
+                    return desc
+        return found
 
     @property
     def write_txn(self) -> Txn:

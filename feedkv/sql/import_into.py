@@ -19,7 +19,7 @@ The import runs in four steps, none inside a transaction of the caller's (inside
    any changefeeds running on the targeted table to fail". A changefeed created after
    the import finds the rows in its initial scan.
 3. **Write**: the pairs go to their ranges as plain committed values at the import's
-   timestamp, taken after step 2 (:meth:`KVClient.ingest`): no intents, no transaction
+   timestamp, taken after step 2 (:meth:`KVClient.ingest_columns`): no intents, no transaction
    record, nothing to resolve, 10,000 rows an :class:`~feedkv.kv.api.Ingest` command
    (each all or none). NB: the closed timestamp wins
    over "one timestamp": a command that reaches its range after the range closed that
@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import operator
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,7 +63,7 @@ from feedkv.sql.dml import duplicate_key, duplicate_key_at
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.plan import column_default
 from feedkv.sql.row_codec import row_kvs, rows_pairs
-from feedkv.sql.types import coerce, coerce_column
+from feedkv.sql.types import Kind, coerce, coerce_column
 from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
@@ -98,7 +99,7 @@ def import_into(
     read = _read_columns(desc, s.columns, paths, delimiter, nullif, skip, plain)
     if read is None:  # NB: the row by row reading finds the bad row and names its line
         read = _read(desc, s.columns, paths, delimiter, nullif, skip, plain)
-    pairs, count = read
+    keys, values, count = read
 
     def take_offline(ex: Execution) -> TableDescriptor:
         current = _check_table(ex, s)
@@ -113,9 +114,9 @@ def import_into(
     ts = db.now()
     done = [0]
     try:
-        highest = db.ingest(pairs, ts, written=lambda n: done.__setitem__(0, n))
+        highest = db.ingest_columns(keys, values, ts, written=lambda n: done.__setitem__(0, n))
     except BaseException as exc:
-        _delete(db, [key for key, _ in pairs[: done[0]]])
+        _delete(db, keys[: done[0]])
         in_transaction(lambda ex: _bring_online(ex, s.table, offline, None))
         if isinstance(exc, ConditionFailedError):
             raise duplicate_key_at(desc, exc.key) from None
@@ -247,7 +248,7 @@ def _read_columns(
     nullif: str | None,
     skip: int,
     plain: Execution,
-) -> tuple[list[tuple[bytes, bytes]], int] | None:
+) -> tuple[list[bytes], list[bytes], int] | None:
     """What :func:`_read` returns, read column by column: pyarrow parses the files, each
     column is converted as a whole (:func:`coerce_column`) and the rows are encoded in
     bulk (:func:`rows_pairs`). ``None`` when something is wrong with the data (a bad
@@ -264,21 +265,37 @@ def _read_columns(
         return None  # computed row by row (fill_computed)
     names = [f"c{i}" for i in range(len(targets))]
     texts: list[list[Any]] = [[] for _ in targets]
+    # NB: INT columns parsed by pyarrow too, as ints (no str per field, no int() of it);
+    # a file with a field that is no int is read again as text, which coerce_column
+    # converts or refuses
+    ints = [column.type.kind is Kind.INT for column in targets]
+
+    def read_csv(path: Path, ints: list[bool]) -> Any:
+        return pa_csv.read_csv(
+            path,
+            read_options=pa_csv.ReadOptions(column_names=names, skip_rows=skip),
+            parse_options=pa_csv.ParseOptions(
+                delimiter=delimiter, newlines_in_values=True, ignore_empty_lines=False
+            ),
+            convert_options=pa_csv.ConvertOptions(
+                column_types={
+                    name: pa.int64() if parse else pa.string()
+                    for name, parse in zip(names, ints, strict=True)
+                },
+                null_values=[nullif] if nullif is not None else [],
+                strings_can_be_null=nullif is not None,
+                quoted_strings_can_be_null=nullif is not None,
+            ),
+        )
+
     try:
         for path in paths:
-            table = pa_csv.read_csv(
-                path,
-                read_options=pa_csv.ReadOptions(column_names=names, skip_rows=skip),
-                parse_options=pa_csv.ParseOptions(
-                    delimiter=delimiter, newlines_in_values=True, ignore_empty_lines=False
-                ),
-                convert_options=pa_csv.ConvertOptions(
-                    column_types=dict.fromkeys(names, pa.string()),
-                    null_values=[nullif] if nullif is not None else [],
-                    strings_can_be_null=nullif is not None,
-                    quoted_strings_can_be_null=nullif is not None,
-                ),
-            )
+            try:
+                table = read_csv(path, ints)
+            except pa.ArrowInvalid:
+                if not any(ints):
+                    raise
+                table = read_csv(path, [False] * len(targets))
             for into, read in zip(texts, table.columns, strict=True):
                 into.extend(read.to_pylist())
     except (pa.ArrowException, OSError):
@@ -312,13 +329,26 @@ def _read_columns(
         rows = [dict(zip(values, row, strict=True)) for row in zip(*values.values(), strict=True)]
         # NB: family 0's value is never None (an empty row's is b"")
         pairs = [(key, value or b"") for row in rows for key, value in row_kvs(desc, row).items()]
+        pairs.sort()
+        keys, kv_values = [key for key, _ in pairs], [value for _, value in pairs]
     else:
-        pairs = list(zip(*encoded, strict=True))
-    pairs.sort()
-    keys = [key for key, _ in pairs]
-    if not all(map(bytes.__lt__, keys, itertools.islice(keys, 1, None))):
+        keys, kv_values = encoded
+        if _ascending(keys):  # NB: strictly: no key twice
+            return keys, kv_values, count
+        # NB: columns, not pairs: no tuple per row to sort
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        keys, kv_values = (
+            list(map(keys.__getitem__, order)),
+            list(map(kv_values.__getitem__, order)),
+        )
+    if not _ascending(keys):
         return None  # a key twice
-    return pairs, count
+    return keys, kv_values, count
+
+
+def _ascending(keys: list[bytes]) -> bool:
+    """Whether ``keys`` ascend strictly (in C: no Python code per key)."""
+    return all(map(operator.lt, keys, itertools.islice(keys, 1, None)))
 
 
 def _read(
@@ -329,8 +359,9 @@ def _read(
     nullif: str | None,
     skip: int,
     plain: Execution,
-) -> tuple[list[tuple[bytes, bytes]], int]:
-    """Every row of the files as KV pairs, sorted by key, and the number of rows."""
+) -> tuple[list[bytes], list[bytes], int]:
+    """Every row of the files as KV pairs, sorted by key (their keys and their values),
+    and the number of rows."""
     targets = _targets(desc, columns)
     filled = [
         (c, column_default(c)) for c in desc.columns if c not in targets and c.computed is None
@@ -380,4 +411,5 @@ def _read(
             for key, value in kvs.items():
                 if value is not None:
                     pairs[key] = value
-    return sorted(pairs.items()), count
+    ordered = sorted(pairs.items())
+    return [key for key, _ in ordered], [value for _, value in ordered], count

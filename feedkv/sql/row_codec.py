@@ -41,7 +41,7 @@ from feedkv.sql.types import (
     value_primitive,
 )
 from feedkv.storage.mvcc import KeyValue
-from feedkv.util.encoding import decode_value, encode_value, encode_values
+from feedkv.util.encoding import decode_value, encode_int, encode_value, encode_values
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, prefix_end
 
@@ -161,10 +161,18 @@ def rows_pairs(
     key_columns = [columns[column_id] for column_id in desc.primary_key]
     count = len(key_columns[0])
     prefix = layout.index_prefix
+    # NB: an int column (the common key) skips encode_value's dispatch: two Python
+    # frames fewer per key
+    encoders = [
+        encode_int if set(map(type, column)) == {int} else encode_value for column in key_columns
+    ]
     encoded = (
-        map(encode_value, key_columns[0])
+        map(encoders[0], key_columns[0])
         if len(key_columns) == 1
-        else map(b"".join, zip(*(map(encode_value, column) for column in key_columns), strict=True))
+        else map(
+            b"".join,
+            zip(*map(map, encoders, key_columns), strict=True),
+        )
     )
     keys = list(
         map(b"".join, zip(repeat(prefix, count), encoded, repeat(suffix, count), strict=True))

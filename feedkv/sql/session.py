@@ -671,7 +671,7 @@ class Session:
             _withdraw(itertools.chain.from_iterable(attempts))
             if isinstance(exc, ConditionFailedError) and attempts:
                 for execution in attempts[-1]:
-                    inserted = execution.inserted.get(exc.key)
+                    inserted = execution.inserted_table(exc.key)
                     if inserted is not None:
                         raise duplicate_key_at(inserted, exc.key) from None
                     missing = execution.missing.get(exc.key)

@@ -357,12 +357,17 @@ def coerce(value: object, ctype: ColumnType, column: str | None) -> Any:
 
 def coerce_column(values: list[Any], ctype: ColumnType, column: str | None) -> list[Any]:
     """:func:`coerce` of every value of a column, as one call: for text into INT, one
-    ``int`` over the column and a range check of its least and greatest; text into a
+    ``int`` over the column and a range check of its least and greatest (ints only the
+    check); text into a
     STRING of no width is itself. Raises what :func:`coerce` raises for the first bad
     value (any one, when several are bad)."""
     kinds = set(map(type, values))  # NB: in C, where a check per value would not be
     if ctype.kind is Kind.STRING and ctype.width is None and kinds <= {str, type(None)}:
         return values
+    if ctype.kind is Kind.INT and kinds == {int}:  # parsed already (pyarrow's CSV reader)
+        bits = ctype.width or 64
+        if -(1 << (bits - 1)) <= min(values) and max(values) < 1 << (bits - 1):
+            return values
     if ctype.kind is Kind.INT and kinds == {str}:
         try:
             ints = list(map(int, values))

@@ -29,7 +29,7 @@ callbacks have run: this is how a rangefeed registers with no gap and no double.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, Protocol, TypeVar
 
 __all__ = ["Completion", "Engine", "ReadWriter", "Reader", "Snapshot", "WriteBatch"]
@@ -172,9 +172,10 @@ class ReadWriter(Reader, Protocol):
 
     def put(self, db: str, key: bytes, value: bytes) -> None: ...
 
-    def put_many(self, db: str, items: list[tuple[bytes, bytes]]) -> None:
+    def put_many(self, db: str, items: Iterable[tuple[bytes, bytes]]) -> None:
         """``put`` each ``(key, value)`` in order (a bulk load's batch: one engine call,
-        not one per key)."""
+        not one per key). ``items`` is read once, and no pair is kept: a ``zip`` of two
+        columns costs no tuple per pair."""
         ...
 
     def delete(self, db: str, key: bytes) -> bool:
@@ -243,7 +244,7 @@ class WriteBatch:
     def put(self, db: str, key: bytes, value: bytes) -> None:
         self._ops.append((db, key, value))
 
-    def put_many(self, db: str, items: list[tuple[bytes, bytes]]) -> None:
+    def put_many(self, db: str, items: Iterable[tuple[bytes, bytes]]) -> None:
         self._ops.extend([(db, key, value) for key, value in items])
 
     def delete(self, db: str, key: bytes) -> None:

@@ -12,6 +12,12 @@ unresolved-intent bookkeeping behind resolved timestamps:
 - ``CommitIntent``: an intent was committed at ``ts``; publish ``value`` (refcount - 1).
 - ``AbortIntent``: an intent was removed (refcount - 1).
 - ``AbortTxn``: the whole txn is known aborted; forget it (the pusher emits this).
+- ``IngestValues``: a bulk load's batch (an ``Ingest``): ``values[i]`` at ``keys[i]``,
+  each a new key, all at ``ts``: what a ``WriteValue`` per key with no previous value
+  would say, in one op, as CockroachDB's ``MVCCAddSSTableOp``. A consumer that needs
+  the values one by one (a rangefeed with registrations) expands it
+  (:meth:`IngestValues.each`); the others (resolved timestamps, size estimates) pay per
+  batch, not per key.
 - ``DeleteRange``: every key of ``span`` was deleted at ``ts`` by one range operation
   (``delete_range`` reports this after its per-key ``WriteValue`` ops, so a consumer that
   only needs the range shape can skip the per-key ops covered by it).
@@ -34,6 +40,7 @@ __all__ = [
     "AbortTxn",
     "CommitIntent",
     "DeleteRange",
+    "IngestValues",
     "LogicalOp",
     "UpdateIntent",
     "WriteIntent",
@@ -43,9 +50,10 @@ __all__ = [
 
 
 class WriteValue(NamedTuple):
-    """NB: a named tuple, not a frozen dataclass as the other ops: a bulk load makes one
-    per key, and ``tuple.__new__`` over columns (:func:`write_values`) makes them about
-    four times as fast as a frozen dataclass's ``__init__`` of four ``setattr`` calls."""
+    """NB: a named tuple, not a frozen dataclass as the other ops: an
+    :class:`IngestValues` read by a rangefeed makes one per key, and ``tuple.__new__``
+    over columns (:func:`write_values`) makes them about four times as fast as a frozen
+    dataclass's ``__init__`` of four ``setattr`` calls."""
 
     key: bytes
     ts: Timestamp
@@ -60,6 +68,22 @@ def write_values(
     count = len(keys)
     rows = zip(keys, repeat(ts, count), values, repeat(None, count), strict=True)
     return list(map(tuple.__new__, repeat(WriteValue, count), rows))
+
+
+@dataclass(frozen=True, slots=True)
+class IngestValues:
+    """``values[i]`` written at ``keys[i]`` at ``ts`` as committed values, none with a
+    previous value; ``keys`` ascend strictly inside ``span``. The op holds the batch's
+    columns as the command had them (it owns them: nobody changes them)."""
+
+    span: Span
+    ts: Timestamp
+    keys: Sequence[bytes]
+    values: Sequence[bytes]
+
+    def each(self) -> list[WriteValue]:
+        """The ``WriteValue`` of each key, in key order."""
+        return write_values(self.keys, self.ts, self.values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,5 +128,12 @@ class DeleteRange:
 
 
 LogicalOp = (
-    WriteValue | WriteIntent | UpdateIntent | CommitIntent | AbortIntent | AbortTxn | DeleteRange
+    WriteValue
+    | IngestValues
+    | WriteIntent
+    | UpdateIntent
+    | CommitIntent
+    | AbortIntent
+    | AbortTxn
+    | DeleteRange
 )

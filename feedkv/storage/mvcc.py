@@ -21,8 +21,10 @@ Conflict rules (what the KV layer builds transactions on):
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import NamedTuple
 
 from feedkv.errors import (
@@ -40,11 +42,11 @@ from feedkv.storage.logical_ops import (
     AbortIntent,
     CommitIntent,
     DeleteRange,
+    IngestValues,
     LogicalOp,
     UpdateIntent,
     WriteIntent,
     WriteValue,
-    write_values,
 )
 from feedkv.storage.mvcc_key import (
     SUFFIX_LEN,
@@ -53,7 +55,6 @@ from feedkv.storage.mvcc_key import (
     encode_change_key,
     encode_ts,
     encode_version_value,
-    escape_key,
     key_versions_start,
     unescape_key,
     version_key,
@@ -62,7 +63,7 @@ from feedkv.storage.mvcc_key import (
 )
 from feedkv.storage.schema import CHANGES, INTENTS, VERSIONS
 from feedkv.util.hlc import Timestamp
-from feedkv.util.keys import Span, check_key
+from feedkv.util.keys import Span, check_key, key_next
 
 __all__ = [
     "MAX_VALUE_BYTES",
@@ -431,7 +432,8 @@ def ingest(
     naming it, an intent on a key :class:`WriteIntentError` (every such intent), a
     version at or above ``ts`` :class:`WriteTooOldError`; nothing is written then.
     The versions and their time-index entries are written as any other write's
-    are, and one ``WriteValue`` op per key (no previous value) is returned.
+    are, and one :class:`IngestValues` op holds the batch (what a ``WriteValue`` per key,
+    with no previous value, would say).
 
     Cost: when ``span`` holds no version yet (a load into new keys) the check is one
     seek; otherwise one seek per key."""
@@ -452,15 +454,21 @@ def ingest(
                 raise ConditionFailedError(key, None, newest[1])
             if newest[0] >= ts:
                 raise WriteTooOldError(key, ts, newest[0])
-    raws = [_VALUE_TAG + value for value in values]
-    escaped = keys if b"\x00" not in b"".join(keys) else list(map(escape_key, keys))
-    suffix = version_terminated_suffix(ts)
-    rw.put_many(VERSIONS, list(zip([k + suffix for k in escaped], raws, strict=True)))
-    prefix = encode_ts(ts)
-    rw.put_many(CHANGES, list(zip([prefix + k for k in keys], raws, strict=True)))
-    ops: list[LogicalOp] = []
-    ops += write_values(keys, ts, values)
-    return ops
+    if not keys:
+        return []
+    raws = list(map(_VALUE_TAG.__add__, values))
+    escaped = (
+        keys
+        if b"\x00" not in b"".join(keys)
+        else map(bytes.replace, keys, repeat(b"\x00"), repeat(b"\x00\xff"))  # escape_key's
+    )
+    # NB: zips, not lists of pairs: the engine takes each pair and drops it, so zip
+    # reuses one tuple, where a list would hold a tracked tuple per key (each 700 of
+    # them a garbage collection, and the old generation walked again and again)
+    suffix = repeat(version_terminated_suffix(ts))
+    rw.put_many(VERSIONS, zip(map(bytes.__add__, escaped, suffix), raws, strict=True))
+    rw.put_many(CHANGES, zip(map(encode_ts(ts).__add__, keys), raws, strict=True))
+    return [IngestValues(Span(keys[0], key_next(keys[-1])), ts, keys, values)]
 
 
 def _check_ingest(span: Span, keys: Sequence[bytes], values: Sequence[bytes]) -> None:
@@ -472,12 +480,12 @@ def _check_ingest(span: Span, keys: Sequence[bytes], values: Sequence[bytes]) ->
         return
     if not span.start <= keys[0] or not keys[-1] < span.end:
         raise InvalidArgumentError(f"the ingested keys {keys[0]!r}..{keys[-1]!r} leave {span}")
-    if not all(map(bytes.__lt__, keys, itertools.islice(keys, 1, None))):
+    if not all(map(operator.lt, keys, itertools.islice(keys, 1, None))):
         bad = next(i for i in range(1, len(keys)) if not keys[i - 1] < keys[i])
         raise InvalidArgumentError(
             f"ingested keys must ascend, each once: {keys[bad - 1]!r} comes before {keys[bad]!r}"
         )
-    if not all(type(v) is bytes for v in values):
+    if set(map(type, values)) != {bytes}:
         raise InvalidArgumentError("ingested values are bytes")
     longest = max(map(len, values))
     if longest > MAX_VALUE_BYTES:

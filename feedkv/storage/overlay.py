@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from feedkv.storage.engine import Reader, WriteBatch
 
@@ -180,7 +180,8 @@ class OverlayView:
         self._mine.set(db, key, value)
         self.batch.put(db, key, value)
 
-    def put_many(self, db: str, items: list[tuple[bytes, bytes]]) -> None:
+    def put_many(self, db: str, items: Iterable[tuple[bytes, bytes]]) -> None:
+        items = list(items)  # NB: read twice
         for key, value in items:
             self._mine.set(db, key, value)
         self.batch.put_many(db, items)

@@ -52,6 +52,7 @@ __all__ = [
     "KeyValue",
     "decode_value",
     "decode_values",
+    "encode_int",
     "encode_value",
     "encode_values",
     "key_between",
@@ -264,6 +265,12 @@ def _encode_asc(value: KeyValue) -> bytes:
         f"cannot encode a {type(value).__name__} as a key column; "
         "supported types are None, bool, int, float, str and bytes"
     )
+
+
+def encode_int(value: int) -> bytes:
+    """:func:`encode_value` of an ``int`` (not a ``bool``) ascending, without its type
+    dispatch: a bulk load's key column, ``map``-ped over ints known to be ints."""
+    return _encode_int(value)
 
 
 def _encode_int(value: int) -> bytes:

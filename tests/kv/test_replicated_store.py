@@ -31,7 +31,7 @@ from feedkv.kv.router import Transport
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.raft import Config, Message, MessageType, encode_message
 from feedkv.storage import mvcc
-from feedkv.storage.logical_ops import LogicalOp, WriteValue
+from feedkv.storage.logical_ops import IngestValues, LogicalOp, WriteValue
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import KEY_MAX, Span
@@ -164,14 +164,16 @@ def test_an_ingest_goes_through_the_log_as_one_command_to_every_replica(
 ) -> None:
     holder = cluster.lease_holder()
     follower = next(n for n in NODES if n != holder)
-    seen, arrived = _collect_ops(cluster.stores[follower], lambda ops: len(ops) >= 300)
+    seen, arrived = _collect_ops(
+        cluster.stores[follower], lambda ops: any(isinstance(op, IngestValues) for op in ops)
+    )
     client = KVClient(cluster)
     pairs = [(b"i%03d" % i, b"v%d" % i) for i in range(300)]
     ts = client.ingest(pairs, client.now(), batch=1000)
     assert arrived.wait(DEADLINE_S)
-    assert [(op.key, op.value, op.ts) for op in seen if isinstance(op, WriteValue)] == [
-        (k, v, ts) for k, v in pairs
-    ]
+    (ingested,) = [op for op in seen if isinstance(op, IngestValues)]
+    assert ingested.span == Span(b"i000", b"i299\x00")
+    assert [(op.key, op.value, op.ts) for op in ingested.each()] == [(k, v, ts) for k, v in pairs]
     wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
     for node in NODES:
         assert cluster.value(node, b"i000") == b"v0"

@@ -840,3 +840,40 @@ def test_advance_to_moves_reads_up_or_fails_when_they_changed(db: DB) -> None:
     db.put(b"a", b"changed")
     with pytest.raises(TransactionRetryError):
         stale.advance_to(db.now())
+
+
+# A bulk load's batch (put_if_absent_many of ascending keys).
+
+BULK_KEYS = [b"%c%03d" % (c, i) for c in b"cx" for i in range(20)]  # m splits them
+
+
+def test_a_bulk_batch_commits_whole_in_one_range_or_across_two(db: DB, layout: str) -> None:
+    values = [b"v-" + k for k in BULK_KEYS]
+    with db.transaction() as txn:
+        assert txn.put_if_absent_many(list(BULK_KEYS), values, ascending=True)
+    rows = db.scan(b"a", b"z")
+    assert [(kv.key, kv.value) for kv in rows] == list(zip(BULK_KEYS, values, strict=True))
+    assert len({kv.ts for kv in rows}) == 1
+
+
+def test_a_bulk_batch_is_read_back_and_checked_as_single_writes_are(db: DB, layout: str) -> None:
+    db.put(b"x005", b"there")
+    txn = db.transaction()
+    assert txn.put_if_absent_many(list(BULK_KEYS), [b"new"] * len(BULK_KEYS), ascending=True)
+    assert txn.get(b"c003") == b"new"  # its own write, seen before the commit
+    assert not txn.put_if_absent_many([b"c003"], [b"again"], ascending=True)
+    txn.put(b"d", b"more")  # another write beside the batch
+    with pytest.raises(ConditionFailedError) as caught:
+        txn.commit()
+    assert caught.value.key == b"x005"
+    assert [(kv.key, kv.value) for kv in db.scan(b"a", b"z")] == [(b"x005", b"there")]
+
+
+def test_a_savepoint_rolled_back_after_a_bulk_batch_keeps_the_batch(db: DB) -> None:
+    with db.transaction() as txn:
+        assert txn.put_if_absent_many(list(BULK_KEYS), [b"v"] * len(BULK_KEYS), ascending=True)
+        mark = txn.savepoint()
+        txn.put(b"c000", b"changed")
+        txn.rollback_to(mark)
+    assert db.get(b"c000") == b"v"
+    assert len(db.scan(b"a", b"z")) == len(BULK_KEYS)

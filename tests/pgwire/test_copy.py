@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from psycopg import errors
 
-from feedkv.pgwire.copy import CopyError, decode_rows, encode_row, parse_copy
+from feedkv.pgwire.copy import CopyError, decode_columns, decode_rows, encode_row, parse_copy
 
 # The statement and the formats.
 
@@ -92,6 +92,56 @@ def test_encoded_rows_read_back_as_they_were(options: str) -> None:
     rows = [["1", "tab\there", None], ["2", 'q"uote,comma\nline\\', ""]]
     data = b"".join(encode_row(copy, row) for row in rows)
     assert [values for _, values in decode_rows(copy, data, 3)] == rows
+
+
+def _columns(copy_text: str, data: bytes, width: int) -> list[list[Any]]:
+    rows = [values for _, values in decode_rows(parse_copy(copy_text), data, width)]
+    return [list(column) for column in zip(*rows, strict=True)] if rows else [[]] * width
+
+
+@pytest.mark.parametrize(
+    ("statement", "data"),
+    [
+        ("COPY t FROM STDIN", b"1\ta\t\\N\n2\t\t7\n3\tc d\tx\n"),
+        ("COPY t FROM STDIN", b"1\ta\t9"),  # no newline after the last row
+        ("COPY t FROM STDIN WITH (DELIMITER '|', NULL '')", b"1|a|\n2||x\n"),
+        ("COPY t FROM STDIN WITH (FORMAT csv)", b"1,a,\n2,,b\\c\n"),
+        ("COPY t FROM STDIN WITH (FORMAT csv, HEADER true)", b"id,s,n\n1,x,2\n"),
+        ("COPY t FROM STDIN WITH (FORMAT csv, NULL 'N')", b"1,N,\n"),
+    ],
+)
+def test_columns_split_in_bulk_are_the_rows_split_one_by_one(statement: str, data: bytes) -> None:
+    assert decode_columns(parse_copy(statement), data, 3) == _columns(statement, data, 3)
+
+
+@pytest.mark.parametrize(
+    ("statement", "data"),
+    [
+        ("COPY t FROM STDIN", b"1\ta\\tb\t\\N\n"),  # an escape
+        ("COPY t FROM STDIN", b"1\ta\\Nb\t\\N\n"),  # \N inside a field
+        ("COPY t FROM STDIN", b"1\ta\tb\r\n"),
+        ("COPY t FROM STDIN", b"1\ta\tb\n\\.\n"),  # the end marker
+        ("COPY t FROM STDIN", b"1\ta\n"),  # a field missing
+        ("COPY t FROM STDIN", b"1\ta\t\xff\n"),  # not UTF-8
+        ("COPY t FROM STDIN WITH (FORMAT csv)", b'1,"a,b",c\n'),  # a quote
+        ("COPY t FROM STDIN WITH (FORMAT csv)", b"1,a,b\n\\.\n"),
+    ],
+)
+def test_what_bulk_splitting_would_read_otherwise_is_left_to_the_rows(
+    statement: str, data: bytes
+) -> None:
+    assert decode_columns(parse_copy(statement), data, 3) is None
+
+
+def test_int_columns_are_parsed_in_bulk_unless_a_field_is_no_int() -> None:
+    copy = parse_copy("COPY t FROM STDIN")
+    ints = [True, False, True]
+    assert decode_columns(copy, b"1\ta\t-7\n2\tb\t\\N\n", 3, ints) == [
+        [1, 2],
+        ["a", "b"],
+        [-7, None],
+    ]
+    assert decode_columns(copy, b"1\ta\t7x\n", 3, ints) == [["1"], ["a"], ["7x"]]
 
 
 # Against a node.

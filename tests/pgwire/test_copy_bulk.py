@@ -14,7 +14,7 @@ from psycopg import errors
 from feedkv import DB
 from feedkv.rangefeed.event import Value
 from feedkv.sql import catalog
-from feedkv.sql.row_codec import table_span
+from feedkv.sql.row_codec import family_key, row_prefix, table_span
 from feedkv.testing.feed_validator import read_until_resolved
 from feedkv.util.keys import Span
 
@@ -72,6 +72,28 @@ def test_a_copy_meeting_an_existing_row_fails_whole_and_keeps_it(
         copy(conn, "".join(f"{k}\tnew\t1\n" for k in range(2000)))
     assert "(k)=(1500)" in str(caught.value)
     assert conn.execute("SELECT k, v FROM b").fetchall() == [(1500, "old")]
+
+
+def test_a_copy_across_ranges_is_one_transaction_all_or_nothing(
+    db: DB, conn: psycopg.Connection[Any]
+) -> None:
+    """Two ranges: no Ingest per range (a reader could see one range's rows without the
+    other's), but a transaction's two phases, as before."""
+    snapshot = catalog.Snapshot(db, db.now())
+    desc = catalog.table_by_name(snapshot, catalog.database_by_name(snapshot, "defaultdb"), "b")
+    left, right = db.split(row_prefix(desc, (1000,)))
+    assert left.span.end == right.span.start == row_prefix(desc, (1000,))
+    conn.execute("INSERT INTO b VALUES (1500, 'old', 0)")
+    with pytest.raises(errors.UniqueViolation):
+        copy(conn, "".join(f"{k}\tnew\t1\n" for k in range(2000)))
+    assert conn.execute("SELECT count(*) FROM b").fetchone() == (1,)
+    rows = "".join(f"{k}\tnew\t1\n" for k in range(2000) if k != 1500)
+    assert copy(conn, rows) == "COPY 1999"
+    span = span_of(db, "b")
+    old = family_key(row_prefix(desc, (1500,)), 0)
+    written = [kv for kv in db.scan(span.start, span.end) if kv.key != old]
+    assert len(written) == 1999
+    assert len({kv.ts for kv in written}) == 1  # one commit timestamp on both ranges
 
 
 @pytest.mark.parametrize(

@@ -59,6 +59,23 @@ def test_import_writes_every_row_with_defaults_at_one_timestamp(table: DB, tmp_p
     assert db.sql("SELECT v FROM t WHERE k = -1").rows == [("after",)]
 
 
+def test_rows_out_of_key_order_are_imported_and_a_key_twice_among_them_is_refused(
+    table: DB, tmp_path: Path
+) -> None:
+    backwards = write(tmp_path / "a.csv", "".join(f"{k},v{k},{k}\n" for k in range(300, -300, -1)))
+    assert table.sql(f"IMPORT INTO t CSV DATA ('{backwards}')").tag == "IMPORT 600"
+    assert table.sql("SELECT count(*), min(k), max(k), sum(n) FROM t").rows == [
+        (600, -299, 300, 300)
+    ]
+    assert table.sql("SELECT v FROM t WHERE k = -299").rows == [("v-299",)]
+    table.sql("CREATE TABLE u (k INT PRIMARY KEY, v STRING)")
+    twice = write(tmp_path / "b.csv", "5,a\n1,b\n5,c\n")
+    error = sql_error(table, f"IMPORT INTO u CSV DATA ('{twice}')")
+    assert error.code == "23505"
+    assert "line 3" in error.message
+    assert table.sql("SELECT count(*) FROM u").rows == [(0,)]
+
+
 def test_options_skip_header_lines_and_change_the_delimiter(table: DB, tmp_path: Path) -> None:
     uri = write(tmp_path / "a.csv", "k|v|n\n1|one|1\n2||2\n")
     assert table.sql(f"IMPORT INTO t CSV DATA ('{uri}') WITH delimiter = '|', skip = '1'").tag == (

@@ -24,6 +24,7 @@ from feedkv.sql.types import (
     ColumnType,
     Kind,
     coerce,
+    coerce_column,
     decimal_from_key,
     decimal_key,
     format_value,
@@ -822,3 +823,17 @@ def test_type_and_kind_of_a_python_value(value: object, name: str, kind: Kind | 
 )
 def test_format_value_prints_values_as_the_shell_does(value: Any, text: str) -> None:
     assert format_value(value) == text
+
+
+@pytest.mark.parametrize("values", [["1", "-2", "300"], [1, -2, 300]], ids=["text", "parsed ints"])
+def test_a_column_converts_whole_as_each_value_would(values: list[Any]) -> None:
+    assert coerce_column(values, ColumnType(Kind.INT), "n") == [
+        coerce(v, ColumnType(Kind.INT), "n") for v in values
+    ]
+
+
+@pytest.mark.parametrize("values", [["1", "40000"], [1, 40000]], ids=["text", "parsed ints"])
+def test_a_column_with_a_value_out_of_its_int_range_is_refused(values: list[Any]) -> None:
+    with pytest.raises(SQLError) as caught:
+        coerce_column(values, ColumnType(Kind.INT, width=16), "n")
+    assert caught.value.code == "22003"

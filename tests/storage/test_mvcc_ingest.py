@@ -16,7 +16,7 @@ from feedkv.storage import mvcc
 from feedkv.storage.export import iter_export
 from feedkv.storage.intent import TxnMeta
 from feedkv.storage.lmdb_engine import LMDBEngine
-from feedkv.storage.logical_ops import WriteValue
+from feedkv.storage.logical_ops import IngestValues, WriteValue
 from feedkv.storage.overlay import Overlay, OverlayView
 from feedkv.util.hlc import Timestamp as T
 from feedkv.util.keys import Span
@@ -32,7 +32,8 @@ def ingest(engine: LMDBEngine, keys: tuple[bytes, ...], ts: int, span: Span = SP
 
 def test_ingested_versions_read_export_and_feed_like_puts(mvcc_engine: LMDBEngine) -> None:
     ops = ingest(mvcc_engine, KEYS, 10)
-    assert ops == [WriteValue(k, T(10), b"v-" + k, None) for k in KEYS]
+    assert ops == [IngestValues(Span(b"b", b"d\x00"), T(10), KEYS, tuple(b"v-" + k for k in KEYS))]
+    assert ops[0].each() == [WriteValue(k, T(10), b"v-" + k, None) for k in KEYS]
     with mvcc_engine.snapshot() as snap:
         rows = mvcc.scan(snap, SPAN, T(10)).rows
         assert [(kv.key, kv.value, kv.ts) for kv in rows] == [(k, b"v-" + k, T(10)) for k in KEYS]

@@ -16,6 +16,7 @@ from feedkv.util.encoding import (
     KeyValue,
     decode_value,
     decode_values,
+    encode_int,
     encode_value,
     encode_values,
     key_between,
@@ -390,3 +391,19 @@ def test_equal_leading_columns_are_kept_and_the_first_difference_is_cut() -> Non
     between = key_between(lo, hi, 0.5, columns_at=len(PREFIX))
     assert between.startswith(PREFIX + encode_value(7))
     assert lo < between < hi
+
+
+@given(st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1))
+@example(0)
+@example(-1)
+@example(255)
+@example(256)
+@example(-257)
+def test_an_int_encodes_as_encode_value_encodes_it(value: int) -> None:
+    assert encode_int(value) == encode_value(value)
+
+
+@pytest.mark.parametrize("value", [1 << 63, -(1 << 63) - 1])
+def test_an_int_outside_int64_is_refused_by_encode_int_too(value: int) -> None:
+    with pytest.raises(InvalidArgumentError):
+        encode_int(value)

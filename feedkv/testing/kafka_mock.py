@@ -90,6 +90,7 @@ class KafkaRecord:
     offset: int
     key: bytes | None
     value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 def read_topic(
@@ -136,6 +137,7 @@ def read_topic(
                     offset,
                     key.encode() if isinstance(key, str) else key,
                     value.encode() if isinstance(value, str) else value,
+                    tuple(message.headers() or ()),
                 )
             )
         return read

@@ -15,7 +15,6 @@ job's new spec with the same rules (:mod:`feedkv.changefeed.alter`).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 

@@ -48,6 +48,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pyarrow.parquet as pq
 import pytest
@@ -60,7 +61,9 @@ import feedkv
 from feedkv.changefeed.proto import changefeed_pb2 as pb
 from feedkv.changefeed.sinks.kafka import MVCC_HEADER
 from feedkv.testing.kafka_mock import KafkaRecord, MockKafka, read_topic
+from feedkv.testing.kafka_sasl import SaslFront
 from feedkv.testing.node_process import NodeProcess
+from feedkv.testing.oauth_server import JWTCheck, TokenServer
 from feedkv.testing.schema_registry import SchemaRegistryServer
 from feedkv.testing.waiting import wait_until
 from feedkv.testing.webhook_endpoint import WebhookEndpoint
@@ -69,6 +72,8 @@ SCRIPT = Path(__file__).parent / "testdata" / "cockroach_26_1.sql"
 JOB_PART = "-- {job} is the id"  # the script's second part starts here
 DEADLINE_S = 30.0
 TS = re.compile(r"\d{19}\.\d{10}")  # an HLC timestamp as CockroachDB writes it
+IDP_KEY = b"the identity provider's signing key"
+OAUTH_CLIENT, OAUTH_SECRET = "feedkv-app", "s3cr3t"  # the script has the secret in base64
 
 # The rows of ``orders`` as CockroachDB's JSON writes their columns (``label``, a
 # virtual column, is left out by default).
@@ -108,22 +113,35 @@ class Ran:
     out: str  # what feedkv sql printed, both parts
     jobs: dict[str, int]  # the sink URI of each CREATE CHANGEFEED -> the job id printed
     kafka: MockKafka
+    oauth_kafka: SaslFront
     registry: SchemaRegistryServer
     webhook: WebhookEndpoint
     files: Path
+    idp_url: str
 
     def job(self, sink_part: str) -> int:
         [job_id] = [j for uri, j in self.jobs.items() if sink_part in uri]
         return job_id
 
-    def topic(self, topic: str, rows: int, *, resolved: bool = False) -> list[KafkaRecord]:
+    def topic(
+        self, topic: str, rows: int, *, resolved: bool = False, oauth: bool = False
+    ) -> list[KafkaRecord]:
         """The records of ``topic`` (partition by partition, in offset order) once it
         holds ``rows`` row messages (and, with ``resolved``, a resolved marker in every
-        partition)."""
+        partition); ``oauth``: of the broker that takes OAUTHBEARER."""
 
         def read() -> list[KafkaRecord] | None:
             try:
-                found = read_topic(self.kafka.bootstrap, topic, DEADLINE_S)
+                found = (
+                    read_topic(
+                        self.oauth_kafka.bootstrap,
+                        topic,
+                        DEADLINE_S,
+                        config=oauth_consumer_config(self.idp_url),
+                    )
+                    if oauth
+                    else read_topic(self.kafka.bootstrap, topic, DEADLINE_S)
+                )
             except TimeoutError:
                 return None
             records = [r for p in sorted(found) for r in found[p]]
@@ -134,6 +152,18 @@ class Ran:
             return records
 
         return wait_until(read, timeout_s=DEADLINE_S, poll_s=0.1, what=f"{rows} rows in {topic}")
+
+
+def oauth_consumer_config(token_url: str) -> dict[str, Any]:
+    return {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": OAUTH_CLIENT,
+        "sasl.oauthbearer.client.secret": OAUTH_SECRET,
+        "sasl.oauthbearer.token.endpoint.url": token_url,
+        "sasl.oauthbearer.scope": "feeds",
+    }
 
 
 def run_sql(node: NodeProcess, script: str) -> subprocess.CompletedProcess[str]:
@@ -150,6 +180,8 @@ def run_sql(node: NodeProcess, script: str) -> subprocess.CompletedProcess[str]:
 def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ran]:
     base = tmp_path_factory.mktemp("cockroach_26_1")
     kafka = MockKafka()
+    idp = TokenServer({OAUTH_CLIENT: OAUTH_SECRET}, key=IDP_KEY)
+    oauth_kafka = SaslFront(JWTCheck(IDP_KEY))
     registry = SchemaRegistryServer().start()
     webhook = WebhookEndpoint()
     node = NodeProcess(base / "store", "--changefeed-runner", "thread")
@@ -157,6 +189,8 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ran]:
         broker = kafka.bootstrap.split(",")[0]
         text = (
             SCRIPT.read_text()
+            .replace("{kafka_oauth}", f"kafka://{oauth_kafka.bootstrap}")
+            .replace("{token_url}", quote(idp.url, safe=""))
             .replace("{kafka}", f"kafka://{broker}")
             .replace("{registry}", registry.url)
             .replace("{files}", f"file://{base / 'files'}")
@@ -172,7 +206,17 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ran]:
         ]
         assert len(ids) == len(sinks), created.stdout
         jobs = dict(zip(sinks, ids, strict=True))
-        ran = Ran(node, created.stdout, jobs, kafka, registry, webhook, base / "files")
+        ran = Ran(
+            node,
+            created.stdout,
+            jobs,
+            kafka,
+            oauth_kafka,
+            registry,
+            webhook,
+            base / "files",
+            idp.url,
+        )
         job = ran.job("topic_prefix=jobs_")
         with feedkv.connect(node.url) as db:  # as a user would: wait until it runs
             wait_until(
@@ -190,6 +234,8 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ran]:
         node.terminate()
         webhook.close()
         registry.close()
+        oauth_kafka.close()
+        idp.close()
         kafka.close()
 
 
@@ -218,15 +264,18 @@ def test_every_statement_of_the_script_is_accepted(ran: Ran) -> None:
         "INSERT 0 2",
         "INSERT 0 1",
     ]
-    assert len(ran.jobs) == 17
+    assert len(ran.jobs) == 19
     assert [line for line in lines if line[:6] in ("UPDATE", "DELETE")] == ["UPDATE 1", "DELETE 1"]
-    for tag in ("PAUSE JOB", "ALTER CHANGEFEED", "RESUME JOB", "INSERT 0 1"):
+    for tag in ("PAUSE JOB", "ALTER CHANGEFEED", "RESUME JOB", "INSERT 0 1", "PAUSE JOBS 1"):
         assert tag in lines, tag
     assert lines.count("ALTER CHANGEFEED") == 2
     # SHOW JOBS WHEN COMPLETE: the three initial_scan='only' changefeeds, done
     assert sum(" | succeeded | " in line for line in lines) == 3
     job = ran.job("topic_prefix=jobs_")
     assert re.search(rf"^ {job} \| running$", ran.out, re.M), ran.out
+    with feedkv.connect(ran.node.url) as db:
+        paused = ran.job("topic_name=paused")
+        assert db.sql(f"SELECT status FROM [SHOW CHANGEFEED JOB {paused}]").rows == [("paused",)]
 
 
 # Envelopes.
@@ -505,6 +554,17 @@ def test_headers_come_from_the_json_column_and_extra_headers(ran: Ran) -> None:
             [("X-Source", b"crdb")],
         ),
     ]
+
+
+def test_sasl_oauthbearer_delivers_through_a_broker_that_checks_the_token(ran: Ran) -> None:
+    """``sasl_mechanism=OAUTHBEARER`` with ``sasl_client_id``, ``sasl_client_secret``
+    (base64), ``sasl_token_url`` and ``sasl_scopes``: the broker (which checks the
+    JWT the token endpoint signed) takes the messages."""
+    rows = {(k, v) for k, v in rows_of(ran.topic("oauth", 2, oauth=True))}
+    assert rows == {
+        (b'["alice"]', b'{"after": {"city": "Paris", "name": "alice"}}'),
+        (b'["bob"]', b'{"after": {"city": "Oslo", "name": "bob"}}'),
+    }
 
 
 # A webhook.

@@ -1,7 +1,9 @@
 -- A CockroachDB 26.1 user's changefeed script, run unchanged against feedkv by
 -- tests/changefeed/test_cockroach_26_1_script.py. Sink URIs are placeholders the test
--- fills in: {kafka} (a Kafka broker), {registry} (a Confluent schema registry),
--- {files} (a nodelocal-style directory, as file://), {webhook} (an HTTPS endpoint).
+-- fills in: {kafka} (a Kafka broker), {kafka_oauth} (a Kafka broker taking SASL
+-- OAUTHBEARER), {token_url} (an OAuth 2.0 token endpoint, percent-encoded), {registry}
+-- (a Confluent schema registry), {files} (a directory, as file://), {webhook} (an
+-- HTTP endpoint).
 --
 -- Statements and options follow CockroachDB 26.1's docs:
 --   https://www.cockroachlabs.com/docs/v26.1/create-changefeed
@@ -83,6 +85,10 @@ CREATE CHANGEFEED FOR TABLE orders INTO '{kafka}?topic_name=headers'
     WITH headers_json_column_name = 'hdrs', extra_headers = '{"X-Source": "crdb"}',
          initial_scan = 'only';
 
+-- SASL OAUTHBEARER with client credentials (the secret base64-encoded).
+CREATE CHANGEFEED FOR TABLE customers
+    INTO '{kafka_oauth}?topic_name=oauth&sasl_enabled=true&sasl_mechanism=OAUTHBEARER&sasl_client_id=feedkv-app&sasl_client_secret=czNjcjN0&sasl_token_url={token_url}&sasl_scopes=feeds';
+
 -- Operations: protection, lag, checkpoints, schema changes and errors, to a webhook.
 CREATE CHANGEFEED FOR TABLE orders INTO '{webhook}'
     WITH gc_protect_expires_after = '24h', lagging_ranges_threshold = '3m',
@@ -101,7 +107,10 @@ CREATE CHANGEFEED INTO '{kafka}?topic_name=query_wrapped'
     WITH envelope = wrapped, diff
     AS SELECT id, qty, crdb_internal_mvcc_timestamp AS mvcc FROM orders WHERE id = 1;
 
--- Job control: a changefeed to pause, alter and resume below.
+-- Job control: a changefeed to pause, alter and resume below, and one to pause by query.
+CREATE CHANGEFEED FOR TABLE customers INTO '{kafka}?topic_name=paused'
+    WITH initial_scan = 'no';
+
 CREATE CHANGEFEED FOR TABLE orders INTO '{kafka}?topic_prefix=jobs_'
     WITH initial_scan = 'no', min_checkpoint_frequency = '1s';
 
@@ -122,6 +131,8 @@ ALTER CHANGEFEED {job} ADD customers WITH initial_scan = 'yes';
 ALTER CHANGEFEED {job} SET resolved = '10s';
 RESUME JOB {job};
 INSERT INTO customers VALUES ('bob', 'Oslo');
+
+PAUSE JOBS (SELECT job_id FROM [SHOW CHANGEFEED JOBS] WHERE sink_uri LIKE '%topic_name=paused%');
 
 SELECT job_id, status FROM [SHOW CHANGEFEED JOBS] WHERE job_id = {job};
 SHOW CHANGEFEED JOB {job};

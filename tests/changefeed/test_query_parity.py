@@ -112,6 +112,30 @@ def test_deletes_emit_the_projection_with_only_the_key_set(table: DB) -> None:
     assert after_delete == {"k": 2}  # the delete of k=1 was filtered out
 
 
+def test_event_op_is_upsert_without_the_previous_row(table: DB) -> None:
+    """CockroachDB 26.1's CDC queries docs, ``event_op()``: with ``diff`` it returns
+    ``'insert'``, ``'update'`` or ``'delete'``; without it "it is not possible to
+    determine an update from an insert, so event_op() returns 'upsert' or 'delete'". A
+    query that reads ``cdc_prev`` has the previous row, so it tells them apart."""
+    plain = query(table, "SELECT k, event_op() AS op FROM t")
+    with_diff = query(table, "SELECT k, event_op() AS op FROM t", "diff")
+    with_prev = query(table, "SELECT k, event_op() AS op, (cdc_prev).qty AS was FROM t")
+    try:
+        scans = [take(r, 1) for r in (plain, with_diff, with_prev)]
+        table.sql("UPDATE t SET qty = 6 WHERE k = 1")
+        table.sql("DELETE FROM t WHERE k = 1")
+        changes = [take(r, 2) for r in (plain, with_diff, with_prev)]
+    finally:
+        for r in (plain, with_diff, with_prev):
+            r.close()
+
+    assert [[m["op"] for m in s + c] for s, c in zip(scans, changes, strict=True)] == [
+        ["upsert", "upsert", "delete"],
+        ["insert", "update", "delete"],
+        ["insert", "update", "delete"],
+    ]
+
+
 def test_mvcc_schema_and_creation_timestamps(table: DB) -> None:
     """``crdb_internal_mvcc_timestamp`` is the change's MVCC timestamp (CDC queries docs,
     "Determine the age of a row"); ``event_schema_timestamp()`` when the row's schema

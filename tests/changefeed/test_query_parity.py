@@ -87,6 +87,21 @@ def test_cdc_prev_is_a_tuple_of_the_previous_row(table: DB) -> None:
     }
 
 
+def test_cdc_prev_writes_arrays_and_times_as_their_columns_do(db: DB) -> None:
+    """``cdc_prev`` as a JSON object holds each column as the row's JSON would: an ARRAY
+    a JSON array, a TIME its SQL text (not Python's text of the value)."""
+    db.sql("CREATE TABLE a (k INT PRIMARY KEY, tags STRING[], at TIME, n INT)")
+    db.sql("INSERT INTO a VALUES (1, ARRAY['x', 'y z'], '12:30:45.5', 1)")
+    result = query(db, "SELECT k, cdc_prev FROM a")
+    try:
+        take(result, 1)
+        db.sql("UPDATE a SET n = 2 WHERE k = 1")
+        [updated] = take(result, 1)
+    finally:
+        result.close()
+    assert updated["cdc_prev"] == {"at": "12:30:45.5", "k": 1, "n": 1, "tags": ["x", "y z"]}
+
+
 def test_deletes_emit_the_projection_with_only_the_key_set(table: DB) -> None:
     """cockroachdb/cockroach#101391: under a CDC query a deleted row is emitted with its
     primary key columns and every other column NULL; ``event_op()`` says ``delete`` and

@@ -105,7 +105,10 @@ CREATE CHANGEFEED INTO '{kafka}?topic_name=query'
 
 CREATE CHANGEFEED INTO '{kafka}?topic_name=query_wrapped'
     WITH envelope = wrapped, diff
-    AS SELECT id, qty, crdb_internal_mvcc_timestamp AS mvcc FROM orders WHERE id = 1;
+    AS SELECT id, qty, cdc_prev, crdb_internal_mvcc_timestamp AS mvcc,
+              changefeed_creation_timestamp() AS created,
+              event_schema_timestamp() AS schema_ts
+       FROM orders WHERE id = 1 AND crdb_internal_mvcc_timestamp > changefeed_creation_timestamp() - 3600000000000;
 
 -- Job control: a changefeed to pause, alter and resume below, and one to pause by query.
 CREATE CHANGEFEED FOR TABLE customers INTO '{kafka}?topic_name=paused'

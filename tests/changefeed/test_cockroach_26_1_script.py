@@ -55,6 +55,7 @@ import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from test_kafka_parity import sarama_partition
 from test_protobuf_format import wire
 
 import feedkv
@@ -257,20 +258,25 @@ def test_every_statement_of_the_script_is_accepted(ran: Ran) -> None:
     """Each statement answers as in CockroachDB: DDL and DML their tags, CREATE
     CHANGEFEED the new job's id, the job statements theirs."""
     lines = ran.out.splitlines()
-    assert lines[:5] == [
+    assert lines[:6] == [
         "CREATE TYPE",
+        "CREATE TABLE",
         "CREATE TABLE",
         "CREATE TABLE",
         "INSERT 0 2",
         "INSERT 0 1",
     ]
-    assert len(ran.jobs) == 19
+    assert len(ran.jobs) == 20
     assert [line for line in lines if line[:6] in ("UPDATE", "DELETE")] == ["UPDATE 1", "DELETE 1"]
     for tag in ("PAUSE JOB", "ALTER CHANGEFEED", "RESUME JOB", "INSERT 0 1", "PAUSE JOBS 1"):
         assert tag in lines, tag
     assert lines.count("ALTER CHANGEFEED") == 2
     # SHOW JOBS WHEN COMPLETE: the three initial_scan='only' changefeeds, done
     assert sum(" | succeeded | " in line for line in lines) == 3
+    # TRUNCATE of a watched table; SHOW JOBS WHEN COMPLETE: its changefeed, failed
+    assert "TRUNCATE" in lines
+    [failed] = [line for line in lines if " | failed | " in line]
+    assert failed.startswith(f" {ran.job('topic_name=scratch')} | CHANGEFEED | "), failed
     job = ran.job("topic_prefix=jobs_")
     assert re.search(rf"^ {job} \| running$", ran.out, re.M), ran.out
     with feedkv.connect(ran.node.url) as db:
@@ -284,7 +290,8 @@ def test_every_statement_of_the_script_is_accepted(ran: Ran) -> None:
 def test_wrapped_gives_cockroachdbs_bytes_and_resolved_markers(ran: Ran) -> None:
     """``updated, diff, mvcc_timestamp, resolved, key_in_value, topic_in_value``: the
     scan's rows (``before`` null), the update with ``before``, the deletion with
-    ``after`` null; resolved markers in every partition, without spaces."""
+    ``after`` null; resolved markers in every partition, without spaces; each key in
+    CockroachDB's partition."""
     records = ran.topic("wrapped", 4, resolved=True)
     meta = ', "key": [{k}], "mvcc_timestamp": "<ts>", "topic": "orders", "updated": "<ts>"}}'
     assert [(r[0], stamps(r[1])) for r in rows_of(records)] == [
@@ -298,6 +305,10 @@ def test_wrapped_gives_cockroachdbs_bytes_and_resolved_markers(ran: Ran) -> None
     ]
     resolved = {stamps(r.value) for r in records if r.key is None}
     assert resolved == {'{"resolved":"<ts>"}'}
+    # each key in the partition CockroachDB's sink picks (sarama's hash partitioner over
+    # FNV-1a of the key) among the mock cluster's four
+    partitions = {r.key: r.partition for r in records if r.key is not None}
+    assert partitions == {k: sarama_partition(k, 4) for k in (b"[1]", b"[2]")}
 
 
 def test_bare_row_and_key_only_give_cockroachdbs_bytes(ran: Ran) -> None:

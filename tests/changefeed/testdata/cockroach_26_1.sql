@@ -32,6 +32,8 @@ CREATE TABLE orders (
 
 CREATE TABLE customers (name STRING PRIMARY KEY, city STRING);
 
+CREATE TABLE scratch (k INT PRIMARY KEY);
+
 INSERT INTO orders (id, customer, qty, price, state, tags, wait, opens, ip, doc, hdrs) VALUES
     (1, 'alice', 2, 9.50, 'open', ARRAY['gift', 'rush'], '1 day 02:00:00', '09:30:00',
      '10.0.0.1', '{"b": [1, null], "a": "x"}', '{"X-Team": "red"}'),
@@ -114,6 +116,8 @@ CREATE CHANGEFEED INTO '{kafka}?topic_name=query_wrapped'
 CREATE CHANGEFEED FOR TABLE customers INTO '{kafka}?topic_name=paused'
     WITH initial_scan = 'no';
 
+CREATE CHANGEFEED FOR TABLE scratch INTO '{kafka}?topic_name=scratch';
+
 CREATE CHANGEFEED FOR TABLE orders INTO '{kafka}?topic_prefix=jobs_'
     WITH initial_scan = 'no', min_checkpoint_frequency = '1s';
 
@@ -136,6 +140,12 @@ RESUME JOB {job};
 INSERT INTO customers VALUES ('bob', 'Oslo');
 
 PAUSE JOBS (SELECT job_id FROM [SHOW CHANGEFEED JOBS] WHERE sink_uri LIKE '%topic_name=paused%');
+
+-- A watched table truncated: its changefeed fails (the table is replaced).
+TRUNCATE scratch;
+SHOW JOBS WHEN COMPLETE (
+    SELECT job_id FROM [SHOW CHANGEFEED JOBS] WHERE sink_uri LIKE '%topic_name=scratch%'
+);
 
 SELECT job_id, status FROM [SHOW CHANGEFEED JOBS] WHERE job_id = {job};
 SHOW CHANGEFEED JOB {job};

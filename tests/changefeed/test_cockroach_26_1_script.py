@@ -36,12 +36,14 @@ changefeed writing to a topic or directory of its own.
 
 from __future__ import annotations
 
+import base64
 import csv
 import datetime
 import decimal
 import io
 import json
 import re
+import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -61,6 +63,7 @@ from test_protobuf_format import wire
 import feedkv
 from feedkv.changefeed.proto import changefeed_pb2 as pb
 from feedkv.changefeed.sinks.kafka import MVCC_HEADER
+from feedkv.testing.certs import shared_certs_dir
 from feedkv.testing.kafka_mock import KafkaRecord, MockKafka, read_topic
 from feedkv.testing.kafka_sasl import SaslFront
 from feedkv.testing.node_process import NodeProcess
@@ -184,7 +187,13 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ran]:
     idp = TokenServer({OAUTH_CLIENT: OAUTH_SECRET}, key=IDP_KEY)
     oauth_kafka = SaslFront(JWTCheck(IDP_KEY))
     registry = SchemaRegistryServer().start()
-    webhook = WebhookEndpoint()
+    # NB: CockroachDB's webhook sink is HTTPS only: the endpoint has the test node
+    # certificate (for 127.0.0.1), and the URI trusts its CA with ca_cert
+    certs = shared_certs_dir()
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(certs / "node.crt", certs / "node.key")
+    webhook = WebhookEndpoint(tls=tls)
+    ca_cert = quote(base64.b64encode((certs / "ca.crt").read_bytes()).decode(), safe="")
     node = NodeProcess(base / "store", "--changefeed-runner", "thread")
     try:
         broker = kafka.bootstrap.split(",")[0]
@@ -195,7 +204,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ran]:
             .replace("{kafka}", f"kafka://{broker}")
             .replace("{registry}", registry.url)
             .replace("{files}", f"file://{base / 'files'}")
-            .replace("{webhook}", webhook.uri())
+            .replace("{webhook}", webhook.uri(query=f"ca_cert={ca_cert}"))
         )
         first, marker, second = text.partition(JOB_PART)
         assert marker, f"{SCRIPT} has no {JOB_PART!r} line"
@@ -588,9 +597,10 @@ def compact(text: str) -> str:
 
 
 def test_the_webhook_gets_compact_payload_batches(ran: Ran) -> None:
-    """``webhook-https://``: each POST a ``{"payload":[...],"length":n}`` batch (one
-    message each, as ``webhook_sink_config`` asks) of wrapped messages with ``key`` (on
-    by default for webhooks), compact as the changefeed-sinks docs show it."""
+    """``webhook-https://`` (``ca_cert`` trusting the endpoint's CA): each POST a
+    ``{"payload":[...],"length":n}`` batch (one message each, as ``webhook_sink_config``
+    asks) of wrapped messages with ``key`` (on by default for webhooks), compact as the
+    changefeed-sinks docs show it."""
     received = ran.webhook.wait_for(lambda got: len(got) >= 4, "4 webhook batches")
     # NB: feedkv adds mvcc_timestamps after length (see feedkv.changefeed.sinks.webhook)
     bodies = [

@@ -3,7 +3,7 @@
 -- fills in: {kafka} (a Kafka broker), {kafka_oauth} (a Kafka broker taking SASL
 -- OAUTHBEARER), {token_url} (an OAuth 2.0 token endpoint, percent-encoded), {registry}
 -- (a Confluent schema registry), {files} (a directory, as file://), {webhook} (an
--- HTTP endpoint).
+-- HTTPS endpoint, webhook-https://...?ca_cert=...).
 --
 -- Statements and options follow CockroachDB 26.1's docs:
 --   https://www.cockroachlabs.com/docs/v26.1/create-changefeed

@@ -146,7 +146,9 @@ def altered_spec(
     sink_uri = statement.sink if statement.sink is not None else spec.sink_uri or ""
     # NB: a cursor moved past the job's creation is not "in the future" (jobs.from_json)
     anchor = max(record.created, start)
-    options = sink_defaults(sink_uri, parse_options(given.items(), now=anchor))
+    options = sink_defaults(
+        sink_uri, parse_options(given.items(), now=anchor, query=spec.query is not None)
+    )
     sink = parse_sink_uri(sink_uri, options)  # the sink must (still) accept them
     if statement.sink is not None and sink.kind.whole_rows and spec.query is not None:
         raise option_error(

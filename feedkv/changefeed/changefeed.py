@@ -755,7 +755,7 @@ def cdc_query(spec: ChangefeedSpec) -> CDCQuery | None:
     # and each Spark worker of its job, would otherwise import for nothing
     from feedkv.changefeed.query import CDCQuery
 
-    return CDCQuery(spec.query, created=spec.start)
+    return CDCQuery(spec.query, created=spec.start, diff=spec.options.diff)
 
 
 def schema_message(topic: str, table: str, change: SchemaChange) -> Message:

@@ -15,7 +15,6 @@ job's new spec with the same rules (:mod:`feedkv.changefeed.alter`).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -76,7 +75,7 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
     now = db.now()
     snapshot = catalog.Snapshot(db, now)
     admin = is_admin(session, snapshot)
-    options = parse_options(statement.options, now=now)
+    options = parse_options(statement.options, now=now, query=statement.query is not None)
     if options.execution_locality is not None:
         wanted = ",".join(f"{k}={v}" for k, v in options.execution_locality)
         # NB: CockroachDB returns an error when no node matches the filter
@@ -87,8 +86,6 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
     query = None
     if statement.query is not None:
         query = CDCQuery(statement.query.text)
-        if not any(name == "envelope" for name, _ in options.given):
-            options = dataclasses.replace(options, envelope="bare")  # as in CockroachDB
     targets: list[Target] = []
     topics: dict[int, str] = {}
     database_id = None

@@ -47,6 +47,7 @@ from feedkv.changefeed.enriched_source import UNKNOWN_SOURCE, FeedSource, source
 from feedkv.changefeed.message_key import key_column_of, key_column_value
 from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.rows import RowEvent
+from feedkv.sql.arrays import Array
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.jsonb import JSON_NULL, is_json
 from feedkv.sql.types import Kind, format_value
@@ -259,6 +260,10 @@ def json_any(value: Any) -> str:
         return _json_timestamp(value)
     if isinstance(value, datetime.date):
         return '"' + value.isoformat() + '"'
+    if isinstance(value, datetime.time):
+        return _BY_KIND[Kind.TIME](value)
+    if isinstance(value, Array):
+        return _BY_KIND[Kind.ARRAY](value)
     if is_json(value):
         return _jsonb(value)
     return json_string(str(value))

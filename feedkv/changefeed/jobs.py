@@ -279,7 +279,9 @@ class JobRecord:
                 for t in s["targets"]
             ),
             topics={int(k): v for k, v in s["topics"].items()},
-            options=parse_options([tuple(pair) for pair in options], now=anchor),
+            options=parse_options(
+                [tuple(pair) for pair in options], now=anchor, query=s["query"] is not None
+            ),
             start=start,
             sink_uri=sink_uri,
             description=s["description"],

@@ -14,7 +14,7 @@ import difflib
 import json
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from feedkv.errors import InvalidArgumentError, SQLError
@@ -335,9 +335,14 @@ def _suggest(word: str, choices: Iterable[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def parse_options(given: Iterable[tuple[str, str | None]], *, now: Timestamp) -> ChangefeedOptions:
+def parse_options(
+    given: Iterable[tuple[str, str | None]], *, now: Timestamp, query: bool = False
+) -> ChangefeedOptions:
     """Validate the options of a ``WITH`` clause; ``now`` anchors relative timestamps
-    (``cursor='-10s'``). Raises SQLError 22023 on the first problem."""
+    (``cursor='-10s'``). ``query``: the changefeed is a CDC query, whose envelope is
+    ``bare`` unless given (as in CockroachDB); pass it wherever a query changefeed's
+    options are parsed again (a job read back, an ALTER). Raises SQLError 22023 on the
+    first problem."""
     given = tuple(given)
     values: dict[str, Any] = {}
     for name, value in given:
@@ -363,6 +368,9 @@ def parse_options(given: Iterable[tuple[str, str | None]], *, now: Timestamp) ->
         )
     options = ChangefeedOptions(**values, given=given)
     _check_combinations(options, set(values), now)
+    if query and "envelope" not in values:
+        # NB: after the checks, which CockroachDB makes against the options as given
+        options = replace(options, envelope="bare")
     return options
 
 

@@ -182,6 +182,10 @@ class ProtobufEncoder:
                         setattr(enriched.source, name, value)
         else:
             wrapped = message.wrapped
+            # NB: a deletion without diff sets no field of the envelope; it must still
+            # be the oneof's member (``\n\x00``, as CockroachDB's Go encoder writes it),
+            # not an empty value a consumer cannot tell from a Kafka tombstone.
+            wrapped.SetInParent()
             if event.after is not None:
                 _fill(wrapped.after.values, desc, event.after)
             if o.diff and event.before is not None:

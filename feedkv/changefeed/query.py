@@ -9,8 +9,11 @@ expressions:
 - ``cdc_prev`` is the row before the change as a tuple (NULL when there was none):
   ``cdc_prev.<column>`` or ``(cdc_prev).<column>`` one of its columns, ``cdc_prev``
   itself the whole row (a JSON object in a message, as CockroachDB encodes a tuple);
-- ``event_op()`` is ``'insert'``, ``'update'`` or ``'delete'``; ``cdc_is_delete()``
-  whether the change is a deletion;
+- ``event_op()`` is ``'insert'``, ``'update'`` or ``'delete'`` when the changefeed has
+  the previous row (``diff``, or a query that reads ``cdc_prev``); without it an insert
+  cannot be told from an update and it is ``'upsert'`` or ``'delete'``, as the CDC
+  queries docs of CockroachDB 26.1 say; ``cdc_is_delete()`` whether the change is a
+  deletion;
 - ``crdb_internal_mvcc_timestamp`` is the change's MVCC timestamp, ``event_schema_timestamp()``
   when the row's schema (descriptor version) was written and
   ``changefeed_creation_timestamp()`` the changefeed's start, each an HLC DECIMAL
@@ -110,8 +113,9 @@ def _as_columns(node: exp.Expr) -> exp.Expr:
 class CDCQuery:
     """A parsed CDC query over one table; :meth:`apply` filters and projects changes."""
 
-    def __init__(self, text: str, *, created: Timestamp | None = None) -> None:
-        """``created``: the changefeed's start, ``changefeed_creation_timestamp()``."""
+    def __init__(self, text: str, *, created: Timestamp | None = None, diff: bool = False) -> None:
+        """``created``: the changefeed's start, ``changefeed_creation_timestamp()``;
+        ``diff``: the changefeed has the option (see ``event_op()``)."""
         (statement,) = parse(text)
         if not isinstance(statement, st.Select) or not isinstance(statement.table, st.TableName):
             raise SQLError("42601", "a changefeed query is SELECT ... FROM <table>")
@@ -126,6 +130,14 @@ class CDCQuery:
         for node in [*self._items, *([self._where] if self._where is not None else [])]:
             if any(True for _ in node.find_all(*AGGREGATES)):
                 raise SQLError("42803", "aggregate functions are not allowed in a changefeed query")
+        nodes = [*self._items, *([self._where] if self._where is not None else [])]
+        reads_prev = any(
+            (qualifier_of(c) or "").lower() == PREV or expression_name(c) == PREV_ROW_COLUMN
+            for node in nodes
+            for c in node.find_all(exp.Column)
+        )
+        # NB: whether an update can be told from an insert (event_op())
+        self._with_prev = diff or reads_prev
         self._compiled: dict[
             tuple[int, int], tuple[list[tuple[str, Compiled]], Compiled | None]
         ] = {}
@@ -214,7 +226,12 @@ class CDCQuery:
             if event.before is not None:
                 values = fill_virtual(desc, [before.get(n) for n in names], self._context)
                 before = dict(zip(names, values, strict=True))
-        op = "delete" if event.after is None else ("update" if event.had_before else "insert")
+        if event.after is None:
+            op = "delete"
+        elif not self._with_prev:
+            op = "upsert"
+        else:
+            op = "update" if event.had_before else "insert"
         schema_ts = self.schema_time(desc) if self.schema_time is not None else None
         extra = [
             op,

@@ -90,6 +90,7 @@ class KafkaRecord:
     offset: int
     key: bytes | None
     value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
 def read_topic(
@@ -136,9 +137,15 @@ def read_topic(
                     offset,
                     key.encode() if isinstance(key, str) else key,
                     value.encode() if isinstance(value, str) else value,
+                    _headers(message.headers()),
                 )
             )
         return read
+
+
+def _headers(raw: Any) -> tuple[tuple[str, bytes | None], ...]:
+    pairs = raw.items() if isinstance(raw, dict) else raw or ()
+    return tuple((k, v.encode() if isinstance(v, str) else v) for k, v in pairs)
 
 
 @contextmanager

@@ -62,7 +62,7 @@ SCRIPT = [
             ('["new york"]', '{"after": ' + ROW_2 + ', "key": [2]}'),
         ],
     ),
-    (
+    (  # cdc-queries docs: without diff (or cdc_prev) event_op() says 'upsert'
         "EXPERIMENTAL CHANGEFEED WITH initial_scan='only' AS SELECT city, type, "
         "ext->>'color' AS color, jsonb_build_object('rank', rank) AS meta, "
         "event_op() AS op FROM vehicles WHERE NOT cdc_is_delete()",
@@ -70,12 +70,12 @@ SCRIPT = [
             (
                 "[1]",
                 '{"city": "seattle", "color": "yellow", "meta": {"rank": 2.5}, '
-                '"op": "insert", "type": "scooter"}',
+                '"op": "upsert", "type": "scooter"}',
             ),
             (
                 "[2]",
                 '{"city": "new york", "color": null, "meta": {"rank": null}, '
-                '"op": "insert", "type": null}',
+                '"op": "upsert", "type": null}',
             ),
         ],
     ),

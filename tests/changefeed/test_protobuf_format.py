@@ -155,6 +155,23 @@ def test_a_deletion_has_no_after_and_diff_adds_before(db: DB) -> None:
     assert {n for n, _ in wire(field(value, 1))} == {2}
 
 
+def test_a_deletion_without_diff_is_still_a_wrapped_message(db: DB) -> None:
+    """Without ``diff`` a deletion's envelope has no field set, but the ``Message``
+    still holds ``wrapped`` (field 1, empty: ``\\n\\x00``), as a Go encoder writes a
+    set oneof member; an empty value would read as no envelope at all."""
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY)")
+    db.sql("INSERT INTO t VALUES (1)")
+    result = feed(db, "t", "")
+    try:
+        take(result, 1)
+        db.sql("DELETE FROM t WHERE id = 1")
+        [(_t, _k, value)] = take(result, 1)
+    finally:
+        result.close()
+    assert value == b"\n\x00"
+    assert pb.Message.FromString(value).WhichOneof("data") == "wrapped"
+
+
 def test_bare_puts_the_columns_at_the_top_and_metadata_under_crdb(db: DB) -> None:
     """``envelope=bare``: ``Message.bare`` (field 2) with the columns (1) and
     ``__crdb__`` (2) holding ``mvcc_timestamp`` and ``topic``; a deletion has only its

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -46,6 +47,31 @@ def test_a_query_with_star_and_the_wrapped_envelope(table: DB) -> None:
         "AS SELECT * FROM t WHERE v = 'b'"
     )
     assert [json.loads(v) for _t, _k, v in result] == [{"after": {"k": 2, "v": "b", "n": 20}}]
+
+
+def test_a_query_job_keeps_the_bare_envelope_and_alter_keeps_it_too(
+    table: DB, tmp_path: Path
+) -> None:
+    """A CDC query changefeed job writes the bare envelope (its default, as in
+    CockroachDB) once its options are read back from the job record, and after an
+    ALTER CHANGEFEED ... SET that does not name the envelope."""
+    [(job_id,)] = table.sql(
+        f"CREATE CHANGEFEED INTO 'file://{tmp_path}/out?partition_format=flat' "
+        "WITH initial_scan='only' AS SELECT k, v FROM t WHERE k = 1"
+    ).rows
+    assert table.changefeeds.wait(job_id, timeout=DEADLINE)
+    lines = [line for path in sorted(tmp_path.rglob("*.ndjson")) for line in path.open()]
+    # a file sink puts the key in the value: in bare, under __crdb__
+    assert lines == ['{"__crdb__": {"key": [1]}, "k": 1, "v": "a"}\n']
+
+    [(paused,)] = table.sql(
+        f"CREATE CHANGEFEED INTO 'file://{tmp_path}/paused' AS SELECT k FROM t"
+    ).rows
+    table.sql(f"PAUSE JOB {paused}")
+    table.sql(f"ALTER CHANGEFEED {paused} SET resolved = '10s'")
+    record = table.changefeeds.record(paused)
+    assert record is not None
+    assert record.spec.options.envelope == "bare"
 
 
 @pytest.mark.parametrize(

@@ -87,6 +87,21 @@ def test_cdc_prev_is_a_tuple_of_the_previous_row(table: DB) -> None:
     }
 
 
+def test_cdc_prev_writes_arrays_and_times_as_their_columns_do(db: DB) -> None:
+    """``cdc_prev`` as a JSON object holds each column as the row's JSON would: an ARRAY
+    a JSON array, a TIME its SQL text (not Python's text of the value)."""
+    db.sql("CREATE TABLE a (k INT PRIMARY KEY, tags STRING[], at TIME, n INT)")
+    db.sql("INSERT INTO a VALUES (1, ARRAY['x', 'y z'], '12:30:45.5', 1)")
+    result = query(db, "SELECT k, cdc_prev FROM a")
+    try:
+        take(result, 1)
+        db.sql("UPDATE a SET n = 2 WHERE k = 1")
+        [updated] = take(result, 1)
+    finally:
+        result.close()
+    assert updated["cdc_prev"] == {"at": "12:30:45.5", "k": 1, "n": 1, "tags": ["x", "y z"]}
+
+
 def test_deletes_emit_the_projection_with_only_the_key_set(table: DB) -> None:
     """cockroachdb/cockroach#101391: under a CDC query a deleted row is emitted with its
     primary key columns and every other column NULL; ``event_op()`` says ``delete`` and
@@ -110,6 +125,30 @@ def test_deletes_emit_the_projection_with_only_the_key_set(table: DB) -> None:
     assert deleted == {"gone": True, "item": None, "k": 1, "op": "delete", "qty": 5}
     assert inserted == {"gone": False, "item": "nut", "k": 2, "op": "insert", "qty": None}
     assert after_delete == {"k": 2}  # the delete of k=1 was filtered out
+
+
+def test_event_op_is_upsert_without_the_previous_row(table: DB) -> None:
+    """CockroachDB 26.1's CDC queries docs, ``event_op()``: with ``diff`` it returns
+    ``'insert'``, ``'update'`` or ``'delete'``; without it "it is not possible to
+    determine an update from an insert, so event_op() returns 'upsert' or 'delete'". A
+    query that reads ``cdc_prev`` has the previous row, so it tells them apart."""
+    plain = query(table, "SELECT k, event_op() AS op FROM t")
+    with_diff = query(table, "SELECT k, event_op() AS op FROM t", "diff")
+    with_prev = query(table, "SELECT k, event_op() AS op, (cdc_prev).qty AS was FROM t")
+    try:
+        scans = [take(r, 1) for r in (plain, with_diff, with_prev)]
+        table.sql("UPDATE t SET qty = 6 WHERE k = 1")
+        table.sql("DELETE FROM t WHERE k = 1")
+        changes = [take(r, 2) for r in (plain, with_diff, with_prev)]
+    finally:
+        for r in (plain, with_diff, with_prev):
+            r.close()
+
+    assert [[m["op"] for m in s + c] for s, c in zip(scans, changes, strict=True)] == [
+        ["upsert", "upsert", "delete"],
+        ["insert", "update", "delete"],
+        ["insert", "update", "delete"],
+    ]
 
 
 def test_mvcc_schema_and_creation_timestamps(table: DB) -> None:

@@ -4,13 +4,17 @@ The URL posted to is the sink URI with ``webhook-`` taken off its scheme
 (``webhook-http://`` is accepted too, for an endpoint on a trusted network). Each batch,
 of one topic, is one ``POST`` with ``Content-Type: application/json`` and the body::
 
-    {"payload": [<message value>, ...], "length": <number of messages>,
-     "mvcc_timestamps": ["<wall>.<logical>", ...]}
+    {"payload":[<message value>,...],"length":<number of messages>,
+     "mvcc_timestamps":["<wall>.<logical>",...]}
 
-Each message value is embedded as the JSON object the encoder wrote, byte for byte (so
-a DECIMAL keeps every digit). A message without a value (a deletion under envelope
-``bare`` or ``row``; every message under ``key_only``) is sent as ``{"key": <key>}``. A
-resolved marker is a ``POST`` of ``{"resolved": "<ts>"}``. ``webhook_auth_header`` is
+Each message value is embedded as Go's ``json.Marshal`` embeds the ``json.RawMessage``
+CockroachDB's sink holds: the encoder's JSON without whitespace between tokens and with
+``<``, ``>`` and ``&`` as ``\\u003c``, ``\\u003e`` and ``\\u0026`` (:func:`go_compact`;
+the changefeed-sinks docs' webhook output is compact), its digits untouched (so a
+DECIMAL keeps every digit). ``mvcc_timestamps`` is feedkv's, not CockroachDB's. A
+message without a value (a deletion under envelope ``bare`` or ``row``; every message
+under ``key_only``) is sent as ``{"key":<key>}``. A resolved marker is a ``POST`` of
+``{"resolved":"<ts>"}``. ``webhook_auth_header`` is
 sent as the ``Authorization`` header of every request. Under ``wrapped`` a JSON value
 carries the row's key (``key_in_value`` is on for this sink, as in CockroachDB:
 :func:`~feedkv.changefeed.sink.message_options`); it does not say which topic it is
@@ -65,6 +69,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import ssl
 import sys
 import tempfile
@@ -92,6 +97,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "INFINITE_RETRIES",
     "WebhookClient",
+    "go_compact",
     "make",
     "parse_sink_config",
 ]
@@ -102,6 +108,17 @@ DEFAULT_RETRY = RetryConfig(max=3, backoff=0.5, max_backoff=10.0)
 INFINITE_RETRIES = sys.maxsize  # Retry.Max "inf"
 
 _ANSWER_SHOWN = 200  # characters of a refusing answer's body quoted in the error
+
+
+_TOKEN = re.compile(rb'("(?:[^"\\]|\\.)*")|[ \t\r\n]+')
+
+
+def go_compact(value: bytes) -> bytes:
+    """The JSON ``value`` as Go's ``json.Marshal`` writes a ``json.RawMessage`` it holds:
+    whitespace outside strings dropped, ``<``, ``>`` and ``&`` (which JSON has only inside
+    strings) escaped as ``\\u003c``, ``\\u003e`` and ``\\u0026``."""
+    compact = _TOKEN.sub(lambda m: m.group(1) or b"", value)
+    return compact.replace(b"<", b"\\u003c").replace(b">", b"\\u003e").replace(b"&", b"\\u0026")
 
 
 class WebhookClient:
@@ -135,7 +152,7 @@ class WebhookClient:
 
     def send(self, topic: str, batch: list[Message]) -> None:
         entries = b",".join(
-            m.value if m.value is not None else b'{"key":' + m.key + b"}" for m in batch
+            go_compact(m.value if m.value is not None else b'{"key":' + m.key + b"}") for m in batch
         )
         stamps = ",".join(f'"{m.mvcc_ts}"' for m in batch).encode()
         body = (

@@ -51,7 +51,7 @@ from feedkv.changefeed.jobs import (
     show_row,
 )
 from feedkv.changefeed.metrics import ChangefeedMetrics
-from feedkv.changefeed.options import option_error
+from feedkv.changefeed.options import ChangefeedOptions, option_error
 from feedkv.changefeed.registry import JobRegistry
 from feedkv.changefeed.sink import (
     SinkURI,
@@ -64,7 +64,7 @@ from feedkv.changefeed.sink import (
 from feedkv.changefeed.sinkless import COLUMNS, ChannelSink, FeedResult
 from feedkv.changefeed.sinks.batch_publisher import layout
 from feedkv.errors import InvalidArgumentError, SQLError
-from feedkv.security.external_io import confine
+from feedkv.security.external_io import NODELOCAL, confine, nodelocal_to_file
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.execution import ROW_IDS, Result
@@ -130,12 +130,14 @@ class Changefeeds:
             self._check_spark_runs(plan.spec)
         if statement.name is not None:  # checked again when the name is taken
             feed_names.check_free(session, self._snapshot(), statement.name)
-        self._check_external_io(plan.sink)
+        local = self._local_sink(plan.sink, plan.spec.options)
         # The sink is made once to check it (its parameters, its table...), and
         # reached where CockroachDB reaches it (Kafka brokers, cloud storage): a job
         # that could never write is refused now, not found failed later.
-        make_sink(plan.sink, plan.spec.options, start=plan.spec.start, db=self._db).close()
-        check_sink(plan.sink, plan.spec.options)
+        if local is not None:
+            self._check_external_io(local)
+            make_sink(local, plan.spec.options, start=plan.spec.start, db=self._db).close()
+            check_sink(local, plan.spec.options)
         record = JobRecord(ROW_IDS.next(), plan.spec, created=plan.now)
         name = statement.name
 
@@ -167,6 +169,29 @@ class Changefeeds:
                 "the Kafka sink parameter schema_topic is sent by the thread runner only; this "
                 "node runs jobs on Spark (feedkv.connect(..., changefeed_runner='thread'))",
             )
+
+    def _local_sink(self, sink: SinkURI, options: ChangefeedOptions) -> SinkURI | None:
+        """``sink``, a ``nodelocal://`` one as the ``file://`` sink below this node's
+        external I/O directory (the job keeps the URI as written, mapped again where it
+        runs); ``None`` when this process cannot check it (a client of a remote node:
+        the node that runs the job checks it there)."""
+        if sink.scheme != NODELOCAL:
+            return sink
+        if self._external_io_dir is None:
+            if self._registry is None:
+                return None
+            raise option_error(
+                f"sink URI {redacted(sink.uri)!r}: nodelocal:// writes below a node's "
+                "external I/O directory, and this embedded store has none: use file://"
+            )
+        node = self._node().node_id if self._node is not None else ""
+        try:
+            uri = nodelocal_to_file(
+                sink.uri, self._external_io_dir, int(node) if node.isdigit() else None
+            )
+        except InvalidArgumentError as exc:
+            raise option_error(f"sink URI {redacted(sink.uri)!r}: {exc}") from None
+        return parse_sink_uri(uri, options)
 
     def _check_external_io(self, sink: SinkURI) -> None:
         """A ``file://`` sink lies below ``--external-io-dir``; on the Spark runner, so
@@ -404,11 +429,12 @@ class Changefeeds:
             # moves to it.
             record = existing_job(get_job(self._snapshot(), job_id), job_id)
             options = sink_defaults(statement.sink, record.spec.options)
-            sink = parse_sink_uri(statement.sink, options)
-            self._check_external_io(sink)
-            start = record.high_water or record.spec.start
-            make_sink(sink, options, start=start, db=self._db).close()
-            check_sink(sink, options)
+            sink = self._local_sink(parse_sink_uri(statement.sink, options), options)
+            if sink is not None:
+                self._check_external_io(sink)
+                start = record.high_water or record.spec.start
+                make_sink(sink, options, start=start, db=self._db).close()
+                check_sink(sink, options)
         self._db.run_transaction(lambda txn: alter(txn, job_id, statement, session))
         return Result(tag="ALTER CHANGEFEED")
 

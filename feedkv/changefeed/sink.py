@@ -680,7 +680,7 @@ _TLS = frozenset({"ca_cert", "client_cert", "client_key", "insecure_tls_skip_ver
 SINK_KINDS: tuple[SinkKind, ...] = (
     SinkKind(
         "cloud storage",
-        ("file", "s3", "gs", "azure", "azure-blob"),
+        ("file", "nodelocal", "s3", "gs", "azure", "azure-blob"),
         "feedkv.changefeed.sinks.cloud_storage:make",
         frozenset(
             {

@@ -18,13 +18,14 @@ The registry and thread jobs work through ``client``, the node's own SQL client 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from feedkv.errors import InvalidArgumentError
-from feedkv.security.external_io import confine
+from feedkv.security.external_io import NODELOCAL, confine, nodelocal_to_file
 from feedkv.sql import catalog
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
@@ -105,14 +106,18 @@ def node_source(node: Node) -> FeedSource:
 def confined(node: Node, make_job: JobFactory) -> JobFactory:
     """``make_job``, refusing (the job fails, saying why) a ``file://`` sink outside the
     node's external I/O directory: CREATE checks it where it runs on a node, but a
-    client of a server (root over gRPC) plans its changefeeds in its own process."""
+    client of a server (root over gRPC) plans its changefeeds in its own process. A
+    ``nodelocal://`` sink runs as the ``file://`` sink below this node's directory."""
     root = node.external_io_dir
     if root is None:
         return make_job
 
     def make(record: JobRecord) -> Job:
         uri = urlsplit(record.spec.sink_uri or "")
-        if uri.scheme == "file":
+        if uri.scheme == NODELOCAL:
+            local = nodelocal_to_file(record.spec.sink_uri or "", root)
+            record = record.replace(spec=dataclasses.replace(record.spec, sink_uri=local))
+        elif uri.scheme == "file":
             confine(unquote(uri.path), root)
         return make_job(record)
 

@@ -8,8 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from feedkv.errors import InvalidArgumentError
-from feedkv.security.external_io import confine
+import feedkv
+from feedkv.errors import InvalidArgumentError, SQLError
+from feedkv.security.external_io import confine, nodelocal_to_file
+from feedkv.testing.waiting import wait_until
 
 
 def test_paths_inside_are_accepted(tmp_path: Path) -> None:
@@ -66,3 +68,54 @@ def _base(factory: pytest.TempPathFactory) -> Path:
         (base / "extern" / "link").symlink_to(base)
         _BASES[key] = base
     return _BASES[key]
+
+
+# nodelocal://, as CockroachDB names a node's external I/O directory
+
+
+def test_nodelocal_names_a_path_below_the_directory(tmp_path: Path) -> None:
+    root = tmp_path / "extern"
+    here = (root / "cdc" / "out").resolve()
+    assert nodelocal_to_file("nodelocal://1/cdc/out?file_size=1MB", root, 1) == (
+        f"file://{here}?file_size=1MB"
+    )
+    assert nodelocal_to_file("nodelocal://self/cdc/out", root, 1) == f"file://{here}"
+    assert nodelocal_to_file("nodelocal://3/cdc/out", root) == f"file://{here}"  # a job's node
+    for uri, why in (
+        ("nodelocal://2/cdc", "carries none to another node"),
+        ("nodelocal://self/../../etc", "outside the node's external I/O"),
+        ("nodelocal://self/", "needs a directory"),
+        ("nodelocal://somewhere/x", "names a node"),
+    ):
+        with pytest.raises(InvalidArgumentError, match=why):
+            nodelocal_to_file(uri, root, 1)
+
+
+def test_a_nodelocal_changefeed_writes_below_the_directory_and_keeps_its_uri(
+    tmp_path: Path,
+) -> None:
+    extern = tmp_path / "store" / "extern"
+    with feedkv.connect(
+        tmp_path / "store", changefeed_runner="thread", external_io_dir=extern
+    ) as db:
+        db.sql("CREATE TABLE t (id INT PRIMARY KEY)")
+        db.sql("INSERT INTO t VALUES (1), (2)")
+        [(job_id,)] = db.sql(
+            "CREATE CHANGEFEED FOR TABLE t INTO 'nodelocal://self/cdc' WITH resolved = '100ms'"
+        ).rows
+        wait_until(
+            lambda: any(
+                f.suffix != ".RESOLVED" and "RESOLVED" not in f.name
+                for f in (extern / "cdc").rglob("*.ndjson")
+            ),
+            timeout_s=60,
+            what="the changefeed's files below the external I/O directory",
+        )
+        rows = db.sql(f"SELECT sink_uri FROM [SHOW CHANGEFEED JOB {job_id}]").rows
+        assert rows == [("nodelocal://self/cdc",)]
+        with pytest.raises(SQLError, match="outside the node's external I/O"):
+            db.sql("CREATE CHANGEFEED FOR TABLE t INTO 'nodelocal://self/../escape'")
+        with pytest.raises(SQLError, match="carries none to another node"):
+            db.sql("CREATE CHANGEFEED FOR TABLE t INTO 'nodelocal://7/cdc2'")
+        db.sql(f"CANCEL JOB {job_id}")
+    assert not (tmp_path / "store" / "escape").exists()

@@ -321,6 +321,11 @@ def check(uri: SinkURI, options: ChangefeedOptions) -> None:
 def blob_store(uri: SinkURI) -> BlobStore:
     """The directory, bucket or container a ``file://``, ``s3://``, ``gs://`` or
     ``azure://`` URI names."""
+    if uri.scheme == "nodelocal":
+        raise option_error(
+            f"sink URI {uri.uri!r}: a nodelocal:// sink is written by the node that runs its "
+            "job, below that node's external I/O directory"
+        )
     if uri.scheme == "file":
         if uri.host not in ("", "localhost"):
             raise option_error(

@@ -434,6 +434,10 @@ class Changefeed:
                 if not isinstance(event, Checkpoint):
                     continue
                 if retarget is not None and event.ts >= retarget.prev():
+                    # NB: a table dropped at retarget is no target after the restart:
+                    # its drop goes to the schema topic now, before any row after it
+                    for target in self.spec.targets:
+                        self._send_schema_changes(target.table_id, retarget)
                     return retarget.prev()  # again, with the tables of the moment
                 self._backfill(frontier.reach(event.ts))
                 for target in self.spec.targets:

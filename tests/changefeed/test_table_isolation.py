@@ -283,7 +283,6 @@ def test_a_table_whose_row_kafka_never_takes_stays_set_aside(
     assert read_json(bootstrap, "b", {1, 2, 3}) == {1, 2, 3}
     status = running_status(db, job_id)
     assert "table a failing" in status and "too large" in status.lower(), status
-    (high_water,) = db.sql(
-        f"SELECT high_water_timestamp FROM [SHOW CHANGEFEED JOB {job_id}]"
-    ).rows[0]
+    show = f"SELECT high_water_timestamp FROM [SHOW CHANGEFEED JOB {job_id}]"
+    (high_water,) = db.sql(show).rows[0]
     assert high_water is None or float(high_water) < float(written)

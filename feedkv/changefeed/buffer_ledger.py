@@ -198,15 +198,15 @@ class BufferLedger:
         with self._locked() as table:
             self._live(table)
 
-    def counts_elsewhere(self) -> tuple[int, ...]:
-        """The totals (:data:`COUNTS`) of every other process that held bytes or counted,
-        alive or gone, as they are now (:meth:`add_count`)."""
+    def counted(self) -> tuple[int, ...]:
+        """The totals (:data:`COUNTS`) every process counted here (:meth:`add_count`),
+        alive or gone, as they are now. (A process whose totals are its own, the node's,
+        counts none here.)"""
         with self._locked() as table:
             self._live(table)  # NB: the dead's totals move to the header
             totals = list(table.retired)
             for index in table.occupied():
-                if index != self._slot:
-                    totals = [a + b for a, b in zip(totals, table.totals(index), strict=True)]
+                totals = [a + b for a, b in zip(totals, table.totals(index), strict=True)]
             return tuple(totals)
 
     def own_counts(self) -> tuple[int, ...]:

@@ -185,6 +185,11 @@ class BufferCounts:
         if mem_released:
             ledger.add_count(4, mem_released)
 
+    @property
+    def shared(self) -> bool:
+        """Whether the totals are counted in the node's ledger (not in this object)."""
+        return self._ledger is not None
+
     def totals(self) -> tuple[int, ...]:
         """Every total, in the order of :data:`~feedkv.changefeed.buffer_ledger.COUNTS`."""
         if self._ledger is not None:
@@ -261,10 +266,10 @@ class NodeBuffers:
         if name not in COUNTS:
             raise InvariantViolation(f"no changefeed buffer total {name!r}")
         index = COUNTS.index(name)
-        own = self.counts.totals()[index]
         if self._ledger is None:
-            return own
-        return own + self._ledger.counts_elsewhere()[index]
+            return self.counts.totals()[index]
+        counted = self._ledger.counted()[index]
+        return counted if self.counts.shared else counted + self.counts.totals()[index]
 
     def reap(self) -> None:
         """Give back what processes of the node that are gone held, and remove their

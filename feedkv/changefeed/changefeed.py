@@ -231,6 +231,10 @@ class Changefeed:
         # tables set aside after their own failure (feedkv.changefeed.table_failures)
         self._failures = TableFailures(first_s=RESTART_BACKOFF, max_s=MAX_RESTART_BACKOFF)
         self._failures_lock = threading.Lock()  # table_status reads from other threads
+        # NB: the latest value the feed has passed on (or by, for a table set aside):
+        # values come ahead of the checkpoints that cover them, so a table's retry at a
+        # checkpoint must read its changes up to here, not only to the checkpoint
+        self._passed = spec.start
         self._live = False  # whether rows now come from the feed (not an initial scan)
         self.stalled: Stalled | None = None  # why the feed is stalled, while it is
 
@@ -418,6 +422,8 @@ class Changefeed:
                 if isinstance(event, Value):
                     if retarget is not None and event.ts >= retarget:
                         continue  # read again after the restart
+                    if event.ts > self._passed:
+                        self._passed = event.ts
                     if self._batch.admitted_wall is None:
                         self._batch.admitted_wall = event.ts.wall  # the oldest: in ts order
                     admission = frontier.admit(event.ts)
@@ -434,6 +440,10 @@ class Changefeed:
                 if not isinstance(event, Checkpoint):
                     continue
                 if retarget is not None and event.ts >= retarget.prev():
+                    # NB: a table dropped at retarget is no target after the restart:
+                    # its drop goes to the schema topic now, before any row after it
+                    for target in self.spec.targets:
+                        self._send_schema_changes(target.table_id, retarget)
                     return retarget.prev()  # again, with the tables of the moment
                 self._backfill(frontier.reach(event.ts))
                 for target in self.spec.targets:
@@ -573,13 +583,14 @@ class Changefeed:
 
     def _retry_tables(self, reached: Timestamp, frontier: Frontier) -> None:
         """Catch every table whose retry is due up to ``reached`` (every value at or
-        below it has come through the feed); those that go through rejoin it."""
+        below it has come through the feed), or to the latest value the feed passed by
+        if later; those that go through rejoin it."""
         with self._failures_lock:
             due = self._failures.due(self._clock())
         for failure in due:
             if self.closed:
                 return
-            if self._catch_up(failure, reached, frontier):
+            if self._catch_up(failure, max(reached, self._passed), frontier):
                 with self._failures_lock:
                     self._failures.recovered(failure.table_id)
                 log.warning("changefeed: table %s recovered; it goes on", failure.name)
@@ -587,7 +598,9 @@ class Changefeed:
     def _catch_up(self, failure: TableFailure, reached: Timestamp, frontier: Frontier) -> bool:
         """Emit ``failure``'s table's changes in ``(since, reached]`` and the backfills
         due in it, in timestamp order; whether they all went through. (``since`` stays
-        where it is: what this emits is durable only at the next flush.)"""
+        where it is: what this emits is durable only at the next flush.) ``reached`` is at
+        least the latest value the feed passed by: once the table rejoins, the feed
+        hands on only what comes after."""
         table_id = failure.table_id
         attempt = failure.attempt
         spans = [t.span for t in self.spec.targets if t.table_id == table_id]

@@ -97,6 +97,31 @@ def forget(txn: Txn, record: JobRecord) -> None:
         txn.delete(catalog.changefeed_name_key(record.database_id, record.name))
 
 
+def _partition_of(
+    reader: catalog.Reader, targets: tuple[Target, ...], index: int, done: set[int]
+) -> str | None:
+    """The partition of its table whose spans are exactly those of ``targets[index]``
+    and of other targets of the table (and family) not yet written, which it adds to
+    ``done``: ``FOR TABLE t PARTITION p`` made them, and a partition's spans may not be
+    values (the end of a ``LIST`` value, ``MINVALUE``, the gaps of ``DEFAULT``)."""
+    target = targets[index]
+    desc = catalog.table_by_id(reader, target.table_id)
+    if target.bounds is None or desc is None:
+        return None
+    alike = {
+        other.bounds: at
+        for at, other in enumerate(targets)
+        if at not in done
+        and other.bounds is not None
+        and (other.table_id, other.family) == (target.table_id, target.family)
+    }
+    for partition in desc.partitions:
+        if target.bounds in partition.spans and set(partition.spans) <= alike.keys():
+            done.update(alike[span] for span in partition.spans)
+            return partition.name
+    return None
+
+
 def _bounds_text(reader: catalog.Reader, target: Target) -> str:
     """`` VALUES FROM (...) TO (...)`` for a bounded target, read back from its keys."""
     desc = catalog.table_by_id(reader, target.table_id)
@@ -137,7 +162,10 @@ def create_statement(record: JobRecord, reader: catalog.Reader) -> str:
         text += f" FOR DATABASE {quote_name(shown) if database is not None else shown}"
     elif spec.query is None:
         targets = []
-        for target in spec.targets:
+        done: set[int] = set()  # targets written already, as a partition
+        for index, target in enumerate(spec.targets):
+            if index in done:
+                continue
             names = table_names(reader, target.table_id)
             table = (
                 f"{quote_name(names[0])}.public.{quote_name(names[1])}"
@@ -145,7 +173,11 @@ def create_statement(record: JobRecord, reader: catalog.Reader) -> str:
                 else f"[{target.table_id}]"
             )
             family = f" FAMILY {quote_name(target.family)}" if target.family else ""
-            targets.append(f"TABLE {table}{family}{_bounds_text(reader, target)}")
+            partition = _partition_of(reader, spec.targets, index, done)
+            if partition is not None:
+                targets.append(f"TABLE {table}{family} PARTITION {quote_name(partition)}")
+            else:
+                targets.append(f"TABLE {table}{family}{_bounds_text(reader, target)}")
         text += " FOR " + ", ".join(targets)
     if spec.sink_uri is not None:
         text += f" INTO {sql_literal(redacted(spec.sink_uri))}"

@@ -43,7 +43,6 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -61,7 +60,6 @@ from feedkv.errors import InvalidArgumentError, InvariantViolation
 __all__ = [
     "DEFAULT_DISK",
     "DEFAULT_MEMORY",
-    "PUBLISH_S",
     "REAP_S",
     "ROOM_SHARE",
     "STALL_AFTER_S",
@@ -77,7 +75,6 @@ DEFAULT_MEMORY = 512 << 20  # --max-changefeed-memory, as the design's example
 DEFAULT_DISK = 4 << 30  # --max-disk-changefeed-storage
 STALL_AFTER_S = 5.0  # how long a full sink waits for room before its changefeed stalls
 ROOM_SHARE = 16  # a stalled changefeed starts again once this part of a budget is free
-PUBLISH_S = 0.25  # how often a worker's totals reach the node's ledger while they move
 REAP_S = 1.0  # how often a running Spark job gives back what its dead workers held
 
 
@@ -147,37 +144,15 @@ class BufferCounts:
     delivered or dropped), and the memory bytes acquired and released. Thread-safe.
 
     In another process of the node (a Spark worker, :meth:`NodeBuffers.attach`) the
-    totals are published to the node's ledger: at most every :data:`PUBLISH_S` seconds
-    as they move, and whenever a sink flushes or closes (:meth:`publish`), so the node's
-    metrics count every worker's sinks, a task's by the time it ends."""
+    totals live in that process's slot of the node's ledger and :meth:`add` counts them
+    there, in place (:meth:`~feedkv.changefeed.buffer_ledger.BufferLedger.add_count`):
+    the node's metrics read every worker's totals as they are, and a worker killed at
+    any point has left every record it buffered counted."""
 
-    def __init__(self, publish: Callable[[tuple[int, ...]], None] | None = None) -> None:
+    def __init__(self, ledger: BufferLedger | None = None) -> None:
         self._lock = threading.Lock()
-        self.entries_in = 0
-        self.entries_out = 0
-        self.entries_released = 0
-        self.mem_acquired = 0
-        self.mem_released = 0
-        self._publish = publish
-        # NB: held from reading the totals to their write, so two threads publishing at
-        # once write them in the order they read them (a counter never goes back)
-        self._publishing = threading.Lock()
-        self._published_at = -PUBLISH_S  # monotonic seconds
-        self._unpublished = False
-
-    def publish(self) -> None:
-        """Publish the totals to the node's ledger now if they moved since they last
-        were (nothing to do in the node process itself)."""
-        if self._publish is None:
-            return
-        with self._publishing:
-            with self._lock:
-                if not self._unpublished:
-                    return
-                self._unpublished = False
-                self._published_at = time.monotonic()
-                totals = tuple(getattr(self, name) for name in COUNTS)
-            self._publish(totals)
+        self._totals = [0] * len(COUNTS)
+        self._ledger = ledger
 
     def add(
         self,
@@ -188,16 +163,59 @@ class BufferCounts:
         mem_acquired: int = 0,
         mem_released: int = 0,
     ) -> None:
+        ledger = self._ledger
+        if ledger is None:
+            with self._lock:
+                totals = self._totals
+                totals[0] += entries_in
+                totals[1] += entries_out
+                totals[2] += entries_released
+                totals[3] += mem_acquired
+                totals[4] += mem_released
+            return
+        # NB: a sink counts each row it takes: one cell's add per total that moves
+        if entries_in:
+            ledger.add_count(0, entries_in)
+        if entries_out:
+            ledger.add_count(1, entries_out)
+        if entries_released:
+            ledger.add_count(2, entries_released)
+        if mem_acquired:
+            ledger.add_count(3, mem_acquired)
+        if mem_released:
+            ledger.add_count(4, mem_released)
+
+    @property
+    def shared(self) -> bool:
+        """Whether the totals are counted in the node's ledger (not in this object)."""
+        return self._ledger is not None
+
+    def totals(self) -> tuple[int, ...]:
+        """Every total, in the order of :data:`~feedkv.changefeed.buffer_ledger.COUNTS`."""
+        if self._ledger is not None:
+            return self._ledger.own_counts()
         with self._lock:
-            self.entries_in += entries_in
-            self.entries_out += entries_out
-            self.entries_released += entries_released
-            self.mem_acquired += mem_acquired
-            self.mem_released += mem_released
-            self._unpublished = True
-            due = self._publish is not None and (time.monotonic() - self._published_at >= PUBLISH_S)
-        if due:
-            self.publish()
+            return tuple(self._totals)
+
+    @property
+    def entries_in(self) -> int:
+        return self.totals()[0]
+
+    @property
+    def entries_out(self) -> int:
+        return self.totals()[1]
+
+    @property
+    def entries_released(self) -> int:
+        return self.totals()[2]
+
+    @property
+    def mem_acquired(self) -> int:
+        return self.totals()[3]
+
+    @property
+    def mem_released(self) -> int:
+        return self.totals()[4]
 
 
 @dataclass
@@ -244,13 +262,14 @@ class NodeBuffers:
     def count(self, name: str) -> int:
         """One of the totals of what went through the node's buffers
         (:class:`BufferCounts`): this process's, and when they are shared, every other
-        process's as published to the ledger (a worker killed meanwhile included)."""
+        process's as counted in the ledger (a worker killed meanwhile included)."""
         if name not in COUNTS:
             raise InvariantViolation(f"no changefeed buffer total {name!r}")
-        own: int = getattr(self.counts, name)
+        index = COUNTS.index(name)
         if self._ledger is None:
-            return own
-        return own + self._ledger.counts_elsewhere()[COUNTS.index(name)]
+            return self.counts.totals()[index]
+        counted = self._ledger.counted()[index]
+        return counted if self.counts.shared else counted + self.counts.totals()[index]
 
     def reap(self) -> None:
         """Give back what processes of the node that are gone held, and remove their
@@ -307,7 +326,7 @@ class NodeBuffers:
     def attach(cls, limits: BufferLimits) -> NodeBuffers:
         """The node's shared buffers, opened in another of its processes (a Spark
         worker); one per process and directory, so every task of a worker shares it.
-        Its totals are published to the ledger for the node's metrics."""
+        Its totals are counted in the ledger, for the node's metrics."""
         # NB: keyed by pid too: a worker forked from a process that attached counts
         # its own totals, not its parent's
         key = (os.getpid(), limits)
@@ -321,7 +340,7 @@ class NodeBuffers:
                     SharedByteBudget("changefeed disk", ledger, DISK, limits.disk),
                     directory,
                     limits.stall_after_s,
-                    BufferCounts(ledger.publish),
+                    BufferCounts(ledger),
                     _ledger=ledger,
                 )
             return found

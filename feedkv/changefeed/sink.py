@@ -313,8 +313,6 @@ class BatchingSink:
                 )
             )
             self._raise_if_failed()
-        if self._buffers is not None:
-            self._buffers.counts.publish()
 
     def wait_drained(self, timeout: float | None = None) -> bool:
         """Block until every sealed batch is delivered (the backlog cleared), the sink
@@ -354,8 +352,6 @@ class BatchingSink:
                 self._drop_open(topic)
             self._cond.notify_all()
         self._sender.join()
-        if self._buffers is not None:
-            self._buffers.counts.publish()
         self._client.close()
 
     def reset(self) -> None:

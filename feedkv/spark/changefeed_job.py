@@ -392,23 +392,34 @@ class ChangefeedStreamReader(FollowingStreamReader):
     def start_offset(self) -> FeedOffset:
         spec = self.job.spec
         scan_key = min(s.start for s in self.spans) if spec.options.scans else None
-        return FeedOffset(spec.start, scan_key)
+        return FeedOffset(spec.start, scan_key, cursor=self._cursor())
+
+    def _cursor(self) -> Timestamp | None:
+        """The job's cursor, which its offsets carry: when ALTER CHANGEFEED ... SET
+        cursor moved it, the query's checkpoint still ends at the old high-water mark,
+        and its next batch reads from the cursor instead (:meth:`FeedOffset.window_start`)."""
+        return self.job.spec.options.cursor
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadAllAvailable()
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        cursor = self._cursor()
         offset = FeedOffset.from_json(start)
+        if cursor is not None and offset.cursor != cursor:
+            # ALTER CHANGEFEED ... SET cursor moved the job since the checkpoint's offset:
+            # the next batch reads from the cursor (see FeedOffset.window_start)
+            offset = FeedOffset(cursor, None, offset.added_scans, cursor)
         scans = self.job.spec.scan_tables
         # NB: the added tables scanned in this run stay in its offsets (a query started
         # again from its checkpoint does not scan them again); a later run's spec
         # scans none once the high-water mark moved past the scan, and drops them
         added = tuple(sorted(scans.intersection(offset.added_scans)))
         if offset.scanning:
-            return FeedOffset(offset.resolved, None, added).to_json()  # one batch
+            return FeedOffset(offset.resolved, None, added, cursor).to_json()  # one batch
         if scans.difference(offset.added_scans):
             # the tables added WITH initial_scan: one batch scans them as of the offset
-            return FeedOffset(offset.resolved, None, tuple(sorted(scans))).to_json()
+            return FeedOffset(offset.resolved, None, tuple(sorted(scans)), cursor).to_json()
         if self.job.spec.options.initial_scan == "only":
             return offset.to_json()
         resolved = self.resolved(offset.resolved)
@@ -420,10 +431,11 @@ class ChangefeedStreamReader(FollowingStreamReader):
             raise stopped_by(window.error)
         if window is None or isinstance(window, Ended):
             return offset.to_json()
-        return FeedOffset(window.hi, None, added).to_json()
+        return FeedOffset(window.hi, None, added, cursor).to_json()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        first, last = FeedOffset.from_json(start), FeedOffset.from_json(end)
+        last = FeedOffset.from_json(end)
+        first = FeedOffset.from_json(start).window_start(last)
         boundaries = range_starts(self.job.url)
         plan = (
             self._schema_plan(first.resolved, last.resolved)

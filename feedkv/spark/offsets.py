@@ -7,9 +7,12 @@ is cut into batches in key order when admission control asks for it). A changefe
 whose tables were added ``WITH initial_scan`` (``ALTER CHANGEFEED ... ADD``) also has
 ``added_scans``: the added tables whose scan as of ``resolved`` has been read (the
 batch that scans them goes from an offset without them to the same ``resolved`` with
-them). Spark keeps offsets as JSON; :meth:`FeedOffset.to_json` builds the dict in a
-fixed key order (``added_scans`` only when there are some), so the same offset is always
-the same text.
+them). A job whose high-water mark was moved (``ALTER CHANGEFEED ... SET cursor``) has
+``cursor``, the cursor its offsets were written under: the batch from an offset of
+another cursor (the query's checkpoint, from before the move) reads from the new cursor
+instead (:meth:`FeedOffset.window_start`). Spark keeps offsets as JSON;
+:meth:`FeedOffset.to_json` builds the dict in a fixed key order (``added_scans`` and
+``cursor`` only when there are some), so the same offset is always the same text.
 
 A micro-batch goes from one offset to the next, and :func:`plan_pieces` cuts it into
 :class:`Piece` objects, one per range it touches:
@@ -41,10 +44,19 @@ class FeedOffset:
     resolved: Timestamp
     scan_key: bytes | None = None  # None: no scan, or the scan is finished
     added_scans: tuple[int, ...] = ()  # added tables scanned as of resolved, ascending
+    cursor: Timestamp | None = None  # the job's cursor when it was written (SET cursor)
 
     @property
     def scanning(self) -> bool:
         return self.scan_key is not None
+
+    def window_start(self, end: FeedOffset) -> FeedOffset:
+        """Where the batch from this offset to ``end`` reads from: here, or from
+        ``end``'s cursor when the job's cursor moved between them (the batch reads every
+        change after the new cursor, back or forward from here)."""
+        if end.cursor is None or end.cursor == self.cursor:
+            return self
+        return FeedOffset(end.cursor, None, self.added_scans, end.cursor)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -53,6 +65,8 @@ class FeedOffset:
         }
         if self.added_scans:
             data["added_scans"] = list(self.added_scans)
+        if self.cursor is not None:
+            data["cursor"] = str(self.cursor)
         return data
 
     @classmethod
@@ -69,7 +83,15 @@ class FeedOffset:
             isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in added
         ):
             raise InvalidArgumentError(f"not a feedkv offset (bad added_scans): {data!r}")
-        return cls(Timestamp.parse(data["resolved"]), key, tuple(sorted(set(added))))
+        cursor = data.get("cursor")
+        if cursor is not None and not isinstance(cursor, str):
+            raise InvalidArgumentError(f"not a feedkv offset (bad cursor): {data!r}")
+        return cls(
+            Timestamp.parse(data["resolved"]),
+            key,
+            tuple(sorted(set(added))),
+            Timestamp.parse(cursor) if cursor is not None else None,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ Other processes are real ones (``python -c``), killed with SIGKILL."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -34,7 +35,8 @@ sys.stdin.read()
 """
 
 # A Spark worker's part, in another process: a sink attached to the node's buffers
-# writes rows to a client that takes them (``take``) or holds every send (``hold``),
+# writes rows to a client that takes them (``take``) or holds every send (``hold``,
+# once its sender holds the first batch), in batches of ``argv[4]`` rows (default 1),
 # then prints how many spill files it has and waits to be killed (or for stdin to close).
 SINK_WORKER = """
 import sys, threading
@@ -43,9 +45,12 @@ from feedkv.changefeed.node_buffers import BufferLimits, NodeBuffers
 from feedkv.changefeed.sink import BatchingSink, FlushConfig, Message
 from feedkv.util.hlc import Timestamp
 
+holding = threading.Event()
+
 class Client:
     def send(self, topic, batch):
         if sys.argv[2] == "hold":
+            holding.set()
             threading.Event().wait()
     def send_resolved(self, ts, topics):
         pass
@@ -53,12 +58,15 @@ class Client:
         pass
 
 buffers = NodeBuffers.attach(BufferLimits.from_json(sys.argv[1]))
-sink = BatchingSink(Client(), flush=FlushConfig(messages=1), buffers=buffers)
+per_batch = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+sink = BatchingSink(Client(), flush=FlushConfig(messages=per_batch), buffers=buffers)
 ts = Timestamp(1, 0)
 for i in range(int(sys.argv[3])):
     sink.emit_row(Message("t", b"[%d]" % i, b"x" * 100, ts, ts))
 if sys.argv[2] == "take":
     sink.flush()
+else:
+    holding.wait()
 print(len(list(buffers.spill_dir.glob(spill_prefix() + "*"))), flush=True)
 sys.stdin.read()
 """
@@ -78,12 +86,20 @@ class Holder:
         self.answer = self.process.stdout.readline().strip()
 
     @classmethod
-    def sink(cls, limits: BufferLimits, mode: str, rows: int) -> Holder:
-        """A process whose sink wrote ``rows`` into the node's buffers (see SINK_WORKER);
-        its answer: how many spill files it left."""
+    def sink(cls, limits: BufferLimits, mode: str, rows: int, per_batch: int = 1) -> Holder:
+        """A process whose sink wrote ``rows`` into the node's buffers, ``per_batch`` to
+        a batch (see SINK_WORKER); its answer: how many spill files it left."""
         holder = cls.__new__(cls)
         holder.process = subprocess.Popen(
-            [sys.executable, "-c", SINK_WORKER, limits.to_json(), mode, str(rows)],
+            [
+                sys.executable,
+                "-c",
+                SINK_WORKER,
+                limits.to_json(),
+                mode,
+                str(rows),
+                str(per_batch),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -233,6 +249,65 @@ def test_a_workers_buffer_totals_reach_the_node_and_outlive_the_worker(
     assert buffers.count("entries_out") == 6
     with pytest.raises(InvariantViolation, match="no changefeed buffer total 'entries'"):
         buffers.count("entries")
+
+
+def test_a_killed_workers_totals_are_exactly_what_it_buffered(
+    tmp_path: Path, holders: list[Holder]
+) -> None:
+    """A worker counts each row in the shared ledger as its sink takes it, not later: the
+    node's totals equal what the worker buffered while it runs and once it has been
+    SIGKILLed with its rows still held (nothing was waiting in its memory to be
+    published)."""
+    buffers = NodeBuffers.of(memory=100_000, disk=0)
+    buffers.share(tmp_path / "spill")
+    limits = buffers.limits()
+    assert limits is not None
+    # 55 rows, 10 to a batch: 5 sealed batches (each taken from the node's memory) and
+    # 5 rows in the open one; the sender holds the first batch. Row i's message is 164
+    # bytes and its key b"[i]".
+    sealed = sum(164 + len(b"[%d]" % i) for i in range(50))
+    holders.append(Holder.sink(limits, "hold", 55, per_batch=10))
+    assert holders[0].answer == "0"
+    expected = {
+        "entries_in": 55,
+        "entries_out": 10,
+        "entries_released": 0,
+        "mem_acquired": sealed,
+        "mem_released": 0,
+    }
+    assert {name: buffers.count(name) for name in expected} == expected
+    assert buffers.memory.used == sealed
+    holders[0].kill()
+    assert {name: buffers.count(name) for name in expected} == expected
+    assert buffers.memory.used == 0
+    holders.append(Holder.sink(limits, "hold", 13, per_batch=10))  # a new worker adds on
+    assert buffers.count("entries_in") == 68 and buffers.count("entries_out") == 20
+
+
+def test_a_forked_worker_counts_in_a_slot_of_its_own(buffers: NodeBuffers) -> None:
+    """A worker forked from one that already counted (Spark forks its Python workers)
+    counts apart from its parent, and its totals stay counted after it exits."""
+    limits = buffers.limits()
+    assert limits is not None
+    parent = NodeBuffers.attach(limits)
+    parent.counts.add(entries_in=2)
+    pid = os.fork()
+    if pid == 0:  # the child: counts, then leaves at once (no cleanup, as a kill)
+        code = 1
+        try:
+            child = NodeBuffers.attach(limits)
+            child.counts.add(entries_in=5, entries_out=1)
+            code = 0 if child.counts.entries_in == 5 else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert parent.counts.entries_in == 2
+    # NB: the test process is the node (its totals its own) and the parent worker (its
+    # totals in the ledger) at once: the node counts both, and the child's
+    buffers.counts.add(entries_in=10)
+    assert buffers.count("entries_in") == 10 + 2 + 5 and buffers.count("entries_out") == 1
+    assert parent.count("entries_in") == 2 + 5  # a worker's own are in the ledger: once
 
 
 @pytest.mark.parametrize("noticed_by", ["reading the buffers", "a job's reap", "a node restart"])

@@ -181,3 +181,32 @@ def test_schema_topic_is_refused_on_a_node_running_jobs_on_spark(
         assert raised.value.code == "0A000"
         assert "schema_topic is sent by the thread runner only" in raised.value.message
         assert db.sql("SHOW CHANGEFEED JOBS").rows == []
+
+
+def test_a_table_dropped_from_a_database_feed_sends_its_drop_to_the_schema_topic(
+    db: DB, bootstrap: str
+) -> None:
+    """A table leaving a ``FOR DATABASE`` changefeed (dropped) is a schema change of a
+    watched table like any other: the schema topic says it was dropped, after its rows
+    and before the rows of the other tables that follow."""
+    db.sql("CREATE DATABASE shop")
+    db.sql("CREATE TABLE shop.orders (id INT PRIMARY KEY)")
+    db.sql("CREATE TABLE shop.items (id INT PRIMARY KEY)")
+    db.sql("INSERT INTO shop.items VALUES (7)")
+    db.sql(
+        f"CREATE CHANGEFEED FOR DATABASE shop "
+        f"INTO 'kafka://{bootstrap}?topic_prefix=p_&schema_topic=schemas' WITH {FAST}"
+    )
+    db.sql("INSERT INTO shop.items VALUES (8)")
+    db.sql("DROP TABLE shop.items")
+    db.sql("INSERT INTO shop.orders VALUES (1)")
+
+    items = read(bootstrap, "p_items", lambda found: {k[0] for k, _v, _ts in found} == {7, 8})
+    (order,) = read(bootstrap, "p_orders", 1)
+    ((key, value, dropped_ts),) = read(bootstrap, "schemas", 1)
+
+    assert key == ["items"]
+    assert value["table"] == "items" and value["dropped"] is True
+    assert value["updated"] == str(dropped_ts)
+    assert max(ts for _k, _v, ts in items) < dropped_ts < order[2]
+    assert db.sql("SELECT status FROM [SHOW CHANGEFEED JOBS]").rows == [("running",)]

@@ -131,3 +131,36 @@ def test_partitions_from_feedkv_sql(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert rows[1:] == [
         ["users", '["de", 2]', '{"after": {"id": 2, "name": "bo", "region": "de"}}']
     ]
+
+
+def test_show_create_changefeed_writes_partition_targets_as_partitions(
+    users: DB, tmp_path: Path
+) -> None:
+    """A partition's spans are not all values (a LIST value's end, MINVALUE and
+    MAXVALUE, DEFAULT's gaps): SHOW CREATE CHANGEFEED names the partition, and the
+    statement it shows makes a changefeed watching the same spans."""
+    db = users
+    db.sql(
+        "CREATE TABLE events (k INT PRIMARY KEY, v STRING) PARTITION BY RANGE (k) "
+        "(PARTITION old VALUES FROM (MINVALUE) TO (100), "
+        "PARTITION recent VALUES FROM (100) TO (MAXVALUE))"
+    )
+    (first_id,) = db.sql(
+        "CREATE CHANGEFEED feed_p FOR TABLE users PARTITION north_america, TABLE events "
+        "PARTITION recent, TABLE users PARTITION other, TABLE events VALUES FROM (5) TO (7) "
+        f"INTO 'file://{tmp_path / 'a'}'"
+    ).rows[0]
+    ((name, shown),) = db.sql("SHOW CREATE CHANGEFEED feed_p").rows
+    assert name == "feed_p"
+    assert shown == (
+        "CREATE CHANGEFEED feed_p FOR TABLE defaultdb.public.users PARTITION north_america, "
+        "TABLE defaultdb.public.events PARTITION recent, TABLE defaultdb.public.users "
+        "PARTITION other, TABLE defaultdb.public.events VALUES FROM (5) TO (7) "
+        f"INTO 'file://{tmp_path / 'a'}'"
+    )
+    first = db.changefeeds.record(first_id)
+    db.sql("DROP CHANGEFEED feed_p")
+    (again_id,) = db.sql(shown).rows[0]
+    again = db.changefeeds.record(again_id)
+    assert first is not None and again is not None
+    assert again.spec.targets == first.spec.targets

@@ -22,6 +22,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from feedkv import DB
+from feedkv.kv.store import StoreConfig
 from feedkv.testing.schema_registry import SchemaRegistryServer
 from feedkv.testing.waiting import wait_until
 
@@ -238,3 +239,50 @@ def test_a_table_whose_kafka_topic_refuses_its_rows_is_reported_while_the_other_
     assert read_json(bootstrap, "b", {1, 2, 3}) == {1, 2, 3}
     record = db.changefeeds.record(job_id)
     assert record is not None and record.status == "running"
+
+
+@pytest.mark.parametrize(
+    "store_config",
+    [
+        StoreConfig(closed_ts_interval_s=0.01, closed_ts_target_ns=50_000_000, sync=False),
+        StoreConfig(sync=False),  # a node's: ranges close 1 s behind, every 200 ms
+    ],
+    ids=["fast-closed-timestamps", "node-closed-timestamps"],
+)
+@pytest.mark.parametrize(
+    "options",
+    ["resolved='1s'", "resolved='0s', min_checkpoint_frequency='0s'"],
+    ids=["default-checkpoints", "fast-checkpoints"],
+)
+def test_a_table_whose_row_kafka_never_takes_stays_set_aside(
+    bootstrap: str, db: DB, options: str
+) -> None:
+    """The table stays set aside (and named) while Kafka refuses its row, and the job's
+    high-water mark holds before the row. With a node's closed timestamps a value comes
+    a second ahead of the checkpoint that covers it: a retry at the next checkpoint read
+    the table's changes up to that checkpoint only, found none, and the table
+    "recovered", its row lost (seen from feedkv sql on a feedkv start node)."""
+    db.sql("CREATE TABLE a (k INT PRIMARY KEY, v STRING)")
+    db.sql("CREATE TABLE b (k INT PRIMARY KEY, v STRING)")
+    job_id = db.sql(
+        f"CREATE CHANGEFEED FOR TABLE a, TABLE b INTO 'kafka://{bootstrap}' WITH {options}"
+    ).rows[0][0]
+    db.sql("INSERT INTO b VALUES (1, 'small')")
+    assert read_json(bootstrap, "b", {1})
+    db.sql("INSERT INTO a VALUES ($1, $2)", 2, "x" * 1_500_000)
+    written = db.sql("SELECT cluster_logical_timestamp()").rows[0][0]
+    db.sql("INSERT INTO b VALUES (2, 'after')")
+    assert read_json(bootstrap, "b", {1, 2}) == {1, 2}
+    # three retries of a, at least (0.2 s, 0.4 s, 0.8 s apart), each refused
+    wait_until(
+        lambda: "(attempt 4," in running_status(db, job_id),
+        timeout_s=DEADLINE,
+        what="a's fourth attempt",
+    )
+    db.sql("INSERT INTO b VALUES (3, 'more')")
+    assert read_json(bootstrap, "b", {1, 2, 3}) == {1, 2, 3}
+    status = running_status(db, job_id)
+    assert "table a failing" in status and "too large" in status.lower(), status
+    show = f"SELECT high_water_timestamp FROM [SHOW CHANGEFEED JOB {job_id}]"
+    (high_water,) = db.sql(show).rows[0]
+    assert high_water is None or float(high_water) < float(written)

@@ -41,8 +41,9 @@ def spans_of(pieces: list[Piece]) -> list[tuple[bytes, bytes]]:
         FeedOffset(T1, b"\x00\xffkey"),
         FeedOffset(Timestamp(0, 0), b""),
         FeedOffset(Timestamp(5, 0)),
+        FeedOffset(T2, None, (7,), T1),
     ],
-    ids=["no-scan", "scanning", "zero-ts-empty-key", "logical-zero"],
+    ids=["no-scan", "scanning", "zero-ts-empty-key", "logical-zero", "moved-cursor"],
 )
 def test_an_offset_survives_a_round_trip_through_json_text(offset: FeedOffset) -> None:
     text = json.dumps(offset.to_json())
@@ -260,3 +261,27 @@ def test_the_order_of_the_boundaries_does_not_change_the_pieces(
     forward = plan_pieces(FeedOffset(T1), FeedOffset(T2), span, sorted(boundaries))
     backward = plan_pieces(FeedOffset(T1), FeedOffset(T2), span, sorted(boundaries, reverse=True))
     assert forward == backward
+
+
+def test_an_offset_of_a_moved_cursor_names_it_last() -> None:
+    text = json.dumps(FeedOffset(T2, None, (7,), T1).to_json())
+    assert text == (
+        f'{{"resolved": "{T2}", "scan_key": null, "added_scans": [7], "cursor": "{T1}"}}'
+    )
+
+
+def test_a_batch_reads_from_its_end_offsets_cursor_when_the_cursor_moved() -> None:
+    """ALTER CHANGEFEED ... SET cursor: the query's checkpoint ends at the old high-water
+    mark (T2); the batch after it reads every change after the new cursor (T1), back (or
+    forward) from there, and later batches from their own start again."""
+    checkpointed = FeedOffset(T2)
+    moved = FeedOffset(T2, None, (), T1)
+    assert checkpointed.window_start(moved) == FeedOffset(T1, None, (), T1)
+    later = FeedOffset(Timestamp(T2.wall + 1, 0), None, (), T1)
+    assert moved.window_start(later) is moved
+    assert checkpointed.window_start(FeedOffset(T2)) is checkpointed
+
+
+def test_an_offset_with_a_cursor_that_is_not_a_timestamp_is_rejected() -> None:
+    with pytest.raises(InvalidArgumentError, match="bad cursor"):
+        FeedOffset.from_json({"resolved": str(T1), "scan_key": None, "cursor": 5})

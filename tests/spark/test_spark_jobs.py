@@ -471,3 +471,40 @@ def test_a_script_that_ends_without_close_exits_and_its_spark_job_resumes_at_the
             what="the row written after the restart",
         )
         db.sql(f"CANCEL JOB {job_id}")
+
+
+def test_set_cursor_back_on_a_paused_spark_job_emits_every_change_after_it_again(
+    spark: Any, db: DB, tmp_path: Path
+) -> None:
+    """``ALTER CHANGEFEED <name> SET cursor`` on the Spark runner: resumed, the job emits
+    every change after the cursor, though its query's checkpoint ends at the old
+    high-water mark (it emitted nothing before), and none before it."""
+    out = tmp_path / "out"
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, v STRING)")
+    db.sql(
+        f"CREATE CHANGEFEED feed_t FOR TABLE t INTO 'file://{out}' WITH updated, key_in_value, "
+        "resolved = '200ms', min_checkpoint_frequency = '200ms'"
+    )
+    [(job_id,)] = db.sql("SELECT job_id FROM [SHOW CHANGEFEED JOBS] WHERE name = 'feed_t'").rows
+    start = job_start(db, job_id)
+    write_rows(db, "t", range(1, 6), "before")
+    early = db.now()
+    write_rows(db, "t", range(6, 11), "after")
+    wait_for_high_water(db, job_id, db.now())
+    db.sql("PAUSE CHANGEFEED feed_t")
+    wait_until(
+        lambda: show_job(db, job_id)["status"] == "paused",
+        timeout_s=DEADLINE_S,
+        poll_s=0.1,
+        what="the job paused",
+    )
+    assert_exactly_once(out, committed(db, "t", start))
+
+    db.sql(f"ALTER CHANGEFEED feed_t SET cursor = '{early}'")
+    db.sql("RESUME CHANGEFEED feed_t")
+    wait_for_high_water(db, job_id, db.now())
+
+    seen = published(out)
+    moved = committed(db, "t", early)
+    assert moved and all(seen[v] == 2 for v in moved), sorted(seen.items())
+    assert all(seen[v] == 1 for v in committed(db, "t", start) - moved)

@@ -30,9 +30,11 @@ answers (file, line, SQL, expected, got).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import hashlib
 import json
+import math
 import os
 import re
 import subprocess
@@ -52,6 +54,7 @@ UNSUPPORTED_CODES = frozenset({"0A000", "42601", "42883"})
 UNSUPPORTED_WORDS = re.compile(
     r"unsupported|not supported|not implemented|unimplemented|unrecognized configuration", re.I
 )
+EXPLAIN = re.compile(r"\bEXPLAIN\b|SHOW KV TRACE", re.I)
 HASHED = re.compile(r"^(\d+) values? hashing to ([0-9a-f]{32})$")
 SKIPPED_DIRECTIVES = frozenset(
     {
@@ -89,7 +92,8 @@ class Record:
     error_regex: str = ""
     count: int | None = None  # statement count N
     types: str = ""
-    sort: str = "nosort"  # nosort | rowsort | valuesort
+    sort: str = "nosort"  # nosort | rowsort | valuesort | partialsort
+    partial: list[int] = field(default_factory=list)  # partialsort's key columns
     colnames: bool = False
     expected: list[str] = field(default_factory=list)
     skip_reason: str = ""  # set: this record does not run here, and why
@@ -167,6 +171,8 @@ def parse(text: str) -> tuple[list[Record], str]:
                 while i < len(lines) and lines[i].strip():
                     record.expected.append(lines[i].rstrip())
                     i += 1
+            if not pending_skip and EXPLAIN.search(body):
+                pending_skip = "EXPLAIN: CockroachDB's plans"
             record.skip_reason, pending_skip = pending_skip or record.skip_reason, ""
             records.append(record)
             continue
@@ -206,15 +212,40 @@ def _header(verb: str, words: list[str], number: int, header: str) -> Record:
         return record
     if rest:
         record.types = rest[0]
-        for option in rest[1:]:
-            name = option.split("(")[0]
+        for option in _options(" ".join(rest[1:])):
+            name, _, argument = option.partition("(")
             if name in ("nosort", "rowsort", "valuesort"):
                 record.sort = name
+            elif name == "partialsort":
+                record.sort = "partialsort"
+                record.partial = [int(n) - 1 for n in argument.rstrip(")").split(",") if n]
             elif name == "colnames":
                 record.colnames = True
-            elif name in ("partialsort", "async", "retry", "kvtrace", "noticetrace"):
+            elif name in ("async", "kvtrace", "noticetrace"):
                 record.skip_reason = f"query option {name}"
     return record
+
+
+def _options(text: str) -> list[str]:
+    """A query header's options, separated by spaces or by commas outside
+    parentheses (``colnames,rowsort``, ``partialsort(1,2)``)."""
+    options: list[str] = []
+    depth, current = 0, ""
+    for char in text:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        if (char == "," or char.isspace()) and depth == 0:
+            if current:
+                options.append(current)
+            current = ""
+            continue
+        current += char
+    if current:
+        options.append(current)
+    # NB: anything after the options is a label (for ``query ... label``), not an option.
+    return options
 
 
 def _error_spec(record: Record, spec: str) -> None:
@@ -229,13 +260,18 @@ def _error_spec(record: Record, spec: str) -> None:
 # -- formatting, as CockroachDB's runner prints values --------------------------------
 
 
-def format_cell(value: Any) -> str:
-    """``value`` as CockroachDB's runner prints it: through lib/pq, so dates and
-    timestamps as Go's ``time.Time`` prints them."""
+def format_cell(value: Any, extra_float_digits: int = 0) -> str:
+    """``value`` as CockroachDB's runner prints it: through lib/pq, so FLOATs in the
+    session's ``extra_float_digits``, dates and timestamps as Go's ``time.Time``
+    prints them."""
     from feedkv.sql.types import float_text, format_value
 
-    if isinstance(value, float) and not isinstance(value, bool):
-        text = float_text(value)
+    if isinstance(value, float) and math.isinf(value):
+        text = "+Inf" if value > 0 else "-Inf"  # Go's strconv, through lib/pq
+    elif isinstance(value, float):
+        # NB: the runner reads the server's text back into a float64 and prints that
+        # in Go's shortest form: extra_float_digits rounds, the print does not.
+        text = format_value(float(float_text(value, extra_float_digits)))
     elif isinstance(value, datetime.datetime):
         text = _go_time(value)
     elif isinstance(value, datetime.date):
@@ -260,12 +296,15 @@ def _go_time(value: datetime.datetime) -> str:
     return f"{text} {zone} {'UTC' if minutes == 0 else zone}"
 
 
-def tokens_of(rows: list[list[str]]) -> list[str]:
-    return [token for row in rows for cell in row for token in cell.split()] or []
-
-
 def compare(record: Record, columns: tuple[str, ...], rows: list[list[str]]) -> str:
-    """``""`` when ``rows`` (formatted cells) are what ``record`` expects; else why not."""
+    """``""`` when ``rows`` (formatted cells) are what ``record`` expects; else why not.
+
+    As CockroachDB's runner: values compare as whitespace-separated tokens (so a
+    multi-line value and the file's column alignment do not matter); ``rowsort`` sorts
+    the rows of both sides, ``valuesort`` their values, ``partialsort(i,...)`` the rows
+    within each run of equal key columns; a lone ``N values hashing to MD5`` line
+    compares the count and the MD5 of each value and a newline; with an ``F`` column,
+    numbers equal to 15 significant digits compare equal."""
     expected = list(record.expected)
     if record.colnames:
         if not expected:
@@ -278,6 +317,8 @@ def compare(record: Record, columns: tuple[str, ...], rows: list[list[str]]) -> 
     width = len(rows[0]) if rows else max(len(record.types), 1)
     if record.sort == "rowsort":
         rows = sorted(rows)
+    elif record.sort == "partialsort":
+        rows = _partial_sort(rows, record.partial)
     values = [cell for row in rows for cell in row]
     if record.sort == "valuesort":
         values.sort()
@@ -292,24 +333,53 @@ def compare(record: Record, columns: tuple[str, ...], rows: list[list[str]]) -> 
         return "" if md5.hexdigest() == digest else "values hash differently"
     got = [token for value in values for token in value.split()]
     want = [token for line in expected for token in line.split()]
-    if record.sort == "rowsort" and got != want:
-        want = _sorted_rows(expected, want, width)
-    if record.sort == "valuesort" and got != want:
-        want = sorted(want)
-        got = sorted(got)
-    return "" if got == want else "rows differ"
+    if got != want and record.sort in ("rowsort", "partialsort"):
+        expected_rows = _rows_of(expected, want, width)
+        if record.sort == "rowsort":
+            expected_rows = sorted(expected_rows)
+        else:
+            expected_rows = _partial_sort(expected_rows, record.partial)
+        want = [token for row in expected_rows for token in row]
+    if got != want and record.sort == "valuesort":
+        got, want = sorted(got), sorted(want)
+    if got == want:
+        return ""
+    if "F" in record.types and len(got) == len(want) and all(map(_close, got, want)):
+        return ""
+    return "rows differ"
 
 
-def _sorted_rows(lines: list[str], tokens: list[str], width: int) -> list[str]:
-    """The expected tokens, rows sorted: by line when each line is a row, else in chunks
-    of the row's width."""
-    from itertools import chain
-
+def _rows_of(lines: list[str], tokens: list[str], width: int) -> list[list[str]]:
+    """The expected rows: a line each when every line has the row's width, else the
+    tokens in chunks of it."""
     if all(len(line.split()) == width for line in lines):
-        rows = sorted(line.split() for line in lines)
-    else:
-        rows = sorted(tokens[n : n + width] for n in range(0, len(tokens), width))
-    return list(chain.from_iterable(rows))
+        return [line.split() for line in lines]
+    return [tokens[n : n + width] for n in range(0, len(tokens), width)]
+
+
+def _partial_sort(rows: list[list[str]], keys: list[int]) -> list[list[str]]:
+    """``rows`` sorted within each run of rows equal in the ``keys`` columns."""
+    out: list[list[str]] = []
+    run: list[list[str]] = []
+    for row in rows:
+        if run and [run[0][k] for k in keys if k < len(row)] != [
+            row[k] for k in keys if k < len(row)
+        ]:
+            out.extend(sorted(run))
+            run = []
+        run.append(row)
+    out.extend(sorted(run))
+    return out
+
+
+def _close(got: str, want: str) -> bool:
+    if got == want:
+        return True
+    try:
+        a, b = float(got), float(want)
+    except ValueError:
+        return False
+    return abs(a - b) <= 1e-14 * max(abs(a), abs(b)) or a == b
 
 
 # -- running one file ------------------------------------------------------------------
@@ -336,9 +406,7 @@ def _error_text(exc: BaseException) -> str:
 def _error_matches(record: Record, exc: BaseException) -> bool:
     from feedkv.errors import SQLError
 
-    if record.error_code and (
-        not isinstance(exc, SQLError) or exc.code != record.error_code
-    ):
+    if record.error_code and (not isinstance(exc, SQLError) or exc.code != record.error_code):
         return False
     if not isinstance(exc, SQLError):
         return False
@@ -346,9 +414,10 @@ def _error_matches(record: Record, exc: BaseException) -> bool:
         return True
     text = _error_text(exc)
     try:
-        return re.search(record.error_regex, text) is not None or re.search(
-            record.error_regex, exc.message
-        ) is not None
+        return (
+            re.search(record.error_regex, text) is not None
+            or re.search(record.error_regex, exc.message) is not None
+        )
     except re.error:
         return record.error_regex in text
 
@@ -369,13 +438,13 @@ def run_file(path: Path, store: Path, emit: Any) -> None:
     with feedkv.connect(store, config=config) as db:
         setup = db.session()
         setup.execute("CREATE DATABASE IF NOT EXISTS test")
-        try:
+        # NB: a store without users still runs the file, as root throughout.
+        with contextlib.suppress(Exception):
             setup.execute("CREATE USER IF NOT EXISTS testuser")
-        except Exception:  # noqa: BLE001 - a store without users still runs as root
-            pass
         sessions = {"root": db.session(database="test")}
         session = sessions["root"]
         variables: dict[str, str] = {}
+        failed_tables: set[str] = set()  # written by a statement that failed here
         for record in records:
             if record.kind == "halt":
                 break
@@ -396,21 +465,45 @@ def run_file(path: Path, store: Path, emit: Any) -> None:
                 try:
                     rows = session.execute(sql).rows
                     variables[record.header.split()[1]] = format_cell(rows[0][0])
-                except Exception:  # noqa: BLE001 - later records show the effect
+                except Exception:
                     pass
                 continue
             if record.kind == "unknown" or record.skip_reason:
                 if record.kind != "unknown" or record.header.split()[0] in SKIPPED_DIRECTIVES:
                     emit({"line": record.line, "outcome": "skip", "why": record.skip_reason})
                 continue
-            emit(_run_record(record, sql, session))
+            entry = _run_record(record, sql, session)
+            if entry["outcome"] == "wrong" and (suspect := _touches(sql, failed_tables)):
+                entry["after_failed_write_to"] = suspect
+            elif entry["outcome"] in ("error", "unsupported") and not record.expect_error:
+                failed_tables.update(_written_tables(sql))
+            emit(entry)
+
+
+_WRITES = re.compile(r"\b(?:INTO|TABLE|UPDATE|FROM)\s+(?:ONLY\s+)?([\w.]+)", re.I)
+
+
+def _written_tables(sql: str) -> set[str]:
+    """The tables a statement may have created or written, by name (lowercase)."""
+    return {name.rsplit(".", 1)[-1].lower() for name in _WRITES.findall(sql)}
+
+
+def _touches(sql: str, tables: set[str]) -> str:
+    """A table of ``tables`` that ``sql`` names: a wrong answer there may follow from
+    the earlier failure rather than be one of its own."""
+    words = set(re.findall(r"\w+", sql.lower()))
+    return ",".join(sorted(tables & words))
 
 
 def _run_record(record: Record, sql: str, session: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"line": record.line}
     try:
-        result = session.execute(sql)
-    except Exception as exc:  # noqa: BLE001 - every failure is a measured outcome
+        results = session.execute_all(sql)
+        # NB: a query of several statements shows the first that returns rows, as
+        # lib/pq's simple query does (``SELECT ...; COMMIT``).
+        rows_of = [r for r in results if r.columns] if record.kind == "query" else []
+        result = rows_of[0] if rows_of else results[-1]
+    except Exception as exc:
         if record.expect_error:
             if _error_matches(record, exc):
                 out["outcome"] = "pass"
@@ -436,8 +529,12 @@ def _run_record(record: Record, sql: str, session: Any) -> dict[str, Any]:
         out["outcome"] = "pass"
         return out
     try:
-        rows = [[format_cell(v) for v in row] for row in result.rows]
-    except Exception as exc:  # noqa: BLE001 - a value we cannot print
+        digits = int(session.variable("extra_float_digits"))
+    except Exception:
+        digits = 0
+    try:
+        rows = [[format_cell(v, digits) for v in row] for row in result.rows]
+    except Exception as exc:
         out.update(outcome="error", why="crash", got=_error_text(exc)[:300])
         return out
     why = compare(record, tuple(result.columns), rows)
@@ -549,7 +646,10 @@ def main(argv: list[str]) -> int:
         "benchmark": "logictest",
         "config": CONFIG,
         "seconds": round(time.monotonic() - started, 1),
-        "total": {**totals, "pass_rate": round(totals["pass"] / ran_total, 4) if ran_total else None},
+        "total": {
+            **totals,
+            "pass_rate": round(totals["pass"] / ran_total, 4) if ran_total else None,
+        },
         "files": files,
         "wrong_count": len(wrong),
         "wrong": wrong[: args.wrong],

@@ -4,9 +4,9 @@ runs and which borrow from each other (a PostgreSQL server, a workload, a runner
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
-import sys
 
 __all__ = ["BENCH_DIR", "bench_module"]
 

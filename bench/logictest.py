@@ -197,7 +197,7 @@ def _header(verb: str, words: list[str], number: int, header: str) -> Record:
     record = Record(verb, number, header)
     rest = words[1:]
     if verb == "statement":
-        mode = rest[0] if rest else "ok"
+        mode = rest[0].lower() if rest else "ok"  # files say ``statement OK`` too
         if mode == "error":
             record.expect_error = True
             _error_spec(record, header.split(None, 2)[2] if len(rest) > 1 else "")
@@ -652,6 +652,9 @@ def main(argv: list[str]) -> int:
         },
         "files": files,
         "wrong_count": len(wrong),
+        # Of those, on a table an earlier failed statement of the file wrote: likely a
+        # consequence of that failure rather than a wrong answer of their own.
+        "wrong_after_failed_write": sum(1 for w in wrong if "after_failed_write_to" in w),
         "wrong": wrong[: args.wrong],
         "crashes": crashes[: args.wrong],
     }

@@ -132,6 +132,8 @@ def test_parse_skips_a_file_for_other_configurations() -> None:
     assert "3node-tenant" in reason
     _, reason = logictest.parse("# LogicTest: !local\n\nstatement ok\nSELECT 1\n")
     assert reason
+    (upper,), _ = logictest.parse("statement OK\nSELECT 1\n")
+    assert upper.kind == "statement" and not upper.skip_reason and not upper.expect_error
     for runs in ("# LogicTest: default distsql", "# LogicTest: !3node-tenant", "# no header"):
         assert logictest.parse(runs + "\n\nstatement ok\nSELECT 1\n")[1] == ""
 

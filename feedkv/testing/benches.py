@@ -4,6 +4,7 @@ runs and which borrow from each other (a PostgreSQL server, a workload, a runner
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -18,5 +19,8 @@ def bench_module(name: str) -> ModuleType:
     if spec is None or spec.loader is None:
         raise RuntimeError(f"cannot load bench/{name}.py")
     module = importlib.util.module_from_spec(spec)
+    # NB: registered before it runs, as an import would: dataclasses look their module
+    # up in sys.modules.
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module

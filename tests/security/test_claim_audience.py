@@ -147,7 +147,9 @@ def test_a_client_asks_the_node_again_in_the_background_after_a_while(
             verifier.audience = "another-identity"  # as another node come up at the address
             assert node_audience(channel, clock=clock) == first  # known for a while
             clock.now += AUDIENCE_TTL_S
-            assert node_audience(channel, clock=clock) == first  # answered at once
+            # NB: answered with the known name, or the new one if the refresh this call
+            # started in the background came back already (a race the test cannot order)
+            assert node_audience(channel, clock=clock) in (first, "another-identity")
             wait_until(
                 lambda: node_audience(channel, clock=clock) == "another-identity",
                 timeout_s=30,

@@ -40,14 +40,17 @@ Version = tuple[str, tuple[Any, ...], Timestamp]
 
 def published(out: Path) -> Counter[Version]:
     """Every row version in the sink's published files, counted (``*.RESOLVED`` are
-    markers). The directory holds nothing else, as a loader that copies all of it
-    needs: the job's staging and manifests are beside it (``.out.feedkv``)."""
+    markers). The directory holds nothing else but hidden files being written, as a
+    loader that copies all of it needs: the job's staging and manifests are beside it
+    (``.out.feedkv``)."""
     versions: Counter[Version] = Counter()
     stray = []
     for path in sorted(out.rglob("*")):
         relative = path.relative_to(out)
         if not path.is_file() or path.name.endswith(".RESOLVED"):
             continue
+        if path.name.startswith(".") and path.name.endswith(".tmp"):
+            continue  # NB: a file being written, hidden from loaders until renamed
         if not path.name.endswith(".ndjson"):
             stray.append(str(relative))
             continue

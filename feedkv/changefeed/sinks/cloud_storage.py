@@ -99,7 +99,8 @@ class BlobStore(Protocol):
 
 class LocalBlobs:
     """A directory on the local disk; each file is written to a temporary name,
-    fsynced and renamed into place."""
+    fsynced and renamed into place. The temporary name is hidden (``.``-prefixed), as
+    loaders that list a directory (Spark's, Hive's) skip such names while it is written."""
 
     def __init__(self, root: str) -> None:
         self.root = root
@@ -113,7 +114,7 @@ class LocalBlobs:
     def put(self, name: str, data: bytes) -> None:
         path = os.path.join(self.root, name)
         directory = os.path.dirname(path)
-        tmp = f"{path}.{secrets.token_hex(4)}.tmp"
+        tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
         try:
             os.makedirs(directory, exist_ok=True)
             with open(tmp, "wb") as f:

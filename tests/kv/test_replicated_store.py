@@ -707,11 +707,13 @@ def test_writes_racing_a_merge_all_land_on_every_replica(cluster: ReplicatedStor
         wait_until(lambda: len(acked) >= 5, timeout_s=DEADLINE_S, what="writes before")
         client.merge(b"k00")
         count = len(acked)
-        wait_until(lambda: len(acked) > count + 5, timeout_s=DEADLINE_S, what="writes after")
+        wait_until(
+            lambda: len(acked) > count + 5 or errors, timeout_s=DEADLINE_S, what="writes after"
+        )
     finally:
         stop.set()
         writer.join()
-    assert not errors, errors
+    assert not errors, errors  # NB: a writer that failed ends the wait above at once
     wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
     for node in NODES:
         for key, value in acked.items():

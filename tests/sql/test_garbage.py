@@ -15,12 +15,20 @@ import pytest
 
 from feedkv import DB
 from feedkv.errors import SQLError
+from feedkv.sql import session as session_module
+from feedkv.sql import views
 from feedkv.sql.session import Session
 
 
 @pytest.fixture
 def gc_off() -> Iterator[None]:
-    """The cyclic GC runs only when a test asks."""
+    """The cyclic GC runs only when a test asks, and the process's statement caches start
+    empty: full of earlier tests' statements, they would evict one (a sqlglot tree, whose
+    children link to their parents) whenever a node thread prepares a new text, and
+    that cycle is the cache's, not the statement's under test."""
+    session_module._prepare_cached.cache_clear()
+    session_module._prepare_long.cache_clear()
+    views.view_query.cache_clear()
     gc.disable()
     try:
         yield

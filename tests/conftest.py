@@ -28,9 +28,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if item.get_closest_marker("soak") is not None:
                 item.add_marker(skip)
 
-    def key(item: pytest.Item) -> float:
+    def key(item: pytest.Item) -> tuple[bool, float]:
         mark = item.get_closest_marker("slow")
-        return -mark.args[0] if mark is not None else 0.0
+        return item.get_closest_marker("isolated") is None, -mark.args[0] if mark else 0.0
 
     items.sort(key=key)  # NB: stable: the others keep their order
     for item in items:

@@ -55,6 +55,7 @@ def cycles_left(run: Callable[[int], object], times: int = 20) -> Counter[str]:
 
 
 @pytest.mark.slow(10)
+@pytest.mark.isolated  # NB: a thread an earlier test left running SQL makes cycles too
 @pytest.mark.usefixtures("gc_off")
 def test_statements_and_their_failures_leave_no_cycles(any_db: DB) -> None:
     # NB: two columns, so an UPDATE of v rewrites a row blind, failing at commit if it is missing

@@ -27,7 +27,7 @@ from feedkv.changefeed.sinks.lake_tables import RESOLVED_KEY, LakeTables, Marker
 from feedkv.errors import SQLError
 from feedkv.sql import catalog
 from feedkv.testing.iceberg_rest import IcebergRestServer
-from feedkv.testing.lake_rows import lake_rows
+from feedkv.testing.lake_rows import lake_rows, logical_now
 from feedkv.testing.node_process import NodeProcess
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
@@ -285,12 +285,6 @@ def test_a_lake_changefeed_takes_tables_not_a_query(db: DB, tmp_path: Path) -> N
 
 
 # Changefeeds into lakes (the thread runner).
-
-
-def logical_now(db: DB) -> Decimal:
-    value = db.sql("SELECT cluster_logical_timestamp()").rows[0][0]
-    assert isinstance(value, Decimal)
-    return value
 
 
 def wait_marker_past(db: DB, uri: str, job_id: int, past: Decimal) -> Marker:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from feedkv.changefeed.sinks import lake
 from feedkv.changefeed.sinks.iceberg import IcebergPlace
 from feedkv.changefeed.sinks.lake_tables import STAGING
 from feedkv.testing.iceberg_rest import IcebergRestServer
+from feedkv.testing.lake_rows import logical_now, wait_lake_past
 from feedkv.testing.s3_server import S3_KEYS, moto_s3_server
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
@@ -46,31 +46,9 @@ def s3_client(endpoint: str) -> Any:
     )
 
 
-def logical_now(db: DB) -> Decimal:
-    value = db.sql("SELECT cluster_logical_timestamp()").rows[0][0]
-    assert isinstance(value, Decimal)
-    return value
-
-
 def job_status(db: DB, job_id: int) -> str:
     result = db.sql(f"SHOW CHANGEFEED JOB {job_id}")
     return str(dict(zip(result.columns, result.rows[0], strict=True))["status"])
-
-
-def wait_lake_past(db: DB, job_id: int, uri: str, end: Decimal) -> feedkv.lake.Marker:
-    """NB: a deadline, not a speed check: on a busy machine a Spark job takes a minute
-    or more to start and commit its first batches."""
-
-    def reached() -> feedkv.lake.Marker | None:
-        error = db.changefeeds.error(job_id)
-        if error is not None:
-            raise AssertionError(f"the job failed: {error}")
-        marker = feedkv.lake.read_consistent(uri)
-        return marker if marker is not None and Decimal(str(marker.resolved)) >= end else None
-
-    marker = wait_until(reached, timeout_s=240, what=f"{uri} past the last change")
-    assert marker is not None
-    return marker
 
 
 def transfer(db: DB, step: int) -> None:

@@ -5,46 +5,23 @@ window end is committed twice."""
 
 from __future__ import annotations
 
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 import feedkv.lake
-from feedkv import DB
 from feedkv.changefeed.options import parse_options
 from feedkv.changefeed.sink import parse_sink_uri, sink_defaults
 from feedkv.changefeed.sinks.iceberg import IcebergPlace
 from feedkv.changefeed.sinks.lake_tables import RESOLVED_KEY
 from feedkv.testing.iceberg_rest import IcebergRestServer
+from feedkv.testing.lake_rows import logical_now, wait_lake_past
 from feedkv.testing.node_process import NodeProcess
 from feedkv.testing.sql_workload import Counter
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
 DRIVER_ARGS = ("--spark-master", "local[2]", "--closed-ts-target", "200ms")
-
-
-def logical_now(db: DB) -> Decimal:
-    value = db.sql("SELECT cluster_logical_timestamp()").rows[0][0]
-    assert isinstance(value, Decimal)
-    return value
-
-
-def wait_lake_past(db: DB, job_id: int, uri: str, end: Decimal) -> feedkv.lake.Marker:
-    """NB: a deadline, not a speed check: a Spark job takes a minute or more to start on
-    a busy machine."""
-
-    def reached() -> feedkv.lake.Marker | None:
-        error = db.changefeeds.error(job_id)
-        if error is not None:
-            raise AssertionError(f"the job failed: {error}")
-        marker = feedkv.lake.read_consistent(uri)
-        return marker if marker is not None and Decimal(str(marker.resolved)) >= end else None
-
-    marker = wait_until(reached, timeout_s=240, what=f"{uri} past the last change")
-    assert marker is not None
-    return marker
 
 
 def window_ends(uri: str, table: str) -> list[Timestamp]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,9 +27,8 @@ from feedkv.changefeed.sinks.lake import STAGING
 from feedkv.spark.blocks import block_row, marker_row
 from feedkv.spark.changefeed_job import ChangefeedStreamWriter, JobOptions
 from feedkv.testing.iceberg_rest import IcebergRestServer
-from feedkv.testing.lake_rows import Change, lake_rows
+from feedkv.testing.lake_rows import Change, lake_rows, logical_now, wait_lake_past
 from feedkv.testing.s3_server import S3_KEYS, moto_s3_server
-from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
 URL = "feedkv://127.0.0.1:1"  # never dialled: the lake writer needs no node
@@ -201,29 +199,6 @@ def test_tasks_of_a_rest_catalog_lake_stage_their_rows_in_its_object_store_wareh
 
 
 # On Spark.
-
-
-def logical_now(db: DB) -> Decimal:
-    value = db.sql("SELECT cluster_logical_timestamp()").rows[0][0]
-    assert isinstance(value, Decimal)
-    return value
-
-
-def wait_lake_past(db: DB, job_id: int, uri: str, end: Decimal) -> feedkv.lake.Marker:
-    """The lake's marker once it is past ``end``. NB: a deadline, not a speed check: on
-    a busy machine a Spark job takes a minute or more to start and commit its first
-    batches."""
-
-    def reached() -> feedkv.lake.Marker | None:
-        error = db.changefeeds.error(job_id)
-        if error is not None:
-            raise AssertionError(f"the job failed: {error}")
-        marker = feedkv.lake.read_consistent(uri)
-        return marker if marker is not None and Decimal(str(marker.resolved)) >= end else None
-
-    marker = wait_until(reached, timeout_s=240, what=f"{uri} past the last change")
-    assert marker is not None
-    return marker
 
 
 @pytest.mark.slow(50)

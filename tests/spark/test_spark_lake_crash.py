@@ -3,39 +3,18 @@ SIGKILLed while windows land: after the restart each window is committed once.""
 
 from __future__ import annotations
 
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
 
 import feedkv.lake
-from feedkv import DB
 from feedkv.changefeed.sinks.lake_tables import RESOLVED_KEY
+from feedkv.testing.lake_rows import logical_now, wait_lake_past
 from feedkv.testing.node_process import NodeProcess
 from feedkv.testing.sql_workload import Counter
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
-
-
-def logical_now(db: DB) -> Decimal:
-    value = db.sql("SELECT cluster_logical_timestamp()").rows[0][0]
-    assert isinstance(value, Decimal)
-    return value
-
-
-def wait_lake_past(db: DB, job_id: int, uri: str, end: Decimal) -> feedkv.lake.Marker:
-    def reached() -> feedkv.lake.Marker | None:
-        error = db.changefeeds.error(job_id)
-        if error is not None:
-            raise AssertionError(f"the job failed: {error}")
-        marker = feedkv.lake.read_consistent(uri)
-        return marker if marker is not None and Decimal(str(marker.resolved)) >= end else None
-
-    marker = wait_until(reached, timeout_s=120, what=f"{uri} past the last change")
-    assert marker is not None
-    return marker
-
 
 # The driver killed mid-stream.
 
@@ -67,7 +46,7 @@ def test_a_killed_driver_commits_each_window_into_delta_exactly_once(
             "WITH lake_mode = 'changelog', min_checkpoint_frequency = '200ms'"
         ).rows
         counter = Counter(nodes[0].url)
-        first = wait_lake_past(db, job_id, uri, logical_now(db))
+        first = wait_lake_past(db, job_id, uri, logical_now(db), timeout_s=120)
         # Windows keep landing while the counter runs; the kill comes in the middle.
         wait_until(
             lambda: (
@@ -85,7 +64,7 @@ def test_a_killed_driver_commits_each_window_into_delta_exactly_once(
     with feedkv.connect(nodes[1].url) as db:
         db.sql("UPDATE a SET v = v + 1 WHERE k = 1")
         [(final,)] = db.sql("SELECT v FROM a WHERE k = 1").rows
-        marker = wait_lake_past(db, job_id, uri, logical_now(db))
+        marker = wait_lake_past(db, job_id, uri, logical_now(db), timeout_s=120)
         db.sql(f"CANCEL JOB {job_id}")
 
     changes = feedkv.lake.read_tables(uri, marker)["a"].to_pylist()

@@ -13,29 +13,7 @@ import pytest
 
 import feedkv.lake
 from feedkv import DB
-from feedkv.testing.waiting import wait_until
-
-
-def logical_now(db: DB) -> Decimal:
-    value = db.sql("SELECT cluster_logical_timestamp()").rows[0][0]
-    assert isinstance(value, Decimal)
-    return value
-
-
-def wait_lake_past(db: DB, job_id: int, uri: str, end: Decimal) -> feedkv.lake.Marker:
-    """NB: a deadline, not a speed check: a Spark job takes a minute or more to start on
-    a busy machine."""
-
-    def reached() -> feedkv.lake.Marker | None:
-        error = db.changefeeds.error(job_id)
-        if error is not None:
-            raise AssertionError(f"the job failed: {error}")
-        marker = feedkv.lake.read_consistent(uri)
-        return marker if marker is not None and Decimal(str(marker.resolved)) >= end else None
-
-    marker = wait_until(reached, timeout_s=240, what=f"{uri} past the last change")
-    assert marker is not None
-    return marker
+from feedkv.testing.lake_rows import logical_now, wait_lake_past
 
 
 def as_of(db: DB, at: Any) -> list[dict[str, Any]]:

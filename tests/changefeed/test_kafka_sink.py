@@ -13,7 +13,14 @@ from typing import Any, NamedTuple
 
 import fastavro
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 from feedkv import DB
 from feedkv.changefeed.options import ChangefeedOptions
@@ -77,6 +84,16 @@ def dead_address() -> str:
         return f"127.0.0.1:{s.getsockname()[1]}"
 
 
+TRANSIENT = {
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+}
+
+
 class Reader:
     """A consumer reading every partition of ``topic`` from the beginning."""
 
@@ -120,16 +137,27 @@ class Reader:
 
     def all(self) -> list[Record]:
         """Everything in the topic now: read up to each partition's high watermark."""
-        ends = {
-            p: self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), DEADLINE)[1]
-            for p in self.partitions
-        }
+        ends = wait_until(self._ends, timeout_s=DEADLINE, what=f"the ends of {self.topic}")
 
         def read_to_the_end(records: list[Record]) -> bool:
             last = {r.partition: r.offset for r in records}
             return all(last.get(p, -1) + 1 >= end for p, end in ends.items())
 
         return self.until(read_to_the_end, f"end of {self.topic} at {ends}")
+
+    def _ends(self) -> dict[int, int]:
+        """Each partition's high watermark; none while the consumer does not know a
+        partition's leader (after the brokers went down and came back, until its
+        metadata refreshes)."""
+        try:
+            return {
+                p: self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), DEADLINE)[1]
+                for p in self.partitions
+            }
+        except KafkaException as e:
+            if e.args[0].code() in TRANSIENT:
+                return {}
+            raise
 
     def close(self) -> None:
         self.consumer.close()

@@ -149,6 +149,7 @@ class TokenServer:
             "iss": self._issuer,
             "sub": subject,
             "iat": now,
+            "nbf": now,
             "exp": now + self._lifetime_s,
         }
         if scopes:

@@ -10,7 +10,9 @@ the job records (:mod:`feedkv.changefeed.jobs`) every ``interval_s``, or at once
   coordinator and every feed it reads run there: :mod:`feedkv.util.locality`);
 - a job this registry runs is renewed every ``renew_s``, with its high-water mark, and
   stopped when a pause or a cancel is requested, or when its lease was taken over;
-- a pause or cancel request on a job whose runner is gone takes effect at once.
+- a pause or cancel request on a job whose runner is gone takes effect at once;
+- a job no live node of its ``execution_locality`` runs says so in its
+  ``running_status`` (written by the nodes that may not run it).
 
 A lease is dead once it expires, or at once when it names this node but another
 instance: a store belongs to one process at a time, so that process has died (a crash,
@@ -212,6 +214,8 @@ class JobRegistry:
                     self.adopt(record.id)
                 elif record.status != RUNNING:  # requested while nobody ran it
                     self._update(record.id, self._stopped_by_request)
+                elif record.running_status != _waiting_for_locality(record):
+                    self._update(record.id, lambda r: self._waiting(r, now.wall))
 
     def _claimable(self, lease: Lease | None, now_ns: int) -> bool:
         return (
@@ -227,6 +231,20 @@ class JobRegistry:
         node, as CockroachDB pins them."""
         wanted = record.spec.options.execution_locality
         return wanted is None or self.locality.matches(Locality(wanted))
+
+    def _waiting(self, record: JobRecord, now_ns: int) -> tuple[JobRecord, bool | None] | None:
+        """A running job no runner holds and this node may not run: its status says
+        which nodes it waits for (one of them claims it as soon as it is live)."""
+        if (
+            record.status != RUNNING
+            or not self._claimable(record.lease, now_ns)
+            or self._may_run(record)
+        ):
+            return None  # claimed, or changed, meanwhile
+        waiting = _waiting_for_locality(record)
+        if record.running_status == waiting:
+            return None
+        return record.replace(running_status=waiting), None
 
     def _tend(self, record: JobRecord, runner: _Runner) -> None:
         if not self._owned(record) or record.status != RUNNING:
@@ -434,6 +452,11 @@ class JobRegistry:
         if self._closed.is_set():  # the node stops: another start resumes the job
             return record.replace(lease=None, running_status="waiting for a node"), None
         return record.replace(status=SUCCEEDED, lease=None, running_status=""), False
+
+
+def _waiting_for_locality(record: JobRecord) -> str:
+    wanted = Locality(record.spec.options.execution_locality or ())
+    return f"waiting for a live node matching execution_locality {wanted}"
 
 
 def _scan_fraction(job: Job) -> float | None:

@@ -31,14 +31,26 @@ LOCALITIES = ("region=us-east1,zone=a", "region=us-west1,zone=b", "region=us-wes
 DEADLINE_S = 90.0
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    with LocalCluster(
-        tmp_path / "nodes",
+def three_regions(base: Path) -> LocalCluster:
+    return LocalCluster(
+        base,
         3,
         rebalance_interval="0s",  # every range stays on n1: n2 and n3 may be killed
         node_args=lambda index: ("--locality", LOCALITIES[index]),
-    ) as started:
+    )
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """Three nodes the tests leave running."""
+    with three_regions(tmp_path_factory.mktemp("nodes")) as started:
+        yield started
+
+
+@pytest.fixture
+def own_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    """Three nodes of a test that kills some."""
+    with three_regions(tmp_path / "nodes") as started:
         yield started
 
 
@@ -60,13 +72,14 @@ def test_the_nodes_lists_show_each_nodes_locality(cluster: LocalCluster) -> None
 
 
 def test_a_changefeed_runs_only_on_nodes_matching_its_execution_locality(
-    cluster: LocalCluster,
+    own_cluster: LocalCluster,
 ) -> None:
     """Created on n1 (us-east1), the job is coordinated by a us-west1 node, and every
     message is emitted there (the enriched envelope's ``source`` names the node and its
-    locality). When that node dies, the other us-west1 node adopts the job, never n1."""
+    locality). When that node dies, the other us-west1 node adopts the job, never n1;
+    with both dead the job waits for one of them, saying so."""
     endpoint = WebhookEndpoint()
-    db = cluster.connect(0)
+    db = own_cluster.connect(0)
 
     def messages() -> list[dict[str, Any]]:
         return list(endpoint.rows())
@@ -94,7 +107,7 @@ def test_a_changefeed_runs_only_on_nodes_matching_its_execution_locality(
         }
         assert sources == {(first[1:], LOCALITIES[int(first[1:]) - 1])}
 
-        cluster.kill(int(first[1:]) - 1)
+        own_cluster.kill(int(first[1:]) - 1)
         db.sql("INSERT INTO t VALUES (2, 'after')")
         second = wait_until(
             lambda: (c := coordinator()) not in (None, first) and c,
@@ -111,7 +124,30 @@ def test_a_changefeed_runs_only_on_nodes_matching_its_execution_locality(
         assert {m["source"]["source_node_locality"] for m in moved} == {
             LOCALITIES[int(second[1:]) - 1]
         }
-        # no message, before or after the move, came from n1
+
+        # with both us-west1 nodes dead the job waits, saying for what; n1 never runs it
+        own_cluster.kill(int(second[1:]) - 1)
+        db.sql("INSERT INTO t VALUES (3, 'while waiting')")
+
+        def status() -> tuple[object, object]:
+            sql = f"SELECT running_status, coordinator_id FROM [SHOW JOBS] WHERE job_id = {job_id}"
+            [(running_status, node)] = db.sql(sql).rows
+            return running_status, node
+
+        waiting = "waiting for a live node matching execution_locality region=us-west1"
+        wait_until(
+            lambda: status()[0] == waiting, timeout_s=DEADLINE_S, what="the job to say it waits"
+        )
+        assert status()[1] != "n1"
+        # a us-west1 node back: it resumes the job, and the row written meanwhile arrives
+        own_cluster.restart(int(first[1:]) - 1)
+        wait_until(
+            lambda: [m for m in messages() if m["after"] == {"k": 3, "v": "while waiting"}],
+            timeout_s=DEADLINE_S,
+            what="the row written while the job waited",
+        )
+        assert coordinator() == first
+        # no message, before or after the moves, came from n1
         assert "1" not in {m["source"]["node_id"] for m in messages()}
     finally:
         db.close()
@@ -122,17 +158,17 @@ def test_a_filter_no_node_matches_is_refused_with_cockroachdbs_error(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
     with cluster.connect(1) as db:
-        db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+        db.sql("CREATE TABLE refused (k INT PRIMARY KEY)")
         for wanted in ("region=eu-west1", "region=us-east1,zone=b"):
             with pytest.raises(SQLError) as refused:
                 db.sql(
-                    f"CREATE CHANGEFEED FOR t INTO 'file://{tmp_path / 'out'}' "
+                    f"CREATE CHANGEFEED FOR refused INTO 'file://{tmp_path / 'out'}' "
                     f"WITH execution_locality='{wanted}'"
                 )
             assert f"no instances found matching locality filter {wanted}" in str(refused.value)
         # a tier other than the first matches too: n1 is the one node in zone a
         [(job_id,)] = db.sql(
-            f"CREATE CHANGEFEED FOR t INTO 'file://{tmp_path / 'zone'}' "
+            f"CREATE CHANGEFEED FOR refused INTO 'file://{tmp_path / 'zone'}' "
             "WITH execution_locality='zone=a'"
         ).rows
 

@@ -154,7 +154,7 @@ def test_a_changefeed_runs_only_on_nodes_matching_its_execution_locality(
         endpoint.close()
 
 
-def test_a_filter_no_node_matches_is_refused_with_cockroachdbs_error(
+def test_a_filter_no_node_matches_is_refused_and_a_matching_node_runs_the_job(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
     with cluster.connect(1) as db:
@@ -179,3 +179,13 @@ def test_a_filter_no_node_matches_is_refused_with_cockroachdbs_error(
             return node
 
         assert wait_until(coordinator, timeout_s=DEADLINE_S, what="n1 to run the job") == "n1"
+        # ALTER CHANGEFEED checks a new filter as CREATE does, and changes nothing then
+        db.sql(f"PAUSE JOB {job_id}")
+        with pytest.raises(SQLError) as refused:
+            db.sql(f"ALTER CHANGEFEED {job_id} SET execution_locality = 'region=mars'")
+        assert "no instances found matching locality filter region=mars" in str(refused.value)
+        db.sql(f"ALTER CHANGEFEED {job_id} SET execution_locality = 'zone=c'")
+        db.sql(f"RESUME JOB {job_id}")
+        assert wait_until(
+            lambda: coordinator() == "n3", timeout_s=DEADLINE_S, what="n3 to run the altered job"
+        )

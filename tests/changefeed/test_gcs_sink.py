@@ -10,6 +10,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -257,6 +258,35 @@ def test_assume_role_goes_through_the_delegates_of_a_chain(
         r == (TARGET, [DELEGATE], [READ_WRITE_SCOPE]) for r in google.iam.requests
     )
     assert set(google.check.subjects) == {TARGET}
+
+
+def test_assume_role_with_auth_implicit_impersonates_with_the_machines_credentials(
+    client: Any,
+    bucket: str,
+    google: Google,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``AUTH=implicit&ASSUME_ROLE=<account>``: the machine's Application Default
+    Credentials (here a key file named by ``GOOGLE_APPLICATION_CREDENTIALS``) ask for the
+    account's token."""
+    key_file = tmp_path / "adc.json"
+    key_file.write_bytes(base64.b64decode(google.key))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key_file))
+    uri = google.uri(bucket, TARGET).replace(
+        f"CREDENTIALS={quote(google.key, safe='')}", "AUTH=implicit"
+    )
+    options = ChangefeedOptions()
+    sink = make_sink(parse_sink_uri(uri, options), options, start=START)
+    try:
+        at = Timestamp(5, 0)
+        sink.emit_row(Message("t", b"[1]", b'{"after": {"k": 1}}', at, at))
+        sink.flush()
+    finally:
+        sink.close()
+    assert any(name.endswith(".ndjson") for name in blobs(client, bucket, "cdc/"))
+    assert set(google.check.subjects) == {TARGET}
+    assert (EMAIL, 200) in google.tokens.requests
 
 
 def test_an_account_that_may_not_be_impersonated_fails_the_create(

@@ -42,7 +42,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import random
-import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, cast
 
@@ -70,6 +69,7 @@ from feedkv.kv.api import (
     Transaction,
 )
 from feedkv.kv.metrics import TxnMetrics, unregistered_txn_metrics
+from feedkv.kv.txn_heartbeat import HeartbeatTimer, TxnHeartbeat
 from feedkv.storage.mvcc import MAX_VALUE_BYTES, KeyValue, check_value
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
 from feedkv.util.keys import KEY_MAX, MAX_KEY_BYTES, Span, check_key, key_next, merge_spans
@@ -81,6 +81,7 @@ if TYPE_CHECKING:
 __all__ = ["Savepoint", "Txn", "TxnState"]
 
 HEARTBEAT_INTERVAL_S = 1.0
+_HEARTBEATS = HeartbeatTimer(HEARTBEAT_INTERVAL_S)
 
 
 ONE_PHASE_ATTEMPTS = 2  # pushes a one-phase commit takes before it goes two-phase
@@ -162,7 +163,7 @@ class Txn:
         self._locked: list[Span] = []
         self._savepoints = 0  # held; while any is, writes are journaled
         self._journal: list[_Undo] = []
-        self._heartbeat_thread: tuple[threading.Event, threading.Thread] | None = None
+        self._heartbeat_thread: TxnHeartbeat | None = None
         self.state = TxnState.OPEN
         self.commit_ts: Timestamp | None = None
         self.deadline: Timestamp | None = None
@@ -637,26 +638,24 @@ class Txn:
         self._keep_alive()
 
     def _keep_alive(self) -> None:
-        """Heartbeat the record, written now, until the transaction ends. Idempotent."""
+        """Heartbeat the record, written now, until the transaction ends (from a thread
+        of its own only if it lasts that long: see :mod:`feedkv.kv.txn_heartbeat`).
+        Idempotent."""
         if self._heartbeat_thread is not None:
             return
-        stop = threading.Event()
-        beat = threading.Thread(target=self._heartbeat, args=(stop,), daemon=True)
-        beat.start()
-        self._heartbeat_thread = (stop, beat)
+        self._heartbeat_thread = TxnHeartbeat(_HEARTBEATS, self._heartbeat)
 
     def _stop_heartbeat(self) -> None:
         if self._heartbeat_thread is not None:
-            stop, beat = self._heartbeat_thread
-            stop.set()
-            beat.join()
+            self._heartbeat_thread.stop()
 
-    def _heartbeat(self, stop: threading.Event) -> None:
-        while not stop.wait(HEARTBEAT_INTERVAL_S):
-            try:
-                self._router.send_key(self._txn.key, self._header(), (HeartbeatTxn(),))
-            except FeedKVError:
-                return
+    def _heartbeat(self) -> bool:
+        """One beat of the record; whether to go on."""
+        try:
+            self._router.send_key(self._txn.key, self._header(), (HeartbeatTxn(),))
+        except FeedKVError:
+            return False
+        return True
 
     def _refresh(self, to_ts: Timestamp) -> None:
         """Move the reads from ``read_ts`` up to ``to_ts`` or raise TransactionRetryError."""

@@ -914,6 +914,7 @@ class Session:
         hooks, self._after_commit = self._after_commit, []
         executions, self._executions = self._executions, []
         try:
+            self._renew_leases(txn, executions)
             txn.commit()
         except RetryableError as exc:
             txn.rollback()
@@ -930,6 +931,33 @@ class Session:
             _release(executions)
         for hook in hooks:
             hook()
+
+    def _renew_leases(self, txn: Txn, executions: Sequence[Execution]) -> None:
+        """Before an explicit transaction commits: a lease its statements hold that is
+        less than half its duration from expiring is swapped for the client's current
+        lease when that is of the same version (the version then cannot have changed
+        in between), and the commit deadline becomes the earliest expiry held; so a
+        transaction is not refused for lasting longer than the lease it began with."""
+        owner = self.leases
+        held = [lease for execution in executions for lease in execution.leases]
+        if owner is None or not held:
+            return
+        soon = time.time_ns() + owner.duration_ns // 2
+        if min(lease.expires.wall for lease in held) > soon:
+            return
+        for execution in executions:
+            for index, lease in enumerate(execution.leases):
+                if lease.expires.wall > soon:
+                    continue
+                fresh = owner.use(lease.desc.id)
+                if fresh is None:
+                    continue
+                if fresh.desc.version != lease.desc.version or fresh.expires <= lease.expires:
+                    owner.release(fresh)
+                    continue
+                execution.leases[index] = fresh
+                owner.release(lease)
+        txn.deadline = min(lease.expires for e in executions for lease in e.leases)
 
     def _abandon(self) -> None:
         if self._txn is not None:

@@ -3,6 +3,7 @@ strictly above every commit that used the old version (see feedkv.sql.leases).""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import threading
@@ -254,3 +255,51 @@ def test_a_schema_change_does_not_wait_for_the_leases_its_own_transaction_holds(
         txn.rollback()
         leases.release(lease)
         leases.close()
+
+
+def test_a_transaction_whose_lease_nears_its_expiry_commits_on_the_current_one(
+    any_db: DB,
+) -> None:
+    """As if it had been open for most of its lease's duration: its deadline is the
+    lease's expiry, at its own timestamp; the commit moves it to the client's current
+    lease on the same version instead of failing with 40001."""
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    session = any_db.session()
+    session.execute("INSERT INTO t VALUES (1, 'a')")
+    session.execute("INSERT INTO t VALUES (2, 'b')")  # takes a lease
+    session.execute("BEGIN")
+    session.execute("UPDATE t SET v = 'c' WHERE k = 1")
+    [execution] = session._executions
+    [lease] = execution.leases
+    stale = execution.write_txn.read_ts  # the commit cannot land below its reads
+    assert stale is not None
+    aged = dataclasses.replace(lease, expires=stale, refs=1, current=False)
+    execution.leases = [aged]  # the old lease stays with the client, unused now
+    any_db.leases.release(lease)
+    txn = execution.write_txn
+    txn.deadline = aged.expires
+    assert session.execute("COMMIT").tag == "COMMIT"
+    assert any_db.sql("SELECT v FROM t WHERE k = 1").rows == [("c",)]
+
+
+def test_a_transaction_past_its_lease_on_a_replaced_version_is_refused(any_db: DB) -> None:
+    """No current lease of the version it used: its deadline stays, and it retries."""
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    session = any_db.session()
+    session.execute("INSERT INTO t VALUES (1, 'a')")
+    session.execute("INSERT INTO t VALUES (2, 'b')")  # takes a lease
+    session.execute("BEGIN")
+    session.execute("UPDATE t SET v = 'c' WHERE k = 1")
+    [execution] = session._executions
+    [lease] = execution.leases
+    older = dataclasses.replace(lease.desc, version=lease.desc.version - 1)
+    stale = execution.write_txn.read_ts
+    assert stale is not None
+    aged = dataclasses.replace(lease, desc=older, expires=stale, refs=1, current=False)
+    execution.leases = [aged]
+    any_db.leases.release(lease)
+    execution.write_txn.deadline = aged.expires
+    with pytest.raises(SQLError) as refused:
+        session.execute("COMMIT")
+    assert refused.value.code == "40001"
+    assert any_db.sql("SELECT v FROM t WHERE k = 1").rows == [("a",)]

@@ -14,11 +14,12 @@ has arrived and was emitted) and leaves values at or after ``T`` to the restarte
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from feedkv.changefeed.rows import Target
 from feedkv.sql import catalog
+from feedkv.sql.catalog import descriptor_span
 from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor, decode_descriptor
 from feedkv.util.hlc import Timestamp
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from feedkv.changefeed.options import ChangefeedOptions
     from feedkv.rangefeed.feed_client import KV
 
-__all__ = ["database_names", "database_tables", "retargets", "topic_name"]
+__all__ = ["database_names", "database_tables", "first_change", "retargets", "topic_name"]
 
 
 def topic_name(database: str, table: str, options: ChangefeedOptions) -> str:
@@ -72,7 +73,39 @@ def retargets(database_id: int, targets: tuple[Target, ...], value: bytes | None
     if value is None:
         return False  # a descriptor is deleted long after its table was dropped
     desc = decode_descriptor(value)
-    if not isinstance(desc, TableDescriptor) or desc.database_id != database_id:
+    if not isinstance(desc, TableDescriptor):
         return False
-    watched = any(target.table_id == desc.id for target in targets)
-    return watched == desc.dropped
+    return _retargets(database_id, {target.table_id for target in targets}, desc)
+
+
+def _retargets(database_id: int, watched: Collection[int], desc: TableDescriptor) -> bool:
+    return desc.database_id == database_id and (desc.id in watched) == desc.dropped
+
+
+def first_change(
+    db: KV,
+    database_id: int | None,
+    watched: Collection[int],
+    lo: Timestamp,  # exclusive
+    hi: Timestamp,
+    *,
+    every_version: bool,
+) -> Timestamp | None:
+    """The first time in ``(lo, hi]`` a descriptor was written that changes what a feed
+    watching the tables ``watched`` must do: for a ``FOR DATABASE`` feed (``database_id``),
+    a table added to the database or one of ``watched`` dropped (:func:`retargets`);
+    with ``every_version``, any new version of one of ``watched`` (each is announced on
+    a ``schema_topic``). ``None``: none was. Read as an incremental export of the
+    descriptors, final for the window (it costs what the catalog changed in it)."""
+    first: Timestamp | None = None
+    for version in db.export(descriptor_span(), lo, hi):
+        if version.value is None or (first is not None and version.ts >= first):
+            continue
+        desc = decode_descriptor(version.value)
+        if not isinstance(desc, TableDescriptor):
+            continue
+        if (every_version and desc.id in watched) or (
+            database_id is not None and _retargets(database_id, watched, desc)
+        ):
+            first = version.ts
+    return first

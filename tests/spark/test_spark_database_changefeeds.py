@@ -1,0 +1,239 @@
+"""``CREATE CHANGEFEED FOR DATABASE`` and the Kafka ``schema_topic`` on the Spark runner
+(the default one): every table of the database, a topic each, tables created after the
+job started joining at their creation (announced on the schema topic before their
+rows), dropped ones leaving without ending the job; schema changes on the schema topic
+between the rows around them; exactly-once into files through PAUSE and RESUME while
+the database's tables change. Messages are read back by consumers of their own."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from feedkv import DB
+from feedkv.sql import catalog
+from feedkv.sql.row_codec import decode_row_key, table_span
+from feedkv.testing.kafka_mock import MockKafka, read_topic
+from feedkv.testing.waiting import wait_until
+from feedkv.util.hlc import Timestamp
+
+DEADLINE_S = 240.0  # Spark starts slowly on a loaded machine
+FAST = "resolved = '0s', min_checkpoint_frequency = '0s'"
+
+Version = tuple[str, tuple[Any, ...], Timestamp]  # (topic, primary key, updated)
+
+
+@pytest.fixture
+def kafka() -> Any:
+    cluster = MockKafka()
+    yield cluster
+    cluster.close()
+
+
+def now(db: DB) -> Timestamp:
+    return Timestamp.parse(str(db.sql("SELECT cluster_logical_timestamp()").rows[0][0]))
+
+
+def show_job(db: DB, job: int | str) -> dict[str, Any]:
+    result = db.sql(f"SHOW CHANGEFEED JOB {job}")
+    [row] = result.rows
+    return dict(zip(result.columns, row, strict=True))
+
+
+def wait_for_high_water(db: DB, job: int | str, above: Timestamp) -> None:
+    """Wait until the job's high-water mark is past ``above``; a job that ended or
+    paused on an error fails the test."""
+
+    def reached() -> bool:
+        found = show_job(db, job)
+        assert found["status"] == "running", f"the job is {found['status']}: {found['error']}"
+        mark: Decimal | None = found["high_water_timestamp"]
+        return mark is not None and Timestamp.parse(format(mark, "f")) >= above
+
+    wait_until(reached, timeout_s=DEADLINE_S, poll_s=0.1, what=f"high water >= {above}")
+
+
+# Kafka.
+
+Record = tuple[Any, Any, Timestamp]  # key, value (JSON), MVCC time
+
+
+def records(bootstrap: str, topic: str) -> list[Record]:
+    """The messages of ``topic`` now but resolved markers, oldest first."""
+    try:
+        found = read_topic(bootstrap, topic, 30.0)
+    except TimeoutError:
+        return []  # not made yet
+    out = []
+    for partition in found.values():
+        for record in partition:
+            if record.key is None:
+                continue  # a resolved marker
+            mvcc = dict(record.headers)["mvcc_timestamp"]
+            assert mvcc is not None
+            value = None if record.value is None else json.loads(record.value)
+            out.append((json.loads(record.key), value, Timestamp.parse(mvcc.decode())))
+    return sorted(out, key=lambda r: r[2])
+
+
+def topics(bootstrap: str) -> set[str]:
+    """The topics of the cluster (asked without naming one, which would make it)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    return set(admin.list_topics(timeout=30).topics)
+
+
+def keys(found: list[Record]) -> set[Any]:
+    return {key[0] for key, _value, _ts in found}
+
+
+def wait_for_keys(bootstrap: str, topic: str, expected: set[Any]) -> list[Record]:
+    def arrived() -> list[Record] | None:
+        found = records(bootstrap, topic)
+        return found if keys(found) >= expected else None
+
+    found = wait_until(arrived, timeout_s=DEADLINE_S, poll_s=0.2, what=f"{expected} in {topic}")
+    assert found is not None
+    return found
+
+
+def test_a_database_job_on_spark_follows_its_tables_and_announces_their_schemas(
+    spark: Any, db: DB, kafka: MockKafka
+) -> None:
+    bootstrap = kafka.bootstrap
+    db.sql("CREATE DATABASE shop")
+    db.sql("CREATE TABLE shop.a (k INT PRIMARY KEY, v STRING)")
+    db.sql("CREATE TABLE shop.b (k INT PRIMARY KEY, v STRING)")
+    db.sql("CREATE TABLE c (k INT PRIMARY KEY, v STRING)")  # in defaultdb: not watched
+    db.sql("INSERT INTO shop.a VALUES (1, 'a1')")
+    db.sql("INSERT INTO shop.b VALUES (1, 'b1')")
+    db.sql("INSERT INTO c VALUES (1, 'c1')")
+    sink = f"kafka://{bootstrap}?topic_prefix=p_&schema_topic=schemas"
+    with psycopg.connect(db.serve_sql(), autocommit=True) as conn:  # over the SQL port
+        conn.execute(f"CREATE CHANGEFEED whole FOR DATABASE shop INTO '{sink}' WITH {FAST}")
+    wait_for_keys(bootstrap, "p_a", {1})  # the initial scan: the job runs
+
+    db.sql("CREATE TABLE shop.n (id INT PRIMARY KEY, note STRING)")
+    db.sql("INSERT INTO shop.n VALUES (7, 'new')")
+    db.sql("INSERT INTO c VALUES (2, 'c2')")
+    db.sql("INSERT INTO shop.b VALUES (2, 'b2')")
+    db.sql("DROP TABLE shop.b")
+    db.sql("INSERT INTO shop.a VALUES (2, 'a2')")  # the job goes on after the drop
+    db.sql("ALTER TABLE shop.a ADD COLUMN w INT")
+    db.sql("INSERT INTO shop.a VALUES (3, 'a3', 9)")
+
+    # In the order of delivery: once a row after a change is readable, so is the
+    # change; once the change is, so is every row before it.
+    n = wait_for_keys(bootstrap, "p_n", {7})
+    assert "n" in keys(records(bootstrap, "schemas"))
+    a = wait_for_keys(bootstrap, "p_a", {1, 2, 3})
+    assert "a" in keys(records(bootstrap, "schemas"))
+    schemas = wait_for_keys(bootstrap, "schemas", {"n", "b", "a"})
+    b = records(bootstrap, "p_b")
+    assert keys(b) == {1, 2}
+    wait_for_high_water(db, "whole", now(db))
+    assert topics(bootstrap) >= {"p_a", "p_b", "p_n", "schemas"}
+    assert "p_c" not in topics(bootstrap)  # nothing of another database's table
+
+    by_table = {key[0]: (value, ts) for key, value, ts in schemas}
+    created, created_ts = by_table["n"]
+    assert created == {
+        "table": "n",
+        "version": created["version"],
+        "columns": [{"name": "id", "type": "INT8"}, {"name": "note", "type": "STRING"}],
+        "added_columns": ["id", "note"],
+        "dropped_columns": [],
+        "created": True,
+        "dropped": False,
+        "updated": str(created_ts),
+    }
+    assert created_ts < min(ts for _k, _v, ts in n)  # announced before its rows
+    dropped, dropped_ts = by_table["b"]
+    assert dropped["dropped"] is True and dropped["created"] is False
+    assert max(ts for _k, _v, ts in b) < dropped_ts
+    added, added_ts = by_table["a"]
+    assert added["added_columns"] == ["w"] and added["created"] is False
+    first_seen = {key[0]: ts for key, _v, ts in reversed(a)}
+    assert first_seen[2] < added_ts < first_seen[3]
+    assert [value for key, value, _ts in a if key == [3]][-1] == {
+        "after": {"k": 3, "v": "a3", "w": 9}
+    }
+    assert show_job(db, "whole")["status"] == "running"
+
+
+# Files.
+
+
+def published(out: Path) -> Counter[Version]:
+    """Every row version in the sink's published files, counted."""
+    versions: Counter[Version] = Counter()
+    for path in out.rglob("*.ndjson"):
+        if path.name.startswith("."):
+            continue  # a file being written
+        topic = path.name.split("-")[3]  # <ts>-<session>-<file id>-<topic>-<schema id>
+        for line in path.read_text().splitlines():
+            message = json.loads(line)
+            versions[(topic, tuple(message["key"]), Timestamp.parse(message["updated"]))] += 1
+    return versions
+
+
+def committed(db: DB, table: str, lo: Timestamp, hi: Timestamp) -> set[Version]:
+    """Every committed version of ``shop.table``'s rows in ``(lo, hi]``, from the store."""
+    snapshot = catalog.Snapshot(db, hi)
+    desc = catalog.table_by_name(snapshot, catalog.database_by_name(snapshot, "shop"), table)
+    return {
+        (table, decode_row_key(desc, version.key)[0], version.ts)
+        for version in db.export(table_span(desc.id), lo, hi)
+    }
+
+
+def test_a_database_job_on_spark_writes_every_version_of_its_tables_once(
+    spark: Any, db: DB, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    db.sql("CREATE DATABASE shop")
+    db.sql("CREATE TABLE shop.a (k INT PRIMARY KEY, v STRING)")
+    db.sql("CREATE TABLE shop.b (k INT PRIMARY KEY, v STRING)")
+    db.sql("CREATE TABLE c (k INT PRIMARY KEY)")
+    db.sql("INSERT INTO shop.a VALUES (1, 'a1')")
+    start = now(db)
+    db.sql(
+        f"CREATE CHANGEFEED whole FOR DATABASE shop INTO 'file://{out}' "
+        f"WITH updated, initial_scan = 'no', cursor = '{start}', {FAST}"
+    )
+    db.sql("INSERT INTO shop.b VALUES (1, 'b1')")
+    db.sql("UPSERT INTO shop.a VALUES (1, 'a1 again')")
+    db.sql("CREATE TABLE shop.n (k INT PRIMARY KEY, v STRING)")
+    db.sql("INSERT INTO shop.n VALUES (1, 'n1'), (2, 'n2')")
+    db.sql("INSERT INTO c VALUES (1)")
+    wait_for_high_water(db, "whole", now(db))
+
+    db.sql("PAUSE CHANGEFEED whole")
+    db.sql("CREATE TABLE shop.later (k INT PRIMARY KEY, v STRING)")
+    db.sql("INSERT INTO shop.later VALUES (1, 'while paused')")
+    db.sql("UPDATE shop.b SET v = 'b1 again' WHERE k = 1")
+    before_drop = now(db)
+    db.sql("DROP TABLE shop.b")
+    db.sql("DELETE FROM shop.n WHERE k = 2")
+    db.sql("RESUME CHANGEFEED whole")
+    db.sql("INSERT INTO shop.later VALUES (2, 'after')")
+    db.sql("UPSERT INTO shop.a VALUES (2, 'a2')")
+    end = now(db)
+    wait_for_high_water(db, "whole", end)
+
+    expected = set()
+    for table in ("a", "n", "later"):
+        expected |= committed(db, table, start, end)
+    expected |= committed(db, "b", start, before_drop)  # b's rows until it was dropped
+    assert len(expected) == 9
+    seen = published(out)
+    duplicated = sorted(v for v, count in seen.items() if count > 1)
+    assert not duplicated
+    assert set(seen) == expected  # a topic per table; nothing of defaultdb.c
+    assert show_job(db, "whole")["status"] == "running"

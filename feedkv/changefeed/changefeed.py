@@ -27,7 +27,9 @@ Spark for jobs):
    one tick before the change, with an error saying so. A dropped table always ends it,
    and so does a table taken offline by ``IMPORT INTO`` (CockroachDB documents that an
    import fails the changefeeds on its table; a changefeed created after the import
-   finds the imported rows in its initial scan).
+   finds the imported rows in its initial scan). With a Kafka ``schema_topic``, each
+   change is sent there before any row at or after it, and so is the creation of a
+   table that joins a ``FOR DATABASE`` feed (:func:`schema_messages`).
 5. ``end_time`` ends the feed once the frontier reaches it; rows after it are not
    emitted.
 

@@ -10,6 +10,11 @@ creation timestamp (with nothing to scan: it had no rows before) and a dropped o
 leaves without ending the feed. NB: ranges deliver their values in no common order, so
 the restart waits for a checkpoint at ``T``'s previous tick (every value before ``T``
 has arrived and was emitted) and leaves values at or after ``T`` to the restarted feed.
+
+The Spark runner (:mod:`feedkv.spark.changefeed_job`) keeps no table set of its own:
+a batch ``(lo, hi]`` reads the tables of ``lo``'s next tick, and :func:`first_change`
+ends a window one tick before the next change of them, so the tables of every batch
+follow from its offsets and the catalog's history.
 """
 
 from __future__ import annotations

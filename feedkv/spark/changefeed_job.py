@@ -26,6 +26,22 @@ The query reads ``spark.readStream.format("feedkv_changefeed")`` and writes
   ``scan_tables`` while the job's high-water mark is where they were added): the first
   batch of the run scans them as of the offset it resumes from, then the changes of
   every table follow (the offsets say which added tables are scanned, ``added_scans``).
+- **FOR DATABASE** jobs: a batch ``(lo, hi]`` reads the tables the database holds at
+  ``lo``'s next tick, each with its topic, read from the catalog as of then
+  (:func:`watched_spec`); a window ends one tick before a table joins or leaves
+  (:func:`~feedkv.changefeed.database.first_change`), so a table created at ``T`` is
+  first read by the window from ``T``'s previous tick (it has nothing to scan) and a
+  table dropped at ``T`` last by the window that ends just before it. The offsets hold
+  no table set: the tables of a batch follow from its offsets and the catalog's MVCC
+  history, so a batch read again from the checkpoint reads the same tables, and the
+  file sinks' manifests keep it exactly-once. The driver follows the resolved
+  timestamp of the tables of the moment and of the descriptors.
+- **schema_topic** (Kafka): a window also ends one tick before each new version of a
+  watched table, and the driver, planning the batch that starts with the change, sends
+  it (and the creation of a table that joins a database job) to the schema topic: every
+  row before it is durable by then (the batch before committed), no row at or after it
+  is read yet. A batch planned again sends it again (at-least-once, as Kafka rows are);
+  a change that ends the job is sent before the job fails.
 - **Sink.** Tasks send their messages; the driver's ``commit(batch id)`` writes the
   resolved marker only after every task's messages are durable.
 - **The node's buffer limits.** A task's sink takes the room for its sealed batches from

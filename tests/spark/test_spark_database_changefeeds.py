@@ -237,3 +237,63 @@ def test_a_database_job_on_spark_writes_every_version_of_its_tables_once(
     assert not duplicated
     assert set(seen) == expected  # a topic per table; nothing of defaultdb.c
     assert show_job(db, "whole")["status"] == "running"
+
+
+def test_a_table_job_on_spark_sends_its_schema_changes_between_its_rows(
+    spark: Any, db: DB, kafka: MockKafka
+) -> None:
+    bootstrap = kafka.bootstrap
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    db.sql("INSERT INTO t VALUES (1, 'a')")
+    sink = f"kafka://{bootstrap}?topic_prefix=p_&schema_topic=schemas"
+    [(job_id,)] = db.sql(f"CREATE CHANGEFEED FOR t INTO '{sink}' WITH {FAST}").rows
+    wait_for_keys(bootstrap, "p_t", {1})
+    db.sql("INSERT INTO t VALUES (2, 'b')")
+    db.sql("ALTER TABLE t ADD COLUMN n INT")
+    db.sql("INSERT INTO t VALUES (3, 'c', 7)")
+    db.sql("ALTER TABLE t DROP COLUMN v")
+    db.sql("INSERT INTO t VALUES (4, 8)")
+
+    rows = wait_for_keys(bootstrap, "p_t", {1, 2, 3, 4})
+    changes = records(bootstrap, "schemas")  # both came before row 4 was sent
+    assert [value["added_columns"] for _key, value, _ts in changes] == [["n"], []]
+    assert [value["dropped_columns"] for _key, value, _ts in changes] == [[], ["v"]]
+    (_, added, added_ts), (_, dropped, dropped_ts) = changes
+    assert added["columns"] == [
+        {"name": "k", "type": "INT8"},
+        {"name": "v", "type": "STRING"},
+        {"name": "n", "type": "INT8"},
+    ]
+    assert dropped["version"] > added["version"]
+    first_seen = {key[0]: ts for key, _value, ts in reversed(rows)}
+    # NB: the DROP COLUMN's backfill sends rows again, later
+    assert first_seen[2] < added_ts < first_seen[3] < dropped_ts < first_seen[4]
+
+    db.sql("DROP TABLE t")  # ends the job, the drop sent first
+    wait_until(
+        lambda: show_job(db, job_id)["status"] == "failed",
+        timeout_s=DEADLINE_S,
+        what="the job to fail on the drop",
+    )
+    assert "dropped" in str(show_job(db, job_id)["error"])
+    *_, (key, last, _ts) = records(bootstrap, "schemas")
+    assert (key, last["dropped"]) == (["t"], True)
+
+
+def test_a_database_job_on_spark_started_with_no_tables_takes_the_first_one_created(
+    spark: Any, db: DB, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    db.sql("CREATE DATABASE empty")
+    [(job_id,)] = db.sql(
+        f"CREATE CHANGEFEED FOR DATABASE empty INTO 'file://{out}' WITH updated, {FAST}"
+    ).rows
+    wait_for_high_water(db, job_id, now(db))  # batches of no table go by
+    db.sql("CREATE TABLE empty.first (k INT PRIMARY KEY)")
+    db.sql("INSERT INTO empty.first VALUES (1), (2)")
+    wait_for_high_water(db, job_id, now(db))
+
+    assert sorted((topic, key) for topic, key, _ts in published(out)) == [
+        ("first", (1,)),
+        ("first", (2,)),
+    ]

@@ -511,7 +511,7 @@ class ChangefeedStreamReader(FollowingStreamReader):
         topic = schema_topic(spec.sink_uri)
         if topic is None:
             return
-        before = self._watched(lo.prev()) if spec.database_id is not None else watched
+        before = watched_spec(connection(self.job.url), spec, lo)  # a table dropped then
         names = {**before.topics, **watched.topics}
         targets = tuple(Target(table_id) for table_id in sorted(names))
         histories = self._schema_histories(lo, targets)

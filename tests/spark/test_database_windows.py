@@ -99,3 +99,14 @@ def test_a_window_ends_before_a_table_joins_and_the_next_reads_it(db: DB) -> Non
         assert tables[-1] == {n: "n"}
     finally:
         job.stop()
+
+    # A query started again from its checkpoint plans every batch as it was planned,
+    # though the tables changed since: they are read as of each batch's start.
+    db.sql("CREATE TABLE shop.z (k INT PRIMARY KEY)")
+    again = reader(db, start)
+    try:
+        assert read_tables(again, first, before) == {a: "a"}
+        assert read_tables(again, before, after) == {a: "a", n: "n"}
+        assert [read_tables(again, lo, hi) for lo, hi in itertools.pairwise(windows)] == tables
+    finally:
+        again.stop()

@@ -8,6 +8,8 @@ the database's tables change. Messages are read back by consumers of their own."
 from __future__ import annotations
 
 import json
+import random
+import threading
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -17,10 +19,14 @@ import psycopg
 import pytest
 from confluent_kafka.admin import AdminClient
 
+import feedkv
 from feedkv import DB
+from feedkv.errors import FeedKVError
 from feedkv.sql import catalog
+from feedkv.sql.descriptor import TableDescriptor, decode_descriptor
 from feedkv.sql.row_codec import decode_row_key, table_span
 from feedkv.testing.kafka_mock import MockKafka, read_topic
+from feedkv.testing.node_process import NodeProcess
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
@@ -297,3 +303,142 @@ def test_a_database_job_on_spark_started_with_no_tables_takes_the_first_one_crea
         ("first", (1,)),
         ("first", (2,)),
     ]
+
+
+# SIGKILLs of the node that drives the job, while tables join and leave.
+
+NODE_ARGS = ("--spark-master", "local[2]", "--closed-ts-target", "200ms")
+KILLS = 2
+
+
+class TableWriter:
+    """Creates tables in shop through one node, writes a few rows into each and drops
+    every other one, until stopped or the node dies. What it did is read back from the
+    store, not remembered: a statement cut short by the kill may or may not have
+    committed."""
+
+    def __init__(self, url: str, phase: int, rng: random.Random) -> None:
+        self.tables = 0
+        self.failure: BaseException | None = None
+        self._url = url
+        self._phase = phase
+        self._rng = random.Random(rng.random())
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"tables-{phase}", daemon=True)
+
+    def __enter__(self) -> TableWriter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=DEADLINE_S)
+        assert not self._thread.is_alive(), "the writer did not stop"
+        if self.failure is not None and not isinstance(self.failure, FeedKVError):
+            raise self.failure
+
+    def wait_for(self, tables: int) -> None:
+        target = self.tables + tables
+        wait_until(
+            lambda: self.tables >= target or self.failure is not None,
+            timeout_s=DEADLINE_S,
+            what=f"{tables} more tables",
+        )
+        if self.failure is not None:
+            raise AssertionError(f"the writer stopped: {self.failure!r}") from self.failure
+
+    def _run(self) -> None:
+        try:
+            with feedkv.connect(self._url) as db:
+                live = ["keep"]
+                made = 0
+                # NB: paced as DDL is, rarer than writes: each table joining or leaving
+                # ends a batch
+                while not self._stop.wait(0.05):
+                    table = self._rng.choice(live)
+                    key = self._rng.randrange(20)
+                    db.sql(f"UPSERT INTO shop.{table} VALUES ($1, $2)", key, made)
+                    if self._rng.random() < 0.01:
+                        name = f"t{self._phase}_{made}"
+                        db.sql(f"CREATE TABLE shop.{name} (id INT PRIMARY KEY, v INT)")
+                        live.append(name)
+                        made += 1
+                        if made % 2 == 0:
+                            db.sql(f"DROP TABLE shop.{live.pop(-2)}")
+                        self.tables += 1
+        except BaseException as exc:  # the node was killed, or a real failure
+            self.failure = exc
+
+
+def database_versions(db: DB, start: Timestamp, end: Timestamp) -> set[Version]:
+    """Every committed row version in ``(start, end]`` of every table database shop held
+    then, each until its drop, read from the store (the tables from the descriptors'
+    incremental export)."""
+    snapshot = catalog.Snapshot(db, start)
+    shop = catalog.database_by_name(snapshot, "shop")
+    tables = {t.id: t for t in catalog.list_tables(snapshot, shop)}
+    dropped: dict[int, Timestamp] = {}
+    for version in db.export(catalog.descriptor_span(), start, end):
+        desc = decode_descriptor(version.value) if version.value is not None else None
+        if not isinstance(desc, TableDescriptor) or desc.database_id != shop.id:
+            continue
+        tables.setdefault(desc.id, desc)
+        if desc.dropped:
+            dropped[desc.id] = min(version.ts, dropped.get(desc.id, version.ts))
+    assert dropped, "no table was dropped"
+    versions = set()
+    for table_id, desc in tables.items():
+        hi = dropped[table_id].prev() if table_id in dropped else end
+        for version in db.export(table_span(table_id), start, max(hi, start)):
+            versions.add((desc.name, decode_row_key(desc, version.key)[0], version.ts))
+    return versions
+
+
+@pytest.mark.slow(160)
+@pytest.mark.timeout(900)
+def test_killing_the_driver_of_a_database_job_while_tables_change_loses_and_duplicates_nothing(
+    tmp_path: Path, nodes: list[NodeProcess]
+) -> None:
+    store, out = tmp_path / "store", tmp_path / "out"
+    rng = random.Random(20261128)
+    nodes.append(NodeProcess(store, *NODE_ARGS))
+    with feedkv.connect(nodes[-1].url) as client:
+        client.sql("CREATE DATABASE shop")
+        client.sql("CREATE TABLE shop.keep (id INT PRIMARY KEY, v INT)")
+        client.sql("INSERT INTO shop.keep VALUES (1, 0)")
+        [(job_id,)] = client.sql(
+            f"CREATE CHANGEFEED FOR DATABASE shop INTO 'file://{out}' WITH updated, "
+            "initial_scan = 'no', resolved = '200ms', min_checkpoint_frequency = '200ms'"
+        ).rows
+        record = client.changefeeds.record(job_id)
+        assert record is not None
+        start = record.spec.start
+    orphans: list[int] = []
+    for phase in range(KILLS):
+        node = nodes[-1]
+        with feedkv.connect(node.url) as client, TableWriter(node.url, phase, rng) as writer:
+            # Kill once batches were committed since this start, a table or two later:
+            # by then the next batches are in flight.
+            wait_for_high_water(client, job_id, client.now())
+            writer.wait_for(rng.randint(1, 2))
+            orphans += node.kill_all()
+        nodes.append(NodeProcess(store, *NODE_ARGS))
+
+    with feedkv.connect(nodes[-1].url) as client:
+        with TableWriter(nodes[-1].url, KILLS, rng) as writer:
+            writer.wait_for(2)
+        assert writer.failure is None
+        end = client.now()
+        wait_for_high_water(client, job_id, end)
+        expected = database_versions(client, start, end)
+        seen = published(out)
+        duplicated = sorted(v for v, count in seen.items() if count > 1)
+        missing = sorted(expected - seen.keys())
+        extra = sorted(seen.keys() - expected)
+        assert not (duplicated or missing or extra), (
+            f"{len(expected)} versions expected, {sum(seen.values())} published: "
+            f"duplicated {duplicated[:5]}, missing {missing[:5]}, unexpected {extra[:5]}"
+        )
+        client.sql(f"CANCEL JOB {job_id}")
+    assert nodes[-1].terminate(timeout_s=120) == 0
+    assert not orphans, f"processes outlived their killed node: {orphans}"

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
 from feedkv import DB
-from feedkv.changefeed.changefeed import ChangefeedSpec
+from feedkv.changefeed.changefeed import ChangefeedError, ChangefeedSpec
 from feedkv.changefeed.options import parse_options
 from feedkv.changefeed.rows import Target
 from feedkv.spark.changefeed_job import ChangefeedStreamReader, JobOptions
@@ -110,3 +112,23 @@ def test_a_window_ends_before_a_table_joins_and_the_next_reads_it(db: DB) -> Non
         assert [read_tables(again, lo, hi) for lo, hi in itertools.pairwise(windows)] == tables
     finally:
         again.stop()
+
+
+def test_a_dropped_database_ends_the_job_once_its_last_window_is_read(db: DB) -> None:
+    db.sql("CREATE DATABASE shop")
+    db.sql("CREATE TABLE shop.a (k INT PRIMARY KEY)")
+    start = db.now()
+    db.sql("INSERT INTO shop.a VALUES (1)")
+    db.sql("DROP DATABASE shop CASCADE")
+    gone = db.now()
+    job = reader(db, start)
+    try:
+        windows = [FeedOffset(start)]
+        with pytest.raises(ChangefeedError, match=r"database \[\d+\] was dropped"):
+            while windows[-1].resolved < gone:
+                windows.append(next_window(job, windows[-1]))
+        assert len(windows) >= 2  # the rows before the drop were read first
+        first_tables = read_tables(job, windows[0], windows[1])
+        assert list(first_tables.values()) == ["a"]
+    finally:
+        job.stop()

@@ -32,7 +32,14 @@ if TYPE_CHECKING:
     from feedkv.changefeed.options import ChangefeedOptions
     from feedkv.rangefeed.feed_client import KV
 
-__all__ = ["database_names", "database_tables", "first_change", "retargets", "topic_name"]
+__all__ = [
+    "database_names",
+    "database_tables",
+    "first_change",
+    "retargets",
+    "topic_name",
+    "window_tables",
+]
 
 
 def topic_name(database: str, table: str, options: ChangefeedOptions) -> str:
@@ -114,3 +121,37 @@ def first_change(
         ):
             first = version.ts
     return first
+
+
+def window_tables(
+    db: KV, database_id: int, options: ChangefeedOptions, lo: Timestamp, hi: Timestamp
+) -> tuple[tuple[Target, ...], dict[int, str], dict[int, Timestamp]] | None:
+    """The tables database ``database_id`` held at any time in ``(lo, hi]``: those it
+    holds at ``lo.next()`` and those created after, with their topics, and when each
+    one dropped in the window was dropped (its changes are read up to the tick before).
+    ``None``: the database does not exist at ``lo.next()``. The tables that joined are
+    found by an incremental export of the descriptors (final for the window)."""
+    found = database_tables(db, database_id, options, lo.next())
+    if found is None:
+        return None
+    targets, topics = found
+    topics = dict(topics)
+    dropped: dict[int, Timestamp] = {}
+    if hi > lo.next():
+        database = catalog.get_descriptor(catalog.Snapshot(db, lo.next()), database_id)
+        name = database.name if isinstance(database, DatabaseDescriptor) else ""
+        joined: dict[int, tuple[Timestamp, str]] = {}
+        for version in db.export(descriptor_span(), lo.next(), hi):
+            desc = decode_descriptor(version.value) if version.value is not None else None
+            if not isinstance(desc, TableDescriptor) or desc.database_id != database_id:
+                continue
+            if desc.dropped:
+                dropped[desc.id] = min(version.ts, dropped.get(desc.id, version.ts))
+            elif desc.id not in topics:
+                first = joined.get(desc.id)
+                if first is None or version.ts < first[0]:
+                    joined[desc.id] = (version.ts, topic_name(name, desc.name, options))
+        for table_id in sorted(joined):
+            targets += (Target(table_id),)
+            topics[table_id] = joined[table_id][1]
+    return targets, topics, {t: ts for t, ts in dropped.items() if t in topics}

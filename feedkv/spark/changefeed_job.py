@@ -106,14 +106,25 @@ from feedkv.changefeed.changefeed import (
     stopped_by,
 )
 from feedkv.changefeed.cockroach_parquet import CockroachParquet
-from feedkv.changefeed.database import database_names, database_tables, first_change
+from feedkv.changefeed.database import (
+    database_names,
+    database_tables,
+    first_change,
+    window_tables,
+)
 from feedkv.changefeed.encoder import make_encoder
 from feedkv.changefeed.enriched_source import FeedSource, sink_type
 from feedkv.changefeed.file_formats import ParquetRows
-from feedkv.changefeed.frontier import Ended, Frontier, SchemaPlan, plan_schema_changes
+from feedkv.changefeed.frontier import (
+    Ended,
+    Frontier,
+    SchemaChanges,
+    SchemaPlan,
+    plan_schema_changes,
+)
 from feedkv.changefeed.node_buffers import BufferLimits, NodeBuffers
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target, omits_virtual
-from feedkv.changefeed.schema_history import SchemaHistory
+from feedkv.changefeed.schema_history import SchemaChange, SchemaHistory
 from feedkv.changefeed.sink import (
     Message,
     Sink,
@@ -266,6 +277,34 @@ def _follow_spans(spec: ChangefeedSpec, targets: tuple[Target, ...]) -> list[Spa
     if spec.database_id is not None:
         spans.append(descriptor_span())
     return spans
+
+
+def _database_gone(spec: ChangefeedSpec) -> ChangefeedError:
+    """The error a ``FOR DATABASE`` job ends with once its database is gone (the
+    thread runner's)."""
+    return ChangefeedError(f"database [{spec.database_id}] was dropped; the changefeed ended")
+
+
+@dataclass(frozen=True)
+class _Until:
+    """A table's schema history before its drop at ``dropped``: a table leaving a
+    ``FOR DATABASE`` job ends nothing (its changes are read up to the tick before)."""
+
+    history: SchemaChanges
+    dropped: Timestamp
+
+    def changes(self, lo: Timestamp, hi: Timestamp) -> list[SchemaChange]:
+        hi = min(hi, self.dropped.prev())
+        return self.history.changes(lo, hi) if hi > lo else []
+
+
+@dataclass(frozen=True)
+class _Window:
+    """What a batch ``(lo, hi]`` reads: ``spec`` with the tables watched at any time in
+    it (and their topics), and when each one dropped in it was dropped."""
+
+    spec: ChangefeedSpec
+    dropped: dict[int, Timestamp] = field(default_factory=dict)
 
 
 def _piece_spec(spec: ChangefeedSpec, part: _TablePiece) -> ChangefeedSpec:
@@ -452,9 +491,7 @@ class ChangefeedStreamReader(FollowingStreamReader):
         if spec.database_id is not None:
             db = connection(self.job.url)
             if database_tables(db, spec.database_id, spec.options, lo.next()) is None:
-                raise ChangefeedError(
-                    f"database [{spec.database_id}] was dropped; the changefeed ended"
-                )
+                raise _database_gone(spec)
             spec = watched_spec(db, spec, lo.next())
         if len(self._watching) >= 8:  # NB: windows only move forward
             self._watching.clear()
@@ -473,11 +510,30 @@ class ChangefeedStreamReader(FollowingStreamReader):
                 histories[target.table_id] = SchemaHistory(db, target.table_id, since)
         return {t.table_id: histories[t.table_id] for t in targets}
 
-    def _schema_plan(self, lo: Timestamp, hi: Timestamp, targets: tuple[Target, ...]) -> SchemaPlan:
-        """What the schema changes of ``targets`` in ``(lo, hi]`` mean for the job (see
-        :func:`~feedkv.changefeed.frontier.plan_schema_changes`)."""
-        histories = self._schema_histories(lo, targets)
-        return plan_schema_changes(self.job.spec.options, histories, lo, hi)
+    def _window(self, lo: Timestamp, hi: Timestamp) -> _Window:
+        """The tables the batch ``(lo, hi]`` reads: the job's own, or for a ``FOR
+        DATABASE`` job those its database held at any time in it (a table that joins
+        within it is read from the start of the window, where it has no rows yet; one
+        dropped within it up to the tick before its drop). Read from the catalog as of
+        the window, so a batch read again reads the same tables."""
+        spec = self.job.spec
+        if spec.database_id is None:
+            return _Window(spec)
+        found = window_tables(connection(self.job.url), spec.database_id, spec.options, lo, hi)
+        if found is None:
+            raise ChangefeedError(
+                f"database [{spec.database_id}] was dropped; the changefeed ended"
+            )
+        targets, topics, dropped = found
+        return _Window(dataclasses.replace(spec, targets=targets, topics=topics), dropped)
+
+    def _window_histories(self, lo: Timestamp, window: _Window) -> dict[int, SchemaChanges]:
+        """The schema histories of ``window``'s tables, each dropped one's up to its drop."""
+        histories: dict[int, SchemaChanges] = {}
+        for table_id, history in self._schema_histories(lo, window.spec.targets).items():
+            dropped = window.dropped.get(table_id)
+            histories[table_id] = history if dropped is None else _Until(history, dropped)
+        return histories
 
     def _follow(self, watched: ChangefeedSpec) -> None:
         """Follow the resolved timestamp of the tables a ``FOR DATABASE`` job watches
@@ -486,13 +542,13 @@ class ChangefeedStreamReader(FollowingStreamReader):
         self.follow(_follow_spans(watched, watched.targets))
 
     def _cut(self, lo: Timestamp, resolved: Timestamp, watched: ChangefeedSpec) -> Timestamp:
-        """``resolved``, or one tick before the first change after ``lo.next()`` that a
-        window must not cross: a table joining or leaving a ``FOR DATABASE`` job, and
-        with a ``schema_topic`` any new version of a watched table (announced before
-        the window that starts with it, :meth:`_announce`)."""
+        """``resolved``, or with a ``schema_topic`` one tick before the first change
+        after ``lo.next()`` a window must not cross, as it is announced before the
+        window that starts with it (:meth:`_announce`): a new version of a watched
+        table, a table joining or leaving a ``FOR DATABASE`` job."""
         spec = self.job.spec
         every = schema_topic(spec.sink_uri) is not None
-        if (spec.database_id is None and not every) or resolved <= lo.next():
+        if not every or resolved <= lo.next():
             return resolved
         watched_ids = {t.table_id for t in watched.targets}
         db = connection(self.job.url)
@@ -566,7 +622,7 @@ class ChangefeedStreamReader(FollowingStreamReader):
         watched = self._watched(offset.resolved)
         self._follow(watched)
         resolved = self._cut(offset.resolved, self.resolved(offset.resolved), watched)
-        histories = self._schema_histories(offset.resolved, watched.targets)
+        histories = self._window_histories(offset.resolved, self._window(offset.resolved, resolved))
         window = Frontier(self.job.spec.options, histories, offset.resolved).next_window(resolved)
         if isinstance(window, Ended) and window.error is not None:
             # The batch before ended one tick before the change; it is committed (its
@@ -582,27 +638,34 @@ class ChangefeedStreamReader(FollowingStreamReader):
         last = FeedOffset.from_json(end)
         first = FeedOffset.from_json(start).window_start(last)
         boundaries = range_starts(self.job.url)
-        watched = self._watched(first.resolved)
         changes = last.resolved > first.resolved and not first.scanning
         if changes:
-            self._announce(first.resolved, watched)
-        plan = (
-            self._schema_plan(first.resolved, last.resolved, watched.targets)
-            if changes
-            else SchemaPlan()
-        )
+            self._announce(first.resolved, self._watched(first.resolved))
+        window = self._window(first.resolved, last.resolved if changes else first.resolved)
+        plan = SchemaPlan()
+        if changes:
+            histories = self._window_histories(first.resolved, window)
+            plan = plan_schema_changes(
+                self.job.spec.options, histories, first.resolved, last.resolved
+            )
         parts = []
         newly_scanned = set(last.added_scans).difference(first.added_scans)
         database = self.job.spec.database_id is not None
-        for target in watched.targets:
-            topic = watched.topics[target.table_id] if database else None
+        for target in window.spec.targets:
+            topic = window.spec.topics[target.table_id] if database else None
+            dropped = window.dropped.get(target.table_id)
+            table_end = last
+            if dropped is not None and dropped.prev() < last.resolved:
+                table_end = FeedOffset(dropped.prev())  # read up to its drop
+                if table_end.resolved <= first.resolved:
+                    continue
             span = target.span
             table_start = FeedOffset(first.resolved, span.start) if first.scanning else first
             if target.table_id in newly_scanned:  # added WITH initial_scan (same resolved)
                 table_start = FeedOffset(first.resolved, span.start)
-            cuts = scan_cuts(self.job.url, span, last.resolved, self.job.parallelism)
+            cuts = scan_cuts(self.job.url, span, table_end.resolved, self.job.parallelism)
             skipped = frozenset(ts for table_id, ts in plan.skipped if table_id == target.table_id)
-            for piece in plan_pieces(table_start, last, span, boundaries + cuts):
+            for piece in plan_pieces(table_start, table_end, span, boundaries + cuts):
                 parts.append(InputPartition(_TablePiece(target, piece, skipped, topic)))
             for table_id, change in plan.backfills:
                 if table_id == target.table_id:  # its rows again, as of the change

@@ -2,14 +2,16 @@
 reader for them, against a real node (no Spark; end to end on Spark:
 tests/spark/test_spark_database_changefeeds.py).
 
-A window never crosses a change of the tables the job watches: it ends one tick before
-a table joins or leaves, and the next window reads the tables of the moment. The tables
-of a window are read from the catalog as of its start, so the partitions of a batch
-read again from the query's checkpoint are the same (exactly-once into files)."""
+A batch ``(lo, hi]`` reads every table the database held at any time in it: a table
+created within it from ``lo`` (it has no rows before its creation), one dropped within
+it up to the tick before its drop. The tables are read from the catalog as of the
+window, so the partitions of a batch read again from the query's checkpoint are the
+same (exactly-once into files)."""
 
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 
@@ -59,57 +61,73 @@ def next_window(job: ChangefeedStreamReader, start: FeedOffset) -> FeedOffset:
     return end
 
 
-def read_tables(job: ChangefeedStreamReader, lo: FeedOffset, hi: FeedOffset) -> dict[int, str]:
-    """The tables (and their topics) the batch ``(lo, hi]`` reads."""
+def read_tables(
+    job: ChangefeedStreamReader, lo: FeedOffset, hi: FeedOffset
+) -> dict[int, tuple[str, Timestamp]]:
+    """The tables the batch ``(lo, hi]`` reads: each one's topic and how far it reads."""
     parts = [p.value for p in job.partitions(lo.to_json(), hi.to_json())]
-    assert all(p.piece.lo == lo.resolved and p.piece.hi == hi.resolved for p in parts)
-    tables = {p.target.table_id: p.topic for p in parts}
-    assert None not in tables.values()
-    return tables  # type: ignore[return-value]
+    assert all(p.piece.lo == lo.resolved for p in parts)
+    tables = {}
+    for part in parts:
+        assert part.topic is not None
+        tables[part.target.table_id] = (part.topic, part.piece.hi)
+    return tables
 
 
-def test_a_window_ends_before_a_table_joins_and_the_next_reads_it(db: DB) -> None:
+def windows_past(job: ChangefeedStreamReader, start: FeedOffset, ts: Timestamp) -> list[FeedOffset]:
+    """The offsets of the batches from ``start`` until one ends at or past ``ts``."""
+    windows = [start]
+    while windows[-1].resolved < ts:
+        windows.append(next_window(job, windows[-1]))
+    return windows
+
+
+def planned(job: ChangefeedStreamReader, windows: list[FeedOffset]) -> list[dict[int, Any]]:
+    return [read_tables(job, lo, hi) for lo, hi in itertools.pairwise(windows)]
+
+
+def test_each_batch_reads_the_tables_of_its_window_each_up_to_its_drop(db: DB) -> None:
     db.sql("CREATE DATABASE shop")
     db.sql("CREATE TABLE shop.a (k INT PRIMARY KEY)")
     start = db.now()
     db.sql("INSERT INTO shop.a VALUES (1)")
     db.sql("CREATE TABLE shop.n (k INT PRIMARY KEY)")
     db.sql("INSERT INTO shop.n VALUES (1)")
-    created = catalog.Snapshot(db, db.now())
+    created = db.now()
     a, n = table_id(db, "a"), table_id(db, "n")
-    # when n was created: the first version of its descriptor
-    versions = list(db.export(catalog.descriptor_span(), start, created.ts))
-    born = min(v.ts for v in versions if v.key == catalog.descriptor_key(n))
     job = reader(db, start)
     try:
-        first = FeedOffset(start)
-        before = next_window(job, first)
-        assert before.resolved == born.prev()  # held one tick before n joined
-        assert read_tables(job, first, before) == {a: "a"}
-        assert read_tables(job, first, before) == {a: "a"}  # the same when read again
-
-        after = next_window(job, before)
-        assert read_tables(job, before, after) == {a: "a", n: "n"}
+        joined = windows_past(job, FeedOffset(start), created)
+        tables = planned(job, joined)
+        assert tables[0][a][0] == "a"
+        assert tables[-1] == {a: ("a", joined[-1].resolved), n: ("n", joined[-1].resolved)}
 
         db.sql("DROP TABLE shop.a")
         dropped = db.now()
-        windows = [after]
-        while windows[-1].resolved < dropped:
-            windows.append(next_window(job, windows[-1]))
-        tables = [read_tables(job, lo, hi) for lo, hi in itertools.pairwise(windows)]
-        assert tables[0] == {a: "a", n: "n"}  # a leaves at its drop, not before
-        assert tables[-1] == {n: "n"}
+        windows = windows_past(job, joined[-1], dropped)
+        db.sql("INSERT INTO shop.n VALUES (2)")
+        windows += windows_past(job, windows[-1], db.now())[1:]  # one after the drop
+        later = planned(job, windows)
     finally:
         job.stop()
+    drops = [
+        v.ts
+        for v in db.export(catalog.descriptor_span(), created, dropped)
+        if v.key == catalog.descriptor_key(a)
+    ]
+    (drop,) = drops
+    with_a = [t for t in later if a in t]
+    assert with_a, "a was not read up to its drop"
+    assert with_a[-1][a] == ("a", min(drop.prev(), with_a[-1][n][1]))  # up to its drop
+    assert later[-1] == {n: ("n", windows[-1].resolved)}  # a left
 
     # A query started again from its checkpoint plans every batch as it was planned,
-    # though the tables changed since: they are read as of each batch's start.
+    # though the tables changed since: they are read as of each batch's window.
     db.sql("CREATE TABLE shop.z (k INT PRIMARY KEY)")
     again = reader(db, start)
     try:
-        assert read_tables(again, first, before) == {a: "a"}
-        assert read_tables(again, before, after) == {a: "a", n: "n"}
-        assert [read_tables(again, lo, hi) for lo, hi in itertools.pairwise(windows)] == tables
+        assert planned(again, joined) == tables
+        assert planned(again, windows) == later
     finally:
         again.stop()
 
@@ -125,10 +143,10 @@ def test_a_dropped_database_ends_the_job_once_its_last_window_is_read(db: DB) ->
     try:
         windows = [FeedOffset(start)]
         with pytest.raises(ChangefeedError, match=r"database \[\d+\] was dropped"):
-            while windows[-1].resolved < gone:
+            while True:  # until the window after the drop
                 windows.append(next_window(job, windows[-1]))
-        assert len(windows) >= 2  # the rows before the drop were read first
+        assert len(windows) >= 2 and windows[-1].resolved >= gone.prev()  # read to its drop
         first_tables = read_tables(job, windows[0], windows[1])
-        assert list(first_tables.values()) == ["a"]
+        assert [topic for topic, _hi in first_tables.values()] == ["a"]
     finally:
         job.stop()

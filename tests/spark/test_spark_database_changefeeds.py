@@ -312,10 +312,10 @@ KILLS = 2
 
 
 class TableWriter:
-    """Creates tables in shop through one node, writes a few rows into each and drops
-    every other one, until stopped or the node dies. What it did is read back from the
-    store, not remembered: a statement cut short by the kill may or may not have
-    committed."""
+    """Writes rows into the tables of shop through one node, creating a table now and
+    then and dropping every other one, until stopped or the node dies. What it did is
+    read back from the store, not remembered: a statement cut short by the kill may or
+    may not have committed."""
 
     def __init__(self, url: str, phase: int, rng: random.Random) -> None:
         self.tables = 0
@@ -352,13 +352,13 @@ class TableWriter:
             with feedkv.connect(self._url) as db:
                 live = ["keep"]
                 made = 0
-                # NB: paced as DDL is, rarer than writes: each table joining or leaving
-                # ends a batch
+                # NB: a table about every 20 writes (and a drop every other one): a
+                # batch reads every table of its window, whatever joined or left in it
                 while not self._stop.wait(0.05):
                     table = self._rng.choice(live)
                     key = self._rng.randrange(20)
                     db.sql(f"UPSERT INTO shop.{table} VALUES ($1, $2)", key, made)
-                    if self._rng.random() < 0.01:
+                    if self._rng.random() < 0.05:
                         name = f"t{self._phase}_{made}"
                         db.sql(f"CREATE TABLE shop.{name} (id INT PRIMARY KEY, v INT)")
                         live.append(name)
@@ -394,7 +394,7 @@ def database_versions(db: DB, start: Timestamp, end: Timestamp) -> set[Version]:
     return versions
 
 
-@pytest.mark.slow(160)
+@pytest.mark.slow(220)
 @pytest.mark.timeout(900)
 def test_killing_the_driver_of_a_database_job_while_tables_change_loses_and_duplicates_nothing(
     tmp_path: Path, nodes: list[NodeProcess]
@@ -420,13 +420,13 @@ def test_killing_the_driver_of_a_database_job_while_tables_change_loses_and_dupl
             # Kill once batches were committed since this start, a table or two later:
             # by then the next batches are in flight.
             wait_for_high_water(client, job_id, client.now())
-            writer.wait_for(rng.randint(1, 2))
+            writer.wait_for(rng.randint(2, 6))
             orphans += node.kill_all()
         nodes.append(NodeProcess(store, *NODE_ARGS))
 
     with feedkv.connect(nodes[-1].url) as client:
         with TableWriter(nodes[-1].url, KILLS, rng) as writer:
-            writer.wait_for(2)
+            writer.wait_for(4)
         assert writer.failure is None
         end = client.now()
         wait_for_high_water(client, job_id, end)

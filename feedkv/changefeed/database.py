@@ -12,9 +12,11 @@ the restart waits for a checkpoint at ``T``'s previous tick (every value before 
 has arrived and was emitted) and leaves values at or after ``T`` to the restarted feed.
 
 The Spark runner (:mod:`feedkv.spark.changefeed_job`) keeps no table set of its own:
-a batch ``(lo, hi]`` reads the tables of ``lo``'s next tick, and :func:`first_change`
-ends a window one tick before the next change of them, so the tables of every batch
-follow from its offsets and the catalog's history.
+a batch ``(lo, hi]`` reads the tables the database held in its window
+(:func:`window_tables`), each dropped one up to the tick before its drop, so the tables
+of every batch follow from its offsets and the catalog's history. With a
+``schema_topic`` :func:`first_change` ends a window one tick before each change, which
+is announced between the two windows.
 """
 
 from __future__ import annotations

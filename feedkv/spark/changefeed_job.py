@@ -26,16 +26,18 @@ The query reads ``spark.readStream.format("feedkv_changefeed")`` and writes
   ``scan_tables`` while the job's high-water mark is where they were added): the first
   batch of the run scans them as of the offset it resumes from, then the changes of
   every table follow (the offsets say which added tables are scanned, ``added_scans``).
-- **FOR DATABASE** jobs: a batch ``(lo, hi]`` reads the tables the database holds at
-  ``lo``'s next tick, each with its topic, read from the catalog as of then
-  (:func:`watched_spec`); a window ends one tick before a table joins or leaves
-  (:func:`~feedkv.changefeed.database.first_change`), so a table created at ``T`` is
-  first read by the window from ``T``'s previous tick (it has nothing to scan) and a
-  table dropped at ``T`` last by the window that ends just before it. The offsets hold
-  no table set: the tables of a batch follow from its offsets and the catalog's MVCC
-  history, so a batch read again from the checkpoint reads the same tables, and the
-  file sinks' manifests keep it exactly-once. The driver follows the resolved
-  timestamp of the tables of the moment and of the descriptors.
+- **FOR DATABASE** jobs: a batch ``(lo, hi]`` reads every table the database held at
+  any time in it, each with its topic: those it holds at ``lo``'s next tick, read from
+  the catalog as of then, and those created within the window, found by an incremental
+  export of the descriptors (:func:`~feedkv.changefeed.database.window_tables`). A
+  table created at ``T`` is read from ``lo`` (it has no rows before ``T``: nothing to
+  scan); one dropped at ``T`` up to ``T``'s previous tick, and its drop ends nothing
+  (its schema history is cut before it). The offsets hold no table set: the tables of
+  a batch follow from its offsets and the catalog's MVCC history, so a batch read again
+  from the checkpoint reads the same tables up to the same timestamps, and the file
+  sinks' manifests keep it exactly-once. The driver follows the resolved timestamp of
+  the tables of the moment and of the descriptors (a table that joins is followed from
+  the next window; the window's export is final by itself, pushing any intent in it).
 - **schema_topic** (Kafka): a window also ends one tick before each new version of a
   watched table, and the driver, planning the batch that starts with the change, sends
   it (and the creation of a table that joins a database job) to the schema topic: every
@@ -465,11 +467,11 @@ class ChangefeedStreamReader(FollowingStreamReader):
     """The job's batches: their windows (the :class:`~feedkv.changefeed.frontier.Frontier`
     decides), partitions and, in the tasks, their messages.
 
-    The tables a batch ``(lo, hi]`` reads are those the job watches at ``lo``'s next
-    tick (:func:`watched_spec`): fixed, or for a ``FOR DATABASE`` job read from the
-    catalog as of then. A window never crosses a change of them (nor, with a
-    ``schema_topic``, a schema change of one of them): it ends one tick before it, so the
-    next window starts with the change (see :meth:`_cut`)."""
+    The tables a batch ``(lo, hi]`` reads are the job's own, or for a ``FOR DATABASE``
+    job those its database held in the window (:meth:`_window`). With a
+    ``schema_topic`` a window never crosses a schema change of a watched table (nor a
+    table joining or leaving): it ends one tick before it, so the next window starts
+    with the change (see :meth:`_cut`)."""
 
     def __init__(self, job: JobOptions) -> None:
         super().__init__(job.url, _follow_spans(job.spec, job.spec.targets))

@@ -27,7 +27,9 @@ Spark for jobs):
    one tick before the change, with an error saying so. A dropped table always ends it,
    and so does a table taken offline by ``IMPORT INTO`` (CockroachDB documents that an
    import fails the changefeeds on its table; a changefeed created after the import
-   finds the imported rows in its initial scan).
+   finds the imported rows in its initial scan). With a Kafka ``schema_topic``, each
+   change is sent there before any row at or after it, and so is the creation of a
+   table that joins a ``FOR DATABASE`` feed (:func:`schema_messages`).
 5. ``end_time`` ends the feed once the frontier reaches it; rows after it are not
    emitted.
 
@@ -91,7 +93,7 @@ from feedkv.changefeed.node_buffers import Stalled
 from feedkv.changefeed.options import ROW_FORMATS, ChangefeedOptions
 from feedkv.changefeed.retrying import Retrying, backoff
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target, omits_virtual
-from feedkv.changefeed.schema_history import SchemaChange
+from feedkv.changefeed.schema_history import SchemaChange, SchemaHistory
 from feedkv.changefeed.sink import (
     Message,
     Sink,
@@ -123,10 +125,12 @@ __all__ = [
     "ChangefeedSpec",
     "Stalled",
     "cdc_query",
+    "creation_message",
     "event_message",
     "resolved_topics",
     "scan_messages",
     "schema_message",
+    "schema_messages",
     "stopped_by",
 ]
 
@@ -646,7 +650,8 @@ class Changefeed:
 
     def _send_schema_changes(self, table_id: int, ts: Timestamp) -> None:
         """With a ``schema_topic``: a message for each change of ``table_id``'s schema at
-        or below ``ts`` not sent yet, before any row at or after it (a restart sends them
+        or below ``ts`` not sent yet (its creation too, for a table that joined a
+        ``FOR DATABASE`` feed), before any row at or after it (a restart sends them
         again: at-least-once)."""
         if self._schema_topic is None:
             return
@@ -654,9 +659,10 @@ class Changefeed:
         if ts <= since:
             return
         self._schema_seen[table_id] = ts
-        for change in self._decoder.histories[table_id].changes(since, ts):
-            table = self.spec.topics.get(table_id, change.after.name)
-            self._sink.emit_row(schema_message(self._schema_topic, table, change))
+        history = self._decoder.histories[table_id]
+        table = self.spec.topics[table_id]  # every target has its topic
+        for message in schema_messages(self._schema_topic, table, history, since, ts):
+            self._sink.emit_row(message)
 
     def _all_topics(self, ts: Timestamp) -> list[str]:
         histories = self._decoder.histories
@@ -775,18 +781,60 @@ def schema_message(topic: str, table: str, change: SchemaChange) -> Message:
     """The message of a schema change for a ``schema_topic``: keyed by the table's
     topic; the value names the table, the descriptor's new version, its columns (name
     and type), what was added and dropped, and the change's timestamp."""
-    after = change.after
+    return _schema_message(
+        topic,
+        table,
+        change.after,
+        change.ts,
+        added=change.added_columns,
+        dropped=change.dropped_columns,
+        created=False,
+    )
+
+
+def creation_message(topic: str, table: str, desc: TableDescriptor, ts: Timestamp) -> Message:
+    """The message announcing on a ``schema_topic`` a table created at ``ts`` (a table
+    joining a ``FOR DATABASE`` changefeed): as :func:`schema_message`, every column
+    added and ``created`` true."""
+    added = tuple(c.name for c in desc.columns)
+    return _schema_message(topic, table, desc, ts, added=added, dropped=(), created=True)
+
+
+def _schema_message(
+    topic: str,
+    table: str,
+    after: TableDescriptor,
+    ts: Timestamp,
+    *,
+    added: tuple[str, ...],
+    dropped: tuple[str, ...],
+    created: bool,
+) -> Message:
     value = {
         "table": table,
         "version": after.version,
         "columns": [{"name": c.name, "type": c.type.sql()} for c in after.columns],
-        "added_columns": list(change.added_columns),
-        "dropped_columns": list(change.dropped_columns),
+        "added_columns": list(added),
+        "dropped_columns": list(dropped),
+        "created": created,
         "dropped": after.dropped,
-        "updated": str(change.ts),
+        "updated": str(ts),
     }
     key = json.dumps([table]).encode()
-    return Message(topic, key, json.dumps(value).encode(), change.ts, change.ts, after.version)
+    return Message(topic, key, json.dumps(value).encode(), ts, ts, after.version)
+
+
+def schema_messages(
+    topic: str, table: str, history: SchemaHistory, lo: Timestamp, hi: Timestamp
+) -> list[Message]:
+    """The ``schema_topic`` messages of table ``table`` (its topic) for ``(lo, hi]``,
+    oldest first: its creation, when it was created then, and each schema change."""
+    messages = []
+    created = history.created(lo, hi)
+    if created is not None:
+        messages.append(creation_message(topic, table, created[1], created[0]))
+    messages += [schema_message(topic, table, change) for change in history.changes(lo, hi)]
+    return messages
 
 
 def stopped_by(change: SchemaChange) -> ChangefeedError:

@@ -10,15 +10,23 @@ creation timestamp (with nothing to scan: it had no rows before) and a dropped o
 leaves without ending the feed. NB: ranges deliver their values in no common order, so
 the restart waits for a checkpoint at ``T``'s previous tick (every value before ``T``
 has arrived and was emitted) and leaves values at or after ``T`` to the restarted feed.
+
+The Spark runner (:mod:`feedkv.spark.changefeed_job`) keeps no table set of its own:
+a batch ``(lo, hi]`` reads the tables the database held in its window
+(:func:`window_tables`), each dropped one up to the tick before its drop, so the tables
+of every batch follow from its offsets and the catalog's history. With a
+``schema_topic`` :func:`first_change` ends a window one tick before each change, which
+is announced between the two windows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from feedkv.changefeed.rows import Target
 from feedkv.sql import catalog
+from feedkv.sql.catalog import descriptor_span
 from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor, decode_descriptor
 from feedkv.util.hlc import Timestamp
 
@@ -26,7 +34,14 @@ if TYPE_CHECKING:
     from feedkv.changefeed.options import ChangefeedOptions
     from feedkv.rangefeed.feed_client import KV
 
-__all__ = ["database_names", "database_tables", "retargets", "topic_name"]
+__all__ = [
+    "database_names",
+    "database_tables",
+    "first_change",
+    "retargets",
+    "topic_name",
+    "window_tables",
+]
 
 
 def topic_name(database: str, table: str, options: ChangefeedOptions) -> str:
@@ -72,7 +87,73 @@ def retargets(database_id: int, targets: tuple[Target, ...], value: bytes | None
     if value is None:
         return False  # a descriptor is deleted long after its table was dropped
     desc = decode_descriptor(value)
-    if not isinstance(desc, TableDescriptor) or desc.database_id != database_id:
+    if not isinstance(desc, TableDescriptor):
         return False
-    watched = any(target.table_id == desc.id for target in targets)
-    return watched == desc.dropped
+    return _retargets(database_id, {target.table_id for target in targets}, desc)
+
+
+def _retargets(database_id: int, watched: Collection[int], desc: TableDescriptor) -> bool:
+    return desc.database_id == database_id and (desc.id in watched) == desc.dropped
+
+
+def first_change(
+    db: KV,
+    database_id: int | None,
+    watched: Collection[int],
+    lo: Timestamp,  # exclusive
+    hi: Timestamp,
+    *,
+    every_version: bool,
+) -> Timestamp | None:
+    """The first time in ``(lo, hi]`` a descriptor was written that changes what a feed
+    watching the tables ``watched`` must do: for a ``FOR DATABASE`` feed (``database_id``),
+    a table added to the database or one of ``watched`` dropped (:func:`retargets`);
+    with ``every_version``, any new version of one of ``watched`` (each is announced on
+    a ``schema_topic``). ``None``: none was. Read as an incremental export of the
+    descriptors, final for the window (it costs what the catalog changed in it)."""
+    first: Timestamp | None = None
+    for version in db.export(descriptor_span(), lo, hi):
+        if version.value is None or (first is not None and version.ts >= first):
+            continue
+        desc = decode_descriptor(version.value)
+        if not isinstance(desc, TableDescriptor):
+            continue
+        if (every_version and desc.id in watched) or (
+            database_id is not None and _retargets(database_id, watched, desc)
+        ):
+            first = version.ts
+    return first
+
+
+def window_tables(
+    db: KV, database_id: int, options: ChangefeedOptions, lo: Timestamp, hi: Timestamp
+) -> tuple[tuple[Target, ...], dict[int, str], dict[int, Timestamp]] | None:
+    """The tables database ``database_id`` held at any time in ``(lo, hi]``: those it
+    holds at ``lo.next()`` and those created after, with their topics, and when each
+    one dropped in the window was dropped (its changes are read up to the tick before).
+    ``None``: the database does not exist at ``lo.next()``. The tables that joined are
+    found by an incremental export of the descriptors (final for the window)."""
+    found = database_tables(db, database_id, options, lo.next())
+    if found is None:
+        return None
+    targets, topics = found
+    topics = dict(topics)
+    dropped: dict[int, Timestamp] = {}
+    if hi > lo.next():
+        database = catalog.get_descriptor(catalog.Snapshot(db, lo.next()), database_id)
+        name = database.name if isinstance(database, DatabaseDescriptor) else ""
+        joined: dict[int, tuple[Timestamp, str]] = {}
+        for version in db.export(descriptor_span(), lo.next(), hi):
+            desc = decode_descriptor(version.value) if version.value is not None else None
+            if not isinstance(desc, TableDescriptor) or desc.database_id != database_id:
+                continue
+            if desc.dropped:
+                dropped[desc.id] = min(version.ts, dropped.get(desc.id, version.ts))
+            elif desc.id not in topics:
+                first = joined.get(desc.id)
+                if first is None or version.ts < first[0]:
+                    joined[desc.id] = (version.ts, topic_name(name, desc.name, options))
+        for table_id in sorted(joined):
+            targets += (Target(table_id),)
+            topics[table_id] = joined[table_id][1]
+    return targets, topics, {t: ts for t, ts in dropped.items() if t in topics}

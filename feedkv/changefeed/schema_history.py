@@ -132,6 +132,7 @@ class SchemaHistory:
         self._lock = threading.Lock()
         self._times: list[Timestamp] = []  # when each version was written, ascending
         self._versions: list[TableDescriptor] = []
+        self._since = since
         first = self._read(since)  # history before the feed's start is not needed
         if first is not None:
             self._times.append(first[0])
@@ -179,6 +180,18 @@ class SchemaHistory:
                     before, after = self._versions[i - 1], self._versions[i]
                     out.append(SchemaChange(self._times[i], before, after))
             return out
+
+    def created(self, lo: Timestamp, hi: Timestamp) -> tuple[Timestamp, TableDescriptor] | None:
+        """The table's first version and when it was written, if the table was created
+        in ``(lo, hi]`` (``None``: it was not; a table that existed at the history's
+        ``since`` was created before it)."""
+        with self._lock:
+            if hi > self.known_through:
+                self._extend(max(hi, self._db.now()))
+            if not self._times or self._times[0] <= self._since:
+                return None
+            ts = self._times[0]
+            return (ts, self._versions[0]) if lo < ts <= hi else None
 
     def _read(self, ts: Timestamp) -> tuple[Timestamp, TableDescriptor] | None:
         found = self._db.scan(self._key, key_next(self._key), as_of=ts)

@@ -58,7 +58,6 @@ from feedkv.changefeed.sink import (
     check_sink,
     make_sink,
     parse_sink_uri,
-    schema_topic,
     sink_defaults,
 )
 from feedkv.changefeed.sinkless import COLUMNS, ChannelSink, FeedResult
@@ -126,8 +125,6 @@ class Changefeeds:
         plan = plan_changefeed(statement, session)
         if plan.sink is None:
             return self._start_sinkless(plan.spec)
-        if self._runner == "spark":
-            self._check_spark_runs(plan.spec)
         if statement.name is not None:  # checked again when the name is taken
             feed_names.check_free(session, self._snapshot(), statement.name)
         local = self._local_sink(plan.sink, plan.spec.options)
@@ -152,23 +149,6 @@ class Changefeeds:
         if self._registry is not None:
             self._registry.adopt(record.id)
         return Result(columns=("job_id",), rows=[(record.id,)], tag="CREATE CHANGEFEED")
-
-    @staticmethod
-    def _check_spark_runs(spec: ChangefeedSpec) -> None:
-        """Refuse what the Spark runner does not do (0A000, naming the way out)."""
-        if spec.database_id is not None:
-            raise SQLError(
-                "0A000",
-                "a FOR DATABASE changefeed job runs on the thread runner only; this node runs "
-                "jobs on Spark (feedkv.connect(..., changefeed_runner='thread')), or use "
-                "FOR TABLE with the database's tables",
-            )
-        if schema_topic(spec.sink_uri) is not None:
-            raise SQLError(
-                "0A000",
-                "the Kafka sink parameter schema_topic is sent by the thread runner only; this "
-                "node runs jobs on Spark (feedkv.connect(..., changefeed_runner='thread'))",
-            )
 
     def _local_sink(self, sink: SinkURI, options: ChangefeedOptions) -> SinkURI | None:
         """``sink``, a ``nodelocal://`` one as the ``file://`` sink below this node's

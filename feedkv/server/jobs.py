@@ -148,12 +148,6 @@ def spark_jobs(node: Node, spark_master: Callable[[], str | None]) -> JobFactory
     def make(record: JobRecord) -> Job:
         from feedkv.spark.runner import SparkJob
 
-        if record.spec.database_id is not None:
-            raise InvalidArgumentError(
-                "a FOR DATABASE changefeed runs on the thread runner only (start the node "
-                "with changefeed_runner='thread'); the Spark runner follows fixed tables"
-            )
-
         _confine_staging(node, record)
         checkpoint = node.path / "changefeed-jobs" / str(record.id) / "checkpoint"
         return SparkJob(

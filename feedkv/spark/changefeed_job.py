@@ -26,6 +26,24 @@ The query reads ``spark.readStream.format("feedkv_changefeed")`` and writes
   ``scan_tables`` while the job's high-water mark is where they were added): the first
   batch of the run scans them as of the offset it resumes from, then the changes of
   every table follow (the offsets say which added tables are scanned, ``added_scans``).
+- **FOR DATABASE** jobs: a batch ``(lo, hi]`` reads every table the database held at
+  any time in it, each with its topic: those it holds at ``lo``'s next tick, read from
+  the catalog as of then, and those created within the window, found by an incremental
+  export of the descriptors (:func:`~feedkv.changefeed.database.window_tables`). A
+  table created at ``T`` is read from ``lo`` (it has no rows before ``T``: nothing to
+  scan); one dropped at ``T`` up to ``T``'s previous tick, and its drop ends nothing
+  (its schema history is cut before it). The offsets hold no table set: the tables of
+  a batch follow from its offsets and the catalog's MVCC history, so a batch read again
+  from the checkpoint reads the same tables up to the same timestamps, and the file
+  sinks' manifests keep it exactly-once. The driver follows the resolved timestamp of
+  the tables of the moment and of the descriptors (a table that joins is followed from
+  the next window; the window's export is final by itself, pushing any intent in it).
+- **schema_topic** (Kafka): a window also ends one tick before each new version of a
+  watched table, and the driver, planning the batch that starts with the change, sends
+  it (and the creation of a table that joins a database job) to the schema topic: every
+  row before it is durable by then (the batch before committed), no row at or after it
+  is read yet. A batch planned again sends it again (at-least-once, as Kafka rows are);
+  a change that ends the job is sent before the job fails.
 - **Sink.** Tasks send their messages; the driver's ``commit(batch id)`` writes the
   resolved marker only after every task's messages are durable.
 - **The node's buffer limits.** A task's sink takes the room for its sealed batches from
@@ -80,22 +98,35 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit
 from pyspark.sql.types import StructType
 
 from feedkv.changefeed.changefeed import (
+    ChangefeedError,
     ChangefeedSpec,
     cdc_query,
     event_message,
     resolved_topics,
     scan_messages,
+    schema_messages,
     stopped_by,
 )
 from feedkv.changefeed.cockroach_parquet import CockroachParquet
-from feedkv.changefeed.database import database_names
+from feedkv.changefeed.database import (
+    database_names,
+    database_tables,
+    first_change,
+    window_tables,
+)
 from feedkv.changefeed.encoder import make_encoder
 from feedkv.changefeed.enriched_source import FeedSource, sink_type
 from feedkv.changefeed.file_formats import ParquetRows
-from feedkv.changefeed.frontier import Ended, Frontier, SchemaPlan, plan_schema_changes
+from feedkv.changefeed.frontier import (
+    Ended,
+    Frontier,
+    SchemaChanges,
+    SchemaPlan,
+    plan_schema_changes,
+)
 from feedkv.changefeed.node_buffers import BufferLimits, NodeBuffers
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target, omits_virtual
-from feedkv.changefeed.schema_history import SchemaHistory
+from feedkv.changefeed.schema_history import SchemaChange, SchemaHistory
 from feedkv.changefeed.sink import (
     Message,
     Sink,
@@ -103,6 +134,7 @@ from feedkv.changefeed.sink import (
     make_sink,
     message_options,
     parse_sink_uri,
+    schema_topic,
 )
 from feedkv.changefeed.sinks import lake
 from feedkv.changefeed.sinks.batch_publisher import BatchPublisher, StagedBlobs, layout
@@ -126,8 +158,10 @@ from feedkv.spark.blocks import (
 from feedkv.spark.offsets import FeedOffset, Piece, plan_pieces
 from feedkv.spark.rows import BATCH_ROWS, connection, piece_events
 from feedkv.spark.source import FollowingStreamReader, range_starts, scan_cuts
+from feedkv.sql.catalog import descriptor_span
 from feedkv.sql.descriptor import Family, TableDescriptor
 from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import Span
 
 if TYPE_CHECKING:
     from feedkv.rangefeed.feed_client import FeedClient
@@ -142,6 +176,7 @@ __all__ = [
     "block_bytes",
     "decode_spec",
     "encode_spec",
+    "watched_spec",
 ]
 
 FILE_SCHEMES = ("file", "s3", "gs", "azure", "azure-blob")
@@ -221,6 +256,67 @@ class _TablePiece:
     target: Target
     piece: Piece
     skipped: frozenset[Timestamp] = frozenset()  # rewrites left out (nobackfill)
+    topic: str | None = None  # FOR DATABASE: the table's topic in this window
+
+
+def watched_spec(db: FeedClient, spec: ChangefeedSpec, ts: Timestamp) -> ChangefeedSpec:
+    """``spec`` with the targets and topics it watches at ``ts``: its own, or for a
+    ``FOR DATABASE`` changefeed the tables its database holds at ``ts``
+    (:func:`~feedkv.changefeed.database.database_tables`; none once the database is
+    gone)."""
+    if spec.database_id is None:
+        return spec
+    found = database_tables(db, spec.database_id, spec.options, ts)
+    targets, topics = found if found is not None else ((), {})
+    return dataclasses.replace(spec, targets=targets, topics=topics)
+
+
+def _follow_spans(spec: ChangefeedSpec, targets: tuple[Target, ...]) -> list[Span]:
+    """What a job's reader follows the resolved timestamp of: its targets' spans, and
+    for a ``FOR DATABASE`` job the descriptors too (a database with no tables still
+    moves on, so a table created in it joins)."""
+    spans = [t.span for t in targets]
+    if spec.database_id is not None:
+        spans.append(descriptor_span())
+    return spans
+
+
+def _database_gone(spec: ChangefeedSpec) -> ChangefeedError:
+    """The error a ``FOR DATABASE`` job ends with once its database is gone (the
+    thread runner's)."""
+    return ChangefeedError(f"database [{spec.database_id}] was dropped; the changefeed ended")
+
+
+@dataclass(frozen=True)
+class _Until:
+    """A table's schema history before its drop at ``dropped``: a table leaving a
+    ``FOR DATABASE`` job ends nothing (its changes are read up to the tick before)."""
+
+    history: SchemaChanges
+    dropped: Timestamp
+
+    def changes(self, lo: Timestamp, hi: Timestamp) -> list[SchemaChange]:
+        hi = min(hi, self.dropped.prev())
+        return self.history.changes(lo, hi) if hi > lo else []
+
+
+@dataclass(frozen=True)
+class _Window:
+    """What a batch ``(lo, hi]`` reads: ``spec`` with the tables watched at any time in
+    it (and their topics), and when each one dropped in it was dropped."""
+
+    spec: ChangefeedSpec
+    dropped: dict[int, Timestamp] = field(default_factory=dict)
+
+
+def _piece_spec(spec: ChangefeedSpec, part: _TablePiece) -> ChangefeedSpec:
+    """The spec a task encodes ``part`` with: a ``FOR DATABASE`` changefeed's names its
+    table as the window's planning found it."""
+    if part.topic is None:
+        return spec
+    return dataclasses.replace(
+        spec, targets=(part.target,), topics={part.target.table_id: part.topic}
+    )
 
 
 def block_bytes(limits: BufferLimits | None) -> int:
@@ -242,11 +338,12 @@ def _message_batches(job: JobOptions, part: _TablePiece) -> Iterator[pa.RecordBa
     yield marker_row(piece.lo or piece.hi, piece.hi)
     db = connection(job.url)
     max_bytes = block_bytes(job.buffers)
-    if job.spec.options.format == "parquet":
-        blocks = _row_blocks(db, job.spec, part, max_bytes)
+    spec = _piece_spec(job.spec, part)
+    if spec.options.format == "parquet":
+        blocks = _row_blocks(db, spec, part, max_bytes)
     else:
         page_bytes = max_bytes if job.buffers is not None else None
-        messages = _piece_messages(db, job.spec, part, job.job_id, job.node, page_bytes)
+        messages = _piece_messages(db, spec, part, job.job_id, job.node, page_bytes)
         blocks = message_blocks(messages, max_bytes=max_bytes)
     for topic, schema_id, block in blocks:
         yield block_row(topic, schema_id, block)
@@ -368,26 +465,128 @@ def _scanned_blocks(
 
 class ChangefeedStreamReader(FollowingStreamReader):
     """The job's batches: their windows (the :class:`~feedkv.changefeed.frontier.Frontier`
-    decides), partitions and, in the tasks, their messages."""
+    decides), partitions and, in the tasks, their messages.
+
+    The tables a batch ``(lo, hi]`` reads are the job's own, or for a ``FOR DATABASE``
+    job those its database held in the window (:meth:`_window`). With a
+    ``schema_topic`` a window never crosses a schema change of a watched table (nor a
+    table joining or leaving): it ends one tick before it, so the next window starts
+    with the change (see :meth:`_cut`)."""
 
     def __init__(self, job: JobOptions) -> None:
-        super().__init__(job.url, [t.span for t in job.spec.targets])
+        super().__init__(job.url, _follow_spans(job.spec, job.spec.targets))
         self.job = job
         self._histories: dict[int, SchemaHistory] = {}
+        self._watching: dict[Timestamp, ChangefeedSpec] = {}  # by window start, a few
 
-    def _schema_histories(self, since: Timestamp) -> dict[int, SchemaHistory]:
-        """The targets' schema histories (from ``since``, on first use)."""
-        histories = self._histories
-        if not histories:
+    def __getstate__(self) -> dict[str, Any]:
+        return {**super().__getstate__(), "_histories": {}, "_watching": {}}
+
+    def _watched(self, lo: Timestamp) -> ChangefeedSpec:
+        """The spec of the window after ``lo``: the targets the job watches at
+        ``lo.next()``. Raises :class:`ChangefeedError` once a ``FOR DATABASE`` job's
+        database is gone, as the thread runner does."""
+        found = self._watching.get(lo)
+        if found is not None:
+            return found
+        spec = self.job.spec
+        if spec.database_id is not None:
             db = connection(self.job.url)
-            for target in self.job.spec.targets:
+            if database_tables(db, spec.database_id, spec.options, lo.next()) is None:
+                raise _database_gone(spec)
+            spec = watched_spec(db, spec, lo.next())
+        if len(self._watching) >= 8:  # NB: windows only move forward
+            self._watching.clear()
+        self._watching[lo] = spec
+        return spec
+
+    def _schema_histories(
+        self, since: Timestamp, targets: tuple[Target, ...]
+    ) -> dict[int, SchemaHistory]:
+        """The schema histories of ``targets`` (each from ``since`` on its first use)."""
+        histories = self._histories
+        db = None
+        for target in targets:
+            if target.table_id not in histories:
+                db = db or connection(self.job.url)
                 histories[target.table_id] = SchemaHistory(db, target.table_id, since)
+        return {t.table_id: histories[t.table_id] for t in targets}
+
+    def _window(self, lo: Timestamp, hi: Timestamp) -> _Window:
+        """The tables the batch ``(lo, hi]`` reads: the job's own, or for a ``FOR
+        DATABASE`` job those its database held at any time in it (a table that joins
+        within it is read from the start of the window, where it has no rows yet; one
+        dropped within it up to the tick before its drop). Read from the catalog as of
+        the window, so a batch read again reads the same tables."""
+        spec = self.job.spec
+        if spec.database_id is None:
+            return _Window(spec)
+        found = window_tables(connection(self.job.url), spec.database_id, spec.options, lo, hi)
+        if found is None:
+            raise ChangefeedError(
+                f"database [{spec.database_id}] was dropped; the changefeed ended"
+            )
+        targets, topics, dropped = found
+        return _Window(dataclasses.replace(spec, targets=targets, topics=topics), dropped)
+
+    def _window_histories(self, lo: Timestamp, window: _Window) -> dict[int, SchemaChanges]:
+        """The schema histories of ``window``'s tables, each dropped one's up to its drop."""
+        histories: dict[int, SchemaChanges] = {}
+        for table_id, history in self._schema_histories(lo, window.spec.targets).items():
+            dropped = window.dropped.get(table_id)
+            histories[table_id] = history if dropped is None else _Until(history, dropped)
         return histories
 
-    def _schema_plan(self, lo: Timestamp, hi: Timestamp) -> SchemaPlan:
-        """What the schema changes of the targets in ``(lo, hi]`` mean for the job (see
-        :func:`~feedkv.changefeed.frontier.plan_schema_changes`)."""
-        return plan_schema_changes(self.job.spec.options, self._schema_histories(lo), lo, hi)
+    def _follow(self, watched: ChangefeedSpec) -> None:
+        """Follow the resolved timestamp of the tables a ``FOR DATABASE`` job watches
+        now, when they are no longer those it follows (from the window's start: a
+        window's end is at most what its tables are resolved to)."""
+        self.follow(_follow_spans(watched, watched.targets))
+
+    def _cut(self, lo: Timestamp, resolved: Timestamp, watched: ChangefeedSpec) -> Timestamp:
+        """``resolved``, or with a ``schema_topic`` one tick before the first change
+        after ``lo.next()`` a window must not cross, as it is announced before the
+        window that starts with it (:meth:`_announce`): a new version of a watched
+        table, a table joining or leaving a ``FOR DATABASE`` job."""
+        spec = self.job.spec
+        every = schema_topic(spec.sink_uri) is not None
+        if not every or resolved <= lo.next():
+            return resolved
+        watched_ids = {t.table_id for t in watched.targets}
+        db = connection(self.job.url)
+        first = first_change(
+            db, spec.database_id, watched_ids, lo.next(), resolved, every_version=every
+        )
+        return resolved if first is None else first.prev()
+
+    def _announce(self, lo: Timestamp, watched: ChangefeedSpec) -> None:
+        """With a ``schema_topic``: send the schema changes at ``lo.next()`` (a window
+        starts with them: every row before them is durable, no row at or after them is
+        read yet), those of the tables watched then and just before (a table dropped
+        then) and the creation of a table that joined then. A batch read again sends
+        them again (at-least-once, as the Kafka sink is)."""
+        spec = self.job.spec
+        topic = schema_topic(spec.sink_uri)
+        if topic is None:
+            return
+        before = watched_spec(connection(self.job.url), spec, lo)  # a table dropped then
+        names = {**before.topics, **watched.topics}
+        targets = tuple(Target(table_id) for table_id in sorted(names))
+        histories = self._schema_histories(lo, targets)
+        messages = [
+            message
+            for table_id, history in histories.items()
+            for message in schema_messages(topic, names[table_id], history, lo, lo.next())
+        ]
+        if not messages:
+            return
+        sink = make_sink(parse_sink_uri(spec.sink_uri or "", spec.options), spec.options)
+        try:
+            for message in messages:
+                sink.emit_row(message)
+            sink.flush()
+        finally:
+            sink.close()
 
     def start_offset(self) -> FeedOffset:
         spec = self.job.spec
@@ -422,12 +621,16 @@ class ChangefeedStreamReader(FollowingStreamReader):
             return FeedOffset(offset.resolved, None, tuple(sorted(scans)), cursor).to_json()
         if self.job.spec.options.initial_scan == "only":
             return offset.to_json()
-        resolved = self.resolved(offset.resolved)
-        histories = self._schema_histories(offset.resolved)
+        watched = self._watched(offset.resolved)
+        self._follow(watched)
+        resolved = self._cut(offset.resolved, self.resolved(offset.resolved), watched)
+        histories = self._window_histories(offset.resolved, self._window(offset.resolved, resolved))
         window = Frontier(self.job.spec.options, histories, offset.resolved).next_window(resolved)
         if isinstance(window, Ended) and window.error is not None:
             # The batch before ended one tick before the change; it is committed (its
-            # rows durable, its resolved marker written): the job ends.
+            # rows durable, its resolved marker written): the job ends, the change
+            # announced first, as the thread runner announces it.
+            self._announce(offset.resolved, watched)
             raise stopped_by(window.error)
         if window is None or isinstance(window, Ended):
             return offset.to_json()
@@ -437,27 +640,40 @@ class ChangefeedStreamReader(FollowingStreamReader):
         last = FeedOffset.from_json(end)
         first = FeedOffset.from_json(start).window_start(last)
         boundaries = range_starts(self.job.url)
-        plan = (
-            self._schema_plan(first.resolved, last.resolved)
-            if last.resolved > first.resolved
-            else SchemaPlan()
-        )
+        changes = last.resolved > first.resolved and not first.scanning
+        if changes:
+            self._announce(first.resolved, self._watched(first.resolved))
+        window = self._window(first.resolved, last.resolved if changes else first.resolved)
+        plan = SchemaPlan()
+        if changes:
+            histories = self._window_histories(first.resolved, window)
+            plan = plan_schema_changes(
+                self.job.spec.options, histories, first.resolved, last.resolved
+            )
         parts = []
         newly_scanned = set(last.added_scans).difference(first.added_scans)
-        for target in self.job.spec.targets:
+        database = self.job.spec.database_id is not None
+        for target in window.spec.targets:
+            topic = window.spec.topics[target.table_id] if database else None
+            dropped = window.dropped.get(target.table_id)
+            table_end = last
+            if dropped is not None and dropped.prev() < last.resolved:
+                table_end = FeedOffset(dropped.prev())  # read up to its drop
+                if table_end.resolved <= first.resolved:
+                    continue
             span = target.span
             table_start = FeedOffset(first.resolved, span.start) if first.scanning else first
             if target.table_id in newly_scanned:  # added WITH initial_scan (same resolved)
                 table_start = FeedOffset(first.resolved, span.start)
-            cuts = scan_cuts(self.job.url, span, last.resolved, self.job.parallelism)
+            cuts = scan_cuts(self.job.url, span, table_end.resolved, self.job.parallelism)
             skipped = frozenset(ts for table_id, ts in plan.skipped if table_id == target.table_id)
-            for piece in plan_pieces(table_start, last, span, boundaries + cuts):
-                parts.append(InputPartition(_TablePiece(target, piece, skipped)))
+            for piece in plan_pieces(table_start, table_end, span, boundaries + cuts):
+                parts.append(InputPartition(_TablePiece(target, piece, skipped, topic)))
             for table_id, change in plan.backfills:
                 if table_id == target.table_id:  # its rows again, as of the change
                     scan = FeedOffset(change.ts, span.start)
                     for piece in plan_pieces(scan, FeedOffset(change.ts), span, boundaries + cuts):
-                        parts.append(InputPartition(_TablePiece(target, piece)))
+                        parts.append(InputPartition(_TablePiece(target, piece, topic=topic)))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -525,11 +741,12 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
         self.exactly_once = self.uri.scheme in FILE_SCHEMES
         self.lake = self.uri.kind.whole_rows  # delta://, iceberg://: a commit per window
         self._histories: dict[int, SchemaHistory] = {}  # the driver's, across commits
+        self._stepping: dict[int, SchemaHistory] = {}  # those its progress follows now
         self._progress: Frontier | None = None  # the driver's, across commits
         self.clock: Callable[[], float] = time.monotonic  # seconds, for the marker cadence
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_histories": {}, "_progress": None}
+        return {**self.__dict__, "_histories": {}, "_stepping": {}, "_progress": None}
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskResult:
         if self.lake:
@@ -630,7 +847,8 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
             sink = lake.make(self.uri, self.job.spec.options)
             try:
                 sink.emit_batches(lake.read_staged(self.uri, staged))
-                topics = self.job.spec.topics.values()
+                watched = watched_spec(connection(self.job.url), self.job.spec, resolved)
+                topics = watched.topics.values()
                 sink.commit_window(resolved, topics, batch=(self.job.job_id, batch_id))
             finally:
                 sink.close()
@@ -667,25 +885,39 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
         if not self._frontier(resolved).committed(resolved, self.clock()):
             return
         histories = self._histories
+        # NB: the tables watched at the marker (a FOR DATABASE job's of the moment)
+        watched = watched_spec(connection(self.job.url), self.job.spec, resolved)
+        self._track(watched, resolved)
         sink = make_sink(self.uri, self.job.spec.options, start=self.job.spec.start)
         try:
-            topics = resolved_topics(self.job.spec, lambda t: histories[t].at(resolved))
+            topics = resolved_topics(watched, lambda t: histories[t].at(resolved))
             sink.emit_resolved(resolved, topics)
         finally:
             sink.close()
 
     def _frontier(self, since: Timestamp) -> Frontier:
-        """The driver's progress (its marker cadence), with the targets' schema
-        histories from ``since`` (the first committed batch's end)."""
+        """The driver's progress (its marker cadence), with the schema histories of the
+        tables watched after ``since`` (the batch's end: a ``FOR DATABASE`` job's of
+        the moment, so a table dropped just after it does not end the job)."""
+        spec = self.job.spec
+        if self._progress is None or spec.database_id is not None:
+            self._stepping.clear()
+            watched = watched_spec(connection(self.job.url), spec, since.next())
+            for table_id, history in self._track(watched, since).items():
+                self._stepping[table_id] = history
         if self._progress is None:
-            db = connection(self.job.url)
-            for target in self.job.spec.targets:
-                if target.table_id not in self._histories:
-                    history = SchemaHistory(db, target.table_id, since)
-                    self._histories[target.table_id] = history
-            spec = self.job.spec
-            self._progress = Frontier(spec.options, self._histories, spec.start)
+            self._progress = Frontier(spec.options, self._stepping, spec.start)
         return self._progress
+
+    def _track(self, watched: ChangefeedSpec, since: Timestamp) -> dict[int, SchemaHistory]:
+        """The schema histories of ``watched``'s targets, each from ``since`` on its
+        first use."""
+        db = None
+        for target in watched.targets:
+            if target.table_id not in self._histories:
+                db = db or connection(self.job.url)
+                self._histories[target.table_id] = SchemaHistory(db, target.table_id, since)
+        return {t.table_id: self._histories[t.table_id] for t in watched.targets}
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self.lake:

@@ -403,6 +403,13 @@ class FollowingStreamReader(DataSourceStreamReader):
             self._follower.close()
             self._follower = None
 
+    def follow(self, spans: list[Span]) -> None:
+        """Follow ``spans`` instead (when they differ): the next :meth:`resolved` starts
+        following them from its ``since``."""
+        if spans != self.spans:
+            FollowingStreamReader.stop(self)
+            self.spans = spans
+
     def resolved(self, since: Timestamp, *, wait: bool = False) -> Timestamp:
         """The spans' resolved timestamp (following them from ``since`` on first use;
         ``wait``: until it has moved once)."""

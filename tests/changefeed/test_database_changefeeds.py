@@ -13,14 +13,12 @@ from typing import Any
 
 import pytest
 
-import feedkv
 from feedkv import DB
 from feedkv.changefeed.jobs import protected_spans
 from feedkv.changefeed.rows import Target
 from feedkv.changefeed.sinkless import FeedResult
 from feedkv.cli.main import main
 from feedkv.errors import SQLError
-from feedkv.kv.store import StoreConfig
 from feedkv.sql import catalog
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
@@ -216,17 +214,3 @@ def test_a_paused_database_job_holds_back_gc_of_tables_created_after_it(
     assert Target(table_id(db, "shop", "later")).span in spans
     assert Target(table_id(db, "shop", "a")).span in spans
     assert Target(table_id(db, "defaultdb", "c")).span not in spans
-
-
-def test_a_database_job_is_refused_on_a_node_running_jobs_on_spark(
-    tmp_path: Path, store_config: StoreConfig
-) -> None:
-    with feedkv.connect(tmp_path / "spark", config=store_config) as db:  # the Spark runner
-        db.sql("CREATE DATABASE shop")
-        with pytest.raises(SQLError) as raised:
-            db.sql(f"CREATE CHANGEFEED FOR DATABASE shop INTO 'file://{tmp_path / 'out'}'")
-        assert raised.value.code == "0A000"
-        assert "runs on the thread runner only" in raised.value.message
-        assert db.sql("SHOW CHANGEFEED JOBS").rows == []
-        feed = db.sql("EXPERIMENTAL CHANGEFEED FOR DATABASE shop WITH initial_scan = 'only'")
-        assert isinstance(feed, FeedResult) and list(feed) == []  # sinkless: no job, no Spark

@@ -14,12 +14,10 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-import feedkv
 from feedkv import DB
 from feedkv.changefeed.sinks.kafka import MVCC_HEADER
 from feedkv.cli.main import main
 from feedkv.errors import SQLError
-from feedkv.kv.store import StoreConfig
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
@@ -148,6 +146,7 @@ def test_schema_changes_go_to_the_schema_topic_between_the_rows_around_them(
                     {"name": "n", "type": "INT8"}],
         "added_columns": ["n"],
         "dropped_columns": [],
+        "created": False,
         "dropped": False,
         "updated": str(added_ts),
     }  # fmt: skip
@@ -169,18 +168,6 @@ def test_design_parameters_from_feedkv_sql(
     )
     assert main([*args, "-e", feed]) != 0
     assert "one parameter under two names" in capsys.readouterr().err
-
-
-def test_schema_topic_is_refused_on_a_node_running_jobs_on_spark(
-    tmp_path: Path, bootstrap: str
-) -> None:
-    with feedkv.connect(tmp_path / "spark", config=StoreConfig(sync=False)) as db:
-        db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
-        with pytest.raises(SQLError) as raised:
-            db.sql(f"CREATE CHANGEFEED FOR t INTO 'kafka://{bootstrap}?schema_topic=schemas'")
-        assert raised.value.code == "0A000"
-        assert "schema_topic is sent by the thread runner only" in raised.value.message
-        assert db.sql("SHOW CHANGEFEED JOBS").rows == []
 
 
 def test_a_table_dropped_from_a_database_feed_sends_its_drop_to_the_schema_topic(
@@ -210,3 +197,39 @@ def test_a_table_dropped_from_a_database_feed_sends_its_drop_to_the_schema_topic
     assert value["updated"] == str(dropped_ts)
     assert max(ts for _k, _v, ts in items) < dropped_ts < order[2]
     assert db.sql("SELECT status FROM [SHOW CHANGEFEED JOBS]").rows == [("running",)]
+
+
+def test_a_table_created_in_a_database_feed_is_announced_on_the_schema_topic(
+    db: DB, bootstrap: str
+) -> None:
+    """A table joining a ``FOR DATABASE`` changefeed (created after it started) is
+    announced on the schema topic: the table, its descriptor's version, its columns and
+    when it was created, before any of its rows."""
+    db.sql("CREATE DATABASE shop")
+    db.sql("CREATE TABLE shop.orders (id INT PRIMARY KEY)")
+    db.sql(
+        f"CREATE CHANGEFEED FOR DATABASE shop "
+        f"INTO 'kafka://{bootstrap}?topic_prefix=p_&schema_topic=schemas' WITH {FAST}"
+    )
+    db.sql("INSERT INTO shop.orders VALUES (1)")
+    read(bootstrap, "p_orders", 1)  # the feed runs
+    db.sql("CREATE TABLE shop.items (id INT PRIMARY KEY, name STRING NOT NULL)")
+    db.sql("INSERT INTO shop.items VALUES (7, 'seven')")
+
+    ((_key, item, item_ts),) = read(bootstrap, "p_items", 1)
+    ((key, value, created_ts),) = read(bootstrap, "schemas", 1)
+
+    assert item == {"after": {"id": 7, "name": "seven"}}
+    assert key == ["items"]
+    assert value == {
+        "table": "items",
+        "version": value["version"],
+        "columns": [{"name": "id", "type": "INT8"}, {"name": "name", "type": "STRING"}],
+        "added_columns": ["id", "name"],
+        "dropped_columns": [],
+        "created": True,
+        "dropped": False,
+        "updated": str(created_ts),
+    }
+    assert isinstance(value["version"], int) and value["version"] >= 1
+    assert created_ts < item_ts

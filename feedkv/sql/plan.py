@@ -634,7 +634,8 @@ class InsertPlan:
     its key, so it may be written without reading (as CockroachDB's UPSERT fast path):
     the statement is an UPSERT, or ON CONFLICT on the primary key DO UPDATE without
     WHERE that sets every other column to its ``excluded`` value; it names every
-    column; the table has nothing a write must also check or index (``constrained``),
+    column (or is an UPSERT without a column list, which writes the defaults of those
+    its rows leave out); the table has nothing a write must also check or index (``constrained``),
     and no DECIMAL key (whose scale as proposed may differ from the stored row's)."""
 
     targets: list[Column]
@@ -712,17 +713,21 @@ class InsertPlan:
             where = compile_expr(condition(s.conflict_where, conflict_scope), conflict_scope)
         conflict_index = _check_conflict_target(desc, s.conflict_target)
         key_ids = set(desc.primary_key)
-        if s.upsert:
-            sets = [
-                (c, _proposed(width + desc.columns.index(c)))
-                for c in targets
-                if c.id not in key_ids
-            ]
         filled = [
             (c, column_default(c)) for c in desc.columns if c not in targets and c.computed is None
         ]
+        if s.upsert:
+            # As CockroachDB's UPSERT: with a column list, the columns it leaves out keep
+            # their values; without one it writes every column, those its rows do not
+            # reach taking their DEFAULT (NULL without one).
+            written = targets if s.columns is not None else targets + [c for c, _ in filled]
+            sets = [
+                (c, _proposed(width + desc.columns.index(c)))
+                for c in written
+                if c.id not in key_ids
+            ]
         blind = (
-            not filled
+            (not filled or (s.upsert and s.columns is None))
             and not desc.constrained
             and all(c.type.kind is not Kind.DECIMAL for c in desc.key_columns)
             and (s.upsert or _sets_excluded(desc, s, conflict_scope, conflict_index))

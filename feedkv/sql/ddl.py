@@ -491,11 +491,16 @@ def add_column(ex: Execution, s: st.AddColumn) -> Result:
     ex.require_admin("ALTER TABLE")
     desc = ex.table(s.table)
     spec = s.column
-    if desc.find_column(spec.name) is not None:
+    if any(c.name == spec.name for c in desc.columns):
         if s.if_not_exists:
             return Result(tag="ALTER TABLE")
         raise SQLError("42701", f'column "{spec.name}" of relation "{desc.name}" already exists')
     column = _column(ex, spec, desc.next_column_id, key=False)
+    if not ex.autocommit:
+        # NB: as CockroachDB's column mutation: the rest of the transaction writes it but
+        # cannot name it; its commit makes it public (Execution.adding)
+        column = replace(column, adding=True)
+        ex.adding.add(desc.id)
     families = list(desc.families)
     next_family_id = desc.next_family_id
     if spec.family is None:

@@ -391,9 +391,7 @@ def show_indexes(ex: Execution, s: st.ShowIndexes) -> Result:
 
     # NB: a virtual computed column is stored in no index
     others = [
-        c.id
-        for c in desc.columns
-        if c.id not in desc.primary_key and not c.hidden and not c.virtual
+        c.id for c in desc.columns if c.id not in desc.primary_key and c.shown and not c.virtual
     ]
     add(f"{desc.name}_pkey", True, desc.primary_key, others)
     for index in desc.indexes:
@@ -432,6 +430,7 @@ def show_columns(ex: Execution, s: st.ShowColumns) -> Result:
             *((None,) if s.with_comment else ()),
         )
         for column in desc.columns
+        if not column.adding
     ]
     columns: tuple[str, ...] = (
         "column_name",

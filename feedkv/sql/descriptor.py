@@ -52,7 +52,12 @@ class Column:
     columns (the implicit ``rowid``) are left out of ``SELECT *``. ``computed`` is the
     SQL text of a computed column's expression (:mod:`feedkv.sql.computed`): a STORED
     one is written with the row, a ``virtual`` one is in no family and is computed
-    when read."""
+    when read.
+
+    An ``adding`` column is one an explicit transaction added (ALTER TABLE ... ADD
+    COLUMN) and has not committed: as CockroachDB's column mutation, it is written
+    (every row holds its default or computed value) but no statement of that
+    transaction can name it, and ``*`` leaves it out. The commit makes it public."""
 
     id: int
     name: str
@@ -62,6 +67,12 @@ class Column:
     hidden: bool = False
     computed: str | None = None
     virtual: bool = False
+    adding: bool = False
+
+    @property
+    def shown(self) -> bool:
+        """Whether ``SELECT *`` selects it."""
+        return not self.hidden and not self.adding
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "name": self.name, "type": self.type.to_json()}
@@ -75,6 +86,8 @@ class Column:
             out["computed"] = self.computed
         if self.virtual:
             out["virtual"] = True
+        if self.adding:
+            out["adding"] = True
         return out
 
     @classmethod
@@ -88,6 +101,7 @@ class Column:
             hidden=data.get("hidden", False),
             computed=data.get("computed"),
             virtual=data.get("virtual", False),
+            adding=data.get("adding", False),
         )
 
 
@@ -260,7 +274,9 @@ class TableDescriptor:
     _computed: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_by_name", {c.name: c for c in self.columns})
+        # NB: an adding column has no name a statement can use (see Column)
+        by_name = {c.name: c for c in self.columns if not c.adding}
+        object.__setattr__(self, "_by_name", by_name)
         object.__setattr__(self, "_by_id", {c.id: c for c in self.columns})
         computed = tuple(c for c in self.columns if c.computed is not None)
         object.__setattr__(self, "_computed_columns", computed)
@@ -271,7 +287,7 @@ class TableDescriptor:
         """The column called ``name``; SQLSTATE 42703 names it if there is none."""
         found = self._by_name.get(name)
         if found is None:
-            raise SQLError("42703", f"column {name!r} does not exist in table {self.name!r}")
+            raise SQLError("42703", f'column "{name}" does not exist')
         return found
 
     def partition(self, name: str) -> Partition:
@@ -292,7 +308,7 @@ class TableDescriptor:
 
     @property
     def visible_columns(self) -> tuple[Column, ...]:
-        return tuple(c for c in self.columns if not c.hidden)
+        return tuple(c for c in self.columns if c.shown)
 
     @property
     def computed_columns(self) -> tuple[Column, ...]:
@@ -346,7 +362,7 @@ class TableDescriptor:
         lines = []
         implicit_key = any(c.hidden for c in self.key_columns)
         for column in self.columns:
-            if column.hidden and column.id in self.primary_key:
+            if (column.hidden and column.id in self.primary_key) or column.adding:
                 continue
             line = f"{quote_name(column.name)} {column.type.sql()}"
             if not column.nullable:
@@ -386,7 +402,9 @@ class TableDescriptor:
                 names = ", ".join(
                     quote_name(self._by_id[i].name)
                     for i in family.column_ids
-                    if i in self._by_id and not (implicit_key and i in self.primary_key)
+                    if i in self._by_id
+                    and not self._by_id[i].adding
+                    and not (implicit_key and i in self.primary_key)
                 )
                 lines.append(f"FAMILY {quote_name(family.name)} ({names})")
         body = ",\n\t".join(lines)

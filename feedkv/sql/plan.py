@@ -96,7 +96,8 @@ def table_scope(
     scope = Scope(table_name=desc.name, database=database, outer=outer)
     qualifiers = ["", alias or desc.name]
     for index, column in enumerate(desc.columns):
-        scope.add(qualifiers, column.name, index, column.type)
+        if not column.adding:
+            scope.add(qualifiers, column.name, index, column.type)
     return scope
 
 
@@ -134,7 +135,7 @@ def star_of(tables: Sequence[FromTable], qualifier: str = "") -> Star:
         for table in tables
         if not qualifier or qualifier in table.names
         for index, column in zip(table.columns, table.desc.columns, strict=True)
-        if not column.hidden
+        if column.shown
     ]
 
 
@@ -649,16 +650,20 @@ class InsertPlan:
     # ON CONFLICT (cols) naming a unique secondary index's columns: that index
     conflict_index: Index | None = None
     blind: bool = False
+    verb: str = "INSERT"  # or UPSERT, as errors name the statement
 
     def targets_for(self, width: int) -> tuple[list[Column], list[tuple[Column, Compiled | None]]]:
         """The columns a SELECT's rows of ``width`` values fill, and the others with
         their DEFAULT: without a column list, the table's first ``width`` columns."""
         if width > len(self.targets):
             raise SQLError(
-                "42601", f"INSERT has more expressions than target columns ({len(self.targets)})"
+                "42601",
+                f"{self.verb} has more expressions than target columns ({len(self.targets)})",
             )
         if self.listed and width < len(self.targets):
-            raise SQLError("42601", f"INSERT has more target columns than expressions ({width})")
+            raise SQLError(
+                "42601", f"{self.verb} has more target columns than expressions ({width})"
+            )
         rest = [(c, column_default(c)) for c in self.targets[width:]]
         return self.targets[:width], rest + self.filled
 
@@ -683,14 +688,15 @@ class InsertPlan:
             refuse_writes(targets)
         empty = Scope()
         rows = []
+        verb = "UPSERT" if s.upsert else "INSERT"
         for values in s.rows:
             if len(values) > len(targets):
                 raise SQLError(
-                    "42601", f"INSERT has more expressions than target columns ({len(targets)})"
+                    "42601", f"{verb} has more expressions than target columns ({len(targets)})"
                 )
             if len(values) < len(targets):
                 raise SQLError(
-                    "42601", f"INSERT has more target columns than expressions ({len(values)})"
+                    "42601", f"{verb} has more target columns than expressions ({len(values)})"
                 )
             rows.append([compile_expr(v, empty) for v in values])
         scope = table_scope(desc, database)
@@ -705,7 +711,8 @@ class InsertPlan:
         width = len(desc.columns)
         for index, column in enumerate(desc.columns):
             # NB: as in CockroachDB, an unqualified name here is ambiguous (42702)
-            conflict_scope.add(["", "excluded"], column.name, width + index, column.type)
+            if not column.adding:
+                conflict_scope.add(["", "excluded"], column.name, width + index, column.type)
         sets = [(desc.column(n), compile_expr(e, conflict_scope)) for n, e in s.conflict_sets]
         refuse_writes([column for column, _ in sets])
         where = None
@@ -743,6 +750,7 @@ class InsertPlan:
             s.columns is not None,
             conflict_index,
             blind,
+            verb,
         )
 
 

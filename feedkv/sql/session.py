@@ -64,7 +64,7 @@ from feedkv.sql.descriptor import (
     ViewDescriptor,
 )
 from feedkv.sql.dml import duplicate_key_at
-from feedkv.sql.execution import Execution, Result
+from feedkv.sql.execution import Execution, Result, publish_added_columns
 from feedkv.sql.executor import run
 from feedkv.sql.import_into import import_into
 from feedkv.sql.interrupt import Interrupt
@@ -660,6 +660,7 @@ class Session:
                 execution = Execution(self, txn, params, autocommit=autocommit)
                 executions.append(execution)
                 results.append(run(execution, statement))
+            publish_added_columns(txn, executions)
             return results
 
         changes_schema = any(isinstance(s, _SCHEMA_CHANGES) for s in statements)
@@ -900,6 +901,7 @@ class Session:
         hooks, self._after_commit = self._after_commit, []
         executions, self._executions = self._executions, []
         try:
+            publish_added_columns(txn, executions)
             txn.commit()
         except RetryableError as exc:
             txn.rollback()

@@ -235,12 +235,11 @@ def test_column_lookup_by_name_is_exact() -> None:
 
 
 @pytest.mark.parametrize("name", ["total", "missing", "", 'we"ird'])
-def test_unknown_column_is_42703_and_names_the_column_and_table(name: str) -> None:
+def test_unknown_column_is_42703_and_names_the_column(name: str) -> None:
     with pytest.raises(SQLError) as info:
         make_table().column(name)
     assert info.value.code == "42703"
-    assert repr(name) in info.value.message
-    assert "'orders'" in info.value.message
+    assert info.value.message == f'column "{name}" does not exist'  # CockroachDB's text
 
 
 def test_key_columns_follow_the_primary_key_not_the_column_order() -> None:

@@ -67,6 +67,7 @@ __all__ = [
     "Selection",
     "Star",
     "UpdatePlan",
+    "check_assigned",
     "check_index",
     "check_returning",
     "column_default",
@@ -699,6 +700,8 @@ class InsertPlan:
                     "42601", f"{verb} has more target columns than expressions ({len(values)})"
                 )
             rows.append([compile_expr(v, empty) for v in values])
+            for column, node in zip(targets, values, strict=True):
+                _check_assigned_node(node, empty, column)
         scope = table_scope(desc, database)
         # ON CONFLICT DO UPDATE sees the existing row, then the proposed one as excluded.*
         if s.on_conflict == "update" and desc.name == "excluded":
@@ -714,6 +717,8 @@ class InsertPlan:
             if not column.adding:
                 conflict_scope.add(["", "excluded"], column.name, width + index, column.type)
         sets = [(desc.column(n), compile_expr(e, conflict_scope)) for n, e in s.conflict_sets]
+        for (column, _), (_, node) in zip(sets, s.conflict_sets, strict=True):
+            _check_assigned_node(node, conflict_scope, column)
         refuse_writes([column for column, _ in sets])
         where = None
         if s.conflict_where is not None:
@@ -779,6 +784,28 @@ def _sets_excluded(
     return assigned == {c.id for c in desc.columns} - set(desc.primary_key)
 
 
+def check_assigned(kind: Kind | None, column: Column) -> None:
+    """42804 unless a value of ``kind`` (``None``: the tree does not tell) may be
+    assigned to ``column``. As in CockroachDB and PostgreSQL, which have no assignment
+    cast from a string but to string types, a typed STRING (a column, a cast; not a
+    string literal, which takes the column's type) goes into a string column only. NB:
+    checked when the statement is planned, so an empty table refuses it as a full one."""
+    if kind is Kind.STRING and column.type.kind is not Kind.STRING:
+        raise SQLError(
+            "42804",
+            f'value type string doesn\'t match type {column.type.sql()} of column "{column.name}"',
+        )
+
+
+def _check_assigned_node(node: exp.Expr, scope: Scope, column: Column) -> None:
+    """:func:`check_assigned` of the value ``node`` gives over rows of ``scope``."""
+    try:
+        kind = static_kind(node, scope)
+    except SQLError:
+        return  # NB: compiling it tells what is wrong
+    check_assigned(kind, column)
+
+
 def column_default(column: Column) -> Compiled | None:
     """``column``'s DEFAULT expression, compiled (``None``: it has none)."""
     if column.default is None:
@@ -805,6 +832,8 @@ class UpdatePlan:
     def of(cls, desc: TableDescriptor, s: st.Update, database: str) -> UpdatePlan:
         scope = table_scope(desc, database, s.alias)
         sets = [(desc.column(name), compile_expr(e, scope)) for name, e in s.sets]
+        for (column, _), (_, node) in zip(sets, s.sets, strict=True):
+            _check_assigned_node(node, scope, column)
         refuse_writes([column for column, _ in sets])
         returning = _returning(desc, s.returning, scope, s.alias)
         selection = Selection.of(desc, s.where, scope)

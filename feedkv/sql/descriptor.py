@@ -118,22 +118,27 @@ class Family:
 class Index:
     """A secondary index on ``column_ids`` (in key order), ascending; ``storing``
     columns are kept in its entries too. Its entries live apart from the table's rows
-    (:mod:`feedkv.sql.indexes`)."""
+    (:mod:`feedkv.sql.indexes`). ``constraint``: the index of a UNIQUE constraint (not
+    one made as an index), which DROP INDEX drops only with CASCADE, as CockroachDB."""
 
     id: int
     name: str
     column_ids: tuple[int, ...]
     unique: bool = False
     storing: tuple[int, ...] = ()
+    constraint: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "id": self.id,
             "name": self.name,
             "columns": list(self.column_ids),
             "unique": self.unique,
             "storing": list(self.storing),
         }
+        if self.constraint:  # NB: only when set, so other descriptors keep their bytes
+            out["constraint"] = True
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Index:
@@ -143,6 +148,7 @@ class Index:
             tuple(data["columns"]),
             data.get("unique", False),
             tuple(data.get("storing", ())),
+            data.get("constraint", False),
         )
 
 

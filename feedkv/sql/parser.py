@@ -1183,12 +1183,11 @@ class _Statement:
         return st.ShowGrants(self.text, table, user)
 
     def _drop_index(self) -> st.DropIndex:
-        """``DROP INDEX [IF EXISTS] [db.][t@]name [RESTRICT]``."""
+        """``DROP INDEX [IF EXISTS] [db.][t@]name [CASCADE | RESTRICT]``."""
         words, end = self.words, len(self.tokens)
         at = 4 if words[2:4] == ["IF", "EXISTS"] else 2
-        if words[-1] == "CASCADE":
-            raise SQLError("0A000", "DROP INDEX ... CASCADE is not supported")
-        stop = end - 1 if words[-1] == "RESTRICT" else end
+        cascade = words[-1] == "CASCADE"
+        stop = end - 1 if words[-1] in ("RESTRICT", "CASCADE") else end
         if any(t.token_type is TokenType.COMMA for t in self.tokens[at:stop]):
             raise SQLError("0A000", "DROP INDEX drops one index at a time")
         marks = [i for i in range(at, stop) if self.tokens[i].text == "@"]
@@ -1196,10 +1195,11 @@ class _Statement:
             table = self._table_name(at, marks[0])
             if marks[0] + 2 != stop:
                 raise self._error_at(marks[0] + 1, "expected DROP INDEX table@index")
-            return st.DropIndex(self.text, table, _name(self.tokens[marks[0] + 1]), at == 4)
+            name = _name(self.tokens[marks[0] + 1])
+            return st.DropIndex(self.text, table, name, at == 4, cascade)
         if at + 1 != stop:
             raise self._error_at(at, "expected an index name (or table@index)")
-        return st.DropIndex(self.text, None, _name(self.tokens[at]), at == 4)
+        return st.DropIndex(self.text, None, _name(self.tokens[at]), at == 4, cascade)
 
     def _drop_sequence(self) -> st.DropSequence:
         """``DROP SEQUENCE [IF EXISTS] s, ... [RESTRICT]``."""
@@ -2207,7 +2207,7 @@ class _Converter:
         if isinstance(node, exp.UniqueColumnConstraint) and isinstance(node.this, exp.Schema):
             _refuse_unhandled(node, {"this", "nulls", "include"})
             columns = tuple(_ident(c) for c in node.this.expressions)
-            self.indexes.append(st.IndexSpec(name, columns, unique=True))
+            self.indexes.append(st.IndexSpec(name, columns, unique=True, constraint=True))
             return True
         if isinstance(node, exp.CheckColumnConstraint):
             _refuse_unhandled(node, {"this", "enforced"})
@@ -2417,7 +2417,7 @@ class _Converter:
         name = _ident(node.this) if node.this is not None else None
         if isinstance(inner, exp.UniqueColumnConstraint):
             _refuse_unhandled(inner, {"nulls", "include"})
-            self.indexes.append(st.IndexSpec(name, (column,), unique=True))
+            self.indexes.append(st.IndexSpec(name, (column,), unique=True, constraint=True))
             return True
         if isinstance(inner, exp.CheckColumnConstraint):
             _refuse_unhandled(inner, {"this", "enforced"})

@@ -176,12 +176,14 @@ class FamilySpec:
 @dataclass(frozen=True, slots=True)
 class IndexSpec:
     """An index (``unique``: a UNIQUE constraint or index) on ``columns``; ``name``
-    None: named for the table and columns."""
+    None: named for the table and columns. ``constraint``: made by a UNIQUE
+    constraint, not as an index."""
 
     name: str | None
     columns: tuple[str, ...]
     unique: bool = False
     storing: tuple[str, ...] = ()
+    constraint: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -772,12 +774,13 @@ class CreateIndex(Statement):
 
 @dataclass(frozen=True, slots=True)
 class DropIndex(Statement):
-    """``DROP INDEX [IF EXISTS] [t@]name``: ``table`` None: the index is looked up by
-    name among the current database's tables."""
+    """``DROP INDEX [IF EXISTS] [t@]name [CASCADE]``: ``table`` None: the index is
+    looked up by name among the current database's tables."""
 
     table: TableName | None
     name: str
     if_exists: bool = False
+    cascade: bool = False
 
 
 @dataclass(frozen=True, slots=True)

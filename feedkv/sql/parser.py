@@ -530,8 +530,8 @@ class _Statement:
             return self._split_at()
         if words[0] == "ALTER" and "RELOCATE" in words:
             return self._relocate()
-        if words[:2] == ["START", "TRANSACTION"] or words == ["BEGIN", "TRANSACTION"]:
-            return st.Begin(self.text)
+        if words[:2] == ["START", "TRANSACTION"] or words[0] == "BEGIN":
+            return self._begin()
         if words[0] == "END" and len(words) <= 2:
             return st.Commit(self.text)
         upsert = words[0] == "UPSERT"
@@ -1181,6 +1181,59 @@ class _Statement:
                 raise self._error_at(end + 1, "expected one user name after FOR")
             user = _name(self.tokens[end + 1])
         return st.ShowGrants(self.text, table, user)
+
+    def _begin(self) -> st.Begin:
+        """``BEGIN [TRANSACTION] | START TRANSACTION`` and its modes, separated by commas
+        or not, each given at most once (42601 names the one given twice, as
+        CockroachDB's grammar): ``PRIORITY LOW | NORMAL | HIGH``, ``ISOLATION LEVEL
+        level``, ``READ WRITE`` and ``[NOT] DEFERRABLE``. READ ONLY and AS OF SYSTEM TIME
+        are refused: feedkv does not run them."""
+        words = self.words
+        i = 2 if words[0] == "START" or words[1:2] == ["TRANSACTION"] else 1
+        given: dict[str, str] = {}
+
+        def once(mode: str, what: str, value: str) -> None:
+            if mode in given:
+                raise SQLError("42601", f"{what} specified multiple times")
+            given[mode] = value
+
+        while i < len(words):
+            word = words[i]
+            if word == "," and i > 1:
+                i += 1
+                continue
+            if word == "PRIORITY" and words[i + 1 : i + 2] in (["LOW"], ["NORMAL"], ["HIGH"]):
+                once("priority", "user priority", words[i + 1])
+                i += 2
+            elif words[i : i + 2] == ["ISOLATION", "LEVEL"]:
+                level = words[i + 2 : i + 4]
+                if level[:1] in (["SERIALIZABLE"], ["SNAPSHOT"]):
+                    size = 1
+                elif level in (
+                    ["READ", "COMMITTED"],
+                    ["REPEATABLE", "READ"],
+                    ["READ", "UNCOMMITTED"],
+                ):
+                    size = 2
+                else:
+                    raise self._error_at(i + 2, "expected an isolation level")
+                once("isolation", "isolation level", " ".join(level[:size]).lower())
+                i += 2 + size
+            elif word == "READ" and words[i + 1 : i + 2] in (["WRITE"], ["ONLY"]):
+                once("read", "read mode", words[i + 1])
+                i += 2
+            elif word == "DEFERRABLE" or words[i : i + 2] == ["NOT", "DEFERRABLE"]:
+                once("deferrable", "deferrable mode", word)
+                i += 1 if word == "DEFERRABLE" else 2
+            elif words[i : i + 4] == ["AS", "OF", "SYSTEM", "TIME"]:
+                raise SQLError("0A000", "BEGIN ... AS OF SYSTEM TIME is not supported")
+            else:
+                raise self._error_at(i, "expected a transaction mode")
+        if given.get("read") == "ONLY":
+            raise SQLError("0A000", "READ ONLY transactions are not supported")
+        if given.get("deferrable") == "DEFERRABLE":
+            raise SQLError("0A000", "DEFERRABLE transactions are not supported")
+        return st.Begin(self.text, given.get("priority"), given.get("isolation"))
 
     def _drop_index(self) -> st.DropIndex:
         """``DROP INDEX [IF EXISTS] [db.][t@]name [CASCADE | RESTRICT]``."""

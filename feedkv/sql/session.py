@@ -133,6 +133,9 @@ _SCHEMA_CHANGES = (
     st.AddColumn | st.AlterColumn | st.DropColumn | st.DropTable | st.DropDatabase | st.Truncate
 )
 _SCHEMA_CHANGE_PRIORITY = MAX_PRIORITY - 1
+# BEGIN PRIORITY LOW / HIGH: the least and (under a schema change's) the greatest; NORMAL
+# (or none) draws one at random, as CockroachDB.
+_USER_PRIORITIES = {"LOW": 1, "HIGH": _SCHEMA_CHANGE_PRIORITY - 1}
 # Statements that end, start or stand outside a transaction: a string holding one runs its
 # statements one by one rather than as one implicit transaction.
 _OWN_TRANSACTION = (
@@ -530,7 +533,8 @@ class Session:
             if self._txn is not None:
                 self._failed = True  # as CockroachDB: only ROLLBACK ends it now
                 raise SQLError("25001", "there is already a transaction in progress")
-            self._txn = self.db.transaction()
+            priority = _USER_PRIORITIES.get(statement.priority or "NORMAL")
+            self._txn = self.db.transaction(priority=priority)
             self._failed = False
             return Result(tag="BEGIN")
         if self._released and not isinstance(statement, st.Commit | st.Rollback):

@@ -114,7 +114,12 @@ class Statement:
 
 @dataclass(frozen=True, slots=True)
 class Begin(Statement):
-    pass
+    """``BEGIN [TRANSACTION] [mode, ...]`` (or ``START TRANSACTION``): ``priority`` is
+    LOW, NORMAL or HIGH when given; ``isolation`` the level named (upgraded to
+    serializable, as CockroachDB)."""
+
+    priority: str | None = None
+    isolation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -247,7 +247,8 @@ def _column(ex: Execution, spec: st.ColumnSpec, column_id: int, *, key: bool) ->
         if not calls:  # NB: evaluating nextval() would hand out a value
             value = ex.constant(spec.default)
             coerce(value, spec.type, spec.name)  # a default of the wrong type fails now
-        default = spec.default.sql(dialect="postgres")
+        # NB: function names as CockroachDB's SHOW CREATE TABLE prints them: unique_rowid()
+        default = spec.default.sql(dialect="postgres", normalize_functions="lower")
     computed = (
         None
         if spec.computed is None
@@ -260,6 +261,7 @@ def _column(ex: Execution, spec: st.ColumnSpec, column_id: int, *, key: bool) ->
         spec.type,
         spec.nullable and not key,
         default,
+        hidden=spec.hidden,
         computed=computed,
         virtual=spec.virtual,
     )
@@ -844,8 +846,8 @@ def show_tables(ex: Execution, s: st.ShowTables) -> Result:
 
 def show_create_table(ex: Execution, s: st.ShowCreateTable) -> Result:
     desc = ex.relation(s.table)
-    database = ex.database(s.table.database)
-    name = f"{database.name}.public.{desc.name}"
+    # NB: as CockroachDB, the table named as the statement names it
+    name = f"{s.table.database}.public.{desc.name}" if s.table.database else desc.name
     return Result(("table_name", "create_statement"), [(name, desc.create_statement())], "SHOW 1")
 
 

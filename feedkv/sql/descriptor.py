@@ -362,59 +362,59 @@ class TableDescriptor:
     # Text.
 
     def create_statement(self, qualified_name: str | None = None) -> str:
-        """The CREATE TABLE statement that makes this table (feedkv's parser reads it
-        back). A table with the implicit ``rowid`` key shows neither it nor a key, so
-        running the statement makes the same table again."""
+        """The CREATE TABLE statement that makes this table, in CockroachDB's shape:
+        the name in its schema (``public.t``); each column with its type, ``NOT
+        VISIBLE``, ``NULL`` or ``NOT NULL``, its DEFAULT or computed expression (the
+        implicit ``rowid`` key too); the primary key as ``CONSTRAINT t_pkey PRIMARY KEY
+        (a ASC)``; foreign keys, then indexes (``(c ASC)``, ``STORING``), then the
+        families (unless there is only one, called ``primary``), then CHECKs. feedkv's
+        parser reads it back into the same table. A column an open transaction is
+        adding is not shown (see Column)."""
         lines = []
-        implicit_key = any(c.hidden for c in self.key_columns)
         for column in self.columns:
-            if (column.hidden and column.id in self.primary_key) or column.adding:
+            if column.adding:
                 continue
             line = f"{quote_name(column.name)} {column.type.sql()}"
-            if not column.nullable:
-                line += " NOT NULL"
+            if column.hidden:
+                line += " NOT VISIBLE"
+            line += " NULL" if column.nullable else " NOT NULL"
             if column.default is not None:
                 line += f" DEFAULT {column.default}"
             if column.computed is not None:
                 line += f" AS ({column.computed}) {'VIRTUAL' if column.virtual else 'STORED'}"
-            if column.hidden:
-                line += " NOT VISIBLE"
             lines.append(line)
-        if not implicit_key:
-            key = ", ".join(quote_name(c.name) for c in self.key_columns)
-            lines.append(f"CONSTRAINT {quote_name(self.name + '_pkey')} PRIMARY KEY ({key})")
+        key = ", ".join(f"{quote_name(c.name)} ASC" for c in self.key_columns)
+        lines.append(f"CONSTRAINT {quote_name(self.name + '_pkey')} PRIMARY KEY ({key})")
 
-        def listed(ids: tuple[int, ...]) -> str:
-            return ", ".join(quote_name(self._by_id[i].name) for i in ids)
+        def listed(ids: tuple[int, ...], order: str = "") -> str:
+            return ", ".join(quote_name(self._by_id[i].name) + order for i in ids)
 
-        for index in self.indexes:
-            kind = "UNIQUE INDEX" if index.unique else "INDEX"
-            line = f"{kind} {quote_name(index.name)} ({listed(index.column_ids)})"
-            if index.storing:
-                line += f" STORING ({listed(index.storing)})"
-            lines.append(line)
         for fk in self.foreign_keys:
             referenced = ", ".join(map(quote_name, fk.referenced_names))
             lines.append(
                 f"CONSTRAINT {quote_name(fk.name)} FOREIGN KEY ({listed(fk.column_ids)}) "
-                f"REFERENCES {quote_name(fk.table_name)} ({referenced})"
+                f"REFERENCES public.{quote_name(fk.table_name)}({referenced})"
                 + (f" ON DELETE {fk.on_delete}" if fk.on_delete != "NO ACTION" else "")
                 + (f" ON UPDATE {fk.on_update}" if fk.on_update != "NO ACTION" else "")
             )
-        for check in self.checks:
-            lines.append(f"CONSTRAINT {quote_name(check.name)} CHECK ({check.expression})")
+        for index in self.indexes:
+            kind = "UNIQUE INDEX" if index.unique else "INDEX"
+            line = f"{kind} {quote_name(index.name)} ({listed(index.column_ids, ' ASC')})"
+            if index.storing:
+                line += f" STORING ({listed(index.storing)})"
+            lines.append(line)
         if len(self.families) > 1 or self.families[0].name != PRIMARY_FAMILY:
             for family in self.families:
                 names = ", ".join(
                     quote_name(self._by_id[i].name)
                     for i in family.column_ids
-                    if i in self._by_id
-                    and not self._by_id[i].adding
-                    and not (implicit_key and i in self.primary_key)
+                    if i in self._by_id and not self._by_id[i].adding
                 )
                 lines.append(f"FAMILY {quote_name(family.name)} ({names})")
+        for check in self.checks:
+            lines.append(f"CONSTRAINT {quote_name(check.name)} CHECK ({check.expression})")
         body = ",\n\t".join(lines)
-        text = f"CREATE TABLE {qualified_name or quote_name(self.name)} (\n\t{body}\n)"
+        text = f"CREATE TABLE {qualified_name or 'public.' + quote_name(self.name)} (\n\t{body}\n)"
         if self.partitions:
             first = self.partitions[0]
             kind = "LIST" if first.values.startswith("VALUES IN") else "RANGE"

@@ -448,6 +448,7 @@ class _Statement:
 
     def __post_init__(self) -> None:
         self.table_indexes: list[st.IndexSpec] = []  # INDEX elements of CREATE TABLE
+        self.not_visible: set[str] = set()  # the columns declared NOT VISIBLE
         self.words = [t.text.upper() for t in self.tokens]
         self.masked = list(self.text)
         self.edited = False  # ``masked`` differs from ``text``: tokenize it anew
@@ -554,6 +555,7 @@ class _Statement:
         node = self._sqlglot()
         converter = _Converter(self.text, upsert, families, column_families, as_of, returning, body)
         converter.indexes = list(self.table_indexes)
+        converter.not_visible = self.not_visible
         converter.partitioning = partitioning
         return converter.convert(node)
 
@@ -955,6 +957,7 @@ class _Statement:
         column_families: dict[str, tuple[str | None, bool]] = {}
         if self.words[:2] == ["ALTER", "TABLE"]:
             self._cut_column_family(0, len(self.tokens), column_families)
+            self._cut_not_visible(0, len(self.tokens))
             return families, column_families
         try:
             open_index = self.words.index("(")
@@ -979,9 +982,28 @@ class _Statement:
                     self._mask(first, last + 1)  # with the comma after it
                 else:
                     self._mask(first, last)
+            elif words[0] in ("PRIMARY", "CONSTRAINT", "UNIQUE"):
+                self._cut_ascending(first, last)
             else:
                 self._cut_column_family(first, last + 1, column_families)
+                self._cut_not_visible(first, last + 1)
         return families, column_families
+
+    def _cut_ascending(self, first: int, last: int) -> None:
+        """``ASC`` after a key column of a PRIMARY KEY or UNIQUE element (as SHOW CREATE
+        TABLE writes them): the order keys have anyway."""
+        for i in range(first, last + 1):
+            if self.words[i] == "ASC":
+                self._mask(i, i)
+
+    def _cut_not_visible(self, first: int, stop: int) -> None:
+        """``NOT VISIBLE`` inside one column definition: the column is hidden from
+        ``SELECT *`` (as the implicit ``rowid``)."""
+        for i in range(first, stop - 1):
+            if self.words[i : i + 2] == ["NOT", "VISIBLE"]:
+                self.not_visible.add(self._column_name_of(first))
+                self._mask(i, i + 1)
+                return
 
     def _elements(self, open_index: int) -> list[tuple[int, int]]:
         """The comma-separated elements inside the parentheses at ``open_index``."""
@@ -2166,6 +2188,7 @@ class _Converter:
     as_of: exp.Expr | None
     returning: tuple[exp.Expr, ...] | None  # cut out of the text (a DELETE's)
     view_body: str | None = None  # a CREATE VIEW's query as written
+    not_visible: set[str] = field(default_factory=set)  # columns declared NOT VISIBLE
     # A CREATE TABLE's indexes, CHECKs and foreign keys, as its elements are converted.
     indexes: list[st.IndexSpec] = field(default_factory=list)
     checks: list[st.CheckSpec] = field(default_factory=list)
@@ -2462,6 +2485,7 @@ class _Converter:
             create,
             computed,
             virtual,
+            name in self.not_visible,
         )
 
     def _column_constraint(self, column: str, node: exp.Expr) -> bool:

@@ -170,6 +170,7 @@ class ColumnSpec:
     create_family: bool = False
     computed: exp.Expr | None = None  # AS (expression) STORED | VIRTUAL
     virtual: bool = False
+    hidden: bool = False  # NOT VISIBLE: left out of SELECT *
 
 
 @dataclass(frozen=True, slots=True)

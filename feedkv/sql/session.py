@@ -35,7 +35,6 @@ node, so an embedded store and a server give the same results.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import random
 import time
@@ -74,6 +73,7 @@ from feedkv.sql.parser import parse, placeholder_count
 from feedkv.sql.relation import Relation
 from feedkv.sql.session_context import SequenceState
 from feedkv.sql.session_vars import VARIABLES, checked_value
+from feedkv.sql.statement_cache import StatementCache, retire
 from feedkv.sql.types import ColumnType
 
 if TYPE_CHECKING:
@@ -112,8 +112,14 @@ def _prepare(text: str) -> tuple[tuple[st.Statement, int], ...]:
     return tuple((statement, placeholder_count(statement)) for statement in parse(text))
 
 
-_prepare_cached = functools.lru_cache(maxsize=2048)(_prepare)
-_prepare_long = functools.lru_cache(maxsize=_LONG_TEXTS_KEPT)(_prepare)
+def _statements(prepared: tuple[tuple[st.Statement, int], ...]) -> list[Any]:
+    return [statement for statement, _count in prepared]
+
+
+# NB: a parsed statement dropped from these is unlinked (feedkv.sql.statement_cache), so
+# a stream of new texts leaves no trees to the cyclic GC
+_prepare_cached = StatementCache(_prepare, 2048, _statements)
+_prepare_long = StatementCache(_prepare, _LONG_TEXTS_KEPT, _statements)
 
 
 _PLANS_KEPT = 1024  # per session; past it the plans are dropped and made again
@@ -1034,6 +1040,8 @@ class Session:
         # as large as a thousand short ones
         plans = self._plans if len(statement.text) <= _CACHED_TEXT_CHARS else self._long_plans
         if len(plans) >= (_PLANS_KEPT if plans is self._plans else _LONG_PLANS_KEPT):
+            dropped = [kept for kept, _desc, _plan in plans.values()]
             plans.clear()
+            retire(dropped)  # NB: those the parse caches dropped already, no one holds
         plans[key] = (statement, desc, plan)
         return plan

@@ -38,7 +38,7 @@ from feedkv.sql.descriptor import (
     ViewDescriptor,
 )
 from feedkv.sql.execution import ROW_IDS, Execution, Result
-from feedkv.sql.expr import compile_expr
+from feedkv.sql.expr import Scope, compile_expr
 from feedkv.sql.indexes import table_indexes_span
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.partitions import SHOW_COLUMNS as PARTITION_COLUMNS
@@ -509,10 +509,10 @@ def add_column(ex: Execution, s: st.AddColumn) -> Result:
         target = 0
     else:
         matches = [i for i, f in enumerate(families) if f.name == spec.family]
-        if matches and spec.create_family:
+        if matches and spec.create_family and not spec.family_if_not_exists:
             raise SQLError("42701", f'family "{spec.family}" already exists')
         if not matches and not spec.create_family:
-            raise SQLError("42704", f'family "{spec.family}" does not exist')
+            raise SQLError("42704", f'unknown family "{spec.family}"')  # CockroachDB's text
         if matches:
             target = matches[0]
         else:
@@ -573,6 +573,20 @@ def add_column(ex: Execution, s: st.AddColumn) -> Result:
     return Result(tag="ALTER TABLE")
 
 
+def alter_table_actions(ex: Execution, s: st.AlterTableActions) -> Result:
+    """Each change in turn, in the statement's transaction: a later one sees what the
+    earlier ones did (a computed column may read a column added before it)."""
+    handlers: dict[type[st.Statement], Callable[[Execution, Any], Result]] = {
+        st.AddColumn: add_column,
+        st.DropColumn: drop_column,
+        st.AlterColumn: alter_column,
+        st.RenameColumn: rename_column,
+    }
+    for action in s.actions:
+        handlers[type(action)](ex, action)
+    return Result(tag="ALTER TABLE")
+
+
 def drop_column(ex: Execution, s: st.DropColumn) -> Result:
     ex.require_admin("ALTER TABLE")
     desc = ex.table(s.table)
@@ -630,7 +644,11 @@ def _check_computed_types(desc: TableDescriptor) -> None:
     """:func:`check_computed`, then CockroachDB's 42804 for a computed column whose
     expression's type (where it follows from the expression) is not its column's."""
     check_computed(desc)
-    scope = table_scope(desc, "")
+    # NB: every column, those an open transaction is adding too (table_scope leaves
+    # them out): one ALTER TABLE may add a column and another computed from it
+    scope = Scope(table_name=desc.name)
+    for index, column in enumerate(desc.columns):
+        scope.add(["", desc.name], column.name, index, column.type)
     for column in desc.computed_columns:
         node = parse_expression(column.computed or "")
         for cast in node.find_all(exp.Cast):
@@ -1472,6 +1490,7 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.DropTable: drop_table,
     st.Truncate: truncate,
     st.AddColumn: add_column,
+    st.AlterTableActions: alter_table_actions,
     st.AlterColumn: alter_column,
     st.AddPrimaryKey: add_primary_key,
     st.DropColumn: drop_column,

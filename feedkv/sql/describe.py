@@ -61,7 +61,8 @@ class Description:
 # Statements that never return rows.
 _ROWLESS = (
     st.Begin | st.Commit | st.Rollback | st.CreateDatabase | st.DropDatabase | st.CreateTable
-    | st.DropTable | st.AddColumn | st.AlterColumn | st.DropColumn | st.Truncate | st.CreateUser
+    | st.DropTable | st.AddColumn | st.AlterTableActions | st.AlterColumn | st.DropColumn
+    | st.Truncate | st.CreateUser
     | st.DropUser
     | st.GrantAdmin    | st.ControlJob | st.AlterChangefeed | st.Savepoint | st.ConfigureZone
 )  # fmt: skip

@@ -541,7 +541,7 @@ class _Statement:
             self.edited = True
         self._keep_int4()
         families: list[st.FamilySpec] = []
-        column_families: dict[str, tuple[str | None, bool]] = {}
+        column_families: dict[str, tuple[str | None, bool, bool]] = {}
         partitioning = None
         if words[:2] == ["CREATE", "TABLE"]:
             partitioning = self._cut_partitioning()
@@ -951,13 +951,14 @@ class _Statement:
 
     def _cut_families(
         self,
-    ) -> tuple[list[st.FamilySpec], dict[str, tuple[str | None, bool]]]:
+    ) -> tuple[list[st.FamilySpec], dict[str, tuple[str | None, bool, bool]]]:
         """Cut out FAMILY table elements and column FAMILY qualifiers."""
         families: list[st.FamilySpec] = []
-        column_families: dict[str, tuple[str | None, bool]] = {}
+        column_families: dict[str, tuple[str | None, bool, bool]] = {}
         if self.words[:2] == ["ALTER", "TABLE"]:
-            self._cut_column_family(0, len(self.tokens), column_families)
-            self._cut_not_visible(0, len(self.tokens))
+            for first, last in self._top_level_elements():  # each change of the ALTER
+                self._cut_column_family(first, last + 1, column_families)
+                self._cut_not_visible(first, last + 1)
             return families, column_families
         try:
             open_index = self.words.index("(")
@@ -988,6 +989,22 @@ class _Statement:
                 self._cut_column_family(first, last + 1, column_families)
                 self._cut_not_visible(first, last + 1)
         return families, column_families
+
+    def _top_level_elements(self) -> list[tuple[int, int]]:
+        """The statement's token ranges (first and last, inclusive) between commas
+        outside parentheses."""
+        elements = []
+        depth = 0
+        start = 0
+        for i, token in enumerate(self.tokens):
+            kind = token.token_type
+            depth += kind is TokenType.L_PAREN
+            depth -= kind is TokenType.R_PAREN
+            if kind is TokenType.COMMA and depth == 0:
+                elements.append((start, i - 1))
+                start = i + 1
+        elements.append((start, len(self.tokens) - 1))
+        return elements
 
     def _cut_ascending(self, first: int, last: int) -> None:
         """``ASC`` after a key column of a PRIMARY KEY or UNIQUE element (as SHOW CREATE
@@ -1086,7 +1103,7 @@ class _Statement:
         return st.FamilySpec(name, tuple(columns))
 
     def _cut_column_family(
-        self, first: int, stop: int, out: dict[str, tuple[str | None, bool]]
+        self, first: int, stop: int, out: dict[str, tuple[str | None, bool, bool]]
     ) -> None:
         """``col type ... [CREATE [IF NOT EXISTS]] FAMILY [name]`` inside one column
         definition (``first`` is its first token; in ALTER TABLE, the statement's)."""
@@ -1098,6 +1115,7 @@ class _Statement:
             while create_at > first and words[create_at - 1] in ("CREATE", "IF", "NOT", "EXISTS"):
                 create_at -= 1
             create = words[create_at] == "CREATE"
+            if_not_exists = words[create_at + 1 : create_at + 4] == ["IF", "NOT", "EXISTS"]
             name = None
             end = i
             if i + 1 < stop and words[i + 1] not in _COLUMN_WORDS:
@@ -1106,14 +1124,14 @@ class _Statement:
             elif not create:
                 raise self._error_at(i + 1, "expected a family name after FAMILY")
             column = self._column_name_of(first)
-            out[column] = (name, create)
+            out[column] = (name, create, create and if_not_exists)
             self._mask(create_at, end)
             return
 
     def _column_name_of(self, first: int) -> str:
         words = self.words
         if words[:2] == ["ALTER", "TABLE"]:
-            i = words.index("ADD") + 1 if "ADD" in words else first
+            i = words.index("ADD", first) + 1 if "ADD" in words[first:] else first
             if i < len(words) and words[i] == "COLUMN":
                 i += 1
             while i < len(words) and words[i] in ("IF", "NOT", "EXISTS"):
@@ -2184,7 +2202,7 @@ class _Converter:
     text: str
     upsert: bool
     families: list[st.FamilySpec]
-    column_families: dict[str, tuple[str | None, bool]]
+    column_families: dict[str, tuple[str | None, bool, bool]]
     as_of: exp.Expr | None
     returning: tuple[exp.Expr, ...] | None  # cut out of the text (a DELETE's)
     view_body: str | None = None  # a CREATE VIEW's query as written
@@ -2474,7 +2492,7 @@ class _Converter:
             kind = exp.DataType.build("BIGINT")
         if len(declared) == 2 or (primary_key and True in declared):
             raise SQLError("42601", f'conflicting NULL/NOT NULL declarations for column "{name}"')
-        family, create = self.column_families.get(name, (None, False))
+        family, create, if_not_exists = self.column_families.get(name, (None, False, False))
         return st.ColumnSpec(
             name,
             column_type(kind),
@@ -2486,6 +2504,7 @@ class _Converter:
             computed,
             virtual,
             name in self.not_visible,
+            if_not_exists,
         )
 
     def _column_constraint(self, column: str, node: exp.Expr) -> bool:
@@ -2528,6 +2547,8 @@ class _Converter:
             raise _unsupported(node)
         table = _table_of(node.this)
         actions = node.args.get("actions") or []
+        if len(actions) > 1 and kind == "TABLE":
+            return self._alter_table_actions(table, actions)
         if len(actions) != 1:
             raise SQLError("0A000", f"ALTER {kind} supports one change at a time")
         action = actions[0]
@@ -2602,6 +2623,43 @@ class _Converter:
                 self.text, table, _ident(dropped[0]), bool(action.args.get("exists"))
             )
         raise _unsupported(action, "ALTER TABLE action")
+
+    def _alter_table_actions(
+        self, table: st.TableName, actions: list[exp.Expr]
+    ) -> st.AlterTableActions:
+        """Several changes to columns in one ALTER TABLE, as CockroachDB runs them: one
+        after the other, in one transaction."""
+        out: list[st.AddColumn | st.DropColumn | st.AlterColumn | st.RenameColumn] = []
+        for action in actions:
+            if isinstance(action, exp.ColumnDef):
+                column = self._column(action)
+                if column.primary_key:
+                    raise SQLError("0A000", "cannot add a PRIMARY KEY column to an existing table")
+                out.append(st.AddColumn(self.text, table, column, bool(action.args.get("exists"))))
+            elif isinstance(action, exp.Drop) and str(action.args.get("kind")).upper() == "COLUMN":
+                dropped = action.args.get("tables") or [action.this]
+                if_exists = bool(action.args.get("exists"))
+                out.extend(st.DropColumn(self.text, table, _ident(d), if_exists) for d in dropped)
+            elif isinstance(action, exp.AlterColumn):
+                out.append(self._alter_column(table, action))
+            elif isinstance(action, exp.RenameColumn):
+                _refuse_unhandled(action, {"this", "to", "exists"})
+                out.append(
+                    st.RenameColumn(
+                        self.text,
+                        table,
+                        _ident(action.this),
+                        _ident(action.args["to"]),
+                        bool(action.args.get("exists")),
+                    )
+                )
+            else:
+                raise SQLError(
+                    "0A000",
+                    "ALTER TABLE with several changes takes only ADD, DROP, ALTER and RENAME "
+                    "COLUMN; run the others as statements of their own",
+                )
+        return st.AlterTableActions(self.text, table, tuple(out))
 
     def _alter_column(self, table: st.TableName, action: exp.AlterColumn) -> st.AlterColumn:
         """``ALTER COLUMN c SET DEFAULT e | DROP DEFAULT | SET NOT NULL | DROP NOT NULL |

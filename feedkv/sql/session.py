@@ -136,7 +136,13 @@ _JOB_STATEMENTS = (
 # run above every writer's priority (the rangefeed pusher keeps MAX_PRIORITY): writers
 # that meet the new version wait for it instead of pushing it.
 _SCHEMA_CHANGES = (
-    st.AddColumn | st.AlterColumn | st.DropColumn | st.DropTable | st.DropDatabase | st.Truncate
+    st.AddColumn
+    | st.AlterColumn
+    | st.AlterTableActions
+    | st.DropColumn
+    | st.DropTable
+    | st.DropDatabase
+    | st.Truncate
 )
 _SCHEMA_CHANGE_PRIORITY = MAX_PRIORITY - 1
 # BEGIN PRIORITY LOW / HIGH: the least and (under a schema change's) the greatest; NORMAL
@@ -164,6 +170,7 @@ _DDL = (
     | st.CreateTable
     | st.DropTable
     | st.AddColumn
+    | st.AlterTableActions
     | st.AddPrimaryKey
     | st.DropColumn
     | st.RenameTable

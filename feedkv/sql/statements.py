@@ -17,6 +17,7 @@ __all__ = [
     "AddPrimaryKey",
     "AddColumn",
     "AlterColumn",
+    "AlterTableActions",
     "AddConstraint",
     "AlterChangefeed",
     "AlterUserPassword",
@@ -171,6 +172,7 @@ class ColumnSpec:
     computed: exp.Expr | None = None  # AS (expression) STORED | VIRTUAL
     virtual: bool = False
     hidden: bool = False  # NOT VISIBLE: left out of SELECT *
+    family_if_not_exists: bool = False  # CREATE IF NOT EXISTS FAMILY: join it if it exists
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +267,15 @@ class AddColumn(Statement):
     table: TableName
     column: ColumnSpec
     if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AlterTableActions(Statement):
+    """``ALTER TABLE t action, action, ...``: each of ``actions`` (ADD, DROP and ALTER
+    COLUMN, RENAME COLUMN) in order, in the statement's transaction."""
+
+    table: TableName
+    actions: tuple[AddColumn | DropColumn | AlterColumn | RenameColumn, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -2770,6 +2770,7 @@ class _Converter:
             node, {"this", "expressions", "where", "returning", "order", "limit", "from_", "from"}
         )
         table = _table_of(node.this)
+        _expand_row_subqueries(node)
         sets = _assignments(node.expressions, table)
         order, limit = _mutation_order(node, "UPDATE")
         from_ = node.args.get("from_") or node.args.get("from")
@@ -3245,6 +3246,38 @@ def _index_and_alias(source: exp.Table) -> tuple[str | None, str | None]:
     return None, source.alias
 
 
+def _expand_row_subqueries(node: exp.Update) -> None:
+    """``SET (a, b) = (SELECT x, y ...)`` as ``a = (SELECT c0 FROM (SELECT x, y ...) AS
+    s (c0, c1))``, ``b`` likewise with ``c1``: each column a scalar subquery (so no row
+    gives NULLs and two rows are an error, as CockroachDB), reading the row's column of
+    that place. The derived table's name (st.ROW_ASSIGNMENT) asks for exactly as many
+    columns as it names. NB: the subquery runs once for each column, so a volatile
+    function in it (random()) may give the columns values of different runs."""
+    items: list[exp.Expr] = []
+    for item in node.expressions:
+        target, source = item.this, item.expression
+        if not (
+            isinstance(item, exp.EQ)
+            and isinstance(target, exp.Tuple | exp.Paren)
+            and isinstance(source, exp.Subquery)
+        ):
+            items.append(item)
+            continue
+        columns = target.expressions if isinstance(target, exp.Tuple) else [target.this]
+        names = [f"c{i}" for i in range(len(columns))]
+        for column, name in zip(columns, names, strict=True):
+            derived = exp.Subquery(
+                this=source.this.copy(),
+                alias=exp.TableAlias(
+                    this=exp.to_identifier(st.ROW_ASSIGNMENT),
+                    columns=[exp.to_identifier(n) for n in names],
+                ),
+            )
+            scalar = exp.Subquery(this=exp.select(name).from_(derived))
+            items.append(exp.EQ(this=column.copy(), expression=scalar))
+    node.set("expressions", items)
+
+
 def _assignments(nodes: list[exp.Expr], table: st.TableName) -> tuple[tuple[str, exp.Expr], ...]:
     """``SET a = x, (b, c) = (y, z)``: each column once."""
     sets = tuple(pair for node in nodes for pair in _assignment_list(node, table))
@@ -3263,7 +3296,8 @@ def _assignment_list(node: exp.Expr, table: st.TableName) -> list[tuple[str, exp
     targets = node.this.expressions if isinstance(node.this, exp.Tuple) else [node.this.this]
     source = node.expression
     if isinstance(source, exp.Subquery):
-        raise SQLError("0A000", "SET (...) = (SELECT ...) is not supported")
+        # NB: an UPDATE's are expanded (_expand_row_subqueries); ON CONFLICT's are not
+        raise SQLError("0A000", "SET (...) = (SELECT ...) is not supported here")
     if isinstance(source, exp.Tuple):
         values = source.expressions
     else:  # NB: (x) is x in parentheses, not a row (as PostgreSQL reads it)

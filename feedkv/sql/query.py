@@ -211,6 +211,12 @@ def read_source(
         return relation, relation.rows, ex.session.database
     if isinstance(source, st.Derived):
         result = query(ex, source.query)
+        if source.alias == st.ROW_ASSIGNMENT and len(source.columns) != len(result.columns):
+            raise SQLError(
+                "42601",
+                f"number of columns ({len(source.columns)}) does not match number of values "
+                f"({len(result.columns)})",
+            )
         relation = Relation.of(
             source.alias, result.columns, result.types, result.rows, source.columns
         )

@@ -14,6 +14,7 @@ from sqlglot import exp
 from feedkv.sql.types import ColumnType
 
 __all__ = [
+    "ROW_ASSIGNMENT",
     "AddPrimaryKey",
     "AddColumn",
     "AlterColumn",
@@ -92,6 +93,11 @@ __all__ = [
     "Update",
     "Values",
 ]
+
+
+# The name of the derived table a multiple-column UPDATE item reads its subquery's row
+# from: it names exactly as many columns as the subquery gives, else 42601.
+ROW_ASSIGNMENT = "__row_assignment"
 
 
 @dataclass(frozen=True, slots=True)

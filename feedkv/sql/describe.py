@@ -60,7 +60,8 @@ class Description:
 
 # Statements that never return rows.
 _ROWLESS = (
-    st.Begin | st.Commit | st.Rollback | st.CreateDatabase | st.DropDatabase | st.CreateTable
+    st.Begin | st.SetTransaction | st.Commit | st.Rollback | st.CreateDatabase
+    | st.DropDatabase | st.CreateTable
     | st.DropTable | st.AddColumn | st.AlterTableActions | st.AlterColumn | st.DropColumn
     | st.Truncate | st.CreateUser
     | st.DropUser

@@ -486,6 +486,11 @@ class _Statement:
     # Dispatch.
 
     def parse(self) -> st.Statement:
+        words = self.words
+        if words[:2] == ["SET", "TRANSACTION"] and words[2:4] != ["ISOLATION", "LEVEL"]:
+            return self._set_transaction(2)
+        if words[:2] == ["SET", "TRANSACTION"] and "," in words:
+            return self._set_transaction(2)
         session = self._session_variable()
         if session is not None:
             return session
@@ -1223,13 +1228,24 @@ class _Statement:
         return st.ShowGrants(self.text, table, user)
 
     def _begin(self) -> st.Begin:
-        """``BEGIN [TRANSACTION] | START TRANSACTION`` and its modes, separated by commas
-        or not, each given at most once (42601 names the one given twice, as
-        CockroachDB's grammar): ``PRIORITY LOW | NORMAL | HIGH``, ``ISOLATION LEVEL
-        level``, ``READ WRITE`` and ``[NOT] DEFERRABLE``. READ ONLY and AS OF SYSTEM TIME
-        are refused: feedkv does not run them."""
+        """``BEGIN [TRANSACTION] | START TRANSACTION`` and its modes
+        (:meth:`_transaction_modes`)."""
         words = self.words
         i = 2 if words[0] == "START" or words[1:2] == ["TRANSACTION"] else 1
+        return st.Begin(self.text, *self._transaction_modes(i))
+
+    def _set_transaction(self, i: int) -> st.SetTransaction:
+        """``SET TRANSACTION mode, ...`` (the modes from token ``i``)."""
+        return st.SetTransaction(self.text, *self._transaction_modes(i))
+
+    def _transaction_modes(self, i: int) -> tuple[str | None, str | None, bool | None]:
+        """The transaction modes from token ``i`` on, separated by commas or not, each
+        given at most once (42601 names the one given twice, as CockroachDB's grammar):
+        ``PRIORITY LOW | NORMAL | HIGH``, ``ISOLATION LEVEL level``, ``READ ONLY | READ
+        WRITE`` and ``[NOT] DEFERRABLE``; as (priority, isolation, read only). DEFERRABLE
+        and AS OF SYSTEM TIME are refused: feedkv does not run them."""
+        words = self.words
+        start = i
         given: dict[str, str] = {}
 
         def once(mode: str, what: str, value: str) -> None:
@@ -1239,7 +1255,7 @@ class _Statement:
 
         while i < len(words):
             word = words[i]
-            if word == "," and i > 1:
+            if word == "," and i > start:
                 i += 1
                 continue
             if word == "PRIORITY" and words[i + 1 : i + 2] in (["LOW"], ["NORMAL"], ["HIGH"]):
@@ -1266,14 +1282,17 @@ class _Statement:
                 once("deferrable", "deferrable mode", word)
                 i += 1 if word == "DEFERRABLE" else 2
             elif words[i : i + 4] == ["AS", "OF", "SYSTEM", "TIME"]:
-                raise SQLError("0A000", "BEGIN ... AS OF SYSTEM TIME is not supported")
+                raise SQLError("0A000", "AS OF SYSTEM TIME as a transaction mode is not supported")
             else:
                 raise self._error_at(i, "expected a transaction mode")
-        if given.get("read") == "ONLY":
-            raise SQLError("0A000", "READ ONLY transactions are not supported")
         if given.get("deferrable") == "DEFERRABLE":
             raise SQLError("0A000", "DEFERRABLE transactions are not supported")
-        return st.Begin(self.text, given.get("priority"), given.get("isolation"))
+        read = given.get("read")
+        return (
+            given.get("priority"),
+            given.get("isolation"),
+            None if read is None else read == "ONLY",
+        )
 
     def _drop_index(self) -> st.DropIndex:
         """``DROP INDEX [IF EXISTS] [db.][t@]name [CASCADE | RESTRICT]``."""
@@ -1353,6 +1372,14 @@ class _Statement:
         ]:  # fmt: skip
             level = " ".join(words[i + 5 :])
             return st.SessionVariable(self.text, "set", "default_transaction_isolation", level)
+        if first == "SET" and words[i : i + 5] in (
+            ["CHARACTERISTICS", "AS", "TRANSACTION", "READ", "ONLY"],
+            ["CHARACTERISTICS", "AS", "TRANSACTION", "READ", "WRITE"],
+        ):
+            if len(words) != i + 5:
+                raise self._error_at(i + 5, "expected one transaction mode")
+            mode = "on" if words[i + 4] == "ONLY" else "off"
+            return st.SessionVariable(self.text, "set", "default_transaction_read_only", mode)
         if len(words) <= i:
             raise self._error_at(i, f"expected a variable name after {first}")
         if words[i:] == ["ALL"] and first != "SET":

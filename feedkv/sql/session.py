@@ -145,6 +145,9 @@ _SCHEMA_CHANGES = (
     | st.Truncate
 )
 _SCHEMA_CHANGE_PRIORITY = MAX_PRIORITY - 1
+# Statements a READ ONLY transaction refuses (see Session._refuse_if_read_only), and the
+# first words that name a statement with the next one (CREATE TABLE, not CREATE).
+_TWO_WORD_TAGS = frozenset({"CREATE", "ALTER", "DROP", "GRANT", "REVOKE"})
 # BEGIN PRIORITY LOW / HIGH: the least and (under a schema change's) the greatest; NORMAL
 # (or none) draws one at random, as CockroachDB.
 _USER_PRIORITIES = {"LOW": 1, "HIGH": _SCHEMA_CHANGE_PRIORITY - 1}
@@ -158,6 +161,7 @@ _OWN_TRANSACTION = (
     | st.CreateChangefeed
     | _JOB_STATEMENTS
     | st.SessionVariable
+    | st.SetTransaction
     | st.ImportInto
 )
 RESTART_SAVEPOINT = "cockroach_restart"
@@ -196,6 +200,7 @@ _DDL = (
     | st.AddConstraint
     | st.DropConstraint
 )
+_WRITES = _DDL | st.Insert | st.Update | st.Delete | st.CopyRows | st.ImportInto
 
 
 @dataclass(slots=True)
@@ -293,6 +298,7 @@ class Session:
         self._txn: Txn | None = None
         self._failed = False
         self._restart = False  # SAVEPOINT cockroach_restart is active
+        self._read_only = False  # the open transaction is READ ONLY
         self._released = False  # RELEASE committed the transaction; COMMIT ends the block
         self._savepoints: list[_NamedSavepoint] = []  # held, oldest first
         self._ddl = 0  # schema changes in the open transaction
@@ -549,7 +555,14 @@ class Session:
             priority = _USER_PRIORITIES.get(statement.priority or "NORMAL")
             self._txn = self.db.transaction(priority=priority)
             self._failed = False
+            self._read_only = (
+                statement.read_only
+                if statement.read_only is not None
+                else self.variable("default_transaction_read_only") == "on"
+            )
             return Result(tag="BEGIN")
+        if isinstance(statement, st.SetTransaction):
+            return self._set_transaction(statement)
         if self._released and not isinstance(statement, st.Commit | st.Rollback):
             raise SQLError(
                 "25000",
@@ -599,6 +612,7 @@ class Session:
         if isinstance(statement, _DDL):
             self._ddl += 1
         try:
+            self._refuse_if_read_only(statement)
             result = run(execution, statement)
         except RetryableError as exc:
             self._failed = self._retry = True
@@ -666,6 +680,8 @@ class Session:
         leases (a statement alone, or the INSERTs of :meth:`execute_many`)."""
         attempts: list[list[Execution]] = []
         statements = [statement for statement, _ in runs]
+        for statement in statements:
+            self._refuse_if_read_only(statement)
 
         def attempt(txn: Txn) -> list[Result]:
             executions: list[Execution] = []
@@ -721,7 +737,36 @@ class Session:
             return self.database
         if name == "session_user":
             return self.user
+        if name == "transaction_read_only":
+            if self._txn is None:
+                return self.variables.get("default_transaction_read_only", "off")
+            return "on" if self._read_only else "off"
         return self.variables.get(name, VARIABLES[name].default)
+
+    def _set_transaction(self, s: st.SetTransaction) -> Result:
+        """SET TRANSACTION's modes, for the open transaction. NB: its priority was drawn
+        when it began (BEGIN PRIORITY sets it)."""
+        if self._txn is None:
+            raise SQLError("25P01", "there is no transaction in progress")
+        if s.priority is not None:
+            raise SQLError("0A000", "SET TRANSACTION PRIORITY is not supported; use BEGIN PRIORITY")
+        if s.read_only is not None:
+            self._read_only = s.read_only
+        return Result(tag="SET TRANSACTION")
+
+    def _refuse_if_read_only(self, statement: st.Statement) -> None:
+        """25006 for a statement that writes, in a READ ONLY transaction (an implicit one
+        under default_transaction_read_only), as CockroachDB."""
+        if not isinstance(statement, _WRITES) or self.variable("transaction_read_only") != "on":
+            return
+        if isinstance(statement, st.Insert):
+            what = "UPSERT" if statement.upsert else "INSERT"
+        elif isinstance(statement, st.Update | st.Delete):
+            what = type(statement).__name__.upper()
+        else:
+            words = statement.text.split()
+            what = " ".join(words[:2] if words[0].upper() in _TWO_WORD_TAGS else words[:1])
+        raise SQLError("25006", f"cannot execute {what.upper()} in a read-only transaction")
 
     def _session_variable(self, s: st.SessionVariable) -> Result:
         """SET, RESET or SHOW a session variable; these take effect at once, in a
@@ -733,6 +778,13 @@ class Session:
             return Result((s.name,), [(self.variable(s.name),)], "SHOW 1")
         if s.action == "transaction" and self._txn is None:
             raise SQLError("25P01", "there is no transaction in progress")
+        if s.name == "transaction_read_only" and s.action in ("set", "reset"):
+            if self._txn is not None:  # NB: outside one, as PostgreSQL: no effect
+                default = self.variable("default_transaction_read_only") == "on"
+                self._read_only = (
+                    checked_value(s.name, s.value or "") == "on" if s.action == "set" else default
+                )
+            return Result(tag="SET")
         names = [s.name] if s.name is not None else list(VARIABLES)
         if s.local:
             if self._txn is None:  # NB: as PostgreSQL and CockroachDB: a warning, no effect

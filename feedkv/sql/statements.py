@@ -73,6 +73,7 @@ __all__ = [
     "Select",
     "SetOperation",
     "SessionVariable",
+    "SetTransaction",
     "ShowChangefeedJobs",
     "ShowCreateChangefeed",
     "ShowCreateTable",
@@ -123,10 +124,21 @@ class Statement:
 class Begin(Statement):
     """``BEGIN [TRANSACTION] [mode, ...]`` (or ``START TRANSACTION``): ``priority`` is
     LOW, NORMAL or HIGH when given; ``isolation`` the level named (upgraded to
-    serializable, as CockroachDB)."""
+    serializable, as CockroachDB); ``read_only`` READ ONLY (True) or READ WRITE
+    (False), else the session's default_transaction_read_only."""
 
     priority: str | None = None
     isolation: str | None = None
+    read_only: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SetTransaction(Statement):
+    """``SET TRANSACTION mode, ...`` in an open transaction: as BEGIN's modes."""
+
+    priority: str | None = None
+    isolation: str | None = None
+    read_only: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,23 +42,27 @@ def test_a_mode_given_twice_is_refused_and_starts_no_transaction(
 
 
 @pytest.mark.parametrize(
-    ("text", "priority", "isolation"),
+    ("text", "priority", "isolation", "read_only"),
     [
-        ("BEGIN", None, None),
-        ("BEGIN TRANSACTION", None, None),
-        ("START TRANSACTION PRIORITY HIGH", "HIGH", None),
-        ("BEGIN PRIORITY LOW, ISOLATION LEVEL SNAPSHOT", "LOW", "snapshot"),
+        ("BEGIN", None, None, None),
+        ("BEGIN TRANSACTION", None, None, None),
+        ("START TRANSACTION PRIORITY HIGH", "HIGH", None, None),
+        ("BEGIN PRIORITY LOW, ISOLATION LEVEL SNAPSHOT", "LOW", "snapshot", None),
         (
             "BEGIN TRANSACTION ISOLATION LEVEL READ COMMITTED PRIORITY NORMAL",
             "NORMAL",
             "read committed",
+            None,
         ),
-        ("BEGIN READ WRITE, NOT DEFERRABLE", None, None),
+        ("BEGIN READ WRITE, NOT DEFERRABLE", None, None, False),
+        ("BEGIN READ ONLY", None, None, True),
     ],
 )
-def test_modes_are_read(text: str, priority: str | None, isolation: str | None) -> None:
+def test_modes_are_read(
+    text: str, priority: str | None, isolation: str | None, read_only: bool | None
+) -> None:
     ((statement, _placeholders),) = prepare(text)
-    assert statement == st.Begin(text, priority, isolation)
+    assert statement == st.Begin(text, priority, isolation, read_only)
 
 
 @pytest.mark.parametrize("priority", ["LOW", "NORMAL", "HIGH"])
@@ -72,7 +76,7 @@ def test_a_transaction_of_any_priority_commits(db: DB, priority: str) -> None:
 
 
 def test_modes_feedkv_does_not_run_are_refused(db: DB) -> None:
-    for text in ("BEGIN READ ONLY", "BEGIN DEFERRABLE"):
+    for text in ("BEGIN DEFERRABLE", "BEGIN AS OF SYSTEM TIME '-1s'"):
         with pytest.raises(SQLError) as raised:
             db.session().execute(text)
         assert raised.value.code == "0A000"

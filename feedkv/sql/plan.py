@@ -800,10 +800,42 @@ def check_assigned(kind: Kind | None, column: Column) -> None:
 def _check_assigned_node(node: exp.Expr, scope: Scope, column: Column) -> None:
     """:func:`check_assigned` of the value ``node`` gives over rows of ``scope``."""
     try:
-        kind = static_kind(node, scope)
+        kind = static_kind(_scalar_item(node), scope)
     except SQLError:
         return  # NB: compiling it tells what is wrong
     check_assigned(kind, column)
+
+
+def _scalar_item(node: exp.Expr) -> exp.Expr:
+    """What a scalar subquery selects, where the tree tells it, for its type: the item
+    of ``(SELECT item)`` that reads no table, or the item of a multiple-column UPDATE's
+    row that one of its columns reads (parser._expand_row_subqueries); else ``node``."""
+    while isinstance(node, exp.Subquery) and isinstance(node.this, exp.Select):
+        select = node.this
+        source = select.args.get("from_") or select.args.get("from")
+        if len(select.expressions) != 1:
+            return node
+        item: exp.Expr = select.expressions[0]
+        if source is None and not select.args.get("where"):
+            return item
+        derived = source.this if source is not None else None
+        alias = derived.args.get("alias") if isinstance(derived, exp.Subquery) else None
+        inner = derived.this if isinstance(derived, exp.Subquery) else None
+        if (
+            alias is None
+            or alias.name != st.ROW_ASSIGNMENT
+            or not isinstance(inner, exp.Select)
+            or not isinstance(item, exp.Column)
+        ):
+            return node
+        names = [c.name for c in alias.columns]
+        if item.name not in names or len(inner.expressions) != len(names):
+            return node
+        found = inner.expressions[names.index(item.name)]
+        if not is_constant(found):
+            return node  # NB: its columns are the subquery's, not the statement's
+        node = found
+    return node
 
 
 def column_default(column: Column) -> Compiled | None:

@@ -24,6 +24,8 @@ def tables(db: DB) -> DB:
 REFUSED = [
     ("UPDATE kv SET v = '3.2'::STRING", "INT8", "v"),
     ("UPDATE kv SET (k, v) = (3, '3'::STRING)", "INT8", "v"),
+    ("UPDATE kv SET (k, v) = (SELECT 3, '3'::STRING)", "INT8", "v"),
+    ("UPDATE kv SET v = (SELECT '3'::STRING)", "INT8", "v"),
     ("INSERT INTO kv VALUES (1, '3'::STRING)", "INT8", "v"),
     ("INSERT INTO kv SELECT 1, s FROM string_t WHERE s = '7'", "INT8", "v"),
     ("INSERT INTO bytes_t SELECT * FROM string_t", "BYTES", "b"),
@@ -60,6 +62,7 @@ def test_bytes_into_a_string_column_is_refused(tables: DB) -> None:
 def test_string_literals_take_the_columns_type(tables: DB) -> None:
     tables.sql("INSERT INTO kv VALUES (1, '3')")
     tables.sql("UPDATE kv SET v = '4' WHERE k = 1")
+    tables.sql("UPDATE kv SET (k, v) = (SELECT 1, '4') WHERE k = 1")
     tables.sql("INSERT INTO bytes_t SELECT 'abc'")
     tables.sql("INSERT INTO string_t SELECT s || '!' FROM string_t WHERE s = 'str'")
     assert tables.sql("SELECT * FROM kv").rows == [(1, 4)]

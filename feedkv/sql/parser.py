@@ -690,7 +690,10 @@ class _Statement:
             if kind is TokenType.L_PAREN:
                 # NB: PARTITION BY LIST (a) (PARTITION ...): two lists with no comma
                 partitions = last_opened > 1 and self._keyword(last_opened - 2) == "PARTITION BY"
-                if i and tokens[i - 1].token_type is TokenType.R_PAREN and not partitions:
+                # NB: INSERT INTO t (a, b) (SELECT ...): a column list, then a query
+                query = i + 1 < len(tokens) and self._keyword(i + 1) in ("SELECT", "WITH")
+                after_list = i and tokens[i - 1].token_type is TokenType.R_PAREN
+                if after_list and not (partitions or query):
                     raise self._error_at(i, "a comma is missing between the lists")
                 opened.append(i)
                 if len(opened) > _MAX_NESTING:
@@ -2730,6 +2733,8 @@ class _Converter:
         table = _table_of(target)
         _refuse_unhandled(node, {"this", "expression", "conflict", "returning", "with_"})
         source = node.expression
+        while isinstance(source, exp.Subquery) and not source.alias:
+            source = source.this  # INSERT INTO t (SELECT ...): the query in parentheses
         query: st.Query | None = None
         subqueries: tuple[tuple[exp.Expr, st.Query], ...] = ()
         ctes = self._ctes(node)

@@ -2942,6 +2942,22 @@ class _Converter:
             return st.Derived(query, name, columns), None, name or None
         if isinstance(node, exp.Lateral):
             raise SQLError("0A000", "LATERAL is not supported")
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.ExplodingGenerateSeries):
+            series = node.this
+            _refuse_unhandled(series, {"start", "end", "step"})
+            alias = node.args.get("alias")
+            name = _ident(alias.this) if alias is not None and alias.this is not None else ""
+            named = [_ident(c) for c in alias.columns] if alias is not None else []
+            if len(named) > 1:
+                raise SQLError(
+                    "42P10",
+                    f'table "{name}" has 1 columns available but {len(named)} columns specified',
+                )
+            column = named[0] if named else name or "generate_series"
+            args = tuple(
+                series.args[k] for k in ("start", "end", "step") if series.args.get(k) is not None
+            )
+            return st.Series(args, name or "generate_series", column), None, name or None
         if not isinstance(node, exp.Table):
             raise SQLError("0A000", "SELECT reads from tables and subqueries (no functions)")
         index, alias = _index_and_alias(node)
@@ -3000,6 +3016,7 @@ class _Converter:
         index: str | None = None
         joins: tuple[st.Join, ...] = ()
         ctes = self._ctes(node)
+        _series_as_source(node)
         from_ = node.args.get("from_") or node.args.get("from")
         if from_ is not None:
             table, index, alias = self._source(from_.this)
@@ -3276,6 +3293,22 @@ def _index_and_alias(source: exp.Table) -> tuple[str | None, str | None]:
     if alias.columns:
         raise SQLError("0A000", "column aliases of a table are not supported")
     return None, source.alias
+
+
+def _series_as_source(node: exp.Select) -> None:
+    """``SELECT generate_series(a, b) [AS x]`` (the only item of a SELECT without FROM)
+    as ``SELECT x FROM generate_series(a, b) AS x``: its rows, as PostgreSQL's
+    set-returning function gives them."""
+    if node.args.get("from_") or node.args.get("from") or len(node.expressions) != 1:
+        return
+    item = node.expressions[0]
+    call = item.this if isinstance(item, exp.Alias) else item
+    if not isinstance(call, exp.ExplodingGenerateSeries):
+        return
+    name = item.alias if isinstance(item, exp.Alias) else "generate_series"
+    source = exp.Table(this=call.copy(), alias=exp.TableAlias(this=exp.to_identifier(name)))
+    node.set("expressions", [exp.column(name)])
+    node.set("from_" if "from_" in exp.Select.arg_types else "from", exp.From(this=source))
 
 
 def _expand_row_subqueries(node: exp.Update) -> None:

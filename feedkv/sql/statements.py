@@ -71,6 +71,7 @@ __all__ = [
     "Rollback",
     "Savepoint",
     "Select",
+    "Series",
     "SetOperation",
     "SessionVariable",
     "SetTransaction",
@@ -537,7 +538,18 @@ class ShowSource:
     alias: str
 
 
-Source = TableName | Derived | ShowSource  # what FROM and JOIN read (a name may be a CTE's)
+@dataclass(frozen=True, slots=True)
+class Series:
+    """``FROM generate_series(start, stop [, step]) [AS alias [(column)]]``: one column
+    (named ``column``) of the numbers from ``start`` to ``stop``, both included, ``step``
+    apart; its arguments are constants of the statement."""
+
+    args: tuple[exp.Expr, ...]
+    alias: str
+    column: str
+
+
+Source = TableName | Derived | ShowSource | Series  # what FROM and JOIN read
 
 
 @dataclass(frozen=True, slots=True)

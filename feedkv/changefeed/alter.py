@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from feedkv.changefeed.changefeed import ChangefeedSpec
 from feedkv.changefeed.create import (
+    check_execution_locality,
     check_history,
     check_not_into_watched,
     require_changefeed_privilege,
@@ -45,6 +46,7 @@ from feedkv.errors import SQLError
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
+from feedkv.util.locality import Locality
 
 if TYPE_CHECKING:
     from feedkv.sql.session import Session
@@ -150,6 +152,8 @@ def altered_spec(
         sink_uri, parse_options(given.items(), now=anchor, query=spec.query is not None)
     )
     sink = parse_sink_uri(sink_uri, options)  # the sink must (still) accept them
+    if "execution_locality" in setting and options.execution_locality is not None:
+        check_execution_locality(session.db, Locality(options.execution_locality))
     if statement.sink is not None and sink.kind.whole_rows and spec.query is not None:
         raise option_error(
             f"the {sink.kind.name} sink keeps whole rows by primary key: a CDC query "

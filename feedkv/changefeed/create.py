@@ -38,12 +38,14 @@ from feedkv.sql.expr import Context, Scope, compile_expr
 from feedkv.sql.row_codec import row_prefix
 from feedkv.sql.types import coerce
 from feedkv.util.hlc import Timestamp
+from feedkv.util.locality import Locality
 
 if TYPE_CHECKING:
     from feedkv.sql.session import Session
 
 __all__ = [
     "Plan",
+    "check_execution_locality",
     "check_history",
     "check_not_into_watched",
     "plan_changefeed",
@@ -77,12 +79,7 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
     admin = is_admin(session, snapshot)
     options = parse_options(statement.options, now=now, query=statement.query is not None)
     if options.execution_locality is not None:
-        wanted = ",".join(f"{k}={v}" for k, v in options.execution_locality)
-        # NB: CockroachDB returns an error when no node matches the filter
-        raise option_error(
-            f"execution_locality: no node matches the locality filter {wanted!r}: feedkv "
-            "nodes have no locality tiers (a node cannot be started with a locality yet)"
-        )
+        check_execution_locality(db, Locality(options.execution_locality))
     query = None
     if statement.query is not None:
         query = CDCQuery(statement.query.text)
@@ -233,6 +230,15 @@ def check_history(db: KVClient, target: Target, table: str, cursor: Timestamp) -
             f"cursor {cursor} is too old: table {table}'s history before it has been garbage "
             f"collected ({exc})"
         ) from None
+
+
+def check_execution_locality(db: KVClient, wanted: Locality) -> None:
+    """Refuse a locality filter no live node of the cluster matches, with CockroachDB's
+    error: the job could run nowhere (a node of its own has no locality)."""
+    if not any(
+        n.live and n.membership == "active" and n.locality.matches(wanted) for n in db.nodes()
+    ):
+        raise option_error(f"no instances found matching locality filter {wanted}")
 
 
 def _check_sinkless(options: ChangefeedOptions) -> None:

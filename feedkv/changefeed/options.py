@@ -20,6 +20,7 @@ from typing import Any
 from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.sql.types import timestamp_of
 from feedkv.util.hlc import Timestamp
+from feedkv.util.locality import Locality
 from feedkv.util.units import parse_duration_ns
 
 __all__ = [
@@ -254,19 +255,10 @@ def _headers(name: str, value: str | None, now: Timestamp) -> dict[str, str]:
 def _locality(name: str, value: str | None, now: Timestamp) -> tuple[tuple[str, str], ...]:
     """``key=value`` tiers separated by commas, as a node's ``--locality``."""
     text = _text(name, value, now)
-    tiers: list[tuple[str, str]] = []
-    for tier in text.split(","):
-        key, sep, tier_value = tier.strip().partition("=")
-        if not sep or not key.strip() or not tier_value.strip():
-            raise option_error(
-                f"option {name}: {tier.strip()!r} is not a locality tier; write key=value "
-                "pairs separated by commas, such as 'region=us-east-1,zone=a'"
-            )
-        tiers.append((key.strip(), tier_value.strip()))
-    keys = [k for k, _ in tiers]
-    if len(set(keys)) != len(keys):
-        raise option_error(f"option {name}: {text!r} names a locality tier more than once")
-    return tuple(tiers)
+    try:
+        return Locality.parse(text, what=f"option {name}").tiers
+    except InvalidArgumentError as exc:
+        raise option_error(str(exc)) from None
 
 
 def _positive_duration(name: str, value: str | None, now: Timestamp) -> float:

@@ -5,10 +5,14 @@ the job records (:mod:`feedkv.changefeed.jobs`) every ``interval_s``, or at once
 :meth:`JobRegistry.poke`\\ d:
 
 - a ``running`` job that no live runner holds is claimed (a lease written in a
-  transaction, so two registries never both win) and run in a thread of its own;
+  transaction, so two registries never both win) and run in a thread of its own, by a
+  node whose locality matches the job's ``execution_locality`` only (the job's
+  coordinator and every feed it reads run there: :mod:`feedkv.util.locality`);
 - a job this registry runs is renewed every ``renew_s``, with its high-water mark, and
   stopped when a pause or a cancel is requested, or when its lease was taken over;
-- a pause or cancel request on a job whose runner is gone takes effect at once.
+- a pause or cancel request on a job whose runner is gone takes effect at once;
+- a job no live node of its ``execution_locality`` runs says so in its
+  ``running_status`` (written by the nodes that may not run it).
 
 A lease is dead once it expires, or at once when it names this node but another
 instance: a store belongs to one process at a time, so that process has died (a crash,
@@ -74,6 +78,7 @@ from feedkv.errors import BatchTimestampBeforeGCError, ExternalError, FeedKVErro
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
 from feedkv.util.hlc import Timestamp
+from feedkv.util.locality import Locality
 
 if TYPE_CHECKING:
     from feedkv.changefeed.job import Job
@@ -121,9 +126,12 @@ class JobRegistry:
         settings: RegistrySettings | None = None,
         node_dead: Callable[[str], bool] | None = None,
         metrics: ChangefeedMetrics | None = None,
+        locality: Locality | None = None,
     ) -> None:
         """``node_dead(node_id)``: whether a node of the cluster is dead, so its leases
-        are too, before they expire (``None``: a node of its own)."""
+        are too, before they expire (``None``: a node of its own). ``locality``: the
+        node's tiers; it claims only the jobs whose ``execution_locality`` it matches."""
+        self.locality = locality or Locality()
         self.owner = f"{node_id}/{secrets.token_hex(6)}"
         self._node_dead = node_dead
         self.settings = settings or RegistrySettings()
@@ -202,10 +210,12 @@ class JobRegistry:
             if runner is not None:
                 self._tend(record, runner)
             elif record.status in ACTIVE and self._claimable(record.lease, now.wall):
-                if record.status == RUNNING:
+                if record.status == RUNNING and self._may_run(record):
                     self.adopt(record.id)
-                else:  # requested while nobody ran it
+                elif record.status != RUNNING:  # requested while nobody ran it
                     self._update(record.id, self._stopped_by_request)
+                elif record.running_status != _waiting_for_locality(record):
+                    self._update(record.id, lambda r: self._waiting(r, now.wall))
 
     def _claimable(self, lease: Lease | None, now_ns: int) -> bool:
         return (
@@ -214,6 +224,27 @@ class JobRegistry:
             or (lease.node_id == self._node_id and lease.owner != self.owner)
             or (self._node_dead is not None and self._node_dead(lease.node_id))
         )
+
+    def _may_run(self, record: JobRecord) -> bool:
+        """Whether this node matches the job's ``execution_locality`` (every node
+        matches a job without one): its coordinator and all its work run on such a
+        node, as CockroachDB pins them."""
+        wanted = record.spec.options.execution_locality
+        return wanted is None or self.locality.matches(Locality(wanted))
+
+    def _waiting(self, record: JobRecord, now_ns: int) -> tuple[JobRecord, bool | None] | None:
+        """A running job no runner holds and this node may not run: its status says
+        which nodes it waits for (one of them claims it as soon as it is live)."""
+        if (
+            record.status != RUNNING
+            or not self._claimable(record.lease, now_ns)
+            or self._may_run(record)
+        ):
+            return None  # claimed, or changed, meanwhile
+        waiting = _waiting_for_locality(record)
+        if record.running_status == waiting:
+            return None
+        return record.replace(running_status=waiting), None
 
     def _tend(self, record: JobRecord, runner: _Runner) -> None:
         if not self._owned(record) or record.status != RUNNING:
@@ -245,6 +276,8 @@ class JobRegistry:
             now = self._db.now().wall
             if record is None or record.status != RUNNING or not self._claimable(record.lease, now):
                 return None
+            if not self._may_run(record):
+                return None  # another node's registry claims it
             record = record.replace(lease=Lease(self.owner, now + lease_ns), running_status="")
             put_job(txn, record)
             return record
@@ -419,6 +452,11 @@ class JobRegistry:
         if self._closed.is_set():  # the node stops: another start resumes the job
             return record.replace(lease=None, running_status="waiting for a node"), None
         return record.replace(status=SUCCEEDED, lease=None, running_status=""), False
+
+
+def _waiting_for_locality(record: JobRecord) -> str:
+    wanted = Locality(record.spec.options.execution_locality or ())
+    return f"waiting for a live node matching execution_locality {wanted}"
 
 
 def _scan_fraction(job: Job) -> float | None:

@@ -691,13 +691,15 @@ SINK_KINDS: tuple[SinkKind, ...] = (
                 "AZURE_ACCOUNT_KEY",
                 "AZURE_ENVIRONMENT",
                 "AZURE_ENDPOINT",  # feedkv's, as AWS_ENDPOINT: Azurite in the tests
-                "AZURE_CLIENT_ID",  # CockroachDB's service principal: refused, saying why
+                "AZURE_CLIENT_ID",  # CockroachDB's service principal (Entra ID)
                 "AZURE_CLIENT_SECRET",
                 "AZURE_TENANT_ID",
+                "AZURE_AUTHORITY_HOST",  # feedkv's: Entra ID's stand-in in the tests
                 "AUTH",  # gs://: specified (CREDENTIALS) or implicit
                 "CREDENTIALS",
-                "ASSUME_ROLE",  # refused, saying why
+                "ASSUME_ROLE",  # gs://: a service account to impersonate
                 "GS_ENDPOINT",  # feedkv's, as AWS_ENDPOINT: an emulator in the tests
+                "GS_IAM_ENDPOINT",  # feedkv's: IAM Credentials' stand-in in the tests
             }
         ),
         frozenset({"json", "csv", "parquet"}),
@@ -775,7 +777,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
                 "with_table_name_attribute",
                 "AUTH",  # specified (CREDENTIALS) or implicit
                 "CREDENTIALS",
-                "ASSUME_ROLE",  # refused, saying why
+                "ASSUME_ROLE",  # a service account to impersonate
             }
         ),
         frozenset({"json"}),

@@ -202,6 +202,12 @@ def _parser() -> argparse.ArgumentParser:
         "setting, $FEEDKV_SPARK_MASTER or local[*])",
     )
     start.add_argument(
+        "--locality",
+        default="",
+        help="where the node runs, as key=value tiers from the most general, such as "
+        "region=us-east1,zone=a (changefeeds' execution_locality picks nodes by it)",
+    )
+    start.add_argument(
         "--changefeed-runner",
         choices=("spark", "thread"),
         default="spark",
@@ -363,7 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 spark_master=args.spark_master,
                 join=[a.strip() for a in args.join.split(",") if a.strip()],
                 cluster_config=cluster_config(
-                    args.rebalance_interval, args.max_offset, args.replicas
+                    args.rebalance_interval, args.max_offset, args.replicas, args.locality
                 ),
                 certs_dir=Path(args.certs_dir) if args.certs_dir else None,
                 external_io_dir=Path(args.external_io_dir or Path(args.store) / "extern"),

@@ -34,6 +34,7 @@ COLUMNS = (
     "epoch",
     "started_at",
     "updated_at",
+    "locality",
     "is_live",
     "ranges",
     "clock_offset_ms",
@@ -53,7 +54,7 @@ POLL_S = 1.0  # how often decommission looks at the replicas left
 def run_node_status(
     url: str, output: str = "table", stdout: TextIO | None = None, login: Login | None = None
 ) -> int:
-    """Print each node: id, address, epoch, start, last heartbeat, liveness, ranges held,
+    """Print each node: id, address, epoch, start, last heartbeat, locality, liveness, ranges held,
     clock offset and membership, as ``crdb_internal.gossip_nodes`` and
     ``gossip_liveness`` show them (the same source: :meth:`feedkv.kv.db.KVClient.nodes`)."""
     with connect(url, login) as db:
@@ -64,6 +65,7 @@ def run_node_status(
                 node.epoch,
                 wall_time(node.started_at_ns),
                 wall_time(node.updated_at_ns),
+                str(node.locality),
                 node.live,
                 node.ranges,
                 round(node.offset_ns / 1e6, 1) if node.offset_ns is not None else None,

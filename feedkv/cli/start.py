@@ -19,6 +19,7 @@ from feedkv.kv.store import StoreConfig
 from feedkv.server.cluster import ClusterConfig
 from feedkv.server.logs import configure_logging
 from feedkv.util.hlc import Clock
+from feedkv.util.locality import Locality
 from feedkv.util.units import parse_duration_ns, parse_size
 
 __all__ = ["run_node", "store_config"]
@@ -55,7 +56,9 @@ def _positive(flag: str, text: str) -> int:
     return ns
 
 
-def cluster_config(rebalance_interval: str, max_offset: str, replicas: int = 1) -> ClusterConfig:
+def cluster_config(
+    rebalance_interval: str, max_offset: str, replicas: int = 1, locality: str = ""
+) -> ClusterConfig:
     """The node's cluster settings from its flags; InvalidArgumentError names a bad one."""
     interval_ns = parse_duration_ns(rebalance_interval)
     if interval_ns < 0:
@@ -66,6 +69,7 @@ def cluster_config(rebalance_interval: str, max_offset: str, replicas: int = 1) 
         rebalance_interval_s=interval_ns / 1e9,
         max_offset_ns=_positive("--max-offset", max_offset),
         replicas=replicas,
+        locality=Locality.parse(locality),
     )
 
 

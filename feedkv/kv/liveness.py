@@ -1,7 +1,7 @@
 """Which nodes make up the cluster and which of them are alive.
 
 Every node heartbeats every other node (:mod:`feedkv.server.cluster`); each heartbeat
-carries the sender's :class:`NodeDescriptor` (id, address, epoch) and the nodes it
+carries the sender's :class:`NodeDescriptor` (id, address, epoch, locality) and the nodes it
 knows, so a node that joins through one member learns them all. A node not heard from
 for ``dead_after_ns`` (9 s by default, as CockroachDB's liveness) is dead to this node.
 The epoch grows each time a node starts, so a restarted node is told apart from its
@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from feedkv.util.locality import NO_LOCALITY, Locality
+
 __all__ = ["DEAD_AFTER_NS", "MAX_OFFSET_NS", "Liveness", "NodeDescriptor", "NodeStatus"]
 
 DEAD_AFTER_NS = 9_000_000_000
@@ -32,6 +34,7 @@ class NodeDescriptor:
     address: str  # host:port of its gRPC server
     epoch: int
     started_at_ns: int | None = None  # wall time of its start (None: not known)
+    locality: Locality = NO_LOCALITY  # its --locality tiers (feedkv.util.locality)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from feedkv.util.locality import NO_LOCALITY, Locality
+
 __all__ = ["NodeInfo", "NodeSource", "node_of_its_own"]
 
 
@@ -31,6 +33,7 @@ class NodeInfo:
     expiration_ns: int | None = None  # wall time it is seen dead without another heartbeat
     leases: int | None = None  # ranges whose lease it holds (None: not told; then ``ranges``)
     membership: str = "active"  # or decommissioning, decommissioned (feedkv.kv.membership)
+    locality: Locality = NO_LOCALITY  # its --locality tiers (none: started without)
 
     def encode(self) -> dict[str, Any]:
         """The ``Nodes`` call's map of the node (msgpack)."""
@@ -46,6 +49,7 @@ class NodeInfo:
             "expiration": self.expiration_ns,
             "leases": self.leases,
             "membership": self.membership,
+            "locality": str(self.locality),
         }
 
     @classmethod
@@ -62,6 +66,7 @@ class NodeInfo:
             raw.get("expiration"),
             raw.get("leases"),
             str(raw.get("membership", "active")),
+            Locality.parse(str(raw.get("locality", ""))),
         )
 
 

@@ -42,8 +42,9 @@ from __future__ import annotations
 import contextlib
 import enum
 import random
-import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Final, cast
 
 from feedkv.errors import (
@@ -69,7 +70,9 @@ from feedkv.kv.api import (
     Request,
     Transaction,
 )
+from feedkv.kv.helpers import Helpers
 from feedkv.kv.metrics import TxnMetrics, unregistered_txn_metrics
+from feedkv.kv.txn_heartbeat import HeartbeatTimer, TxnHeartbeat
 from feedkv.storage.mvcc import MAX_VALUE_BYTES, KeyValue, check_value
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
 from feedkv.util.keys import KEY_MAX, MAX_KEY_BYTES, Span, check_key, key_next, merge_spans
@@ -81,10 +84,23 @@ if TYPE_CHECKING:
 __all__ = ["Savepoint", "Txn", "TxnState"]
 
 HEARTBEAT_INTERVAL_S = 1.0
+_HEARTBEATS = HeartbeatTimer(HEARTBEAT_INTERVAL_S)
+# Threads writing a transaction's intents to its other ranges while it writes one.
+_INTENT_WRITERS = Helpers(16, "feedkv-intents")
 
 
 ONE_PHASE_ATTEMPTS = 2  # pushes a one-phase commit takes before it goes two-phase
 BULK_PUTS = 16  # new keys a one-range commit writes as one Ingest instead of one by one
+
+
+def _outcome(
+    call: Callable[[], BatchResponse],
+) -> tuple[BatchResponse | None, BaseException | None]:
+    """What ``call()`` returned, or what it raised."""
+    try:
+        return call(), None
+    except BaseException as exc:
+        return None, exc
 
 
 def _random_priority() -> int:
@@ -162,7 +178,7 @@ class Txn:
         self._locked: list[Span] = []
         self._savepoints = 0  # held; while any is, writes are journaled
         self._journal: list[_Undo] = []
-        self._heartbeat_thread: tuple[threading.Event, threading.Thread] | None = None
+        self._heartbeat_thread: TxnHeartbeat | None = None
         self.state = TxnState.OPEN
         self.commit_ts: Timestamp | None = None
         self.deadline: Timestamp | None = None
@@ -592,26 +608,7 @@ class Txn:
         try:
             remaining = puts
             while remaining:
-                desc = self._router.ranges.get(remaining[0].key)
-                batch = [p for p in remaining if desc.contains_key(p.key)]
-                requests: tuple[Request, ...] = tuple(batch)
-                keys = [p.key for p in batch]
-                # NB: the record goes in the same command as its range's intents: one
-                # command (and fsync) fewer before the commit
-                record = self._heartbeat_thread is None and desc.contains_key(self._txn.key)
-                if record:
-                    requests = (HeartbeatTxn(), *requests)
-                    keys.append(self._txn.key)
-                span = Span(min(keys), key_next(max(keys)))
-                try:
-                    self._send_key(batch[0].key, requests, span=span)
-                except RangeKeyMismatchError:
-                    continue  # the router refreshed its cache: divide again
-                if record:
-                    self._keep_alive()
-                self._locked.extend(Span.for_key(p.key) for p in batch)
-                remaining = [p for p in remaining if not desc.contains_key(p.key)]
-            self._start_heartbeat()  # NB: idempotent; the record's range had no writes
+                remaining = self._write_intents(remaining)
             lock_spans = tuple(merge_spans(self._locked))
             while True:
                 if self._txn.write_ts != self._txn.read_ts:
@@ -628,6 +625,70 @@ class Txn:
         finally:
             self._stop_heartbeat()
 
+    def _write_intents(self, puts: list[Put | ConditionalPut]) -> list[Put | ConditionalPut]:
+        """Write ``puts`` as intents, range by range as the range cache divides them:
+        the record's range first (the record goes in the same command as that range's
+        intents: one command, and fsync, fewer before the commit; and a record is
+        written before any intent, since a pusher takes an intent without one for
+        orphaned), then every other range at once (on idle helper threads, see
+        :mod:`feedkv.kv.helpers`). Returns the puts to divide again (their range
+        split or merged meanwhile)."""
+        batches: dict[int, list[Put | ConditionalPut]] = {}
+        descs = {}
+        for put in puts:
+            desc = self._router.ranges.get(put.key)
+            batches.setdefault(desc.range_id, []).append(put)
+            descs[desc.range_id] = desc
+        if self._heartbeat_thread is None:
+            home = next((rid for rid, d in descs.items() if d.contains_key(self._txn.key)), None)
+            if home is None:
+                self._start_heartbeat()  # NB: the record's range has no writes
+            else:
+                batch = batches.pop(home)
+                keys = [p.key for p in batch]
+                keys.append(self._txn.key)
+                requests = (HeartbeatTxn(), *batch)
+                try:
+                    self._send_key(
+                        batch[0].key, requests, span=Span(min(keys), key_next(max(keys)))
+                    )
+                except RangeKeyMismatchError:
+                    return puts  # the router refreshed its cache: divide again
+                self._keep_alive()
+                self._locked.extend(Span.for_key(p.key) for p in batch)
+        header = self._header()
+        started = []
+        for index, batch in enumerate(batches.values()):
+            keys = [p.key for p in batch]
+            send = partial(
+                self._router.send_key,
+                batch[0].key,
+                header,
+                tuple(batch),
+                span=Span(min(keys), key_next(max(keys))),
+            )
+            # NB: the last batch (and any no helper takes) is sent from this thread
+            last = index == len(batches) - 1
+            started.append((batch, None if last else _INTENT_WRITERS.try_start(send), send))
+        # this thread's own sends first, while the helpers send theirs
+        outcomes = [(batch, _outcome(send)) for batch, helper, send in started if helper is None]
+        outcomes += [
+            (batch, _outcome(helper.result)) for batch, helper, _ in started if helper is not None
+        ]
+        again: list[Put | ConditionalPut] = []
+        failure: BaseException | None = None
+        for batch, (response, error) in outcomes:
+            if isinstance(error, RangeKeyMismatchError):
+                again.extend(batch)
+            elif error is not None:
+                failure = failure or error  # NB: raised once every batch is answered
+            elif response is not None:
+                self._adopt(response)
+                self._locked.extend(Span.for_key(p.key) for p in batch)
+        if failure is not None:
+            raise failure
+        return again
+
     def _start_heartbeat(self) -> None:
         """Write the transaction record (at ``key``) and keep it alive until the
         transaction ends. Idempotent."""
@@ -637,26 +698,24 @@ class Txn:
         self._keep_alive()
 
     def _keep_alive(self) -> None:
-        """Heartbeat the record, written now, until the transaction ends. Idempotent."""
+        """Heartbeat the record, written now, until the transaction ends (from a thread
+        of its own only if it lasts that long: see :mod:`feedkv.kv.txn_heartbeat`).
+        Idempotent."""
         if self._heartbeat_thread is not None:
             return
-        stop = threading.Event()
-        beat = threading.Thread(target=self._heartbeat, args=(stop,), daemon=True)
-        beat.start()
-        self._heartbeat_thread = (stop, beat)
+        self._heartbeat_thread = TxnHeartbeat(_HEARTBEATS, self._heartbeat)
 
     def _stop_heartbeat(self) -> None:
         if self._heartbeat_thread is not None:
-            stop, beat = self._heartbeat_thread
-            stop.set()
-            beat.join()
+            self._heartbeat_thread.stop()
 
-    def _heartbeat(self, stop: threading.Event) -> None:
-        while not stop.wait(HEARTBEAT_INTERVAL_S):
-            try:
-                self._router.send_key(self._txn.key, self._header(), (HeartbeatTxn(),))
-            except FeedKVError:
-                return
+    def _heartbeat(self) -> bool:
+        """One beat of the record; whether to go on."""
+        try:
+            self._router.send_key(self._txn.key, self._header(), (HeartbeatTxn(),))
+        except FeedKVError:
+            return False
+        return True
 
     def _refresh(self, to_ts: Timestamp) -> None:
         """Move the reads from ``read_ts`` up to ``to_ts`` or raise TransactionRetryError."""

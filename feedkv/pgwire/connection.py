@@ -232,6 +232,11 @@ class _Prepared:
     param_oids: tuple[int, ...]  # one per placeholder; 0 where neither client nor SQL knew
     description: Description | None  # None: not described yet (in a failed transaction)
     catalog: bool = False  # it reads pg_catalog or information_schema (see catalog.py)
+    # a portal's RowDescription from ``description``, by the Bind's result formats: the
+    # column types and the message (a prepared statement is described at every run)
+    rows_described: dict[tuple[int, ...], tuple[list[WireType], bytes]] = field(
+        default_factory=dict
+    )
 
 
 @dataclass(slots=True)
@@ -892,8 +897,21 @@ class Connection:
                 return
             names = result.columns
         else:
-            names = [name for name, _ in description.columns]
-            portal.types = [_declared_type(ctype) for _name, ctype in description.columns]
+            prepared = portal.prepared
+            known = prepared.rows_described.get(portal.result_formats)
+            if known is None or prepared.description is not description:
+                if prepared.description is not description:
+                    prepared.rows_described.clear()
+                types = [_declared_type(ctype) for _name, ctype in description.columns]
+                codes = _formats(portal.result_formats, len(types))
+                names = [name for name, _ in description.columns]
+                known = (types, m.row_description(_fields(names, types, codes)))
+                if prepared.description is description:
+                    prepared.rows_described[portal.result_formats] = known
+            portal.types = list(known[0])
+            portal.described = True
+            out += known[1]
+            return
         portal.described = True
         codes = _formats(portal.result_formats, len(portal.types))
         out += m.row_description(_fields(names, portal.types, codes))

@@ -272,6 +272,9 @@ def _parse_typed(kind: bytes, body: bytes) -> FrontendMessage:
         oids = tuple(r.int32() & 0xFFFFFFFF for _ in range(r.count()))
         message = Parse(name, text, oids)
     elif kind == b"B":
+        bind = _parse_bind(body)
+        if bind is not None:
+            return bind
         r = _Reader(body, "Bind")
         portal, statement = r.string(), r.string()
         param_formats = _formats(r)
@@ -305,6 +308,51 @@ def _parse_typed(kind: bytes, body: bytes) -> FrontendMessage:
         raise ProtocolViolation(f"invalid frontend message type {kind!r}")
     r.end()
     return message
+
+
+def _parse_bind(body: bytes) -> Bind | None:
+    """A well-formed Bind read without a :class:`_Reader` (the message every prepared
+    statement's run sends); ``None`` when anything is off, and the reader then reads
+    it again to name what (the same checks, in the same order)."""
+    try:
+        end = body.index(0)
+        portal = body[:end].decode()
+        at = body.index(0, end + 1)
+        statement = body[end + 1 : at].decode()
+        at += 1
+        (n,) = _INT16.unpack_from(body, at)
+        if n < 0:
+            return None
+        at += 2
+        param_formats: tuple[int, ...] = struct.unpack_from(f"!{n}h", body, at) if n else ()
+        at += 2 * n
+        (n,) = _INT16.unpack_from(body, at)
+        if n < 0:
+            return None
+        at += 2
+        params: list[bytes | None] = []
+        size_of = _INT32.unpack_from
+        for _ in range(n):
+            (size,) = size_of(body, at)
+            at += 4
+            if size == -1:
+                params.append(None)
+                continue
+            if size < 0 or at + size > len(body):
+                return None
+            params.append(body[at : at + size])
+            at += size
+        (n,) = _INT16.unpack_from(body, at)
+        if n < 0:
+            return None
+        at += 2
+        result_formats: tuple[int, ...] = struct.unpack_from(f"!{n}h", body, at) if n else ()
+        at += 2 * n
+    except (ValueError, struct.error):  # NB: UnicodeDecodeError is a ValueError
+        return None
+    if at != len(body) or any(c not in (0, 1) for c in (*param_formats, *result_formats)):
+        return None
+    return Bind(portal, statement, param_formats, tuple(params), result_formats)
 
 
 _EMPTY: dict[bytes, type[Sync | Flush | Terminate | CopyDone]] = {
@@ -426,7 +474,16 @@ def backend_key_data(process_id: int, secret: int) -> bytes:
 
 def ready_for_query(status: str) -> bytes:
     """``status``: ``I`` idle, ``T`` in a transaction block, ``E`` in a failed one."""
-    return _message(b"Z", status.encode())
+    ready = _READY.get(status)
+    return ready if ready is not None else _message(b"Z", status.encode())
+
+
+# Replies every statement's run sends, made once.
+_READY = {status: _message(b"Z", status.encode()) for status in "ITE"}
+_PARSE_COMPLETE = _message(b"1")
+_BIND_COMPLETE = _message(b"2")
+_CLOSE_COMPLETE = _message(b"3")
+_NO_DATA = _message(b"n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -475,19 +532,19 @@ def empty_query_response() -> bytes:
 
 
 def parse_complete() -> bytes:
-    return _message(b"1")
+    return _PARSE_COMPLETE
 
 
 def bind_complete() -> bytes:
-    return _message(b"2")
+    return _BIND_COMPLETE
 
 
 def close_complete() -> bytes:
-    return _message(b"3")
+    return _CLOSE_COMPLETE
 
 
 def no_data() -> bytes:
-    return _message(b"n")
+    return _NO_DATA
 
 
 def portal_suspended() -> bytes:

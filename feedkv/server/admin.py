@@ -252,6 +252,7 @@ class Admin:
             {
                 "node_id": f"n{status.desc.node_id}",
                 "address": status.desc.address,
+                "locality": str(status.desc.locality),
                 "live": status.live,
                 "heard_ago_s": (
                     status.heard_ago_ns / 1e9 if status.heard_ago_ns is not None else None

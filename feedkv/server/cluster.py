@@ -86,6 +86,7 @@ from feedkv.security.tls import ClientTLS, open_channel
 from feedkv.server.raft_transport import ChunkAssembler, RaftTransport
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
 from feedkv.util.keys import KEY_MAX, Span
+from feedkv.util.locality import NO_LOCALITY, Locality
 
 __all__ = [
     "Cluster",
@@ -242,6 +243,7 @@ class ClusterConfig:
     # NB: a leader's heartbeats only keep its followers from campaigning (a commit goes
     # out with an append at once); one every three ticks is well inside the timeout
     raft_heartbeat_ticks: int = 3
+    locality: Locality = NO_LOCALITY  # this node's tiers (feedkv start --locality)
 
     @property
     def lease_margin_ticks(self) -> int:
@@ -270,7 +272,9 @@ class Cluster:
         self.tls = tls
         self.ident = ident
         self.config = config = config or ClusterConfig()
-        self.me = NodeDescriptor(ident.node_id, address, ident.epoch, store.clock.physical_now())
+        self.me = NodeDescriptor(
+            ident.node_id, address, ident.epoch, store.clock.physical_now(), config.locality
+        )
         self.liveness = Liveness(
             self.me,
             dead_after_ns=config.dead_after_ns,
@@ -813,6 +817,7 @@ class Cluster:
                     wall + s.expires_in_ns if s.expires_in_ns is not None else None,
                     self.directory.leases_of(s.desc.node_id),
                     self.membership.get(s.desc.node_id, Membership.ACTIVE).value,
+                    s.desc.locality,
                 )
                 for s in self.liveness.status(time.monotonic_ns())
             ]
@@ -822,12 +827,13 @@ class Cluster:
 
 
 def _node_to(desc: NodeDescriptor) -> list[Any]:
-    return [desc.node_id, desc.address, desc.epoch, desc.started_at_ns]
+    return [desc.node_id, desc.address, desc.epoch, desc.started_at_ns, str(desc.locality)]
 
 
 def _node_from(raw: list[Any]) -> NodeDescriptor:
     started = raw[3] if len(raw) > 3 else None
-    return NodeDescriptor(int(raw[0]), str(raw[1]), int(raw[2]), started)
+    locality = Locality.parse(str(raw[4])) if len(raw) > 4 else Locality()
+    return NodeDescriptor(int(raw[0]), str(raw[1]), int(raw[2]), started, locality)
 
 
 METHODS = (

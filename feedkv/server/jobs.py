@@ -84,13 +84,19 @@ def job_registry(
     )
     node_dead = node.cluster.node_dead if node.cluster is not None else None
     return JobRegistry(
-        client, node.node_id, confined(node, make_job), metrics=metrics, node_dead=node_dead
+        client,
+        node.node_id,
+        confined(node, make_job),
+        metrics=metrics,
+        node_dead=node_dead,
+        locality=node.cluster.me.locality if node.cluster is not None else None,
     )
 
 
 def node_source(node: Node) -> FeedSource:
     """What a node says of itself in the enriched envelope's ``source``: its cluster's
-    id, its node id and the host its SQL port listens on (CockroachDB's node name).
+    id, its node id and locality, and the host its SQL port listens on (CockroachDB's
+    node name).
     A node of its own is a cluster of one, named by the id its store keeps."""
     from feedkv.changefeed.enriched_source import FeedSource
 
@@ -100,6 +106,7 @@ def node_source(node: Node) -> FeedSource:
         cluster_id=cluster.ident.cluster_id if cluster is not None else node.node_id,
         node_id=str(cluster.ident.node_id) if cluster is not None else "1",
         node_name=sql.host if sql is not None else "",
+        source_node_locality=str(cluster.me.locality) if cluster is not None else "",
     )
 
 

@@ -1,6 +1,7 @@
 """The virtual tables of the ``crdb_internal`` schema: the cluster's nodes as SQL rows.
 
-``crdb_internal.gossip_nodes`` (a row per node: address, start, liveness, ranges) and
+``crdb_internal.gossip_nodes`` (a row per node: address, locality, start, liveness,
+ranges) and
 ``crdb_internal.gossip_liveness`` (a row per node's liveness record: epoch, expiration,
 last heartbeat) carry CockroachDB's main columns. Both are built per statement from
 the nodes as the session's gateway node sees them (:meth:`feedkv.kv.db.KVClient.nodes`),
@@ -8,10 +9,12 @@ the source ``feedkv node status`` reads too, so they agree. A query reads one as
 reads a CTE's rows (joins, WHERE, ORDER BY, aggregates); they are read-only and, as in
 CockroachDB, for the admin role only.
 
-Columns feedkv has no notion of are left out (localities, attributes, a separate SQL
-address); ``draining`` is always false (nodes do not drain yet); ``membership`` is
-``active``, ``decommissioning`` or ``decommissioned`` (:mod:`feedkv.kv.membership`), and
-``decommissioning`` is true for either of the last two, as in CockroachDB.
+A node's ``locality`` is its ``--locality`` tiers in CockroachDB's text
+(``region=us-east1,zone=a``; ``''`` without). Columns feedkv has no notion of are left
+out (attributes, a separate SQL address); ``draining`` is always false (nodes do not
+drain yet); ``membership`` is ``active``, ``decommissioning`` or ``decommissioned``
+(:mod:`feedkv.kv.membership`), and ``decommissioning`` is true for either of the last
+two, as in CockroachDB.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ def _gossip_nodes(nodes: list[NodeInfo]) -> list[tuple[Any, ...]]:
             "tcp",
             n.address,
             n.address,
+            str(n.locality),
             wall_time(n.started_at_ns),
             n.live,
             n.ranges,
@@ -90,6 +94,7 @@ _TABLES: dict[
             ("network", _STRING),
             ("address", _STRING),
             ("advertise_address", _STRING),
+            ("locality", _STRING),
             ("started_at", _TS),
             ("is_live", _BOOL),
             ("ranges", _INT),

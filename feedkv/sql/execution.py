@@ -141,10 +141,12 @@ class Execution:
         params: Sequence[Any],
         *,
         autocommit: bool = False,  # the statement's transaction commits right after it
+        lease_in_txn: bool = False,  # an explicit transaction's: it may use leases
     ) -> None:
         self.session = session
         self.txn = txn
         self.autocommit = autocommit
+        self.lease_in_txn = lease_in_txn
         self.reader: catalog.Reader | None = txn
         self.after_commit: list[Callable[[], object]] = []
         # Tables this statement added columns to that its transaction's commit makes
@@ -233,6 +235,14 @@ class Execution:
     def _table(self, name: st.TableName) -> TableDescriptor:
         if self.leasing and self.reader is self.txn:
             lease = self.session.leased_table(name.database, name.name)
+            if lease is not None and not self.autocommit:
+                # NB: an explicit transaction may read below the version's time: its
+                # descriptor then comes from the transaction, as its rows do
+                read_ts = self.write_txn.read_ts
+                owner = self.session.leases
+                if read_ts is not None and read_ts < lease.read_at and owner is not None:
+                    owner.release(lease)
+                    lease = None
             if lease is not None:
                 self.leases.append(lease)
                 self.write_txn.limit_commit(lease.expires)
@@ -275,7 +285,11 @@ class Execution:
         that used it)."""
         self._changed.add(desc.id)
         self._lease_keys[desc.id] = prepare_change(
-            self.session.db, self.write_txn, desc.id, local=self.session.leases
+            self.session.db,
+            self.write_txn,
+            desc.id,
+            local=self.session.leases,
+            own=self.session.transaction_leases(),
         )
 
     def withdraw_changes(self) -> None:

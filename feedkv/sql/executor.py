@@ -16,7 +16,7 @@ from feedkv.sql import copy_rows, ddl, dml, query
 from feedkv.sql import statements as st
 from feedkv.sql.execution import Execution, Result
 
-__all__ = ["run"]
+__all__ = ["LEASED", "run"]
 
 _HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     **ddl.HANDLERS,
@@ -24,9 +24,10 @@ _HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     **dml.HANDLERS,
     **copy_rows.HANDLERS,
 }
-_LEASED = (
+LEASED = (
     st.Select | st.Insert | st.Update | st.Delete | st.CopyRows
 )  # may run on leased descriptors
+_LEASED = LEASED
 
 
 def run(execution: Execution, statement: st.Statement) -> Result:
@@ -34,7 +35,9 @@ def run(execution: Execution, statement: st.Statement) -> Result:
     handler: Callable[[Execution, Any], Result] | None = _HANDLERS.get(type(statement))
     if handler is None:
         raise SQLError("0A000", f"unsupported statement: {statement.text[:60]}")
-    execution.leasing = execution.autocommit and isinstance(statement, _LEASED)
+    execution.leasing = (execution.autocommit or execution.lease_in_txn) and isinstance(
+        statement, _LEASED
+    )
     try:
         return handler(execution, statement)
     except InvalidKeyError as exc:

@@ -39,8 +39,14 @@ transaction, so a lease acquired after ``S`` either sees the new version or, if 
 committed first, makes the schema change's refresh fail. The marker only keeps holders
 from starving a schema change; safety never depends on it (or on the watch).
 
-Statements inside ``BEGIN`` ... ``COMMIT`` read descriptors in their transaction as
-before; leases serve statements that run alone.
+Statements inside ``BEGIN`` ... ``COMMIT`` use leases too, while their transaction has
+run nothing but reads and writes of rows (a schema change in it must see its own new
+versions) and reads at or above the time the lease's version was read (``read_at``: a
+transaction that began earlier reads the descriptor in itself, since the version it
+sees may be older). The transaction holds its leases until it ends, and commits below
+the earliest expiry. Before a schema change in such a transaction, its leases are given
+back (its earlier statements used the version the change replaces, in the same
+transaction), so the change does not wait for its own transaction's leases.
 
 NB: a statement's timestamp is above the leased version's because a store has one node
 and one clock: the version was read before the lease was granted, and every later
@@ -55,6 +61,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -99,11 +106,13 @@ def _expires(raw: bytes) -> int:
 
 @dataclass(eq=False, slots=True)
 class Lease:
-    """Version ``desc.version`` of a table, usable by commits below ``expires``."""
+    """Version ``desc.version`` of a table, usable by commits below ``expires`` of
+    transactions that read at or above ``read_at`` (when the version was read)."""
 
     desc: TableDescriptor
     expires: Timestamp
     key: bytes
+    read_at: Timestamp
     refs: int = 0
     current: bool = True  # no longer current: its record goes when its last user ends
 
@@ -235,7 +244,7 @@ class Leases:
             expires = Timestamp(read_ts.wall + self.duration_ns)
             record = {"version": desc.version, "expires": expires.wall}
             txn.put(key, json.dumps(record).encode())
-            return Lease(desc, expires, key)
+            return Lease(desc, expires, key, read_ts)
 
         return self._db.run_transaction(attempt, max_attempts=5)
 
@@ -295,13 +304,15 @@ def prepare_change(
     *,
     local: Leases | None = None,
     duration_s: float = LEASE_DURATION_S,
+    own: Collection[bytes] = frozenset(),
 ) -> list[bytes]:
     """Before ``txn`` writes a new version of table ``table_id``: wait until no lease on
     the old version remains and move ``txn`` above the last commit that used one (see
     the module docstring). Raises :class:`TransactionRetryError` on a race. Returns the
     keys ``txn`` must delete along with the new version (the marker and dead records),
     which the caller writes after its own so that the transaction keeps its anchor on
-    the table's rows."""
+    the table's rows. ``own``: the records of leases ``txn`` itself holds, which it does
+    not wait for (its statements that used the old version commit with the change)."""
     marker = _marker_key(table_id)
     expires = db.now().wall + int(duration_s * 1e9) + _MARKER_MARGIN_NS
     db.put(marker, json.dumps({"expires": expires}).encode())
@@ -312,7 +323,11 @@ def prepare_change(
     delay = 0.001
     while True:
         now = db.now()
-        live = [kv for kv in db.scan(prefix, end, as_of=now) if _expires(kv.value) > now.wall]
+        live = [
+            kv
+            for kv in db.scan(prefix, end, as_of=now)
+            if kv.key not in own and _expires(kv.value) > now.wall
+        ]
         if not live:
             break
         if now.wall > expires:
@@ -325,7 +340,7 @@ def prepare_change(
     read_ts = txn.read_ts
     assert read_ts is not None
     dead = txn.scan(prefix, end)
-    if any(_expires(kv.value) > read_ts.wall for kv in dead):
+    if any(kv.key not in own and _expires(kv.value) > read_ts.wall for kv in dead):
         raise TransactionRetryError(
             "RETRY_DESCRIPTOR_LEASES", f"a lease on table {table_id} was granted meanwhile"
         )

@@ -64,7 +64,7 @@ from feedkv.sql.descriptor import (
 )
 from feedkv.sql.dml import duplicate_key_at
 from feedkv.sql.execution import Execution, Result, publish_added_columns
-from feedkv.sql.executor import run
+from feedkv.sql.executor import LEASED, run
 from feedkv.sql.import_into import import_into
 from feedkv.sql.interrupt import Interrupt
 from feedkv.sql.leases import Lease, Leases
@@ -237,6 +237,12 @@ def _withdraw(executions: Iterable[Execution]) -> None:
         execution.withdraw_changes()
 
 
+def _release(executions: Iterable[Execution]) -> None:
+    """Their transaction ended: give back the descriptor leases they hold."""
+    for execution in executions:
+        execution.release_leases()
+
+
 def _bind_job_id(statement: st.Statement, params: Sequence[Any]) -> st.Statement:
     """A job statement whose job id is a placeholder (``PAUSE JOB $1``, ``SHOW JOB WHEN
     COMPLETE $1``), with the id its parameter gives (an INT8, or text of one)."""
@@ -305,6 +311,9 @@ class Session:
         self._retry = False  # the failure is retryable: the transaction must start over
         self._after_commit: list[Callable[[], object]] = []
         self._executions: list[Execution] = []  # the statements of the open transaction
+        # the open transaction has run only statements of rows: its statements may use
+        # descriptor leases (see feedkv.sql.leases)
+        self._rows_only = True
         self._table_ids: dict[tuple[str, str], int] = {}
         self._database_ids: dict[str, int] = {}
         self._plans: dict[tuple[int, int], tuple[st.Statement, TableDescriptor, Any]] = {}
@@ -560,6 +569,7 @@ class Session:
                 if statement.read_only is not None
                 else self.variable("default_transaction_read_only") == "on"
             )
+            self._rows_only = True
             return Result(tag="BEGIN")
         if isinstance(statement, st.SetTransaction):
             return self._set_transaction(statement)
@@ -607,7 +617,9 @@ class Session:
                 "25P02",
                 "current transaction is aborted, commands ignored until end of transaction block",
             )
-        execution = Execution(self, self._txn, params)
+        rows = isinstance(statement, LEASED)
+        self._rows_only = self._rows_only and rows
+        execution = Execution(self, self._txn, params, lease_in_txn=self._rows_only)
         self._executions.append(execution)
         if isinstance(statement, _DDL):
             self._ddl += 1
@@ -927,7 +939,9 @@ class Session:
         if self._txn is not None:
             self._txn.rollback()
         _withdraw(self._executions)
+        _release(self._executions)
         txn = self._txn = self.db.transaction()
+        self._rows_only = True
         kept = self._savepoints[:keep]
         if kept:
             self._undo_local_changes(kept[-1].local_changes)
@@ -970,6 +984,7 @@ class Session:
         hooks, self._after_commit = self._after_commit, []
         executions, self._executions = self._executions, []
         try:
+            self._renew_leases(txn, executions)
             publish_added_columns(txn, executions)
             txn.commit()
         except RetryableError as exc:
@@ -983,13 +998,43 @@ class Session:
             raise SerializationFailure(
                 f"restart transaction: a generated row id was taken by another row: {exc}"
             ) from exc
+        finally:
+            _release(executions)
         for hook in hooks:
             hook()
+
+    def _renew_leases(self, txn: Txn, executions: Sequence[Execution]) -> None:
+        """Before an explicit transaction commits: a lease its statements hold that is
+        less than half its duration from expiring is swapped for the client's current
+        lease when that is of the same version (the version then cannot have changed
+        in between), and the commit deadline becomes the earliest expiry held; so a
+        transaction is not refused for lasting longer than the lease it began with."""
+        owner = self.leases
+        held = [lease for execution in executions for lease in execution.leases]
+        if owner is None or not held:
+            return
+        soon = time.time_ns() + owner.duration_ns // 2
+        if min(lease.expires.wall for lease in held) > soon:
+            return
+        for execution in executions:
+            for index, lease in enumerate(execution.leases):
+                if lease.expires.wall > soon:
+                    continue
+                fresh = owner.use(lease.desc.id)
+                if fresh is None:
+                    continue
+                if fresh.desc.version != lease.desc.version or fresh.expires <= lease.expires:
+                    owner.release(fresh)
+                    continue
+                execution.leases[index] = fresh
+                owner.release(lease)
+        txn.deadline = min(lease.expires for e in executions for lease in e.leases)
 
     def _abandon(self) -> None:
         if self._txn is not None:
             self._txn.rollback()  # NB: nothing to do once RELEASE committed it
         _withdraw(self._executions)
+        _release(self._executions)
         self._end()
 
     def _restore_local(self) -> None:
@@ -1057,6 +1102,9 @@ class Session:
         table = catalog.table_by_name(reader, self.resolve_database(reader, database), name)
         self._table_ids[(database, name)] = table.id
         return table
+
+    def transaction_leases(self) -> frozenset[bytes]:
+        return frozenset(lease.key for execution in self._executions for lease in execution.leases)
 
     def leased_table(self, database: str | None, name: str) -> Lease | None:
         """A lease on table ``name`` when its id is known here and a lease is to be had

@@ -77,6 +77,10 @@ class SessionContext(Protocol):
 
     def leased_table(self, database: str | None, name: str) -> Lease | None: ...
 
+    def transaction_leases(self) -> frozenset[bytes]:
+        """The records of the leases the open explicit transaction's statements hold."""
+        ...
+
     def variable(self, name: str) -> str: ...
 
     def show_jobs(self, source: st.ShowSource) -> Relation:

@@ -5,7 +5,10 @@ Azurite is the npm registry's ``azurite`` package; ``make`` installs it under
 ``.cache/azurite`` in the repository (``FEEDKV_AZURITE`` names another ``azurite-blob``
 executable). :func:`azurite_blob` finds it; a test without it is skipped, saying why.
 Each :class:`Azurite` is a process of its own, in memory, on a port the system chose,
-with Azurite's well-known development account.
+with Azurite's well-known development account. Given a certificate and its key it
+serves https and takes OAuth bearer tokens too (Azurite's ``--oauth basic``: a token
+must be a JWT from an Entra ID issuer, for Blob Storage's audience, within its lifetime;
+its signature is not checked), as well as the account's key.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ ACCOUNT = "devstoreaccount1"
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 _INSTALLED = Path(__file__).resolve().parents[2] / ".cache/azurite/node_modules/.bin/azurite-blob"
-_LISTENING = re.compile(r"successfully listens on (http://\S+)")
+_LISTENING = re.compile(r"successfully listens on (https?://\S+)")
 START_TIMEOUT_S = 60.0
 
 
@@ -44,7 +47,10 @@ class Azurite:
     """An ``azurite-blob`` process serving Blob Storage on loopback; :attr:`account_url`
     is its development account's endpoint. Close it to end the process."""
 
-    def __init__(self, executable: str) -> None:
+    def __init__(self, executable: str, tls: tuple[Path, Path] | None = None) -> None:
+        """``tls``: a certificate for 127.0.0.1 and its key (PEM): serve https, and take
+        OAuth tokens (``--oauth basic``)."""
+        oauth = ["--oauth", "basic", "--cert", str(tls[0]), "--key", str(tls[1])] if tls else []
         self._process = subprocess.Popen(
             [
                 executable,
@@ -58,6 +64,7 @@ class Azurite:
                 "--skipApiVersionCheck",  # the Python SDK may be newer than the emulator
                 "--disableTelemetry",
                 "--silent",
+                *oauth,
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -90,7 +97,8 @@ class Azurite:
     def connection_string(self) -> str:
         """The development account's connection string, for the SDK's clients."""
         return (
-            f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={KEY};"
+            f"DefaultEndpointsProtocol={self.url.split(':', 1)[0]};"
+            f"AccountName={ACCOUNT};AccountKey={KEY};"
             f"BlobEndpoint={self.account_url};"
         )
 

@@ -11,7 +11,7 @@ connects as root; with ``insecure=True`` they run ``--insecure``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Self
 
@@ -35,14 +35,17 @@ class LocalCluster:
         certs_dir: Path | None = None,
         insecure: bool = False,
         node_env: Callable[[int], dict[str, str]] | None = None,
+        node_args: Callable[[int], Sequence[str]] | None = None,
     ) -> None:
         """``extra_args``: more ``feedkv start`` flags for every node; the nodes run
         changefeed jobs in threads (``--changefeed-runner thread``) unless told otherwise.
         ``rebalance_interval``: ``0s`` keeps ranges where a test put them.
         ``node_env(index)``: variables added to that node's environment at every start
-        (a :class:`~feedkv.testing.partition.Network`'s proxy)."""
+        (a :class:`~feedkv.testing.partition.Network`'s proxy); ``node_args(index)``:
+        ``feedkv start`` flags of that node alone (its ``--locality``)."""
         self.base = base
         self.node_env = node_env
+        self.node_args = node_args
         base.mkdir(parents=True, exist_ok=True)
         if insecure and certs_dir is not None:
             raise ValueError("a cluster is either insecure or has a certs_dir, not both")
@@ -77,7 +80,8 @@ class LocalCluster:
         join = ("--join", self.address(others[0])) if others else ()
         if self.node_env is not None:
             env = {**self.node_env(index), **(env or {})}
-        return NodeProcess(self.base / f"n{index + 1}", *self.extra_args, *join, env=env)
+        own = tuple(self.node_args(index)) if self.node_args is not None else ()
+        return NodeProcess(self.base / f"n{index + 1}", *self.extra_args, *own, *join, env=env)
 
     def _any_live(self, but: int) -> int:
         return next(i for i, p in enumerate(self.processes) if p is not None and i != but)

@@ -40,12 +40,11 @@ import secrets
 import threading
 from dataclasses import dataclass
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler
 from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from feedkv.errors import FeedKVError
-from feedkv.testing.served_http import ServedHTTP, StateServer
+from feedkv.testing.served_http import MethodHandler, ServedHTTP, StateServer
 
 __all__ = ["IcebergRestServer", "RestRequest"]
 
@@ -282,24 +281,9 @@ def _token(state: _State, raw: bytes) -> dict[str, Any]:
     }
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(MethodHandler):
     protocol_version = "HTTP/1.1"
     server_version = "feedkv-iceberg-rest/1"
-
-    def do_GET(self) -> None:
-        self._handle("GET")
-
-    def do_HEAD(self) -> None:
-        self._handle("HEAD")
-
-    def do_POST(self) -> None:
-        self._handle("POST")
-
-    def do_DELETE(self) -> None:
-        self._handle("DELETE")
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # tests read ``requests`` instead
 
     def _handle(self, method: str) -> None:
         state = cast(StateServer, self.server).state

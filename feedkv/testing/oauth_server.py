@@ -149,6 +149,7 @@ class TokenServer:
             "iss": self._issuer,
             "sub": subject,
             "iat": now,
+            "nbf": now,
             "exp": now + self._lifetime_s,
         }
         if scopes:
@@ -277,7 +278,7 @@ class ImpersonationServer:
 
     def _issue(self, account: str, body: dict[str, Any]) -> dict[str, Any]:
         scopes = list(body.get("scope", []))
-        delegates = [d.rsplit("/", 1)[-1] for d in body.get("delegates", [])]
+        delegates = [d.rsplit("/", 1)[-1] for d in body.get("delegates") or []]
         self.requests.append((account, delegates, scopes))
         expires = int(time.time()) + 3600
         claims = {"sub": account, "exp": expires, "aud": scopes[0] if scopes else None}

@@ -7,21 +7,18 @@ emulator's REST API.
 from __future__ import annotations
 
 import base64
-import json
 import os
 import signal
 import socket
 import subprocess
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import httpx
 
+from feedkv.testing.bearer_front import BearerFront
 from feedkv.testing.waiting import wait_until
 
 __all__ = ["EMULATOR", "AuthenticatingFront", "PulledMessage", "Subscription", "pubsub_emulator"]
@@ -123,53 +120,9 @@ class Subscription:
         ]
 
 
-class AuthenticatingFront:
-    """What the emulator leaves out: Pub/Sub's check of the caller's OAuth token. An
-    HTTP server on loopback that answers 401 ``UNAUTHENTICATED`` to a request whose
-    ``Authorization: Bearer`` token ``check`` refuses (``check`` returns why, or
-    ``None``) and passes the others to the emulator at ``host``. ``url`` is its address;
-    ``refused`` lists the reasons given."""
+class AuthenticatingFront(BearerFront):
+    """A :class:`~feedkv.testing.bearer_front.BearerFront` before the emulator at
+    ``host`` (``host:port``): Pub/Sub's check of the caller's OAuth token."""
 
     def __init__(self, host: str, check: Callable[[str], str | None]) -> None:
-        self.refused: list[str] = []
-        front = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _relay(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
-                why = "no bearer token" if scheme != "Bearer" else check(token)
-                if why is not None:
-                    front.refused.append(why)
-                    error = {"error": {"code": 401, "message": why, "status": "UNAUTHENTICATED"}}
-                    self._answer(401, json.dumps(error).encode())
-                    return
-                answer = httpx.request(
-                    self.command,
-                    f"http://{host}{self.path}",
-                    content=body,
-                    headers={"Content-Type": "application/json"},
-                    timeout=_TIMEOUT,
-                )
-                self._answer(answer.status_code, answer.content)
-
-            def _answer(self, status: int, body: bytes) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_PUT = do_POST = _relay
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(f"http://{host}", check)

@@ -40,13 +40,12 @@ import json
 import threading
 from dataclasses import dataclass
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler
 from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from feedkv.errors import FeedKVError
 from feedkv.testing.avro_compatibility import LEVELS, compatibility_problems
-from feedkv.testing.served_http import ServedHTTP, StateServer
+from feedkv.testing.served_http import MethodHandler, ServedHTTP, StateServer
 
 __all__ = ["RegisteredSchema", "RegistryRequest", "SchemaRegistryServer"]
 
@@ -281,26 +280,11 @@ def _version_number(text: str) -> int:
     return number
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(MethodHandler):
     # NB: HTTP/1.0, one request per connection: a closed server then refuses every
     # client at once, instead of kept-alive connections being served on.
     protocol_version = "HTTP/1.0"
     server_version = "feedkv-schema-registry/1"
-
-    def do_GET(self) -> None:
-        self._handle("GET")
-
-    def do_POST(self) -> None:
-        self._handle("POST")
-
-    def do_PUT(self) -> None:
-        self._handle("PUT")
-
-    def do_DELETE(self) -> None:
-        self._handle("DELETE")
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # tests read ``requests`` instead
 
     def _handle(self, method: str) -> None:
         state = cast(StateServer, self.server).state

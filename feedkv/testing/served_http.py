@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self
 
-__all__ = ["ServedHTTP", "StateServer"]
+__all__ = ["MethodHandler", "ServedHTTP", "StateServer"]
 
 
 class StateServer(ThreadingHTTPServer):
@@ -22,6 +22,32 @@ class StateServer(ThreadingHTTPServer):
     ) -> None:
         super().__init__(address, handler)
         self.state = state
+
+
+class MethodHandler(BaseHTTPRequestHandler):
+    """A handler whose every method goes to :meth:`_handle` (given its name), logging
+    nothing (tests read what the service recorded instead)."""
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_HEAD(self) -> None:
+        self._handle("HEAD")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _handle(self, method: str) -> None:
+        raise NotImplementedError
 
 
 class ServedHTTP:

@@ -16,11 +16,18 @@ from feedkv import DB
 from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.sink import make_sink, parse_sink_uri
 from feedkv.changefeed.sinks.azure import account_url
+from feedkv.changefeed.sinks.azure_principal import STORAGE_SCOPE
 from feedkv.errors import SQLError
 from feedkv.testing.azurite import ACCOUNT, KEY, Azurite, azurite_blob
+from feedkv.testing.certs import shared_certs_dir
+from feedkv.testing.oauth_server import TokenServer
 from feedkv.testing.sink_conformance import START, SinkSetup, bucket_setup, two_rows_published
 
 DEADLINE = 30.0
+TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+CLIENT_ID = "0b9c4c2e-5a8f-4f0e-9f3e-feedfeedfeed"
+CLIENT_SECRET = "the principal's secret~with.odd_chars"
+PRINCIPAL = f"AZURE_CLIENT_ID=i&AZURE_CLIENT_SECRET=s&AZURE_TENANT_ID={TENANT}"
 
 
 @pytest.fixture(scope="module")
@@ -119,9 +126,29 @@ def test_a_missing_container_fails_the_create(db: DB, azurite: Azurite) -> None:
         ("azure://c/x?AZURE_ACCOUNT_KEY=aw==", "AZURE_ACCOUNT_NAME is needed"),
         ("azure://c/x?AZURE_ACCOUNT_NAME=a", "AZURE_ACCOUNT_KEY is needed"),
         (
+            "azure://c/x?AZURE_ACCOUNT_NAME=a&AZURE_CLIENT_ID=i&AZURE_TENANT_ID=t",
+            "AZURE_CLIENT_SECRET is needed with AZURE_CLIENT_ID",
+        ),
+        (
+            f"azure://c/x?AZURE_ACCOUNT_NAME=a&AZURE_ACCOUNT_KEY=aw==&{PRINCIPAL}",
+            "give the account's key or a service principal, not both",
+        ),
+        (
             "azure://c/x?AZURE_ACCOUNT_NAME=a&AZURE_CLIENT_ID=i&AZURE_CLIENT_SECRET=s"
-            "&AZURE_TENANT_ID=t",
-            "as a service principal is not supported",
+            "&AZURE_TENANT_ID=t%2F..%2Fx",
+            "AZURE_TENANT_ID='t/../x' is not a tenant id",
+        ),
+        (
+            f"azure://c/x?AZURE_ACCOUNT_NAME=a&{PRINCIPAL}&AZURE_ENDPOINT=http://127.0.0.1:1/a",
+            "a service principal's tokens are sent over https only",
+        ),
+        (
+            f"azure://c/x?AZURE_ACCOUNT_NAME=a&{PRINCIPAL}&AZURE_AUTHORITY_HOST=login.local",
+            "AZURE_AUTHORITY_HOST='login.local' is not an http(s) URL",
+        ),
+        (
+            "azure://c/x?AZURE_ACCOUNT_NAME=a&AZURE_ACCOUNT_KEY=aw==&AZURE_AUTHORITY_HOST=http://x",
+            "AZURE_AUTHORITY_HOST is used with a service principal only",
         ),
         (
             "azure://c/x?AZURE_ACCOUNT_NAME=a&AZURE_ACCOUNT_KEY=aw==&AZURE_ENVIRONMENT=mars",
@@ -132,6 +159,10 @@ def test_a_missing_container_fails_the_create(db: DB, azurite: Azurite) -> None:
             "AZURE_ENDPOINT='c:/x' is not an http(s) URL",
         ),
         ("azure://c/x?AZURE_ACCOUNT_NAME=a&AZURE_ACOUNT_KEY=k", "did you mean 'AZURE_ACCOUNT_KEY'"),
+        (
+            "azure://c/x?AZURE_ACCOUNT_NAME=a&AUTH=implicit",
+            "signs in with AUTH=specified only",
+        ),
     ],
 )
 def test_bad_azure_uris_are_refused_naming_the_part(uri: str, message: str) -> None:
@@ -201,3 +232,99 @@ def test_the_spark_runners_staging_stays_beside_the_sinks_prefix(
     assert list(blobs(service, container, ".cdc.feedkv/")) == [
         ".cdc.feedkv/jobs/9/manifests/00000000000000000000.json"
     ]
+
+
+# A Microsoft Entra ID service principal (AZURE_CLIENT_ID, AZURE_CLIENT_SECRET,
+# AZURE_TENANT_ID): Azurite over https, taking OAuth tokens, and a stand-in for the
+# tenant's token endpoint. NB: the tests take ``db`` last, so its jobs stop before the
+# token endpoint and the trust in the test CA go.
+
+
+@pytest.fixture(scope="module")
+def azurite_oauth() -> Iterator[Azurite]:
+    executable = azurite_blob()
+    if executable is None:
+        raise RuntimeError("azurite is not installed: see the azurite fixture")
+    certs = shared_certs_dir()
+    server = Azurite(executable, tls=(certs / "node.crt", certs / "node.key"))
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def oauth_service(azurite_oauth: Azurite, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A client of the https Azurite by the account's key (to make and read containers);
+    the process trusts the test CA (the sink's client too: REQUESTS_CA_BUNDLE)."""
+    from azure.storage.blob import BlobServiceClient
+
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(shared_certs_dir() / "ca.crt"))
+    client = BlobServiceClient.from_connection_string(azurite_oauth.connection_string())
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def entra() -> Iterator[TokenServer]:
+    """The tenant's token endpoint: it knows one client and its secret, grants Blob
+    Storage's scope only, and issues tokens as Entra ID does (its issuer, the scope's
+    resource as audience)."""
+    server = TokenServer(
+        {CLIENT_ID: CLIENT_SECRET},
+        key=b"entra's signing key",
+        path=f"/{TENANT}/oauth2/v2.0/token",
+        scopes=frozenset({STORAGE_SCOPE}),
+        issuer=f"https://sts.windows.net/{TENANT}/",
+        tenant=TENANT,
+    )
+    yield server
+    server.close()
+
+
+def principal_query(azurite: Azurite, entra: TokenServer, secret: str = CLIENT_SECRET) -> str:
+    authority = entra.url.split(f"/{TENANT}/", 1)[0]
+    return (
+        f"AZURE_ACCOUNT_NAME={ACCOUNT}&AZURE_CLIENT_ID={CLIENT_ID}"
+        f"&AZURE_CLIENT_SECRET={quote(secret, safe='')}&AZURE_TENANT_ID={TENANT}"
+        f"&AZURE_ENDPOINT={quote(azurite.account_url, safe='')}"
+        f"&AZURE_AUTHORITY_HOST={quote(authority, safe='')}"
+    )
+
+
+def test_a_service_principal_writes_the_files_with_its_tokens(
+    azurite_oauth: Azurite, oauth_service: Any, entra: TokenServer, db: DB
+) -> None:
+    """CockroachDB's ``azure://container/path?AZURE_ACCOUNT_NAME=..&AZURE_CLIENT_ID=..
+    &AZURE_CLIENT_SECRET=..&AZURE_TENANT_ID=..``: the sink gets a token for
+    ``https://storage.azure.com/.default`` from the tenant's endpoint with the client's
+    id and secret, and Azurite (which takes a bearer token over https only) takes the
+    files written with it; the secret is redacted when the job is shown."""
+    container = f"feeds-{uuid.uuid4().hex[:12]}"
+    oauth_service.create_container(container)
+    uri = f"azure://{container}/cdc?{principal_query(azurite_oauth, entra)}"
+    two_rows_published(
+        db.sql,
+        uri,
+        lambda: blobs(oauth_service, container, "cdc/"),
+        "a resolved file written with the principal's token",
+    )
+    assert entra.requests and set(entra.requests) == {(CLIENT_ID, 200)}
+    [(shown,)] = db.sql("SELECT sink_uri FROM [SHOW CHANGEFEED JOBS]").rows
+    assert "AZURE_CLIENT_SECRET=redacted" in shown and quote(CLIENT_SECRET, safe="") not in shown
+
+
+def test_a_secret_the_tenant_refuses_fails_the_create(
+    azurite_oauth: Azurite, oauth_service: Any, entra: TokenServer, db: DB
+) -> None:
+    """A wrong client secret: the token endpoint answers ``invalid_client`` (401), and
+    CREATE CHANGEFEED fails naming the service principal's parameters."""
+    container = f"feeds-{uuid.uuid4().hex[:12]}"
+    oauth_service.create_container(container)
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+    query = principal_query(azurite_oauth, entra, secret="not the secret")
+    with pytest.raises(SQLError) as raised:
+        db.sql(f"CREATE CHANGEFEED FOR t INTO 'azure://{container}/x?{query}'")
+    assert raised.value.code == "22023"
+    assert f"the service principal {CLIENT_ID!r} was refused a token" in raised.value.message
+    assert "AZURE_CLIENT_SECRET" in raised.value.message
+    assert (CLIENT_ID, 401) in entra.requests
+    assert blobs(oauth_service, container, "") == {}

@@ -205,7 +205,7 @@ def test_virtual_columns_takes_cockroachdbs_values(orders: DB, value: str) -> No
         ("WITH execution_locality='region'", "'region' is not a locality tier"),
         (
             "WITH execution_locality='region=us-east-1,cloud=aws'",
-            "no node matches the locality filter 'region=us-east-1,cloud=aws'",
+            "no instances found matching locality filter region=us-east-1,cloud=aws",
         ),
         (
             "WITH encode_json_value_null_as_object, format=avro",

@@ -124,7 +124,7 @@ def test_a_batch_holds_each_value_compacted_as_go_marshals_it(endpoint: WebhookE
     [request] = endpoint.accepted
     assert request.body == (
         b'{"payload":[{"after":{"d":1.50,"k":1,"s":"a, b: \\u003cc\\u003e \\u0026 \\"d\\""},'
-        b'"key":[1,"x y"]}],"length":1,"mvcc_timestamps":["' + str(ts).encode() + b'"]}'
+        b'"key":[1,"x y"]}],"length":1}'
     )
 
 
@@ -141,11 +141,10 @@ def test_each_batch_is_one_post_of_payload_and_length_in_order(endpoint: Webhook
     sink.emit_resolved(Timestamp(NOW.wall + 5, 0), ["t"])
     sink.close()
     values = [value_of(m) for m in messages]
-    stamps = [str(m.mvcc_ts) for m in messages]
     assert endpoint.bodies() == [
-        {"payload": values[0:2], "length": 2, "mvcc_timestamps": stamps[0:2]},
-        {"payload": values[2:4], "length": 2, "mvcc_timestamps": stamps[2:4]},
-        {"payload": values[4:5], "length": 1, "mvcc_timestamps": stamps[4:5]},
+        {"payload": values[0:2], "length": 2},
+        {"payload": values[2:4], "length": 2},
+        {"payload": values[4:5], "length": 1},
         {"resolved": f"{NOW.wall + 5}.0000000000"},
     ]
     for request in endpoint.accepted:
@@ -174,7 +173,6 @@ def test_a_message_without_a_value_is_sent_as_its_key(endpoint: WebhookEndpoint)
         {
             "payload": [value_of(message(1)), {"key": [2, "x"]}],
             "length": 2,
-            "mvcc_timestamps": [str(message(1).mvcc_ts), str(NOW)],
         }
     ]
 

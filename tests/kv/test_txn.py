@@ -877,3 +877,35 @@ def test_a_savepoint_rolled_back_after_a_bulk_batch_keeps_the_batch(db: DB) -> N
         txn.rollback_to(mark)
     assert db.get(b"c000") == b"v"
     assert len(db.scan(b"a", b"z")) == len(BULK_KEYS)
+
+
+def test_a_transaction_over_four_ranges_commits_each_ranges_intents(
+    db: DB, store: Store, wait_until: Callable[..., bool]
+) -> None:
+    """The record's range is written first, the three others at once (helper threads)."""
+    for at in (b"g", b"m", b"t"):
+        db.split(at)
+    with db.transaction() as txn:
+        for key in (b"a", b"h", b"n", b"u"):
+            txn.put(key, b"v" + key)
+    [record] = txn_records(store)
+    assert record.status is TxnStatus.COMMITTED and record.meta.key == b"a"
+    assert wait_until(lambda: intents(store) == [])
+    assert rows(db) == [(k, b"v" + k) for k in (b"a", b"h", b"n", b"u")]
+
+
+def test_a_failed_check_on_one_of_four_ranges_leaves_no_write_on_the_others(
+    db: DB, store: Store, wait_until: Callable[..., bool]
+) -> None:
+    for at in (b"g", b"m", b"t"):
+        db.split(at)
+    db.put(b"n", b"taken")
+    txn = db.transaction()
+    for key in (b"a", b"h", b"u"):
+        txn.put(key, b"mine")
+    txn.put_if_absent(b"n", b"mine")
+    with pytest.raises(ConditionFailedError):
+        txn.commit()
+    assert txn.state is TxnState.ROLLED_BACK
+    assert wait_until(lambda: intents(store) == [])
+    assert rows(db) == [(b"n", b"taken")]

@@ -175,3 +175,51 @@ def test_backend_messages_encode_as_postgresql_frames_them() -> None:
         "M": "bad",
         "P": "3",
     }
+
+
+def _bind_by_reader(body: bytes) -> object:
+    """What the general reader makes of a Bind body: the message, or the violation's text."""
+    r = m._Reader(body, "Bind")
+    try:
+        portal, statement = r.string(), r.string()
+        param_formats = m._formats(r)
+        params = tuple(r.value() for _ in range(r.count()))
+        message = m.Bind(portal, statement, param_formats, params, m._formats(r))
+        r.end()
+    except m.ProtocolViolation as exc:
+        return str(exc)
+    return message
+
+
+_BIND_PIECES = hs.lists(
+    hs.sampled_from(
+        (
+            *(b"\0", b"p\0", b"s1\0", b"\xff\0", b"\0\0", b"\0\1", b"\0\2", b"\xff\xff"),
+            *(b"\0\0\0\1", b"\0\0\0\3abc", b"\xff\xff\xff\xff", b"\xff\xff\xff\xfe"),
+            *(b"\0\1\0\1", b"x"),
+        )
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_BIND_PIECES)
+def test_a_bind_parses_as_the_general_reader_reads_it(pieces: list[bytes]) -> None:
+    """The fast path for Bind gives the reader's message, or leaves the body to the
+    reader (which then names what is wrong with it)."""
+    body = b"".join(pieces)
+    expected = _bind_by_reader(body)
+    fast = m._parse_bind(body)
+    assert fast is None or fast == expected
+    try:
+        parsed: object = m._parse_typed(b"B", body)
+    except m.ProtocolViolation as exc:
+        parsed = str(exc)
+    assert parsed == expected
+
+
+def test_a_bind_with_parameters_of_both_formats_takes_the_fast_path() -> None:
+    body = bind("", "s", [b"42", None, b""], param_formats=[0, 1, 0], result_formats=[1])[5:]
+    expected = m.Bind("", "s", (0, 1, 0), (b"42", None, b""), (1,))
+    assert m._parse_bind(body) == expected == _bind_by_reader(body)

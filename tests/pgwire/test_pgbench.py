@@ -100,3 +100,33 @@ def test_the_pgwire_benchmark_reports_the_medians_of_its_rounds() -> None:
         "p99": 2.5,
     }
     assert module._ratio({"tps": 50.0}, {"skipped": "--skip-postgresql"}) is None
+
+
+def test_the_tpcb_workload_keeps_every_balance_equal_to_the_history(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """pgbench's TPC-B-like script from bench/pgwire.py, eight clients on two branches:
+    whatever failed with 40001, the accounts, the tellers, the branches and the history
+    add up to the same sum (each transaction committed whole or not at all)."""
+    import importlib.util
+
+    bench = Path(__file__).resolve().parents[2] / "bench" / "pgwire.py"
+    spec = importlib.util.spec_from_file_location("bench_pgwire_tpcb", bench)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.tpcb_tables(pg_url, "feedkv", branches=2, accounts=200)
+    row = module.pgbench(pg_url, module.tpcb_script(2, 200), 8, 2.0, tmp_path)
+    assert row["transactions"] > 0
+    with psycopg.connect(pg_url) as conn:
+        sums = [
+            conn.execute(f"SELECT count(*), sum({column}) FROM {table}").fetchone()
+            for table, column in (
+                ("pgbench_history", "delta"),
+                ("pgbench_accounts", "abalance"),
+                ("pgbench_tellers", "tbalance"),
+                ("pgbench_branches", "bbalance"),
+            )
+        ]
+    assert sums[0] is not None and sums[0][0] == row["transactions"]
+    assert len({total for _count, total in sums}) == 1

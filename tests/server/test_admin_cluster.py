@@ -45,4 +45,6 @@ def test_a_nodes_page_shows_the_whole_cluster(tmp_path: Path) -> None:
             whole, timeout_s=DEADLINE, what="node 2's page to show both nodes and every range"
         )
         assert data["node"] == "n2"
+        # nodes started without --locality have none
+        assert [n["locality"] for n in data["nodes"]] == ["", ""]
         assert all(r["replicas"] for r in data["ranges"])

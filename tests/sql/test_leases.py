@@ -3,6 +3,7 @@ strictly above every commit that used the old version (see feedkv.sql.leases).""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import threading
@@ -17,7 +18,7 @@ from feedkv.errors import SQLError
 from feedkv.kv.store import StoreConfig
 from feedkv.server.node import Node
 from feedkv.sql import catalog
-from feedkv.sql.leases import Leases
+from feedkv.sql.leases import Leases, prepare_change
 from feedkv.testing.waiting import run_threads, wait_until
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import key_next
@@ -180,3 +181,126 @@ def _wait_for_a_lease(db: DB, name: str) -> None:
         return True
 
     wait_until(leased, timeout_s=20, what=f"a lease on {name}")
+
+
+def test_statements_of_an_explicit_transaction_use_leased_descriptors(
+    any_db: DB, count_batches: Callable[[DB], list[int]]
+) -> None:
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    session = any_db.session()
+    session.execute("INSERT INTO t VALUES (1, 'a')")  # resolves the table's name
+    session.execute("INSERT INTO t VALUES (2, 'b')")  # takes a lease
+    batches = count_batches(any_db)
+    session.execute("BEGIN")
+    assert session.execute("SELECT v FROM t WHERE k = 1").rows == [("a",)]
+    assert batches[0] == 1  # the row alone: no descriptor read
+    session.execute("UPDATE t SET v = 'c' WHERE k = 2")
+    assert batches[0] == 2
+    assert session.execute("COMMIT").tag == "COMMIT"
+    assert any_db.sql("SELECT v FROM t ORDER BY k").rows == [("a",), ("c",)]
+
+
+def test_a_transaction_reading_below_a_leased_version_reads_the_descriptor_itself(
+    any_db: DB,
+) -> None:
+    """The lease is of a version newer than the transaction's snapshot: its rows are of
+    the version before, which the transaction reads in itself."""
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    any_db.sql("CREATE TABLE u (k INT PRIMARY KEY)")
+    any_db.sql("INSERT INTO t VALUES (1, 'a')")
+    old = any_db.session()
+    old.execute("SELECT v FROM t WHERE k = 1")  # knows the table's id
+    old.execute("BEGIN")
+    old.execute("SELECT k FROM u")  # its snapshot is now
+    any_db.sql("ALTER TABLE t ADD COLUMN c INT NOT NULL DEFAULT 5")
+    table_id = _table_id(any_db, "t")
+    # the new version leased (once the change's marker is gone)
+    lease = wait_until(lambda: any_db.leases.use(table_id), what="a lease on t")
+    any_db.leases.release(lease)
+    assert lease.desc.version == 2
+    result = old.execute("SELECT * FROM t")
+    assert (result.columns, result.rows) == (("k", "v"), [(1, "a")])
+    old.execute("COMMIT")
+    assert any_db.sql("SELECT * FROM t").rows == [(1, "a", 5)]
+
+
+def test_a_schema_change_after_leased_statements_of_its_transaction_commits_with_them(
+    any_db: DB,
+) -> None:
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    session = any_db.session()
+    session.execute("INSERT INTO t VALUES (1, 'a')")
+    session.execute("INSERT INTO t VALUES (2, 'b')")  # takes a lease
+    session.execute("BEGIN")
+    session.execute("INSERT INTO t VALUES (3, 'c')")  # on the lease
+    session.execute("ALTER TABLE t ADD COLUMN c INT NOT NULL DEFAULT 5")  # not waiting for it
+    # on the new version, in the txn (c is not public until the commit, as CockroachDB's)
+    session.execute("INSERT INTO t VALUES (4, 'd')")
+    assert session.execute("COMMIT").tag == "COMMIT"
+    assert any_db.sql("SELECT k, c FROM t ORDER BY k").rows == [(1, 5), (2, 5), (3, 5), (4, 5)]
+
+
+def test_a_schema_change_does_not_wait_for_the_leases_its_own_transaction_holds(
+    any_db: DB,
+) -> None:
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    table_id = _table_id(any_db, "t")
+    leases = Leases(any_db, watch=False)
+    lease = leases.use(table_id)
+    assert lease is not None
+    txn = any_db.transaction()
+    try:
+        keys = prepare_change(any_db, txn, table_id, local=leases, own={lease.key})
+        assert lease.key in keys  # deleted with the new version
+    finally:
+        txn.rollback()
+        leases.release(lease)
+        leases.close()
+
+
+def test_a_transaction_whose_lease_nears_its_expiry_commits_on_the_current_one(
+    any_db: DB,
+) -> None:
+    """As if it had been open for most of its lease's duration: its deadline is the
+    lease's expiry, at its own timestamp; the commit moves it to the client's current
+    lease on the same version instead of failing with 40001."""
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    session = any_db.session()
+    session.execute("INSERT INTO t VALUES (1, 'a')")
+    session.execute("INSERT INTO t VALUES (2, 'b')")  # takes a lease
+    session.execute("BEGIN")
+    session.execute("UPDATE t SET v = 'c' WHERE k = 1")
+    [execution] = session._executions
+    [lease] = execution.leases
+    stale = execution.write_txn.read_ts  # the commit cannot land below its reads
+    assert stale is not None
+    aged = dataclasses.replace(lease, expires=stale, refs=1, current=False)
+    execution.leases = [aged]  # the old lease stays with the client, unused now
+    any_db.leases.release(lease)
+    txn = execution.write_txn
+    txn.deadline = aged.expires
+    assert session.execute("COMMIT").tag == "COMMIT"
+    assert any_db.sql("SELECT v FROM t WHERE k = 1").rows == [("c",)]
+
+
+def test_a_transaction_past_its_lease_on_a_replaced_version_is_refused(any_db: DB) -> None:
+    """No current lease of the version it used: its deadline stays, and it retries."""
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    session = any_db.session()
+    session.execute("INSERT INTO t VALUES (1, 'a')")
+    session.execute("INSERT INTO t VALUES (2, 'b')")  # takes a lease
+    session.execute("BEGIN")
+    session.execute("UPDATE t SET v = 'c' WHERE k = 1")
+    [execution] = session._executions
+    [lease] = execution.leases
+    older = dataclasses.replace(lease.desc, version=lease.desc.version - 1)
+    stale = execution.write_txn.read_ts
+    assert stale is not None
+    aged = dataclasses.replace(lease, desc=older, expires=stale, refs=1, current=False)
+    execution.leases = [aged]
+    any_db.leases.release(lease)
+    execution.write_txn.deadline = aged.expires
+    with pytest.raises(SQLError) as refused:
+        session.execute("COMMIT")
+    assert refused.value.code == "40001"
+    assert any_db.sql("SELECT v FROM t WHERE k = 1").rows == [("a",)]

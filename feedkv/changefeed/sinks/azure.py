@@ -7,9 +7,11 @@ URI parameters follow CockroachDB's: ``AZURE_ACCOUNT_NAME`` and ``AZURE_ACCOUNT_
 which picks the account's endpoint. ``AZURE_ENDPOINT`` is feedkv's own, as
 ``AWS_ENDPOINT`` is for S3: the account's blob endpoint given whole (Azurite in the
 tests, ``http://127.0.0.1:10000/devstoreaccount1``). CockroachDB's other way to sign
-in, a service principal (``AZURE_CLIENT_ID``, ``AZURE_CLIENT_SECRET``,
-``AZURE_TENANT_ID``), is refused with a message saying so: it needs Microsoft Entra
-ID, which no test here can reach.
+in, a Microsoft Entra ID service principal (``AZURE_CLIENT_ID``, ``AZURE_CLIENT_SECRET``,
+``AZURE_TENANT_ID``, all three, instead of the account key), gets OAuth tokens from
+the tenant's token endpoint (:mod:`feedkv.changefeed.sinks.azure_principal`;
+``AZURE_AUTHORITY_HOST``, feedkv's own, names a stand-in) and sends them to an https
+endpoint only, as the SDK does.
 
 A Put Blob (or the block list the client commits for a large one) is atomic, so a file
 is seen whole or not at all. Blob Storage has no rename: :meth:`AzureBlobs.rename`
@@ -26,6 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 from feedkv.changefeed.options import option_error
 from feedkv.changefeed.sink import SinkError, SinkURI, TerminalSinkError
+from feedkv.changefeed.sinks.azure_principal import (
+    AUTHORITIES,
+    ClientSecretCredential,
+    valid_tenant,
+)
 
 if TYPE_CHECKING:
     from azure.storage.blob import ContainerClient
@@ -88,24 +95,12 @@ class AzureBlobs:
             raise option_error(
                 f"sink URI {uri.uri!r} needs a container: {uri.scheme}://container/prefix"
             )
-        given = [name for name in _PRINCIPAL if name in uri.params]
-        if given:
-            raise option_error(
-                f"sink parameter {given[0]}: signing in to Azure as a service principal is not "
-                "supported; give AZURE_ACCOUNT_NAME and AZURE_ACCOUNT_KEY (the account's key)"
-            )
-        for name in ("AZURE_ACCOUNT_NAME", "AZURE_ACCOUNT_KEY"):
-            if not uri.param(name):
-                raise option_error(f"sink parameter {name} is needed by the {uri.scheme}:// sink")
+        credential = _credential(uri)
         self.container = uri.host
         self.prefix = uri.path.strip("/")
         self._where = f"{uri.scheme}://{self.container}"
         self._errors: tuple[type[BaseException], ...] = (AzureError,)
         self._not_found = ResourceNotFoundError
-        credential = {
-            "account_name": uri.param("AZURE_ACCOUNT_NAME") or "",
-            "account_key": uri.param("AZURE_ACCOUNT_KEY") or "",
-        }
         try:
             self._service = BlobServiceClient(
                 account_url(uri), credential=credential, retry_total=3
@@ -167,14 +162,84 @@ class AzureBlobs:
 
     def _error(self, what: str, exc: BaseException) -> SinkError:
         """``exc`` from the SDK as a sink error: terminal when no retry can change it."""
+        from azure.core.exceptions import ClientAuthenticationError
+
         code = _code(exc)
         status = getattr(getattr(exc, "response", None), "status_code", None)
-        if code in TERMINAL_CODES or status == 403:
+        if code in TERMINAL_CODES or status == 403 or isinstance(exc, ClientAuthenticationError):
             return TerminalSinkError(
-                f"{what}: {code or exc}; check the container and the account's name and key "
-                "(AZURE_ACCOUNT_NAME, AZURE_ACCOUNT_KEY) of the sink URI"
+                f"{what}: {code or _first_line(exc)}; check the container and the account's "
+                "name and key (AZURE_ACCOUNT_NAME, AZURE_ACCOUNT_KEY) or service principal "
+                "(AZURE_CLIENT_ID, AZURE_CLIENT_SECRET, AZURE_TENANT_ID) of the sink URI"
             )
         return SinkError(f"{what}: {_first_line(exc)}")
+
+
+def _credential(uri: SinkURI) -> Any:
+    """What the URI signs in with: the account's shared key, or a service principal's
+    tokens (https only). SQLError 22023 names a missing, extra or malformed parameter."""
+    if not uri.param("AZURE_ACCOUNT_NAME"):
+        raise option_error(
+            f"sink parameter AZURE_ACCOUNT_NAME is needed by the {uri.scheme}:// sink"
+        )
+    auth = (uri.param("AUTH") or "specified").lower()
+    if auth != "specified":
+        raise option_error(
+            f"sink parameter AUTH={uri.param('AUTH')!r}: the {uri.scheme}:// sink signs in "
+            "with AUTH=specified only (the machine's own Azure identity is not supported): "
+            "give AZURE_ACCOUNT_KEY or a service principal"
+        )
+    given = [name for name in _PRINCIPAL if uri.param(name)]
+    if not given:
+        if not uri.param("AZURE_ACCOUNT_KEY"):
+            raise option_error(
+                f"sink parameter AZURE_ACCOUNT_KEY is needed by the {uri.scheme}:// sink, or a "
+                "service principal: AZURE_CLIENT_ID, AZURE_CLIENT_SECRET and AZURE_TENANT_ID"
+            )
+        if uri.param("AZURE_AUTHORITY_HOST"):
+            raise option_error(
+                "sink parameter AZURE_AUTHORITY_HOST is used with a service principal only"
+            )
+        return {
+            "account_name": uri.param("AZURE_ACCOUNT_NAME") or "",
+            "account_key": uri.param("AZURE_ACCOUNT_KEY") or "",
+        }
+    missing = [name for name in _PRINCIPAL if name not in given]
+    if missing:
+        raise option_error(
+            f"sink parameter {missing[0]} is needed with {given[0]}: a service principal "
+            "signs in with AZURE_CLIENT_ID, AZURE_CLIENT_SECRET and AZURE_TENANT_ID together"
+        )
+    if uri.param("AZURE_ACCOUNT_KEY"):
+        raise option_error(
+            "sink parameters AZURE_ACCOUNT_KEY and AZURE_CLIENT_ID: give the account's key or "
+            "a service principal, not both"
+        )
+    tenant = uri.param("AZURE_TENANT_ID") or ""
+    if not valid_tenant(tenant):
+        raise option_error(
+            f"sink parameter AZURE_TENANT_ID={tenant!r} is not a tenant id (a GUID such as "
+            "'72f988bf-86f1-41af-91ab-2d7cd011db47') or a tenant's domain"
+        )
+    if not account_url(uri).startswith("https://"):
+        raise option_error(
+            f"sink parameter AZURE_ENDPOINT={uri.param('AZURE_ENDPOINT')!r}: a service "
+            "principal's tokens are sent over https only; give an https endpoint"
+        )
+    authority = uri.param("AZURE_AUTHORITY_HOST")
+    if authority is None:
+        environment = (uri.param("AZURE_ENVIRONMENT") or "AZUREPUBLICCLOUD").upper()
+        authority = AUTHORITIES[environment]  # account_url checked the environment
+    elif not authority.startswith(("http://", "https://")):
+        raise option_error(
+            f"sink parameter AZURE_AUTHORITY_HOST={authority!r} is not an http(s) URL"
+        )
+    return ClientSecretCredential(
+        tenant,
+        uri.param("AZURE_CLIENT_ID") or "",
+        uri.param("AZURE_CLIENT_SECRET") or "",
+        authority=authority,
+    )
 
 
 def _code(exc: BaseException) -> str:

@@ -3,33 +3,43 @@
 
 URI parameters follow CockroachDB's: ``AUTH=specified`` (the default) with
 ``CREDENTIALS``, a service account's JSON key base64-encoded, or ``AUTH=implicit``, the
-machine's own credentials (Application Default Credentials). ``GS_ENDPOINT`` is
-feedkv's own, as ``AWS_ENDPOINT`` is for S3: a Cloud Storage-compatible server given
-whole (an emulator in the tests), reached without credentials unless ``CREDENTIALS``
-names some. CockroachDB's ``ASSUME_ROLE`` (service account impersonation) is refused
-with a message saying so.
+machine's own credentials (Application Default Credentials); ``ASSUME_ROLE=<service
+account>`` impersonates that account with either (``<delegate>,...,<target>``: through
+delegates, the last one impersonated), through IAM Credentials' ``generateAccessToken``
+(:mod:`feedkv.changefeed.sinks.google_credentials`), for Cloud Storage's read-write
+scope, as CockroachDB's sink asks. ``GS_ENDPOINT`` is feedkv's own, as ``AWS_ENDPOINT``
+is for S3: a Cloud Storage-compatible server given whole (an emulator in the tests),
+reached without credentials unless ``CREDENTIALS`` (or ``ASSUME_ROLE``) names some;
+``GS_IAM_ENDPOINT``, feedkv's too, is the IAM Credentials service's base URL
+(``https://iamcredentials.googleapis.com`` by default; a stand-in in the tests).
 
 An upload is atomic (a blob appears when its upload finalizes), so a file is seen whole
 or not at all. Cloud Storage has no rename: :meth:`GCSBlobs.rename` copies and deletes.
 
-Errors no retry can change (credentials refused, access denied, no such bucket) are
-:class:`TerminalSinkError`; the rest (a throttle, a 5xx, a dropped connection) are
-retryable :class:`SinkError`.
+Errors no retry can change (credentials refused, access denied, no such bucket, an
+account that may not be impersonated) are :class:`TerminalSinkError`; the rest (a
+throttle, a 5xx, a dropped connection) are retryable :class:`SinkError`.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from typing import Any
 
 from feedkv.changefeed.options import option_error
 from feedkv.changefeed.sink import SinkError, SinkURI, TerminalSinkError
+from feedkv.changefeed.sinks.google_credentials import (
+    CLOUD_PLATFORM_SCOPE,
+    IAM_CREDENTIALS,
+    generate_access_token_url,
+    impersonating,
+    role_chain,
+    service_account,
+)
 
-__all__ = ["GCSBlobs"]
+__all__ = ["READ_WRITE_SCOPE", "GCSBlobs"]
 
 _TERMINAL_STATUS = frozenset({401, 403, 404})
+READ_WRITE_SCOPE = "https://www.googleapis.com/auth/devstorage.read_write"  # ASSUME_ROLE's
 
 
 class GCSBlobs:
@@ -43,18 +53,14 @@ class GCSBlobs:
 
         if not uri.host:
             raise option_error(f"sink URI {uri.uri!r} needs a bucket: gs://bucket/prefix")
-        if uri.param("ASSUME_ROLE"):
-            raise option_error(
-                "sink parameter ASSUME_ROLE: impersonating a service account is not supported; "
-                "give the account's key in CREDENTIALS"
-            )
         auth = (uri.param("AUTH") or "specified").lower()
         if auth not in ("specified", "implicit"):
             raise option_error(f"sink parameter AUTH={uri.param('AUTH')!r}: specified or implicit")
         endpoint = uri.param("GS_ENDPOINT")
         if endpoint is not None and not endpoint.startswith(("http://", "https://")):
             raise option_error(f"sink parameter GS_ENDPOINT={endpoint!r} is not an http(s) URL")
-        credentials = _credentials(uri, auth, endpoint)
+        chain = role_chain(uri.param("ASSUME_ROLE"))
+        credentials = _credentials(uri, auth, endpoint, chain)
         self.bucket = uri.host
         self.prefix = uri.path.strip("/")
         self._not_found = exceptions.NotFound
@@ -129,41 +135,66 @@ class GCSBlobs:
         from google.auth import exceptions as auth_exceptions
 
         status = getattr(exc, "code", None)
-        if status in _TERMINAL_STATUS or isinstance(exc, auth_exceptions.GoogleAuthError):
+        # NB: a token server out of reach (TransportError) is worth a retry
+        unreachable = isinstance(exc, auth_exceptions.TransportError)
+        refused = isinstance(exc, auth_exceptions.GoogleAuthError) and not unreachable
+        if status in _TERMINAL_STATUS or refused:
             return TerminalSinkError(
                 f"{what}: {_first_line(exc)}; check the bucket and the credentials "
-                "(CREDENTIALS, AUTH) of the sink URI"
+                "(CREDENTIALS, AUTH, ASSUME_ROLE) of the sink URI"
             )
         return SinkError(f"{what}: {_first_line(exc)}")
 
 
-def _credentials(uri: SinkURI, auth: str, endpoint: str | None) -> Any:
+def _credentials(uri: SinkURI, auth: str, endpoint: str | None, chain: list[str]) -> Any:
     """The credentials the URI gives: a service account's key (``CREDENTIALS``), none
-    for an emulator, or ``None`` (the client finds the machine's: ``AUTH=implicit``)."""
+    for an emulator, or ``None`` (the client finds the machine's: ``AUTH=implicit``);
+    with ``ASSUME_ROLE`` (``chain``), the last account of the chain impersonated with
+    them."""
     from google.auth.credentials import AnonymousCredentials
-    from google.oauth2 import service_account
 
     given = uri.param("CREDENTIALS")
-    if auth == "implicit":
-        if given:
-            raise option_error("sink parameter CREDENTIALS is not used with AUTH=implicit")
-        return None
-    if not given:
+    if auth == "implicit" and given:
+        raise option_error("sink parameter CREDENTIALS is not used with AUTH=implicit")
+    if auth == "specified" and not given:
+        if chain:
+            raise option_error(
+                "sink parameter ASSUME_ROLE needs credentials to impersonate the account "
+                "with: CREDENTIALS (a service account's JSON key, base64-encoded) or "
+                "AUTH=implicit"
+            )
         if endpoint:
             return AnonymousCredentials()  # type: ignore[no-untyped-call]
         raise option_error(
             "sink parameter CREDENTIALS is needed with AUTH=specified (the default): a "
             "service account's JSON key, base64-encoded; or give AUTH=implicit"
         )
-    text = given.strip().replace(" ", "+")
+    scopes = [CLOUD_PLATFORM_SCOPE] if chain else None
+    if given:
+        source = service_account(given, scopes)
+    elif not chain:
+        return None
+    else:
+        source = _machine_credentials(scopes)
+    if not chain:
+        return source
+    iam = uri.param("GS_IAM_ENDPOINT") or IAM_CREDENTIALS
+    if not iam.startswith(("http://", "https://")):
+        raise option_error(f"sink parameter GS_IAM_ENDPOINT={iam!r} is not an http(s) URL")
+    return impersonating(source, chain, [READ_WRITE_SCOPE], generate_access_token_url(iam, "{}"))
+
+
+def _machine_credentials(scopes: list[str] | None) -> Any:
+    """Application Default Credentials (``AUTH=implicit``), found now: impersonation
+    needs them in hand."""
+    import google.auth
+    from google.auth import exceptions as auth_exceptions
+
     try:
-        info = json.loads(base64.b64decode(text + "=" * (-len(text) % 4), validate=True))
-        return service_account.Credentials.from_service_account_info(info)  # type: ignore[no-untyped-call]
-    except (binascii.Error, ValueError, KeyError, TypeError) as exc:
-        raise option_error(
-            "sink parameter CREDENTIALS is not a base64-encoded service account key "
-            f"(`base64 -w0 key.json`): {exc}"
-        ) from None
+        credentials, _ = google.auth.default(scopes=scopes)
+    except auth_exceptions.GoogleAuthError as exc:
+        raise option_error(f"the gs:// sink has no credentials (AUTH=implicit): {exc}") from None
+    return credentials
 
 
 def _project(credentials: Any) -> str | None:

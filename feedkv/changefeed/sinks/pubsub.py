@@ -38,7 +38,6 @@ retry can change (401, 403, a topic that cannot be found or made) are
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import os
 import re
@@ -58,14 +57,18 @@ from feedkv.changefeed.sink import (
     SinkURI,
     TerminalSinkError,
 )
+from feedkv.changefeed.sinks.google_credentials import (
+    CLOUD_PLATFORM_SCOPE,
+    impersonating,
+    role_chain,
+    service_account,
+)
 from feedkv.util.hlc import Timestamp
 
 __all__ = ["DEFAULT_FLUSH", "PubsubClient", "make"]
 
 DEFAULT_FLUSH = FlushConfig(messages=100, bytes=1_000_000, frequency=0.01)
 SCOPE = "https://www.googleapis.com/auth/pubsub"
-CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"  # to impersonate
-_SERVICE_ACCOUNT = re.compile(r"[^@\s,]+@[^@\s,]+")
 TIMEOUT = 30.0  # seconds for one request
 EMULATOR_ENV = "PUBSUB_EMULATOR_HOST"
 _PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]|[a-z0-9.-]+:[a-z][a-z0-9-]{4,28}[a-z0-9]")
@@ -175,19 +178,6 @@ class PubsubClient:
         )
 
 
-def _impersonating(source: Any, chain: list[str], iam_endpoint: str | None) -> Any:
-    from google.auth import impersonated_credentials
-
-    *delegates, target = chain
-    return impersonated_credentials.Credentials(  # type: ignore[no-untyped-call]
-        source_credentials=source,
-        target_principal=target,
-        target_scopes=[SCOPE],
-        delegates=delegates or None,
-        iam_endpoint_override=iam_endpoint.format(target) if iam_endpoint else None,
-    )
-
-
 def _answer(response: httpx.Response) -> str:
     try:
         message = response.json()["error"]["message"]
@@ -274,7 +264,7 @@ def _token(
 ) -> Callable[[], str] | None:
     """A function giving a valid bearer token for the URI's credentials (refreshed when
     it expires), or ``None`` for an emulator."""
-    chain = _role_chain(uri.param("ASSUME_ROLE"))
+    chain = role_chain(uri.param("ASSUME_ROLE"))
     scope = CLOUD_PLATFORM_SCOPE if chain else SCOPE
     auth = (uri.param("AUTH") or "specified").lower()
     if auth not in ("specified", "implicit", "default"):
@@ -284,7 +274,7 @@ def _token(
         raise option_error("sink parameter CREDENTIALS is not used with AUTH=implicit")
     credentials = None
     if given:
-        credentials = _service_account(given, scope)
+        credentials = service_account(given, [scope])
     elif auth != "implicit":
         raise option_error(
             "sink parameter CREDENTIALS is needed with AUTH=specified (the default): a "
@@ -293,37 +283,6 @@ def _token(
     if emulated:
         return None
     return _refreshing(credentials, scope, chain, iam_endpoint)
-
-
-def _role_chain(given: str | None) -> list[str]:
-    """``ASSUME_ROLE``'s service accounts, the one to impersonate last."""
-    if given is None:
-        return []
-    chain = [part.strip() for part in given.split(",")]
-    for account in chain:
-        if not _SERVICE_ACCOUNT.fullmatch(account):
-            raise option_error(
-                f"sink parameter ASSUME_ROLE={given!r}: {account!r} is not a service account "
-                "email such as 'feeds@project.iam.gserviceaccount.com' (a chain is "
-                "comma-separated, the account to impersonate last)"
-            )
-    return chain
-
-
-def _service_account(given: str, scope: str) -> Any:
-    from google.oauth2 import service_account
-
-    text = given.strip().replace(" ", "+").translate(str.maketrans("-_", "+/"))
-    try:
-        info = json.loads(base64.b64decode(text + "=" * (-len(text) % 4), validate=True))
-        return service_account.Credentials.from_service_account_info(  # type: ignore[no-untyped-call]
-            info, scopes=[scope]
-        )
-    except (binascii.Error, ValueError, KeyError, TypeError) as exc:
-        raise option_error(
-            "sink parameter CREDENTIALS is not a base64-encoded service account key "
-            f"(`base64 -w0 key.json`): {exc}"
-        ) from None
 
 
 def _refreshing(
@@ -335,7 +294,7 @@ def _refreshing(
     lock = threading.Lock()
     held: list[Any] = [credentials]
     if credentials is not None and chain:
-        held[0] = _impersonating(credentials, chain, iam_endpoint)
+        held[0] = impersonating(credentials, chain, [SCOPE], iam_endpoint)
 
     def token() -> str:
         import google.auth
@@ -347,7 +306,7 @@ def _refreshing(
                 if held[0] is None:
                     held[0], _ = google.auth.default(scopes=[scope])
                     if chain:
-                        held[0] = _impersonating(held[0], chain, iam_endpoint)
+                        held[0] = impersonating(held[0], chain, [SCOPE], iam_endpoint)
                 if not held[0].valid:
                     held[0].refresh(google.auth.transport.requests.Request())
             except TransportError as exc:

@@ -4,14 +4,13 @@ The URL posted to is the sink URI with ``webhook-`` taken off its scheme
 (``webhook-http://`` is accepted too, for an endpoint on a trusted network). Each batch,
 of one topic, is one ``POST`` with ``Content-Type: application/json`` and the body::
 
-    {"payload":[<message value>,...],"length":<number of messages>,
-     "mvcc_timestamps":["<wall>.<logical>",...]}
+    {"payload":[<message value>,...],"length":<number of messages>}
 
 Each message value is embedded as Go's ``json.Marshal`` embeds the ``json.RawMessage``
 CockroachDB's sink holds: the encoder's JSON without whitespace between tokens and with
 ``<``, ``>`` and ``&`` as ``\\u003c``, ``\\u003e`` and ``\\u0026`` (:func:`go_compact`;
 the changefeed-sinks docs' webhook output is compact), its digits untouched (so a
-DECIMAL keeps every digit). ``mvcc_timestamps`` is feedkv's, not CockroachDB's. A
+DECIMAL keeps every digit). The body is CockroachDB's byte for byte, nothing added. A
 message without a value (a deletion under envelope ``bare`` or ``row``; every message
 under ``key_only``) is sent as ``{"key":<key>}``. A resolved marker is a ``POST`` of
 ``{"resolved":"<ts>"}``. ``webhook_auth_header`` is
@@ -28,9 +27,9 @@ What a consumer may rely on:
   the batch is sent again after a backoff, and when the retries run out the changefeed
   restarts from its last resolved timestamp. Either can deliver a batch twice (the
   endpoint may have taken a request whose answer was lost), and a restart sends again
-  the rows after the resolved timestamp. ``mvcc_timestamps`` holds each message's row
-  MVCC timestamp (as ``updated`` or ``mvcc_timestamp`` would put it in the value), so a
-  consumer deduplicates on (key, timestamp) whatever the changefeed's options.
+  the rows after the resolved timestamp. A consumer that deduplicates asks for the
+  ``updated`` or ``mvcc_timestamp`` option, as with CockroachDB, and keys on (key,
+  timestamp).
 - **In order.** One batch is in flight at a time and batches go in the order they were
   sealed, so the changes of one key arrive in timestamp order, apart from redeliveries
   (which a consumer keeping the newest timestamp per key ignores).
@@ -154,16 +153,7 @@ class WebhookClient:
         entries = b",".join(
             go_compact(m.value if m.value is not None else b'{"key":' + m.key + b"}") for m in batch
         )
-        stamps = ",".join(f'"{m.mvcc_ts}"' for m in batch).encode()
-        body = (
-            b'{"payload":['
-            + entries
-            + b'],"length":'
-            + str(len(batch)).encode()
-            + b',"mvcc_timestamps":['
-            + stamps
-            + b"]}"
-        )
+        body = b'{"payload":[' + entries + b'],"length":' + str(len(batch)).encode() + b"}"
         self._post(body, f"a batch of {len(batch)} messages of {topic}")
 
     def send_resolved(self, ts: Timestamp, topics: list[str]) -> None:

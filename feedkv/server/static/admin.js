@@ -162,6 +162,7 @@ function render(data) {
   document.getElementById("no-feeds").hidden = data.changefeeds.length > 0;
   document.querySelector("#nodes tbody").replaceChildren(...data.nodes.map((n) => el("tr", {},
     el("td", {}, n.node_id), el("td", { class: "mono" }, n.address),
+    el("td", { class: "mono" }, n.locality || "-"),
     el("td", { class: n.live ? "" : "problem" }, n.live ? "live" : "dead"),
     el("td", {}, n.heard_ago_s === undefined || n.heard_ago_s === null ? "-" : duration(n.heard_ago_s) + " ago"),
     el("td", {}, n.offset_ms === undefined || n.offset_ms === null ? "-" : n.offset_ms.toFixed(1) + " ms"))));

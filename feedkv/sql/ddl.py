@@ -31,6 +31,7 @@ from feedkv.sql.descriptor import (
     Column,
     DatabaseDescriptor,
     Family,
+    Index,
     NamedRelation,
     SequenceDescriptor,
     TableDescriptor,
@@ -39,7 +40,7 @@ from feedkv.sql.descriptor import (
 )
 from feedkv.sql.execution import ROW_IDS, Execution, Result
 from feedkv.sql.expr import Scope, compile_expr
-from feedkv.sql.indexes import table_indexes_span
+from feedkv.sql.indexes import index_span, table_indexes_span
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.partitions import SHOW_COLUMNS as PARTITION_COLUMNS
 from feedkv.sql.partitions import partitions_of, show_rows
@@ -598,11 +599,36 @@ def drop_column(ex: Execution, s: st.DropColumn) -> Result:
     if column.id in desc.primary_key:
         raise SQLError("0A000", f'column "{column.name}" is referenced by the primary key')
     _refuse_if_read_by_views(ex, desc, f'drop column "{column.name}"')
-    ddl_constraints.refuse_column_use(desc, column.id, "drop")
+    # As CockroachDB's DROP COLUMN: the indexes that hold the column (in their key or
+    # STORING) and the CHECKs that read it go with it; a UNIQUE index (a constraint, or
+    # one a foreign key may need) still refuses it
+    gone = [
+        i
+        for i in desc.indexes
+        if not i.unique and (column.id in i.column_ids or column.id in i.storing)
+    ]
+    kept_checks = tuple(
+        c
+        for c in desc.checks
+        if not any(
+            n.name == column.name for n in parse_expression(c.expression).find_all(exp.Column)
+        )
+    )
+    kept_indexes = tuple(i for i in desc.indexes if i not in gone)
+    ddl_constraints.refuse_column_use(
+        replace(desc, indexes=kept_indexes, checks=kept_checks), column.id, "drop"
+    )
     _refuse_if_computed_from(desc, column)
     if column.virtual:  # NB: nothing of it is stored
         ex.changing(desc)
-        ex.publish(desc.bumped(columns=tuple(c for c in desc.columns if c.id != column.id)))
+        ex.publish(
+            desc.bumped(
+                columns=tuple(c for c in desc.columns if c.id != column.id),
+                indexes=kept_indexes,
+                checks=kept_checks,
+            )
+        )
+        _drop_index_entries(ex, desc, gone)
         ex.session.forget(table=desc.id)
         return Result(tag="ALTER TABLE")
     family = desc.family_of(column.id)
@@ -613,10 +639,14 @@ def drop_column(ex: Execution, s: st.DropColumn) -> Result:
         if f.id != family.id or remaining or f.id == 0
     )
     new = desc.bumped(
-        columns=tuple(c for c in desc.columns if c.id != column.id), families=families
+        columns=tuple(c for c in desc.columns if c.id != column.id),
+        families=families,
+        indexes=kept_indexes,
+        checks=kept_checks,
     )
     ex.changing(desc)
     ex.publish(new)
+    _drop_index_entries(ex, desc, gone)
     txn = ex.write_txn
     for row, pairs in ex.rows(desc, table_span(desc.id)):
         prefix = row_prefix(desc, [row[i] for i in desc.primary_key])
@@ -633,6 +663,13 @@ def drop_column(ex: Execution, s: st.DropColumn) -> Result:
             txn.delete(key)
     ex.session.forget(table=desc.id)
     return Result(tag="ALTER TABLE")
+
+
+def _drop_index_entries(ex: Execution, desc: TableDescriptor, indexes: list[Index]) -> None:
+    """Delete the entries of ``indexes`` of ``desc`` (dropped with a column)."""
+    for index in indexes:
+        span = index_span(desc.id, index.id)
+        ex.write_txn.delete_range(span.start, span.end)
 
 
 # Kinds whose values convert to one another on assignment: a computed column's

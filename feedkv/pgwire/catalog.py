@@ -269,7 +269,7 @@ def _build(
 
 def _add_table(db: sqlite3.Connection, database: str, desc: TableDescriptor) -> None:
     index_oid = _INDEX_OID_BASE + desc.id
-    columns = list(desc.columns)
+    columns = [c for c in desc.columns if not c.adding]  # NB: not public until commit
     key_ids = list(desc.primary_key)
     position = {c.id: n for n, c in enumerate(columns, start=1)}
     indkey = " ".join(str(position[i]) for i in key_ids)

@@ -4,7 +4,9 @@ binary format, both ways (results out, parameters in).
 The OIDs are PostgreSQL's (``pg_type.oid``), as CockroachDB reports them: INT is int8,
 FLOAT float8, FLOAT4 (REAL) float4, DECIMAL numeric, STRING text, CHAR(n) bpchar, BYTES
 bytea, BOOL bool, DATE date, TIMESTAMP timestamp, TIMESTAMPTZ timestamptz, UUID uuid,
-JSONB jsonb. A column's type modifier (RowDescription's, ``pg_attribute.atttypmod``) is
+JSONB jsonb; an array is its elements' array type (int2[] 1005, int4[] 1007, int8[] 1016,
+float4[] 1021, float8[] 1022, bpchar[] 1014, text[] 1009, ...), its elements in their
+own widths. A column's type modifier (RowDescription's, ``pg_attribute.atttypmod``) is
 PostgreSQL's: a length plus 4 for CHAR(n) and STRING(n), ``(precision << 16 | scale) +
 4`` for DECIMAL(p,s), the bit count for BIT(n) and VARBIT(n), else -1.
 
@@ -233,6 +235,14 @@ _ARRAY_OIDS: dict[Kind, int] = {
 }
 _ELEMENT_OF_ARRAY = {oid: kind for kind, oid in _ARRAY_OIDS.items() if kind is not Kind.ENUM}
 _ARRAY_OIDS_READ = frozenset(_ELEMENT_OF_ARRAY) | frozenset(_MORE_ARRAY_ELEMENTS)
+# Arrays of the narrower types, as PostgreSQL and CockroachDB name them: int2[], int4[],
+# float4[] and bpchar[] (CHAR(n)[]), with their elements' OIDs.
+_NARROW_ARRAYS: dict[tuple[Kind, int | None], tuple[int, int]] = {
+    (Kind.INT, 16): (1005, OID.INT2),
+    (Kind.INT, 32): (1007, OID.INT4),
+    (Kind.FLOAT, 32): (1021, OID.FLOAT4),
+}
+_SENT_ARRAYS = frozenset(_ELEMENT_OF_ARRAY) | {1005, 1007, 1021, 1014}
 
 
 class WireType(NamedTuple):
@@ -249,8 +259,13 @@ def wire_type(ctype: ColumnType) -> WireType:
 def oid_of_type(ctype: ColumnType) -> int:
     """The OID of a column of ``ctype`` (an array's depends on its elements')."""
     if ctype.kind is Kind.ARRAY:
-        element = ctype.element.kind if ctype.element is not None else Kind.STRING
-        return _ARRAY_OIDS.get(element, 1009)
+        element = ctype.element if ctype.element is not None else ColumnType(Kind.STRING)
+        if element.kind is Kind.STRING and element.fixed:
+            return 1014  # bpchar[]
+        narrow = _NARROW_ARRAYS.get((element.kind, element.width))
+        if narrow is not None:
+            return narrow[0]
+        return _ARRAY_OIDS.get(element.kind, 1009)
     if ctype.kind is Kind.FLOAT and ctype.width == 32:
         return OID.FLOAT4
     if ctype.kind is Kind.STRING and ctype.fixed:
@@ -259,10 +274,11 @@ def oid_of_type(ctype: ColumnType) -> int:
 
 
 def _element_oid(element: ColumnType) -> int:
-    """The OID of an array's elements, as its array OID (:data:`_ARRAY_OIDS`) has them:
-    a FLOAT4's or CHAR(n)'s are float8 and text there."""
-    if element.kind in (Kind.FLOAT, Kind.STRING):
-        return oid_of_kind(element.kind)
+    """The OID of an array's elements, as its array OID (:func:`oid_of_type`) has them:
+    int2, int4 and float4 in int2[], int4[] and float4[], bpchar in a CHAR(n)'s."""
+    narrow = _NARROW_ARRAYS.get((element.kind, element.width))
+    if narrow is not None:
+        return narrow[1]
     return oid_of_type(element)
 
 
@@ -374,7 +390,7 @@ def _timestamp_text(value: datetime.datetime) -> str:
 def encode_binary(value: Any, oid: int, float_digits: int = 0) -> bytes:
     """A non-NULL ``value`` in the binary format of type ``oid`` (a column of text type
     holding values of several kinds sends their text)."""
-    if isinstance(value, Array) and oid in _ELEMENT_OF_ARRAY:
+    if isinstance(value, Array) and oid in _SENT_ARRAYS:
         return _array_binary(value)
     encoder = _BINARY_OUT.get(oid)
     if encoder is None:
@@ -440,6 +456,8 @@ def _micros_since(value: datetime.datetime) -> int:
 _BINARY_OUT: dict[int, Callable[[Any], bytes]] = {
     OID.BOOL: lambda v: b"\x01" if v else b"\x00",
     OID.INT8: lambda v: struct.pack("!q", v),
+    OID.INT2: lambda v: struct.pack("!h", v),  # NB: an INT2 column holds only these
+    OID.INT4: lambda v: struct.pack("!i", v),
     OID.FLOAT8: lambda v: struct.pack("!d", v),
     OID.FLOAT4: lambda v: struct.pack("!f", Float4.of(v)),  # NB: past float32: inf
     OID.NUMERIC: _numeric_binary,

@@ -87,7 +87,9 @@ def _check_expression(desc: TableDescriptor, column: Column, node: exp.Expr) -> 
                 raise SQLError(
                     "42P01", f"no data source matches prefix: {found.table} in this context"
                 )
-            other = desc.find_column(found.name)
+            # NB: a column an open transaction is adding too (one ALTER TABLE may add
+            # both), which find_column does not name
+            other = next((c for c in desc.columns if c.name == found.name), None)
             if other is None:
                 raise SQLError("42703", f'column "{found.name}" does not exist')
             if other.computed is not None:

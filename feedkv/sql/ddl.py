@@ -31,6 +31,7 @@ from feedkv.sql.descriptor import (
     Column,
     DatabaseDescriptor,
     Family,
+    Index,
     NamedRelation,
     SequenceDescriptor,
     TableDescriptor,
@@ -38,8 +39,8 @@ from feedkv.sql.descriptor import (
     ViewDescriptor,
 )
 from feedkv.sql.execution import ROW_IDS, Execution, Result
-from feedkv.sql.expr import compile_expr
-from feedkv.sql.indexes import table_indexes_span
+from feedkv.sql.expr import Scope, compile_expr
+from feedkv.sql.indexes import index_span, table_indexes_span
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.partitions import SHOW_COLUMNS as PARTITION_COLUMNS
 from feedkv.sql.partitions import partitions_of, show_rows
@@ -247,7 +248,8 @@ def _column(ex: Execution, spec: st.ColumnSpec, column_id: int, *, key: bool) ->
         if not calls:  # NB: evaluating nextval() would hand out a value
             value = ex.constant(spec.default)
             coerce(value, spec.type, spec.name)  # a default of the wrong type fails now
-        default = spec.default.sql(dialect="postgres")
+        # NB: function names as CockroachDB's SHOW CREATE TABLE prints them: unique_rowid()
+        default = spec.default.sql(dialect="postgres", normalize_functions="lower")
     computed = (
         None
         if spec.computed is None
@@ -260,6 +262,7 @@ def _column(ex: Execution, spec: st.ColumnSpec, column_id: int, *, key: bool) ->
         spec.type,
         spec.nullable and not key,
         default,
+        hidden=spec.hidden,
         computed=computed,
         virtual=spec.virtual,
     )
@@ -491,21 +494,26 @@ def add_column(ex: Execution, s: st.AddColumn) -> Result:
     ex.require_admin("ALTER TABLE")
     desc = ex.table(s.table)
     spec = s.column
-    if desc.find_column(spec.name) is not None:
+    if any(c.name == spec.name for c in desc.columns):
         if s.if_not_exists:
             return Result(tag="ALTER TABLE")
         raise SQLError("42701", f'column "{spec.name}" of relation "{desc.name}" already exists')
     column = _column(ex, spec, desc.next_column_id, key=False)
+    if not ex.autocommit:
+        # NB: as CockroachDB's column mutation: the rest of the transaction writes it but
+        # cannot name it; its commit makes it public (Execution.adding)
+        column = replace(column, adding=True)
+        ex.adding.add(desc.id)
     families = list(desc.families)
     next_family_id = desc.next_family_id
     if spec.family is None:
         target = 0
     else:
         matches = [i for i, f in enumerate(families) if f.name == spec.family]
-        if matches and spec.create_family:
+        if matches and spec.create_family and not spec.family_if_not_exists:
             raise SQLError("42701", f'family "{spec.family}" already exists')
         if not matches and not spec.create_family:
-            raise SQLError("42704", f'family "{spec.family}" does not exist')
+            raise SQLError("42704", f'unknown family "{spec.family}"')  # CockroachDB's text
         if matches:
             target = matches[0]
         else:
@@ -566,6 +574,20 @@ def add_column(ex: Execution, s: st.AddColumn) -> Result:
     return Result(tag="ALTER TABLE")
 
 
+def alter_table_actions(ex: Execution, s: st.AlterTableActions) -> Result:
+    """Each change in turn, in the statement's transaction: a later one sees what the
+    earlier ones did (a computed column may read a column added before it)."""
+    handlers: dict[type[st.Statement], Callable[[Execution, Any], Result]] = {
+        st.AddColumn: add_column,
+        st.DropColumn: drop_column,
+        st.AlterColumn: alter_column,
+        st.RenameColumn: rename_column,
+    }
+    for action in s.actions:
+        handlers[type(action)](ex, action)
+    return Result(tag="ALTER TABLE")
+
+
 def drop_column(ex: Execution, s: st.DropColumn) -> Result:
     ex.require_admin("ALTER TABLE")
     desc = ex.table(s.table)
@@ -577,11 +599,36 @@ def drop_column(ex: Execution, s: st.DropColumn) -> Result:
     if column.id in desc.primary_key:
         raise SQLError("0A000", f'column "{column.name}" is referenced by the primary key')
     _refuse_if_read_by_views(ex, desc, f'drop column "{column.name}"')
-    ddl_constraints.refuse_column_use(desc, column.id, "drop")
+    # As CockroachDB's DROP COLUMN: the indexes that hold the column (in their key or
+    # STORING) and the CHECKs that read it go with it; a UNIQUE index (a constraint, or
+    # one a foreign key may need) still refuses it
+    gone = [
+        i
+        for i in desc.indexes
+        if not i.unique and (column.id in i.column_ids or column.id in i.storing)
+    ]
+    kept_checks = tuple(
+        c
+        for c in desc.checks
+        if not any(
+            n.name == column.name for n in parse_expression(c.expression).find_all(exp.Column)
+        )
+    )
+    kept_indexes = tuple(i for i in desc.indexes if i not in gone)
+    ddl_constraints.refuse_column_use(
+        replace(desc, indexes=kept_indexes, checks=kept_checks), column.id, "drop"
+    )
     _refuse_if_computed_from(desc, column)
     if column.virtual:  # NB: nothing of it is stored
         ex.changing(desc)
-        ex.publish(desc.bumped(columns=tuple(c for c in desc.columns if c.id != column.id)))
+        ex.publish(
+            desc.bumped(
+                columns=tuple(c for c in desc.columns if c.id != column.id),
+                indexes=kept_indexes,
+                checks=kept_checks,
+            )
+        )
+        _drop_index_entries(ex, desc, gone)
         ex.session.forget(table=desc.id)
         return Result(tag="ALTER TABLE")
     family = desc.family_of(column.id)
@@ -592,10 +639,14 @@ def drop_column(ex: Execution, s: st.DropColumn) -> Result:
         if f.id != family.id or remaining or f.id == 0
     )
     new = desc.bumped(
-        columns=tuple(c for c in desc.columns if c.id != column.id), families=families
+        columns=tuple(c for c in desc.columns if c.id != column.id),
+        families=families,
+        indexes=kept_indexes,
+        checks=kept_checks,
     )
     ex.changing(desc)
     ex.publish(new)
+    _drop_index_entries(ex, desc, gone)
     txn = ex.write_txn
     for row, pairs in ex.rows(desc, table_span(desc.id)):
         prefix = row_prefix(desc, [row[i] for i in desc.primary_key])
@@ -614,6 +665,13 @@ def drop_column(ex: Execution, s: st.DropColumn) -> Result:
     return Result(tag="ALTER TABLE")
 
 
+def _drop_index_entries(ex: Execution, desc: TableDescriptor, indexes: list[Index]) -> None:
+    """Delete the entries of ``indexes`` of ``desc`` (dropped with a column)."""
+    for index in indexes:
+        span = index_span(desc.id, index.id)
+        ex.write_txn.delete_range(span.start, span.end)
+
+
 # Kinds whose values convert to one another on assignment: a computed column's
 # expression must give a kind of its column's group.
 _KIND_GROUPS = {Kind.INT: "number", Kind.FLOAT: "number", Kind.DECIMAL: "number"}
@@ -623,7 +681,11 @@ def _check_computed_types(desc: TableDescriptor) -> None:
     """:func:`check_computed`, then CockroachDB's 42804 for a computed column whose
     expression's type (where it follows from the expression) is not its column's."""
     check_computed(desc)
-    scope = table_scope(desc, "")
+    # NB: every column, those an open transaction is adding too (table_scope leaves
+    # them out): one ALTER TABLE may add a column and another computed from it
+    scope = Scope(table_name=desc.name)
+    for index, column in enumerate(desc.columns):
+        scope.add(["", desc.name], column.name, index, column.type)
     for column in desc.computed_columns:
         node = parse_expression(column.computed or "")
         for cast in node.find_all(exp.Cast):
@@ -839,8 +901,8 @@ def show_tables(ex: Execution, s: st.ShowTables) -> Result:
 
 def show_create_table(ex: Execution, s: st.ShowCreateTable) -> Result:
     desc = ex.relation(s.table)
-    database = ex.database(s.table.database)
-    name = f"{database.name}.public.{desc.name}"
+    # NB: as CockroachDB, the table named as the statement names it
+    name = f"{s.table.database}.public.{desc.name}" if s.table.database else desc.name
     return Result(("table_name", "create_statement"), [(name, desc.create_statement())], "SHOW 1")
 
 
@@ -1465,6 +1527,7 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.DropTable: drop_table,
     st.Truncate: truncate,
     st.AddColumn: add_column,
+    st.AlterTableActions: alter_table_actions,
     st.AlterColumn: alter_column,
     st.AddPrimaryKey: add_primary_key,
     st.DropColumn: drop_column,

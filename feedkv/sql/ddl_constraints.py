@@ -123,7 +123,7 @@ def _index(
             name = f"{base}{n}"
     if name == f"{desc.name}_pkey" or any(i.name == name for i in existing):
         raise SQLError("42P07", f'index "{name}" already exists on table "{desc.name}"')
-    return Index(index_id, name, column_ids, spec.unique, storing)
+    return Index(index_id, name, column_ids, spec.unique, storing, spec.constraint)
 
 
 def _check(ex: Execution, desc: TableDescriptor, spec: st.CheckSpec, taken: Sequence[str]) -> Check:
@@ -337,6 +337,16 @@ def drop_index(ex: Execution, s: st.DropIndex) -> Result:
         tables = ", ".join(f"{d.name}@{s.name}" for d, _ in found)
         raise SQLError("42P09", f'index name "{s.name}" is ambiguous (found {tables})')
     desc, index = found[0]
+    if index.constraint and not s.cascade:
+        raise SQLError(
+            "2BP01",
+            f'index "{index.name}" is in use as unique constraint (use CASCADE if you really '
+            "want to drop it)",
+        )
+    return _drop_index(ex, desc, index)
+
+
+def _drop_index(ex: Execution, desc: TableDescriptor, index: Index) -> Result:
     for child_id, fk_name in desc.referenced_by:
         child = catalog.table_by_id(ex.write_txn, child_id)
         fk = next((f for f in child.foreign_keys if f.name == fk_name), None) if child else None
@@ -391,9 +401,7 @@ def show_indexes(ex: Execution, s: st.ShowIndexes) -> Result:
 
     # NB: a virtual computed column is stored in no index
     others = [
-        c.id
-        for c in desc.columns
-        if c.id not in desc.primary_key and not c.hidden and not c.virtual
+        c.id for c in desc.columns if c.id not in desc.primary_key and c.shown and not c.virtual
     ]
     add(f"{desc.name}_pkey", True, desc.primary_key, others)
     for index in desc.indexes:
@@ -432,6 +440,7 @@ def show_columns(ex: Execution, s: st.ShowColumns) -> Result:
             *((None,) if s.with_comment else ()),
         )
         for column in desc.columns
+        if not column.adding
     ]
     columns: tuple[str, ...] = (
         "column_name",
@@ -480,7 +489,7 @@ def drop_constraint(ex: Execution, s: st.DropConstraint) -> Result:
         raise SQLError("0A000", f'cannot drop the primary key "{name}" of "{desc.name}"')
     index = desc.index(name)
     if index is not None and index.unique:
-        return drop_index(ex, st.DropIndex(s.text, s.table, name))
+        return _drop_index(ex, desc, index)
     if any(c.name == name for c in desc.checks):
         ex.changing(desc)
         ex.publish(desc.bumped(checks=tuple(c for c in desc.checks if c.name != name)))

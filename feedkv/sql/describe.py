@@ -60,8 +60,10 @@ class Description:
 
 # Statements that never return rows.
 _ROWLESS = (
-    st.Begin | st.Commit | st.Rollback | st.CreateDatabase | st.DropDatabase | st.CreateTable
-    | st.DropTable | st.AddColumn | st.AlterColumn | st.DropColumn | st.Truncate | st.CreateUser
+    st.Begin | st.SetTransaction | st.Commit | st.Rollback | st.CreateDatabase
+    | st.DropDatabase | st.CreateTable
+    | st.DropTable | st.AddColumn | st.AlterTableActions | st.AlterColumn | st.DropColumn
+    | st.Truncate | st.CreateUser
     | st.DropUser
     | st.GrantAdmin    | st.ControlJob | st.AlterChangefeed | st.Savepoint | st.ConfigureZone
 )  # fmt: skip
@@ -149,7 +151,8 @@ def _select(
         scope = Scope(database=names_[0].database or database)
         for table in plan.tables:
             for i, column in zip(table.columns, table.desc.columns, strict=True):
-                scope.add(["", *table.names], column.name, i, column.type)
+                if not column.adding:
+                    scope.add(["", *table.names], column.name, i, column.type)
         for join in s.joins:
             if join.on is not None:
                 _params_in(join.on, scope, params)
@@ -188,7 +191,7 @@ def _item_types(
             name, desc = table
             if qualifier and qualifier != name:
                 continue
-            types.extend(c.type for c in desc.columns if not c.hidden)
+            types.extend(c.type for c in desc.columns if c.shown)
     return types
 
 
@@ -241,7 +244,7 @@ def _mutation(
     types: list[ColumnType | None] = []
     for item in s.returning:
         if _is_star(item):
-            types.extend(c.type for c in desc.columns if not c.hidden)
+            types.extend(c.type for c in desc.columns if c.shown)
         else:
             types.append(type_of(unalias(item), scope, params))
     return tuple(zip(returning[0], types, strict=True))

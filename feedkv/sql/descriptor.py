@@ -52,7 +52,12 @@ class Column:
     columns (the implicit ``rowid``) are left out of ``SELECT *``. ``computed`` is the
     SQL text of a computed column's expression (:mod:`feedkv.sql.computed`): a STORED
     one is written with the row, a ``virtual`` one is in no family and is computed
-    when read."""
+    when read.
+
+    An ``adding`` column is one an explicit transaction added (ALTER TABLE ... ADD
+    COLUMN) and has not committed: as CockroachDB's column mutation, it is written
+    (every row holds its default or computed value) but no statement of that
+    transaction can name it, and ``*`` leaves it out. The commit makes it public."""
 
     id: int
     name: str
@@ -62,6 +67,12 @@ class Column:
     hidden: bool = False
     computed: str | None = None
     virtual: bool = False
+    adding: bool = False
+
+    @property
+    def shown(self) -> bool:
+        """Whether ``SELECT *`` selects it."""
+        return not self.hidden and not self.adding
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "name": self.name, "type": self.type.to_json()}
@@ -75,6 +86,8 @@ class Column:
             out["computed"] = self.computed
         if self.virtual:
             out["virtual"] = True
+        if self.adding:
+            out["adding"] = True
         return out
 
     @classmethod
@@ -88,6 +101,7 @@ class Column:
             hidden=data.get("hidden", False),
             computed=data.get("computed"),
             virtual=data.get("virtual", False),
+            adding=data.get("adding", False),
         )
 
 
@@ -104,22 +118,27 @@ class Family:
 class Index:
     """A secondary index on ``column_ids`` (in key order), ascending; ``storing``
     columns are kept in its entries too. Its entries live apart from the table's rows
-    (:mod:`feedkv.sql.indexes`)."""
+    (:mod:`feedkv.sql.indexes`). ``constraint``: the index of a UNIQUE constraint (not
+    one made as an index), which DROP INDEX drops only with CASCADE, as CockroachDB."""
 
     id: int
     name: str
     column_ids: tuple[int, ...]
     unique: bool = False
     storing: tuple[int, ...] = ()
+    constraint: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "id": self.id,
             "name": self.name,
             "columns": list(self.column_ids),
             "unique": self.unique,
             "storing": list(self.storing),
         }
+        if self.constraint:  # NB: only when set, so other descriptors keep their bytes
+            out["constraint"] = True
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Index:
@@ -129,6 +148,7 @@ class Index:
             tuple(data["columns"]),
             data.get("unique", False),
             tuple(data.get("storing", ())),
+            data.get("constraint", False),
         )
 
 
@@ -260,7 +280,9 @@ class TableDescriptor:
     _computed: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_by_name", {c.name: c for c in self.columns})
+        # NB: an adding column has no name a statement can use (see Column)
+        by_name = {c.name: c for c in self.columns if not c.adding}
+        object.__setattr__(self, "_by_name", by_name)
         object.__setattr__(self, "_by_id", {c.id: c for c in self.columns})
         computed = tuple(c for c in self.columns if c.computed is not None)
         object.__setattr__(self, "_computed_columns", computed)
@@ -271,7 +293,7 @@ class TableDescriptor:
         """The column called ``name``; SQLSTATE 42703 names it if there is none."""
         found = self._by_name.get(name)
         if found is None:
-            raise SQLError("42703", f"column {name!r} does not exist in table {self.name!r}")
+            raise SQLError("42703", f'column "{name}" does not exist')
         return found
 
     def partition(self, name: str) -> Partition:
@@ -292,7 +314,7 @@ class TableDescriptor:
 
     @property
     def visible_columns(self) -> tuple[Column, ...]:
-        return tuple(c for c in self.columns if not c.hidden)
+        return tuple(c for c in self.columns if c.shown)
 
     @property
     def computed_columns(self) -> tuple[Column, ...]:
@@ -340,57 +362,59 @@ class TableDescriptor:
     # Text.
 
     def create_statement(self, qualified_name: str | None = None) -> str:
-        """The CREATE TABLE statement that makes this table (feedkv's parser reads it
-        back). A table with the implicit ``rowid`` key shows neither it nor a key, so
-        running the statement makes the same table again."""
+        """The CREATE TABLE statement that makes this table, in CockroachDB's shape:
+        the name in its schema (``public.t``); each column with its type, ``NOT
+        VISIBLE``, ``NULL`` or ``NOT NULL``, its DEFAULT or computed expression (the
+        implicit ``rowid`` key too); the primary key as ``CONSTRAINT t_pkey PRIMARY KEY
+        (a ASC)``; foreign keys, then indexes (``(c ASC)``, ``STORING``), then the
+        families (unless there is only one, called ``primary``), then CHECKs. feedkv's
+        parser reads it back into the same table. A column an open transaction is
+        adding is not shown (see Column)."""
         lines = []
-        implicit_key = any(c.hidden for c in self.key_columns)
         for column in self.columns:
-            if column.hidden and column.id in self.primary_key:
+            if column.adding:
                 continue
             line = f"{quote_name(column.name)} {column.type.sql()}"
-            if not column.nullable:
-                line += " NOT NULL"
+            if column.hidden:
+                line += " NOT VISIBLE"
+            line += " NULL" if column.nullable else " NOT NULL"
             if column.default is not None:
                 line += f" DEFAULT {column.default}"
             if column.computed is not None:
                 line += f" AS ({column.computed}) {'VIRTUAL' if column.virtual else 'STORED'}"
-            if column.hidden:
-                line += " NOT VISIBLE"
             lines.append(line)
-        if not implicit_key:
-            key = ", ".join(quote_name(c.name) for c in self.key_columns)
-            lines.append(f"CONSTRAINT {quote_name(self.name + '_pkey')} PRIMARY KEY ({key})")
+        key = ", ".join(f"{quote_name(c.name)} ASC" for c in self.key_columns)
+        lines.append(f"CONSTRAINT {quote_name(self.name + '_pkey')} PRIMARY KEY ({key})")
 
-        def listed(ids: tuple[int, ...]) -> str:
-            return ", ".join(quote_name(self._by_id[i].name) for i in ids)
+        def listed(ids: tuple[int, ...], order: str = "") -> str:
+            return ", ".join(quote_name(self._by_id[i].name) + order for i in ids)
 
-        for index in self.indexes:
-            kind = "UNIQUE INDEX" if index.unique else "INDEX"
-            line = f"{kind} {quote_name(index.name)} ({listed(index.column_ids)})"
-            if index.storing:
-                line += f" STORING ({listed(index.storing)})"
-            lines.append(line)
         for fk in self.foreign_keys:
             referenced = ", ".join(map(quote_name, fk.referenced_names))
             lines.append(
                 f"CONSTRAINT {quote_name(fk.name)} FOREIGN KEY ({listed(fk.column_ids)}) "
-                f"REFERENCES {quote_name(fk.table_name)} ({referenced})"
+                f"REFERENCES public.{quote_name(fk.table_name)}({referenced})"
                 + (f" ON DELETE {fk.on_delete}" if fk.on_delete != "NO ACTION" else "")
                 + (f" ON UPDATE {fk.on_update}" if fk.on_update != "NO ACTION" else "")
             )
-        for check in self.checks:
-            lines.append(f"CONSTRAINT {quote_name(check.name)} CHECK ({check.expression})")
+        for index in self.indexes:
+            kind = "UNIQUE INDEX" if index.unique else "INDEX"
+            line = f"{kind} {quote_name(index.name)} ({listed(index.column_ids, ' ASC')})"
+            if index.storing:
+                line += f" STORING ({listed(index.storing)})"
+            lines.append(line)
         if len(self.families) > 1 or self.families[0].name != PRIMARY_FAMILY:
             for family in self.families:
                 names = ", ".join(
                     quote_name(self._by_id[i].name)
                     for i in family.column_ids
-                    if i in self._by_id and not (implicit_key and i in self.primary_key)
+                    if i in self._by_id and not self._by_id[i].adding
                 )
                 lines.append(f"FAMILY {quote_name(family.name)} ({names})")
+        for check in self.checks:
+            lines.append(f"CONSTRAINT {quote_name(check.name)} CHECK ({check.expression})")
         body = ",\n\t".join(lines)
-        text = f"CREATE TABLE {qualified_name or quote_name(self.name)} (\n\t{body}\n)"
+        text = f"CREATE TABLE {qualified_name or 'public.' + quote_name(self.name)} (\n\t{body}\n)"
         if self.partitions:
             first = self.partitions[0]
             kind = "LIST" if first.values.startswith("VALUES IN") else "RANGE"

@@ -45,6 +45,7 @@ from feedkv.sql.plan import (
     InsertPlan,
     Projections,
     UpdatePlan,
+    check_assigned,
     check_returning,
     holds,
 )
@@ -74,6 +75,9 @@ def insert(ex: Execution, s: st.Insert) -> Result:
         # NB: read whole before the first write, so the rows it inserts are not read
         selected = query(ex, s.query)
         targets, filled = plan.targets_for(len(selected.columns))
+        # NB: zip, not strict: a query whose tree does not tell its types has none
+        for column, ctype in zip(targets, selected.types, strict=False):
+            check_assigned(ctype.kind if ctype is not None else None, column)
         proposed = selected.rows
     else:
         # NB: the subqueries run (and keep their rows) before the first row is written

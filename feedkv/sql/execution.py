@@ -17,8 +17,8 @@ import decimal
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -65,7 +65,7 @@ from feedkv.util.keys import Span, key_next
 if TYPE_CHECKING:
     from feedkv.kv.db import KVClient
 
-__all__ = ["ROW_IDS", "Execution", "Result", "RowIds"]
+__all__ = ["ROW_IDS", "Execution", "Result", "RowIds", "publish_added_columns"]
 
 
 @dataclass(frozen=True)
@@ -149,6 +149,9 @@ class Execution:
         self.lease_in_txn = lease_in_txn
         self.reader: catalog.Reader | None = txn
         self.after_commit: list[Callable[[], object]] = []
+        # Tables this statement added columns to that its transaction's commit makes
+        # public (see Column.adding and publish_added_columns).
+        self.adding: set[int] = set()
         self.leases: list[Lease] = []  # held until the transaction ends
         self.leasing = False
         self.ctes: dict[str, Relation] = {}  # the rows of the CTEs in scope, by name
@@ -469,3 +472,19 @@ class Execution:
                 "2201W", f"{what} must be a non-negative integer, got {format_value(value)}"
             )
         return value
+
+
+def publish_added_columns(txn: Txn, executions: Iterable[Execution]) -> None:
+    """Make public, in ``txn`` just before it commits, the columns its ``executions``
+    added (:attr:`Column.adding`): the version the transaction wrote with them adding is
+    rewritten with them public, so no statement outside it ever sees them adding. NB: a
+    savepoint rolled back may have undone the addition; then there is nothing to do."""
+    table_ids: set[int] = set()
+    for execution in executions:
+        table_ids |= execution.adding
+    for table_id in sorted(table_ids):
+        desc = catalog.table_by_id(txn, table_id)
+        if desc is None or not any(c.adding for c in desc.columns):
+            continue
+        public = tuple(replace(c, adding=False) if c.adding else c for c in desc.columns)
+        catalog.put_table(txn, replace(desc, columns=public), name_entry=False)

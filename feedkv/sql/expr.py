@@ -232,8 +232,7 @@ class Scope:
         if found is None:
             shown = f"{qualifier}.{name}" if qualifier else name
             self.check_qualifier(qualifier)
-            where = f" in table {self.table_name!r}" if self.table_name else ""
-            raise SQLError("42703", f"column {shown!r} does not exist{where}")
+            raise SQLError("42703", f'column "{shown}" does not exist')  # CockroachDB's text
         return found
 
 

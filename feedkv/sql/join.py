@@ -165,7 +165,8 @@ class JoinPlan:
             table = FromTable(desc, (name,) if name else (), offset)
             qualifiers = ["", name] if name else [""]
             for i, column in zip(table.columns, desc.columns, strict=True):
-                scope.add(qualifiers, column.name, i, column.type)
+                if not column.adding:
+                    scope.add(qualifiers, column.name, i, column.type)
             offset += len(desc.columns)
             if n:
                 join = s.joins[n - 1]
@@ -208,7 +209,7 @@ def _using_step(join: st.Join, right: FromTable, scope: Scope, star: Star) -> tu
     visible = [
         (c.name, i, c.type)
         for i, c in zip(right.columns, right.desc.columns, strict=True)
-        if not c.hidden
+        if c.shown
     ]
     if join.natural:
         right_names = {name for name, _i, _t in visible}

@@ -21,6 +21,7 @@ _DDL = (
     | st.CreateTable
     | st.DropTable
     | st.AddColumn
+    | st.AlterTableActions
     | st.AlterColumn
     | st.DropColumn
     | st.Truncate

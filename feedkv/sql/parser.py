@@ -448,6 +448,7 @@ class _Statement:
 
     def __post_init__(self) -> None:
         self.table_indexes: list[st.IndexSpec] = []  # INDEX elements of CREATE TABLE
+        self.not_visible: set[str] = set()  # the columns declared NOT VISIBLE
         self.words = [t.text.upper() for t in self.tokens]
         self.masked = list(self.text)
         self.edited = False  # ``masked`` differs from ``text``: tokenize it anew
@@ -485,6 +486,11 @@ class _Statement:
     # Dispatch.
 
     def parse(self) -> st.Statement:
+        words = self.words
+        if words[:2] == ["SET", "TRANSACTION"] and words[2:4] != ["ISOLATION", "LEVEL"]:
+            return self._set_transaction(2)
+        if words[:2] == ["SET", "TRANSACTION"] and "," in words:
+            return self._set_transaction(2)
         session = self._session_variable()
         if session is not None:
             return session
@@ -530,8 +536,8 @@ class _Statement:
             return self._split_at()
         if words[0] == "ALTER" and "RELOCATE" in words:
             return self._relocate()
-        if words[:2] == ["START", "TRANSACTION"] or words == ["BEGIN", "TRANSACTION"]:
-            return st.Begin(self.text)
+        if words[:2] == ["START", "TRANSACTION"] or words[0] == "BEGIN":
+            return self._begin()
         if words[0] == "END" and len(words) <= 2:
             return st.Commit(self.text)
         upsert = words[0] == "UPSERT"
@@ -540,7 +546,7 @@ class _Statement:
             self.edited = True
         self._keep_int4()
         families: list[st.FamilySpec] = []
-        column_families: dict[str, tuple[str | None, bool]] = {}
+        column_families: dict[str, tuple[str | None, bool, bool]] = {}
         partitioning = None
         if words[:2] == ["CREATE", "TABLE"]:
             partitioning = self._cut_partitioning()
@@ -554,6 +560,7 @@ class _Statement:
         node = self._sqlglot()
         converter = _Converter(self.text, upsert, families, column_families, as_of, returning, body)
         converter.indexes = list(self.table_indexes)
+        converter.not_visible = self.not_visible
         converter.partitioning = partitioning
         return converter.convert(node)
 
@@ -683,7 +690,10 @@ class _Statement:
             if kind is TokenType.L_PAREN:
                 # NB: PARTITION BY LIST (a) (PARTITION ...): two lists with no comma
                 partitions = last_opened > 1 and self._keyword(last_opened - 2) == "PARTITION BY"
-                if i and tokens[i - 1].token_type is TokenType.R_PAREN and not partitions:
+                # NB: INSERT INTO t (a, b) (SELECT ...): a column list, then a query
+                query = i + 1 < len(tokens) and self._keyword(i + 1) in ("SELECT", "WITH")
+                after_list = i and tokens[i - 1].token_type is TokenType.R_PAREN
+                if after_list and not (partitions or query):
                     raise self._error_at(i, "a comma is missing between the lists")
                 opened.append(i)
                 if len(opened) > _MAX_NESTING:
@@ -949,12 +959,14 @@ class _Statement:
 
     def _cut_families(
         self,
-    ) -> tuple[list[st.FamilySpec], dict[str, tuple[str | None, bool]]]:
+    ) -> tuple[list[st.FamilySpec], dict[str, tuple[str | None, bool, bool]]]:
         """Cut out FAMILY table elements and column FAMILY qualifiers."""
         families: list[st.FamilySpec] = []
-        column_families: dict[str, tuple[str | None, bool]] = {}
+        column_families: dict[str, tuple[str | None, bool, bool]] = {}
         if self.words[:2] == ["ALTER", "TABLE"]:
-            self._cut_column_family(0, len(self.tokens), column_families)
+            for first, last in self._top_level_elements():  # each change of the ALTER
+                self._cut_column_family(first, last + 1, column_families)
+                self._cut_not_visible(first, last + 1)
             return families, column_families
         try:
             open_index = self.words.index("(")
@@ -979,9 +991,44 @@ class _Statement:
                     self._mask(first, last + 1)  # with the comma after it
                 else:
                     self._mask(first, last)
+            elif words[0] in ("PRIMARY", "CONSTRAINT", "UNIQUE"):
+                self._cut_ascending(first, last)
             else:
                 self._cut_column_family(first, last + 1, column_families)
+                self._cut_not_visible(first, last + 1)
         return families, column_families
+
+    def _top_level_elements(self) -> list[tuple[int, int]]:
+        """The statement's token ranges (first and last, inclusive) between commas
+        outside parentheses."""
+        elements = []
+        depth = 0
+        start = 0
+        for i, token in enumerate(self.tokens):
+            kind = token.token_type
+            depth += kind is TokenType.L_PAREN
+            depth -= kind is TokenType.R_PAREN
+            if kind is TokenType.COMMA and depth == 0:
+                elements.append((start, i - 1))
+                start = i + 1
+        elements.append((start, len(self.tokens) - 1))
+        return elements
+
+    def _cut_ascending(self, first: int, last: int) -> None:
+        """``ASC`` after a key column of a PRIMARY KEY or UNIQUE element (as SHOW CREATE
+        TABLE writes them): the order keys have anyway."""
+        for i in range(first, last + 1):
+            if self.words[i] == "ASC":
+                self._mask(i, i)
+
+    def _cut_not_visible(self, first: int, stop: int) -> None:
+        """``NOT VISIBLE`` inside one column definition: the column is hidden from
+        ``SELECT *`` (as the implicit ``rowid``)."""
+        for i in range(first, stop - 1):
+            if self.words[i : i + 2] == ["NOT", "VISIBLE"]:
+                self.not_visible.add(self._column_name_of(first))
+                self._mask(i, i + 1)
+                return
 
     def _elements(self, open_index: int) -> list[tuple[int, int]]:
         """The comma-separated elements inside the parentheses at ``open_index``."""
@@ -1064,7 +1111,7 @@ class _Statement:
         return st.FamilySpec(name, tuple(columns))
 
     def _cut_column_family(
-        self, first: int, stop: int, out: dict[str, tuple[str | None, bool]]
+        self, first: int, stop: int, out: dict[str, tuple[str | None, bool, bool]]
     ) -> None:
         """``col type ... [CREATE [IF NOT EXISTS]] FAMILY [name]`` inside one column
         definition (``first`` is its first token; in ALTER TABLE, the statement's)."""
@@ -1076,6 +1123,7 @@ class _Statement:
             while create_at > first and words[create_at - 1] in ("CREATE", "IF", "NOT", "EXISTS"):
                 create_at -= 1
             create = words[create_at] == "CREATE"
+            if_not_exists = words[create_at + 1 : create_at + 4] == ["IF", "NOT", "EXISTS"]
             name = None
             end = i
             if i + 1 < stop and words[i + 1] not in _COLUMN_WORDS:
@@ -1084,14 +1132,14 @@ class _Statement:
             elif not create:
                 raise self._error_at(i + 1, "expected a family name after FAMILY")
             column = self._column_name_of(first)
-            out[column] = (name, create)
+            out[column] = (name, create, create and if_not_exists)
             self._mask(create_at, end)
             return
 
     def _column_name_of(self, first: int) -> str:
         words = self.words
         if words[:2] == ["ALTER", "TABLE"]:
-            i = words.index("ADD") + 1 if "ADD" in words else first
+            i = words.index("ADD", first) + 1 if "ADD" in words[first:] else first
             if i < len(words) and words[i] == "COLUMN":
                 i += 1
             while i < len(words) and words[i] in ("IF", "NOT", "EXISTS"):
@@ -1182,13 +1230,79 @@ class _Statement:
             user = _name(self.tokens[end + 1])
         return st.ShowGrants(self.text, table, user)
 
+    def _begin(self) -> st.Begin:
+        """``BEGIN [TRANSACTION] | START TRANSACTION`` and its modes
+        (:meth:`_transaction_modes`)."""
+        words = self.words
+        i = 2 if words[0] == "START" or words[1:2] == ["TRANSACTION"] else 1
+        return st.Begin(self.text, *self._transaction_modes(i))
+
+    def _set_transaction(self, i: int) -> st.SetTransaction:
+        """``SET TRANSACTION mode, ...`` (the modes from token ``i``)."""
+        return st.SetTransaction(self.text, *self._transaction_modes(i))
+
+    def _transaction_modes(self, i: int) -> tuple[str | None, str | None, bool | None]:
+        """The transaction modes from token ``i`` on, separated by commas or not, each
+        given at most once (42601 names the one given twice, as CockroachDB's grammar):
+        ``PRIORITY LOW | NORMAL | HIGH``, ``ISOLATION LEVEL level``, ``READ ONLY | READ
+        WRITE`` and ``[NOT] DEFERRABLE``; as (priority, isolation, read only). DEFERRABLE
+        and AS OF SYSTEM TIME are refused: feedkv does not run them."""
+        words = self.words
+        start = i
+        given: dict[str, str] = {}
+
+        def once(mode: str, what: str, value: str) -> None:
+            if mode in given:
+                raise SQLError("42601", f"{what} specified multiple times")
+            given[mode] = value
+
+        while i < len(words):
+            word = words[i]
+            if word == "," and i > start:
+                i += 1
+                continue
+            if word == "PRIORITY" and words[i + 1 : i + 2] in (["LOW"], ["NORMAL"], ["HIGH"]):
+                once("priority", "user priority", words[i + 1])
+                i += 2
+            elif words[i : i + 2] == ["ISOLATION", "LEVEL"]:
+                level = words[i + 2 : i + 4]
+                if level[:1] in (["SERIALIZABLE"], ["SNAPSHOT"]):
+                    size = 1
+                elif level in (
+                    ["READ", "COMMITTED"],
+                    ["REPEATABLE", "READ"],
+                    ["READ", "UNCOMMITTED"],
+                ):
+                    size = 2
+                else:
+                    raise self._error_at(i + 2, "expected an isolation level")
+                once("isolation", "isolation level", " ".join(level[:size]).lower())
+                i += 2 + size
+            elif word == "READ" and words[i + 1 : i + 2] in (["WRITE"], ["ONLY"]):
+                once("read", "read mode", words[i + 1])
+                i += 2
+            elif word == "DEFERRABLE" or words[i : i + 2] == ["NOT", "DEFERRABLE"]:
+                once("deferrable", "deferrable mode", word)
+                i += 1 if word == "DEFERRABLE" else 2
+            elif words[i : i + 4] == ["AS", "OF", "SYSTEM", "TIME"]:
+                raise SQLError("0A000", "AS OF SYSTEM TIME as a transaction mode is not supported")
+            else:
+                raise self._error_at(i, "expected a transaction mode")
+        if given.get("deferrable") == "DEFERRABLE":
+            raise SQLError("0A000", "DEFERRABLE transactions are not supported")
+        read = given.get("read")
+        return (
+            given.get("priority"),
+            given.get("isolation"),
+            None if read is None else read == "ONLY",
+        )
+
     def _drop_index(self) -> st.DropIndex:
-        """``DROP INDEX [IF EXISTS] [db.][t@]name [RESTRICT]``."""
+        """``DROP INDEX [IF EXISTS] [db.][t@]name [CASCADE | RESTRICT]``."""
         words, end = self.words, len(self.tokens)
         at = 4 if words[2:4] == ["IF", "EXISTS"] else 2
-        if words[-1] == "CASCADE":
-            raise SQLError("0A000", "DROP INDEX ... CASCADE is not supported")
-        stop = end - 1 if words[-1] == "RESTRICT" else end
+        cascade = words[-1] == "CASCADE"
+        stop = end - 1 if words[-1] in ("RESTRICT", "CASCADE") else end
         if any(t.token_type is TokenType.COMMA for t in self.tokens[at:stop]):
             raise SQLError("0A000", "DROP INDEX drops one index at a time")
         marks = [i for i in range(at, stop) if self.tokens[i].text == "@"]
@@ -1196,10 +1310,11 @@ class _Statement:
             table = self._table_name(at, marks[0])
             if marks[0] + 2 != stop:
                 raise self._error_at(marks[0] + 1, "expected DROP INDEX table@index")
-            return st.DropIndex(self.text, table, _name(self.tokens[marks[0] + 1]), at == 4)
+            name = _name(self.tokens[marks[0] + 1])
+            return st.DropIndex(self.text, table, name, at == 4, cascade)
         if at + 1 != stop:
             raise self._error_at(at, "expected an index name (or table@index)")
-        return st.DropIndex(self.text, None, _name(self.tokens[at]), at == 4)
+        return st.DropIndex(self.text, None, _name(self.tokens[at]), at == 4, cascade)
 
     def _drop_sequence(self) -> st.DropSequence:
         """``DROP SEQUENCE [IF EXISTS] s, ... [RESTRICT]``."""
@@ -1260,6 +1375,14 @@ class _Statement:
         ]:  # fmt: skip
             level = " ".join(words[i + 5 :])
             return st.SessionVariable(self.text, "set", "default_transaction_isolation", level)
+        if first == "SET" and words[i : i + 5] in (
+            ["CHARACTERISTICS", "AS", "TRANSACTION", "READ", "ONLY"],
+            ["CHARACTERISTICS", "AS", "TRANSACTION", "READ", "WRITE"],
+        ):
+            if len(words) != i + 5:
+                raise self._error_at(i + 5, "expected one transaction mode")
+            mode = "on" if words[i + 4] == "ONLY" else "off"
+            return st.SessionVariable(self.text, "set", "default_transaction_read_only", mode)
         if len(words) <= i:
             raise self._error_at(i, f"expected a variable name after {first}")
         if words[i:] == ["ALL"] and first != "SET":
@@ -2109,10 +2232,11 @@ class _Converter:
     text: str
     upsert: bool
     families: list[st.FamilySpec]
-    column_families: dict[str, tuple[str | None, bool]]
+    column_families: dict[str, tuple[str | None, bool, bool]]
     as_of: exp.Expr | None
     returning: tuple[exp.Expr, ...] | None  # cut out of the text (a DELETE's)
     view_body: str | None = None  # a CREATE VIEW's query as written
+    not_visible: set[str] = field(default_factory=set)  # columns declared NOT VISIBLE
     # A CREATE TABLE's indexes, CHECKs and foreign keys, as its elements are converted.
     indexes: list[st.IndexSpec] = field(default_factory=list)
     checks: list[st.CheckSpec] = field(default_factory=list)
@@ -2207,7 +2331,7 @@ class _Converter:
         if isinstance(node, exp.UniqueColumnConstraint) and isinstance(node.this, exp.Schema):
             _refuse_unhandled(node, {"this", "nulls", "include"})
             columns = tuple(_ident(c) for c in node.this.expressions)
-            self.indexes.append(st.IndexSpec(name, columns, unique=True))
+            self.indexes.append(st.IndexSpec(name, columns, unique=True, constraint=True))
             return True
         if isinstance(node, exp.CheckColumnConstraint):
             _refuse_unhandled(node, {"this", "enforced"})
@@ -2398,7 +2522,7 @@ class _Converter:
             kind = exp.DataType.build("BIGINT")
         if len(declared) == 2 or (primary_key and True in declared):
             raise SQLError("42601", f'conflicting NULL/NOT NULL declarations for column "{name}"')
-        family, create = self.column_families.get(name, (None, False))
+        family, create, if_not_exists = self.column_families.get(name, (None, False, False))
         return st.ColumnSpec(
             name,
             column_type(kind),
@@ -2409,6 +2533,8 @@ class _Converter:
             create,
             computed,
             virtual,
+            name in self.not_visible,
+            if_not_exists,
         )
 
     def _column_constraint(self, column: str, node: exp.Expr) -> bool:
@@ -2417,7 +2543,7 @@ class _Converter:
         name = _ident(node.this) if node.this is not None else None
         if isinstance(inner, exp.UniqueColumnConstraint):
             _refuse_unhandled(inner, {"nulls", "include"})
-            self.indexes.append(st.IndexSpec(name, (column,), unique=True))
+            self.indexes.append(st.IndexSpec(name, (column,), unique=True, constraint=True))
             return True
         if isinstance(inner, exp.CheckColumnConstraint):
             _refuse_unhandled(inner, {"this", "enforced"})
@@ -2451,6 +2577,8 @@ class _Converter:
             raise _unsupported(node)
         table = _table_of(node.this)
         actions = node.args.get("actions") or []
+        if len(actions) > 1 and kind == "TABLE":
+            return self._alter_table_actions(table, actions)
         if len(actions) != 1:
             raise SQLError("0A000", f"ALTER {kind} supports one change at a time")
         action = actions[0]
@@ -2526,6 +2654,43 @@ class _Converter:
             )
         raise _unsupported(action, "ALTER TABLE action")
 
+    def _alter_table_actions(
+        self, table: st.TableName, actions: list[exp.Expr]
+    ) -> st.AlterTableActions:
+        """Several changes to columns in one ALTER TABLE, as CockroachDB runs them: one
+        after the other, in one transaction."""
+        out: list[st.AddColumn | st.DropColumn | st.AlterColumn | st.RenameColumn] = []
+        for action in actions:
+            if isinstance(action, exp.ColumnDef):
+                column = self._column(action)
+                if column.primary_key:
+                    raise SQLError("0A000", "cannot add a PRIMARY KEY column to an existing table")
+                out.append(st.AddColumn(self.text, table, column, bool(action.args.get("exists"))))
+            elif isinstance(action, exp.Drop) and str(action.args.get("kind")).upper() == "COLUMN":
+                dropped = action.args.get("tables") or [action.this]
+                if_exists = bool(action.args.get("exists"))
+                out.extend(st.DropColumn(self.text, table, _ident(d), if_exists) for d in dropped)
+            elif isinstance(action, exp.AlterColumn):
+                out.append(self._alter_column(table, action))
+            elif isinstance(action, exp.RenameColumn):
+                _refuse_unhandled(action, {"this", "to", "exists"})
+                out.append(
+                    st.RenameColumn(
+                        self.text,
+                        table,
+                        _ident(action.this),
+                        _ident(action.args["to"]),
+                        bool(action.args.get("exists")),
+                    )
+                )
+            else:
+                raise SQLError(
+                    "0A000",
+                    "ALTER TABLE with several changes takes only ADD, DROP, ALTER and RENAME "
+                    "COLUMN; run the others as statements of their own",
+                )
+        return st.AlterTableActions(self.text, table, tuple(out))
+
     def _alter_column(self, table: st.TableName, action: exp.AlterColumn) -> st.AlterColumn:
         """``ALTER COLUMN c SET DEFAULT e | DROP DEFAULT | SET NOT NULL | DROP NOT NULL |
         [SET DATA] TYPE t [USING e]``."""
@@ -2568,6 +2733,8 @@ class _Converter:
         table = _table_of(target)
         _refuse_unhandled(node, {"this", "expression", "conflict", "returning", "with_"})
         source = node.expression
+        while isinstance(source, exp.Subquery) and not source.alias:
+            source = source.this  # INSERT INTO t (SELECT ...): the query in parentheses
         query: st.Query | None = None
         subqueries: tuple[tuple[exp.Expr, st.Query], ...] = ()
         ctes = self._ctes(node)
@@ -2635,6 +2802,7 @@ class _Converter:
             node, {"this", "expressions", "where", "returning", "order", "limit", "from_", "from"}
         )
         table = _table_of(node.this)
+        _expand_row_subqueries(node)
         sets = _assignments(node.expressions, table)
         order, limit = _mutation_order(node, "UPDATE")
         from_ = node.args.get("from_") or node.args.get("from")
@@ -2774,6 +2942,22 @@ class _Converter:
             return st.Derived(query, name, columns), None, name or None
         if isinstance(node, exp.Lateral):
             raise SQLError("0A000", "LATERAL is not supported")
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.ExplodingGenerateSeries):
+            series = node.this
+            _refuse_unhandled(series, {"start", "end", "step"})
+            alias = node.args.get("alias")
+            name = _ident(alias.this) if alias is not None and alias.this is not None else ""
+            named = [_ident(c) for c in alias.columns] if alias is not None else []
+            if len(named) > 1:
+                raise SQLError(
+                    "42P10",
+                    f'table "{name}" has 1 columns available but {len(named)} columns specified',
+                )
+            column = named[0] if named else name or "generate_series"
+            args = tuple(
+                series.args[k] for k in ("start", "end", "step") if series.args.get(k) is not None
+            )
+            return st.Series(args, name or "generate_series", column), None, name or None
         if not isinstance(node, exp.Table):
             raise SQLError("0A000", "SELECT reads from tables and subqueries (no functions)")
         index, alias = _index_and_alias(node)
@@ -2832,6 +3016,7 @@ class _Converter:
         index: str | None = None
         joins: tuple[st.Join, ...] = ()
         ctes = self._ctes(node)
+        _series_as_source(node)
         from_ = node.args.get("from_") or node.args.get("from")
         if from_ is not None:
             table, index, alias = self._source(from_.this)
@@ -3110,6 +3295,54 @@ def _index_and_alias(source: exp.Table) -> tuple[str | None, str | None]:
     return None, source.alias
 
 
+def _series_as_source(node: exp.Select) -> None:
+    """``SELECT generate_series(a, b) [AS x]`` (the only item of a SELECT without FROM)
+    as ``SELECT x FROM generate_series(a, b) AS x``: its rows, as PostgreSQL's
+    set-returning function gives them."""
+    if node.args.get("from_") or node.args.get("from") or len(node.expressions) != 1:
+        return
+    item = node.expressions[0]
+    call = item.this if isinstance(item, exp.Alias) else item
+    if not isinstance(call, exp.ExplodingGenerateSeries):
+        return
+    name = item.alias if isinstance(item, exp.Alias) else "generate_series"
+    source = exp.Table(this=call.copy(), alias=exp.TableAlias(this=exp.to_identifier(name)))
+    node.set("expressions", [exp.column(name)])
+    node.set("from_" if "from_" in exp.Select.arg_types else "from", exp.From(this=source))
+
+
+def _expand_row_subqueries(node: exp.Update) -> None:
+    """``SET (a, b) = (SELECT x, y ...)`` as ``a = (SELECT c0 FROM (SELECT x, y ...) AS
+    s (c0, c1))``, ``b`` likewise with ``c1``: each column a scalar subquery (so no row
+    gives NULLs and two rows are an error, as CockroachDB), reading the row's column of
+    that place. The derived table's name (st.ROW_ASSIGNMENT) asks for exactly as many
+    columns as it names. NB: the subquery runs once for each column, so a volatile
+    function in it (random()) may give the columns values of different runs."""
+    items: list[exp.Expr] = []
+    for item in node.expressions:
+        target, source = item.this, item.expression
+        if not (
+            isinstance(item, exp.EQ)
+            and isinstance(target, exp.Tuple | exp.Paren)
+            and isinstance(source, exp.Subquery)
+        ):
+            items.append(item)
+            continue
+        columns = target.expressions if isinstance(target, exp.Tuple) else [target.this]
+        names = [f"c{i}" for i in range(len(columns))]
+        for column, name in zip(columns, names, strict=True):
+            derived = exp.Subquery(
+                this=source.this.copy(),
+                alias=exp.TableAlias(
+                    this=exp.to_identifier(st.ROW_ASSIGNMENT),
+                    columns=[exp.to_identifier(n) for n in names],
+                ),
+            )
+            scalar = exp.Subquery(this=exp.select(name).from_(derived))
+            items.append(exp.EQ(this=column.copy(), expression=scalar))
+    node.set("expressions", items)
+
+
 def _assignments(nodes: list[exp.Expr], table: st.TableName) -> tuple[tuple[str, exp.Expr], ...]:
     """``SET a = x, (b, c) = (y, z)``: each column once."""
     sets = tuple(pair for node in nodes for pair in _assignment_list(node, table))
@@ -3128,7 +3361,8 @@ def _assignment_list(node: exp.Expr, table: st.TableName) -> list[tuple[str, exp
     targets = node.this.expressions if isinstance(node.this, exp.Tuple) else [node.this.this]
     source = node.expression
     if isinstance(source, exp.Subquery):
-        raise SQLError("0A000", "SET (...) = (SELECT ...) is not supported")
+        # NB: an UPDATE's are expanded (_expand_row_subqueries); ON CONFLICT's are not
+        raise SQLError("0A000", "SET (...) = (SELECT ...) is not supported here")
     if isinstance(source, exp.Tuple):
         values = source.expressions
     else:  # NB: (x) is x in parentheses, not a row (as PostgreSQL reads it)

@@ -67,6 +67,7 @@ __all__ = [
     "Selection",
     "Star",
     "UpdatePlan",
+    "check_assigned",
     "check_index",
     "check_returning",
     "column_default",
@@ -96,7 +97,8 @@ def table_scope(
     scope = Scope(table_name=desc.name, database=database, outer=outer)
     qualifiers = ["", alias or desc.name]
     for index, column in enumerate(desc.columns):
-        scope.add(qualifiers, column.name, index, column.type)
+        if not column.adding:
+            scope.add(qualifiers, column.name, index, column.type)
     return scope
 
 
@@ -134,7 +136,7 @@ def star_of(tables: Sequence[FromTable], qualifier: str = "") -> Star:
         for table in tables
         if not qualifier or qualifier in table.names
         for index, column in zip(table.columns, table.desc.columns, strict=True)
-        if not column.hidden
+        if column.shown
     ]
 
 
@@ -634,7 +636,8 @@ class InsertPlan:
     its key, so it may be written without reading (as CockroachDB's UPSERT fast path):
     the statement is an UPSERT, or ON CONFLICT on the primary key DO UPDATE without
     WHERE that sets every other column to its ``excluded`` value; it names every
-    column; the table has nothing a write must also check or index (``constrained``),
+    column (or is an UPSERT without a column list, which writes the defaults of those
+    its rows leave out); the table has nothing a write must also check or index (``constrained``),
     and no DECIMAL key (whose scale as proposed may differ from the stored row's)."""
 
     targets: list[Column]
@@ -648,16 +651,20 @@ class InsertPlan:
     # ON CONFLICT (cols) naming a unique secondary index's columns: that index
     conflict_index: Index | None = None
     blind: bool = False
+    verb: str = "INSERT"  # or UPSERT, as errors name the statement
 
     def targets_for(self, width: int) -> tuple[list[Column], list[tuple[Column, Compiled | None]]]:
         """The columns a SELECT's rows of ``width`` values fill, and the others with
         their DEFAULT: without a column list, the table's first ``width`` columns."""
         if width > len(self.targets):
             raise SQLError(
-                "42601", f"INSERT has more expressions than target columns ({len(self.targets)})"
+                "42601",
+                f"{self.verb} has more expressions than target columns ({len(self.targets)})",
             )
         if self.listed and width < len(self.targets):
-            raise SQLError("42601", f"INSERT has more target columns than expressions ({width})")
+            raise SQLError(
+                "42601", f"{self.verb} has more target columns than expressions ({width})"
+            )
         rest = [(c, column_default(c)) for c in self.targets[width:]]
         return self.targets[:width], rest + self.filled
 
@@ -682,16 +689,19 @@ class InsertPlan:
             refuse_writes(targets)
         empty = Scope()
         rows = []
+        verb = "UPSERT" if s.upsert else "INSERT"
         for values in s.rows:
             if len(values) > len(targets):
                 raise SQLError(
-                    "42601", f"INSERT has more expressions than target columns ({len(targets)})"
+                    "42601", f"{verb} has more expressions than target columns ({len(targets)})"
                 )
             if len(values) < len(targets):
                 raise SQLError(
-                    "42601", f"INSERT has more target columns than expressions ({len(values)})"
+                    "42601", f"{verb} has more target columns than expressions ({len(values)})"
                 )
             rows.append([compile_expr(v, empty) for v in values])
+            for column, node in zip(targets, values, strict=True):
+                _check_assigned_node(node, empty, column)
         scope = table_scope(desc, database)
         # ON CONFLICT DO UPDATE sees the existing row, then the proposed one as excluded.*
         if s.on_conflict == "update" and desc.name == "excluded":
@@ -704,25 +714,32 @@ class InsertPlan:
         width = len(desc.columns)
         for index, column in enumerate(desc.columns):
             # NB: as in CockroachDB, an unqualified name here is ambiguous (42702)
-            conflict_scope.add(["", "excluded"], column.name, width + index, column.type)
+            if not column.adding:
+                conflict_scope.add(["", "excluded"], column.name, width + index, column.type)
         sets = [(desc.column(n), compile_expr(e, conflict_scope)) for n, e in s.conflict_sets]
+        for (column, _), (_, node) in zip(sets, s.conflict_sets, strict=True):
+            _check_assigned_node(node, conflict_scope, column)
         refuse_writes([column for column, _ in sets])
         where = None
         if s.conflict_where is not None:
             where = compile_expr(condition(s.conflict_where, conflict_scope), conflict_scope)
         conflict_index = _check_conflict_target(desc, s.conflict_target)
         key_ids = set(desc.primary_key)
-        if s.upsert:
-            sets = [
-                (c, _proposed(width + desc.columns.index(c)))
-                for c in targets
-                if c.id not in key_ids
-            ]
         filled = [
             (c, column_default(c)) for c in desc.columns if c not in targets and c.computed is None
         ]
+        if s.upsert:
+            # As CockroachDB's UPSERT: with a column list, the columns it leaves out keep
+            # their values; without one it writes every column, those its rows do not
+            # reach taking their DEFAULT (NULL without one).
+            written = targets if s.columns is not None else targets + [c for c, _ in filled]
+            sets = [
+                (c, _proposed(width + desc.columns.index(c)))
+                for c in written
+                if c.id not in key_ids
+            ]
         blind = (
-            not filled
+            (not filled or (s.upsert and s.columns is None))
             and not desc.constrained
             and all(c.type.kind is not Kind.DECIMAL for c in desc.key_columns)
             and (s.upsert or _sets_excluded(desc, s, conflict_scope, conflict_index))
@@ -738,6 +755,7 @@ class InsertPlan:
             s.columns is not None,
             conflict_index,
             blind,
+            verb,
         )
 
 
@@ -766,6 +784,60 @@ def _sets_excluded(
     return assigned == {c.id for c in desc.columns} - set(desc.primary_key)
 
 
+def check_assigned(kind: Kind | None, column: Column) -> None:
+    """42804 unless a value of ``kind`` (``None``: the tree does not tell) may be
+    assigned to ``column``. As in CockroachDB and PostgreSQL, which have no assignment
+    cast from a string but to string types, a typed STRING (a column, a cast; not a
+    string literal, which takes the column's type) goes into a string column only. NB:
+    checked when the statement is planned, so an empty table refuses it as a full one."""
+    if kind is Kind.STRING and column.type.kind is not Kind.STRING:
+        raise SQLError(
+            "42804",
+            f'value type string doesn\'t match type {column.type.sql()} of column "{column.name}"',
+        )
+
+
+def _check_assigned_node(node: exp.Expr, scope: Scope, column: Column) -> None:
+    """:func:`check_assigned` of the value ``node`` gives over rows of ``scope``."""
+    try:
+        kind = static_kind(_scalar_item(node), scope)
+    except SQLError:
+        return  # NB: compiling it tells what is wrong
+    check_assigned(kind, column)
+
+
+def _scalar_item(node: exp.Expr) -> exp.Expr:
+    """What a scalar subquery selects, where the tree tells it, for its type: the item
+    of ``(SELECT item)`` that reads no table, or the item of a multiple-column UPDATE's
+    row that one of its columns reads (parser._expand_row_subqueries); else ``node``."""
+    while isinstance(node, exp.Subquery) and isinstance(node.this, exp.Select):
+        select = node.this
+        source = select.args.get("from_") or select.args.get("from")
+        if len(select.expressions) != 1:
+            return node
+        item: exp.Expr = select.expressions[0]
+        if source is None and not select.args.get("where"):
+            return item
+        derived = source.this if source is not None else None
+        alias = derived.args.get("alias") if isinstance(derived, exp.Subquery) else None
+        inner = derived.this if isinstance(derived, exp.Subquery) else None
+        if (
+            alias is None
+            or alias.name != st.ROW_ASSIGNMENT
+            or not isinstance(inner, exp.Select)
+            or not isinstance(item, exp.Column)
+        ):
+            return node
+        names = [c.name for c in alias.columns]
+        if item.name not in names or len(inner.expressions) != len(names):
+            return node
+        found = inner.expressions[names.index(item.name)]
+        if not is_constant(found):
+            return node  # NB: its columns are the subquery's, not the statement's
+        node = found
+    return node
+
+
 def column_default(column: Column) -> Compiled | None:
     """``column``'s DEFAULT expression, compiled (``None``: it has none)."""
     if column.default is None:
@@ -792,6 +864,8 @@ class UpdatePlan:
     def of(cls, desc: TableDescriptor, s: st.Update, database: str) -> UpdatePlan:
         scope = table_scope(desc, database, s.alias)
         sets = [(desc.column(name), compile_expr(e, scope)) for name, e in s.sets]
+        for (column, _), (_, node) in zip(sets, s.sets, strict=True):
+            _check_assigned_node(node, scope, column)
         refuse_writes([column for column, _ in sets])
         returning = _returning(desc, s.returning, scope, s.alias)
         selection = Selection.of(desc, s.where, scope)

@@ -11,6 +11,7 @@ query that names them; subqueries get runners (:mod:`feedkv.sql.subquery`).
 from __future__ import annotations
 
 import datetime
+import decimal
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -201,6 +202,32 @@ def _is_relation(ex: Execution, name: st.TableName) -> bool:
     return name.name in ex.ctes if name.database is None else is_virtual(name)
 
 
+def series(ex: Execution, source: st.Series) -> Relation:
+    """The rows of ``generate_series(start, stop [, step])``: INTs from ``start`` to
+    ``stop`` included, ``step`` apart (none past ``stop``), as CockroachDB's INT overload;
+    a whole number written as a DECIMAL constant (``2e4``) is that INT, as there."""
+    values: list[int] = []
+    for arg in source.args:
+        value = ex.constant(arg)
+        if (
+            isinstance(value, decimal.Decimal)
+            and value.is_finite()
+            and value == value.to_integral()
+        ):
+            value = int(value)
+        if value is None:
+            return Relation.of(source.alias, [source.column], [ColumnType(Kind.INT)], [])
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise SQLError("42883", "unknown signature: generate_series() takes INT arguments here")
+        values.append(value)
+    start, stop = values[0], values[1]
+    step = values[2] if len(values) > 2 else 1
+    if step == 0:
+        raise SQLError("22023", "step cannot be 0")
+    rows: list[tuple[Any, ...]] = [(v,) for v in range(start, stop + (1 if step > 0 else -1), step)]
+    return Relation.of(source.alias, [source.column], [ColumnType(Kind.INT)], rows)
+
+
 def read_source(
     ex: Execution, source: st.Source
 ) -> tuple[TableDescriptor | Relation, list[tuple[Any, ...]], str]:
@@ -209,8 +236,17 @@ def read_source(
     if isinstance(source, st.ShowSource):
         relation = ex.session.show_jobs(source)
         return relation, relation.rows, ex.session.database
+    if isinstance(source, st.Series):
+        relation = series(ex, source)
+        return relation, relation.rows, ex.session.database
     if isinstance(source, st.Derived):
         result = query(ex, source.query)
+        if source.alias == st.ROW_ASSIGNMENT and len(source.columns) != len(result.columns):
+            raise SQLError(
+                "42601",
+                f"number of columns ({len(source.columns)}) does not match number of values "
+                f"({len(result.columns)})",
+            )
         relation = Relation.of(
             source.alias, result.columns, result.types, result.rows, source.columns
         )

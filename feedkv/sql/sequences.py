@@ -74,6 +74,8 @@ def call(
             raise SQLError("55000", "lastval is not yet defined in this session")
         return session.sequences.last
     _arguments(function, args, 1, 3 if function == "setval" else 1)
+    if function != "currval" and session.variable("transaction_read_only") == "on":
+        raise SQLError("25006", f"cannot execute {function}() in a read-only transaction")
     if args[0] is None:
         return None
     if not isinstance(args[0], str):

@@ -35,7 +35,6 @@ node, so an embedded store and a server give the same results.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import random
 import time
@@ -64,7 +63,7 @@ from feedkv.sql.descriptor import (
     ViewDescriptor,
 )
 from feedkv.sql.dml import duplicate_key_at
-from feedkv.sql.execution import Execution, Result
+from feedkv.sql.execution import Execution, Result, publish_added_columns
 from feedkv.sql.executor import LEASED, run
 from feedkv.sql.import_into import import_into
 from feedkv.sql.interrupt import Interrupt
@@ -74,6 +73,7 @@ from feedkv.sql.parser import parse, placeholder_count
 from feedkv.sql.relation import Relation
 from feedkv.sql.session_context import SequenceState
 from feedkv.sql.session_vars import VARIABLES, checked_value
+from feedkv.sql.statement_cache import StatementCache, retire
 from feedkv.sql.types import ColumnType
 
 if TYPE_CHECKING:
@@ -112,8 +112,14 @@ def _prepare(text: str) -> tuple[tuple[st.Statement, int], ...]:
     return tuple((statement, placeholder_count(statement)) for statement in parse(text))
 
 
-_prepare_cached = functools.lru_cache(maxsize=2048)(_prepare)
-_prepare_long = functools.lru_cache(maxsize=_LONG_TEXTS_KEPT)(_prepare)
+def _statements(prepared: tuple[tuple[st.Statement, int], ...]) -> list[Any]:
+    return [statement for statement, _count in prepared]
+
+
+# NB: a parsed statement dropped from these is unlinked (feedkv.sql.statement_cache), so
+# a stream of new texts leaves no trees to the cyclic GC
+_prepare_cached = StatementCache(_prepare, 2048, _statements)
+_prepare_long = StatementCache(_prepare, _LONG_TEXTS_KEPT, _statements)
 
 
 _PLANS_KEPT = 1024  # per session; past it the plans are dropped and made again
@@ -130,9 +136,21 @@ _JOB_STATEMENTS = (
 # run above every writer's priority (the rangefeed pusher keeps MAX_PRIORITY): writers
 # that meet the new version wait for it instead of pushing it.
 _SCHEMA_CHANGES = (
-    st.AddColumn | st.AlterColumn | st.DropColumn | st.DropTable | st.DropDatabase | st.Truncate
+    st.AddColumn
+    | st.AlterColumn
+    | st.AlterTableActions
+    | st.DropColumn
+    | st.DropTable
+    | st.DropDatabase
+    | st.Truncate
 )
 _SCHEMA_CHANGE_PRIORITY = MAX_PRIORITY - 1
+# Statements a READ ONLY transaction refuses (see Session._refuse_if_read_only), and the
+# first words that name a statement with the next one (CREATE TABLE, not CREATE).
+_TWO_WORD_TAGS = frozenset({"CREATE", "ALTER", "DROP", "GRANT", "REVOKE"})
+# BEGIN PRIORITY LOW / HIGH: the least and (under a schema change's) the greatest; NORMAL
+# (or none) draws one at random, as CockroachDB.
+_USER_PRIORITIES = {"LOW": 1, "HIGH": _SCHEMA_CHANGE_PRIORITY - 1}
 # Statements that end, start or stand outside a transaction: a string holding one runs its
 # statements one by one rather than as one implicit transaction.
 _OWN_TRANSACTION = (
@@ -143,6 +161,7 @@ _OWN_TRANSACTION = (
     | st.CreateChangefeed
     | _JOB_STATEMENTS
     | st.SessionVariable
+    | st.SetTransaction
     | st.ImportInto
 )
 RESTART_SAVEPOINT = "cockroach_restart"
@@ -155,6 +174,7 @@ _DDL = (
     | st.CreateTable
     | st.DropTable
     | st.AddColumn
+    | st.AlterTableActions
     | st.AddPrimaryKey
     | st.DropColumn
     | st.RenameTable
@@ -180,6 +200,7 @@ _DDL = (
     | st.AddConstraint
     | st.DropConstraint
 )
+_WRITES = _DDL | st.Insert | st.Update | st.Delete | st.CopyRows | st.ImportInto
 
 
 @dataclass(slots=True)
@@ -283,6 +304,7 @@ class Session:
         self._txn: Txn | None = None
         self._failed = False
         self._restart = False  # SAVEPOINT cockroach_restart is active
+        self._read_only = False  # the open transaction is READ ONLY
         self._released = False  # RELEASE committed the transaction; COMMIT ends the block
         self._savepoints: list[_NamedSavepoint] = []  # held, oldest first
         self._ddl = 0  # schema changes in the open transaction
@@ -539,10 +561,18 @@ class Session:
             if self._txn is not None:
                 self._failed = True  # as CockroachDB: only ROLLBACK ends it now
                 raise SQLError("25001", "there is already a transaction in progress")
-            self._txn = self.db.transaction()
+            priority = _USER_PRIORITIES.get(statement.priority or "NORMAL")
+            self._txn = self.db.transaction(priority=priority)
             self._failed = False
+            self._read_only = (
+                statement.read_only
+                if statement.read_only is not None
+                else self.variable("default_transaction_read_only") == "on"
+            )
             self._rows_only = True
             return Result(tag="BEGIN")
+        if isinstance(statement, st.SetTransaction):
+            return self._set_transaction(statement)
         if self._released and not isinstance(statement, st.Commit | st.Rollback):
             raise SQLError(
                 "25000",
@@ -594,6 +624,7 @@ class Session:
         if isinstance(statement, _DDL):
             self._ddl += 1
         try:
+            self._refuse_if_read_only(statement)
             result = run(execution, statement)
         except RetryableError as exc:
             self._failed = self._retry = True
@@ -661,6 +692,8 @@ class Session:
         leases (a statement alone, or the INSERTs of :meth:`execute_many`)."""
         attempts: list[list[Execution]] = []
         statements = [statement for statement, _ in runs]
+        for statement in statements:
+            self._refuse_if_read_only(statement)
 
         def attempt(txn: Txn) -> list[Result]:
             executions: list[Execution] = []
@@ -672,6 +705,7 @@ class Session:
                 execution = Execution(self, txn, params, autocommit=autocommit)
                 executions.append(execution)
                 results.append(run(execution, statement))
+            publish_added_columns(txn, executions)
             return results
 
         changes_schema = any(isinstance(s, _SCHEMA_CHANGES) for s in statements)
@@ -715,7 +749,36 @@ class Session:
             return self.database
         if name == "session_user":
             return self.user
+        if name == "transaction_read_only":
+            if self._txn is None:
+                return self.variables.get("default_transaction_read_only", "off")
+            return "on" if self._read_only else "off"
         return self.variables.get(name, VARIABLES[name].default)
+
+    def _set_transaction(self, s: st.SetTransaction) -> Result:
+        """SET TRANSACTION's modes, for the open transaction. NB: its priority was drawn
+        when it began (BEGIN PRIORITY sets it)."""
+        if self._txn is None:
+            raise SQLError("25P01", "there is no transaction in progress")
+        if s.priority is not None:
+            raise SQLError("0A000", "SET TRANSACTION PRIORITY is not supported; use BEGIN PRIORITY")
+        if s.read_only is not None:
+            self._read_only = s.read_only
+        return Result(tag="SET TRANSACTION")
+
+    def _refuse_if_read_only(self, statement: st.Statement) -> None:
+        """25006 for a statement that writes, in a READ ONLY transaction (an implicit one
+        under default_transaction_read_only), as CockroachDB."""
+        if not isinstance(statement, _WRITES) or self.variable("transaction_read_only") != "on":
+            return
+        if isinstance(statement, st.Insert):
+            what = "UPSERT" if statement.upsert else "INSERT"
+        elif isinstance(statement, st.Update | st.Delete):
+            what = type(statement).__name__.upper()
+        else:
+            words = statement.text.split()
+            what = " ".join(words[:2] if words[0].upper() in _TWO_WORD_TAGS else words[:1])
+        raise SQLError("25006", f"cannot execute {what.upper()} in a read-only transaction")
 
     def _session_variable(self, s: st.SessionVariable) -> Result:
         """SET, RESET or SHOW a session variable; these take effect at once, in a
@@ -727,6 +790,13 @@ class Session:
             return Result((s.name,), [(self.variable(s.name),)], "SHOW 1")
         if s.action == "transaction" and self._txn is None:
             raise SQLError("25P01", "there is no transaction in progress")
+        if s.name == "transaction_read_only" and s.action in ("set", "reset"):
+            if self._txn is not None:  # NB: outside one, as PostgreSQL: no effect
+                default = self.variable("default_transaction_read_only") == "on"
+                self._read_only = (
+                    checked_value(s.name, s.value or "") == "on" if s.action == "set" else default
+                )
+            return Result(tag="SET")
         names = [s.name] if s.name is not None else list(VARIABLES)
         if s.local:
             if self._txn is None:  # NB: as PostgreSQL and CockroachDB: a warning, no effect
@@ -915,6 +985,7 @@ class Session:
         executions, self._executions = self._executions, []
         try:
             self._renew_leases(txn, executions)
+            publish_added_columns(txn, executions)
             txn.commit()
         except RetryableError as exc:
             txn.rollback()
@@ -1076,6 +1147,8 @@ class Session:
         # as large as a thousand short ones
         plans = self._plans if len(statement.text) <= _CACHED_TEXT_CHARS else self._long_plans
         if len(plans) >= (_PLANS_KEPT if plans is self._plans else _LONG_PLANS_KEPT):
+            dropped = [kept for kept, _desc, _plan in plans.values()]
             plans.clear()
+            retire(dropped)  # NB: those the parse caches dropped already, no one holds
         plans[key] = (statement, desc, plan)
         return plan

@@ -64,6 +64,15 @@ def _float_digits(name: str, value: str) -> str:
     return str(digits)
 
 
+def _on_off(name: str, value: str) -> str:
+    word = value.strip().lower()
+    if word in ("on", "true", "yes", "1"):
+        return "on"
+    if word in ("off", "false", "no", "0"):
+        return "off"
+    raise SQLError("22023", f'parameter "{name}" requires a Boolean value')
+
+
 def _read_only(name: str, value: str) -> str:
     raise SQLError("55000", f'parameter "{name}" cannot be changed')
 
@@ -74,6 +83,7 @@ VARIABLES: dict[str, Variable] = {
     "database": Variable("", _any),  # the session's current database: see Session
     "datestyle": Variable("ISO, MDY", _one_of("ISO", "ISO, MDY", canonical="ISO, MDY")),
     "default_transaction_isolation": Variable("serializable", _isolation),
+    "default_transaction_read_only": Variable("off", _on_off),
     "extra_float_digits": Variable("0", _float_digits),
     "integer_datetimes": Variable("on", _read_only, read_only=True),
     "intervalstyle": Variable("postgres", _one_of("postgres")),
@@ -85,6 +95,8 @@ VARIABLES: dict[str, Variable] = {
     "standard_conforming_strings": Variable("on", _one_of("on")),
     "timezone": Variable("UTC", _one_of("UTC", "Etc/UTC", "GMT", "Z", "+00:00", canonical="UTC")),
     "transaction_isolation": Variable("serializable", _isolation),
+    # NB: the open transaction's (the session keeps it); outside one, the default's
+    "transaction_read_only": Variable("off", _on_off),
 }
 _ALIASES = {"time zone": "timezone", "transaction isolation level": "transaction_isolation"}
 

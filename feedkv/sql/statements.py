@@ -14,9 +14,11 @@ from sqlglot import exp
 from feedkv.sql.types import ColumnType
 
 __all__ = [
+    "ROW_ASSIGNMENT",
     "AddPrimaryKey",
     "AddColumn",
     "AlterColumn",
+    "AlterTableActions",
     "AddConstraint",
     "AlterChangefeed",
     "AlterUserPassword",
@@ -69,8 +71,10 @@ __all__ = [
     "Rollback",
     "Savepoint",
     "Select",
+    "Series",
     "SetOperation",
     "SessionVariable",
+    "SetTransaction",
     "ShowChangefeedJobs",
     "ShowCreateChangefeed",
     "ShowCreateTable",
@@ -91,6 +95,11 @@ __all__ = [
     "Update",
     "Values",
 ]
+
+
+# The name of the derived table a multiple-column UPDATE item reads its subquery's row
+# from: it names exactly as many columns as the subquery gives, else 42601.
+ROW_ASSIGNMENT = "__row_assignment"
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +123,23 @@ class Statement:
 
 @dataclass(frozen=True, slots=True)
 class Begin(Statement):
-    pass
+    """``BEGIN [TRANSACTION] [mode, ...]`` (or ``START TRANSACTION``): ``priority`` is
+    LOW, NORMAL or HIGH when given; ``isolation`` the level named (upgraded to
+    serializable, as CockroachDB); ``read_only`` READ ONLY (True) or READ WRITE
+    (False), else the session's default_transaction_read_only."""
+
+    priority: str | None = None
+    isolation: str | None = None
+    read_only: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SetTransaction(Statement):
+    """``SET TRANSACTION mode, ...`` in an open transaction: as BEGIN's modes."""
+
+    priority: str | None = None
+    isolation: str | None = None
+    read_only: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +190,8 @@ class ColumnSpec:
     create_family: bool = False
     computed: exp.Expr | None = None  # AS (expression) STORED | VIRTUAL
     virtual: bool = False
+    hidden: bool = False  # NOT VISIBLE: left out of SELECT *
+    family_if_not_exists: bool = False  # CREATE IF NOT EXISTS FAMILY: join it if it exists
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,12 +203,14 @@ class FamilySpec:
 @dataclass(frozen=True, slots=True)
 class IndexSpec:
     """An index (``unique``: a UNIQUE constraint or index) on ``columns``; ``name``
-    None: named for the table and columns."""
+    None: named for the table and columns. ``constraint``: made by a UNIQUE
+    constraint, not as an index."""
 
     name: str | None
     columns: tuple[str, ...]
     unique: bool = False
     storing: tuple[str, ...] = ()
+    constraint: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +286,15 @@ class AddColumn(Statement):
     table: TableName
     column: ColumnSpec
     if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AlterTableActions(Statement):
+    """``ALTER TABLE t action, action, ...``: each of ``actions`` (ADD, DROP and ALTER
+    COLUMN, RENAME COLUMN) in order, in the statement's transaction."""
+
+    table: TableName
+    actions: tuple[AddColumn | DropColumn | AlterColumn | RenameColumn, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -500,7 +538,18 @@ class ShowSource:
     alias: str
 
 
-Source = TableName | Derived | ShowSource  # what FROM and JOIN read (a name may be a CTE's)
+@dataclass(frozen=True, slots=True)
+class Series:
+    """``FROM generate_series(start, stop [, step]) [AS alias [(column)]]``: one column
+    (named ``column``) of the numbers from ``start`` to ``stop``, both included, ``step``
+    apart; its arguments are constants of the statement."""
+
+    args: tuple[exp.Expr, ...]
+    alias: str
+    column: str
+
+
+Source = TableName | Derived | ShowSource | Series  # what FROM and JOIN read
 
 
 @dataclass(frozen=True, slots=True)
@@ -772,12 +821,13 @@ class CreateIndex(Statement):
 
 @dataclass(frozen=True, slots=True)
 class DropIndex(Statement):
-    """``DROP INDEX [IF EXISTS] [t@]name``: ``table`` None: the index is looked up by
-    name among the current database's tables."""
+    """``DROP INDEX [IF EXISTS] [t@]name [CASCADE]``: ``table`` None: the index is
+    looked up by name among the current database's tables."""
 
     table: TableName | None
     name: str
     if_exists: bool = False
+    cascade: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -345,7 +345,7 @@ def coerce(value: object, ctype: ColumnType, column: str | None) -> Any:
     try:
         return _COERCE[ctype.kind](value, ctype)
     except _Mismatch:
-        where = f" of column {column!r}" if column else ""
+        where = f' of column "{column}"' if column else ""
         raise SQLError(
             "42804", f"value type {type_of_value(value)} doesn't match type {ctype.sql()}{where}"
         ) from None

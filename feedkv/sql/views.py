@@ -12,18 +12,17 @@ renamed, since its text names them.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any
 
 from feedkv.errors import SQLError
 from feedkv.sql import statements as st
 from feedkv.sql.parser import parse
+from feedkv.sql.statement_cache import StatementCache
 
 __all__ = ["qualified", "tables_read", "view_query"]
 
 
-@functools.lru_cache(maxsize=256)
-def view_query(text: str, database: str) -> st.Query:
+def _view_query(text: str, database: str) -> st.Query:
     """The query of a view stored as ``text`` in ``database``, its table names
     qualified. Cached: the same statement object comes back for the same text, so a
     session's plans for it are kept (they are keyed by the statement)."""
@@ -31,6 +30,11 @@ def view_query(text: str, database: str) -> st.Query:
     if len(statements) != 1 or not isinstance(statements[0], st.Query):
         raise SQLError("42601", f"a view's text is not one query: {text[:60]!r}")
     return qualified(statements[0], database)
+
+
+# NB: a query dropped from the cache is unlinked (feedkv.sql.statement_cache), leaving no
+# tree to the cyclic GC
+view_query = StatementCache(_view_query, 256, lambda query: [query])
 
 
 def qualified(query: st.Query, database: str) -> st.Query:

@@ -25,6 +25,7 @@ BLIND = [
     ("UPSERT INTO kv VALUES ($1, $2, $3)", True),
     ("UPSERT INTO kv (n, k, v) VALUES (1, 2, 'x')", True),
     ("UPSERT INTO kv (k, v) VALUES (1, 'x')", False),  # n stays as it was
+    ("UPSERT INTO kv VALUES (1, 'x')", True),  # n takes its default
     (
         "INSERT INTO kv VALUES (1, 'x', 2) ON CONFLICT (k) DO UPDATE "
         "SET v = excluded.v, n = excluded.n",

@@ -64,4 +64,4 @@ def test_a_char_primary_key_reads_back_without_its_spaces(db: DB) -> None:
 
 def test_the_column_type_reads_char(session: Session) -> None:
     [(_name, create)] = session.execute("SHOW CREATE TABLE ch").rows
-    assert "one CHAR," in create and "three CHAR(3)," in create
+    assert "one CHAR NULL," in create and "three CHAR(3) NULL," in create

@@ -75,8 +75,8 @@ def test_a_real_primary_key_is_found_by_its_constant(session: Session) -> None:
 def test_the_column_type_reads_float4(session: Session) -> None:
     session.execute("CREATE TABLE ty (k INT PRIMARY KEY, a REAL, b FLOAT4, c FLOAT(10), d FLOAT)")
     [(_name, create)] = session.execute("SHOW CREATE TABLE ty").rows
-    assert "a FLOAT4," in create and "b FLOAT4," in create and "c FLOAT4," in create
-    assert "d FLOAT8," in create
+    assert "a FLOAT4 NULL," in create and "b FLOAT4 NULL," in create
+    assert "c FLOAT4 NULL," in create and "d FLOAT8 NULL," in create
 
 
 def test_a_value_past_float32_range_is_out_of_range(session: Session) -> None:

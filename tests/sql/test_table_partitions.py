@@ -15,7 +15,7 @@ def test_show_create_table_recreates_the_partitions(db: DB) -> None:
     )
     ((_name, statement),) = db.sql("SHOW CREATE TABLE e").rows
     db.sql("CREATE DATABASE copy")
-    db.sql(statement.replace("CREATE TABLE e", "CREATE TABLE copy.e", 1))
+    db.sql(statement.replace("CREATE TABLE public.e", "CREATE TABLE copy.e", 1))
 
     snapshot = catalog.Snapshot(db, db.now())
     original = catalog.table_by_name(snapshot, catalog.database_by_name(snapshot, "defaultdb"), "e")

@@ -515,7 +515,7 @@ def test_coerce_rejects_a_value_of_the_wrong_type_with_42804(
     error = sql_error(coerce, value, ctype, "price")
     assert error.code == "42804"
     assert error.message == (
-        f"value type {value_type} doesn't match type {ctype.sql()} of column 'price'"
+        f'value type {value_type} doesn\'t match type {ctype.sql()} of column "price"'
     )
 
 

@@ -17,6 +17,8 @@ Commit:
   written key (the anchor), writes intents range by range (heartbeating the record
   meanwhile), then sends ``EndTxn`` with the spans it locked. The anchor's range resolves
   its own intents in the same command; the node resolves the rest in the background.
+  A range's new keys (a bulk load's, from ``BULK_PUTS`` on) go as one ``Ingest`` of
+  intents under one lock span, which the range resolves as one batch.
 
 Savepoints: :meth:`Txn.savepoint` marks a point that :meth:`Txn.rollback_to` returns the
 transaction to, undoing every write made since. Writes wait in the client's buffer until
@@ -39,6 +41,7 @@ otherwise the transaction fails with :class:`TransactionRetryError`, which
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import enum
 import random
@@ -490,11 +493,15 @@ class Txn:
         if self._locked:  # put_now wrote intents and the record, at its anchor
             self._commit_two_phase(self._puts())
             return
-        if self._bulk is not None and self._commit_bulk(*self._bulk):
-            return
+        if self._bulk is not None:
+            if self._commit_bulk(*self._bulk):
+                return
+            if len(self._bulk[0]) >= BULK_PUTS:
+                self._commit_two_phase_bulk(*self._bulk)
+                return
         keys = sorted(self._writes)
         if len(keys) > 1 and not self._router.ranges.get(keys[0]).contains_key(keys[-1]):
-            self._commit_two_phase(self._puts())
+            self._commit_two_phase(self._puts(), ingest=True)
             return
         # one key goes to its range whatever the range's bounds
         span = Span(keys[0], key_next(keys[-1])) if len(keys) > 1 else None
@@ -504,7 +511,7 @@ class Txn:
                 return
         elif self._commit_one_phase(keys[0], requests, span):
             return
-        self._commit_two_phase(self._puts())
+        self._commit_two_phase(self._puts(), ingest=True)
 
     def _commit_bulk(self, keys: list[bytes], values: list[bytes]) -> bool:
         """Commit a bulk load's batch, the transaction's only writes (``keys`` new and
@@ -586,7 +593,12 @@ class Txn:
         # the write timestamp once written, so two phases always finish.
         return False
 
-    def _commit_two_phase(self, puts: list[Put | ConditionalPut]) -> None:
+    def _commit_two_phase(self, puts: list[Put | ConditionalPut], *, ingest: bool = False) -> None:
+        """Write ``puts`` as intents range by range, then end the transaction.
+        ``ingest``: a range's new keys (from ``BULK_PUTS`` on) go as one
+        :class:`Ingest` of intents, laid down and resolved as a batch (see
+        :meth:`_commit_two_phase_bulk`); not when an intent was sent before (by
+        :meth:`put_now`), which that batch would meet on its own key."""
         if not self._txn.key:  # its record goes with its first write
             self._txn = self._txn.anchored_at(puts[0].key)
         try:
@@ -594,7 +606,9 @@ class Txn:
             while remaining:
                 desc = self._router.ranges.get(remaining[0].key)
                 batch = [p for p in remaining if desc.contains_key(p.key)]
-                requests: tuple[Request, ...] = tuple(batch)
+                requests: tuple[Request, ...] = (
+                    self._ingest_requests(batch) if ingest else tuple(batch)
+                )
                 keys = [p.key for p in batch]
                 # NB: the record goes in the same command as its range's intents: one
                 # command (and fsync) fewer before the commit
@@ -609,24 +623,90 @@ class Txn:
                     continue  # the router refreshed its cache: divide again
                 if record:
                     self._keep_alive()
-                self._locked.extend(Span.for_key(p.key) for p in batch)
+                if ingest and len(batch) >= BULK_PUTS:
+                    # NB: one span, not one per key: the range resolves the transaction's
+                    # intents in it as one batch, and merging 200k point spans is not free
+                    self._locked.append(Span(min(keys), key_next(max(keys))))
+                else:
+                    self._locked.extend(Span.for_key(p.key) for p in batch)
                 remaining = [p for p in remaining if not desc.contains_key(p.key)]
-            self._start_heartbeat()  # NB: idempotent; the record's range had no writes
-            lock_spans = tuple(merge_spans(self._locked))
-            while True:
-                if self._txn.write_ts != self._txn.read_ts:
-                    self._refresh(self._txn.write_ts)
-                try:
-                    self._send_key(self._txn.key, (EndTxn(True, lock_spans, self.deadline),))
-                except TransactionRetryError as exc:
-                    if exc.ts is None or exc.reason != "RETRY_PUSHED":
-                        raise
-                    self._txn = self._txn.with_write_ts(exc.ts)
-                    continue
-                self.commit_ts = self._txn.write_ts
-                return
+            self._finish_two_phase()
         finally:
             self._stop_heartbeat()
+
+    def _ingest_requests(self, batch: list[Put | ConditionalPut]) -> tuple[Request, ...]:
+        """One range's writes, its new keys (``BULK_PUTS`` or more) as one :class:`Ingest`
+        of intents and the rest as they are."""
+        new = [p for p in batch if type(p) is ConditionalPut and p.expected is None]
+        new = [p for p in new if not p.exists and p.value is not None]
+        if len(new) < BULK_PUTS:
+            return tuple(batch)
+        new.sort(key=lambda p: p.key)
+        keys = tuple(p.key for p in new)
+        values = cast("tuple[bytes, ...]", tuple(p.value for p in new))
+        ingest = Ingest(Span(keys[0], key_next(keys[-1])), keys, values)
+        if len(new) == len(batch):
+            return (ingest,)
+        taken = set(keys)
+        return (ingest, *(p for p in batch if p.key not in taken))
+
+    def _commit_two_phase_bulk(self, keys: list[bytes], values: list[bytes]) -> None:
+        """Commit a bulk load's batch (``keys`` new and ascending, the transaction's only
+        writes) that spans ranges, in two phases that pay per range, not per key: each
+        range's keys go as one :class:`Ingest` of the transaction's intents (the first
+        with the record), then ``EndTxn`` names one span per range, and each range
+        resolves the intents in it as one batch, publishing them to its rangefeeds with
+        one op (:func:`~feedkv.storage.mvcc.resolve_intents`). Atomic as any two-phase
+        commit: until the record commits, every intent holds off readers at or above
+        its timestamp, and an aborted transaction's intents are removed, never seen."""
+        if not self._txn.key:  # its record goes with its first write
+            self._txn = self._txn.anchored_at(keys[0])
+        try:
+            lo = 0
+            while lo < len(keys):
+                desc = self._router.ranges.get(keys[lo])
+                hi = bisect.bisect_left(keys, desc.end, lo)
+                chunk = tuple(keys[lo:hi])
+                span = Span(chunk[0], key_next(chunk[-1]))
+                requests: tuple[Request, ...] = (Ingest(span, chunk, tuple(values[lo:hi])),)
+                sent = span
+                record = self._heartbeat_thread is None and desc.contains_key(self._txn.key)
+                if record:
+                    requests = (HeartbeatTxn(), *requests)
+                    txn_key = self._txn.key
+                    sent = Span(min(span.start, txn_key), max(span.end, key_next(txn_key)))
+                # NB: locked before it is sent, as put_now's: a send that fails may still
+                # have written the intents, which the end of the transaction must remove
+                self._locked.append(span)
+                try:
+                    self._send_key(chunk[0], requests, span=sent)
+                except RangeKeyMismatchError:
+                    self._locked.pop()  # nothing was written: divide again
+                    continue
+                if record:
+                    self._keep_alive()
+                lo = hi
+            self._finish_two_phase()
+        finally:
+            self._stop_heartbeat()
+
+    def _finish_two_phase(self) -> None:
+        """End a transaction whose writes are all sent as intents: commit its record
+        (refreshing its reads first if its write timestamp moved)."""
+        self._start_heartbeat()  # NB: idempotent; the record's range had no writes
+        lock_spans = tuple(merge_spans(self._locked))
+        while True:
+            if self._txn.write_ts != self._txn.read_ts:
+                self._refresh(self._txn.write_ts)
+            try:
+                self._send_key(self._txn.key, (EndTxn(True, lock_spans, self.deadline),))
+            except TransactionRetryError as exc:
+                if exc.ts is None or exc.reason != "RETRY_PUSHED":
+                    raise
+                self._txn = self._txn.with_write_ts(exc.ts)
+                continue
+            self.commit_ts = self._txn.write_ts
+            return
 
     def _start_heartbeat(self) -> None:
         """Write the transaction record (at ``key``) and keep it alive until the

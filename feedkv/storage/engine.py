@@ -182,6 +182,11 @@ class ReadWriter(Reader, Protocol):
         """Delete ``key``; returns whether it existed."""
         ...
 
+    def delete_many(self, db: str, keys: Iterable[bytes]) -> None:
+        """``delete`` each of ``keys`` (a bulk resolution's intents: one engine call, not
+        one per key)."""
+        ...
+
 
 class Snapshot(Reader, Protocol):
     """A reader of the state at the moment it was opened; close it promptly."""
@@ -249,6 +254,9 @@ class WriteBatch:
 
     def delete(self, db: str, key: bytes) -> None:
         self._ops.append((db, key, None))
+
+    def delete_many(self, db: str, keys: Iterable[bytes]) -> None:
+        self._ops.extend([(db, key, None) for key in keys])
 
     def __len__(self) -> int:
         return len(self._ops)

@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import queue
 import threading
 import time
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -167,6 +169,10 @@ class _View:
     def delete(self, db: str, key: bytes) -> bool:
         deleted: bool = self._txn.delete(key, db=self._dbs[db])
         return deleted
+
+    def delete_many(self, db: str, keys: Iterable[bytes]) -> None:
+        # NB: py-lmdb has no bulk delete; a C-level map calls it with no Python frame
+        deque(map(functools.partial(self._txn.delete, db=self._dbs[db]), keys), maxlen=0)
 
 
 class LMDBSnapshot(_View):

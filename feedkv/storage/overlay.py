@@ -191,3 +191,9 @@ class OverlayView:
         self._mine.set(db, key, None)
         self.batch.delete(db, key)
         return existed
+
+    def delete_many(self, db: str, keys: Iterable[bytes]) -> None:
+        keys = list(keys)  # NB: read twice
+        for key in keys:
+            self._mine.set(db, key, None)
+        self.batch.delete_many(db, keys)

@@ -327,7 +327,8 @@ class Txn:
             return True
         if set(map(type, keys)) != {bytes} or not all(keys):
             raise InvalidArgumentError("keys are non-empty bytes")
-        if max(map(len, keys)) > MAX_KEY_BYTES or max(keys) >= KEY_MAX:
+        highest = keys[-1] if ascending else max(keys)
+        if max(map(len, keys)) > MAX_KEY_BYTES or highest >= KEY_MAX:
             for key in keys:
                 check_key(key)  # names the first bad one
         if set(map(type, values)) != {bytes}:

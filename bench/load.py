@@ -20,6 +20,10 @@ started on loopback by ``bench/kv.py``'s ``postgresql`` (synchronous commit on).
 load is checked by counting the table's rows afterwards. ``--rounds`` runs the whole
 set that many times, feedkv and PostgreSQL alternating; the medians are reported, and
 each ratio is the median of the rounds' ratios.
+``--ranges N`` splits each new feedkv table into N ranges before its load (IMPORT
+writes per range; a COPY or INSERT then commits in two phases). The node's CPU per row
+(``*_node_cpu_us_per_row``, from /proc, the load alone) is reported beside each rate:
+on a shared machine it, not the rate, shows what a change to the node did.
 Progress goes to stderr; prints one JSON object with rows/s, the ratios to PostgreSQL
 and issue 47's targets (insert >= 0.3x PostgreSQL's same batches, copy and import >=
 0.4x PostgreSQL's COPY).
@@ -96,12 +100,15 @@ class Target:
         self.table = "bench"
         self._made = 0
         self.cpu_s: Callable[[], float] | None = None  # the server's CPU seconds so far
+        self.split: Callable[[str], str] | None = None  # what splits a new table, if any
 
     def fresh_table(self) -> None:
         self._made += 1
         self.table = f"bench_{self._made}"
         with psycopg.connect(self.url, autocommit=True) as conn:
             conn.execute(self.create(self.table))
+            if self.split is not None:
+                conn.execute(self.split(self.table))
 
     def count(self) -> int:
         with psycopg.connect(self.url, autocommit=True) as conn:
@@ -230,6 +237,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--skip-postgresql", action="store_true")
     parser.add_argument(
+        "--ranges",
+        type=int,
+        default=1,
+        help="split each new feedkv table into this many ranges before its load (a COPY "
+        "across ranges commits in two phases)",
+    )
+    parser.add_argument(
         "--only", choices=KINDS, action="append", help="run only these loads (repeatable)"
     )
     args = parser.parse_args(argv)
@@ -242,6 +256,7 @@ def main(argv: list[str]) -> int:
         "rows": args.rows,
         "threads": args.threads,
         "rounds": args.rounds,
+        "ranges": args.ranges,
         "cores": os.cpu_count(),
         "loads": list(kinds),
     }
@@ -271,6 +286,9 @@ def main(argv: list[str]) -> int:
                 lambda table, path: f"IMPORT INTO {table} CSV DATA ('file://{path}')",
             )
             ours.cpu_s = lambda: float(kv._cpu_s(node.process.pid))
+            if args.ranges > 1:
+                cuts = ", ".join(f"({args.rows * i // args.ranges})" for i in range(1, args.ranges))
+                ours.split = lambda table: f"ALTER TABLE {table} SPLIT AT VALUES {cuts}"
             pg_dir = tmp / "pg"
             pg_dir.mkdir()
             with kv.postgresql(pg_bin, pg_dir) if pg_bin else contextlib.nullcontext() as pg_url:

@@ -523,9 +523,21 @@ def _put_versions(
     # NB: zips, not lists of pairs: the engine takes each pair and drops it, so zip
     # reuses one tuple, where a list would hold a tracked tuple per key (each 700 of
     # them a garbage collection, and the old generation walked again and again)
-    suffix = repeat(version_terminated_suffix(ts))
-    rw.put_many(VERSIONS, zip(map(bytes.__add__, escaped, suffix), raws, strict=True))
-    rw.put_many(CHANGES, zip(map(encode_ts(ts).__add__, keys), raws, strict=True))
+    suffix = version_terminated_suffix(ts)
+    first = (keys[0].replace(b"\x00", b"\x00\xff")) + suffix
+    # NB: a load into the newest table, at the newest timestamp, lies past every key
+    # of both: the engine may append (one seek each to know)
+    rw.put_many(
+        VERSIONS,
+        zip(map(bytes.__add__, escaped, repeat(suffix)), raws, strict=True),
+        append=rw.seek(VERSIONS, first) is None,
+    )
+    change = encode_ts(ts)
+    rw.put_many(
+        CHANGES,
+        zip(map(change.__add__, keys), raws, strict=True),
+        append=rw.seek(CHANGES, change + keys[0]) is None,
+    )
 
 
 def _check_ingest(span: Span, keys: Sequence[bytes], values: Sequence[bytes]) -> None:

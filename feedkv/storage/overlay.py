@@ -180,7 +180,9 @@ class OverlayView:
         self._mine.set(db, key, value)
         self.batch.put(db, key, value)
 
-    def put_many(self, db: str, items: Iterable[tuple[bytes, bytes]]) -> None:
+    def put_many(
+        self, db: str, items: Iterable[tuple[bytes, bytes]], *, append: bool = False
+    ) -> None:
         items = list(items)  # NB: read twice
         for key, value in items:
             self._mine.set(db, key, value)

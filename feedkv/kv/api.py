@@ -161,7 +161,10 @@ class Ingest:
     :class:`ConditionFailedError`, and nothing of it is written.
 
     Sent outside a transaction, or in a transaction's one-phase commit (the batch that
-    ends it, writing committed values at its timestamp). It writes at the batch's
+    ends it, writing committed values at its timestamp); sent in a transaction before
+    its ``EndTxn`` (a bulk load across ranges), it writes the transaction's intents
+    instead, laid down and resolved as a batch, not key by key
+    (:func:`~feedkv.storage.mvcc.ingest_intents`). It writes at the batch's
     timestamp, moved above the range's closed timestamp and every read served in
     ``span``, like any write of committed values; each key's version, time-index entry
     and ``WriteValue`` op are those a put would make (a rangefeed sees the values, range

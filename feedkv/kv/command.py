@@ -485,17 +485,17 @@ class _Evaluator:
         return DeleteRangeResponse(tuple(deleted))
 
     def ingest(self, req: Ingest) -> IngestResponse:
-        if self.txn is not None and not self.one_phase:
-            raise InvalidArgumentError(
-                "an Ingest writes committed values: send it outside a transaction, or in "
-                "a transaction's one-phase commit"
-            )
-        floor = self.ctx.tscache.max_read_span(req.span, None)
-        self.applied.ops.extend(
-            self._write(
-                floor, lambda ts, _: mvcc.ingest(self.rw, req.span, req.keys, req.values, ts)
-            )
-        )
+        """Committed values outside a transaction or in its one-phase commit; else the
+        transaction's intents, laid down and later resolved in bulk
+        (:func:`~feedkv.storage.mvcc.ingest_intents`)."""
+        floor = self.ctx.tscache.max_read_span(req.span, self.txn_id)
+
+        def write(ts: Timestamp, meta: TxnMeta | None) -> list[LogicalOp]:
+            if meta is None:
+                return mvcc.ingest(self.rw, req.span, req.keys, req.values, ts)
+            return mvcc.ingest_intents(self.rw, req.span, req.keys, req.values, ts, meta)
+
+        self.applied.ops.extend(self._write(floor, write))
         return IngestResponse(len(req.keys))
 
     # Transactions.

@@ -21,7 +21,13 @@ from dataclasses import dataclass
 
 from feedkv.kv.range_descriptor import META, RangeDescriptor
 from feedkv.storage.engine import Reader, ReadWriter
-from feedkv.storage.logical_ops import CommitIntent, IngestValues, LogicalOp, WriteValue
+from feedkv.storage.logical_ops import (
+    CommitIntent,
+    CommitIntents,
+    IngestValues,
+    LogicalOp,
+    WriteValue,
+)
 from feedkv.storage.mvcc_key import SUFFIX_LEN, key_versions_start, unescape_key
 from feedkv.storage.schema import VERSIONS
 from feedkv.util.keys import Span
@@ -36,7 +42,7 @@ def op_bytes(op: LogicalOp) -> int:
     """The version bytes a logical op added (intents count once committed)."""
     if isinstance(op, WriteValue | CommitIntent):
         return len(op.key) + len(op.value or b"") + _VERSION_OVERHEAD
-    if isinstance(op, IngestValues):
+    if isinstance(op, IngestValues | CommitIntents):
         keys = op.keys
         return sum(map(len, keys)) + sum(map(len, op.values)) + _VERSION_OVERHEAD * len(keys)
     return 0

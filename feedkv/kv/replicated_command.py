@@ -35,13 +35,16 @@ from feedkv.errors import InvariantViolation
 from feedkv.storage.engine import WriteBatch
 from feedkv.storage.logical_ops import (
     AbortIntent,
+    AbortIntents,
     AbortTxn,
     CommitIntent,
+    CommitIntents,
     DeleteRange,
     IngestValues,
     LogicalOp,
     UpdateIntent,
     WriteIntent,
+    WriteIntents,
     WriteValue,
 )
 from feedkv.util.hlc import Timestamp
@@ -94,6 +97,12 @@ def _encode_op(op: LogicalOp) -> list[Any]:
             return ["at", txn_id]
         case DeleteRange(span, ts):
             return ["dr", span.start, span.end, _ts(ts)]
+        case WriteIntents(txn_id, txn_key, span, ts, count):
+            return ["wis", txn_id, txn_key, span.start, span.end, _ts(ts), count]
+        case CommitIntents(txn_id, span, ts, keys, values):
+            return ["cis", txn_id, span.start, span.end, _ts(ts), list(keys), list(values)]
+        case AbortIntents(txn_id, span, count):
+            return ["ais", txn_id, span.start, span.end, count]
     raise InvariantViolation(f"no encoding for the logical op {op!r}")
 
 
@@ -115,6 +124,12 @@ def _decode_op(row: list[Any]) -> LogicalOp:
             return AbortTxn(txn_id)
         case ["dr", start, end, ts]:
             return DeleteRange(Span(start, end), Timestamp(*ts))
+        case ["wis", txn_id, txn_key, start, end, ts, count]:
+            return WriteIntents(txn_id, txn_key, Span(start, end), Timestamp(*ts), count)
+        case ["cis", txn_id, start, end, ts, keys, values]:
+            return CommitIntents(txn_id, Span(start, end), Timestamp(*ts), keys, values)
+        case ["ais", txn_id, start, end, count]:
+            return AbortIntents(txn_id, Span(start, end), count)
     raise InvariantViolation(f"a replicated command holds an unknown logical op {row!r}")
 
 

@@ -113,6 +113,7 @@ from feedkv.kv.tscache import TimestampCache
 from feedkv.kv.txn_record import TXN_RECORDS, TxnRecord, read_record
 from feedkv.raft import RAFT_DB, ConfChange, ConfChangeType, ConfState, EngineRaftStorage
 from feedkv.raft import Config as RaftConfig
+from feedkv.storage import mvcc
 from feedkv.storage.engine import Completion, Reader, ReadWriter, Snapshot
 from feedkv.storage.gc import forward_threshold, gc_threshold
 from feedkv.storage.intent import Intent, TxnMeta, TxnStatus
@@ -120,7 +121,7 @@ from feedkv.storage.lmdb_engine import LMDBEngine
 from feedkv.storage.logical_ops import LogicalOp
 from feedkv.storage.schema import MVCC_DATABASES
 from feedkv.util.hlc import ZERO_TIMESTAMP, Clock, Timestamp
-from feedkv.util.keys import KEY_MAX, KEY_MIN, Span
+from feedkv.util.keys import KEY_MAX, KEY_MIN, Span, key_next
 
 __all__ = ["Store", "StoreConfig"]
 
@@ -1080,6 +1081,14 @@ class Store:
             push_type = PushType.ABORT if writing else PushType.TIMESTAMP
             record = self._push(pushee, push_type, read_ts.next(), txn)
             meta = record.meta if record.status is not TxnStatus.ABORTED else pushee
+            if len(group) >= mvcc.BULK_RESOLVE:
+                # NB: one span over a transaction's intents, not one per key: a bulk
+                # load's (a COPY across ranges) are then resolved as one batch. Its other
+                # intents in between are the same transaction's, resolved as well.
+                keys = [i.key for i in group]
+                span = Span(min(keys), key_next(max(keys)))
+                resolves.append(ResolveIntent(span, meta, record.status))
+                continue
             resolves.extend(ResolveIntent(Span.for_key(i.key), meta, record.status) for i in group)
         self._execute(BatchRequest(Header(range_id=header.range_id), tuple(resolves)))
 

@@ -17,6 +17,8 @@ Commit:
   written key (the anchor), writes intents range by range (heartbeating the record
   meanwhile), then sends ``EndTxn`` with the spans it locked. The anchor's range resolves
   its own intents in the same command; the node resolves the rest in the background.
+  A range's new keys (a bulk load's, from ``BULK_PUTS`` on) go as one ``Ingest`` of
+  intents under one lock span, which the range resolves as one batch.
 
 Savepoints: :meth:`Txn.savepoint` marks a point that :meth:`Txn.rollback_to` returns the
 transaction to, undoing every write made since. Writes wait in the client's buffer until
@@ -39,6 +41,7 @@ otherwise the transaction fails with :class:`TransactionRetryError`, which
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import enum
 import random
@@ -340,7 +343,8 @@ class Txn:
             return True
         if set(map(type, keys)) != {bytes} or not all(keys):
             raise InvalidArgumentError("keys are non-empty bytes")
-        if max(map(len, keys)) > MAX_KEY_BYTES or max(keys) >= KEY_MAX:
+        highest = keys[-1] if ascending else max(keys)
+        if max(map(len, keys)) > MAX_KEY_BYTES or highest >= KEY_MAX:
             for key in keys:
                 check_key(key)  # names the first bad one
         if set(map(type, values)) != {bytes}:
@@ -506,11 +510,15 @@ class Txn:
         if self._locked:  # put_now wrote intents and the record, at its anchor
             self._commit_two_phase(self._puts())
             return
-        if self._bulk is not None and self._commit_bulk(*self._bulk):
-            return
+        if self._bulk is not None:
+            if self._commit_bulk(*self._bulk):
+                return
+            if len(self._bulk[0]) >= BULK_PUTS:
+                self._commit_two_phase_bulk(*self._bulk)
+                return
         keys = sorted(self._writes)
         if len(keys) > 1 and not self._router.ranges.get(keys[0]).contains_key(keys[-1]):
-            self._commit_two_phase(self._puts())
+            self._commit_two_phase(self._puts(), ingest=True)
             return
         # one key goes to its range whatever the range's bounds
         span = Span(keys[0], key_next(keys[-1])) if len(keys) > 1 else None
@@ -520,7 +528,7 @@ class Txn:
                 return
         elif self._commit_one_phase(keys[0], requests, span):
             return
-        self._commit_two_phase(self._puts())
+        self._commit_two_phase(self._puts(), ingest=True)
 
     def _commit_bulk(self, keys: list[bytes], values: list[bytes]) -> bool:
         """Commit a bulk load's batch, the transaction's only writes (``keys`` new and
@@ -602,37 +610,32 @@ class Txn:
         # the write timestamp once written, so two phases always finish.
         return False
 
-    def _commit_two_phase(self, puts: list[Put | ConditionalPut]) -> None:
+    def _commit_two_phase(self, puts: list[Put | ConditionalPut], *, ingest: bool = False) -> None:
+        """Write ``puts`` as intents range by range, then end the transaction.
+        ``ingest``: a range's new keys (from ``BULK_PUTS`` on) go as one
+        :class:`Ingest` of intents, laid down and resolved as a batch (see
+        :meth:`_commit_two_phase_bulk`); not when an intent was sent before (by
+        :meth:`put_now`), which that batch would meet on its own key."""
         if not self._txn.key:  # its record goes with its first write
             self._txn = self._txn.anchored_at(puts[0].key)
         try:
             remaining = puts
             while remaining:
-                remaining = self._write_intents(remaining)
-            lock_spans = tuple(merge_spans(self._locked))
-            while True:
-                if self._txn.write_ts != self._txn.read_ts:
-                    self._refresh(self._txn.write_ts)
-                try:
-                    self._send_key(self._txn.key, (EndTxn(True, lock_spans, self.deadline),))
-                except TransactionRetryError as exc:
-                    if exc.ts is None or exc.reason != "RETRY_PUSHED":
-                        raise
-                    self._txn = self._txn.with_write_ts(exc.ts)
-                    continue
-                self.commit_ts = self._txn.write_ts
-                return
+                remaining = self._write_intents(remaining, ingest=ingest)
+            self._finish_two_phase()
         finally:
             self._stop_heartbeat()
 
-    def _write_intents(self, puts: list[Put | ConditionalPut]) -> list[Put | ConditionalPut]:
+    def _write_intents(
+        self, puts: list[Put | ConditionalPut], *, ingest: bool
+    ) -> list[Put | ConditionalPut]:
         """Write ``puts`` as intents, range by range as the range cache divides them:
         the record's range first (the record goes in the same command as that range's
         intents: one command, and fsync, fewer before the commit; and a record is
         written before any intent, since a pusher takes an intent without one for
         orphaned), then every other range at once (on idle helper threads, see
-        :mod:`feedkv.kv.helpers`). Returns the puts to divide again (their range
-        split or merged meanwhile)."""
+        :mod:`feedkv.kv.helpers`). ``ingest``: see :meth:`_commit_two_phase`. Returns
+        the puts to divide again (their range split or merged meanwhile)."""
         batches: dict[int, list[Put | ConditionalPut]] = {}
         descs = {}
         for put in puts:
@@ -647,7 +650,7 @@ class Txn:
                 batch = batches.pop(home)
                 keys = [p.key for p in batch]
                 keys.append(self._txn.key)
-                requests = (HeartbeatTxn(), *batch)
+                requests = (HeartbeatTxn(), *self._range_requests(batch, ingest))
                 try:
                     self._send_key(
                         batch[0].key, requests, span=Span(min(keys), key_next(max(keys)))
@@ -655,7 +658,7 @@ class Txn:
                 except RangeKeyMismatchError:
                     return puts  # the router refreshed its cache: divide again
                 self._keep_alive()
-                self._locked.extend(Span.for_key(p.key) for p in batch)
+                self._lock_written(batch, ingest)
         header = self._header()
         started = []
         for index, batch in enumerate(batches.values()):
@@ -664,7 +667,7 @@ class Txn:
                 self._router.send_key,
                 batch[0].key,
                 header,
-                tuple(batch),
+                self._range_requests(batch, ingest),
                 span=Span(min(keys), key_next(max(keys))),
             )
             # NB: the last batch (and any no helper takes) is sent from this thread
@@ -684,10 +687,98 @@ class Txn:
                 failure = failure or error  # NB: raised once every batch is answered
             elif response is not None:
                 self._adopt(response)
-                self._locked.extend(Span.for_key(p.key) for p in batch)
+                self._lock_written(batch, ingest)
         if failure is not None:
             raise failure
         return again
+
+    def _range_requests(
+        self, batch: list[Put | ConditionalPut], ingest: bool
+    ) -> tuple[Request, ...]:
+        return self._ingest_requests(batch) if ingest else tuple(batch)
+
+    def _lock_written(self, batch: list[Put | ConditionalPut], ingest: bool) -> None:
+        if ingest and len(batch) >= BULK_PUTS:
+            # NB: one span, not one per key: the range resolves the transaction's
+            # intents in it as one batch, and merging 200k point spans is not free
+            keys = [p.key for p in batch]
+            self._locked.append(Span(min(keys), key_next(max(keys))))
+        else:
+            self._locked.extend(Span.for_key(p.key) for p in batch)
+
+    def _ingest_requests(self, batch: list[Put | ConditionalPut]) -> tuple[Request, ...]:
+        """One range's writes, its new keys (``BULK_PUTS`` or more) as one :class:`Ingest`
+        of intents and the rest as they are."""
+        new = [p for p in batch if type(p) is ConditionalPut and p.expected is None]
+        new = [p for p in new if not p.exists and p.value is not None]
+        if len(new) < BULK_PUTS:
+            return tuple(batch)
+        new.sort(key=lambda p: p.key)
+        keys = tuple(p.key for p in new)
+        values = cast("tuple[bytes, ...]", tuple(p.value for p in new))
+        ingest = Ingest(Span(keys[0], key_next(keys[-1])), keys, values)
+        if len(new) == len(batch):
+            return (ingest,)
+        taken = set(keys)
+        return (ingest, *(p for p in batch if p.key not in taken))
+
+    def _commit_two_phase_bulk(self, keys: list[bytes], values: list[bytes]) -> None:
+        """Commit a bulk load's batch (``keys`` new and ascending, the transaction's only
+        writes) that spans ranges, in two phases that pay per range, not per key: each
+        range's keys go as one :class:`Ingest` of the transaction's intents (the first
+        with the record), then ``EndTxn`` names one span per range, and each range
+        resolves the intents in it as one batch, publishing them to its rangefeeds with
+        one op (:func:`~feedkv.storage.mvcc.resolve_intents`). Atomic as any two-phase
+        commit: until the record commits, every intent holds off readers at or above
+        its timestamp, and an aborted transaction's intents are removed, never seen."""
+        if not self._txn.key:  # its record goes with its first write
+            self._txn = self._txn.anchored_at(keys[0])
+        try:
+            lo = 0
+            while lo < len(keys):
+                desc = self._router.ranges.get(keys[lo])
+                hi = bisect.bisect_left(keys, desc.end, lo)
+                chunk = tuple(keys[lo:hi])
+                span = Span(chunk[0], key_next(chunk[-1]))
+                requests: tuple[Request, ...] = (Ingest(span, chunk, tuple(values[lo:hi])),)
+                sent = span
+                record = self._heartbeat_thread is None and desc.contains_key(self._txn.key)
+                if record:
+                    requests = (HeartbeatTxn(), *requests)
+                    txn_key = self._txn.key
+                    sent = Span(min(span.start, txn_key), max(span.end, key_next(txn_key)))
+                # NB: locked before it is sent, as put_now's: a send that fails may still
+                # have written the intents, which the end of the transaction must remove
+                self._locked.append(span)
+                try:
+                    self._send_key(chunk[0], requests, span=sent)
+                except RangeKeyMismatchError:
+                    self._locked.pop()  # nothing was written: divide again
+                    continue
+                if record:
+                    self._keep_alive()
+                lo = hi
+            self._finish_two_phase()
+        finally:
+            self._stop_heartbeat()
+
+    def _finish_two_phase(self) -> None:
+        """End a transaction whose writes are all sent as intents: commit its record
+        (refreshing its reads first if its write timestamp moved)."""
+        self._start_heartbeat()  # NB: idempotent; the record's range had no writes
+        lock_spans = tuple(merge_spans(self._locked))
+        while True:
+            if self._txn.write_ts != self._txn.read_ts:
+                self._refresh(self._txn.write_ts)
+            try:
+                self._send_key(self._txn.key, (EndTxn(True, lock_spans, self.deadline),))
+            except TransactionRetryError as exc:
+                if exc.ts is None or exc.reason != "RETRY_PUSHED":
+                    raise
+                self._txn = self._txn.with_write_ts(exc.ts)
+                continue
+            self.commit_ts = self._txn.write_ts
+            return
 
     def _start_heartbeat(self) -> None:
         """Write the transaction record (at ``key``) and keep it alive until the

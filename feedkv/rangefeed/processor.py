@@ -8,7 +8,7 @@ threads (catch-up scans, the txn pusher). So a processor never blocks.
 
 **One log, many readers.** The processor does not copy each value to each registration:
 it appends every ``WriteValue`` and ``CommitIntent`` (and each value of an
-``IngestValues``) some registration covers to one
+``IngestValues`` or ``CommitIntents``) some registration covers to one
 :class:`~feedkv.rangefeed.event_log.EventLog`, once, and each registration reads the log
 from its own cursor when its consumer takes events (see :meth:`Registration.read`).
 Fanning a write out to a hundred feeds therefore costs the commit thread one append and
@@ -54,6 +54,7 @@ from feedkv.rangefeed.waker import Waker
 from feedkv.storage.logical_ops import (
     AbortTxn,
     CommitIntent,
+    CommitIntents,
     IngestValues,
     LogicalOp,
     WriteValue,
@@ -185,7 +186,7 @@ class Processor:
         logged = moved = False
         try:
             for op in ops:
-                if type(op) is IngestValues:
+                if type(op) is IngestValues or type(op) is CommitIntents:
                     if self._value_regs and (
                         self._whole_regs
                         or any(r.values for r in self.registry.overlapping(op.span))
@@ -283,7 +284,7 @@ class Processor:
             self._trim()
         return True
 
-    def _append_each(self, op: IngestValues) -> bool:
+    def _append_each(self, op: IngestValues | CommitIntents) -> bool:
         """Log each value of a bulk load's batch that a registration covers (the values
         are made only here, when some registration reads them)."""
         logged = False

@@ -19,9 +19,10 @@ timestamp; if one does, or the value would go backwards, :class:`InvariantViolat
 is raised with both values.
 
 The :class:`UnresolvedIntentQueue` counts each transaction's intents (``WriteIntent``
-+1; ``CommitIntent``/``AbortIntent`` -1; ``UpdateIntent`` moves its timestamp forward;
-``AbortTxn`` drops it) and keeps a min-heap by timestamp with lazy deletion, so the oldest
-transaction is found in O(log n).
++1; ``CommitIntent``/``AbortIntent`` -1; their bulk forms ``WriteIntents``,
+``CommitIntents`` and ``AbortIntents`` by their counts; ``UpdateIntent`` moves its
+timestamp forward; ``AbortTxn`` drops it) and keeps a min-heap by timestamp with lazy
+deletion, so the oldest transaction is found in O(log n).
 """
 
 from __future__ import annotations
@@ -33,13 +34,16 @@ from dataclasses import dataclass
 from feedkv.errors import InvariantViolation
 from feedkv.storage.logical_ops import (
     AbortIntent,
+    AbortIntents,
     AbortTxn,
     CommitIntent,
+    CommitIntents,
     DeleteRange,
     IngestValues,
     LogicalOp,
     UpdateIntent,
     WriteIntent,
+    WriteIntents,
     WriteValue,
 )
 from feedkv.util.hlc import Timestamp
@@ -71,14 +75,14 @@ class UnresolvedIntentQueue:
     def get(self, txn_id: bytes) -> UnresolvedTxn | None:
         return self._txns.get(txn_id)
 
-    def add(self, txn_id: bytes, txn_key: bytes, ts: Timestamp) -> None:
-        """One more intent of ``txn_id`` at ``ts``."""
+    def add(self, txn_id: bytes, txn_key: bytes, ts: Timestamp, count: int = 1) -> None:
+        """``count`` more intents of ``txn_id`` at ``ts``."""
         txn = self._txns.get(txn_id)
         if txn is None:
-            self._txns[txn_id] = UnresolvedTxn(txn_id, txn_key, ts, 1)
+            self._txns[txn_id] = UnresolvedTxn(txn_id, txn_key, ts, count)
             heapq.heappush(self._heap, (ts, txn_id))
             return
-        txn.refcount += 1
+        txn.refcount += count
         self.forward(txn_id, ts)
 
     def forward(self, txn_id: bytes, ts: Timestamp) -> None:
@@ -89,12 +93,12 @@ class UnresolvedIntentQueue:
             txn.ts = ts
             heapq.heappush(self._heap, (ts, txn_id))
 
-    def release(self, txn_id: bytes) -> None:
-        """One intent of ``txn_id`` was resolved."""
+    def release(self, txn_id: bytes, count: int = 1) -> None:
+        """``count`` intents of ``txn_id`` were resolved."""
         txn = self._txns.get(txn_id)
         if txn is None:
             return  # resolved twice, or written before the intent scan saw it
-        txn.refcount -= 1
+        txn.refcount -= count
         if txn.refcount <= 0:
             del self._txns[txn_id]
 
@@ -163,6 +167,14 @@ class ResolvedTimestamp:
             queue.release(op.txn_id)
         elif isinstance(op, AbortTxn):
             queue.remove(op.txn_id)
+        elif isinstance(op, WriteIntents):
+            self._check_above_resolved(op.ts, op)
+            queue.add(op.txn_id, op.txn_key, op.ts, op.count)
+        elif isinstance(op, CommitIntents):
+            self._check_above_resolved(op.ts, op)
+            queue.release(op.txn_id, len(op.keys))
+        elif isinstance(op, AbortIntents):
+            queue.release(op.txn_id, op.count)
         return self._recompute()
 
     def forward_txn(self, txn_id: bytes, ts: Timestamp) -> bool:

@@ -9,17 +9,20 @@ buffered on its own. Here a COPY outside a transaction is one statement of its o
 (:func:`~feedkv.sql.row_codec.rows_pairs`) and buffered as new keys in one call
 (:meth:`Txn.put_if_absent_many`), and the commit sends them as one
 :class:`~feedkv.kv.api.Ingest` command when they fall in one range (a one-phase commit,
-all or none; otherwise as a two-phase commit's intents, as before). The rows are ordinary
-committed writes: changefeeds emit them.
+all or none). Rows across ranges go as one ``Ingest`` per range too, but of the
+transaction's intents (:func:`~feedkv.storage.mvcc.ingest_intents`), and the commit's
+resolution turns each range's batch into committed values at once
+(:func:`~feedkv.storage.mvcc.resolve_intents`). The rows are ordinary committed writes:
+changefeeds emit them.
 
-NB: rows across ranges are not sent as an ``Ingest`` per range at one timestamp, as
-IMPORT sends them: those commands are each atomic, not together, so a reader could see
-one range's rows and not another's, and a range that refused its rows (a key there
-already) would leave the others' written. IMPORT may, because its table is offline
-until every command is in (as CockroachDB's AddSSTable-based IMPORT, which is not
+NB: rows across ranges are not sent as an ``Ingest`` of committed values per range at one
+timestamp, as IMPORT sends them: those commands are each atomic, not together, so a
+reader could see one range's rows and not another's, and a range that refused its rows
+(a key there already) would leave the others' written. IMPORT may, because its table is
+offline until every command is in (as CockroachDB's AddSSTable-based IMPORT, which is not
 transactional either); a COPY loads a table that stays online, so it keeps the
-transaction's all or nothing, as CockroachDB's atomic COPY does, and commits in two
-phases when its rows span ranges.
+transaction's all or nothing, as CockroachDB's atomic COPY does: until the transaction
+record commits, its intents hold readers off, and an abort removes them unseen.
 
 Anything this path does not do in bulk raises :class:`CopyDeclined` before anything is
 written, and the caller runs the INSERTs instead, which find and name the bad line:

@@ -41,7 +41,13 @@ from feedkv.sql.types import (
     value_primitive,
 )
 from feedkv.storage.mvcc import KeyValue
-from feedkv.util.encoding import decode_value, encode_int, encode_value, encode_values
+from feedkv.util.encoding import (
+    decode_value,
+    encode_int,
+    encode_int_keys,
+    encode_value,
+    encode_values,
+)
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, prefix_end
 
@@ -161,6 +167,27 @@ def rows_pairs(
     key_columns = [columns[column_id] for column_id in desc.primary_key]
     count = len(key_columns[0])
     prefix = layout.index_prefix
+    ints = len(key_columns) == 1 and set(map(type, key_columns[0])) == {int}
+    keys = encode_int_keys(prefix, key_columns[0], suffix) if ints else None
+    if keys is None:
+        keys = _encoded_keys(prefix, key_columns, suffix)
+    if not family:
+        return keys, [b""] * count
+    pack = _PACKER.pack
+    parts: list[Any] = [repeat(_PACKER.pack_array_header(2 * len(family)), count)]
+    for (column_id, _), column in zip(family, value_columns, strict=True):
+        parts.append(repeat(pack(column_id), count))
+        parts.append(map(pack, column))
+    try:
+        values = list(map(b"".join, zip(*parts, strict=True)))
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError(f"a string value is not valid Unicode: {exc.reason}") from None
+    return keys, values
+
+
+def _encoded_keys(prefix: bytes, key_columns: list[list[Any]], suffix: bytes) -> list[bytes]:
+    """The primary keys of rows given column by column, in C over the columns."""
+    count = len(key_columns[0])
     # NB: an int column (the common key) skips encode_value's dispatch: two Python
     # frames fewer per key
     encoders = [
@@ -174,21 +201,9 @@ def rows_pairs(
             zip(*map(map, encoders, key_columns), strict=True),
         )
     )
-    keys = list(
+    return list(
         map(b"".join, zip(repeat(prefix, count), encoded, repeat(suffix, count), strict=True))
     )
-    if not family:
-        return keys, [b""] * count
-    pack = _PACKER.pack
-    parts: list[Any] = [repeat(_PACKER.pack_array_header(2 * len(family)), count)]
-    for (column_id, _), column in zip(family, value_columns, strict=True):
-        parts.append(repeat(pack(column_id), count))
-        parts.append(map(pack, column))
-    try:
-        values = list(map(b"".join, zip(*parts, strict=True)))
-    except UnicodeEncodeError as exc:
-        raise InvalidArgumentError(f"a string value is not valid Unicode: {exc.reason}") from None
-    return keys, values
 
 
 _PACKER = msgpack.Packer()  # NB: its pack keeps no state between calls (autoreset)

@@ -172,14 +172,23 @@ class ReadWriter(Reader, Protocol):
 
     def put(self, db: str, key: bytes, value: bytes) -> None: ...
 
-    def put_many(self, db: str, items: Iterable[tuple[bytes, bytes]]) -> None:
+    def put_many(
+        self, db: str, items: Iterable[tuple[bytes, bytes]], *, append: bool = False
+    ) -> None:
         """``put`` each ``(key, value)`` in order (a bulk load's batch: one engine call,
         not one per key). ``items`` is read once, and no pair is kept: a ``zip`` of two
-        columns costs no tuple per pair."""
+        columns costs no tuple per pair. ``append``: the caller knows the keys ascend
+        and lie past every key of ``db`` (an engine may then skip the search for each;
+        one that finds otherwise raises :class:`~feedkv.errors.InvariantViolation`)."""
         ...
 
     def delete(self, db: str, key: bytes) -> bool:
         """Delete ``key``; returns whether it existed."""
+        ...
+
+    def delete_many(self, db: str, keys: Iterable[bytes]) -> None:
+        """``delete`` each of ``keys`` (a bulk resolution's intents: one engine call, not
+        one per key)."""
         ...
 
 
@@ -244,11 +253,16 @@ class WriteBatch:
     def put(self, db: str, key: bytes, value: bytes) -> None:
         self._ops.append((db, key, value))
 
-    def put_many(self, db: str, items: Iterable[tuple[bytes, bytes]]) -> None:
+    def put_many(
+        self, db: str, items: Iterable[tuple[bytes, bytes]], *, append: bool = False
+    ) -> None:
         self._ops.extend([(db, key, value) for key, value in items])
 
     def delete(self, db: str, key: bytes) -> None:
         self._ops.append((db, key, None))
+
+    def delete_many(self, db: str, keys: Iterable[bytes]) -> None:
+        self._ops.extend([(db, key, None) for key in keys])
 
     def __len__(self) -> int:
         return len(self._ops)

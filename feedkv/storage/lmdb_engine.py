@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import queue
 import threading
 import time
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -158,15 +160,26 @@ class _View:
     def put(self, db: str, key: bytes, value: bytes) -> None:
         self._txn.put(key, value, db=self._dbs[db])
 
-    def put_many(self, db: str, items: Iterable[tuple[bytes, bytes]]) -> None:
-        # NB: not MDB_APPEND, even for keys past the last: py-lmdb then skips a key that
-        # is not past it without an error, and measured no faster here than a plain
-        # putmulti (3.5M puts/s against 0.95M/s for put after put)
-        self._txn.cursor(db=self._dbs[db]).putmulti(items)
+    def put_many(
+        self, db: str, items: Iterable[tuple[bytes, bytes]], *, append: bool = False
+    ) -> None:
+        # NB: MDB_APPEND only when the caller knows the keys lie past the last: py-lmdb
+        # then skips a key that is not past it without an error, so the count is checked.
+        # It saves the search per key (0.03 us of 0.14 per put here) and fills pages
+        # whole instead of splitting them.
+        consumed, added = self._txn.cursor(db=self._dbs[db]).putmulti(items, append=append)
+        if append and added != consumed:
+            raise InvariantViolation(
+                f"an appending write to {db} met {consumed - added} keys not past its last"
+            )
 
     def delete(self, db: str, key: bytes) -> bool:
         deleted: bool = self._txn.delete(key, db=self._dbs[db])
         return deleted
+
+    def delete_many(self, db: str, keys: Iterable[bytes]) -> None:
+        # NB: py-lmdb has no bulk delete; a C-level map calls it with no Python frame
+        deque(map(functools.partial(self._txn.delete, db=self._dbs[db]), keys), maxlen=0)
 
 
 class LMDBSnapshot(_View):

@@ -18,6 +18,13 @@ unresolved-intent bookkeeping behind resolved timestamps:
   the values one by one (a rangefeed with registrations) expands it
   (:meth:`IngestValues.each`); the others (resolved timestamps, size estimates) pay per
   batch, not per key.
+- ``WriteIntents``, ``CommitIntents``, ``AbortIntents``: the same three for a bulk
+  load's batch inside a transaction (an ``Ingest`` sent with a transaction's intents,
+  a COPY across ranges): ``count`` intents laid down in ``span`` at ``ts`` in one op
+  (refcount + count), committed at ``ts`` as new keys with no previous value (refcount
+  - count; published per key, as ``IngestValues``), or removed (refcount - count). An
+  ``UpdateIntent`` of one of its keys moves the transaction, so a push of the batch
+  is one op too.
 - ``DeleteRange``: every key of ``span`` was deleted at ``ts`` by one range operation
   (``delete_range`` reports this after its per-key ``WriteValue`` ops, so a consumer that
   only needs the range shape can skip the per-key ops covered by it).
@@ -38,12 +45,15 @@ from feedkv.util.keys import Span
 __all__ = [
     "AbortIntent",
     "AbortTxn",
+    "AbortIntents",
     "CommitIntent",
+    "CommitIntents",
     "DeleteRange",
     "IngestValues",
     "LogicalOp",
     "UpdateIntent",
     "WriteIntent",
+    "WriteIntents",
     "WriteValue",
     "write_values",
 ]
@@ -117,6 +127,44 @@ class AbortIntent:
 
 
 @dataclass(frozen=True, slots=True)
+class WriteIntents:
+    """``count`` intents of a transaction laid down in ``span`` at ``ts``, one per key
+    of a bulk load's batch (each key new)."""
+
+    txn_id: bytes
+    txn_key: bytes
+    span: Span
+    ts: Timestamp
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class CommitIntents:
+    """A transaction's intents on ``keys`` committed at ``ts`` as ``values``, none with a
+    previous value; ``keys`` ascend strictly inside ``span`` (as :class:`IngestValues`,
+    whose columns it holds the same way)."""
+
+    txn_id: bytes
+    span: Span
+    ts: Timestamp
+    keys: Sequence[bytes]
+    values: Sequence[bytes]
+
+    def each(self) -> list[WriteValue]:
+        """The ``WriteValue`` of each key, in key order."""
+        return write_values(self.keys, self.ts, self.values)
+
+
+@dataclass(frozen=True, slots=True)
+class AbortIntents:
+    """``count`` intents of a transaction in ``span`` removed at once."""
+
+    txn_id: bytes
+    span: Span
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
 class AbortTxn:
     txn_id: bytes
 
@@ -136,4 +184,7 @@ LogicalOp = (
     | AbortIntent
     | AbortTxn
     | DeleteRange
+    | WriteIntents
+    | CommitIntents
+    | AbortIntents
 )

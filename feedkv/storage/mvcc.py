@@ -37,15 +37,25 @@ from feedkv.errors import (
 )
 from feedkv.storage.engine import Reader, ReadWriter
 from feedkv.storage.gc import check_gc_threshold
-from feedkv.storage.intent import Intent, IntentRecord, TxnMeta, TxnStatus
+from feedkv.storage.intent import (
+    Intent,
+    IntentRecord,
+    TxnMeta,
+    TxnStatus,
+    encode_intents,
+    uniform_intents,
+)
 from feedkv.storage.logical_ops import (
     AbortIntent,
+    AbortIntents,
     CommitIntent,
+    CommitIntents,
     DeleteRange,
     IngestValues,
     LogicalOp,
     UpdateIntent,
     WriteIntent,
+    WriteIntents,
     WriteValue,
 )
 from feedkv.storage.mvcc_key import (
@@ -76,6 +86,7 @@ __all__ = [
     "first_change",
     "get",
     "ingest",
+    "ingest_intents",
     "put",
     "resolve_intent",
     "resolve_intents",
@@ -85,6 +96,7 @@ __all__ = [
 ]
 
 MAX_VALUE_BYTES = 16 << 20
+BULK_RESOLVE = 16  # intents of a transaction in a span from which a resolution tries a batch
 _VALUE_TAG = b"\x01"  # a version's value is this tag and its bytes (mvcc_key)
 _ESCAPED_NEXT = b"\x00\x02"
 
@@ -433,15 +445,56 @@ def ingest(
     version at or above ``ts`` :class:`WriteTooOldError`; nothing is written then.
     The versions and their time-index entries are written as any other write's
     are, and one :class:`IngestValues` op holds the batch (what a ``WriteValue`` per key,
-    with no previous value, would say).
+    with no previous value, would say). The check costs as :func:`_check_new_keys`."""
+    _check_ingest(span, keys, values)
+    _check_new_keys(rw, span, keys, ts, None)
+    if not keys:
+        return []
+    _put_versions(rw, keys, values, ts)
+    return [IngestValues(Span(keys[0], key_next(keys[-1])), ts, keys, values)]
+
+
+def ingest_intents(
+    rw: ReadWriter,
+    span: Span,
+    keys: Sequence[bytes],
+    values: Sequence[bytes],
+    ts: Timestamp,
+    txn: TxnMeta,
+) -> list[LogicalOp]:
+    """:func:`ingest` as ``txn``'s intents at ``ts``: the part of a bulk load a
+    transaction writes in one range when its rows span several (a COPY after splits).
+    The checks are :func:`ingest`'s (a key the transaction wrote already is refused:
+    the batch is its only write there); each key gets an ordinary intent record, so
+    readers, writers, pushes and the intent scan of a rangefeed see ordinary intents,
+    and one :class:`WriteIntents` op counts them. :func:`resolve_intents` resolves them
+    in bulk too."""
+    _check_ingest(span, keys, values)
+    _check_new_keys(rw, span, keys, ts, txn.id)
+    if not keys:
+        return []
+    meta = txn.with_ts(ts)
+    rw.put_many(INTENTS, zip(keys, encode_intents(meta, values), strict=True))
+    batch = Span(keys[0], key_next(keys[-1]))
+    return [WriteIntents(txn.id, txn.key, batch, ts, len(keys))]
+
+
+def _check_new_keys(
+    rw: ReadWriter, span: Span, keys: Sequence[bytes], ts: Timestamp, txn_id: bytes | None
+) -> None:
+    """Raise unless every key of ``keys`` (in ``span``) is new: no intent on it, no live
+    value, no version at or above ``ts``.
 
     Cost: when ``span`` holds no version yet (a load into new keys) the check is one
     seek; otherwise one seek per key."""
-    _check_ingest(span, keys, values)
     intents = scan_intents(rw, span)
     if intents:
         wanted = set(keys)
         conflicts = [intent for intent in intents if intent.key in wanted]
+        if any(intent.txn.id == txn_id for intent in conflicts):
+            raise InvalidArgumentError(
+                "a bulk write in a transaction must be its only write of its keys"
+            )
         if conflicts:
             raise WriteIntentError(conflicts)
     first = rw.seek(VERSIONS, key_versions_start(span.start))
@@ -454,8 +507,13 @@ def ingest(
                 raise ConditionFailedError(key, None, newest[1])
             if newest[0] >= ts:
                 raise WriteTooOldError(key, ts, newest[0])
-    if not keys:
-        return []
+
+
+def _put_versions(
+    rw: ReadWriter, keys: Sequence[bytes], values: Sequence[bytes], ts: Timestamp
+) -> None:
+    """The committed versions of new ``keys`` (ascending) at ``ts`` and their time-index
+    entries, in two bulk engine writes."""
     raws = list(map(_VALUE_TAG.__add__, values))
     escaped = (
         keys
@@ -465,10 +523,21 @@ def ingest(
     # NB: zips, not lists of pairs: the engine takes each pair and drops it, so zip
     # reuses one tuple, where a list would hold a tracked tuple per key (each 700 of
     # them a garbage collection, and the old generation walked again and again)
-    suffix = repeat(version_terminated_suffix(ts))
-    rw.put_many(VERSIONS, zip(map(bytes.__add__, escaped, suffix), raws, strict=True))
-    rw.put_many(CHANGES, zip(map(encode_ts(ts).__add__, keys), raws, strict=True))
-    return [IngestValues(Span(keys[0], key_next(keys[-1])), ts, keys, values)]
+    suffix = version_terminated_suffix(ts)
+    first = (keys[0].replace(b"\x00", b"\x00\xff")) + suffix
+    # NB: a load into the newest table, at the newest timestamp, lies past every key
+    # of both: the engine may append (one seek each to know)
+    rw.put_many(
+        VERSIONS,
+        zip(map(bytes.__add__, escaped, repeat(suffix)), raws, strict=True),
+        append=rw.seek(VERSIONS, first) is None,
+    )
+    change = encode_ts(ts)
+    rw.put_many(
+        CHANGES,
+        zip(map(change.__add__, keys), raws, strict=True),
+        append=rw.seek(CHANGES, change + keys[0]) is None,
+    )
 
 
 def _check_ingest(span: Span, keys: Sequence[bytes], values: Sequence[bytes]) -> None:
@@ -586,16 +655,79 @@ def resolve_intent(rw: ReadWriter, key: bytes, txn: TxnMeta, status: TxnStatus) 
 
 
 def resolve_intents(rw: ReadWriter, span: Span, txn: TxnMeta, status: TxnStatus) -> list[LogicalOp]:
-    """Resolve every intent of ``txn`` in ``span`` (see :func:`resolve_intent`)."""
-    keys = [
-        key
-        for key, raw in rw.scan(INTENTS, span.start, span.end)
-        if IntentRecord.decode(raw).txn.id == txn.id
-    ]
+    """Resolve every intent of ``txn`` in ``span`` (see :func:`resolve_intent`).
+
+    A bulk write's intents (:func:`ingest_intents`) are resolved as a batch, with one
+    op: see :func:`_resolve_batch`."""
+    items = list(rw.scan(INTENTS, span.start, span.end))
+    if len(items) >= BULK_RESOLVE:
+        resolved = _resolve_batch(rw, items, txn, status)
+        if resolved is not None:
+            return resolved
+    keys = [key for key, raw in items if IntentRecord.decode(raw).txn.id == txn.id]
     ops: list[LogicalOp] = []
     for key in keys:
         ops.extend(resolve_intent(rw, key, txn, status))
     return ops
+
+
+def _resolve_batch(
+    rw: ReadWriter, items: list[tuple[bytes, bytes]], txn: TxnMeta, status: TxnStatus
+) -> list[LogicalOp] | None:
+    """Resolve ``txn``'s intents among ``items`` (a span's intent records) as one batch,
+    when they are one bulk write's (:func:`~feedkv.storage.intent.uniform_intents`):
+    what :func:`resolve_intent` does to each, with no Python code run per key and one
+    op, :class:`CommitIntents` (every key new: none has a previous value),
+    :class:`AbortIntents` or an :class:`UpdateIntent` of the first key (a push moves
+    the transaction, whichever key it names). ``None``, with nothing written, when they
+    are not such a batch, or a key has a previous value: resolve them one by one."""
+    keys = list(map(operator.itemgetter(0), items))
+    raws = list(map(operator.itemgetter(1), items))
+    mine = list(map(bytes.startswith, raws, repeat(txn.id)))
+    if not all(mine):
+        keys, raws = list(itertools.compress(keys, mine)), list(itertools.compress(raws, mine))
+        if len(keys) < BULK_RESOLVE:
+            return None
+    uniform = uniform_intents(raws)
+    if uniform is None:
+        return None
+    meta, values = uniform
+    span = Span(keys[0], key_next(keys[-1]))
+    if status is TxnStatus.PENDING:
+        if txn.write_ts <= meta.write_ts:
+            return []
+        moved = meta.with_ts(txn.write_ts)
+        rw.put_many(INTENTS, zip(keys, encode_intents(moved, values), strict=True))
+        return [UpdateIntent(txn.id, keys[0], txn.write_ts)]
+    if status is TxnStatus.ABORTED or meta.epoch < txn.epoch:
+        rw.delete_many(INTENTS, keys)
+        return [AbortIntents(txn.id, span, len(keys))]
+    if meta.epoch > txn.epoch:
+        raise InvariantViolation(
+            f"committing {span} for epoch {txn.epoch} but its intents are from epoch {meta.epoch}"
+        )
+    commit_ts = txn.write_ts
+    if commit_ts < meta.write_ts:
+        raise InvariantViolation(
+            f"cannot commit the intents in {span} at {commit_ts}, below their timestamp "
+            f"{meta.write_ts}"
+        )
+    first = rw.seek(VERSIONS, key_versions_start(span.start))
+    if first is not None and first[0] < key_versions_start(span.end):
+        for key in keys:
+            newest = _newest_version(rw, key)
+            if newest is None:
+                continue
+            if newest[0] >= commit_ts:
+                raise InvariantViolation(
+                    f"committing {key!r} at {commit_ts} but a committed version exists at "
+                    f"{newest[0]}"
+                )
+            if newest[1] is not None:
+                return None
+    _put_versions(rw, keys, values, commit_ts)
+    rw.delete_many(INTENTS, keys)
+    return [CommitIntents(txn.id, span, commit_ts, keys, values)]
 
 
 def check_value(value: bytes | None) -> None:

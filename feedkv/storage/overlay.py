@@ -180,7 +180,9 @@ class OverlayView:
         self._mine.set(db, key, value)
         self.batch.put(db, key, value)
 
-    def put_many(self, db: str, items: Iterable[tuple[bytes, bytes]]) -> None:
+    def put_many(
+        self, db: str, items: Iterable[tuple[bytes, bytes]], *, append: bool = False
+    ) -> None:
         items = list(items)  # NB: read twice
         for key, value in items:
             self._mine.set(db, key, value)
@@ -191,3 +193,9 @@ class OverlayView:
         self._mine.set(db, key, None)
         self.batch.delete(db, key)
         return existed
+
+    def delete_many(self, db: str, keys: Iterable[bytes]) -> None:
+        keys = list(keys)  # NB: read twice
+        for key in keys:
+            self._mine.set(db, key, None)
+        self.batch.delete_many(db, keys)

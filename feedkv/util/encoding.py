@@ -40,10 +40,13 @@ would otherwise leave the shorter one first.
 
 from __future__ import annotations
 
+import bisect
 import enum
+import itertools
+import operator
 import struct
 from collections.abc import Sequence
-from typing import TypeAlias
+from typing import Literal, TypeAlias
 
 from feedkv.errors import InvalidArgumentError
 
@@ -53,6 +56,7 @@ __all__ = [
     "decode_value",
     "decode_values",
     "encode_int",
+    "encode_int_keys",
     "encode_value",
     "encode_values",
     "key_between",
@@ -271,6 +275,70 @@ def encode_int(value: int) -> bytes:
     """:func:`encode_value` of an ``int`` (not a ``bool``) ascending, without its type
     dispatch: a bulk load's key column, ``map``-ped over ints known to be ints."""
     return _encode_int(value)
+
+
+_BYTES_OF_BITS = tuple((bits + 7) >> 3 for bits in range(65))
+_BIG: Literal["big"] = "big"
+_MAX_RUNS = 64  # runs of one byte length a column may have for encode_int_keys
+
+
+def encode_int_keys(prefix: bytes, values: Sequence[int], suffix: bytes) -> list[bytes] | None:
+    """``prefix + encode_int(v) + suffix`` of each of ``values`` (ints, not bools), with
+    no Python code run per value: each key is one int (prefix, marker, value and suffix
+    shifted into place) written out by ``int.to_bytes``, for each run of values of one
+    byte length (a bulk load's key column, in about half the time of
+    :func:`encode_int` per value and a join). ``None`` when a value is negative or past
+    the int64 maximum, or the byte lengths change more than ``_MAX_RUNS`` times (keys
+    out of order): encode those one by one."""
+    if not values:
+        return []
+    runs = _length_runs(values)
+    if runs is None:
+        return None
+    head, tail = int.from_bytes(prefix, "big"), int.from_bytes(suffix, "big")
+    shift = 8 * len(suffix)
+    keys: list[bytes] = []
+    start = 0
+    for n, count in runs:
+        width = len(prefix) + 1 + n + len(suffix)
+        base = (head << 8 * (1 + n + len(suffix))) | ((_INT_ZERO + n) << 8 * n + shift) | tail
+        shifted = map(operator.lshift, values[start : start + count], itertools.repeat(shift))
+        keys.extend(
+            map(
+                int.to_bytes,
+                map(base.__or__, shifted),
+                itertools.repeat(width),
+                itertools.repeat(_BIG),
+            )
+        )
+        start += count
+    return keys
+
+
+def _length_runs(values: Sequence[int]) -> list[tuple[int, int]] | None:
+    """``values`` as runs of one byte length: ``(length, count)`` in order; ``None`` if
+    one is out of encode_int_keys's range or there are too many runs."""
+    if all(map(operator.lt, values, itertools.islice(values, 1, None))):
+        # NB: ascending (a load of sorted rows): each run ends where the next length
+        # starts, found by bisection, not by a length per value
+        if values[0] < 0 or values[-1] > _INT64_MAX:
+            return None
+        runs, start = [], 0
+        for n in range(_BYTES_OF_BITS[values[0].bit_length()], 9):
+            end = bisect.bisect_left(values, 1 << 8 * n, start)
+            if end > start:
+                runs.append((n, end - start))
+            start = end
+        return runs
+    if min(values) < 0 or max(values) > _INT64_MAX:
+        return None
+    lengths = map(_BYTES_OF_BITS.__getitem__, map(int.bit_length, values))
+    runs = []
+    for n, run in itertools.groupby(lengths):
+        runs.append((n, len(list(run))))
+        if len(runs) > _MAX_RUNS:
+            return None
+    return runs
 
 
 def _encode_int(value: int) -> bytes:

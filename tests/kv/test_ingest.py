@@ -14,10 +14,11 @@ import pytest
 
 import feedkv
 from feedkv import DB
-from feedkv.errors import ConditionFailedError, InvalidArgumentError
-from feedkv.kv.api import BatchRequest, Header, Ingest, Transaction
+from feedkv.errors import ConditionFailedError
+from feedkv.kv.api import BatchRequest, EndTxn, Header, HeartbeatTxn, Ingest, Transaction
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.rangefeed.event import Value
+from feedkv.storage import mvcc
 from feedkv.storage.mvcc import KeyValue
 from feedkv.testing.feed_validator import read_until_resolved
 from feedkv.testing.node_process import NodeProcess
@@ -80,13 +81,23 @@ def test_ingest_lands_above_a_read_served_at_its_timestamp(db: DB, clock: Manual
     assert db.get(b"b") == b"vb"
 
 
-def test_an_ingest_in_a_transaction_is_refused(store: Store, db: DB) -> None:
+def test_an_ingest_in_a_transaction_writes_intents_its_commit_resolves(
+    store: Store, db: DB
+) -> None:
     now = db.now()
     txn = Transaction(b"t" * 16, b"a", 0, now, now, 1)
-    request = Ingest(Span(b"a", b"b"), (b"a",), (b"1",))
-    with pytest.raises(InvalidArgumentError, match="outside a transaction, or in"):
-        store.send(BatchRequest(Header(txn=txn), (request,)))
-    assert db.get(b"a") is None
+    span = Span(b"a", b"c")
+    request = Ingest(span, (b"a", b"b"), (b"1", b"2"))
+    store.send(BatchRequest(Header(txn=txn), (HeartbeatTxn(), request)))
+    with store.engine.snapshot() as snap:
+        intents = mvcc.scan_intents(snap, span)
+    assert [(i.key, i.txn.id) for i in intents] == [(b"a", txn.id), (b"b", txn.id)]
+    assert db.get(b"a", as_of=now.prev()) is None  # below the intents: not seen
+    store.send(BatchRequest(Header(txn=txn), (EndTxn(True, (span,)),)))
+    assert [(kv.key, kv.value, kv.ts) for kv in db.scan(b"a", b"z")] == [
+        (b"a", b"1", now),
+        (b"b", b"2", now),
+    ]
 
 
 def test_a_feed_sees_every_ingested_value_as_a_put(tmp_path: Path) -> None:

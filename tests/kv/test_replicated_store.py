@@ -25,7 +25,19 @@ from feedkv.errors import (
 )
 from feedkv.kv import replicated_merge
 from feedkv.kv import store as store_module
-from feedkv.kv.api import BatchRequest, BatchResponse, Get, Header, Merge, Put, Split
+from feedkv.kv.api import (
+    BatchRequest,
+    BatchResponse,
+    EndTxn,
+    Get,
+    Header,
+    HeartbeatTxn,
+    Ingest,
+    Merge,
+    Put,
+    Split,
+    Transaction,
+)
 from feedkv.kv.db import KVClient, LocalTransport
 from feedkv.kv.observer import RangeEndReason
 from feedkv.kv.replica import LOG_KEEP, LOG_LIMIT
@@ -33,7 +45,13 @@ from feedkv.kv.router import Transport
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.raft import Config, Message, MessageType, encode_message
 from feedkv.storage import mvcc
-from feedkv.storage.logical_ops import IngestValues, LogicalOp, WriteValue
+from feedkv.storage.logical_ops import (
+    CommitIntents,
+    IngestValues,
+    LogicalOp,
+    WriteIntents,
+    WriteValue,
+)
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import KEY_MAX, Span
@@ -180,6 +198,36 @@ def test_an_ingest_goes_through_the_log_as_one_command_to_every_replica(
     for node in NODES:
         assert cluster.value(node, b"i000") == b"v0"
         assert cluster.value(node, b"i299") == b"v299"
+
+
+def test_a_transactions_bulk_intents_and_their_resolution_reach_every_replica(
+    cluster: ReplicatedStores,
+) -> None:
+    """An Ingest in a transaction (a COPY's rows in one of its ranges) lays its intents,
+    and the EndTxn resolves them, as one command each through the log."""
+    holder = cluster.lease_holder()
+    follower = next(n for n in NODES if n != holder)
+    seen, arrived = _collect_ops(
+        cluster.stores[follower], lambda ops: any(isinstance(op, CommitIntents) for op in ops)
+    )
+    keys = tuple(b"k%02d" % i for i in range(50))
+    values = tuple(b"v" + k for k in keys)
+    span = Span(keys[0], keys[-1] + b"\x00")
+    now = cluster.now()
+    txn = Transaction(b"t" * 16, keys[0], 0, now, now, 1)
+    cluster.send(BatchRequest(Header(txn=txn), (HeartbeatTxn(), Ingest(span, keys, values))))
+    cluster.send(BatchRequest(Header(txn=txn), (EndTxn(True, (span,)),)))
+    assert arrived.wait(DEADLINE_S)
+    (laid,) = [op for op in seen if isinstance(op, WriteIntents)]
+    (committed,) = [op for op in seen if isinstance(op, CommitIntents)]
+    assert (laid.span, laid.ts, laid.count) == (span, now, 50)
+    assert [(v.key, v.value, v.ts) for v in committed.each()] == [
+        (k, v, now) for k, v in zip(keys, values, strict=True)
+    ]
+    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
+    for node in NODES:
+        assert cluster.value(node, b"k00") == b"vk00"
+        assert cluster.value(node, b"k49") == b"vk49"
 
 
 def test_a_follower_refuses_reads_and_writes_naming_the_lease_holder(

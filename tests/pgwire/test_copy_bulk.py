@@ -77,8 +77,9 @@ def test_a_copy_meeting_an_existing_row_fails_whole_and_keeps_it(
 def test_a_copy_across_ranges_is_one_transaction_all_or_nothing(
     db: DB, conn: psycopg.Connection[Any]
 ) -> None:
-    """Two ranges: no Ingest per range (a reader could see one range's rows without the
-    other's), but a transaction's two phases, as before."""
+    """Two ranges: no Ingest of committed values per range (a reader could see one
+    range's rows without the other's), but a transaction's two phases, with an Ingest of
+    intents per range (tests/pgwire/test_copy_ranges.py)."""
     snapshot = catalog.Snapshot(db, db.now())
     desc = catalog.table_by_name(snapshot, catalog.database_by_name(snapshot, "defaultdb"), "b")
     left, right = db.split(row_prefix(desc, (1000,)))

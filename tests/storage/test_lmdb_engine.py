@@ -743,3 +743,19 @@ def test_write_batch_with_a_failing_put_applies_nothing(engine: LMDBEngine) -> N
     with pytest.raises(StorageError):
         engine.write(batch.apply)
     assert read_all(engine, "a") == {b"stale": b"0"}
+
+
+def test_an_appending_bulk_write_past_the_last_key_lands_and_one_before_it_fails_whole(
+    engine: LMDBEngine,
+) -> None:
+    engine.write(lambda rw: rw.put_many("a", [(b"b", b"1"), (b"c", b"2")]))
+    engine.write(lambda rw: rw.put_many("a", [(b"d", b"3"), (b"e", b"4")], append=True))
+    with pytest.raises(InvariantViolation, match="not past its last"):
+        engine.write(lambda rw: rw.put_many("a", [(b"a", b"5"), (b"f", b"6")], append=True))
+    with engine.snapshot() as snap:
+        assert list(snap.scan("a", b"")) == [
+            (b"b", b"1"),
+            (b"c", b"2"),
+            (b"d", b"3"),
+            (b"e", b"4"),
+        ]

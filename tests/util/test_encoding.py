@@ -17,6 +17,7 @@ from feedkv.util.encoding import (
     decode_value,
     decode_values,
     encode_int,
+    encode_int_keys,
     encode_value,
     encode_values,
     key_between,
@@ -407,3 +408,31 @@ def test_an_int_encodes_as_encode_value_encodes_it(value: int) -> None:
 def test_an_int_outside_int64_is_refused_by_encode_int_too(value: int) -> None:
     with pytest.raises(InvalidArgumentError):
         encode_int(value)
+
+
+@given(
+    st.lists(st.integers(min_value=0, max_value=2**63 - 1)),
+    st.binary(max_size=4),
+    st.binary(max_size=2),
+)
+@example([0, 1, 255, 256, 65535, 65536, 2**63 - 1], b"\x00\xf0", b"")
+def test_int_keys_in_bulk_are_the_keys_made_one_by_one(
+    values: list[int], prefix: bytes, suffix: bytes
+) -> None:
+    keys = encode_int_keys(prefix, values, suffix)
+    runs = len({encode_int(v)[0] for v in values})
+    if keys is None:
+        assert runs > 1  # only values whose byte lengths keep changing are declined
+    else:
+        assert keys == [prefix + encode_int(v) + suffix for v in values]
+
+
+def test_int_keys_in_bulk_decline_what_encode_int_alone_names() -> None:
+    assert encode_int_keys(b"p", [1, -1], b"") is None
+    assert encode_int_keys(b"p", [1, 2**63], b"") is None
+    shuffled = [(i * 7919) % 100_000 for i in range(100_000)]
+    assert encode_int_keys(b"p", shuffled, b"s") is None
+    ascending = list(range(100_000))
+    assert encode_int_keys(b"p", ascending, b"s") == [
+        b"p" + encode_int(v) + b"s" for v in ascending
+    ]

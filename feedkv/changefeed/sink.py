@@ -897,7 +897,7 @@ def parse_sink_uri(uri: str, options: ChangefeedOptions) -> SinkURI:
     if kind is None:
         known = ", ".join(f"{s}://" for s in _BY_SCHEME)
         hint = difflib.get_close_matches(parts.scheme.lower(), list(_BY_SCHEME), n=1)
-        suggestion = f"; did you mean {hint[0]}://?" if hint else ""
+        suggestion = f" (did you mean {hint[0]}://?)" if hint else ""
         what = f"scheme {parts.scheme!r}" if parts.scheme else "no scheme"
         raise option_error(f"sink URI {uri!r} has {what}{suggestion}; expected one of {known}")
     scheme = parts.scheme.lower()

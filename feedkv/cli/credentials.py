@@ -91,6 +91,20 @@ def without_password(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{quote(user, safe='')}@{parts.netloc}"))
 
 
+def login_user(url: str, *, certs_dir: str | Path | None, user: str | None = None) -> Login:
+    """Whom ``url`` (with ``--user`` ``user`` and ``--certs-dir`` ``certs_dir``) connects
+    as, before any password is looked for: its password only if the URL holds one."""
+    bare, url_user, password = split_userinfo(url)
+    params = node_url_params(bare) if "://" in bare else {}
+    if url_user is not None and user is not None and url_user != user:
+        raise InvalidArgumentError(
+            f"the URL's user {url_user!r} and --user {user!r} differ: give one of them"
+        )
+    name = url_user or user or params.get("user") or "root"
+    certs = str(certs_dir) if certs_dir is not None else params.get("certs_dir")
+    return Login(bare, certs, name, password)
+
+
 def resolve_login(
     url: str,
     *,
@@ -104,14 +118,8 @@ def resolve_login(
     command's ``--user`` if it was given. ``ask`` prompts for a password (not echoed)."""
     env = os.environ if env is None else env
     stdin = stdin or sys.stdin
-    bare, url_user, password = split_userinfo(url)
-    params = node_url_params(bare) if "://" in bare else {}
-    if url_user is not None and user is not None and url_user != user:
-        raise InvalidArgumentError(
-            f"the URL's user {url_user!r} and --user {user!r} differ: give one of them"
-        )
-    name = url_user or user or params.get("user") or "root"
-    certs = str(certs_dir) if certs_dir is not None else params.get("certs_dir")
+    who = login_user(url, certs_dir=certs_dir, user=user)
+    bare, certs, name, password = who.url, who.certs_dir, who.user, who.password
     if certs is None or password is not None:
         return Login(bare, certs, name, password)
     if CertsDir(Path(certs)).has_identity(name):

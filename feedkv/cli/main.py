@@ -393,6 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return node_cli.run_node_recommission(login.url, args.node_ids, login=login)
             return node_cli.run_node_status(login.url, args.format, login=login)
         if args.command == "sql":
+            from feedkv.cli.credentials import login_user
             from feedkv.cli.pg_session import PG_SCHEMES
             from feedkv.cli.sql import run_sql
             from feedkv.sql.catalog import ROOT
@@ -406,14 +407,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     database=args.database,
                     certs_dir=args.certs_dir,
                 )
-            login = _login(args, args.url)
-            if login.certs_dir is not None and login.user != ROOT:
+            # NB: refused before a password is asked for: none would let it in
+            who = login_user(args.url, certs_dir=args.certs_dir, user=args.user)
+            if who.certs_dir is not None and who.user != ROOT:
                 raise PermissionDeniedError(
-                    f"user {login.user}: feedkv sql --url feedkv://... runs SQL in this "
+                    f"user {who.user}: feedkv sql --url feedkv://... runs SQL in this "
                     "process over the raw KV API, which is for root alone on a secure node; "
                     "connect to the node's SQL port instead: feedkv sql --url "
-                    f"postgresql://{login.user}@HOST:26257/defaultdb --certs-dir DIR"
+                    f"postgresql://{who.user}@HOST:26257/defaultdb --certs-dir DIR"
                 )
+            login = _login(args, args.url)
             return run_sql(
                 login.url,
                 args.execute,

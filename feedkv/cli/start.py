@@ -149,14 +149,16 @@ def run_node(
         print(listening, flush=True)
         if certs_dir is None:
             warning = (
-                "feedkv: WARNING: RUNNING IN INSECURE MODE (--insecure): no TLS on any port; "
+                "RUNNING IN INSECURE MODE (--insecure): no TLS on any port; "
                 "anyone who reaches the gRPC port can read and write every key, the SQL "
                 "port takes the user name a client gives (from loopback addresses only), and "
                 "changefeed sink secrets are sealed with a key kept in the store itself, "
                 "which protects them from no one who can read the store's files"
             )
-            log.warning("%s", warning)
-            print(warning, file=sys.stderr, flush=True)
+            if logs is not None:  # NB: its handler writes warnings to stderr too: once
+                log.warning("%s", warning)
+            else:
+                print(f"feedkv: WARNING: {warning}", file=sys.stderr, flush=True)
         while not stop.wait(3600):
             pass
         log.info("draining")

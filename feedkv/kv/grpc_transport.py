@@ -148,7 +148,8 @@ class GrpcTransport:
                 "is `feedkv start` running there, and does it trust this certificate "
                 f"(TLS as {tls.user!r}, CA {tls.certs.ca_cert})?"
                 if tls is not None
-                else "is `feedkv start` running there? (a secure node needs certs_dir=)"
+                else "is `feedkv start` running there? (a secure node needs its CA: "
+                "--certs-dir on the command line, certs_dir= in a URL or feedkv.connect)"
             )
             raise NodeUnavailableError(
                 f"no feedkv node answered at {self.address} within {connect_timeout_s:g} s; " + hint

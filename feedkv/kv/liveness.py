@@ -64,6 +64,7 @@ class Liveness:
         self._nodes: dict[int, NodeDescriptor] = {me.node_id: me}
         self._heard: dict[int, int] = {}
         self._offsets: dict[int, int] = {}
+        self._uncertainties: dict[int, int] = {}  # half the round trip of each offset
 
     def learn(self, desc: NodeDescriptor) -> bool:
         """Note a node another node told of (a newer epoch replaces the older); returns
@@ -74,12 +75,21 @@ class Liveness:
         self._nodes[desc.node_id] = desc
         return True
 
-    def heard(self, desc: NodeDescriptor, at_ns: int, offset_ns: int | None = None) -> None:
-        """A heartbeat from ``desc``'s node (or its answer to ours) at monotonic ``at_ns``."""
+    def heard(
+        self,
+        desc: NodeDescriptor,
+        at_ns: int,
+        offset_ns: int | None = None,
+        uncertainty_ns: int = 0,
+    ) -> None:
+        """A heartbeat from ``desc``'s node (or its answer to ours) at monotonic ``at_ns``;
+        ``offset_ns`` measured with ``uncertainty_ns`` (half the round trip: the true
+        offset is within it of the measure)."""
         self.learn(desc)
         self._heard[desc.node_id] = at_ns
         if offset_ns is not None:
             self._offsets[desc.node_id] = offset_ns
+            self._uncertainties[desc.node_id] = max(0, uncertainty_ns)
 
     def address(self, node_id: int) -> str | None:
         desc = self._nodes.get(node_id)
@@ -133,19 +143,26 @@ class Liveness:
         return out
 
     def offset_error(self, now_ns: int) -> str | None:
-        """Why this node must not serve: its clock is off by more than the maximum
-        offset from a majority of the live nodes it measured (``None``: it may serve)."""
+        """Why this node must not serve: its clock is surely off by more than the
+        maximum offset from a majority of the live nodes it measured (``None``: it may
+        serve). Surely, as in CockroachDB: by more than the measure's uncertainty too, so
+        that slow heartbeats on a loaded machine are not taken for a clock that is off."""
         measured = [
             (n, off)
             for n, off in self._offsets.items()
             if self.is_live(n, now_ns) and n != self.me.node_id
         ]
-        far = [(n, off) for n, off in measured if abs(off) > self.max_offset_ns]
+        far = [
+            (n, off)
+            for n, off in measured
+            if abs(off) - self._uncertainties.get(n, 0) > self.max_offset_ns
+        ]
         if not far or 2 * len(far) < len(measured) + 1:
             return None
         worst, offset = max(far, key=lambda item: abs(item[1]))
         return (
             f"this node's clock is {abs(offset) / 1e6:.0f} ms "
             f"{'behind' if offset > 0 else 'ahead of'} node n{worst}'s, beyond the maximum "
-            f"offset of {self.max_offset_ns / 1e6:.0f} ms; fix the clock (NTP) and restart"
+            f"offset of {self.max_offset_ns / 1e6:.0f} ms; fix the clock (NTP): the node serves "
+            "again once it is within the maximum offset"
         )

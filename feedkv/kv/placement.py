@@ -92,13 +92,17 @@ def choose_replica_change(
     Replicas are added before any is removed (a replica on a gone node is replaced by a
     new one on a live node, then removed), one change at a time, so a range never has
     fewer copies than before while it is being repaired. The factor is capped at the
-    nodes that could hold a replica (live, not gone). A removal must leave a quorum of
-    live voters, so it never loses the range's availability; the lease holder removes
-    others before itself (when it is to go, its caller hands the lease on first:
-    :func:`choose_lease_target`). Removal order: gone nodes, then dead ones, then the
-    most loaded."""
+    nodes that could hold a replica (live, or a voter merely dead, not gone). A removal
+    must leave a quorum of live voters, so it never loses the range's availability; the
+    lease holder removes others before itself (when it is to go, its caller hands the
+    lease on first: :func:`choose_lease_target`). Removal order: gone nodes, then dead
+    ones, then the most loaded."""
     usable = sorted(n for n in nodes.live if n not in nodes.gone)
-    target = max(1, min(want, max(len(usable), 1)))
+    # NB: a voter that is dead but not gone (down for less than time_until_store_dead:
+    # a restart, a crash) still holds its replica: it counts as a place for one, or a
+    # node down for 9 s would lose every replica it held, as CockroachDB's would not
+    holders = set(usable) | {n for n in voters if n not in nodes.gone}
+    target = max(1, min(want, max(len(holders), 1)))
     healthy = [n for n in voters if n not in nodes.gone]
     if len(healthy) < target:
         candidates = [n for n in usable if n not in voters]

@@ -58,9 +58,11 @@ from typing import Any, Protocol
 
 from feedkv.changefeed.sinkless import FeedResult
 from feedkv.errors import (
+    ClockOffsetError,
     ExternalError,
     FeedKVError,
     InvalidArgumentError,
+    PermissionDeniedError,
     RetryableError,
     SQLError,
 )
@@ -1004,7 +1006,10 @@ def _as_sql_error(exc: BaseException) -> SQLError:
         return SQLError("40001", f"restart transaction: {exc}")
     if isinstance(exc, InvalidArgumentError):
         return SQLError("22023", str(exc))
-    if isinstance(exc, ExternalError):
+    if isinstance(exc, PermissionDeniedError):
+        return SQLError("42501", str(exc))
+    if isinstance(exc, ExternalError | ClockOffsetError):
+        # NB: a node that cannot serve now (down, its clock off) is no internal error
         return SQLError("58000", str(exc))
     if not isinstance(exc, FeedKVError):
         log.exception("internal error answering a SQL client", exc_info=exc)

@@ -46,7 +46,9 @@ from feedkv.security.scram import check_login
 from feedkv.server.feed_history import FeedHistory, Sample
 from feedkv.spark.progress import SparkProgress, read_ranges
 from feedkv.sql import catalog
+from feedkv.sql.row_codec import CATALOG_PREFIX, table_id_of_key, table_prefix
 from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import KEY_MAX, KEY_MIN
 
 if TYPE_CHECKING:
     from feedkv.changefeed.job import Job
@@ -60,7 +62,7 @@ if TYPE_CHECKING:
     from feedkv.sql.client import SQLClient
     from feedkv.sql.session import Session
 
-__all__ = ["ACTIONS", "Admin", "AdminNode"]
+__all__ = ["ACTIONS", "Admin", "AdminNode", "pretty_key", "span_text"]
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +226,7 @@ class Admin:
             "ranges": [
                 {
                     "range_id": r.range_id,
-                    "span": f"{r.span.start!r} - {r.span.end!r}",
+                    "span": span_text(r.span.start, r.span.end),
                     "node": r.node_id,
                     "resolved": str(r.resolved),
                     "resolved_time": _iso(r.resolved),
@@ -274,7 +276,7 @@ class Admin:
             out.append(
                 {
                     "range_id": info.range_id,
-                    "span": f"{info.span.start!r} - {info.span.end!r}",
+                    "span": span_text(info.span.start, info.span.end),
                     "replicas": [f"n{r}" for r in info.replicas],
                     "bytes": store.range_bytes(info.range_id) if here else None,
                     "closed": str(closed) if closed is not None else None,
@@ -342,6 +344,28 @@ def _scan_fraction(record: JobRecord, job: Job | None) -> float | None:
     if isinstance(job, ThreadJob):
         return job.scan_fraction
     return record.fraction_completed
+
+
+def pretty_key(key: bytes) -> str:
+    """A key as CockroachDB's admin pages show one: ``/Min``, ``/Max``, ``/Table/<id>``
+    (then the rest of the key in hex), ``/System/...`` for the catalog's keys, else the
+    bytes."""
+    if key == KEY_MIN:
+        return "/Min"
+    if key >= KEY_MAX:
+        return "/Max"
+    table_id = table_id_of_key(key)
+    if table_id is not None:
+        rest = key[len(table_prefix(table_id)) :]
+        return f"/Table/{table_id}" + (f"/{rest.hex()}" if rest else "")
+    if key.startswith(CATALOG_PREFIX):
+        rest = key[len(CATALOG_PREFIX) :]
+        return "/System" + (f"/{rest.hex()}" if rest else "")
+    return repr(key)
+
+
+def span_text(start: bytes, end: bytes) -> str:
+    return f"{pretty_key(start)} - {pretty_key(end)}"
 
 
 def _iso(ts: Timestamp) -> str:

@@ -646,7 +646,9 @@ class Cluster:
             ],
         }
 
-    def _take(self, message: dict[str, Any], offset_ns: int | None) -> None:
+    def _take(
+        self, message: dict[str, Any], offset_ns: int | None, uncertainty_ns: int = 0
+    ) -> None:
         if message["cluster"] != self.ident.cluster_id:
             raise InvalidArgumentError(
                 f"node n{message['node'][0]} belongs to cluster {message['cluster']}, "
@@ -662,7 +664,7 @@ class Cluster:
             for node in [sender, *map(_node_from, message["nodes"])]:
                 if self.liveness.learn(node):
                     self.dialer.forget(node.node_id)  # a restart may have moved it
-            self.liveness.heard(sender, time.monotonic_ns(), offset_ns)
+            self.liveness.heard(sender, time.monotonic_ns(), offset_ns, uncertainty_ns)
             for node_id, seq, ranges, leases in message["reports"]:
                 if node_id != self.ident.node_id and seq > self.directory.seq(node_id):
                     descs = [RangeDescriptor.decode(raw) for raw in ranges]
@@ -731,7 +733,9 @@ class Cluster:
                 self._leave(str(answer["refused"]))
                 return
             received = clock.physical_now()
-            self._take(answer, answer["wall"] - (sent + received) // 2)
+            # NB: the answer's clock was read between sent and received: the offset is
+            # known to half the round trip, which a loaded machine makes long
+            self._take(answer, answer["wall"] - (sent + received) // 2, (received - sent) // 2)
         except FeedKVError as exc:
             log.debug("heartbeat to %s failed: %s", address, exc)
 

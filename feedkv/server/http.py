@@ -25,7 +25,9 @@ log).
 from __future__ import annotations
 
 import json
+import logging
 import ssl
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,6 +41,8 @@ if TYPE_CHECKING:
     from feedkv.server.admin import Admin
 
 __all__ = ["ADMIN_HEADER", "METRICS_PATHS", "OVERVIEW_PATH", "HTTPServer"]
+
+log = logging.getLogger(__name__)
 
 METRICS_PATHS = ("/_status/vars", "/metrics")
 OVERVIEW_PATH = "/_admin/v1/overview"
@@ -58,6 +62,23 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 _SQLSTATE_STATUS = {"42501": 403, "42704": 404, "55000": 409}
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client's fault on the connection (plain http to the https port, a failed
+        handshake, a reset) is logged as a line, not a traceback on the node's stderr."""
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, OSError):  # ssl.SSLError and ConnectionError among them
+            super().handle_error(request, client_address)
+            return
+        reason = getattr(exc, "reason", None)
+        what = (
+            "spoke plain http to this https port"
+            if reason == "HTTP_REQUEST"
+            else f"failed on its connection: {exc}"
+        )
+        log.info("HTTP client %s %s", client_address[0], what)
 
 
 class HTTPServer:
@@ -156,7 +177,7 @@ class HTTPServer:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server = _Server((host, port), Handler)
         self._server.daemon_threads = True
         if tls is not None:
             # NB: the handshake happens in the request's own thread (on its first read),

@@ -103,7 +103,9 @@ class RowUnpacker(Protocol):
 
 
 def marker_row(lo: Timestamp, hi: Timestamp) -> pa.RecordBatch:
-    """A piece's marker: its window ``(lo, hi]``."""
+    """A piece's marker: its window ``[lo, hi]``, ``lo`` the least timestamp its rows
+    may have (:attr:`~feedkv.spark.offsets.Piece.first_ts`), after which a file sink
+    names the piece's files."""
     return _spark_row(None, None, None, hi, lo)
 
 

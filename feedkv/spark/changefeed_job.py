@@ -335,7 +335,7 @@ def _message_batches(job: JobOptions, part: _TablePiece) -> Iterator[pa.RecordBa
     """A piece as Spark rows: its marker first (the sink names files after the window's
     lower bound), then its messages in blocks, each one row."""
     piece = part.piece
-    yield marker_row(piece.lo or piece.hi, piece.hi)
+    yield marker_row(piece.first_ts, piece.hi)
     db = connection(job.url)
     max_bytes = block_bytes(job.buffers)
     spec = _piece_spec(job.spec, part)
@@ -686,7 +686,9 @@ class ChangefeedStreamReader(FollowingStreamReader):
 @dataclass
 class TaskResult(WriterCommitMessage):
     """What a task hands the driver's commit: the window its pieces covered
-    ``(lo, resolved]``, how many rows it wrote and the files it staged."""
+    ``[lo, resolved]`` (``lo`` the least timestamp its rows may have:
+    :attr:`~feedkv.spark.offsets.Piece.first_ts`), how many rows it wrote and the files
+    it staged."""
 
     resolved: Timestamp | None = None
     lo: Timestamp | None = None

@@ -107,6 +107,13 @@ class Piece:
     def is_scan(self) -> bool:
         return self.lo is None
 
+    @property
+    def first_ts(self) -> Timestamp:
+        """The least timestamp a row of the piece can have: ``hi`` for a scan, else just
+        above ``lo`` (a file sink names the piece's files after it, so that a file
+        written after the ``.RESOLVED`` marker at ``lo`` sorts after it)."""
+        return self.hi if self.lo is None else self.lo.next()
+
 
 def plan_pieces(
     start: FeedOffset, end: FeedOffset, span: Span, boundaries: Sequence[bytes]

@@ -833,9 +833,9 @@ class Session:
     def _savepoint(self, s: st.Savepoint) -> Result:
         """SAVEPOINT, RELEASE and ROLLBACK TO (see the module docstring)."""
         if self._txn is None:
-            verb = {"savepoint": "SAVEPOINT", "release": "RELEASE", "rollback": "ROLLBACK TO"}
+            verb = {"savepoint": "", "release": "RELEASE ", "rollback": "ROLLBACK TO "}
             raise SQLError(
-                "25P01", f"{verb[s.action]} SAVEPOINT can only be used in transaction blocks"
+                "25P01", f"{verb[s.action]}SAVEPOINT can only be used in transaction blocks"
             )
         if s.name != RESTART_SAVEPOINT:
             return self._named_savepoint(self._txn, s)

@@ -233,6 +233,25 @@ def test_a_column_retyped_by_a_schema_change_goes_to_files_of_its_own(
     assert all(len(types - {"null"}) <= 1 for types in by_version.values())
 
 
+def test_a_file_written_after_a_resolved_marker_sorts_after_it(tmp_path: Path) -> None:
+    # CockroachDB's contract: read in name order, a .RESOLVED marker means everything
+    # before it is final, so a reader may forget all it passed; a file named after the
+    # marker's own timestamp ("T-..." < "T.RESOLVED") would be skipped
+    blobs = LocalBlobs(str(tmp_path))
+    client = CloudStorageClient(
+        blobs, parse_options((), now=Timestamp(1, 0)), start=Timestamp(1, 0)
+    )
+    client.send("t", [Message("t", b"[1]", b"{}", Timestamp(1, 0), Timestamp(1, 0), 1)])
+    marker = Timestamp(5, 0)
+    client.send_resolved(marker, ["t"])
+    read = [p.name for p in files(tmp_path)]
+    client.send("t", [Message("t", b"[2]", b"{}", Timestamp(6, 0), Timestamp(6, 0), 1)])
+    (new,) = [p.name for p in files(tmp_path) if p.name not in read]
+    assert read[-1] == f"{name_ts(marker)}.RESOLVED"
+    assert new > read[-1]
+    assert new.startswith(name_ts(marker.next()))
+
+
 def test_a_file_holds_one_schema_version(tmp_path: Path) -> None:
     blobs = LocalBlobs(str(tmp_path))
     client = CloudStorageClient(

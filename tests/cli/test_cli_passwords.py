@@ -284,3 +284,22 @@ def test_sql_over_the_raw_kv_api_as_another_user_points_to_the_sql_port(cluster:
     assert "connect to the node's SQL port instead" in run.stderr
     assert "postgresql://pam@" in run.stderr
     assert PASSWORD not in run.stderr
+
+
+def test_sql_over_the_raw_kv_api_as_another_user_without_a_password_points_to_the_sql_port(
+    cluster: Cluster,
+) -> None:
+    # no password anywhere: the refusal comes first, not advice to put one in the URL
+    # (which would only lead to the refusal)
+    run = _feedkv(
+        "sql",
+        "--url",
+        _pam_url(cluster, None),
+        "--certs-dir",
+        str(cluster.ca_only),
+        "-e",
+        "SELECT 1",
+    )
+    assert run.returncode == 1
+    assert "connect to the node's SQL port instead" in run.stderr
+    assert "no client certificate" not in run.stderr and "PASSWORD@" not in run.stderr

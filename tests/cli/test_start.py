@@ -8,6 +8,7 @@ import pytest
 
 from feedkv.cli.main import main
 from feedkv.cli.start import store_config
+from feedkv.testing.node_process import NodeProcess
 
 
 def test_merges_start_below_a_quarter_of_the_maximum_range_size() -> None:
@@ -49,3 +50,14 @@ def test_start_without_certs_dir_or_insecure_refuses(
 def test_start_refuses_both_certs_dir_and_insecure(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         main(["start", "--store", str(tmp_path / "s"), "--certs-dir", "c", "--insecure"])
+
+
+@pytest.mark.slow(20)
+def test_an_insecure_node_warns_once_on_stderr_and_in_its_log(tmp_path: Path) -> None:
+    node = NodeProcess(tmp_path / "n", "--insecure", "--changefeed-runner", "thread")
+    assert node.terminate() == 0  # NB: after exit, all it wrote is there
+    stderr = node.log.read_text()
+    assert stderr.count("RUNNING IN INSECURE MODE") == 1, stderr
+    assert "feedkv: WARNING feedkv.node: RUNNING IN INSECURE MODE (--insecure)" in stderr
+    logged = (tmp_path / "n" / "logs" / "feedkv.log").read_text()
+    assert logged.count("RUNNING IN INSECURE MODE") == 1

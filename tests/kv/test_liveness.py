@@ -38,6 +38,25 @@ def test_a_clock_far_from_the_majority_refuses_with_the_reason() -> None:
     assert error is not None and "800 ms behind node n2" in error
 
 
+def test_an_offset_within_its_measures_uncertainty_of_the_bound_is_no_refusal() -> None:
+    # a slow heartbeat (a loaded machine: 2 s round trips) measures an offset known only
+    # to half its round trip, as CockroachDB's clock monitor counts it
+    liveness = Liveness(NodeDescriptor(1, "a:1", 1), max_offset_ns=S // 2)
+    liveness.heard(NodeDescriptor(2, "b:1", 1), at_ns=S, offset_ns=800_000_000, uncertainty_ns=S)
+    liveness.heard(NodeDescriptor(3, "c:1", 1), at_ns=S, offset_ns=-900_000_000, uncertainty_ns=S)
+    assert liveness.offset_error(S) is None
+    assert [s.offset_ns for s in liveness.status(S)] == [None, 800_000_000, -900_000_000]
+
+    # measured more precisely, the same offsets are surely beyond the bound
+    liveness.heard(NodeDescriptor(2, "b:1", 1), at_ns=S, offset_ns=800_000_000, uncertainty_ns=0)
+    liveness.heard(
+        NodeDescriptor(3, "c:1", 1), at_ns=S, offset_ns=-900_000_000, uncertainty_ns=S // 10
+    )
+    error = liveness.offset_error(S)
+    assert error is not None and "900 ms ahead of node n3" in error
+    assert "serves again once it is within the maximum offset" in error
+
+
 def test_dead_for_longer_than_a_threshold_counts_from_the_last_heartbeat_or_the_start() -> None:
     liveness = Liveness(NodeDescriptor(1, "a:1", 1), dead_after_ns=9 * S, started_ns=100 * S)
     liveness.heard(NodeDescriptor(2, "b:1", 1), at_ns=120 * S)

@@ -36,6 +36,15 @@ def test_the_factor_is_capped_at_the_nodes_that_can_hold_a_replica() -> None:
     assert choose_replica_change([1, 2], 5, 1, states({1, 2, 3})) == AddVoter(3)
 
 
+def test_a_dead_voter_not_yet_gone_keeps_its_replica() -> None:
+    # n3 killed 10 s ago (dead, not gone before time_until_store_dead): three replicas
+    # stay three, so n3 catches up from its log when it returns
+    assert choose_replica_change([1, 2, 3], 3, 1, states({1, 2}, n1=3, n2=3, n3=3)) is None
+    # gone, it is replaced when a node can take its replica, else removed
+    assert choose_replica_change([1, 2, 3], 3, 1, states({1, 2, 4}, gone={3})) == AddVoter(4)
+    assert choose_replica_change([1, 2, 3], 3, 1, states({1, 2}, gone={3})) == RemoveVoter(3)
+
+
 def test_an_over_replicated_range_removes_others_before_its_lease_holder() -> None:
     nodes = states({1, 2, 3}, n2=1, n3=9)
     assert choose_replica_change([1, 2, 3], 1, 1, nodes) == RemoveVoter(3)

@@ -17,9 +17,12 @@ import feedkv
 from feedkv import DB
 from feedkv.kv.store import StoreConfig
 from feedkv.security.scram import unknown_user_verifier
+from feedkv.server.admin import pretty_key, span_text
 from feedkv.server.http import ADMIN_HEADER, OVERVIEW_PATH
+from feedkv.sql.row_codec import CATALOG_PREFIX, table_prefix
 from feedkv.testing.certs import make_certs_dir
 from feedkv.testing.waiting import wait_until
+from feedkv.util.keys import KEY_MAX
 
 DEADLINE = 30.0
 CONFIG = StoreConfig(
@@ -106,6 +109,10 @@ def test_overview_shows_nodes_ranges_and_a_running_feed(db: DB, tmp_path: Path) 
     assert feed["scan_fraction"] is None  # its scan is over: it follows its rangefeed
     [piece] = feed["ranges"]
     assert piece["resolved"] and piece["range_id"] is not None
+    # spans read as CockroachDB's pages show them, not as Python's bytes
+    assert piece["span"].startswith("/Table/") and "b'" not in piece["span"]
+    assert all("b'" not in r["span"] for r in data["ranges"])
+    assert min(r["span"] for r in data["ranges"]).startswith("/Min - ")
     history = feed["history"]
     assert len(history["t"]) == len(history["lag_s"]) == len(history["rows_per_s"])
     assert history["t"] == sorted(history["t"])
@@ -236,3 +243,11 @@ def test_a_secure_node_asks_who_you_are_and_checks_privileges(
     throttled = httpx.get(url + OVERVIEW_PATH, **alice)
     assert throttled.status_code == 401 and "too many failed logins" in throttled.json()["error"]
     assert overview(url, **carol)["user"] == "carol"  # another user is not held back
+
+
+def test_keys_read_as_cockroachdbs_pretty_keys() -> None:
+    assert pretty_key(b"") == "/Min" and pretty_key(KEY_MAX) == "/Max"
+    assert pretty_key(table_prefix(101)) == "/Table/101"
+    assert pretty_key(table_prefix(101) + b"\x89\x01") == "/Table/101/8901"
+    assert pretty_key(CATALOG_PREFIX + b"\x05") == "/System/05"
+    assert span_text(b"", table_prefix(101)) == "/Min - /Table/101"

@@ -285,3 +285,10 @@ def test_a_batch_reads_from_its_end_offsets_cursor_when_the_cursor_moved() -> No
 def test_an_offset_with_a_cursor_that_is_not_a_timestamp_is_rejected() -> None:
     with pytest.raises(InvalidArgumentError, match="bad cursor"):
         FeedOffset.from_json({"resolved": str(T1), "scan_key": None, "cursor": 5})
+
+
+def test_a_piece_names_its_files_after_the_least_timestamp_of_its_rows() -> None:
+    # a scan's rows are at hi; a window's are above lo, so its files sort after the
+    # .RESOLVED marker at lo, which an earlier batch may have written
+    assert Piece(Span(b"a", b"b"), T2).first_ts == T2
+    assert Piece(Span(b"a", b"b"), T2, T1).first_ts == T1.next()

@@ -178,3 +178,17 @@ def test_savepoint_mistakes_get_postgresql_sqlstates(
     for text in before:
         s.execute(text)
     assert sql_error(lambda: s.execute(last)).code == code
+
+
+@pytest.mark.parametrize(
+    ("statement", "message"),
+    [
+        ("SAVEPOINT a", "SAVEPOINT can only be used in transaction blocks"),
+        ("RELEASE SAVEPOINT a", "RELEASE SAVEPOINT can only be used in transaction blocks"),
+        ("ROLLBACK TO SAVEPOINT a", "ROLLBACK TO SAVEPOINT can only be used in transaction blocks"),
+    ],
+)
+def test_a_savepoint_outside_a_transaction_says_so_as_postgresql_does(
+    s: Session, statement: str, message: str
+) -> None:
+    assert sql_error(lambda: s.execute(statement)).message == message

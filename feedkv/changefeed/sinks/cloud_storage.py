@@ -7,9 +7,11 @@ Files are named so that reading them in lexicographic order is safe::
     <date>/<ts>.RESOLVED
 
 ``<ts>`` is ``YYYYMMDDHHMMSS`` + 9 digits of nanoseconds + 10 of logical time. A data
-file's ``<ts>`` is the sink's last resolved timestamp when the file was written (the
-feed's start before any), so it never decreases; ``<session>`` (when this sink started)
-and ``<file id>`` (counting up) order files with the same ``<ts>``. A resolved file for
+file's ``<ts>`` is just above the sink's last resolved timestamp when the file was
+written (the feed's start before any; on Spark, just above its window's start), so it
+never decreases and a file written after a marker sorts after it, as in CockroachDB;
+``<session>`` (when this sink started) and ``<file id>`` (counting up) order files with
+the same ``<ts>``. A resolved file for
 ``T`` is written after every file holding a row at or below ``T``, and those files'
 names all sort before it; files that sort after it hold only rows above ``T`` or rows
 already seen. ``<date>`` is the directory chosen by ``partition_format``: ``daily``
@@ -238,7 +240,9 @@ class CloudStorageClient:
         # NB: CockroachDB's bytes: {"resolved":"<ts>"}, __crdb__ outside the wrapped envelope
         body = resolved_json(ts, self._options.envelope)
         self._blobs.put(f"{self._dir(ts)}{name_ts(ts)}.RESOLVED", body)
-        self._file_ts = max(self._file_ts, ts)
+        # NB: every later row is above ts, and a file named ts would sort before the
+        # marker (``-`` < ``.``): a reader past the marker would never see it
+        self._file_ts = max(self._file_ts, ts.next())
 
     def close(self) -> None:
         self._blobs.close()

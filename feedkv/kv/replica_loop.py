@@ -122,6 +122,7 @@ class _Reading:
 class _Remove:
     range_id: int
     then: Callable[[], None]
+    if_leaderless: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,10 +283,14 @@ class ReplicaLoop:
         self._inbox.put(_Change(range_id, change, done))
         return done
 
-    def remove(self, range_id: int, then: Callable[[], None]) -> None:
+    def remove(
+        self, range_id: int, then: Callable[[], None], *, if_leaderless: bool = False
+    ) -> None:
         """Stop driving this store's replica of ``range_id`` (it was removed from the
-        group), then call ``then`` on the loop (which deletes what the replica kept)."""
-        self._inbox.put(_Remove(range_id, then))
+        group), then call ``then`` on the loop (which deletes what the replica kept).
+        ``if_leaderless``: only if the replica still knows no leader when the loop
+        takes this up (see :meth:`~feedkv.kv.store.Store.drop_replica`)."""
+        self._inbox.put(_Remove(range_id, then, if_leaderless))
 
     def transfer_lease(self, range_id: int, to: int) -> None:
         """Have this store's replica of ``range_id``, if it leads, hand the leadership
@@ -404,6 +409,9 @@ class ReplicaLoop:
                 replica.raft.report_snapshot(item.to, success=item.success)
             return
         if isinstance(item, _Remove):
+            held = self._replicas.get(item.range_id)
+            if item.if_leaderless and held is not None and held.raft.leader:
+                return  # NB: a leader talks to it: it is a member again
             with self._lock:
                 removed = self._replicas.pop(item.range_id, None)
             self._leases.pop(item.range_id, None)

@@ -625,14 +625,18 @@ class Store:
         if range_id in self._ctx.frozen or into_me:
             raise RangeUnavailableError(f"r{range_id} is merging: its members stay for now")
 
-    def drop_replica(self, range_id: int) -> None:
+    def drop_replica(self, range_id: int, *, if_leaderless: bool = False) -> None:
         """This store's replica of ``range_id`` is no longer in its group: stop driving
         it, delete its data, descriptor and Raft state, and end its feeds with
         ``REPLICA_REMOVED`` (they resume on a replica still in the group). Also for a
         replica that learns of its removal from another node's report of the range,
-        having missed the change itself (its node was down)."""
+        having missed the change itself (its node was down): then ``if_leaderless``,
+        as the group may have added this node back meanwhile. A leader that hears
+        from the replica counts its log (a Raft node is its node id here, whichever
+        replica answers), so a replica that heard from one must keep that log: dropped
+        and made again empty, it would be a member that lost what it acknowledged."""
         loop = self._replication()
-        loop.remove(range_id, lambda: self._destroy_replica(range_id))
+        loop.remove(range_id, lambda: self._destroy_replica(range_id), if_leaderless=if_leaderless)
 
     def _destroy_replica(self, range_id: int) -> None:
         """On the replica loop, once it no longer drives the range's replica."""

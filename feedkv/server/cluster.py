@@ -621,7 +621,7 @@ class Cluster:
             since = suspects[desc.range_id] = self._suspects.get(desc.range_id, now)
             if now - since >= REMOVED_GRACE_S:
                 log.info("n%d is no longer a member of %s: dropping its replica", me, held)
-                self.store.drop_replica(desc.range_id)
+                self.store.drop_replica(desc.range_id, if_leaderless=True)
                 dropped.append(desc.range_id)
                 del suspects[desc.range_id]
         self._suspects = suspects

@@ -523,6 +523,36 @@ def test_a_removed_follower_drops_the_range_and_ends_its_feeds_with_replica_remo
     assert client.get(b"before") == b"1" and client.get(b"after") == b"2"
 
 
+def test_a_replica_dropped_for_want_of_a_leader_is_kept_once_a_leader_talks_to_it(
+    cluster: ReplicatedStores,
+) -> None:
+    """A restarted node drops a replica its group removed while it was down, if the
+    replica hears from no leader; the group may have added the node back meanwhile,
+    and a leader that heard from the replica counts its log, so a replica that heard
+    from one is kept (dropped and made again empty, it would have lost entries its
+    node acknowledged)."""
+    client = KVClient(cluster)
+    client.put(b"k", b"1")
+    holder = cluster.lease_holder()
+    follower, other = (n for n in NODES if n != holder)
+    wait_until(lambda: cluster.value(follower, b"k") == b"1", timeout_s=DEADLINE_S)
+
+    led = cluster.stores[follower]
+    led.drop_replica(1, if_leaderless=True)
+    client.put(b"k", b"2")  # NB: its messages reach the follower's loop after the drop
+    wait_until(lambda: cluster.value(follower, b"k") == b"2", timeout_s=DEADLINE_S)
+    assert led.replicas is not None and led.replicas.has(1)
+
+    cluster.cut = {(n, other) for n in NODES}  # it hears from nobody
+    cluster.stop(other)
+    cluster.start(other)
+    alone = cluster.stores[other]
+    assert alone.replicas is not None and alone.replicas.status(1)[0] == 0
+    alone.drop_replica(1, if_leaderless=True)
+    wait_until(lambda: not alone.descriptors(), timeout_s=DEADLINE_S, what="r1 dropped")
+    assert not alone.replicas.has(1)
+
+
 def test_a_lease_holder_that_removes_itself_leaves_the_range_to_the_others(
     cluster: ReplicatedStores,
 ) -> None:

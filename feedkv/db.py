@@ -345,6 +345,9 @@ class DB(KVFeedClient):
         """Stop changefeeds, close open feeds, then the connection (and an embedded node).
         Idempotent."""
         _open_nodes.discard(self)
+        # NB: what stops from here on writes what it can, and gives up on a range it
+        # would wait for (the last node of a cluster stopping has no quorum left)
+        self._router.closing.set()
         if self._node is not None:
             self._node.stop_sql()  # its sessions use this client
             if self._node.admin is not None:

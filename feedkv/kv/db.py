@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import bisect
 import random
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Self, TypeVar
 
 from feedkv.errors import (
+    ClientClosedError,
     ConditionFailedError,
     InvalidArgumentError,
     InvariantViolation,
@@ -351,7 +351,7 @@ class KVClient:
                 txn.commit()
                 self.txn_metrics.restarts.observe(attempt - 1)
                 return result
-            except RetryableError:
+            except RetryableError as exc:
                 txn.rollback()
                 if max_attempts is not None and attempt >= max_attempts:
                     self.txn_metrics.restarts.observe(attempt - 1)
@@ -359,7 +359,8 @@ class KVClient:
                 # A retried txn keeps its priority so that it eventually wins its conflicts.
                 priority = max(priority or 0, txn.priority)
                 delay = min(max_backoff_s, 0.001 * 2 ** min(attempt, 20))
-                time.sleep(random.uniform(0, delay))  # wait-ok: retry backoff
+                if self._router.closing.wait(random.uniform(0, delay)):
+                    raise ClientClosedError("the client is closing: no more retries") from exc
             except BaseException:
                 txn.rollback()
                 raise
@@ -426,6 +427,7 @@ class KVClient:
         return self._transport.nodes()
 
     def close(self) -> None:
+        self._router.closing.set()
         self._transport.close()
 
     def __enter__(self) -> Self:

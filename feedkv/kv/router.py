@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import time
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
 from feedkv.errors import (
     AmbiguousResultError,
+    ClientClosedError,
     InvariantViolation,
     NodeUnavailableError,
     NotLeaseHolderError,
@@ -89,6 +90,7 @@ class Router:
         self.transport = transport
         self._dialer = transport if isinstance(transport, Dialer) else None
         self.ranges = RangeCache(self._lookup)
+        self.closing = threading.Event()  # set: requests that wait to retry give up
 
     def _send(self, batch: BatchRequest, desc: RangeDescriptor) -> BatchResponse:
         """Send an addressed batch to the node holding ``desc``'s range (its lease, when
@@ -185,6 +187,14 @@ class Router:
         if isinstance(exc, RangeKeyMismatchError):
             self.ranges.insert(exc.descriptors)
 
+    def _back_off(self, attempt: int) -> None:
+        """Wait before resending to a range that is moving (a move takes about as long
+        as streaming its data): 1 ms doubling up to 1 s, about 30 s over all the
+        attempts; raises :class:`ClientClosedError` once the client is closing (a node
+        that stops, its quorum gone, must not wait that long for every request)."""
+        if self.closing.wait(min(MAX_BACKOFF_S, 0.001 * 2 ** min(attempt, 10))):
+            raise ClientClosedError("the client is closing: it no longer waits for a range")
+
     def _retry(self, desc: RangeDescriptor, exc: RetryableError, failures: int) -> None:
         """Before sending again: a stale address is refreshed, a moving range waited for
         (as is an address no newer than the one that failed: a node answering from the
@@ -195,7 +205,7 @@ class Router:
                 return  # the fresh address is likely right: at once
         # NB: where ranges move between nodes, the address a lookup gives may be stale
         # for a heartbeat: wait for the cluster to catch up
-        _back_off(failures)
+        self._back_off(failures)
 
     def send_key(
         self,
@@ -343,7 +353,7 @@ class Router:
             except RangeUnavailableError:
                 if attempt + 1 >= MAX_ROUTING_ATTEMPTS:
                     raise
-                _back_off(attempt)
+                self._back_off(attempt)
         raise InvariantViolation("unreachable")
 
     def divide(self, span: Span) -> list[tuple[RangeDescriptor, Span]]:
@@ -365,12 +375,6 @@ def _no_news(desc: RangeDescriptor, exc: RangeRoutingError) -> bool:
     return all(
         d.range_id == desc.range_id and d.generation <= desc.generation for d in exc.descriptors
     )
-
-
-def _back_off(attempt: int) -> None:
-    """Wait before resending to a range that is moving (a move takes about as long as
-    streaming its data): 1 ms doubling up to 1 s, about 30 s over all the attempts."""
-    time.sleep(min(MAX_BACKOFF_S, 0.001 * 2 ** min(attempt, 10)))  # wait-ok: retry backoff
 
 
 def _read_before(part: Span, resume_key: bytes, reverse: bool) -> Span | None:

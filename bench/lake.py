@@ -486,9 +486,9 @@ def lag_run(root: Path, kind: str, rate: int, args: argparse.Namespace) -> dict[
 
 
 def lag(root: Path, args: argparse.Namespace) -> dict[str, Any]:
-    results: dict[str, list[dict[str, Any]]] = {kind: [] for kind in SINKS}
+    results: dict[str, list[dict[str, Any]]] = {kind: [] for kind in args.lag_sinks}
     for rate in args.rates:
-        for kind in SINKS:
+        for kind in args.lag_sinks:
             run = lag_run(root / f"lag-{rate}-{kind}", kind, rate, args)
             results[kind].append(run)
             print(f"lag {kind} at {rate} rows/s: {run}", file=sys.stderr)
@@ -513,6 +513,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip", choices=["throughput", "lag"], action="append", default=[])
     parser.add_argument("--dir", type=Path, default=None, help="where to write (a temp dir)")
     parser.add_argument("--writers", type=int, default=4, help="writer processes per lag run")
+    parser.add_argument(
+        "--lag-sinks", nargs="+", choices=SINKS, default=list(SINKS), help="the lag runs' sinks"
+    )
     # a writer process's own arguments (see Writers)
     parser.add_argument("--writer-of", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--rate", type=float, default=0.0, help=argparse.SUPPRESS)

@@ -397,7 +397,8 @@ def writer_main(args: argparse.Namespace) -> int:
         cpu0 = time.process_time()
         next_at = t0
         deadline = t0 + args.seconds
-        while (now := time.monotonic()) < deadline:
+        # NB: no statement due at or past the deadline (one more than the rate asked)
+        while next_at < deadline and (now := time.monotonic()) < deadline:
             if now < next_at:
                 time.sleep(next_at - now)  # wait-ok: pacing the writer to its rate
             began = time.monotonic()

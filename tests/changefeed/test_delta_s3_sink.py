@@ -114,6 +114,32 @@ def test_a_changefeed_mirrors_two_tables_into_delta_tables_in_a_bucket(
     assert any(n.startswith("feeds/a/_delta_log/") for n in names)
 
 
+def test_a_dropped_column_leaves_the_delta_table_in_the_bucket(
+    db: DB, s3_server: str, bucket: str
+) -> None:
+    uri = lake_uri(bucket, s3_server)
+    db.sql("CREATE TABLE a (k INT PRIMARY KEY, v INT, gone STRING)")
+    db.sql("INSERT INTO a VALUES (1, 10, 'x'), (2, 20, 'y')")
+    [(job_id,)] = db.sql(
+        f"CREATE CHANGEFEED FOR TABLE a INTO '{uri}' WITH min_checkpoint_frequency = '0s'"
+    ).rows
+    before = wait_marker_past(db, uri, job_id)
+    db.sql("ALTER TABLE a DROP COLUMN gone")
+    db.sql("INSERT INTO a VALUES (3, 30)")
+    dropped = wait_marker_past(db, uri, job_id)
+
+    for marker in (before, dropped):
+        rows = sorted(feedkv.lake.read_tables(uri, marker)["a"].to_pylist(), key=lambda r: r["k"])
+        assert rows == as_of(db, "a", marker.resolved)
+    storage = {**KEYS, "AWS_ENDPOINT_URL": s3_server, "AWS_ALLOW_HTTP": "true"}
+    table = DeltaTable(f"s3://{bucket}/feeds/a", storage_options=storage)
+    assert [f.name for f in table.schema().fields] == ["k", "v"]
+    old = DeltaTable(
+        f"s3://{bucket}/feeds/a", version=before.versions["a"], storage_options=storage
+    )
+    assert [f.name for f in old.schema().fields] == ["k", "v", "gone"]
+
+
 def test_a_replayed_window_commits_nothing_new_in_the_bucket(s3_server: str, bucket: str) -> None:
     from feedkv.changefeed.options import parse_options
     from feedkv.changefeed.sink import parse_sink_uri, sink_defaults

@@ -4,6 +4,7 @@ the ``deltalake`` and ``pyiceberg`` readers and compared with ``AS OF SYSTEM TIM
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ from deltalake import DeltaTable
 import feedkv.lake
 from feedkv import DB
 from feedkv.changefeed.changefeed import Changefeed, ChangefeedSpec
+from feedkv.changefeed.file_formats import PARQUET_META, ROWS_KEY, ROWS_VERSION
 from feedkv.changefeed.options import parse_options
 from feedkv.changefeed.rows import Target
 from feedkv.changefeed.sink import SinkError, SinkURI, parse_sink_uri, sink_defaults
@@ -461,16 +463,140 @@ def test_add_and_drop_column_change_the_lake_tables_schema(db: DB, lake_uri: str
     assert table_rows(feedkv.lake.read_tables(lake_uri, added), "a") == as_of(
         db, "a", added.resolved
     )
-    now = table_rows(feedkv.lake.read_tables(lake_uri, dropped), "a")
-    source = as_of(db, "a", dropped.resolved)
-    if lake_uri.startswith("delta"):  # delta-rs keeps the column, NULL from the drop on
-        assert [{k: v for k, v in r.items() if k != "gone"} for r in now] == source
-        assert {r["gone"] for r in now} == {None}
-        # every commit is a window's, schema changes included
+    # the drop leaves the table's schema; older versions keep the column (time travel)
+    assert table_rows(feedkv.lake.read_tables(lake_uri, dropped), "a") == as_of(
+        db, "a", dropped.resolved
+    )
+    assert current_columns(lake_uri, "a") == ["k", "v", "w"]
+    duck = feedkv.lake.duckdb_connect()
+    for marker in (before, added, dropped):  # as an independent reader sees each version
+        scan = feedkv.lake.duckdb_scan(lake_uri, "a", marker.versions["a"])
+        source = as_of(db, "a", marker.resolved)
+        assert duckdb_rows(duck, f"SELECT * FROM {scan} ORDER BY k") == source
+    duck.close()
+    if lake_uri.startswith("delta"):  # every commit is a window's, schema changes included
         history = DeltaTable(lake_uri.removeprefix("delta://") + "/a").history()
         assert all(RESOLVED_KEY in commit for commit in history)
-    else:
-        assert now == source
+
+
+def test_a_changelog_keeps_its_rows_without_a_dropped_column(db: DB, lake_uri: str) -> None:
+    db.sql("CREATE TABLE a (k INT PRIMARY KEY, v INT, gone STRING)")
+    db.sql("INSERT INTO a VALUES (1, 10, 'x'), (2, 20, 'y')")
+    [(job_id,)] = db.sql(
+        f"CREATE CHANGEFEED FOR TABLE a INTO '{lake_uri}' WITH lake_mode='changelog', {FAST}"
+    ).rows
+    db.sql("UPDATE a SET v = 11 WHERE k = 1")
+    before = wait_marker_past(db, lake_uri, job_id, logical_now(db))
+    db.sql("ALTER TABLE a DROP COLUMN gone")
+    db.sql("INSERT INTO a VALUES (3, 30)")
+    db.sql("DELETE FROM a WHERE k = 2")
+    dropped = wait_marker_past(db, lake_uri, job_id, logical_now(db))
+
+    then = feedkv.lake.read_tables(lake_uri, before)["a"]
+    now = feedkv.lake.read_tables(lake_uri, dropped)["a"]
+    assert "gone" in then.column_names and "gone" not in now.column_names
+    assert current_columns(lake_uri, "a")[:2] == ["k", "v"]
+    assert "gone" not in current_columns(lake_uri, "a")
+
+    def changes(table: pa.Table) -> list[tuple[str, int, int | None, str]]:
+        return sorted(
+            (r["_change_type"], r["k"], r["v"], r["_feedkv_updated"]) for r in table.to_pylist()
+        )
+
+    earlier = changes(then)
+    assert [(c, k, v) for c, k, v, _ in earlier] == sorted(
+        [
+            ("insert", 1, 10),
+            ("insert", 2, 20),
+            ("update_preimage", 1, 10),
+            ("update_postimage", 1, 11),
+        ]
+    )
+    latest = changes(now)
+    # every change before the drop is still there, without the column; then the
+    # drop's backfill of each row, the insert and the delete
+    assert set(earlier) < set(latest)
+    later = [(c, k, v) for c, k, v, _ in latest if (c, k, v, _) not in set(earlier)]
+    assert ("insert", 3, 30) in later and ("delete", 2, 20) in later
+    assert [r["gone"] for r in then.to_pylist() if r["k"] == 1 and r["v"] == 10] == ["x", "x"]
+
+
+def current_columns(uri: str, table: str) -> list[str]:
+    """The columns of ``table``'s newest version, as deltalake or pyiceberg reads them."""
+    if uri.startswith("delta://"):
+        path = f"{uri.removeprefix('delta://')}/{table}"
+        return [f.name for f in DeltaTable(path).schema().fields]
+    names: list[str] = iceberg_catalog(uri).load_table(("feeds", table)).schema().column_names
+    return names
+
+
+def test_a_window_that_drops_a_column_keeps_the_rows_it_does_not_change(lake_uri: str) -> None:
+    """Two windows, the second of a descriptor version without ``gone`` (under
+    ``nobackfill``, only the rows changed since come again): the table loses the
+    column, its other rows stay, and the version before still reads it."""
+
+    def window(
+        *changes: tuple[int, str, str | None, str, Timestamp], version: int
+    ) -> pa.RecordBatch:
+        schema = pa.schema(
+            [
+                ("k", pa.int64()),
+                ("j", pa.string()),
+                *([("gone", pa.string())] if version == 1 else []),
+                *((m, pa.string()) for m in PARQUET_META),
+            ],
+            metadata={ROWS_KEY: json.dumps(["k", "j"]), ROWS_VERSION: str(version)},
+        )
+        records = [
+            (k, j, *([gone] if version == 1 else []), kind, str(t), str(t))
+            for k, j, gone, kind, t in changes
+        ]
+        return pa.RecordBatch.from_pylist(
+            [dict(zip(schema.names, r, strict=True)) for r in records], schema=schema
+        )
+
+    commit(
+        lake_uri,
+        ts(10),
+        (
+            "a",
+            window(
+                (1, "p", "x", "c", ts(1)),
+                (1, "q", "y", "c", ts(2)),
+                (2, "p", "z", "c", ts(3)),
+                version=1,
+            ),
+        ),
+    )
+    first = feedkv.lake.read_consistent(lake_uri)
+    commit(
+        lake_uri,
+        ts(20),
+        ("a", window((1, "q", None, "d", ts(11)), (3, "p", None, "c", ts(12)), version=2)),
+    )
+    second = feedkv.lake.read_consistent(lake_uri)
+
+    assert first is not None and second is not None
+    rows_now = sorted(
+        feedkv.lake.read_tables(lake_uri, second)["a"].to_pylist(), key=lambda r: (r["k"], r["j"])
+    )
+    assert rows_now == [{"k": 1, "j": "p"}, {"k": 2, "j": "p"}, {"k": 3, "j": "p"}]
+    assert current_columns(lake_uri, "a") == ["k", "j"]
+    rows_then = sorted(
+        feedkv.lake.read_tables(lake_uri, first)["a"].to_pylist(), key=lambda r: (r["k"], r["j"])
+    )
+    assert rows_then == [
+        {"k": 1, "j": "p", "gone": "x"},
+        {"k": 1, "j": "q", "gone": "y"},
+        {"k": 2, "j": "p", "gone": "z"},
+    ]
+    # a replay of the window commits nothing new
+    commit(
+        lake_uri,
+        ts(20),
+        ("a", window((1, "q", None, "d", ts(11)), (3, "p", None, "c", ts(12)), version=2)),
+    )
+    assert feedkv.lake.read_consistent(lake_uri) == second
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Schema changes reach a lake table through a changefeed job on a real local Spark,
 without restarting anything: ADD COLUMN and DROP COLUMN change the Delta table's schema
-at the window where they happen, and each earlier window still reads as it was (read
-``at=`` a time before the change)."""
+at the window where they happen (a dropped column leaves the table), and each earlier
+window still reads as it was (read ``at=`` a time before the change)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deltalake import DeltaTable
 
 import feedkv.lake
 from feedkv import DB
+from feedkv.changefeed.sinks.lake_tables import RESOLVED_KEY
 from feedkv.testing.lake_rows import logical_now, wait_lake_past
 
 
@@ -57,7 +59,9 @@ def test_add_and_drop_column_reach_a_delta_mirror_through_a_spark_job(
     assert rows == as_of(db, at)
     assert rows[-1] == {"k": 2, "v": 20, "gone": "y", "w": 8}
     at, rows = lake_rows(uri, Decimal(str(dropped.resolved)))
-    # delta-rs keeps a dropped column (no column mapping): NULL in every row the drop's
-    # backfill rewrote (all of them, under the default schema_change_policy)
-    assert [{k: v for k, v in r.items() if k != "gone"} for r in rows] == as_of(db, at)
-    assert [r["gone"] for r in rows] == [None, None, None]
+    assert rows == as_of(db, at)
+    assert rows[-1] == {"k": 3, "v": 30, "w": 9}  # the column is gone from the table
+    assert [f.name for f in DeltaTable(f"{tmp_path}/lake/a").schema().fields] == ["k", "v", "w"]
+    # and every commit, the drop's rewrite too, is a batch's: its window and transaction
+    history = DeltaTable(f"{tmp_path}/lake/a").history()
+    assert all(RESOLVED_KEY in commit for commit in history)

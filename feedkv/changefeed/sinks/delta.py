@@ -4,7 +4,9 @@ with delta-rs (``deltalake``): no JVM.
 Each table is ``<dir>/<topic>``; each window is one commit whose custom metadata holds
 ``feedkv.resolved`` (mirror: a MERGE on the primary key; changelog: an append) and, for
 a Spark job's batch, the application transaction ``(feedkv-<job id>, <batch id>)``, with
-schema evolution in the same commit (``merge_schema``, ``schema_mode='merge'``). The
+schema evolution in the same commit (``merge_schema``, ``schema_mode='merge'``; a window
+whose rows dropped a column is one overwrite of the table without it,
+``schema_mode='overwrite'``: :meth:`DeltaTables._rewrite`). The
 marker is ``<dir>/_feedkv_resolved``, written to a temporary file, fsynced and renamed;
 the retained markers are files ``<dir>/_feedkv_markers/<timestamp>.json``, written the
 same way before it.
@@ -161,7 +163,10 @@ class DeltaTables:
 
         dt = self._open(change.table)
         before = None if dt is None else dt.version()
-        if change.changes is not None:
+        dropped = [] if dt is None else _dropped(dt, change)
+        if dropped:
+            self._rewrite(dt, change, dropped, props)
+        elif change.changes is not None:
             write_deltalake(
                 path if dt is None else dt,
                 change.changes,
@@ -203,13 +208,8 @@ class DeltaTables:
             ],
             promote_options="permissive",
         )
-        # The source's columns (merge_schema adds those it added) and NULL for those it
-        # dropped: they stay in the Delta table, NULL from here on. NB: as source
-        # columns: delta-rs refuses a NULL literal for a target column under merge_schema.
-        target = pa.schema(dt.schema().to_arrow())
-        for field in target:
-            if field.name not in source.column_names:
-                source = source.append_column(field.name, pa.nulls(len(source), field.type))
+        # NB: the source's columns are the table's, and those the window added (which
+        # merge_schema adds): a window that dropped one is a rewrite (_rewrite)
         values = {c: f"s.`{c}`" for c in source.column_names if c != _DELETE}
         on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in change.key)
         (
@@ -225,6 +225,52 @@ class DeltaTables:
             .when_matched_update(updates=values, predicate=f"NOT s.`{_DELETE}`")
             .when_not_matched_insert(updates=values, predicate=f"NOT s.`{_DELETE}`")
             .execute()
+        )
+
+    def _rewrite(self, dt: Any, change: TableChange, dropped: list[str], props: Any) -> None:
+        """The window's commit when the source dropped columns: the table without them
+        (its rows streamed from the version open, less the keys the window changed, in
+        mirror mode) and the window's rows, as one overwrite that replaces the schema.
+
+        NB: delta-rs (1.6) has no DROP COLUMN, and its column mapping mode 'name', with
+        which Delta drops a column in the log alone, writes files it reads back as NULLs:
+        so the table is rewritten, as Delta's ``overwriteSchema`` does without column
+        mapping. Earlier versions keep the column (time travel, until vacuumed); the
+        rewrite costs one pass over the table, which a backfilled drop's MERGE of every
+        row costs anyway."""
+        from deltalake import write_deltalake
+
+        changed: pa.Table | None = None  # mirror: the keys the window changed
+        if change.changes is not None:
+            new = change.changes
+        elif change.upserts is not None and change.deletes is not None:
+            new = change.upserts
+            changed = pa.concat_tables(
+                [new.select(list(change.key)), change.deletes], promote_options="permissive"
+            )
+        else:
+            raise InvalidArgumentError(
+                f"a mirror commit into {self._path(change.table)} needs its rows"
+            )
+        dataset = dt.to_pyarrow_dataset()
+        kept = [f for f in dataset.schema if f.name not in dropped]
+        have = {f.name for f in kept}
+        schema = pa.schema(kept + [f for f in new.schema if f.name not in have])
+
+        def rows() -> Iterator[pa.RecordBatch]:
+            for batch in dataset.to_batches(columns=[f.name for f in kept]):
+                old = pa.Table.from_batches([batch])
+                if changed is not None and len(changed):
+                    old = _without_keys(old, changed, change.key)
+                yield from _conformed(old, schema).to_batches()
+            yield from _conformed(new, schema).to_batches()
+
+        write_deltalake(
+            dt,
+            pa.RecordBatchReader.from_batches(schema, rows()),
+            mode="overwrite",
+            schema_mode="overwrite",
+            commit_properties=props,
         )
 
     def marker(self) -> Marker | None:
@@ -320,6 +366,37 @@ class DeltaTables:
         self._retained = None
         if self._objects is not None:
             self._objects.close()
+
+
+def _dropped(dt: Any, change: TableChange) -> list[str]:
+    """The columns of ``dt`` that ``change``'s rows no longer have: dropped from the
+    source (a changelog's rows: the source's columns and the changelog's own)."""
+    wanted = set(
+        change.changes.column_names if change.changes is not None else change.columns.names
+    )
+    return [f.name for f in pa.schema(dt.schema().to_arrow()) if f.name not in wanted]
+
+
+def _without_keys(rows: pa.Table, keys: pa.Table, key: tuple[str, ...]) -> pa.Table:
+    """``rows`` less those whose primary key is among ``keys``."""
+    try:
+        return rows.join(keys, keys=list(key), join_type="left anti", use_threads=False)
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):
+        # NB: a key type Arrow cannot join on: by Python values
+        gone = set(zip(*(keys.column(k).to_pylist() for k in key), strict=True))
+        values = zip(*(rows.column(k).to_pylist() for k in key), strict=True)
+        return rows.filter(pa.array([v not in gone for v in values], pa.bool_()))
+
+
+def _conformed(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``rows`` with ``schema``'s columns, in its order (NULL where ``rows`` has none)."""
+    columns = [
+        rows.column(f.name).cast(f.type)
+        if f.name in rows.column_names
+        else pa.nulls(len(rows), f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def _windows(dt: Any) -> Iterator[tuple[int, Timestamp]]:

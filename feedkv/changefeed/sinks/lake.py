@@ -50,11 +50,16 @@ into the others. A table missing from the marker had no rows yet at its timestam
 
 **Schema changes** arrive as rows of the table's new descriptor version, at the change
 (``schema_change_policy='backfill'`` rewrites every row there): ADD COLUMN adds the
-column to the lake table (old rows read it as NULL). DROP COLUMN removes it from an
-Iceberg table's schema (old snapshots keep it); a Delta table keeps the column (delta-rs
-drops columns only under column mapping) and rows written from the change on hold NULL
-in it. Under ``nobackfill`` rows not rewritten keep their old values; ``stop`` ends the
-changefeed before the change, as for every sink.
+column to the lake table (old rows read it as NULL). DROP COLUMN removes it from the
+table's newest version, in both formats, and older versions keep it (a read at an
+earlier marker, or time travel, shows it): an Iceberg table drops it from its schema (a
+change of metadata alone); a Delta table is rewritten without it by the window's
+commit, one overwrite that replaces the schema (delta-rs has no metadata-only drop:
+:meth:`~feedkv.changefeed.sinks.delta.DeltaTables._rewrite`). In changelog mode
+the earlier change rows stay, without the column. Under ``nobackfill`` rows not
+rewritten keep their old values, and a table with no rows in the window of the change
+takes it with its next window that has some; ``stop`` ends the changefeed before the
+change, as for every sink.
 
 **On Spark** tasks stage their rows as Parquet files under ``_feedkv_staging`` (in the
 Delta directory or bucket prefix, or the Iceberg catalog's warehouse: a local directory,

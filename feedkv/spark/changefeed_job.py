@@ -849,7 +849,9 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
             sink = lake.make(self.uri, self.job.spec.options)
             try:
                 sink.emit_batches(lake.read_staged(self.uri, staged))
-                watched = watched_spec(connection(self.job.url), self.job.spec, resolved)
+                watched = self.job.spec
+                if watched.database_id is not None:  # NB: its tables are in the catalog
+                    watched = watched_spec(connection(self.job.url), watched, resolved)
                 topics = watched.topics.values()
                 sink.commit_window(resolved, topics, batch=(self.job.job_id, batch_id))
             finally:

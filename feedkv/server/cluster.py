@@ -83,7 +83,7 @@ from feedkv.kv.router import Router, Transport
 from feedkv.kv.store import Store
 from feedkv.raft import Config as RaftConfig
 from feedkv.security.tls import ClientTLS, open_channel
-from feedkv.server.raft_transport import ChunkAssembler, RaftTransport
+from feedkv.server.raft_transport import ChunkAssembler, RaftTransport, take_request
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
 from feedkv.util.keys import KEY_MAX, Span
 from feedkv.util.locality import NO_LOCALITY, Locality
@@ -753,7 +753,6 @@ class Cluster:
             "Gossip": self._on_gossip,
             "Join": self._on_join,
             "Nodes": self._on_nodes,
-            "RaftChunk": self._on_raft_chunk,
         }
         if self.relocations is not None:
             methods.update(self.relocations.handlers())
@@ -780,13 +779,9 @@ class Cluster:
             # NB: as if lost: a node that far ahead must not vote or confirm reads here
             log.warning("raft messages from n%s dropped: %s", message.get("from"), exc)
             return
-        loop.receive(message["messages"])
-
-    def _on_raft_chunk(self, chunk: dict[str, Any]) -> dict[str, Any]:
-        loop, whole = self.store.replicas, self._chunks.take(chunk)
-        if loop is not None and whole is not None:
-            loop.receive([whole])
-        return {}
+        messages = take_request(self._chunks, message)
+        if messages:
+            loop.receive(messages)
 
     def _on_join(self, message: dict[str, Any]) -> dict[str, Any]:
         from feedkv.kv.db import KVClient
@@ -844,7 +839,6 @@ METHODS = (
     "Gossip",
     "Join",
     "Nodes",
-    "RaftChunk",
     "Install",
     "Activate",
     "Discard",

@@ -20,10 +20,11 @@ and so to whichever replica that quorum elects next (see
 :meth:`~feedkv.kv.replica.Replica.take_lease_start`).
 
 A request carries at most ``CHUNK_BYTES`` of messages. A message larger than that (a
-snapshot of a big range, whatever gRPC's message limit) goes alone, in ``RaftChunk``
-calls of that size, one after another, in its place among the stream's messages; the
-receiver's :class:`ChunkAssembler` puts it together and hands it on whole. A chunk lost
-loses the message, and the leader sends the snapshot again.
+snapshot of a big range, whatever gRPC's message limit) goes alone, in requests of one
+chunk each of that size, one after another, in its place among the stream's requests;
+the receiver's :class:`ChunkAssembler` puts it together and hands it on whole
+(:func:`take_request`). A stream lost midway loses the message, and the leader sends the
+snapshot again.
 
 Not yet here: a snapshot streamed from the engine as it is read (it is read whole, off
 the sending store's replica loop, and held whole by the receiver until it installs it).
@@ -42,13 +43,11 @@ from typing import Any
 import grpc
 import msgpack
 
-from feedkv.errors import FeedKVError
-from feedkv.kv.dialer import call
 from feedkv.kv.wire import SERVICE
 from feedkv.security.tls import call_metadata
 from feedkv.util.hlc import Timestamp
 
-__all__ = ["CHUNK_BYTES", "MAX_QUEUED", "ChunkAssembler", "RaftTransport"]
+__all__ = ["CHUNK_BYTES", "MAX_QUEUED", "ChunkAssembler", "RaftTransport", "take_request"]
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +160,7 @@ class RaftTransport:
             stub = channel.stream_unary(f"/{SERVICE}/RaftStream")
             peer.taken_at = time.monotonic()
             peer.stream = stub.future(
-                self._requests(node, peer, address, channel, batches, opened),
+                self._requests(node, peer, address, batches, opened),
                 metadata=call_metadata(channel),
             )
             opened.append(peer.stream)
@@ -189,7 +188,6 @@ class RaftTransport:
         node: int,
         peer: _Peer,
         address: str,
-        channel: grpc.Channel,
         batches: list[Batch],
         opened: list[grpc.Future],
     ) -> Iterator[bytes]:
@@ -203,7 +201,7 @@ class RaftTransport:
             messages = [message for batch in batches for message in batch]
             for group in _groups(messages, self._chunk_bytes):
                 if len(group) == 1 and len(group[0][1]) > self._chunk_bytes:
-                    self._send_chunked(channel, *group[0])
+                    yield from self._chunks(*group[0])
                 else:
                     clock = tuple(self._now())
                     yield msgpack.packb({"from": self._node_id, "messages": group, "clock": clock})
@@ -217,22 +215,20 @@ class RaftTransport:
             batches = taken
             peer.taken_at = time.monotonic()
 
-    def _send_chunked(self, channel: grpc.Channel, range_id: int, raw: bytes) -> None:
+    def _chunks(self, range_id: int, raw: bytes) -> Iterator[bytes]:
+        """The requests carrying ``raw``, a message too large for one, a chunk each."""
         transfer, size = next(self._transfers), self._chunk_bytes
         total = -(-len(raw) // size)
-        try:
-            for seq in range(total):
-                chunk = {
-                    "from": self._node_id,
-                    "transfer": transfer,
-                    "seq": seq,
-                    "total": total,
-                    "range": range_id,
-                    "data": raw[seq * size : (seq + 1) * size],
-                }
-                call(channel, "RaftChunk", chunk, CALL_TIMEOUT_S)
-        except FeedKVError as exc:
-            log.debug("a raft message in %d chunks lost: %s", total, exc)
+        for seq in range(total):
+            chunk = {
+                "transfer": transfer,
+                "seq": seq,
+                "total": total,
+                "range": range_id,
+                "data": raw[seq * size : (seq + 1) * size],
+            }
+            clock = tuple(self._now())
+            yield msgpack.packb({"from": self._node_id, "chunk": chunk, "clock": clock})
 
 
 def _groups(messages: list[tuple[int, bytes]], limit: int) -> Iterator[Batch]:
@@ -261,8 +257,8 @@ class ChunkAssembler:
         self._assembling: dict[int, tuple[int, int, list[bytes]]] = {}  # sender -> ...
 
     def take(self, chunk: dict[str, Any]) -> tuple[int, bytes] | None:
-        """Take one ``RaftChunk`` call's chunk; returns ``(range_id, message)`` once its
-        message is whole."""
+        """Take one chunk (with its sender's id, ``from``); returns ``(range_id,
+        message)`` once its message is whole."""
         sender, transfer, seq = int(chunk["from"]), int(chunk["transfer"]), int(chunk["seq"])
         with self._lock:
             held = self._assembling.pop(sender, None)
@@ -276,3 +272,14 @@ class ChunkAssembler:
                 self._assembling[sender] = (transfer, seq + 1, parts)
                 return None
         return int(chunk["range"]), b"".join(parts)
+
+
+def take_request(assembler: ChunkAssembler, request: dict[str, Any]) -> list[tuple[int, bytes]]:
+    """The messages one ``RaftStream`` request (unpacked) completes: those it carries, or
+    the message its chunk makes whole (``assembler`` holds the sender's earlier ones)."""
+    chunk = request.get("chunk")
+    if chunk is None:
+        messages: list[tuple[int, bytes]] = request["messages"]  # NB: as msgpack lists
+        return messages
+    whole = assembler.take({**chunk, "from": request["from"]})
+    return [whole] if whole is not None else []

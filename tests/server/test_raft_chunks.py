@@ -15,7 +15,7 @@ import pytest
 
 from feedkv.kv.wire import SERVICE
 from feedkv.server import raft_transport
-from feedkv.server.raft_transport import ChunkAssembler, RaftTransport
+from feedkv.server.raft_transport import ChunkAssembler, RaftTransport, take_request
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Clock
 
@@ -23,7 +23,7 @@ CHUNK = 64
 
 
 class _Receiver:
-    """A node's two Raft methods on a real gRPC server: what arrives, in order."""
+    """A node's Raft stream method on a real gRPC server: what arrives, in order."""
 
     streams = 0  # RaftStream calls taken
 
@@ -38,21 +38,12 @@ class _Receiver:
             with self._lock:
                 self.streams += 1
             for data in requests:
-                message = msgpack.unpackb(data)
-                self._took(data, [(r, bytes(m)) for r, m in message["messages"]])
-            return msgpack.packb({})  # type: ignore[no-any-return]
-
-        def chunk(data: bytes, _context: Any) -> bytes:
-            whole = self.assembler.take(msgpack.unpackb(data))
-            self._took(data, [whole] if whole is not None else [])
+                messages = take_request(self.assembler, msgpack.unpackb(data))
+                self._took(data, [(r, bytes(m)) for r, m in messages])
             return msgpack.packb({})  # type: ignore[no-any-return]
 
         return grpc.method_handlers_generic_handler(
-            SERVICE,
-            {
-                "RaftStream": grpc.stream_unary_rpc_method_handler(raft),
-                "RaftChunk": grpc.unary_unary_rpc_method_handler(chunk),
-            },
+            SERVICE, {"RaftStream": grpc.stream_unary_rpc_method_handler(raft)}
         )
 
     def _took(self, data: bytes, messages: list[tuple[int, bytes]]) -> None:

@@ -394,6 +394,7 @@ def database_versions(db: DB, start: Timestamp, end: Timestamp) -> set[Version]:
     return versions
 
 
+@pytest.mark.soak  # NB: 220 s; a regular test pauses and resumes while tables come and go
 @pytest.mark.slow(220)
 @pytest.mark.timeout(900)
 def test_killing_the_driver_of_a_database_job_while_tables_change_loses_and_duplicates_nothing(

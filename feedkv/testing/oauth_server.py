@@ -39,10 +39,43 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs
 
-__all__ = ["JWT_BEARER", "ImpersonationServer", "JWTCheck", "TokenServer", "sign_jwt"]
+__all__ = [
+    "JWT_BEARER",
+    "ImpersonationServer",
+    "JWTCheck",
+    "TokenServer",
+    "service_account_key",
+    "sign_jwt",
+]
 
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"
+
+
+def service_account_key(project: str, email: str, token_uri: str) -> tuple[str, bytes]:
+    """A Google service account's JSON key for ``email`` (a fresh RSA key) whose tokens
+    come from ``token_uri``, base64-encoded as CockroachDB's ``CREDENTIALS`` takes it,
+    and the key's public half (PEM)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = private.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    pem = private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    key = {
+        "type": "service_account",
+        "project_id": project,
+        "private_key_id": "0123456789abcdef",
+        "private_key": pem,
+        "client_email": email,
+        "client_id": "1234567890",
+        "token_uri": token_uri,
+    }
+    return base64.b64encode(json.dumps(key).encode()).decode(), public
 
 
 def _b64(data: bytes) -> str:

@@ -6,7 +6,6 @@ credentials, so the sink reaches it with none (``GS_ENDPOINT`` and no ``CREDENTI
 from __future__ import annotations
 
 import base64
-import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.sink import Message, make_sink, parse_sink_uri
 from feedkv.changefeed.sinks.gcs import READ_WRITE_SCOPE
 from feedkv.errors import SQLError
+from feedkv.testing import oauth_server
 from feedkv.testing.bearer_front import BearerFront
 from feedkv.testing.oauth_server import ImpersonationServer, JWTCheck, TokenServer
 from feedkv.testing.sink_conformance import START, SinkSetup, bucket_setup, two_rows_published
@@ -35,28 +35,8 @@ GOOGLE_KEY = b"the token server's signing key"
 
 
 def service_account_key(token_uri: str) -> tuple[str, bytes]:
-    """A service account's JSON key for ``EMAIL`` (a fresh RSA key) whose tokens come
-    from ``token_uri``, base64-encoded as ``CREDENTIALS`` takes it, and its public half."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-
-    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    public = private.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    pem = private.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
-    key = {
-        "type": "service_account",
-        "project_id": PROJECT,
-        "private_key_id": "0123456789abcdef",
-        "private_key": pem,
-        "client_email": EMAIL,
-        "client_id": "1234567890",
-        "token_uri": token_uri,
-    }
-    return base64.b64encode(json.dumps(key).encode()).decode(), public
+    """``EMAIL``'s key, its tokens from ``token_uri``, and its public half."""
+    return oauth_server.service_account_key(PROJECT, EMAIL, token_uri)
 
 
 KEY, _ = service_account_key("https://oauth2.googleapis.com/token")

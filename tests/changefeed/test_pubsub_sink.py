@@ -12,15 +12,12 @@ and CockroachDB reach it; a separate pull subscription reads back what was publi
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 from feedkv.changefeed.changefeed import ChangefeedSpec
 from feedkv.changefeed.jobs import JobRecord
@@ -29,6 +26,7 @@ from feedkv.changefeed.sink import Message, SinkError, TerminalSinkError, parse_
 from feedkv.changefeed.sinks import pubsub
 from feedkv.errors import SQLError
 from feedkv.security.secrets import Sealer, new_key
+from feedkv.testing import oauth_server
 from feedkv.testing.oauth_server import ImpersonationServer, JWTCheck, TokenServer
 from feedkv.testing.pubsub_emulator import (
     AuthenticatingFront,
@@ -61,27 +59,8 @@ EMAIL = f"changefeeds@{PROJECT}.iam.gserviceaccount.com"
 def service_account_key(
     token_uri: str = "https://oauth2.googleapis.com/token",
 ) -> tuple[str, bytes]:
-    """A service account's JSON key (a fresh RSA key), base64-encoded as CockroachDB's
-    ``CREDENTIALS`` takes it, and the key's public half (PEM)."""
-    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    public = private.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    pem = private.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
-    key = {
-        "type": "service_account",
-        "project_id": PROJECT,
-        "private_key_id": "0123456789abcdef",
-        "private_key": pem,
-        "client_email": EMAIL,
-        "client_id": "1234567890",
-        "token_uri": token_uri,
-    }
-    return base64.b64encode(json.dumps(key).encode()).decode(), public
+    """``EMAIL``'s key, its tokens from ``token_uri``, and its public half."""
+    return oauth_server.service_account_key(PROJECT, EMAIL, token_uri)
 
 
 KEY, _ = service_account_key()

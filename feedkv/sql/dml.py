@@ -66,6 +66,8 @@ __all__ = ["HANDLERS", "duplicate_key", "duplicate_key_at"]
 
 def insert(ex: Execution, s: st.Insert) -> Result:
     desc = ex.table(s.table, "INSERT")
+    for privilege in _insert_privileges(s)[1:]:
+        ex.require_privilege(desc, privilege)
     txn = ex.write_txn
     plan = ex.plan(s, desc, InsertPlan.of)
     targets, returning, filled = plan.targets, plan.returning, plan.filled
@@ -160,6 +162,18 @@ def insert(ex: Execution, s: st.Insert) -> Result:
             env = tuple(final[c.id] for c in desc.columns)
             out_rows.append(tuple(f(env, ex.context) for f in returning[1]))
     return _result(returning, out_rows, f"INSERT 0 {count}")
+
+
+def _insert_privileges(s: st.Insert) -> tuple[str, ...]:
+    """What an INSERT or UPSERT needs on its table, as CockroachDB's: INSERT; SELECT too
+    when it reads the table's rows (ON CONFLICT, UPSERT, RETURNING: each tells what a
+    row holds); UPDATE too when it may change a row (ON CONFLICT DO UPDATE, UPSERT)."""
+    needed = ["INSERT"]
+    if s.on_conflict is not None or s.upsert or s.returning is not None:
+        needed.append("SELECT")
+    if s.on_conflict == "update" or s.upsert:
+        needed.append("UPDATE")
+    return tuple(needed)
 
 
 def _conflict_update(
@@ -280,6 +294,7 @@ def update(ex: Execution, s: st.Update) -> Result:
     if s.joins:
         return _update_joined(ex, s)
     desc = ex.table(s.table, "UPDATE")
+    ex.require_privilege(desc, "SELECT")  # NB: it reads the rows it changes (CockroachDB's)
     plan = ex.plan(s, desc, UpdatePlan.of)
     if plan.blind is not None and ex.autocommit and not desc.constrained:
         key = plan.blind(ex.context)
@@ -370,6 +385,7 @@ def _joined_targets(
     if returning is not None:
         check_returning(returning)
     desc = ex.table(s.table, "UPDATE" if isinstance(s, st.Update) else "DELETE")
+    ex.require_privilege(desc, "SELECT")
     targets = list(ex.rows(desc, table_span(desc.id)))
     envs = [tuple(row[c.id] for c in desc.columns) for row, _pairs in targets]
     read = [read_source(ex, join.table) for join in s.joins]
@@ -430,6 +446,7 @@ def delete(ex: Execution, s: st.Delete) -> Result:
     if s.joins:
         return _delete_joined(ex, s)
     desc = ex.table(s.table, "DELETE")
+    ex.require_privilege(desc, "SELECT")  # NB: it reads the rows it deletes (CockroachDB's)
     plan = ex.plan(s, desc, DeletePlan.of)
     prepare_subqueries(ex, query, s.subqueries, plan.scope)
     returning = plan.returning

@@ -64,7 +64,41 @@ def test_revoke_takes_a_privilege_back(shop: DB) -> None:
     assert alice.execute("SELECT v FROM secrets").rows == [("hidden",)]
     shop.sql("REVOKE SELECT ON secrets FROM alice")
     _denied(shop, "SELECT v FROM secrets", "SELECT", "secrets")
-    alice.execute("DELETE FROM secrets WHERE id = 1")  # DELETE is still held
+    alice.execute("INSERT INTO secrets VALUES (2, 'mine')")  # INSERT is still held
+    # DELETE is still held too, but it reads the rows it deletes: it needs SELECT
+    _denied(shop, "DELETE FROM secrets WHERE id = 1", "SELECT", "secrets")
+
+
+@pytest.mark.parametrize(
+    ("granted", "statement", "privilege"),
+    [
+        # each reads the table's rows, or tells what they hold: SELECT too, as CockroachDB
+        ("UPDATE", "UPDATE items SET qty = 0 WHERE qty = 10", "SELECT"),
+        ("UPDATE", "UPDATE items SET qty = 0", "SELECT"),
+        ("DELETE", "DELETE FROM items WHERE qty = 10", "SELECT"),
+        ("DELETE", "DELETE FROM items RETURNING qty", "SELECT"),
+        ("INSERT", "INSERT INTO items VALUES (2, 1) RETURNING id", "SELECT"),
+        ("INSERT", "INSERT INTO items VALUES (1, 1) ON CONFLICT (id) DO NOTHING", "SELECT"),
+        ("INSERT, UPDATE", "UPSERT INTO items VALUES (1, 1)", "SELECT"),
+        # ... and those that may change a row need UPDATE
+        ("INSERT, SELECT", "UPSERT INTO items VALUES (1, 1)", "UPDATE"),
+        (
+            "INSERT, SELECT",
+            "INSERT INTO items VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET qty = 1",
+            "UPDATE",
+        ),
+        # TRUNCATE empties the table: DROP, as CockroachDB
+        ("SELECT, INSERT, UPDATE, DELETE", "TRUNCATE items", "DROP"),
+    ],
+)
+def test_a_write_needs_every_privilege_of_what_it_does(
+    shop: DB, granted: str, statement: str, privilege: str
+) -> None:
+    shop.sql(f"GRANT {granted} ON items TO alice")
+    _denied(shop, statement, privilege, "items")
+    assert shop.sql("SELECT id, qty FROM items").rows == [(1, 10)]
+    shop.sql(f"GRANT {privilege} ON items TO alice")
+    shop.session(user="alice").execute(statement)
 
 
 def test_only_admins_grant(shop: DB) -> None:

@@ -23,7 +23,9 @@ admin may act on any job, another user on their own only.
 Who the user is (:meth:`Admin.user`): on a secure node, HTTP Basic authentication (the
 port is https) against the user's SQL password, anyone else is refused (and, after
 repeated failures for a user from one address, refused without a look at the password
-for a while: :class:`~feedkv.security.login_throttle.LoginThrottle`); on an insecure
+for a while: :class:`~feedkv.security.login_throttle.LoginThrottle`); each refused
+login is logged as a warning with the user and the address, never the password, as the
+SQL and gRPC ports log theirs; on an insecure
 node (``--insecure``), ``root``, as CockroachDB's insecure mode has it.
 """
 
@@ -164,6 +166,7 @@ class Admin:
         name, _, password = text.partition(":")
         wait = self._throttle.retry_after(name, client, time.monotonic())
         if wait > 0:
+            log.warning("HTTP login of %r from %s refused: too many failed logins", name, client)
             raise PermissionDeniedError(
                 f"too many failed logins for {name!r}: try again in {wait:.0f} s"
             )
@@ -171,6 +174,8 @@ class Admin:
         # NB: an unknown user's password is checked too, so its refusal costs the same
         if not check_login(verifier, password):
             self._throttle.failed(name, client, time.monotonic())
+            # NB: the words of the SQL and gRPC ports' lines; never the password
+            log.warning("HTTP login of %r from %s refused: wrong password", name, client)
             raise PermissionDeniedError(f"wrong user name or password for {name!r}")
         self._throttle.succeeded(name, client)
         return name

@@ -202,6 +202,46 @@ def test_the_http_port_serves_https(node: NodeProcess, certs: Path) -> None:
         httpx.get(f"{plain}/_status/vars", timeout=30).raise_for_status()
 
 
+def test_the_http_admin_paths_refuse_every_client_that_does_not_log_in(
+    node: NodeProcess, certs: Path, tmp_path: Path
+) -> None:
+    """No Basic credentials, a wrong password, a client certificate of another CA (the
+    port asks for none: only a password logs in), a server it cannot verify and plain
+    http: none reaches the admin page's data; each refused login is logged, never its
+    password."""
+    overview = f"{node.http_url}/_admin/v1/overview"
+    trusted = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    foreign = make_certs_dir(tmp_path, users=("root",))
+    theirs = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    theirs.load_cert_chain(foreign / "client.root.crt", foreign / "client.root.key")
+    password = "PLANTED-HTTP-PW-9"
+    refusals = [
+        httpx.get(overview, verify=trusted, timeout=30),
+        httpx.get(overview, verify=trusted, timeout=30, auth=("alice", password)),
+        httpx.get(overview, verify=theirs, timeout=30),
+    ]
+    assert [r.status_code for r in refusals] == [401, 401, 401]
+    assert all(r.headers["www-authenticate"].startswith("Basic") for r in refusals)
+    assert "wrong user name or password for 'alice'" in refusals[1].json()["error"]
+    untrusted = ssl.create_default_context(cafile=str(foreign / "ca.crt"))
+    with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+        httpx.get(overview, verify=untrusted, timeout=30)
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(overview.replace("https://", "http://"), timeout=30).raise_for_status()
+    good = httpx.get(overview, verify=trusted, timeout=30, auth=("alice", "alice-pw"))
+    assert good.status_code == 200 and good.json()["user"] == "alice"
+
+    line = "HTTP login of 'alice' from 127.0.0.1 refused: wrong password"
+
+    def logged() -> str:
+        text = node.log.read_text()
+        return text if line in text else ""
+
+    log = wait_until(logged, timeout_s=30, what="the refused HTTP login in the node's log")
+    assert password not in log
+    assert password not in "".join(p.read_text() for p in (node.store / "logs").glob("*"))
+
+
 def test_a_job_planned_by_a_remote_client_cannot_write_outside_the_external_io_dir(
     node: NodeProcess, certs: Path, tmp_path: Path
 ) -> None:

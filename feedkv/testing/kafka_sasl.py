@@ -8,9 +8,10 @@ librdkafka's mock brokers speak no SASL at all: their request handlers
 :class:`SaslFront` adds them the way a Kafka broker does: it listens on loopback in front
 of a one-broker mock cluster (which then advertises the front's address in its metadata,
 ``rd_kafka_mock_broker_set_host_port``), passes ``ApiVersions`` through with the two SASL
-APIs added to the answer, answers ``SaslHandshake`` (``OAUTHBEARER`` only) and
-``SaslAuthenticate`` itself, checking the client's bearer token (RFC 7628's
-``n,,\\x01auth=Bearer <token>\\x01\\x01``) with a function the test gives, and once that
+APIs added to the answer, answers ``SaslHandshake`` (``OAUTHBEARER`` only, or ``PLAIN``
+only) and ``SaslAuthenticate`` itself, checking the client's bearer token (RFC 7628's
+``n,,\\x01auth=Bearer <token>\\x01\\x01``), or its user and password, with a function
+the test gives, and once that
 succeeds relays the connection's bytes both ways unchanged. A refused token gets
 ``SASL_AUTHENTICATION_FAILED`` (58) with the reason, and the connection is closed, as a
 broker does. Any other request before authentication closes the connection.
@@ -37,7 +38,7 @@ from urllib.parse import parse_qsl, quote, urlsplit
 
 from feedkv.testing.kafka_mock import MockKafka
 
-__all__ = ["MSKIAMCheck", "SaslFront", "bearer_token"]
+__all__ = ["MSKIAMCheck", "SaslFront", "bearer_token", "plain_credentials"]
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED = 33, 58
@@ -56,13 +57,25 @@ class _OneBroker(MockKafka):
     BROKERS = 1
 
 
+def plain_credentials(auth_bytes: bytes) -> str | None:
+    """``user:password`` of a PLAIN client's message (RFC 4616: authzid, authcid and
+    password, each ended by a NUL but the last), or ``None``."""
+    parts = auth_bytes.split(b"\x00")
+    if len(parts) != 3:
+        return None
+    return f"{parts[1].decode(errors='replace')}:{parts[2].decode(errors='replace')}"
+
+
 @dataclass
 class SaslFront:
     """See the module docstring. ``check(token)`` returns ``None`` to accept the token or
-    why it is refused; it runs on the front's connection threads. ``bootstrap`` is the
-    address clients give; ``accepted`` and ``refused`` count the authentications."""
+    why it is refused; it runs on the front's connection threads. ``mechanism``: the one
+    the front takes, ``OAUTHBEARER`` or ``PLAIN`` (whose ``check`` gets
+    ``user:password``). ``bootstrap`` is the address clients give; ``accepted`` and
+    ``refused`` count the authentications."""
 
     check: Callable[[str], str | None]
+    mechanism: str = "OAUTHBEARER"
     bootstrap: str = field(init=False)
     accepted: int = field(init=False, default=0)
     refused: list[str] = field(init=False, default_factory=list)
@@ -144,8 +157,8 @@ class SaslFront:
                 _send(client, _with_sasl_apis(answer, version))
             elif api_key == SASL_HANDSHAKE:
                 mechanism = _string(frame, _body_offset(frame))
-                error = 0 if mechanism == "OAUTHBEARER" else UNSUPPORTED_SASL_MECHANISM
-                body = struct.pack(">hi", error, 1) + _kafka_string("OAUTHBEARER")
+                error = 0 if mechanism == self.mechanism else UNSUPPORTED_SASL_MECHANISM
+                body = struct.pack(">hi", error, 1) + _kafka_string(self.mechanism)
                 _send(client, struct.pack(">i", correlation) + body)
                 handshaken = error == 0
                 if error:
@@ -153,8 +166,13 @@ class SaslFront:
             elif api_key == SASL_AUTHENTICATE and handshaken:
                 offset = _body_offset(frame)
                 (size,) = struct.unpack_from(">i", frame, offset)
-                token = bearer_token(frame[offset + 4 : offset + 4 + size])
-                why = "no bearer token" if token is None else self.check(token)
+                message = frame[offset + 4 : offset + 4 + size]
+                if self.mechanism == "PLAIN":
+                    token = plain_credentials(message)
+                    why = "no PLAIN credentials" if token is None else self.check(token)
+                else:
+                    token = bearer_token(message)
+                    why = "no bearer token" if token is None else self.check(token)
                 with self._lock:
                     if why is None:
                         self.accepted += 1

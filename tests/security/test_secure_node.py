@@ -8,8 +8,10 @@ import shutil
 import ssl
 import subprocess
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
+import boto3
 import grpc
 import httpx
 import psycopg
@@ -24,7 +26,9 @@ from feedkv.kv.wire import SERVICE
 from feedkv.security.secrets import KEY_FILE, load_key
 from feedkv.security.tls import ClientTLS
 from feedkv.testing.certs import make_certs_dir
+from feedkv.testing.kafka_sasl import SaslFront
 from feedkv.testing.node_process import NodeProcess
+from feedkv.testing.s3_server import moto_s3_server
 from feedkv.testing.waiting import wait_until
 
 PSQL = shutil.which("psql")
@@ -267,27 +271,100 @@ def test_a_job_planned_by_a_remote_client_cannot_write_outside_the_external_io_d
 def test_no_planted_sink_secret_reaches_the_store_the_logs_or_a_query(
     node: NodeProcess, certs: Path
 ) -> None:
-    planted = ("PLANTED-URI-PW-7", "PLANTED-HEADER-8")
-    with feedkv.connect(node.url, certs_dir=certs) as db:
+    """Secrets of each kind a sink takes, planted in running jobs: a webhook's URI
+    password and auth header, a Kafka SASL password, AWS keys. None shows in any query's
+    result or the admin page, nor in any file of the store or the node's logs."""
+    planted = {
+        "uri password": "PLANTED-URI-PW-7",
+        "webhook header": "PLANTED-HEADER-8",
+        "SASL password": "PLANTED-SASL-PW-10",
+        "AWS access key id": "PLANTEDAKID11",
+        "AWS secret key": "PLANTED-AWS-SECRET-12",
+        "AWS session token": "PLANTED-AWS-TOKEN-13",
+    }
+    logins: list[str] = []
+
+    def broker_check(login: str) -> None:  # the broker takes any user and password
+        logins.append(login)
+
+    with (
+        closing(SaslFront(broker_check, mechanism="PLAIN")) as front,
+        moto_s3_server() as s3_endpoint,
+        feedkv.connect(node.url, certs_dir=certs) as db,
+    ):
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=s3_endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+        )
+        s3.create_bucket(Bucket="planted")
         db.sql("CREATE TABLE IF NOT EXISTS hooked (id INT PRIMARY KEY)")
         db.sql("UPSERT INTO hooked VALUES (1)")
-        job = db.sql(
-            f"CREATE CHANGEFEED FOR hooked INTO 'webhook-https://u:{planted[0]}@127.0.0.1:1/h' "
-            f"WITH webhook_auth_header='Bearer {planted[1]}'"
-        ).rows[0][0]
+        s3_keys = (
+            f"AWS_ACCESS_KEY_ID={planted['AWS access key id']}"
+            f"&AWS_SECRET_ACCESS_KEY={planted['AWS secret key']}"
+            f"&AWS_SESSION_TOKEN={planted['AWS session token']}"
+        )
+        jobs = [
+            db.sql(
+                "CREATE CHANGEFEED FOR hooked INTO "
+                f"'webhook-https://u:{planted['uri password']}@127.0.0.1:1/h' "
+                f"WITH webhook_auth_header='Bearer {planted['webhook header']}'"
+            ).rows[0][0],
+            db.sql(
+                f"CREATE CHANGEFEED FOR hooked INTO 'kafka://{front.bootstrap}?sasl_enabled=true"
+                f"&sasl_mechanism=PLAIN&sasl_user=u&sasl_password={planted['SASL password']}'"
+            ).rows[0][0],
+            db.sql(
+                f"CREATE CHANGEFEED FOR hooked INTO 's3://planted/cdc?{s3_keys}"
+                f"&AWS_REGION=us-east-1&AWS_ENDPOINT={s3_endpoint}' WITH resolved = '1s'"
+            ).rows[0][0],
+        ]
 
-        def retrying() -> str:
+        def job_row(job: int) -> dict[str, object]:
             result = db.sql(f"SHOW CHANGEFEED JOB {job}")
-            row = dict(zip(result.columns, result.rows[0], strict=True))
-            return str(row["running_status"]) if "retry" in str(row["running_status"]) else ""
+            return dict(zip(result.columns, result.rows[0], strict=True))
 
-        status = wait_until(retrying, timeout_s=60, what="the job to fail and retry")
-        shown = repr(db.sql("SHOW CHANGEFEED JOBS").rows) + status
-        db.sql(f"CANCEL JOB {job}")
-    assert not any(secret in shown for secret in planted)
+        # each job ran with its secrets: the webhook's failed, Kafka's broker took the
+        # password, S3 took the keys (moto takes any) and holds a resolved file
+        wait_until(
+            lambda: "retry" in str(job_row(jobs[0])["running_status"]),
+            timeout_s=60,
+            what="the webhook job to fail and retry",
+        )
+        wait_until(lambda: logins, timeout_s=60, what="the Kafka job's SASL login")
+        assert logins[0] == f"u:{planted['SASL password']}"
+
+        def resolved_files() -> list[str]:
+            listed = s3.list_objects_v2(Bucket="planted", Prefix="cdc/").get("Contents", [])
+            return [o["Key"] for o in listed if o["Key"].endswith(".RESOLVED")]
+
+        wait_until(resolved_files, timeout_s=60, what="a resolved file in the bucket")
+        shown = repr([job_row(job) for job in jobs])
+        for query in ("SHOW CHANGEFEED JOBS", "SHOW JOBS", "SELECT * FROM crdb_internal.jobs"):
+            shown += repr(db.sql(query).rows)
+        for job in jobs:
+            shown += repr(db.sql(f"SHOW CREATE CHANGEFEED {job}").rows)
+        db.sql("CREATE USER IF NOT EXISTS pagereader WITH PASSWORD 'page-pw'")
+        db.sql("GRANT admin TO pagereader")
+        admin_page = httpx.get(
+            f"{node.http_url}/_admin/v1/overview",
+            verify=ssl.create_default_context(cafile=str(certs / "ca.crt")),
+            auth=("pagereader", "page-pw"),
+            timeout=30,
+        )
+        assert admin_page.status_code == 200
+        assert len(admin_page.json()["changefeeds"]) >= len(jobs)
+        shown += admin_page.text
+        for job in jobs:
+            db.sql(f"CANCEL JOB {job}")
+    for kind, secret in planted.items():
+        assert secret not in shown, kind
     # nor the key that sealed them, which stays in the certs directory
     key = load_key(certs / KEY_FILE)
-    needles = [*(s.encode() for s in planted), key, base64.b64encode(key)]
+    needles = [*(s.encode() for s in planted.values()), key, base64.b64encode(key)]
     files = [p for p in node.store.rglob("*") if p.is_file()] + [node.log]
     assert any(p.parent.name == "logs" for p in files)
     for path in files:

@@ -26,6 +26,7 @@ from feedkv.changefeed.create import (
     check_history,
     check_not_into_watched,
     require_changefeed_privilege,
+    require_explicit_access,
     resolve_table,
     topic_name,
     watched_targets,
@@ -154,6 +155,8 @@ def altered_spec(
     sink = parse_sink_uri(sink_uri, options)  # the sink must (still) accept them
     if "execution_locality" in setting and options.execution_locality is not None:
         check_execution_locality(session.db, Locality(options.execution_locality))
+    if statement.sink is not None:
+        require_explicit_access(session, txn, sink)
     if statement.sink is not None and sink.kind.whole_rows and spec.query is not None:
         raise option_error(
             f"the {sink.kind.name} sink keeps whole rows by primary key: a CDC query "

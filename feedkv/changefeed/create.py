@@ -2,10 +2,12 @@
 the spec of a changefeed, checked whole.
 
 :func:`plan_changefeed` checks everything before anything starts: the user is an admin,
-the tables (and families) exist as of the statement's timestamp, every option and the
-sink URI are valid together. A failure raises :class:`~feedkv.errors.SQLError` and
-creates nothing. A target is a table, one of its families, a range of its primary keys
-(``VALUES FROM (a) TO (b)``) or one of its partitions (``PARTITION p``): each becomes a
+or holds CHANGEFEED on each table (SELECT for a sinkless changefeed) and names a sink
+with credentials of its own (:func:`implicit_access`); the tables (and families) exist
+as of the statement's timestamp, every option and the sink URI are valid together. A
+failure raises :class:`~feedkv.errors.SQLError` and creates nothing. A target is a
+table, one of its families, a range of its primary keys (``VALUES FROM (a) TO (b)``) or
+one of its partitions (``PARTITION p``): each becomes a
 :class:`~feedkv.changefeed.rows.Target` whose span is all the feed reads of it
 (:func:`watched_targets`). ``FOR DATABASE db`` watches the tables of a database, as they
 come and go (:mod:`feedkv.changefeed.database`). The service that then starts the
@@ -28,7 +30,13 @@ from feedkv.changefeed.message_key import check_key_column
 from feedkv.changefeed.options import ChangefeedOptions, option_error, parse_options
 from feedkv.changefeed.query import CDCQuery
 from feedkv.changefeed.rows import Target
-from feedkv.changefeed.sink import SINK_OPTIONS, SinkURI, parse_sink_uri, sink_defaults
+from feedkv.changefeed.sink import (
+    SINK_OPTIONS,
+    SinkURI,
+    local_paths,
+    parse_sink_uri,
+    sink_defaults,
+)
 from feedkv.errors import BatchTimestampBeforeGCError, SQLError
 from feedkv.kv.db import KVClient
 from feedkv.sql import catalog
@@ -48,10 +56,12 @@ __all__ = [
     "check_execution_locality",
     "check_history",
     "check_not_into_watched",
+    "implicit_access",
     "plan_changefeed",
     "is_admin",
     "require_admin",
     "require_changefeed_privilege",
+    "require_explicit_access",
     "resolve_table",
     "sql_literal",
     "topic_name",
@@ -116,6 +126,8 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
     if statement.sink is not None:
         options = sink_defaults(statement.sink, options)
         sink = parse_sink_uri(statement.sink, options)
+        if not admin:
+            require_explicit_access(session, snapshot, sink)
         if sink.kind.whole_rows and query is not None:
             raise option_error(
                 f"the {sink.kind.name} sink keeps whole rows by primary key: a changefeed "
@@ -294,6 +306,40 @@ def require_changefeed_privilege(
         "42501",
         f"user {session.user} requires the {need} privilege on table {desc.name} "
         "(or the admin role) to create this changefeed",
+    )
+
+
+def implicit_access(sink: SinkURI) -> str | None:
+    """Why ``sink`` would write with the node's own access rather than credentials its
+    URI gives (CockroachDB's implicit access: ``nodelocal://``, ``AUTH=implicit``), or
+    ``None``. Only admins may create such a changefeed (CockroachDB: admins and holders
+    of EXTERNALIOIMPLICITACCESS; feedkv has no system privileges): another user could
+    write into other users' files, or anywhere the node's cloud identity may."""
+    if sink.scheme in ("file", "nodelocal") or local_paths(sink):
+        return "it writes files on the node's own disk"
+    if (sink.param("AUTH") or "").lower() == "implicit":
+        return "AUTH=implicit signs in with the node's own credentials"
+    if sink.scheme in ("s3", "delta+s3") and not sink.param("AWS_ACCESS_KEY_ID"):
+        return "without AWS_ACCESS_KEY_ID it signs in with the node's own AWS credentials"
+    if (sink.param("sasl_mechanism") or "").upper() == "AWS_MSK_IAM":
+        return "AWS_MSK_IAM assumes its role with the node's own AWS credentials"
+    if sink.scheme == "iceberg" and not sink.param("catalog_uri"):
+        return "a catalog of pyiceberg's configuration is the node's"
+    if sink.scheme == "experimental-sql":
+        return "it creates and writes its table as the node"
+    return None
+
+
+def require_explicit_access(session: Session, reader: catalog.Reader, sink: SinkURI) -> None:
+    """42501 for a user other than an admin whose sink has :func:`implicit_access`."""
+    why = implicit_access(sink)
+    if why is None or is_admin(session, reader):
+        return
+    raise SQLError(
+        "42501",
+        f"user {session.user} does not have the admin role needed to create a changefeed "
+        f"into a {sink.scheme}:// sink: {why}; give the sink credentials of its own (a "
+        "webhook, Kafka, or cloud storage with keys)",
     )
 
 

@@ -31,7 +31,12 @@ from feedkv.changefeed.alter import alter
 from feedkv.changefeed.changefeed import Changefeed, ChangefeedSpec
 from feedkv.changefeed.cluster_settings import run_setting
 from feedkv.changefeed.control import CONTROL_WAIT_S, REQUESTED, request, requested
-from feedkv.changefeed.create import is_admin, plan_changefeed, require_admin
+from feedkv.changefeed.create import (
+    is_admin,
+    plan_changefeed,
+    require_admin,
+    require_explicit_access,
+)
 from feedkv.changefeed.enriched_source import FeedSource
 from feedkv.changefeed.job import Job
 from feedkv.changefeed.jobs import (
@@ -56,6 +61,7 @@ from feedkv.changefeed.registry import JobRegistry
 from feedkv.changefeed.sink import (
     SinkURI,
     check_sink,
+    local_paths,
     make_sink,
     parse_sink_uri,
     sink_defaults,
@@ -106,7 +112,7 @@ class Changefeeds:
         runner: str | None = None,
         node: Callable[[], FeedSource] | None = None,
     ) -> None:
-        """``external_io_dir``: ``file://`` sinks must lie below it (``None``: anywhere,
+        """``external_io_dir``: sinks' local paths must lie below it (``None``: anywhere,
         as for an embedded node, whose users already hold the process's rights).
         ``runner``: how ``registry`` runs jobs (``spark``, ``thread``; ``None``: not
         known here, as for a client of a remote node). ``node``: the identity of the node
@@ -174,15 +180,18 @@ class Changefeeds:
         return parse_sink_uri(uri, options)
 
     def _check_external_io(self, sink: SinkURI) -> None:
-        """A ``file://`` sink lies below ``--external-io-dir``; on the Spark runner, so
-        does the folder beside it that holds its jobs' staging and manifests."""
-        if sink.scheme != "file" or self._external_io_dir is None:
+        """The local paths of a sink (a ``file://`` or ``delta://`` sink's directory, an
+        ``iceberg://`` SQL catalog's warehouse: :func:`local_paths`) lie below
+        ``--external-io-dir``; on the Spark runner, so does the folder beside a
+        ``file://`` sink that holds its jobs' staging and manifests."""
+        if self._external_io_dir is None:
             return
         try:
-            confine(sink.path, self._external_io_dir)
+            for path in local_paths(sink):
+                confine(path, self._external_io_dir)
         except InvalidArgumentError as exc:
             raise option_error(f"sink URI {redacted(sink.uri)!r}: {exc}") from None
-        if self._runner != "spark":
+        if sink.scheme != "file" or self._runner != "spark":
             return
         where = layout(sink)
         try:
@@ -407,9 +416,12 @@ class Changefeeds:
         if statement.sink is not None:
             # A new sink is made and checked as CREATE CHANGEFEED's is, before the job
             # moves to it.
-            record = existing_job(get_job(self._snapshot(), job_id), job_id)
+            snapshot = self._snapshot()
+            record = existing_job(get_job(snapshot, job_id), job_id)
             options = sink_defaults(statement.sink, record.spec.options)
-            sink = self._local_sink(parse_sink_uri(statement.sink, options), options)
+            parsed = parse_sink_uri(statement.sink, options)
+            require_explicit_access(session, snapshot, parsed)  # before it is reached
+            sink = self._local_sink(parsed, options)
             if sink is not None:
                 self._check_external_io(sink)
                 start = record.high_water or record.spec.start

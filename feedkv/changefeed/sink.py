@@ -71,6 +71,7 @@ __all__ = [
     "TopicError",
     "WindowSink",
     "check_sink",
+    "local_paths",
     "make_sink",
     "message_options",
     "parse_sink_uri",
@@ -878,6 +879,28 @@ def sink_defaults(uri: str, options: ChangefeedOptions) -> ChangefeedOptions:
     module, _, function = kind.defaults.partition(":")
     adjusted: ChangefeedOptions = getattr(importlib.import_module(module), function)(options)
     return adjusted
+
+
+def local_paths(uri: SinkURI) -> tuple[str, ...]:
+    """The paths on the node's disk that ``uri``'s sink writes in, each of which must lie
+    below the node's external I/O directory: a ``file://`` sink's directory, a
+    ``delta://`` sink's tables, an ``iceberg://`` SQL catalog's local warehouse and its
+    SQLite database. (A ``nodelocal://`` sink's path is below that directory by its
+    name.)"""
+    if uri.scheme in ("file", "delta"):
+        return (uri.path,)
+    if uri.scheme != "iceberg":
+        return ()
+    paths = []
+    warehouse = uri.param("warehouse") or ""
+    if warehouse.startswith("/"):
+        paths.append(warehouse)
+    catalog = uri.param("catalog_uri") or ""
+    if catalog.startswith("sqlite:///") and catalog != "sqlite:///:memory:":
+        # NB: sqlite:////absolute or sqlite:///relative, which SQLite opens in the node's
+        # working directory: made absolute there, not below the directory
+        paths.append(os.path.abspath(catalog.removeprefix("sqlite:///")))
+    return tuple(paths)
 
 
 def parse_sink_uri(uri: str, options: ChangefeedOptions) -> SinkURI:

@@ -22,7 +22,7 @@ import dataclasses
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from feedkv.errors import InvalidArgumentError
 from feedkv.security.external_io import NODELOCAL, confine, nodelocal_to_file
@@ -111,21 +111,26 @@ def node_source(node: Node) -> FeedSource:
 
 
 def confined(node: Node, make_job: JobFactory) -> JobFactory:
-    """``make_job``, refusing (the job fails, saying why) a ``file://`` sink outside the
-    node's external I/O directory: CREATE checks it where it runs on a node, but a
-    client of a server (root over gRPC) plans its changefeeds in its own process. A
-    ``nodelocal://`` sink runs as the ``file://`` sink below this node's directory."""
+    """``make_job``, refusing (the job fails, saying why) a sink whose local paths (a
+    ``file://`` or ``delta://`` sink's directory, an ``iceberg://`` SQL catalog's
+    warehouse) lie outside the node's external I/O directory: CREATE checks them where
+    it runs on a node, but a client of a server (root over gRPC) plans its changefeeds
+    in its own process. A ``nodelocal://`` sink runs as the ``file://`` sink below this
+    node's directory."""
     root = node.external_io_dir
     if root is None:
         return make_job
 
     def make(record: JobRecord) -> Job:
+        from feedkv.changefeed.sink import local_paths, parse_sink_uri
+
         uri = urlsplit(record.spec.sink_uri or "")
         if uri.scheme == NODELOCAL:
             local = nodelocal_to_file(record.spec.sink_uri or "", root)
             record = record.replace(spec=dataclasses.replace(record.spec, sink_uri=local))
-        elif uri.scheme == "file":
-            confine(unquote(uri.path), root)
+        elif record.spec.sink_uri:
+            for path in local_paths(parse_sink_uri(record.spec.sink_uri, record.spec.options)):
+                confine(path, root)
         return make_job(record)
 
     return make

@@ -1,5 +1,6 @@
-"""Changefeed jobs keep their sink credentials sealed, and ``file://`` sinks stay in
-the node's external I/O directory."""
+"""Changefeed jobs keep their sink credentials sealed; ``file://`` sinks and lakes'
+local tables stay in the node's external I/O directory; only admins name sinks that
+write with the node's own access."""
 
 from __future__ import annotations
 
@@ -109,3 +110,74 @@ def test_a_user_sees_neither_other_users_jobs_nor_anyones_secrets(db: DB) -> Non
         except SQLError as exc:
             assert exc.code in ("42501", "42704"), exc
     assert not any(secret in seen for secret in PLANTED), seen
+
+
+@pytest.mark.parametrize(
+    "sink",
+    [
+        "delta://{outside}",
+        "iceberg://cat/ns?warehouse={outside}",
+        "iceberg://cat/ns?warehouse={inside}&catalog_uri=sqlite:///{outside}/cat.db",
+    ],
+    ids=["delta", "iceberg-warehouse", "iceberg-sqlite"],
+)
+def test_lake_sinks_outside_the_external_io_directory_are_refused(
+    db: DB, tmp_path: Path, sink: str
+) -> None:
+    """A lake's local tables are files the node writes, as a file:// sink's are."""
+    inside = tmp_path / "store" / "extern" / "lake"
+    outside = tmp_path / "elsewhere"
+    uri = sink.format(inside=inside, outside=outside)
+    with pytest.raises(SQLError, match="outside the node's external I/O directory") as raised:
+        db.sql(f"CREATE CHANGEFEED FOR t INTO '{uri}'")
+    assert raised.value.code == "22023"
+    assert not outside.exists()
+    job = db.sql(f"CREATE CHANGEFEED FOR t INTO 'delta://{inside}'").rows[0][0]
+    assert isinstance(job, int)
+
+
+@pytest.mark.parametrize(
+    "sink",
+    [
+        "file://{extern}/alice",
+        "nodelocal://self/alice",
+        "delta://{extern}/alice-lake",
+        "iceberg://cat/ns?warehouse={extern}/alice-ice",
+        "iceberg://configured/ns",
+        "experimental-sql://alice_made",
+        "s3://bucket/alice?AWS_ENDPOINT=http://127.0.0.1:1",
+        "gs://bucket/alice?AUTH=implicit",
+        "gcpubsub://project?AUTH=implicit&region=us-east1",
+        "kafka://127.0.0.1:1?sasl_enabled=true&sasl_mechanism=AWS_MSK_IAM"
+        "&sasl_aws_region=us-east-1&sasl_aws_iam_role_arn=arn:aws:iam::123456789012:role/r"
+        "&sasl_aws_iam_session_name=s",
+    ],
+)
+def test_a_user_who_is_not_an_admin_cannot_use_the_nodes_own_access(
+    db: DB, tmp_path: Path, sink: str
+) -> None:
+    """As CockroachDB's implicit access (nodelocal://, AUTH=implicit), which needs admin
+    or EXTERNALIOIMPLICITACCESS: a sink that writes with the node's disk, cloud identity
+    or SQL access could write into other users' files and tables, or anywhere the node
+    may. A sink with credentials of its own is the user's to name."""
+    extern = tmp_path / "store" / "extern"
+    db.sql("CREATE USER alice")
+    db.sql("GRANT CHANGEFEED ON TABLE t TO alice")
+    alice = db.session(user="alice")
+    uri = sink.format(extern=extern)
+    with pytest.raises(SQLError, match="admin role needed to create a changefeed into") as raised:
+        alice.execute(f"CREATE CHANGEFEED FOR t INTO '{uri}'")
+    assert raised.value.code == "42501"
+    assert not list(extern.glob("alice*"))
+    assert "alice_made" not in repr(db.sql("SHOW TABLES").rows)
+    # her own credentials are hers to use, and a job of hers cannot move to such a sink
+    own = alice.execute("CREATE CHANGEFEED FOR t INTO 'webhook-https://127.0.0.1:1/hook'")
+    job = own.rows[0][0]
+    alice.execute(f"PAUSE JOB {job}")
+    with pytest.raises(SQLError, match="admin role needed to create a changefeed into") as moved:
+        alice.execute(f"ALTER CHANGEFEED {job} INTO '{uri}'")
+    assert moved.value.code == "42501"
+    # an admin may
+    db.sql("GRANT admin TO alice")
+    if sink.startswith("file://"):
+        assert isinstance(alice.execute(f"CREATE CHANGEFEED FOR t INTO '{uri}'").rows[0][0], int)

@@ -2,7 +2,8 @@
 (SQL statements and expressions, changefeed options, sink URIs, the gRPC batch decoder)
 each get a clear error of feedkv's, never an uncaught exception, and leave the data as
 it was. Each test tries a thousand or more inputs (hypothesis; the SQL wire messages'
-own fuzz tests are in ``tests/pgwire/test_messages.py``, SCRAM's in ``test_scram.py``)."""
+own fuzz tests are in ``tests/pgwire/test_messages.py``, SCRAM's in ``test_scram.py``;
+coverage-guided ones, with atheris, in ``test_atheris_fuzz.py``)."""
 
 from __future__ import annotations
 

@@ -23,8 +23,9 @@ from feedkv.errors import NodeUnavailableError, PermissionDeniedError
 from feedkv.kv.address import parse_node_url
 from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.wire import SERVICE
+from feedkv.security.call_auth import CertClaims
 from feedkv.security.secrets import KEY_FILE, load_key
-from feedkv.security.tls import ClientTLS
+from feedkv.security.tls import ClientTLS, node_audience
 from feedkv.testing.certs import make_certs_dir
 from feedkv.testing.kafka_sasl import SaslFront
 from feedkv.testing.node_process import NodeProcess
@@ -98,6 +99,12 @@ def test_a_user_who_is_not_root_cannot_use_the_raw_kv_api(node: NodeProcess, cer
 def test_plaintext_grpc_is_refused(node: NodeProcess) -> None:
     with pytest.raises(NodeUnavailableError, match=r"a secure node needs its CA: .*certs_dir="):
         GrpcTransport(*parse_node_url(node.url), connect_timeout_s=2)
+    # and by the node itself, to a client that skips feedkv's own check
+    with grpc.insecure_channel(node.address) as channel:
+        now = channel.unary_unary(f"/{SERVICE}/Now")
+        with pytest.raises(grpc.RpcError) as refused:
+            now(b"", timeout=10)
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
 def test_a_certificate_of_another_ca_is_refused(node: NodeProcess, tmp_path: Path) -> None:
@@ -106,6 +113,23 @@ def test_a_certificate_of_another_ca_is_refused(node: NodeProcess, tmp_path: Pat
         GrpcTransport(
             *parse_node_url(node.url), connect_timeout_s=2, tls=ClientTLS.load(foreign, "root")
         )
+
+
+def test_a_grpc_claim_signed_with_a_certificate_of_another_ca_is_refused(
+    node: NodeProcess, certs: Path, tmp_path: Path
+) -> None:
+    """An attacker who trusts the node (its ca.crt is no secret) and claims to be root
+    with a certificate and key of a CA of its own, made for this very node."""
+    foreign = make_certs_dir(tmp_path, users=("root",))
+    claims = CertClaims("root", foreign / "client.root.crt", foreign / "client.root.key")
+    credentials = grpc.ssl_channel_credentials(root_certificates=(certs / "ca.crt").read_bytes())
+    with grpc.secure_channel(node.address, credentials) as channel:
+        metadata = claims.metadata(node_audience(channel))
+        now = channel.unary_unary(f"/{SERVICE}/Now")
+        with pytest.raises(grpc.RpcError) as refused:
+            now(b"", metadata=metadata, timeout=10)
+    assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert "not issued by this cluster's CA" in str(refused.value.details())
 
 
 def test_a_grpc_call_without_credentials_is_refused(node: NodeProcess, certs: Path) -> None:

@@ -297,7 +297,8 @@ def test_no_planted_sink_secret_reaches_the_store_the_logs_or_a_query(
 ) -> None:
     """Secrets of each kind a sink takes, planted in running jobs: a webhook's URI
     password and auth header, a Kafka SASL password, AWS keys. None shows in any query's
-    result or the admin page, nor in any file of the store or the node's logs."""
+    result, the admin page or the metrics, nor in any file of the store or the node's
+    logs; nor do SQL users' passwords."""
     planted = {
         "uri password": "PLANTED-URI-PW-7",
         "webhook header": "PLANTED-HEADER-8",
@@ -371,24 +372,33 @@ def test_no_planted_sink_secret_reaches_the_store_the_logs_or_a_query(
             shown += repr(db.sql(query).rows)
         for job in jobs:
             shown += repr(db.sql(f"SHOW CREATE CHANGEFEED {job}").rows)
-        db.sql("CREATE USER IF NOT EXISTS pagereader WITH PASSWORD 'page-pw'")
+        db.sql("CREATE USER IF NOT EXISTS pagereader WITH PASSWORD 'PLANTED-USER-PW-14'")
         db.sql("GRANT admin TO pagereader")
         admin_page = httpx.get(
             f"{node.http_url}/_admin/v1/overview",
             verify=ssl.create_default_context(cafile=str(certs / "ca.crt")),
-            auth=("pagereader", "page-pw"),
+            auth=("pagereader", "PLANTED-USER-PW-14"),
             timeout=30,
         )
         assert admin_page.status_code == 200
         assert len(admin_page.json()["changefeeds"]) >= len(jobs)
         shown += admin_page.text
+        metrics = httpx.get(
+            f"{node.http_url}/_status/vars",
+            verify=ssl.create_default_context(cafile=str(certs / "ca.crt")),
+            timeout=30,
+        )
+        assert metrics.status_code == 200 and "changefeed" in metrics.text
+        shown += metrics.text
         for job in jobs:
             db.sql(f"CANCEL JOB {job}")
     for kind, secret in planted.items():
         assert secret not in shown, kind
-    # nor the key that sealed them, which stays in the certs directory
+    # nor the key that sealed them, which stays in the certs directory, nor a SQL
+    # user's password (only its SCRAM verifier is kept)
     key = load_key(certs / KEY_FILE)
-    needles = [*(s.encode() for s in planted.values()), key, base64.b64encode(key)]
+    passwords = [b"alice-pw", b"PLANTED-USER-PW-14"]
+    needles = [*(s.encode() for s in planted.values()), key, base64.b64encode(key), *passwords]
     files = [p for p in node.store.rglob("*") if p.is_file()] + [node.log]
     assert any(p.parent.name == "logs" for p in files)
     for path in files:

@@ -95,6 +95,7 @@ from feedkv.pgwire.types import (
     wire_type,
 )
 from feedkv.sql import statements as st
+from feedkv.sql.catalog import User
 from feedkv.sql.describe import Description
 from feedkv.sql.descriptor import (
     DatabaseDescriptor,
@@ -147,6 +148,8 @@ class SQLSession(Protocol):
     def schema(self) -> list[tuple[DatabaseDescriptor, list[TableDescriptor]]]: ...
 
     def views_and_sequences(self) -> list[ViewDescriptor | SequenceDescriptor]: ...
+
+    def users(self) -> list[User]: ...
 
     def check_login(self) -> None: ...
 
@@ -709,6 +712,7 @@ class Connection:
             user=self.user,
             version=VERSION_STRING,
             others=session.views_and_sequences(),
+            users=session.users(),
         )
 
     def _begin_query(self) -> None:

@@ -71,6 +71,7 @@ __all__ = [
     "job_span",
     "list_databases",
     "list_tables",
+    "list_users",
     "list_sequences",
     "list_views",
     "relation_by_name",
@@ -436,8 +437,18 @@ def list_sequences(reader: Reader, database: DatabaseDescriptor) -> list[Sequenc
 
 def get_user(reader: Reader, name: str) -> User | None:
     raw = reader.get(_user_key(name))
-    if raw is None:
-        return None
+    return None if raw is None else _user(name, raw)
+
+
+def list_users(reader: Reader) -> list[User]:
+    """Every user, by name."""
+    return [
+        _user(str(decode_value(kv.key, len(_USER))[0]), kv.value)
+        for kv in reader.scan(_USER, prefix_end(_USER))
+    ]
+
+
+def _user(name: str, raw: bytes) -> User:
     record = json.loads(raw)
     return User(name, bool(record.get("admin")), record.get("scram"))
 

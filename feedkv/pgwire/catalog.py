@@ -1,6 +1,6 @@
 """The system catalogs PostgreSQL tools read: enough of ``pg_catalog`` and
-``information_schema`` for psql's ``\\d``, ``\\dt`` and ``\\l`` and for SQLAlchemy's
-dialect introspection (``has_table``, ``get_columns``, ``get_table_names``).
+``information_schema`` for psql's ``\\d``, ``\\dt``, ``\\l``, ``\\du`` and ``\\dp`` and
+for SQLAlchemy's dialect introspection (``has_table``, ``get_columns``, ``get_table_names``).
 
 A query that names a catalog relation or function (:func:`reads_catalog`) is answered
 here, not by the SQL layer: the catalog of the session's current database is built
@@ -32,7 +32,7 @@ from sqlglot import exp
 from feedkv.errors import SQLError
 from feedkv.pgwire.types import OID, wire_type
 from feedkv.sql.arrays import Array
-from feedkv.sql.catalog import ROOT, User
+from feedkv.sql.catalog import NODE_USER, ROOT, User, database_owner
 from feedkv.sql.descriptor import (
     DatabaseDescriptor,
     SequenceDescriptor,
@@ -280,24 +280,11 @@ def _build(
         db,
         "pg_database",
         [
-            (
-                d.id,
-                d.name,
-                1,
-                6,
-                "C.UTF-8",
-                "C.UTF-8",
-                False,
-                True,
-                -1,
-                _DEFAULT_TABLESPACE,
-                None,
-                None,
-                "c",
-            )
+            (d.id, d.name, _role_oid(database_owner(d)), 6, "C.UTF-8", "C.UTF-8", False, True,
+             -1, _DEFAULT_TABLESPACE, None, None, "c")
             for d, _ in schema
         ],
-    )
+    )  # fmt: skip
     _insert(
         db,
         "pg_type",
@@ -805,7 +792,9 @@ def _functions(db: sqlite3.Connection, names: dict[str, int], values: dict[str, 
     )
     define("pg_table_is_visible", lambda oid: 1, 1)
     define("pg_type_is_visible", lambda oid: 1, 1)
+    # NB: node, the owner of the system database, is no role, as in CockroachDB
     roles = dict(db.execute("SELECT oid, rolname FROM pg_roles").fetchall())
+    roles[_role_oid(NODE_USER)] = NODE_USER
     define("pg_get_userbyid", lambda oid: roles.get(oid, f"unknown (OID={oid})"), 1)
     define("format_type", _format_type, 2)
     define("pg_get_expr", lambda expr, relid, pretty=False: expr, 2, 3)

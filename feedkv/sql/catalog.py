@@ -47,7 +47,12 @@ __all__ = [
     "access_spans",
     "DEFAULT_DATABASE",
     "FIRST_ID",
+    "NODE_USER",
+    "POSTGRES_DATABASE",
+    "POSTGRES_DATABASE_ID",
     "ROOT",
+    "SYSTEM_DATABASE",
+    "SYSTEM_DATABASE_ID",
     "Reader",
     "Snapshot",
     "User",
@@ -56,6 +61,7 @@ __all__ = [
     "changefeed_name_key",
     "changefeed_watchers",
     "database_by_name",
+    "database_owner",
     "descriptor_id_of_key",
     "descriptor_key",
     "is_name_key",
@@ -95,6 +101,15 @@ __all__ = [
 DEFAULT_DATABASE = "defaultdb"
 ROOT = "root"
 FIRST_ID = 100
+# The databases every cluster has beside defaultdb, as CockroachDB's: ``postgres``, an
+# empty one for tools that connect to it by default (it may be dropped), and
+# ``system``, owned by the ``node`` user, where nobody creates or drops anything.
+# Their ids lie below FIRST_ID, so that they take none from the tables'.
+SYSTEM_DATABASE = "system"
+SYSTEM_DATABASE_ID = 1
+POSTGRES_DATABASE = "postgres"
+POSTGRES_DATABASE_ID = 2
+NODE_USER = "node"
 
 _DESC = CATALOG_PREFIX + encode_value("desc")
 _NS = CATALOG_PREFIX + encode_value("ns")
@@ -440,6 +455,11 @@ def get_user(reader: Reader, name: str) -> User | None:
     return None if raw is None else _user(name, raw)
 
 
+def database_owner(database: DatabaseDescriptor) -> str:
+    """The user who owns ``database``: ``node`` the system database, root any other."""
+    return NODE_USER if database.id == SYSTEM_DATABASE_ID else ROOT
+
+
 def list_users(reader: Reader) -> list[User]:
     """Every user, by name."""
     return [
@@ -574,15 +594,21 @@ def remove_user(txn: Txn, name: str) -> None:
 
 
 def bootstrap(db: KV) -> None:
-    """Create ``defaultdb`` and the ``root`` user if this store has no catalog yet.
-    Safe to run from many clients at once: the first commit wins, the rest see it."""
-    if db.get(_SEQ) is not None:
+    """Create ``defaultdb``, ``postgres``, ``system`` and the ``root`` user if this
+    store has no catalog yet; give a catalog made before ``system`` and ``postgres``
+    existed those two (``postgres`` unless a database has its name). Safe to run from
+    many clients at once: the first commit wins, the rest see it."""
+    if db.get(_SEQ) is not None and db.get(descriptor_key(SYSTEM_DATABASE_ID)) is not None:
         return
 
     def create(txn: Txn) -> None:
-        if txn.get(_SEQ) is not None:
+        if txn.get(descriptor_key(SYSTEM_DATABASE_ID)) is not None:
             return
-        put_database(txn, DatabaseDescriptor(allocate_id(txn), DEFAULT_DATABASE))
-        put_user(txn, User(ROOT, admin=True))
+        if txn.get(_SEQ) is None:
+            put_database(txn, DatabaseDescriptor(allocate_id(txn), DEFAULT_DATABASE))
+            put_user(txn, User(ROOT, admin=True))
+        put_database(txn, DatabaseDescriptor(SYSTEM_DATABASE_ID, SYSTEM_DATABASE))
+        if txn.get(_name_key(0, POSTGRES_DATABASE)) is None:
+            put_database(txn, DatabaseDescriptor(POSTGRES_DATABASE_ID, POSTGRES_DATABASE))
 
     db.run_transaction(create)

@@ -23,6 +23,7 @@ from feedkv.errors import (
 from feedkv.security.scram import make_verifier
 from feedkv.sql import catalog, ddl_constraints, sequences, views
 from feedkv.sql import statements as st
+from feedkv.sql.arrays import Array
 from feedkv.sql.computed import check_computed, fill_computed, referencing, renamed_in
 from feedkv.sql.describe import type_of
 from feedkv.sql.descriptor import (
@@ -114,10 +115,26 @@ def drop_database(ex: Execution, s: st.DropDatabase) -> Result:
     return Result(tag="DROP DATABASE")
 
 
+_SHOW_DATABASES_COLUMNS = (
+    "database_name",
+    "owner",
+    "primary_region",
+    "secondary_region",
+    "regions",
+    "survival_goal",
+)
+
+
 def show_databases(ex: Execution, s: st.ShowDatabases) -> Result:
-    rows = [(d.name, "root") for d in catalog.list_databases(ex.read_source)]
+    """Every database, with CockroachDB's columns: feedkv has no regions, so the
+    region columns are NULL and ``regions`` empty."""
+    no_regions = Array((), ColumnType(Kind.STRING))
+    rows = [
+        (d.name, catalog.database_owner(d), None, None, no_regions, None)
+        for d in catalog.list_databases(ex.read_source)
+    ]
     rows.sort()
-    return Result(("database_name", "owner"), rows, f"SHOW {len(rows)}")
+    return Result(_SHOW_DATABASES_COLUMNS, rows, f"SHOW {len(rows)}")
 
 
 def create_table(ex: Execution, s: st.CreateTable) -> Result:

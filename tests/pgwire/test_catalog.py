@@ -189,3 +189,28 @@ def test_sizes_are_unknown_and_pretty_printed_as_postgresql_does(db: DB, url: st
         "pg_catalog.pg_size_pretty(pg_catalog.pg_table_size('t'::regclass))",
     )
     assert rows == [("10239 bytes", "121 kB", "9537 MB", None)]
+
+
+def test_show_databases_and_psqls_list_agree_on_every_database(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE DATABASE shop")
+        shown = conn.execute("SHOW DATABASES").fetchall()
+        columns = [c.name for c in conn.execute("SHOW DATABASES").description or []]
+        catalog = conn.execute(
+            "SELECT d.datname, pg_catalog.pg_get_userbyid(d.datdba) "
+            "FROM pg_catalog.pg_database d ORDER BY 1"
+        ).fetchall()
+    assert columns == [
+        "database_name", "owner", "primary_region", "secondary_region", "regions",
+        "survival_goal",
+    ]  # fmt: skip
+    assert shown == [
+        ("defaultdb", "root", None, None, [], None),
+        ("postgres", "root", None, None, [], None),
+        ("shop", "root", None, None, [], None),
+        ("system", "node", None, None, [], None),
+    ]
+    assert catalog == [(name, owner) for name, owner, *_ in shown]
+    listed = psql(url, "\\l")
+    for name, owner, *_ in shown:
+        assert f" {name:<9} | {owner:<5} | UTF8 " in listed

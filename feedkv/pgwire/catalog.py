@@ -32,7 +32,7 @@ from sqlglot import exp
 from feedkv.errors import SQLError
 from feedkv.pgwire.types import OID, wire_type
 from feedkv.sql.arrays import Array
-from feedkv.sql.catalog import NODE_USER, ROOT, User, database_owner
+from feedkv.sql.catalog import ADMIN_ROLE, NODE_USER, ROOT, User, database_owner
 from feedkv.sql.descriptor import (
     DatabaseDescriptor,
     SequenceDescriptor,
@@ -66,7 +66,6 @@ _INDEX_OID_BASE = 1_000_000
 ROOT_OID = 1
 _DEFAULT_TABLESPACE = 1663  # pg_default, as PostgreSQL numbers it
 ADMIN_OID = 2
-ADMIN_ROLE = "admin"
 
 # pg_type rows: oid, name, length, category, and the name format_type gives.
 _TYPES: list[tuple[int, str, int, str, str]] = [

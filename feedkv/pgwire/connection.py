@@ -193,6 +193,7 @@ SessionFactory = Callable[[str, str], SQLSession]  # (user, database) -> a new s
 _SHOWS = (
     st.ShowTables
     | st.ShowDatabases
+    | st.ShowUsers
     | st.ShowCreateTable
     | st.ShowRanges
     | st.ShowPartitions

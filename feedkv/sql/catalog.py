@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from feedkv.security.secrets import HeldKey
 
 __all__ = [
+    "ADMIN_ROLE",
     "access_spans",
     "DEFAULT_DATABASE",
     "FIRST_ID",
@@ -100,6 +101,7 @@ __all__ = [
 
 DEFAULT_DATABASE = "defaultdb"
 ROOT = "root"
+ADMIN_ROLE = "admin"  # the role whose members are admins (User.admin), as CockroachDB's
 FIRST_ID = 100
 # The databases every cluster has beside defaultdb, as CockroachDB's: ``postgres``, an
 # empty one for tools that connect to it by default (it may be dropped), and

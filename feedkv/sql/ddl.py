@@ -137,6 +137,22 @@ def show_databases(ex: Execution, s: st.ShowDatabases) -> Result:
     return Result(_SHOW_DATABASES_COLUMNS, rows, f"SHOW {len(rows)}")
 
 
+def show_users(ex: Execution, s: st.ShowUsers) -> Result:
+    """``SHOW USERS`` (``SHOW ROLES``), as CockroachDB lists them: the ``admin`` role
+    and every user, with the roles each is a member of (an admin: ``admin``). feedkv
+    keeps no role options: ``options`` is empty."""
+
+    def roles(*names: str) -> Array:
+        return Array(names, ColumnType(Kind.STRING))
+
+    rows = [(catalog.ADMIN_ROLE, "", roles())]
+    for user in catalog.list_users(ex.read_source):
+        if user.name != catalog.ADMIN_ROLE:
+            rows.append((user.name, "", roles(catalog.ADMIN_ROLE) if user.admin else roles()))
+    rows.sort(key=lambda row: row[0])
+    return Result(("username", "options", "member_of"), rows, f"SHOW {len(rows)}")
+
+
 def create_table(ex: Execution, s: st.CreateTable) -> Result:
     database = ex.database(s.table.database)
     ex.require_privilege(database, "CREATE")
@@ -1540,6 +1556,7 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.CreateDatabase: create_database,
     st.DropDatabase: drop_database,
     st.ShowDatabases: show_databases,
+    st.ShowUsers: show_users,
     st.CreateTable: create_table,
     st.DropTable: drop_table,
     st.Truncate: truncate,

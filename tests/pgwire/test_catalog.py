@@ -147,6 +147,15 @@ def test_psql_lists_roles_with_their_attributes_and_memberships(url: str) -> Non
     assert " root      | Superuser, Create role, Create DB, Bypass RLS   | {admin}" in listed
     assert psql(url, "\\dg") == listed
     assert " carol     |            | {}" in psql(url, "\\du carol")
+    with psycopg.connect(url) as conn:
+        users = conn.execute("SHOW USERS").fetchall()
+        assert conn.execute("SHOW ROLES").fetchall() == users
+    assert users == [
+        ("admin", "", []),
+        ("carol", "", []),
+        ("dave", "", ["admin"]),
+        ("root", "", ["admin"]),
+    ]
 
 
 def test_array_of_a_subquery_keeps_its_order_and_is_empty_without_rows(db: DB, url: str) -> None:

@@ -64,8 +64,8 @@ PUBLIC_OID = 2200
 INFORMATION_SCHEMA_OID = 13000
 _INDEX_OID_BASE = 1_000_000
 ROOT_OID = 1
-_DEFAULT_TABLESPACE = 1663  # pg_default, as PostgreSQL numbers it
 ADMIN_OID = 2
+_DEFAULT_TABLESPACE = 1663  # pg_default, as PostgreSQL numbers it
 
 # pg_type rows: oid, name, length, category, and the name format_type gives.
 _TYPES: list[tuple[int, str, int, str, str]] = [

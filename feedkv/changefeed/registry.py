@@ -29,7 +29,11 @@ failure (up to ``retry_max_s``). While a job retries, here or inside itself
 error and when it happened (:mod:`feedkv.changefeed.retrying`), until its high-water
 mark moves; while tables of it are set aside after their own failure, it names them
 (:mod:`feedkv.changefeed.table_failures`); while it is stalled on the node's buffer
-limits it says ``stalled`` (:mod:`feedkv.changefeed.node_buffers`). A
+limits it says ``stalled`` (:mod:`feedkv.changefeed.node_buffers`); while a job says it
+is starting (a Spark job's query: :attr:`feedkv.spark.runner.SparkJob.starting_status`)
+it says so. Otherwise it shows the job's high-water mark (``running: resolved=...``),
+before there is one ``running: initial scan``, or, for a job that scans nothing,
+that it waits for its first resolved timestamp. A
 :class:`~feedkv.changefeed.sink.TerminalSinkError` (bad credentials, a path that is not
 a writable directory) is not retried. When a job ends, its runner
 thread records why: paused or canceled on request, succeeded, failed, or paused with the
@@ -91,6 +95,8 @@ log = logging.getLogger(__name__)
 JobFactory = Callable[[JobRecord], "Job"]
 
 GC_WORDS = "below the garbage-collection threshold"  # BatchTimestampBeforeGCError's text
+# a job that scans nothing, before its first resolved timestamp
+FIRST_RESOLVED_STATUS = "running: waiting for its first resolved timestamp"
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,16 +387,21 @@ class JobRegistry:
         retrying = job.retrying or runner.retrying
         tables = _table_status(job)
         stalled = getattr(job, "stalled_status", None)
+        starting = getattr(job, "starting_status", None)
         if isinstance(stalled, str):
             status = stalled
         elif retrying is not None:
             status = retrying.status()
         elif tables is not None:
             status = tables
+        elif isinstance(starting, str):
+            status = starting
         elif high_water is not None:
             status = running_status(high_water)
-        else:
+        elif job.spec.options.scans or job.spec.scan_tables:
             status = "running: initial scan"
+        else:
+            status = FIRST_RESOLVED_STATUS
         return (
             record.replace(
                 lease=Lease(self.owner, expires),

@@ -1,6 +1,6 @@
 """The system catalogs PostgreSQL tools read: enough of ``pg_catalog`` and
-``information_schema`` for psql's ``\\d``, ``\\dt`` and ``\\l`` and for SQLAlchemy's
-dialect introspection (``has_table``, ``get_columns``, ``get_table_names``).
+``information_schema`` for psql's ``\\d``, ``\\dt``, ``\\l``, ``\\du`` and ``\\dp`` and
+for SQLAlchemy's dialect introspection (``has_table``, ``get_columns``, ``get_table_names``).
 
 A query that names a catalog relation or function (:func:`reads_catalog`) is answered
 here, not by the SQL layer: the catalog of the session's current database is built
@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -30,6 +31,8 @@ from sqlglot import exp
 
 from feedkv.errors import SQLError
 from feedkv.pgwire.types import OID, wire_type
+from feedkv.sql.arrays import Array
+from feedkv.sql.catalog import ADMIN_ROLE, NODE_USER, ROOT, User, database_owner
 from feedkv.sql.descriptor import (
     DatabaseDescriptor,
     SequenceDescriptor,
@@ -43,7 +46,8 @@ __all__ = ["reads_catalog", "run_catalog_query"]
 
 _CATALOG_NAMES = re.compile(
     r"\b(?:pg_catalog|information_schema|pg_class|pg_namespace|pg_attribute|pg_type|"
-    r"pg_database|pg_index|pg_constraint|pg_roles|pg_user|pg_attrdef|pg_description|"
+    r"pg_database|pg_index|pg_constraint|pg_roles|pg_user|pg_auth_members|pg_attrdef|"
+    r"pg_description|"
     r"pg_am|pg_tables|pg_settings|pg_inherits|pg_collation|pg_proc|pg_tablespace|"
     r"pg_extension|pg_table_is_visible|format_type|pg_get_userbyid|current_catalog)\b",
     re.IGNORECASE,
@@ -59,6 +63,9 @@ PG_CATALOG_OID = 11
 PUBLIC_OID = 2200
 INFORMATION_SCHEMA_OID = 13000
 _INDEX_OID_BASE = 1_000_000
+ROOT_OID = 1
+ADMIN_OID = 2
+_DEFAULT_TABLESPACE = 1663  # pg_default, as PostgreSQL numbers it
 
 # pg_type rows: oid, name, length, category, and the name format_type gives.
 _TYPES: list[tuple[int, str, int, str, str]] = [
@@ -165,13 +172,20 @@ CREATE TABLE pg_roles (oid INTEGER, rolname TEXT, rolsuper BOOLEAN, rolinherit B
   rolcreaterole BOOLEAN, rolcreatedb BOOLEAN, rolcanlogin BOOLEAN,
   rolreplication BOOLEAN, rolconnlimit INTEGER, rolvaliduntil TEXT,
   rolbypassrls BOOLEAN, rolconfig TEXT);
-CREATE TABLE pg_user (usesysid INTEGER, usename TEXT, usesuper BOOLEAN);
+CREATE TABLE pg_auth_members (oid INTEGER, roleid INTEGER, member INTEGER,
+  grantor INTEGER, admin_option BOOLEAN, inherit_option BOOLEAN, set_option BOOLEAN);
+CREATE TABLE pg_user (usename TEXT, usesysid INTEGER, usecreatedb BOOLEAN,
+  usesuper BOOLEAN, userepl BOOLEAN, usebypassrls BOOLEAN, passwd TEXT, valuntil TEXT,
+  useconfig TEXT);
 CREATE TABLE pg_description (objoid INTEGER, classoid INTEGER, objsubid INTEGER,
   description TEXT);
 CREATE TABLE pg_inherits (inhrelid INTEGER, inhparent INTEGER, inhseqno INTEGER);
 CREATE TABLE pg_collation (oid INTEGER, collname TEXT, collnamespace INTEGER);
-CREATE TABLE pg_tablespace (oid INTEGER, spcname TEXT);
-CREATE TABLE pg_extension (oid INTEGER, extname TEXT);
+CREATE TABLE pg_tablespace (oid INTEGER, spcname TEXT, spcowner INTEGER, spcacl TEXT,
+  spcoptions TEXT);
+CREATE TABLE pg_extension (oid INTEGER, extname TEXT, extowner INTEGER,
+  extnamespace INTEGER, extrelocatable BOOLEAN, extversion TEXT, extconfig TEXT,
+  extcondition TEXT);
 CREATE TABLE pg_settings (name TEXT, setting TEXT);
 CREATE TABLE pg_tables (schemaname TEXT, tablename TEXT, tableowner TEXT,
   tablespace TEXT, hasindexes BOOLEAN, hasrules BOOLEAN, hastriggers BOOLEAN,
@@ -209,8 +223,43 @@ def _insert(db: sqlite3.Connection, table: str, rows: Sequence[Sequence[Any]]) -
         db.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
 
 
+def _role_oid(name: str) -> int:
+    """A role's OID: root's 1 (the owner of every object), admin's 2, another's a hash
+    of its name, so that it stays put as other roles come and go."""
+    fixed = {ROOT: ROOT_OID, ADMIN_ROLE: ADMIN_OID}.get(name)
+    return fixed if fixed is not None else 0x4000_0000 | zlib.crc32(name.encode()) & 0x3FFF_FFFF
+
+
+def _add_roles(db: sqlite3.Connection, users: Sequence[User]) -> None:
+    """``pg_roles``, ``pg_user`` and ``pg_auth_members`` as CockroachDB fills them: the
+    ``admin`` role (which cannot log in), every user, and each admin user a member of
+    ``admin``; an admin is a superuser that may create roles and databases."""
+    roles = [(_role_oid(ADMIN_ROLE), ADMIN_ROLE, True, True, True, True, False, False, -1,
+              None, False, None)]  # fmt: skip
+    logins, members = [], []
+    for u in users:
+        if u.name == ADMIN_ROLE:
+            continue
+        oid = _role_oid(u.name)
+        roles.append(
+            (oid, u.name, u.admin, True, u.admin, u.admin, True, False, -1, None,
+             u.name == ROOT, None)
+        )  # fmt: skip
+        logins.append(
+            (u.name, oid, u.admin, u.admin, False, u.name == ROOT,
+             None if u.password_verifier is None else "********")
+        )  # fmt: skip
+        if u.admin:
+            members.append((oid, ADMIN_OID, oid, ROOT_OID, u.name == ROOT, True, True))
+    _insert(db, "pg_roles", roles)
+    _insert(db, "pg_user", logins)
+    _insert(db, "pg_auth_members", members)
+
+
 def _build(
-    schema: Sequence[tuple[DatabaseDescriptor, list[TableDescriptor]]], database: str, user: str
+    schema: Sequence[tuple[DatabaseDescriptor, list[TableDescriptor]]],
+    database: str,
+    users: Sequence[User],
 ) -> tuple[sqlite3.Connection, dict[str, int]]:
     """The catalog of ``database`` as SQLite tables, and the OIDs of its relations by
     name (for ``regclass``)."""
@@ -230,10 +279,11 @@ def _build(
         db,
         "pg_database",
         [
-            (d.id, d.name, 1, 6, "C.UTF-8", "C.UTF-8", False, True, -1, 0, None, None, "c")
+            (d.id, d.name, _role_oid(database_owner(d)), 6, "C.UTF-8", "C.UTF-8", False, True,
+             -1, _DEFAULT_TABLESPACE, None, None, "c")
             for d, _ in schema
         ],
-    )
+    )  # fmt: skip
     _insert(
         db,
         "pg_type",
@@ -244,14 +294,8 @@ def _build(
         ],
     )  # fmt: skip
     _insert(db, "pg_am", [(2, "heap", "t"), (403, "btree", "i")])
-    _insert(
-        db,
-        "pg_roles",
-        [(1, "root", True, True, True, True, True, False, -1, None, True, None)]
-        + ([] if user == "root" else [(2, user, False, True, False, False, True, False, -1,
-                                        None, False, None)]),
-    )  # fmt: skip
-    _insert(db, "pg_user", [(1, "root", True)])
+    _insert(db, "pg_tablespace", [(_DEFAULT_TABLESPACE, "pg_default", ROOT_OID)])
+    _add_roles(db, users)
     names: dict[str, int] = {}
     tables = next((t for d, t in schema if d.name == database), [])
     for desc in tables:
@@ -534,9 +578,10 @@ _EMPTY_TABLES = frozenset(
         "pg_policy", "pg_trigger", "pg_publication", "pg_publication_rel",
         "pg_publication_namespace", "pg_statistic_ext", "pg_rewrite", "pg_foreign_table",
         "pg_partitioned_table", "pg_sequence", "pg_enum", "pg_event_trigger",
-        "pg_auth_members", "pg_shdescription", "pg_inherits", "pg_foreign_server",
+        "pg_shdescription", "pg_inherits", "pg_foreign_server",
         "pg_foreign_data_wrapper", "pg_depend", "pg_cast", "pg_operator",
         "pg_aggregate", "pg_conversion", "pg_language", "pg_range", "pg_ts_config",
+        "pg_proc", "pg_db_role_setting",
     }
 )  # fmt: skip
 
@@ -685,6 +730,12 @@ def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
             array = array.this
         if isinstance(array, exp.Array):
             return exp.In(this=node.this, expressions=list(array.expressions))
+    if (
+        isinstance(node, exp.Array)
+        and len(node.expressions) == 1
+        and isinstance(node.expressions[0], exp.Select)
+    ):
+        return _array_of(node.expressions[0], values)
     if isinstance(node, exp.ArrayAgg):
         inner, order = node.this, exp.Null()
         if isinstance(inner, exp.Order):
@@ -705,6 +756,31 @@ def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
     return node
 
 
+def _array_of(select: exp.Select, values: dict[str, str]) -> exp.Expr:
+    """``ARRAY(SELECT v ...)``, the values of a one-column query as an array, as a
+    scalar subquery that aggregates them in the query's order (``pg_array_of``); an
+    empty array when it reads a catalog feedkv keeps empty."""
+    source = select.args.get("from_") or select.args.get("from")
+    # NB: what a catalog query unnests is an array column feedkv leaves NULL
+    # (reloptions, an ACL), which has no elements
+    unnests = source is not None and isinstance(source.this, exp.Unnest)
+    if unnests or _empty_answer(select) is not None:
+        return exp.Anonymous(this="pg_empty_array", expressions=[])
+    inner = select.transform(lambda node: _rewrite(node, values))
+    if len(inner.expressions) != 1:
+        raise SQLError("42601", "subquery must return only one column")
+    (column,) = inner.expressions
+    value = column.this if isinstance(column, exp.Alias) else column
+    inner.set("expressions", [exp.alias_(value, "__v")])
+    # NB: sqlite3 gives NULL for an aggregate that saw no row, never calling finalize
+    aggregate = exp.func(
+        "coalesce",
+        exp.Anonymous(this="pg_array_of", expressions=[exp.column("__v")]),
+        exp.Anonymous(this="pg_empty_array", expressions=[]),
+    )
+    return exp.Subquery(this=exp.select(aggregate).from_(exp.Subquery(this=inner, alias="__a")))
+
+
 def _functions(db: sqlite3.Connection, names: dict[str, int], values: dict[str, str]) -> None:
     def define(name: str, fn: Callable[..., Any], *counts: int) -> None:
         for count in counts:
@@ -715,10 +791,19 @@ def _functions(db: sqlite3.Connection, names: dict[str, int], values: dict[str, 
     )
     define("pg_table_is_visible", lambda oid: 1, 1)
     define("pg_type_is_visible", lambda oid: 1, 1)
-    define("pg_get_userbyid", lambda oid: "root", 1)
+    # NB: node, the owner of the system database, is no role, as in CockroachDB
+    roles = dict(db.execute("SELECT oid, rolname FROM pg_roles").fetchall())
+    roles[_role_oid(NODE_USER)] = NODE_USER
+    define("pg_get_userbyid", lambda oid: roles.get(oid, f"unknown (OID={oid})"), 1)
     define("format_type", _format_type, 2)
     define("pg_get_expr", lambda expr, relid, pretty=False: expr, 2, 3)
     define("pg_encoding_to_char", lambda enc: "UTF8", 1)
+    define("pg_tablespace_location", lambda oid: "", 1)
+    # NB: sizes are not kept per database or table: unknown (NULL), which psql shows blank
+    for size in ("pg_database_size", "pg_table_size", "pg_relation_size",
+                 "pg_total_relation_size", "pg_indexes_size"):  # fmt: skip
+        define(size, lambda *args: None, 1, 2)
+    define("pg_size_pretty", _size_pretty, 1)
     define("obj_description", lambda *args: None, 1, 2)
     define("col_description", lambda *args: None, 2)
     define("shobj_description", lambda *args: None, 2)
@@ -729,7 +814,8 @@ def _functions(db: sqlite3.Connection, names: dict[str, int], values: dict[str, 
     define("pg_get_partkeydef", lambda oid: None, 1)
     define("pg_get_indexdef", lambda *args: _indexdef(db, args[0]), 1, 3)
     define("pg_get_constraintdef", lambda *args: _constraintdef(db, args[0]), 1, 2)
-    define("array_to_string", lambda array, sep, *rest: array, 2, 3)
+    define("array_to_string", _array_to_string, 2, 3)
+    define("pg_empty_array", lambda: _TEXT_ARRAY + "[]", 0)
     define("pg_bool", _bool, 1)
     define("pg_regclass", lambda name: names.get(str(name).strip('"')), 1)
     define("pg_regtype", lambda oid: _TYPE_NAMES.get(int(oid)) if oid else None, 1)
@@ -740,6 +826,7 @@ def _functions(db: sqlite3.Connection, names: dict[str, int], values: dict[str, 
     define("current_schemas", lambda implicit: "{public}", 1)
     define("quote_ident", lambda name: name, 1)
     db.create_aggregate("pg_array_agg", 2, _ArrayAgg)  # type: ignore[arg-type]
+    db.create_aggregate("pg_array_of", 1, _ArrayOf)  # type: ignore[arg-type]
 
 
 _ARRAY = "\x00array:"  # marks an array_agg's result, made a list after the query
@@ -759,9 +846,73 @@ class _ArrayAgg:
         return _ARRAY + json.dumps([value for _, value in ordered])
 
 
+# marks an ARRAY(subquery)'s result, made an Array after the query (NB: no NUL, which
+# would end the SQL text of the literal an empty one is spelled as)
+_TEXT_ARRAY = "\x01array:"
+
+
+class _ArrayOf:
+    """``ARRAY(SELECT value ...)``: the values in the order they come."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+
+    def step(self, value: Any) -> None:
+        self.items.append(value)
+
+    def finalize(self) -> str:
+        return _TEXT_ARRAY + json.dumps(self.items)
+
+
+# pg_size_pretty's units: name, the size below which it is used, whether it is shown
+# halved and rounded (one more bit kept), its bits
+_SIZE_UNITS = [
+    ("bytes", 10 * 1024, False, 0),
+    *((unit, 20 * 1024 - 1, True, bits) for unit, bits in
+      (("kB", 10), ("MB", 20), ("GB", 30), ("TB", 40), ("PB", 50))),
+]  # fmt: skip
+
+
+def _size_pretty(size: int | None) -> str | None:
+    """``pg_size_pretty``, computed as PostgreSQL does."""
+    if size is None:
+        return None
+    value = int(size)
+    n = 0
+    while n + 1 < len(_SIZE_UNITS) and abs(value) >= _SIZE_UNITS[n][1]:
+        _, _, rounded, bits = _SIZE_UNITS[n]
+        _, _, next_rounded, next_bits = _SIZE_UNITS[n + 1]
+        value = _truncated(value, 1 << (next_bits - bits - next_rounded + rounded))
+        n += 1
+    unit, _, rounded, _ = _SIZE_UNITS[n]
+    if rounded:
+        value = _truncated(value + (1 if value >= 0 else -1), 2)
+    return f"{value} {unit}"
+
+
+def _truncated(value: int, divisor: int) -> int:
+    """``value / divisor`` as C divides (toward zero)."""
+    quotient = abs(value) // divisor
+    return quotient if value >= 0 else -quotient
+
+
+def _array_to_string(array: Any, separator: str, null: str | None = None) -> Any:
+    """``array_to_string``: an ARRAY(subquery)'s elements joined (NULLs left out, or
+    shown as ``null``); an ACL column, which holds text, unchanged."""
+    if not isinstance(array, str) or not array.startswith(_TEXT_ARRAY):
+        return array
+    items = json.loads(array[len(_TEXT_ARRAY) :])
+    shown = [str(v) if v is not None else null for v in items]
+    return separator.join(v for v in shown if v is not None)
+
+
 def _value(value: Any) -> Any:
     if isinstance(value, str) and value.startswith(_ARRAY):
         return json.loads(value[len(_ARRAY) :])
+    if isinstance(value, str) and value.startswith(_TEXT_ARRAY):
+        items = json.loads(value[len(_TEXT_ARRAY) :])
+        kind = Kind.INT if items and all(isinstance(v, int) for v in items) else Kind.STRING
+        return Array(tuple(items), ColumnType(kind))
     return value
 
 
@@ -815,13 +966,17 @@ def run_catalog_query(
     user: str,
     version: str,
     others: Sequence[ViewDescriptor | SequenceDescriptor] = (),
+    users: Sequence[User] = (),
 ) -> Result:
     """Run ``text`` (a query that :func:`reads_catalog`) over the catalog of
-    ``database`` built from ``schema`` (and ``others``, its views and sequences)."""
+    ``database`` built from ``schema`` (and ``others``, its views and sequences;
+    ``users``, the cluster's users: none given, root and ``user``)."""
     empty = _empty_answer(_parse(text))
     if empty is not None:
         return Result(tuple(empty), [], "SELECT 0")
-    db, names = _build(schema, database, user)
+    if not users:
+        users = [User(ROOT, admin=True)] + ([] if user == ROOT else [User(user, admin=False)])
+    db, names = _build(schema, database, users)
     for other in others:
         _add_other(db, database, other)
         names[other.name] = names[f"public.{other.name}"] = other.id

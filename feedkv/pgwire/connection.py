@@ -95,6 +95,7 @@ from feedkv.pgwire.types import (
     wire_type,
 )
 from feedkv.sql import statements as st
+from feedkv.sql.catalog import User
 from feedkv.sql.describe import Description
 from feedkv.sql.descriptor import (
     DatabaseDescriptor,
@@ -148,6 +149,8 @@ class SQLSession(Protocol):
 
     def views_and_sequences(self) -> list[ViewDescriptor | SequenceDescriptor]: ...
 
+    def users(self) -> list[User]: ...
+
     def check_login(self) -> None: ...
 
     def fail(self) -> None: ...
@@ -190,6 +193,7 @@ SessionFactory = Callable[[str, str], SQLSession]  # (user, database) -> a new s
 _SHOWS = (
     st.ShowTables
     | st.ShowDatabases
+    | st.ShowUsers
     | st.ShowCreateTable
     | st.ShowRanges
     | st.ShowPartitions
@@ -709,6 +713,7 @@ class Connection:
             user=self.user,
             version=VERSION_STRING,
             others=session.views_and_sequences(),
+            users=session.users(),
         )
 
     def _begin_query(self) -> None:

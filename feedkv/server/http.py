@@ -10,7 +10,11 @@ the admin page (:mod:`feedkv.server.admin`):
   browser asking this port first (a cross-site form cannot pause a job with the
   credentials the browser keeps for this port).
 
-On a secure node every admin path asks for HTTP Basic authentication (401 until given);
+On a secure node the port serves https, and a plain http request to it (a browser given
+``http://host:port``) is redirected to the same URL over https (307, as CockroachDB's DB
+Console does): the first byte a client sends tells a TLS handshake (a handshake record,
+0x16) from an http request (a method name), so one port serves both answers. Every
+admin path asks for HTTP Basic authentication (401 until given);
 the metrics stay open to scrapers, as CockroachDB's ``/_status/vars`` is. Errors are
 JSON ``{"error": message}``: 400 for a bad request, 401 not authenticated, 403 not
 allowed (SQLSTATE 42501), 404 no such job or page, 409 the job is not in a state for it,
@@ -26,6 +30,8 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import socket
 import ssl
 import sys
 import threading
@@ -64,21 +70,87 @@ SECURITY_HEADERS = {
 _SQLSTATE_STATUS = {"42501": 403, "42704": 404, "55000": 409}
 
 
+_TLS_HANDSHAKE = 0x16  # the content type of a TLS record that opens a handshake
+# a Host header fit to redirect to: a name or an address, and a port
+_HOST = re.compile(r"(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?")
+
+
 class _Server(ThreadingHTTPServer):
+    """With ``tls``, serves https, and redirects a plain http request to https."""
+
+    tls: ssl.SSLContext | None = None
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        """In the request's own thread (so a client that never finishes a handshake
+        holds up no one): a connection that opens with a TLS handshake gets the
+        handler over TLS; one that opens otherwise, a redirect to https."""
+        if self.tls is None:
+            super().finish_request(request, client_address)
+            return
+        first = request.recv(1, socket.MSG_PEEK)
+        if not first:
+            return  # closed before a word
+        if first[0] != _TLS_HANDSHAKE:
+            _ToHttps(request, client_address, self)
+            return
+        secure = self.tls.wrap_socket(request, server_side=True)
+        # NB: the wrapped socket owns the connection now (``request`` is detached), so it
+        # is the one to shut down
+        try:
+            super().finish_request(secure, client_address)
+        finally:
+            self.shutdown_request(secure)
+
     def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client's fault on the connection (plain http to the https port, a failed
-        handshake, a reset) is logged as a line, not a traceback on the node's stderr."""
+        """A client's fault on the connection (a failed handshake, a reset) is logged
+        as a line, not a traceback on the node's stderr."""
         exc = sys.exc_info()[1]
         if not isinstance(exc, OSError):  # ssl.SSLError and ConnectionError among them
             super().handle_error(request, client_address)
             return
-        reason = getattr(exc, "reason", None)
-        what = (
-            "spoke plain http to this https port"
-            if reason == "HTTP_REQUEST"
-            else f"failed on its connection: {exc}"
+        log.info("HTTP client %s failed on its connection: %s", client_address[0], exc)
+
+
+class _ToHttps(BaseHTTPRequestHandler):
+    """Answers a plain http request to the https port: 307 to the same path over
+    https, with a line of text saying so for a client that does not follow it."""
+
+    server_version = "feedkv"
+
+    def do_GET(self) -> None:
+        self._redirect(body=True)
+
+    def do_HEAD(self) -> None:
+        self._redirect(body=False)
+
+    def do_POST(self) -> None:
+        self._redirect(body=True)
+
+    def _redirect(self, *, body: bool) -> None:
+        host = self.headers.get("Host", "")
+        if _HOST.fullmatch(host) is None:
+            address, port = self.connection.getsockname()[:2]
+            host = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+        path = self.path if self.path.startswith("/") else "/"
+        location = f"https://{host}{path}"
+        text = f"This port serves https only (the node is secure): {location}\n".encode()
+        log.info(
+            "HTTP client %s spoke plain http to this https port: sent to %s",
+            self.client_address[0],
+            location,
         )
-        log.info("HTTP client %s %s", client_address[0], what)
+        self.send_response(307)
+        self.send_header("Location", location)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(text)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if body:
+            self.wfile.write(text)
+        self.close_connection = True
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
 
 
 class HTTPServer:
@@ -179,12 +251,7 @@ class HTTPServer:
 
         self._server = _Server((host, port), Handler)
         self._server.daemon_threads = True
-        if tls is not None:
-            # NB: the handshake happens in the request's own thread (on its first read),
-            # so a client that never finishes one holds up no one
-            self._server.socket = tls.wrap_socket(
-                self._server.socket, server_side=True, do_handshake_on_connect=False
-            )
+        self._server.tls = tls
         self.host = host
         self.port: int = self._server.server_address[1]
         self._thread = threading.Thread(

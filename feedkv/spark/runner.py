@@ -6,6 +6,11 @@ service runs either. The query reads and writes ``feedkv_changefeed``
 (:mod:`feedkv.spark.changefeed_job`); its checkpoint directory holds the offsets, so a
 job started again with the same directory continues from its last committed batch.
 
+Until a batch of its query runs (the JVM and the session start with a node's first job;
+a query started again, after a pause or a stall, reads its checkpoint first: seconds
+in which its high-water mark cannot move), the job's ``running_status`` says that its
+Spark query is starting (:attr:`SparkJob.starting_status`).
+
 Micro-batches are triggered every ``min_checkpoint_frequency`` (at least every 200 ms):
 each batch's end is the resolved timestamp, so that is how often rows become durable
 and resolved markers can be written. ``initial_scan='only'`` runs one scan batch and
@@ -53,7 +58,7 @@ from feedkv.spark.session import spark_session
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["SparkJob"]
+__all__ = ["STARTING_STATUS", "SparkJob"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +72,8 @@ TERMINAL_ERRORS = (
     "TerminalSinkError",
 )
 POLL_S = 0.2
+# a job's running_status from its start (or its query's start again) until a batch runs
+STARTING_STATUS = "running: starting its Spark query"
 _TASKS_END_S = 10.0  # how long a stop waits for its cancelled tasks to end
 _CAUSES = 8  # how deep a failure's causes are searched for a feedkv error
 
@@ -104,6 +111,13 @@ _STOP_NOISE = (
     "org.apache.spark.sql.execution.datasources.v2.DataWritingSparkTask",
     "org.apache.spark.util.Utils",
 )
+
+
+def _processing(query: Any) -> bool:
+    """Whether ``query`` runs a batch now (its status says so; the batch's progress is
+    reported once it ends)."""
+    status = query.status
+    return isinstance(status, dict) and status.get("message") == "Processing new data"
 
 
 def _stop_quietly(spark: Any, query: Any) -> None:
@@ -181,6 +195,7 @@ class SparkJob:
         self._metrics = metrics
         self._buffers = buffers
         self.stalled: Stalled | None = None  # why its tasks stalled, while they are
+        self._batches_run = False  # whether a batch of this run of its query has begun
         self.job_id = job_id
         self.high_water = spec.start
         self.retrying: Retrying | None = None  # a failed query raises: the registry retries
@@ -211,6 +226,14 @@ class SparkJob:
         limits (``None``: they are not). Any thread."""
         stalled = self.stalled
         return stalled.status() if stalled is not None else None
+
+    @property
+    def starting_status(self) -> str | None:
+        """The job's ``running_status`` while its Spark query starts (a node's first
+        job starts the JVM and its session; a query started again after a pause or a
+        stall reads its checkpoint), until a batch of it runs; ``None`` after. Its
+        high-water mark does not move meanwhile: this says why. Any thread."""
+        return None if self._batches_run else STARTING_STATUS
 
     def run(self) -> None:
         try:
@@ -243,6 +266,7 @@ class SparkJob:
     def _run_query(self, spark: SparkSession) -> bool:
         """Run the job's query until it ends; whether it failed on a stall (and should
         start again)."""
+        self._batches_run = False
         options = {
             "url": self._url,
             "spec": encode_spec(self.spec),
@@ -319,6 +343,8 @@ class SparkJob:
         if self._buffers is not None and self.stalled is None:
             self.stalled = self._buffers.stall_of(self.job_id)
         progress = query.lastProgress
+        if not self._batches_run:
+            self._batches_run = progress is not None or _processing(query)
         batch = self.progress.observe(progress)
         if batch is not None and batch.duration_s is not None and self._metrics is not None:
             self._metrics.spark_batch_nanos.observe(batch.duration_s * 1e9)

@@ -44,10 +44,16 @@ if TYPE_CHECKING:
     from feedkv.security.secrets import HeldKey
 
 __all__ = [
+    "ADMIN_ROLE",
     "access_spans",
     "DEFAULT_DATABASE",
     "FIRST_ID",
+    "NODE_USER",
+    "POSTGRES_DATABASE",
+    "POSTGRES_DATABASE_ID",
     "ROOT",
+    "SYSTEM_DATABASE",
+    "SYSTEM_DATABASE_ID",
     "Reader",
     "Snapshot",
     "User",
@@ -56,6 +62,7 @@ __all__ = [
     "changefeed_name_key",
     "changefeed_watchers",
     "database_by_name",
+    "database_owner",
     "descriptor_id_of_key",
     "descriptor_key",
     "is_name_key",
@@ -71,6 +78,7 @@ __all__ = [
     "job_span",
     "list_databases",
     "list_tables",
+    "list_users",
     "list_sequences",
     "list_views",
     "relation_by_name",
@@ -93,7 +101,17 @@ __all__ = [
 
 DEFAULT_DATABASE = "defaultdb"
 ROOT = "root"
+ADMIN_ROLE = "admin"  # the role whose members are admins (User.admin), as CockroachDB's
 FIRST_ID = 100
+# The databases every cluster has beside defaultdb, as CockroachDB's: ``postgres``, an
+# empty one for tools that connect to it by default (it may be dropped), and
+# ``system``, owned by the ``node`` user, where nobody creates or drops anything.
+# Their ids lie below FIRST_ID, so that they take none from the tables'.
+SYSTEM_DATABASE = "system"
+SYSTEM_DATABASE_ID = 1
+POSTGRES_DATABASE = "postgres"
+POSTGRES_DATABASE_ID = 2
+NODE_USER = "node"
 
 _DESC = CATALOG_PREFIX + encode_value("desc")
 _NS = CATALOG_PREFIX + encode_value("ns")
@@ -436,8 +454,23 @@ def list_sequences(reader: Reader, database: DatabaseDescriptor) -> list[Sequenc
 
 def get_user(reader: Reader, name: str) -> User | None:
     raw = reader.get(_user_key(name))
-    if raw is None:
-        return None
+    return None if raw is None else _user(name, raw)
+
+
+def database_owner(database: DatabaseDescriptor) -> str:
+    """The user who owns ``database``: ``node`` the system database, root any other."""
+    return NODE_USER if database.id == SYSTEM_DATABASE_ID else ROOT
+
+
+def list_users(reader: Reader) -> list[User]:
+    """Every user, by name."""
+    return [
+        _user(str(decode_value(kv.key, len(_USER))[0]), kv.value)
+        for kv in reader.scan(_USER, prefix_end(_USER))
+    ]
+
+
+def _user(name: str, raw: bytes) -> User:
     record = json.loads(raw)
     return User(name, bool(record.get("admin")), record.get("scram"))
 
@@ -563,15 +596,21 @@ def remove_user(txn: Txn, name: str) -> None:
 
 
 def bootstrap(db: KV) -> None:
-    """Create ``defaultdb`` and the ``root`` user if this store has no catalog yet.
-    Safe to run from many clients at once: the first commit wins, the rest see it."""
-    if db.get(_SEQ) is not None:
+    """Create ``defaultdb``, ``postgres``, ``system`` and the ``root`` user if this
+    store has no catalog yet; give a catalog made before ``system`` and ``postgres``
+    existed those two (``postgres`` unless a database has its name). Safe to run from
+    many clients at once: the first commit wins, the rest see it."""
+    if db.get(_SEQ) is not None and db.get(descriptor_key(SYSTEM_DATABASE_ID)) is not None:
         return
 
     def create(txn: Txn) -> None:
-        if txn.get(_SEQ) is not None:
+        if txn.get(descriptor_key(SYSTEM_DATABASE_ID)) is not None:
             return
-        put_database(txn, DatabaseDescriptor(allocate_id(txn), DEFAULT_DATABASE))
-        put_user(txn, User(ROOT, admin=True))
+        if txn.get(_SEQ) is None:
+            put_database(txn, DatabaseDescriptor(allocate_id(txn), DEFAULT_DATABASE))
+            put_user(txn, User(ROOT, admin=True))
+        put_database(txn, DatabaseDescriptor(SYSTEM_DATABASE_ID, SYSTEM_DATABASE))
+        if txn.get(_name_key(0, POSTGRES_DATABASE)) is None:
+            put_database(txn, DatabaseDescriptor(POSTGRES_DATABASE_ID, POSTGRES_DATABASE))
 
     db.run_transaction(create)

@@ -23,6 +23,7 @@ from feedkv.errors import (
 from feedkv.security.scram import make_verifier
 from feedkv.sql import catalog, ddl_constraints, sequences, views
 from feedkv.sql import statements as st
+from feedkv.sql.arrays import Array
 from feedkv.sql.computed import check_computed, fill_computed, referencing, renamed_in
 from feedkv.sql.describe import type_of
 from feedkv.sql.descriptor import (
@@ -114,10 +115,42 @@ def drop_database(ex: Execution, s: st.DropDatabase) -> Result:
     return Result(tag="DROP DATABASE")
 
 
+_SHOW_DATABASES_COLUMNS = (
+    "database_name",
+    "owner",
+    "primary_region",
+    "secondary_region",
+    "regions",
+    "survival_goal",
+)
+
+
 def show_databases(ex: Execution, s: st.ShowDatabases) -> Result:
-    rows = [(d.name, "root") for d in catalog.list_databases(ex.read_source)]
+    """Every database, with CockroachDB's columns: feedkv has no regions, so the
+    region columns are NULL and ``regions`` empty."""
+    no_regions = Array((), ColumnType(Kind.STRING))
+    rows = [
+        (d.name, catalog.database_owner(d), None, None, no_regions, None)
+        for d in catalog.list_databases(ex.read_source)
+    ]
     rows.sort()
-    return Result(("database_name", "owner"), rows, f"SHOW {len(rows)}")
+    return Result(_SHOW_DATABASES_COLUMNS, rows, f"SHOW {len(rows)}")
+
+
+def show_users(ex: Execution, s: st.ShowUsers) -> Result:
+    """``SHOW USERS`` (``SHOW ROLES``), as CockroachDB lists them: the ``admin`` role
+    and every user, with the roles each is a member of (an admin: ``admin``). feedkv
+    keeps no role options: ``options`` is empty."""
+
+    def roles(*names: str) -> Array:
+        return Array(names, ColumnType(Kind.STRING))
+
+    rows = [(catalog.ADMIN_ROLE, "", roles())]
+    for user in catalog.list_users(ex.read_source):
+        if user.name != catalog.ADMIN_ROLE:
+            rows.append((user.name, "", roles(catalog.ADMIN_ROLE) if user.admin else roles()))
+    rows.sort(key=lambda row: row[0])
+    return Result(("username", "options", "member_of"), rows, f"SHOW {len(rows)}")
 
 
 def create_table(ex: Execution, s: st.CreateTable) -> Result:
@@ -1523,6 +1556,7 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.CreateDatabase: create_database,
     st.DropDatabase: drop_database,
     st.ShowDatabases: show_databases,
+    st.ShowUsers: show_users,
     st.CreateTable: create_table,
     st.DropTable: drop_table,
     st.Truncate: truncate,

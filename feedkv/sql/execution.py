@@ -261,7 +261,18 @@ class Execution:
 
     def require_privilege(self, desc: NamedRelation | DatabaseDescriptor, privilege: str) -> None:
         """42501 unless the user is an admin or was granted ``privilege`` on ``desc``
-        (a table, or a database)."""
+        (a table, or a database); 42501 for everyone, admins too, to create or drop
+        anything in the ``system`` database, or to drop it."""
+        if (
+            isinstance(desc, DatabaseDescriptor)
+            and desc.id == catalog.SYSTEM_DATABASE_ID
+            and privilege in ("CREATE", "DROP")
+        ):
+            raise SQLError(
+                "42501",
+                f"user {self.session.user} does not have {privilege} privilege on database "
+                f"{desc.name}",
+            )
         if self.is_admin():
             return
         if privilege not in catalog.get_privileges(self.read_source, desc.id, self.session.user):

@@ -1157,6 +1157,8 @@ class _Statement:
             return st.ShowTables(self.text, _name(self.tokens[3]))
         if words[1:] == ["DATABASES"]:
             return st.ShowDatabases(self.text)
+        if words[1:] in (["USERS"], ["ROLES"]):
+            return st.ShowUsers(self.text)
         if words[1:3] == ["CREATE", "CHANGEFEED"]:
             job_id, name, end = self._changefeed_ref(3)
             if end < len(words):
@@ -1209,7 +1211,8 @@ class _Statement:
         raise SQLError(
             "0A000",
             f"unsupported statement {' '.join(words[:3])}...; feedkv supports SHOW TABLES, "
-            "SHOW DATABASES, SHOW CREATE TABLE, SHOW COLUMNS, SHOW INDEXES, "
+            "SHOW DATABASES, SHOW USERS, SHOW ROLES, SHOW CREATE TABLE, SHOW COLUMNS, "
+            "SHOW INDEXES, "
             "SHOW RANGES FROM TABLE, "
             "SHOW GRANTS, SHOW CHANGEFEED JOBS and SHOW CREATE CHANGEFEED",
         )

@@ -478,6 +478,11 @@ class Session:
         database = self.resolve_database(reader, self.database)
         return [*catalog.list_views(reader, database), *catalog.list_sequences(reader, database)]
 
+    def users(self) -> list[catalog.User]:
+        """Every user, as this session sees them now (for the catalog views, as
+        :meth:`schema`)."""
+        return catalog.list_users(self._reader())
+
     def schema(self) -> list[tuple[DatabaseDescriptor, list[TableDescriptor]]]:
         """Every database with its tables, as this session sees them now (in its open
         transaction, else at the present): what catalog views such as pg_catalog and

@@ -79,6 +79,7 @@ __all__ = [
     "ShowCreateChangefeed",
     "ShowCreateTable",
     "ShowDatabases",
+    "ShowUsers",
     "ShowGrants",
     "ShowIndexes",
     "ShowColumns",
@@ -177,6 +178,11 @@ class DropDatabase(Statement):
 @dataclass(frozen=True, slots=True)
 class ShowDatabases(Statement):
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class ShowUsers(Statement):
+    """``SHOW USERS`` or ``SHOW ROLES``."""
 
 
 @dataclass(frozen=True, slots=True)

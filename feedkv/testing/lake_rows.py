@@ -5,16 +5,27 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from typing import Any
 
 import pyarrow as pa
 
 import feedkv.lake
 from feedkv import DB
 from feedkv.changefeed.file_formats import PARQUET_META, ROWS_KEY, ROWS_VERSION
+from feedkv.changefeed.sink import SinkError
+from feedkv.changefeed.sinks import lake
+from feedkv.changefeed.sinks.lake_tables import LakeTables, TableChange
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
-__all__ = ["Change", "lake_rows", "logical_now", "wait_lake_past"]
+__all__ = [
+    "Change",
+    "CrashingTables",
+    "crash_mid_window",
+    "lake_rows",
+    "logical_now",
+    "wait_lake_past",
+]
 
 Change = tuple[int, str | None, str, Timestamp]  # (k, v, event type c/u/d, updated)
 
@@ -58,3 +69,37 @@ def wait_lake_past(
     marker = wait_until(reached, timeout_s=timeout_s, what=f"{uri} past the last change")
     assert marker is not None
     return marker
+
+
+class CrashingTables:
+    """Lake tables whose commit into ``table`` fails, as a node dying between two
+    tables' commits of one window."""
+
+    def __init__(self, tables: LakeTables, table: str) -> None:
+        self.tables = tables
+        self.table = table
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.tables, name)
+
+    def commit(self, change: TableChange) -> None:
+        if change.table == self.table:
+            raise SinkError("the node died here")
+        self.tables.commit(change)
+
+
+def crash_mid_window(
+    tables: LakeTables, window: list[tuple[str, pa.RecordBatch]], at: Timestamp, table: str
+) -> None:
+    """A mirror sink's commit of ``window`` (ending at ``at``) into ``tables`` that dies
+    at ``table``'s commit, after the tables before it committed theirs."""
+    crashing = lake.LakeSink(CrashingTables(tables, table), "mirror")
+    crashing.emit_batches(window)
+    try:
+        crashing.commit_window(at, sorted({name for name, _ in window}))
+    except SinkError as exc:
+        assert "died" in str(exc), exc
+    else:
+        raise AssertionError(f"the commit into {table} did not fail")
+    finally:
+        crashing.close()

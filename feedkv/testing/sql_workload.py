@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import feedkv
 from feedkv.errors import (
@@ -555,32 +555,76 @@ def check_feed(
     return rows
 
 
-class Counter:
-    """Adds 1 to ``a``'s row ``k = 1`` (``a (k INT PRIMARY KEY, v INT)``), one
-    transaction at a time, through the node at ``url`` until stopped or the node dies:
-    every committed version of the row is the one before plus 1, so a changelog of it
-    must hold each value once."""
+class BackgroundWriter:
+    """Runs :meth:`step` over and over in a thread of its own, through one connection to
+    the node at ``url``, until stopped or the node dies: a crash test's writer. ``done``
+    adds up what the steps return. What it wrote is for the test to read back from the
+    store, not to remember: a step cut short by a kill may or may not have committed.
 
-    def __init__(self, url: str) -> None:
+    ``with`` starts it and stops it (or :meth:`start` and :meth:`stop`); :meth:`stop`
+    raises what ended it early, unless that was a :class:`~feedkv.FeedKVError` (the
+    node went away)."""
+
+    pace_s = 0.0  # NB: a pause between steps leaves a Spark job some CPU
+    stop_timeout_s = 240.0
+
+    def __init__(self, url: str, name: str) -> None:
         self.url = url
         self.done = 0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        self.failure: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def step(self, db: DB) -> int:
+        """One write (or a few); returns what it adds to ``done``."""
+        raise NotImplementedError
+
+    def start(self) -> Self:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.stop_timeout_s)
+        assert not self._thread.is_alive(), f"{self._thread.name} did not stop"
+        if self.failure is not None and not isinstance(self.failure, feedkv.FeedKVError):
+            raise self.failure
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def wait_for(self, more: int, what: str = "writes", timeout_s: float = 240.0) -> None:
+        """Wait until ``done`` grew by ``more``; raises :class:`AssertionError` when the
+        writer stopped first."""
+        target = self.done + more
+        wait_until(
+            lambda: self.done >= target or self.failure is not None,
+            timeout_s=timeout_s,
+            what=f"{more} more {what}",
+        )
+        if self.failure is not None:
+            raise AssertionError(f"the writer stopped: {self.failure!r}") from self.failure
 
     def _run(self) -> None:
         try:
             with feedkv.connect(self.url) as db:
-                while not self.stop.is_set():
-                    db.sql("UPDATE a SET v = v + 1 WHERE k = 1")
-                    self.done += 1
-        except feedkv.FeedKVError:
-            pass  # the node was killed
+                while not self._stop.wait(self.pace_s):
+                    self.done += self.step(db)
+        except BaseException as exc:  # the node was killed, or a real failure
+            self.failure = exc
 
-    def wait_for(self, updates: int) -> None:
-        start = self.done
-        wait_until(
-            lambda: self.done >= start + updates or not self.thread.is_alive(),
-            timeout_s=60,
-            what=f"{updates} more updates",
-        )
+
+class Counter(BackgroundWriter):
+    """Adds 1 to ``a``'s row ``k = 1`` (``a (k INT PRIMARY KEY, v INT)``), one
+    transaction at a time: every committed version of the row is the one before plus
+    1, so a changelog of it must hold each value once."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url, "counter")
+
+    def step(self, db: DB) -> int:
+        db.sql("UPDATE a SET v = v + 1 WHERE k = 1")
+        return 1

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -18,12 +17,10 @@ from deltalake import DeltaTable
 import feedkv.lake
 from feedkv import DB
 from feedkv.changefeed.options import parse_options
-from feedkv.changefeed.sink import SinkError, SinkURI, parse_sink_uri, sink_defaults
+from feedkv.changefeed.sink import SinkURI, parse_sink_uri, sink_defaults
 from feedkv.changefeed.sinks import lake
 from feedkv.changefeed.sinks.iceberg import IcebergPlace
 from feedkv.changefeed.sinks.lake_tables import (
-    LakeTables,
-    TableChange,
     history_name,
     marker_at,
     parse_history_name,
@@ -32,6 +29,7 @@ from feedkv.changefeed.sinks.lake_tables import (
 from feedkv.errors import BatchTimestampBeforeGCError, SQLError
 from feedkv.lake import LakeHistoryError
 from feedkv.testing.iceberg_rest import IcebergRestServer
+from feedkv.testing.lake_rows import crash_mid_window
 from feedkv.testing.lake_rows import lake_rows as rows
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
@@ -161,32 +159,12 @@ def test_before_the_first_window_there_is_nothing_to_read(lake_uri: str) -> None
     assert feedkv.lake.read_tables(lake_uri, at=ts(5)) == {}
 
 
-class CrashingTables:
-    """Tables whose commit into ``table`` fails (as a crash between two tables' commits)."""
-
-    def __init__(self, tables: LakeTables, table: str) -> None:
-        self.tables = tables
-        self.table = table
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.tables, name)
-
-    def commit(self, change: TableChange) -> None:
-        if change.table == self.table:
-            raise SinkError("the node died here")
-        self.tables.commit(change)
-
-
 def test_a_time_a_crash_left_half_committed_reads_at_the_marker_before_it(lake_uri: str) -> None:
     commit(lake_uri, ts(10), ("a", rows((1, "a0", "c", ts(1)))), ("b", rows((1, "b0", "c", ts(1)))))
     # A transaction at ts(15) moved a value from a to b; table a took the window ending
     # at 20, then the node died before b did.
     window = [("a", rows((1, "a1", "u", ts(15)))), ("b", rows((1, "b1", "u", ts(15))))]
-    crashing = lake.LakeSink(CrashingTables(lake.lake_tables(parse(lake_uri)), "b"), "mirror")
-    crashing.emit_batches(window)
-    with pytest.raises(SinkError, match="died"):
-        crashing.commit_window(ts(20), ["a", "b"])
-    crashing.close()
+    crash_mid_window(lake.lake_tables(parse(lake_uri)), window, ts(20), "b")
     # The restart commits one larger window: 20 is never a marker.
     commit(lake_uri, ts(30), *window)
 

@@ -29,7 +29,7 @@ from feedkv.changefeed.sinks.lake_tables import RESOLVED_KEY, LakeTables, Marker
 from feedkv.errors import SQLError
 from feedkv.sql import catalog
 from feedkv.testing.iceberg_rest import IcebergRestServer
-from feedkv.testing.lake_rows import lake_rows, logical_now
+from feedkv.testing.lake_rows import crash_mid_window, lake_rows, logical_now
 from feedkv.testing.node_process import NodeProcess
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
@@ -180,31 +180,11 @@ def test_replaying_a_changelog_window_appends_no_duplicates(lake_uri: str) -> No
     assert len(feedkv.lake.read_tables(lake_uri)["a"]) == 2
 
 
-class CrashingTables:
-    """Tables whose commit into ``table`` fails (as a crash between two tables' commits)."""
-
-    def __init__(self, tables: LakeTables, table: str) -> None:
-        self.tables = tables
-        self.table = table
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.tables, name)
-
-    def commit(self, change: TableChange) -> None:
-        if change.table == self.table:
-            raise SinkError("the node died here")
-        self.tables.commit(change)
-
-
 def test_a_crash_between_two_tables_commits_is_repaired_on_restart(lake_uri: str) -> None:
     commit(lake_uri, ts(10), ("a", rows((1, "a0", "c", ts(1)))), ("b", rows((1, "b0", "c", ts(1)))))
     # A transaction at ts(15) moved a row's value from a to b.
     window = [("a", rows((1, "a1", "u", ts(15)))), ("b", rows((1, "b1", "u", ts(15))))]
-    crashing = lake.LakeSink(CrashingTables(lake.lake_tables(parse(lake_uri)), "b"), "mirror")
-    crashing.emit_batches(window)
-    with pytest.raises(SinkError, match="died"):
-        crashing.commit_window(ts(20), ["a", "b"])
-    crashing.close()
+    crash_mid_window(lake.lake_tables(parse(lake_uri)), window, ts(20), "b")
 
     half = feedkv.lake.read_consistent(lake_uri)
     assert half is not None and half.resolved == ts(10)

@@ -22,9 +22,10 @@ from feedkv.changefeed.jobs import (
     SHOW_COLUMNS,
     JobRecord,
     put_job,
+    running_status,
 )
 from feedkv.changefeed.options import parse_options
-from feedkv.changefeed.registry import JobRegistry, RegistrySettings
+from feedkv.changefeed.registry import FIRST_RESOLVED_STATUS, JobRegistry, RegistrySettings
 from feedkv.changefeed.rows import Target
 from feedkv.changefeed.sink import Message
 from feedkv.changefeed.thread_job import ThreadJob
@@ -260,3 +261,55 @@ def test_fraction_completed_moves_range_by_range_within_a_table(db: DB) -> None:
 
 def test_show_in_brackets_inside_a_string_or_a_comment_stays_as_written(table: DB) -> None:
     assert table.sql("SELECT '[SHOW JOBS]' -- [SHOW JOBS]\n").rows == [("[SHOW JOBS]",)]
+
+
+class StartingJob:
+    """A job that runs until closed and says what its test sets: whether it is
+    starting (as a Spark job's query does) and its high-water mark."""
+
+    def __init__(self, record: JobRecord) -> None:
+        self.spec = record.spec
+        self.high_water = record.spec.start
+        self.starting_status: str | None = "running: starting its query"
+        self.retrying = None
+        self._closed = threading.Event()
+
+    def run(self) -> None:
+        self._closed.wait(DEADLINE)
+
+    def close(self) -> None:
+        self._closed.set()
+
+
+def test_running_status_says_a_job_starts_then_waits_for_its_first_resolved_timestamp(
+    db: DB,
+) -> None:
+    """A job that scans nothing never says ``initial scan``: while it says it is
+    starting, that; then that it waits for its first resolved timestamp; then its
+    high-water mark."""
+    now = db.now()
+    options = parse_options((("initial_scan", "no"),), now=now)
+    spec = ChangefeedSpec((Target(1),), {1: "t"}, options, now, "null://")
+    record = JobRecord(4243, spec, created=now)
+    db.run_transaction(lambda txn: put_job(txn, record))
+    jobs: list[StartingJob] = []
+
+    def make(record: JobRecord) -> StartingJob:
+        jobs.append(StartingJob(record))
+        return jobs[-1]
+
+    registry = JobRegistry(db, "n-test", make, RegistrySettings(renew_s=0.05, interval_s=0.05))
+    registry.adopt(record.id)
+
+    def shows(status: str) -> bool:
+        return bool(row_of(db, "SHOW CHANGEFEED JOBS", record.id)["running_status"] == status)
+
+    try:
+        [job] = jobs
+        wait_until(lambda: shows("running: starting its query"), timeout_s=DEADLINE)
+        job.starting_status = None
+        wait_until(lambda: shows(FIRST_RESOLVED_STATUS), timeout_s=DEADLINE)
+        job.high_water = Timestamp(now.wall + 1_500_000_000, 2)
+        wait_until(lambda: shows(running_status(job.high_water)), timeout_s=DEADLINE)
+    finally:
+        registry.close()

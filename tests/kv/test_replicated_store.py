@@ -168,15 +168,20 @@ def cluster(tmp_path: Path) -> Iterator[ReplicatedStores]:
         held.close()
 
 
+def _assert_everywhere(cluster: ReplicatedStores, values: dict[bytes, bytes]) -> None:
+    """Once every replica caught up, each node's store holds ``values``."""
+    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
+    for node in NODES:
+        for key, value in values.items():
+            assert cluster.value(node, key) == value, (node, key)
+
+
 def test_writes_through_the_lease_holder_reach_every_replica(cluster: ReplicatedStores) -> None:
     client = KVClient(cluster)
     for i in range(40):
         client.put(b"k%02d" % i, b"v%d" % i)
     assert client.get(b"k39") == b"v39"
-    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
-    for node in NODES:
-        assert cluster.value(node, b"k00") == b"v0"
-        assert cluster.value(node, b"k39") == b"v39"
+    _assert_everywhere(cluster, {b"k00": b"v0", b"k39": b"v39"})
 
 
 def test_an_ingest_goes_through_the_log_as_one_command_to_every_replica(
@@ -194,10 +199,7 @@ def test_an_ingest_goes_through_the_log_as_one_command_to_every_replica(
     (ingested,) = [op for op in seen if isinstance(op, IngestValues)]
     assert ingested.span == Span(b"i000", b"i299\x00")
     assert [(op.key, op.value, op.ts) for op in ingested.each()] == [(k, v, ts) for k, v in pairs]
-    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
-    for node in NODES:
-        assert cluster.value(node, b"i000") == b"v0"
-        assert cluster.value(node, b"i299") == b"v299"
+    _assert_everywhere(cluster, {b"i000": b"v0", b"i299": b"v299"})
 
 
 def test_a_transactions_bulk_intents_and_their_resolution_reach_every_replica(
@@ -224,10 +226,7 @@ def test_a_transactions_bulk_intents_and_their_resolution_reach_every_replica(
     assert [(v.key, v.value, v.ts) for v in committed.each()] == [
         (k, v, now) for k, v in zip(keys, values, strict=True)
     ]
-    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
-    for node in NODES:
-        assert cluster.value(node, b"k00") == b"vk00"
-        assert cluster.value(node, b"k49") == b"vk49"
+    _assert_everywhere(cluster, {b"k00": b"vk00", b"k49": b"vk49"})
 
 
 def test_a_follower_refuses_reads_and_writes_naming_the_lease_holder(
@@ -799,10 +798,7 @@ def test_writes_racing_a_merge_all_land_on_every_replica(cluster: ReplicatedStor
         stop.set()
         writer.join()
     assert not errors, errors  # NB: a writer that failed ends the wait above at once
-    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
-    for node in NODES:
-        for key, value in acked.items():
-            assert cluster.value(node, key) == value, (node, key)
+    _assert_everywhere(cluster, acked)
 
 
 def test_a_store_restarted_after_a_merge_never_revives_the_merged_range(

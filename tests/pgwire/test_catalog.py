@@ -133,3 +133,93 @@ def test_psql_describes_tables_and_lists_databases(url: str) -> None:
     assert '"t_pkey" PRIMARY KEY, btree (id)' in described
     assert '"two_pkey" PRIMARY KEY, btree (b, a)' in psql(url, "\\d two")
     assert " defaultdb | root " in psql(url, "\\l")
+
+
+def test_psql_lists_roles_with_their_attributes_and_memberships(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE USER carol")
+        conn.execute("CREATE USER dave WITH PASSWORD 'secret'")
+        conn.execute("GRANT admin TO dave")
+    listed = psql(url, "\\du")
+    assert " admin     | Superuser, Create role, Create DB, Cannot login | {}" in listed
+    assert " carol     |                                                 | {}" in listed
+    assert " dave      | Superuser, Create role, Create DB               | {admin}" in listed
+    assert " root      | Superuser, Create role, Create DB, Bypass RLS   | {admin}" in listed
+    assert psql(url, "\\dg") == listed
+    assert " carol     |            | {}" in psql(url, "\\du carol")
+    with psycopg.connect(url) as conn:
+        users = conn.execute("SHOW USERS").fetchall()
+        assert conn.execute("SHOW ROLES").fetchall() == users
+    assert users == [
+        ("admin", "", []),
+        ("carol", "", []),
+        ("dave", "", ["admin"]),
+        ("root", "", ["admin"]),
+    ]
+
+
+def test_array_of_a_subquery_keeps_its_order_and_is_empty_without_rows(db: DB, url: str) -> None:
+    rows = query(
+        db,
+        "SELECT c.relname, ARRAY(SELECT a.attname FROM pg_catalog.pg_attribute a "
+        "WHERE a.attrelid = c.oid ORDER BY a.attnum DESC), "
+        "ARRAY(SELECT p.polname FROM pg_catalog.pg_policy p WHERE p.polrelid = c.oid) "
+        "FROM pg_catalog.pg_class c WHERE c.relname IN ('t', 'two') ORDER BY 1",
+    )
+    assert [(name, list(names.values), list(none.values)) for name, names, none in rows] == [
+        ("t", ["d", "s", "id"], []),
+        ("two", ["b", "a"], []),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("command", "shows"),
+    [
+        ("\\dp t", " public | t    | table |"),
+        ("\\l+", "| pg_default |"),
+        ("\\dt+", " public | two  | table | root  | permanent   | heap"),
+        ("\\d+ t", " id     | bigint                |           | not null |"),
+        ("\\di", " public | t_pkey   | index | root  | t"),
+        ("\\dn", " public | root"),
+        ("\\db", " pg_default | root  |"),
+        ("\\dx", "(0 rows)"),
+        ("\\df", "(0 rows)"),
+    ],
+)
+def test_psql_describe_commands_answer(url: str, command: str, shows: str) -> None:
+    assert shows in psql(url, command)
+
+
+def test_sizes_are_unknown_and_pretty_printed_as_postgresql_does(db: DB, url: str) -> None:
+    rows = query(
+        db,
+        "SELECT pg_catalog.pg_size_pretty(10239), pg_catalog.pg_size_pretty(123456), "
+        "pg_catalog.pg_size_pretty(10000000000), "
+        "pg_catalog.pg_size_pretty(pg_catalog.pg_table_size('t'::regclass))",
+    )
+    assert rows == [("10239 bytes", "121 kB", "9537 MB", None)]
+
+
+def test_show_databases_and_psqls_list_agree_on_every_database(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE DATABASE shop")
+        shown = conn.execute("SHOW DATABASES").fetchall()
+        columns = [c.name for c in conn.execute("SHOW DATABASES").description or []]
+        catalog = conn.execute(
+            "SELECT d.datname, pg_catalog.pg_get_userbyid(d.datdba) "
+            "FROM pg_catalog.pg_database d ORDER BY 1"
+        ).fetchall()
+    assert columns == [
+        "database_name", "owner", "primary_region", "secondary_region", "regions",
+        "survival_goal",
+    ]  # fmt: skip
+    assert shown == [
+        ("defaultdb", "root", None, None, [], None),
+        ("postgres", "root", None, None, [], None),
+        ("shop", "root", None, None, [], None),
+        ("system", "node", None, None, [], None),
+    ]
+    assert catalog == [(name, owner) for name, owner, *_ in shown]
+    listed = psql(url, "\\l")
+    for name, owner, *_ in shown:
+        assert f" {name:<9} | {owner:<5} | UTF8 " in listed

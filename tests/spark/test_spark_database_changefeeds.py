@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -21,12 +20,12 @@ from confluent_kafka.admin import AdminClient
 
 import feedkv
 from feedkv import DB
-from feedkv.errors import FeedKVError
 from feedkv.sql import catalog
 from feedkv.sql.descriptor import TableDescriptor, decode_descriptor
 from feedkv.sql.row_codec import decode_row_key, table_span
 from feedkv.testing.kafka_mock import MockKafka, read_topic
 from feedkv.testing.node_process import NodeProcess
+from feedkv.testing.sql_workload import BackgroundWriter
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
@@ -311,63 +310,36 @@ NODE_ARGS = ("--spark-master", "local[2]", "--closed-ts-target", "200ms")
 KILLS = 2
 
 
-class TableWriter:
-    """Writes rows into the tables of shop through one node, creating a table now and
-    then and dropping every other one, until stopped or the node dies. What it did is
-    read back from the store, not remembered: a statement cut short by the kill may or
-    may not have committed."""
+class TableWriter(BackgroundWriter):
+    """Writes rows into the tables of shop, creating a table now and then and dropping
+    every other one; ``done`` counts the tables made. NB: a table about every 20 writes
+    (and a drop every other one): a batch reads every table of its window, whatever
+    joined or left in it."""
+
+    pace_s = 0.05
 
     def __init__(self, url: str, phase: int, rng: random.Random) -> None:
-        self.tables = 0
-        self.failure: BaseException | None = None
-        self._url = url
+        super().__init__(url, f"tables-{phase}")
         self._phase = phase
         self._rng = random.Random(rng.random())
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"tables-{phase}", daemon=True)
+        self._live = ["keep"]
+        self._made = 0
 
-    def __enter__(self) -> TableWriter:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=DEADLINE_S)
-        assert not self._thread.is_alive(), "the writer did not stop"
-        if self.failure is not None and not isinstance(self.failure, FeedKVError):
-            raise self.failure
-
-    def wait_for(self, tables: int) -> None:
-        target = self.tables + tables
-        wait_until(
-            lambda: self.tables >= target or self.failure is not None,
-            timeout_s=DEADLINE_S,
-            what=f"{tables} more tables",
+    def step(self, db: DB) -> int:
+        db.sql(
+            f"UPSERT INTO shop.{self._rng.choice(self._live)} VALUES ($1, $2)",
+            self._rng.randrange(20),
+            self._made,
         )
-        if self.failure is not None:
-            raise AssertionError(f"the writer stopped: {self.failure!r}") from self.failure
-
-    def _run(self) -> None:
-        try:
-            with feedkv.connect(self._url) as db:
-                live = ["keep"]
-                made = 0
-                # NB: a table about every 20 writes (and a drop every other one): a
-                # batch reads every table of its window, whatever joined or left in it
-                while not self._stop.wait(0.05):
-                    table = self._rng.choice(live)
-                    key = self._rng.randrange(20)
-                    db.sql(f"UPSERT INTO shop.{table} VALUES ($1, $2)", key, made)
-                    if self._rng.random() < 0.05:
-                        name = f"t{self._phase}_{made}"
-                        db.sql(f"CREATE TABLE shop.{name} (id INT PRIMARY KEY, v INT)")
-                        live.append(name)
-                        made += 1
-                        if made % 2 == 0:
-                            db.sql(f"DROP TABLE shop.{live.pop(-2)}")
-                        self.tables += 1
-        except BaseException as exc:  # the node was killed, or a real failure
-            self.failure = exc
+        if self._rng.random() >= 0.05:
+            return 0
+        name = f"t{self._phase}_{self._made}"
+        db.sql(f"CREATE TABLE shop.{name} (id INT PRIMARY KEY, v INT)")
+        self._live.append(name)
+        self._made += 1
+        if self._made % 2 == 0:
+            db.sql(f"DROP TABLE shop.{self._live.pop(-2)}")
+        return 1
 
 
 def database_versions(db: DB, start: Timestamp, end: Timestamp) -> set[Version]:
@@ -421,13 +393,13 @@ def test_killing_the_driver_of_a_database_job_while_tables_change_loses_and_dupl
             # Kill once batches were committed since this start, a table or two later:
             # by then the next batches are in flight.
             wait_for_high_water(client, job_id, client.now())
-            writer.wait_for(rng.randint(2, 6))
+            writer.wait_for(rng.randint(2, 6), "tables")
             orphans += node.kill_all()
         nodes.append(NodeProcess(store, *NODE_ARGS))
 
     with feedkv.connect(nodes[-1].url) as client:
         with TableWriter(nodes[-1].url, KILLS, rng) as writer:
-            writer.wait_for(4)
+            writer.wait_for(4, "tables")
         assert writer.failure is None
         end = client.now()
         wait_for_high_water(client, job_id, end)

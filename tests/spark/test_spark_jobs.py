@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import threading
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -20,11 +19,11 @@ import pytest
 
 import feedkv
 from feedkv import DB
-from feedkv.errors import FeedKVError
 from feedkv.kv.store import StoreConfig
 from feedkv.sql import catalog
 from feedkv.sql.row_codec import decode_row_key, table_span
 from feedkv.testing.node_process import NodeProcess
+from feedkv.testing.sql_workload import BackgroundWriter
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
@@ -218,59 +217,28 @@ def test_pause_resume_and_alter_add_are_exactly_once(spark: Any, db: DB, tmp_pat
 # 2. SIGKILL the node driving the Spark query, again and again.
 
 
-class Writer:
-    """Inserts, updates and deletes rows of ``t`` through one node until stopped or the
-    node dies. What it wrote is read back from the store, not remembered: a write cut
-    short by the kill may or may not have committed."""
+class Writer(BackgroundWriter):
+    """Inserts, updates and deletes rows of ``t``; ``done`` counts the statements."""
+
+    pace_s = 0.01
 
     def __init__(self, url: str, phase: int, rng: random.Random) -> None:
-        self.statements = 0
-        self.failure: BaseException | None = None
-        self._url = url
+        super().__init__(url, f"writer-{phase}")
         self._next_id = phase * 1_000_000
         self._rng = random.Random(rng.random())
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"writer-{phase}", daemon=True)
+        self._ids: list[int] = []
 
-    def __enter__(self) -> Writer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=DEADLINE_S)
-        assert not self._thread.is_alive(), "the writer did not stop"
-        if self.failure is not None and not isinstance(self.failure, FeedKVError):
-            raise self.failure
-
-    def wait_for(self, statements: int) -> None:
-        """Wait until it has run ``statements`` more statements."""
-        target = self.statements + statements
-        wait_until(
-            lambda: self.statements >= target or self.failure is not None,
-            timeout_s=DEADLINE_S,
-            what=f"{statements} writes",
-        )
-        if self.failure is not None:
-            raise AssertionError(f"the writer stopped: {self.failure!r}") from self.failure
-
-    def _run(self) -> None:
-        ids: list[int] = []
-        try:
-            with feedkv.connect(self._url) as db:
-                while not self._stop.wait(0.01):  # NB: paced, to leave Spark some CPU
-                    choice = self._rng.random()
-                    if choice < 0.5 or len(ids) < 5:
-                        self._next_id += 1
-                        ids.append(self._next_id)
-                        db.sql("INSERT INTO t VALUES ($1, $2)", self._next_id, 0)
-                    elif choice < 0.9:
-                        db.sql("UPDATE t SET v = v + 1 WHERE id = $1", self._rng.choice(ids))
-                    else:
-                        db.sql("DELETE FROM t WHERE id = $1", ids.pop(self._rng.randrange(5)))
-                    self.statements += 1
-        except BaseException as exc:  # the node was killed, or a real failure
-            self.failure = exc
+    def step(self, db: DB) -> int:
+        choice, ids = self._rng.random(), self._ids
+        if choice < 0.5 or len(ids) < 5:
+            self._next_id += 1
+            ids.append(self._next_id)
+            db.sql("INSERT INTO t VALUES ($1, $2)", self._next_id, 0)
+        elif choice < 0.9:
+            db.sql("UPDATE t SET v = v + 1 WHERE id = $1", self._rng.choice(ids))
+        else:
+            db.sql("DELETE FROM t WHERE id = $1", ids.pop(self._rng.randrange(5)))
+        return 1
 
 
 NODE_ARGS = ("--spark-master", "local[2]", "--closed-ts-target", "200ms")

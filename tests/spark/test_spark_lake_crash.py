@@ -45,7 +45,7 @@ def test_a_killed_driver_commits_each_window_into_delta_exactly_once(
             f"CREATE CHANGEFEED FOR TABLE a INTO '{uri}' "
             "WITH lake_mode = 'changelog', min_checkpoint_frequency = '200ms'"
         ).rows
-        counter = Counter(nodes[0].url)
+        counter = Counter(nodes[0].url).start()
         first = wait_lake_past(db, job_id, uri, logical_now(db), timeout_s=120)
         # Windows keep landing while the counter runs; the kill comes in the middle.
         wait_until(
@@ -57,8 +57,7 @@ def test_a_killed_driver_commits_each_window_into_delta_exactly_once(
         )
         counter.wait_for(5)
     orphans = nodes[0].kill_all()
-    counter.stop.set()
-    counter.thread.join(30)
+    counter.stop()
 
     nodes.append(NodeProcess(store, *DRIVER_ARGS))
     with feedkv.connect(nodes[1].url) as db:

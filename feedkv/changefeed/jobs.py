@@ -616,4 +616,10 @@ def redacted(uri: str) -> str:
     netloc = parts.netloc
     if parts.password:
         netloc = netloc.replace(f":{parts.password}@", ":redacted@", 1)
-    return urlunsplit(parts._replace(netloc=netloc, query=urlencode(params, safe="/:")))
+    out = urlunsplit(parts._replace(netloc=netloc, query=urlencode(params, safe="/:")))
+    written = f"{parts.scheme}://"
+    if uri.startswith(written) and not out.startswith(written):
+        # NB: urlunsplit drops an empty authority for schemes it does not know
+        # (delta:///dir came out as delta:/dir)
+        out = written + out[len(parts.scheme) + 1 :]
+    return out

@@ -104,7 +104,8 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument("--store", required=True, help="store directory (created if missing)")
     start.add_argument(
         "--external-io-dir",
-        help="file:// changefeed sinks write only below this directory (default STORE/extern)",
+        help="the node reads and writes users' files (file:// and nodelocal:// sinks, local "
+        "lakes, IMPORT INTO) only below this directory (default STORE/extern)",
     )
     security = start.add_mutually_exclusive_group()
     security.add_argument(

@@ -41,8 +41,8 @@ def confine(path: str | Path, root: Path) -> Path:
     if real != real_root and not real.is_relative_to(real_root):
         raise InvalidArgumentError(
             f"the path {text!r} is outside the node's external I/O directory {str(real_root)!r} "
-            f"(it resolves to {str(real)!r}); file:// sinks write only below it "
-            "(feedkv start --external-io-dir)"
+            f"(it resolves to {str(real)!r}); the node reads and writes files for users only "
+            "below it (feedkv start --external-io-dir)"
         )
     return real
 

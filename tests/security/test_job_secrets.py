@@ -131,6 +131,7 @@ def test_lake_sinks_outside_the_external_io_directory_are_refused(
     with pytest.raises(SQLError, match="outside the node's external I/O directory") as raised:
         db.sql(f"CREATE CHANGEFEED FOR t INTO '{uri}'")
     assert raised.value.code == "22023"
+    assert f"sink URI '{uri}'" in raised.value.message  # as written: delta:///...
     assert not outside.exists()
     job = db.sql(f"CREATE CHANGEFEED FOR t INTO 'delta://{inside}'").rows[0][0]
     assert isinstance(job, int)

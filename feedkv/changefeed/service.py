@@ -215,7 +215,12 @@ class Changefeeds:
             if statement.job_id is not None:
                 self._require_owner(session, snapshot, statement.job_id)
         elif not admin:
-            require_admin(session, snapshot, "manage changefeed jobs")
+            what = (
+                f"{statement.action.upper()} CLUSTER SETTING"
+                if isinstance(statement, st.ClusterSetting)
+                else "manage changefeed jobs"
+            )
+            require_admin(session, snapshot, what)
         if isinstance(statement, st.ShowChangefeedJobs):
             return self._show(statement, session, admin)
         if isinstance(statement, st.ShowCreateChangefeed):

@@ -83,6 +83,9 @@ def test_only_an_admin_changes_settings(db: DB) -> None:
     with pytest.raises(SQLError) as caught:
         db.session(user="viewer").execute("SET CLUSTER SETTING spark.master = 'local[1]'")
     assert caught.value.code == "42501"
+    assert caught.value.message == (
+        "user viewer does not have the admin role needed to SET CLUSTER SETTING"
+    )
     assert shown(db) == ""
 
 

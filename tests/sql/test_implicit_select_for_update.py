@@ -109,7 +109,8 @@ def test_deadlock_fails_one_transaction_and_the_other_commits(db: DB) -> None:
     assert len(_store(db).locks) == 0
 
 
-def test_concurrent_increments_of_hot_rows_lose_none(db: DB) -> None:
+def test_concurrent_increments_of_hot_rows_lose_none(any_db: DB) -> None:
+    db = any_db  # NB: over gRPC too, where the locking read's flag crosses the wire
     _table(db, rows=2)
     workers, rounds = 6, 10
     committed = [0] * workers
@@ -133,7 +134,8 @@ def test_concurrent_increments_of_hot_rows_lose_none(db: DB) -> None:
     assert total > 0
     # every committed transaction added one to each row, and no other did
     assert (_balance(db, 1), _balance(db, 2)) == (total, total)
-    assert len(_store(db).locks) == 0
+    if db.node is not None:
+        assert len(_store(db).locks) == 0
 
 
 def test_delete_locks_the_rows_it_deletes(db: DB) -> None:

@@ -22,7 +22,8 @@ Cost: a write checks the table only when it is not empty (one truth test per key
 transaction holds a lock). The holders are indexed by transaction, so a transaction's end
 releases its locks without a scan.
 
-Deadlocks among the waiters of one store are found by :class:`WaitForGraph`.
+Deadlocks among the waiters of one store are found by
+:class:`~feedkv.kv.wait_for.WaitForGraph`.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from feedkv.errors import FeedKVError
 from feedkv.storage.intent import TxnMeta
 from feedkv.util.keys import Span
 
-__all__ = ["LockConflictError", "LockTable", "WaitForGraph"]
+__all__ = ["LockConflictError", "LockTable"]
 
 MAX_LOCKS_PER_SCAN = 1000  # a locking read of more keys than this takes none (see scan)
 
@@ -202,41 +203,3 @@ class LockTable:
     def _wake(self) -> None:
         self.generation += 1
         self._cond.notify_all()
-
-
-class WaitForGraph:
-    """Which transaction each waiting transaction of one store waits for (a lock's holder,
-    the waiter ahead of it, or an intent's writer), to find deadlocks: in a cycle, the
-    member with the lowest ``(priority, id)`` is the victim, and only it gives up, so
-    exactly one transaction of the cycle fails. Thread-safe (one lock, held briefly)."""
-
-    def __init__(self) -> None:
-        self._edges: dict[bytes, tuple[bytes, int]] = {}  # waiter -> (blocker, priority)
-        self._mu = threading.Lock()
-
-    def waits(self, waiter: bytes, priority: int, blocker: bytes) -> None:
-        with self._mu:
-            self._edges[waiter] = (blocker, priority)
-
-    def done(self, waiter: bytes) -> None:
-        with self._mu:
-            self._edges.pop(waiter, None)
-
-    def is_victim(self, waiter: bytes) -> bool:
-        """Whether ``waiter`` is in a cycle of waits and is the one of it to give up."""
-        with self._mu:
-            edges = self._edges
-            if waiter not in edges:
-                return False
-            cycle = [waiter]
-            current = edges[waiter][0]
-            seen = {waiter}
-            while current != waiter:
-                step = edges.get(current)
-                if step is None or current in seen:
-                    return False  # a chain that ends, or a cycle waiter is only led into
-                seen.add(current)
-                cycle.append(current)
-                current = step[0]
-            victim = min(cycle, key=lambda txn: (edges[txn][1], txn))
-            return victim == waiter

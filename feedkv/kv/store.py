@@ -101,7 +101,7 @@ from feedkv.kv.command import (
     batch_spans,
     evaluate,
 )
-from feedkv.kv.lock_table import LockConflictError, LockTable, WaitForGraph
+from feedkv.kv.lock_table import LockConflictError, LockTable
 from feedkv.kv.observer import RangeEndReason, RangeObserver
 from feedkv.kv.range_descriptor import (
     META,
@@ -122,6 +122,7 @@ from feedkv.kv.replica_loop import ReplicaLoop, Send
 from feedkv.kv.replicated_command import Effects
 from feedkv.kv.tscache import TimestampCache
 from feedkv.kv.txn_record import TXN_RECORDS, TxnRecord, read_record
+from feedkv.kv.wait_for import WaitForGraph
 from feedkv.raft import RAFT_DB, ConfChange, ConfChangeType, ConfState, EngineRaftStorage
 from feedkv.raft import Config as RaftConfig
 from feedkv.storage import mvcc

@@ -1,4 +1,4 @@
-"""The lock table and the wait-for graph alone, then locking reads through a real store."""
+"""The lock table alone, then locking reads through a real store."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 import feedkv
 from feedkv.errors import TransactionRetryError
-from feedkv.kv.lock_table import LockConflictError, LockTable, WaitForGraph
+from feedkv.kv.lock_table import LockConflictError, LockTable
 from feedkv.kv.store import StoreConfig
 from feedkv.storage.intent import TxnMeta
 from feedkv.testing.waiting import wait_until
@@ -95,33 +95,6 @@ def test_break_lock_forgets_holder_and_queue() -> None:
     locks.check(b"k", C)
     assert locks.holder(b"j") == A
     assert locks.release(A) == 1
-
-
-def test_wait_for_graph_names_one_victim_per_cycle() -> None:
-    graph = WaitForGraph()
-    graph.waits(A, 5, B)
-    assert not graph.is_victim(A)  # a chain, not a cycle
-    graph.waits(B, 3, C)
-    graph.waits(C, 9, A)
-    assert [graph.is_victim(t) for t in (A, B, C)] == [False, True, False]
-    graph.done(B)
-    assert not any(graph.is_victim(t) for t in (A, B, C))
-
-
-def test_wait_for_graph_breaks_priority_ties_by_id() -> None:
-    graph = WaitForGraph()
-    graph.waits(A, 1, B)
-    graph.waits(B, 1, A)
-    assert graph.is_victim(A) and not graph.is_victim(B)
-
-
-def test_a_waiter_led_into_a_cycle_it_is_not_in_is_no_victim() -> None:
-    graph = WaitForGraph()
-    graph.waits(A, 0, B)
-    graph.waits(B, 5, C)
-    graph.waits(C, 5, B)
-    assert not graph.is_victim(A)
-    assert graph.is_victim(B) != graph.is_victim(C)
 
 
 @pytest.fixture

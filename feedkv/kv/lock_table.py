@@ -194,6 +194,24 @@ class LockTable:
                         del self._held[lock.holder.id]
             self._wake()
 
+    def clear(self, span: Span) -> int:
+        """Forget every lock and queue in ``span``, waking the waiters: the range there
+        left this store, or arrived (its lease) after an earlier stay whose locks were
+        never let go here. Returns how many keys were held or kept."""
+        with self._cond:
+            keys = [k for k in self._locks if span.start <= k < span.end]
+            for key in keys:
+                lock = self._locks.pop(key)
+                if lock.holder is not None:
+                    held = self._held.get(lock.holder.id)
+                    if held is not None:
+                        held.discard(key)
+                        if not held:
+                            del self._held[lock.holder.id]
+            if keys:
+                self._wake()
+            return len(keys)
+
     def wait(self, seen: int, timeout: float) -> None:
         """Block until the generation moves past ``seen`` or ``timeout`` seconds pass."""
         with self._cond:

@@ -795,6 +795,7 @@ class Store:
             desc = descriptor_by_id(snap, range_id)
             if desc is not None:
                 ctx.tscache.add_span(desc.span, ctx.clock.now(), None)
+                ctx.locks.clear(desc.span)  # NB: left from an earlier lease here
 
         self.engine.read_now(cover)
 
@@ -886,6 +887,11 @@ class Store:
     def _is_replicated(self, range_id: int) -> bool:
         return self.replicas is not None and self.replicas.has(range_id)
 
+    def _serves(self, range_id: int) -> bool:
+        """Whether this store still serves ``range_id`` (``0``: routed by key, taken as
+        yes): not moving away, and its lease if it is replicated."""
+        return not range_id or (range_id not in self._ctx.frozen and self._leads(range_id))
+
     def _leads(self, range_id: int) -> bool:
         """Whether this store serves ``range_id``: it holds it alone, or its lease."""
         loop = self.replicas
@@ -914,6 +920,9 @@ class Store:
             return desc, ctx.closed.forward(range_id, ctx.clock.now())
 
         def publish(frozen: tuple[RangeDescriptor, Timestamp]) -> None:
+            # NB: the range's locks stay behind when it moves: let them go (the waiters
+            # run again and learn where the range went)
+            ctx.locks.clear(frozen[0].span)
             for observer in self._observers.get(range_id, ()):
                 observer.on_closed(frozen[1])  # the feeds' last checkpoint here
 
@@ -1117,15 +1126,16 @@ class Store:
             while True:
                 seen = locks.generation
                 blocker = locks.blocker(key, txn_id)
-                if blocker is None:
-                    return
+                if blocker is None or not self._serves(batch.header.range_id):
+                    return  # NB: a range that left runs again, to say where it went
                 if txn is not None:
                     self._check_deadlock(txn, blocker)
                 if time.monotonic() - started > self.config.lock_wait_fallback_s:
                     log.warning(
-                        "waited %.1f s for the lock on %r held by txn %s: breaking it",
+                        "waited %.1f s for the lock on %r %s txn %s: breaking it",
                         time.monotonic() - started,
                         key,
+                        "held by" if locks.holder(key) == blocker else "kept for the waiter",
                         blocker.hex()[:8],
                     )
                     locks.break_lock(key)

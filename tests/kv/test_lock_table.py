@@ -97,6 +97,20 @@ def test_break_lock_forgets_holder_and_queue() -> None:
     assert locks.release(A) == 1
 
 
+def test_clear_forgets_a_span_and_wakes_its_waiters() -> None:
+    locks = LockTable()
+    locks.acquire([b"a", b"m"], meta(A))
+    locks.enqueue(b"m", B)
+    seen = locks.generation
+    assert locks.clear(Span(b"l", b"n")) == 1  # the range holding m left this store
+    assert locks.generation > seen
+    locks.check(b"m", C)
+    assert locks.waiters() == 0
+    assert locks.holder(b"a") == A
+    assert locks.release(A) == 1
+    assert len(locks) == 0
+
+
 @pytest.fixture
 def db(tmp_path: Path) -> Iterator[feedkv.DB]:
     database = feedkv.connect(tmp_path / "store", config=StoreConfig(sync=False, push_poll_s=0.01))

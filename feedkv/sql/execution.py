@@ -462,13 +462,30 @@ class Execution:
         the rows are read with locks, held until the transaction ends: a transaction
         that would write them meanwhile waits for this one instead of one of the two
         failing with 40001 (:mod:`feedkv.kv.lock_table`)."""
-        self._locking = self.session.variable("enable_implicit_select_for_update") == "on"
+        self._locking = self.locks_rows()
         try:
             matched = list(self.matching(desc, selection))
         finally:
             self._locking = False
         rows = sorted_rows(matched, order, self.context, env_of)
         return self.limited(rows, limit)
+
+    def row_for_update(
+        self, desc: TableDescriptor, key: Sequence[Any]
+    ) -> tuple[dict[int, Any], dict[bytes, bytes]] | None:
+        """The row of ``desc`` with primary key ``key`` (its values and KV pairs), read
+        with a lock as :meth:`chosen` reads (an UPSERT's or ON CONFLICT DO UPDATE's row);
+        ``None`` when there is no such row."""
+        self._locking = self.locks_rows()
+        try:
+            return next(iter(self.rows(desc, row_span(desc, list(key)))), None)
+        finally:
+            self._locking = False
+
+    def locks_rows(self) -> bool:
+        """Whether the rows a statement writes are read with locks (the session's
+        ``enable_implicit_select_for_update``)."""
+        return self.session.variable("enable_implicit_select_for_update") == "on"
 
     def limited(
         self, rows: list[Any], limit: exp.Expr | None, offset: exp.Expr | None = None

@@ -159,3 +159,29 @@ def test_delete_locks_the_rows_it_deletes(db: DB) -> None:
         waiter.join(timeout=60)
     assert not waiter.is_alive()
     assert db.sql("SELECT k FROM t").rows == [(2,)]
+
+
+def test_on_conflict_do_update_locks_the_row_it_updates(db: DB) -> None:
+    _table(db)
+    statement = "INSERT INTO t VALUES ($1, 1) ON CONFLICT (k) DO UPDATE SET v = t.v + excluded.v"
+    first, second = db.session(), db.session()
+    first.execute("BEGIN")
+    first.execute(statement, 1)
+    second.execute("BEGIN")
+    second.execute("SELECT v FROM t WHERE k = 2")
+
+    def upsert_second() -> None:
+        second.execute(statement, 1)
+        second.execute(statement, 3)  # no row: inserted, nothing to lock
+        second.execute("COMMIT")
+
+    waiter = threading.Thread(target=upsert_second)
+    waiter.start()
+    try:
+        _waiting(db, 1)
+        first.execute("COMMIT")
+    finally:
+        waiter.join(timeout=60)
+    assert not waiter.is_alive()
+    assert db.sql("SELECT k, v FROM t ORDER BY k").rows == [(1, 2), (2, 0), (3, 1)]
+    assert len(_store(db).locks) == 0

@@ -178,9 +178,23 @@ class Ingest:
 
 @dataclass(frozen=True, slots=True)
 class Scan:
+    """Read the live keys in ``span``.
+
+    ``lock``: a locking read, the row read of an UPDATE or DELETE (CockroachDB's implicit
+    SELECT FOR UPDATE). In a transaction, it takes an exclusive lock on each key it
+    returns in the range's lock table (:mod:`feedkv.kv.lock_table`), waiting in the
+    key's queue while another transaction holds it, and waits for (rather than reads
+    under) another transaction's intent at any timestamp. If a key read has a committed
+    version above the transaction's read timestamp, the locks are taken and the batch
+    fails with :class:`TransactionRetryError` (``RETRY_WRITE_TOO_OLD``) carrying that
+    version's timestamp: the coordinator refreshes its reads there and reads again,
+    holding the locks. Outside a transaction the flag does nothing.
+    """
+
     span: Span
     limit: int | None = None
     reverse: bool = False
+    lock: bool = False
 
 
 @dataclass(frozen=True, slots=True)

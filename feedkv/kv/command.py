@@ -81,6 +81,7 @@ from feedkv.kv.api import (
     Transaction,
 )
 from feedkv.kv.closed_timestamp import ClosedTimestamps
+from feedkv.kv.lock_table import MAX_LOCKS_PER_SCAN, LockTable
 from feedkv.kv.observer import RangeEndReason
 from feedkv.kv.range_descriptor import (
     RangeDescriptor,
@@ -178,6 +179,9 @@ class CommandContext:
     # Hands out the id of a split's new range (a replicated range's lease holder gives
     # one it took beforehand: the store's id counter must not travel in the Raft log)
     new_range_id: Callable[[ReadWriter], int] = next_range_id
+    # The store's locks (:mod:`feedkv.kv.lock_table`): locking reads take them, writes
+    # wait for them, a transaction's end lets go of them
+    locks: LockTable = field(default_factory=LockTable)
 
 
 def _request_span(request: Request, txn: Transaction | None) -> Span | None:
@@ -307,7 +311,9 @@ def evaluate(
         txn is not None
         and isinstance(last, EndTxn)
         and last.commit
-        and not last.lock_spans
+        # NB: a transaction that wrote no intent (sequence and epoch 0) may name spans it
+        # only locked: the commit lets go of those locks
+        and (not last.lock_spans or not (txn.seq or txn.epoch))
         and any(isinstance(r, _WRITES) for r in batch.requests)
     ):
         ev.begin_one_phase()
@@ -439,6 +445,8 @@ class _Evaluator:
         return GetResponse(kv.value, kv.ts) if kv is not None else GetResponse(None)
 
     def scan(self, req: Scan) -> ScanResponse:
+        if req.lock and self.txn is not None:
+            return self._locking_scan(req, self.txn)
         ts = self.read_ts
         result = mvcc.scan(
             self.rw, req.span, ts, txn=self._read_meta(), limit=req.limit, reverse=req.reverse
@@ -450,10 +458,43 @@ class _Evaluator:
             self.ctx.tscache.add_span(read, ts, self.txn_id)
         return ScanResponse(tuple(result.rows), result.resume_key)
 
+    def _locking_scan(self, req: Scan, txn: Transaction) -> ScanResponse:
+        """A locking read (see :class:`~feedkv.kv.api.Scan`): waits for other
+        transactions' locks and intents in the span, reads, locks the keys read, and
+        fails with ``RETRY_WRITE_TOO_OLD`` if one has a version above the read."""
+        locks = self.ctx.locks
+        locks.check_span(req.span, txn.id)
+        others = [i for i in mvcc.scan_intents(self.rw, req.span) if i.txn.id != txn.id]
+        if others:
+            raise WriteIntentError(others)
+        response = self.scan(replace(req, lock=False))
+        keys = [kv.key for kv in response.rows]
+        if not keys or len(keys) > MAX_LOCKS_PER_SCAN:
+            return response
+        locks.acquire(keys, txn.meta())
+        read: Span | None = req.span
+        if response.resume_key is not None:
+            read = _read_part(req.span, response.resume_key, req.reverse)
+        newest = mvcc.newest_version_ts(self.rw, read) if read is not None else None
+        if newest is not None and newest > txn.read_ts:
+            raise TransactionRetryError(
+                "RETRY_WRITE_TOO_OLD",
+                f"a key locked in {req.span} has a version at {newest}, above the "
+                f"read at {txn.read_ts}; refresh there and read again",
+                newest,
+            )
+        return response
+
+    def _check_locks(self, key: bytes) -> None:
+        locks = self.ctx.locks
+        if locks:
+            locks.check(key, self.txn_id)
+
     def _read_meta(self) -> TxnMeta | None:
         return self.txn.meta() if self.txn is not None else None
 
     def put(self, req: Put) -> PutResponse:
+        self._check_locks(req.key)
         floor = self.ctx.tscache.max_read(req.key, self.txn_id)
         self.applied.ops.extend(
             self._write(floor, lambda ts, meta: mvcc.put(self.rw, req.key, ts, req.value, txn=meta))
@@ -461,6 +502,7 @@ class _Evaluator:
         return PutResponse()
 
     def conditional_put(self, req: ConditionalPut) -> ConditionalPutResponse:
+        self._check_locks(req.key)
         floor = self.ctx.tscache.max_read(req.key, self.txn_id)
         self.applied.ops.extend(
             self._write(
@@ -473,6 +515,7 @@ class _Evaluator:
         return ConditionalPutResponse()
 
     def delete_range(self, req: DeleteRange) -> DeleteRangeResponse:
+        self.ctx.locks.check_span(req.span, self.txn_id)
         floor = self.ctx.tscache.max_read_span(req.span, self.txn_id)
         deleted: list[bytes] = []
 
@@ -488,6 +531,7 @@ class _Evaluator:
         """Committed values outside a transaction or in its one-phase commit; else the
         transaction's intents, laid down and later resolved in bulk
         (:func:`~feedkv.storage.mvcc.ingest_intents`)."""
+        self.ctx.locks.check_span(req.span, self.txn_id)
         floor = self.ctx.tscache.max_read_span(req.span, self.txn_id)
 
         def write(ts: Timestamp, meta: TxnMeta | None) -> list[LogicalOp]:
@@ -517,9 +561,11 @@ class _Evaluator:
         if self.one_phase:
             # The batch's writes already landed as committed values at ``self.ts``.
             self.txn = txn.with_write_ts(self.ts)
+            self._release_locks(self.txn, req.lock_spans, TxnStatus.COMMITTED)
             return EndTxnResponse(TxnStatus.COMMITTED, one_phase=True)
         record = read_record(self.rw, txn.key, txn.id)
         if record is not None and record.status is not TxnStatus.PENDING:
+            self.ctx.locks.release(txn.id)  # NB: it ended; its locks go whatever follows
             if record.status is TxnStatus.COMMITTED and req.commit:
                 return EndTxnResponse(TxnStatus.COMMITTED)
             if record.status is TxnStatus.ABORTED and not req.commit:
@@ -545,6 +591,7 @@ class _Evaluator:
                 )
         status = TxnStatus.COMMITTED if req.commit else TxnStatus.ABORTED
         if record is None and not req.lock_spans and not req.commit:
+            self.ctx.locks.release(txn.id)
             return EndTxnResponse(status)
         priority = record.priority if record is not None else txn.priority
         meta = txn.meta()
@@ -555,8 +602,22 @@ class _Evaluator:
                 self.applied.ops.extend(mvcc.resolve_intents(self.rw, local, meta, status))
             for remote in span.subtract(self.desc.span) if local is not None else [span]:
                 self.applied.resolve_later.append(ResolveIntent(remote, meta, status))
+        self.ctx.locks.release(txn.id)
         self.applied.finished_txns.append(txn.id)
         return EndTxnResponse(status)
+
+    def _release_locks(
+        self, txn: Transaction, lock_spans: tuple[Span, ...], status: TxnStatus
+    ) -> None:
+        """Let go of the locks of a transaction that wrote no intent: this store's at
+        once, the other ranges' through a resolve (which finds no intent there, and lets
+        go of the locks of the store serving the range)."""
+        self.ctx.locks.release(txn.id)
+        meta = None
+        for span in lock_spans:
+            for remote in span.subtract(self.desc.span):
+                meta = meta or txn.meta()
+                self.applied.resolve_later.append(ResolveIntent(remote, meta, status))
 
     def heartbeat_txn(self, req: HeartbeatTxn) -> HeartbeatTxnResponse:
         txn = self._txn(req)
@@ -604,6 +665,8 @@ class _Evaluator:
         return PushTxnResponse(record)
 
     def resolve_intent(self, req: ResolveIntent) -> ResolveIntentResponse:
+        if req.status is not TxnStatus.PENDING:
+            self.ctx.locks.release(req.txn.id, req.span)
         ops = mvcc.resolve_intents(self.rw, req.span, req.txn, req.status)
         self.applied.ops.extend(ops)
         return ResolveIntentResponse(len(ops))

@@ -21,6 +21,15 @@ the caller's thread, outside the commit thread:
 Priorities are random per transaction and ties go to the larger txn id, so in any cycle of
 waiters one transaction outranks the next and the cycle breaks: no deadlock.
 
+A batch that meets a lock (:mod:`feedkv.kv.lock_table`) joins the key's queue and waits
+until the key is free for it, then runs again. A locking read that meets an intent waits
+for its writer to finish (a ``TOUCH`` push) instead of aborting it by priority. Both kinds
+of waiter record whom they wait for in the store's :class:`WaitForGraph`; the lowest in
+priority of a cycle gives up with ``TransactionRetryError`` (``ABORT_REASON_DEADLOCK``),
+which frees the others. A wait longer than ``lock_wait_fallback_s`` (a holder gone, or a
+cycle across nodes) falls back to what a batch did before locks: it breaks the lock, or
+pushes the intent's writer by priority.
+
 Three side loops run per store: one closes every range's timestamp every
 ``closed_ts_interval_s`` (tells observers, and persists range size estimates), one
 resolves the intents of finished transactions that live outside the range of their
@@ -55,6 +64,7 @@ from feedkv.errors import (
     RangeRoutingError,
     RangeUnavailableError,
     TransactionAbortedError,
+    TransactionRetryError,
     WriteIntentError,
 )
 from feedkv.kv import range_move, replicated_merge
@@ -91,6 +101,7 @@ from feedkv.kv.command import (
     batch_spans,
     evaluate,
 )
+from feedkv.kv.lock_table import LockConflictError, LockTable
 from feedkv.kv.observer import RangeEndReason, RangeObserver
 from feedkv.kv.range_descriptor import (
     META,
@@ -111,6 +122,7 @@ from feedkv.kv.replica_loop import ReplicaLoop, Send
 from feedkv.kv.replicated_command import Effects
 from feedkv.kv.tscache import TimestampCache
 from feedkv.kv.txn_record import TXN_RECORDS, TxnRecord, read_record
+from feedkv.kv.wait_for import WaitForGraph
 from feedkv.raft import RAFT_DB, ConfChange, ConfChangeType, ConfState, EngineRaftStorage
 from feedkv.raft import Config as RaftConfig
 from feedkv.storage import mvcc
@@ -145,6 +157,9 @@ class StoreConfig:
     closed_ts_interval_s: float = 0.2
     txn_liveness_ns: int = 5_000_000_000  # a pending txn not heartbeated this long is expired
     push_poll_s: float = 0.05
+    # how long a waiter waits for a lock, or (a locking read) for an intent's writer,
+    # before it goes on as without locks: see the module docstring
+    lock_wait_fallback_s: float = 5.0
     sync: bool = True
     range_max_bytes: int = 64 << 20  # split a range past this size
     range_min_bytes: int = 16 << 20  # merge neighbours that are both below this size
@@ -361,7 +376,9 @@ class Store:
             tscache=TimestampCache(opened_at),
             closed=ClosedTimestamps(self.config.closed_ts_target_ns, opened_at),
             txn_liveness_ns=self.config.txn_liveness_ns,
+            locks=LockTable(),
         )
+        self._wait_for = WaitForGraph()
         self._observers: dict[int, list[RangeObserver]] = {}
         self._sizes = RangeSizes()
         with self.engine.snapshot() as snap:
@@ -390,6 +407,11 @@ class Store:
 
     # The public surface.
 
+    @property
+    def locks(self) -> LockTable:
+        """The store's lock table (:mod:`feedkv.kv.lock_table`), to look at."""
+        return self._ctx.locks
+
     def send(self, batch: BatchRequest) -> BatchResponse:
         """Apply ``batch`` as one command of its range; blocks until it is durable."""
         return self.finish(batch, self.start(batch))
@@ -416,25 +438,36 @@ class Store:
     def settled(attempt: Completion[Applied]) -> bool:
         """Whether ``attempt`` has completed with nothing left to do: no conflicting
         intent to push and no timestamp to move, so :meth:`finish` will not block."""
-        return attempt.done() and not isinstance(attempt.exception(), WriteIntentError | PushBatch)
+        return attempt.done() and not isinstance(
+            attempt.exception(), WriteIntentError | PushBatch | LockConflictError
+        )
 
     def finish(self, batch: BatchRequest, attempt: Completion[Applied]) -> BatchResponse:
         """Wait for ``attempt`` (from :meth:`start`); resolve the conflicts it met and run
         the batch again until it applies. Raises the batch's error."""
-        while True:
-            try:
-                return attempt.result().response
-            except WriteIntentError as exc:
-                batch = self._pin_timestamp(batch)
-                self._handle_conflicts(batch, exc.intents)
-            except PushBatch as exc:
-                at = max(exc.ts, self.clock.now())
-                batch = replace(batch, header=replace(batch.header, timestamp=at))
-            finally:
-                # NB: an error leaving this frame holds it in its traceback, and
-                # ``attempt`` holds that error: a cycle only the cyclic GC could free.
-                del attempt
-            attempt = self._attempt(batch)
+        queued: list[bytes] = []  # keys whose queues the batch's transaction joined
+        try:
+            while True:
+                try:
+                    return attempt.result().response
+                except WriteIntentError as exc:
+                    batch = self._pin_timestamp(batch)
+                    self._handle_conflicts(batch, exc.intents)
+                except PushBatch as exc:
+                    at = max(exc.ts, self.clock.now())
+                    batch = replace(batch, header=replace(batch.header, timestamp=at))
+                except LockConflictError as exc:
+                    self._wait_for_lock(batch, exc.key, queued)
+                finally:
+                    # NB: an error leaving this frame holds it in its traceback, and
+                    # ``attempt`` holds that error: a cycle only the cyclic GC could free.
+                    del attempt
+                attempt = self._attempt(batch)
+        finally:
+            txn = batch.header.txn
+            if queued and txn is not None:
+                for key in queued:
+                    self._ctx.locks.dequeue(key, txn.id)
 
     def descriptors(self) -> list[RangeDescriptor]:
         with self.engine.snapshot() as snap:
@@ -762,6 +795,7 @@ class Store:
             desc = descriptor_by_id(snap, range_id)
             if desc is not None:
                 ctx.tscache.add_span(desc.span, ctx.clock.now(), None)
+                ctx.locks.clear(desc.span)  # NB: left from an earlier lease here
 
         self.engine.read_now(cover)
 
@@ -853,6 +887,11 @@ class Store:
     def _is_replicated(self, range_id: int) -> bool:
         return self.replicas is not None and self.replicas.has(range_id)
 
+    def _serves(self, range_id: int) -> bool:
+        """Whether this store still serves ``range_id`` (``0``: routed by key, taken as
+        yes): not moving away, and its lease if it is replicated."""
+        return not range_id or (range_id not in self._ctx.frozen and self._leads(range_id))
+
     def _leads(self, range_id: int) -> bool:
         """Whether this store serves ``range_id``: it holds it alone, or its lease."""
         loop = self.replicas
@@ -881,6 +920,9 @@ class Store:
             return desc, ctx.closed.forward(range_id, ctx.clock.now())
 
         def publish(frozen: tuple[RangeDescriptor, Timestamp]) -> None:
+            # NB: the range's locks stay behind when it moves: let them go (the waiters
+            # run again and learn where the range went)
+            ctx.locks.clear(frozen[0].span)
             for observer in self._observers.get(range_id, ()):
                 observer.on_closed(frozen[1])  # the feeds' last checkpoint here
 
@@ -1069,10 +1111,62 @@ class Store:
             return replace(batch, header=replace(header, timestamp=self.clock.now()))
         return batch
 
+    def _wait_for_lock(self, batch: BatchRequest, key: bytes, queued: list[bytes]) -> None:
+        """Wait in ``key``'s queue until the batch may go (see the module docstring);
+        ``queued``: the keys whose queues the batch's transaction is in (the caller takes
+        it out of them when the batch is done)."""
+        locks = self._ctx.locks
+        txn = batch.header.txn
+        txn_id = txn.id if txn is not None else None
+        if txn is not None and key not in queued:
+            locks.enqueue(key, txn.id)
+            queued.append(key)
+        watched, since = None, time.monotonic()  # the blocker, and since when it is
+        try:
+            while True:
+                seen = locks.generation
+                blocker = locks.blocker(key, txn_id)
+                if blocker is None or not self._serves(batch.header.range_id):
+                    return  # NB: a range that left runs again, to say where it went
+                if txn is not None:
+                    self._check_deadlock(txn, blocker)
+                if blocker != watched:
+                    # NB: the fallback is for a blocker that does not move on, not for a
+                    # long queue of quick ones (32 clients on one hot row under load)
+                    watched, since = blocker, time.monotonic()
+                elif time.monotonic() - since > self.config.lock_wait_fallback_s:
+                    log.warning(
+                        "waited %.1f s for the lock on %r %s txn %s: breaking it",
+                        time.monotonic() - since,
+                        key,
+                        "held by" if locks.holder(key) == blocker else "kept for the waiter",
+                        blocker.hex()[:8],
+                    )
+                    locks.break_lock(key)
+                    return
+                if self._stopping.is_set():
+                    raise NodeUnavailableError("the node is shutting down")
+                locks.wait(seen, self.config.push_poll_s)
+        finally:
+            if txn is not None:
+                self._wait_for.done(txn.id)
+
+    def _check_deadlock(self, txn: Transaction, blocker: bytes) -> None:
+        """Record that ``txn`` waits for ``blocker``; raise if that closes a cycle of
+        waits of which ``txn`` is the victim."""
+        self._wait_for.waits(txn.id, txn.priority, blocker)
+        if self._wait_for.is_victim(txn.id):
+            raise TransactionRetryError(
+                "ABORT_REASON_DEADLOCK",
+                f"txn {txn.id.hex()[:8]} waits for txn {blocker.hex()[:8]} in a cycle of "
+                "waits (a deadlock) and gave up for the others; start it again",
+            )
+
     def _handle_conflicts(self, batch: BatchRequest, intents: list[Intent]) -> None:
         header = batch.header
         txn = header.txn
         writing = any(isinstance(r, _WRITES) for r in batch.requests)
+        locking = txn is not None and any(isinstance(r, Scan) and r.lock for r in batch.requests)
         read_ts = txn.read_ts if txn is not None else header.timestamp
         if read_ts is None:
             raise InvariantViolation("conflicts are handled after the batch's timestamp is fixed")
@@ -1082,7 +1176,11 @@ class Store:
         resolves: list[ResolveIntent] = []
         for group in by_txn.values():
             pushee = max((i.txn for i in group), key=lambda m: m.write_ts)
-            push_type = PushType.ABORT if writing else PushType.TIMESTAMP
+            # NB: a locking read waits for the writer (it would only queue behind it for
+            # the lock the intent stands for), not abort it by priority
+            push_type = (
+                PushType.TOUCH if locking else PushType.ABORT if writing else PushType.TIMESTAMP
+            )
             record = self._push(pushee, push_type, read_ts.next(), txn)
             meta = record.meta if record.status is not TxnStatus.ABORTED else pushee
             if len(group) >= mvcc.BULK_RESOLVE:
@@ -1103,22 +1201,31 @@ class Store:
         request = PushTxn(pushee, push_type, push_to, priority, pusher.id if pusher else None)
         waited_since = time.monotonic()
         warned = False
-        while True:
-            seen = self._waiters.generation
-            try:
-                return self.push(request).record
-            except PushFailedError as exc:
-                if not warned and time.monotonic() - waited_since > SLOW_PUSH_S:
-                    warned = True
-                    log.warning(
-                        "slow push: waited %.1f s for txn %s blocking %s (%s)",
-                        time.monotonic() - waited_since,
-                        pushee.id.hex()[:8],
-                        pusher.id.hex()[:8] if pusher is not None else "a request",
-                        exc,
-                    )
-            self._check_still_pending(pusher)
-            self._waiters.wait(seen, self.config.push_poll_s)
+        try:
+            while True:
+                seen = self._waiters.generation
+                try:
+                    return self.push(request).record
+                except PushFailedError as exc:
+                    waited = time.monotonic() - waited_since
+                    if not warned and waited > SLOW_PUSH_S:
+                        warned = True
+                        log.warning(
+                            "slow push: waited %.1f s for txn %s blocking %s (%s)",
+                            waited,
+                            pushee.id.hex()[:8],
+                            pusher.id.hex()[:8] if pusher is not None else "a request",
+                            exc,
+                        )
+                    if request.push_type is PushType.TOUCH and pusher is not None:
+                        self._check_deadlock(pusher, pushee.id)
+                        if waited > self.config.lock_wait_fallback_s:
+                            request = replace(request, push_type=PushType.ABORT)
+                self._check_still_pending(pusher)
+                self._waiters.wait(seen, self.config.push_poll_s)
+        finally:
+            if push_type is PushType.TOUCH and pusher is not None:
+                self._wait_for.done(pusher.id)
 
     def push(self, request: PushTxn) -> PushTxnResponse:
         """Push at the pushee's record, here or (in a cluster) on the node holding it;

@@ -31,6 +31,16 @@ spans stay to be refreshed, as CockroachDB keeps them. Intents sent at once
 (:meth:`Txn.put_now`, schema changes) cannot be taken back this way, so rolling back past
 one is refused, as CockroachDB refuses ROLLBACK TO SAVEPOINT after DDL.
 
+Locking reads: :meth:`Txn.scan` with ``lock`` (an UPDATE's or DELETE's row read) takes an
+exclusive lock on each key it reads, in the lock table of the store serving the range
+(:mod:`feedkv.kv.lock_table`); another transaction that would lock or write the key
+waits in the key's queue until this one ends, instead of one of the two failing its
+refresh later. If a key read was written above the transaction's read timestamp, the
+range answers ``RETRY_WRITE_TOO_OLD`` with the locks taken; the coordinator refreshes
+its reads to that version and reads again (it holds the key now, so that read is the
+latest). The spans it locked go with ``EndTxn`` (a one-phase commit's too), which lets
+go of the locks; a rollback sends them as well.
+
 Serializability: whenever the write timestamp ends above the read timestamp (a newer
 version, a later read, the closed timestamp or a pusher moved it), the coordinator
 *refreshes*: it asks each read span whether anything changed between the two timestamps.
@@ -179,6 +189,7 @@ class Txn:
         self._bulk: tuple[list[bytes], list[bytes]] | None = None
         self._reads: list[Span] = []
         self._locked: list[Span] = []
+        self._lock_reads: list[Span] = []  # spans read with locks (see scan's ``lock``)
         self._savepoints = 0  # held; while any is, writes are journaled
         self._journal: list[_Undo] = []
         self._heartbeat_thread: TxnHeartbeat | None = None
@@ -212,15 +223,26 @@ class Txn:
         return result.value if isinstance(result, GetResponse) else None
 
     def scan(
-        self, start: bytes, end: bytes, *, limit: int | None = None, reverse: bool = False
+        self,
+        start: bytes,
+        end: bytes,
+        *,
+        limit: int | None = None,
+        reverse: bool = False,
+        lock: bool = False,
     ) -> list[KeyValue]:
-        """Live keys in ``[start, end)`` with this transaction's own writes applied."""
+        """Live keys in ``[start, end)`` with this transaction's own writes applied.
+        ``lock``: lock the keys read until the transaction ends (see the module
+        docstring); may wait for another transaction holding one."""
         self._check_open()
         span = Span(start, end)
         if limit is not None and limit < 0:
             raise InvalidArgumentError(f"scan limit must be >= 0, got {limit}")
         own = {k: v for k, v in self._writes.items() if span.contains_key(k)}
-        rows = self._scan(span, None if own else limit, reverse)
+        if lock:
+            rows = self._locking_scan(span, None if own else limit, reverse)
+        else:
+            rows = self._scan(span, None if own else limit, reverse)
         if own:
             merged = {kv.key: kv for kv in rows}
             for key, value in own.items():
@@ -233,12 +255,25 @@ class Txn:
                 rows = rows[:limit]
         return rows
 
-    def _scan(self, span: Span, limit: int | None, reverse: bool) -> list[KeyValue]:
+    def _scan(
+        self, span: Span, limit: int | None, reverse: bool, *, lock: bool = False
+    ) -> list[KeyValue]:
         rows, read = self._router.scan(
-            span, self._header, limit=limit, reverse=reverse, on_response=self._adopt
+            span, self._header, limit=limit, reverse=reverse, on_response=self._adopt, lock=lock
         )
         self._reads.extend(read)
         return rows
+
+    def _locking_scan(self, span: Span, limit: int | None, reverse: bool) -> list[KeyValue]:
+        # NB: counted as locked before it is sent: a scan that fails may have taken locks
+        self._lock_reads.append(span)
+        while True:
+            try:
+                return self._scan(span, limit, reverse, lock=True)
+            except TransactionRetryError as exc:
+                if exc.reason != "RETRY_WRITE_TOO_OLD" or exc.ts is None:
+                    raise
+                self._refresh(max(exc.ts, self._txn.write_ts))
 
     # Writes (buffered until commit).
 
@@ -471,6 +506,9 @@ class Txn:
                         "RETRY_COMMIT_DEADLINE_EXCEEDED",
                         f"the reads at {ts} are at or past the deadline {deadline}",
                     )
+                # NB: it wrote nothing, so ending it either way is the same: an abort
+                # lets go of the locks it took
+                self._end_quietly()
         except BaseException:
             self._rollback_quietly()
             raise
@@ -488,11 +526,19 @@ class Txn:
         self.state = TxnState.ROLLED_BACK
         self._metrics.aborts.inc()
         self._stop_heartbeat()
-        if not self._locked:
+        self._end_quietly()
+
+    def _end_quietly(self) -> None:
+        """Abort: remove the intents sent and let go of the locks taken, if any."""
+        if not self._locked and not self._lock_reads:
             return
-        # If this fails, the record expires and pushers clean up the intents.
+        spans = tuple(merge_spans(self._locked + self._lock_reads))
+        if not self._txn.key:
+            self._txn = self._txn.anchored_at(spans[0].start)
+        # If this fails, the record expires and pushers clean up the intents (and
+        # waiters break the locks: see feedkv.kv.lock_table).
         with contextlib.suppress(FeedKVError):
-            self._send_key(self._txn.key, (EndTxn(False, tuple(merge_spans(self._locked))),))
+            self._send_key(self._txn.key, (EndTxn(False, spans),))
 
     def _puts(self) -> list[Put | ConditionalPut]:
         """The buffered writes as requests, with their checks."""
@@ -592,7 +638,7 @@ class Txn:
         self._txn = self._txn.anchored_at(key)
         for _attempt in range(ONE_PHASE_ATTEMPTS):
             try:
-                end = EndTxn(True, deadline=self.deadline)
+                end = EndTxn(True, tuple(merge_spans(self._lock_reads)), self.deadline)
                 # NB: not _send_key: the transaction ends here, so nothing in the
                 # response needs adopting but its commit timestamp.
                 response = self._router.send_key(key, self._header(), (*requests, end), span=span)
@@ -766,7 +812,7 @@ class Txn:
         """End a transaction whose writes are all sent as intents: commit its record
         (refreshing its reads first if its write timestamp moved)."""
         self._start_heartbeat()  # NB: idempotent; the record's range had no writes
-        lock_spans = tuple(merge_spans(self._locked))
+        lock_spans = tuple(merge_spans(self._locked + self._lock_reads))
         while True:
             if self._txn.write_ts != self._txn.read_ts:
                 self._refresh(self._txn.write_ts)

@@ -240,6 +240,8 @@ def _encode_request(req: api.Request, out: pb.RequestUnion) -> None:
         if req.limit is not None:
             out.scan.limit = req.limit
         out.scan.reverse = req.reverse
+        if req.lock:
+            out.scan.lock = True
     elif isinstance(req, api.EndTxn):
         out.end_txn.commit = req.commit
         for span in req.lock_spans:
@@ -303,7 +305,7 @@ _REQUEST_DECODERS: dict[str, Callable[[Any], api.Request]] = {
     "delete_range": lambda m: api.DeleteRange(span_from_proto(m.span)),
     "ingest": lambda m: api.Ingest(span_from_proto(m.span), tuple(m.keys), tuple(m.values)),
     "scan": lambda m: api.Scan(
-        span_from_proto(m.span), m.limit if m.HasField("limit") else None, m.reverse
+        span_from_proto(m.span), m.limit if m.HasField("limit") else None, m.reverse, m.lock
     ),
     "end_txn": lambda m: api.EndTxn(
         m.commit,

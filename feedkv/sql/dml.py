@@ -142,11 +142,23 @@ def insert(ex: Execution, s: st.Insert) -> Result:
             and _insert_blind(ex, desc, row, kvs, generated=generated)
         ):
             final = row
+        elif (
+            (s.on_conflict == "update" or s.upsert)
+            and plan.conflict_index is None
+            and ex.locks_rows()
+        ):
+            # NB: the row this one would update, read with a lock as UPDATE reads its
+            # rows: another writer of it waits for this transaction (no row, no lock)
+            found = ex.row_for_update(desc, [row[i] for i in desc.primary_key])
+            if found is None:
+                _insert_row(txn, ex, desc, kvs, row)
+                final = row
+            else:
+                final = _conflict_update(ex, desc, plan, *found, row, assigned, touched)
+                if final is None:
+                    continue
         elif txn.get(first_key) is None:
-            for key, encoded in kvs.items():
-                if encoded is not None:
-                    txn.put(key, encoded)
-            row_written(ex, desc, None, row)
+            _insert_row(txn, ex, desc, kvs, row)
             final = row
         elif (s.on_conflict is None and not s.upsert) or plan.conflict_index is not None:
             raise duplicate_key(desc, row)  # NB: ON CONFLICT (u) lets only u's clash pass
@@ -174,6 +186,20 @@ def _insert_privileges(s: st.Insert) -> tuple[str, ...]:
     if s.on_conflict == "update" or s.upsert:
         needed.append("UPDATE")
     return tuple(needed)
+
+
+def _insert_row(
+    txn: Txn,
+    ex: Execution,
+    desc: TableDescriptor,
+    kvs: dict[bytes, bytes | None],
+    row: dict[int, Any],
+) -> None:
+    """Write the new ``row`` (its key read and found free)."""
+    for key, encoded in kvs.items():
+        if encoded is not None:
+            txn.put(key, encoded)
+    row_written(ex, desc, None, row)
 
 
 def _conflict_update(

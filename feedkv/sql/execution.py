@@ -154,6 +154,8 @@ class Execution:
         self.adding: set[int] = set()
         self.leases: list[Lease] = []  # held until the transaction ends
         self.leasing = False
+        # whether the rows read now are to be written: read with locks (see chosen)
+        self._locking = False
         self.ctes: dict[str, Relation] = {}  # the rows of the CTEs in scope, by name
         # The scopes of the queries around the subquery being planned, innermost last.
         self.outer_scopes: list[Scope] = []
@@ -364,8 +366,12 @@ class Execution:
         writes reads to the span's end whatever the limit (it merges them in first)."""
         source, check = self.read_source, self.session.interrupt.check
         start, page = span.start, _FIRST_PAGE
+        txn = self.txn if self._locking and source is self.txn else None
         while True:
-            kvs = source.scan(start, span.end, limit=page)
+            if txn is not None:
+                kvs = txn.scan(start, span.end, limit=page, lock=True)
+            else:
+                kvs = source.scan(start, span.end, limit=page)
             yield from kvs
             if len(kvs) < page:
                 return
@@ -461,9 +467,36 @@ class Execution:
         limit: exp.Expr | None,
     ) -> list[tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]]:
         """The rows an UPDATE or DELETE writes, in the order it writes them: all that
-        ``selection`` matches, in ``order`` (else the primary key's), up to ``limit``."""
-        rows = sorted_rows(list(self.matching(desc, selection)), order, self.context, env_of)
+        ``selection`` matches, in ``order`` (else the primary key's), up to ``limit``.
+
+        With ``enable_implicit_select_for_update`` on (the default, as in CockroachDB),
+        the rows are read with locks, held until the transaction ends: a transaction
+        that would write them meanwhile waits for this one instead of one of the two
+        failing with 40001 (:mod:`feedkv.kv.lock_table`)."""
+        self._locking = self.locks_rows()
+        try:
+            matched = list(self.matching(desc, selection))
+        finally:
+            self._locking = False
+        rows = sorted_rows(matched, order, self.context, env_of)
         return self.limited(rows, limit)
+
+    def row_for_update(
+        self, desc: TableDescriptor, key: Sequence[Any]
+    ) -> tuple[dict[int, Any], dict[bytes, bytes]] | None:
+        """The row of ``desc`` with primary key ``key`` (its values and KV pairs), read
+        with a lock as :meth:`chosen` reads (an UPSERT's or ON CONFLICT DO UPDATE's row);
+        ``None`` when there is no such row."""
+        self._locking = self.locks_rows()
+        try:
+            return next(iter(self.rows(desc, row_span(desc, list(key)))), None)
+        finally:
+            self._locking = False
+
+    def locks_rows(self) -> bool:
+        """Whether the rows a statement writes are read with locks (the session's
+        ``enable_implicit_select_for_update``)."""
+        return self.session.variable("enable_implicit_select_for_update") == "on"
 
     def limited(
         self, rows: list[Any], limit: exp.Expr | None, offset: exp.Expr | None = None

@@ -84,6 +84,8 @@ VARIABLES: dict[str, Variable] = {
     "datestyle": Variable("ISO, MDY", _one_of("ISO", "ISO, MDY", canonical="ISO, MDY")),
     "default_transaction_isolation": Variable("serializable", _isolation),
     "default_transaction_read_only": Variable("off", _on_off),
+    # an UPDATE's or DELETE's row read locks the rows it will write (feedkv.kv.lock_table)
+    "enable_implicit_select_for_update": Variable("on", _on_off),
     "extra_float_digits": Variable("0", _float_digits),
     "integer_datetimes": Variable("on", _read_only, read_only=True),
     "intervalstyle": Variable("postgres", _one_of("postgres")),

@@ -84,6 +84,7 @@ __all__ = [
     "check_value",
     "delete_range",
     "first_change",
+    "newest_version_ts",
     "get",
     "ingest",
     "ingest_intents",
@@ -241,6 +242,19 @@ def first_change(
             if found is not None and found[0] > lo:
                 return key
     return None
+
+
+def newest_version_ts(reader: Reader, span: Span) -> Timestamp | None:
+    """The timestamp of the newest committed version of any key in ``span`` (a tombstone
+    counts); ``None`` if no key there has one. A locking read above it read the latest."""
+    newest: Timestamp | None = None
+    for _key, _escaped, item in _version_keys(reader, span, reverse=False):
+        if item is None:
+            continue
+        ts = decode_version_key(item[0])[1]
+        if newest is None or ts > newest:
+            newest = ts
+    return newest
 
 
 def scan_intents(reader: Reader, span: Span, max_ts: Timestamp | None = None) -> list[Intent]:

@@ -93,3 +93,18 @@ def test_an_ingest_and_its_response_cross_the_wire_unchanged() -> None:
     data = batch_request_to_proto(batch).SerializeToString()
     assert batch_request_from_proto(pb.BatchRequest.FromString(data)) == batch
     assert round_trip(api.IngestResponse(3)) == api.IngestResponse(3)
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        api.Scan(Span(b"a", b"d")),
+        api.Scan(Span(b"a", b"d"), 5, True),
+        api.Scan(Span(b"a", b"d"), None, False, lock=True),
+    ],
+    ids=["plain", "limited and reversed", "locking"],
+)
+def test_a_scan_crosses_the_wire_with_its_options(request_: api.Scan) -> None:
+    batch = api.BatchRequest(api.Header(), (request_,))
+    data = batch_request_to_proto(batch).SerializeToString()
+    assert batch_request_from_proto(pb.BatchRequest.FromString(data)).requests == (request_,)

@@ -1,0 +1,178 @@
+"""The lock table alone, then locking reads through a real store."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import feedkv
+from feedkv.errors import TransactionRetryError
+from feedkv.kv.lock_table import LockConflictError, LockTable
+from feedkv.kv.store import StoreConfig
+from feedkv.storage.intent import TxnMeta
+from feedkv.testing.waiting import wait_until
+from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import Span
+
+A, B, C = b"a" * 16, b"b" * 16, b"c" * 16
+
+
+def meta(txn_id: bytes) -> TxnMeta:
+    return TxnMeta(txn_id, b"anchor", 0, Timestamp(1, 0))
+
+
+def test_a_held_key_refuses_others_and_lets_its_holder_in() -> None:
+    locks = LockTable()
+    assert not locks
+    locks.acquire([b"k"], meta(A))
+    locks.check(b"k", A)
+    with pytest.raises(LockConflictError) as caught:
+        locks.check(b"k", B)
+    assert caught.value.holder == A
+    with pytest.raises(LockConflictError):
+        locks.check(b"k", None)  # a batch outside a transaction waits too
+    with pytest.raises(LockConflictError):
+        locks.acquire([b"j", b"k"], meta(B))
+    assert locks.holder(b"j") is None  # all or none
+
+
+def test_release_keeps_the_key_for_the_first_waiter() -> None:
+    locks = LockTable()
+    locks.acquire([b"k"], meta(A))
+    locks.enqueue(b"k", B)
+    locks.enqueue(b"k", C)
+    assert locks.waiters() == 2
+    seen = locks.generation
+    assert locks.release(A) == 1
+    assert locks.generation > seen
+    assert locks.blocker(b"k", C) == B  # kept for B, who came first
+    assert locks.blocker(b"k", B) is None
+    locks.check(b"k", None)  # a batch outside a transaction holds nothing: it may go
+    locks.acquire([b"k"], meta(B))
+    assert locks.holder(b"k") == B
+    assert locks.waiters() == 1
+    locks.dequeue(b"k", C)
+    locks.release(B)
+    assert len(locks) == 0
+
+
+def test_a_waiter_that_leaves_frees_the_key_it_was_kept_for() -> None:
+    locks = LockTable()
+    locks.acquire([b"k"], meta(A))
+    locks.enqueue(b"k", B)
+    locks.release(A)
+    locks.dequeue(b"k", B)
+    assert len(locks) == 0
+    locks.check(b"k", C)
+
+
+def test_release_in_a_span_keeps_the_other_locks() -> None:
+    locks = LockTable()
+    locks.acquire([b"a", b"m", b"z"], meta(A))
+    assert locks.release(A, Span(b"l", b"n")) == 1
+    assert [locks.holder(k) for k in (b"a", b"m", b"z")] == [A, None, A]
+    assert locks.release(A) == 2
+    assert locks.release(A) == 0
+    assert len(locks) == 0
+
+
+def test_check_span_finds_a_locked_key_inside() -> None:
+    locks = LockTable()
+    locks.acquire([b"m"], meta(A))
+    locks.check_span(Span(b"a", b"l"), B)
+    with pytest.raises(LockConflictError):
+        locks.check_span(Span(b"a", b"n"), B)
+
+
+def test_break_lock_forgets_holder_and_queue() -> None:
+    locks = LockTable()
+    locks.acquire([b"k", b"j"], meta(A))
+    locks.enqueue(b"k", B)
+    locks.break_lock(b"k")
+    locks.check(b"k", C)
+    assert locks.holder(b"j") == A
+    assert locks.release(A) == 1
+
+
+def test_clear_forgets_a_span_and_wakes_its_waiters() -> None:
+    locks = LockTable()
+    locks.acquire([b"a", b"m"], meta(A))
+    locks.enqueue(b"m", B)
+    seen = locks.generation
+    assert locks.clear(Span(b"l", b"n")) == 1  # the range holding m left this store
+    assert locks.generation > seen
+    locks.check(b"m", C)
+    assert locks.waiters() == 0
+    assert locks.holder(b"a") == A
+    assert locks.release(A) == 1
+    assert len(locks) == 0
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[feedkv.DB]:
+    database = feedkv.connect(tmp_path / "store", config=StoreConfig(sync=False, push_poll_s=0.01))
+    yield database
+    database.close()
+
+
+def _locks(db: feedkv.DB) -> LockTable:
+    assert db.node is not None
+    return db.node.store.locks
+
+
+def test_locking_scan_makes_a_second_writer_wait_then_see_the_first(db: feedkv.DB) -> None:
+    db.put(b"row", b"0")
+    first = db.transaction()
+    assert [kv.value for kv in first.scan(b"row", b"rox", lock=True)] == [b"0"]
+    assert _locks(db).holder(b"row") == first.id
+    second = db.transaction()
+    second.get(b"other")  # its read timestamp is below the first's commit
+    done = threading.Event()
+    read: list[bytes] = []
+
+    def lock_second() -> None:
+        read.extend(kv.value for kv in second.scan(b"row", b"rox", lock=True))
+        second.put(b"row", read[0] + b"+2")
+        second.commit()
+        done.set()
+
+    waiter = threading.Thread(target=lock_second)
+    waiter.start()
+    try:
+        wait_until(lambda: _locks(db).waiters() == 1, what="the second to queue")
+        assert not done.is_set()
+        first.put(b"row", b"1")
+        first.commit()
+    finally:
+        waiter.join(timeout=60)
+    assert done.is_set()
+    assert read == [b"1"]  # refreshed above the first's commit and read again
+    assert db.get(b"row") == b"1+2"
+    assert len(_locks(db)) == 0
+
+
+def test_locking_scan_refreshes_other_reads_or_fails(db: feedkv.DB) -> None:
+    db.put(b"row", b"0")
+    db.put(b"seen", b"0")
+    txn = db.transaction()
+    txn.get(b"seen")
+    db.put(b"seen", b"1")  # what txn read changes, then the row it locks
+    db.put(b"row", b"1")  # the locking read must move up to it: the refresh fails
+    with pytest.raises(TransactionRetryError):
+        txn.scan(b"row", b"rox", lock=True)
+    txn.rollback()
+    assert len(_locks(db)) == 0
+
+
+def test_rollback_lets_go_of_the_locks(db: feedkv.DB) -> None:
+    db.put(b"row", b"0")
+    txn = db.transaction()
+    txn.scan(b"row", b"rox", lock=True)
+    assert len(_locks(db)) == 1
+    txn.rollback()
+    assert len(_locks(db)) == 0
+    db.put(b"row", b"1")  # nothing holds it: a plain write goes through
+    assert db.get(b"row") == b"1"

@@ -41,6 +41,7 @@ from feedkv.sql.enums import EnumValue
 from feedkv.sql.interval import Interval
 from feedkv.sql.jsonb import JSON_NULL
 from feedkv.sql.types import (
+    DECIMAL_NAN,
     DECIMAL_QUOTIENT,
     EPOCH_DATE,
     EXACT_DECIMAL,
@@ -53,6 +54,7 @@ from feedkv.sql.types import (
     coerce,
     float_text,
     format_value,
+    is_nan,
     kind_of_value,
     type_of_value,
 )
@@ -795,6 +797,18 @@ class _Compiler:
                 return (_truth(inner(row, ctx)) is wanted) != negate
 
             return is_bool
+        if isinstance(target, exp.Column) and not target.table and _is_nan_word(target.this):
+            # CockroachDB's x IS [NOT] NAN: x = 'NaN' (x <> 'NaN'), so NULL for NULL
+
+            def is_nan(row: Env, ctx: Context) -> Any:
+                value = inner(row, ctx)
+                if value is None:
+                    return None
+                if not isinstance(value, float | decimal.Decimal):
+                    raise _incomparable("=", value, "NaN")
+                return _is_nan(value) != negate
+
+            return is_nan
         raise SQLError("0A000", f"unsupported IS expression: {_shown(node)}")
 
     def in_(self, node: exp.In) -> Compiled:
@@ -1865,8 +1879,15 @@ def _checked(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
     return compare
 
 
-def _is_nan(value: object) -> bool:
-    return isinstance(value, float) and value != value
+_is_nan = is_nan
+
+
+def _is_nan_word(identifier: exp.Expr) -> bool:
+    return (
+        isinstance(identifier, exp.Identifier)
+        and not identifier.quoted
+        and identifier.name.upper() == "NAN"
+    )
 
 
 def _nan_rank(value: Any) -> tuple[int, Any]:
@@ -2103,7 +2124,17 @@ def _decimal_arithmetic(op: type, a: decimal.Decimal, b: decimal.Decimal) -> dec
     operation = _DECIMAL_OPERATIONS.get(op)
     if operation is None:
         raise SQLError("0A000", f"unsupported operator {op.__name__}")
-    return operation(a, b)
+    if a.is_finite() and b.is_finite():
+        return operation(a, b)
+    if b == 0 and op in (exp.Div, exp.IntDiv, exp.Mod):
+        raise SQLError("22012", "division by zero")
+    try:
+        result = operation(a, b)
+    except decimal.InvalidOperation:
+        # NB: as PostgreSQL's numeric: Infinity - Infinity and Infinity * 0 are NaN
+        return DECIMAL_NAN
+    # NB: 1 / Infinity is 0, not 0E-2019 (Python's zero at the context's least exponent)
+    return decimal.Decimal(0) if result.is_zero() else result
 
 
 @functools.lru_cache(maxsize=512)

@@ -760,6 +760,7 @@ class Session:
         when it began (BEGIN PRIORITY sets it)."""
         if self._txn is None:
             raise SQLError("25P01", "there is no transaction in progress")
+        self._check_not_failed()
         if s.priority is not None:
             raise SQLError("0A000", "SET TRANSACTION PRIORITY is not supported; use BEGIN PRIORITY")
         if s.read_only is not None:
@@ -782,7 +783,10 @@ class Session:
 
     def _session_variable(self, s: st.SessionVariable) -> Result:
         """SET, RESET or SHOW a session variable; these take effect at once, in a
-        transaction or not (as in CockroachDB), and are not rolled back."""
+        transaction or not (as in CockroachDB), and are not rolled back. In an aborted
+        transaction they are refused, as every statement but its end is."""
+        if self._txn is not None:
+            self._check_not_failed()
         if s.action == "show":
             if s.name is None:
                 rows = [(name, self.variable(name)) for name in sorted(VARIABLES)]

@@ -271,6 +271,30 @@ def test_error_in_transaction_rejects_later_statements_until_rollback(
     assert any_db.sql("SELECT k FROM t ORDER BY k").rows == [(1,), (4,)]
 
 
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "SHOW intervalstyle",
+        "SHOW transaction_isolation",
+        "SET application_name = 'late'",
+        "RESET application_name",
+        "SET TRANSACTION READ ONLY",
+    ],
+)
+def test_an_aborted_transaction_refuses_set_and_show_too(
+    any_db: DB, session: Callable[..., Session], statement: str
+) -> None:
+    # As CockroachDB and PostgreSQL: only the end of the block runs, so a SHOW cannot
+    # answer as if the statements before it had run.
+    s = session()
+    s.execute("BEGIN")
+    assert sql_error(lambda: s.execute("SELECT * FROM missing")).code == "42P01"
+    assert sql_error(lambda: s.execute(statement)).code == "25P02"
+    assert s.variable("application_name") == ""
+    assert s.execute("ROLLBACK").tag == "ROLLBACK"
+    assert s.execute("SHOW intervalstyle").rows == [("postgres",)]
+
+
 def test_commit_after_error_rolls_back(any_db: DB, session: Callable[..., Session]) -> None:
     any_db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
     s = session()

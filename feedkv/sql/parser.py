@@ -2830,8 +2830,6 @@ class _Converter:
         order, limit = _mutation_order(node, "DELETE")
         returning = self.returning if self.returning is not None else _returning(node)
         joins = self._mutation_joins(node.args.get("using") or [], "DELETE ... USING")
-        if joins and (order or limit is not None):
-            raise SQLError("0A000", "DELETE ... USING takes no ORDER BY or LIMIT")
         alias = _index_and_alias(node.this)[1]
         subqueries = [*self._subqueries(node)]
         if self.returning is not None:  # cut out of the text, so not under ``node``

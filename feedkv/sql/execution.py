@@ -155,6 +155,9 @@ class Execution:
         self.leases: list[Lease] = []  # held until the transaction ends
         self.leasing = False
         self.ctes: dict[str, Relation] = {}  # the rows of the CTEs in scope, by name
+        # Runs a statement in an execution: the executor's, which sets it (a write read
+        # as a source, ``FROM [INSERT ... RETURNING ...]``, runs in the reader's).
+        self.run_nested: Callable[[Execution, st.Statement], Result] | None = None
         # The scopes of the queries around the subquery being planned, innermost last.
         self.outer_scopes: list[Scope] = []
         self._admin: bool | None = None  # whether the user has the admin role, once asked

@@ -202,12 +202,17 @@ _INT4_STAND_IN = "UINT"  # see _Statement._keep_int4
 _NAME_TOKENS = {TokenType.VAR, TokenType.IDENTIFIER}
 
 
-# ``[SHOW ...]`` as a source (``SELECT ... FROM [SHOW CHANGEFEED JOBS]``, CockroachDB's
-# syntax), which sqlglot cannot read: it is rewritten to a quoted name in crdb_internal
-# that holds the statement, and _Converter._source parses it back.
-# NB: string literals, quoted names and comments are matched first, and kept as they are.
+# ``[SHOW ...]`` and ``[INSERT | UPSERT | UPDATE | DELETE ... RETURNING ...]`` as a
+# source (``SELECT ... FROM [SHOW CHANGEFEED JOBS]``, CockroachDB's syntax), which sqlglot
+# cannot read: it is rewritten to a quoted name in crdb_internal that holds the
+# statement, and _Converter._source parses it back.
+# NB: string literals, quoted names and comments are matched first, and kept as they are;
+# inside the brackets, string literals and quoted names may hold anything but brackets
+# may not nest.
 _SHOW_SOURCE = re.compile(
-    r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|\[\s*(SHOW\b[^\[\]'\"]*?)\s*\]",
+    r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/"
+    r"|\[\s*((?:SHOW|INSERT|UPSERT|UPDATE|DELETE)\b"
+    r"(?:[^\[\]'\"]|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")*?)\s*\]",
     re.IGNORECASE | re.DOTALL,
 )
 _VIRTUAL_SCHEMA = "crdb_internal"
@@ -216,7 +221,10 @@ _VIRTUAL_SCHEMA = "crdb_internal"
 def _show_sources(text: str) -> str:
     def rewrite(match: re.Match[str]) -> str:
         show = match.group(1)
-        return match.group(0) if show is None else f'{_VIRTUAL_SCHEMA}."[{show}]"'
+        if show is None:
+            return match.group(0)
+        quoted = show.replace('"', '""')
+        return f'{_VIRTUAL_SCHEMA}."[{quoted}]"'
 
     return _SHOW_SOURCE.sub(rewrite, text)
 
@@ -2185,7 +2193,9 @@ def _table_name_of(parts: list[str]) -> st.TableName:
     return st.TableName(parts[2], parts[0])
 
 
-def _virtual_source(name: str, alias: str | None) -> st.ShowSource | st.TableName:
+def _virtual_source(
+    name: str, alias: str | None
+) -> st.ShowSource | st.MutationSource | st.TableName:
     """``crdb_internal.<name>``, or ``[SHOW ...]`` (see :func:`_show_sources`); the
     tables of the cluster's nodes stay names (:mod:`feedkv.sql.crdb_internal` reads
     them)."""
@@ -2199,6 +2209,14 @@ def _virtual_source(name: str, alias: str | None) -> st.ShowSource | st.TableNam
         statements = parse(name[1:-1])
         if len(statements) == 1 and isinstance(statements[0], st.ShowChangefeedJobs):
             return st.ShowSource(statements[0], alias or "")
+        if len(statements) == 1 and isinstance(statements[0], st.Insert | st.Update | st.Delete):
+            if statements[0].returning is None:
+                raise SQLError(
+                    "0A000",
+                    f'statement source "{name[1:-1]}" does not return any columns; '
+                    "add RETURNING to read its rows",
+                )
+            return st.MutationSource(statements[0], alias or "")
         raise SQLError(
             "0A000",
             f"{name} cannot be read as a table: feedkv reads [SHOW JOBS] and "

@@ -63,6 +63,7 @@ __all__ = [
     "DATABASE_PRIVILEGES",
     "PRIVILEGES",
     "Insert",
+    "MutationSource",
     "Join",
     "Maintenance",
     "Query",
@@ -539,6 +540,16 @@ class ShowSource:
 
 
 @dataclass(frozen=True, slots=True)
+class MutationSource:
+    """The RETURNING rows of a write read as a table: ``FROM [INSERT ... RETURNING a]``
+    (CockroachDB's syntax). The write runs, in the reading statement's transaction, when
+    the source is read; ``alias`` qualifies its columns."""
+
+    statement: Insert | Update | Delete
+    alias: str
+
+
+@dataclass(frozen=True, slots=True)
 class Series:
     """``FROM generate_series(start, stop [, step]) [AS alias [(column)]]``: one column
     (named ``column``) of the numbers from ``start`` to ``stop``, both included, ``step``
@@ -549,7 +560,7 @@ class Series:
     column: str
 
 
-Source = TableName | Derived | ShowSource | Series  # what FROM and JOIN read
+Source = TableName | Derived | ShowSource | MutationSource | Series  # what FROM and JOIN read
 
 
 @dataclass(frozen=True, slots=True)

@@ -1383,6 +1383,16 @@ class _Statement:
         ]:  # fmt: skip
             level = " ".join(words[i + 5 :])
             return st.SessionVariable(self.text, "set", "default_transaction_isolation", level)
+        if first == "SET" and words[i : i + 4] == [
+            "CHARACTERISTICS",
+            "AS",
+            "TRANSACTION",
+            "PRIORITY",
+        ]:
+            if len(words) != i + 5:
+                raise self._error_at(min(i + 5, len(words)), "expected one user priority")
+            priority = words[i + 4].lower()
+            return st.SessionVariable(self.text, "set", "default_transaction_priority", priority)
         if first == "SET" and words[i : i + 5] in (
             ["CHARACTERISTICS", "AS", "TRANSACTION", "READ", "ONLY"],
             ["CHARACTERISTICS", "AS", "TRANSACTION", "READ", "WRITE"],
@@ -1399,6 +1409,8 @@ class _Statement:
             name, at = "timezone", i + 2
         elif words[i : i + 3] == ["TRANSACTION", "ISOLATION", "LEVEL"] and first == "SHOW":
             name, at = "transaction_isolation", i + 3
+        elif words[i : i + 2] in (["TRANSACTION", "PRIORITY"], ["TRANSACTION", "STATUS"]):
+            name, at = f"transaction_{words[i + 1].lower()}", i + 2
         elif first == "SHOW" and len(words) > i + 1:
             return None  # SHOW COLUMNS FROM t and the like: no variable
         else:

@@ -83,6 +83,7 @@ VARIABLES: dict[str, Variable] = {
     "database": Variable("", _any),  # the session's current database: see Session
     "datestyle": Variable("ISO, MDY", _one_of("ISO", "ISO, MDY", canonical="ISO, MDY")),
     "default_transaction_isolation": Variable("serializable", _isolation),
+    "default_transaction_priority": Variable("normal", _one_of("low", "normal", "high")),
     "default_transaction_read_only": Variable("off", _on_off),
     "extra_float_digits": Variable("0", _float_digits),
     "integer_datetimes": Variable("on", _read_only, read_only=True),
@@ -95,6 +96,11 @@ VARIABLES: dict[str, Variable] = {
     "standard_conforming_strings": Variable("on", _one_of("on")),
     "timezone": Variable("UTC", _one_of("UTC", "Etc/UTC", "GMT", "Z", "+00:00", canonical="UTC")),
     "transaction_isolation": Variable("serializable", _isolation),
+    # NB: the open transaction's (the session keeps it); outside one, the default's
+    "transaction_priority": Variable("normal", _one_of("low", "normal", "high")),
+    # The session's transaction state, as CockroachDB names it: NoTxn, Open, Aborted or
+    # CommitWait (after RELEASE SAVEPOINT cockroach_restart); the session answers it.
+    "transaction_status": Variable("NoTxn", _read_only, read_only=True),
     # NB: the open transaction's (the session keeps it); outside one, the default's
     "transaction_read_only": Variable("off", _on_off),
 }

@@ -771,6 +771,20 @@ class _Compiler:
 
         return junction
 
+    def isnan(self, node: exp.IsNan) -> Compiled:
+        """``isnan(x)`` of a FLOAT or DECIMAL: whether it is NaN (NULL for NULL)."""
+        inner = self.compile(node.this)
+
+        def isnan(row: Env, ctx: Context) -> Any:
+            value = inner(row, ctx)
+            if value is None:
+                return None
+            if isinstance(value, bool) or not isinstance(value, float | decimal.Decimal):
+                raise SQLError("42883", f"unknown signature: isnan({type_of_value(value)})")
+            return is_nan(value)
+
+        return isnan
+
     def not_(self, node: exp.Not) -> Compiled:
         inner = self.compile(node.this)
 
@@ -2261,6 +2275,7 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.Or: _Compiler.or_,
     exp.Not: _Compiler.not_,
     exp.Is: _Compiler.is_,
+    exp.IsNan: _Compiler.isnan,
     exp.In: _Compiler.in_,
     exp.Subquery: _Compiler.subquery,
     exp.CurrentVersion: _Compiler.session_value,

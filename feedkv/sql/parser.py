@@ -229,12 +229,31 @@ def _show_sources(text: str) -> str:
     return _SHOW_SOURCE.sub(rewrite, text)
 
 
+# CockroachDB's index hint ``t@{FORCE_INDEX=name}`` (optionally ``,ASC``/``,DESC``), which
+# sqlglot cannot read, is the plain ``t@name`` feedkv reads; other hints stay, and fail.
+_FORCE_INDEX = re.compile(
+    r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/"
+    r"|@\{\s*FORCE_INDEX\s*=\s*(\w+|\"(?:[^\"]|\"\")*\")\s*\}",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def _force_index_hints(text: str) -> str:
+    def rewrite(match: re.Match[str]) -> str:
+        index = match.group(1)
+        return match.group(0) if index is None else f"@{index}"
+
+    return _FORCE_INDEX.sub(rewrite, text)
+
+
 def parse(text: str) -> list[st.Statement]:
     """Every statement in ``text`` (separated by ``;``), parsed."""
     if not isinstance(text, str):
         raise SQLError("42601", f"a statement is a string, not {type(text).__name__}")
     if "[" in text:
         text = _show_sources(text)
+    if "@{" in text:
+        text = _force_index_hints(text)
     tokens = _tokenize(text, 0)
     out: list[st.Statement] = []
     group: list[Token] = []

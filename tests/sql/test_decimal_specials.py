@@ -1,6 +1,7 @@
 """DECIMAL's special values as CockroachDB has them: ``NaN``, ``Infinity`` and
 ``-Infinity`` are values a DECIMAL column holds (also in a key or an index); every NaN is
-one quiet, unsigned NaN, equal to itself, ordered below -Infinity; ``x IS NAN``. feedkv
+one quiet, unsigned NaN, equal to itself, ordered below -Infinity; ``x IS NAN`` and
+``isnan(x)``. feedkv
 refused them ("only finite numbers"), so a file of inserts failed and later reads
 answered from a table missing rows."""
 
@@ -77,10 +78,10 @@ def test_is_nan_is_equality_with_nan(db: DB) -> None:
     db.sql("INSERT INTO s VALUES (1, 'NaN', 'NaN'), (2, 1, 1), (3, NULL, NULL)")
     assert db.sql("SELECT k FROM s WHERE d IS NAN ORDER BY k").rows == [(1,)]
     assert db.sql("SELECT k FROM s WHERE d IS NOT NAN ORDER BY k").rows == [(2,)]
-    assert db.sql("SELECT f IS NAN, f IS NOT NAN FROM s ORDER BY k").rows == [
-        (True, False),
-        (False, True),
-        (None, None),
+    assert db.sql("SELECT f IS NAN, f IS NOT NAN, isnan(d) FROM s ORDER BY k").rows == [
+        (True, False, True),
+        (False, True, False),
+        (None, None, None),
     ]
 
 

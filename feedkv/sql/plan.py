@@ -699,9 +699,14 @@ class InsertPlan:
                 raise SQLError(
                     "42601", f"{verb} has more target columns than expressions ({len(values)})"
                 )
-            rows.append([compile_expr(v, empty) for v in values])
+            row: list[Compiled] = []
             for column, node in zip(targets, values, strict=True):
+                if _is_default(node):  # VALUES (DEFAULT): the column's default, else NULL
+                    row.append(column_default(column) or _null)
+                    continue
+                row.append(compile_expr(node, empty))
                 _check_assigned_node(node, empty, column)
+            rows.append(row)
         scope = table_scope(desc, database)
         # ON CONFLICT DO UPDATE sees the existing row, then the proposed one as excluded.*
         if s.on_conflict == "update" and desc.name == "excluded":
@@ -836,6 +841,15 @@ def _scalar_item(node: exp.Expr) -> exp.Expr:
             return node  # NB: its columns are the subquery's, not the statement's
         node = found
     return node
+
+
+def _is_default(node: exp.Expr) -> bool:
+    """The keyword DEFAULT standing for a value (``VALUES (1, DEFAULT)``)."""
+    return isinstance(node, exp.Var) and node.name.upper() == "DEFAULT"
+
+
+def _null(row: Any, ctx: Any) -> None:
+    return None
 
 
 def column_default(column: Column) -> Compiled | None:

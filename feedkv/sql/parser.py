@@ -455,6 +455,17 @@ def _name(token: Token) -> str:
     return token.text.lower()
 
 
+def _fold_identifiers(node: exp.Expr) -> exp.Expr:
+    """``node`` with its unquoted names folded to lower case, as CockroachDB and
+    PostgreSQL fold them: ``SELECT a AS Total`` names its column ``total`` and
+    ``FROM t AS X`` is read as ``x.a``."""
+    for identifier in node.find_all(exp.Identifier):
+        name = identifier.this
+        if not identifier.quoted and isinstance(name, str) and not name.islower():
+            identifier.set("this", name.lower())
+    return node
+
+
 def _ident(node: exp.Expr | str | None) -> str:
     if isinstance(node, exp.Identifier):
         text = str(node.this)
@@ -626,7 +637,7 @@ class _Statement:
         if len(nodes) != 1 or nodes[0] is None:
             raise SQLError("42601", "syntax error: expected exactly one statement")
         node: exp.Expr = nodes[0]
-        return node
+        return _fold_identifiers(node)
 
     def _syntax_error(self, exc: ParseError) -> SQLError:
         if not exc.errors:
@@ -976,6 +987,7 @@ class _Statement:
                     raise SQLError(
                         "42601", f"syntax error in RETURNING: {_first_line(exc)}"
                     ) from None
+                _fold_identifiers(select)
                 if not isinstance(select, exp.Select) or any(
                     v for k, v in select.args.items() if k != "expressions"
                 ):

@@ -53,7 +53,14 @@ from feedkv.sql.script import runaway
 from feedkv.sql.session_vars import canonical_name
 from feedkv.sql.types import INT64_MAX, TYPE_NAMES, ColumnType, Kind, parse_type_name
 
-__all__ = ["column_type", "ordered", "parse", "parse_expression", "placeholder_count"]
+__all__ = [
+    "annotated_constants",
+    "column_type",
+    "ordered",
+    "parse",
+    "parse_expression",
+    "placeholder_count",
+]
 
 # NB: sqlglot logs a warning whenever it falls back to an opaque Command; feedkv turns
 # those into errors of its own, so the warnings would only be noise on the terminal.
@@ -298,6 +305,30 @@ def _parse_one(text: str, tokens: list[Token], offset: int) -> st.Statement:
             f"syntax error in {shown!r}: it does not read as a statement up to its end",
             position=last.start + 1,
         ) from None
+
+
+def annotated_constants(text: str) -> str:
+    """The expression ``text`` with each constant that is not cast followed by its type,
+    as CockroachDB prints a stored expression (``b < 1:::INT8``, ``s <> '':::STRING``);
+    ``text`` itself when it does not tokenize."""
+    try:
+        tokens = list(_DIALECT.tokenize(text))
+    except TokenError:
+        return text
+    out: list[str] = []
+    done = 0
+    for i, token in enumerate(tokens):
+        if token.token_type is TokenType.NUMBER:
+            kind = "INT8" if token.text.isdigit() else "DECIMAL"
+        elif token.token_type is TokenType.STRING:
+            kind = "STRING"
+        else:
+            continue
+        if i + 1 < len(tokens) and tokens[i + 1].token_type in (TokenType.DCOLON, TokenType.ALIAS):
+            continue  # NB: a cast (x::T, CAST(x AS T)) types it already
+        out.append(f"{text[done : token.end + 1]}:::{kind}")
+        done = token.end + 1
+    return "".join(out) + text[done:]
 
 
 def parse_expression(text: str) -> exp.Expr:

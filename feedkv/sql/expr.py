@@ -528,6 +528,8 @@ class _Compiler:
             value = inner(row, ctx)
             if value is None:
                 return None
+            if isinstance(value, Interval):
+                return -value
             if not _is_number(value):
                 raise SQLError("42883", f"unary minus is not defined for {type_of_value(value)}")
             if isinstance(value, int) and value == INT64_MIN:

@@ -1056,6 +1056,8 @@ def timestamp_of(value: Any, now: Timestamp) -> Timestamp:
     if isinstance(value, datetime.datetime):
         aware = value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
         return Timestamp(int(aware.timestamp() * 1_000_000) * 1000, 0)
+    if isinstance(value, Interval):
+        return _interval_before(value, now, format_value(value))
     if isinstance(value, str):
         text = value.strip()
         if text.startswith("-"):
@@ -1082,8 +1084,32 @@ def timestamp_of(value: Any, now: Timestamp) -> Timestamp:
             return timestamp_of(coerce(text, ColumnType(Kind.TIMESTAMPTZ), "AS OF"), now)
         except SQLError:
             pass
+        try:
+            interval = Interval.parse(text)
+        except (SQLError, InvalidArgumentError):
+            pass
+        else:
+            return _interval_before(interval, now, text)
     raise SQLError(
         "22007",
         f"AS OF SYSTEM TIME: {value!r} is not a timestamp; use a logical timestamp "
         "(cluster_logical_timestamp()), a negative interval such as '-10s', or a date/time",
     )
+
+
+def _interval_before(interval: Interval, now: Timestamp, text: str) -> Timestamp:
+    """AS OF SYSTEM TIME given an interval: that long before ``now``, which it must be
+    (as CockroachDB: at least 1 us, and not after now)."""
+    span = interval.span()
+    if span == 0:
+        raise SQLError(
+            "22007",
+            f"AS OF SYSTEM TIME: interval value {text!r} too small, absolute value must be >= 1µs",
+        )
+    if span > 0:
+        raise SQLError(
+            "22007", f"AS OF SYSTEM TIME: cannot specify timestamp in the future ({text!r})"
+        )
+    moment = datetime.datetime.fromtimestamp(now.wall // 1000 / 1_000_000, datetime.UTC)
+    moved = interval.added_to(moment)
+    return Timestamp(int(moved.timestamp() * 1_000_000) * 1000, 0)

@@ -73,6 +73,7 @@ __all__ = [
     "is_constant",
     "outer_nodes",
     "qualifier_of",
+    "refuse_aggregates",
 ]
 
 
@@ -256,6 +257,20 @@ def contains_aggregate(node: exp.Expr) -> bool:
         not (isinstance(call.parent, exp.Window) and call.parent.this is call)
         for call in outer_nodes(node, *AGGREGATES)
     )
+
+
+def refuse_aggregates(node: exp.Expr | None, clause: str) -> None:
+    """42803 for an aggregate called in ``node`` (not in its subqueries), which stands in
+    ``clause``: CockroachDB's message, ``sum(): aggregate functions are not allowed in
+    WHERE``."""
+    if node is None:
+        return
+    for call in outer_nodes(node, *AGGREGATES):
+        if not (isinstance(call.parent, exp.Window) and call.parent.this is call):
+            raise SQLError(
+                "42803",
+                f"{expression_name(call)}(): aggregate functions are not allowed in {clause}",
+            )
 
 
 def expression_name(node: exp.Expr) -> str:

@@ -3276,7 +3276,20 @@ def _storage_params(node: exp.Create) -> tuple[str, ...]:
     for prop in properties.expressions if properties is not None else ():
         if not isinstance(prop, exp.Property) or not isinstance(prop.this, exp.Var | str):
             raise SQLError("0A000", f"CREATE TABLE ... {prop.sql()[:40]} is not supported")
-        names.append(str(prop.this if isinstance(prop.this, str) else prop.this.this).lower())
+        name = str(prop.this if isinstance(prop.this, str) else prop.this.this).lower()
+        if name == "schema_locked":
+            # CockroachDB's: true refuses schema changes. feedkv never locks a table's
+            # schema, so false is what every table is; true it cannot honour.
+            value = prop.args.get("value")
+            if not (isinstance(value, exp.Boolean) and value.this is False):
+                shown = value.sql() if isinstance(value, exp.Expr) else "?"
+                raise SQLError(
+                    "0A000",
+                    f"schema_locked = {shown} is not supported: feedkv never locks a table's "
+                    "schema (only schema_locked = false is accepted)",
+                )
+            continue
+        names.append(name)
     return tuple(names)
 
 

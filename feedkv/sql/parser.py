@@ -2955,8 +2955,8 @@ class _Converter:
         operation's side): a SELECT or a set operation, maybe in parentheses."""
         converter = _Converter(self.text, False, [], {}, None, None)
         if isinstance(node, exp.Subquery) and node.args.get("alias") is None:
-            _refuse_unhandled(node, {"this"})
-            return converter._query(node.this)
+            _refuse_unhandled(node, {"this", "order", "limit", "offset"})
+            return converter._query(_outer_clauses_moved_in(node))
         if isinstance(node, exp.Select):
             return converter._select(node)
         if isinstance(node, exp.SetOperation):
@@ -3321,6 +3321,27 @@ def _computed_constraint(column: str, node: exp.ComputedColumnConstraint) -> tup
     while isinstance(expression, exp.Paren):
         expression = expression.this
     return expression, storage == "VIRTUAL"
+
+
+def _outer_clauses_moved_in(node: exp.Subquery) -> exp.Expr:
+    """``(SELECT ...) ORDER BY ... LIMIT ...``: the query in parentheses, given the
+    ORDER BY, LIMIT and OFFSET written after them; as CockroachDB, 42601 when it has one
+    of its own (``((SELECT a FROM t LIMIT 1)) LIMIT 1``)."""
+    inner = node.this
+    while isinstance(inner, exp.Subquery) and not any(
+        inner.args.get(k) for k in ("alias", "order", "limit", "offset")
+    ):
+        inner = inner.this
+    for clause, shown in (("order", "ORDER BY"), ("limit", "LIMIT"), ("offset", "OFFSET")):
+        outer = node.args.get(clause)
+        if outer is None:
+            continue
+        if not isinstance(inner, exp.Select | exp.SetOperation):
+            raise SQLError("0A000", f"{shown} after this parenthesized query is not supported")
+        if inner.args.get(clause) is not None:
+            raise SQLError("42601", f"multiple {shown} clauses not allowed")
+        inner.set(clause, outer)
+    return inner
 
 
 def _refuse_unhandled(node: exp.Expr, handled: set[str]) -> None:

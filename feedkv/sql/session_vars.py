@@ -79,6 +79,9 @@ def _read_only(name: str, value: str) -> str:
 
 VARIABLES: dict[str, Variable] = {
     "application_name": Variable("", _any),
+    # CockroachDB's: on commits an explicit transaction before a schema change in it.
+    # feedkv runs a schema change inside the transaction, which is off.
+    "autocommit_before_ddl": Variable("off", _one_of("off", "false", canonical="off")),
     "client_encoding": Variable("UTF8", _one_of("UTF8", "UTF-8", "unicode", canonical="UTF8")),
     "database": Variable("", _any),  # the session's current database: see Session
     "datestyle": Variable("ISO, MDY", _one_of("ISO", "ISO, MDY", canonical="ISO, MDY")),

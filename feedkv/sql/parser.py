@@ -2269,7 +2269,7 @@ def _table_name_of(parts: list[str]) -> st.TableName:
 
 def _virtual_source(
     name: str, alias: str | None
-) -> st.ShowSource | st.MutationSource | st.TableName:
+) -> st.ShowSource | st.StatementSource | st.TableName:
     """``crdb_internal.<name>``, or ``[SHOW ...]`` (see :func:`_show_sources`); the
     tables of the cluster's nodes stay names (:mod:`feedkv.sql.crdb_internal` reads
     them)."""
@@ -2290,11 +2290,14 @@ def _virtual_source(
                     f'statement source "{name[1:-1]}" does not return any columns; '
                     "add RETURNING to read its rows",
                 )
-            return st.MutationSource(statements[0], alias or "")
+            return st.StatementSource(statements[0], alias or "")
+        if len(statements) == 1 and isinstance(statements[0], st.SourceShow):
+            return st.StatementSource(statements[0], alias or "")
         raise SQLError(
             "0A000",
-            f"{name} cannot be read as a table: feedkv reads [SHOW JOBS] and "
-            "[SHOW CHANGEFEED JOBS] (and SHOW JOB <id>) so",
+            f"{name} cannot be read as a table: feedkv reads writes with RETURNING, "
+            "[SHOW JOBS], [SHOW CHANGEFEED JOBS], [SHOW JOB <id>], and SHOW TABLES, "
+            "DATABASES, CREATE, COLUMNS, INDEXES, GRANTS, RANGES and PARTITIONS so",
         )
     raise SQLError(
         "42P01",

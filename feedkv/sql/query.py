@@ -228,17 +228,18 @@ def series(ex: Execution, source: st.Series) -> Relation:
     return Relation.of(source.alias, [source.column], [ColumnType(Kind.INT)], rows)
 
 
-def _mutation_rows(ex: Execution, source: st.MutationSource) -> Result:
-    """The RETURNING rows of the write ``source`` holds, run now in ``ex``'s
-    transaction (25006 in a read-only one, as the write alone would be)."""
+def _statement_rows(ex: Execution, source: st.StatementSource) -> Result:
+    """The rows of the statement ``source`` holds, run now in ``ex``'s transaction (a
+    write in a read-only one is 25006, as the write alone would be)."""
     statement = source.statement
-    if ex.session.variable("transaction_read_only") == "on":
+    writes = isinstance(statement, st.Insert | st.Update | st.Delete)
+    if writes and ex.session.variable("transaction_read_only") == "on":
         what = type(statement).__name__.upper()
         if isinstance(statement, st.Insert) and statement.upsert:
             what = "UPSERT"
         raise SQLError("25006", f"cannot execute {what} in a read-only transaction")
     if ex.run_nested is None:
-        raise InvariantViolation("an execution reads a write's rows outside the executor")
+        raise InvariantViolation("an execution reads a statement's rows outside the executor")
     return ex.run_nested(ex, statement)
 
 
@@ -250,8 +251,8 @@ def read_source(
     if isinstance(source, st.ShowSource):
         relation = ex.session.show_jobs(source)
         return relation, relation.rows, ex.session.database
-    if isinstance(source, st.MutationSource):
-        result = _mutation_rows(ex, source)
+    if isinstance(source, st.StatementSource):
+        result = _statement_rows(ex, source)
         types = result.types or (None,) * len(result.columns)
         relation = Relation.of(source.alias, result.columns, types, result.rows)
         return relation, relation.rows, ex.session.database

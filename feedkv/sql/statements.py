@@ -63,7 +63,6 @@ __all__ = [
     "DATABASE_PRIVILEGES",
     "PRIVILEGES",
     "Insert",
-    "MutationSource",
     "Join",
     "Maintenance",
     "Query",
@@ -88,9 +87,11 @@ __all__ = [
     "ShowZoneConfiguration",
     "ShowTables",
     "Source",
+    "SourceShow",
     "SplitAt",
     "Relocate",
     "Statement",
+    "StatementSource",
     "TableName",
     "Truncate",
     "Update",
@@ -540,12 +541,13 @@ class ShowSource:
 
 
 @dataclass(frozen=True, slots=True)
-class MutationSource:
-    """The RETURNING rows of a write read as a table: ``FROM [INSERT ... RETURNING a]``
-    (CockroachDB's syntax). The write runs, in the reading statement's transaction, when
-    the source is read; ``alias`` qualifies its columns."""
+class StatementSource:
+    """The rows of a statement read as a table (CockroachDB's syntax): the RETURNING rows
+    of a write, ``FROM [INSERT ... RETURNING a]``, or a SHOW's, ``FROM [SHOW CREATE t]``.
+    The statement runs, in the reading statement's transaction, when the source is read;
+    ``alias`` qualifies its columns."""
 
-    statement: Insert | Update | Delete
+    statement: Insert | Update | Delete | SourceShow
     alias: str
 
 
@@ -560,7 +562,7 @@ class Series:
     column: str
 
 
-Source = TableName | Derived | ShowSource | MutationSource | Series  # what FROM and JOIN read
+Source = TableName | Derived | ShowSource | StatementSource | Series  # what FROM and JOIN read
 
 
 @dataclass(frozen=True, slots=True)
@@ -903,3 +905,16 @@ class DropConstraint(Statement):
     table: TableName
     name: str
     if_exists: bool = False
+
+
+# The SHOW statements whose rows a statement may read as a table (see StatementSource).
+SourceShow = (
+    ShowTables
+    | ShowDatabases
+    | ShowCreateTable
+    | ShowColumns
+    | ShowIndexes
+    | ShowGrants
+    | ShowRanges
+    | ShowPartitions
+)

@@ -1,6 +1,7 @@
-"""A write read as a table, CockroachDB's ``FROM [INSERT | UPSERT | UPDATE | DELETE ...
-RETURNING ...]``: the write runs once, in the reading statement's transaction, and its
-RETURNING rows are the source's rows."""
+"""A statement read as a table, CockroachDB's ``FROM [...]``: a write with RETURNING
+(``[INSERT | UPSERT | UPDATE | DELETE ... RETURNING ...]``) runs once, in the reading
+statement's transaction, and its RETURNING rows are the source's rows; a SHOW of the
+schema (``[SHOW CREATE t]``, ``[SHOW COLUMNS FROM t]``...) gives its rows."""
 
 from __future__ import annotations
 
@@ -70,3 +71,16 @@ def test_a_read_only_transaction_refuses_a_write_source(kv: DB) -> None:
     assert caught.value.code == "25006"
     session.execute("ROLLBACK")
     assert len(_rows(kv)) == 2
+
+
+def test_a_show_of_the_schema_reads_as_a_table(kv: DB) -> None:
+    [(create,)] = kv.sql("SELECT create_statement FROM [SHOW CREATE kv]").rows
+    assert create.startswith("CREATE TABLE")
+    columns = kv.sql("SELECT column_name FROM [SHOW COLUMNS FROM kv] AS c ORDER BY 1").rows
+    assert columns == [("k",), ("v",)]
+    assert ("kv",) in kv.sql("SELECT table_name FROM [SHOW TABLES]").rows
+
+
+def test_a_show_of_a_session_variable_is_no_source(kv: DB) -> None:
+    with pytest.raises(SQLError, match="cannot be read as a table"):
+        kv.sql("SELECT * FROM [SHOW intervalstyle]")

@@ -3330,7 +3330,7 @@ def _outer_clauses_moved_in(node: exp.Subquery) -> exp.Expr:
     """``(SELECT ...) ORDER BY ... LIMIT ...``: the query in parentheses, given the
     ORDER BY, LIMIT and OFFSET written after them; as CockroachDB, 42601 when it has one
     of its own (``((SELECT a FROM t LIMIT 1)) LIMIT 1``)."""
-    inner = node.this
+    inner: exp.Expr = node.this
     while isinstance(inner, exp.Subquery) and not any(
         inner.args.get(k) for k in ("alias", "order", "limit", "offset")
     ):

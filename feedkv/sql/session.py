@@ -838,9 +838,9 @@ class Session:
         if s.name == "transaction_priority" and s.action in ("set", "reset"):
             if self._txn is None:  # NB: outside one, as transaction_read_only: no effect
                 return Result(tag="SET")
-            default = self.variable("default_transaction_priority")
+            default_priority = self.variable("default_transaction_priority")
             self._set_priority(
-                checked_value(s.name, s.value or "") if s.action == "set" else default
+                checked_value(s.name, s.value or "") if s.action == "set" else default_priority
             )
             return Result(tag="SET")
         if s.name == "transaction_read_only" and s.action in ("set", "reset"):

@@ -23,7 +23,6 @@ NULL arguments are skipped (but by ``array_agg`` and ``jsonb_agg``); over no row
 from __future__ import annotations
 
 import decimal
-import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -51,6 +50,7 @@ from feedkv.sql.types import (
     EXACT_DECIMAL,
     ColumnType,
     Kind,
+    is_nan,
     kind_of_value,
     type_of_value,
 )
@@ -67,7 +67,7 @@ def group_key(value: Any) -> Any:
     """``value`` as a dict key that is equal exactly when SQL calls the values equal for
     grouping: NaNs are one group (Python's NaNs are unequal), JSON is compared by its
     text (dicts and lists do not hash)."""
-    if isinstance(value, float) and math.isnan(value):
+    if is_nan(value):
         return _NAN
     if jsonb.is_json(value):
         return ("json", jsonb.dumps(value))
@@ -544,10 +544,10 @@ class _Max(_Min):
 
 
 def _before(a: Any, b: Any) -> bool:
-    """SQL order, where NaN sorts below every other float (as in CockroachDB)."""
-    if isinstance(a, float) and math.isnan(a):
-        return not (isinstance(b, float) and math.isnan(b))
-    if isinstance(b, float) and math.isnan(b):
+    """SQL order, where NaN sorts below every other number (as in CockroachDB)."""
+    if is_nan(a):
+        return not is_nan(b)
+    if is_nan(b):
         return False
     return bool(a < b)
 

@@ -24,7 +24,7 @@ from feedkv.sql.descriptor import Check, ForeignKey, Index, TableDescriptor
 from feedkv.sql.execution import Execution
 from feedkv.sql.expr import Compiled, compile_expr
 from feedkv.sql.indexes import entry, primary_key_of, values_prefix
-from feedkv.sql.parser import parse_expression
+from feedkv.sql.parser import annotated_constants, parse_expression
 from feedkv.sql.plan import column_default, holds, table_scope
 from feedkv.sql.referential_actions import ACTS, CASCADES_LIMIT, action_of, referencing_change
 from feedkv.sql.row_codec import family_key, row_kvs, row_prefix, row_span, table_span
@@ -214,10 +214,12 @@ def _check(ex: Execution, desc: TableDescriptor, row: Row) -> None:
 
 
 def check_failed(desc: TableDescriptor, name: str, expression: str) -> SQLError:
+    # NB: CockroachDB's message first (its expression's constants annotated), then the
+    # relation and constraint PostgreSQL names
     return SQLError(
         "23514",
-        f'new row for relation "{desc.name}" violates check constraint "{name}": '
-        f"failed to satisfy CHECK ({expression})",
+        f"failed to satisfy CHECK constraint ({annotated_constants(expression)}): "
+        f'new row for relation "{desc.name}" violates check constraint "{name}"',
     )
 
 

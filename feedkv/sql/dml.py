@@ -40,6 +40,7 @@ from feedkv.sql.expr import (
     compile_expr,
 )
 from feedkv.sql.join import JoinPlan
+from feedkv.sql.ordering import sorted_rows
 from feedkv.sql.plan import (
     DeletePlan,
     InsertPlan,
@@ -490,8 +491,13 @@ def delete(ex: Execution, s: st.Delete) -> Result:
 
 def _delete_joined(ex: Execution, s: st.Delete) -> Result:
     """DELETE ... USING: each row of the table that a joined row pairs with (kept by
-    WHERE) is deleted once."""
+    WHERE) is deleted once; with ORDER BY and LIMIT, the first rows in that order."""
     desc, plan, chosen = _joined_targets(ex, s, s.returning)
+    if s.order_by:
+        _check_target_order(s, desc)
+        order = [(compile_expr(e, plan.scope), descending) for e, descending in s.order_by]
+        chosen = sorted_rows(chosen, order, ex.context, _joined_env)
+    chosen = ex.limited(chosen, s.limit)
     out_rows = []
     if s.returning is not None:  # NB: before the first delete, as in update()
         projections = plan.result.projections
@@ -502,6 +508,25 @@ def _delete_joined(ex: Execution, s: st.Delete) -> Result:
             txn.delete(key)
         row_written(ex, desc, old, None)
     return _result(_joined_returning(s, plan), out_rows, f"DELETE {len(chosen)}")
+
+
+def _joined_env(target: tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]) -> Any:
+    return target[2]
+
+
+def _check_target_order(s: st.Delete, desc: TableDescriptor) -> None:
+    """DELETE ... USING orders the table's rows, each once, so by its own columns only:
+    as CockroachDB (which plans it as DISTINCT ON the table's key), 42P10 for an ORDER BY
+    that reads a USING source's column, whose value differs between a row's pairs."""
+    qualifier = s.alias or s.table.name
+    names = {c.name for c in desc.columns}
+    for expression, _descending in s.order_by:
+        for column in expression.find_all(exp.Column):
+            if column.table == qualifier if column.table else column.name in names:
+                continue
+            raise SQLError(
+                "42P10", "SELECT DISTINCT ON expressions must match initial ORDER BY expressions"
+            )
 
 
 def _result(returning: Projections | None, rows: list[tuple[Any, ...]], tag: str) -> Result:

@@ -56,8 +56,8 @@ from feedkv.sql.session_context import SessionContext
 from feedkv.sql.types import (
     INT64_MAX,
     ColumnType,
-    format_value,
     logical_decimal,
+    type_of_value,
 )
 from feedkv.storage.mvcc import KeyValue
 from feedkv.util.keys import Span, key_next
@@ -157,6 +157,9 @@ class Execution:
         # whether the rows read now are to be written: read with locks (see chosen)
         self._locking = False
         self.ctes: dict[str, Relation] = {}  # the rows of the CTEs in scope, by name
+        # Runs a statement in an execution: the executor's, which sets it (a write read
+        # as a source, ``FROM [INSERT ... RETURNING ...]``, runs in the reader's).
+        self.run_nested: Callable[[Execution, st.Statement], Result] | None = None
         # The scopes of the queries around the subquery being planned, innermost last.
         self.outer_scopes: list[Scope] = []
         self._admin: bool | None = None  # whether the user has the admin role, once asked
@@ -503,18 +506,37 @@ class Execution:
     ) -> list[Any]:
         if offset is not None and (skip := self.count(offset, "OFFSET")):
             rows = rows[skip:]
-        if limit is not None:
-            rows = rows[: self.count(limit, "LIMIT")]
+        if limit is not None and (kept := self.count(limit, "LIMIT")) is not None:
+            rows = rows[:kept]
         return rows
 
-    def count(self, node: exp.Expr, what: str) -> int:
+    def count(self, node: exp.Expr, what: str) -> int | None:
+        """A LIMIT's or OFFSET's row count, typed as CockroachDB types it: an INT, or a
+        numeric constant with no fraction (``1 + 0.0``), or a string that reads as one;
+        NULL limits nothing. A negative count is 2201W, another type 42804."""
         value = self.constant(node)
-        if isinstance(value, int) and not isinstance(value, bool) and value > INT64_MAX:
-            raise SQLError("22003", f"{what}: numeric constant out of int64 range: {value}")
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            try:
+                value = int(value.strip())
+            except ValueError:
+                raise SQLError("22P02", f"could not parse {value!r} as type int") from None
+        if (
+            isinstance(value, decimal.Decimal)
+            and _is_number_constant(node)
+            and value == value.to_integral_value()
+        ):
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
             raise SQLError(
-                "2201W", f"{what} must be a non-negative integer, got {format_value(value)}"
+                "42804",
+                f"argument of {what} must be type int, not type {type_of_value(value).lower()}",
             )
+        if value > INT64_MAX:
+            raise SQLError("22003", f"{what}: numeric constant out of int64 range: {value}")
+        if value < 0:
+            raise SQLError("2201W", f"negative value for {what}")
         return value
 
 
@@ -532,3 +554,12 @@ def publish_added_columns(txn: Txn, executions: Iterable[Execution]) -> None:
             continue
         public = tuple(replace(c, adding=False) if c.adding else c for c in desc.columns)
         catalog.put_table(txn, replace(desc, columns=public), name_entry=False)
+
+
+def _is_number_constant(node: exp.Expr) -> bool:
+    """A numeric constant expression: literals, signs, parentheses and arithmetic."""
+    return all(
+        isinstance(part, exp.Literal | exp.Neg | exp.Paren | exp.Add | exp.Sub | exp.Mul)
+        and not (isinstance(part, exp.Literal) and part.is_string)
+        for part in node.walk()
+    )

@@ -35,6 +35,7 @@ def run(execution: Execution, statement: st.Statement) -> Result:
     handler: Callable[[Execution, Any], Result] | None = _HANDLERS.get(type(statement))
     if handler is None:
         raise SQLError("0A000", f"unsupported statement: {statement.text[:60]}")
+    execution.run_nested = run
     execution.leasing = (execution.autocommit or execution.lease_in_txn) and isinstance(
         statement, _LEASED
     )

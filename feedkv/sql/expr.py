@@ -41,6 +41,7 @@ from feedkv.sql.enums import EnumValue
 from feedkv.sql.interval import Interval
 from feedkv.sql.jsonb import JSON_NULL
 from feedkv.sql.types import (
+    DECIMAL_NAN,
     DECIMAL_QUOTIENT,
     EPOCH_DATE,
     EXACT_DECIMAL,
@@ -53,6 +54,7 @@ from feedkv.sql.types import (
     coerce,
     float_text,
     format_value,
+    is_nan,
     kind_of_value,
     type_of_value,
 )
@@ -71,6 +73,7 @@ __all__ = [
     "is_constant",
     "outer_nodes",
     "qualifier_of",
+    "refuse_aggregates",
 ]
 
 
@@ -254,6 +257,20 @@ def contains_aggregate(node: exp.Expr) -> bool:
         not (isinstance(call.parent, exp.Window) and call.parent.this is call)
         for call in outer_nodes(node, *AGGREGATES)
     )
+
+
+def refuse_aggregates(node: exp.Expr | None, clause: str) -> None:
+    """42803 for an aggregate called in ``node`` (not in its subqueries), which stands in
+    ``clause``: CockroachDB's message, ``sum(): aggregate functions are not allowed in
+    WHERE``."""
+    if node is None:
+        return
+    for call in outer_nodes(node, *AGGREGATES):
+        if not (isinstance(call.parent, exp.Window) and call.parent.this is call):
+            raise SQLError(
+                "42803",
+                f"{expression_name(call)}(): aggregate functions are not allowed in {clause}",
+            )
 
 
 def expression_name(node: exp.Expr) -> str:
@@ -526,6 +543,8 @@ class _Compiler:
             value = inner(row, ctx)
             if value is None:
                 return None
+            if isinstance(value, Interval):
+                return -value
             if not _is_number(value):
                 raise SQLError("42883", f"unary minus is not defined for {type_of_value(value)}")
             if isinstance(value, int) and value == INT64_MIN:
@@ -769,6 +788,20 @@ class _Compiler:
 
         return junction
 
+    def isnan(self, node: exp.IsNan) -> Compiled:
+        """``isnan(x)`` of a FLOAT or DECIMAL: whether it is NaN (NULL for NULL)."""
+        inner = self.compile(node.this)
+
+        def isnan(row: Env, ctx: Context) -> Any:
+            value = inner(row, ctx)
+            if value is None:
+                return None
+            if isinstance(value, bool) or not isinstance(value, float | decimal.Decimal):
+                raise SQLError("42883", f"unknown signature: isnan({type_of_value(value)})")
+            return is_nan(value)
+
+        return isnan
+
     def not_(self, node: exp.Not) -> Compiled:
         inner = self.compile(node.this)
 
@@ -795,6 +828,18 @@ class _Compiler:
                 return (_truth(inner(row, ctx)) is wanted) != negate
 
             return is_bool
+        if isinstance(target, exp.Column) and not target.table and _is_nan_word(target.this):
+            # CockroachDB's x IS [NOT] NAN: x = 'NaN' (x <> 'NaN'), so NULL for NULL
+
+            def is_nan(row: Env, ctx: Context) -> Any:
+                value = inner(row, ctx)
+                if value is None:
+                    return None
+                if not isinstance(value, float | decimal.Decimal):
+                    raise _incomparable("=", value, "NaN")
+                return _is_nan(value) != negate
+
+            return is_nan
         raise SQLError("0A000", f"unsupported IS expression: {_shown(node)}")
 
     def in_(self, node: exp.In) -> Compiled:
@@ -1865,8 +1910,15 @@ def _checked(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
     return compare
 
 
-def _is_nan(value: object) -> bool:
-    return isinstance(value, float) and value != value
+_is_nan = is_nan
+
+
+def _is_nan_word(identifier: exp.Expr) -> bool:
+    return (
+        isinstance(identifier, exp.Identifier)
+        and not identifier.quoted
+        and identifier.name.upper() == "NAN"
+    )
 
 
 def _nan_rank(value: Any) -> tuple[int, Any]:
@@ -2103,7 +2155,17 @@ def _decimal_arithmetic(op: type, a: decimal.Decimal, b: decimal.Decimal) -> dec
     operation = _DECIMAL_OPERATIONS.get(op)
     if operation is None:
         raise SQLError("0A000", f"unsupported operator {op.__name__}")
-    return operation(a, b)
+    if a.is_finite() and b.is_finite():
+        return operation(a, b)
+    if b == 0 and op in (exp.Div, exp.IntDiv, exp.Mod):
+        raise SQLError("22012", "division by zero")
+    try:
+        result = operation(a, b)
+    except decimal.InvalidOperation:
+        # NB: as PostgreSQL's numeric: Infinity - Infinity and Infinity * 0 are NaN
+        return DECIMAL_NAN
+    # NB: 1 / Infinity is 0, not 0E-2019 (Python's zero at the context's least exponent)
+    return decimal.Decimal(0) if result.is_zero() else result
 
 
 @functools.lru_cache(maxsize=512)
@@ -2230,6 +2292,7 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.Or: _Compiler.or_,
     exp.Not: _Compiler.not_,
     exp.Is: _Compiler.is_,
+    exp.IsNan: _Compiler.isnan,
     exp.In: _Compiler.in_,
     exp.Subquery: _Compiler.subquery,
     exp.CurrentVersion: _Compiler.session_value,

@@ -8,6 +8,7 @@ from typing import Any
 
 from feedkv.sql import jsonb
 from feedkv.sql.expr import Compiled, Context
+from feedkv.sql.types import is_nan
 
 __all__ = ["sorted_rows"]
 
@@ -30,7 +31,7 @@ def sorted_rows(
             if jsonb.is_json(value):
                 return (2, jsonb.sort_key(value))
             # NB: NaN after NULL and before every number, as in CockroachDB
-            return (1, 0) if isinstance(value, float) and value != value else (2, value)
+            return (1, 0) if is_nan(value) else (2, value)
 
         items.sort(key=sort_key, reverse=descending)
     return items

@@ -53,7 +53,14 @@ from feedkv.sql.script import runaway
 from feedkv.sql.session_vars import canonical_name
 from feedkv.sql.types import INT64_MAX, TYPE_NAMES, ColumnType, Kind, parse_type_name
 
-__all__ = ["column_type", "ordered", "parse", "parse_expression", "placeholder_count"]
+__all__ = [
+    "annotated_constants",
+    "column_type",
+    "ordered",
+    "parse",
+    "parse_expression",
+    "placeholder_count",
+]
 
 # NB: sqlglot logs a warning whenever it falls back to an opaque Command; feedkv turns
 # those into errors of its own, so the warnings would only be noise on the terminal.
@@ -202,12 +209,17 @@ _INT4_STAND_IN = "UINT"  # see _Statement._keep_int4
 _NAME_TOKENS = {TokenType.VAR, TokenType.IDENTIFIER}
 
 
-# ``[SHOW ...]`` as a source (``SELECT ... FROM [SHOW CHANGEFEED JOBS]``, CockroachDB's
-# syntax), which sqlglot cannot read: it is rewritten to a quoted name in crdb_internal
-# that holds the statement, and _Converter._source parses it back.
-# NB: string literals, quoted names and comments are matched first, and kept as they are.
+# ``[SHOW ...]`` and ``[INSERT | UPSERT | UPDATE | DELETE ... RETURNING ...]`` as a
+# source (``SELECT ... FROM [SHOW CHANGEFEED JOBS]``, CockroachDB's syntax), which sqlglot
+# cannot read: it is rewritten to a quoted name in crdb_internal that holds the
+# statement, and _Converter._source parses it back.
+# NB: string literals, quoted names and comments are matched first, and kept as they are;
+# inside the brackets, string literals and quoted names may hold anything but brackets
+# may not nest.
 _SHOW_SOURCE = re.compile(
-    r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|\[\s*(SHOW\b[^\[\]'\"]*?)\s*\]",
+    r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/"
+    r"|\[\s*((?:SHOW|INSERT|UPSERT|UPDATE|DELETE)\b"
+    r"(?:[^\[\]'\"]|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")*?)\s*\]",
     re.IGNORECASE | re.DOTALL,
 )
 _VIRTUAL_SCHEMA = "crdb_internal"
@@ -216,9 +228,29 @@ _VIRTUAL_SCHEMA = "crdb_internal"
 def _show_sources(text: str) -> str:
     def rewrite(match: re.Match[str]) -> str:
         show = match.group(1)
-        return match.group(0) if show is None else f'{_VIRTUAL_SCHEMA}."[{show}]"'
+        if show is None:
+            return match.group(0)
+        quoted = show.replace('"', '""')
+        return f'{_VIRTUAL_SCHEMA}."[{quoted}]"'
 
     return _SHOW_SOURCE.sub(rewrite, text)
+
+
+# CockroachDB's index hint ``t@{FORCE_INDEX=name}`` (optionally ``,ASC``/``,DESC``), which
+# sqlglot cannot read, is the plain ``t@name`` feedkv reads; other hints stay, and fail.
+_FORCE_INDEX = re.compile(
+    r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/"
+    r"|@\{\s*FORCE_INDEX\s*=\s*(\w+|\"(?:[^\"]|\"\")*\")\s*\}",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def _force_index_hints(text: str) -> str:
+    def rewrite(match: re.Match[str]) -> str:
+        index = match.group(1)
+        return match.group(0) if index is None else f"@{index}"
+
+    return _FORCE_INDEX.sub(rewrite, text)
 
 
 def parse(text: str) -> list[st.Statement]:
@@ -227,6 +259,8 @@ def parse(text: str) -> list[st.Statement]:
         raise SQLError("42601", f"a statement is a string, not {type(text).__name__}")
     if "[" in text:
         text = _show_sources(text)
+    if "@{" in text:
+        text = _force_index_hints(text)
     tokens = _tokenize(text, 0)
     out: list[st.Statement] = []
     group: list[Token] = []
@@ -271,6 +305,30 @@ def _parse_one(text: str, tokens: list[Token], offset: int) -> st.Statement:
             f"syntax error in {shown!r}: it does not read as a statement up to its end",
             position=last.start + 1,
         ) from None
+
+
+def annotated_constants(text: str) -> str:
+    """The expression ``text`` with each constant that is not cast followed by its type,
+    as CockroachDB prints a stored expression (``b < 1:::INT8``, ``s <> '':::STRING``);
+    ``text`` itself when it does not tokenize."""
+    try:
+        tokens = list(_DIALECT.tokenize(text))
+    except TokenError:
+        return text
+    out: list[str] = []
+    done = 0
+    for i, token in enumerate(tokens):
+        if token.token_type is TokenType.NUMBER:
+            kind = "INT8" if token.text.isdigit() else "DECIMAL"
+        elif token.token_type is TokenType.STRING:
+            kind = "STRING"
+        else:
+            continue
+        if i + 1 < len(tokens) and tokens[i + 1].token_type in (TokenType.DCOLON, TokenType.ALIAS):
+            continue  # NB: a cast (x::T, CAST(x AS T)) types it already
+        out.append(f"{text[done : token.end + 1]}:::{kind}")
+        done = token.end + 1
+    return "".join(out) + text[done:]
 
 
 def parse_expression(text: str) -> exp.Expr:
@@ -426,6 +484,17 @@ def _name(token: Token) -> str:
     if token.token_type is TokenType.IDENTIFIER:
         return token.text
     return token.text.lower()
+
+
+def _fold_identifiers(node: exp.Expr) -> exp.Expr:
+    """``node`` with its unquoted names folded to lower case, as CockroachDB and
+    PostgreSQL fold them: ``SELECT a AS Total`` names its column ``total`` and
+    ``FROM t AS X`` is read as ``x.a``."""
+    for identifier in node.find_all(exp.Identifier):
+        name = identifier.this
+        if not identifier.quoted and isinstance(name, str) and not name.islower():
+            identifier.set("this", name.lower())
+    return node
 
 
 def _ident(node: exp.Expr | str | None) -> str:
@@ -599,7 +668,7 @@ class _Statement:
         if len(nodes) != 1 or nodes[0] is None:
             raise SQLError("42601", "syntax error: expected exactly one statement")
         node: exp.Expr = nodes[0]
-        return node
+        return _fold_identifiers(node)
 
     def _syntax_error(self, exc: ParseError) -> SQLError:
         if not exc.errors:
@@ -949,6 +1018,7 @@ class _Statement:
                     raise SQLError(
                         "42601", f"syntax error in RETURNING: {_first_line(exc)}"
                     ) from None
+                _fold_identifiers(select)
                 if not isinstance(select, exp.Select) or any(
                     v for k, v in select.args.items() if k != "expressions"
                 ):
@@ -1378,6 +1448,16 @@ class _Statement:
         ]:  # fmt: skip
             level = " ".join(words[i + 5 :])
             return st.SessionVariable(self.text, "set", "default_transaction_isolation", level)
+        if first == "SET" and words[i : i + 4] == [
+            "CHARACTERISTICS",
+            "AS",
+            "TRANSACTION",
+            "PRIORITY",
+        ]:
+            if len(words) != i + 5:
+                raise self._error_at(min(i + 5, len(words)), "expected one user priority")
+            priority = words[i + 4].lower()
+            return st.SessionVariable(self.text, "set", "default_transaction_priority", priority)
         if first == "SET" and words[i : i + 5] in (
             ["CHARACTERISTICS", "AS", "TRANSACTION", "READ", "ONLY"],
             ["CHARACTERISTICS", "AS", "TRANSACTION", "READ", "WRITE"],
@@ -1394,6 +1474,8 @@ class _Statement:
             name, at = "timezone", i + 2
         elif words[i : i + 3] == ["TRANSACTION", "ISOLATION", "LEVEL"] and first == "SHOW":
             name, at = "transaction_isolation", i + 3
+        elif words[i : i + 2] in (["TRANSACTION", "PRIORITY"], ["TRANSACTION", "STATUS"]):
+            name, at = f"transaction_{words[i + 1].lower()}", i + 2
         elif first == "SHOW" and len(words) > i + 1:
             return None  # SHOW COLUMNS FROM t and the like: no variable
         else:
@@ -2188,7 +2270,9 @@ def _table_name_of(parts: list[str]) -> st.TableName:
     return st.TableName(parts[2], parts[0])
 
 
-def _virtual_source(name: str, alias: str | None) -> st.ShowSource | st.TableName:
+def _virtual_source(
+    name: str, alias: str | None
+) -> st.ShowSource | st.StatementSource | st.TableName:
     """``crdb_internal.<name>``, or ``[SHOW ...]`` (see :func:`_show_sources`); the
     tables of the cluster's nodes stay names (:mod:`feedkv.sql.crdb_internal` reads
     them)."""
@@ -2202,10 +2286,21 @@ def _virtual_source(name: str, alias: str | None) -> st.ShowSource | st.TableNam
         statements = parse(name[1:-1])
         if len(statements) == 1 and isinstance(statements[0], st.ShowChangefeedJobs):
             return st.ShowSource(statements[0], alias or "")
+        if len(statements) == 1 and isinstance(statements[0], st.Insert | st.Update | st.Delete):
+            if statements[0].returning is None:
+                raise SQLError(
+                    "0A000",
+                    f'statement source "{name[1:-1]}" does not return any columns; '
+                    "add RETURNING to read its rows",
+                )
+            return st.StatementSource(statements[0], alias or "")
+        if len(statements) == 1 and isinstance(statements[0], st.SourceShow):
+            return st.StatementSource(statements[0], alias or "")
         raise SQLError(
             "0A000",
-            f"{name} cannot be read as a table: feedkv reads [SHOW JOBS] and "
-            "[SHOW CHANGEFEED JOBS] (and SHOW JOB <id>) so",
+            f"{name} cannot be read as a table: feedkv reads writes with RETURNING, "
+            "[SHOW JOBS], [SHOW CHANGEFEED JOBS], [SHOW JOB <id>], and SHOW TABLES, "
+            "DATABASES, CREATE, COLUMNS, INDEXES, GRANTS, RANGES and PARTITIONS so",
         )
     raise SQLError(
         "42P01",
@@ -2833,8 +2928,6 @@ class _Converter:
         order, limit = _mutation_order(node, "DELETE")
         returning = self.returning if self.returning is not None else _returning(node)
         joins = self._mutation_joins(node.args.get("using") or [], "DELETE ... USING")
-        if joins and (order or limit is not None):
-            raise SQLError("0A000", "DELETE ... USING takes no ORDER BY or LIMIT")
         alias = _index_and_alias(node.this)[1]
         subqueries = [*self._subqueries(node)]
         if self.returning is not None:  # cut out of the text, so not under ``node``
@@ -2868,8 +2961,8 @@ class _Converter:
         operation's side): a SELECT or a set operation, maybe in parentheses."""
         converter = _Converter(self.text, False, [], {}, None, None)
         if isinstance(node, exp.Subquery) and node.args.get("alias") is None:
-            _refuse_unhandled(node, {"this"})
-            return converter._query(node.this)
+            _refuse_unhandled(node, {"this", "order", "limit", "offset"})
+            return converter._query(_outer_clauses_moved_in(node))
         if isinstance(node, exp.Select):
             return converter._select(node)
         if isinstance(node, exp.SetOperation):
@@ -3189,7 +3282,20 @@ def _storage_params(node: exp.Create) -> tuple[str, ...]:
     for prop in properties.expressions if properties is not None else ():
         if not isinstance(prop, exp.Property) or not isinstance(prop.this, exp.Var | str):
             raise SQLError("0A000", f"CREATE TABLE ... {prop.sql()[:40]} is not supported")
-        names.append(str(prop.this if isinstance(prop.this, str) else prop.this.this).lower())
+        name = str(prop.this if isinstance(prop.this, str) else prop.this.this).lower()
+        if name == "schema_locked":
+            # CockroachDB's: true refuses schema changes. feedkv never locks a table's
+            # schema, so false is what every table is; true it cannot honour.
+            value = prop.args.get("value")
+            if not (isinstance(value, exp.Boolean) and value.this is False):
+                shown = value.sql() if isinstance(value, exp.Expr) else "?"
+                raise SQLError(
+                    "0A000",
+                    f"schema_locked = {shown} is not supported: feedkv never locks a table's "
+                    "schema (only schema_locked = false is accepted)",
+                )
+            continue
+        names.append(name)
     return tuple(names)
 
 
@@ -3221,6 +3327,27 @@ def _computed_constraint(column: str, node: exp.ComputedColumnConstraint) -> tup
     while isinstance(expression, exp.Paren):
         expression = expression.this
     return expression, storage == "VIRTUAL"
+
+
+def _outer_clauses_moved_in(node: exp.Subquery) -> exp.Expr:
+    """``(SELECT ...) ORDER BY ... LIMIT ...``: the query in parentheses, given the
+    ORDER BY, LIMIT and OFFSET written after them; as CockroachDB, 42601 when it has one
+    of its own (``((SELECT a FROM t LIMIT 1)) LIMIT 1``)."""
+    inner: exp.Expr = node.this
+    while isinstance(inner, exp.Subquery) and not any(
+        inner.args.get(k) for k in ("alias", "order", "limit", "offset")
+    ):
+        inner = inner.this
+    for clause, shown in (("order", "ORDER BY"), ("limit", "LIMIT"), ("offset", "OFFSET")):
+        outer = node.args.get(clause)
+        if outer is None:
+            continue
+        if not isinstance(inner, exp.Select | exp.SetOperation):
+            raise SQLError("0A000", f"{shown} after this parenthesized query is not supported")
+        if inner.args.get(clause) is not None:
+            raise SQLError("42601", f"multiple {shown} clauses not allowed")
+        inner.set(clause, outer)
+    return inner
 
 
 def _refuse_unhandled(node: exp.Expr, handled: set[str]) -> None:

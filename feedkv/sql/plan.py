@@ -37,6 +37,7 @@ from feedkv.sql.expr import (
     is_constant,
     outer_nodes,
     qualifier_of,
+    refuse_aggregates,
     static_kind,
 )
 from feedkv.sql.indexes import index_span, values_prefix
@@ -234,6 +235,7 @@ class Selection:
     @classmethod
     def of(cls, desc: TableDescriptor, where: exp.Expr | None, scope: Scope) -> Selection:
         if where is not None:
+            refuse_aggregates(where, "WHERE")
             where = condition(where, scope)
         test = compile_expr(where, scope) if where is not None else None  # NB: checks it too
         plan = _key_plan(desc, where, scope) if where is not None else None
@@ -699,9 +701,15 @@ class InsertPlan:
                 raise SQLError(
                     "42601", f"{verb} has more target columns than expressions ({len(values)})"
                 )
-            rows.append([compile_expr(v, empty) for v in values])
+            row: list[Compiled] = []
             for column, node in zip(targets, values, strict=True):
+                if _is_default(node):  # VALUES (DEFAULT): the column's default, else NULL
+                    row.append(column_default(column) or _null)
+                    continue
+                refuse_aggregates(node, "VALUES")
+                row.append(compile_expr(node, empty))
                 _check_assigned_node(node, empty, column)
+            rows.append(row)
         scope = table_scope(desc, database)
         # ON CONFLICT DO UPDATE sees the existing row, then the proposed one as excluded.*
         if s.on_conflict == "update" and desc.name == "excluded":
@@ -838,6 +846,15 @@ def _scalar_item(node: exp.Expr) -> exp.Expr:
     return node
 
 
+def _is_default(node: exp.Expr) -> bool:
+    """The keyword DEFAULT standing for a value (``VALUES (1, DEFAULT)``)."""
+    return isinstance(node, exp.Var) and node.name.upper() == "DEFAULT"
+
+
+def _null(row: Any, ctx: Any) -> None:
+    return None
+
+
 def column_default(column: Column) -> Compiled | None:
     """``column``'s DEFAULT expression, compiled (``None``: it has none)."""
     if column.default is None:
@@ -863,6 +880,8 @@ class UpdatePlan:
     @classmethod
     def of(cls, desc: TableDescriptor, s: st.Update, database: str) -> UpdatePlan:
         scope = table_scope(desc, database, s.alias)
+        for _name, node in s.sets:
+            refuse_aggregates(node, "UPDATE SET")
         sets = [(desc.column(name), compile_expr(e, scope)) for name, e in s.sets]
         for (column, _), (_, node) in zip(sets, s.sets, strict=True):
             _check_assigned_node(node, scope, column)
@@ -879,7 +898,7 @@ class UpdatePlan:
             and assigned == {c.id for c in desc.columns} - set(desc.primary_key)
             and all(_is_constant(e) for _, e in s.sets)
         )
-        order = _mutation_order_keys(desc, s.order_by, scope)
+        order = _mutation_order_keys(desc, s.order_by, scope, "UPDATE")
         blind = selection.point if whole else None
         return cls(selection, sets, returning, assigned, blind, order, scope)
 
@@ -895,15 +914,17 @@ class DeletePlan:
     def of(cls, desc: TableDescriptor, s: st.Delete, database: str) -> DeletePlan:
         scope = table_scope(desc, database, s.alias)
         returning = _returning(desc, s.returning, scope, s.alias)
-        order = _mutation_order_keys(desc, s.order_by, scope)
+        order = _mutation_order_keys(desc, s.order_by, scope, "DELETE")
         return cls(Selection.of(desc, s.where, scope), returning, order, scope)
 
 
 def _mutation_order_keys(
-    desc: TableDescriptor, order_by: Sequence[tuple[exp.Expr, bool]], scope: Scope
+    desc: TableDescriptor, order_by: Sequence[tuple[exp.Expr, bool]], scope: Scope, verb: str
 ) -> list[tuple[Compiled, bool]]:
     """An UPDATE's or DELETE's ORDER BY, over the table's columns (positions count
     the visible ones, as in ``SELECT *``)."""
+    for node, _descending in order_by:
+        refuse_aggregates(node, f"ORDER BY in {verb}")
     names, projections = _projections([FromTable.alone(desc)], [exp.Star()], scope)
     return order_keys(order_by, scope, names, projections)
 

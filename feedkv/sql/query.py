@@ -228,6 +228,21 @@ def series(ex: Execution, source: st.Series) -> Relation:
     return Relation.of(source.alias, [source.column], [ColumnType(Kind.INT)], rows)
 
 
+def _statement_rows(ex: Execution, source: st.StatementSource) -> Result:
+    """The rows of the statement ``source`` holds, run now in ``ex``'s transaction (a
+    write in a read-only one is 25006, as the write alone would be)."""
+    statement = source.statement
+    writes = isinstance(statement, st.Insert | st.Update | st.Delete)
+    if writes and ex.session.variable("transaction_read_only") == "on":
+        what = type(statement).__name__.upper()
+        if isinstance(statement, st.Insert) and statement.upsert:
+            what = "UPSERT"
+        raise SQLError("25006", f"cannot execute {what} in a read-only transaction")
+    if ex.run_nested is None:
+        raise InvariantViolation("an execution reads a statement's rows outside the executor")
+    return ex.run_nested(ex, statement)
+
+
 def read_source(
     ex: Execution, source: st.Source
 ) -> tuple[TableDescriptor | Relation, list[tuple[Any, ...]], str]:
@@ -235,6 +250,11 @@ def read_source(
     subquery's; its rows; the database that qualifies its columns."""
     if isinstance(source, st.ShowSource):
         relation = ex.session.show_jobs(source)
+        return relation, relation.rows, ex.session.database
+    if isinstance(source, st.StatementSource):
+        result = _statement_rows(ex, source)
+        types = result.types or (None,) * len(result.columns)
+        relation = Relation.of(source.alias, result.columns, types, result.rows)
         return relation, relation.rows, ex.session.database
     if isinstance(source, st.Series):
         relation = series(ex, source)

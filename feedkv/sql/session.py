@@ -305,6 +305,7 @@ class Session:
         self._failed = False
         self._restart = False  # SAVEPOINT cockroach_restart is active
         self._read_only = False  # the open transaction is READ ONLY
+        self._priority = "normal"  # the open transaction's user priority
         self._released = False  # RELEASE committed the transaction; COMMIT ends the block
         self._savepoints: list[_NamedSavepoint] = []  # held, oldest first
         self._ddl = 0  # schema changes in the open transaction
@@ -496,8 +497,15 @@ class Session:
         return catalog.Snapshot(self.db, self.db.now())
 
     def _prepare_checked(self, text: str) -> tuple[tuple[st.Statement, int], ...]:
-        """``text`` prepared, once this session's user is known to exist."""
-        prepared = prepare(text)
+        """``text`` prepared, once this session's user is known to exist. Text that
+        does not parse aborts the open transaction, as any failed statement does (as in
+        CockroachDB and PostgreSQL: a COMMIT then rolls back)."""
+        try:
+            prepared = prepare(text)
+        except SQLError:
+            if self._txn is not None and not self._released:
+                self._failed = True
+            raise
         if not self._checked_user:
             self._check_user()
         return prepared
@@ -566,8 +574,10 @@ class Session:
             if self._txn is not None:
                 self._failed = True  # as CockroachDB: only ROLLBACK ends it now
                 raise SQLError("25001", "there is already a transaction in progress")
-            priority = _USER_PRIORITIES.get(statement.priority or "NORMAL")
-            self._txn = self.db.transaction(priority=priority)
+            self._priority = (
+                statement.priority or self.variable("default_transaction_priority")
+            ).lower()
+            self._txn = self.db.transaction(priority=_USER_PRIORITIES.get(self._priority.upper()))
             self._failed = False
             self._read_only = (
                 statement.read_only
@@ -578,7 +588,13 @@ class Session:
             return Result(tag="BEGIN")
         if isinstance(statement, st.SetTransaction):
             return self._set_transaction(statement)
-        if self._released and not isinstance(statement, st.Commit | st.Rollback):
+        if (
+            self._released
+            and not isinstance(statement, st.Commit | st.Rollback)
+            and not (
+                isinstance(statement, st.SessionVariable) and statement.name == "transaction_status"
+            )
+        ):
             raise SQLError(
                 "25000",
                 "current transaction is committed, commands ignored until end of transaction block",
@@ -754,6 +770,16 @@ class Session:
             return self.database
         if name == "session_user":
             return self.user
+        if name == "transaction_priority":
+            return (
+                self._priority
+                if self._txn is not None
+                else self.variable("default_transaction_priority")
+            )
+        if name == "transaction_status":
+            if self._txn is None:
+                return "NoTxn"
+            return "Aborted" if self._failed else "CommitWait" if self._released else "Open"
         if name == "transaction_read_only":
             if self._txn is None:
                 return self.variables.get("default_transaction_read_only", "off")
@@ -765,11 +791,26 @@ class Session:
         when it began (BEGIN PRIORITY sets it)."""
         if self._txn is None:
             raise SQLError("25P01", "there is no transaction in progress")
+        self._check_not_failed()
         if s.priority is not None:
-            raise SQLError("0A000", "SET TRANSACTION PRIORITY is not supported; use BEGIN PRIORITY")
+            self._set_priority(s.priority.lower())
         if s.read_only is not None:
             self._read_only = s.read_only
         return Result(tag="SET TRANSACTION")
+
+    def _set_priority(self, priority: str) -> None:
+        """The open transaction's user priority, changed before it has run a statement:
+        it starts again, with nothing done, at ``priority`` (as CockroachDB, where a
+        transaction's priority is fixed once it has sent a request)."""
+        if priority == self._priority:
+            return
+        txn = self._txn
+        if txn is None:
+            raise SQLError("25P01", "there is no transaction in progress")
+        if self._executions or self._savepoints or self._restart or txn.read_ts is not None:
+            raise SQLError("25001", "cannot change the user priority of a running transaction")
+        self._txn = self.db.transaction(priority=_USER_PRIORITIES.get(priority.upper()))
+        self._priority = priority
 
     def _refuse_if_read_only(self, statement: st.Statement) -> None:
         """25006 for a statement that writes, in a READ ONLY transaction (an implicit one
@@ -787,7 +828,11 @@ class Session:
 
     def _session_variable(self, s: st.SessionVariable) -> Result:
         """SET, RESET or SHOW a session variable; these take effect at once, in a
-        transaction or not (as in CockroachDB), and are not rolled back."""
+        transaction or not (as in CockroachDB), and are not rolled back. In an aborted
+        transaction they are refused, as every statement but its end is."""
+        if self._txn is not None and s.name != "transaction_status":
+            # NB: SHOW TRANSACTION STATUS observes the session, so it says Aborted
+            self._check_not_failed()
         if s.action == "show":
             if s.name is None:
                 rows = [(name, self.variable(name)) for name in sorted(VARIABLES)]
@@ -795,6 +840,14 @@ class Session:
             return Result((s.name,), [(self.variable(s.name),)], "SHOW 1")
         if s.action == "transaction" and self._txn is None:
             raise SQLError("25P01", "there is no transaction in progress")
+        if s.name == "transaction_priority" and s.action in ("set", "reset"):
+            if self._txn is None:  # NB: outside one, as transaction_read_only: no effect
+                return Result(tag="SET")
+            default_priority = self.variable("default_transaction_priority")
+            self._set_priority(
+                checked_value(s.name, s.value or "") if s.action == "set" else default_priority
+            )
+            return Result(tag="SET")
         if s.name == "transaction_read_only" and s.action in ("set", "reset"):
             if self._txn is not None:  # NB: outside one, as PostgreSQL: no effect
                 default = self.variable("default_transaction_read_only") == "on"

@@ -79,10 +79,14 @@ def _read_only(name: str, value: str) -> str:
 
 VARIABLES: dict[str, Variable] = {
     "application_name": Variable("", _any),
+    # CockroachDB's: on commits an explicit transaction before a schema change in it.
+    # feedkv runs a schema change inside the transaction, which is off.
+    "autocommit_before_ddl": Variable("off", _one_of("off", "false", canonical="off")),
     "client_encoding": Variable("UTF8", _one_of("UTF8", "UTF-8", "unicode", canonical="UTF8")),
     "database": Variable("", _any),  # the session's current database: see Session
     "datestyle": Variable("ISO, MDY", _one_of("ISO", "ISO, MDY", canonical="ISO, MDY")),
     "default_transaction_isolation": Variable("serializable", _isolation),
+    "default_transaction_priority": Variable("normal", _one_of("low", "normal", "high")),
     "default_transaction_read_only": Variable("off", _on_off),
     # an UPDATE's or DELETE's row read locks the rows it will write (feedkv.kv.lock_table)
     "enable_implicit_select_for_update": Variable("on", _on_off),
@@ -97,6 +101,11 @@ VARIABLES: dict[str, Variable] = {
     "standard_conforming_strings": Variable("on", _one_of("on")),
     "timezone": Variable("UTC", _one_of("UTC", "Etc/UTC", "GMT", "Z", "+00:00", canonical="UTC")),
     "transaction_isolation": Variable("serializable", _isolation),
+    # NB: the open transaction's (the session keeps it); outside one, the default's
+    "transaction_priority": Variable("normal", _one_of("low", "normal", "high")),
+    # The session's transaction state, as CockroachDB names it: NoTxn, Open, Aborted or
+    # CommitWait (after RELEASE SAVEPOINT cockroach_restart); the session answers it.
+    "transaction_status": Variable("NoTxn", _read_only, read_only=True),
     # NB: the open transaction's (the session keeps it); outside one, the default's
     "transaction_read_only": Variable("off", _on_off),
 }

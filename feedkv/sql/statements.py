@@ -88,9 +88,11 @@ __all__ = [
     "ShowZoneConfiguration",
     "ShowTables",
     "Source",
+    "SourceShow",
     "SplitAt",
     "Relocate",
     "Statement",
+    "StatementSource",
     "TableName",
     "Truncate",
     "Update",
@@ -545,6 +547,17 @@ class ShowSource:
 
 
 @dataclass(frozen=True, slots=True)
+class StatementSource:
+    """The rows of a statement read as a table (CockroachDB's syntax): the RETURNING rows
+    of a write, ``FROM [INSERT ... RETURNING a]``, or a SHOW's, ``FROM [SHOW CREATE t]``.
+    The statement runs, in the reading statement's transaction, when the source is read;
+    ``alias`` qualifies its columns."""
+
+    statement: Insert | Update | Delete | SourceShow
+    alias: str
+
+
+@dataclass(frozen=True, slots=True)
 class Series:
     """``FROM generate_series(start, stop [, step]) [AS alias [(column)]]``: one column
     (named ``column``) of the numbers from ``start`` to ``stop``, both included, ``step``
@@ -555,7 +568,7 @@ class Series:
     column: str
 
 
-Source = TableName | Derived | ShowSource | Series  # what FROM and JOIN read
+Source = TableName | Derived | ShowSource | StatementSource | Series  # what FROM and JOIN read
 
 
 @dataclass(frozen=True, slots=True)
@@ -898,3 +911,16 @@ class DropConstraint(Statement):
     table: TableName
     name: str
     if_exists: bool = False
+
+
+# The SHOW statements whose rows a statement may read as a table (see StatementSource).
+SourceShow = (
+    ShowTables
+    | ShowDatabases
+    | ShowCreateTable
+    | ShowColumns
+    | ShowIndexes
+    | ShowGrants
+    | ShowRanges
+    | ShowPartitions
+)

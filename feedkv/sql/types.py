@@ -41,6 +41,7 @@ from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_duration_ns
 
 __all__ = [
+    "DECIMAL_NAN",
     "TYPE_NAMES",
     "ColumnType",
     "FixedChar",
@@ -57,6 +58,7 @@ __all__ = [
     "from_value",
     "from_value_primitive",
     "key_primitive",
+    "is_nan",
     "kind_of_value",
     "logical_decimal",
     "parse_type_name",
@@ -79,6 +81,7 @@ EXACT_DECIMAL = decimal.Context(
 DECIMAL_QUOTIENT = decimal.Context(
     prec=20, rounding=decimal.ROUND_HALF_UP, Emax=2000, Emin=-2000, traps=_DECIMAL_TRAPS
 )
+DECIMAL_NAN = decimal.Decimal("NaN")
 EPOCH_DATE = datetime.date(1970, 1, 1)
 EPOCH = datetime.datetime(1970, 1, 1)
 UTC = datetime.UTC
@@ -308,6 +311,13 @@ def type_of_value(value: object) -> str:
     return type(value).__name__
 
 
+def is_nan(value: object) -> bool:
+    """A FLOAT or DECIMAL NaN (SQL's NaN equals NaN and sorts below every number)."""
+    if isinstance(value, decimal.Decimal):
+        return value.is_nan()
+    return isinstance(value, float) and value != value
+
+
 def kind_of_value(value: object) -> Kind | None:
     """The column kind a Python value belongs to (``None`` for NULL or JSON documents)."""
     if isinstance(value, EnumValue):
@@ -470,9 +480,11 @@ def _to_decimal(value: object, ctype: ColumnType) -> decimal.Decimal:
             raise _bad_text(value, ctype) from None
     else:
         raise _Mismatch
-    if not result.is_finite():
-        raise SQLError("22P02", f"DECIMAL value {result} is not supported (only finite numbers)")
-    if ctype.scale is not None:
+    if result.is_nan():
+        # NB: as CockroachDB: a DECIMAL NaN is neither signaling nor negative
+        # ('-sNaN'::DECIMAL is NaN), so NaNs are one value, equal and one key
+        return DECIMAL_NAN
+    if ctype.scale is not None and result.is_finite():  # NB: DECIMAL(3,1) holds Infinity
         # NB: the default context holds 28 digits; a DECIMAL(40,2) needs more.
         wide = decimal.Context(prec=len(result.as_tuple().digits) + ctype.scale + 2)
         result = result.quantize(
@@ -480,7 +492,13 @@ def _to_decimal(value: object, ctype: ColumnType) -> decimal.Decimal:
         )
         digits = len(result.as_tuple().digits)
         if ctype.precision is not None and digits > ctype.precision and result != 0:
-            raise SQLError("22003", f"value {result} does not fit {ctype.sql()}")
+            whole = ctype.precision - ctype.scale
+            limit = f"10^{whole}" if whole else "1"
+            raise SQLError(
+                "22003",
+                f"value with precision {ctype.precision}, scale {ctype.scale} must round to"
+                f" an absolute value less than {limit}",
+            )
     return result
 
 
@@ -860,18 +878,32 @@ def _from_shared(kind: Kind, raw: Primitive) -> Any:
 
 _EXPONENT = struct.Struct(">I")
 _EXPONENT_BIAS = 1 << 31
+_NAN_KEY = b"\x00"
+_NEGATIVE_INFINITY_KEY = b"\x00\x01"
+_INFINITY_KEY = b"\x04"
+_SPECIAL_KEYS = {
+    _NAN_KEY: DECIMAL_NAN,
+    _NEGATIVE_INFINITY_KEY: decimal.Decimal("-Infinity"),
+    _INFINITY_KEY: decimal.Decimal("Infinity"),
+}
 
 
 def decimal_key(value: decimal.Decimal) -> bytes:
-    """A byte string whose byte order is the numeric order of finite decimals.
+    """A byte string whose byte order is the numeric order of decimals, NaN first (as
+    CockroachDB orders it: below -Infinity).
 
     Zero is ``02``. A positive number ``0.d1d2... * 10**e`` is ``03``, then ``e`` biased
     as 4 big-endian bytes, then its digits as ASCII with trailing zeros dropped: a
     shorter digit string is a prefix of a longer one and sorts first, as it should. A
     negative number is ``01`` and the inverted bytes of the same with a ``00`` appended,
     so a larger magnitude sorts first and a prefix no longer does. Equal numbers with
-    different scales (1.5, 1.50) get the same key.
+    different scales (1.5, 1.50) get the same key. NaN is ``00``, -Infinity ``0001``,
+    Infinity ``04``.
     """
+    if value.is_nan():
+        return _NAN_KEY
+    if value.is_infinite():
+        return _NEGATIVE_INFINITY_KEY if value < 0 else _INFINITY_KEY
     if value == 0:
         return b"\x02"
     sign, digits, exponent = value.as_tuple()
@@ -889,6 +921,8 @@ def decimal_from_key(raw: bytes) -> decimal.Decimal:
     """The inverse of :func:`decimal_key` (normalized: 1.50 comes back as 1.5)."""
     if raw == b"\x02":
         return decimal.Decimal(0)
+    if raw in _SPECIAL_KEYS:
+        return _SPECIAL_KEYS[raw]
     negative = raw[:1] == b"\x01"
     body = bytes(255 - b for b in raw[1:-1]) if negative else raw[1:]
     (biased,) = _EXPONENT.unpack(body[:4])
@@ -1022,6 +1056,8 @@ def timestamp_of(value: Any, now: Timestamp) -> Timestamp:
     if isinstance(value, datetime.datetime):
         aware = value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
         return Timestamp(int(aware.timestamp() * 1_000_000) * 1000, 0)
+    if isinstance(value, Interval):
+        return _interval_before(value, now, format_value(value))
     if isinstance(value, str):
         text = value.strip()
         if text.startswith("-"):
@@ -1048,8 +1084,32 @@ def timestamp_of(value: Any, now: Timestamp) -> Timestamp:
             return timestamp_of(coerce(text, ColumnType(Kind.TIMESTAMPTZ), "AS OF"), now)
         except SQLError:
             pass
+        try:
+            interval = Interval.parse(text)
+        except (SQLError, InvalidArgumentError):
+            pass
+        else:
+            return _interval_before(interval, now, text)
     raise SQLError(
         "22007",
         f"AS OF SYSTEM TIME: {value!r} is not a timestamp; use a logical timestamp "
         "(cluster_logical_timestamp()), a negative interval such as '-10s', or a date/time",
     )
+
+
+def _interval_before(interval: Interval, now: Timestamp, text: str) -> Timestamp:
+    """AS OF SYSTEM TIME given an interval: that long before ``now``, which it must be
+    (as CockroachDB: at least 1 us, and not after now)."""
+    span = interval.span()
+    if span == 0:
+        raise SQLError(
+            "22007",
+            f"AS OF SYSTEM TIME: interval value {text!r} too small, absolute value must be >= 1µs",
+        )
+    if span > 0:
+        raise SQLError(
+            "22007", f"AS OF SYSTEM TIME: cannot specify timestamp in the future ({text!r})"
+        )
+    moment = datetime.datetime.fromtimestamp(now.wall // 1000 / 1_000_000, datetime.UTC)
+    moved = interval.added_to(moment)
+    return Timestamp(int(moved.timestamp() * 1_000_000) * 1000, 0)

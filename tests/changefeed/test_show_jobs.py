@@ -142,7 +142,7 @@ def test_a_users_job_table_holds_only_their_own_jobs(table: DB, tmp_path: Path) 
     ("statement", "code", "words"),
     [
         ("SELECT * FROM crdb_internal.nodes", "42P01", "crdb_internal.nodes"),
-        ("SELECT * FROM [SHOW TABLES]", "0A000", "[SHOW TABLES]"),
+        ("SELECT * FROM [SHOW intervalstyle]", "0A000", "[SHOW intervalstyle]"),
         ("SELECT * FROM [SHOW CHANGEFEED JOB 12345]", "42704", "12345"),
     ],
 )

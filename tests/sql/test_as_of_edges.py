@@ -1,6 +1,7 @@
 """AS OF SYSTEM TIME as CockroachDB defines its edges: ``now()`` in such a query is the
-time read at, a negative interval under a microsecond (which would read now) and the
-zero timestamp are refused."""
+time read at, an interval (a string or an INTERVAL, negated or not) is that long before
+now; an interval under a microsecond (which would read now), one after now and the zero
+timestamp are refused."""
 
 from __future__ import annotations
 
@@ -31,6 +32,9 @@ def test_now_follows_a_relative_time(db: DB) -> None:
         ("'-0.1us'", "interval value '-0.1us' too small"),
         ("'-0us'", "too small, absolute value must be >= 1µs"),
         ("'0'", "zero timestamp is invalid"),
+        ("'0.1us'", "interval value '0.1us' too small"),
+        ("'10s'", "cannot specify timestamp in the future"),
+        ("INTERVAL '10s'", "cannot specify timestamp in the future"),
     ],
 )
 def test_times_that_are_no_time_before_now_are_refused(db: DB, when: str, message: str) -> None:
@@ -38,3 +42,12 @@ def test_times_that_are_no_time_before_now_are_refused(db: DB, when: str, messag
     with pytest.raises(SQLError, match=message) as raised:
         db.sql(f"SELECT * FROM t AS OF SYSTEM TIME {when}")
     assert raised.value.code == "22007"
+
+
+@pytest.mark.parametrize(
+    "when", ["INTERVAL '-1us'", "-('1000' || 'us')::INTERVAL", "-INTERVAL '1ms'", "'-1ms'"]
+)
+def test_an_interval_value_reads_that_long_before_now(db: DB, when: str) -> None:
+    [(was,)] = db.sql(f"SELECT * FROM (SELECT now()) AS OF SYSTEM TIME {when}").rows
+    [(now,)] = db.sql("SELECT now()").rows
+    assert was < now

@@ -91,6 +91,16 @@ def test_storage_parameters_are_ignored_with_a_notice_or_refused(any_db: DB) -> 
     assert sql_error(lambda: any_db.sql("SELECT * FROM u")).code == "42P01"
 
 
+def test_schema_locked_false_is_what_every_table_is_and_true_is_refused(any_db: DB) -> None:
+    # CockroachDB's storage parameter: feedkv never locks a table's schema.
+    result = any_db.sql("CREATE TABLE t (k INT PRIMARY KEY) WITH (schema_locked = false)")
+    assert result.notices == ()
+    any_db.sql("ALTER TABLE t ADD COLUMN v INT")
+    error = sql_error(lambda: any_db.sql("CREATE TABLE u (k INT) WITH (schema_locked = true)"))
+    assert error.code == "0A000" and "schema_locked" in error.message
+    assert sql_error(lambda: any_db.sql("SELECT * FROM u")).code == "42P01"
+
+
 def test_rows_keyed_by_a_new_rowid_go_in_without_reads_also_in_a_transaction(
     db: DB, count_batches: Callable[[DB], list[int]]
 ) -> None:

@@ -72,3 +72,16 @@ def test_a_result_column_is_named_as_cockroachdb_names_it(
     session: Session, expression: str, name: str
 ) -> None:
     assert session.execute(f"SELECT {expression} FROM kv").columns == (name,)
+
+
+def test_an_unquoted_alias_folds_to_lower_case_and_a_quoted_one_keeps_its_case(
+    session: Session,
+) -> None:
+    # As CockroachDB and PostgreSQL fold unquoted names: feedkv kept 'Total' as written,
+    # so ORDER BY total and s.x of a subquery's AS X found no column.
+    result = session.execute('SELECT v AS Total, k AS "Key" FROM kv AS T ORDER BY total')
+    assert result.columns == ("total", "Key")
+    assert session.execute("SELECT t.k FROM kv AS T").rows == [(1,)]
+    assert session.execute("SELECT s.x FROM (SELECT k AS X FROM kv) AS s").rows == [(1,)]
+    returned = session.execute("INSERT INTO kv (k) VALUES (2) RETURNING k AS NewKey")
+    assert returned.columns == ("newkey",)

@@ -271,6 +271,30 @@ def test_error_in_transaction_rejects_later_statements_until_rollback(
     assert any_db.sql("SELECT k FROM t ORDER BY k").rows == [(1,), (4,)]
 
 
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "SHOW intervalstyle",
+        "SHOW transaction_isolation",
+        "SET application_name = 'late'",
+        "RESET application_name",
+        "SET TRANSACTION READ ONLY",
+    ],
+)
+def test_an_aborted_transaction_refuses_set_and_show_too(
+    any_db: DB, session: Callable[..., Session], statement: str
+) -> None:
+    # As CockroachDB and PostgreSQL: only the end of the block runs, so a SHOW cannot
+    # answer as if the statements before it had run.
+    s = session()
+    s.execute("BEGIN")
+    assert sql_error(lambda: s.execute("SELECT * FROM missing")).code == "42P01"
+    assert sql_error(lambda: s.execute(statement)).code == "25P02"
+    assert s.variable("application_name") == ""
+    assert s.execute("ROLLBACK").tag == "ROLLBACK"
+    assert s.execute("SHOW intervalstyle").rows == [("postgres",)]
+
+
 def test_commit_after_error_rolls_back(any_db: DB, session: Callable[..., Session]) -> None:
     any_db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
     s = session()
@@ -971,3 +995,87 @@ def test_savepoint_misuse_gets_its_sqlstate(
     for text in before:
         s.execute(text)
     assert sql_error(lambda: s.execute(last)).code == code
+
+
+def test_user_priority_defaults_from_the_session_and_shows_per_transaction(
+    any_db: DB, session: Callable[..., Session]
+) -> None:
+    s = session()
+    assert s.execute("SHOW TRANSACTION PRIORITY").rows == [("normal",)]
+    s.execute("SET default_transaction_priority = 'HIGH'")
+    assert s.execute("SHOW default_transaction_priority").rows == [("high",)]
+    assert s.execute("SHOW TRANSACTION PRIORITY").rows == [("high",)]  # outside: the default
+    s.execute("BEGIN")
+    assert s.execute("SHOW TRANSACTION PRIORITY").rows == [("high",)]
+    s.execute("SET TRANSACTION PRIORITY LOW")  # before its first statement: it may change
+    assert s.execute("SHOW TRANSACTION PRIORITY").rows == [("low",)]
+    s.execute("COMMIT")
+    s.execute("BEGIN PRIORITY LOW")
+    assert s.execute("SHOW TRANSACTION PRIORITY").rows == [("low",)]
+    s.execute("ROLLBACK")
+    s.execute("SET SESSION CHARACTERISTICS AS TRANSACTION PRIORITY LOW")
+    assert s.execute("SHOW default_transaction_priority").rows == [("low",)]
+    s.execute("RESET default_transaction_priority")
+    assert s.execute("SHOW default_transaction_priority").rows == [("normal",)]
+    assert sql_error(lambda: s.execute("SET default_transaction_priority = 'urgent'"))
+
+
+def test_a_running_transaction_keeps_its_user_priority(
+    any_db: DB, session: Callable[..., Session]
+) -> None:
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+    s = session()
+    s.execute("BEGIN")
+    s.execute("INSERT INTO t VALUES (1)")
+    s.execute("SET TRANSACTION PRIORITY NORMAL")  # the priority it has: nothing changes
+    error = sql_error(lambda: s.execute("SET TRANSACTION PRIORITY HIGH"))
+    assert "cannot change the user priority of a running transaction" in error.message
+    assert s.execute("SHOW TRANSACTION PRIORITY").rows == [("normal",)]
+    s.execute("ROLLBACK")
+
+
+def test_transaction_status_observes_the_session_even_when_aborted(
+    any_db: DB, session: Callable[..., Session]
+) -> None:
+    s = session()
+    assert s.execute("SHOW TRANSACTION STATUS").rows == [("NoTxn",)]
+    s.execute("BEGIN")
+    assert s.execute("SHOW TRANSACTION STATUS").rows == [("Open",)]
+    sql_error(lambda: s.execute("SELECT * FROM missing"))
+    assert s.execute("SHOW TRANSACTION STATUS").rows == [("Aborted",)]
+    s.execute("ROLLBACK")
+    s.execute("BEGIN; SAVEPOINT cockroach_restart")
+    s.execute("RELEASE SAVEPOINT cockroach_restart")
+    assert s.execute("SHOW TRANSACTION STATUS").rows == [("CommitWait",)]
+    s.execute("COMMIT")
+    assert s.execute("SHOW transaction_status").rows == [("NoTxn",)]
+
+
+def test_text_that_does_not_parse_aborts_the_transaction(
+    any_db: DB, session: Callable[..., Session]
+) -> None:
+    # As CockroachDB and PostgreSQL: a syntax error is a failed statement like any
+    # other, so COMMIT rolls back what came before it.
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+    s = session()
+    s.execute("BEGIN")
+    s.execute("INSERT INTO t VALUES (1)")
+    assert sql_error(lambda: s.execute("INSERT INTO t VALUES (2")).code == "42601"
+    assert sql_error(lambda: s.execute("SELECT 1")).code == "25P02"
+    assert s.execute("COMMIT").tag == "ROLLBACK"
+    assert any_db.sql("SELECT k FROM t").rows == []
+
+
+def test_schema_changes_run_inside_the_transaction_so_autocommit_before_ddl_is_off(
+    any_db: DB, session: Callable[..., Session]
+) -> None:
+    # CockroachDB's variable: on commits the transaction before a schema change in it,
+    # which feedkv does not do; off (what it does) is accepted, on refused.
+    s = session()
+    assert s.execute("SHOW autocommit_before_ddl").rows == [("off",)]
+    s.execute("BEGIN")
+    s.execute("SET LOCAL autocommit_before_ddl = false")
+    s.execute("CREATE TABLE t (k INT PRIMARY KEY)")
+    s.execute("ROLLBACK")
+    assert sql_error(lambda: s.execute("SELECT * FROM t")).code == "42P01"
+    assert sql_error(lambda: s.execute("SET autocommit_before_ddl = on")).code == "0A000"

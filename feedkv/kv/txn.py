@@ -54,6 +54,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import enum
+import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -101,6 +102,14 @@ _HEARTBEATS = HeartbeatTimer(HEARTBEAT_INTERVAL_S)
 # Threads writing a transaction's intents to its other ranges while it writes one.
 _INTENT_WRITERS = Helpers(16, "feedkv-intents")
 
+
+# Transaction ids, drawn from a generator of their own seeded by the OS (and again in a
+# forked child). NB: not the global one: that is the program's to seed, and seeding it
+# (hypothesis does before every example) handed a later transaction an earlier one's id,
+# so its record too when both anchored on one key: its commit found the earlier commit
+# and returned, leaving its intents to be committed at the earlier, lower timestamp.
+_IDS = random.Random()
+os.register_at_fork(after_in_child=_IDS.seed)
 
 ONE_PHASE_ATTEMPTS = 2  # pushes a one-phase commit takes before it goes two-phase
 BULK_PUTS = 16  # new keys a one-range commit writes as one Ingest instead of one by one
@@ -174,7 +183,7 @@ class Txn:
         # a transaction pushes with: only then may the writes go as such a batch.
         self._any_priority = priority is None
         self._txn = Transaction(
-            id=random.randbytes(16),  # NB: unique, not secret; no system call
+            id=_IDS.randbytes(16),  # NB: unique, not secret; no system call (see _IDS)
             key=b"",
             epoch=0,
             read_ts=ZERO_TIMESTAMP,

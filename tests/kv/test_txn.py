@@ -3,8 +3,10 @@ commits, refreshes, write skew, and retries."""
 
 from __future__ import annotations
 
+import random
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import fields
 from typing import Any
 
@@ -205,6 +207,53 @@ def test_a_rolled_back_put_now_leaves_nothing_behind(db: DB, store: Store) -> No
     assert rows(db) == [(b"a", b"before")]
     assert intents(store) == []
     assert [r.status for r in txn_records(store)] in ([], [TxnStatus.ABORTED])
+
+
+@contextmanager
+def global_random_seeded(seed: int) -> Iterator[None]:
+    """The global ``random`` seeded to ``seed`` (as hypothesis does before every example),
+    its state put back afterwards."""
+    state = random.getstate()
+    random.seed(seed)
+    try:
+        yield
+    finally:
+        random.setstate(state)
+
+
+def test_transactions_begun_after_the_same_seed_of_the_global_random_get_distinct_ids(
+    db: DB,
+) -> None:
+    with global_random_seeded(0):
+        first = db.transaction()
+    with global_random_seeded(0):
+        second = db.transaction()
+    assert first.id != second.id
+
+
+def test_a_schema_change_after_another_on_one_anchor_under_a_reseeded_random_commits_its_own(
+    db: DB, store: Store, wait_until: Callable[..., bool]
+) -> None:
+    # Two schema changes of one table (TRUNCATE, then DROP TABLE), each in its own
+    # transaction begun after the global random was seeded alike: both write the
+    # descriptor at once and anchor their records on the table's first key.
+    with global_random_seeded(0):
+        truncate = db.transaction(priority=MAX_PRIORITY - 1)
+        truncate.put_now(b"d", b"truncated", anchor=b"t")
+        first_ts = truncate.commit()
+    with global_random_seeded(0):
+        drop = db.transaction(priority=MAX_PRIORITY - 1)
+        assert drop.get(b"d") == b"truncated"
+        drop.put_now(b"d", b"dropped", anchor=b"t")
+        drop_ts = drop.commit()
+    assert drop_ts > first_ts
+    # NB: sharing the first's id, the second found the first's committed record and
+    # left its intent, which this read then committed at the first's timestamp, below it
+    assert [(kv.value, kv.ts) for kv in db.scan(b"d", b"e")] == [(b"dropped", drop_ts)]
+    records = {r.meta.id: r for r in txn_records(store)}
+    assert records[drop.id].status is TxnStatus.COMMITTED
+    assert records[drop.id].meta.write_ts == drop_ts
+    assert wait_until(lambda: intents(store) == [])
 
 
 def test_an_exception_inside_a_transaction_block_rolls_it_back_and_propagates(

@@ -14,7 +14,7 @@ Rows are read by scanning the narrowest key span the WHERE clause allows
 from __future__ import annotations
 
 import decimal
-import random
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -100,7 +100,9 @@ class RowIds:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._last = 0
-        self._salt = random.getrandbits(15)
+        # NB: not the global random: a test (hypothesis) seeds it, so two processes
+        # would share a salt
+        self._salt = int.from_bytes(os.urandom(2)) & 0x7FFF
 
     def next(self) -> int:
         with self._lock:

@@ -437,6 +437,8 @@ def metrics_cost(path: Path, args: argparse.Namespace) -> dict[str, Any]:
             runs[mode].append(run)
             print(f"round {index + 1}, metrics {mode}: {json.dumps(run)}", file=sys.stderr)
     on, off = runs["on"], runs["off"]
+    kept_up = all(r["steady"]["kept_up"] and r["paced"]["kept_up"] for r in on + off)
+    held_rate = all(r["paced"]["held_rate"] for r in on + off)
     rate = paired_ratios(
         [r["steady"]["commits_per_s"] for r in on], [r["steady"]["commits_per_s"] for r in off]
     )
@@ -495,10 +497,46 @@ def metrics_cost(path: Path, args: argparse.Namespace) -> dict[str, Any]:
             "interval_confidence": round(cpu.confidence, 3),
         },
         "target_metrics_cost_pct": TARGET_METRICS_COST_PCT,
-        "target_shown": (cpu.high - 1) * 100 <= TARGET_METRICS_COST_PCT,
-        "kept_up": all(r["steady"]["kept_up"] and r["paced"]["kept_up"] for r in on + off),
-        "held_rate": all(r["paced"]["held_rate"] for r in on + off),
+        "target_shown": _shown(cpu, kept_up=kept_up, held_rate=held_rate),
+        "target": _target(cpu, args.rounds, kept_up=kept_up, held_rate=held_rate),
+        "kept_up": kept_up,
+        "held_rate": held_rate,
         "runs": runs,
+    }
+
+
+def _shown(cpu: PairedRatios, *, kept_up: bool, held_rate: bool) -> bool:
+    """Whether the rounds show the target: the whole interval of the CPU per message's
+    on/off ratio within it, from runs that held their rate and kept up."""
+    return kept_up and held_rate and (cpu.high - 1) * 100 <= TARGET_METRICS_COST_PCT
+
+
+def _target(cpu: PairedRatios, rounds: int, *, kept_up: bool, held_rate: bool) -> dict[str, Any]:
+    """The target, the figure that judges it and the verdict, in words."""
+    shown = _shown(cpu, kept_up=kept_up, held_rate=held_rate)
+    upper = (cpu.high - 1) * 100
+    figures = (
+        f"CPU per message at the paced rate, on/off: median {(cpu.median - 1) * 100:+.2f}%, "
+        f"{cpu.confidence:.0%} interval {(cpu.low - 1) * 100:+.2f}% to {upper:+.2f}%, "
+        f"{rounds} rounds"
+    )
+    if shown:
+        verdict = f"shown: the metrics cost at most {TARGET_METRICS_COST_PCT:g}% ({figures})"
+    elif not (kept_up and held_rate):
+        verdict = (
+            "not shown: a run "
+            + ("fell behind its rate" if not held_rate else "did not keep up")
+            + f", so the rounds cannot judge it ({figures})"
+        )
+    else:
+        verdict = f"not shown: the interval reaches above {TARGET_METRICS_COST_PCT:g}% ({figures})"
+    return {
+        "metrics_cost_pct_at_most": TARGET_METRICS_COST_PCT,
+        "figure": "cpu_us_per_message",
+        "judged_by": "the upper end of the interval of the median on/off ratio",
+        "upper_end_pct": round(upper, 2),
+        "shown": shown,
+        "verdict": verdict,
     }
 
 

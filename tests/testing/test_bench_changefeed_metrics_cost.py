@@ -41,5 +41,10 @@ def test_a_concurrent_round_reports_paired_ratios(capsys: pytest.CaptureFixture[
         pytest.approx(on["cpu_us_per_message"] / off["cpu_us_per_message"], rel=1e-3)
     ]
     assert len(report["load_average_1m"]) == 2
+    # the verdict in words, on the figure that judges it
+    target = report["target"]
+    assert target["figure"] == "cpu_us_per_message" and target["shown"] == report["target_shown"]
+    assert target["upper_end_pct"] == pytest.approx((cpu["ratio_range"][1] - 1) * 100, abs=0.01)
+    assert target["verdict"].startswith("shown: " if target["shown"] else "not shown: ")
     # one round: no fit of the full-speed ratio against the commit rate (needs two)
     assert report["cpu_us_per_commit_full_speed"]["ratio_at_equal_commit_rate"] is None

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
 
+from feedkv.changefeed.buffer_ledger import COUNTS
 from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.util.hlc import Timestamp
 from feedkv.util.metrics import Counter, LeanHistogram, Registry
@@ -187,6 +188,9 @@ class ChangefeedMetrics:
             labelnames=scope,
         )
         self.buffers: NodeBuffers | None = None  # the node's (its node sets them)
+        # NB: the five totals below come from one read of the buffers a scrape (a file's
+        # lock and a read of it, when shared with Spark workers)
+        self._buffer_totals = r.per_scrape(self._read_buffer_totals)
         r.sampled(
             "changefeed_stalled",
             "Number of changefeeds stalled on the node's buffer limits (their feeds torn "
@@ -238,8 +242,11 @@ class ChangefeedMetrics:
 
     def _count(self, name: str) -> float:
         """A total of the node's buffers, its Spark workers' included
-        (:meth:`~feedkv.changefeed.node_buffers.NodeBuffers.count`)."""
-        return float(self.buffers.count(name)) if self.buffers is not None else 0.0
+        (:meth:`~feedkv.changefeed.node_buffers.NodeBuffers.totals`)."""
+        return float(self._buffer_totals()[COUNTS.index(name)])
+
+    def _read_buffer_totals(self) -> tuple[int, ...]:
+        return self.buffers.totals() if self.buffers is not None else (0,) * len(COUNTS)
 
     def observe_jobs(self, jobs: Iterable[tuple[str | None, Timestamp]]) -> None:
         """The jobs that have not ended, as ``(metrics_label, the timestamp their history is

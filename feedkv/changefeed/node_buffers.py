@@ -265,11 +265,17 @@ class NodeBuffers:
         process's as counted in the ledger (a worker killed meanwhile included)."""
         if name not in COUNTS:
             raise InvariantViolation(f"no changefeed buffer total {name!r}")
-        index = COUNTS.index(name)
+        return self.totals()[COUNTS.index(name)]
+
+    def totals(self) -> tuple[int, ...]:
+        """Every total of :meth:`count`, in the order of
+        :data:`~feedkv.changefeed.buffer_ledger.COUNTS`, from one read of the ledger."""
         if self._ledger is None:
-            return self.counts.totals()[index]
-        counted = self._ledger.counted()[index]
-        return counted if self.counts.shared else counted + self.counts.totals()[index]
+            return self.counts.totals()
+        counted = self._ledger.counted()
+        if self.counts.shared:
+            return counted
+        return tuple(a + b for a, b in zip(counted, self.counts.totals(), strict=True))
 
     def reap(self) -> None:
         """Give back what processes of the node that are gone held, and remove their

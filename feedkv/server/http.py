@@ -21,13 +21,18 @@ allowed (SQLSTATE 42501), 404 no such job or page, 409 the job is not in a state
 503 the node cannot answer (starting, stopping).
 
 A :class:`~http.server.ThreadingHTTPServer` of the standard library: a scrape is one
-small GET a few times a minute, and each request gets a thread of its own, so a slow
-scraper holds up no one. Requests are not logged (a scrape every second would fill the
-log).
+small GET a few times a minute, and each connection gets a thread of its own, so a slow
+scraper holds up no one. Connections are kept between requests (HTTP/1.1), as Prometheus
+keeps its connection to a target between scrapes: a scrape on a new connection cost the
+node a thread and the connection's set-up and tear-down, about 0.45 ms of CPU (measured
+here), as much as formatting its metrics. A connection idle for :data:`IDLE_TIMEOUT_S`
+is closed, and :meth:`HTTPServer.stop` closes them all. Requests are not logged (a
+scrape every second would fill the log).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -54,6 +59,9 @@ METRICS_PATHS = ("/_status/vars", "/metrics")
 OVERVIEW_PATH = "/_admin/v1/overview"
 JOBS_PATH = "/_admin/v1/jobs/"
 ADMIN_HEADER = "X-Feedkv-Admin"
+# NB: above Prometheus's longest common scrape interval (a minute), so its connection lasts
+IDLE_TIMEOUT_S = 300.0
+MAX_BODY = 1 << 16  # the longest request body read past on a kept connection
 
 # path -> (file of feedkv/server/static, content type)
 STATIC = {
@@ -76,9 +84,20 @@ _HOST = re.compile(r"(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?")
 
 
 class _Server(ThreadingHTTPServer):
-    """With ``tls``, serves https, and redirects a plain http request to https."""
+    """With ``tls``, serves https, and redirects a plain http request to https. Keeps
+    the open connections, so that :meth:`close_connections` ends those kept alive."""
 
     tls: ssl.SSLContext | None = None
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self._connections: set[socket.socket] = set()  # open, each with its thread
+        self._connections_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         """In the request's own thread (so a client that never finishes a handshake
@@ -95,11 +114,27 @@ class _Server(ThreadingHTTPServer):
             return
         secure = self.tls.wrap_socket(request, server_side=True)
         # NB: the wrapped socket owns the connection now (``request`` is detached), so it
-        # is the one to shut down
+        # is the one to shut down, and to end in close_connections
+        with self._connections_lock:
+            self._connections.discard(request)
+            self._connections.add(secure)
         try:
             super().finish_request(secure, client_address)
         finally:
             self.shutdown_request(secure)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """End every open connection (each thread's wait for a next request ends)."""
+        with self._connections_lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client's fault on the connection (a failed handshake, a reset) is logged
@@ -171,8 +206,14 @@ class HTTPServer:
 
         class Handler(BaseHTTPRequestHandler):
             server_version = "feedkv"
+            protocol_version = "HTTP/1.1"  # connections kept (see the module docstring)
+            timeout = IDLE_TIMEOUT_S
+            # NB: the headers and the body go in two writes; with Nagle's algorithm the
+            # body would wait for the client's delayed ACK of the headers (40 ms)
+            disable_nagle_algorithm = True
 
             def do_GET(self) -> None:
+                self._skip_body()
                 path = self.path.split("?", 1)[0]
                 if path in METRICS_PATHS:
                     self._answer(200, CONTENT_TYPE, exposition())
@@ -184,6 +225,7 @@ class HTTPServer:
                     )
 
             def do_POST(self) -> None:
+                self._skip_body()
                 path = self.path.split("?", 1)[0]
                 parts = path.removeprefix(JOBS_PATH).split("/")
                 if not path.startswith(JOBS_PATH) or len(parts) != 2:
@@ -192,6 +234,18 @@ class HTTPServer:
                     self._error(400, f"an action needs the header {ADMIN_HEADER}: 1")
                 else:
                     self._admin(lambda a, user: self._post(a, user, *parts))
+
+            def _skip_body(self) -> None:
+                """Read past the request's body, which no path takes: the connection's
+                next request starts after it (one whose end cannot be told, a chunked
+                or a too large one, closes the connection after the answer)."""
+                length = self.headers.get("Content-Length", "0")
+                if "Transfer-Encoding" in self.headers or not length.isdigit():
+                    self.close_connection = True
+                elif 0 < int(length) <= MAX_BODY:
+                    self.rfile.read(int(length))
+                elif int(length) > MAX_BODY:
+                    self.close_connection = True
 
             def _get(self, source: Admin, user: str, path: str) -> None:
                 if path == OVERVIEW_PATH:
@@ -243,6 +297,8 @@ class HTTPServer:
                 self.send_header("Content-Length", str(len(body)))
                 for name, value in {**SECURITY_HEADERS, **(headers or {})}.items():
                     self.send_header(name, value)
+                if self.close_connection:  # the client's wish, or a body not read past
+                    self.send_header("Connection", "close")
                 self.end_headers()
                 self.wfile.write(body)
 
@@ -266,4 +322,5 @@ class HTTPServer:
         if self._thread.is_alive():
             self._server.shutdown()
             self._thread.join()
+        self._server.close_connections()
         self._server.server_close()

@@ -8,6 +8,7 @@ to keep the suite short."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -43,3 +44,33 @@ def test_a_concurrent_round_reports_paired_ratios(capsys: pytest.CaptureFixture[
     assert len(report["load_average_1m"]) == 2
     # one round: no fit of the full-speed ratio against the commit rate (needs two)
     assert report["cpu_us_per_commit_full_speed"]["ratio_at_equal_commit_rate"] is None
+    # one round cannot judge the target, and the report says so
+    target = report["target"]
+    assert target["figure"] == "cpu_us_per_message" and target["rounds_judged"] == 0
+    assert not target["shown"] and not report["target_shown"]
+    assert target["verdict"].startswith("not judged: fewer than 5 of the 1 rounds")
+
+
+def paced_run(cpu_us_per_message: float, *, held_rate: bool = True) -> dict[str, Any]:
+    return {
+        "paced": {
+            "cpu_us_per_message": cpu_us_per_message,
+            "held_rate": held_rate,
+            "kept_up": True,
+        }
+    }
+
+
+def test_the_target_is_judged_on_the_rounds_whose_paced_runs_held_their_rate() -> None:
+    bench = bench_module("changefeed")
+    off = [paced_run(1000.0) for _ in range(7)]
+    on = [paced_run(1000.0 + 5 * i) for i in range(6)] + [paced_run(1500.0, held_rate=False)]
+    target = bench._target(bench._judged(on, off), 7)
+    # the round whose run fell behind (1.5) is left out: 1.000-1.025 over the other six
+    assert target["rounds_judged"] == 6 and target["shown"]
+    assert target["upper_end_pct"] == pytest.approx(2.5)
+    assert target["verdict"].startswith("shown: the metrics cost at most 3% (")
+    assert "6 of 7 rounds" in target["verdict"]
+    costly = [paced_run(1000.0 + 10 * i) for i in range(7)]  # up to 1.06
+    worse = bench._target(bench._judged(costly, off), 7)
+    assert not worse["shown"] and worse["verdict"].startswith("not shown: ")

@@ -269,3 +269,32 @@ def test_a_scrape_after_changes_reads_them_and_the_unchanged_families_alike() ->
         fresh.append(again.exposition())
         assert scraped.exposition() == fresh[-1]
     assert len(set(fresh)) == 4
+
+
+def test_metrics_sharing_a_read_per_scrape_read_once_a_scrape_and_anew_at_the_next() -> None:
+    registry = Registry()
+    reads: list[int] = []
+    totals = [1, 2]
+
+    def read() -> list[int]:
+        reads.append(1)
+        return list(totals)
+
+    shared = registry.per_scrape(read)
+    registry.sampled("changefeed_buffer_entries_in", "in", lambda: shared()[0], kind="counter")
+    registry.sampled("changefeed_buffer_entries_out", "out", lambda: shared()[1], kind="counter")
+    first = families(registry)
+    totals[:] = [3, 4]
+    second = families(registry)
+    assert len(reads) == 2  # one a scrape, for both metrics
+    assert first["changefeed_buffer_entries_in"][1] == {"changefeed_buffer_entries_in": 1.0}
+    assert second["changefeed_buffer_entries_out"][1] == {"changefeed_buffer_entries_out": 4.0}
+
+
+def test_a_sampled_metric_whose_read_fails_is_exposed_without_samples_until_it_reads() -> None:
+    registry = Registry()
+    value: list[float] = []
+    registry.sampled("liveness_livenodes", "live nodes", lambda: value[0])
+    assert families(registry)["liveness_livenodes"] == ("gauge", {})
+    value.append(3.0)
+    assert families(registry)["liveness_livenodes"] == ("gauge", {"liveness_livenodes": 3.0})

@@ -62,6 +62,7 @@ ADMIN_HEADER = "X-Feedkv-Admin"
 # NB: above Prometheus's longest common scrape interval (a minute), so its connection lasts
 IDLE_TIMEOUT_S = 300.0
 MAX_BODY = 1 << 16  # the longest request body read past on a kept connection
+LINGER_S = 1.0  # how long a closing connection reads what its client still sends
 
 # path -> (file of feedkv/server/static, content type)
 STATIC = {
@@ -124,9 +125,19 @@ class _Server(ThreadingHTTPServer):
             self.shutdown_request(secure)
 
     def shutdown_request(self, request: Any) -> None:
+        """Close the connection, lingering: a request body left unread (chunked, or too
+        large) would have the kernel answer the close with a reset, which may discard
+        the answer before the client reads it; so the port stops writing, then reads
+        what the client still sends (for ``LINGER_S`` and ``MAX_BODY`` bytes at most)."""
         with self._connections_lock:
             self._connections.discard(request)
-        super().shutdown_request(request)
+        with contextlib.suppress(OSError):
+            request.shutdown(socket.SHUT_WR)
+            request.settimeout(LINGER_S)
+            drained = 0
+            while drained < MAX_BODY and (chunk := request.recv(MAX_BODY)):
+                drained += len(chunk)
+        self.close_request(request)
 
     def close_connections(self) -> None:
         """End every open connection (each thread's wait for a next request ends)."""

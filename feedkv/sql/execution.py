@@ -156,8 +156,6 @@ class Execution:
         self.adding: set[int] = set()
         self.leases: list[Lease] = []  # held until the transaction ends
         self.leasing = False
-        # whether the rows read now are to be written: read with locks (see chosen)
-        self._locking = False
         self.ctes: dict[str, Relation] = {}  # the rows of the CTEs in scope, by name
         # Runs a statement in an execution: the executor's, which sets it (a write read
         # as a source, ``FROM [INSERT ... RETURNING ...]``, runs in the reader's).
@@ -345,9 +343,11 @@ class Execution:
         return compile_expr(node, Scope())((), self.context)
 
     def rows(
-        self, desc: TableDescriptor, span: Span
+        self, desc: TableDescriptor, span: Span, *, lock: bool = False
     ) -> Iterator[tuple[dict[int, Any], dict[bytes, bytes]]]:
-        rows = RowAssembler(desc).rows(self._scan_pages(span))
+        """The rows of ``desc`` in ``span``, each with its KV pairs; ``lock``: read them
+        with locks, held until the transaction ends (see :meth:`chosen`)."""
+        rows = RowAssembler(desc).rows(self._scan_pages(span, lock))
         if not has_virtual(desc):
             return rows
         return self._with_virtual(desc, rows)
@@ -362,7 +362,7 @@ class Execution:
             values = fill_virtual(desc, [row[i] for i in ids], context)
             yield dict(zip(ids, values, strict=True)), pairs
 
-    def _scan_pages(self, span: Span) -> Iterator[KeyValue]:
+    def _scan_pages(self, span: Span, lock: bool) -> Iterator[KeyValue]:
         """The KV pairs of ``span``, read a page at a time (pages grow from
         :data:`_FIRST_PAGE` to :data:`_LAST_PAGE` pairs), the session's interrupt looked
         at between pages: a scan of a large table stops within a page of a cancel.
@@ -371,7 +371,7 @@ class Execution:
         writes reads to the span's end whatever the limit (it merges them in first)."""
         source, check = self.read_source, self.session.interrupt.check
         start, page = span.start, _FIRST_PAGE
-        txn = self.txn if self._locking and source is self.txn else None
+        txn = self.txn if lock and source is self.txn else None
         while True:
             if txn is not None:
                 kvs = txn.scan(start, span.end, limit=page, lock=True)
@@ -384,12 +384,14 @@ class Execution:
             start = key_next(kvs[-1].key)
             page = min(page * 2, _LAST_PAGE)
 
-    def envs(self, desc: TableDescriptor, span: Span) -> Iterator[tuple[Any, ...]]:
+    def envs(
+        self, desc: TableDescriptor, span: Span, *, lock: bool = False
+    ) -> Iterator[tuple[Any, ...]]:
         """The rows of ``desc`` in ``span`` as tuples in column order, for a statement
         that only reads them: no dict per row and no KV pairs kept (which a write needs
         to rewrite the row), a third of a row's cost in a scan. Read in pages, as
         :meth:`rows`, so a cancel stops it."""
-        kvs = self._scan_pages(span)
+        kvs = self._scan_pages(span, lock)
         if has_virtual(desc):
             context = self.context
             return (
@@ -398,48 +400,55 @@ class Execution:
             )
         return (tuple(values) for _key, values, _ts in decode_row_values(desc, kvs))
 
-    def selected(self, desc: TableDescriptor, selection: Selection) -> list[tuple[Any, ...]]:
-        """The rows the WHERE clause keeps, as :meth:`envs` gives them (read only)."""
+    def selected(
+        self, desc: TableDescriptor, selection: Selection, *, lock: bool = False
+    ) -> list[tuple[Any, ...]]:
+        """The rows the WHERE clause keeps, as :meth:`envs` gives them (read only);
+        ``lock``: the rows read are locked (SELECT FOR UPDATE), as :meth:`chosen`'s.
+
+        NB: a scan locks every row it reads, those the WHERE clause then drops among
+        them, as CockroachDB's does when the filter is not part of the span."""
         if selection.index_span is not None:
-            return [env for _row, _pairs, env in self.matching(desc, selection)]
+            return [env for _row, _pairs, env in self.matching(desc, selection, lock=lock)]
         context = self.context
         span, exact = selection.span(context)
         test = None if exact else selection.test
         if test is None:
-            return list(self.envs(desc, span))
-        return [env for env in self.envs(desc, span) if holds(test(env, context))]
+            return list(self.envs(desc, span, lock=lock))
+        return [env for env in self.envs(desc, span, lock=lock) if holds(test(env, context))]
 
     def matching(
-        self, desc: TableDescriptor, selection: Selection
+        self, desc: TableDescriptor, selection: Selection, *, lock: bool = False
     ) -> Iterator[tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]]:
         context = self.context
         if selection.index_span is not None:
             entries = selection.index_span(context)
             if entries is not None:
-                yield from self._matching_by_index(desc, selection, entries)
+                yield from self._matching_by_index(desc, selection, entries, lock)
                 return
         span, exact = selection.span(context)
         test = None if exact else selection.test
         ids = [c.id for c in desc.columns]
-        for row, pairs in self.rows(desc, span):
+        for row, pairs in self.rows(desc, span, lock=lock):
             env = tuple(row[i] for i in ids)
             if test is not None and not holds(test(env, context)):
                 continue
             yield row, pairs, env
 
     def _matching_by_index(
-        self, desc: TableDescriptor, selection: Selection, entries: Span
+        self, desc: TableDescriptor, selection: Selection, entries: Span, lock: bool
     ) -> Iterator[tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]]:
         """The rows whose index entries are in ``entries`` that the WHERE clause keeps,
         in primary key order (as a scan of the table gives them): one read of the
-        entries, then one of each row they name."""
+        entries, then one of each row they name (with ``lock``, the rows are locked,
+        not the entries: a writer of the row writes both)."""
         found = []
         for kv in self.read_source.scan(entries.start, entries.end):
             found.append(row_span(desc, primary_key_of(desc, kv.value)))
         found.sort(key=lambda span: span.start)
         test, ids, context = selection.test, [c.id for c in desc.columns], self.context
         for span in found:
-            for row, pairs in self.rows(desc, span):
+            for row, pairs in self.rows(desc, span, lock=lock):
                 env = tuple(row[i] for i in ids)
                 if test is None or holds(test(env, context)):
                     yield row, pairs, env
@@ -478,11 +487,7 @@ class Execution:
         the rows are read with locks, held until the transaction ends: a transaction
         that would write them meanwhile waits for this one instead of one of the two
         failing with 40001 (:mod:`feedkv.kv.lock_table`)."""
-        self._locking = self.locks_rows()
-        try:
-            matched = list(self.matching(desc, selection))
-        finally:
-            self._locking = False
+        matched = list(self.matching(desc, selection, lock=self.locks_rows()))
         rows = sorted_rows(matched, order, self.context, env_of)
         return self.limited(rows, limit)
 
@@ -492,11 +497,8 @@ class Execution:
         """The row of ``desc`` with primary key ``key`` (its values and KV pairs), read
         with a lock as :meth:`chosen` reads (an UPSERT's or ON CONFLICT DO UPDATE's row);
         ``None`` when there is no such row."""
-        self._locking = self.locks_rows()
-        try:
-            return next(iter(self.rows(desc, row_span(desc, list(key)))), None)
-        finally:
-            self._locking = False
+        found = self.rows(desc, row_span(desc, list(key)), lock=self.locks_rows())
+        return next(iter(found), None)
 
     def locks_rows(self) -> bool:
         """Whether the rows a statement writes are read with locks (the session's

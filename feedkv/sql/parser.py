@@ -2984,6 +2984,9 @@ class _Converter:
         if op not in ("union", "intersect", "except"):
             raise _unsupported(node, "set operation")
         for side in (node.this, node.expression):
+            inner = side.this if isinstance(side, exp.Subquery) else side
+            if isinstance(inner, exp.Select) and inner.args.get("locks"):
+                raise SQLError("0A000", f"FOR UPDATE is not allowed with {op.upper()}")
             if isinstance(side, exp.Select) and any(
                 side.args.get(clause) for clause in ("order", "limit", "offset")
             ):
@@ -3102,7 +3105,7 @@ class _Converter:
         _refuse_unhandled(
             node,
             {"expressions", "from_", "from", "where", "order", "limit", "offset", "kind"}
-            | {"group", "having", "distinct", "joins", "with_", "with"},
+            | {"group", "having", "distinct", "joins", "with_", "with", "locks"},
         )
         if node.args.get("kind"):
             raise _unsupported(node)
@@ -3148,6 +3151,7 @@ class _Converter:
             joins,
             subqueries,
             ctes,
+            tuple(_row_lock(lock) for lock in node.args.get("locks") or ()),
         )
 
     def _subqueries(self, node: exp.Expr) -> Iterator[tuple[exp.Expr, st.Query]]:
@@ -3168,6 +3172,35 @@ class _Converter:
             ):
                 continue  # ANY (ARRAY[...]): refused when compiled
             yield found, self._query(inner)
+
+
+def _row_lock(node: exp.Expr) -> st.RowLock:
+    """A SELECT's ``FOR UPDATE | NO KEY UPDATE | SHARE | KEY SHARE [OF t, ...]
+    [NOWAIT]``. SKIP LOCKED is refused (0A000): the lock table cannot yet leave out the
+    rows another transaction holds."""
+    if not isinstance(node, exp.Lock):
+        raise _unsupported(node, "locking clause")
+    _refuse_unhandled(node, {"update", "expressions", "wait", "key"})
+    update, key = bool(node.args.get("update")), bool(node.args.get("key"))
+    strength = {
+        (True, False): "FOR UPDATE",
+        (True, True): "FOR NO KEY UPDATE",
+        (False, False): "FOR SHARE",
+        (False, True): "FOR KEY SHARE",
+    }[update, key]
+    wait = node.args.get("wait")
+    if wait is False:
+        raise SQLError(
+            "0A000", f"{strength} SKIP LOCKED is not supported; use NOWAIT, or wait for the lock"
+        )
+    if wait is not None and wait is not True:
+        raise SQLError("42601", f"syntax error: {strength} takes NOWAIT or SKIP LOCKED, not WAIT")
+    of = []
+    for table in node.expressions:
+        if not isinstance(table, exp.Table) or table.args.get("db"):
+            raise SQLError("42601", f"{strength} must specify unqualified relation names")
+        of.append(_ident(table.this))
+    return st.RowLock(strength, update, tuple(of), wait is True)
 
 
 def _names_table(node: exp.Expr, name: str) -> bool:

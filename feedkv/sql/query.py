@@ -145,13 +145,71 @@ def _query(ex: Execution, q: st.Query) -> Result:
     if q.table is None:
         return _select_no_table(ex, q)
     if q.joins or not isinstance(q.table, st.TableName) or _is_relation(ex, q.table):
+        _refuse_locking(q, "a join or a subquery in FROM" if q.joins else "this FROM source")
         return _select_sources(ex, q)
     desc = ex.relation(q.table)
     if not isinstance(desc, TableDescriptor):
+        _refuse_locking(q, "a view or a sequence")
         return _select_sources(ex, q)
     plan = ex.plan(q, desc, partial(SelectPlan.of, outer=ex.outer_scope))
+    lock = _locks_table(ex, q, plan.result)
     prepare_subqueries(ex, query, q.subqueries, plan.scope, grouped_context(q, plan.result))
-    return _selected(ex, q, plan.result, ex.selected(desc, plan.selection))
+    return _selected(ex, q, plan.result, ex.selected(desc, plan.selection, lock=lock))
+
+
+def _locks_table(ex: Execution, s: st.Select, result: ResultPlan) -> bool:
+    """Whether ``s``, a SELECT of one table, reads its rows with locks: it has a
+    ``FOR UPDATE`` or ``FOR NO KEY UPDATE`` clause naming the table (or naming none).
+
+    As CockroachDB: ``FOR SHARE`` and ``FOR KEY SHARE`` take no lock (its serializable
+    isolation does not, unless ``enable_shared_locking_for_serializable`` is on); any
+    locking clause is refused (0A000) with GROUP BY, HAVING, DISTINCT, aggregates or
+    window functions (which leave no row to lock) and with AS OF SYSTEM TIME; an OF
+    naming another table is 42P01; an exclusive lock in a READ ONLY transaction is
+    25006."""
+    if not s.locks:
+        return False
+    strength = s.locks[0].strength
+    if s.as_of is not None:
+        raise SQLError("0A000", f"{strength} is not allowed with AS OF SYSTEM TIME")
+    for clause, present in (
+        ("GROUP BY clause", bool(s.group_by)),
+        ("HAVING clause", s.having is not None),
+        ("DISTINCT clause", s.distinct or bool(s.distinct_on)),
+        ("aggregate functions", result.grouping is not None),
+        ("window functions", result.windows is not None),
+    ):
+        if present:
+            raise SQLError("0A000", f"{strength} is not allowed with {clause}")
+    name = s.alias or (s.table.name if isinstance(s.table, st.TableName) else "")
+    for lock in s.locks:
+        for named in lock.of:
+            if named != name:
+                raise SQLError(
+                    "42P01",
+                    f'relation "{named}" in {lock.strength} clause not found in FROM clause',
+                )
+    exclusive = next((lock for lock in s.locks if lock.exclusive), None)
+    if exclusive is None:
+        return False
+    if ex.session.variable("transaction_read_only") == "on":
+        raise SQLError(
+            "25006", f"cannot execute SELECT {exclusive.strength} in a read-only transaction"
+        )
+    return True
+
+
+def _refuse_locking(s: st.Select, source: str) -> None:
+    """0A000 for an exclusive locking clause on a SELECT whose rows do not come from
+    one table's scan: its locks would be left out silently otherwise (a shared one
+    takes no lock: see :func:`_locks_table`)."""
+    exclusive = next((lock for lock in s.locks if lock.exclusive), None)
+    if exclusive is not None:
+        raise SQLError(
+            "0A000",
+            f"{exclusive.strength} is not supported with {source}; "
+            "select from one table to lock its rows",
+        )
 
 
 def _selected(

@@ -15,6 +15,7 @@ from feedkv.sql.types import ColumnType
 
 __all__ = [
     "ROW_ASSIGNMENT",
+    "RowLock",
     "AddPrimaryKey",
     "AddColumn",
     "AlterColumn",
@@ -600,6 +601,19 @@ class Join:
 
 
 @dataclass(frozen=True, slots=True)
+class RowLock:
+    """A SELECT's locking clause: ``FOR UPDATE``, ``FOR NO KEY UPDATE`` (both
+    ``exclusive``), ``FOR SHARE`` or ``FOR KEY SHARE``; ``of``: the tables (their names
+    or aliases) of ``OF t, ...``, empty for every table the SELECT reads; ``nowait``:
+    fail at once (55P03) on a row another transaction holds, rather than wait."""
+
+    strength: str  # as written: "FOR UPDATE", "FOR NO KEY UPDATE", "FOR SHARE", ...
+    exclusive: bool
+    of: tuple[str, ...] = ()
+    nowait: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Select(Statement):
     """A SELECT over one source (a table, a CTE's or a subquery's rows), the sources it
     joins, or none. ``as_of`` is the AS OF SYSTEM TIME expression, if any;
@@ -623,6 +637,7 @@ class Select(Statement):
     # an Exists) and the query it runs, before the statement's rows are read.
     subqueries: tuple[tuple[exp.Expr, Query], ...] = ()
     ctes: tuple[Cte, ...] = ()
+    locks: tuple[RowLock, ...] = ()  # FOR UPDATE and the like, in the order written
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,169 @@
+"""SELECT ... FOR UPDATE and its kin (CockroachDB's explicit row locking, as ORMs send it:
+Django's ``select_for_update()``, SQLAlchemy's ``with_for_update()``): the rows a SELECT
+of one table reads are locked until its transaction ends, so another transaction's
+write of them waits instead of one of the two failing with 40001."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from feedkv import DB
+from feedkv.errors import SQLError
+from feedkv.kv.store import Store
+from feedkv.sql.session import Session
+from feedkv.testing.waiting import wait_until
+
+
+def _store(db: DB) -> Store:
+    node = db.node
+    assert node is not None
+    return node.store
+
+
+def _table(db: DB) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v INT, w INT, INDEX (w))")
+    db.sql("INSERT INTO t VALUES (1, 0, 10), (2, 0, 20)")
+
+
+def _code(session: Session, statement: str) -> str:
+    try:
+        session.execute(statement)
+    except SQLError as exc:
+        return exc.code
+    return "ok"
+
+
+def _update_waits_for(db: DB, first: Session, update: str) -> None:
+    """``update`` (autocommitted in a second session) waits while ``first`` holds its
+    lock, and goes on once ``first`` commits."""
+    second = db.session()
+    done = threading.Event()
+
+    def run() -> None:
+        second.execute(update)
+        done.set()
+
+    writer = threading.Thread(target=run)
+    writer.start()
+    try:
+        wait_until(lambda: _store(db).locks.waiters() == 1, what="the UPDATE's lock wait")
+        assert not done.is_set()
+        first.execute("COMMIT")
+    finally:
+        writer.join(timeout=60)
+    assert not writer.is_alive()
+    assert done.is_set()
+
+
+@pytest.mark.parametrize(
+    "select",
+    [
+        "SELECT v FROM t WHERE k = 1 FOR UPDATE",
+        "SELECT v FROM t WHERE k = 1 FOR NO KEY UPDATE",
+        "SELECT * FROM t AS x WHERE x.k = 1 FOR UPDATE OF x",
+        "SELECT k FROM t WHERE w = 10 FOR UPDATE",  # read through the index on w
+        "SELECT v FROM t FOR UPDATE",  # the whole table
+    ],
+)
+def test_update_of_a_row_selected_for_update_waits_for_the_commit(db: DB, select: str) -> None:
+    _table(db)
+    first = db.session()
+    first.execute("BEGIN")
+    first.execute(select)
+    first.execute("UPDATE t SET v = v + 1 WHERE k = 1")
+    _update_waits_for(db, first, "UPDATE t SET v = v * 10 WHERE k = 1")
+    # the first's increment, then the second's product: no lost update, no 40001
+    assert db.sql("SELECT v FROM t WHERE k = 1").rows == [(10,)]
+    assert len(_store(db).locks) == 0
+
+
+def test_read_modify_write_under_for_update_loses_no_increment(db: DB) -> None:
+    _table(db)
+    first = db.session()
+    first.execute("BEGIN")
+    (value,) = first.execute("SELECT v FROM t WHERE k = 2 FOR UPDATE").rows[0]
+    assert value == 0
+    second = db.session()
+    second.execute("BEGIN")
+    outcome: list[int] = []
+
+    def increment_second() -> None:
+        (seen,) = second.execute("SELECT v FROM t WHERE k = 2 FOR UPDATE").rows[0]
+        second.execute("UPDATE t SET v = $1 WHERE k = 2", seen + 1)
+        second.execute("COMMIT")
+        outcome.append(seen)
+
+    waiter = threading.Thread(target=increment_second)
+    waiter.start()
+    try:
+        wait_until(lambda: _store(db).locks.waiters() == 1, what="the second's lock wait")
+        first.execute("UPDATE t SET v = $1 WHERE k = 2", value + 1)
+        first.execute("COMMIT")
+    finally:
+        waiter.join(timeout=60)
+    assert not waiter.is_alive()
+    assert outcome == [1]  # the second read the first's committed write
+    assert db.sql("SELECT v FROM t WHERE k = 2").rows == [(2,)]
+
+
+def test_select_for_update_outside_a_transaction_runs_and_holds_nothing(db: DB) -> None:
+    _table(db)
+    session = db.session()
+    assert session.execute("SELECT k, v FROM t ORDER BY k FOR UPDATE").rows == [(1, 0), (2, 0)]
+    assert len(_store(db).locks) == 0
+    session.execute("UPDATE t SET v = 3 WHERE k = 1")  # nothing left held
+    assert db.sql("SELECT v FROM t WHERE k = 1").rows == [(3,)]
+
+
+@pytest.mark.parametrize("strength", ["FOR SHARE", "FOR KEY SHARE"])
+def test_shared_locks_parse_and_take_no_lock_under_serializable(db: DB, strength: str) -> None:
+    _table(db)
+    first = db.session()
+    first.execute("BEGIN")
+    assert first.execute(f"SELECT k FROM t WHERE k = 1 {strength}").rows == [(1,)]
+    assert len(_store(db).locks) == 0  # as CockroachDB's serializable: no shared lock
+    first.execute("COMMIT")
+    assert db.sql("SELECT count(*) FROM t AS x JOIN t AS y ON x.k = y.k FOR SHARE").rows == [(2,)]
+
+
+def test_rows_a_subquery_reads_are_not_locked(db: DB) -> None:
+    _table(db)
+    db.sql("CREATE TABLE u (k INT PRIMARY KEY)")
+    db.sql("INSERT INTO u VALUES (1), (5), (6)")
+    first = db.session()
+    first.execute("BEGIN")
+    rows = first.execute("SELECT k FROM t WHERE k IN (SELECT k FROM u) FOR UPDATE").rows
+    assert rows == [(1,)]
+    held = len(_store(db).locks)
+    first.execute("COMMIT")
+    assert held == 2  # t's two rows (its scan reads the table whole), none of u's three
+
+
+@pytest.mark.parametrize(
+    ("statement", "code"),
+    [
+        ("SELECT count(*) FROM t FOR UPDATE", "0A000"),
+        ("SELECT w FROM t GROUP BY w FOR UPDATE", "0A000"),
+        ("SELECT DISTINCT v FROM t FOR UPDATE", "0A000"),
+        ("SELECT k, row_number() OVER () FROM t FOR UPDATE", "0A000"),
+        ("SELECT * FROM t AS x JOIN t AS y ON x.k = y.k FOR UPDATE", "0A000"),
+        ("SELECT * FROM (SELECT k FROM t) AS s FOR UPDATE", "0A000"),
+        ("SELECT k FROM t UNION SELECT k FROM t FOR UPDATE", "0A000"),
+        ("SELECT k FROM t FOR UPDATE SKIP LOCKED", "0A000"),
+        ("SELECT k FROM t FOR UPDATE OF u", "42P01"),
+        ("SELECT k FROM t AS OF SYSTEM TIME '-1us' FOR UPDATE", "0A000"),
+    ],
+)
+def test_locking_clauses_it_cannot_honour_are_refused(db: DB, statement: str, code: str) -> None:
+    _table(db)
+    assert _code(db.session(), statement) == code
+
+
+def test_for_update_in_a_read_only_transaction_is_refused(db: DB) -> None:
+    _table(db)
+    session = db.session()
+    session.execute("BEGIN READ ONLY")
+    assert _code(session, "SELECT k FROM t FOR UPDATE") == "25006"
+    session.execute("ROLLBACK")

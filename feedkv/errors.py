@@ -23,6 +23,8 @@ the caller should do about the error::
     │   ├── InvalidURLError
     │   └── ClientClosedError          the client was closed (open a new one)
     ├── ConditionFailedError           a conditional put found a different value
+    ├── LockNotAvailableError          a NOWAIT locking read met a key another txn
+    │                                  holds (wait for it, or try again later)
     ├── SQLError                       a SQL statement failed; ``code`` is its SQLSTATE
     │   └── SerializationFailure       SQLSTATE 40001: retry the transaction (also
     │                                  a RetryableError)
@@ -66,6 +68,7 @@ __all__ = [
     "InvalidSpanError",
     "InvalidURLError",
     "InvariantViolation",
+    "LockNotAvailableError",
     "NodeUnavailableError",
     "NotLeaseHolderError",
     "PermissionDeniedError",
@@ -265,6 +268,16 @@ class ConditionFailedError(FeedKVError):
         self.exists = exists
         wanted = "a value" if exists else _show(expected)
         super().__init__(f"condition failed for {key!r}: expected {wanted}, found {_show(actual)}")
+
+
+class LockNotAvailableError(FeedKVError):
+    """A locking read that was not to wait (``nowait``) met ``key`` held by another
+    transaction: its lock, or its intent while it is pending. Not retried by feedkv:
+    the caller asked not to wait (SQL's ``FOR UPDATE NOWAIT``, SQLSTATE 55P03)."""
+
+    def __init__(self, key: bytes) -> None:
+        self.key = key
+        super().__init__(f"could not obtain lock on key {key!r}: another transaction holds it")
 
 
 class SQLError(FeedKVError):

@@ -189,12 +189,18 @@ class Scan:
     fails with :class:`TransactionRetryError` (``RETRY_WRITE_TOO_OLD``) carrying that
     version's timestamp: the coordinator refreshes its reads there and reads again,
     holding the locks. Outside a transaction the flag does nothing.
+
+    ``nowait``: with ``lock``, a key another transaction holds (its lock, or its intent
+    while it is pending) fails the batch at once with
+    :class:`~feedkv.errors.LockNotAvailableError` instead of waiting (CockroachDB's
+    ``WaitPolicy_Error``, SQL's ``FOR UPDATE NOWAIT``).
     """
 
     span: Span
     limit: int | None = None
     reverse: bool = False
     lock: bool = False
+    nowait: bool = False
 
 
 @dataclass(frozen=True, slots=True)

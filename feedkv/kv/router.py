@@ -318,11 +318,12 @@ class Router:
         reverse: bool,
         on_response: Callable[[BatchResponse], None],
         lock: bool = False,
+        nowait: bool = False,
     ) -> tuple[list[KeyValue], list[Span]]:
         """Scan ``span`` range by range until ``limit`` rows; returns the rows and the
         spans actually read (what a transaction must refresh). ``on_response`` sees each
         range's response first (to pin a timestamp or adopt a transaction update).
-        ``lock``: a locking read (see :class:`~feedkv.kv.api.Scan`)."""
+        ``lock``, ``nowait``: a locking read (see :class:`~feedkv.kv.api.Scan`)."""
         rows: list[KeyValue] = []
         read: list[Span] = []
         if limit == 0:
@@ -330,7 +331,9 @@ class Router:
         for part, response in self.send_span(
             span,
             header,
-            lambda p: (Scan(p, None if limit is None else limit - len(rows), reverse, lock),),
+            lambda p: (
+                Scan(p, None if limit is None else limit - len(rows), reverse, lock, nowait),
+            ),
             reverse=reverse,
         ):
             on_response(response)

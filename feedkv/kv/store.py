@@ -57,6 +57,7 @@ from feedkv.errors import (
     FeedKVError,
     InvalidArgumentError,
     InvariantViolation,
+    LockNotAvailableError,
     NodeUnavailableError,
     NotLeaseHolderError,
     PushFailedError,
@@ -140,6 +141,13 @@ __all__ = ["Store", "StoreConfig"]
 # Requests that never write: they are answered without waiting for a group's fsync.
 _READ_ONLY = frozenset({Get, Scan, RefreshRange, RangeLookup, Export})
 _WRITES = (Put, ConditionalPut, DeleteRange, Ingest)
+
+
+def _nowait(batch: BatchRequest) -> bool:
+    """Whether ``batch`` holds a locking read that fails rather than waits for a key
+    another transaction holds (:class:`~feedkv.kv.api.Scan`'s ``nowait``)."""
+    return any(isinstance(r, Scan) and r.lock and r.nowait for r in batch.requests)
+
 
 log = logging.getLogger(__name__)
 
@@ -457,6 +465,8 @@ class Store:
                     at = max(exc.ts, self.clock.now())
                     batch = replace(batch, header=replace(batch.header, timestamp=at))
                 except LockConflictError as exc:
+                    if _nowait(batch):
+                        raise LockNotAvailableError(exc.key) from None
                     self._wait_for_lock(batch, exc.key, queued)
                 finally:
                     # NB: an error leaving this frame holds it in its traceback, and
@@ -1176,6 +1186,13 @@ class Store:
         resolves: list[ResolveIntent] = []
         for group in by_txn.values():
             pushee = max((i.txn for i in group), key=lambda m: m.write_ts)
+            if locking and txn is not None and _nowait(batch):
+                record = self._touch_once(pushee, read_ts.next(), txn, group[0].key)
+                meta = record.meta if record.status is not TxnStatus.ABORTED else pushee
+                resolves.extend(
+                    ResolveIntent(Span.for_key(i.key), meta, record.status) for i in group
+                )
+                continue
             # NB: a locking read waits for the writer (it would only queue behind it for
             # the lock the intent stands for), not abort it by priority
             push_type = (
@@ -1193,6 +1210,19 @@ class Store:
                 continue
             resolves.extend(ResolveIntent(Span.for_key(i.key), meta, record.status) for i in group)
         self._execute(BatchRequest(Header(range_id=header.range_id), tuple(resolves)))
+
+    def _touch_once(
+        self, pushee: TxnMeta, push_to: Timestamp, pusher: Transaction, key: bytes
+    ) -> TxnRecord:
+        """A ``nowait`` locking read's push of the writer of the intent at ``key``: one
+        ``TOUCH``, which succeeds only if the writer is finished or expired (its intent
+        is then resolved and the read goes on); :class:`LockNotAvailableError` if it is
+        alive, as CockroachDB's ``WaitPolicy_Error`` does."""
+        request = PushTxn(pushee, PushType.TOUCH, push_to, pusher.priority, pusher.id)
+        try:
+            return self.push(request).record
+        except PushFailedError as exc:
+            raise LockNotAvailableError(key) from exc
 
     def _push(
         self, pushee: TxnMeta, push_type: PushType, push_to: Timestamp, pusher: Transaction | None

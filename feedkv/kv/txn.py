@@ -239,17 +239,19 @@ class Txn:
         limit: int | None = None,
         reverse: bool = False,
         lock: bool = False,
+        nowait: bool = False,
     ) -> list[KeyValue]:
         """Live keys in ``[start, end)`` with this transaction's own writes applied.
         ``lock``: lock the keys read until the transaction ends (see the module
-        docstring); may wait for another transaction holding one."""
+        docstring); may wait for another transaction holding one, or with ``nowait``
+        fails at once with :class:`~feedkv.errors.LockNotAvailableError`."""
         self._check_open()
         span = Span(start, end)
         if limit is not None and limit < 0:
             raise InvalidArgumentError(f"scan limit must be >= 0, got {limit}")
         own = {k: v for k, v in self._writes.items() if span.contains_key(k)}
         if lock:
-            rows = self._locking_scan(span, None if own else limit, reverse)
+            rows = self._locking_scan(span, None if own else limit, reverse, nowait)
         else:
             rows = self._scan(span, None if own else limit, reverse)
         if own:
@@ -265,20 +267,34 @@ class Txn:
         return rows
 
     def _scan(
-        self, span: Span, limit: int | None, reverse: bool, *, lock: bool = False
+        self,
+        span: Span,
+        limit: int | None,
+        reverse: bool,
+        *,
+        lock: bool = False,
+        nowait: bool = False,
     ) -> list[KeyValue]:
         rows, read = self._router.scan(
-            span, self._header, limit=limit, reverse=reverse, on_response=self._adopt, lock=lock
+            span,
+            self._header,
+            limit=limit,
+            reverse=reverse,
+            on_response=self._adopt,
+            lock=lock,
+            nowait=nowait,
         )
         self._reads.extend(read)
         return rows
 
-    def _locking_scan(self, span: Span, limit: int | None, reverse: bool) -> list[KeyValue]:
+    def _locking_scan(
+        self, span: Span, limit: int | None, reverse: bool, nowait: bool
+    ) -> list[KeyValue]:
         # NB: counted as locked before it is sent: a scan that fails may have taken locks
         self._lock_reads.append(span)
         while True:
             try:
-                return self._scan(span, limit, reverse, lock=True)
+                return self._scan(span, limit, reverse, lock=True, nowait=nowait)
             except TransactionRetryError as exc:
                 if exc.reason != "RETRY_WRITE_TOO_OLD" or exc.ts is None:
                     raise

@@ -242,6 +242,8 @@ def _encode_request(req: api.Request, out: pb.RequestUnion) -> None:
         out.scan.reverse = req.reverse
         if req.lock:
             out.scan.lock = True
+        if req.nowait:
+            out.scan.nowait = True
     elif isinstance(req, api.EndTxn):
         out.end_txn.commit = req.commit
         for span in req.lock_spans:
@@ -305,7 +307,11 @@ _REQUEST_DECODERS: dict[str, Callable[[Any], api.Request]] = {
     "delete_range": lambda m: api.DeleteRange(span_from_proto(m.span)),
     "ingest": lambda m: api.Ingest(span_from_proto(m.span), tuple(m.keys), tuple(m.values)),
     "scan": lambda m: api.Scan(
-        span_from_proto(m.span), m.limit if m.HasField("limit") else None, m.reverse, m.lock
+        span_from_proto(m.span),
+        m.limit if m.HasField("limit") else None,
+        m.reverse,
+        m.lock,
+        m.nowait,
     ),
     "end_txn": lambda m: api.EndTxn(
         m.commit,
@@ -537,6 +543,8 @@ def error_to_proto(exc: FeedKVError, out: pb.Error) -> None:
         out.reason = exc.reason
         if exc.ts is not None:
             timestamp_to_proto(exc.ts, out.ts)
+    if isinstance(exc, errors.LockNotAvailableError):
+        out.key = exc.key
     if isinstance(exc, errors.ConditionFailedError):
         out.key = exc.key
         _value_to(exc.expected, out, "expected")
@@ -560,6 +568,8 @@ def error_from_proto(msg: pb.Error) -> FeedKVError:
     if isinstance(exc, errors.TransactionRetryError):
         exc.reason = msg.reason
         exc.ts = timestamp_from_proto(msg.ts) if msg.HasField("ts") else None
+    if isinstance(exc, errors.LockNotAvailableError):
+        exc.key = msg.key
     if isinstance(exc, errors.ConditionFailedError):
         exc.key = msg.key
         exc.expected = _value_from(msg, "expected")

@@ -20,11 +20,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from sqlglot import exp
 
 from feedkv.errors import (
+    LockNotAvailableError,
     SQLError,
 )
 from feedkv.kv.txn import Txn
@@ -48,6 +49,7 @@ from feedkv.sql.plan import Planned, Selection, env_of, holds, sorted_rows
 from feedkv.sql.relation import Relation
 from feedkv.sql.row_codec import (
     RowAssembler,
+    decode_row_key,
     decode_row_values,
     row_span,
     table_span,
@@ -65,7 +67,7 @@ from feedkv.util.keys import Span, key_next
 if TYPE_CHECKING:
     from feedkv.kv.db import KVClient
 
-__all__ = ["ROW_IDS", "Execution", "Result", "RowIds", "publish_added_columns"]
+__all__ = ["ROW_IDS", "Execution", "Result", "RowIds", "RowLocking", "publish_added_columns"]
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,10 @@ def _logical_timestamp(txn: Txn | None, db: KVClient) -> decimal.Decimal:
 
 
 _P = TypeVar("_P")
+
+# How a statement reads the rows it locks: waiting for another transaction holding one,
+# or failing at once with 55P03 (NOWAIT). ``None`` where a read takes no lock.
+RowLocking = Literal["wait", "nowait"]
 
 
 # KV pairs a table scan reads in its first page, and at most in one (see _scan_pages).
@@ -343,11 +349,11 @@ class Execution:
         return compile_expr(node, Scope())((), self.context)
 
     def rows(
-        self, desc: TableDescriptor, span: Span, *, lock: bool = False
+        self, desc: TableDescriptor, span: Span, *, lock: RowLocking | None = None
     ) -> Iterator[tuple[dict[int, Any], dict[bytes, bytes]]]:
         """The rows of ``desc`` in ``span``, each with its KV pairs; ``lock``: read them
         with locks, held until the transaction ends (see :meth:`chosen`)."""
-        rows = RowAssembler(desc).rows(self._scan_pages(span, lock))
+        rows = RowAssembler(desc).rows(self._scan_pages(desc, span, lock))
         if not has_virtual(desc):
             return rows
         return self._with_virtual(desc, rows)
@@ -362,7 +368,9 @@ class Execution:
             values = fill_virtual(desc, [row[i] for i in ids], context)
             yield dict(zip(ids, values, strict=True)), pairs
 
-    def _scan_pages(self, span: Span, lock: bool) -> Iterator[KeyValue]:
+    def _scan_pages(
+        self, desc: TableDescriptor, span: Span, lock: RowLocking | None
+    ) -> Iterator[KeyValue]:
         """The KV pairs of ``span``, read a page at a time (pages grow from
         :data:`_FIRST_PAGE` to :data:`_LAST_PAGE` pairs), the session's interrupt looked
         at between pages: a scan of a large table stops within a page of a cancel.
@@ -371,10 +379,13 @@ class Execution:
         writes reads to the span's end whatever the limit (it merges them in first)."""
         source, check = self.read_source, self.session.interrupt.check
         start, page = span.start, _FIRST_PAGE
-        txn = self.txn if lock and source is self.txn else None
+        txn = self.txn if lock is not None and source is self.txn else None
         while True:
             if txn is not None:
-                kvs = txn.scan(start, span.end, limit=page, lock=True)
+                try:
+                    kvs = txn.scan(start, span.end, limit=page, lock=True, nowait=lock == "nowait")
+                except LockNotAvailableError as exc:
+                    raise _lock_not_available(desc, exc.key) from exc
             else:
                 kvs = source.scan(start, span.end, limit=page)
             yield from kvs
@@ -385,13 +396,13 @@ class Execution:
             page = min(page * 2, _LAST_PAGE)
 
     def envs(
-        self, desc: TableDescriptor, span: Span, *, lock: bool = False
+        self, desc: TableDescriptor, span: Span, *, lock: RowLocking | None = None
     ) -> Iterator[tuple[Any, ...]]:
         """The rows of ``desc`` in ``span`` as tuples in column order, for a statement
         that only reads them: no dict per row and no KV pairs kept (which a write needs
         to rewrite the row), a third of a row's cost in a scan. Read in pages, as
         :meth:`rows`, so a cancel stops it."""
-        kvs = self._scan_pages(span, lock)
+        kvs = self._scan_pages(desc, span, lock)
         if has_virtual(desc):
             context = self.context
             return (
@@ -401,7 +412,7 @@ class Execution:
         return (tuple(values) for _key, values, _ts in decode_row_values(desc, kvs))
 
     def selected(
-        self, desc: TableDescriptor, selection: Selection, *, lock: bool = False
+        self, desc: TableDescriptor, selection: Selection, *, lock: RowLocking | None = None
     ) -> list[tuple[Any, ...]]:
         """The rows the WHERE clause keeps, as :meth:`envs` gives them (read only);
         ``lock``: the rows read are locked (SELECT FOR UPDATE), as :meth:`chosen`'s.
@@ -418,7 +429,7 @@ class Execution:
         return [env for env in self.envs(desc, span, lock=lock) if holds(test(env, context))]
 
     def matching(
-        self, desc: TableDescriptor, selection: Selection, *, lock: bool = False
+        self, desc: TableDescriptor, selection: Selection, *, lock: RowLocking | None = None
     ) -> Iterator[tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]]:
         context = self.context
         if selection.index_span is not None:
@@ -436,7 +447,11 @@ class Execution:
             yield row, pairs, env
 
     def _matching_by_index(
-        self, desc: TableDescriptor, selection: Selection, entries: Span, lock: bool
+        self,
+        desc: TableDescriptor,
+        selection: Selection,
+        entries: Span,
+        lock: RowLocking | None,
     ) -> Iterator[tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]]:
         """The rows whose index entries are in ``entries`` that the WHERE clause keeps,
         in primary key order (as a scan of the table gives them): one read of the
@@ -487,7 +502,7 @@ class Execution:
         the rows are read with locks, held until the transaction ends: a transaction
         that would write them meanwhile waits for this one instead of one of the two
         failing with 40001 (:mod:`feedkv.kv.lock_table`)."""
-        matched = list(self.matching(desc, selection, lock=self.locks_rows()))
+        matched = list(self.matching(desc, selection, lock=self.row_locking()))
         rows = sorted_rows(matched, order, self.context, env_of)
         return self.limited(rows, limit)
 
@@ -497,8 +512,13 @@ class Execution:
         """The row of ``desc`` with primary key ``key`` (its values and KV pairs), read
         with a lock as :meth:`chosen` reads (an UPSERT's or ON CONFLICT DO UPDATE's row);
         ``None`` when there is no such row."""
-        found = self.rows(desc, row_span(desc, list(key)), lock=self.locks_rows())
+        found = self.rows(desc, row_span(desc, list(key)), lock=self.row_locking())
         return next(iter(found), None)
+
+    def row_locking(self) -> RowLocking | None:
+        """How the rows a statement writes are read: with locks, waiting, when
+        :meth:`locks_rows`."""
+        return "wait" if self.locks_rows() else None
 
     def locks_rows(self) -> bool:
         """Whether the rows a statement writes are read with locks (the session's
@@ -567,3 +587,17 @@ def _is_number_constant(node: exp.Expr) -> bool:
         and not (isinstance(part, exp.Literal) and part.is_string)
         for part in node.walk()
     )
+
+
+def _lock_not_available(desc: TableDescriptor, key: bytes) -> SQLError:
+    """55P03 for a NOWAIT read that met ``key``, a row of ``desc`` another transaction
+    holds, worded as CockroachDB's (``could not obtain lock on row (k)=(1) in
+    t@t_pkey``)."""
+    where = f"{desc.name}@{desc.name}_pkey"
+    try:
+        values, _family, _prefix = decode_row_key(desc, key)
+    except SQLError:
+        return SQLError("55P03", f"could not obtain lock on row in {where}")
+    names = ", ".join(c.name for c in desc.key_columns)
+    shown = ", ".join("NULL" if v is None else str(v) for v in values)
+    return SQLError("55P03", f"could not obtain lock on row ({names})=({shown}) in {where}")

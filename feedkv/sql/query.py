@@ -29,7 +29,7 @@ from feedkv.sql.descriptor import (
     TableDescriptor,
     ViewDescriptor,
 )
-from feedkv.sql.execution import Execution, Result
+from feedkv.sql.execution import Execution, Result, RowLocking
 from feedkv.sql.expr import Scope, compile_expr, condition, static_kind
 from feedkv.sql.indexes import primary_key_of, values_prefix
 from feedkv.sql.join import JoinPlan
@@ -157,9 +157,11 @@ def _query(ex: Execution, q: st.Query) -> Result:
     return _selected(ex, q, plan.result, ex.selected(desc, plan.selection, lock=lock))
 
 
-def _locks_table(ex: Execution, s: st.Select, result: ResultPlan) -> bool:
-    """Whether ``s``, a SELECT of one table, reads its rows with locks: it has a
-    ``FOR UPDATE`` or ``FOR NO KEY UPDATE`` clause naming the table (or naming none).
+def _locks_table(ex: Execution, s: st.Select, result: ResultPlan) -> RowLocking | None:
+    """How ``s``, a SELECT of one table, reads its rows: with locks if it has a
+    ``FOR UPDATE`` or ``FOR NO KEY UPDATE`` clause naming the table (or naming none),
+    failing at once (55P03) on a row another transaction holds if that clause says
+    NOWAIT; ``None``: without.
 
     As CockroachDB: ``FOR SHARE`` and ``FOR KEY SHARE`` take no lock (its serializable
     isolation does not, unless ``enable_shared_locking_for_serializable`` is on); any
@@ -168,7 +170,7 @@ def _locks_table(ex: Execution, s: st.Select, result: ResultPlan) -> bool:
     naming another table is 42P01; an exclusive lock in a READ ONLY transaction is
     25006."""
     if not s.locks:
-        return False
+        return None
     strength = s.locks[0].strength
     if s.as_of is not None:
         raise SQLError("0A000", f"{strength} is not allowed with AS OF SYSTEM TIME")
@@ -191,12 +193,13 @@ def _locks_table(ex: Execution, s: st.Select, result: ResultPlan) -> bool:
                 )
     exclusive = next((lock for lock in s.locks if lock.exclusive), None)
     if exclusive is None:
-        return False
+        return None
     if ex.session.variable("transaction_read_only") == "on":
         raise SQLError(
             "25006", f"cannot execute SELECT {exclusive.strength} in a read-only transaction"
         )
-    return True
+    # NB: as PostgreSQL, a table named by several clauses takes NOWAIT from any of them
+    return "nowait" if any(lock.nowait for lock in s.locks if lock.exclusive) else "wait"
 
 
 def _refuse_locking(s: st.Select, source: str) -> None:

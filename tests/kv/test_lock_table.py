@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import feedkv
-from feedkv.errors import TransactionRetryError
+from feedkv.errors import LockNotAvailableError, TransactionRetryError
 from feedkv.kv.lock_table import LockConflictError, LockTable
 from feedkv.kv.store import StoreConfig
 from feedkv.storage.intent import TxnMeta
@@ -176,3 +176,38 @@ def test_rollback_lets_go_of_the_locks(db: feedkv.DB) -> None:
     assert len(_locks(db)) == 0
     db.put(b"row", b"1")  # nothing holds it: a plain write goes through
     assert db.get(b"row") == b"1"
+
+
+def test_nowait_locking_scan_fails_at_once_on_a_held_key(db: feedkv.DB) -> None:
+    db.put(b"row", b"0")
+    first = db.transaction()
+    first.scan(b"row", b"rox", lock=True)
+    second = db.transaction()
+    with pytest.raises(LockNotAvailableError) as caught:
+        second.scan(b"row", b"rox", lock=True, nowait=True)
+    assert caught.value.key == b"row"
+    assert _locks(db).waiters() == 0  # it never queued
+    assert _locks(db).holder(b"row") == first.id
+    second.rollback()
+    first.commit()
+    third = db.transaction()
+    assert [kv.value for kv in third.scan(b"row", b"rox", lock=True, nowait=True)] == [b"0"]
+    assert _locks(db).holder(b"row") == third.id
+    third.rollback()
+    assert len(_locks(db)) == 0
+
+
+def test_nowait_locking_scan_fails_on_a_pending_writers_intent(db: feedkv.DB) -> None:
+    db.put(b"row", b"0")
+    writer = db.transaction()
+    writer.put_now(b"row", b"1")  # an intent, its transaction alive (heartbeating)
+    reader = db.transaction()
+    with pytest.raises(LockNotAvailableError) as caught:
+        reader.scan(b"row", b"rox", lock=True, nowait=True)
+    assert caught.value.key == b"row"
+    reader.rollback()
+    writer.commit()
+    after = db.transaction()
+    assert [kv.value for kv in after.scan(b"row", b"rox", lock=True, nowait=True)] == [b"1"]
+    after.commit()
+    assert len(_locks(db)) == 0

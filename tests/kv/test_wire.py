@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from feedkv.errors import InvalidArgumentError
+from feedkv.errors import InvalidArgumentError, LockNotAvailableError
 from feedkv.kv import api
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.wire import (
@@ -13,6 +13,8 @@ from feedkv.kv.wire import (
     batch_request_to_proto,
     batch_response_from_proto,
     batch_response_to_proto,
+    error_from_proto,
+    error_to_proto,
 )
 from feedkv.storage.mvcc import KeyValue
 from feedkv.util.hlc import MAX_LOGICAL, Timestamp
@@ -101,10 +103,20 @@ def test_an_ingest_and_its_response_cross_the_wire_unchanged() -> None:
         api.Scan(Span(b"a", b"d")),
         api.Scan(Span(b"a", b"d"), 5, True),
         api.Scan(Span(b"a", b"d"), None, False, lock=True),
+        api.Scan(Span(b"a", b"d"), None, False, lock=True, nowait=True),
     ],
-    ids=["plain", "limited and reversed", "locking"],
+    ids=["plain", "limited and reversed", "locking", "locking without waiting"],
 )
 def test_a_scan_crosses_the_wire_with_its_options(request_: api.Scan) -> None:
     batch = api.BatchRequest(api.Header(), (request_,))
     data = batch_request_to_proto(batch).SerializeToString()
     assert batch_request_from_proto(pb.BatchRequest.FromString(data)).requests == (request_,)
+
+
+def test_a_nowait_reads_lock_error_crosses_the_wire_with_its_key() -> None:
+    out = pb.Error()
+    error_to_proto(LockNotAvailableError(b"row\x00"), out)
+    back = error_from_proto(pb.Error.FromString(out.SerializeToString()))
+    assert isinstance(back, LockNotAvailableError)
+    assert back.key == b"row\x00"
+    assert str(back) == str(LockNotAvailableError(b"row\x00"))

@@ -167,3 +167,46 @@ def test_for_update_in_a_read_only_transaction_is_refused(db: DB) -> None:
     session.execute("BEGIN READ ONLY")
     assert _code(session, "SELECT k FROM t FOR UPDATE") == "25006"
     session.execute("ROLLBACK")
+
+
+@pytest.mark.parametrize(
+    "holder",
+    [
+        "SELECT v FROM t WHERE k = 1 FOR UPDATE",  # a lock
+        "UPDATE t SET v = 5 WHERE k = 1",  # a lock and a buffered write
+        "INSERT INTO t VALUES (3, 0, 30)",  # no row read: a different row, never met
+    ],
+)
+def test_nowait_fails_at_once_on_a_row_another_transaction_holds(any_db: DB, holder: str) -> None:
+    db = any_db  # NB: over gRPC too, where NOWAIT and its error cross the wire
+    _table(db)
+    first, second = db.session(), db.session()
+    first.execute("BEGIN")
+    first.execute(holder)
+    second.execute("BEGIN")
+    meets = not holder.startswith("INSERT")
+    try:
+        second.execute("SELECT v FROM t WHERE k = 1 FOR UPDATE NOWAIT")
+        code, message = "ok", ""
+    except SQLError as exc:
+        code, message = exc.code, exc.message
+    second.execute("ROLLBACK")
+    first.execute("COMMIT")
+    if meets:
+        assert code == "55P03"
+        assert message == "could not obtain lock on row (k)=(1) in t@t_pkey"
+    else:
+        assert code == "ok"
+    if db.node is not None:
+        assert len(_store(db).locks) == 0
+
+
+def test_nowait_reads_a_free_row_and_locks_it(db: DB) -> None:
+    _table(db)
+    first = db.session()
+    first.execute("BEGIN")
+    assert first.execute("SELECT v FROM t WHERE k = 1 FOR UPDATE NOWAIT").rows == [(0,)]
+    assert len(_store(db).locks) == 1
+    first.execute("UPDATE t SET v = 7 WHERE k = 1")
+    _update_waits_for(db, first, "UPDATE t SET v = v + 1 WHERE k = 1")
+    assert db.sql("SELECT v FROM t WHERE k = 1").rows == [(8,)]

@@ -2985,8 +2985,9 @@ class _Converter:
             raise _unsupported(node, "set operation")
         for side in (node.this, node.expression):
             inner = side.this if isinstance(side, exp.Subquery) else side
-            if isinstance(inner, exp.Select) and inner.args.get("locks"):
-                raise SQLError("0A000", f"FOR UPDATE is not allowed with {op.upper()}")
+            if isinstance(inner, exp.Select) and (locks := inner.args.get("locks")):
+                strength = _row_lock(locks[0]).strength
+                raise SQLError("0A000", f"{strength} is not allowed with {op.upper()}")
             if isinstance(side, exp.Select) and any(
                 side.args.get(clause) for clause in ("order", "limit", "offset")
             ):

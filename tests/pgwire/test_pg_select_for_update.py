@@ -1,0 +1,88 @@
+"""SELECT ... FOR UPDATE as ORMs send it over the wire: psycopg with parameters in the
+extended protocol, SQLAlchemy's ``with_for_update()``; NOWAIT's 55P03 reaches the driver
+as its LockNotAvailable error."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+from psycopg import errors
+
+from feedkv import DB
+from feedkv.testing.waiting import wait_until
+
+
+@pytest.fixture
+def url(db: DB, pg_url: str) -> str:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v INT)")
+    db.sql("INSERT INTO t VALUES (1, 0), (2, 0)")
+    return pg_url
+
+
+def _waiters(db: DB) -> int:
+    node = db.node
+    assert node is not None
+    return node.store.locks.waiters()
+
+
+def test_psycopg_update_waits_for_a_row_selected_for_update(db: DB, url: str) -> None:
+    done = threading.Event()
+
+    def update_second() -> None:
+        with psycopg.connect(url, autocommit=True) as second:
+            second.execute("UPDATE t SET v = v * 10 WHERE k = %s", (1,))
+        done.set()
+
+    with psycopg.connect(url) as first:
+        (value,) = first.execute("SELECT v FROM t WHERE k = %s FOR UPDATE", (1,)).fetchone() or ()
+        writer = threading.Thread(target=update_second)
+        writer.start()
+        try:
+            wait_until(lambda: _waiters(db) == 1, what="the second's UPDATE to wait")
+            assert not done.is_set()
+            first.execute("UPDATE t SET v = %s WHERE k = %s", (value + 1, 1))
+            first.commit()
+        finally:
+            writer.join(timeout=60)
+    assert not writer.is_alive()
+    assert done.is_set()
+    assert db.sql("SELECT v FROM t WHERE k = 1").rows == [(10,)]
+
+
+def test_psycopg_nowait_gets_lock_not_available(url: str) -> None:
+    with psycopg.connect(url) as first, psycopg.connect(url) as second:
+        first.execute("SELECT v FROM t WHERE k = 2 FOR UPDATE")
+        with pytest.raises(errors.LockNotAvailable) as caught:
+            second.execute("SELECT v FROM t WHERE k = %s FOR UPDATE NOWAIT", (2,))
+        assert caught.value.sqlstate == "55P03"
+        assert "could not obtain lock on row (k)=(2) in t@t_pkey" in str(caught.value)
+        second.rollback()
+        first.commit()
+        assert second.execute("SELECT v FROM t WHERE k = 2 FOR UPDATE NOWAIT").fetchall() == [(0,)]
+        second.commit()
+
+
+def test_sqlalchemy_with_for_update_runs_each_locking_clause(url: str) -> None:
+    engine = sa.create_engine(url.replace("postgresql://", "cockroachdb+psycopg://", 1))
+    table = sa.Table(
+        "t", sa.MetaData(), sa.Column("k", sa.Integer, primary_key=True), sa.Column("v", sa.Integer)
+    )
+    options: list[dict[str, Any]] = [
+        {},  # FOR UPDATE
+        {"nowait": True},  # FOR UPDATE NOWAIT
+        {"of": table},  # FOR UPDATE OF t
+        {"read": True},  # FOR SHARE
+        {"key_share": True},  # FOR NO KEY UPDATE
+    ]
+    try:
+        with engine.begin() as conn:
+            for option in options:
+                query = sa.select(table.c.v).where(table.c.k == 1).with_for_update(**option)
+                assert "FOR " in str(query.compile(engine))
+                assert conn.execute(query).all() == [(0,)], option
+    finally:
+        engine.dispose()

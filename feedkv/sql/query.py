@@ -36,6 +36,7 @@ from feedkv.sql.join import JoinPlan
 from feedkv.sql.plan import ResultPlan, SelectPlan, holds, sorted_rows
 from feedkv.sql.relation import Relation
 from feedkv.sql.row_codec import row_prefix, row_span, table_span
+from feedkv.sql.row_locking import check_locking, source_name, table_locking
 from feedkv.sql.set_ops import SetResult, combine, result_order, union_all
 from feedkv.sql.subquery import grouped_context, prepare_subqueries
 from feedkv.sql.types import ColumnType, Kind, coerce, logical_decimal, timestamp_of
@@ -143,76 +144,23 @@ def _query(ex: Execution, q: st.Query) -> Result:
     if isinstance(q, st.Values):
         return _values(ex, q)
     if q.table is None:
+        check_locking(q, [], _read_only(ex))  # nothing to lock, but OF names nothing
         return _select_no_table(ex, q)
     if q.joins or not isinstance(q.table, st.TableName) or _is_relation(ex, q.table):
-        _refuse_locking(q, "a join or a subquery in FROM" if q.joins else "this FROM source")
         return _select_sources(ex, q)
     desc = ex.relation(q.table)
     if not isinstance(desc, TableDescriptor):
-        _refuse_locking(q, "a view or a sequence")
         return _select_sources(ex, q)
     plan = ex.plan(q, desc, partial(SelectPlan.of, outer=ex.outer_scope))
-    lock = _locks_table(ex, q, plan.result)
+    name = source_name(q.table, q.alias)
+    check_locking(q, [name], _read_only(ex))
+    lock = table_locking(q, name)
     prepare_subqueries(ex, query, q.subqueries, plan.scope, grouped_context(q, plan.result))
     return _selected(ex, q, plan.result, ex.selected(desc, plan.selection, lock=lock))
 
 
-def _locks_table(ex: Execution, s: st.Select, result: ResultPlan) -> RowLocking | None:
-    """How ``s``, a SELECT of one table, reads its rows: with locks if it has a
-    ``FOR UPDATE`` or ``FOR NO KEY UPDATE`` clause naming the table (or naming none),
-    failing at once (55P03) on a row another transaction holds if that clause says
-    NOWAIT; ``None``: without.
-
-    As CockroachDB: ``FOR SHARE`` and ``FOR KEY SHARE`` take no lock (its serializable
-    isolation does not, unless ``enable_shared_locking_for_serializable`` is on); any
-    locking clause is refused (0A000) with GROUP BY, HAVING, DISTINCT, aggregates or
-    window functions (which leave no row to lock) and with AS OF SYSTEM TIME; an OF
-    naming another table is 42P01; an exclusive lock in a READ ONLY transaction is
-    25006."""
-    if not s.locks:
-        return None
-    strength = s.locks[0].strength
-    if s.as_of is not None:
-        raise SQLError("0A000", f"{strength} is not allowed with AS OF SYSTEM TIME")
-    for clause, present in (
-        ("GROUP BY clause", bool(s.group_by)),
-        ("HAVING clause", s.having is not None),
-        ("DISTINCT clause", s.distinct or bool(s.distinct_on)),
-        ("aggregate functions", result.grouping is not None),
-        ("window functions", result.windows is not None),
-    ):
-        if present:
-            raise SQLError("0A000", f"{strength} is not allowed with {clause}")
-    name = s.alias or (s.table.name if isinstance(s.table, st.TableName) else "")
-    for lock in s.locks:
-        for named in lock.of:
-            if named != name:
-                raise SQLError(
-                    "42P01",
-                    f'relation "{named}" in {lock.strength} clause not found in FROM clause',
-                )
-    exclusive = next((lock for lock in s.locks if lock.exclusive), None)
-    if exclusive is None:
-        return None
-    if ex.session.variable("transaction_read_only") == "on":
-        raise SQLError(
-            "25006", f"cannot execute SELECT {exclusive.strength} in a read-only transaction"
-        )
-    # NB: as PostgreSQL, a table named by several clauses takes NOWAIT from any of them
-    return "nowait" if any(lock.nowait for lock in s.locks if lock.exclusive) else "wait"
-
-
-def _refuse_locking(s: st.Select, source: str) -> None:
-    """0A000 for an exclusive locking clause on a SELECT whose rows do not come from
-    one table's scan: its locks would be left out silently otherwise (a shared one
-    takes no lock: see :func:`_locks_table`)."""
-    exclusive = next((lock for lock in s.locks if lock.exclusive), None)
-    if exclusive is not None:
-        raise SQLError(
-            "0A000",
-            f"{exclusive.strength} is not supported with {source}; "
-            "select from one table to lock its rows",
-        )
+def _read_only(ex: Execution) -> bool:
+    return ex.session.variable("transaction_read_only") == "on"
 
 
 def _selected(
@@ -305,10 +253,17 @@ def _statement_rows(ex: Execution, source: st.StatementSource) -> Result:
 
 
 def read_source(
-    ex: Execution, source: st.Source
+    ex: Execution, source: st.Source, lock: RowLocking | None = None
 ) -> tuple[TableDescriptor | Relation, list[tuple[Any, ...]], str]:
     """What a FROM or JOIN source reads: a table (read whole), a CTE's rows or a
-    subquery's; its rows; the database that qualifies its columns."""
+    subquery's; its rows; the database that qualifies its columns. ``lock``: a table's
+    rows are read with locks (SELECT FOR UPDATE); any other source's cannot be (0A000)."""
+    if lock is not None and not _is_table(ex, source):
+        raise SQLError(
+            "0A000",
+            "FOR UPDATE cannot lock the rows of a subquery, CTE, view or function in FROM; "
+            "name the tables to lock with FOR UPDATE OF",
+        )
     if isinstance(source, st.ShowSource):
         relation = ex.session.show_jobs(source)
         return relation, relation.rows, ex.session.database
@@ -342,8 +297,15 @@ def read_source(
     if isinstance(desc, SequenceDescriptor):
         sequence = _read_sequence(ex, desc)
         return sequence, sequence.rows, source.database or ex.session.database
-    rows = list(ex.envs(desc, table_span(desc.id)))
+    rows = list(ex.envs(desc, table_span(desc.id), lock=lock))
     return desc, rows, source.database or ex.session.database
+
+
+def _is_table(ex: Execution, source: st.Source) -> bool:
+    """Whether ``source`` is a stored table (no CTE's name, view or sequence)."""
+    if not isinstance(source, st.TableName) or _cte(ex, source) is not None:
+        return False
+    return isinstance(ex.relation(source), TableDescriptor)
 
 
 def read_view(ex: Execution, view: ViewDescriptor) -> Relation:
@@ -393,15 +355,41 @@ def _select_sources(ex: Execution, s: st.Select) -> Result:
     transaction."""
     if s.table is None:
         raise InvariantViolation("a SELECT without FROM has no sources to read")
-    read = [read_source(ex, s.table)]
+    locks = _source_locking(ex, s)
+    read = [read_source(ex, s.table, locks[0])]
     for n, join in enumerate(s.joins):
-        looked_up = _looked_up(ex, s, join, read[0]) if n == 0 else None
-        read.append(looked_up if looked_up is not None else read_source(ex, join.table))
+        lock = locks[n + 1]
+        looked_up = _looked_up(ex, s, join, read[0], lock) if n == 0 else None
+        read.append(looked_up if looked_up is not None else read_source(ex, join.table, lock))
     # NB: not kept by Session.plan, which keys a plan by one table
     plan = JoinPlan.of([r[0] for r in read], s, [r[2] for r in read], ex.outer_scope)
     prepare_subqueries(ex, query, s.subqueries, plan.scope, grouped_context(s, plan.result))
     joined = plan.rows([r[1] for r in read], ex.context)
     return _selected(ex, s, plan.result, joined)
+
+
+def _source_locking(ex: Execution, s: st.Select) -> list[RowLocking | None]:
+    """How ``s`` reads each of its sources (FROM, then each JOIN's): see
+    :mod:`feedkv.sql.row_locking`. As CockroachDB and PostgreSQL, the nullable side of
+    an outer join is not locked but refused (0A000)."""
+    names = [source_name(s.table, s.alias), *(source_name(j.table, j.alias) for j in s.joins)]
+    if not s.locks:
+        return [None] * len(names)
+    check_locking(s, names, _read_only(ex))
+    locks = [table_locking(s, name) for name in names]
+    nullable = [False] * len(names)
+    for n, join in enumerate(s.joins, start=1):
+        if join.side in ("left", "full"):
+            nullable[n] = True
+        if join.side in ("right", "full"):
+            nullable[:n] = [True] * n
+    for lock, name, outer in zip(locks, names, nullable, strict=True):
+        if lock is not None and outer:
+            raise SQLError(
+                "0A000",
+                f'FOR UPDATE cannot be applied to the nullable side of an outer join ("{name}")',
+            )
+    return locks
 
 
 # A lookup join fetches the right table's rows for at most this many distinct values of
@@ -414,6 +402,7 @@ def _looked_up(
     s: st.Select,
     join: st.Join,
     left: tuple[TableDescriptor | Relation, list[tuple[Any, ...]], str],
+    lock: RowLocking | None,
 ) -> tuple[TableDescriptor, list[tuple[Any, ...]], str] | None:
     """For ``left [INNER | LEFT] JOIN t ON left.a = t.b`` where ``b`` leads ``t``'s
     primary key or one of its indexes: only the rows of ``t`` whose ``b`` is one of
@@ -476,7 +465,7 @@ def _looked_up(
             entries = ex.read_source.scan(prefix, prefix_end(prefix))
             spans = [row_span(desc, primary_key_of(desc, kv.value)) for kv in entries]
         for span in spans:
-            for fetched, _pairs in ex.rows(desc, span):
+            for fetched, _pairs in ex.rows(desc, span, lock=lock):
                 key = row_prefix(desc, [fetched[i] for i in desc.primary_key])
                 found[key] = tuple(fetched[i] for i in ids)
     return desc, [found[key] for key in sorted(found)], join.table.database or ex.session.database

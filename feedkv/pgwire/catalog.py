@@ -30,6 +30,7 @@ import sqlglot
 from sqlglot import exp
 
 from feedkv.errors import SQLError
+from feedkv.pgwire.acl import acl_items
 from feedkv.pgwire.types import OID, wire_type
 from feedkv.sql.arrays import Array
 from feedkv.sql.catalog import ADMIN_ROLE, NODE_USER, ROOT, User, database_owner
@@ -309,6 +310,26 @@ def _build(
         _add_secondary(db, database, desc, by_id)
     db.commit()
     return db, names
+
+
+def _add_acls(
+    db: sqlite3.Connection,
+    schema: Sequence[tuple[DatabaseDescriptor, list[TableDescriptor]]],
+    grants: Sequence[tuple[int, str, frozenset[str]]],
+) -> None:
+    """``relacl`` and ``datacl`` from ``grants`` (those a user who is no admin may see
+    with SHOW GRANTS: their own), NULL on an object with none, as PostgreSQL's own
+    before its first GRANT. Relations are owned by root, databases by their owner."""
+    by_object: dict[int, list[tuple[str, frozenset[str]]]] = {}
+    for object_id, grantee, privileges in grants:
+        by_object.setdefault(object_id, []).append((grantee, privileges))
+    owners = {d.id: database_owner(d) for d, _ in schema}
+    for object_id, held in by_object.items():
+        owner = owners.get(object_id)
+        items = acl_items(held, ROOT if owner is None else owner)
+        value = _TEXT_ARRAY + json.dumps(items) if items else None
+        table = "pg_class SET relacl" if owner is None else "pg_database SET datacl"
+        db.execute(f"UPDATE {table} = ? WHERE oid = ?", (value, object_id))
 
 
 def _add_table(db: sqlite3.Connection, database: str, desc: TableDescriptor) -> None:
@@ -898,7 +919,7 @@ def _truncated(value: int, divisor: int) -> int:
 
 def _array_to_string(array: Any, separator: str, null: str | None = None) -> Any:
     """``array_to_string``: an ARRAY(subquery)'s elements joined (NULLs left out, or
-    shown as ``null``); an ACL column, which holds text, unchanged."""
+    shown as ``null``); any other value (text) unchanged."""
     if not isinstance(array, str) or not array.startswith(_TEXT_ARRAY):
         return array
     items = json.loads(array[len(_TEXT_ARRAY) :])
@@ -967,10 +988,12 @@ def run_catalog_query(
     version: str,
     others: Sequence[ViewDescriptor | SequenceDescriptor] = (),
     users: Sequence[User] = (),
+    grants: Sequence[tuple[int, str, frozenset[str]]] = (),
 ) -> Result:
     """Run ``text`` (a query that :func:`reads_catalog`) over the catalog of
     ``database`` built from ``schema`` (and ``others``, its views and sequences;
-    ``users``, the cluster's users: none given, root and ``user``)."""
+    ``users``, the cluster's users: none given, root and ``user``; ``grants``, every
+    ``(object id, grantee, privileges)``, shown as ``relacl`` and ``datacl``)."""
     empty = _empty_answer(_parse(text))
     if empty is not None:
         return Result(tuple(empty), [], "SELECT 0")
@@ -980,6 +1003,8 @@ def run_catalog_query(
     for other in others:
         _add_other(db, database, other)
         names[other.name] = names[f"public.{other.name}"] = other.id
+    admin = any(u.name == user and u.admin for u in users)
+    _add_acls(db, schema, grants if admin else [g for g in grants if g[1] == user])
     db.commit()
     values = {"database": database, "user": user, "version": version}
     try:

@@ -151,6 +151,8 @@ class SQLSession(Protocol):
 
     def users(self) -> list[User]: ...
 
+    def grants(self) -> list[tuple[int, str, frozenset[str]]]: ...
+
     def check_login(self) -> None: ...
 
     def fail(self) -> None: ...
@@ -714,6 +716,7 @@ class Connection:
             version=VERSION_STRING,
             others=session.views_and_sequences(),
             users=session.users(),
+            grants=session.grants(),
         )
 
     def _begin_query(self) -> None:

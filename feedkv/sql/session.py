@@ -484,6 +484,11 @@ class Session:
         :meth:`schema`)."""
         return catalog.list_users(self._reader())
 
+    def grants(self) -> list[tuple[int, str, frozenset[str]]]:
+        """Every ``(object id, grantee, privileges)`` granted, as this session sees
+        them now (for the catalog views, as :meth:`schema`)."""
+        return list(catalog.list_privileges(self._reader()))
+
     def schema(self) -> list[tuple[DatabaseDescriptor, list[TableDescriptor]]]:
         """Every database with its tables, as this session sees them now (in its open
         transaction, else at the present): what catalog views such as pg_catalog and

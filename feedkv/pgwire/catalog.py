@@ -231,10 +231,13 @@ def _role_oid(name: str) -> int:
     return fixed if fixed is not None else 0x4000_0000 | zlib.crc32(name.encode()) & 0x3FFF_FFFF
 
 
-def _add_roles(db: sqlite3.Connection, users: Sequence[User]) -> None:
+def _add_roles(
+    db: sqlite3.Connection, users: Sequence[User], memberships: Sequence[tuple[str, str]]
+) -> None:
     """``pg_roles``, ``pg_user`` and ``pg_auth_members`` as CockroachDB fills them: the
-    ``admin`` role (which cannot log in), every user, and each admin user a member of
-    ``admin``; an admin is a superuser that may create roles and databases."""
+    ``admin`` role (which cannot log in), every user, each admin user a member of
+    ``admin`` and each ``(role, member)`` of ``memberships``; an admin is a superuser
+    that may create roles and databases."""
     roles = [(_role_oid(ADMIN_ROLE), ADMIN_ROLE, True, True, True, True, False, False, -1,
               None, False, None)]  # fmt: skip
     logins, members = [], []
@@ -252,6 +255,12 @@ def _add_roles(db: sqlite3.Connection, users: Sequence[User]) -> None:
         )  # fmt: skip
         if u.admin:
             members.append((oid, ADMIN_OID, oid, ROOT_OID, u.name == ROOT, True, True))
+    # NB: a membership's own OID hashes both names, as a role's hashes its name
+    members += [
+        (_role_oid(f"{role}\x00{member}"), _role_oid(role), _role_oid(member), ROOT_OID,
+         False, True, True)
+        for role, member in memberships
+    ]  # fmt: skip
     _insert(db, "pg_roles", roles)
     _insert(db, "pg_user", logins)
     _insert(db, "pg_auth_members", members)
@@ -261,6 +270,7 @@ def _build(
     schema: Sequence[tuple[DatabaseDescriptor, list[TableDescriptor]]],
     database: str,
     users: Sequence[User],
+    memberships: Sequence[tuple[str, str]] = (),
 ) -> tuple[sqlite3.Connection, dict[str, int]]:
     """The catalog of ``database`` as SQLite tables, and the OIDs of its relations by
     name (for ``regclass``)."""
@@ -296,7 +306,7 @@ def _build(
     )  # fmt: skip
     _insert(db, "pg_am", [(2, "heap", "t"), (403, "btree", "i")])
     _insert(db, "pg_tablespace", [(_DEFAULT_TABLESPACE, "pg_default", ROOT_OID)])
-    _add_roles(db, users)
+    _add_roles(db, users, memberships)
     names: dict[str, int] = {}
     tables = next((t for d, t in schema if d.name == database), [])
     for desc in tables:
@@ -989,17 +999,19 @@ def run_catalog_query(
     others: Sequence[ViewDescriptor | SequenceDescriptor] = (),
     users: Sequence[User] = (),
     grants: Sequence[tuple[int, str, frozenset[str]]] = (),
+    memberships: Sequence[tuple[str, str]] = (),
 ) -> Result:
     """Run ``text`` (a query that :func:`reads_catalog`) over the catalog of
     ``database`` built from ``schema`` (and ``others``, its views and sequences;
     ``users``, the cluster's users: none given, root and ``user``; ``grants``, every
-    ``(object id, grantee, privileges)``, shown as ``relacl`` and ``datacl``)."""
+    ``(object id, grantee, privileges)``, shown as ``relacl`` and ``datacl``;
+    ``memberships``, every ``(role, member)`` but admin's)."""
     empty = _empty_answer(_parse(text))
     if empty is not None:
         return Result(tuple(empty), [], "SELECT 0")
     if not users:
         users = [User(ROOT, admin=True)] + ([] if user == ROOT else [User(user, admin=False)])
-    db, names = _build(schema, database, users)
+    db, names = _build(schema, database, users, memberships)
     for other in others:
         _add_other(db, database, other)
         names[other.name] = names[f"public.{other.name}"] = other.id

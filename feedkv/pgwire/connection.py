@@ -153,6 +153,8 @@ class SQLSession(Protocol):
 
     def grants(self) -> list[tuple[int, str, frozenset[str]]]: ...
 
+    def memberships(self) -> list[tuple[str, str]]: ...
+
     def check_login(self) -> None: ...
 
     def fail(self) -> None: ...
@@ -717,6 +719,7 @@ class Connection:
             others=session.views_and_sequences(),
             users=session.users(),
             grants=session.grants(),
+            memberships=session.memberships(),
         )
 
     def _begin_query(self) -> None:

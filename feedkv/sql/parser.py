@@ -1290,17 +1290,21 @@ class _Statement:
     def _show_grants(self) -> st.ShowGrants:
         words = self.words
         end = words.index("FOR") if "FOR" in words else len(words)
-        table = None
-        if end > 2:
-            if words[2] != "ON":
-                raise self._error_at(2, "expected SHOW GRANTS [ON [TABLE] t] [FOR user]")
-            start = 4 if words[3:4] == ["TABLE"] else 3
-            table = self._table_name(start, end)
         user = None
         if end < len(words):
             if end + 2 != len(words):
                 raise self._error_at(end + 1, "expected one user name after FOR")
             user = _name(self.tokens[end + 1])
+        if words[2:4] == ["ON", "ROLE"]:
+            return st.ShowGrants(self.text, None, user, on_role=True, roles=self._names(4, end))
+        table = None
+        if end > 2:
+            if words[2] != "ON":
+                raise self._error_at(
+                    2, "expected SHOW GRANTS [ON [TABLE] t | ON ROLE [r, ...]] [FOR user]"
+                )
+            start = 4 if words[3:4] == ["TABLE"] else 3
+            table = self._table_name(start, end)
         return st.ShowGrants(self.text, table, user)
 
     def _begin(self) -> st.Begin:
@@ -1593,13 +1597,32 @@ class _Statement:
             raise self._error_at(i + 1, "expected the password as a non-empty string")
         return value.text
 
-    def _grant(self) -> st.GrantAdmin | st.GrantPrivileges:
+    def _grant_role(self, revoke: bool, at: int) -> st.GrantRole:
+        """``GRANT role, ... TO user, ...`` or ``REVOKE role, ... FROM user, ...``
+        (``at``: the word TO or FROM)."""
+        if "WITH" in self.words or "OPTION" in self.words:
+            raise SQLError(
+                "0A000", "feedkv has no ADMIN OPTION on role memberships: grant the role alone"
+            )
+        roles = self._names(1, at)
+        users = self._names(at + 1, len(self.words))
+        if not roles or not users:
+            verb, to = ("REVOKE", "FROM") if revoke else ("GRANT", "TO")
+            raise self._error_at(at, f"expected {verb} role, ... {to} user, ...")
+        return st.GrantRole(self.text, roles, users, revoke)
+
+    def _names(self, start: int, end: int) -> tuple[str, ...]:
+        """The names of words ``start`` to ``end`` (exclusive), commas between them."""
+        return tuple(
+            _name(t) for t in self.tokens[start:end] if t.token_type is not TokenType.COMMA
+        )
+
+    def _grant(self) -> st.GrantRole | st.GrantPrivileges:
         words = self.words
         revoke = words[0] == "REVOKE"
-        if not revoke and len(words) >= 4 and words[1] == "ADMIN" and words[2] == "TO":
-            users = tuple(_name(t) for t in self.tokens[3:] if t.token_type is not TokenType.COMMA)
-            return st.GrantAdmin(self.text, users)
         to = "FROM" if revoke else "TO"
+        if "ON" not in words and to in words:
+            return self._grant_role(revoke, words.index(to))
         if "ON" not in words or to not in words or words.index("ON") > words.index(to):
             raise self._error_at(
                 len(words), f"expected {words[0]} privilege, ... ON [TABLE] t, ... {to} user, ..."

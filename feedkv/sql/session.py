@@ -186,7 +186,7 @@ _DDL = (
     | st.CreateUser
     | st.AlterUserPassword
     | st.DropUser
-    | st.GrantAdmin
+    | st.GrantRole
     | st.GrantPrivileges
     | st.CreateView
     | st.DropView
@@ -488,6 +488,11 @@ class Session:
         """Every ``(object id, grantee, privileges)`` granted, as this session sees
         them now (for the catalog views, as :meth:`schema`)."""
         return list(catalog.list_privileges(self._reader()))
+
+    def memberships(self) -> list[tuple[str, str]]:
+        """Every ``(role, member)`` but ``admin``'s, as this session sees them now (for
+        the catalog views, as :meth:`schema`)."""
+        return catalog.list_memberships(self._reader())
 
     def schema(self) -> list[tuple[DatabaseDescriptor, list[TableDescriptor]]]:
         """Every database with its tables, as this session sees them now (in its open

@@ -217,6 +217,32 @@ def test_a_user_who_is_no_admin_sees_only_their_own_aclitems(db: DB, url: str) -
     assert [list(acl.values) for (acl,) in seen["alice"]] == [["alice=r/root"]]
 
 
+def test_psql_du_and_pg_auth_members_show_role_memberships(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE ROLE readers")
+        conn.execute("CREATE USER erin")
+        conn.execute("GRANT readers TO erin")
+        members = conn.execute(
+            "SELECT r.rolname, m.rolname FROM pg_catalog.pg_auth_members a "
+            "JOIN pg_catalog.pg_roles r ON r.oid = a.roleid "
+            "JOIN pg_catalog.pg_roles m ON m.oid = a.member ORDER BY 1, 2"
+        ).fetchall()
+        assert members == [("admin", "root"), ("readers", "erin")]
+    assert _du_row(url, "erin") == ["erin", "", "{readers}"]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("REVOKE readers FROM erin")
+    assert _du_row(url, "erin") == ["erin", "", "{}"]
+
+
+def _du_row(url: str, role: str) -> list[str]:
+    """The cells of ``role``'s row in psql's ``\\du``."""
+    for line in psql(url, "\\du").splitlines():
+        cells = [cell.strip() for cell in line.split("|")]
+        if cells[0] == role:
+            return cells
+    raise AssertionError(f"{role} is not listed by \\du")
+
+
 def test_array_of_a_subquery_keeps_its_order_and_is_empty_without_rows(db: DB, url: str) -> None:
     rows = query(
         db,

@@ -322,6 +322,22 @@ def _build(
     return db, names
 
 
+def _is_admin(user: str, users: Sequence[User], memberships: Sequence[tuple[str, str]]) -> bool:
+    """Whether ``user`` is a member of ``admin``, directly or through roles (as
+    :func:`feedkv.sql.catalog.is_admin` reads it from the store)."""
+    admins = {u.name for u in users if u.admin}
+    seen, pending = {user}, [user]
+    while pending:
+        name = pending.pop()
+        if name in admins:
+            return True
+        for role, member in memberships:
+            if member == name and role not in seen:
+                seen.add(role)
+                pending.append(role)
+    return False
+
+
 def _add_acls(
     db: sqlite3.Connection,
     schema: Sequence[tuple[DatabaseDescriptor, list[TableDescriptor]]],
@@ -1015,7 +1031,7 @@ def run_catalog_query(
     for other in others:
         _add_other(db, database, other)
         names[other.name] = names[f"public.{other.name}"] = other.id
-    admin = any(u.name == user and u.admin for u in users)
+    admin = _is_admin(user, users, memberships)
     _add_acls(db, schema, grants if admin else [g for g in grants if g[1] == user])
     db.commit()
     values = {"database": database, "user": user, "version": version}

@@ -74,6 +74,7 @@ __all__ = [
     "zone_spans",
     "get_descriptor",
     "get_user",
+    "is_admin",
     "job_key",
     "job_span",
     "list_databases",
@@ -461,6 +462,18 @@ def list_sequences(reader: Reader, database: DatabaseDescriptor) -> list[Sequenc
 def get_user(reader: Reader, name: str) -> User | None:
     raw = reader.get(_user_key(name))
     return None if raw is None else _user(name, raw)
+
+
+def is_admin(reader: Reader, name: str) -> bool:
+    """Whether user ``name`` exists and is an admin: a member of ``admin``, directly or
+    through a role that is one."""
+    user = get_user(reader, name)
+    if user is None:
+        return False
+    if user.admin:
+        return True
+    roles = (get_user(reader, role) for role in roles_of(reader, name))
+    return any(role is not None and role.admin for role in roles)
 
 
 def database_owner(database: DatabaseDescriptor) -> str:

@@ -65,6 +65,18 @@ def test_show_grants_on_role_and_show_users_list_memberships(shop: DB) -> None:
     assert _code(shop, "CREATE USER eve", user="alice") == "42501"
 
 
+def test_a_member_of_a_role_that_is_an_admin_is_an_admin(shop: DB) -> None:
+    shop.sql("GRANT admin TO staff")
+    assert _code(shop, "UPDATE items SET qty = 0", user="alice") == "42501"
+    shop.sql("GRANT staff TO alice")
+    alice = shop.session(user="alice")
+    alice.execute("UPDATE items SET qty = 0")
+    alice.execute("CREATE USER eve")
+    assert shop.sql("SELECT qty FROM items").rows == [(0,)]
+    shop.sql("REVOKE staff FROM alice")
+    assert _code(shop, "CREATE USER frank", user="alice") == "42501"
+
+
 def test_memberships_are_refused_when_they_would_loop_or_name_nobody(shop: DB) -> None:
     shop.sql("GRANT readers TO staff")
     assert _code(shop, "GRANT staff TO readers") == "0LP01"

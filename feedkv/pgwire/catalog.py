@@ -246,7 +246,7 @@ def _add_roles(
             continue
         oid = _role_oid(u.name)
         roles.append(
-            (oid, u.name, u.admin, True, u.admin, u.admin, True, False, -1, None,
+            (oid, u.name, u.admin, True, u.admin, u.admin, u.can_login, False, -1, None,
              u.name == ROOT, None)
         )  # fmt: skip
         logins.append(

@@ -178,6 +178,9 @@ class User:
     # the SCRAM-SHA-256 verifier of the user's password (feedkv.security.scram), never
     # the password; None: no password (client certificates only)
     password_verifier: str | None = None
+    # False: a role, which holds privileges for its members but cannot log in (CREATE
+    # ROLE without LOGIN, as CockroachDB's)
+    can_login: bool = True
 
 
 def descriptor_key(descriptor_id: int) -> bytes:
@@ -491,7 +494,7 @@ def list_users(reader: Reader) -> list[User]:
 
 def _user(name: str, raw: bytes) -> User:
     record = json.loads(raw)
-    return User(name, bool(record.get("admin")), record.get("scram"))
+    return User(name, bool(record.get("admin")), record.get("scram"), not record.get("nologin"))
 
 
 # Writes.
@@ -644,6 +647,8 @@ def put_user(txn: Txn, user: User) -> None:
     record: dict[str, object] = {"admin": user.admin}
     if user.password_verifier is not None:
         record["scram"] = user.password_verifier
+    if not user.can_login:
+        record["nologin"] = True
     txn.put(_user_key(user.name), json.dumps(record).encode())
 
 

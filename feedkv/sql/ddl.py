@@ -139,8 +139,8 @@ def show_databases(ex: Execution, s: st.ShowDatabases) -> Result:
 
 def show_users(ex: Execution, s: st.ShowUsers) -> Result:
     """``SHOW USERS`` (``SHOW ROLES``), as CockroachDB lists them: the ``admin`` role
-    and every user, with the roles each is a member of directly (an admin: ``admin``). feedkv
-    keeps no role options: ``options`` is empty."""
+    and every user, with the roles each is a member of directly (an admin: ``admin``);
+    the only option feedkv keeps is ``NOLOGIN`` (a role made by CREATE ROLE)."""
 
     def roles(*names: str) -> Array:
         return Array(names, ColumnType(Kind.STRING))
@@ -152,7 +152,9 @@ def show_users(ex: Execution, s: st.ShowUsers) -> Result:
     for user in catalog.list_users(ex.read_source):
         if user.name != catalog.ADMIN_ROLE:
             direct = [catalog.ADMIN_ROLE] if user.admin else []
-            rows.append((user.name, "", roles(*sorted(direct + member_of.get(user.name, [])))))
+            options = "" if user.can_login else "NOLOGIN"
+            member_roles = roles(*sorted(direct + member_of.get(user.name, [])))
+            rows.append((user.name, options, member_roles))
     rows.sort(key=lambda row: row[0])
     return Result(("username", "options", "member_of"), rows, f"SHOW {len(rows)}")
 
@@ -1199,7 +1201,8 @@ def create_user(ex: Execution, s: st.CreateUser) -> Result:
             return Result(tag="CREATE ROLE")
         raise SQLError("42710", f"a role/user named {s.name} already exists")
     verifier = make_verifier(s.password) if s.password is not None else None
-    catalog.put_user(ex.write_txn, catalog.User(s.name, admin=False, password_verifier=verifier))
+    user = catalog.User(s.name, admin=False, password_verifier=verifier, can_login=s.login)
+    catalog.put_user(ex.write_txn, user)
     return Result(tag="CREATE ROLE")
 
 

@@ -1553,8 +1553,14 @@ class _Statement:
             i = 5
         if i >= len(words):
             raise self._error_at(i, "expected a user name")
-        password = self._password(i + 1, "CREATE USER")
-        return st.CreateUser(self.text, _name(self.tokens[i]), if_not_exists, password)
+        # CREATE USER logs in, CREATE ROLE does not, unless [WITH] LOGIN | NOLOGIN says
+        login, j = words[1] == "USER", i + 1 + (words[i + 1 : i + 2] == ["WITH"])
+        if words[j : j + 1] in (["LOGIN"], ["NOLOGIN"]):
+            login, j = words[j] == "LOGIN", j + 1
+        else:
+            j = i + 1
+        password = self._password(j, f"CREATE {words[1]}")
+        return st.CreateUser(self.text, _name(self.tokens[i]), if_not_exists, password, login)
 
     def _alter_user(self) -> st.AlterUserPassword:
         if len(self.words) < 3:

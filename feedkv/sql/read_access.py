@@ -125,9 +125,10 @@ class TableReadAccess:
             raise PermissionDeniedError(self._refusal(user, table_id, privilege))
 
     def password_verifier(self, user: str) -> str | None:
-        """``user``'s stored SCRAM verifier (``None``: no such user, or no password)."""
+        """``user``'s stored SCRAM verifier (``None``: no such user, no password, or a
+        role that cannot log in)."""
         found = catalog.get_user(self._reader, user)
-        return found.password_verifier if found is not None else None
+        return found.password_verifier if found is not None and found.can_login else None
 
     def check(self, user: str, reads: Sequence[Read]) -> None:
         try:

@@ -1142,8 +1142,11 @@ class Session:
 
     def _check_user(self) -> None:
         catalog.bootstrap(self.db)
-        if catalog.get_user(catalog.Snapshot(self.db, self.db.now()), self.user) is None:
+        user = catalog.get_user(catalog.Snapshot(self.db, self.db.now()), self.user)
+        if user is None:
             raise SQLError("28000", f'role "{self.user}" does not exist')
+        if not user.can_login:
+            raise SQLError("28000", f"{self.user} does not have login privilege")
         self._checked_user = True
 
     # Name resolution with a cache of ids (the descriptor itself is always read).

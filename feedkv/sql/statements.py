@@ -418,6 +418,7 @@ class CreateUser(Statement):
     name: str
     if_not_exists: bool = False
     password: str | None = None  # in clear: only its SCRAM verifier is stored
+    login: bool = True  # CREATE ROLE: False unless LOGIN is given
 
 
 @dataclass(frozen=True, slots=True)

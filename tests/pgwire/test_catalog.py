@@ -229,6 +229,7 @@ def test_psql_du_and_pg_auth_members_show_role_memberships(url: str) -> None:
         ).fetchall()
         assert members == [("admin", "root"), ("readers", "erin")]
     assert _du_row(url, "erin") == ["erin", "", "{readers}"]
+    assert _du_row(url, "readers") == ["readers", "Cannot login", "{}"]
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("REVOKE readers FROM erin")
     assert _du_row(url, "erin") == ["erin", "", "{}"]

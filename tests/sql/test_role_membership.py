@@ -88,6 +88,31 @@ def test_memberships_are_refused_when_they_would_loop_or_name_nobody(shop: DB) -
     assert _code(shop, "GRANT readers TO alice WITH ADMIN OPTION") == "0A000"
 
 
+def test_a_role_cannot_log_in_unless_created_with_login(shop: DB) -> None:
+    for role, code in (("readers", "28000"), ("alice", None)):
+        session = shop.session(user=role)
+        if code is None:
+            session.check_login()
+        else:
+            with pytest.raises(SQLError) as raised:
+                session.check_login()
+            assert raised.value.code == code
+            assert f"{role} does not have login privilege" in str(raised.value)
+    shop.sql("CREATE ROLE clerk WITH LOGIN PASSWORD 'pw'")
+    shop.sql("CREATE USER robot NOLOGIN")
+    shop.session(user="clerk").check_login()
+    options = {name: option for name, option, _ in shop.sql("SHOW USERS").rows}
+    assert options == {
+        "admin": "",
+        "alice": "",
+        "clerk": "",
+        "readers": "NOLOGIN",
+        "robot": "NOLOGIN",
+        "root": "",
+        "staff": "NOLOGIN",
+    }
+
+
 def test_dropping_a_role_ends_its_memberships(shop: DB) -> None:
     shop.sql("GRANT readers TO alice")
     shop.sql("DROP ROLE readers")

@@ -8,7 +8,7 @@ syntax that PostgreSQL lacks is handled around it, on sqlglot's tokens:
 - ``FAMILY name (cols)`` table elements, and ``FAMILY f`` / ``CREATE FAMILY f`` column
   qualifiers, are cut out of CREATE TABLE and ALTER TABLE ADD COLUMN;
 - ``SHOW ...``, ``ALTER TABLE ... SPLIT AT VALUES`` and ``... RELOCATE [LEASE] VALUES``,
-  ``CREATE USER``, ``GRANT admin TO``, ``CREATE CHANGEFEED`` (but for its ``AS SELECT`` query),
+  ``CREATE USER``, ``GRANT role TO``, ``CREATE CHANGEFEED`` (but for its ``AS SELECT`` query),
   ``ALTER CHANGEFEED``, ``PAUSE`` / ``RESUME`` / ``CANCEL JOB``, the named changefeed
   statements (``PAUSE | RESUME | DROP CHANGEFEED``, ``SHOW CREATE CHANGEFEED``) and
   ``SHOW PARTITIONS`` are parsed here entirely;

@@ -292,8 +292,7 @@ def resolve_table(
 
 
 def is_admin(session: Session, reader: catalog.Reader) -> bool:
-    user = catalog.get_user(reader, session.user)
-    return user is not None and user.admin
+    return catalog.is_admin(reader, session.user)
 
 
 def require_changefeed_privilege(
@@ -344,8 +343,7 @@ def require_explicit_access(session: Session, reader: catalog.Reader, sink: Sink
 
 
 def require_admin(session: Session, reader: catalog.Reader, what: str) -> None:
-    user = catalog.get_user(reader, session.user)
-    if user is None or not user.admin:
+    if not catalog.is_admin(reader, session.user):
         raise SQLError(
             "42501", f"user {session.user} does not have the admin role needed to {what}"
         )

@@ -30,6 +30,7 @@ import sqlglot
 from sqlglot import exp
 
 from feedkv.errors import SQLError
+from feedkv.pgwire.acl import acl_items
 from feedkv.pgwire.types import OID, wire_type
 from feedkv.sql.arrays import Array
 from feedkv.sql.catalog import ADMIN_ROLE, NODE_USER, ROOT, User, database_owner
@@ -230,10 +231,13 @@ def _role_oid(name: str) -> int:
     return fixed if fixed is not None else 0x4000_0000 | zlib.crc32(name.encode()) & 0x3FFF_FFFF
 
 
-def _add_roles(db: sqlite3.Connection, users: Sequence[User]) -> None:
+def _add_roles(
+    db: sqlite3.Connection, users: Sequence[User], memberships: Sequence[tuple[str, str]]
+) -> None:
     """``pg_roles``, ``pg_user`` and ``pg_auth_members`` as CockroachDB fills them: the
-    ``admin`` role (which cannot log in), every user, and each admin user a member of
-    ``admin``; an admin is a superuser that may create roles and databases."""
+    ``admin`` role (which cannot log in), every user, each admin user a member of
+    ``admin`` and each ``(role, member)`` of ``memberships``; an admin is a superuser
+    that may create roles and databases."""
     roles = [(_role_oid(ADMIN_ROLE), ADMIN_ROLE, True, True, True, True, False, False, -1,
               None, False, None)]  # fmt: skip
     logins, members = [], []
@@ -242,7 +246,7 @@ def _add_roles(db: sqlite3.Connection, users: Sequence[User]) -> None:
             continue
         oid = _role_oid(u.name)
         roles.append(
-            (oid, u.name, u.admin, True, u.admin, u.admin, True, False, -1, None,
+            (oid, u.name, u.admin, True, u.admin, u.admin, u.can_login, False, -1, None,
              u.name == ROOT, None)
         )  # fmt: skip
         logins.append(
@@ -251,6 +255,12 @@ def _add_roles(db: sqlite3.Connection, users: Sequence[User]) -> None:
         )  # fmt: skip
         if u.admin:
             members.append((oid, ADMIN_OID, oid, ROOT_OID, u.name == ROOT, True, True))
+    # NB: a membership's own OID hashes both names, as a role's hashes its name
+    members += [
+        (_role_oid(f"{role}\x00{member}"), _role_oid(role), _role_oid(member), ROOT_OID,
+         False, True, True)
+        for role, member in memberships
+    ]  # fmt: skip
     _insert(db, "pg_roles", roles)
     _insert(db, "pg_user", logins)
     _insert(db, "pg_auth_members", members)
@@ -260,6 +270,7 @@ def _build(
     schema: Sequence[tuple[DatabaseDescriptor, list[TableDescriptor]]],
     database: str,
     users: Sequence[User],
+    memberships: Sequence[tuple[str, str]] = (),
 ) -> tuple[sqlite3.Connection, dict[str, int]]:
     """The catalog of ``database`` as SQLite tables, and the OIDs of its relations by
     name (for ``regclass``)."""
@@ -295,7 +306,7 @@ def _build(
     )  # fmt: skip
     _insert(db, "pg_am", [(2, "heap", "t"), (403, "btree", "i")])
     _insert(db, "pg_tablespace", [(_DEFAULT_TABLESPACE, "pg_default", ROOT_OID)])
-    _add_roles(db, users)
+    _add_roles(db, users, memberships)
     names: dict[str, int] = {}
     tables = next((t for d, t in schema if d.name == database), [])
     for desc in tables:
@@ -309,6 +320,42 @@ def _build(
         _add_secondary(db, database, desc, by_id)
     db.commit()
     return db, names
+
+
+def _is_admin(user: str, users: Sequence[User], memberships: Sequence[tuple[str, str]]) -> bool:
+    """Whether ``user`` is a member of ``admin``, directly or through roles (as
+    :func:`feedkv.sql.catalog.is_admin` reads it from the store)."""
+    admins = {u.name for u in users if u.admin}
+    seen, pending = {user}, [user]
+    while pending:
+        name = pending.pop()
+        if name in admins:
+            return True
+        for role, member in memberships:
+            if member == name and role not in seen:
+                seen.add(role)
+                pending.append(role)
+    return False
+
+
+def _add_acls(
+    db: sqlite3.Connection,
+    schema: Sequence[tuple[DatabaseDescriptor, list[TableDescriptor]]],
+    grants: Sequence[tuple[int, str, frozenset[str]]],
+) -> None:
+    """``relacl`` and ``datacl`` from ``grants`` (those a user who is no admin may see
+    with SHOW GRANTS: their own), NULL on an object with none, as PostgreSQL's own
+    before its first GRANT. Relations are owned by root, databases by their owner."""
+    by_object: dict[int, list[tuple[str, frozenset[str]]]] = {}
+    for object_id, grantee, privileges in grants:
+        by_object.setdefault(object_id, []).append((grantee, privileges))
+    owners = {d.id: database_owner(d) for d, _ in schema}
+    for object_id, held in by_object.items():
+        owner = owners.get(object_id)
+        items = acl_items(held, ROOT if owner is None else owner)
+        value = _TEXT_ARRAY + json.dumps(items) if items else None
+        table = "pg_class SET relacl" if owner is None else "pg_database SET datacl"
+        db.execute(f"UPDATE {table} = ? WHERE oid = ?", (value, object_id))
 
 
 def _add_table(db: sqlite3.Connection, database: str, desc: TableDescriptor) -> None:
@@ -898,7 +945,7 @@ def _truncated(value: int, divisor: int) -> int:
 
 def _array_to_string(array: Any, separator: str, null: str | None = None) -> Any:
     """``array_to_string``: an ARRAY(subquery)'s elements joined (NULLs left out, or
-    shown as ``null``); an ACL column, which holds text, unchanged."""
+    shown as ``null``); any other value (text) unchanged."""
     if not isinstance(array, str) or not array.startswith(_TEXT_ARRAY):
         return array
     items = json.loads(array[len(_TEXT_ARRAY) :])
@@ -967,19 +1014,25 @@ def run_catalog_query(
     version: str,
     others: Sequence[ViewDescriptor | SequenceDescriptor] = (),
     users: Sequence[User] = (),
+    grants: Sequence[tuple[int, str, frozenset[str]]] = (),
+    memberships: Sequence[tuple[str, str]] = (),
 ) -> Result:
     """Run ``text`` (a query that :func:`reads_catalog`) over the catalog of
     ``database`` built from ``schema`` (and ``others``, its views and sequences;
-    ``users``, the cluster's users: none given, root and ``user``)."""
+    ``users``, the cluster's users: none given, root and ``user``; ``grants``, every
+    ``(object id, grantee, privileges)``, shown as ``relacl`` and ``datacl``;
+    ``memberships``, every ``(role, member)`` but admin's)."""
     empty = _empty_answer(_parse(text))
     if empty is not None:
         return Result(tuple(empty), [], "SELECT 0")
     if not users:
         users = [User(ROOT, admin=True)] + ([] if user == ROOT else [User(user, admin=False)])
-    db, names = _build(schema, database, users)
+    db, names = _build(schema, database, users, memberships)
     for other in others:
         _add_other(db, database, other)
         names[other.name] = names[f"public.{other.name}"] = other.id
+    admin = _is_admin(user, users, memberships)
+    _add_acls(db, schema, grants if admin else [g for g in grants if g[1] == user])
     db.commit()
     values = {"database": database, "user": user, "version": version}
     try:

@@ -151,6 +151,10 @@ class SQLSession(Protocol):
 
     def users(self) -> list[User]: ...
 
+    def grants(self) -> list[tuple[int, str, frozenset[str]]]: ...
+
+    def memberships(self) -> list[tuple[str, str]]: ...
+
     def check_login(self) -> None: ...
 
     def fail(self) -> None: ...
@@ -714,6 +718,8 @@ class Connection:
             version=VERSION_STRING,
             others=session.views_and_sequences(),
             users=session.users(),
+            grants=session.grants(),
+            memberships=session.memberships(),
         )
 
     def _begin_query(self) -> None:

@@ -185,8 +185,7 @@ class Admin:
     def overview(self, user: str) -> dict[str, Any]:
         """The page's data as JSON-ready values (see the module's docstring)."""
         snapshot = catalog.Snapshot(self._client, self._client.now())
-        found = catalog.get_user(snapshot, user)
-        admin = found is not None and found.admin
+        admin = catalog.is_admin(snapshot, user)
         now = self._wall_ns()
         feeds = []
         for record in reversed(list_jobs(snapshot)):  # newest first, as SHOW JOBS

@@ -74,6 +74,7 @@ __all__ = [
     "zone_spans",
     "get_descriptor",
     "get_user",
+    "is_admin",
     "job_key",
     "job_span",
     "list_databases",
@@ -124,6 +125,7 @@ _CHANGEFEED_NAME = CATALOG_PREFIX + encode_value("cfname")
 _ZONE = CATALOG_PREFIX + encode_value("zone")
 _SETTING = CATALOG_PREFIX + encode_value("setting")
 _GRANT = CATALOG_PREFIX + encode_value("grant")
+_MEMBER = CATALOG_PREFIX + encode_value("member")  # + role + member: a role membership
 _SEQVAL = CATALOG_PREFIX + encode_value("seqval")
 # an insecure cluster's key that seals secrets in job records (a secure one's is in
 # its certs directory; feedkv.security.secrets)
@@ -176,6 +178,9 @@ class User:
     # the SCRAM-SHA-256 verifier of the user's password (feedkv.security.scram), never
     # the password; None: no password (client certificates only)
     password_verifier: str | None = None
+    # False: a role, which holds privileges for its members but cannot log in (CREATE
+    # ROLE without LOGIN, as CockroachDB's)
+    can_login: bool = True
 
 
 def descriptor_key(descriptor_id: int) -> bytes:
@@ -235,9 +240,14 @@ def descriptor_span() -> Span:
 
 
 def access_spans() -> list[Span]:
-    """The keys that decide who may read what: the users and their grants (a change
-    there may end a user's running rangefeeds: :mod:`feedkv.sql.grant_watch`)."""
-    return [Span(_USER, prefix_end(_USER)), Span(_GRANT, prefix_end(_GRANT))]
+    """The keys that decide who may read what: the users, their grants and role
+    memberships (a change there may end a user's running rangefeeds:
+    :mod:`feedkv.sql.grant_watch`)."""
+    return [
+        Span(_USER, prefix_end(_USER)),
+        Span(_GRANT, prefix_end(_GRANT)),
+        Span(_MEMBER, prefix_end(_MEMBER)),
+    ]
 
 
 def zone_key(table_id: int) -> bytes:
@@ -457,6 +467,18 @@ def get_user(reader: Reader, name: str) -> User | None:
     return None if raw is None else _user(name, raw)
 
 
+def is_admin(reader: Reader, name: str) -> bool:
+    """Whether user ``name`` exists and is an admin: a member of ``admin``, directly or
+    through a role that is one."""
+    user = get_user(reader, name)
+    if user is None:
+        return False
+    if user.admin:
+        return True
+    roles = (get_user(reader, role) for role in roles_of(reader, name))
+    return any(role is not None and role.admin for role in roles)
+
+
 def database_owner(database: DatabaseDescriptor) -> str:
     """The user who owns ``database``: ``node`` the system database, root any other."""
     return NODE_USER if database.id == SYSTEM_DATABASE_ID else ROOT
@@ -472,7 +494,7 @@ def list_users(reader: Reader) -> list[User]:
 
 def _user(name: str, raw: bytes) -> User:
     record = json.loads(raw)
-    return User(name, bool(record.get("admin")), record.get("scram"))
+    return User(name, bool(record.get("admin")), record.get("scram"), not record.get("nologin"))
 
 
 # Writes.
@@ -555,9 +577,50 @@ def changefeed_watchers(reader: Reader, table_id: int) -> list[int]:
 
 
 def get_privileges(reader: Reader, table_id: int, user: str) -> frozenset[str]:
-    """The privileges ``user`` was granted on table ``table_id`` (admins need none)."""
-    raw = reader.get(_GRANT + encode_value(table_id) + encode_value(user))
-    return frozenset(json.loads(raw)) if raw is not None else frozenset()
+    """The privileges ``user`` holds on table ``table_id``: granted to it or to a role
+    it is a member of, directly or through other roles (admins need none)."""
+    held: set[str] = set()
+    for grantee in (user, *roles_of(reader, user)):
+        raw = reader.get(_GRANT + encode_value(table_id) + encode_value(grantee))
+        if raw is not None:
+            held.update(json.loads(raw))
+    return frozenset(held)
+
+
+def list_memberships(reader: Reader) -> list[tuple[str, str]]:
+    """Every ``(role, member)`` membership (but ``admin``'s, kept as
+    :attr:`User.admin`), in key order."""
+    found = []
+    for kv in reader.scan(_MEMBER, prefix_end(_MEMBER)):
+        role, pos = decode_value(kv.key, len(_MEMBER))
+        member, _ = decode_value(kv.key, pos)
+        found.append((str(role), str(member)))
+    return found
+
+
+def roles_of(reader: Reader, user: str) -> set[str]:
+    """The roles ``user`` is a member of, directly or through other roles (but
+    ``admin``). Costs a scan of every membership, which are few."""
+    parents: dict[str, list[str]] = {}
+    for role, member in list_memberships(reader):
+        parents.setdefault(member, []).append(role)
+    found: set[str] = set()
+    pending = [user]
+    while pending:
+        for role in parents.get(pending.pop(), []):
+            if role not in found:
+                found.add(role)
+                pending.append(role)
+    return found
+
+
+def put_membership(txn: Txn, role: str, member: str, *, member_of: bool) -> None:
+    """Make ``member`` a member of ``role`` (``member_of``) or no longer one."""
+    key = _MEMBER + encode_value(role) + encode_value(member)
+    if member_of:
+        txn.put(key, b"{}")
+    else:
+        txn.delete(key)
 
 
 def list_privileges(
@@ -584,15 +647,21 @@ def put_user(txn: Txn, user: User) -> None:
     record: dict[str, object] = {"admin": user.admin}
     if user.password_verifier is not None:
         record["scram"] = user.password_verifier
+    if not user.can_login:
+        record["nologin"] = True
     txn.put(_user_key(user.name), json.dumps(record).encode())
 
 
 def remove_user(txn: Txn, name: str) -> None:
-    """Delete user ``name`` and every privilege granted to it."""
+    """Delete user ``name``, every privilege granted to it and its memberships (as a
+    member and as a role)."""
     txn.delete(_user_key(name))
     for table_id, user, _ in list_privileges(txn):
         if user == name:
             put_privileges(txn, table_id, name, frozenset())
+    for role, member in list_memberships(txn):
+        if name in (role, member):
+            put_membership(txn, role, member, member_of=False)
 
 
 def bootstrap(db: KV) -> None:

@@ -139,16 +139,22 @@ def show_databases(ex: Execution, s: st.ShowDatabases) -> Result:
 
 def show_users(ex: Execution, s: st.ShowUsers) -> Result:
     """``SHOW USERS`` (``SHOW ROLES``), as CockroachDB lists them: the ``admin`` role
-    and every user, with the roles each is a member of (an admin: ``admin``). feedkv
-    keeps no role options: ``options`` is empty."""
+    and every user, with the roles each is a member of directly (an admin: ``admin``);
+    the only option feedkv keeps is ``NOLOGIN`` (a role made by CREATE ROLE)."""
 
     def roles(*names: str) -> Array:
         return Array(names, ColumnType(Kind.STRING))
 
+    member_of: dict[str, list[str]] = {}
+    for role, member in catalog.list_memberships(ex.read_source):
+        member_of.setdefault(member, []).append(role)
     rows = [(catalog.ADMIN_ROLE, "", roles())]
     for user in catalog.list_users(ex.read_source):
         if user.name != catalog.ADMIN_ROLE:
-            rows.append((user.name, "", roles(catalog.ADMIN_ROLE) if user.admin else roles()))
+            direct = [catalog.ADMIN_ROLE] if user.admin else []
+            options = "" if user.can_login else "NOLOGIN"
+            member_roles = roles(*sorted(direct + member_of.get(user.name, [])))
+            rows.append((user.name, options, member_roles))
     rows.sort(key=lambda row: row[0])
     return Result(("username", "options", "member_of"), rows, f"SHOW {len(rows)}")
 
@@ -1195,7 +1201,8 @@ def create_user(ex: Execution, s: st.CreateUser) -> Result:
             return Result(tag="CREATE ROLE")
         raise SQLError("42710", f"a role/user named {s.name} already exists")
     verifier = make_verifier(s.password) if s.password is not None else None
-    catalog.put_user(ex.write_txn, catalog.User(s.name, admin=False, password_verifier=verifier))
+    user = catalog.User(s.name, admin=False, password_verifier=verifier, can_login=s.login)
+    catalog.put_user(ex.write_txn, user)
     return Result(tag="CREATE ROLE")
 
 
@@ -1226,16 +1233,36 @@ def drop_user(ex: Execution, s: st.DropUser) -> Result:
     return Result(tag="DROP ROLE")
 
 
-def grant_admin(ex: Execution, s: st.GrantAdmin) -> Result:
-    ex.require_admin("GRANT admin")
-    for name in s.users:
-        if catalog.get_user(ex.write_txn, name) is None:
+def grant_role(ex: Execution, s: st.GrantRole) -> Result:
+    """Make users members of roles, or no longer members, as CockroachDB: a member
+    holds its roles' privileges (through roles of roles too), ``admin``'s members are
+    admins (root stays one), and no role may become a member of itself."""
+    verb = "REVOKE" if s.revoke else "GRANT"
+    ex.require_admin(verb)
+    txn = ex.write_txn
+    for name in (*s.roles, *s.users):
+        if name != catalog.ADMIN_ROLE and catalog.get_user(txn, name) is None:
             raise SQLError("42704", f'role/user "{name}" does not exist')
-        user = catalog.get_user(ex.write_txn, name)
-        if user is None:
-            raise SQLError("42704", f'role/user "{name}" does not exist')
-        catalog.put_user(ex.write_txn, replace(user, admin=True))
-    return Result(tag="GRANT")
+    for role in s.roles:
+        for name in s.users:
+            if role == catalog.ADMIN_ROLE:
+                _set_admin(ex, name, not s.revoke)
+                continue
+            if not s.revoke and (name == role or name in catalog.roles_of(txn, role)):
+                raise SQLError("0LP01", f"making {name} a member of {role} would create a cycle")
+            catalog.put_membership(txn, role, name, member_of=not s.revoke)
+    return Result(tag=verb)
+
+
+def _set_admin(ex: Execution, name: str, admin: bool) -> None:
+    if name == catalog.ADMIN_ROLE:
+        raise SQLError("0LP01", "making admin a member of admin would create a cycle")
+    if name == catalog.ROOT and not admin:
+        raise SQLError("42501", "root cannot be removed from role admin")
+    user = catalog.get_user(ex.write_txn, name)
+    if user is None:
+        raise SQLError("42704", f'role/user "{name}" does not exist')
+    catalog.put_user(ex.write_txn, replace(user, admin=admin))
 
 
 def grant_privileges(ex: Execution, s: st.GrantPrivileges) -> Result:
@@ -1257,6 +1284,8 @@ def grant_privileges(ex: Execution, s: st.GrantPrivileges) -> Result:
 def show_grants(ex: Execution, s: st.ShowGrants) -> Result:
     """The grants in the current database, on it (no table name) and on its tables (on
     one table, for one user); a user without the admin role sees only their own."""
+    if s.on_role:
+        return _show_role_grants(ex, s)
     database = ex.database(s.table.database if s.table is not None else None)
     table_id = ex._table(s.table).id if s.table is not None else None
     user = s.user
@@ -1286,6 +1315,23 @@ def show_grants(ex: Execution, s: st.ShowGrants) -> Result:
     rows.sort(key=lambda row: tuple("" if v is None else str(v) for v in row))
     columns = ("database_name", "schema_name", "table_name", "grantee", "privilege_type")
     return Result((*columns, "is_grantable"), rows, f"SHOW {len(rows)}")
+
+
+def _show_role_grants(ex: Execution, s: st.ShowGrants) -> Result:
+    """``SHOW GRANTS ON ROLE``: each direct membership (of ``s.roles``, for ``s.user``),
+    as ``(role_name, member, is_admin)``; ``admin``'s members hold its admin option, as
+    CockroachDB's root and admins do."""
+    reader = ex.read_source
+    memberships = [(catalog.ADMIN_ROLE, u.name, True) for u in catalog.list_users(reader)
+                   if u.admin and u.name != catalog.ADMIN_ROLE]  # fmt: skip
+    memberships += [(role, member, False) for role, member in catalog.list_memberships(reader)]
+    rows = [
+        (role, member, admin)
+        for role, member, admin in memberships
+        if (not s.roles or role in s.roles) and s.user in (None, member)
+    ]
+    rows.sort()
+    return Result(("role_name", "member", "is_admin"), rows, f"SHOW {len(rows)}")
 
 
 def create_view(ex: Execution, s: st.CreateView) -> Result:
@@ -1577,7 +1623,7 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.CreateUser: create_user,
     st.AlterUserPassword: alter_user_password,
     st.DropUser: drop_user,
-    st.GrantAdmin: grant_admin,
+    st.GrantRole: grant_role,
     st.GrantPrivileges: grant_privileges,
     st.ShowGrants: show_grants,
 }

@@ -65,7 +65,7 @@ _ROWLESS = (
     | st.DropTable | st.AddColumn | st.AlterTableActions | st.AlterColumn | st.DropColumn
     | st.Truncate | st.CreateUser
     | st.DropUser
-    | st.GrantAdmin    | st.ControlJob | st.AlterChangefeed | st.Savepoint | st.ConfigureZone
+    | st.GrantRole    | st.ControlJob | st.AlterChangefeed | st.Savepoint | st.ConfigureZone
 )  # fmt: skip
 
 _STRING = ColumnType(Kind.STRING)

@@ -266,8 +266,7 @@ class Execution:
         if self.session.user == "root":
             return True
         if self._admin is None:
-            user = catalog.get_user(self.read_source, self.session.user)
-            self._admin = user is not None and user.admin
+            self._admin = catalog.is_admin(self.read_source, self.session.user)
         return self._admin
 
     def require_privilege(self, desc: NamedRelation | DatabaseDescriptor, privilege: str) -> None:
@@ -339,8 +338,7 @@ class Execution:
         txn.advance_to(self.session.db.now())
 
     def require_admin(self, what: str) -> None:
-        user = catalog.get_user(self.read_source, self.session.user)
-        if user is None or not user.admin:
+        if not catalog.is_admin(self.read_source, self.session.user):
             raise SQLError(
                 "42501", f"user {self.session.user} does not have the admin role needed to {what}"
             )

@@ -28,7 +28,7 @@ _DDL = (
     | st.CreateUser
     | st.AlterUserPassword
     | st.DropUser
-    | st.GrantAdmin
+    | st.GrantRole
     | st.GrantPrivileges
 )
 

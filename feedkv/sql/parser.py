@@ -8,7 +8,7 @@ syntax that PostgreSQL lacks is handled around it, on sqlglot's tokens:
 - ``FAMILY name (cols)`` table elements, and ``FAMILY f`` / ``CREATE FAMILY f`` column
   qualifiers, are cut out of CREATE TABLE and ALTER TABLE ADD COLUMN;
 - ``SHOW ...``, ``ALTER TABLE ... SPLIT AT VALUES`` and ``... RELOCATE [LEASE] VALUES``,
-  ``CREATE USER``, ``GRANT admin TO``, ``CREATE CHANGEFEED`` (but for its ``AS SELECT`` query),
+  ``CREATE USER``, ``GRANT role TO``, ``CREATE CHANGEFEED`` (but for its ``AS SELECT`` query),
   ``ALTER CHANGEFEED``, ``PAUSE`` / ``RESUME`` / ``CANCEL JOB``, the named changefeed
   statements (``PAUSE | RESUME | DROP CHANGEFEED``, ``SHOW CREATE CHANGEFEED``) and
   ``SHOW PARTITIONS`` are parsed here entirely;
@@ -1290,17 +1290,21 @@ class _Statement:
     def _show_grants(self) -> st.ShowGrants:
         words = self.words
         end = words.index("FOR") if "FOR" in words else len(words)
-        table = None
-        if end > 2:
-            if words[2] != "ON":
-                raise self._error_at(2, "expected SHOW GRANTS [ON [TABLE] t] [FOR user]")
-            start = 4 if words[3:4] == ["TABLE"] else 3
-            table = self._table_name(start, end)
         user = None
         if end < len(words):
             if end + 2 != len(words):
                 raise self._error_at(end + 1, "expected one user name after FOR")
             user = _name(self.tokens[end + 1])
+        if words[2:4] == ["ON", "ROLE"]:
+            return st.ShowGrants(self.text, None, user, on_role=True, roles=self._names(4, end))
+        table = None
+        if end > 2:
+            if words[2] != "ON":
+                raise self._error_at(
+                    2, "expected SHOW GRANTS [ON [TABLE] t | ON ROLE [r, ...]] [FOR user]"
+                )
+            start = 4 if words[3:4] == ["TABLE"] else 3
+            table = self._table_name(start, end)
         return st.ShowGrants(self.text, table, user)
 
     def _begin(self) -> st.Begin:
@@ -1549,8 +1553,14 @@ class _Statement:
             i = 5
         if i >= len(words):
             raise self._error_at(i, "expected a user name")
-        password = self._password(i + 1, "CREATE USER")
-        return st.CreateUser(self.text, _name(self.tokens[i]), if_not_exists, password)
+        # CREATE USER logs in, CREATE ROLE does not, unless [WITH] LOGIN | NOLOGIN says
+        login, j = words[1] == "USER", i + 1 + (words[i + 1 : i + 2] == ["WITH"])
+        if words[j : j + 1] in (["LOGIN"], ["NOLOGIN"]):
+            login, j = words[j] == "LOGIN", j + 1
+        else:
+            j = i + 1
+        password = self._password(j, f"CREATE {words[1]}")
+        return st.CreateUser(self.text, _name(self.tokens[i]), if_not_exists, password, login)
 
     def _alter_user(self) -> st.AlterUserPassword:
         if len(self.words) < 3:
@@ -1593,13 +1603,32 @@ class _Statement:
             raise self._error_at(i + 1, "expected the password as a non-empty string")
         return value.text
 
-    def _grant(self) -> st.GrantAdmin | st.GrantPrivileges:
+    def _grant_role(self, revoke: bool, at: int) -> st.GrantRole:
+        """``GRANT role, ... TO user, ...`` or ``REVOKE role, ... FROM user, ...``
+        (``at``: the word TO or FROM)."""
+        if "WITH" in self.words or "OPTION" in self.words:
+            raise SQLError(
+                "0A000", "feedkv has no ADMIN OPTION on role memberships: grant the role alone"
+            )
+        roles = self._names(1, at)
+        users = self._names(at + 1, len(self.words))
+        if not roles or not users:
+            verb, to = ("REVOKE", "FROM") if revoke else ("GRANT", "TO")
+            raise self._error_at(at, f"expected {verb} role, ... {to} user, ...")
+        return st.GrantRole(self.text, roles, users, revoke)
+
+    def _names(self, start: int, end: int) -> tuple[str, ...]:
+        """The names of words ``start`` to ``end`` (exclusive), commas between them."""
+        return tuple(
+            _name(t) for t in self.tokens[start:end] if t.token_type is not TokenType.COMMA
+        )
+
+    def _grant(self) -> st.GrantRole | st.GrantPrivileges:
         words = self.words
         revoke = words[0] == "REVOKE"
-        if not revoke and len(words) >= 4 and words[1] == "ADMIN" and words[2] == "TO":
-            users = tuple(_name(t) for t in self.tokens[3:] if t.token_type is not TokenType.COMMA)
-            return st.GrantAdmin(self.text, users)
         to = "FROM" if revoke else "TO"
+        if "ON" not in words and to in words:
+            return self._grant_role(revoke, words.index(to))
         if "ON" not in words or to not in words or words.index("ON") > words.index(to):
             raise self._error_at(
                 len(words), f"expected {words[0]} privilege, ... ON [TABLE] t, ... {to} user, ..."

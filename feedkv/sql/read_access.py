@@ -121,14 +121,14 @@ class TableReadAccess:
         admin); else :class:`PermissionDeniedError` naming the table."""
         if privilege in catalog.get_privileges(self._reader, table_id, user):
             return
-        found = catalog.get_user(self._reader, user)
-        if found is None or not found.admin:
+        if not catalog.is_admin(self._reader, user):
             raise PermissionDeniedError(self._refusal(user, table_id, privilege))
 
     def password_verifier(self, user: str) -> str | None:
-        """``user``'s stored SCRAM verifier (``None``: no such user, or no password)."""
+        """``user``'s stored SCRAM verifier (``None``: no such user, no password, or a
+        role that cannot log in)."""
         found = catalog.get_user(self._reader, user)
-        return found.password_verifier if found is not None else None
+        return found.password_verifier if found is not None and found.can_login else None
 
     def check(self, user: str, reads: Sequence[Read]) -> None:
         try:
@@ -142,8 +142,7 @@ class TableReadAccess:
             if descriptor_id not in allowed:
                 granted = SELECT in catalog.get_privileges(self._reader, descriptor_id, user)
                 if not granted and not admin:
-                    found = catalog.get_user(self._reader, user)
-                    admin.append(found is not None and found.admin)
+                    admin.append(catalog.is_admin(self._reader, user))
                 allowed[descriptor_id] = granted or admin[0]
             return allowed[descriptor_id]
 

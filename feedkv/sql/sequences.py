@@ -141,8 +141,7 @@ def _require(
 ) -> None:
     if session.user == catalog.ROOT:
         return
-    user = catalog.get_user(reader, session.user)
-    if user is not None and user.admin:
+    if catalog.is_admin(reader, session.user):
         return
     if privilege not in catalog.get_privileges(reader, sequence.id, session.user):
         raise SQLError(

@@ -186,7 +186,7 @@ _DDL = (
     | st.CreateUser
     | st.AlterUserPassword
     | st.DropUser
-    | st.GrantAdmin
+    | st.GrantRole
     | st.GrantPrivileges
     | st.CreateView
     | st.DropView
@@ -483,6 +483,16 @@ class Session:
         """Every user, as this session sees them now (for the catalog views, as
         :meth:`schema`)."""
         return catalog.list_users(self._reader())
+
+    def grants(self) -> list[tuple[int, str, frozenset[str]]]:
+        """Every ``(object id, grantee, privileges)`` granted, as this session sees
+        them now (for the catalog views, as :meth:`schema`)."""
+        return list(catalog.list_privileges(self._reader()))
+
+    def memberships(self) -> list[tuple[str, str]]:
+        """Every ``(role, member)`` but ``admin``'s, as this session sees them now (for
+        the catalog views, as :meth:`schema`)."""
+        return catalog.list_memberships(self._reader())
 
     def schema(self) -> list[tuple[DatabaseDescriptor, list[TableDescriptor]]]:
         """Every database with its tables, as this session sees them now (in its open
@@ -1132,8 +1142,11 @@ class Session:
 
     def _check_user(self) -> None:
         catalog.bootstrap(self.db)
-        if catalog.get_user(catalog.Snapshot(self.db, self.db.now()), self.user) is None:
+        user = catalog.get_user(catalog.Snapshot(self.db, self.db.now()), self.user)
+        if user is None:
             raise SQLError("28000", f'role "{self.user}" does not exist')
+        if not user.can_login:
+            raise SQLError("28000", f"{self.user} does not have login privilege")
         self._checked_user = True
 
     # Name resolution with a cache of ids (the descriptor itself is always read).

@@ -58,7 +58,7 @@ __all__ = [
     "ForeignKeySpec",
     "REFERENTIAL_ACTIONS",
     "IndexSpec",
-    "GrantAdmin",
+    "GrantRole",
     "ImportInto",
     "GrantPrivileges",
     "DATABASE_PRIVILEGES",
@@ -419,6 +419,7 @@ class CreateUser(Statement):
     name: str
     if_not_exists: bool = False
     password: str | None = None  # in clear: only its SCRAM verifier is stored
+    login: bool = True  # CREATE ROLE: False unless LOGIN is given
 
 
 @dataclass(frozen=True, slots=True)
@@ -434,16 +435,25 @@ class DropUser(Statement):
 
 
 @dataclass(frozen=True, slots=True)
-class GrantAdmin(Statement):
+class GrantRole(Statement):
+    """``GRANT role, ... TO u, ...`` (``revoke``: ``REVOKE role, ... FROM u, ...``):
+    the users become (or stop being) members of the roles, whose privileges they
+    then hold; ``admin``'s members are admins."""
+
+    roles: tuple[str, ...]
     users: tuple[str, ...]
+    revoke: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class ShowGrants(Statement):
-    """``SHOW GRANTS [ON [TABLE] t] [FOR u]``."""
+    """``SHOW GRANTS [ON [TABLE] t] [FOR u]``, or ``SHOW GRANTS ON ROLE [r, ...] [FOR
+    u]`` (``on_role``; ``roles`` empty: every role)."""
 
     table: TableName | None = None
     user: str | None = None
+    on_role: bool = False
+    roles: tuple[str, ...] = ()
 
 
 # Privileges a user without the admin role may be granted on a table (GRANT ... ON

@@ -158,6 +158,92 @@ def test_psql_lists_roles_with_their_attributes_and_memberships(url: str) -> Non
     ]
 
 
+def test_psql_dp_and_l_show_the_grants_show_grants_lists(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        for statement in (
+            "CREATE USER alice",
+            "CREATE USER bob",
+            "GRANT SELECT, INSERT ON t TO alice",
+            "GRANT CHANGEFEED ON t TO bob",
+            "GRANT UPDATE ON t TO bob",
+            "GRANT CREATE ON DATABASE defaultdb TO bob",
+        ):
+            conn.execute(statement)
+        shown = conn.execute("SHOW GRANTS ON t").fetchall()
+        assert [(row[3], row[4]) for row in shown] == [
+            ("alice", "INSERT"),
+            ("alice", "SELECT"),
+            ("bob", "CHANGEFEED"),
+            ("bob", "UPDATE"),
+        ]
+        assert conn.execute(
+            "SELECT relacl FROM pg_catalog.pg_class WHERE relname = 'two'"
+        ).fetchall() == [(None,)]
+    # NB: CHANGEFEED has no PostgreSQL letter and is left out, as CockroachDB does
+    assert psql(url, "\\dp t").splitlines()[3:5] == [
+        " public | t    | table | alice=ar/root    +|                   | ",
+        "        |      |       | bob=w/root        |                   | ",
+    ]
+    assert psql(url, "\\z t") == psql(url, "\\dp t")
+    assert "| libc            | bob=C/root" in psql(url, "\\l defaultdb")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("REVOKE SELECT, INSERT ON t FROM alice")
+        relacl = conn.execute("SELECT relacl FROM pg_catalog.pg_class WHERE relname = 't'")
+        assert relacl.fetchall() == [(["bob=w/root"],)]
+
+
+def test_a_user_who_is_no_admin_sees_only_their_own_aclitems(db: DB, url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE USER alice")
+        conn.execute("CREATE USER bob")
+        conn.execute("GRANT SELECT ON t TO alice")
+        conn.execute("GRANT DELETE ON t TO bob")
+    session = db.session()
+    text = "SELECT relacl FROM pg_catalog.pg_class WHERE relname = 't'"
+    seen = {
+        user: run_catalog_query(
+            text,
+            (),
+            session.schema(),
+            database="defaultdb",
+            user=user,
+            version="v",
+            users=session.users(),
+            grants=session.grants(),
+        ).rows
+        for user in ("root", "alice")
+    }
+    assert [list(acl.values) for (acl,) in seen["root"]] == [["alice=r/root", "bob=d/root"]]
+    assert [list(acl.values) for (acl,) in seen["alice"]] == [["alice=r/root"]]
+
+
+def test_psql_du_and_pg_auth_members_show_role_memberships(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE ROLE readers")
+        conn.execute("CREATE USER erin")
+        conn.execute("GRANT readers TO erin")
+        members = conn.execute(
+            "SELECT r.rolname, m.rolname FROM pg_catalog.pg_auth_members a "
+            "JOIN pg_catalog.pg_roles r ON r.oid = a.roleid "
+            "JOIN pg_catalog.pg_roles m ON m.oid = a.member ORDER BY 1, 2"
+        ).fetchall()
+        assert members == [("admin", "root"), ("readers", "erin")]
+    assert _du_row(url, "erin") == ["erin", "", "{readers}"]
+    assert _du_row(url, "readers") == ["readers", "Cannot login", "{}"]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("REVOKE readers FROM erin")
+    assert _du_row(url, "erin") == ["erin", "", "{}"]
+
+
+def _du_row(url: str, role: str) -> list[str]:
+    """The cells of ``role``'s row in psql's ``\\du``."""
+    for line in psql(url, "\\du").splitlines():
+        cells = [cell.strip() for cell in line.split("|")]
+        if cells[0] == role:
+            return cells
+    raise AssertionError(f"{role} is not listed by \\du")
+
+
 def test_array_of_a_subquery_keeps_its_order_and_is_empty_without_rows(db: DB, url: str) -> None:
     rows = query(
         db,

@@ -100,6 +100,20 @@ def test_revoke_ends_a_running_feed_and_spares_another_users(db: DB, certs: Path
         ours.feed.close()
 
 
+def test_revoking_a_role_ends_its_members_running_feed(db: DB, certs: Path) -> None:
+    span = _table(db, "trips")
+    db.sql("CREATE ROLE riders")
+    db.sql("GRANT SELECT ON trips TO riders")
+    db.sql("GRANT riders TO alice")
+    with _connect(db, certs, "alice") as alice:
+        feed = _Follower(alice.rangefeed(span, alice.now()))
+        feed.next_of(Checkpoint)
+        db.sql("REVOKE riders FROM alice")
+        ended = feed.next_of(PermissionDeniedError)
+        assert "user alice does not have SELECT privilege on relation trips" in str(ended)
+        feed.feed.close()
+
+
 def test_drop_user_ends_its_running_feed(db: DB, certs: Path) -> None:
     span = _table(db, "fares")
     db.sql("CREATE USER carol")

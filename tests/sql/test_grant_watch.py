@@ -1,5 +1,5 @@
 """The watch on users and grants calls back once it has caught up and after each GRANT,
-REVOKE, CREATE USER or DROP USER."""
+REVOKE (of privileges or roles), CREATE USER or DROP USER."""
 
 from __future__ import annotations
 
@@ -31,6 +31,9 @@ def test_each_change_of_the_grants_or_users_calls_back(db: DB) -> None:
             "CREATE USER alice",
             "GRANT SELECT ON notes TO alice",
             "REVOKE SELECT ON notes FROM alice",
+            "CREATE ROLE readers",
+            "GRANT readers TO alice",
+            "REVOKE readers FROM alice",
             "DROP USER alice",
         ):
             _drain(calls)

@@ -51,7 +51,8 @@ def test_password_statements_refuse_bad_input(db: DB) -> None:
     cases = [
         ("CREATE USER x WITH PASSWORD ''", "42601"),
         ("CREATE USER x WITH PASSWORD 42", "42601"),
-        ("CREATE USER x WITH LOGIN", "42601"),
+        ("CREATE USER x WITH CREATEDB", "42601"),
+        ("CREATE ROLE x LOGIN NOLOGIN", "42601"),
         ("ALTER USER alice", "42601"),
         ("ALTER USER nobody WITH PASSWORD 'p'", "42704"),
     ]

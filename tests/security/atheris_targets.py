@@ -24,15 +24,12 @@ with atheris.instrument_imports(include=["feedkv"]):
     from feedkv.changefeed.options import OPTION_NAMES, parse_options
     from feedkv.changefeed.sink import parse_sink_uri
     from feedkv.errors import FeedKVError, InvalidArgumentError, SQLError
-    from feedkv.kv import api
     from feedkv.kv.proto import feedkv_pb2 as pb
     from feedkv.kv.store import StoreConfig
-    from feedkv.kv.wire import batch_request_from_proto, batch_request_to_proto, parse_message
+    from feedkv.kv.wire import batch_request_from_proto, parse_message
     from feedkv.pgwire import messages as m
-    from feedkv.util.hlc import Timestamp
-    from feedkv.util.keys import Span
+    from feedkv.testing.fuzz_seeds import NOW, batch_requests
 
-NOW = Timestamp(1_700_000_000_000_000_000, 0)
 ROWS = [(1, "a", 1.5), (2, "b", None), (3, None, -2.0)]
 CHECK_EVERY = 300
 # pieces of the language, so that most inputs get past the tokenizer
@@ -110,18 +107,7 @@ def sink_uri_target(data: bytes) -> None:
             raise
 
 
-def _valid_batches() -> list[bytes]:
-    txn = api.Transaction(id=b"\x01" * 16, key=b"k", epoch=1, read_ts=NOW, write_ts=NOW, priority=5)
-    requests: list[tuple[api.Header, tuple[api.Request, ...]]] = [
-        (api.Header(timestamp=NOW), (api.Put(b"a", b"1"), api.Get(b"a"))),
-        (api.Header(txn=txn), (api.Scan(Span(b"a", b"z"), limit=5, reverse=True),)),
-        (api.Header(deadline=NOW), (api.DeleteRange(Span(b"a", b"b")), api.Put(b"c", None))),
-        (api.Header(), (api.ConditionalPut(b"k", b"v", None),)),
-    ]
-    return [batch_request_to_proto(api.BatchRequest(h, r)).SerializeToString() for h, r in requests]
-
-
-BATCHES = _valid_batches()
+BATCHES = batch_requests()
 
 
 def batch_request_target(data: bytes) -> None:

@@ -20,15 +20,12 @@ from feedkv import DB
 from feedkv.changefeed.options import OPTION_NAMES, parse_options
 from feedkv.changefeed.sink import parse_sink_uri
 from feedkv.errors import FeedKVError, InvalidArgumentError, SQLError
-from feedkv.kv import api
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.store import StoreConfig
-from feedkv.kv.wire import batch_request_from_proto, batch_request_to_proto, parse_message
+from feedkv.kv.wire import batch_request_from_proto, parse_message
 from feedkv.sql.session import Session
-from feedkv.util.hlc import Timestamp
-from feedkv.util.keys import Span
+from feedkv.testing.fuzz_seeds import NOW, batch_requests
 
-NOW = Timestamp(1_700_000_000_000_000_000, 0)
 MANY = settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
 ROWS = [(1, "a", 1.5), (2, "b", None), (3, None, -2.0)]
 
@@ -177,18 +174,7 @@ def test_sink_uris_parse_or_fail_with_22023(
         assert exc.code == "22023", exc
 
 
-def _valid_batches() -> list[bytes]:
-    txn = api.Transaction(id=b"\x01" * 16, key=b"k", epoch=1, read_ts=NOW, write_ts=NOW, priority=5)
-    requests: list[tuple[api.Header, tuple[api.Request, ...]]] = [
-        (api.Header(timestamp=NOW), (api.Put(b"a", b"1"), api.Get(b"a"))),
-        (api.Header(txn=txn), (api.Scan(Span(b"a", b"z"), limit=5, reverse=True),)),
-        (api.Header(deadline=NOW), (api.DeleteRange(Span(b"a", b"b")), api.Put(b"c", None))),
-        (api.Header(), (api.ConditionalPut(b"k", b"v", None),)),
-    ]
-    return [batch_request_to_proto(api.BatchRequest(h, r)).SerializeToString() for h, r in requests]
-
-
-_BATCHES = _valid_batches()
+_BATCHES = batch_requests()
 
 
 @MANY

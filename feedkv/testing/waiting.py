@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["run_threads", "wait_until"]
+__all__ = ["release_when", "run_threads", "wait_until"]
 
 T = TypeVar("T")
 
@@ -55,3 +55,22 @@ def run_threads(targets: list[Callable[[], None]], *, deadline_s: float = 60.0) 
         raise TimeoutError(f"threads still running after {deadline_s:g} s: {stuck}")
     if errors:
         raise errors[0]
+
+
+def release_when(
+    blocked: Callable[[], None],
+    *,
+    until: Callable[[], object],
+    then: Callable[[], None],
+    what: str,
+    deadline_s: float = 60.0,
+) -> None:
+    """Run ``blocked`` (which should wait, as for a lock) and, once ``until()`` is truthy,
+    ``then`` (which should let it go on), each in a thread of its own; wait for both
+    within ``deadline_s`` and re-raise the first error either raised."""
+
+    def release() -> None:
+        wait_until(until, timeout_s=deadline_s, what=what)
+        then()
+
+    run_threads([blocked, release], deadline_s=deadline_s)

@@ -11,7 +11,7 @@ from feedkv import DB
 from feedkv.errors import SQLError
 from feedkv.kv.store import Store
 from feedkv.sql.session import Session
-from feedkv.testing.waiting import run_threads, wait_until
+from feedkv.testing.waiting import release_when, run_threads
 
 
 def _store(db: DB) -> Store:
@@ -30,10 +30,6 @@ def _table(db: DB, rows: int = 2) -> None:
         db.sql("INSERT INTO t VALUES ($1, 0)", k)
 
 
-def _waiting(db: DB, count: int) -> None:
-    wait_until(lambda: _store(db).locks.waiters() == count, what=f"{count} lock waiter(s)")
-
-
 def test_two_updates_of_one_row_both_commit_in_turn(db: DB) -> None:
     _table(db)
     first, second = db.session(), db.session()
@@ -46,14 +42,12 @@ def test_two_updates_of_one_row_both_commit_in_turn(db: DB) -> None:
         second.execute("UPDATE t SET v = v + 10 WHERE k = 1")
         second.execute("COMMIT")
 
-    waiter = threading.Thread(target=update_second)
-    waiter.start()
-    try:
-        _waiting(db, 1)  # the second waits for the first's lock
-        first.execute("COMMIT")
-    finally:
-        waiter.join(timeout=60)
-    assert not waiter.is_alive()
+    release_when(
+        update_second,
+        until=lambda: _store(db).locks.waiters() == 1,  # the second waits for the first's lock
+        then=lambda: first.execute("COMMIT"),
+        what="a lock waiter",
+    )
     assert _balance(db, 1) == 11
     assert len(_store(db).locks) == 0
 
@@ -150,14 +144,12 @@ def test_delete_locks_the_rows_it_deletes(db: DB) -> None:
         assert second.execute("UPDATE t SET v = 5 WHERE k = 1").tag == "UPDATE 0"
         second.execute("COMMIT")
 
-    waiter = threading.Thread(target=update_second)
-    waiter.start()
-    try:
-        _waiting(db, 1)
-        first.execute("COMMIT")
-    finally:
-        waiter.join(timeout=60)
-    assert not waiter.is_alive()
+    release_when(
+        update_second,
+        until=lambda: _store(db).locks.waiters() == 1,  # the second waits for the first's lock
+        then=lambda: first.execute("COMMIT"),
+        what="a lock waiter",
+    )
     assert db.sql("SELECT k FROM t").rows == [(2,)]
 
 
@@ -175,13 +167,11 @@ def test_on_conflict_do_update_locks_the_row_it_updates(db: DB) -> None:
         second.execute(statement, 3)  # no row: inserted, nothing to lock
         second.execute("COMMIT")
 
-    waiter = threading.Thread(target=upsert_second)
-    waiter.start()
-    try:
-        _waiting(db, 1)
-        first.execute("COMMIT")
-    finally:
-        waiter.join(timeout=60)
-    assert not waiter.is_alive()
+    release_when(
+        upsert_second,
+        until=lambda: _store(db).locks.waiters() == 1,  # the second waits for the first's lock
+        then=lambda: first.execute("COMMIT"),
+        what="a lock waiter",
+    )
     assert db.sql("SELECT k, v FROM t ORDER BY k").rows == [(1, 2), (2, 0), (3, 1)]
     assert len(_store(db).locks) == 0

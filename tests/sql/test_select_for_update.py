@@ -13,7 +13,7 @@ from feedkv import DB
 from feedkv.errors import SQLError
 from feedkv.kv.store import Store
 from feedkv.sql.session import Session
-from feedkv.testing.waiting import wait_until
+from feedkv.testing.waiting import release_when, wait_until
 
 
 def _store(db: DB) -> Store:
@@ -95,15 +95,16 @@ def test_read_modify_write_under_for_update_loses_no_increment(db: DB) -> None:
         second.execute("COMMIT")
         outcome.append(seen)
 
-    waiter = threading.Thread(target=increment_second)
-    waiter.start()
-    try:
-        wait_until(lambda: _store(db).locks.waiters() == 1, what="the second's lock wait")
+    def commit_first() -> None:
         first.execute("UPDATE t SET v = $1 WHERE k = 2", value + 1)
         first.execute("COMMIT")
-    finally:
-        waiter.join(timeout=60)
-    assert not waiter.is_alive()
+
+    release_when(
+        increment_second,
+        until=lambda: _store(db).locks.waiters() == 1,
+        then=commit_first,
+        what="the second's lock wait",
+    )
     assert outcome == [1]  # the second read the first's committed write
     assert db.sql("SELECT v FROM t WHERE k = 2").rows == [(2,)]
 

@@ -581,10 +581,15 @@ def get_privileges(reader: Reader, table_id: int, user: str) -> frozenset[str]:
     it is a member of, directly or through other roles (admins need none)."""
     held: set[str] = set()
     for grantee in (user, *roles_of(reader, user)):
-        raw = reader.get(_GRANT + encode_value(table_id) + encode_value(grantee))
-        if raw is not None:
-            held.update(json.loads(raw))
+        held.update(granted_to(reader, table_id, grantee))
     return frozenset(held)
+
+
+def granted_to(reader: Reader, table_id: int, grantee: str) -> frozenset[str]:
+    """The privileges granted to ``grantee`` itself on table ``table_id`` (not those it
+    holds through its roles: see :func:`get_privileges`)."""
+    raw = reader.get(_GRANT + encode_value(table_id) + encode_value(grantee))
+    return frozenset(json.loads(raw)) if raw is not None else frozenset()
 
 
 def list_memberships(reader: Reader) -> list[tuple[str, str]]:

@@ -1275,7 +1275,7 @@ def grant_privileges(ex: Execution, s: st.GrantPrivileges) -> Result:
         if catalog.get_user(ex.write_txn, name) is None:
             raise SQLError("42704", f'role/user "{name}" does not exist')
         for desc in descs:
-            held = catalog.get_privileges(ex.write_txn, desc.id, name)
+            held = catalog.granted_to(ex.write_txn, desc.id, name)  # NB: not its roles'
             changed = held - set(s.privileges) if s.revoke else held | set(s.privileges)
             catalog.put_privileges(ex.write_txn, desc.id, name, frozenset(changed))
     return Result(tag=verb)

@@ -37,6 +37,17 @@ def test_a_member_holds_its_roles_privileges_until_revoked(shop: DB) -> None:
     assert _code(shop, "SELECT qty FROM items", user="alice") == "42501"
 
 
+def test_a_grant_to_a_member_adds_only_what_it_names(shop: DB) -> None:
+    """GRANT writes the user's own grants: what it holds through a role stays the role's
+    (it goes with REVOKE role), not copied to the user."""
+    shop.sql("GRANT readers TO alice")
+    shop.sql("GRANT INSERT ON items TO alice")
+    grants = {tuple(r[3:5]) for r in shop.sql("SHOW GRANTS ON items").rows}
+    assert grants == {("alice", "INSERT"), ("readers", "SELECT")}
+    shop.sql("REVOKE readers FROM alice")
+    assert _code(shop, "SELECT qty FROM items", user="alice") == "42501"
+
+
 def test_privileges_pass_through_roles_of_roles(shop: DB) -> None:
     shop.sql("GRANT readers TO staff")
     shop.sql("GRANT staff TO alice")

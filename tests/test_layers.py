@@ -27,7 +27,7 @@ The layers, bottom to top (a module may import its own layer and those below it)
     import it (a Spark worker or the changefeed core gets a ``FeedClient``, never a
     ``DB``).
 14. ``feedkv.testing`` (public test kits: may import anything below the CLI)
-15. ``feedkv.cli`` (the edge)
+15. ``feedkv.cli`` and ``feedkv.__main__`` (``python -m feedkv``): the edge
 
 Packages not yet written (security, raft, pgwire) hold their place so that they land
 in it. A module that matches no layer fails the test: place it here first.
@@ -62,7 +62,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("server", ("feedkv.server",)),
     ("client API", ("feedkv.db", "feedkv.lake", "feedkv")),
     ("testing", ("feedkv.testing",)),
-    ("cli", ("feedkv.cli",)),
+    ("cli", ("feedkv.cli", "feedkv.__main__")),
 ]
 
 

@@ -97,6 +97,8 @@ JobFactory = Callable[[JobRecord], "Job"]
 GC_WORDS = "below the garbage-collection threshold"  # BatchTimestampBeforeGCError's text
 # a job that scans nothing, before its first resolved timestamp
 FIRST_RESOLVED_STATUS = "running: waiting for its first resolved timestamp"
+# a job claimed by a node, until its first progress update says more
+CLAIMED_STATUS = "running: starting"
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,7 +286,8 @@ class JobRegistry:
                 return None
             if not self._may_run(record):
                 return None  # another node's registry claims it
-            record = record.replace(lease=Lease(self.owner, now + lease_ns), running_status="")
+            lease = Lease(self.owner, now + lease_ns)
+            record = record.replace(lease=lease, running_status=CLAIMED_STATUS)
             put_job(txn, record)
             return record
 

@@ -25,7 +25,12 @@ from feedkv.changefeed.jobs import (
     running_status,
 )
 from feedkv.changefeed.options import parse_options
-from feedkv.changefeed.registry import FIRST_RESOLVED_STATUS, JobRegistry, RegistrySettings
+from feedkv.changefeed.registry import (
+    CLAIMED_STATUS,
+    FIRST_RESOLVED_STATUS,
+    JobRegistry,
+    RegistrySettings,
+)
 from feedkv.changefeed.rows import Target
 from feedkv.changefeed.sink import Message
 from feedkv.changefeed.thread_job import ThreadJob
@@ -311,5 +316,24 @@ def test_running_status_says_a_job_starts_then_waits_for_its_first_resolved_time
         wait_until(lambda: shows(FIRST_RESOLVED_STATUS), timeout_s=DEADLINE)
         job.high_water = Timestamp(now.wall + 1_500_000_000, 2)
         wait_until(lambda: shows(running_status(job.high_water)), timeout_s=DEADLINE)
+    finally:
+        registry.close()
+
+
+def test_a_claimed_job_says_it_is_starting_until_its_first_progress_update(db: DB) -> None:
+    """Between a node's claim and the runner's first progress update (a second by
+    default), the job says it is starting rather than nothing."""
+    now = db.now()
+    options = parse_options((("initial_scan", "no"),), now=now)
+    spec = ChangefeedSpec((Target(1),), {1: "t"}, options, now, "null://")
+    record = JobRecord(4244, spec, created=now)
+    db.run_transaction(lambda txn: put_job(txn, record))
+    registry = JobRegistry(
+        db, "n-test", StartingJob, RegistrySettings(renew_s=3600, interval_s=3600)
+    )
+    try:
+        registry.adopt(record.id)
+        shown = row_of(db, "SHOW CHANGEFEED JOBS", record.id)
+        assert (shown["status"], shown["running_status"]) == ("running", CLAIMED_STATUS)
     finally:
         registry.close()

@@ -13,7 +13,7 @@ from feedkv import DB
 from feedkv.changefeed.changefeed import ChangefeedSpec
 from feedkv.changefeed.jobs import running_status
 from feedkv.changefeed.options import parse_options
-from feedkv.changefeed.registry import FIRST_RESOLVED_STATUS
+from feedkv.changefeed.registry import CLAIMED_STATUS, FIRST_RESOLVED_STATUS
 from feedkv.changefeed.rows import Target
 from feedkv.spark.runner import STARTING_STATUS, SparkJob
 from feedkv.testing.waiting import wait_until
@@ -60,7 +60,7 @@ def test_a_spark_job_says_its_query_is_starting_until_a_batch_runs(
         "initial_scan = 'no', resolved = '200ms', min_checkpoint_frequency = '200ms'"
     ).rows
     seen, _ = statuses_until_resolved_past(db, job_id, None)
-    allowed = {"", STARTING_STATUS, FIRST_RESOLVED_STATUS}
+    allowed = {"", CLAIMED_STATUS, STARTING_STATUS, FIRST_RESOLVED_STATUS}
     assert set(seen[:-1]) <= allowed, seen  # never "running: initial scan": none runs
 
     db.sql(f"PAUSE JOB {job_id}")
@@ -75,7 +75,7 @@ def test_a_spark_job_says_its_query_is_starting_until_a_batch_runs(
     mark = Timestamp.parse(format(paused["high_water_timestamp"], "f"))
     db.sql(f"RESUME JOB {job_id}")
     seen, row = statuses_until_resolved_past(db, job_id, mark)
-    assert set(seen[:-1]) <= {"", STARTING_STATUS, running_status(mark)}, seen
+    assert set(seen[:-1]) <= {"", CLAIMED_STATUS, STARTING_STATUS, running_status(mark)}, seen
     assert RESOLVED.fullmatch(row["running_status"])
 
 

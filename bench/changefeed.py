@@ -43,7 +43,8 @@
   node. The rounds' spread on this shared machine (2 cores, load average 5-26) is
   wider than that cost: runs of 11 rounds gave medians of 0.997 and 1.043 (intervals
   0.974-1.022 and 1.033-1.058) with both changes, 1.005 and 1.072 (0.998-1.015 and
-  0.998-1.104) without, at the same loads.
+  0.998-1.104) without, at the same loads; at load 3-11, 1.006 (0.993-1.028: the
+  target shown, `--steady-only --rows 50000 --rounds 11 --seconds 5`).
 - latency: one writer at a light, fixed rate; from a commit's acknowledgement to its
   row reaching the sinkless client, p50/p99. Target: p50 <= 50 ms.
 

@@ -77,6 +77,8 @@ __all__ = [
     "is_admin",
     "job_key",
     "job_span",
+    "schema_job_key",
+    "schema_job_span",
     "list_databases",
     "list_tables",
     "list_users",
@@ -120,6 +122,7 @@ _SEQ = CATALOG_PREFIX + encode_value("seq")
 _USER = CATALOG_PREFIX + encode_value("user")
 _CDC = CATALOG_PREFIX + encode_value("cdc")
 _JOB = CATALOG_PREFIX + encode_value("job")
+_SCHEMA_JOB = CATALOG_PREFIX + encode_value("schemajob")  # feedkv.sql.schema_jobs
 _HOLD = CATALOG_PREFIX + encode_value("hold")
 _CHANGEFEED_NAME = CATALOG_PREFIX + encode_value("cfname")
 _ZONE = CATALOG_PREFIX + encode_value("zone")
@@ -232,6 +235,16 @@ def job_key(job_id: int) -> bytes:
 def job_span() -> tuple[bytes, bytes]:
     """The keys of every job record."""
     return _JOB, prefix_end(_JOB)
+
+
+def schema_job_key(job_id: int) -> bytes:
+    """The key of a schema-change job's record (:mod:`feedkv.sql.schema_jobs`)."""
+    return _SCHEMA_JOB + encode_value(job_id)
+
+
+def schema_job_span() -> tuple[bytes, bytes]:
+    """The keys of every schema-change job record."""
+    return _SCHEMA_JOB, prefix_end(_SCHEMA_JOB)
 
 
 def descriptor_span() -> Span:

@@ -21,7 +21,7 @@ from feedkv.errors import (
     SQLError,
 )
 from feedkv.security.scram import make_verifier
-from feedkv.sql import catalog, ddl_constraints, sequences, views
+from feedkv.sql import catalog, ddl_constraints, schema_jobs, sequences, views
 from feedkv.sql import statements as st
 from feedkv.sql.arrays import Array
 from feedkv.sql.computed import check_computed, fill_computed, referencing, renamed_in
@@ -452,7 +452,23 @@ def drop_table(ex: Execution, s: st.DropTable) -> Result:
                 continue
             raise
         _drop_relation(ex, desc, cascade=s.cascade)
+        if isinstance(desc, TableDescriptor):
+            _record_jobs(ex, "DROP TABLE", desc, s.text)
     return Result(tag="DROP TABLE")
+
+
+def _record_jobs(ex: Execution, verb: str, desc: TableDescriptor, text: str) -> None:
+    """The SCHEMA CHANGE and SCHEMA CHANGE GC jobs SHOW JOBS lists for ``verb`` (DROP
+    TABLE, TRUNCATE TABLE) on ``desc``, as CockroachDB's (:mod:`schema_jobs`)."""
+    database = catalog.get_descriptor(ex.write_txn, desc.database_id)
+    qualified = f"{database.name}.public.{desc.name}" if database is not None else desc.name
+    schema_jobs.record_drop(
+        ex.write_txn,
+        (ROW_IDS.next(), ROW_IDS.next()),
+        f"{verb} {qualified}",
+        text,
+        ex.session.user,
+    )
 
 
 def _drop_relation(ex: Execution, desc: TableDescriptor | ViewDescriptor, *, cascade: bool) -> None:
@@ -526,6 +542,7 @@ def truncate(ex: Execution, s: st.Truncate) -> Result:
         ex.write_txn.delete_range(span.start, span.end)
         indexes = table_indexes_span(desc.id)
         ex.write_txn.delete_range(indexes.start, indexes.end)
+        _record_jobs(ex, "TRUNCATE TABLE", desc, s.text)
     return Result(tag="TRUNCATE")
 
 

@@ -21,7 +21,7 @@ from feedkv.errors import (
     SQLError,
 )
 from feedkv.security.scram import make_verifier
-from feedkv.sql import catalog, ddl_constraints, schema_jobs, sequences, views
+from feedkv.sql import catalog, comments, ddl_constraints, schema_jobs, sequences, views
 from feedkv.sql import statements as st
 from feedkv.sql.arrays import Array
 from feedkv.sql.computed import check_computed, fill_computed, referencing, renamed_in
@@ -38,6 +38,7 @@ from feedkv.sql.descriptor import (
     TableDescriptor,
     TypeDescriptor,
     ViewDescriptor,
+    quote_name,
 )
 from feedkv.sql.execution import ROW_IDS, Execution, Result
 from feedkv.sql.expr import Scope, compile_expr
@@ -523,6 +524,7 @@ def _drop_table(ex: Execution, desc: TableDescriptor, *, cascade: bool = False) 
     span = table_span(desc.id)
     txn.delete_range(span.start, span.end)
     catalog.remove_name(txn, desc.database_id, desc.name)
+    comments.forget(txn, desc.id)
     ex.session.forget(table=desc.id)
 
 
@@ -675,6 +677,7 @@ def drop_column(ex: Execution, s: st.DropColumn) -> Result:
         replace(desc, indexes=kept_indexes, checks=kept_checks), column.id, "drop"
     )
     _refuse_if_computed_from(desc, column)
+    comments.forget(ex.write_txn, desc.id, "column", column.id)
     if column.virtual:  # NB: nothing of it is stored
         ex.changing(desc)
         ex.publish(
@@ -726,6 +729,7 @@ def _drop_index_entries(ex: Execution, desc: TableDescriptor, indexes: list[Inde
     for index in indexes:
         span = index_span(desc.id, index.id)
         ex.write_txn.delete_range(span.start, span.end)
+        comments.forget(ex.write_txn, desc.id, "index", index.id)
 
 
 # Kinds whose values convert to one another on assignment: a computed column's
@@ -959,7 +963,14 @@ def show_create_table(ex: Execution, s: st.ShowCreateTable) -> Result:
     desc = ex.relation(s.table)
     # NB: as CockroachDB, the table named as the statement names it
     name = f"{s.table.database}.public.{desc.name}" if s.table.database else desc.name
-    return Result(("table_name", "create_statement"), [(name, desc.create_statement())], "SHOW 1")
+    text = desc.create_statement()
+    if isinstance(desc, TableDescriptor):
+        # NB: as CockroachDB (25.3 on): each statement ends with ';', the table's
+        # comments follow it as COMMENT ON statements
+        qualified = f"public.{quote_name(desc.name)}"
+        statements = [text, *comments.comment_statements(ex.read_source, desc, qualified)]
+        text = "\n".join(f"{statement};" for statement in statements)
+    return Result(("table_name", "create_statement"), [(name, text)], "SHOW 1")
 
 
 ZONE_SETTINGS = ("num_replicas", "closed_timestamp_target")
@@ -1623,6 +1634,7 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.CreateTable: create_table,
     st.DropTable: drop_table,
     st.Truncate: truncate,
+    st.CommentOn: comments.comment_on,
     st.AddColumn: add_column,
     st.AlterTableActions: alter_table_actions,
     st.AlterColumn: alter_column,

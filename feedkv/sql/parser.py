@@ -570,6 +570,8 @@ class _Statement:
             return self._import_into()
         if self.words[0] in ("VACUUM", "ANALYZE", "ANALYSE"):
             return self._maintenance()
+        if self.words[:2] == ["COMMENT", "ON"]:
+            return self._comment_on()
         self._check_shape()
         words = self.words
         if words[1:3] == ["CLUSTER", "SETTING"] and words[0] in ("SET", "RESET", "SHOW"):
@@ -1238,7 +1240,9 @@ class _Statement:
             start = 3 if words[2] in ("TABLE", "VIEW", "SEQUENCE") else 2
             return st.ShowCreateTable(self.text, self._table_name(start, len(words)))
         if words[1] in ("INDEXES", "INDEX", "KEYS") and words[2:3] == ["FROM"]:
-            return st.ShowIndexes(self.text, self._table_name(3, len(words)))
+            comment = words[-2:] == ["WITH", "COMMENT"]
+            end = len(words) - 2 if comment else len(words)
+            return st.ShowIndexes(self.text, self._table_name(3, end), comment)
         if words[1:3] == ["COLUMNS", "FROM"]:
             comment = words[-2:] == ["WITH", "COMMENT"]
             end = len(words) - 2 if comment else len(words)
@@ -1392,6 +1396,44 @@ class _Statement:
         if at + 1 != stop:
             raise self._error_at(at, "expected an index name (or table@index)")
         return st.DropIndex(self.text, None, _name(self.tokens[at]), at == 4, cascade)
+
+    def _comment_on(self) -> st.CommentOn:
+        """``COMMENT ON DATABASE d | TABLE t | COLUMN [db.]t.c | INDEX [t@]i IS 'text' |
+        NULL``."""
+        words, tokens = self.words, self.tokens
+        kind = words[2].lower() if len(words) > 2 else ""
+        if kind not in ("database", "table", "column", "index"):
+            raise SQLError("0A000", "COMMENT ON takes DATABASE, TABLE, COLUMN or INDEX in feedkv")
+        at = len(words) - 2  # NB: IS is the last word but the comment
+        if at < 4 or words[at] != "IS":
+            raise self._error_at(min(at, len(words)), "expected COMMENT ON ... IS 'text'")
+        value = tokens[at + 1]
+        if words[at + 1] == "NULL":
+            text = None
+        elif value.token_type in _STRING_TOKENS:
+            text = value.text
+        else:
+            raise self._error_at(at + 1, "expected a string or NULL after IS")
+        if kind == "database":
+            if at != 4:
+                raise self._error_at(4, "expected a database name")
+            return st.CommentOn(self.text, "database", text, database=_name(tokens[3]))
+        if kind == "table":
+            return st.CommentOn(self.text, "table", text, table=self._table_name(3, at))
+        if kind == "column":
+            if at - 3 < 3:
+                raise self._error_at(at, "expected COMMENT ON COLUMN table.column")
+            table = self._table_name(3, at - 2)
+            return st.CommentOn(self.text, "column", text, table=table, name=_name(tokens[at - 1]))
+        marks = [i for i in range(3, at) if tokens[i].text == "@"]
+        if marks:
+            if marks[0] + 2 != at:
+                raise self._error_at(marks[0] + 1, "expected COMMENT ON INDEX table@index")
+            table = self._table_name(3, marks[0])
+            return st.CommentOn(self.text, "index", text, table=table, name=_name(tokens[at - 1]))
+        if at != 4:
+            raise self._error_at(3, "expected an index name (or table@index)")
+        return st.CommentOn(self.text, "index", text, name=_name(tokens[3]))
 
     def _drop_sequence(self) -> st.DropSequence:
         """``DROP SEQUENCE [IF EXISTS] s, ... [RESTRICT]``."""
@@ -2194,6 +2236,14 @@ _TARGET_END = {
 }
 _OPTION_VALUES = {TokenType.STRING, TokenType.NUMBER, TokenType.VAR, TokenType.IDENTIFIER}
 _CLAUSE_WORDS = {"WHERE", "ORDER", "LIMIT", "OFFSET", "GROUP", "HAVING", "FOR"}
+# String constants ('...', E'...' (sqlglot's byte string), $$...$$), whose token's text
+# is the string's value.
+_STRING_TOKENS = {
+    TokenType.STRING,
+    TokenType.BYTE_STRING,
+    TokenType.HEREDOC_STRING,
+    TokenType.NATIONAL_STRING,
+}
 _LITERALS = {
     TokenType.STRING,
     TokenType.IDENTIFIER,

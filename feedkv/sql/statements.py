@@ -96,6 +96,7 @@ __all__ = [
     "StatementSource",
     "TableName",
     "Truncate",
+    "CommentOn",
     "Update",
     "Values",
 ]
@@ -877,12 +878,27 @@ class DropIndex(Statement):
 @dataclass(frozen=True, slots=True)
 class ShowIndexes(Statement):
     table: TableName
+    with_comment: bool = False  # WITH COMMENT: a comment column (NULL: none)
 
 
 @dataclass(frozen=True, slots=True)
 class ShowColumns(Statement):
     table: TableName
-    with_comment: bool = False  # WITH COMMENT: a comment column (NULL: feedkv keeps none)
+    with_comment: bool = False  # WITH COMMENT: a comment column (NULL: none)
+
+
+@dataclass(frozen=True, slots=True)
+class CommentOn(Statement):
+    """``COMMENT ON DATABASE d | TABLE t | COLUMN t.c | INDEX [t@]i IS 'text' | NULL``
+    (:mod:`feedkv.sql.comments`): ``database`` names a database's; ``table`` the table
+    (of an index: ``None`` when it is looked up by name); ``name`` the column or index;
+    ``comment`` ``None`` for ``IS NULL``."""
+
+    kind: Literal["database", "table", "column", "index"]
+    comment: str | None
+    database: str | None = None
+    table: TableName | None = None
+    name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

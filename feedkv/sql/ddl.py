@@ -112,6 +112,7 @@ def drop_database(ex: Execution, s: st.DropDatabase) -> Result:
         _drop_relation(ex, table, cascade=True)
     catalog.remove_name(txn, 0, database.name)
     catalog.remove_descriptor(txn, database.id)
+    comments.forget(txn, database.id)
     ex.session.forget(database=database.name)
     return Result(tag="DROP DATABASE")
 
@@ -1235,13 +1236,23 @@ def create_user(ex: Execution, s: st.CreateUser) -> Result:
 
 
 def alter_user_password(ex: Execution, s: st.AlterUserPassword) -> Result:
+    """``ALTER USER | ROLE``: a user may change their own password; LOGIN and NOLOGIN
+    (whether the role may open a session: a NOLOGIN one is refused when it connects,
+    28000, its open sessions go on, as CockroachDB's) need the admin role. root always
+    logs in."""
     user = catalog.get_user(ex.write_txn, s.name)
-    if s.name != ex.session.user:  # a user may change their own password
+    if s.name != ex.session.user or s.login is not None:
         ex.require_admin("ALTER USER")
     if user is None:
         raise SQLError("42704", f'role/user "{s.name}" does not exist')
-    verifier = make_verifier(s.password) if s.password is not None else None
-    catalog.put_user(ex.write_txn, replace(user, password_verifier=verifier))
+    if s.login is False and s.name in (catalog.ROOT, catalog.NODE_USER):
+        raise SQLError("42501", f"the {s.name} user must keep its login privilege")
+    if s.set_password:
+        verifier = make_verifier(s.password) if s.password is not None else None
+        user = replace(user, password_verifier=verifier)
+    if s.login is not None:
+        user = replace(user, can_login=s.login)
+    catalog.put_user(ex.write_txn, user)
     return Result(tag="ALTER ROLE")
 
 

@@ -1605,12 +1605,39 @@ class _Statement:
         return st.CreateUser(self.text, _name(self.tokens[i]), if_not_exists, password, login)
 
     def _alter_user(self) -> st.AlterUserPassword:
-        if len(self.words) < 3:
+        """``ALTER USER | ROLE name [WITH] option ...``: ``PASSWORD 'p' | NULL``,
+        ``LOGIN``, ``NOLOGIN``, each at most once."""
+        words, tokens = self.words, self.tokens
+        if len(words) < 3:
             raise self._error_at(2, "expected a user name")
-        password = self._password(3, "ALTER USER")
-        if password is None and "NULL" not in self.words[3:]:
-            raise self._error_at(3, "ALTER USER takes [WITH] PASSWORD 'password' or NULL")
-        return st.AlterUserPassword(self.text, _name(self.tokens[2]), password)
+        i = 4 if words[3:4] == ["WITH"] else 3
+        if i >= len(words):
+            raise self._error_at(
+                i, "ALTER USER takes [WITH] PASSWORD 'password' | NULL, LOGIN or NOLOGIN"
+            )
+        password: str | None = None
+        set_password = False
+        login: bool | None = None
+        while i < len(words):
+            word = words[i]
+            if word in ("LOGIN", "NOLOGIN"):
+                if login is not None:
+                    raise SQLError("42601", "conflicting role options: LOGIN and NOLOGIN")
+                login, i = word == "LOGIN", i + 1
+            elif word == "PASSWORD" and i + 1 < len(words) and not set_password:
+                value = tokens[i + 1]
+                if value.token_type is TokenType.NULL:
+                    password = None
+                elif value.token_type is TokenType.STRING and value.text:
+                    password = value.text
+                else:
+                    raise self._error_at(i + 1, "expected the password as a non-empty string")
+                set_password, i = True, i + 2
+            else:
+                raise self._error_at(
+                    i, "ALTER USER takes [WITH] PASSWORD 'password' | NULL, LOGIN or NOLOGIN"
+                )
+        return st.AlterUserPassword(self.text, _name(tokens[2]), password, set_password, login)
 
     def _drop_user(self) -> st.DropUser:
         """``DROP USER [IF EXISTS] name, ...``."""
@@ -2379,7 +2406,7 @@ def _virtual_source(
             "0A000",
             f"{name} cannot be read as a table: feedkv reads writes with RETURNING, "
             "[SHOW JOBS], [SHOW CHANGEFEED JOBS], [SHOW JOB <id>], and SHOW TABLES, "
-            "DATABASES, CREATE, COLUMNS, INDEXES, GRANTS, RANGES and PARTITIONS so",
+            "DATABASES, USERS, CREATE, COLUMNS, INDEXES, GRANTS, RANGES and PARTITIONS so",
         )
     raise SQLError(
         "42P01",

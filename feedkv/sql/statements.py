@@ -425,8 +425,12 @@ class CreateUser(Statement):
 
 @dataclass(frozen=True, slots=True)
 class AlterUserPassword(Statement):
+    """``ALTER USER | ROLE name [WITH] [PASSWORD 'p' | NULL] [LOGIN | NOLOGIN]``."""
+
     name: str
     password: str | None  # None: no password (certificates only)
+    set_password: bool = True  # False: PASSWORD was not given (it stays)
+    login: bool | None = None  # LOGIN | NOLOGIN (None: neither given, it stays)
 
 
 @dataclass(frozen=True, slots=True)
@@ -958,6 +962,7 @@ class DropConstraint(Statement):
 SourceShow = (
     ShowTables
     | ShowDatabases
+    | ShowUsers
     | ShowCreateTable
     | ShowColumns
     | ShowIndexes

@@ -1321,10 +1321,15 @@ def grant_privileges(ex: Execution, s: st.GrantPrivileges) -> Result:
 
 
 def show_grants(ex: Execution, s: st.ShowGrants) -> Result:
-    """The grants in the current database, on it (no table name) and on its tables (on
-    one table, for one user); a user without the admin role sees only their own."""
+    """The grants in the current database, on it and on its tables, as CockroachDB's
+    (23.1 on): ``ON [TABLE] t`` lists the grants on ``t`` itself (``table_name``);
+    without ``ON``, the database's and its tables' (``object_name``, ``object_type``).
+    ``FOR u`` lists what ``u`` holds, through its roles too (the grantee is then the
+    role that holds it); without it, every grant as granted. A user without the admin
+    role sees only what they hold."""
     if s.on_role:
         return _show_role_grants(ex, s)
+    reader = ex.read_source
     database = ex.database(s.table.database if s.table is not None else None)
     table_id = ex._table(s.table).id if s.table is not None else None
     user = s.user
@@ -1332,28 +1337,34 @@ def show_grants(ex: Execution, s: st.ShowGrants) -> Result:
         if user not in (None, ex.session.user):
             raise SQLError("42501", f"user {ex.session.user} may only see their own grants")
         user = ex.session.user
+    holders = None if user is None else {user, *catalog.roles_of(reader, user)}
     rows: list[tuple[Any, ...]] = []
-    for granted, grantee, privileges in catalog.list_privileges(ex.read_source, table_id):
-        if user is not None and grantee != user:
+    for granted, grantee, privileges in catalog.list_privileges(reader, table_id):
+        if holders is not None and grantee not in holders:
             continue
-        desc = catalog.get_descriptor(ex.read_source, granted)
+        desc = catalog.get_descriptor(reader, granted)
         if isinstance(desc, DatabaseDescriptor) and desc.id == database.id:
-            schema, table = None, None
+            names: tuple[Any, ...] = (None, None, "database")
         elif (
             isinstance(desc, TableDescriptor)
             and not desc.dropped
             and desc.database_id == database.id
         ):
-            schema, table = "public", desc.name
+            names = ("public", desc.name, "table")
         else:
             continue
+        if table_id is not None:
+            names = names[:2]  # ON TABLE t: no object_type
         rows.extend(
-            (database.name, schema, table, grantee, privilege, False)
-            for privilege in sorted(privileges)
+            (database.name, *names, grantee, privilege, False) for privilege in sorted(privileges)
         )
     rows.sort(key=lambda row: tuple("" if v is None else str(v) for v in row))
-    columns = ("database_name", "schema_name", "table_name", "grantee", "privilege_type")
-    return Result((*columns, "is_grantable"), rows, f"SHOW {len(rows)}")
+    if table_id is not None:
+        columns: tuple[str, ...] = ("database_name", "schema_name", "table_name")
+    else:
+        columns = ("database_name", "schema_name", "object_name", "object_type")
+    columns = (*columns, "grantee", "privilege_type", "is_grantable")
+    return Result(columns, rows, f"SHOW {len(rows)}")
 
 
 def _show_role_grants(ex: Execution, s: st.ShowGrants) -> Result:

@@ -87,10 +87,40 @@ class _Cockroach(Postgres):
         FUNCTIONS: ClassVar = {
             **PostgresParser.FUNCTIONS,
             "JSONB_AGG": lambda args: _jsonb_agg(args),
-            "JSON_AGG": lambda args: _jsonb_agg(args),
+            "JSON_AGG": lambda args: _jsonb_agg(args, "json_agg"),
             "ARRAY_AGG": lambda args: _array_agg(args),
             "DIV": lambda args: _div(args),
         }
+
+        # NB: json_agg is built as jsonb_agg is (FUNCTIONS), named as it is spelled
+        FUNCTION_PARSERS: ClassVar = {
+            k: v for k, v in PostgresParser.FUNCTION_PARSERS.items() if k != "JSON_AGG"
+        }
+
+        def _parse_string_agg(self) -> exp.GroupConcat:
+            # NB: sqlglot's reading keeps the first two arguments and drops any more;
+            # CockroachDB has string_agg(value, separator) only
+            depth, values, at = 0, 1, self._index
+            while at < len(self._tokens):
+                kind = self._tokens[at].token_type
+                if kind in (TokenType.L_PAREN, TokenType.L_BRACKET):
+                    depth += 1
+                elif kind in (TokenType.R_PAREN, TokenType.R_BRACKET):
+                    if depth == 0:
+                        break
+                    depth -= 1
+                elif depth == 0 and kind is TokenType.ORDER_BY:
+                    break
+                elif depth == 0 and kind is TokenType.COMMA:
+                    values += 1
+                at += 1
+            if values > 2:
+                raise SQLError(
+                    "42883",
+                    f"unknown signature: string_agg() takes a value and a separator, not "
+                    f"{values} arguments",
+                )
+            return super()._parse_string_agg()
 
         # NB: ``AS (e) STORED`` after another qualification (``INT NOT NULL AS ...``),
         # which CockroachDB allows in any order; sqlglot reads it only after the type
@@ -159,12 +189,14 @@ def _div(args: list[exp.Expr]) -> exp.Expr:
     return exp.IntDiv(this=args[0], expression=args[1])
 
 
-def _jsonb_agg(args: list[exp.Expr]) -> exp.Expr:
+def _jsonb_agg(args: list[exp.Expr], spelled: str = "jsonb_agg") -> exp.Expr:
     """jsonb_agg(x) (json_agg is the same in CockroachDB), as sqlglot's JSON array
-    aggregate."""
+    aggregate; the column it makes is named as it was spelled, as CockroachDB's."""
     if len(args) != 1:
-        raise SQLError("42883", "unknown signature: jsonb_agg() takes exactly one argument")
-    return exp.JSONArrayAgg(this=args[0])
+        raise SQLError("42883", f"unknown signature: {spelled}() takes exactly one argument")
+    node = exp.JSONArrayAgg(this=args[0])
+    node.meta["spelled"] = spelled
+    return node
 
 
 def _filtered(node: exp.Filter) -> exp.Expr:

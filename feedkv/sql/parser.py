@@ -89,6 +89,9 @@ class _Cockroach(Postgres):
             "JSONB_AGG": lambda args: _jsonb_agg(args),
             "JSON_AGG": lambda args: _jsonb_agg(args, "json_agg"),
             "ARRAY_AGG": lambda args: _array_agg(args),
+            "EVERY": lambda args: _alias_aggregate(args, "every"),
+            "CONCAT_AGG": lambda args: _alias_aggregate(args, "concat_agg"),
+            "COUNT_ROWS": lambda args: _alias_aggregate(args, "count_rows"),
             "DIV": lambda args: _div(args),
         }
 
@@ -234,6 +237,29 @@ def _array_agg(args: list[exp.Expr]) -> exp.Expr:
     if len(args) != 1:
         raise SQLError("42883", "unknown signature: array_agg() takes exactly one argument")
     return exp.ArrayAgg(this=args[0])
+
+
+def _alias_aggregate(args: list[exp.Expr], name: str) -> exp.Expr:
+    """CockroachDB's aggregates that are another one under a name of their own (their
+    result column keeps it): ``every(b)`` is ``bool_and(b)``, ``concat_agg(s)`` is
+    ``string_agg(s, NULL)`` (nothing between the values, STRING or BYTES, its ORDER BY
+    kept), ``count_rows()`` is ``count(*)``."""
+    arity = 0 if name == "count_rows" else 1
+    if len(args) != arity:
+        raise SQLError(
+            "42883",
+            f"unknown signature: {name}() takes {'no' if arity == 0 else 'exactly one'} "
+            f"argument{'s' if arity == 0 else ''}",
+        )
+    node: exp.Expr
+    if name == "every":
+        node = exp.LogicalAnd(this=args[0])
+    elif name == "concat_agg":
+        node = exp.GroupConcat(this=args[0], separator=exp.Null())
+    else:
+        node = exp.Count(this=exp.Star())
+    node.meta["spelled"] = name
+    return node
 
 
 _DIALECT = _Cockroach()

@@ -635,7 +635,11 @@ def add_column(ex: Execution, s: st.AddColumn) -> Result:
 
 def alter_table_actions(ex: Execution, s: st.AlterTableActions) -> Result:
     """Each change in turn, in the statement's transaction: a later one sees what the
-    earlier ones did (a computed column may read a column added before it)."""
+    earlier ones did (a computed column may read a column added before it). None:
+    ``SET (schema_locked = false)``, which every feedkv table is already."""
+    if not s.actions:
+        ex.require_admin("ALTER TABLE")
+        ex.table(s.table)
     handlers: dict[type[st.Statement], Callable[[Execution, Any], Result]] = {
         st.AddColumn: add_column,
         st.DropColumn: drop_column,

@@ -2916,6 +2916,9 @@ class _Converter:
             return st.DropColumn(
                 self.text, table, _ident(dropped[0]), bool(action.args.get("exists"))
             )
+        if isinstance(action, exp.AlterSet) and _unlocks_schema(action):
+            # NB: feedkv never locks a table's schema: schema_locked is false already
+            return st.AlterTableActions(self.text, table, ())
         raise _unsupported(action, "ALTER TABLE action")
 
     def _alter_table_actions(
@@ -3471,6 +3474,20 @@ def _unquote(name: str) -> str:
     if name.startswith('"'):
         return name[1:-1].replace('""', '"')
     return name.lower()
+
+
+def _unlocks_schema(action: exp.AlterSet) -> bool:
+    """Whether ``ALTER TABLE ... SET (...)`` sets schema_locked = false and nothing else
+    (true, which refuses schema changes in CockroachDB, feedkv cannot honour)."""
+    settings = action.expressions
+    return bool(settings) and all(
+        isinstance(e, exp.EQ)
+        and isinstance(e.this, exp.Column)
+        and e.this.name.lower() == "schema_locked"
+        and isinstance(e.expression, exp.Boolean)
+        and e.expression.this is False
+        for e in settings
+    )
 
 
 def _storage_params(node: exp.Create) -> tuple[str, ...]:

@@ -301,7 +301,8 @@ class AddColumn(Statement):
 @dataclass(frozen=True, slots=True)
 class AlterTableActions(Statement):
     """``ALTER TABLE t action, action, ...``: each of ``actions`` (ADD, DROP and ALTER
-    COLUMN, RENAME COLUMN) in order, in the statement's transaction."""
+    COLUMN, RENAME COLUMN) in order, in the statement's transaction. None: ``ALTER
+    TABLE t SET (schema_locked = false)``, what every feedkv table is."""
 
     table: TableName
     actions: tuple[AddColumn | DropColumn | AlterColumn | RenameColumn, ...]

@@ -44,3 +44,9 @@ def test_the_signatures_that_exist_still_run(staff: DB) -> None:
     # each value after the first comes after its own separator, as in PostgreSQL
     assert staff.sql("SELECT string_agg(name, lower(name)) FROM staff").rows == [("AbB",)]
     assert staff.sql("SELECT json_agg(id ORDER BY id DESC) FROM staff").rows == [([2, 1],)]
+
+
+def test_count_star_with_more_is_a_syntax_error(staff: DB) -> None:
+    with pytest.raises(SQLError) as raised:
+        staff.sql("SELECT count(*, 1) FROM staff")
+    assert (raised.value.code, str(raised.value)) == ("42601", 'at or near ",": syntax error')

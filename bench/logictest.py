@@ -263,7 +263,7 @@ def _error_spec(record: Record, spec: str) -> None:
 def format_cell(value: Any, extra_float_digits: int = 0) -> str:
     """``value`` as CockroachDB's runner prints it: through lib/pq, so FLOATs in the
     session's ``extra_float_digits``, dates and timestamps as Go's ``time.Time``
-    prints them."""
+    prints them, BYTES as the text they hold when it is UTF-8."""
     from feedkv.sql.types import float_text, format_value
 
     if isinstance(value, float) and math.isinf(value):
@@ -276,6 +276,13 @@ def format_cell(value: Any, extra_float_digits: int = 0) -> str:
         text = _go_time(value)
     elif isinstance(value, datetime.date):
         text = value.isoformat() + " 00:00:00 +0000 +0000"
+    elif isinstance(value, bytes | bytearray):
+        # NB: lib/pq hands BYTES over as a byte slice, which the runner prints as the
+        # string it holds when that is valid UTF-8, else as Go prints a byte slice
+        try:
+            text = bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            text = "[" + " ".join(str(b) for b in value) + "]"
     else:
         text = format_value(value)
     return text if text != "" else "·"

@@ -19,6 +19,7 @@ resolved to the job id first, so every statement then runs as for a job id.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import os
 import threading
 import time
@@ -73,6 +74,7 @@ from feedkv.security.external_io import NODELOCAL, confine, nodelocal_to_file
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.execution import ROW_IDS, Result
+from feedkv.sql.schema_jobs import list_schema_jobs
 
 if TYPE_CHECKING:
     from feedkv.kv.txn import Txn
@@ -84,6 +86,18 @@ __all__ = ["Changefeeds"]
 WAIT_POLL_S = 0.05
 SHOW_CREATE_COLUMNS = ("changefeed_name", "create_statement")
 _NAMED = st.ShowChangefeedJobs | st.ShowCreateChangefeed | st.ControlJob | st.AlterChangefeed
+
+
+# SHOW JOBS lists the jobs that finished within this long (crdb_internal.jobs: all)
+SHOW_JOBS_FINISHED_NS = 12 * 3600 * 1_000_000_000
+
+
+def _show_jobs_order(row: tuple[Any, ...]) -> tuple[datetime.datetime, datetime.datetime]:
+    """SHOW JOBS' order, descending, as CockroachDB's: the running jobs first (they
+    have not finished), then by when they finished; then the latest started first."""
+    never = datetime.datetime.max.replace(tzinfo=datetime.UTC)
+    started, finished = row[8], row[9]
+    return (finished or never, started or never)
 
 
 def _resolved(job_id: int | None) -> int:
@@ -321,6 +335,8 @@ class Changefeeds:
         elif job_id is None:
             owner = None if admin else session.user
             records = [r for r in list_jobs(snapshot) if owner in (None, r.spec.user)]
+        elif statement.shape != "changefeed" and get_job(snapshot, job_id) is None:
+            return self._show_schema_jobs(statement, session, admin, job_id)
         else:
             records = [existing_job(get_job(snapshot, job_id), job_id)]
         if statement.wait:
@@ -334,6 +350,37 @@ class Changefeeds:
             rows = [jobs_row(r, high_water=True) for r in records]
         else:
             columns, rows = SHOW_COLUMNS, [show_row(r, snapshot) for r in records]
+        if statement.shape != "changefeed" and job_id is None and statement.query is None:
+            rows = [*rows, *self._show_schema_jobs(statement, session, admin, None).rows]
+            if statement.shape == "jobs":
+                rows.sort(key=_show_jobs_order, reverse=True)
+        return Result(columns=columns, rows=rows, tag=f"SHOW {len(rows)}")
+
+    def _show_schema_jobs(
+        self, statement: st.ShowChangefeedJobs, session: Session, admin: bool, job_id: int | None
+    ) -> Result:
+        """The schema-change jobs (:mod:`feedkv.sql.schema_jobs`) of ``SHOW JOBS`` or
+        ``crdb_internal.jobs``: every one, or job ``job_id`` (42704 if there is none);
+        a user who is no admin sees their own only; SHOW JOBS lists those finished within
+        :data:`SHOW_JOBS_FINISHED_NS`, as CockroachDB's. ``WHEN COMPLETE`` does not wait
+        for one: a GC job waits for the GC TTL (hours), and is refused (0A000)."""
+        now = time.time_ns()
+        jobs = [
+            j
+            for j in list_schema_jobs(self._snapshot())
+            if (admin or j.user == session.user) and job_id in (None, j.id)
+        ]
+        if statement.shape == "jobs" and job_id is None:  # as CockroachDB's SHOW JOBS
+            jobs = [j for j in jobs if not j.finished_before(now - SHOW_JOBS_FINISHED_NS)]
+        if job_id is not None and not jobs:
+            raise SQLError("42704", f"job with ID {job_id} does not exist")
+        if statement.wait and any(j.status(now) == "running" for j in jobs):
+            raise SQLError(
+                "0A000", "SHOW JOB WHEN COMPLETE does not wait for a SCHEMA CHANGE GC job"
+            )
+        high_water = statement.shape == "crdb_internal"
+        columns = CRDB_INTERNAL_JOBS_COLUMNS if high_water else JOBS_COLUMNS
+        rows = [j.row(now, high_water=high_water) for j in reversed(jobs)]
         return Result(columns=columns, rows=rows, tag=f"SHOW {len(rows)}")
 
     def _control(self, action: str, job_id: int) -> Result:

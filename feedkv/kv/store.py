@@ -136,7 +136,9 @@ from feedkv.storage.schema import MVCC_DATABASES
 from feedkv.util.hlc import ZERO_TIMESTAMP, Clock, Timestamp
 from feedkv.util.keys import KEY_MAX, KEY_MIN, Span, key_next
 
-__all__ = ["Store", "StoreConfig"]
+__all__ = ["DEFAULT_GC_TTL_NS", "Store", "StoreConfig"]
+
+DEFAULT_GC_TTL_NS = 4 * 3600 * 1_000_000_000  # StoreConfig.gc_ttl_ns unless configured
 
 # Requests that never write: they are answered without waiting for a group's fsync.
 _READ_ONLY = frozenset({Get, Scan, RefreshRange, RangeLookup, Export})
@@ -172,7 +174,7 @@ class StoreConfig:
     range_max_bytes: int = 64 << 20  # split a range past this size
     range_min_bytes: int = 16 << 20  # merge neighbours that are both below this size
     range_check_interval_s: float = 10.0  # how often small neighbours are looked for
-    gc_ttl_ns: int = 4 * 3600 * 1_000_000_000  # history kept for reads in the past
+    gc_ttl_ns: int = DEFAULT_GC_TTL_NS  # history kept for reads in the past
     gc_interval_s: float = 60.0  # how often ranges are garbage-collected
     # Moves an automatic split point back to a boundary the layer above needs kept whole
     # (a SQL row's start, so its column families stay in one range); None: any key.

@@ -35,6 +35,7 @@ from feedkv.pgwire.types import OID, wire_type
 from feedkv.sql.arrays import Array
 from feedkv.sql.catalog import ADMIN_ROLE, NODE_USER, ROOT, User, database_owner
 from feedkv.sql.descriptor import (
+    PRIMARY_INDEX_ID,
     DatabaseDescriptor,
     SequenceDescriptor,
     TableDescriptor,
@@ -48,7 +49,7 @@ __all__ = ["reads_catalog", "run_catalog_query"]
 _CATALOG_NAMES = re.compile(
     r"\b(?:pg_catalog|information_schema|pg_class|pg_namespace|pg_attribute|pg_type|"
     r"pg_database|pg_index|pg_constraint|pg_roles|pg_user|pg_auth_members|pg_attrdef|"
-    r"pg_description|"
+    r"pg_description|obj_description|col_description|shobj_description|"
     r"pg_am|pg_tables|pg_settings|pg_inherits|pg_collation|pg_proc|pg_tablespace|"
     r"pg_extension|pg_table_is_visible|format_type|pg_get_userbyid|current_catalog)\b",
     re.IGNORECASE,
@@ -478,6 +479,76 @@ def _add_other(
 _SECONDARY_OID_BASE = 3_000_000  # + table id * 1000 + index id (a constraint's: + 500)
 
 
+_PG_CLASS = 1259  # the OID of pg_class (pg_description's classoid of a relation's comment)
+_PG_DATABASE = 1262
+_CATALOG_OIDS = {"pg_class": _PG_CLASS, "pg_database": _PG_DATABASE}
+
+
+def _descriptions(
+    schema: Sequence[tuple[DatabaseDescriptor, list[TableDescriptor]]],
+    comments: Sequence[tuple[int, str, int, str]],
+) -> dict[tuple[int, int, int], str]:
+    """The comments as PostgreSQL keys them, ``(objoid, classoid, objsubid)``: a
+    table's and its index's under pg_class (a column's by its attnum), a database's
+    under pg_database (pg_shdescription's)."""
+    tables = {desc.id: desc for _, descs in schema for desc in descs}
+    out: dict[tuple[int, int, int], str] = {}
+    for object_id, kind, sub_id, text in comments:
+        desc = tables.get(object_id)
+        if kind == "database":
+            out[(object_id, _PG_DATABASE, 0)] = text
+        elif desc is None:
+            continue
+        elif kind == "table":
+            out[(object_id, _PG_CLASS, 0)] = text
+        elif kind == "column":
+            columns = [c.id for c in desc.columns if not c.adding]
+            if sub_id in columns:
+                out[(object_id, _PG_CLASS, columns.index(sub_id) + 1)] = text
+        elif kind == "index":
+            oid = (
+                _INDEX_OID_BASE + desc.id
+                if sub_id == PRIMARY_INDEX_ID
+                else _secondary_oid(desc, sub_id)
+            )
+            out[(oid, _PG_CLASS, 0)] = text
+    return out
+
+
+def _comment_functions(db: sqlite3.Connection, described: dict[tuple[int, int, int], str]) -> None:
+    """``obj_description(oid [, catalog])``, ``col_description(table, column)`` and
+    ``shobj_description(oid, catalog)``, as PostgreSQL's (a database's comment is
+    shared: shobj_description's, not obj_description's)."""
+
+    def obj(oid: int | None, catalog_name: str | None = None) -> str | None:
+        if oid is None:
+            return None
+        if catalog_name is None:
+            return described.get((int(oid), _PG_CLASS, 0))
+        classoid = _CATALOG_OIDS.get(str(catalog_name))
+        if classoid is None or classoid == _PG_DATABASE:
+            return None
+        return described.get((int(oid), classoid, 0))
+
+    def shared(oid: int | None, catalog_name: str | None) -> str | None:
+        if oid is None or _CATALOG_OIDS.get(str(catalog_name)) != _PG_DATABASE:
+            return None
+        return described.get((int(oid), _PG_DATABASE, 0))
+
+    def column(table: int | None, number: int | None) -> str | None:
+        if table is None or number is None:
+            return None
+        return described.get((int(table), _PG_CLASS, int(number)))
+
+    for name, fn, counts in (
+        ("obj_description", obj, (1, 2)),
+        ("col_description", column, (2,)),
+        ("shobj_description", shared, (2,)),
+    ):
+        for count in counts:
+            db.create_function(name, count, fn, deterministic=True)
+
+
 def _secondary_oid(desc: TableDescriptor, number: int) -> int:
     return _SECONDARY_OID_BASE + desc.id * 1000 + number
 
@@ -851,9 +922,6 @@ def _functions(db: sqlite3.Connection, names: dict[str, int], values: dict[str, 
                  "pg_total_relation_size", "pg_indexes_size"):  # fmt: skip
         define(size, lambda *args: None, 1, 2)
     define("pg_size_pretty", _size_pretty, 1)
-    define("obj_description", lambda *args: None, 1, 2)
-    define("col_description", lambda *args: None, 2)
-    define("shobj_description", lambda *args: None, 2)
     define("has_table_privilege", lambda *args: 1, 2, 3)
     define("has_schema_privilege", lambda *args: 1, 2, 3)
     define("has_database_privilege", lambda *args: 1, 2, 3)
@@ -1016,12 +1084,15 @@ def run_catalog_query(
     users: Sequence[User] = (),
     grants: Sequence[tuple[int, str, frozenset[str]]] = (),
     memberships: Sequence[tuple[str, str]] = (),
+    comments: Sequence[tuple[int, str, int, str]] = (),
 ) -> Result:
     """Run ``text`` (a query that :func:`reads_catalog`) over the catalog of
     ``database`` built from ``schema`` (and ``others``, its views and sequences;
     ``users``, the cluster's users: none given, root and ``user``; ``grants``, every
     ``(object id, grantee, privileges)``, shown as ``relacl`` and ``datacl``;
-    ``memberships``, every ``(role, member)`` but admin's)."""
+    ``memberships``, every ``(role, member)`` but admin's; ``comments``, every
+    ``(object id, kind, sub id, text)`` of :mod:`feedkv.sql.comments`, shown in
+    ``pg_description`` and by ``obj_description`` and its kin)."""
     empty = _empty_answer(_parse(text))
     if empty is not None:
         return Result(tuple(empty), [], "SELECT 0")
@@ -1033,10 +1104,13 @@ def run_catalog_query(
         names[other.name] = names[f"public.{other.name}"] = other.id
     admin = _is_admin(user, users, memberships)
     _add_acls(db, schema, grants if admin else [g for g in grants if g[1] == user])
+    described = _descriptions(schema, comments)
+    _insert(db, "pg_description", [(*k, v) for k, v in described.items() if k[1] == _PG_CLASS])
     db.commit()
     values = {"database": database, "user": user, "version": version}
     try:
         _functions(db, names, values)
+        _comment_functions(db, described)
         translated, booleans = _translate(text, names, values)
         try:
             cursor = db.execute(translated, tuple(params))

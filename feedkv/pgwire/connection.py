@@ -155,6 +155,8 @@ class SQLSession(Protocol):
 
     def memberships(self) -> list[tuple[str, str]]: ...
 
+    def comments(self) -> list[tuple[int, str, int, str]]: ...
+
     def check_login(self) -> None: ...
 
     def fail(self) -> None: ...
@@ -720,6 +722,7 @@ class Connection:
             users=session.users(),
             grants=session.grants(),
             memberships=session.memberships(),
+            comments=session.comments(),
         )
 
     def _begin_query(self) -> None:

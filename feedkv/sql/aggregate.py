@@ -335,6 +335,9 @@ class AggregateCall:
                 raise SQLError("42883", f"unknown signature: {name}(DISTINCT ...) takes one value")
             argument = argument.expressions[0]
         extra = [e for e in node.expressions] if not isinstance(node, exp.GroupConcat) else []
+        if isinstance(argument, exp.Star) and extra:
+            # NB: as CockroachDB's grammar, where count(*) is a form of its own
+            raise SQLError("42601", 'at or near ",": syntax error')
         if argument is None or extra:
             raise SQLError("42883", f"unknown signature: {name}() takes exactly one argument")
         if contains_aggregate(argument):

@@ -77,6 +77,11 @@ __all__ = [
     "is_admin",
     "job_key",
     "job_span",
+    "comment_key",
+    "comment_of_key",
+    "comment_span",
+    "schema_job_key",
+    "schema_job_span",
     "list_databases",
     "list_tables",
     "list_users",
@@ -120,6 +125,8 @@ _SEQ = CATALOG_PREFIX + encode_value("seq")
 _USER = CATALOG_PREFIX + encode_value("user")
 _CDC = CATALOG_PREFIX + encode_value("cdc")
 _JOB = CATALOG_PREFIX + encode_value("job")
+_SCHEMA_JOB = CATALOG_PREFIX + encode_value("schemajob")  # feedkv.sql.schema_jobs
+_COMMENT = CATALOG_PREFIX + encode_value("comment")  # + object id + kind + sub id
 _HOLD = CATALOG_PREFIX + encode_value("hold")
 _CHANGEFEED_NAME = CATALOG_PREFIX + encode_value("cfname")
 _ZONE = CATALOG_PREFIX + encode_value("zone")
@@ -232,6 +239,37 @@ def job_key(job_id: int) -> bytes:
 def job_span() -> tuple[bytes, bytes]:
     """The keys of every job record."""
     return _JOB, prefix_end(_JOB)
+
+
+def schema_job_key(job_id: int) -> bytes:
+    """The key of a schema-change job's record (:mod:`feedkv.sql.schema_jobs`)."""
+    return _SCHEMA_JOB + encode_value(job_id)
+
+
+def schema_job_span() -> tuple[bytes, bytes]:
+    """The keys of every schema-change job record."""
+    return _SCHEMA_JOB, prefix_end(_SCHEMA_JOB)
+
+
+def comment_key(object_id: int, kind: str, sub_id: int) -> bytes:
+    """The key of a comment (:mod:`feedkv.sql.comments`) on an object (a database or a
+    table: ``object_id``), or on its column or index ``sub_id`` (``kind``)."""
+    return _COMMENT + encode_values([object_id, kind, sub_id])
+
+
+def comment_span(object_id: int | None = None) -> Span:
+    """The keys of every comment on ``object_id`` and on its columns and indexes
+    (``None``: of every comment)."""
+    prefix = _COMMENT + (encode_value(object_id) if object_id is not None else b"")
+    return Span(prefix, prefix_end(prefix))
+
+
+def comment_of_key(key: bytes) -> tuple[int, str, int]:
+    """The object id, kind and sub id of a :func:`comment_key`."""
+    object_id, at = decode_value(key, len(_COMMENT))
+    kind, at = decode_value(key, at)
+    sub_id, _ = decode_value(key, at)
+    return int(object_id), str(kind), int(sub_id)  # type: ignore[arg-type]
 
 
 def descriptor_span() -> Span:

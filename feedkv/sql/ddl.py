@@ -21,7 +21,7 @@ from feedkv.errors import (
     SQLError,
 )
 from feedkv.security.scram import make_verifier
-from feedkv.sql import catalog, ddl_constraints, sequences, views
+from feedkv.sql import catalog, comments, ddl_constraints, schema_jobs, sequences, views
 from feedkv.sql import statements as st
 from feedkv.sql.arrays import Array
 from feedkv.sql.computed import check_computed, fill_computed, referencing, renamed_in
@@ -38,6 +38,7 @@ from feedkv.sql.descriptor import (
     TableDescriptor,
     TypeDescriptor,
     ViewDescriptor,
+    quote_name,
 )
 from feedkv.sql.execution import ROW_IDS, Execution, Result
 from feedkv.sql.expr import Scope, compile_expr
@@ -111,6 +112,7 @@ def drop_database(ex: Execution, s: st.DropDatabase) -> Result:
         _drop_relation(ex, table, cascade=True)
     catalog.remove_name(txn, 0, database.name)
     catalog.remove_descriptor(txn, database.id)
+    comments.forget(txn, database.id)
     ex.session.forget(database=database.name)
     return Result(tag="DROP DATABASE")
 
@@ -452,7 +454,23 @@ def drop_table(ex: Execution, s: st.DropTable) -> Result:
                 continue
             raise
         _drop_relation(ex, desc, cascade=s.cascade)
+        if isinstance(desc, TableDescriptor):
+            _record_jobs(ex, "DROP TABLE", desc, s.text)
     return Result(tag="DROP TABLE")
+
+
+def _record_jobs(ex: Execution, verb: str, desc: TableDescriptor, text: str) -> None:
+    """The SCHEMA CHANGE and SCHEMA CHANGE GC jobs SHOW JOBS lists for ``verb`` (DROP
+    TABLE, TRUNCATE TABLE) on ``desc``, as CockroachDB's (:mod:`schema_jobs`)."""
+    database = catalog.get_descriptor(ex.write_txn, desc.database_id)
+    qualified = f"{database.name}.public.{desc.name}" if database is not None else desc.name
+    schema_jobs.record_drop(
+        ex.write_txn,
+        (ROW_IDS.next(), ROW_IDS.next()),
+        f"{verb} {qualified}",
+        text,
+        ex.session.user,
+    )
 
 
 def _drop_relation(ex: Execution, desc: TableDescriptor | ViewDescriptor, *, cascade: bool) -> None:
@@ -507,6 +525,7 @@ def _drop_table(ex: Execution, desc: TableDescriptor, *, cascade: bool = False) 
     span = table_span(desc.id)
     txn.delete_range(span.start, span.end)
     catalog.remove_name(txn, desc.database_id, desc.name)
+    comments.forget(txn, desc.id)
     ex.session.forget(table=desc.id)
 
 
@@ -526,6 +545,7 @@ def truncate(ex: Execution, s: st.Truncate) -> Result:
         ex.write_txn.delete_range(span.start, span.end)
         indexes = table_indexes_span(desc.id)
         ex.write_txn.delete_range(indexes.start, indexes.end)
+        _record_jobs(ex, "TRUNCATE TABLE", desc, s.text)
     return Result(tag="TRUNCATE")
 
 
@@ -615,7 +635,11 @@ def add_column(ex: Execution, s: st.AddColumn) -> Result:
 
 def alter_table_actions(ex: Execution, s: st.AlterTableActions) -> Result:
     """Each change in turn, in the statement's transaction: a later one sees what the
-    earlier ones did (a computed column may read a column added before it)."""
+    earlier ones did (a computed column may read a column added before it). None:
+    ``SET (schema_locked = false)``, which every feedkv table is already."""
+    if not s.actions:
+        ex.require_admin("ALTER TABLE")
+        ex.table(s.table)
     handlers: dict[type[st.Statement], Callable[[Execution, Any], Result]] = {
         st.AddColumn: add_column,
         st.DropColumn: drop_column,
@@ -658,6 +682,7 @@ def drop_column(ex: Execution, s: st.DropColumn) -> Result:
         replace(desc, indexes=kept_indexes, checks=kept_checks), column.id, "drop"
     )
     _refuse_if_computed_from(desc, column)
+    comments.forget(ex.write_txn, desc.id, "column", column.id)
     if column.virtual:  # NB: nothing of it is stored
         ex.changing(desc)
         ex.publish(
@@ -709,6 +734,7 @@ def _drop_index_entries(ex: Execution, desc: TableDescriptor, indexes: list[Inde
     for index in indexes:
         span = index_span(desc.id, index.id)
         ex.write_txn.delete_range(span.start, span.end)
+        comments.forget(ex.write_txn, desc.id, "index", index.id)
 
 
 # Kinds whose values convert to one another on assignment: a computed column's
@@ -942,7 +968,14 @@ def show_create_table(ex: Execution, s: st.ShowCreateTable) -> Result:
     desc = ex.relation(s.table)
     # NB: as CockroachDB, the table named as the statement names it
     name = f"{s.table.database}.public.{desc.name}" if s.table.database else desc.name
-    return Result(("table_name", "create_statement"), [(name, desc.create_statement())], "SHOW 1")
+    text = desc.create_statement()
+    if isinstance(desc, TableDescriptor):
+        # NB: as CockroachDB (25.3 on): each statement ends with ';', the table's
+        # comments follow it as COMMENT ON statements
+        qualified = f"public.{quote_name(desc.name)}"
+        statements = [text, *comments.comment_statements(ex.read_source, desc, qualified)]
+        text = "\n".join(f"{statement};" for statement in statements)
+    return Result(("table_name", "create_statement"), [(name, text)], "SHOW 1")
 
 
 ZONE_SETTINGS = ("num_replicas", "closed_timestamp_target")
@@ -1207,13 +1240,23 @@ def create_user(ex: Execution, s: st.CreateUser) -> Result:
 
 
 def alter_user_password(ex: Execution, s: st.AlterUserPassword) -> Result:
+    """``ALTER USER | ROLE``: a user may change their own password; LOGIN and NOLOGIN
+    (whether the role may open a session: a NOLOGIN one is refused when it connects,
+    28000, its open sessions go on, as CockroachDB's) need the admin role. root always
+    logs in."""
     user = catalog.get_user(ex.write_txn, s.name)
-    if s.name != ex.session.user:  # a user may change their own password
+    if s.name != ex.session.user or s.login is not None:
         ex.require_admin("ALTER USER")
     if user is None:
         raise SQLError("42704", f'role/user "{s.name}" does not exist')
-    verifier = make_verifier(s.password) if s.password is not None else None
-    catalog.put_user(ex.write_txn, replace(user, password_verifier=verifier))
+    if s.login is False and s.name in (catalog.ROOT, catalog.NODE_USER):
+        raise SQLError("42501", f"the {s.name} user must keep its login privilege")
+    if s.set_password:
+        verifier = make_verifier(s.password) if s.password is not None else None
+        user = replace(user, password_verifier=verifier)
+    if s.login is not None:
+        user = replace(user, can_login=s.login)
+    catalog.put_user(ex.write_txn, user)
     return Result(tag="ALTER ROLE")
 
 
@@ -1282,10 +1325,15 @@ def grant_privileges(ex: Execution, s: st.GrantPrivileges) -> Result:
 
 
 def show_grants(ex: Execution, s: st.ShowGrants) -> Result:
-    """The grants in the current database, on it (no table name) and on its tables (on
-    one table, for one user); a user without the admin role sees only their own."""
+    """The grants in the current database, on it and on its tables, as CockroachDB's
+    (23.1 on): ``ON [TABLE] t`` lists the grants on ``t`` itself (``table_name``);
+    without ``ON``, the database's and its tables' (``object_name``, ``object_type``).
+    ``FOR u`` lists what ``u`` holds, through its roles too (the grantee is then the
+    role that holds it); without it, every grant as granted. A user without the admin
+    role sees only what they hold."""
     if s.on_role:
         return _show_role_grants(ex, s)
+    reader = ex.read_source
     database = ex.database(s.table.database if s.table is not None else None)
     table_id = ex._table(s.table).id if s.table is not None else None
     user = s.user
@@ -1293,28 +1341,34 @@ def show_grants(ex: Execution, s: st.ShowGrants) -> Result:
         if user not in (None, ex.session.user):
             raise SQLError("42501", f"user {ex.session.user} may only see their own grants")
         user = ex.session.user
+    holders = None if user is None else {user, *catalog.roles_of(reader, user)}
     rows: list[tuple[Any, ...]] = []
-    for granted, grantee, privileges in catalog.list_privileges(ex.read_source, table_id):
-        if user is not None and grantee != user:
+    for granted, grantee, privileges in catalog.list_privileges(reader, table_id):
+        if holders is not None and grantee not in holders:
             continue
-        desc = catalog.get_descriptor(ex.read_source, granted)
+        desc = catalog.get_descriptor(reader, granted)
         if isinstance(desc, DatabaseDescriptor) and desc.id == database.id:
-            schema, table = None, None
+            names: tuple[Any, ...] = (None, None, "database")
         elif (
             isinstance(desc, TableDescriptor)
             and not desc.dropped
             and desc.database_id == database.id
         ):
-            schema, table = "public", desc.name
+            names = ("public", desc.name, "table")
         else:
             continue
+        if table_id is not None:
+            names = names[:2]  # ON TABLE t: no object_type
         rows.extend(
-            (database.name, schema, table, grantee, privilege, False)
-            for privilege in sorted(privileges)
+            (database.name, *names, grantee, privilege, False) for privilege in sorted(privileges)
         )
     rows.sort(key=lambda row: tuple("" if v is None else str(v) for v in row))
-    columns = ("database_name", "schema_name", "table_name", "grantee", "privilege_type")
-    return Result((*columns, "is_grantable"), rows, f"SHOW {len(rows)}")
+    if table_id is not None:
+        columns: tuple[str, ...] = ("database_name", "schema_name", "table_name")
+    else:
+        columns = ("database_name", "schema_name", "object_name", "object_type")
+    columns = (*columns, "grantee", "privilege_type", "is_grantable")
+    return Result(columns, rows, f"SHOW {len(rows)}")
 
 
 def _show_role_grants(ex: Execution, s: st.ShowGrants) -> Result:
@@ -1606,6 +1660,7 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.CreateTable: create_table,
     st.DropTable: drop_table,
     st.Truncate: truncate,
+    st.CommentOn: comments.comment_on,
     st.AddColumn: add_column,
     st.AlterTableActions: alter_table_actions,
     st.AlterColumn: alter_column,

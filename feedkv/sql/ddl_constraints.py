@@ -17,7 +17,7 @@ from typing import Any
 from sqlglot import exp
 
 from feedkv.errors import SQLError
-from feedkv.sql import catalog
+from feedkv.sql import catalog, comments
 from feedkv.sql import statements as st
 from feedkv.sql.arrays import Array
 from feedkv.sql.constraints import backfill_index, validate_rows
@@ -361,6 +361,7 @@ def _drop_index(ex: Execution, desc: TableDescriptor, index: Index) -> Result:
     ex.publish(new)
     span = index_span(desc.id, index.id)
     ex.write_txn.delete_range(span.start, span.end)
+    comments.forget(ex.write_txn, desc.id, "index", index.id)
     ex.session.forget(table=desc.id)
     return Result(tag="DROP INDEX")
 
@@ -406,7 +407,7 @@ def show_indexes(ex: Execution, s: st.ShowIndexes) -> Result:
     add(f"{desc.name}_pkey", True, desc.primary_key, others)
     for index in desc.indexes:
         add(index.name, index.unique, index.column_ids, index.storing)
-    columns = (
+    columns: tuple[str, ...] = (
         "table_name",
         "index_name",
         "non_unique",
@@ -416,6 +417,13 @@ def show_indexes(ex: Execution, s: st.ShowIndexes) -> Result:
         "storing",
         "implicit",
     )
+    if s.with_comment:
+        columns = (*columns, "comment")
+        noted = {
+            name: comments.index_comment(ex.read_source, desc, name)
+            for name in {r[1] for r in rows}
+        }
+        rows = [(*row, noted[row[1]]) for row in rows]
     return Result(columns, rows, f"SHOW {len(rows)}")
 
 
@@ -437,7 +445,11 @@ def show_columns(ex: Execution, s: st.ShowColumns) -> Result:
             column.computed or "",
             Array(tuple(sorted(held.get(column.name, ()))), _STRING),
             column.hidden,
-            *((None,) if s.with_comment else ()),
+            *(
+                (comments.comment(ex.read_source, desc.id, "column", column.id),)
+                if s.with_comment
+                else ()
+            ),
         )
         for column in desc.columns
         if not column.adding

@@ -63,7 +63,7 @@ _ROWLESS = (
     st.Begin | st.SetTransaction | st.Commit | st.Rollback | st.CreateDatabase
     | st.DropDatabase | st.CreateTable
     | st.DropTable | st.AddColumn | st.AlterTableActions | st.AlterColumn | st.DropColumn
-    | st.Truncate | st.CreateUser
+    | st.Truncate | st.CommentOn | st.CreateUser
     | st.DropUser
     | st.GrantRole    | st.ControlJob | st.AlterChangefeed | st.Savepoint | st.ConfigureZone
 )  # fmt: skip

@@ -87,10 +87,43 @@ class _Cockroach(Postgres):
         FUNCTIONS: ClassVar = {
             **PostgresParser.FUNCTIONS,
             "JSONB_AGG": lambda args: _jsonb_agg(args),
-            "JSON_AGG": lambda args: _jsonb_agg(args),
+            "JSON_AGG": lambda args: _jsonb_agg(args, "json_agg"),
             "ARRAY_AGG": lambda args: _array_agg(args),
+            "EVERY": lambda args: _alias_aggregate(args, "every"),
+            "CONCAT_AGG": lambda args: _alias_aggregate(args, "concat_agg"),
+            "COUNT_ROWS": lambda args: _alias_aggregate(args, "count_rows"),
             "DIV": lambda args: _div(args),
         }
+
+        # NB: json_agg is built as jsonb_agg is (FUNCTIONS), named as it is spelled
+        FUNCTION_PARSERS: ClassVar = {
+            k: v for k, v in PostgresParser.FUNCTION_PARSERS.items() if k != "JSON_AGG"
+        }
+
+        def _parse_string_agg(self) -> exp.GroupConcat:
+            # NB: sqlglot's reading keeps the first two arguments and drops any more;
+            # CockroachDB has string_agg(value, separator) only
+            depth, values, at = 0, 1, self._index
+            while at < len(self._tokens):
+                kind = self._tokens[at].token_type
+                if kind in (TokenType.L_PAREN, TokenType.L_BRACKET):
+                    depth += 1
+                elif kind in (TokenType.R_PAREN, TokenType.R_BRACKET):
+                    if depth == 0:
+                        break
+                    depth -= 1
+                elif depth == 0 and kind is TokenType.ORDER_BY:
+                    break
+                elif depth == 0 and kind is TokenType.COMMA:
+                    values += 1
+                at += 1
+            if values > 2:
+                raise SQLError(
+                    "42883",
+                    f"unknown signature: string_agg() takes a value and a separator, not "
+                    f"{values} arguments",
+                )
+            return super()._parse_string_agg()
 
         # NB: ``AS (e) STORED`` after another qualification (``INT NOT NULL AS ...``),
         # which CockroachDB allows in any order; sqlglot reads it only after the type
@@ -159,12 +192,14 @@ def _div(args: list[exp.Expr]) -> exp.Expr:
     return exp.IntDiv(this=args[0], expression=args[1])
 
 
-def _jsonb_agg(args: list[exp.Expr]) -> exp.Expr:
+def _jsonb_agg(args: list[exp.Expr], spelled: str = "jsonb_agg") -> exp.Expr:
     """jsonb_agg(x) (json_agg is the same in CockroachDB), as sqlglot's JSON array
-    aggregate."""
+    aggregate; the column it makes is named as it was spelled, as CockroachDB's."""
     if len(args) != 1:
-        raise SQLError("42883", "unknown signature: jsonb_agg() takes exactly one argument")
-    return exp.JSONArrayAgg(this=args[0])
+        raise SQLError("42883", f"unknown signature: {spelled}() takes exactly one argument")
+    node = exp.JSONArrayAgg(this=args[0])
+    node.meta["spelled"] = spelled
+    return node
 
 
 def _filtered(node: exp.Filter) -> exp.Expr:
@@ -202,6 +237,29 @@ def _array_agg(args: list[exp.Expr]) -> exp.Expr:
     if len(args) != 1:
         raise SQLError("42883", "unknown signature: array_agg() takes exactly one argument")
     return exp.ArrayAgg(this=args[0])
+
+
+def _alias_aggregate(args: list[exp.Expr], name: str) -> exp.Expr:
+    """CockroachDB's aggregates that are another one under a name of their own (their
+    result column keeps it): ``every(b)`` is ``bool_and(b)``, ``concat_agg(s)`` is
+    ``string_agg(s, NULL)`` (nothing between the values, STRING or BYTES, its ORDER BY
+    kept), ``count_rows()`` is ``count(*)``."""
+    arity = 0 if name == "count_rows" else 1
+    if len(args) != arity:
+        raise SQLError(
+            "42883",
+            f"unknown signature: {name}() takes {'no' if arity == 0 else 'exactly one'} "
+            f"argument{'s' if arity == 0 else ''}",
+        )
+    node: exp.Expr
+    if name == "every":
+        node = exp.LogicalAnd(this=args[0])
+    elif name == "concat_agg":
+        node = exp.GroupConcat(this=args[0], separator=exp.Null())
+    else:
+        node = exp.Count(this=exp.Star())
+    node.meta["spelled"] = name
+    return node
 
 
 _DIALECT = _Cockroach()
@@ -570,6 +628,8 @@ class _Statement:
             return self._import_into()
         if self.words[0] in ("VACUUM", "ANALYZE", "ANALYSE"):
             return self._maintenance()
+        if self.words[:2] == ["COMMENT", "ON"]:
+            return self._comment_on()
         self._check_shape()
         words = self.words
         if words[1:3] == ["CLUSTER", "SETTING"] and words[0] in ("SET", "RESET", "SHOW"):
@@ -1238,7 +1298,9 @@ class _Statement:
             start = 3 if words[2] in ("TABLE", "VIEW", "SEQUENCE") else 2
             return st.ShowCreateTable(self.text, self._table_name(start, len(words)))
         if words[1] in ("INDEXES", "INDEX", "KEYS") and words[2:3] == ["FROM"]:
-            return st.ShowIndexes(self.text, self._table_name(3, len(words)))
+            comment = words[-2:] == ["WITH", "COMMENT"]
+            end = len(words) - 2 if comment else len(words)
+            return st.ShowIndexes(self.text, self._table_name(3, end), comment)
         if words[1:3] == ["COLUMNS", "FROM"]:
             comment = words[-2:] == ["WITH", "COMMENT"]
             end = len(words) - 2 if comment else len(words)
@@ -1392,6 +1454,44 @@ class _Statement:
         if at + 1 != stop:
             raise self._error_at(at, "expected an index name (or table@index)")
         return st.DropIndex(self.text, None, _name(self.tokens[at]), at == 4, cascade)
+
+    def _comment_on(self) -> st.CommentOn:
+        """``COMMENT ON DATABASE d | TABLE t | COLUMN [db.]t.c | INDEX [t@]i IS 'text' |
+        NULL``."""
+        words, tokens = self.words, self.tokens
+        kind = words[2].lower() if len(words) > 2 else ""
+        if kind not in ("database", "table", "column", "index"):
+            raise SQLError("0A000", "COMMENT ON takes DATABASE, TABLE, COLUMN or INDEX in feedkv")
+        at = len(words) - 2  # NB: IS is the last word but the comment
+        if at < 4 or words[at] != "IS":
+            raise self._error_at(min(at, len(words)), "expected COMMENT ON ... IS 'text'")
+        value = tokens[at + 1]
+        if words[at + 1] == "NULL":
+            text = None
+        elif value.token_type in _STRING_TOKENS:
+            text = value.text
+        else:
+            raise self._error_at(at + 1, "expected a string or NULL after IS")
+        if kind == "database":
+            if at != 4:
+                raise self._error_at(4, "expected a database name")
+            return st.CommentOn(self.text, "database", text, database=_name(tokens[3]))
+        if kind == "table":
+            return st.CommentOn(self.text, "table", text, table=self._table_name(3, at))
+        if kind == "column":
+            if at - 3 < 3:
+                raise self._error_at(at, "expected COMMENT ON COLUMN table.column")
+            table = self._table_name(3, at - 2)
+            return st.CommentOn(self.text, "column", text, table=table, name=_name(tokens[at - 1]))
+        marks = [i for i in range(3, at) if tokens[i].text == "@"]
+        if marks:
+            if marks[0] + 2 != at:
+                raise self._error_at(marks[0] + 1, "expected COMMENT ON INDEX table@index")
+            table = self._table_name(3, marks[0])
+            return st.CommentOn(self.text, "index", text, table=table, name=_name(tokens[at - 1]))
+        if at != 4:
+            raise self._error_at(3, "expected an index name (or table@index)")
+        return st.CommentOn(self.text, "index", text, name=_name(tokens[3]))
 
     def _drop_sequence(self) -> st.DropSequence:
         """``DROP SEQUENCE [IF EXISTS] s, ... [RESTRICT]``."""
@@ -1563,12 +1663,39 @@ class _Statement:
         return st.CreateUser(self.text, _name(self.tokens[i]), if_not_exists, password, login)
 
     def _alter_user(self) -> st.AlterUserPassword:
-        if len(self.words) < 3:
+        """``ALTER USER | ROLE name [WITH] option ...``: ``PASSWORD 'p' | NULL``,
+        ``LOGIN``, ``NOLOGIN``, each at most once."""
+        words, tokens = self.words, self.tokens
+        if len(words) < 3:
             raise self._error_at(2, "expected a user name")
-        password = self._password(3, "ALTER USER")
-        if password is None and "NULL" not in self.words[3:]:
-            raise self._error_at(3, "ALTER USER takes [WITH] PASSWORD 'password' or NULL")
-        return st.AlterUserPassword(self.text, _name(self.tokens[2]), password)
+        i = 4 if words[3:4] == ["WITH"] else 3
+        if i >= len(words):
+            raise self._error_at(
+                i, "ALTER USER takes [WITH] PASSWORD 'password' | NULL, LOGIN or NOLOGIN"
+            )
+        password: str | None = None
+        set_password = False
+        login: bool | None = None
+        while i < len(words):
+            word = words[i]
+            if word in ("LOGIN", "NOLOGIN"):
+                if login is not None:
+                    raise SQLError("42601", "conflicting role options: LOGIN and NOLOGIN")
+                login, i = word == "LOGIN", i + 1
+            elif word == "PASSWORD" and i + 1 < len(words) and not set_password:
+                value = tokens[i + 1]
+                if value.token_type is TokenType.NULL:
+                    password = None
+                elif value.token_type is TokenType.STRING and value.text:
+                    password = value.text
+                else:
+                    raise self._error_at(i + 1, "expected the password as a non-empty string")
+                set_password, i = True, i + 2
+            else:
+                raise self._error_at(
+                    i, "ALTER USER takes [WITH] PASSWORD 'password' | NULL, LOGIN or NOLOGIN"
+                )
+        return st.AlterUserPassword(self.text, _name(tokens[2]), password, set_password, login)
 
     def _drop_user(self) -> st.DropUser:
         """``DROP USER [IF EXISTS] name, ...``."""
@@ -2194,6 +2321,14 @@ _TARGET_END = {
 }
 _OPTION_VALUES = {TokenType.STRING, TokenType.NUMBER, TokenType.VAR, TokenType.IDENTIFIER}
 _CLAUSE_WORDS = {"WHERE", "ORDER", "LIMIT", "OFFSET", "GROUP", "HAVING", "FOR"}
+# String constants ('...', E'...' (sqlglot's byte string), $$...$$), whose token's text
+# is the string's value.
+_STRING_TOKENS = {
+    TokenType.STRING,
+    TokenType.BYTE_STRING,
+    TokenType.HEREDOC_STRING,
+    TokenType.NATIONAL_STRING,
+}
 _LITERALS = {
     TokenType.STRING,
     TokenType.IDENTIFIER,
@@ -2329,7 +2464,7 @@ def _virtual_source(
             "0A000",
             f"{name} cannot be read as a table: feedkv reads writes with RETURNING, "
             "[SHOW JOBS], [SHOW CHANGEFEED JOBS], [SHOW JOB <id>], and SHOW TABLES, "
-            "DATABASES, CREATE, COLUMNS, INDEXES, GRANTS, RANGES and PARTITIONS so",
+            "DATABASES, USERS, CREATE, COLUMNS, INDEXES, GRANTS, RANGES and PARTITIONS so",
         )
     raise SQLError(
         "42P01",
@@ -2781,6 +2916,9 @@ class _Converter:
             return st.DropColumn(
                 self.text, table, _ident(dropped[0]), bool(action.args.get("exists"))
             )
+        if isinstance(action, exp.AlterSet) and _unlocks_schema(action):
+            # NB: feedkv never locks a table's schema: schema_locked is false already
+            return st.AlterTableActions(self.text, table, ())
         raise _unsupported(action, "ALTER TABLE action")
 
     def _alter_table_actions(
@@ -3336,6 +3474,20 @@ def _unquote(name: str) -> str:
     if name.startswith('"'):
         return name[1:-1].replace('""', '"')
     return name.lower()
+
+
+def _unlocks_schema(action: exp.AlterSet) -> bool:
+    """Whether ``ALTER TABLE ... SET (...)`` sets schema_locked = false and nothing else
+    (true, which refuses schema changes in CockroachDB, feedkv cannot honour)."""
+    settings = action.expressions
+    return bool(settings) and all(
+        isinstance(e, exp.EQ)
+        and isinstance(e.this, exp.Column)
+        and e.this.name.lower() == "schema_locked"
+        and isinstance(e.expression, exp.Boolean)
+        and e.expression.this is False
+        for e in settings
+    )
 
 
 def _storage_params(node: exp.Create) -> tuple[str, ...]:

@@ -58,6 +58,7 @@ from feedkv.sql.window import WindowPlan
 from feedkv.util.keys import Span, prefix_end
 
 __all__ = [
+    "unequal_values",
     "DeletePlan",
     "FromTable",
     "ResultPlan",
@@ -661,11 +662,14 @@ class InsertPlan:
         if width > len(self.targets):
             raise SQLError(
                 "42601",
-                f"{self.verb} has more expressions than target columns ({len(self.targets)})",
+                f"{self.verb} has more expressions than target columns, {width} expressions "
+                f"for {len(self.targets)} targets",
             )
         if self.listed and width < len(self.targets):
             raise SQLError(
-                "42601", f"{self.verb} has more target columns than expressions ({width})"
+                "42601",
+                f"{self.verb} has more target columns than expressions, {width} expressions "
+                f"for {len(self.targets)} targets",
             )
         rest = [(c, column_default(c)) for c in self.targets[width:]]
         return self.targets[:width], rest + self.filled
@@ -681,7 +685,7 @@ class InsertPlan:
             if s.rows and len(s.rows[0]) > len(targets):
                 refuse_writes(desc.visible_columns[: len(s.rows[0])])  # 55000, as CockroachDB
             if s.rows and len({len(r) for r in s.rows}) > 1:
-                raise SQLError("42601", "VALUES lists must all be the same length")
+                raise unequal_values(s.rows)
             if s.rows and len(s.rows[0]) < len(targets):
                 targets = targets[: len(s.rows[0])]
         else:
@@ -695,11 +699,15 @@ class InsertPlan:
         for values in s.rows:
             if len(values) > len(targets):
                 raise SQLError(
-                    "42601", f"{verb} has more expressions than target columns ({len(targets)})"
+                    "42601",
+                    f"{verb} has more expressions than target columns, {len(values)} "
+                    f"expressions for {len(targets)} targets",
                 )
             if len(values) < len(targets):
                 raise SQLError(
-                    "42601", f"{verb} has more target columns than expressions ({len(values)})"
+                    "42601",
+                    f"{verb} has more target columns than expressions, {len(values)} "
+                    f"expressions for {len(targets)} targets",
                 )
             row: list[Compiled] = []
             for column, node in zip(targets, values, strict=True):
@@ -1153,3 +1161,14 @@ def _is_constant(node: exp.Expr) -> bool:
 
 
 _QUERIES = (exp.Subquery, exp.Exists, exp.Select, exp.Any, exp.All)  # maybe correlated
+
+
+def unequal_values(rows: Sequence[Sequence[Any]]) -> SQLError:
+    """42601 for VALUES rows of different lengths, naming the first that differs from
+    the first row, as CockroachDB's message does."""
+    expected = len(rows[0])
+    found = next(len(r) for r in rows if len(r) != expected)
+    return SQLError(
+        "42601",
+        f"VALUES lists must all be the same length, expected {expected} columns, found {found}",
+    )

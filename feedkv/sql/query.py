@@ -33,7 +33,7 @@ from feedkv.sql.execution import Execution, Result, RowLocking
 from feedkv.sql.expr import Scope, compile_expr, condition, static_kind
 from feedkv.sql.indexes import primary_key_of, values_prefix
 from feedkv.sql.join import JoinPlan
-from feedkv.sql.plan import ResultPlan, SelectPlan, holds, sorted_rows
+from feedkv.sql.plan import ResultPlan, SelectPlan, holds, sorted_rows, unequal_values
 from feedkv.sql.relation import Relation
 from feedkv.sql.row_codec import row_prefix, row_span, table_span
 from feedkv.sql.row_locking import check_locking, source_name, table_locking
@@ -185,7 +185,7 @@ def _values(ex: Execution, v: st.Values) -> Result:
     """VALUES as a query: each row's values (which may name an outer query's columns,
     in a subquery), of the types all rows share (42804 otherwise, as UNION ALL)."""
     if len({len(row) for row in v.rows}) > 1:
-        raise SQLError("42601", "VALUES lists must all be the same length")
+        raise unequal_values(v.rows)
     scope = Scope(outer=ex.outer_scope)
     names = tuple(f"column{i + 1}" for i in range(len(v.rows[0])))
     sides = []

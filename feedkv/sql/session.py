@@ -52,7 +52,7 @@ from feedkv.errors import (
 )
 from feedkv.kv.api import MAX_PRIORITY
 from feedkv.kv.txn import Savepoint, Txn, TxnState
-from feedkv.sql import catalog
+from feedkv.sql import catalog, comments
 from feedkv.sql import statements as st
 from feedkv.sql.copy_rows import CopyDeclined
 from feedkv.sql.describe import Description, describe
@@ -200,7 +200,7 @@ _DDL = (
     | st.AddConstraint
     | st.DropConstraint
 )
-_WRITES = _DDL | st.Insert | st.Update | st.Delete | st.CopyRows | st.ImportInto
+_WRITES = _DDL | st.Insert | st.Update | st.Delete | st.CopyRows | st.ImportInto | st.CommentOn
 
 
 @dataclass(slots=True)
@@ -493,6 +493,11 @@ class Session:
         """Every ``(role, member)`` but ``admin``'s, as this session sees them now (for
         the catalog views, as :meth:`schema`)."""
         return catalog.list_memberships(self._reader())
+
+    def comments(self) -> list[tuple[int, str, int, str]]:
+        """Every comment (:func:`feedkv.sql.comments.list_comments`), as this session
+        sees them now (for the catalog views, as :meth:`schema`)."""
+        return comments.list_comments(self._reader())
 
     def schema(self) -> list[tuple[DatabaseDescriptor, list[TableDescriptor]]]:
         """Every database with its tables, as this session sees them now (in its open

@@ -88,6 +88,11 @@ VARIABLES: dict[str, Variable] = {
     "default_transaction_isolation": Variable("serializable", _isolation),
     "default_transaction_priority": Variable("normal", _one_of("low", "normal", "high")),
     "default_transaction_read_only": Variable("off", _on_off),
+    # CockroachDB's: on runs each transaction AS OF SYSTEM TIME follower_read_timestamp().
+    # feedkv reads at the transaction's own timestamp, which is off.
+    "default_transaction_use_follower_reads": Variable(
+        "off", _one_of("off", "false", canonical="off")
+    ),
     # an UPDATE's or DELETE's row read locks the rows it will write (feedkv.kv.lock_table)
     "enable_implicit_select_for_update": Variable("on", _on_off),
     "extra_float_digits": Variable("0", _float_digits),

@@ -96,6 +96,7 @@ __all__ = [
     "StatementSource",
     "TableName",
     "Truncate",
+    "CommentOn",
     "Update",
     "Values",
 ]
@@ -300,7 +301,8 @@ class AddColumn(Statement):
 @dataclass(frozen=True, slots=True)
 class AlterTableActions(Statement):
     """``ALTER TABLE t action, action, ...``: each of ``actions`` (ADD, DROP and ALTER
-    COLUMN, RENAME COLUMN) in order, in the statement's transaction."""
+    COLUMN, RENAME COLUMN) in order, in the statement's transaction. None: ``ALTER
+    TABLE t SET (schema_locked = false)``, what every feedkv table is."""
 
     table: TableName
     actions: tuple[AddColumn | DropColumn | AlterColumn | RenameColumn, ...]
@@ -424,8 +426,12 @@ class CreateUser(Statement):
 
 @dataclass(frozen=True, slots=True)
 class AlterUserPassword(Statement):
+    """``ALTER USER | ROLE name [WITH] [PASSWORD 'p' | NULL] [LOGIN | NOLOGIN]``."""
+
     name: str
     password: str | None  # None: no password (certificates only)
+    set_password: bool = True  # False: PASSWORD was not given (it stays)
+    login: bool | None = None  # LOGIN | NOLOGIN (None: neither given, it stays)
 
 
 @dataclass(frozen=True, slots=True)
@@ -877,12 +883,27 @@ class DropIndex(Statement):
 @dataclass(frozen=True, slots=True)
 class ShowIndexes(Statement):
     table: TableName
+    with_comment: bool = False  # WITH COMMENT: a comment column (NULL: none)
 
 
 @dataclass(frozen=True, slots=True)
 class ShowColumns(Statement):
     table: TableName
-    with_comment: bool = False  # WITH COMMENT: a comment column (NULL: feedkv keeps none)
+    with_comment: bool = False  # WITH COMMENT: a comment column (NULL: none)
+
+
+@dataclass(frozen=True, slots=True)
+class CommentOn(Statement):
+    """``COMMENT ON DATABASE d | TABLE t | COLUMN t.c | INDEX [t@]i IS 'text' | NULL``
+    (:mod:`feedkv.sql.comments`): ``database`` names a database's; ``table`` the table
+    (of an index: ``None`` when it is looked up by name); ``name`` the column or index;
+    ``comment`` ``None`` for ``IS NULL``."""
+
+    kind: Literal["database", "table", "column", "index"]
+    comment: str | None
+    database: str | None = None
+    table: TableName | None = None
+    name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -942,6 +963,7 @@ class DropConstraint(Statement):
 SourceShow = (
     ShowTables
     | ShowDatabases
+    | ShowUsers
     | ShowCreateTable
     | ShowColumns
     | ShowIndexes

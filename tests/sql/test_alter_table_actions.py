@@ -34,7 +34,7 @@ def test_several_columns_are_added_and_dropped_in_one_statement(abcd: DB) -> Non
         "\tCONSTRAINT abcd_pkey PRIMARY KEY (a ASC),\n"
         "\tFAMILY f1 (a, b),\n"
         "\tFAMILY fam_2_g (g)\n"
-        ")"
+        ");"
     )
     assert abcd.sql("SELECT * FROM abcd").rows == [(1, 2, None)]
 

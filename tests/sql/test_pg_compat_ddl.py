@@ -99,6 +99,20 @@ def test_schema_locked_false_is_what_every_table_is_and_true_is_refused(any_db: 
     error = sql_error(lambda: any_db.sql("CREATE TABLE u (k INT) WITH (schema_locked = true)"))
     assert error.code == "0A000" and "schema_locked" in error.message
     assert sql_error(lambda: any_db.sql("SELECT * FROM u")).code == "42P01"
+    # ALTER TABLE ... SET (schema_locked = false) is accepted (the table is unlocked
+    # already); true, and a RESET to a default that may lock it, are refused
+    any_db.sql("INSERT INTO t VALUES (1, 2)")
+    any_db.sql("ALTER TABLE t SET (schema_locked = false)")
+    any_db.sql("TRUNCATE t")
+    assert any_db.sql("SELECT * FROM t").rows == []
+    for statement in (
+        "ALTER TABLE t SET (schema_locked = true)",
+        "ALTER TABLE t RESET (schema_locked)",
+    ):
+        assert sql_error(lambda text=statement: any_db.sql(text)).code in ("0A000", "42601")
+    assert sql_error(lambda: any_db.sql("ALTER TABLE nope SET (schema_locked = false)")).code == (
+        "42P01"
+    )
 
 
 def test_rows_keyed_by_a_new_rowid_go_in_without_reads_also_in_a_transaction(

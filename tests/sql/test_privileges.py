@@ -127,10 +127,11 @@ def test_show_grants_lists_grants_and_a_user_sees_only_their_own(shop: DB) -> No
     shop.sql("GRANT DELETE ON secrets TO bob")
     shown = shop.sql("SHOW GRANTS")
     assert shown.columns[-3:] == ("grantee", "privilege_type", "is_grantable")
-    assert [r[2:5] for r in shown.rows] == [
-        ("items", "alice", "INSERT"),
-        ("items", "alice", "SELECT"),
-        ("secrets", "bob", "DELETE"),
+    assert shown.columns[:4] == ("database_name", "schema_name", "object_name", "object_type")
+    assert [r[2:6] for r in shown.rows] == [
+        ("items", "table", "alice", "INSERT"),
+        ("items", "table", "alice", "SELECT"),
+        ("secrets", "table", "bob", "DELETE"),
     ]
     assert [r[2:5] for r in shop.sql("SHOW GRANTS ON TABLE secrets").rows] == [
         ("secrets", "bob", "DELETE")
@@ -140,7 +141,7 @@ def test_show_grants_lists_grants_and_a_user_sees_only_their_own(shop: DB) -> No
         "SELECT",
     ]
     alice = shop.session(user="alice")
-    assert [r[3] for r in alice.execute("SHOW GRANTS").rows] == ["alice", "alice"]
+    assert [r[4] for r in alice.execute("SHOW GRANTS").rows] == ["alice", "alice"]
     with pytest.raises(SQLError, match="only see their own grants"):
         alice.execute("SHOW GRANTS FOR bob")
     shop.sql("REVOKE ALL ON items FROM alice")
@@ -162,9 +163,9 @@ def test_database_privileges_let_a_user_create_and_drop(shop: DB) -> None:
     with pytest.raises(SQLError, match="does not have DROP privilege on database lab"):
         alice.execute("DROP DATABASE lab")
     shop.sql("GRANT ALL ON DATABASE lab TO alice")
-    assert [r[1:5] for r in alice.execute("SHOW GRANTS").rows] == [
-        (None, None, "alice", "CREATE"),
-        (None, None, "alice", "DROP"),
+    assert [r[1:6] for r in alice.execute("SHOW GRANTS").rows] == [
+        (None, None, "database", "alice", "CREATE"),
+        (None, None, "database", "alice", "DROP"),
     ]
     alice.execute("DROP DATABASE lab")
     with pytest.raises(SQLError, match="does not have CREATE privilege on database defaultdb"):

@@ -130,3 +130,27 @@ def test_dropping_a_role_ends_its_memberships(shop: DB) -> None:
     assert shop.sql("SHOW GRANTS ON ROLE").rows == [("admin", "root", True)]
     shop.sql("CREATE ROLE readers")
     assert _code(shop, "SELECT qty FROM items", user="alice") == "42501"
+
+
+def test_show_grants_for_a_user_lists_what_it_holds_through_its_roles(shop: DB) -> None:
+    shop.sql("GRANT SELECT ON items TO readers")
+    shop.sql("GRANT readers TO staff")
+    shop.sql("GRANT staff TO alice")
+    shop.sql("GRANT INSERT ON items TO alice")
+    held = [r[2:6] for r in shop.sql("SHOW GRANTS FOR alice").rows]
+    # the grantee is the role that holds the privilege, as CockroachDB shows it
+    assert held == [("items", "table", "alice", "INSERT"), ("items", "table", "readers", "SELECT")]
+    on_items = shop.sql("SHOW GRANTS ON items FOR alice")
+    assert on_items.columns[:3] == ("database_name", "schema_name", "table_name")
+    assert [r[3:5] for r in on_items.rows] == [("alice", "INSERT"), ("readers", "SELECT")]
+    # ON without FOR: only what was granted on the table itself, to whom
+    assert {tuple(r[3:5]) for r in shop.sql("SHOW GRANTS ON items").rows} == {
+        ("alice", "INSERT"),
+        ("readers", "SELECT"),
+    }
+    assert [r[4:6] for r in shop.session(user="alice").execute("SHOW GRANTS").rows] == [
+        ("alice", "INSERT"),
+        ("readers", "SELECT"),
+    ]
+    shop.sql("REVOKE staff FROM alice")
+    assert [r[4:6] for r in shop.sql("SHOW GRANTS FOR alice").rows] == [("alice", "INSERT")]

@@ -1079,3 +1079,19 @@ def test_schema_changes_run_inside_the_transaction_so_autocommit_before_ddl_is_o
     s.execute("ROLLBACK")
     assert sql_error(lambda: s.execute("SELECT * FROM t")).code == "42P01"
     assert sql_error(lambda: s.execute("SET autocommit_before_ddl = on")).code == "0A000"
+
+
+def test_follower_reads_are_off_and_cannot_be_turned_on(
+    any_db: DB, session: Callable[..., Session]
+) -> None:
+    # CockroachDB's variable: on reads each transaction at follower_read_timestamp(),
+    # in the past; feedkv reads at the transaction's own timestamp: off is accepted,
+    # on refused (rather than accepted and not done).
+    s = session()
+    assert s.execute("SHOW default_transaction_use_follower_reads").rows == [("off",)]
+    s.execute("SET default_transaction_use_follower_reads TO FALSE")
+    assert s.execute("SHOW default_transaction_use_follower_reads").rows == [("off",)]
+    for value in ("TRUE", "on"):
+        statement = f"SET default_transaction_use_follower_reads = {value}"
+        assert sql_error(lambda text=statement: s.execute(text)).code == "0A000"
+    assert s.execute("SHOW default_transaction_use_follower_reads").rows == [("off",)]

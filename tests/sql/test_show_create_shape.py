@@ -1,8 +1,8 @@
 """SHOW CREATE TABLE in CockroachDB's shape: the table as the statement names it, then
 ``CREATE TABLE public.t (`` with each column's NULL or NOT NULL, the implicit ``rowid``
 key shown, ``CONSTRAINT t_pkey PRIMARY KEY (a ASC)``, foreign keys, indexes with
-``ASC``, the families (unless the only one is ``primary``) and CHECKs; and feedkv reads
-its own output back into the same table."""
+``ASC``, the families (unless the only one is ``primary``) and CHECKs, ending with ``;``
+(as CockroachDB's since 25.3); and feedkv reads its own output back into the same table."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def test_families_and_a_primary_key(db: DB) -> None:
         "\tINDEX d_idx (d ASC),\n"
         "\tFAMILY f1 (a, b),\n"
         "\tFAMILY fam_1_c_d (c, d)\n"
-        ")",
+        ");",
     )
 
 
@@ -44,7 +44,7 @@ def test_a_lone_primary_family_is_not_shown_and_a_qualified_name_is_kept(db: DB)
         "\tb STRING NULL,\n"
         "\tc STRING NOT NULL DEFAULT 'x',\n"
         "\tCONSTRAINT f1_pkey PRIMARY KEY (a ASC)\n"
-        ")",
+        ");",
     )
 
 
@@ -55,7 +55,7 @@ def test_the_implicit_rowid_key_is_shown(db: DB) -> None:
         "\tx INT8 NULL,\n"
         "\trowid INT8 NOT VISIBLE NOT NULL DEFAULT unique_rowid(),\n"
         "\tCONSTRAINT t_pkey PRIMARY KEY (rowid ASC)\n"
-        ")"
+        ");"
     )
 
 
@@ -78,7 +78,7 @@ def test_constraints_indexes_and_computed_columns(db: DB) -> None:
         "\tINDEX c_p_id_idx (p_id ASC) STORING (y),\n"
         "\tUNIQUE INDEX c_u_key (u ASC),\n"
         "\tCONSTRAINT positive CHECK (u > 0)\n"
-        ")"
+        ");"
     )
 
 

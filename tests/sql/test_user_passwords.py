@@ -96,3 +96,22 @@ def test_drop_user_refuses_bad_input(db: DB) -> None:
     with pytest.raises(SQLError, match="admin role needed to DROP USER"):
         db.session(user="bob").execute("DROP USER bob")
     assert catalog.get_user(db, "bob") is not None
+
+
+def test_alter_role_login_options_need_the_admin_role_and_root_keeps_its_login(db: DB) -> None:
+    db.sql("CREATE USER u WITH PASSWORD 'pw'")
+    db.sql("ALTER ROLE u NOLOGIN PASSWORD NULL")
+    assert db.sql("SELECT options FROM [SHOW USERS] WHERE username = 'u'").rows == [("NOLOGIN",)]
+    db.sql("ALTER USER u WITH LOGIN")
+    assert db.sql("SELECT options FROM [SHOW USERS] WHERE username = 'u'").rows == [("",)]
+    db.sql("CREATE USER v")
+    for statement, user, code in (
+        ("ALTER ROLE v NOLOGIN", "u", "42501"),  # not an admin
+        ("ALTER ROLE u NOLOGIN", "u", "42501"),  # not even for itself
+        ("ALTER ROLE root NOLOGIN", "root", "42501"),
+        ("ALTER ROLE v LOGIN NOLOGIN", "root", "42601"),
+        ("ALTER ROLE nobody LOGIN", "root", "42704"),
+    ):
+        with pytest.raises(SQLError) as raised:
+            db.session(user=user).execute(statement)
+        assert raised.value.code == code, statement

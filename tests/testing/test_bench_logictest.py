@@ -174,6 +174,10 @@ def test_format_cell_prints_as_the_go_runner_does() -> None:
     utc = datetime.datetime(2018, 1, 1, tzinfo=datetime.UTC)
     assert logictest.format_cell(utc) == "2018-01-01 00:00:00 +0000 UTC"
     assert logictest.format_cell(datetime.date(2018, 1, 1)) == "2018-01-01 00:00:00 +0000 +0000"
+    # BYTES: the text they hold when it is UTF-8, else Go's print of a byte slice
+    assert logictest.format_cell(b"B,B") == "B,B"
+    assert logictest.format_cell(b"\xff\x01") == "[255 1]"
+    assert logictest.format_cell(b"") == "·"
 
 
 def test_run_file_counts_each_outcome_on_a_real_store(tmp_path: Path) -> None:

@@ -1,0 +1,150 @@
+"""Schema-change jobs: the rows ``SHOW JOBS`` and ``crdb_internal.jobs`` list for a
+``DROP TABLE`` or a ``TRUNCATE``, as CockroachDB's.
+
+CockroachDB runs such a statement as a ``SCHEMA CHANGE`` job (it has ``succeeded`` once
+the statement committed) and leaves a ``SCHEMA CHANGE GC`` job that waits for the GC TTL
+before the table's data is cleared (``running``, its running status ``waiting for MVCC
+GC``). feedkv does the same work inside the statement's transaction (the rows are
+deleted as MVCC history that the store's GC removes once it is older than the GC TTL),
+so its records say what happened: the schema change ``succeeded`` when the statement
+committed, and the GC job is ``running`` until the GC TTL has passed since then, after
+which nothing of the old rows can be read any more (a read in the past that far back is
+refused) and it has ``succeeded``.
+
+A record (``F1 "schemajob" id`` in the catalog, JSON) is written in the statement's own
+transaction, so a statement that rolls back leaves no job.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from feedkv.kv.store import DEFAULT_GC_TTL_NS
+from feedkv.kv.txn import Txn
+from feedkv.sql import catalog
+
+__all__ = [
+    "GC_RUNNING_STATUS",
+    "SCHEMA_CHANGE",
+    "SCHEMA_CHANGE_GC",
+    "SchemaJob",
+    "list_schema_jobs",
+    "record_drop",
+]
+
+SCHEMA_CHANGE = "SCHEMA CHANGE"
+SCHEMA_CHANGE_GC = "SCHEMA CHANGE GC"
+GC_RUNNING_STATUS = "waiting for MVCC GC"  # CockroachDB's words for a GC job's wait
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaJob:
+    """One job. ``created_ns``: when the statement ran (wall nanoseconds); a GC job's
+    ``gc_after_ns`` is when its data is older than the GC TTL (``None``: a schema
+    change, finished when it committed)."""
+
+    id: int
+    job_type: str
+    description: str
+    statement: str
+    user: str
+    created_ns: int
+    gc_after_ns: int | None = None
+
+    def status(self, now_ns: int) -> str:
+        if self.gc_after_ns is not None and now_ns < self.gc_after_ns:
+            return "running"
+        return "succeeded"
+
+    def finished_before(self, ns: int) -> bool:
+        """Whether the job had finished before ``ns``."""
+        return (self.gc_after_ns or self.created_ns) < ns
+
+    def row(self, now_ns: int, *, high_water: bool = False) -> tuple[Any, ...]:
+        """A row of the jobs columns (``job_id`` ... ``coordinator_id``, as
+        :data:`feedkv.changefeed.jobs.JOBS_COLUMNS`); ``high_water``: with
+        ``crdb_internal.jobs``' ``high_water_timestamp`` (NULL: none) after
+        ``fraction_completed``."""
+        status = self.status(now_ns)
+        done = status == "succeeded"
+        finished = (self.gc_after_ns or self.created_ns) if done else None
+        row = (
+            self.id,
+            self.job_type,
+            self.description,
+            self.statement,
+            self.user,
+            status,
+            None if done else GC_RUNNING_STATUS,
+            _time(self.created_ns),
+            _time(self.created_ns),
+            _time(finished),
+            _time(finished or self.created_ns),
+            1.0 if done else 0.0,
+            "",
+            None,
+        )
+        return (*row[:12], None, *row[12:]) if high_water else row
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "id": self.id,
+                "job_type": self.job_type,
+                "description": self.description,
+                "statement": self.statement,
+                "user": self.user,
+                "created_ns": self.created_ns,
+                "gc_after_ns": self.gc_after_ns,
+            }
+        ).encode()
+
+    @staticmethod
+    def from_json(raw: bytes) -> SchemaJob:
+        record = json.loads(raw)
+        return SchemaJob(
+            record["id"],
+            record["job_type"],
+            record["description"],
+            record["statement"],
+            record["user"],
+            record["created_ns"],
+            record.get("gc_after_ns"),
+        )
+
+
+def record_drop(
+    txn: Txn, ids: tuple[int, int], description: str, statement: str, user: str
+) -> None:
+    """Record, in ``txn`` (the DROP TABLE or TRUNCATE's), its schema change (``ids[0]``,
+    succeeded) and the GC job that clears the old rows (``ids[1]``). ``description``:
+    the statement on the table, its name qualified (``DROP TABLE test.public.a``)."""
+    now = time.time_ns()
+    change = SchemaJob(ids[0], SCHEMA_CHANGE, description, statement, user, now)
+    gc = SchemaJob(
+        ids[1],
+        SCHEMA_CHANGE_GC,
+        f"GC for {description}",
+        statement,
+        user,
+        now,
+        gc_after_ns=now + DEFAULT_GC_TTL_NS,
+    )
+    for job in (change, gc):
+        txn.put(catalog.schema_job_key(job.id), job.to_json())
+
+
+def list_schema_jobs(reader: catalog.Reader) -> list[SchemaJob]:
+    """Every schema-change job, oldest first."""
+    start, end = catalog.schema_job_span()
+    return [SchemaJob.from_json(kv.value) for kv in reader.scan(start, end)]
+
+
+def _time(ns: int | None) -> datetime.datetime | None:
+    if ns is None:
+        return None
+    return datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.UTC)

@@ -18,8 +18,9 @@ medians are reported (each round's rows are kept under ``rounds``).
 
 Prints one JSON object: TPS, latency p50/p99 per server (from pgbench's per-transaction
 log), feedkv's node CPU per transaction (user and system time of the node process, from
-/proc, over the pgbench run), the machine's load average, the ratios and the issue's
-targets (feedkv >= 0.6x PostgreSQL's TPS, p99 <= 2x).
+/proc, over the pgbench run) and its threads' context switches per transaction (a
+statement's hand-offs between threads and its waits for the GIL), the machine's load
+average, the ratios and the issue's targets (feedkv >= 0.6x PostgreSQL's TPS, p99 <= 2x).
 """
 
 from __future__ import annotations
@@ -187,6 +188,7 @@ def _run(
     transaction."""
     workload.prepare(url, server)
     before = _cpu_s(pid) if pid is not None else None
+    switches = context_switches(pid) if pid is not None else None
     row = pgbench(url, workload.script, clients, seconds, workdir)
     if before is not None and pid is not None and row.get("transactions"):
         user, system = (after - start for after, start in zip(_cpu_s(pid), before, strict=True))
@@ -194,6 +196,14 @@ def _run(
             "user": round(user / row["transactions"] * 1e6, 1),
             "system": round(system / row["transactions"] * 1e6, 1),
             "total": round((user + system) / row["transactions"] * 1e6, 1),
+        }
+    if switches is not None and pid is not None and row.get("transactions"):
+        voluntary, involuntary = (
+            after - start for after, start in zip(context_switches(pid), switches, strict=True)
+        )
+        row["node_context_switches_per_transaction"] = {
+            "voluntary": round(voluntary / row["transactions"], 2),
+            "involuntary": round(involuntary / row["transactions"], 2),
         }
     if workload.after is not None:
         row.update(workload.after(url))
@@ -205,6 +215,25 @@ def _cpu_s(pid: int) -> tuple[float, float]:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     tick = os.sysconf("SC_CLK_TCK")
     return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def context_switches(pid: int) -> tuple[int, int]:
+    """The voluntary and involuntary context switches of all of process ``pid``'s
+    threads so far (Linux /proc; a thread that ended meanwhile no longer counts). A
+    statement's hand-offs between the node's threads, and its waits for the GIL, are
+    voluntary switches: each costs system time and a cold cache."""
+    voluntary = involuntary = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except FileNotFoundError:  # NB: the thread ended since the listing
+            continue
+        for line in status.splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                voluntary += int(line.split()[1])
+            elif line.startswith("nonvoluntary_ctxt_switches:"):
+                involuntary += int(line.split()[1])
+    return voluntary, involuntary
 
 
 def run_feedkv(workload: Workload, clients: int, seconds: float) -> dict[str, Any]:

@@ -74,6 +74,39 @@ def test_the_pgwire_benchmark_measures_a_pgbench_run(pg_url: str, tmp_path: Path
     assert 0 < count <= row["transactions"]
 
 
+def test_the_pgwire_benchmark_counts_the_context_switches_of_every_thread() -> None:
+    """bench/pgwire.py's context switches of a process are its threads' summed: a
+    thread that blocks ten times (a wait that times out) adds at least ten voluntary
+    switches, counted while the thread is still there."""
+    import importlib.util
+    import os
+    import threading
+
+    bench = Path(__file__).resolve().parents[2] / "bench" / "pgwire.py"
+    spec = importlib.util.spec_from_file_location("bench_pgwire_switches", bench)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    never, blocked, counted = threading.Event(), threading.Event(), threading.Event()
+
+    def other() -> None:
+        for _ in range(10):
+            never.wait(0.001)  # NB: nothing sets it: each wait blocks, then times out
+        blocked.set()
+        counted.wait(10)
+
+    before = module.context_switches(os.getpid())
+    thread = threading.Thread(target=other)
+    thread.start()
+    try:
+        assert blocked.wait(10)
+        voluntary, _involuntary = module.context_switches(os.getpid())
+    finally:
+        counted.set()
+        thread.join(timeout=10)
+    assert voluntary - before[0] >= 10
+
+
 def test_the_pgwire_benchmark_reports_the_medians_of_its_rounds() -> None:
     """With ``--rounds``, each numeric field (nested ones too) is the median of the
     rounds', the others are the first round's, and each round's ratio pairs its own runs."""

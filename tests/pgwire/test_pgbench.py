@@ -10,6 +10,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from feedkv.testing.waiting import wait_until
+
 PGBENCH = shutil.which("pgbench")
 SCRIPT = """\\set k random(1, 10)
 UPDATE kv SET v = v + 1 WHERE k = :k;
@@ -74,10 +76,10 @@ def test_the_pgwire_benchmark_measures_a_pgbench_run(pg_url: str, tmp_path: Path
     assert 0 < count <= row["transactions"]
 
 
-def test_the_pgwire_benchmark_counts_the_context_switches_of_every_thread() -> None:
-    """bench/pgwire.py's context switches of a process are its threads' summed: a
-    thread that blocks ten times (a wait that times out) adds at least ten voluntary
-    switches, counted while the thread is still there."""
+def test_the_pgwire_benchmark_counts_the_switches_of_threads_that_ended() -> None:
+    """bench/pgwire.py's context switches of a process are its threads' summed, a
+    thread that ended before the count too (as a connection's does with pgbench's
+    run): one that blocks ten times (a wait that times out) adds ten voluntary ones."""
     import importlib.util
     import os
     import threading
@@ -87,24 +89,33 @@ def test_the_pgwire_benchmark_counts_the_context_switches_of_every_thread() -> N
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    never, blocked, counted = threading.Event(), threading.Event(), threading.Event()
+    never, may_end = threading.Event(), threading.Event()
 
     def other() -> None:
         for _ in range(10):
             never.wait(0.001)  # NB: nothing sets it: each wait blocks, then times out
-        blocked.set()
-        counted.wait(10)
+        may_end.wait(10)
 
-    before = module.context_switches(os.getpid())
+    counter = module.SwitchCounter(os.getpid(), every_s=0.01)
+    counter.start()
     thread = threading.Thread(target=other)
     thread.start()
     try:
-        assert blocked.wait(10)
-        voluntary, _involuntary = module.context_switches(os.getpid())
+        wait_until(
+            lambda: counter._last.get(thread.native_id, (0, 0))[0] >= 10,
+            what="the counter to read the thread's ten waits",
+        )
     finally:
-        counted.set()
+        may_end.set()
         thread.join(timeout=10)
-    assert voluntary - before[0] >= 10
+    wait_until(  # NB: the OS thread outlives join() for a moment
+        lambda: thread.native_id not in module.thread_switches(os.getpid()),
+        what="the thread to end",
+    )
+    counter.stop()
+    assert counter.by_thread()[thread.native_id][0] >= 10
+    counts = counter.by_thread().values()
+    assert counter.counted() == (sum(v for v, _ in counts), sum(i for _, i in counts))
 
 
 def test_the_pgwire_benchmark_reports_the_medians_of_its_rounds() -> None:

@@ -79,10 +79,13 @@ def _send_all(sock: socket.socket, data: bytes) -> None:
     statement's answer (tens of bytes for a write) fits in the socket's buffer, so it
     goes in one non-blocking ``send`` that never waits; what does not fit (a large
     result, a client that stopped reading) goes through ``sendall``, which blocks with
-    the GIL released, as before. Measured under pgbench (kv0, 32 clients): about one
-    voluntary context switch less a statement on the connection threads (6.1-6.5 ->
-    5.0-5.6) and 3-12% less node CPU per statement. TLS sockets always use
-    ``sendall`` (their bytes go through OpenSSL)."""
+    the GIL released, as before. Measured under pgbench (kv0, 32 clients, five A/B
+    pairs on a 2-core machine at load 9-24): the connection threads' voluntary context
+    switches 6.1-7.1 -> 5.0-5.9 a statement, their involuntary ones up by about 0.15
+    (the kernel's work for the send is now done holding the GIL, and the thread can be
+    preempted in it), and the node's CPU a statement 0-12% lower (3% on the median
+    pair); throughput within the machine's noise. TLS sockets always use ``sendall``
+    (their bytes go through OpenSSL)."""
     if _SEND_HOLDING_GIL is None or isinstance(sock, ssl.SSLSocket):
         sock.sendall(data)
         return

@@ -4,13 +4,15 @@ A node that is up holds some 90k objects the collector tracks (modules, function
 descriptors, the catalog, caches), and they live as long as the process. Statements
 in flight keep surviving the young collections, so every few seconds enough of them
 reach the oldest generation to set off a full collection, which walks all 90k while
-holding the GIL: measured under pgbench (kv0, 32 clients) a full collection took
-40-150 ms on a loaded 2-core machine, every statement of the node stood still
-meanwhile, and the collections cost 8-28 us of the node's time per statement.
+holding the GIL. Measured under pgbench (kv0, 32 clients, a 2-core machine at load
+10-20): a full collection every 3-4 s, each ~42 ms of CPU (7 us a statement), and
+40-370 ms of wall time, since the OS deschedules the collecting thread on a loaded
+machine while it holds the GIL: every statement of the node stood still meanwhile,
+up to 9% of the run.
 
 :func:`freeze_startup_heap` moves what the process holds once it is up into the
 collector's permanent generation (CPython's ``gc.freeze``): full collections then walk
-only what came after, about 1 ms each in the same run. Objects of the startup heap are
+only what came after, under 1 ms each in the same runs. Objects of the startup heap are
 never collected as cycles afterwards; they are the process's own for its lifetime, and
 reference counting still frees any of them that is dropped outside a cycle.
 

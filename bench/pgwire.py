@@ -18,8 +18,9 @@ medians are reported (each round's rows are kept under ``rounds``).
 
 Prints one JSON object: TPS, latency p50/p99 per server (from pgbench's per-transaction
 log), feedkv's node CPU per transaction (user and system time of the node process, from
-/proc, over the pgbench run), the machine's load average, the ratios and the issue's
-targets (feedkv >= 0.6x PostgreSQL's TPS, p99 <= 2x).
+/proc, over the pgbench run) and its threads' context switches per transaction (a
+statement's hand-offs between threads and its waits for the GIL), the machine's load
+average, the ratios and the issue's targets (feedkv >= 0.6x PostgreSQL's TPS, p99 <= 2x).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import shutil
 import statistics
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -187,13 +189,26 @@ def _run(
     transaction."""
     workload.prepare(url, server)
     before = _cpu_s(pid) if pid is not None else None
-    row = pgbench(url, workload.script, clients, seconds, workdir)
+    switches = SwitchCounter(pid) if pid is not None else None
+    if switches is not None:
+        switches.start()
+    try:
+        row = pgbench(url, workload.script, clients, seconds, workdir)
+    finally:
+        if switches is not None:
+            switches.stop()
     if before is not None and pid is not None and row.get("transactions"):
         user, system = (after - start for after, start in zip(_cpu_s(pid), before, strict=True))
         row["node_cpu_us_per_transaction"] = {
             "user": round(user / row["transactions"] * 1e6, 1),
             "system": round(system / row["transactions"] * 1e6, 1),
             "total": round((user + system) / row["transactions"] * 1e6, 1),
+        }
+    if switches is not None and row.get("transactions"):
+        voluntary, involuntary = switches.counted()
+        row["node_context_switches_per_transaction"] = {
+            "voluntary": round(voluntary / row["transactions"], 2),
+            "involuntary": round(involuntary / row["transactions"], 2),
         }
     if workload.after is not None:
         row.update(workload.after(url))
@@ -205,6 +220,66 @@ def _cpu_s(pid: int) -> tuple[float, float]:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     tick = os.sysconf("SC_CLK_TCK")
     return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def thread_switches(pid: int) -> dict[int, tuple[int, int]]:
+    """The voluntary and involuntary context switches of each thread of process
+    ``pid`` so far, by thread id (Linux /proc). A statement's hand-offs between the
+    node's threads, and its waits for the GIL, are voluntary switches: each costs
+    system time and a cold cache."""
+    found = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except FileNotFoundError:  # NB: the thread ended since the listing
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        found[int(task.name)] = (
+            int(fields["voluntary_ctxt_switches"]),
+            int(fields["nonvoluntary_ctxt_switches"]),
+        )
+    return found
+
+
+class SwitchCounter:
+    """The context switches of process ``pid``'s threads between :meth:`start` and
+    :meth:`stop`, those that start and end meanwhile too (a connection's thread ends
+    with pgbench's run): each thread's counts are read every ``every_s`` and the last
+    read kept, so a thread that ends loses at most its last ``every_s``."""
+
+    def __init__(self, pid: int, every_s: float = 0.2) -> None:
+        self.pid = pid
+        self.every_s = every_s
+        self._first: dict[int, tuple[int, int]] = {}
+        self._last: dict[int, tuple[int, int]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="switch-counter", daemon=True)
+
+    def start(self) -> None:
+        self._first = thread_switches(self.pid)
+        self._last = dict(self._first)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self._last.update(thread_switches(self.pid))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._last.update(thread_switches(self.pid))
+
+    def by_thread(self) -> dict[int, tuple[int, int]]:
+        """The voluntary and involuntary switches counted, by thread id."""
+        return {
+            tid: (v - self._first.get(tid, (0, 0))[0], i - self._first.get(tid, (0, 0))[1])
+            for tid, (v, i) in self._last.items()
+        }
+
+    def counted(self) -> tuple[int, int]:
+        """The voluntary and involuntary switches counted, all threads'."""
+        counts = self.by_thread().values()
+        return sum(v for v, _ in counts), sum(i for _, i in counts)
 
 
 def run_feedkv(workload: Workload, clients: int, seconds: float) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from feedkv.db import connect
 from feedkv.errors import InvalidArgumentError
 from feedkv.kv.store import StoreConfig
 from feedkv.server.cluster import ClusterConfig
+from feedkv.server.heap import freeze_startup_heap
 from feedkv.server.logs import configure_logging
 from feedkv.util.hlc import Clock
 from feedkv.util.locality import Locality
@@ -159,6 +160,9 @@ def run_node(
                 log.warning("%s", warning)
             else:
                 print(f"feedkv: WARNING: {warning}", file=sys.stderr, flush=True)
+        # NB: once up: full collections then skip the heap a node keeps for its life
+        frozen = freeze_startup_heap()
+        log.debug("%d objects of the startup heap frozen for the garbage collector", frozen)
         while not stop.wait(3600):
             pass
         log.info("draining")

@@ -10,6 +10,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from feedkv.testing.waiting import wait_until
+
 PGBENCH = shutil.which("pgbench")
 SCRIPT = """\\set k random(1, 10)
 UPDATE kv SET v = v + 1 WHERE k = :k;
@@ -72,6 +74,48 @@ def test_the_pgwire_benchmark_measures_a_pgbench_run(pg_url: str, tmp_path: Path
     with psycopg.connect(pg_url) as conn:
         (count,) = conn.execute("SELECT count(*) FROM kv").fetchone() or (0,)
     assert 0 < count <= row["transactions"]
+
+
+def test_the_pgwire_benchmark_counts_the_switches_of_threads_that_ended() -> None:
+    """bench/pgwire.py's context switches of a process are its threads' summed, a
+    thread that ended before the count too (as a connection's does with pgbench's
+    run): one that blocks ten times (a wait that times out) adds ten voluntary ones."""
+    import importlib.util
+    import os
+    import threading
+
+    bench = Path(__file__).resolve().parents[2] / "bench" / "pgwire.py"
+    spec = importlib.util.spec_from_file_location("bench_pgwire_switches", bench)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    never, may_end = threading.Event(), threading.Event()
+
+    def other() -> None:
+        for _ in range(10):
+            never.wait(0.001)  # NB: nothing sets it: each wait blocks, then times out
+        may_end.wait(10)
+
+    counter = module.SwitchCounter(os.getpid(), every_s=0.01)
+    counter.start()
+    thread = threading.Thread(target=other)
+    thread.start()
+    try:
+        wait_until(
+            lambda: counter._last.get(thread.native_id, (0, 0))[0] >= 10,
+            what="the counter to read the thread's ten waits",
+        )
+    finally:
+        may_end.set()
+        thread.join(timeout=10)
+    wait_until(  # NB: the OS thread outlives join() for a moment
+        lambda: thread.native_id not in module.thread_switches(os.getpid()),
+        what="the thread to end",
+    )
+    counter.stop()
+    assert counter.by_thread()[thread.native_id][0] >= 10
+    counts = counter.by_thread().values()
+    assert counter.counted() == (sum(v for v, _ in counts), sum(i for _, i in counts))
 
 
 def test_the_pgwire_benchmark_reports_the_medians_of_its_rounds() -> None:

@@ -28,10 +28,7 @@ another protocol without a proxy on every call's path.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import errno
 import logging
-import os
 import secrets
 import socket
 import ssl
@@ -52,52 +49,6 @@ __all__ = ["PGServer"]
 log = logging.getLogger(__name__)
 
 _READ_BYTES = 1 << 16
-
-
-def _libc_send() -> Any:
-    """libc's ``send``, called with the GIL held (``ctypes.PyDLL``); ``None`` where
-    there is no C library to load it from."""
-    try:
-        send = ctypes.PyDLL(None, use_errno=True).send
-    except (OSError, AttributeError):
-        return None
-    send.restype = ctypes.c_ssize_t
-    send.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int)
-    return send
-
-
-_SEND_HOLDING_GIL = _libc_send()
-_SEND_FLAGS = socket.MSG_DONTWAIT | getattr(socket, "MSG_NOSIGNAL", 0)
-
-
-def _send_all(sock: socket.socket, data: bytes) -> None:
-    """``sock.sendall(data)``, with the GIL held for what the socket takes at once.
-
-    NB: ``socket.sendall`` lets go of the GIL for the call, and on a busy node another
-    thread takes it: getting it back is a futex wait and a context switch, only to run
-    the few bytecodes that lead to the next ``recv``, which lets go of it again. A
-    statement's answer (tens of bytes for a write) fits in the socket's buffer, so it
-    goes in one non-blocking ``send`` that never waits; what does not fit (a large
-    result, a client that stopped reading) goes through ``sendall``, which blocks with
-    the GIL released, as before. Measured under pgbench (kv0, 32 clients, five A/B
-    pairs on a 2-core machine at load 9-24): the connection threads' voluntary context
-    switches 6.1-7.1 -> 5.0-5.9 a statement, their involuntary ones up by about 0.15
-    (the kernel's work for the send is now done holding the GIL, and the thread can be
-    preempted in it), and the node's CPU a statement 0-12% lower (3% on the median
-    pair); throughput within the machine's noise. TLS sockets always use ``sendall``
-    (their bytes go through OpenSSL)."""
-    if _SEND_HOLDING_GIL is None or isinstance(sock, ssl.SSLSocket):
-        sock.sendall(data)
-        return
-    sent = _SEND_HOLDING_GIL(sock.fileno(), data, len(data), _SEND_FLAGS)
-    if sent == len(data):
-        return
-    if sent < 0:
-        code = ctypes.get_errno()
-        if code not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EINTR):
-            raise OSError(code, os.strerror(code))
-        sent = 0
-    sock.sendall(memoryview(data)[sent:])
 
 
 class PGServer:
@@ -290,7 +241,7 @@ class PGServer:
                     break
                 out = conn.receive(data)
                 if out:
-                    _send_all(sock, out)
+                    sock.sendall(out)
         except OSError as exc:
             log.debug("SQL connection %d from %s ended: %s", process_id, peer_host, exc)
         except Exception:

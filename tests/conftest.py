@@ -9,11 +9,18 @@ loadgroup``), which take tests in collection order:
   hold each other back.
 
 Soak tests (marked ``soak``: long kill runs, such as the 20-kill nemesis of a cluster)
-are skipped unless pytest is given ``--soak``; the suite runs their bounded versions."""
+are skipped unless pytest is given ``--soak``; the suite runs their bounded versions.
+
+Property tests (hypothesis) run without a per-example deadline: a deadline is a timed
+assertion, and on a loaded machine a correct example can take longer than any bound."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("feedkv", deadline=None)
+settings.load_profile("feedkv")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

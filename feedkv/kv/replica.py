@@ -129,8 +129,15 @@ class RangeData(Protocol):
         """Replace whatever the range held here with a snapshot's payload."""
         ...
 
-    def members_changed(self, rw: ReadWriter, conf: ConfState) -> None:
-        """The range's members are now ``conf`` (record it with the range)."""
+    def members_changed(self, rw: ReadWriter, conf: ConfState, change: ConfChange | None) -> None:
+        """The range's members are now ``conf`` (record it with the range): by
+        ``change`` (whose ``context`` is the node of the replica it adds), or by a
+        snapshot (``None``) that brought the range's own record."""
+        ...
+
+    def replicas(self, reader: Reader) -> tuple[dict[int, int], int]:
+        """``(replica id -> node id, next replica id)`` of the range's replicas, as its
+        record in ``reader`` names them (``({}, 0)`` when there is none here yet)."""
         ...
 
 
@@ -189,6 +196,22 @@ class Replica:
         self._reads: list[_Read[Any]] = []  # evaluated, not answered; by context
         self._read_contexts = 0
         self._lease_started = False  # the lease was taken up and not yet reported
+        # replica id -> node id of the peers it knows (its driver keeps it; None: the
+        # replica ids are node ids, as in a simulation), and the next id the range gives
+        self.nodes: dict[int, int] | None = None
+        self.next_replica_id = 0
+
+    def node_of(self, replica_id: int) -> int:
+        """The node of replica ``replica_id`` of this range (0: not known here)."""
+        return replica_id if self.nodes is None else self.nodes.get(replica_id, 0)
+
+    @property
+    def leader_node(self) -> int:
+        """The node of the replica this one believes leads (0: none known)."""
+        return self.node_of(self.raft.leader) if self.raft.leader else 0
+
+    def _not_lease_holder(self) -> NotLeaseHolderError:
+        return NotLeaseHolderError(self.range_id, self.replica_id, self.leader_node)
 
     @staticmethod
     def bootstrap(rw: ReadWriter, range_id: int, voters: Sequence[int]) -> None:
@@ -218,12 +241,12 @@ class Replica:
         :class:`~feedkv.errors.NotLeaseHolderError` when this replica may not propose
         (nothing was evaluated into the log then), and whatever ``evaluate`` raises."""
         if not self.holds_lease:
-            raise NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
+            raise self._not_lease_holder()
         view = OverlayView(base, self._overlay)
         result, effects = evaluate(view)
         entry = self.raft.propose(encode_command(view.batch, effects))
         if entry is None:
-            raise NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
+            raise self._not_lease_holder()
         self._overlay.add(entry.index, view.batch)
         done: Completion[T] = Completion()
         # NB: a split's new range is served only once applied: its caller waits for that
@@ -237,7 +260,7 @@ class Replica:
         it. Raises that error at once when it does not hold the lease, and whatever
         ``evaluate`` raises."""
         if not self.holds_lease:
-            raise NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
+            raise self._not_lease_holder()
         view = OverlayView(base, self._overlay)
         result = evaluate(view)
         if len(view.batch):
@@ -277,7 +300,7 @@ class Replica:
         a time: :class:`~feedkv.errors.NotLeaseHolderError` otherwise, or
         :class:`~feedkv.errors.InvalidArgumentError` while another is pending."""
         if not self.holds_lease:
-            raise NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
+            raise self._not_lease_holder()
         entry = self.raft.propose_conf_change(change)
         if entry is None:
             raise InvalidArgumentError(
@@ -332,9 +355,7 @@ class Replica:
             if proposal.term == term:
                 proposal.done.set_result(proposal.result)
             else:
-                proposal.done.set_exception(
-                    NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
-                )
+                proposal.done.set_exception(self._not_lease_holder())
 
     def stage(self, rw: ReadWriter, ready: Ready) -> list[AppliedEntry]:
         """Phase 1, inside the engine transaction: persist ``ready`` and apply its
@@ -345,7 +366,7 @@ class Replica:
         if ready.snapshot is not None:
             meta = ready.snapshot.meta
             self._data.install(rw, ready.snapshot.data)
-            self._data.members_changed(rw, meta.conf_state)
+            self._data.members_changed(rw, meta.conf_state, None)
             index = meta.index
             applied.append(AppliedEntry(index, _NOTHING, snapshot=True))
         for entry in ready.committed_entries:
@@ -405,24 +426,21 @@ class Replica:
     def _fail_reads(self) -> None:
         reads, self._reads = self._reads, []
         for read in reads:
-            read.done.set_exception(
-                NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
-            )
+            read.done.set_exception(self._not_lease_holder())
 
     def _settle(self, proposal: _Proposal[Any], entry: Entry) -> None:
         if proposal.term == entry.term:
             proposal.done.set_result(proposal.result)
         else:  # a later leader's entry replaced it: it did not happen
-            proposal.done.set_exception(
-                NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
-            )
+            proposal.done.set_exception(self._not_lease_holder())
 
     def _apply(self, rw: ReadWriter, entry: Entry) -> Effects:
         if entry.type is EntryType.CONF_CHANGE:
             # NB: the engine may run this twice; taking a change in again is harmless
-            conf = self.raft.apply_conf_change(decode_conf_change(entry.data))
+            change = decode_conf_change(entry.data)
+            conf = self.raft.apply_conf_change(change)
             self.storage.stage_conf_state(rw, conf)
-            self._data.members_changed(rw, conf)
+            self._data.members_changed(rw, conf, change)
             self._conf = conf
             return _NOTHING
         if not entry.data:  # a new leader's empty entry

@@ -781,7 +781,7 @@ class Cluster:
             return
         messages = take_request(self._chunks, message)
         if messages:
-            loop.receive(messages)
+            loop.receive(messages, int(message["from"]))
 
     def _on_join(self, message: dict[str, Any]) -> dict[str, Any]:
         from feedkv.kv.db import KVClient

@@ -33,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -451,7 +451,11 @@ class RangeSim:
 
 class WholeEngine:
     """The simulated range's data: every MVCC entry of its engine (a node here holds
-    one range), imaged whole for a snapshot."""
+    one range), imaged whole for a snapshot. ``nodes``: the replicas, whose replica ids
+    are their node ids (a simulation keeps no descriptor)."""
+
+    def __init__(self, nodes: Sequence[int] = ()) -> None:
+        self._nodes = tuple(nodes)
 
     def snapshot(self, reader: Reader) -> bytes:
         rows = [[db, k, v] for db in MVCC_DATABASES for k, v in reader.scan(db, b"")]
@@ -468,8 +472,11 @@ class WholeEngine:
         for db, key, value in msgpack.unpackb(data, raw=False):
             rw.put(db, key, value)
 
-    def members_changed(self, rw: ReadWriter, conf: ConfState) -> None:
+    def members_changed(self, rw: ReadWriter, conf: ConfState, change: ConfChange | None) -> None:
         pass  # the simulator asks the replicas themselves
+
+    def replicas(self, reader: Reader) -> tuple[dict[int, int], int]:
+        return {n: n for n in self._nodes}, max(self._nodes, default=0) + 1
 
 
 def _image(engine: LMDBEngine) -> list[tuple[str, bytes, bytes]]:

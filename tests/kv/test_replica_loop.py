@@ -62,7 +62,7 @@ class Cluster:
             self.engines[node],
             node,
             self._send,
-            lambda range_id: WholeEngine(),
+            lambda range_id: WholeEngine(NODES),
             tick_s=0.01,
             config=Config(id=node, election_tick=10),
             on_apply=on_apply,

@@ -97,7 +97,7 @@ class ReplicatedStores:
             origin = self.stores.get(sender)
             if origin is not None:  # the clock travels with the messages, as between nodes
                 store.clock.update(origin.clock.now())
-            store.replicas.receive(batch)
+            store.replicas.receive(batch, sender)
 
     def stop(self, node: int) -> None:
         self.stores.pop(node).close()

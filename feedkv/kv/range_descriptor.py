@@ -99,6 +99,11 @@ class RangeDescriptor:
     ids: tuple[ReplicaDescriptor, ...] = ()
     next_replica_id: int = 0
 
+    def __post_init__(self) -> None:
+        # NB: a set: one order, so equal descriptors compare equal
+        ids = tuple(sorted(self.ids, key=lambda r: r.replica_id))
+        object.__setattr__(self, "ids", ids)
+
     @property
     def members(self) -> tuple[ReplicaDescriptor, ...]:
         """Every replica with its id: the voters (those on ``replicas``), then learners."""

@@ -390,6 +390,11 @@ class ReplicaLoop:
             tuple(sorted(map(replica.node_of, conf.learners))),
         )
 
+    def term(self, range_id: int) -> int:
+        """The Raft term this store's replica of ``range_id`` is in (a moment's view)."""
+        with self._lock:
+            return self._replicas[range_id].raft.term
+
     def replica_id(self, range_id: int) -> int:
         """The replica id of this store's replica of ``range_id`` (0: it holds none)."""
         with self._lock:

@@ -40,6 +40,7 @@ from feedkv.kv.api import (
 )
 from feedkv.kv.db import KVClient, LocalTransport
 from feedkv.kv.observer import RangeEndReason
+from feedkv.kv.range_descriptor import ReplicaDescriptor, replica_tombstone
 from feedkv.kv.replica import LOG_KEEP, LOG_LIMIT
 from feedkv.kv.router import Transport
 from feedkv.kv.store import Store, StoreConfig
@@ -855,3 +856,83 @@ def test_small_replicated_neighbours_merge_on_their_own_once_their_leases_are_to
         assert [client.get(b"k%02d" % i) for i in range(20)] == [b"v%d" % i for i in range(20)]
     finally:
         cluster.close()
+
+
+def test_a_replica_removed_and_added_back_on_its_node_is_a_new_replica(
+    cluster: ReplicatedStores,
+) -> None:
+    """The node gets a replica of a new id; messages from and to the old one (its id was
+    the node's) are refused: no replica takes a term from them."""
+    client = KVClient(cluster)
+    for i in range(10):
+        client.put(b"a%02d" % i, b"v%d" % i)
+    holder = cluster.lease_holder()
+    victim, other = (n for n in NODES if n != holder)
+    leading, away = cluster.stores[holder], cluster.stores[victim].replicas
+    assert away is not None
+    leading.remove_replica(1, victim)
+    wait_until(lambda: not away.has(1), timeout_s=DEADLINE_S, what="the removed replica dropped")
+    client.put(b"while-away", b"1")
+    leading.add_replica(1, victim)
+    (desc,) = leading.descriptors()
+    assert desc.replica_of(victim) == ReplicaDescriptor(victim, 4)
+    assert sorted(desc.replicas) == list(NODES)
+    wait_until(
+        lambda: away.has(1) and away.replica_id(1) == 4 and cluster.caught_up(),
+        timeout_s=DEADLINE_S,
+        what="replica 4 caught up",
+    )
+    assert cluster.value(victim, b"while-away") == b"1"
+    assert cluster.value(victim, b"a09") == b"v9"
+
+    term = away.term(1)
+    follower = cluster.stores[other].replicas
+    assert follower is not None
+    # the old replica claims to lead in a later term, to the other follower...
+    from_old = Message(MessageType.HEARTBEAT, other, victim, term + 5, commit=1)
+    follower.receive([(1, encode_message(from_old))], victim)
+    # ...and a message for it reaches its node, which holds replica 4 now
+    to_old = Message(MessageType.HEARTBEAT, victim, holder, term + 5, commit=1)
+    away.receive([(1, encode_message(to_old))], holder)
+    client.put(b"after", b"2")
+    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
+    assert cluster.value(victim, b"after") == b"2"
+    for node in NODES:
+        loop = cluster.stores[node].replicas
+        assert loop is not None and loop.term(1) < term + 5, node
+    assert away.replica_id(1) == 4
+
+
+def test_a_replica_removed_while_its_node_was_down_is_replaced_not_revived(
+    cluster: ReplicatedStores,
+) -> None:
+    """Removed and added back while its node was down, the old replica comes back with
+    the node, believing itself a member; it is collected (the others refuse it, or the
+    leader's first message to the new replica tells its node) and the new one gets a
+    snapshot with every write."""
+    client = KVClient(cluster)
+    client.put(b"before", b"0")
+    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
+    holder = cluster.lease_holder()
+    victim = next(n for n in NODES if n != holder)
+    cluster.stop(victim)
+    leading = cluster.stores[holder]
+    leading.remove_replica(1, victim)
+    client.put(b"removed", b"1")
+    leading.add_replica(1, victim)  # NB: its node is down: it waits there as replica 4
+    client.put(b"added", b"2")
+    cluster.start(victim)
+    back = cluster.stores[victim]
+    loop = back.replicas
+    assert loop is not None
+    wait_until(
+        lambda: loop.has(1) and loop.replica_id(1) == 4 and cluster.caught_up(),
+        timeout_s=DEADLINE_S,
+        what="replica 4 caught up",
+    )
+    for key, value in ((b"before", b"0"), (b"removed", b"1"), (b"added", b"2")):
+        assert cluster.value(victim, key) == value, key
+    (desc,) = back.descriptors()
+    assert desc.replica_of(victim) == ReplicaDescriptor(victim, 4)
+    with back.engine.snapshot() as snap:
+        assert replica_tombstone(snap, 1) == 4  # the old replica's id never comes back

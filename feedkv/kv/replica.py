@@ -57,14 +57,14 @@ more than ``log_limit`` entries it applied, it drops all but the last ``log_keep
 them, in the transaction of its next Ready. A follower that falls further behind than
 that gets a snapshot.
 
-Not yet here: installing a snapshot as it arrives (the receiver holds it whole, and
-installs it in one transaction).
+A snapshot travels in bounded chunks and waits on the receiver's disk until it is
+installed, in one engine transaction (:mod:`feedkv.kv.snapshot_spool`).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -89,6 +89,8 @@ from feedkv.raft import (
     Snapshot,
     SnapshotMeta,
     decode_conf_change,
+    decode_message,
+    encode_message,
 )
 from feedkv.storage.engine import Completion, Engine, Reader, ReadWriter
 from feedkv.storage.overlay import Overlay, OverlayView
@@ -115,18 +117,33 @@ class AppliedEntry:
 
 
 class RangeData(Protocol):
-    """What a replica's range holds in the engine, for snapshots and membership."""
+    """What a replica's range holds in the engine, for snapshots and membership.
 
-    def snapshot(self, reader: Reader) -> bytes:
-        """The range's data in ``reader``, as a snapshot's payload."""
+    A snapshot's payload travels in chunks (:mod:`feedkv.kv.snapshot_spool`): the sender
+    reads them with :meth:`snapshot_chunks`, the receiver keeps them with :meth:`spool`,
+    and Raft carries the token :meth:`spool` returns as the snapshot's ``data``, which
+    :meth:`accepts` and :meth:`install` take, and :meth:`release` frees."""
+
+    def snapshot_chunks(self, reader: Reader) -> Iterator[bytes]:
+        """The range's data in ``reader``, as a snapshot's payload, in chunks of bounded
+        size (read as they are taken)."""
+        ...
+
+    def spool(self, chunks: Iterable[bytes]) -> bytes:
+        """Keep a received snapshot's chunks (as they come); its token. Raises what
+        ``chunks`` raises (a transfer cut off), keeping nothing."""
         ...
 
     def accepts(self, data: bytes) -> bool:
-        """Whether a snapshot's payload may be installed here now."""
+        """Whether the snapshot ``data`` names may be installed here now."""
         ...
 
     def install(self, rw: ReadWriter, data: bytes) -> None:
-        """Replace whatever the range held here with a snapshot's payload."""
+        """Replace whatever the range held here with the snapshot ``data`` names."""
+        ...
+
+    def release(self, data: bytes) -> None:
+        """The snapshot ``data`` names was installed durably, or refused: free it."""
         ...
 
     def members_changed(self, rw: ReadWriter, conf: ConfState, change: ConfChange | None) -> None:
@@ -474,19 +491,33 @@ class Replica:
                 )
             )
 
-    def snapshot_message(self, m: Message) -> Message:
-        """``m``, a snapshot Raft decided to send, with the range's data as the engine
-        holds it now: at the position Raft chose or past it (a follower takes any
-        snapshot ahead of its log, and its answer moves the leader's progress on). Reads
-        the engine only, so its driver may call it on another thread."""
+    def snapshot_frames(self, m: Message) -> Generator[bytes, None, None]:
+        """``m``, a snapshot Raft decided to send, encoded with its position but no data,
+        then the range's data in chunks, all as the engine holds it now: at the
+        position Raft chose or past it (a follower takes any snapshot ahead of its log,
+        and its answer moves the leader's progress on). Reads the engine only, as the
+        frames are taken (one engine snapshot held until the last), so its driver may
+        call it on another thread; the frames must be taken on the thread that took the
+        first (an engine snapshot stays on its thread)."""
         with self._engine.snapshot() as snap:
             index, conf = self.storage.read_applied(snap)
             term = self.storage.read_term(snap, index)
-            data = self._data.snapshot(snap)
-        return replace(m, snapshot=Snapshot(SnapshotMeta(index, term, conf), data))
+            meta = SnapshotMeta(index, term, conf)
+            yield encode_message(replace(m, snapshot=Snapshot(meta, b"")))
+            yield from self._data.snapshot_chunks(snap)
+
+    def snapshot_message(self, m: Message) -> Message:
+        """``m`` with its snapshot whole, spooled by this replica's range data (for a
+        driver that hands messages over whole, as the simulation does)."""
+        frames = self.snapshot_frames(m)
+        head = decode_message(next(frames))
+        if head.snapshot is None:
+            raise InvariantViolation("a snapshot's first frame has no snapshot")
+        data = self._data.spool(frames)
+        return replace(head, snapshot=replace(head.snapshot, data=data))
 
     def _snapshot(self) -> Snapshot:
-        """Where a snapshot would be now, without its data (:meth:`snapshot_message`
+        """Where a snapshot would be now, without its data (:meth:`snapshot_frames`
         reads that)."""
         with self._engine.snapshot() as snap:
             index, conf = self.storage.read_applied(snap)

@@ -50,6 +50,15 @@ ReplicaTooOldError). A node's transport calls :meth:`ReplicaLoop.receive` with t
 batches other nodes sent it;
 ``send`` must not block for long (it runs on the loop), and a message it loses is a
 message the network lost, which Raft tolerates.
+
+Snapshots go their own way, in bounded chunks (:mod:`feedkv.kv.snapshot_spool`): a
+thread of the loop's reads each from an engine snapshot as ``send_snapshot`` streams it
+(it blocks until the receiver kept every chunk, or raises), and tells Raft whether it
+arrived. The receiving node's transport hands the frames to
+:meth:`ReplicaLoop.receive_snapshot`, which spools them to disk as they come and then
+steps the snapshot's message, naming the spooled file, into the replica (which installs
+it from the file in one engine transaction; the file goes once that is durable, or when
+the replica refuses the snapshot).
 """
 
 from __future__ import annotations
@@ -59,7 +68,7 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -99,6 +108,11 @@ log = logging.getLogger(__name__)
 
 Send = Callable[[int, list[tuple[int, bytes]]], None]
 """``send(node_id, [(range_id, encoded message), ...])``: one node's share of a turn."""
+
+SendSnapshot = Callable[[int, int, Iterator[bytes]], None]
+"""``send_snapshot(node_id, range_id, frames)``: stream a snapshot's frames (the encoded
+message, then its data's chunks) to the node, taking them on the calling thread; returns
+once the node kept them all, raises when the transfer failed."""
 
 OnRemoved = Callable[[int, int], None]
 """``on_removed(range_id, next_replica_id)``: the loop collected its replica of the range
@@ -162,6 +176,15 @@ class _SnapshotSent:
 
 
 @dataclass(frozen=True, slots=True)
+class _Spooled:
+    """A snapshot's message from node ``sender``, its data spooled (the token)."""
+
+    range_id: int
+    message: Message
+    sender: int
+
+
+@dataclass(frozen=True, slots=True)
 class _Inbound:
     """Messages node ``sender`` sent (0: not known)."""
 
@@ -194,6 +217,7 @@ _Item = (
     | _SnapshotSent
     | _Written
     | _Inbound
+    | _Spooled
 )
 """What the loop's inbox carries (``None`` wakes it to stop)."""
 
@@ -208,6 +232,7 @@ class ReplicaLoop:
         send: Send,
         range_data: Callable[[int], RangeData],
         *,
+        send_snapshot: SendSnapshot,
         tick_s: float = 0.05,
         config: Config | None = None,
         on_stage: OnStage | None = None,
@@ -219,6 +244,8 @@ class ReplicaLoop:
         self.engine = engine
         self.node_id = node_id
         self._send = send
+        self._send_snapshot = send_snapshot
+        self._spooled: dict[int, bytes] = {}  # range id -> a snapshot its replica took
         self._range_data = range_data
         self._tick_s = tick_s
         self._config = config or Config(id=node_id)
@@ -302,6 +329,18 @@ class ReplicaLoop:
         """Messages node ``sender`` sent, as ``(range_id, encoded message)`` (each
         message names its sending and receiving replica ids)."""
         self._inbox.put(_Inbound(batch, sender))
+
+    def receive_snapshot(self, range_id: int, frames: Iterator[bytes], sender: int) -> None:
+        """A snapshot node ``sender`` streams (the frames of
+        :meth:`~feedkv.kv.replica.Replica.snapshot_frames`), on the transport's thread:
+        spools its chunks as they come, then hands its message to the loop. Raises what
+        ``frames`` raises (the transfer was cut off: nothing was kept, nothing changed)."""
+        message = decode_message(next(frames))
+        if message.snapshot is None:
+            raise InvariantViolation(f"r{range_id}: a snapshot stream without a snapshot")
+        token = self._range_data(range_id).spool(frames)
+        spooled = replace(message, snapshot=replace(message.snapshot, data=token))
+        self._inbox.put(_Spooled(range_id, spooled, sender))
 
     def propose(self, range_id: int, evaluate: Evaluate) -> Completion[Any]:
         """Evaluate a command on this node's replica of ``range_id`` and replicate it;
@@ -477,6 +516,9 @@ class ReplicaLoop:
                 # shows as the follower's rejection of the next append, and goes again
                 replica.raft.report_snapshot(item.to, success=item.success)
             return
+        if isinstance(item, _Spooled):
+            self._take_snapshot(item)
+            return
         if isinstance(item, _Remove):
             held = self._replicas.get(item.range_id)
             if item.if_leaderless and held is not None and held.raft.leader:
@@ -486,6 +528,7 @@ class ReplicaLoop:
             self._leases.pop(item.range_id, None)
             if removed is not None:
                 removed.close()
+                self._release_spooled(item.range_id)
                 item.then()
             return
         for range_id, raw in item.batch:
@@ -494,7 +537,10 @@ class ReplicaLoop:
             if raw.startswith(_TOO_OLD):
                 self._removed_notice(range_id, int.from_bytes(raw[len(_TOO_OLD) :], "big"))
                 continue
-            self._step(range_id, decode_message(raw), item.sender)
+            message = decode_message(raw)
+            if message.snapshot is not None:
+                continue  # NB: a snapshot comes spooled (receive_snapshot), never whole
+            self._step(range_id, message, item.sender)
 
     def _step(self, range_id: int, message: Message, sender: int) -> None:
         """Step one message into its replica here, by the replica ids it names (see the
@@ -540,6 +586,25 @@ class ReplicaLoop:
             replica.nodes[from_id] = sender  # a member this replica's record lacks yet
         replica.raft.step(message)
 
+    def _take_snapshot(self, item: _Spooled) -> None:
+        """Step a spooled snapshot; its file is freed at once unless the replica took it
+        (then once it is installed durably, :meth:`_finish`)."""
+        token = item.message.snapshot.data if item.message.snapshot is not None else b""
+        data = self._range_data(item.range_id)
+        if item.range_id in self._merged:
+            data.release(token)
+            return
+        self._step(item.range_id, item.message, item.sender)
+        replica = self._replicas.get(item.range_id)
+        taken = replica.raft.log.unstable_snapshot() if replica is not None else None
+        if taken is None or taken.data != token:
+            data.release(token)  # refused (stale, or not for this replica)
+            return
+        replaced = self._spooled.get(item.range_id)
+        if replaced is not None and replaced != token:
+            data.release(replaced)  # NB: a newer snapshot took its place before it was staged
+        self._spooled[item.range_id] = token
+
     def _removed_notice(self, range_id: int, removed_id: int) -> None:
         """Another replica of the range says the range removed replica ``removed_id``."""
         replica = self._replicas.get(range_id)
@@ -559,8 +624,14 @@ class ReplicaLoop:
             self._replicas.pop(replica.range_id, None)
         self._leases.pop(replica.range_id, None)
         replica.close()
+        self._release_spooled(replica.range_id)
         if self._on_removed is not None:
             self._on_removed(replica.range_id, next_id)
+
+    def _release_spooled(self, range_id: int) -> None:
+        token = self._spooled.pop(range_id, None)
+        if token is not None:
+            self._range_data(range_id).release(token)
 
     def _refresh(self, replica: Replica) -> None:
         """Read the replica's peers again from its range's record (its members changed,
@@ -713,6 +784,10 @@ class ReplicaLoop:
             if self._replicas.get(replica.range_id) is not replica:
                 continue  # removed or merged away while its write was in flight
             late = replica.staged(ready)
+            if ready.snapshot is not None and self._spooled.get(replica.range_id) == (
+                ready.snapshot.data
+            ):
+                self._release_spooled(replica.range_id)  # installed, durably
             if _changes_raft_state(ready):
                 self._refresh(replica)
             _post(outbox, replica, [m for m in late if m.type is not MessageType.SNAP])
@@ -728,23 +803,30 @@ class ReplicaLoop:
         self._flush(outbox)
 
     def _send_snapshots(self) -> None:
-        """Read each snapshot's data from the engine and send it, off the loop (a large
-        range takes long to read), then tell the loop it left."""
+        """Stream each snapshot, read from the engine as it goes, off the loop (a large
+        range takes long to read and send), then tell the loop whether it arrived."""
         while True:
             job = self._snapshots.get()
             if job is None:
                 return
             replica, m = job
+            node, success = replica.node_of(m.to), False
+            frames = replica.snapshot_frames(m)
             try:
-                raw = encode_message(replica.snapshot_message(m))
-            except FeedKVError as exc:  # the range left this store meanwhile
-                log.info("r%d: no snapshot for n%d: %s", replica.range_id, m.to, exc)
-                self._inbox.put(_SnapshotSent(replica.range_id, m.to, success=False))
-                continue
-            node = replica.node_of(m.to)
-            if node:
-                self._send(node, [(replica.range_id, raw)])
-            self._inbox.put(_SnapshotSent(replica.range_id, m.to, success=bool(node)))
+                if node:
+                    self._send_snapshot(node, replica.range_id, frames)
+                    success = True
+            except Exception as exc:  # NB: whatever cut it off, Raft sends it again
+                log.info(
+                    "r%d: the snapshot for replica %d on n%d failed: %s",
+                    replica.range_id,
+                    m.to,
+                    node,
+                    exc,
+                )
+            finally:
+                frames.close()  # NB: its engine snapshot ends here, on the thread it began
+            self._inbox.put(_SnapshotSent(replica.range_id, m.to, success=success))
 
     def _end_merged(self, range_id: int) -> None:
         """The range merged into its left neighbour here: its group ends (the store
@@ -753,6 +835,7 @@ class ReplicaLoop:
         with self._lock:
             replica = self._replicas.pop(range_id, None)
         self._leases.pop(range_id, None)
+        self._release_spooled(range_id)
         if replica is not None:
             replica.close()
 

@@ -46,7 +46,7 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
@@ -122,8 +122,9 @@ from feedkv.kv.range_descriptor import bootstrap as bootstrap_meta
 from feedkv.kv.range_move import MoveRecord
 from feedkv.kv.range_size import RangeSizes, measure, op_bytes
 from feedkv.kv.replica import AppliedEntry, Replica
-from feedkv.kv.replica_loop import ReplicaLoop, Send
+from feedkv.kv.replica_loop import ReplicaLoop, Send, SendSnapshot
 from feedkv.kv.replicated_command import Effects
+from feedkv.kv.snapshot_spool import SnapshotSpool
 from feedkv.kv.tscache import TimestampCache
 from feedkv.kv.txn_record import TXN_RECORDS, TxnRecord, read_record
 from feedkv.kv.wait_for import WaitForGraph
@@ -177,6 +178,7 @@ class StoreConfig:
     range_check_interval_s: float = 10.0  # how often small neighbours are looked for
     gc_ttl_ns: int = 4 * 3600 * 1_000_000_000  # history kept for reads in the past
     gc_interval_s: float = 60.0  # how often ranges are garbage-collected
+    snapshot_chunk_bytes: int = 1 << 20  # about how much of a Raft snapshot a chunk holds
     # Moves an automatic split point back to a boundary the layer above needs kept whole
     # (a SQL row's start, so its column families stay in one range); None: any key.
     split_key: Callable[[bytes], bytes] | None = None
@@ -252,29 +254,40 @@ class _ReplicatedRange:
         range_id: int,
         node_id: int,
         removed: set[int],
+        spool: SnapshotSpool,
+        chunk_bytes: int,
     ) -> None:
         self._engine = engine
         self._ctx = ctx
         self.range_id = range_id
         self._node_id = node_id
         self._removed = removed  # ranges whose replica here was removed from the group
+        self._spool = spool
+        self._chunk_bytes = chunk_bytes
 
     def accepts(self, data: bytes) -> bool:
         """Whether a snapshot may be installed here: not while another range of this
         store still holds part of its span (a split that made this range has not
         applied here yet: it will create the replica; until then the leader retries)."""
-        desc = RangeDescriptor.decode(msgpack.unpackb(data, raw=False)[0])
+        desc = RangeDescriptor.decode(msgpack.unpackb(next(self._spool.read(data)), raw=False)[0])
         with self._engine.snapshot() as snap:
             return all(
                 d.range_id == self.range_id or not d.span.overlaps(desc.span)
                 for d in all_descriptors(snap)
             )
 
-    def snapshot(self, reader: Reader) -> bytes:
+    def spool(self, chunks: Iterable[bytes]) -> bytes:
+        return self._spool.write(chunks)
+
+    def release(self, data: bytes) -> None:
+        self._spool.release(data)
+
+    def snapshot_chunks(self, reader: Reader) -> Iterator[bytes]:
+        """A header (the descriptor, GC threshold, promises and merge marker), then the
+        range state, about ``chunk_bytes`` per chunk."""
         desc = descriptor_by_id(reader, self.range_id)
         if desc is None:
             raise InvariantViolation(f"a snapshot of r{self.range_id}, which is not here")
-        entries = [list(e) for chunk in range_move.read_snapshot(reader, desc.span) for e in chunk]
         threshold = gc_threshold(reader, desc.span)
         # What the entries the snapshot stands for promised, which the replica that
         # installs it never applies: no write below a read served or a timestamp closed.
@@ -282,27 +295,35 @@ class _ReplicatedRange:
         # request's timestamp), so the clock bounds them all.
         promised = [self._ctx.closed.get(self.range_id), self._ctx.clock.now()]
         marker = replicated_merge.read_marker(reader, self.range_id)  # frozen for a merge
-        packed: bytes = msgpack.packb(
+        header: bytes = msgpack.packb(
             [
                 desc.encode(),
                 [threshold.wall, threshold.logical],
-                entries,
                 [[ts.wall, ts.logical] for ts in promised],
                 None if marker is None else [marker.into, marker.state],
             ],
             use_bin_type=True,
         )
-        return packed
+        yield header
+        for chunk in range_move.read_snapshot(
+            reader, desc.span, chunk_entries=1 << 30, chunk_bytes=self._chunk_bytes
+        ):
+            packed: bytes = msgpack.packb([list(e) for e in chunk], use_bin_type=True)
+            yield packed
 
     def install(self, rw: ReadWriter, data: bytes) -> None:
-        raw, threshold, entries, promised, marker = msgpack.unpackb(data, raw=False)
+        """From the spool, a chunk at a time, in the caller's one transaction."""
+        chunks = self._spool.read(data)
+        raw, threshold, promised, marker = msgpack.unpackb(next(chunks), raw=False)
         desc = RangeDescriptor.decode(raw)
         held = descriptor_by_id(rw, self.range_id)
         if held is not None:
             range_move.clear_range(rw, held.span)
             delete_descriptor(rw, held)
         range_move.clear_range(rw, desc.span)
-        range_move.write_entries(rw, [tuple(entry) for entry in entries])
+        for chunk in chunks:
+            entries = msgpack.unpackb(chunk, raw=False)
+            range_move.write_entries(rw, [tuple(entry) for entry in entries])
         forward_threshold(rw, desc.span, Timestamp(*threshold))
         write_descriptor(rw, desc)
         frozen = None if marker is None else replicated_merge.MergeMarker(*marker)
@@ -599,21 +620,31 @@ class Store:
         self.engine.write(bootstrap)
 
     def replicate(
-        self, send: Send, *, tick_s: float = 0.05, raft: RaftConfig | None = None
+        self,
+        send: Send,
+        *,
+        send_snapshot: SendSnapshot,
+        tick_s: float = 0.05,
+        raft: RaftConfig | None = None,
     ) -> ReplicaLoop:
         """Serve the ranges replicated on this store (their descriptors name more than
         one node) through their Raft groups; ``send`` carries this node's messages to
         the others, whose messages the node's transport hands to the returned loop's
-        ``receive``."""
+        ``receive``; ``send_snapshot`` streams snapshots, which the other node's
+        transport hands to its loop's ``receive_snapshot`` (spooled in the store's
+        ``raft-snapshots`` directory until installed)."""
         if self.replicas is not None:
             raise InvariantViolation("the store replicates already")
+        spool = SnapshotSpool(Path(self.engine.path) / "raft-snapshots")
+        chunk_bytes = self.config.snapshot_chunk_bytes
         loop = ReplicaLoop(
             self.engine,
             self.node_id,
             send,
             lambda range_id: _ReplicatedRange(
-                self.engine, self._ctx, range_id, self.node_id, self._removed
+                self.engine, self._ctx, range_id, self.node_id, self._removed, spool, chunk_bytes
             ),
+            send_snapshot=send_snapshot,
             tick_s=tick_s,
             config=raft,
             on_stage=self._on_replicated_stage,

@@ -43,7 +43,10 @@ replica joins as a learner, receives a snapshot (its store knows nothing of the 
 catches up, and is promoted to a voter; a replica is removed the same way. Each change
 applies on every replica with the range's own record of its members
 (:meth:`RangeData.members_changed`: the range descriptor's replicas), in the same
-transaction.
+transaction. A replica's Raft id is its replica id, never its node's: a change names
+the replica it adds or removes, and carries its node in the change's ``context``
+(:mod:`feedkv.kv.range_descriptor`); :attr:`Replica.nodes` maps the ids to nodes for its
+driver, and the lease holder a refusal names is a node.
 
 A snapshot is the range's data as of an applied index, from :class:`RangeData`, which
 knows what the range holds; a replica installs one in the transaction that persists it.

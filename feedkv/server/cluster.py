@@ -11,7 +11,8 @@ Ranges are replicated when the cluster's replication factor (``--replicas``, fro
 ``ClusterConfig.replicas``) is above one: each node looks every ``replicate_interval_s``
 at the ranges it holds alone or holds the lease of, and adds a replica on the live node
 with the fewest ranges to each that has fewer than the factor (a range held alone first
-becomes a Raft group of one). Raft messages travel on a ``RaftStream`` per pair of nodes
+becomes a Raft group of one). Raft messages travel on a ``RaftStream`` per pair of nodes,
+and each snapshot, in chunks, on a ``RaftSnapshot`` call of its own
 (:mod:`feedkv.server.raft_transport`); the rebalancer moves only ranges held alone.
 
 Every ``heartbeat_s`` each node calls ``Gossip`` on every node it knows, carrying its

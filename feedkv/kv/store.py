@@ -351,7 +351,8 @@ class _ReplicatedRange:
             self._removed.add(self.range_id)
         nodes = {r.replica_id: r.node_id for r in desc.members}
         if change is not None and change.type is not ConfChangeType.REMOVE_NODE:
-            nodes.setdefault(change.node_id, change.context)
+            # NB: no context: an entry from before replica ids, whose id is its node's
+            nodes.setdefault(change.node_id, change.context or change.node_id)
         ids = tuple(
             ReplicaDescriptor(nodes[r], r, learner=r not in conf.voters)
             for r in (*conf.voters, *conf.learners)

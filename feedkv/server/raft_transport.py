@@ -30,7 +30,8 @@ A snapshot goes on a call of its own (``RaftSnapshot``, as CockroachDB streams i
 snapshots apart from the Raft messages): :meth:`RaftTransport.send_snapshot` streams its
 frames (the message, then the data's chunks, each at most ``CHUNK_BYTES``) as the sending
 loop reads them from its engine, at most ``SNAPSHOT_WINDOW`` frames ahead of what gRPC
-sent, and returns once the receiver spooled them all; the receiver's handler
+took (gRPC holds no more than its flow control lets through), and returns once the
+receiver spooled them all; the receiver's handler
 (:func:`snapshot_frames`) hands them to its loop as they arrive. A call that fails, or
 stalls for ``CALL_TIMEOUT_S``, raises on the sender and leaves the receiver nothing.
 """

@@ -726,12 +726,13 @@ class _Evaluator:
             return SplitResponse(left, desc)
         generation = desc.generation + 1
         left = replace(desc, span=Span(desc.start, key), generation=generation)
-        right = RangeDescriptor(
-            self.ctx.new_range_id(self.rw),
-            Span(key, desc.end),
-            generation,
-            not req.automatic,
-            desc.replicas,
+        # NB: the right-hand range's replicas are the left's, with the same ids
+        right = replace(
+            desc,
+            range_id=self.ctx.new_range_id(self.rw),
+            span=Span(key, desc.end),
+            generation=generation,
+            sticky=not req.automatic,
         )
         write_descriptor(self.rw, left)
         write_descriptor(self.rw, right)

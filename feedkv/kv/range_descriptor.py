@@ -8,16 +8,30 @@ exactly as durable as the data:
 - ``desc/<range id, 8 bytes>`` -> the descriptor;
 - ``end/<end key>`` -> the range id, so the range holding ``key`` is the first entry whose
   end key sorts after ``key`` (one seek);
-- ``next_range_id`` -> the id the next split hands out.
+- ``next_range_id`` -> the id the next split hands out;
+- ``replica_tombstone/<range id>`` -> the lowest replica id this store may still hold of
+  a range whose replica here was removed (see below).
 
 Every split and merge bumps the generation of the ranges it touches; a client whose cached
 descriptor carries an older generation learns so from the node's reply.
+
+Replica ids (as CockroachDB's): each replica of a range has an id of its own, never used
+before in that range (``next_replica_id`` hands them out); its Raft peer id is that id,
+not its node's. A replica removed from a node and added back later is a new replica with
+a new id, so nothing the old one sent, voted or logged can pass for the new one's. A
+store that drops a removed replica leaves a tombstone with the next id, and makes no
+replica of an older id again.
+
+Encoding: a version byte (2), then the fields. A descriptor written before replica ids
+(no version byte: it starts with the top byte of its range id, 0 for every id a store
+hands out, below node ``2**24``) still decodes: its replica ids are its node ids, which
+is what its Raft group used, and its next replica id is one above the highest of them.
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from feedkv.errors import InvariantViolation, RangeKeyMismatchError
@@ -27,6 +41,7 @@ from feedkv.util.keys import KEY_MAX, KEY_MIN, Span, key_next, prefix_end
 __all__ = [
     "META",
     "RangeDescriptor",
+    "ReplicaDescriptor",
     "all_descriptors",
     "bootstrap",
     "descriptor_by_id",
@@ -35,6 +50,8 @@ __all__ = [
     "seed_range_ids",
     "write_descriptor",
     "delete_descriptor",
+    "replica_tombstone",
+    "write_replica_tombstone",
 ]
 
 META = "meta"
@@ -42,8 +59,22 @@ META = "meta"
 _DESC = b"desc/"
 _END = b"end/"
 _NEXT_ID = b"next_range_id"
-_HEADER = struct.Struct(">QQ?HB")  # range id, generation, sticky, start length, replicas
-_REPLICA = struct.Struct(">I")
+_TOMBSTONE = b"replica_tombstone/"
+_VERSION = 2
+_HEADER_V1 = struct.Struct(">QQ?HB")  # range id, generation, sticky, start length, replicas
+_HEADER = struct.Struct(">BQQ?HBBI")  # version, ..., replicas, learners, next replica id
+_REPLICA_V1 = struct.Struct(">I")
+_REPLICA = struct.Struct(">II")  # node id, replica id
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaDescriptor:
+    """One replica of a range: the node that holds it and its id in the range (its Raft
+    peer id); ``learner``: it is being added (it votes and serves nothing yet)."""
+
+    node_id: int
+    replica_id: int
+    learner: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +83,12 @@ class RangeDescriptor:
 
     ``sticky``: the range's start key was set by a manual split, so the store never
     merges it away on its own (only ``db.merge`` does). ``replicas``: the ids of the
-    nodes that hold the range, its leaseholder first (one node until ranges replicate);
-    a store that is not part of a cluster is node 1.
+    nodes that hold the range's voters, its leaseholder first (one node until ranges
+    replicate); a store that is not part of a cluster is node 1. ``ids``: every replica
+    with its replica id, learners too, in no particular order (empty: each voter's id is
+    its node id, as before replica ids); ``next_replica_id``: the id the next replica
+    added gets (0: one above the highest in use). Routing, leases and SHOW RANGES read
+    node ids (``replicas``); Raft reads replica ids (:attr:`members`).
     """
 
     range_id: int
@@ -61,6 +96,34 @@ class RangeDescriptor:
     generation: int
     sticky: bool = False
     replicas: tuple[int, ...] = (1,)
+    ids: tuple[ReplicaDescriptor, ...] = ()
+    next_replica_id: int = 0
+
+    def __post_init__(self) -> None:
+        # NB: a set: one order, so equal descriptors compare equal
+        ids = tuple(sorted(self.ids, key=lambda r: r.replica_id))
+        object.__setattr__(self, "ids", ids)
+
+    @property
+    def members(self) -> tuple[ReplicaDescriptor, ...]:
+        """Every replica with its id: the voters (those on ``replicas``), then learners."""
+        if not self.ids:
+            return tuple(ReplicaDescriptor(n, n) for n in self.replicas)
+        by_node = {r.node_id: r for r in self.ids if not r.learner}
+        if not by_node.keys() == set(self.replicas):
+            raise InvariantViolation(f"r{self.range_id}: voters {self.replicas} but ids {self.ids}")
+        voters = tuple(by_node[n] for n in self.replicas)
+        return voters + tuple(r for r in self.ids if r.learner)
+
+    @property
+    def next_id(self) -> int:
+        """The id the next replica added gets."""
+        used = max((r.replica_id for r in self.members), default=0)
+        return max(self.next_replica_id, used + 1)
+
+    def replica_of(self, node_id: int) -> ReplicaDescriptor | None:
+        """This range's replica on node ``node_id``, if it has one (a learner too)."""
+        return next((r for r in self.members if r.node_id == node_id), None)
 
     @property
     def lease_holder(self) -> int:
@@ -80,24 +143,59 @@ class RangeDescriptor:
 
     def encode(self) -> bytes:
         start = self.span.start
-        replicas = b"".join(_REPLICA.pack(n) for n in self.replicas)
+        members = self.members
+        voters = {r.node_id: r for r in members if not r.learner}
+        learners = [r for r in members if r.learner]
         header = _HEADER.pack(
-            self.range_id, self.generation, self.sticky, len(start), len(self.replicas)
+            _VERSION,
+            self.range_id,
+            self.generation,
+            self.sticky,
+            len(start),
+            len(self.replicas),
+            len(learners),
+            self.next_id,
         )
-        return header + replicas + start + self.span.end
+        # NB: the voters in lease order, so the order of ``replicas`` survives
+        replicas = b"".join(_REPLICA.pack(n, voters[n].replica_id) for n in self.replicas)
+        learned = b"".join(_REPLICA.pack(r.node_id, r.replica_id) for r in learners)
+        return header + replicas + learned + start + self.span.end
 
     @classmethod
     def decode(cls, raw: bytes) -> RangeDescriptor:
-        range_id, generation, sticky, start_len, count = _HEADER.unpack_from(raw)
+        if raw[0] != _VERSION:
+            return cls._decode_v1(raw)
+        _, range_id, generation, sticky, start_len, count, learners, next_id = _HEADER.unpack_from(
+            raw
+        )
         at = _HEADER.size
-        replicas = tuple(_REPLICA.unpack_from(raw, at + 4 * i)[0] for i in range(count))
+        pairs = [_REPLICA.unpack_from(raw, at + _REPLICA.size * i) for i in range(count + learners)]
+        at += _REPLICA.size * (count + learners)
+        ids = tuple(
+            ReplicaDescriptor(node, replica, i >= count) for i, (node, replica) in enumerate(pairs)
+        )
+        start = raw[at : at + start_len]
+        end = raw[at + start_len :]
+        replicas = tuple(node for node, _ in pairs[:count])
+        derived = cls(range_id, Span(start, end), generation, sticky, replicas)
+        if derived.members == ids and derived.next_id == next_id:
+            return derived  # NB: one value for one descriptor, whichever way it was made
+        return replace(derived, ids=ids, next_replica_id=next_id)
+
+    @classmethod
+    def _decode_v1(cls, raw: bytes) -> RangeDescriptor:
+        range_id, generation, sticky, start_len, count = _HEADER_V1.unpack_from(raw)
+        at = _HEADER_V1.size
+        replicas = tuple(_REPLICA_V1.unpack_from(raw, at + 4 * i)[0] for i in range(count))
         at += 4 * count
         start = raw[at : at + start_len]
         end = raw[at + start_len :]
         return cls(range_id, Span(start, end), generation, sticky, replicas)
 
     def __str__(self) -> str:
-        nodes = ",".join(f"n{n}" for n in self.replicas)
+        nodes = ",".join(
+            f"n{r.node_id}/{r.replica_id}{'L' if r.learner else ''}" for r in self.members
+        )
         return f"r{self.range_id}:{self.span} (gen {self.generation}, on {nodes})"
 
 
@@ -168,6 +266,19 @@ def seed_range_ids(rw: ReadWriter, node_id: int) -> None:
     counts from 2)."""
     if rw.get(META, _NEXT_ID) is None:
         rw.put(META, _NEXT_ID, (node_id << 32).to_bytes(8, "big"))
+
+
+def replica_tombstone(reader: Reader, range_id: int) -> int:
+    """The lowest replica id of ``range_id`` this store may hold (0: no tombstone)."""
+    raw = reader.get(META, _TOMBSTONE + range_id.to_bytes(8, "big"))
+    return int.from_bytes(raw, "big") if raw is not None else 0
+
+
+def write_replica_tombstone(rw: ReadWriter, range_id: int, next_replica_id: int) -> None:
+    """This store dropped its replica of ``range_id``: it never makes one with an id
+    below ``next_replica_id`` again (a late message to the removed one is dropped)."""
+    if next_replica_id > replica_tombstone(rw, range_id):
+        rw.put(META, _TOMBSTONE + range_id.to_bytes(8, "big"), next_replica_id.to_bytes(8, "big"))
 
 
 def bootstrap(rw: ReadWriter, node_id: int = 1, replicas: tuple[int, ...] = ()) -> bool:

@@ -115,18 +115,25 @@ def _in_span(db: str, key: bytes, span: Span) -> bool:
 
 
 def read_snapshot(
-    reader: Reader, span: Span, chunk_entries: int = CHUNK_ENTRIES
+    reader: Reader,
+    span: Span,
+    chunk_entries: int = CHUNK_ENTRIES,
+    chunk_bytes: int | None = None,
 ) -> Iterator[list[tuple[str, bytes, bytes]]]:
-    """The range state in ``span``, ``chunk_entries`` entries at a time."""
+    """The range state in ``span``, at most ``chunk_entries`` entries (and, given
+    ``chunk_bytes``, about that many bytes of keys and values: one entry more at most)
+    at a time, read as the chunks are taken."""
     chunk: list[tuple[str, bytes, bytes]] = []
+    size = 0
     for db in SNAPSHOT_DATABASES:
         start, end = _bounds(db, span)
         for key, value in reader.scan(db, start, end):
             if _in_span(db, key, span):
                 chunk.append((db, key, value))
-                if len(chunk) >= chunk_entries:
+                size += len(key) + len(value)
+                if len(chunk) >= chunk_entries or (chunk_bytes and size >= chunk_bytes):
                     yield chunk
-                    chunk = []
+                    chunk, size = [], 0
     if chunk:
         yield chunk
 
@@ -145,11 +152,17 @@ def write_entries(rw: ReadWriter, chunk: list[tuple[str, bytes, bytes]]) -> None
 def clear_range(rw: ReadWriter, span: Span) -> int:
     """Delete the range state in ``span`` (and the versions' time-index entries); returns
     the entries deleted. The garbage-collection thresholds stay: they only ever move up,
-    and the range's new node got them in the snapshot."""
-    doomed = [(db, key, value) for chunk in read_snapshot(rw, span) for db, key, value in chunk]
-    for db, key, _value in doomed:
-        rw.delete(db, key)
-        if db == VERSIONS:
-            user_key, ts = decode_version_key(key)
-            rw.delete(CHANGES, encode_change_key(ts, user_key))
-    return len(doomed)
+    and the range's new node got them in the snapshot. A chunk at a time: a large range
+    is never held in memory."""
+    deleted = 0
+    while True:
+        # NB: read again from the start each time: what the last chunk held is gone
+        doomed = next(read_snapshot(rw, span), [])
+        if not doomed:
+            return deleted
+        for db, key, _value in doomed:
+            rw.delete(db, key)
+            if db == VERSIONS:
+                user_key, ts = decode_version_key(key)
+                rw.delete(CHANGES, encode_change_key(ts, user_key))
+        deleted += len(doomed)

@@ -43,7 +43,10 @@ replica joins as a learner, receives a snapshot (its store knows nothing of the 
 catches up, and is promoted to a voter; a replica is removed the same way. Each change
 applies on every replica with the range's own record of its members
 (:meth:`RangeData.members_changed`: the range descriptor's replicas), in the same
-transaction.
+transaction. A replica's Raft id is its replica id, never its node's: a change names
+the replica it adds or removes, and carries its node in the change's ``context``
+(:mod:`feedkv.kv.range_descriptor`); :attr:`Replica.nodes` maps the ids to nodes for its
+driver, and the lease holder a refusal names is a node.
 
 A snapshot is the range's data as of an applied index, from :class:`RangeData`, which
 knows what the range holds; a replica installs one in the transaction that persists it.
@@ -57,14 +60,14 @@ more than ``log_limit`` entries it applied, it drops all but the last ``log_keep
 them, in the transaction of its next Ready. A follower that falls further behind than
 that gets a snapshot.
 
-Not yet here: installing a snapshot as it arrives (the receiver holds it whole, and
-installs it in one transaction).
+A snapshot travels in bounded chunks and waits on the receiver's disk until it is
+installed, in one engine transaction (:mod:`feedkv.kv.snapshot_spool`).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -89,6 +92,8 @@ from feedkv.raft import (
     Snapshot,
     SnapshotMeta,
     decode_conf_change,
+    decode_message,
+    encode_message,
 )
 from feedkv.storage.engine import Completion, Engine, Reader, ReadWriter
 from feedkv.storage.overlay import Overlay, OverlayView
@@ -115,22 +120,44 @@ class AppliedEntry:
 
 
 class RangeData(Protocol):
-    """What a replica's range holds in the engine, for snapshots and membership."""
+    """What a replica's range holds in the engine, for snapshots and membership.
 
-    def snapshot(self, reader: Reader) -> bytes:
-        """The range's data in ``reader``, as a snapshot's payload."""
+    A snapshot's payload travels in chunks (:mod:`feedkv.kv.snapshot_spool`): the sender
+    reads them with :meth:`snapshot_chunks`, the receiver keeps them with :meth:`spool`,
+    and Raft carries the token :meth:`spool` returns as the snapshot's ``data``, which
+    :meth:`accepts` and :meth:`install` take, and :meth:`release` frees."""
+
+    def snapshot_chunks(self, reader: Reader) -> Iterator[bytes]:
+        """The range's data in ``reader``, as a snapshot's payload, in chunks of bounded
+        size (read as they are taken)."""
+        ...
+
+    def spool(self, chunks: Iterable[bytes]) -> bytes:
+        """Keep a received snapshot's chunks (as they come); its token. Raises what
+        ``chunks`` raises (a transfer cut off), keeping nothing."""
         ...
 
     def accepts(self, data: bytes) -> bool:
-        """Whether a snapshot's payload may be installed here now."""
+        """Whether the snapshot ``data`` names may be installed here now."""
         ...
 
     def install(self, rw: ReadWriter, data: bytes) -> None:
-        """Replace whatever the range held here with a snapshot's payload."""
+        """Replace whatever the range held here with the snapshot ``data`` names."""
         ...
 
-    def members_changed(self, rw: ReadWriter, conf: ConfState) -> None:
-        """The range's members are now ``conf`` (record it with the range)."""
+    def release(self, data: bytes) -> None:
+        """The snapshot ``data`` names was installed durably, or refused: free it."""
+        ...
+
+    def members_changed(self, rw: ReadWriter, conf: ConfState, change: ConfChange | None) -> None:
+        """The range's members are now ``conf`` (record it with the range): by
+        ``change`` (whose ``context`` is the node of the replica it adds), or by a
+        snapshot (``None``) that brought the range's own record."""
+        ...
+
+    def replicas(self, reader: Reader) -> tuple[dict[int, int], int]:
+        """``(replica id -> node id, next replica id)`` of the range's replicas, as its
+        record in ``reader`` names them (``({}, 0)`` when there is none here yet)."""
         ...
 
 
@@ -189,6 +216,22 @@ class Replica:
         self._reads: list[_Read[Any]] = []  # evaluated, not answered; by context
         self._read_contexts = 0
         self._lease_started = False  # the lease was taken up and not yet reported
+        # replica id -> node id of the peers it knows (its driver keeps it; None: the
+        # replica ids are node ids, as in a simulation), and the next id the range gives
+        self.nodes: dict[int, int] | None = None
+        self.next_replica_id = 0
+
+    def node_of(self, replica_id: int) -> int:
+        """The node of replica ``replica_id`` of this range (0: not known here)."""
+        return replica_id if self.nodes is None else self.nodes.get(replica_id, 0)
+
+    @property
+    def leader_node(self) -> int:
+        """The node of the replica this one believes leads (0: none known)."""
+        return self.node_of(self.raft.leader) if self.raft.leader else 0
+
+    def _not_lease_holder(self) -> NotLeaseHolderError:
+        return NotLeaseHolderError(self.range_id, self.replica_id, self.leader_node)
 
     @staticmethod
     def bootstrap(rw: ReadWriter, range_id: int, voters: Sequence[int]) -> None:
@@ -218,12 +261,12 @@ class Replica:
         :class:`~feedkv.errors.NotLeaseHolderError` when this replica may not propose
         (nothing was evaluated into the log then), and whatever ``evaluate`` raises."""
         if not self.holds_lease:
-            raise NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
+            raise self._not_lease_holder()
         view = OverlayView(base, self._overlay)
         result, effects = evaluate(view)
         entry = self.raft.propose(encode_command(view.batch, effects))
         if entry is None:
-            raise NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
+            raise self._not_lease_holder()
         self._overlay.add(entry.index, view.batch)
         done: Completion[T] = Completion()
         # NB: a split's new range is served only once applied: its caller waits for that
@@ -237,7 +280,7 @@ class Replica:
         it. Raises that error at once when it does not hold the lease, and whatever
         ``evaluate`` raises."""
         if not self.holds_lease:
-            raise NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
+            raise self._not_lease_holder()
         view = OverlayView(base, self._overlay)
         result = evaluate(view)
         if len(view.batch):
@@ -277,7 +320,7 @@ class Replica:
         a time: :class:`~feedkv.errors.NotLeaseHolderError` otherwise, or
         :class:`~feedkv.errors.InvalidArgumentError` while another is pending."""
         if not self.holds_lease:
-            raise NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
+            raise self._not_lease_holder()
         entry = self.raft.propose_conf_change(change)
         if entry is None:
             raise InvalidArgumentError(
@@ -332,9 +375,7 @@ class Replica:
             if proposal.term == term:
                 proposal.done.set_result(proposal.result)
             else:
-                proposal.done.set_exception(
-                    NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
-                )
+                proposal.done.set_exception(self._not_lease_holder())
 
     def stage(self, rw: ReadWriter, ready: Ready) -> list[AppliedEntry]:
         """Phase 1, inside the engine transaction: persist ``ready`` and apply its
@@ -345,7 +386,7 @@ class Replica:
         if ready.snapshot is not None:
             meta = ready.snapshot.meta
             self._data.install(rw, ready.snapshot.data)
-            self._data.members_changed(rw, meta.conf_state)
+            self._data.members_changed(rw, meta.conf_state, None)
             index = meta.index
             applied.append(AppliedEntry(index, _NOTHING, snapshot=True))
         for entry in ready.committed_entries:
@@ -405,24 +446,21 @@ class Replica:
     def _fail_reads(self) -> None:
         reads, self._reads = self._reads, []
         for read in reads:
-            read.done.set_exception(
-                NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
-            )
+            read.done.set_exception(self._not_lease_holder())
 
     def _settle(self, proposal: _Proposal[Any], entry: Entry) -> None:
         if proposal.term == entry.term:
             proposal.done.set_result(proposal.result)
         else:  # a later leader's entry replaced it: it did not happen
-            proposal.done.set_exception(
-                NotLeaseHolderError(self.range_id, self.replica_id, self.raft.leader)
-            )
+            proposal.done.set_exception(self._not_lease_holder())
 
     def _apply(self, rw: ReadWriter, entry: Entry) -> Effects:
         if entry.type is EntryType.CONF_CHANGE:
             # NB: the engine may run this twice; taking a change in again is harmless
-            conf = self.raft.apply_conf_change(decode_conf_change(entry.data))
+            change = decode_conf_change(entry.data)
+            conf = self.raft.apply_conf_change(change)
             self.storage.stage_conf_state(rw, conf)
-            self._data.members_changed(rw, conf)
+            self._data.members_changed(rw, conf, change)
             self._conf = conf
             return _NOTHING
         if not entry.data:  # a new leader's empty entry
@@ -456,19 +494,33 @@ class Replica:
                 )
             )
 
-    def snapshot_message(self, m: Message) -> Message:
-        """``m``, a snapshot Raft decided to send, with the range's data as the engine
-        holds it now: at the position Raft chose or past it (a follower takes any
-        snapshot ahead of its log, and its answer moves the leader's progress on). Reads
-        the engine only, so its driver may call it on another thread."""
+    def snapshot_frames(self, m: Message) -> Generator[bytes, None, None]:
+        """``m``, a snapshot Raft decided to send, encoded with its position but no data,
+        then the range's data in chunks, all as the engine holds it now: at the
+        position Raft chose or past it (a follower takes any snapshot ahead of its log,
+        and its answer moves the leader's progress on). Reads the engine only, as the
+        frames are taken (one engine snapshot held until the last), so its driver may
+        call it on another thread; the frames must be taken on the thread that took the
+        first (an engine snapshot stays on its thread)."""
         with self._engine.snapshot() as snap:
             index, conf = self.storage.read_applied(snap)
             term = self.storage.read_term(snap, index)
-            data = self._data.snapshot(snap)
-        return replace(m, snapshot=Snapshot(SnapshotMeta(index, term, conf), data))
+            meta = SnapshotMeta(index, term, conf)
+            yield encode_message(replace(m, snapshot=Snapshot(meta, b"")))
+            yield from self._data.snapshot_chunks(snap)
+
+    def snapshot_message(self, m: Message) -> Message:
+        """``m`` with its snapshot whole, spooled by this replica's range data (for a
+        driver that hands messages over whole, as the simulation does)."""
+        frames = self.snapshot_frames(m)
+        head = decode_message(next(frames))
+        if head.snapshot is None:
+            raise InvariantViolation("a snapshot's first frame has no snapshot")
+        data = self._data.spool(frames)
+        return replace(head, snapshot=replace(head.snapshot, data=data))
 
     def _snapshot(self) -> Snapshot:
-        """Where a snapshot would be now, without its data (:meth:`snapshot_message`
+        """Where a snapshot would be now, without its data (:meth:`snapshot_frames`
         reads that)."""
         with self._engine.snapshot() as snap:
             index, conf = self.storage.read_applied(snap)

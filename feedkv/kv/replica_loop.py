@@ -33,12 +33,32 @@ range into its left neighbour (``Effects.merges``) ends the right-hand range's r
 here in the same turn, before it can write again, and messages for it are dropped from
 then on (:mod:`feedkv.kv.replicated_merge`).
 
-Replica ids are node ids: a store holds at most one replica of a range. A message for a
-range the store has no replica of creates one, empty (a replica being added: the leader
-sends it a snapshot). A node's transport calls :meth:`ReplicaLoop.receive` with the
+A store holds at most one replica of a range. Its Raft peer id is its replica id
+(:mod:`feedkv.kv.range_descriptor`), never used before in the range; the loop maps replica
+ids to nodes by the range's descriptor, and by where messages came from. A message for a
+range the store has no replica of creates one, empty, with the id the message is
+addressed to (a replica being added: the leader sends it a snapshot), unless that id is
+one the range gave out before and this store dropped (its tombstone) or never held. A
+message addressed to an older replica id than this store's replica is for a replica that
+is gone: dropped. One addressed to a newer id tells this store that its replica was
+removed and the node added again: the old replica is collected (its data, Raft state and
+feeds dropped, a tombstone left) before the new one is made. A message from a replica
+the range removed (its id is below the range's next id and not a member) is dropped, and
+its sender told, so a removed replica that missed its removal (its node was down) never
+has a vote counted or a campaign answered, and collects itself (CockroachDB's
+ReplicaTooOldError). A node's transport calls :meth:`ReplicaLoop.receive` with the
 batches other nodes sent it;
 ``send`` must not block for long (it runs on the loop), and a message it loses is a
 message the network lost, which Raft tolerates.
+
+Snapshots go their own way, in bounded chunks (:mod:`feedkv.kv.snapshot_spool`): a
+thread of the loop's reads each from an engine snapshot as ``send_snapshot`` streams it
+(it blocks until the receiver kept every chunk, or raises), and tells Raft whether it
+arrived. The receiving node's transport hands the frames to
+:meth:`ReplicaLoop.receive_snapshot`, which spools them to disk as they come and then
+steps the snapshot's message, naming the spooled file, into the replica (which installs
+it from the file in one engine transaction; the file goes once that is durable, or when
+the replica refuses the snapshot).
 """
 
 from __future__ import annotations
@@ -48,13 +68,15 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from feedkv.errors import (
     AmbiguousResultError,
     FeedKVError,
+    InvalidArgumentError,
+    InvariantViolation,
     NodeUnavailableError,
     RangeNotFoundError,
 )
@@ -86,6 +108,19 @@ log = logging.getLogger(__name__)
 
 Send = Callable[[int, list[tuple[int, bytes]]], None]
 """``send(node_id, [(range_id, encoded message), ...])``: one node's share of a turn."""
+
+SendSnapshot = Callable[[int, int, Iterator[bytes]], None]
+"""``send_snapshot(node_id, range_id, frames)``: stream a snapshot's frames (the encoded
+message, then its data's chunks) to the node, taking them on the calling thread; returns
+once the node kept them all, raises when the transfer failed."""
+
+OnRemoved = Callable[[int, int], None]
+"""``on_removed(range_id, next_replica_id)``: the loop collected its replica of the range
+(it no longer drives it); delete what it kept, and refuse ids below the one given."""
+
+# NB: not a Raft message (those are msgpack arrays): "your replica of this range, up to
+# this id, was removed" (the id follows, 4 bytes)
+_TOO_OLD = b"\x00removed"
 
 Evaluate = Callable[[ReadWriter], tuple[Any, Effects]]
 OnEntries = Callable[[int, Sequence[AppliedEntry]], None]
@@ -140,6 +175,23 @@ class _SnapshotSent:
     success: bool
 
 
+@dataclass(frozen=True, slots=True)
+class _Spooled:
+    """A snapshot's message from node ``sender``, its data spooled (the token)."""
+
+    range_id: int
+    message: Message
+    sender: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Inbound:
+    """Messages node ``sender`` sent (0: not known)."""
+
+    batch: list[tuple[int, bytes]]
+    sender: int
+
+
 class _Written:
     """The engine finished the turn's write in flight (it wakes the loop)."""
 
@@ -164,7 +216,8 @@ _Item = (
     | _Transfer
     | _SnapshotSent
     | _Written
-    | list[tuple[int, bytes]]
+    | _Inbound
+    | _Spooled
 )
 """What the loop's inbox carries (``None`` wakes it to stop)."""
 
@@ -179,22 +232,27 @@ class ReplicaLoop:
         send: Send,
         range_data: Callable[[int], RangeData],
         *,
+        send_snapshot: SendSnapshot,
         tick_s: float = 0.05,
         config: Config | None = None,
         on_stage: OnStage | None = None,
         on_apply: OnEntries | None = None,
         on_lease: Callable[[int], None] | None = None,
+        on_removed: OnRemoved | None = None,
         seed: int | None = None,
     ) -> None:
         self.engine = engine
         self.node_id = node_id
         self._send = send
+        self._send_snapshot = send_snapshot
+        self._spooled: dict[int, bytes] = {}  # range id -> a snapshot its replica took
         self._range_data = range_data
         self._tick_s = tick_s
         self._config = config or Config(id=node_id)
         self._on_stage = on_stage
         self._on_apply = on_apply
         self._on_lease = on_lease
+        self._on_removed = on_removed
         self._leases: dict[int, int] = {}  # range id -> term, of the leases held here
         self._changes: list[tuple[Replica, _Change, int]] = []  # (..., its log index)
         self._rng = random.Random(seed)
@@ -210,19 +268,37 @@ class ReplicaLoop:
         self._lock = threading.Lock()  # guards _replicas against readers off the loop
         self._writing: _Write | None = None
 
-    def add(self, range_id: int, *, campaign: bool = False, restarted: bool = False) -> Replica:
+    def add(
+        self,
+        range_id: int,
+        *,
+        replica_id: int = 0,
+        campaign: bool = False,
+        restarted: bool = False,
+    ) -> Replica:
         """Serve the range's replica on this store (its first state as written by
         :meth:`Replica.bootstrap` or an earlier run, or none: it waits for a snapshot);
+        ``replica_id``: its id (0: this node's replica in the range's descriptor);
         ``campaign``: stand for election at once (a group of one need not wait);
         ``restarted``: the store restarts with this replica (``Config.restarted``)."""
+        data = self._range_data(range_id)
+        with self.engine.snapshot() as snap:
+            nodes, next_id = data.replicas(snap)
+        if not replica_id:
+            replica_id = next((r for r, n in nodes.items() if n == self.node_id), 0)
+        if not replica_id:
+            raise InvariantViolation(f"r{range_id} names no replica on n{self.node_id} to serve")
         replica = Replica(
             self.engine,
             range_id,
-            self.node_id,
-            data=self._range_data(range_id),
+            replica_id,
+            data=data,
             config=replace(self._config, restarted=restarted),
             rng=random.Random(self._rng.random()),
         )
+        replica.nodes = dict(nodes)
+        if nodes:  # NB: else it waits for its snapshot, and knows no members yet
+            replica.next_replica_id = next_id
         with self._lock:
             self._replicas[range_id] = replica
         if campaign:
@@ -249,9 +325,22 @@ class ReplicaLoop:
 
     # -- inputs (any thread) -----------------------------------------------------------
 
-    def receive(self, batch: list[tuple[int, bytes]]) -> None:
-        """Messages another node sent, as ``(range_id, encoded message)``."""
-        self._inbox.put(batch)
+    def receive(self, batch: list[tuple[int, bytes]], sender: int = 0) -> None:
+        """Messages node ``sender`` sent, as ``(range_id, encoded message)`` (each
+        message names its sending and receiving replica ids)."""
+        self._inbox.put(_Inbound(batch, sender))
+
+    def receive_snapshot(self, range_id: int, frames: Iterator[bytes], sender: int) -> None:
+        """A snapshot node ``sender`` streams (the frames of
+        :meth:`~feedkv.kv.replica.Replica.snapshot_frames`), on the transport's thread:
+        spools its chunks as they come, then hands its message to the loop. Raises what
+        ``frames`` raises (the transfer was cut off: nothing was kept, nothing changed)."""
+        message = decode_message(next(frames))
+        if message.snapshot is None:
+            raise InvariantViolation(f"r{range_id}: a snapshot stream without a snapshot")
+        token = self._range_data(range_id).spool(frames)
+        spooled = replace(message, snapshot=replace(message.snapshot, data=token))
+        self._inbox.put(_Spooled(range_id, spooled, sender))
 
     def propose(self, range_id: int, evaluate: Evaluate) -> Completion[Any]:
         """Evaluate a command on this node's replica of ``range_id`` and replicate it;
@@ -294,9 +383,9 @@ class ReplicaLoop:
 
     def transfer_lease(self, range_id: int, to: int) -> None:
         """Have this store's replica of ``range_id``, if it leads, hand the leadership
-        (so the lease) to voter ``to`` (Raft's leadership transfer: ``to`` campaigns at
-        once, without waiting out an election timeout). Returns at once; the caller
-        watches :meth:`holds_lease`."""
+        (so the lease) to its voter on node ``to`` (Raft's leadership transfer: it
+        campaigns at once, without waiting out an election timeout). Returns at once;
+        the caller watches :meth:`holds_lease`."""
         self._inbox.put(_Transfer(range_id, to))
 
     def holds_lease(self, range_id: int) -> bool:
@@ -330,9 +419,26 @@ class ReplicaLoop:
         return replica is not None and replica.raft.applied_everywhere(index)
 
     def members(self, range_id: int) -> ConfState:
-        """The members of ``range_id``'s group as this store's replica knows them."""
+        """The nodes of the members of ``range_id``'s group as this store's replica
+        knows them (sorted; 0 for a member whose node it does not know)."""
         with self._lock:
-            return self._replicas[range_id].members
+            replica = self._replicas[range_id]
+        conf = replica.members
+        return ConfState(
+            tuple(sorted(map(replica.node_of, conf.voters))),
+            tuple(sorted(map(replica.node_of, conf.learners))),
+        )
+
+    def term(self, range_id: int) -> int:
+        """The Raft term this store's replica of ``range_id`` is in (a moment's view)."""
+        with self._lock:
+            return self._replicas[range_id].raft.term
+
+    def replica_id(self, range_id: int) -> int:
+        """The replica id of this store's replica of ``range_id`` (0: it holds none)."""
+        with self._lock:
+            replica = self._replicas.get(range_id)
+        return replica.replica_id if replica is not None else 0
 
     def members_settled(self, range_id: int) -> bool:
         """Whether no membership change of ``range_id`` is proposed and not yet applied."""
@@ -341,11 +447,11 @@ class ReplicaLoop:
         return replica.raft.pending_conf_index <= replica.applied
 
     def status(self, range_id: int) -> tuple[int, int, int]:
-        """``(leader it knows, committed index, applied index)`` of its replica (read
-        off the loop: a moment's view)."""
+        """``(node of the leader it knows, committed index, applied index)`` of its
+        replica (read off the loop: a moment's view)."""
         with self._lock:
             replica = self._replicas[range_id]
-        return replica.leader, replica.raft.committed, replica.applied
+        return replica.leader_node, replica.raft.committed, replica.applied
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -399,7 +505,9 @@ class ReplicaLoop:
         if isinstance(item, _Transfer):
             replica = self._replicas.get(item.range_id)
             if replica is not None:
-                replica.raft.transfer_leader(item.to)
+                to = [r for r in replica.members.voters if replica.node_of(r) == item.to]
+                if to:
+                    replica.raft.transfer_leader(to[0])
             return
         if isinstance(item, _SnapshotSent):
             replica = self._replicas.get(item.range_id)
@@ -407,6 +515,9 @@ class ReplicaLoop:
                 # NB: handed to the transport is all a sender learns; one that was lost
                 # shows as the follower's rejection of the next append, and goes again
                 replica.raft.report_snapshot(item.to, success=item.success)
+            return
+        if isinstance(item, _Spooled):
+            self._take_snapshot(item)
             return
         if isinstance(item, _Remove):
             held = self._replicas.get(item.range_id)
@@ -417,20 +528,119 @@ class ReplicaLoop:
             self._leases.pop(item.range_id, None)
             if removed is not None:
                 removed.close()
+                self._release_spooled(item.range_id)
                 item.then()
             return
-        for range_id, raw in item:
+        for range_id, raw in item.batch:
             if range_id in self._merged:
                 continue  # NB: from a replica that has not applied the merge yet
+            if raw.startswith(_TOO_OLD):
+                self._removed_notice(range_id, int.from_bytes(raw[len(_TOO_OLD) :], "big"))
+                continue
             message = decode_message(raw)
-            if message.snapshot is not None and not self._range_data(range_id).accepts(
-                message.snapshot.data
-            ):
-                continue  # as if lost: the leader sends it again
-            replica = self._replicas.get(range_id)
-            if replica is None:
-                replica = self.add(range_id)
-            replica.raft.step(message)
+            if message.snapshot is not None:
+                continue  # NB: a snapshot comes spooled (receive_snapshot), never whole
+            self._step(range_id, message, item.sender)
+
+    def _step(self, range_id: int, message: Message, sender: int) -> None:
+        """Step one message into its replica here, by the replica ids it names (see the
+        module docstring)."""
+        replica = self._replicas.get(range_id)
+        if replica is not None and message.to < replica.replica_id:
+            return  # for a replica this store held before: gone
+        if replica is not None and message.to > replica.replica_id:
+            log.info(
+                "n%d: r%d has replica %d here now: replica %d was removed",
+                self.node_id,
+                range_id,
+                message.to,
+                replica.replica_id,
+            )
+            self._collect(replica, message.to)
+            replica = None
+        if replica is None:
+            with self.engine.snapshot() as snap:
+                nodes, next_id = self._range_data(range_id).replicas(snap)
+            if message.to < next_id and message.to not in nodes:
+                return  # an id this store dropped, or never held: the range moved past it
+        if message.snapshot is not None and not self._range_data(range_id).accepts(
+            message.snapshot.data
+        ):
+            return  # as if lost: the leader sends it again
+        if replica is None:
+            replica = self.add(range_id, replica_id=message.to)
+        if replica.nodes is None:
+            replica.nodes = {}
+        from_id = message.sender
+        if (
+            replica.next_replica_id
+            and from_id not in replica.nodes
+            and (from_id < replica.next_replica_id)
+        ):
+            # a replica the range removed, which has not heard of it: tell it
+            if sender:
+                notice = _TOO_OLD + from_id.to_bytes(4, "big")
+                self._send(sender, [(range_id, notice)])
+            return
+        if sender and from_id not in replica.nodes:
+            replica.nodes[from_id] = sender  # a member this replica's record lacks yet
+        replica.raft.step(message)
+
+    def _take_snapshot(self, item: _Spooled) -> None:
+        """Step a spooled snapshot; its file is freed at once unless the replica took it
+        (then once it is installed durably, :meth:`_finish`)."""
+        token = item.message.snapshot.data if item.message.snapshot is not None else b""
+        data = self._range_data(item.range_id)
+        if item.range_id in self._merged:
+            data.release(token)
+            return
+        self._step(item.range_id, item.message, item.sender)
+        replica = self._replicas.get(item.range_id)
+        taken = replica.raft.log.unstable_snapshot() if replica is not None else None
+        if taken is None or taken.data != token:
+            data.release(token)  # refused (stale, or not for this replica)
+            return
+        replaced = self._spooled.get(item.range_id)
+        if replaced is not None and replaced != token:
+            data.release(replaced)  # NB: a newer snapshot took its place before it was staged
+        self._spooled[item.range_id] = token
+
+    def _removed_notice(self, range_id: int, removed_id: int) -> None:
+        """Another replica of the range says the range removed replica ``removed_id``."""
+        replica = self._replicas.get(range_id)
+        if replica is not None and replica.replica_id <= removed_id:
+            log.info(
+                "n%d: replica %d of r%d was removed from its group; collected",
+                self.node_id,
+                replica.replica_id,
+                range_id,
+            )
+            self._collect(replica, removed_id + 1)
+
+    def _collect(self, replica: Replica, next_id: int) -> None:
+        """Stop driving a replica the range removed; the store deletes what it kept and
+        makes no replica of the range with an id below ``next_id`` again."""
+        with self._lock:
+            self._replicas.pop(replica.range_id, None)
+        self._leases.pop(replica.range_id, None)
+        replica.close()
+        self._release_spooled(replica.range_id)
+        if self._on_removed is not None:
+            self._on_removed(replica.range_id, next_id)
+
+    def _release_spooled(self, range_id: int) -> None:
+        token = self._spooled.pop(range_id, None)
+        if token is not None:
+            self._range_data(range_id).release(token)
+
+    def _refresh(self, replica: Replica) -> None:
+        """Read the replica's peers again from its range's record (its members changed,
+        or a snapshot brought them)."""
+        with self.engine.snapshot() as snap:
+            nodes, next_id = self._range_data(replica.range_id).replicas(snap)
+        if nodes:  # NB: what it learned from messages gives way to the record
+            replica.nodes = dict(nodes)
+            replica.next_replica_id = max(replica.next_replica_id, next_id)
 
     def _change(self, item: _Change) -> None:
         replica = self._replicas.get(item.range_id)
@@ -438,11 +648,29 @@ class ReplicaLoop:
             item.done.set_exception(RangeNotFoundError(item.range_id))
             return
         try:
+            if not item.change.node_id:
+                item = replace(item, change=self._with_replica_id(replica, item.change))
             index = replica.change_members(item.change)
         except FeedKVError as exc:
             item.done.set_exception(exc)
             return
         self._changes.append((replica, item, index))
+
+    def _with_replica_id(self, replica: Replica, change: ConfChange) -> ConfChange:
+        """``change`` of the replica on node ``change.context``: its id in the group, or,
+        for a replica added, a fresh one (read on the loop, where the last change is
+        applied: changes go one at a time)."""
+        node = change.context
+        with self.engine.snapshot() as snap:
+            nodes, next_id = self._range_data(replica.range_id).replicas(snap)
+        conf = replica.members
+        held = [r for r in (*conf.voters, *conf.learners) if nodes.get(r) == node]
+        if held:
+            return replace(change, node_id=held[0])
+        if change.type is ConfChangeType.REMOVE_NODE:
+            raise InvalidArgumentError(f"r{replica.range_id} has no replica on n{node}")
+        used = max((*conf.voters, *conf.learners), default=0)
+        return replace(change, node_id=max(next_id, replica.next_replica_id, used + 1))
 
     def _settle_changes(self) -> None:
         waiting, self._changes = self._changes, []
@@ -510,7 +738,7 @@ class ReplicaLoop:
             return
         early: dict[int, list[tuple[int, bytes]]] = {}
         for replica, ready in readies:
-            _post(early, replica.range_id, ready.early_messages)
+            _post(early, replica, ready.early_messages)
             replica.acknowledge(ready)
         self._flush(early)  # NB: the followers write while this store does
         if not any(ready.must_sync or ready.committed_entries for _, ready in readies):
@@ -544,7 +772,7 @@ class ReplicaLoop:
         outbox: dict[int, list[tuple[int, bytes]]] = {}
         for replica in list(self._replicas.values()):
             early = replica.raft.take_early_messages(taken.get(replica.range_id, 0))
-            _post(outbox, replica.range_id, early)
+            _post(outbox, replica, early)
         self._flush(outbox)
 
     def _finish(
@@ -556,7 +784,13 @@ class ReplicaLoop:
             if self._replicas.get(replica.range_id) is not replica:
                 continue  # removed or merged away while its write was in flight
             late = replica.staged(ready)
-            _post(outbox, replica.range_id, [m for m in late if m.type is not MessageType.SNAP])
+            if ready.snapshot is not None and self._spooled.get(replica.range_id) == (
+                ready.snapshot.data
+            ):
+                self._release_spooled(replica.range_id)  # installed, durably
+            if _changes_raft_state(ready):
+                self._refresh(replica)
+            _post(outbox, replica, [m for m in late if m.type is not MessageType.SNAP])
             for m in late:
                 if m.type is MessageType.SNAP:
                     self._snapshots.put((replica, m))
@@ -569,21 +803,30 @@ class ReplicaLoop:
         self._flush(outbox)
 
     def _send_snapshots(self) -> None:
-        """Read each snapshot's data from the engine and send it, off the loop (a large
-        range takes long to read), then tell the loop it left."""
+        """Stream each snapshot, read from the engine as it goes, off the loop (a large
+        range takes long to read and send), then tell the loop whether it arrived."""
         while True:
             job = self._snapshots.get()
             if job is None:
                 return
             replica, m = job
+            node, success = replica.node_of(m.to), False
+            frames = replica.snapshot_frames(m)
             try:
-                raw = encode_message(replica.snapshot_message(m))
-            except FeedKVError as exc:  # the range left this store meanwhile
-                log.info("r%d: no snapshot for n%d: %s", replica.range_id, m.to, exc)
-                self._inbox.put(_SnapshotSent(replica.range_id, m.to, success=False))
-                continue
-            self._send(m.to, [(replica.range_id, raw)])
-            self._inbox.put(_SnapshotSent(replica.range_id, m.to, success=True))
+                if node:
+                    self._send_snapshot(node, replica.range_id, frames)
+                    success = True
+            except Exception as exc:  # NB: whatever cut it off, Raft sends it again
+                log.info(
+                    "r%d: the snapshot for replica %d on n%d failed: %s",
+                    replica.range_id,
+                    m.to,
+                    node,
+                    exc,
+                )
+            finally:
+                frames.close()  # NB: its engine snapshot ends here, on the thread it began
+            self._inbox.put(_SnapshotSent(replica.range_id, m.to, success=success))
 
     def _end_merged(self, range_id: int) -> None:
         """The range merged into its left neighbour here: its group ends (the store
@@ -592,6 +835,7 @@ class ReplicaLoop:
         with self._lock:
             replica = self._replicas.pop(range_id, None)
         self._leases.pop(range_id, None)
+        self._release_spooled(range_id)
         if replica is not None:
             replica.close()
 
@@ -639,10 +883,12 @@ def _took_effect(change: ConfChange, conf: ConfState) -> bool:
 
 
 def _post(
-    outbox: dict[int, list[tuple[int, bytes]]], range_id: int, messages: Sequence[Message]
+    outbox: dict[int, list[tuple[int, bytes]]], replica: Replica, messages: Sequence[Message]
 ) -> None:
     for m in messages:
-        outbox.setdefault(m.to, []).append((range_id, encode_message(m)))
+        node = replica.node_of(m.to)
+        if node:  # NB: else as if lost: a peer whose node is not known here yet
+            outbox.setdefault(node, []).append((replica.range_id, encode_message(m)))
 
 
 def _relay(inner: Completion[T], outer: Completion[T]) -> None:

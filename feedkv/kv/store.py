@@ -46,7 +46,7 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
@@ -107,20 +107,24 @@ from feedkv.kv.observer import RangeEndReason, RangeObserver
 from feedkv.kv.range_descriptor import (
     META,
     RangeDescriptor,
+    ReplicaDescriptor,
     all_descriptors,
     delete_descriptor,
     descriptor_by_id,
     descriptor_for_key,
     next_range_id,
+    replica_tombstone,
     seed_range_ids,
     write_descriptor,
+    write_replica_tombstone,
 )
 from feedkv.kv.range_descriptor import bootstrap as bootstrap_meta
 from feedkv.kv.range_move import MoveRecord
 from feedkv.kv.range_size import RangeSizes, measure, op_bytes
 from feedkv.kv.replica import AppliedEntry, Replica
-from feedkv.kv.replica_loop import ReplicaLoop, Send
+from feedkv.kv.replica_loop import ReplicaLoop, Send, SendSnapshot
 from feedkv.kv.replicated_command import Effects
+from feedkv.kv.snapshot_spool import SnapshotSpool
 from feedkv.kv.tscache import TimestampCache
 from feedkv.kv.txn_record import TXN_RECORDS, TxnRecord, read_record
 from feedkv.kv.wait_for import WaitForGraph
@@ -176,6 +180,7 @@ class StoreConfig:
     range_check_interval_s: float = 10.0  # how often small neighbours are looked for
     gc_ttl_ns: int = DEFAULT_GC_TTL_NS  # history kept for reads in the past
     gc_interval_s: float = 60.0  # how often ranges are garbage-collected
+    snapshot_chunk_bytes: int = 1 << 20  # about how much of a Raft snapshot a chunk holds
     # Moves an automatic split point back to a boundary the layer above needs kept whole
     # (a SQL row's start, so its column families stay in one range); None: any key.
     split_key: Callable[[bytes], bytes] | None = None
@@ -251,29 +256,40 @@ class _ReplicatedRange:
         range_id: int,
         node_id: int,
         removed: set[int],
+        spool: SnapshotSpool,
+        chunk_bytes: int,
     ) -> None:
         self._engine = engine
         self._ctx = ctx
         self.range_id = range_id
         self._node_id = node_id
         self._removed = removed  # ranges whose replica here was removed from the group
+        self._spool = spool
+        self._chunk_bytes = chunk_bytes
 
     def accepts(self, data: bytes) -> bool:
         """Whether a snapshot may be installed here: not while another range of this
         store still holds part of its span (a split that made this range has not
         applied here yet: it will create the replica; until then the leader retries)."""
-        desc = RangeDescriptor.decode(msgpack.unpackb(data, raw=False)[0])
+        desc = RangeDescriptor.decode(msgpack.unpackb(next(self._spool.read(data)), raw=False)[0])
         with self._engine.snapshot() as snap:
             return all(
                 d.range_id == self.range_id or not d.span.overlaps(desc.span)
                 for d in all_descriptors(snap)
             )
 
-    def snapshot(self, reader: Reader) -> bytes:
+    def spool(self, chunks: Iterable[bytes]) -> bytes:
+        return self._spool.write(chunks)
+
+    def release(self, data: bytes) -> None:
+        self._spool.release(data)
+
+    def snapshot_chunks(self, reader: Reader) -> Iterator[bytes]:
+        """A header (the descriptor, GC threshold, promises and merge marker), then the
+        range state, about ``chunk_bytes`` per chunk."""
         desc = descriptor_by_id(reader, self.range_id)
         if desc is None:
             raise InvariantViolation(f"a snapshot of r{self.range_id}, which is not here")
-        entries = [list(e) for chunk in range_move.read_snapshot(reader, desc.span) for e in chunk]
         threshold = gc_threshold(reader, desc.span)
         # What the entries the snapshot stands for promised, which the replica that
         # installs it never applies: no write below a read served or a timestamp closed.
@@ -281,27 +297,35 @@ class _ReplicatedRange:
         # request's timestamp), so the clock bounds them all.
         promised = [self._ctx.closed.get(self.range_id), self._ctx.clock.now()]
         marker = replicated_merge.read_marker(reader, self.range_id)  # frozen for a merge
-        packed: bytes = msgpack.packb(
+        header: bytes = msgpack.packb(
             [
                 desc.encode(),
                 [threshold.wall, threshold.logical],
-                entries,
                 [[ts.wall, ts.logical] for ts in promised],
                 None if marker is None else [marker.into, marker.state],
             ],
             use_bin_type=True,
         )
-        return packed
+        yield header
+        for chunk in range_move.read_snapshot(
+            reader, desc.span, chunk_entries=1 << 30, chunk_bytes=self._chunk_bytes
+        ):
+            packed: bytes = msgpack.packb([list(e) for e in chunk], use_bin_type=True)
+            yield packed
 
     def install(self, rw: ReadWriter, data: bytes) -> None:
-        raw, threshold, entries, promised, marker = msgpack.unpackb(data, raw=False)
+        """From the spool, a chunk at a time, in the caller's one transaction."""
+        chunks = self._spool.read(data)
+        raw, threshold, promised, marker = msgpack.unpackb(next(chunks), raw=False)
         desc = RangeDescriptor.decode(raw)
         held = descriptor_by_id(rw, self.range_id)
         if held is not None:
             range_move.clear_range(rw, held.span)
             delete_descriptor(rw, held)
         range_move.clear_range(rw, desc.span)
-        range_move.write_entries(rw, [tuple(entry) for entry in entries])
+        for chunk in chunks:
+            entries = msgpack.unpackb(chunk, raw=False)
+            range_move.write_entries(rw, [tuple(entry) for entry in entries])
         forward_threshold(rw, desc.span, Timestamp(*threshold))
         write_descriptor(rw, desc)
         frozen = None if marker is None else replicated_merge.MergeMarker(*marker)
@@ -315,20 +339,41 @@ class _ReplicatedRange:
         self._ctx.closed.forward(self.range_id, closed)
         self._ctx.tscache.add_span(desc.span, reads, None)
 
-    def members_changed(self, rw: ReadWriter, conf: ConfState) -> None:
-        """The descriptor lists the voters only: a learner (a replica being added)
-        serves nothing and counts towards no quorum until it is promoted."""
+    def members_changed(self, rw: ReadWriter, conf: ConfState, change: ConfChange | None) -> None:
+        """The descriptor's ``replicas`` are the voters' nodes, in lease order: a learner
+        (a replica being added) serves nothing and counts towards no quorum until it is
+        promoted; its ``ids`` hold every replica with its id, learners too."""
         desc = descriptor_by_id(rw, self.range_id)
         if desc is None:
             return  # a replica waiting for its snapshot: the snapshot brings the members
-        if self._node_id not in conf.voters and self._node_id not in conf.learners:
+        mine = desc.replica_of(self._node_id)
+        if mine is not None and mine.replica_id not in (*conf.voters, *conf.learners):
             # NB: the engine may run this twice; the store drops the replica once the
             # change is durable (Store._on_replicated_apply)
             self._removed.add(self.range_id)
-        kept = [n for n in desc.replicas if n in conf.voters]
-        replicas = (*kept, *(n for n in conf.voters if n not in kept))
-        write_descriptor(rw, replace(desc, replicas=replicas))
+        nodes = {r.replica_id: r.node_id for r in desc.members}
+        if change is not None and change.type is not ConfChangeType.REMOVE_NODE:
+            # NB: no context: an entry from before replica ids, whose id is its node's
+            nodes.setdefault(change.node_id, change.context or change.node_id)
+        ids = tuple(
+            ReplicaDescriptor(nodes[r], r, learner=r not in conf.voters)
+            for r in (*conf.voters, *conf.learners)
+            if nodes.get(r)
+        )
+        voters = {r.node_id for r in ids if not r.learner}
+        kept = [n for n in desc.replicas if n in voters]
+        replicas = (*kept, *sorted(voters.difference(kept)))
+        used = max((r.replica_id for r in ids), default=0)
+        next_id = max(desc.next_id, used + 1)
+        write_descriptor(rw, replace(desc, replicas=replicas, ids=ids, next_replica_id=next_id))
         self._serve()
+
+    def replicas(self, reader: Reader) -> tuple[dict[int, int], int]:
+        desc = descriptor_by_id(reader, self.range_id)
+        if desc is None:
+            return {}, replica_tombstone(reader, self.range_id)
+        nodes = {r.replica_id: r.node_id for r in desc.members}
+        return nodes, max(desc.next_id, replica_tombstone(reader, self.range_id))
 
     def _serve(self) -> None:
         # NB: in the engine transaction, which may run twice: adding again is harmless
@@ -578,26 +623,37 @@ class Store:
         self.engine.write(bootstrap)
 
     def replicate(
-        self, send: Send, *, tick_s: float = 0.05, raft: RaftConfig | None = None
+        self,
+        send: Send,
+        *,
+        send_snapshot: SendSnapshot,
+        tick_s: float = 0.05,
+        raft: RaftConfig | None = None,
     ) -> ReplicaLoop:
         """Serve the ranges replicated on this store (their descriptors name more than
         one node) through their Raft groups; ``send`` carries this node's messages to
         the others, whose messages the node's transport hands to the returned loop's
-        ``receive``."""
+        ``receive``; ``send_snapshot`` streams snapshots, which the other node's
+        transport hands to its loop's ``receive_snapshot`` (spooled in the store's
+        ``raft-snapshots`` directory until installed)."""
         if self.replicas is not None:
             raise InvariantViolation("the store replicates already")
+        spool = SnapshotSpool(Path(self.engine.path) / "raft-snapshots")
+        chunk_bytes = self.config.snapshot_chunk_bytes
         loop = ReplicaLoop(
             self.engine,
             self.node_id,
             send,
             lambda range_id: _ReplicatedRange(
-                self.engine, self._ctx, range_id, self.node_id, self._removed
+                self.engine, self._ctx, range_id, self.node_id, self._removed, spool, chunk_bytes
             ),
+            send_snapshot=send_snapshot,
             tick_s=tick_s,
             config=raft,
             on_stage=self._on_replicated_stage,
             on_apply=self._on_replicated_apply,
             on_lease=self._on_lease,
+            on_removed=self._destroy_replica,
         )
         with self.engine.snapshot() as snap:
             # NB: read first, add after: a replica reads the engine as it starts
@@ -608,7 +664,7 @@ class Store:
             ]
             loop.forget(replicated_merge.tombstones(snap))
         for desc, frozen in mine:
-            loop.add(desc.range_id, restarted=True)
+            loop.add(desc.range_id, restarted=True)  # NB: with its replica id here
             self._ctx.replicated.add(desc.range_id)
             self._ctx.closed.restart(desc.range_id, Timestamp(0, 0))
             if frozen:
@@ -628,9 +684,10 @@ class Store:
             desc = descriptor_by_id(rw, range_id)
             if desc is None:
                 raise RangeNotFoundError(range_id)
-            if desc.replicas != (self.node_id,):
+            mine = desc.replica_of(self.node_id)
+            if desc.replicas != (self.node_id,) or mine is None:
                 raise InvalidArgumentError(f"{desc} is not held by this node alone")
-            Replica.bootstrap(rw, range_id, (self.node_id,))
+            Replica.bootstrap(rw, range_id, (mine.replica_id,))
             # NB: from here on the commit thread refuses the range's commands
             self._ctx.replicated.add(range_id)
 
@@ -642,18 +699,22 @@ class Store:
 
     def add_replica(self, range_id: int, node_id: int, *, timeout_s: float = 60.0) -> None:
         """Add a replica of ``range_id`` on node ``node_id``: as a learner, which the
-        leader sends a snapshot, then as a voter. Runs on the range's lease holder."""
+        leader sends a snapshot, then as a voter. Runs on the range's lease holder. The
+        replica gets an id the range never gave before (the loop hands it out), even on
+        a node that held one of the range's replicas earlier."""
         loop = self._replication()
         self._check_not_merging(range_id)
         for change in (ConfChangeType.ADD_LEARNER, ConfChangeType.ADD_NODE):
-            loop.change_members(range_id, ConfChange(change, node_id)).result(timeout_s)
+            # NB: replica id 0: the loop names the replica on node_id, or a fresh one
+            done = loop.change_members(range_id, ConfChange(change, 0, context=node_id))
+            done.result(timeout_s)
 
     def remove_replica(self, range_id: int, node_id: int, *, timeout_s: float = 60.0) -> None:
         """Remove the replica of ``range_id`` on node ``node_id`` from its group. Runs on
         the range's lease holder; the caller checks that the voters left are a live
         quorum (:func:`~feedkv.kv.placement.choose_replica_change`). The removed store
         drops its replica once it applies the change (:meth:`drop_replica`)."""
-        change = ConfChange(ConfChangeType.REMOVE_NODE, node_id)
+        change = ConfChange(ConfChangeType.REMOVE_NODE, 0, context=node_id)
         self._check_not_merging(range_id)
         self._replication().change_members(range_id, change).result(timeout_s)
 
@@ -676,15 +737,19 @@ class Store:
         ``REPLICA_REMOVED`` (they resume on a replica still in the group). Also for a
         replica that learns of its removal from another node's report of the range,
         having missed the change itself (its node was down): then ``if_leaderless``,
-        as the group may have added this node back meanwhile. A leader that hears
-        from the replica counts its log (a Raft node is its node id here, whichever
-        replica answers), so a replica that heard from one must keep that log: dropped
-        and made again empty, it would be a member that lost what it acknowledged."""
+        as the report may be older than this replica's membership (a replica that
+        hears from a leader is a member). A node added back has a replica of a new id
+        (:mod:`feedkv.kv.range_descriptor`): the first message to it collects the old
+        one (:class:`~feedkv.kv.replica_loop.ReplicaLoop`), so nothing of the old one
+        passes for the new one's."""
         loop = self._replication()
         loop.remove(range_id, lambda: self._destroy_replica(range_id), if_leaderless=if_leaderless)
 
-    def _destroy_replica(self, range_id: int) -> None:
-        """On the replica loop, once it no longer drives the range's replica."""
+    def _destroy_replica(self, range_id: int, next_replica_id: int = 0) -> None:
+        """On the replica loop, once it no longer drives the range's replica: its data,
+        descriptor and Raft state go, and a tombstone stays (no replica of the range
+        with an id below the next one the range gives, or ``next_replica_id``, is made
+        here again)."""
         ctx = self._ctx
 
         def destroy(rw: ReadWriter) -> None:
@@ -692,6 +757,9 @@ class Store:
             if desc is not None:
                 range_move.clear_range(rw, desc.span)
                 delete_descriptor(rw, desc)
+            # NB: above every id the range gave as far as this store knows, its own too
+            floor = max(next_replica_id, desc.next_id if desc is not None else 0)
+            write_replica_tombstone(rw, range_id, floor)
             EngineRaftStorage.destroy(rw, range_id)
 
         def ended(_: None) -> None:
@@ -829,7 +897,8 @@ class Store:
                 desc = descriptor_by_id(rw, right)
                 if desc is None:
                     raise InvariantViolation(f"a split of r{left} left no descriptor of r{right}")
-                Replica.bootstrap(rw, right, desc.replicas)
+                conf = desc.members
+                Replica.bootstrap(rw, right, [r.replica_id for r in conf if not r.learner])
                 ctx.replicated.add(right)
                 ctx.closed.split(left, right)
             if entry.effects.freeze:

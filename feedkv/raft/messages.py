@@ -89,10 +89,13 @@ class ConfChangeType(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class ConfChange:
-    """One membership change of one replica (a simple change, not joint consensus)."""
+    """One membership change of one replica (a simple change, not joint consensus).
+    ``node_id`` is the replica's peer id in the group; ``context`` is the application's
+    and Raft never reads it (feedkv puts the id of the replica's node there)."""
 
     type: ConfChangeType
     node_id: int
+    context: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,13 +252,15 @@ def decode_message(raw: bytes) -> Message:
 
 def encode_conf_change(cc: ConfChange) -> bytes:
     """The data of a ``CONF_CHANGE`` entry."""
-    packed: bytes = msgpack.packb([int(cc.type), cc.node_id])
+    fields = [int(cc.type), cc.node_id] + ([cc.context] if cc.context else [])
+    packed: bytes = msgpack.packb(fields)
     return packed
 
 
 def decode_conf_change(data: bytes) -> ConfChange:
     try:
-        kind, node_id = msgpack.unpackb(data)
-        return ConfChange(ConfChangeType(kind), _int(node_id))
+        kind, node_id, *context = msgpack.unpackb(data)
+        (ctx,) = context or [0]
+        return ConfChange(ConfChangeType(kind), _int(node_id), _int(ctx))
     except (ValueError, TypeError, msgpack.ExtraData, msgpack.UnpackException) as exc:
         raise InvariantViolation(f"not a conf change: {data!r}") from exc

@@ -11,7 +11,8 @@ Ranges are replicated when the cluster's replication factor (``--replicas``, fro
 ``ClusterConfig.replicas``) is above one: each node looks every ``replicate_interval_s``
 at the ranges it holds alone or holds the lease of, and adds a replica on the live node
 with the fewest ranges to each that has fewer than the factor (a range held alone first
-becomes a Raft group of one). Raft messages travel on a ``RaftStream`` per pair of nodes
+becomes a Raft group of one). Raft messages travel on a ``RaftStream`` per pair of nodes,
+and each snapshot, in chunks, on a ``RaftSnapshot`` call of its own
 (:mod:`feedkv.server.raft_transport`); the rebalancer moves only ranges held alone.
 
 Every ``heartbeat_s`` each node calls ``Gossip`` on every node it knows, carrying its
@@ -83,7 +84,12 @@ from feedkv.kv.router import Router, Transport
 from feedkv.kv.store import Store
 from feedkv.raft import Config as RaftConfig
 from feedkv.security.tls import ClientTLS, open_channel
-from feedkv.server.raft_transport import ChunkAssembler, RaftTransport, take_request
+from feedkv.server.raft_transport import (
+    ChunkAssembler,
+    RaftTransport,
+    snapshot_frames,
+    take_request,
+)
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
 from feedkv.util.keys import KEY_MAX, Span
 from feedkv.util.locality import NO_LOCALITY, Locality
@@ -329,6 +335,7 @@ class Cluster:
         self._beat()  # and tells them all where it is now
         self.store.replicate(
             self.raft.send,
+            send_snapshot=self.raft.send_snapshot,
             tick_s=self.config.raft_tick_s,
             raft=RaftConfig(
                 self.store.node_id,
@@ -781,7 +788,16 @@ class Cluster:
             return
         messages = take_request(self._chunks, message)
         if messages:
-            loop.receive(messages)
+            loop.receive(messages, int(message["from"]))
+
+    def on_raft_snapshot(self, requests: Iterator[bytes]) -> None:
+        """Take another node's ``RaftSnapshot`` call: its frames are spooled as they
+        arrive (raises when the call is cut off: nothing is kept)."""
+        loop = self.store.replicas
+        if loop is None:
+            raise NodeUnavailableError(f"n{self.ident.node_id} does not replicate yet")
+        sender, range_id, frames = snapshot_frames(requests, self.store.clock.update)
+        loop.receive_snapshot(range_id, frames, sender)
 
     def _on_join(self, message: dict[str, Any]) -> dict[str, Any]:
         from feedkv.kv.db import KVClient
@@ -881,6 +897,19 @@ def method_handlers(
             member.on_raft(msgpack.unpackb(data))
         return msgpack.packb({})  # type: ignore[no-any-return]
 
+    def raft_snapshot(requests: Iterator[bytes], context: Any) -> bytes:
+        member = cluster()
+        if member is None:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "this node is not in a cluster")
+            raise NodeUnavailableError("unreachable: abort raises")
+        try:
+            member.on_raft_snapshot(requests)
+        except FeedKVError as exc:
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"{type(exc).__name__}: {exc}")
+            raise  # unreachable: abort raises
+        return msgpack.packb({})  # type: ignore[no-any-return]
+
     handlers = {method: handler(method) for method in METHODS}
     handlers["RaftStream"] = grpc.stream_unary_rpc_method_handler(raft_stream)
+    handlers["RaftSnapshot"] = grpc.stream_unary_rpc_method_handler(raft_snapshot)
     return handlers

@@ -26,8 +26,14 @@ the receiver's :class:`ChunkAssembler` puts it together and hands it on whole
 (:func:`take_request`). A stream lost midway loses the message, and the leader sends the
 snapshot again.
 
-Not yet here: a snapshot streamed from the engine as it is read (it is read whole, off
-the sending store's replica loop, and held whole by the receiver until it installs it).
+A snapshot goes on a call of its own (``RaftSnapshot``, as CockroachDB streams its
+snapshots apart from the Raft messages): :meth:`RaftTransport.send_snapshot` streams its
+frames (the message, then the data's chunks, each at most ``CHUNK_BYTES``) as the sending
+loop reads them from its engine, at most ``SNAPSHOT_WINDOW`` frames ahead of what gRPC
+took (gRPC holds no more than its flow control lets through), and returns once the
+receiver spooled them all; the receiver's handler
+(:func:`snapshot_frames`) hands them to its loop as they arrive. A call that fails, or
+stalls for ``CALL_TIMEOUT_S``, raises on the sender and leaves the receiver nothing.
 """
 
 from __future__ import annotations
@@ -43,11 +49,19 @@ from typing import Any
 import grpc
 import msgpack
 
+from feedkv.errors import NodeUnavailableError
 from feedkv.kv.wire import SERVICE
 from feedkv.security.tls import call_metadata
 from feedkv.util.hlc import Timestamp
 
-__all__ = ["CHUNK_BYTES", "MAX_QUEUED", "ChunkAssembler", "RaftTransport", "take_request"]
+__all__ = [
+    "CHUNK_BYTES",
+    "MAX_QUEUED",
+    "ChunkAssembler",
+    "RaftTransport",
+    "snapshot_frames",
+    "take_request",
+]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +71,7 @@ CHUNK_BYTES = 4 << 20  # the most one request carries
 STREAM_LIFETIME_S = 60.0
 RETRY_S = 0.2  # after a stream failed, before the next is opened
 _POLL_S = 1.0  # how often a waiting stream looks whether it should end
+SNAPSHOT_WINDOW = 2  # a snapshot's frames read ahead of what gRPC sent
 
 Batch = list[tuple[int, bytes]]
 
@@ -121,6 +136,43 @@ class RaftTransport:
             return
         peer = self._peers.get(node) or self._start(node)
         peer.queue.put(batch)
+
+    def send_snapshot(self, node: int, range_id: int, frames: Iterator[bytes]) -> None:
+        """Stream a snapshot's ``frames`` to ``node`` (taken on this thread, a few ahead
+        of gRPC); returns once it took them all, raises
+        :class:`~feedkv.errors.NodeUnavailableError` when the call failed or stalled."""
+        address = self._address_of(node)
+        if address is None or self._stopping.is_set():
+            raise NodeUnavailableError(f"n{node} is not known here: no snapshot sent")
+        channel = self._channel_to(address)
+        window: queue.Queue[bytes | None] = queue.Queue(maxsize=SNAPSHOT_WINDOW)
+
+        def requests() -> Iterator[bytes]:
+            while (frame := window.get()) is not None:
+                clock = tuple(self._now())
+                yield msgpack.packb(
+                    {"from": self._node_id, "range": range_id, "frame": frame, "clock": clock}
+                )
+
+        stub = channel.stream_unary(f"/{SERVICE}/RaftSnapshot")
+        call = stub.future(requests(), metadata=call_metadata(channel))
+        try:
+            for frame in itertools.chain(frames, [None]):
+                while True:
+                    if call.done():
+                        raise NodeUnavailableError(f"the snapshot stream to n{node} ended early")
+                    try:
+                        window.put(frame, timeout=_POLL_S)
+                        break
+                    except queue.Full:
+                        if self._stopping.is_set():
+                            raise NodeUnavailableError("the transport stops") from None
+            call.result(timeout=CALL_TIMEOUT_S)
+        except (grpc.RpcError, grpc.FutureTimeoutError, grpc.FutureCancelledError) as exc:
+            raise NodeUnavailableError(f"the snapshot to n{node} failed: {exc}") from exc
+        finally:
+            if not call.done():
+                call.cancel()
 
     def stop(self) -> None:
         self._stopping.set()
@@ -272,6 +324,27 @@ class ChunkAssembler:
                 self._assembling[sender] = (transfer, seq + 1, parts)
                 return None
         return int(chunk["range"]), b"".join(parts)
+
+
+def snapshot_frames(
+    requests: Iterator[bytes], take_clock: Callable[[Timestamp], object]
+) -> tuple[int, int, Iterator[bytes]]:
+    """``(sender, range_id, frames)`` of one ``RaftSnapshot`` call's ``requests``, the
+    frames read as they are taken (each request's clock goes to ``take_clock`` first)."""
+    first = msgpack.unpackb(next(requests))
+    sender, range_id = int(first["from"]), int(first["range"])
+
+    def frames() -> Iterator[bytes]:
+        request = first
+        while True:
+            take_clock(Timestamp(*request["clock"]))
+            yield bytes(request["frame"])
+            try:
+                request = msgpack.unpackb(next(requests))
+            except StopIteration:
+                return
+
+    return sender, range_id, frames()
 
 
 def take_request(assembler: ChunkAssembler, request: dict[str, Any]) -> list[tuple[int, bytes]]:

@@ -87,7 +87,7 @@ class Relocations:
             if not self.cluster.liveness.is_live(node_id, time.monotonic_ns()):
                 raise NodeUnavailableError(f"node n{node_id} is not live: cannot move {desc} there")
         move_id = secrets.token_bytes(16)
-        moved = replace(desc, generation=desc.generation + 1, replicas=(node_id,))
+        moved = replace(desc, generation=desc.generation + 1, replicas=(node_id,), ids=())
         with self._lock:
             self._running.add(move_id)
         try:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -451,15 +451,25 @@ class RangeSim:
 
 class WholeEngine:
     """The simulated range's data: every MVCC entry of its engine (a node here holds
-    one range), imaged whole for a snapshot."""
+    one range), imaged whole for a snapshot. ``nodes``: the replicas, whose replica ids
+    are their node ids (a simulation keeps no descriptor)."""
 
-    def snapshot(self, reader: Reader) -> bytes:
+    def __init__(self, nodes: Sequence[int] = ()) -> None:
+        self._nodes = tuple(nodes)
+
+    def snapshot_chunks(self, reader: Reader) -> Iterator[bytes]:
         rows = [[db, k, v] for db in MVCC_DATABASES for k, v in reader.scan(db, b"")]
         packed: bytes = msgpack.packb(rows, use_bin_type=True)
-        return packed
+        yield packed
+
+    def spool(self, chunks: Iterable[bytes]) -> bytes:
+        return b"".join(chunks)  # NB: a simulated range is small: held in memory
 
     def accepts(self, data: bytes) -> bool:
         return True
+
+    def release(self, data: bytes) -> None:
+        pass
 
     def install(self, rw: ReadWriter, data: bytes) -> None:
         for db in MVCC_DATABASES:
@@ -468,8 +478,11 @@ class WholeEngine:
         for db, key, value in msgpack.unpackb(data, raw=False):
             rw.put(db, key, value)
 
-    def members_changed(self, rw: ReadWriter, conf: ConfState) -> None:
+    def members_changed(self, rw: ReadWriter, conf: ConfState, change: ConfChange | None) -> None:
         pass  # the simulator asks the replicas themselves
+
+    def replicas(self, reader: Reader) -> tuple[dict[int, int], int]:
+        return {n: n for n in self._nodes}, max(self._nodes, default=0) + 1
 
 
 def _image(engine: LMDBEngine) -> list[tuple[str, bytes, bytes]]:

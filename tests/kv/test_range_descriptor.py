@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -10,17 +11,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from feedkv.errors import RangeKeyMismatchError
+from feedkv.errors import InvariantViolation, RangeKeyMismatchError
 from feedkv.kv.range_descriptor import (
     META,
     RangeDescriptor,
+    ReplicaDescriptor,
     all_descriptors,
     bootstrap,
     delete_descriptor,
     descriptor_by_id,
     descriptor_for_key,
     next_range_id,
+    replica_tombstone,
     write_descriptor,
+    write_replica_tombstone,
 )
 from feedkv.storage.engine import Reader, ReadWriter
 from feedkv.storage.lmdb_engine import LMDBEngine
@@ -282,3 +286,79 @@ def test_a_descriptor_keeps_its_replicas_through_encoding_and_splits(engine: LMD
     assert placed.lease_holder == 3
     engine.write(lambda rw: bootstrap(rw, 4))
     assert read(engine, all_descriptors)[0].replicas == (4,)
+
+
+def test_replicas_keep_their_ids_and_the_next_id_through_encoding() -> None:
+    """Node 3's replica was removed and added back: it is replica 5 now, and the range
+    hands out 7 next (6 was a learner on node 4)."""
+    desc = RangeDescriptor(
+        9,
+        Span(b"a", b"m"),
+        4,
+        replicas=(2, 1, 3),
+        ids=(
+            ReplicaDescriptor(1, 1),
+            ReplicaDescriptor(3, 5),
+            ReplicaDescriptor(2, 2),
+            ReplicaDescriptor(4, 6, learner=True),
+        ),
+        next_replica_id=7,
+    )
+    decoded = RangeDescriptor.decode(desc.encode())
+    assert decoded == desc
+    assert decoded.replicas == (2, 1, 3)  # node ids, the lease holder first
+    assert decoded.lease_holder == 2
+    assert [(r.node_id, r.replica_id, r.learner) for r in decoded.members] == [
+        (2, 2, False),
+        (1, 1, False),
+        (3, 5, False),
+        (4, 6, True),
+    ]
+    assert decoded.replica_of(3) == ReplicaDescriptor(3, 5)
+    assert decoded.replica_of(4) == ReplicaDescriptor(4, 6, learner=True)
+    assert decoded.replica_of(5) is None
+    assert decoded.next_id == 7
+    assert str(decoded) == "r9:[a, m) (gen 4, on n2/2,n1/1,n3/5,n4/6L)".replace(
+        "[a, m)", str(Span(b"a", b"m"))
+    )
+
+
+def test_a_descriptor_without_ids_names_its_nodes_as_replica_ids() -> None:
+    """As before replica ids: each voter's id is its node's, the next one above them."""
+    desc = RangeDescriptor(3, Span(b"a", b"b"), 1, replicas=(2, 5))
+    assert [(r.node_id, r.replica_id) for r in desc.members] == [(2, 2), (5, 5)]
+    assert desc.next_id == 6
+    assert RangeDescriptor.decode(desc.encode()) == desc
+    # a next id above them stays
+    later = RangeDescriptor(3, Span(b"a", b"b"), 1, replicas=(2, 5), next_replica_id=9)
+    assert RangeDescriptor.decode(later.encode()).next_id == 9
+
+
+def test_a_descriptor_written_in_the_old_encoding_still_reads() -> None:
+    """The encoding before replica ids: no version byte, node ids only."""
+    start, end = b"k", b"z"
+    old = (
+        struct.pack(">QQ?HB", 7, 2, True, len(start), 3)
+        + b"".join(struct.pack(">I", n) for n in (3, 1, 2))
+        + start
+        + end
+    )
+    desc = RangeDescriptor.decode(old)
+    assert desc == RangeDescriptor(7, Span(start, end), 2, True, (3, 1, 2))
+    assert [r.replica_id for r in desc.members] == [3, 1, 2]
+    assert desc.next_id == 4
+    assert desc.encode()[0] == 2  # written again, in the new encoding
+
+
+def test_ids_that_disagree_with_the_voters_fail_loudly() -> None:
+    desc = RangeDescriptor(1, Span(b"a", b"b"), 0, replicas=(1, 2), ids=(ReplicaDescriptor(1, 1),))
+    with pytest.raises(InvariantViolation, match="voters"):
+        desc.encode()
+
+
+def test_a_replica_tombstone_only_rises(engine: LMDBEngine) -> None:
+    assert read(engine, lambda r: replica_tombstone(r, 4)) == 0
+    engine.write(lambda rw: write_replica_tombstone(rw, 4, 6))
+    engine.write(lambda rw: write_replica_tombstone(rw, 4, 3))
+    assert read(engine, lambda r: replica_tombstone(r, 4)) == 6
+    assert read(engine, lambda r: replica_tombstone(r, 5)) == 0

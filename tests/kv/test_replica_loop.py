@@ -62,7 +62,10 @@ class Cluster:
             self.engines[node],
             node,
             self._send,
-            lambda range_id: WholeEngine(),
+            lambda range_id: WholeEngine(NODES),
+            send_snapshot=lambda to, range_id, frames, me=node: self._send_snapshot(
+                me, to, range_id, frames
+            ),
             tick_s=0.01,
             config=Config(id=node, election_tick=10),
             on_apply=on_apply,
@@ -75,6 +78,14 @@ class Cluster:
         loop = self.loops.get(node)
         if loop is not None:
             loop.receive(batch)
+
+    def _send_snapshot(
+        self, sender: int, node: int, range_id: int, frames: Iterator[bytes]
+    ) -> None:
+        loop = self.loops.get(node)
+        if loop is None:
+            raise NodeUnavailableError(f"n{node} is down")
+        loop.receive_snapshot(range_id, frames, sender)
 
     def stop(self, node: int) -> None:
         self.loops.pop(node).stop()

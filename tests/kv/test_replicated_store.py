@@ -10,7 +10,8 @@ from __future__ import annotations
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+import tracemalloc
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from feedkv.errors import (
 from feedkv.kv import replicated_merge
 from feedkv.kv import store as store_module
 from feedkv.kv.api import (
+    GC,
     BatchRequest,
     BatchResponse,
     EndTxn,
@@ -40,11 +42,15 @@ from feedkv.kv.api import (
 )
 from feedkv.kv.db import KVClient, LocalTransport
 from feedkv.kv.observer import RangeEndReason
+from feedkv.kv.range_descriptor import ReplicaDescriptor, replica_tombstone
+from feedkv.kv.range_move import SNAPSHOT_DATABASES
 from feedkv.kv.replica import LOG_KEEP, LOG_LIMIT
 from feedkv.kv.router import Transport
 from feedkv.kv.store import Store, StoreConfig
+from feedkv.kv.txn_record import TXN_RECORDS
 from feedkv.raft import Config, Message, MessageType, encode_message
 from feedkv.storage import mvcc
+from feedkv.storage.gc import gc_threshold
 from feedkv.storage.logical_ops import (
     CommitIntents,
     IngestValues,
@@ -52,6 +58,7 @@ from feedkv.storage.logical_ops import (
     WriteIntents,
     WriteValue,
 )
+from feedkv.storage.schema import CHANGES, INTENTS
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import KEY_MAX, Span
@@ -72,6 +79,9 @@ class ReplicatedStores:
         self.stores: dict[int, Store] = {}
         self.grown = grown
         self.cut: set[tuple[int, int]] = set()  # (from, to) pairs whose messages are lost
+        self.cut_snapshots = 0  # how many snapshot transfers to cut off, mid-way
+        self.snapshot_frames = 0  # frames of the snapshots that arrived whole
+        self.after_cut: list[Callable[[], None]] = []  # called once a transfer was cut off
         for node in NODES:
             self.start(node)
 
@@ -86,6 +96,9 @@ class ReplicatedStores:
             store.bootstrap_replicated(NODES)
         store.replicate(
             lambda to, batch, me=node: self._send(me, to, batch),
+            send_snapshot=lambda to, range_id, frames, me=node: self._send_snapshot(
+                me, to, range_id, frames
+            ),
             tick_s=0.01,
             raft=Config(id=node, election_tick=10),
         )
@@ -97,7 +110,25 @@ class ReplicatedStores:
             origin = self.stores.get(sender)
             if origin is not None:  # the clock travels with the messages, as between nodes
                 store.clock.update(origin.clock.now())
-            store.replicas.receive(batch)
+            store.replicas.receive(batch, sender)
+
+    def _send_snapshot(
+        self, sender: int, node: int, range_id: int, frames: Iterator[bytes]
+    ) -> None:
+        """Hand the frames to the receiver as they are read (its loop spools them), or
+        cut the transfer off after a few (``cut_snapshots``)."""
+        store = self.stores.get(node)
+        if store is None or store.replicas is None or (sender, node) in self.cut:
+            raise NodeUnavailableError(f"n{node} is unreachable")
+        cut = self.cut_snapshots > 0
+        self.cut_snapshots -= cut
+        counted = _counted(frames, self, cut_after=3 if cut else None)
+        try:
+            store.replicas.receive_snapshot(range_id, counted, sender)
+        except _CutOff:
+            for check in self.after_cut:
+                check()
+            raise
 
     def stop(self, node: int) -> None:
         self.stores.pop(node).close()
@@ -157,6 +188,22 @@ class ReplicatedStores:
         loops = [s.replicas for s in self.stores.values() if s.replicas and s.replicas.has(1)]
         statuses = [loop.status(1) for loop in loops]
         return len({c for _, c, _ in statuses}) == 1 and all(a == c for _, c, a in statuses)
+
+
+class _CutOff(ConnectionError):
+    """A snapshot's transfer cut off mid-way (what a broken stream raises)."""
+
+
+def _counted(
+    frames: Iterator[bytes], cluster: ReplicatedStores, cut_after: int | None
+) -> Iterator[bytes]:
+    taken = 0
+    for frame in frames:
+        if cut_after is not None and taken == cut_after:
+            raise _CutOff(f"the transfer was cut off after {taken} frames")
+        taken += 1
+        yield frame
+    cluster.snapshot_frames += taken
 
 
 @pytest.fixture
@@ -403,13 +450,13 @@ def test_a_follower_behind_the_truncated_log_takes_a_snapshot_and_ends_its_feeds
     (closed timestamps, reads served), should it lead. The snapshot's data is read off
     the replica loop's thread (a large range must not stall every other range)."""
     readers: list[str] = []
-    imaged = store_module._ReplicatedRange.snapshot
+    imaged = store_module._ReplicatedRange.snapshot_chunks
 
-    def snapshot(self: store_module._ReplicatedRange, reader: object) -> bytes:
+    def snapshot_chunks(self: store_module._ReplicatedRange, reader: object) -> Iterator[bytes]:
         readers.append(threading.current_thread().name)
-        return imaged(self, reader)  # type: ignore[arg-type]
+        yield from imaged(self, reader)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(store_module._ReplicatedRange, "snapshot", snapshot)
+    monkeypatch.setattr(store_module._ReplicatedRange, "snapshot_chunks", snapshot_chunks)
     client = KVClient(cluster)
     client.put(b"k", b"first")
     holder = cluster.lease_holder()
@@ -853,5 +900,210 @@ def test_small_replicated_neighbours_merge_on_their_own_once_their_leases_are_to
 
         wait_until(merged, timeout_s=DEADLINE_S, what="the neighbours to merge everywhere")
         assert [client.get(b"k%02d" % i) for i in range(20)] == [b"v%d" % i for i in range(20)]
+    finally:
+        cluster.close()
+
+
+def _change_members(cluster: ReplicatedStores, change: Callable[[Store], None]) -> None:
+    """Change r1's members on its lease holder (on the next one, if the lease moved
+    before the change was proposed)."""
+
+    def attempt() -> bool | None:
+        try:
+            change(cluster.stores[cluster.lease_holder()])
+        except NotLeaseHolderError:
+            return None
+        return True
+
+    wait_until(attempt, timeout_s=DEADLINE_S, what="a membership change of r1")
+
+
+def test_a_replica_removed_and_added_back_on_its_node_is_a_new_replica(
+    cluster: ReplicatedStores,
+) -> None:
+    """The node gets a replica of a new id; messages from and to the old one (its id was
+    the node's) are refused: no replica takes a term from them."""
+    client = KVClient(cluster)
+    for i in range(10):
+        client.put(b"a%02d" % i, b"v%d" % i)
+    holder = cluster.lease_holder()
+    victim, other = (n for n in NODES if n != holder)
+    away = cluster.stores[victim].replicas
+    assert away is not None
+    _change_members(cluster, lambda store: store.remove_replica(1, victim))
+    wait_until(lambda: not away.has(1), timeout_s=DEADLINE_S, what="the removed replica dropped")
+    client.put(b"while-away", b"1")
+    _change_members(cluster, lambda store: store.add_replica(1, victim))
+    (desc,) = cluster.stores[cluster.lease_holder()].descriptors()
+    assert desc.replica_of(victim) == ReplicaDescriptor(victim, 4)
+    assert sorted(desc.replicas) == list(NODES)
+    wait_until(
+        lambda: away.has(1) and away.replica_id(1) == 4 and cluster.caught_up(),
+        timeout_s=DEADLINE_S,
+        what="replica 4 caught up",
+    )
+    assert cluster.value(victim, b"while-away") == b"1"
+    assert cluster.value(victim, b"a09") == b"v9"
+
+    term = away.term(1)
+    follower = cluster.stores[other].replicas
+    assert follower is not None
+    # the old replica claims to lead in a later term, to the other follower...
+    from_old = Message(MessageType.HEARTBEAT, other, victim, term + 1000, commit=1)
+    follower.receive([(1, encode_message(from_old))], victim)
+    # ...and a message for it reaches its node, which holds replica 4 now
+    to_old = Message(MessageType.HEARTBEAT, victim, holder, term + 1000, commit=1)
+    away.receive([(1, encode_message(to_old))], holder)
+    client.put(b"after", b"2")
+    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
+    assert cluster.value(victim, b"after") == b"2"
+    for node in NODES:
+        loop = cluster.stores[node].replicas
+        assert loop is not None and loop.term(1) < term + 1000, node
+    assert away.replica_id(1) == 4
+
+
+def test_a_replica_removed_while_its_node_was_down_is_replaced_not_revived(
+    cluster: ReplicatedStores,
+) -> None:
+    """Removed and added back while its node was down, the old replica comes back with
+    the node, believing itself a member; it is collected (the others refuse it, or the
+    leader's first message to the new replica tells its node) and the new one gets a
+    snapshot with every write."""
+    client = KVClient(cluster)
+    client.put(b"before", b"0")
+    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
+    holder = cluster.lease_holder()
+    victim = next(n for n in NODES if n != holder)
+    cluster.stop(victim)
+    _change_members(cluster, lambda store: store.remove_replica(1, victim))
+    client.put(b"removed", b"1")
+    # NB: its node is down: the replica waits there as replica 4
+    _change_members(cluster, lambda store: store.add_replica(1, victim))
+    client.put(b"added", b"2")
+    cluster.start(victim)
+    back = cluster.stores[victim]
+    loop = back.replicas
+    assert loop is not None
+    wait_until(
+        lambda: loop.has(1) and loop.replica_id(1) == 4 and cluster.caught_up(),
+        timeout_s=DEADLINE_S,
+        what="replica 4 caught up",
+    )
+    for key, value in ((b"before", b"0"), (b"removed", b"1"), (b"added", b"2")):
+        assert cluster.value(victim, key) == value, key
+    (desc,) = back.descriptors()
+    assert desc.replica_of(victim) == ReplicaDescriptor(victim, 4)
+    with back.engine.snapshot() as snap:
+        assert replica_tombstone(snap, 1) == 4  # the old replica's id never comes back
+
+
+def _state(store: Store, databases: Sequence[str]) -> dict[str, list[tuple[bytes, bytes]]]:
+    with store.engine.snapshot() as snap:
+        return {db: list(snap.scan(db, b"")) for db in databases}
+
+
+def test_a_snapshot_of_many_chunks_arrives_whole_in_bounded_memory(tmp_path: Path) -> None:
+    """A range of several MiB, sent to a new replica in 64 KiB chunks: every version,
+    intent and transaction record arrives (the time index rebuilt to match), with the
+    GC threshold and the closed timestamp; neither side ever holds the range in memory
+    (the Python heap's peak over the transfer, both sides in this process, stays a
+    small part of the range's size)."""
+    config = StoreConfig(sync=False, snapshot_chunk_bytes=64 << 10)
+    cluster = ReplicatedStores(tmp_path, grown=True, config=config)
+    try:
+        client = KVClient(cluster)
+        value = b"v" * 1000
+        client.ingest([(b"big%05d" % i, value) for i in range(6000)], client.now())
+        threshold = client.now()
+        for i in range(0, 6000, 500):
+            client.put(b"big%05d" % i, b"newer")  # a second version
+        now = cluster.now()
+        txn = Transaction(b"t" * 16, b"pending0", 0, now, now, 1)  # its intents stay
+        keys = tuple(b"pending%d" % i for i in range(5))
+        span = Span(keys[0], keys[-1] + b"\x00")
+        cluster.send(BatchRequest(Header(txn=txn), (HeartbeatTxn(), Ingest(span, keys, keys))))
+        cluster.send(BatchRequest(Header(), (GC(Span(b"big", b"bih"), threshold),)))
+        first = cluster.stores[1]
+        first.start_replicating(1)
+        loop = first.replicas
+        assert loop is not None
+        wait_until(lambda: loop.holds_lease(1), timeout_s=DEADLINE_S, what="the lease of r1")
+        promised = first.closed_timestamp(1)
+        held = _state(first, SNAPSHOT_DATABASES)
+        size = sum(len(k) + len(v) for rows in held.values() for k, v in rows)
+        assert size > 6_000_000 and held[INTENTS] and held[TXN_RECORDS]
+        tracemalloc.start()
+        try:
+            first.add_replica(1, 2)
+            second = cluster.stores[2]
+            wait_until(
+                lambda: (
+                    second.replicas is not None and second.replicas.has(1) and cluster.caught_up()
+                ),
+                timeout_s=DEADLINE_S,
+                what="the new replica caught up",
+            )
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert cluster.snapshot_frames > 50  # many chunks, not one message
+        assert peak < size / 4, f"peak {peak} bytes for a range of {size}"
+        databases = (*SNAPSHOT_DATABASES, CHANGES)
+        assert _state(second, databases) == _state(first, databases)
+        with first.engine.snapshot() as a, second.engine.snapshot() as b:
+            assert gc_threshold(b, Span(b"big", b"bih")) == gc_threshold(a, Span(b"big", b"bih"))
+            assert gc_threshold(b, Span(b"big", b"bih")) >= threshold
+        assert second._ctx.closed.get(1) >= promised
+        assert second.descriptors()[0].replica_of(2) is not None
+        spool = tmp_path / "n2" / "raft-snapshots"
+        wait_until(lambda: not list(spool.iterdir()), timeout_s=DEADLINE_S, what="spool freed")
+    finally:
+        cluster.close()
+
+
+def test_a_snapshot_cut_off_mid_way_leaves_the_old_state_and_is_sent_again(
+    tmp_path: Path,
+) -> None:
+    """A follower behind the truncated log needs a snapshot; its first two transfers are
+    cut off after a few of their chunks. Each time it keeps its old state whole (its old
+    value, nothing of what it missed, no spooled file), and Raft sends the snapshot
+    again, until one arrives with everything."""
+    cluster = ReplicatedStores(tmp_path, config=StoreConfig(sync=False, snapshot_chunk_bytes=4096))
+    try:
+        client = KVClient(cluster)
+        client.put(b"k", b"old")
+        holder = cluster.lease_holder()
+        behind = next(n for n in NODES if n != holder)
+        wait_until(lambda: cluster.value(behind, b"k") == b"old", timeout_s=DEADLINE_S)
+        cluster.cut = {(behind, n) for n in NODES} | {(n, behind) for n in NODES}
+        missed = LOG_LIMIT + 2 * LOG_KEEP
+        client.put(b"k", b"new")
+        for i in range(missed):
+            client.put(b"m%04d" % i, b"x" * 50)
+        spool = tmp_path / f"n{behind}" / "raft-snapshots"
+        seen: list[tuple[bytes | None, bytes | None, list[Path]]] = []
+        cluster.after_cut.append(
+            lambda: seen.append(
+                (
+                    cluster.value(behind, b"k"),
+                    cluster.value(behind, b"m0000"),
+                    list(spool.iterdir()),
+                )
+            )
+        )
+        cluster.cut_snapshots = 2
+        cluster.cut = set()
+        last = b"m%04d" % (missed - 1)
+        wait_until(
+            lambda: cluster.value(behind, last) is not None,
+            timeout_s=DEADLINE_S,
+            what="the snapshot sent again",
+        )
+        assert seen == [(b"old", None, [])] * 2
+        assert cluster.snapshot_frames > 10  # the one that arrived, in many chunks
+        assert cluster.value(behind, b"k") == b"new"
+        assert cluster.value(behind, b"m0000") == b"x" * 50
+        wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="the follower to catch up")
     finally:
         cluster.close()

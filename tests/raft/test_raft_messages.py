@@ -75,5 +75,7 @@ def test_decoding_garbage_raises_rather_than_guessing(raw: bytes) -> None:
 def test_a_conf_change_survives_encoding() -> None:
     change = ConfChange(ConfChangeType.ADD_LEARNER, 7)
     assert decode_conf_change(encode_conf_change(change)) == change
+    with_node = ConfChange(ConfChangeType.ADD_NODE, 9, context=4)  # replica 9 on node 4
+    assert decode_conf_change(encode_conf_change(with_node)) == with_node
     with pytest.raises(InvariantViolation):
-        decode_conf_change(b"\x93\x01\x02\x03")
+        decode_conf_change(b"\x94\x01\x02\x03\x04")

@@ -132,6 +132,30 @@ def test_a_killed_lease_holder_loses_no_acknowledged_transfer(cluster: LocalClus
     db.close()
 
 
+@pytest.mark.slow(60)
+def test_the_first_node_restarted_without_join_finds_its_cluster(cluster: LocalCluster) -> None:
+    """n1 started the cluster without ``--join``; SIGKILLed, its ranges' leases move to
+    the others, and it is started again as it first was, without ``--join`` (as a user
+    restarts it). It calls the nodes its store kept the addresses of, and serves again,
+    what was written while it was down among the rest (before, it knew no one, waited
+    for a lease holder it could not reach and gave up starting)."""
+    with cluster.connect(1) as db:
+        wait_until(lambda: _replicated(db), timeout_s=DEADLINE_S, what="three replicas")
+    wait_until(
+        lambda: (cluster.base / "n1" / "peers.json").exists(),
+        timeout_s=DEADLINE_S,
+        what="n1 to keep the others' addresses",
+    )
+    cluster.kill(0)
+    with cluster.connect(1) as db:
+        wait_until(lambda: _lease_holder(db) != 1, timeout_s=DEADLINE_S, what="a new lease")
+        db.put(b"while-n1-was-down", b"1")
+    cluster.restart(0, join=False)
+    wait_until(lambda: cluster.live_nodes(0) == 3, timeout_s=DEADLINE_S, what="n1 to see all")
+    with cluster.connect(0) as db:
+        assert db.get(b"while-n1-was-down") == b"1"
+
+
 @pytest.mark.slow(30)
 def test_sql_tables_split_across_replicated_ranges_and_outlive_a_node(
     cluster: LocalCluster,

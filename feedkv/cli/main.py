@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -341,6 +342,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # NB: gRPC's core logs each failed TLS handshake (a client of another CA, a
+    # PostgreSQL port dialled as gRPC) at INFO on stderr, in its own format, before the
+    # command's one clear error; it reads the variable when grpc is first imported,
+    # which no command has done yet. GRPC_VERBOSITY=info in the environment brings them back.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     args = _parser().parse_args(_negative_values(sys.argv[1:] if argv is None else argv))
     try:
         if args.command == "demo":

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 from feedkv.cli.credentials import PASSWORD_ENV, split_userinfo, without_password
 from feedkv.errors import ExternalError, PermissionDeniedError, SQLError
 from feedkv.security.certs import CA_CERT
+from feedkv.sql.arrays import Array
 from feedkv.sql.execution import Result
 
 __all__ = ["PG_SCHEMES", "PasswordNeededError", "PgSession", "open_pg_session"]
@@ -137,13 +138,37 @@ class PgSession:
         while True:
             columns = tuple(c.name for c in cursor.description or ())
             rows = [tuple(row) for row in cursor.fetchall()] if cursor.description else []
+            arrays = self._array_columns(cursor.description or ())
+            if arrays:
+                rows = [_with_arrays(row, arrays) for row in rows]
             yield Result(columns, rows, cursor.statusmessage or "")
             if not cursor.nextset():
                 break
         self.database = self._conn.info.dbname
 
+    def _array_columns(self, description: Sequence[Any]) -> list[int]:
+        """The positions of the array-typed columns (psycopg loads an array as a list,
+        which the shell would print as JSON, and a JSONB array is a list too)."""
+        types = self._conn.adapters.types
+        out = []
+        for i, column in enumerate(description):
+            info = types.get(column.type_code)
+            if info is not None and info.array_oid == column.type_code:
+                out.append(i)
+        return out
+
     def close(self) -> None:
         self._conn.close()
+
+
+def _with_arrays(row: tuple[Any, ...], arrays: list[int]) -> tuple[Any, ...]:
+    """``row`` with the lists in its ``arrays`` columns as :class:`Array` values, so
+    they print as over a ``feedkv://`` URL and as psql prints them (``{a,"b c"}``)."""
+    values = list(row)
+    for i in arrays:
+        if isinstance(values[i], list):
+            values[i] = Array(tuple(values[i]), None)
+    return tuple(values)
 
 
 def _sql_error(exc: Any) -> SQLError:

@@ -13,6 +13,7 @@ import pytest
 import feedkv
 from feedkv import DB
 from feedkv.cli.main import main
+from feedkv.cli.sql import format_result
 from feedkv.kv.store import StoreConfig
 
 
@@ -49,6 +50,19 @@ def test_statements_run_over_the_wire_and_print_as_with_a_feedkv_url(
     assert code == 0, err
     assert out.splitlines()[-3:] == ["id,s", "1,a", "2,"]
     assert db.sql("SELECT count(*) FROM t").rows == [(2,)]  # it really went to the node
+
+
+def test_arrays_print_as_over_a_feedkv_url_and_json_stays_json(
+    url: str, db: DB, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """psycopg loads an array as a list: the shell printed ``["a", "b c"]``, JSON's text,
+    where psql and a ``feedkv://`` URL show ``{a,"b c"}``; a JSONB array is still JSON."""
+    query = "SELECT ARRAY['a', 'b c'] AS a, ARRAY[1, NULL] AS b, '[1, 2]'::JSONB AS j"
+    code = main(["sql", "--url", url, "-e", query])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.splitlines()[2].split(" | ") == [' {a,"b c"}', "{1,NULL}", "[1, 2]"]
+    assert out == format_result(db.sql(query), "table")  # as the embedded shell prints it
 
 
 def test_an_error_prints_its_sqlstate_message_and_stops(

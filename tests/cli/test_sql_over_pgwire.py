@@ -3,8 +3,10 @@ PostgreSQL wire protocol (psycopg) instead of feedkv's own client."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from feedkv import DB
 from feedkv.cli.main import main
 from feedkv.cli.sql import format_result
 from feedkv.kv.store import StoreConfig
+from feedkv.testing.waiting import wait_until
 
 
 @pytest.fixture
@@ -94,3 +97,40 @@ def test_an_unreachable_server_is_a_clear_error(capsys: pytest.CaptureFixture[st
     _out, err = capsys.readouterr()
     assert code != 0
     assert "cannot connect to postgresql://root@127.0.0.1:1/defaultdb" in err
+
+
+def _sinkless_feeds_running() -> int:
+    return sum(t.name == "sinkless-changefeed" and t.is_alive() for t in threading.enumerate())
+
+
+def test_a_sinkless_changefeed_prints_each_row_as_it_happens_until_ctrl_c(url: str, db: DB) -> None:
+    """Over a ``postgresql://`` URL the shell fetched a statement's result whole, so a
+    sinkless changefeed (which ends only when asked) printed nothing, ever. Its rows now
+    print as the server sends them, and Ctrl-C cancels it on the server, which frees it."""
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, s STRING)")
+    db.sql("INSERT INTO t VALUES (1, 'a')")
+    feed = "EXPERIMENTAL CHANGEFEED FOR t"
+    shell = subprocess.Popen(
+        [sys.executable, "-m", "feedkv", "sql", "--url", url, "-e", feed],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    assert shell.stdout is not None
+    stdout = shell.stdout
+    reader = threading.Thread(target=lambda: lines.extend(iter(stdout.readline, "")))
+    reader.start()
+    try:
+        wait_until(lambda: any("[1]" in line for line in lines), timeout_s=60, what="row 1")
+        db.sql("INSERT INTO t VALUES (2, 'b')")  # after the first row was printed
+        wait_until(lambda: any("[2]" in line for line in lines), timeout_s=60, what="row 2")
+        shell.send_signal(signal.SIGINT)
+        assert shell.wait(timeout=60) == 0, shell.stderr.read() if shell.stderr else ""
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+        reader.join(timeout=60)
+    assert lines[0] == 't | [1] | {"after": {"id": 1, "s": "a"}}\n'
+    assert lines[-1] == "changefeed stopped\n"
+    wait_until(lambda: _sinkless_feeds_running() == 0, timeout_s=60, what="the feed to stop")

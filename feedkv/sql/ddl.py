@@ -84,7 +84,7 @@ def create_database(ex: Execution, s: st.CreateDatabase) -> Result:
         return Result(tag="CREATE DATABASE")
     if s.if_not_exists:
         return Result(tag="CREATE DATABASE")
-    raise SQLError("42P04", f"database {s.name!r} already exists")
+    raise SQLError("42P04", f'database "{s.name}" already exists')
 
 
 def drop_database(ex: Execution, s: st.DropDatabase) -> Result:
@@ -313,7 +313,7 @@ def _enum_type(ex: Execution, ctype: ColumnType) -> ColumnType:
     name = ctype.type_name or ""
     found = catalog.type_by_name(ex.read_source, ex.database(None), name)
     if found is None:
-        raise SQLError("42704", f"type {name!r} does not exist")
+        raise SQLError("42704", f'type "{name}" does not exist')
     return ColumnType(Kind.ENUM, type_name=found.name, labels=found.labels)
 
 

@@ -693,7 +693,7 @@ class _Statement:
         for i, word in enumerate(self.words):
             kind = self.tokens[i].token_type
             if kind is TokenType.UINT:
-                raise SQLError("42704", f"type {word.lower()!r} does not exist")
+                raise SQLError("42704", f'type "{word.lower()}" does not exist')
             if word == "INT4" and kind is TokenType.INT:
                 start = self._pos(self.tokens[i])
                 self.masked[start : start + 4] = list(_INT4_STAND_IN)

@@ -1141,7 +1141,7 @@ def relocate(ex: Execution, s: st.Relocate) -> Result:
     """Move the range holding each row's key to the node the row names, once the
     statement commits (as CockroachDB's ``RELOCATE``). The target is one node: an
     unreplicated range moves there (with ``LEASE`` too), a replicated range's lease
-    moves to its replica there (``LEASE``; its replicas are placed by ``--replicas``)."""
+    moves to its replica there (``LEASE``; its replicas follow its zone configuration)."""
     what = "RELOCATE LEASE" if s.lease else "RELOCATE"
     ex.require_admin(what)
     desc = ex.table(s.table)
@@ -1188,8 +1188,9 @@ def _relocation_target(ex: Execution, node: exp.Expr, lease: bool, what: str) ->
     if len(ids) != 1:
         raise SQLError(
             "0A000",
-            f"{what} to {len(ids)} nodes: a range has one replica (until replication), "
-            "so name one node",
+            f"{what} to {len(ids)} nodes: feedkv moves a range to one node, ARRAY[node_id]; "
+            "a replicated range keeps its zone's num_replicas on nodes it picks (ALTER ... "
+            "CONFIGURE ZONE USING num_replicas = N), and RELOCATE LEASE moves its lease",
         )
     return int(ids[0])
 

@@ -132,6 +132,22 @@ def test_a_killed_lease_holder_loses_no_acknowledged_transfer(cluster: LocalClus
     db.close()
 
 
+@pytest.mark.slow(30)
+def test_relocating_a_replicated_range_says_what_moves_it(cluster: LocalCluster) -> None:
+    """RELOCATE of a replicated range to nodes other than its replicas is refused naming
+    the range as SQL users know it and what places its replicas (the message printed the
+    range's descriptor, its keys as Python bytes, and a flag the zone replaced)."""
+    with cluster.connect(0) as db:
+        wait_until(lambda: _replicated(db), timeout_s=DEADLINE_S, what="three replicas")
+        db.sql("CREATE TABLE placed (k INT PRIMARY KEY)")
+        with pytest.raises(InvalidArgumentError) as refused:
+            db.sql("ALTER TABLE placed RELOCATE LEASE VALUES (9, 1)")
+    message = str(refused.value)
+    assert "b'" not in message
+    assert "CONFIGURE ZONE USING num_replicas" in message
+    assert message.startswith("range r") and message.endswith("not n9")
+
+
 @pytest.mark.slow(60)
 def test_the_first_node_restarted_without_join_finds_its_cluster(cluster: LocalCluster) -> None:
     """n1 started the cluster without ``--join``; SIGKILLed, its ranges' leases move to

@@ -189,13 +189,29 @@ def join_cluster(
             except NodeUnavailableError as exc:
                 failures.append(f"{address}: {exc}")
         if time.monotonic() > deadline:
+            last = failures[-len(join) :]
             raise NodeUnavailableError(
                 "no member of the cluster answered at --join "
-                f"{','.join(join)} within {timeout_s:g} s: {failures[-len(join) :]} "
-                "(a new cluster starts from one node started without --join, which the "
-                "others join; feedkv has no `init` command)"
+                f"{','.join(join)} within {timeout_s:g} s: {last}{_join_hint(last)}"
             )
         time.sleep(0.5)  # wait-ok: the members may still be starting
+
+
+def _join_hint(failures: list[str]) -> str:
+    """What the last failures to join suggest doing (gRPC words them)."""
+    text = " ".join(failures)
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        return (
+            " (TLS failed: the members and this node do not trust each other's "
+            "certificates; every node's certs directory needs the cluster's ca.crt and a "
+            "node certificate made with its CA key)"
+        )
+    if "Connection refused" in text:
+        return (
+            " (nothing listens there: a new cluster starts from one node started without "
+            "--join, which the others join; feedkv has no `init` command)"
+        )
+    return ""
 
 
 class Relocator(Protocol):

@@ -326,3 +326,23 @@ def test_sql_over_the_raw_kv_api_as_another_user_without_a_password_points_to_th
     assert run.returncode == 1
     assert "connect to the node's SQL port instead" in run.stderr
     assert "no client certificate" not in run.stderr and "PASSWORD@" not in run.stderr
+
+
+def test_host_and_certs_dir_connect_to_the_sql_port_as_cockroach_sql_does(
+    cluster: Cluster,
+) -> None:
+    """``cockroach sql --certs-dir DIR --host HOST:PORT``: root by its client
+    certificate; a password user with only the CA and its password."""
+    root = _feedkv(
+        *("sql", "--host", cluster.sql_address, "--certs-dir", str(cluster.certs)),
+        *("--format", "csv", "-e", "SELECT current_user"),
+    )
+    assert root.returncode == 0, root.stderr
+    assert root.stdout.splitlines() == ["current_user", "root"]
+    pam = _feedkv(
+        *("sql", "--host", cluster.sql_address, "--certs-dir", str(cluster.ca_only)),
+        *("--user", "pam", "--format", "csv", "-e", "SELECT current_user"),
+        env={PASSWORD_ENV: PASSWORD},
+    )
+    assert pam.returncode == 0, pam.stderr
+    assert pam.stdout.splitlines() == ["current_user", "pam"]

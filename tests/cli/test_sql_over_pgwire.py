@@ -9,6 +9,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -134,3 +135,34 @@ def test_a_sinkless_changefeed_prints_each_row_as_it_happens_until_ctrl_c(url: s
     assert lines[0] == 't | [1] | {"after": {"id": 1, "s": "a"}}\n'
     assert lines[-1] == "changefeed stopped\n"
     wait_until(lambda: _sinkless_feeds_running() == 0, timeout_s=60, what="the feed to stop")
+
+
+def test_host_and_insecure_connect_as_cockroach_sql_does(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``cockroach sql --insecure --host HOST:PORT``, the form CockroachDB's docs use:
+    the flags were unknown to feedkv sql."""
+    address = urlsplit(url).netloc.rpartition("@")[2]
+    code = main(
+        ["sql", "--insecure", "--host", address, "--format", "csv", "-e", "SELECT 1 AS one"]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.splitlines() == ["one", "1"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--host", "127.0.0.1:26257"], "--host needs --certs-dir DIR"),
+        (["--insecure"], "--insecure goes with --host"),
+        (["--host", "::1", "--insecure"], "expected HOST[:PORT]"),
+    ],
+)
+def test_host_without_its_security_is_a_clear_error(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["sql", *args, "-e", "SELECT 1"])
+    _out, err = capsys.readouterr()
+    assert code == 1
+    assert err.startswith("feedkv: error: ") and message in err

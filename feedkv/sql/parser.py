@@ -1522,7 +1522,8 @@ class _Statement:
         return ", ".join(parts)
 
     def _cluster_setting(self) -> st.ClusterSetting:
-        """``SET CLUSTER SETTING a.b = 'v'`` (or ``TO``, or ``DEFAULT``), ``RESET CLUSTER
+        """``SET CLUSTER SETTING a.b = 'v'`` (or ``true``, ``false``, a number; ``TO``;
+        ``DEFAULT``), ``RESET CLUSTER
         SETTING a.b``, ``SHOW CLUSTER SETTING a.b``."""
         words, tokens = self.words, self.tokens
         if len(words) < 4:
@@ -1541,8 +1542,13 @@ class _Statement:
         value = tokens[i + 1]
         if words[i + 1] == "DEFAULT":
             return st.ClusterSetting(self.text, "reset", name)
-        if value.token_type is not TokenType.STRING:
-            raise self._error_at(i + 1, "expected the setting's value as a string")
+        if value.token_type in (TokenType.TRUE, TokenType.FALSE):
+            # NB: a bool setting, as CockroachDB's tutorials write kv.rangefeed.enabled = true
+            return st.ClusterSetting(self.text, "set", name, value.text.lower())
+        if value.token_type not in (TokenType.STRING, TokenType.NUMBER):
+            raise self._error_at(
+                i + 1, "expected the setting's value: a string, true, false or a number"
+            )
         return st.ClusterSetting(self.text, "set", name, value.text)
 
     def _create_user(self) -> st.CreateUser:

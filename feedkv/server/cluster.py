@@ -99,6 +99,7 @@ __all__ = [
     "ZoneSettings",
     "join_cluster",
     "load_ident",
+    "load_peers",
     "method_handlers",
     "start_ident",
 ]

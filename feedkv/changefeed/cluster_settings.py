@@ -8,6 +8,10 @@ default; read by every node, :mod:`feedkv.server.zones`).
 first; empty: the default, ``$FEEDKV_SPARK_MASTER`` or ``local[*]``). A node's Spark
 session starts with its first job, so a change applies to the jobs of nodes started
 after it. A value Spark would not take is refused when it is set.
+
+``kv.rangefeed.enabled`` is always true: feedkv's ranges serve rangefeeds from the start,
+so the ``SET CLUSTER SETTING kv.rangefeed.enabled = true`` that CockroachDB's changefeed
+tutorials begin with does nothing, and turning it off is refused.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ __all__ = [
     "time_until_store_dead_ns",
 ]
 
-CLUSTER_SETTINGS = ("spark.master", "server.time_until_store_dead")
+CLUSTER_SETTINGS = ("spark.master", "server.time_until_store_dead", "kv.rangefeed.enabled")
+RANGEFEED_ENABLED = "kv.rangefeed.enabled"
 TIME_UNTIL_STORE_DEAD_DEFAULT = "5m0s"
 _SPARK_MASTERS = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|(spark|mesos|k8s)://.+|yarn)$")
 
@@ -72,6 +77,8 @@ def run_setting(db: KV, statement: st.ClusterSetting) -> Result:
             "42704",
             f"unknown cluster setting {name!r}; feedkv has {', '.join(CLUSTER_SETTINGS)}",
         )
+    if name == RANGEFEED_ENABLED:
+        return _rangefeed_enabled(statement)
     key = catalog.setting_key(name)
     if statement.action == "show":
         shown = catalog.get_setting(catalog.Snapshot(db, db.now()), name)
@@ -84,4 +91,17 @@ def run_setting(db: KV, statement: st.ClusterSetting) -> Result:
         db.run_transaction(lambda txn: txn.put(key, value))
     else:
         db.run_transaction(lambda txn: txn.delete(key))
+    return Result(tag="SET CLUSTER SETTING")
+
+
+def _rangefeed_enabled(statement: st.ClusterSetting) -> Result:
+    """``kv.rangefeed.enabled``: shown true; set to true (or reset), nothing to do."""
+    if statement.action == "show":
+        return Result(columns=(RANGEFEED_ENABLED,), rows=[(True,)], tag="SHOW")
+    if statement.action == "set" and statement.value not in ("true", "t", "on", "1"):
+        raise SQLError(
+            "0A000",
+            f"{RANGEFEED_ENABLED} cannot be turned off: feedkv's ranges always serve "
+            "rangefeeds (changefeeds need them)",
+        )
     return Result(tag="SET CLUSTER SETTING")

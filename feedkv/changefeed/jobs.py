@@ -58,8 +58,9 @@ from feedkv.security.secrets import (
     sealed_key_id,
 )
 from feedkv.sql import catalog
+from feedkv.sql.arrays import Array
 from feedkv.sql.descriptor import DatabaseDescriptor
-from feedkv.sql.types import logical_decimal
+from feedkv.sql.types import ColumnType, Kind, logical_decimal
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
@@ -542,7 +543,7 @@ def show_row(record: JobRecord, reader: catalog.Reader) -> tuple[Any, ...]:
         _time(high_water),
         record.error,
         redacted(spec.sink_uri or ""),
-        names,
+        Array(tuple(names), ColumnType(Kind.STRING)),  # STRING[], as CockroachDB's
         ",".join(sorted(set(spec.topics.values()))),
         spec.options.format,
         record.name,

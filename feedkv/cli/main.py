@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
-from feedkv.errors import FeedKVError, PermissionDeniedError
+from feedkv.errors import FeedKVError, InvalidArgumentError, PermissionDeniedError
+from feedkv.kv.address import host_port, split_host_port
 from feedkv.testing.benches import BENCH_DIR, bench_module
 
 if TYPE_CHECKING:
@@ -72,6 +75,24 @@ _CERTS_HELP = (
     "connect with TLS from this directory, as the URL's user (feedkv://USER@HOST:PORT; "
     "default root) with its client certificate, or with a password: " + _PASSWORD_HELP
 )
+
+
+DEFAULT_SQL_PORT = 26257  # CockroachDB's, feedkv start --sql-addr's
+
+
+def sql_url(host: str, user: str, database: str, insecure: bool) -> str:
+    """The ``postgresql://`` URL ``cockroach sql --host HOST[:PORT]`` connects to: the
+    SQL port 26257 when ``host`` names none; ``sslmode=disable`` when ``insecure``."""
+    address = split_host_port(host)
+    if address is None:
+        if ":" in host.strip("[]") and not host.startswith("["):
+            raise InvalidArgumentError(f"--host {host!r}: expected HOST[:PORT] ([IPv6]:PORT)")
+        address = (host.strip("[]"), DEFAULT_SQL_PORT)
+    name, port = address
+    if not name:
+        raise InvalidArgumentError(f"--host {host!r} names no host")
+    tail = "?sslmode=disable" if insecure else ""
+    return f"postgresql://{quote(user, safe='')}@{host_port(name, port)}/{quote(database)}{tail}"
 
 
 def _login(args: argparse.Namespace, url: str) -> Login:
@@ -221,6 +242,17 @@ def _parser() -> argparse.ArgumentParser:
     where = sql.add_mutually_exclusive_group()
     where.add_argument("--url", default="feedkv://127.0.0.1:26258", help="the node to talk to")
     where.add_argument("--store", help="open this store directory in-process instead")
+    where.add_argument(
+        "--host",
+        help="HOST[:PORT] of a node's SQL port (26257 by default), as cockroach sql --host: "
+        "the same as --url postgresql://USER@HOST:PORT/DATABASE, with TLS from --certs-dir "
+        "or, with --insecure, without",
+    )
+    sql.add_argument(
+        "--insecure",
+        action="store_true",
+        help="with --host: connect without TLS, to a node started with --insecure",
+    )
     sql.add_argument(
         "-e",
         "--execute",
@@ -341,6 +373,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # NB: gRPC's core logs each failed TLS handshake (a client of another CA, a
+    # PostgreSQL port dialled as gRPC) at INFO on stderr, in its own format, before the
+    # command's one clear error; it reads the variable when grpc is first imported,
+    # which no command has done yet. GRPC_VERBOSITY=info in the environment brings them back.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     args = _parser().parse_args(_negative_values(sys.argv[1:] if argv is None else argv))
     try:
         if args.command == "demo":
@@ -399,6 +436,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             from feedkv.cli.sql import run_sql
             from feedkv.sql.catalog import ROOT
 
+            if args.insecure and not args.host:
+                raise InvalidArgumentError(
+                    "--insecure goes with --host; a --url says how to connect itself "
+                    "(postgresql://...?sslmode=disable)"
+                )
+            if args.host:
+                if not args.insecure and args.certs_dir is None:
+                    raise InvalidArgumentError(
+                        "--host needs --certs-dir DIR (the cluster's ca.crt, and "
+                        "client.USER.crt to log in by certificate) or, for a node started "
+                        "with --insecure, --insecure"
+                    )
+                args.url = sql_url(args.host, args.user or "root", args.database, args.insecure)
             if args.store or args.url.startswith(PG_SCHEMES):
                 return run_sql(
                     args.store or args.url,

@@ -6,7 +6,9 @@ psycopg, imported only when such a URL is given.
 The connection is in autocommit mode, so BEGIN and COMMIT are the user's, as in psql.
 A string of several statements is sent as one simple query (the server runs them as one
 implicit transaction); each statement's result comes back in order. Server errors keep
-their SQLSTATE, message and position (:class:`~feedkv.errors.SQLError`).
+their SQLSTATE, message and position (:class:`~feedkv.errors.SQLError`). A sinkless
+changefeed, which ends only when asked, streams instead (:class:`StreamedFeed`): each
+row prints as it comes, and Ctrl-C cancels it on the server, as psql's does.
 """
 
 from __future__ import annotations
@@ -15,15 +17,21 @@ import getpass
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from feedkv.changefeed.sinkless import COLUMNS, FeedResult
 from feedkv.cli.credentials import PASSWORD_ENV, split_userinfo, without_password
-from feedkv.errors import ExternalError, PermissionDeniedError, SQLError
+from feedkv.errors import ExternalError, FeedKVError, PermissionDeniedError, SQLError
 from feedkv.security.certs import CA_CERT
+from feedkv.sql.arrays import Array
 from feedkv.sql.execution import Result
+from feedkv.sql.parser import parse
+from feedkv.sql.script import split_statements
+from feedkv.sql.statements import CreateChangefeed
 
-__all__ = ["PG_SCHEMES", "PasswordNeededError", "PgSession", "open_pg_session"]
+__all__ = ["PG_SCHEMES", "PasswordNeededError", "PgSession", "StreamedFeed", "open_pg_session"]
 
 PG_SCHEMES = ("postgresql://", "postgres://")
 _NO_PASSWORD = "no password supplied"  # libpq's fe_sendauth, when the server asks for one
@@ -129,6 +137,9 @@ class PgSession:
     ) -> Iterator[Result]:
         """Each statement's result, in order (``batch`` is the server's to decide: a
         string of statements is one implicit transaction there)."""
+        if not params and _is_sinkless_changefeed(text):
+            yield self._stream_feed(text)
+            return
         cursor = self._conn.cursor()
         try:
             cursor.execute(text.encode(), params or None, prepare=False)
@@ -137,13 +148,83 @@ class PgSession:
         while True:
             columns = tuple(c.name for c in cursor.description or ())
             rows = [tuple(row) for row in cursor.fetchall()] if cursor.description else []
+            arrays = self._array_columns(cursor.description or ())
+            if arrays:
+                rows = [_with_arrays(row, arrays) for row in rows]
             yield Result(columns, rows, cursor.statusmessage or "")
             if not cursor.nextset():
                 break
         self.database = self._conn.info.dbname
 
+    def _stream_feed(self, text: str) -> StreamedFeed:
+        """A sinkless changefeed's rows as the server sends each (libpq's single-row
+        mode): a result fetched whole, as for other statements, would print nothing
+        until the feed ended, which it does only when asked."""
+        cursor = self._conn.cursor()
+
+        def rows() -> Iterator[tuple[Any, ...]]:
+            try:
+                for row in cursor.stream(text.encode()):
+                    yield tuple(row)
+            except self._psycopg.Error as exc:
+                raise _sql_error(exc) from None
+
+        return StreamedFeed(
+            columns=COLUMNS, tag="CHANGEFEED", rows_of=rows(), cancel=self._conn.cancel_safe
+        )
+
+    def _array_columns(self, description: Sequence[Any]) -> list[int]:
+        """The positions of the array-typed columns (psycopg loads an array as a list,
+        which the shell would print as JSON, and a JSONB array is a list too)."""
+        types = self._conn.adapters.types
+        out = []
+        for i, column in enumerate(description):
+            info = types.get(column.type_code)
+            if info is not None and info.array_oid == column.type_code:
+                out.append(i)
+        return out
+
     def close(self) -> None:
         self._conn.close()
+
+
+@dataclass(frozen=True)
+class StreamedFeed(FeedResult):
+    """A sinkless changefeed streamed over the wire: iterating it blocks for each next
+    row; :meth:`close` cancels the statement on the server (as psql's Ctrl-C does),
+    which ends the feed there and frees it."""
+
+    rows_of: Iterator[tuple[Any, ...]] = field(default_factory=lambda: iter(()))
+    cancel: Callable[[], None] = field(default=lambda: None)
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        yield from self.rows_of
+
+    def close(self) -> None:
+        self.cancel()
+
+
+def _is_sinkless_changefeed(text: str) -> bool:
+    """Whether ``text`` is one statement, a changefeed without a sink (what the server
+    cannot parse it leaves to the server to say)."""
+    statements = [s for _, s in split_statements(text) if s.strip()]
+    if len(statements) != 1:
+        return False
+    try:
+        parsed = parse(statements[0])
+    except FeedKVError:
+        return False
+    return len(parsed) == 1 and isinstance(parsed[0], CreateChangefeed) and not parsed[0].sink
+
+
+def _with_arrays(row: tuple[Any, ...], arrays: list[int]) -> tuple[Any, ...]:
+    """``row`` with the lists in its ``arrays`` columns as :class:`Array` values, so
+    they print as over a ``feedkv://`` URL and as psql prints them (``{a,"b c"}``)."""
+    values = list(row)
+    for i in arrays:
+        if isinstance(values[i], list):
+            values[i] = Array(tuple(values[i]), None)
+    return tuple(values)
 
 
 def _sql_error(exc: Any) -> SQLError:

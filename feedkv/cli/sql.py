@@ -1,10 +1,15 @@
-"""``feedkv sql``: run statements and print their results, or an interactive shell.
+r"""``feedkv sql``: run statements and print their results, or an interactive shell.
 
 With ``-e`` each statement runs in order and the first error stops the run (exit 1); the
 statements of one ``-e`` run as one implicit transaction, as do those entered on one line
 of the shell. Without ``-e``, a terminal gets an interactive shell (history, statements
 spanning lines until a ``;``); anything else on stdin is run as a script, statement by
 statement, up to the first error, which names its line.
+
+Lines that start with a backslash, where a statement would start, are the shell's own
+commands in the shell and in scripts, as ``cockroach sql``'s: ``\q`` quits, ``\l``,
+``\dt``, ``\du`` and ``\d [TABLE]`` run the SHOW statement they stand for, ``\?``
+lists them.
 
 When stderr is a terminal (or ``progress=True``), ``CREATE CHANGEFEED ... INTO`` is
 followed by a progress bar of the new job's initial scan (rows, rate, ETA:
@@ -33,7 +38,7 @@ from feedkv.sql.script import split_statements
 from feedkv.sql.session import Result, Session
 from feedkv.sql.types import format_value
 
-__all__ = ["format_result", "run_sql"]
+__all__ = ["client_command", "format_result", "run_sql"]
 
 HISTORY = Path.home() / ".feedkv_sql_history"
 
@@ -138,12 +143,67 @@ def _run_script(
     for offset, text in split_statements(script):
         line += script.count("\n", counted, offset)  # NB: counted once, not per statement
         counted = offset
+        while text.startswith("\\"):  # the shell's own commands, a line each
+            command_line, _, text = text.partition("\n")
+            where = f"<stdin>:{line}: "
+            line, counted = line + 1, counted + len(command_line) + 1
+            try:
+                command = client_command(command_line)
+            except SQLError as exc:
+                _print_error(exc, command_line, stderr, where)
+                return 1
+            if command is QUIT:
+                return 0
+            if command is HELP:
+                stdout.write(HELP_TEXT)
+            elif not _execute(session, str(command), output, stdout, stderr, where=where):
+                return 1
+            skipped = len(text) - len(text.lstrip())
+            line += text.count("\n", 0, skipped)
+            counted += skipped
+            text = text.lstrip()
+        if not text.strip():
+            continue
         where = f"<stdin>:{line}: "
         if not _execute(
             session, text.rstrip(), output, stdout, stderr, batch=False, where=where, watch=watch
         ):
             return 1
     return 0
+
+
+QUIT = object()  # \q
+HELP = object()  # \?
+HELP_TEXT = """End each statement with ';'. Ctrl-C clears the input.
+  \\q          quit (also quit, exit)
+  \\l          SHOW DATABASES
+  \\dt         SHOW TABLES
+  \\du         SHOW USERS
+  \\d [TABLE]  SHOW TABLES, or SHOW COLUMNS FROM TABLE
+  \\?          this help
+"""
+_SHOWS = {
+    "\\l": "SHOW DATABASES",
+    "\\dt": "SHOW TABLES",
+    "\\du": "SHOW USERS",
+    "\\d": "SHOW TABLES",
+}
+
+
+def client_command(line: str) -> object:
+    """What the shell's own command ``line`` (``\\dt``, ``\\d t``, ...) does: the SQL it
+    stands for, :data:`QUIT` or :data:`HELP`; 42601 for a command feedkv does not have."""
+    name, _, argument = line.strip().partition(" ")
+    argument = argument.strip().rstrip(";").strip()
+    if name == "\\q" and not argument:
+        return QUIT
+    if name == "\\?" and not argument:
+        return HELP
+    if name == "\\d" and argument:
+        return f"SHOW COLUMNS FROM {argument}"
+    if name in _SHOWS and not argument:
+        return _SHOWS[name]
+    raise SQLError("42601", f"invalid command {line.strip()}: \\? lists the shell's own commands")
 
 
 def _shell(
@@ -171,10 +231,22 @@ def _shell(
             stdout.write("^C\n")
             buffer = []
             continue
-        if not buffer and line.strip() in ("\\q", "quit", "exit"):
+        if not buffer and line.strip() in ("quit", "exit"):
             return 0
-        if not buffer and line.strip() in ("\\?", "help"):
-            stdout.write("End each statement with ';'. \\q quits. Ctrl-C clears the input.\n")
+        if not buffer and line.strip() == "help":
+            line = "\\?"
+        if not buffer and line.lstrip().startswith("\\"):
+            try:
+                command = client_command(line)
+            except SQLError as exc:
+                _print_error(exc, line, stderr)
+                continue
+            if command is QUIT:
+                return 0
+            if command is HELP:
+                stdout.write(HELP_TEXT)
+                continue
+            _execute(session, str(command), output, stdout, stderr, watch=watch)
             continue
         buffer.append(line)
         text = "\n".join(buffer).strip()

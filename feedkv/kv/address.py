@@ -76,6 +76,12 @@ def parse_node_url(text: str) -> tuple[str, int]:
     """``(host, port)`` of a node's ``feedkv://host:port`` URL (its parameters, if any,
     are :func:`node_url_params`')."""
     text = text.partition("?")[0]
+    if text.startswith(("postgresql://", "postgres://")):
+        raise InvalidURLError(
+            f"cannot connect to {text!r}: a postgresql:// URL names a node's SQL port, "
+            "which `feedkv sql --url` takes; this command calls the node's gRPC port "
+            "(feedkv start --listen, 127.0.0.1:26258 by default): --url feedkv://HOST:PORT"
+        )
     address = split_host_port(text.removeprefix(SCHEME).rstrip("/"))
     if not text.startswith(SCHEME) or address is None or not address[0]:
         raise InvalidURLError(

@@ -49,6 +49,7 @@ from feedkv.server.feed_history import FeedHistory, Sample
 from feedkv.spark.progress import SparkProgress, read_ranges
 from feedkv.sql import catalog
 from feedkv.sql.row_codec import CATALOG_PREFIX, table_id_of_key, table_prefix
+from feedkv.util.encoding import decode_value
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import KEY_MAX, KEY_MIN
 
@@ -351,9 +352,10 @@ def _scan_fraction(record: JobRecord, job: Job | None) -> float | None:
 
 
 def pretty_key(key: bytes) -> str:
-    """A key as CockroachDB's admin pages show one: ``/Min``, ``/Max``, ``/Table/<id>``
-    (then the rest of the key in hex), ``/System/...`` for the catalog's keys, else the
-    bytes."""
+    """A key as CockroachDB's admin pages show one: ``/Min``, ``/Max``,
+    ``/Table/<id>/<index id>/<key values...>`` (as ``SHOW RANGES`` shows them; the rest
+    in hex when it does not decode as ascending key columns), ``/System/...`` for the
+    catalog's keys, else the bytes."""
     if key == KEY_MIN:
         return "/Min"
     if key >= KEY_MAX:
@@ -361,11 +363,25 @@ def pretty_key(key: bytes) -> str:
     table_id = table_id_of_key(key)
     if table_id is not None:
         rest = key[len(table_prefix(table_id)) :]
-        return f"/Table/{table_id}" + (f"/{rest.hex()}" if rest else "")
+        return f"/Table/{table_id}" + (f"/{_key_columns(rest)}" if rest else "")
     if key.startswith(CATALOG_PREFIX):
         rest = key[len(CATALOG_PREFIX) :]
         return "/System" + (f"/{rest.hex()}" if rest else "")
     return repr(key)
+
+
+def _key_columns(rest: bytes) -> str:
+    """The key columns after a table's prefix (its index id first) as ``1/50``; in hex
+    when they do not decode (a descending column, a key split inside a column)."""
+    shown = []
+    pos = 0
+    try:
+        while pos < len(rest):
+            value, pos = decode_value(rest, pos)
+            shown.append("NULL" if value is None else str(value))
+    except InvalidArgumentError:
+        return rest.hex()
+    return "/".join(shown)
 
 
 def span_text(start: bytes, end: bytes) -> str:

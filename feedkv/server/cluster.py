@@ -5,7 +5,11 @@ node 1 and its store creates range r1 over the whole keyspace. A node started wi
 ``--join HOST:PORT[,...]`` and an empty store asks a member to join: the member hands
 out the next node id (a transaction on a cluster key) and the cluster id, which the
 new node keeps in its store directory (``cluster.json``, with an epoch that grows at
-each start). Its store starts with no ranges; ranges arrive by relocation.
+each start). Its store starts with no ranges; ranges arrive by relocation. Each node also
+keeps the addresses of the other nodes it knows (``peers.json``, as CockroachDB keeps
+its gossip bootstrap addresses in its stores), so a restart finds its cluster without
+``--join``: the first node, started without it, would otherwise know no one when it comes
+back, while the leases of its ranges (replicated on other nodes) moved to those nodes.
 
 Ranges are replicated when the cluster's replication factor (``--replicas``, from
 ``ClusterConfig.replicas``) is above one: each node looks every ``replicate_interval_s``
@@ -101,6 +105,7 @@ __all__ = [
     "ZoneSettings",
     "join_cluster",
     "load_ident",
+    "load_peers",
     "method_handlers",
     "start_ident",
 ]
@@ -109,6 +114,7 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_S = 1.0
 _IDENT_FILE = "cluster.json"
+_PEERS_FILE = "peers.json"
 _NODE_IDS_KEY = b"\x00\x00cluster/node-ids"
 
 
@@ -137,6 +143,21 @@ def _save_ident(store_dir: Path, ident: ClusterIdent) -> None:
 
 def _asdict(ident: ClusterIdent) -> dict[str, Any]:
     return {"cluster_id": ident.cluster_id, "node_id": ident.node_id, "epoch": ident.epoch}
+
+
+def load_peers(store_dir: Path) -> list[str]:
+    """The addresses of the other nodes the node knew when it last ran (none for a
+    store that never ran, or one written before nodes kept them)."""
+    file = store_dir / _PEERS_FILE
+    if not file.exists():
+        return []
+    return [str(address) for address in json.loads(file.read_text())]
+
+
+def _save_peers(store_dir: Path, addresses: list[str]) -> None:
+    tmp = store_dir / (_PEERS_FILE + ".tmp")
+    tmp.write_text(json.dumps(addresses))
+    tmp.replace(store_dir / _PEERS_FILE)
 
 
 def start_ident(
@@ -175,11 +196,29 @@ def join_cluster(
             except NodeUnavailableError as exc:
                 failures.append(f"{address}: {exc}")
         if time.monotonic() > deadline:
+            last = failures[-len(join) :]
             raise NodeUnavailableError(
                 "no member of the cluster answered at --join "
-                f"{','.join(join)} within {timeout_s:g} s: {failures[-len(join) :]}"
+                f"{','.join(join)} within {timeout_s:g} s: {last}{_join_hint(last)}"
             )
         time.sleep(0.5)  # wait-ok: the members may still be starting
+
+
+def _join_hint(failures: list[str]) -> str:
+    """What the last failures to join suggest doing (gRPC words them)."""
+    text = " ".join(failures)
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        return (
+            " (TLS failed: the members and this node do not trust each other's "
+            "certificates; every node's certs directory needs the cluster's ca.crt and a "
+            "node certificate made with its CA key)"
+        )
+    if "Connection refused" in text:
+        return (
+            " (nothing listens there: a new cluster starts from one node started without "
+            "--join, which the others join; feedkv has no `init` command)"
+        )
+    return ""
 
 
 class Relocator(Protocol):
@@ -272,8 +311,12 @@ class Cluster:
         join: Sequence[str] = (),
         config: ClusterConfig | None = None,
         tls: ClientTLS | None = None,
+        store_dir: Path | None = None,
     ) -> None:
-        """``tls``: the node's identity when it calls other nodes (``None``: plaintext)."""
+        """``tls``: the node's identity when it calls other nodes (``None``: plaintext).
+        ``store_dir``: where the node keeps the addresses of the nodes it knows, and
+        calls them (besides ``join``) until it hears of the cluster (``None``: only
+        ``join``)."""
         self.store = store
         self.tls = tls
         self.ident = ident
@@ -292,7 +335,10 @@ class Cluster:
         self.refusal: str | None = None  # why this node must not serve (its clock)
         self._left: str | None = None  # why it must never serve again (decommissioned)
         self._rebalanced = time.monotonic()
-        self._join = list(join)
+        self._store_dir = store_dir
+        known = load_peers(store_dir) if store_dir is not None else []
+        self._join = [*join, *(a for a in known if a not in join and a != address)]
+        self._saved_peers = sorted(known)
         self._lock = threading.Lock()
         # NB: a restarted node's reports must supersede its last life's: they count on
         # from its epoch
@@ -687,6 +733,7 @@ class Cluster:
         for address in targets:
             if address != self.me.address:
                 self.heartbeat(address)
+        self._keep_peers()
         with self._lock:
             refusal = self._left or self.liveness.offset_error(time.monotonic_ns())
         if refusal != self.refusal:
@@ -697,6 +744,16 @@ class Cluster:
         if self.relocations is not None:
             self.relocations.settle_pending()
             self._rebalance()
+
+    def _keep_peers(self) -> None:
+        """Write the addresses of the nodes known now to the store directory, when they
+        changed (a node that moved or joined); the next start calls them."""
+        if self._store_dir is None:
+            return
+        addresses = sorted({d.address for d in self.liveness.peers()} - {self.me.address})
+        if addresses and addresses != self._saved_peers:
+            _save_peers(self._store_dir, addresses)
+            self._saved_peers = addresses
 
     def _rebalance(self) -> None:
         """Move one range to the live node with the fewest, when this node holds at

@@ -194,6 +194,7 @@ class Node:
             join=join,
             config=config,
             tls=self.tls.client() if self.tls is not None else None,
+            store_dir=self.path,
         )
         cluster.relocations = Relocations(cluster)
         cluster.start()

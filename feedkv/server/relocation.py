@@ -71,10 +71,11 @@ class Relocations:
         lease, to the replica on ``node_id``."""
         if len(desc.replicas) > 1:
             if node_id not in desc.replicas:
+                on = ", ".join(f"n{n}" for n in desc.replicas)
                 raise InvalidArgumentError(
-                    f"{desc} is replicated on {len(desc.replicas)} nodes: its replicas are "
-                    "placed by --replicas, not moved by relocation; its lease moves to one "
-                    f"of them (n{', n'.join(map(str, desc.replicas))})"
+                    f"range r{desc.range_id} is replicated on {on}: its replicas follow its "
+                    "zone configuration (ALTER ... CONFIGURE ZONE USING num_replicas = N), "
+                    f"not relocation; RELOCATE LEASE moves its lease to one of them, not n{node_id}"
                 )
             return RelocateResponse(self.cluster.move_lease(desc, node_id))
         if desc.lease_holder == node_id:

@@ -378,7 +378,7 @@ def database_by_name(reader: Reader, name: str) -> DatabaseDescriptor:
         found = get_descriptor(reader, int(decode_value(raw)[0]))  # type: ignore[arg-type]
         if isinstance(found, DatabaseDescriptor):
             return found
-    raise SQLError("3D000", f"database {name!r} does not exist")
+    raise SQLError("3D000", f'database "{name}" does not exist')
 
 
 def table_by_name(reader: Reader, database: DatabaseDescriptor, name: str) -> TableDescriptor:

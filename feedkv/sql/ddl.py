@@ -85,7 +85,7 @@ def create_database(ex: Execution, s: st.CreateDatabase) -> Result:
         return Result(tag="CREATE DATABASE")
     if s.if_not_exists:
         return Result(tag="CREATE DATABASE")
-    raise SQLError("42P04", f"database {s.name!r} already exists")
+    raise SQLError("42P04", f'database "{s.name}" already exists')
 
 
 def drop_database(ex: Execution, s: st.DropDatabase) -> Result:
@@ -315,7 +315,7 @@ def _enum_type(ex: Execution, ctype: ColumnType) -> ColumnType:
     name = ctype.type_name or ""
     found = catalog.type_by_name(ex.read_source, ex.database(None), name)
     if found is None:
-        raise SQLError("42704", f"type {name!r} does not exist")
+        raise SQLError("42704", f'type "{name}" does not exist')
     return ColumnType(Kind.ENUM, type_name=found.name, labels=found.labels)
 
 
@@ -1174,7 +1174,7 @@ def relocate(ex: Execution, s: st.Relocate) -> Result:
     """Move the range holding each row's key to the node the row names, once the
     statement commits (as CockroachDB's ``RELOCATE``). The target is one node: an
     unreplicated range moves there (with ``LEASE`` too), a replicated range's lease
-    moves to its replica there (``LEASE``; its replicas are placed by ``--replicas``)."""
+    moves to its replica there (``LEASE``; its replicas follow its zone configuration)."""
     what = "RELOCATE LEASE" if s.lease else "RELOCATE"
     ex.require_admin(what)
     desc = ex.table(s.table)
@@ -1221,8 +1221,9 @@ def _relocation_target(ex: Execution, node: exp.Expr, lease: bool, what: str) ->
     if len(ids) != 1:
         raise SQLError(
             "0A000",
-            f"{what} to {len(ids)} nodes: a range has one replica (until replication), "
-            "so name one node",
+            f"{what} to {len(ids)} nodes: feedkv moves a range to one node, ARRAY[node_id]; "
+            "a replicated range keeps its zone's num_replicas on nodes it picks (ALTER ... "
+            "CONFIGURE ZONE USING num_replicas = N), and RELOCATE LEASE moves its lease",
         )
     return int(ids[0])
 

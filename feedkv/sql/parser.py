@@ -753,7 +753,7 @@ class _Statement:
         for i, word in enumerate(self.words):
             kind = self.tokens[i].token_type
             if kind is TokenType.UINT:
-                raise SQLError("42704", f"type {word.lower()!r} does not exist")
+                raise SQLError("42704", f'type "{word.lower()}" does not exist')
             if word == "INT4" and kind is TokenType.INT:
                 start = self._pos(self.tokens[i])
                 self.masked[start : start + 4] = list(_INT4_STAND_IN)
@@ -1622,7 +1622,8 @@ class _Statement:
         return ", ".join(parts)
 
     def _cluster_setting(self) -> st.ClusterSetting:
-        """``SET CLUSTER SETTING a.b = 'v'`` (or ``TO``, or ``DEFAULT``), ``RESET CLUSTER
+        """``SET CLUSTER SETTING a.b = 'v'`` (or ``true``, ``false``, a number; ``TO``;
+        ``DEFAULT``), ``RESET CLUSTER
         SETTING a.b``, ``SHOW CLUSTER SETTING a.b``."""
         words, tokens = self.words, self.tokens
         if len(words) < 4:
@@ -1641,8 +1642,13 @@ class _Statement:
         value = tokens[i + 1]
         if words[i + 1] == "DEFAULT":
             return st.ClusterSetting(self.text, "reset", name)
-        if value.token_type is not TokenType.STRING:
-            raise self._error_at(i + 1, "expected the setting's value as a string")
+        if value.token_type in (TokenType.TRUE, TokenType.FALSE):
+            # NB: a bool setting, as CockroachDB's tutorials write kv.rangefeed.enabled = true
+            return st.ClusterSetting(self.text, "set", name, value.text.lower())
+        if value.token_type not in (TokenType.STRING, TokenType.NUMBER):
+            raise self._error_at(
+                i + 1, "expected the setting's value: a string, true, false or a number"
+            )
         return st.ClusterSetting(self.text, "set", name, value.text)
 
     def _create_user(self) -> st.CreateUser:

@@ -229,7 +229,7 @@ def parse_type_name(name: str, params: list[int] | None = None) -> ColumnType:
     """The column type called ``name`` (any of the usual aliases), with its parameters."""
     kind = _ALIASES.get(name.upper())
     if kind is None:
-        raise SQLError("42704", f"type {name.lower()!r} does not exist")
+        raise SQLError("42704", f'type "{name.lower()}" does not exist')
     params = params or []
     if kind is Kind.STRING and name.upper() in ("VARCHAR", "CHAR", "STRING", "NCHAR", "NVARCHAR"):
         if len(params) > 1:

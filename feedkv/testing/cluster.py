@@ -75,13 +75,15 @@ class LocalCluster:
             self.close()
             raise
 
-    def _start(self, index: int, env: dict[str, str] | None = None) -> NodeProcess:
+    def _start(
+        self, index: int, env: dict[str, str] | None = None, *, join: bool = True
+    ) -> NodeProcess:
         others = [i for i, p in enumerate(self.processes) if p is not None and i != index]
-        join = ("--join", self.address(others[0])) if others else ()
+        join_args = ("--join", self.address(others[0])) if others and join else ()
         if self.node_env is not None:
             env = {**self.node_env(index), **(env or {})}
         own = tuple(self.node_args(index)) if self.node_args is not None else ()
-        return NodeProcess(self.base / f"n{index + 1}", *self.extra_args, *own, *join, env=env)
+        return NodeProcess(self.base / f"n{index + 1}", *self.extra_args, *own, *join_args, env=env)
 
     def _any_live(self, but: int) -> int:
         return next(i for i, p in enumerate(self.processes) if p is not None and i != but)
@@ -123,11 +125,13 @@ class LocalCluster:
             process.kill_all()
             self.processes[index] = None
 
-    def restart(self, index: int, env: dict[str, str] | None = None) -> None:
+    def restart(self, index: int, env: dict[str, str] | None = None, *, join: bool = True) -> None:
         """Start the node at ``index`` again on its store (it rejoins its cluster);
-        ``env``: variables added to its environment (testing knobs)."""
+        ``env``: variables added to its environment (testing knobs); ``join=False``:
+        without ``--join``, as the cluster's first node started (it finds the others
+        from the addresses its store kept)."""
         if self.processes[index] is None:
-            self.processes[index] = self._start(index, env)
+            self.processes[index] = self._start(index, env, join=join)
 
     def heal(self, timeout_s: float = 60.0) -> None:
         """Start every node that is not running, and wait until all see each other."""

@@ -6,7 +6,7 @@ import re
 
 from feedkv.errors import InvalidArgumentError
 
-__all__ = ["parse_duration_ns", "parse_size"]
+__all__ = ["counted", "parse_duration_ns", "parse_size"]
 
 _DURATION = re.compile(r"^(?P<num>\d+(?:\.\d+)?)(?P<unit>ns|us|µs|ms|s|m|h)?$")
 _UNIT_NS = {
@@ -49,3 +49,8 @@ def parse_size(text: str) -> int:
             f"bad size {text!r}: expected a number with a unit (B, KiB, MiB, GiB), e.g. 64MiB"
         )
     return int(float(match["num"]) * _UNIT_BYTES[(match["unit"] or "b").lower()])
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is one (``1 message``, ``2 messages``)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -49,7 +49,8 @@ def test_a_nodes_own_spark_master_comes_before_the_setting(tmp_path: Path) -> No
     [
         ("SET CLUSTER SETTING spark.nope = 'x'", "42704", "unknown cluster setting 'spark.nope'"),
         ("SHOW CLUSTER SETTING nope", "42704", "feedkv has spark.master"),
-        ("SET CLUSTER SETTING spark.master = 7077", "42601", "as a string"),
+        ("SET CLUSTER SETTING spark.master = 7077", "22023", "not a Spark master URL"),
+        ("SET CLUSTER SETTING spark.master = local", "42601", "a string, true, false"),
         ("SET CLUSTER SETTING spark.master", "42601", "expected = '<value>'"),
         ("SET CLUSTER SETTING spark.master 'x'", "42601", "expected = '<value>'"),
         ("RESET CLUSTER SETTING spark.master now", "42601", "unexpected input"),
@@ -112,3 +113,18 @@ def test_time_until_store_dead_is_set_shown_and_refused_when_not_a_duration(
         assert value() == "15s"
         db.sql("RESET CLUSTER SETTING server.time_until_store_dead")
         assert value() == "5m0s"
+
+
+def test_kv_rangefeed_enabled_is_always_on_as_the_changefeed_tutorials_ask(db: DB) -> None:
+    """CockroachDB's changefeed tutorials start with ``SET CLUSTER SETTING
+    kv.rangefeed.enabled = true``, which feedkv refused as a syntax error (a bool, not
+    a string) and then as an unknown setting. Rangefeeds are always on here: setting it
+    true does nothing, false is refused, and it shows true."""
+    db.sql("SET CLUSTER SETTING kv.rangefeed.enabled = true")
+    db.sql("SET CLUSTER SETTING kv.rangefeed.enabled = 'true'")
+    db.sql("RESET CLUSTER SETTING kv.rangefeed.enabled")
+    assert db.sql("SHOW CLUSTER SETTING kv.rangefeed.enabled").rows == [(True,)]
+    with pytest.raises(SQLError) as refused:
+        db.sql("SET CLUSTER SETTING kv.rangefeed.enabled = false")
+    assert refused.value.code == "0A000"
+    assert "cannot be turned off" in refused.value.message

@@ -236,7 +236,7 @@ def test_show_lists_a_new_job_running_with_every_column(table: DB, tmp_path: Pat
     assert job["status"] == "running"
     assert job["error"] == ""
     assert job["sink_uri"] == f"file://{out}"
-    assert job["full_table_names"] == ["defaultdb.public.t"]
+    assert job["full_table_names"].values == ("defaultdb.public.t",)
     assert job["topics"] == "t"
     assert job["format"] == "json"
     created = job["created"]
@@ -258,7 +258,7 @@ def test_show_lists_a_new_job_running_with_every_column(table: DB, tmp_path: Pat
 
     other = create(db, tmp_path / "other", options="format=json, " + FAST)
     assert [r[0] for r in db.sql("SHOW CHANGEFEED JOBS").rows] == [other, job_id]  # newest first
-    assert show(db, other)["full_table_names"] == ["defaultdb.public.t"]
+    assert show(db, other)["full_table_names"].values == ("defaultdb.public.t",)
 
 
 S3_SECRET = "hunter2"
@@ -573,7 +573,7 @@ def test_altered_job_follows_its_new_tables_with_its_new_options(table: DB, tmp_
     assert result.tag == "ALTER CHANGEFEED"
     job = show(db, job_id)
     assert job["status"] == "paused"
-    assert job["full_table_names"] == ["defaultdb.public.u"]
+    assert job["full_table_names"].values == ("defaultdb.public.u",)
     assert job["description"] == (
         f"CREATE CHANGEFEED FOR TABLE defaultdb.public.u INTO 'file://{out}' "
         "WITH min_checkpoint_frequency = '100ms', resolved = '200ms', updated"
@@ -596,7 +596,7 @@ def test_altered_job_follows_its_new_tables_with_its_new_options(table: DB, tmp_
     db.sql(f"PAUSE JOB {job_id}")
     db.sql(f"ALTER CHANGEFEED {job_id} ADD t UNSET updated")
     job = show(db, job_id)
-    assert job["full_table_names"] == ["defaultdb.public.u", "defaultdb.public.t"]
+    assert job["full_table_names"].values == ("defaultdb.public.u", "defaultdb.public.t")
     assert job["description"] == (
         "CREATE CHANGEFEED FOR TABLE defaultdb.public.u, TABLE defaultdb.public.t "
         f"INTO 'file://{out}' "
@@ -665,7 +665,7 @@ def test_show_names_a_dropped_table_by_its_id(table: DB, tmp_path: Path) -> None
     wait_past_scan(db, job_id)
     db.sql("DROP TABLE t")
     wait_status(db, job_id, "failed")
-    assert show(db, job_id)["full_table_names"] == [f"[{table_id}]"]
+    assert show(db, job_id)["full_table_names"].values == (f"[{table_id}]",)
 
 
 def test_alter_refuses_a_job_whose_table_was_dropped(table: DB, tmp_path: Path) -> None:

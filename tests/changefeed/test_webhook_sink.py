@@ -276,7 +276,7 @@ def test_an_unreachable_endpoint_is_a_sink_error() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     client = WebhookClient(f"http://127.0.0.1:{port}/hook")
-    with pytest.raises(SinkError, match="cannot post a batch of 1 messages of t"):
+    with pytest.raises(SinkError, match="cannot post a batch of 1 message of t"):
         client.send("t", [message(1)])
     client.close()
 

@@ -130,6 +130,29 @@ def test_a_wrong_password_is_a_clear_error_and_a_failed_exit(cluster: Cluster) -
         assert run.stderr.strip() == "feedkv: error: wrong user name or password for 'pam'"
 
 
+def test_a_certs_dir_of_another_ca_is_one_clear_error_line(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """A client whose CA is not the node's fails its TLS handshakes: the command says so
+    in one line, and gRPC's own log of each failed handshake stays out of its stderr."""
+    other = make_certs_dir(tmp_path / "other-ca", users=("root",))
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
+    args = ["sql", "--url", f"feedkv://{cluster.address}", "--certs-dir", str(other)]
+    run = subprocess.run(
+        [sys.executable, "-m", "feedkv", *args, "-e", "SELECT 1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+
+    assert run.returncode == 1
+    assert run.stdout == ""
+    [line] = run.stderr.splitlines()
+    assert line.startswith(f"feedkv: error: no feedkv node answered at {cluster.address}")
+    assert "does it trust this certificate" in line
+
+
 def test_no_password_and_no_terminal_is_a_clear_error(cluster: Cluster) -> None:
     run = _node_status(cluster, _pam_url(cluster, None))
 
@@ -303,3 +326,23 @@ def test_sql_over_the_raw_kv_api_as_another_user_without_a_password_points_to_th
     assert run.returncode == 1
     assert "connect to the node's SQL port instead" in run.stderr
     assert "no client certificate" not in run.stderr and "PASSWORD@" not in run.stderr
+
+
+def test_host_and_certs_dir_connect_to_the_sql_port_as_cockroach_sql_does(
+    cluster: Cluster,
+) -> None:
+    """``cockroach sql --certs-dir DIR --host HOST:PORT``: root by its client
+    certificate; a password user with only the CA and its password."""
+    root = _feedkv(
+        *("sql", "--host", cluster.sql_address, "--certs-dir", str(cluster.certs)),
+        *("--format", "csv", "-e", "SELECT current_user"),
+    )
+    assert root.returncode == 0, root.stderr
+    assert root.stdout.splitlines() == ["current_user", "root"]
+    pam = _feedkv(
+        *("sql", "--host", cluster.sql_address, "--certs-dir", str(cluster.ca_only)),
+        *("--user", "pam", "--format", "csv", "-e", "SELECT current_user"),
+        env={PASSWORD_ENV: PASSWORD},
+    )
+    assert pam.returncode == 0, pam.stderr
+    assert pam.stdout.splitlines() == ["current_user", "pam"]

@@ -314,6 +314,44 @@ SELECT v
     ]
 
 
+def test_a_script_runs_the_shells_own_commands_and_stops_at_backslash_q(
+    tmp_path: Path,
+) -> None:
+    """``cockroach sql`` scripts use ``\\dt``, ``\\d t`` and ``\\q``; feedkv read them as
+    SQL and failed with a syntax error at the backslash."""
+    script = (
+        "CREATE TABLE t (k INT PRIMARY KEY);\n"
+        "\\dt\n"
+        "\\d t\n"
+        "SELECT 1 AS one;\n"
+        "\\q\n"
+        "SELECT 2 AS two;\n"
+    )
+
+    run = sql_process("--store", str(tmp_path / "store"), "--format", "csv", stdin=script)
+
+    assert (run.returncode, run.stderr) == (0, "")
+    assert run.stdout.splitlines() == [
+        "schema_name,table_name,type,owner",
+        "public,t,table,root",
+        "column_name,data_type,is_nullable,column_default,generation_expression,indices,is_hidden",
+        "k,INT8,false,,,{t_pkey},false",
+        "one",
+        "1",
+    ]
+
+
+def test_an_unknown_backslash_command_stops_a_script_naming_its_line(tmp_path: Path) -> None:
+    run = sql_process("--store", str(tmp_path / "store"), stdin="SELECT 1;\n\n\\bogus\nSELECT 2;\n")
+
+    assert run.returncode == 1
+    assert run.stderr.splitlines() == [
+        "<stdin>:3: ERROR: invalid command \\bogus: \\? lists the shell's own commands",
+        "SQLSTATE: 42601",
+    ]
+    assert "2" not in run.stdout.split()
+
+
 def test_an_error_in_a_script_points_at_its_line_and_column(sql: Sql, tmp_path: Path) -> None:
     sql("-e", "CREATE TABLE t (k INT PRIMARY KEY)")
     script = "SELECT k\n  FROM t\n WHERE k = = 1;\nINSERT INTO t VALUES (3);\n"
@@ -553,6 +591,18 @@ def test_the_shell_runs_statements_spanning_lines_reports_errors_and_quits(
     history = history_entries(tmp_path / "home")
     assert "SELECT k, v FROM t;" in history
     assert "SELECT * FROM nope;" in history
+
+
+def test_the_shell_runs_its_own_backslash_commands(terminal: Terminal) -> None:
+    terminal.read_until(PROMPT)
+    terminal.type("CREATE TABLE t (k INT PRIMARY KEY);\n")
+    terminal.read_until(PROMPT)
+    terminal.type("\\dt\n")
+    assert " public      | t          | table | root\n" in terminal.read_until(PROMPT)
+    terminal.type("\\x\n")
+    assert "invalid command \\x" in terminal.read_until(PROMPT)
+    terminal.type("\\q\n")
+    assert terminal.wait() == 0
 
 
 def test_the_shell_prompt_marks_an_open_transaction(terminal: Terminal) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from feedkv.errors import InvalidArgumentError
-from feedkv.kv.address import parse_listen
+from feedkv.errors import InvalidArgumentError, InvalidURLError
+from feedkv.kv.address import parse_listen, parse_node_url
 
 
 @pytest.mark.parametrize(
@@ -20,3 +20,13 @@ def test_listen_addresses_parse_to_host_and_port(text: str, expected: tuple[str,
 def test_a_bad_listen_address_is_refused_with_the_expected_form(text: str) -> None:
     with pytest.raises(InvalidArgumentError, match="HOST:PORT"):
         parse_listen(text)
+
+
+@pytest.mark.parametrize(
+    "url", ["postgresql://root@127.0.0.1:26257/defaultdb?sslmode=disable", "postgres://h:26257"]
+)
+def test_a_sql_url_given_for_a_node_url_points_to_the_grpc_port(url: str) -> None:
+    """``cockroach node status --url postgresql://...`` works; feedkv's node commands
+    call the gRPC port, and say so rather than only what form they expected."""
+    with pytest.raises(InvalidURLError, match=r"SQL port.*feedkv sql --url.*feedkv://HOST:PORT"):
+        parse_node_url(url)

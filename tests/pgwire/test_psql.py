@@ -122,3 +122,14 @@ def test_psql_shows_a_sinkless_changefeed_that_ends(pg_url: str) -> None:
         't|[1]|{"after": {"id": 1, "s": "a"}}',
         't|[2]|{"after": {"id": 2, "s": "b"}}',
     ]
+
+
+def test_psql_shows_a_changefeed_jobs_tables_as_an_array(pg_url: str, tmp_path: Path) -> None:
+    """``full_table_names`` is CockroachDB's STRING[] (``{defaultdb.public.t}``), which
+    psql showed as JSON (``["defaultdb.public.t"]``)."""
+    psql(pg_url, "-c", "CREATE TABLE t (id INT PRIMARY KEY)")
+    made = psql(pg_url, "-c", f"CREATE CHANGEFEED FOR t INTO 'file://{tmp_path / 'out'}'")
+    assert made.returncode == 0, made.stderr
+    done = psql(pg_url, "-c", "SELECT full_table_names FROM [SHOW CHANGEFEED JOBS]")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["{defaultdb.public.t}"]

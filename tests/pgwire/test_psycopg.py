@@ -212,5 +212,5 @@ def test_returning_gives_rows_and_the_insert_tag(pg_url: str) -> None:
 def test_an_unknown_user_or_database_is_refused_at_connect(pg_url: str) -> None:
     with pytest.raises(psycopg.OperationalError, match='role "nobody" does not exist'):
         psycopg.connect(pg_url.replace("root@", "nobody@"))
-    with pytest.raises(psycopg.OperationalError, match="database 'nowhere' does not exist"):
+    with pytest.raises(psycopg.OperationalError, match='database "nowhere" does not exist'):
         psycopg.connect(pg_url.replace("/defaultdb", "/nowhere"))

@@ -27,7 +27,10 @@ from feedkv.errors import (
 from feedkv.kv.dialer import nodes
 from feedkv.rangefeed.event import Checkpoint
 from feedkv.rangefeed.feed_client import open_client
+from feedkv.security.tls import ServerTLS
+from feedkv.server.cluster import join_cluster
 from feedkv.server.relocation import STALL_ENV
+from feedkv.testing.certs import make_certs_dir
 from feedkv.testing.cluster import LocalCluster
 from feedkv.testing.feed_validator import FeedValidator, assert_valid, read_until_resolved
 from feedkv.testing.waiting import wait_until
@@ -517,3 +520,17 @@ def test_alter_table_relocate_moves_a_tables_ranges_between_nodes(cluster: Local
         assert db.sql("SELECT v FROM placed ORDER BY k").rows == [("a",), ("b",), ("c",)]
         with pytest.raises(InvalidArgumentError, match="no node n9"):
             db.sql("ALTER TABLE placed RELOCATE VALUES (ARRAY[9], 1)")
+
+
+def test_a_node_that_cannot_join_says_why(cluster: LocalCluster, tmp_path: Path) -> None:
+    """A node of another CA fails its TLS handshakes with the members: the error says
+    the certificates do not match rather than how a new cluster starts; with nothing
+    listening at --join it says that a cluster starts from a node without --join."""
+    stranger = ServerTLS.load(make_certs_dir(tmp_path / "other-ca")).client()
+    with pytest.raises(NodeUnavailableError) as untrusted:
+        join_cluster([cluster.address(0)], timeout_s=0, tls=stranger)
+    assert "do not trust each other's certificates" in str(untrusted.value)
+    assert "feedkv has no `init`" not in str(untrusted.value)
+    with pytest.raises(NodeUnavailableError) as nobody:
+        join_cluster(["127.0.0.1:1"], timeout_s=0, tls=stranger)
+    assert "a new cluster starts from one node started without --join" in str(nobody.value)

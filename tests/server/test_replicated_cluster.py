@@ -133,6 +133,46 @@ def test_a_killed_lease_holder_loses_no_acknowledged_transfer(cluster: LocalClus
 
 
 @pytest.mark.slow(30)
+def test_relocating_a_replicated_range_says_what_moves_it(cluster: LocalCluster) -> None:
+    """RELOCATE of a replicated range to nodes other than its replicas is refused naming
+    the range as SQL users know it and what places its replicas (the message printed the
+    range's descriptor, its keys as Python bytes, and a flag the zone replaced)."""
+    with cluster.connect(0) as db:
+        wait_until(lambda: _replicated(db), timeout_s=DEADLINE_S, what="three replicas")
+        db.sql("CREATE TABLE placed (k INT PRIMARY KEY)")
+        with pytest.raises(InvalidArgumentError) as refused:
+            db.sql("ALTER TABLE placed RELOCATE LEASE VALUES (9, 1)")
+    message = str(refused.value)
+    assert "b'" not in message
+    assert "CONFIGURE ZONE USING num_replicas" in message
+    assert message.startswith("range r") and message.endswith("not n9")
+
+
+@pytest.mark.slow(60)
+def test_the_first_node_restarted_without_join_finds_its_cluster(cluster: LocalCluster) -> None:
+    """n1 started the cluster without ``--join``; SIGKILLed, its ranges' leases move to
+    the others, and it is started again as it first was, without ``--join`` (as a user
+    restarts it). It calls the nodes its store kept the addresses of, and serves again,
+    what was written while it was down among the rest (before, it knew no one, waited
+    for a lease holder it could not reach and gave up starting)."""
+    with cluster.connect(1) as db:
+        wait_until(lambda: _replicated(db), timeout_s=DEADLINE_S, what="three replicas")
+    wait_until(
+        lambda: (cluster.base / "n1" / "peers.json").exists(),
+        timeout_s=DEADLINE_S,
+        what="n1 to keep the others' addresses",
+    )
+    cluster.kill(0)
+    with cluster.connect(1) as db:
+        wait_until(lambda: _lease_holder(db) != 1, timeout_s=DEADLINE_S, what="a new lease")
+        db.put(b"while-n1-was-down", b"1")
+    cluster.restart(0, join=False)
+    wait_until(lambda: cluster.live_nodes(0) == 3, timeout_s=DEADLINE_S, what="n1 to see all")
+    with cluster.connect(0) as db:
+        assert db.get(b"while-n1-was-down") == b"1"
+
+
+@pytest.mark.slow(30)
 def test_sql_tables_split_across_replicated_ranges_and_outlive_a_node(
     cluster: LocalCluster,
 ) -> None:
@@ -144,7 +184,7 @@ def test_sql_tables_split_across_replicated_ranges_and_outlive_a_node(
     db.sql("INSERT INTO orders VALUES (1, 'tea'), (2, 'cake')")
     ranges = db.ranges()
     assert len(ranges) >= 2 and all(len(r.replicas) == 3 for r in ranges)
-    with pytest.raises(InvalidArgumentError, match="replicated on 3 nodes"):
+    with pytest.raises(InvalidArgumentError, match=r"is replicated on n\d, n\d, n\d:"):
         db.relocate(ranges[-1].span.start, 4)  # no replica there (its lease may move)
     cluster.kill(2)
     db.sql("INSERT INTO orders VALUES (3, 'jam')")
@@ -227,7 +267,7 @@ def test_a_lease_moves_on_request_and_a_merge_gathers_its_neighbours_lease_first
     other = next(n for n in (1, 2, 3) if n != left)
     assert db.relocate(b"m/right", other).lease_holder == other
     wait_until(lambda: holder(b"m/right") == other, timeout_s=DEADLINE_S, what="the lease moved")
-    with pytest.raises(InvalidArgumentError, match="its lease moves to one of them"):
+    with pytest.raises(InvalidArgumentError, match="RELOCATE LEASE moves its lease to one of them"):
         db.relocate(b"m/right", 9)
     ranges = len(db.ranges())
     merged = db.merge(b"m/left")

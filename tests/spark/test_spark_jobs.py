@@ -350,7 +350,7 @@ def test_a_failing_sink_shows_its_retryable_error_and_a_terminal_one_fails_the_j
 
     job = wait_until(retrying, timeout_s=DEADLINE_S, poll_s=0.1, what="the retryable error")
     assert (job["status"], job["error"]) == ("running", "")
-    assert f"cannot post a batch of 1 messages of t to http://{dead}/x" in job["running_status"]
+    assert f"cannot post a batch of 1 message of t to http://{dead}/x" in job["running_status"]
     db.sql(f"CANCEL JOB {webhook_job}")
 
     out = tmp_path / "out"

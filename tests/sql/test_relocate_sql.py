@@ -38,7 +38,7 @@ def test_relocating_to_another_node_of_a_lone_node_says_there_is_none(table: DB)
     ("statement", "code", "message"),
     [
         ("ALTER TABLE t RELOCATE VALUES (1, 5)", "42601", "takes ARRAY[node_id] first"),
-        ("ALTER TABLE t RELOCATE VALUES (ARRAY[1, 2], 5)", "0A000", "a range has one replica"),
+        ("ALTER TABLE t RELOCATE VALUES (ARRAY[1, 2], 5)", "0A000", "moves a range to one node"),
         ("ALTER TABLE t RELOCATE VALUES (ARRAY[0], 5)", "22023", "0 is not a node id"),
         ("ALTER TABLE t RELOCATE LEASE VALUES ('x', 5)", "22023", "'x' is not a node id"),
         ("ALTER TABLE t RELOCATE VALUES (ARRAY[1])", "42601", "the target and the key's values"),

@@ -64,6 +64,7 @@ from feedkv.changefeed.sinks.google_credentials import (
     service_account,
 )
 from feedkv.util.hlc import Timestamp
+from feedkv.util.units import counted
 
 __all__ = ["DEFAULT_FLUSH", "PubsubClient", "make"]
 
@@ -119,7 +120,7 @@ class PubsubClient:
                 # full_table_name or split_column_families make it longer
                 entry["attributes"] = {"TABLE_NAME": topic}
             messages.append(entry)
-        self._publish(name, messages, f"a batch of {len(batch)} messages of {topic}")
+        self._publish(name, messages, f"a batch of {counted(len(batch), 'message')} of {topic}")
 
     def send_resolved(self, ts: Timestamp, topics: list[str]) -> None:
         names = {self._topic_name} if self._topic_name else set(topics)

@@ -88,7 +88,7 @@ from feedkv.changefeed.sink import (
 )
 from feedkv.errors import InvalidArgumentError
 from feedkv.util.hlc import Timestamp
-from feedkv.util.units import parse_duration_ns
+from feedkv.util.units import counted, parse_duration_ns
 
 __all__ = [
     "DEFAULT_FLUSH",
@@ -154,7 +154,7 @@ class WebhookClient:
             go_compact(m.value if m.value is not None else b'{"key":' + m.key + b"}") for m in batch
         )
         body = b'{"payload":[' + entries + b'],"length":' + str(len(batch)).encode() + b"}"
-        self._post(body, f"a batch of {len(batch)} messages of {topic}")
+        self._post(body, f"a batch of {counted(len(batch), 'message')} of {topic}")
 
     def send_resolved(self, ts: Timestamp, topics: list[str]) -> None:
         self._post(f'{{"resolved":"{ts}"}}'.encode(), f"resolved timestamp {ts}")

@@ -4,9 +4,11 @@
 lock it finds the range holding the span, starts the range's processor if it has none
 (observing the range, scanning its intents and reading its closed timestamp, all at that
 one moment), adds the registration, and takes the snapshot its catch-up scan will read.
-The scan then runs on a worker thread, sending pages of history, while live values
-collect in the processor's log behind the registration's cursor; when it is done the
-registration goes live and reads them, then its first checkpoint. A scan takes its
+The scan then runs from a worker thread, which offers its pages of history to the
+consumer (the consumer's thread reads them, a page per take: see
+:meth:`~feedkv.rangefeed.stream.EventStream.offer_pages`), while live values collect in
+the processor's log behind the registration's cursor; when it is done the registration
+goes live and reads them, then its first checkpoint. A scan takes its
 snapshot when a worker starts it, under the apply lock, and moves the cursor to the log's
 end at that moment: what the log held before is in the snapshot. So scans waiting for a
 worker hold no reader of the store, however many registrations arrive at once. A checkpoint-only
@@ -29,6 +31,7 @@ import time
 from collections.abc import Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import chain
 
 from feedkv.errors import (
     BatchTimestampBeforeGCError,
@@ -265,15 +268,15 @@ class StoreFeeds:
                     page_values=self.config.catchup_page_values,
                     by_key=not timestamp_order,
                 )
-                while True:
-                    with self._scanning:
-                        item = next(pages, None)
-                    if item is None:
-                        break
-                    page, size = item
-                    if not reg.stream.push_wait(reg, page, size, self.config.catchup_wait_s):
-                        self._end(processor, reg, ErrorReason.SLOW_CONSUMER, "catch-up stalled")
-                        return
+                # NB: the first page is read here, so a scan with nothing to send (an idle
+                # key's) needs no take from the consumer; the rest are read by the consumer
+                with self._scanning:
+                    first = next(pages, None)
+                if first is not None and not reg.stream.offer_pages(
+                    reg, chain((first,), pages), self._scanning, self.config.catchup_wait_s
+                ):
+                    self._end(processor, reg, ErrorReason.SLOW_CONSUMER, "catch-up stalled")
+                    return
         except BatchTimestampBeforeGCError as exc:
             with self._lock:
                 reg.end(ErrorReason.GC_THRESHOLD, str(exc), exc.threshold)

@@ -232,6 +232,20 @@ class RangeFeed:
                 self._pump(block=False)
             self._take()
 
+    def batches(self) -> Iterator[Sequence[Event]]:
+        """The feed's events as they come, a batch at a time instead of one by one: a
+        run of one range's values, or the checkpoints of one move of the frontier. A
+        catch-up page comes as the :class:`~feedkv.rangefeed.event.ValueColumns` it was
+        read into, so a consumer that takes columns (an Arrow writer, an encoder) reads
+        its ``keys``, ``values`` and ``timestamps`` with no :class:`Value` made per change.
+        The order and guarantees are iteration's; read the feed one way or the other."""
+        while True:
+            while not self._ready:
+                if self._closed:
+                    return
+                self._pump()
+            yield self._ready.popleft()
+
     def _next_batch(self) -> Iterator[Event] | None:
         """The next batch's events, waiting for them; ``None`` once the feed is closed."""
         while not self._ready:

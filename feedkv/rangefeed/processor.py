@@ -12,9 +12,8 @@ it appends every ``WriteValue`` and ``CommitIntent`` (and each value of an
 :class:`~feedkv.rangefeed.event_log.EventLog`, once, and each registration reads the log
 from its own cursor when its consumer takes events (see :meth:`Registration.read`).
 Fanning a write out to a hundred feeds therefore costs the commit thread one append and
-a glance at each consumer whose registration covers the key (those asleep are woken once
-per commit group, paced, by a :class:`Waker`; a feed over other keys of the range is not
-woken for it), and the consumers do the rest on their own threads, in batches. This is
+a glance at each consumer (those asleep are woken once per commit group, paced, by a
+:class:`Waker`), and the consumers do the rest on their own threads, in batches. This is
 how etcd's watchers share one event history.
 
 - A value is logged without ``prev_value``, and also with it while a registration wants

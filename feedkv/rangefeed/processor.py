@@ -92,7 +92,6 @@ class Processor:
         self.resolved = _ZERO  # the newest mark's timestamp
         self._waker = waker
         self._deferred = -1  # the Waker's token while this processor's streams are pending
-        self._all_woken = 0  # the log's end when every consumer was last woken
         self._streams: dict[EventStream, int] = {}  # registrations per consumer
         self._value_regs = 0  # registrations that read values (not only checkpoints)
         self._whole_regs = 0  # value registrations of the whole range: every key is read
@@ -184,12 +183,7 @@ class Processor:
         if self.ended is not None:
             return
         rts = self.rts
-        news = moved = False  # news: a value logged for (maybe) every registration
-        # NB: a value is news only for the consumers of the registrations covering its
-        # key, so a feed over other keys of the range is not woken for it; their streams
-        # are gathered only while some registration does not cover the key (else every
-        # stream is noted, with no cost per value).
-        covered: set[EventStream] = set()
+        logged = moved = False
         try:
             for op in ops:
                 if type(op) is IngestValues or type(op) is CommitIntents:
@@ -197,15 +191,13 @@ class Processor:
                         self._whole_regs
                         or any(r.values for r in self.registry.overlapping(op.span))
                     ):
-                        news = self._append_each(op) or news
-                elif self._value_regs and isinstance(op, _VALUE_OPS):
-                    if self._whole_regs:
-                        news = self._append(op) or news
-                    elif (regs := self.registry.covering(op.key)) and self._append(op):
-                        if len(regs) == len(self.registry):
-                            news = True
-                        elif not news:
-                            covered.update(reg.stream for reg in regs)
+                        logged = self._append_each(op) or logged
+                elif (
+                    self._value_regs
+                    and isinstance(op, _VALUE_OPS)
+                    and (self._whole_regs or self.registry.covering(op.key))
+                ):
+                    logged = self._append(op) or logged
                 if rts.consume(op):
                     moved = True
         except InvariantViolation as exc:
@@ -213,13 +205,8 @@ class Processor:
             return
         if moved:
             self._mark()
-        # NB: every consumer is woken once the log grew by half the readers' bound since
-        # they all were, so that one not woken for the values of other keys reads past
-        # them before a trim would find it that far behind and cut it off
-        if news or moved or self.end_pos - self._all_woken > self._limit // 2:
+        if logged or moved:
             self._news()
-        elif covered:
-            self._news_for(covered)
 
     def on_closed(self, closed_ts: Timestamp) -> None:
         if self.ended is not None:
@@ -326,20 +313,10 @@ class Processor:
     def _news(self) -> None:
         """The commit thread logged values or moved the resolved timestamp: the consumers
         are woken with the commit group, paced, or at once without a :class:`Waker`."""
-        self._all_woken = self.end_pos
         if self._waker is not None:
             self._deferred = self._waker.defer(self._streams, self._deferred)
         else:
             self._wake()
-
-    def _news_for(self, streams: set[EventStream]) -> None:
-        """:meth:`_news` for some of the streams only."""
-        if self._waker is not None:
-            self._waker.defer(streams, -1)
-        else:
-            for stream in streams:
-                if stream.waiting:
-                    stream.wake()
 
     def _wake(self) -> None:
         for stream in self._streams:

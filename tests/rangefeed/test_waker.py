@@ -13,7 +13,7 @@ import pytest
 from feed_helpers import DEADLINE_S, wait_until
 
 from feedkv.rangefeed.budget import Budget
-from feedkv.rangefeed.event import Checkpoint, Error, Event, Value
+from feedkv.rangefeed.event import Checkpoint, Event, Value
 from feedkv.rangefeed.processor import Processor
 from feedkv.rangefeed.registration import Registration
 from feedkv.rangefeed.stream import EventStream
@@ -231,47 +231,3 @@ def test_a_processors_news_wakes_a_sleeping_consumer_when_the_group_flushes(
         assert got == [("r", Value(b"k", b"v", Timestamp(6, 0)))]
     else:
         assert got == [("r", Checkpoint(span, Timestamp(7, 0)))]
-
-
-def test_a_value_is_news_only_for_the_consumers_whose_registrations_cover_its_key(
-    slow_waker: Waker,
-) -> None:
-    span = Span(b"a", b"z")
-    processor = Processor(1, span, Budget(1 << 20), slow_waker)
-    processor.init([], Timestamp(5, 0))
-    streams: dict[str, EventStream] = {}
-    for tag, part in (("low", Span(b"a", b"m")), ("high", Span(b"m", b"z"))):
-        stream = EventStream(processor.budget, per_registration=100)
-        reg = Registration(tag, part, Timestamp(5, 0), False, stream)
-        processor.register(reg)
-        processor.finish_catch_up(reg)
-        assert stream.take(0) == [(tag, Checkpoint(part, Timestamp(5, 0)))]
-        streams[tag] = stream
-    processor.on_ops([WriteValue(b"c", Timestamp(6, 0), b"v", None)])
-    assert slow_waker._pending == {streams["low"]}  # NB: private; what the flush would wake
-    processor.on_closed(Timestamp(7, 0))  # a checkpoint is news for every consumer
-    assert slow_waker._pending == {streams["low"], streams["high"]}
-    assert streams["high"].take(0) == [("high", Checkpoint(Span(b"m", b"z"), Timestamp(7, 0)))]
-
-
-def test_a_consumer_not_woken_for_other_keys_is_woken_before_it_falls_too_far_behind(
-    slow_waker: Waker,
-) -> None:
-    span = Span(b"a", b"z")
-    processor = Processor(1, span, Budget(1 << 20), slow_waker)
-    processor.init([], Timestamp(5, 0))
-    low = EventStream(processor.budget, per_registration=8)
-    high = EventStream(processor.budget, per_registration=8)
-    for stream, tag, part in ((low, "low", Span(b"a", b"m")), (high, "high", Span(b"m", b"z"))):
-        reg = Registration(tag, part, Timestamp(5, 0), False, stream)
-        processor.register(reg)
-        processor.finish_catch_up(reg)
-        stream.take(0)
-    for i in range(4):  # half the readers' bound: "high" is still left asleep
-        processor.on_ops([WriteValue(b"c%d" % i, Timestamp(6 + i, 0), b"v", None)])
-        low.take(0)
-    assert high not in slow_waker._pending  # NB: private; what the flush would wake
-    processor.on_ops([WriteValue(b"c4", Timestamp(10, 0), b"v", None)])
-    assert high in slow_waker._pending
-    assert high.take(0) == []  # it reads past the other keys' values, sending none
-    assert not [e for _tag, e in high.take(0) if isinstance(e, Error)]

@@ -18,7 +18,11 @@ default settings and durable commits:
   its scan alone (``scan_only``: the pages read and dropped on one thread; the gap
   between the two ratios is what delivering the values costs), and ``floor``: a Value
   made from each index entry as read and counted, on one thread, with nothing else; what
-  CPython allows any catch-up, so a bound on the ratio;
+  CPython allows any catch-up, so a bound on the ratio; and ``columns``: the one-range
+  feed read by a consumer that takes columns (:meth:`RangeFeed.batches`), each batch
+  made into an Arrow record batch of keys, values and timestamps, with no Value made per
+  change, which the floor does not bound (``*_over_floor``: each feed's rate over the
+  floor's);
 - ``idle_registration``: Python memory per idle single-key registration, 10,000 of them;
 - ``resolved_lag``: now minus the feed's checkpoint, sampled at each checkpoint.
 
@@ -41,13 +45,16 @@ import threading
 import time
 import tracemalloc
 from collections.abc import Callable
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
 
 import feedkv
 import feedkv.changefeed.jobs  # imported for idle_registrations
 from feedkv.rangefeed.catchup import catch_up as catch_up_scan
-from feedkv.rangefeed.event import Checkpoint, Value, new_value
+from feedkv.rangefeed.event import Checkpoint, Value, ValueColumns, new_value
 from feedkv.server.node import Node
 from feedkv.storage.engine import Reader
 from feedkv.storage.mvcc_key import encode_ts
@@ -260,6 +267,7 @@ def catch_up(tmp: Path, keys: int) -> dict[str, Any]:
     with feedkv.connect(tmp / "catch-up", config=kv.StoreConfig(sync=False)) as db:
         start = _write_history(db, keys)
         feed_rate = _catch_up_rate(db, start, keys)
+        columns_rate = _catch_up_columns_rate(db, start, keys)
         assert db.node is not None
         scan_rate = _raw_scan_rate(db)
         scan_only_rate = _scan_only_rate(db, start)
@@ -282,6 +290,10 @@ def catch_up(tmp: Path, keys: int) -> dict[str, Any]:
         "scan_only_ratio": round(scan_only_rate / scan_rate, 3),
         "floor_values_per_s": round(floor_rate),
         "floor_ratio": round(floor_rate / scan_rate, 3),
+        "feed_over_floor": round(feed_rate / floor_rate, 3),
+        "columns_values_per_s": round(columns_rate),
+        "columns_ratio": round(columns_rate / scan_rate, 3),
+        "columns_over_floor": round(columns_rate / floor_rate, 3),
         "ranges": CATCH_UP_RANGES,
         "ranges_feed_values_per_s": round(ranges_rate),
         "ranges_ratio": round(ranges_rate / scan_rate, 3),
@@ -315,6 +327,43 @@ def _catch_up_rate(db: feedkv.DB, start: Timestamp, keys: int) -> float:
                 if delivered >= keys:
                     break
     return delivered / (time.perf_counter() - began)
+
+
+def _catch_up_columns_rate(db: feedkv.DB, start: Timestamp, keys: int) -> float:
+    """:func:`_catch_up_rate` for a consumer that takes columns: the feed read a batch at
+    a time, each made into an Arrow record batch of keys, values and timestamps (what the
+    Spark source yields), no Value made per change (values/s)."""
+    began = time.perf_counter()
+    delivered = 0
+    with db.rangefeed(EVERYTHING, start) as feed:
+        for batch in feed.batches():
+            if isinstance(batch, ValueColumns):
+                columns = (batch.keys, batch.values, batch.timestamps)
+            else:
+                values = [event for event in batch if isinstance(event, Value)]
+                columns = (
+                    [v.key for v in values],
+                    [v.value for v in values],
+                    [v.ts for v in values],
+                )
+            if not columns[0]:
+                continue
+            pa.record_batch(
+                [
+                    pa.array(columns[0], pa.binary()),
+                    pa.array(columns[1], pa.binary()),
+                    pa.array(list(map(_WALL, columns[2])), pa.uint64()),
+                    pa.array(list(map(_LOGICAL, columns[2])), pa.uint32()),
+                ],
+                names=["key", "value", "wall", "logical"],
+            )
+            delivered += len(columns[0])
+            if delivered >= keys:
+                break
+    return delivered / (time.perf_counter() - began)
+
+
+_WALL, _LOGICAL = attrgetter("wall"), attrgetter("logical")
 
 
 def _raw_scan_rate(db: feedkv.DB) -> float:

@@ -18,13 +18,13 @@ per value), a restarted piece turns them into the newest timestamp yielded per k
 each key's values arrive in timestamp order, so anything at or below that was already
 yielded. A piece that has kept more than ``recent_values`` values (a long catch-up scan,
 which checkpoints only at its end) folds its batches: it keeps their keys and timestamps,
-not the values (a column's own lists, so folding costs two C passes a value), and once
-the folds hold more than ``folded_values`` keys, merges them into the newest timestamp
-yielded per key (a key updated many times is held once). A fold, or the merged ones, go
-whole once a checkpoint passes them. Consumers therefore see each value once and per key
-in order, as long as this client lives; across processes the contract is at-least-once
-from the last checkpoint. A terminal error (history below the GC threshold, a broken
-invariant) is raised from the iterator.
+not the values (a column's own lists, so folding a catch-up page costs nothing per
+value), and once the folds hold more than ``folded_values`` keys, merges them into the
+newest timestamp yielded per key (a key updated many times is held once). A fold, or
+the merged ones, go whole once a checkpoint passes them. Consumers therefore see each
+value once and per key in order, as long as this client lives; across processes the
+contract is at-least-once from the last checkpoint. A terminal error (history below the
+GC threshold, a broken invariant) is raised from the iterator.
 
 Iterate from one thread (or ``async for`` in one task, which waits in the event loop, not
 on a thread); :meth:`RangeFeed.close` may be called from any thread and ends the
@@ -128,11 +128,11 @@ class _Piece:
     seen: dict[bytes, Timestamp] = field(default_factory=dict)  # since a restart
     recent: list[ValueBatch] = field(default_factory=list)  # yielded, maybe above resume
     recent_values: int = 0  # the values in ``recent``
-    # Folds of ``recent``: (their newest timestamp, keys, timestamps yielded), oldest
-    # first, each key's last timestamp its newest; and older folds merged, the newest
-    # timestamp yielded per key. A fold (or the merged ones) goes whole once a checkpoint
-    # passes it; until then it may hold keys at or below the checkpoint, which filter
-    # nothing (a restart sends only above it).
+    # Folds of ``recent``, one per batch: (its newest timestamp, keys, timestamps
+    # yielded), oldest first, each key's last timestamp its newest; and older folds
+    # merged, the newest timestamp yielded per key. A fold (or the merged ones) goes
+    # whole once a checkpoint passes it; until then it may hold keys at or below the
+    # checkpoint, which filter nothing (a restart sends only above it).
     folded: list[_Fold] = field(default_factory=list)
     merged: dict[bytes, Timestamp] = field(default_factory=dict)
     merged_newest: Timestamp = ZERO_TIMESTAMP
@@ -231,6 +231,20 @@ class RangeFeed:
                 await self._stream.wait_async(self._due_in())
                 self._pump(block=False)
             self._take()
+
+    def batches(self) -> Iterator[Sequence[Event]]:
+        """The feed's events as they come, a batch at a time instead of one by one: a
+        run of one range's values, or the checkpoints of one move of the frontier. A
+        catch-up page comes as the :class:`~feedkv.rangefeed.event.ValueColumns` it was
+        read into, so a consumer that takes columns (an Arrow writer, an encoder) reads
+        its ``keys``, ``values`` and ``timestamps`` with no :class:`Value` made per change.
+        The order and guarantees are iteration's; read the feed one way or the other."""
+        while True:
+            while not self._ready:
+                if self._closed:
+                    return
+                self._pump()
+            yield self._ready.popleft()
 
     def _next_batch(self) -> Iterator[Event] | None:
         """The next batch's events, waiting for them; ``None`` once the feed is closed."""
@@ -463,13 +477,11 @@ class RangeFeed:
 
 
 def _fold(piece: _Piece, folded_values: int) -> None:
-    """Replace the piece's kept batches with their keys and timestamps; merge the folds
-    into the newest timestamp per key once they hold more than ``folded_values`` keys
-    (each key's values come in timestamp order, so the last one of a key is its newest)."""
-    recent = piece.recent
-    keys = list(itertools.chain.from_iterable(map(_keys_of, recent)))
-    timestamps = list(itertools.chain.from_iterable(map(_timestamps_of, recent)))
-    piece.folded.append((max(batch.max_ts for batch in recent), keys, timestamps))
+    """Replace the piece's kept batches with their keys and timestamps, a fold per batch
+    (a column's own lists, not copied; a list of values' read out); merge the folds into
+    the newest timestamp per key once they hold more than ``folded_values`` keys (each
+    key's values come in timestamp order, so the last one of a key is its newest)."""
+    piece.folded += map(_fold_of, piece.recent)
     piece.recent = []
     piece.recent_values = 0
     if piece.folded_values > folded_values:
@@ -477,6 +489,13 @@ def _fold(piece: _Piece, folded_values: int) -> None:
             piece.merged.update(zip(fold_keys, fold_timestamps, strict=True))
             piece.merged_newest = max(piece.merged_newest, newest)
         piece.folded = []
+
+
+def _fold_of(batch: ValueBatch) -> _Fold:
+    values = batch.values
+    if isinstance(values, ValueColumns):
+        return batch.max_ts, values.keys, values.timestamps
+    return batch.max_ts, list(map(_KEY, values)), list(map(_TS, values))
 
 
 def _keys_of(batch: ValueBatch) -> Iterable[bytes]:

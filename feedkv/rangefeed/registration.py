@@ -81,9 +81,11 @@ def values_size(values: Sequence[Value]) -> int:
 def _columns_size(
     count: int, keys: Iterable[bytes], values: Iterable[bytes | None], prevs: Iterable[bytes | None]
 ) -> int:
+    # NB: the keys' length joined, not summed: a copy of short keys costs half the
+    # calls of len
     return (
         EVENT_OVERHEAD * count
-        + sum(map(len, keys))
+        + len(b"".join(keys))
         + sum(map(len, filter(None, values)))
         + sum(map(len, filter(None, prevs)))
     )

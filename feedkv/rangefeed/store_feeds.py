@@ -4,14 +4,16 @@
 lock it finds the range holding the span, starts the range's processor if it has none
 (observing the range, scanning its intents and reading its closed timestamp, all at that
 one moment), adds the registration, and takes the snapshot its catch-up scan will read.
-The scan then runs on a worker thread, sending pages of history, while live values
+The scan then runs from a worker thread, which sends a page of history or none itself
+and offers longer ones to the consumer (the consumer's thread reads them, a page per
+take: see :meth:`~feedkv.rangefeed.stream.EventStream.offer_pages`), while live values
 collect in the processor's log behind the registration's cursor; when it is done the
 registration goes live and reads them, then its first checkpoint. A scan takes its
 snapshot when a worker starts it, under the apply lock, and moves the cursor to the log's
 end at that moment: what the log held before is in the snapshot. So scans waiting for a
-worker hold no reader of the store, however many registrations arrive at once. A checkpoint-only
-registration (``values=False``) has no history to send: it goes live at once, under the
-same hold of the lock, with that first checkpoint.
+worker hold no reader of the store, however many registrations arrive at once. A
+checkpoint-only registration (``values=False``) has no history to send: it goes live at
+once, under the same hold of the lock, with that first checkpoint.
 
 A span that is not inside one range (the caller's range cache is stale) gets an immediate
 ``RANGE_NOT_FOUND`` error event: the client re-divides and registers again.
@@ -29,6 +31,7 @@ import time
 from collections.abc import Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import chain, islice
 
 from feedkv.errors import (
     BatchTimestampBeforeGCError,
@@ -265,15 +268,19 @@ class StoreFeeds:
                     page_values=self.config.catchup_page_values,
                     by_key=not timestamp_order,
                 )
-                while True:
-                    with self._scanning:
-                        item = next(pages, None)
-                    if item is None:
-                        break
-                    page, size = item
-                    if not reg.stream.push_wait(reg, page, size, self.config.catchup_wait_s):
-                        self._end(processor, reg, ErrorReason.SLOW_CONSUMER, "catch-up stalled")
-                        return
+                # NB: a scan of at most a page (an idle key's: the common case of many
+                # registrations at once) is pushed from here, so it is done without
+                # waiting for the consumer's takes; a longer one is read by the consumer
+                with self._scanning:
+                    head = list(islice(pages, 2))
+                wait = self.config.catchup_wait_s
+                if len(head) < 2:
+                    sent = all(reg.stream.push_wait(reg, page, size, wait) for page, size in head)
+                else:
+                    sent = reg.stream.offer_pages(reg, chain(head, pages), self._scanning, wait)
+                if not sent:
+                    self._end(processor, reg, ErrorReason.SLOW_CONSUMER, "catch-up stalled")
+                    return
         except BatchTimestampBeforeGCError as exc:
             with self._lock:
                 reg.end(ErrorReason.GC_THRESHOLD, str(exc), exc.threshold)

@@ -17,7 +17,7 @@ from feedkv import DB
 from feedkv.errors import BatchTimestampBeforeGCError, ClientClosedError
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.rangefeed.client import FeedTransport, RangeFeed
-from feedkv.rangefeed.event import Checkpoint, Event, Value
+from feedkv.rangefeed.event import Checkpoint, Event, Value, ValueColumns
 from feedkv.rangefeed.store_feeds import FeedConfig
 from feedkv.rangefeed.stream import EventStream, StreamItem, ValueBatch
 from feedkv.storage.export import iter_export
@@ -350,6 +350,36 @@ def test_closing_the_db_ends_its_open_feeds(tmp_path: Path, store_config: StoreC
     feed = db.rangefeed(EVERYTHING, db.now())
     db.close()
     assert list(feed) == []
+
+
+def test_a_feed_read_by_batches_hands_its_catch_up_over_as_columns(db: DB) -> None:
+    span = Span(b"b", b"c")
+    keys = [b"b%04d" % i for i in range(3000)]
+    with db.transaction() as txn:
+        for key in keys:
+            txn.put(key, b"v")
+    last = db.put(b"b-live", b"v")
+    seen: list[bytes] = []
+    columns = 0
+    reached = False
+    with db.rangefeed(span, ZERO) as feed:
+        closer = threading.Timer(10, feed.close)
+        closer.start()
+        try:
+            for batch in feed.batches():
+                if isinstance(batch, ValueColumns):
+                    columns += 1
+                    seen += batch.keys
+                    continue
+                seen += [e.key for e in batch if isinstance(e, Value)]
+                if any(isinstance(e, Checkpoint) and e.ts >= last for e in batch):
+                    reached = True
+                    break
+        finally:
+            closer.cancel()
+    assert reached, "the feed was closed before its checkpoint passed the last write"
+    assert columns >= 1
+    assert sorted(seen) == sorted([*keys, b"b-live"])
 
 
 def test_a_feed_can_be_read_with_async_for(db: DB) -> None:

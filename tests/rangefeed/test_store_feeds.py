@@ -337,6 +337,27 @@ def test_a_consumer_that_falls_behind_is_cut_off_with_slow_consumer(db: DB, stor
         feeds.close()
 
 
+def test_a_catch_up_whose_consumer_stops_reading_is_cut_off_with_slow_consumer(
+    db: DB, store: Store
+) -> None:
+    # The consumer reads the scan's pages itself, a page a take: one that stops taking
+    # holds the scan's snapshot until the scan gives up on it (catchup_wait_s).
+    feeds = StoreFeeds(store, FeedConfig(catchup_wait_s=0.05, catchup_page_values=1))
+    try:
+        for i in range(3):
+            db.put(b"k%d" % i, b"v")
+        stream = feeds.new_stream()
+        reg = feeds.register("r", EVERYTHING, ZERO, False, stream)
+        first = stream.take(timeout=10)
+        assert [type(e) for _tag, e in first] == [Value]
+        wait_until(lambda: reg.done)
+        events = [e for _tag, e in stream.take(timeout=0)]
+        assert events == [Error(ErrorReason.SLOW_CONSUMER, "catch-up stalled")]
+        assert feeds.budget.used == 0
+    finally:
+        feeds.close()
+
+
 def test_unregistering_ends_the_stream_and_stops_the_processor(db: DB, feeds: StoreFeeds) -> None:
     stream = feeds.new_stream()
     reg = feeds.register("r", EVERYTHING, ZERO, False, stream)

@@ -6,10 +6,12 @@ observed through a condition variable that reports each waiter, never slept thro
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 
+import pytest
 from feed_helpers import Background, ObservedCondition
 
 from feedkv.rangefeed.budget import Budget
@@ -305,6 +307,102 @@ def test_push_wait_is_woken_by_close() -> None:
     stream.close()
     assert pusher.result() is False
     assert stream.budget.used == 0
+
+
+# --- offer_pages ----------------------------------------------------------------------
+
+
+Page = tuple[ValueBatch, int]
+
+
+def pages_of(*numbers: int, read_on: list[threading.Thread] | None = None) -> Iterator[Page]:
+    """A scan's pages, a value each, noting the thread that reads each one."""
+    for n in numbers:
+        if read_on is not None:
+            read_on.append(threading.current_thread())
+        yield ValueBatch([value(n)], value(n).ts), 10
+
+
+def test_offered_pages_are_read_by_the_consumer_a_page_a_take_then_the_offer_returns() -> None:
+    stream = make_stream()
+    cond = observe(stream)
+    reg = FakeReg("r")
+    read_on: list[threading.Thread] = []
+    offer = Background(
+        lambda: stream.offer_pages(reg, pages_of(1, 2, read_on=read_on), threading.Lock(), 10)
+    )
+    cond.await_waiters()
+    assert stream.take(timeout=DEADLINE_S) == [("r", value(1))]
+    assert stream.take(timeout=0) == [("r", value(2))]
+    assert stream.take(timeout=0) == []  # the pages ran out
+    assert offer.result() is True
+    assert read_on == [threading.current_thread()] * 2
+    assert stream.budget.used == 0  # handed straight over: nothing queued
+    assert reg.queued == 0
+
+
+def test_a_page_comes_before_what_the_readers_have() -> None:
+    stream = make_stream()
+    cond = observe(stream)
+    reg, other = FakeReg("r"), FakeReg("other")
+    offer = Background(lambda: stream.offer_pages(reg, pages_of(1), threading.Lock(), 10))
+    cond.await_waiters()
+    stream.push(other, value(2), 10)
+    assert stream.take(timeout=0) == [("r", value(1)), ("other", value(2))]
+    assert stream.take(timeout=0) == []
+    assert offer.result() is True
+
+
+def test_an_offer_no_one_reads_gives_up_and_its_pages_are_not_read_after() -> None:
+    stream = make_stream()
+    reg = FakeReg("r")
+    read_on: list[threading.Thread] = []
+    pages = pages_of(1, read_on=read_on)
+    assert stream.offer_pages(reg, pages, threading.Lock(), timeout=0.01) is False
+    assert stream.take(timeout=0) == []
+    assert read_on == []
+
+
+def test_an_error_raised_by_the_offered_pages_is_raised_by_the_offer() -> None:
+    stream = make_stream()
+    cond = observe(stream)
+    reg = FakeReg("r")
+
+    def failing() -> Iterator[Page]:
+        yield from pages_of(1)
+        raise RuntimeError("the scan failed")
+
+    offer = Background(lambda: stream.offer_pages(reg, failing(), threading.Lock(), DEADLINE_S))
+    cond.await_waiters()
+    assert stream.take(timeout=0) == [("r", value(1))]
+    assert stream.take(timeout=0) == []
+    with pytest.raises(RuntimeError, match="the scan failed"):
+        offer.result()
+
+
+def test_an_offer_stops_when_its_registration_ends_and_no_page_follows_the_error() -> None:
+    stream = make_stream()
+    cond = observe(stream)
+    reg = FakeReg("r")
+    offer = Background(lambda: stream.offer_pages(reg, pages_of(1, 2), threading.Lock(), 10))
+    cond.await_waiters()
+    assert stream.take(timeout=0) == [("r", value(1))]
+    reg.done = True
+    stream.push_final(reg, SLOW)
+    assert offer.result() is False
+    assert stream.take(timeout=0) == [("r", SLOW)]
+    assert stream.take(timeout=0) == []
+
+
+def test_an_offer_is_woken_by_close() -> None:
+    stream = make_stream()
+    cond = observe(stream)
+    reg = FakeReg("r")
+    offer = Background(lambda: stream.offer_pages(reg, pages_of(1), threading.Lock(), 10))
+    cond.await_waiters()
+    stream.close()
+    assert offer.result() is False
+    assert stream.take(timeout=0) == []
 
 
 # --- close ----------------------------------------------------------------------------

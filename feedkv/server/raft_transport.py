@@ -146,9 +146,18 @@ class RaftTransport:
             raise NodeUnavailableError(f"n{node} is not known here: no snapshot sent")
         channel = self._channel_to(address)
         window: queue.Queue[bytes | None] = queue.Queue(maxsize=SNAPSHOT_WINDOW)
+        ended = threading.Event()  # set when this call is over, however it ended
 
         def requests() -> Iterator[bytes]:
-            while (frame := window.get()) is not None:
+            # NB: gRPC's thread that takes these is not woken by a cancel: it looks at
+            # ``ended`` between waits, so a failed transfer does not leave it waiting
+            while not ended.is_set():
+                try:
+                    frame = window.get(timeout=_POLL_S)
+                except queue.Empty:
+                    continue
+                if frame is None:
+                    return
                 clock = tuple(self._now())
                 yield msgpack.packb(
                     {"from": self._node_id, "range": range_id, "frame": frame, "clock": clock}
@@ -158,21 +167,35 @@ class RaftTransport:
         call = stub.future(requests(), metadata=call_metadata(channel))
         try:
             for frame in itertools.chain(frames, [None]):
-                while True:
-                    if call.done():
-                        raise NodeUnavailableError(f"the snapshot stream to n{node} ended early")
-                    try:
-                        window.put(frame, timeout=_POLL_S)
-                        break
-                    except queue.Full:
-                        if self._stopping.is_set():
-                            raise NodeUnavailableError("the transport stops") from None
+                self._put_frame(window, frame, call, node)
             call.result(timeout=CALL_TIMEOUT_S)
         except (grpc.RpcError, grpc.FutureTimeoutError, grpc.FutureCancelledError) as exc:
             raise NodeUnavailableError(f"the snapshot to n{node} failed: {exc}") from exc
         finally:
+            ended.set()
             if not call.done():
                 call.cancel()
+
+    def _put_frame(
+        self, window: queue.Queue[bytes | None], frame: bytes | None, call: Any, node: int
+    ) -> None:
+        """Hand ``frame`` to the snapshot call's window; raises
+        :class:`~feedkv.errors.NodeUnavailableError` when the call ended, the transport
+        stops, or the receiver took nothing for ``CALL_TIMEOUT_S``."""
+        stalled_at = time.monotonic() + CALL_TIMEOUT_S
+        while True:
+            if call.done():
+                raise NodeUnavailableError(f"the snapshot stream to n{node} ended early")
+            try:
+                window.put(frame, timeout=_POLL_S)
+                return
+            except queue.Full:
+                if self._stopping.is_set():
+                    raise NodeUnavailableError("the transport stops") from None
+                if time.monotonic() >= stalled_at:
+                    raise NodeUnavailableError(
+                        f"the snapshot to n{node} stalled: nothing taken for {CALL_TIMEOUT_S} s"
+                    ) from None
 
     def stop(self) -> None:
         self._stopping.set()

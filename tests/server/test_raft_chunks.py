@@ -38,6 +38,8 @@ class _Receiver:
     def __init__(self, spool: SnapshotSpool | None = None) -> None:
         self.spool = spool
         self.fail_after: int | None = None  # snapshot frames taken before a failure
+        self.stall = threading.Event()  # cleared: a snapshot call reads nothing until set
+        self.stall.set()
         self.snapshots: list[tuple[int, int, bytes]] = []  # (sender, range, token)
         self.clocks: list[Timestamp] = []
         self.assembler = ChunkAssembler()
@@ -55,6 +57,7 @@ class _Receiver:
             return msgpack.packb({})  # type: ignore[no-any-return]
 
         def snapshot(requests: Iterator[bytes], _context: Any) -> bytes:
+            self.stall.wait(30)
             sender, range_id, frames = snapshot_frames(requests, self.clocks.append)
             if self.spool is None:
                 raise AssertionError("this receiver takes no snapshots")
@@ -168,6 +171,32 @@ def test_a_snapshot_cut_off_mid_way_fails_its_sender_and_leaves_no_file(
     assert held.snapshots == []
     assert held.spool is not None and held.spool.held() == []
     assert len(taken) < 200, len(taken)  # of 1000 frames: seen 10 to 25 here
+
+
+def test_a_snapshot_the_receiver_stops_taking_fails_its_sender_and_frees_its_threads(
+    receiver: tuple[_Receiver, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A receiver that is up but takes nothing does not hold the sender (and its engine
+    snapshot) for ever, and the thread gRPC gave the call's requests ends with it."""
+    monkeypatch.setattr(raft_transport, "CALL_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(raft_transport, "_POLL_S", 0.05)
+    held, address = receiver
+    held.stall.clear()
+    channel = grpc.insecure_channel(address)
+    transport = RaftTransport(1, lambda _node: address, lambda _a: channel, Clock().now)
+
+    def feeding() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if "consume_request_iterator" in t.name]
+
+    try:
+        with pytest.raises(NodeUnavailableError, match="stalled"):
+            transport.send_snapshot(2, 7, _frames(1000, 64 << 10, []))
+        wait_until(lambda: not feeding(), timeout_s=30, what="gRPC's request thread to end")
+    finally:
+        held.stall.set()
+        transport.stop()
+        channel.close()
+    assert held.snapshots == []
 
 
 def _chunk(sender: int, transfer: int, seq: int, total: int, data: bytes) -> dict[str, Any]:

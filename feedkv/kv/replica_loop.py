@@ -807,8 +807,8 @@ class ReplicaLoop:
         range takes long to read and send), then tell the loop whether it arrived."""
         while True:
             job = self._snapshots.get()
-            if job is None:
-                return
+            if job is None or self._stopped.is_set():
+                return  # NB: a stopping loop sends none of those still queued
             replica, m = job
             node, success = replica.node_of(m.to), False
             frames = replica.snapshot_frames(m)

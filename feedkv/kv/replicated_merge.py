@@ -165,7 +165,10 @@ def merge(
 
 def _check_members(loop: ReplicaLoop, left: RangeDescriptor, right: RangeDescriptor) -> None:
     settled = loop.members_settled(left.range_id) and loop.members_settled(right.range_id)
-    if not settled or loop.members(left.range_id) != loop.members(right.range_id):
+    members = loop.members(left.range_id), loop.members(right.range_id)
+    # NB: 0 is a member whose node this store does not know: two such are not alike
+    unknown = any(0 in conf.voters or 0 in conf.learners for conf in members)
+    if not settled or unknown or members[0] != members[1]:
         raise RangeUnavailableError(f"{left} or {right} changed members under the merge")
 
 

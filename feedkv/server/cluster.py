@@ -94,6 +94,7 @@ from feedkv.server.raft_transport import (
     snapshot_frames,
     take_request,
 )
+from feedkv.util.files import replace_durably
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
 from feedkv.util.keys import KEY_MAX, Span
 from feedkv.util.locality import NO_LOCALITY, Locality
@@ -136,9 +137,7 @@ def load_ident(store_dir: Path) -> ClusterIdent | None:
 
 def _save_ident(store_dir: Path, ident: ClusterIdent) -> None:
     store_dir.mkdir(parents=True, exist_ok=True)
-    tmp = store_dir / (_IDENT_FILE + ".tmp")
-    tmp.write_text(json.dumps(_asdict(ident)))
-    tmp.replace(store_dir / _IDENT_FILE)
+    replace_durably(store_dir / _IDENT_FILE, json.dumps(_asdict(ident)))
 
 
 def _asdict(ident: ClusterIdent) -> dict[str, Any]:
@@ -151,13 +150,12 @@ def load_peers(store_dir: Path) -> list[str]:
     file = store_dir / _PEERS_FILE
     if not file.exists():
         return []
-    return [str(address) for address in json.loads(file.read_text())]
-
-
-def _save_peers(store_dir: Path, addresses: list[str]) -> None:
-    tmp = store_dir / (_PEERS_FILE + ".tmp")
-    tmp.write_text(json.dumps(addresses))
-    tmp.replace(store_dir / _PEERS_FILE)
+    try:
+        return [str(address) for address in json.loads(file.read_text())]
+    except (ValueError, TypeError) as exc:
+        # NB: only a hint for finding the cluster again: --join still works without it
+        log.warning("%s cannot be read (%s): no peers known from it", file, exc)
+        return []
 
 
 def start_ident(
@@ -752,7 +750,11 @@ class Cluster:
             return
         addresses = sorted({d.address for d in self.liveness.peers()} - {self.me.address})
         if addresses and addresses != self._saved_peers:
-            _save_peers(self._store_dir, addresses)
+            try:
+                replace_durably(self._store_dir / _PEERS_FILE, json.dumps(addresses))
+            except OSError as exc:
+                log.warning("the peers could not be kept in %s: %s", self._store_dir, exc)
+                return
             self._saved_peers = addresses
 
     def _rebalance(self) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -204,9 +205,18 @@ class StreamedFeed(FeedResult):
         self.cancel()
 
 
+# how a changefeed statement starts (after comments and blanks)
+_CHANGEFEED_START = re.compile(
+    r"(?:\s|--[^\n]*\n|/\*.*?\*/)*(?:EXPERIMENTAL\s+|CREATE\s+)CHANGEFEED\b",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
 def _is_sinkless_changefeed(text: str) -> bool:
     """Whether ``text`` is one statement, a changefeed without a sink (what the server
     cannot parse it leaves to the server to say)."""
+    if not _CHANGEFEED_START.match(text):
+        return False  # NB: the common case, without parsing each statement twice
     statements = [s for _, s in split_statements(text) if s.strip()]
     if len(statements) != 1:
         return False

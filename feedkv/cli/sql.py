@@ -23,6 +23,7 @@ import csv
 import io
 import json
 import math
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -190,6 +191,11 @@ _SHOWS = {
 }
 
 
+# a table's name, as \\d takes it: names or quoted names, joined by dots
+_NAME = r'(?:[A-Za-z_][\w$]*|"(?:[^"]|"")+")'
+_TABLE_NAME = re.compile(rf"{_NAME}(?:\.{_NAME}){{0,2}}")
+
+
 def client_command(line: str) -> object:
     """What the shell's own command ``line`` (``\\dt``, ``\\d t``, ...) does: the SQL it
     stands for, :data:`QUIT` or :data:`HELP`; 42601 for a command feedkv does not have."""
@@ -200,6 +206,8 @@ def client_command(line: str) -> object:
     if name == "\\?" and not argument:
         return HELP
     if name == "\\d" and argument:
+        if not _TABLE_NAME.fullmatch(argument):
+            raise SQLError("42601", f"\\d takes a table's name, not {argument!r}")
         return f"SHOW COLUMNS FROM {argument}"
     if name in _SHOWS and not argument:
         return _SHOWS[name]

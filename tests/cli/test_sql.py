@@ -21,6 +21,9 @@ import pytest
 
 import feedkv
 from feedkv.cli.main import main
+from feedkv.cli.pg_session import _is_sinkless_changefeed
+from feedkv.cli.sql import client_command
+from feedkv.errors import SQLError
 from feedkv.kv.store import StoreConfig
 from feedkv.server.node import Node
 
@@ -350,6 +353,20 @@ def test_an_unknown_backslash_command_stops_a_script_naming_its_line(tmp_path: P
         "SQLSTATE: 42601",
     ]
     assert "2" not in run.stdout.split()
+
+
+def test_backslash_d_takes_a_tables_name_and_nothing_more() -> None:
+    assert client_command('\\d db.public."My T";') == 'SHOW COLUMNS FROM db.public."My T"'
+    with pytest.raises(SQLError, match="takes a table's name") as refused:
+        client_command("\\d t; DROP TABLE t")
+    assert refused.value.code == "42601"
+
+
+def test_only_a_changefeed_statement_is_parsed_on_the_client() -> None:
+    assert _is_sinkless_changefeed("-- follow t\nEXPERIMENTAL CHANGEFEED FOR t")
+    assert _is_sinkless_changefeed("/* a */ create changefeed for t")
+    assert not _is_sinkless_changefeed("CREATE CHANGEFEED FOR t INTO 'null://'")
+    assert not _is_sinkless_changefeed("SELECT 'CREATE CHANGEFEED FOR t'")
 
 
 def test_an_error_in_a_script_points_at_its_line_and_column(sql: Sql, tmp_path: Path) -> None:

@@ -29,7 +29,9 @@ def _unfreeze() -> Iterator[None]:
 
 def test_full_collections_skip_the_startup_heap() -> None:
     kept = _Cycle()
-    assert freeze_startup_heap() == gc.get_freeze_count() > 0
+    # NB: not compared with gc.get_freeze_count() after: a frozen object another
+    # thread lets go of leaves the permanent generation
+    assert freeze_startup_heap() > 0
     gc.collect()
     assert all(o is not kept for o in gc.get_objects())  # NB: not in any generation
 

@@ -179,7 +179,7 @@ def test_pause_resume_and_alter_add_are_exactly_once(spark: Any, db: DB, tmp_pat
     assert added_after is not None
     job = show_job(db, job_id)
     assert job["status"] == "paused"
-    assert job["full_table_names"] == [f"defaultdb.public.{t}" for t in ("t", "u", "w")]
+    assert job["full_table_names"].values == tuple(f"defaultdb.public.{t}" for t in "tuw")
     assert "FOR TABLE defaultdb.public.t, TABLE defaultdb.public.u, TABLE" in job["description"]
 
     db.sql(f"RESUME JOB {job_id}")

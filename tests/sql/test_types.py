@@ -141,7 +141,7 @@ def test_narrow_integers_keep_their_width_and_refuse_what_does_not_fit(
 def test_unknown_type_name_is_42704_and_names_the_type() -> None:
     error = sql_error(parse_type_name, "MONEY")
     assert error.code == "42704"
-    assert "'money'" in error.message
+    assert '"money"' in error.message
 
 
 @pytest.mark.parametrize("name", ["VARCHAR", "STRING", "NCHAR", "nvarchar"])

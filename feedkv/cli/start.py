@@ -110,9 +110,13 @@ def run_node(
     with TLS from there; ``None``: plaintext, which ``feedkv start`` does only when
     asked (``--insecure``) and says so on stderr and in the log."""
     stop = threading.Event()
+    opened = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
+        if not opened.is_set():
+            # NB: a new node may wait for `feedkv init` without end: stop waiting
+            raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -132,6 +136,7 @@ def run_node(
         external_io_dir=external_io_dir,
         changefeed_buffers=changefeed_buffers,
     )
+    opened.set()
     logs = None
     try:
         node = db.node

@@ -291,7 +291,7 @@ def _parser() -> argparse.ArgumentParser:
     node = commands.add_parser("node", help="the nodes of a cluster")
     node_commands = node.add_subparsers(dest="node_command", required=True, metavar="COMMAND")
     status = node_commands.add_parser(
-        "status", help="each node: address, epoch, liveness, ranges held, clock offset"
+        "status", help="each node: address, SQL address, epoch, liveness, ranges held, clock offset"
     )
     status.add_argument("--url", default="feedkv://127.0.0.1:26258", help="any node")
     status.add_argument("--format", choices=("table", "csv", "json"), default="table")

@@ -920,22 +920,39 @@ class Cluster:
                     self.directory.leases_of(s.desc.node_id),
                     self.membership.get(s.desc.node_id, Membership.ACTIVE).value,
                     s.desc.locality,
+                    s.desc.sql_address,
                 )
                 for s in self.liveness.status(time.monotonic_ns())
             ]
+
+    def advertise_sql(self, address: str) -> None:
+        """The node serves SQL at ``address`` (``host:port``) from now: its descriptor
+        names it in the next heartbeats (``sql_address`` of ``feedkv node status``)."""
+        with self._lock:
+            self.me = replace(self.me, sql_address=address)
+            self.liveness.me = self.me
+            self.liveness.learn(self.me)
 
     def _on_nodes(self, message: dict[str, Any]) -> dict[str, Any]:
         return {"me": self.ident.node_id, "nodes": [n.encode() for n in self.nodes()]}
 
 
 def _node_to(desc: NodeDescriptor) -> list[Any]:
-    return [desc.node_id, desc.address, desc.epoch, desc.started_at_ns, str(desc.locality)]
+    return [
+        desc.node_id,
+        desc.address,
+        desc.epoch,
+        desc.started_at_ns,
+        str(desc.locality),
+        desc.sql_address,
+    ]
 
 
 def _node_from(raw: list[Any]) -> NodeDescriptor:
     started = raw[3] if len(raw) > 3 else None
     locality = Locality.parse(str(raw[4])) if len(raw) > 4 else Locality()
-    return NodeDescriptor(int(raw[0]), str(raw[1]), int(raw[2]), started, locality)
+    sql_address = str(raw[5]) if len(raw) > 5 else ""
+    return NodeDescriptor(int(raw[0]), str(raw[1]), int(raw[2]), started, locality, sql_address)
 
 
 METHODS = (

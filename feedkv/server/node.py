@@ -268,10 +268,15 @@ class Node:
 
     def _alone(self) -> NodeInfo:
         """This node while it is in no cluster (it may be listening)."""
-        server, store = self.server, self.store
+        server, sql, store = self.server, self.sql_server, self.store
         address = host_port(server.host, server.port) if server is not None else ""
+        sql_address = host_port(sql.host, sql.port) if sql is not None else ""
         return node_of_its_own(
-            store.node_id, len(store.descriptors()), store.clock.physical_now(), address
+            store.node_id,
+            len(store.descriptors()),
+            store.clock.physical_now(),
+            address,
+            sql_address,
         )
 
     def serve_sql(
@@ -311,6 +316,8 @@ class Node:
                     ) from exc
                 server.start()
                 self.sql_server = server
+                if self.cluster is not None:
+                    self.cluster.advertise_sql(host_port(server.host, server.port))
         return self.sql_url
 
     def serve_http(self, listen: str = "127.0.0.1:0") -> str:

@@ -3,8 +3,10 @@ then ``feedkv init`` once (:mod:`feedkv.server.init_server`, :mod:`feedkv.cli.in
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -78,12 +80,27 @@ def test_nodes_started_with_one_join_list_wait_for_init_then_form_a_cluster(
         ids = {n["address"]: n["id"] for n in nodes(db)}
     assert ids[first.address] == 1  # the node initialized bootstrapped the cluster
 
+    def sql_addresses() -> dict[str, str]:
+        assert main(["node", "status", "--url", first.url, "--format", "json"]) == 0
+        listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        return {n["address"]: n["sql_address"] for n in listed}
+
+    # NB: a node opens its SQL port after it joined: the others hear of it by gossip
+    served = {n.address: urlsplit(n.sql_url).netloc.rpartition("@")[2] for n in joining}
+    wait_until(lambda: sql_addresses() == served, timeout_s=30, what="every SQL address")
+
     _sql(joining[0].sql_url, "CREATE TABLE kv (k INT PRIMARY KEY, v STRING)", capsys)
     for index, node in enumerate(joining):
         _sql(node.sql_url, f"INSERT INTO kv VALUES ({index}, 'from n{index}')", capsys)
     for node in joining:
         out = _sql(node.sql_url, "SELECT k, v FROM kv ORDER BY k", capsys)
         assert "(3 rows)" in out and all(f"from n{i}" in out for i in range(3)), out
+    gossip = _sql(
+        joining[2].sql_url,
+        f"SELECT sql_address FROM crdb_internal.gossip_nodes WHERE address = '{first.address}'",
+        capsys,
+    )
+    assert served[first.address] in gossip, gossip
 
     for node in joining:
         assert main(["init", "--url", f"feedkv://{node.address}", "--certs-dir", certs]) == 1

@@ -79,6 +79,11 @@ class NodeSource(Protocol):
         """Every node known, by id (blocks on a call to the gateway node)."""
         ...
 
+    def gateway_node(self) -> int:
+        """The id of the node requests enter the cluster through (may block on a call
+        to it)."""
+        ...
+
 
 def node_of_its_own(
     node_id: int, ranges: int, wall_ns: int, address: str = "", sql_address: str = ""

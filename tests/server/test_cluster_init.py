@@ -101,6 +101,9 @@ def test_nodes_started_with_one_join_list_wait_for_init_then_form_a_cluster(
         capsys,
     )
     assert served[first.address] in gossip, gossip
+    for node in joining:  # each SQL port is its own node's
+        out = _sql(node.sql_url, "SELECT crdb_internal.node_id()", capsys)
+        assert out.splitlines()[2].strip() == str(ids[node.address]), out
 
     for node in joining:
         assert main(["init", "--url", f"feedkv://{node.address}", "--certs-dir", certs]) == 1

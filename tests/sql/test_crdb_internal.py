@@ -70,3 +70,12 @@ def test_only_the_admin_role_reads_the_nodes(db: DB) -> None:
         alice.execute("SELECT * FROM crdb_internal.gossip_liveness")
     assert raised.value.code == "42501"
     assert "crdb_internal.gossip_liveness" in str(raised.value)
+
+
+def test_node_id_is_the_sessions_gateway_node(db: DB) -> None:
+    result = db.sql("SELECT crdb_internal.node_id(), crdb_internal.node_id() + 1 AS next")
+    assert result.columns == ("crdb_internal.node_id", "next")
+    assert result.rows == [(1, 2)]
+    with pytest.raises(SQLError) as raised:
+        db.sql("SELECT crdb_internal.node_id(7)")
+    assert raised.value.code == "42883"

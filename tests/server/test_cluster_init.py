@@ -124,3 +124,25 @@ def test_init_of_a_node_started_without_join_is_refused(
 def test_init_asks_for_certs_dir_or_insecure(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["init", "--url", "feedkv://127.0.0.1:1"]) == 1
     assert "--certs-dir DIR" in capsys.readouterr().err
+
+
+def test_a_node_waiting_for_init_stops_on_sigterm_without_joining(tmp_path: Path) -> None:
+    port = free_port()
+    node = NodeProcess(
+        tmp_path / "alone",
+        "--insecure",
+        "--changefeed-runner",
+        "thread",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--join",
+        f"127.0.0.1:{port}",
+        wait=False,
+    )
+    try:
+        wait_until(lambda: WAITING in node.log.read_text(), timeout_s=60, what="the wait")
+        assert node.terminate() == 0
+        assert "stopped before it served" in node.log.read_text()
+        assert not (tmp_path / "alone" / "cluster.json").exists()  # it is in no cluster
+    finally:
+        node.kill_all()

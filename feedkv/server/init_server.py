@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 INIT_METHOD = "Init"
 JOIN_CALL_S = 2.0  # how long one node of a join round may take to answer
 JOIN_POLL_S = 0.5  # how long a node waits between join rounds
-_WAITING = "this node is waiting for `feedkv init` too: it knows no cluster yet"
+_WAITING = "this node is waiting for `feedkv init`: it knows no cluster yet"
 
 
 class InitServer:
@@ -64,7 +64,7 @@ class InitServer:
         if tls is not None:
             handlers = guarded_handlers(handlers, tls)
         self._server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(SERVICE, handlers),)
+            (grpc.method_handlers_generic_handler(SERVICE, handlers), _Waiting())
         )
         address = host_port(host, port)
         try:
@@ -93,6 +93,18 @@ class InitServer:
     def stop(self) -> None:
         """Close the port (an ``Init`` answered is sent first)."""
         self._server.stop(1.0).wait()
+
+
+class _Waiting:
+    """A gRPC generic handler: every other call (a client's batch, ``feedkv node
+    status``) is refused as unavailable, saying why."""
+
+    def service(self, handler_call_details: Any) -> grpc.RpcMethodHandler:
+        def refuse(request: Any, context: Any) -> bytes:
+            context.abort(grpc.StatusCode.UNAVAILABLE, _WAITING)
+            raise NodeUnavailableError("unreachable: abort raises")
+
+        return grpc.unary_unary_rpc_method_handler(refuse)
 
 
 def await_init(

@@ -67,6 +67,9 @@ def test_nodes_started_with_one_join_list_wait_for_init_then_form_a_cluster(
     )
     certs = str(shared_certs_dir())
     first = joining[1]  # NB: any node of the list may be the one initialized
+    status = ["node", "status", "--url", f"feedkv://{first.address}", "--certs-dir", certs]
+    assert main(status) == 1  # it serves its port, and says why it cannot answer yet
+    assert "waiting for `feedkv init`: it knows no cluster yet" in capsys.readouterr().err
     assert main(["init", "--url", f"feedkv://{first.address}", "--certs-dir", certs]) == 0
     assert "Cluster successfully initialized" in capsys.readouterr().out
     for node in joining:

@@ -107,6 +107,7 @@ __all__ = [
     "ClusterIdent",
     "ZoneSettings",
     "join_cluster",
+    "join_hint",
     "join_once",
     "load_ident",
     "load_peers",
@@ -168,25 +169,16 @@ def _save_peers(store_dir: Path, addresses: list[str]) -> None:
 
 
 def start_ident(
-    store_dir: Path,
-    join: Sequence[str],
-    tls: ClientTLS | None = None,
-    *,
-    joined: tuple[str, int] | None = None,
-    initialized: bool = False,
+    store_dir: Path, joined: tuple[str, int] | None = None
 ) -> tuple[ClusterIdent, bool]:
     """This start's identity (the epoch one past the last start's) and whether the node
-    bootstraps: a store that never ran bootstraps a cluster without ``join`` and joins
-    one with it (calling its members as ``tls``'s identity). ``joined``: the cluster id
-    and node id a join already got (:func:`~feedkv.server.init_server.await_init`);
-    ``initialized``: ``feedkv init`` asked this node to bootstrap the cluster."""
+    bootstraps: a store that never ran joins the cluster ``joined`` names (its id and
+    the node id it handed out: :func:`~feedkv.server.init_server.await_init`), or,
+    without it, bootstraps a new one (no ``--join``, or ``feedkv init``)."""
     known = load_ident(store_dir)
     if known is None:
         if joined is not None:
             ident, bootstraps = ClusterIdent(*joined, 1), False
-        elif join and not initialized:
-            cluster_id, node_id = join_cluster(join, tls=tls)
-            ident, bootstraps = ClusterIdent(cluster_id, node_id, 1), False
         else:
             ident, bootstraps = ClusterIdent(secrets.token_hex(8), 1, 1), True
     else:  # a restart: its ranges (maybe none: they moved away) are in its store
@@ -226,12 +218,12 @@ def join_cluster(
         if time.monotonic() > deadline:
             raise NodeUnavailableError(
                 "no member of the cluster answered at --join "
-                f"{','.join(join)} within {timeout_s:g} s: {failures}{_join_hint(failures)}"
+                f"{','.join(join)} within {timeout_s:g} s: {failures}{join_hint(failures)}"
             )
         time.sleep(0.5)  # wait-ok: the members may still be starting
 
 
-def _join_hint(failures: list[str]) -> str:
+def join_hint(failures: list[str]) -> str:
     """What the last failures to join suggest doing (gRPC words them)."""
     text = " ".join(failures)
     if "CERTIFICATE_VERIFY_FAILED" in text:

@@ -31,7 +31,7 @@ from feedkv.kv.address import host_port
 from feedkv.kv.server import guarded_handlers
 from feedkv.kv.wire import SERVICE
 from feedkv.security.tls import ClientTLS, ServerTLS
-from feedkv.server.cluster import ALREADY_INITIALIZED, join_once
+from feedkv.server.cluster import ALREADY_INITIALIZED, join_hint, join_once
 
 __all__ = ["INIT_METHOD", "InitServer", "await_init"]
 
@@ -128,7 +128,7 @@ def await_init(
                 "no node at --join %s knows a cluster yet%s: waiting for `feedkv init "
                 "--url feedkv://HOST:PORT` on one of the nodes to bootstrap it",
                 ",".join(join),
-                f" ({'; '.join(unreached)})" if unreached else "",
+                f" ({'; '.join(unreached)}{join_hint(unreached)})" if unreached else "",
             )
             waiting_logged = True
         server.init_requested.wait(JOIN_POLL_S)

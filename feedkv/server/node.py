@@ -131,15 +131,9 @@ class Node:
             self.sealer = Sealer(load_key(key_path), source=str(key_path))
         client_tls = self.tls.client() if self.tls is not None else None
         joined: tuple[str, int] | None = None
-        initialized = False
         if join and listen is not None and load_ident(self.path) is None:
             listen, joined = self._await_cluster(listen, join, client_tls)
-            initialized = joined is None
-        ident, bootstraps = (
-            start_ident(self.path, join, client_tls, joined=joined, initialized=initialized)
-            if join is not None
-            else (None, True)
-        )
+        ident, bootstraps = start_ident(self.path, joined) if join is not None else (None, True)
         node_id = ident.node_id if ident is not None else 1
         # it started a cluster now (so it writes the cluster's first default zone)
         self.bootstrapped_cluster = ident is not None and bootstraps

@@ -180,8 +180,9 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument(
         "--join",
         default="",
-        help="HOST:PORT[,HOST:PORT...] of members of the cluster to join (a store that "
-        "never ran joins it; without --join the first node starts a cluster)",
+        help="HOST:PORT[,HOST:PORT...] of the cluster's nodes (a store that never ran "
+        "joins their cluster, or waits for `feedkv init` when they know none yet); "
+        "without --join the node starts a cluster of its own",
     )
     start.add_argument(
         "--rebalance-interval",
@@ -274,10 +275,23 @@ def _parser() -> argparse.ArgumentParser:
     )
     sql.add_argument("--database", "-d", default="defaultdb", help="current database")
 
+    init = commands.add_parser(
+        "init",
+        help="bootstrap a new cluster on one of the nodes started with the same --join list",
+    )
+    init.add_argument(
+        "--url", default="feedkv://127.0.0.1:26258", help="the node to bootstrap it on"
+    )
+    init_security = init.add_mutually_exclusive_group()
+    init_security.add_argument("--certs-dir", help=_CERTS_HELP)
+    init_security.add_argument(
+        "--insecure", action="store_true", help="the nodes were started with --insecure"
+    )
+
     node = commands.add_parser("node", help="the nodes of a cluster")
     node_commands = node.add_subparsers(dest="node_command", required=True, metavar="COMMAND")
     status = node_commands.add_parser(
-        "status", help="each node: address, epoch, liveness, ranges held, clock offset"
+        "status", help="each node: address, SQL address, epoch, liveness, ranges held, clock offset"
     )
     status.add_argument("--url", default="feedkv://127.0.0.1:26258", help="any node")
     status.add_argument("--format", choices=("table", "csv", "json"), default="table")
@@ -415,6 +429,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     args.max_changefeed_memory, args.max_disk_changefeed_storage
                 ),
             )
+        if args.command == "init":
+            from feedkv.cli.init import run_init
+
+            login = _login(args, args.url)
+            if login.certs_dir is None and not args.insecure:
+                raise InvalidArgumentError(
+                    "feedkv init needs --certs-dir DIR (root's client certificate) or, "
+                    "for nodes started with --insecure, --insecure"
+                )
+            return run_init(login)
         if args.command == "node":
             from feedkv.cli import node as node_cli
 

@@ -31,6 +31,7 @@ __all__ = ["run_node_decommission", "run_node_recommission", "run_node_status"]
 COLUMNS = (
     "id",
     "address",
+    "sql_address",
     "epoch",
     "started_at",
     "updated_at",
@@ -54,7 +55,8 @@ POLL_S = 1.0  # how often decommission looks at the replicas left
 def run_node_status(
     url: str, output: str = "table", stdout: TextIO | None = None, login: Login | None = None
 ) -> int:
-    """Print each node: id, address, epoch, start, last heartbeat, locality, liveness, ranges held,
+    """Print each node: id, address, SQL address, epoch, start, last heartbeat, locality,
+    liveness, ranges held,
     clock offset and membership, as ``crdb_internal.gossip_nodes`` and
     ``gossip_liveness`` show them (the same source: :meth:`feedkv.kv.db.KVClient.nodes`)."""
     with connect(url, login) as db:
@@ -62,6 +64,7 @@ def run_node_status(
             (
                 node.node_id,
                 node.address,
+                node.sql_address or None,
                 node.epoch,
                 wall_time(node.started_at_ns),
                 wall_time(node.updated_at_ns),

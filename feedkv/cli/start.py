@@ -110,28 +110,37 @@ def run_node(
     with TLS from there; ``None``: plaintext, which ``feedkv start`` does only when
     asked (``--insecure``) and says so on stderr and in the log."""
     stop = threading.Event()
+    opened = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
+        if not opened.is_set():
+            # NB: a new node may wait for `feedkv init` without end: stop waiting
+            raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1`: every stack
-    db = connect(
-        store,
-        listen=listen,
-        sql_addr=sql_addr,
-        config=config,
-        changefeed_runner=changefeed_runner,
-        spark_master=spark_master,
-        join=join or [],
-        cluster_config=cluster_config,
-        http_addr=http_addr,
-        clock=_testing_clock(),
-        certs_dir=certs_dir,
-        external_io_dir=external_io_dir,
-        changefeed_buffers=changefeed_buffers,
-    )
+    try:
+        db = connect(
+            store,
+            listen=listen,
+            sql_addr=sql_addr,
+            config=config,
+            changefeed_runner=changefeed_runner,
+            spark_master=spark_master,
+            join=join or [],
+            cluster_config=cluster_config,
+            http_addr=http_addr,
+            clock=_testing_clock(),
+            certs_dir=certs_dir,
+            external_io_dir=external_io_dir,
+            changefeed_buffers=changefeed_buffers,
+        )
+    except KeyboardInterrupt:  # SIGTERM or Ctrl-C before the node served
+        print("feedkv node stopped before it served", file=sys.stderr, flush=True)
+        return 0
+    opened.set()
     logs = None
     try:
         node = db.node

@@ -110,6 +110,10 @@ class LocalTransport:
             node_of_its_own(store.node_id, len(store.descriptors()), store.clock.physical_now())
         ]
 
+    def gateway_node(self) -> int:
+        """The store's node (1 for a node of its own)."""
+        return self.store.node_id
+
     def close(self) -> None:
         if self._owned:
             self.store.close()
@@ -425,6 +429,16 @@ class KVClient:
                 "nodes; connect with feedkv.connect()"
             )
         return self._transport.nodes()
+
+    def gateway_node(self) -> int:
+        """The id of the node this client's requests enter the cluster through
+        (``crdb_internal.node_id()``)."""
+        if not isinstance(self._transport, NodeSource):
+            raise InvalidArgumentError(
+                f"this client's transport ({type(self._transport).__name__}) knows no "
+                "node; connect with feedkv.connect()"
+            )
+        return self._transport.gateway_node()
 
     def close(self) -> None:
         self._router.closing.set()

@@ -155,6 +155,10 @@ class ClusterDialer:
     def now(self) -> Timestamp:
         return self.gateway.now()
 
+    def gateway_node(self) -> int:
+        """The id of the node this dialer's requests enter the cluster through."""
+        return self._gateway_node()
+
     def nodes(self) -> list[NodeInfo]:
         return self._nodes()
 

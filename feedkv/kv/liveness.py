@@ -35,6 +35,7 @@ class NodeDescriptor:
     epoch: int
     started_at_ns: int | None = None  # wall time of its start (None: not known)
     locality: Locality = NO_LOCALITY  # its --locality tiers (feedkv.util.locality)
+    sql_address: str = ""  # host:port of its SQL port ("": none, or not open yet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,10 +68,14 @@ class Liveness:
         self._uncertainties: dict[int, int] = {}  # half the round trip of each offset
 
     def learn(self, desc: NodeDescriptor) -> bool:
-        """Note a node another node told of (a newer epoch replaces the older); returns
-        whether it was news."""
+        """Note a node another node told of (a newer epoch replaces the older, and within
+        an epoch the descriptor naming the SQL port it opened after it started replaces
+        the one that named none); returns whether it was news."""
         known = self._nodes.get(desc.node_id)
-        if known is not None and known.epoch >= desc.epoch:
+        if known is not None and (
+            known.epoch > desc.epoch
+            or (known.epoch == desc.epoch and (known.sql_address or not desc.sql_address))
+        ):
             return False
         self._nodes[desc.node_id] = desc
         return True

@@ -34,6 +34,7 @@ class NodeInfo:
     leases: int | None = None  # ranges whose lease it holds (None: not told; then ``ranges``)
     membership: str = "active"  # or decommissioning, decommissioned (feedkv.kv.membership)
     locality: Locality = NO_LOCALITY  # its --locality tiers (none: started without)
+    sql_address: str = ""  # host:port of its SQL port ("": it serves none, or not yet)
 
     def encode(self) -> dict[str, Any]:
         """The ``Nodes`` call's map of the node (msgpack)."""
@@ -50,6 +51,7 @@ class NodeInfo:
             "leases": self.leases,
             "membership": self.membership,
             "locality": str(self.locality),
+            "sql_address": self.sql_address,
         }
 
     @classmethod
@@ -67,6 +69,7 @@ class NodeInfo:
             raw.get("leases"),
             str(raw.get("membership", "active")),
             Locality.parse(str(raw.get("locality", ""))),
+            str(raw.get("sql_address", "")),
         )
 
 
@@ -76,8 +79,17 @@ class NodeSource(Protocol):
         """Every node known, by id (blocks on a call to the gateway node)."""
         ...
 
+    def gateway_node(self) -> int:
+        """The id of the node requests enter the cluster through (may block on a call
+        to it)."""
+        ...
 
-def node_of_its_own(node_id: int, ranges: int, wall_ns: int, address: str = "") -> NodeInfo:
+
+def node_of_its_own(
+    node_id: int, ranges: int, wall_ns: int, address: str = "", sql_address: str = ""
+) -> NodeInfo:
     """A node in no cluster, at wall time ``wall_ns``: live, its first epoch, holding
     every range."""
-    return NodeInfo(node_id, address, 1, True, ranges, 0, None, wall_ns, None, ranges)
+    return NodeInfo(
+        node_id, address, 1, True, ranges, 0, None, wall_ns, None, ranges, sql_address=sql_address
+    )

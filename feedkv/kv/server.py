@@ -59,7 +59,7 @@ from feedkv.security.call_auth import AUDIENCE_METHOD
 from feedkv.security.tls import AuthenticatedContext, ServerTLS, peer_user
 from feedkv.storage.engine import Completion
 
-__all__ = ["ADMIN_USERS", "NodeServer"]
+__all__ = ["ADMIN_USERS", "NodeServer", "guarded_handlers"]
 
 log = logging.getLogger(__name__)
 
@@ -122,19 +122,7 @@ class NodeServer:
         }
         if tls is not None:
             users = USER_METHODS if access is not None else frozenset()
-            handlers = {name: _guarded(name, h, tls, name in users) for name, h in handlers.items()}
-            handlers["Login"] = grpc.unary_unary_rpc_method_handler(
-                partial(_login, tls),
-                request_deserializer=None,  # msgpack, read by _login
-                response_serializer=None,
-            )
-            # what certificate claims must be made for: no secret (a claim also needs
-            # the user's key), and the client asks before it can make one
-            handlers[AUDIENCE_METHOD] = grpc.unary_unary_rpc_method_handler(
-                lambda request, context: tls.verifier.audience.encode(),
-                request_deserializer=None,
-                response_serializer=None,
-            )
+            handlers = guarded_handlers(handlers, tls, users)
         self._server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE, handlers),)
         )
@@ -385,6 +373,30 @@ def _login(tls: ServerTLS, data: bytes, context: Any) -> bytes:
     except FeedKVError as exc:  # the user's record could not be read
         context.abort(grpc.StatusCode.UNAVAILABLE, f"cannot log in now: {exc}")
     return bytes(msgpack.packb({"token": token, "lifetime_s": lifetime_s}))
+
+
+def guarded_handlers(
+    handlers: dict[str, grpc.RpcMethodHandler],
+    tls: ServerTLS,
+    for_users: frozenset[str] = frozenset(),
+) -> dict[str, grpc.RpcMethodHandler]:
+    """``handlers`` with each call's credentials checked (methods in ``for_users``: any
+    user; the others: :data:`ADMIN_USERS`), plus the methods a client calls to get
+    credentials: ``Login`` and the audience of certificate claims."""
+    guarded = {name: _guarded(name, h, tls, name in for_users) for name, h in handlers.items()}
+    guarded["Login"] = grpc.unary_unary_rpc_method_handler(
+        partial(_login, tls),
+        request_deserializer=None,  # msgpack, read by _login
+        response_serializer=None,
+    )
+    # what certificate claims must be made for: no secret (a claim also needs the
+    # user's key), and the client asks before it can make one
+    guarded[AUDIENCE_METHOD] = grpc.unary_unary_rpc_method_handler(
+        lambda request, context: tls.verifier.audience.encode(),
+        request_deserializer=None,
+        response_serializer=None,
+    )
+    return guarded
 
 
 def _guarded(

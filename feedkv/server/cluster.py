@@ -1,7 +1,9 @@
 """A node's membership of a cluster: its identity, joining, heartbeats and addressing.
 
-The first node of a cluster bootstraps it (``feedkv start`` without ``--join``): it is
-node 1 and its store creates range r1 over the whole keyspace. A node started with
+The first node of a cluster bootstraps it: a node started without ``--join``, or, as in
+CockroachDB, the one node of those started with the same ``--join`` list that ``feedkv
+init`` is run against (:mod:`feedkv.server.init_server`, which waits for it); it is node
+1 and its store creates range r1 over the whole keyspace. A node started with
 ``--join HOST:PORT[,...]`` and an empty store asks a member to join: the member hands
 out the next node id (a transaction on a cluster key) and the cluster id, which the
 new node keeps in its store directory (``cluster.json``, with an epoch that grows at
@@ -70,7 +72,7 @@ from feedkv.kv.api import (
     ResolveIntent,
 )
 from feedkv.kv.db import KVClient
-from feedkv.kv.dialer import ClusterDialer, call
+from feedkv.kv.dialer import CALL_TIMEOUT_S, ClusterDialer, call
 from feedkv.kv.directory import RangeDirectory
 from feedkv.kv.liveness import DEAD_AFTER_NS, MAX_OFFSET_NS, Liveness, NodeDescriptor
 from feedkv.kv.membership import Membership, membership_span, node_of_key
@@ -100,11 +102,14 @@ from feedkv.util.keys import KEY_MAX, Span
 from feedkv.util.locality import NO_LOCALITY, Locality
 
 __all__ = [
+    "ALREADY_INITIALIZED",
     "Cluster",
     "ClusterConfig",
     "ClusterIdent",
     "ZoneSettings",
     "join_cluster",
+    "join_hint",
+    "join_once",
     "load_ident",
     "load_peers",
     "method_handlers",
@@ -114,6 +119,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 HEARTBEAT_S = 1.0
+# what `feedkv init` is told by a node already in a cluster: CockroachDB's words, which
+# scripts written for it look for
+ALREADY_INITIALIZED = "cluster has already been initialized"
 _IDENT_FILE = "cluster.json"
 _PEERS_FILE = "peers.json"
 _NODE_IDS_KEY = b"\x00\x00cluster/node-ids"
@@ -159,16 +167,16 @@ def load_peers(store_dir: Path) -> list[str]:
 
 
 def start_ident(
-    store_dir: Path, join: Sequence[str], tls: ClientTLS | None = None
+    store_dir: Path, joined: tuple[str, int] | None = None
 ) -> tuple[ClusterIdent, bool]:
     """This start's identity (the epoch one past the last start's) and whether the node
-    bootstraps: a store that never ran bootstraps a cluster without ``join`` and joins
-    one with it (calling its members as ``tls``'s identity)."""
+    bootstraps: a store that never ran joins the cluster ``joined`` names (its id and
+    the node id it handed out: :func:`~feedkv.server.init_server.await_init`), or,
+    without it, bootstraps a new one (no ``--join``, or ``feedkv init``)."""
     known = load_ident(store_dir)
     if known is None:
-        if join:
-            cluster_id, node_id = join_cluster(join, tls=tls)
-            ident, bootstraps = ClusterIdent(cluster_id, node_id, 1), False
+        if joined is not None:
+            ident, bootstraps = ClusterIdent(*joined, 1), False
         else:
             ident, bootstraps = ClusterIdent(secrets.token_hex(8), 1, 1), True
     else:  # a restart: its ranges (maybe none: they moved away) are in its store
@@ -178,31 +186,42 @@ def start_ident(
     return ident, bootstraps
 
 
+def join_once(
+    join: Sequence[str], tls: ClientTLS | None, timeout_s: float
+) -> tuple[tuple[str, int] | None, list[str]]:
+    """Ask each member at ``join`` in turn for a node id: the cluster id and the new
+    node's id from the first that answers (``None``: none did), and why the others
+    failed. A refused caller raises :class:`PermissionDeniedError`."""
+    failures: list[str] = []
+    for address in join:
+        try:
+            with open_channel(address, [], tls) as channel:
+                answer = call(channel, "Join", {}, timeout_s)
+            return (answer["cluster_id"], answer["node_id"]), failures
+        except NodeUnavailableError as exc:
+            failures.append(f"{address}: {exc}")
+    return None, failures
+
+
 def join_cluster(
     join: Sequence[str], timeout_s: float = 60.0, *, tls: ClientTLS | None = None
 ) -> tuple[str, int]:
     """Ask the members at ``join`` for a node id, until one answers; returns the cluster
     id and the new node's id."""
     deadline = time.monotonic() + timeout_s
-    failures: list[str] = []
     while True:
-        for address in join:
-            try:
-                with open_channel(address, [], tls) as channel:
-                    answer = call(channel, "Join", {})
-                return answer["cluster_id"], answer["node_id"]
-            except NodeUnavailableError as exc:
-                failures.append(f"{address}: {exc}")
+        answer, failures = join_once(join, tls, CALL_TIMEOUT_S)
+        if answer is not None:
+            return answer
         if time.monotonic() > deadline:
-            last = failures[-len(join) :]
             raise NodeUnavailableError(
                 "no member of the cluster answered at --join "
-                f"{','.join(join)} within {timeout_s:g} s: {last}{_join_hint(last)}"
+                f"{','.join(join)} within {timeout_s:g} s: {failures}{join_hint(failures)}"
             )
         time.sleep(0.5)  # wait-ok: the members may still be starting
 
 
-def _join_hint(failures: list[str]) -> str:
+def join_hint(failures: list[str]) -> str:
     """What the last failures to join suggest doing (gRPC words them)."""
     text = " ".join(failures)
     if "CERTIFICATE_VERIFY_FAILED" in text:
@@ -214,7 +233,8 @@ def _join_hint(failures: list[str]) -> str:
     if "Connection refused" in text:
         return (
             " (nothing listens there: a new cluster starts from one node started without "
-            "--join, which the others join; feedkv has no `init` command)"
+            "--join, or from nodes started with the same --join list and then "
+            "`feedkv init --url feedkv://HOST:PORT` on one of them)"
         )
     return ""
 
@@ -819,6 +839,8 @@ class Cluster:
             "Gossip": self._on_gossip,
             "Join": self._on_join,
             "Nodes": self._on_nodes,
+            # NB: a member's cluster exists: `feedkv init` is refused in CockroachDB's words
+            "Init": lambda message: {"refused": ALREADY_INITIALIZED},
         }
         if self.relocations is not None:
             methods.update(self.relocations.handlers())
@@ -892,28 +914,46 @@ class Cluster:
                     self.directory.leases_of(s.desc.node_id),
                     self.membership.get(s.desc.node_id, Membership.ACTIVE).value,
                     s.desc.locality,
+                    s.desc.sql_address,
                 )
                 for s in self.liveness.status(time.monotonic_ns())
             ]
+
+    def advertise_sql(self, address: str) -> None:
+        """The node serves SQL at ``address`` (``host:port``) from now: its descriptor
+        names it in the next heartbeats (``sql_address`` of ``feedkv node status``)."""
+        with self._lock:
+            self.me = replace(self.me, sql_address=address)
+            self.liveness.me = self.me
+            self.liveness.learn(self.me)
 
     def _on_nodes(self, message: dict[str, Any]) -> dict[str, Any]:
         return {"me": self.ident.node_id, "nodes": [n.encode() for n in self.nodes()]}
 
 
 def _node_to(desc: NodeDescriptor) -> list[Any]:
-    return [desc.node_id, desc.address, desc.epoch, desc.started_at_ns, str(desc.locality)]
+    return [
+        desc.node_id,
+        desc.address,
+        desc.epoch,
+        desc.started_at_ns,
+        str(desc.locality),
+        desc.sql_address,
+    ]
 
 
 def _node_from(raw: list[Any]) -> NodeDescriptor:
     started = raw[3] if len(raw) > 3 else None
     locality = Locality.parse(str(raw[4])) if len(raw) > 4 else Locality()
-    return NodeDescriptor(int(raw[0]), str(raw[1]), int(raw[2]), started, locality)
+    sql_address = str(raw[5]) if len(raw) > 5 else ""
+    return NodeDescriptor(int(raw[0]), str(raw[1]), int(raw[2]), started, locality, sql_address)
 
 
 METHODS = (
     "Gossip",
     "Join",
     "Nodes",
+    "Init",
     "Install",
     "Activate",
     "Discard",

@@ -60,16 +60,18 @@ from feedkv.rangefeed.service import RangeFeedService
 from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
 from feedkv.security.login_throttle import LoginThrottle
 from feedkv.security.secrets import Sealer, load_key
-from feedkv.security.tls import ServerTLS
+from feedkv.security.tls import ClientTLS, ServerTLS
 from feedkv.server.cluster import (
     Cluster,
     ClusterConfig,
     ClusterIdent,
+    load_ident,
     method_handlers,
     start_ident,
 )
 from feedkv.server.history_holds import hold_history_handler
 from feedkv.server.http import HTTPServer
+from feedkv.server.init_server import InitServer, await_init
 from feedkv.server.metrics import NodeMetrics
 from feedkv.server.relocation import Relocations
 from feedkv.sql.grant_watch import GrantWatch
@@ -109,7 +111,9 @@ class Node:
         ``http_addr``: serve the metrics there (see :meth:`serve_http`).
         ``join``: this node is a member of a cluster (it must listen): ``[]`` starts
         one (or rejoins the one its store belongs to), addresses of members join theirs
-        (see :mod:`feedkv.server.cluster`). ``None``: a node of its own."""
+        (see :mod:`feedkv.server.cluster`); a new node whose ``join`` nodes know no
+        cluster yet serves ``listen`` and blocks until ``feedkv init`` (see
+        :mod:`feedkv.server.init_server`). ``None``: a node of its own."""
         config = config or StoreConfig()
         if config.split_key is None:
             config = replace(config, split_key=row_split_key)
@@ -126,9 +130,10 @@ class Node:
             key_path = self.tls.certs.secrets_key
             self.sealer = Sealer(load_key(key_path), source=str(key_path))
         client_tls = self.tls.client() if self.tls is not None else None
-        ident, bootstraps = (
-            start_ident(self.path, join, client_tls) if join is not None else (None, True)
-        )
+        joined: tuple[str, int] | None = None
+        if join and listen is not None and load_ident(self.path) is None:
+            listen, joined = self._await_cluster(listen, join, client_tls)
+        ident, bootstraps = start_ident(self.path, joined) if join is not None else (None, True)
         node_id = ident.node_id if ident is not None else 1
         # it started a cluster now (so it writes the cluster's first default zone)
         self.bootstrapped_cluster = ident is not None and bootstraps
@@ -178,6 +183,21 @@ class Node:
         except BaseException:
             self.stop()
             raise
+
+    def _await_cluster(
+        self, listen: str, join: Sequence[str], tls: ClientTLS | None
+    ) -> tuple[str, tuple[str, int] | None]:
+        """Serve ``listen`` while this new node waits to join the cluster of the nodes
+        at ``join`` or for ``feedkv init`` to bootstrap one here
+        (:mod:`feedkv.server.init_server`); returns the address it listened on (its
+        real server takes the same port) and what it joined (``None``: it bootstraps)."""
+        host, port = parse_listen(listen)
+        waiting = InitServer(host, port, self.tls)
+        try:
+            joined = await_init(waiting, join, tls)
+        finally:
+            waiting.stop()
+        return host_port(host, waiting.port), joined
 
     def _member(
         self, ident: ClusterIdent, join: Sequence[str], config: ClusterConfig | None
@@ -242,10 +262,15 @@ class Node:
 
     def _alone(self) -> NodeInfo:
         """This node while it is in no cluster (it may be listening)."""
-        server, store = self.server, self.store
+        server, sql, store = self.server, self.sql_server, self.store
         address = host_port(server.host, server.port) if server is not None else ""
+        sql_address = host_port(sql.host, sql.port) if sql is not None else ""
         return node_of_its_own(
-            store.node_id, len(store.descriptors()), store.clock.physical_now(), address
+            store.node_id,
+            len(store.descriptors()),
+            store.clock.physical_now(),
+            address,
+            sql_address,
         )
 
     def serve_sql(
@@ -285,6 +310,8 @@ class Node:
                     ) from exc
                 server.start()
                 self.sql_server = server
+                if self.cluster is not None:
+                    self.cluster.advertise_sql(host_port(server.host, server.port))
         return self.sql_url
 
     def serve_http(self, listen: str = "127.0.0.1:0") -> str:

@@ -1,7 +1,7 @@
 """The virtual tables of the ``crdb_internal`` schema: the cluster's nodes as SQL rows.
 
-``crdb_internal.gossip_nodes`` (a row per node: address, locality, start, liveness,
-ranges) and
+``crdb_internal.gossip_nodes`` (a row per node: address, SQL address, locality, start,
+liveness, ranges) and
 ``crdb_internal.gossip_liveness`` (a row per node's liveness record: epoch, expiration,
 last heartbeat) carry CockroachDB's main columns. Both are built per statement from
 the nodes as the session's gateway node sees them (:meth:`feedkv.kv.db.KVClient.nodes`),
@@ -11,7 +11,8 @@ CockroachDB, for the admin role only.
 
 A node's ``locality`` is its ``--locality`` tiers in CockroachDB's text
 (``region=us-east1,zone=a``; ``''`` without). Columns feedkv has no notion of are left
-out (attributes, a separate SQL address); ``draining`` is always false (nodes do not
+out (attributes, cluster name, versions); ``sql_address`` is NULL for a node that
+serves no SQL port; ``draining`` is always false (nodes do not
 drain yet); ``membership`` is ``active``, ``decommissioning`` or ``decommissioned``
 (:mod:`feedkv.kv.membership`), and ``decommissioning`` is true for either of the last
 two, as in CockroachDB.
@@ -59,6 +60,9 @@ def _gossip_nodes(nodes: list[NodeInfo]) -> list[tuple[Any, ...]]:
             "tcp",
             n.address,
             n.address,
+            "tcp",
+            n.sql_address or None,
+            n.sql_address or None,
             str(n.locality),
             wall_time(n.started_at_ns),
             n.live,
@@ -94,6 +98,9 @@ _TABLES: dict[
             ("network", _STRING),
             ("address", _STRING),
             ("advertise_address", _STRING),
+            ("sql_network", _STRING),
+            ("sql_address", _STRING),
+            ("advertise_sql_address", _STRING),
             ("locality", _STRING),
             ("started_at", _TS),
             ("is_live", _BOOL),

@@ -395,6 +395,8 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         return ColumnType(Kind.DATE)
     if isinstance(node, exp.Anonymous):
         return _FUNCTIONS.get(str(node.this).lower())
+    if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Anonymous):
+        return _INT if str(node.expression.this).lower() == "node_id" else None
     if isinstance(node, exp.Count):
         return _INT
     if isinstance(node, exp.LogicalAnd | exp.LogicalOr):

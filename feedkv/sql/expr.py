@@ -86,6 +86,7 @@ class Context:
     __slots__ = (
         "_now",
         "logical_timestamp",
+        "node_id",
         "outer",
         "params",
         "sequence",
@@ -105,8 +106,12 @@ class Context:
         variable: Callable[[str], str] | None = None,
         sequence: Callable[[str, Sequence[Any]], Any] | None = None,
         sleep: Callable[[float], None] | None = None,
+        node_id: Callable[[], int] | None = None,
     ) -> None:
         self.params = params
+        # the id of the node the session's statements enter the cluster through
+        # (crdb_internal.node_id())
+        self.node_id = node_id
         # waits the seconds given, or raises 57014 when the statement is cancelled
         self.sleep = sleep
         # a sequence function (nextval, ...) on its arguments (feedkv.sql.sequences)
@@ -308,6 +313,9 @@ def _figured_name(node: exp.Expr) -> tuple[int, str]:
         return (strength, name) if strength > 1 else (1, "case")
     if isinstance(node, exp.Coalesce):
         return 2, "coalesce"  # NB: IFNULL too
+    if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Anonymous):
+        # NB: CockroachDB names a schema-qualified function's column with its schema
+        return 2, f"{node.this.name.lower()}.{str(node.expression.this).lower()}"
     if isinstance(node, exp.Array) and not node.meta.get("spelled"):
         return 2, "array"
     spelled = node.meta.get("spelled")
@@ -1441,6 +1449,27 @@ class _Compiler:
 
         return contains
 
+    def dot(self, node: exp.Dot) -> Compiled:
+        """``crdb_internal.node_id()``, the one schema-qualified function: the session's
+        gateway node."""
+        schema, function = node.this, node.expression
+        if not (
+            isinstance(schema, exp.Identifier)
+            and schema.name.lower() == "crdb_internal"
+            and isinstance(function, exp.Anonymous)
+            and str(function.this).lower() == "node_id"
+        ):
+            raise SQLError("0A000", f"unsupported expression: {_shown(node)}")
+        if function.expressions:
+            raise SQLError("42883", "unknown signature: crdb_internal.node_id() with arguments")
+
+        def node_id(row: Env, ctx: Context) -> Any:
+            if ctx.node_id is None:
+                raise SQLError("0A000", "crdb_internal.node_id() is not available here")
+            return ctx.node_id()
+
+        return node_id
+
     def lambda_(self, node: exp.Lambda) -> Compiled:
         """``f(j -> 'k')``: sqlglot reads ``->`` among a function's arguments as a lambda
         (which SQL has none of): it is JSON's ``->`` of the column named on its left."""
@@ -2252,6 +2281,7 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.Trim: _Compiler.scalar_function,
     exp.Pad: _Compiler.scalar_function,
     exp.Case: _Compiler.case,
+    exp.Dot: _Compiler.dot,
     exp.If: _Compiler.if_,
     exp.Extract: _Compiler.extract,
     exp.TimestampTrunc: _Compiler.date_trunc,

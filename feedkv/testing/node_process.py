@@ -55,21 +55,32 @@ class NodeProcess:
         *extra_args: str,
         start_timeout_s: float = 30.0,
         env: dict[str, str] | None = None,
+        wait: bool = True,
     ) -> None:
-        """``env``: variables added to the node's environment (testing knobs)."""
+        """``env``: variables added to the node's environment (testing knobs).
+        ``wait=False``: return once the process runs; :meth:`wait_started` waits for
+        its URLs (a node that waits for ``feedkv init`` prints them after it)."""
         self.store = store
         self.log = store.parent / f"{store.name}.stderr"
         self.certs_dir = _certs_dir(extra_args)
+        self._start_timeout_s = start_timeout_s
+        self.address = self.url = self.sql_url = self.http_url = ""
         if self.certs_dir is not None and "--certs-dir" not in extra_args:
             extra_args = ("--certs-dir", str(self.certs_dir), *extra_args)
         with self.log.open("a") as log:
             self.process = self._start(store, extra_args, log, env)
+        if wait:
+            self.wait_started()
+
+    def wait_started(self) -> None:
+        """Read the line the node prints once it serves, with its URLs (blocks until
+        then; RuntimeError, the node killed, when it exits first)."""
         stdout = self.process.stdout
         line = stdout.readline() if stdout is not None else ""
         match = _URL.search(line)
         if match is None:
             self.process.kill()
-            self.process.wait(timeout=start_timeout_s)
+            self.process.wait(timeout=self._start_timeout_s)
             raise RuntimeError(f"the node did not start: {line!r} {self.log.read_text()[-2000:]}")
         self.address = match.group(0).removeprefix("feedkv://")
         self.url = match.group(0)

@@ -27,6 +27,18 @@ def test_a_restarted_node_replaces_its_address_with_its_new_epoch() -> None:
     assert [d.node_id for d in liveness.peers()] == [2]
 
 
+def test_a_nodes_sql_address_opened_after_its_start_replaces_none_and_stays() -> None:
+    """Within an epoch the descriptor naming the SQL port wins, whichever order gossip
+    brings the two in (a third node may relay the older one late)."""
+    liveness = Liveness(NodeDescriptor(1, "a:1", 1))
+    assert liveness.learn(NodeDescriptor(2, "b:1", 1))
+    assert liveness.learn(NodeDescriptor(2, "b:1", 1, sql_address="b:2"))
+    assert not liveness.learn(NodeDescriptor(2, "b:1", 1))
+    assert not liveness.learn(NodeDescriptor(2, "b:1", 1, sql_address="b:2"))
+    [peer] = liveness.peers()
+    assert peer.sql_address == "b:2"
+
+
 def test_a_clock_far_from_the_majority_refuses_with_the_reason() -> None:
     liveness = Liveness(NodeDescriptor(1, "a:1", 1), max_offset_ns=S // 2)
     liveness.heard(NodeDescriptor(2, "b:1", 1), at_ns=S, offset_ns=800_000_000)

@@ -19,6 +19,9 @@ def test_gossip_nodes_lists_the_node_of_its_own_with_cockroachdbs_columns(any_db
         "network",
         "address",
         "advertise_address",
+        "sql_network",
+        "sql_address",
+        "advertise_sql_address",
         "locality",
         "started_at",
         "is_live",
@@ -26,8 +29,8 @@ def test_gossip_nodes_lists_the_node_of_its_own_with_cockroachdbs_columns(any_db
         "leases",
     )
     [row] = result.rows
-    assert row[0] == 1 and row[1] == "tcp" and row[4] == "" and row[6] is True
-    assert row[7] == len(any_db.ranges()) == row[8]
+    assert row[0] == 1 and row[1] == "tcp" and row[7] == "" and row[9] is True
+    assert row[10] == len(any_db.ranges()) == row[11]
 
 
 def test_gossip_liveness_shows_the_nodes_epoch_and_last_heartbeat(db: DB) -> None:
@@ -67,3 +70,12 @@ def test_only_the_admin_role_reads_the_nodes(db: DB) -> None:
         alice.execute("SELECT * FROM crdb_internal.gossip_liveness")
     assert raised.value.code == "42501"
     assert "crdb_internal.gossip_liveness" in str(raised.value)
+
+
+def test_node_id_is_the_sessions_gateway_node(db: DB) -> None:
+    result = db.sql("SELECT crdb_internal.node_id(), crdb_internal.node_id() + 1 AS next")
+    assert result.columns == ("crdb_internal.node_id", "next")
+    assert result.rows == [(1, 2)]
+    with pytest.raises(SQLError) as raised:
+        db.sql("SELECT crdb_internal.node_id(7)")
+    assert raised.value.code == "42883"

@@ -34,8 +34,8 @@ def test_unreadable_peers_are_a_warning_and_none_known(
 
 
 def test_a_node_identity_is_kept_across_starts(tmp_path: Path) -> None:
-    ident, bootstraps = start_ident(tmp_path, join=[])
+    ident, bootstraps = start_ident(tmp_path)
     assert bootstraps and load_ident(tmp_path) == ident
-    again, bootstraps = start_ident(tmp_path, join=[])
+    again, bootstraps = start_ident(tmp_path)
     assert not bootstraps
     assert again == ClusterIdent(ident.cluster_id, ident.node_id, ident.epoch + 1)

@@ -48,7 +48,7 @@ from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 from feedkv.errors import SQLError
 from feedkv.sql import crdb_internal
 from feedkv.sql import statements as st
-from feedkv.sql.aggregate_nodes import AGGREGATES
+from feedkv.sql.aggregate_nodes import AGGREGATES, SumInt
 from feedkv.sql.script import runaway
 from feedkv.sql.session_vars import canonical_name
 from feedkv.sql.types import INT64_MAX, TYPE_NAMES, ColumnType, Kind, parse_type_name
@@ -92,6 +92,7 @@ class _Cockroach(Postgres):
             "EVERY": lambda args: _alias_aggregate(args, "every"),
             "CONCAT_AGG": lambda args: _alias_aggregate(args, "concat_agg"),
             "COUNT_ROWS": lambda args: _alias_aggregate(args, "count_rows"),
+            "SUM_INT": lambda args: _sum_int(args),
             "DIV": lambda args: _div(args),
         }
 
@@ -260,6 +261,12 @@ def _alias_aggregate(args: list[exp.Expr], name: str) -> exp.Expr:
         node = exp.Count(this=exp.Star())
     node.meta["spelled"] = name
     return node
+
+
+def _sum_int(args: list[exp.Expr]) -> exp.Expr:
+    if len(args) != 1:
+        raise SQLError("42883", "unknown signature: sum_int() takes exactly one argument")
+    return SumInt(this=args[0])
 
 
 _DIALECT = _Cockroach()

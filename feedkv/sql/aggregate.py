@@ -392,7 +392,7 @@ def _pair(first: Compiled, second: Compiled) -> Compiled:
     """A two-argument aggregate's value of a row: both arguments, or NULL (the row is
     skipped) when either is NULL."""
 
-    def both(env: tuple[Any, ...], context: Context) -> tuple[Any, Any] | None:
+    def both(env: Sequence[Any], context: Context) -> tuple[Any, Any] | None:
         a, b = first(env, context), second(env, context)
         return None if a is None or b is None else (a, b)
 

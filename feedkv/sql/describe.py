@@ -413,7 +413,7 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
     if isinstance(node, exp.Sum | exp.Avg):
         kind = _kind(_argument(node), typer)
         if kind in (Kind.FLOAT, Kind.INTERVAL):
-            return ColumnType(kind)  # type: ignore[arg-type]
+            return ColumnType(kind)
         return _DECIMAL if kind in (Kind.INT, Kind.DECIMAL) else None
     if isinstance(node, exp.DPipe):
         kinds = {_kind(node.this, typer), _kind(node.expression, typer)}

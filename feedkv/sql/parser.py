@@ -82,6 +82,9 @@ class _Cockroach(Postgres):
     class Tokenizer(Postgres.Tokenizer):
         BIT_STRINGS: ClassVar = [("B'", "'")]
         BYTE_STRINGS: ClassVar = [("e'", "'"), ("E'", "'"), ("b'", "'")]
+        # NB: CockroachDB's type annotation ``e:::T`` reads as a cast's operator, told
+        # apart by its text (Parser._parse_dcolon)
+        KEYWORDS: ClassVar = {**Postgres.Tokenizer.KEYWORDS, ":::": TokenType.DCOLON}
 
     class Parser(PostgresParser):
         FUNCTIONS: ClassVar = {
@@ -100,6 +103,26 @@ class _Cockroach(Postgres):
         FUNCTION_PARSERS: ClassVar = {
             k: v for k, v in PostgresParser.FUNCTION_PARSERS.items() if k != "JSON_AGG"
         }
+
+        COLUMN_OPERATORS: ClassVar = {
+            **PostgresParser.COLUMN_OPERATORS,
+            TokenType.DCOLON: lambda self, this, to: self._cast_or_annotation(this, to),
+        }
+
+        _annotating = False
+
+        def _parse_dcolon(self) -> exp.Expr | None:
+            # NB: called just after the operator is read, before the type
+            self._annotating = self._prev.text == ":::"
+            return super()._parse_dcolon()
+
+        def _cast_or_annotation(self, this: exp.Expr, to: exp.Expr) -> exp.Expr:
+            """``e::T`` is a cast; ``e:::T`` CockroachDB's type annotation, a cast node
+            marked ``annotation`` (the compiler checks that ``e`` is of type ``T``)."""
+            node = self.build_cast(strict=self.STRICT_CAST, this=this, to=to)
+            if self._annotating:
+                node.meta["annotation"] = True
+            return node
 
         def _parse_string_agg(self) -> exp.GroupConcat:
             # NB: sqlglot's reading keeps the first two arguments and drops any more;

@@ -282,6 +282,7 @@ class DB(KVFeedClient):
             metrics=self._node.metrics.sql if self._node is not None else None,
             external_io_dir=self._node.external_io_dir if self._node is not None else None,
             default_replicas=self._default_replicas(),
+            node_id=self._node.store.node_id if self._node is not None else None,
         )
 
     def _default_replicas(self) -> int:

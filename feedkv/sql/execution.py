@@ -190,6 +190,7 @@ class Execution:
             variable=session.variable,
             sequence=partial(sequences.call, session, txn),
             sleep=session.interrupt.sleep,
+            node_id=session.node_id,
         )
 
     def inserted_table(self, key: bytes) -> TableDescriptor | None:

@@ -40,6 +40,7 @@ from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.interval import Interval
 from feedkv.sql.jsonb import JSON_NULL
+from feedkv.sql.session_vars import CLUSTER_VERSION
 from feedkv.sql.types import (
     DECIMAL_NAN,
     DECIMAL_QUOTIENT,
@@ -86,6 +87,7 @@ class Context:
     __slots__ = (
         "_now",
         "logical_timestamp",
+        "node_id",
         "outer",
         "params",
         "sequence",
@@ -105,8 +107,11 @@ class Context:
         variable: Callable[[str], str] | None = None,
         sequence: Callable[[str, Sequence[Any]], Any] | None = None,
         sleep: Callable[[float], None] | None = None,
+        node_id: int | None = None,
     ) -> None:
         self.params = params
+        # the gateway node's id (crdb_internal.node_id()); None: not known here
+        self.node_id = node_id
         # waits the seconds given, or raises 57014 when the statement is cancelled
         self.sleep = sleep
         # a sequence function (nextval, ...) on its arguments (feedkv.sql.sequences)
@@ -289,6 +294,8 @@ def _figured_name(node: exp.Expr) -> tuple[int, str]:
         return 2, node.name if node.this.quoted else node.name.lower()
     if isinstance(node, exp.Paren | exp.Window):
         return _figured_name(node.this)
+    if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Func):
+        return _figured_name(node.expression)  # crdb_internal.node_id() is node_id
     if isinstance(node, exp.Cast):
         strength, name = _figured_name(node.this)
         return (strength, name) if strength > 1 else (0, _cast_name(node))
@@ -1529,6 +1536,21 @@ class _Compiler:
 
         return build
 
+    def dot(self, node: exp.Dot) -> Compiled:
+        """A qualified function call: only ``crdb_internal.node_id()``, the id of the
+        node the session runs on (NULL where no node is known, a client's own)."""
+        call = node.expression
+        if (
+            isinstance(node.this, exp.Identifier)
+            and node.this.name.lower() == "crdb_internal"
+            and isinstance(call, exp.Anonymous)
+            and str(call.this).lower() == "node_id"
+        ):
+            if call.expressions:
+                raise SQLError("42883", "unknown signature: crdb_internal.node_id() with arguments")
+            return lambda row, ctx: ctx.node_id
+        raise SQLError("0A000", f"unsupported expression: {_shown(node)}")
+
     def anonymous(self, node: exp.Anonymous) -> Compiled:
         name = str(node.this).lower()
         if name == "current_setting":
@@ -1673,8 +1695,8 @@ _VERSION = "0.1.0"
 # dialects parse (sqlalchemy-cockroachdb reads the " v23.1." part), naming what it really
 # is, and with the PostgreSQL version that PostgreSQL dialects look for.
 VERSION_STRING = (
-    f"CockroachDB OSS v23.1.0 (feedkv {_VERSION}, a CockroachDB-compatible SQL subset; "
-    "PostgreSQL 13.0 wire protocol)"
+    f"CockroachDB OSS v{CLUSTER_VERSION}.0 (feedkv {_VERSION}, a CockroachDB-compatible "
+    "SQL subset; PostgreSQL 13.0 wire protocol)"
 )
 
 
@@ -2364,6 +2386,7 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.ILike: _Compiler.like,
     exp.Escape: _Compiler.escape,
     exp.Cast: _Compiler.cast,
+    exp.Dot: _Compiler.dot,
     exp.Interval: _Compiler.interval,
     exp.Array: _Compiler.array,
     exp.Bracket: _Compiler.bracket,

@@ -276,12 +276,15 @@ class Session:
         metrics: SQLMetrics | None = None,
         external_io_dir: Path | None = None,
         default_replicas: int = 1,
+        node_id: int | None = None,
     ) -> None:
         """``external_io_dir``: IMPORT INTO reads ``file://`` URIs only below it (``None``:
         anywhere, with the rights of this process, as an embedded node's sinks write).
         ``default_replicas``: the default zone's ``num_replicas`` until one is set (the
-        node's ``--replicas``)."""
+        node's ``--replicas``). ``node_id``: the node the session runs on (None: a
+        client's session, on no node)."""
         self.db = db
+        self.node_id = node_id
         self.default_replicas = default_replicas
         self.changefeeds = changefeeds
         self.external_io_dir = external_io_dir

@@ -67,3 +67,12 @@ def test_only_the_admin_role_reads_the_nodes(db: DB) -> None:
         alice.execute("SELECT * FROM crdb_internal.gossip_liveness")
     assert raised.value.code == "42501"
     assert "crdb_internal.gossip_liveness" in str(raised.value)
+
+
+def test_node_id_is_the_id_of_the_node_the_session_runs_on(db: DB) -> None:
+    result = db.sql("SELECT crdb_internal.node_id()")
+    assert (result.columns, result.rows) == (("node_id",), [(1,)])
+    assert db.sql("SELECT node_id FROM crdb_internal.gossip_nodes").rows == [(1,)]
+    with pytest.raises(SQLError) as caught:
+        db.sql("SELECT crdb_internal.no_such_function()")
+    assert caught.value.code == "0A000"

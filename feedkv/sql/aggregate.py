@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import decimal
 import math
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -587,28 +588,45 @@ class _SumInt(_Accumulator):
 
 class _Corr(_Accumulator):
     """corr(y, x): the Pearson correlation of the pairs, a FLOAT; NULL over fewer than
-    two pairs or when either side does not vary. Co-moments are kept by Welford's
-    update, which stays accurate where sums of squares would cancel."""
+    two pairs or when either side does not vary. The sums are kept in decimals of 60
+    digits (a float converts exactly), so the result is the float nearest the true
+    value, as CockroachDB's; a sum of squares beyond FLOAT8's range is 22003, as where
+    PostgreSQL and CockroachDB keep those sums in floats."""
 
     def __init__(self) -> None:
         self.count = 0
-        self.mean_x = self.mean_y = 0.0
-        self.sxx = self.syy = self.sxy = 0.0
+        self.sx = self.sy = self.sxx = self.syy = self.sxy = decimal.Decimal(0)
 
     def add(self, value: Any, separator: Any) -> None:
-        y, x = (float(_number(v)) for v in value)
+        y, x = (_exact(v) for v in value)
+        add, mul = _CORR.add, _CORR.multiply
         self.count += 1
-        dx, dy = x - self.mean_x, y - self.mean_y
-        self.mean_x += dx / self.count
-        self.mean_y += dy / self.count
-        self.sxx += dx * (x - self.mean_x)
-        self.syy += dy * (y - self.mean_y)
-        self.sxy += dx * (y - self.mean_y)
+        self.sx, self.sy = add(self.sx, x), add(self.sy, y)
+        self.sxx = add(self.sxx, mul(x, x))
+        self.syy = add(self.syy, mul(y, y))
+        self.sxy = add(self.sxy, mul(x, y))
+        if max(self.sxx, self.syy, abs(self.sxy)) > _FLOAT_MAX:
+            raise SQLError("22003", "float out of range")
 
     def result(self) -> Any:
-        if self.count < 2 or self.sxx == 0 or self.syy == 0:
+        n, c = decimal.Decimal(self.count), _CORR
+        vx = c.subtract(c.multiply(n, self.sxx), c.multiply(self.sx, self.sx))
+        vy = c.subtract(c.multiply(n, self.syy), c.multiply(self.sy, self.sy))
+        if self.count < 2 or vx <= 0 or vy <= 0:
             return None
-        return self.sxy / math.sqrt(self.sxx * self.syy)
+        covariance = c.subtract(c.multiply(n, self.sxy), c.multiply(self.sx, self.sy))
+        return float(c.divide(covariance, c.sqrt(c.multiply(vx, vy))))
+
+
+_CORR = decimal.Context(prec=60, Emax=999_999, Emin=-999_999)
+_FLOAT_MAX = decimal.Decimal(sys.float_info.max)
+
+
+def _exact(value: Any) -> decimal.Decimal:
+    number = _number(value)
+    if isinstance(number, float) and not math.isfinite(number):
+        raise SQLError("22003", "float out of range")
+    return decimal.Decimal(number)
 
 
 class _Min(_Accumulator):

@@ -79,3 +79,15 @@ def test_bit_strings_of_different_lengths_do_not_combine(points: DB) -> None:
             "22026",
             f"cannot {word} bit strings of different sizes",
         )
+
+
+def test_corr_is_the_float_nearest_the_exact_correlation(db: DB) -> None:
+    db.sql("CREATE TABLE s (y FLOAT, x FLOAT)")
+    pairs = [(1, 10), (2, 25), (2, 25), (3, 40), (3, 40), (3, 40)] + [(4, 100)] * 4
+    db.sql("INSERT INTO s VALUES " + ", ".join(f"({y}, {x})" for y, x in pairs))
+    # exactly 0.93300782264796802628...: a float sum would end ...9681
+    assert db.sql("SELECT corr(y, x) FROM s").rows == [(0.933007822647968,)]
+    db.sql("INSERT INTO s VALUES (1.7976931348623157e308, 0)")
+    with pytest.raises(SQLError) as caught:
+        db.sql("SELECT corr(y, x) FROM s")
+    assert (caught.value.code, caught.value.message) == ("22003", "float out of range")

@@ -96,6 +96,7 @@ class _Cockroach(Postgres):
             "CONCAT_AGG": lambda args: _alias_aggregate(args, "concat_agg"),
             "COUNT_ROWS": lambda args: _alias_aggregate(args, "count_rows"),
             "SUM_INT": lambda args: _sum_int(args),
+            "CORR": lambda args: _corr(args),
             "DIV": lambda args: _div(args),
         }
 
@@ -290,6 +291,18 @@ def _sum_int(args: list[exp.Expr]) -> exp.Expr:
     if len(args) != 1:
         raise SQLError("42883", "unknown signature: sum_int() takes exactly one argument")
     return SumInt(this=args[0])
+
+
+def _corr(args: list[exp.Expr]) -> exp.Expr:
+    """``corr(y, x)``; ``corr(DISTINCT y, x)`` (which sqlglot reads as one DISTINCT
+    argument) keeps DISTINCT on ``y``, and the aggregate takes distinct pairs."""
+    if len(args) == 1 and isinstance(args[0], exp.Distinct):
+        values = args[0].expressions
+        if len(values) == 2:
+            return exp.Corr(this=exp.Distinct(expressions=[values[0]]), expression=values[1])
+    if len(args) != 2:
+        raise SQLError("42883", "unknown signature: corr() takes exactly two arguments")
+    return exp.Corr(this=args[0], expression=args[1])
 
 
 _DIALECT = _Cockroach()

@@ -37,10 +37,11 @@ def test_corr_is_null_without_two_pairs_or_without_variation(points: DB) -> None
     assert points.sql("SELECT corr(y, x) FROM p WHERE k > 9").rows == [(None,)]
 
 
-def test_corr_takes_numbers_only(points: DB) -> None:
-    with pytest.raises(SQLError) as caught:
-        points.sql("SELECT corr(y, i) FROM p")
-    assert caught.value.code == "42883"
+def test_corr_takes_two_numbers_only(points: DB) -> None:
+    for call in ("corr(y, i)", "corr(y)", "corr(y, x, d)"):
+        with pytest.raises(SQLError) as caught:
+            points.sql(f"SELECT {call} FROM p")
+        assert caught.value.code == "42883"
 
 
 def test_sum_int_stays_an_int_and_refuses_to_overflow(points: DB) -> None:
@@ -87,6 +88,9 @@ def test_corr_is_the_float_nearest_the_exact_correlation(db: DB) -> None:
     db.sql("INSERT INTO s VALUES " + ", ".join(f"({y}, {x})" for y, x in pairs))
     # exactly 0.93300782264796802628...: a float sum would end ...9681
     assert db.sql("SELECT corr(y, x) FROM s").rows == [(0.933007822647968,)]
+    # DISTINCT takes each distinct pair once: four pairs
+    [(distinct,)] = db.sql("SELECT corr(DISTINCT y, x) FROM s").rows
+    assert distinct == pytest.approx(0.9326733179802503)
     db.sql("INSERT INTO s VALUES (1.7976931348623157e308, 0)")
     with pytest.raises(SQLError) as caught:
         db.sql("SELECT corr(y, x) FROM s")

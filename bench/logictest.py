@@ -406,7 +406,7 @@ def _error_text(exc: BaseException) -> str:
     from feedkv.errors import SQLError
 
     if isinstance(exc, SQLError):
-        return f"pq: {exc.message}"
+        return f"pq: {exc}"  # NB: its DETAIL on a line of its own, as CockroachDB's tests match
     return f"{type(exc).__name__}: {exc}"
 
 

@@ -283,13 +283,18 @@ class LockNotAvailableError(FeedKVError):
 class SQLError(FeedKVError):
     """A SQL statement failed. ``code`` is the PostgreSQL SQLSTATE (``42P01``: unknown
     table, ``23505``: duplicate key, ...); ``position`` is the 1-based character offset
-    of the problem in the statement when one is known (syntax errors)."""
+    of the problem in the statement when one is known (syntax errors); ``detail`` is
+    PostgreSQL's DETAIL field, the specifics kept out of the message (a duplicate key's
+    ``Key (k)=(1) already exists.``). ``str()`` shows both, as psql does."""
 
-    def __init__(self, code: str, message: str, *, position: int | None = None) -> None:
+    def __init__(
+        self, code: str, message: str, *, position: int | None = None, detail: str | None = None
+    ) -> None:
         self.code = code
         self.message = message
         self.position = position
-        super().__init__(message)
+        self.detail = detail
+        super().__init__(message if detail is None else f"{message}\nDETAIL: {detail}")
 
 
 class SerializationFailure(SQLError, RetryableError):

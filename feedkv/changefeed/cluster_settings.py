@@ -12,6 +12,13 @@ after it. A value Spark would not take is refused when it is set.
 ``kv.rangefeed.enabled`` is always true: feedkv's ranges serve rangefeeds from the start,
 so the ``SET CLUSTER SETTING kv.rangefeed.enabled = true`` that CockroachDB's changefeed
 tutorials begin with does nothing, and turning it off is refused.
+
+``cluster.organization`` is the organization's name, any text (empty by default): kept
+and shown, as CockroachDB keeps it for its licence; feedkv checks no licence.
+
+``version`` is the cluster's active version, the CockroachDB version feedkv answers as
+(23.1): shown, and setting it to that same version does nothing (CockroachDB's way to
+finalize an upgrade); feedkv has no other version to move to.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from feedkv.rangefeed.feed_client import KV
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.execution import Result
+from feedkv.sql.session_vars import CLUSTER_VERSION
 from feedkv.util.units import parse_duration_ns
 
 __all__ = [
@@ -33,7 +41,13 @@ __all__ = [
     "time_until_store_dead_ns",
 ]
 
-CLUSTER_SETTINGS = ("spark.master", "server.time_until_store_dead", "kv.rangefeed.enabled")
+CLUSTER_SETTINGS = (
+    "spark.master",
+    "server.time_until_store_dead",
+    "kv.rangefeed.enabled",
+    "cluster.organization",
+    "version",
+)
 RANGEFEED_ENABLED = "kv.rangefeed.enabled"
 TIME_UNTIL_STORE_DEAD_DEFAULT = "5m0s"
 _SPARK_MASTERS = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|(spark|mesos|k8s)://.+|yarn)$")
@@ -65,7 +79,7 @@ def check_setting(name: str, value: str) -> None:
     """Refuse a value setting ``name`` would not take (SQLSTATE 22023)."""
     if name == "spark.master":
         check_spark_master(value)
-    else:
+    elif name == "server.time_until_store_dead":
         time_until_store_dead_ns(value)
 
 
@@ -79,6 +93,8 @@ def run_setting(db: KV, statement: st.ClusterSetting) -> Result:
         )
     if name == RANGEFEED_ENABLED:
         return _rangefeed_enabled(statement)
+    if name == "version":
+        return _version(statement)
     key = catalog.setting_key(name)
     if statement.action == "show":
         shown = catalog.get_setting(catalog.Snapshot(db, db.now()), name)
@@ -91,6 +107,21 @@ def run_setting(db: KV, statement: st.ClusterSetting) -> Result:
         db.run_transaction(lambda txn: txn.put(key, value))
     else:
         db.run_transaction(lambda txn: txn.delete(key))
+    return Result(tag="SET CLUSTER SETTING")
+
+
+def _version(statement: st.ClusterSetting) -> Result:
+    """``version``: shown as the version feedkv answers as; set to it, nothing to do."""
+    if statement.action == "show":
+        return Result(columns=("version",), rows=[(CLUSTER_VERSION,)], tag="SHOW")
+    if statement.action == "set" and statement.value != CLUSTER_VERSION:
+        raise SQLError(
+            "22023",
+            f"cannot set version to {statement.value!r}: the cluster runs {CLUSTER_VERSION} "
+            "and has no other version to move to",
+        )
+    if statement.action == "reset":
+        raise SQLError("22023", "version cannot be reset: it is the version the cluster runs")
     return Result(tag="SET CLUSTER SETTING")
 
 

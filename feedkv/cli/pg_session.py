@@ -243,4 +243,5 @@ def _sql_error(exc: Any) -> SQLError:
     message = diag.message_primary or str(exc)
     if diag.message_hint:
         message = f"{message}\nHINT: {diag.message_hint}"
-    return SQLError(exc.sqlstate or "XX000", message, position=position)
+    detail = diag.message_detail or None
+    return SQLError(exc.sqlstate or "XX000", message, position=position, detail=detail)

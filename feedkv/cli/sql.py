@@ -347,6 +347,8 @@ def _readline() -> Any:
 
 def _print_error(exc: SQLError, text: str, stderr: TextIO, where: str = "") -> None:
     stderr.write(f"{where}ERROR: {exc.message}\nSQLSTATE: {exc.code}\n")
+    if exc.detail is not None:
+        stderr.write(f"DETAIL: {exc.detail}\n")
     if exc.position is not None and 0 < exc.position <= len(text) + 1:
         line_start = text.rfind("\n", 0, exc.position - 1) + 1
         line_end = text.find("\n", exc.position - 1)

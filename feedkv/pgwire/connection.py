@@ -477,7 +477,9 @@ class Connection:
     def _error(self, exc: BaseException, out: bytearray) -> None:
         error = _as_sql_error(exc)
         hint = _RETRY_HINT if error.code == "40001" else None
-        out += m.error_response(error.code, error.message, position=error.position, hint=hint)
+        out += m.error_response(
+            error.code, error.message, position=error.position, detail=error.detail, hint=hint
+        )
 
     def _simple_query(self, text: str, out: bytearray) -> None:
         self._statements.pop("", None)
@@ -641,7 +643,9 @@ class Connection:
                 )
             except SQLError as exc:
                 where = "row" if copy.binary else "line"
-                raise SQLError(exc.code, f"COPY data, {where} {line}: {exc.message}") from None
+                raise SQLError(
+                    exc.code, f"COPY data, {where} {line}: {exc.message}", detail=exc.detail
+                ) from None
         if not batches[-1]:
             batches.pop()
         full_text = statement(_COPY_BATCH_ROWS)  # NB: one text for every full batch

@@ -12,17 +12,21 @@ determined), else 42803 as in CockroachDB. Without GROUP BY there is exactly one
 even over no rows.
 
 The aggregates and their types: ``count`` (INT), ``sum`` (DECIMAL over INT or DECIMAL,
-FLOAT over FLOAT), ``avg`` (the same types; a DECIMAL quotient of 20 significant
-digits), ``min``, ``max``, ``bool_and``, ``bool_or``, ``bit_and``, ``bit_or`` (INT),
-``string_agg``, ``array_agg`` and ``jsonb_agg``; each takes ``DISTINCT`` and an ``ORDER
-BY`` of its own (``string_agg(v, ',' ORDER BY k)``: the values are taken in that order).
-NULL arguments are skipped (but by ``array_agg`` and ``jsonb_agg``); over no rows,
-``count`` is 0 and the others NULL.
+FLOAT over FLOAT, INTERVAL over INTERVAL), ``avg`` (the same types; a DECIMAL quotient
+of 20 significant digits), ``sum_int`` (INT over INT, 22003 past INT8), ``min``,
+``max``, ``bool_and``, ``bool_or``, ``bit_and``, ``bit_or`` (INT, or bit strings of one
+length), ``corr(y, x)`` (FLOAT, over the rows where neither is NULL), ``string_agg``,
+``array_agg`` and ``jsonb_agg``; each takes ``DISTINCT`` and an ``ORDER BY`` of its own
+(``string_agg(v, ',' ORDER BY k)``: the values are taken in that order). NULL arguments
+are skipped (but by ``array_agg`` and ``jsonb_agg``); over no rows, ``count`` is 0 and
+the others NULL.
 """
 
 from __future__ import annotations
 
 import decimal
+import math
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -31,7 +35,9 @@ from sqlglot import exp
 
 from feedkv.errors import SQLError
 from feedkv.sql import jsonb
+from feedkv.sql.aggregate_nodes import SumInt
 from feedkv.sql.arrays import Array
+from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.expr import (
     AGGREGATES,
@@ -44,10 +50,13 @@ from feedkv.sql.expr import (
     outer_nodes,
     static_kind,
 )
+from feedkv.sql.interval import Interval
 from feedkv.sql.ordering import sorted_rows
 from feedkv.sql.types import (
     DECIMAL_QUOTIENT,
     EXACT_DECIMAL,
+    INT64_MAX,
+    INT64_MIN,
     ColumnType,
     Kind,
     is_nan,
@@ -352,13 +361,10 @@ class AggregateCall:
             separator = compile_expr(given, scope)
         elif isinstance(argument, exp.Null) and name in _OVERLOADS:
             _ambiguous(name, 1)
-        _check_own(name, argument, scope)
-        # NB: a grouped row's places (a window's sum(count(*))) have no kind to check
-        placeholder = any(
-            isinstance(c, exp.Column) and c.name.startswith("__")
-            for c in outer_nodes(argument, exp.Column)
-        )
-        _check_argument(name, None if placeholder else static_kind(argument, scope))
+        arguments = [argument, node.expression] if isinstance(node, exp.Corr) else [argument]
+        for each in arguments:
+            _check_own(name, each, scope)
+            _check_argument(name, _static_kind(each, scope))
         if isinstance(argument, exp.Star):
             if distinct:
                 raise SQLError("42601", f"syntax error: {name}(DISTINCT *) counts no value")
@@ -366,10 +372,32 @@ class AggregateCall:
                 raise SQLError("42883", f"unknown signature: {name}(*); only count(*) takes *")
             return cls(node, name, None, False, None, _Count, order)
         compiled = compile_expr(argument, scope)
+        if isinstance(node, exp.Corr):
+            compiled = _pair(compiled, compile_expr(node.expression, scope))
         return cls(node, name, compiled, distinct, separator, _MAKERS[name], order)
 
     def state(self) -> _State:
         return _State(self)
+
+
+def _static_kind(argument: exp.Expr, scope: Scope) -> Kind | None:
+    # NB: a grouped row's places (a window's sum(count(*))) have no kind to check
+    placeholder = any(
+        isinstance(c, exp.Column) and c.name.startswith("__")
+        for c in outer_nodes(argument, exp.Column)
+    )
+    return None if placeholder else static_kind(argument, scope)
+
+
+def _pair(first: Compiled, second: Compiled) -> Compiled:
+    """A two-argument aggregate's value of a row: both arguments, or NULL (the row is
+    skipped) when either is NULL."""
+
+    def both(env: Sequence[Any], context: Context) -> tuple[Any, Any] | None:
+        a, b = first(env, context), second(env, context)
+        return None if a is None or b is None else (a, b)
+
+    return both
 
 
 class _State:
@@ -409,9 +437,9 @@ class _State:
         try:
             self.accumulator.add(value, separator)
         except TypeError:
-            raise SQLError(
-                "42883", f"unknown signature: {call.name}({type_of_value(value)})"
-            ) from None
+            values = value if isinstance(value, tuple) else (value,)  # corr's pair
+            shown = ", ".join(type_of_value(v) for v in values)
+            raise SQLError("42883", f"unknown signature: {call.name}({shown})") from None
 
     def result(self) -> Any:
         held, context = self.held, self.context
@@ -446,14 +474,18 @@ class _Count(_Accumulator):
 _NUMBERS = {Kind.INT, Kind.FLOAT, Kind.DECIMAL}
 _JSON_PLAIN = (Kind.INT, Kind.STRING, Kind.BOOL, Kind.JSONB)
 _ARGUMENT_KINDS = {
-    "sum": {Kind.INT, Kind.FLOAT, Kind.DECIMAL},
-    "avg": {Kind.INT, Kind.FLOAT, Kind.DECIMAL},
+    "sum": {Kind.INT, Kind.FLOAT, Kind.DECIMAL, Kind.INTERVAL},
+    "avg": {Kind.INT, Kind.FLOAT, Kind.DECIMAL, Kind.INTERVAL},
+    "sum_int": {Kind.INT},
     "bool_and": {Kind.BOOL},
     "bool_or": {Kind.BOOL},
     "string_agg": {Kind.STRING, Kind.BYTES},
-    "bit_and": {Kind.INT},
-    "bit_or": {Kind.INT},
-    **{name: _NUMBERS for name in ("variance", "var_pop", "stddev", "stddev_samp", "stddev_pop")},
+    "bit_and": {Kind.INT, Kind.BIT, Kind.VARBIT},
+    "bit_or": {Kind.INT, Kind.BIT, Kind.VARBIT},
+    **{
+        name: _NUMBERS
+        for name in ("variance", "var_pop", "stddev", "stddev_samp", "stddev_pop", "corr")
+    },
 }
 
 
@@ -496,13 +528,20 @@ def _number(value: Any) -> int | float | decimal.Decimal:
 
 
 class _Sum(_Accumulator):
-    """sum: a DECIMAL over INT or DECIMAL (exact), a FLOAT over FLOAT."""
+    """sum: a DECIMAL over INT or DECIMAL (exact), a FLOAT over FLOAT, an INTERVAL over
+    INTERVAL (months, days and microseconds each summed, as PostgreSQL)."""
 
     def __init__(self) -> None:
         self.total: Any = None
         self.count = 0
 
     def add(self, value: Any, separator: Any) -> None:
+        if isinstance(value, Interval) or isinstance(self.total, Interval):
+            if not isinstance(value, Interval) or not isinstance(self.total, Interval | None):
+                raise TypeError(value)
+            self.count += 1
+            self.total = value if self.total is None else self.total + value
+            return
         value = _number(value)
         self.count += 1
         if self.total is None:
@@ -523,9 +562,71 @@ class _Avg(_Sum):
     def result(self) -> Any:
         if not self.count:
             return None
+        if isinstance(self.total, Interval):
+            return self.total.times(1 / decimal.Decimal(self.count))
         if isinstance(self.total, float):
             return self.total / self.count
         return DECIMAL_QUOTIENT.divide(self.total, self.count)
+
+
+class _SumInt(_Accumulator):
+    """sum_int(INT): an INT, 22003 once the sum leaves INT8's range."""
+
+    def __init__(self) -> None:
+        self.total: int | None = None
+
+    def add(self, value: Any, separator: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(value)
+        self.total = value if self.total is None else self.total + value
+        if not INT64_MIN <= self.total <= INT64_MAX:
+            raise SQLError("22003", "integer out of range")
+
+    def result(self) -> Any:
+        return self.total
+
+
+class _Corr(_Accumulator):
+    """corr(y, x): the Pearson correlation of the pairs, a FLOAT; NULL over fewer than
+    two pairs or when either side does not vary. The sums are kept in decimals of 60
+    digits (a float converts exactly), so the result is the float nearest the true
+    value, as CockroachDB's; a sum of squares beyond FLOAT8's range is 22003, as where
+    PostgreSQL and CockroachDB keep those sums in floats."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.sx = self.sy = self.sxx = self.syy = self.sxy = decimal.Decimal(0)
+
+    def add(self, value: Any, separator: Any) -> None:
+        y, x = (_exact(v) for v in value)
+        add, mul = _CORR.add, _CORR.multiply
+        self.count += 1
+        self.sx, self.sy = add(self.sx, x), add(self.sy, y)
+        self.sxx = add(self.sxx, mul(x, x))
+        self.syy = add(self.syy, mul(y, y))
+        self.sxy = add(self.sxy, mul(x, y))
+        if max(self.sxx, self.syy, abs(self.sxy)) > _FLOAT_MAX:
+            raise SQLError("22003", "float out of range")
+
+    def result(self) -> Any:
+        n, c = decimal.Decimal(self.count), _CORR
+        vx = c.subtract(c.multiply(n, self.sxx), c.multiply(self.sx, self.sx))
+        vy = c.subtract(c.multiply(n, self.syy), c.multiply(self.sy, self.sy))
+        if self.count < 2 or vx <= 0 or vy <= 0:
+            return None
+        covariance = c.subtract(c.multiply(n, self.sxy), c.multiply(self.sx, self.sy))
+        return float(c.divide(covariance, c.sqrt(c.multiply(vx, vy))))
+
+
+_CORR = decimal.Context(prec=60, Emax=999_999, Emin=-999_999)
+_FLOAT_MAX = decimal.Decimal(sys.float_info.max)
+
+
+def _exact(value: Any) -> decimal.Decimal:
+    number = _number(value)
+    if isinstance(number, float) and not math.isfinite(number):
+        raise SQLError("22003", "float out of range")
+    return decimal.Decimal(number)
 
 
 class _Min(_Accumulator):
@@ -629,13 +730,31 @@ class _ArrayAgg(_Accumulator):
 
 
 class _BitAnd(_Accumulator):
-    """bit_and(INT): every value's bits ANDed; over no values NULL."""
+    """bit_and(INT) and bit_and(VARBIT): every value's bits ANDed (bit strings must be
+    of one length, 22026 else, as in PostgreSQL); over no values NULL."""
+
+    operation = "AND"
 
     def __init__(self) -> None:
-        self.value: int | None = None
+        self.value: int | BitString | None = None
 
     def add(self, value: Any, separator: Any) -> None:
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, BitString):
+            if self.value is None:
+                self.value = value
+                return
+            if not isinstance(self.value, BitString):
+                raise TypeError(value)
+            if len(value.bits) != len(self.value.bits):
+                raise SQLError("22026", f"cannot {self.operation} bit strings of different sizes")
+            pairs = zip(self.value.bits, value.bits, strict=True)
+            self.value = BitString("".join(str(self.combine(int(a), int(b))) for a, b in pairs))
+            return
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or isinstance(self.value, BitString)
+        ):
             raise TypeError(value)
         self.value = value if self.value is None else self.combine(self.value, value)
 
@@ -648,6 +767,8 @@ class _BitAnd(_Accumulator):
 
 
 class _BitOr(_BitAnd):
+    operation = "OR"
+
     @staticmethod
     def combine(a: int, b: int) -> int:
         return a | b
@@ -693,6 +814,8 @@ _NAMES: dict[type[exp.Expr], str] = {
     exp.ArrayAgg: "array_agg",
     exp.BitwiseAndAgg: "bit_and",
     exp.BitwiseOrAgg: "bit_or",
+    exp.Corr: "corr",
+    SumInt: "sum_int",
 }
 _MAKERS: dict[str, Callable[[], _Accumulator | Spread]] = {
     "count": _Count,
@@ -712,4 +835,6 @@ _MAKERS: dict[str, Callable[[], _Accumulator | Spread]] = {
     "array_agg": _ArrayAgg,
     "bit_and": _BitAnd,
     "bit_or": _BitOr,
+    "corr": _Corr,
+    "sum_int": _SumInt,
 }

@@ -193,8 +193,8 @@ def _put_entry(
         values = ", ".join(format_value(new.get(i)) for i in index.column_ids)
         raise SQLError(
             "23505",
-            f'duplicate key value violates unique constraint "{index.name}": '
-            f"Key ({names})=({values}) already exists.",
+            f'duplicate key value violates unique constraint "{index.name}"',
+            detail=f"Key ({names})=({values}) already exists.",
         )
     txn.put(key, value)
 
@@ -365,8 +365,8 @@ def duplicate_key(desc: TableDescriptor, row: Row) -> SQLError:
     values = ", ".join(str(row[i]) for i in desc.primary_key)
     return SQLError(
         "23505",
-        f'duplicate key value violates unique constraint "{desc.name}_pkey": '
-        f"Key ({names})=({values}) already exists.",
+        f'duplicate key value violates unique constraint "{desc.name}_pkey"',
+        detail=f"Key ({names})=({values}) already exists.",
     )
 
 

@@ -948,20 +948,27 @@ def _convert_rows(
             txn.delete(key)
 
 
+_SHOW_TABLES_COLUMNS = (
+    "schema_name",
+    "table_name",
+    "type",
+    "owner",
+    "estimated_row_count",
+    "locality",
+)
+
+
 def show_tables(ex: Execution, s: st.ShowTables) -> Result:
+    """The database's tables, views and sequences, with CockroachDB's columns. feedkv
+    keeps no table statistics, so ``estimated_row_count`` is 0, as CockroachDB's is for
+    a relation not yet analysed; it has no regions, so ``locality`` is NULL."""
     database = ex.database(s.database)
-    rows = [
-        ("public", t.name, "table", "root") for t in catalog.list_tables(ex.read_source, database)
-    ]
-    rows += [
-        ("public", v.name, "view", "root") for v in catalog.list_views(ex.read_source, database)
-    ]
-    rows += [
-        ("public", q.name, "sequence", "root")
-        for q in catalog.list_sequences(ex.read_source, database)
-    ]
-    rows.sort()
-    return Result(("schema_name", "table_name", "type", "owner"), rows, f"SHOW {len(rows)}")
+    source = ex.read_source
+    relations = [(t.name, "table") for t in catalog.list_tables(source, database)]
+    relations += [(v.name, "view") for v in catalog.list_views(source, database)]
+    relations += [(q.name, "sequence") for q in catalog.list_sequences(source, database)]
+    rows = [("public", name, kind, "root", 0, None) for name, kind in sorted(relations)]
+    return Result(_SHOW_TABLES_COLUMNS, rows, f"SHOW {len(rows)}")
 
 
 def show_create_table(ex: Execution, s: st.ShowCreateTable) -> Result:

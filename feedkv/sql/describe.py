@@ -26,6 +26,7 @@ from sqlglot import exp
 
 from feedkv.errors import FeedKVError, SQLError
 from feedkv.sql import statements as st
+from feedkv.sql.aggregate_nodes import SumInt
 from feedkv.sql.crdb_internal import is_virtual
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.expr import Scope
@@ -397,8 +398,10 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         return _FUNCTIONS.get(str(node.this).lower())
     if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Anonymous):
         return _INT if str(node.expression.this).lower() == "node_id" else None
-    if isinstance(node, exp.Count):
+    if isinstance(node, exp.Count | SumInt):
         return _INT
+    if isinstance(node, exp.Corr):
+        return ColumnType(Kind.FLOAT)
     if isinstance(node, exp.LogicalAnd | exp.LogicalOr):
         return _BOOL
     if isinstance(node, exp.GroupConcat):
@@ -411,8 +414,8 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         return _argument_type(node, typer)
     if isinstance(node, exp.Sum | exp.Avg):
         kind = _kind(_argument(node), typer)
-        if kind is Kind.FLOAT:
-            return ColumnType(Kind.FLOAT)
+        if kind in (Kind.FLOAT, Kind.INTERVAL):
+            return ColumnType(kind)
         return _DECIMAL if kind in (Kind.INT, Kind.DECIMAL) else None
     if isinstance(node, exp.DPipe):
         kinds = {_kind(node.this, typer), _kind(node.expression, typer)}

@@ -28,7 +28,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlglot import exp
 
@@ -40,6 +40,7 @@ from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.interval import Interval
 from feedkv.sql.jsonb import JSON_NULL
+from feedkv.sql.session_vars import CLUSTER_VERSION
 from feedkv.sql.types import (
     DECIMAL_NAN,
     DECIMAL_QUOTIENT,
@@ -447,6 +448,15 @@ def static_kind(node: exp.Expr, scope: Scope) -> Kind | None:
     if isinstance(node, exp.JSONExtract | exp.JSONBExtract):
         return Kind.JSONB
     return None
+
+
+def _annotation_fits(found: Kind | None, target: Kind) -> bool:
+    """Whether a value of kind ``found`` is of ``target``'s type as ``e:::T`` asks (a
+    JSON document's kind is None; BIT and VARBIT values are both bit strings)."""
+    if found is None:
+        return target is Kind.JSONB
+    bits = (Kind.BIT, Kind.VARBIT)
+    return found is target or (found in bits and target in bits)
 
 
 def is_constant(node: exp.Expr) -> bool:
@@ -993,6 +1003,10 @@ class _Compiler:
 
         inner = self.compile(node.this)
         target = column_type(node.args["to"])
+        if node.meta.get("annotation"):
+            checked = self._annotation(node.this, inner, target)
+            if checked is not None:
+                return checked
         if target.kind is Kind.STRING and static_kind(node.this, self.scope) is Kind.JSONB:
             # NB: a JSONB's text is its JSON ('"abc"'::JSONB::STRING is "abc" with its
             # quotes): its Python value alone does not say it is a JSON string
@@ -1034,6 +1048,51 @@ class _Compiler:
             return coerce(value, target, None)
 
         return cast
+
+    def _annotation(
+        self, operand: exp.Expr, inner: Compiled, target: ColumnType
+    ) -> Compiled | None:
+        """CockroachDB's ``e:::T``: an assertion that ``e`` is of type ``T``, not a
+        conversion. A string constant, a NULL or a placeholder takes the type as a cast
+        would give it (``'a':::INT`` fails to parse, 22P02): None, compile the cast. A
+        number constant must be one of ``T``'s (``1:::INT``, ``1.5:::DECIMAL``); any
+        other operand's value must be of ``T``'s kind, else 42804."""
+        if isinstance(operand, exp.Paren):
+            operand = operand.this
+        if isinstance(operand, exp.Null | exp.Placeholder) or (
+            isinstance(operand, exp.Literal) and operand.is_string
+        ):
+            return None
+        shown = _shown(operand)
+
+        def refuse(found: str) -> NoReturn:
+            raise SQLError(
+                "42804",
+                f"incompatible type annotation for {shown} as {target.sql().lower()}, "
+                f"found type: {found}",
+            )
+
+        if isinstance(operand, exp.Literal):
+            integral = operand.this.isdigit()
+            numbers = (
+                (Kind.INT, Kind.FLOAT, Kind.DECIMAL) if integral else (Kind.FLOAT, Kind.DECIMAL)
+            )
+            if target.kind not in numbers:
+                refuse("int" if integral else "decimal")
+            return None
+        # NB: a grouped row's places (sum(k):::DECIMAL) have no kind in the scope
+        places = any(c.name.startswith("__") for c in outer_nodes(operand, exp.Column))
+        known = None if places else static_kind(operand, self.scope)
+        if known is not None and not _annotation_fits(known, target.kind):
+            refuse(known.value.lower())
+
+        def annotated(row: Env, ctx: Context) -> Any:
+            value = inner(row, ctx)
+            if value is not None and not _annotation_fits(kind_of_value(value), target.kind):
+                refuse(type_of_value(value))
+            return value
+
+        return annotated
 
     def interval(self, node: exp.Interval) -> Compiled:
         """``INTERVAL '2 hours'`` (sqlglot splits off a unit: ``'2' HOURS``)."""
@@ -1644,8 +1703,8 @@ _VERSION = "0.1.0"
 # dialects parse (sqlalchemy-cockroachdb reads the " v23.1." part), naming what it really
 # is, and with the PostgreSQL version that PostgreSQL dialects look for.
 VERSION_STRING = (
-    f"CockroachDB OSS v23.1.0 (feedkv {_VERSION}, a CockroachDB-compatible SQL subset; "
-    "PostgreSQL 13.0 wire protocol)"
+    f"CockroachDB OSS v{CLUSTER_VERSION}.0 (feedkv {_VERSION}, a CockroachDB-compatible "
+    "SQL subset; PostgreSQL 13.0 wire protocol)"
 )
 
 
@@ -2336,6 +2395,7 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.ILike: _Compiler.like,
     exp.Escape: _Compiler.escape,
     exp.Cast: _Compiler.cast,
+    exp.Dot: _Compiler.dot,
     exp.Interval: _Compiler.interval,
     exp.Array: _Compiler.array,
     exp.Bracket: _Compiler.bracket,

@@ -48,7 +48,7 @@ from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 from feedkv.errors import SQLError
 from feedkv.sql import crdb_internal
 from feedkv.sql import statements as st
-from feedkv.sql.aggregate_nodes import AGGREGATES
+from feedkv.sql.aggregate_nodes import AGGREGATES, SumInt
 from feedkv.sql.script import runaway
 from feedkv.sql.session_vars import canonical_name
 from feedkv.sql.types import INT64_MAX, TYPE_NAMES, ColumnType, Kind, parse_type_name
@@ -82,6 +82,9 @@ class _Cockroach(Postgres):
     class Tokenizer(Postgres.Tokenizer):
         BIT_STRINGS: ClassVar = [("B'", "'")]
         BYTE_STRINGS: ClassVar = [("e'", "'"), ("E'", "'"), ("b'", "'")]
+        # NB: CockroachDB's type annotation ``e:::T`` reads as a cast's operator, told
+        # apart by its text (Parser._parse_dcolon)
+        KEYWORDS: ClassVar = {**Postgres.Tokenizer.KEYWORDS, ":::": TokenType.DCOLON}
 
     class Parser(PostgresParser):
         FUNCTIONS: ClassVar = {
@@ -92,6 +95,8 @@ class _Cockroach(Postgres):
             "EVERY": lambda args: _alias_aggregate(args, "every"),
             "CONCAT_AGG": lambda args: _alias_aggregate(args, "concat_agg"),
             "COUNT_ROWS": lambda args: _alias_aggregate(args, "count_rows"),
+            "SUM_INT": lambda args: _sum_int(args),
+            "CORR": lambda args: _corr(args),
             "DIV": lambda args: _div(args),
         }
 
@@ -99,6 +104,26 @@ class _Cockroach(Postgres):
         FUNCTION_PARSERS: ClassVar = {
             k: v for k, v in PostgresParser.FUNCTION_PARSERS.items() if k != "JSON_AGG"
         }
+
+        COLUMN_OPERATORS: ClassVar = {
+            **PostgresParser.COLUMN_OPERATORS,
+            TokenType.DCOLON: lambda self, this, to: self._cast_or_annotation(this, to),
+        }
+
+        _annotating = False
+
+        def _parse_dcolon(self) -> exp.Expr | None:
+            # NB: called just after the operator is read, before the type
+            self._annotating = self._prev.text == ":::"
+            return super()._parse_dcolon()
+
+        def _cast_or_annotation(self, this: exp.Expr, to: exp.Expr) -> exp.Expr:
+            """``e::T`` is a cast; ``e:::T`` CockroachDB's type annotation, a cast node
+            marked ``annotation`` (the compiler checks that ``e`` is of type ``T``)."""
+            node = self.build_cast(strict=self.STRICT_CAST, this=this, to=to)
+            if self._annotating:
+                node.meta["annotation"] = True
+            return node
 
         def _parse_string_agg(self) -> exp.GroupConcat:
             # NB: sqlglot's reading keeps the first two arguments and drops any more;
@@ -260,6 +285,24 @@ def _alias_aggregate(args: list[exp.Expr], name: str) -> exp.Expr:
         node = exp.Count(this=exp.Star())
     node.meta["spelled"] = name
     return node
+
+
+def _sum_int(args: list[exp.Expr]) -> exp.Expr:
+    if len(args) != 1:
+        raise SQLError("42883", "unknown signature: sum_int() takes exactly one argument")
+    return SumInt(this=args[0])
+
+
+def _corr(args: list[exp.Expr]) -> exp.Expr:
+    """``corr(y, x)``; ``corr(DISTINCT y, x)`` (which sqlglot reads as one DISTINCT
+    argument) keeps DISTINCT on ``y``, and the aggregate takes distinct pairs."""
+    if len(args) == 1 and isinstance(args[0], exp.Distinct):
+        values = args[0].expressions
+        if len(values) == 2:
+            return exp.Corr(this=exp.Distinct(expressions=[values[0]]), expression=values[1])
+    if len(args) != 2:
+        raise SQLError("42883", "unknown signature: corr() takes exactly two arguments")
+    return exp.Corr(this=args[0], expression=args[1])
 
 
 _DIALECT = _Cockroach()

@@ -16,9 +16,19 @@ from dataclasses import dataclass
 
 from feedkv.errors import SQLError
 
-__all__ = ["SERVER_VERSION", "VARIABLES", "Variable", "canonical_name", "checked_value"]
+__all__ = [
+    "CLUSTER_VERSION",
+    "SERVER_VERSION",
+    "VARIABLES",
+    "Variable",
+    "canonical_name",
+    "checked_value",
+]
 
 SERVER_VERSION = "13.0.0"  # the PostgreSQL version CockroachDB reports to drivers
+# The CockroachDB version feedkv answers as: version() says v23.1.0, and the cluster
+# setting ``version`` (the cluster's active version) is 23.1.
+CLUSTER_VERSION = "23.1"
 
 
 @dataclass(frozen=True, slots=True)

@@ -362,7 +362,7 @@ def coerce(value: object, ctype: ColumnType, column: str | None) -> Any:
     except SQLError as exc:
         if column is None:
             raise
-        raise SQLError(exc.code, f"{exc.message} (column {column!r})") from None
+        raise SQLError(exc.code, f"{exc.message} (column {column!r})", detail=exc.detail) from None
 
 
 def coerce_column(values: list[Any], ctype: ColumnType, column: str | None) -> list[Any]:

@@ -128,3 +128,27 @@ def test_kv_rangefeed_enabled_is_always_on_as_the_changefeed_tutorials_ask(db: D
         db.sql("SET CLUSTER SETTING kv.rangefeed.enabled = false")
     assert refused.value.code == "0A000"
     assert "cannot be turned off" in refused.value.message
+
+
+def test_version_shows_the_cockroachdb_version_feedkv_answers_as(db: DB) -> None:
+    result = db.sql("SHOW CLUSTER SETTING version")
+    assert (result.columns, result.rows) == (("version",), [("23.1",)])
+    [(version,)] = db.sql("SELECT version()").rows
+    assert " v23.1." in version  # the two agree
+    assert db.sql("SET CLUSTER SETTING version = '23.1'").tag == "SET CLUSTER SETTING"
+    with pytest.raises(SQLError) as caught:
+        db.sql("SET CLUSTER SETTING version = '24.1'")
+    assert caught.value.code == "22023"
+    assert db.sql("SHOW CLUSTER SETTING version").rows == [("23.1",)]
+
+
+def test_cluster_organization_is_kept_shown_and_reset(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with feedkv.connect(store, changefeed_runner="thread") as db:
+        assert db.sql("SHOW CLUSTER SETTING cluster.organization").rows == [("",)]
+        db.sql("SET CLUSTER SETTING cluster.organization = 'Acme Co'")
+    with feedkv.connect(store, changefeed_runner="thread") as db:
+        result = db.sql("SHOW CLUSTER SETTING cluster.organization")
+        assert (result.columns, result.rows) == (("cluster.organization",), [("Acme Co",)])
+        db.sql("RESET CLUSTER SETTING cluster.organization")
+        assert db.sql("SHOW CLUSTER SETTING cluster.organization").rows == [("",)]

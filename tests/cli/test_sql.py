@@ -335,8 +335,8 @@ def test_a_script_runs_the_shells_own_commands_and_stops_at_backslash_q(
 
     assert (run.returncode, run.stderr) == (0, "")
     assert run.stdout.splitlines() == [
-        "schema_name,table_name,type,owner",
-        "public,t,table,root",
+        "schema_name,table_name,type,owner,estimated_row_count,locality",
+        "public,t,table,root,0,",
         "column_name,data_type,is_nullable,column_default,generation_expression,indices,is_hidden",
         "k,INT8,false,,,{t_pkey},false",
         "one",
@@ -615,7 +615,8 @@ def test_the_shell_runs_its_own_backslash_commands(terminal: Terminal) -> None:
     terminal.type("CREATE TABLE t (k INT PRIMARY KEY);\n")
     terminal.read_until(PROMPT)
     terminal.type("\\dt\n")
-    assert " public      | t          | table | root\n" in terminal.read_until(PROMPT)
+    listed = terminal.read_until(PROMPT)
+    assert " public      | t          | table | root  | 0                   | NULL\n" in listed
     terminal.type("\\x\n")
     assert "invalid command \\x" in terminal.read_until(PROMPT)
     terminal.type("\\q\n")

@@ -144,6 +144,22 @@ def test_errors_carry_their_sqlstate_and_leave_the_connection_usable(pg_url: str
         assert conn.execute("SELECT id FROM t").fetchall() == [(1,)]
 
 
+def test_a_duplicate_key_names_the_key_in_the_detail_field(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE u (k INT PRIMARY KEY, e STRING UNIQUE)")
+        conn.execute("INSERT INTO u VALUES (1, 'a@x')")
+        with pytest.raises(errors.UniqueViolation) as on_key:
+            conn.execute("INSERT INTO u VALUES (%s, 'b@x')", [1])
+        diag = on_key.value.diag
+        assert diag.message_primary == 'duplicate key value violates unique constraint "u_pkey"'
+        assert diag.message_detail == "Key (k)=(1) already exists."
+        with pytest.raises(errors.UniqueViolation) as on_index:
+            conn.execute("INSERT INTO u VALUES (2, 'a@x')")
+        diag = on_index.value.diag
+        assert diag.message_primary == 'duplicate key value violates unique constraint "u_e_key"'
+        assert diag.message_detail == "Key (e)=(a@x) already exists."
+
+
 def test_transaction_status_follows_begin_failure_and_rollback(pg_url: str) -> None:
     Status = psycopg.pq.TransactionStatus
     with psycopg.connect(pg_url) as conn:  # psycopg sends BEGIN itself

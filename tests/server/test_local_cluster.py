@@ -414,6 +414,9 @@ def test_gossip_tables_and_node_status_agree(cluster: LocalCluster) -> None:
     listed, _from_sql, liveness = read()
     addresses = {i + 1: cluster.address(i) for i in range(3)}
     assert [(n[0], n[1], n[4]) for n in listed] == [(i, a, True) for i, a in addresses.items()]
+    with psycopg.connect(process.sql_url) as conn:
+        [(own,)] = conn.execute("SELECT crdb_internal.node_id()").fetchall()
+    assert addresses[own] == cluster.address(1)  # the node the client is connected to
     for node_id, expiration, membership, updated_at in liveness:
         assert membership == "active" and updated_at is not None, node_id
         seconds = float(expiration.split(",")[0])

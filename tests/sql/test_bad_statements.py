@@ -3,7 +3,8 @@
 Every statement in ``bad_statements.txt`` (its header describes the format) runs against one
 store per module holding a small schema: a few tables with column families, most column
 types and some rows. Each must raise :class:`~feedkv.errors.SQLError` (never another
-exception) with the SQLSTATE the corpus gives, a message that names the offending part,
+exception) with the SQLSTATE the corpus gives, a message (with its DETAIL, where the
+specifics go, as a duplicate key's ``Key (k)=(1) already exists.``) that names the offending part,
 a position where the corpus asks for one, and afterwards every table, schema and database
 must read exactly as before. A statement that changes something gets the store rebuilt, so
 one bad entry cannot fail the ones after it.
@@ -243,22 +244,24 @@ def problems_with(entry: Entry, error: Exception | None) -> list[str]:
         return [f"raised {type(error).__name__} (not SQLError): {str(error)[:300]}"]
     text = entry.calls[-1]
     message = error.message
+    # NB: what a user reads: psql and str() show the DETAIL after the message
+    shown = message if error.detail is None else f"{message}\nDETAIL: {error.detail}"
     found: list[str] = []
     if error.code != entry.code:
         found.append(f"SQLSTATE {error.code}, expected {entry.code}")
     if not message.strip() or message.strip().lower() in GENERIC:
         found.append("the message says nothing")
-    if str(error) != message:
-        found.append("str(error) differs from its message")
-    if LEAKS.search(message):
+    if str(error) != shown:
+        found.append("str(error) differs from its message and detail")
+    if LEAKS.search(shown):
         found.append("the message shows internals")
-    found.extend(f"the message does not name {name!r}" for name in _missing(entry, message))
+    found.extend(f"the message does not name {name!r}" for name in _missing(entry, shown))
     if entry.positioned and error.position is None:
         found.append("no position")
     if error.position is not None:
         found.extend(_position_problems(text, message, error.position))
     if found:
-        found.append(f"message: {message[:300]!r}")
+        found.append(f"message: {shown[:300]!r}")
     return found
 
 

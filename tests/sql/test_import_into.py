@@ -110,7 +110,7 @@ def test_a_row_already_in_the_table_fails_the_import_and_keeps_the_table_as_it_w
     uri = write(tmp_path / "a.csv", "".join(f"{k},new\n" for k in range(30000)))
     error = sql_error(db, f"IMPORT INTO t (k, v) CSV DATA ('{uri}')")
     assert error.code == "23505"
-    assert "(k)=(25000)" in error.message
+    assert error.detail == "Key (k)=(25000) already exists."
     # the rows of the commands written before the conflict were deleted again
     assert db.sql("SELECT k, v FROM t").rows == [(25000, "old")]
     db.sql("INSERT INTO t (k, v) VALUES (1, 'online')")

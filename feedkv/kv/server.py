@@ -59,7 +59,7 @@ from feedkv.security.call_auth import AUDIENCE_METHOD
 from feedkv.security.tls import AuthenticatedContext, ServerTLS, peer_user
 from feedkv.storage.engine import Completion
 
-__all__ = ["ADMIN_USERS", "NodeServer", "guarded_handlers"]
+__all__ = ["ADMIN_USERS", "NodeServer", "guarded_handlers", "listen"]
 
 log = logging.getLogger(__name__)
 
@@ -126,16 +126,7 @@ class NodeServer:
         self._server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE, handlers),)
         )
-        address = host_port(host, port)
-        try:
-            if tls is None:
-                self.port: int = self._server.add_insecure_port(address)
-            else:
-                self.port = self._server.add_secure_port(address, tls.grpc_credentials())
-        except RuntimeError as exc:
-            raise NodeUnavailableError(f"cannot listen on {address}: {exc}") from exc
-        if self.port == 0:
-            raise NodeUnavailableError(f"cannot listen on {address}: the address is in use")
+        self.port = listen(self._server, host, port, tls)
         self.host = host
 
     def start(self) -> None:
@@ -373,6 +364,23 @@ def _login(tls: ServerTLS, data: bytes, context: Any) -> bytes:
     except FeedKVError as exc:  # the user's record could not be read
         context.abort(grpc.StatusCode.UNAVAILABLE, f"cannot log in now: {exc}")
     return bytes(msgpack.packb({"token": token, "lifetime_s": lifetime_s}))
+
+
+def listen(server: grpc.Server, host: str, port: int, tls: ServerTLS | None) -> int:
+    """Make ``server`` listen on ``host:port`` (port 0: any free one), with ``tls`` or
+    in plaintext; returns the port, or raises
+    :class:`~feedkv.errors.NodeUnavailableError` saying why it cannot."""
+    address = host_port(host, port)
+    try:
+        if tls is None:
+            bound: int = server.add_insecure_port(address)
+        else:
+            bound = server.add_secure_port(address, tls.grpc_credentials())
+    except RuntimeError as exc:
+        raise NodeUnavailableError(f"cannot listen on {address}: {exc}") from exc
+    if bound == 0:
+        raise NodeUnavailableError(f"cannot listen on {address}: the address is in use")
+    return bound
 
 
 def guarded_handlers(

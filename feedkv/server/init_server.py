@@ -27,8 +27,7 @@ import grpc
 import msgpack
 
 from feedkv.errors import NodeUnavailableError
-from feedkv.kv.address import host_port
-from feedkv.kv.server import guarded_handlers
+from feedkv.kv.server import guarded_handlers, listen
 from feedkv.kv.wire import SERVICE
 from feedkv.security.tls import ClientTLS, ServerTLS
 from feedkv.server.cluster import ALREADY_INITIALIZED, join_hint, join_once
@@ -66,16 +65,7 @@ class InitServer:
         self._server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE, handlers), _Waiting())
         )
-        address = host_port(host, port)
-        try:
-            if tls is None:
-                self.port: int = self._server.add_insecure_port(address)
-            else:
-                self.port = self._server.add_secure_port(address, tls.grpc_credentials())
-        except RuntimeError as exc:
-            raise NodeUnavailableError(f"cannot listen on {address}: {exc}") from exc
-        if self.port == 0:
-            raise NodeUnavailableError(f"cannot listen on {address}: the address is in use")
+        self.port = listen(self._server, host, port, tls)
         self._server.start()
 
     def _init(self, data: bytes, context: Any) -> bytes:

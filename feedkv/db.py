@@ -329,6 +329,7 @@ class DB(KVFeedClient):
                     ),
                     runner=self.changefeed_runner if registry is not None else None,
                     node=identity,
+                    node_blobs=node.node_blobs if node is not None else None,
                 )
             return self._changefeeds
 

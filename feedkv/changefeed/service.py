@@ -70,16 +70,18 @@ from feedkv.changefeed.sink import (
 from feedkv.changefeed.sinkless import COLUMNS, ChannelSink, FeedResult
 from feedkv.changefeed.sinks.batch_publisher import layout
 from feedkv.errors import InvalidArgumentError, SQLError
-from feedkv.security.external_io import NODELOCAL, confine, nodelocal_to_file
+from feedkv.security.external_io import NODELOCAL, confine, nodelocal_parts, nodelocal_to_file
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.execution import ROW_IDS, Result
 from feedkv.sql.schema_jobs import list_schema_jobs
 
 if TYPE_CHECKING:
+    from feedkv.changefeed.sinks.cloud_storage import NodeBlobsOf
     from feedkv.kv.txn import Txn
     from feedkv.sql.client import SQLClient
     from feedkv.sql.session import Session
+    from feedkv.util.hlc import Timestamp
 
 __all__ = ["Changefeeds"]
 
@@ -125,15 +127,19 @@ class Changefeeds:
         external_io_dir: Path | None = None,
         runner: str | None = None,
         node: Callable[[], FeedSource] | None = None,
+        node_blobs: NodeBlobsOf | None = None,
     ) -> None:
         """``external_io_dir``: sinks' local paths must lie below it (``None``: anywhere,
         as for an embedded node, whose users already hold the process's rights).
         ``runner``: how ``registry`` runs jobs (``spark``, ``thread``; ``None``: not
         known here, as for a client of a remote node). ``node``: the identity of the node
         sinkless changefeeds run on, for the enriched envelope's ``source`` (``None``:
-        not known here)."""
+        not known here). ``node_blobs``: another node's directory below its external I/O
+        directory, where a ``nodelocal://`` sink naming that node writes (``None``: this
+        process reaches no other node)."""
         self._db = db
         self._node = node
+        self._node_blobs = node_blobs
         self._external_io_dir = external_io_dir
         self._runner = runner
         self._registry = registry
@@ -152,9 +158,7 @@ class Changefeeds:
         # reached where CockroachDB reaches it (Kafka brokers, cloud storage): a job
         # that could never write is refused now, not found failed later.
         if local is not None:
-            self._check_external_io(local)
-            make_sink(local, plan.spec.options, start=plan.spec.start, db=self._db).close()
-            check_sink(local, plan.spec.options)
+            self._reach(local, plan.spec.options, plan.spec.start)
         record = JobRecord(ROW_IDS.next(), plan.spec, created=plan.now)
         name = statement.name
 
@@ -170,11 +174,17 @@ class Changefeeds:
             self._registry.adopt(record.id)
         return Result(columns=("job_id",), rows=[(record.id,)], tag="CREATE CHANGEFEED")
 
+    def _reach(self, sink: SinkURI, options: ChangefeedOptions, start: Timestamp) -> None:
+        """Check the sink's local paths, make it once and reach it (see :meth:`create`)."""
+        self._check_external_io(sink)
+        make_sink(sink, options, start=start, db=self._db, node_blobs=self._node_blobs).close()
+        check_sink(sink, options, node_blobs=self._node_blobs)
+
     def _local_sink(self, sink: SinkURI, options: ChangefeedOptions) -> SinkURI | None:
-        """``sink``, a ``nodelocal://`` one as the ``file://`` sink below this node's
-        external I/O directory (the job keeps the URI as written, mapped again where it
-        runs); ``None`` when this process cannot check it (a client of a remote node:
-        the node that runs the job checks it there)."""
+        """``sink``; a ``nodelocal://`` one naming this node (or ``self``) as the
+        ``file://`` sink below its external I/O directory (the job keeps the URI as
+        written, mapped again where it runs); ``None`` when this process cannot check it
+        (a client of a remote node: the node that runs the job checks it there)."""
         if sink.scheme != NODELOCAL:
             return sink
         if self._external_io_dir is None:
@@ -184,14 +194,21 @@ class Changefeeds:
                 f"sink URI {redacted(sink.uri)!r}: nodelocal:// writes below a node's "
                 "external I/O directory, and this embedded store has none: use file://"
             )
-        node = self._node().node_id if self._node is not None else ""
+        identity = self._node().node_id if self._node is not None else ""
         try:
-            uri = nodelocal_to_file(
-                sink.uri, self._external_io_dir, int(node) if node.isdigit() else None
-            )
+            node_id, _path = nodelocal_parts(sink.uri)
+            if node_id is None or str(node_id) == identity:
+                return parse_sink_uri(nodelocal_to_file(sink.uri, self._external_io_dir), options)
         except InvalidArgumentError as exc:
             raise option_error(f"sink URI {redacted(sink.uri)!r}: {exc}") from None
-        return parse_sink_uri(uri, options)
+        if self._node_blobs is None or self._runner == "spark":
+            runs = "this node" if self._node_blobs is None else "the spark runner"
+            raise option_error(
+                f"sink URI {redacted(sink.uri)!r}: {runs} writes nodelocal files only on "
+                f"the node that runs the job: name nodelocal://self/... or "
+                f"nodelocal://{identity}/..."
+            )
+        return sink  # written (and checked now) through the named node's blob service
 
     def _check_external_io(self, sink: SinkURI) -> None:
         """The local paths of a sink (a ``file://`` or ``delta://`` sink's directory, an
@@ -475,10 +492,7 @@ class Changefeeds:
             require_explicit_access(session, snapshot, parsed)  # before it is reached
             sink = self._local_sink(parsed, options)
             if sink is not None:
-                self._check_external_io(sink)
-                start = record.high_water or record.spec.start
-                make_sink(sink, options, start=start, db=self._db).close()
-                check_sink(sink, options)
+                self._reach(sink, options, record.high_water or record.spec.start)
         self._db.run_transaction(lambda txn: alter(txn, job_id, statement, session))
         return Result(tag="ALTER CHANGEFEED")
 

@@ -1045,14 +1045,15 @@ def _check_authority(uri: str, kind: SinkKind, scheme: str, netloc: str) -> None
             )
 
 
-def check_sink(uri: SinkURI, options: ChangefeedOptions) -> None:
+def check_sink(uri: SinkURI, options: ChangefeedOptions, **kwargs: Any) -> None:
     """Reach the sink of a checked URI once, as CREATE CHANGEFEED does before it makes a
     job (CockroachDB dials Kafka and checks cloud storage there); raises SQLError
-    saying why it cannot be used. Sinks without a check (webhooks) pass."""
+    saying why it cannot be used. Sinks without a check (webhooks) pass. ``kwargs``: as
+    :func:`make_sink`'s, for the checks that use them."""
     if uri.kind.check is None:
         return
     module, _, function = uri.kind.check.partition(":")
-    getattr(importlib.import_module(module), function)(uri, options)
+    getattr(importlib.import_module(module), function)(uri, options, **kwargs)
 
 
 def make_sink(uri: SinkURI, options: ChangefeedOptions, **kwargs: Any) -> Sink:

@@ -19,6 +19,7 @@ from feedkv.util.hlc import Timestamp
 
 if TYPE_CHECKING:
     from feedkv.changefeed.registry import JobFactory
+    from feedkv.changefeed.sinks.cloud_storage import NodeBlobsOf
     from feedkv.rangefeed.client import FeedRange
     from feedkv.sql.client import SQLClient
 
@@ -90,18 +91,23 @@ def thread_jobs(
     metrics: ChangefeedMetrics | None = None,
     buffers: NodeBuffers | None = None,
     node: Callable[[], FeedSource] = lambda: UNKNOWN_SOURCE,
+    *,
+    node_blobs: NodeBlobsOf | None = None,
 ) -> JobFactory:
     """Runs each job as a :class:`ThreadJob` from its high-water mark, its metrics in
     ``metrics`` (by its ``metrics_label``), its sink buffering within the node's
     ``buffers`` (:mod:`feedkv.changefeed.node_buffers`); ``node``: the identity of the
     node that runs them (its cluster and node fields, asked as each job starts: the
-    node may serve SQL only after its registry exists), for the enriched envelope."""
+    node may serve SQL only after its registry exists), for the enriched envelope;
+    ``node_blobs``: where a ``nodelocal://`` sink naming another node writes."""
     metrics = metrics or ChangefeedMetrics()
 
     def make(record: JobRecord) -> Job:
         spec = record.resume_spec()
         uri = parse_sink_uri(spec.sink_uri or "", spec.options)
-        sink = make_sink(uri, spec.options, start=spec.start, db=db, buffers=buffers)
+        sink = make_sink(
+            uri, spec.options, start=spec.start, db=db, buffers=buffers, node_blobs=node_blobs
+        )
         feed_metrics = metrics.scope(spec.options.metrics_label)
         source = dataclasses.replace(
             node(), job_id=str(record.id), changefeed_sink=sink_type(spec.sink_uri)

@@ -6,11 +6,12 @@ user create files anywhere it may.
 A path is checked after resolving ``..`` and every symlink that exists (the parts that do
 not exist yet cannot point anywhere), so neither climbs out.
 
-``nodelocal://<node>/<path>`` names a path below that directory, as CockroachDB names
-it (:func:`nodelocal_to_file`). feedkv has no service that carries files to another
-node, so a job writes its ``nodelocal`` files on the node that runs it: ``self``, or
-the id of the node the statement runs on (a job that moves with its lease writes below
-its new node's directory).
+``nodelocal://<node>/<path>`` names a path below node ``<node>``'s directory, as
+CockroachDB names it (:func:`nodelocal_parts`). On that node it is the ``file://`` path
+:func:`nodelocal_to_file` gives; a job that runs on another node writes there through
+the node's blob service (:mod:`feedkv.changefeed.sinks.node_blobs`), so its files stay
+on the node named whichever node runs it. ``self`` is the node that runs the job (its
+files move with the job when another node adopts it).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from feedkv.errors import InvalidArgumentError
 
-__all__ = ["NODELOCAL", "confine", "nodelocal_to_file"]
+__all__ = ["NODELOCAL", "confine", "nodelocal_parts", "nodelocal_to_file"]
 
 NODELOCAL = "nodelocal"
 
@@ -47,27 +48,26 @@ def confine(path: str | Path, root: Path) -> Path:
     return real
 
 
-def nodelocal_to_file(uri: str, root: Path, node_id: int | None = None) -> str:
-    """The ``file://`` URI of ``nodelocal://<node>/<path>?...`` below ``root`` (the
-    node's external I/O directory), its query kept. ``node_id``: the node the statement
-    runs on, whose id the URI may name instead of ``self`` (``None``: any id, as when a
-    job starts on whichever node holds it). InvalidArgumentError for another node, a
-    path that leaves ``root``, or no path."""
+def nodelocal_parts(uri: str) -> tuple[int | None, str]:
+    """The node (``None``: ``self``) and the path below its external I/O directory that
+    ``nodelocal://<node>/<path>?...`` names; InvalidArgumentError for a URI naming no
+    node or no path."""
     parts = urlsplit(uri)
     node = parts.hostname or ""
-    if node != "self" and not node.isdigit():
+    if node != "self" and not (node.isdigit() and node.isascii()):
         raise InvalidArgumentError(
             f"{uri!r}: a nodelocal:// URI names a node: nodelocal://self/path or "
             "nodelocal://<node id>/path"
         )
-    if node_id is not None and node.isdigit() and int(node) != node_id:
-        raise InvalidArgumentError(
-            f"{uri!r}: this statement runs on node {node_id}; feedkv writes nodelocal files "
-            "on the node that runs the job, and carries none to another node: name "
-            f"nodelocal://self/... or nodelocal://{node_id}/..."
-        )
     relative = unquote(parts.path).lstrip("/")
     if not relative:
         raise InvalidArgumentError(f"{uri!r} needs a directory: nodelocal://self/path/to/dir")
-    path = confine(relative, root)
-    return urlunsplit(("file", "", quote(str(path)), parts.query, ""))
+    return (None if node == "self" else int(node)), relative
+
+
+def nodelocal_to_file(uri: str, root: Path) -> str:
+    """The ``file://`` URI of ``nodelocal://<node>/<path>?...`` below ``root``, the
+    external I/O directory of the node it names, its query kept. InvalidArgumentError
+    for a path that leaves ``root``, or none."""
+    path = confine(nodelocal_parts(uri)[1], root)
+    return urlunsplit(("file", "", quote(str(path)), urlsplit(uri).query, ""))

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from feedkv.errors import InvalidArgumentError
-from feedkv.security.external_io import NODELOCAL, confine, nodelocal_to_file
+from feedkv.security.external_io import NODELOCAL, confine, nodelocal_parts, nodelocal_to_file
 from feedkv.sql import catalog
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
@@ -80,7 +80,13 @@ def job_registry(
     make_job = (
         spark_jobs(node, spark_master)
         if runner == "spark"
-        else thread_jobs(client, metrics, node.changefeed_buffers, lambda: node_source(node))
+        else thread_jobs(
+            client,
+            metrics,
+            node.changefeed_buffers,
+            lambda: node_source(node),
+            node_blobs=node.node_blobs,
+        )
     )
     node_dead = node.cluster.node_dead if node.cluster is not None else None
     return JobRegistry(
@@ -115,8 +121,9 @@ def confined(node: Node, make_job: JobFactory) -> JobFactory:
     ``file://`` or ``delta://`` sink's directory, an ``iceberg://`` SQL catalog's
     warehouse) lie outside the node's external I/O directory: CREATE checks them where
     it runs on a node, but a client of a server (root over gRPC) plans its changefeeds
-    in its own process. A ``nodelocal://`` sink runs as the ``file://`` sink below this
-    node's directory."""
+    in its own process. A ``nodelocal://`` sink naming this node (or ``self``) runs as
+    the ``file://`` sink below this node's directory; one naming another node writes
+    there (:meth:`Node.node_blobs`)."""
     root = node.external_io_dir
     if root is None:
         return make_job
@@ -126,8 +133,10 @@ def confined(node: Node, make_job: JobFactory) -> JobFactory:
 
         uri = urlsplit(record.spec.sink_uri or "")
         if uri.scheme == NODELOCAL:
-            local = nodelocal_to_file(record.spec.sink_uri or "", root)
-            record = record.replace(spec=dataclasses.replace(record.spec, sink_uri=local))
+            node_id, _path = nodelocal_parts(record.spec.sink_uri or "")
+            if node_id is None or node_id == node.store.node_id:
+                local = nodelocal_to_file(record.spec.sink_uri or "", root)
+                record = record.replace(spec=dataclasses.replace(record.spec, sink_uri=local))
         elif record.spec.sink_uri:
             for path in local_paths(parse_sink_uri(record.spec.sink_uri, record.spec.options)):
                 confine(path, root)

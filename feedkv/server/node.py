@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Self
 from urllib.parse import quote
 
+import grpc
+
 from feedkv.changefeed.hold_calls import METHOD as HOLD_METHOD
 from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.errors import InvalidArgumentError, InvariantViolation
@@ -47,6 +49,7 @@ from feedkv.kv.access import Read
 from feedkv.kv.address import host_port, parse_listen
 from feedkv.kv.api import BatchRequest, BatchResponse, Relocate, RelocateResponse
 from feedkv.kv.db import LocalTransport
+from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.node_status import NodeInfo, node_of_its_own
 from feedkv.kv.server import NodeServer
 from feedkv.kv.store import Store, StoreConfig
@@ -58,9 +61,11 @@ from feedkv.rangefeed.cluster_feeds import ClusterFeedTransport
 from feedkv.rangefeed.feed_client import KVFeedClient
 from feedkv.rangefeed.service import RangeFeedService
 from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
+from feedkv.security.external_io import confine
 from feedkv.security.login_throttle import LoginThrottle
 from feedkv.security.secrets import Sealer, load_key
 from feedkv.security.tls import ClientTLS, ServerTLS
+from feedkv.server.blob_service import blob_handlers
 from feedkv.server.cluster import (
     Cluster,
     ClusterConfig,
@@ -80,6 +85,7 @@ from feedkv.sql.row_codec import row_split_key
 from feedkv.util.hlc import Clock
 
 if TYPE_CHECKING:
+    from feedkv.changefeed.sinks.cloud_storage import BlobStore
     from feedkv.server.admin import Admin
 
 __all__ = ["Node"]
@@ -232,6 +238,7 @@ class Node:
                 methods = {
                     "RangeFeed": service.handler(),
                     HOLD_METHOD: hold_history_handler(access.db, access.grants),
+                    **blob_handlers(self.external_io_dir),
                     **method_handlers(lambda: self.cluster, self._alone),
                 }
                 server = NodeServer(
@@ -371,6 +378,30 @@ class Node:
             f"&sslcert={quote(str(certs.client_cert('root')))}"
             f"&sslkey={quote(str(certs.client_key('root')))}"
         )
+
+    def node_blobs(self, node_id: int, directory: str) -> BlobStore:
+        """``directory`` below node ``node_id``'s external I/O directory: where a
+        ``nodelocal://<node_id>/<directory>`` sink writes from this node (this node's
+        own, on its disk; another's, through that node's blob service, dialled as this
+        node's cluster reaches it)."""
+        from feedkv.changefeed.sinks.cloud_storage import LocalBlobs
+        from feedkv.changefeed.sinks.node_blobs import NodeBlobs
+
+        cluster = self.cluster
+        if node_id == self.store.node_id:
+            if self.external_io_dir is None:
+                raise InvalidArgumentError("this node has no external I/O directory")
+            return LocalBlobs(str(confine(directory, self.external_io_dir)))
+        if cluster is None:
+            raise InvalidArgumentError(f"there is no node n{node_id}: this node is in no cluster")
+
+        def channel() -> grpc.Channel:
+            transport = cluster.dialer.dial(node_id)
+            if not isinstance(transport, GrpcTransport):
+                raise InvariantViolation(f"node n{node_id} is dialled without gRPC")
+            return transport.channel
+
+        return NodeBlobs(channel, node_id, directory)
 
     def stop_sql(self) -> None:
         """Close the SQL port and its connections (open transactions roll back)."""

@@ -10,7 +10,7 @@ from hypothesis import strategies as hs
 
 import feedkv
 from feedkv.errors import InvalidArgumentError, SQLError
-from feedkv.security.external_io import confine, nodelocal_to_file
+from feedkv.security.external_io import confine, nodelocal_parts, nodelocal_to_file
 from feedkv.testing.waiting import wait_until
 
 
@@ -73,22 +73,23 @@ def _base(factory: pytest.TempPathFactory) -> Path:
 # nodelocal://, as CockroachDB names a node's external I/O directory
 
 
-def test_nodelocal_names_a_path_below_the_directory(tmp_path: Path) -> None:
+def test_nodelocal_names_a_node_and_a_path_below_its_directory(tmp_path: Path) -> None:
     root = tmp_path / "extern"
     here = (root / "cdc" / "out").resolve()
-    assert nodelocal_to_file("nodelocal://1/cdc/out?file_size=1MB", root, 1) == (
+    assert nodelocal_parts("nodelocal://2/cdc/out?file_size=1MB") == (2, "cdc/out")
+    assert nodelocal_parts("nodelocal://self/cdc/out") == (None, "cdc/out")
+    assert nodelocal_to_file("nodelocal://1/cdc/out?file_size=1MB", root) == (
         f"file://{here}?file_size=1MB"
     )
-    assert nodelocal_to_file("nodelocal://self/cdc/out", root, 1) == f"file://{here}"
-    assert nodelocal_to_file("nodelocal://3/cdc/out", root) == f"file://{here}"  # a job's node
+    assert nodelocal_to_file("nodelocal://self/cdc/out", root) == f"file://{here}"
     for uri, why in (
-        ("nodelocal://2/cdc", "carries none to another node"),
         ("nodelocal://self/../../etc", "outside the node's external I/O"),
         ("nodelocal://self/", "needs a directory"),
         ("nodelocal://somewhere/x", "names a node"),
+        ("nodelocal://\u0661/x", "names a node"),  # a digit, but not an ASCII one
     ):
         with pytest.raises(InvalidArgumentError, match=why):
-            nodelocal_to_file(uri, root, 1)
+            nodelocal_to_file(uri, root)
 
 
 def test_a_nodelocal_changefeed_writes_below_the_directory_and_keeps_its_uri(
@@ -115,7 +116,7 @@ def test_a_nodelocal_changefeed_writes_below_the_directory_and_keeps_its_uri(
         assert rows == [("nodelocal://self/cdc",)]
         with pytest.raises(SQLError, match="outside the node's external I/O"):
             db.sql("CREATE CHANGEFEED FOR TABLE t INTO 'nodelocal://self/../escape'")
-        with pytest.raises(SQLError, match="carries none to another node"):
+        with pytest.raises(SQLError, match="there is no node n7"):
             db.sql("CREATE CHANGEFEED FOR TABLE t INTO 'nodelocal://7/cdc2'")
         db.sql(f"CANCEL JOB {job_id}")
     assert not (tmp_path / "store" / "escape").exists()

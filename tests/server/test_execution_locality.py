@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from feedkv.cli.node import run_node_status
@@ -189,3 +190,70 @@ def test_a_filter_no_node_matches_is_refused_and_a_matching_node_runs_the_job(
         assert wait_until(
             lambda: coordinator() == "n3", timeout_s=DEADLINE_S, what="n3 to run the altered job"
         )
+
+
+def test_a_nodelocal_sink_writes_on_the_node_it_names_wherever_the_job_runs(
+    tmp_path: Path,
+) -> None:
+    """``nodelocal://1/cdc`` is below n1's external I/O directory whichever node runs the
+    job (CockroachDB's blob service): the job runs on a us-west1 node and writes through
+    n1; when that node dies the other us-west1 node adopts it and writes there too, so
+    every row is in n1's directory and none on n2 or n3. CREATE on a node checks the
+    named node's directory as it checks a local one."""
+    externs = [tmp_path / f"extern{index}" for index in (1, 2, 3)]
+    own_cluster = LocalCluster(
+        tmp_path / "nodes",
+        3,
+        rebalance_interval="0s",
+        node_args=lambda i: ("--locality", LOCALITIES[i], "--external-io-dir", str(externs[i])),
+    )
+    db = own_cluster.connect(0)
+    outs = [extern / "cdc" for extern in externs]
+
+    def rows() -> set[tuple[int, str]]:
+        found = set()
+        for path in outs[0].rglob("*.ndjson"):
+            for line in path.read_text().splitlines():
+                after = json.loads(line)["after"]
+                found.add((after["k"], after["v"]))
+        return found
+
+    try:
+        db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+        db.sql("INSERT INTO t VALUES (1, 'before')")
+        [(job_id,)] = db.sql(
+            "CREATE CHANGEFEED FOR t INTO 'nodelocal://1/cdc' WITH "
+            "execution_locality='region=us-west1', resolved='200ms'"
+        ).rows
+
+        def coordinator() -> str | None:
+            [(node,)] = db.sql(f"SELECT coordinator_id FROM [SHOW JOBS] WHERE job_id = {job_id}")
+            return str(node) if node is not None else None
+
+        first = wait_until(coordinator, timeout_s=DEADLINE_S, what="a node to run the job")
+        assert first in ("n2", "n3")
+        wait_until(lambda: rows() == {(1, "before")}, timeout_s=DEADLINE_S, what="n1's file")
+        own_cluster.kill(int(first[1:]) - 1)
+        db.sql("INSERT INTO t VALUES (2, 'after')")
+        second = wait_until(
+            lambda: (c := coordinator()) not in (None, first) and c,
+            timeout_s=DEADLINE_S,
+            what="the move",
+        )
+        wait_until(
+            lambda: (2, "after") in rows(), timeout_s=DEADLINE_S, what="the row after the move"
+        )
+        assert rows() == {(1, "before"), (2, "after")}
+        assert not outs[1].exists() and not outs[2].exists()
+        runner = own_cluster.processes[int(second[1:]) - 1]
+        assert runner is not None
+        with psycopg.connect(runner.sql_url, autocommit=True) as conn:
+            for sink, why in (
+                ("nodelocal://1/../escape", "outside the node's external I/O directory"),
+                ("nodelocal://9/cdc", "n9"),
+            ):
+                with pytest.raises(psycopg.Error, match=why):
+                    conn.execute(f"CREATE CHANGEFEED FOR t INTO '{sink}'")
+    finally:
+        db.close()
+        own_cluster.close()

@@ -35,6 +35,7 @@ import io
 import os
 import secrets
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from feedkv.changefeed.cockroach_parquet import CockroachParquet
@@ -49,13 +50,15 @@ from feedkv.changefeed.sink import (
     SinkURI,
     TerminalSinkError,
 )
-from feedkv.errors import SQLError
+from feedkv.errors import InvalidArgumentError, SQLError
+from feedkv.security.external_io import nodelocal_parts
 from feedkv.util.hlc import Timestamp
 
 __all__ = [
     "BlobStore",
     "CloudStorageClient",
     "LocalBlobs",
+    "NodeBlobsOf",
     "blob_store",
     "check",
     "file_sink",
@@ -70,6 +73,9 @@ PROBE_PREFIX = ".feedkv-probe-"  # a file written and removed when a changefeed 
 _TERMINAL_ERRNOS = frozenset(
     {errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT}
 )
+# Another node's directory below its external I/O directory (node id, path), where a
+# nodelocal:// sink naming that node writes.
+NodeBlobsOf = Callable[[int, str], "BlobStore"]
 _PARTITIONS = {"daily": "%Y-%m-%d", "hourly": "%Y-%m-%d/%H", "flat": ""}
 
 
@@ -281,9 +287,10 @@ def make(
     *,
     start: Timestamp,
     buffers: NodeBuffers | None = None,
+    node_blobs: NodeBlobsOf | None = None,
     **_: Any,
 ) -> BatchingSink:
-    return file_sink(uri, blob_store(uri), options, start=start, buffers=buffers)
+    return file_sink(uri, blob_store(uri, node_blobs), options, start=start, buffers=buffers)
 
 
 def file_sink(
@@ -305,12 +312,14 @@ def file_sink(
     return BatchingSink(client, flush=flush, buffers=buffers)
 
 
-def check(uri: SinkURI, options: ChangefeedOptions) -> None:
+def check(
+    uri: SinkURI, options: ChangefeedOptions, *, node_blobs: NodeBlobsOf | None = None, **_: Any
+) -> None:
     """Write a file where the changefeed's files go and remove it (at CREATE CHANGEFEED,
     as CockroachDB checks cloud storage there): a path that is not a writable directory
     or a bucket that refuses the credentials is refused now (SQLSTATE 22023), not found
     failed later. A store that is only unreachable now raises 08000."""
-    blobs = blob_store(uri)
+    blobs = blob_store(uri, node_blobs)
     name = f"{PROBE_PREFIX}{secrets.token_hex(8)}"
     try:
         blobs.put(name, b"")
@@ -323,14 +332,26 @@ def check(uri: SinkURI, options: ChangefeedOptions) -> None:
         blobs.close()
 
 
-def blob_store(uri: SinkURI) -> BlobStore:
+def blob_store(uri: SinkURI, node_blobs: NodeBlobsOf | None = None) -> BlobStore:
     """The directory, bucket or container a ``file://``, ``s3://``, ``gs://`` or
-    ``azure://`` URI names."""
+    ``azure://`` URI names; a ``nodelocal://`` URI naming another node, its directory
+    there through ``node_blobs`` (a node's, which reaches the others)."""
     if uri.scheme == "nodelocal":
-        raise option_error(
-            f"sink URI {uri.uri!r}: a nodelocal:// sink is written by the node that runs its "
-            "job, below that node's external I/O directory"
-        )
+        if node_blobs is None:
+            raise option_error(
+                f"sink URI {uri.uri!r}: a nodelocal:// sink is written by a node, below the "
+                "external I/O directory of the node it names"
+            )
+        try:
+            node_id, directory = nodelocal_parts(uri.uri)
+        except InvalidArgumentError as exc:
+            raise option_error(f"sink URI {uri.uri!r}: {exc}") from None
+        if node_id is None:
+            raise option_error(f"sink URI {uri.uri!r}: nodelocal://self is this node's path")
+        try:
+            return node_blobs(node_id, directory)
+        except InvalidArgumentError as exc:
+            raise option_error(f"sink URI {uri.uri!r}: {exc}") from None
     if uri.scheme == "file":
         if uri.host not in ("", "localhost"):
             raise option_error(

@@ -878,7 +878,9 @@ def make(
     )
 
 
-def check(uri: SinkURI, options: ChangefeedOptions, *, timeout: float = DIAL_TIMEOUT) -> None:
+def check(
+    uri: SinkURI, options: ChangefeedOptions, *, timeout: float = DIAL_TIMEOUT, **_: Any
+) -> None:
     """Dial the brokers, as CockroachDB's CREATE CHANGEFEED does (a Kafka sink that
     cannot be reached fails the statement, cockroachdb/cockroach#136616): no broker
     answering within ``timeout`` seconds raises SQLError 08000, brokers refusing the

@@ -488,7 +488,7 @@ def make(uri: SinkURI, options: ChangefeedOptions, **_: Any) -> LakeSink:
     return LakeSink(lake_tables(uri), options.lake_mode)
 
 
-def check(uri: SinkURI, options: ChangefeedOptions) -> None:
+def check(uri: SinkURI, options: ChangefeedOptions, **_: Any) -> None:
     """Reach the sink's tables' place (read its marker, which opens an Iceberg catalog
     and creates the namespace; write a probe into a Delta directory or bucket) when a
     changefeed is created: a path that cannot hold tables or a catalog that cannot be

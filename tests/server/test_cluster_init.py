@@ -3,35 +3,43 @@ then ``feedkv init`` once (:mod:`feedkv.server.init_server`, :mod:`feedkv.cli.in
 
 from __future__ import annotations
 
+import io
 import json
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
 import feedkv
+from feedkv.cli.credentials import Login
+from feedkv.cli.init import run_init
 from feedkv.cli.main import main
+from feedkv.errors import FeedKVError
 from feedkv.kv.dialer import nodes
+from feedkv.server.cluster import load_ident
 from feedkv.server.node import Node
 from feedkv.testing.certs import shared_certs_dir
 from feedkv.testing.node_process import NodeProcess, free_port
-from feedkv.testing.waiting import wait_until
+from feedkv.testing.waiting import run_threads, wait_until
 
 WAITING = "waiting for `feedkv init"
 
 
-@pytest.fixture
-def joining(tmp_path: Path) -> Iterator[list[NodeProcess]]:
-    """Three secure node processes started with the same --join list of all three,
-    none of which knows a cluster: they wait for `feedkv init`."""
-    ports = [free_port() for _ in range(3)]
-    join = ",".join(f"127.0.0.1:{port}" for port in ports)
+def start_waiting(base: Path, count: int = 3, *, listed: int | None = None) -> list[NodeProcess]:
+    """``count`` secure node processes started with the same --join list (the first
+    ``listed`` of them: all by default), none of which knows a cluster: they wait for
+    `feedkv init`. The caller kills them."""
+    base.mkdir(parents=True, exist_ok=True)
+    ports = [free_port() for _ in range(count)]
+    join = ",".join(f"127.0.0.1:{port}" for port in ports[: listed or count])
     started: list[NodeProcess] = []
     try:
         for index, port in enumerate(ports):
             node = NodeProcess(
-                tmp_path / f"n{index + 1}",
+                base / f"n{index + 1}",
                 "--changefeed-runner",
                 "thread",
                 "--listen",
@@ -42,6 +50,17 @@ def joining(tmp_path: Path) -> Iterator[list[NodeProcess]]:
             )
             node.address = f"127.0.0.1:{port}"
             started.append(node)
+    except BaseException:
+        for node in started:
+            node.kill_all()
+        raise
+    return started
+
+
+@pytest.fixture
+def joining(tmp_path: Path) -> Iterator[list[NodeProcess]]:
+    started = start_waiting(tmp_path)
+    try:
         yield started
     finally:
         for node in started:
@@ -149,3 +168,70 @@ def test_a_node_waiting_for_init_stops_on_sigterm_without_joining(tmp_path: Path
         assert not (tmp_path / "alone" / "cluster.json").exists()  # it is in no cluster
     finally:
         node.kill_all()
+
+
+def _init(node: NodeProcess) -> str:
+    """Run `feedkv init` against ``node``: ``"ok"``, or the error it raised."""
+    login = Login(f"feedkv://{node.address}", str(shared_certs_dir()), "root")
+    try:
+        run_init(login, io.StringIO())
+    except FeedKVError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "ok"
+
+
+def _race(started: list[NodeProcess], pair: tuple[int, int]) -> None:
+    """Fire `feedkv init` at the two nodes of ``pair`` together and check that they made
+    one cluster of all of ``started``."""
+    wait_until(
+        lambda: all(WAITING in node.log.read_text() for node in started),
+        timeout_s=60,
+        what="every node to wait for init",
+    )
+    barrier = threading.Barrier(2)
+    results: dict[int, str] = {}
+
+    def fire(index: int) -> Callable[[], None]:
+        def run() -> None:
+            barrier.wait(timeout=30)
+            results[index] = _init(started[index])
+
+        return run
+
+    run_threads([fire(index) for index in pair], deadline_s=60)
+    winners = [index for index in pair if results[index] == "ok"]
+    assert len(winners) == 1, results
+    (winner,) = winners
+    (loser,) = [index for index in pair if index != winner]
+    refused = results[loser]
+    assert "cluster has already been initialized" in refused, refused
+    assert started[winner].address in refused, refused  # it names who bootstraps
+
+    for node in started:
+        node.wait_started()
+    idents = [load_ident(node.store) for node in started]
+    assert None not in idents, idents
+    assert len({ident.cluster_id for ident in idents if ident is not None}) == 1, idents
+
+    def all_live(db: feedkv.DB) -> list[dict[str, Any]] | None:
+        listed = nodes(db)
+        return listed if sum(1 for n in listed if n["live"]) == len(started) else None
+
+    with feedkv.connect(started[loser].url) as db:
+        listed = wait_until(lambda: all_live(db), timeout_s=60, what="every node live")
+    assert sorted(n["address"] for n in listed) == sorted(n.address for n in started)
+    assert next(n["address"] for n in listed if n["id"] == 1) == started[winner].address
+
+
+@pytest.mark.slow(120)
+def test_two_inits_at_once_on_two_nodes_make_one_cluster(tmp_path: Path) -> None:
+    """The race of issue 37: two `feedkv init` fired together at two different waiting
+    nodes of one --join list. One bootstraps; the other is told the cluster is
+    initialized and by which node; all three nodes are in that one cluster."""
+    for attempt, pair in enumerate([(0, 1), (1, 2), (2, 0)]):
+        started = start_waiting(tmp_path / f"attempt{attempt}")
+        try:
+            _race(started, pair)
+        finally:
+            for node in started:
+                node.kill_all()

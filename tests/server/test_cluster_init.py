@@ -28,28 +28,33 @@ from feedkv.testing.waiting import run_threads, wait_until
 WAITING = "waiting for `feedkv init"
 
 
-def start_waiting(base: Path, count: int = 3, *, listed: int | None = None) -> list[NodeProcess]:
-    """``count`` secure node processes started with the same --join list (the first
-    ``listed`` of them: all by default), none of which knows a cluster: they wait for
-    `feedkv init`. The caller kills them."""
+def waiting_node(store: Path, port: int, join: str) -> NodeProcess:
+    """A secure node process on ``port`` started with ``--join join`` (it waits for
+    `feedkv init` while its store knows no cluster)."""
+    node = NodeProcess(
+        store,
+        "--changefeed-runner",
+        "thread",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--join",
+        join,
+        wait=False,
+    )
+    node.address = f"127.0.0.1:{port}"
+    return node
+
+
+def start_waiting(base: Path, count: int = 3) -> list[NodeProcess]:
+    """``count`` node processes started with the same --join list of them all, none of
+    which knows a cluster: they wait for `feedkv init`. The caller kills them."""
     base.mkdir(parents=True, exist_ok=True)
     ports = [free_port() for _ in range(count)]
-    join = ",".join(f"127.0.0.1:{port}" for port in ports[: listed or count])
+    join = ",".join(f"127.0.0.1:{port}" for port in ports)
     started: list[NodeProcess] = []
     try:
         for index, port in enumerate(ports):
-            node = NodeProcess(
-                base / f"n{index + 1}",
-                "--changefeed-runner",
-                "thread",
-                "--listen",
-                f"127.0.0.1:{port}",
-                "--join",
-                join,
-                wait=False,
-            )
-            node.address = f"127.0.0.1:{port}"
-            started.append(node)
+            started.append(waiting_node(base / f"n{index + 1}", port, join))
     except BaseException:
         for node in started:
             node.kill_all()
@@ -235,3 +240,44 @@ def test_two_inits_at_once_on_two_nodes_make_one_cluster(tmp_path: Path) -> None
         finally:
             for node in started:
                 node.kill_all()
+
+
+@pytest.mark.slow(90)
+def test_init_needs_a_majority_of_the_join_list_and_can_be_retried_on_another_node(
+    joining: list[NodeProcess],
+) -> None:
+    """With two of three nodes down, init fails and says why (no majority granted the
+    claim) and gives its own claim back; once one of them is up again, init on *it*
+    bootstraps (the first node's grant is free), the first joins, and so does the last
+    when it starts: one cluster."""
+    wait_until(
+        lambda: all(WAITING in node.log.read_text() for node in joining),
+        timeout_s=60,
+        what="every node to wait for init",
+    )
+    first, second, third = joining
+    join = ",".join(node.address for node in joining)  # as start_waiting gave them
+    second.kill_all()
+    third.kill_all()
+    failed = _init(first)
+    assert failed.startswith("NodeUnavailableError"), failed
+    assert "2 of the 3 nodes at --join must be waiting and grant it" in failed, failed
+    assert f"{first.address}: granted" in failed, failed
+    assert "feedkv init` again" in failed, failed
+
+    waited = third.log.read_text().count(WAITING)  # NB: the log is appended to
+    joining[2] = third = waiting_node(third.store, int(third.address.rpartition(":")[2]), join)
+    wait_until(
+        lambda: third.log.read_text().count(WAITING) > waited, timeout_s=60, what="n3 to wait"
+    )
+    assert _init(third) == "ok"
+    for node in (first, third):
+        node.wait_started()
+    port = int(second.address.rpartition(":")[2])
+    joining[1] = second = waiting_node(second.store, port, join)
+    second.wait_started()
+    idents = [load_ident(node.store) for node in joining]
+    assert None not in idents, idents
+    assert len({ident.cluster_id for ident in idents if ident is not None}) == 1, idents
+    assert {ident.node_id for ident in idents if ident is not None} == {1, 2, 3}
+    assert idents[2] is not None and idents[2].node_id == 1  # the node init ran on bootstrapped it

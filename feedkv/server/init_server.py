@@ -55,7 +55,7 @@ JOIN_CALL_S = 2.0  # how long one node of a join round may take to answer
 JOIN_POLL_S = 0.5  # how long a node waits between join rounds
 CLAIM_CALL_S = 2.0  # how long one node may take to answer a claim
 INIT_CLAIM_S = 5.0  # how long `feedkv init` tries to take the claim (its call waits longer)
-_WAITING = "this node is waiting for `feedkv init`: it knows no cluster yet"
+_WAITING = "is waiting for `feedkv init`: it knows no cluster yet"  # what others look for
 
 
 class InitServer:
@@ -99,7 +99,7 @@ class InitServer:
         if tls is not None:
             handlers = guarded_handlers(handlers, tls)
         self._server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(SERVICE, handlers), _Waiting())
+            (grpc.method_handlers_generic_handler(SERVICE, handlers), _Waiting(self))
         )
         self.port = listen(self._server, host, port, tls)
         # who this node is to the others' claim books (and to a refused init's user)
@@ -173,8 +173,16 @@ class InitServer:
         return msgpack.packb({})  # type: ignore[no-any-return]
 
     def _join(self, data: bytes, context: Any) -> bytes:
-        context.abort(grpc.StatusCode.UNAVAILABLE, _WAITING)
+        context.abort(grpc.StatusCode.UNAVAILABLE, self.waiting())
         raise NodeUnavailableError("unreachable: abort raises")
+
+    def waiting(self) -> str:
+        """What a call this node cannot answer yet is told (``feedkv node status``)."""
+        return (
+            f"the node at {self.address} {_WAITING}; `feedkv init --url "
+            f"feedkv://{self.address}` (or on another node of its --join list "
+            f"{','.join(self.join)}) bootstraps one"
+        )
 
     def stop(self) -> None:
         """Close the port (an ``Init`` answered is sent first)."""
@@ -214,9 +222,12 @@ class _Waiting:
     """A gRPC generic handler: every other call (a client's batch, ``feedkv node
     status``) is refused as unavailable, saying why."""
 
+    def __init__(self, server: InitServer) -> None:
+        self._server = server
+
     def service(self, handler_call_details: Any) -> grpc.RpcMethodHandler:
         def refuse(request: Any, context: Any) -> bytes:
-            context.abort(grpc.StatusCode.UNAVAILABLE, _WAITING)
+            context.abort(grpc.StatusCode.UNAVAILABLE, self._server.waiting())
             raise NodeUnavailableError("unreachable: abort raises")
 
         return grpc.unary_unary_rpc_method_handler(refuse)
@@ -238,12 +249,25 @@ def await_init(server: InitServer, tls: ClientTLS | None) -> tuple[str, int] | N
                 server.claims.become_member()
                 return answer
         if not waiting_logged:
-            unreached = [f for f in failures if _WAITING not in f]
-            log.warning(
-                "no node at --join %s knows a cluster yet%s: waiting for `feedkv init "
-                "--url feedkv://HOST:PORT` on one of the nodes to bootstrap it",
-                ",".join(join),
-                f" ({'; '.join(unreached)}{join_hint(unreached)})" if unreached else "",
-            )
+            log.warning("%s", _waiting_for(server, failures))
             waiting_logged = True
         server.init_requested.wait(JOIN_POLL_S)
+
+
+def _waiting_for(server: InitServer, failures: Sequence[str]) -> str:
+    """What a node that waits for ``feedkv init`` logs once: what it waits for, and how
+    to give it that."""
+    me = server.address
+    if set(server.join) == {me}:
+        return (
+            f"--join names only this node ({me}): no other node will bring it a cluster; "
+            f"waiting for `feedkv init --url feedkv://{me}` to bootstrap one here (or start "
+            "it with --join naming a member of a cluster)"
+        )
+    unreached = [f for f in failures if _WAITING not in f]
+    return (
+        f"no node at --join {','.join(server.join)} knows a cluster yet"
+        + (f" ({'; '.join(unreached)}{join_hint(unreached)})" if unreached else "")
+        + ": waiting for `feedkv init --url feedkv://HOST:PORT` on one of them to "
+        f"bootstrap it (this node is feedkv://{me})"
+    )

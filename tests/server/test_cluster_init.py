@@ -153,7 +153,12 @@ def test_init_asks_for_certs_dir_or_insecure(capsys: pytest.CaptureFixture[str])
     assert "--certs-dir DIR" in capsys.readouterr().err
 
 
-def test_a_node_waiting_for_init_stops_on_sigterm_without_joining(tmp_path: Path) -> None:
+def test_a_node_whose_join_list_names_only_itself_says_it_waits_for_init_then_stops(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It logs once what it waits for (no other node will bring it a cluster: init
+    here), `feedkv node status` against it says the same instead of failing obscurely,
+    and SIGTERM stops it without joining anything."""
     port = free_port()
     node = NodeProcess(
         tmp_path / "alone",
@@ -168,8 +173,16 @@ def test_a_node_waiting_for_init_stops_on_sigterm_without_joining(tmp_path: Path
     )
     try:
         wait_until(lambda: WAITING in node.log.read_text(), timeout_s=60, what="the wait")
+        logged = node.log.read_text()
+        assert f"--join names only this node (127.0.0.1:{port})" in logged, logged
+        assert f"`feedkv init --url feedkv://127.0.0.1:{port}`" in logged, logged
+        assert main(["node", "status", "--url", f"feedkv://127.0.0.1:{port}"]) == 1
+        err = capsys.readouterr().err
+        assert f"the node at 127.0.0.1:{port} is waiting for `feedkv init`" in err, err
+        assert f"`feedkv init --url feedkv://127.0.0.1:{port}`" in err, err
         assert node.terminate() == 0
         assert "stopped before it served" in node.log.read_text()
+        assert node.log.read_text().count(WAITING) == 1
         assert not (tmp_path / "alone" / "cluster.json").exists()  # it is in no cluster
     finally:
         node.kill_all()

@@ -3,7 +3,10 @@ makes one cluster whatever the timing: two inits sent at once to two waiting nod
 one ``--join`` list never bootstrap two.
 
 A node that ``feedkv init`` asks to bootstrap first asks every node of its ``--join``
-list (itself included, when the list names it) to grant it the claim. Each waiting node
+list (itself included, when the list names it) to grant it the claim. A claimant is
+named by its address and a token its store keeps (:func:`claimant_name`): two nodes
+that listen on the same address string on two hosts (``0.0.0.0:26258``) are still two
+claimants, and a node restarted on its store is still the same one. Each waiting node
 grants the claim to one claimant at a time (:class:`ClaimBook`), keeps the grant in its
 store directory across restarts, and refuses others, naming the holder; a member of a
 cluster refuses every claim in CockroachDB's words. The claimant bootstraps only when a
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import enum
 import json
+import secrets
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,7 +35,16 @@ from pathlib import Path
 
 from feedkv.util.files import replace_durably
 
-__all__ = ["Answer", "ClaimAnswer", "ClaimBook", "Outcome", "quorum", "tally"]
+__all__ = [
+    "Answer",
+    "ClaimAnswer",
+    "ClaimBook",
+    "Outcome",
+    "claimant_address",
+    "claimant_name",
+    "quorum",
+    "tally",
+]
 
 _CLAIM_FILE = "init-claim.json"
 
@@ -62,6 +75,17 @@ class Outcome:
     won: bool = False
     member: str = ""
     holder: str = ""
+
+
+def claimant_name(address: str, token: str) -> str:
+    """The name a node claims under: its address (what people read) and its store's
+    token (what tells two nodes apart)."""
+    return f"{address}#{token}"
+
+
+def claimant_address(name: str) -> str:
+    """The address part of a claimant's name (for messages)."""
+    return name.rpartition("#")[0] or name
 
 
 def quorum(join: Sequence[str]) -> int:
@@ -98,12 +122,16 @@ class ClaimBook:
     never held during a call, so two claimants asking each other cannot deadlock."""
 
     def __init__(self, store_dir: Path) -> None:
+        """Reads the book kept in ``store_dir``, or starts one (with the node's
+        :attr:`token`)."""
         self._file = store_dir / _CLAIM_FILE
         self._lock = threading.Lock()
         self._member = False
-        self._holder = ""
-        if self._file.exists():
-            self._holder = str(json.loads(self._file.read_text()).get("holder", ""))
+        kept = json.loads(self._file.read_text()) if self._file.exists() else {}
+        self._holder = str(kept.get("holder", ""))
+        self.token = str(kept.get("token", "")) or secrets.token_hex(8)
+        if "token" not in kept:
+            self._keep(self._holder)
 
     @property
     def holder(self) -> str:
@@ -142,5 +170,5 @@ class ClaimBook:
         # NB: durably before the answer: a grant forgotten in a crash could go to a
         # second claimant while the first bootstraps on it
         self._file.parent.mkdir(parents=True, exist_ok=True)
-        replace_durably(self._file, json.dumps({"holder": holder}))
+        replace_durably(self._file, json.dumps({"holder": holder, "token": self.token}))
         self._holder = holder

@@ -42,7 +42,16 @@ from feedkv.kv.server import guarded_handlers, listen
 from feedkv.kv.wire import SERVICE
 from feedkv.security.tls import ClientTLS, ServerTLS, open_channel
 from feedkv.server.cluster import ALREADY_INITIALIZED, join_hint, join_once
-from feedkv.server.init_claim import Answer, ClaimAnswer, ClaimBook, Outcome, quorum, tally
+from feedkv.server.init_claim import (
+    Answer,
+    ClaimAnswer,
+    ClaimBook,
+    Outcome,
+    claimant_address,
+    claimant_name,
+    quorum,
+    tally,
+)
 
 __all__ = ["CLAIM_METHOD", "INIT_METHOD", "RELEASE_METHOD", "InitServer", "await_init"]
 
@@ -104,6 +113,7 @@ class InitServer:
         self.port = listen(self._server, host, port, tls)
         # who this node is to the others' claim books (and to a refused init's user)
         self.address = host_port(host, self.port)
+        self._claimant = claimant_name(self.address, self.claims.token)
         self._server.start()
 
     def _init(self, data: bytes, context: Any) -> bytes:
@@ -139,8 +149,9 @@ class InitServer:
                 log.info("`feedkv init` refused: the node at %s is a member", outcome.member)
                 return {"refused": ALREADY_INITIALIZED, "member": outcome.member}
             if outcome.holder:
-                log.info("`feedkv init` refused: the node at %s bootstraps", outcome.holder)
-                return {"refused": ALREADY_INITIALIZED, "by": outcome.holder}
+                holder = claimant_address(outcome.holder)
+                log.info("`feedkv init` refused: the node at %s bootstraps", holder)
+                return {"refused": ALREADY_INITIALIZED, "by": holder}
             if time.monotonic() > deadline:
                 failed = _undecided(answers, self.join)
                 log.warning("`feedkv init` failed after %d claim rounds: %s", rounds, failed)
@@ -149,16 +160,16 @@ class InitServer:
             pause.wait(self._rng.uniform(0.05, 0.25))
 
     def _claim_round(self) -> tuple[list[ClaimAnswer], Outcome]:
-        own = replace(self.claims.claim(self.address), address=self.address)
-        answers = [_ask(address, self.address, self._client_tls) for address in self.join]
+        own = replace(self.claims.claim(self._claimant), address=self.address)
+        answers = [_ask(address, self._claimant, self._client_tls) for address in self.join]
         return answers, tally(answers, self.join, own)
 
     def _release_all(self) -> None:
-        self.claims.release(self.address)
+        self.claims.release(self._claimant)
         for address in self.join:
             try:
                 with open_channel(address, [], self._client_tls) as channel:
-                    call(channel, RELEASE_METHOD, {"claimant": self.address}, CLAIM_CALL_S)
+                    call(channel, RELEASE_METHOD, {"claimant": self._claimant}, CLAIM_CALL_S)
             except (NodeUnavailableError, PermissionDeniedError) as exc:
                 # NB: the grant there stays until this node claims again (it is granted
                 # again) and other inits are told it holds it
@@ -208,7 +219,7 @@ def _undecided(answers: Sequence[ClaimAnswer], join: Sequence[str]) -> str:
         if a.answer is Answer.GRANTED:
             parts.append(f"{a.address}: granted")
         elif a.answer is Answer.HELD:
-            parts.append(f"{a.address}: held by the node at {a.holder}")
+            parts.append(f"{a.address}: held by the node at {claimant_address(a.holder)}")
         else:
             parts.append(f"{a.address}: {a.reason}")
     return (

@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from feedkv.server.init_claim import Answer, ClaimAnswer, ClaimBook, Outcome, quorum, tally
+from feedkv.server.init_claim import (
+    Answer,
+    ClaimAnswer,
+    ClaimBook,
+    Outcome,
+    claimant_address,
+    claimant_name,
+    quorum,
+    tally,
+)
 
 JOIN = ["a:1", "b:1", "c:1"]
 GRANTED = ClaimAnswer("a:1", Answer.GRANTED)
@@ -108,6 +117,20 @@ def test_a_grant_outlives_a_restart_of_the_waiting_node(tmp_path: Path) -> None:
     assert again.claim("y").holder == "x"
     again.release("x")
     assert ClaimBook(tmp_path).holder == ""
+
+
+def test_two_nodes_on_one_address_string_are_two_claimants(tmp_path: Path) -> None:
+    """Nodes on two hosts may listen on the same address string (``0.0.0.0:26258``):
+    their stores' tokens tell them apart, and a restart on its store keeps a node's."""
+    first, second = ClaimBook(tmp_path / "first"), ClaimBook(tmp_path / "second")
+    assert first.token != second.token
+    assert ClaimBook(tmp_path / "first").token == first.token
+    wildcard = "0.0.0.0:26258"
+    name_1, name_2 = claimant_name(wildcard, first.token), claimant_name(wildcard, second.token)
+    acceptor = ClaimBook(tmp_path / "acceptor")
+    assert acceptor.claim(name_1).answer is Answer.GRANTED
+    assert acceptor.claim(name_2).holder == name_1
+    assert claimant_address(name_1) == wildcard
 
 
 def test_a_member_refuses_every_claim(tmp_path: Path) -> None:

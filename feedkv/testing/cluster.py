@@ -4,11 +4,12 @@
 others joining it, each with its own store under ``base``; with ``init=True`` it starts
 them as CockroachDB's users do (``cockroach start --join`` then ``cockroach init``):
 every node on a port chosen beforehand, with the same ``--join`` list of all of them,
-then ``feedkv init`` (a process of its own) on node 1. :meth:`LocalCluster.kill`
-SIGKILLs a node and :meth:`LocalCluster.restart` starts it again on its store (in init
-mode, on its port and with that list again). The
-nodes are secure (they call each other with TLS as ``node``), with ``certs_dir`` or
-else the process's shared test certs directory
+then ``feedkv init`` (a process of its own) on node 1. NB: node 1 is then ``n1``, but
+the others' ids follow the order they joined in, not their index (without init, node
+``index`` is ``n{index + 1}``). :meth:`LocalCluster.kill` SIGKILLs a node and
+:meth:`LocalCluster.restart` starts it again on its store (in init mode, on its port and
+with that list again). The nodes are secure (they call each other with TLS as
+``node``), with ``certs_dir`` or else the process's shared test certs directory
 (:func:`~feedkv.testing.certs.shared_certs_dir`), and :meth:`LocalCluster.connect`
 connects as root; with ``insecure=True`` they run ``--insecure``.
 """

@@ -49,8 +49,13 @@ def run_init(login: Login, stdout: TextIO | None = None) -> int:
             f"{answer['refused']}: `feedkv init` reached the node at {answer['by']} first, "
             f"which bootstraps it; the node at {address} joins it"
         )
+    member = answer.get("member") or address
+    if "refused" in answer and member != address:
+        raise InvalidArgumentError(
+            f"{answer['refused']} (the node at {member} is a member; the node at "
+            f"{address} joins its cluster)"
+        )
     if "refused" in answer:
-        member = answer.get("member") or address
-        raise InvalidArgumentError(f"{answer['refused']} (the node at {member} is a member)")
+        raise InvalidArgumentError(f"{answer['refused']} (the node at {address} is a member)")
     print("Cluster successfully initialized", file=stdout or sys.stdout, flush=True)
     return 0

@@ -241,7 +241,7 @@ def _race(started: list[NodeProcess], pair: tuple[int, int]) -> None:
     assert next(n["address"] for n in listed if n["id"] == 1) == started[winner].address
 
 
-@pytest.mark.slow(120)
+@pytest.mark.slow(20)
 def test_two_inits_at_once_on_two_nodes_make_one_cluster(tmp_path: Path) -> None:
     """The race of issue 37: two `feedkv init` fired together at two different waiting
     nodes of one --join list. One bootstraps; the other is told the cluster is
@@ -255,7 +255,7 @@ def test_two_inits_at_once_on_two_nodes_make_one_cluster(tmp_path: Path) -> None
                 node.kill_all()
 
 
-@pytest.mark.slow(90)
+@pytest.mark.slow(20)
 def test_init_needs_a_majority_of_the_join_list_and_can_be_retried_on_another_node(
     joining: list[NodeProcess],
 ) -> None:

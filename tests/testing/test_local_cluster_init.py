@@ -15,7 +15,7 @@ from feedkv.testing.waiting import wait_until
 pytestmark = pytest.mark.xdist_group("cluster")
 
 
-@pytest.mark.slow(60)
+@pytest.mark.slow(15)
 def test_an_init_mode_cluster_is_one_cluster_and_a_node_restarts_on_its_port(
     tmp_path: Path,
 ) -> None:

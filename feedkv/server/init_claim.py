@@ -124,6 +124,7 @@ class ClaimBook:
     def __init__(self, store_dir: Path) -> None:
         """Reads the book kept in ``store_dir``, or starts one (with the node's
         :attr:`token`)."""
+        self.path = store_dir
         self._file = store_dir / _CLAIM_FILE
         self._lock = threading.Lock()
         self._member = False

@@ -280,7 +280,10 @@ def _parser() -> argparse.ArgumentParser:
         help="bootstrap a new cluster on one of the nodes started with the same --join list",
     )
     init.add_argument(
-        "--url", default="feedkv://127.0.0.1:26258", help="the node to bootstrap it on"
+        "--url",
+        default="feedkv://127.0.0.1:26258",
+        help="the node to bootstrap it on: any waiting node (it first takes a claim at a "
+        "majority of its --join list, so that only one node bootstraps)",
     )
     init_security = init.add_mutually_exclusive_group()
     init_security.add_argument("--certs-dir", help=_CERTS_HELP)

@@ -213,7 +213,8 @@ class CallVerifier:
     and the ``Login`` that turns a password into a session (:meth:`login`).
     ``verifiers(user)``: the user's stored verifier, read when needed (the node sets it
     once it can read its catalog: :meth:`attach`). :attr:`audience`: the identity
-    certificate claims must be made for (a random one until the node sets its own).
+    certificate claims must be made for (a random one until the node sets its own);
+    claims made for the names it had before still hold here.
     Thread-safe."""
 
     def __init__(
@@ -231,10 +232,25 @@ class CallVerifier:
         self._wall = wall
         self._monotonic = monotonic
         self._verifiers: Verifiers | None = None
-        self.audience = f"unnamed-{secrets.token_hex(8)}"
+        self._audience = f"unnamed-{secrets.token_hex(8)}"
+        # NB: a node waiting for `feedkv init` answers to its random name, and the
+        # nodes that asked it then keep making claims for that name until they ask
+        # again (AUDIENCE_TTL_S): it was this process's and no other's, so they hold
+        self._former: set[str] = set()
         self._throttle = LoginThrottle()
         self._lock = threading.Lock()
         self._known: dict[str, _Known] = {}
+
+    @property
+    def audience(self) -> str:
+        return self._audience
+
+    @audience.setter
+    def audience(self, name: str) -> None:
+        with self._lock:
+            if name != self._audience:
+                self._former.add(self._audience)
+                self._audience = name
 
     def attach(self, verifiers: Verifiers) -> None:
         self._verifiers = verifiers
@@ -324,7 +340,7 @@ class CallVerifier:
                 f"the credentials claim user {user!r}, their certificate is not theirs"
             )
         audience = fields.get("aud")
-        if audience != self.audience:
+        if audience != self._audience and audience not in self._former:
             raise PermissionDeniedError(
                 f"the credentials of {user!r} were made for node {str(audience)[:80]!r}, "
                 f"not for this node ({self.audience!r}): a signed claim holds only at the "

@@ -841,6 +841,9 @@ class Cluster:
             "Nodes": self._on_nodes,
             # NB: a member's cluster exists: `feedkv init` is refused in CockroachDB's words
             "Init": lambda message: {"refused": ALREADY_INITIALIZED},
+            # a waiting node's claim to bootstrap (feedkv.server.init_claim): too late
+            "Claim": lambda message: {"refused": ALREADY_INITIALIZED},
+            "Release": lambda message: {},
         }
         if self.relocations is not None:
             methods.update(self.relocations.handlers())
@@ -954,6 +957,8 @@ METHODS = (
     "Join",
     "Nodes",
     "Init",
+    "Claim",
+    "Release",
     "Install",
     "Activate",
     "Discard",

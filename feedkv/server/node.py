@@ -198,9 +198,9 @@ class Node:
         (:mod:`feedkv.server.init_server`); returns the address it listened on (its
         real server takes the same port) and what it joined (``None``: it bootstraps)."""
         host, port = parse_listen(listen)
-        waiting = InitServer(host, port, self.tls)
+        waiting = InitServer(host, port, self.tls, join=join, store_dir=self.path, client_tls=tls)
         try:
-            joined = await_init(waiting, join, tls)
+            joined = await_init(waiting, tls)
         finally:
             waiting.stop()
         return host_port(host, waiting.port), joined

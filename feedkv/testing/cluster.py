@@ -1,16 +1,23 @@
 """A cluster of ``feedkv start`` processes on loopback, for tests and for trying feedkv.
 
 ``LocalCluster(base, nodes=3)`` starts node 1 (which bootstraps the cluster) and the
-others joining it, each with its own store under ``base``; :meth:`LocalCluster.kill`
-SIGKILLs a node and :meth:`LocalCluster.restart` starts it again on its store. The
-nodes are secure (they call each other with TLS as ``node``), with ``certs_dir`` or
-else the process's shared test certs directory
+others joining it, each with its own store under ``base``; with ``init=True`` it starts
+them as CockroachDB's users do (``cockroach start --join`` then ``cockroach init``):
+every node on a port chosen beforehand, with the same ``--join`` list of all of them,
+then ``feedkv init`` (a process of its own) on node 1. NB: node 1 is then ``n1``, but
+the others' ids follow the order they joined in, not their index (without init, node
+``index`` is ``n{index + 1}``). :meth:`LocalCluster.kill` SIGKILLs a node and
+:meth:`LocalCluster.restart` starts it again on its store (in init mode, on its port and
+with that list again). The nodes are secure (they call each other with TLS as
+``node``), with ``certs_dir`` or else the process's shared test certs directory
 (:func:`~feedkv.testing.certs.shared_certs_dir`), and :meth:`LocalCluster.connect`
 connects as root; with ``insecure=True`` they run ``--insecure``.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Self
@@ -18,7 +25,7 @@ from typing import Self
 from feedkv.db import DB, connect
 from feedkv.kv.dialer import nodes
 from feedkv.testing.certs import shared_certs_dir
-from feedkv.testing.node_process import NodeProcess
+from feedkv.testing.node_process import NodeProcess, free_port
 from feedkv.testing.waiting import wait_until
 
 __all__ = ["LocalCluster"]
@@ -36,13 +43,16 @@ class LocalCluster:
         insecure: bool = False,
         node_env: Callable[[int], dict[str, str]] | None = None,
         node_args: Callable[[int], Sequence[str]] | None = None,
+        init: bool = False,
     ) -> None:
         """``extra_args``: more ``feedkv start`` flags for every node; the nodes run
         changefeed jobs in threads (``--changefeed-runner thread``) unless told otherwise.
         ``rebalance_interval``: ``0s`` keeps ranges where a test put them.
         ``node_env(index)``: variables added to that node's environment at every start
         (a :class:`~feedkv.testing.partition.Network`'s proxy); ``node_args(index)``:
-        ``feedkv start`` flags of that node alone (its ``--locality``)."""
+        ``feedkv start`` flags of that node alone (its ``--locality``). ``init``: start
+        every node with one ``--join`` list, then run ``feedkv init`` on node 1 (else
+        node 1 starts without ``--join`` and bootstraps, the others join it)."""
         self.base = base
         self.node_env = node_env
         self.node_args = node_args
@@ -62,10 +72,15 @@ class LocalCluster:
             *extra_args,
         )
         self.processes: list[NodeProcess | None] = []
+        # init mode: each node's gRPC port, fixed at its every start, and so the join list
+        self.ports = [free_port() for _ in range(nodes)] if init else []
         try:
-            for index in range(nodes):
-                self.processes.append(None)
-                self.processes[index] = self._start(index)
+            if init:
+                self._start_and_init(start_timeout_s)
+            else:
+                for index in range(nodes):
+                    self.processes.append(None)
+                    self.processes[index] = self._start(index)
             wait_until(
                 lambda: self.live_nodes(0) == nodes,
                 timeout_s=start_timeout_s,
@@ -76,14 +91,65 @@ class LocalCluster:
             raise
 
     def _start(
-        self, index: int, env: dict[str, str] | None = None, *, join: bool = True
+        self,
+        index: int,
+        env: dict[str, str] | None = None,
+        *,
+        join: bool = True,
+        wait: bool = True,
     ) -> NodeProcess:
-        others = [i for i, p in enumerate(self.processes) if p is not None and i != index]
-        join_args = ("--join", self.address(others[0])) if others and join else ()
+        join_args: tuple[str, ...] = ()
+        if self.ports:
+            join_list = ",".join(f"127.0.0.1:{port}" for port in self.ports)
+            join_args = ("--listen", f"127.0.0.1:{self.ports[index]}")
+            join_args += ("--join", join_list) if join else ()
+        else:
+            others = [i for i, p in enumerate(self.processes) if p is not None and i != index]
+            join_args = ("--join", self.address(others[0])) if others and join else ()
         if self.node_env is not None:
             env = {**self.node_env(index), **(env or {})}
         own = tuple(self.node_args(index)) if self.node_args is not None else ()
-        return NodeProcess(self.base / f"n{index + 1}", *self.extra_args, *own, *join_args, env=env)
+        node = NodeProcess(
+            self.base / f"n{index + 1}", *self.extra_args, *own, *join_args, env=env, wait=wait
+        )
+        if not wait:  # NB: it prints its URLs once it is in the cluster
+            node.address = f"127.0.0.1:{self.ports[index]}"
+        return node
+
+    def _start_and_init(self, timeout_s: float) -> None:
+        """Start every node waiting for ``feedkv init``, run it on node 1 (again while
+        the nodes are still starting: it needs a majority of them), and wait for each to
+        serve."""
+        for index in range(len(self.ports)):
+            self.processes.append(None)
+            self.processes[index] = self._start(index, wait=False)
+        security = (
+            ("--certs-dir", str(self.certs_dir)) if self.certs_dir is not None else ("--insecure",)
+        )
+        command = [
+            sys.executable,
+            "-m",
+            "feedkv.cli.main",
+            "init",
+            "--url",
+            f"feedkv://127.0.0.1:{self.ports[0]}",
+            *security,
+        ]
+        outputs: list[str] = []
+
+        def initialized() -> bool:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+            outputs.append(done.stderr.strip())
+            # NB: an attempt whose answer was lost may have bootstrapped it
+            return done.returncode == 0 or "already been initialized" in done.stderr
+
+        try:
+            wait_until(initialized, timeout_s=timeout_s, poll_s=0.5, what="feedkv init")
+        except TimeoutError as exc:
+            raise RuntimeError(f"feedkv init failed: {outputs[-3:]}") from exc
+        for process in self.processes:
+            if process is not None:
+                process.wait_started()
 
     def _any_live(self, but: int) -> int:
         return next(i for i, p in enumerate(self.processes) if p is not None and i != but)

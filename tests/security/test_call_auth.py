@@ -83,6 +83,26 @@ def test_a_claim_signed_for_another_user_is_refused(certs: Path) -> None:
         verifier.caller(forged.metadata(AUDIENCE))
 
 
+def test_a_claim_made_for_a_nodes_name_while_it_waited_for_init_holds_once_it_joins(
+    certs: Path,
+) -> None:
+    """A node waiting for `feedkv init` answers to a random name, and the nodes that
+    called it then make claims for that name for a while after it joined its cluster
+    and took its cluster name: they hold (they were made for this node), while a claim
+    for any other name is still refused."""
+    wall = _Clock(NOW)
+    verifier = CallVerifier(
+        (certs / "ca.crt").read_bytes(), load_key(certs / "secrets.key"), wall=wall
+    )
+    waiting = verifier.audience
+    made_while_waiting = _claims(certs, "alice", wall).metadata(waiting)
+    verifier.audience = AUDIENCE
+    assert verifier.caller(made_while_waiting) == "alice"
+    assert verifier.caller(_claims(certs, "root", wall).metadata(AUDIENCE)) == "root"
+    with pytest.raises(PermissionDeniedError, match="made for node 'unnamed-elsewhere'"):
+        verifier.caller(_claims(certs, "root", wall).metadata("unnamed-elsewhere"))
+
+
 def test_a_certificate_of_another_ca_is_refused(certs: Path, tmp_path: Path) -> None:
     wall, mono = _Clock(NOW), _Clock(0.0)
     verifier = _verifier(certs, {}, wall, mono)

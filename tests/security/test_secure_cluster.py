@@ -1,5 +1,7 @@
 """Three secure nodes: they join, gossip, move ranges and serve rangefeeds to each other
-over TLS as ``node``; a client with a certificate of another CA is refused by each."""
+over TLS as ``node``; a client with a certificate of another CA is refused by each. They
+start with one ``--join`` list and ``feedkv init`` (their claims to bootstrap go over TLS
+too)."""
 
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ pytestmark = pytest.mark.xdist_group("cluster")
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     certs = make_certs_dir(tmp_path_factory.mktemp("pki"))
-    with LocalCluster(tmp_path_factory.mktemp("secure-cluster"), 3, certs_dir=certs) as started:
+    base = tmp_path_factory.mktemp("secure-cluster")
+    with LocalCluster(base, 3, certs_dir=certs, init=True) as started:
         yield started
 
 

@@ -1,6 +1,8 @@
 """``num_replicas`` zone configurations on three ``feedkv start`` processes: the lease
 holders add or remove replicas, one at a time, until each range has what its zone asks
-(the default zone's, or its table's), and ``SHOW ZONE CONFIGURATION`` says so."""
+(the default zone's, or its table's), and ``SHOW ZONE CONFIGURATION`` says so. The
+cluster is started as CockroachDB's users start one: every node with one ``--join``
+list, then ``feedkv init``."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ DEADLINE_S = 60.0
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path, 3, rebalance_interval="0s") as started:
+    with LocalCluster(tmp_path, 3, rebalance_interval="0s", init=True) as started:
         yield started
 
 

@@ -1,0 +1,83 @@
+"""Waiting nodes' ports (:class:`~feedkv.server.init_server.InitServer`, plaintext, in
+this process) under ``Init`` calls fired together: however many inits race, one node
+of a ``--join`` list is asked to bootstrap, and every other init is told which."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from feedkv.kv.dialer import call
+from feedkv.security.tls import open_channel
+from feedkv.server.init_server import INIT_METHOD, InitServer
+from feedkv.testing.node_process import free_port
+from feedkv.testing.waiting import run_threads
+
+
+@pytest.fixture
+def waiting(tmp_path: Path) -> Iterator[Callable[[int], list[InitServer]]]:
+    started: list[InitServer] = []
+
+    def start(count: int) -> list[InitServer]:
+        ports = [free_port() for _ in range(count)]
+        join = [f"127.0.0.1:{port}" for port in ports]
+        base = tmp_path / f"list{len(started)}"
+        servers = [
+            InitServer("127.0.0.1", port, None, join=join, store_dir=base / f"n{index + 1}")
+            for index, port in enumerate(ports)
+        ]
+        started.extend(servers)
+        return servers
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def _fire_together(servers: list[InitServer]) -> list[dict[str, Any]]:
+    barrier = threading.Barrier(len(servers))
+    answers: list[dict[str, Any]] = [{} for _ in servers]
+
+    def fire(index: int) -> Callable[[], None]:
+        def run() -> None:
+            barrier.wait(timeout=30)
+            with open_channel(servers[index].address, [], None) as channel:
+                answers[index] = call(channel, INIT_METHOD, {}, 30.0)
+
+        return run
+
+    run_threads([fire(index) for index in range(len(servers))], deadline_s=60)
+    return answers
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_inits_fired_at_every_waiting_node_at_once_bootstrap_one(
+    waiting: Callable[[int], list[InitServer]], count: int
+) -> None:
+    """Every node of the list gets an init at the same moment (the votes may split:
+    the claimants part ways after random pauses), five times over."""
+    for _ in range(5):
+        servers = waiting(count)
+        answers = _fire_together(servers)
+        bootstrapping = [s for s in servers if s.init_requested.is_set()]
+        assert len(bootstrapping) == 1, answers
+        (winner,) = bootstrapping
+        assert answers[servers.index(winner)] == {}  # `Cluster successfully initialized`
+        for server, answer in zip(servers, answers, strict=True):
+            if server is not winner:
+                assert answer["refused"] == "cluster has already been initialized", answer
+                assert answer["by"] == winner.address, answer
+
+
+def test_a_second_init_at_the_bootstrapping_node_is_refused(
+    waiting: Callable[[int], list[InitServer]],
+) -> None:
+    (server,) = waiting(1)
+    with open_channel(server.address, [], None) as channel:
+        assert call(channel, INIT_METHOD, {}) == {}
+        again = call(channel, INIT_METHOD, {})
+    assert again == {"refused": "cluster has already been initialized", "by": server.address}

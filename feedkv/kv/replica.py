@@ -77,6 +77,7 @@ from feedkv.errors import (
     InvariantViolation,
     NotLeaseHolderError,
 )
+from feedkv.kv.replica_refusal import Refusal
 from feedkv.kv.replicated_command import Effects, decode_command, encode_command
 from feedkv.raft import (
     ConfChange,
@@ -135,6 +136,11 @@ class RangeData(Protocol):
     def spool(self, chunks: Iterable[bytes]) -> bytes:
         """Keep a received snapshot's chunks (as they come); its token. Raises what
         ``chunks`` raises (a transfer cut off), keeping nothing."""
+        ...
+
+    def refusal(self, header: bytes) -> Refusal | None:
+        """Why a snapshot whose payload starts with ``header`` (the first of its
+        :meth:`snapshot_chunks`) may not be installed here now; ``None``: it may."""
         ...
 
     def accepts(self, data: bytes) -> bool:

@@ -41,6 +41,7 @@ import msgpack
 
 from feedkv.errors import InvalidArgumentError, InvariantViolation, NotLeaseHolderError
 from feedkv.kv.replica import Replica
+from feedkv.kv.replica_refusal import Refusal
 from feedkv.kv.replicated_command import Effects
 from feedkv.raft import (
     RAFT_DB,
@@ -464,6 +465,9 @@ class WholeEngine:
 
     def spool(self, chunks: Iterable[bytes]) -> bytes:
         return b"".join(chunks)  # NB: a simulated range is small: held in memory
+
+    def refusal(self, header: bytes) -> Refusal | None:
+        return None
 
     def accepts(self, data: bytes) -> bool:
         return True

@@ -24,7 +24,7 @@ from feedkv.errors import (
     RangeRoutingError,
     RangeUnavailableError,
 )
-from feedkv.kv import replicated_merge
+from feedkv.kv import replica_collector, replicated_merge
 from feedkv.kv import store as store_module
 from feedkv.kv.api import (
     GC,
@@ -542,6 +542,12 @@ def _raft_keys(store: Store, range_id: int) -> int:
         return sum(1 for _ in snap.scan(RAFT_DB, prefix, end))
 
 
+def _collecting(store: Store) -> dict[int, Span]:
+    """The removed replicas whose data the store has not finished deleting."""
+    with store.engine.snapshot() as snap:
+        return replica_collector.records(snap)
+
+
 def test_a_removed_follower_drops_the_range_and_ends_its_feeds_with_replica_removed(
     cluster: ReplicatedStores,
 ) -> None:
@@ -561,8 +567,10 @@ def test_a_removed_follower_drops_the_range_and_ends_its_feeds_with_replica_remo
     gone = cluster.stores[follower]
     wait_until(lambda: not gone.descriptors(), timeout_s=DEADLINE_S, what="r1 dropped")
     assert gone.replicas is not None and not gone.replicas.has(1)
-    assert cluster.value(follower, b"before") is None
     assert _raft_keys(gone, 1) == 0
+    # the data goes after, off the replica loop
+    wait_until(lambda: not _collecting(gone), timeout_s=DEADLINE_S, what="r1's data deleted")
+    assert cluster.value(follower, b"before") is None
     remaining = tuple(n for n in NODES if n != follower)
     assert sorted(cluster.stores[holder].descriptors()[0].replicas) == sorted(remaining)
     client.put(b"after", b"2")  # two voters of two: still a quorum

@@ -7,6 +7,7 @@ through whichever store holds its lease, as a router does after ``NotLeaseHolder
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import traceback
@@ -45,6 +46,7 @@ from feedkv.kv.observer import RangeEndReason
 from feedkv.kv.range_descriptor import ReplicaDescriptor, replica_tombstone
 from feedkv.kv.range_move import SNAPSHOT_DATABASES
 from feedkv.kv.replica import LOG_KEEP, LOG_LIMIT
+from feedkv.kv.replica_refusal import Refusal, SnapshotRefusedError
 from feedkv.kv.router import Transport
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.kv.txn_record import TXN_RECORDS
@@ -82,6 +84,7 @@ class ReplicatedStores:
         self.cut_snapshots = 0  # how many snapshot transfers to cut off, mid-way
         self.snapshot_frames = 0  # frames of the snapshots that arrived whole
         self.after_cut: list[Callable[[], None]] = []  # called once a transfer was cut off
+        self.refused: list[tuple[Refusal, int]] = []  # (reason, frames read) of refusals
         for node in NODES:
             self.start(node)
 
@@ -122,9 +125,13 @@ class ReplicatedStores:
             raise NodeUnavailableError(f"n{node} is unreachable")
         cut = self.cut_snapshots > 0
         self.cut_snapshots -= cut
-        counted = _counted(frames, self, cut_after=3 if cut else None)
+        taken: list[bytes] = []
+        counted = _counted(_kept(frames, taken), self, cut_after=3 if cut else None)
         try:
             store.replicas.receive_snapshot(range_id, counted, sender)
+        except SnapshotRefusedError as exc:
+            self.refused.append((exc.reason, len(taken)))
+            raise
         except _CutOff:
             for check in self.after_cut:
                 check()
@@ -192,6 +199,12 @@ class ReplicatedStores:
 
 class _CutOff(ConnectionError):
     """A snapshot's transfer cut off mid-way (what a broken stream raises)."""
+
+
+def _kept(frames: Iterator[bytes], taken: list[bytes]) -> Iterator[bytes]:
+    for frame in frames:
+        taken.append(b"")  # NB: counted, not held
+        yield frame
 
 
 def _counted(
@@ -1004,6 +1017,105 @@ def test_a_replica_removed_while_its_node_was_down_is_replaced_not_revived(
     assert desc.replica_of(victim) == ReplicaDescriptor(victim, 4)
     with back.engine.snapshot() as snap:
         assert replica_tombstone(snap, 1) == 4  # the old replica's id never comes back
+
+
+def test_a_removed_replicas_data_goes_off_the_loop_and_its_new_replica_waits_for_it(
+    cluster: ReplicatedStores,
+) -> None:
+    """The node's replica of r1 is removed while its collector is held: its tombstone,
+    descriptor and Raft state go at once, its data stays, and the node's loop goes on
+    applying r1's right half. Added back (a new replica id), its snapshot is refused at its header
+    (Refusal.COLLECTING: two frames read, not the range) until the old data is gone;
+    then it arrives."""
+    client = KVClient(cluster)
+    for i in range(300):
+        client.put(b"a%03d" % i, b"v")
+    client.split(b"m")
+    client.put(b"m-before", b"0")
+    holder = cluster.lease_holder()
+    victim = next(n for n in NODES if n != holder)
+    gone = cluster.stores[victim]
+    loop, collector = gone.replicas, gone.collector
+    assert loop is not None and collector is not None
+    wait_until(lambda: cluster.value(victim, b"m-before") == b"0", timeout_s=DEADLINE_S)
+    collector.pause()
+
+    _change_members(cluster, lambda store: store.remove_replica(1, victim))
+    wait_until(lambda: _collecting(gone), timeout_s=DEADLINE_S, what="r1 dropped")
+    assert set(_collecting(gone)) == {1} and not loop.has(1) and _raft_keys(gone, 1) == 0
+    assert [d.span.start for d in gone.descriptors()] == [b"m"]  # r1's right half
+    assert cluster.value(victim, b"a000") == b"v"  # not deleted yet
+    client.put(b"m-after", b"1")  # the right half, on the same loop
+    wait_until(lambda: cluster.value(victim, b"m-after") == b"1", timeout_s=DEADLINE_S)
+
+    client.put(b"b-while-away", b"2")
+
+    def add_back() -> bool | None:
+        # NB: not cluster.lease_holder(): the victim holds a range (the right half)
+        for store in cluster.stores.values():
+            if store.replicas is not None and store.replicas.holds_lease(1):
+                with contextlib.suppress(NotLeaseHolderError):
+                    store.add_replica(1, victim)
+                    return True
+        return None
+
+    wait_until(add_back, timeout_s=DEADLINE_S, what="the victim added back")
+    wait_until(
+        lambda: any(reason is Refusal.COLLECTING for reason, _ in cluster.refused),
+        timeout_s=DEADLINE_S,
+        what="the new replica's snapshot refused",
+    )
+    assert all(reason is Refusal.COLLECTING for reason, _ in cluster.refused)
+    assert all(frames <= 2 for _, frames in cluster.refused)  # the message and the header
+    assert cluster.value(victim, b"b-while-away") is None
+    assert collector.pages == 0
+
+    collector.resume()
+    wait_until(
+        lambda: loop.has(1) and loop.replica_id(1) == 4 and cluster.caught_up(),
+        timeout_s=DEADLINE_S,
+        what="replica 4 caught up",
+    )
+    assert collector.pages >= 1 and not _collecting(gone)
+    assert cluster.value(victim, b"b-while-away") == b"2"
+    assert cluster.value(victim, b"a299") == b"v"  # from the snapshot
+
+
+def test_a_collection_cut_short_by_a_crash_is_finished_when_the_store_starts(
+    tmp_path: Path,
+) -> None:
+    """The store stops with the removed replica's data and its record still there (its
+    collector held); started again, it deletes the data, and the range stays gone."""
+    cluster = ReplicatedStores(tmp_path, grown=True)  # NB: a restart bootstraps nothing
+    try:
+        client = KVClient(cluster)
+        for i in range(50):
+            client.put(b"a%03d" % i, b"v")
+        first = cluster.stores[1]
+        first.start_replicating(1)
+        for node in (2, 3):
+            _change_members(cluster, lambda store, node=node: store.add_replica(1, node))
+        wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
+        victim = next(n for n in NODES if n != cluster.lease_holder())
+        gone = cluster.stores[victim]
+        loop, collector = gone.replicas, gone.collector
+        assert loop is not None and collector is not None
+        assert cluster.value(victim, b"a049") == b"v"
+        collector.pause()
+        _change_members(cluster, lambda store: store.remove_replica(1, victim))
+        wait_until(lambda: _collecting(gone), timeout_s=DEADLINE_S, what="r1 dropped")
+        assert set(_collecting(gone)) == {1} and not loop.has(1)
+        cluster.stop(victim)  # NB: with the data and the record still there
+
+        cluster.start(victim)
+        back = cluster.stores[victim]
+        wait_until(lambda: not _collecting(back), timeout_s=DEADLINE_S, what="the deletion")
+        assert cluster.value(victim, b"a000") is None and cluster.value(victim, b"a049") is None
+        assert not back.descriptors() and _raft_keys(back, 1) == 0
+        with back.engine.snapshot() as snap:
+            assert replica_tombstone(snap, 1) == 4
+    finally:
+        cluster.close()
 
 
 def _state(store: Store, databases: Sequence[str]) -> dict[str, list[tuple[bytes, bytes]]]:

@@ -292,6 +292,9 @@ class _ReplicatedRange:
     def spool(self, chunks: Iterable[bytes]) -> bytes:
         return self._spool.write(chunks)
 
+    def spooled(self, data: bytes) -> Iterator[bytes]:
+        return self._spool.read(data)
+
     def release(self, data: bytes) -> None:
         self._spool.release(data)
 

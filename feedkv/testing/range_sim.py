@@ -472,6 +472,9 @@ class WholeEngine:
     def accepts(self, data: bytes) -> bool:
         return True
 
+    def spooled(self, data: bytes) -> Iterator[bytes]:
+        return iter((data,))
+
     def release(self, data: bytes) -> None:
         pass
 

@@ -14,12 +14,14 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
+import msgpack
 import pytest
 
 from feedkv.errors import AmbiguousResultError, InvariantViolation, NotLeaseHolderError
 from feedkv.kv.replica import Replica
 from feedkv.kv.replicated_command import Effects
-from feedkv.raft import ConfChange, ConfChangeType
+from feedkv.raft import ConfChange, ConfChangeType, Message, MessageType, decode_message
+from feedkv.storage.schema import MVCC_DATABASES
 from feedkv.testing.range_sim import RangeFaults, RangeSim
 
 
@@ -36,6 +38,30 @@ def _run(
         sim.close()
         raise
     return sim
+
+
+def test_a_snapshot_sender_holds_no_engine_snapshot_while_its_frames_go(
+    tmp_path: Path,
+) -> None:
+    """The sender copies the range to its spool with the first frame and ends its read
+    transaction there, so a slow receiver pins no pages of its store (and no map growth
+    waits on it); the frames after it still carry the data as of the snapshot."""
+    sim = _run(tmp_path, 0, RangeFaults(), 100)
+    try:
+        holder = _settled_holder(sim)
+        engine = sim.nodes[holder.replica_id].engine
+        frames = holder.snapshot_frames(Message(MessageType.SNAP, 2, holder.replica_id, 1))
+        head = decode_message(next(frames))
+        assert head.snapshot is not None and head.snapshot.meta.index == holder.applied
+        assert engine.open_snapshots == 0
+        with engine.snapshot() as snap:
+            image = [[db, k, v] for db in MVCC_DATABASES for k, v in snap.scan(db, b"")]
+        sim.propose()  # a change after the snapshot's position
+        sim.settle()
+        (data,) = list(frames)
+        assert msgpack.unpackb(data, raw=False) == image and image
+    finally:
+        sim.close()
 
 
 def test_a_quiet_range_applies_every_increment_on_every_replica(tmp_path: Path) -> None:

@@ -41,21 +41,27 @@ addressed to (a replica being added: the leader sends it a snapshot), unless tha
 one the range gave out before and this store dropped (its tombstone) or never held. A
 message addressed to an older replica id than this store's replica is for a replica that
 is gone: dropped. One addressed to a newer id tells this store that its replica was
-removed and the node added again: the old replica is collected (its data, Raft state and
-feeds dropped, a tombstone left) before the new one is made. A message from a replica
-the range removed (its id is below the range's next id and not a member) is dropped, and
-its sender told, so a removed replica that missed its removal (its node was down) never
-has a vote counted or a campaign answered, and collects itself (CockroachDB's
-ReplicaTooOldError). A node's transport calls :meth:`ReplicaLoop.receive` with the
-batches other nodes sent it;
+removed and the node added again: the old replica is collected before the new one is
+made. Collecting a replica (``on_removed``) writes its tombstone and drops its Raft state
+and feeds at once, on the loop, and deletes its data on a thread of the store's
+(:mod:`feedkv.kv.replica_collector`): a large range does not stall the store's other
+ranges; until its data is gone the loop takes no snapshot of the range. A message from a
+replica the range removed (its id is below the range's next id and not a member) is
+dropped, and its sender told (:class:`~feedkv.kv.replica_refusal.ReplicaTooOld`), so a
+removed replica that missed its removal (its node was down) never has a vote counted or
+a campaign answered, and collects itself (CockroachDB's ReplicaTooOldError). A node's
+transport calls :meth:`ReplicaLoop.receive` with the batches other nodes sent it;
 ``send`` must not block for long (it runs on the loop), and a message it loses is a
 message the network lost, which Raft tolerates.
 
 Snapshots go their own way, in bounded chunks (:mod:`feedkv.kv.snapshot_spool`): a
-thread of the loop's reads each from an engine snapshot as ``send_snapshot`` streams it
-(it blocks until the receiver kept every chunk, or raises), and tells Raft whether it
-arrived. The receiving node's transport hands the frames to
-:meth:`ReplicaLoop.receive_snapshot`, which spools them to disk as they come and then
+thread of the loop's copies the range from an engine snapshot to a spooled file, ends
+the engine snapshot, and streams the file's chunks through ``send_snapshot`` (it blocks
+until the receiver kept every chunk, or raises), then tells Raft whether it arrived. The
+receiving node's transport hands the frames to :meth:`ReplicaLoop.receive_snapshot`,
+which looks at the message and the data's header first and refuses what it could not
+install (:class:`~feedkv.kv.replica_refusal.SnapshotRefusedError`, with its reason,
+before the data is taken); else it spools the chunks to disk as they come and then
 steps the snapshot's message, naming the spooled file, into the replica (which installs
 it from the file in one engine transaction; the file goes once that is durable, or when
 the replica refuses the snapshot).
@@ -351,8 +357,10 @@ class ReplicaLoop:
     def receive_snapshot(self, range_id: int, frames: Iterator[bytes], sender: int) -> None:
         """A snapshot node ``sender`` streams (the frames of
         :meth:`~feedkv.kv.replica.Replica.snapshot_frames`), on the transport's thread:
-        spools its chunks as they come, then hands its message to the loop. Raises what
-        ``frames`` raises (the transfer was cut off: nothing was kept, nothing changed)."""
+        refuses it at its header (:class:`~feedkv.kv.replica_refusal.SnapshotRefusedError`,
+        having read two frames) when the loop could not take it, else spools its chunks
+        as they come, then hands its message to the loop. Raises what ``frames`` raises
+        (the transfer was cut off: nothing was kept, nothing changed)."""
         message = decode_message(next(frames))
         if message.snapshot is None:
             raise InvariantViolation(f"r{range_id}: a snapshot stream without a snapshot")
@@ -882,8 +890,8 @@ class ReplicaLoop:
         self._flush(outbox)
 
     def _send_snapshots(self) -> None:
-        """Stream each snapshot, read from the engine as it goes, off the loop (a large
-        range takes long to read and send), then tell the loop whether it arrived."""
+        """Stream each snapshot off the loop (a large range takes long to read and
+        send), then tell the loop whether it arrived."""
         while True:
             job = self._snapshots.get()
             if job is None or self._stopped.is_set():
@@ -904,7 +912,7 @@ class ReplicaLoop:
                     exc,
                 )
             finally:
-                frames.close()  # NB: its engine snapshot ends here, on the thread it began
+                frames.close()  # NB: its spooled copy goes here
             self._inbox.put(_SnapshotSent(replica.range_id, m.to, success=success))
 
     def _end_merged(self, range_id: int) -> None:

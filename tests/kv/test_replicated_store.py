@@ -8,6 +8,7 @@ through whichever store holds its lease, as a router does after ``NotLeaseHolder
 from __future__ import annotations
 
 import contextlib
+import struct
 import sys
 import threading
 import traceback
@@ -43,7 +44,12 @@ from feedkv.kv.api import (
 )
 from feedkv.kv.db import KVClient, LocalTransport
 from feedkv.kv.observer import RangeEndReason
-from feedkv.kv.range_descriptor import ReplicaDescriptor, replica_tombstone
+from feedkv.kv.range_descriptor import (
+    LEGACY_NEXT_REPLICA_ID,
+    META,
+    ReplicaDescriptor,
+    replica_tombstone,
+)
 from feedkv.kv.range_move import SNAPSHOT_DATABASES
 from feedkv.kv.replica import LOG_KEEP, LOG_LIMIT
 from feedkv.kv.replica_refusal import Refusal, SnapshotRefusedError
@@ -1114,6 +1120,49 @@ def test_a_collection_cut_short_by_a_crash_is_finished_when_the_store_starts(
         assert not back.descriptors() and _raft_keys(back, 1) == 0
         with back.engine.snapshot() as snap:
             assert replica_tombstone(snap, 1) == 4
+    finally:
+        cluster.close()
+
+
+def test_a_range_whose_descriptor_is_in_the_old_encoding_adds_replicas_above_every_node_id(
+    tmp_path: Path,
+) -> None:
+    """r1's descriptor is rewritten on every store as before replica ids (its replicas'
+    ids are their nodes'). A replica removed and added back then gets an id above every
+    node id, not the node count's next (4), which a replica of that time, on a node down
+    when it was removed, could still hold."""
+    cluster = ReplicatedStores(tmp_path)
+    client = KVClient(cluster)
+    client.put(b"k", b"1")
+    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
+    cluster.close()
+    for node in NODES:
+        store = Store(tmp_path / f"n{node}", node_id=node, bootstrap=False)
+        try:
+            (desc,) = store.descriptors()
+            old = struct.pack(">QQ?HB", 1, desc.generation, desc.sticky, 0, len(NODES))
+            old += b"".join(struct.pack(">I", n) for n in desc.replicas) + desc.span.end
+            store.engine.write(
+                lambda rw, old=old: rw.put(META, b"desc/" + (1).to_bytes(8, "big"), old)
+            )
+        finally:
+            store.close()
+    for node in NODES:
+        cluster.start(node)
+    try:
+        (desc,) = cluster.stores[1].descriptors()
+        assert desc.next_id == LEGACY_NEXT_REPLICA_ID  # as read from the old encoding
+        victim = next(n for n in NODES if n != cluster.lease_holder())
+        _change_members(cluster, lambda store: store.remove_replica(1, victim))
+        gone = cluster.stores[victim]
+        wait_until(lambda: not gone.descriptors(), timeout_s=DEADLINE_S, what="r1 dropped")
+        _change_members(cluster, lambda store: store.add_replica(1, victim))
+        (desc,) = cluster.stores[cluster.lease_holder()].descriptors()
+        assert desc.replica_of(victim) == ReplicaDescriptor(victim, LEGACY_NEXT_REPLICA_ID)
+        client.put(b"k", b"2")
+        wait_until(
+            lambda: cluster.value(victim, b"k") == b"2", timeout_s=DEADLINE_S, what="caught up"
+        )
     finally:
         cluster.close()
 

@@ -35,7 +35,9 @@ tombstone) is dropped; one to a newer id collects the node's replica first (its 
 state and data deleted, a tombstone left); one from a replica the receiver applied the
 removal of is dropped, and the sender's node told (a
 :class:`~feedkv.kv.replica_refusal.ReplicaTooOld` notice, through the same faulty
-network), which collects it; a replica that applies its own removal collects itself. The
+network), which collects it; a replica that applies its own removal collects itself;
+and once the faults stop, a replica the lease holder saw removed is collected (a
+store's replica GC). The
 checks: a replica only ever steps messages addressed to its id, no replica is made with
 an id below its node's tombstone, and once settled every node outside the range holds
 nothing of it (no replica, no Raft state, no data).
@@ -520,6 +522,7 @@ class RangeSim:
             self.restart(node_id)
         for _ in range(max_rounds):
             self.round(propose=0.0)
+            self._collect_strays()
             self._deliver(all_now=True)
             while any(self._handle_ready(node) for node in self.nodes.values()):
                 self._deliver(all_now=True)
@@ -534,6 +537,20 @@ class RangeSim:
                 ):
                     return
         raise InvariantViolation(f"the range did not settle in {max_rounds} rounds")
+
+    def _collect_strays(self) -> None:
+        """Collect each replica the lease holder's membership lacks, none in flight (as
+        a store's replica GC does, asking the range's record): a removed learner, or a voter cut
+        off when it was removed, may never speak to a member again, so no notice
+        reaches it."""
+        holder = self.lease_holder()
+        if holder is None or holder.raft.pending_conf_index > holder.applied:
+            return  # NB: a change in flight may be adding the replica
+        conf = holder.members
+        for node in self.nodes.values():
+            rid = node.replica_id
+            if node.up and rid and rid not in conf.voters and rid not in conf.learners:
+                self._collect_replica(node, rid + 1)
 
     # -- checks ----------------------------------------------------------------------
 

@@ -56,7 +56,15 @@ from feedkv.kv.replica_refusal import Refusal, SnapshotRefusedError
 from feedkv.kv.router import Transport
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.kv.txn_record import TXN_RECORDS
-from feedkv.raft import Config, Message, MessageType, encode_message
+from feedkv.raft import (
+    Config,
+    ConfState,
+    Message,
+    MessageType,
+    Snapshot,
+    SnapshotMeta,
+    encode_message,
+)
 from feedkv.storage import mvcc
 from feedkv.storage.gc import gc_threshold
 from feedkv.storage.logical_ops import (
@@ -1085,6 +1093,40 @@ def test_a_removed_replicas_data_goes_off_the_loop_and_its_new_replica_waits_for
     assert collector.pages >= 1 and not _collecting(gone)
     assert cluster.value(victim, b"b-while-away") == b"2"
     assert cluster.value(victim, b"a299") == b"v"  # from the snapshot
+
+
+def test_a_snapshot_a_replica_could_not_take_is_refused_at_its_header_with_its_reason(
+    cluster: ReplicatedStores,
+) -> None:
+    """Refused after the message and the data's header, the rest never read: one
+    addressed to an older replica than the store's, one at an index the replica applied
+    already, and one to an id the store's tombstone covers."""
+    client = KVClient(cluster)
+    client.put(b"k", b"1")
+    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
+    holder = cluster.lease_holder()
+    node = next(n for n in NODES if n != holder)
+    loop = cluster.stores[node].replicas
+    assert loop is not None
+    mine = loop.replica_id(1)
+    conf = ConfState(NODES, ())
+
+    def refusal(to: int, index: int) -> tuple[Refusal, int]:
+        meta = SnapshotMeta(index, 1, conf)
+        head = Message(MessageType.SNAP, to, holder, 1, snapshot=Snapshot(meta, b""))
+        taken: list[bytes] = []
+        frames = _kept(iter([encode_message(head), b"header", *[b"data"] * 50]), taken)
+        with pytest.raises(SnapshotRefusedError) as refused:
+            loop.receive_snapshot(1, frames, holder)
+        return refused.value.reason, len(taken)
+
+    assert refusal(mine - 1, 10**6) == (Refusal.NEWER_REPLICA, 2)
+    assert refusal(mine, 1) == (Refusal.APPLIED, 2)
+    _change_members(cluster, lambda store: store.remove_replica(1, node))
+    gone = cluster.stores[node]
+    wait_until(lambda: not gone.descriptors(), timeout_s=DEADLINE_S, what="r1 dropped")
+    wait_until(lambda: not _collecting(gone), timeout_s=DEADLINE_S, what="r1's data deleted")
+    assert refusal(mine, 10**6) == (Refusal.REPLICA_REMOVED, 2)
 
 
 def test_a_collection_cut_short_by_a_crash_is_finished_when_the_store_starts(

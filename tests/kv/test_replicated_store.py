@@ -1267,8 +1267,13 @@ def test_a_snapshot_of_many_chunks_arrives_whole_in_bounded_memory(tmp_path: Pat
             assert gc_threshold(b, Span(b"big", b"bih")) >= threshold
         assert second._ctx.closed.get(1) >= promised
         assert second.descriptors()[0].replica_of(2) is not None
-        spool = tmp_path / "n2" / "raft-snapshots"
-        wait_until(lambda: not list(spool.iterdir()), timeout_s=DEADLINE_S, what="spool freed")
+        for node in (1, 2):  # the sender's copy, and the receiver's
+            spool = tmp_path / f"n{node}" / "raft-snapshots"
+            wait_until(
+                lambda spool=spool: not list(spool.iterdir()),
+                timeout_s=DEADLINE_S,
+                what="spool freed",
+            )
     finally:
         cluster.close()
 
